@@ -1,0 +1,37 @@
+# Two commands set everything up on a fresh machine:  make run   and   make test
+# Each creates (or refreshes, when pyproject.toml changed) its own virtual environment.
+PYTHON ?= python3
+VENV   ?= .venv
+PY     := $(VENV)/bin/python
+STAMP  := $(VENV)/.installed
+
+.PHONY: run test lint typecheck importcheck unit bench accuracy measure-env measure dist smoke clean
+
+$(STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet -e '.[dev]'
+	touch $(STAMP)
+
+run: $(STAMP)
+	$(VENV)/bin/vramplan
+
+test: lint typecheck importcheck unit
+
+lint: $(STAMP)
+	$(PY) -m ruff check core gui tests benchmarks
+
+typecheck: $(STAMP)
+	$(PY) -m mypy
+
+importcheck: $(STAMP)
+	$(VENV)/bin/lint-imports
+
+unit: $(STAMP)
+	$(PY) -m pytest
+
+bench: $(STAMP)
+	$(PY) benchmarks/estimate_speed.py
+
+clean:
+	rm -rf $(VENV) build dist .pytest_cache .mypy_cache .ruff_cache

@@ -1,0 +1,110 @@
+"""The shapes an estimate is made of: buckets of bytes with their worked arithmetic."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import Final
+
+from core.units import GB
+
+
+class BucketKey(StrEnum):
+    WEIGHTS = "weights"
+    GRADIENTS = "gradients"
+    OPTIMIZER = "optimizer"
+    ACTIVATIONS = "activations"
+    OVERHEAD = "overhead"
+
+
+BUCKET_ORDER: Final = tuple(BucketKey)
+BUCKET_LABELS: Final = {
+    BucketKey.WEIGHTS: "Weights",
+    BucketKey.GRADIENTS: "Gradients",
+    BucketKey.OPTIMIZER: "Optimizer state",
+    BucketKey.ACTIVATIONS: "Activations",
+    BucketKey.OVERHEAD: "Overhead",
+}
+
+
+@dataclass(frozen=True)
+class Term:
+    """One line of arithmetic: what it is, the formula with numbers in, the bytes."""
+
+    label: str
+    formula: str
+    bytes: float
+
+
+@dataclass(frozen=True)
+class Bucket:
+    key: BucketKey
+    bytes: float
+    terms: tuple[Term, ...] = ()
+    note: str = ""
+
+    @property
+    def label(self) -> str:
+        return BUCKET_LABELS[self.key]
+
+    @property
+    def formula(self) -> str:
+        """The bucket's arithmetic as one readable block, as the lesson writes it."""
+        if not self.terms:
+            return f"{self.label}: {gb(self.bytes)} GB"
+        lines = [f"{t.label}: {t.formula} = {gb(t.bytes)} GB" for t in self.terms]
+        if len(self.terms) > 1:
+            lines.append(f"{self.label}: " + " + ".join(gb(t.bytes) for t in self.terms) + f" = {gb(self.bytes)} GB")
+        return "\n".join(lines)
+
+
+def make_bucket(key: BucketKey, terms: list[Term] | tuple[Term, ...], note: str = "") -> Bucket:
+    kept = tuple(t for t in terms if t.bytes)
+    return Bucket(key=key, bytes=float(sum(t.bytes for t in kept)), terms=kept, note=note)
+
+
+@dataclass(frozen=True)
+class Phase:
+    """The memory held at the high point of one phase of a training step."""
+
+    name: str
+    buckets: tuple[Bucket, ...]  # weights, gradients, optimizer, activations (no overhead)
+    description: str = ""
+
+    @property
+    def allocated_bytes(self) -> float:
+        return float(sum(b.bytes for b in self.buckets))
+
+    def bucket(self, key: BucketKey) -> Bucket:
+        for bucket in self.buckets:
+            if bucket.key is key:
+                return bucket
+        return Bucket(key=key, bytes=0.0)
+
+
+@dataclass(frozen=True)
+class Breakdown:
+    phases: tuple[Phase, ...]
+    overhead: Bucket
+    summary_formula: str
+    notes: tuple[str, ...] = ()
+
+
+def gb(n_bytes: float) -> str:
+    """A value in decimal GB the way the lesson prints parts: 0.50, 3.35, 13.4, 53.6."""
+    value = n_bytes / GB
+    if abs(value) >= 10:
+        return f"{value:.1f}"
+    return f"{value:.2f}"
+
+
+def sci(n: float) -> str:
+    """6.7e9, 124.4e6, 16,777,216: numbers as they appear in the worked examples."""
+    if float(n).is_integer() and abs(n) < 1e8:
+        return f"{int(n):,}"
+    for exp in (12, 9, 6):
+        if abs(n) >= 10**exp:
+            mant = n / 10**exp
+            text = f"{mant:.4g}"
+            return f"{text}e{exp}"
+    return f"{n:g}"

@@ -1,0 +1,362 @@
+"""``vramplan``: the command line over the same core the GUI uses.
+
+``vramplan estimate ...`` prints an estimate;
+``vramplan models`` and ``vramplan gpus`` list the catalogues. Bad input exits with
+status 2 and one line on stderr, never a traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Sequence
+from dataclasses import replace
+from typing import Any, NoReturn, TextIO
+
+from core import __version__
+from core.accounting import BUCKET_LABELS
+from core.catalogue import find_model, load_gpus, load_models
+from core.errors import PlanError, PlanFileError
+from core.estimate import VERDICT_LABELS, Estimate, estimate
+from core.importer import import_model
+from core.model import ModelSpec
+from core.plan import (
+    Accounting,
+    Attention,
+    LoraSettings,
+    Method,
+    Optimizer,
+    Plan,
+    Precision,
+    Quant,
+    Sharding,
+)
+from core.planfile import load as load_plan
+from core.planfile import save as save_plan
+from core.units import GB, format_count
+
+
+class UsageError(Exception):
+    pass
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> NoReturn:
+        raise UsageError(message)
+
+
+def _number(text: str) -> float:
+    """Accept 6.7e9, 6_700_000_000, 6,700,000,000, 124.4M, 7B."""
+    cleaned = text.strip().replace(",", "").replace("_", "")
+    scale = {"k": 1e3, "K": 1e3, "M": 1e6, "B": 1e9, "G": 1e9, "T": 1e12}
+    if cleaned and cleaned[-1] in scale:
+        return float(cleaned[:-1]) * scale[cleaned[-1]]
+    return float(cleaned)
+
+
+def _count(text: str) -> int:
+    try:
+        value = _number(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+    if value != value or value in (float("inf"), float("-inf")):
+        raise argparse.ArgumentTypeError(f"{text!r} is not a finite number")
+    return round(value)
+
+
+def _build_parser() -> _Parser:
+    parser = _Parser(prog="vramplan", description="Will a training or serving run fit in GPU memory?")
+    parser.add_argument("--version", action="version", version=f"vramplan {__version__}")
+    sub = parser.add_subparsers(dest="command", parser_class=_Parser)
+
+    est = sub.add_parser("estimate", help="estimate memory, time and serving needs of a plan")
+    src = est.add_argument_group("model (one of)")
+    src.add_argument("--model", "-m", help="catalogue id, e.g. llama-3.1-8b (see `vramplan models`)")
+    src.add_argument("--config", metavar="PATH", help="a Hugging Face config.json or model folder")
+    src.add_argument("--params", type=_count, metavar="N", help="parameter count as the lesson gives it (6.7e9)")
+    src.add_argument("--plan", metavar="FILE", help="a saved plan file; other options override it")
+    m = est.add_argument_group("method")
+    m.add_argument("--method", choices=[e.value for e in Method])
+    m.add_argument("--lora-rank", type=int)
+    m.add_argument("--lora-alpha", type=float)
+    m.add_argument("--lora-targets", help="comma list: q_proj,v_proj or all-linear")
+    m.add_argument("--trainable", type=_count, metavar="T", help="lesson mode: trainable parameters as given")
+    m.add_argument("--quant", choices=[e.value for e in Quant], help="QLoRA base storage")
+    m.add_argument("--frozen-layers", type=int)
+    m.add_argument("--precision", choices=[e.value for e in Precision])
+    m.add_argument("--optimizer", choices=[e.value for e in Optimizer])
+    m.add_argument("--checkpointing", action=argparse.BooleanOptionalAction, default=None)
+    m.add_argument("--attention", choices=[e.value for e in Attention])
+    m.add_argument("--chunked-loss", action=argparse.BooleanOptionalAction, default=None)
+    w = est.add_argument_group("workload")
+    w.add_argument("--micro-batch", "-b", type=int)
+    w.add_argument("--seq", "-s", type=int, dest="seq_len")
+    w.add_argument("--accum", type=int, dest="grad_accum")
+    w.add_argument("--tokens", type=_count, help="token budget D for time and cost (default 20M)")
+    h = est.add_argument_group("hardware")
+    h.add_argument("--gpu", help="GPU id (see `vramplan gpus`)")
+    h.add_argument("--gpus", type=int, dest="gpu_count", help="number of GPUs")
+    h.add_argument("--sharding", choices=[e.value for e in Sharding])
+    h.add_argument("--utilisation", type=float)
+    h.add_argument("--headroom", type=float, help="fraction kept free, 0.1 = 10 %%")
+    h.add_argument("--peak-tflops", type=float, help="override the card's dense peak TFLOP/s")
+    h.add_argument("--price", type=float, help="price per GPU-hour")
+    i = est.add_argument_group("serving")
+    i.add_argument("--concurrent", type=int, help="requests served at once")
+    i.add_argument("--context", type=int, help="tokens per request")
+    i.add_argument("--kv-dtype", choices=["bf16", "fp16", "fp32", "fp8", "int8", "int4"])
+    mode = est.add_argument_group("accounting")
+    mode.add_argument("--lesson", action="store_true", help="the lesson's accounting (typed activations)")
+    mode.add_argument("--activations-gb", type=float, help="lesson mode: activation allowance (default 1.5)")
+    out = est.add_argument_group("output")
+    out.add_argument("--json", action="store_true", help="machine-readable output, bytes throughout")
+    out.add_argument("--gib", action="store_true", help="show GiB instead of decimal GB")
+    out.add_argument("--save", metavar="FILE", help="also save the plan to FILE")
+
+    models = sub.add_parser("models", help="list the model catalogue")
+    models.add_argument("--json", action="store_true")
+    gpus = sub.add_parser("gpus", help="list the GPU catalogue")
+    gpus.add_argument("--json", action="store_true")
+    return parser
+
+
+def _base_plan(args: argparse.Namespace) -> Plan:
+    sources = [s for s in (args.model, args.config, args.params, args.plan) if s is not None]
+    if len([s for s in (args.model, args.config, args.params) if s is not None]) > 1:
+        raise UsageError("give the model once: --model, --config or --params")
+    if args.plan:
+        plan = load_plan(args.plan)
+    else:
+        plan = Plan(model=find_model("llama-2-7b").spec, model_id="llama-2-7b")
+    if not sources:
+        raise UsageError("say which model: --model ID, --config PATH, --params N or --plan FILE")
+    if args.model:
+        entry = find_model(args.model)
+        plan = replace(plan, model=entry.spec, model_id=entry.id, frozen_layers=0)
+    elif args.config:
+        imported = import_model(args.config)
+        plan = replace(plan, model=imported.spec, model_id="", frozen_layers=0)
+    elif args.params is not None:
+        if args.params < 1:
+            raise PlanError("--params", args.params, "a positive parameter count")
+        # A bare count keeps the shape of the current model (Llama-2-7B unless --plan).
+        plan = replace(plan, model=replace(plan.model, name=f"P = {args.params:.4g}", params_override=args.params))
+    return plan
+
+
+def plan_from_args(args: argparse.Namespace) -> Plan:
+    plan = _base_plan(args)
+    changes: dict[str, Any] = {}
+    for name, enum in (
+        ("method", Method),
+        ("precision", Precision),
+        ("optimizer", Optimizer),
+        ("attention", Attention),
+        ("quant", Quant),
+    ):
+        value = getattr(args, name)
+        if value is not None:
+            changes[name] = enum(value)
+    for name in ("checkpointing", "chunked_loss", "frozen_layers"):
+        if getattr(args, name) is not None:
+            changes[name] = getattr(args, name)
+    if args.method == "frozen" and args.frozen_layers is None and plan.frozen_layers == 0:
+        changes["frozen_layers"] = plan.model.num_layers // 2
+    lora: dict[str, Any] = {}
+    if args.lora_rank is not None:
+        lora["rank"] = args.lora_rank
+    if args.lora_alpha is not None:
+        lora["alpha"] = args.lora_alpha
+    if args.lora_targets:
+        lora["targets"] = tuple(t for t in args.lora_targets.split(",") if t.strip())
+    if lora:
+        changes["lora"] = replace(plan.lora, **lora) if plan.lora else LoraSettings(**lora)
+    workload = {
+        k: getattr(args, k) for k in ("micro_batch", "seq_len", "grad_accum", "tokens") if getattr(args, k) is not None
+    }
+    if workload:
+        changes["workload"] = replace(plan.workload, **workload)
+    hardware: dict[str, Any] = {}
+    for key in ("gpu", "gpu_count", "utilisation", "headroom"):
+        if getattr(args, key) is not None:
+            hardware[key] = getattr(args, key)
+    if args.sharding is not None:
+        hardware["sharding"] = Sharding(args.sharding)
+    if args.peak_tflops is not None:
+        hardware["peak_tflops_override"] = args.peak_tflops
+    if args.price is not None:
+        hardware["price_per_gpu_hour"] = args.price
+    if hardware:
+        changes["hardware"] = replace(plan.hardware, **hardware)
+    inference = {k: getattr(args, k) for k in ("concurrent", "context", "kv_dtype") if getattr(args, k) is not None}
+    if inference:
+        changes["inference"] = replace(plan.inference, **inference)
+    if args.lesson or args.activations_gb is not None or args.trainable is not None:
+        changes["accounting"] = Accounting.LESSON
+        lesson: dict[str, Any] = {}
+        if args.activations_gb is not None:
+            lesson["activations_gb"] = args.activations_gb
+        if args.trainable is not None:
+            lesson["trainable_override"] = args.trainable
+        changes["lesson"] = replace(plan.lesson, **lesson)
+    return replace(plan, **changes)
+
+
+def _fmt(n_bytes: float, gib: bool) -> str:
+    if gib:
+        return f"{n_bytes / 2**30:,.2f} GiB"
+    return f"{n_bytes / GB:,.2f} GB"
+
+
+def estimate_to_json(est: Estimate) -> dict[str, Any]:
+    plan = est.plan
+    return {
+        "model": plan.model.name,
+        "method": plan.method.value,
+        "accounting": plan.accounting.value,
+        "gpu": est.gpu.id,
+        "params": {
+            "total": est.params.total,
+            "trainable": est.params.trainable,
+            "adapter": est.params.adapter,
+            "active": est.params.active,
+        },
+        "buckets_bytes": {b.key.value: round(b.bytes) for b in est.buckets},
+        "phases_bytes": {p.name: round(p.allocated_bytes) for p in est.phases},
+        "peak_phase": est.peak_phase,
+        "peak_bytes": round(est.peak_bytes),
+        "total_bytes": round(est.total_bytes),
+        "capacity_bytes": round(est.capacity_bytes),
+        "usable_bytes": round(est.usable_bytes),
+        "verdict": est.verdict.value,
+        "margin_bytes": round(est.margin_bytes),
+        "summary": est.summary_formula,
+        "compute": {
+            "flops": est.compute.flops,
+            "flops_per_token": est.compute.flops_per_token,
+            "hours": est.compute.hours,
+            "tokens_per_second": est.compute.tokens_per_second,
+            "cost": est.compute.cost,
+            "energy_kwh": est.compute.energy_kwh,
+        },
+        "inference": {
+            "weights_bytes": round(est.inference.weights_bytes),
+            "kv_cache_bytes": round(est.inference.kv_cache_bytes),
+            "kv_bytes_per_token": est.inference.kv_bytes_per_token,
+            "total_bytes": round(est.inference.total_bytes),
+            "max_concurrent": est.inference.max_concurrent,
+            "max_context": est.inference.max_context,
+        },
+        "notes": list(est.notes),
+    }
+
+
+def render_estimate(est: Estimate, gib: bool = False) -> str:
+    plan = est.plan
+    p = est.params
+    lines = [
+        f"{plan.model.name} · {plan.method.value} · {plan.precision.value} · {plan.optimizer.value} · "
+        f"{est.gpu.name} × {plan.hardware.gpu_count}",
+        f"parameters {format_count(p.total)} total, {format_count(p.trainable)} trainable ({p.trainable:,})"
+        + ("   [lesson accounting]" if plan.accounting is Accounting.LESSON else ""),
+        "",
+    ]
+    width = max(len(v) for v in BUCKET_LABELS.values())
+    for bucket in est.buckets:
+        if plan.accounting is Accounting.LESSON and bucket.bytes == 0 and bucket.key.value == "overhead":
+            continue
+        lines.append(f"  {bucket.label:<{width}}  {_fmt(bucket.bytes, gib):>14}")
+    lines.append(f"  {'peak (' + est.peak_phase + ')':<{width}}  {_fmt(est.peak_bytes, gib):>14}")
+    if est.total_bytes != est.peak_bytes:
+        lines.append(f"  {'with overhead':<{width}}  {_fmt(est.total_bytes, gib):>14}")
+    lines += [
+        "",
+        f"  {est.summary_formula}",
+        f"  {VERDICT_LABELS[est.verdict]}: {_fmt(est.total_bytes, gib)} of {_fmt(est.capacity_bytes, gib)} "
+        f"({_fmt(est.usable_bytes, gib)} usable with {plan.hardware.headroom:.0%} headroom), "
+        f"margin {_fmt(est.margin_bytes, gib)}",
+        "",
+        f"  compute  {est.compute.flops:.1e} FLOPs, {est.compute.hours:.1f} h on {plan.hardware.gpu_count} GPU(s) "
+        f"at {plan.hardware.utilisation:.0%} of {est.compute.peak_tflops:g} TFLOP/s, "
+        f"{est.compute.tokens_per_second:,.0f} tokens/s, cost {est.compute.cost:,.2f}",
+        f"  serving  {_fmt(est.inference.total_bytes, gib)} for {plan.inference.concurrent} × "
+        f"{plan.inference.context:,} tokens (KV cache {_fmt(est.inference.kv_cache_bytes, gib)}, "
+        f"{est.inference.kv_bytes_per_token:,.0f} B/token); fits up to {est.inference.max_concurrent:,} requests",
+    ]
+    lines += [f"  note: {n}" for n in est.notes]
+    return "\n".join(lines)
+
+
+def _list_models(as_json: bool, out: TextIO) -> None:
+    models = load_models()
+    if as_json:
+        json.dump([{"id": m.id, "name": m.name, "params": m.spec.total_params()} for m in models], out, indent=2)
+        out.write("\n")
+        return
+    for m in models:
+        spec: ModelSpec = m.spec
+        out.write(
+            f"{m.id:<26} {m.name:<32} {format_count(spec.total_params()):>7}  "
+            f"L={spec.num_layers:<3} d={spec.hidden_size:<5} heads={spec.num_heads}/{spec.num_kv_heads}\n"
+        )
+
+
+def _list_gpus(as_json: bool, out: TextIO) -> None:
+    gpus = load_gpus()
+    if as_json:
+        json.dump(
+            [
+                {"id": g.id, "name": g.name, "memory_bytes": g.memory_bytes, "tflops_dense": dict(g.tflops_dense)}
+                for g in gpus
+            ],
+            out,
+            indent=2,
+        )
+        out.write("\n")
+        return
+    for g in gpus:
+        out.write(
+            f"{g.id:<20} {g.name:<28} {g.memory_bytes / 2**20:>8,.0f} MiB  {g.memory_bytes / GB:>6.1f} GB  "
+            f"bf16 {g.peak_tflops('bf16'):>7g} TFLOP/s\n"
+        )
+
+
+def _write(stream: TextIO | None, text: str) -> None:
+    # Windowed builds on Windows have no stdout/stderr at all.
+    if stream is not None:
+        stream.write(text)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    parser = _build_parser()
+    out = sys.stdout
+    try:
+        args = parser.parse_args(argv)
+        if args.command == "models":
+            _list_models(args.json, out)
+        elif args.command == "gpus":
+            _list_gpus(args.json, out)
+        elif args.command == "estimate":
+            plan = plan_from_args(args)
+            result = estimate(plan)
+            if args.save:
+                save_plan(plan, args.save)
+            if args.json:
+                _write(out, json.dumps(estimate_to_json(result), indent=2) + "\n")
+            else:
+                _write(out, render_estimate(result, gib=args.gib) + "\n")
+        else:
+            parser.print_help(out)
+            return 2
+    except (UsageError, PlanError, PlanFileError) as exc:
+        _write(sys.stderr, f"vramplan: {exc}\n")
+        return 2
+    except KeyboardInterrupt:
+        return 130
+    return 0
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

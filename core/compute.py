@@ -1,0 +1,85 @@
+"""Compute and time: FLOPs ≈ 6·P·D, time = FLOPs ÷ (peak × utilisation × GPUs)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from core.accounting import sci
+from core.catalogue import GpuSpec
+from core.params import ParamCounts
+from core.plan import Accounting, Method, Plan, Precision
+
+
+@dataclass(frozen=True)
+class Compute:
+    flops_per_token: float
+    flops: float
+    peak_tflops: float  # dense peak of one GPU for the plan's compute dtype
+    seconds: float
+    hours: float
+    tokens_per_second: float
+    cost: float  # hours × GPUs × price per GPU-hour
+    energy_kwh: float  # hours × GPUs × board power
+    steps: int  # optimizer steps for the token budget
+    formula: str
+
+
+def compute_dtype(plan: Plan) -> str:
+    if plan.precision is Precision.FP32:
+        return "fp32"
+    return "fp16" if plan.precision in (Precision.FP16, Precision.FP16_MIXED) else "bf16"
+
+
+def flops_per_token(plan: Plan, counts: ParamCounts) -> tuple[float, str]:
+    """Training FLOPs per token and how they were counted.
+
+    Forward 2·P; backward 2·P for the gradients flowing to the layer inputs plus 2·T for
+    the weight gradients (Kaplan et al. 2020, arXiv:2001.08361): 6·P for full training,
+    about 4·P with a frozen base (the lesson's LoRA figure). Checkpointing recomputes the
+    forward: +2·P.
+    """
+    p = counts.active
+    if plan.accounting is Accounting.LESSON:
+        if plan.method is Method.FULL:
+            return 6.0 * p, "6 · P"
+        if plan.adapter_based:
+            return 4.0 * p, "4 · P (frozen base)"
+    # Trainable parameters a token passes through (MoE: routed experts only).
+    trainable_active = min(counts.trainable, p) if plan.method is not Method.FULL else p
+    per_token = 4.0 * p + 2.0 * trainable_active
+    how = "6 · P" if plan.method is Method.FULL else "4 · P + 2 · T"
+    if plan.checkpointing:
+        per_token += 2.0 * p
+        how += " + 2 · P (recomputed forward)"
+    return per_token, how
+
+
+def compute_estimate(plan: Plan, counts: ParamCounts, gpu: GpuSpec) -> Compute:
+    per_token, how = flops_per_token(plan, counts)
+    tokens = plan.workload.tokens
+    flops = per_token * tokens
+    override = plan.hardware.peak_tflops_override
+    peak = override if override > 0 else gpu.peak_tflops(compute_dtype(plan))
+    gpus = plan.hardware.gpu_count
+    achieved = peak * 1e12 * plan.hardware.utilisation * gpus
+    seconds = flops / achieved if achieved > 0 else float("inf")
+    hours = seconds / 3600
+    tokens_per_second = achieved / per_token if per_token > 0 else 0.0
+    tokens_per_step = plan.effective_batch * plan.workload.seq_len
+    steps = -(-tokens // tokens_per_step) if tokens_per_step else 0
+    formula = (
+        f"FLOPs = {how} · D = {sci(per_token)} × {sci(tokens)} = {flops:.1e}; "
+        f"time = {flops:.1e} ÷ ({peak:g} TFLOP/s × {plan.hardware.utilisation:.0%} × {gpus}) = {hours:.1f} h"
+    )
+    return Compute(
+        flops_per_token=per_token,
+        flops=flops,
+        peak_tflops=peak,
+        seconds=seconds,
+        hours=hours,
+        tokens_per_second=tokens_per_second,
+        cost=hours * gpus * plan.hardware.price_per_gpu_hour,
+        energy_kwh=hours * gpus * gpu.board_power_w / 1000.0,
+        steps=steps,
+        formula=formula,
+    )

@@ -1,0 +1,34 @@
+"""The project's own exceptions: every bad input ends up as one of these."""
+
+from __future__ import annotations
+
+
+class PlanError(ValueError):
+    """A value a user gave is outside what the estimator accepts.
+
+    ``field`` names the input (dotted path, as in the plan file), ``value`` is what was
+    given and ``allowed`` says what would have been accepted. The message carries all three
+    so a command line or a dialog can show it as it is.
+    """
+
+    def __init__(self, field: str, value: object, allowed: str, reason: str = "") -> None:
+        self.field = field
+        self.value = value
+        self.allowed = allowed
+        self.reason = reason
+        shown = repr(value)
+        if len(shown) > 80:
+            shown = shown[:77] + "..."
+        text = f"{field}: {shown} is not allowed; expected {allowed}"
+        if reason:
+            text += f" ({reason})"
+        super().__init__(text)
+
+
+class PlanFileError(ValueError):
+    """A plan, config, measurement or catalogue file could not be read."""
+
+    def __init__(self, path: str, reason: str) -> None:
+        self.path = path
+        self.reason = reason
+        super().__init__(f"{path}: {reason}")

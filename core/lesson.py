@@ -1,0 +1,86 @@
+"""The lesson's accounting (LM8-T3): four buckets with a typed activation allowance.
+
+Weights P·b_w, gradients T·b_g, optimizer state T·b_o (+ a float32 master copy in mixed
+precision), activations as typed. With adapters the adapter itself is kept in float32 and
+counts 16 bytes per parameter (4 weight + 4 gradient + 8 Adam). No overhead bucket: the
+lesson keeps 10-20 % headroom instead.
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+from core.accounting import Breakdown, BucketKey, Phase, Term, gb, make_bucket, sci
+from core.params import ParamCounts
+from core.plan import Method, Optimizer, Plan, Precision, Quant
+from core.units import GB
+
+# Bytes of optimizer state per trainable parameter, lesson-level.
+# AdamW: two float32 moments (Kingma & Ba 2015; the lesson's b_o = 8). 8-bit AdamW: two
+# 1-byte moments (Dettmers et al. 2022, arXiv:2110.02861). SGD with momentum: one buffer.
+# Adafactor: factored second moment, one row and one column vector per matrix (Shazeer &
+# Stern 2018, arXiv:1804.04235) - negligible per parameter at this level of detail.
+LESSON_OPTIMIZER_BYTES: Final = {
+    Optimizer.ADAMW: 8.0,
+    Optimizer.PAGED_ADAMW: 8.0,
+    Optimizer.ADAMW_8BIT: 2.0,
+    Optimizer.PAGED_ADAMW_8BIT: 2.0,
+    Optimizer.SGD_MOMENTUM: 4.0,
+    Optimizer.SGD: 0.0,
+    Optimizer.ADAFACTOR: 0.0,
+}
+MASTER_COPY_BYTES: Final = 4.0  # float32 master weight in mixed precision
+ADAPTER_BYTES: Final = 4.0  # the lesson keeps adapters, and their gradients, in float32
+MIXED: Final = (Precision.BF16_MIXED, Precision.FP16_MIXED)
+
+
+def weight_bytes(plan: Plan) -> float:
+    """b_w: 4 (float32), 2 (16-bit), 1 (int8), 0.5 (4-bit) bytes per stored weight."""
+    if plan.method is Method.QLORA:
+        return 1.0 if plan.quant is Quant.INT8 else 0.5
+    return 4.0 if plan.precision is Precision.FP32 else 2.0
+
+
+def training_breakdown(plan: Plan, counts: ParamCounts) -> Breakdown:
+    p, t = counts.total, counts.trainable
+    bw = weight_bytes(plan)
+    bo = LESSON_OPTIMIZER_BYTES[plan.optimizer]
+    mixed = plan.precision in MIXED
+    weights = [Term("stored weights", f"P × b_w = {sci(p)} × {bw:g} B", p * bw)]
+    grads: list[Term] = []
+    optim: list[Term] = []
+    if plan.adapter_based:
+        weights.append(Term("adapter (float32)", f"T × {ADAPTER_BYTES:g} B = {sci(t)} × 4 B", t * ADAPTER_BYTES))
+        grads.append(Term("adapter gradients", f"T × {ADAPTER_BYTES:g} B = {sci(t)} × 4 B", t * ADAPTER_BYTES))
+        optim.append(Term("optimizer state", f"T × b_o = {sci(t)} × {bo:g} B", t * bo))
+    else:
+        grads.append(Term("gradients", f"T × b_g = {sci(t)} × {bw:g} B", t * bw))
+        if mixed:
+            optim.append(Term("float32 master copy", f"T × 4 B = {sci(t)} × 4 B", t * MASTER_COPY_BYTES))
+        optim.append(Term("optimizer state", f"T × b_o = {sci(t)} × {bo:g} B", t * bo))
+    act_bytes = plan.lesson.activations_gb * GB
+    activations = [Term("activation allowance", f"{plan.lesson.activations_gb:g} GB as typed", act_bytes)]
+    buckets = (
+        make_bucket(BucketKey.WEIGHTS, weights),
+        make_bucket(BucketKey.GRADIENTS, grads),
+        make_bucket(BucketKey.OPTIMIZER, optim),
+        make_bucket(BucketKey.ACTIVATIONS, activations),
+    )
+    total = sum(b.bytes for b in buckets)
+    if plan.adapter_based:
+        adapter_total = t * (ADAPTER_BYTES * 2 + bo)
+        parts = [gb(p * bw), gb(adapter_total)]
+    else:
+        parts = [gb(t.bytes) for t in (*weights, *grads, *optim)]
+    parts.append(f"{plan.lesson.activations_gb:g}")
+    summary = " + ".join(parts) + f" = {total / GB:.1f} GB"
+    phase = Phase("training step", buckets, "the lesson's sum of the four buckets")
+    notes: tuple[str, ...] = ()
+    if plan.adapter_based and plan.lesson.trainable_override:
+        notes = (f"T = {t:,} as given (the lesson's figure), not derived from the architecture.",)
+    return Breakdown(
+        phases=(phase,),
+        overhead=make_bucket(BucketKey.OVERHEAD, []),
+        summary_formula=summary,
+        notes=notes,
+    )

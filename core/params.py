@@ -1,0 +1,40 @@
+"""How many parameters a plan stores and trains."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from core.plan import Accounting, Method, Plan
+
+
+@dataclass(frozen=True)
+class ParamCounts:
+    total: int  # every parameter of the base model
+    active: int  # parameters one token passes through (differs for mixture-of-experts)
+    trainable: int  # parameters that get gradients and optimizer state
+    adapter: int  # LoRA parameters (0 without adapters); part of ``trainable``
+    frozen_base: int  # base parameters without gradients
+
+
+def frozen_params(plan: Plan) -> int:
+    """Embeddings plus the bottom ``frozen_layers`` blocks (the head stays trainable unless tied)."""
+    model = plan.model
+    return model.embedding_params() + plan.frozen_layers * model.layer_params()
+
+
+def param_counts(plan: Plan) -> ParamCounts:
+    model = plan.model
+    total = model.total_params()
+    active = model.active_params()
+    if plan.method in (plan.method.LORA, plan.method.QLORA):
+        adapter = model.lora_params(plan.lora.rank, plan.lora.targets)
+        if plan.accounting is Accounting.LESSON and plan.lesson.trainable_override:
+            adapter = plan.lesson.trainable_override
+        return ParamCounts(total=total, active=active, trainable=adapter, adapter=adapter, frozen_base=total)
+    if plan.method is Method.FROZEN:
+        frozen = min(total, frozen_params(plan))
+        trainable = total - frozen
+        if plan.accounting is Accounting.LESSON and plan.lesson.trainable_override:
+            trainable = min(total, plan.lesson.trainable_override)
+        return ParamCounts(total=total, active=active, trainable=trainable, adapter=0, frozen_base=total - trainable)
+    return ParamCounts(total=total, active=active, trainable=total, adapter=0, frozen_base=0)

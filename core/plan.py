@@ -1,0 +1,298 @@
+"""The Plan: one immutable value holding every input of an estimate.
+
+A Plan validates itself when it is built; every error is a :class:`PlanError` naming the
+field (as a dotted path of the plan file), the value and what is allowed. Plans are
+saved as a versioned JSON document (see :mod:`core.planfile`).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field, replace
+from enum import StrEnum
+from typing import Any, Final
+
+from core.errors import PlanError
+from core.model import ModelSpec, normalise_lora_targets
+
+
+class Method(StrEnum):
+    FULL = "full"
+    LORA = "lora"
+    QLORA = "qlora"
+    FROZEN = "frozen"
+
+
+class Precision(StrEnum):
+    FP32 = "fp32"  # float32 weights, gradients and optimizer state
+    BF16_MIXED = "bf16-mixed"  # float32 master weights, bf16 compute (autocast)
+    FP16_MIXED = "fp16-mixed"
+    BF16 = "bf16"  # everything in bf16, no float32 copy
+    FP16 = "fp16"
+
+
+class Quant(StrEnum):
+    """Storage of the frozen base weights under QLoRA."""
+
+    NF4 = "nf4"
+    FP4 = "fp4"
+    INT8 = "int8"
+
+
+class Optimizer(StrEnum):
+    ADAMW = "adamw"
+    ADAMW_8BIT = "adamw-8bit"
+    PAGED_ADAMW = "paged-adamw"
+    PAGED_ADAMW_8BIT = "paged-adamw-8bit"
+    SGD_MOMENTUM = "sgd-momentum"
+    SGD = "sgd"
+    ADAFACTOR = "adafactor"
+
+
+class Attention(StrEnum):
+    EAGER = "eager"  # materialises batch·heads·seq² scores and probabilities
+    SDPA = "sdpa"  # PyTorch scaled_dot_product_attention: flash / memory-efficient kernels
+    FLASH = "flash"  # the flash-attn package (FlashAttention-2)
+
+
+class Sharding(StrEnum):
+    NONE = "none"  # plain data parallel: every GPU holds everything
+    ZERO1 = "zero1"  # optimizer state sharded
+    ZERO2 = "zero2"  # + gradients
+    ZERO3 = "zero3"  # + weights (FSDP full shard)
+
+
+class Accounting(StrEnum):
+    LESSON = "lesson"  # the lesson's four buckets with a typed activation allowance
+    DETAILED = "detailed"  # derived from the architecture and how the step runs
+
+
+METHOD_LABELS: Final = {
+    Method.FULL: "Full fine-tuning",
+    Method.LORA: "LoRA",
+    Method.QLORA: "QLoRA (quantised base)",
+    Method.FROZEN: "Frozen layers",
+}
+PRECISION_LABELS: Final = {
+    Precision.FP32: "float32",
+    Precision.BF16_MIXED: "bf16 mixed (fp32 master)",
+    Precision.FP16_MIXED: "fp16 mixed (fp32 master)",
+    Precision.BF16: "pure bf16",
+    Precision.FP16: "pure fp16",
+}
+OPTIMIZER_LABELS: Final = {
+    Optimizer.ADAMW: "AdamW",
+    Optimizer.ADAMW_8BIT: "AdamW 8-bit",
+    Optimizer.PAGED_ADAMW: "Paged AdamW",
+    Optimizer.PAGED_ADAMW_8BIT: "Paged AdamW 8-bit",
+    Optimizer.SGD_MOMENTUM: "SGD + momentum",
+    Optimizer.SGD: "SGD",
+    Optimizer.ADAFACTOR: "Adafactor",
+}
+ATTENTION_LABELS: Final = {
+    Attention.EAGER: "eager (scores kept)",
+    Attention.SDPA: "SDPA (fused)",
+    Attention.FLASH: "FlashAttention-2",
+}
+SHARDING_LABELS: Final = {
+    Sharding.NONE: "none (data parallel)",
+    Sharding.ZERO1: "ZeRO-1 (optimizer)",
+    Sharding.ZERO2: "ZeRO-2 (+ gradients)",
+    Sharding.ZERO3: "ZeRO-3 / FSDP (+ weights)",
+}
+QUANT_LABELS: Final = {Quant.NF4: "4-bit NF4", Quant.FP4: "4-bit FP4", Quant.INT8: "8-bit (LLM.int8)"}
+
+# Ranges: wide enough for any real run, narrow enough that every product stays finite.
+MAX_BATCH: Final = 1_000_000
+MAX_SEQ: Final = 100_000_000
+MAX_TOKENS: Final = 10**16
+MAX_GPUS: Final = 1_000_000
+MAX_RANK: Final = 65_536
+
+
+def _check_int(path: str, value: object, low: int, high: int) -> None:
+    if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
+        raise PlanError(path, value, f"an integer from {low:,} to {high:,}")
+
+
+def _check_float(path: str, value: object, low: float, high: float, *, low_open: bool = False) -> None:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        raise PlanError(path, value, f"a number from {low:g} to {high:g}")
+    if value > high or value < low or (low_open and value == low):
+        bound = f"above {low:g}" if low_open else f"from {low:g}"
+        raise PlanError(path, value, f"a number {bound} to {high:g}")
+
+
+def _check_enum(path: str, value: object, enum: type[StrEnum]) -> None:
+    if not isinstance(value, enum):
+        raise PlanError(path, value, "one of " + ", ".join(e.value for e in enum))
+
+
+@dataclass(frozen=True)
+class LoraSettings:
+    rank: int = 8
+    alpha: float = 16.0
+    targets: tuple[str, ...] = ("q_proj", "v_proj")
+
+    def __post_init__(self) -> None:
+        _check_int("method.lora.rank", self.rank, 1, MAX_RANK)
+        _check_float("method.lora.alpha", self.alpha, 0.0, 1e6, low_open=True)
+        if not isinstance(self.targets, tuple):
+            raise PlanError("method.lora.targets", self.targets, "a list of module names")
+        normal = normalise_lora_targets(self.targets)
+        if normal != self.targets:
+            object.__setattr__(self, "targets", normal)
+
+
+@dataclass(frozen=True)
+class Workload:
+    micro_batch: int = 1
+    seq_len: int = 1024
+    grad_accum: int = 1
+    tokens: int = 20_000_000  # token budget of the whole run (for time and cost)
+    eval_batch: int = 0  # 0: evaluate with the training micro-batch
+
+    def __post_init__(self) -> None:
+        _check_int("workload.micro_batch", self.micro_batch, 1, MAX_BATCH)
+        _check_int("workload.seq_len", self.seq_len, 1, MAX_SEQ)
+        _check_int("workload.grad_accum", self.grad_accum, 1, MAX_BATCH)
+        _check_int("workload.tokens", self.tokens, 0, MAX_TOKENS)
+        _check_int("workload.eval_batch", self.eval_batch, 0, MAX_BATCH)
+
+
+@dataclass(frozen=True)
+class Hardware:
+    gpu: str = "a100-80gb-sxm"  # id in the GPU catalogue, or "custom"
+    gpu_count: int = 1
+    sharding: Sharding = Sharding.NONE
+    utilisation: float = 0.4  # model FLOP utilisation; the lesson: 30-50 % for well-tuned code
+    headroom: float = 0.10  # fraction of the card kept free; the lesson advises 10-20 %
+    price_per_gpu_hour: float = 2.0  # currency units per GPU-hour
+    custom_memory_gb: float = 80.0  # used when gpu == "custom"
+    custom_tflops: float = 100.0  # dense 16-bit TFLOP/s, used when gpu == "custom"
+    peak_tflops_override: float = 0.0  # 0: take the card's peak for the precision
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.gpu, str) or not self.gpu.strip():
+            raise PlanError("hardware.gpu", self.gpu, "a GPU id from the catalogue or 'custom'")
+        _check_int("hardware.gpu_count", self.gpu_count, 1, MAX_GPUS)
+        _check_enum("hardware.sharding", self.sharding, Sharding)
+        _check_float("hardware.utilisation", self.utilisation, 0.0, 1.0, low_open=True)
+        _check_float("hardware.headroom", self.headroom, 0.0, 0.9)
+        _check_float("hardware.price_per_gpu_hour", self.price_per_gpu_hour, 0.0, 1e6)
+        _check_float("hardware.custom_memory_gb", self.custom_memory_gb, 0.0, 1e6, low_open=True)
+        _check_float("hardware.custom_tflops", self.custom_tflops, 0.0, 1e7, low_open=True)
+        _check_float("hardware.peak_tflops_override", self.peak_tflops_override, 0.0, 1e7)
+
+
+@dataclass(frozen=True)
+class Inference:
+    weight_dtype: str = "bf16"  # bf16 | fp16 | fp32 | int8 | nf4
+    kv_dtype: str = "bf16"  # bf16 | fp16 | fp32 | fp8 | int8 | int4
+    concurrent: int = 1  # requests served at once (batch)
+    context: int = 4096  # tokens per request, prompt + generated
+
+    def __post_init__(self) -> None:
+        if self.weight_dtype not in WEIGHT_DTYPES:
+            raise PlanError("inference.weight_dtype", self.weight_dtype, "one of " + ", ".join(WEIGHT_DTYPES))
+        if self.kv_dtype not in KV_DTYPES:
+            raise PlanError("inference.kv_dtype", self.kv_dtype, "one of " + ", ".join(KV_DTYPES))
+        _check_int("inference.concurrent", self.concurrent, 1, MAX_BATCH)
+        _check_int("inference.context", self.context, 1, MAX_SEQ)
+
+
+WEIGHT_DTYPES: Final = ("bf16", "fp16", "fp32", "int8", "nf4")
+KV_DTYPES: Final = ("bf16", "fp16", "fp32", "fp8", "int8", "int4")
+
+
+@dataclass(frozen=True)
+class LessonSettings:
+    """Inputs only the lesson's accounting uses."""
+
+    activations_gb: float = 1.5  # the lesson's activation allowance
+    trainable_override: int = 0  # T as the lesson gives it; 0 derives T from the architecture
+
+    def __post_init__(self) -> None:
+        _check_float("lesson.activations_gb", self.activations_gb, 0.0, 1e6)
+        _check_int("lesson.trainable_override", self.trainable_override, 0, 10**16)
+
+
+@dataclass(frozen=True)
+class Plan:
+    model: ModelSpec
+    model_id: str = ""  # catalogue id the model came from, "" for custom/imported
+    method: Method = Method.FULL
+    lora: LoraSettings = field(default_factory=LoraSettings)
+    quant: Quant = Quant.NF4  # base storage for QLoRA
+    double_quant: bool = True  # QLoRA's quantised absmax constants
+    frozen_layers: int = 0  # FROZEN: bottom blocks (and embeddings) without gradients
+    precision: Precision = Precision.BF16_MIXED
+    optimizer: Optimizer = Optimizer.ADAMW
+    checkpointing: bool = False
+    attention: Attention = Attention.SDPA
+    chunked_loss: bool = False  # cross-entropy computed in chunks (no full logits in float32)
+    workload: Workload = field(default_factory=Workload)
+    hardware: Hardware = field(default_factory=Hardware)
+    inference: Inference = field(default_factory=Inference)
+    accounting: Accounting = Accounting.DETAILED
+    lesson: LessonSettings = field(default_factory=LessonSettings)
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.model, ModelSpec):
+            raise PlanError("model", self.model, "a model description")
+        if not isinstance(self.model_id, str):
+            raise PlanError("model_id", self.model_id, "a catalogue id or empty")
+        _check_enum("method.kind", self.method, Method)
+        _check_enum("method.quant", self.quant, Quant)
+        _check_enum("method.precision", self.precision, Precision)
+        _check_enum("method.optimizer", self.optimizer, Optimizer)
+        _check_enum("method.attention", self.attention, Attention)
+        _check_enum("accounting", self.accounting, Accounting)
+        for name in ("double_quant", "checkpointing", "chunked_loss"):
+            if not isinstance(getattr(self, name), bool):
+                raise PlanError(f"method.{name}", getattr(self, name), "true or false")
+        for name, kind in (
+            ("lora", LoraSettings),
+            ("workload", Workload),
+            ("hardware", Hardware),
+            ("inference", Inference),
+            ("lesson", LessonSettings),
+        ):
+            if not isinstance(getattr(self, name), kind):
+                raise PlanError(name, getattr(self, name), f"a {kind.__name__} value")
+        _check_int("method.frozen_layers", self.frozen_layers, 0, self.model.num_layers)
+        if self.method is Method.FROZEN and self.frozen_layers == 0:
+            raise PlanError(
+                "method.frozen_layers",
+                0,
+                f"1 to {self.model.num_layers}",
+                "the frozen-layers method freezes at least one",
+            )
+
+    # ---- derived inputs (no arithmetic on memory here: that is the estimator's) ------
+    @property
+    def adapter_based(self) -> bool:
+        return self.method in (Method.LORA, Method.QLORA)
+
+    @property
+    def effective_batch(self) -> int:
+        return self.workload.micro_batch * self.workload.grad_accum * self.hardware.gpu_count
+
+    def with_changes(self, **changes: Any) -> Plan:
+        """A copy with top-level fields replaced; nested ones via ``workload=...`` etc."""
+        return replace(self, **changes)
+
+    def with_workload(self, **changes: Any) -> Plan:
+        return replace(self, workload=replace(self.workload, **changes))
+
+    def with_hardware(self, **changes: Any) -> Plan:
+        return replace(self, hardware=replace(self.hardware, **changes))
+
+    def with_inference(self, **changes: Any) -> Plan:
+        return replace(self, inference=replace(self.inference, **changes))
+
+    def with_lora(self, **changes: Any) -> Plan:
+        return replace(self, lora=replace(self.lora, **changes))
+
+    def with_lesson(self, **changes: Any) -> Plan:
+        return replace(self, lesson=replace(self.lesson, **changes))

@@ -1,0 +1,213 @@
+"""The plan file: a versioned JSON document, saved atomically, read without executing.
+
+``{"format": "vramplan-plan", "version": 1, "plan": {...}}``. Reading checks every key:
+unknown keys, missing keys and wrong types raise :class:`PlanError` naming the field.
+Older versions are migrated forward by :data:`MIGRATIONS`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import math
+import os
+import tempfile
+from collections.abc import Callable, Mapping
+from dataclasses import fields, is_dataclass
+from enum import Enum
+from pathlib import Path
+from typing import Any, Final, get_type_hints
+
+from core.errors import PlanError, PlanFileError
+from core.model import ModelSpec, model_from_dict
+from core.plan import Hardware, Inference, LessonSettings, LoraSettings, Plan, Workload
+
+FORMAT: Final = "vramplan-plan"
+VERSION: Final = 1
+MAX_FILE_BYTES: Final = 5_000_000  # a plan is a few kB; refuse anything absurd before parsing
+MAX_DEPTH: Final = 32
+
+_NESTED: Final = {
+    "lora": LoraSettings,
+    "workload": Workload,
+    "hardware": Hardware,
+    "inference": Inference,
+    "lesson": LessonSettings,
+}
+
+
+def _plain(value: Any) -> Any:
+    if isinstance(value, Enum):
+        return value.value
+    if isinstance(value, ModelSpec):
+        return value.to_dict()
+    if is_dataclass(value) and not isinstance(value, type):
+        return {f.name: _plain(getattr(value, f.name)) for f in fields(value)}
+    if isinstance(value, tuple):
+        return [_plain(v) for v in value]
+    return value
+
+
+def plan_to_dict(plan: Plan) -> dict[str, Any]:
+    return {"format": FORMAT, "version": VERSION, "plan": _plain(plan)}
+
+
+def dumps(plan: Plan) -> str:
+    return json.dumps(plan_to_dict(plan), indent=2, ensure_ascii=False, allow_nan=False) + "\n"
+
+
+def _convert(path: str, hint: Any, value: Any) -> Any:
+    """Check ``value`` against a field's type and convert it (enums, tuples, nested)."""
+    if isinstance(hint, type) and issubclass(hint, Enum):
+        try:
+            return hint(value)
+        except ValueError:
+            raise PlanError(path, value, "one of " + ", ".join(str(e.value) for e in hint)) from None
+    if hint is bool:
+        if not isinstance(value, bool):
+            raise PlanError(path, value, "true or false")
+        return value
+    if hint is int:
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise PlanError(path, value, "an integer")
+        return value
+    if hint is float:
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+            raise PlanError(path, value, "a finite number")
+        return float(value)
+    if hint is str:
+        if not isinstance(value, str):
+            raise PlanError(path, value, "a string")
+        return value
+    if hint == tuple[str, ...]:
+        if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+            raise PlanError(path, value, "a list of strings")
+        return tuple(value)
+    raise PlanError(path, value, f"a value of type {hint}")  # pragma: no cover - a field type we forgot
+
+
+def _build(cls: type, data: Any, where: str) -> Any:
+    if not isinstance(data, Mapping):
+        raise PlanError(where, type(data).__name__, "a JSON object")
+    hints = get_type_hints(cls)
+    names = [f.name for f in fields(cls)]
+    unknown = sorted(set(data) - set(names))
+    if unknown:
+        raise PlanError(f"{where}.{unknown[0]}", data[unknown[0]], "a known key", "unknown key")
+    missing = [n for n in names if n not in data]
+    if missing:
+        raise PlanError(f"{where}.{missing[0]}", None, "a value", "the key is missing")
+    kwargs = {}
+    for name in names:
+        path = f"{where}.{name}"
+        if name == "model":
+            kwargs[name] = model_from_dict(data[name], path)
+        elif name in _NESTED:
+            kwargs[name] = _build(_NESTED[name], data[name], path)
+        else:
+            kwargs[name] = _convert(path, hints[name], data[name])
+    return cls(**kwargs)
+
+
+def _depth(value: Any, limit: int = MAX_DEPTH) -> int:
+    """Nesting depth, stopping early once past ``limit``."""
+    stack = [(value, 1)]
+    deepest = 0
+    while stack:
+        item, depth = stack.pop()
+        deepest = max(deepest, depth)
+        if deepest > limit:
+            return deepest
+        if isinstance(item, dict):
+            stack.extend((v, depth + 1) for v in item.values())
+        elif isinstance(item, list):
+            stack.extend((v, depth + 1) for v in item)
+    return deepest
+
+
+# version -> function turning a document of that version into the next version's.
+MIGRATIONS: Final[dict[int, Callable[[dict[str, Any]], dict[str, Any]]]] = {}
+
+
+def plan_from_dict(document: Any) -> Plan:
+    if not isinstance(document, Mapping):
+        raise PlanError("(document)", type(document).__name__, "a JSON object")
+    if document.get("format") != FORMAT:
+        raise PlanError("format", document.get("format"), f"'{FORMAT}'", "not a VRAM Planner plan")
+    version = document.get("version")
+    if isinstance(version, bool) or not isinstance(version, int) or not 1 <= version <= VERSION:
+        raise PlanError("version", version, f"an integer from 1 to {VERSION}", "written by a newer VRAM Planner?")
+    doc = dict(document)
+    while doc["version"] < VERSION:
+        doc = MIGRATIONS[doc["version"]](doc)
+    extra = sorted(set(doc) - {"format", "version", "plan"})
+    if extra:
+        raise PlanError(extra[0], doc[extra[0]], "only format, version and plan", "unknown key")
+    if "plan" not in doc:
+        raise PlanError("plan", None, "a plan object", "the key is missing")
+    result: Plan = _build(Plan, doc["plan"], "plan")
+    return result
+
+
+def loads(text: str | bytes, where: str = "(text)") -> Plan:
+    if isinstance(text, bytes):
+        try:
+            text = text.decode("utf-8")
+        except UnicodeDecodeError:
+            raise PlanFileError(where, "is not UTF-8 text (is it a plan file?)") from None
+    try:
+        document = json.loads(text, parse_constant=_reject_constant)
+    except RecursionError:
+        raise PlanFileError(where, "is nested too deeply to be a plan") from None
+    except (json.JSONDecodeError, ValueError) as exc:
+        raise PlanFileError(where, f"is not valid JSON ({exc})") from None
+    if _depth(document) > MAX_DEPTH:
+        raise PlanFileError(where, "is nested too deeply to be a plan")
+    try:
+        return plan_from_dict(document)
+    except PlanError as exc:
+        raise PlanFileError(where, str(exc)) from None
+
+
+def _reject_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not a number JSON allows")
+
+
+def load(path: str | os.PathLike[str]) -> Plan:
+    where = str(path)
+    try:
+        size = os.path.getsize(path)
+        if size > MAX_FILE_BYTES:
+            raise PlanFileError(where, f"is {size:,} bytes; a plan file is a few kB")
+        with open(path, "rb") as handle:
+            raw = handle.read(MAX_FILE_BYTES + 1)
+    except OSError as exc:
+        raise PlanFileError(where, f"cannot be read ({exc.strerror or exc})") from None
+    return loads(raw, where)
+
+
+def atomic_write_text(path: str | os.PathLike[str], text: str) -> None:
+    """Write to a temporary file beside ``path``, flush, then rename over it.
+
+    A failure at any point leaves the previous file as it was.
+    """
+    target = Path(path)
+    folder = target.parent if str(target.parent) else Path(".")
+    fd, temp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=folder)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as handle:
+            handle.write(text)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(temp, target)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(temp)
+        raise
+
+
+def save(plan: Plan, path: str | os.PathLike[str]) -> None:
+    try:
+        atomic_write_text(path, dumps(plan))
+    except OSError as exc:
+        raise PlanFileError(str(path), f"cannot be written ({exc.strerror or exc})") from None

@@ -1,0 +1,53 @@
+"""Ready-made plans: the app's start-up plan and the lesson's worked examples."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from core.catalogue import find_model
+from core.model import ModelSpec
+from core.plan import Accounting, Hardware, LessonSettings, LoraSettings, Method, Plan, Precision, Quant, Workload
+
+DEFAULT_MODEL = "llama-3.1-8b"
+DEFAULT_GPU = "a100-80gb-sxm"
+
+
+def plan_for_model(model_id: str, **changes: object) -> Plan:
+    entry = find_model(model_id)
+    plan = Plan(model=entry.spec, model_id=entry.id)
+    return plan.with_changes(**changes) if changes else plan
+
+
+def default_plan() -> Plan:
+    """What the app shows at first start: LoRA on Llama 3.1 8B, bf16 mixed, one A100 80GB."""
+    return plan_for_model(
+        DEFAULT_MODEL,
+        method=Method.LORA,
+        precision=Precision.BF16_MIXED,
+        checkpointing=True,
+        workload=Workload(micro_batch=4, seq_len=2048, grad_accum=4, tokens=20_000_000),
+        hardware=Hardware(gpu=DEFAULT_GPU),
+    )
+
+
+def lesson_7b_model() -> ModelSpec:
+    """The lesson's '7B model': P = 6.7·10⁹ as the lesson rounds it, on Llama-2-7B's shape
+    (32 blocks of width 4,096)."""
+    return replace(find_model("llama-2-7b").spec, name="7B model (lesson, P = 6.7e9)", params_override=6_700_000_000)
+
+
+def lesson_plan(method: Method, precision: Precision, *, quant: Quant = Quant.NF4, gpu: str = DEFAULT_GPU) -> Plan:
+    """The lesson's 7B examples in lesson mode: 1.5 GB activations, T = 32·16·4096·8 for LoRA."""
+    return Plan(
+        model=lesson_7b_model(),
+        model_id="llama-2-7b",
+        method=method,
+        quant=quant,
+        precision=precision,
+        lora=LoraSettings(rank=8, targets=("q_proj", "k_proj", "v_proj", "o_proj")),
+        accounting=Accounting.LESSON,
+        lesson=LessonSettings(
+            activations_gb=1.5, trainable_override=32 * 16 * 4096 * 8 if method is not Method.FULL else 0
+        ),
+        hardware=Hardware(gpu=gpu),
+    )

@@ -1,0 +1,84 @@
+"""Hypothesis strategies for plans, shared by the property tests."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from hypothesis import strategies as st
+
+from core.catalogue import load_gpus, load_models
+from core.model import LORA_TARGETS
+from core.plan import (
+    Accounting,
+    Attention,
+    Hardware,
+    Inference,
+    LessonSettings,
+    LoraSettings,
+    Method,
+    Optimizer,
+    Plan,
+    Precision,
+    Quant,
+    Sharding,
+    Workload,
+)
+
+models = st.sampled_from([m.spec for m in load_models()])
+gpu_ids = st.sampled_from([g.id for g in load_gpus()] + ["custom"])
+
+
+@st.composite
+def plans(draw: st.DrawFn) -> Plan:
+    spec = draw(models)
+    if draw(st.booleans()):
+        spec = replace(spec, params_override=draw(st.integers(1, 10**15)))
+    method = draw(st.sampled_from(list(Method)))
+    frozen = draw(st.integers(1, spec.num_layers)) if method is Method.FROZEN else draw(st.integers(0, spec.num_layers))
+    targets = draw(st.lists(st.sampled_from(LORA_TARGETS), min_size=1, unique=True))
+    return Plan(
+        model=spec,
+        model_id=draw(st.sampled_from(["", "gpt2", "x"])),
+        method=method,
+        lora=LoraSettings(
+            rank=draw(st.integers(1, 1024)),
+            alpha=draw(st.floats(0.5, 512)),
+            targets=tuple(t for t in LORA_TARGETS if t in targets),
+        ),
+        quant=draw(st.sampled_from(list(Quant))),
+        double_quant=draw(st.booleans()),
+        frozen_layers=frozen,
+        precision=draw(st.sampled_from(list(Precision))),
+        optimizer=draw(st.sampled_from(list(Optimizer))),
+        checkpointing=draw(st.booleans()),
+        attention=draw(st.sampled_from(list(Attention))),
+        chunked_loss=draw(st.booleans()),
+        workload=Workload(
+            micro_batch=draw(st.integers(1, 1024)),
+            seq_len=draw(st.integers(1, 1_000_000)),
+            grad_accum=draw(st.integers(1, 1024)),
+            tokens=draw(st.integers(0, 10**13)),
+            eval_batch=draw(st.integers(0, 1024)),
+        ),
+        hardware=Hardware(
+            gpu=draw(gpu_ids),
+            gpu_count=draw(st.integers(1, 4096)),
+            sharding=draw(st.sampled_from(list(Sharding))),
+            utilisation=draw(st.floats(0.01, 1.0)),
+            headroom=draw(st.floats(0.0, 0.9)),
+            price_per_gpu_hour=draw(st.floats(0.0, 100.0)),
+            custom_memory_gb=draw(st.floats(1.0, 1000.0)),
+            custom_tflops=draw(st.floats(1.0, 5000.0)),
+            peak_tflops_override=draw(st.sampled_from([0.0, 100.0])),
+        ),
+        inference=Inference(
+            weight_dtype=draw(st.sampled_from(["bf16", "fp16", "fp32", "int8", "nf4"])),
+            kv_dtype=draw(st.sampled_from(["bf16", "fp16", "fp32", "fp8", "int8", "int4"])),
+            concurrent=draw(st.integers(1, 4096)),
+            context=draw(st.integers(1, 1_000_000)),
+        ),
+        accounting=draw(st.sampled_from(list(Accounting))),
+        lesson=LessonSettings(
+            activations_gb=draw(st.floats(0.0, 1000.0)), trainable_override=draw(st.integers(0, 10**12))
+        ),
+    )

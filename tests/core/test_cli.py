@@ -1,0 +1,105 @@
+"""The command line: readable tables, JSON in bytes, exit 2 and one line on bad input."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from core.cli import main
+from core.planfile import load
+
+
+def run(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
+    code = main(list(args))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_lesson_example_on_the_command_line(capsys: pytest.CaptureFixture[str]) -> None:
+    # The lesson's 7B, 16-bit, full, Adam: 13.4 + 13.4 + 53.6 + 1.5 = 81.9 GB.
+    code, out, _ = run(capsys, "estimate", "--params", "6.7e9", "--precision", "bf16", "--lesson")
+    assert code == 0
+    assert "13.4 + 13.4 + 53.6 + 1.5 = 81.9 GB" in out
+
+
+def test_json_output_has_every_bucket_in_bytes(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run(capsys, "estimate", "--model", "gpt2", "--precision", "fp32", "--json")
+    assert code == 0
+    data = json.loads(out)
+    assert set(data["buckets_bytes"]) == {"weights", "gradients", "optimizer", "activations", "overhead"}
+    assert data["params"]["total"] == 124_439_808
+    assert data["verdict"] in {"fits", "tight", "oom"}
+    assert data["peak_bytes"] == max(data["phases_bytes"].values())
+    assert data["compute"]["hours"] > 0
+
+
+def test_lora_options(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run(
+        capsys,
+        "estimate",
+        "--model",
+        "llama-2-7b",
+        "--method",
+        "lora",
+        "--lora-rank",
+        "8",
+        "--lora-targets",
+        "q_proj,v_proj",
+        "--json",
+    )
+    assert code == 0
+    assert json.loads(out)["params"]["trainable"] == 4_194_304  # PEFT's count for this config
+
+
+@pytest.mark.parametrize(
+    ("args", "fragment"),
+    [
+        (("estimate", "--model", "no-such-model"), "model"),
+        (("estimate", "--model", "gpt2", "--micro-batch", "0"), "workload.micro_batch"),
+        (("estimate", "--model", "gpt2", "--gpu", "tpu-v5"), "hardware.gpu"),
+        (("estimate", "--model", "gpt2", "--headroom", "2"), "hardware.headroom"),
+        (("estimate", "--model", "gpt2", "--lora-targets", "nope", "--method", "lora"), "lora.targets"),
+        (("estimate",), "say which model"),
+        (("estimate", "--config", "/nonexistent/dir"), "config.json"),
+        (("estimate", "--plan", "/nonexistent.json"), "cannot be read"),
+        (("frobnicate",), "invalid choice"),
+    ],
+)
+def test_bad_input_exits_2_with_one_line(
+    capsys: pytest.CaptureFixture[str], args: tuple[str, ...], fragment: str
+) -> None:
+    code, _out, err = run(capsys, *args)
+    assert code == 2
+    assert fragment in err
+    assert err.count("\n") == 1 and "Traceback" not in err
+
+
+def test_save_then_reuse_the_plan(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = tmp_path / "p.json"
+    code, _, _ = run(capsys, "estimate", "--model", "qwen2.5-0.5b", "-b", "8", "--save", str(path))
+    assert code == 0
+    assert load(path).workload.micro_batch == 8
+    code, out, _ = run(capsys, "estimate", "--plan", str(path), "-s", "512", "--json")
+    assert code == 0 and json.loads(out)["model"].startswith("Qwen2.5")
+
+
+def test_catalogue_listings(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run(capsys, "models")
+    assert code == 0 and "llama-3.1-8b" in out
+    code, out, _ = run(capsys, "gpus", "--json")
+    a100 = next(g for g in json.loads(out) if g["id"] == "a100-80gb-sxm")
+    assert a100["memory_bytes"] == 81_920 * 2**20  # nvidia-smi reports 81920 MiB
+
+
+def test_console_script_runs_without_qt() -> None:
+    # The CLI path of the entry point never imports Qt.
+    code = (
+        "import sys; from gui.launcher import main; rc = main(['models']); "
+        "assert 'PySide6' not in sys.modules; sys.exit(rc)"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr

@@ -1,0 +1,123 @@
+"""Structure of the detailed estimate: phases, peak, sharding, quantisation, verdicts."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import pytest
+
+from core.accounting import BucketKey
+from core.catalogue import find_model
+from core.estimate import Estimate, Verdict, estimate
+from core.plan import Attention, Hardware, Method, Optimizer, Plan, Precision, Quant, Sharding, Workload
+
+
+def plan(model: str = "llama-3.2-1b", **changes: object) -> Plan:
+    return replace(Plan(model=find_model(model).spec, workload=Workload(micro_batch=2, seq_len=1024)), **changes)
+
+
+def test_peak_is_the_largest_phase_not_the_sum() -> None:
+    est = estimate(plan())
+    assert est.peak_bytes == max(p.allocated_bytes for p in est.phases)
+    full_sum = sum(p.bucket(k).bytes for p in est.phases[-1:] for k in BucketKey)
+    every_bucket_max = sum(max(p.bucket(k).bytes for p in est.phases) for k in BucketKey)
+    assert est.peak_bytes < every_bucket_max or est.peak_bytes == full_sum
+
+
+def test_gradients_and_activations_do_not_peak_together() -> None:
+    # zero_grad(set_to_none=True): the backward starts with no gradient allocated.
+    est = estimate(plan())
+    backward = next(p for p in est.phases if p.name == "backward")
+    assert backward.bucket(BucketKey.GRADIENTS).bytes == 0
+    step = next(p for p in est.phases if p.name == "optimizer step")
+    assert step.bucket(BucketKey.GRADIENTS).bytes > 0
+
+
+def test_accumulation_keeps_gradients_through_the_backward() -> None:
+    est = estimate(plan(workload=Workload(micro_batch=2, seq_len=1024, grad_accum=4)))
+    backward = next(p for p in est.phases if p.name == "backward")
+    assert backward.bucket(BucketKey.GRADIENTS).bytes > 0
+
+
+def test_overhead_is_its_own_bucket_outside_the_allocator_peak() -> None:
+    est = estimate(plan())
+    assert est.bucket(BucketKey.OVERHEAD).bytes > 0
+    assert est.total_bytes == pytest.approx(est.peak_bytes + est.bucket(BucketKey.OVERHEAD).bytes)
+
+
+def activations(est: Estimate) -> float:
+    return next(p for p in est.phases if p.name == "backward").bucket(BucketKey.ACTIVATIONS).bytes
+
+
+def test_eager_attention_keeps_quadratic_scores() -> None:
+    short_sdpa = estimate(plan(workload=Workload(seq_len=512)))
+    long_sdpa = estimate(plan(workload=Workload(seq_len=4096)))
+    short_eager = estimate(plan(workload=Workload(seq_len=512), attention=Attention.EAGER))
+    long_eager = estimate(plan(workload=Workload(seq_len=4096), attention=Attention.EAGER))
+    sdpa_growth = activations(long_sdpa) / activations(short_sdpa)
+    eager_growth = activations(long_eager) / activations(short_eager)
+    assert sdpa_growth == pytest.approx(8, rel=0.05)  # linear in the sequence
+    assert eager_growth > 12  # the B·H·S² probabilities dominate
+
+
+def test_checkpointing_cuts_activations() -> None:
+    off = estimate(plan())
+    on = estimate(plan(checkpointing=True))
+    assert activations(on) < activations(off)
+
+    def block_bytes(est: Estimate) -> float:
+        terms = next(p for p in est.phases if p.name == "backward").bucket(BucketKey.ACTIVATIONS).terms
+        return sum(t.bytes for t in terms if "block" in t.label)
+
+    # 16 blocks' saved tensors become 16 block inputs plus one block being recomputed.
+    assert block_bytes(on) < block_bytes(off) / 4
+
+
+def test_qlora_nf4_storage_with_double_quantisation() -> None:
+    # QLoRA paper §3: double quantisation: 0.5 + 8/64/8 + 32/(64·256)/8 bytes per weight.
+    spec = find_model("llama-2-7b").spec
+    est = estimate(Plan(model=spec, method=Method.QLORA, quant=Quant.NF4, double_quant=True))
+    block = est.phases[0].bucket(BucketKey.WEIGHTS).terms[0]
+    per_weight = 0.5 + 1 / 64 + 4 / (64 * 256)
+    assert block.bytes == pytest.approx(spec.matmul_params() * per_weight)
+    plain = estimate(Plan(model=spec, method=Method.QLORA, quant=Quant.NF4, double_quant=False))
+    assert plain.phases[0].bucket(BucketKey.WEIGHTS).terms[0].bytes == pytest.approx(spec.matmul_params() * 0.5625)
+
+
+def test_mixed_precision_keeps_float32_weights_and_sixteen_bit_copies() -> None:
+    est = estimate(plan(precision=Precision.BF16_MIXED))
+    labels = [t.label for t in est.phases[0].bucket(BucketKey.WEIGHTS).terms]
+    assert any("autocast" in label for label in labels)
+
+
+@pytest.mark.parametrize("stage", [Sharding.ZERO1, Sharding.ZERO2, Sharding.ZERO3])
+def test_sharding_reduces_memory_per_gpu(stage: Sharding) -> None:
+    one = estimate(plan(hardware=Hardware(gpu_count=8, sharding=Sharding.NONE)))
+    sharded = estimate(plan(hardware=Hardware(gpu_count=8, sharding=stage)))
+    step_one = one.phases[0]
+    step_sharded = sharded.phases[0]
+    assert step_sharded.bucket(BucketKey.OPTIMIZER).bytes == pytest.approx(
+        step_one.bucket(BucketKey.OPTIMIZER).bytes / 8
+    )
+    if stage is not Sharding.ZERO1:
+        assert step_sharded.bucket(BucketKey.GRADIENTS).bytes == pytest.approx(
+            step_one.bucket(BucketKey.GRADIENTS).bytes / 8
+        )
+
+
+def test_eight_bit_optimizer_is_about_a_quarter_of_adam() -> None:
+    adam = estimate(plan(optimizer=Optimizer.ADAMW)).phases[0].bucket(BucketKey.OPTIMIZER).bytes
+    eight = estimate(plan(optimizer=Optimizer.ADAMW_8BIT)).phases[0].bucket(BucketKey.OPTIMIZER).bytes
+    assert eight / adam == pytest.approx(2.03 / 8, rel=0.02)
+
+
+def test_verdict_follows_the_card() -> None:
+    p = plan("llama-3.1-8b", method=Method.FULL, precision=Precision.BF16_MIXED)
+    assert estimate(replace(p, hardware=Hardware(gpu="rtx-4090"))).verdict is Verdict.OOM
+    small = plan("smollm2-135m", workload=Workload(micro_batch=1, seq_len=256))
+    assert estimate(replace(small, hardware=Hardware(gpu="h100-sxm"))).verdict is Verdict.FITS
+
+
+def test_same_plan_same_answer() -> None:
+    p = plan()
+    assert estimate(p) == estimate(p)

@@ -1,0 +1,143 @@
+"""Every number the lesson (shared/seed/LM8-T3-memory-and-compute.txt) prints, to its digits.
+
+Source for all figures in this file: the lesson LM8-T3 "Memory and Compute for Training",
+its worked examples, its calculator's printed output and its knowledge check.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import pytest
+
+from core.catalogue import find_model
+from core.estimate import Verdict, estimate
+from core.inference import lesson_kv_cache_bytes
+from core.plan import Accounting, Hardware, LessonSettings, LoraSettings, Method, Plan, Precision, Quant, Workload
+from core.presets import lesson_plan
+from core.units import GB
+
+
+def lesson_model_plan(params: float, **changes: object) -> Plan:
+    """A plan in lesson accounting whose model has exactly ``params`` parameters."""
+    spec = replace(find_model("llama-2-7b").spec, params_override=int(params))
+    plan = Plan(model=spec, accounting=Accounting.LESSON)
+    return replace(plan, **changes)
+
+
+def total_gb(plan: Plan) -> float:
+    return estimate(plan).peak_bytes / GB
+
+
+def test_sixteen_bytes_per_parameter_mixed_precision_is_112_gb() -> None:
+    # "7 · 10^9 × 16 = 112 GB before activations" (2 + 2 + 4 master + 4 + 4 Adam).
+    plan = lesson_model_plan(7e9, precision=Precision.BF16_MIXED, lesson=LessonSettings(activations_gb=0))
+    assert total_gb(plan) == pytest.approx(112.0)
+    assert estimate(plan).summary_formula == "14.0 + 14.0 + 28.0 + 56.0 + 0 = 112.0 GB"
+
+
+def test_gpt2_small_float32_full_is_3_49() -> None:
+    # print(round(train_memory(124.4e6, 124.4e6, 4, full=True), 2))  # 3.49
+    plan = lesson_model_plan(124.4e6, precision=Precision.FP32)
+    assert round(total_gb(plan), 2) == 3.49
+    # "0.50 + 0.50 + 1.00 + 1.5 = 3.5 GB"
+    assert estimate(plan).summary_formula == "0.50 + 0.50 + 1.00 + 1.5 = 3.5 GB"
+
+
+def test_7b_pure_16bit_full_adam_is_81_9() -> None:
+    # "13.4 + 13.4 + 53.6 + 1.5 = 81.9 GB": 16-bit weights and gradients, no master copy.
+    plan = lesson_plan(Method.FULL, Precision.BF16)
+    assert round(total_gb(plan), 1) == 81.9
+    assert estimate(plan).summary_formula == "13.4 + 13.4 + 53.6 + 1.5 = 81.9 GB"
+
+
+def test_lesson_lora_trainable_count_and_totals() -> None:
+    # T7 = 32 * 16 * 4096 * 8 -> 16777216; 4-bit base 5.1 GB; 16-bit base 15.2 GB.
+    t7 = 32 * 16 * 4096 * 8
+    assert t7 == 16_777_216
+    four_bit = lesson_plan(Method.QLORA, Precision.BF16, quant=Quant.NF4)
+    sixteen = lesson_plan(Method.LORA, Precision.BF16)
+    assert estimate(four_bit).params.trainable == 16_777_216
+    assert round(total_gb(four_bit), 1) == 5.1
+    assert round(total_gb(sixteen), 1) == 15.2
+    # "3.35 + 0.27 + 1.5 = 5.1 GB" and "13.4 + 0.27 + 1.5 = 15.2 GB"
+    assert estimate(four_bit).summary_formula == "3.35 + 0.27 + 1.5 = 5.1 GB"
+    assert estimate(sixteen).summary_formula == "13.4 + 0.27 + 1.5 = 15.2 GB"
+
+
+def test_architecture_derived_lora_count_differs_from_the_lesson_shortcut() -> None:
+    # Rank 8 on four 4096×4096 matrices per block, 32 blocks: 32 · 4 · 8 · (4096 + 4096).
+    plan = lesson_plan(Method.LORA, Precision.BF16)
+    derived = replace(plan, lesson=LessonSettings(activations_gb=1.5, trainable_override=0))
+    assert estimate(derived).params.trainable == 8_388_608
+
+
+def test_kv_cache_examples() -> None:
+    # GPT-2 small: 2 · 12 · 768 · 2 = 36,864 bytes per token, 37.7 MB for 1,024 tokens.
+    assert lesson_kv_cache_bytes(12, 768, 1) == 36_864
+    assert round(lesson_kv_cache_bytes(12, 768, 1024) / 1e6, 1) == 37.7
+    # 7B-class (L = 32, d = 4,096): 524,288 bytes per token, 2.15 GB for 4,096 tokens.
+    assert lesson_kv_cache_bytes(32, 4096, 1) == 524_288
+    assert round(lesson_kv_cache_bytes(32, 4096, 4096) / GB, 2) == 2.15
+
+
+def test_kv_cache_through_the_estimator_matches_the_lesson() -> None:
+    gpt2 = Plan(model=find_model("gpt2").spec)
+    est = estimate(gpt2.with_inference(context=1024, concurrent=1))
+    assert est.inference.kv_bytes_per_token == 36_864
+    assert round(est.inference.kv_cache_bytes / 1e6, 1) == 37.7
+    llama2 = Plan(model=find_model("llama-2-7b").spec)
+    est = estimate(llama2.with_inference(context=4096, concurrent=1))
+    assert est.inference.kv_bytes_per_token == 524_288
+    assert round(est.inference.kv_cache_bytes / GB, 2) == 2.15
+
+
+def test_training_time_from_6pd() -> None:
+    # P, D = 6.7e9, 20e6; 100 TFLOP/s at 40 %: "8.0e+17 FLOPs, 5.6 hours"; LoRA about 3.7 h.
+    full = lesson_model_plan(
+        6.7e9,
+        workload=Workload(tokens=20_000_000),
+        hardware=Hardware(peak_tflops_override=100.0, utilisation=0.4),
+    )
+    est = estimate(full)
+    assert f"{est.compute.flops:.1e}" == "8.0e+17"
+    assert round(est.compute.hours, 1) == 5.6
+    lora = replace(full, method=Method.LORA)
+    assert round(estimate(lora).compute.hours, 1) == 3.7
+
+
+def test_knowledge_check() -> None:
+    # Q1: 1B, full, 16-bit weights and gradients, Adam 8 B/param: 2 + 2 + 8 = 12 GB.
+    q1 = lesson_model_plan(1e9, precision=Precision.BF16, lesson=LessonSettings(activations_gb=0))
+    assert total_gb(q1) == pytest.approx(12.0)
+    # Q2: LoRA, 10 M adapter parameters at 16 B on a 16-bit base: 2 + 0.16 = 2.16 GB.
+    q2 = lesson_model_plan(
+        1e9,
+        method=Method.LORA,
+        precision=Precision.BF16,
+        lesson=LessonSettings(activations_gb=0, trainable_override=10_000_000),
+    )
+    assert total_gb(q2) == pytest.approx(2.16)
+    # Q3: 8 requests × 2,048 tokens, 24 layers, width 2,048, 16-bit: 3.22e9 bytes.
+    kv = lesson_kv_cache_bytes(24, 2048, 2048, batch=8, bytes_per_element=2)
+    assert kv == pytest.approx(3.22e9, rel=2e-3)
+    assert f"{kv:.3g}" == "3.22e+09"
+
+
+def test_lesson_verdicts_on_the_cards_the_lesson_names() -> None:
+    # The 81.9 GB plan does not fit an A100 80GB (85.9 GB as the driver reports it) with
+    # 10 % headroom; the 5.1 GB QLoRA plan fits a 12 GB card.
+    assert estimate(lesson_plan(Method.FULL, Precision.BF16, gpu="a100-80gb-sxm")).verdict is not Verdict.FITS
+    assert estimate(lesson_plan(Method.QLORA, Precision.BF16, gpu="rtx-3060-12gb")).verdict is Verdict.FITS
+
+
+def test_lesson_activation_allowance_is_what_the_user_types() -> None:
+    base = lesson_plan(Method.FULL, Precision.BF16)
+    more = replace(base, lesson=LessonSettings(activations_gb=10.0))
+    assert (estimate(more).peak_bytes - estimate(base).peak_bytes) / GB == pytest.approx(8.5)
+
+
+def test_lesson_lora_targets_do_not_change_a_given_t() -> None:
+    plan = lesson_plan(Method.QLORA, Precision.BF16)
+    other = replace(plan, lora=LoraSettings(rank=64, targets=("q_proj",)))
+    assert estimate(other).params.trainable == estimate(plan).params.trainable

@@ -1,0 +1,102 @@
+"""The plan file: round trips, clear errors, atomic saves."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+from hypothesis import given, settings
+
+from core import planfile
+from core.errors import PlanError, PlanFileError
+from core.plan import Plan
+from core.presets import default_plan
+from tests.core.strategies import plans
+
+
+@settings(max_examples=300, deadline=None)
+@given(plans())
+def test_load_of_save_is_identity(plan: Plan) -> None:
+    assert planfile.loads(planfile.dumps(plan)) == plan
+
+
+def test_save_and_load_a_file(tmp_path: Path) -> None:
+    path = tmp_path / "plan.vramplan.json"
+    planfile.save(default_plan(), path)
+    assert planfile.load(path) == default_plan()
+    assert json.loads(path.read_text())["version"] == planfile.VERSION
+
+
+def _document() -> dict:  # type: ignore[type-arg]
+    return json.loads(planfile.dumps(default_plan()))
+
+
+def test_unknown_key_is_named() -> None:
+    doc = _document()
+    doc["plan"]["workload"]["batchsize"] = 4
+    with pytest.raises(PlanError, match=r"plan\.workload\.batchsize.*unknown key"):
+        planfile.plan_from_dict(doc)
+
+
+def test_missing_key_is_named() -> None:
+    doc = _document()
+    del doc["plan"]["hardware"]["gpu_count"]
+    with pytest.raises(PlanError, match=r"plan\.hardware\.gpu_count.*missing"):
+        planfile.plan_from_dict(doc)
+
+
+def test_wrong_type_is_named() -> None:
+    doc = _document()
+    doc["plan"]["workload"]["micro_batch"] = "four"
+    with pytest.raises(PlanError, match=r"plan\.workload\.micro_batch: 'four'.*integer"):
+        planfile.plan_from_dict(doc)
+
+
+def test_out_of_range_value_names_field_value_and_range() -> None:
+    doc = _document()
+    doc["plan"]["workload"]["seq_len"] = 0
+    with pytest.raises(PlanError) as info:
+        planfile.plan_from_dict(doc)
+    assert info.value.field == "workload.seq_len"
+    assert info.value.value == 0
+    assert "1 to" in info.value.allowed
+
+
+def test_bad_enum_lists_the_choices() -> None:
+    doc = _document()
+    doc["plan"]["optimizer"] = "lion"
+    with pytest.raises(PlanError, match="adamw, adamw-8bit"):
+        planfile.plan_from_dict(doc)
+
+
+def test_newer_version_is_refused_clearly() -> None:
+    doc = _document()
+    doc["version"] = planfile.VERSION + 1
+    with pytest.raises(PlanError, match="newer"):
+        planfile.plan_from_dict(doc)
+
+
+@pytest.mark.parametrize(
+    "raw",
+    [b"", b"{", b"\xff\xfe\x00garbage", b"[1, 2]", b"NaN", b'{"format": "something-else"}', b"[" * 100_000],
+)
+def test_malformed_text_gives_a_file_error(raw: bytes) -> None:
+    with pytest.raises(PlanFileError):
+        planfile.loads(raw, "x.json")
+
+
+def test_failed_save_keeps_the_old_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    path = tmp_path / "plan.json"
+    planfile.save(default_plan(), path)
+    before = path.read_bytes()
+
+    def broken_replace(src: str, dst: str) -> None:
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(os, "replace", broken_replace)
+    with pytest.raises(PlanFileError, match="cannot be written"):
+        planfile.save(default_plan().with_workload(micro_batch=7), path)
+    assert path.read_bytes() == before
+    assert [p.name for p in tmp_path.iterdir()] == ["plan.json"]  # no temporary left behind
