@@ -434,7 +434,8 @@ def model_from_hf_config(config: Mapping[str, Any], name: str | None = None) -> 
         window_layers = layers if window is not None else 0
     elif model_type == "phi3":
         fused_qkv = fused_gate_up = True
-        window_layers = layers if window is not None and window < r.get_int("max_position_embeddings", default=4096) else 0
+        context = r.get_int("max_position_embeddings", default=4096)
+        window_layers = layers if window is not None and window < context else 0
         if not window_layers:
             window = None
     else:

@@ -1,0 +1,118 @@
+"""OOM diagnosis: failing phase, ranked remedies, exact solver boundaries."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import pytest
+
+from core.catalogue import find_model
+from core.diagnosis import (
+    Failure,
+    diagnose,
+    max_micro_batch,
+    max_sequence,
+    memory_curve,
+    remedies_for_symptom,
+)
+from core.estimate import Verdict, estimate
+from core.plan import Accounting, Hardware, Method, Plan, Precision, Workload
+from core.presets import lesson_plan
+
+
+def lesson_7b_on_24gb() -> Plan:
+    # The lesson's 7B model, 16-bit full fine-tuning with Adam (81.9 GB), on a 24 GB card.
+    return lesson_plan(Method.FULL, Precision.BF16, gpu="rtx-4090")
+
+
+def test_lesson_7b_full_on_24gb_fails_at_the_first_step_and_qlora_fits() -> None:
+    diagnosis = diagnose(lesson_7b_on_24gb())
+    assert diagnosis.verdict is Verdict.OOM
+    assert diagnosis.failure is Failure.FIRST_STEP
+    assert diagnosis.symptom is not None and "first step" in diagnosis.symptom.symptom
+    qlora = next(r for r in diagnosis.remedies if r.key == "qlora-nf4")
+    assert qlora.fits
+    assert qlora.plan.method is Method.QLORA
+    # Those that fit are listed before those that do not.
+    fits = [r.fits for r in diagnosis.remedies]
+    assert fits == sorted(fits, reverse=True)
+
+
+@pytest.mark.parametrize("accounting", list(Accounting))
+def test_every_remedy_states_the_estimate_of_its_own_plan(accounting: Accounting) -> None:
+    plan = replace(lesson_7b_on_24gb(), accounting=accounting)
+    for remedy in diagnose(plan).remedies:
+        assert remedy.total_bytes == estimate(remedy.plan).total_bytes
+        assert remedy.plan != plan
+
+
+def test_activation_bound_plan_fails_on_long_batches() -> None:
+    plan = Plan(
+        model=find_model("llama-3.2-1b").spec,
+        method=Method.LORA,
+        workload=Workload(micro_batch=16, seq_len=4096),
+        hardware=Hardware(gpu="rtx-4090"),
+    )
+    diagnosis = diagnose(plan)
+    assert diagnosis.failure is Failure.LONG_BATCHES
+    keys = [r.key for r in diagnosis.remedies if r.fits]
+    assert "micro-batch" in keys
+    smaller = next(r for r in diagnosis.remedies if r.key == "micro-batch")
+    wl = smaller.plan.workload
+    assert wl.micro_batch * wl.grad_accum >= 16  # same effective batch
+
+
+def test_no_single_remedy_gives_a_combination() -> None:
+    plan = Plan(
+        model=find_model("llama-3.1-8b").spec,
+        method=Method.FULL,
+        precision=Precision.BF16_MIXED,
+        workload=Workload(micro_batch=8, seq_len=2048),
+        hardware=Hardware(gpu="rtx-4090"),
+    )
+    diagnosis = diagnose(plan)
+    cheap = [r for r in diagnosis.remedies if r.fits and r.cost_rank < 4]
+    if not cheap and diagnosis.combination is not None:
+        assert diagnosis.combination.estimate.verdict is Verdict.FITS
+        assert len(diagnosis.combination.remedies) >= 2
+    assert any(r.fits for r in diagnosis.remedies) or diagnosis.combination is not None
+
+
+def test_fitting_plan_needs_no_remedy() -> None:
+    plan = Plan(model=find_model("smollm2-135m").spec, hardware=Hardware(gpu="h100-sxm"))
+    diagnosis = diagnose(plan)
+    assert diagnosis.failure is Failure.NONE and diagnosis.remedies == ()
+
+
+def test_micro_batch_solver_is_exact() -> None:
+    plan = Plan(model=find_model("qwen2.5-0.5b").spec, hardware=Hardware(gpu="rtx-4090"))
+    n = max_micro_batch(plan)
+    assert n >= 1
+    assert estimate(plan.with_workload(micro_batch=n)).verdict is Verdict.FITS
+    assert estimate(plan.with_workload(micro_batch=n + 1)).verdict is not Verdict.FITS
+
+
+def test_sequence_solver_is_exact() -> None:
+    plan = Plan(model=find_model("qwen2.5-0.5b").spec, hardware=Hardware(gpu="rtx-4090"))
+    n = max_sequence(plan)
+    assert estimate(plan.with_workload(seq_len=n)).verdict is Verdict.FITS
+    assert estimate(plan.with_workload(seq_len=n + 1)).verdict is not Verdict.FITS
+
+
+def test_curve_marks_the_crossing() -> None:
+    plan = Plan(model=find_model("qwen2.5-0.5b").spec, hardware=Hardware(gpu="rtx-4090"))
+    curve = memory_curve(plan, "micro_batch")
+    assert list(curve.total_bytes) == sorted(curve.total_bytes)
+    assert curve.crossing == max_micro_batch(plan)
+
+
+def test_start_from_a_symptom() -> None:
+    symptom, remedies = remedies_for_symptom(lesson_7b_on_24gb(), Failure.FIRST_STEP)
+    assert "optimizer" in symptom.cause
+    assert remedies and all(Failure.FIRST_STEP in r.addresses for r in remedies)
+    serving = Plan(model=find_model("llama-3.1-8b").spec, hardware=Hardware(gpu="l4")).with_inference(
+        concurrent=64, context=8192
+    )
+    symptom, remedies = remedies_for_symptom(serving, Failure.SERVING)
+    assert "KV cache" in symptom.cause
+    assert any(r.key == "kv-fp8" for r in remedies)
