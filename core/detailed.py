@@ -9,7 +9,7 @@ The step's peak is the largest phase, never the plain sum of the buckets.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Final
 
 from core.accounting import Breakdown, BucketKey, Phase, Term, gb, make_bucket, sci
@@ -162,80 +162,167 @@ class LayerActs:
         return float(sum(t.bytes for t in self.items))
 
 
-def norm_saved(model: ModelSpec, n: int, dt: Dtypes, consumers: int, consumer_saves: bool) -> list[Term]:
-    """What a pre-block norm keeps: its float32 input and normalised value, and the copy
-    of its output the next matmul(s) keep (autocast casts once per consuming matmul)."""
-    d = model.hidden_size
-    items = [Term("norm input (float32)", f"N·d × 4 = {sci(n * d)} × 4", n * d * 4)]
-    if model.norm == "rmsnorm":
-        items.append(Term("norm: normalised (float32)", f"N·d × 4 = {sci(n * d)} × 4", n * d * 4))
-        if dt.residual == 2:
-            items.append(Term("norm: cast back to 16-bit", f"N·d × 2 = {sci(n * d)} × 2", n * d * 2))
+@dataclass(frozen=True)
+class _Ctx:
+    """What decides the saved tensors: sizes, dtypes and which weights train."""
+
+    n: int  # tokens in the micro-batch, B·S
+    b: int
+    s: int
+    ca: float  # bytes of a matmul output (16-bit unless float32)
+    mode: str  # "fp32" | "mixed" | "pure"
+    trainable: bool  # the block's own weights get gradients
+    lora: tuple[str, ...]  # LoRA-targeted projections
+    adapter_bytes: float  # bytes of an adapter weight (PEFT keeps adapters in float32)
+
+    def saves(self, name: str) -> bool:
+        """A projection keeps its input only when its weight, or an adapter on it, trains."""
+        return self.trainable or name in self.lora
+
+
+def _consumer_inputs(ctx: _Ctx, width: int, names: tuple[str, ...], fused: bool, label: str) -> list[Term]:
+    """The copies of one tensor that the projections reading it keep.
+
+    Under autocast every consuming matmul casts its float32 input to 16 bits itself (the
+    autocast cache only holds casts of weights), so each keeps its own copy. In pure 16
+    bits a trainable projection shares the tensor; a LoRA adapter in float32 casts it up.
+    """
+    savers = [nm for nm in names if ctx.saves(nm)]
+    if fused and savers:
+        savers = savers[:1]
+    if not savers:
+        return []
+    el = ctx.n * width
+    if ctx.mode == "mixed":
+        return [
+            Term(f"{label}, cast to 16 bits per reading matmul", f"{len(savers)} × N·{width} × 2", len(savers) * el * 2)
+        ]
+    if ctx.mode == "fp32":
+        return [Term(label, f"N·{width} × 4", el * 4)]
+    terms = []
+    base_savers = [nm for nm in savers if ctx.trainable]
+    adapters = [nm for nm in savers if not ctx.trainable and nm in ctx.lora]
+    if base_savers:
+        terms.append(Term(label, f"N·{width} × 2", el * 2))
+    if adapters:
+        terms.append(
+            Term(f"{label}, cast to float32 per adapter", f"{len(adapters)} × N·{width} × 4", len(adapters) * el * 4)
+        )
+    return terms
+
+
+def _norm(model: ModelSpec, ctx: _Ctx, label: str, with_output_consumers: list[Term]) -> list[Term]:
+    """What a norm keeps (PyTorch autograd on HF's RMSNorm / LayerNorm code), plus its readers."""
+    n, d = ctx.n, model.hidden_size
+    items: list[Term] = []
+    if model.norm == "layernorm":
+        x_bytes = 2.0 if ctx.mode == "pure" else 4.0
+        items.append(Term(f"{label}: input", f"N·d × {x_bytes:g}", n * d * x_bytes))
+        items.append(Term(f"{label}: mean, 1/std (float32)", "2 × N × 4", n * 8))
     else:
-        items.append(Term("norm: mean, rstd", f"2 × N × 4 = 2 × {sci(n)} × 4", n * 8))
-    if consumer_saves:
-        if dt.mixed:
-            items.append(Term("norm output, cast per matmul", f"{consumers} × N·d × 2", consumers * n * d * 2))
-        else:
-            items.append(Term("norm output (matmul input)", f"N·d × {dt.compute:g}", n * d * dt.compute))
-    return items
+        # x.float() is kept by pow() and the scaling mul; the normalised value is kept by
+        # the weight multiply only when the weight trains.
+        items.append(Term(f"{label}: input in float32", "N·d × 4", n * d * 4))
+        items.append(Term(f"{label}: 1/rms (float32)", "N × 4", n * 4))
+        if ctx.trainable:
+            gemma = model.family in ("gemma", "gemma2", "gemma3_text")
+            h_bytes = 2.0 if ctx.mode == "pure" and not gemma else 4.0
+            items.append(Term(f"{label}: normalised", f"N·d × {h_bytes:g}", n * d * h_bytes))
+    return items + with_output_consumers
 
 
 def layer_activations(plan: Plan, trainable_block: bool) -> LayerActs:
     """Saved tensors of one transformer block for micro-batch B and sequence S."""
     model = plan.model
-    wl = plan.workload
-    b, s = wl.micro_batch, wl.seq_len
-    n = b * s
-    i = model.intermediate_size
-    h, kv = model.num_heads, model.num_kv_heads
-    ca = 2.0 if dt_compute_16(plan) else 4.0
+    b, s = plan.workload.micro_batch, plan.workload.seq_len
     dt = dtypes_for(plan)
-    lora = plan.lora.targets if plan.adapter_based else ()
-
-    # A matmul keeps its input only when its weight (or an adapter on it) trains.
-    def saves(name: str) -> bool:
-        return trainable_block or name in lora
-
+    mode = "fp32" if plan.precision is Precision.FP32 else ("mixed" if dt.mixed else "pure")
+    ctx = _Ctx(
+        n=b * s,
+        b=b,
+        s=s,
+        ca=4.0 if mode == "fp32" else 2.0,
+        mode=mode,
+        trainable=trainable_block,
+        lora=plan.lora.targets if plan.adapter_based else (),
+        adapter_bytes=4.0,
+    )
+    n, ca = ctx.n, ctx.ca
+    d, i = model.hidden_size, model.intermediate_size
+    h = model.num_heads
     items: list[Term] = []
-    qkv_consumers = sum(1 for nme in ("q_proj", "k_proj", "v_proj") if saves(nme))
-    if model.fused_qkv:
-        qkv_consumers = min(qkv_consumers, 1)
-    items += norm_saved(model, n, dt, qkv_consumers, qkv_consumers > 0)
 
-    # Attention.
-    q_el = n * model.q_width
-    kv_el = n * model.kv_width
+    # --- attention sub-block ---
+    qkv = ("q_proj", "k_proj", "v_proj")
+    items += _norm(
+        model, ctx, "attention norm", _consumer_inputs(ctx, d, qkv, model.fused_qkv, "attention norm output")
+    )
+    q_el, kv_el = n * model.q_width, n * model.kv_width
     if model.family == "gpt2":
-        items.append(Term("q, k, v (fused projection output)", f"3 × N·d × {ca:g}", (q_el + 2 * kv_el) * ca))
+        items.append(Term("q, k, v (the fused projection's output)", f"N·(q + 2kv) × {ca:g}", (q_el + 2 * kv_el) * ca))
     else:
         items.append(Term("q after RoPE", f"N·H·hd × {ca:g} = {sci(q_el)} × {ca:g}", q_el * ca))
-        kv_saved = kv_el if plan.attention is not Attention.EAGER else n * model.q_width
-        label = "k, v" if plan.attention is not Attention.EAGER or kv == h else "k, v repeated to all heads"
+        kv_saved = n * model.q_width if plan.attention is Attention.EAGER else kv_el
+        label = (
+            "k, v repeated to every head" if plan.attention is Attention.EAGER and model.num_kv_heads != h else "k, v"
+        )
         items.append(Term(label, f"2 × {sci(kv_saved)} × {ca:g}", 2 * kv_saved * ca))
     if plan.attention is Attention.EAGER:
         scores = b * h * s * s
         items.append(Term("attention probabilities (float32)", f"B·H·S² × 4 = {sci(scores)} × 4", scores * 4))
-        if ca == 2:
-            items.append(Term("probabilities cast to 16-bit", f"B·H·S² × 2 = {sci(scores)} × 2", scores * 2))
+        if model.attn_softcap:
+            items.append(Term("soft-capped scores (tanh)", f"B·H·S² × {ca:g}", scores * ca))
+        if model.attention_dropout:
+            items.append(
+                Term("attention dropout mask + dropped probabilities", f"B·H·S² × (1 + {ca:g})", scores * (1 + ca))
+            )
+        elif ca == 2:
+            items.append(Term("probabilities cast to 16 bits", f"B·H·S² × 2 = {sci(scores)} × 2", scores * 2))
+        if ctx.saves("o_proj"):
+            items.append(Term("attention output (o_proj input)", f"N·H·hd × {ca:g}", q_el * ca))
     else:
-        items.append(Term("softmax log-sum-exp (float32)", f"B·H·S × 4 = {sci(b * h * s)} × 4", b * h * s * 4))
-    items.append(Term("attention output", f"N·H·hd × {ca:g} = {sci(q_el)} × {ca:g}", q_el * ca))
+        # Flash / memory-efficient kernels keep their output and a float32 log-sum-exp per
+        # row (the efficient kernel pads the rows to a multiple of 32).
+        rows = s if plan.precision is not Precision.FP32 else -(-s // 32) * 32
+        items.append(Term("softmax log-sum-exp (float32)", f"B·H·S × 4 = {sci(b * h * rows)} × 4", b * h * rows * 4))
+        items.append(Term("attention output", f"N·H·hd × {ca:g} = {sci(q_el)} × {ca:g}", q_el * ca))
+    if ctx.mode == "pure" and "o_proj" in ctx.lora and not ctx.trainable:
+        items.append(Term("o_proj input cast to float32 (adapter)", "N·H·hd × 4", q_el * 4))
+    if model.dropout:
+        items.append(Term("residual dropout mask", "N·d × 1", n * d))
+    if model.norms_per_layer == 4:  # Gemma-2's post-attention norm on the attention output
+        items += _norm(model, ctx, "post-attention norm", [])
 
-    # MLP.
-    up_consumers = sum(1 for nme in ("gate_proj", "up_proj") if saves(nme) and nme in model.linear_shapes())
-    if model.fused_gate_up:
-        up_consumers = min(up_consumers, 1)
-    items += [t for t in norm_saved(model, n, dt, up_consumers, up_consumers > 0)]
-    mlp_el = n * i * (model.experts_per_token if model.num_experts > 1 else 1)
+    # --- MLP sub-block ---
+    mlp_in = ("gate_proj", "up_proj") if model.gated_mlp else ("up_proj",)
+    items += _norm(model, ctx, "MLP norm", _consumer_inputs(ctx, d, mlp_in, model.fused_gate_up, "MLP norm output"))
+    experts = model.experts_per_token if model.num_experts > 1 else 1
+    mlp_el = n * i * experts
     if model.gated_mlp:
         items.append(Term("gate, act(gate), up", f"3 × N·I × {ca:g} = 3 × {sci(mlp_el)} × {ca:g}", 3 * mlp_el * ca))
+    elif model.activation == "gelu_new":
+        # NewGELUActivation is plain tensor code: pow, tanh and two multiplies each keep a
+        # tensor; under autocast pow runs in float32 (it is on autocast's float32 list).
+        per = {"fp32": 16.0, "mixed": 14.0, "pure": 8.0}[ctx.mode]
+        items.append(Term("fc output and GELU (tanh form) intermediates", f"N·I × {per:g}", mlp_el * per))
     else:
-        items.append(Term("fc output and GELU intermediates", f"4 × N·I × {ca:g}", 4 * mlp_el * ca))
-    if saves("down_proj"):
-        items.append(Term("down-projection input", f"N·I × {ca:g} = {sci(mlp_el)} × {ca:g}", mlp_el * ca))
+        items.append(Term("fc output (activation input)", f"N·I × {ca:g}", mlp_el * ca))
+    if ctx.saves("down_proj"):
+        if ctx.mode == "pure" and not ctx.trainable:
+            items.append(Term("down-projection input cast to float32 (adapter)", "N·I × 4", mlp_el * 4))
+        else:
+            items.append(Term("down-projection input", f"N·I × {ca:g} = {sci(mlp_el)} × {ca:g}", mlp_el * ca))
+    if model.dropout:
+        items.append(Term("residual dropout mask", "N·d × 1", n * d))
+    if model.norms_per_layer == 4:
+        items += _norm(model, ctx, "post-MLP norm", [])
     if model.num_experts > 1:
         items.append(Term("router logits (float32)", "N·E × 4", n * model.num_experts * 4))
+    if ctx.lora:
+        shapes = model.linear_shapes()
+        rank_el = sum(n * plan.lora.rank for nm in ctx.lora if nm in shapes)
+        ab = 2.0 if ctx.mode == "mixed" else 4.0
+        items.append(Term("LoRA A outputs (kept for B)", f"{len(ctx.lora)} × N·r × {ab:g}", rank_el * ab))
     return LayerActs(tuple(items))
 
 
@@ -243,25 +330,77 @@ def dt_compute_16(plan: Plan) -> bool:
     return plan.precision is not Precision.FP32
 
 
-def logits_terms(plan: Plan, dt: Dtypes) -> tuple[list[Term], list[Term]]:
-    """(held after the forward, extra held at the start of the backward) for the loss."""
+@dataclass(frozen=True)
+class LossMemory:
+    forward: list[Term]  # live at the end of the forward pass (logits, their float32 copy, log-softmax)
+    backward: list[Term]  # live at the start of the backward pass
+
+
+def loss_memory(plan: Plan) -> LossMemory:
+    """The logits and the cross-entropy, as transformers' ForCausalLMLoss computes it.
+
+    The forward keeps the logits (16 bits under autocast), their float32 upcast and the
+    float32 log-softmax the backward needs. The training loop drops the model output before
+    ``backward()`` (as the HF Trainer does), so the backward starts with the log-softmax,
+    the gradient flowing into it and the gradient it produces: three float32 N·V tensors.
+    """
     model = plan.model
-    b, s = plan.workload.micro_batch, plan.workload.seq_len
-    n = b * s
+    n = plan.workload.micro_batch * plan.workload.seq_len
     v = model.vocab_size
+    nv = n * v
     if plan.chunked_loss:
-        # Chunked cross-entropy keeps one chunk of float32 logits at a time (assume 8 chunks).
-        chunk = max(1, n // 8)
-        held = [Term("loss chunk (float32 logits + log-softmax)", "2 × (N/8)·V × 4", 2 * chunk * v * 4)]
-        return held, [Term("loss chunk gradient", "(N/8)·V × 4", chunk * v * 4)]
+        chunk = -(-nv // 8)
+        fwd = [Term("loss chunk: logits and log-softmax (float32), 1/8 of N·V", "2 × (N·V/8) × 4", chunk * 8)]
+        bwd = [Term("loss chunk gradients (float32), 1/8 of N·V", "3 × (N·V/8) × 4", chunk * 12)]
+        return LossMemory(fwd, bwd)
     ca = 2.0 if dt_compute_16(plan) else 4.0
-    held = [Term("logits", f"N·V × {ca:g} = {sci(n * v)} × {ca:g}", n * v * ca)]
-    held.append(Term("log-softmax kept for the backward (float32)", f"N·V × 4 = {sci(n * v)} × 4", n * v * 4))
-    backward = [
-        Term("gradient of log-softmax output (float32)", f"N·V × 4 = {sci(n * v)} × 4", n * v * 4),
-        Term("gradient of logits (float32)", f"N·V × 4 = {sci(n * v)} × 4", n * v * 4),
+    fwd = [Term("logits", f"N·V × {ca:g} = {sci(nv)} × {ca:g}", nv * ca)]
+    if model.final_softcap:
+        fwd.append(Term("soft-capped logits (tanh, kept)", f"N·V × {ca:g}", nv * ca))
+    if ca == 2:
+        fwd.append(Term("logits upcast to float32", f"N·V × 4 = {sci(nv)} × 4", nv * 4))
+    fwd.append(Term("log-softmax kept for the backward (float32)", f"N·V × 4 = {sci(nv)} × 4", nv * 4))
+    bwd = [
+        Term("log-softmax kept for the backward (float32)", f"N·V × 4 = {sci(nv)} × 4", nv * 4),
+        Term("gradient into the log-softmax (float32)", f"N·V × 4 = {sci(nv)} × 4", nv * 4),
+        Term("gradient of the logits (float32)", f"N·V × 4 = {sci(nv)} × 4", nv * 4),
     ]
-    return held, backward
+    if model.final_softcap:
+        bwd.append(Term("soft-capped logits (tanh, kept)", f"N·V × {ca:g}", nv * ca))
+    return LossMemory(fwd, bwd)
+
+
+def _outside_blocks(plan: Plan, dt: Dtypes) -> list[Term]:
+    """Saved tensors outside the blocks: embedding dropout, the final norm and its reader."""
+    model = plan.model
+    n = plan.workload.micro_batch * plan.workload.seq_len
+    d = model.hidden_size
+    mode = "fp32" if plan.precision is Precision.FP32 else ("mixed" if dt.mixed else "pure")
+    head_trains = plan.method is Method.FULL or (plan.method is Method.FROZEN and not model.tie_embeddings)
+    ctx = _Ctx(
+        n,
+        plan.workload.micro_batch,
+        plan.workload.seq_len,
+        4.0 if mode == "fp32" else 2.0,
+        mode,
+        plan.method in (Method.FULL, Method.FROZEN),
+        (),
+        4.0,
+    )
+    head_ctx = replace(ctx, trainable=head_trains)
+    readers = _consumer_inputs(head_ctx, d, ("lm_head",), False, "final norm output (head input)")
+    items = _norm(model, ctx, "final norm", readers)
+    if model.dropout:
+        items.append(Term("embedding dropout mask", "N·d × 1", n * d))
+    return items
+
+
+def autocast_copies(plan: Plan) -> float:
+    """Elements of the 16-bit weight copies autocast makes and autograd keeps until the backward."""
+    model = plan.model
+    per_layer = model.matmul_params() // model.num_layers
+    layers = model.num_layers - (plan.frozen_layers if plan.method is Method.FROZEN else 0)
+    return layers * per_layer + model.vocab_size * model.hidden_size
 
 
 def training_breakdown(plan: Plan, counts: ParamCounts) -> Breakdown:
@@ -272,79 +411,95 @@ def training_breakdown(plan: Plan, counts: ParamCounts) -> Breakdown:
     notes: list[str] = []
 
     weights = weight_terms(plan, counts, dt)
+    copies: list[Term] = []
     if dt.mixed and plan.method is not Method.QLORA:
-        copies = model.matmul_params() + model.vocab_size * model.hidden_size
-        weights.append(Term("16-bit working copies of matmul weights (autocast)", f"{sci(copies)} × 2 B", copies * 2))
+        el = autocast_copies(plan)
+        copies.append(Term("16-bit working copies of matmul weights (autocast)", f"{sci(el)} × 2 B", el * 2))
     gbytes = trainable_bytes_per_param(plan, dt)
     grads = [Term("gradients", f"T × {gbytes:g} B = {sci(counts.trainable)} × {gbytes:g} B", counts.trainable * gbytes)]
     optim = optimizer_terms(plan, counts, dt)
 
     if stage is not Sharding.NONE and shards > 1:
 
-        def shard(terms: list[Term], what: str) -> list[Term]:
+        def shard(terms: list[Term]) -> list[Term]:
             return [Term(f"{t.label} ÷ {shards} GPUs", f"({t.formula}) ÷ {shards}", t.bytes / shards) for t in terms]
 
-        optim = shard(optim, "optimizer")
+        optim = shard(optim)
         if stage in (Sharding.ZERO2, Sharding.ZERO3):
-            grads = shard(grads, "gradients")
+            grads = shard(grads)
         if stage is Sharding.ZERO3:
             gathered = 2 * model.layer_params() * dt.base
-            weights = shard(weights, "weights")
+            weights = shard(weights)
             weights.append(
                 Term("two gathered blocks (prefetch)", f"2 × {sci(model.layer_params())} × {dt.base:g} B", gathered)
             )
 
-    # Activations of every block, then what sits outside the blocks.
+    # Activations: every trainable block's saved tensors, or with checkpointing only the
+    # block inputs plus one block recomputed at a time in the backward.
     trainable_layers = model.num_layers - plan.frozen_layers if plan.method is Method.FROZEN else model.num_layers
-    full_layer = layer_activations(plan, trainable_block=plan.method in (Method.FULL, Method.FROZEN))
+    block = layer_activations(plan, trainable_block=plan.method in (Method.FULL, Method.FROZEN))
     n = plan.workload.micro_batch * plan.workload.seq_len
-    residual = n * model.hidden_size * dt.residual
+    block_input = n * model.hidden_size * dt.residual
+    outside = _outside_blocks(plan, dt)
     if plan.checkpointing:
-        acts = [
+        kept = [
             Term(
                 "block inputs kept by checkpointing",
                 f"L × N·d × {dt.residual:g} = {trainable_layers} × {sci(n * model.hidden_size)} × {dt.residual:g}",
-                trainable_layers * residual,
-            ),
-            Term("one block recomputed in the backward", "Σ of one block's saved tensors", full_layer.bytes),
-        ]
-    else:
-        acts = [
-            Term(
-                f"{trainable_layers} blocks × saved tensors per block",
-                f"{trainable_layers} × {gb(full_layer.bytes)} GB",
-                trainable_layers * full_layer.bytes,
+                trainable_layers * block_input,
             )
         ]
-    acts += norm_saved(model, n, dt, 1, True)[:2]  # final norm
-    held, bwd_extra = logits_terms(plan, dt)
+        recomputed = [Term("one block recomputed in the backward", "Σ of one block's saved tensors", block.bytes)]
+    else:
+        kept = [
+            Term(
+                f"{trainable_layers} blocks × saved tensors per block",
+                f"{trainable_layers} × {gb(block.bytes)} GB",
+                trainable_layers * block.bytes,
+            )
+        ]
+        recomputed = []
+    loss = loss_memory(plan)
+    i_el = n * model.intermediate_size
+    ca = 2.0 if dt_compute_16(plan) else 4.0
+    layer_grads = Term("gradients flowing through a block's MLP", f"3 × N·I × {ca:g}", 3 * i_el * ca)
+    head_trains = plan.method is Method.FULL or (plan.method is Method.FROZEN and not model.tie_embeddings)
+    head_grad = []
+    if head_trains:
+        vd = model.vocab_size * model.hidden_size
+        head_grad = [Term("output-head gradient", f"V·d × {gbytes:g}", vd * gbytes)]
 
-    w_bucket = make_bucket(BucketKey.WEIGHTS, weights)
+    w_bucket = make_bucket(BucketKey.WEIGHTS, weights + copies)
     o_bucket = make_bucket(BucketKey.OPTIMIZER, optim)
     g_bucket = make_bucket(BucketKey.GRADIENTS, grads)
-    zero_g = make_bucket(BucketKey.GRADIENTS, [])
     accumulating = plan.workload.grad_accum > 1
+    g_held = g_bucket if accumulating else make_bucket(BucketKey.GRADIENTS, [])
     fwd = Phase(
         "forward + loss",
-        (w_bucket, g_bucket if accumulating else zero_g, o_bucket, make_bucket(BucketKey.ACTIVATIONS, acts + held)),
+        (w_bucket, g_held, o_bucket, make_bucket(BucketKey.ACTIVATIONS, kept + outside + loss.forward)),
         "end of the forward pass: every saved activation plus the logits and the loss",
     )
-    bwd = Phase(
+    bwd_start = Phase(
+        "backward",
+        (w_bucket, g_held, o_bucket, make_bucket(BucketKey.ACTIVATIONS, kept + outside + loss.backward)),
+        "start of the backward pass: activations still held, the loss gradient being formed",
+    )
+    bwd_block = Phase(
         "backward",
         (
             w_bucket,
-            g_bucket if accumulating else zero_g,
+            g_bucket if accumulating else make_bucket(BucketKey.GRADIENTS, head_grad),
             o_bucket,
-            make_bucket(BucketKey.ACTIVATIONS, acts + held + bwd_extra),
+            make_bucket(BucketKey.ACTIVATIONS, kept + outside + recomputed + [layer_grads]),
         ),
-        "start of the backward pass: activations still held, the loss gradient being formed",
+        "backward through the last block: its activations (recomputed with checkpointing) and gradients",
     )
+    bwd = max((bwd_start, bwd_block), key=lambda p: p.allocated_bytes)
     temp = optimizer_step_temporary(plan, counts, dt)
-    step_weights = [t for t in weights if "autocast" not in t.label]
     opt_phase = Phase(
         "optimizer step",
         (
-            make_bucket(BucketKey.WEIGHTS, step_weights),
+            make_bucket(BucketKey.WEIGHTS, weights),
             g_bucket,
             make_bucket(BucketKey.OPTIMIZER, optim + ([temp] if temp else [])),
             make_bucket(BucketKey.ACTIVATIONS, []),
@@ -352,7 +507,8 @@ def training_breakdown(plan: Plan, counts: ParamCounts) -> Breakdown:
         "optimizer step: every gradient, the state, and the step's temporaries",
     )
     phases = (fwd, bwd, opt_phase)
-    peak = max(p.allocated_bytes for p in phases)
+    peak_phase = max(phases, key=lambda p: p.allocated_bytes)
+    peak = peak_phase.allocated_bytes
     overhead = make_bucket(
         BucketKey.OVERHEAD,
         [
@@ -366,6 +522,5 @@ def training_breakdown(plan: Plan, counts: ParamCounts) -> Breakdown:
         notes.append(
             "Paged optimizer: its state can be evicted to CPU memory under pressure, so the card may hold less."
         )
-    peak_phase = max(phases, key=lambda p: p.allocated_bytes)
     summary = " + ".join(gb(b.bytes) for b in peak_phase.buckets) + f" = {gb(peak)} GB at the {peak_phase.name}"
     return Breakdown(phases=phases, overhead=overhead, summary_formula=summary, notes=tuple(notes))

@@ -7,6 +7,7 @@ counts are exact rather than the 12·L·d² rule of thumb.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields, replace
 from typing import Any, Final
@@ -90,6 +91,11 @@ class ModelSpec:
     max_position_embeddings: int = 4096
     fused_qkv: bool = False  # one q|k|v matrix (GPT-2 c_attn, Phi-3 qkv_proj)
     fused_gate_up: bool = False  # one gate|up matrix (Phi-3)
+    activation: str = "silu"  # the MLP's activation as config.json names it
+    dropout: float = 0.0  # embedding and residual dropout in training (GPT-2: 0.1)
+    attention_dropout: float = 0.0
+    attn_softcap: float = 0.0  # Gemma-2 tanh soft-capping of attention scores (0: none)
+    final_softcap: float = 0.0  # Gemma-2 tanh soft-capping of the logits (0: none)
     # A parameter count given instead of derived: typed by the user (the lesson's
     # P = 6.7·10⁹) or read exactly from a checkpoint's safetensors headers. The
     # architecture-derived count stays available beside it.
@@ -136,6 +142,16 @@ class ModelSpec:
             raise PlanError("model.sliding_window", self.sliding_window, "a positive integer or null")
         if not 0 <= self.sliding_window_layers <= self.num_layers:
             raise PlanError("model.sliding_window_layers", self.sliding_window_layers, f"0 to {self.num_layers}")
+        for name in ("dropout", "attention_dropout"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0.0 <= value < 1.0:
+                raise PlanError(f"model.{name}", value, "a probability from 0 to below 1")
+        for name in ("attn_softcap", "final_softcap"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0.0 <= value <= 1e6:
+                raise PlanError(f"model.{name}", value, "0 (none) or a positive cap")
+        if not isinstance(self.activation, str) or not self.activation:
+            raise PlanError("model.activation", self.activation, "an activation name such as silu or gelu_new")
         if self.params_override is not None and self.params_override < 0:
             raise PlanError("model.params_override", self.params_override, "a count ≥ 0 or null")
         if not isinstance(self.name, str) or not self.name.strip():
@@ -347,6 +363,28 @@ class _Reader:
             raise PlanError(f"{self.where}.{key}", value, "true or false")
         return value
 
+    def get_str(self, key: str, default: str) -> str:
+        value = self.config.get(key)
+        if value is None:
+            return default
+        if not isinstance(value, str):
+            raise PlanError(f"{self.where}.{key}", value, "a string")
+        return value
+
+    def get_float(self, key: str, default: float) -> float:
+        value = self.config.get(key)
+        if value is None:
+            return default
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value < 0:
+            raise PlanError(f"{self.where}.{key}", value, "a non-negative number")
+        return float(value)
+
+    def get_prob(self, key: str, default: float) -> float:
+        value = self.get_float(key, default)
+        if value >= 1.0:
+            raise PlanError(f"{self.where}.{key}", value, "a probability below 1")
+        return value
+
     def optional_int(self, key: str) -> int | None:
         value = self.config.get(key)
         if value is None:
@@ -400,6 +438,9 @@ def model_from_hf_config(config: Mapping[str, Any], name: str | None = None) -> 
             learned_positions=positions,
             max_position_embeddings=positions,
             fused_qkv=True,
+            activation=r.get_str("activation_function", "gelu_new"),
+            dropout=r.get_prob("resid_pdrop", 0.1),
+            attention_dropout=r.get_prob("attn_pdrop", 0.1),
         )
 
     d = r.get_int("hidden_size")
@@ -473,6 +514,11 @@ def model_from_hf_config(config: Mapping[str, Any], name: str | None = None) -> 
         max_position_embeddings=r.get_int("max_position_embeddings", default=4096),
         fused_qkv=fused_qkv,
         fused_gate_up=fused_gate_up,
+        activation=r.get_str("hidden_activation", r.get_str("hidden_act", "silu")),
+        dropout=r.get_prob("resid_pdrop", 0.0),
+        attention_dropout=r.get_prob("attention_dropout", 0.0),
+        attn_softcap=r.get_float("attn_logit_softcapping", 0.0),
+        final_softcap=r.get_float("final_logit_softcapping", 0.0),
     )
 
 
@@ -503,6 +549,9 @@ def model_from_dict(data: Mapping[str, Any], where: str = "model") -> ModelSpec:
             ok = isinstance(value, bool)
         elif expected == "int":
             ok = isinstance(value, int) and not isinstance(value, bool)
+        elif expected == "float":
+            ok = isinstance(value, (int, float)) and not isinstance(value, bool)
+            value = float(value) if ok else value
         else:  # int | None
             ok = value is None or (isinstance(value, int) and not isinstance(value, bool))
         if not ok:
