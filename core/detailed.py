@@ -280,12 +280,25 @@ def layer_activations(plan: Plan, trainable_block: bool) -> LayerActs:
             items.append(Term("probabilities cast to 16 bits", f"B·H·S² × 2 = {sci(scores)} × 2", scores * 2))
         if ctx.saves("o_proj"):
             items.append(Term("attention output (o_proj input)", f"N·H·hd × {ca:g}", q_el * ca))
+    elif sdpa_kernel(plan) == "math":
+        # PyTorch's math fallback (float32 with grouped-query heads, or unsupported shapes):
+        # scaled q and k, k and v repeated to every head, the probabilities, and an output
+        # laid out (B, H, S, hd) that o_proj reads through a contiguous copy.
+        scores = b * h * s * s
+        items.append(Term("math kernel: scaled q, k and repeated v", f"3 × N·H·hd × {ca:g}", 3 * q_el * ca))
+        items.append(Term("math kernel: probabilities (float32)", f"B·H·S² × 4 = {sci(scores)} × 4", scores * 4))
+        items.append(Term("attention output (o_proj input)", f"N·H·hd × {ca:g}", q_el * ca))
     else:
         # Flash / memory-efficient kernels keep their output and a float32 log-sum-exp per
         # row (the efficient kernel pads the rows to a multiple of 32).
-        rows = s if plan.precision is not Precision.FP32 else -(-s // 32) * 32
+        rows = s if sdpa_kernel(plan) == "flash" else -(-s // 32) * 32
         items.append(Term("softmax log-sum-exp (float32)", f"B·H·S × 4 = {sci(b * h * rows)} × 4", b * h * rows * 4))
         items.append(Term("attention output", f"N·H·hd × {ca:g} = {sci(q_el)} × {ca:g}", q_el * ca))
+    if model.fused_qkv and model.family == "gpt2" and plan.attention is not Attention.EAGER and not plan.checkpointing:
+        # With use_cache on (the default outside checkpointing) the KV cache concatenates k
+        # and v into fresh tensors, which attention then keeps, while q still pins the fused
+        # projection output (transformers DynamicLayer.update).
+        items.append(Term("k, v copies made by the KV cache", f"2 × N·kv × {ca:g}", 2 * kv_el * ca))
     if ctx.mode == "pure" and "o_proj" in ctx.lora and not ctx.trainable:
         items.append(Term("o_proj input cast to float32 (adapter)", "N·H·hd × 4", q_el * 4))
     if model.dropout:
@@ -324,6 +337,46 @@ def layer_activations(plan: Plan, trainable_block: bool) -> LayerActs:
         ab = 2.0 if ctx.mode == "mixed" else 4.0
         items.append(Term("LoRA A outputs (kept for B)", f"{len(ctx.lora)} × N·r × {ab:g}", rank_el * ab))
     return LayerActs(tuple(items))
+
+
+def sdpa_kernel(plan: Plan) -> str:
+    """The kernel PyTorch's SDPA picks on an A100/H100 (sdp_utils.cpp, priority order
+    flash → memory-efficient → math): flash needs 16-bit inputs, no mask and head width
+    ≤ 256 and handles grouped-query heads; memory-efficient takes float32 too but not
+    grouped-query heads; anything else falls back to math. transformers passes
+    grouped-query heads with enable_gqa when no mask is needed, else repeats k and v."""
+    if plan.attention is Attention.EAGER:
+        return "eager"
+    model = plan.model
+    masked = bool(model.sliding_window) and plan.workload.seq_len > model.sliding_window
+    sixteen = plan.precision is not Precision.FP32
+    if plan.attention is Attention.FLASH or (sixteen and not masked and model.head_dim <= 256):
+        return "flash"
+    gqa = model.num_kv_heads != model.num_heads and not masked
+    if not gqa and model.head_dim % (4 if not sixteen else 8) == 0:
+        return "efficient"
+    return "math"
+
+
+def attention_backward_workspace(plan: Plan) -> float:
+    """Scratch the fused attention backward kernels allocate (FlashAttention-2 mha_bwd:
+    softmax_d [B,H,⌈S⌉128] and dq_accum [B,⌈S⌉128,H,⌈hd⌉32] in float32, plus k/v gradients
+    expanded to every head for grouped-query; the memory-efficient backward: delta
+    [B,H,S] float32 and, in 16 bits, a float32 dq accumulator)."""
+    model = plan.model
+    b, s, h, hd = plan.workload.micro_batch, plan.workload.seq_len, model.num_heads, model.head_dim
+    kernel = sdpa_kernel(plan)
+    ca = 2.0 if dt_compute_16(plan) else 4.0
+    if kernel == "flash":
+        s128 = -(-s // 128) * 128
+        hd32 = -(-hd // 32) * 32 if hd <= 192 else 256
+        total = b * h * s128 * 4 + b * s128 * h * hd32 * 4
+        if model.num_kv_heads != h:
+            total += 2 * b * s * h * hd * ca
+        return float(total)
+    if kernel == "efficient":
+        return float(b * h * s * 4 + (b * s * h * hd * 4 if ca == 2 else 0))
+    return 0.0
 
 
 def dt_compute_16(plan: Plan) -> bool:
@@ -442,11 +495,14 @@ def training_breakdown(plan: Plan, counts: ParamCounts) -> Breakdown:
     block_input = n * model.hidden_size * dt.residual
     outside = _outside_blocks(plan, dt)
     if plan.checkpointing:
+        # Every checkpointed block holds on to its input, frozen blocks included (measured:
+        # the non-reentrant checkpoint keeps its arguments even when nothing needs a gradient).
+        layers = model.num_layers
         kept = [
             Term(
                 "block inputs kept by checkpointing",
-                f"L × N·d × {dt.residual:g} = {trainable_layers} × {sci(n * model.hidden_size)} × {dt.residual:g}",
-                trainable_layers * block_input,
+                f"L × N·d × {dt.residual:g} = {layers} × {sci(n * model.hidden_size)} × {dt.residual:g}",
+                layers * block_input,
             )
         ]
         recomputed = [Term("one block recomputed in the backward", "Σ of one block's saved tensors", block.bytes)]
@@ -470,6 +526,32 @@ def training_breakdown(plan: Plan, counts: ParamCounts) -> Breakdown:
         head_grad = [Term("output-head gradient", f"V·d × {gbytes:g}", vd * gbytes)]
 
     w_bucket = make_bucket(BucketKey.WEIGHTS, weights + copies)
+    w_backward = w_bucket
+    copies_block = None
+    if copies:
+        per_layer = model.matmul_params() // model.num_layers
+        copies_block = Term("16-bit copies of one block's weights (autocast)", f"{sci(per_layer)} × 2 B", per_layer * 2)
+    if copies and plan.checkpointing:
+        # Checkpointed blocks keep nothing from the forward, so their autocast copies die
+        # with the autocast cache when the forward ends; only the head's copy stays, and
+        # the block being recomputed makes its own.
+        vd = model.vocab_size * model.hidden_size
+        per_layer = model.matmul_params() // model.num_layers
+        w_backward = make_bucket(
+            BucketKey.WEIGHTS,
+            [
+                *weights,
+                Term("16-bit copy of the output head (autocast)", f"V·d × 2 = {sci(vd)} × 2 B", vd * 2),
+                Term("16-bit copies of the recomputed block", f"{sci(per_layer)} × 2 B", per_layer * 2),
+            ],
+        )
+    workspace = attention_backward_workspace(plan)
+    if workspace:
+        layer_grads = Term(
+            "gradients through a block + attention backward workspace",
+            f"3 × N·I × {ca:g} + kernel scratch",
+            layer_grads.bytes + workspace,
+        )
     o_bucket = make_bucket(BucketKey.OPTIMIZER, optim)
     g_bucket = make_bucket(BucketKey.GRADIENTS, grads)
     accumulating = plan.workload.grad_accum > 1
@@ -481,20 +563,51 @@ def training_breakdown(plan: Plan, counts: ParamCounts) -> Breakdown:
     )
     bwd_start = Phase(
         "backward",
-        (w_bucket, g_held, o_bucket, make_bucket(BucketKey.ACTIVATIONS, kept + outside + loss.backward)),
+        (w_backward, g_held, o_bucket, make_bucket(BucketKey.ACTIVATIONS, kept + outside + loss.backward)),
         "start of the backward pass: activations still held, the loss gradient being formed",
     )
     bwd_block = Phase(
         "backward",
         (
-            w_bucket,
+            w_backward,
             g_bucket if accumulating else make_bucket(BucketKey.GRADIENTS, head_grad),
             o_bucket,
             make_bucket(BucketKey.ACTIVATIONS, kept + outside + recomputed + [layer_grads]),
         ),
         "backward through the last block: its activations (recomputed with checkpointing) and gradients",
     )
-    bwd = max((bwd_start, bwd_block), key=lambda p: p.allocated_bytes)
+    # The end of the backward. While the first trainable block runs its backward every
+    # other gradient exists and the block's own tensors are still held; the embedding
+    # gradient is formed last. A tied embedding is also the output head, whose gradient
+    # already exists: AccumulateGrad adds the two out of place, so three V·d gradients
+    # coexist for a moment.
+    end_weights = make_bucket(BucketKey.WEIGHTS, weights + ([copies_block] if copies_block else []))
+    embed_grad = model.embedding_params() * gbytes if plan.method is Method.FULL else 0.0
+    first_block = make_bucket(
+        BucketKey.ACTIVATIONS, [Term("the first block's saved tensors", "Σ of one block", block.bytes), layer_grads]
+    )
+    before_embedding = [*grads, Term("less the embedding gradient, formed last", "−V·d", -embed_grad)]
+    bwd_first = Phase(
+        "backward",
+        (end_weights, make_bucket(BucketKey.GRADIENTS, before_embedding), o_bucket, first_block),
+        "end of the backward pass: every other gradient formed, the first block's tensors still held",
+    )
+    tied_extra = []
+    if embed_grad and model.tie_embeddings:
+        vd = model.vocab_size * model.hidden_size * gbytes
+        tied_extra = [Term("tied embedding: head and embedding gradients summed out of place", "2 × V·d", 2 * vd)]
+    bwd_embed = Phase(
+        "backward",
+        (
+            make_bucket(BucketKey.WEIGHTS, weights),
+            make_bucket(BucketKey.GRADIENTS, grads + tied_extra),
+            o_bucket,
+            make_bucket(BucketKey.ACTIVATIONS, []),
+        ),
+        "end of the backward pass: the embedding gradient formed",
+    )
+    bwd_end = max((bwd_first, bwd_embed), key=lambda p: p.allocated_bytes)
+    bwd = max((bwd_start, bwd_block, bwd_end), key=lambda p: p.allocated_bytes)
     temp = optimizer_step_temporary(plan, counts, dt)
     opt_phase = Phase(
         "optimizer step",
