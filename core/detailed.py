@@ -348,7 +348,7 @@ def sdpa_kernel(plan: Plan) -> str:
     if plan.attention is Attention.EAGER:
         return "eager"
     model = plan.model
-    masked = bool(model.sliding_window) and plan.workload.seq_len > model.sliding_window
+    masked = model.sliding_window is not None and plan.workload.seq_len > model.sliding_window
     sixteen = plan.precision is not Precision.FP32
     if plan.attention is Attention.FLASH or (sixteen and not masked and model.head_dim <= 256):
         return "flash"
@@ -370,7 +370,7 @@ def attention_backward_workspace(plan: Plan) -> float:
     if kernel == "flash":
         s128 = -(-s // 128) * 128
         hd32 = -(-hd // 32) * 32 if hd <= 192 else 256
-        total = b * h * s128 * 4 + b * s128 * h * hd32 * 4
+        total = float(b * h * s128 * 4 + b * s128 * h * hd32 * 4)
         if model.num_kv_heads != h:
             total += 2 * b * s * h * hd * ca
         return float(total)
@@ -594,8 +594,8 @@ def training_breakdown(plan: Plan, counts: ParamCounts) -> Breakdown:
     )
     tied_extra = []
     if embed_grad and model.tie_embeddings:
-        vd = model.vocab_size * model.hidden_size * gbytes
-        tied_extra = [Term("tied embedding: head and embedding gradients summed out of place", "2 × V·d", 2 * vd)]
+        tied_vd = model.vocab_size * model.hidden_size * gbytes
+        tied_extra = [Term("tied embedding: head and embedding gradients summed out of place", "2 × V·d", 2 * tied_vd)]
     bwd_embed = Phase(
         "backward",
         (
