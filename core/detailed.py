@@ -262,10 +262,10 @@ def layer_activations(plan: Plan, trainable_block: bool) -> LayerActs:
         items.append(Term("q, k, v (the fused projection's output)", f"N·(q + 2kv) × {ca:g}", (q_el + 2 * kv_el) * ca))
     else:
         items.append(Term("q after RoPE", f"N·H·hd × {ca:g} = {sci(q_el)} × {ca:g}", q_el * ca))
-        kv_saved = n * model.q_width if plan.attention is Attention.EAGER else kv_el
-        label = (
-            "k, v repeated to every head" if plan.attention is Attention.EAGER and model.num_kv_heads != h else "k, v"
-        )
+        # Eager attention, and SDPA with a mask (no enable_gqa then), repeat k and v to every head.
+        repeated = plan.attention is Attention.EAGER or (needs_mask(plan) and sdpa_kernel(plan) != "flash")
+        kv_saved = n * model.q_width if repeated else kv_el
+        label = "k, v repeated to every head" if repeated and model.num_kv_heads != h else "k, v"
         items.append(Term(label, f"2 × {sci(kv_saved)} × {ca:g}", 2 * kv_saved * ca))
     if plan.attention is Attention.EAGER:
         scores = b * h * s * s
@@ -339,6 +339,12 @@ def layer_activations(plan: Plan, trainable_block: bool) -> LayerActs:
     return LayerActs(tuple(items))
 
 
+def needs_mask(plan: Plan) -> bool:
+    """transformers builds an explicit mask once the sequence reaches a sliding window."""
+    model = plan.model
+    return model.sliding_window is not None and plan.workload.seq_len >= model.sliding_window
+
+
 def sdpa_kernel(plan: Plan) -> str:
     """The kernel PyTorch's SDPA picks on an A100/H100 (sdp_utils.cpp, priority order
     flash → memory-efficient → math): flash needs 16-bit inputs, no mask and head width
@@ -348,7 +354,7 @@ def sdpa_kernel(plan: Plan) -> str:
     if plan.attention is Attention.EAGER:
         return "eager"
     model = plan.model
-    masked = model.sliding_window is not None and plan.workload.seq_len > model.sliding_window
+    masked = needs_mask(plan)
     sixteen = plan.precision is not Precision.FP32
     if plan.attention is Attention.FLASH or (sixteen and not masked and model.head_dim <= 256):
         return "flash"
@@ -445,6 +451,11 @@ def _outside_blocks(plan: Plan, dt: Dtypes) -> list[Term]:
     items = _norm(model, ctx, "final norm", readers)
     if model.dropout:
         items.append(Term("embedding dropout mask", "N·d × 1", n * d))
+    if needs_mask(plan) and sdpa_kernel(plan) == "efficient":
+        s = plan.workload.seq_len
+        ca = 4.0 if mode == "fp32" else 2.0
+        mask = plan.workload.micro_batch * s * s * ca
+        items.append(Term("sliding-window mask kept by the attention kernel", f"B·S² × {ca:g}", mask))
     return items
 
 

@@ -35,6 +35,8 @@ class InferenceEstimate:
     overhead_bytes: float
     total_bytes: float
     fits: bool
+    verdict: str  # "fits" | "tight" | "oom", with the same headroom rule as training
+    margin_bytes: float  # usable memory less the total; negative when it does not fit
     max_concurrent: int  # most requests of the plan's context that fit (0: none)
     max_context: int  # longest context for the plan's concurrency that fits (0: none)
     formula: str
@@ -159,6 +161,8 @@ def inference_estimate(plan: Plan, counts: ParamCounts, gpu: GpuSpec) -> Inferen
         overhead_bytes=SERVING_OVERHEAD_BYTES,
         total_bytes=total,
         fits=total <= usable,
+        verdict="fits" if total <= usable else ("tight" if total <= gpu.memory_bytes else "oom"),
+        margin_bytes=usable - total,
         max_concurrent=max_concurrent,
         max_context=max_context,
         formula=formula,

@@ -139,3 +139,22 @@ def plan_for_case(case: Mapping[str, Any], model_config: Mapping[str, Any] | Non
         raise PlanError(
             "case", dict(case), "a measured case with model, method, precision, optimizer", str(exc)
         ) from None
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """An estimate beside a measurement of the same run."""
+
+    measured_bytes: int
+    estimated_bytes: float
+    error_bytes: float  # estimated - measured
+    error_pct: float  # relative to the measurement
+    same_plan: bool  # whether the measured case describes the estimated plan
+
+
+def compare(estimate_peak_bytes: float, measurement: Measurement, same_plan: bool = True) -> Comparison:
+    """Signed error of an allocator-level estimate against a measured peak."""
+    measured = measurement.peak_allocated_bytes
+    error = estimate_peak_bytes - measured
+    pct = error / measured * 100 if measured else 0.0
+    return Comparison(measured, estimate_peak_bytes, error, pct, same_plan)

@@ -65,3 +65,11 @@ def test_quantised_weights_are_smaller() -> None:
     bf16 = estimate(plan).inference.weights_bytes
     nf4 = estimate(replace(plan, inference=Inference(weight_dtype="nf4"))).inference.weights_bytes
     assert nf4 < bf16 / 2.5
+
+
+def test_serving_verdict_and_margin() -> None:
+    plan = Plan(model=find_model("llama-3.1-8b").spec, hardware=Hardware(gpu="h100-sxm"))
+    inf = estimate(plan).inference
+    assert inf.verdict == "fits" and inf.margin_bytes > 0
+    crowded = estimate(plan.with_inference(concurrent=4096, context=32768)).inference
+    assert crowded.verdict == "oom" and crowded.margin_bytes < 0

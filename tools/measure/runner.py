@@ -1,0 +1,488 @@
+"""Run the training steps of one accuracy case and record its memory peak.
+
+Backends:
+  cuda       real GPU; torch.cuda.max_memory_allocated / max_memory_reserved, with a
+             MemTracker alongside for the breakdown at the tracker's peak.
+  fake-cuda  CPU-only torch: FakeTensorMode on device "cuda" (fake_cuda.cpp shim must be
+             preloaded), MemTracker models the caching allocator's 512-byte rounding.
+  cpu        real CPU tensors, MemTracker accounting (used by selfcheck).
+  fake-cpu   FakeTensorMode on device "cpu", MemTracker accounting (used by selfcheck).
+Import this module only after the backend's preconditions are set (see __main__.py).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import gc
+import json
+import os
+import platform
+import time
+import warnings
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch._subclasses.fake_tensor import FakeTensorMode
+from torch.distributed._tools.mem_tracker import MemTracker, _MemRefType
+
+from . import sdpa as sdpa_mod
+
+REPO = Path(__file__).resolve().parents[2]
+MODELS_JSON = REPO / "resources" / "models.json"
+FALLBACK_JSON = Path(__file__).with_name("_fallback_configs.json")
+
+PHASES = ("forward", "backward", "optimizer")
+_CAT = {
+    _MemRefType.PARAM: "parameters",
+    _MemRefType.BUFFER: "buffers",
+    _MemRefType.GRAD: "gradients",
+    _MemRefType.OPT: "optimizer_state",
+    _MemRefType.ACT: "activations",
+    _MemRefType.TEMP: "temporary",
+    _MemRefType.OTH: "other",
+}
+BREAKDOWN_KEYS = ("parameters", "buffers", "gradients", "optimizer_state", "activations", "temporary", "other")
+
+
+# --------------------------------------------------------------------------- configs
+def load_model_configs() -> dict[str, dict[str, Any]]:
+    path = MODELS_JSON if MODELS_JSON.exists() else FALLBACK_JSON
+    data = json.loads(path.read_text())
+    models = data["models"] if isinstance(data, dict) else data
+    return {m["id"]: m["config"] for m in models}
+
+
+# --------------------------------------------------------------------------- tracker
+class PhaseMemTracker(MemTracker):
+    """MemTracker that keeps only the device totals we need, per (step, phase).
+
+    The stock module-level bookkeeping is skipped (it costs O(modules) per op).
+    Allocations made inside optimizer.step() are labelled Optstate by MemTracker; at
+    a peak we split that label into real optimizer state (tensors held in
+    optimizer.state) and temporaries (e.g. the extra param-sized buffer of foreach AdamW).
+    """
+
+    def __init__(self, device: torch.device) -> None:
+        super().__init__()
+        self.device_type = device.type
+        self.step = 0
+        self.phase = "setup"
+        self.phase_peaks: dict[str, dict[str, int]] = {}
+        self.peak_bytes = 0
+        self.peak_at: tuple[int, str] = (0, "setup")
+        self.peak_breakdown: dict[str, int] = dict.fromkeys(BREAKDOWN_KEYS, 0)
+        self.optimizer: torch.optim.Optimizer | None = None
+
+    def _track_module_params_and_buffers(self, module: torch.nn.Module, install_grad_hooks: bool = True) -> tuple[int, int]:
+        # Stock MemTracker registers grad hooks on every parameter, which raises for frozen
+        # ones (requires_grad=False): hook only the trainable parameters.
+        def _grad_hook(grad: torch.Tensor) -> None:
+            self._update_and_maybe_create_winfos(grad, _MemRefType.GRAD)
+
+        param_memory = 0
+        for param in module.parameters():
+            winfos = self._update_and_maybe_create_winfos(param, _MemRefType.PARAM)
+            param_memory += sum(w.mem_consumed for w in winfos)
+            if param.grad is not None:
+                self._update_and_maybe_create_winfos(param.grad, _MemRefType.GRAD)
+            if install_grad_hooks and param.requires_grad and self._param_to_grad_hook_handles.get(param) is None:
+                self._param_to_grad_hook_handles[param] = (
+                    param.register_hook(_grad_hook),
+                    param.register_post_accumulate_grad_hook(lambda p: _grad_hook(p.grad)),
+                )
+        buffer_memory = 0
+        for buffer in module.buffers():
+            winfos = self._update_and_maybe_create_winfos(buffer, _MemRefType.BUFFER)
+            buffer_memory += sum(w.mem_consumed for w in winfos)
+        return param_memory, buffer_memory
+
+    def _dev_snap(self) -> dict | None:
+        for dev, snap in self._curr_mem_snap.items():
+            if dev.type == self.device_type:
+                return snap
+        return None
+
+    def current_bytes(self) -> int:
+        snap = self._dev_snap()
+        return int(snap["Total"]) if snap else 0
+
+    def set_phase(self, step: int, phase: str) -> None:
+        self.step, self.phase = step, phase
+        self.phase_peaks.setdefault(f"step{step}", {})[phase] = self.current_bytes()
+        self._update_peak_stats(None)
+
+    def _opt_state_bytes(self) -> int:
+        if self.optimizer is None:
+            return 0
+        total = 0
+        seen = set()
+        for st in self.optimizer.state.values():
+            for v in st.values():
+                if isinstance(v, torch.Tensor) and v.device.type == self.device_type:
+                    s = v.untyped_storage()
+                    if id(s) in seen:
+                        continue
+                    seen.add(id(s))
+                    winfo, _ = self._WINFO.get(s, (None, None))
+                    if winfo is not None and winfo.reftype == _MemRefType.OPT:
+                        total += winfo.mem_consumed
+        return total
+
+    def _update_peak_stats(self, peak_state) -> None:  # noqa: ANN001 - MemTracker signature
+        snap = self._dev_snap()
+        total = int(snap["Total"]) if snap else 0
+        if self.step:
+            pp = self.phase_peaks.setdefault(f"step{self.step}", {})
+            if total > pp.get(self.phase, -1):
+                pp[self.phase] = total
+        if total > self.peak_bytes:
+            self.peak_bytes = total
+            self.peak_at = (self.step, self.phase)
+            bd = dict.fromkeys(BREAKDOWN_KEYS, 0)
+            if snap:
+                for ref, key in _CAT.items():
+                    bd[key] += int(snap.get(ref, 0))
+            if self.phase == "optimizer" and bd["optimizer_state"]:
+                state = min(self._opt_state_bytes(), bd["optimizer_state"])
+                bd["temporary"] += bd["optimizer_state"] - state
+                bd["optimizer_state"] = state
+            self.peak_breakdown = bd
+
+
+# --------------------------------------------------------------------------- helpers
+@contextlib.contextmanager
+def _patched(obj: Any, name: str, value: Any) -> Iterator[None]:
+    old = getattr(obj, name)
+    setattr(obj, name, value)
+    try:
+        yield
+    finally:
+        setattr(obj, name, old)
+
+
+@contextlib.contextmanager
+def fake_tensor_environment() -> Iterator[None]:
+    """Make library code treat fake tensors as the real data they stand for.
+
+    * transformers' masking code counts FakeTensors as "tracing" and then materialises a
+      4-D mask instead of using SDPA's is_causal; a real GPU run would skip the mask.
+    * Module._apply (used by .to() in PEFT) must not swap fake parameters (see below)."""
+    import transformers.masking_utils as mu
+    from transformers.utils import import_utils as iu
+
+    def is_tracing(tensor=None) -> bool:  # transformers' is_tracing minus the FakeTensor test
+        return bool(
+            iu.is_torchdynamo_compiling() or iu.is_jit_tracing()
+            or (tensor is not None and iu.is_torch_fx_proxy(tensor))
+        )
+
+    def find_packed_sequence_indices(position_ids: torch.Tensor) -> None:
+        # Same tensor ops as transformers', but the data-dependent ".all()" cannot run on
+        # fake tensors: the models build position_ids = arange (one sequence per row), so
+        # the real answer is always None (no packing -> no materialised mask).
+        first = position_ids[:, :1] - 1
+        packed = (torch.diff(position_ids, prepend=first, dim=-1) != 1).cumsum(-1)
+        (packed[:, -1] == 0).all()
+        return None
+
+    with contextlib.ExitStack() as st:
+        st.enter_context(_patched(mu, "is_tracing", is_tracing))
+        st.enter_context(_patched(mu, "find_packed_sequence_indices", find_packed_sequence_indices))
+        st.enter_context(_patched(torch.utils, "swap_tensors", _swap_tensors_fake_ok))
+        yield
+
+
+@contextlib.contextmanager
+def fake_cuda_environment() -> Iterator[None]:
+    """Python-level pieces of the fake GPU: autocast("cuda") allowed (it switches itself
+    off when CUDA looks unavailable), SDPA routed like sm80/sm90."""
+    with contextlib.ExitStack() as st:
+        st.enter_context(_patched(torch.cuda.amp.common, "amp_definitely_not_available", lambda: False))
+        st.enter_context(_patched(torch.cuda, "is_bf16_supported", lambda *a, **k: True))
+        st.enter_context(sdpa_mod.patched_sdpa())
+        yield
+
+
+def _swap_tensors_fake_ok(t1: torch.Tensor, t2: torch.Tensor) -> None:
+    """torch.utils.swap_tensors, falling back to `.data =` for fake tensors.
+
+    Module._apply always swaps FakeTensor parameters, and swapping refuses tensors with
+    weakrefs (FakeTensorMode keeps some), so PEFT's adapter .to() calls would fail."""
+    try:
+        _ORIG_SWAP(t1, t2)
+    except RuntimeError as e:
+        if "weakref" not in str(e):
+            raise
+        t1.data = t2.detach()
+
+
+_ORIG_SWAP = torch.utils.swap_tensors
+
+
+def _to_device_inplace(model: torch.nn.Module, device: torch.device | None = None, dtype: torch.dtype | None = None) -> None:
+    """Move parameters/buffers to `device` by replacing them (keeps ties and requires_grad).
+
+    Module.to() cannot be used on fake tensors on a CPU build (swap_tensors refuses the
+    fake tensors' weakrefs), so each Parameter is rebuilt with empty_like on the device.
+    """
+    memo: dict[int, torch.Tensor] = {}
+    for mod in model.modules():
+        for name, p in list(mod._parameters.items()):
+            if p is None:
+                continue
+            if id(p) not in memo:
+                dt = dtype if dtype is not None and p.is_floating_point() else p.dtype
+                memo[id(p)] = torch.nn.Parameter(
+                    torch.empty_strided(p.shape, p.stride(), device=device or p.device, dtype=dt), requires_grad=p.requires_grad
+                )
+            mod._parameters[name] = memo[id(p)]
+        for name, b in list(mod._buffers.items()):
+            if b is None:
+                continue
+            if id(b) not in memo:
+                dt = dtype if dtype is not None and b.is_floating_point() else b.dtype
+                # empty_strided (a factory), not empty_like: some buffers are real constant tensors
+                memo[id(b)] = torch.empty_strided(b.shape, b.stride(), device=device or b.device, dtype=dt)
+            mod._buffers[name] = memo[id(b)]
+
+
+def _param_stats(model: torch.nn.Module) -> dict[str, Any]:
+    total = trainable = nbytes = tbytes = 0
+    dtypes: dict[str, int] = {}
+    seen: set[int] = set()
+    for p in model.parameters():  # parameters() de-duplicates tied weights
+        if id(p) in seen:
+            continue
+        seen.add(id(p))
+        n = p.numel()
+        b = n * p.element_size()
+        total += n
+        nbytes += b
+        dtypes[str(p.dtype)] = dtypes.get(str(p.dtype), 0) + n
+        if p.requires_grad:
+            trainable += n
+            tbytes += b
+    return {"total": total, "trainable": trainable, "bytes": nbytes, "trainable_bytes": tbytes, "dtypes": dtypes}
+
+
+def _freeze_first_layers(model: torch.nn.Module, n: int) -> None:
+    """requires_grad=False on token/position embeddings and the first n transformer blocks."""
+    base = model.get_decoder() if hasattr(model, "get_decoder") else model
+    for attr in ("embed_tokens", "wte", "wpe", "embed_positions"):
+        emb = getattr(base, attr, None)
+        if isinstance(emb, torch.nn.Module):
+            for p in emb.parameters():
+                p.requires_grad_(False)
+    layers = getattr(base, "layers", None) or getattr(base, "h", None)
+    if layers is None:
+        raise ValueError(f"cannot find transformer blocks in {type(base).__name__}")
+    if n > len(layers):
+        raise ValueError(f"frozen_layers={n} > {len(layers)} blocks")
+    for blk in list(layers)[:n]:
+        for p in blk.parameters():
+            p.requires_grad_(False)
+
+
+def _apply_lora(model: torch.nn.Module, lcfg: dict[str, Any]) -> torch.nn.Module:
+    from peft import LoraConfig, get_peft_model
+
+    cfg = LoraConfig(
+        r=int(lcfg.get("rank", 8)),
+        lora_alpha=int(lcfg.get("alpha", 16)),
+        target_modules=list(lcfg.get("targets", ["q_proj", "v_proj"])),
+        lora_dropout=float(lcfg.get("dropout", 0.0)),
+        bias="none",
+        task_type="CAUSAL_LM",
+    )
+    return get_peft_model(model, cfg)
+
+
+def _build(case: dict[str, Any], config: dict[str, Any], fake: bool) -> torch.nn.Module:
+    from transformers import AutoConfig, AutoModelForCausalLM
+
+    cfg = AutoConfig.for_model(**config)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        model = AutoModelForCausalLM.from_config(
+            cfg, attn_implementation=case.get("attention", "sdpa"), dtype=torch.float32
+        )
+    precision = case["precision"]
+    if precision == "bf16":
+        if fake:  # Module.to() cannot swap fake tensors; same effect as model.to(torch.bfloat16)
+            _to_device_inplace(model, dtype=torch.bfloat16)
+        else:
+            model.to(torch.bfloat16)
+    method = case["method"]
+    if method == "lora":
+        model = _apply_lora(model, case.get("lora") or {})
+    elif method == "frozen":
+        _freeze_first_layers(model, int(case.get("frozen_layers", 0)))
+    elif method != "full":
+        raise ValueError(f"unknown method {method!r}")
+    return model
+
+
+def _make_optimizer(case: dict[str, Any], params: list[torch.nn.Parameter], device: torch.device) -> torch.optim.Optimizer:
+    # PyTorch's default on CUDA is the foreach implementation (fused=False). Fake tensors are
+    # not of the types _default_to_fused_or_foreach accepts, so the default would silently be
+    # the for-loop: pass foreach explicitly = what a real CUDA run picks. CPU default: for-loop.
+    foreach = device.type == "cuda"
+    name = case["optimizer"]
+    if name == "adamw":
+        return torch.optim.AdamW(params, lr=1e-4, foreach=foreach)
+    if name == "sgd-momentum":
+        return torch.optim.SGD(params, lr=1e-4, momentum=0.9, foreach=foreach)
+    if name == "sgd":
+        return torch.optim.SGD(params, lr=1e-4, foreach=foreach)
+    raise ValueError(f"unknown optimizer {name!r}")
+
+
+def versions() -> dict[str, str]:
+    import peft
+    import transformers
+
+    return {"torch": torch.__version__, "transformers": transformers.__version__, "peft": peft.__version__}
+
+
+# --------------------------------------------------------------------------- main entry
+def measure_case(
+    case: dict[str, Any], config: dict[str, Any], backend: str
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    """Run two training steps; return (measurement JSON dict, diagnostics)."""
+    t0 = time.perf_counter()
+    fake = backend in ("fake-cuda", "fake-cpu")
+    device = torch.device("cuda" if backend in ("cuda", "fake-cuda") else "cpu")
+    sdpa_mod.CHOICES.clear()
+    sdpa_mod.MASKED_CALLS.clear()
+    torch.manual_seed(0)
+
+    with contextlib.ExitStack() as stack:
+        fake_mode = None
+        if fake:
+            fake_mode = stack.enter_context(FakeTensorMode(allow_non_fake_inputs=False))
+            stack.enter_context(fake_tensor_environment())
+        if backend == "fake-cuda":
+            stack.enter_context(fake_cuda_environment())
+
+        model = _build(case, config, fake)
+        if fake and device.type == "cuda":
+            _to_device_inplace(model, device)
+        elif device.type == "cuda":
+            model.to(device)
+        if case.get("checkpointing"):
+            # preserve_rng_state would call torch.cuda.get_rng_state (absent on a CPU build);
+            # the RNG state is a few bytes of host memory, so the peak is unaffected.
+            kw = {"use_reentrant": False}
+            if fake:
+                kw["preserve_rng_state"] = False
+            model.gradient_checkpointing_enable(gradient_checkpointing_kwargs=kw)
+            model.config.use_cache = False
+        model.train()
+        params = [p for p in model.parameters() if p.requires_grad]
+        opt = _make_optimizer(case, params, device)
+
+        b, s = int(case["micro_batch"]), int(case["seq_len"])
+        vocab = int(config["vocab_size"])
+        if fake:
+            ids = torch.zeros((b, s), dtype=torch.long, device=device)
+        else:
+            ids = torch.randint(0, vocab, (b, s), device=device)
+
+        if backend == "cuda":
+            torch.cuda.synchronize()
+            torch.cuda.reset_peak_memory_stats()
+        tracker = PhaseMemTracker(device)
+        tracker.optimizer = opt
+        tracker.track_external(model, opt, ids)
+        autocast = (
+            torch.autocast(device.type, dtype=torch.bfloat16)
+            if case["precision"] == "bf16-mixed"
+            else contextlib.nullcontext()
+        )
+        cuda_phase: dict[str, dict[str, int]] = {}
+        cuda_peak_step = None
+        cuda_running_max = 0
+
+        def cuda_mark(step: int, phase: str) -> None:
+            nonlocal cuda_peak_step, cuda_running_max
+            if backend != "cuda":
+                return
+            torch.cuda.synchronize()
+            m = torch.cuda.max_memory_allocated()
+            cuda_phase.setdefault(f"step{step}", {})[phase] = m
+            if m > cuda_running_max:
+                cuda_running_max, cuda_peak_step = m, (step, phase)
+            torch.cuda.reset_peak_memory_stats()
+
+        ws_ctx = sdpa_mod.KernelWorkspaceMode() if backend == "fake-cuda" else contextlib.nullcontext()
+        with tracker, ws_ctx:
+            for step in (1, 2):
+                if step == 2:
+                    tracker.reset_mod_stats()
+                tracker.set_phase(step, "forward")
+                with autocast:
+                    out = model(input_ids=ids, labels=ids)
+                    loss = out.loss
+                del out  # like HF Trainer: only the loss outlives the forward
+                cuda_mark(step, "forward")
+                tracker.set_phase(step, "backward")
+                loss.backward()
+                del loss
+                cuda_mark(step, "backward")
+                tracker.set_phase(step, "optimizer")
+                opt.step()
+                opt.zero_grad(set_to_none=True)
+                cuda_mark(step, "optimizer")
+                gc.collect()
+
+        result: dict[str, Any] = {
+            "format": "vramplan-measurement",
+            "version": 1,
+            "case": case,
+            "model_config": config,
+            "backend": backend,
+            "versions": versions(),
+            "device_name": _device_name(backend),
+            "parameters": _param_stats(model),
+        }
+        if backend == "cuda":
+            peak_step, peak_phase = cuda_peak_step or (1, "forward")
+            result.update(
+                peak_allocated_bytes=int(cuda_running_max),
+                peak_reserved_bytes=int(torch.cuda.max_memory_reserved()),
+                peak_step=peak_step,
+                peak_phase=peak_phase,
+                breakdown_at_peak=tracker.peak_breakdown,
+                phase_peaks=cuda_phase,
+            )
+        else:
+            result.update(
+                peak_allocated_bytes=int(tracker.peak_bytes),
+                peak_reserved_bytes=None,
+                peak_step=int(tracker.peak_at[0]),
+                peak_phase=tracker.peak_at[1],
+                breakdown_at_peak=tracker.peak_breakdown,
+                phase_peaks={k: {p: int(v.get(p, 0)) for p in PHASES} for k, v in tracker.phase_peaks.items()},
+            )
+        result["wall_seconds"] = round(time.perf_counter() - t0, 2)
+        diag = {"sdpa_kernels": dict(sdpa_mod.CHOICES), "sdpa_masked_calls": dict(sdpa_mod.MASKED_CALLS)}
+        del model, opt, ids, tracker
+    gc.collect()
+    return result, diag
+
+
+def _device_name(backend: str) -> str:
+    if backend == "cuda":
+        return torch.cuda.get_device_name()
+    if backend == "fake-cuda":
+        return f"fake CUDA (FakeTensorMode + MemTracker on {platform.machine()} CPU)"
+    return f"CPU ({platform.processor() or platform.machine()})"
+
+
+def write_atomic(path: Path, data: dict[str, Any]) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    tmp.write_text(json.dumps(data, indent=1) + "\n")
+    os.replace(tmp, path)

@@ -1,0 +1,172 @@
+"""Self-check of the measurement tool.
+
+Part 1 (this process, no fake-CUDA shim): tiny 2-layer Llama and GPT-2 configs run the
+same two training steps (a) for real on the CPU and (b) under FakeTensorMode on the CPU
+device, both accounted by the same PhaseMemTracker. Peaks, per-phase peaks, peak
+location and breakdown must agree exactly: this shows fake execution allocates and frees
+exactly what real execution does.
+
+Part 2 (subprocess with the shim preloaded): fake-CUDA behaviour checks: autocast
+really casts weights to bf16, SDPA kernel routing, foreach AdamW's extra param copy.
+
+Usage: .venv-measure/bin/python -m tools.measure.selfcheck
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+from typing import Any
+
+TINY_LLAMA = {
+    "model_type": "llama", "architectures": ["LlamaForCausalLM"], "hidden_size": 64,
+    "intermediate_size": 160, "num_hidden_layers": 2, "num_attention_heads": 4,
+    "num_key_value_heads": 2, "vocab_size": 1000, "max_position_embeddings": 512,
+    "rms_norm_eps": 1e-5, "rope_theta": 10000.0, "tie_word_embeddings": False,
+    "hidden_act": "silu", "attention_bias": False,
+}
+TINY_GPT2 = {
+    "model_type": "gpt2", "architectures": ["GPT2LMHeadModel"], "n_layer": 2, "n_embd": 64,
+    "n_head": 4, "n_positions": 256, "n_ctx": 256, "vocab_size": 1000,
+    "resid_pdrop": 0.1, "embd_pdrop": 0.1, "attn_pdrop": 0.1, "activation_function": "gelu_new",
+}
+
+
+def _case(id_: str, model: str, **kw: Any) -> dict[str, Any]:
+    c = {"id": id_, "model": model, "method": "full", "precision": "fp32", "optimizer": "adamw",
+         "attention": "sdpa", "checkpointing": False, "micro_batch": 2, "seq_len": 64}
+    c.update(kw)
+    return c
+
+
+CASES = [
+    (_case("tiny-llama-full-fp32-adamw-sdpa", "tiny-llama"), TINY_LLAMA),
+    (_case("tiny-llama-full-fp32-adamw-eager-ckpt", "tiny-llama", attention="eager", checkpointing=True), TINY_LLAMA),
+    (_case("tiny-llama-lora-bf16-adamw-sdpa", "tiny-llama", method="lora", precision="bf16",
+           lora={"rank": 8, "alpha": 16, "targets": ["q_proj", "v_proj"], "dropout": 0.0}), TINY_LLAMA),
+    (_case("tiny-llama-frozen-bf16mixed-sgdm-eager", "tiny-llama", method="frozen", frozen_layers=1,
+           precision="bf16-mixed", optimizer="sgd-momentum", attention="eager"), TINY_LLAMA),
+    (_case("tiny-gpt2-full-fp32-adamw-eager", "tiny-gpt2", attention="eager", micro_batch=4), TINY_GPT2),
+    (_case("tiny-gpt2-full-fp32-sgd-sdpa-ckpt", "tiny-gpt2", optimizer="sgd", checkpointing=True), TINY_GPT2),
+    (_case("tiny-gpt2-lora-fp32-adamw-sdpa", "tiny-gpt2", method="lora",
+           lora={"rank": 4, "alpha": 8, "targets": ["c_attn"], "dropout": 0.0}), TINY_GPT2),
+]
+
+_COMPARED = ("peak_allocated_bytes", "peak_step", "peak_phase", "breakdown_at_peak", "phase_peaks", "parameters")
+
+
+def part1() -> bool:
+    from . import runner
+
+    ok_all = True
+    for case, cfg in CASES:
+        t = time.perf_counter()
+        real, _ = runner.measure_case(case, cfg, "cpu")
+        fake, _ = runner.measure_case(case, cfg, "fake-cpu")
+        diffs = [k for k in _COMPARED if real[k] != fake[k]]
+        ok = not diffs
+        ok_all &= ok
+
+        print(
+            f"{'PASS' if ok else 'FAIL'} {case['id']}: real-cpu peak={real['peak_allocated_bytes']} "
+            f"fake-cpu peak={fake['peak_allocated_bytes']} (step {real['peak_step']} {real['peak_phase']}) "
+            f"{'' if ok else 'DIFF ' + str(diffs)} [{time.perf_counter() - t:.1f}s]",
+            flush=True,
+        )
+        if diffs:
+            for k in diffs:
+                print(f"   {k}: real={json.dumps(real[k])}\n   {' ' * len(k)}  fake={json.dumps(fake[k])}")
+    return ok_all
+
+
+# --------------------------------------------------------------------------- part 2
+def part2() -> bool:
+    from . import fake_cuda
+
+    fake_cuda.preload()
+    import torch
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    from . import runner
+    from . import sdpa as sdpa_mod
+
+    ok_all = True
+
+    def check(name: str, cond: bool, detail: str = "") -> None:
+        nonlocal ok_all
+        ok_all &= bool(cond)
+        print(f"{'PASS' if cond else 'FAIL'} fake-cuda: {name} {detail}", flush=True)
+
+    # autocast: record dtypes of matmul inputs and casts of parameters during the forward
+    class Rec(TorchDispatchMode):
+        def __init__(self) -> None:
+            super().__init__()
+            self.mm_dtypes: set[tuple[str, ...]] = set()
+            self.casts_to_bf16 = 0
+
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            kwargs = kwargs or {}
+            if func in (torch.ops.aten.mm.default, torch.ops.aten.addmm.default, torch.ops.aten.bmm.default):
+                self.mm_dtypes.add(tuple(str(a.dtype) for a in args if isinstance(a, torch.Tensor)))
+            if func is torch.ops.aten._to_copy.default and kwargs.get("dtype") == torch.bfloat16:
+                self.casts_to_bf16 += 1
+            return func(*args, **kwargs)
+
+    rec = Rec()
+    orig_ws = sdpa_mod.KernelWorkspaceMode
+
+    class WsRec(orig_ws):
+        def __enter__(self):  # noqa: ANN204
+            r = super().__enter__()
+            rec.__enter__()
+            return r
+
+        def __exit__(self, *a):  # noqa: ANN001, ANN204
+            rec.__exit__(*a)
+            return super().__exit__(*a)
+
+    sdpa_mod.KernelWorkspaceMode = WsRec
+    try:
+        case = _case("t", "tiny-llama", precision="bf16-mixed")
+        res, diag = runner.measure_case(case, TINY_LLAMA, "fake-cuda")
+    finally:
+        sdpa_mod.KernelWorkspaceMode = orig_ws
+    check("bf16-mixed: all matmuls in bf16", rec.mm_dtypes == {("torch.bfloat16", "torch.bfloat16")} or
+          all(set(d) == {"torch.bfloat16"} for d in rec.mm_dtypes), str(sorted(rec.mm_dtypes)))
+    check("bf16-mixed: weights/activations cast to bf16", rec.casts_to_bf16 > 0, f"({rec.casts_to_bf16} casts)")
+    check("bf16-mixed GQA llama -> flash", diag["sdpa_kernels"] == {"flash": 4}, str(diag))
+
+    res, diag = runner.measure_case(_case("t", "tiny-llama"), TINY_LLAMA, "fake-cuda")
+    check("fp32 GQA llama -> math (flash needs fp16/bf16, mem-efficient has no GQA)",
+          diag["sdpa_kernels"] == {"math": 4}, str(diag))
+    res, diag = runner.measure_case(_case("t", "tiny-gpt2"), TINY_GPT2, "fake-cuda")
+    check("fp32 MHA gpt2 -> efficient", diag["sdpa_kernels"] == {"efficient": 4}, str(diag))
+    res, diag = runner.measure_case(_case("t", "tiny-gpt2", precision="bf16"), TINY_GPT2, "fake-cuda")
+    check("bf16 gpt2 -> flash", diag["sdpa_kernels"] == {"flash": 4}, str(diag))
+    check("no attention mask materialised for sdpa", not diag["sdpa_masked_calls"], str(diag))
+
+    # foreach AdamW: step-2 optimizer phase holds params + grads + 2 states + one param-sized temp.
+    res, _ = runner.measure_case(_case("t", "tiny-llama", micro_batch=1, seq_len=8), TINY_LLAMA, "fake-cuda")
+    pb = res["parameters"]["bytes"]
+    opt_peak = res["phase_peaks"]["step2"]["optimizer"]
+    check("foreach AdamW optimizer-phase peak ~ 5x params (p, g, m, v, temp)",
+          abs(opt_peak / pb - 5.0) < 0.1, f"(ratio {opt_peak / pb:.3f})")
+    return ok_all
+
+
+def main() -> int:
+    if "--part2" in sys.argv:
+        return 0 if part2() else 1
+    t = time.perf_counter()
+    print("== part 1: real CPU vs FakeTensorMode CPU (same tracker) ==", flush=True)
+    ok1 = part1()
+    print("== part 2: fake-cuda behaviour ==", flush=True)
+    ok2 = subprocess.run([sys.executable, "-m", "tools.measure.selfcheck", "--part2"]).returncode == 0
+    print(f"selfcheck {'PASSED' if ok1 and ok2 else 'FAILED'} in {time.perf_counter() - t:.1f}s")
+    return 0 if ok1 and ok2 else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
