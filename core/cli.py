@@ -262,12 +262,13 @@ def render_estimate(est: Estimate, gib: bool = False) -> str:
         + ("   [lesson accounting]" if plan.accounting is Accounting.LESSON else ""),
         "",
     ]
-    width = max(len(v) for v in BUCKET_LABELS.values())
+    peak_label = f"peak ({est.peak_phase})"
+    width = max(len(peak_label), *(len(v) for v in BUCKET_LABELS.values()))
     for bucket in est.buckets:
         if plan.accounting is Accounting.LESSON and bucket.bytes == 0 and bucket.key.value == "overhead":
             continue
         lines.append(f"  {bucket.label:<{width}}  {_fmt(bucket.bytes, gib):>14}")
-    lines.append(f"  {'peak (' + est.peak_phase + ')':<{width}}  {_fmt(est.peak_bytes, gib):>14}")
+    lines.append(f"  {peak_label:<{width}}  {_fmt(est.peak_bytes, gib):>14}")
     if est.total_bytes != est.peak_bytes:
         lines.append(f"  {'with overhead':<{width}}  {_fmt(est.total_bytes, gib):>14}")
     lines += [

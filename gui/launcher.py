@@ -1,12 +1,17 @@
 """The ``vramplan`` entry point: command-line subcommands go to ``core.cli`` without
-loading Qt; anything else opens the desktop application."""
+loading Qt; ``--self-test`` runs the headless end-to-end check (gui/selftest.py);
+anything else opens the desktop application."""
 
 from __future__ import annotations
 
+import os
 import sys
 from collections.abc import Sequence
 
 CLI_COMMANDS = frozenset({"estimate", "models", "gpus", "--version", "-h", "--help"})
+SELF_TEST = "--self-test"
+# benchmarks/startup.py sets this: print the monotonic time of the first painted window, exit.
+EXIT_AFTER_PAINT = "VRAMPLAN_EXIT_AFTER_PAINT"
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -15,9 +20,53 @@ def main(argv: Sequence[str] | None = None) -> int:
         from core.cli import main as cli_main
 
         return cli_main(args)
+    if args and args[0] == SELF_TEST:
+        from gui.selftest import main as selftest_main
+
+        return selftest_main(args[1:])
+    if os.environ.get(EXIT_AFTER_PAINT) == "1":
+        install_first_paint_probe()
     from gui.app import main as gui_main  # Qt is imported only when the window is wanted
 
     return gui_main(args)
+
+
+def install_first_paint_probe() -> None:
+    """Start-up benchmark hook: once the first top-level window has painted, print
+    ``first-paint <time.monotonic()>`` and exit at once.
+
+    gui.app creates its QApplication from ``PySide6.QtWidgets.QApplication`` (looked up
+    when it runs), so a subclass put there sees every event from the very start without
+    gui.app knowing about the benchmark. packaging/bare_window.py does the same for the
+    baseline, so both are measured the same way.
+    """
+    import time
+
+    from PySide6 import QtWidgets
+    from PySide6.QtCore import QEvent, QObject, QTimer
+
+    def report() -> None:
+        stamp = time.monotonic()
+        if sys.stdout is not None:
+            print(f"first-paint {stamp:.6f}", flush=True)
+        os._exit(0)  # no teardown: the measurement is over
+
+    class FirstPaint(QObject):
+        def eventFilter(self, watched: QObject, event: QEvent) -> bool:
+            if event.type() == QEvent.Type.Paint and isinstance(watched, QtWidgets.QWidget) and watched.isWindow():
+                app = QtWidgets.QApplication.instance()
+                if app is not None:
+                    app.removeEventFilter(self)
+                QTimer.singleShot(0, report)  # after the whole window has painted
+            return False
+
+    class ProbedApplication(QtWidgets.QApplication):
+        def __init__(self, *args: object) -> None:
+            super().__init__(*args)
+            self._first_paint = FirstPaint(self)
+            self.installEventFilter(self._first_paint)
+
+    QtWidgets.QApplication = ProbedApplication  # type: ignore[misc]
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -1,0 +1,62 @@
+"""``vramplan`` with no subcommand: the desktop application."""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Sequence
+
+NO_DISPLAY_MESSAGE = (
+    "vramplan: no display found (DISPLAY and WAYLAND_DISPLAY are unset); "
+    "for the command line, try `vramplan estimate --help`"
+)
+
+
+def display_available() -> bool:
+    """False on Linux/BSD with no X11 or Wayland display and no explicit Qt platform."""
+    if not sys.platform.startswith(("linux", "freebsd", "openbsd", "netbsd")):
+        return True
+    return any(os.environ.get(name) for name in ("DISPLAY", "WAYLAND_DISPLAY", "QT_QPA_PLATFORM"))
+
+
+def _say(text: str) -> None:
+    # Windowed Windows builds have no stderr at all.
+    stream = sys.stderr or sys.stdout
+    if stream is not None:
+        print(text, file=stream)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Build the application and its window, restore the last session, run; the exit code."""
+    if not display_available():
+        _say(NO_DISPLAY_MESSAGE)
+        return 2
+    args = list(sys.argv if argv is None else ["vramplan", *argv])
+
+    from PySide6.QtCore import Qt
+    from PySide6.QtGui import QGuiApplication
+    from PySide6.QtWidgets import QApplication
+
+    from gui.settings import APPLICATION, ORGANIZATION, Settings
+    from gui.theme import apply_theme, follow_system
+
+    # Fractional scale factors (150 %) as they are, not rounded: crisp text and lines.
+    QGuiApplication.setHighDpiScaleFactorRoundingPolicy(Qt.HighDpiScaleFactorRoundingPolicy.PassThrough)
+    existing = QApplication.instance()
+    app = existing if isinstance(existing, QApplication) else QApplication(args)
+    app.setOrganizationName(ORGANIZATION)
+    app.setApplicationName(APPLICATION)
+    app.setApplicationDisplayName("VRAM Planner")
+    settings = Settings()
+    apply_theme(app, settings.theme)
+    follow_system(app)
+
+    from gui.main_window import MainWindow
+
+    window = MainWindow(settings=settings)
+    window.restore_session()
+    plan_path = next((a for a in args[1:] if not a.startswith("-")), None)
+    if plan_path:
+        window.open_path(plan_path)
+    window.show()
+    return int(app.exec())

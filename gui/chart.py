@@ -1,0 +1,443 @@
+"""The live memory chart: stacked bars of the Estimate's buckets against the card.
+
+Training: one stacked bar per phase of the step (forward + loss, backward, optimizer
+step) and one for the peak with the framework overhead on top, which is what the verdict
+judges. Inference: weights + KV cache + activations + overhead. The card's capacity is a
+line, the headroom band is shaded, a loaded measurement is a hatched bar.
+
+Every plot item is built once; an update only calls ``setOpts``/``setText``/``setPos``.
+Heights are the Estimate's bytes shown in GB or GiB; stacking offsets are drawing
+geometry, not figures.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Literal
+
+import numpy as np
+import pyqtgraph as pg
+from PySide6.QtCore import QEvent, QPointF, Qt, Signal
+from PySide6.QtGui import QBrush, QColor, QFont
+from PySide6.QtWidgets import QVBoxLayout, QWidget
+
+from core.accounting import BUCKET_LABELS, BucketKey
+from core.estimate import Estimate
+from core.measurement import Measurement
+from gui.format import Unit, memory, unit_scale
+
+Mode = Literal["training", "inference"]
+
+# Okabe & Ito (2008), "Color Universal Design": distinguishable with every common form
+# of colour-vision deficiency. Overhead gets a neutral grey so the model's own buckets stand out.
+OKABE_ITO = {
+    "orange": "#E69F00",
+    "sky": "#56B4E9",
+    "green": "#009E73",
+    "yellow": "#F0E442",
+    "blue": "#0072B2",
+    "vermillion": "#D55E00",
+    "purple": "#CC79A7",
+    "grey": "#999999",
+}
+SERIES_COLOURS: dict[str, str] = {
+    BucketKey.WEIGHTS.value: OKABE_ITO["blue"],
+    BucketKey.GRADIENTS.value: OKABE_ITO["orange"],
+    BucketKey.OPTIMIZER.value: OKABE_ITO["green"],
+    BucketKey.ACTIVATIONS.value: OKABE_ITO["purple"],
+    BucketKey.OVERHEAD.value: OKABE_ITO["grey"],
+    "kv_cache": OKABE_ITO["sky"],
+    "measured": "#555555",
+}
+TRAINING_SERIES = tuple(k.value for k in BucketKey)
+INFERENCE_SERIES = ("weights", "kv_cache", "activations", "overhead")
+SERIES_LABELS: dict[str, str] = {k.value: v for k, v in BUCKET_LABELS.items()} | {
+    "kv_cache": "KV cache",
+    "measured": "Measured peak",
+}
+ALL_SERIES = (*TRAINING_SERIES, "kv_cache", "measured")
+MAX_BARS = 6  # three phases, the peak, a measurement, and a spare
+BAR_WIDTH = 0.62
+
+
+@dataclass(frozen=True)
+class BarSpec:
+    """One bar: its label, bytes per series, and the total printed on top."""
+
+    label: str
+    parts: dict[str, float]
+    total_bytes: float
+    total_text: str = ""
+
+
+def training_bars(estimate: Estimate, measurement: Measurement | None) -> list[BarSpec]:
+    bars: list[BarSpec] = []
+    if len(estimate.phases) > 1:
+        for phase in estimate.phases:
+            bars.append(BarSpec(phase.name, {b.key.value: b.bytes for b in phase.buckets}, phase.allocated_bytes))
+    peak_label = "peak + overhead" if len(estimate.phases) > 1 else estimate.peak_phase
+    bars.append(BarSpec(peak_label, {b.key.value: b.bytes for b in estimate.buckets}, estimate.total_bytes))
+    if measurement is not None:
+        bars.append(
+            BarSpec("measured", {"measured": measurement.peak_allocated_bytes}, measurement.peak_allocated_bytes)
+        )
+    return bars
+
+
+def inference_bars(estimate: Estimate, measurement: Measurement | None) -> list[BarSpec]:
+    inf = estimate.inference
+    plan = estimate.plan.inference
+    return [
+        BarSpec(
+            f"{plan.concurrent:,} × {plan.context:,} tokens",
+            {
+                "weights": inf.weights_bytes,
+                "kv_cache": inf.kv_cache_bytes,
+                "activations": inf.activation_bytes,
+                "overhead": inf.overhead_bytes,
+            },
+            inf.total_bytes,
+        )
+    ]
+
+
+def _nice_ceiling(value: float) -> float:
+    """``value`` rounded up to a twentieth of its power of ten (103 → 105, 82.3 → 82.5): an axis
+    top that stays put under small edits. Drawing geometry, not a figure."""
+    if value <= 0:
+        return 1.0
+    step = 10 ** math.floor(math.log10(value)) / 20
+    return math.ceil(value / step) * step
+
+
+def _place(text: pg.TextItem, content: str, x: float, y: float) -> None:
+    """Update a label only where it changed: re-laying out text is the costly part."""
+    if text.toPlainText() != content:
+        text.setText(content)
+    position = text.pos()
+    if position.x() != x or position.y() != y:
+        text.setPos(x, y)
+    if not text.isVisible():
+        text.setVisible(True)
+
+
+class MemoryChart(QWidget):
+    """Emits ``bucketClicked(series key)`` when a bar segment is clicked."""
+
+    bucketClicked = Signal(str)
+
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.setAccessibleName("Memory chart")
+        self.mode: Mode = "training"
+        self.unit: Unit = "GB"
+        self.measurement: Measurement | None = None
+        self.selected: str = ""
+        self._estimate: Estimate | None = None
+        self._bars: list[BarSpec] = []
+        self._geometry: dict[str, tuple[np.ndarray, np.ndarray]] = {}  # series -> (y0, height) per bar
+        self._tick_labels: list[str] = []
+        self._geometry_drawn: dict[str, tuple[np.ndarray, np.ndarray]] = {}
+        self._view_range: tuple[int, float] = (0, 0.0)
+        self._axis_label = ""
+        self.capacity_text = "capacity"
+        self.usable_text = "headroom"
+
+        layout = QVBoxLayout(self)
+        layout.setContentsMargins(0, 0, 0, 0)
+        layout.setSpacing(4)
+        self.plot = pg.PlotWidget()
+        self.plot.setAccessibleName("Memory chart plot")
+        self.plot.setToolTip("Click a bar segment to see its arithmetic.")
+        layout.addWidget(self.plot, 1)
+        item = self.plot.getPlotItem()
+        item.setMenuEnabled(False)
+        item.hideButtons()
+        item.setMouseEnabled(x=False, y=False)
+        self.view = item.getViewBox()
+        self.view.disableAutoRange()
+        self.view.setDefaultPadding(0)
+
+        self.band = pg.LinearRegionItem(orientation="horizontal", movable=False)
+        self.band.setZValue(-10)
+        for line in self.band.lines:
+            line.setPen(pg.mkPen(None))
+        item.addItem(self.band)
+        self.capacity_line = pg.InfiniteLine(angle=0, movable=False)
+        self.capacity_line.setZValue(5)
+        item.addItem(self.capacity_line)
+        self.usable_line = pg.InfiniteLine(angle=0, movable=False)
+        item.addItem(self.usable_line)
+
+        self.series: dict[str, pg.BarGraphItem] = {}
+        zero = np.zeros(MAX_BARS)
+        for key in ALL_SERIES:
+            brush = QBrush(QColor(SERIES_COLOURS[key]))
+            if key == "measured":
+                brush.setStyle(Qt.BrushStyle.BDiagPattern)
+            bar = pg.BarGraphItem(x=np.arange(MAX_BARS), height=zero, y0=zero, width=BAR_WIDTH, brush=brush)
+            bar.setZValue(1)
+            item.addItem(bar)
+            self.series[key] = bar
+        # A dashed mark at the measured peak across the estimate's peak bar, for a direct comparison.
+        self.measured_mark = pg.PlotDataItem([], [])
+        self.measured_mark.setZValue(6)
+        item.addItem(self.measured_mark)
+
+        font = QFont(self.font())
+        font.setPointSizeF(max(7.5, font.pointSizeF() * 0.9))
+        self._segment_labels: dict[tuple[str, int], pg.TextItem] = {}
+        for key in ALL_SERIES:
+            for index in range(MAX_BARS):
+                text = pg.TextItem("", anchor=(0.5, 0.5))
+                text.setFont(font)
+                text.setZValue(10)
+                item.addItem(text)
+                self._segment_labels[(key, index)] = text
+        bold = QFont(self.font())
+        bold.setBold(True)
+        self._total_labels: list[pg.TextItem] = []
+        for _ in range(MAX_BARS):
+            text = pg.TextItem("", anchor=(0.5, 1.0))
+            text.setFont(bold)
+            text.setZValue(10)
+            item.addItem(text)
+            self._total_labels.append(text)
+
+        # The legend lives in the plot so that PNG/SVG exports carry it; it is rebuilt only
+        # when the set of series changes (mode, measurement), never per edit.
+        self.legend = pg.LegendItem(offset=(8, 4), colCount=3, horSpacing=14, verSpacing=-4)
+        self.legend.setParentItem(self.view)
+        self._legend_keys: tuple[str, ...] = ()
+        self._capacity_sample = pg.PlotDataItem([], [])
+        self._band_sample = pg.BarGraphItem(x=[0], height=[0], width=1)
+
+        self.plot.scene().sigMouseClicked.connect(self._scene_clicked)
+        self._apply_palette()
+
+    # ---- settings ------------------------------------------------------------------
+    def set_mode(self, mode: Mode) -> None:
+        if mode != self.mode:
+            self.mode = mode
+            self._redraw()
+
+    def set_unit(self, unit: Unit) -> None:
+        if unit != self.unit:
+            self.unit = unit
+            self._redraw()
+
+    def set_measurement(self, measurement: Measurement | None) -> None:
+        self.measurement = measurement
+        self._redraw()
+
+    def set_selected(self, key: str) -> None:
+        if key != self.selected:
+            self.selected = key
+            self._style_selection()
+
+    # ---- drawing -------------------------------------------------------------------
+    def show_estimate(self, estimate: Estimate) -> None:
+        self._estimate = estimate
+        self._redraw()
+
+    def bars(self) -> list[BarSpec]:
+        return list(self._bars)
+
+    def _redraw(self) -> None:
+        estimate = self._estimate
+        if estimate is None:
+            return
+        build = training_bars if self.mode == "training" else inference_bars
+        self._bars = build(estimate, self.measurement)[:MAX_BARS]
+        scale = unit_scale(self.unit)
+        n = len(self._bars)
+        names = (*TRAINING_SERIES, "measured") if self.mode == "training" else INFERENCE_SERIES
+        base = np.zeros(n)
+        tallest = 0.0
+        self._geometry = {}
+        for key in ALL_SERIES:
+            bar = self.series[key]
+            if key not in names:
+                bar.setVisible(False)
+                continue
+            heights = np.array([spec.parts.get(key, 0.0) / scale for spec in self._bars])
+            previous = self._geometry_drawn.get(key)
+            if previous is None or not (np.array_equal(previous[0], base) and np.array_equal(previous[1], heights)):
+                bar.setOpts(x=np.arange(n), height=heights, y0=base.copy(), width=BAR_WIDTH)
+                self._geometry_drawn[key] = (base.copy(), heights)
+            bar.setVisible(bool(heights.any()) or key != "measured")
+            self._geometry[key] = (base.copy(), heights)
+            base = base + heights
+        capacity = estimate.capacity_bytes / scale
+        usable = estimate.usable_bytes / scale
+        tallest = max([capacity] + [spec.total_bytes / scale for spec in self._bars])
+        top = _nice_ceiling(tallest * 1.2)  # room above the tallest bar for its total and the legend
+        view_range = (n, top)
+        if view_range != self._view_range:
+            # Rounded to a nice step, so that most edits leave the axes (costly to redraw) alone.
+            self._view_range = view_range
+            self.view.setRange(xRange=(-0.6, n - 0.4), yRange=(0, top), padding=0)
+
+        self.capacity_line.setValue(capacity)
+        self.usable_line.setValue(usable)
+        headroom = estimate.plan.hardware.headroom
+        self.capacity_text = f"capacity {memory(estimate.capacity_bytes, self.unit)}"
+        self.usable_text = f"{headroom:.0%} headroom: usable {memory(estimate.usable_bytes, self.unit)}"
+        self.band.setRegion((usable, capacity))
+        self.band.setVisible(capacity > usable)
+        self.usable_line.setVisible(capacity > usable)
+
+        self._update_labels(n, top)
+        self._update_measured_mark(scale)
+        self._update_axes(estimate)
+        self._update_legend(names)
+        self._set_legend_text(self._capacity_sample, self.capacity_text)
+        self._set_legend_text(self._band_sample, self.usable_text)
+
+    def _update_labels(self, n: int, top: float) -> None:
+        room = top * 0.035  # a segment thinner than about a line of text gets no label
+        for (key, index), text in self._segment_labels.items():
+            geometry = self._geometry.get(key)
+            if geometry is None or index >= n or geometry[1][index] < room:
+                text.setVisible(False)
+                continue
+            y0, heights = geometry
+            spec = self._bars[index]
+            _place(text, memory(spec.parts[key], self.unit), index, y0[index] + heights[index] / 2)
+        scale = unit_scale(self.unit)
+        for index, text in enumerate(self._total_labels):
+            if index >= n:
+                text.setVisible(False)
+                continue
+            spec = self._bars[index]
+            _place(text, memory(spec.total_bytes, self.unit), index, spec.total_bytes / scale + top * 0.005)
+
+    def _update_measured_mark(self, scale: float) -> None:
+        if self.measurement is None or self.mode != "training" or self._estimate is None:
+            self.measured_mark.setData([], [])
+            return
+        peak_index = next(
+            (i for i, spec in enumerate(self._bars) if spec.label == self._estimate.peak_phase), len(self._bars) - 2
+        )
+        level = self.measurement.peak_allocated_bytes / scale
+        half = BAR_WIDTH / 2 + 0.08
+        self.measured_mark.setData([peak_index - half, peak_index + half], [level, level])
+
+    def _update_axes(self, estimate: Estimate) -> None:
+        labels = [spec.label for spec in self._bars]
+        if estimate.peak_phase in labels and len(labels) > 1:
+            index = labels.index(estimate.peak_phase)
+            labels[index] = f"{labels[index]} (peak)"
+        if labels != self._tick_labels:
+            self._tick_labels = labels
+            self.plot.getAxis("bottom").setTicks([list(enumerate(labels))])
+        per = "per GPU" if estimate.plan.hardware.gpu_count > 1 else "on the card"
+        axis_label = f"{self.unit} {per}"
+        if axis_label != self._axis_label:  # a new label re-renders the whole axis
+            self._axis_label = axis_label
+            self.plot.setLabel("left", axis_label)
+
+    def _update_legend(self, names: tuple[str, ...]) -> None:
+        keys = tuple(k for k in names if k != "measured" or self.measurement is not None)
+        if keys == self._legend_keys:
+            return
+        self._legend_keys = keys
+        self.legend.clear()
+        for key in keys:
+            self.legend.addItem(self.series[key], SERIES_LABELS[key])
+        self.legend.addItem(self._capacity_sample, self.capacity_text)
+        self.legend.addItem(self._band_sample, self.usable_text)
+
+    def _set_legend_text(self, sample: pg.GraphicsObject, text: str) -> None:
+        for item, label in self.legend.items:
+            if item.item is sample and label.text != text:
+                label.setText(text)
+
+    def _style_selection(self) -> None:
+        text_colour = self.palette().color(self.foregroundRole())
+        for key, bar in self.series.items():
+            selected = key == self.selected
+            bar.setOpts(pen=pg.mkPen(text_colour, width=2.5) if selected else pg.mkPen(self._bar_outline, width=1))
+
+    # ---- theme ---------------------------------------------------------------------
+    def changeEvent(self, event: QEvent) -> None:
+        if event.type() in (QEvent.Type.PaletteChange, QEvent.Type.ApplicationPaletteChange):
+            self._apply_palette()
+        super().changeEvent(event)
+
+    def _apply_palette(self) -> None:
+        palette = self.palette()
+        background = palette.color(palette.ColorRole.Base)
+        foreground = palette.color(palette.ColorRole.Text)
+        self._bar_outline = background
+        self.plot.setBackground(background)
+        for name in ("left", "bottom"):
+            axis = self.plot.getAxis(name)
+            axis.setPen(pg.mkPen(foreground))
+            axis.setTextPen(pg.mkPen(foreground))
+        capacity = QColor(OKABE_ITO["vermillion"])
+        self.capacity_line.setPen(pg.mkPen(capacity, width=2, style=Qt.PenStyle.DashLine))
+        self.usable_line.setPen(pg.mkPen(capacity, width=1, style=Qt.PenStyle.DotLine))
+        band = QColor(capacity)
+        band.setAlpha(40)
+        self.band.setBrush(pg.mkBrush(band))
+        self._capacity_sample.setPen(pg.mkPen(capacity, width=2, style=Qt.PenStyle.DashLine))
+        self._band_sample.setOpts(brush=pg.mkBrush(band), pen=pg.mkPen(None))
+        self.legend.setLabelTextColor(foreground)
+        self.legend.setBrush(pg.mkBrush(background))
+        self.measured_mark.setPen(pg.mkPen(foreground, width=2, style=Qt.PenStyle.DashLine))
+        for (key, _), text in self._segment_labels.items():
+            # White on the dark Okabe-Ito colours, black on the light ones: both legible.
+            light = key in ("gradients", "kv_cache", "overhead", "activations")
+            text.setColor(QColor("#000000") if light else QColor("#FFFFFF"))
+        for text in self._total_labels:
+            text.setColor(foreground)
+        self._style_selection()
+
+    # ---- export --------------------------------------------------------------------
+    def export_svg(self, path: str) -> None:
+        """The plot (bars, lines, legend, axes) as vector SVG.
+
+        Rendered straight through QSvgGenerator: pyqtgraph 0.14's SVGExporter cannot parse the
+        closed paths ("... Z") that Qt 6.12's SVG generator writes.
+        """
+        from PySide6.QtCore import QRectF, QSize
+        from PySide6.QtGui import QPainter
+        from PySide6.QtSvg import QSvgGenerator
+
+        source = self.plot.getPlotItem().sceneBoundingRect()
+        generator = QSvgGenerator()
+        generator.setFileName(path)
+        generator.setSize(QSize(int(source.width()), int(source.height())))
+        generator.setViewBox(QRectF(0, 0, source.width(), source.height()))
+        generator.setTitle("VRAM Planner memory chart")
+        painter = QPainter()
+        if not painter.begin(generator):
+            raise OSError(f"cannot write {path}")
+        try:
+            painter.fillRect(QRectF(0, 0, source.width(), source.height()), self.palette().color(self.backgroundRole()))
+            self.plot.scene().render(painter, QRectF(0, 0, source.width(), source.height()), source)
+        finally:
+            painter.end()
+
+    # ---- clicks --------------------------------------------------------------------
+    def segment_at(self, x: float, y: float) -> str:
+        """The series key of the bar segment at view coordinates (x, y), or ""."""
+        index = round(x)
+        if not 0 <= index < len(self._bars) or abs(x - index) > BAR_WIDTH / 2:
+            return ""
+        for key, (y0, heights) in self._geometry.items():
+            if heights[index] > 0 and y0[index] <= y <= y0[index] + heights[index]:
+                return key
+        return ""
+
+    def _scene_clicked(self, event: object) -> None:
+        pos = event.scenePos()  # type: ignore[attr-defined]
+        if not self.view.sceneBoundingRect().contains(pos):
+            return
+        point: QPointF = self.view.mapSceneToView(pos)
+        key = self.segment_at(point.x(), point.y())
+        if key and key != "measured":
+            self.set_selected(key)
+            self.bucketClicked.emit(key)

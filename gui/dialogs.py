@@ -1,0 +1,57 @@
+"""Every modal dialog the app shows goes through here, so tests monkeypatch one module.
+
+Each function returns plain values (a path or None, a choice string) and never raises.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from PySide6.QtWidgets import QFileDialog, QMessageBox, QWidget
+
+PLAN_FILTER = "VRAM Planner plans (*.vramplan.json *.json);;All files (*)"
+CONFIG_FILTER = "Model configuration (config.json *.json);;All files (*)"
+MEASUREMENT_FILTER = "Measurements (*.json);;All files (*)"
+PNG_FILTER = "PNG image (*.png)"
+SVG_FILTER = "SVG drawing (*.svg)"
+
+SaveChoice = Literal["save", "discard", "cancel"]
+
+
+def open_file(parent: QWidget | None, title: str, name_filter: str, folder: str = "") -> str | None:
+    path, _ = QFileDialog.getOpenFileName(parent, title, folder, name_filter)
+    return path or None
+
+
+def open_folder(parent: QWidget | None, title: str, folder: str = "") -> str | None:
+    path = QFileDialog.getExistingDirectory(parent, title, folder)
+    return path or None
+
+
+def save_file(parent: QWidget | None, title: str, name_filter: str, suggested: str = "") -> str | None:
+    path, _ = QFileDialog.getSaveFileName(parent, title, suggested, name_filter)
+    return path or None
+
+
+def error(parent: QWidget | None, title: str, text: str) -> None:
+    QMessageBox.warning(parent, title, text)
+
+
+def info(parent: QWidget | None, title: str, text: str) -> None:
+    QMessageBox.information(parent, title, text)
+
+
+def ask_save_changes(parent: QWidget | None, document: str) -> SaveChoice:
+    buttons = QMessageBox.StandardButton
+    answer = QMessageBox.question(
+        parent,
+        "Unsaved changes",
+        f"Save the changes to “{document}” before closing it?",
+        buttons.Save | buttons.Discard | buttons.Cancel,
+        buttons.Save,
+    )
+    if answer == buttons.Save:
+        return "save"
+    if answer == buttons.Discard:
+        return "discard"
+    return "cancel"

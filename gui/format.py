@@ -1,0 +1,83 @@
+"""Turning figures from an Estimate into text. Formatting only: no figure is derived here."""
+
+from __future__ import annotations
+
+import math
+from typing import Literal
+
+from core.measurement import Measurement
+from core.units import GB, MB, GiB, MiB
+
+Unit = Literal["GB", "GiB"]
+UNITS: tuple[Unit, ...] = ("GB", "GiB")
+
+
+def unit_scale(unit: Unit) -> float:
+    """Bytes per display unit; the one conversion the views make, at the edge that displays."""
+    return float(GiB if unit == "GiB" else GB)
+
+
+def memory(n_bytes: float, unit: Unit = "GB") -> str:
+    """Three significant figures, as the lesson prints totals: 81.9 GB, 5.12 GB, 0.54 GB."""
+    if not math.isfinite(n_bytes):
+        return "—"
+    big = unit_scale(unit)
+    small, small_name = (MiB, "MiB") if unit == "GiB" else (MB, "MB")
+    if n_bytes != 0 and abs(n_bytes) < big / 100:
+        return f"{n_bytes / small:,.0f} {small_name}" if abs(n_bytes) >= small else f"{n_bytes:,.0f} B"
+    value = n_bytes / big
+    if abs(value) >= 100:
+        return f"{value:,.0f} {unit}"
+    if abs(value) >= 10:
+        return f"{value:.1f} {unit}"
+    return f"{value:.2f} {unit}"
+
+
+def plain_number(value: float) -> str:
+    """A count people read: 6,700,000,000 → 6.7e9 in inputs, 1.23 × 10¹⁸ for FLOPs."""
+    if not math.isfinite(value):
+        return "—"
+    if value == 0:
+        return "0"
+    exponent = math.floor(math.log10(abs(value)))
+    if exponent < 6:
+        return f"{value:,.0f}" if float(value).is_integer() else f"{value:,.2f}"
+    mantissa = value / 10**exponent
+    return f"{mantissa:.2f} × 10{_superscript(exponent)}"
+
+
+_SUPERSCRIPTS = str.maketrans("0123456789-", "⁰¹²³⁴⁵⁶⁷⁸⁹⁻")
+
+
+def _superscript(n: int) -> str:
+    return str(n).translate(_SUPERSCRIPTS)
+
+
+def count(value: float) -> str:
+    """Short form for big counts: 8.03B, 3.41M, 20M."""
+    for div, suffix in ((1e15, "P"), (1e12, "T"), (1e9, "B"), (1e6, "M"), (1e3, "k")):
+        if abs(value) >= div:
+            return f"{value / div:.3g}{suffix}"
+    return f"{value:g}"
+
+
+def hours(value: float) -> str:
+    if not math.isfinite(value):
+        return "never (no compute throughput)"
+    if value < 1:
+        return f"{value:.2f} h"
+    return f"{value:,.1f} h"
+
+
+def money(value: float) -> str:
+    if not math.isfinite(value):
+        return "—"
+    return f"{value:,.2f}"
+
+
+def measurement_label(measurement: Measurement) -> str:
+    """What was measured, in one line: the case id, else its model and method."""
+    case = measurement.case
+    described = ", ".join(str(case[k]) for k in ("model", "method", "precision") if k in case)
+    label = measurement.case_id or described or "measured run"
+    return f"{label} ({measurement.backend})" if measurement.backend else label

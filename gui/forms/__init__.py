@@ -1,0 +1,1 @@
+"""The plan's input forms. Each form edits one part of the Plan through the controller."""

@@ -1,0 +1,108 @@
+"""What every plan form shares: field registration, apply-with-validation, redraw."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from PySide6.QtCore import QSignalBlocker, Qt
+from PySide6.QtWidgets import QCheckBox, QComboBox, QFormLayout, QGroupBox, QLabel, QWidget
+
+from core.estimate import Estimate
+from core.plan import Plan
+from gui.controller import PlanController
+from gui.forms.fields import CatalogueField, is_marked_invalid, mark_invalid
+
+Apply = Callable[[Plan, Any], Plan]
+
+
+class PlanForm(QGroupBox):
+    """A titled group of fields bound to part of the Plan.
+
+    Subclasses add fields with :meth:`bind` and implement :meth:`show_plan`, which sets
+    widgets from a Plan; it runs with every field's signals blocked.
+    """
+
+    def __init__(self, title: str, controller: PlanController, parent: QWidget | None = None) -> None:
+        super().__init__(title, parent)
+        self.controller = controller
+        self.setAccessibleName(title)
+        self.form = QFormLayout(self)
+        self.form.setFieldGrowthPolicy(QFormLayout.FieldGrowthPolicy.AllNonFixedFieldsGrow)
+        self.form.setLabelAlignment(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
+        self.fields: dict[str, QWidget] = {}
+        self.labels: dict[str, QLabel] = {}
+        controller.estimateChanged.connect(self._on_estimate)
+        controller.editRejected.connect(self._on_rejected)
+
+    # ---- building ------------------------------------------------------------------
+    def bind(self, key: str, label: str, widget: QWidget, apply: Apply, *, row: bool = True) -> QWidget:
+        """Register ``widget`` as the editor of plan field ``key``; ``apply(plan, value)`` makes the new Plan."""
+        self.fields[key] = widget
+        widget.setObjectName(key)
+        edited = getattr(widget, "edited", None)
+        if edited is not None:
+            edited.connect(lambda value, k=key, w=widget: self.apply(k, w, lambda plan: apply(plan, value), label))
+        elif isinstance(widget, QCheckBox):
+            widget.toggled.connect(lambda on, k=key, w=widget: self.apply(k, w, lambda plan: apply(plan, on), label))
+        finished = getattr(widget, "editingFinished", None)
+        if finished is not None:
+            finished.connect(lambda w=widget: self._revert_if_invalid(w))
+        rejected = getattr(widget, "rejected", None)
+        if rejected is not None:
+            rejected.connect(lambda message, k=key: self.controller.editRejected.emit(k, message))
+        if row:
+            if isinstance(widget, QCheckBox):
+                self.form.addRow("", widget)
+            else:
+                text = QLabel(label + ":")
+                text.setBuddy(widget)
+                self.labels[key] = text
+                self.form.addRow(text, widget)
+        return widget
+
+    def set_row_visible(self, key: str, visible: bool) -> None:
+        widget = self.fields[key]
+        self.form.setRowVisible(widget, visible)
+
+    # ---- edits ---------------------------------------------------------------------
+    def apply(self, key: str, widget: QWidget, change: Callable[[Plan], Plan], label: str) -> None:
+        error = self.controller.update(key, change, text=f"Change {label.lower()}")
+        if error is not None and isinstance(widget, (QCheckBox, QComboBox)) and not isinstance(widget, CatalogueField):
+            # A choice is not "being typed": show the plan's value again at once, keep the mark.
+            self._redraw(self.controller.plan)
+        mark_invalid(widget, None if error is None else str(error))
+
+    def _revert_if_invalid(self, widget: QWidget) -> None:
+        """Leaving a box with bad text puts the plan's (last valid) value back."""
+        if not widget.hasFocus() and is_marked_invalid(widget):
+            self._redraw(self.controller.plan)
+            mark_invalid(widget, None)
+
+    def _on_rejected(self, key: str, message: str) -> None:
+        widget = self.fields.get(key)
+        if widget is not None:
+            mark_invalid(widget, message)
+
+    # ---- redraw --------------------------------------------------------------------
+    def _redraw(self, plan: Plan) -> None:
+        blockers = [QSignalBlocker(w) for w in self.fields.values()]
+        try:
+            self.show_plan(plan)
+        finally:
+            del blockers
+
+    def _on_estimate(self, estimate: Estimate) -> None:
+        self._redraw(estimate.plan)
+        self.show_estimate(estimate)
+        # A plan that arrived (undo, open, another form) is valid: clear stale marks,
+        # except where the user's text is still being typed and is still wrong.
+        for widget in self.fields.values():
+            if not widget.hasFocus():
+                mark_invalid(widget, None)
+
+    def show_plan(self, plan: Plan) -> None:
+        raise NotImplementedError
+
+    def show_estimate(self, estimate: Estimate) -> None:
+        """Read-only figures beside the inputs (parameter count, card memory); optional."""

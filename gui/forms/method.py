@@ -1,0 +1,181 @@
+"""Method: full fine-tuning, LoRA, QLoRA or frozen layers, with precision and kernels."""
+
+from __future__ import annotations
+
+from PySide6.QtWidgets import QCheckBox, QGridLayout, QWidget
+
+from core.model import LORA_TARGETS
+from core.plan import (
+    ATTENTION_LABELS,
+    MAX_RANK,
+    METHOD_LABELS,
+    OPTIMIZER_LABELS,
+    PRECISION_LABELS,
+    QUANT_LABELS,
+    Attention,
+    Method,
+    Optimizer,
+    Plan,
+    Precision,
+    Quant,
+)
+from gui.controller import PlanController
+from gui.forms.base import PlanForm
+from gui.forms.fields import ChoiceField, FloatField, IntField
+
+TARGET_TIPS = {
+    "q_proj": "query projection",
+    "k_proj": "key projection",
+    "v_proj": "value projection",
+    "o_proj": "attention output projection",
+    "gate_proj": "MLP gate projection (gated MLPs only)",
+    "up_proj": "MLP up projection",
+    "down_proj": "MLP down projection",
+}
+
+
+def _with_method(plan: Plan, method: Method) -> Plan:
+    if method is Method.FROZEN and plan.frozen_layers == 0:
+        # The frozen-layers method needs at least one frozen block; start from half the
+        # model, a common choice, rather than refuse the switch.
+        return plan.with_changes(method=method, frozen_layers=max(1, plan.model.num_layers // 2))
+    return plan.with_changes(method=method)
+
+
+def _with_target(plan: Plan, target: str, on: bool) -> Plan:
+    targets = set(plan.lora.targets)
+    if on:
+        targets.add(target)
+    else:
+        targets.discard(target)
+    return plan.with_lora(targets=tuple(t for t in LORA_TARGETS if t in targets))
+
+
+class TargetsField(QWidget):
+    """One checkbox per LoRA target module."""
+
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.setAccessibleName("LoRA target modules")
+        grid = QGridLayout(self)
+        grid.setContentsMargins(0, 0, 0, 0)
+        grid.setHorizontalSpacing(12)
+        grid.setVerticalSpacing(2)
+        self.boxes: dict[str, QCheckBox] = {}
+        for index, name in enumerate(LORA_TARGETS):
+            box = QCheckBox(name.removesuffix("_proj"))
+            box.setAccessibleName(f"LoRA target {name}")
+            box.setToolTip(f"Put an adapter on {name}: the {TARGET_TIPS[name]}.")
+            grid.addWidget(box, index // 4, index % 4)
+            self.boxes[name] = box
+
+
+class MethodForm(PlanForm):
+    def __init__(self, controller: PlanController, parent: QWidget | None = None) -> None:
+        super().__init__("Method", controller, parent)
+        self.method = ChoiceField(
+            "Method",
+            [(label, m.value) for m, label in METHOD_LABELS.items()],
+            "Full: every weight trains. LoRA: small adapters train, the base is frozen. "
+            "QLoRA: LoRA on a 4- or 8-bit base. Frozen layers: the bottom blocks get no gradients.",
+        )
+        self.bind("method.kind", "Method", self.method, lambda p, v: _with_method(p, Method(v)))
+        self.rank = IntField(
+            "LoRA rank", 1, MAX_RANK, "", "Rank r of each adapter: r × (in + out) parameters per matrix."
+        )
+        self.bind("method.lora.rank", "Rank r", self.rank, lambda p, v: p.with_lora(rank=v))
+        self.alpha = FloatField(
+            "LoRA alpha", 0.01, 1e6, "", "Adapter scaling α (the update is scaled by α / r); no effect on memory."
+        )
+        self.bind("method.lora.alpha", "Alpha α", self.alpha, lambda p, v: p.with_lora(alpha=v))
+        self.targets = TargetsField()
+        self.form.addRow("Targets:", self.targets)
+        self._targets_label = self.form.labelForField(self.targets)
+        for name, box in self.targets.boxes.items():
+            self.bind(
+                f"method.lora.targets.{name}",
+                f"LoRA target {name}",
+                box,
+                lambda p, on, n=name: _with_target(p, n, on),
+                row=False,
+            )
+        self.quant = ChoiceField(
+            "Base quantisation",
+            [(label, q.value) for q, label in QUANT_LABELS.items()],
+            "How QLoRA stores the frozen base weights (bitsandbytes): 4-bit NF4/FP4 in blocks of 64, or 8-bit.",
+        )
+        self.bind("method.quant", "Base storage", self.quant, lambda p, v: p.with_changes(quant=Quant(v)))
+        self.double_quant = QCheckBox("Double quantisation")
+        self.double_quant.setAccessibleName("Double quantisation")
+        self.double_quant.setToolTip(
+            "Store the 4-bit block scales in 8 bits (QLoRA paper §3): ≈ 0.37 bits per weight less."
+        )
+        self.bind(
+            "method.double_quant", "Double quantisation", self.double_quant, lambda p, v: p.with_changes(double_quant=v)
+        )
+        self.frozen = IntField(
+            "Frozen layers",
+            0,
+            10_000,
+            "blocks",
+            "Bottom transformer blocks (and the embeddings) that get no gradients.",
+        )
+        self.bind("method.frozen_layers", "Frozen layers", self.frozen, lambda p, v: p.with_changes(frozen_layers=v))
+        self.precision = ChoiceField(
+            "Precision",
+            [(label, v.value) for v, label in PRECISION_LABELS.items()],
+            "Mixed: float32 weights (the master copy) with 16-bit compute. Pure: everything in 16 bits.",
+        )
+        self.bind("method.precision", "Precision", self.precision, lambda p, v: p.with_changes(precision=Precision(v)))
+        self.optimizer = ChoiceField(
+            "Optimizer",
+            [(label, v.value) for v, label in OPTIMIZER_LABELS.items()],
+            "AdamW keeps two float32 moments per trainable parameter (8 bytes); 8-bit AdamW two bytes; "
+            "SGD with momentum one buffer; Adafactor factored moments.",
+        )
+        self.bind("method.optimizer", "Optimizer", self.optimizer, lambda p, v: p.with_changes(optimizer=Optimizer(v)))
+        self.attention = ChoiceField(
+            "Attention kernel",
+            [(label, v.value) for v, label in ATTENTION_LABELS.items()],
+            "Eager attention keeps the batch × heads × seq² score matrix for the backward pass; fused kernels "
+            "(SDPA, FlashAttention-2) do not.",
+        )
+        self.bind("method.attention", "Attention", self.attention, lambda p, v: p.with_changes(attention=Attention(v)))
+        self.checkpointing = QCheckBox("Gradient checkpointing")
+        self.checkpointing.setAccessibleName("Gradient checkpointing")
+        self.checkpointing.setToolTip(
+            "Keep only each block's input and recompute the block in the backward pass: far fewer activations, "
+            "about a third more compute."
+        )
+        self.bind(
+            "method.checkpointing", "Checkpointing", self.checkpointing, lambda p, v: p.with_changes(checkpointing=v)
+        )
+        self.chunked = QCheckBox("Chunked cross-entropy loss")
+        self.chunked.setAccessibleName("Chunked cross-entropy loss")
+        self.chunked.setToolTip("Compute the loss in chunks so the full float32 logits never exist at once.")
+        self.bind("method.chunked_loss", "Chunked loss", self.chunked, lambda p, v: p.with_changes(chunked_loss=v))
+
+    def show_plan(self, plan: Plan) -> None:
+        self.method.show_value(plan.method.value)
+        self.rank.show_value(plan.lora.rank)
+        self.alpha.show_value(plan.lora.alpha)
+        for name, box in self.targets.boxes.items():
+            box.setChecked(name in plan.lora.targets)
+            box.setEnabled(name != "gate_proj" or plan.model.gated_mlp)
+        self.quant.show_value(plan.quant.value)
+        self.double_quant.setChecked(plan.double_quant)
+        self.frozen.setMaximum(plan.model.num_layers)
+        self.frozen.show_value(plan.frozen_layers)
+        self.precision.show_value(plan.precision.value)
+        self.optimizer.show_value(plan.optimizer.value)
+        self.attention.show_value(plan.attention.value)
+        self.checkpointing.setChecked(plan.checkpointing)
+        self.chunked.setChecked(plan.chunked_loss)
+        adapters = plan.adapter_based
+        for key in ("method.lora.rank", "method.lora.alpha"):
+            self.set_row_visible(key, adapters)
+        self.form.setRowVisible(self.targets, adapters)
+        qlora = plan.method is Method.QLORA
+        self.set_row_visible("method.quant", qlora)
+        self.set_row_visible("method.double_quant", qlora and plan.quant is not Quant.INT8)
+        self.set_row_visible("method.frozen_layers", plan.method is Method.FROZEN)

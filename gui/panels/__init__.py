@@ -1,0 +1,1 @@
+"""Read-only panels that redraw from each Estimate."""

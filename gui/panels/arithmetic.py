@@ -1,0 +1,129 @@
+"""“Show the arithmetic”: the selected bucket's terms with the numbers substituted."""
+
+from __future__ import annotations
+
+from html import escape
+
+from PySide6.QtCore import QSignalBlocker, Qt, Signal
+from PySide6.QtGui import QFont, QFontDatabase
+from PySide6.QtWidgets import QComboBox, QLabel, QTextBrowser, QVBoxLayout, QWidget
+
+from core.estimate import Estimate
+from gui.format import Unit, memory
+
+INFERENCE = "inference"
+
+
+class ArithmeticPanel(QWidget):
+    """Emits ``bucketSelected(key)`` when the user picks a bucket from the list."""
+
+    bucketSelected = Signal(str)
+
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.setAccessibleName("Arithmetic")
+        self.unit: Unit = "GB"
+        self._estimate: Estimate | None = None
+        self.selected = "weights"
+        layout = QVBoxLayout(self)
+        self.summary = QLabel()
+        self.summary.setAccessibleName("Summary formula")
+        self.summary.setWordWrap(True)
+        self.summary.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        mono = QFontDatabase.systemFont(QFontDatabase.SystemFont.FixedFont)
+        self.summary.setFont(mono)
+        layout.addWidget(QLabel("<b>The sum at the peak</b>"))
+        layout.addWidget(self.summary)
+        self.picker = QComboBox()
+        self.picker.setAccessibleName("Bucket")
+        self.picker.setToolTip("The bucket whose arithmetic is shown; clicking a bar segment picks it too.")
+        self.picker.currentIndexChanged.connect(self._picked)
+        layout.addWidget(self.picker)
+        self.terms = QTextBrowser()
+        self.terms.setAccessibleName("Arithmetic of the selected bucket")
+        self.terms.setOpenLinks(False)
+        layout.addWidget(self.terms, 1)
+        self.notes = QLabel()
+        self.notes.setWordWrap(True)
+        self.notes.setAccessibleName("Notes")
+        italic = QFont(self.notes.font())
+        italic.setItalic(True)
+        self.notes.setFont(italic)
+        layout.addWidget(self.notes)
+
+    def set_unit(self, unit: Unit) -> None:
+        self.unit = unit
+        if self._estimate is not None:
+            self.show_estimate(self._estimate)
+
+    def select(self, key: str) -> None:
+        self.selected = key
+        index = self.picker.findData(key)
+        if index >= 0:
+            with QSignalBlocker(self.picker):
+                self.picker.setCurrentIndex(index)
+        self._show_terms()
+
+    def _picked(self, index: int) -> None:
+        key = str(self.picker.itemData(index) or "")
+        if key:
+            self.selected = key
+            self._show_terms()
+            self.bucketSelected.emit(key)
+
+    def show_estimate(self, estimate: Estimate) -> None:
+        self._estimate = estimate
+        self.summary.setText(estimate.summary_formula)
+        entries = [(f"{b.label} — {memory(b.bytes, self.unit)}", b.key.value) for b in estimate.buckets]
+        entries.append((f"Serving: KV cache — {memory(estimate.inference.kv_cache_bytes, self.unit)}", INFERENCE))
+        with QSignalBlocker(self.picker):
+            if [self.picker.itemData(i) for i in range(self.picker.count())] != [k for _, k in entries]:
+                self.picker.clear()
+                for text, key in entries:
+                    self.picker.addItem(text, key)
+            else:
+                for index, (text, _key) in enumerate(entries):
+                    self.picker.setItemText(index, text)
+            index = self.picker.findData(self.selected)
+            self.picker.setCurrentIndex(max(index, 0))
+            self.selected = str(self.picker.currentData())
+        self.notes.setText("\n".join(estimate.notes))
+        self.notes.setVisible(bool(estimate.notes))
+        self._show_terms()
+
+    def _show_terms(self) -> None:
+        estimate = self._estimate
+        if estimate is None:
+            return
+        u = self.unit
+        parts: list[str] = []
+        if self.selected == INFERENCE:
+            inf = estimate.inference
+            parts.append(f"<h3>Serving — {memory(inf.total_bytes, u)}</h3>")
+            rows = (
+                ("weights", "as stored for serving", inf.weights_bytes),
+                ("KV cache", f"{inf.kv_bytes_per_token:,.0f} B per token", inf.kv_cache_bytes),
+                ("activations", "prefill working set", inf.activation_bytes),
+                ("overhead", "CUDA context and buffers", inf.overhead_bytes),
+            )
+            parts += [_term(label, formula, memory(n, u)) for label, formula, n in rows]
+            parts.append(f"<p><code>{escape(inf.formula)}</code></p>")
+        else:
+            bucket = next((b for b in estimate.buckets if b.key.value == self.selected), None)
+            if bucket is None:
+                self.terms.setHtml("")
+                return
+            parts.append(f"<h3>{escape(bucket.label)} — {memory(bucket.bytes, u)}</h3>")
+            if not bucket.terms:
+                parts.append("<p><i>Nothing in this bucket for this plan.</i></p>")
+            parts += [_term(t.label, t.formula, memory(t.bytes, u)) for t in bucket.terms]
+            if len(bucket.terms) > 1:
+                total_line = bucket.formula.splitlines()[-1]
+                parts.append(f"<p style='margin-top:8px'><code><b>{escape(total_line)}</b></code></p>")
+            if bucket.note:
+                parts.append(f"<p><i>{escape(bucket.note)}</i></p>")
+        self.terms.setHtml("".join(parts))
+
+
+def _term(label: str, formula: str, size: str) -> str:
+    return f"<p style='margin-bottom:6px'><b>{escape(label)}</b> — {size}<br><code>{escape(formula)}</code></p>"

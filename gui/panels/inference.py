@@ -1,0 +1,81 @@
+"""Serving: weights + KV cache for the plan's requests, and the most that fit."""
+
+from __future__ import annotations
+
+from PySide6.QtCore import Qt
+from PySide6.QtWidgets import QFormLayout, QLabel, QVBoxLayout, QWidget
+
+from core.estimate import Estimate
+from gui.format import Unit, memory
+
+
+class InferencePanel(QWidget):
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.setAccessibleName("Serving")
+        self.unit: Unit = "GB"
+        self._estimate: Estimate | None = None
+        layout = QVBoxLayout(self)
+        self.headline = QLabel()
+        self.headline.setAccessibleName("Serving verdict")
+        self.headline.setWordWrap(True)
+        layout.addWidget(self.headline)
+        form = QFormLayout()
+        form.setLabelAlignment(Qt.AlignmentFlag.AlignRight)
+        layout.addLayout(form)
+        self.values: dict[str, QLabel] = {}
+        rows = (
+            ("weights", "Weights", "The model's weights as stored for serving."),
+            ("kv_cache", "KV cache", "2 · layers · KV heads · head width · tokens · requests · bytes."),
+            ("kv_per_token", "KV per token", "Cache bytes one token adds, over all layers."),
+            ("activations", "Activations", "Working memory of a prefill pass."),
+            ("overhead", "Overhead", "CUDA context and runtime buffers."),
+            ("total", "Total", "Weights + KV cache + activations + overhead."),
+            ("max_concurrent", "Most requests", "Most concurrent requests of this context that fit the usable memory."),
+            ("max_context", "Longest context", "Longest context per request, at this concurrency, that fits."),
+        )
+        for key, label, tooltip in rows:
+            value = QLabel()
+            value.setAccessibleName(label)
+            value.setToolTip(tooltip)
+            value.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+            self.values[key] = value
+            form.addRow(label + ":", value)
+        self.formula = QLabel()
+        self.formula.setAccessibleName("KV cache formula")
+        self.formula.setWordWrap(True)
+        self.formula.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        layout.addWidget(self.formula)
+        layout.addStretch(1)
+
+    def set_unit(self, unit: Unit) -> None:
+        self.unit = unit
+        if self._estimate is not None:
+            self.show_estimate(self._estimate)
+
+    def show_estimate(self, estimate: Estimate) -> None:
+        self._estimate = estimate
+        inf = estimate.inference
+        u = self.unit
+        plan = estimate.plan.inference
+        v = self.values
+        v["weights"].setText(memory(inf.weights_bytes, u))
+        v["kv_cache"].setText(memory(inf.kv_cache_bytes, u))
+        v["kv_per_token"].setText(f"{inf.kv_bytes_per_token:,.0f} bytes")
+        v["activations"].setText(memory(inf.activation_bytes, u))
+        v["overhead"].setText(memory(inf.overhead_bytes, u))
+        v["total"].setText(f"<b>{memory(inf.total_bytes, u)}</b>")
+        v["max_concurrent"].setText(
+            f"{inf.max_concurrent:,} × {plan.context:,} tokens"
+            if inf.max_concurrent
+            else "none: the weights alone do not fit"
+        )
+        v["max_context"].setText(
+            f"{inf.max_context:,} tokens × {plan.concurrent:,}" if inf.max_context else "none at this concurrency"
+        )
+        verdict = "✔ fits" if inf.fits else "✖ does not fit"
+        self.headline.setText(
+            f"<b>{verdict}</b>: {plan.concurrent:,} request(s) of {plan.context:,} tokens need "
+            f"{memory(inf.total_bytes, u)} of {memory(estimate.usable_bytes, u)} usable."
+        )
+        self.formula.setText(inf.formula)

@@ -1,0 +1,138 @@
+"""The chart draws the Estimate's numbers, and only those."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from core.measurement import load_measurement
+from core.units import GB, GiB
+from gui.chart import MemoryChart
+from gui.main_window import MainWindow
+
+
+def heights(chart: MemoryChart, key: str) -> list[float]:
+    return [float(h) for h in chart.series[key].opts["height"]]
+
+
+def test_peak_bar_equals_the_estimate_buckets(window: MainWindow) -> None:
+    estimate = window.controller.estimate
+    chart = window.chart
+    bars = chart.bars()
+    assert bars[-1].label == "peak + overhead"
+    peak = len(bars) - 1
+    for bucket in estimate.buckets:
+        assert heights(chart, bucket.key.value)[peak] == pytest.approx(bucket.bytes / GB)
+    assert bars[-1].total_bytes == estimate.total_bytes
+
+
+def test_phase_bars_equal_the_phases(window: MainWindow) -> None:
+    estimate = window.controller.estimate
+    for index, phase in enumerate(estimate.phases):
+        for bucket in phase.buckets:
+            assert heights(window.chart, bucket.key.value)[index] == pytest.approx(bucket.bytes / GB)
+        assert window.chart.bars()[index].label == phase.name
+
+
+def test_items_are_updated_in_place(window: MainWindow) -> None:
+    chart = window.chart
+    items_before = list(chart.plot.getPlotItem().items)
+    series_before = dict(chart.series)
+    window.workload_form.micro_batch.setValue(1)
+    window.hardware_form.gpu.show_value("h100-sxm")
+    window.controller.update("hardware.gpu", lambda p: p.with_hardware(gpu="h100-sxm"))
+    assert chart.series == series_before
+    assert list(chart.plot.getPlotItem().items) == items_before
+    activations = window.controller.estimate.bucket(window.controller.estimate.buckets[3].key)
+    assert heights(chart, "activations")[-1] == pytest.approx(activations.bytes / GB)
+
+
+def test_capacity_line_and_headroom_band(window: MainWindow) -> None:
+    estimate = window.controller.estimate
+    assert window.chart.capacity_line.value() == pytest.approx(estimate.capacity_bytes / GB)
+    low, high = window.chart.band.getRegion()
+    assert (low, high) == pytest.approx((estimate.usable_bytes / GB, estimate.capacity_bytes / GB))
+
+
+def test_gib_on_request(window: MainWindow) -> None:
+    window.unit_actions["GiB"].trigger()
+    estimate = window.controller.estimate
+    assert heights(window.chart, "weights")[-1] == pytest.approx(estimate.buckets[0].bytes / GiB)
+    assert "GiB" in window.verdict.headline.text()
+    assert window.settings.unit == "GiB"
+
+
+def test_inference_mode_shows_serving_memory(window: MainWindow) -> None:
+    window.inference_action.trigger()
+    inf = window.controller.estimate.inference
+    chart = window.chart
+    assert len(chart.bars()) == 1
+    assert heights(chart, "weights")[0] == pytest.approx(inf.weights_bytes / GB)
+    assert heights(chart, "kv_cache")[0] == pytest.approx(inf.kv_cache_bytes / GB)
+    assert heights(chart, "activations")[0] == pytest.approx(inf.activation_bytes / GB)
+    assert heights(chart, "overhead")[0] == pytest.approx(inf.overhead_bytes / GB)
+    assert not chart.series["gradients"].isVisible()
+    assert "Serving fits" in window.verdict.badge.text()
+    assert window.arithmetic.selected == "inference"
+    window.serving_form.concurrent.setValue(8)
+    assert heights(chart, "kv_cache")[0] == pytest.approx(window.controller.estimate.inference.kv_cache_bytes / GB)
+
+
+def test_clicking_a_segment_shows_its_arithmetic(qtbot: Any, window: MainWindow) -> None:
+    chart = window.chart
+    estimate = window.controller.estimate
+    peak = len(chart.bars()) - 1
+    weights_gb = estimate.buckets[0].bytes / GB
+    assert chart.segment_at(peak, weights_gb / 2) == "weights"
+    assert chart.segment_at(peak + 0.5, weights_gb / 2) == ""  # between bars
+    with qtbot.waitSignal(chart.bucketClicked):
+        chart.bucketClicked.emit(chart.segment_at(peak, weights_gb + 1.0))
+    assert window.arithmetic.selected == "activations"
+    html = window.arithmetic.terms.toPlainText()
+    for term in estimate.bucket(estimate.buckets[3].key).terms:
+        assert term.label in html
+    assert window.tabs.currentWidget() is window.arithmetic
+
+
+def test_measurement_is_drawn_beside_the_estimate(window: MainWindow, tmp_path: Path, fake_dialogs: Any) -> None:
+    path = tmp_path / "m.json"
+    path.write_text(
+        json.dumps(
+            {
+                "format": "vramplan-measurement",
+                "version": 1,
+                "case": {"id": "llama-lora", "model": "llama-3.1-8b", "method": "lora"},
+                "peak_allocated_bytes": 70_000_000_000,
+                "breakdown_at_peak": {"parameters": 32e9, "activations": 30e9},
+            }
+        )
+    )
+    fake_dialogs.paths.append(str(path))
+    window.measure_action.trigger()
+    assert window.measurement == load_measurement(path)
+    bars = window.chart.bars()
+    assert bars[-1].label == "measured"
+    assert heights(window.chart, "measured")[len(bars) - 1] == pytest.approx(70.0)
+    assert "Measured peak" in window.verdict.detail.text()
+    window.clear_measure_action.trigger()
+    assert window.chart.bars()[-1].label == "peak + overhead"
+
+
+@pytest.mark.parametrize(
+    "content",
+    [b"{not json", b'{"format": "vramplan-plan"}', b'{"format": "vramplan-measurement", "case": {}}', b"\xff\xfe"],
+)
+def test_bad_measurement_is_refused_clearly(
+    window: MainWindow, tmp_path: Path, fake_dialogs: Any, content: bytes
+) -> None:
+    path = tmp_path / "bad.json"
+    path.write_bytes(content)
+    plan = window.controller.plan
+    fake_dialogs.paths.append(str(path))
+    window.measure_action.trigger()
+    assert window.measurement is None
+    assert window.controller.plan is plan
+    assert fake_dialogs.errors() and str(path) in fake_dialogs.errors()[0]

@@ -1,0 +1,169 @@
+"""Bindings both ways: plan → widgets, and widget edits → the controller's plan."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from PySide6.QtCore import Qt
+
+from core.plan import Method, Precision, Sharding
+from core.presets import default_plan, plan_for_model
+from gui.forms.fields import is_marked_invalid, parse_count
+from gui.main_window import MainWindow
+
+
+def type_into(qtbot: Any, widget: Any, text: str) -> None:
+    """Select what is in the box and type over it, as a user would."""
+    widget.setFocus()
+    line = widget.lineEdit() if hasattr(widget, "lineEdit") and callable(widget.lineEdit) else widget
+    line.selectAll()
+    qtbot.keyClicks(line, text)
+
+
+def test_plan_to_widgets(window: MainWindow) -> None:
+    plan = (
+        plan_for_model("qwen2.5-7b", method=Method.QLORA, precision=Precision.BF16)
+        .with_workload(micro_batch=3, seq_len=4096, grad_accum=5, tokens=123_000_000)
+        .with_hardware(gpu="rtx-4090", gpu_count=2, sharding=Sharding.ZERO2, headroom=0.15)
+        .with_lora(rank=32, targets=("q_proj", "k_proj", "down_proj"))
+    )
+    window.controller.set_plan(plan)
+    assert window.model_form.picker.currentText() == "Qwen2.5 7B"
+    assert window.method_form.method.value() == "qlora"
+    assert window.method_form.rank.value() == 32
+    boxes = window.method_form.targets.boxes
+    assert [n for n, b in boxes.items() if b.isChecked()] == ["q_proj", "k_proj", "down_proj"]
+    assert window.method_form.precision.value() == "bf16"
+    w = window.workload_form
+    assert (w.micro_batch.value(), w.seq_len.value(), w.grad_accum.value()) == (3, 4096, 5)
+    assert w.tokens.value() == 123_000_000
+    h = window.hardware_form
+    assert h.gpu.value() == "rtx-4090"
+    assert h.count.value() == 2
+    assert h.sharding.value() == "zero2"
+    assert h.headroom.value() == pytest.approx(15.0)
+    # Showing a plan is not an edit: nothing more to undo than the one set_plan.
+    assert window.controller.undo_stack.count() == 1
+
+
+def test_widgets_to_plan(qtbot: Any, window: MainWindow) -> None:
+    c = window.controller
+    type_into(qtbot, window.workload_form.micro_batch, "8")
+    assert c.plan.workload.micro_batch == 8
+    type_into(qtbot, window.workload_form.tokens, "2.5B")
+    assert c.plan.workload.tokens == 2_500_000_000
+    window.method_form.method.setCurrentIndex(window.method_form.method.findData("full"))
+    assert c.plan.method is Method.FULL
+    window.hardware_form.utilisation.setValue(55.0)
+    assert c.plan.hardware.utilisation == pytest.approx(0.55)
+    window.method_form.checkpointing.setChecked(False)
+    assert c.plan.checkpointing is False
+
+
+def test_model_picker_type_to_search(qtbot: Any, window: MainWindow) -> None:
+    picker = window.model_form.picker
+    picker.lineEdit().selectAll()
+    qtbot.keyClicks(picker.lineEdit(), "Mistral 7B v0.1")
+    qtbot.keyClick(picker.lineEdit(), Qt.Key.Key_Return)
+    assert window.controller.plan.model_id == "mistral-7b-v0.1"
+    completer = picker.completer()
+    completer.setCompletionPrefix("qwen2.5")
+    assert completer.completionCount() == 7  # contains-match, case-insensitive
+
+
+def test_unknown_model_name_is_marked_and_ignored(qtbot: Any, window: MainWindow) -> None:
+    before = window.controller.plan
+    picker = window.model_form.picker
+    picker.lineEdit().selectAll()
+    qtbot.keyClicks(picker.lineEdit(), "GPT-9000")
+    qtbot.keyClick(picker.lineEdit(), Qt.Key.Key_Return)
+    assert window.controller.plan is before
+    assert is_marked_invalid(picker)
+    assert "GPT-9000" in window.problem.text()
+
+
+def test_bad_text_keeps_the_last_valid_plan(qtbot: Any, window: MainWindow) -> None:
+    before = window.controller.plan
+    tokens = window.workload_form.tokens
+    type_into(qtbot, tokens, "lots")
+    assert window.controller.plan is before
+    assert is_marked_invalid(tokens)
+    assert "Token budget" in window.problem.text()
+    type_into(qtbot, tokens, "30M")
+    assert window.controller.plan.workload.tokens == 30_000_000
+    assert not is_marked_invalid(tokens)
+    assert window.problem.text() == ""
+
+
+def test_out_of_range_number_is_marked(qtbot: Any, window: MainWindow) -> None:
+    before = window.controller.plan
+    spin = window.workload_form.micro_batch
+    type_into(qtbot, spin, "0")
+    assert window.controller.plan is before
+    assert is_marked_invalid(spin)
+
+
+def test_plan_level_rule_is_marked_on_the_field(qtbot: Any, window: MainWindow) -> None:
+    c = window.controller
+    boxes = window.method_form.targets.boxes
+    for name in ("q_proj",):
+        boxes[name].setChecked(False)
+    assert c.plan.lora.targets == ("v_proj",)
+    boxes["v_proj"].setChecked(False)  # no targets left: the core refuses it
+    assert c.plan.lora.targets == ("v_proj",)
+    assert boxes["v_proj"].isChecked()  # the box shows the plan again
+    assert is_marked_invalid(boxes["v_proj"])
+
+
+def test_frozen_method_picks_a_valid_layer_count(qtbot: Any, window: MainWindow) -> None:
+    method = window.method_form.method
+    method.setCurrentIndex(method.findData("frozen"))
+    plan = window.controller.plan
+    assert plan.method is Method.FROZEN and 0 < plan.frozen_layers <= plan.model.num_layers
+    assert window.method_form.frozen.value() == plan.frozen_layers
+    assert not window.method_form.frozen.isHidden()
+
+
+def test_dimension_edit_makes_a_custom_model(qtbot: Any, window: MainWindow) -> None:
+    layers = window.model_form.fields["model.num_layers"]
+    layers.setValue(16)
+    plan = window.controller.plan
+    assert plan.model.num_layers == 16 and plan.model_id == ""
+    assert "(edited)" in plan.model.name
+    assert window.model_form.picker.currentText() == plan.model.name
+
+
+def test_undo_puts_the_widgets_back(qtbot: Any, window: MainWindow) -> None:
+    window.workload_form.seq_len.setValue(8192)
+    window.undo_action.trigger()
+    assert window.workload_form.seq_len.value() == default_plan().workload.seq_len
+    window.redo_action.trigger()
+    assert window.workload_form.seq_len.value() == 8192
+
+
+@pytest.mark.parametrize(
+    ("text", "value"),
+    [
+        ("6.7e9", 6_700_000_000),
+        ("6,700,000,000", 6_700_000_000),
+        ("20M", 20_000_000),
+        ("1.5 B", 1_500_000_000),
+        ("4194304", 4_194_304),
+        ("2k", 2000),
+        ("", None),
+        ("1.5", None),
+        ("-3", None),
+        ("e9", None),
+        ("1e999", None),
+    ],
+)
+def test_parse_count(text: str, value: int | None) -> None:
+    assert parse_count(text) == value
+
+
+def test_every_input_has_a_name_and_a_tooltip(window: MainWindow) -> None:
+    for form in window.forms:
+        for key, widget in form.fields.items():
+            assert widget.accessibleName(), key
+            assert widget.toolTip(), key

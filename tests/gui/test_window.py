@@ -1,0 +1,194 @@
+"""The window as a whole: verdict, lesson mode, files, session, exports."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from PySide6.QtCore import Qt
+from PySide6.QtWidgets import QLabel
+
+from core import planfile
+from core.estimate import Verdict
+from core.plan import Method, Precision
+from core.presets import default_plan, lesson_plan
+from gui.main_window import MainWindow
+from gui.settings import Settings
+
+
+def test_verdict_changes_with_the_gpu(qtbot: Any, window: MainWindow) -> None:
+    assert window.controller.estimate.verdict is Verdict.FITS
+    assert "Fits" in window.verdict.badge.text()
+    picker = window.hardware_form.gpu
+    picker.setCurrentIndex(picker.findData("rtx-3060-12gb"))
+    picker.activated.emit(picker.currentIndex())
+    assert window.controller.plan.hardware.gpu == "rtx-3060-12gb"
+    assert window.controller.estimate.verdict is Verdict.OOM
+    assert "Out of memory" in window.verdict.badge.text()
+    assert "✖" in window.verdict.badge.text()  # not colour alone
+    assert "over the usable memory" in window.verdict.headline.text()
+
+
+def test_lesson_full_bf16_is_81_9_gb_and_does_not_fit_80gb(window: MainWindow) -> None:
+    window.controller.set_plan(lesson_plan(Method.FULL, Precision.BF16))
+    estimate = window.controller.estimate
+    assert window.arithmetic.summary.text() == "13.4 + 13.4 + 53.6 + 1.5 = 81.9 GB"
+    assert window.chart.bars()[-1].total_bytes == estimate.total_bytes
+    assert window.chart._total_labels[0].toPlainText() == "81.9 GB"
+    assert estimate.verdict is not Verdict.FITS
+    assert "Fits" not in window.verdict.badge.text()
+    assert window.lesson_action.isChecked()
+    assert not window.accounting_form.activations.isHidden()
+
+
+def test_lesson_qlora_bf16_is_5_1_gb_and_fits_a_3060(window: MainWindow) -> None:
+    window.controller.set_plan(lesson_plan(Method.QLORA, Precision.BF16, gpu="rtx-3060-12gb"))
+    assert window.arithmetic.summary.text().endswith("= 5.1 GB")
+    assert window.controller.estimate.verdict is Verdict.FITS
+    assert "Fits" in window.verdict.badge.text()
+
+
+def test_lesson_numbers_typed_through_the_forms(qtbot: Any, window: MainWindow) -> None:
+    """The lesson's 7B full fine-tune entered by hand: P = 6.7e9, pure bf16, AdamW."""
+    picker = window.model_form.picker
+    picker.setCurrentIndex(picker.findData("llama-2-7b"))
+    picker.activated.emit(picker.currentIndex())
+    window.lesson_action.trigger()
+    assert not window.accounting_form.params.isHidden()
+    params = window.accounting_form.params
+    params.setFocus()
+    qtbot.keyClicks(params, "6.7e9")
+    method = window.method_form.method
+    method.setCurrentIndex(method.findData("full"))
+    precision = window.method_form.precision
+    precision.setCurrentIndex(precision.findData("bf16"))
+    estimate = window.controller.estimate
+    assert estimate.plan.model.params_override == 6_700_000_000
+    assert estimate.summary_formula == "13.4 + 13.4 + 53.6 + 1.5 = 81.9 GB"
+    assert params.text() == "6.7e9"  # the user's spelling is kept
+
+
+def test_save_then_open_round_trip(qtbot: Any, window: MainWindow, tmp_path: Path, fake_dialogs: Any) -> None:
+    window.workload_form.seq_len.setValue(3000)
+    path = tmp_path / "run.vramplan.json"
+    fake_dialogs.paths.append(str(path))
+    window.save_action.trigger()  # untitled: asks where
+    assert path.exists() and planfile.load(path) == window.controller.plan
+    assert not window.isWindowModified()
+    assert window.windowTitle().startswith("run.vramplan.json")
+    saved = window.controller.plan
+    window.new_action.trigger()
+    assert window.controller.plan == default_plan()
+    fake_dialogs.paths.append(str(path))
+    window.open_action.trigger()
+    assert window.controller.plan == saved
+    assert window.workload_form.seq_len.value() == 3000
+    assert window.settings.recent_files[0] == str(path.resolve())
+
+
+def test_open_bad_file_keeps_the_plan(window: MainWindow, tmp_path: Path, fake_dialogs: Any) -> None:
+    path = tmp_path / "bad.json"
+    path.write_text(json.dumps({"format": "vramplan-plan", "version": 1, "plan": {"model": 3}}))
+    before = window.controller.plan
+    fake_dialogs.paths.append(str(path))
+    window.open_action.trigger()
+    assert window.controller.plan is before
+    assert fake_dialogs.errors() and "bad.json" in fake_dialogs.errors()[0]
+
+
+def test_modified_document_asks_before_replacing(window: MainWindow, tmp_path: Path, fake_dialogs: Any) -> None:
+    path = tmp_path / "a.json"
+    planfile.save(default_plan(), path)
+    assert window.open_path(str(path))
+    window.workload_form.micro_batch.setValue(2)
+    assert window.isWindowModified()
+    fake_dialogs.save_choice = "cancel"
+    window.new_action.trigger()
+    assert window.controller.plan.workload.micro_batch == 2
+    fake_dialogs.save_choice = "save"
+    window.new_action.trigger()
+    assert planfile.load(path).workload.micro_batch == 2
+    assert window.controller.plan == default_plan()
+
+
+def test_session_is_restored(qtbot: Any, settings: Settings, tmp_path: Path) -> None:
+    first = MainWindow(settings=settings)
+    qtbot.addWidget(first)
+    first.workload_form.micro_batch.setValue(7)
+    first.unit_actions["GiB"].trigger()
+    first.resize(1000, 700)
+    first.save_session()
+    second = MainWindow(settings=Settings(settings.store.fileName()))
+    qtbot.addWidget(second)
+    second.restore_session()
+    assert second.controller.plan.workload.micro_batch == 7
+    assert second.unit == "GiB"
+    assert second.controller.undo_stack.count() == 0
+
+
+def test_damaged_stored_plan_falls_back_to_the_default(qtbot: Any, settings: Settings) -> None:
+    settings.last_plan = '{"format": "vramplan-plan", "version": 99}'
+    settings.store.setValue("display/unit", "furlongs")
+    main = MainWindow(settings=settings)
+    qtbot.addWidget(main)
+    main.restore_session()
+    assert main.controller.plan == default_plan()
+    assert main.unit == "GB"
+
+
+def test_export_png_and_svg(window: MainWindow, tmp_path: Path, fake_dialogs: Any) -> None:
+    png, svg = tmp_path / "chart.png", tmp_path / "chart.svg"
+    fake_dialogs.paths += [str(png), str(svg)]
+    assert window.export_chart("png")
+    assert window.export_chart("svg")
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    text = svg.read_text(encoding="utf-8")
+    assert "<svg" in text and "Weights" in text
+
+
+def test_import_config_json(window: MainWindow, tmp_path: Path, fake_dialogs: Any) -> None:
+    folder = tmp_path / "TinyLlama"
+    folder.mkdir()
+    config = {
+        "model_type": "llama",
+        "hidden_size": 2048,
+        "intermediate_size": 5632,
+        "num_hidden_layers": 22,
+        "num_attention_heads": 32,
+        "num_key_value_heads": 4,
+        "vocab_size": 32000,
+    }
+    (folder / "config.json").write_text(json.dumps(config))
+    fake_dialogs.paths.append(str(folder))
+    window.model_form.importRequested.emit("folder")
+    plan = window.controller.plan
+    assert plan.model.num_layers == 22 and plan.model.num_kv_heads == 4 and plan.model_id == ""
+    (folder / "config.json").write_text('{"model_type": "llama"}')
+    fake_dialogs.paths.append(str(folder / "config.json"))
+    window.model_form.importRequested.emit("file")
+    assert window.controller.plan == plan
+    assert fake_dialogs.errors()
+
+
+def test_diagnosis_tab_can_be_replaced(window: MainWindow) -> None:
+    titles = [window.tabs.tabText(i) for i in range(window.tabs.count())]
+    assert "Diagnosis" in titles
+    panel = QLabel("remedies")
+    index = window.add_panel(panel, "Diagnosis")
+    assert window.tabs.widget(index) is panel
+    assert window.tabs.count() == len(titles)
+
+
+def test_standard_shortcuts(window: MainWindow) -> None:
+    from PySide6.QtGui import QKeySequence
+
+    assert window.save_action.shortcut() == QKeySequence(QKeySequence.StandardKey.Save)
+    assert window.undo_action.shortcut() == QKeySequence(QKeySequence.StandardKey.Undo)
+    assert window.open_action.shortcut() == QKeySequence(QKeySequence.StandardKey.Open)
+
+
+def test_forms_are_reachable_by_keyboard(window: MainWindow) -> None:
+    for form in window.forms:
+        for key, widget in form.fields.items():
+            assert widget.focusPolicy() & Qt.FocusPolicy.TabFocus, key
