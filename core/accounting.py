@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from enum import StrEnum
+from functools import lru_cache
 from typing import Final
 
 from core.units import GB
@@ -98,13 +99,19 @@ def gb(n_bytes: float) -> str:
     return f"{value:.2f}"
 
 
+_SCALES: Final = ((1e12, "e12"), (1e9, "e9"), (1e6, "e6"))
+
+
+@lru_cache(maxsize=4096)
 def sci(n: float) -> str:
-    """6.7e9, 124.4e6, 16,777,216: numbers as they appear in the worked examples."""
-    if float(n).is_integer() and abs(n) < 1e8:
+    """6.7e9, 124.4e6, 16,777,216: numbers as they appear in the worked examples.
+
+    Cached: a session formats the same few counts (P, T, N·d) again and again.
+    """
+    magnitude = abs(n)
+    if magnitude < 1e8 and n == int(n):
         return f"{int(n):,}"
-    for exp in (12, 9, 6):
-        if abs(n) >= 10**exp:
-            mant = n / 10**exp
-            text = f"{mant:.4g}"
-            return f"{text}e{exp}"
+    for scale, suffix in _SCALES:
+        if magnitude >= scale:
+            return f"{n / scale:.4g}{suffix}"
     return f"{n:g}"
