@@ -78,13 +78,18 @@ class Remedy:
 
     @property
     def fits(self) -> bool:
-        if self.addresses == {Failure.SERVING}:
+        if self.serving:
             return self.estimate.inference.fits
         return self.estimate.verdict is Verdict.FITS
 
     @property
+    def serving(self) -> bool:
+        return self.addresses == {Failure.SERVING}
+
+    @property
     def total_bytes(self) -> float:
-        return self.estimate.total_bytes
+        """The figure ``fits`` judges: the serving total for serving remedies."""
+        return self.estimate.inference.total_bytes if self.serving else self.estimate.total_bytes
 
 
 @dataclass(frozen=True)
@@ -456,14 +461,20 @@ def diagnose(plan: Plan) -> Diagnosis:
     )
 
 
-def remedies_for_symptom(plan: Plan, failure: Failure) -> tuple[Symptom, tuple[Remedy, ...]]:
-    """Start from what the user saw: the likely cause and the remedies for that failure."""
+def remedies_for_symptom(
+    plan: Plan, failure: Failure, remedies: tuple[Remedy, ...] | None = None
+) -> tuple[Symptom, tuple[Remedy, ...]]:
+    """Start from what the user saw: the likely cause and the remedies for that failure.
+
+    ``remedies`` may pass the training remedies a :func:`diagnose` of the same plan found.
+    """
     symptom = SYMPTOM_BY_FAILURE.get(failure)
     if symptom is None:
         raise ValueError(f"no symptom for {failure!r}")
     if failure is Failure.SERVING:
         return symptom, _serving_remedies(plan)
-    relevant = tuple(r for r in remedies_for(plan) if failure in r.addresses)
+    found = remedies if remedies is not None else remedies_for(plan)
+    relevant = tuple(r for r in found if failure in r.addresses)
     return symptom, relevant
 
 

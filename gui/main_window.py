@@ -39,6 +39,7 @@ from gui.forms.serving import ServingForm
 from gui.forms.workload import WorkloadForm
 from gui.panels.arithmetic import ArithmeticPanel
 from gui.panels.compute import ComputePanel
+from gui.panels.diagnosis import DiagnosisPanel
 from gui.panels.inference import InferencePanel
 from gui.panels.verdict import VerdictPanel
 from gui.settings import Settings
@@ -143,11 +144,8 @@ class MainWindow(QMainWindow):
         self.add_panel(self.arithmetic, "Arithmetic")
         self.add_panel(self.compute_panel, "Compute && time")
         self.add_panel(self.inference_panel, "Serving")
-        placeholder = QLabel("Remedies for plans that do not fit will appear here.")
-        placeholder.setAlignment(Qt.AlignmentFlag.AlignCenter)
-        placeholder.setWordWrap(True)
-        placeholder.setEnabled(False)
-        self.add_panel(placeholder, "Diagnosis")
+        self.diagnosis = DiagnosisPanel(self.controller)
+        self.add_panel(self.diagnosis, "Diagnosis")
         self.details_dock = QDockWidget("Details", self)
         self.details_dock.setObjectName("detailsDock")
         self.details_dock.setWidget(self.tabs)
@@ -341,6 +339,7 @@ class MainWindow(QMainWindow):
         self.verdict.set_unit(unit)
         self.arithmetic.set_unit(unit)
         self.inference_panel.set_unit(unit)
+        self.diagnosis.set_unit(unit)
         self.settings.unit = unit
 
     def set_theme(self, theme: str) -> None:

@@ -1,0 +1,177 @@
+"""Total memory against micro-batch or sequence length, with the card's limits.
+
+Draws a :class:`core.diagnosis.Curve`: the totals the core estimated for each value, the
+capacity line, the usable line with the headroom band between them, the largest value
+that fits (the curve's ``crossing``, from the core's solver) and the plan's current value.
+Every plot item is built once; an update only calls ``setData``/``setValue``/``setRegion``.
+"""
+
+from __future__ import annotations
+
+import pyqtgraph as pg
+from PySide6.QtCore import QEvent, Qt
+from PySide6.QtGui import QColor
+from PySide6.QtWidgets import QLabel, QVBoxLayout, QWidget
+
+from core.diagnosis import Curve
+from gui.chart import OKABE_ITO
+from gui.format import Unit, memory, unit_scale
+
+AXIS_LABELS = {"micro_batch": "micro-batch", "seq_len": "sequence length (tokens)"}
+
+
+class MemoryCurve(QWidget):
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.setAccessibleName("Memory curve")
+        self.unit: Unit = "GB"
+        self.curve: Curve | None = None
+        self.current = 0
+        self._x_label = ""
+        self._y_label = ""
+        self._range: tuple[float, float, float] = (0.0, 0.0, 0.0)
+
+        layout = QVBoxLayout(self)
+        layout.setContentsMargins(0, 0, 0, 0)
+        layout.setSpacing(2)
+        self.plot = pg.PlotWidget()
+        self.plot.setAccessibleName("Memory curve plot")
+        self.plot.setMinimumHeight(220)
+        layout.addWidget(self.plot, 1)
+        item = self.plot.getPlotItem()
+        item.setMenuEnabled(False)
+        item.hideButtons()
+        item.setMouseEnabled(x=False, y=False)
+        item.showGrid(x=False, y=True, alpha=0.15)
+        self.view = item.getViewBox()
+        self.view.disableAutoRange()
+
+        self.band = pg.LinearRegionItem(orientation="horizontal", movable=False)
+        self.band.setZValue(-10)
+        for line in self.band.lines:
+            line.setPen(pg.mkPen(None))
+        item.addItem(self.band)
+        self.capacity_line = pg.InfiniteLine(angle=0, movable=False)
+        item.addItem(self.capacity_line)
+        self.usable_line = pg.InfiniteLine(angle=0, movable=False)
+        item.addItem(self.usable_line)
+        self.line = pg.PlotDataItem([], [], symbol="o", symbolSize=5)
+        self.line.setZValue(5)
+        item.addItem(self.line)
+        label_opts = {"position": 0.92, "anchors": [(0, 0), (0, 0)], "movable": False}
+        self.crossing_line = pg.InfiniteLine(angle=90, movable=False, label="", labelOpts=label_opts)
+        self.crossing_line.setZValue(4)
+        item.addItem(self.crossing_line)
+        current_opts = {"position": 0.08, "anchors": [(0, 1), (0, 1)], "movable": False}
+        self.current_line = pg.InfiniteLine(angle=90, movable=False, label="", labelOpts=current_opts)
+        self.current_line.setZValue(3)
+        item.addItem(self.current_line)
+
+        self.caption = QLabel()
+        self.caption.setAccessibleName("Memory curve legend")
+        self.caption.setWordWrap(True)
+        self.caption.setTextFormat(Qt.TextFormat.RichText)
+        layout.addWidget(self.caption)
+        self._apply_palette()
+
+    def set_unit(self, unit: Unit) -> None:
+        if unit != self.unit:
+            self.unit = unit
+            self._redraw()
+
+    def show_curve(self, curve: Curve, current: int) -> None:
+        """``current``: the plan's own value on the curve's axis, marked for orientation."""
+        self.curve = curve
+        self.current = current
+        self._redraw()
+
+    # ---- drawing -------------------------------------------------------------------
+    def _redraw(self) -> None:
+        curve = self.curve
+        if curve is None:
+            return
+        scale = unit_scale(self.unit)
+        heights = [total / scale for total in curve.total_bytes]
+        self.line.setData(list(curve.values), heights)
+        capacity = curve.capacity_bytes / scale
+        usable = curve.usable_bytes / scale
+        self.capacity_line.setValue(capacity)
+        self.usable_line.setValue(usable)
+        self.band.setRegion((usable, capacity))
+        self.band.setVisible(capacity > usable)
+        self.usable_line.setVisible(capacity > usable)
+
+        name = AXIS_LABELS.get(curve.axis, curve.axis)
+        short = name.split(" (")[0]
+        fits = curve.crossing > 0
+        self.crossing_line.setVisible(fits)
+        if fits:
+            self.crossing_line.setValue(curve.crossing)
+            self.crossing_line.label.setFormat(f"largest that fits: {curve.crossing:,}")
+        self.current_line.setValue(self.current)
+        self.current_line.label.setFormat(f"now: {self.current:,}")
+
+        # Drawing geometry only: the view spans the values and a little above the tallest line.
+        top = max([capacity, *heights]) * 1.12
+        left, right = min(curve.values), max(curve.values)
+        view_range = (float(left), float(right), top)
+        if view_range != self._range:
+            self._range = view_range
+            pad = max(1.0, (right - left) * 0.03)
+            self.view.setRange(xRange=(max(0.0, left - pad), right + pad), yRange=(0, top), padding=0)
+        if name != self._x_label:
+            self._x_label = name
+            self.plot.setLabel("bottom", name)
+        if self.unit != self._y_label:
+            self._y_label = self.unit
+            self.plot.setLabel("left", f"total, {self.unit}")
+
+        vermillion, blue = OKABE_ITO["vermillion"], OKABE_ITO["blue"]
+        verdict = (
+            f"largest {short} that fits: <b>{curve.crossing:,}</b>" if fits else f"<b>no {short} fits</b>, not even 1"
+        )
+
+        def keep(text: str) -> str:  # one legend entry never breaks across lines
+            return text.replace(" ", "&nbsp;")
+
+        capacity_text = keep(f"capacity {memory(curve.capacity_bytes, self.unit)}")
+        usable_text = keep(f"usable {memory(curve.usable_bytes, self.unit)}")
+        self.caption.setText(
+            f"<span style='color:{blue}'>●—</span>&nbsp;{keep('total memory')} &nbsp; "
+            f"<span style='color:{vermillion}'>┅</span>&nbsp;{capacity_text} &nbsp; "
+            f"<span style='color:{vermillion}'>┈</span>&nbsp;{usable_text}&nbsp;{keep('(shaded: headroom)')} &nbsp; "
+            f"<span style='color:{OKABE_ITO['green']}'>│</span>&nbsp;{verdict}"
+        )
+        plain = verdict.replace("<b>", "").replace("</b>", "")
+        self.plot.setAccessibleDescription(f"Total memory against {name}; {plain}.")
+
+    # ---- theme ---------------------------------------------------------------------
+    def changeEvent(self, event: QEvent) -> None:
+        if event.type() in (QEvent.Type.PaletteChange, QEvent.Type.ApplicationPaletteChange):
+            self._apply_palette()
+        super().changeEvent(event)
+
+    def _apply_palette(self) -> None:
+        palette = self.palette()
+        background = palette.color(palette.ColorRole.Base)
+        foreground = palette.color(palette.ColorRole.Text)
+        self.plot.setBackground(background)
+        for name in ("left", "bottom"):
+            axis = self.plot.getAxis(name)
+            axis.setPen(pg.mkPen(foreground))
+            axis.setTextPen(pg.mkPen(foreground))
+        limit = QColor(OKABE_ITO["vermillion"])
+        self.capacity_line.setPen(pg.mkPen(limit, width=2, style=Qt.PenStyle.DashLine))
+        self.usable_line.setPen(pg.mkPen(limit, width=1, style=Qt.PenStyle.DotLine))
+        band = QColor(limit)
+        band.setAlpha(40)
+        self.band.setBrush(pg.mkBrush(band))
+        total = QColor(OKABE_ITO["blue"])
+        self.line.setPen(pg.mkPen(total, width=2))
+        self.line.setSymbolBrush(pg.mkBrush(total))
+        self.line.setSymbolPen(pg.mkPen(background))
+        fits = QColor(OKABE_ITO["green"])
+        self.crossing_line.setPen(pg.mkPen(fits, width=2))
+        self.crossing_line.label.setColor(fits)
+        self.current_line.setPen(pg.mkPen(foreground, width=1, style=Qt.PenStyle.DotLine))
+        self.current_line.label.setColor(foreground)

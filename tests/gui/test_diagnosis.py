@@ -1,0 +1,272 @@
+"""The Diagnosis tab: verdict, failing phase, remedies with Apply, symptoms, solvers, curve.
+
+Every figure the panel shows is compared with the core's own answer for the same plan.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from PySide6.QtCore import Qt
+
+from core.diagnosis import SYMPTOMS, Failure, diagnose, max_micro_batch, max_sequence, remedies_for_symptom
+from core.estimate import VERDICT_LABELS, Verdict, estimate
+from core.plan import Hardware, Method, Plan, Precision, Quant
+from core.presets import default_plan, lesson_plan, plan_for_model
+from core.units import GB
+from gui.format import memory
+from gui.main_window import MainWindow
+from gui.panels.diagnosis import DiagnosisPanel, RemedyList
+
+LESSON_7B_ON_4090 = lesson_plan(Method.FULL, Precision.BF16, gpu="rtx-4090")
+
+
+def _no_single_fix() -> Plan:
+    """A 14B full fine-tune on a 24 GB card: no one change fits, a combination does."""
+    base = default_plan()
+    return plan_for_model(
+        "qwen2.5-14b",
+        method=Method.FULL,
+        precision=base.precision,
+        workload=base.workload,
+        hardware=Hardware(gpu="rtx-4090"),
+    )
+
+
+@pytest.fixture
+def shown(qtbot: Any, window: MainWindow) -> MainWindow:
+    """The window on screen with the Diagnosis tab selected."""
+    window.show()
+    qtbot.waitExposed(window)
+    window.tabs.setCurrentWidget(window.diagnosis)
+    assert window.diagnosis.isVisible()
+    return window
+
+
+def settle(qtbot: Any, panel: DiagnosisPanel) -> None:
+    qtbot.waitUntil(lambda: not panel.stale, timeout=3000)
+
+
+def show_plan(qtbot: Any, window: MainWindow, plan: Any) -> DiagnosisPanel:
+    assert window.controller.set_plan(plan) is None
+    panel = window.diagnosis
+    settle(qtbot, panel)
+    return panel
+
+
+def row_for(remedies: RemedyList, key: str) -> Any:
+    return next(row for row in remedies.rows if row.entry is not None and row.entry.key == key)
+
+
+def test_lesson_7b_on_a_4090_fails_at_the_first_step(qtbot: Any, shown: MainWindow) -> None:
+    panel = show_plan(qtbot, shown, LESSON_7B_ON_4090)
+    assert "Out of memory" in panel.badge.text()
+    assert "✖" in panel.badge.text()  # a symbol as well as the colour
+    expected = diagnose(LESSON_7B_ON_4090)
+    assert expected.failure is Failure.FIRST_STEP
+    assert "first optimizer step" in panel.failure.text()
+    assert expected.symptom is not None and expected.symptom.symptom in panel.failure.text()
+    assert panel.explanation.text() == expected.explanation
+    assert "over the usable memory" in panel.headline.text()
+    assert memory(-expected.margin_bytes) in panel.headline.text()
+    assert "Optimizer state" in panel.headline.text()
+    assert panel.figures["state"].text() == memory(expected.state_bytes)
+    assert panel.figures["usable"].text().startswith(memory(expected.usable_bytes))
+    qlora = row_for(panel.remedy_list, "qlora-nf4")
+    assert qlora.entry.verdict is Verdict.FITS
+    assert "✔ Fits" in qlora.status.text()
+    assert "QLoRA" in qlora.title.text()
+    assert qlora.cost.text() == next(r.cost for r in expected.remedies if r.key == "qlora-nf4")
+
+
+def test_apply_qlora_is_one_undoable_step(qtbot: Any, shown: MainWindow) -> None:
+    panel = show_plan(qtbot, shown, LESSON_7B_ON_4090)
+    controller = shown.controller
+    before = controller.plan
+    steps = controller.undo_stack.count()
+    redrawn: list[Any] = []
+    controller.estimateChanged.connect(redrawn.append)
+    qtbot.mouseClick(row_for(panel.remedy_list, "qlora-nf4").apply, Qt.MouseButton.LeftButton)
+    assert controller.plan.method is Method.QLORA
+    assert controller.plan.quant is Quant.NF4
+    assert controller.undo_stack.count() == steps + 1
+    assert len(redrawn) == 1  # through the controller's one signal
+    assert shown.chart.bars()[-1].total_bytes == controller.estimate.total_bytes  # the whole window redrew
+    assert "Fits" in shown.verdict.badge.text()
+    settle(qtbot, panel)
+    assert "Fits" in panel.badge.text()
+    shown.undo_action.trigger()  # Edit ▸ Undo, Ctrl+Z
+    assert controller.plan == before
+    assert controller.undo_stack.count() == steps + 1 and controller.undo_stack.index() == steps
+    settle(qtbot, panel)
+    assert "Out of memory" in panel.badge.text()
+
+
+@pytest.mark.parametrize("unit", ["GB", "GiB"])
+@pytest.mark.parametrize("make_plan", [lambda: LESSON_7B_ON_4090, _no_single_fix], ids=["lesson-7b", "14b-full"])
+def test_every_row_states_the_core_total(qtbot: Any, shown: MainWindow, unit: str, make_plan: Any) -> None:
+    shown.unit_actions[unit].trigger()
+    plan = make_plan()
+    panel = show_plan(qtbot, shown, plan)
+    expected = diagnose(plan)
+    rows = panel.remedy_list.rows
+    assert [row.entry.title for row in rows] == [r.title for r in expected.remedies]
+    assert rows, "an out-of-memory plan gets remedies"
+    for row in rows:
+        new = estimate(row.entry.plan)
+        assert row.total.text() == memory(new.total_bytes, shown.unit)
+        assert VERDICT_LABELS[new.verdict] in row.status.text()
+        assert row.apply.isEnabled()
+    combination = panel.combination_list.rows
+    if expected.combination is None:
+        assert not combination
+    else:
+        assert len(combination) == 1
+        assert combination[0].total.text() == memory(estimate(expected.combination.plan).total_bytes, shown.unit)
+        assert expected.combination.title in combination[0].title.text()
+        assert "No single change fits" in panel.remedy_note.text()
+
+
+def test_applying_the_combination(qtbot: Any, shown: MainWindow) -> None:
+    plan = _no_single_fix()
+    panel = show_plan(qtbot, shown, plan)
+    expected = diagnose(plan)
+    assert expected.combination is not None
+    panel.combination_list.rows[0].apply.click()
+    assert shown.controller.plan == expected.combination.plan
+    assert shown.controller.estimate.verdict is Verdict.FITS
+    shown.controller.undo_stack.undo()
+    assert shown.controller.plan == plan
+
+
+def test_a_fitting_plan_needs_no_remedy(qtbot: Any, shown: MainWindow) -> None:
+    panel = show_plan(qtbot, shown, default_plan())
+    assert "Fits" in panel.badge.text() and "✔" in panel.badge.text()
+    assert "to spare" in panel.headline.text()
+    assert not panel.remedy_list.rows and panel.remedy_list.isHidden()
+    assert "nothing needs to change" in panel.remedy_note.text()
+
+
+@pytest.mark.parametrize("symptom", SYMPTOMS, ids=[s.failure.value for s in SYMPTOMS])
+def test_start_from_a_symptom(qtbot: Any, shown: MainWindow, symptom: Any) -> None:
+    plan = LESSON_7B_ON_4090.with_inference(concurrent=64, context=8192)
+    panel = show_plan(qtbot, shown, plan)
+    assert panel.symptom_list.isHidden()
+    picker = panel.symptom_picker
+    picker.setCurrentIndex(picker.findData(symptom.failure.value))  # as a user's pick
+    cause, remedies = remedies_for_symptom(plan, symptom.failure)
+    assert cause.cause in panel.symptom_cause.text()
+    assert [row.entry.title for row in panel.symptom_list.rows] == [r.title for r in remedies]
+    for row, remedy in zip(panel.symptom_list.rows, remedies, strict=True):
+        new = estimate(remedy.plan)
+        shown_bytes = new.inference.total_bytes if symptom.failure is Failure.SERVING else new.total_bytes
+        assert row.total.text() == memory(shown_bytes)
+
+
+def test_symptom_remedies_apply(qtbot: Any, shown: MainWindow) -> None:
+    panel = show_plan(qtbot, shown, LESSON_7B_ON_4090)
+    panel.select_symptom(Failure.FIRST_STEP)
+    assert not panel.symptom_list.isHidden() and panel.symptom_list.rows
+    row = row_for(panel.symptom_list, "lora")
+    row.apply.click()
+    assert shown.controller.plan == row.entry.plan
+    assert shown.controller.plan.method is Method.LORA
+    settle(qtbot, panel)
+    # The picked symptom stays; its remedies are now those of the new plan.
+    _, remedies = remedies_for_symptom(shown.controller.plan, Failure.FIRST_STEP)
+    assert [r.entry.title for r in panel.symptom_list.rows] == [r.title for r in remedies]
+
+
+def test_curve_crossing_is_the_solver_answer(qtbot: Any, shown: MainWindow) -> None:
+    plan = default_plan().with_workload(micro_batch=17)
+    panel = show_plan(qtbot, shown, plan)
+    largest = max_micro_batch(plan)
+    assert 0 < largest < 17
+    view = panel.curve_view
+    assert panel.curve is not None and panel.curve.crossing == largest
+    assert view.crossing_line.value() == largest and view.crossing_line.isVisible()
+    card = estimate(plan)
+    assert view.capacity_line.value() == pytest.approx(card.capacity_bytes / GB)
+    assert view.band.getRegion() == pytest.approx((card.usable_bytes / GB, card.capacity_bytes / GB))
+    xs, ys = view.line.getData()
+    assert list(xs) == list(panel.curve.values)
+    assert list(ys) == pytest.approx([t / GB for t in panel.curve.total_bytes])
+    assert f"{largest:,}" in panel.limits["micro_batch"].text()
+    longest = max_sequence(plan)
+    assert panel.max_sequence == longest and f"{longest:,}" in panel.limits["seq_len"].text()
+    inference = estimate(plan).inference
+    assert f"{inference.max_concurrent:,}" in panel.limits["concurrent"].text()
+    assert f"{inference.max_context:,}" in panel.limits["context"].text()
+
+    items = list(view.plot.getPlotItem().items)
+    panel.axis_picker.setCurrentIndex(panel.axis_picker.findData("seq_len"))
+    assert panel.curve.axis == "seq_len" and panel.curve.crossing == longest
+    assert view.crossing_line.value() == longest
+    assert list(view.plot.getPlotItem().items) == items  # updated in place, never rebuilt
+
+
+def test_no_micro_batch_fits(qtbot: Any, shown: MainWindow) -> None:
+    panel = show_plan(qtbot, shown, _no_single_fix())
+    assert panel.curve is not None and panel.curve.crossing == 0
+    assert not panel.curve_view.crossing_line.isVisible()
+    assert "none fits" in panel.limits["micro_batch"].text()
+
+
+def test_updates_while_visible_coalesced(qtbot: Any, shown: MainWindow) -> None:
+    panel = shown.diagnosis
+    settle(qtbot, panel)
+    count = panel.refresh_count
+    form = shown.workload_form.micro_batch
+    for value in (17, 18, 19, 20):  # a burst of edits: one diagnosis once it settles
+        form.setValue(value)
+    assert shown.controller.plan.workload.micro_batch == 20
+    assert panel.stale and panel.refresh_count == count
+    # The rest of the window is live: it redrew on every edit.
+    assert shown.chart.bars()[-1].total_bytes == shown.controller.estimate.total_bytes
+    assert all(not row.apply.isEnabled() for row in panel.remedy_list.rows)  # rows of an older plan
+    settle(qtbot, panel)
+    assert panel.refresh_count == count + 1
+    assert panel.diagnosis is not None and panel.diagnosis.estimate.plan == shown.controller.plan
+    assert "Out of memory" in panel.badge.text()
+    assert "(now 20)" in panel.limits["micro_batch"].text()
+    assert all(row.apply.isEnabled() for row in panel.remedy_list.rows)
+
+
+def test_hidden_tab_does_no_work_until_shown(qtbot: Any, window: MainWindow) -> None:
+    window.show()
+    qtbot.waitExposed(window)
+    panel = window.diagnosis
+    assert window.tabs.currentWidget() is not panel and not panel.isVisible()
+    for value in (5, 6, 7):
+        window.workload_form.micro_batch.setValue(value)
+    qtbot.wait(200)
+    assert panel.refresh_count == 0 and panel.diagnosis is None
+    window.tabs.setCurrentWidget(panel)  # becoming visible diagnoses at once
+    assert panel.refresh_count == 1 and not panel.stale
+    assert panel.diagnosis is not None and panel.diagnosis.estimate.plan.workload.micro_batch == 7
+
+
+def test_unit_switch_reformats_without_recomputing(qtbot: Any, shown: MainWindow) -> None:
+    panel = show_plan(qtbot, shown, LESSON_7B_ON_4090)
+    count = panel.refresh_count
+    shown.unit_actions["GiB"].trigger()
+    assert panel.refresh_count == count
+    assert panel.diagnosis is not None
+    assert panel.figures["state"].text() == memory(panel.diagnosis.state_bytes, "GiB")
+    assert "GiB" in panel.curve_view.caption.text()
+
+
+def test_training_fits_but_serving_does_not(qtbot: Any, shown: MainWindow) -> None:
+    plan = default_plan().with_inference(concurrent=200, context=8192)
+    panel = show_plan(qtbot, shown, plan)
+    assert panel.diagnosis is not None and panel.diagnosis.failure is Failure.SERVING
+    assert "Fits" in panel.badge.text()
+    assert "when serving many users" in panel.remedy_note.text()
+    assert not panel.show_symptom_button.isHidden()
+    panel.show_symptom_button.click()
+    assert panel.symptom_picker.currentData() == Failure.SERVING.value
+    _, remedies = remedies_for_symptom(plan, Failure.SERVING)
+    assert remedies and [r.entry.title for r in panel.symptom_list.rows] == [r.title for r in remedies]
+    for row, remedy in zip(panel.symptom_list.rows, remedies, strict=True):
+        assert row.total.text() == memory(estimate(remedy.plan).inference.total_bytes)
