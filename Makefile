@@ -35,3 +35,30 @@ bench: $(STAMP)
 
 clean:
 	rm -rf $(VENV) build dist .pytest_cache .mypy_cache .ruff_cache
+
+# ---- standalone binaries (packaging/README_SECTION.md) --------------------------------
+# A separate venv with PyInstaller, so the dev venv stays lean. `make dist smoke` is what
+# CI runs after `make test`; `make bench-startup` measures size and start-up time.
+DIST_VENV  ?= .venv-dist
+DIST_PY    := $(DIST_VENV)/bin/python
+DIST_STAMP := $(DIST_VENV)/.installed
+
+.PHONY: dist-onefile bench-startup
+
+$(DIST_STAMP): pyproject.toml
+	$(PYTHON) -m venv $(DIST_VENV)
+	$(DIST_PY) -m pip install --quiet --upgrade pip
+	$(DIST_PY) -m pip install --quiet -e '.[dist]'
+	touch $(DIST_STAMP)
+
+dist: $(DIST_STAMP)
+	$(DIST_PY) packaging/build.py
+
+dist-onefile: $(DIST_STAMP)
+	$(DIST_PY) packaging/build.py --onefile
+
+smoke:
+	packaging/smoke_test.sh
+
+bench-startup: $(DIST_STAMP)
+	$(DIST_PY) benchmarks/startup.py

@@ -17,6 +17,7 @@ stdout at all, so ``--report FILE`` writes the same line to a file as well.
 
 from __future__ import annotations
 
+import inspect
 import os
 import sys
 import tempfile
@@ -149,8 +150,8 @@ def _check_window(app: Any, folder: Path, full: Any, qlora: Any, saved: Path) ->
 
         return refuse
 
-    for name in ("error", "info", "ask_save_changes", "open_file", "open_folder", "save_file"):
-        if hasattr(dialogs, name):
+    for name, value in list(vars(dialogs).items()):
+        if inspect.isfunction(value) and value.__module__ == dialogs.__name__ and not name.startswith("_"):
             setattr(dialogs, name, no_dialog(name))
 
     window = MainWindow(settings=settings)
