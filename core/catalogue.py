@@ -85,7 +85,9 @@ def _load_json(path: Path) -> Any:
         return json.loads(raw.decode("utf-8"))
     except OSError as exc:
         raise PlanFileError(str(path), f"cannot be read ({exc.strerror or exc})") from None
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+    except RecursionError:
+        raise PlanFileError(str(path), "is nested too deeply to be a catalogue") from None
+    except ValueError as exc:  # bad UTF-8, bad JSON, an integer of thousands of digits
         raise PlanFileError(str(path), f"is not valid JSON ({exc})") from None
 
 
@@ -95,6 +97,8 @@ def load_models(path: str | None = None) -> tuple[CatalogueModel, ...]:
     where = path or "resources/models.json"
     if not isinstance(data, dict) or data.get("format") != "vramplan-model-catalogue":
         raise PlanFileError(where, "is not a VRAM Planner model catalogue")
+    if not isinstance(data.get("models", []), list):
+        raise PlanFileError(where, "has a 'models' entry that is not a list")
     models = []
     for index, entry in enumerate(data.get("models", [])):
         try:
@@ -112,7 +116,7 @@ def load_models(path: str | None = None) -> tuple[CatalogueModel, ...]:
                     spec=spec,
                 )
             )
-        except (KeyError, TypeError, ValueError, PlanError) as exc:
+        except (KeyError, TypeError, ValueError, OverflowError, PlanError) as exc:
             raise PlanFileError(where, f"model entry {index} is malformed: {exc}") from None
     return tuple(models)
 
@@ -123,6 +127,8 @@ def load_gpus(path: str | None = None) -> tuple[GpuSpec, ...]:
     where = path or "resources/gpus.json"
     if not isinstance(data, dict) or data.get("format") != "vramplan-gpu-catalogue":
         raise PlanFileError(where, "is not a VRAM Planner GPU catalogue")
+    if not isinstance(data.get("gpus", []), list):
+        raise PlanFileError(where, "has a 'gpus' entry that is not a list")
     gpus = []
     for index, entry in enumerate(data.get("gpus", [])):
         try:
@@ -148,7 +154,7 @@ def load_gpus(path: str | None = None) -> tuple[GpuSpec, ...]:
                     notes=str(entry.get("notes", "")),
                 )
             )
-        except (KeyError, TypeError, ValueError) as exc:
+        except (KeyError, TypeError, ValueError, OverflowError) as exc:
             raise PlanFileError(where, f"GPU entry {index} is malformed: {exc}") from None
     return tuple(gpus)
 

@@ -78,7 +78,7 @@ def weight_terms(plan: Plan, counts: ParamCounts, dt: Dtypes) -> list[Term]:
     p = counts.total
     terms: list[Term] = []
     if plan.method is Method.QLORA:
-        quantised = model.matmul_params()
+        quantised = model.stored_matmul_params()
         rest = p - quantised
         if plan.quant is Quant.INT8:
             rows = model.num_layers * sum(out for _, out in model.linear_shapes().values())
@@ -464,7 +464,7 @@ def autocast_copies(plan: Plan) -> float:
     model = plan.model
     per_layer = model.matmul_params() // model.num_layers
     layers = model.num_layers - (plan.frozen_layers if plan.method is Method.FROZEN else 0)
-    return layers * per_layer + model.vocab_size * model.hidden_size
+    return (layers * per_layer + model.vocab_size * model.hidden_size) * model.params_scale
 
 
 def training_breakdown(plan: Plan, counts: ParamCounts) -> Breakdown:
@@ -540,14 +540,14 @@ def training_breakdown(plan: Plan, counts: ParamCounts) -> Breakdown:
     w_backward = w_bucket
     copies_block = None
     if copies:
-        per_layer = model.matmul_params() // model.num_layers
+        per_layer = model.stored_matmul_params() // model.num_layers
         copies_block = Term("16-bit copies of one block's weights (autocast)", f"{sci(per_layer)} × 2 B", per_layer * 2)
     if copies and plan.checkpointing:
         # Checkpointed blocks keep nothing from the forward, so their autocast copies die
         # with the autocast cache when the forward ends; only the head's copy stays, and
         # the block being recomputed makes its own.
         vd = model.vocab_size * model.hidden_size
-        per_layer = model.matmul_params() // model.num_layers
+        per_layer = model.stored_matmul_params() // model.num_layers
         w_backward = make_bucket(
             BucketKey.WEIGHTS,
             [

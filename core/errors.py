@@ -3,6 +3,11 @@
 from __future__ import annotations
 
 
+def one_line(text: str) -> str:
+    """``text`` with newlines and other control characters escaped, so a message stays one line."""
+    return text if text.isprintable() else repr(text)[1:-1]
+
+
 class PlanError(ValueError):
     """A value a user gave is outside what the estimator accepts.
 
@@ -19,9 +24,9 @@ class PlanError(ValueError):
         shown = repr(value)
         if len(shown) > 80:
             shown = shown[:77] + "..."
-        text = f"{field}: {shown} is not allowed; expected {allowed}"
+        text = f"{one_line(field)}: {shown} is not allowed; expected {one_line(allowed)}"
         if reason:
-            text += f" ({reason})"
+            text += f" ({one_line(reason)})"
         super().__init__(text)
 
 
@@ -31,4 +36,4 @@ class PlanFileError(ValueError):
     def __init__(self, path: str, reason: str) -> None:
         self.path = path
         self.reason = reason
-        super().__init__(f"{path}: {reason}")
+        super().__init__(f"{one_line(path)}: {one_line(reason)}")

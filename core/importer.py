@@ -8,6 +8,7 @@ folder cannot run code through this path.
 from __future__ import annotations
 
 import json
+import math
 import os
 import struct
 from dataclasses import dataclass, replace
@@ -15,13 +16,14 @@ from pathlib import Path
 from typing import Any, Final
 
 from core.errors import PlanError, PlanFileError
-from core.model import ModelSpec, model_from_hf_config
+from core.model import MAX_NAME_CHARS, ModelSpec, model_from_hf_config
 
 MAX_CONFIG_BYTES: Final = 2_000_000
 # The safetensors format caps its header at 100 MB (huggingface/safetensors, lib.rs
 # MAX_HEADER_SIZE); anything larger is refused before it is read.
 MAX_HEADER_BYTES: Final = 100_000_000
 MAX_SHARDS: Final = 10_000
+MAX_TENSOR_RANK: Final = 64  # real tensors have a handful of dimensions
 # Bytes per element of safetensors dtypes (safetensors/src/tensor.rs Dtype::size).
 SAFETENSORS_DTYPE_BYTES: Final = {
     "BOOL": 1,
@@ -45,6 +47,8 @@ SAFETENSORS_DTYPE_BYTES: Final = {
     "F6_E2M3": 1,
     "F6_E3M2": 1,
 }
+# Sub-byte dtypes (safetensors Dtype::bitsize); every other dtype is 8 × its byte size.
+_DTYPE_BITS: Final = {"F4": 4, "F6_E2M3": 6, "F6_E3M2": 6}
 # Buffers some checkpoints store beside the parameters: GPT-2's causal-mask tables
 # (h.N.attn.bias, h.N.attn.masked_bias) and rotary inv_freq tables.
 _BUFFER_SUFFIXES: Final = (".attn.masked_bias", ".rotary_emb.inv_freq")
@@ -84,7 +88,7 @@ def read_safetensors_header(path: str | os.PathLike[str]) -> dict[str, Any]:
         raise PlanFileError(where, f"cannot be read ({exc.strerror or exc})") from None
     try:
         header = json.loads(raw.decode("utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError, RecursionError):
+    except (ValueError, RecursionError):  # bad UTF-8, bad JSON, an integer of thousands of digits
         raise PlanFileError(where, "has a header that is not valid JSON") from None
     if not isinstance(header, dict):
         raise PlanFileError(where, "has a header that is not a JSON object")
@@ -99,6 +103,7 @@ def read_safetensors_header(path: str | os.PathLike[str]) -> dict[str, Any]:
             raise PlanFileError(where, f"tensor {name!r} has unknown dtype {dtype!r}")
         if (
             not isinstance(shape, list)
+            or len(shape) > MAX_TENSOR_RANK
             or not all(isinstance(d, int) and not isinstance(d, bool) and d >= 0 for d in shape)
             or not isinstance(offsets, list)
             or len(offsets) != 2
@@ -108,6 +113,13 @@ def read_safetensors_header(path: str | os.PathLike[str]) -> dict[str, Any]:
         start, end = offsets
         if not 0 <= start <= end <= data_size:
             raise PlanFileError(where, f"tensor {name!r} lies outside the file (offsets {start}..{end})")
+        # As safetensors itself validates (tensor.rs, TensorInfo): the byte range must
+        # hold exactly the elements the shape claims, so a shape cannot inflate the count.
+        elements = math.prod(shape)
+        if elements * _DTYPE_BITS.get(dtype, 8 * SAFETENSORS_DTYPE_BYTES[dtype]) != 8 * (end - start):
+            raise PlanFileError(
+                where, f"tensor {name!r}: its shape does not match its {end - start:,} bytes of {dtype}"
+            )
     return header
 
 
@@ -144,10 +156,12 @@ def _read_config(path: Path) -> dict[str, Any]:
     except OSError as exc:
         raise PlanFileError(where, f"cannot be read ({exc.strerror or exc})") from None
     try:
-        config = json.loads(raw.decode("utf-8"))
+        config = json.loads(raw.decode("utf-8-sig"))  # a byte-order mark is harmless
     except UnicodeDecodeError:
         raise PlanFileError(where, "is not UTF-8 text") from None
-    except (json.JSONDecodeError, RecursionError) as exc:
+    except RecursionError:
+        raise PlanFileError(where, "is nested too deeply to be a config.json") from None
+    except ValueError as exc:  # JSONDecodeError, or an integer of thousands of digits
         raise PlanFileError(where, f"is not valid JSON ({exc})") from None
     if not isinstance(config, dict):
         raise PlanFileError(where, "is not a JSON object")
@@ -169,9 +183,10 @@ def import_model(path: str | os.PathLike[str]) -> ImportedModel:
     if not config_path.is_file():
         raise PlanFileError(str(target), "has no config.json")
     config = _read_config(config_path)
-    label = str(config.get("_name_or_path") or folder.name or "imported model")
+    given = config.get("_name_or_path")
+    label = given.strip() if isinstance(given, str) and given.strip() else (folder.name or "imported model")
     try:
-        spec = model_from_hf_config(config, name=label)
+        spec = model_from_hf_config(config, name=label[:MAX_NAME_CHARS])
     except PlanError as exc:
         raise PlanFileError(str(config_path), str(exc)) from None
     checkpoint = None
@@ -180,5 +195,8 @@ def import_model(path: str | os.PathLike[str]) -> ImportedModel:
         if shards:
             checkpoint = count_safetensors(shards)
             if checkpoint.params:
-                spec = replace(spec, params_override=checkpoint.params)
+                try:
+                    spec = replace(spec, params_override=checkpoint.params)
+                except PlanError as exc:
+                    raise PlanFileError(str(folder), f"its safetensors files claim {exc}") from None
     return ImportedModel(spec=spec, source=str(config_path), checkpoint=checkpoint)

@@ -63,7 +63,7 @@ def serving_weights(plan: Plan, counts: ParamCounts) -> float:
     dtype = plan.inference.weight_dtype
     per = WEIGHT_BYTES[dtype]
     if dtype in ("int8", "nf4"):
-        quantised = plan.model.matmul_params()
+        quantised = plan.model.stored_matmul_params()
         return quantised * per + (counts.total - quantised) * 2
     return counts.total * per
 

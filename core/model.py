@@ -129,18 +129,20 @@ class ModelSpec:
             raise PlanError(
                 "model.experts_per_token", self.experts_per_token, f"at most num_experts ({self.num_experts})"
             )
-        if self.norm not in NORMS:
+        if not isinstance(self.norm, str) or self.norm not in NORMS:
             raise PlanError("model.norm", self.norm, " or ".join(NORMS))
-        if (
-            not isinstance(self.learned_positions, int)
-            or not 0 <= self.learned_positions <= LIMITS["max_position_embeddings"]
-        ):
-            raise PlanError("model.learned_positions", self.learned_positions, "an integer ≥ 0")
-        if self.sliding_window is not None and (
-            isinstance(self.sliding_window, bool) or not isinstance(self.sliding_window, int) or self.sliding_window < 1
-        ):
+        for name in _FLAGS:
+            if not isinstance(getattr(self, name), bool):
+                raise PlanError(f"model.{name}", getattr(self, name), "true or false")
+        if not _is_int(self.learned_positions) or not 0 <= self.learned_positions <= LIMITS["max_position_embeddings"]:
+            raise PlanError(
+                "model.learned_positions",
+                self.learned_positions,
+                f"an integer from 0 to {LIMITS['max_position_embeddings']:,}",
+            )
+        if self.sliding_window is not None and (not _is_int(self.sliding_window) or self.sliding_window < 1):
             raise PlanError("model.sliding_window", self.sliding_window, "a positive integer or null")
-        if not 0 <= self.sliding_window_layers <= self.num_layers:
+        if not _is_int(self.sliding_window_layers) or not 0 <= self.sliding_window_layers <= self.num_layers:
             raise PlanError("model.sliding_window_layers", self.sliding_window_layers, f"0 to {self.num_layers}")
         for name in ("dropout", "attention_dropout"):
             value = getattr(self, name)
@@ -152,10 +154,13 @@ class ModelSpec:
                 raise PlanError(f"model.{name}", value, "0 (none) or a positive cap")
         if not isinstance(self.activation, str) or not self.activation:
             raise PlanError("model.activation", self.activation, "an activation name such as silu or gelu_new")
-        if self.params_override is not None and self.params_override < 0:
-            raise PlanError("model.params_override", self.params_override, "a count ≥ 0 or null")
-        if not isinstance(self.name, str) or not self.name.strip():
-            raise PlanError("model.name", self.name, "a non-empty name")
+        if self.params_override is not None and (
+            not _is_int(self.params_override) or not 0 <= self.params_override <= MAX_PARAMS
+        ):
+            raise PlanError("model.params_override", self.params_override, f"a count from 0 to {MAX_PARAMS:,} or null")
+        check_text("model.name", self.name)
+        check_text("model.family", self.family, allow_empty=True)
+        check_text("model.activation", self.activation)
 
     # ---- shapes -------------------------------------------------------------------
     @property
@@ -230,10 +235,25 @@ class ModelSpec:
     def total_params(self) -> int:
         return self.params_override if self.params_override else self.architecture_params()
 
+    @property
+    def params_scale(self) -> float:
+        """Given count ÷ architecture-derived count (1 without an override).
+
+        A typed P (the lesson's 6.7·10⁹) keeps the architecture's proportions: every part
+        derived from the shape (projection matrices, idle experts) scales with it, so no
+        part can exceed the whole.
+        """
+        derived = self.architecture_params()
+        return self.total_params() / derived if self.params_override and derived else 1.0
+
     def active_params(self) -> int:
         """Parameters one token passes through (MoE: only the routed experts)."""
         idle = (self.num_experts - self.experts_per_token) * self.expert_mlp_params() * self.num_layers
-        return self.total_params() - idle
+        return self.total_params() - round(idle * self.params_scale)
+
+    def stored_matmul_params(self) -> int:
+        """The projection matrices' share of the stored parameters (scaled with a given P)."""
+        return min(self.total_params(), round(self.matmul_params() * self.params_scale))
 
     def matmul_params(self) -> int:
         """Parameters in the projection matrices of the blocks (what LoRA and quantisation touch)."""
@@ -297,6 +317,27 @@ class ModelSpec:
         return replace(self, name=name)
 
 
+MAX_PARAMS: Final = 10**16  # parameters a typed or imported count may claim; 10¹⁵ stays expressible
+MAX_NAME_CHARS: Final = 1_000  # names, ids and families; keeps a plan file a few kB
+_FLAGS: Final = ("gated_mlp", "tie_embeddings", "qkv_bias", "o_bias", "mlp_bias", "fused_qkv", "fused_gate_up")
+
+
+def _is_int(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def check_text(path: str, value: object, *, allow_empty: bool = False) -> None:
+    """A name, id or family: a string of sensible length that a UTF-8 plan file can hold."""
+    if not isinstance(value, str) or (not allow_empty and not value.strip()):
+        raise PlanError(path, value, "a string" if allow_empty else "a non-empty name")
+    if len(value) > MAX_NAME_CHARS:
+        raise PlanError(path, value, f"at most {MAX_NAME_CHARS:,} characters")
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        raise PlanError(path, value, "text without lone surrogates", "cannot be saved as UTF-8") from None
+
+
 # Upper bounds: generous (a 10¹⁵-parameter model stays expressible) yet they keep every
 # product in the estimator finite.
 LIMITS: Final[dict[str, int]] = {
@@ -336,6 +377,24 @@ SUPPORTED_MODEL_TYPES: Final = (
 )
 
 
+def _finite(value: object) -> float | None:
+    """``value`` as a finite float, or None (bools, strings, NaN, infinities, ints past float range)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    try:
+        number = float(value)
+    except OverflowError:
+        return None
+    return number if math.isfinite(number) else None
+
+
+def _whole_number(value: object) -> bool:
+    """An int, or a float without a fraction (configs write 4096.0); never NaN or infinity."""
+    if isinstance(value, float):
+        return math.isfinite(value) and value.is_integer()
+    return _is_int(value)
+
+
 @dataclass(frozen=True)
 class _Reader:
     """Typed access to a config dict; every failure names the key."""
@@ -348,7 +407,7 @@ class _Reader:
         for key in keys:
             if key in self.config and self.config[key] is not None:
                 value = self.config[key]
-                if isinstance(value, bool) or not isinstance(value, (int, float)) or value != int(value):
+                if not _whole_number(value):
                     raise PlanError(f"{self.where}.{key}", value, "an integer")
                 return int(value)
         if default is None:
@@ -375,9 +434,10 @@ class _Reader:
         value = self.config.get(key)
         if value is None:
             return default
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value < 0:
+        number = _finite(value)
+        if number is None or number < 0:
             raise PlanError(f"{self.where}.{key}", value, "a non-negative number")
-        return float(value)
+        return number
 
     def get_prob(self, key: str, default: float) -> float:
         value = self.get_float(key, default)
@@ -389,7 +449,7 @@ class _Reader:
         value = self.config.get(key)
         if value is None:
             return None
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or value != int(value):
+        if not _whole_number(value):
             raise PlanError(f"{self.where}.{key}", value, "an integer or null")
         return int(value)
 
@@ -400,19 +460,25 @@ def model_from_hf_config(config: Mapping[str, Any], name: str | None = None) -> 
     Only reads values; nothing in the config is executed (``auto_map`` and remote code are
     ignored). Raises :class:`PlanError` naming the offending key.
     """
+    return _model_from_hf_config(config, name, nested=False)
+
+
+def _model_from_hf_config(config: Mapping[str, Any], name: str | None, *, nested: bool) -> ModelSpec:
     if not isinstance(config, Mapping):
         raise PlanError("config", type(config).__name__, "a JSON object")
     model_type = config.get("model_type")
-    if isinstance(config.get("text_config"), Mapping) and model_type not in SUPPORTED_MODEL_TYPES:
+    # Multimodal wrappers keep the language model in text_config: one level, never nested further.
+    if not nested and isinstance(config.get("text_config"), Mapping) and model_type not in SUPPORTED_MODEL_TYPES:
         text = dict(config["text_config"])
         text.setdefault("tie_word_embeddings", config.get("tie_word_embeddings", text.get("tie_word_embeddings")))
-        return model_from_hf_config(text, name)
-    if model_type not in SUPPORTED_MODEL_TYPES:
+        return _model_from_hf_config(text, name, nested=True)
+    if not isinstance(model_type, str) or model_type not in SUPPORTED_MODEL_TYPES:
         raise PlanError(
             "config.model_type", model_type, "one of " + ", ".join(SUPPORTED_MODEL_TYPES), "unknown architecture"
         )
     r = _Reader(config, "config")
-    label = name or str(config.get("_name_or_path") or model_type)
+    given = config.get("_name_or_path")
+    label = name or (given.strip()[:MAX_NAME_CHARS] if isinstance(given, str) and given.strip() else model_type)
     if model_type == "gpt2":
         d = r.get_int("n_embd", "hidden_size")
         heads = r.get_int("n_head", "num_attention_heads")
@@ -550,8 +616,9 @@ def model_from_dict(data: Mapping[str, Any], where: str = "model") -> ModelSpec:
         elif expected == "int":
             ok = isinstance(value, int) and not isinstance(value, bool)
         elif expected == "float":
-            ok = isinstance(value, (int, float)) and not isinstance(value, bool)
-            value = float(value) if ok else value
+            number = _finite(value)
+            ok = number is not None
+            value = number if ok else value
         else:  # int | None
             ok = value is None or (isinstance(value, int) and not isinstance(value, bool))
         if not ok:

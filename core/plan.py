@@ -13,7 +13,7 @@ from enum import StrEnum
 from typing import Any, Final
 
 from core.errors import PlanError
-from core.model import ModelSpec, normalise_lora_targets
+from core.model import ModelSpec, check_text, normalise_lora_targets
 
 
 class Method(StrEnum):
@@ -175,6 +175,7 @@ class Hardware:
     def __post_init__(self) -> None:
         if not isinstance(self.gpu, str) or not self.gpu.strip():
             raise PlanError("hardware.gpu", self.gpu, "a GPU id from the catalogue or 'custom'")
+        check_text("hardware.gpu", self.gpu)
         _check_int("hardware.gpu_count", self.gpu_count, 1, MAX_GPUS)
         _check_enum("hardware.sharding", self.sharding, Sharding)
         _check_float("hardware.utilisation", self.utilisation, 0.0, 1.0, low_open=True)
@@ -242,6 +243,7 @@ class Plan:
             raise PlanError("model", self.model, "a model description")
         if not isinstance(self.model_id, str):
             raise PlanError("model_id", self.model_id, "a catalogue id or empty")
+        check_text("model_id", self.model_id, allow_empty=True)
         _check_enum("method.kind", self.method, Method)
         _check_enum("method.quant", self.quant, Quant)
         _check_enum("method.precision", self.precision, Precision)

@@ -1,8 +1,11 @@
 """The plan file: a versioned JSON document, saved atomically, read without executing.
 
-``{"format": "vramplan-plan", "version": 1, "plan": {...}}``. Reading checks every key:
+``{"format": "vramplan-plan", "version": 2, "plan": {...}}``. Reading checks every key:
 unknown keys, missing keys and wrong types raise :class:`PlanError` naming the field.
-Older versions are migrated forward by :data:`MIGRATIONS`.
+Older versions are migrated forward by :data:`MIGRATIONS`, one version at a time.
+
+History: version 2 added ``plan.workload.eval_batch`` (0: evaluate with the training
+micro-batch); a version 1 file is read as if it said 0.
 """
 
 from __future__ import annotations
@@ -11,6 +14,7 @@ import contextlib
 import json
 import math
 import os
+import stat
 import tempfile
 from collections.abc import Callable, Mapping
 from dataclasses import fields, is_dataclass
@@ -23,7 +27,7 @@ from core.model import ModelSpec, model_from_dict
 from core.plan import Hardware, Inference, LessonSettings, LoraSettings, Plan, Workload
 
 FORMAT: Final = "vramplan-plan"
-VERSION: Final = 1
+VERSION: Final = 2
 MAX_FILE_BYTES: Final = 5_000_000  # a plan is a few kB; refuse anything absurd before parsing
 MAX_DEPTH: Final = 32
 
@@ -125,8 +129,19 @@ def _depth(value: Any, limit: int = MAX_DEPTH) -> int:
     return deepest
 
 
+def _v1_to_v2(document: dict[str, Any]) -> dict[str, Any]:
+    """Version 2 added ``workload.eval_batch``; 0 keeps version 1's behaviour (the training micro-batch)."""
+    migrated = dict(document, version=2)
+    plan = document.get("plan")
+    if isinstance(plan, Mapping) and isinstance(plan.get("workload"), Mapping):
+        workload = dict(plan["workload"])
+        workload.setdefault("eval_batch", 0)
+        migrated["plan"] = dict(plan, workload=workload)
+    return migrated  # anything else malformed is reported by the reader, naming the field
+
+
 # version -> function turning a document of that version into the next version's.
-MIGRATIONS: Final[dict[int, Callable[[dict[str, Any]], dict[str, Any]]]] = {}
+MIGRATIONS: Final[dict[int, Callable[[dict[str, Any]], dict[str, Any]]]] = {1: _v1_to_v2}
 
 
 def plan_from_dict(document: Any) -> Plan:
@@ -136,7 +151,10 @@ def plan_from_dict(document: Any) -> Plan:
         raise PlanError("format", document.get("format"), f"'{FORMAT}'", "not a VRAM Planner plan")
     version = document.get("version")
     if isinstance(version, bool) or not isinstance(version, int) or not 1 <= version <= VERSION:
-        raise PlanError("version", version, f"an integer from 1 to {VERSION}", "written by a newer VRAM Planner?")
+        newer = isinstance(version, int) and not isinstance(version, bool) and version > VERSION
+        raise PlanError(
+            "version", version, f"an integer from 1 to {VERSION}", "written by a newer VRAM Planner?" if newer else ""
+        )
     doc = dict(document)
     while doc["version"] < VERSION:
         doc = MIGRATIONS[doc["version"]](doc)
@@ -152,9 +170,11 @@ def plan_from_dict(document: Any) -> Plan:
 def loads(text: str | bytes, where: str = "(text)") -> Plan:
     if isinstance(text, bytes):
         try:
-            text = text.decode("utf-8")
+            text = text.decode("utf-8-sig")  # a byte-order mark, as some Windows editors write, is harmless
         except UnicodeDecodeError:
             raise PlanFileError(where, "is not UTF-8 text (is it a plan file?)") from None
+    elif text.startswith("\ufeff"):
+        text = text[1:]
     try:
         document = json.loads(text, parse_constant=_reject_constant)
     except RecursionError:
@@ -176,13 +196,18 @@ def _reject_constant(name: str) -> Any:
 def load(path: str | os.PathLike[str]) -> Plan:
     where = str(path)
     try:
-        size = os.path.getsize(path)
-        if size > MAX_FILE_BYTES:
-            raise PlanFileError(where, f"is {size:,} bytes; a plan file is a few kB")
+        info = os.stat(path)
+        # Never open a FIFO or a device: opening a FIFO blocks until someone writes to it.
+        if not stat.S_ISREG(info.st_mode):
+            raise PlanFileError(where, "is not a regular file")
+        if info.st_size > MAX_FILE_BYTES:
+            raise PlanFileError(where, f"is {info.st_size:,} bytes; a plan file is a few kB")
         with open(path, "rb") as handle:
             raw = handle.read(MAX_FILE_BYTES + 1)
     except OSError as exc:
         raise PlanFileError(where, f"cannot be read ({exc.strerror or exc})") from None
+    if len(raw) > MAX_FILE_BYTES:  # it grew after the size check
+        raise PlanFileError(where, f"is over {MAX_FILE_BYTES:,} bytes; a plan file is a few kB")
     return loads(raw, where)
 
 

@@ -29,8 +29,15 @@ def test_a_committed_measurement_maps_to_its_plan() -> None:
 
 @pytest.mark.parametrize(
     "content",
-    [b"", b"{}", b'{"format": "vramplan-measurement"}', b'{"format": "vramplan-measurement", "case": {}}',
-     b'{"format": "vramplan-measurement", "case": {}, "peak_allocated_bytes": -1}', b"\xff\xfe", b"[" * 50_000],
+    [
+        b"",
+        b"{}",
+        b'{"format": "vramplan-measurement"}',
+        b'{"format": "vramplan-measurement", "case": {}}',
+        b'{"format": "vramplan-measurement", "case": {}, "peak_allocated_bytes": -1}',
+        b"\xff\xfe",
+        b"[" * 50_000,
+    ],
 )
 def test_bad_measurement_files(tmp_path: Path, content: bytes) -> None:
     path = tmp_path / "m.json"

@@ -1,0 +1,171 @@
+"""Monotonicity invariants of the estimator, property-tested under both accountings.
+
+Plans come from ``tests.core.strategies.plans`` with two inputs pinned so the comparisons
+mean what they say: a typed parameter count, when present, is at least what the
+architecture implies (smaller ones are a known bug, see ``test_fuzz``), and the lesson's
+typed T is left to be derived.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import replace
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from core.accounting import BucketKey
+from core.estimate import Estimate, estimate
+from core.plan import MAX_BATCH, MAX_SEQ, Accounting, Attention, Method, Optimizer, Plan, Precision, Quant, Sharding
+from core.presets import plan_for_model
+from tests.core.strategies import plans
+
+INVARIANT = settings(max_examples=250, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+REL = 1e-9  # float sums in a different order
+
+
+def _consistent(plan: Plan) -> Plan:
+    model = plan.model
+    if model.params_override and model.params_override < model.architecture_params():
+        model = replace(model, params_override=None)
+    return replace(plan, model=model, lesson=replace(plan.lesson, trainable_override=0))
+
+
+valid_plans = plans().map(_consistent)
+
+
+def _both(plan: Plan) -> list[Plan]:
+    return [replace(plan, accounting=a) for a in Accounting]
+
+
+def _no_more(smaller: float, larger: float) -> bool:
+    return smaller <= larger * (1 + REL) + 1e-6
+
+
+def _assert_no_more(low: Plan, high: Plan, what: Callable[[Estimate], float], label: str) -> None:
+    for lo, hi in zip(_both(low), _both(high), strict=True):
+        a, b = what(estimate(lo)), what(estimate(hi))
+        assert _no_more(a, b), f"{label} ({lo.accounting}): {a} > {b}"
+
+
+def _peak(e: Estimate) -> float:
+    return e.peak_bytes
+
+
+def _total(e: Estimate) -> float:
+    return e.total_bytes
+
+
+def _activations(e: Estimate) -> float:
+    return max(p.bucket(BucketKey.ACTIVATIONS).bytes for p in e.phases)
+
+
+@settings(INVARIANT)
+@given(valid_plans, st.integers(1, 64))
+def test_more_micro_batch_never_needs_less(plan: Plan, more: int) -> None:
+    bigger = plan.with_workload(micro_batch=min(MAX_BATCH, plan.workload.micro_batch + more))
+    _assert_no_more(plan, bigger, _peak, "peak")
+    _assert_no_more(plan, bigger, _total, "total")
+
+
+@settings(INVARIANT)
+@given(valid_plans, st.integers(1, 100_000))
+def test_longer_sequence_never_needs_less(plan: Plan, more: int) -> None:
+    longer = plan.with_workload(seq_len=min(MAX_SEQ, plan.workload.seq_len + more))
+    _assert_no_more(plan, longer, _peak, "peak")
+    _assert_no_more(plan, longer, _total, "total")
+
+
+def _lora_regime(plan: Plan) -> Plan:
+    """Where "LoRA needs less" is a claim about LoRA: a rank well below the width, one GPU, a few
+    thousand tokens per micro-batch, an optimizer with state (float32 Adam moments).
+
+    Outside it the estimator (deliberately, as PEFT behaves) can say more: float32 adapters
+    keep float32 copies of their inputs, and a rank near the width has as many parameters as
+    the matrix. See test_lora_can_exceed_full_fine_tuning below."""
+    tokens = plan.workload.micro_batch * plan.workload.seq_len
+    workload = (
+        plan.workload
+        if tokens <= 2048
+        else replace(plan.workload, micro_batch=1, seq_len=min(2048, plan.workload.seq_len))
+    )
+    return replace(
+        plan,
+        optimizer=plan.optimizer if plan.optimizer in (Optimizer.ADAMW, Optimizer.PAGED_ADAMW) else Optimizer.ADAMW,
+        lora=replace(plan.lora, rank=min(plan.lora.rank, 64)),
+        workload=workload,
+        hardware=replace(plan.hardware, gpu_count=1, sharding=Sharding.NONE),
+    )
+
+
+@settings(INVARIANT)
+@given(valid_plans.map(_lora_regime))
+def test_lora_never_needs_more_than_full_fine_tuning(plan: Plan) -> None:
+    _assert_no_more(replace(plan, method=Method.LORA), replace(plan, method=Method.FULL), _peak, "peak")
+    _assert_no_more(replace(plan, method=Method.LORA), replace(plan, method=Method.FULL), _total, "total")
+
+
+@settings(INVARIANT)
+@given(valid_plans)
+def test_4bit_base_never_needs_more_than_16bit_lora(plan: Plan) -> None:
+    qlora = replace(plan, method=Method.QLORA, quant=Quant.NF4)
+    lora = replace(plan, method=Method.LORA)
+    _assert_no_more(qlora, lora, _peak, "peak")
+    _assert_no_more(qlora, lora, _total, "total")
+
+
+@settings(INVARIANT)
+@given(valid_plans.filter(lambda p: p.method is not Method.FROZEN))
+def test_checkpointing_never_keeps_more_activations(plan: Plan) -> None:
+    # Frozen blocks are excluded: see test_checkpointing_frozen_blocks_keeps_more below.
+    _assert_no_more(replace(plan, checkpointing=True), replace(plan, checkpointing=False), _activations, "activations")
+
+
+@settings(INVARIANT)
+@given(valid_plans, st.sampled_from([Sharding.ZERO1, Sharding.ZERO2, Sharding.ZERO3]), st.integers(1, 512))
+def test_more_sharded_gpus_never_need_more_per_gpu(plan: Plan, sharding: Sharding, more: int) -> None:
+    fewer = plan.with_hardware(sharding=sharding)
+    more_gpus = fewer.with_hardware(gpu_count=fewer.hardware.gpu_count + more)
+    _assert_no_more(more_gpus, fewer, _peak, "peak")
+    _assert_no_more(more_gpus, fewer, _total, "total")
+
+
+# ---- where the properties above stop holding, on purpose -------------------------------
+# Both behaviours were seen in the measured training steps (benchmarks/accuracy), so the
+# estimator keeps them and the property tests above run in the regime where they hold.
+
+
+def test_lora_can_exceed_full_fine_tuning_at_long_sequences() -> None:
+    """PEFT upcasts a 16-bit input to its float32 adapter once per adapted matrix and
+    lora_A keeps that copy (measured: ho-smollm2-17b-lora..., qwen25-15b-lora-r16-bf16...),
+    so on a small model in pure bf16 at long sequences LoRA's activations outgrow the
+    Adam state it saves."""
+    plan = plan_for_model(
+        "gpt2", precision=Precision.BF16, attention=Attention.EAGER, accounting=Accounting.DETAILED
+    ).with_workload(micro_batch=1, seq_len=3393)
+    plan = plan.with_lora(rank=1, targets=("all-linear",))
+    lora, full = estimate(replace(plan, method=Method.LORA)), estimate(replace(plan, method=Method.FULL))
+    assert lora.peak_bytes > full.peak_bytes
+    # Shorter sequences are back in the regime the property test covers.
+    short = plan.with_workload(micro_batch=1, seq_len=512)
+    assert (
+        estimate(replace(short, method=Method.LORA)).peak_bytes
+        < estimate(replace(short, method=Method.FULL)).peak_bytes
+    )
+
+
+def test_checkpointing_frozen_blocks_keeps_their_inputs() -> None:
+    """Non-reentrant checkpointing holds each block's input even when nothing in the block
+    trains (measured: llama32-1b-frozen8-...-ckpt and the frozen sweeps), so with every
+    block frozen it can only add memory."""
+    plan = plan_for_model(
+        "gpt2-medium",
+        method=Method.FROZEN,
+        frozen_layers=24,
+        precision=Precision.FP32,
+        attention=Attention.EAGER,
+        accounting=Accounting.DETAILED,
+    ).with_workload(micro_batch=1, seq_len=1)
+    with_ckpt = _activations(estimate(replace(plan, checkpointing=True)))
+    without = _activations(estimate(replace(plan, checkpointing=False)))
+    assert with_ckpt > without

@@ -1,0 +1,167 @@
+"""Plan-file versions: older files are migrated forward; saving writes the current version.
+
+Also the atomic-write guarantee: a crash at any point of a save leaves the previous file
+exactly as it was and no temporary file behind.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from core import planfile
+from core.errors import PlanError, PlanFileError
+from core.plan import Attention, Method, Optimizer, Plan, Precision, Sharding
+from core.presets import default_plan, plan_for_model
+
+V1_EXAMPLE = Path(__file__).resolve().parent.parent / "data" / "plans" / "v1_example.json"
+
+
+def expected_v1_plan() -> Plan:
+    """What tests/data/plans/v1_example.json describes, built by hand."""
+    plan = plan_for_model(
+        "llama-3.1-8b",
+        method=Method.QLORA,
+        precision=Precision.BF16_MIXED,
+        optimizer=Optimizer.PAGED_ADAMW_8BIT,
+        checkpointing=True,
+        attention=Attention.FLASH,
+    )
+    plan = plan.with_lora(rank=16, alpha=32.0, targets=("all-linear",))
+    plan = plan.with_workload(micro_batch=2, seq_len=4096, grad_accum=8, tokens=50_000_000, eval_batch=0)
+    return plan.with_hardware(gpu="rtx-4090", gpu_count=2, sharding=Sharding.ZERO2, price_per_gpu_hour=0.7)
+
+
+def _v1_document() -> dict[str, Any]:
+    document: dict[str, Any] = json.loads(V1_EXAMPLE.read_text(encoding="utf-8"))
+    return document
+
+
+def test_the_example_is_a_genuine_version_1_file() -> None:
+    document = _v1_document()
+    assert document["version"] == 1
+    assert "eval_batch" not in document["plan"]["workload"]
+
+
+def test_version_1_file_loads_as_the_expected_plan() -> None:
+    plan = planfile.load(V1_EXAMPLE)
+    assert plan == expected_v1_plan()
+    assert plan.workload.eval_batch == 0
+
+
+def test_saving_a_migrated_plan_writes_the_current_version(tmp_path: Path) -> None:
+    path = tmp_path / "plan.vramplan.json"
+    planfile.save(planfile.load(V1_EXAMPLE), path)
+    document = json.loads(path.read_text(encoding="utf-8"))
+    assert document["version"] == planfile.VERSION
+    assert document["plan"]["workload"]["eval_batch"] == 0
+    assert planfile.load(path) == expected_v1_plan()
+
+
+def test_every_older_version_has_a_migration() -> None:
+    assert planfile.VERSION >= 2
+    assert set(planfile.MIGRATIONS) == set(range(1, planfile.VERSION))
+
+
+def test_migration_steps_one_version_and_keeps_the_input() -> None:
+    document = _v1_document()
+    before = json.dumps(document, sort_keys=True)
+    migrated = planfile.MIGRATIONS[1](document)
+    assert migrated["version"] == 2
+    assert migrated["plan"]["workload"]["eval_batch"] == 0
+    assert json.dumps(document, sort_keys=True) == before  # the caller's document is not mutated
+
+
+def test_version_1_file_with_eval_batch_already_present_keeps_it() -> None:
+    document = _v1_document()
+    document["plan"]["workload"]["eval_batch"] = 3
+    assert planfile.plan_from_dict(document).workload.eval_batch == 3
+
+
+def test_current_version_without_eval_batch_is_an_error() -> None:
+    """Only version 1 files may omit the key: a version 2 file must carry it."""
+    document = _v1_document()
+    document["version"] = planfile.VERSION
+    with pytest.raises(PlanError, match=r"plan\.workload\.eval_batch.*missing"):
+        planfile.plan_from_dict(document)
+
+
+@pytest.mark.parametrize("broken", [{"plan": None}, {"plan": {"workload": 5}}, {"plan": {}}])
+def test_malformed_version_1_documents_are_reported_not_crashed(broken: dict[str, Any]) -> None:
+    document = {"format": planfile.FORMAT, "version": 1, **broken}
+    with pytest.raises(PlanError):
+        planfile.plan_from_dict(document)
+
+
+# ---- atomic saves ------------------------------------------------------------------------
+
+
+def _failing(*args: object, **kwargs: object) -> Any:
+    raise OSError(5, "Input/output error")
+
+
+@pytest.mark.parametrize(
+    ("target", "attribute"),
+    [(os, "fsync"), (os, "replace"), ("write", "")],
+    ids=["fsync", "rename", "write"],
+)
+def test_crash_mid_save_keeps_the_old_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, target: object, attribute: str
+) -> None:
+    path = tmp_path / "plan.vramplan.json"
+    planfile.save(default_plan(), path)
+    before = path.read_bytes()
+    if target == "write":
+        real_fdopen = os.fdopen
+
+        def fdopen_that_fails_half_way(fd: int, *args: Any, **kwargs: Any) -> Any:
+            handle = real_fdopen(fd, *args, **kwargs)
+
+            def write(text: str) -> int:
+                handle.buffer.write(text[: len(text) // 2].encode())
+                handle.buffer.flush()
+                raise OSError(28, "No space left on device")
+
+            handle.write = write
+            return handle
+
+        monkeypatch.setattr(os, "fdopen", fdopen_that_fails_half_way)
+    else:
+        monkeypatch.setattr(target, attribute, _failing)
+    with pytest.raises(PlanFileError, match="cannot be written"):
+        planfile.save(default_plan().with_workload(micro_batch=7), path)
+    monkeypatch.undo()
+    assert path.read_bytes() == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["plan.vramplan.json"]
+    assert planfile.load(path) == default_plan()
+
+
+def test_interrupt_mid_write_leaves_no_temporary(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A KeyboardInterrupt (not an OSError) still cleans up, and still propagates."""
+    path = tmp_path / "notes.txt"
+    planfile.atomic_write_text(path, "old\n")
+
+    def interrupted(fd: int) -> None:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(os, "fsync", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        planfile.atomic_write_text(path, "new\n")
+    assert path.read_text() == "old\n"
+    assert [p.name for p in tmp_path.iterdir()] == ["notes.txt"]
+
+
+def test_atomic_write_to_a_new_file_that_fails_creates_nothing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(os, "fsync", _failing)
+    with pytest.raises(OSError):
+        planfile.atomic_write_text(tmp_path / "fresh.json", "{}")
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_save_into_a_missing_folder_is_a_file_error(tmp_path: Path) -> None:
+    with pytest.raises(PlanFileError, match="cannot be written"):
+        planfile.save(default_plan(), tmp_path / "absent" / "plan.json")
