@@ -5,9 +5,11 @@ step) and one for the peak with the framework overhead on top, which is what the
 judges. Inference: weights + KV cache + activations + overhead. The card's capacity is a
 line, the headroom band is shaded, a loaded measurement is a hatched bar.
 
-Every plot item is built once; an update only calls ``setOpts``/``setText``/``setPos``.
-Heights are the Estimate's bytes shown in GB or GiB; stacking offsets are drawing
-geometry, not figures.
+Every plot item is built once; an update only calls ``setOpts`` on what changed. The
+value labels are one item (:class:`LabelLayer`) that repaints only the labels whose text
+or place changed, and the y axis keeps its range while the bars still fit it well, so that
+a typical edit repaints the bars that moved and leaves the axes alone. Heights are the
+Estimate's bytes shown in GB or GiB; stacking offsets are drawing geometry, not figures.
 """
 
 from __future__ import annotations
@@ -18,8 +20,8 @@ from typing import Literal
 
 import numpy as np
 import pyqtgraph as pg
-from PySide6.QtCore import QEvent, QPointF, Qt, Signal
-from PySide6.QtGui import QBrush, QColor, QFont
+from PySide6.QtCore import QEvent, QPointF, QRectF, Qt, Signal
+from PySide6.QtGui import QBrush, QColor, QFont, QPainter, QStaticText, QTransform
 from PySide6.QtWidgets import QVBoxLayout, QWidget
 
 from core.accounting import BUCKET_LABELS, BucketKey
@@ -111,15 +113,148 @@ def _nice_ceiling(value: float) -> float:
     return math.ceil(value / step) * step
 
 
-def _place(text: pg.TextItem, content: str, x: float, y: float) -> None:
-    """Update a label only where it changed: re-laying out text is the costly part."""
-    if text.toPlainText() != content:
-        text.setText(content)
-    position = text.pos()
-    if position.x() != x or position.y() != y:
-        text.setPos(x, y)
-    if not text.isVisible():
-        text.setVisible(True)
+# Room above the tallest bar (or the capacity line) for its total and the legend: a new axis
+# top is 1.2 × the tallest, and it is kept while the tallest stays between these fractions of
+# it. Redrawing the axes is the costly part of a chart update, and a still axis reads better.
+TOP_ROOM = 1.2
+KEEP_TOP = (1 / 1.45, 1 / 1.15)
+
+
+def axis_top(tallest: float, current: float) -> float:
+    """The y-axis top for bars up to ``tallest``: ``current`` while it still fits them well."""
+    if current > 0 and KEEP_TOP[0] * current <= tallest <= KEEP_TOP[1] * current:
+        return current
+    return _nice_ceiling(tallest * TOP_ROOM)
+
+
+class _Bars(pg.BarGraphItem):
+    """A BarGraphItem whose bounding rect is computed once per change, not on every paint.
+
+    The scene asks for it several times a paint, and pyqtgraph's version maps pixel vectors
+    each time; it changes only with the data (``setOpts``) or the view's transform.
+    """
+
+    def __init__(self, **opts: object) -> None:
+        self._bounds: QRectF | None = None
+        super().__init__(**opts)
+
+    def setOpts(self, **opts: object) -> None:
+        self._bounds = None
+        super().setOpts(**opts)
+
+    def viewTransformChanged(self) -> None:
+        # The pixel padding changes with the view; the view repaints whole when it changes.
+        self._bounds = None
+        super().viewTransformChanged()
+
+    def boundingRect(self) -> QRectF:
+        if self._bounds is None:
+            self._bounds = super().boundingRect()
+        return QRectF(self._bounds)
+
+
+class ChartLabel:
+    """One value label: text drawn unscaled, anchored at a point in data coordinates."""
+
+    __slots__ = ("anchor", "box", "colour", "font", "static", "text", "visible", "x", "y")
+
+    # QGraphicsTextItem (pg.TextItem) pads its text by the document margin; kept for the same look.
+    MARGIN = 4.0
+
+    def __init__(self, anchor: tuple[float, float], font: QFont) -> None:
+        self.text = ""
+        self.x = 0.0
+        self.y = 0.0
+        self.visible = False
+        self.anchor = anchor
+        self.font = font
+        self.colour = QColor("#000000")
+        self.static = QStaticText()
+        self.box = (0.0, 0.0)  # width, height in pixels, margins included
+
+    def toPlainText(self) -> str:  # the name pg.TextItem uses
+        return self.text
+
+    def set_text(self, text: str) -> None:
+        self.text = text
+        self.static = QStaticText(text)
+        self.static.setTextFormat(Qt.TextFormat.PlainText)
+        self.static.prepare(QTransform(), self.font)
+        size = self.static.size()
+        self.box = (size.width() + 2 * self.MARGIN, size.height() + 2 * self.MARGIN)
+
+    def scene_rect(self, to_scene: QTransform) -> QRectF:
+        """Where the label lies in scene coordinates (pixels), given the item → scene transform."""
+        point = to_scene.map(QPointF(self.x, self.y))
+        width, height = self.box
+        return QRectF(point.x() - width * self.anchor[0], point.y() - height * self.anchor[1], width, height)
+
+
+class LabelLayer(pg.GraphicsObject):
+    """Every value label of the chart in one item.
+
+    One pg.TextItem per label meant 54 items, each re-laid out on every paint and on every
+    change of the view; here a label is a cached QStaticText, and a changed label repaints
+    only the rectangles it left and now covers.
+    """
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.labels: list[ChartLabel] = []
+        self._bounds = QRectF(0, 0, 1, 1)
+
+    def add(self, anchor: tuple[float, float], font: QFont) -> ChartLabel:
+        label = ChartLabel(anchor, font)
+        self.labels.append(label)
+        return label
+
+    def set_bounds(self, rect: QRectF) -> None:
+        """The area the labels may occupy, in data coordinates (the view's range and a margin)."""
+        if rect != self._bounds:
+            self.prepareGeometryChange()
+            self._bounds = QRectF(rect)
+
+    def boundingRect(self) -> QRectF:
+        return QRectF(self._bounds)
+
+    def dataBounds(self, ax: int, frac: float = 1.0, orthoRange: object = None) -> tuple[None, None]:
+        return None, None  # labels never widen the view's range
+
+    def place(self, label: ChartLabel, text: str, x: float, y: float) -> None:
+        """Show ``label`` with ``text`` at (x, y); repaint it only if something changed."""
+        if label.visible and label.text == text and label.x == x and label.y == y:
+            return
+        self._dirty(label)
+        if label.text != text:
+            label.set_text(text)
+        label.x, label.y, label.visible = x, y, True
+        self._dirty(label)
+
+    def hide(self, label: ChartLabel) -> None:
+        if label.visible:
+            self._dirty(label)
+            label.visible = False
+
+    def _dirty(self, label: ChartLabel) -> None:
+        if not label.visible or self.scene() is None:
+            return
+        rect = label.scene_rect(self.sceneTransform()).adjusted(-2, -2, 2, 2)
+        self.update(self.mapRectFromScene(rect))
+
+    def paint(self, painter: QPainter, *_args: object) -> None:
+        # Text is drawn in scene units (pixels on screen, scaled with an export), not in data units.
+        to_scene = self.sceneTransform()
+        from_scene, invertible = to_scene.inverted()
+        if not invertible:
+            return
+        painter.setTransform(from_scene * painter.transform())
+        for label in self.labels:
+            if not label.visible:
+                continue
+            rect = label.scene_rect(to_scene)
+            painter.setFont(label.font)
+            painter.setPen(label.colour)
+            painter.drawStaticText(QPointF(rect.x() + ChartLabel.MARGIN, rect.y() + ChartLabel.MARGIN), label.static)
 
 
 class MemoryChart(QWidget):
@@ -139,7 +274,7 @@ class MemoryChart(QWidget):
         self._geometry: dict[str, tuple[np.ndarray, np.ndarray]] = {}  # series -> (y0, height) per bar
         self._tick_labels: list[str] = []
         self._geometry_drawn: dict[str, tuple[np.ndarray, np.ndarray]] = {}
-        self._view_range: tuple[int, float] = (0, 0.0)
+        self._view_range: tuple[int, float, str] = (0, 0.0, "")
         self._axis_label = ""
         self.capacity_text = "capacity"
         self.usable_text = "headroom"
@@ -170,40 +305,34 @@ class MemoryChart(QWidget):
         self.usable_line = pg.InfiniteLine(angle=0, movable=False)
         item.addItem(self.usable_line)
 
-        self.series: dict[str, pg.BarGraphItem] = {}
+        self.series: dict[str, _Bars] = {}
         zero = np.zeros(MAX_BARS)
         for key in ALL_SERIES:
             brush = QBrush(QColor(SERIES_COLOURS[key]))
             if key == "measured":
                 brush.setStyle(Qt.BrushStyle.BDiagPattern)
-            bar = pg.BarGraphItem(x=np.arange(MAX_BARS), height=zero, y0=zero, width=BAR_WIDTH, brush=brush)
+            bar = _Bars(x=np.arange(MAX_BARS), height=zero, y0=zero, width=BAR_WIDTH, brush=brush)
             bar.setZValue(1)
             item.addItem(bar)
             self.series[key] = bar
         # A dashed mark at the measured peak across the estimate's peak bar, for a direct comparison.
         self.measured_mark = pg.PlotDataItem([], [])
+        self._measured_mark_shown = False
         self.measured_mark.setZValue(6)
         item.addItem(self.measured_mark)
 
         font = QFont(self.font())
         font.setPointSizeF(max(7.5, font.pointSizeF() * 0.9))
-        self._segment_labels: dict[tuple[str, int], pg.TextItem] = {}
+        self.labels = LabelLayer()
+        self.labels.setZValue(10)
+        item.addItem(self.labels)
+        self._segment_labels: dict[tuple[str, int], ChartLabel] = {}
         for key in ALL_SERIES:
             for index in range(MAX_BARS):
-                text = pg.TextItem("", anchor=(0.5, 0.5))
-                text.setFont(font)
-                text.setZValue(10)
-                item.addItem(text)
-                self._segment_labels[(key, index)] = text
+                self._segment_labels[(key, index)] = self.labels.add((0.5, 0.5), font)
         bold = QFont(self.font())
         bold.setBold(True)
-        self._total_labels: list[pg.TextItem] = []
-        for _ in range(MAX_BARS):
-            text = pg.TextItem("", anchor=(0.5, 1.0))
-            text.setFont(bold)
-            text.setZValue(10)
-            item.addItem(text)
-            self._total_labels.append(text)
+        self._total_labels: list[ChartLabel] = [self.labels.add((0.5, 1.0), bold) for _ in range(MAX_BARS)]
 
         # The legend lives in the plot so that PNG/SVG exports carry it; it is rebuilt only
         # when the set of series changes (mode, measurement), never per edit.
@@ -272,15 +401,19 @@ class MemoryChart(QWidget):
         capacity = estimate.capacity_bytes / scale
         usable = estimate.usable_bytes / scale
         tallest = max([capacity] + [spec.total_bytes / scale for spec in self._bars])
-        top = _nice_ceiling(tallest * 1.2)  # room above the tallest bar for its total and the legend
-        view_range = (n, top)
+        # A unit change rescales every height: the kept top would then be in the old unit.
+        kept = self._view_range[1] if self._view_range[2] == self.unit else 0.0
+        top = axis_top(tallest, kept)
+        view_range = (n, top, self.unit)
         if view_range != self._view_range:
-            # Rounded to a nice step, so that most edits leave the axes (costly to redraw) alone.
             self._view_range = view_range
             self.view.setRange(xRange=(-0.6, n - 0.4), yRange=(0, top), padding=0)
+            self.labels.set_bounds(QRectF(-1.0, -0.1 * top, n + 1.0, 1.2 * top))
 
-        self.capacity_line.setValue(capacity)
-        self.usable_line.setValue(usable)
+        if self.capacity_line.value() != capacity:
+            self.capacity_line.setValue(capacity)
+        if self.usable_line.value() != usable:
+            self.usable_line.setValue(usable)
         headroom = estimate.plan.hardware.headroom
         self.capacity_text = f"capacity {memory(estimate.capacity_bytes, self.unit)}"
         self.usable_text = f"{headroom:.0%} headroom: usable {memory(estimate.usable_bytes, self.unit)}"
@@ -297,26 +430,30 @@ class MemoryChart(QWidget):
 
     def _update_labels(self, n: int, top: float) -> None:
         room = top * 0.035  # a segment thinner than about a line of text gets no label
-        for (key, index), text in self._segment_labels.items():
+        layer = self.labels
+        for (key, index), label in self._segment_labels.items():
             geometry = self._geometry.get(key)
             if geometry is None or index >= n or geometry[1][index] < room:
-                text.setVisible(False)
+                layer.hide(label)
                 continue
             y0, heights = geometry
             spec = self._bars[index]
-            _place(text, memory(spec.parts[key], self.unit), index, y0[index] + heights[index] / 2)
+            layer.place(label, memory(spec.parts[key], self.unit), index, float(y0[index] + heights[index] / 2))
         scale = unit_scale(self.unit)
-        for index, text in enumerate(self._total_labels):
+        for index, label in enumerate(self._total_labels):
             if index >= n:
-                text.setVisible(False)
+                layer.hide(label)
                 continue
             spec = self._bars[index]
-            _place(text, memory(spec.total_bytes, self.unit), index, spec.total_bytes / scale + top * 0.005)
+            layer.place(label, memory(spec.total_bytes, self.unit), index, spec.total_bytes / scale + top * 0.005)
 
     def _update_measured_mark(self, scale: float) -> None:
         if self.measurement is None or self.mode != "training" or self._estimate is None:
-            self.measured_mark.setData([], [])
+            if self._measured_mark_shown:
+                self._measured_mark_shown = False
+                self.measured_mark.setData([], [])
             return
+        self._measured_mark_shown = True
         peak_index = next(
             (i for i, spec in enumerate(self._bars) if spec.label == self._estimate.peak_phase), len(self._bars) - 2
         )
@@ -387,12 +524,13 @@ class MemoryChart(QWidget):
         self.legend.setLabelTextColor(foreground)
         self.legend.setBrush(pg.mkBrush(background))
         self.measured_mark.setPen(pg.mkPen(foreground, width=2, style=Qt.PenStyle.DashLine))
-        for (key, _), text in self._segment_labels.items():
+        for (key, _), label in self._segment_labels.items():
             # White on the dark Okabe-Ito colours, black on the light ones: both legible.
             light = key in ("gradients", "kv_cache", "overhead", "activations")
-            text.setColor(QColor("#000000") if light else QColor("#FFFFFF"))
-        for text in self._total_labels:
-            text.setColor(foreground)
+            label.colour = QColor("#000000") if light else QColor("#FFFFFF")
+        for label in self._total_labels:
+            label.colour = QColor(foreground)
+        self.labels.update()
         self._style_selection()
 
     # ---- export --------------------------------------------------------------------

@@ -31,6 +31,7 @@ class PlanForm(QGroupBox):
         self.form.setFieldGrowthPolicy(QFormLayout.FieldGrowthPolicy.AllNonFixedFieldsGrow)
         self.form.setLabelAlignment(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
         self.fields: dict[str, QWidget] = {}
+        self._rows_changed = False
         self.labels: dict[str, QLabel] = {}
         controller.estimateChanged.connect(self._on_estimate)
         controller.editRejected.connect(self._on_rejected)
@@ -62,8 +63,12 @@ class PlanForm(QGroupBox):
         return widget
 
     def set_row_visible(self, key: str, visible: bool) -> None:
-        widget = self.fields[key]
-        self.form.setRowVisible(widget, visible)
+        self.set_widget_row_visible(self.fields[key], visible)
+
+    def set_widget_row_visible(self, widget: QWidget, visible: bool) -> None:
+        if self.form.isRowVisible(widget) != visible:
+            self.form.setRowVisible(widget, visible)
+            self._rows_changed = True
 
     # ---- edits ---------------------------------------------------------------------
     def apply(self, key: str, widget: QWidget, change: Callable[[Plan], Plan], label: str) -> None:
@@ -87,10 +92,18 @@ class PlanForm(QGroupBox):
     # ---- redraw --------------------------------------------------------------------
     def _redraw(self, plan: Plan) -> None:
         blockers = [QSignalBlocker(w) for w in self.fields.values()]
+        # Qt lays a visible form out at once each time one of its widgets is shown: a plan
+        # that shows a few rows (label and field each) laid the whole form out a dozen times.
+        # With the layout off meanwhile, it is laid out once, after show_plan, before painting.
+        self._rows_changed = False
+        self.form.setEnabled(False)
         try:
             self.show_plan(plan)
         finally:
+            self.form.setEnabled(True)
             del blockers
+        if self._rows_changed:
+            self.form.invalidate()
 
     def _on_estimate(self, estimate: Estimate) -> None:
         self._redraw(estimate.plan)

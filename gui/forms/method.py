@@ -164,7 +164,8 @@ class MethodForm(PlanForm):
             box.setEnabled(name != "gate_proj" or plan.model.gated_mlp)
         self.quant.show_value(plan.quant.value)
         self.double_quant.setChecked(plan.double_quant)
-        self.frozen.setMaximum(plan.model.num_layers)
+        if self.frozen.maximum() != plan.model.num_layers:
+            self.frozen.setMaximum(plan.model.num_layers)
         self.frozen.show_value(plan.frozen_layers)
         self.precision.show_value(plan.precision.value)
         self.optimizer.show_value(plan.optimizer.value)
@@ -174,7 +175,7 @@ class MethodForm(PlanForm):
         adapters = plan.adapter_based
         for key in ("method.lora.rank", "method.lora.alpha"):
             self.set_row_visible(key, adapters)
-        self.form.setRowVisible(self.targets, adapters)
+        self.set_widget_row_visible(self.targets, adapters)
         qlora = plan.method is Method.QLORA
         self.set_row_visible("method.quant", qlora)
         self.set_row_visible("method.double_quant", qlora and plan.quant is not Quant.INT8)

@@ -25,6 +25,8 @@ class ArithmeticPanel(QWidget):
         self.unit: Unit = "GB"
         self._estimate: Estimate | None = None
         self.selected = "weights"
+        self._terms_html = ""  # what the browser shows: setHtml re-lays out and repaints it all
+        self._entries: list[tuple[str, str]] = []  # (text, key) of the picker's items
         layout = QVBoxLayout(self)
         self.summary = QLabel()
         self.summary.setAccessibleName("Summary formula")
@@ -77,18 +79,22 @@ class ArithmeticPanel(QWidget):
         entries = [(f"{b.label} — {memory(b.bytes, self.unit)}", b.key.value) for b in estimate.buckets]
         entries.append((f"Serving: KV cache — {memory(estimate.inference.kv_cache_bytes, self.unit)}", INFERENCE))
         with QSignalBlocker(self.picker):
-            if [self.picker.itemData(i) for i in range(self.picker.count())] != [k for _, k in entries]:
+            if [k for _, k in self._entries] != [k for _, k in entries]:
                 self.picker.clear()
                 for text, key in entries:
                     self.picker.addItem(text, key)
             else:
-                for index, (text, _key) in enumerate(entries):
-                    self.picker.setItemText(index, text)
+                for index, ((text, _key), (old_text, _)) in enumerate(zip(entries, self._entries, strict=True)):
+                    if text != old_text:
+                        self.picker.setItemText(index, text)
+            self._entries = entries
             index = self.picker.findData(self.selected)
-            self.picker.setCurrentIndex(max(index, 0))
+            if max(index, 0) != self.picker.currentIndex():
+                self.picker.setCurrentIndex(max(index, 0))
             self.selected = str(self.picker.currentData())
         self.notes.setText("\n".join(estimate.notes))
-        self.notes.setVisible(bool(estimate.notes))
+        if self.notes.isHidden() == bool(estimate.notes):
+            self.notes.setVisible(bool(estimate.notes))
         self._show_terms()
 
     def _show_terms(self) -> None:
@@ -111,7 +117,7 @@ class ArithmeticPanel(QWidget):
         else:
             bucket = next((b for b in estimate.buckets if b.key.value == self.selected), None)
             if bucket is None:
-                self.terms.setHtml("")
+                self._set_terms("")
                 return
             parts.append(f"<h3>{escape(bucket.label)} — {memory(bucket.bytes, u)}</h3>")
             if not bucket.terms:
@@ -122,7 +128,12 @@ class ArithmeticPanel(QWidget):
                 parts.append(f"<p style='margin-top:8px'><code><b>{escape(total_line)}</b></code></p>")
             if bucket.note:
                 parts.append(f"<p><i>{escape(bucket.note)}</i></p>")
-        self.terms.setHtml("".join(parts))
+        self._set_terms("".join(parts))
+
+    def _set_terms(self, html: str) -> None:
+        if html != self._terms_html:
+            self._terms_html = html
+            self.terms.setHtml(html)
 
 
 def _term(label: str, formula: str, size: str) -> str:

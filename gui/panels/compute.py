@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from PySide6.QtCore import Qt
+from PySide6.QtGui import QShowEvent
 from PySide6.QtWidgets import QFormLayout, QLabel, QVBoxLayout, QWidget
 
 from core.estimate import Estimate
@@ -13,6 +14,8 @@ class ComputePanel(QWidget):
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
         self.setAccessibleName("Compute and time")
+        self._estimate: Estimate | None = None
+        self._stale = False
         layout = QVBoxLayout(self)
         form = QFormLayout()
         form.setLabelAlignment(Qt.AlignmentFlag.AlignRight)
@@ -47,6 +50,21 @@ class ComputePanel(QWidget):
         layout.addStretch(1)
 
     def show_estimate(self, estimate: Estimate) -> None:
+        self._estimate = estimate
+        # A hidden tab's labels would be measured again on every layout pass of the window
+        # (a tab widget sizes itself to all its pages): it catches up when it is shown.
+        if self.isVisible():
+            self._show(estimate)
+        else:
+            self._stale = True
+
+    def showEvent(self, event: QShowEvent) -> None:
+        if self._stale and self._estimate is not None:
+            self._stale = False
+            self._show(self._estimate)
+        super().showEvent(event)
+
+    def _show(self, estimate: Estimate) -> None:
         c = estimate.compute
         v = self.values
         v["flops"].setText(plain_number(c.flops))

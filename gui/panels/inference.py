@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from PySide6.QtCore import Qt
+from PySide6.QtGui import QShowEvent
 from PySide6.QtWidgets import QFormLayout, QLabel, QVBoxLayout, QWidget
 
 from core.estimate import Estimate
@@ -15,6 +16,7 @@ class InferencePanel(QWidget):
         self.setAccessibleName("Serving")
         self.unit: Unit = "GB"
         self._estimate: Estimate | None = None
+        self._stale = False
         layout = QVBoxLayout(self)
         self.headline = QLabel()
         self.headline.setAccessibleName("Serving verdict")
@@ -55,6 +57,20 @@ class InferencePanel(QWidget):
 
     def show_estimate(self, estimate: Estimate) -> None:
         self._estimate = estimate
+        # A hidden tab's labels would be measured again on every layout pass of the window
+        # (a tab widget sizes itself to all its pages): it catches up when it is shown.
+        if self.isVisible():
+            self._show(estimate)
+        else:
+            self._stale = True
+
+    def showEvent(self, event: QShowEvent) -> None:
+        if self._stale and self._estimate is not None:
+            self._stale = False
+            self._show(self._estimate)
+        super().showEvent(event)
+
+    def _show(self, estimate: Estimate) -> None:
         inf = estimate.inference
         u = self.unit
         plan = estimate.plan.inference

@@ -17,6 +17,26 @@ VERDICT_STYLE = {
     Verdict.TIGHT: ("⚠", "#E69F00"),
     Verdict.OOM: ("✖", "#D55E00"),
 }
+SERVING_LABELS = {Verdict.FITS: "Serving fits", Verdict.OOM: "Serving: out of memory"}
+
+
+def _headline(total: str, usable: str, margin: str = "") -> str:
+    tail = f" — {margin}" if margin else ""
+    return f"<span style='font-size:13pt'><b>{total}</b> of {usable} usable{tail}</span>"
+
+
+HEADLINE_TEMPLATES = {
+    "training": _headline("88.8 GB", "88.8 GB", "88.8 GB to spare"),
+    "inference": _headline("88.8 GB", "88.8 GB"),
+}
+
+
+def badge_style(verdict: Verdict) -> str:
+    text_colour = "#000000" if verdict is Verdict.TIGHT else "#FFFFFF"
+    return (
+        f"QLabel {{ background: {VERDICT_STYLE[verdict][1]}; color: {text_colour};"
+        " border-radius: 6px; padding: 8px 14px; font-size: 17pt; font-weight: 600; }"
+    )
 
 
 class VerdictPanel(QFrame):
@@ -39,6 +59,17 @@ class VerdictPanel(QFrame):
         grid.addWidget(self.badge, 0, 0, 2, 1)
         self.headline = QLabel()
         self.headline.setAccessibleName("Verdict detail")
+        # Wide enough for the mode's usual headline on one line, the width the window is laid
+        # out for; a longer one ("over the usable memory") wraps instead of widening the window
+        # at an edit, or squeezing the badge.
+        self.headline.ensurePolished()
+        self._headline_widths: dict[str, int] = {}
+        for mode, template in HEADLINE_TEMPLATES.items():
+            self.headline.setText(template)
+            self._headline_widths[mode] = self.headline.sizeHint().width()
+        self.headline.setText("")
+        self.headline.setWordWrap(True)
+        self.headline.setMinimumWidth(self._headline_widths["training"])
         self.headline.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
         grid.addWidget(self.headline, 0, 1)
         self.detail = QLabel()
@@ -67,20 +98,21 @@ class VerdictPanel(QFrame):
 
     def set_mode(self, mode: str) -> None:
         self.mode = mode
+        self.headline.setMinimumWidth(self._headline_widths["inference" if mode == "inference" else "training"])
         if self._estimate is not None:
             self.show_estimate(self._estimate)
 
     def _show_badge(self, verdict: Verdict, label: str) -> None:
-        symbol, colour = VERDICT_STYLE[verdict]
-        text = f"{symbol}  {label}"
-        if text != self.badge.text():
-            # Only on a change of verdict: a new style sheet re-polishes the widget.
-            self.badge.setText(text)
-            text_colour = "#000000" if verdict is Verdict.TIGHT else "#FFFFFF"
-            self.badge.setStyleSheet(
-                f"QLabel {{ background: {colour}; color: {text_colour};"
-                " border-radius: 6px; padding: 8px 14px; font-size: 17pt; font-weight: 600; }"
-            )
+        text = f"{VERDICT_STYLE[verdict][0]}  {label}"
+        style = badge_style(verdict)
+        if text == self.badge.text() and style == self.badge.styleSheet():
+            return
+        self.badge.setText(text)
+        if style != self.badge.styleSheet():
+            # Only on a change of colour: a new style sheet re-polishes the widget.
+            self.badge.setStyleSheet(style)
+        self.badge.ensurePolished()
+        self.badge.setMinimumWidth(max(200, self.badge.sizeHint().width()))  # never clipped
 
     def _show_serving(self, estimate: Estimate) -> None:
         # The core gives serving a yes/no (InferenceEstimate.fits), no tight band or margin yet
@@ -88,19 +120,18 @@ class VerdictPanel(QFrame):
         inf = estimate.inference
         plan = estimate.plan.inference
         verdict = Verdict.FITS if inf.fits else Verdict.OOM
-        self._show_badge(verdict, "Serving fits" if inf.fits else "Serving: out of memory")
+        self._show_badge(verdict, SERVING_LABELS[verdict])
         u = self.unit
-        self.headline.setText(
-            f"<span style='font-size:13pt'><b>{memory(inf.total_bytes, u)}</b> of "
-            f"{memory(estimate.usable_bytes, u)} usable</span>"
-        )
+        self.headline.setText(_headline(memory(inf.total_bytes, u), memory(estimate.usable_bytes, u)))
         self.detail.setText(
             f"{plan.concurrent:,} request(s) × {plan.context:,} tokens · at most {inf.max_concurrent:,} requests "
             f"of this context, or {inf.max_context:,} tokens each at this concurrency · {estimate.gpu.name}"
         )
-        self.setAccessibleDescription(
-            f"Serving {'fits' if inf.fits else 'does not fit'}: {memory(inf.total_bytes, u)}."
-        )
+        self._describe(f"Serving {'fits' if inf.fits else 'does not fit'}: {memory(inf.total_bytes, u)}.")
+
+    def _describe(self, text: str) -> None:
+        if self.accessibleDescription() != text:
+            self.setAccessibleDescription(text)
 
     def _show_training(self, estimate: Estimate) -> None:
         label = VERDICT_LABELS[estimate.verdict]
@@ -111,10 +142,7 @@ class VerdictPanel(QFrame):
             margin_text = f"{memory(margin, u)} to spare"
         else:
             margin_text = f"{memory(-margin, u)} over the usable memory"
-        self.headline.setText(
-            f"<span style='font-size:13pt'><b>{memory(estimate.total_bytes, u)}</b> of "
-            f"{memory(estimate.usable_bytes, u)} usable — {margin_text}</span>"
-        )
+        self.headline.setText(_headline(memory(estimate.total_bytes, u), memory(estimate.usable_bytes, u), margin_text))
         plan = estimate.plan
         gpus = f" × {plan.hardware.gpu_count}" if plan.hardware.gpu_count > 1 else ""
         text = (
@@ -126,4 +154,4 @@ class VerdictPanel(QFrame):
             text += f"<br>Measured peak: <b>{memory(self.measurement.peak_allocated_bytes, u)}</b> allocated"
             text += f" — {escape(measurement_label(self.measurement))}"
         self.detail.setText(text)
-        self.setAccessibleDescription(f"{label}. {memory(estimate.total_bytes, u)}; {margin_text}.")
+        self._describe(f"{label}. {memory(estimate.total_bytes, u)}; {margin_text}.")
