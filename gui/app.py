@@ -40,23 +40,40 @@ def main(argv: Sequence[str] | None = None) -> int:
     from gui.settings import APPLICATION, ORGANIZATION, Settings
     from gui.theme import apply_theme, follow_system
 
-    # Fractional scale factors (150 %) as they are, not rounded: crisp text and lines.
-    QGuiApplication.setHighDpiScaleFactorRoundingPolicy(Qt.HighDpiScaleFactorRoundingPolicy.PassThrough)
     existing = QApplication.instance()
+    if existing is None:
+        # Fractional scale factors (150 %) as they are, not rounded: crisp text and lines.
+        # Only before the application exists; Qt warns (and ignores it) after.
+        QGuiApplication.setHighDpiScaleFactorRoundingPolicy(Qt.HighDpiScaleFactorRoundingPolicy.PassThrough)
     app = existing if isinstance(existing, QApplication) else QApplication(args)
     app.setOrganizationName(ORGANIZATION)
     app.setApplicationName(APPLICATION)
     app.setApplicationDisplayName("VRAM Planner")
-    settings = Settings()
-    apply_theme(app, settings.theme)
-    follow_system(app)
+    from gui import crash
 
-    from gui.main_window import MainWindow
+    # Here, not on import: tests keep pytest-qt's exception and Qt-message capture.
+    report = crash.install()
+    try:
+        settings = Settings()
+        apply_theme(app, settings.theme)
+        follow_system(app)
 
-    window = MainWindow(settings=settings)
-    window.restore_session()
-    plan_path = next((a for a in args[1:] if not a.startswith("-")), None)
-    if plan_path:
-        window.open_path(plan_path)
-    window.show()
-    return int(app.exec())
+        from gui.autosave import FILE_NAME, Autosave, offer_recovery
+        from gui.main_window import MainWindow
+
+        window = MainWindow(settings=settings)
+        report.plan = lambda: window.controller.plan
+        report.parent_widget = lambda: window
+        window.restore_session()
+        plan_path = next((a for a in args[1:] if not a.startswith("-")), None)
+        if plan_path:
+            window.open_path(plan_path)
+        window.show()
+        autosave = Autosave(window.controller, crash.data_folder() / FILE_NAME, parent=window)
+        if autosave.start():
+            offer_recovery(window, autosave)
+        code = int(app.exec())
+        autosave.finish()  # a normal quit: nothing to recover next time
+        return code
+    finally:
+        report.uninstall()

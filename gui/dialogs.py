@@ -55,3 +55,26 @@ def ask_save_changes(parent: QWidget | None, document: str) -> SaveChoice:
     if answer == buttons.Discard:
         return "discard"
     return "cancel"
+
+
+def unexpected_error(parent: QWidget | None, summary: str, log_path: str | None) -> None:
+    """The crash handler's report: what went wrong in one line, where the details are."""
+    where = f"The details are in\n{log_path}" if log_path else "The details could not be written to a log file."
+    QMessageBox.critical(
+        parent,
+        "Unexpected error",
+        f"Something went wrong: {summary}\n\nVRAM Planner is still running and your plan is kept. {where}",
+    )
+
+
+def ask_restore(parent: QWidget | None) -> bool:
+    """True to take back the autosaved plan of a session that ended unexpectedly."""
+    buttons = QMessageBox.StandardButton
+    answer = QMessageBox.question(
+        parent,
+        "Restore unsaved plan",
+        "Restore the plan from the session that ended unexpectedly?",
+        buttons.Yes | buttons.No,
+        buttons.Yes,
+    )
+    return answer == buttons.Yes

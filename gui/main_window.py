@@ -391,6 +391,10 @@ class MainWindow(QMainWindow):
             return True
         return False
 
+    def open_recovered(self, plan: Plan) -> bool:
+        """An autosaved plan of a session that ended unexpectedly, as an untitled document."""
+        return self._set_document(plan, None)
+
     def _set_document(self, plan: Plan, path: str | None) -> bool:
         error = self.controller.reset(plan)
         if error is not None:

@@ -13,9 +13,9 @@ from collections.abc import Iterable
 from enum import Enum
 from typing import Any
 
-from PySide6.QtCore import QSignalBlocker, Signal
-from PySide6.QtGui import QValidator
-from PySide6.QtWidgets import QComboBox, QDoubleSpinBox, QLineEdit, QSpinBox, QWidget
+from PySide6.QtCore import QSignalBlocker, Qt, Signal
+from PySide6.QtGui import QFocusEvent, QValidator
+from PySide6.QtWidgets import QComboBox, QCompleter, QDoubleSpinBox, QLineEdit, QSpinBox, QWidget
 
 # Vermillion from the Okabe-Ito palette: the same colour marks "wrong" everywhere.
 INVALID_STYLE = "border: 2px solid #D55E00; border-radius: 3px;"
@@ -198,6 +198,13 @@ class CountField(QLineEdit):
         )
         self.textEdited.connect(self._parse)
 
+    def focusOutEvent(self, event: QFocusEvent) -> None:
+        super().focusOutEvent(event)
+        # Qt 6 emits editingFinished on focus-out only when the text changed since the last
+        # emission: bad text confirmed with Enter, then left, would stay (marked) for good.
+        if is_marked_invalid(self) and event.reason() is not Qt.FocusReason.PopupFocusReason:
+            self.editingFinished.emit()
+
     def value(self) -> int | None:
         text = self.text().strip()
         if not text and self._blank_means is not None:
@@ -259,13 +266,13 @@ class CatalogueField(QComboBox):
 
     edited = Signal(str)
     rejected = Signal(str)
+    # The user left the box (the form then drops a stale "invalid" mark), as a spin box's.
+    editingFinished = Signal()
 
     def __init__(self, name: str, entries: Iterable[tuple[str, str]], tooltip: str, parent: QWidget | None = None):
         super().__init__(parent)
-        from PySide6.QtCore import Qt
-        from PySide6.QtWidgets import QCompleter
-
         self._name = name
+        self._shown_text = ""  # the text show_value put up: the plan's entry
         _let_shrink(self)
         self.setEditable(True)
         self.setInsertPolicy(QComboBox.InsertPolicy.NoInsert)
@@ -298,6 +305,16 @@ class CatalogueField(QComboBox):
                 return
         self.rejected.emit(f"{self._name}: no entry called “{text.strip()}”; pick one from the list")
 
+    def focusOutEvent(self, event: QFocusEvent) -> None:
+        super().focusOutEvent(event)
+        if event.reason() is Qt.FocusReason.PopupFocusReason:
+            return  # the list or the completer opened: still choosing
+        # Text typed but never chosen (or refused) must not stay behind as if it were the plan.
+        if self.currentText() != self._shown_text:
+            with QSignalBlocker(self):
+                self.setEditText(self._shown_text)
+        self.editingFinished.emit()
+
     def show_value(self, entry_id: str, fallback_text: str = "") -> None:
         """Select ``entry_id``; an id not in the list (a custom model) shows ``fallback_text``."""
         index = self.findData(entry_id)
@@ -305,9 +322,11 @@ class CatalogueField(QComboBox):
             if index >= 0:
                 if index != self.currentIndex() or self.currentText() != self.itemText(index):
                     self.setCurrentIndex(index)
+                    self.setEditText(self.itemText(index))
             else:
                 self.setCurrentIndex(-1)
                 self.setEditText(fallback_text)
+        self._shown_text = self.currentText()
 
     def value(self) -> str:
         return str(self.currentData() or "")

@@ -71,6 +71,14 @@ def fake_dialogs(monkeypatch: pytest.MonkeyPatch) -> DialogRecorder:
         return recorder.save_choice
 
     monkeypatch.setattr(dialogs, "ask_save_changes", ask)
+    # Never block on the crash dialog or the restore question: record them, decline restore.
+    monkeypatch.setattr(dialogs, "unexpected_error", lambda *a: recorder.calls.append(("unexpected_error", a)))
+
+    def ask_restore(*a: Any) -> bool:
+        recorder.calls.append(("ask_restore", a))
+        return False
+
+    monkeypatch.setattr(dialogs, "ask_restore", ask_restore)
     return recorder
 
 

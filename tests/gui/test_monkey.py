@@ -1,0 +1,554 @@
+"""A seeded monkey: over a thousand random edits, junk typing included, across every input.
+
+``EDITS`` field edits (typing, junk included, then Enter, Tab, Escape or a click away;
+choices; arrow keys; check boxes), mixed with undo/redo, training/inference, lesson mode,
+units and the dimensions fold. After every action: no exception escaped into Qt, the
+controller's plan is a valid plan whose Estimate is current, the chart's bar heights (read
+back as tests/gui/test_chart.py does) are the Estimate's, and every input the user is not
+typing in shows the plan. A failure names the seed, the action and the last ten actions;
+``MONKEY_SEED``, ``MONKEY_EDITS`` and ``MONKEY_FULL_CHECK_EVERY`` rerun or widen it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import os
+import random
+import sys
+import time
+from collections import Counter
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from types import TracebackType
+from typing import Any
+
+import pytest
+from PySide6.QtCore import QEvent, Qt
+from PySide6.QtGui import QKeyEvent
+from PySide6.QtWidgets import QAbstractSpinBox, QApplication, QCheckBox, QComboBox, QLineEdit, QWidget
+
+from core import planfile
+from core.plan import Plan
+from core.units import GB, GiB
+from gui.chart import inference_bars, training_bars
+from gui.forms.fields import CatalogueField, ChoiceField, CountField, FloatField, IntField, is_marked_invalid
+from gui.main_window import MainWindow
+from tests.gui.test_chart import heights
+
+SEED = int(os.environ.get("MONKEY_SEED", "20240611"))
+EDITS = int(os.environ.get("MONKEY_EDITS", "1000"))
+FULL_CHECK_EVERY = int(os.environ.get("MONKEY_FULL_CHECK_EVERY", "1"))
+
+# Text a person (or a cat) might type: numbers in every spelling the fields accept, numbers
+# no field accepts, words, and characters from outside ASCII.
+JUNK = (
+    "",
+    " ",
+    "-",
+    "+",
+    ".",
+    ",",
+    "e",
+    "0",
+    "-1",
+    "1",
+    "7",
+    "64",
+    "4096",
+    "0.5",
+    "99.9",
+    "100",
+    "nan",
+    "NaN",
+    "inf",
+    "-inf",
+    "1e400",
+    "-1e400",
+    "1e-400",
+    "1e308",
+    "9" * 40,
+    "2147483648",
+    "4294967296",
+    "20M",
+    "20m",
+    "1.5B",
+    "1.5 B",
+    "6.7e9",
+    "6,700,000,000",
+    "4,194,304",
+    "10P",
+    "1e16",
+    "1e17",
+    "0x10",
+    "1_000",
+    "1\u202f000",
+    "１２",
+    "½",
+    "٣",
+    "Ⅻ",
+    "🙂",
+    "ß",
+    "é",
+    "llama",
+    "Llama 3.1 8B",
+    "qwen",
+    "custom",
+    "H100",
+    "--5",
+    "5%",
+    "5 %",
+    "1,2,3",
+    "1e",
+    "e9",
+)
+ALPHABET = "0123456789.,-+eEkKmMbBgGtTpP %_ xyzαβ中🙂\u202f"
+
+
+def junk(rng: random.Random) -> str:
+    if rng.random() < 0.6:
+        return rng.choice(JUNK)
+    return "".join(rng.choice(ALPHABET) for _ in range(rng.randint(1, 14)))
+
+
+def type_keys(qtbot: Any, widget: QWidget, text: str) -> None:
+    """Type ``text`` key by key. QTest only knows ASCII keys (it aborts on others), so any
+    other character arrives as a key event that carries just its text, as an input method sends."""
+    for char in text:
+        if char.isascii():
+            qtbot.keyClicks(widget, char)
+            continue
+        for kind in (QEvent.Type.KeyPress, QEvent.Type.KeyRelease):
+            QApplication.sendEvent(widget, QKeyEvent(kind, 0, Qt.KeyboardModifier.NoModifier, char))
+
+
+def close_popups() -> None:
+    while (popup := QApplication.activePopupWidget()) is not None:
+        popup.close()
+
+
+@contextmanager
+def captured_exceptions() -> Iterator[list[BaseException]]:
+    """Every exception that reaches sys.excepthook (PySide6 sends slot exceptions there)."""
+    seen: list[BaseException] = []
+    previous = sys.excepthook
+
+    def hook(kind: type[BaseException], value: BaseException, tb: TracebackType | None) -> None:
+        seen.append(value)
+
+    sys.excepthook = hook
+    try:
+        yield seen
+    finally:
+        sys.excepthook = previous
+
+
+# ---- invariants ----------------------------------------------------------------------
+def check_plan(window: MainWindow) -> None:
+    controller = window.controller
+    plan = controller.plan
+    assert isinstance(plan, Plan)
+    assert controller.estimate.plan is plan
+    # Every field still passes the core's validation, and the plan survives its file format.
+    assert dataclasses.replace(plan) == plan
+    assert planfile.loads(planfile.dumps(plan)) == plan
+    assert math.isfinite(controller.estimate.total_bytes) and controller.estimate.total_bytes > 0
+    assert all(bucket.bytes >= 0 for bucket in controller.estimate.buckets)
+
+
+def chart_heights(window: MainWindow, key: str) -> list[float]:
+    return heights(window.chart, key)  # read back exactly as the chart's own tests do
+
+
+def check_chart(window: MainWindow) -> None:
+    """The bars read back from the chart's items are the Estimate's bytes (test_chart.py's way)."""
+    estimate = window.controller.estimate
+    chart = window.chart
+    scale = GiB if chart.unit == "GiB" else GB
+    if chart.mode == "training":
+        expected = training_bars(estimate, window.measurement)
+        if len(estimate.phases) > 1:
+            for index, phase in enumerate(estimate.phases):
+                assert expected[index].label == phase.name
+                for bucket in phase.buckets:
+                    assert chart_heights(window, bucket.key.value)[index] == pytest.approx(bucket.bytes / scale)
+        peak = len(estimate.phases) if len(estimate.phases) > 1 else 0
+        for bucket in estimate.buckets:
+            assert chart_heights(window, bucket.key.value)[peak] == pytest.approx(bucket.bytes / scale)
+        assert chart.bars()[peak].total_bytes == estimate.total_bytes
+    else:
+        expected = inference_bars(estimate, window.measurement)
+        inf = estimate.inference
+        for key, value in (
+            ("weights", inf.weights_bytes),
+            ("kv_cache", inf.kv_cache_bytes),
+            ("activations", inf.activation_bytes),
+            ("overhead", inf.overhead_bytes),
+        ):
+            assert chart_heights(window, key)[0] == pytest.approx(value / scale)
+        assert chart.bars()[0].total_bytes == inf.total_bytes
+    assert [bar.label for bar in chart.bars()] == [bar.label for bar in expected]
+    assert chart.capacity_line.value() == pytest.approx(estimate.capacity_bytes / scale)
+
+
+def shown_text(spin: QAbstractSpinBox) -> str:
+    """What a spin box shows for its value when nobody is typing in it."""
+    assert isinstance(spin, (IntField, FloatField))
+    if spin.specialValueText() and spin.value() == spin.minimum():
+        return spin.specialValueText()
+    return spin.prefix() + spin.textFromValue(spin.value()) + spin.suffix()
+
+
+def check_forms(window: MainWindow) -> None:
+    """Every input that is not being typed in shows the plan; bad text is not left behind."""
+    plan = window.controller.plan
+    expected = expected_values(window, plan)
+    for key, widget in all_fields(window).items():
+        if widget.hasFocus():
+            continue  # being typed: bad text may stand (marked) until the user leaves the box
+        want = expected[key]
+        if isinstance(widget, (QAbstractSpinBox, CountField, CatalogueField)):
+            assert not is_marked_invalid(widget), f"{key} is still marked after the user left it"
+        if isinstance(widget, FloatField):
+            assert widget.model_value() == pytest.approx(want, rel=1e-6, abs=10 ** -widget.decimals()), key
+            assert widget.lineEdit().text() == shown_text(widget), key
+        elif isinstance(widget, IntField):
+            assert widget.value() == want, key
+            assert widget.lineEdit().text() == shown_text(widget), key
+        elif isinstance(widget, CatalogueField):
+            index = widget.findData(want)
+            shown = widget.itemText(index) if index >= 0 else (plan.model.name if key == "model" else want)
+            assert widget.currentText() == shown, key
+            assert widget.currentIndex() == index, key
+        elif isinstance(widget, QCheckBox):
+            assert widget.isChecked() == want, key
+        else:
+            assert widget.value() == want, key  # type: ignore[attr-defined]
+
+
+def expected_values(window: MainWindow, plan: Plan) -> dict[str, Any]:
+    m, w, h, inf = plan.model, plan.workload, plan.hardware, plan.inference
+    values: dict[str, Any] = {
+        "model": plan.model_id,
+        "method.kind": plan.method.value,
+        "method.lora.rank": plan.lora.rank,
+        "method.lora.alpha": plan.lora.alpha,
+        "method.quant": plan.quant.value,
+        "method.double_quant": plan.double_quant,
+        "method.frozen_layers": plan.frozen_layers,
+        "method.precision": plan.precision.value,
+        "method.optimizer": plan.optimizer.value,
+        "method.attention": plan.attention.value,
+        "method.checkpointing": plan.checkpointing,
+        "method.chunked_loss": plan.chunked_loss,
+        "workload.micro_batch": w.micro_batch,
+        "workload.seq_len": w.seq_len,
+        "workload.grad_accum": w.grad_accum,
+        "workload.tokens": w.tokens,
+        "workload.eval_batch": w.eval_batch,
+        "hardware.gpu": h.gpu,
+        "hardware.custom_memory_gb": h.custom_memory_gb,
+        "hardware.custom_tflops": h.custom_tflops,
+        "hardware.gpu_count": h.gpu_count,
+        "hardware.sharding": h.sharding.value,
+        "hardware.utilisation": h.utilisation,
+        "hardware.headroom": h.headroom,
+        "hardware.price_per_gpu_hour": h.price_per_gpu_hour,
+        "hardware.peak_tflops_override": h.peak_tflops_override,
+        "inference.weight_dtype": inf.weight_dtype,
+        "inference.kv_dtype": inf.kv_dtype,
+        "inference.concurrent": inf.concurrent,
+        "inference.context": inf.context,
+        "accounting": plan.accounting.value,
+        "lesson.activations_gb": plan.lesson.activations_gb,
+        "lesson.trainable_override": plan.lesson.trainable_override,
+        "model.params_override": m.params_override or 0,
+        "model.tie_embeddings": m.tie_embeddings,
+        "model.gated_mlp": m.gated_mlp,
+    }
+    for name in ("num_layers", "hidden_size", "num_heads", "num_kv_heads", "head_dim", "intermediate_size"):
+        values[f"model.{name}"] = getattr(m, name)
+    for name in ("vocab_size", "num_experts", "experts_per_token"):
+        values[f"model.{name}"] = getattr(m, name)
+    for target in window.method_form.targets.boxes:
+        values[f"method.lora.targets.{target}"] = target in plan.lora.targets
+    return values
+
+
+def all_fields(window: MainWindow) -> dict[str, QWidget]:
+    fields: dict[str, QWidget] = {}
+    for form in window.forms:
+        fields.update(form.fields)
+    return fields
+
+
+# ---- the monkey ----------------------------------------------------------------------
+class Monkey:
+    def __init__(self, qtbot: Any, window: MainWindow, rng: random.Random) -> None:
+        self.qtbot = qtbot
+        self.window = window
+        self.rng = rng
+        self.fields = all_fields(window)
+        self.done: Counter[str] = Counter()
+        self.field_edits = 0
+        self.log: list[str] = []
+
+    # Each action returns a short description for the failure message.
+    def pick_action(self) -> Callable[[], str]:
+        close_popups()  # the user's next click or shortcut lands outside the popup
+        roll = self.rng.random()
+        if roll < 0.06:
+            return self.undo_redo
+        if roll < 0.09:
+            return self.toggle_mode
+        if roll < 0.11:
+            return self.toggle_lesson
+        if roll < 0.12:
+            return self.toggle_unit
+        if roll < 0.14:
+            return self.toggle_dimensions
+        return self.edit_field
+
+    def visible_fields(self) -> list[tuple[str, QWidget]]:
+        return [
+            (key, widget)
+            for key, widget in self.fields.items()
+            if widget.isVisibleTo(self.window) and widget.isEnabled()
+        ]
+
+    def edit_field(self) -> str:
+        # Rarely reached fields (shown only for a custom GPU, QLoRA, ...) are favoured, so
+        # that every input gets edits.
+        choices = self.visible_fields()
+        weights = [1 / (1 + self.done[key]) for key, _ in choices]
+        key, widget = self.rng.choices(choices, weights)[0]
+        self.done[key] += 1
+        self.field_edits += 1
+        if isinstance(widget, CatalogueField):
+            return f"{key}: " + self.edit_catalogue(widget)
+        if isinstance(widget, ChoiceField):
+            return f"{key}: " + self.edit_choice(widget)
+        if isinstance(widget, QCheckBox):
+            self.rng.choice((widget.click, lambda: self.qtbot.keyClick(widget, Qt.Key.Key_Space)))()
+            return f"{key}: toggled"
+        if isinstance(widget, QAbstractSpinBox):
+            return f"{key}: " + self.edit_spin(widget)
+        if isinstance(widget, CountField):
+            return f"{key}: " + self.type_text(widget, widget)
+        raise AssertionError(f"no monkey for {key}: {type(widget).__name__}")
+
+    def type_text(self, widget: QWidget, line: QLineEdit) -> str:
+        text = junk(self.rng) if self.rng.random() < 0.7 else str(self.rng.randint(0, 10 ** self.rng.randint(1, 12)))
+        widget.setFocus()
+        if self.rng.random() < 0.8:
+            line.selectAll()
+        else:
+            line.end(False)
+        type_keys(self.qtbot, line, text)
+        return f"typed {text!r} then " + self.finish(widget, line)
+
+    def finish(self, widget: QWidget, line: QWidget) -> str:
+        how = self.rng.choice(("enter", "tab", "focus-out", "escape", "stay", "backspace"))
+        # QTest hands keys straight to a widget; the platform hands them to an open popup (the
+        # completer's list), which acts on Enter, Tab and Escape itself.
+        target = QApplication.activePopupWidget() or line
+        if how == "enter":
+            self.qtbot.keyClick(target, Qt.Key.Key_Return)
+        elif how == "tab":
+            self.qtbot.keyClick(target, Qt.Key.Key_Tab)
+        elif how == "focus-out":
+            self.click_elsewhere()
+        elif how == "escape":
+            self.qtbot.keyClick(target, Qt.Key.Key_Escape)
+        elif how == "backspace":
+            self.qtbot.keyClick(target, Qt.Key.Key_Backspace)
+        return how
+
+    def click_elsewhere(self) -> None:
+        """A click outside closes any open popup first (that click goes nowhere), then moves focus."""
+        close_popups()
+        self.window.chart.setFocus(Qt.FocusReason.MouseFocusReason)
+
+    def edit_spin(self, spin: QAbstractSpinBox) -> str:
+        roll = self.rng.random()
+        if roll < 0.5:
+            return self.type_text(spin, spin.lineEdit())
+        if roll < 0.75:
+            assert isinstance(spin, (IntField, FloatField))
+            low, high = spin.minimum(), spin.maximum()
+            if isinstance(spin, IntField):
+                value: float = self.rng.choice((low, high, self.rng.randint(int(low), int(min(high, low + 4096)))))
+            else:
+                value = self.rng.choice((low, high, self.rng.uniform(low, high), self.rng.uniform(low, low + 10)))
+            spin.setFocus()  # as the wheel or the arrow buttons give it
+            spin.setValue(value)  # type: ignore[arg-type]
+            return f"set {value!r}"
+        key = self.rng.choice((Qt.Key.Key_Up, Qt.Key.Key_Down, Qt.Key.Key_PageUp, Qt.Key.Key_PageDown))
+        spin.setFocus()
+        for _ in range(self.rng.randint(1, 3)):
+            self.qtbot.keyClick(spin, key)
+        return f"stepped {key.name}"
+
+    def edit_choice(self, combo: QComboBox) -> str:
+        if self.rng.random() < 0.5:
+            index = self.rng.randrange(combo.count())
+            combo.setCurrentIndex(index)
+            return f"chose {combo.itemText(index)!r}"
+        key = self.rng.choice((Qt.Key.Key_Up, Qt.Key.Key_Down, Qt.Key.Key_Home, Qt.Key.Key_End))
+        combo.setFocus()
+        self.qtbot.keyClick(combo, key)
+        return f"pressed {key.name}"
+
+    def edit_catalogue(self, picker: CatalogueField) -> str:
+        roll = self.rng.random()
+        if roll < 0.35:
+            index = self.rng.randrange(picker.count())
+            custom = picker.findData("custom")
+            if custom >= 0 and self.rng.random() < 0.25:
+                index = custom  # one entry of many, and the only one that shows two more fields
+            picker.setCurrentIndex(index)
+            picker.activated.emit(index)
+            return f"chose {picker.itemText(index)!r}"
+        if roll < 0.55:
+            name = picker.itemText(self.rng.randrange(picker.count()))
+            if self.rng.random() < 0.5:
+                name = name.lower()
+            picker.setFocus()
+            picker.lineEdit().selectAll()
+            type_keys(self.qtbot, picker.lineEdit(), name)
+            self.qtbot.keyClick(picker.lineEdit(), Qt.Key.Key_Return)
+            return f"typed the name {name!r} + Enter"
+        if roll < 0.65:
+            picker.setFocus()
+            self.qtbot.keyClick(picker, self.rng.choice((Qt.Key.Key_Up, Qt.Key.Key_Down)))
+            return "arrow key"
+        return self.type_text(picker, picker.lineEdit())
+
+    def undo_redo(self) -> str:
+        window = self.window
+        if self.rng.random() < 0.7:
+            action = self.rng.choice((window.undo_action, window.redo_action))
+            action.trigger()
+            self.done["undo/redo"] += 1
+            return f"{action.text()!r}"
+        key = self.rng.choice(("undo", "redo"))
+        self.window.chart.setFocus(Qt.FocusReason.MouseFocusReason)
+        sequence = window.undo_action.shortcut() if key == "undo" else window.redo_action.shortcut()
+        combo = sequence[0]
+        self.qtbot.keyClick(window.chart, combo.key(), combo.keyboardModifiers())
+        self.done["undo/redo"] += 1
+        return f"{key} shortcut"
+
+    def toggle_mode(self) -> str:
+        action = self.rng.choice((self.window.training_action, self.window.inference_action))
+        action.trigger()
+        self.done["mode"] += 1
+        return f"mode {action.text()!r}"
+
+    def toggle_lesson(self) -> str:
+        self.window.lesson_action.trigger()
+        self.done["lesson"] += 1
+        return "lesson toggled"
+
+    def toggle_unit(self) -> str:
+        self.rng.choice(list(self.window.unit_actions.values())).trigger()
+        self.done["unit"] += 1
+        return "unit"
+
+    def toggle_dimensions(self) -> str:
+        self.window.model_form.dims_toggle.click()
+        self.done["dimensions"] += 1
+        return "dimensions shown/hidden"
+
+
+def test_monkey(qtbot: Any, window: MainWindow) -> None:
+    window.show()
+    qtbot.waitExposed(window)
+    # Focus and focus-out (which revert bad text) only happen in the active window.
+    window.windowHandle().requestActivate()
+    qtbot.waitUntil(window.isActiveWindow)
+    rng = random.Random(SEED)
+    monkey = Monkey(qtbot, window, rng)
+    started = time.perf_counter()
+    plans = {window.controller.plan}
+    number = 0
+    with captured_exceptions() as escaped:
+        while monkey.field_edits < EDITS:
+            number += 1
+            what = monkey.pick_action()()
+            plans.add(window.controller.plan)
+            monkey.log.append(what)
+            where = f"seed {SEED}, edit {number}: {what}"
+            assert not escaped, f"{where} raised {escaped[0]!r}"
+            assert window.isActiveWindow(), f"{where}: the window lost activation; focus checks would be void"
+            try:
+                check_plan(window)
+                if number % FULL_CHECK_EVERY == 0:
+                    check_chart(window)
+                    check_forms(window)
+            except AssertionError as error:
+                plan = planfile.dumps(window.controller.plan)
+                raise AssertionError(f"{where}; last edits {monkey.log[-10:]}; plan {plan}") from error
+        close_popups()
+        window.chart.setFocus()
+        check_chart(window)
+        check_forms(window)
+    elapsed = time.perf_counter() - started
+    untouched = set(monkey.fields) - set(monkey.done)
+    assert not untouched, f"the monkey never reached {sorted(untouched)}"
+    # Not a monkey that only ever typed junk: most edits made a new plan.
+    assert len(plans) > EDITS // 4, f"only {len(plans)} distinct plans"
+    print(f"monkey: {monkey.field_edits} field edits in {number} actions, {len(plans)} plans, {elapsed:.1f} s")
+
+
+# ---- what the monkey found -----------------------------------------------------------
+def test_bad_count_confirmed_with_enter_is_reverted_on_leaving(qtbot: Any, window: MainWindow) -> None:
+    """Qt 6 emits QLineEdit.editingFinished on focus-out only if the text changed since the
+    last emission: text refused on Enter stayed in the box, marked, after the user left."""
+    window.show()
+    window.windowHandle().requestActivate()
+    qtbot.waitUntil(window.isActiveWindow)
+    tokens = window.workload_form.tokens
+    tokens.setFocus()
+    tokens.selectAll()
+    qtbot.keyClicks(tokens, "lots")
+    qtbot.keyClick(tokens, Qt.Key.Key_Return)
+    assert is_marked_invalid(tokens)
+    window.workload_form.micro_batch.setFocus()
+    assert not is_marked_invalid(tokens)
+    assert tokens.value() == window.controller.plan.workload.tokens
+
+
+@pytest.mark.parametrize("confirm", [False, True])
+def test_picker_text_never_chosen_is_reverted_on_leaving(qtbot: Any, window: MainWindow, confirm: bool) -> None:
+    """Typed text that names no model stayed in the picker after the user left it, as if
+    it were the plan's model."""
+    window.show()
+    window.windowHandle().requestActivate()
+    qtbot.waitUntil(window.isActiveWindow)
+    picker = window.model_form.picker
+    shown = picker.currentText()
+    picker.setFocus()
+    picker.lineEdit().selectAll()
+    qtbot.keyClicks(picker.lineEdit(), "GPT-9000")
+    if confirm:
+        qtbot.keyClick(picker.lineEdit(), Qt.Key.Key_Return)
+    close_popups()
+    window.workload_form.micro_batch.setFocus()
+    assert picker.currentText() == shown
+    assert not is_marked_invalid(picker)
+    assert picker.value() == window.controller.plan.model_id
+
+
+def test_qlora_with_a_tiny_typed_parameter_count_has_no_negative_memory() -> None:
+    """The monkey's first find (a core bug): P typed below the parts QLoRA keeps in 16 bits
+    made the weights bucket negative."""
+    from dataclasses import replace
+
+    from core.estimate import estimate
+    from core.plan import Method
+    from core.presets import plan_for_model
+
+    plan = plan_for_model("llama-3.1-8b", method=Method.QLORA)
+    plan = plan.with_changes(model=replace(plan.model, params_override=33))
+    assert all(bucket.bytes >= 0 for bucket in estimate(plan).buckets)
