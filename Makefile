@@ -36,7 +36,7 @@ bench: $(STAMP)
 clean:
 	rm -rf $(VENV) build dist .pytest_cache .mypy_cache .ruff_cache
 
-# ---- standalone binaries (packaging/README_SECTION.md) --------------------------------
+# ---- standalone binaries (README: "Standalone binaries") -------------------------------------
 # A separate venv with PyInstaller, so the dev venv stays lean. `make dist smoke` is what
 # CI runs after `make test`; `make bench-startup` measures size and start-up time.
 DIST_VENV  ?= .venv-dist
