@@ -20,8 +20,8 @@ from typing import Literal
 
 import numpy as np
 import pyqtgraph as pg
-from PySide6.QtCore import QEvent, QPointF, QRectF, Qt, Signal
-from PySide6.QtGui import QBrush, QColor, QFont, QPainter, QStaticText, QTransform
+from PySide6.QtCore import QCoreApplication, QEvent, QPointF, QRectF, Qt, Signal
+from PySide6.QtGui import QBrush, QColor, QFont, QPainter, QPicture, QStaticText, QTransform
 from PySide6.QtWidgets import QVBoxLayout, QWidget
 
 from core.accounting import BUCKET_LABELS, BucketKey
@@ -153,6 +153,51 @@ class _Bars(pg.BarGraphItem):
         return QRectF(self._bounds)
 
 
+class _Axis(pg.AxisItem):
+    """A pyqtgraph axis that redraws only what changed, and can be drawn ahead of a paint."""
+
+    def __init__(self, orientation: str) -> None:
+        self._label_html: str | None = None
+        super().__init__(orientation)
+
+    def render(self) -> None:  # type: ignore[override]
+        """Draw the ticks and their text into the cached picture now, as ``paint`` would.
+
+        pyqtgraph draws an axis lazily, in the paint that first finds no picture; measuring
+        the tick text there may widen or narrow the axis, which lays the plot out again and
+        paints it all a second time. Drawn ahead of the paint, the new width is laid out first.
+        """
+        picture = QPicture()
+        painter = QPainter(picture)
+        try:
+            if self.style["tickFont"]:
+                painter.setFont(self.style["tickFont"])
+            specs = self.generateDrawSpecs(painter)
+            if specs is not None:
+                self.drawPicture(painter, *specs)
+        finally:
+            painter.end()
+        self.picture = picture
+
+    def setRange(self, mn: float, mx: float) -> None:
+        # The view reports its range again whenever it is resized; the picture is in the
+        # axis's own coordinates, so an unchanged range (and size) leaves it as it is.
+        if self.picture is not None and self.range == [mn, mx]:
+            return
+        super().setRange(mn, mx)
+
+    def _updateLabel(self) -> None:
+        # Called on every change of range (for the SI prefix): the label's text, laid out
+        # anew each time, is the same unless the prefix or the label changed.
+        html = self.labelString()
+        if html != self._label_html:
+            self._label_html = html
+            self.label.setHtml(html)
+            self._adjustSize()
+        self.picture = None
+        self.update()
+
+
 class ChartLabel:
     """One value label: text drawn unscaled, anchored at a point in data coordinates."""
 
@@ -282,7 +327,7 @@ class MemoryChart(QWidget):
         layout = QVBoxLayout(self)
         layout.setContentsMargins(0, 0, 0, 0)
         layout.setSpacing(4)
-        self.plot = pg.PlotWidget()
+        self.plot = pg.PlotWidget(axisItems={"left": _Axis("left"), "bottom": _Axis("bottom")})
         self.plot.setAccessibleName("Memory chart plot")
         self.plot.setToolTip("Click a bar segment to see its arithmetic.")
         layout.addWidget(self.plot, 1)
@@ -369,6 +414,30 @@ class MemoryChart(QWidget):
     def show_estimate(self, estimate: Estimate) -> None:
         self._estimate = estimate
         self._redraw()
+
+    def settle(self) -> None:
+        """Bring the plot up to date now rather than in its next paint: the layout of its items,
+        the view's transform, and the axes' pictures (which may resize an axis, and so the view).
+
+        Left to the paint, each of these is found out there and sets off another layout pass
+        and a second (or third) paint of the whole plot; done here, the plot paints once.
+        """
+        if not self.plot.isVisible():
+            return
+        item = self.plot.getPlotItem()
+        scene = self.plot.scene()
+        axes: list[_Axis] = [self.plot.getAxis(name) for name in ("left", "bottom")]
+        for _ in range(3):  # a resized axis re-lays out the plot: at most once in practice
+            QCoreApplication.sendPostedEvents(item, QEvent.Type.LayoutRequest)
+            scene.prepareForPaint()  # the view's matrix, deferred by pyqtgraph to the paint
+            resized = False
+            for axis in axes:
+                if axis.picture is None and axis.isVisible():
+                    size = (axis.maximumWidth(), axis.maximumHeight())
+                    axis.render()
+                    resized |= size != (axis.maximumWidth(), axis.maximumHeight())
+            if not resized:
+                return
 
     def bars(self) -> list[BarSpec]:
         return list(self._bars)

@@ -6,7 +6,7 @@ import os
 from collections.abc import Callable
 from pathlib import Path
 
-from PySide6.QtCore import QSignalBlocker, Qt
+from PySide6.QtCore import QCoreApplication, QEvent, QSignalBlocker, Qt
 from PySide6.QtGui import QAction, QActionGroup, QCloseEvent, QKeySequence
 from PySide6.QtWidgets import (
     QApplication,
@@ -208,6 +208,11 @@ class MainWindow(QMainWindow):
         self.undo_action.setShortcuts(key.Undo)
         self.redo_action = self.controller.undo_stack.createRedoAction(self, "&Redo")
         self.redo_action.setShortcuts(key.Redo)
+        # The toolbar buttons say just "Undo"/"Redo"; the menu items and the buttons' tooltips
+        # (an action's text by default) name the change. A button whose text followed every
+        # edit re-laid out the toolbar and repainted all its buttons at each one.
+        self.undo_action.setIconText("Undo")
+        self.redo_action.setIconText("Redo")
 
         self.mode_group = QActionGroup(self)
         self.training_action = QAction("&Training", self, checkable=True)
@@ -301,7 +306,8 @@ class MainWindow(QMainWindow):
 
     # ---- reacting ------------------------------------------------------------------
     def _on_estimate(self, estimate: Estimate) -> None:
-        self.problem.clear()
+        if self.problem.text():  # QLabel.clear() repaints the status bar even when it is empty
+            self.problem.clear()
         self.verdict.show_estimate(estimate)
         self.chart.show_estimate(estimate)
         self.arithmetic.show_estimate(estimate)
@@ -309,6 +315,18 @@ class MainWindow(QMainWindow):
         self.inference_panel.show_estimate(estimate)
         with QSignalBlocker(self.lesson_action):
             self.lesson_action.setChecked(estimate.plan.accounting is Accounting.LESSON)
+        self._settle()
+
+    def _settle(self) -> None:
+        """Lay the window out now, once, so that the next paint is the only one.
+
+        Every view has its new text and figures; the layout passes they asked for would
+        otherwise run one by one between paints (a taller verdict resizes the chart, a wider
+        axis re-lays out the plot), each after a paint of the whole window.
+        """
+        for _ in range(5):  # a layout that changes its widget's size asks its parent's again
+            QCoreApplication.sendPostedEvents(None, QEvent.Type.LayoutRequest)
+        self.chart.settle()
 
     def _clean_changed(self, clean: bool) -> None:
         self.setWindowModified(not clean)
