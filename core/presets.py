@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import replace
 
 from core.catalogue import find_model
@@ -52,3 +53,28 @@ def lesson_plan(method: Method, precision: Precision, *, quant: Quant = Quant.NF
         ),
         hardware=Hardware(gpu=gpu),
     )
+
+
+def lesson_gpt2_plan() -> Plan:
+    """The lesson's GPT-2 small example: P = 124.4·10⁶, float32, full fine-tuning, Adam."""
+    spec = replace(find_model("gpt2").spec, name="GPT-2 small (lesson, P = 124.4e6)", params_override=124_400_000)
+    return Plan(
+        model=spec,
+        model_id="gpt2",
+        method=Method.FULL,
+        precision=Precision.FP32,
+        accounting=Accounting.LESSON,
+        hardware=Hardware(gpu=DEFAULT_GPU),
+    )
+
+
+# The lesson's worked examples, as the app's File → Examples menu offers them.
+LESSON_EXAMPLES: tuple[tuple[str, Callable[[], Plan]], ...] = (
+    ("Lesson: GPT-2 small, float32, full fine-tuning (3.5 GB)", lesson_gpt2_plan),
+    ("Lesson: 7B, 16-bit, full fine-tuning with Adam (81.9 GB)", lambda: lesson_plan(Method.FULL, Precision.BF16)),
+    (
+        "Lesson: 7B, LoRA r=8 on a 4-bit base, on a 12 GB card (5.1 GB)",
+        lambda: lesson_plan(Method.QLORA, Precision.BF16, gpu="rtx-3060-12gb"),
+    ),
+    ("Lesson: 7B, LoRA r=8 on a 16-bit base (15.2 GB)", lambda: lesson_plan(Method.LORA, Precision.BF16)),
+)

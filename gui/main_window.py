@@ -25,7 +25,7 @@ from core.estimate import Estimate
 from core.importer import import_model
 from core.measurement import Measurement, load_measurement
 from core.plan import Accounting, Plan
-from core.presets import default_plan
+from core.presets import LESSON_EXAMPLES, default_plan
 from gui import dialogs
 from gui.chart import MemoryChart
 from gui.controller import PlanController
@@ -261,6 +261,10 @@ class MainWindow(QMainWindow):
         self._fill_recent()
         file_menu.addActions([self.save_action, self.save_as_action])
         file_menu.addSeparator()
+        self.examples_menu = file_menu.addMenu("E&xamples")
+        for title, make_plan in LESSON_EXAMPLES:
+            action = self.examples_menu.addAction(title)
+            action.triggered.connect(lambda _c=False, t=title, f=make_plan: self.load_example(t, f()))
         file_menu.addActions([self.measure_action, self.clear_measure_action])
         file_menu.addSeparator()
         file_menu.addActions([self.export_png_action, self.export_svg_action])
@@ -408,6 +412,14 @@ class MainWindow(QMainWindow):
             self.settings.add_recent(os.path.abspath(path))
             return True
         return False
+
+    def load_example(self, title: str, plan: Plan) -> bool:
+        """A worked example becomes the plan as one undoable step (the document stays)."""
+        error = self.controller.set_plan(plan, text=f"Load example: {title}")
+        if error is not None:
+            dialogs.error(self, "Cannot load the example", str(error))
+            return False
+        return True
 
     def open_recovered(self, plan: Plan) -> bool:
         """An autosaved plan of a session that ended unexpectedly, as an untitled document."""

@@ -12,7 +12,7 @@ from PySide6.QtWidgets import QLabel
 from core import planfile
 from core.estimate import Verdict
 from core.plan import Method, Precision
-from core.presets import default_plan, lesson_plan
+from core.presets import LESSON_EXAMPLES, default_plan, lesson_plan
 from gui.main_window import MainWindow
 from gui.settings import Settings
 
@@ -192,3 +192,22 @@ def test_forms_are_reachable_by_keyboard(window: MainWindow) -> None:
     for form in window.forms:
         for key, widget in form.fields.items():
             assert widget.focusPolicy() & Qt.FocusPolicy.TabFocus, key
+
+
+def test_lesson_examples_menu_reproduces_the_lessons_numbers(window: Any) -> None:
+    # The lesson's printed totals: 3.5 (GPT-2 small), 81.9, 5.1 and 15.2 GB.
+    expected = {"3.5 GB": 3.49, "81.9 GB": 81.9, "5.1 GB": 5.1, "15.2 GB": 15.2}
+    actions = [a for a in window.examples_menu.actions() if a.text()]
+    assert len(actions) == 4
+    for action in actions:
+        before = window.controller.plan
+        action.trigger()
+        est = window.controller.estimate
+        total = next(v for k, v in expected.items() if k in action.text())
+        digits = 2 if total == 3.49 else 1
+        assert round(est.peak_bytes / 1e9, digits) == total
+        assert window.controller.plan != before
+    # The 5.1 GB example fits its 12 GB card; undo walks back through the examples.
+    window.controller.undo_stack.undo()
+    assert "5.1 GB" in actions[2].text()
+    assert window.controller.plan == LESSON_EXAMPLES[2][1]()
