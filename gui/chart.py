@@ -28,21 +28,11 @@ from core.accounting import BUCKET_LABELS, BucketKey
 from core.estimate import Estimate
 from core.measurement import Measurement
 from gui.format import Unit, memory, unit_scale
+from gui.plotstyle import OKABE_ITO, style_plot
 
 Mode = Literal["training", "inference"]
 
-# Okabe & Ito (2008), "Color Universal Design": distinguishable with every common form
-# of colour-vision deficiency. Overhead gets a neutral grey so the model's own buckets stand out.
-OKABE_ITO = {
-    "orange": "#E69F00",
-    "sky": "#56B4E9",
-    "green": "#009E73",
-    "yellow": "#F0E442",
-    "blue": "#0072B2",
-    "vermillion": "#D55E00",
-    "purple": "#CC79A7",
-    "grey": "#999999",
-}
+# Overhead gets a neutral grey so the model's own buckets stand out.
 SERIES_COLOURS: dict[str, str] = {
     BucketKey.WEIGHTS.value: OKABE_ITO["blue"],
     BucketKey.GRADIENTS.value: OKABE_ITO["orange"],
@@ -573,21 +563,9 @@ class MemoryChart(QWidget):
         super().changeEvent(event)
 
     def _apply_palette(self) -> None:
-        palette = self.palette()
-        background = palette.color(palette.ColorRole.Base)
-        foreground = palette.color(palette.ColorRole.Text)
-        self._bar_outline = background
-        self.plot.setBackground(background)
-        for name in ("left", "bottom"):
-            axis = self.plot.getAxis(name)
-            axis.setPen(pg.mkPen(foreground))
-            axis.setTextPen(pg.mkPen(foreground))
+        background, foreground, band = style_plot(self, self.plot, self.capacity_line, self.usable_line, self.band)
         capacity = QColor(OKABE_ITO["vermillion"])
-        self.capacity_line.setPen(pg.mkPen(capacity, width=2, style=Qt.PenStyle.DashLine))
-        self.usable_line.setPen(pg.mkPen(capacity, width=1, style=Qt.PenStyle.DotLine))
-        band = QColor(capacity)
-        band.setAlpha(40)
-        self.band.setBrush(pg.mkBrush(band))
+        self._bar_outline = background
         self._capacity_sample.setPen(pg.mkPen(capacity, width=2, style=Qt.PenStyle.DashLine))
         self._band_sample.setOpts(brush=pg.mkBrush(band), pen=pg.mkPen(None))
         self.legend.setLabelTextColor(foreground)

@@ -14,8 +14,8 @@ from PySide6.QtGui import QColor
 from PySide6.QtWidgets import QLabel, QVBoxLayout, QWidget
 
 from core.diagnosis import Curve
-from gui.chart import OKABE_ITO
 from gui.format import Unit, memory, unit_scale
+from gui.plotstyle import OKABE_ITO, style_plot
 
 AXIS_LABELS = {"micro_batch": "micro-batch", "seq_len": "sequence length (tokens)"}
 
@@ -152,20 +152,7 @@ class MemoryCurve(QWidget):
         super().changeEvent(event)
 
     def _apply_palette(self) -> None:
-        palette = self.palette()
-        background = palette.color(palette.ColorRole.Base)
-        foreground = palette.color(palette.ColorRole.Text)
-        self.plot.setBackground(background)
-        for name in ("left", "bottom"):
-            axis = self.plot.getAxis(name)
-            axis.setPen(pg.mkPen(foreground))
-            axis.setTextPen(pg.mkPen(foreground))
-        limit = QColor(OKABE_ITO["vermillion"])
-        self.capacity_line.setPen(pg.mkPen(limit, width=2, style=Qt.PenStyle.DashLine))
-        self.usable_line.setPen(pg.mkPen(limit, width=1, style=Qt.PenStyle.DotLine))
-        band = QColor(limit)
-        band.setAlpha(40)
-        self.band.setBrush(pg.mkBrush(band))
+        background, foreground, _band = style_plot(self, self.plot, self.capacity_line, self.usable_line, self.band)
         total = QColor(OKABE_ITO["blue"])
         self.line.setPen(pg.mkPen(total, width=2))
         self.line.setSymbolBrush(pg.mkBrush(total))

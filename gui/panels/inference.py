@@ -2,73 +2,32 @@
 
 from __future__ import annotations
 
-from PySide6.QtCore import Qt
-from PySide6.QtGui import QShowEvent
-from PySide6.QtWidgets import QFormLayout, QLabel, QVBoxLayout, QWidget
+from PySide6.QtWidgets import QWidget
 
 from core.estimate import Estimate
 from gui.format import Unit, memory
+from gui.panels.figures import FiguresPanel
+
+ROWS = (
+    ("weights", "Weights", "The model's weights as stored for serving."),
+    ("kv_cache", "KV cache", "2 · layers · KV heads · head width · tokens · requests · bytes."),
+    ("kv_per_token", "KV per token", "Cache bytes one token adds, over all layers."),
+    ("activations", "Activations", "Working memory of a prefill pass."),
+    ("overhead", "Overhead", "CUDA context and runtime buffers."),
+    ("total", "Total", "Weights + KV cache + activations + overhead."),
+    ("max_concurrent", "Most requests", "Most concurrent requests of this context that fit the usable memory."),
+    ("max_context", "Longest context", "Longest context per request, at this concurrency, that fits."),
+)
 
 
-class InferencePanel(QWidget):
+class InferencePanel(FiguresPanel):
     def __init__(self, parent: QWidget | None = None) -> None:
-        super().__init__(parent)
-        self.setAccessibleName("Serving")
+        super().__init__("Serving", ROWS, "KV cache formula", parent, headline_name="Serving verdict")
         self.unit: Unit = "GB"
-        self._estimate: Estimate | None = None
-        self._stale = False
-        layout = QVBoxLayout(self)
-        self.headline = QLabel()
-        self.headline.setAccessibleName("Serving verdict")
-        self.headline.setWordWrap(True)
-        layout.addWidget(self.headline)
-        form = QFormLayout()
-        form.setLabelAlignment(Qt.AlignmentFlag.AlignRight)
-        layout.addLayout(form)
-        self.values: dict[str, QLabel] = {}
-        rows = (
-            ("weights", "Weights", "The model's weights as stored for serving."),
-            ("kv_cache", "KV cache", "2 · layers · KV heads · head width · tokens · requests · bytes."),
-            ("kv_per_token", "KV per token", "Cache bytes one token adds, over all layers."),
-            ("activations", "Activations", "Working memory of a prefill pass."),
-            ("overhead", "Overhead", "CUDA context and runtime buffers."),
-            ("total", "Total", "Weights + KV cache + activations + overhead."),
-            ("max_concurrent", "Most requests", "Most concurrent requests of this context that fit the usable memory."),
-            ("max_context", "Longest context", "Longest context per request, at this concurrency, that fits."),
-        )
-        for key, label, tooltip in rows:
-            value = QLabel()
-            value.setAccessibleName(label)
-            value.setToolTip(tooltip)
-            value.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
-            self.values[key] = value
-            form.addRow(label + ":", value)
-        self.formula = QLabel()
-        self.formula.setAccessibleName("KV cache formula")
-        self.formula.setWordWrap(True)
-        self.formula.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
-        layout.addWidget(self.formula)
-        layout.addStretch(1)
 
     def set_unit(self, unit: Unit) -> None:
         self.unit = unit
-        if self._estimate is not None:
-            self.show_estimate(self._estimate)
-
-    def show_estimate(self, estimate: Estimate) -> None:
-        self._estimate = estimate
-        # A hidden tab's labels would be measured again on every layout pass of the window
-        # (a tab widget sizes itself to all its pages): it catches up when it is shown.
-        if self.isVisible():
-            self._show(estimate)
-        else:
-            self._stale = True
-
-    def showEvent(self, event: QShowEvent) -> None:
-        if self._stale and self._estimate is not None:
-            self._stale = False
-            self._show(self._estimate)
-        super().showEvent(event)
+        self.refresh()
 
     def _show(self, estimate: Estimate) -> None:
         inf = estimate.inference
@@ -90,6 +49,7 @@ class InferencePanel(QWidget):
             f"{inf.max_context:,} tokens × {plan.concurrent:,}" if inf.max_context else "none at this concurrency"
         )
         verdict = "✔ fits" if inf.fits else "✖ does not fit"
+        assert self.headline is not None
         self.headline.setText(
             f"<b>{verdict}</b>: {plan.concurrent:,} request(s) of {plan.context:,} tokens need "
             f"{memory(inf.total_bytes, u)} of {memory(estimate.usable_bytes, u)} usable."
