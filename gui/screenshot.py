@@ -1,7 +1,8 @@
 """Render the real main window offscreen to a PNG: ``python -m gui.screenshot out.png``.
 
-Used for the README's docs/screenshot.png. The default plan is shown; no user settings
-are read or written (settings go to a temporary folder).
+Used for the README's docs/screenshot.png (the start-up plan) and, with ``--diagnosis``,
+docs/diagnosis.png (the lesson's 7B model, full 16-bit fine-tuning, on a 24 GB card, with
+the Diagnosis tab open). No user settings are read or written (a temporary folder).
 """
 
 from __future__ import annotations
@@ -14,7 +15,9 @@ from collections.abc import Sequence
 WIDTH, HEIGHT = 1400, 900
 
 
-def render(path: str, width: int = WIDTH, height: int = HEIGHT, *, mode: str = "training") -> None:
+def render(
+    path: str, width: int = WIDTH, height: int = HEIGHT, *, mode: str = "training", diagnosis: bool = False
+) -> None:
     os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
     from PySide6.QtCore import QSettings
     from PySide6.QtWidgets import QApplication
@@ -33,8 +36,19 @@ def render(path: str, width: int = WIDTH, height: int = HEIGHT, *, mode: str = "
         window = MainWindow(settings=settings)
         window.set_chart_mode(mode)
         window.resize(width, height)
+        if diagnosis:
+            from PySide6.QtCore import Qt
+
+            from core.plan import Method, Precision
+            from core.presets import lesson_plan
+
+            window.controller.reset(lesson_plan(Method.FULL, Precision.BF16, gpu="rtx-4090"))
+            window.tabs.setCurrentWidget(window.diagnosis)
         window.show()
-        for _ in range(3):
+        if diagnosis:
+            # A wider Details column so the remedies table reads without scrolling.
+            window.resizeDocks([window.plan_dock, window.details_dock], [330, 470], Qt.Orientation.Horizontal)
+        for _ in range(5):
             app.processEvents()
         if not window.grab().save(path):
             raise OSError(f"cannot write {path}")
@@ -45,9 +59,9 @@ def render(path: str, width: int = WIDTH, height: int = HEIGHT, *, mode: str = "
 def main(argv: Sequence[str] | None = None) -> int:
     args = list(sys.argv[1:] if argv is None else argv)
     if not args or args[0] in ("-h", "--help"):
-        print("usage: python -m gui.screenshot OUT.png [--inference]")
+        print("usage: python -m gui.screenshot OUT.png [--inference] [--diagnosis]")
         return 0 if args else 2
-    render(args[0], mode="inference" if "--inference" in args else "training")
+    render(args[0], mode="inference" if "--inference" in args else "training", diagnosis="--diagnosis" in args)
     return 0
 
 

@@ -313,6 +313,7 @@ class CatalogueField(QComboBox):
         if self.currentText() != self._shown_text:
             with QSignalBlocker(self):
                 self.setEditText(self._shown_text)
+        self.lineEdit().setCursorPosition(0)
         self.editingFinished.emit()
 
     def show_value(self, entry_id: str, fallback_text: str = "") -> None:
@@ -326,6 +327,8 @@ class CatalogueField(QComboBox):
             else:
                 self.setCurrentIndex(-1)
                 self.setEditText(fallback_text)
+            # Show a long name from its start ("NVIDIA GeForce…", not "…IDIA GeForce RTX 4090").
+            self.lineEdit().setCursorPosition(0)
         self._shown_text = self.currentText()
 
     def value(self) -> str:
