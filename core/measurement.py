@@ -8,7 +8,6 @@ A measurement file is ``{"format": "vramplan-measurement", "version": 1, "case":
 from __future__ import annotations
 
 import json
-import math
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -18,6 +17,7 @@ from core.catalogue import find_model
 from core.errors import PlanError, PlanFileError
 from core.model import model_from_hf_config
 from core.plan import Attention, Hardware, LoraSettings, Method, Optimizer, Plan, Precision, Workload
+from core.units import finite_number
 
 FORMAT: Final = "vramplan-measurement"
 MAX_BYTES: Final = 10_000_000
@@ -55,9 +55,10 @@ def _int(doc: Mapping[str, Any], key: str, where: str, optional: bool = False) -
     value = doc.get(key)
     if value is None and optional:
         return None
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value < 0:
+    number = finite_number(value)
+    if number is None or number < 0:
         raise PlanFileError(where, f"'{key}' must be a non-negative number of bytes, not {value!r}")
-    return int(value)
+    return int(number)
 
 
 def measurement_from_dict(doc: Any, where: str = "(measurement)") -> Measurement:
@@ -73,7 +74,7 @@ def measurement_from_dict(doc: Any, where: str = "(measurement)") -> Measurement
         raise PlanFileError(where, "'breakdown_at_peak' must be an object of byte counts")
     breakdown = {}
     for key, value in breakdown_raw.items():
-        if isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value):
+        if finite_number(value) is not None:
             breakdown[str(key)] = int(value)
     step = doc.get("peak_step", 0)
     return Measurement(

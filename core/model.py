@@ -13,6 +13,7 @@ from dataclasses import dataclass, field, fields, replace
 from typing import Any, Final
 
 from core.errors import PlanError
+from core.units import finite_number
 
 NORMS: Final = ("layernorm", "rmsnorm")
 
@@ -377,17 +378,6 @@ SUPPORTED_MODEL_TYPES: Final = (
 )
 
 
-def _finite(value: object) -> float | None:
-    """``value`` as a finite float, or None (bools, strings, NaN, infinities, ints past float range)."""
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        return None
-    try:
-        number = float(value)
-    except OverflowError:
-        return None
-    return number if math.isfinite(number) else None
-
-
 def _whole_number(value: object) -> bool:
     """An int, or a float without a fraction (configs write 4096.0); never NaN or infinity."""
     if isinstance(value, float):
@@ -434,7 +424,7 @@ class _Reader:
         value = self.config.get(key)
         if value is None:
             return default
-        number = _finite(value)
+        number = finite_number(value)
         if number is None or number < 0:
             raise PlanError(f"{self.where}.{key}", value, "a non-negative number")
         return number
@@ -616,7 +606,7 @@ def model_from_dict(data: Mapping[str, Any], where: str = "model") -> ModelSpec:
         elif expected == "int":
             ok = isinstance(value, int) and not isinstance(value, bool)
         elif expected == "float":
-            number = _finite(value)
+            number = finite_number(value)
             ok = number is not None
             value = number if ok else value
         else:  # int | None

@@ -7,13 +7,13 @@ saved as a versioned JSON document (see :mod:`core.planfile`).
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field, replace
 from enum import StrEnum
 from typing import Any, Final
 
 from core.errors import PlanError
 from core.model import ModelSpec, check_text, normalise_lora_targets
+from core.units import finite_number
 
 
 class Method(StrEnum):
@@ -116,9 +116,10 @@ def _check_int(path: str, value: object, low: int, high: int) -> None:
 
 
 def _check_float(path: str, value: object, low: float, high: float, *, low_open: bool = False) -> None:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+    number = finite_number(value)
+    if number is None:
         raise PlanError(path, value, f"a number from {low:g} to {high:g}")
-    if value > high or value < low or (low_open and value == low):
+    if number > high or number < low or (low_open and number == low):
         bound = f"above {low:g}" if low_open else f"from {low:g}"
         raise PlanError(path, value, f"a number {bound} to {high:g}")
 

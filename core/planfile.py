@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import math
 import os
 import stat
 import tempfile
@@ -25,6 +24,7 @@ from typing import Any, Final, get_type_hints
 from core.errors import PlanError, PlanFileError
 from core.model import ModelSpec, model_from_dict
 from core.plan import Hardware, Inference, LessonSettings, LoraSettings, Plan, Workload
+from core.units import finite_number
 
 FORMAT: Final = "vramplan-plan"
 VERSION: Final = 2
@@ -76,7 +76,7 @@ def _convert(path: str, hint: Any, value: Any) -> Any:
             raise PlanError(path, value, "an integer")
         return value
     if hint is float:
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        if finite_number(value) is None:
             raise PlanError(path, value, "a finite number")
         return float(value)
     if hint is str:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from typing import Final
 
 GB: Final = 1_000_000_000  # decimal gigabyte, as the lesson uses
@@ -50,3 +51,15 @@ def format_count(n: float) -> str:
         if abs(n) >= div:
             return f"{n / div:.3g}{suffix}"
     return f"{n:g}"
+
+
+def finite_number(value: object) -> float | None:
+    """``value`` as a finite float, or None: bools, strings, NaN, infinities and integers
+    beyond float range (JSON allows 10**400, ``math.isfinite`` overflows on it) are not numbers here."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    try:
+        number = float(value)
+    except OverflowError:
+        return None
+    return number if math.isfinite(number) else None

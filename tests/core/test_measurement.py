@@ -44,3 +44,10 @@ def test_bad_measurement_files(tmp_path: Path, content: bytes) -> None:
     path.write_bytes(content)
     with pytest.raises(PlanFileError):
         load_measurement(path)
+
+
+def test_peak_beyond_float_range(tmp_path: Path) -> None:
+    path = tmp_path / "m.json"
+    path.write_text('{"format": "vramplan-measurement", "case": {}, "peak_allocated_bytes": 1' + "0" * 400 + "}")
+    with pytest.raises(PlanFileError, match="peak_allocated_bytes"):
+        load_measurement(path)

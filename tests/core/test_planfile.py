@@ -100,3 +100,11 @@ def test_failed_save_keeps_the_old_file(tmp_path: Path, monkeypatch: pytest.Monk
         planfile.save(default_plan().with_workload(micro_batch=7), path)
     assert path.read_bytes() == before
     assert [p.name for p in tmp_path.iterdir()] == ["plan.json"]  # no temporary left behind
+
+
+def test_integer_beyond_float_range_is_a_clear_error() -> None:
+    # JSON allows 10**400; math.isfinite() overflows on it (found by test_fuzz).
+    doc = _document()
+    doc["plan"]["hardware"]["utilisation"] = 10**400
+    with pytest.raises(PlanError, match=r"plan\.hardware\.utilisation"):
+        planfile.plan_from_dict(doc)
