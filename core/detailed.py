@@ -56,20 +56,24 @@ class Dtypes:
     grad: float
     compute: float  # matmul outputs
     residual: float  # the residual stream between blocks
-    mixed: bool
+    mode: str  # "fp32" | "mixed" (autocast over float32 weights) | "pure" (16 bits throughout)
+
+    @property
+    def mixed(self) -> bool:
+        return self.mode == "mixed"
 
 
 def dtypes_for(plan: Plan) -> Dtypes:
     p = plan.precision
     if p is Precision.FP32:
-        return Dtypes(param=4, base=4, grad=4, compute=4, residual=4, mixed=False)
+        return Dtypes(param=4, base=4, grad=4, compute=4, residual=4, mode="fp32")
     if p in MIXED:
         # PyTorch AMP: float32 parameters (they are the master copy), autocast runs
         # matmuls in 16 bits, norms and the residual stream stay in float32.
-        return Dtypes(param=4, base=4, grad=4, compute=2, residual=4, mixed=True)
+        return Dtypes(param=4, base=4, grad=4, compute=2, residual=4, mode="mixed")
     # Pure 16-bit: everything in 16 bits; LoRA adapters are upcast to float32 by PEFT
     # (autocast_adapter_dtype=True), handled where adapters are counted.
-    return Dtypes(param=2, base=2, grad=2, compute=2, residual=2, mixed=False)
+    return Dtypes(param=2, base=2, grad=2, compute=2, residual=2, mode="pure")
 
 
 # --- storage -------------------------------------------------------------------------
@@ -173,11 +177,16 @@ class _Ctx:
     mode: str  # "fp32" | "mixed" | "pure"
     trainable: bool  # the block's own weights get gradients
     lora: tuple[str, ...]  # LoRA-targeted projections
-    adapter_bytes: float  # bytes of an adapter weight (PEFT keeps adapters in float32)
 
     def saves(self, name: str) -> bool:
         """A projection keeps its input only when its weight, or an adapter on it, trains."""
         return self.trainable or name in self.lora
+
+
+def _context(plan: Plan, trainable: bool, lora: tuple[str, ...]) -> _Ctx:
+    b, s = plan.workload.micro_batch, plan.workload.seq_len
+    dt = dtypes_for(plan)
+    return _Ctx(n=b * s, b=b, s=s, ca=dt.compute, mode=dt.mode, trainable=trainable, lora=lora)
 
 
 def _consumer_inputs(ctx: _Ctx, width: int, names: tuple[str, ...], fused: bool, label: str) -> list[Term]:
@@ -234,20 +243,8 @@ def _norm(model: ModelSpec, ctx: _Ctx, label: str, with_output_consumers: list[T
 def layer_activations(plan: Plan, trainable_block: bool) -> LayerActs:
     """Saved tensors of one transformer block for micro-batch B and sequence S."""
     model = plan.model
-    b, s = plan.workload.micro_batch, plan.workload.seq_len
-    dt = dtypes_for(plan)
-    mode = "fp32" if plan.precision is Precision.FP32 else ("mixed" if dt.mixed else "pure")
-    ctx = _Ctx(
-        n=b * s,
-        b=b,
-        s=s,
-        ca=4.0 if mode == "fp32" else 2.0,
-        mode=mode,
-        trainable=trainable_block,
-        lora=plan.lora.targets if plan.adapter_based else (),
-        adapter_bytes=4.0,
-    )
-    n, ca = ctx.n, ctx.ca
+    ctx = _context(plan, trainable_block, plan.lora.targets if plan.adapter_based else ())
+    b, s, n, ca = ctx.b, ctx.s, ctx.n, ctx.ca
     d, i = model.hidden_size, model.intermediate_size
     h = model.num_heads
     items: list[Term] = []
@@ -372,7 +369,7 @@ def attention_backward_workspace(plan: Plan) -> float:
     model = plan.model
     b, s, h, hd = plan.workload.micro_batch, plan.workload.seq_len, model.num_heads, model.head_dim
     kernel = sdpa_kernel(plan)
-    ca = 2.0 if dt_compute_16(plan) else 4.0
+    ca = dtypes_for(plan).compute
     if kernel == "flash":
         s128 = -(-s // 128) * 128
         hd32 = -(-hd // 32) * 32 if hd <= 192 else 256
@@ -383,10 +380,6 @@ def attention_backward_workspace(plan: Plan) -> float:
     if kernel == "efficient":
         return float(b * h * s * 4 + (b * s * h * hd * 4 if ca == 2 else 0))
     return 0.0
-
-
-def dt_compute_16(plan: Plan) -> bool:
-    return plan.precision is not Precision.FP32
 
 
 @dataclass(frozen=True)
@@ -412,7 +405,7 @@ def loss_memory(plan: Plan) -> LossMemory:
         fwd = [Term("loss chunk: logits and log-softmax (float32), 1/8 of N·V", "2 × (N·V/8) × 4", chunk * 8)]
         bwd = [Term("loss chunk gradients (float32), 1/8 of N·V", "3 × (N·V/8) × 4", chunk * 12)]
         return LossMemory(fwd, bwd)
-    ca = 2.0 if dt_compute_16(plan) else 4.0
+    ca = dtypes_for(plan).compute
     fwd = [Term("logits", f"N·V × {ca:g} = {sci(nv)} × {ca:g}", nv * ca)]
     if model.final_softcap:
         fwd.append(Term("soft-capped logits (tanh, kept)", f"N·V × {ca:g}", nv * ca))
@@ -434,18 +427,8 @@ def _outside_blocks(plan: Plan, dt: Dtypes) -> list[Term]:
     model = plan.model
     n = plan.workload.micro_batch * plan.workload.seq_len
     d = model.hidden_size
-    mode = "fp32" if plan.precision is Precision.FP32 else ("mixed" if dt.mixed else "pure")
     head_trains = plan.method is Method.FULL or (plan.method is Method.FROZEN and not model.tie_embeddings)
-    ctx = _Ctx(
-        n,
-        plan.workload.micro_batch,
-        plan.workload.seq_len,
-        4.0 if mode == "fp32" else 2.0,
-        mode,
-        plan.method in (Method.FULL, Method.FROZEN),
-        (),
-        4.0,
-    )
+    ctx = _context(plan, plan.method in (Method.FULL, Method.FROZEN), ())
     head_ctx = replace(ctx, trainable=head_trains)
     readers = _consumer_inputs(head_ctx, d, ("lm_head",), False, "final norm output (head input)")
     items = _norm(model, ctx, "final norm", readers)
@@ -453,9 +436,8 @@ def _outside_blocks(plan: Plan, dt: Dtypes) -> list[Term]:
         items.append(Term("embedding dropout mask", "N·d × 1", n * d))
     if needs_mask(plan) and sdpa_kernel(plan) == "efficient":
         s = plan.workload.seq_len
-        ca = 4.0 if mode == "fp32" else 2.0
-        mask = plan.workload.micro_batch * s * s * ca
-        items.append(Term("sliding-window mask kept by the attention kernel", f"B·S² × {ca:g}", mask))
+        mask = plan.workload.micro_batch * s * s * dt.compute
+        items.append(Term("sliding-window mask kept by the attention kernel", f"B·S² × {dt.compute:g}", mask))
     return items
 
 
@@ -528,7 +510,7 @@ def training_breakdown(plan: Plan, counts: ParamCounts) -> Breakdown:
         recomputed = []
     loss = loss_memory(plan)
     i_el = n * model.intermediate_size
-    ca = 2.0 if dt_compute_16(plan) else 4.0
+    ca = dtypes_for(plan).compute
     layer_grads = Term("gradients flowing through a block's MLP", f"3 × N·I × {ca:g}", 3 * i_el * ca)
     head_trains = plan.method is Method.FULL or (plan.method is Method.FROZEN and not model.tie_embeddings)
     head_grad = []

@@ -14,8 +14,9 @@ from typing import Final
 
 from core.accounting import BUCKET_LABELS, BucketKey
 from core.catalogue import GpuSpec, load_gpus, load_models
+from core.detailed import layer_activations, loss_memory
 from core.estimate import Estimate, Verdict, estimate
-from core.plan import Attention, LoraSettings, Method, Optimizer, Plan, Quant, Sharding
+from core.plan import Accounting, Attention, LoraSettings, Method, Optimizer, Plan, Quant, Sharding
 
 
 class Failure(StrEnum):
@@ -135,17 +136,20 @@ def _state_bytes(est: Estimate) -> float:
 
 
 def _eval_bytes(plan: Plan) -> float:
-    """Evaluation forward with the eval batch: no saved activations, but logits and loss."""
+    """Evaluation forward with the eval batch: nothing is kept for a backward pass, so
+    the weights and optimizer state stay while only one block's tensors and the logits
+    with their loss are alive at a time."""
     batch = plan.workload.eval_batch or plan.workload.micro_batch
-    est = estimate(plan.with_workload(micro_batch=batch))
+    eval_plan = plan.with_workload(micro_batch=batch)
+    est = estimate(eval_plan)
     forward = est.phases[0]
-    weights = forward.bucket(BucketKey.WEIGHTS).bytes + forward.bucket(BucketKey.OPTIMIZER).bytes
-    acts = forward.bucket(BucketKey.ACTIVATIONS)
-    # Without autograd only the logits, their float32 copy and one block's working set live.
-    loss_terms = sum(t.bytes for t in acts.terms if "logit" in t.label or "softmax" in t.label or "loss" in t.label)
-    block = max((t.bytes for t in acts.terms if "block" in t.label), default=0.0)
-    per_block = block / max(1, plan.model.num_layers) if not plan.checkpointing else 0.0
-    return weights + loss_terms + per_block + est.bucket(BucketKey.OVERHEAD).bytes
+    held = forward.bucket(BucketKey.WEIGHTS).bytes + forward.bucket(BucketKey.OPTIMIZER).bytes
+    if plan.accounting is Accounting.LESSON:
+        working = forward.bucket(BucketKey.ACTIVATIONS).bytes  # the typed allowance
+    else:
+        working = sum(t.bytes for t in loss_memory(eval_plan).forward)
+        working += layer_activations(eval_plan, trainable_block=True).bytes
+    return held + working + est.bucket(BucketKey.OVERHEAD).bytes
 
 
 def _failure(est: Estimate, eval_bytes: float) -> Failure:
