@@ -15,7 +15,7 @@ from dataclasses import replace
 from typing import Any, NoReturn, TextIO
 
 from core import __version__
-from core.accounting import BUCKET_LABELS
+from core.breakdown import BUCKET_LABELS
 from core.catalogue import find_model, load_gpus, load_models
 from core.errors import PlanError, PlanFileError
 from core.estimate import VERDICT_LABELS, Estimate, estimate

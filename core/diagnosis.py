@@ -12,7 +12,7 @@ from dataclasses import dataclass, replace
 from enum import StrEnum
 from typing import Final
 
-from core.accounting import BUCKET_LABELS, BucketKey
+from core.breakdown import BUCKET_LABELS, BucketKey
 from core.catalogue import GpuSpec, load_gpus, load_models
 from core.detailed import layer_activations, loss_memory
 from core.estimate import Estimate, Verdict, estimate

@@ -11,7 +11,7 @@ from enum import StrEnum
 from typing import Final
 
 from core import detailed, lesson
-from core.accounting import Breakdown, Bucket, BucketKey, Phase
+from core.breakdown import Breakdown, Bucket, BucketKey, Phase
 from core.catalogue import GpuSpec, custom_gpu, find_gpu
 from core.compute import Compute, compute_estimate
 from core.inference import InferenceEstimate, inference_estimate

@@ -16,7 +16,8 @@ from pathlib import Path
 from typing import Any, Final
 
 from core.errors import PlanError, PlanFileError
-from core.model import MAX_NAME_CHARS, ModelSpec, model_from_hf_config
+from core.hfconfig import model_from_hf_config
+from core.model import MAX_NAME_CHARS, ModelSpec
 
 MAX_CONFIG_BYTES: Final = 2_000_000
 # The safetensors format caps its header at 100 MB (huggingface/safetensors, lib.rs

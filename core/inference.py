@@ -6,7 +6,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Final
 
-from core.accounting import gb, sci
+from core.breakdown import gb, sci
 from core.catalogue import GpuSpec
 from core.model import ModelSpec
 from core.params import ParamCounts

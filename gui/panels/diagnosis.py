@@ -30,7 +30,7 @@ from PySide6.QtWidgets import (
 )
 
 from core import diagnosis
-from core.accounting import BUCKET_LABELS
+from core.breakdown import BUCKET_LABELS
 from core.diagnosis import SYMPTOMS, Combination, Curve, Diagnosis, Failure, Remedy, Symptom
 from core.estimate import VERDICT_LABELS, Estimate, Verdict
 from core.plan import Accounting, Plan
