@@ -24,8 +24,9 @@ from core.estimate import estimate  # noqa: E402
 from core.measurement import Measurement, load_measurement, plan_for_case  # noqa: E402
 
 MEASURED = ROOT / "benchmarks" / "accuracy" / "measured"
-MEDIAN_TARGET = 1.5  # percent, the issue's target (LLMem reports ≤ 1.6 % on one GPU)
-WORST_TARGET = 4.0
+# Percent, over every case old and new (issue 11: training runs as people configure them).
+MEDIAN_TARGET = 1.0
+WORST_TARGET = 3.0
 # Cases in cases_holdout.json (ids "ho-...") were measured only after the model was
 # settled and are reported separately as a check that it generalises.
 HOLDOUT_PREFIX = "ho-"
