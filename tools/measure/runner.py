@@ -44,6 +44,47 @@ _CAT = {
     _MemRefType.OTH: "other",
 }
 BREAKDOWN_KEYS = ("parameters", "buffers", "gradients", "optimizer_state", "activations", "temporary", "other")
+DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
+OPTIMIZER_IMPLS = ("foreach", "fused", "forloop")
+
+
+def resolve_knobs(case: dict[str, Any]) -> dict[str, Any]:
+    """The precision roles and optimizer implementation a case runs with.
+
+    Keys absent from a case keep what the old `precision` field meant, so every case
+    measured before these keys existed runs exactly as it did:
+      precision "fp32"        -> fp32 weights, no autocast
+      precision "bf16"        -> weights converted to bf16 after an fp32 build, no autocast
+      precision "bf16-mixed"  -> fp32 weights, bf16 autocast
+      precision "fp16-mixed"  -> fp32 weights, fp16 autocast + GradScaler
+    `weight_dtype` (when present) is the dtype the model is built in (from_pretrained's
+    dtype), `adapter_dtype` "fp32" is PEFT's autocast_adapter_dtype=True (its default),
+    `optimizer_impl` absent = "foreach" (what torch.optim picks on CUDA, and what every old
+    case measured).
+    """
+    precision = str(case.get("precision", "fp32"))
+    legacy_weight = {"bf16": "bf16", "fp16": "fp16"}.get(precision, "fp32")
+    weight = case.get("weight_dtype") or legacy_weight
+    if "autocast" in case:
+        autocast = case["autocast"]
+    else:
+        autocast = {"bf16-mixed": "bf16", "fp16-mixed": "fp16"}.get(precision)
+    knobs = {
+        "weight_dtype": weight,
+        "built_in_weight_dtype": "weight_dtype" in case,
+        "adapter_dtype": case.get("adapter_dtype") or "fp32",
+        "autocast": autocast,
+        "grad_scaler": bool(case.get("grad_scaler", autocast == "fp16")),
+        "optimizer_impl": case.get("optimizer_impl") or "foreach",
+    }
+    for key in ("weight_dtype", "adapter_dtype"):
+        if knobs[key] not in DTYPES:
+            raise ValueError(f"{key}={knobs[key]!r}: expected one of {', '.join(DTYPES)}")
+    if knobs["autocast"] not in (None, "bf16", "fp16"):
+        raise ValueError(f"autocast={knobs['autocast']!r}: expected null, 'bf16' or 'fp16'")
+    if knobs["optimizer_impl"] not in OPTIMIZER_IMPLS:
+        raise ValueError(f"optimizer_impl={knobs['optimizer_impl']!r}: expected one of {', '.join(OPTIMIZER_IMPLS)}")
+    return knobs
 
 
 # --------------------------------------------------------------------------- configs
@@ -201,6 +242,9 @@ def fake_cuda_environment() -> Iterator[None]:
     with contextlib.ExitStack() as st:
         st.enter_context(_patched(torch.cuda.amp.common, "amp_definitely_not_available", lambda: False))
         st.enter_context(_patched(torch.cuda, "is_bf16_supported", lambda *a, **k: True))
+        # transformers' MoE experts pick torch's grouped_mm on sm80+ (H100 = sm90); the CPU
+        # build cannot answer the capability question itself.
+        st.enter_context(_patched(torch.cuda, "get_device_capability", lambda *a, **k: (9, 0)))
         st.enter_context(sdpa_mod.patched_sdpa())
         yield
 
@@ -285,7 +329,9 @@ def _freeze_first_layers(model: torch.nn.Module, n: int) -> None:
             p.requires_grad_(False)
 
 
-def _apply_lora(model: torch.nn.Module, lcfg: dict[str, Any]) -> torch.nn.Module:
+def _apply_lora(
+    model: torch.nn.Module, lcfg: dict[str, Any], dora: bool = False, adapter_dtype: str = "fp32"
+) -> torch.nn.Module:
     from peft import LoraConfig, get_peft_model
 
     cfg = LoraConfig(
@@ -295,28 +341,37 @@ def _apply_lora(model: torch.nn.Module, lcfg: dict[str, Any]) -> torch.nn.Module
         lora_dropout=float(lcfg.get("dropout", 0.0)),
         bias="none",
         task_type="CAUSAL_LM",
+        use_dora=dora,
     )
-    return get_peft_model(model, cfg)
+    # autocast_adapter_dtype=True (PEFT's default) stores adapters in fp32 on a bf16/fp16
+    # base; False leaves them in the base's dtype (litgpt's bf16-true keeps them so).
+    if adapter_dtype not in ("fp32", "bf16", "fp16"):
+        raise ValueError(f"adapter_dtype={adapter_dtype!r}")
+    return get_peft_model(model, cfg, autocast_adapter_dtype=adapter_dtype == "fp32")
 
 
 def _build(case: dict[str, Any], config: dict[str, Any], fake: bool) -> torch.nn.Module:
     from transformers import AutoConfig, AutoModelForCausalLM
 
+    knobs = resolve_knobs(case)
     cfg = AutoConfig.for_model(**config)
+    # New cases (weight_dtype given) are built in that dtype, as from_pretrained(dtype=...)
+    # loads them; old ones keep their fp32 build + conversion, byte for byte.
+    build_dtype = DTYPES[knobs["weight_dtype"]] if knobs["built_in_weight_dtype"] else torch.float32
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         model = AutoModelForCausalLM.from_config(
-            cfg, attn_implementation=case.get("attention", "sdpa"), dtype=torch.float32
+            cfg, attn_implementation=case.get("attention", "sdpa"), dtype=build_dtype
         )
-    precision = case["precision"]
-    if precision == "bf16":
+    if not knobs["built_in_weight_dtype"] and knobs["weight_dtype"] != "fp32":
+        target = DTYPES[knobs["weight_dtype"]]
         if fake:  # Module.to() cannot swap fake tensors; same effect as model.to(torch.bfloat16)
-            _to_device_inplace(model, dtype=torch.bfloat16)
+            _to_device_inplace(model, dtype=target)
         else:
-            model.to(torch.bfloat16)
+            model.to(target)
     method = case["method"]
-    if method == "lora":
-        model = _apply_lora(model, case.get("lora") or {})
+    if method in ("lora", "dora"):
+        model = _apply_lora(model, case.get("lora") or {}, dora=method == "dora", adapter_dtype=knobs["adapter_dtype"])
     elif method == "frozen":
         _freeze_first_layers(model, int(case.get("frozen_layers", 0)))
     elif method != "full":
@@ -328,15 +383,35 @@ def _make_optimizer(case: dict[str, Any], params: list[torch.nn.Parameter], devi
     # PyTorch's default on CUDA is the foreach implementation (fused=False). Fake tensors are
     # not of the types _default_to_fused_or_foreach accepts, so the default would silently be
     # the for-loop: pass foreach explicitly = what a real CUDA run picks. CPU default: for-loop.
-    foreach = device.type == "cuda"
+    # optimizer_impl chooses explicitly: foreach (absent = foreach), fused, or forloop.
+    impl = resolve_knobs(case)["optimizer_impl"]
+    if device.type != "cuda":
+        kw: dict[str, Any] = {"foreach": False}
+    elif impl == "foreach":
+        kw = {"foreach": True}
+    elif impl == "fused":
+        kw = {"fused": True}
+    else:
+        kw = {"foreach": False, "fused": False}
     name = case["optimizer"]
     if name == "adamw":
-        return torch.optim.AdamW(params, lr=1e-4, foreach=foreach)
+        return torch.optim.AdamW(params, lr=1e-4, **kw)
+    if name == "adam":
+        return torch.optim.Adam(params, lr=1e-4, **kw)
     if name == "sgd-momentum":
-        return torch.optim.SGD(params, lr=1e-4, momentum=0.9, foreach=foreach)
+        return torch.optim.SGD(params, lr=1e-4, momentum=0.9, **kw)
     if name == "sgd":
-        return torch.optim.SGD(params, lr=1e-4, foreach=foreach)
+        return torch.optim.SGD(params, lr=1e-4, **kw)
     raise ValueError(f"unknown optimizer {name!r}")
+
+
+class _FakeSafeGradScaler(torch.amp.GradScaler):
+    """GradScaler whose step does not read found_inf back (.item() has no value on a fake
+    tensor). The kernels (scale, unscale + inf check, update) still run; a finite step, what
+    a healthy run does, then always steps."""
+
+    def _maybe_opt_step(self, optimizer, optimizer_state, *args, **kwargs):  # noqa: ANN001, ANN002, ANN003
+        return optimizer.step(*args, **kwargs)
 
 
 def versions() -> dict[str, str]:
@@ -396,11 +471,15 @@ def measure_case(
         tracker = PhaseMemTracker(device)
         tracker.optimizer = opt
         tracker.track_external(model, opt, ids)
+        knobs = resolve_knobs(case)
         autocast = (
-            torch.autocast(device.type, dtype=torch.bfloat16)
-            if case["precision"] == "bf16-mixed"
+            torch.autocast(device.type, dtype=DTYPES[knobs["autocast"]])
+            if knobs["autocast"]
             else contextlib.nullcontext()
         )
+        scaler = None
+        if knobs["grad_scaler"]:
+            scaler = (_FakeSafeGradScaler if fake else torch.amp.GradScaler)(device.type)
         cuda_phase: dict[str, dict[str, int]] = {}
         cuda_peak_step = None
         cuda_running_max = 0
@@ -428,11 +507,19 @@ def measure_case(
                 del out  # like HF Trainer: only the loss outlives the forward
                 cuda_mark(step, "forward")
                 tracker.set_phase(step, "backward")
-                loss.backward()
+                if scaler is not None:
+                    scaler.scale(loss).backward()
+                else:
+                    loss.backward()
                 del loss
                 cuda_mark(step, "backward")
                 tracker.set_phase(step, "optimizer")
-                opt.step()
+                if scaler is not None:  # fp16 AMP as HF Trainer runs it: unscale (for clipping), step, update
+                    scaler.unscale_(opt)
+                    scaler.step(opt)
+                    scaler.update()
+                else:
+                    opt.step()
                 opt.zero_grad(set_to_none=True)
                 cuda_mark(step, "optimizer")
                 gc.collect()
@@ -441,6 +528,7 @@ def measure_case(
             "format": "vramplan-measurement",
             "version": 1,
             "case": case,
+            "resolved": {k: v for k, v in resolve_knobs(case).items() if k != "built_in_weight_dtype"},
             "model_config": config,
             "backend": backend,
             "versions": versions(),
