@@ -99,10 +99,12 @@ def main(argv: list[str] | None = None) -> int:
             print(f"FAIL {case['id']}:\n{traceback.format_exc()}", flush=True)
             continue
         runner.write_atomic(out_path, res)
-        bd = " ".join(f"{k}={v / 2**30:.2f}" for k, v in res["breakdown_at_peak"].items() if v)
+        peak = res.get("peak_allocated_bytes", res.get("peak_bytes", 0))
+        bd_doc = res.get("breakdown_at_peak") or res.get("breakdown") or {}
+        bd = " ".join(f"{k}={v / 2**30:.2f}" for k, v in bd_doc.items() if v)
         print(
-            f"ok   {case['id']}: peak {res['peak_allocated_bytes'] / 2**30:.3f} GiB "
-            f"(step {res['peak_step']} {res['peak_phase']}) [{bd}] "
+            f"ok   {case['id']}: peak {peak / 2**30:.3f} GiB "
+            f"(step {res.get('peak_step', 1)} {res['peak_phase']}) [{bd}] "
             f"sdpa={diag['sdpa_kernels']} masked={diag['sdpa_masked_calls']} {res['wall_seconds']}s",
             flush=True,
         )

@@ -235,10 +235,27 @@ def fake_tensor_environment() -> Iterator[None]:
         yield
 
 
+_META_LIB: Any = None
+
+
+def _register_missing_meta_kernels() -> None:
+    """aten::_fused_sgd_ has no Meta kernel in torch 2.13 (its AdamW/Adam siblings do).
+    It only writes into tensors it is given (params, grads, momentum buffers, all
+    allocated in Python beforehand), and the CUDA kernel allocates nothing, so a Meta
+    kernel that does nothing has the same memory effect."""
+    global _META_LIB
+    if _META_LIB is not None or torch._C._dispatch_has_kernel_for_dispatch_key("aten::_fused_sgd_", "Meta"):
+        return
+    _META_LIB = torch.library.Library("aten", "IMPL")
+    for overload in ("_fused_sgd_", "_fused_sgd_.tensor_lr"):
+        _META_LIB.impl(overload, lambda *args, **kwargs: None, "Meta")
+
+
 @contextlib.contextmanager
 def fake_cuda_environment() -> Iterator[None]:
     """Python-level pieces of the fake GPU: autocast("cuda") allowed (it switches itself
     off when CUDA looks unavailable), SDPA routed like sm80/sm90."""
+    _register_missing_meta_kernels()
     with contextlib.ExitStack() as st:
         st.enter_context(_patched(torch.cuda.amp.common, "amp_definitely_not_available", lambda: False))
         st.enter_context(_patched(torch.cuda, "is_bf16_supported", lambda *a, **k: True))
@@ -574,3 +591,168 @@ def write_atomic(path: Path, data: dict[str, Any]) -> None:
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     tmp.write_text(json.dumps(data, indent=1) + "\n")
     os.replace(tmp, path)
+
+
+# --------------------------------------------------------------------------- serving (HF generate)
+class ServingMemTracker(PhaseMemTracker):
+    """PhaseMemTracker that, at each new peak, also counts the bytes held by the KV cache."""
+
+    def __init__(self, device: torch.device) -> None:
+        super().__init__(device)
+        self.cache: Any = None
+        self.peak_kv_bytes = 0
+        self.peak_kv_tokens = 0
+
+    def kv_bytes(self) -> tuple[int, int]:
+        """(bytes of the distinct storages the cache's keys/values live in, longest cached length)."""
+        if self.cache is None:
+            return 0, 0
+        total, longest, seen = 0, 0, set()
+        for layer in getattr(self.cache, "layers", []):
+            for t in (getattr(layer, "keys", None), getattr(layer, "values", None)):
+                if not isinstance(t, torch.Tensor) or t.numel() == 0:
+                    continue
+                longest = max(longest, int(t.shape[-2]))
+                st = t.untyped_storage()
+                if id(st) in seen:
+                    continue
+                seen.add(id(st))
+                winfo, _ = self._WINFO.get(st, (None, None))
+                total += winfo.mem_consumed if winfo is not None else -(-st.nbytes() // 512) * 512
+        return total, longest
+
+    def _update_peak_stats(self, peak_state) -> None:  # noqa: ANN001 - MemTracker signature
+        before = self.peak_bytes
+        super()._update_peak_stats(peak_state)
+        if self.peak_bytes > before:
+            self.peak_kv_bytes, self.peak_kv_tokens = self.kv_bytes()
+
+
+def measure_serving_case(
+    case: dict[str, Any], config: dict[str, Any], backend: str
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    """HF generate's memory as it runs a static batch: prefill of batch x prompt_len tokens
+    with a DynamicCache and logits_to_keep=1, then new_tokens - 1 decode steps. No grad,
+    model built in `weight_dtype` (default bf16), eval mode."""
+    from transformers import AutoConfig, AutoModelForCausalLM, DynamicCache
+
+    t0 = time.perf_counter()
+    fake = backend in ("fake-cuda", "fake-cpu")
+    device = torch.device("cuda" if backend in ("cuda", "fake-cuda") else "cpu")
+    sdpa_mod.CHOICES.clear()
+    sdpa_mod.MASKED_CALLS.clear()
+    torch.manual_seed(0)
+    weight_dtype = case.get("weight_dtype", "bf16")
+    if weight_dtype not in DTYPES:
+        raise ValueError(f"weight_dtype={weight_dtype!r}: expected one of {', '.join(DTYPES)}")
+    b, s = int(case["batch"]), int(case["prompt_len"])
+    new_tokens = int(case.get("new_tokens", 2))
+    if b < 1 or s < 1 or new_tokens < 1:
+        raise ValueError("batch, prompt_len and new_tokens must be >= 1")
+
+    with contextlib.ExitStack() as stack:
+        if fake:
+            stack.enter_context(FakeTensorMode(allow_non_fake_inputs=False))
+            stack.enter_context(fake_tensor_environment())
+        if backend == "fake-cuda":
+            stack.enter_context(fake_cuda_environment())
+        cfg = AutoConfig.for_model(**config)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            model = AutoModelForCausalLM.from_config(
+                cfg, attn_implementation=case.get("attention", "sdpa"), dtype=DTYPES[weight_dtype]
+            )
+        if fake and device.type == "cuda":
+            _to_device_inplace(model, device)
+        elif device.type == "cuda":
+            model.to(device)
+        model.eval()
+        vocab = int(cfg.get_text_config().vocab_size)
+        if fake:
+            ids = torch.zeros((b, s), dtype=torch.long, device=device)
+        else:
+            ids = torch.randint(0, vocab, (b, s), device=device)
+
+        if backend == "cuda":
+            torch.cuda.synchronize()
+            torch.cuda.reset_peak_memory_stats()
+        tracker = ServingMemTracker(device)
+        tracker.track_external(model, ids)
+        cuda_phase: dict[str, int] = {}
+
+        def cuda_mark(phase: str) -> None:
+            if backend == "cuda":
+                torch.cuda.synchronize()
+                cuda_phase[phase] = max(cuda_phase.get(phase, 0), torch.cuda.max_memory_allocated())
+                torch.cuda.reset_peak_memory_stats()
+
+        kv_after: dict[str, dict[str, int]] = {}
+        with tracker, torch.no_grad():
+            # generate() builds the cache before the first forward (DynamicCache from the config:
+            # sliding-window layers get DynamicSlidingWindowLayer).
+            cache = DynamicCache(config=model.config)
+            tracker.cache = cache
+            tracker.set_phase(1, "prefill")
+            out = model(input_ids=ids, cache=cache, use_cache=True, logits_to_keep=1)
+            # as GenerationMixin._sample: copy the last position's logits to fp32, drop the outputs
+            next_logits = out.logits[:, -1].to(copy=True, dtype=torch.float32)
+            del out
+            next_tokens = torch.argmax(next_logits, dim=-1)
+            del next_logits
+            ids = torch.cat([ids, next_tokens[:, None]], dim=-1)
+            cuda_mark("prefill")
+            kv_bytes, kv_tokens = tracker.kv_bytes()
+            kv_after["prefill"] = {"bytes": kv_bytes, "tokens": kv_tokens}
+            for _ in range(new_tokens - 1):
+                tracker.reset_mod_stats()  # MemTracker refuses a second forward otherwise
+                tracker.set_phase(1, "decode")
+                out = model(input_ids=next_tokens[:, None], cache=cache, use_cache=True, logits_to_keep=1)
+                next_logits = out.logits[:, -1].to(copy=True, dtype=torch.float32)
+                del out
+                next_tokens = torch.argmax(next_logits, dim=-1)
+                del next_logits
+                ids = torch.cat([ids, next_tokens[:, None]], dim=-1)
+                cuda_mark("decode")
+                kv_bytes, kv_tokens = tracker.kv_bytes()
+                kv_after["decode"] = {"bytes": kv_bytes, "tokens": kv_tokens}
+            tracker.cache = None
+            del cache
+
+        stats = _param_stats(model)
+        bd = tracker.peak_breakdown
+        weights = int(bd["parameters"] + bd["buffers"])
+        if backend == "cuda":
+            peak = max(cuda_phase.values())
+            peak_phase = max(cuda_phase, key=lambda k: cuda_phase[k])
+            phase_peaks = cuda_phase
+        else:
+            peak = int(tracker.peak_bytes)
+            peak_phase = tracker.peak_at[1]
+            phase_peaks = {p: int(v) for p, v in tracker.phase_peaks.get("step1", {}).items()}
+        kv_at_peak = int(tracker.peak_kv_bytes)
+        result: dict[str, Any] = {
+            "format": "vramplan-serving-measurement",
+            "version": 1,
+            "case": case,
+            "model_config": config,
+            "backend": backend,
+            "versions": versions(),
+            "device_name": _device_name(backend),
+            "parameters": stats,
+            "peak_bytes": peak,
+            "peak_phase": peak_phase,
+            "breakdown": {
+                "weights": weights,
+                "kv_cache": kv_at_peak,
+                "working": int(tracker.peak_bytes) - weights - kv_at_peak,
+            },
+            "kv_cache_tokens_at_peak": int(tracker.peak_kv_tokens),
+            "kv_cache_after": kv_after,
+            "phase_peaks": phase_peaks,
+            "peak_reserved_bytes": int(torch.cuda.max_memory_reserved()) if backend == "cuda" else None,
+        }
+        result["wall_seconds"] = round(time.perf_counter() - t0, 2)
+        diag = {"sdpa_kernels": dict(sdpa_mod.CHOICES), "sdpa_masked_calls": dict(sdpa_mod.MASKED_CALLS)}
+        del model, ids, tracker
+    gc.collect()
+    return result, diag
