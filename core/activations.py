@@ -8,12 +8,17 @@ precision roles give (:mod:`core.roles`).
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+from typing import Final
 
 from core.attention import Kernel, needs_mask, sdpa_kernel
 from core.breakdown import Term, sci
 from core.model import ModelSpec
-from core.plan import Method, Plan
-from core.roles import dtypes_for
+from core.plan import Dtype, Method, Plan
+from core.roles import DTYPE_BYTES, compute_dtype, dtypes_for, model_dtype
+
+# Families whose RMSNorm multiplies by its weight in float32 (modeling_gemma*.py,
+# modeling_olmo2.py), so the tensor that multiply keeps is float32 whatever the input.
+FLOAT32_NORM_SCALE: Final = ("gemma", "gemma2", "gemma3_text", "olmo2")
 
 
 @dataclass(frozen=True)
@@ -40,20 +45,34 @@ class _Ctx:
     trainable: bool  # the block's own weights get gradients
     lora: tuple[str, ...]  # LoRA-targeted projections
     adapter: float  # bytes of an adapter weight
-    adapter_cast: bool  # PEFT casts the adapter's input to the adapter dtype (no autocast, dtypes differ)
     adapter_out: float  # bytes of an adapter matmul output (the autocast dtype under autocast)
+    model_dtype: Dtype
+    compute_dtype: Dtype
+    adapter_dtype: Dtype
+    autocast: bool
 
     def saves(self, name: str) -> bool:
         """A projection keeps its input only when its weight, or an adapter on it, trains."""
         return self.trainable or name in self.lora
 
+    def adapter_copies(self, x: Dtype) -> bool:
+        """Whether an adapter reading a tensor of dtype ``x`` keeps a copy of its own.
+
+        PEFT's LoraLayer.forward casts the input to the adapter's dtype first
+        (``_cast_input_dtype``, also under autocast); under autocast lora_A's matmul then
+        casts it to the autocast dtype. Either cast makes a new tensor, which lora_A keeps.
+        """
+        return self.adapter_dtype is not x or (self.autocast and x is not self.compute_dtype)
+
+    @property
+    def adapter_in(self) -> float:
+        """Bytes of the copy an adapter keeps: the autocast dtype under autocast."""
+        return self.ca if self.autocast else self.adapter
+
 
 def _context(plan: Plan, trainable: bool, lora: tuple[str, ...]) -> _Ctx:
     b, s = plan.workload.micro_batch, plan.workload.seq_len
     dt = dtypes_for(plan)
-    # PEFT's LoraLayer.forward: x = self._cast_input_dtype(x, lora_A.weight.dtype) unless
-    # autocast runs; the cast is a no-op when the dtypes already agree.
-    cast = not dt.autocast and plan.adapter_dtype is not (plan.base_dtype if plan.adapter_based else plan.weight_dtype)
     return _Ctx(
         n=b * s,
         b=b,
@@ -64,44 +83,43 @@ def _context(plan: Plan, trainable: bool, lora: tuple[str, ...]) -> _Ctx:
         trainable=trainable,
         lora=lora,
         adapter=dt.adapter,
-        adapter_cast=cast,
         adapter_out=dt.compute if dt.autocast else dt.adapter,
+        model_dtype=model_dtype(plan),
+        compute_dtype=compute_dtype(plan),
+        adapter_dtype=plan.adapter_dtype,
+        autocast=dt.autocast,
     )
 
 
-def _consumer_inputs(ctx: _Ctx, width: int, names: tuple[str, ...], fused: bool, label: str) -> list[Term]:
-    """The copies of one tensor that the projections reading it keep.
+def _consumer_inputs(
+    ctx: _Ctx, width: int, names: tuple[str, ...], fused: bool, label: str, x: Dtype | None = None
+) -> list[Term]:
+    """The copies of one tensor (dtype ``x``, the model's by default) that its readers keep.
 
     Autocast over a float32 model makes every consuming matmul cast its input to 16 bits
     itself (the autocast cache only holds casts of weights), so each keeps its own copy.
-    Otherwise a trainable projection, or an adapter in the tensor's own dtype, keeps the
-    tensor itself (one copy however many read it); an adapter in another dtype without
-    autocast (float32 adapters on a bf16 base) keeps the cast PEFT makes for it.
+    Otherwise a trainable projection keeps the tensor itself (one copy however many read
+    it); an adapter keeps its own cast when PEFT or autocast casts (see _Ctx.adapter_copies).
     """
+    x = ctx.model_dtype if x is None else x
     savers = [nm for nm in names if ctx.saves(nm)]
     if fused and savers:
         savers = savers[:1]
     if not savers:
         return []
     el = ctx.n * width
-    if ctx.mode == "mixed":
-        return [
-            Term(f"{label}, cast to 16 bits per reading matmul", f"{len(savers)} × N·{width} × 2", len(savers) * el * 2)
-        ]
-    casting = [nm for nm in savers if not ctx.trainable and ctx.adapter_cast]
-    terms = []
-    if len(casting) < len(savers):
-        terms.append(Term(label, f"N·{width} × {ctx.res:g}", el * ctx.res))
-    if casting:
-        a = ctx.adapter
-        terms.append(
-            Term(
-                f"{label}, cast to the adapter dtype per adapter",
-                f"{len(casting)} × N·{width} × {a:g}",
-                len(casting) * el * a,
-            )
-        )
-    return terms
+    x_bytes = DTYPE_BYTES[x]
+    per_matmul = ctx.autocast and x is not ctx.compute_dtype
+    if ctx.trainable:
+        if per_matmul:
+            formula = f"{len(savers)} × N·{width} × {ctx.ca:g}"
+            return [Term(f"{label}, cast to 16 bits per reading matmul", formula, len(savers) * el * ctx.ca)]
+        return [Term(label, f"N·{width} × {x_bytes:g}", el * x_bytes)]
+    if not ctx.adapter_copies(x):
+        return [Term(label, f"N·{width} × {x_bytes:g}", el * x_bytes)]
+    a = ctx.adapter_in
+    formula = f"{len(savers)} × N·{width} × {a:g}"
+    return [Term(f"{label}, cast per adapter (PEFT / autocast)", formula, len(savers) * el * a)]
 
 
 def _norm(
@@ -130,14 +148,14 @@ def _norm(
         items.append(Term(f"{label}: input", f"N·{w} × {x_bytes:g}", n * d * x_bytes))
         items.append(Term(f"{label}: mean, 1/std (float32)", "2 × N × 4", n * 8))
     else:
-        # x.float() is kept by pow() and the scaling mul; the normalised value, cast back to
-        # the input's dtype (Gemma: kept in float32), is kept by the weight multiply only
-        # when the weight trains.
+        # x.float() is kept by pow() and the scaling mul; the normalised value is kept by
+        # the weight multiply only when the weight trains: cast back to the input's dtype
+        # first (LlamaRMSNorm: weight * x.to(input_dtype)), or multiplied in float32 and
+        # cast after (Gemma's x * (1 + w.float()), Olmo2RMSNorm's (w * x).to(input_dtype)).
         items.append(Term(f"{label}: input in float32", f"N·{w} × 4", n * d * 4))
         items.append(Term(f"{label}: 1/rms (float32)", "rows × 4", n * 4))
         if ctx.trainable:
-            gemma = model.family in ("gemma", "gemma2", "gemma3_text")
-            h_bytes = 4.0 if gemma else x
+            h_bytes = 4.0 if model.family in FLOAT32_NORM_SCALE else x
             items.append(Term(f"{label}: normalised", f"N·{w} × {h_bytes:g}", n * d * h_bytes))
     return items + with_output_consumers
 
@@ -205,21 +223,20 @@ def _attention(plan: Plan, ctx: _Ctx) -> list[Term]:
         # and v into fresh tensors, which attention then keeps, while q still pins the fused
         # projection output (transformers DynamicLayer.update).
         items.append(Term("k, v copies made by the KV cache", f"2 × N·kv × {ca:g}", 2 * kv_el * ca))
-    if ctx.adapter_cast and "o_proj" in ctx.lora and not ctx.trainable:
-        a = ctx.adapter
-        items.append(Term("o_proj input cast to the adapter dtype", f"N·H·hd × {a:g}", q_el * a))
+    if "o_proj" in ctx.lora and not ctx.trainable and ctx.adapter_copies(ctx.compute_dtype):
+        a = ctx.adapter_in
+        items.append(Term("o_proj input cast for its adapter", f"N·H·hd × {a:g}", q_el * a))
     return items
 
 
 def _mlp(plan: Plan, ctx: _Ctx) -> list[Term]:
-    """The MLP's saved tensors: routed experts (each token through top-k), a shared expert."""
+    """The dense MLP's saved tensors, or a mixture of experts' (see _experts)."""
     model = plan.model
+    if model.num_experts > 1:
+        return _experts(plan, ctx)
     n, ca, i = ctx.n, ctx.ca, model.intermediate_size
     items: list[Term] = []
-    experts = model.experts_per_token if model.num_experts > 1 else 1
-    mlp_el = n * i * experts
-    if model.num_experts > 1:
-        items.append(Term("router logits (float32)", "N·E × 4", n * model.num_experts * 4))
+    mlp_el = n * i
     if model.gated_mlp:
         items.append(Term("gate, act(gate), up", f"3 × N·I × {ca:g} = 3 × {sci(mlp_el)} × {ca:g}", 3 * mlp_el * ca))
     elif model.activation == "gelu_new":
@@ -230,14 +247,49 @@ def _mlp(plan: Plan, ctx: _Ctx) -> list[Term]:
     else:
         items.append(Term("fc output (activation input)", f"N·I × {ca:g}", mlp_el * ca))
     if ctx.saves("down_proj"):
-        if ctx.adapter_cast and not ctx.trainable:
-            a = ctx.adapter
-            items.append(Term("down-projection input cast to the adapter dtype", f"N·I × {a:g}", mlp_el * a))
+        if not ctx.trainable and ctx.adapter_copies(ctx.compute_dtype):
+            a = ctx.adapter_in
+            items.append(Term("down-projection input cast for its adapter", f"N·I × {a:g}", mlp_el * a))
         else:
             items.append(Term("down-projection input", f"N·I × {ca:g} = {sci(mlp_el)} × {ca:g}", mlp_el * ca))
+    return items
+
+
+def _experts(plan: Plan, ctx: _Ctx) -> list[Term]:
+    """A mixture-of-experts block as transformers 5 runs it (integrations/moe.py
+    grouped_mm_experts_forward; Mixtral, Qwen2-MoE, Qwen3-MoE).
+
+    The router's float32 softmax and top-k indices; the S = N·k routed (token, expert) pairs
+    gathered and run through torch's grouped_mm, which autocast does not cover, so the
+    experts compute in the dtype the weights are stored in: gate|up output and act(gate)
+    (kept by the activation and the product), the expert output (kept by the multiply with
+    the routing weight, which needs a gradient), and when the experts train also the
+    gathered input and the down projection's input. A Qwen2-MoE shared expert is a plain
+    MLP (autocast covers it) whose output is kept by its sigmoid gate's multiply.
+    """
+    model = plan.model
+    n, ca, d, i = ctx.n, ctx.ca, model.hidden_size, model.intermediate_size
+    k, e = model.experts_per_token, model.num_experts
+    pairs = n * k
+    w = DTYPE_BYTES[ctx.model_dtype]
+    readers = ("router",) + (
+        ("shared gate_proj", "shared up_proj", "shared expert gate") if model.shared_expert_size else ()
+    )
+    items = _consumer_inputs(ctx, d, readers, False, "MLP norm output (router, shared expert)")
+    items.append(Term("router probabilities (float32) and top-k indices", "N·E × 4 + N·k × 8", n * e * 4 + pairs * 8))
+    items.append(
+        Term(
+            "experts: gate|up output and act(gate)", f"N·k·3I × {w:g} = {sci(pairs * 3 * i)} × {w:g}", pairs * 3 * i * w
+        )
+    )
+    items.append(Term("experts: output kept for the routing weights", f"N·k·d × {w:g}", pairs * d * w))
+    if ctx.trainable:
+        items.append(Term("experts: gathered input and down input", f"N·k·(d + I) × {w:g}", pairs * (d + i) * w))
     if model.shared_expert_size:
         shared = n * model.shared_expert_size
-        items.append(Term("shared expert: gate, act(gate), up, down input", f"4 × N·I_s × {ca:g}", 4 * shared * ca))
+        per = 4 if ctx.trainable else 3
+        formula = f"{per} × N·I_s × {ca:g} + N·d × {ca:g}"
+        items.append(Term("shared expert: MLP tensors and its gated output", formula, per * shared * ca + n * d * ca))
     return items
 
 
@@ -287,7 +339,7 @@ def layer_activations(plan: Plan, trainable_block: bool) -> LayerActs:
     items += _attention(plan, ctx)
     if model.dropout:
         items.append(Term("residual dropout mask", "N·d × 1", n * d))
-    mlp_readers = _consumer_inputs(ctx, d, mlp_in, model.fused_gate_up, "MLP input")
+    mlp_readers = [] if model.num_experts > 1 else _consumer_inputs(ctx, d, mlp_in, model.fused_gate_up, "MLP input")
     if model.post_norm:
         items += _norm(model, ctx, "post-attention norm", [], in_bytes=ctx.ca)
         items += mlp_readers

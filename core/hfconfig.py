@@ -24,6 +24,7 @@ SUPPORTED_MODEL_TYPES: Final = (
     "qwen2",
     "qwen2_moe",
     "qwen3",
+    "qwen3_moe",
     "gemma",
     "gemma2",
     "gemma3_text",
@@ -170,6 +171,9 @@ def _model_from_hf_config(config: Mapping[str, Any], name: str | None, *, nested
     experts, per_token = 1, 1
     intermediate = r.get_int("intermediate_size")
     fused_qkv = fused_gate_up = False
+    qk_norm = ""
+    post_norm = False
+    shared_expert = 0
 
     if model_type == "qwen2":
         qkv_bias, o_bias = True, False  # Qwen2Attention: bias on q/k/v only
@@ -183,6 +187,8 @@ def _model_from_hf_config(config: Mapping[str, Any], name: str | None, *, nested
         norms_per_layer = 4  # input, post-attention, pre- and post-feedforward RMSNorms
         if window is not None:
             window_layers = layers // 2 if model_type == "gemma2" else layers - layers // 6
+        if model_type == "gemma3_text":
+            qk_norm = "head"  # Gemma3Attention.q_norm / k_norm = Gemma3RMSNorm(head_dim)
     elif model_type == "mistral" or model_type == "mixtral":
         window_layers = layers if window is not None else 0
     elif model_type == "phi3":
@@ -193,13 +199,28 @@ def _model_from_hf_config(config: Mapping[str, Any], name: str | None, *, nested
             window = None
     else:
         window = None
+    if model_type in ("qwen3", "qwen3_moe"):
+        qk_norm = "head"  # Qwen3Attention.q_norm = Qwen3RMSNorm(head_dim): "unlike olmo, only on the head dim"
+    elif model_type == "olmo2":
+        qk_norm = "projection"  # Olmo2Attention.q_norm = Olmo2RMSNorm(num_heads * head_dim)
+        post_norm = True  # Olmo2DecoderLayer: post_attention_layernorm, post_feedforward_layernorm only
     if model_type == "mixtral":
         experts = r.get_int("num_local_experts")
         per_token = r.get_int("num_experts_per_tok", default=2)
-    elif model_type == "qwen2_moe":
-        raise PlanError(
-            "config.model_type", model_type, "a dense or Mixtral-style model", "shared experts are not modelled"
-        )
+    elif model_type in ("qwen2_moe", "qwen3_moe"):
+        # Every layer sparse (decoder_sparse_step 1, no mlp_only_layers), as the released
+        # Qwen1.5-MoE / Qwen2-MoE / Qwen3-MoE checkpoints are; others are refused.
+        if r.get_int("decoder_sparse_step", default=1) != 1:
+            raise PlanError("config.decoder_sparse_step", config.get("decoder_sparse_step"), "1 (every layer sparse)")
+        if config.get("mlp_only_layers"):
+            raise PlanError("config.mlp_only_layers", config.get("mlp_only_layers"), "an empty list")
+        experts = r.get_int("num_experts")
+        per_token = r.get_int("num_experts_per_tok")
+        intermediate = r.get_int("moe_intermediate_size")
+        if model_type == "qwen2_moe":
+            shared_expert = r.get_int("shared_expert_intermediate_size", default=0)
+            qkv_bias = r.get_bool("qkv_bias", True)  # Qwen2MoeConfig.qkv_bias defaults to true
+            o_bias = False
 
     return ModelSpec(
         name=label,
@@ -231,6 +252,9 @@ def _model_from_hf_config(config: Mapping[str, Any], name: str | None, *, nested
         attention_dropout=r.get_prob("attention_dropout", 0.0),
         attn_softcap=r.get_float("attn_logit_softcapping", 0.0),
         final_softcap=r.get_float("final_logit_softcapping", 0.0),
+        qk_norm=qk_norm,
+        post_norm=post_norm,
+        shared_expert_size=shared_expert,
     )
 
 

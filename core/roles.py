@@ -48,10 +48,15 @@ def model_dtype(plan: Plan) -> Dtype:
     return plan.base_dtype if plan.adapter_based else plan.weight_dtype
 
 
+def compute_dtype(plan: Plan) -> Dtype:
+    """The dtype matmuls produce: the autocast dtype, else the model's."""
+    return AUTOCAST_DTYPE[plan.autocast] if plan.autocast is not Autocast.NONE else model_dtype(plan)
+
+
 def dtypes_for(plan: Plan) -> Dtypes:
     model = model_dtype(plan)
     autocast = plan.autocast is not Autocast.NONE
-    compute = AUTOCAST_DTYPE[plan.autocast] if autocast else model
+    compute = compute_dtype(plan)
     trainable = plan.adapter_dtype if plan.adapter_based else plan.weight_dtype
     return Dtypes(
         param=DTYPE_BYTES[plan.weight_dtype],
