@@ -129,7 +129,7 @@ OPTIMIZER_LABELS: Final = {
     Optimizer.ADAFACTOR: "Adafactor",
 }
 PRESET_LABELS: Final = {
-    Preset.TRAINER_BF16: "Trainer(bf16=True), model loaded in bf16",
+    Preset.TRAINER_BF16: "Trainer(bf16=True), bf16 model",
     Preset.FP32_AUTOCAST_BF16: "float32 weights + bf16 autocast",
     Preset.PURE_BF16: "pure bf16 (no autocast)",
     Preset.FP16_AMP: "fp16 AMP (float32 weights, GradScaler)",
@@ -139,7 +139,7 @@ PRESET_LABELS: Final = {
 DTYPE_LABELS: Final = {Dtype.FP32: "float32", Dtype.BF16: "bf16", Dtype.FP16: "fp16"}
 AUTOCAST_LABELS: Final = {Autocast.NONE: "off", Autocast.BF16: "bf16", Autocast.FP16: "fp16 (+ GradScaler)"}
 OPTIMIZER_IMPL_LABELS: Final = {
-    OptimizerImpl.FUSED: "fused (HF Trainer default)",
+    OptimizerImpl.FUSED: "HF Trainer default (fused)",
     OptimizerImpl.FOREACH: "foreach (torch.optim default on CUDA)",
     OptimizerImpl.FORLOOP: "for-loop",
 }
