@@ -167,6 +167,8 @@ def _attention(plan: Plan, ctx: _Ctx) -> list[Term]:
     h = model.num_heads
     q_el, kv_el = n * model.q_width, n * model.kv_width
     kernel = sdpa_kernel(plan)
+    # An adapter on o_proj keeps its own cast of the attention output (see adapter_copies).
+    o_adapter_copy = "o_proj" in ctx.lora and not ctx.trainable and ctx.adapter_copies(ctx.compute_dtype)
     items: list[Term] = []
     if model.qk_norm:
         # Qwen3 / Gemma-3 normalise every head (rows N·H, width hd), OLMo-2 the whole
@@ -202,7 +204,7 @@ def _attention(plan: Plan, ctx: _Ctx) -> list[Term]:
             )
         elif ca == 2:
             items.append(Term("probabilities cast to 16 bits", f"B·H·S² × 2 = {sci(scores)} × 2", scores * 2))
-        if ctx.saves("o_proj"):
+        if ctx.saves("o_proj") and not o_adapter_copy:  # else the adapter's copy below is what is kept
             items.append(Term("attention output (o_proj input)", f"N·H·hd × {ca:g}", q_el * ca))
     elif kernel is Kernel.MATH:
         # PyTorch's math fallback (float32 with grouped-query heads, or unsupported shapes):
@@ -223,7 +225,7 @@ def _attention(plan: Plan, ctx: _Ctx) -> list[Term]:
         # and v into fresh tensors, which attention then keeps, while q still pins the fused
         # projection output (transformers DynamicLayer.update).
         items.append(Term("k, v copies made by the KV cache", f"2 × N·kv × {ca:g}", 2 * kv_el * ca))
-    if "o_proj" in ctx.lora and not ctx.trainable and ctx.adapter_copies(ctx.compute_dtype):
+    if o_adapter_copy:
         a = ctx.adapter_in
         items.append(Term("o_proj input cast for its adapter", f"N·H·hd × {a:g}", q_el * a))
     return items
