@@ -105,7 +105,8 @@ def twins(folder: Path = MEASURED) -> list[Twin]:
 
 def print_twins() -> None:
     print(
-        "| knob (case vs twin) | measured: with / without | estimated: with / without | optimizer step measured | estimated |"
+        "| knob (case vs twin) | measured: with / without | estimated: with / without "
+        "| optimizer step measured | estimated |"
     )
     print("|---|---:|---:|---:|---:|")
     for t in twins():
