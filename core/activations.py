@@ -3,6 +3,9 @@
 Op by op, following what a Hugging Face causal-LM implementation (transformers 5) and PEFT
 (0.21) run and what PyTorch's autograd saves for each op, in the dtypes the plan's
 precision roles give (:mod:`core.roles`).
+
+One concern, a little past 400 lines: attention, MLP / experts, norms, adapters and the
+loss are each a short function, and splitting them would only move the shared _Ctx around.
 """
 
 from __future__ import annotations

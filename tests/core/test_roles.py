@@ -16,10 +16,10 @@ import pytest
 from core.activations import layer_activations
 from core.attention import Kernel, sdpa_kernel
 from core.breakdown import BucketKey, StepPhase
-from core.detailed import largest_trainable_tensor, optimizer_step_temporary
 from core.errors import PlanError
 from core.estimate import estimate
 from core.hfconfig import model_from_hf_config
+from core.optimizer import largest_trainable_tensor, optimizer_step_temporary
 from core.params import param_counts
 from core.plan import (
     PRESET_ROLES,
