@@ -2,8 +2,8 @@
 
 The plan names what the user asked for (eager, SDPA, FlashAttention-2); what runs depends
 on the model and the dtypes: transformers 5 refuses SDPA for Gemma-2 (its attention
-soft-capping, ``Gemma2PreTrainedModel._supports_sdpa = False``) and, when SDPA was not
-asked for explicitly, falls back to eager; PyTorch's SDPA then picks flash,
+soft-capping, ``Gemma2PreTrainedModel._supports_sdpa = False``) and gpt-oss (attention
+sinks) and, when SDPA was not asked for explicitly, falls back to eager; PyTorch's SDPA then picks flash,
 memory-efficient or math by the rules of ``sdp_utils.cpp``.
 """
 
@@ -22,8 +22,11 @@ class Kernel(StrEnum):
 
 
 def sdpa_refused(plan: Plan) -> bool:
-    """Gemma-2 does not support SDPA in transformers 5 (soft-capped attention scores)."""
-    return plan.attention is Attention.SDPA and plan.model.family == "gemma2" and plan.model.attn_softcap > 0
+    """Gemma-2 (soft-capped scores) and gpt-oss (attention sinks) do not support SDPA in
+    transformers 5 (``_supports_sdpa = False``)."""
+    model = plan.model
+    unsupported = (model.family == "gemma2" and model.attn_softcap > 0) or model.family == "gpt_oss"
+    return plan.attention is Attention.SDPA and unsupported
 
 
 def needs_mask(plan: Plan) -> bool:
@@ -60,9 +63,10 @@ def sdpa_kernel(plan: Plan) -> Kernel:
 def kernel_note(plan: Plan) -> str:
     """A sentence for the estimate's notes when the kernel differs from the one asked for."""
     if sdpa_refused(plan):
+        why = "attention sinks" if plan.model.family == "gpt_oss" else "soft-capped attention scores"
         return (
-            "Gemma-2 cannot use SDPA in transformers 5 (soft-capped attention scores): the default load "
-            "falls back to eager attention, which keeps the B·H·S² scores; FlashAttention-2 supports the cap."
+            f"{plan.model.name} cannot use SDPA in transformers 5 ({why}): the default load falls back to "
+            "eager attention, which keeps the B·H·S² scores; a FlashAttention kernel avoids them."
         )
     return ""
 

@@ -32,6 +32,7 @@ SUPPORTED_MODEL_TYPES: Final = (
     "olmo2",
     "granite",
     "smollm3",
+    "gpt_oss",
 )
 
 
@@ -191,6 +192,8 @@ def _model_from_hf_config(config: Mapping[str, Any], name: str | None, *, nested
             qk_norm = "head"  # Gemma3Attention.q_norm / k_norm = Gemma3RMSNorm(head_dim)
     elif model_type == "mistral" or model_type == "mixtral":
         window_layers = layers if window is not None else 0
+    elif model_type == "gpt_oss":
+        pass  # the window stays; which layers use it is read from layer_types below
     elif model_type == "phi3":
         fused_qkv = fused_gate_up = True
         context = r.get_int("max_position_embeddings", default=4096)
@@ -204,9 +207,23 @@ def _model_from_hf_config(config: Mapping[str, Any], name: str | None, *, nested
     elif model_type == "olmo2":
         qk_norm = "projection"  # Olmo2Attention.q_norm = Olmo2RMSNorm(num_heads * head_dim)
         post_norm = True  # Olmo2DecoderLayer: post_attention_layernorm, post_feedforward_layernorm only
-    if model_type == "mixtral":
+    router_bias = sinks = False
+    if model_type == "gpt_oss":
+        # GptOssAttention: biases on q, k, v and o, a learned sink logit per head; experts
+        # with biases (gate_up_proj_bias, down_proj_bias) and a router with a bias;
+        # sliding-window layers alternate with full ones (layer_types).
+        qkv_bias = o_bias = r.get_bool("attention_bias", True)
+        sinks = router_bias = True
+        kinds = config.get("layer_types")
+        if window is None:
+            window_layers = 0
+        elif isinstance(kinds, list):
+            window_layers = min(layers, sum(1 for kind in kinds if kind == "sliding_attention"))
+        else:
+            window_layers = layers // 2
+    if model_type in ("mixtral", "gpt_oss"):
         experts = r.get_int("num_local_experts")
-        per_token = r.get_int("num_experts_per_tok", default=2)
+        per_token = r.get_int("num_experts_per_tok", default=2 if model_type == "mixtral" else 4)
     elif model_type in ("qwen2_moe", "qwen3_moe"):
         # Every layer sparse (decoder_sparse_step 1, no mlp_only_layers), as the released
         # Qwen1.5-MoE / Qwen2-MoE / Qwen3-MoE checkpoints are; others are refused.
@@ -236,7 +253,7 @@ def _model_from_hf_config(config: Mapping[str, Any], name: str | None, *, nested
         tie_embeddings=r.get_bool("tie_word_embeddings", tie_default),
         qkv_bias=qkv_bias,
         o_bias=o_bias,
-        mlp_bias=r.get_bool("mlp_bias", False),
+        mlp_bias=model_type == "gpt_oss" or r.get_bool("mlp_bias", False),
         norm="rmsnorm",
         norms_per_layer=norms_per_layer,
         learned_positions=0,
@@ -255,6 +272,8 @@ def _model_from_hf_config(config: Mapping[str, Any], name: str | None, *, nested
         qk_norm=qk_norm,
         post_norm=post_norm,
         shared_expert_size=shared_expert,
+        router_bias=router_bias,
+        attention_sinks=sinks,
     )
 
 

@@ -103,6 +103,8 @@ class ModelSpec:
     qk_norm: str = ""  # see QK_NORMS
     post_norm: bool = False  # OLMo-2: norms on the sub-block outputs only, none before q/k/v or the MLP
     shared_expert_size: int = 0  # Qwen2-MoE: intermediate size of the always-on shared expert (0: none)
+    router_bias: bool = False  # gpt-oss: GptOssTopKRouter.bias, one per expert
+    attention_sinks: bool = False  # gpt-oss: GptOssAttention.sinks, one learned logit per head
     # A parameter count given instead of derived: typed by the user (the lesson's
     # P = 6.7·10⁹) or read exactly from a checkpoint's safetensors headers. The
     # architecture-derived count stays available beside it.
@@ -218,7 +220,7 @@ class ModelSpec:
             n += self.q_width + 2 * self.kv_width
         if self.o_bias:
             n += d
-        return n + self.qk_norm_params()
+        return n + self.qk_norm_params() + (self.num_heads if self.attention_sinks else 0)
 
     def qk_norm_params(self) -> int:
         if self.qk_norm == "head":
@@ -241,7 +243,9 @@ class ModelSpec:
         return n
 
     def router_params(self) -> int:
-        return self.hidden_size * self.num_experts if self.num_experts > 1 else 0
+        if self.num_experts == 1:
+            return 0
+        return (self.hidden_size + (1 if self.router_bias else 0)) * self.num_experts
 
     def layer_params(self) -> int:
         return (
@@ -380,6 +384,8 @@ _FLAGS: Final = (
     "fused_qkv",
     "fused_gate_up",
     "post_norm",
+    "router_bias",
+    "attention_sinks",
 )
 
 

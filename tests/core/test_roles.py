@@ -222,5 +222,58 @@ def test_gemma2_sdpa_runs_eager_and_says_so() -> None:
     plan = plan_for_model("gemma-2-2b", attention=Attention.SDPA, preset=Preset.TRAINER_BF16)
     assert sdpa_kernel(plan) is Kernel.EAGER
     assert estimate(plan).peak_bytes == estimate(plan.with_changes(attention=Attention.EAGER)).peak_bytes
-    assert any("Gemma-2" in note for note in estimate(plan).notes)
+    assert any("SDPA" in note and "soft-capped" in note for note in estimate(plan).notes)
     assert sdpa_kernel(plan.with_changes(attention=Attention.FLASH)) is Kernel.FLASH
+
+
+# Published hyperparameters (the models' config.json on the Hugging Face hub) and total
+# counts: gpt-oss-20b 20,914,757,184 and gpt-oss-120b 116,829,156,672 (OpenAI's model card
+# rounds them to 20.91B and 116.83B; the same totals come out of transformers 5.24
+# AutoModelForCausalLM.from_config on the meta device), SmolLM3-3B 3,075,098,624
+# (transformers 5.24, same method).
+GPT_OSS_20B = {
+    "model_type": "gpt_oss",
+    "num_hidden_layers": 24,
+    "num_local_experts": 32,
+    "num_experts_per_tok": 4,
+    "vocab_size": 201088,
+    "hidden_size": 2880,
+    "intermediate_size": 2880,
+    "head_dim": 64,
+    "num_attention_heads": 64,
+    "num_key_value_heads": 8,
+    "sliding_window": 128,
+    "layer_types": ["sliding_attention", "full_attention"] * 12,
+    "tie_word_embeddings": False,
+}
+GPT_OSS_120B = {**GPT_OSS_20B, "num_hidden_layers": 36, "num_local_experts": 128}
+GPT_OSS_120B["layer_types"] = ["sliding_attention", "full_attention"] * 18
+SMOLLM3_3B = {
+    "model_type": "smollm3",
+    "vocab_size": 128256,
+    "hidden_size": 2048,
+    "intermediate_size": 11008,
+    "num_hidden_layers": 36,
+    "num_attention_heads": 16,
+    "num_key_value_heads": 4,
+    "tie_word_embeddings": True,
+}
+
+
+@pytest.mark.parametrize(
+    ("config", "total"),
+    [(GPT_OSS_20B, 20_914_757_184), (GPT_OSS_120B, 116_829_156_672), (SMOLLM3_3B, 3_075_098_624)],
+)
+def test_gpt_oss_and_smollm3_counts_equal_the_published_totals(config: dict[str, object], total: int) -> None:
+    assert model_from_hf_config(config).total_params() == total
+
+
+def test_gpt_oss_active_parameters_match_the_model_card() -> None:
+    """OpenAI's card gives 3.61B (20b) and 5.13B (120b) active parameters per token, counting
+    the unembedding but not the embedding table (201,088 × 2,880)."""
+    for config, active in ((GPT_OSS_20B, 3.61e9), (GPT_OSS_120B, 5.13e9)):
+        spec = model_from_hf_config(config)
+        assert (spec.active_params() - spec.vocab_size * spec.hidden_size) / 1e9 == pytest.approx(
+            active / 1e9, abs=0.005
+        )
+        assert (spec.sliding_window, spec.sliding_window_layers) == (128, spec.num_layers // 2)
