@@ -37,7 +37,7 @@ from core.plan import (
 )
 from core.planfile import load as load_plan
 from core.planfile import save as save_plan
-from core.units import GB, format_count, parse_count
+from core.units import GB, format_count, format_memory, parse_count
 
 
 class UsageError(Exception):
@@ -211,9 +211,7 @@ def plan_from_args(args: argparse.Namespace) -> Plan:
 
 
 def _fmt(n_bytes: float, gib: bool) -> str:
-    if gib:
-        return f"{n_bytes / 2**30:,.2f} GiB"
-    return f"{n_bytes / GB:,.2f} GB"
+    return format_memory(n_bytes, "GiB" if gib else "GB")
 
 
 def estimate_to_json(est: Estimate) -> dict[str, Any]:
