@@ -34,14 +34,6 @@ TARGET_TIPS = {
 }
 
 
-def _with_method(plan: Plan, method: Method) -> Plan:
-    if method is Method.FROZEN and plan.frozen_layers == 0:
-        # The frozen-layers method needs at least one frozen block; start from half the
-        # model, a common choice, rather than refuse the switch.
-        return plan.with_changes(method=method, frozen_layers=max(1, plan.model.num_layers // 2))
-    return plan.with_changes(method=method)
-
-
 def _with_target(plan: Plan, target: str, on: bool) -> Plan:
     targets = set(plan.lora.targets)
     if on:
@@ -79,7 +71,7 @@ class MethodForm(PlanForm):
             "Full: every weight trains. LoRA: small adapters train, the base is frozen. "
             "QLoRA: LoRA on a 4- or 8-bit base. Frozen layers: the bottom blocks get no gradients.",
         )
-        self.bind("method.kind", "Method", self.method, lambda p, v: _with_method(p, Method(v)))
+        self.bind("method.kind", "Method", self.method, lambda p, v: p.with_method(Method(v)))
         self.rank = IntField(
             "LoRA rank", 1, MAX_RANK, "", "Rank r of each adapter: r × (in + out) parameters per matrix."
         )

@@ -10,7 +10,7 @@ from PySide6.QtWidgets import QCheckBox, QLabel, QMenu, QToolButton, QWidget
 
 from core.catalogue import find_model, load_models
 from core.estimate import Estimate
-from core.model import LIMITS, ModelSpec
+from core.model import LIMITS
 from core.plan import Plan
 from gui.controller import PlanController
 from gui.format import count
@@ -31,11 +31,6 @@ DIMENSIONS: tuple[tuple[str, str, str], ...] = (
 )
 
 
-def with_model(plan: Plan, model: ModelSpec, model_id: str = "") -> Plan:
-    """The plan on another model; frozen layers are kept within the new model's depth."""
-    return plan.with_changes(model=model, model_id=model_id, frozen_layers=min(plan.frozen_layers, model.num_layers))
-
-
 def _edited_name(plan: Plan) -> str:
     name = plan.model.name
     return name if not plan.model_id or name.endswith("(edited)") else f"{name} (edited)"
@@ -43,7 +38,7 @@ def _edited_name(plan: Plan) -> str:
 
 def _with_dimension(plan: Plan, name: str, value: Any) -> Plan:
     model = replace(plan.model, **{name: value, "name": _edited_name(plan)})
-    return with_model(plan, model)
+    return plan.on_model(model)
 
 
 class ModelForm(PlanForm):
@@ -115,7 +110,7 @@ class ModelForm(PlanForm):
 
     def _pick(self, plan: Plan, model_id: str) -> Plan:
         entry = find_model(model_id)
-        return with_model(plan, entry.spec, entry.id)
+        return plan.on_model(entry.spec, entry.id)
 
     def _show_dimensions(self, shown: bool) -> None:
         self.dims_toggle.setArrowType(Qt.ArrowType.DownArrow if shown else Qt.ArrowType.RightArrow)
