@@ -161,9 +161,9 @@ class Document(QObject):
         except (PlanFileError, PlanError) as error:
             dialogs.error(self.dialog_parent, "Cannot read the model", str(error))
             return
-        error = self.controller.update("model", lambda plan: plan.on_model(model), "Import model")
-        if error is not None:
-            dialogs.error(self.dialog_parent, "Cannot use the model", str(error))
+        refused = self.controller.update("model", lambda plan: plan.on_model(model), "Import model")
+        if refused is not None:
+            dialogs.error(self.dialog_parent, "Cannot use the model", str(refused))
 
     # ---- session -------------------------------------------------------------------
     def restore(self) -> None:

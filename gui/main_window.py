@@ -24,9 +24,12 @@ from core.estimate import Estimate
 from core.measurement import Measurement, load_measurement
 from core.plan import Accounting, Plan
 from core.presets import LESSON_EXAMPLES, default_plan
+from core.verdict import Mode
 from gui import dialogs
 from gui.chart import MemoryChart
 from gui.controller import PlanController
+from gui.diagnosis_controller import DiagnosisController
+from gui.display_state import Display, DisplayState
 from gui.document import Document
 from gui.format import Unit
 from gui.forms.accounting import AccountingForm
@@ -58,8 +61,9 @@ class MainWindow(QMainWindow):
         self.settings = settings if settings is not None else Settings()
         self.controller = controller if controller is not None else PlanController(default_plan(), self)
         self.document = Document(self.controller, self.settings, dialog_parent=self, parent=self)
-        self.measurement: Measurement | None = None
-        self.unit: Unit = self.settings.unit
+        self.display = DisplayState(Display(unit=self.settings.unit, mode=Mode(self.settings.chart_mode)), self)
+        self._shown: Display | None = None
+        self.diagnoser = DiagnosisController(self.controller, self.display, self)
         self.setObjectName("mainWindow")
         self.setDockNestingEnabled(True)
 
@@ -77,10 +81,10 @@ class MainWindow(QMainWindow):
         self.document.pathChanged.connect(self._update_title)
         self.document.message.connect(lambda text: self.statusBar().showMessage(text, 4000))
         self.chart.bucketClicked.connect(self._bucket_clicked)
-        self.arithmetic.bucketSelected.connect(self.chart.set_selected)
+        self.arithmetic.bucketSelected.connect(self.display.select_bucket)
         self.resizeDocks([self.plan_dock, self.details_dock], [360, 380], Qt.Orientation.Horizontal)
-        self.set_chart_mode(self.settings.chart_mode)
-        self.set_unit(self.unit)
+        self.display.changed.connect(self._show_display)
+        self._show_display(self.display.display)
         self.controller.refresh()
         self._update_title()
 
@@ -145,7 +149,7 @@ class MainWindow(QMainWindow):
         self.add_panel(self.arithmetic, "Arithmetic")
         self.add_panel(self.compute_panel, "Compute && time")
         self.add_panel(self.inference_panel, "Serving")
-        self.diagnosis = DiagnosisPanel(self.controller)
+        self.diagnosis = DiagnosisPanel(self.diagnoser, self.display)
         self.add_panel(self.diagnosis, "Diagnosis")
         self.details_dock = QDockWidget("Details", self)
         self.details_dock.setObjectName("detailsDock")
@@ -166,7 +170,8 @@ class MainWindow(QMainWindow):
             if self.tabs.tabText(index).replace("&&", "&") == plain:
                 old = self.tabs.widget(index)
                 self.tabs.removeTab(index)
-                old.deleteLater()
+                if old is not None:
+                    old.deleteLater()
                 return self.tabs.insertTab(index, widget, title)
         return self.tabs.addTab(widget, title)
 
@@ -340,42 +345,63 @@ class MainWindow(QMainWindow):
         self.problem.setText(f"⚠ {message} — the estimate still shows the last valid plan.")
 
     def _bucket_clicked(self, key: str) -> None:
-        self.arithmetic.select(key)
+        self.display.select_bucket(key)
         self.tabs.setCurrentWidget(self.arithmetic)
 
     def _lesson_toggled(self, on: bool) -> None:
         mode = Accounting.LESSON if on else Accounting.DETAILED
         self.controller.update("accounting", lambda p: p.with_changes(accounting=mode), "Switch accounting")
 
+    # ---- display state (gui.display_state): one object, one signal, pushed to the views ----
+    @property
+    def unit(self) -> Unit:
+        return self.display.unit
+
+    @property
+    def measurement(self) -> Measurement | None:
+        return self.display.measurement
+
     def set_chart_mode(self, mode: str) -> None:
-        mode = "inference" if mode == "inference" else "training"
-        (self.inference_action if mode == "inference" else self.training_action).setChecked(True)
-        self.chart.set_mode("inference" if mode == "inference" else "training")
-        self.verdict.set_mode(mode)
-        self.arithmetic.select("inference" if mode == "inference" else "weights")
-        self.settings.chart_mode = mode
+        self.display.set_mode(mode)
 
     def set_unit(self, unit: Unit) -> None:
-        self.unit = unit
-        self.unit_actions[unit].setChecked(True)
-        self.chart.set_unit(unit)
-        self.verdict.set_unit(unit)
-        self.arithmetic.set_unit(unit)
-        self.inference_panel.set_unit(unit)
-        self.diagnosis.set_unit(unit)
-        self.settings.unit = unit
+        self.display.set_unit(unit)
+
+    def set_measurement(self, measurement: Measurement | None) -> None:
+        self.display.set_measurement(measurement)
+
+    def _show_display(self, display: Display) -> None:
+        shown = self._shown
+        self._shown = display
+        if shown is None or display.mode != shown.mode:
+            mode = display.mode
+            (self.inference_action if mode is Mode.INFERENCE else self.training_action).setChecked(True)
+            self.chart.set_mode(mode.value)
+            self.verdict.set_mode(mode.value)
+            self.settings.chart_mode = mode.value
+        if shown is None or display.unit != shown.unit:
+            unit = display.unit
+            self.unit_actions[unit].setChecked(True)
+            self.chart.set_unit(unit)
+            self.verdict.set_unit(unit)
+            self.arithmetic.set_unit(unit)
+            self.inference_panel.set_unit(unit)
+            self.settings.unit = unit
+        if shown is None or display.measurement is not shown.measurement:
+            self.chart.set_measurement(display.measurement)
+            self.verdict.set_measurement(display.measurement)
+            self.clear_measure_action.setEnabled(display.measurement is not None)
+        if shown is None or display.selected_bucket != shown.selected_bucket or display.mode != shown.mode:
+            # No pick: the arithmetic shows the mode's own bucket (the KV cache when serving).
+            default = "inference" if display.mode is Mode.INFERENCE else "weights"
+            self.arithmetic.select(display.selected_bucket or default)
+            self.chart.set_selected(display.selected_bucket)
 
     def set_theme(self, theme: str) -> None:
         self.settings.theme = theme
         app = QApplication.instance()
         if isinstance(app, QApplication):
             apply_theme(app, theme)
-
-    def set_measurement(self, measurement: Measurement | None) -> None:
-        self.measurement = measurement
-        self.chart.set_measurement(measurement)
-        self.verdict.set_measurement(measurement)
-        self.clear_measure_action.setEnabled(measurement is not None)
 
     # ---- documents (the life-cycle is gui.document.Document's) --------------------------
     @property

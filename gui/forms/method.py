@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from PySide6.QtWidgets import QCheckBox, QGridLayout, QWidget
 
 from core.model import LORA_TARGETS
@@ -32,6 +34,10 @@ TARGET_TIPS = {
     "up_proj": "MLP up projection",
     "down_proj": "MLP down projection",
 }
+
+
+def _target_setter(name: str) -> Callable[[Plan, bool], Plan]:
+    return lambda plan, on: _with_target(plan, name, on)
 
 
 def _with_target(plan: Plan, target: str, on: bool) -> Plan:
@@ -88,7 +94,7 @@ class MethodForm(PlanForm):
                 f"method.lora.targets.{name}",
                 f"LoRA target {name}",
                 box,
-                lambda p, on, n=name: _with_target(p, n, on),
+                _target_setter(name),
                 row=False,
             )
         self.quant = ChoiceField(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
 
@@ -39,6 +40,10 @@ def _edited_name(plan: Plan) -> str:
 def _with_dimension(plan: Plan, name: str, value: Any) -> Plan:
     model = replace(plan.model, **{name: value, "name": _edited_name(plan)})
     return plan.on_model(model)
+
+
+def _dimension_setter(name: str) -> Callable[[Plan, Any], Plan]:
+    return lambda plan, value: _with_dimension(plan, name, value)
 
 
 class ModelForm(PlanForm):
@@ -93,7 +98,7 @@ class ModelForm(PlanForm):
         for name, label, tooltip in DIMENSIONS:
             key = f"model.{name}"
             field = IntField(label, 1, min(LIMITS[name], 2**31 - 1), "", tooltip)
-            self.bind(key, label, field, lambda plan, value, n=name: _with_dimension(plan, n, value))
+            self.bind(key, label, field, _dimension_setter(name))
             self._dimension_keys.append(key)
         self.tied = QCheckBox("Tied input/output embeddings")
         self.tied.setAccessibleName("Tied embeddings")
