@@ -94,8 +94,8 @@ def _lora_regime(plan: Plan) -> Plan:
     """Where "LoRA needs less" is a claim about LoRA: a rank well below the width, one GPU, a few
     thousand tokens per micro-batch, an optimizer with state (float32 Adam moments).
 
-    Adapters read their inputs without a cast: under autocast, or stored in the base's
-    dtype. Outside it the estimator (deliberately, as PEFT behaves) can say more: float32
+    The base is stored like the full fine-tune's weights, and adapters read their inputs
+    without a cast: under autocast, or stored in the base's dtype. Outside it the estimator (deliberately, as PEFT behaves) can say more: float32
     adapters on a 16-bit base without autocast keep a float32 copy of their input each, and
     a rank near the width has as many parameters as the matrix. See the two
     test_lora_can_exceed_full_fine_tuning tests below."""
@@ -105,6 +105,9 @@ def _lora_regime(plan: Plan) -> Plan:
         if tokens <= 2048
         else replace(plan.workload, micro_batch=1, seq_len=min(2048, plan.workload.seq_len))
     )
+    # The same model storage for both methods (a custom plan may keep a float32 base for
+    # LoRA beside bf16 weights for full fine-tuning, which compares two different models).
+    plan = plan.with_changes(base_dtype=plan.weight_dtype)
     if plan.autocast is Autocast.NONE:
         plan = plan.with_changes(adapter_dtype=plan.base_dtype)
     return replace(
