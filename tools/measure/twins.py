@@ -56,7 +56,8 @@ def main(argv: list[str] | None = None) -> int:
                   f"{r['twin_peak']:,} ({r['twin_where']}) | {d:+.1f} % | {r['opt']:,} | {r['twin_opt']:,} |")
         else:
             print(f"{r['case']}\n  vs {r['twin']} [{r['isolates']}]\n  peak {r['peak']:,} ({r['where']}) vs "
-                  f"{r['twin_peak']:,} ({r['twin_where']}) {d:+.1f} %; optimizer phase {r['opt']:,} vs {r['twin_opt']:,}")
+                  f"{r['twin_peak']:,} ({r['twin_where']}) {d:+.1f} %; "
+                  f"optimizer phase {r['opt']:,} vs {r['twin_opt']:,}")
     return 0
 
 
