@@ -94,11 +94,11 @@ def _lora_regime(plan: Plan) -> Plan:
     """Where "LoRA needs less" is a claim about LoRA: a rank well below the width, one GPU, a few
     thousand tokens per micro-batch, an optimizer with state (float32 Adam moments).
 
-    The base is stored like the full fine-tune's weights, and adapters read their inputs
-    without a cast: under autocast, or stored in the base's dtype. Outside it the estimator (deliberately, as PEFT behaves) can say more: float32
-    adapters on a 16-bit base without autocast keep a float32 copy of their input each, and
-    a rank near the width has as many parameters as the matrix. See the two
-    test_lora_can_exceed_full_fine_tuning tests below."""
+    The base is stored like the full fine-tune's weights and, without autocast, the adapters
+    in the base's dtype. Outside it the estimator (deliberately, as PEFT behaves) can say
+    more: float32 adapters on a 16-bit base without autocast keep a float32 copy of their
+    input each (under autocast that copy is 16-bit), and a rank near the width has as many
+    parameters as the matrix. See the two test_lora_can_exceed_full_fine_tuning tests below."""
     tokens = plan.workload.micro_batch * plan.workload.seq_len
     workload = (
         plan.workload
@@ -179,8 +179,8 @@ def test_lora_can_exceed_full_fine_tuning_with_float32_adapters_on_a_bf16_base()
     """Inside the token and rank regime above, PEFT's float32 cast of each adapter's input
     (no autocast, bf16 base) is enough on a small model: SmolLM2-135M, rank 1 on every
     linear layer, 1,797 tokens (the model and length of the counterexample hypothesis found
-    at 0.003 % above full fine-tuning). With the adapters in bf16, or under
-    Trainer(bf16=True)'s autocast, the casts are gone and LoRA is below full fine-tuning."""
+    at 0.003 % above full fine-tuning). With the adapters in bf16 the copies are gone, under
+    Trainer(bf16=True)'s autocast they are bf16, and LoRA is below full fine-tuning again."""
     plan = plan_for_model(
         "smollm2-135m", precision=Precision.BF16, attention=Attention.EAGER, accounting=Accounting.DETAILED
     ).with_workload(micro_batch=1, seq_len=1797)
