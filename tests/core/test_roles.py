@@ -277,3 +277,35 @@ def test_gpt_oss_active_parameters_match_the_model_card() -> None:
             active / 1e9, abs=0.005
         )
         assert (spec.sliding_window, spec.sliding_window_layers) == (128, spec.num_layers // 2)
+
+
+def test_moe_experts_compute_in_the_stored_dtype_because_autocast_skips_grouped_mm() -> None:
+    """transformers' _grouped_mm casts the input to the weights' dtype ("grouped_mm ... are
+    not autocast-enabled"): float32 experts under bf16 autocast keep float32 intermediates."""
+    moe = model_from_hf_config(json.loads((CONFIGS / "qwen1.5-moe-a2.7b.json").read_text()))
+    base = Plan(model=moe, method=Method.LORA).with_workload(micro_batch=1, seq_len=512)
+
+    def experts(plan: Plan) -> float:
+        return sum(t.bytes for t in layer_activations(plan, False).items if t.label.startswith("experts:"))
+
+    fp32 = experts(base.with_changes(preset=Preset.FP32_AUTOCAST_BF16))
+    bf16 = experts(base.with_changes(preset=Preset.TRAINER_BF16))
+    assert fp32 == 2 * bf16
+    pairs = 512 * moe.experts_per_token
+    assert bf16 == pairs * (3 * moe.intermediate_size + moe.hidden_size) * 2  # gate|up, act(gate); output
+
+
+def test_an_o_proj_adapter_keeps_its_own_cast_of_the_attention_output() -> None:
+    """Either way one bf16 copy more: in eager attention the frozen o_proj keeps nothing, so
+    the adapter's cast is the only copy of the attention output; a fused kernel keeps its
+    output anyway and the adapter's cast (PEFT to float32, autocast back to bf16) comes on top."""
+    base = plan_for_model("llama-3.2-1b", method=Method.LORA, preset=Preset.TRAINER_BF16).with_workload(
+        micro_batch=1, seq_len=256
+    )
+    with_o, without = base.with_lora(targets=("q_proj", "o_proj")), base.with_lora(targets=("q_proj",))
+    q_el = 256 * base.model.q_width
+    lora_a = 256 * base.lora.rank * 2  # o_proj's own rank-r intermediate, bf16 under autocast
+    for attention in (Attention.EAGER, Attention.SDPA):
+        a = layer_activations(with_o.with_changes(attention=attention), False).bytes
+        b = layer_activations(without.with_changes(attention=attention), False).bytes
+        assert a - b == q_el * 2 + lora_a
