@@ -189,7 +189,7 @@ def _attention(plan: Plan, ctx: _Ctx) -> list[Term]:
             )
     if model.family == "gpt2":
         items.append(Term("q, k, v (the fused projection's output)", f"N·(q + 2kv) × {ca:g}", (q_el + 2 * kv_el) * ca))
-    else:
+    elif kernel is not Kernel.MATH:  # the math kernel keeps its own scaled q, k and repeated v instead
         items.append(Term("q after RoPE", f"N·H·hd × {ca:g} = {sci(q_el)} × {ca:g}", q_el * ca))
         # Eager attention, and SDPA with a mask (no enable_gqa then), repeat k and v to every head.
         repeated = kernel is Kernel.EAGER or (needs_mask(plan) and kernel is not Kernel.FLASH)
@@ -210,9 +210,10 @@ def _attention(plan: Plan, ctx: _Ctx) -> list[Term]:
         if ctx.saves("o_proj") and not o_adapter_copy:  # else the adapter's copy below is what is kept
             items.append(Term("attention output (o_proj input)", f"N·H·hd × {ca:g}", q_el * ca))
     elif kernel is Kernel.MATH:
-        # PyTorch's math fallback (float32 with grouped-query heads, or unsupported shapes):
-        # scaled q and k, k and v repeated to every head, the probabilities, and an output
-        # laid out (B, H, S, hd) that o_proj reads through a contiguous copy.
+        # PyTorch's math fallback (float32 with grouped-query heads, or unsupported shapes;
+        # _scaled_dot_product_attention_math): the matmuls keep q and k each scaled by
+        # √scale and v repeated to every head, not the inputs; then the probabilities, and an
+        # output laid out (B, H, S, hd) that o_proj reads through a contiguous copy.
         scores = b * h * s * s
         items.append(Term("math kernel: scaled q, k and repeated v", f"3 × N·H·hd × {ca:g}", 3 * q_el * ca))
         items.append(Term("math kernel: probabilities (float32)", f"B·H·S² × 4 = {sci(scores)} × 4", scores * 4))
