@@ -32,6 +32,7 @@ from gui.controller import PlanController
 from gui.format import Unit
 from gui.forms.accounting import AccountingForm
 from gui.forms.base import PlanForm
+from gui.forms.fields import is_marked_invalid
 from gui.forms.hardware import HardwareForm
 from gui.forms.method import MethodForm
 from gui.forms.model import ModelForm, with_model
@@ -74,6 +75,8 @@ class MainWindow(QMainWindow):
 
         self.controller.estimateChanged.connect(self._on_estimate)
         self.controller.editRejected.connect(self._on_rejected)
+        for form in self.forms:
+            form.problemCleared.connect(self._problem_cleared)
         self.controller.undo_stack.cleanChanged.connect(self._clean_changed)
         self.chart.bucketClicked.connect(self._bucket_clicked)
         self.arithmetic.bucketSelected.connect(self.chart.set_selected)
@@ -302,6 +305,7 @@ class MainWindow(QMainWindow):
         toolbar.addActions(list(self.unit_actions.values()))
 
     def _build_status(self) -> None:
+        self._problem_key = ""
         self.problem = QLabel()
         self.problem.setObjectName("problemLabel")
         self.problem.setAccessibleName("Input problem")
@@ -310,8 +314,8 @@ class MainWindow(QMainWindow):
 
     # ---- reacting ------------------------------------------------------------------
     def _on_estimate(self, estimate: Estimate) -> None:
-        if self.problem.text():  # QLabel.clear() repaints the status bar even when it is empty
-            self.problem.clear()
+        if self.problem.text() and not self._problem_field_marked():
+            self.problem.clear()  # QLabel.clear() repaints the status bar even when it is empty
         self.verdict.show_estimate(estimate)
         self.chart.show_estimate(estimate)
         self.arithmetic.show_estimate(estimate)
@@ -335,8 +339,21 @@ class MainWindow(QMainWindow):
     def _clean_changed(self, clean: bool) -> None:
         self.setWindowModified(not clean)
 
-    def _on_rejected(self, _key: str, message: str) -> None:
+    def _on_rejected(self, key: str, message: str) -> None:
+        self._problem_key = key
         self.problem.setText(f"⚠ {message} — the estimate still shows the last valid plan.")
+
+    def _problem_cleared(self, key: str) -> None:
+        if key == self._problem_key and self.problem.text():
+            self.problem.clear()
+
+    def _problem_field_marked(self) -> bool:
+        """The field the status-bar warning is about still holds the refused text."""
+        for form in self.forms:
+            widget = form.fields.get(self._problem_key)
+            if widget is not None:
+                return is_marked_invalid(widget) and widget.hasFocus()
+        return False
 
     def _bucket_clicked(self, key: str) -> None:
         self.arithmetic.select(key)
