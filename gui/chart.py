@@ -21,12 +21,13 @@ from typing import Literal
 import numpy as np
 import pyqtgraph as pg
 from PySide6.QtCore import QCoreApplication, QEvent, QPointF, QRectF, Qt, Signal
-from PySide6.QtGui import QBrush, QColor, QFont, QPainter, QPicture, QStaticText, QTransform
-from PySide6.QtWidgets import QVBoxLayout, QWidget
+from PySide6.QtGui import QBrush, QColor, QFont, QFontMetricsF, QImage, QPainter, QPicture, QStaticText, QTransform
+from PySide6.QtWidgets import QGraphicsItem, QVBoxLayout, QWidget
 
 from core.breakdown import BUCKET_LABELS, BucketKey
-from core.estimate import Estimate
+from core.estimate import VERDICT_LABELS, Estimate
 from core.measurement import Measurement
+from core.plan import METHOD_LABELS
 from gui.format import Unit, memory, unit_scale
 from gui.plotstyle import OKABE_ITO, style_plot
 
@@ -92,6 +93,38 @@ def inference_bars(estimate: Estimate, measurement: Measurement | None) -> list[
             inf.total_bytes,
         )
     ]
+
+
+EXPORT_MARGIN = 8.0  # pixels around the caption of an exported chart
+
+
+def _picture_dpi() -> float:
+    """The resolution QPicture records at (pyqtgraph caches its axes as QPictures)."""
+    return float(QPicture().logicalDpiY())
+
+
+def caption_lines(estimate: Estimate, mode: Mode, unit: Unit) -> list[str]:
+    """Model, method, card, workload and verdict, for an exported chart to stand on its own."""
+    plan = estimate.plan
+    cards = f"{plan.hardware.gpu_count} × {estimate.gpu.name}" if plan.hardware.gpu_count > 1 else estimate.gpu.name
+    w = plan.workload
+    lines = [
+        f"{plan.model.name} · {METHOD_LABELS[plan.method]} · {cards}",
+        f"micro-batch {w.micro_batch} × {w.seq_len:,} tokens, gradient accumulation {w.grad_accum}, "
+        f"{plan.accounting.value} accounting",
+    ]
+    if mode == "inference":
+        serving = estimate.inference
+        lines[1] = f"serving {plan.inference.concurrent:,} × {plan.inference.context:,} tokens"
+        total, verdict = serving.total_bytes, serving.verdict
+        label = next((text for key, text in VERDICT_LABELS.items() if key.value == verdict), verdict)
+    else:
+        total, label = estimate.total_bytes, VERDICT_LABELS[estimate.verdict]
+    lines.append(
+        f"{label}: {memory(total, unit)} of {memory(estimate.capacity_bytes, unit)} per GPU "
+        f"(usable with {plan.hardware.headroom:.0%} headroom: {memory(estimate.usable_bytes, unit)})"
+    )
+    return lines
 
 
 def _nice_ceiling(value: float) -> float:
@@ -581,30 +614,94 @@ class MemoryChart(QWidget):
         self._style_selection()
 
     # ---- export --------------------------------------------------------------------
+    def caption(self) -> list[str]:
+        """What an exported chart says under the plot: the plan, the card and the verdict."""
+        estimate = self._estimate
+        if estimate is None:
+            return []
+        return caption_lines(estimate, self.mode, self.unit)
+
+    def export_png(self, path: str, scale: float = 2.0) -> None:
+        """The plot and its caption as a PNG, ``scale`` × the on-screen size (crisp in documents);
+        the caption is also stored as the file's Description text."""
+        lines = self.caption()
+        width, height = self._export_size(lines)
+        image = QImage(max(1, round(width * scale)), max(1, round(height * scale)), QImage.Format.Format_ARGB32)
+        # The device's resolution is the pictures' (see export_svg); ``scale`` enlarges everything.
+        dots_per_metre = round(_picture_dpi() / 0.0254)
+        image.setDotsPerMeterX(dots_per_metre)
+        image.setDotsPerMeterY(dots_per_metre)
+        image.setText("Title", "VRAM Planner memory chart")
+        image.setText("Description", "\n".join(lines))
+        painter = QPainter(image)
+        try:
+            painter.setRenderHint(QPainter.RenderHint.Antialiasing)
+            painter.setRenderHint(QPainter.RenderHint.TextAntialiasing)
+            painter.scale(scale, scale)
+            self._paint_export(painter, lines, width, height)
+        finally:
+            painter.end()
+        if not image.save(path, "PNG"):
+            raise OSError(f"cannot write {path}")
+
     def export_svg(self, path: str) -> None:
-        """The plot (bars, lines, legend, axes) as vector SVG.
+        """The plot (bars, lines, legend, axes) and its caption as vector SVG.
 
         Rendered straight through QSvgGenerator: pyqtgraph 0.14's SVGExporter cannot parse the
         closed paths ("... Z") that Qt 6.12's SVG generator writes.
         """
-        from PySide6.QtCore import QRectF, QSize
-        from PySide6.QtGui import QPainter
+        from PySide6.QtCore import QSize
         from PySide6.QtSvg import QSvgGenerator
 
-        source = self.plot.getPlotItem().sceneBoundingRect()
+        lines = self.caption()
+        width, height = self._export_size(lines)
         generator = QSvgGenerator()
         generator.setFileName(path)
-        generator.setSize(QSize(int(source.width()), int(source.height())))
-        generator.setViewBox(QRectF(0, 0, source.width(), source.height()))
+        # The axes are cached QPictures, replayed scaled by (device dpi / picture dpi): at the
+        # generator's default 72 dpi they came out at 0.75 of the bars' scale.
+        generator.setResolution(round(_picture_dpi()))
+        generator.setSize(QSize(round(width), round(height)))
+        generator.setViewBox(QRectF(0, 0, width, height))
         generator.setTitle("VRAM Planner memory chart")
+        generator.setDescription("\n".join(lines))
         painter = QPainter()
         if not painter.begin(generator):
             raise OSError(f"cannot write {path}")
         try:
-            painter.fillRect(QRectF(0, 0, source.width(), source.height()), self.palette().color(self.backgroundRole()))
-            self.plot.scene().render(painter, QRectF(0, 0, source.width(), source.height()), source)
+            self._paint_export(painter, lines, width, height)
         finally:
             painter.end()
+
+    def _caption_font(self) -> QFont:
+        return QFont(self.font())
+
+    def _export_size(self, lines: list[str]) -> tuple[float, float]:
+        source = self.plot.getPlotItem().sceneBoundingRect()
+        line_height = QFontMetricsF(self._caption_font()).lineSpacing()
+        return source.width(), source.height() + EXPORT_MARGIN * 2 + line_height * len(lines)
+
+    def _paint_export(self, painter: QPainter, lines: list[str], width: float, height: float) -> None:
+        self.settle()
+        source = self.plot.getPlotItem().sceneBoundingRect()
+        background = self.plot.backgroundBrush().color()
+        painter.fillRect(QRectF(0, 0, width, height), background)
+        # pyqtgraph's legend ignores transformations (it keeps its size when the view zooms), so
+        # a scaled export drew it at on-screen size; its parent, the view box, is never scaled.
+        ignores = QGraphicsItem.GraphicsItemFlag.ItemIgnoresTransformations
+        self.legend.setFlag(ignores, False)
+        try:
+            self.plot.scene().render(painter, QRectF(0, 0, source.width(), source.height()), source)
+        finally:
+            self.legend.setFlag(ignores, True)
+        font = self._caption_font()
+        painter.setFont(font)
+        painter.setPen(self.palette().color(self.foregroundRole()))
+        line_height = QFontMetricsF(font).lineSpacing()
+        y = source.height() + EXPORT_MARGIN
+        for line in lines:
+            rect = QRectF(EXPORT_MARGIN, y, width - 2 * EXPORT_MARGIN, line_height)
+            painter.drawText(rect, int(Qt.AlignmentFlag.AlignLeft | Qt.AlignmentFlag.AlignVCenter), line)
+            y += line_height
 
     # ---- clicks --------------------------------------------------------------------
     def segment_at(self, x: float, y: float) -> str:

@@ -529,21 +529,15 @@ class MainWindow(QMainWindow):
         self.set_measurement(measurement)
 
     def export_chart(self, kind: str) -> bool:
-        from pyqtgraph.exporters import ImageExporter
-
         name_filter = dialogs.PNG_FILTER if kind == "png" else dialogs.SVG_FILTER
         stem = Path(self.path).name.removesuffix(".json").removesuffix(".vramplan") if self.path else "memory"
         suggested = os.path.join(self._folder(), f"{stem}.{kind}")
         path = dialogs.save_file(self, f"Export chart as {kind.upper()}", name_filter, suggested)
         if not path:
             return False
-        item = self.chart.plot.getPlotItem()
         try:
             if kind == "png":
-                exporter = ImageExporter(item)
-                # Twice the on-screen width: crisp in documents and on high-DPI screens.
-                exporter.parameters()["width"] = max(1200, int(item.sceneBoundingRect().width() * 2))
-                exporter.export(path)
+                self.chart.export_png(path)
             else:
                 self.chart.export_svg(path)
         except (OSError, RuntimeError, ValueError) as error:
