@@ -127,6 +127,15 @@ def caption_lines(estimate: Estimate, mode: Mode, unit: Unit) -> list[str]:
     return lines
 
 
+def _two_lines(label: str) -> str:
+    """``label`` broken at the space nearest its middle ("backward\n(peak)")."""
+    spaces = [i for i, char in enumerate(label) if char == " "]
+    if not spaces:
+        return label
+    middle = min(spaces, key=lambda i: abs(i - len(label) / 2))
+    return f"{label[:middle]}\n{label[middle + 1 :]}"
+
+
 def _nice_ceiling(value: float) -> float:
     """``value`` rounded up to a twentieth of its power of ten (103 → 105, 82.3 → 82.5): an axis
     top that stays put under small edits. Drawing geometry, not a figure."""
@@ -407,10 +416,12 @@ class MemoryChart(QWidget):
         self.legend = pg.LegendItem(offset=(8, 4), colCount=3, horSpacing=14, verSpacing=-4)
         self.legend.setParentItem(self.view)
         self._legend_keys: tuple[str, ...] = ()
+        self._legend_fitted_for: tuple[int, tuple[str, ...]] = (0, ())
         self._capacity_sample = pg.PlotDataItem([], [])
         self._band_sample = pg.BarGraphItem(x=[0], height=[0], width=1)
 
         self.plot.scene().sigMouseClicked.connect(self._scene_clicked)
+        self.view.sigResized.connect(self._fit_to_width)
         self._apply_palette()
 
     # ---- settings ------------------------------------------------------------------
@@ -495,7 +506,9 @@ class MemoryChart(QWidget):
         tallest = max([capacity] + [spec.total_bytes / scale for spec in self._bars])
         # A unit change rescales every height: the kept top would then be in the old unit.
         kept = self._view_range[1] if self._view_range[2] == self.unit else 0.0
-        top = axis_top(tallest, kept)
+        # The legend sits in the plot's top left: the bars and the capacity line stay below it.
+        legend_share = min(0.6, (self.legend.height() + 8) / max(1.0, self.view.height()))
+        top = max(axis_top(tallest, kept), _nice_ceiling(tallest / (1 - legend_share)))
         view_range = (n, top, self.unit)
         if view_range != self._view_range:
             self._view_range = view_range
@@ -519,6 +532,7 @@ class MemoryChart(QWidget):
         self._update_legend(names)
         self._set_legend_text(self._capacity_sample, self.capacity_text)
         self._set_legend_text(self._band_sample, self.usable_text)
+        self._fit_legend()
 
     def _update_labels(self, n: int, top: float) -> None:
         room = top * 0.035  # a segment thinner than about a line of text gets no label
@@ -553,11 +567,29 @@ class MemoryChart(QWidget):
         half = BAR_WIDTH / 2 + 0.08
         self.measured_mark.setData([peak_index - half, peak_index + half], [level, level])
 
+    def _fit_to_width(self, *_: object) -> None:
+        """A narrower plot: bar names on two lines, the legend in fewer columns (and the axis
+        top raised so that it covers no bar)."""
+        self._fit_legend()
+        self._redraw()
+
+    def _slot_width(self) -> float:
+        """Pixels across one bar's slot (the view spans the bars and 0.2 of a slot of margins)."""
+        return self.view.width() / (max(1, len(self._bars)) + 0.2)
+
     def _update_axes(self, estimate: Estimate) -> None:
         labels = [spec.label for spec in self._bars]
         if estimate.peak_phase in labels and len(labels) > 1:
             index = labels.index(estimate.peak_phase)
             labels[index] = f"{labels[index]} (peak)"
+        axis = self.plot.getAxis("bottom")
+        metrics = QFontMetricsF(axis.style["tickFont"] or self.font())
+        slot = self._slot_width() - 6
+        labels = [_two_lines(label) if metrics.horizontalAdvance(label) > slot else label for label in labels]
+        lines = 2 if any("\n" in label for label in labels) else 1
+        height = None if lines == 1 else math.ceil(lines * metrics.lineSpacing() + 8)
+        if axis.fixedHeight != height:
+            axis.setHeight(height)
         if labels != self._tick_labels:
             self._tick_labels = labels
             self.plot.getAxis("bottom").setTicks([list(enumerate(labels))])
@@ -577,6 +609,21 @@ class MemoryChart(QWidget):
             self.legend.addItem(self.series[key], SERIES_LABELS[key])
         self.legend.addItem(self._capacity_sample, self.capacity_text)
         self.legend.addItem(self._band_sample, self.usable_text)
+
+    def _fit_legend(self) -> None:
+        """As many legend columns (3, 2 or 1) as the plot's width holds."""
+        room = self.view.width() - 12
+        fitted_for = (round(room), tuple(label.text for _, label in self.legend.items))
+        if fitted_for == self._legend_fitted_for:
+            return  # the same texts in the same room: nothing to lay out again
+        self._legend_fitted_for = fitted_for
+        for columns in (3, 2, 1):
+            if columns != self.legend.columnCount:
+                self.legend.setColumnCount(columns)
+            self.legend.layout.activate()
+            self.legend.updateSize()
+            if self.legend.width() <= room:
+                return
 
     def _set_legend_text(self, sample: pg.GraphicsObject, text: str) -> None:
         for item, label in self.legend.items:
@@ -602,6 +649,8 @@ class MemoryChart(QWidget):
         self._capacity_sample.setPen(pg.mkPen(capacity, width=2, style=Qt.PenStyle.DashLine))
         self._band_sample.setOpts(brush=pg.mkBrush(band), pen=pg.mkPen(None))
         self.legend.setLabelTextColor(foreground)
+        for _, label in self.legend.items:
+            label.setText(label.text)  # pyqtgraph stores the colour; the shown text keeps the old one
         self.legend.setBrush(pg.mkBrush(background))
         self.measured_mark.setPen(pg.mkPen(foreground, width=2, style=Qt.PenStyle.DashLine))
         for (key, _), label in self._segment_labels.items():

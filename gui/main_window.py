@@ -6,13 +6,15 @@ import os
 from collections.abc import Callable
 from pathlib import Path
 
-from PySide6.QtCore import QCoreApplication, QEvent, QSignalBlocker, Qt
-from PySide6.QtGui import QAction, QActionGroup, QCloseEvent, QKeySequence
+from PySide6.QtCore import QCoreApplication, QEvent, QObject, QSignalBlocker, QSize, Qt
+from PySide6.QtGui import QAction, QActionGroup, QCloseEvent, QKeySequence, QResizeEvent, QShowEvent
 from PySide6.QtWidgets import (
     QApplication,
     QDockWidget,
+    QGridLayout,
     QLabel,
     QMainWindow,
+    QPushButton,
     QScrollArea,
     QTabWidget,
     QVBoxLayout,
@@ -21,7 +23,7 @@ from PySide6.QtWidgets import (
 
 from core import planfile
 from core.errors import PlanError, PlanFileError
-from core.estimate import Estimate
+from core.estimate import Estimate, Verdict
 from core.importer import import_model
 from core.measurement import Measurement, load_measurement
 from core.plan import Accounting, Plan
@@ -47,6 +49,27 @@ from gui.settings import Settings
 from gui.theme import apply_theme
 
 APP_NAME = "VRAM Planner"
+# Side docks: least widths that keep every form row and the tab names readable, and the share
+# of the window each takes at first (then they keep their share as the window is resized).
+DETAILS_MIN_WIDTH = 260
+DOCK_SHARES = (0.25, 0.31)
+
+
+class _FormColumn(QScrollArea):
+    """The plan's forms, scrolled up and down only: never narrower than its widest form row."""
+
+    def minimumSizeHint(self) -> QSize:
+        hint = super().minimumSizeHint()
+        inner = self.widget()
+        if inner is None:
+            return hint
+        width = inner.minimumSizeHint().width() + self.verticalScrollBar().sizeHint().width()
+        return QSize(max(hint.width(), width + 2 * self.frameWidth()), hint.height())
+
+    def eventFilter(self, watched: QObject, event: QEvent) -> bool:
+        if watched is self.widget() and event.type() == QEvent.Type.LayoutRequest:
+            self.updateGeometry()  # rows shown or hidden: the least width may have changed
+        return super().eventFilter(watched, event)
 
 
 class MainWindow(QMainWindow):
@@ -80,7 +103,7 @@ class MainWindow(QMainWindow):
         self.controller.undo_stack.cleanChanged.connect(self._clean_changed)
         self.chart.bucketClicked.connect(self._bucket_clicked)
         self.arithmetic.bucketSelected.connect(self.chart.set_selected)
-        self.resizeDocks([self.plan_dock, self.details_dock], [360, 380], Qt.Orientation.Horizontal)
+        self._docks_sized = False
         self.set_chart_mode(self.settings.chart_mode)
         self.set_unit(self.unit)
         self.controller.refresh()
@@ -112,7 +135,7 @@ class MainWindow(QMainWindow):
         for form in self.forms:
             column.addWidget(form)
         column.addStretch(1)
-        scroll = QScrollArea()
+        scroll = _FormColumn()
         scroll.setWidget(holder)
         scroll.setWidgetResizable(True)
         scroll.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
@@ -123,16 +146,46 @@ class MainWindow(QMainWindow):
         self.plan_dock.setFeatures(
             QDockWidget.DockWidgetFeature.DockWidgetMovable | QDockWidget.DockWidgetFeature.DockWidgetFloatable
         )
-        scroll.setMinimumWidth(320)
+        self._form_column = column
         self.addDockWidget(Qt.DockWidgetArea.LeftDockWidgetArea, self.plan_dock)
 
     def _build_centre(self) -> None:
+        # The verdict sits in a top dock: the top area spans the window's whole width, above
+        # both side docks, so its one-line headline no longer sets the window's least width.
+        banner = QWidget()
+        banner.setObjectName("verdictBanner")
+        grid = QGridLayout(banner)
+        grid.setContentsMargins(8, 6, 8, 2)
+        grid.setHorizontalSpacing(8)
+        grid.setVerticalSpacing(4)
+        self.verdict = VerdictPanel()
+        grid.addWidget(self.verdict, 0, 0)
+        self.diagnosis_button = QPushButton("What would make it fit? →")
+        self.diagnosis_button.setObjectName("diagnosisButton")
+        self.diagnosis_button.setAccessibleName("Show the diagnosis")
+        self.diagnosis_button.setToolTip("Open the Diagnosis tab: the changes that would make this plan fit")
+        self.diagnosis_button.clicked.connect(self.show_diagnosis)
+        self.diagnosis_button.hide()
+        grid.addWidget(self.diagnosis_button, 0, 1, Qt.AlignmentFlag.AlignVCenter)
+        grid.setColumnStretch(0, 1)
+        self.plan_warning = QLabel()
+        self.plan_warning.setObjectName("planWarning")
+        self.plan_warning.setAccessibleName("Plan warning")
+        self.plan_warning.setWordWrap(True)
+        self.plan_warning.setTextFormat(Qt.TextFormat.PlainText)  # model names come from files
+        self.plan_warning.setStyleSheet("color: #D55E00; font-weight: 600;")
+        self.plan_warning.hide()
+        grid.addWidget(self.plan_warning, 1, 0, 1, 2)
+        self.verdict_dock = QDockWidget("Verdict", self)
+        self.verdict_dock.setObjectName("verdictDock")
+        self.verdict_dock.setWidget(banner)
+        self.verdict_dock.setTitleBarWidget(QWidget())
+        self.verdict_dock.setFeatures(QDockWidget.DockWidgetFeature.NoDockWidgetFeatures)
+        self.addDockWidget(Qt.DockWidgetArea.TopDockWidgetArea, self.verdict_dock)
+
         centre = QWidget()
         layout = QVBoxLayout(centre)
-        layout.setContentsMargins(8, 8, 8, 8)
-        layout.setSpacing(8)
-        self.verdict = VerdictPanel()
-        layout.addWidget(self.verdict)
+        layout.setContentsMargins(4, 4, 4, 4)
         self.chart = MemoryChart()
         layout.addWidget(self.chart, 1)
         self.setCentralWidget(centre)
@@ -155,7 +208,10 @@ class MainWindow(QMainWindow):
         self.details_dock.setFeatures(
             QDockWidget.DockWidgetFeature.DockWidgetMovable | QDockWidget.DockWidgetFeature.DockWidgetFloatable
         )
-        self.details_dock.setMinimumWidth(340)
+        self.details_dock.setMinimumWidth(DETAILS_MIN_WIDTH)
+        bar = self.tabs.tabBar()
+        bar.setElideMode(Qt.TextElideMode.ElideNone)  # a tab's name whole, or scroll arrows
+        bar.setUsesScrollButtons(True)
         self.addDockWidget(Qt.DockWidgetArea.RightDockWidgetArea, self.details_dock)
 
     def add_panel(self, widget: QWidget, title: str) -> int:
@@ -323,7 +379,52 @@ class MainWindow(QMainWindow):
         self.inference_panel.show_estimate(estimate)
         with QSignalBlocker(self.lesson_action):
             self.lesson_action.setChecked(estimate.plan.accounting is Accounting.LESSON)
+        self._show_warnings(estimate)
+        self._place_accounting(estimate.plan.accounting is Accounting.LESSON)
         self._settle()
+
+    def _show_warnings(self, estimate: Estimate) -> None:
+        text = "\n".join(f"⚠ {warning}" for warning in estimate.warnings)
+        if text != self.plan_warning.text():
+            self.plan_warning.setText(text)
+        self.plan_warning.setVisible(bool(text))
+        serving = self.chart.mode == "inference"
+        fits = estimate.inference.fits if serving else estimate.verdict is Verdict.FITS
+        self.diagnosis_button.setVisible(not fits)
+
+    def _place_accounting(self, lesson: bool) -> None:
+        """Lesson accounting asks for P and T: its form moves up, under the model, to be seen."""
+        index = self._form_column.indexOf(self.accounting_form)
+        wanted = 1 if lesson else len(self.forms) - 1
+        if index != wanted:
+            self._form_column.removeWidget(self.accounting_form)
+            self._form_column.insertWidget(wanted, self.accounting_form)
+
+    def show_diagnosis(self) -> None:
+        self.details_dock.show()
+        self.tabs.setCurrentWidget(self.diagnosis)
+        self.diagnosis.setFocus()
+
+    def _side_docks(self) -> list[QDockWidget]:
+        return [d for d in (self.plan_dock, self.details_dock) if d.isVisible() and not d.isFloating()]
+
+    def showEvent(self, event: QShowEvent) -> None:
+        super().showEvent(event)
+        if self._docks_sized:
+            return
+        self._docks_sized = True
+        if self.settings.window_state is None:  # else the docks stay as the user left them
+            shares = dict(zip((self.plan_dock, self.details_dock), DOCK_SHARES, strict=True))
+            docks = self._side_docks()
+            self.resizeDocks(docks, [round(self.width() * shares[d]) for d in docks], Qt.Orientation.Horizontal)
+
+    def resizeEvent(self, event: QResizeEvent) -> None:
+        super().resizeEvent(event)
+        old, new = event.oldSize().width(), event.size().width()
+        if self._docks_sized and old > 0 and old != new:
+            # The side panels keep their share of the window instead of the chart taking it all.
+            docks = self._side_docks()
+            self.resizeDocks(docks, [round(d.width() * new / old) for d in docks], Qt.Orientation.Horizontal)
 
     def _settle(self) -> None:
         """Lay the window out now, once, so that the next paint is the only one.
