@@ -361,6 +361,7 @@ class MemoryChart(QWidget):
         layout.setSpacing(4)
         self.plot = pg.PlotWidget(axisItems={"left": _Axis("left"), "bottom": _Axis("bottom")})
         self.plot.setAccessibleName("Memory chart plot")
+        self.plot.viewport().setAccessibleName("Memory chart plot area")
         self.plot.setToolTip("Click a bar segment to see its arithmetic.")
         layout.addWidget(self.plot, 1)
         item = self.plot.getPlotItem()

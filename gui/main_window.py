@@ -136,6 +136,7 @@ class MainWindow(QMainWindow):
             column.addWidget(form)
         column.addStretch(1)
         scroll = _FormColumn()
+        scroll.setAccessibleName("Plan forms")
         scroll.setWidget(holder)
         scroll.setWidgetResizable(True)
         scroll.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
@@ -193,6 +194,8 @@ class MainWindow(QMainWindow):
     def _build_panels(self) -> None:
         self.tabs = QTabWidget()
         self.tabs.setObjectName("panelTabs")
+        self.tabs.setAccessibleName("Details")
+        self.tabs.tabBar().setAccessibleName("Details tabs")
         self.tabs.setDocumentMode(True)
         self.arithmetic = ArithmeticPanel()
         self.compute_panel = ComputePanel()
@@ -342,8 +345,11 @@ class MainWindow(QMainWindow):
         view_menu.addSeparator()
         view_menu.addAction(self.plan_dock.toggleViewAction())
         view_menu.addAction(self.details_dock.toggleViewAction())
-        help_menu = bar.addMenu("&Help")
-        help_menu.addAction(self._action("&About VRAM Planner", self._about))
+        self.help_menu = bar.addMenu("&Help")
+        self.help_menu.addAction(self._action("&How to read this window", self._how_to_read, "F1"))
+        self.help_menu.addAction(self._action("&Keyboard shortcuts", self._shortcuts))
+        self.help_menu.addSeparator()
+        self.help_menu.addAction(self._action("&About VRAM Planner", self._about))
 
     def _build_toolbar(self) -> None:
         toolbar = self.addToolBar("Main")
@@ -599,6 +605,11 @@ class MainWindow(QMainWindow):
         self.recent_menu.setEnabled(bool(files))
 
     def _open_recent(self, path: str) -> None:
+        if not os.path.isfile(path):
+            # A file moved or deleted since: say so, and take it off the list.
+            self.settings.remove_recent(path)
+            dialogs.error(self, "Cannot open the plan", f"{path} no longer exists; it has been taken off Open Recent.")
+            return
         if self._maybe_save():
             self.open_path(path)
 
@@ -649,6 +660,52 @@ class MainWindow(QMainWindow):
             return False
         self.statusBar().showMessage(f"Exported {path}", 4000)
         return True
+
+    def _how_to_read(self) -> None:
+        dialogs.info(
+            self,
+            "How to read this window",
+            "Left, the Plan: the model, the fine-tuning method, the workload and the card. Every "
+            "value applies when you press Enter or leave its box; a box outlined in red says why "
+            "it cannot take what you typed, and Escape puts the plan's value back.\n\n"
+            "Top, the verdict: whether the peak memory of a training step, plus the framework's "
+            "overhead, fits in the card's memory less the headroom you keep free. When it does "
+            "not, the button beside it opens the Diagnosis.\n\n"
+            "Centre, the chart: one bar per phase of a step (forward, backward, optimizer step) "
+            "and the peak, split into weights, gradients, optimizer state, activations and "
+            "overhead. The dashed line is the card's capacity; the shaded band is the headroom. "
+            "Click a segment to see its arithmetic.\n\n"
+            "Right, the Details: Arithmetic (how each figure is made), Compute & time (FLOPs, "
+            "hours and cost), Serving (memory for inference) and Diagnosis (the changes that "
+            "would make the plan fit, cheapest first).",
+        )
+
+    def _shortcuts(self) -> None:
+        actions = [
+            self.new_action,
+            self.open_action,
+            self.save_action,
+            self.save_as_action,
+            self.undo_action,
+            self.redo_action,
+            self.training_action,
+            self.inference_action,
+            self.lesson_action,
+            self.measure_action,
+            self.export_png_action,
+            self.export_svg_action,
+            self.quit_action,
+        ]
+        native = QKeySequence.SequenceFormat.NativeText
+        named = [(a.shortcut().toString(native), a.iconText().replace("&", "")) for a in actions]
+        lines = [f"{keys}\t{name}" for keys, name in named if keys]
+        lines += [
+            "F1\tHow to read this window",
+            "Enter\tApply the value typed in a box",
+            "Escape\tPut the plan's value back in a box",
+            "Tab / Shift+Tab\tNext / previous field",
+        ]
+        dialogs.info(self, "Keyboard shortcuts", "\n".join(lines))
 
     def _about(self) -> None:
         dialogs.info(

@@ -51,6 +51,13 @@ def _describe(widget: QWidget, name: str, tooltip: str) -> None:
     widget.setToolTip(tooltip)
     widget.setProperty("plainToolTip", tooltip)
     widget.setAccessibleDescription(tooltip)
+    line = getattr(widget, "lineEdit", None)
+    inner = line() if callable(line) else None
+    if isinstance(inner, QLineEdit) and inner is not widget:
+        # The text box inside a spin box or an editable combo box is a focus stop of its own
+        # for a screen reader: it carries the field's name too.
+        inner.setAccessibleName(name)
+        inner.setAccessibleDescription(tooltip)
 
 
 def _let_shrink(combo: QComboBox) -> None:
@@ -200,13 +207,25 @@ class IntField(_TypedNumber, QSpinBox):
     def __init__(self, name: str, minimum: int, maximum: int, suffix: str, tooltip: str, parent: QWidget | None = None):
         super().__init__(parent)
         self.setRange(minimum, maximum)
-        self.setSuffix(f" {suffix}" if suffix else "")
+        # "1 step", "2 steps": a plural unit ("steps", "requests") is singular for exactly one.
+        self._units = (f" {suffix.removesuffix('s')}" if suffix.endswith("s") else f" {suffix}", f" {suffix}")
+        if not suffix:
+            self._units = ("", "")
+        self.setSuffix(self._units[1])
         self.setGroupSeparatorShown(True)
         self.setAccelerated(True)
         _describe(self, name, f"{tooltip}\nRange {minimum:,} to {maximum:,}{' ' + suffix if suffix else ''}.")
         self._name = name
         self._start_typing_rules()
+        self.valueChanged.connect(self._agree_unit)
         self.valueChanged.connect(self.edited)
+        self._agree_unit(self.value())
+
+    def _agree_unit(self, value: int) -> None:
+        unit = self._units[0] if value == 1 else self._units[1]
+        if unit != self.suffix():
+            with QSignalBlocker(self):
+                self.setSuffix(unit)
 
     def _qt_state(self, text: str) -> QValidator.State:
         return QSpinBox.validate(self, text, 0)[0]  # type: ignore[index]
@@ -233,6 +252,7 @@ class IntField(_TypedNumber, QSpinBox):
         if self.value() != value:
             with QSignalBlocker(self):
                 self.setValue(value)
+            self._agree_unit(value)
 
 
 class FloatField(_TypedNumber, QDoubleSpinBox):
