@@ -508,7 +508,9 @@ class MemoryChart(QWidget):
         # A unit change rescales every height: the kept top would then be in the old unit.
         kept = self._view_range[1] if self._view_range[2] == self.unit else 0.0
         # The legend sits in the plot's top left: the bars and the capacity line stay below it.
-        legend_share = min(0.6, (self.legend.height() + 8) / max(1.0, self.view.height()))
+        # (the legend's height, its offset, and a line for the bar's total above the bar).
+        room_above = self.legend.height() + 8 + QFontMetricsF(self._total_labels[0].font).lineSpacing() + 6
+        legend_share = min(0.6, room_above / max(1.0, self.view.height()))
         top = max(axis_top(tallest, kept), _nice_ceiling(tallest / (1 - legend_share)))
         view_range = (n, top, self.unit)
         if view_range != self._view_range:
@@ -522,7 +524,8 @@ class MemoryChart(QWidget):
             self.usable_line.setValue(usable)
         headroom = estimate.plan.hardware.headroom
         self.capacity_text = f"capacity {memory(estimate.capacity_bytes, self.unit)}"
-        self.usable_text = f"{headroom:.0%} headroom: usable {memory(estimate.usable_bytes, self.unit)}"
+        # Short, so that the legend keeps two columns in a narrow plot; the shaded band is the rest.
+        self.usable_text = f"{1 - headroom:.0%} usable: {memory(estimate.usable_bytes, self.unit)}"
         self.band.setRegion((usable, capacity))
         self.band.setVisible(capacity > usable)
         self.usable_line.setVisible(capacity > usable)

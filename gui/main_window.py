@@ -53,6 +53,7 @@ APP_NAME = "VRAM Planner"
 # of the window each takes at first (then they keep their share as the window is resized).
 DETAILS_MIN_WIDTH = 260
 DOCK_SHARES = (0.25, 0.31)
+CHART_SHARE = 0.36
 
 
 class _FormColumn(QScrollArea):
@@ -420,9 +421,14 @@ class MainWindow(QMainWindow):
             return
         self._docks_sized = True
         if self.settings.window_state is None:  # else the docks stay as the user left them
-            shares = dict(zip((self.plan_dock, self.details_dock), DOCK_SHARES, strict=True))
+            width = self.width()
+            plan = max(self.plan_dock.minimumSizeHint().width(), round(width * DOCK_SHARES[0]))
+            # The chart keeps at least CHART_SHARE of a narrow window; Details give way first.
+            room = round(width * (1 - CHART_SHARE)) - plan
+            details = max(DETAILS_MIN_WIDTH, min(round(width * DOCK_SHARES[1]), room))
+            wanted = {self.plan_dock: plan, self.details_dock: details}
             docks = self._side_docks()
-            self.resizeDocks(docks, [round(self.width() * shares[d]) for d in docks], Qt.Orientation.Horizontal)
+            self.resizeDocks(docks, [wanted[d] for d in docks], Qt.Orientation.Horizontal)
 
     def resizeEvent(self, event: QResizeEvent) -> None:
         super().resizeEvent(event)

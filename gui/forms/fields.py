@@ -13,7 +13,7 @@ from collections.abc import Iterable
 from enum import Enum
 from typing import Any
 
-from PySide6.QtCore import QEvent, QSignalBlocker, Qt, Signal
+from PySide6.QtCore import QEvent, QSignalBlocker, QSize, Qt, Signal
 from PySide6.QtGui import QFocusEvent, QKeyEvent, QKeySequence, QValidator
 from PySide6.QtWidgets import (
     QAbstractSpinBox,
@@ -22,6 +22,8 @@ from PySide6.QtWidgets import (
     QDoubleSpinBox,
     QLineEdit,
     QSpinBox,
+    QStyle,
+    QStyleOptionComboBox,
     QWidget,
 )
 
@@ -498,6 +500,7 @@ class CatalogueField(QComboBox):
         super().__init__(parent)
         self._name = name
         self._shown_text = ""  # the text show_value put up: the plan's entry
+        self._widest = (-1, 0)  # (entries, least width) measured for minimumSizeHint
         _let_shrink(self)
         self.setEditable(True)
         self.setInsertPolicy(QComboBox.InsertPolicy.NoInsert)
@@ -514,6 +517,19 @@ class CatalogueField(QComboBox):
         self.activated.connect(self._chosen)
         completer.activated[str].connect(self._chosen_text)
         self.lineEdit().returnPressed.connect(lambda: self._chosen_text(self.currentText()))
+
+    def minimumSizeHint(self) -> QSize:
+        """Wide enough to show every entry's name whole ("…RTX 3060 12GE" was the last one cut)."""
+        hint = super().minimumSizeHint()
+        if self._widest[0] != self.count():
+            metrics = self.lineEdit().fontMetrics()
+            widest = max((metrics.horizontalAdvance(self.itemText(i)) for i in range(self.count())), default=0)
+            option = QStyleOptionComboBox()
+            self.initStyleOption(option)
+            content = QSize(widest + 8, hint.height())  # the line edit's own text margins
+            need = self.style().sizeFromContents(QStyle.ContentsType.CT_ComboBox, option, content, self).width()
+            self._widest = (self.count(), need)
+        return QSize(max(hint.width(), self._widest[1]), hint.height())
 
     def _chosen(self, index: int) -> None:
         if index >= 0:

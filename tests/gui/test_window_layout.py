@@ -138,3 +138,15 @@ def test_lesson_fields_sit_near_the_top(qtbot: Any, window: MainWindow) -> None:
     for field in (window.accounting_form.params, window.accounting_form.trainable):
         bottom = field.mapTo(viewport, QPoint(0, field.height())).y()
         assert field.isVisible() and bottom <= viewport.height(), field.accessibleName()
+
+
+@pytest.mark.parametrize(("width", "height"), [(1024, 700), (1280, 720)])
+def test_picker_names_show_whole(qtbot: Any, window: MainWindow, width: int, height: int) -> None:
+    """Before: "NVIDIA GeForce RTX 3060 12GB" showed as "…RTX 3060 12GE" in a 190 px box."""
+    shown_at(qtbot, window, width, height)
+    for picker in (window.model_form.picker, window.hardware_form.gpu):
+        line = picker.lineEdit()
+        room = line.width() - 6  # the line edit's own text margins
+        for index in range(picker.count()):
+            text = picker.itemText(index)
+            assert line.fontMetrics().horizontalAdvance(text) <= room, text
