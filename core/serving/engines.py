@@ -68,6 +68,11 @@ SAMPLER_BYTES_PER_LOGIT: Final = 41
 # 0.2 GiB with tensor or pipeline parallel.
 VLLM_NON_TORCH_BYTES: Final = 0.3 * GiB
 VLLM_NON_TORCH_PARALLEL_BYTES: Final = 0.2 * GiB
+# vLLM sizes everything from torch.cuda.mem_get_info()'s total, which is below what
+# nvidia-smi reports (the catalogue's memory_bytes) by what the driver keeps: vLLM logged
+# total_gpu_memory 79.22 GiB on an H100 80GB (PR #10511) and 23.58 GiB on an RTX 3090
+# (issue #10517) against 79.65 and 24.00 GiB in nvidia-smi: 0.42-0.43 GiB.
+DRIVER_RESERVED_BYTES: Final = 0.43 * GiB
 # CUDA graphs: the version followed captures them after the KV pool is sized and does not
 # subtract their pool (it only suggests --kv-cache-memory in a debug line); releases that
 # estimate the graph pool during profiling subtract roughly 0.5-1.5 GiB more.
@@ -216,6 +221,11 @@ def vllm_defaults(gpu: GpuSpec) -> tuple[int, int]:
     return VLLM_DEFAULTS_LARGE if large else VLLM_DEFAULTS_SMALL
 
 
+def vllm_total_memory(gpu: GpuSpec) -> float:
+    """The total vLLM reads from the driver: the card less what the driver keeps."""
+    return max(0.0, gpu.memory_bytes - DRIVER_RESERVED_BYTES)
+
+
 def vllm_scheduler(inf: Inference, gpu: GpuSpec) -> tuple[int, int]:
     batched, seqs = vllm_defaults(gpu)
     return inf.max_num_batched_tokens or batched, inf.max_num_seqs or seqs
@@ -248,7 +258,7 @@ def vllm_blocks_per_request(model: ModelSpec, layout: RankLayout, context: int, 
 def vllm_memory(plan: Plan, gpu: GpuSpec, layout: RankLayout) -> EngineMemory:
     model, inf = plan.model, plan.inference
     batched, seqs = vllm_scheduler(inf, gpu)
-    requested = gpu.memory_bytes * inf.gpu_memory_utilization
+    requested = vllm_total_memory(gpu) * inf.gpu_memory_utilization
     activation = vllm_profile_peak(model, layout, batched, seqs)
     parallel = inf.tensor_parallel > 1 or inf.pipeline_parallel > 1
     non_torch = VLLM_NON_TORCH_BYTES + (VLLM_NON_TORCH_PARALLEL_BYTES if parallel else 0.0)
@@ -273,7 +283,7 @@ def vllm_memory(plan: Plan, gpu: GpuSpec, layout: RankLayout) -> EngineMemory:
         verdict = "fits"
     peak = layout.weights_bytes + activation + pool
     formula = (
-        f"KV pool = {gpu.memory_bytes / GiB:.2f} GiB × {inf.gpu_memory_utilization:g} − weights "
+        f"KV pool = {vllm_total_memory(gpu) / GiB:.2f} GiB × {inf.gpu_memory_utilization:g} − weights "
         f"{layout.weights_bytes / GiB:.2f} − activation peak {activation / GiB:.2f} − non-torch "
         f"{non_torch / GiB:.2f} = {max(budget, 0) / GiB:.2f} GiB; {blocks:,} blocks × 16 = GPU KV cache size "
         f"{kv_tokens:,} tokens; maximum concurrency for {inf.context:,} tokens per request: {concurrency:.2f}x"

@@ -18,6 +18,7 @@ from core.serving.engines import (
     forward_working_bytes,
     rank_layout,
     vllm_defaults,
+    vllm_total_memory,
 )
 from core.serving.formats import (
     KV_BYTES,
@@ -98,7 +99,7 @@ def test_vllm_pool_is_whole_blocks_and_its_concurrency() -> None:
     assert inf.kv_cache_bytes == inf.kv_cache_tokens * 131_072
     # The pool is what gpu_memory_utilization leaves: less memory allowed, fewer tokens.
     smaller = estimate(vllm_plan(context=8192, gpu_memory_utilization=0.5)).inference
-    expected_drop = find_gpu("h100-sxm").memory_bytes * 0.4 / 131_072
+    expected_drop = vllm_total_memory(find_gpu("h100-sxm")) * 0.4 / 131_072
     assert inf.kv_cache_tokens - smaller.kv_cache_tokens == pytest.approx(expected_drop, abs=32)
 
 
@@ -208,3 +209,22 @@ def test_bad_serving_values_name_the_field() -> None:
     with pytest.raises(PlanError, match="inference.tensor_parallel"):
         vllm_plan(tensor_parallel=0)
     assert math.isfinite(estimate(vllm_plan(tensor_parallel=1024)).inference.ttft_s)
+
+
+# --- remedies ---------------------------------------------------------------------------------
+def test_serving_remedies_are_estimated_plans_fitting_first() -> None:
+    from core.serving.remedies import ServingRemedyKind, serving_remedies
+
+    plan = Plan(model=LLAMA_8B, hardware=Hardware(gpu="l40s")).with_inference(context=32_768, concurrent=128)
+    remedies = serving_remedies(plan)
+    kinds = {r.kind for r in remedies}
+    assert {ServingRemedyKind.KV_FP8, ServingRemedyKind.FEWER_REQUESTS, ServingRemedyKind.SHORTER_CONTEXT} <= kinds
+    for remedy in remedies:
+        assert remedy.estimate.plan == remedy.plan
+        assert remedy.estimate.inference.fits == remedy.fits
+    fits = [r.fits for r in remedies]
+    assert fits == sorted(fits, reverse=True)
+    fewer = next(r for r in remedies if r.kind is ServingRemedyKind.FEWER_REQUESTS)
+    assert fewer.fits
+    vllm = serving_remedies(vllm_plan(context=131_072, concurrent=64))
+    assert ServingRemedyKind.SMALLER_BATCHED_TOKENS in {r.kind for r in vllm}
