@@ -57,6 +57,11 @@ VLLM_DEFAULTS_SMALL: Final = (2048, 256)
 # at 20,000 tokens and 2.99 GiB at 29,000 (vllm-project/vllm issue #10517), which this
 # gives within 1 %.
 ACT_HIDDEN_COPIES: Final = 3
+# Hugging Face's eager-mode decoder layer keeps one more hidden-size tensor alive at the
+# MLP (the attention output beside the residual): 4 copies reproduce the working memory
+# h2-measure recorded for generate (benchmarks/serving/measured, llama-3.1-8b: 118.9 kB
+# per prompt token against (3 · 14336 + 4 · 4096) · 2 = 118.8 kB).
+HF_HIDDEN_COPIES: Final = 4
 # The sampler run after the forward: float32 logits of max_num_seqs rows and the
 # sampler's temporaries (probabilities, log-probabilities, sorted copies for top-p/top-k
 # and their int64 indices). 41 bytes per logit reproduces the 1.26 GiB vLLM logged for
@@ -127,10 +132,22 @@ def rank_layout(plan: Plan) -> RankLayout:
     )
 
 
-def forward_working_bytes(model: ModelSpec, layout: RankLayout, tokens: int) -> float:
+def forward_working_bytes(
+    model: ModelSpec, layout: RankLayout, tokens: int, hidden_copies: int = ACT_HIDDEN_COPIES
+) -> float:
     """Torch working memory of a forward over ``tokens`` tokens (one block's widest moment)."""
     mlp = (3 if model.gated_mlp else 2) * layout.intermediate
-    return tokens * (mlp + ACT_HIDDEN_COPIES * model.hidden_size) * 2
+    return tokens * (mlp + hidden_copies * model.hidden_size) * 2
+
+
+def hf_cached_positions(model: ModelSpec, tokens: int) -> int:
+    """Layer-positions transformers' DynamicCache keeps: it caps only layers the config types
+    as sliding (Gemma 2/3 ``layer_types``); a model whose every layer has the window
+    (Mistral 7B v0.1) keeps all positions and applies the window as a mask, as h2-measure's
+    Mistral case shows (benchmarks/serving/measured/hf-mistral-7b-b2-s8192.json)."""
+    if model.sliding_window and model.sliding_window_layers >= model.num_layers:
+        return model.num_layers * tokens
+    return cached_positions(model, tokens)
 
 
 @dataclass(frozen=True)
@@ -161,16 +178,16 @@ def hf_peak_bytes(plan: Plan, layout: RankLayout, batch: int, context: int) -> t
     prompt = max(1, context - inf.new_tokens)
     per_pos = layout.kv_token_layer_bytes
     pp_share = layout.layers / model.num_layers
-    kv_prompt = per_pos * batch * cached_positions(model, prompt) * pp_share
-    kv_end = per_pos * batch * cached_positions(model, context) * pp_share
+    kv_prompt = per_pos * batch * hf_cached_positions(model, prompt) * pp_share
+    kv_end = per_pos * batch * hf_cached_positions(model, context) * pp_share
     logits = batch * model.vocab_size * HF_LOGIT_BYTES
-    prefill = forward_working_bytes(model, layout, batch * prompt) + logits
+    prefill = forward_working_bytes(model, layout, batch * prompt, HF_HIDDEN_COPIES) + logits
     if plan.attention is Attention.EAGER:
         prefill += batch * layout.q_heads * prompt * prompt * EAGER_SCORE_BYTES
     # Each decode step torch.cat's one layer's K (then V) into a new tensor before the
     # old one is freed: one layer's K of the whole batch is transient.
     cat_transient = per_pos / 2 * batch * context
-    decode = forward_working_bytes(model, layout, batch) + logits + cat_transient
+    decode = forward_working_bytes(model, layout, batch, HF_HIDDEN_COPIES) + logits + cat_transient
     working = max(prefill + kv_prompt, decode + kv_end) - kv_end
     peak = layout.weights_bytes + kv_end + working
     return peak, kv_end, working
