@@ -44,7 +44,7 @@ class InferenceEstimate:
     overhead_bytes: float  # CUDA context
     peak_bytes: float  # allocator level
     total_bytes: float  # what the process takes of one card
-    budget_bytes: float  # hf: capacity less headroom; vllm: capacity × gpu_memory_utilization
+    budget_bytes: float  # hf: capacity less headroom; vllm: the card (its utilisation is its headroom)
     fits: bool
     verdict: str  # "fits" | "tight" (vllm: requests queue) | "oom"
     margin_bytes: float

@@ -351,8 +351,17 @@ class MainWindow(QMainWindow):
         (self.inference_action if mode == "inference" else self.training_action).setChecked(True)
         self.chart.set_mode("inference" if mode == "inference" else "training")
         self.verdict.set_mode(mode)
+        self.compute_panel.set_mode(mode)
+        self._show_forms_for(mode)
         self.arithmetic.select("inference" if mode == "inference" else "weights")
         self.settings.chart_mode = mode
+
+    def _show_forms_for(self, mode: str) -> None:
+        """Inference mode: the serving form, no training-only forms; Training mode the reverse."""
+        serving = mode == "inference"
+        self.serving_form.setVisible(serving)
+        for form in (self.method_form, self.workload_form, self.accounting_form):
+            form.setVisible(not serving)
 
     def set_unit(self, unit: Unit) -> None:
         self.unit = unit

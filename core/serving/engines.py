@@ -159,7 +159,7 @@ class EngineMemory:
     overhead_bytes: float  # CUDA context
     peak_bytes: float  # allocator level (torch)
     total_bytes: float  # what the process takes of the card
-    budget_bytes: float  # what the engine may use (hf: capacity less headroom; vllm: × utilisation)
+    budget_bytes: float  # what the process may take (hf: capacity less headroom; vllm: the card)
     kv_cache_tokens: int  # tokens the cache holds (hf: B × context; vllm: GPU KV cache size)
     max_concurrency: float  # requests of the plan's context that fit (vllm: as it logs it)
     max_concurrent: int
@@ -313,7 +313,7 @@ def vllm_memory(plan: Plan, gpu: GpuSpec, layout: RankLayout) -> EngineMemory:
         overhead_bytes=SERVING_OVERHEAD_BYTES,
         peak_bytes=peak,
         total_bytes=requested + SERVING_OVERHEAD_BYTES,
-        budget_bytes=requested,
+        budget_bytes=float(gpu.memory_bytes),  # gpu_memory_utilization is vLLM's own headroom
         kv_cache_tokens=kv_tokens,
         max_concurrency=concurrency,
         max_concurrent=max_b,

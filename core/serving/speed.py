@@ -51,6 +51,7 @@ class ServingSpeed:
     peak_tflops: float
     bandwidth_gb_s: float
     formula: str
+    assumptions: str
 
 
 def compute_dtype(fmt: WeightFormat) -> str:
@@ -109,6 +110,11 @@ def serving_speed(plan: Plan, counts: ParamCounts, gpu: GpuSpec, layout: RankLay
         peak_tflops=peak,
         bandwidth_gb_s=gpu.memory_bandwidth_gb_s,
         formula=formula,
+        assumptions=(
+            f"prefill at {plan.hardware.utilisation:.0%} of the dense peak; each decode step reads every weight "
+            f"and each request's cache once, at {BANDWIDTH_EFFICIENCY:.0%} of the memory bandwidth; requests are "
+            "half-way through their answer; pipeline stages do not overlap"
+        ),
     )
 
 

@@ -17,7 +17,7 @@ VERDICT_STYLE = {
     Verdict.TIGHT: ("⚠", "#E69F00"),
     Verdict.OOM: ("✖", "#D55E00"),
 }
-SERVING_LABELS = {Verdict.FITS: "Serving fits", Verdict.OOM: "Serving: out of memory"}
+SERVING_LABELS = {Verdict.FITS: "Serving fits", Verdict.TIGHT: "Serving: tight", Verdict.OOM: "Serving: out of memory"}
 
 
 def _headline(total: str, usable: str, margin: str = "") -> str:
@@ -115,14 +115,14 @@ class VerdictPanel(QFrame):
         self.badge.setMinimumWidth(max(200, self.badge.sizeHint().width()))  # never clipped
 
     def _show_serving(self, estimate: Estimate) -> None:
-        # The core gives serving a yes/no (InferenceEstimate.fits), no tight band or margin yet
-        # (see gui/CORE_REQUESTS.md), so the badge is Fits or Out of memory here.
+        # The core decides the serving verdict (InferenceEstimate.verdict: for vLLM "tight"
+        # means requests wait in the queue) and what the engine may use (budget_bytes).
         inf = estimate.inference
         plan = estimate.plan.inference
-        verdict = Verdict.FITS if inf.fits else Verdict.OOM
+        verdict = Verdict(inf.verdict)
         self._show_badge(verdict, SERVING_LABELS[verdict])
         u = self.unit
-        self.headline.setText(_headline(memory(inf.total_bytes, u), memory(estimate.usable_bytes, u)))
+        self.headline.setText(_headline(memory(inf.total_bytes, u), memory(inf.budget_bytes, u)))
         self.detail.setText(
             f"{plan.concurrent:,} request(s) × {plan.context:,} tokens · at most {inf.max_concurrent:,} requests "
             f"of this context, or {inf.max_context:,} tokens each at this concurrency · {estimate.gpu.name}"
