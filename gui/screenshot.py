@@ -2,7 +2,8 @@
 
 Used for the README's docs/screenshot.png (the start-up plan) and, with ``--diagnosis``,
 docs/diagnosis.png (the lesson's 7B model, full 16-bit fine-tuning, on a 24 GB card, with
-the Diagnosis tab open). No user settings are read or written (a temporary folder).
+the Diagnosis tab open); ``--serving`` renders docs/serving.png (Llama 3.1 8B on one H100
+with vLLM's defaults, Compute tab). No user settings are read or written (a temporary folder).
 """
 
 from __future__ import annotations
@@ -16,10 +17,16 @@ WIDTH, HEIGHT = 1400, 900
 
 
 def render(
-    path: str, width: int = WIDTH, height: int = HEIGHT, *, mode: str = "training", diagnosis: bool = False
+    path: str,
+    width: int = WIDTH,
+    height: int = HEIGHT,
+    *,
+    mode: str = "training",
+    diagnosis: bool = False,
+    serving: bool = False,
 ) -> None:
     os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
-    from PySide6.QtCore import QSettings
+    from PySide6.QtCore import QSettings, Qt
     from PySide6.QtWidgets import QApplication
 
     from gui.settings import Settings
@@ -37,15 +44,23 @@ def render(
         window.set_chart_mode(mode)
         window.resize(width, height)
         if diagnosis:
-            from PySide6.QtCore import Qt
-
             from core.plan import Method, Precision
             from core.presets import lesson_plan
 
             window.controller.reset(lesson_plan(Method.FULL, Precision.BF16, gpu="rtx-4090"))
             window.tabs.setCurrentWidget(window.diagnosis)
+        if serving:
+            # The README's example: Llama 3.1 8B on one H100 with vLLM's defaults, 8k requests.
+            from core.catalogue import find_model
+            from core.plan import Hardware, Plan
+
+            plan = Plan(
+                model=find_model("llama-3.1-8b").spec, model_id="llama-3.1-8b", hardware=Hardware(gpu="h100-sxm")
+            )
+            window.controller.reset(plan.with_inference(engine="vllm", context=8192, concurrent=51))
+            window.tabs.setCurrentWidget(window.compute_panel)
         window.show()
-        if diagnosis:
+        if diagnosis or serving:
             # A wider Details column so the remedies table reads without scrolling.
             window.resizeDocks([window.plan_dock, window.details_dock], [330, 470], Qt.Orientation.Horizontal)
         for _ in range(5):
@@ -59,9 +74,11 @@ def render(
 def main(argv: Sequence[str] | None = None) -> int:
     args = list(sys.argv[1:] if argv is None else argv)
     if not args or args[0] in ("-h", "--help"):
-        print("usage: python -m gui.screenshot OUT.png [--inference] [--diagnosis]")
+        print("usage: python -m gui.screenshot OUT.png [--inference] [--diagnosis] [--serving]")
         return 0 if args else 2
-    render(args[0], mode="inference" if "--inference" in args else "training", diagnosis="--diagnosis" in args)
+    serving = "--serving" in args
+    mode = "inference" if "--inference" in args or serving else "training"
+    render(args[0], mode=mode, diagnosis="--diagnosis" in args, serving=serving)
     return 0
 
 
