@@ -202,8 +202,17 @@ def hf_memory(plan: Plan, gpu: GpuSpec, layout: RankLayout) -> EngineMemory:
     def fits(batch: int, context: int) -> bool:
         return hf_peak_bytes(plan, layout, batch, context)[0] + SERVING_OVERHEAD_BYTES <= usable
 
-    max_b = max(0, largest_fitting(lambda b: fits(b, inf.context), MAX_CONCURRENT, 1))
-    max_c = max(0, largest_fitting(lambda n: fits(inf.concurrent, n), MAX_CONTEXT, 1))
+    # Every term of the peak but the weights is proportional to the batch: the largest batch
+    # has a closed form, which the solver confirms in a call or two.
+    room = usable - SERVING_OVERHEAD_BYTES - layout.weights_bytes
+    one = hf_peak_bytes(plan, layout, 1, inf.context)[0] - layout.weights_bytes
+    max_b = max(0, largest_fitting(lambda b: fits(b, inf.context), MAX_CONCURRENT, 1, room / one if one > 0 else 1))
+    # In the context the peak is close to linear (attention scores and windows bend it):
+    # a secant through the plan's context and half of it starts the search near the answer.
+    half = max(1, inf.context // 2)
+    slope = (peak - hf_peak_bytes(plan, layout, inf.concurrent, half)[0]) / max(1, inf.context - half)
+    guess_c = inf.context + (room - (peak - layout.weights_bytes)) / slope if slope > 0 else 1
+    max_c = max(0, largest_fitting(lambda n: fits(inf.concurrent, n), MAX_CONTEXT, 1, guess_c))
     verdict = "fits" if total <= usable else ("tight" if total <= gpu.memory_bytes else "oom")
     formula = (
         f"peak = weights + KV cache + working = {_gb(layout.weights_bytes)} + {_gb(kv)} + {_gb(working)} GB; "
@@ -290,7 +299,7 @@ def vllm_memory(plan: Plan, gpu: GpuSpec, layout: RankLayout) -> EngineMemory:
     def one_fits(context: int) -> bool:
         return blocks >= vllm_blocks_per_request(model, layout, context, batched)
 
-    max_c = max(0, largest_fitting(one_fits, MAX_CONTEXT, 1))
+    max_c = max(0, largest_fitting(one_fits, MAX_CONTEXT, 1, blocks * VLLM_BLOCK_SIZE))
     max_b = min(int(concurrency), seqs)
     if concurrency < 1:
         verdict = "oom"  # vLLM refuses to start: one request of max_model_len does not fit

@@ -54,10 +54,13 @@ class ServingSpeed:
     assumptions: str
 
 
+# Tensor-core rate a weight format runs at: FP8 checkpoints run W8A8 on FP8 tensor cores;
+# int4/NF4 weights are dequantised to 16 bits for the matmul.
+COMPUTE_DTYPES: Final = {WeightFormat.FP8: "fp8", WeightFormat.FP16: "fp16", WeightFormat.FP32: "fp32"}
+
+
 def compute_dtype(fmt: WeightFormat) -> str:
-    """Tensor-core rate a weight format runs at: FP8 checkpoints run W8A8 on FP8 tensor
-    cores; int4/NF4 weights are dequantised to 16 bits for the matmul."""
-    return {WeightFormat.FP8: "fp8", WeightFormat.FP16: "fp16", WeightFormat.FP32: "fp32"}.get(fmt, "bf16")
+    return COMPUTE_DTYPES.get(fmt, "bf16")
 
 
 def prefill_flops(plan: Plan, counts: ParamCounts, prompt: int) -> float:

@@ -228,3 +228,21 @@ def test_serving_remedies_are_estimated_plans_fitting_first() -> None:
     assert fewer.fits
     vllm = serving_remedies(vllm_plan(context=131_072, concurrent=64))
     assert ServingRemedyKind.SMALLER_BATCHED_TOKENS in {r.kind for r in vllm}
+
+
+# --- the solver -----------------------------------------------------------------------------
+@pytest.mark.parametrize("guess", [None, 0, 1, 37, 38, 1000, 10**9])
+@pytest.mark.parametrize("limit", [0, 1, 37, 999])
+def test_largest_fitting_finds_the_boundary_from_any_guess(guess: int | None, limit: int) -> None:
+    from core.solve import largest_fitting
+
+    calls: list[int] = []
+
+    def fits(n: int) -> bool:
+        calls.append(n)
+        return n <= limit
+
+    assert largest_fitting(fits, 10**6, 1, guess) == (limit if limit >= 1 else 0)
+    assert len(calls) <= 2 * 20 + 4
+    if guess == limit and limit >= 1:
+        assert len(calls) <= 3  # an exact guess costs a call or two
