@@ -117,6 +117,7 @@ def _build_parser() -> _Parser:
     i.add_argument("--gpu-memory-utilization", type=float, help="vLLM: fraction of each GPU it may use (0.9)")
     i.add_argument("--max-num-seqs", type=int, help="vLLM: most requests scheduled at once (0: its default)")
     i.add_argument("--max-num-batched-tokens", type=int, help="vLLM: tokens per step (0: its default)")
+    i.add_argument("--mem-fraction-static", type=float, help="SGLang: weights + KV pool share (0: its default)")
     mode = est.add_argument_group("accounting")
     mode.add_argument("--lesson", action="store_true", help="the lesson's accounting (typed activations)")
     mode.add_argument("--activations-gb", type=float, help="lesson mode: activation allowance (default 1.5)")
@@ -169,6 +170,7 @@ SERVING_ARGS = (
     "gpu_memory_utilization",
     "max_num_seqs",
     "max_num_batched_tokens",
+    "mem_fraction_static",
 )
 
 
@@ -339,6 +341,11 @@ def render_serving(est: Estimate, gib: bool = False) -> str:
             f"  Maximum concurrency for {plan.context:,} tokens per request: {inf.max_concurrency:.2f}x "
             f"(max_num_seqs {inf.max_num_seqs}, max_num_batched_tokens {inf.max_num_batched_tokens:,})",
         ]
+    elif inf.engine is Engine.SGLANG:
+        lines.append(
+            f"  token pool {inf.kv_cache_tokens:,} tokens; {inf.max_concurrency:.2f} requests of "
+            f"{plan.context:,} tokens at once"
+        )
     else:
         lines.append(
             f"  {inf.verdict}: {_fmt(inf.total_bytes, gib)} of {_fmt(inf.budget_bytes, gib)} usable; "

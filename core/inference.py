@@ -17,6 +17,7 @@ from core.serving.engines import (
     EngineMemory,
     hf_memory,
     rank_layout,
+    sglang_memory,
     vllm_memory,
 )
 from core.serving.formats import Engine
@@ -67,17 +68,17 @@ class InferenceEstimate:
         return self.speed.total_tokens_per_s
 
 
+ENGINES = {Engine.HF: hf_memory, Engine.VLLM: vllm_memory, Engine.SGLANG: sglang_memory}
+
+
 def engine_memory(plan: Plan, gpu: GpuSpec) -> EngineMemory:
-    layout = rank_layout(plan)
-    if plan.inference.engine is Engine.VLLM:
-        return vllm_memory(plan, gpu, layout)
-    return hf_memory(plan, gpu, layout)
+    return ENGINES[plan.inference.engine](plan, gpu, rank_layout(plan))
 
 
 def inference_estimate(plan: Plan, counts: ParamCounts, gpu: GpuSpec) -> InferenceEstimate:
     inf = plan.inference
     layout = rank_layout(plan)
-    memory = vllm_memory(plan, gpu, layout) if inf.engine is Engine.VLLM else hf_memory(plan, gpu, layout)
+    memory = ENGINES[inf.engine](plan, gpu, layout)
     speed = serving_speed(plan, counts, gpu, layout, memory.max_concurrent)
     return InferenceEstimate(
         engine=inf.engine,

@@ -205,6 +205,7 @@ class Inference:
     gpu_memory_utilization: float = 0.9  # vLLM's default fraction of each GPU it may use
     max_num_seqs: int = 0  # vLLM scheduler limit; 0: vLLM's default for the card
     max_num_batched_tokens: int = 0  # vLLM tokens per step (chunked prefill); 0: default
+    mem_fraction_static: float = 0.0  # SGLang: weights + KV pool share of the GPU; 0: its default
 
     def __post_init__(self) -> None:
         for name, enum in (("weight_dtype", WeightFormat), ("kv_dtype", KvDtype), ("engine", Engine)):
@@ -223,6 +224,7 @@ class Inference:
         _check_float("inference.gpu_memory_utilization", self.gpu_memory_utilization, 0.0, 1.0, low_open=True)
         _check_int("inference.max_num_seqs", self.max_num_seqs, 0, MAX_BATCH)
         _check_int("inference.max_num_batched_tokens", self.max_num_batched_tokens, 0, MAX_SEQ)
+        _check_float("inference.mem_fraction_static", self.mem_fraction_static, 0.0, 1.0)
 
     @property
     def prompt_tokens(self) -> int:

@@ -54,6 +54,7 @@ OPTIONAL_KEYS: Final = frozenset(
         "gpu_memory_utilization",
         "max_num_seqs",
         "max_num_batched_tokens",
+        "mem_fraction_static",
     )
 )
 

@@ -83,6 +83,15 @@ DRIVER_RESERVED_BYTES: Final = 0.43 * GiB
 # estimate the graph pool during profiling subtract roughly 0.5-1.5 GiB more.
 VLLM_CUDA_GRAPH_BYTES: Final = 0.0
 
+# --- SGLang (python/sglang/srt/server_args.py and model_executor/model_runner.py,
+# the v0.4 line) -----------------------------------------------------------------------------
+# profile_max_num_token: pool = memory free after the weights load - total × (1 -
+# mem_fraction_static), in tokens of 2 · KV heads per rank · head width · layers · bytes;
+# activations and CUDA graphs live in the (1 - mem_fraction_static) left over. Default
+# mem_fraction_static by tensor-parallel size (ServerArgs.__post_init__): 0.88 at 1,
+# 0.87 from 2, 0.85 from 4, 0.81 from 8, 0.79 from 16.
+SGLANG_FRACTIONS: Final = ((16, 0.79), (8, 0.81), (4, 0.85), (2, 0.87), (1, 0.88))
+
 # --- Hugging Face generate -----------------------------------------------------------
 # After the forward, generate keeps the last position's logits (16-bit), copies them to
 # float32 and the logits processors / softmax make one more float32 row: 2 + 4 + 4 bytes.
@@ -331,6 +340,58 @@ def vllm_memory(plan: Plan, gpu: GpuSpec, layout: RankLayout) -> EngineMemory:
         margin_bytes=(concurrency - inf.concurrent) * per_request * block_bytes,
         max_num_seqs=seqs,
         max_num_batched_tokens=batched,
+        formula=formula,
+    )
+
+
+def sglang_fraction(inf: Inference) -> float:
+    if inf.mem_fraction_static > 0:
+        return inf.mem_fraction_static
+    return next(f for tp, f in SGLANG_FRACTIONS if inf.tensor_parallel >= tp)
+
+
+def sglang_memory(plan: Plan, gpu: GpuSpec, layout: RankLayout) -> EngineMemory:
+    """SGLang's token pool: what the static fraction leaves after the weights."""
+    inf = plan.inference
+    total = vllm_total_memory(gpu)  # SGLang reads the same cudaMemGetInfo total
+    fraction = sglang_fraction(inf)
+    # Free memory after loading = total - CUDA context - weights; the pool is that less
+    # the (1 - fraction) SGLang keeps for activations and CUDA graphs.
+    pool_budget = total * fraction - SERVING_OVERHEAD_BYTES - layout.weights_bytes
+    cell = layout.kv_token_layer_bytes * layout.layers
+    tokens = max(0, int(pool_budget // cell)) if cell > 0 else 0
+    per_request = cached_positions(plan.model, inf.context) / plan.model.num_layers
+    concurrency = tokens / per_request if per_request > 0 else 0.0
+    if concurrency < 1:
+        verdict = "oom"
+    elif concurrency < inf.concurrent:
+        verdict = "tight"
+    else:
+        verdict = "fits"
+    reserved = total * (1 - fraction)
+    formula = (
+        f"token pool = {total / GiB:.2f} GiB × mem_fraction_static {fraction:g} − CUDA context "
+        f"{SERVING_OVERHEAD_BYTES / GiB:.2f} − weights {layout.weights_bytes / GiB:.2f} = "
+        f"{max(pool_budget, 0) / GiB:.2f} GiB ÷ {cell:,.0f} B per token = {tokens:,} tokens; "
+        f"{reserved / GiB:.2f} GiB left for activations and CUDA graphs"
+    )
+    return EngineMemory(
+        weights_bytes=layout.weights_bytes,
+        kv_cache_bytes=tokens * cell,
+        activation_bytes=reserved,
+        non_torch_bytes=0.0,
+        overhead_bytes=SERVING_OVERHEAD_BYTES,
+        peak_bytes=layout.weights_bytes + tokens * cell,
+        total_bytes=total * fraction + reserved,
+        budget_bytes=float(gpu.memory_bytes),
+        kv_cache_tokens=tokens,
+        max_concurrency=concurrency,
+        max_concurrent=int(concurrency),
+        max_context=tokens,  # one request may take the whole pool
+        verdict=verdict,
+        margin_bytes=(concurrency - inf.concurrent) * per_request * cell,
+        max_num_seqs=inf.concurrent,
+        max_num_batched_tokens=inf.max_num_batched_tokens,
         formula=formula,
     )
 

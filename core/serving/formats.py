@@ -15,6 +15,7 @@ from core.model import ModelSpec
 class Engine(StrEnum):
     HF = "hf"  # Hugging Face transformers model.generate(): one static batch
     VLLM = "vllm"  # vLLM: paged KV pool sized at start-up, continuous batching
+    SGLANG = "sglang"  # SGLang: token pool of mem_fraction_static less the weights
 
 
 class WeightFormat(StrEnum):
@@ -37,7 +38,7 @@ class KvDtype(StrEnum):
     INT4 = "int4"  # HF QuantizedCache (quanto) 4-bit
 
 
-ENGINE_LABELS: Final = {Engine.HF: "Hugging Face generate", Engine.VLLM: "vLLM"}
+ENGINE_LABELS: Final = {Engine.HF: "Hugging Face generate", Engine.VLLM: "vLLM", Engine.SGLANG: "SGLang"}
 WEIGHT_LABELS: Final = {
     WeightFormat.BF16: "bf16",
     WeightFormat.FP16: "fp16",

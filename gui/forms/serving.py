@@ -10,8 +10,13 @@ from gui.controller import PlanController
 from gui.forms.base import PlanForm
 from gui.forms.fields import ChoiceField, FloatField, IntField
 
-# Rows only vLLM reads; hidden for Hugging Face generate.
-VLLM_ONLY = ("inference.gpu_memory_utilization", "inference.max_num_seqs", "inference.max_num_batched_tokens")
+# Rows only one engine reads; hidden for the others.
+ENGINE_ROWS = {
+    "inference.gpu_memory_utilization": Engine.VLLM,
+    "inference.max_num_seqs": Engine.VLLM,
+    "inference.max_num_batched_tokens": Engine.VLLM,
+    "inference.mem_fraction_static": Engine.SGLANG,
+}
 
 
 class ServingForm(PlanForm):
@@ -108,6 +113,24 @@ class ServingForm(PlanForm):
             lambda p, v: p.with_inference(max_num_batched_tokens=v),
         )
 
+        self.mem_fraction = FloatField(
+            "mem_fraction_static",
+            0.0,
+            1.0,
+            "%",
+            "SGLang's share of the GPU for weights and the token pool; 0: its default for the tensor-parallel size.",
+            decimals=0,
+            step=1,
+            scale=100,
+        )
+        self.mem_fraction.setSpecialValueText("default")
+        self.bind(
+            "inference.mem_fraction_static",
+            "Static fraction",
+            self.mem_fraction,
+            lambda p, v: p.with_inference(mem_fraction_static=v),
+        )
+
     def show_plan(self, plan: Plan) -> None:
         inf = plan.inference
         self.engine.show_value(inf.engine)
@@ -122,6 +145,6 @@ class ServingForm(PlanForm):
         self.utilisation.show_value(inf.gpu_memory_utilization)
         self.max_num_seqs.show_value(inf.max_num_seqs)
         self.max_batched.show_value(inf.max_num_batched_tokens)
-        vllm = inf.engine is Engine.VLLM
-        for key in VLLM_ONLY:
-            self.set_row_visible(key, vllm)
+        self.mem_fraction.show_value(inf.mem_fraction_static)
+        for key, engine in ENGINE_ROWS.items():
+            self.set_row_visible(key, inf.engine is engine)

@@ -41,6 +41,7 @@ class InferencePanel(FiguresPanel):
         u = self.unit
         plan = estimate.plan.inference
         vllm = inf.engine is Engine.VLLM
+        pooled = inf.engine is not Engine.HF  # vLLM and SGLang size a pool at start-up
         v = self.values
         v["engine"].setText(ENGINE_LABELS[inf.engine])
         v["gpus"].setText(
@@ -48,7 +49,7 @@ class InferencePanel(FiguresPanel):
             f"{plan.replicas} replica{'s' if plan.replicas > 1 else ''})"
         )
         v["weights"].setText(memory(inf.weights_bytes, u))
-        v["kv_cache"].setText(memory(inf.kv_cache_bytes, u) + (" (pool)" if vllm else ""))
+        v["kv_cache"].setText(memory(inf.kv_cache_bytes, u) + (" (pool)" if pooled else ""))
         v["kv_tokens"].setText(f"{inf.kv_cache_tokens:,} tokens")
         v["kv_per_token"].setText(f"{inf.kv_bytes_per_token:,.0f} bytes")
         v["activations"].setText(memory(inf.activation_bytes, u))
@@ -56,16 +57,17 @@ class InferencePanel(FiguresPanel):
         v["overhead"].setText(memory(inf.overhead_bytes, u))
         v["peak"].setText(memory(inf.peak_bytes, u))
         v["total"].setText(f"<b>{memory(inf.total_bytes, u)}</b>")
-        if vllm:
+        if pooled:
             v["concurrency"].setText(f"{inf.max_concurrency:.2f}× for {plan.context:,} tokens per request")
-            v["scheduler"].setText(f"{inf.max_num_seqs:,} sequences, {inf.max_num_batched_tokens:,} tokens per step")
         else:
             v["concurrency"].setText(
                 f"at most {inf.max_concurrent:,} × {plan.context:,} tokens"
                 if inf.max_concurrent
                 else "none: the weights alone do not fit"
             )
-        if not vllm:
+        if vllm:
+            v["scheduler"].setText(f"{inf.max_num_seqs:,} sequences, {inf.max_num_batched_tokens:,} tokens per step")
+        else:
             v["scheduler"].setText("— (vLLM only)")
         v["max_context"].setText(f"{inf.max_context:,} tokens" if inf.max_context else "none")
         assert self.headline is not None
@@ -76,15 +78,16 @@ class InferencePanel(FiguresPanel):
 def _headline(estimate: Estimate, u: Unit) -> str:
     inf = estimate.inference
     plan = estimate.plan.inference
-    if inf.engine is Engine.VLLM:
+    if inf.engine is not Engine.HF:
+        name = ENGINE_LABELS[inf.engine]
         if inf.verdict == "oom":
             return (
-                f"<b>✖ vLLM would not start</b>: its pool holds {inf.kv_cache_tokens:,} tokens, less than one "
+                f"<b>✖ {name} would not start</b>: its pool holds {inf.kv_cache_tokens:,} tokens, less than one "
                 f"request of {plan.context:,}."
             )
         queue = "" if inf.verdict == "fits" else f"; the rest of {plan.concurrent:,} requests wait in the queue"
         return (
-            f"<b>{'✔' if inf.fits else '▲'} vLLM holds {inf.kv_cache_tokens:,} tokens of KV cache</b>: "
+            f"<b>{'✔' if inf.fits else '▲'} {name} holds {inf.kv_cache_tokens:,} tokens of KV cache</b>: "
             f"{min(inf.max_concurrent, plan.concurrent):,} requests of {plan.context:,} tokens at once{queue}."
         )
     verdict = "✔ fits" if inf.fits else "✖ does not fit"

@@ -246,3 +246,19 @@ def test_largest_fitting_finds_the_boundary_from_any_guess(guess: int | None, li
     assert len(calls) <= 2 * 20 + 4
     if guess == limit and limit >= 1:
         assert len(calls) <= 3  # an exact guess costs a call or two
+
+
+# --- SGLang ------------------------------------------------------------------------------------
+def test_sglang_pool_is_the_static_fraction_less_the_weights() -> None:
+    from core.serving.engines import SERVING_OVERHEAD_BYTES, sglang_fraction
+
+    plan = vllm_plan(context=8192).with_inference(engine="sglang")
+    inf = estimate(plan).inference
+    total = vllm_total_memory(find_gpu("h100-sxm"))
+    # ServerArgs default for one GPU: mem_fraction_static 0.88; 0.85 from four.
+    assert sglang_fraction(plan.inference) == 0.88
+    assert sglang_fraction(plan.inference.__class__(tensor_parallel=4)) == 0.85
+    expected = (total * 0.88 - SERVING_OVERHEAD_BYTES - inf.weights_bytes) // 131_072
+    assert inf.kv_cache_tokens == expected
+    half = estimate(plan.with_inference(mem_fraction_static=0.5)).inference
+    assert half.kv_cache_tokens < inf.kv_cache_tokens

@@ -267,6 +267,7 @@ def expected_values(window: MainWindow, plan: Plan) -> dict[str, Any]:
         "inference.gpu_memory_utilization": inf.gpu_memory_utilization,
         "inference.max_num_seqs": inf.max_num_seqs,
         "inference.max_num_batched_tokens": inf.max_num_batched_tokens,
+        "inference.mem_fraction_static": inf.mem_fraction_static,
         "accounting": plan.accounting.value,
         "lesson.activations_gb": plan.lesson.activations_gb,
         "lesson.trainable_override": plan.lesson.trainable_override,
