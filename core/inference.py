@@ -23,6 +23,7 @@ from core.serving.engines import (
 from core.serving.formats import Engine
 from core.serving.kv import kv_cache_bytes, lesson_kv_cache_bytes
 from core.serving.speed import ServingSpeed, SpeedPoint, serving_speed
+from core.verdict import Verdict
 
 __all__ = [
     "SERVING_OVERHEAD_BYTES",
@@ -47,11 +48,12 @@ class InferenceEstimate:
     total_bytes: float  # what the process takes of one card
     budget_bytes: float  # hf: capacity less headroom; vllm: the card (its utilisation is its headroom)
     fits: bool
-    verdict: str  # "fits" | "tight" (vllm: requests queue) | "oom"
+    verdict: Verdict  # core.verdict.judge: the same rule as training (a pool holding no request: OOM)
     margin_bytes: float
     kv_cache_tokens: int  # vllm: "GPU KV cache size"; hf: concurrent × context
     max_concurrency: float  # vllm: "Maximum concurrency for <context> tokens per request"
     max_concurrent: int  # most requests of the plan's context served at once (0: none)
+    queued: int  # vllm/sglang: the plan's requests beyond those served at once, waiting
     max_context: int  # longest context for the plan's concurrency (vllm: one request)
     max_num_seqs: int  # effective (vllm defaults resolved)
     max_num_batched_tokens: int
@@ -91,12 +93,13 @@ def inference_estimate(plan: Plan, counts: ParamCounts, gpu: GpuSpec) -> Inferen
         peak_bytes=memory.peak_bytes,
         total_bytes=memory.total_bytes,
         budget_bytes=memory.budget_bytes,
-        fits=memory.verdict == "fits",
+        fits=memory.verdict is Verdict.FITS,
         verdict=memory.verdict,
         margin_bytes=memory.margin_bytes,
         kv_cache_tokens=memory.kv_cache_tokens,
         max_concurrency=memory.max_concurrency,
         max_concurrent=memory.max_concurrent,
+        queued=max(0, inf.concurrent - memory.max_concurrent) if inf.engine is not Engine.HF else 0,
         max_context=memory.max_context,
         max_num_seqs=memory.max_num_seqs,
         max_num_batched_tokens=memory.max_num_batched_tokens,

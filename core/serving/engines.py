@@ -36,6 +36,7 @@ from core.serving.formats import KV_BYTES, weight_bytes
 from core.serving.kv import cached_positions, kv_bytes_per_token_layer, kv_heads_per_rank, window_split
 from core.solve import largest_fitting
 from core.units import GiB
+from core.verdict import Verdict, judge
 
 # --- serving overhead: the one home ---------------------------------------------------
 # Memory a serving process holds outside the caching allocator: the CUDA context
@@ -173,7 +174,7 @@ class EngineMemory:
     max_concurrency: float  # requests of the plan's context that fit (vllm: as it logs it)
     max_concurrent: int
     max_context: int
-    verdict: str  # "fits" | "tight" | "oom"
+    verdict: Verdict  # core.verdict.judge on total_bytes; a pool that holds no request is OOM
     margin_bytes: float
     max_num_seqs: int
     max_num_batched_tokens: int
@@ -215,14 +216,14 @@ def hf_memory(plan: Plan, gpu: GpuSpec, layout: RankLayout) -> EngineMemory:
     # has a closed form, which the solver confirms in a call or two.
     room = usable - SERVING_OVERHEAD_BYTES - layout.weights_bytes
     one = hf_peak_bytes(plan, layout, 1, inf.context)[0] - layout.weights_bytes
-    max_b = max(0, largest_fitting(lambda b: fits(b, inf.context), MAX_CONCURRENT, 1, room / one if one > 0 else 1))
+    max_b = max(0, largest_fitting(lambda b: fits(b, inf.context), MAX_CONCURRENT, room / one if one > 0 else 1))
     # In the context the peak is close to linear (attention scores and windows bend it):
     # a secant through the plan's context and half of it starts the search near the answer.
     half = max(1, inf.context // 2)
     slope = (peak - hf_peak_bytes(plan, layout, inf.concurrent, half)[0]) / max(1, inf.context - half)
     guess_c = inf.context + (room - (peak - layout.weights_bytes)) / slope if slope > 0 else 1
-    max_c = max(0, largest_fitting(lambda n: fits(inf.concurrent, n), MAX_CONTEXT, 1, guess_c))
-    verdict = "fits" if total <= usable else ("tight" if total <= gpu.memory_bytes else "oom")
+    max_c = max(0, largest_fitting(lambda n: fits(inf.concurrent, n), MAX_CONTEXT, guess_c))
+    verdict = judge(total, gpu.memory_bytes, plan.hardware.headroom).verdict
     formula = (
         f"peak = weights + KV cache + working = {_gb(layout.weights_bytes)} + {_gb(kv)} + {_gb(working)} GB; "
         f"KV = 2 · {layout.layers} layers · {layout.kv_heads} KV heads · {plan.model.head_dim} · "
@@ -250,6 +251,16 @@ def hf_memory(plan: Plan, gpu: GpuSpec, layout: RankLayout) -> EngineMemory:
 
 
 # --- vLLM --------------------------------------------------------------------------------
+def pooled_verdict(concurrency: float, need: float, gpu: GpuSpec, headroom: float) -> Verdict:
+    """An engine with a pool refuses to start when one request does not fit (OOM); otherwise
+    the plan's requests at once are judged like any total, and past the card's capacity they
+    queue rather than fail (over headroom, not out of memory)."""
+    if concurrency < 1:
+        return Verdict.OOM
+    verdict = judge(need, gpu.memory_bytes, headroom).verdict
+    return Verdict.OVER_HEADROOM if verdict is Verdict.OOM else verdict
+
+
 def vllm_defaults(gpu: GpuSpec) -> tuple[int, int]:
     """(max_num_batched_tokens, max_num_seqs) that `vllm serve` picks for this card."""
     large = gpu.memory_bytes >= VLLM_LARGE_CARD_BYTES and "a100" not in gpu.id.lower()
@@ -308,14 +319,11 @@ def vllm_memory(plan: Plan, gpu: GpuSpec, layout: RankLayout) -> EngineMemory:
     def one_fits(context: int) -> bool:
         return blocks >= vllm_blocks_per_request(model, layout, context, batched)
 
-    max_c = max(0, largest_fitting(one_fits, MAX_CONTEXT, 1, blocks * VLLM_BLOCK_SIZE))
+    max_c = max(0, largest_fitting(one_fits, MAX_CONTEXT, blocks * VLLM_BLOCK_SIZE))
     max_b = min(int(concurrency), seqs)
-    if concurrency < 1:
-        verdict = "oom"  # vLLM refuses to start: one request of max_model_len does not fit
-    elif concurrency < inf.concurrent or seqs < inf.concurrent:
-        verdict = "tight"  # it starts; the requests beyond the pool or max_num_seqs queue
-    else:
-        verdict = "fits"
+    # What serving the plan's requests at once needs: vLLM's non-KV memory plus their blocks.
+    need = layout.weights_bytes + activation + non_torch + inf.concurrent * per_request * block_bytes
+    verdict = pooled_verdict(concurrency, need, gpu, plan.hardware.headroom)
     peak = layout.weights_bytes + activation + pool
     formula = (
         f"KV pool = {vllm_total_memory(gpu) / GiB:.2f} GiB × {inf.gpu_memory_utilization:g} − weights "
@@ -330,7 +338,7 @@ def vllm_memory(plan: Plan, gpu: GpuSpec, layout: RankLayout) -> EngineMemory:
         non_torch_bytes=non_torch,
         overhead_bytes=SERVING_OVERHEAD_BYTES,
         peak_bytes=peak,
-        total_bytes=requested + SERVING_OVERHEAD_BYTES,
+        total_bytes=need,  # what the plan's requests need at once (vLLM itself takes card × utilisation)
         budget_bytes=float(gpu.memory_bytes),  # gpu_memory_utilization is vLLM's own headroom
         kv_cache_tokens=kv_tokens,
         max_concurrency=concurrency,
@@ -362,12 +370,8 @@ def sglang_memory(plan: Plan, gpu: GpuSpec, layout: RankLayout) -> EngineMemory:
     tokens = max(0, int(pool_budget // cell)) if cell > 0 else 0
     per_request = cached_positions(plan.model, inf.context) / plan.model.num_layers
     concurrency = tokens / per_request if per_request > 0 else 0.0
-    if concurrency < 1:
-        verdict = "oom"
-    elif concurrency < inf.concurrent:
-        verdict = "tight"
-    else:
-        verdict = "fits"
+    need = SERVING_OVERHEAD_BYTES + layout.weights_bytes + inf.concurrent * per_request * cell
+    verdict = pooled_verdict(concurrency, need, gpu, plan.hardware.headroom)
     reserved = total * (1 - fraction)
     formula = (
         f"token pool = {total / GiB:.2f} GiB × mem_fraction_static {fraction:g} − CUDA context "
@@ -382,7 +386,7 @@ def sglang_memory(plan: Plan, gpu: GpuSpec, layout: RankLayout) -> EngineMemory:
         non_torch_bytes=0.0,
         overhead_bytes=SERVING_OVERHEAD_BYTES,
         peak_bytes=layout.weights_bytes + tokens * cell,
-        total_bytes=total * fraction + reserved,
+        total_bytes=need,  # weights + the plan's requests' tokens; SGLang itself takes the static fraction
         budget_bytes=float(gpu.memory_bytes),
         kv_cache_tokens=tokens,
         max_concurrency=concurrency,

@@ -80,12 +80,12 @@ def _headline(estimate: Estimate, u: Unit) -> str:
     plan = estimate.plan.inference
     if inf.engine is not Engine.HF:
         name = ENGINE_LABELS[inf.engine]
-        if inf.verdict == "oom":
+        if inf.max_concurrency < 1:
             return (
                 f"<b>✖ {name} would not start</b>: its pool holds {inf.kv_cache_tokens:,} tokens, less than one "
                 f"request of {plan.context:,}."
             )
-        queue = "" if inf.verdict == "fits" else f"; the rest of {plan.concurrent:,} requests wait in the queue"
+        queue = f"; {inf.queued:,} of the {plan.concurrent:,} requests wait in the queue" if inf.queued else ""
         return (
             f"<b>{'✔' if inf.fits else '▲'} {name} holds {inf.kv_cache_tokens:,} tokens of KV cache</b>: "
             f"{min(inf.max_concurrent, plan.concurrent):,} requests of {plan.context:,} tokens at once{queue}."
