@@ -8,16 +8,19 @@ status 2 and one line on stderr, never a traceback.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
+import math
+import os
 import sys
 from collections.abc import Sequence
 from dataclasses import replace
 from typing import Any, NoReturn, TextIO
 
 from core import __version__
-from core.accounting import BUCKET_LABELS
+from core.breakdown import BUCKET_LABELS
 from core.catalogue import find_model, load_gpus, load_models
-from core.errors import PlanError, PlanFileError
+from core.errors import PlanError, PlanFileError, escape_controls, one_line
 from core.estimate import VERDICT_LABELS, Estimate, estimate
 from core.importer import import_model
 from core.model import ModelSpec
@@ -34,7 +37,8 @@ from core.plan import (
 )
 from core.planfile import load as load_plan
 from core.planfile import save as save_plan
-from core.units import GB, format_count
+from core.serving.formats import ENGINE_LABELS, Engine, KvDtype, WeightFormat
+from core.units import GB, format_count, format_memory, parse_count
 
 
 class UsageError(Exception):
@@ -45,24 +49,25 @@ class _Parser(argparse.ArgumentParser):
     def error(self, message: str) -> NoReturn:
         raise UsageError(message)
 
+    def _print_message(self, message: str, file: Any = None) -> None:
+        # --help and --version: through the same output guard as every subcommand.
+        if message:
+            write_output(message, sys.stdout if file is None else file)
 
-def _number(text: str) -> float:
-    """Accept 6.7e9, 6_700_000_000, 6,700,000,000, 124.4M, 7B."""
-    cleaned = text.strip().replace(",", "").replace("_", "")
-    scale = {"k": 1e3, "K": 1e3, "M": 1e6, "B": 1e9, "G": 1e9, "T": 1e12}
-    if cleaned and cleaned[-1] in scale:
-        return float(cleaned[:-1]) * scale[cleaned[-1]]
-    return float(cleaned)
+
+def _text(value: str) -> str:
+    """A file, id or list argument: an empty one is a mistake, never "use the default"."""
+    if not value.strip():
+        raise argparse.ArgumentTypeError("an empty value is not allowed")
+    return value
 
 
 def _count(text: str) -> int:
+    """A count for --params, --trainable and --tokens: the one parser the window uses too."""
     try:
-        value = _number(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
-    if value != value or value in (float("inf"), float("-inf")):
-        raise argparse.ArgumentTypeError(f"{text!r} is not a finite number")
-    return round(value)
+        return parse_count(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(f"{one_line(text)!r} {exc}") from None
 
 
 def _build_parser() -> _Parser:
@@ -72,15 +77,15 @@ def _build_parser() -> _Parser:
 
     est = sub.add_parser("estimate", help="estimate memory, time and serving needs of a plan")
     src = est.add_argument_group("model (one of)")
-    src.add_argument("--model", "-m", help="catalogue id, e.g. llama-3.1-8b (see `vramplan models`)")
-    src.add_argument("--config", metavar="PATH", help="a Hugging Face config.json or model folder")
+    src.add_argument("--model", "-m", type=_text, help="catalogue id, e.g. llama-3.1-8b (see `vramplan models`)")
+    src.add_argument("--config", type=_text, metavar="PATH", help="a Hugging Face config.json or model folder")
     src.add_argument("--params", type=_count, metavar="N", help="parameter count as the lesson gives it (6.7e9)")
-    src.add_argument("--plan", metavar="FILE", help="a saved plan file; other options override it")
+    src.add_argument("--plan", type=_text, metavar="FILE", help="a saved plan file; other options override it")
     m = est.add_argument_group("method")
     m.add_argument("--method", choices=[e.value for e in Method])
     m.add_argument("--lora-rank", type=int)
     m.add_argument("--lora-alpha", type=float)
-    m.add_argument("--lora-targets", help="comma list: q_proj,v_proj or all-linear")
+    m.add_argument("--lora-targets", type=_text, help="comma list: q_proj,v_proj or all-linear")
     m.add_argument("--trainable", type=_count, metavar="T", help="lesson mode: trainable parameters as given")
     m.add_argument("--quant", choices=[e.value for e in Quant], help="QLoRA base storage")
     m.add_argument("--frozen-layers", type=int)
@@ -95,7 +100,7 @@ def _build_parser() -> _Parser:
     w.add_argument("--accum", type=int, dest="grad_accum")
     w.add_argument("--tokens", type=_count, help="token budget D for time and cost (default 20M)")
     h = est.add_argument_group("hardware")
-    h.add_argument("--gpu", help="GPU id (see `vramplan gpus`)")
+    h.add_argument("--gpu", type=_text, help="GPU id (see `vramplan gpus`)")
     h.add_argument("--gpus", type=int, dest="gpu_count", help="number of GPUs")
     h.add_argument("--sharding", choices=[e.value for e in Sharding])
     h.add_argument("--utilisation", type=float)
@@ -103,16 +108,27 @@ def _build_parser() -> _Parser:
     h.add_argument("--peak-tflops", type=float, help="override the card's dense peak TFLOP/s")
     h.add_argument("--price", type=float, help="price per GPU-hour")
     i = est.add_argument_group("serving")
+    i.add_argument("--mode", choices=["training", "inference"], default="training", help="which estimate to print")
+    i.add_argument("--engine", choices=[e.value for e in Engine], help="hf: transformers generate; vllm: vLLM")
     i.add_argument("--concurrent", type=int, help="requests served at once")
-    i.add_argument("--context", type=int, help="tokens per request")
-    i.add_argument("--kv-dtype", choices=["bf16", "fp16", "fp32", "fp8", "int8", "int4"])
+    i.add_argument("--context", type=int, help="tokens per request, prompt + generated (vLLM: max_model_len)")
+    i.add_argument("--new-tokens", type=int, help="generated tokens per request (default 256)")
+    i.add_argument("--weights", choices=[e.value for e in WeightFormat], dest="weight_dtype", help="weight storage")
+    i.add_argument("--kv-dtype", choices=[e.value for e in KvDtype])
+    i.add_argument("--tensor-parallel", "--tp", type=int, dest="tensor_parallel", metavar="N")
+    i.add_argument("--pipeline-parallel", "--pp", type=int, dest="pipeline_parallel", metavar="N")
+    i.add_argument("--replicas", type=int, help="independent copies of the served model")
+    i.add_argument("--gpu-memory-utilization", type=float, help="vLLM: fraction of each GPU it may use (0.9)")
+    i.add_argument("--max-num-seqs", type=int, help="vLLM: most requests scheduled at once (0: its default)")
+    i.add_argument("--max-num-batched-tokens", type=int, help="vLLM: tokens per step (0: its default)")
+    i.add_argument("--mem-fraction-static", type=float, help="SGLang: weights + KV pool share (0: its default)")
     mode = est.add_argument_group("accounting")
     mode.add_argument("--lesson", action="store_true", help="the lesson's accounting (typed activations)")
     mode.add_argument("--activations-gb", type=float, help="lesson mode: activation allowance (default 1.5)")
     out = est.add_argument_group("output")
     out.add_argument("--json", action="store_true", help="machine-readable output, bytes throughout")
     out.add_argument("--gib", action="store_true", help="show GiB instead of decimal GB")
-    out.add_argument("--save", metavar="FILE", help="also save the plan to FILE")
+    out.add_argument("--save", type=_text, metavar="FILE", help="also save the plan to FILE")
 
     models = sub.add_parser("models", help="list the model catalogue")
     models.add_argument("--json", action="store_true")
@@ -133,10 +149,10 @@ def _base_plan(args: argparse.Namespace) -> Plan:
         raise UsageError("say which model: --model ID, --config PATH, --params N or --plan FILE")
     if args.model:
         entry = find_model(args.model)
-        plan = replace(plan, model=entry.spec, model_id=entry.id, frozen_layers=0)
+        plan = plan.on_model(entry.spec, entry.id)
     elif args.config:
         imported = import_model(args.config)
-        plan = replace(plan, model=imported.spec, model_id="", frozen_layers=0)
+        plan = plan.on_model(imported.spec)
     elif args.params is not None:
         if args.params < 1:
             raise PlanError("--params", args.params, "a positive parameter count")
@@ -145,11 +161,27 @@ def _base_plan(args: argparse.Namespace) -> Plan:
     return plan
 
 
+SERVING_ARGS = (
+    "engine",
+    "concurrent",
+    "context",
+    "new_tokens",
+    "weight_dtype",
+    "kv_dtype",
+    "tensor_parallel",
+    "pipeline_parallel",
+    "replicas",
+    "gpu_memory_utilization",
+    "max_num_seqs",
+    "max_num_batched_tokens",
+    "mem_fraction_static",
+)
+
+
 def plan_from_args(args: argparse.Namespace) -> Plan:
     plan = _base_plan(args)
     changes: dict[str, Any] = {}
     for name, enum in (
-        ("method", Method),
         ("precision", Precision),
         ("optimizer", Optimizer),
         ("attention", Attention),
@@ -161,15 +193,16 @@ def plan_from_args(args: argparse.Namespace) -> Plan:
     for name in ("checkpointing", "chunked_loss", "frozen_layers"):
         if getattr(args, name) is not None:
             changes[name] = getattr(args, name)
-    if args.method == "frozen" and args.frozen_layers is None and plan.frozen_layers == 0:
-        changes["frozen_layers"] = plan.model.num_layers // 2
     lora: dict[str, Any] = {}
     if args.lora_rank is not None:
         lora["rank"] = args.lora_rank
     if args.lora_alpha is not None:
         lora["alpha"] = args.lora_alpha
-    if args.lora_targets:
-        lora["targets"] = tuple(t for t in args.lora_targets.split(",") if t.strip())
+    if args.lora_targets is not None:
+        targets = tuple(t.strip() for t in args.lora_targets.split(",") if t.strip())
+        if not targets:
+            raise UsageError("argument --lora-targets: an empty list is not allowed (e.g. q_proj,v_proj or all-linear)")
+        lora["targets"] = targets
     if lora:
         changes["lora"] = replace(plan.lora, **lora) if plan.lora else LoraSettings(**lora)
     workload = {
@@ -189,7 +222,7 @@ def plan_from_args(args: argparse.Namespace) -> Plan:
         hardware["price_per_gpu_hour"] = args.price
     if hardware:
         changes["hardware"] = replace(plan.hardware, **hardware)
-    inference = {k: getattr(args, k) for k in ("concurrent", "context", "kv_dtype") if getattr(args, k) is not None}
+    inference = {k: getattr(args, k) for k in SERVING_ARGS if getattr(args, k) is not None}
     if inference:
         changes["inference"] = replace(plan.inference, **inference)
     if args.lesson or args.activations_gb is not None or args.trainable is not None:
@@ -200,13 +233,13 @@ def plan_from_args(args: argparse.Namespace) -> Plan:
         if args.trainable is not None:
             lesson["trainable_override"] = args.trainable
         changes["lesson"] = replace(plan.lesson, **lesson)
+    if args.method is not None:
+        return plan.with_method(Method(args.method), **changes)
     return replace(plan, **changes)
 
 
 def _fmt(n_bytes: float, gib: bool) -> str:
-    if gib:
-        return f"{n_bytes / 2**30:,.2f} GiB"
-    return f"{n_bytes / GB:,.2f} GB"
+    return format_memory(n_bytes, "GiB" if gib else "GB")
 
 
 def estimate_to_json(est: Estimate) -> dict[str, Any]:
@@ -240,16 +273,117 @@ def estimate_to_json(est: Estimate) -> dict[str, Any]:
             "cost": est.compute.cost,
             "energy_kwh": est.compute.energy_kwh,
         },
-        "inference": {
-            "weights_bytes": round(est.inference.weights_bytes),
-            "kv_cache_bytes": round(est.inference.kv_cache_bytes),
-            "kv_bytes_per_token": est.inference.kv_bytes_per_token,
-            "total_bytes": round(est.inference.total_bytes),
-            "max_concurrent": est.inference.max_concurrent,
-            "max_context": est.inference.max_context,
-        },
+        "inference": inference_to_json(est),
         "notes": list(est.notes),
     }
+
+
+def inference_to_json(est: Estimate) -> dict[str, Any]:
+    inf, plan = est.inference, est.plan.inference
+    return {
+        "engine": inf.engine.value,
+        "weights": plan.weight_dtype.value,
+        "kv_dtype": plan.kv_dtype.value,
+        "tensor_parallel": plan.tensor_parallel,
+        "pipeline_parallel": plan.pipeline_parallel,
+        "replicas": plan.replicas,
+        "gpus": inf.gpus,
+        "weights_bytes": round(inf.weights_bytes),
+        "kv_cache_bytes": round(inf.kv_cache_bytes),
+        "kv_bytes_per_token": inf.kv_bytes_per_token,
+        "activation_bytes": round(inf.activation_bytes),
+        "non_torch_bytes": round(inf.non_torch_bytes),
+        "peak_bytes": round(inf.peak_bytes),
+        "total_bytes": round(inf.total_bytes),
+        "budget_bytes": round(inf.budget_bytes),
+        "verdict": inf.verdict.value,
+        "queued": inf.queued,
+        "kv_cache_tokens": inf.kv_cache_tokens,
+        "max_concurrency": round(inf.max_concurrency, 2),
+        "max_concurrent": inf.max_concurrent,
+        "max_context": inf.max_context,
+        "max_num_seqs": inf.max_num_seqs,
+        "max_num_batched_tokens": inf.max_num_batched_tokens,
+        "ttft_s": inf.ttft_s,
+        "decode_tokens_per_s": inf.decode_tokens_per_s,
+        "per_request_tokens_per_s": inf.speed.per_request_tokens_per_s,
+        "running_requests": inf.speed.running,
+        "speed_curve": [
+            {
+                "concurrent": p.concurrent,
+                "per_request_tokens_per_s": p.per_request_tokens_per_s,
+                "total_tokens_per_s": p.total_tokens_per_s,
+            }
+            for p in inf.speed.curve
+        ],
+        "formula": inf.formula,
+    }
+
+
+def render_serving(est: Estimate, gib: bool = False) -> str:
+    inf, plan = est.inference, est.plan.inference
+    engine = ENGINE_LABELS[inf.engine]
+    gpus = f"{est.gpu.name} × {inf.gpus}" + (
+        f" (TP {plan.tensor_parallel} · PP {plan.pipeline_parallel} · {plan.replicas} replica(s))"
+        if inf.gpus > 1
+        else ""
+    )
+    lines = [
+        f"{est.plan.model.name} served by {engine} · weights {plan.weight_dtype.value} · "
+        f"KV {plan.kv_dtype.value} · {gpus}",
+        "",
+        f"  weights per GPU        {_fmt(inf.weights_bytes, gib):>14}",
+        f"  KV cache               {_fmt(inf.kv_cache_bytes, gib):>14}   "
+        f"({inf.kv_bytes_per_token:,.0f} B per token per GPU)",
+        f"  activations            {_fmt(inf.activation_bytes, gib):>14}",
+    ]
+    if inf.non_torch_bytes:
+        lines.append(f"  outside torch          {_fmt(inf.non_torch_bytes, gib):>14}")
+    lines += [f"  peak (allocator)       {_fmt(inf.peak_bytes, gib):>14}", "", f"  {inf.formula}", ""]
+    if inf.engine is Engine.VLLM:
+        lines += [
+            f"  GPU KV cache size: {inf.kv_cache_tokens:,} tokens",
+            f"  Maximum concurrency for {plan.context:,} tokens per request: {inf.max_concurrency:.2f}x "
+            f"(max_num_seqs {inf.max_num_seqs}, max_num_batched_tokens {inf.max_num_batched_tokens:,})",
+        ]
+    elif inf.engine is Engine.SGLANG:
+        lines.append(
+            f"  token pool {inf.kv_cache_tokens:,} tokens; {inf.max_concurrency:.2f} requests of "
+            f"{plan.context:,} tokens at once"
+        )
+    else:
+        lines.append(
+            f"  {VERDICT_LABELS[inf.verdict]}: {_fmt(inf.total_bytes, gib)} of {_fmt(inf.budget_bytes, gib)} usable; "
+            f"at most {inf.max_concurrent:,} requests of {plan.context:,} tokens, or {inf.max_context:,} tokens each"
+        )
+    speed = inf.speed
+    lines += [
+        f"  time to first token {speed.ttft_s * 1e3:,.0f} ms; {speed.running} requests decode at "
+        f"{speed.per_request_tokens_per_s:,.0f} tokens/s each, {speed.total_tokens_per_s:,.0f} tokens/s in total",
+        f"  {speed.formula}",
+    ]
+    return "\n".join(lines)
+
+
+def _finite_json(value: Any, where: str, notes: list[str]) -> Any:
+    """``value`` with every infinite or NaN float replaced by null (JSON has no Infinity),
+    each replacement named in ``notes``."""
+    if isinstance(value, float) and not math.isfinite(value):
+        notes.append(f"{where} is {value} (no finite value, e.g. zero throughput); written as null")
+        return None
+    if isinstance(value, dict):
+        return {k: _finite_json(v, f"{where}.{k}" if where else str(k), notes) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_finite_json(v, f"{where}[{i}]", notes) for i, v in enumerate(value)]
+    return value
+
+
+def estimate_json_text(est: Estimate) -> str:
+    """``--json`` output: valid JSON (RFC 8259) always, non-finite figures as null with a note."""
+    notes: list[str] = []
+    data = _finite_json(estimate_to_json(est), "", notes)
+    data["notes"] = [*data["notes"], *notes]
+    return json.dumps(data, indent=2, allow_nan=False) + "\n"
 
 
 def render_estimate(est: Estimate, gib: bool = False) -> str:
@@ -289,71 +423,116 @@ def render_estimate(est: Estimate, gib: bool = False) -> str:
     return "\n".join(lines)
 
 
-def _list_models(as_json: bool, out: TextIO) -> None:
+def _list_models(as_json: bool) -> str:
     models = load_models()
     if as_json:
-        json.dump([{"id": m.id, "name": m.name, "params": m.spec.total_params()} for m in models], out, indent=2)
-        out.write("\n")
-        return
+        rows = [{"id": m.id, "name": m.name, "params": m.spec.total_params()} for m in models]
+        return json.dumps(rows, indent=2, allow_nan=False) + "\n"
+    lines = []
     for m in models:
         spec: ModelSpec = m.spec
-        out.write(
+        lines.append(
             f"{m.id:<26} {m.name:<32} {format_count(spec.total_params()):>7}  "
             f"L={spec.num_layers:<3} d={spec.hidden_size:<5} heads={spec.num_heads}/{spec.num_kv_heads}\n"
         )
+    return "".join(lines)
 
 
-def _list_gpus(as_json: bool, out: TextIO) -> None:
+def _list_gpus(as_json: bool) -> str:
     gpus = load_gpus()
     if as_json:
-        json.dump(
-            [
-                {"id": g.id, "name": g.name, "memory_bytes": g.memory_bytes, "tflops_dense": dict(g.tflops_dense)}
-                for g in gpus
-            ],
-            out,
-            indent=2,
-        )
-        out.write("\n")
+        rows = [
+            {"id": g.id, "name": g.name, "memory_bytes": g.memory_bytes, "tflops_dense": dict(g.tflops_dense)}
+            for g in gpus
+        ]
+        return json.dumps(rows, indent=2, allow_nan=False) + "\n"
+    return "".join(
+        f"{g.id:<20} {g.name:<28} {g.memory_bytes / 2**20:>8,.0f} MiB  {g.memory_bytes / GB:>6.1f} GB  "
+        f"bf16 {g.peak_tflops('bf16'):>7g} TFLOP/s\n"
+        for g in gpus
+    )
+
+
+class OutputError(Exception):
+    """Standard output could not take the text (a full disk, a closed pipe)."""
+
+
+def write_output(text: str, stream: TextIO | None) -> None:
+    """The one way anything reaches the terminal: every subcommand's output goes through here.
+
+    - no stream (a windowed Windows build has ``sys.stdout is None``): nothing is written;
+    - control and format characters (ESC, BEL, CR, bidi overrides from a model's name) are
+      escaped, so nothing read from a file can drive the terminal;
+    - a stream that cannot encode a character (an ASCII or Latin-1 locale) gets it as an
+      escape instead of a UnicodeEncodeError;
+    - a failed write (``> /dev/full``, a closed pipe) raises :class:`OutputError`.
+    """
+    if stream is None:
         return
-    for g in gpus:
-        out.write(
-            f"{g.id:<20} {g.name:<28} {g.memory_bytes / 2**20:>8,.0f} MiB  {g.memory_bytes / GB:>6.1f} GB  "
-            f"bf16 {g.peak_tflops('bf16'):>7g} TFLOP/s\n"
-        )
+    safe = "\n".join(escape_controls(line) for line in text.split("\n"))
+    try:
+        try:
+            stream.write(safe)
+        except UnicodeEncodeError:
+            reconfigure = getattr(stream, "reconfigure", None)
+            if reconfigure is None:
+                raise
+            reconfigure(errors="backslashreplace")
+            stream.write(safe)
+        stream.flush()
+    except (OSError, ValueError) as exc:  # UnicodeEncodeError is a ValueError; so is a closed file
+        _discard_pending(stream)
+        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+        raise OutputError(f"cannot write the output ({one_line(reason)})") from None
 
 
-def _write(stream: TextIO | None, text: str) -> None:
-    # Windowed builds on Windows have no stdout/stderr at all.
-    if stream is not None:
-        stream.write(text)
+def _discard_pending(stream: TextIO) -> None:
+    """Point a failed standard output at the null device, so the interpreter's own flush at
+    exit does not fail a second time with "Exception ignored" and a traceback."""
+    if stream is not sys.__stdout__:
+        return
+    with contextlib.suppress(OSError, ValueError, AttributeError):
+        null = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(null, stream.fileno())
+        os.close(null)
+
+
+def _say(text: str) -> None:
+    """One line on stderr, where there is one and it can take it."""
+    with contextlib.suppress(OutputError):
+        write_output(text, sys.stderr)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     parser = _build_parser()
-    out = sys.stdout
     try:
         args = parser.parse_args(argv)
         if args.command == "models":
-            _list_models(args.json, out)
+            text = _list_models(args.json)
         elif args.command == "gpus":
-            _list_gpus(args.json, out)
+            text = _list_gpus(args.json)
         elif args.command == "estimate":
             plan = plan_from_args(args)
             result = estimate(plan)
-            if args.save:
+            if args.save is not None:
                 save_plan(plan, args.save)
             if args.json:
-                _write(out, json.dumps(estimate_to_json(result), indent=2) + "\n")
+                text = estimate_json_text(result)
+            elif args.mode == "inference":
+                text = render_serving(result, gib=args.gib) + "\n"
             else:
-                _write(out, render_estimate(result, gib=args.gib) + "\n")
+                text = render_estimate(result, gib=args.gib) + "\n"
         else:
-            parser.print_help(out)
+            write_output(parser.format_help(), sys.stdout)
             return 2
+        write_output(text, sys.stdout)
     except (UsageError, PlanError, PlanFileError) as exc:
-        _write(sys.stderr, f"vramplan: {exc}\n")
+        _say(f"vramplan: {one_line(str(exc))}\n")
         return 2
+    except OutputError as exc:
+        _say(f"vramplan: {exc}\n")
+        return 1
     except KeyboardInterrupt:
         return 130
     return 0

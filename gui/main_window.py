@@ -6,35 +6,40 @@ import os
 from collections.abc import Callable
 from pathlib import Path
 
-from PySide6.QtCore import QCoreApplication, QEvent, QSignalBlocker, Qt
-from PySide6.QtGui import QAction, QActionGroup, QCloseEvent, QKeySequence
+from PySide6.QtCore import QCoreApplication, QEvent, QObject, QSignalBlocker, QSize, Qt
+from PySide6.QtGui import QAction, QActionGroup, QCloseEvent, QKeySequence, QResizeEvent, QShowEvent
 from PySide6.QtWidgets import (
     QApplication,
     QDockWidget,
+    QGridLayout,
     QLabel,
     QMainWindow,
+    QPushButton,
     QScrollArea,
     QTabWidget,
     QVBoxLayout,
     QWidget,
 )
 
-from core import planfile
-from core.errors import PlanError, PlanFileError
+from core.errors import PlanFileError
 from core.estimate import Estimate
-from core.importer import import_model
 from core.measurement import Measurement, load_measurement
 from core.plan import Accounting, Plan
 from core.presets import LESSON_EXAMPLES, default_plan
-from gui import dialogs
+from core.verdict import Mode
+from gui import dialogs, plaintext
 from gui.chart import MemoryChart
 from gui.controller import PlanController
+from gui.diagnosis_controller import DiagnosisController
+from gui.display_state import Display, DisplayState
+from gui.document import Document
 from gui.format import Unit
 from gui.forms.accounting import AccountingForm
 from gui.forms.base import PlanForm
+from gui.forms.fields import is_marked_invalid
 from gui.forms.hardware import HardwareForm
 from gui.forms.method import MethodForm
-from gui.forms.model import ModelForm, with_model
+from gui.forms.model import ModelForm
 from gui.forms.serving import ServingForm
 from gui.forms.workload import WorkloadForm
 from gui.panels.arithmetic import ArithmeticPanel
@@ -46,6 +51,28 @@ from gui.settings import Settings
 from gui.theme import apply_theme
 
 APP_NAME = "VRAM Planner"
+# Side docks: least widths that keep every form row and the tab names readable, and the share
+# of the window each takes at first (then they keep their share as the window is resized).
+DETAILS_MIN_WIDTH = 260
+DOCK_SHARES = (0.25, 0.31)
+CHART_SHARE = 0.36
+
+
+class _FormColumn(QScrollArea):
+    """The plan's forms, scrolled up and down only: never narrower than its widest form row."""
+
+    def minimumSizeHint(self) -> QSize:
+        hint = super().minimumSizeHint()
+        inner = self.widget()
+        if inner is None:
+            return hint
+        width = inner.minimumSizeHint().width() + self.verticalScrollBar().sizeHint().width()
+        return QSize(max(hint.width(), width + 2 * self.frameWidth()), hint.height())
+
+    def eventFilter(self, watched: QObject, event: QEvent) -> bool:
+        if watched is self.widget() and event.type() == QEvent.Type.LayoutRequest:
+            self.updateGeometry()  # rows shown or hidden: the least width may have changed
+        return super().eventFilter(watched, event)
 
 
 class MainWindow(QMainWindow):
@@ -58,9 +85,10 @@ class MainWindow(QMainWindow):
         super().__init__(parent)
         self.settings = settings if settings is not None else Settings()
         self.controller = controller if controller is not None else PlanController(default_plan(), self)
-        self.path: str | None = None
-        self.measurement: Measurement | None = None
-        self.unit: Unit = self.settings.unit
+        self.document = Document(self.controller, self.settings, dialog_parent=self, parent=self)
+        self.display = DisplayState(Display(unit=self.settings.unit, mode=Mode(self.settings.chart_mode)), self)
+        self._shown: Display | None = None
+        self.diagnoser = DiagnosisController(self.controller, self.display, self)
         self.setObjectName("mainWindow")
         self.setDockNestingEnabled(True)
 
@@ -74,12 +102,16 @@ class MainWindow(QMainWindow):
 
         self.controller.estimateChanged.connect(self._on_estimate)
         self.controller.editRejected.connect(self._on_rejected)
+        for form in self.forms:
+            form.problemCleared.connect(self._problem_cleared)
         self.controller.undo_stack.cleanChanged.connect(self._clean_changed)
+        self.document.pathChanged.connect(self._update_title)
+        self.document.message.connect(lambda text: self.statusBar().showMessage(text, 4000))
         self.chart.bucketClicked.connect(self._bucket_clicked)
-        self.arithmetic.bucketSelected.connect(self.chart.set_selected)
-        self.resizeDocks([self.plan_dock, self.details_dock], [360, 380], Qt.Orientation.Horizontal)
-        self.set_chart_mode(self.settings.chart_mode)
-        self.set_unit(self.unit)
+        self.arithmetic.bucketSelected.connect(self.display.select_bucket)
+        self._docks_sized = False
+        self.display.changed.connect(self._show_display)
+        self._show_display(self.display.display)
         self.controller.refresh()
         self._update_title()
 
@@ -109,7 +141,8 @@ class MainWindow(QMainWindow):
         for form in self.forms:
             column.addWidget(form)
         column.addStretch(1)
-        scroll = QScrollArea()
+        scroll = _FormColumn()
+        scroll.setAccessibleName("Plan forms")
         scroll.setWidget(holder)
         scroll.setWidgetResizable(True)
         scroll.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
@@ -120,16 +153,45 @@ class MainWindow(QMainWindow):
         self.plan_dock.setFeatures(
             QDockWidget.DockWidgetFeature.DockWidgetMovable | QDockWidget.DockWidgetFeature.DockWidgetFloatable
         )
-        scroll.setMinimumWidth(320)
+        self._form_column = column
         self.addDockWidget(Qt.DockWidgetArea.LeftDockWidgetArea, self.plan_dock)
 
     def _build_centre(self) -> None:
+        # The verdict sits in a top dock: the top area spans the window's whole width, above
+        # both side docks, so its one-line headline no longer sets the window's least width.
+        banner = QWidget()
+        banner.setObjectName("verdictBanner")
+        grid = QGridLayout(banner)
+        grid.setContentsMargins(8, 6, 8, 2)
+        grid.setHorizontalSpacing(8)
+        grid.setVerticalSpacing(4)
+        self.verdict = VerdictPanel()
+        grid.addWidget(self.verdict, 0, 0)
+        self.diagnosis_button = QPushButton("What would make it fit? →")
+        self.diagnosis_button.setObjectName("diagnosisButton")
+        self.diagnosis_button.setAccessibleName("Show the diagnosis")
+        self.diagnosis_button.setToolTip("Open the Diagnosis tab: the changes that would make this plan fit")
+        self.diagnosis_button.clicked.connect(self.show_diagnosis)
+        self.diagnosis_button.hide()
+        grid.addWidget(self.diagnosis_button, 0, 1, Qt.AlignmentFlag.AlignVCenter)
+        grid.setColumnStretch(0, 1)
+        self.plan_warning = plaintext.plain_label(QLabel())  # model names come from files
+        self.plan_warning.setObjectName("planWarning")
+        self.plan_warning.setAccessibleName("Plan warning")
+        self.plan_warning.setWordWrap(True)
+        self.plan_warning.setStyleSheet("color: #D55E00; font-weight: 600;")
+        self.plan_warning.hide()
+        grid.addWidget(self.plan_warning, 1, 0, 1, 2)
+        self.verdict_dock = QDockWidget("Verdict", self)
+        self.verdict_dock.setObjectName("verdictDock")
+        self.verdict_dock.setWidget(banner)
+        self.verdict_dock.setTitleBarWidget(QWidget())
+        self.verdict_dock.setFeatures(QDockWidget.DockWidgetFeature.NoDockWidgetFeatures)
+        self.addDockWidget(Qt.DockWidgetArea.TopDockWidgetArea, self.verdict_dock)
+
         centre = QWidget()
         layout = QVBoxLayout(centre)
-        layout.setContentsMargins(8, 8, 8, 8)
-        layout.setSpacing(8)
-        self.verdict = VerdictPanel()
-        layout.addWidget(self.verdict)
+        layout.setContentsMargins(4, 4, 4, 4)
         self.chart = MemoryChart()
         layout.addWidget(self.chart, 1)
         self.setCentralWidget(centre)
@@ -137,6 +199,8 @@ class MainWindow(QMainWindow):
     def _build_panels(self) -> None:
         self.tabs = QTabWidget()
         self.tabs.setObjectName("panelTabs")
+        self.tabs.setAccessibleName("Details")
+        self.tabs.tabBar().setAccessibleName("Details tabs")
         self.tabs.setDocumentMode(True)
         self.arithmetic = ArithmeticPanel()
         self.compute_panel = ComputePanel()
@@ -144,7 +208,7 @@ class MainWindow(QMainWindow):
         self.add_panel(self.arithmetic, "Arithmetic")
         self.add_panel(self.compute_panel, "Compute && time")
         self.add_panel(self.inference_panel, "Serving")
-        self.diagnosis = DiagnosisPanel(self.controller)
+        self.diagnosis = DiagnosisPanel(self.diagnoser, self.display)
         self.add_panel(self.diagnosis, "Diagnosis")
         self.details_dock = QDockWidget("Details", self)
         self.details_dock.setObjectName("detailsDock")
@@ -152,7 +216,10 @@ class MainWindow(QMainWindow):
         self.details_dock.setFeatures(
             QDockWidget.DockWidgetFeature.DockWidgetMovable | QDockWidget.DockWidgetFeature.DockWidgetFloatable
         )
-        self.details_dock.setMinimumWidth(340)
+        self.details_dock.setMinimumWidth(DETAILS_MIN_WIDTH)
+        bar = self.tabs.tabBar()
+        bar.setElideMode(Qt.TextElideMode.ElideNone)  # a tab's name whole, or scroll arrows
+        bar.setUsesScrollButtons(True)
         self.addDockWidget(Qt.DockWidgetArea.RightDockWidgetArea, self.details_dock)
 
     def add_panel(self, widget: QWidget, title: str) -> int:
@@ -165,7 +232,8 @@ class MainWindow(QMainWindow):
             if self.tabs.tabText(index).replace("&&", "&") == plain:
                 old = self.tabs.widget(index)
                 self.tabs.removeTab(index)
-                old.deleteLater()
+                if old is not None:
+                    old.deleteLater()
                 return self.tabs.insertTab(index, widget, title)
         return self.tabs.addTab(widget, title)
 
@@ -283,8 +351,11 @@ class MainWindow(QMainWindow):
         view_menu.addSeparator()
         view_menu.addAction(self.plan_dock.toggleViewAction())
         view_menu.addAction(self.details_dock.toggleViewAction())
-        help_menu = bar.addMenu("&Help")
-        help_menu.addAction(self._action("&About VRAM Planner", self._about))
+        self.help_menu = bar.addMenu("&Help")
+        self.help_menu.addAction(self._action("&How to read this window", self._how_to_read, "F1"))
+        self.help_menu.addAction(self._action("&Keyboard shortcuts", self._shortcuts))
+        self.help_menu.addSeparator()
+        self.help_menu.addAction(self._action("&About VRAM Planner", self._about))
 
     def _build_toolbar(self) -> None:
         toolbar = self.addToolBar("Main")
@@ -302,7 +373,8 @@ class MainWindow(QMainWindow):
         toolbar.addActions(list(self.unit_actions.values()))
 
     def _build_status(self) -> None:
-        self.problem = QLabel()
+        self._problem_key = ""
+        self.problem = plaintext.plain_label(QLabel())  # rejected values come from files too
         self.problem.setObjectName("problemLabel")
         self.problem.setAccessibleName("Input problem")
         self.problem.setStyleSheet("color: #D55E00; font-weight: 600;")
@@ -310,8 +382,8 @@ class MainWindow(QMainWindow):
 
     # ---- reacting ------------------------------------------------------------------
     def _on_estimate(self, estimate: Estimate) -> None:
-        if self.problem.text():  # QLabel.clear() repaints the status bar even when it is empty
-            self.problem.clear()
+        if self.problem.text() and not self._problem_field_marked():
+            self.problem.clear()  # QLabel.clear() repaints the status bar even when it is empty
         self.verdict.show_estimate(estimate)
         self.chart.show_estimate(estimate)
         self.arithmetic.show_estimate(estimate)
@@ -319,7 +391,55 @@ class MainWindow(QMainWindow):
         self.inference_panel.show_estimate(estimate)
         with QSignalBlocker(self.lesson_action):
             self.lesson_action.setChecked(estimate.plan.accounting is Accounting.LESSON)
+        self._show_warnings(estimate)
+        self._place_accounting(estimate.plan.accounting is Accounting.LESSON)
         self._settle()
+
+    def _show_warnings(self, estimate: Estimate) -> None:
+        text = "\n".join(f"⚠ {warning}" for warning in estimate.warnings)
+        if text != self.plan_warning.text():
+            self.plan_warning.setText(text)
+        self.plan_warning.setVisible(bool(text))
+        self.diagnosis_button.setVisible(not estimate.judgement(self.display.mode).fits)
+
+    def _place_accounting(self, lesson: bool) -> None:
+        """Lesson accounting asks for P and T: its form moves up, under the model, to be seen."""
+        index = self._form_column.indexOf(self.accounting_form)
+        wanted = 1 if lesson else len(self.forms) - 1
+        if index != wanted:
+            self._form_column.removeWidget(self.accounting_form)
+            self._form_column.insertWidget(wanted, self.accounting_form)
+
+    def show_diagnosis(self) -> None:
+        self.details_dock.show()
+        self.tabs.setCurrentWidget(self.diagnosis)
+        self.diagnosis.setFocus()
+
+    def _side_docks(self) -> list[QDockWidget]:
+        return [d for d in (self.plan_dock, self.details_dock) if d.isVisible() and not d.isFloating()]
+
+    def showEvent(self, event: QShowEvent) -> None:
+        super().showEvent(event)
+        if self._docks_sized:
+            return
+        self._docks_sized = True
+        if self.settings.window_state is None:  # else the docks stay as the user left them
+            width = self.width()
+            plan = max(self.plan_dock.minimumSizeHint().width(), round(width * DOCK_SHARES[0]))
+            # The chart keeps at least CHART_SHARE of a narrow window; Details give way first.
+            room = round(width * (1 - CHART_SHARE)) - plan
+            details = max(DETAILS_MIN_WIDTH, min(round(width * DOCK_SHARES[1]), room))
+            wanted = {self.plan_dock: plan, self.details_dock: details}
+            docks = self._side_docks()
+            self.resizeDocks(docks, [wanted[d] for d in docks], Qt.Orientation.Horizontal)
+
+    def resizeEvent(self, event: QResizeEvent) -> None:
+        super().resizeEvent(event)
+        old, new = event.oldSize().width(), event.size().width()
+        if self._docks_sized and old > 0 and old != new:
+            # The side panels keep their share of the window instead of the chart taking it all.
+            docks = self._side_docks()
+            self.resizeDocks(docks, [round(d.width() * new / old) for d in docks], Qt.Orientation.Horizontal)
 
     def _settle(self) -> None:
         """Lay the window out now, once, so that the next paint is the only one.
@@ -335,34 +455,83 @@ class MainWindow(QMainWindow):
     def _clean_changed(self, clean: bool) -> None:
         self.setWindowModified(not clean)
 
-    def _on_rejected(self, _key: str, message: str) -> None:
+    def _on_rejected(self, key: str, message: str) -> None:
+        self._problem_key = key
         self.problem.setText(f"⚠ {message} — the estimate still shows the last valid plan.")
 
+    def _problem_cleared(self, key: str) -> None:
+        if key == self._problem_key and self.problem.text():
+            self.problem.clear()
+
+    def _problem_field_marked(self) -> bool:
+        """The field the status-bar warning is about still holds the refused text."""
+        for form in self.forms:
+            widget = form.fields.get(self._problem_key)
+            if widget is not None:
+                return is_marked_invalid(widget) and widget.hasFocus()
+        return False
+
     def _bucket_clicked(self, key: str) -> None:
-        self.arithmetic.select(key)
+        self.display.select_bucket(key)
         self.tabs.setCurrentWidget(self.arithmetic)
 
     def _lesson_toggled(self, on: bool) -> None:
         mode = Accounting.LESSON if on else Accounting.DETAILED
         self.controller.update("accounting", lambda p: p.with_changes(accounting=mode), "Switch accounting")
 
+    # ---- display state (gui.display_state): one object, one signal, pushed to the views ----
+    @property
+    def unit(self) -> Unit:
+        return self.display.unit
+
+    @property
+    def measurement(self) -> Measurement | None:
+        return self.display.measurement
+
     def set_chart_mode(self, mode: str) -> None:
-        mode = "inference" if mode == "inference" else "training"
-        (self.inference_action if mode == "inference" else self.training_action).setChecked(True)
-        self.chart.set_mode("inference" if mode == "inference" else "training")
-        self.verdict.set_mode(mode)
-        self.arithmetic.select("inference" if mode == "inference" else "weights")
-        self.settings.chart_mode = mode
+        self.display.set_mode(mode)
+
+    def _show_forms_for(self, mode: str) -> None:
+        """Inference mode: the serving form, no training-only forms; Training mode the reverse."""
+        serving = mode == "inference"
+        self.serving_form.setVisible(serving)
+        for form in (self.method_form, self.workload_form, self.accounting_form):
+            form.setVisible(not serving)
 
     def set_unit(self, unit: Unit) -> None:
-        self.unit = unit
-        self.unit_actions[unit].setChecked(True)
-        self.chart.set_unit(unit)
-        self.verdict.set_unit(unit)
-        self.arithmetic.set_unit(unit)
-        self.inference_panel.set_unit(unit)
-        self.diagnosis.set_unit(unit)
-        self.settings.unit = unit
+        self.display.set_unit(unit)
+
+    def set_measurement(self, measurement: Measurement | None) -> None:
+        self.display.set_measurement(measurement)
+
+    def _show_display(self, display: Display) -> None:
+        shown = self._shown
+        self._shown = display
+        if shown is None or display.mode != shown.mode:
+            mode = display.mode
+            (self.inference_action if mode is Mode.INFERENCE else self.training_action).setChecked(True)
+            self.chart.set_mode(mode.value)
+            self.verdict.set_mode(mode.value)
+            self.compute_panel.set_mode(mode.value)
+            self._show_forms_for(mode.value)
+            self.settings.chart_mode = mode.value
+        if shown is None or display.unit != shown.unit:
+            unit = display.unit
+            self.unit_actions[unit].setChecked(True)
+            self.chart.set_unit(unit)
+            self.verdict.set_unit(unit)
+            self.arithmetic.set_unit(unit)
+            self.inference_panel.set_unit(unit)
+            self.settings.unit = unit
+        if shown is None or display.measurement is not shown.measurement:
+            self.chart.set_measurement(display.measurement)
+            self.verdict.set_measurement(display.measurement)
+            self.clear_measure_action.setEnabled(display.measurement is not None)
+        if shown is None or display.selected_bucket != shown.selected_bucket or display.mode != shown.mode:
+            # No pick: the arithmetic shows the mode's own bucket (the KV cache when serving).
+            default = "inference" if display.mode is Mode.INFERENCE else "weights"
+            self.arithmetic.select(display.selected_bucket or default)
+            self.chart.set_selected(display.selected_bucket)
 
     def set_theme(self, theme: str) -> None:
         self.settings.theme = theme
@@ -370,138 +539,58 @@ class MainWindow(QMainWindow):
         if isinstance(app, QApplication):
             apply_theme(app, theme)
 
-    def set_measurement(self, measurement: Measurement | None) -> None:
-        self.measurement = measurement
-        self.chart.set_measurement(measurement)
-        self.verdict.set_measurement(measurement)
-        self.clear_measure_action.setEnabled(measurement is not None)
+    # ---- documents (the life-cycle is gui.document.Document's) --------------------------
+    @property
+    def path(self) -> str | None:
+        return self.document.path
 
-    # ---- documents -----------------------------------------------------------------
     def _update_title(self) -> None:
-        name = Path(self.path).name if self.path else "Untitled plan"
-        self.setWindowTitle(f"{name}[*] — {APP_NAME}")
-        self.setWindowModified(not self.controller.undo_stack.isClean())
-
-    def _maybe_save(self) -> bool:
-        """True when it is fine to replace the current plan (saved, discarded, or unchanged)."""
-        if self.controller.undo_stack.isClean() or self.path is None:
-            return True  # an untitled plan survives as the session's last plan
-        choice = dialogs.ask_save_changes(self, Path(self.path).name)
-        if choice == "save":
-            return self.save_plan()
-        return choice == "discard"
+        self.setWindowTitle(f"{self.document.name}[*] — {APP_NAME}")
+        self.setWindowModified(self.document.modified)
 
     def new_plan(self) -> None:
-        if self._maybe_save():
-            self._set_document(default_plan(), None)
+        self.document.new()
 
     def open_plan(self) -> None:
-        if not self._maybe_save():
-            return
-        path = dialogs.open_file(self, "Open plan", dialogs.PLAN_FILTER, self._folder())
-        if path:
-            self.open_path(path)
+        self.document.open()
 
     def open_path(self, path: str) -> bool:
-        try:
-            plan = planfile.load(path)
-        except (PlanFileError, PlanError) as error:
-            dialogs.error(self, "Cannot open the plan", str(error))
-            return False
-        if self._set_document(plan, path):
-            self.settings.add_recent(os.path.abspath(path))
-            return True
-        return False
+        return self.document.open_path(path)
 
     def load_example(self, title: str, plan: Plan) -> bool:
-        """A worked example becomes the plan as one undoable step (the document stays)."""
-        error = self.controller.set_plan(plan, text=f"Load example: {title}")
-        if error is not None:
-            dialogs.error(self, "Cannot load the example", str(error))
-            return False
-        return True
+        return self.document.load_example(title, plan)
 
     def open_recovered(self, plan: Plan) -> bool:
-        """An autosaved plan of a session that ended unexpectedly, as an untitled document."""
-        return self._set_document(plan, None)
-
-    def _set_document(self, plan: Plan, path: str | None) -> bool:
-        error = self.controller.reset(plan)
-        if error is not None:
-            dialogs.error(self, "Cannot use the plan", str(error))
-            return False
-        self.path = path
-        self._update_title()
-        return True
+        return self.document.open_recovered(plan)
 
     def save_plan(self) -> bool:
-        if self.path is None:
-            return self.save_plan_as()
-        return self._write(self.path)
+        return self.document.save()
 
     def save_plan_as(self) -> bool:
-        suggested = self.path or os.path.join(self._folder(), "plan.vramplan.json")
-        path = dialogs.save_file(self, "Save plan as", dialogs.PLAN_FILTER, suggested)
-        if not path:
-            return False
-        if self._write(path):
-            self.path = path
-            self.settings.add_recent(os.path.abspath(path))
-            self._update_title()
-            return True
-        return False
+        return self.document.save_as()
 
-    def _write(self, path: str) -> bool:
-        try:
-            planfile.save(self.controller.plan, path)  # atomic: temp file, then rename
-        except (PlanFileError, OSError) as error:
-            dialogs.error(self, "Cannot save the plan", str(error))
-            return False
-        self.controller.undo_stack.setClean()
-        self.statusBar().showMessage(f"Saved {path}", 4000)
-        return True
+    def import_model(self, kind: str = "file") -> None:
+        self.document.import_model(kind)
 
-    def _folder(self) -> str:
-        if self.path:
-            return str(Path(self.path).parent)
-        recent = self.settings.recent_files
-        return str(Path(recent[0]).parent) if recent else ""
+    @property
+    def importing(self) -> bool:
+        return self.document.importing
 
     def _fill_recent(self) -> None:
         self.recent_menu.clear()
         files = self.settings.recent_files
         for index, path in enumerate(files):
-            action = self.recent_menu.addAction(f"&{index + 1} {Path(path).name}")
-            action.setToolTip(path)
-            action.setStatusTip(path)
-            action.triggered.connect(lambda _c=False, p=path: self._open_recent(p))
+            action = self.recent_menu.addAction(f"&{index + 1} {plaintext.menu_text(Path(path).name)}")
+            action.setToolTip(plaintext.tooltip(path))
+            action.setStatusTip(plaintext.escape_controls(path))
+            action.triggered.connect(lambda _c=False, p=path: self.document.open_recent(p))
         if files:
             self.recent_menu.addSeparator()
             self.recent_menu.addAction("Clear the list", self.settings.clear_recent)
         self.recent_menu.setEnabled(bool(files))
 
-    def _open_recent(self, path: str) -> None:
-        if self._maybe_save():
-            self.open_path(path)
-
-    def import_model(self, kind: str = "file") -> None:
-        if kind == "folder":
-            path = dialogs.open_folder(self, "Open a model folder (with config.json)", self._folder())
-        else:
-            path = dialogs.open_file(self, "Open config.json", dialogs.CONFIG_FILTER, self._folder())
-        if not path:
-            return
-        try:
-            model = import_model(path).spec
-        except (PlanFileError, PlanError) as error:
-            dialogs.error(self, "Cannot read the model", str(error))
-            return
-        error = self.controller.update("model", lambda plan: with_model(plan, model), "Import model")
-        if error is not None:
-            dialogs.error(self, "Cannot use the model", str(error))
-
     def load_measurement(self) -> None:
-        path = dialogs.open_file(self, "Load measurement", dialogs.MEASUREMENT_FILTER, self._folder())
+        path = dialogs.open_file(self, "Load measurement", dialogs.MEASUREMENT_FILTER, self.document.folder())
         if not path:
             return
         try:
@@ -512,21 +601,14 @@ class MainWindow(QMainWindow):
         self.set_measurement(measurement)
 
     def export_chart(self, kind: str) -> bool:
-        from pyqtgraph.exporters import ImageExporter
-
         name_filter = dialogs.PNG_FILTER if kind == "png" else dialogs.SVG_FILTER
-        stem = Path(self.path).name.removesuffix(".json").removesuffix(".vramplan") if self.path else "memory"
-        suggested = os.path.join(self._folder(), f"{stem}.{kind}")
+        suggested = self.document.export_path(kind)
         path = dialogs.save_file(self, f"Export chart as {kind.upper()}", name_filter, suggested)
         if not path:
             return False
-        item = self.chart.plot.getPlotItem()
         try:
             if kind == "png":
-                exporter = ImageExporter(item)
-                # Twice the on-screen width: crisp in documents and on high-DPI screens.
-                exporter.parameters()["width"] = max(1200, int(item.sceneBoundingRect().width() * 2))
-                exporter.export(path)
+                self.chart.export_png(path)
             else:
                 self.chart.export_svg(path)
         except (OSError, RuntimeError, ValueError) as error:
@@ -537,6 +619,52 @@ class MainWindow(QMainWindow):
             return False
         self.statusBar().showMessage(f"Exported {path}", 4000)
         return True
+
+    def _how_to_read(self) -> None:
+        dialogs.info(
+            self,
+            "How to read this window",
+            "Left, the Plan: the model, the fine-tuning method, the workload and the card. Every "
+            "value applies when you press Enter or leave its box; a box outlined in red says why "
+            "it cannot take what you typed, and Escape puts the plan's value back.\n\n"
+            "Top, the verdict: whether the peak memory of a training step, plus the framework's "
+            "overhead, fits in the card's memory less the headroom you keep free. When it does "
+            "not, the button beside it opens the Diagnosis.\n\n"
+            "Centre, the chart: one bar per phase of a step (forward, backward, optimizer step) "
+            "and the peak, split into weights, gradients, optimizer state, activations and "
+            "overhead. The dashed line is the card's capacity; the shaded band is the headroom. "
+            "Click a segment to see its arithmetic.\n\n"
+            "Right, the Details: Arithmetic (how each figure is made), Compute & time (FLOPs, "
+            "hours and cost), Serving (memory for inference) and Diagnosis (the changes that "
+            "would make the plan fit, cheapest first).",
+        )
+
+    def _shortcuts(self) -> None:
+        actions = [
+            self.new_action,
+            self.open_action,
+            self.save_action,
+            self.save_as_action,
+            self.undo_action,
+            self.redo_action,
+            self.training_action,
+            self.inference_action,
+            self.lesson_action,
+            self.measure_action,
+            self.export_png_action,
+            self.export_svg_action,
+            self.quit_action,
+        ]
+        native = QKeySequence.SequenceFormat.NativeText
+        named = [(a.shortcut().toString(native), a.iconText().replace("&", "")) for a in actions]
+        lines = [f"{keys}\t{name}" for keys, name in named if keys]
+        lines += [
+            "F1\tHow to read this window",
+            "Enter\tApply the value typed in a box",
+            "Escape\tPut the plan's value back in a box",
+            "Tab / Shift+Tab\tNext / previous field",
+        ]
+        dialogs.info(self, "Keyboard shortcuts", "\n".join(lines))
 
     def _about(self) -> None:
         dialogs.info(
@@ -555,31 +683,16 @@ class MainWindow(QMainWindow):
         state = self.settings.window_state
         if state is not None:
             self.restoreState(state)
-        text = self.settings.last_plan
-        if not text:
-            return
-        try:
-            plan = planfile.loads(text, "last session")
-        except (PlanFileError, PlanError):
-            return  # a stale or damaged stored plan: start from the default one
-        path = self.settings.last_path or None
-        if path is not None:
-            try:
-                if planfile.load(path) != plan:
-                    path = None  # the session's plan differs from the file: keep it untitled
-            except (PlanFileError, PlanError):
-                path = None
-        self._set_document(plan, path)
+        self.document.restore()
 
     def save_session(self) -> None:
         self.settings.geometry = self.saveGeometry()
         self.settings.window_state = self.saveState()
-        self.settings.last_plan = planfile.dumps(self.controller.plan)
-        self.settings.last_path = self.path or ""
+        self.document.store()
         self.settings.sync()
 
     def closeEvent(self, event: QCloseEvent) -> None:
-        if not self._maybe_save():
+        if not self.document.maybe_save():
             event.ignore()
             return
         self.save_session()
