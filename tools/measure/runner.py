@@ -438,6 +438,17 @@ def versions() -> dict[str, str]:
     return {"torch": torch.__version__, "transformers": transformers.__version__, "peft": peft.__version__}
 
 
+@contextlib.contextmanager
+def _cyclic_gc_paused() -> Iterator[None]:
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
+
+
 def _enter_backend(stack: contextlib.ExitStack, backend: str) -> tuple[bool, torch.device]:
     """Enter the backend's contexts (fake tensors, fake CUDA); return (fake, device)."""
     fake = backend in ("fake-cuda", "fake-cpu")
@@ -522,7 +533,11 @@ def measure_case(
             torch.cuda.reset_peak_memory_stats()
 
         ws_ctx = sdpa_mod.KernelWorkspaceMode() if backend == "fake-cuda" else contextlib.nullcontext()
-        with tracker, ws_ctx:
+        # Python's cyclic collector is off during the steps (and run at each step's end): a
+        # reference cycle that holds tensors (PEFT's DoRA forward makes one) then lives until
+        # the step ends, whenever the collector would have run. Without this the peak depended
+        # on how many Python objects earlier code had allocated (fake and real runs differed).
+        with tracker, ws_ctx, _cyclic_gc_paused():
             for step in (1, 2):
                 if step == 2:
                     tracker.reset_mod_stats()
