@@ -471,3 +471,11 @@ def test_the_committed_symlinked_plan_is_read_and_saved_through(tmp_path: Path) 
     planfile.save(plan.with_workload(micro_batch=2), copy / "link.json")
     assert (copy / "link.json").is_symlink() and stat.S_IMODE(os.stat(copy / "target.json").st_mode) == 0o604
     assert planfile.load(copy / "target.json").workload.micro_batch == 2
+
+
+def test_a_name_near_the_255_byte_limit_saves(tmp_path: Path) -> None:
+    """The temporary name adds ~25 bytes to the target's: a valid 250-byte name must still save."""
+    path = tmp_path / ("p" * 245 + ".json")
+    planfile.save(default_plan(), path)
+    assert planfile.load(path) == default_plan()
+    assert [p.name for p in tmp_path.iterdir()] == [path.name]
