@@ -346,7 +346,15 @@ def _list_gpus(as_json: bool) -> str:
 
 
 class OutputError(Exception):
-    """Standard output could not take the text (a full disk, a closed pipe)."""
+    """Standard output could not take the text (a full disk, a closed pipe).
+
+    ``quiet`` for a pipe closed by its reader (``vramplan models | head -1``): as Unix
+    tools do, that ends the program without a message.
+    """
+
+    def __init__(self, message: str, quiet: bool = False) -> None:
+        super().__init__(message)
+        self.quiet = quiet
 
 
 def write_output(text: str, stream: TextIO | None) -> None:
@@ -375,7 +383,7 @@ def write_output(text: str, stream: TextIO | None) -> None:
     except (OSError, ValueError) as exc:  # UnicodeEncodeError is a ValueError; so is a closed file
         _discard_pending(stream)
         reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
-        raise OutputError(f"cannot write the output ({one_line(reason)})") from None
+        raise OutputError(f"cannot write the output ({one_line(reason)})", isinstance(exc, BrokenPipeError)) from None
 
 
 def _discard_pending(stream: TextIO) -> None:
@@ -418,7 +426,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         _say(f"vramplan: {one_line(str(exc))}\n")
         return 2
     except OutputError as exc:
-        _say(f"vramplan: {exc}\n")
+        if not exc.quiet:
+            _say(f"vramplan: {exc}\n")
         return 1
     except KeyboardInterrupt:
         return 130

@@ -479,3 +479,8 @@ def test_a_name_near_the_255_byte_limit_saves(tmp_path: Path) -> None:
     planfile.save(default_plan(), path)
     assert planfile.load(path) == default_plan()
     assert [p.name for p in tmp_path.iterdir()] == [path.name]
+
+
+def test_a_pipe_closed_by_its_reader_ends_quietly() -> None:
+    done = subprocess.run(f"{sys.executable} -m core.cli models | true", shell=True, capture_output=True, timeout=60)
+    assert done.stderr == b""
