@@ -5,7 +5,7 @@ from __future__ import annotations
 import statistics
 import time
 
-from core.accounting import sci
+from core.breakdown import sci
 from core.catalogue import load_models
 from core.estimate import estimate
 from core.plan import Accounting, Method, Plan, Workload

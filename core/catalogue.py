@@ -11,7 +11,8 @@ from pathlib import Path
 from typing import Any
 
 from core.errors import PlanError, PlanFileError
-from core.model import ModelSpec, model_from_hf_config
+from core.hfconfig import model_from_hf_config
+from core.model import ModelSpec
 from core.resources import resource_path
 from core.units import MiB
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from core.accounting import sci
+from core.breakdown import sci
 from core.catalogue import GpuSpec
 from core.params import ParamCounts
 from core.plan import Accounting, Method, Plan, Precision

@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Final
 
-from core.accounting import Breakdown, BucketKey, Phase, Term, gb, make_bucket, sci
+from core.breakdown import Breakdown, BucketKey, Phase, Term, gb, make_bucket, sci
 from core.model import ModelSpec
 from core.params import ParamCounts
 from core.plan import Attention, Method, Optimizer, Plan, Precision, Quant, Sharding

@@ -18,7 +18,8 @@ from typing import Any, BinaryIO, Final
 
 from core.errors import ImportCancelled, PlanError, PlanFileError
 from core.fileio import open_regular, read_regular_file
-from core.model import MAX_NAME_CHARS, ModelSpec, model_from_hf_config
+from core.hfconfig import model_from_hf_config
+from core.model import MAX_NAME_CHARS, ModelSpec
 
 MAX_CONFIG_BYTES: Final = 2_000_000
 # The safetensors format caps its header at 100 MB (huggingface/safetensors, lib.rs

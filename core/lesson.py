@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Final
 
-from core.accounting import Breakdown, BucketKey, Phase, Term, gb, make_bucket, sci
+from core.breakdown import Breakdown, BucketKey, Phase, Term, gb, make_bucket, sci
 from core.params import ParamCounts
 from core.plan import Method, Optimizer, Plan, Precision, Quant
 from core.units import GB

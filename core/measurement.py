@@ -16,7 +16,7 @@ from typing import Any, Final
 from core.catalogue import find_model
 from core.errors import PlanError, PlanFileError
 from core.fileio import read_regular_file
-from core.model import model_from_hf_config
+from core.hfconfig import model_from_hf_config
 from core.plan import Attention, Hardware, LoraSettings, Method, Optimizer, Plan, Precision, Workload
 from core.units import finite_number
 

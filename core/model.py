@@ -7,9 +7,8 @@ counts are exact rather than the 12·L·d² rule of thumb.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping
-from dataclasses import dataclass, field, fields, replace
+from dataclasses import dataclass, fields, replace
 from typing import Any, Final
 
 from core.errors import PlanError
@@ -135,15 +134,15 @@ class ModelSpec:
         for name in _FLAGS:
             if not isinstance(getattr(self, name), bool):
                 raise PlanError(f"model.{name}", getattr(self, name), "true or false")
-        if not _is_int(self.learned_positions) or not 0 <= self.learned_positions <= LIMITS["max_position_embeddings"]:
+        if not is_int(self.learned_positions) or not 0 <= self.learned_positions <= LIMITS["max_position_embeddings"]:
             raise PlanError(
                 "model.learned_positions",
                 self.learned_positions,
                 f"an integer from 0 to {LIMITS['max_position_embeddings']:,}",
             )
-        if self.sliding_window is not None and (not _is_int(self.sliding_window) or self.sliding_window < 1):
+        if self.sliding_window is not None and (not is_int(self.sliding_window) or self.sliding_window < 1):
             raise PlanError("model.sliding_window", self.sliding_window, "a positive integer or null")
-        if not _is_int(self.sliding_window_layers) or not 0 <= self.sliding_window_layers <= self.num_layers:
+        if not is_int(self.sliding_window_layers) or not 0 <= self.sliding_window_layers <= self.num_layers:
             raise PlanError("model.sliding_window_layers", self.sliding_window_layers, f"0 to {self.num_layers}")
         for name in ("dropout", "attention_dropout"):
             value = getattr(self, name)
@@ -156,7 +155,7 @@ class ModelSpec:
         if not isinstance(self.activation, str) or not self.activation:
             raise PlanError("model.activation", self.activation, "an activation name such as silu or gelu_new")
         if self.params_override is not None and (
-            not _is_int(self.params_override) or not 0 <= self.params_override <= MAX_PARAMS
+            not is_int(self.params_override) or not 0 <= self.params_override <= MAX_PARAMS
         ):
             raise PlanError("model.params_override", self.params_override, f"a count from 0 to {MAX_PARAMS:,} or null")
         check_text("model.name", self.name)
@@ -323,7 +322,8 @@ MAX_NAME_CHARS: Final = 1_000  # names, ids and families; keeps a plan file a fe
 _FLAGS: Final = ("gated_mlp", "tie_embeddings", "qkv_bias", "o_bias", "mlp_bias", "fused_qkv", "fused_gate_up")
 
 
-def _is_int(value: object) -> bool:
+def is_int(value: object) -> bool:
+    """An int that is not a bool (JSON true/false are ints in Python)."""
     return isinstance(value, int) and not isinstance(value, bool)
 
 
@@ -356,232 +356,6 @@ LIMITS: Final[dict[str, int]] = {
 }
 
 MODEL_FIELDS: Final = tuple(f.name for f in fields(ModelSpec))
-
-
-# ---- Hugging Face config.json ----------------------------------------------------------
-
-SUPPORTED_MODEL_TYPES: Final = (
-    "gpt2",
-    "llama",
-    "mistral",
-    "mixtral",
-    "qwen2",
-    "qwen2_moe",
-    "qwen3",
-    "gemma",
-    "gemma2",
-    "gemma3_text",
-    "phi3",
-    "olmo2",
-    "granite",
-    "smollm3",
-)
-
-
-def _whole_number(value: object) -> bool:
-    """An int, or a float without a fraction (configs write 4096.0); never NaN or infinity."""
-    if isinstance(value, float):
-        return math.isfinite(value) and value.is_integer()
-    return _is_int(value)
-
-
-@dataclass(frozen=True)
-class _Reader:
-    """Typed access to a config dict; every failure names the key."""
-
-    config: Mapping[str, Any]
-    where: str
-    missing: list[str] = field(default_factory=list)
-
-    def get_int(self, *keys: str, default: int | None = None) -> int:
-        for key in keys:
-            if key in self.config and self.config[key] is not None:
-                value = self.config[key]
-                if not _whole_number(value):
-                    raise PlanError(f"{self.where}.{key}", value, "an integer")
-                return int(value)
-        if default is None:
-            raise PlanError(f"{self.where}.{keys[0]}", None, "an integer (the key is missing)")
-        return default
-
-    def get_bool(self, key: str, default: bool) -> bool:
-        value = self.config.get(key, default)
-        if value is None:
-            return default
-        if not isinstance(value, bool):
-            raise PlanError(f"{self.where}.{key}", value, "true or false")
-        return value
-
-    def get_str(self, key: str, default: str) -> str:
-        value = self.config.get(key)
-        if value is None:
-            return default
-        if not isinstance(value, str):
-            raise PlanError(f"{self.where}.{key}", value, "a string")
-        return value
-
-    def get_float(self, key: str, default: float) -> float:
-        value = self.config.get(key)
-        if value is None:
-            return default
-        number = finite_number(value)
-        if number is None or number < 0:
-            raise PlanError(f"{self.where}.{key}", value, "a non-negative number")
-        return number
-
-    def get_prob(self, key: str, default: float) -> float:
-        value = self.get_float(key, default)
-        if value >= 1.0:
-            raise PlanError(f"{self.where}.{key}", value, "a probability below 1")
-        return value
-
-    def optional_int(self, key: str) -> int | None:
-        value = self.config.get(key)
-        if value is None:
-            return None
-        if not _whole_number(value):
-            raise PlanError(f"{self.where}.{key}", value, "an integer or null")
-        return int(value)
-
-
-def model_from_hf_config(config: Mapping[str, Any], name: str | None = None) -> ModelSpec:
-    """Build a :class:`ModelSpec` from the contents of a Hugging Face ``config.json``.
-
-    Only reads values; nothing in the config is executed (``auto_map`` and remote code are
-    ignored). Raises :class:`PlanError` naming the offending key.
-    """
-    return _model_from_hf_config(config, name, nested=False)
-
-
-def _model_from_hf_config(config: Mapping[str, Any], name: str | None, *, nested: bool) -> ModelSpec:
-    if not isinstance(config, Mapping):
-        raise PlanError("config", type(config).__name__, "a JSON object")
-    model_type = config.get("model_type")
-    # Multimodal wrappers keep the language model in text_config: one level, never nested further.
-    if not nested and isinstance(config.get("text_config"), Mapping) and model_type not in SUPPORTED_MODEL_TYPES:
-        text = dict(config["text_config"])
-        text.setdefault("tie_word_embeddings", config.get("tie_word_embeddings", text.get("tie_word_embeddings")))
-        return _model_from_hf_config(text, name, nested=True)
-    if not isinstance(model_type, str) or model_type not in SUPPORTED_MODEL_TYPES:
-        raise PlanError(
-            "config.model_type", model_type, "one of " + ", ".join(SUPPORTED_MODEL_TYPES), "unknown architecture"
-        )
-    r = _Reader(config, "config")
-    given = config.get("_name_or_path")
-    label = name or (given.strip()[:MAX_NAME_CHARS] if isinstance(given, str) and given.strip() else model_type)
-    if model_type == "gpt2":
-        d = r.get_int("n_embd", "hidden_size")
-        heads = r.get_int("n_head", "num_attention_heads")
-        inner = r.get_int("n_inner", default=4 * d)
-        positions = r.get_int("n_positions", "max_position_embeddings", default=1024)
-        return ModelSpec(
-            name=label,
-            family="gpt2",
-            vocab_size=r.get_int("vocab_size"),
-            hidden_size=d,
-            num_layers=r.get_int("n_layer", "num_hidden_layers"),
-            num_heads=heads,
-            num_kv_heads=heads,
-            head_dim=_divide(d, heads, "config.n_head"),
-            intermediate_size=inner,
-            gated_mlp=False,
-            tie_embeddings=r.get_bool("tie_word_embeddings", True),
-            qkv_bias=True,
-            o_bias=True,
-            mlp_bias=True,
-            norm="layernorm",
-            norms_per_layer=2,
-            learned_positions=positions,
-            max_position_embeddings=positions,
-            fused_qkv=True,
-            activation=r.get_str("activation_function", "gelu_new"),
-            dropout=r.get_prob("resid_pdrop", 0.1),
-            attention_dropout=r.get_prob("attn_pdrop", 0.1),
-        )
-
-    d = r.get_int("hidden_size")
-    heads = r.get_int("num_attention_heads")
-    kv_heads = r.get_int("num_key_value_heads", default=heads)
-    head_dim = r.get_int("head_dim", default=_divide(d, heads, "config.num_attention_heads"))
-    layers = r.get_int("num_hidden_layers")
-    window = r.optional_int("sliding_window")
-    window_layers = 0
-    tie_default = model_type in ("gemma", "gemma2", "gemma3_text")
-    family = model_type
-    qkv_bias = r.get_bool("attention_bias", False)
-    o_bias = qkv_bias
-    norms_per_layer = 2
-    experts, per_token = 1, 1
-    intermediate = r.get_int("intermediate_size")
-    fused_qkv = fused_gate_up = False
-
-    if model_type == "qwen2":
-        qkv_bias, o_bias = True, False  # Qwen2Attention: bias on q/k/v only
-        use_window = r.get_bool("use_sliding_window", False)
-        if window is not None and use_window:
-            max_window_layers = r.get_int("max_window_layers", default=layers)
-            window_layers = max(0, layers - max_window_layers)
-        else:
-            window = None
-    elif model_type in ("gemma2", "gemma3_text"):
-        norms_per_layer = 4  # input, post-attention, pre- and post-feedforward RMSNorms
-        if window is not None:
-            window_layers = layers // 2 if model_type == "gemma2" else layers - layers // 6
-    elif model_type == "mistral" or model_type == "mixtral":
-        window_layers = layers if window is not None else 0
-    elif model_type == "phi3":
-        fused_qkv = fused_gate_up = True
-        context = r.get_int("max_position_embeddings", default=4096)
-        window_layers = layers if window is not None and window < context else 0
-        if not window_layers:
-            window = None
-    else:
-        window = None
-    if model_type == "mixtral":
-        experts = r.get_int("num_local_experts")
-        per_token = r.get_int("num_experts_per_tok", default=2)
-    elif model_type == "qwen2_moe":
-        raise PlanError(
-            "config.model_type", model_type, "a dense or Mixtral-style model", "shared experts are not modelled"
-        )
-
-    return ModelSpec(
-        name=label,
-        family=family,
-        vocab_size=r.get_int("vocab_size"),
-        hidden_size=d,
-        num_layers=layers,
-        num_heads=heads,
-        num_kv_heads=kv_heads,
-        head_dim=head_dim,
-        intermediate_size=intermediate,
-        gated_mlp=True,
-        tie_embeddings=r.get_bool("tie_word_embeddings", tie_default),
-        qkv_bias=qkv_bias,
-        o_bias=o_bias,
-        mlp_bias=r.get_bool("mlp_bias", False),
-        norm="rmsnorm",
-        norms_per_layer=norms_per_layer,
-        learned_positions=0,
-        num_experts=experts,
-        experts_per_token=per_token,
-        sliding_window=window if window_layers else None,
-        sliding_window_layers=window_layers,
-        max_position_embeddings=r.get_int("max_position_embeddings", default=4096),
-        fused_qkv=fused_qkv,
-        fused_gate_up=fused_gate_up,
-        activation=r.get_str("hidden_activation", r.get_str("hidden_act", "silu")),
-        dropout=r.get_prob("resid_pdrop", 0.0),
-        attention_dropout=r.get_prob("attention_dropout", 0.0),
-        attn_softcap=r.get_float("attn_logit_softcapping", 0.0),
-        final_softcap=r.get_float("final_logit_softcapping", 0.0),
-    )
-
-
-def _divide(a: int, b: int, where: str) -> int:
-    if b <= 0 or a % b:
-        raise PlanError(where, b, f"a positive divisor of {a}")
-    return a // b
 
 
 def model_from_dict(data: Mapping[str, Any], where: str = "model") -> ModelSpec:

@@ -24,7 +24,7 @@ from PySide6.QtCore import QCoreApplication, QEvent, QPointF, QRectF, Qt, Signal
 from PySide6.QtGui import QBrush, QColor, QFont, QPainter, QPicture, QStaticText, QTransform
 from PySide6.QtWidgets import QVBoxLayout, QWidget
 
-from core.accounting import BUCKET_LABELS, BucketKey
+from core.breakdown import BUCKET_LABELS, BucketKey
 from core.estimate import Estimate
 from core.measurement import Measurement
 from gui.format import Unit, memory, unit_scale

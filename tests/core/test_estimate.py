@@ -6,7 +6,7 @@ from dataclasses import replace
 
 import pytest
 
-from core.accounting import BucketKey
+from core.breakdown import BucketKey
 from core.catalogue import find_model
 from core.detailed import layer_activations
 from core.estimate import Estimate, Verdict, estimate

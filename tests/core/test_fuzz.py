@@ -24,7 +24,8 @@ from core import planfile
 from core.catalogue import load_gpus, load_models
 from core.errors import PlanError, PlanFileError
 from core.estimate import Estimate, estimate
-from core.model import LIMITS, LORA_TARGETS, MAX_PARAMS, ModelSpec, model_from_hf_config
+from core.hfconfig import model_from_hf_config
+from core.model import LIMITS, LORA_TARGETS, MAX_PARAMS, ModelSpec
 from core.plan import (
     MAX_BATCH,
     MAX_SEQ,

@@ -14,7 +14,7 @@ from dataclasses import replace
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from core.accounting import BucketKey
+from core.breakdown import BucketKey
 from core.estimate import Estimate, estimate
 from core.plan import MAX_BATCH, MAX_SEQ, Accounting, Attention, Method, Optimizer, Plan, Precision, Quant, Sharding
 from core.presets import plan_for_model

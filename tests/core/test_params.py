@@ -6,7 +6,8 @@ import pytest
 
 from core.catalogue import find_model, load_models
 from core.errors import PlanError
-from core.model import model_from_hf_config, normalise_lora_targets
+from core.hfconfig import model_from_hf_config
+from core.model import normalise_lora_targets
 
 # Published totals, by model: the `published_params` of resources/models.json, each entry
 # citing its source (safetensors index total_size ÷ bytes per parameter, or the count on
