@@ -3,6 +3,10 @@
 ``vramplan estimate ...`` prints an estimate;
 ``vramplan models`` and ``vramplan gpus`` list the catalogues. Bad input exits with
 status 2 and one line on stderr, never a traceback.
+
+A subcommand builds its text and :func:`main` writes it through :func:`write_output`, the
+one output guard (no stdout, unencodable characters, terminal control characters, a full
+disk); a new subcommand does the same rather than printing.
 """
 
 from __future__ import annotations
