@@ -3,6 +3,10 @@
 ``vramplan estimate ...`` prints an estimate;
 ``vramplan models`` and ``vramplan gpus`` list the catalogues. Bad input exits with
 status 2 and one line on stderr, never a traceback.
+
+A subcommand builds its text and :func:`main` writes it through :func:`write_output`, the
+one output guard (no stdout, unencodable characters, terminal control characters, a full
+disk); a new subcommand does the same rather than printing.
 """
 
 from __future__ import annotations
@@ -518,7 +522,15 @@ def _list_gpus(as_json: bool) -> str:
 
 
 class OutputError(Exception):
-    """Standard output could not take the text (a full disk, a closed pipe)."""
+    """Standard output could not take the text (a full disk, a closed pipe).
+
+    ``quiet`` for a pipe closed by its reader (``vramplan models | head -1``): as Unix
+    tools do, that ends the program without a message.
+    """
+
+    def __init__(self, message: str, quiet: bool = False) -> None:
+        super().__init__(message)
+        self.quiet = quiet
 
 
 def write_output(text: str, stream: TextIO | None) -> None:
@@ -547,7 +559,7 @@ def write_output(text: str, stream: TextIO | None) -> None:
     except (OSError, ValueError) as exc:  # UnicodeEncodeError is a ValueError; so is a closed file
         _discard_pending(stream)
         reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
-        raise OutputError(f"cannot write the output ({one_line(reason)})") from None
+        raise OutputError(f"cannot write the output ({one_line(reason)})", isinstance(exc, BrokenPipeError)) from None
 
 
 def _discard_pending(stream: TextIO) -> None:
@@ -595,7 +607,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         _say(f"vramplan: {one_line(str(exc))}\n")
         return 2
     except OutputError as exc:
-        _say(f"vramplan: {exc}\n")
+        if not exc.quiet:
+            _say(f"vramplan: {exc}\n")
         return 1
     except KeyboardInterrupt:
         return 130

@@ -272,6 +272,7 @@ def load(path: str | os.PathLike[str]) -> Plan:
 # a save of a few kB takes milliseconds.
 TEMP_MARK: Final = "vramplan-save-"
 STALE_TEMP_SECONDS: Final = 60.0
+_TEMP_STEM_CHARS: Final = 100  # of the target's name in a temporary's: 255-byte names still save
 _TEMP_NAME: Final = re.compile(r"^\.(?P<target>.+)\.(?:" + TEMP_MARK + r"[A-Za-z0-9_]+|[a-z0-9_]{8})\.tmp$")
 
 
@@ -289,6 +290,12 @@ def _new_file_mode() -> int:
     return 0o666 & ~mask
 
 
+def _temp_stem(target_name: str) -> str:
+    """The target's name as a temporary's name carries it (shortened, so that the
+    temporary's name stays within the 255 bytes a file name may have)."""
+    return target_name if len(target_name.encode()) <= _TEMP_STEM_CHARS else target_name[: _TEMP_STEM_CHARS // 4]
+
+
 def remove_stale_temporaries(folder: str | os.PathLike[str], target_name: str | None = None) -> int:
     """Remove the temporary files interrupted saves left in ``folder`` (of ``target_name``
     only, if given) that are older than :data:`STALE_TEMP_SECONDS`; the number removed.
@@ -304,7 +311,7 @@ def remove_stale_temporaries(folder: str | os.PathLike[str], target_name: str | 
         return 0
     for entry in entries:
         match = _TEMP_NAME.match(entry.name)
-        if match is None or (target_name is not None and match.group("target") != target_name):
+        if match is None or (target_name is not None and match.group("target") != _temp_stem(target_name)):
             continue
         try:
             info = entry.stat(follow_symlinks=False)
@@ -349,7 +356,7 @@ def atomic_write_text(path: str | os.PathLike[str], text: str) -> None:
     target, existing = _save_target(path)
     folder = target.parent
     remove_stale_temporaries(folder, target.name)
-    fd, temp = tempfile.mkstemp(prefix=f".{target.name}.{TEMP_MARK}", suffix=".tmp", dir=folder)
+    fd, temp = tempfile.mkstemp(prefix=f".{_temp_stem(target.name)}.{TEMP_MARK}", suffix=".tmp", dir=folder)
     try:
         with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as handle:
             if hasattr(os, "fchmod"):

@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-from html import escape
-
 from PySide6.QtCore import QSignalBlocker, Qt, Signal
 from PySide6.QtGui import QFont, QFontDatabase
 from PySide6.QtWidgets import QComboBox, QLabel, QTextBrowser, QVBoxLayout, QWidget
 
 from core.estimate import Estimate
 from gui.format import Unit, memory
+from gui.plaintext import html as escape  # the one escape for text shown in rich labels
 
 INFERENCE = "inference"
 

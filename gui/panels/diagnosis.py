@@ -10,7 +10,6 @@ controller. Applying a remedy hands its plan to the plan controller as one undoa
 from __future__ import annotations
 
 from dataclasses import dataclass
-from html import escape
 
 from PySide6.QtCore import QSignalBlocker, Qt, Signal
 from PySide6.QtGui import QHideEvent, QPalette, QShowEvent
@@ -40,6 +39,7 @@ from gui.diagnosis_controller import DiagnosisController, DiagnosisReport
 from gui.display_state import Display, DisplayState
 from gui.format import Unit, memory
 from gui.panels.verdict import VERDICT_STYLE, badge_text_colour, margin_text
+from gui.plaintext import html as escape  # the one escape for text shown in rich labels
 
 FAILURE_PHASES = {
     Failure.FIRST_STEP: "at load / the first optimizer step",
