@@ -17,7 +17,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Final
 
-from core.activations import LayerActs, layer_activations, loss_memory, outside_blocks
+from core.activations import LayerActs, LossMemory, layer_activations, loss_memory, outside_blocks
 from core.attention import backward_workspace, kernel_note
 from core.breakdown import Breakdown, Bucket, BucketKey, Phase, StepPhase, Term, gb, make_bucket, sci
 from core.optimizer import optimizer_step_temporary, optimizer_terms
@@ -122,6 +122,7 @@ class _Parts:
     layer_grads: Term
     head_grad: list[Term]
     embed_grad: float
+    loss: LossMemory
 
 
 def _shard(parts: list[Term], shards: int) -> list[Term]:
@@ -189,6 +190,7 @@ def _parts(plan: Plan, counts: ParamCounts, dt: Dtypes) -> _Parts:
         layer_grads=layer_grads,
         head_grad=head_grad,
         embed_grad=embed_grad,
+        loss=loss_memory(plan),
     )
 
 
@@ -198,7 +200,7 @@ def _held_gradients(plan: Plan, parts: _Parts) -> Bucket:
 
 
 def forward_phase(plan: Plan, parts: _Parts) -> Phase:
-    activations = parts.kept + parts.outside + loss_memory(plan).forward
+    activations = parts.kept + parts.outside + parts.loss.forward
     return Phase(
         "forward + loss",
         (
@@ -238,7 +240,7 @@ def backward_phases(plan: Plan, parts: _Parts, dt: Dtypes) -> list[Phase]:
             w_backward,
             _held_gradients(plan, parts),
             optim,
-            make_bucket(BucketKey.ACTIVATIONS, parts.kept + parts.outside + loss_memory(plan).backward),
+            make_bucket(BucketKey.ACTIVATIONS, parts.kept + parts.outside + parts.loss.backward),
         ),
         "start of the backward pass: activations still held, the loss gradient being formed",
         StepPhase.BACKWARD_START,

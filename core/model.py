@@ -296,6 +296,28 @@ class ModelSpec:
         shared = 3 * d * self.shared_expert_size
         return self.num_layers * (attn + mlp + shared)
 
+    def layer_tensors(self) -> int:
+        """Parameter tensors of one block as transformers creates them (weights and biases
+        apart, fused projections as one, each MoE projection of all experts as one 3-D tensor)."""
+        norm = 2 if self.norm == "layernorm" else 1
+        attn = (2 if self.fused_qkv else 4) + (0 if not self.qkv_bias else 1 if self.fused_qkv else 3)
+        attn += (1 if self.o_bias else 0) + (2 if self.qk_norm else 0) + (1 if self.attention_sinks else 0)
+        if self.num_experts > 1:
+            mlp = 2 + (2 if self.mlp_bias else 0) + 1 + (1 if self.router_bias else 0)
+            mlp += 4 if self.shared_expert_size else 0  # shared gate, up, down and its sigmoid gate
+        else:
+            mlp = (2 if self.fused_gate_up or not self.gated_mlp else 3) * (2 if self.mlp_bias else 1)
+        return attn + mlp + self.norms_per_layer * norm
+
+    def outside_tensors(self, embedding: bool = True, head: bool = True) -> int:
+        """Embedding (and learned positions), the final norm and an untied head."""
+        n = 2 if self.norm == "layernorm" else 1
+        if embedding:
+            n += 1 + (1 if self.learned_positions else 0)
+        if head and not self.tie_embeddings:
+            n += 1
+        return n
+
     # ---- LoRA -------------------------------------------------------------------
     def lora_params(self, rank: int, targets: tuple[str, ...]) -> int:
         """Exact adapter size: r·(in + out) per adapted matrix (PEFT's lora_A and lora_B).

@@ -21,11 +21,44 @@ OPT8_BLOCK: Final = 256
 OPT8_MIN_SIZE: Final = 4096
 
 ADAM_FAMILY: Final = (Optimizer.ADAMW, Optimizer.ADAM)
+# The caching allocator's smallest block (c10/cuda/CUDACachingAllocator.cpp kMinBlockSize):
+# what a one-element tensor on the GPU occupies.
+MIN_BLOCK_BYTES: Final = 512
+
+
+def trainable_tensors(plan: Plan) -> int:
+    """How many parameter tensors train (fused Adam keeps one GPU step counter for each)."""
+    model = plan.model
+    if plan.adapter_based:
+        per_matrix = 3 if plan.method is Method.DORA else 2  # lora_A, lora_B (, magnitude)
+        return model.num_layers * per_matrix * sum(c for _, _, c in model.adapted_matrices(plan.lora.targets))
+    layers = model.num_layers - (plan.frozen_layers if plan.method is Method.FROZEN else 0)
+    outside = model.outside_tensors(embedding=plan.method is Method.FULL)
+    return layers * model.layer_tensors() + outside
+
+
+def small_state_terms(plan: Plan) -> list[Term]:
+    """One-element tensors on the GPU, one 512-byte block each: fused Adam's step counters
+    (``_init_group``: ``torch.zeros((), device=p.device)`` when fused; foreach and for-loop
+    keep them on the CPU) and a GradScaler's scale, growth tracker and found-inf flag
+    (torch/amp/grad_scaler.py)."""
+    terms = []
+    if plan.optimizer in ADAM_FAMILY and plan.optimizer_impl is OptimizerImpl.FUSED:
+        n = trainable_tensors(plan)
+        terms.append(Term("fused Adam step counters on the GPU", f"{n} tensors × 512 B", n * MIN_BLOCK_BYTES))
+    if plan.grad_scaler:
+        terms.append(Term("GradScaler scale, growth tracker, found-inf", "3 × 512 B", 3 * MIN_BLOCK_BYTES))
+    return terms
 
 
 def optimizer_terms(plan: Plan, counts: ParamCounts, dt: Dtypes) -> list[Term]:
     """The state torch.optim / bitsandbytes allocate, in the trainable parameters' dtype
-    (``torch.zeros_like(param)`` in adam.py / sgd.py ``_init_group``)."""
+    (``torch.zeros_like(param)`` in adam.py / sgd.py ``_init_group``), and the one-element
+    tensors beside it."""
+    return _state_terms(plan, counts, dt) + small_state_terms(plan)
+
+
+def _state_terms(plan: Plan, counts: ParamCounts, dt: Dtypes) -> list[Term]:
     t = counts.trainable
     b = dt.grad
     opt = plan.optimizer

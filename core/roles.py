@@ -53,7 +53,22 @@ def compute_dtype(plan: Plan) -> Dtype:
     return AUTOCAST_DTYPE[plan.autocast] if plan.autocast is not Autocast.NONE else model_dtype(plan)
 
 
+_LAST: tuple[Plan | None, Dtypes | None] = (None, None)
+
+
 def dtypes_for(plan: Plan) -> Dtypes:
+    """The dtypes of ``plan``; one estimate asks several times for the same (immutable)
+    plan, so the last answer is kept (one tuple, replaced whole: safe across threads)."""
+    global _LAST
+    last_plan, last = _LAST
+    if last_plan is plan and last is not None:
+        return last
+    result = _dtypes_for(plan)
+    _LAST = (plan, result)
+    return result
+
+
+def _dtypes_for(plan: Plan) -> Dtypes:
     model = model_dtype(plan)
     autocast = plan.autocast is not Autocast.NONE
     compute = compute_dtype(plan)
