@@ -1,0 +1,63 @@
+"""The diagnosis controller: the work runs in a worker thread, and the latest plan wins."""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+from core.presets import default_plan
+from core.verdict import Mode
+from gui.controller import PlanController
+from gui.diagnosis_controller import DiagnosisController, DiagnosisReport, DiagnosisRequest, run_request
+from gui.display_state import DisplayState
+
+
+def test_diagnosis_runs_off_the_gui_thread_and_the_latest_plan_wins(qtbot: Any) -> None:
+    plans = PlanController(default_plan())
+    diagnoser = DiagnosisController(plans, DisplayState())
+    gate = threading.Event()
+    ran: list[tuple[int, bool]] = []  # (micro-batch, on the GUI thread?)
+
+    def run(request: DiagnosisRequest) -> DiagnosisReport:
+        ran.append((request.plan.workload.micro_batch, threading.current_thread() is threading.main_thread()))
+        if len(ran) == 1:
+            assert gate.wait(10)  # hold the first job while the user keeps editing
+        return run_request(request)
+
+    diagnoser.run = run
+    reports: list[DiagnosisReport] = []
+    diagnoser.diagnosed.connect(reports.append)
+    diagnoser.set_active(True)  # the tab is shown: diagnose the plan at once
+    qtbot.waitUntil(lambda: len(ran) == 1, timeout=3000)
+    for value in (2, 3, 4, 5):  # edits while the first job runs
+        plans.set_plan(plans.plan.with_workload(micro_batch=value), key="micro_batch")
+        diagnoser.request_now()
+    gate.set()
+    qtbot.waitUntil(lambda: bool(reports), timeout=10_000)
+    qtbot.wait(50)
+
+    # Two jobs: the held one and the latest edit; 2, 3 and 4 were replaced before they ran.
+    assert [value for value, _ in ran] == [default_plan().workload.micro_batch, 5]
+    assert not any(on_gui for _, on_gui in ran)
+    # One answer, for the latest plan only: the first job's answer was already old.
+    assert len(reports) == 1 and reports[0].request.plan == plans.plan
+    assert reports[0].diagnosis.estimate.plan.workload.micro_batch == 5
+    assert not diagnoser.stale
+    diagnoser.shutdown()
+
+
+def test_a_hidden_tab_asks_for_nothing_and_a_new_mode_asks_again(qtbot: Any) -> None:
+    plans = PlanController(default_plan())
+    display = DisplayState()
+    diagnoser = DiagnosisController(plans, display)
+    plans.set_plan(plans.plan.with_workload(micro_batch=3))
+    qtbot.wait(200)
+    assert diagnoser.runs == 0  # inactive: no work
+    reports: list[DiagnosisReport] = []
+    diagnoser.diagnosed.connect(reports.append)
+    diagnoser.set_active(True)
+    qtbot.waitUntil(lambda: len(reports) == 1, timeout=10_000)
+    display.set_mode(Mode.INFERENCE)
+    qtbot.waitUntil(lambda: len(reports) == 2, timeout=10_000)
+    assert reports[-1].diagnosis.mode is Mode.INFERENCE
+    diagnoser.shutdown()
