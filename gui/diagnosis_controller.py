@@ -93,6 +93,8 @@ class DiagnosisController(QObject):
         self._timer.setInterval(SETTLE_MS)
         self._timer.timeout.connect(self._submit_latest)
         self._finished.connect(self._on_finished)
+        executor = self._executor  # not self: the Python wrapper may outlive the C++ object
+        self.destroyed.connect(lambda *_: executor.shutdown(wait=False, cancel_futures=True))
         plans.estimateChanged.connect(self._on_plan)
         display.changed.connect(self._on_display)
 

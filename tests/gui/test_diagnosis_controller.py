@@ -61,3 +61,26 @@ def test_a_hidden_tab_asks_for_nothing_and_a_new_mode_asks_again(qtbot: Any) -> 
     qtbot.waitUntil(lambda: len(reports) == 2, timeout=10_000)
     assert reports[-1].diagnosis.mode is Mode.INFERENCE
     diagnoser.shutdown()
+
+
+def test_an_error_in_the_worker_reaches_the_gui_thread(qtbot: Any) -> None:
+    """A failure in the worker is raised again in the GUI thread, where the crash handler
+    reports it, and the controller stays usable."""
+    plans = PlanController(default_plan())
+    diagnoser = DiagnosisController(plans, DisplayState())
+
+    def broken(request: DiagnosisRequest) -> DiagnosisReport:
+        raise ValueError("broken on purpose")
+
+    diagnoser.run = broken
+    with qtbot.capture_exceptions() as exceptions:
+        diagnoser.set_active(True)
+        qtbot.waitUntil(lambda: bool(exceptions), timeout=5000)
+    assert isinstance(exceptions[0][1], ValueError)
+    assert not diagnoser.busy
+    diagnoser.run = run_request
+    reports: list[DiagnosisReport] = []
+    diagnoser.diagnosed.connect(reports.append)
+    diagnoser.request_now()
+    qtbot.waitUntil(lambda: bool(reports), timeout=10_000)
+    diagnoser.shutdown()
