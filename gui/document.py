@@ -15,11 +15,12 @@ from PySide6.QtWidgets import QWidget
 
 from core import planfile
 from core.errors import PlanError, PlanFileError
-from core.importer import import_model
+from core.importer import ImportedModel
 from core.plan import Plan
 from core.presets import default_plan
-from gui import dialogs
+from gui import dialogs, plaintext
 from gui.controller import PlanController
+from gui.model_import import ModelImporter
 from gui.settings import Settings
 
 UNTITLED = "Untitled plan"
@@ -44,11 +45,18 @@ class Document(QObject):
         self.settings = settings
         self.dialog_parent = dialog_parent
         self.path: str | None = None
+        # A folder's safetensors headers are read in a worker, with progress and Cancel.
+        self.model_importer = ModelImporter(dialog_parent)
+        self.model_importer.imported.connect(self._use_imported)
+        self.model_importer.failed.connect(
+            lambda message: dialogs.error(self.dialog_parent, "Cannot read the model", message)
+        )
 
     # ---- reading -------------------------------------------------------------------
     @property
     def name(self) -> str:
-        return Path(self.path).name if self.path else UNTITLED
+        """The file's name for titles and menus, with control characters made visible."""
+        return plaintext.window_title(Path(self.path).name) if self.path else UNTITLED
 
     @property
     def modified(self) -> bool:
@@ -154,13 +162,15 @@ class Document(QObject):
             path = dialogs.open_folder(self.dialog_parent, "Open a model folder (with config.json)", self.folder())
         else:
             path = dialogs.open_file(self.dialog_parent, "Open config.json", dialogs.CONFIG_FILTER, self.folder())
-        if not path:
-            return
-        try:
-            model = import_model(path).spec
-        except (PlanFileError, PlanError) as error:
-            dialogs.error(self.dialog_parent, "Cannot read the model", str(error))
-            return
+        if path:
+            self.model_importer.read(path)
+
+    @property
+    def importing(self) -> bool:
+        return self.model_importer.running
+
+    def _use_imported(self, imported: ImportedModel) -> None:
+        model = imported.spec
         refused = self.controller.update("model", lambda plan: plan.on_model(model), "Import model")
         if refused is not None:
             dialogs.error(self.dialog_parent, "Cannot use the model", str(refused))

@@ -25,7 +25,7 @@ from core.measurement import Measurement, load_measurement
 from core.plan import Accounting, Plan
 from core.presets import LESSON_EXAMPLES, default_plan
 from core.verdict import Mode
-from gui import dialogs
+from gui import dialogs, plaintext
 from gui.chart import MemoryChart
 from gui.controller import PlanController
 from gui.diagnosis_controller import DiagnosisController
@@ -308,7 +308,7 @@ class MainWindow(QMainWindow):
         toolbar.addActions(list(self.unit_actions.values()))
 
     def _build_status(self) -> None:
-        self.problem = QLabel()
+        self.problem = plaintext.plain_label(QLabel())  # rejected values come from files too
         self.problem.setObjectName("problemLabel")
         self.problem.setAccessibleName("Input problem")
         self.problem.setStyleSheet("color: #D55E00; font-weight: 600;")
@@ -436,13 +436,17 @@ class MainWindow(QMainWindow):
     def import_model(self, kind: str = "file") -> None:
         self.document.import_model(kind)
 
+    @property
+    def importing(self) -> bool:
+        return self.document.importing
+
     def _fill_recent(self) -> None:
         self.recent_menu.clear()
         files = self.settings.recent_files
         for index, path in enumerate(files):
-            action = self.recent_menu.addAction(f"&{index + 1} {Path(path).name}")
-            action.setToolTip(path)
-            action.setStatusTip(path)
+            action = self.recent_menu.addAction(f"&{index + 1} {plaintext.menu_text(Path(path).name)}")
+            action.setToolTip(plaintext.tooltip(path))
+            action.setStatusTip(plaintext.escape_controls(path))
             action.triggered.connect(lambda _c=False, p=path: self.document.open_recent(p))
         if files:
             self.recent_menu.addSeparator()
