@@ -3,7 +3,8 @@ judged by estimating the changed plan, and the cheapest combination of them that
 
 No remedy carries arithmetic of its own: its verdict, total and cost come from
 :func:`core.estimate.estimate` of its plan and :func:`core.verdict.judge`. Training kinds are
-here; the serving kinds live in :mod:`core.serving_remedies`.
+here; the serving kinds live in :mod:`core.serving_remedies`. One concern past 400 lines:
+the kinds, their small transforms and the search over combinations of them read together.
 """
 
 from __future__ import annotations
