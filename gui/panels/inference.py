@@ -5,8 +5,10 @@ from __future__ import annotations
 from PySide6.QtWidgets import QWidget
 
 from core.estimate import Estimate
+from core.verdict import VERDICT_LABELS
 from gui.format import Unit, memory
 from gui.panels.figures import FiguresPanel
+from gui.panels.verdict import VERDICT_STYLE
 
 ROWS = (
     ("weights", "Weights", "The model's weights as stored for serving."),
@@ -48,7 +50,8 @@ class InferencePanel(FiguresPanel):
         v["max_context"].setText(
             f"{inf.max_context:,} tokens × {plan.concurrent:,}" if inf.max_context else "none at this concurrency"
         )
-        verdict = "✔ fits" if inf.fits else "✖ does not fit"
+        # The core's serving verdict, three states as for training (core.verdict.judge).
+        verdict = f"{VERDICT_STYLE[inf.verdict][0]} {VERDICT_LABELS[inf.verdict].lower()}"
         assert self.headline is not None
         self.headline.setText(
             f"<b>{verdict}</b>: {plan.concurrent:,} request(s) of {plan.context:,} tokens need "

@@ -50,8 +50,11 @@ def test_lesson_7b_on_an_a100_reads_over_headroom(window: MainWindow) -> None:
     assert f"{memory(est.capacity_bytes - est.total_bytes)} under the card's capacity" in headline
 
 
-def test_serving_verdict_has_the_over_headroom_band_too(window: MainWindow) -> None:
+def test_serving_verdict_has_the_over_headroom_band_too(qtbot: Any, window: MainWindow) -> None:
     """The serving badge was decided in the view as fits / out of memory only."""
+    window.show()
+    qtbot.waitExposed(window)
+    window.tabs.setCurrentWidget(window.inference_panel)
     window.set_chart_mode("inference")
     base = default_plan()
     banded = next(
@@ -63,3 +66,5 @@ def test_serving_verdict_has_the_over_headroom_band_too(window: MainWindow) -> N
     window.controller.set_plan(banded)
     assert "Serving: over headroom" in window.verdict.badge.text()
     assert "under the card's capacity" in window.verdict.headline.text()
+    assert window.inference_panel.headline is not None
+    assert "over headroom" in window.inference_panel.headline.text()  # the Serving tab said "fits"
