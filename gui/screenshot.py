@@ -53,7 +53,7 @@ def render(
         if diagnosis:
             import time
 
-            deadline = time.monotonic() + 30  # the diagnosis runs in a worker thread
+            deadline = time.monotonic() + 30  # the diagnosis runs in a worker process
             while window.diagnosis.stale and time.monotonic() < deadline:
                 app.processEvents()
                 time.sleep(0.01)

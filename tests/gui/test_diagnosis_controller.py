@@ -1,7 +1,9 @@
-"""The diagnosis controller: the work runs in a worker thread, and the latest plan wins."""
+"""The diagnosis controller: the work runs off the GUI thread (a worker process in the app), and
+the latest plan wins."""
 
 from __future__ import annotations
 
+import multiprocessing
 import threading
 from typing import Any
 
@@ -14,7 +16,7 @@ from gui.display_state import DisplayState
 
 def test_diagnosis_runs_off_the_gui_thread_and_the_latest_plan_wins(qtbot: Any) -> None:
     plans = PlanController(default_plan())
-    diagnoser = DiagnosisController(plans, DisplayState())
+    diagnoser = DiagnosisController(plans, DisplayState(), worker="thread")  # a stand-in `run` below
     gate = threading.Event()
     ran: list[tuple[int, bool]] = []  # (micro-batch, on the GUI thread?)
 
@@ -47,9 +49,11 @@ def test_diagnosis_runs_off_the_gui_thread_and_the_latest_plan_wins(qtbot: Any) 
 
 
 def test_a_hidden_tab_asks_for_nothing_and_a_new_mode_asks_again(qtbot: Any) -> None:
+    """With the app's own worker: a separate process (not the GUI thread, nor any thread)."""
     plans = PlanController(default_plan())
     display = DisplayState()
     diagnoser = DiagnosisController(plans, display)
+    assert diagnoser._worker == "process"
     plans.set_plan(plans.plan.with_workload(micro_batch=3))
     qtbot.wait(200)
     assert diagnoser.runs == 0  # inactive: no work
@@ -57,6 +61,7 @@ def test_a_hidden_tab_asks_for_nothing_and_a_new_mode_asks_again(qtbot: Any) -> 
     diagnoser.diagnosed.connect(reports.append)
     diagnoser.set_active(True)
     qtbot.waitUntil(lambda: len(reports) == 1, timeout=10_000)
+    assert [p.name for p in multiprocessing.active_children()]  # the worker process that ran it
     display.set_mode(Mode.INFERENCE)
     qtbot.waitUntil(lambda: len(reports) == 2, timeout=10_000)
     assert reports[-1].diagnosis.mode is Mode.INFERENCE
@@ -67,7 +72,7 @@ def test_an_error_in_the_worker_reaches_the_gui_thread(qtbot: Any) -> None:
     """A failure in the worker is raised again in the GUI thread, where the crash handler
     reports it, and the controller stays usable."""
     plans = PlanController(default_plan())
-    diagnoser = DiagnosisController(plans, DisplayState())
+    diagnoser = DiagnosisController(plans, DisplayState(), worker="thread")
 
     def broken(request: DiagnosisRequest) -> DiagnosisReport:
         raise ValueError("broken on purpose")
