@@ -73,6 +73,22 @@ class Diagnosis:
     pins: frozenset[Pin] = frozenset()
 
     @property
+    def largest(self) -> tuple[str, float]:
+        """The largest part of what is judged in this mode: a training bucket, or for serving
+        the weights, KV cache, activations or overhead."""
+        if self.mode is Mode.INFERENCE:
+            inf = self.estimate.inference
+            parts = {
+                "Weights": inf.weights_bytes,
+                "KV cache": inf.kv_cache_bytes,
+                "Activations": inf.activation_bytes,
+                "Overhead": inf.overhead_bytes,
+            }
+            name = max(parts, key=lambda k: parts[k])
+            return name, parts[name]
+        return BUCKET_LABELS[self.dominant], self.estimate.bucket(self.dominant).bytes
+
+    @property
     def verdict(self) -> Verdict:
         return self.judgement.verdict
 

@@ -34,6 +34,13 @@ run_request = report  # the work itself, pure: core.diagnosis.report
 
 Worker = Literal["process", "thread"]
 _PROCESS_POOL: ProcessPoolExecutor | None = None
+# Set when the worker process could not run (a script without an ``if __name__ == "__main__"``
+# guard re-runs itself in a spawned process and breaks it): this session then uses threads.
+_PROCESSES_BROKEN = False
+
+
+class _WorkerLost(Exception):
+    """The worker process died: the request is run again in a thread."""
 
 
 def _process_pool() -> ProcessPoolExecutor:
@@ -47,7 +54,8 @@ def _process_pool() -> ProcessPoolExecutor:
 
 
 def _drop_process_pool(pool: Executor) -> None:
-    global _PROCESS_POOL
+    global _PROCESS_POOL, _PROCESSES_BROKEN
+    _PROCESSES_BROKEN = True
     if pool is _PROCESS_POOL:
         _PROCESS_POOL = None
         pool.shutdown(wait=False, cancel_futures=True)
@@ -157,7 +165,7 @@ class DiagnosisController(QObject):
         self._start(request)
 
     def _pool(self) -> Executor:
-        if self._worker == "process":
+        if self._worker == "process" and not _PROCESSES_BROKEN:
             return _process_pool()
         if self._thread_pool is None:
             self._thread_pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="diagnosis")
@@ -178,9 +186,9 @@ class DiagnosisController(QObject):
         outcome: object
         try:
             outcome = future.result()
-        except BrokenProcessPool as error:
-            _drop_process_pool(pool)  # the worker died; the next request starts a new one
-            outcome = error
+        except BrokenProcessPool:
+            _drop_process_pool(pool)
+            outcome = _WorkerLost()
         except Exception as error:  # handed to the GUI thread, which raises it there
             outcome = error
         with contextlib.suppress(RuntimeError):  # the window closed meanwhile: nobody is waiting
@@ -189,6 +197,9 @@ class DiagnosisController(QObject):
     def _on_finished(self, request: DiagnosisRequest, outcome: object) -> None:
         self._running = None
         waiting, self._waiting = self._waiting, None
+        if isinstance(outcome, _WorkerLost):
+            self._start(waiting or request)  # in a thread from now on
+            return
         if isinstance(outcome, Exception):
             if waiting is not None:
                 self._start(waiting)

@@ -31,7 +31,6 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from core.breakdown import BUCKET_LABELS
 from core.diagnosis import PIN_LABELS, SYMPTOMS, Curve, Diagnosis, Failure, Pin, Symptom
 from core.estimate import Estimate
 from core.plan import Accounting
@@ -121,6 +120,7 @@ class DiagnosisPanel(QScrollArea):
         form = QFormLayout()
         form.setFieldGrowthPolicy(QFormLayout.FieldGrowthPolicy.AllNonFixedFieldsGrow)
         form.setRowWrapPolicy(QFormLayout.RowWrapPolicy.WrapLongRows)
+        self._figures_form = form
         self.figures: dict[str, QLabel] = {}
         for key, label, tip in (
             ("state", "State before activations", "Weights + gradients + optimizer state + overhead"),
@@ -359,11 +359,11 @@ class DiagnosisPanel(QScrollArea):
             )
         margin = margin_text(judged, est.plan.hardware.headroom, u)
         what = "serving total" if d.mode is Mode.INFERENCE else "peak + overhead"
-        dominant = BUCKET_LABELS[d.dominant]
+        largest, largest_bytes = d.largest
         card = escape(est.gpu.name)
         self.headline.setText(
             f"{margin} ({what} {memory(judged.total_bytes, u)} of {memory(judged.usable_bytes, u)} usable on {card})"
-            f"<br>Largest bucket: <b>{dominant}</b>, {memory(est.bucket(d.dominant).bytes, u)}"
+            f"<br>Largest part: <b>{largest}</b>, {memory(largest_bytes, u)}"
         )
 
         # Over-headroom runs may start: they fail later, on fragmentation, if at all.
@@ -381,6 +381,8 @@ class DiagnosisPanel(QScrollArea):
         self.figures["total"].setText(memory(est.total_bytes, u))
         self.figures["eval"].setText(memory(d.eval_bytes, u))
         self.figures["usable"].setText(f"{memory(d.usable_bytes, u)} of {memory(est.capacity_bytes, u)}")
+        for key in ("state", "total", "eval"):  # the training step's figures: not what serving is judged on
+            self._figures_form.setRowVisible(self.figures[key], d.mode is Mode.TRAINING)
 
         self._show_remedies(d)
         self._show_limits(d)

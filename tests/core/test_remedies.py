@@ -96,6 +96,10 @@ def test_inference_mode_judges_serving_and_lists_serving_remedies_first() -> Non
     assert serving.mode is Mode.INFERENCE and not serving.judgement.fits
     assert serving.failure is Failure.SERVING
     assert serving.judgement == estimate(plan).judgement(Mode.INFERENCE)
+    # The largest part is the serving one (the KV cache of 200 long requests), not a training bucket.
+    inf = estimate(plan).inference
+    assert serving.largest == ("KV cache", inf.kv_cache_bytes)
+    assert inf.kv_cache_bytes > max(inf.weights_bytes, inf.activation_bytes)
     kinds = {r.kind for r in serving.remedies}
     assert RemedyKind.KV_FP8 in kinds and all(r.serving for r in serving.remedies)
     for remedy in serving.remedies:

@@ -89,3 +89,27 @@ def test_an_error_in_the_worker_reaches_the_gui_thread(qtbot: Any) -> None:
     diagnoser.request_now()
     qtbot.waitUntil(lambda: bool(reports), timeout=10_000)
     diagnoser.shutdown()
+
+
+def test_a_dead_worker_process_falls_back_to_a_thread(qtbot: Any, monkeypatch: Any) -> None:
+    """A script without a main guard breaks a spawned worker; the tab must still answer."""
+    from concurrent.futures import Future, ThreadPoolExecutor
+    from concurrent.futures.process import BrokenProcessPool
+
+    import gui.diagnosis_controller as module
+
+    class DeadPool(ThreadPoolExecutor):
+        def submit(self, *_args: Any, **_kwargs: Any) -> Future[Any]:
+            future: Future[Any] = Future()
+            future.set_exception(BrokenProcessPool("the worker died"))
+            return future
+
+    monkeypatch.setattr(module, "_PROCESS_POOL", DeadPool(max_workers=1))
+    monkeypatch.setattr(module, "_PROCESSES_BROKEN", False)
+    diagnoser = DiagnosisController(PlanController(default_plan()), DisplayState())
+    reports: list[DiagnosisReport] = []
+    diagnoser.diagnosed.connect(reports.append)
+    diagnoser.set_active(True)
+    qtbot.waitUntil(lambda: bool(reports), timeout=10_000)
+    assert module._PROCESSES_BROKEN and diagnoser.runs == 2  # the lost job, then again in a thread
+    diagnoser.shutdown()
