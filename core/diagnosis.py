@@ -109,7 +109,7 @@ class Diagnosis:
         """The cause in words; it names the largest bucket only where that bucket is the cause."""
         dom = BUCKET_LABELS[self.dominant].lower()
         if self.failure is Failure.NONE:
-            return f"Fits with room to spare; the largest bucket is {dom}."
+            return f"Fits with room to spare; the largest part is {self.largest[0].lower()}."
         cause = SYMPTOM_BY_FAILURE[self.failure].cause
         if self.failure is Failure.FIRST_STEP:
             tail = f" The largest of them is {dom}." if self.dominant in _STATE_BUCKETS else ""
