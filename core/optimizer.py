@@ -86,7 +86,8 @@ def adafactor_state_elements(plan: Plan) -> int:
         return model.num_layers * per_layer
     per_layer = sum(fi + fo for fi, fo in model.linear_shapes().values())
     per_layer += model.norms_per_layer * model.hidden_size
-    layers = model.num_layers - plan.frozen_layers
+    # frozen_layers is kept on a plan that left the frozen-layers method (Plan.with_method).
+    layers = model.num_layers - (plan.frozen_layers if plan.method is Method.FROZEN else 0)
     embeds = 0 if plan.method is Method.FROZEN else model.vocab_size + model.hidden_size
     head = 0 if model.tie_embeddings else model.vocab_size + model.hidden_size
     return layers * per_layer + embeds + head + model.hidden_size

@@ -15,6 +15,11 @@ EXIT_AFTER_PAINT = "VRAMPLAN_EXIT_AFTER_PAINT"
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    # The Diagnosis tab's worker process (gui.diagnosis_controller) is started with "spawn":
+    # in the frozen app that re-runs this executable, which must then become the worker.
+    import multiprocessing
+
+    multiprocessing.freeze_support()
     args = list(sys.argv[1:] if argv is None else argv)
     if args and args[0] in CLI_COMMANDS:
         from core.cli import main as cli_main

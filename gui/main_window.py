@@ -1,4 +1,9 @@
-"""The main window: forms on the left, verdict and chart in the centre, panels on the right."""
+"""The main window: forms on the left, verdict and chart in the centre, panels on the right.
+
+It builds the widgets, menus and docks and wires them to the controllers; the document
+life-cycle is gui.document's, the diagnosis gui.diagnosis_controller's, and how things are
+shown gui.display_state's. Past 400 lines because it lays out every action and dock.
+"""
 
 from __future__ import annotations
 

@@ -67,6 +67,15 @@ def render(
             window.resizeDocks([window.plan_dock, window.details_dock], [330, 470], Qt.Orientation.Horizontal)
         for _ in range(5):
             app.processEvents()
+        if diagnosis:
+            import time
+
+            deadline = time.monotonic() + 30  # the diagnosis runs in a worker process
+            while window.diagnosis.stale and time.monotonic() < deadline:
+                app.processEvents()
+                time.sleep(0.01)
+            for _ in range(5):
+                app.processEvents()
         if not window.grab().save(path):
             raise OSError(f"cannot write {path}")
         window.controller.undo_stack.setClean()

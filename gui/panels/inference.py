@@ -6,8 +6,10 @@ from PySide6.QtWidgets import QWidget
 
 from core.estimate import Estimate
 from core.serving.formats import ENGINE_LABELS, Engine
+from core.verdict import VERDICT_LABELS
 from gui.format import Unit, memory
 from gui.panels.figures import FiguresPanel
+from gui.panels.verdict import VERDICT_STYLE
 
 ROWS = (
     ("engine", "Engine", "How the engine spends the card: a static batch (generate) or a paged pool (vLLM)."),
@@ -90,7 +92,8 @@ def _headline(estimate: Estimate, u: Unit) -> str:
             f"<b>{'✔' if inf.fits else '▲'} {name} holds {inf.kv_cache_tokens:,} tokens of KV cache</b>: "
             f"{min(inf.max_concurrent, plan.concurrent):,} requests of {plan.context:,} tokens at once{queue}."
         )
-    verdict = "✔ fits" if inf.fits else "✖ does not fit"
+    # The core's serving verdict, three states as for training (core.verdict.judge).
+    verdict = f"{VERDICT_STYLE[inf.verdict][0]} {VERDICT_LABELS[inf.verdict].lower()}"
     return (
         f"<b>{verdict}</b>: {plan.concurrent:,} request(s) of {plan.context:,} tokens need "
         f"{memory(inf.total_bytes, u)} of {memory(inf.budget_bytes, u)} usable."

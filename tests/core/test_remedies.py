@@ -96,6 +96,10 @@ def test_inference_mode_judges_serving_and_lists_serving_remedies_first() -> Non
     assert serving.mode is Mode.INFERENCE and not serving.judgement.fits
     assert serving.failure is Failure.SERVING
     assert serving.judgement == estimate(plan).judgement(Mode.INFERENCE)
+    # The largest part is the serving one (the KV cache of 200 long requests), not a training bucket.
+    inf = estimate(plan).inference
+    assert serving.largest == ("KV cache", inf.kv_cache_bytes)
+    assert inf.kv_cache_bytes > max(inf.weights_bytes, inf.activation_bytes)
     kinds = {r.kind for r in serving.remedies}
     assert RemedyKind.KV_FP8 in kinds and all(r.serving for r in serving.remedies)
     for remedy in serving.remedies:
@@ -125,7 +129,7 @@ def test_a_bigger_card_is_priced_per_card_with_its_source(monkeypatch: pytest.Mo
     plan = _plan("llama-3.2-3b", Method.LORA, "rtx-4090", 1, 4096)
     unpriced = remedies.remedies_for(plan)
     card = next(r for r in unpriced if r.kind is RemedyKind.BIGGER_CARD)
-    assert "no catalogue price" in card.title
+    assert "the catalogue has no price for this card" in card.cost
     assert card.plan.hardware.price_per_gpu_hour == plan.hardware.price_per_gpu_hour
 
     # Two fitting cards with made-up test prices: the cheaper per hour is chosen, and its
@@ -140,8 +144,7 @@ def test_a_bigger_card_is_priced_per_card_with_its_source(monkeypatch: pytest.Mo
     )
     others = [g for g in load_gpus() if g.id not in (h100.id, a100.id)]
     monkeypatch.setattr(remedies, "load_gpus", lambda: (*others, h100, a100))
-    monkeypatch.setattr(remedies, "_priced", True, raising=False)
     card = next(r for r in remedies.remedies_for(plan) if r.kind is RemedyKind.BIGGER_CARD)
     assert card.plan.hardware.gpu == a100.id
     assert card.plan.hardware.price_per_gpu_hour == 3.0
-    assert "$3.00 per hour: test price, 2026-01" in card.title
+    assert "about $3.00 per GPU-hour (test price, 2026-01)" in card.cost
