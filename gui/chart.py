@@ -575,6 +575,7 @@ class MemoryChart(QWidget):
         """A narrower plot: bar names on two lines, the legend in fewer columns (and the axis
         top raised so that it covers no bar)."""
         self._fit_legend()
+        self._view_range = (0, 0.0, "")  # a new size: the axis top is chosen afresh, not kept
         self._redraw()
 
     def _slot_width(self) -> float:
