@@ -300,7 +300,8 @@ class FloatField(_TypedNumber, QDoubleSpinBox):
         if value is None:
             return f"is not a number from {low} to {high}"
         if value != round(value, self.decimals()) and self.minimum() <= value <= self.maximum():
-            return f"has more than {self.decimals()} decimals; allowed {low} to {high}"
+            places = "one decimal place" if self.decimals() == 1 else f"{self.decimals()} decimal places"
+            return f"has more than {places}; allowed {low} to {high}"
         return _range_problem(value, low, high, self.minimum(), self.maximum())
 
     def keyPressEvent(self, event: QKeyEvent) -> None:
