@@ -28,6 +28,7 @@ from core.breakdown import BUCKET_LABELS, BucketKey
 from core.estimate import VERDICT_LABELS, Estimate
 from core.measurement import Measurement
 from core.plan import METHOD_LABELS
+from core.verdict import Mode as Judged
 from gui.format import Unit, memory, unit_scale
 from gui.plotstyle import OKABE_ITO, style_plot
 
@@ -113,16 +114,13 @@ def caption_lines(estimate: Estimate, mode: Mode, unit: Unit) -> list[str]:
         f"micro-batch {w.micro_batch} × {w.seq_len:,} tokens, gradient accumulation {w.grad_accum}, "
         f"{plan.accounting.value} accounting",
     ]
+    judged = estimate.judgement(Judged.INFERENCE if mode == "inference" else Judged.TRAINING)
     if mode == "inference":
-        serving = estimate.inference
         lines[1] = f"serving {plan.inference.concurrent:,} × {plan.inference.context:,} tokens"
-        total, verdict = serving.total_bytes, serving.verdict
-        label = next((text for key, text in VERDICT_LABELS.items() if key.value == verdict), verdict)
-    else:
-        total, label = estimate.total_bytes, VERDICT_LABELS[estimate.verdict]
     lines.append(
-        f"{label}: {memory(total, unit)} of {memory(estimate.capacity_bytes, unit)} per GPU "
-        f"(usable with {plan.hardware.headroom:.0%} headroom: {memory(estimate.usable_bytes, unit)})"
+        f"{VERDICT_LABELS[judged.verdict]}: {memory(judged.total_bytes, unit)} of "
+        f"{memory(judged.capacity_bytes, unit)} per GPU "
+        f"(usable with {plan.hardware.headroom:.0%} headroom: {memory(judged.usable_bytes, unit)})"
     )
     return lines
 
@@ -695,7 +693,8 @@ class MemoryChart(QWidget):
             self._paint_export(painter, lines, width, height)
         finally:
             painter.end()
-        if not image.save(path, "PNG"):
+        # PySide6 6.x takes the format as str at run time, whatever its stubs say.
+        if not image.save(path, "PNG"):  # type: ignore[call-overload]
             raise OSError(f"cannot write {path}")
 
     def export_svg(self, path: str) -> None:

@@ -43,13 +43,13 @@ class ClearIndicators(QProxyStyle):
         super().drawPrimitive(element, option, painter, widget)
         if element is not QStyle.PrimitiveElement.PE_IndicatorCheckBox:
             return
-        palette = option.palette  # type: ignore[attr-defined]
+        palette = option.palette
         edge = _mix(palette.color(QPalette.ColorRole.Text), palette.color(QPalette.ColorRole.Window), 0.6)
         painter.save()
         painter.setRenderHint(QPainter.RenderHint.Antialiasing)
         painter.setPen(QPen(edge, 1.2))
         painter.setBrush(Qt.BrushStyle.NoBrush)
-        rect = QRectF(option.rect).adjusted(0.6, 0.6, -0.6, -0.6)  # type: ignore[attr-defined]
+        rect = QRectF(option.rect).adjusted(0.6, 0.6, -0.6, -0.6)
         painter.drawRoundedRect(rect, 2, 2)
         painter.restore()
 

@@ -27,6 +27,8 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from core import units
+
 # Vermillion from the Okabe-Ito palette: the same colour marks "wrong" everywhere.
 INVALID_STYLE = "border: 2px solid #D55E00; border-radius: 3px;"
 
@@ -112,7 +114,7 @@ class _TypedNumber:
     def _problem(self, body: str) -> str:
         raise NotImplementedError
 
-    def validate(self, text: str, pos: int) -> object:
+    def validate(self, text: str, pos: int, /) -> tuple[QValidator.State, str, int]:
         # Never Invalid: Qt would drop the keystroke, and the user would see another number.
         state = self._qt_state(text)
         return (QValidator.State.Intermediate if state is QValidator.State.Invalid else state, text, pos)
@@ -230,7 +232,7 @@ class IntField(_TypedNumber, QSpinBox):
                 self.setSuffix(unit)
 
     def _qt_state(self, text: str) -> QValidator.State:
-        return QSpinBox.validate(self, text, 0)[0]  # type: ignore[index]
+        return QSpinBox.validate(self, text, 0)[0]
 
     def _problem(self, body: str) -> str:
         allowed = f"{self.minimum():,} to {self.maximum():,}"
@@ -292,7 +294,7 @@ class FloatField(_TypedNumber, QDoubleSpinBox):
         self.valueChanged.connect(lambda shown: self.edited.emit(shown / self._scale))
 
     def _qt_state(self, text: str) -> QValidator.State:
-        return QDoubleSpinBox.validate(self, text, 0)[0]  # type: ignore[index]
+        return QDoubleSpinBox.validate(self, text, 0)[0]
 
     def _problem(self, body: str) -> str:
         low, high = f"{self.minimum():g}", f"{self.maximum():g}"
@@ -325,23 +327,12 @@ class FloatField(_TypedNumber, QDoubleSpinBox):
                 self.setValue(shown)
 
 
-_MULTIPLIERS = {"": 1, "k": 10**3, "m": 10**6, "b": 10**9, "g": 10**9, "t": 10**12, "p": 10**15}
-_NUMBER = re.compile(r"^([0-9]*\.?[0-9]+(?:e[+-]?[0-9]+)?)\s*([kmbgtp]?)$")
-
-
 def parse_count(text: str) -> int | None:
-    """'6.7e9', '6,700,000,000', '20M', '1.5 B' → an integer; None when it is not one."""
-    cleaned = text.strip().lower().replace(",", "").replace("_", "").replace(" ", "").replace("\u202f", "")
-    match = _NUMBER.match(cleaned)
-    if not match:
-        return None
+    """The count ``text`` stands for (:func:`core.units.parse_count`), or None."""
     try:
-        value = float(match.group(1)) * _MULTIPLIERS[match.group(2)]
-    except (OverflowError, ValueError):
+        return units.parse_count(text)
+    except ValueError:
         return None
-    if not math.isfinite(value) or (value != int(value) and abs(value - round(value)) > 1e-6 * max(1.0, value)):
-        return None
-    return round(value)
 
 
 class CountField(QLineEdit):
@@ -389,8 +380,14 @@ class CountField(QLineEdit):
     def _problem(self) -> str | None:
         if self.value() is not None:
             return None
+        text = self.text()
+        try:
+            units.parse_count(text)
+            why = "is out of range"
+        except ValueError as exc:
+            why = str(exc)
         return (
-            f"{self._name}: “{self.text().strip()}” is not a count "
+            f"{self._name}: “{text.strip()}” {why}; expected a count "
             f"from {self._minimum:,} to {self._maximum:.3g} {self._unit}"
         )
 
