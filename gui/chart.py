@@ -82,14 +82,19 @@ def training_bars(estimate: Estimate, measurement: Measurement | None) -> list[B
 def inference_bars(estimate: Estimate, measurement: Measurement | None) -> list[BarSpec]:
     inf = estimate.inference
     plan = estimate.plan.inference
+    label = (
+        f"vLLM pool: {inf.kv_cache_tokens:,} tokens"
+        if inf.engine == "vllm"
+        else f"{plan.concurrent:,} × {plan.context:,} tokens"
+    )
     return [
         BarSpec(
-            f"{plan.concurrent:,} × {plan.context:,} tokens",
+            label,
             {
                 "weights": inf.weights_bytes,
                 "kv_cache": inf.kv_cache_bytes,
                 "activations": inf.activation_bytes,
-                "overhead": inf.overhead_bytes,
+                "overhead": inf.overhead_bytes + inf.non_torch_bytes,
             },
             inf.total_bytes,
         )
@@ -693,8 +698,8 @@ class MemoryChart(QWidget):
             self._paint_export(painter, lines, width, height)
         finally:
             painter.end()
-        # PySide6 6.x takes the format as str at run time, whatever its stubs say.
-        if not image.save(path, "PNG"):  # type: ignore[call-overload]
+        saved = image.save(path, "PNG")  # type: ignore[call-overload]  # stubs say bytes; PySide6 wants str
+        if not saved:
             raise OSError(f"cannot write {path}")
 
     def export_svg(self, path: str) -> None:

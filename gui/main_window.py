@@ -175,11 +175,10 @@ class MainWindow(QMainWindow):
         self.diagnosis_button.hide()
         grid.addWidget(self.diagnosis_button, 0, 1, Qt.AlignmentFlag.AlignVCenter)
         grid.setColumnStretch(0, 1)
-        self.plan_warning = QLabel()
+        self.plan_warning = plaintext.plain_label(QLabel())  # model names come from files
         self.plan_warning.setObjectName("planWarning")
         self.plan_warning.setAccessibleName("Plan warning")
         self.plan_warning.setWordWrap(True)
-        self.plan_warning.setTextFormat(Qt.TextFormat.PlainText)  # model names come from files
         self.plan_warning.setStyleSheet("color: #D55E00; font-weight: 600;")
         self.plan_warning.hide()
         grid.addWidget(self.plan_warning, 1, 0, 1, 2)
@@ -401,8 +400,7 @@ class MainWindow(QMainWindow):
         if text != self.plan_warning.text():
             self.plan_warning.setText(text)
         self.plan_warning.setVisible(bool(text))
-        judged = estimate.judgement(Mode.INFERENCE if self.chart.mode == "inference" else Mode.TRAINING)
-        self.diagnosis_button.setVisible(not judged.fits)
+        self.diagnosis_button.setVisible(not estimate.judgement(self.display.mode).fits)
 
     def _place_accounting(self, lesson: bool) -> None:
         """Lesson accounting asks for P and T: its form moves up, under the model, to be seen."""
@@ -493,6 +491,13 @@ class MainWindow(QMainWindow):
     def set_chart_mode(self, mode: str) -> None:
         self.display.set_mode(mode)
 
+    def _show_forms_for(self, mode: str) -> None:
+        """Inference mode: the serving form, no training-only forms; Training mode the reverse."""
+        serving = mode == "inference"
+        self.serving_form.setVisible(serving)
+        for form in (self.method_form, self.workload_form, self.accounting_form):
+            form.setVisible(not serving)
+
     def set_unit(self, unit: Unit) -> None:
         self.display.set_unit(unit)
 
@@ -507,6 +512,8 @@ class MainWindow(QMainWindow):
             (self.inference_action if mode is Mode.INFERENCE else self.training_action).setChecked(True)
             self.chart.set_mode(mode.value)
             self.verdict.set_mode(mode.value)
+            self.compute_panel.set_mode(mode.value)
+            self._show_forms_for(mode.value)
             self.settings.chart_mode = mode.value
         if shown is None or display.unit != shown.unit:
             unit = display.unit
@@ -576,19 +583,11 @@ class MainWindow(QMainWindow):
             action = self.recent_menu.addAction(f"&{index + 1} {plaintext.menu_text(Path(path).name)}")
             action.setToolTip(plaintext.tooltip(path))
             action.setStatusTip(plaintext.escape_controls(path))
-            action.triggered.connect(lambda _c=False, p=path: self._open_recent(p))
+            action.triggered.connect(lambda _c=False, p=path: self.document.open_recent(p))
         if files:
             self.recent_menu.addSeparator()
             self.recent_menu.addAction("Clear the list", self.settings.clear_recent)
         self.recent_menu.setEnabled(bool(files))
-
-    def _open_recent(self, path: str) -> None:
-        if not os.path.isfile(path):
-            # A file moved or deleted since: say so, and take it off the list.
-            self.settings.remove_recent(path)
-            dialogs.error(self, "Cannot open the plan", f"{path} no longer exists; it has been taken off Open Recent.")
-            return
-        self.document.open_recent(path)
 
     def load_measurement(self) -> None:
         path = dialogs.open_file(self, "Load measurement", dialogs.MEASUREMENT_FILTER, self.document.folder())

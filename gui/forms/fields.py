@@ -380,16 +380,14 @@ class CountField(QLineEdit):
     def _problem(self) -> str | None:
         if self.value() is not None:
             return None
-        text = self.text()
+        text = self.text().strip()
         try:
             units.parse_count(text)
             why = "is out of range"
         except ValueError as exc:
-            why = str(exc)
-        return (
-            f"{self._name}: “{text.strip()}” {why}; expected a count "
-            f"from {self._minimum:,} to {self._maximum:.3g} {self._unit}"
-        )
+            why = str(exc)  # the parser's reason: "1,5B" is ambiguous, "abc" is not a number
+        expected = f"a count from {self._minimum:,} to {self._maximum:.3g} {self._unit}"
+        return f"{self._name}: “{text}” {why}; expected {expected}"
 
     def _check(self, _text: str) -> None:
         # Typing is only checked: a count applies when committed (Enter or leaving the box), so

@@ -130,7 +130,7 @@ def test_a_missing_recent_file_leaves_the_list(window: MainWindow, tmp_path: Pat
     gone = str(tmp_path / "gone.vramplan.json")
     window.settings.add_recent(gone)
     window._fill_recent()
-    action = next(a for a in window.recent_menu.actions() if "gone.vramplan.json" in a.text())
+    action = next(a for a in window.recent_menu.actions() if a.statusTip() == gone)
     action.trigger()
     assert gone not in window.settings.recent_files
     assert any("gone.vramplan.json" in message for message in fake_dialogs.errors())
