@@ -96,10 +96,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     serving = "--serving" in args
     try:
         size = _option(args, "--size", f"{WIDTH}x{HEIGHT}")
-        width, height = (int(part) for part in size.lower().split("x"))
+        parts = size.lower().split("x")
+        if len(parts) != 2 or not all(part.isdigit() for part in parts):
+            raise ValueError(f"--size {size!r} is not WIDTHxHEIGHT in pixels, e.g. 1280x720")
+        width, height = int(parts[0]), int(parts[1])
+        if not (320 <= width <= 8000 and 240 <= height <= 8000):
+            raise ValueError(f"--size {size}: width 320 to 8,000 and height 240 to 8,000 pixels")
         theme = _option(args, "--theme", "light")
-        if theme not in ("light", "dark") or not (320 <= width <= 8000 and 240 <= height <= 8000):
-            raise ValueError(f"--size {size} --theme {theme}")
+        if theme not in ("light", "dark"):
+            raise ValueError(f"--theme {theme!r} is not light or dark")
     except ValueError as error:
         print(f"gui.screenshot: {error}; {USAGE}", file=sys.stderr)
         return 2
