@@ -124,6 +124,11 @@ def test_a_sequence_past_the_context_window_is_shown(qtbot: Any, window: MainWin
     window.controller.set_plan(plan)
     assert window.plan_warning.isVisible()
     assert "131,072" in window.plan_warning.text() and "1,000,000" in window.plan_warning.text()
+    qtbot.wait(10)
+    # The banner grows for the warning instead of squeezing the verdict above it.
+    assert window.verdict.height() >= window.verdict.sizeHint().height()
+    warning = window.plan_warning
+    assert warning.height() >= warning.heightForWidth(warning.width())
     window.controller.undo_stack.undo()
     assert window.plan_warning.isHidden()
 
