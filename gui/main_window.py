@@ -54,7 +54,7 @@ APP_NAME = "VRAM Planner"
 # Side docks: least widths that keep every form row and the tab names readable, and the share
 # of the window each takes at first (then they keep their share as the window is resized).
 DETAILS_MIN_WIDTH = 260
-DOCK_SHARES = (0.25, 0.31)
+DOCK_SHARES = (0.25, 0.35)
 CHART_SHARE = 0.36
 
 

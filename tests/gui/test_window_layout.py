@@ -8,7 +8,15 @@ from typing import Any
 import pytest
 from PySide6.QtCore import QPoint
 from PySide6.QtGui import QFontMetrics
-from PySide6.QtWidgets import QAbstractButton, QAbstractSpinBox, QComboBox, QLabel, QLineEdit, QWidget
+from PySide6.QtWidgets import (
+    QAbstractButton,
+    QAbstractSpinBox,
+    QComboBox,
+    QLabel,
+    QLineEdit,
+    QScrollArea,
+    QWidget,
+)
 
 from core.estimate import Verdict
 from core.plan import Method, Precision
@@ -93,6 +101,18 @@ def test_nothing_is_clipped(qtbot: Any, window: MainWindow, width: int, height: 
         # Before: "Dia…" at 1920 × 1080, the Details dock kept at 340 px.
         assert bar.rect().contains(rect), bar.tabText(index)
         assert rect.width() >= bar.tabSizeHint(index).width(), bar.tabText(index)
+
+
+def test_at_1920_every_details_tab_fits_its_dock(qtbot: Any, window: MainWindow) -> None:
+    """A page that scrolls only up and down is cut on the right when it is wider than the dock
+    (the Diagnosis, 628 px at least, was cut in a 595 px dock)."""
+    shown_at(qtbot, window, 1920, 1080)
+    for index in range(window.tabs.count()):
+        window.tabs.setCurrentIndex(index)
+        page = window.tabs.widget(index)
+        if isinstance(page, QScrollArea) and page.widget() is not None:
+            need = page.widget().minimumSizeHint().width()
+            assert need <= page.viewport().width(), window.tabs.tabText(index)
 
 
 def test_the_panels_grow_with_the_window(qtbot: Any, window: MainWindow) -> None:
