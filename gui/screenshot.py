@@ -28,7 +28,7 @@ def render(
     serving: bool = False,
 ) -> None:
     os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
-    from PySide6.QtCore import QSettings, Qt
+    from PySide6.QtCore import QSettings
     from PySide6.QtWidgets import QApplication
 
     from gui.settings import Settings
@@ -61,10 +61,9 @@ def render(
             )
             window.controller.reset(plan.with_inference(engine="vllm", context=8192, concurrent=51))
             window.tabs.setCurrentWidget(window.compute_panel)
+        # The window sizes its docks itself (a share of the width, never below what the forms
+        # need): a fixed [330, 470] squeezed the Diagnosis at 1920 px and the forms at 1280 px.
         window.show()
-        if diagnosis or serving:
-            # A wider Details column so the remedies table reads without scrolling.
-            window.resizeDocks([window.plan_dock, window.details_dock], [330, 470], Qt.Orientation.Horizontal)
         for _ in range(5):
             app.processEvents()
         if not window.grab().save(path):
