@@ -28,6 +28,7 @@ from core.breakdown import BUCKET_LABELS, BucketKey
 from core.estimate import VERDICT_LABELS, Estimate
 from core.measurement import Measurement
 from core.plan import METHOD_LABELS
+from core.verdict import Mode as Judged
 from gui.format import Unit, memory, unit_scale
 from gui.plotstyle import OKABE_ITO, style_plot
 
@@ -118,16 +119,13 @@ def caption_lines(estimate: Estimate, mode: Mode, unit: Unit) -> list[str]:
         f"micro-batch {w.micro_batch} × {w.seq_len:,} tokens, gradient accumulation {w.grad_accum}, "
         f"{plan.accounting.value} accounting",
     ]
+    judged = estimate.judgement(Judged.INFERENCE if mode == "inference" else Judged.TRAINING)
     if mode == "inference":
-        serving = estimate.inference
         lines[1] = f"serving {plan.inference.concurrent:,} × {plan.inference.context:,} tokens"
-        total, verdict = serving.total_bytes, serving.verdict
-        label = next((text for key, text in VERDICT_LABELS.items() if key.value == verdict), verdict)
-    else:
-        total, label = estimate.total_bytes, VERDICT_LABELS[estimate.verdict]
     lines.append(
-        f"{label}: {memory(total, unit)} of {memory(estimate.capacity_bytes, unit)} per GPU "
-        f"(usable with {plan.hardware.headroom:.0%} headroom: {memory(estimate.usable_bytes, unit)})"
+        f"{VERDICT_LABELS[judged.verdict]}: {memory(judged.total_bytes, unit)} of "
+        f"{memory(judged.capacity_bytes, unit)} per GPU "
+        f"(usable with {plan.hardware.headroom:.0%} headroom: {memory(judged.usable_bytes, unit)})"
     )
     return lines
 
@@ -580,6 +578,7 @@ class MemoryChart(QWidget):
         """A narrower plot: bar names on two lines, the legend in fewer columns (and the axis
         top raised so that it covers no bar)."""
         self._fit_legend()
+        self._view_range = (0, 0.0, "")  # a new size: the axis top is chosen afresh, not kept
         self._redraw()
 
     def _slot_width(self) -> float:

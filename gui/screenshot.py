@@ -28,7 +28,7 @@ def render(
     serving: bool = False,
 ) -> None:
     os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
-    from PySide6.QtCore import QSettings, Qt
+    from PySide6.QtCore import QSettings
     from PySide6.QtWidgets import QApplication
 
     from gui.settings import Settings
@@ -61,10 +61,9 @@ def render(
             )
             window.controller.reset(plan.with_inference(engine="vllm", context=8192, concurrent=51))
             window.tabs.setCurrentWidget(window.compute_panel)
+        # The window sizes its docks itself (a share of the width, never below what the forms
+        # need): a fixed [330, 470] squeezed the Diagnosis at 1920 px and the forms at 1280 px.
         window.show()
-        if diagnosis or serving:
-            # A wider Details column so the remedies table reads without scrolling.
-            window.resizeDocks([window.plan_dock, window.details_dock], [330, 470], Qt.Orientation.Horizontal)
         for _ in range(5):
             app.processEvents()
         if diagnosis:
@@ -105,10 +104,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     serving = "--serving" in args
     try:
         size = _option(args, "--size", f"{WIDTH}x{HEIGHT}")
-        width, height = (int(part) for part in size.lower().split("x"))
+        parts = size.lower().split("x")
+        if len(parts) != 2 or not all(part.isdigit() for part in parts):
+            raise ValueError(f"--size {size!r} is not WIDTHxHEIGHT in pixels, e.g. 1280x720")
+        width, height = int(parts[0]), int(parts[1])
+        if not (320 <= width <= 8000 and 240 <= height <= 8000):
+            raise ValueError(f"--size {size}: width 320 to 8,000 and height 240 to 8,000 pixels")
         theme = _option(args, "--theme", "light")
-        if theme not in ("light", "dark") or not (320 <= width <= 8000 and 240 <= height <= 8000):
-            raise ValueError(f"--size {size} --theme {theme}")
+        if theme not in ("light", "dark"):
+            raise ValueError(f"--theme {theme!r} is not light or dark")
     except ValueError as error:
         print(f"gui.screenshot: {error}; {USAGE}", file=sys.stderr)
         return 2
