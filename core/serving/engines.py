@@ -168,7 +168,8 @@ class EngineMemory:
     non_torch_bytes: float
     overhead_bytes: float  # CUDA context
     peak_bytes: float  # allocator level (torch)
-    total_bytes: float  # what the process takes of the card
+    total_bytes: float  # what the plan needs at once (judged by core.verdict)
+    footprint_bytes: float  # what the process holds on the card (vllm: card × utilisation + context)
     budget_bytes: float  # what the process may take (hf: capacity less headroom; vllm: the card)
     kv_cache_tokens: int  # tokens the cache holds (hf: B × context; vllm: GPU KV cache size)
     max_concurrency: float  # requests of the plan's context that fit (vllm: as it logs it)
@@ -237,6 +238,7 @@ def hf_memory(plan: Plan, gpu: GpuSpec, layout: RankLayout) -> EngineMemory:
         overhead_bytes=SERVING_OVERHEAD_BYTES,
         peak_bytes=peak,
         total_bytes=total,
+        footprint_bytes=total,
         budget_bytes=usable,
         kv_cache_tokens=inf.concurrent * inf.context,
         max_concurrency=float(max_b),
@@ -339,6 +341,7 @@ def vllm_memory(plan: Plan, gpu: GpuSpec, layout: RankLayout) -> EngineMemory:
         overhead_bytes=SERVING_OVERHEAD_BYTES,
         peak_bytes=peak,
         total_bytes=need,  # what the plan's requests need at once (vLLM itself takes card × utilisation)
+        footprint_bytes=requested + SERVING_OVERHEAD_BYTES,
         budget_bytes=float(gpu.memory_bytes),  # gpu_memory_utilization is vLLM's own headroom
         kv_cache_tokens=kv_tokens,
         max_concurrency=concurrency,
@@ -387,6 +390,7 @@ def sglang_memory(plan: Plan, gpu: GpuSpec, layout: RankLayout) -> EngineMemory:
         overhead_bytes=SERVING_OVERHEAD_BYTES,
         peak_bytes=layout.weights_bytes + tokens * cell,
         total_bytes=need,  # weights + the plan's requests' tokens; SGLang itself takes the static fraction
+        footprint_bytes=total * fraction + reserved,
         budget_bytes=float(gpu.memory_bytes),
         kv_cache_tokens=tokens,
         max_concurrency=concurrency,

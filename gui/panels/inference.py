@@ -20,7 +20,8 @@ ROWS = (
     ("non_torch", "Outside torch", "vLLM: memory allocated outside PyTorch since start-up."),
     ("overhead", "CUDA context", "The process's CUDA context, outside the allocator."),
     ("peak", "Peak (allocator)", "What torch.cuda.max_memory_allocated would report on one GPU."),
-    ("total", "Of the card", "generate: peak + context; vLLM: card × gpu_memory_utilization + context."),
+    ("total", "Needed at once", "What the plan's requests need together: the figure the verdict judges."),
+    ("footprint", "Held on the card", "generate: peak + context; vLLM: card × gpu_memory_utilization + context."),
     ("concurrency", "Concurrency", "Requests of this context served at once."),
     ("scheduler", "Scheduler", "vLLM's max_num_seqs and max_num_batched_tokens (its defaults for the card)."),
     ("max_context", "Longest context", "Longest context that fits (vLLM: for one request)."),
@@ -57,6 +58,7 @@ class InferencePanel(FiguresPanel):
         v["overhead"].setText(memory(inf.overhead_bytes, u))
         v["peak"].setText(memory(inf.peak_bytes, u))
         v["total"].setText(f"<b>{memory(inf.total_bytes, u)}</b>")
+        v["footprint"].setText(memory(inf.footprint_bytes, u))
         if pooled:
             v["concurrency"].setText(f"{inf.max_concurrency:.2f}× for {plan.context:,} tokens per request")
         else:
