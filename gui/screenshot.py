@@ -3,7 +3,8 @@
 Used for the README's docs/screenshot.png (the start-up plan) and, with ``--diagnosis``,
 docs/diagnosis.png (the lesson's 7B model, full 16-bit fine-tuning, on a 24 GB card, with
 the Diagnosis tab open); ``--serving`` renders docs/serving.png (Llama 3.1 8B on one H100
-with vLLM's defaults, Compute tab). No user settings are read or written (a temporary folder).
+with vLLM's defaults, Compute tab). ``--size 1280x720`` and ``--theme dark`` render the sizes
+and themes a README shows. No user settings are read or written (a temporary folder).
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ def render(
     *,
     mode: str = "training",
     diagnosis: bool = False,
+    theme: str = "light",
     serving: bool = False,
 ) -> None:
     os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
@@ -37,7 +39,7 @@ def render(
     with tempfile.TemporaryDirectory() as folder:
         QSettings.setPath(QSettings.Format.IniFormat, QSettings.Scope.UserScope, folder)
         settings = Settings(os.path.join(folder, "screenshot.ini"))
-        apply_theme(app, "light")
+        apply_theme(app, theme)
         from gui.main_window import MainWindow
 
         window = MainWindow(settings=settings)
@@ -71,14 +73,45 @@ def render(
         window.close()
 
 
+USAGE = (
+    "usage: python -m gui.screenshot OUT.png [--size WIDTHxHEIGHT] [--theme light|dark]"
+    " [--inference] [--diagnosis] [--serving]"
+)
+
+
+def _option(args: list[str], name: str, default: str) -> str:
+    if name not in args:
+        return default
+    index = args.index(name)
+    if index + 1 >= len(args):
+        raise ValueError(f"{name} needs a value")
+    return args[index + 1]
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = list(sys.argv[1:] if argv is None else argv)
     if not args or args[0] in ("-h", "--help"):
-        print("usage: python -m gui.screenshot OUT.png [--inference] [--diagnosis] [--serving]")
+        print(USAGE)
         return 0 if args else 2
     serving = "--serving" in args
-    mode = "inference" if "--inference" in args or serving else "training"
-    render(args[0], mode=mode, diagnosis="--diagnosis" in args, serving=serving)
+    try:
+        size = _option(args, "--size", f"{WIDTH}x{HEIGHT}")
+        width, height = (int(part) for part in size.lower().split("x"))
+        theme = _option(args, "--theme", "light")
+        if theme not in ("light", "dark") or not (320 <= width <= 8000 and 240 <= height <= 8000):
+            raise ValueError(f"--size {size} --theme {theme}")
+    except ValueError as error:
+        print(f"gui.screenshot: {error}; {USAGE}", file=sys.stderr)
+        return 2
+    render(
+        args[0],
+        width,
+        height,
+        mode="inference" if "--inference" in args or serving else "training",
+        diagnosis="--diagnosis" in args,
+        theme=theme,
+        serving=serving,
+    )
     return 0
 
 
