@@ -82,9 +82,11 @@ def training_bars(estimate: Estimate, measurement: Measurement | None) -> list[B
 def inference_bars(estimate: Estimate, measurement: Measurement | None) -> list[BarSpec]:
     inf = estimate.inference
     plan = estimate.plan.inference
+    # A pooled engine (vLLM, SGLang) holds its whole pool whatever the requests: the bar is
+    # what the process holds on the card.
     label = (
-        f"vLLM pool: {inf.kv_cache_tokens:,} tokens"
-        if inf.engine == "vllm"
+        f"{inf.engine.value} pool: {inf.kv_cache_tokens:,} tokens"
+        if inf.engine != "hf"
         else f"{plan.concurrent:,} × {plan.context:,} tokens"
     )
     return [
@@ -96,7 +98,7 @@ def inference_bars(estimate: Estimate, measurement: Measurement | None) -> list[
                 "activations": inf.activation_bytes,
                 "overhead": inf.overhead_bytes + inf.non_torch_bytes,
             },
-            inf.total_bytes,
+            inf.footprint_bytes,
         )
     ]
 

@@ -27,6 +27,7 @@ from core.plan import (
     Sharding,
     Workload,
 )
+from core.serving.formats import Engine, KvDtype, WeightFormat
 
 models = st.sampled_from([m.spec for m in load_models()])
 gpu_ids = st.sampled_from([g.id for g in load_gpus()] + ["custom"])
@@ -76,10 +77,19 @@ def plans(draw: st.DrawFn) -> Plan:
             peak_tflops_override=draw(st.sampled_from([0.0, 100.0])),
         ),
         inference=Inference(
-            weight_dtype=draw(st.sampled_from(["bf16", "fp16", "fp32", "int8", "nf4"])),
-            kv_dtype=draw(st.sampled_from(["bf16", "fp16", "fp32", "fp8", "int8", "int4"])),
+            weight_dtype=draw(st.sampled_from(list(WeightFormat))),
+            kv_dtype=draw(st.sampled_from(list(KvDtype))),
             concurrent=draw(st.integers(1, 4096)),
             context=draw(st.integers(1, 1_000_000)),
+            engine=draw(st.sampled_from(list(Engine))),
+            new_tokens=draw(st.integers(0, 100_000)),
+            tensor_parallel=draw(st.integers(1, 64)),
+            pipeline_parallel=draw(st.integers(1, 16)),
+            replicas=draw(st.integers(1, 1000)),
+            gpu_memory_utilization=draw(st.floats(0.01, 1.0)),
+            max_num_seqs=draw(st.integers(0, 10_000)),
+            max_num_batched_tokens=draw(st.integers(0, 1_000_000)),
+            mem_fraction_static=draw(st.floats(0.0, 1.0)),
         ),
         accounting=draw(st.sampled_from(list(Accounting))),
         lesson=LessonSettings(

@@ -186,7 +186,7 @@ def check_chart(window: MainWindow) -> None:
             ("overhead", inf.overhead_bytes + inf.non_torch_bytes),
         ):
             assert chart_heights(window, key)[0] == pytest.approx(value / scale)
-        assert chart.bars()[0].total_bytes == inf.total_bytes
+        assert chart.bars()[0].total_bytes == inf.footprint_bytes
     assert [bar.label for bar in chart.bars()] == [bar.label for bar in expected]
     assert chart.capacity_line.value() == pytest.approx(estimate.capacity_bytes / scale)
 
