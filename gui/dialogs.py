@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from PySide6.QtWidgets import QFileDialog, QMessageBox, QWidget
+from PySide6.QtWidgets import QFileDialog, QInputDialog, QMessageBox, QWidget
 
 PLAN_FILTER = "VRAM Planner plans (*.vramplan.json *.json);;All files (*)"
 CONFIG_FILTER = "Model configuration (config.json *.json);;All files (*)"
@@ -31,6 +31,12 @@ def open_folder(parent: QWidget | None, title: str, folder: str = "") -> str | N
 def save_file(parent: QWidget | None, title: str, name_filter: str, suggested: str = "") -> str | None:
     path, _ = QFileDialog.getSaveFileName(parent, title, suggested, name_filter)
     return path or None
+
+
+def ask_text(parent: QWidget | None, title: str, label: str, text: str = "") -> str | None:
+    """A one-line answer (a name for a saved card or model); None when cancelled or empty."""
+    answer, ok = QInputDialog.getText(parent, title, label, text=text)
+    return answer.strip() or None if ok else None
 
 
 def error(parent: QWidget | None, title: str, text: str) -> None:
