@@ -105,6 +105,15 @@ class GpuSpec:
     def group(self) -> GpuGroup:
         return _SEGMENT_GROUPS.get(self.segment, GpuGroup.CUSTOM)
 
+    def figure_fields(self) -> tuple[str, ...]:
+        """The figures this entry gives, named as ``checked_two_sources`` names them."""
+        fields = ["memory_bytes", "memory_bandwidth_gb_s"]
+        fields += ["board_power_w"] if self.board_power_w else []
+        fields += [f"tflops_dense.{dtype}" for dtype in DTYPES if self.tflops_dense.get(dtype) is not None]
+        fields += ["price_per_hour_usd"] if self.price_per_hour_usd is not None else []
+        fields += ["price_purchase_usd"] if self.price_purchase_usd is not None else []
+        return tuple(fields)
+
     def dtype_problem(self, dtype: str) -> str | None:
         """Why this card cannot run ``dtype`` natively, or None when it can (or nothing is known)."""
         return self.unsupported_dtypes.get(dtype)

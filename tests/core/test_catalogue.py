@@ -21,7 +21,7 @@ CHECKABLE = {
     "board_power_w",
     "price_per_hour_usd",
     "price_purchase_usd",
-}
+} | {f"tflops_dense.{dtype}" for dtype in DTYPES}
 
 
 def test_catalogue_covers_the_cards_people_own() -> None:
@@ -47,6 +47,9 @@ def test_every_entry_names_sources_and_dates_its_price(gpu: GpuSpec) -> None:
     else:
         assert gpu.price_date is None
     assert set(gpu.checked_two_sources) <= CHECKABLE
+    for field in gpu.checked_two_sources:  # a figure marked as checked is there to check
+        if field.startswith("tflops_dense."):
+            assert gpu.tflops_dense[field.removeprefix("tflops_dense.")] is not None, field
 
 
 @pytest.mark.parametrize("gpu", [g for g in GPUS if g.group is not GpuGroup.APPLE], ids=lambda g: g.id)
