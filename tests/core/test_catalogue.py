@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import math
 import re
+from pathlib import Path
 
 import pytest
 
-from core.catalogue import DTYPES, GpuGroup, GpuSpec, find_gpu, load_gpus, search
+from core.catalogue import DTYPES, GROUP_LABELS, GpuGroup, GpuSpec, find_gpu, load_gpus, search
 from core.units import GB, GiB, MiB
 
 GPUS = load_gpus()
@@ -150,3 +151,15 @@ def test_search_by_name_memory_vendor_and_group() -> None:
     assert ids("apple 128 GB") == {"apple-m1-ultra-128gb", "apple-m3-max-128gb", "apple-m4-max-128gb"}
     assert ids("h100 80gb") == {"h100-pcie", "h100-sxm"}
     assert ids("no such card") == set()
+
+
+def test_readme_states_the_catalogue_as_it_is() -> None:
+    # The README's coverage section is written from the catalogue; it must not drift.
+    readme = (Path(__file__).parents[2] / "README.md").read_text("utf-8")
+    figures = sum(len(g.figure_fields()) for g in GPUS)
+    checked = sum(len(set(g.figure_fields()) & set(g.checked_two_sources)) for g in GPUS)
+    assert f"**{checked} of {figures}** figures" in readme
+    assert f"`resources/gpus.json`, {len(GPUS)} cards" in readme
+    for group in GpuGroup:
+        if group is not GpuGroup.CUSTOM:
+            assert f"| {GROUP_LABELS[group]} ({sum(g.group is group for g in GPUS)}) |" in readme

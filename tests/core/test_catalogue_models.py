@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -102,3 +103,9 @@ def test_pending_families_are_kept_not_offered() -> None:
     for entry in pending.values():
         assert entry.model_type in NEEDS_PARSER
         assert "unknown architecture" in entry.reason
+
+
+def test_readme_counts_the_model_entries() -> None:
+    readme = (Path(__file__).parents[2] / "README.md").read_text("utf-8")
+    assert f"`resources/models.json`, {len(ENTRIES)} entries" in readme
+    assert f"{len(pending_models())} entries kept in the file but not" in readme
