@@ -33,8 +33,6 @@ class CatalogueModel:
     config_source: str
     config: Mapping[str, Any]
     spec: ModelSpec
-    # Rounding of the published count (0: exact; gpt-oss's card gives 20.91B, i.e. 10 M steps).
-    published_params_rounding: int = 0
     active_params: int | None = None  # MoE: the published active count, when the entry states one
     active_params_source: str = ""
 
@@ -47,7 +45,6 @@ class PendingModel:
     name: str
     model_type: str
     published_params: int
-    published_params_rounding: int
     reason: str
 
 
@@ -202,7 +199,6 @@ def _read_models(path: str | None = None) -> tuple[tuple[CatalogueModel, ...], t
                         name=str(entry["name"]),
                         model_type=str(entry["config"].get("model_type")),
                         published_params=int(entry["published_params"]),
-                        published_params_rounding=int(entry.get("published_params_rounding", 0)),
                         reason=str(exc),
                     )
                 )
@@ -219,7 +215,6 @@ def _read_models(path: str | None = None) -> tuple[tuple[CatalogueModel, ...], t
                     config_source=str(entry.get("config_source", "")),
                     config=entry["config"],
                     spec=spec,
-                    published_params_rounding=int(entry.get("published_params_rounding", 0)),
                     active_params=None if active is None else int(active),
                     active_params_source=str(entry.get("active_params_source", "")),
                 )

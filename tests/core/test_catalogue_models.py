@@ -57,9 +57,7 @@ def test_every_entry_cites_its_config_and_count(entry: dict[str, Any]) -> None:
 @pytest.mark.parametrize("entry", [_case(e) for e in ENTRIES])
 def test_architecture_count_equals_the_published_count(entry: dict[str, Any]) -> None:
     spec = model_from_hf_config(entry["config"], name=entry["name"])
-    # Exact, except where the publisher rounds (gpt-oss card: 20.91B, to 10 M).
-    rounding = entry.get("published_params_rounding", 0)
-    assert abs(spec.architecture_params() - entry["published_params"]) <= rounding // 2
+    assert spec.architecture_params() == entry["published_params"]
 
 
 @pytest.mark.parametrize("entry", [e for e in ENTRIES if "active_params" in e], ids=lambda e: e["id"])
