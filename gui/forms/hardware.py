@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from functools import cache
+
 from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QHBoxLayout, QLabel, QPushButton, QToolButton, QWidget
 
@@ -41,11 +43,14 @@ def gpu_sections(cards: list[CustomGpu]) -> list[tuple[str, list[Entry]]]:
     return sections
 
 
+@cache
+def _gpus_by_id() -> dict[str, GpuSpec]:
+    return {g.id: g for g in load_gpus()}
+
+
 def _gpu_matches(entry_id: str, label: str, text: str) -> bool:
-    by_id = {g.id: g for g in load_gpus()}
-    if entry_id in by_id:
-        return bool(search((by_id[entry_id],), text))
-    return words_match(entry_id, label, text)
+    gpu = _gpus_by_id().get(entry_id)
+    return bool(search((gpu,), text)) if gpu is not None else words_match(entry_id, label, text)
 
 
 def limits_text(gpu: GpuSpec) -> tuple[str, str]:
