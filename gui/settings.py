@@ -9,9 +9,10 @@ from __future__ import annotations
 import json
 import math
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Final
 
-from PySide6.QtCore import QByteArray, QSettings
+from PySide6.QtCore import QByteArray, QSettings, QStandardPaths
 
 from gui.format import UNITS, Unit
 
@@ -46,6 +47,19 @@ def _positive(value: object, high: float) -> float | None:
 
 MODES: Final = ("training", "inference")
 THEMES: Final = ("system", "light", "dark")
+
+
+def data_folder() -> Path:
+    """Per-user, per-machine application data (AppLocalDataLocation): autosave and logs.
+
+    The one home of this folder (the autosave, :mod:`gui.crash`'s logs and the README read
+    it from here). Linux ``~/.local/share/VRAM Planner/vramplan``, macOS
+    ``~/Library/Application Support/VRAM Planner/vramplan``, Windows
+    ``%LOCALAPPDATA%\\VRAM Planner\\vramplan``; the names come from the QApplication's
+    organisation and application names (:data:`ORGANIZATION`, :data:`APPLICATION`).
+    """
+    location = QStandardPaths.writableLocation(QStandardPaths.StandardLocation.AppLocalDataLocation)
+    return Path(location) if location else Path.home() / ".vramplan"
 
 
 class Settings:

@@ -8,7 +8,6 @@ from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QHBoxLayout, QLabel, QPushButton, QToolButton, QWidget
 
 from core.catalogue import GROUP_LABELS, GpuGroup, GpuSpec, load_gpus, search
-from core.compute import compute_dtype
 from core.estimate import Estimate
 from core.plan import MAX_GPUS, SHARDING_LABELS, Plan, Precision, Sharding
 from core.units import GB, GiB, MiB
@@ -253,8 +252,7 @@ class HardwareForm(PlanForm):
         self.limits.setToolTip(details)
         self.limits.setAccessibleDescription(details)
         self.set_widget_row_visible(self.limits, bool(limits))
-        dtype = compute_dtype(estimate.plan)
-        problem = gpu.dtype_problem(dtype)
+        dtype, problem = estimate.compute.dtype, estimate.compute.dtype_problem
         if problem:
             clash = f"⚠ This plan computes in {dtype}, which the {gpu.name} cannot run"
             self.precision_problem.setText(f"{clash}: {problem}.")

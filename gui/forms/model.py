@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
 
@@ -13,7 +14,7 @@ from core.errors import PlanError
 from core.estimate import Estimate
 from core.model import LIMITS, ModelSpec, model_from_dict
 from core.plan import Plan
-from gui import dialogs
+from gui import dialogs, plaintext
 from gui.controller import PlanController
 from gui.format import count
 from gui.forms.base import PlanForm
@@ -53,11 +54,6 @@ def model_sections(saved: dict[str, ModelSpec]) -> list[tuple[str, list[Entry]]]
     return [("", catalogue), ("Your own models", [(f"{name} (yours)", MINE + name) for name in saved])]
 
 
-def with_model(plan: Plan, model: ModelSpec, model_id: str = "") -> Plan:
-    """The plan on another model; frozen layers are kept within the new model's depth."""
-    return plan.with_changes(model=model, model_id=model_id, frozen_layers=min(plan.frozen_layers, model.num_layers))
-
-
 def _edited_name(plan: Plan) -> str:
     name = plan.model.name
     return name if not plan.model_id or name.endswith("(edited)") else f"{name} (edited)"
@@ -65,7 +61,11 @@ def _edited_name(plan: Plan) -> str:
 
 def _with_dimension(plan: Plan, name: str, value: Any) -> Plan:
     model = replace(plan.model, **{name: value, "name": _edited_name(plan)})
-    return with_model(plan, model)
+    return plan.on_model(model)
+
+
+def _dimension_setter(name: str) -> Callable[[Plan, Any], Plan]:
+    return lambda plan, value: _with_dimension(plan, name, value)
 
 
 class ModelForm(PlanForm):
@@ -114,6 +114,7 @@ class ModelForm(PlanForm):
         self.form.addRow("", buttons)
 
         self.summary = QLabel()
+        self.summary.setTextFormat(Qt.TextFormat.RichText)  # our markup; the model's name escaped in it
         self.summary.setWordWrap(True)
         self.summary.setAccessibleName("Model summary")
         self.summary.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
@@ -134,7 +135,7 @@ class ModelForm(PlanForm):
         for name, label, tooltip in DIMENSIONS:
             key = f"model.{name}"
             field = IntField(label, 1, min(LIMITS[name], 2**31 - 1), "", tooltip)
-            self.bind(key, label, field, lambda plan, value, n=name: _with_dimension(plan, n, value))
+            self.bind(key, label, field, _dimension_setter(name))
             self._dimension_keys.append(key)
         self.tied = QCheckBox("Tied input/output embeddings")
         self.tied.setAccessibleName("Tied embeddings")
@@ -153,9 +154,9 @@ class ModelForm(PlanForm):
         if model_id.startswith(MINE):
             saved = saved_models(self.settings).get(model_id[len(MINE) :])
             if saved is not None:  # a plan embeds its model: the saved one travels with the file
-                return with_model(plan, saved)
+                return plan.on_model(saved)
         entry = find_model(model_id)
-        return with_model(plan, entry.spec, entry.id)
+        return plan.on_model(entry.spec, entry.id)
 
     def _save_model(self) -> None:
         if self.settings is None:
@@ -198,5 +199,5 @@ class ModelForm(PlanForm):
             text += f" ({model.num_kv_heads} KV)"
         text += f" · vocab {model.vocab_size:,}"
         if not estimate.plan.model_id:
-            text = f"<i>{model.name}</i><br>" + text
+            text = f"<i>{plaintext.html(model.name)}</i><br>" + text
         self.summary.setText(text)

@@ -69,11 +69,11 @@ class SearchingPicker(CatalogueField):
         super().__init__(name, [], tooltip, parent)
         self._filter = _SearchFilter(matcher or words_match, self)
         self._filter.setSourceModel(self.model())
-        if matcher is not None:
-            completer = self.completer()
+        completer, line = self.completer(), self.lineEdit()
+        if matcher is not None and completer is not None and line is not None:
             completer.setModel(self._filter)
             completer.setCompletionMode(QCompleter.CompletionMode.UnfilteredPopupCompletion)
-            self.lineEdit().textEdited.connect(self._filter.set_text)
+            line.textEdited.connect(self._filter.set_text)
         self.set_sections(sections)
 
     def set_sections(self, sections: Iterable[tuple[str, list[Entry]]]) -> None:
@@ -102,7 +102,10 @@ class SearchingPicker(CatalogueField):
         # though the box itself stays narrow.
         width = self.view().sizeHintForColumn(0) + 2 * self.view().frameWidth() + 24
         self.view().setMinimumWidth(width)
-        self.completer().popup().setMinimumWidth(width)
+        completer = self.completer()
+        popup = completer.popup() if completer is not None else None
+        if popup is not None:
+            popup.setMinimumWidth(width)
 
     def matches(self, text: str) -> list[str]:
         """Entry ids the search shows for ``text``, in list order."""

@@ -163,3 +163,15 @@ def test_readme_states_the_catalogue_as_it_is() -> None:
     for group in GpuGroup:
         if group is not GpuGroup.CUSTOM:
             assert f"| {GROUP_LABELS[group]} ({sum(g.group is group for g in GPUS)}) |" in readme
+
+
+def test_the_estimate_carries_the_cards_dtype_problem() -> None:
+    from core.estimate import estimate
+    from core.plan import Precision
+    from core.presets import default_plan
+
+    on_t4 = default_plan().with_changes(precision=Precision.BF16_MIXED).with_hardware(gpu="t4")
+    compute = estimate(on_t4).compute
+    assert compute.dtype == "bf16" and compute.dtype_problem == find_gpu("t4").unsupported_dtypes["bf16"]
+    assert estimate(on_t4.with_changes(precision=Precision.FP16_MIXED)).compute.dtype_problem is None
+    assert estimate(on_t4.with_hardware(gpu="a100-80gb-sxm")).compute.dtype_problem is None
