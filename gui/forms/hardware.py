@@ -5,7 +5,7 @@ from __future__ import annotations
 from functools import cache
 
 from PySide6.QtCore import Qt
-from PySide6.QtWidgets import QHBoxLayout, QLabel, QPushButton, QToolButton, QWidget
+from PySide6.QtWidgets import QLabel, QPushButton, QToolButton, QVBoxLayout, QWidget
 
 from core.catalogue import GROUP_LABELS, GpuGroup, GpuSpec, load_gpus, search
 from core.estimate import Estimate
@@ -113,10 +113,10 @@ class HardwareForm(PlanForm):
         self.use_fp16.setToolTip("fp16 autocast with fp32 master weights and a GradScaler: runs on cards without bf16.")
         self.use_fp16.clicked.connect(self._use_fp16)
         self.problem_row = QWidget()
-        row = QHBoxLayout(self.problem_row)
+        row = QVBoxLayout(self.problem_row)
         row.setContentsMargins(0, 0, 0, 0)
-        row.addWidget(self.precision_problem, 1)
-        row.addWidget(self.use_fp16, 0, Qt.AlignmentFlag.AlignTop)
+        row.addWidget(self.precision_problem)
+        row.addWidget(self.use_fp16, 0, Qt.AlignmentFlag.AlignLeft)
         self.form.addRow("", self.problem_row)
         self.save_card = QToolButton()
         self.save_card.setText("Save as my card…")
