@@ -7,7 +7,7 @@ from dataclasses import replace
 from typing import Any
 
 from PySide6.QtCore import Qt, Signal
-from PySide6.QtWidgets import QCheckBox, QHBoxLayout, QLabel, QMenu, QToolButton, QWidget
+from PySide6.QtWidgets import QCheckBox, QLabel, QMenu, QToolButton, QWidget
 
 from core.catalogue import find_model, load_models
 from core.errors import PlanError
@@ -105,13 +105,8 @@ class ModelForm(PlanForm):
         self.save_model.setToolTip("Keep this model (imported or edited) in the list under a name (in your settings).")
         self.save_model.clicked.connect(self._save_model)
         self.save_model.setEnabled(settings is not None)
-        buttons = QWidget()
-        row = QHBoxLayout(buttons)
-        row.setContentsMargins(0, 0, 0, 0)
-        row.addWidget(self.import_button)
-        row.addWidget(self.save_model)
-        row.addStretch(1)
-        self.form.addRow("", buttons)
+        self.form.addRow("", self.import_button)
+        self.form.addRow("", self.save_model)
 
         self.summary = QLabel()
         self.summary.setTextFormat(Qt.TextFormat.RichText)  # our markup; the model's name escaped in it
