@@ -26,8 +26,11 @@ GROUP_ORDER = (GpuGroup.LAPTOP, GpuGroup.DESKTOP, GpuGroup.DATACENTRE, GpuGroup.
 
 def gpu_label(gpu: GpuSpec) -> str:
     if gpu.unified_memory_gb is not None:
-        return f"{gpu.name} · {gpu.memory_bytes / GiB:g} GiB for the GPU"
-    return f"{gpu.name} · {gpu.memory_marketing_gb:g} GB"
+        label = f"{gpu.name} · {gpu.memory_bytes / GiB:g} GiB for the GPU"
+    else:
+        label = f"{gpu.name} · {gpu.memory_marketing_gb:g} GB"
+    # The limit people trip over, shown in the list itself (reasons in the card's summary).
+    return label + (" · no bf16" if gpu.dtype_problem("bf16") else "")
 
 
 def gpu_sections(cards: list[CustomGpu]) -> list[tuple[str, list[Entry]]]:

@@ -31,6 +31,14 @@ def test_gpu_list_is_grouped_laptop_desktop_datacentre_apple(window: MainWindow)
     assert under == {g.id for g in load_gpus() if g.group is GpuGroup.LAPTOP}
 
 
+def test_cards_without_bf16_say_so_in_the_list(window: MainWindow) -> None:
+    picker = window.hardware_form.gpu
+    for gpu in load_gpus():
+        label = picker.itemText(picker.findData(gpu.id))
+        assert label.endswith("· no bf16") == (gpu.tflops_dense["bf16"] is None and "bf16" in gpu.unsupported_dtypes)
+    assert picker.itemText(picker.findData("t4")).endswith("· no bf16")
+
+
 def test_gpu_search_by_memory_vendor_and_group(window: MainWindow) -> None:
     picker = window.hardware_form.gpu
     gpus = load_gpus()
