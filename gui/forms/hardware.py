@@ -26,7 +26,7 @@ GROUP_ORDER = (GpuGroup.LAPTOP, GpuGroup.DESKTOP, GpuGroup.DATACENTRE, GpuGroup.
 
 def gpu_label(gpu: GpuSpec) -> str:
     if gpu.unified_memory_gb is not None:
-        label = f"{gpu.name} · {gpu.memory_bytes / GiB:g} GiB for the GPU"
+        label = f"{gpu.name} · {gpu.memory_bytes / GiB:.3g} GiB for the GPU"
     else:
         label = f"{gpu.name} · {gpu.memory_marketing_gb:g} GB"
     # The limit people trip over, shown in the list itself (reasons in the card's summary).
