@@ -44,7 +44,6 @@ def render(
         window.set_chart_mode(mode)
         window.resize(width, height)
         if diagnosis:
-
             from core.plan import Method, Precision
             from core.presets import lesson_plan
 

@@ -15,22 +15,28 @@ from gui import dialogs
 from gui.controller import PlanController
 from gui.forms.base import PlanForm
 from gui.forms.fields import ChoiceField, FloatField, IntField
-from gui.forms.pickers import Entry, SearchingPicker, words_match
+from gui.forms.pickers import USER_PREFIX, Entry, SearchingPicker, words_match
 from gui.settings import CustomGpu, Settings
 
 CUSTOM = "custom"
-MINE = "mine:"  # id prefix of the user's saved cards in the picker
+MINE = USER_PREFIX  # id prefix of the user's saved cards in the picker
 CUSTOM_LABEL = "Custom GPU (type memory and speed)"
 GROUP_ORDER = (GpuGroup.LAPTOP, GpuGroup.DESKTOP, GpuGroup.DATACENTRE, GpuGroup.APPLE)
 
 
 def gpu_label(gpu: GpuSpec) -> str:
+    """The card as the list shows it: its name (the box must show it whole at 1024 px)."""
+    return gpu.name
+
+
+def gpu_tooltip(gpu: GpuSpec) -> str:
+    """Memory and the limit people trip over, for the list entry's tooltip."""
     if gpu.unified_memory_gb is not None:
-        label = f"{gpu.name} · {gpu.memory_bytes / GiB:.3g} GiB for the GPU"
+        memory = f"{gpu.memory_bytes / GiB:.3g} GiB of {gpu.unified_memory_gb:g} GB unified memory for the GPU"
     else:
-        label = f"{gpu.name} · {gpu.memory_marketing_gb:g} GB"
-    # The limit people trip over, shown in the list itself (reasons in the card's summary).
-    return label + (" · no bf16" if gpu.dtype_problem("bf16") else "")
+        memory = f"{gpu.memory_marketing_gb:g} GB ({gpu.memory_bytes / MiB:,.0f} MiB as the driver reports it)"
+    missing = ", ".join(gpu.unsupported_dtypes)
+    return memory + (f"; cannot run {missing}" if missing else "")
 
 
 def gpu_sections(cards: list[CustomGpu]) -> list[tuple[str, list[Entry]]]:
@@ -91,6 +97,7 @@ class HardwareForm(PlanForm):
             matcher=_gpu_matches,
         )
         self.bind("hardware.gpu", "GPU", self.gpu, self._pick)
+        self._describe_entries()
         self.card = QLabel()
         self.card.setAccessibleName("GPU summary")
         self.card.setTextFormat(Qt.TextFormat.PlainText)
@@ -193,6 +200,10 @@ class HardwareForm(PlanForm):
         )
 
     # ---- the picker and the user's cards -------------------------------------------
+    def _describe_entries(self) -> None:
+        for gpu in load_gpus():
+            self.gpu.setItemData(self.gpu.findData(gpu.id), gpu_tooltip(gpu), Qt.ItemDataRole.ToolTipRole)
+
     def _saved_cards(self) -> list[CustomGpu]:
         return self.settings.custom_gpus if self.settings is not None else []
 
@@ -221,6 +232,7 @@ class HardwareForm(PlanForm):
             return
         self.settings.add_custom_gpu(CustomGpu(name, hw.custom_memory_gb, hw.custom_tflops))
         self.gpu.set_sections(gpu_sections(self._saved_cards()))
+        self._describe_entries()
         self.show_plan(self.controller.plan)
 
     def _use_fp16(self) -> None:

@@ -19,10 +19,10 @@ from gui.controller import PlanController
 from gui.format import count
 from gui.forms.base import PlanForm
 from gui.forms.fields import IntField
-from gui.forms.pickers import Entry, SearchingPicker
+from gui.forms.pickers import USER_PREFIX, Entry, SearchingPicker
 from gui.settings import Settings
 
-MINE = "mine:"  # id prefix of the user's saved models in the picker
+MINE = USER_PREFIX  # id prefix of the user's saved models in the picker
 
 # (ModelSpec field, label, tooltip) for the dimensions editor.
 DIMENSIONS: tuple[tuple[str, str, str], ...] = (

@@ -9,15 +9,16 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 
-from PySide6.QtCore import QModelIndex, QObject, QPersistentModelIndex, QSignalBlocker, QSortFilterProxyModel, Qt
+from PySide6.QtCore import QModelIndex, QObject, QPersistentModelIndex, QSignalBlocker, QSize, QSortFilterProxyModel, Qt
 from PySide6.QtGui import QFont, QStandardItemModel
-from PySide6.QtWidgets import QCompleter, QWidget
+from PySide6.QtWidgets import QComboBox, QCompleter, QStyle, QStyleOptionComboBox, QWidget
 
 from gui.forms.fields import CatalogueField
 
 # (label, entry id) for an entry; (heading, "") for a heading row.
 Entry = tuple[str, str]
 Matcher = Callable[[str, str, str], bool]  # (entry id, label, typed text) -> shown?
+USER_PREFIX = "mine:"  # ids of the user's own saved entries
 
 
 def words_match(entry_id: str, label: str, text: str) -> bool:
@@ -106,6 +107,27 @@ class SearchingPicker(CatalogueField):
         popup = completer.popup() if completer is not None else None
         if popup is not None:
             popup.setMinimumWidth(width)
+
+    def minimumSizeHint(self) -> QSize:
+        """Wide enough for every catalogue name, not for the figures after " · " nor the user's names.
+
+        The list itself shows labels in full; a name the user typed for a saved entry, however
+        long, must not widen the plan column.
+        """
+        hint = QComboBox.minimumSizeHint(self)
+        names = [
+            self.itemText(i).split(" · ")[0]
+            for i in range(self.count())
+            if self.itemData(i) and not str(self.itemData(i)).startswith(USER_PREFIX)
+        ]
+        line = self.lineEdit()
+        metrics = line.fontMetrics() if line is not None else self.fontMetrics()
+        widest = max((metrics.horizontalAdvance(name) for name in names), default=0)
+        option = QStyleOptionComboBox()
+        self.initStyleOption(option)
+        content = QSize(widest + 8, hint.height())  # the line edit's own text margins
+        need = self.style().sizeFromContents(QStyle.ContentsType.CT_ComboBox, option, content, self).width()
+        return QSize(max(hint.width(), need), hint.height())
 
     def matches(self, text: str) -> list[str]:
         """Entry ids the search shows for ``text``, in list order."""
