@@ -81,14 +81,19 @@ def training_bars(estimate: Estimate, measurement: Measurement | None) -> list[B
 def inference_bars(estimate: Estimate, measurement: Measurement | None) -> list[BarSpec]:
     inf = estimate.inference
     plan = estimate.plan.inference
+    label = (
+        f"vLLM pool: {inf.kv_cache_tokens:,} tokens"
+        if inf.engine == "vllm"
+        else f"{plan.concurrent:,} × {plan.context:,} tokens"
+    )
     return [
         BarSpec(
-            f"{plan.concurrent:,} × {plan.context:,} tokens",
+            label,
             {
                 "weights": inf.weights_bytes,
                 "kv_cache": inf.kv_cache_bytes,
                 "activations": inf.activation_bytes,
-                "overhead": inf.overhead_bytes,
+                "overhead": inf.overhead_bytes + inf.non_torch_bytes,
             },
             inf.total_bytes,
         )

@@ -491,6 +491,13 @@ class MainWindow(QMainWindow):
     def set_chart_mode(self, mode: str) -> None:
         self.display.set_mode(mode)
 
+    def _show_forms_for(self, mode: str) -> None:
+        """Inference mode: the serving form, no training-only forms; Training mode the reverse."""
+        serving = mode == "inference"
+        self.serving_form.setVisible(serving)
+        for form in (self.method_form, self.workload_form, self.accounting_form):
+            form.setVisible(not serving)
+
     def set_unit(self, unit: Unit) -> None:
         self.display.set_unit(unit)
 
@@ -505,6 +512,8 @@ class MainWindow(QMainWindow):
             (self.inference_action if mode is Mode.INFERENCE else self.training_action).setChecked(True)
             self.chart.set_mode(mode.value)
             self.verdict.set_mode(mode.value)
+            self.compute_panel.set_mode(mode.value)
+            self._show_forms_for(mode.value)
             self.settings.chart_mode = mode.value
         if shown is None or display.unit != shown.unit:
             unit = display.unit

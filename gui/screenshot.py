@@ -2,8 +2,9 @@
 
 Used for the README's docs/screenshot.png (the start-up plan) and, with ``--diagnosis``,
 docs/diagnosis.png (the lesson's 7B model, full 16-bit fine-tuning, on a 24 GB card, with
-the Diagnosis tab open). ``--size 1280x720`` and ``--theme dark`` render the sizes and themes
-a README shows. No user settings are read or written (a temporary folder).
+the Diagnosis tab open); ``--serving`` renders docs/serving.png (Llama 3.1 8B on one H100
+with vLLM's defaults, Compute tab). ``--size 1280x720`` and ``--theme dark`` render the sizes
+and themes a README shows. No user settings are read or written (a temporary folder).
 """
 
 from __future__ import annotations
@@ -24,9 +25,10 @@ def render(
     mode: str = "training",
     diagnosis: bool = False,
     theme: str = "light",
+    serving: bool = False,
 ) -> None:
     os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
-    from PySide6.QtCore import QSettings
+    from PySide6.QtCore import QSettings, Qt
     from PySide6.QtWidgets import QApplication
 
     from gui.settings import Settings
@@ -49,7 +51,20 @@ def render(
 
             window.controller.reset(lesson_plan(Method.FULL, Precision.BF16, gpu="rtx-4090"))
             window.tabs.setCurrentWidget(window.diagnosis)
+        if serving:
+            # The README's example: Llama 3.1 8B on one H100 with vLLM's defaults, 8k requests.
+            from core.catalogue import find_model
+            from core.plan import Hardware, Plan
+
+            plan = Plan(
+                model=find_model("llama-3.1-8b").spec, model_id="llama-3.1-8b", hardware=Hardware(gpu="h100-sxm")
+            )
+            window.controller.reset(plan.with_inference(engine="vllm", context=8192, concurrent=51))
+            window.tabs.setCurrentWidget(window.compute_panel)
         window.show()
+        if diagnosis or serving:
+            # A wider Details column so the remedies table reads without scrolling.
+            window.resizeDocks([window.plan_dock, window.details_dock], [330, 470], Qt.Orientation.Horizontal)
         for _ in range(5):
             app.processEvents()
         if not window.grab().save(path):
@@ -58,7 +73,10 @@ def render(
         window.close()
 
 
-USAGE = "usage: python -m gui.screenshot OUT.png [--size WIDTHxHEIGHT] [--theme light|dark] [--inference] [--diagnosis]"
+USAGE = (
+    "usage: python -m gui.screenshot OUT.png [--size WIDTHxHEIGHT] [--theme light|dark]"
+    " [--inference] [--diagnosis] [--serving]"
+)
 
 
 def _option(args: list[str], name: str, default: str) -> str:
@@ -75,6 +93,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not args or args[0] in ("-h", "--help"):
         print(USAGE)
         return 0 if args else 2
+    serving = "--serving" in args
     try:
         size = _option(args, "--size", f"{WIDTH}x{HEIGHT}")
         width, height = (int(part) for part in size.lower().split("x"))
@@ -88,9 +107,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         args[0],
         width,
         height,
-        mode="inference" if "--inference" in args else "training",
+        mode="inference" if "--inference" in args or serving else "training",
         diagnosis="--diagnosis" in args,
         theme=theme,
+        serving=serving,
     )
     return 0
 
