@@ -9,7 +9,7 @@ from PySide6.QtWidgets import QLabel, QPushButton, QToolButton, QVBoxLayout, QWi
 
 from core.catalogue import GROUP_LABELS, GpuGroup, GpuSpec, load_gpus, search
 from core.estimate import Estimate
-from core.plan import MAX_GPUS, SHARDING_LABELS, Plan, Precision, Sharding
+from core.plan import MAX_GPUS, SHARDING_LABELS, Plan, Preset, Sharding
 from core.units import GB, GiB, MiB
 from gui import dialogs
 from gui.controller import PlanController
@@ -237,7 +237,7 @@ class HardwareForm(PlanForm):
 
     def _use_fp16(self) -> None:
         self.controller.update(
-            "precision", lambda p: p.with_changes(precision=Precision.FP16_MIXED), text="Use fp16 AMP"
+            "method.preset", lambda p: p.with_changes(preset=Preset.FP16_AMP), text="Use fp16 AMP"
         )
 
     def show_plan(self, plan: Plan) -> None:

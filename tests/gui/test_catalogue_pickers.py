@@ -8,7 +8,7 @@ from PySide6.QtCore import Qt
 
 from core import planfile
 from core.catalogue import GROUP_LABELS, GpuGroup, find_model, load_gpus, search
-from core.plan import Precision
+from core.plan import Precision, Preset
 from core.presets import default_plan
 from gui.main_window import MainWindow
 from gui.settings import CustomGpu, Settings
@@ -78,7 +78,8 @@ def test_bf16_on_a_card_without_bf16_is_flagged_with_a_one_click_fix(qtbot: Any,
     assert "bf16" in text and "T4" in text and "Turing" in text  # the reason, from the catalogue
     assert not form.use_fp16.isHidden()
     qtbot.mouseClick(form.use_fp16, Qt.MouseButton.LeftButton)
-    assert window.controller.plan.precision is Precision.FP16_MIXED
+    plan = window.controller.plan
+    assert plan.preset is Preset.FP16_AMP and plan.precision is Precision.FP16_MIXED and plan.grad_scaler
     assert not form.form.isRowVisible(form.problem_row)
 
 
