@@ -123,12 +123,12 @@ class MainWindow(QMainWindow):
     # ---- layout --------------------------------------------------------------------
     def _build_forms(self) -> None:
         c = self.controller
-        self.model_form = ModelForm(c)
+        self.model_form = ModelForm(c, settings=self.settings)
         self.model_form.importRequested.connect(self.import_model)
         self.accounting_form = AccountingForm(c)
         self.method_form = MethodForm(c)
         self.workload_form = WorkloadForm(c)
-        self.hardware_form = HardwareForm(c)
+        self.hardware_form = HardwareForm(c, settings=self.settings)
         self.serving_form = ServingForm(c)
         self.forms: list[PlanForm] = [
             self.model_form,
