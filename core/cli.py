@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from dataclasses import replace
 from typing import Any, NoReturn, TextIO
 
-from core import __version__
+from core import __version__, cli_extra
 from core.breakdown import BUCKET_LABELS
 from core.catalogue import find_model, load_gpus, load_models
 from core.errors import PlanError, PlanFileError
@@ -118,6 +118,7 @@ def _build_parser() -> _Parser:
     models.add_argument("--json", action="store_true")
     gpus = sub.add_parser("gpus", help="list the GPU catalogue")
     gpus.add_argument("--json", action="store_true")
+    cli_extra.register(sub, est)
     return parser
 
 
@@ -145,8 +146,8 @@ def _base_plan(args: argparse.Namespace) -> Plan:
     return plan
 
 
-def plan_from_args(args: argparse.Namespace) -> Plan:
-    plan = _base_plan(args)
+def plan_from_args(args: argparse.Namespace, base: Plan | None = None) -> Plan:
+    plan = base if base is not None else _base_plan(args)
     changes: dict[str, Any] = {}
     for name, enum in (
         ("method", Method),
@@ -339,6 +340,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             _list_models(args.json, out)
         elif args.command == "gpus":
             _list_gpus(args.json, out)
+        elif args.command in cli_extra.COMMANDS:
+            return cli_extra.run_command(args, out)
+        elif args.command == "estimate" and args.from_file:
+            cli_extra.estimate_from(args, out, plan_from_args)
         elif args.command == "estimate":
             plan = plan_from_args(args)
             result = estimate(plan)
@@ -351,7 +356,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         else:
             parser.print_help(out)
             return 2
-    except (UsageError, PlanError, PlanFileError) as exc:
+    except (UsageError, PlanError, PlanFileError, cli_extra.ConfigUsageError) as exc:
         _write(sys.stderr, f"vramplan: {exc}\n")
         return 2
     except KeyboardInterrupt:
