@@ -26,7 +26,7 @@ from core.importer import import_model
 from core.measurement import Measurement, load_measurement
 from core.plan import Accounting, Plan
 from core.presets import LESSON_EXAMPLES, default_plan
-from gui import dialogs
+from gui import dialogs, plan_tools
 from gui.chart import MemoryChart
 from gui.controller import PlanController
 from gui.format import Unit
@@ -283,6 +283,7 @@ class MainWindow(QMainWindow):
         view_menu.addSeparator()
         view_menu.addAction(self.plan_dock.toggleViewAction())
         view_menu.addAction(self.details_dock.toggleViewAction())
+        self.plan_tools = plan_tools.install(self, file_menu, view_menu)  # configs, reports, comparisons
         help_menu = bar.addMenu("&Help")
         help_menu.addAction(self._action("&About VRAM Planner", self._about))
 
