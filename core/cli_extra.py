@@ -9,12 +9,14 @@ import argparse
 import json
 from typing import Any, TextIO
 
-from core.estimate import estimate
+from core.estimate import VERDICT_LABELS, estimate
+from core.fit import CardFit, cards_for, cheapest_fit
 from core.importer import import_model
 from core.plan import Plan
 from core.planfile import load as load_plan
 from core.presets import default_plan
 from core.runconfig import ModelChoice, RunConfig, choice_from_catalogue, load_run_config, plan_from_run, resolve_model
+from core.units import GB
 
 COMMANDS = ("fit", "report", "compare")
 
@@ -32,6 +34,16 @@ def register(sub: Any, estimate_parser: argparse.ArgumentParser) -> None:
         help="a training config: PEFT adapter_config.json, TrainingArguments/TRL, axolotl, LLaMA-Factory "
         "or torchtune (JSON/YAML); --model or --config names the model when the file's is not found",
     )
+    fit = sub.add_parser("fit", help="which cards fit a plan: every catalogue GPU × 1-8, sorted by cost")
+    fit.add_argument("plan", metavar="PLAN", help="a plan file (vramplan estimate ... --save PLAN)")
+    fit.add_argument("--json", action="store_true", help="machine-readable rows, bytes throughout")
+    fit.add_argument("--fits-only", action="store_true", help="only the rows that fit")
+    fit.add_argument(
+        "--keep-sharding",
+        action="store_true",
+        help="keep the plan's sharding for several cards (default: ZeRO-3 when the plan does not shard)",
+    )
+    fit.add_argument("--max-count", type=int, default=8, help="largest number of cards per row (1-8)")
 
 
 # ---- estimate --from ---------------------------------------------------------------
@@ -115,6 +127,57 @@ def estimate_from(args: argparse.Namespace, out: TextIO, plan_from_args: Any) ->
         out.write(render_run(run, choice) + "\n\n" + render_estimate(result, gib=args.gib) + "\n")
 
 
+# ---- fit ---------------------------------------------------------------------------
+def fit_rows_json(rows: tuple[CardFit, ...]) -> list[dict[str, Any]]:
+    return [
+        {
+            "gpu": r.gpu.id,
+            "gpu_name": r.gpu.name,
+            "count": r.count,
+            "sharding": r.sharding.value,
+            "peak_bytes": round(r.estimate.peak_bytes),
+            "total_bytes": round(r.estimate.total_bytes),
+            "capacity_bytes": round(r.estimate.capacity_bytes),
+            "verdict": r.verdict.value,
+            "hours": r.hours,
+            "cost": r.cost,
+            "tokens_per_second": r.estimate.compute.tokens_per_second,
+        }
+        for r in rows
+    ]
+
+
+def render_fit(plan: Plan, rows: tuple[CardFit, ...]) -> str:
+    best = cheapest_fit(rows)
+    lines = [
+        f"{plan.model.name} · {plan.method.value} · {plan.precision.value} · micro-batch "
+        f"{plan.workload.micro_batch} × {plan.workload.seq_len:,} tokens; cost at "
+        f"{plan.hardware.price_per_gpu_hour:g} per GPU-hour",
+        f"  {'GPU':<30} {'×':>2} {'sharding':<8} {'peak/GPU':>10} {'of':>9}  {'verdict':<13} {'time':>9} {'cost':>10}",
+    ]
+    for r in rows:
+        mark = "*" if r is best else " "
+        lines.append(
+            f"{mark} {r.gpu.name[:30]:<30} {r.count:>2} {r.sharding.value:<8} "
+            f"{r.estimate.total_bytes / GB:>7.1f} GB {r.estimate.capacity_bytes / GB:>6.1f} GB  "
+            f"{VERDICT_LABELS[r.verdict]:<13} {r.hours:>7.1f} h {r.cost:>10,.2f}"
+        )
+    lines.append(f"* cheapest that fits: {best.gpu.name} × {best.count}" if best else "no card in the catalogue fits")
+    return "\n".join(lines)
+
+
 def run_command(args: argparse.Namespace, out: TextIO) -> int:
     """The file subcommands; returns the exit status."""
+    if args.command == "fit":
+        if not 1 <= args.max_count <= 8:
+            raise ConfigUsageError(f"--max-count: {args.max_count} is not allowed; expected 1 to 8")
+        plan = load_plan(args.plan)
+        rows = cards_for(plan, counts=range(1, args.max_count + 1), keep_sharding=args.keep_sharding)
+        if args.fits_only:
+            rows = tuple(r for r in rows if r.fits)
+        if args.json:
+            out.write(json.dumps(fit_rows_json(rows), indent=2) + "\n")
+        else:
+            out.write(render_fit(plan, rows) + "\n")
+        return 0
     raise ConfigUsageError(f"{args.command} is not available yet")

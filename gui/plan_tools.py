@@ -1,27 +1,31 @@
 """Menu entries for the file tools: training configs in, reports out, comparisons, cards that fit.
 
-:func:`install` is the one hook the main window calls; the tools live in their own modules.
+:func:`install` is the one hook the main window calls; the tools live in their own modules
+and their panels are built the first time they are asked for.
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from PySide6.QtCore import QObject
-from PySide6.QtWidgets import QMenu
+from PySide6.QtCore import QObject, Qt
+from PySide6.QtWidgets import QDockWidget, QMenu, QWidget
 
 from gui import open_config
+from gui.fitcards import FitCardsPanel
 
 if TYPE_CHECKING:
     from gui.main_window import MainWindow
 
 
 class PlanTools(QObject):
-    """Holds the tools' actions (and, once opened, their windows) for one main window."""
+    """Holds the tools' actions and, once opened, their panels, for one main window."""
 
     def __init__(self, window: MainWindow, file_menu: QMenu, view_menu: QMenu) -> None:
         super().__init__(window)
         self.window = window
+        self.fit_panel: FitCardsPanel | None = None
+        self.docks: dict[str, QDockWidget] = {}
         self.open_config_action = window._action(
             "Open &training config…",
             lambda: open_config.open_training_config(window),
@@ -29,6 +33,37 @@ class PlanTools(QObject):
             "Read a PEFT, transformers/TRL, axolotl, LLaMA-Factory or torchtune config into the plan",
         )
         file_menu.insertAction(window.save_action, self.open_config_action)
+        self.fit_action = window._action(
+            "Which cards &fit", self.show_fit, "Ctrl+Shift+F", "Every catalogue GPU × 1-8 for this plan, by cost"
+        )
+        view_menu.addSeparator()
+        view_menu.addAction(self.fit_action)
+        for action in window.unit_actions.values():
+            action.triggered.connect(self._unit_changed)
+
+    def _dock(self, key: str, title: str, widget: QWidget) -> QDockWidget:
+        dock = QDockWidget(title, self.window)
+        dock.setObjectName(f"{key}Dock")
+        dock.setWidget(widget)
+        self.window.addDockWidget(Qt.DockWidgetArea.RightDockWidgetArea, dock)
+        self.window.tabifyDockWidget(self.window.details_dock, dock)
+        self.docks[key] = dock
+        return dock
+
+    def show_fit(self) -> FitCardsPanel:
+        if self.fit_panel is None:
+            self.fit_panel = FitCardsPanel(self.window.controller)
+            self.fit_panel.set_unit(self.window.unit)
+            self._dock("fitCards", "Which cards fit", self.fit_panel)
+        dock = self.docks["fitCards"]
+        dock.show()
+        dock.raise_()
+        self.fit_panel.refresh()
+        return self.fit_panel
+
+    def _unit_changed(self) -> None:
+        if self.fit_panel is not None:
+            self.fit_panel.set_unit(self.window.unit)
 
 
 def install(window: MainWindow, file_menu: QMenu, view_menu: QMenu) -> PlanTools:
