@@ -7,15 +7,25 @@ from __future__ import annotations
 
 import argparse
 import json
+from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import Any, TextIO
 
+from core.compare import FORMAT as COMPARISON_FORMAT
+from core.compare import MAX_PLANS, Comparison, compare
+from core.compare import load as load_comparison
+from core.compare import save as save_comparison
+from core.errors import PlanFileError
 from core.estimate import VERDICT_LABELS, estimate
 from core.fit import CardFit, cards_for, cheapest_fit
 from core.importer import import_model
 from core.plan import Plan
+from core.planfile import MAX_FILE_BYTES, atomic_write_text
 from core.planfile import load as load_plan
 from core.presets import default_plan
+from core.report import FORMATS, Report, build_report, to_markdown, value_text
 from core.runconfig import ModelChoice, RunConfig, choice_from_catalogue, load_run_config, plan_from_run, resolve_model
+from core.runconfig.reading import read_json_document
 from core.units import GB
 
 COMMANDS = ("fit", "report", "compare")
@@ -44,6 +54,23 @@ def register(sub: Any, estimate_parser: argparse.ArgumentParser) -> None:
         help="keep the plan's sharding for several cards (default: ZeRO-3 when the plan does not shard)",
     )
     fit.add_argument("--max-count", type=int, default=8, help="largest number of cards per row (1-8)")
+
+    report = sub.add_parser("report", help="a report of a plan or a comparison: HTML, PDF, Markdown or CSV")
+    report.add_argument("plans", nargs="+", metavar="PLAN", help="plan files or a comparison file (up to 4 plans)")
+    kind = report.add_mutually_exclusive_group(required=True)
+    for flag, text in (("html", "a self-contained HTML page"), ("pdf", "a PDF (needs the app's Qt)"),
+                       ("md", "Markdown"), ("csv", "CSV, one figure per line")):  # fmt: skip
+        kind.add_argument(f"--{flag}", metavar="OUT", help=f"write {text} to OUT")
+    report.add_argument("--title", help="the report's title")
+    report.add_argument("--gib", action="store_true", help="GiB instead of decimal GB")
+
+    comp = sub.add_parser("compare", help="compare up to four plans side by side")
+    comp.add_argument("plans", nargs="+", metavar="PLAN", help="plan files or a comparison file (up to 4 plans)")
+    shape = comp.add_mutually_exclusive_group()
+    shape.add_argument("--json", action="store_true", help="machine-readable, bytes throughout")
+    shape.add_argument("--markdown", action="store_true", help="a Markdown table")
+    comp.add_argument("--save", metavar="FILE", help="also save the comparison to FILE")
+    comp.add_argument("--gib", action="store_true", help="GiB instead of decimal GB")
 
 
 # ---- estimate --from ---------------------------------------------------------------
@@ -180,4 +207,99 @@ def run_command(args: argparse.Namespace, out: TextIO) -> int:
         else:
             out.write(render_fit(plan, rows) + "\n")
         return 0
-    raise ConfigUsageError(f"{args.command} is not available yet")
+    named = load_named_plans(args.plans)
+    if args.command == "report":
+        return _report(args, named)
+    return _compare(args, named, out)
+
+
+# ---- report and compare --------------------------------------------------------------
+PdfWriter = Callable[[Report, str], None]
+_pdf_writer: list[PdfWriter] = []
+
+
+def set_pdf_writer(writer: PdfWriter) -> None:
+    """The GUI layer registers its Qt PDF writer here (core never imports Qt)."""
+    _pdf_writer[:] = [writer]
+
+
+def load_named_plans(paths: Sequence[str]) -> list[tuple[str, Plan]]:
+    """Plan files (named by their file name) and comparison files (their own names), in order."""
+    named: list[tuple[str, Plan]] = []
+    for path in paths:
+        document = read_json_document(path, MAX_FILE_BYTES * MAX_PLANS, "a plan or a comparison")
+        if isinstance(document, dict) and document.get("format") == COMPARISON_FORMAT:
+            named += [(p.name, p.plan) for p in load_comparison(path).plans]
+        else:
+            stem = Path(path).name.removesuffix(".json").removesuffix(".vramplan")
+            named.append((stem, load_plan(path)))
+    if not 1 <= len(named) <= MAX_PLANS:
+        raise ConfigUsageError(f"{len(named)} plans given; a comparison holds 1 to {MAX_PLANS}")
+    return named
+
+
+def _report(args: argparse.Namespace, named: list[tuple[str, Plan]]) -> int:
+    report = build_report(named, args.title or "", unit="GiB" if args.gib else "GB")
+    if args.pdf:
+        if not _pdf_writer:
+            raise ConfigUsageError(
+                "PDF reports are drawn with the app's Qt (PySide6), which is not available here; "
+                "use --html and print it, or run the installed vramplan with its GUI"
+            )
+        _pdf_writer[0](report, args.pdf)
+        return 0
+    kind, path = ("html", args.html) if args.html else ("md", args.md) if args.md else ("csv", args.csv)
+    try:
+        atomic_write_text(path, FORMATS[kind](report))
+    except OSError as exc:
+        raise PlanFileError(path, f"cannot be written ({exc.strerror or exc})") from None
+    return 0
+
+
+def comparison_json(comparison: Comparison) -> dict[str, Any]:
+    best = comparison.cheapest_fit()
+    return {
+        "plans": list(comparison.names),
+        "rows": [
+            {"key": r.key, "label": r.label, "kind": r.kind.value, "values": list(r.values), "differs": r.differs}
+            for r in comparison.rows()
+        ],
+        "phases": {
+            name: list(values) for name, values in zip(comparison.phase_names(), comparison.phase_bytes(), strict=True)
+        },
+        "cheapest_fit": comparison.names[best] if best is not None else None,
+    }
+
+
+def render_comparison(comparison: Comparison, unit: str) -> str:
+    best = comparison.cheapest_fit()
+    rows = comparison.rows()
+    names = [f"{i + 1}. {n}" for i, n in enumerate(comparison.names)]
+    cells = [[value_text(r, v, unit) for v in r.values] for r in rows]
+    widths = [max([len(names[i])] + [len(c[i]) for c in cells]) for i in range(len(names))]
+    label_w = max(len(r.label) for r in rows) + 2
+    lines = [" " * label_w + "  ".join(n.rjust(w) for n, w in zip(names, widths, strict=True))]
+    for row, values in zip(rows, cells, strict=True):
+        mark = "* " if len(names) > 1 and row.differs else "  "
+        lines.append(
+            f"{mark}{row.label:<{label_w - 2}}" + "  ".join(v.rjust(w) for v, w in zip(values, widths, strict=True))
+        )
+    lines.append("")
+    if len(names) > 1:
+        lines.append("* differs between the plans")
+    lines.append(f"cheapest that fits: {names[best]}" if best is not None else "none of these plans fits its card")
+    return "\n".join(lines)
+
+
+def _compare(args: argparse.Namespace, named: list[tuple[str, Plan]], out: TextIO) -> int:
+    comparison = compare(named)
+    if args.save:
+        save_comparison(comparison, args.save)
+    unit = "GiB" if args.gib else "GB"
+    if args.json:
+        out.write(json.dumps(comparison_json(comparison), indent=2) + "\n")
+    elif args.markdown:
+        out.write(to_markdown(build_report(named, unit=unit)))
+    else:
+        out.write(render_comparison(comparison, unit) + "\n")
+    return 0

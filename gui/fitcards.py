@@ -21,14 +21,13 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from core.estimate import VERDICT_LABELS, Estimate, Verdict
+from core.estimate import VERDICT_LABELS, Estimate
 from core.fit import CardFit, cards_for, cheapest_fit, plan_on
+from core.report import VERDICT_COLOURS
 from gui.controller import PlanController
 from gui.format import Unit, hours, memory, money
 
 COLUMNS = ("GPU", "×", "Sharding", "Per GPU", "Capacity", "Verdict", "Time", "Cost", "Tokens/s")
-# Okabe-Ito colours, as the chart uses for verdicts.
-VERDICT_COLOURS = {Verdict.FITS: "#009E73", Verdict.TIGHT: "#E69F00", Verdict.OOM: "#D55E00"}
 REFRESH_MS = 120
 
 

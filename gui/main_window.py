@@ -536,6 +536,7 @@ class MainWindow(QMainWindow):
         if not os.path.exists(path):
             dialogs.error(self, "Cannot export the chart", f"{path} could not be written")
             return False
+        self.plan_tools.caption_chart(path, kind)  # model, method, GPU and verdict under the chart
         self.statusBar().showMessage(f"Exported {path}", 4000)
         return True
 

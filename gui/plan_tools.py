@@ -11,7 +11,8 @@ from typing import TYPE_CHECKING
 from PySide6.QtCore import QObject, Qt
 from PySide6.QtWidgets import QDockWidget, QMenu, QWidget
 
-from gui import open_config
+from core.report import caption
+from gui import dialogs, open_config, report_export
 from gui.fitcards import FitCardsPanel
 
 if TYPE_CHECKING:
@@ -33,6 +34,19 @@ class PlanTools(QObject):
             "Read a PEFT, transformers/TRL, axolotl, LLaMA-Factory or torchtune config into the plan",
         )
         file_menu.insertAction(window.save_action, self.open_config_action)
+        self.export_report_action = window._action(
+            "Export &report…",
+            lambda: report_export.export_report(window),
+            "Ctrl+Shift+R",
+            "The plan's inputs, chart, arithmetic, verdict and diagnosis as HTML, PDF, Markdown or CSV",
+        )
+        self.copy_markdown_action = window._action(
+            "Copy report as &Markdown",
+            lambda: report_export.copy_report_markdown(window),
+            tip="The plan's report as Markdown on the clipboard",
+        )
+        file_menu.insertActions(window.quit_action, [self.export_report_action, self.copy_markdown_action])
+        file_menu.insertSeparator(window.quit_action)
         self.fit_action = window._action(
             "Which cards &fit", self.show_fit, "Ctrl+Shift+F", "Every catalogue GPU × 1-8 for this plan, by cost"
         )
@@ -60,6 +74,13 @@ class PlanTools(QObject):
         dock.raise_()
         self.fit_panel.refresh()
         return self.fit_panel
+
+    def caption_chart(self, path: str, kind: str) -> None:
+        """An exported chart carries a caption: model, method, GPU and verdict."""
+        try:
+            report_export.caption_chart_file(path, kind, caption(self.window.controller.estimate))
+        except OSError as error:
+            dialogs.error(self.window, "Cannot caption the chart", str(error))
 
     def _unit_changed(self) -> None:
         if self.fit_panel is not None:

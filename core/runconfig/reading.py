@@ -94,27 +94,47 @@ def parse_text(raw: bytes, where: str, suffix: str = "") -> dict[str, Any]:
     return result
 
 
-def read_config_file(path: str | os.PathLike[str]) -> dict[str, Any]:
-    """Read and parse a config file with every cap applied; errors are one-line PlanFileErrors."""
+def read_bytes(path: str | os.PathLike[str], limit: int, what: str) -> bytes:
+    """The bytes of a regular file of at most ``limit`` bytes; one-line PlanFileErrors otherwise."""
     where = str(path)
-    suffix = Path(path).suffix
-    if suffix.lower() in PICKLE_SUFFIXES:
-        raise PlanFileError(where, PICKLE_REFUSAL)
     try:
         info = os.stat(path)
         if stat.S_ISDIR(info.st_mode):
-            raise PlanFileError(where, "is a folder; choose the config file in it")
+            raise PlanFileError(where, f"is a folder; choose {what} file in it")
         if not stat.S_ISREG(info.st_mode):  # a FIFO would block the open
             raise PlanFileError(where, "is not a regular file")
-        if info.st_size > MAX_CONFIG_BYTES:
-            raise PlanFileError(where, f"is {info.st_size:,} bytes; a training config is a few kB")
+        if info.st_size > limit:
+            raise PlanFileError(where, f"is {info.st_size:,} bytes; {what} is a few kB")
         with open(path, "rb") as handle:
-            raw = handle.read(MAX_CONFIG_BYTES + 1)
+            raw = handle.read(limit + 1)
     except OSError as exc:
         raise PlanFileError(where, f"cannot be read ({exc.strerror or exc})") from None
-    if len(raw) > MAX_CONFIG_BYTES:
-        raise PlanFileError(where, f"is over {MAX_CONFIG_BYTES:,} bytes; a training config is a few kB")
-    return parse_text(raw, where, suffix)
+    if len(raw) > limit:  # it grew after the size check
+        raise PlanFileError(where, f"is over {limit:,} bytes; {what} is a few kB")
+    return raw
+
+
+def read_config_file(path: str | os.PathLike[str]) -> dict[str, Any]:
+    """Read and parse a config file with every cap applied; errors are one-line PlanFileErrors."""
+    if Path(path).suffix.lower() in PICKLE_SUFFIXES:
+        raise PlanFileError(str(path), PICKLE_REFUSAL)
+    return parse_text(read_bytes(path, MAX_CONFIG_BYTES, "a training config"), str(path), Path(path).suffix)
+
+
+def read_json_document(path: str | os.PathLike[str], limit: int, what: str) -> Any:
+    """A JSON file as plain data (no NaN, capped size and depth)."""
+    where = str(path)
+    raw = read_bytes(path, limit, what)
+    try:
+        document = json.loads(raw.decode("utf-8-sig"), parse_constant=_reject_constant)
+    except UnicodeDecodeError:
+        raise PlanFileError(where, f"is not UTF-8 text (is it {what}?)") from None
+    except RecursionError:
+        raise PlanFileError(where, f"is nested too deeply to be {what}") from None
+    except ValueError as exc:
+        raise PlanFileError(where, f"is not valid JSON ({exc})") from None
+    _plain_keys(document, where, [MAX_ENTRIES])
+    return document
 
 
 def _lookup(document: Mapping[str, Any], key: str) -> Any:
