@@ -8,24 +8,20 @@ from __future__ import annotations
 import argparse
 import json
 from collections.abc import Callable, Sequence
-from pathlib import Path
 from typing import Any, TextIO
 
-from core.compare import FORMAT as COMPARISON_FORMAT
-from core.compare import MAX_PLANS, Comparison, compare
-from core.compare import load as load_comparison
+from core.compare import MAX_PLANS, Comparison, compare, load_named
 from core.compare import save as save_comparison
 from core.errors import PlanFileError
 from core.estimate import VERDICT_LABELS, estimate
 from core.fit import CardFit, cards_for, cheapest_fit
 from core.importer import import_model
 from core.plan import Plan
-from core.planfile import MAX_FILE_BYTES, atomic_write_text
+from core.planfile import atomic_write_text
 from core.planfile import load as load_plan
 from core.presets import default_plan
 from core.report import FORMATS, Report, build_report, to_markdown, value_text
 from core.runconfig import ModelChoice, RunConfig, choice_from_catalogue, load_run_config, plan_from_run, resolve_model
-from core.runconfig.reading import read_json_document
 from core.units import GB
 
 COMMANDS = ("fit", "report", "compare")
@@ -224,15 +220,7 @@ def set_pdf_writer(writer: PdfWriter) -> None:
 
 
 def load_named_plans(paths: Sequence[str]) -> list[tuple[str, Plan]]:
-    """Plan files (named by their file name) and comparison files (their own names), in order."""
-    named: list[tuple[str, Plan]] = []
-    for path in paths:
-        document = read_json_document(path, MAX_FILE_BYTES * MAX_PLANS, "a plan or a comparison")
-        if isinstance(document, dict) and document.get("format") == COMPARISON_FORMAT:
-            named += [(p.name, p.plan) for p in load_comparison(path).plans]
-        else:
-            stem = Path(path).name.removesuffix(".json").removesuffix(".vramplan")
-            named.append((stem, load_plan(path)))
+    named = load_named(paths)
     if not 1 <= len(named) <= MAX_PLANS:
         raise ConfigUsageError(f"{len(named)} plans given; a comparison holds 1 to {MAX_PLANS}")
     return named

@@ -12,6 +12,7 @@ import os
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
+from pathlib import Path
 from typing import Any, Final
 
 from core.breakdown import BUCKET_LABELS, BUCKET_ORDER
@@ -29,6 +30,7 @@ from core.plan import (
     Plan,
 )
 from core.planfile import MAX_FILE_BYTES, atomic_write_text, plan_from_dict, plan_to_dict
+from core.planfile import load as load_plan
 from core.runconfig.reading import read_json_document
 
 FORMAT: Final = "vramplan-comparison"
@@ -96,9 +98,9 @@ INPUT_ROWS: Final[tuple[tuple[str, str, RowKind, Callable[[Plan], float | str]],
     ("seq_len", "Sequence", RowKind.COUNT, lambda p: p.workload.seq_len),
     ("grad_accum", "Accumulation", RowKind.COUNT, lambda p: p.workload.grad_accum),
     ("tokens", "Token budget", RowKind.COUNT, lambda p: p.workload.tokens),
-    ("gpu", "GPU", RowKind.TEXT, lambda p: p.hardware.gpu),
     ("gpu_count", "GPUs", RowKind.COUNT, lambda p: p.hardware.gpu_count),
     ("sharding", "Sharding", RowKind.TEXT, lambda p: SHARDING_LABELS[p.hardware.sharding]),
+    ("price", "Price per GPU-hour", RowKind.MONEY, lambda p: p.hardware.price_per_gpu_hour),
     ("accounting", "Accounting", RowKind.TEXT, lambda p: p.accounting.value),
 )
 
@@ -117,6 +119,8 @@ class Comparison:
             Row(key, label, kind, tuple(value(e.plan) for e in ests), "inputs")
             for key, label, kind, value in INPUT_ROWS
         ]
+        at = next(i for i, row in enumerate(rows) if row.key == "gpu_count")
+        rows.insert(at, Row("gpu", "GPU", RowKind.TEXT, tuple(e.gpu.name for e in ests), "inputs"))
         for bucket_key in BUCKET_ORDER:
             values = tuple(_bucket_bytes(e, bucket_key.value) for e in ests)
             rows.append(Row(f"bucket.{bucket_key.value}", BUCKET_LABELS[bucket_key], RowKind.BYTES, values, "memory"))
@@ -230,6 +234,19 @@ def load(path: str | os.PathLike[str]) -> Comparison:
         return from_dict(document)
     except PlanError as exc:
         raise PlanFileError(where, str(exc)) from None
+
+
+def load_named(paths: Sequence[str | os.PathLike[str]]) -> list[tuple[str, Plan]]:
+    """Plan files (named by their file name) and comparison files (their plans' own names), in order."""
+    named: list[tuple[str, Plan]] = []
+    for path in paths:
+        document = read_json_document(path, MAX_FILE_BYTES * MAX_PLANS, "a plan or a comparison")
+        if isinstance(document, Mapping) and document.get("format") == FORMAT:
+            named += [(p.name, p.plan) for p in load(path).plans]
+        else:
+            stem = Path(path).name.removesuffix(".json").removesuffix(".vramplan")
+            named.append((stem, load_plan(path)))
+    return named
 
 
 def save(comparison: Comparison, path: str | os.PathLike[str]) -> None:

@@ -13,6 +13,7 @@ from PySide6.QtWidgets import QDockWidget, QMenu, QWidget
 
 from core.report import caption
 from gui import dialogs, open_config, report_export
+from gui.compare import ComparePanel
 from gui.fitcards import FitCardsPanel
 
 if TYPE_CHECKING:
@@ -26,6 +27,7 @@ class PlanTools(QObject):
         super().__init__(window)
         self.window = window
         self.fit_panel: FitCardsPanel | None = None
+        self.compare_panel: ComparePanel | None = None
         self.docks: dict[str, QDockWidget] = {}
         self.open_config_action = window._action(
             "Open &training config…",
@@ -50,8 +52,11 @@ class PlanTools(QObject):
         self.fit_action = window._action(
             "Which cards &fit", self.show_fit, "Ctrl+Shift+F", "Every catalogue GPU × 1-8 for this plan, by cost"
         )
+        self.compare_action = window._action(
+            "&Compare plans", self.show_compare, "Ctrl+Shift+C", "Pin plans or open plan files; up to four side by side"
+        )
         view_menu.addSeparator()
-        view_menu.addAction(self.fit_action)
+        view_menu.addActions([self.compare_action, self.fit_action])
         for action in window.unit_actions.values():
             action.triggered.connect(self._unit_changed)
 
@@ -82,9 +87,20 @@ class PlanTools(QObject):
         except OSError as error:
             dialogs.error(self.window, "Cannot caption the chart", str(error))
 
+    def show_compare(self) -> ComparePanel:
+        if self.compare_panel is None:
+            self.compare_panel = ComparePanel(self.window.controller, self.window)
+            self.compare_panel.set_unit(self.window.unit)
+            self._dock("compare", "Compare plans", self.compare_panel)
+        dock = self.docks["compare"]
+        dock.show()
+        dock.raise_()
+        return self.compare_panel
+
     def _unit_changed(self) -> None:
-        if self.fit_panel is not None:
-            self.fit_panel.set_unit(self.window.unit)
+        for panel in (self.fit_panel, self.compare_panel):
+            if panel is not None:
+                panel.set_unit(self.window.unit)
 
 
 def install(window: MainWindow, file_menu: QMenu, view_menu: QMenu) -> PlanTools:
