@@ -2,7 +2,8 @@
 
 Used for the README's docs/screenshot.png (the start-up plan) and, with ``--diagnosis``,
 docs/diagnosis.png (the lesson's 7B model, full 16-bit fine-tuning, on a 24 GB card, with
-the Diagnosis tab open) and, with ``--compare``, docs/comparison.png (four plans side by side). No user settings are read or written (a temporary folder).
+the Diagnosis tab open) and, with ``--compare``, docs/comparison.png (four plans side by
+side). No user settings are read or written (a temporary folder).
 """
 
 from __future__ import annotations
