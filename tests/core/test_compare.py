@@ -6,6 +6,8 @@ import json
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from core.cli import main
 from core.compare import MAX_PLANS, TOTAL, compare, dumps, from_dict, load, save, to_dict
@@ -14,6 +16,7 @@ from core.estimate import Verdict, estimate
 from core.plan import Method, Precision, Sharding
 from core.planfile import save as save_plan
 from core.presets import default_plan, lesson_plan
+from tests.core.strategies import plans
 
 
 def four_plans() -> list[tuple[str, object]]:
@@ -124,3 +127,12 @@ def test_cli_compare(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None
     assert "| **Method** |" in capsys.readouterr().out
     assert main(["compare", *paths, paths[0]]) == 2
     assert "1 to 4" in capsys.readouterr().err
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.lists(st.tuples(st.text(min_size=1, max_size=30).filter(str.strip), plans()), min_size=1, max_size=4))
+def test_comparison_file_round_trips_any_plans(named: list[tuple[str, object]]) -> None:
+    comparison = compare(named)  # type: ignore[arg-type]
+    again = from_dict(json.loads(dumps(comparison)))
+    assert [p.plan for p in again.plans] == [p.plan for p in comparison.plans]
+    assert again.names == tuple(name.strip() for name, _ in named)
