@@ -124,7 +124,11 @@ def _remedy_lines(d: Diagnosis, unit: str) -> list[str]:
 
 
 # ---- the chart (inline SVG) ------------------------------------------------------------
-def chart_svg(comparison: Comparison, unit: str = "GB", width: int = 760, height: int = 320) -> str:
+CHART_WIDTH: Final = 760
+CHART_HEIGHT: Final = 320
+
+
+def chart_svg(comparison: Comparison, unit: str = "GB", width: int = CHART_WIDTH, height: int = CHART_HEIGHT) -> str:
     """Grouped bars: one group per phase, one stacked bar per plan, on one axis."""
     scale = GiB if unit == "GiB" else GB
     phases = comparison.phase_names()
@@ -228,8 +232,8 @@ _CSS: Final = (
     "body{font-family:system-ui,sans-serif;margin:2em auto;max-width:60em;color:#222;line-height:1.4}"
     "table{border-collapse:collapse;margin:.5em 0 1em}td,th{border:1px solid #ccc;padding:.25em .5em;"
     "text-align:left;vertical-align:top}td.n{text-align:right;white-space:nowrap}tr.diff td{background:#fff3cd}"
-    "pre{margin:0;white-space:pre-wrap;font-size:.9em}.verdict{font-weight:bold}"
-    ".best{outline:2px solid #009E73}footer{margin-top:2em;color:#666;font-size:.9em}"
+    "td.f{font-family:ui-monospace,monospace;font-size:.85em}.verdict{font-weight:bold}"
+    ".caption{color:#555;font-size:.9em}footer{margin-top:2em;color:#666;font-size:.9em}"
 )
 
 
@@ -249,7 +253,7 @@ def _html_rows(report: Report) -> str:
         )
         cls = ' class="diff"' if report.is_comparison and row.differs else ""
         body.append(f"<tr{cls}><th>{escape(row.label)}</th>{cells}</tr>")
-    return f"<table><tr><th></th>{head}</tr>{''.join(body)}</table>"
+    return f'<table width="100%"><tr><th></th>{head}</tr>{"".join(body)}</table>'
 
 
 def _html_plan(item: ReportPlan, index: int, unit: str, several: bool) -> str:
@@ -258,15 +262,17 @@ def _html_plan(item: ReportPlan, index: int, unit: str, several: bool) -> str:
     out = [f"<section><h2>{f'{index + 1}. ' if several else ''}{escape(item.name)}</h2>"]
     out.append(f'<p class="verdict" style="color:{colour}">{escape(_verdict_line(est, unit))}</p>')
     out.append(f"<p>{escape(caption(est))}</p>")
-    out.append("<h3>Memory at the peak, with the arithmetic</h3><table><tr><th>Bucket</th><th>Size</th>")
+    out.append('<h3>Memory at the peak, with the arithmetic</h3><table width="100%">')
+    out.append('<tr><th width="18%">Bucket</th><th width="14%">Size</th>')
     out.append("<th>Arithmetic</th></tr>")
     for bucket in est.buckets:
         out.append(
             f'<tr><td>{escape(bucket.label)}</td><td class="n">{escape(_size(bucket.bytes, unit))}</td>'
-            f"<td><pre>{escape(bucket.formula)}</pre>{f'<br>{escape(bucket.note)}' if bucket.note else ''}</td></tr>"
+            f'<td class="f">{"<br>".join(escape(line) for line in bucket.formula.splitlines())}'
+            f"{f'<br><i>{escape(bucket.note)}</i>' if bucket.note else ''}</td></tr>"
         )
     out.append(f"</table><p><code>{escape(est.summary_formula)}</code></p>")
-    out.append("<h3>Phases</h3><table>")
+    out.append('<h3>Phases</h3><table width="100%">')
     for phase in est.phases:
         out.append(
             f'<tr><td>{escape(phase.name)}</td><td class="n">{escape(_size(phase.allocated_bytes, unit))}</td>'
@@ -290,9 +296,9 @@ def _html_plan(item: ReportPlan, index: int, unit: str, several: bool) -> str:
     return "".join(out)
 
 
-def to_html(report: Report, chart_src: str | None = None) -> str:
-    """The report as one HTML page; the chart is inline SVG, or ``<img src=chart_src>`` for
-    renderers without SVG (Qt's QTextDocument, which the PDF export uses)."""
+def to_html(report: Report, chart_src: str | None = None, chart_width: int = 480) -> str:
+    """The report as one HTML page; the chart is inline SVG, or ``<img src=chart_src>`` of
+    ``chart_width`` for renderers without SVG (Qt's QTextDocument, which the PDF export uses)."""
     comparison = report.comparison
     best = comparison.cheapest_fit()
     parts = [
@@ -308,12 +314,16 @@ def to_html(report: Report, chart_src: str | None = None) -> str:
         )
         parts.append(f"<p><strong>{cheapest}</strong></p>")
         parts.append("<p>Rows whose values differ between the plans are highlighted.</p>")
-    chart = chart_svg(comparison, report.unit) if chart_src is None else f'<img src="{escape(chart_src)}" width="680">'
-    parts.append(f"<figure>{chart}<figcaption>Memory per GPU by phase")
+    if chart_src is None:
+        chart = chart_svg(comparison, report.unit)
+    else:
+        height = round(chart_width * CHART_HEIGHT / CHART_WIDTH)
+        chart = f'<img src="{escape(chart_src)}" width="{chart_width}" height="{height}">'
+    parts.append(f'<div class="chart">{chart}</div><p class="caption">Memory per GPU by phase')
     parts.append(
-        " for each plan (numbered bars); the dashed line is each card's capacity.</figcaption></figure>"
+        " for each plan (numbered bars); the dashed line is each card's capacity.</p>"
         if report.is_comparison
-        else f": {escape(caption(report.plans[0].estimate))}</figcaption></figure>"
+        else f": {escape(caption(report.plans[0].estimate))}</p>"
     )
     parts.append("<h2>Inputs and results</h2>" + _html_rows(report))
     for index, item in enumerate(report.plans):

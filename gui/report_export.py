@@ -40,6 +40,11 @@ if TYPE_CHECKING:
 
 REPORT_FILTER = "HTML page (*.html);;PDF document (*.pdf);;Markdown (*.md);;CSV table (*.csv)"
 CHART_RESOURCE = "vramplan-chart.png"
+QT_STYLE = (
+    "table{border-collapse:collapse;margin-bottom:8px} td,th{border:1px solid #bbb;padding:3px}"
+    " th{text-align:left} td.n{text-align:right} tr.diff td{background-color:#fff3cd}"
+    " td.f{font-family:monospace;font-size:7pt} .caption{color:#555555}"
+)
 SUFFIXES = {".html": "html", ".htm": "html", ".pdf": "pdf", ".md": "md", ".markdown": "md", ".csv": "csv"}
 
 
@@ -69,7 +74,14 @@ def chart_image(report: Report, width_px: int = 1520) -> QImage:
 def report_document(report: Report) -> QTextDocument:
     document = QTextDocument()
     document.addResource(QTextDocument.ResourceType.ImageResource, QUrl(CHART_RESOURCE), chart_image(report))
-    document.setHtml(to_html(report, chart_src=CHART_RESOURCE))
+    html = to_html(report, chart_src=CHART_RESOURCE)
+    # QTextDocument's CSS subset: drop the page's style sheet (auto margins and max-width
+    # would narrow every table) and give it the few rules it understands.
+    start, end = html.find("<style>"), html.find("</style>")
+    if start >= 0 and end > start:
+        html = html[:start] + html[end + len("</style>") :]
+    document.setDefaultStyleSheet(QT_STYLE)
+    document.setHtml(html)
     return document
 
 
