@@ -8,7 +8,10 @@ status 2 and one line on stderr, never a traceback.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
+import math
+import os
 import sys
 from collections.abc import Sequence
 from dataclasses import replace
@@ -17,7 +20,7 @@ from typing import Any, NoReturn, TextIO
 from core import __version__, cli_extra
 from core.breakdown import BUCKET_LABELS
 from core.catalogue import find_model, load_gpus, load_models
-from core.errors import PlanError, PlanFileError
+from core.errors import PlanError, PlanFileError, escape_controls, one_line
 from core.estimate import VERDICT_LABELS, Estimate, estimate
 from core.importer import import_model
 from core.model import ModelSpec
@@ -34,7 +37,7 @@ from core.plan import (
 )
 from core.planfile import load as load_plan
 from core.planfile import save as save_plan
-from core.units import GB, format_count
+from core.units import GB, format_count, format_memory, parse_count
 
 
 class UsageError(Exception):
@@ -45,24 +48,25 @@ class _Parser(argparse.ArgumentParser):
     def error(self, message: str) -> NoReturn:
         raise UsageError(message)
 
+    def _print_message(self, message: str, file: Any = None) -> None:
+        # --help and --version: through the same output guard as every subcommand.
+        if message:
+            write_output(message, sys.stdout if file is None else file)
 
-def _number(text: str) -> float:
-    """Accept 6.7e9, 6_700_000_000, 6,700,000,000, 124.4M, 7B."""
-    cleaned = text.strip().replace(",", "").replace("_", "")
-    scale = {"k": 1e3, "K": 1e3, "M": 1e6, "B": 1e9, "G": 1e9, "T": 1e12}
-    if cleaned and cleaned[-1] in scale:
-        return float(cleaned[:-1]) * scale[cleaned[-1]]
-    return float(cleaned)
+
+def _text(value: str) -> str:
+    """A file, id or list argument: an empty one is a mistake, never "use the default"."""
+    if not value.strip():
+        raise argparse.ArgumentTypeError("an empty value is not allowed")
+    return value
 
 
 def _count(text: str) -> int:
+    """A count for --params, --trainable and --tokens: the one parser the window uses too."""
     try:
-        value = _number(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
-    if value != value or value in (float("inf"), float("-inf")):
-        raise argparse.ArgumentTypeError(f"{text!r} is not a finite number")
-    return round(value)
+        return parse_count(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(f"{one_line(text)!r} {exc}") from None
 
 
 def _build_parser() -> _Parser:
@@ -72,15 +76,15 @@ def _build_parser() -> _Parser:
 
     est = sub.add_parser("estimate", help="estimate memory, time and serving needs of a plan")
     src = est.add_argument_group("model (one of)")
-    src.add_argument("--model", "-m", help="catalogue id, e.g. llama-3.1-8b (see `vramplan models`)")
-    src.add_argument("--config", metavar="PATH", help="a Hugging Face config.json or model folder")
+    src.add_argument("--model", "-m", type=_text, help="catalogue id, e.g. llama-3.1-8b (see `vramplan models`)")
+    src.add_argument("--config", type=_text, metavar="PATH", help="a Hugging Face config.json or model folder")
     src.add_argument("--params", type=_count, metavar="N", help="parameter count as the lesson gives it (6.7e9)")
-    src.add_argument("--plan", metavar="FILE", help="a saved plan file; other options override it")
+    src.add_argument("--plan", type=_text, metavar="FILE", help="a saved plan file; other options override it")
     m = est.add_argument_group("method")
     m.add_argument("--method", choices=[e.value for e in Method])
     m.add_argument("--lora-rank", type=int)
     m.add_argument("--lora-alpha", type=float)
-    m.add_argument("--lora-targets", help="comma list: q_proj,v_proj or all-linear")
+    m.add_argument("--lora-targets", type=_text, help="comma list: q_proj,v_proj or all-linear")
     m.add_argument("--trainable", type=_count, metavar="T", help="lesson mode: trainable parameters as given")
     m.add_argument("--quant", choices=[e.value for e in Quant], help="QLoRA base storage")
     m.add_argument("--frozen-layers", type=int)
@@ -95,7 +99,7 @@ def _build_parser() -> _Parser:
     w.add_argument("--accum", type=int, dest="grad_accum")
     w.add_argument("--tokens", type=_count, help="token budget D for time and cost (default 20M)")
     h = est.add_argument_group("hardware")
-    h.add_argument("--gpu", help="GPU id (see `vramplan gpus`)")
+    h.add_argument("--gpu", type=_text, help="GPU id (see `vramplan gpus`)")
     h.add_argument("--gpus", type=int, dest="gpu_count", help="number of GPUs")
     h.add_argument("--sharding", choices=[e.value for e in Sharding])
     h.add_argument("--utilisation", type=float)
@@ -112,7 +116,7 @@ def _build_parser() -> _Parser:
     out = est.add_argument_group("output")
     out.add_argument("--json", action="store_true", help="machine-readable output, bytes throughout")
     out.add_argument("--gib", action="store_true", help="show GiB instead of decimal GB")
-    out.add_argument("--save", metavar="FILE", help="also save the plan to FILE")
+    out.add_argument("--save", type=_text, metavar="FILE", help="also save the plan to FILE")
 
     models = sub.add_parser("models", help="list the model catalogue")
     models.add_argument("--json", action="store_true")
@@ -169,8 +173,11 @@ def plan_from_args(args: argparse.Namespace, base: Plan | None = None) -> Plan:
         lora["rank"] = args.lora_rank
     if args.lora_alpha is not None:
         lora["alpha"] = args.lora_alpha
-    if args.lora_targets:
-        lora["targets"] = tuple(t for t in args.lora_targets.split(",") if t.strip())
+    if args.lora_targets is not None:
+        targets = tuple(t.strip() for t in args.lora_targets.split(",") if t.strip())
+        if not targets:
+            raise UsageError("argument --lora-targets: an empty list is not allowed (e.g. q_proj,v_proj or all-linear)")
+        lora["targets"] = targets
     if lora:
         changes["lora"] = replace(plan.lora, **lora) if plan.lora else LoraSettings(**lora)
     workload = {
@@ -205,9 +212,7 @@ def plan_from_args(args: argparse.Namespace, base: Plan | None = None) -> Plan:
 
 
 def _fmt(n_bytes: float, gib: bool) -> str:
-    if gib:
-        return f"{n_bytes / 2**30:,.2f} GiB"
-    return f"{n_bytes / GB:,.2f} GB"
+    return format_memory(n_bytes, "GiB" if gib else "GB")
 
 
 def estimate_to_json(est: Estimate) -> dict[str, Any]:
@@ -253,6 +258,27 @@ def estimate_to_json(est: Estimate) -> dict[str, Any]:
     }
 
 
+def _finite_json(value: Any, where: str, notes: list[str]) -> Any:
+    """``value`` with every infinite or NaN float replaced by null (JSON has no Infinity),
+    each replacement named in ``notes``."""
+    if isinstance(value, float) and not math.isfinite(value):
+        notes.append(f"{where} is {value} (no finite value, e.g. zero throughput); written as null")
+        return None
+    if isinstance(value, dict):
+        return {k: _finite_json(v, f"{where}.{k}" if where else str(k), notes) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_finite_json(v, f"{where}[{i}]", notes) for i, v in enumerate(value)]
+    return value
+
+
+def estimate_json_text(est: Estimate) -> str:
+    """``--json`` output: valid JSON (RFC 8259) always, non-finite figures as null with a note."""
+    notes: list[str] = []
+    data = _finite_json(estimate_to_json(est), "", notes)
+    data["notes"] = [*data["notes"], *notes]
+    return json.dumps(data, indent=2, allow_nan=False) + "\n"
+
+
 def render_estimate(est: Estimate, gib: bool = False) -> str:
     plan = est.plan
     p = est.params
@@ -290,75 +316,115 @@ def render_estimate(est: Estimate, gib: bool = False) -> str:
     return "\n".join(lines)
 
 
-def _list_models(as_json: bool, out: TextIO) -> None:
+def _list_models(as_json: bool) -> str:
     models = load_models()
     if as_json:
-        json.dump([{"id": m.id, "name": m.name, "params": m.spec.total_params()} for m in models], out, indent=2)
-        out.write("\n")
-        return
+        rows = [{"id": m.id, "name": m.name, "params": m.spec.total_params()} for m in models]
+        return json.dumps(rows, indent=2, allow_nan=False) + "\n"
+    lines = []
     for m in models:
         spec: ModelSpec = m.spec
-        out.write(
+        lines.append(
             f"{m.id:<26} {m.name:<32} {format_count(spec.total_params()):>7}  "
             f"L={spec.num_layers:<3} d={spec.hidden_size:<5} heads={spec.num_heads}/{spec.num_kv_heads}\n"
         )
+    return "".join(lines)
 
 
-def _list_gpus(as_json: bool, out: TextIO) -> None:
+def _list_gpus(as_json: bool) -> str:
     gpus = load_gpus()
     if as_json:
-        json.dump(
-            [
-                {"id": g.id, "name": g.name, "memory_bytes": g.memory_bytes, "tflops_dense": dict(g.tflops_dense)}
-                for g in gpus
-            ],
-            out,
-            indent=2,
-        )
-        out.write("\n")
+        rows = [
+            {"id": g.id, "name": g.name, "memory_bytes": g.memory_bytes, "tflops_dense": dict(g.tflops_dense)}
+            for g in gpus
+        ]
+        return json.dumps(rows, indent=2, allow_nan=False) + "\n"
+    return "".join(
+        f"{g.id:<20} {g.name:<28} {g.memory_bytes / 2**20:>8,.0f} MiB  {g.memory_bytes / GB:>6.1f} GB  "
+        f"bf16 {g.peak_tflops('bf16'):>7g} TFLOP/s\n"
+        for g in gpus
+    )
+
+
+class OutputError(Exception):
+    """Standard output could not take the text (a full disk, a closed pipe)."""
+
+
+def write_output(text: str, stream: TextIO | None) -> None:
+    """The one way anything reaches the terminal: every subcommand's output goes through here.
+
+    - no stream (a windowed Windows build has ``sys.stdout is None``): nothing is written;
+    - control and format characters (ESC, BEL, CR, bidi overrides from a model's name) are
+      escaped, so nothing read from a file can drive the terminal;
+    - a stream that cannot encode a character (an ASCII or Latin-1 locale) gets it as an
+      escape instead of a UnicodeEncodeError;
+    - a failed write (``> /dev/full``, a closed pipe) raises :class:`OutputError`.
+    """
+    if stream is None:
         return
-    for g in gpus:
-        out.write(
-            f"{g.id:<20} {g.name:<28} {g.memory_bytes / 2**20:>8,.0f} MiB  {g.memory_bytes / GB:>6.1f} GB  "
-            f"bf16 {g.peak_tflops('bf16'):>7g} TFLOP/s\n"
-        )
+    safe = "\n".join(escape_controls(line) for line in text.split("\n"))
+    try:
+        try:
+            stream.write(safe)
+        except UnicodeEncodeError:
+            reconfigure = getattr(stream, "reconfigure", None)
+            if reconfigure is None:
+                raise
+            reconfigure(errors="backslashreplace")
+            stream.write(safe)
+        stream.flush()
+    except (OSError, ValueError) as exc:  # UnicodeEncodeError is a ValueError; so is a closed file
+        _discard_pending(stream)
+        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+        raise OutputError(f"cannot write the output ({one_line(reason)})") from None
 
 
-def _write(stream: TextIO | None, text: str) -> None:
-    # Windowed builds on Windows have no stdout/stderr at all.
-    if stream is not None:
-        stream.write(text)
+def _discard_pending(stream: TextIO) -> None:
+    """Point a failed standard output at the null device, so the interpreter's own flush at
+    exit does not fail a second time with "Exception ignored" and a traceback."""
+    if stream is not sys.__stdout__:
+        return
+    with contextlib.suppress(OSError, ValueError, AttributeError):
+        null = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(null, stream.fileno())
+        os.close(null)
+
+
+def _say(text: str) -> None:
+    """One line on stderr, where there is one and it can take it."""
+    with contextlib.suppress(OutputError):
+        write_output(text, sys.stderr)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     parser = _build_parser()
-    out = sys.stdout
     try:
         args = parser.parse_args(argv)
         if args.command == "models":
-            _list_models(args.json, out)
+            text = _list_models(args.json)
         elif args.command == "gpus":
-            _list_gpus(args.json, out)
+            text = _list_gpus(args.json)
         elif args.command in cli_extra.COMMANDS:
-            return cli_extra.run_command(args, out)
+            text = cli_extra.run_command(args)
         elif args.command == "estimate" and args.from_file:
-            cli_extra.estimate_from(args, out, plan_from_args)
+            text = cli_extra.estimate_from(args, plan_from_args)
         elif args.command == "estimate":
             plan = plan_from_args(args)
             result = estimate(plan)
-            if args.save:
+            if args.save is not None:
                 save_plan(plan, args.save)
-            if args.json:
-                _write(out, json.dumps(estimate_to_json(result), indent=2) + "\n")
-            else:
-                _write(out, render_estimate(result, gib=args.gib) + "\n")
+            text = estimate_json_text(result) if args.json else render_estimate(result, gib=args.gib) + "\n"
         else:
-            parser.print_help(out)
+            write_output(parser.format_help(), sys.stdout)
             return 2
+        write_output(text, sys.stdout)
     except (UsageError, PlanError, PlanFileError, cli_extra.ConfigUsageError) as exc:
-        _write(sys.stderr, f"vramplan: {exc}\n")
+        _say(f"vramplan: {one_line(str(exc))}\n")
         return 2
+    except OutputError as exc:
+        _say(f"vramplan: {exc}\n")
+        return 1
     except KeyboardInterrupt:
         return 130
     return 0

@@ -8,7 +8,7 @@ from __future__ import annotations
 import argparse
 import json
 from collections.abc import Callable, Sequence
-from typing import Any, TextIO
+from typing import Any
 
 from core.compare import MAX_PLANS, Comparison, compare, load_named
 from core.compare import save as save_comparison
@@ -129,9 +129,9 @@ def _shown(value: object) -> str:
     return text if len(text) <= 60 else text[:57] + "..."
 
 
-def estimate_from(args: argparse.Namespace, out: TextIO, plan_from_args: Any) -> None:
+def estimate_from(args: argparse.Namespace, plan_from_args: Any) -> str:
     """``vramplan estimate --from FILE [options]``: the config's plan, then any option overrides it."""
-    from core.cli import estimate_to_json, render_estimate  # cli imports this module at its top
+    from core.cli import estimate_json_text, render_estimate  # cli imports this module at its top
 
     base, run, choice = plan_from_config(args)
     # The remaining options override the file; the model options were used above.
@@ -143,11 +143,10 @@ def estimate_from(args: argparse.Namespace, out: TextIO, plan_from_args: Any) ->
 
         save(plan, args.save)
     if args.json:
-        document = estimate_to_json(result)
+        document = json.loads(estimate_json_text(result))
         document["from_config"] = run_report(run, choice)
-        out.write(json.dumps(document, indent=2) + "\n")
-    else:
-        out.write(render_run(run, choice) + "\n\n" + render_estimate(result, gib=args.gib) + "\n")
+        return json.dumps(document, indent=2, allow_nan=False) + "\n"
+    return render_run(run, choice) + "\n\n" + render_estimate(result, gib=args.gib) + "\n"
 
 
 # ---- fit ---------------------------------------------------------------------------
@@ -189,8 +188,15 @@ def render_fit(plan: Plan, rows: tuple[CardFit, ...]) -> str:
     return "\n".join(lines)
 
 
-def run_command(args: argparse.Namespace, out: TextIO) -> int:
-    """The file subcommands; returns the exit status."""
+def _json_text(data: Any) -> str:
+    """Valid JSON always: a non-finite figure (no throughput on a card without the dtype) is null."""
+    from core.cli import _finite_json  # cli imports this module at its top
+
+    return json.dumps(_finite_json(data, "", []), indent=2, allow_nan=False) + "\n"
+
+
+def run_command(args: argparse.Namespace) -> str:
+    """The file subcommands; returns what they print."""
     if args.command == "fit":
         if not 1 <= args.max_count <= 8:
             raise ConfigUsageError(f"--max-count: {args.max_count} is not allowed; expected 1 to 8")
@@ -199,14 +205,12 @@ def run_command(args: argparse.Namespace, out: TextIO) -> int:
         if args.fits_only:
             rows = tuple(r for r in rows if r.fits)
         if args.json:
-            out.write(json.dumps(fit_rows_json(rows), indent=2) + "\n")
-        else:
-            out.write(render_fit(plan, rows) + "\n")
-        return 0
+            return _json_text(fit_rows_json(rows))
+        return render_fit(plan, rows) + "\n"
     named = load_named_plans(args.plans)
     if args.command == "report":
         return _report(args, named)
-    return _compare(args, named, out)
+    return _compare(args, named)
 
 
 # ---- report and compare --------------------------------------------------------------
@@ -226,7 +230,7 @@ def load_named_plans(paths: Sequence[str]) -> list[tuple[str, Plan]]:
     return named
 
 
-def _report(args: argparse.Namespace, named: list[tuple[str, Plan]]) -> int:
+def _report(args: argparse.Namespace, named: list[tuple[str, Plan]]) -> str:
     report = build_report(named, args.title or "", unit="GiB" if args.gib else "GB")
     if args.pdf:
         if not _pdf_writer:
@@ -235,13 +239,13 @@ def _report(args: argparse.Namespace, named: list[tuple[str, Plan]]) -> int:
                 "use --html and print it, or run the installed vramplan with its GUI"
             )
         _pdf_writer[0](report, args.pdf)
-        return 0
+        return ""
     kind, path = ("html", args.html) if args.html else ("md", args.md) if args.md else ("csv", args.csv)
     try:
         atomic_write_text(path, FORMATS[kind](report))
     except OSError as exc:
         raise PlanFileError(path, f"cannot be written ({exc.strerror or exc})") from None
-    return 0
+    return ""
 
 
 def comparison_json(comparison: Comparison) -> dict[str, Any]:
@@ -279,15 +283,13 @@ def render_comparison(comparison: Comparison, unit: str) -> str:
     return "\n".join(lines)
 
 
-def _compare(args: argparse.Namespace, named: list[tuple[str, Plan]], out: TextIO) -> int:
+def _compare(args: argparse.Namespace, named: list[tuple[str, Plan]]) -> str:
     comparison = compare(named)
     if args.save:
         save_comparison(comparison, args.save)
     unit = "GiB" if args.gib else "GB"
     if args.json:
-        out.write(json.dumps(comparison_json(comparison), indent=2) + "\n")
-    elif args.markdown:
-        out.write(to_markdown(build_report(named, unit=unit)))
-    else:
-        out.write(render_comparison(comparison, unit) + "\n")
-    return 0
+        return _json_text(comparison_json(comparison))
+    if args.markdown:
+        return to_markdown(build_report(named, unit=unit))
+    return render_comparison(comparison, unit) + "\n"

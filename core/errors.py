@@ -8,6 +8,14 @@ def one_line(text: str) -> str:
     return text if text.isprintable() else repr(text)[1:-1]
 
 
+def escape_controls(text: str) -> str:
+    """``text`` with control and format characters (ESC, BEL, CR, bidi overrides) written as
+    ``\\x1b``-style escapes and everything else left as it is: safe to print on a terminal."""
+    if text.isprintable():
+        return text
+    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
+
+
 class PlanError(ValueError):
     """A value a user gave is outside what the estimator accepts.
 
@@ -37,3 +45,7 @@ class PlanFileError(ValueError):
         self.path = path
         self.reason = reason
         super().__init__(f"{one_line(path)}: {one_line(reason)}")
+
+
+class ImportCancelled(Exception):
+    """A model import stopped because its caller asked (the window's Cancel button)."""

@@ -11,11 +11,13 @@ import json
 import math
 import os
 import struct
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Final
 
-from core.errors import PlanError, PlanFileError
+from core.errors import ImportCancelled, PlanError, PlanFileError
+from core.fileio import open_regular, read_regular_file
 from core.hfconfig import model_from_hf_config
 from core.model import MAX_NAME_CHARS, ModelSpec
 
@@ -24,6 +26,14 @@ MAX_CONFIG_BYTES: Final = 2_000_000
 # MAX_HEADER_SIZE); anything larger is refused before it is read.
 MAX_HEADER_BYTES: Final = 100_000_000
 MAX_SHARDS: Final = 10_000
+# Budgets over all the shards of one model, so that many files cannot add up to what one
+# may not be. Headers: one format-maximum header's worth in all. Tensors: the largest open
+# checkpoints list about 10⁵ (Kimi K2's config, 61 layers × 384 routed experts × 3
+# matrices × weight and scale ≈ 1.4 × 10⁵); 5 × 10⁵ leaves room for 4-bit packings that
+# store four tensors per matrix, and parses in a few seconds where 1.67 × 10⁶ took 15 s.
+MAX_TOTAL_HEADER_BYTES: Final = 100_000_000
+MAX_TOTAL_TENSORS: Final = 500_000
+_CANCEL_CHECK_EVERY: Final = 4096  # tensors validated between two looks at the Cancel button
 MAX_TENSOR_RANK: Final = 64  # real tensors have a handful of dimensions
 # Bytes per element of safetensors dtypes (safetensors/src/tensor.rs Dtype::size).
 SAFETENSORS_DTYPE_BYTES: Final = {
@@ -70,23 +80,65 @@ def _is_buffer(name: str, shape: list[int]) -> bool:
     return name.endswith(".attn.bias") and len(shape) == 4  # GPT-2's causal mask
 
 
-def read_safetensors_header(path: str | os.PathLike[str]) -> dict[str, Any]:
-    """The JSON header of a safetensors file, checked against the file's real size."""
+Progress = Callable[[int, int], None]  # (shards read, shards in all)
+Cancelled = Callable[[], bool]
+
+
+@dataclass
+class HeaderBudget:
+    """What is still allowed to be read for one model: header bytes and tensors."""
+
+    header_bytes: int
+    tensors: int
+
+    @classmethod
+    def per_model(cls) -> HeaderBudget:
+        return cls(MAX_TOTAL_HEADER_BYTES, MAX_TOTAL_TENSORS)
+
+
+def read_safetensors_header(
+    path: str | os.PathLike[str], budget: HeaderBudget | None = None, cancelled: Cancelled | None = None
+) -> dict[str, Any]:
+    """The JSON header of a safetensors file, checked against the file's real size and,
+    when given, against what ``budget`` still allows (which it then takes off)."""
     where = str(path)
+    budget = budget if budget is not None else HeaderBudget.per_model()
     try:
-        size = os.path.getsize(path)
-        with open(path, "rb") as handle:
+        with open_regular(path) as handle:
+            size = os.fstat(handle.fileno()).st_size
             prefix = handle.read(8)
             if len(prefix) < 8:
                 raise PlanFileError(where, "is too short to be a safetensors file")
             (length,) = struct.unpack("<Q", prefix)
-            if length > MAX_HEADER_BYTES or length > size - 8:
+            if length > MAX_HEADER_BYTES:
+                raise PlanFileError(
+                    where, f"has a {length:,}-byte header; the safetensors format allows at most {MAX_HEADER_BYTES:,}"
+                )
+            if length > size - 8:
                 raise PlanFileError(
                     where, f"claims a {length:,}-byte header but the file has {size - 8:,} bytes after its prefix"
+                )
+            if length > budget.header_bytes:
+                raise PlanFileError(
+                    where,
+                    f"has a {length:,}-byte header, which takes the model's safetensors headers past "
+                    f"{MAX_TOTAL_HEADER_BYTES:,} bytes, the most read for one model",
                 )
             raw = handle.read(length)
     except OSError as exc:
         raise PlanFileError(where, f"cannot be read ({exc.strerror or exc})") from None
+    budget.header_bytes -= len(raw)
+    # Every tensor entry has a "data_offsets" key: counting the key in the raw bytes (fast,
+    # in C) bounds the tensors from above before json.loads builds a dict for each.
+    listed = raw.count(b'"data_offsets"')
+    if listed > budget.tensors:
+        raise PlanFileError(
+            where,
+            f"lists about {listed:,} tensors, which takes the model past {MAX_TOTAL_TENSORS:,} tensors, "
+            "the most read for one model",
+        )
+    if cancelled is not None and cancelled():
+        raise ImportCancelled(where)
     try:
         header = json.loads(raw.decode("utf-8"))
     except (ValueError, RecursionError):  # bad UTF-8, bad JSON, an integer of thousands of digits
@@ -94,7 +146,10 @@ def read_safetensors_header(path: str | os.PathLike[str]) -> dict[str, Any]:
     if not isinstance(header, dict):
         raise PlanFileError(where, "has a header that is not a JSON object")
     data_size = size - 8 - length
-    for name, info in header.items():
+    budget.tensors -= len(header) - ("__metadata__" in header)
+    for index, (name, info) in enumerate(header.items()):
+        if index % _CANCEL_CHECK_EVERY == _CANCEL_CHECK_EVERY - 1 and cancelled is not None and cancelled():
+            raise ImportCancelled(where)
         if name == "__metadata__":
             continue
         if not isinstance(info, dict):
@@ -124,12 +179,24 @@ def read_safetensors_header(path: str | os.PathLike[str]) -> dict[str, Any]:
     return header
 
 
-def count_safetensors(paths: list[Path]) -> CheckpointCount:
+def count_safetensors(
+    paths: list[Path], progress: Progress | None = None, cancelled: Cancelled | None = None
+) -> CheckpointCount:
+    """Parameters and bytes by dtype over all shards, within one :class:`HeaderBudget`.
+
+    ``progress(done, total)`` is called before the first shard and after each; when
+    ``cancelled()`` turns true the read stops with :class:`ImportCancelled`.
+    """
     params = buffers = 0
     by_dtype_bytes: dict[str, int] = {}
     by_dtype_params: dict[str, int] = {}
-    for path in paths:
-        header = read_safetensors_header(path)
+    budget = HeaderBudget.per_model()
+    if progress is not None:
+        progress(0, len(paths))
+    for done, path in enumerate(paths, start=1):
+        if cancelled is not None and cancelled():
+            raise ImportCancelled(str(path))
+        header = read_safetensors_header(path, budget, cancelled)
         for name, info in header.items():
             if name == "__metadata__":
                 continue
@@ -144,18 +211,14 @@ def count_safetensors(paths: list[Path]) -> CheckpointCount:
             by_dtype_params[dtype] = by_dtype_params.get(dtype, 0) + elements
             start, end = info["data_offsets"]
             by_dtype_bytes[dtype] = by_dtype_bytes.get(dtype, 0) + (end - start)
+        if progress is not None:
+            progress(done, len(paths))
     return CheckpointCount(params, buffers, by_dtype_bytes, by_dtype_params, len(paths))
 
 
 def _read_config(path: Path) -> dict[str, Any]:
     where = str(path)
-    try:
-        size = path.stat().st_size
-        if size > MAX_CONFIG_BYTES:
-            raise PlanFileError(where, f"is {size:,} bytes; a config.json is a few kB")
-        raw = path.read_bytes()
-    except OSError as exc:
-        raise PlanFileError(where, f"cannot be read ({exc.strerror or exc})") from None
+    raw = read_regular_file(path, MAX_CONFIG_BYTES, "a config.json")
     try:
         config = json.loads(raw.decode("utf-8-sig"))  # a byte-order mark is harmless
     except UnicodeDecodeError:
@@ -176,12 +239,24 @@ class ImportedModel:
     checkpoint: CheckpointCount | None
 
 
-def import_model(path: str | os.PathLike[str]) -> ImportedModel:
-    """Read a ``config.json`` file or a model folder; errors are :class:`PlanFileError`."""
+def import_model(
+    path: str | os.PathLike[str], progress: Progress | None = None, cancelled: Cancelled | None = None
+) -> ImportedModel:
+    """Read a ``config.json`` file or a model folder; errors are :class:`PlanFileError`.
+
+    Synchronous: the window runs it in a worker thread, passing ``progress`` (shards read,
+    shards in all) and ``cancelled`` (its Cancel button), see :func:`count_safetensors`.
+    """
     target = Path(path)
-    folder = target if target.is_dir() else target.parent
-    config_path = target / "config.json" if target.is_dir() else target
-    if not config_path.is_file():
+    try:
+        is_folder = target.is_dir()
+        folder = target if is_folder else target.parent
+        config_path = target / "config.json" if is_folder else target
+        has_config = config_path.is_file()
+        shards = sorted(p for p in folder.glob("*.safetensors") if p.is_file())[:MAX_SHARDS] if is_folder else []
+    except OSError as exc:  # a name over 255 bytes, a folder without search permission
+        raise PlanFileError(str(target), f"cannot read the model ({exc.strerror or exc})") from None
+    if not has_config:
         raise PlanFileError(str(target), "has no config.json")
     config = _read_config(config_path)
     given = config.get("_name_or_path")
@@ -191,13 +266,11 @@ def import_model(path: str | os.PathLike[str]) -> ImportedModel:
     except PlanError as exc:
         raise PlanFileError(str(config_path), str(exc)) from None
     checkpoint = None
-    if target.is_dir():
-        shards = sorted(p for p in folder.glob("*.safetensors") if p.is_file())[:MAX_SHARDS]
-        if shards:
-            checkpoint = count_safetensors(shards)
-            if checkpoint.params:
-                try:
-                    spec = replace(spec, params_override=checkpoint.params)
-                except PlanError as exc:
-                    raise PlanFileError(str(folder), f"its safetensors files claim {exc}") from None
+    if shards:
+        checkpoint = count_safetensors(shards, progress, cancelled)
+        if checkpoint.params:
+            try:
+                spec = replace(spec, params_override=checkpoint.params)
+            except PlanError as exc:
+                raise PlanFileError(str(folder), f"its safetensors files claim {exc}") from None
     return ImportedModel(spec=spec, source=str(config_path), checkpoint=checkpoint)

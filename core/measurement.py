@@ -15,6 +15,7 @@ from typing import Any, Final
 
 from core.catalogue import find_model
 from core.errors import PlanError, PlanFileError
+from core.fileio import read_regular_file
 from core.hfconfig import model_from_hf_config
 from core.plan import Attention, Hardware, LoraSettings, Method, Optimizer, Plan, Precision, Workload
 from core.units import finite_number
@@ -92,15 +93,10 @@ def measurement_from_dict(doc: Any, where: str = "(measurement)") -> Measurement
 
 def load_measurement(path: str | os.PathLike[str]) -> Measurement:
     where = str(path)
+    raw = read_regular_file(path, MAX_BYTES, "a measurement file")
     try:
-        if os.path.getsize(path) > MAX_BYTES:
-            raise PlanFileError(where, "is too large to be a measurement file")
-        with open(path, "rb") as handle:
-            raw = handle.read(MAX_BYTES + 1)
         doc = json.loads(raw.decode("utf-8"))
-    except OSError as exc:
-        raise PlanFileError(where, f"cannot be read ({exc.strerror or exc})") from None
-    except (UnicodeDecodeError, json.JSONDecodeError, RecursionError):
+    except (UnicodeDecodeError, RecursionError, ValueError):  # ValueError: JSON, or an int of 4,300+ digits
         raise PlanFileError(where, "is not valid JSON") from None
     return measurement_from_dict(doc, where)
 

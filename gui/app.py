@@ -58,8 +58,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         apply_theme(app, settings.theme)
         follow_system(app)
 
-        from gui.autosave import FILE_NAME, Autosave, offer_recovery
+        from gui.autosave import FILE_NAME, Autosave, offer_recovery, report_problems
         from gui.main_window import MainWindow
+        from gui.settings import data_folder
 
         window = MainWindow(settings=settings)
         report.plan = lambda: window.controller.plan
@@ -69,7 +70,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         if plan_path:
             window.open_path(plan_path)
         window.show()
-        autosave = Autosave(window.controller, crash.data_folder() / FILE_NAME, parent=window)
+        autosave = Autosave(window.controller, data_folder() / FILE_NAME, parent=window)
+        report_problems(window, autosave)
         if autosave.start():
             offer_recovery(window, autosave)
         code = int(app.exec())

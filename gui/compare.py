@@ -35,7 +35,7 @@ from core.errors import PlanError, PlanFileError
 from core.estimate import Estimate
 from core.plan import Plan
 from core.report import VERDICT_COLOURS, Report, chart_svg, report_for_comparison
-from gui import dialogs, report_export
+from gui import dialogs, plaintext, report_export
 from gui.controller import PlanController
 from gui.format import Unit, hours, memory, money
 
@@ -243,7 +243,8 @@ class ComparePanel(QWidget):
         if index is None or index >= len(self.pinned):
             return False
         name = self.pinned[index][0]
-        self._push([p for i, p in enumerate(self.pinned) if i != index], f"Remove {name} from the comparison")
+        text = plaintext.menu_text(f"Remove {name} from the comparison")
+        self._push([p for i, p in enumerate(self.pinned) if i != index], text)
         return True
 
     def use_selected(self) -> bool:
@@ -251,7 +252,7 @@ class ComparePanel(QWidget):
         if index is None or index >= len(self.pinned):
             return False
         name, plan = self.pinned[index]
-        return self.controller.set_plan(plan, text=f"Edit {name}") is None
+        return self.controller.set_plan(plan, text=plaintext.menu_text(f"Edit {name}")) is None
 
     # ---- files and reports ------------------------------------------------------------
     def save(self) -> bool:
@@ -318,7 +319,7 @@ class ComparePanel(QWidget):
             table.setUpdatesEnabled(True)
             return
         best = comparison.cheapest_fit()
-        names = [f"{i + 1}. {name}" for i, name in enumerate(comparison.names)]
+        names = [plaintext.escape_controls(f"{i + 1}. {name}") for i, name in enumerate(comparison.names)]
         rows = comparison.rows()
         table.setColumnCount(len(names))
         table.setRowCount(len(rows))

@@ -30,7 +30,6 @@ from typing import IO, Any
 from PySide6.QtCore import (
     QMessageLogContext,
     QObject,
-    QStandardPaths,
     Qt,
     QtMsgType,
     Signal,
@@ -39,6 +38,7 @@ from PySide6.QtCore import (
 from PySide6.QtWidgets import QWidget
 
 from core.plan import Plan
+from gui import settings
 
 LOG = logging.getLogger(__name__)
 MAX_REPORTS = 20  # crash logs kept; the oldest go first
@@ -49,19 +49,8 @@ FAULT_FILE = "faults.log"
 ExcInfo = tuple[type[BaseException], BaseException, TracebackType | None]
 
 
-def data_folder() -> Path:
-    """Per-user, per-machine application data (AppLocalDataLocation): autosave and logs.
-
-    Linux ``~/.local/share/VRAM Planner/vramplan``, macOS ``~/Library/Application
-    Support/VRAM Planner/vramplan``, Windows ``%LOCALAPPDATA%\\VRAM Planner\\vramplan``;
-    the names come from the QApplication's organisation and application names.
-    """
-    location = QStandardPaths.writableLocation(QStandardPaths.StandardLocation.AppLocalDataLocation)
-    return Path(location) if location else Path.home() / ".vramplan"
-
-
 def log_folder() -> Path:
-    return data_folder() / "logs"
+    return settings.data_folder() / "logs"
 
 
 def say(text: str) -> None:

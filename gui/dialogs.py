@@ -1,13 +1,18 @@
 """Every modal dialog the app shows goes through here, so tests monkeypatch one module.
 
 Each function returns plain values (a path or None, a choice string) and never raises.
+Every message box shows its text as plain text (:func:`_box`): messages carry values read
+from files, and Qt's default format would render any that look like HTML.
 """
 
 from __future__ import annotations
 
 from typing import Literal
 
+from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QFileDialog, QMessageBox, QWidget
+
+from core.errors import escape_controls
 
 PLAN_FILTER = "VRAM Planner plans (*.vramplan.json *.json);;All files (*)"
 CONFIG_FILTER = "Model configuration (config.json *.json);;All files (*)"
@@ -38,18 +43,37 @@ def save_file(parent: QWidget | None, title: str, name_filter: str, suggested: s
     return path or None
 
 
+def _box(
+    parent: QWidget | None,
+    icon: QMessageBox.Icon,
+    title: str,
+    text: str,
+    buttons: QMessageBox.StandardButton = QMessageBox.StandardButton.Ok,
+    default: QMessageBox.StandardButton = QMessageBox.StandardButton.NoButton,
+) -> QMessageBox.StandardButton:
+    """A modal message box whose title and text are shown as the characters they are."""
+    box = QMessageBox(icon, escape_controls(title), text, buttons, parent)
+    box.setTextFormat(Qt.TextFormat.PlainText)
+    if default != QMessageBox.StandardButton.NoButton:
+        box.setDefaultButton(default)
+    box.exec()
+    clicked = box.clickedButton()
+    return box.standardButton(clicked) if clicked is not None else QMessageBox.StandardButton.NoButton
+
+
 def error(parent: QWidget | None, title: str, text: str) -> None:
-    QMessageBox.warning(parent, title, text)
+    _box(parent, QMessageBox.Icon.Warning, title, text)
 
 
 def info(parent: QWidget | None, title: str, text: str) -> None:
-    QMessageBox.information(parent, title, text)
+    _box(parent, QMessageBox.Icon.Information, title, text)
 
 
 def ask_save_changes(parent: QWidget | None, document: str) -> SaveChoice:
     buttons = QMessageBox.StandardButton
-    answer = QMessageBox.question(
+    answer = _box(
         parent,
+        QMessageBox.Icon.Question,
         "Unsaved changes",
         f"Save the changes to “{document}” before closing it?",
         buttons.Save | buttons.Discard | buttons.Cancel,
@@ -65,8 +89,9 @@ def ask_save_changes(parent: QWidget | None, document: str) -> SaveChoice:
 def unexpected_error(parent: QWidget | None, summary: str, log_path: str | None) -> None:
     """The crash handler's report: what went wrong in one line, where the details are."""
     where = f"The details are in\n{log_path}" if log_path else "The details could not be written to a log file."
-    QMessageBox.critical(
+    _box(
         parent,
+        QMessageBox.Icon.Critical,
         "Unexpected error",
         f"Something went wrong: {summary}\n\nVRAM Planner is still running and your plan is kept. {where}",
     )
@@ -75,8 +100,9 @@ def unexpected_error(parent: QWidget | None, summary: str, log_path: str | None)
 def ask_restore(parent: QWidget | None) -> bool:
     """True to take back the autosaved plan of a session that ended unexpectedly."""
     buttons = QMessageBox.StandardButton
-    answer = QMessageBox.question(
+    answer = _box(
         parent,
+        QMessageBox.Icon.Question,
         "Restore unsaved plan",
         "Restore the plan from the session that ended unexpectedly?",
         buttons.Yes | buttons.No,

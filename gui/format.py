@@ -6,7 +6,7 @@ import math
 from typing import Literal
 
 from core.measurement import Measurement
-from core.units import GB, MB, GiB, MiB
+from core.units import GB, GiB, format_count, format_memory
 
 Unit = Literal["GB", "GiB"]
 UNITS: tuple[Unit, ...] = ("GB", "GiB")
@@ -18,19 +18,8 @@ def unit_scale(unit: Unit) -> float:
 
 
 def memory(n_bytes: float, unit: Unit = "GB") -> str:
-    """Three significant figures, as the lesson prints totals: 81.9 GB, 5.12 GB, 0.54 GB."""
-    if not math.isfinite(n_bytes):
-        return "—"
-    big = unit_scale(unit)
-    small, small_name = (MiB, "MiB") if unit == "GiB" else (MB, "MB")
-    if n_bytes != 0 and abs(n_bytes) < big / 100:
-        return f"{n_bytes / small:,.0f} {small_name}" if abs(n_bytes) >= small else f"{n_bytes:,.0f} B"
-    value = n_bytes / big
-    if abs(value) >= 100:
-        return f"{value:,.0f} {unit}"
-    if abs(value) >= 10:
-        return f"{value:.1f} {unit}"
-    return f"{value:.2f} {unit}"
+    """Three significant figures, as the lesson prints totals (the command line's too)."""
+    return format_memory(n_bytes, unit)
 
 
 def plain_number(value: float) -> str:
@@ -54,11 +43,8 @@ def _superscript(n: int) -> str:
 
 
 def count(value: float) -> str:
-    """Short form for big counts: 8.03B, 3.41M, 20M."""
-    for div, suffix in ((1e15, "P"), (1e12, "T"), (1e9, "B"), (1e6, "M"), (1e3, "k")):
-        if abs(value) >= div:
-            return f"{value / div:.3g}{suffix}"
-    return f"{value:g}"
+    """Short form for big counts: 8.03B, 3.41M, 20M (the command line's too)."""
+    return format_count(value)
 
 
 def hours(value: float) -> str:

@@ -22,11 +22,11 @@ from PySide6.QtWidgets import (
 from core import planfile
 from core.errors import PlanError, PlanFileError
 from core.estimate import Estimate
-from core.importer import import_model
+from core.importer import ImportedModel
 from core.measurement import Measurement, load_measurement
 from core.plan import Accounting, Plan
 from core.presets import LESSON_EXAMPLES, default_plan
-from gui import dialogs, plan_tools
+from gui import dialogs, plaintext, plan_tools
 from gui.chart import MemoryChart
 from gui.controller import PlanController
 from gui.format import Unit
@@ -37,6 +37,7 @@ from gui.forms.method import MethodForm
 from gui.forms.model import ModelForm, with_model
 from gui.forms.serving import ServingForm
 from gui.forms.workload import WorkloadForm
+from gui.model_import import ModelImporter
 from gui.panels.arithmetic import ArithmeticPanel
 from gui.panels.compute import ComputePanel
 from gui.panels.diagnosis import DiagnosisPanel
@@ -88,6 +89,9 @@ class MainWindow(QMainWindow):
         c = self.controller
         self.model_form = ModelForm(c)
         self.model_form.importRequested.connect(self.import_model)
+        self.model_importer = ModelImporter(self)
+        self.model_importer.imported.connect(self._use_imported)
+        self.model_importer.failed.connect(lambda message: dialogs.error(self, "Cannot read the model", message))
         self.accounting_form = AccountingForm(c)
         self.method_form = MethodForm(c)
         self.workload_form = WorkloadForm(c)
@@ -303,7 +307,7 @@ class MainWindow(QMainWindow):
         toolbar.addActions(list(self.unit_actions.values()))
 
     def _build_status(self) -> None:
-        self.problem = QLabel()
+        self.problem = plaintext.plain_label(QLabel())  # rejected values come from files too
         self.problem.setObjectName("problemLabel")
         self.problem.setAccessibleName("Input problem")
         self.problem.setStyleSheet("color: #D55E00; font-weight: 600;")
@@ -380,7 +384,7 @@ class MainWindow(QMainWindow):
     # ---- documents -----------------------------------------------------------------
     def _update_title(self) -> None:
         name = Path(self.path).name if self.path else "Untitled plan"
-        self.setWindowTitle(f"{name}[*] — {APP_NAME}")
+        self.setWindowTitle(f"{plaintext.window_title(name)}[*] — {APP_NAME}")
         self.setWindowModified(not self.controller.undo_stack.isClean())
 
     def _maybe_save(self) -> bool:
@@ -472,9 +476,9 @@ class MainWindow(QMainWindow):
         self.recent_menu.clear()
         files = self.settings.recent_files
         for index, path in enumerate(files):
-            action = self.recent_menu.addAction(f"&{index + 1} {Path(path).name}")
-            action.setToolTip(path)
-            action.setStatusTip(path)
+            action = self.recent_menu.addAction(f"&{index + 1} {plaintext.menu_text(Path(path).name)}")
+            action.setToolTip(plaintext.tooltip(path))
+            action.setStatusTip(plaintext.escape_controls(path))
             action.triggered.connect(lambda _c=False, p=path: self._open_recent(p))
         if files:
             self.recent_menu.addSeparator()
@@ -490,13 +494,15 @@ class MainWindow(QMainWindow):
             path = dialogs.open_folder(self, "Open a model folder (with config.json)", self._folder())
         else:
             path = dialogs.open_file(self, "Open config.json", dialogs.CONFIG_FILTER, self._folder())
-        if not path:
-            return
-        try:
-            model = import_model(path).spec
-        except (PlanFileError, PlanError) as error:
-            dialogs.error(self, "Cannot read the model", str(error))
-            return
+        if path:
+            self.model_importer.read(path)  # a folder's safetensors are read in a worker
+
+    @property
+    def importing(self) -> bool:
+        return self.model_importer.running
+
+    def _use_imported(self, imported: ImportedModel) -> None:
+        model = imported.spec
         error = self.controller.update("model", lambda plan: with_model(plan, model), "Import model")
         if error is not None:
             dialogs.error(self, "Cannot use the model", str(error))

@@ -11,7 +11,6 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from PySide6.QtCore import Qt
 from PySide6.QtWidgets import (
     QAbstractItemView,
     QComboBox,
@@ -31,7 +30,7 @@ from core.catalogue import load_models
 from core.errors import PlanError, PlanFileError
 from core.plan import Plan
 from core.runconfig import ModelChoice, RunConfig, choice_from_catalogue, load_run_config, plan_from_run, resolve_model
-from gui import dialogs
+from gui import dialogs, plaintext
 
 if TYPE_CHECKING:
     from gui.main_window import MainWindow
@@ -44,8 +43,7 @@ LOCAL = "__local__"
 
 
 def _plain_label(text: str, *, wrap: bool = True) -> QLabel:
-    label = QLabel(text)
-    label.setTextFormat(Qt.TextFormat.PlainText)
+    label = plaintext.plain_label(QLabel(plaintext.escape_controls(text)))
     label.setWordWrap(wrap)
     return label
 
@@ -67,7 +65,7 @@ class RunConfigDialog(QDialog):
         self.choice = choice
         self.base = base
         self.setObjectName("runConfigDialog")
-        self.setWindowTitle(f"Open training config — {Path(run.path).name}")
+        self.setWindowTitle(plaintext.window_title(f"Open training config — {Path(run.path).name}"))
         layout = QVBoxLayout(self)
         layout.addWidget(_plain_label(f"{Path(run.path).name}: {run.kind_label}"))
 
@@ -90,8 +88,8 @@ class RunConfigDialog(QDialog):
         self.fields_table.setEditTriggers(QAbstractItemView.EditTrigger.NoEditTriggers)
         for row, read in enumerate(run.fields):
             for column, text in enumerate((read.label, _shown(read.value), read.source)):
-                item = QTableWidgetItem(text)
-                item.setToolTip(text)
+                item = QTableWidgetItem(plaintext.escape_controls(text))
+                item.setToolTip(plaintext.tooltip(text))
                 self.fields_table.setItem(row, column, item)
         header = self.fields_table.horizontalHeader()
         header.setSectionResizeMode(0, QHeaderView.ResizeMode.ResizeToContents)
@@ -104,13 +102,14 @@ class RunConfigDialog(QDialog):
         self.notes_list.setObjectName("configNotes")
         for note in run.notes:
             suffix = f" = {_shown(note.value)}" if note.value is not None else ""
-            self.notes_list.addItem(f"{note.source}{suffix}")
+            self.notes_list.addItem(plaintext.escape_controls(f"{note.source}{suffix}"))
         layout.addWidget(self.notes_list, 1)
 
         layout.addWidget(_plain_label(f"Not understood ({len(run.unknown)})"))
         self.unknown_list = QListWidget()
         self.unknown_list.setObjectName("configUnknown")
-        self.unknown_list.addItems(list(run.unknown) or ["none: every key was understood"])
+        unknown = [plaintext.escape_controls(u) for u in run.unknown]
+        self.unknown_list.addItems(unknown or ["none: every key was understood"])
         layout.addWidget(self.unknown_list, 1)
 
         self.problem = _plain_label("")
@@ -130,8 +129,8 @@ class RunConfigDialog(QDialog):
         box = self.model_box
         choice = self.choice
         if choice is not None and choice.spec is not None and not choice.model_id:
-            box.addItem(f"{choice.spec.name} (local folder)", LOCAL)
-        box.addItem(f"Keep the plan's model ({self.base.model.name})", KEEP)
+            box.addItem(plaintext.escape_controls(f"{choice.spec.name} (local folder)"), LOCAL)
+        box.addItem(plaintext.escape_controls(f"Keep the plan's model ({self.base.model.name})"), KEEP)
         first = [choice.model_id] if choice is not None and choice.model_id else []
         if choice is not None:
             first += [c for c in choice.candidates if c not in first]
@@ -201,7 +200,8 @@ def open_training_config(window: MainWindow, path: str | None = None) -> bool:
         return False
     finally:
         dialog.deleteLater()
-    error = window.controller.set_plan(plan, key="", text=f"Open training config {Path(path).name}")
+    text = plaintext.menu_text(f"Open training config {Path(path).name}")
+    error = window.controller.set_plan(plan, key="", text=text)
     if error is not None:
         dialogs.error(window, "Cannot use the training config", str(error))
         return False

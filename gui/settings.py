@@ -6,9 +6,10 @@ at a temporary folder; ``Settings(path)`` uses an explicit file instead.
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Final
 
-from PySide6.QtCore import QByteArray, QSettings
+from PySide6.QtCore import QByteArray, QSettings, QStandardPaths
 
 from gui.format import UNITS, Unit
 
@@ -17,6 +18,19 @@ APPLICATION: Final = "vramplan"
 MAX_RECENT: Final = 10
 MODES: Final = ("training", "inference")
 THEMES: Final = ("system", "light", "dark")
+
+
+def data_folder() -> Path:
+    """Per-user, per-machine application data (AppLocalDataLocation): autosave and logs.
+
+    The one home of this folder (the autosave, :mod:`gui.crash`'s logs and the README read
+    it from here). Linux ``~/.local/share/VRAM Planner/vramplan``, macOS
+    ``~/Library/Application Support/VRAM Planner/vramplan``, Windows
+    ``%LOCALAPPDATA%\\VRAM Planner\\vramplan``; the names come from the QApplication's
+    organisation and application names (:data:`ORGANIZATION`, :data:`APPLICATION`).
+    """
+    location = QStandardPaths.writableLocation(QStandardPaths.StandardLocation.AppLocalDataLocation)
+    return Path(location) if location else Path.home() / ".vramplan"
 
 
 class Settings:

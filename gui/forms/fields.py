@@ -8,7 +8,6 @@ and ``rejected(message)`` for text that does not; programmatic updates go throug
 from __future__ import annotations
 
 import math
-import re
 from collections.abc import Iterable
 from enum import Enum
 from typing import Any
@@ -16,6 +15,8 @@ from typing import Any
 from PySide6.QtCore import QSignalBlocker, Qt, Signal
 from PySide6.QtGui import QFocusEvent, QValidator
 from PySide6.QtWidgets import QComboBox, QCompleter, QDoubleSpinBox, QLineEdit, QSpinBox, QWidget
+
+from core import units
 
 # Vermillion from the Okabe-Ito palette: the same colour marks "wrong" everywhere.
 INVALID_STYLE = "border: 2px solid #D55E00; border-radius: 3px;"
@@ -142,23 +143,12 @@ class FloatField(QDoubleSpinBox):
                 self.setValue(shown)
 
 
-_MULTIPLIERS = {"": 1, "k": 10**3, "m": 10**6, "b": 10**9, "g": 10**9, "t": 10**12, "p": 10**15}
-_NUMBER = re.compile(r"^([0-9]*\.?[0-9]+(?:e[+-]?[0-9]+)?)\s*([kmbgtp]?)$")
-
-
 def parse_count(text: str) -> int | None:
-    """'6.7e9', '6,700,000,000', '20M', '1.5 B' → an integer; None when it is not one."""
-    cleaned = text.strip().lower().replace(",", "").replace("_", "").replace(" ", "").replace("\u202f", "")
-    match = _NUMBER.match(cleaned)
-    if not match:
-        return None
+    """The count ``text`` stands for (:func:`core.units.parse_count`), or None."""
     try:
-        value = float(match.group(1)) * _MULTIPLIERS[match.group(2)]
-    except (OverflowError, ValueError):
+        return units.parse_count(text)
+    except ValueError:
         return None
-    if not math.isfinite(value) or (value != int(value) and abs(value - round(value)) > 1e-6 * max(1.0, value)):
-        return None
-    return round(value)
 
 
 class CountField(QLineEdit):
@@ -217,8 +207,13 @@ class CountField(QLineEdit):
     def _parse(self, text: str) -> None:
         value = self.value()
         if value is None:
+            try:
+                units.parse_count(text)
+                why = "is out of range"
+            except ValueError as exc:
+                why = str(exc)
             self.rejected.emit(
-                f"{self._name}: “{text.strip()}” is not a count "
+                f"{self._name}: “{text.strip()}” {why}; expected a count "
                 f"from {self._minimum:,} to {self._maximum:.3g} {self._unit}"
             )
             return

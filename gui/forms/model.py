@@ -12,6 +12,7 @@ from core.catalogue import find_model, load_models
 from core.estimate import Estimate
 from core.model import LIMITS, ModelSpec
 from core.plan import Plan
+from gui import plaintext
 from gui.controller import PlanController
 from gui.format import count
 from gui.forms.base import PlanForm
@@ -78,6 +79,7 @@ class ModelForm(PlanForm):
         self.form.addRow("", self.import_button)
 
         self.summary = QLabel()
+        self.summary.setTextFormat(Qt.TextFormat.RichText)  # our markup; the model's name escaped in it
         self.summary.setWordWrap(True)
         self.summary.setAccessibleName("Model summary")
         self.summary.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
@@ -144,5 +146,5 @@ class ModelForm(PlanForm):
             text += f" ({model.num_kv_heads} KV)"
         text += f" · vocab {model.vocab_size:,}"
         if not estimate.plan.model_id:
-            text = f"<i>{model.name}</i><br>" + text
+            text = f"<i>{plaintext.html(model.name)}</i><br>" + text
         self.summary.setText(text)

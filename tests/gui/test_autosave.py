@@ -15,6 +15,7 @@ from core import planfile
 from core.plan import Plan
 from core.presets import default_plan
 from gui import app, autosave, crash, dialogs
+from gui import settings as settings_module
 from gui.autosave import Autosave, offer_recovery
 from gui.main_window import MainWindow
 from gui.settings import Settings
@@ -153,7 +154,7 @@ def test_a_second_instance_leaves_the_first_ones_autosave_alone(qtbot: Any, wind
     other = MainWindow(settings=Settings(str(path.parent / "other.ini")))
     qtbot.addWidget(other)
     second = Autosave(other.controller, path, delay_ms=10)
-    assert not second.start()
+    assert second.start() and second.path != path  # its own slot (issue 14 item 6)
     assert second.recover() is None
     other.controller.set_plan(default_plan().with_workload(micro_batch=1))
     qtbot.wait(50)
@@ -181,7 +182,7 @@ def test_app_main_recovers_and_quits_cleanly(
     a normal quit that removes the autosave, keeps the plan as the session's, and puts the
     test's own hooks back."""
     data = tmp_path / "data"
-    monkeypatch.setattr(crash, "data_folder", lambda: data)
+    monkeypatch.setattr(settings_module, "data_folder", lambda: data)
     data.mkdir()
     lost = edited(default_plan())
     planfile.save(lost, data / autosave.FILE_NAME)

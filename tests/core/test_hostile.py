@@ -1,0 +1,457 @@
+"""Issue 14: hostile files and faults on the core side (importer, measurement, saving, CLI, counts).
+
+Each test names the item of issue 14 it covers. Cases git cannot hold (FIFOs, names over
+255 bytes, symlinks, device nodes, hard links, read-only files) are made in ``tmp_path``;
+the files that can be committed live in ``tests/data/hostile``.
+"""
+
+from __future__ import annotations
+
+import errno
+import json
+import os
+import stat
+import struct
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from core import importer, planfile
+from core.cli import main
+from core.errors import ImportCancelled, PlanFileError
+from core.importer import import_model
+from core.measurement import load_measurement
+from core.presets import default_plan
+from core.units import parse_count
+from tests.core.test_malformed_files import LLAMA
+
+HOSTILE = Path(__file__).resolve().parent.parent / "data" / "hostile"
+POSIX = pytest.mark.skipif(sys.platform == "win32", reason="POSIX file semantics")
+
+
+def one_line_error(call: Any, *args: Any) -> str:
+    with pytest.raises(PlanFileError) as info:
+        call(*args)
+    message = str(info.value)
+    assert "\n" not in message and len(message) < 600, message
+    return message
+
+
+# ---- item 2: the importer never lets OSError through -----------------------------------
+
+
+def test_path_component_over_255_bytes_is_a_clear_error(tmp_path: Path) -> None:
+    long = tmp_path / ("m" * 300)
+    message = one_line_error(import_model, long)
+    assert "cannot read the model" in message
+    one_line_error(import_model, long / "config.json")
+
+
+def test_folder_without_search_permission_is_a_clear_error(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # Root ignores permission bits, so the refusal the kernel gives a user is made here.
+    def refuse(self: Path, *args: Any, **kwargs: Any) -> os.stat_result:
+        raise PermissionError(errno.EACCES, "Permission denied", str(self))
+
+    monkeypatch.setattr(Path, "stat", refuse)
+    message = one_line_error(import_model, tmp_path / "locked")
+    assert "cannot read the model" in message and "Permission denied" in message
+
+
+def test_unreadable_shard_listing_is_a_clear_error(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    (tmp_path / "config.json").write_text(json.dumps(LLAMA))
+
+    def refuse(self: Path, pattern: str) -> Any:
+        raise PermissionError(errno.EACCES, "Permission denied", str(self))
+
+    monkeypatch.setattr(Path, "glob", refuse)
+    assert "cannot read the model" in one_line_error(import_model, tmp_path)
+
+
+# ---- item 3: a total budget on safetensors headers ------------------------------------
+
+
+def shard(path: Path, tensors: int, pad: int = 0) -> None:
+    """A valid safetensors file of ``tensors`` zero-size F32 tensors (a header, no data)."""
+    header = {f"t.{i}": {"dtype": "F32", "shape": [0], "data_offsets": [0, 0]} for i in range(tensors)}
+    if pad:
+        header["__metadata__"] = {"pad": " " * pad}  # type: ignore[dict-item]
+    raw = json.dumps(header).encode()
+    path.write_bytes(struct.pack("<Q", len(raw)) + raw)
+
+
+def test_header_over_the_format_cap_says_so(tmp_path: Path) -> None:
+    path = tmp_path / "model.safetensors"
+    with path.open("wb") as handle:  # a 200 MB file whose header claims 150 MB: within the file
+        handle.write(struct.pack("<Q", 150_000_000))
+        handle.truncate(200_000_000)
+    message = one_line_error(importer.read_safetensors_header, path)
+    assert "150,000,000-byte header" in message and "at most 100,000,000" in message
+    assert "the file has" not in message  # the old, wrong reason
+
+
+def test_tensor_budget_counts_across_shards(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(importer, "MAX_TOTAL_TENSORS", 250)
+    (tmp_path / "config.json").write_text(json.dumps(LLAMA))
+    for i in range(3):
+        shard(tmp_path / f"model-0000{i}-of-00003.safetensors", 100)
+    message = one_line_error(import_model, tmp_path)
+    assert "250" in message and "tensors" in message
+
+
+def test_header_byte_budget_counts_across_shards(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(importer, "MAX_TOTAL_HEADER_BYTES", 30_000)
+    (tmp_path / "config.json").write_text(json.dumps(LLAMA))
+    for i in range(3):
+        shard(tmp_path / f"model-0000{i}-of-00003.safetensors", 1, pad=12_000)
+    message = one_line_error(import_model, tmp_path)
+    assert "30,000" in message and "header" in message
+
+
+def test_a_huge_header_of_empty_tensors_is_refused_before_it_is_parsed(tmp_path: Path) -> None:
+    # The issue's attack, at 1/10 scale so the test stays fast: 170,000 zero-size tensors
+    # in one header; the budget is counted from the raw bytes, before json.loads.
+    monkeypatch = pytest.MonkeyPatch()
+    monkeypatch.setattr(importer, "MAX_TOTAL_TENSORS", 100_000)
+    try:
+        (tmp_path / "config.json").write_text(json.dumps(LLAMA))
+        shard(tmp_path / "model.safetensors", 170_000)
+        start = time.perf_counter()
+        message = one_line_error(import_model, tmp_path)
+        assert time.perf_counter() - start < 0.5
+        assert "100,000 tensors" in message
+    finally:
+        monkeypatch.undo()
+
+
+def test_progress_is_reported_and_cancel_stops_the_read(tmp_path: Path) -> None:
+    (tmp_path / "config.json").write_text(json.dumps(LLAMA))
+    for i in range(4):
+        shard(tmp_path / f"model-0000{i}-of-00004.safetensors", 3)
+    seen: list[tuple[int, int]] = []
+    imported = import_model(tmp_path, progress=lambda done, total: seen.append((done, total)))
+    assert imported.checkpoint is not None and imported.checkpoint.files == 4
+    assert seen[-1] == (4, 4) and [d for d, _ in seen] == sorted(d for d, _ in seen)
+    with pytest.raises(ImportCancelled):
+        import_model(tmp_path, progress=lambda done, total: None, cancelled=lambda: len(seen) > 0)
+
+
+# ---- item 4: the measurement loader --------------------------------------------------
+
+
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="no FIFOs here")
+def test_measurement_fifo_never_blocks(tmp_path: Path) -> None:
+    fifo = tmp_path / "measurement.json"
+    os.mkfifo(fifo)
+    done = subprocess.run(
+        [sys.executable, "-c", f"from core.measurement import load_measurement; load_measurement({str(fifo)!r})"],
+        capture_output=True,
+        text=True,
+        timeout=20,
+    )
+    assert "not a regular file" in done.stderr
+
+
+def test_measurement_with_an_integer_of_5000_digits(tmp_path: Path) -> None:
+    path = tmp_path / "m.json"
+    path.write_text('{"format": "vramplan-measurement", "case": {}, "peak_allocated_bytes": ' + "9" * 5000 + "}")
+    assert "not valid JSON" in one_line_error(load_measurement, path)
+
+
+# ---- item 5: saving keeps mode, owner and links; refuses what is not a file -----------
+
+
+@POSIX
+def test_save_keeps_the_files_mode(tmp_path: Path) -> None:
+    path = tmp_path / "plan.vramplan.json"
+    planfile.save(default_plan(), path)
+    os.chmod(path, 0o640)
+    planfile.save(default_plan().with_workload(micro_batch=3), path)
+    assert stat.S_IMODE(os.stat(path).st_mode) == 0o640
+    assert planfile.load(path).workload.micro_batch == 3
+
+
+@POSIX
+def test_a_new_file_gets_the_umasks_mode_not_0600(tmp_path: Path) -> None:
+    old = os.umask(0o022)
+    try:
+        planfile.save(default_plan(), tmp_path / "new.json")
+    finally:
+        os.umask(old)
+    assert stat.S_IMODE(os.stat(tmp_path / "new.json").st_mode) == 0o644
+
+
+@pytest.mark.skipif(not hasattr(os, "geteuid") or os.geteuid() != 0, reason="changing an owner needs root")
+def test_save_keeps_the_owner(tmp_path: Path) -> None:
+    path = tmp_path / "plan.json"
+    planfile.save(default_plan(), path)
+    os.chown(path, 4242, 4343)
+    planfile.save(default_plan().with_workload(micro_batch=3), path)
+    info = os.stat(path)
+    assert (info.st_uid, info.st_gid) == (4242, 4343)
+
+
+@POSIX
+def test_save_writes_through_a_symlink(tmp_path: Path) -> None:
+    target = tmp_path / "real" / "plan.json"
+    target.parent.mkdir()
+    planfile.save(default_plan(), target)
+    link = tmp_path / "link.json"
+    link.symlink_to(target)
+    planfile.save(default_plan().with_workload(micro_batch=5), link)
+    assert link.is_symlink()
+    assert planfile.load(target).workload.micro_batch == 5
+    assert list(target.parent.iterdir()) == [target]  # no temporary file left beside it
+
+
+@POSIX
+def test_save_through_a_chain_of_symlinks_and_a_dangling_one(tmp_path: Path) -> None:
+    target = tmp_path / "plan.json"
+    (tmp_path / "a").symlink_to(target)  # dangling: the save creates the target
+    (tmp_path / "b").symlink_to(tmp_path / "a")
+    planfile.save(default_plan(), tmp_path / "b")
+    assert (tmp_path / "b").is_symlink() and (tmp_path / "a").is_symlink()
+    assert planfile.load(target) == default_plan()
+
+
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="no FIFOs here")
+def test_save_refuses_a_fifo(tmp_path: Path) -> None:
+    fifo = tmp_path / "plan.json"
+    os.mkfifo(fifo)
+    assert "not a regular file" in one_line_error(planfile.save, default_plan(), fifo)
+    assert stat.S_ISFIFO(os.lstat(fifo).st_mode)
+    assert list(tmp_path.iterdir()) == [fifo]
+
+
+def test_save_refuses_a_device_node(tmp_path: Path) -> None:
+    # Its own device node (the null device's numbers, 1:3) in tmp_path: the old save, as
+    # root, replaced the node with a regular file — never point this test at /dev itself.
+    node = tmp_path / "null"
+    try:
+        os.mknod(node, 0o666 | stat.S_IFCHR, os.makedev(1, 3))
+    except (AttributeError, PermissionError, OSError):
+        pytest.skip("making a device node needs root")
+    before = os.stat(node)
+    assert "not a regular file" in one_line_error(planfile.save, default_plan(), node)
+    after = os.stat(node)
+    assert stat.S_ISCHR(after.st_mode) and after.st_ino == before.st_ino
+
+
+def test_save_refuses_a_directory(tmp_path: Path) -> None:
+    assert "not a regular file" in one_line_error(planfile.save, default_plan(), tmp_path)
+
+
+@POSIX
+def test_save_refuses_a_read_only_file(tmp_path: Path) -> None:
+    path = tmp_path / "plan.json"
+    planfile.save(default_plan(), path)
+    os.chmod(path, 0o444)
+    assert "read-only" in one_line_error(planfile.save, default_plan().with_workload(micro_batch=7), path)
+    assert planfile.load(path) == default_plan()
+
+
+@POSIX
+def test_hard_linked_plan_is_replaced_whole_and_the_other_name_keeps_the_old_plan(tmp_path: Path) -> None:
+    """The documented choice (README, Robustness): as QSaveFile does, a save is a new file
+    renamed over the name saved to; another hard link keeps the previous, whole plan."""
+    path = tmp_path / "plan.json"
+    planfile.save(default_plan(), path)
+    os.chmod(path, 0o640)
+    other = tmp_path / "other-name.json"
+    os.link(path, other)
+    planfile.save(default_plan().with_workload(micro_batch=9), path)
+    assert planfile.load(path).workload.micro_batch == 9
+    assert planfile.load(other) == default_plan()
+    assert stat.S_IMODE(os.stat(path).st_mode) == 0o640
+
+
+# ---- item 7: temporary files of interrupted saves are cleaned up ------------------------
+
+
+def interrupted_save(folder: Path, name: str, age_s: float, tag: str = "abc123") -> Path:
+    """What a save killed between its write and its rename leaves."""
+    temp = folder / f".{name}.{planfile.TEMP_MARK}{tag}.tmp"
+    temp.write_text("{half a plan")
+    then = time.time() - age_s
+    os.utime(temp, (then, then))
+    return temp
+
+
+def test_next_save_removes_old_temporaries_of_that_file(tmp_path: Path) -> None:
+    path = tmp_path / "plan.json"
+    stale = [interrupted_save(tmp_path, "plan.json", 3600 + i, f"x{i}") for i in range(3)]
+    legacy = tmp_path / ".plan.json.k2j4_x9a.tmp"  # mkstemp's name in earlier versions
+    legacy.write_text("{")
+    os.utime(legacy, (time.time() - 3600,) * 2)
+    fresh = interrupted_save(tmp_path, "plan.json", 0, "now")  # perhaps another instance saving now
+    unrelated = tmp_path / "notes.tmp"
+    unrelated.write_text("mine")
+    os.utime(unrelated, (time.time() - 3600,) * 2)
+    planfile.save(default_plan(), path)
+    assert not any(p.exists() for p in [*stale, legacy])
+    assert fresh.exists() and unrelated.exists()
+
+
+def test_start_up_cleanup_of_a_folder(tmp_path: Path) -> None:
+    stale = [interrupted_save(tmp_path, f"plan{i}.json", 3600) for i in range(5)]
+    fresh = interrupted_save(tmp_path, "plan9.json", 0)
+    assert planfile.remove_stale_temporaries(tmp_path) == 5
+    assert not any(p.exists() for p in stale) and fresh.exists()
+    assert planfile.remove_stale_temporaries(tmp_path / "absent") == 0
+
+
+@POSIX
+def test_cleanup_never_follows_a_symlink_named_like_a_temporary(tmp_path: Path) -> None:
+    victim = tmp_path / "keep.txt"
+    victim.write_text("keep")
+    link = tmp_path / f".plan.json.{planfile.TEMP_MARK}zzz.tmp"
+    link.symlink_to(victim)
+    os.utime(link, (time.time() - 3600,) * 2, follow_symlinks=False)
+    planfile.remove_stale_temporaries(tmp_path)
+    assert victim.read_text() == "keep"
+
+
+# ---- item 8: the command line ---------------------------------------------------------
+
+
+def run(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
+    code = main(list(args))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ("--model", ""),
+        ("--model", "  "),
+        ("--config", ""),
+        ("--plan", ""),
+        ("--model", "gpt2", "--save", ""),
+        ("--model", "gpt2", "--method", "lora", "--lora-targets", ""),
+        ("--model", "gpt2", "--method", "lora", "--lora-targets", " , "),
+        ("--model", "gpt2", "--gpu", ""),
+    ],
+)
+def test_empty_arguments_are_errors(capsys: pytest.CaptureFixture[str], args: tuple[str, ...]) -> None:
+    code, out, err = run(capsys, "estimate", *args)
+    assert code == 2 and out == ""
+    assert err.count("\n") == 1 and "empty" in err
+
+
+def test_json_never_prints_infinity(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run(capsys, "estimate", "--model", "gpt2", "--utilisation", "1e-300", "--tokens", "1e16", "--json")
+    assert code == 0
+    data = json.loads(out, parse_constant=lambda name: pytest.fail(f"{name} in --json output"))
+    assert data["compute"]["hours"] is None
+    assert any("compute.hours" in note for note in data["notes"])
+
+
+def test_control_characters_in_a_model_name_are_escaped(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    config = tmp_path / "config.json"
+    config.write_text(json.dumps({**LLAMA, "_name_or_path": "evil\x1b]0;owned\x07\x1b[2J\u202ename\rX"}))
+    code, out, _ = run(capsys, "estimate", "--config", str(config))
+    assert code == 0
+    assert "\x1b" not in out and "\x07" not in out and "\r" not in out and "\u202e" not in out
+    assert "\\x1b]0;owned" in out
+
+
+def run_cli(*args: str, **kwargs: Any) -> subprocess.CompletedProcess[bytes]:
+    return subprocess.run([sys.executable, "-m", "core.cli", *args], capture_output=True, timeout=60, **kwargs)
+
+
+@pytest.mark.skipif(not os.path.exists("/dev/full"), reason="no /dev/full here")
+@pytest.mark.parametrize("args", [("models",), ("gpus",), ("estimate", "--model", "gpt2"), ("models", "--json")])
+def test_a_full_stdout_is_one_line_not_a_traceback(args: tuple[str, ...]) -> None:
+    with open("/dev/full", "wb") as full:
+        done = subprocess.run(
+            [sys.executable, "-m", "core.cli", *args], stdout=full, stderr=subprocess.PIPE, timeout=60
+        )
+    err = done.stderr.decode()
+    assert done.returncode == 1
+    assert err.count("\n") == 1 and "Traceback" not in err and "cannot write" in err, err
+
+
+def test_a_non_utf8_stdout_gets_the_output_escaped() -> None:
+    done = run_cli("estimate", "--model", "gpt2", env={**os.environ, "PYTHONIOENCODING": "ascii"})
+    assert done.returncode == 0, done.stderr
+    assert b"Traceback" not in done.stderr
+    assert b"\\xb7" in done.stdout  # the '·' separator, escaped for an ASCII terminal
+
+
+@pytest.mark.parametrize("command", [["models"], ["gpus"], ["estimate", "--model", "gpt2"], []])
+def test_every_subcommand_survives_stdout_none(command: list[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(sys, "stdout", None)
+    monkeypatch.setattr(sys, "stderr", None)
+    assert main(command) == (2 if not command else 0)
+
+
+# ---- item 9: one count parser, in core ---------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("text", "value"),
+    [
+        ("6.7e9", 6_700_000_000),  # the lesson's 7B
+        ("6,700,000,000", 6_700_000_000),
+        ("20M", 20_000_000),
+        ("20m", 20_000_000),
+        ("1.5 B", 1_500_000_000),
+        ("1.5G", 1_500_000_000),
+        ("2k", 2000),
+        ("2K", 2000),
+        ("3T", 3 * 10**12),
+        ("10P", 10 * 10**15),
+        ("6_700_000_000", 6_700_000_000),
+        ("12345678901234567890", 12345678901234567890),  # exact: no detour through float
+    ],
+)
+def test_parse_count_accepts(text: str, value: int) -> None:
+    assert parse_count(text) == value
+
+
+@pytest.mark.parametrize(
+    ("text", "reason"),
+    [
+        ("1,5B", "ambiguous"),
+        ("1,50", "ambiguous"),
+        ("1.500.000", "not a count"),
+        ("", "empty"),
+        ("1.5", "whole"),
+        ("-3", "not a count"),
+        ("e9", "not a count"),
+        ("1e999", "too large"),
+        ("20x", "not a count"),
+        ("nan", "not a count"),
+        ("inf", "not a count"),
+        ("9" * 5000, "too long"),
+    ],
+)
+def test_parse_count_refuses(text: str, reason: str) -> None:
+    with pytest.raises(ValueError, match=reason):
+        parse_count(text)
+
+
+@pytest.mark.parametrize(("text", "value"), [("20m", 20_000_000), ("10P", 10**16), ("1e6", 1_000_000)])
+def test_the_cli_reads_counts_as_the_window_does(capsys: pytest.CaptureFixture[str], text: str, value: int) -> None:
+    code, out, err = run(capsys, "estimate", "--model", "gpt2", "--tokens", text, "--json")
+    assert code == 0, err
+    assert json.loads(out)["compute"]["flops"] == pytest.approx(json.loads(out)["compute"]["flops_per_token"] * value)
+
+
+def test_the_cli_refuses_an_ambiguous_separator(capsys: pytest.CaptureFixture[str]) -> None:
+    code, _, err = run(capsys, "estimate", "--params", "1,5B")
+    assert code == 2 and "ambiguous" in err and err.count("\n") == 1
+
+
+# ---- the committed hostile corpus ----------------------------------------------------------
+
+
+def test_hostile_corpus_configs_import_with_their_names_as_data() -> None:
+    names = []
+    for config in sorted((HOSTILE / "configs").glob("*.json")):
+        names.append(import_model(config).spec.name)
+    assert any("<img" in n for n in names) and any("<span" in n for n in names)

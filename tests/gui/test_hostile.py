@@ -1,0 +1,384 @@
+"""Issue 14 in the window: nothing read is shown as markup, imports run in a worker with
+Cancel, every window autosaves and says so when it cannot, counts and sizes read as the
+command line reads them."""
+
+from __future__ import annotations
+
+import json
+import os
+import struct
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+from PySide6.QtCore import Qt, QTimer
+from PySide6.QtGui import Qt as QtGui
+from PySide6.QtGui import QTextDocument
+from PySide6.QtWidgets import QApplication, QLabel, QMessageBox, QProgressDialog, QPushButton
+
+from core import importer, planfile
+from core.cli import render_estimate
+from core.estimate import estimate
+from core.presets import default_plan
+from gui import autosave, dialogs
+from gui import settings as settings_module
+from gui.autosave import Autosave
+from gui.format import memory
+from gui.forms.fields import CountField
+from gui.main_window import MainWindow
+from gui.settings import Settings
+from tests.core.test_malformed_files import LLAMA
+
+HOSTILE = Path(__file__).resolve().parent.parent / "data" / "hostile"
+ACCEPTED_CONFIGS = sorted((HOSTILE / "configs").glob("*.json"))
+REJECTED = sorted((HOSTILE / "rejected").iterdir())
+
+
+# ---- item 1: text from files is never markup ---------------------------------------------
+
+
+def rendered(text: str, text_format: Qt.TextFormat) -> QTextDocument | None:
+    """The document Qt lays out for ``text``, or None when it is shown as plain text."""
+    rich = text_format == Qt.TextFormat.RichText or (
+        text_format == Qt.TextFormat.AutoText and QtGui.mightBeRichText(text)
+    )
+    if not rich:
+        return None
+    document = QTextDocument()
+    document.setHtml(text)
+    return document
+
+
+def markup_took_effect(text: str, text_format: Qt.TextFormat) -> bool:
+    """An image, a link or giant type came out of ``text``: it was rendered as HTML."""
+    document = rendered(text, text_format)
+    if document is None:
+        return False
+    block = document.begin()
+    while block.isValid():
+        it = block.begin()
+        while not it.atEnd():
+            fmt = it.fragment().charFormat()
+            if fmt.isImageFormat() or fmt.isAnchor() or fmt.fontPointSize() >= 30:
+                return True
+            it += 1
+        block = block.next()
+    return False
+
+
+def shown(label: QLabel) -> str:
+    document = rendered(label.text(), label.textFormat())
+    return label.text() if document is None else document.toPlainText()
+
+
+def assert_no_label_renders_markup(window: MainWindow) -> None:
+    for label in window.findChildren(QLabel):
+        assert not markup_took_effect(label.text(), label.textFormat()), (label.objectName(), label.text())
+
+
+@pytest.mark.parametrize("config", ACCEPTED_CONFIGS, ids=lambda p: p.stem)
+def test_imported_model_name_is_shown_as_text(window: MainWindow, fake_dialogs: Any, config: Path) -> None:
+    name = json.loads(config.read_text())["_name_or_path"]
+    fake_dialogs.paths.append(str(config))
+    window.model_form.importRequested.emit("file")
+    assert window.controller.plan.model.name == name.strip()
+    assert_no_label_renders_markup(window)
+    if name.isprintable():
+        assert name in shown(window.model_form.summary)
+
+
+def test_a_plan_file_with_a_markup_name(window: MainWindow) -> None:
+    path = HOSTILE / "plans" / "markup_model_name.vramplan.json"
+    assert window.open_path(str(path))
+    assert "<img src='/dev/zero'>" in shown(window.model_form.summary)
+    assert_no_label_renders_markup(window)
+
+
+def test_a_measurement_with_markup(window: MainWindow, fake_dialogs: Any) -> None:
+    fake_dialogs.paths.append(str(HOSTILE / "measurements" / "markup_case.json"))
+    window.load_measurement()
+    assert window.measurement is not None
+    assert_no_label_renders_markup(window)
+
+
+def test_rejected_value_in_the_status_bar_is_text(window: MainWindow) -> None:
+    window.controller.editRejected.emit("model", "name: \"<img src='/dev/zero'>\" is not allowed")
+    assert window.problem.textFormat() == Qt.TextFormat.PlainText
+    assert "<img src='/dev/zero'>" in shown(window.problem)
+
+
+Boxes = list[tuple[str, Qt.TextFormat, str]]
+
+
+def capture_boxes(call: Callable[[], object]) -> Boxes:
+    """Run ``call`` (which opens modal message boxes) and close each box as it opens,
+    recording its text, text format and informative text."""
+    seen: Boxes = []
+
+    def close_modal() -> None:
+        box = QApplication.activeModalWidget()
+        if isinstance(box, QMessageBox):
+            seen.append((box.text(), box.textFormat(), box.informativeText()))
+            box.done(0)
+        else:
+            QTimer.singleShot(10, close_modal)
+
+    QTimer.singleShot(10, close_modal)
+    call()
+    return seen
+
+
+@pytest.mark.parametrize("path", REJECTED, ids=lambda p: p.name)
+def test_every_rejection_dialog_shows_the_value_as_text(
+    window: MainWindow, fake_dialogs: Any, monkeypatch: pytest.MonkeyPatch, path: Path
+) -> None:
+    """The real dialogs (not the recorder): the messages carry the hostile value."""
+    monkeypatch.undo()  # the real gui.dialogs functions
+    fake_dialogs.paths.append(str(path))
+    monkeypatch.setattr(dialogs, "open_file", lambda *a: str(path))
+    if path.name.startswith("plan"):
+        boxes = capture_boxes(lambda: window.open_path(str(path)))
+    elif path.name.startswith("measurement"):
+        boxes = capture_boxes(window.load_measurement)
+    else:
+        boxes = capture_boxes(lambda: window.import_model("file"))
+    assert len(boxes) == 1
+    text, text_format, _ = boxes[0]
+    assert "<img src='/dev/zero'>" in text or "&lt;img" not in text
+    assert text_format == Qt.TextFormat.PlainText
+
+
+@pytest.mark.parametrize(
+    "show",
+    [
+        lambda: dialogs.error(None, "t", "<img src='/dev/zero'>"),
+        lambda: dialogs.info(None, "t", "<span style='font-size:48pt'>FITS</span>"),
+        lambda: dialogs.unexpected_error(None, "<img src='/dev/zero'>", "/tmp/<b>log</b>"),
+        lambda: dialogs.ask_save_changes(None, "<img src='/dev/zero'>.json"),
+    ],
+    ids=["error", "info", "unexpected_error", "ask_save_changes"],
+)
+def test_every_message_box_is_plain_text(monkeypatch: pytest.MonkeyPatch, show: Callable[[], object]) -> None:
+    monkeypatch.undo()
+    boxes = capture_boxes(show)
+    assert len(boxes) == 1
+    text, text_format, _ = boxes[0]
+    assert text_format == Qt.TextFormat.PlainText
+    assert "<" in text  # the markup is there, as characters
+
+
+def test_window_title_shows_the_file_name_as_text(window: MainWindow, tmp_path: Path) -> None:
+    path = tmp_path / "<b>plan<b>[*]\x1b.vramplan.json"
+    planfile.save(default_plan(), path)
+    window.show()
+    assert window.open_path(str(path))
+    title = window.windowHandle().title()
+    assert "<b>plan<b>[*]" in title and "\x1b" not in title
+
+
+def test_recent_files_are_text(window: MainWindow, settings: Settings) -> None:
+    path = "/tmp/R&D <img src='/dev/zero'>.vramplan.json"
+    settings.add_recent(path)
+    window._fill_recent()
+    action = window.recent_menu.actions()[0]
+    assert action.text().replace("&&", "").count("&") == 1  # only the numbering's mnemonic
+    assert not markup_took_effect(action.toolTip(), Qt.TextFormat.AutoText)
+    assert rendered(action.toolTip(), Qt.TextFormat.AutoText) is None or path in shown_tooltip(action.toolTip())
+
+
+def shown_tooltip(text: str) -> str:
+    document = rendered(text, Qt.TextFormat.AutoText)
+    return text if document is None else document.toPlainText()
+
+
+# ---- item 3: a folder's safetensors are read in a worker, with progress and Cancel --------
+
+
+def model_folder(folder: Path, shards: int) -> Path:
+    folder.mkdir()
+    (folder / "config.json").write_text(json.dumps({**LLAMA, "_name_or_path": "sharded"}))
+    for i in range(shards):
+        raw = json.dumps({"w": {"dtype": "F32", "shape": [2, 2], "data_offsets": [0, 16]}}).encode()
+        (folder / f"model-{i:05d}.safetensors").write_bytes(struct.pack("<Q", len(raw)) + raw + b"\0" * 16)
+    return folder
+
+
+@pytest.fixture
+def slow_headers(monkeypatch: pytest.MonkeyPatch) -> None:
+    real = importer.read_safetensors_header
+
+    def slow(*args: Any, **kwargs: Any) -> Any:
+        time.sleep(0.05)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(importer, "read_safetensors_header", slow)
+
+
+def start_folder_import(window: MainWindow, folder: Path, fake_dialogs: Any) -> QProgressDialog:
+    before = window.controller.plan
+    fake_dialogs.paths.append(str(folder))
+    window.model_form.importRequested.emit("folder")
+    assert window.controller.plan == before  # not read yet: the window went on at once
+    progress = window.findChild(QProgressDialog)
+    assert progress is not None
+    return progress
+
+
+def test_folder_import_runs_in_a_worker_with_progress(
+    qtbot: Any, window: MainWindow, tmp_path: Path, fake_dialogs: Any, slow_headers: None
+) -> None:
+    progress = start_folder_import(window, model_folder(tmp_path / "sharded", 8), fake_dialogs)
+    assert progress.maximum() == 8
+    qtbot.waitUntil(lambda: window.controller.plan.model.name == "sharded", timeout=5000)
+    assert window.controller.plan.model.params_override == 8 * 4
+    assert not fake_dialogs.errors()
+
+
+def test_cancel_stops_a_folder_import(
+    qtbot: Any, window: MainWindow, tmp_path: Path, fake_dialogs: Any, slow_headers: None
+) -> None:
+    before = window.controller.plan
+    progress = start_folder_import(window, model_folder(tmp_path / "sharded", 40), fake_dialogs)
+    qtbot.waitUntil(lambda: progress.value() >= 1, timeout=5000)
+    cancel = progress.findChild(QPushButton)
+    assert cancel is not None and cancel.text() == "Cancel"
+    cancel.click()  # as the user does
+    qtbot.waitUntil(lambda: not window.importing, timeout=5000)
+    assert window.controller.plan == before and not fake_dialogs.errors()
+
+
+def test_an_over_budget_folder_is_one_error(
+    qtbot: Any, window: MainWindow, tmp_path: Path, fake_dialogs: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(importer, "MAX_TOTAL_TENSORS", 3)
+    folder = model_folder(tmp_path / "sharded", 5)
+    fake_dialogs.paths.append(str(folder))
+    window.model_form.importRequested.emit("folder")
+    qtbot.waitUntil(lambda: bool(fake_dialogs.errors()), timeout=5000)
+    assert "3 tensors" in fake_dialogs.errors()[0]
+
+
+# ---- item 6: every window autosaves; a failure is said on screen, once ----------------------
+
+
+def edited(plan: Any) -> Any:
+    return plan.with_workload(seq_len=plan.workload.seq_len * 2).with_hardware(gpu_count=3)
+
+
+def test_a_second_window_autosaves_to_its_own_file(qtbot: Any, tmp_path: Path) -> None:
+    path = tmp_path / "data" / autosave.FILE_NAME
+    first_window = MainWindow(settings=Settings(str(tmp_path / "one.ini")))
+    second_window = MainWindow(settings=Settings(str(tmp_path / "two.ini")))
+    qtbot.addWidget(first_window)
+    qtbot.addWidget(second_window)
+    first = Autosave(first_window.controller, path, delay_ms=10)
+    second = Autosave(second_window.controller, path, delay_ms=10)
+    assert first.start() and second.start()
+    assert second.path != first.path and second.path.parent == path.parent
+    second_window.controller.set_plan(edited(second_window.controller.plan))
+    qtbot.waitUntil(lambda: second.path.exists() and not second.pending)
+    assert planfile.load(second.path) == second_window.controller.plan
+    assert not first.path.exists()
+    # The second window is killed: its lock goes; the next start offers its plan back.
+    second._lock.unlock()
+    lost = second_window.controller.plan
+    third = Autosave(MainWindow(settings=Settings(str(tmp_path / "three.ini"))).controller, path)
+    assert third.start()
+    assert third.recover() == lost
+    third.finish()
+    first.finish()
+
+
+def test_an_orphan_of_another_slot_is_offered_when_the_first_slot_is_free(qtbot: Any, tmp_path: Path) -> None:
+    path = tmp_path / "data" / autosave.FILE_NAME
+    one = Autosave(MainWindow(settings=Settings(str(tmp_path / "a.ini"))).controller, path, delay_ms=10)
+    two_window = MainWindow(settings=Settings(str(tmp_path / "b.ini")))
+    two = Autosave(two_window.controller, path, delay_ms=10)
+    assert one.start() and two.start()
+    two_window.controller.set_plan(edited(two_window.controller.plan))
+    qtbot.waitUntil(lambda: two.path.exists() and not two.pending)
+    lost = two_window.controller.plan
+    one.finish()  # the first window quit normally
+    two._lock.unlock()  # the second was killed
+    fresh = Autosave(MainWindow(settings=Settings(str(tmp_path / "c.ini"))).controller, path)
+    assert fresh.start() and fresh.path == path
+    assert fresh.recover() == lost
+    fresh.finish()
+    assert not any(p.name.endswith(".vramplan.json") for p in path.parent.iterdir())
+
+
+def test_an_unwritable_data_folder_is_said_on_screen_once(
+    window: MainWindow, tmp_path: Path, fake_dialogs: Any
+) -> None:
+    blocked = tmp_path / "file"
+    blocked.write_text("a file where the folder should be")
+    saver = Autosave(window.controller, blocked / autosave.FILE_NAME)
+    autosave.report_problems(window, saver)
+    assert not saver.start()
+    assert not saver.start()
+    problems = [args for name, args in fake_dialogs.calls if name == "error"]
+    assert len(problems) == 1 and "autosave" in str(problems[0]).lower()
+
+
+def test_a_failing_autosave_is_said_on_screen_once(
+    qtbot: Any, window: MainWindow, tmp_path: Path, fake_dialogs: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    saver = Autosave(window.controller, tmp_path / "data" / autosave.FILE_NAME, delay_ms=10)
+    autosave.report_problems(window, saver)
+    assert saver.start()
+
+    def full(*_a: Any) -> None:
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(planfile, "atomic_write_text", full)
+    for micro_batch in (2, 3, 4):
+        window.controller.set_plan(window.controller.plan.with_workload(micro_batch=micro_batch))
+        qtbot.waitUntil(lambda: not saver.pending)
+    problems = [str(args) for name, args in fake_dialogs.calls if name == "error"]
+    assert len(problems) == 1 and "No space left" in problems[0]
+    saver.finish()
+
+
+# ---- item 7: the start cleans up what interrupted saves left ---------------------------------
+
+
+def test_start_removes_old_temporaries_in_the_data_folder(window: MainWindow, tmp_path: Path) -> None:
+    data = tmp_path / "data"
+    data.mkdir()
+    stale = data / f".{autosave.FILE_NAME}.{planfile.TEMP_MARK}dead.tmp"
+    stale.write_text("{")
+    os.utime(stale, (time.time() - 3600,) * 2)
+    saver = Autosave(window.controller, data / autosave.FILE_NAME)
+    assert saver.start()
+    assert not stale.exists()
+    saver.finish()
+
+
+# ---- issue 10 item 3: one home for counts, sizes and the data folder ------------------------
+
+
+def test_count_field_refuses_an_ambiguous_separator(window: MainWindow) -> None:
+    field = window.findChild(CountField)
+    assert field is not None
+    rejected: list[str] = []
+    field.rejected.connect(rejected.append)
+    field.setText("1,5B")
+    field.textEdited.emit("1,5B")
+    assert field.value() is None and rejected and "ambiguous" in rejected[0]
+
+
+def test_the_command_line_prints_sizes_as_the_window_does() -> None:
+    result = estimate(default_plan())
+    text = render_estimate(result)
+    for figure in (result.total_bytes, result.capacity_bytes, result.inference.kv_cache_bytes):
+        assert memory(figure) in text
+
+
+def test_the_data_folder_has_one_home(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    from gui import crash
+
+    monkeypatch.setattr(settings_module, "data_folder", lambda: tmp_path / "elsewhere")
+    assert crash.log_folder() == tmp_path / "elsewhere" / "logs"
+    assert not hasattr(crash, "data_folder")
