@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any, Final
 
-from core.runconfig.common import OddValues, finish, hf_optimizer, lora_targets
+from core.runconfig.common import OddValues, finish, hf_optimizer, lora_targets, sharding
 from core.runconfig.reading import Taker
 from core.runconfig.result import ConfigKind, RunConfig
 
@@ -117,9 +117,8 @@ def read_axolotl(document: dict[str, Any], where: str) -> RunConfig:
     taker.note("sample_packing", "packing fills every micro-batch row to sequence_len, as the plan assumes")
     taker.note("tf32", "TF32 matmuls change speed, not memory")
     taker.note("torch_compile", "torch.compile can lower activation memory; not modelled")
-    taker.note("deepspeed", "set the sharding stage (ZeRO) and GPU count in the plan")
-    taker.note("fsdp", "set the sharding stage (FSDP) and GPU count in the plan")
-    taker.note("fsdp_config", "see fsdp")
+    s["sharding"] = sharding(taker, odd)
+    taker.irrelevant("fsdp_config")
     taker.note("plugins", "plugins may change memory (Liger, Cut Cross Entropy); not modelled")
     taker.note("unfrozen_parameters", "partly frozen training by parameter name is not modelled")
     taker.irrelevant(*IRRELEVANT)

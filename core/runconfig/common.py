@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import re
-from typing import Any
+from pathlib import Path
+from typing import Any, Final
 
-from core.errors import PlanError
+from core.errors import PlanError, PlanFileError
 from core.model import normalise_lora_targets
 from core.runconfig.mapping import DTYPES, HF_DEFAULT_OPTIM, HF_OPTIMIZERS
-from core.runconfig.reading import Taker
-from core.runconfig.result import ConfigKind, RunConfig, RunSettings
+from core.runconfig.reading import Taker, read_json_document
+from core.runconfig.result import ConfigKind, FieldRead, RunConfig, RunSettings
 
 # Names some frameworks use for the same matrices that core.model does not list.
 _EXTRA_TARGETS = {"output_proj": "o_proj"}  # torchtune's attention output
@@ -110,3 +111,55 @@ def finish(
         unknown=taker.unknown() + tuple(odd.items),
         **extra,
     )
+
+
+# FSDP sharding strategies (torch.distributed.fsdp ShardingStrategy, as transformers'
+# ``fsdp`` option and axolotl's ``fsdp`` list spell them) -> the ZeRO stage they match.
+FSDP_STRATEGIES: Final = {"full_shard": "zero3", "hybrid_shard": "zero3", "shard_grad_op": "zero2", "no_shard": "none"}
+MAX_DEEPSPEED_BYTES: Final = 1_000_000
+
+
+def sharding(taker: Taker, odd: OddValues) -> str | None:
+    """The sharding stage from ``deepspeed`` (an inline dict or a JSON file beside the config
+    or in the working folder: ``zero_optimization.stage``) or ``fsdp`` (a strategy name)."""
+    stage = _deepspeed_stage(taker, odd)
+    if stage is not None:
+        return stage
+    fsdp = taker.raw("fsdp")
+    words = fsdp.split() if isinstance(fsdp, str) else fsdp if isinstance(fsdp, list) else []
+    for word in words:
+        if isinstance(word, str) and word in FSDP_STRATEGIES:
+            taker.record("sharding", FSDP_STRATEGIES[word], "fsdp")
+            return FSDP_STRATEGIES[word]
+    if fsdp:
+        odd.add("fsdp", fsdp, "full_shard, shard_grad_op, hybrid_shard or no_shard")
+    return None
+
+
+def _deepspeed_stage(taker: Taker, odd: OddValues) -> str | None:
+    value = taker.raw("deepspeed")
+    if not value:
+        return None
+    document: Any = value
+    source = "deepspeed"
+    if isinstance(value, str):
+        found = next((p for p in (Path(taker.where).parent / value, Path(value)) if p.is_file()), None)
+        if found is None:
+            taker.note("deepspeed", "the DeepSpeed config was not found here: set the ZeRO stage in the plan")
+            return None
+        try:
+            document = read_json_document(found, MAX_DEEPSPEED_BYTES, "a DeepSpeed config")
+        except PlanFileError as error:
+            odd.add("deepspeed", value, f"not readable: {error.reason}")
+            return None
+        source = f"deepspeed → {value}: zero_optimization.stage"
+    zero = document.get("zero_optimization") if isinstance(document, dict) else None
+    stage = zero.get("stage") if isinstance(zero, dict) else None
+    if stage not in (0, 1, 2, 3):
+        odd.add("deepspeed", value if isinstance(value, str) else "(inline)", "no zero_optimization.stage 0-3")
+        return None
+    result = "none" if stage == 0 else f"zero{stage}"
+    taker.record("sharding", result, source)
+    if isinstance(zero, dict) and (zero.get("offload_optimizer") or zero.get("offload_param")):
+        taker.notes.append(FieldRead("note", True, "deepspeed offload to CPU: less GPU memory than modelled"))
+    return result

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any, Final
 
-from core.runconfig.common import OddValues, dtype, finish, hf_optimizer, lora_targets
+from core.runconfig.common import OddValues, dtype, finish, hf_optimizer, lora_targets, sharding
 from core.runconfig.mapping import ATTENTION_KERNELS
 from core.runconfig.reading import Taker
 from core.runconfig.result import ConfigKind, RunConfig
@@ -95,10 +95,7 @@ def take_trainer_args(taker: Taker, odd: OddValues, framework: str) -> dict[str,
         taker.record("chunked_loss", True, "use_liger_kernel")
     taker.note("tf32", "TF32 matmuls change speed, not memory")
     taker.note("torch_compile", "torch.compile can lower activation memory; not modelled")
-    taker.note("deepspeed", "set the sharding stage (ZeRO) and GPU count in the plan")
-    taker.note("fsdp", "set the sharding stage (FSDP) and GPU count in the plan")
-    if taker.raw("fsdp"):
-        taker.note("fsdp_config", "see fsdp")
+    s["sharding"] = sharding(taker, odd)
     taker.irrelevant("fsdp_config")
     taker.note("auto_find_batch_size", "the Trainer halves the batch after an OOM; the plan uses the given batch")
     taker.note("bf16_full_eval", "evaluation in pure bf16")

@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Final
 
-from core.plan import Attention, LoraSettings, Method, Optimizer, Plan, Precision, Quant
+from core.plan import Attention, LoraSettings, Method, Optimizer, Plan, Precision, Quant, Sharding
 from core.runconfig.result import RunSettings
 
 # transformers ``OptimizerNames`` (training_args.py / trainer_utils.py, v4.57) -> (optimizer, implementation).
@@ -126,4 +126,7 @@ def apply_settings(plan: Plan, settings: RunSettings, *, model_dtype: str | None
     }
     if workload:
         changes["workload"] = replace(plan.workload, **workload)
+    if s.sharding is not None:
+        # The GPU count is the launcher's (torchrun, accelerate), not the config's: kept.
+        changes["hardware"] = replace(plan.hardware, sharding=Sharding(s.sharding))
     return replace(plan, **changes)  # type: ignore[arg-type]

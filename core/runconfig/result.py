@@ -51,6 +51,7 @@ SETTING_LABELS: Final = {
     "seq_len": "Sequence length",
     "eval_batch": "Evaluation batch",
     "trainable_layers": "Trainable top blocks",
+    "sharding": "Sharding",
     "model": "Model",
     "note": "Noted (not modelled)",
 }
@@ -79,6 +80,7 @@ class RunSettings:
     seq_len: int | None = None
     eval_batch: int | None = None
     trainable_layers: int | None = None  # freeze-tuning: the top blocks that train
+    sharding: str | None = None  # none | zero1 | zero2 | zero3 (DeepSpeed ZeRO or FSDP)
 
 
 @dataclass(frozen=True)

@@ -18,7 +18,7 @@ from core.catalogue import find_model
 from core.cli import main
 from core.errors import PlanFileError
 from core.estimate import estimate
-from core.plan import Attention, Method, Optimizer, Precision, Quant
+from core.plan import Attention, Method, Optimizer, Precision, Quant, Sharding
 from core.planfile import load
 from core.presets import default_plan
 from core.runconfig import (
@@ -387,3 +387,35 @@ def test_cli_refuses_a_pickle(capsys: pytest.CaptureFixture[str]) -> None:
     rc = main(["estimate", "--from", str(DATA / "malformed" / "training_args.bin")])
     err = capsys.readouterr().err
     assert rc == 2 and "pickle" in err and err.count("\n") == 1
+
+
+# ---- sharding from DeepSpeed / FSDP ----------------------------------------------------
+def test_llamafactory_deepspeed_zero3_file_sets_the_sharding() -> None:
+    run = load_run_config(DATA / "llamafactory_llama3_lora_sft_ds3.yaml")
+    # deepspeed: examples/deepspeed/ds_z3_config.json, whose zero_optimization.stage is 3
+    assert run.settings.sharding == "zero3"
+    assert sources(run)["sharding"] == "deepspeed → examples/deepspeed/ds_z3_config.json: zero_optimization.stage"
+    plan = plan_from_run(run, default_plan(), None)
+    assert plan.hardware.sharding is Sharding.ZERO3 and plan.hardware.gpu_count == default_plan().hardware.gpu_count
+    assert run.unknown == ()
+
+
+@pytest.mark.parametrize(
+    ("extra", "expected"),
+    [
+        ({"fsdp": "full_shard auto_wrap"}, "zero3"),  # TrainingArguments.fsdp is a space-separated string
+        ({"fsdp": ["shard_grad_op"]}, "zero2"),
+        ({"deepspeed": {"zero_optimization": {"stage": 1}}}, "zero1"),
+        ({"deepspeed": {"zero_optimization": {"stage": 0}}}, "none"),
+    ],
+)
+def test_sharding_from_inline_settings(extra: dict[str, object], expected: str) -> None:
+    run = loads_run_config(json.dumps({"per_device_train_batch_size": 1, **extra}).encode(), "inline.json")
+    assert run.settings.sharding == expected
+
+
+def test_a_missing_deepspeed_file_is_noted(tmp_path: Path) -> None:
+    path = tmp_path / "args.yaml"
+    path.write_text("per_device_train_batch_size: 1\ndeepspeed: nowhere/ds.json\n")
+    run = load_run_config(path)
+    assert run.settings.sharding is None and any(n.source.startswith("deepspeed") for n in run.notes)
