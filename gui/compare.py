@@ -229,6 +229,8 @@ class ComparePanel(QWidget):
             return False
         try:
             named = comparisons.load_named(paths)
+            for name, plan in named:  # a plan the estimator refuses (an unknown GPU id) never gets in
+                comparisons.compare([(name, plan)])
         except (PlanFileError, PlanError) as error:
             dialogs.error(self, "Cannot open the plans", str(error))
             return False

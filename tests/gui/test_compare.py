@@ -105,3 +105,15 @@ def test_report_of_the_comparison(window: MainWindow, fake_dialogs: Any, tmp_pat
     assert panel.export_report()
     assert out.read_bytes().startswith(b"%PDF-")
     assert panel.copy_markdown().startswith("# Plan comparison")
+
+
+def test_a_plan_the_estimator_refuses_is_reported_not_added(
+    window: MainWindow, fake_dialogs: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = tmp_path / "odd.json"
+    save_plan(window.controller.plan.with_hardware(gpu="no-such-card"), path)
+    monkeypatch.setattr(dialogs, "open_files", lambda *a: [str(path)])
+    window.show()
+    panel = window.plan_tools.show_compare()
+    assert not panel.open_files()
+    assert panel.pinned == [] and "no-such-card" in fake_dialogs.errors()[0]
