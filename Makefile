@@ -5,7 +5,7 @@ VENV   ?= .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 
-.PHONY: run test lint typecheck importcheck unit bench accuracy measure-env measure dist smoke clean
+.PHONY: run test lint typecheck importcheck unit unit-core-noqt bench accuracy measure-env measure dist smoke clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -30,11 +30,27 @@ importcheck: $(STAMP)
 unit: $(STAMP)
 	$(PY) -m pytest
 
+# tests/core in a venv with neither Qt nor pytest-qt: proves core and its tests need no GUI.
+CORE_VENV  ?= .venv-core
+CORE_PY    := $(CORE_VENV)/bin/python
+CORE_STAMP := $(CORE_VENV)/.installed
+
+$(CORE_STAMP): pyproject.toml
+	$(PYTHON) -m venv $(CORE_VENV)
+	$(CORE_PY) -m pip install --quiet --upgrade pip
+	$(CORE_PY) -m pip install --quiet --no-deps -e .
+	$(CORE_PY) -m pip install --quiet 'pytest>=8' 'hypothesis>=6.100'
+	touch $(CORE_STAMP)
+
+unit-core-noqt: $(CORE_STAMP)
+	@! $(CORE_PY) -c "import PySide6" 2>/dev/null || (echo "PySide6 is installed in $(CORE_VENV)"; exit 1)
+	$(CORE_PY) -m pytest tests/core -q -p no:cacheprovider
+
 bench: $(STAMP)
 	$(PY) benchmarks/estimate_speed.py
 
 clean:
-	rm -rf $(VENV) build dist .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) $(CORE_VENV) build dist .pytest_cache .mypy_cache .ruff_cache
 
 # ---- standalone binaries (README: "Standalone binaries") -------------------------------------
 # A separate venv with PyInstaller, so the dev venv stays lean. `make dist smoke` is what

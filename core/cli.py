@@ -138,10 +138,10 @@ def _base_plan(args: argparse.Namespace) -> Plan:
         raise UsageError("say which model: --model ID, --config PATH, --params N or --plan FILE")
     if args.model:
         entry = find_model(args.model)
-        plan = replace(plan, model=entry.spec, model_id=entry.id, frozen_layers=0)
+        plan = plan.on_model(entry.spec, entry.id)
     elif args.config:
         imported = import_model(args.config)
-        plan = replace(plan, model=imported.spec, model_id="", frozen_layers=0)
+        plan = plan.on_model(imported.spec)
     elif args.params is not None:
         if args.params < 1:
             raise PlanError("--params", args.params, "a positive parameter count")
@@ -154,7 +154,6 @@ def plan_from_args(args: argparse.Namespace, base: Plan | None = None) -> Plan:
     plan = base if base is not None else _base_plan(args)
     changes: dict[str, Any] = {}
     for name, enum in (
-        ("method", Method),
         ("precision", Precision),
         ("optimizer", Optimizer),
         ("attention", Attention),
@@ -166,8 +165,6 @@ def plan_from_args(args: argparse.Namespace, base: Plan | None = None) -> Plan:
     for name in ("checkpointing", "chunked_loss", "frozen_layers"):
         if getattr(args, name) is not None:
             changes[name] = getattr(args, name)
-    if args.method == "frozen" and args.frozen_layers is None and plan.frozen_layers == 0:
-        changes["frozen_layers"] = plan.model.num_layers // 2
     lora: dict[str, Any] = {}
     if args.lora_rank is not None:
         lora["rank"] = args.lora_rank
@@ -208,6 +205,8 @@ def plan_from_args(args: argparse.Namespace, base: Plan | None = None) -> Plan:
         if args.trainable is not None:
             lesson["trainable_override"] = args.trainable
         changes["lesson"] = replace(plan.lesson, **lesson)
+    if args.method is not None:
+        return plan.with_method(Method(args.method), **changes)
     return replace(plan, **changes)
 
 

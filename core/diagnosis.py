@@ -1,130 +1,107 @@
-"""OOM diagnosis: why a plan will not fit, where it fails, and what to change.
+"""OOM diagnosis: why a plan will not fit, where it fails, what to change, how far it goes.
 
-Everything here is produced by estimating modified plans with the same
-:func:`core.estimate.estimate`; no remedy carries arithmetic of its own.
+``diagnose(plan, mode, pins)`` gathers everything the Diagnosis tab shows: the verdict for the
+mode (the training step, or serving), the failing phase and its symptom, the remedies with
+their verdicts and costs (:mod:`core.remedies`, :mod:`core.serving_remedies`), the cheapest
+fitting combination, and the limits (:mod:`core.limits`). Everything is produced by
+estimating modified plans with the same :func:`core.estimate.estimate`.
 """
 
 from __future__ import annotations
 
-import itertools
-from collections.abc import Callable, Iterable
-from dataclasses import dataclass, replace
-from enum import StrEnum
-from typing import Final
+from dataclasses import dataclass
 
 from core.breakdown import BUCKET_LABELS, BucketKey
-from core.catalogue import GpuSpec, load_gpus, load_models
 from core.detailed import layer_activations, loss_memory
-from core.estimate import Estimate, Verdict, estimate
-from core.plan import Accounting, Attention, LoraSettings, Method, Optimizer, Plan, Quant, Sharding
-
-
-class Failure(StrEnum):
-    """Where a run that does not fit fails first: the rows of the lesson's symptom table."""
-
-    NONE = "none"
-    FIRST_STEP = "first-step"  # weights + gradients + optimizer state
-    LONG_BATCHES = "long-batches"  # activations
-    EVALUATION = "evaluation"  # a large eval batch, logits of long sequences
-    SERVING = "serving"  # KV cache
-
-
-@dataclass(frozen=True)
-class Symptom:
-    failure: Failure
-    symptom: str
-    cause: str
-    remedies: str
-
-
-# The lesson's "Reading an out-of-memory error" table, in our words.
-SYMPTOMS: Final = (
-    Symptom(
-        Failure.FIRST_STEP,
-        "Out of memory at the first step, right after the model loads",
-        "Weights, gradients and optimizer state together exceed the card",
-        "LoRA, a smaller model, a quantised base, an 8-bit optimizer, sharding",
-    ),
-    Symptom(
-        Failure.LONG_BATCHES,
-        "Out of memory after some steps, or only on long batches",
-        "Activations: the micro-batch or the sequence length is too large",
-        "Smaller micro-batch with accumulation, checkpointing, shorter sequences, fused attention",
-    ),
-    Symptom(
-        Failure.EVALUATION,
-        "Out of memory only during evaluation",
-        "A large evaluation batch, or the logits of long sequences",
-        "A smaller evaluation batch; compute the loss in chunks",
-    ),
-    Symptom(
-        Failure.SERVING,
-        "Out of memory when serving many users",
-        "The KV cache of many long concurrent requests",
-        "Shorter contexts, fewer concurrent requests, a quantised KV cache",
-    ),
+from core.estimate import Estimate, estimate
+from core.limits import Curve, Limits, limits, max_micro_batch, max_sequence, memory_curve
+from core.plan import Accounting, Plan
+from core.remedies import (
+    PIN_LABELS,
+    TRAINING_KINDS,
+    Combination,
+    Pin,
+    Remedy,
+    RemedyKind,
+    cheapest_combination,
+    remedies_for,
 )
-SYMPTOM_BY_FAILURE: Final = {s.failure: s for s in SYMPTOMS}
+from core.serving_remedies import SERVING_KINDS
+from core.symptoms import SYMPTOM_BY_FAILURE, SYMPTOMS, Failure, Symptom
+from core.verdict import Judgement, Mode, Verdict
 
+__all__ = [
+    "PIN_LABELS",
+    "SYMPTOMS",
+    "Combination",
+    "Curve",
+    "Diagnosis",
+    "Failure",
+    "Limits",
+    "Pin",
+    "Remedy",
+    "RemedyKind",
+    "Symptom",
+    "diagnose",
+    "max_micro_batch",
+    "max_sequence",
+    "memory_curve",
+    "remedies_for_symptom",
+]
 
-@dataclass(frozen=True)
-class Remedy:
-    key: str
-    title: str
-    plan: Plan
-    estimate: Estimate
-    cost_rank: int  # 0 = free; higher = costs more time, money or quality
-    cost: str  # what it costs, in words, with the compute model's figure where one exists
-    addresses: frozenset[Failure]
-
-    @property
-    def fits(self) -> bool:
-        if self.serving:
-            return self.estimate.inference.fits
-        return self.estimate.verdict is Verdict.FITS
-
-    @property
-    def serving(self) -> bool:
-        return self.addresses == {Failure.SERVING}
-
-    @property
-    def total_bytes(self) -> float:
-        """The figure ``fits`` judges: the serving total for serving remedies."""
-        return self.estimate.inference.total_bytes if self.serving else self.estimate.total_bytes
-
-
-@dataclass(frozen=True)
-class Combination:
-    remedies: tuple[Remedy, ...]
-    plan: Plan
-    estimate: Estimate
-
-    @property
-    def title(self) -> str:
-        return " + ".join(r.title for r in self.remedies)
+# The buckets that exist before any activation: a first-step failure is theirs.
+_STATE_BUCKETS = frozenset({BucketKey.WEIGHTS, BucketKey.GRADIENTS, BucketKey.OPTIMIZER})
 
 
 @dataclass(frozen=True)
 class Diagnosis:
+    mode: Mode
     estimate: Estimate
-    verdict: Verdict
-    margin_bytes: float
-    usable_bytes: float
+    judgement: Judgement  # the verdict in this mode, with its figures
     dominant: BucketKey
     failure: Failure
     symptom: Symptom | None
     state_bytes: float  # weights + gradients + optimizer state + overhead (the first step's floor)
     eval_bytes: float  # peak of an evaluation forward with the plan's eval batch
-    remedies: tuple[Remedy, ...]
-    combination: Combination | None  # when no single remedy fits
+    remedies: tuple[Remedy, ...]  # for this mode, those that fit first, cheapest first
+    combination: Combination | None  # the cheapest fitting set of changes, when cheaper than any one
+    limits: Limits
+    pins: frozenset[Pin] = frozenset()
+
+    @property
+    def verdict(self) -> Verdict:
+        return self.judgement.verdict
+
+    @property
+    def margin_bytes(self) -> float:
+        return self.judgement.margin_bytes
+
+    @property
+    def usable_bytes(self) -> float:
+        return self.judgement.usable_bytes
+
+    @property
+    def total_bytes(self) -> float:
+        return self.judgement.total_bytes
 
     @property
     def explanation(self) -> str:
+        """The cause in words; it names the largest bucket only where that bucket is the cause."""
         dom = BUCKET_LABELS[self.dominant].lower()
         if self.failure is Failure.NONE:
-            return f"Fits with {self.margin_bytes / 1e9:.1f} GB to spare; the largest bucket is {dom}."
-        symptom = SYMPTOM_BY_FAILURE[self.failure]
-        return f"{symptom.cause}. The largest bucket is {dom}."
+            return f"Fits with room to spare; the largest bucket is {dom}."
+        cause = SYMPTOM_BY_FAILURE[self.failure].cause
+        if self.failure is Failure.FIRST_STEP:
+            tail = f" The largest of them is {dom}." if self.dominant in _STATE_BUCKETS else ""
+            return f"{cause}.{tail}"
+        if self.failure is Failure.LONG_BATCHES:
+            if self.dominant is BucketKey.ACTIVATIONS:
+                return f"{cause}. Activations are also the largest bucket."
+            return (
+                f"{cause}. Weights, gradients and optimizer state fit on their own; "
+                f"the activations on top of them do not, although {dom} is the largest bucket."
+            )
+        return f"{cause}."
 
 
 # ---- building blocks --------------------------------------------------------------
@@ -152,309 +129,40 @@ def _eval_bytes(plan: Plan) -> float:
     return held + working + est.bucket(BucketKey.OVERHEAD).bytes
 
 
-def _failure(est: Estimate, eval_bytes: float) -> Failure:
+def _failure(est: Estimate, eval_bytes: float, mode: Mode) -> Failure:
     usable = est.usable_bytes
+    serving_fails = not est.judgement(Mode.INFERENCE).fits
+    if mode is Mode.INFERENCE:
+        return Failure.SERVING if serving_fails else Failure.NONE
     if est.total_bytes > usable:
         return Failure.FIRST_STEP if _state_bytes(est) > usable else Failure.LONG_BATCHES
     if eval_bytes > usable:
         return Failure.EVALUATION
-    if est.inference.total_bytes > usable:
-        return Failure.SERVING
-    return Failure.NONE
+    return Failure.SERVING if serving_fails else Failure.NONE
 
 
 def _dominant(est: Estimate) -> BucketKey:
     return max(est.buckets, key=lambda b: b.bytes).key
 
 
-# ---- solvers ------------------------------------------------------------------------
-def largest_fitting(fits: Callable[[int], bool], high: int) -> int:
-    """Largest n in [1, high] with fits(n) for a monotone fits(); 0 when even 1 fails."""
-    if not fits(1):
-        return 0
-    lo, hi = 1, 2
-    while hi <= high and fits(hi):
-        lo, hi = hi, hi * 2
-    hi = min(hi, high + 1)
-    while hi - lo > 1:
-        mid = (lo + hi) // 2
-        if fits(mid):
-            lo = mid
-        else:
-            hi = mid
-    return lo
-
-
-def _fits(plan: Plan) -> bool:
-    return estimate(plan).verdict is Verdict.FITS
-
-
-def max_micro_batch(plan: Plan, high: int = 65_536) -> int:
-    return largest_fitting(lambda b: _fits(plan.with_workload(micro_batch=b)), high)
-
-
-def max_sequence(plan: Plan, high: int = 1_048_576) -> int:
-    return largest_fitting(lambda s: _fits(plan.with_workload(seq_len=s)), high)
-
-
-def max_concurrent(plan: Plan) -> int:
-    return estimate(plan).inference.max_concurrent
-
-
-def max_context(plan: Plan) -> int:
-    return estimate(plan).inference.max_context
-
-
-@dataclass(frozen=True)
-class Curve:
-    """Memory against one workload dimension, with the card's limits."""
-
-    axis: str  # "micro_batch" or "seq_len"
-    values: tuple[int, ...]
-    total_bytes: tuple[float, ...]
-    usable_bytes: float
-    capacity_bytes: float
-    crossing: int  # the largest value that fits (0: none)
-
-
-def memory_curve(plan: Plan, axis: str, points: int = 24) -> Curve:
-    if axis not in ("micro_batch", "seq_len"):
-        raise ValueError(f"unknown axis {axis!r}")
-    current = getattr(plan.workload, axis)
-    crossing = max_micro_batch(plan) if axis == "micro_batch" else max_sequence(plan)
-    top = max(current, crossing, 1) * 2
-    if axis == "seq_len":
-        values = sorted({max(1, round(top * (i + 1) / points)) for i in range(points)} | {current})
-    else:
-        values = sorted({max(1, round(top * (i + 1) / points)) for i in range(points)} | {current, 1})
-    totals = tuple(estimate(plan.with_workload(**{axis: v})).total_bytes for v in values)
+def diagnose(plan: Plan, mode: Mode = Mode.TRAINING, pins: frozenset[Pin] = frozenset()) -> Diagnosis:
+    """Diagnose ``plan`` for a training step or for serving; remedies never change what is pinned."""
     est = estimate(plan)
-    return Curve(axis, tuple(values), totals, est.usable_bytes, est.capacity_bytes, crossing)
-
-
-# ---- remedies -----------------------------------------------------------------------
-Transform = Callable[[Plan], "tuple[Plan, str] | None"]
-
-
-def _lora(plan: Plan) -> tuple[Plan, str] | None:
-    if plan.method in (Method.LORA, Method.QLORA):
-        return None
-    lora = LoraSettings(rank=16, alpha=32, targets=("all-linear",))
-    return replace(plan, method=Method.LORA, lora=lora, frozen_layers=0), "LoRA (rank 16, all linear layers)"
-
-
-def _qlora(quant: Quant) -> Transform:
-    def apply(plan: Plan) -> tuple[Plan, str] | None:
-        if plan.method is Method.QLORA and plan.quant is quant:
-            return None
-        lora = plan.lora if plan.adapter_based else LoraSettings(rank=16, alpha=32, targets=("all-linear",))
-        label = "4-bit NF4 base (QLoRA)" if quant is Quant.NF4 else "8-bit base (LLM.int8 + LoRA)"
-        return replace(plan, method=Method.QLORA, quant=quant, lora=lora, frozen_layers=0), label
-
-    return apply
-
-
-def _optimizer(target: Optimizer, label: str) -> Transform:
-    def apply(plan: Plan) -> tuple[Plan, str] | None:
-        if plan.optimizer in (target, Optimizer.SGD) or plan.optimizer is Optimizer.PAGED_ADAMW_8BIT:
-            return None
-        return replace(plan, optimizer=target), label
-
-    return apply
-
-
-def _checkpointing(plan: Plan) -> tuple[Plan, str] | None:
-    return None if plan.checkpointing else (replace(plan, checkpointing=True), "Gradient checkpointing")
-
-
-def _fused_attention(plan: Plan) -> tuple[Plan, str] | None:
-    if plan.attention is not Attention.EAGER:
-        return None
-    return replace(plan, attention=Attention.SDPA), "Fused attention (SDPA / FlashAttention)"
-
-
-def _chunked_loss(plan: Plan) -> tuple[Plan, str] | None:
-    return None if plan.chunked_loss else (replace(plan, chunked_loss=True), "Loss computed in chunks")
-
-
-def _smaller_micro_batch(plan: Plan) -> tuple[Plan, str] | None:
-    wl = plan.workload
-    if wl.micro_batch == 1:
-        return None
-    effective = wl.micro_batch * wl.grad_accum
-    best = max_micro_batch(plan.with_workload(grad_accum=1), high=wl.micro_batch - 1) or 1
-    accum = -(-effective // best)
-    new = plan.with_workload(micro_batch=best, grad_accum=accum)
-    return new, f"Micro-batch {best} × {accum} accumulation steps (same effective batch)"
-
-
-def _shorter_sequence(plan: Plan) -> tuple[Plan, str] | None:
-    seq = plan.workload.seq_len
-    best = max_sequence(plan, high=seq - 1) if seq > 1 else 0
-    if best < 1:
-        return None
-    return plan.with_workload(seq_len=best), f"Sequence length {best:,} (was {seq:,})"
-
-
-def _sharding(plan: Plan) -> tuple[Plan, str] | None:
-    hw = plan.hardware
-    for count in (2, 4, 8, 16, 32, 64):
-        if count <= hw.gpu_count and hw.sharding is Sharding.ZERO3:
-            continue
-        candidate = plan.with_hardware(gpu_count=max(count, hw.gpu_count), sharding=Sharding.ZERO3)
-        if _fits(candidate) or count == 64:
-            return candidate, f"Shard over {candidate.hardware.gpu_count} GPUs (ZeRO-3 / FSDP)"
-    return None
-
-
-def _smaller_model(plan: Plan) -> tuple[Plan, str] | None:
-    current = plan.model.total_params()
-    same_family = [m for m in load_models() if m.spec.family == plan.model.family and m.spec.total_params() < current]
-    for entry in sorted(same_family, key=lambda m: -m.spec.total_params()):
-        candidate = replace(plan, model=entry.spec, model_id=entry.id, frozen_layers=0)
-        if plan.method is Method.FROZEN:
-            candidate = replace(candidate, frozen_layers=min(plan.frozen_layers, entry.spec.num_layers))
-        if _fits(candidate):
-            return candidate, f"Smaller model: {entry.name}"
-    return None
-
-
-def _bigger_card(plan: Plan) -> tuple[Plan, str] | None:
-    capacity = estimate(plan).capacity_bytes
-    cards: list[GpuSpec] = sorted(
-        (g for g in load_gpus() if g.memory_bytes > capacity), key=lambda g: (g.memory_bytes, g.id)
-    )
-    for gpu in cards:
-        candidate = plan.with_hardware(gpu=gpu.id)
-        if _fits(candidate):
-            return candidate, f"A bigger card: {gpu.name} ({gpu.memory_bytes / 1e9:.0f} GB)"
-    return None
-
-
-@dataclass(frozen=True)
-class _Kind:
-    key: str
-    transform: Transform
-    cost_rank: int
-    addresses: frozenset[Failure]
-    cost_note: str
-    combinable: bool = True
-
-
-FIRST = frozenset({Failure.FIRST_STEP})
-ACTS = frozenset({Failure.LONG_BATCHES})
-EVAL = frozenset({Failure.EVALUATION, Failure.LONG_BATCHES})
-ALL = frozenset({Failure.FIRST_STEP, Failure.LONG_BATCHES, Failure.EVALUATION})
-
-KINDS: Final = (
-    _Kind("fused-attention", _fused_attention, 0, ACTS, "no cost: the same result, usually faster"),
-    _Kind("chunked-loss", _chunked_loss, 0, EVAL, "no cost in quality; a little slower loss"),
-    _Kind(
-        "optimizer-8bit",
-        _optimizer(Optimizer.ADAMW_8BIT, "8-bit AdamW"),
-        1,
-        FIRST,
-        "little or no quality loss (Dettmers et al. 2022)",
-    ),
-    _Kind("micro-batch", _smaller_micro_batch, 1, ACTS, "same effective batch; smaller kernels run less efficiently"),
-    _Kind("checkpointing", _checkpointing, 2, ACTS, "recomputes the forward"),
-    _Kind("lora", _lora, 2, FIRST, "trains an adapter instead of every weight; quality usually close"),
-    _Kind(
-        "qlora-nf4",
-        _qlora(Quant.NF4),
-        3,
-        FIRST,
-        "dequantising costs some speed; quality close to 16-bit LoRA (QLoRA paper)",
-    ),
-    _Kind("qlora-int8", _qlora(Quant.INT8), 3, FIRST, "int8 matmuls are slower; quality close to 16-bit"),
-    _Kind(
-        "paged-optimizer",
-        _optimizer(Optimizer.PAGED_ADAMW_8BIT, "Paged 8-bit AdamW"),
-        3,
-        FIRST,
-        "pages state to CPU memory under pressure: slower when it does",
-    ),
-    _Kind("sharding", _sharding, 4, ALL, "more GPUs", combinable=False),
-    _Kind("shorter-sequence", _shorter_sequence, 5, ACTS, "the model sees shorter contexts", combinable=False),
-    _Kind("smaller-model", _smaller_model, 6, ALL, "a smaller model is usually less capable", combinable=False),
-    _Kind("bigger-card", _bigger_card, 6, ALL, "a different, larger GPU", combinable=False),
-)
-
-
-def _cost_text(kind: _Kind, base: Estimate, new: Estimate) -> str:
-    hours, new_hours = base.compute.hours, new.compute.hours
-    parts = [kind.cost_note]
-    if hours and new_hours and abs(new_hours / hours - 1) > 0.005:
-        parts.append(f"time {new_hours / hours - 1:+.0%} ({new_hours:.1f} h)")
-    if base.compute.cost and new.compute.cost and abs(new.compute.cost / base.compute.cost - 1) > 0.005:
-        parts.append(f"cost {new.compute.cost / base.compute.cost - 1:+.0%}")
-    return "; ".join(parts)
-
-
-def remedies_for(plan: Plan, base: Estimate | None = None) -> tuple[Remedy, ...]:
-    base = base or estimate(plan)
-    found: list[Remedy] = []
-    for kind in KINDS:
-        result = kind.transform(plan)
-        if result is None:
-            continue
-        new_plan, title = result
-        if new_plan == plan:
-            continue
-        new = estimate(new_plan)
-        if new.total_bytes >= base.total_bytes and kind.key not in ("bigger-card", "sharding"):
-            continue  # it would not help
-        found.append(
-            Remedy(kind.key, title, new_plan, new, kind.cost_rank, _cost_text(kind, base, new), kind.addresses)
-        )
-    return tuple(sorted(found, key=lambda r: (not r.fits, r.cost_rank, r.total_bytes)))
-
-
-def _combine(plan: Plan, remedies: Iterable[Remedy], max_size: int = 3) -> Combination | None:
-    """The smallest set of combinable changes that fits, cheapest first."""
-    by_key = {k.key: k for k in KINDS}
-    pool = [r for r in remedies if by_key[r.key].combinable]
-    for size in range(2, max_size + 1):
-        best: Combination | None = None
-        best_score: tuple[int, float] = (1 << 30, 0.0)
-        for group in itertools.combinations(pool, size):
-            keys = {r.key for r in group}
-            if {"lora", "qlora-nf4"} <= keys or {"lora", "qlora-int8"} <= keys or {"qlora-nf4", "qlora-int8"} <= keys:
-                continue
-            if {"optimizer-8bit", "paged-optimizer"} <= keys:
-                continue
-            current = plan
-            applied: list[Remedy] = []
-            for remedy in sorted(group, key=lambda r: r.cost_rank):
-                result = by_key[remedy.key].transform(current)
-                if result is None:
-                    break
-                current = result[0]
-                applied.append(remedy)
-            else:
-                est = estimate(current)
-                if est.verdict is Verdict.FITS:
-                    score = (sum(r.cost_rank for r in applied), est.total_bytes)
-                    if score < best_score:
-                        best, best_score = Combination(tuple(applied), current, est), score
-        if best is not None:
-            return best
-    return None
-
-
-def diagnose(plan: Plan) -> Diagnosis:
-    est = estimate(plan)
+    judged = est.judgement(mode)
     eval_bytes = _eval_bytes(plan)
-    failure = _failure(est, eval_bytes)
-    remedies = remedies_for(plan, est) if est.verdict is not Verdict.FITS else ()
+    failure = _failure(est, eval_bytes, mode)
+    specs = SERVING_KINDS if mode is Mode.INFERENCE else TRAINING_KINDS
+    remedies = remedies_for(plan, specs, est, pins) if not judged.fits else ()
     combination = None
-    if remedies and not any(r.fits for r in remedies):
-        combination = _combine(plan, remedies)
+    if remedies:
+        # Shown whenever it is cheaper than every single change that fits (or none fits).
+        fitting_ranks = [r.cost_rank for r in remedies if r.fits]
+        below = min(fitting_ranks) if fitting_ranks else 1 << 30
+        combination = cheapest_combination(plan, remedies, specs, mode=mode, below_rank=below)
     return Diagnosis(
+        mode=mode,
         estimate=est,
-        verdict=est.verdict,
-        margin_bytes=est.margin_bytes,
-        usable_bytes=est.usable_bytes,
+        judgement=judged,
         dominant=_dominant(est),
         failure=failure,
         symptom=SYMPTOM_BY_FAILURE.get(failure),
@@ -462,11 +170,16 @@ def diagnose(plan: Plan) -> Diagnosis:
         eval_bytes=eval_bytes,
         remedies=remedies,
         combination=combination,
+        limits=limits(plan, est),
+        pins=pins,
     )
 
 
 def remedies_for_symptom(
-    plan: Plan, failure: Failure, remedies: tuple[Remedy, ...] | None = None
+    plan: Plan,
+    failure: Failure,
+    remedies: tuple[Remedy, ...] | None = None,
+    pins: frozenset[Pin] = frozenset(),
 ) -> tuple[Symptom, tuple[Remedy, ...]]:
     """Start from what the user saw: the likely cause and the remedies for that failure.
 
@@ -476,40 +189,6 @@ def remedies_for_symptom(
     if symptom is None:
         raise ValueError(f"no symptom for {failure!r}")
     if failure is Failure.SERVING:
-        return symptom, _serving_remedies(plan)
-    found = remedies if remedies is not None else remedies_for(plan)
-    relevant = tuple(r for r in found if failure in r.addresses)
-    return symptom, relevant
-
-
-def _serving_remedies(plan: Plan) -> tuple[Remedy, ...]:
-    base = estimate(plan)
-    options: list[tuple[str, str, Plan, int, str]] = []
-    inf = plan.inference
-    if inf.kv_dtype in ("bf16", "fp16", "fp32"):
-        options.append(("kv-fp8", "8-bit KV cache", plan.with_inference(kv_dtype="fp8"), 1, "small quality cost"))
-    if base.inference.max_concurrent >= 1 and base.inference.max_concurrent < inf.concurrent:
-        n = base.inference.max_concurrent
-        options.append(
-            ("fewer-requests", f"{n} concurrent requests", plan.with_inference(concurrent=n), 2, "lower throughput")
-        )
-    if base.inference.max_context >= 1 and base.inference.max_context < inf.context:
-        n = base.inference.max_context
-        options.append(
-            (
-                "shorter-context",
-                f"Context of {n:,} tokens",
-                plan.with_inference(context=n),
-                3,
-                "shorter prompts and answers",
-            )
-        )
-    if inf.weight_dtype in ("bf16", "fp16", "fp32"):
-        options.append(
-            ("weights-nf4", "4-bit weights", plan.with_inference(weight_dtype="nf4"), 2, "some quality and speed cost")
-        )
-    out = []
-    for key, title, new_plan, rank, note in options:
-        new = estimate(new_plan)
-        out.append(Remedy(key, title, new_plan, new, rank, note, frozenset({Failure.SERVING})))
-    return tuple(sorted(out, key=lambda r: (not r.estimate.inference.fits, r.cost_rank)))
+        return symptom, remedies_for(plan, SERVING_KINDS, pins=pins)
+    found = remedies if remedies is not None else remedies_for(plan, TRAINING_KINDS, pins=pins)
+    return symptom, tuple(r for r in found if failure in r.addresses)

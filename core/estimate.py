@@ -7,8 +7,6 @@ fast enough to run on every keystroke.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from enum import StrEnum
-from typing import Final
 
 from core import detailed, lesson
 from core.breakdown import Breakdown, Bucket, BucketKey, Phase
@@ -17,17 +15,20 @@ from core.compute import Compute, compute_estimate
 from core.inference import InferenceEstimate, inference_estimate
 from core.params import ParamCounts, param_counts
 from core.plan import Accounting, Plan
+from core.verdict import VERDICT_LABELS, Judgement, Mode, Verdict, judge
 
-__all__ = ["Bucket", "BucketKey", "Estimate", "Phase", "Verdict", "estimate", "gpu_for"]
-
-
-class Verdict(StrEnum):
-    FITS = "fits"  # peak + overhead within the usable memory (capacity less headroom)
-    TIGHT = "tight"  # inside the headroom band: may run, likely to fail on fragmentation
-    OOM = "oom"  # more than the card holds
-
-
-VERDICT_LABELS: Final = {Verdict.FITS: "Fits", Verdict.TIGHT: "Tight", Verdict.OOM: "Out of memory"}
+__all__ = [
+    "VERDICT_LABELS",
+    "Bucket",
+    "BucketKey",
+    "Estimate",
+    "Judgement",
+    "Mode",
+    "Phase",
+    "Verdict",
+    "estimate",
+    "gpu_for",
+]
 
 
 @dataclass(frozen=True)
@@ -59,22 +60,18 @@ class Estimate:
     def fits(self) -> bool:
         return self.verdict is Verdict.FITS
 
+    def judgement(self, mode: Mode = Mode.TRAINING) -> Judgement:
+        """The verdict with its figures, for the training step or for serving."""
+        if mode is Mode.INFERENCE:
+            inf = self.inference
+            return Judgement(inf.verdict, inf.total_bytes, self.capacity_bytes, self.usable_bytes)
+        return Judgement(self.verdict, self.total_bytes, self.capacity_bytes, self.usable_bytes)
+
 
 def gpu_for(plan: Plan) -> GpuSpec:
     if plan.hardware.gpu == "custom":
         return custom_gpu(plan.hardware.custom_memory_gb, plan.hardware.custom_tflops)
     return find_gpu(plan.hardware.gpu)
-
-
-def verdict_for(total_bytes: float, capacity_bytes: float, headroom: float) -> tuple[Verdict, float, float]:
-    usable = capacity_bytes * (1.0 - headroom)
-    if total_bytes <= usable:
-        verdict = Verdict.FITS
-    elif total_bytes <= capacity_bytes:
-        verdict = Verdict.TIGHT
-    else:
-        verdict = Verdict.OOM
-    return verdict, usable, usable - total_bytes
 
 
 def estimate(plan: Plan, gpu: GpuSpec | None = None) -> Estimate:
@@ -90,7 +87,7 @@ def estimate(plan: Plan, gpu: GpuSpec | None = None) -> Estimate:
     overhead = breakdown.overhead
     buckets = (*peak.buckets, overhead)
     total = peak.allocated_bytes + overhead.bytes
-    verdict, usable, margin = verdict_for(total, card.memory_bytes, plan.hardware.headroom)
+    judged = judge(total, card.memory_bytes, plan.hardware.headroom)
     return Estimate(
         plan=plan,
         gpu=card,
@@ -101,9 +98,9 @@ def estimate(plan: Plan, gpu: GpuSpec | None = None) -> Estimate:
         peak_bytes=peak.allocated_bytes,
         total_bytes=total,
         capacity_bytes=float(card.memory_bytes),
-        usable_bytes=usable,
-        verdict=verdict,
-        margin_bytes=margin,
+        usable_bytes=judged.usable_bytes,
+        verdict=judged.verdict,
+        margin_bytes=judged.margin_bytes,
         summary_formula=breakdown.summary_formula,
         compute=compute_estimate(plan, counts, card),
         inference=inference_estimate(plan, counts, card),

@@ -18,7 +18,7 @@ from core.estimate import Estimate, Verdict, estimate
 from core.plan import Plan, Sharding
 
 COUNTS: Final = tuple(range(1, 9))
-VERDICT_ORDER: Final = {Verdict.FITS: 0, Verdict.TIGHT: 1, Verdict.OOM: 2}
+VERDICT_ORDER: Final = {Verdict.FITS: 0, Verdict.OVER_HEADROOM: 1, Verdict.OOM: 2}
 
 
 @dataclass(frozen=True)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Final
 
@@ -11,7 +10,9 @@ from core.catalogue import GpuSpec
 from core.model import ModelSpec
 from core.params import ParamCounts
 from core.plan import Plan
+from core.solve import largest_fitting
 from core.units import DTYPE_BYTES, MiB
+from core.verdict import Verdict, judge
 
 # Serving process outside the weights and the cache: CUDA context and runtime buffers,
 # assumed like training's context (see core.detailed.CUDA_CONTEXT_BYTES).
@@ -35,7 +36,7 @@ class InferenceEstimate:
     overhead_bytes: float
     total_bytes: float
     fits: bool
-    verdict: str  # "fits" | "tight" | "oom", with the same headroom rule as training
+    verdict: Verdict  # core.verdict.judge: the same rule as training
     margin_bytes: float  # usable memory less the total; negative when it does not fit
     max_concurrent: int  # most requests of the plan's context that fit (0: none)
     max_context: int  # longest context for the plan's concurrency that fits (0: none)
@@ -85,20 +86,6 @@ def _total(plan: Plan, weights: float, batch: int, context: int) -> float:
     )
 
 
-def _boundary(fits: Callable[[int], bool], guess: float, high: int) -> int:
-    """The largest n in [0, high] with fits(n), starting from a closed-form guess.
-
-    ``fits`` is monotone (more requests or tokens never need less memory); the guess is
-    exact up to floating-point rounding, so the walk below takes a step or two.
-    """
-    n = int(max(0, min(high, guess)))
-    while n > 0 and not fits(n):
-        n -= 1
-    while n < high and fits(n + 1):
-        n += 1
-    return n
-
-
 def _per_request(model: ModelSpec, context: int, kv_b: float) -> float:
     return kv_cache_bytes(model, context, 1, kv_b) + working_activations(model, 1, context)
 
@@ -136,17 +123,19 @@ def inference_estimate(plan: Plan, counts: ParamCounts, gpu: GpuSpec) -> Inferen
     kv = kv_cache_bytes(model, inf.context, inf.concurrent, kv_b)
     acts = working_activations(model, inf.concurrent, inf.context)
     total = weights + kv + acts + SERVING_OVERHEAD_BYTES
-    usable = gpu.memory_bytes * (1.0 - plan.hardware.headroom)
+    judged = judge(total, gpu.memory_bytes, plan.hardware.headroom)
+    usable = judged.usable_bytes
     budget = usable - weights - SERVING_OVERHEAD_BYTES
-    max_concurrent = _boundary(
+    # The closed-form guesses are exact up to rounding: the solver confirms them in two tests.
+    max_concurrent = largest_fitting(
         lambda b: _total(plan, weights, b, inf.context) <= usable,
-        budget / _per_request(model, inf.context, kv_b),
         MAX_CONCURRENT,
+        guess=budget / _per_request(model, inf.context, kv_b),
     )
-    max_context = _boundary(
+    max_context = largest_fitting(
         lambda n: _total(plan, weights, inf.concurrent, n) <= usable,
-        _max_context_guess(model, inf.concurrent, kv_b, budget),
         MAX_CONTEXT,
+        guess=_max_context_guess(model, inf.concurrent, kv_b, budget),
     )
     formula = (
         f"KV cache = 2 · L · KV heads · head width · n · B · b = 2 × {model.num_layers} × {model.num_kv_heads} × "
@@ -160,9 +149,9 @@ def inference_estimate(plan: Plan, counts: ParamCounts, gpu: GpuSpec) -> Inferen
         activation_bytes=acts,
         overhead_bytes=SERVING_OVERHEAD_BYTES,
         total_bytes=total,
-        fits=total <= usable,
-        verdict="fits" if total <= usable else ("tight" if total <= gpu.memory_bytes else "oom"),
-        margin_bytes=usable - total,
+        fits=judged.fits,
+        verdict=judged.verdict,
+        margin_bytes=judged.margin_bytes,
         max_concurrent=max_concurrent,
         max_context=max_context,
         formula=formula,

@@ -299,3 +299,20 @@ class Plan:
 
     def with_lesson(self, **changes: Any) -> Plan:
         return replace(self, lesson=replace(self.lesson, **changes))
+
+    # ---- the same plan on another model or method (one home: forms, CLI, remedies) ----
+    def on_model(self, model: ModelSpec, model_id: str = "") -> Plan:
+        """This plan on another model; frozen layers are kept within the new model's depth."""
+        return replace(self, model=model, model_id=model_id, frozen_layers=min(self.frozen_layers, model.num_layers))
+
+    def with_method(self, method: Method, **changes: Any) -> Plan:
+        """This plan trained another way; ``changes`` are further top-level fields (lora, quant...).
+
+        The frozen-layers method needs at least one frozen block: switching to it from a plan
+        with none starts from half the model, a common choice, rather than refuse the switch.
+        Leaving it keeps the count, so switching back restores it.
+        """
+        model = changes.get("model", self.model)
+        if method is Method.FROZEN and changes.get("frozen_layers", self.frozen_layers) == 0:
+            changes["frozen_layers"] = max(1, model.num_layers // 2)
+        return replace(self, method=method, **changes)

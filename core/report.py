@@ -34,7 +34,7 @@ BUCKET_COLOURS: Final = {
     "activations": "#CC79A7",
     "overhead": "#999999",
 }
-VERDICT_COLOURS: Final = {Verdict.FITS: "#009E73", Verdict.TIGHT: "#E69F00", Verdict.OOM: "#D55E00"}
+VERDICT_COLOURS: Final = {Verdict.FITS: "#009E73", Verdict.OVER_HEADROOM: "#E69F00", Verdict.OOM: "#D55E00"}
 
 
 @dataclass(frozen=True)

@@ -342,11 +342,11 @@ class ComparePanel(QWidget):
                 if row.key == "verdict":
                     item.setForeground(QBrush(QColor(VERDICT_COLOURS[comparison.plans[c].estimate.verdict])))
                 table.setItem(r, c, item)
-            header = table.verticalHeaderItem(r)
-            if header is not None and differs:
-                font = header.font()
+            label = table.verticalHeaderItem(r)
+            if label is not None and differs:
+                font = label.font()
                 font.setBold(True)
-                header.setFont(font)
+                label.setFont(font)
         if best is not None:
             header = table.horizontalHeaderItem(best)
             if header is not None:

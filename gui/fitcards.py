@@ -134,8 +134,9 @@ class FitCardsPanel(QWidget):
                     item.setTextAlignment(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
                 if row is best:
                     item.setFont(bold)
+                if column == 5:
+                    item.setForeground(QBrush(QColor(VERDICT_COLOURS[row.verdict])))
                 table.setItem(index, column, item)
-            table.item(index, 5).setForeground(QBrush(QColor(VERDICT_COLOURS[row.verdict])))
         table.setUpdatesEnabled(True)
 
     def _clicked(self, index: int, _column: int) -> None:

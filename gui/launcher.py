@@ -84,7 +84,7 @@ def install_first_paint_probe() -> None:
             self._first_paint = FirstPaint(self)
             self.installEventFilter(self._first_paint)
 
-    QtWidgets.QApplication = ProbedApplication  # type: ignore[misc]
+    QtWidgets.QApplication = ProbedApplication  # type: ignore[misc,assignment]
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -19,25 +19,26 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from core import planfile
-from core.errors import PlanError, PlanFileError
+from core.errors import PlanFileError
 from core.estimate import Estimate
-from core.importer import ImportedModel
 from core.measurement import Measurement, load_measurement
 from core.plan import Accounting, Plan
 from core.presets import LESSON_EXAMPLES, default_plan
+from core.verdict import Mode
 from gui import dialogs, plaintext, plan_tools
 from gui.chart import MemoryChart
 from gui.controller import PlanController
+from gui.diagnosis_controller import DiagnosisController
+from gui.display_state import Display, DisplayState
+from gui.document import Document
 from gui.format import Unit
 from gui.forms.accounting import AccountingForm
 from gui.forms.base import PlanForm
 from gui.forms.hardware import HardwareForm
 from gui.forms.method import MethodForm
-from gui.forms.model import ModelForm, with_model
+from gui.forms.model import ModelForm
 from gui.forms.serving import ServingForm
 from gui.forms.workload import WorkloadForm
-from gui.model_import import ModelImporter
 from gui.panels.arithmetic import ArithmeticPanel
 from gui.panels.compute import ComputePanel
 from gui.panels.diagnosis import DiagnosisPanel
@@ -59,9 +60,10 @@ class MainWindow(QMainWindow):
         super().__init__(parent)
         self.settings = settings if settings is not None else Settings()
         self.controller = controller if controller is not None else PlanController(default_plan(), self)
-        self.path: str | None = None
-        self.measurement: Measurement | None = None
-        self.unit: Unit = self.settings.unit
+        self.document = Document(self.controller, self.settings, dialog_parent=self, parent=self)
+        self.display = DisplayState(Display(unit=self.settings.unit, mode=Mode(self.settings.chart_mode)), self)
+        self._shown: Display | None = None
+        self.diagnoser = DiagnosisController(self.controller, self.display, self)
         self.setObjectName("mainWindow")
         self.setDockNestingEnabled(True)
 
@@ -76,11 +78,13 @@ class MainWindow(QMainWindow):
         self.controller.estimateChanged.connect(self._on_estimate)
         self.controller.editRejected.connect(self._on_rejected)
         self.controller.undo_stack.cleanChanged.connect(self._clean_changed)
+        self.document.pathChanged.connect(self._update_title)
+        self.document.message.connect(lambda text: self.statusBar().showMessage(text, 4000))
         self.chart.bucketClicked.connect(self._bucket_clicked)
-        self.arithmetic.bucketSelected.connect(self.chart.set_selected)
+        self.arithmetic.bucketSelected.connect(self.display.select_bucket)
         self.resizeDocks([self.plan_dock, self.details_dock], [360, 380], Qt.Orientation.Horizontal)
-        self.set_chart_mode(self.settings.chart_mode)
-        self.set_unit(self.unit)
+        self.display.changed.connect(self._show_display)
+        self._show_display(self.display.display)
         self.controller.refresh()
         self._update_title()
 
@@ -89,9 +93,6 @@ class MainWindow(QMainWindow):
         c = self.controller
         self.model_form = ModelForm(c)
         self.model_form.importRequested.connect(self.import_model)
-        self.model_importer = ModelImporter(self)
-        self.model_importer.imported.connect(self._use_imported)
-        self.model_importer.failed.connect(lambda message: dialogs.error(self, "Cannot read the model", message))
         self.accounting_form = AccountingForm(c)
         self.method_form = MethodForm(c)
         self.workload_form = WorkloadForm(c)
@@ -148,7 +149,7 @@ class MainWindow(QMainWindow):
         self.add_panel(self.arithmetic, "Arithmetic")
         self.add_panel(self.compute_panel, "Compute && time")
         self.add_panel(self.inference_panel, "Serving")
-        self.diagnosis = DiagnosisPanel(self.controller)
+        self.diagnosis = DiagnosisPanel(self.diagnoser, self.display)
         self.add_panel(self.diagnosis, "Diagnosis")
         self.details_dock = QDockWidget("Details", self)
         self.details_dock.setObjectName("detailsDock")
@@ -169,7 +170,8 @@ class MainWindow(QMainWindow):
             if self.tabs.tabText(index).replace("&&", "&") == plain:
                 old = self.tabs.widget(index)
                 self.tabs.removeTab(index)
-                old.deleteLater()
+                if old is not None:
+                    old.deleteLater()
                 return self.tabs.insertTab(index, widget, title)
         return self.tabs.addTab(widget, title)
 
@@ -344,30 +346,57 @@ class MainWindow(QMainWindow):
         self.problem.setText(f"⚠ {message} — the estimate still shows the last valid plan.")
 
     def _bucket_clicked(self, key: str) -> None:
-        self.arithmetic.select(key)
+        self.display.select_bucket(key)
         self.tabs.setCurrentWidget(self.arithmetic)
 
     def _lesson_toggled(self, on: bool) -> None:
         mode = Accounting.LESSON if on else Accounting.DETAILED
         self.controller.update("accounting", lambda p: p.with_changes(accounting=mode), "Switch accounting")
 
+    # ---- display state (gui.display_state): one object, one signal, pushed to the views ----
+    @property
+    def unit(self) -> Unit:
+        return self.display.unit
+
+    @property
+    def measurement(self) -> Measurement | None:
+        return self.display.measurement
+
     def set_chart_mode(self, mode: str) -> None:
-        mode = "inference" if mode == "inference" else "training"
-        (self.inference_action if mode == "inference" else self.training_action).setChecked(True)
-        self.chart.set_mode("inference" if mode == "inference" else "training")
-        self.verdict.set_mode(mode)
-        self.arithmetic.select("inference" if mode == "inference" else "weights")
-        self.settings.chart_mode = mode
+        self.display.set_mode(mode)
 
     def set_unit(self, unit: Unit) -> None:
-        self.unit = unit
-        self.unit_actions[unit].setChecked(True)
-        self.chart.set_unit(unit)
-        self.verdict.set_unit(unit)
-        self.arithmetic.set_unit(unit)
-        self.inference_panel.set_unit(unit)
-        self.diagnosis.set_unit(unit)
-        self.settings.unit = unit
+        self.display.set_unit(unit)
+
+    def set_measurement(self, measurement: Measurement | None) -> None:
+        self.display.set_measurement(measurement)
+
+    def _show_display(self, display: Display) -> None:
+        shown = self._shown
+        self._shown = display
+        if shown is None or display.mode != shown.mode:
+            mode = display.mode
+            (self.inference_action if mode is Mode.INFERENCE else self.training_action).setChecked(True)
+            self.chart.set_mode(mode.value)
+            self.verdict.set_mode(mode.value)
+            self.settings.chart_mode = mode.value
+        if shown is None or display.unit != shown.unit:
+            unit = display.unit
+            self.unit_actions[unit].setChecked(True)
+            self.chart.set_unit(unit)
+            self.verdict.set_unit(unit)
+            self.arithmetic.set_unit(unit)
+            self.inference_panel.set_unit(unit)
+            self.settings.unit = unit
+        if shown is None or display.measurement is not shown.measurement:
+            self.chart.set_measurement(display.measurement)
+            self.verdict.set_measurement(display.measurement)
+            self.clear_measure_action.setEnabled(display.measurement is not None)
+        if shown is None or display.selected_bucket != shown.selected_bucket or display.mode != shown.mode:
+            # No pick: the arithmetic shows the mode's own bucket (the KV cache when serving).
+            default = "inference" if display.mode is Mode.INFERENCE else "weights"
+            self.arithmetic.select(display.selected_bucket or default)
+            self.chart.set_selected(display.selected_bucket)
 
     def set_theme(self, theme: str) -> None:
         self.settings.theme = theme
@@ -375,102 +404,42 @@ class MainWindow(QMainWindow):
         if isinstance(app, QApplication):
             apply_theme(app, theme)
 
-    def set_measurement(self, measurement: Measurement | None) -> None:
-        self.measurement = measurement
-        self.chart.set_measurement(measurement)
-        self.verdict.set_measurement(measurement)
-        self.clear_measure_action.setEnabled(measurement is not None)
+    # ---- documents (the life-cycle is gui.document.Document's) --------------------------
+    @property
+    def path(self) -> str | None:
+        return self.document.path
 
-    # ---- documents -----------------------------------------------------------------
     def _update_title(self) -> None:
-        name = Path(self.path).name if self.path else "Untitled plan"
-        self.setWindowTitle(f"{plaintext.window_title(name)}[*] — {APP_NAME}")
-        self.setWindowModified(not self.controller.undo_stack.isClean())
-
-    def _maybe_save(self) -> bool:
-        """True when it is fine to replace the current plan (saved, discarded, or unchanged)."""
-        if self.controller.undo_stack.isClean() or self.path is None:
-            return True  # an untitled plan survives as the session's last plan
-        choice = dialogs.ask_save_changes(self, Path(self.path).name)
-        if choice == "save":
-            return self.save_plan()
-        return choice == "discard"
+        self.setWindowTitle(f"{self.document.name}[*] — {APP_NAME}")
+        self.setWindowModified(self.document.modified)
 
     def new_plan(self) -> None:
-        if self._maybe_save():
-            self._set_document(default_plan(), None)
+        self.document.new()
 
     def open_plan(self) -> None:
-        if not self._maybe_save():
-            return
-        path = dialogs.open_file(self, "Open plan", dialogs.PLAN_FILTER, self._folder())
-        if path:
-            self.open_path(path)
+        self.document.open()
 
     def open_path(self, path: str) -> bool:
-        try:
-            plan = planfile.load(path)
-        except (PlanFileError, PlanError) as error:
-            dialogs.error(self, "Cannot open the plan", str(error))
-            return False
-        if self._set_document(plan, path):
-            self.settings.add_recent(os.path.abspath(path))
-            return True
-        return False
+        return self.document.open_path(path)
 
     def load_example(self, title: str, plan: Plan) -> bool:
-        """A worked example becomes the plan as one undoable step (the document stays)."""
-        error = self.controller.set_plan(plan, text=f"Load example: {title}")
-        if error is not None:
-            dialogs.error(self, "Cannot load the example", str(error))
-            return False
-        return True
+        return self.document.load_example(title, plan)
 
     def open_recovered(self, plan: Plan) -> bool:
-        """An autosaved plan of a session that ended unexpectedly, as an untitled document."""
-        return self._set_document(plan, None)
-
-    def _set_document(self, plan: Plan, path: str | None) -> bool:
-        error = self.controller.reset(plan)
-        if error is not None:
-            dialogs.error(self, "Cannot use the plan", str(error))
-            return False
-        self.path = path
-        self._update_title()
-        return True
+        return self.document.open_recovered(plan)
 
     def save_plan(self) -> bool:
-        if self.path is None:
-            return self.save_plan_as()
-        return self._write(self.path)
+        return self.document.save()
 
     def save_plan_as(self) -> bool:
-        suggested = self.path or os.path.join(self._folder(), "plan.vramplan.json")
-        path = dialogs.save_file(self, "Save plan as", dialogs.PLAN_FILTER, suggested)
-        if not path:
-            return False
-        if self._write(path):
-            self.path = path
-            self.settings.add_recent(os.path.abspath(path))
-            self._update_title()
-            return True
-        return False
+        return self.document.save_as()
 
-    def _write(self, path: str) -> bool:
-        try:
-            planfile.save(self.controller.plan, path)  # atomic: temp file, then rename
-        except (PlanFileError, OSError) as error:
-            dialogs.error(self, "Cannot save the plan", str(error))
-            return False
-        self.controller.undo_stack.setClean()
-        self.statusBar().showMessage(f"Saved {path}", 4000)
-        return True
+    def import_model(self, kind: str = "file") -> None:
+        self.document.import_model(kind)
 
-    def _folder(self) -> str:
-        if self.path:
-            return str(Path(self.path).parent)
-        recent = self.settings.recent_files
-        return str(Path(recent[0]).parent) if recent else ""
+    @property
+    def importing(self) -> bool:
+        return self.document.importing
 
     def _fill_recent(self) -> None:
         self.recent_menu.clear()
@@ -479,36 +448,14 @@ class MainWindow(QMainWindow):
             action = self.recent_menu.addAction(f"&{index + 1} {plaintext.menu_text(Path(path).name)}")
             action.setToolTip(plaintext.tooltip(path))
             action.setStatusTip(plaintext.escape_controls(path))
-            action.triggered.connect(lambda _c=False, p=path: self._open_recent(p))
+            action.triggered.connect(lambda _c=False, p=path: self.document.open_recent(p))
         if files:
             self.recent_menu.addSeparator()
             self.recent_menu.addAction("Clear the list", self.settings.clear_recent)
         self.recent_menu.setEnabled(bool(files))
 
-    def _open_recent(self, path: str) -> None:
-        if self._maybe_save():
-            self.open_path(path)
-
-    def import_model(self, kind: str = "file") -> None:
-        if kind == "folder":
-            path = dialogs.open_folder(self, "Open a model folder (with config.json)", self._folder())
-        else:
-            path = dialogs.open_file(self, "Open config.json", dialogs.CONFIG_FILTER, self._folder())
-        if path:
-            self.model_importer.read(path)  # a folder's safetensors are read in a worker
-
-    @property
-    def importing(self) -> bool:
-        return self.model_importer.running
-
-    def _use_imported(self, imported: ImportedModel) -> None:
-        model = imported.spec
-        error = self.controller.update("model", lambda plan: with_model(plan, model), "Import model")
-        if error is not None:
-            dialogs.error(self, "Cannot use the model", str(error))
-
     def load_measurement(self) -> None:
-        path = dialogs.open_file(self, "Load measurement", dialogs.MEASUREMENT_FILTER, self._folder())
+        path = dialogs.open_file(self, "Load measurement", dialogs.MEASUREMENT_FILTER, self.document.folder())
         if not path:
             return
         try:
@@ -522,8 +469,7 @@ class MainWindow(QMainWindow):
         from pyqtgraph.exporters import ImageExporter
 
         name_filter = dialogs.PNG_FILTER if kind == "png" else dialogs.SVG_FILTER
-        stem = Path(self.path).name.removesuffix(".json").removesuffix(".vramplan") if self.path else "memory"
-        suggested = os.path.join(self._folder(), f"{stem}.{kind}")
+        suggested = self.document.export_path(kind)
         path = dialogs.save_file(self, f"Export chart as {kind.upper()}", name_filter, suggested)
         if not path:
             return False
@@ -563,31 +509,16 @@ class MainWindow(QMainWindow):
         state = self.settings.window_state
         if state is not None:
             self.restoreState(state)
-        text = self.settings.last_plan
-        if not text:
-            return
-        try:
-            plan = planfile.loads(text, "last session")
-        except (PlanFileError, PlanError):
-            return  # a stale or damaged stored plan: start from the default one
-        path = self.settings.last_path or None
-        if path is not None:
-            try:
-                if planfile.load(path) != plan:
-                    path = None  # the session's plan differs from the file: keep it untitled
-            except (PlanFileError, PlanError):
-                path = None
-        self._set_document(plan, path)
+        self.document.restore()
 
     def save_session(self) -> None:
         self.settings.geometry = self.saveGeometry()
         self.settings.window_state = self.saveState()
-        self.settings.last_plan = planfile.dumps(self.controller.plan)
-        self.settings.last_path = self.path or ""
+        self.document.store()
         self.settings.sync()
 
     def closeEvent(self, event: QCloseEvent) -> None:
-        if not self._maybe_save():
+        if not self.document.maybe_save():
             event.ignore()
             return
         self.save_session()

@@ -76,7 +76,7 @@ class ModelImporter(QObject):
     imported = Signal(object)
     failed = Signal(str)
 
-    def __init__(self, parent: QWidget) -> None:
+    def __init__(self, parent: QWidget | None) -> None:
         super().__init__(parent)
         self._parent = parent
         self._thread: _ReadThread | None = None

@@ -181,7 +181,7 @@ def run_dialog(dialog: RunConfigDialog) -> bool:
 def open_training_config(window: MainWindow, path: str | None = None) -> bool:
     """File → Open training config…: read, show, and apply as one undoable edit."""
     if path is None:
-        path = dialogs.open_file(window, "Open training config", TRAINING_CONFIG_FILTER, window._folder())
+        path = dialogs.open_file(window, "Open training config", TRAINING_CONFIG_FILTER, window.document.folder())
     if not path:
         return False
     try:
@@ -201,8 +201,8 @@ def open_training_config(window: MainWindow, path: str | None = None) -> bool:
     finally:
         dialog.deleteLater()
     text = plaintext.menu_text(f"Open training config {Path(path).name}")
-    error = window.controller.set_plan(plan, key="", text=text)
-    if error is not None:
-        dialogs.error(window, "Cannot use the training config", str(error))
+    refused = window.controller.set_plan(plan, key="", text=text)
+    if refused is not None:
+        dialogs.error(window, "Cannot use the training config", str(refused))
         return False
     return True

@@ -57,8 +57,7 @@ class PlanTools(QObject):
         )
         view_menu.addSeparator()
         view_menu.addActions([self.compare_action, self.fit_action])
-        for action in window.unit_actions.values():
-            action.triggered.connect(self._unit_changed)
+        window.display.changed.connect(self._unit_changed)
 
     def _dock(self, key: str, title: str, widget: QWidget) -> QDockWidget:
         dock = QDockWidget(title, self.window)
@@ -97,7 +96,7 @@ class PlanTools(QObject):
         dock.raise_()
         return self.compare_panel
 
-    def _unit_changed(self) -> None:
+    def _unit_changed(self, _display: object = None) -> None:
         for panel in (self.fit_panel, self.compare_panel):
             if panel is not None:
                 panel.set_unit(self.window.unit)

@@ -190,7 +190,7 @@ def export_report(window: MainWindow, report: Report | None = None) -> bool:
     if report is None:
         report = build_report(_named_current(window), unit=window.unit)
     stem = Path(window.path).name.removesuffix(".json").removesuffix(".vramplan") if window.path else "report"
-    suggested = os.path.join(window._folder(), f"{stem}.html")
+    suggested = os.path.join(window.document.folder(), f"{stem}.html")
     path = dialogs.save_file(window, "Export report", REPORT_FILTER, suggested)
     if not path:
         return False

@@ -1,12 +1,24 @@
-"""Shared test set-up: Qt runs offscreen; GUI tests are marked so the core suite needs no display."""
+"""Shared test set-up: Qt runs offscreen; GUI tests are marked so the core suite needs no display.
+
+tests/core needs neither Qt nor pytest-qt: where they are missing, tests/gui is not collected
+at all, and no pytest-qt setting is global (pyproject.toml holds none; tests/gui/conftest.py
+marks its own tests).
+"""
 
 from __future__ import annotations
 
+import importlib.util
 import os
 
 import pytest
 
 os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
+# pytest-qt reads this when it configures itself, after this file is imported: the one
+# binding the app supports.
+os.environ.setdefault("PYTEST_QT_API", "pyside6")
+
+_QT_READY = all(importlib.util.find_spec(name) is not None for name in ("PySide6", "pytestqt"))
+collect_ignore = [] if _QT_READY else ["gui"]
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:

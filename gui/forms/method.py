@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from PySide6.QtWidgets import QCheckBox, QGridLayout, QWidget
 
 from core.model import LORA_TARGETS
@@ -34,12 +36,8 @@ TARGET_TIPS = {
 }
 
 
-def _with_method(plan: Plan, method: Method) -> Plan:
-    if method is Method.FROZEN and plan.frozen_layers == 0:
-        # The frozen-layers method needs at least one frozen block; start from half the
-        # model, a common choice, rather than refuse the switch.
-        return plan.with_changes(method=method, frozen_layers=max(1, plan.model.num_layers // 2))
-    return plan.with_changes(method=method)
+def _target_setter(name: str) -> Callable[[Plan, bool], Plan]:
+    return lambda plan, on: _with_target(plan, name, on)
 
 
 def _with_target(plan: Plan, target: str, on: bool) -> Plan:
@@ -79,7 +77,7 @@ class MethodForm(PlanForm):
             "Full: every weight trains. LoRA: small adapters train, the base is frozen. "
             "QLoRA: LoRA on a 4- or 8-bit base. Frozen layers: the bottom blocks get no gradients.",
         )
-        self.bind("method.kind", "Method", self.method, lambda p, v: _with_method(p, Method(v)))
+        self.bind("method.kind", "Method", self.method, lambda p, v: p.with_method(Method(v)))
         self.rank = IntField(
             "LoRA rank", 1, MAX_RANK, "", "Rank r of each adapter: r × (in + out) parameters per matrix."
         )
@@ -96,7 +94,7 @@ class MethodForm(PlanForm):
                 f"method.lora.targets.{name}",
                 f"LoRA target {name}",
                 box,
-                lambda p, on, n=name: _with_target(p, n, on),
+                _target_setter(name),
                 row=False,
             )
         self.quant = ChoiceField(

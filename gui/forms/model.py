@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
 
@@ -10,7 +11,7 @@ from PySide6.QtWidgets import QCheckBox, QLabel, QMenu, QToolButton, QWidget
 
 from core.catalogue import find_model, load_models
 from core.estimate import Estimate
-from core.model import LIMITS, ModelSpec
+from core.model import LIMITS
 from core.plan import Plan
 from gui import plaintext
 from gui.controller import PlanController
@@ -32,11 +33,6 @@ DIMENSIONS: tuple[tuple[str, str, str], ...] = (
 )
 
 
-def with_model(plan: Plan, model: ModelSpec, model_id: str = "") -> Plan:
-    """The plan on another model; frozen layers are kept within the new model's depth."""
-    return plan.with_changes(model=model, model_id=model_id, frozen_layers=min(plan.frozen_layers, model.num_layers))
-
-
 def _edited_name(plan: Plan) -> str:
     name = plan.model.name
     return name if not plan.model_id or name.endswith("(edited)") else f"{name} (edited)"
@@ -44,7 +40,11 @@ def _edited_name(plan: Plan) -> str:
 
 def _with_dimension(plan: Plan, name: str, value: Any) -> Plan:
     model = replace(plan.model, **{name: value, "name": _edited_name(plan)})
-    return with_model(plan, model)
+    return plan.on_model(model)
+
+
+def _dimension_setter(name: str) -> Callable[[Plan, Any], Plan]:
+    return lambda plan, value: _with_dimension(plan, name, value)
 
 
 class ModelForm(PlanForm):
@@ -100,7 +100,7 @@ class ModelForm(PlanForm):
         for name, label, tooltip in DIMENSIONS:
             key = f"model.{name}"
             field = IntField(label, 1, min(LIMITS[name], 2**31 - 1), "", tooltip)
-            self.bind(key, label, field, lambda plan, value, n=name: _with_dimension(plan, n, value))
+            self.bind(key, label, field, _dimension_setter(name))
             self._dimension_keys.append(key)
         self.tied = QCheckBox("Tied input/output embeddings")
         self.tied.setAccessibleName("Tied embeddings")
@@ -117,7 +117,7 @@ class ModelForm(PlanForm):
 
     def _pick(self, plan: Plan, model_id: str) -> Plan:
         entry = find_model(model_id)
-        return with_model(plan, entry.spec, entry.id)
+        return plan.on_model(entry.spec, entry.id)
 
     def _show_dimensions(self, shown: bool) -> None:
         self.dims_toggle.setArrowType(Qt.ArrowType.DownArrow if shown else Qt.ArrowType.RightArrow)

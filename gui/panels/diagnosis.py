@@ -1,10 +1,10 @@
 """Diagnosis: why a plan does not fit, where it would fail, and what to change.
 
-Every figure comes from :mod:`core.diagnosis` (which estimates modified plans); this view
-only formats them. ``diagnose()`` and the curve solvers cost tens of milliseconds, so they
-run lazily: when the tab becomes visible, or, while it is visible, once a burst of edits
-has settled (a restartable single-shot timer). Applying a remedy hands its plan to the
-controller as one undoable step; the controller's one signal then redraws everything.
+This view only renders. Every figure, verdict and cost comes from a
+:class:`gui.diagnosis_controller.DiagnosisReport`, which the diagnosis controller computes
+off the GUI thread (only while this tab is visible; the latest plan wins) and hands over in
+one signal. The pins ("keep the model"...) and the picked symptom are requests to that
+controller. Applying a remedy hands its plan to the plan controller as one undoable step.
 """
 
 from __future__ import annotations
@@ -12,9 +12,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from html import escape
 
-from PySide6.QtCore import QSignalBlocker, Qt, QTimer, Signal
-from PySide6.QtGui import QPalette, QShowEvent
+from PySide6.QtCore import QSignalBlocker, Qt, Signal
+from PySide6.QtGui import QHideEvent, QPalette, QShowEvent
 from PySide6.QtWidgets import (
+    QCheckBox,
     QComboBox,
     QFormLayout,
     QFrame,
@@ -29,18 +30,16 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from core import diagnosis
 from core.breakdown import BUCKET_LABELS
-from core.diagnosis import SYMPTOMS, Combination, Curve, Diagnosis, Failure, Remedy, Symptom
-from core.estimate import VERDICT_LABELS, Estimate, Verdict
+from core.diagnosis import PIN_LABELS, SYMPTOMS, Combination, Curve, Diagnosis, Failure, Pin, Remedy, Symptom
+from core.estimate import Estimate
 from core.plan import Accounting, Plan
-from gui.controller import PlanController
+from core.verdict import VERDICT_LABELS, Mode, Verdict
 from gui.curve import MemoryCurve
-from gui.format import Unit, hours, memory
-from gui.panels.verdict import VERDICT_STYLE
-
-# Coalesces a burst of edits (typing, a spin box held down) into one diagnosis.
-SETTLE_MS = 120
+from gui.diagnosis_controller import DiagnosisController, DiagnosisReport
+from gui.display_state import Display, DisplayState
+from gui.format import Unit, memory
+from gui.panels.verdict import VERDICT_STYLE, badge_text_colour, margin_text
 
 FAILURE_PHASES = {
     Failure.FIRST_STEP: "at load / the first optimizer step",
@@ -49,12 +48,11 @@ FAILURE_PHASES = {
     Failure.SERVING: "when serving many users",
 }
 AXES = (("micro_batch", "Micro-batch"), ("seq_len", "Sequence length"))
-_COST_NOTES = {kind.key: kind.cost_note for kind in diagnosis.KINDS}
 
 
 @dataclass(frozen=True)
 class RemedyEntry:
-    """One row of a remedy list: a plan to apply and the core's figures for it."""
+    """One row of a remedy list: a plan to apply and the core's verdict and cost for it."""
 
     key: str
     title: str
@@ -66,25 +64,20 @@ class RemedyEntry:
 
     @classmethod
     def from_remedy(cls, remedy: Remedy) -> RemedyEntry:
-        est = remedy.estimate
-        if remedy.addresses == {Failure.SERVING}:
-            # A serving remedy is judged on the serving total (weights + KV cache), not the training step.
-            inf = est.inference
-            return cls(remedy.key, remedy.title, remedy.plan, inf.total_bytes, Verdict(inf.verdict), remedy.cost, True)
-        return cls(remedy.key, remedy.title, remedy.plan, est.total_bytes, est.verdict, remedy.cost)
+        r = remedy
+        return cls(r.key, r.title, r.plan, r.total_bytes, r.verdict, r.cost, r.serving)
 
     @classmethod
-    def from_combination(cls, combination: Combination, base: Estimate) -> RemedyEntry:
-        est = combination.estimate
-        notes = "; ".join(_COST_NOTES.get(r.key, "") for r in combination.remedies if _COST_NOTES.get(r.key))
-        time = f"training time {hours(est.compute.hours)} (now {hours(base.compute.hours)})"
+    def from_combination(cls, combination: Combination) -> RemedyEntry:
+        serving = combination.judgement.total_bytes != combination.estimate.total_bytes
         return cls(
             "combination",
             f"Together: {combination.title}",
             combination.plan,
-            est.total_bytes,
-            est.verdict,
-            f"{notes}; {time}" if notes else time,
+            combination.total_bytes,
+            combination.verdict,
+            combination.cost,
+            serving,
         )
 
 
@@ -95,8 +88,8 @@ def _verdict_text(verdict: Verdict) -> str:
 
 def _verdict_html(verdict: Verdict) -> str:
     _, colour = VERDICT_STYLE[verdict]
-    # Tight's orange is too light for text on a light background: a darker shade of it.
-    colour = "#B07800" if verdict is Verdict.TIGHT else colour
+    # Over-headroom's orange is too light for text on a light background: a darker shade of it.
+    colour = "#B07800" if verdict is Verdict.OVER_HEADROOM else colour
     return f"<span style='color:{colour}; font-weight:600'>{_verdict_text(verdict)}</span>"
 
 
@@ -218,27 +211,18 @@ def _wrapping_label(name: str, rich: bool = True) -> QLabel:
 
 
 class DiagnosisPanel(QScrollArea):
-    """The "Diagnosis" tab. Connects itself to the controller; call :meth:`set_unit` on unit changes."""
+    """The "Diagnosis" tab: renders the diagnosis controller's reports."""
 
-    def __init__(self, controller: PlanController, parent: QWidget | None = None) -> None:
+    def __init__(self, diagnoser: DiagnosisController, display: DisplayState, parent: QWidget | None = None) -> None:
         super().__init__(parent)
         self.setAccessibleName("Diagnosis")
-        self.controller = controller
-        self.unit: Unit = "GB"
-        self._estimate: Estimate = controller.estimate
-        self.diagnosis: Diagnosis | None = None
+        self.diagnoser = diagnoser
+        self.controller = diagnoser.plans
+        self.unit: Unit = display.unit
+        self.report: DiagnosisReport | None = None
         self.curve: Curve | None = None
-        self.max_micro_batch = 0
-        self.max_sequence = 0
-        self.symptom: Symptom | None = None
         self._symptom_entries: tuple[RemedyEntry, ...] = ()
-        self._stale = True
-        self.refresh_count = 0  # diagnoses run; tests read it to check the coalescing
-
-        self._timer = QTimer(self)
-        self._timer.setSingleShot(True)
-        self._timer.setInterval(SETTLE_MS)
-        self._timer.timeout.connect(self.refresh)
+        self.refresh_count = 0  # reports shown; tests read it to check the coalescing
 
         self.setWidgetResizable(True)
         self.setFrameShape(QFrame.Shape.NoFrame)
@@ -256,7 +240,9 @@ class DiagnosisPanel(QScrollArea):
         column.addStretch(1)
         self.setWidget(content)
 
-        controller.estimateChanged.connect(self._on_estimate)
+        diagnoser.diagnosed.connect(self._show_report)
+        self.controller.estimateChanged.connect(self._on_estimate)
+        display.changed.connect(self._on_display)
 
     # ---- layout --------------------------------------------------------------------
     def _build_header(self) -> QWidget:
@@ -307,6 +293,18 @@ class DiagnosisPanel(QScrollArea):
         layout = QVBoxLayout(box)
         self.remedy_note = _wrapping_label("Remedies note")
         layout.addWidget(self.remedy_note)
+        pins = QHBoxLayout()
+        pins.setSpacing(12)
+        self.pin_boxes: dict[Pin, QCheckBox] = {}
+        for pin, label in PIN_LABELS.items():
+            check = QCheckBox(label)
+            check.setAccessibleName(label)
+            check.setToolTip("Leave out the changes that would change this")
+            check.toggled.connect(self._pins_changed)
+            pins.addWidget(check)
+            self.pin_boxes[pin] = check
+        pins.addStretch(1)
+        layout.addLayout(pins)
         self.show_symptom_button = QPushButton("Show remedies for this symptom")
         self.show_symptom_button.clicked.connect(self._show_diagnosed_symptom)
         layout.addWidget(self.show_symptom_button, 0, Qt.AlignmentFlag.AlignLeft)
@@ -393,73 +391,79 @@ class DiagnosisPanel(QScrollArea):
 
     @property
     def stale(self) -> bool:
-        """True while the shown diagnosis is for an older plan than the controller's."""
-        return self._stale
+        """True while the shown report is not for the current plan, mode, pins and symptom."""
+        return self.report is None or self.report.request != self.diagnoser.latest
+
+    @property
+    def diagnosis(self) -> Diagnosis | None:
+        return self.report.diagnosis if self.report is not None else None
+
+    @property
+    def symptom(self) -> Symptom | None:
+        return self.report.symptom if self.report is not None else None
+
+    @property
+    def max_micro_batch(self) -> int:
+        return self.report.diagnosis.limits.max_micro_batch if self.report is not None else 0
+
+    @property
+    def max_sequence(self) -> int:
+        return self.report.diagnosis.limits.max_sequence if self.report is not None else 0
 
     def set_unit(self, unit: Unit) -> None:
         if unit == self.unit:
             return
         self.unit = unit
         self.curve_view.set_unit(unit)
-        if self.diagnosis is not None:
+        if self.report is not None:
             self._show_diagnosis()
         self._show_symptom()
 
-    def refresh(self) -> None:
-        """Diagnose the controller's current plan now (the timer and showEvent call this)."""
-        self._timer.stop()
-        est = self._estimate
-        plan = est.plan
-        self.refresh_count += 1
-        self.diagnosis = diagnosis.diagnose(plan)
-        curve = self._update_curve()
-        # The curve's crossing is the solver's answer for its axis: solve only the other one.
-        if curve.axis == "micro_batch":
-            self.max_micro_batch, self.max_sequence = curve.crossing, diagnosis.max_sequence(plan)
-        else:
-            self.max_micro_batch, self.max_sequence = diagnosis.max_micro_batch(plan), curve.crossing
-        self._update_symptom()
-        self._stale = False
-        self._show_diagnosis()
-        self._show_symptom()
-        self._set_applicable(True)
-
     def apply(self, entry: RemedyEntry) -> None:
-        """Make the remedy's plan current: one undoable step through the controller."""
-        if self._stale:
+        """Make the remedy's plan current: one undoable step through the plan controller."""
+        if self.stale:
             return  # the row belongs to an older plan; it is about to be redrawn
         self.controller.set_plan(entry.plan, text=f"Apply remedy: {entry.title}")
 
-    # ---- reacting ------------------------------------------------------------------
-    def _on_estimate(self, estimate: Estimate) -> None:
-        if estimate is self._estimate and not self._stale:
-            return
-        self._estimate = estimate
-        if not self._stale:
-            self._stale = True
-            self._set_applicable(False)
-        if self.isVisible():
-            self._timer.start()  # restarts: a burst of edits gives one diagnosis
+    def select_symptom(self, failure: Failure) -> None:
+        """Pick a symptom as the user would (tests, and the "Show remedies" button)."""
+        index = self.symptom_picker.findData(failure.value)
+        with QSignalBlocker(self.symptom_picker):
+            self.symptom_picker.setCurrentIndex(index)
+        self._symptom_picked(index)
 
+    # ---- reacting ------------------------------------------------------------------
     def showEvent(self, event: QShowEvent) -> None:
         super().showEvent(event)
-        if self._stale:
-            self.refresh()
+        self.diagnoser.set_active(True)
+
+    def hideEvent(self, event: QHideEvent) -> None:
+        super().hideEvent(event)
+        self.diagnoser.set_active(False)
+
+    def _on_estimate(self, _estimate: Estimate) -> None:
+        self._set_applicable(not self.stale)
+
+    def _on_display(self, display: Display) -> None:
+        self.set_unit(display.unit)
+        self._set_applicable(not self.stale)
+
+    def _pins_changed(self, _on: bool = False) -> None:
+        self.diagnoser.set_pins(frozenset(pin for pin, box in self.pin_boxes.items() if box.isChecked()))
+        self._set_applicable(not self.stale)
 
     def _set_applicable(self, on: bool) -> None:
         for remedies in (self.remedy_list, self.combination_list, self.symptom_list):
             remedies.set_applicable(on)
 
     def _axis_picked(self, _index: int) -> None:
-        if self.diagnosis is None or self._stale:
-            return
-        self._update_curve()
+        if self.report is not None:
+            self._show_curve()
 
     def _symptom_picked(self, _index: int) -> None:
-        if self.diagnosis is None or self._stale:
-            return
-        self._update_symptom()
-        self._show_symptom()
+        value = self.symptom_picker.currentData()
+        self.diagnoser.set_symptom(Failure(value) if value is not None else None)
+        self._set_applicable(not self.stale)
 
     def _show_diagnosed_symptom(self) -> None:
         if self.diagnosis is not None:
@@ -467,53 +471,54 @@ class DiagnosisPanel(QScrollArea):
             if index >= 0:
                 self.symptom_picker.setCurrentIndex(index)
 
-    # ---- computing (all figures from core.diagnosis) ---------------------------------
-    def _update_curve(self) -> Curve:
-        plan = self._estimate.plan
-        curve = self.curve = diagnosis.memory_curve(plan, self.axis)
-        self.curve_view.show_curve(curve, getattr(plan.workload, self.axis))
-        return curve
-
-    def _update_symptom(self) -> None:
-        value = self.symptom_picker.currentData()
-        if value is None:
-            self.symptom = None
-            self._symptom_entries = ()
-            return
-        self.symptom, remedies = diagnosis.remedies_for_symptom(self._estimate.plan, Failure(value))
-        self._symptom_entries = tuple(RemedyEntry.from_remedy(r) for r in remedies)
-
     # ---- showing -------------------------------------------------------------------
+    def _show_report(self, report: DiagnosisReport) -> None:
+        self.report = report
+        self.refresh_count += 1
+        self._symptom_entries = tuple(RemedyEntry.from_remedy(r) for r in report.symptom_remedies)
+        self._show_diagnosis()
+        self._show_curve()
+        self._show_symptom()
+        self._set_applicable(not self.stale)
+
+    def _show_curve(self) -> None:
+        if self.report is None:
+            return
+        plan = self.report.request.plan
+        self.curve = self.report.curves[self.axis]
+        self.curve_view.show_curve(self.curve, getattr(plan.workload, self.axis))
+
     def _show_diagnosis(self) -> None:
         d = self.diagnosis
         if d is None:
             return
         u = self.unit
         est = d.estimate
+        judged = d.judgement
         symbol, colour = VERDICT_STYLE[d.verdict]
-        badge = f"{symbol}  {VERDICT_LABELS[d.verdict]}"
+        serving = "Serving: " if d.mode is Mode.INFERENCE else ""
+        badge = f"{symbol}  {serving}{VERDICT_LABELS[d.verdict]}"
         if badge != self.badge.text():
             self.badge.setText(badge)
-            text_colour = "#000000" if d.verdict is Verdict.TIGHT else "#FFFFFF"
             self.badge.setStyleSheet(
-                f"QLabel {{ background: {colour}; color: {text_colour}; border-radius: 6px;"
+                f"QLabel {{ background: {colour}; color: {badge_text_colour(d.verdict)}; border-radius: 6px;"
                 " padding: 6px 12px; font-size: 13pt; font-weight: 600; }"
             )
-        if d.margin_bytes >= 0:
-            margin = f"<b>{memory(d.margin_bytes, u)}</b> to spare"
-        else:
-            margin = f"<b>{memory(-d.margin_bytes, u)}</b> over the usable memory"
+        margin = margin_text(judged, est.plan.hardware.headroom, u)
+        what = "serving total" if d.mode is Mode.INFERENCE else "peak + overhead"
         dominant = BUCKET_LABELS[d.dominant]
         card = escape(est.gpu.name)
         self.headline.setText(
-            f"{margin} ({memory(est.total_bytes, u)} of {memory(d.usable_bytes, u)} usable on {card})<br>"
-            f"Largest bucket: <b>{dominant}</b>, {memory(est.bucket(d.dominant).bytes, u)}"
+            f"{margin} ({what} {memory(judged.total_bytes, u)} of {memory(judged.usable_bytes, u)} usable on {card})"
+            f"<br>Largest bucket: <b>{dominant}</b>, {memory(est.bucket(d.dominant).bytes, u)}"
         )
 
-        # Tight runs may start: they fail later, on fragmentation, if at all.
-        fails = "Likely to fail" if d.verdict is Verdict.TIGHT else "Fails"
+        # Over-headroom runs may start: they fail later, on fragmentation, if at all.
+        fails = "Likely to fail" if d.verdict is Verdict.OVER_HEADROOM else "Fails"
         if d.symptom is None:
-            self.failure.setText("<b>Nothing fails</b>: the training step, evaluation and serving all fit.")
+            everything = "the training step, evaluation and serving all fit"
+            nothing = "serving fits" if d.mode is Mode.INFERENCE else everything
+            self.failure.setText(f"<b>Nothing fails</b>: {nothing}.")
         else:
             self.failure.setText(
                 f"{fails} <b>{FAILURE_PHASES[d.failure]}</b>. What you would see:<br>“{escape(d.symptom.symptom)}”"
@@ -530,12 +535,12 @@ class DiagnosisPanel(QScrollArea):
     def _show_remedies(self, d: Diagnosis) -> None:
         u = self.unit
         entries = tuple(RemedyEntry.from_remedy(r) for r in d.remedies)
-        combination = (RemedyEntry.from_combination(d.combination, d.estimate),) if d.combination else ()
+        combination = (RemedyEntry.from_combination(d.combination),) if d.combination else ()
         self.remedy_list.show_entries(entries, u)
         self.combination_list.show_entries(combination, u)
         fitting = sum(1 for r in d.remedies if r.fits)
         show_symptom = False
-        if d.verdict is Verdict.FITS:
+        if d.judgement.fits:
             if d.failure in (Failure.EVALUATION, Failure.SERVING) and d.symptom is not None:
                 note = f"The training step fits, but it would fail {FAILURE_PHASES[d.failure]}."
                 show_symptom = True
@@ -543,38 +548,49 @@ class DiagnosisPanel(QScrollArea):
                 note = "The plan fits: nothing needs to change."
         elif not entries:
             note = "No single change the planner knows lowers this plan's memory."
-        elif combination:
+        elif combination and not fitting:
             note = "<b>No single change fits.</b> Together, these do:"
+        elif combination:
+            note = (
+                f"<b>Cheapest: these together</b>, for less than any single change that fits "
+                f"({fitting} of {len(entries)} fit on their own, listed below, cheapest first)."
+            )
         elif fitting:
             note = f"{fitting} of {len(entries)} changes fit on their own; cheapest first."
         else:
             note = "<b>No change fits, alone or combined (up to three).</b> The closest are listed."
+        if d.pins:
+            note += "<br><i>Kept as pinned: " + ", ".join(PIN_LABELS[p].removeprefix("Keep ") for p in d.pins) + ".</i>"
         self.remedy_note.setText(note)
         self.show_symptom_button.setVisible(show_symptom)
 
     def _show_limits(self, d: Diagnosis) -> None:
         plan = d.estimate.plan
         wl = plan.workload
-        inf = d.estimate.inference
+        limits = d.limits
         serving = plan.inference
-        self.limits["micro_batch"].setText(
-            f"<b>{self.max_micro_batch:,}</b> (now {wl.micro_batch:,})"
-            if self.max_micro_batch
-            else f"none fits, not even 1 (now {wl.micro_batch:,})"
-        )
-        self.limits["seq_len"].setText(
-            f"<b>{self.max_sequence:,}</b> tokens (now {wl.seq_len:,})"
-            if self.max_sequence
-            else f"none fits, not even 1 token (now {wl.seq_len:,})"
-        )
+        if limits.micro_batch_unbounded:
+            micro = f"memory does not limit it (now {wl.micro_batch:,})"
+        elif limits.max_micro_batch:
+            micro = f"<b>{limits.max_micro_batch:,}</b> (now {wl.micro_batch:,})"
+        else:
+            micro = f"none fits, not even 1 (now {wl.micro_batch:,})"
+        self.limits["micro_batch"].setText(micro)
+        if limits.sequence_unbounded:
+            seq = f"memory does not limit it (now {wl.seq_len:,})"
+        elif limits.max_sequence:
+            seq = f"<b>{limits.max_sequence:,}</b> tokens (now {wl.seq_len:,})"
+        else:
+            seq = f"none fits, not even 1 token (now {wl.seq_len:,})"
+        self.limits["seq_len"].setText(seq)
         self.limits["concurrent"].setText(
-            f"<b>{inf.max_concurrent:,}</b> of {serving.context:,} tokens (now {serving.concurrent:,})"
-            if inf.max_concurrent
+            f"<b>{limits.max_concurrent:,}</b> of {serving.context:,} tokens (now {serving.concurrent:,})"
+            if limits.max_concurrent
             else "none: the weights alone do not fit"
         )
         self.limits["context"].setText(
-            f"<b>{inf.max_context:,}</b> tokens at {serving.concurrent:,} request(s) (now {serving.context:,})"
-            if inf.max_context
+            f"<b>{limits.max_context:,}</b> tokens at {serving.concurrent:,} request(s) (now {serving.context:,})"
+            if limits.max_context
             else f"none at {serving.concurrent:,} request(s)"
         )
         self.lesson_note.setVisible(plan.accounting is Accounting.LESSON)
@@ -592,10 +608,3 @@ class DiagnosisPanel(QScrollArea):
         self.symptom_cause.setText(text)
         self.symptom_cause.setVisible(True)
         self.symptom_list.show_entries(entries, self.unit)
-
-    def select_symptom(self, failure: Failure) -> None:
-        """Pick a symptom as the user would (tests, and the "Show remedies" button)."""
-        index = self.symptom_picker.findData(failure.value)
-        with QSignalBlocker(self.symptom_picker):
-            self.symptom_picker.setCurrentIndex(index)
-        self._symptom_picked(index)

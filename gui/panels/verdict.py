@@ -1,4 +1,7 @@
-"""The verdict: Fits / Tight / Out of memory, in words and symbol as well as colour."""
+"""The verdict: Fits / Over headroom / Out of memory, in words and symbol as well as colour.
+
+The verdict and its figures are the core's (``Estimate.judgement(mode)``, one rule for
+training and serving); this panel only words and colours them."""
 
 from __future__ import annotations
 
@@ -7,17 +10,22 @@ from html import escape
 from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QFrame, QGridLayout, QLabel, QWidget
 
-from core.estimate import VERDICT_LABELS, Estimate, Verdict
+from core.estimate import Estimate
 from core.measurement import Measurement
+from core.verdict import VERDICT_LABELS, Judgement, Mode, Verdict
 from gui.format import Unit, measurement_label, memory
 
 # Okabe-Ito bluish green / orange / vermillion, with a symbol so colour is never the only cue.
 VERDICT_STYLE = {
     Verdict.FITS: ("✔", "#009E73"),
-    Verdict.TIGHT: ("⚠", "#E69F00"),
+    Verdict.OVER_HEADROOM: ("⚠", "#E69F00"),
     Verdict.OOM: ("✖", "#D55E00"),
 }
-SERVING_LABELS = {Verdict.FITS: "Serving fits", Verdict.OOM: "Serving: out of memory"}
+SERVING_LABELS = {
+    Verdict.FITS: "Serving fits",
+    Verdict.OVER_HEADROOM: "Serving: over headroom",
+    Verdict.OOM: "Serving: out of memory",
+}
 
 
 def _headline(total: str, usable: str, margin: str = "") -> str:
@@ -27,14 +35,31 @@ def _headline(total: str, usable: str, margin: str = "") -> str:
 
 HEADLINE_TEMPLATES = {
     "training": _headline("88.8 GB", "88.8 GB", "88.8 GB to spare"),
-    "inference": _headline("88.8 GB", "88.8 GB"),
+    "inference": _headline("88.8 GB", "88.8 GB", "88.8 GB to spare"),
 }
 
 
+def badge_text_colour(verdict: Verdict) -> str:
+    """Black on the light orange of over-headroom, white on the darker green and vermillion."""
+    return "#000000" if verdict is Verdict.OVER_HEADROOM else "#FFFFFF"
+
+
+def margin_text(judged: Judgement, headroom: float, unit: Unit) -> str:
+    """The margin in words: to spare, into the headroom (and how far under the card), or over."""
+    if judged.margin_bytes >= 0:
+        return f"{memory(judged.margin_bytes, unit)} to spare"
+    over = f"{memory(-judged.margin_bytes, unit)} over the usable memory"
+    if judged.verdict is Verdict.OVER_HEADROOM:
+        return (
+            f"{over}: into the {headroom:.0%} headroom you keep free, "
+            f"{memory(judged.capacity_margin_bytes, unit)} under the card's capacity"
+        )
+    return over
+
+
 def badge_style(verdict: Verdict) -> str:
-    text_colour = "#000000" if verdict is Verdict.TIGHT else "#FFFFFF"
     return (
-        f"QLabel {{ background: {VERDICT_STYLE[verdict][1]}; color: {text_colour};"
+        f"QLabel {{ background: {VERDICT_STYLE[verdict][1]}; color: {badge_text_colour(verdict)};"
         " border-radius: 6px; padding: 8px 14px; font-size: 17pt; font-weight: 600; }"
     )
 
@@ -115,34 +140,31 @@ class VerdictPanel(QFrame):
         self.badge.setMinimumWidth(max(200, self.badge.sizeHint().width()))  # never clipped
 
     def _show_serving(self, estimate: Estimate) -> None:
-        # The core gives serving a yes/no (InferenceEstimate.fits), no tight band or margin yet
-        # (see gui/CORE_REQUESTS.md), so the badge is Fits or Out of memory here.
         inf = estimate.inference
         plan = estimate.plan.inference
-        verdict = Verdict.FITS if inf.fits else Verdict.OOM
+        judged = estimate.judgement(Mode.INFERENCE)
+        verdict = judged.verdict
         self._show_badge(verdict, SERVING_LABELS[verdict])
         u = self.unit
-        self.headline.setText(_headline(memory(inf.total_bytes, u), memory(estimate.usable_bytes, u)))
+        margin = margin_text(judged, estimate.plan.hardware.headroom, u)
+        self.headline.setText(_headline(memory(judged.total_bytes, u), memory(judged.usable_bytes, u), margin))
         self.detail.setText(
             f"{plan.concurrent:,} request(s) × {plan.context:,} tokens · at most {inf.max_concurrent:,} requests "
             f"of this context, or {inf.max_context:,} tokens each at this concurrency · {estimate.gpu.name}"
         )
-        self._describe(f"Serving {'fits' if inf.fits else 'does not fit'}: {memory(inf.total_bytes, u)}.")
+        self._describe(f"{SERVING_LABELS[verdict]}. {memory(judged.total_bytes, u)}; {margin}.")
 
     def _describe(self, text: str) -> None:
         if self.accessibleDescription() != text:
             self.setAccessibleDescription(text)
 
     def _show_training(self, estimate: Estimate) -> None:
-        label = VERDICT_LABELS[estimate.verdict]
-        self._show_badge(estimate.verdict, label)
+        judged = estimate.judgement(Mode.TRAINING)
+        label = VERDICT_LABELS[judged.verdict]
+        self._show_badge(judged.verdict, label)
         u = self.unit
-        margin = estimate.margin_bytes
-        if margin >= 0:
-            margin_text = f"{memory(margin, u)} to spare"
-        else:
-            margin_text = f"{memory(-margin, u)} over the usable memory"
-        self.headline.setText(_headline(memory(estimate.total_bytes, u), memory(estimate.usable_bytes, u), margin_text))
+        margin = margin_text(judged, estimate.plan.hardware.headroom, u)
+        self.headline.setText(_headline(memory(judged.total_bytes, u), memory(judged.usable_bytes, u), margin))
         plan = estimate.plan
         gpus = f" × {plan.hardware.gpu_count}" if plan.hardware.gpu_count > 1 else ""
         text = (
@@ -154,4 +176,4 @@ class VerdictPanel(QFrame):
             text += f"<br>Measured peak: <b>{memory(self.measurement.peak_allocated_bytes, u)}</b> allocated"
             text += f" — {escape(measurement_label(self.measurement))}"
         self.detail.setText(text)
-        self._describe(f"{label}. {memory(estimate.total_bytes, u)}; {margin_text}.")
+        self._describe(f"{label}. {memory(estimate.total_bytes, u)}; {margin}.")

@@ -32,7 +32,7 @@ def test_json_output_has_every_bucket_in_bytes(capsys: pytest.CaptureFixture[str
     data = json.loads(out)
     assert set(data["buckets_bytes"]) == {"weights", "gradients", "optimizer", "activations", "overhead"}
     assert data["params"]["total"] == 124_439_808
-    assert data["verdict"] in {"fits", "tight", "oom"}
+    assert data["verdict"] in {"fits", "over-headroom", "oom"}
     assert data["peak_bytes"] == max(data["phases_bytes"].values())
     assert data["compute"]["hours"] > 0
 
@@ -103,3 +103,15 @@ def test_console_script_runs_without_qt() -> None:
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stderr
+
+
+def test_frozen_layer_plan_on_another_model(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Issue 13 item 1: `--plan frozen.json --model llama-3.2-1b` failed ("frozen_layers 0")."""
+    path = tmp_path / "frozen.json"
+    args = ("--model", "llama-3.1-8b", "--method", "frozen", "--frozen-layers", "24", "--save", str(path))
+    code, _, _ = run(capsys, "estimate", *args)
+    assert code == 0 and load(path).frozen_layers == 24
+    code, _, err = run(capsys, "estimate", "--plan", str(path), "--model", "llama-3.2-1b", "--save", str(path))
+    assert code == 0, err
+    # Llama 3.2 1B has 16 blocks (its config.json): the 24 frozen ones are clamped to its depth.
+    assert load(path).frozen_layers == 16 and load(path).model_id == "llama-3.2-1b"

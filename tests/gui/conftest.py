@@ -26,6 +26,9 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     for item in items:
         if str(item.fspath).startswith(here):
             item.add_marker(pytest.mark.gui)
+            # Any Qt warning fails a GUI test (pytest-qt); set here rather than in pyproject.toml,
+            # whose settings would be unknown, and so an error, where pytest-qt is not installed.
+            item.add_marker(pytest.mark.qt_log_level_fail("WARNING"))
             item.add_marker(pytest.mark.qt_log_ignore(OFFSCREEN_NOISE))
 
 

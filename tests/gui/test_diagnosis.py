@@ -155,6 +155,7 @@ def test_start_from_a_symptom(qtbot: Any, shown: MainWindow, symptom: Any) -> No
     assert panel.symptom_list.isHidden()
     picker = panel.symptom_picker
     picker.setCurrentIndex(picker.findData(symptom.failure.value))  # as a user's pick
+    settle(qtbot, panel)
     cause, remedies = remedies_for_symptom(plan, symptom.failure)
     assert cause.cause in panel.symptom_cause.text()
     assert [row.entry.title for row in panel.symptom_list.rows] == [r.title for r in remedies]
@@ -167,6 +168,7 @@ def test_start_from_a_symptom(qtbot: Any, shown: MainWindow, symptom: Any) -> No
 def test_symptom_remedies_apply(qtbot: Any, shown: MainWindow) -> None:
     panel = show_plan(qtbot, shown, LESSON_7B_ON_4090)
     panel.select_symptom(Failure.FIRST_STEP)
+    settle(qtbot, panel)
     assert not panel.symptom_list.isHidden() and panel.symptom_list.rows
     row = row_for(panel.symptom_list, "lora")
     row.apply.click()
@@ -241,8 +243,10 @@ def test_hidden_tab_does_no_work_until_shown(qtbot: Any, window: MainWindow) -> 
     for value in (5, 6, 7):
         window.workload_form.micro_batch.setValue(value)
     qtbot.wait(200)
-    assert panel.refresh_count == 0 and panel.diagnosis is None
-    window.tabs.setCurrentWidget(panel)  # becoming visible diagnoses at once
+    assert panel.refresh_count == 0 and panel.diagnosis is None and window.diagnoser.runs == 0
+    window.tabs.setCurrentWidget(panel)  # becoming visible diagnoses at once, without a settle delay
+    assert window.diagnoser.runs == 1
+    settle(qtbot, panel)
     assert panel.refresh_count == 1 and not panel.stale
     assert panel.diagnosis is not None and panel.diagnosis.estimate.plan.workload.micro_batch == 7
 
@@ -265,6 +269,7 @@ def test_training_fits_but_serving_does_not(qtbot: Any, shown: MainWindow) -> No
     assert "when serving many users" in panel.remedy_note.text()
     assert not panel.show_symptom_button.isHidden()
     panel.show_symptom_button.click()
+    settle(qtbot, panel)
     assert panel.symptom_picker.currentData() == Failure.SERVING.value
     _, remedies = remedies_for_symptom(plan, Failure.SERVING)
     assert remedies and [r.entry.title for r in panel.symptom_list.rows] == [r.title for r in remedies]

@@ -1,0 +1,204 @@
+"""The document life-cycle: new, open, save, recent files, import, export paths, the session.
+
+One object owns "which file is this plan, and is it saved?", so the window only builds
+menus and shows titles. It needs no window: dialogs go through :mod:`gui.dialogs` (tests
+monkeypatch them) with ``dialog_parent`` as their parent, which may be None.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from PySide6.QtCore import QObject, Signal
+from PySide6.QtWidgets import QWidget
+
+from core import planfile
+from core.errors import PlanError, PlanFileError
+from core.importer import ImportedModel
+from core.plan import Plan
+from core.presets import default_plan
+from gui import dialogs, plaintext
+from gui.controller import PlanController
+from gui.model_import import ModelImporter
+from gui.settings import Settings
+
+UNTITLED = "Untitled plan"
+
+
+class Document(QObject):
+    """The current plan's file. Emits :attr:`pathChanged` when the file changes and
+    :attr:`message` with a short status text ("Saved …")."""
+
+    pathChanged = Signal()
+    message = Signal(str)
+
+    def __init__(
+        self,
+        controller: PlanController,
+        settings: Settings,
+        dialog_parent: QWidget | None = None,
+        parent: QObject | None = None,
+    ) -> None:
+        super().__init__(parent)
+        self.controller = controller
+        self.settings = settings
+        self.dialog_parent = dialog_parent
+        self.path: str | None = None
+        # A folder's safetensors headers are read in a worker, with progress and Cancel.
+        self.model_importer = ModelImporter(dialog_parent)
+        self.model_importer.imported.connect(self._use_imported)
+        self.model_importer.failed.connect(
+            lambda message: dialogs.error(self.dialog_parent, "Cannot read the model", message)
+        )
+
+    # ---- reading -------------------------------------------------------------------
+    @property
+    def name(self) -> str:
+        """The file's name for titles and menus, with control characters made visible."""
+        return plaintext.window_title(Path(self.path).name) if self.path else UNTITLED
+
+    @property
+    def modified(self) -> bool:
+        return not self.controller.undo_stack.isClean()
+
+    def folder(self) -> str:
+        """Where file dialogs start: the document's folder, else the last recent file's."""
+        if self.path:
+            return str(Path(self.path).parent)
+        recent = self.settings.recent_files
+        return str(Path(recent[0]).parent) if recent else ""
+
+    def export_path(self, kind: str) -> str:
+        """A suggested file name for an exported chart of this document."""
+        stem = Path(self.path).name.removesuffix(".json").removesuffix(".vramplan") if self.path else "memory"
+        return os.path.join(self.folder(), f"{stem}.{kind}")
+
+    # ---- life-cycle ------------------------------------------------------------------
+    def maybe_save(self) -> bool:
+        """True when it is fine to replace the current plan (saved, discarded, or unchanged)."""
+        if not self.modified or self.path is None:
+            return True  # an untitled plan survives as the session's last plan
+        choice = dialogs.ask_save_changes(self.dialog_parent, Path(self.path).name)
+        if choice == "save":
+            return self.save()
+        return choice == "discard"
+
+    def new(self) -> None:
+        if self.maybe_save():
+            self.set_document(default_plan(), None)
+
+    def open(self) -> None:
+        if not self.maybe_save():
+            return
+        path = dialogs.open_file(self.dialog_parent, "Open plan", dialogs.PLAN_FILTER, self.folder())
+        if path:
+            self.open_path(path)
+
+    def open_path(self, path: str) -> bool:
+        try:
+            plan = planfile.load(path)
+        except (PlanFileError, PlanError) as error:
+            dialogs.error(self.dialog_parent, "Cannot open the plan", str(error))
+            return False
+        if self.set_document(plan, path):
+            self.settings.add_recent(os.path.abspath(path))
+            return True
+        return False
+
+    def open_recent(self, path: str) -> None:
+        if self.maybe_save():
+            self.open_path(path)
+
+    def load_example(self, title: str, plan: Plan) -> bool:
+        """A worked example becomes the plan as one undoable step (the document stays)."""
+        error = self.controller.set_plan(plan, text=f"Load example: {title}")
+        if error is not None:
+            dialogs.error(self.dialog_parent, "Cannot load the example", str(error))
+            return False
+        return True
+
+    def open_recovered(self, plan: Plan) -> bool:
+        """An autosaved plan of a session that ended unexpectedly, as an untitled document."""
+        return self.set_document(plan, None)
+
+    def set_document(self, plan: Plan, path: str | None) -> bool:
+        error = self.controller.reset(plan)
+        if error is not None:
+            dialogs.error(self.dialog_parent, "Cannot use the plan", str(error))
+            return False
+        self._set_path(path)
+        return True
+
+    def save(self) -> bool:
+        if self.path is None:
+            return self.save_as()
+        return self.write(self.path)
+
+    def save_as(self) -> bool:
+        suggested = self.path or os.path.join(self.folder(), "plan.vramplan.json")
+        path = dialogs.save_file(self.dialog_parent, "Save plan as", dialogs.PLAN_FILTER, suggested)
+        if not path:
+            return False
+        if self.write(path):
+            self.settings.add_recent(os.path.abspath(path))
+            self._set_path(path)
+            return True
+        return False
+
+    def write(self, path: str) -> bool:
+        try:
+            planfile.save(self.controller.plan, path)  # atomic: temp file, then rename
+        except (PlanFileError, OSError) as error:
+            dialogs.error(self.dialog_parent, "Cannot save the plan", str(error))
+            return False
+        self.controller.undo_stack.setClean()
+        self.message.emit(f"Saved {path}")
+        return True
+
+    def import_model(self, kind: str = "file") -> None:
+        """A config.json or model folder becomes the plan's model, as one undoable step."""
+        if kind == "folder":
+            path = dialogs.open_folder(self.dialog_parent, "Open a model folder (with config.json)", self.folder())
+        else:
+            path = dialogs.open_file(self.dialog_parent, "Open config.json", dialogs.CONFIG_FILTER, self.folder())
+        if path:
+            self.model_importer.read(path)
+
+    @property
+    def importing(self) -> bool:
+        return self.model_importer.running
+
+    def _use_imported(self, imported: ImportedModel) -> None:
+        model = imported.spec
+        refused = self.controller.update("model", lambda plan: plan.on_model(model), "Import model")
+        if refused is not None:
+            dialogs.error(self.dialog_parent, "Cannot use the model", str(refused))
+
+    # ---- session -------------------------------------------------------------------
+    def restore(self) -> None:
+        """The last session's plan, titled with its file only if the file still holds it."""
+        text = self.settings.last_plan
+        if not text:
+            return
+        try:
+            plan = planfile.loads(text, "last session")
+        except (PlanFileError, PlanError):
+            return  # a stale or damaged stored plan: start from the default one
+        path = self.settings.last_path or None
+        if path is not None:
+            try:
+                if planfile.load(path) != plan:
+                    path = None  # the session's plan differs from the file: keep it untitled
+            except (PlanFileError, PlanError):
+                path = None
+        self.set_document(plan, path)
+
+    def store(self) -> None:
+        """Remember the plan and its file for the next session (the caller syncs)."""
+        self.settings.last_plan = planfile.dumps(self.controller.plan)
+        self.settings.last_path = self.path or ""
+
+    def _set_path(self, path: str | None) -> None:
+        self.path = path
+        self.pathChanged.emit()

@@ -1,0 +1,27 @@
+"""`Plan.on_model` / `Plan.with_method`: the one home of "this plan on another model / method"."""
+
+from __future__ import annotations
+
+from core.catalogue import find_model
+from core.plan import Method, Plan
+
+
+def _frozen(layers: int) -> Plan:
+    entry = find_model("llama-3.1-8b")  # 32 blocks (its config.json)
+    return Plan(model=entry.spec, model_id=entry.id, method=Method.FROZEN, frozen_layers=layers)
+
+
+def test_on_model_clamps_frozen_layers_to_the_new_depth() -> None:
+    small = find_model("llama-3.2-1b")  # 16 blocks
+    moved = _frozen(24).on_model(small.spec, small.id)
+    assert (moved.model_id, moved.frozen_layers, moved.method) == ("llama-3.2-1b", 16, Method.FROZEN)
+    assert _frozen(4).on_model(small.spec, small.id).frozen_layers == 4  # within depth: kept
+
+
+def test_with_method_keeps_the_plan_valid() -> None:
+    entry = find_model("llama-3.2-1b")
+    full = Plan(model=entry.spec, model_id=entry.id)
+    frozen = full.with_method(Method.FROZEN)
+    assert frozen.method is Method.FROZEN and frozen.frozen_layers == 8  # half of 16 blocks
+    assert frozen.with_method(Method.LORA).with_method(Method.FROZEN).frozen_layers == 8  # restored
+    assert full.with_method(Method.FROZEN, frozen_layers=3).frozen_layers == 3

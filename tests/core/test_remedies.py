@@ -1,0 +1,147 @@
+"""Remedies and the diagnosis built from them: pins, combinations, modes, prices, text."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import pytest
+
+from core import remedies
+from core.catalogue import GpuSpec, find_gpu, find_model, load_gpus
+from core.diagnosis import Failure, diagnose, max_micro_batch, max_sequence
+from core.estimate import estimate
+from core.limits import memory_curve
+from core.plan import Hardware, Method, Plan, Workload
+from core.presets import default_plan
+from core.remedies import Pin, RemedyKind
+from core.verdict import Mode
+
+
+def _plan(model: str, method: Method, gpu: str, micro_batch: int, seq_len: int, frozen_layers: int = 0) -> Plan:
+    entry = find_model(model)
+    return Plan(
+        model=entry.spec,
+        model_id=entry.id,
+        method=method,
+        frozen_layers=frozen_layers,
+        workload=Workload(micro_batch=micro_batch, seq_len=seq_len),
+        hardware=Hardware(gpu=gpu),
+    )
+
+
+def test_frozen_layer_plan_that_does_not_fit_is_diagnosed() -> None:
+    """Issue 13 item 1: the smaller-model remedy built frozen_layers=0 and raised PlanError."""
+    plan = _plan("llama-3.1-8b", Method.FROZEN, "rtx-4090", 4, 4096, frozen_layers=24)
+    diagnosis = diagnose(plan)
+    assert not diagnosis.judgement.fits and diagnosis.remedies
+    smaller = [r for r in diagnosis.remedies if r.kind is RemedyKind.SMALLER_MODEL]
+    assert smaller
+    for remedy in smaller:
+        assert remedy.plan.method is Method.FROZEN
+        assert 1 <= remedy.plan.frozen_layers <= remedy.plan.model.num_layers
+
+
+def test_the_cheapest_fitting_combination_is_shown_even_when_one_change_fits() -> None:
+    """Issue 13 item 7: LoRA on Llama 3.2 1B, micro-batch 1 × 4,096 tokens on a 12 GB card.
+    Only a shorter sequence, a smaller model or a bigger card fit alone; checkpointing with
+    the loss in chunks fits too and costs no quality, so it must be offered."""
+    plan = _plan("llama-3.2-1b", Method.LORA, "rtx-3060-12gb", 1, 4096)
+    diagnosis = diagnose(plan)
+    fitting = [r for r in diagnosis.remedies if r.fits]
+    assert fitting and RemedyKind.CHECKPOINTING not in {r.kind for r in fitting}
+    combination = diagnosis.combination
+    assert combination is not None and combination.fits
+    assert combination.cost_rank < min(r.cost_rank for r in fitting)
+    assert {r.kind for r in combination.remedies} == {RemedyKind.CHECKPOINTING, RemedyKind.CHUNKED_LOSS}
+    assert combination.plan.checkpointing and combination.plan.chunked_loss
+    assert combination.judgement == estimate(combination.plan).judgement()
+    assert "recomputes the forward" in combination.cost and "time +" in combination.cost
+
+
+def test_explanation_does_not_contradict_the_largest_bucket() -> None:
+    """Issue 13 item 7: "Activations: ... too large. The largest bucket is weights." """
+    plan = _plan("llama-3.2-3b", Method.LORA, "rtx-4090", 1, 4096)
+    diagnosis = diagnose(plan)
+    assert diagnosis.failure is Failure.LONG_BATCHES
+    assert diagnosis.dominant.value == "weights"
+    text = diagnosis.explanation
+    assert "The largest bucket is weights" not in text
+    assert "fit on their own" in text and "activations on top" in text
+
+
+@pytest.mark.parametrize(
+    ("pin", "changed"),
+    [
+        (Pin.MODEL, lambda base, p: p.model != base.model),
+        (Pin.SEQUENCE, lambda base, p: p.workload.seq_len != base.workload.seq_len),
+        (Pin.GPU, lambda base, p: p.hardware.gpu != base.hardware.gpu),
+        (Pin.GPU_COUNT, lambda base, p: p.hardware.gpu_count != base.hardware.gpu_count),
+    ],
+)
+def test_pinned_things_never_change(pin: Pin, changed: object) -> None:
+    plan = _plan("llama-3.2-1b", Method.LORA, "rtx-3060-12gb", 1, 4096)
+    unpinned = diagnose(plan)
+    assert any(changed(plan, r.plan) for r in unpinned.remedies)  # type: ignore[operator]
+    pinned = diagnose(plan, pins=frozenset({pin}))
+    assert pinned.remedies and not any(changed(plan, r.plan) for r in pinned.remedies)  # type: ignore[operator]
+    if pinned.combination is not None:
+        assert not changed(plan, pinned.combination.plan)  # type: ignore[operator]
+
+
+def test_inference_mode_judges_serving_and_lists_serving_remedies_first() -> None:
+    plan = default_plan().with_inference(concurrent=200, context=8192)  # LoRA on Llama 3.1 8B, A100 80 GB
+    training = diagnose(plan)
+    assert training.judgement.fits and training.failure is Failure.SERVING and not training.remedies
+    serving = diagnose(plan, Mode.INFERENCE)
+    assert serving.mode is Mode.INFERENCE and not serving.judgement.fits
+    assert serving.failure is Failure.SERVING
+    assert serving.judgement == estimate(plan).judgement(Mode.INFERENCE)
+    kinds = {r.kind for r in serving.remedies}
+    assert RemedyKind.KV_FP8 in kinds and all(r.serving for r in serving.remedies)
+    for remedy in serving.remedies:
+        assert remedy.total_bytes == estimate(remedy.plan).inference.total_bytes
+    fewer = next(r for r in serving.remedies if r.kind is RemedyKind.FEWER_REQUESTS)
+    assert fewer.fits and fewer.plan.inference.concurrent == serving.limits.max_concurrent
+
+
+def test_limits_are_in_the_diagnosis_and_match_the_solvers() -> None:
+    plan = _plan("qwen2.5-0.5b", Method.FULL, "rtx-4090", 1, 1024)
+    diagnosis = diagnose(plan)
+    assert diagnosis.limits.max_micro_batch == max_micro_batch(plan)
+    assert diagnosis.limits.max_sequence == max_sequence(plan)
+    assert diagnosis.limits.max_concurrent == estimate(plan).inference.max_concurrent
+    curve = memory_curve(plan, "micro_batch", crossing=diagnosis.limits.max_micro_batch)
+    assert curve == memory_curve(plan, "micro_batch")
+
+
+@dataclass(frozen=True)
+class _PricedGpu(GpuSpec):
+    price_per_hour_usd: float = 0.0
+    price_source: str = ""
+    price_date: str = ""
+
+
+def test_a_bigger_card_is_priced_per_card_with_its_source(monkeypatch: pytest.MonkeyPatch) -> None:
+    plan = _plan("llama-3.2-3b", Method.LORA, "rtx-4090", 1, 4096)
+    unpriced = remedies.remedies_for(plan)
+    card = next(r for r in unpriced if r.kind is RemedyKind.BIGGER_CARD)
+    assert "no catalogue price" in card.title
+    assert card.plan.hardware.price_per_gpu_hour == plan.hardware.price_per_gpu_hour
+
+    # Two fitting cards with made-up test prices: the cheaper per hour is chosen, and its
+    # price (with its source) goes into the plan and the title.
+    fields = {f: getattr(find_gpu("h100-sxm"), f) for f in GpuSpec.__dataclass_fields__}
+    h100 = _PricedGpu(**fields, price_per_hour_usd=9.0, price_source="test price", price_date="2026-01")
+    a100 = _PricedGpu(
+        **{f: getattr(find_gpu("a100-80gb-sxm"), f) for f in GpuSpec.__dataclass_fields__},
+        price_per_hour_usd=3.0,
+        price_source="test price",
+        price_date="2026-01",
+    )
+    others = [g for g in load_gpus() if g.id not in (h100.id, a100.id)]
+    monkeypatch.setattr(remedies, "load_gpus", lambda: (*others, h100, a100))
+    monkeypatch.setattr(remedies, "_priced", True, raising=False)
+    card = next(r for r in remedies.remedies_for(plan) if r.kind is RemedyKind.BIGGER_CARD)
+    assert card.plan.hardware.gpu == a100.id
+    assert card.plan.hardware.price_per_gpu_hour == 3.0
+    assert "$3.00 per hour: test price, 2026-01" in card.title

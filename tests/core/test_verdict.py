@@ -1,0 +1,42 @@
+"""One verdict rule for training and serving, and a name that says what "over headroom" is."""
+
+from __future__ import annotations
+
+from core.catalogue import find_model
+from core.estimate import estimate
+from core.plan import Hardware, Method, Plan, Precision
+from core.presets import lesson_plan
+from core.verdict import VERDICT_LABELS, VERDICT_MEANINGS, Mode, Verdict, judge
+
+
+def test_the_lesson_7b_on_an_a100_80gb_is_over_headroom_not_tight() -> None:
+    """Issue 13 item 6: 81.9 GB (the lesson) on an 80 GB A100 must not read as "fits, barely"."""
+    est = estimate(lesson_plan(Method.FULL, Precision.BF16))
+    assert est.total_bytes == 81.9e9  # the lesson's sum
+    assert est.usable_bytes < est.total_bytes <= est.capacity_bytes
+    assert est.verdict is Verdict.OVER_HEADROOM
+    assert VERDICT_LABELS[est.verdict] == "Over headroom"
+    assert "headroom you asked" in VERDICT_MEANINGS[est.verdict]
+    judged = est.judgement()
+    assert judged.margin_bytes < 0 < judged.capacity_margin_bytes
+
+
+def test_judge_bands() -> None:
+    # A 100-byte card with 10 % headroom: 90 usable.
+    assert judge(90, 100, 0.1).verdict is Verdict.FITS
+    assert judge(91, 100, 0.1).verdict is Verdict.OVER_HEADROOM
+    assert judge(100, 100, 0.1).verdict is Verdict.OVER_HEADROOM
+    assert judge(101, 100, 0.1).verdict is Verdict.OOM
+
+
+def test_serving_is_judged_by_the_same_rule_with_three_states() -> None:
+    plan = Plan(model=find_model("llama-3.1-8b").spec, hardware=Hardware(gpu="l4"))
+    seen = set()
+    for concurrent in range(1, 40):
+        est = estimate(plan.with_inference(concurrent=concurrent, context=8192))
+        inf = est.inference
+        expected = judge(inf.total_bytes, est.capacity_bytes, plan.hardware.headroom)
+        assert inf.verdict is expected.verdict and est.judgement(Mode.INFERENCE) == expected
+        assert inf.fits == expected.fits and inf.margin_bytes == expected.margin_bytes
+        seen.add(inf.verdict)
+    assert seen == set(Verdict)  # the serving verdict has the over-headroom band too
