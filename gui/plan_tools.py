@@ -1,6 +1,7 @@
 """Menu entries for the file tools: training configs in, reports out, comparisons, cards that fit.
 
-:func:`install` is the one hook the main window calls; the tools live in their own modules
+:func:`install` is the one hook the main window calls; the tools live in their own modules,
+imported the first time they are used (YAML parsing, reports and PDF stay out of start-up),
 and their panels are built the first time they are asked for.
 """
 
@@ -11,12 +12,11 @@ from typing import TYPE_CHECKING
 from PySide6.QtCore import QObject, Qt
 from PySide6.QtWidgets import QDockWidget, QMenu, QWidget
 
-from core.report import caption
-from gui import dialogs, open_config, report_export
-from gui.compare import ComparePanel
-from gui.fitcards import FitCardsPanel
+from gui import dialogs
 
 if TYPE_CHECKING:
+    from gui.compare import ComparePanel
+    from gui.fitcards import FitCardsPanel
     from gui.main_window import MainWindow
 
 
@@ -31,20 +31,20 @@ class PlanTools(QObject):
         self.docks: dict[str, QDockWidget] = {}
         self.open_config_action = window._action(
             "Open &training config…",
-            lambda: open_config.open_training_config(window),
+            self.open_training_config,
             "Ctrl+Shift+O",
             "Read a PEFT, transformers/TRL, axolotl, LLaMA-Factory or torchtune config into the plan",
         )
         file_menu.insertAction(window.save_action, self.open_config_action)
         self.export_report_action = window._action(
             "Export &report…",
-            lambda: report_export.export_report(window),
+            self.export_report,
             "Ctrl+Shift+R",
             "The plan's inputs, chart, arithmetic, verdict and diagnosis as HTML, PDF, Markdown or CSV",
         )
         self.copy_markdown_action = window._action(
             "Copy report as &Markdown",
-            lambda: report_export.copy_report_markdown(window),
+            self.copy_report_markdown,
             tip="The plan's report as Markdown on the clipboard",
         )
         file_menu.insertActions(window.quit_action, [self.export_report_action, self.copy_markdown_action])
@@ -59,6 +59,21 @@ class PlanTools(QObject):
         view_menu.addActions([self.compare_action, self.fit_action])
         window.display.changed.connect(self._unit_changed)
 
+    def open_training_config(self) -> bool:
+        from gui import open_config
+
+        return open_config.open_training_config(self.window)
+
+    def export_report(self) -> bool:
+        from gui import report_export
+
+        return report_export.export_report(self.window)
+
+    def copy_report_markdown(self) -> str:
+        from gui import report_export
+
+        return report_export.copy_report_markdown(self.window)
+
     def _dock(self, key: str, title: str, widget: QWidget) -> QDockWidget:
         dock = QDockWidget(title, self.window)
         dock.setObjectName(f"{key}Dock")
@@ -70,6 +85,8 @@ class PlanTools(QObject):
 
     def show_fit(self) -> FitCardsPanel:
         if self.fit_panel is None:
+            from gui.fitcards import FitCardsPanel
+
             self.fit_panel = FitCardsPanel(self.window.controller)
             self.fit_panel.set_unit(self.window.unit)
             self._dock("fitCards", "Which cards fit", self.fit_panel)
@@ -81,6 +98,9 @@ class PlanTools(QObject):
 
     def caption_chart(self, path: str, kind: str) -> None:
         """An exported chart carries a caption: model, method, GPU and verdict."""
+        from core.report import caption
+        from gui import report_export
+
         try:
             report_export.caption_chart_file(path, kind, caption(self.window.controller.estimate))
         except OSError as error:
@@ -88,6 +108,8 @@ class PlanTools(QObject):
 
     def show_compare(self) -> ComparePanel:
         if self.compare_panel is None:
+            from gui.compare import ComparePanel
+
             self.compare_panel = ComparePanel(self.window.controller, self.window)
             self.compare_panel.set_unit(self.window.unit)
             self._dock("compare", "Compare plans", self.compare_panel)
