@@ -117,3 +117,15 @@ def test_a_plan_the_estimator_refuses_is_reported_not_added(
     panel = window.plan_tools.show_compare()
     assert not panel.open_files()
     assert panel.pinned == [] and "no-such-card" in fake_dialogs.errors()[0]
+
+
+def test_names_from_files_are_plain_text(window: MainWindow) -> None:
+    window.show()
+    panel = window.plan_tools.show_compare()
+    hostile = "<b>x</b> \u202eevil & co"
+    panel.add_plans([(hostile, window.controller.plan)], "add")
+    header = panel.table.horizontalHeaderItem(0).text()
+    assert "<b>x</b>" in header and "\u202e" not in header and "\\u202e" in header
+    panel.table.selectColumn(0)
+    assert panel.remove_selected()
+    assert "evil && co" in window.controller.undo_stack.undoText()
