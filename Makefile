@@ -8,12 +8,14 @@ STAMP  := $(VENV)/.installed
 .PHONY: run test lint typecheck importcheck unit unit-core-noqt bench accuracy measure-env measure dist smoke clean
 
 $(STAMP): pyproject.toml
+	@echo "Setting up $(VENV) and installing VRAM Planner's dependencies (first start only: about a minute)..."
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) -m pip install --quiet -e '.[dev]'
 	touch $(STAMP)
 
 run: $(STAMP)
+	@echo "Starting VRAM Planner..."
 	$(VENV)/bin/vramplan
 
 test: lint typecheck importcheck unit

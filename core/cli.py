@@ -37,6 +37,7 @@ from core.plan import (
 )
 from core.planfile import load as load_plan
 from core.planfile import save as save_plan
+from core.serving.formats import ENGINE_LABELS, Engine, KvDtype, WeightFormat
 from core.units import GB, format_count, format_memory, parse_count
 
 
@@ -107,9 +108,20 @@ def _build_parser() -> _Parser:
     h.add_argument("--peak-tflops", type=float, help="override the card's dense peak TFLOP/s")
     h.add_argument("--price", type=float, help="price per GPU-hour")
     i = est.add_argument_group("serving")
+    i.add_argument("--mode", choices=["training", "inference"], default="training", help="which estimate to print")
+    i.add_argument("--engine", choices=[e.value for e in Engine], help="hf: transformers generate; vllm: vLLM")
     i.add_argument("--concurrent", type=int, help="requests served at once")
-    i.add_argument("--context", type=int, help="tokens per request")
-    i.add_argument("--kv-dtype", choices=["bf16", "fp16", "fp32", "fp8", "int8", "int4"])
+    i.add_argument("--context", type=int, help="tokens per request, prompt + generated (vLLM: max_model_len)")
+    i.add_argument("--new-tokens", type=int, help="generated tokens per request (default 256)")
+    i.add_argument("--weights", choices=[e.value for e in WeightFormat], dest="weight_dtype", help="weight storage")
+    i.add_argument("--kv-dtype", choices=[e.value for e in KvDtype])
+    i.add_argument("--tensor-parallel", "--tp", type=int, dest="tensor_parallel", metavar="N")
+    i.add_argument("--pipeline-parallel", "--pp", type=int, dest="pipeline_parallel", metavar="N")
+    i.add_argument("--replicas", type=int, help="independent copies of the served model")
+    i.add_argument("--gpu-memory-utilization", type=float, help="vLLM: fraction of each GPU it may use (0.9)")
+    i.add_argument("--max-num-seqs", type=int, help="vLLM: most requests scheduled at once (0: its default)")
+    i.add_argument("--max-num-batched-tokens", type=int, help="vLLM: tokens per step (0: its default)")
+    i.add_argument("--mem-fraction-static", type=float, help="SGLang: weights + KV pool share (0: its default)")
     mode = est.add_argument_group("accounting")
     mode.add_argument("--lesson", action="store_true", help="the lesson's accounting (typed activations)")
     mode.add_argument("--activations-gb", type=float, help="lesson mode: activation allowance (default 1.5)")
@@ -148,6 +160,23 @@ def _base_plan(args: argparse.Namespace) -> Plan:
         # A bare count keeps the shape of the current model (Llama-2-7B unless --plan).
         plan = replace(plan, model=replace(plan.model, name=f"P = {args.params:.4g}", params_override=args.params))
     return plan
+
+
+SERVING_ARGS = (
+    "engine",
+    "concurrent",
+    "context",
+    "new_tokens",
+    "weight_dtype",
+    "kv_dtype",
+    "tensor_parallel",
+    "pipeline_parallel",
+    "replicas",
+    "gpu_memory_utilization",
+    "max_num_seqs",
+    "max_num_batched_tokens",
+    "mem_fraction_static",
+)
 
 
 def plan_from_args(args: argparse.Namespace, base: Plan | None = None) -> Plan:
@@ -194,7 +223,7 @@ def plan_from_args(args: argparse.Namespace, base: Plan | None = None) -> Plan:
         hardware["price_per_gpu_hour"] = args.price
     if hardware:
         changes["hardware"] = replace(plan.hardware, **hardware)
-    inference = {k: getattr(args, k) for k in ("concurrent", "context", "kv_dtype") if getattr(args, k) is not None}
+    inference = {k: getattr(args, k) for k in SERVING_ARGS if getattr(args, k) is not None}
     if inference:
         changes["inference"] = replace(plan.inference, **inference)
     if args.lesson or args.activations_gb is not None or args.trainable is not None:
@@ -245,16 +274,96 @@ def estimate_to_json(est: Estimate) -> dict[str, Any]:
             "cost": est.compute.cost,
             "energy_kwh": est.compute.energy_kwh,
         },
-        "inference": {
-            "weights_bytes": round(est.inference.weights_bytes),
-            "kv_cache_bytes": round(est.inference.kv_cache_bytes),
-            "kv_bytes_per_token": est.inference.kv_bytes_per_token,
-            "total_bytes": round(est.inference.total_bytes),
-            "max_concurrent": est.inference.max_concurrent,
-            "max_context": est.inference.max_context,
-        },
+        "inference": inference_to_json(est),
         "notes": list(est.notes),
     }
+
+
+def inference_to_json(est: Estimate) -> dict[str, Any]:
+    inf, plan = est.inference, est.plan.inference
+    return {
+        "engine": inf.engine.value,
+        "weights": plan.weight_dtype.value,
+        "kv_dtype": plan.kv_dtype.value,
+        "tensor_parallel": plan.tensor_parallel,
+        "pipeline_parallel": plan.pipeline_parallel,
+        "replicas": plan.replicas,
+        "gpus": inf.gpus,
+        "weights_bytes": round(inf.weights_bytes),
+        "kv_cache_bytes": round(inf.kv_cache_bytes),
+        "kv_bytes_per_token": inf.kv_bytes_per_token,
+        "activation_bytes": round(inf.activation_bytes),
+        "non_torch_bytes": round(inf.non_torch_bytes),
+        "peak_bytes": round(inf.peak_bytes),
+        "total_bytes": round(inf.total_bytes),
+        "budget_bytes": round(inf.budget_bytes),
+        "verdict": inf.verdict.value,
+        "queued": inf.queued,
+        "kv_cache_tokens": inf.kv_cache_tokens,
+        "max_concurrency": round(inf.max_concurrency, 2),
+        "max_concurrent": inf.max_concurrent,
+        "max_context": inf.max_context,
+        "max_num_seqs": inf.max_num_seqs,
+        "max_num_batched_tokens": inf.max_num_batched_tokens,
+        "ttft_s": inf.ttft_s,
+        "decode_tokens_per_s": inf.decode_tokens_per_s,
+        "per_request_tokens_per_s": inf.speed.per_request_tokens_per_s,
+        "running_requests": inf.speed.running,
+        "speed_curve": [
+            {
+                "concurrent": p.concurrent,
+                "per_request_tokens_per_s": p.per_request_tokens_per_s,
+                "total_tokens_per_s": p.total_tokens_per_s,
+            }
+            for p in inf.speed.curve
+        ],
+        "formula": inf.formula,
+    }
+
+
+def render_serving(est: Estimate, gib: bool = False) -> str:
+    inf, plan = est.inference, est.plan.inference
+    engine = ENGINE_LABELS[inf.engine]
+    gpus = f"{est.gpu.name} × {inf.gpus}" + (
+        f" (TP {plan.tensor_parallel} · PP {plan.pipeline_parallel} · {plan.replicas} replica(s))"
+        if inf.gpus > 1
+        else ""
+    )
+    lines = [
+        f"{est.plan.model.name} served by {engine} · weights {plan.weight_dtype.value} · "
+        f"KV {plan.kv_dtype.value} · {gpus}",
+        "",
+        f"  weights per GPU        {_fmt(inf.weights_bytes, gib):>14}",
+        f"  KV cache               {_fmt(inf.kv_cache_bytes, gib):>14}   "
+        f"({inf.kv_bytes_per_token:,.0f} B per token per GPU)",
+        f"  activations            {_fmt(inf.activation_bytes, gib):>14}",
+    ]
+    if inf.non_torch_bytes:
+        lines.append(f"  outside torch          {_fmt(inf.non_torch_bytes, gib):>14}")
+    lines += [f"  peak (allocator)       {_fmt(inf.peak_bytes, gib):>14}", "", f"  {inf.formula}", ""]
+    if inf.engine is Engine.VLLM:
+        lines += [
+            f"  GPU KV cache size: {inf.kv_cache_tokens:,} tokens",
+            f"  Maximum concurrency for {plan.context:,} tokens per request: {inf.max_concurrency:.2f}x "
+            f"(max_num_seqs {inf.max_num_seqs}, max_num_batched_tokens {inf.max_num_batched_tokens:,})",
+        ]
+    elif inf.engine is Engine.SGLANG:
+        lines.append(
+            f"  token pool {inf.kv_cache_tokens:,} tokens; {inf.max_concurrency:.2f} requests of "
+            f"{plan.context:,} tokens at once"
+        )
+    else:
+        lines.append(
+            f"  {VERDICT_LABELS[inf.verdict]}: {_fmt(inf.total_bytes, gib)} of {_fmt(inf.budget_bytes, gib)} usable; "
+            f"at most {inf.max_concurrent:,} requests of {plan.context:,} tokens, or {inf.max_context:,} tokens each"
+        )
+    speed = inf.speed
+    lines += [
+        f"  time to first token {speed.ttft_s * 1e3:,.0f} ms; {speed.running} requests decode at "
+        f"{speed.per_request_tokens_per_s:,.0f} tokens/s each, {speed.total_tokens_per_s:,.0f} tokens/s in total",
+        f"  {speed.formula}",
+    ]
+    return "\n".join(lines)
 
 
 def _finite_json(value: Any, where: str, notes: list[str]) -> Any:
@@ -413,7 +522,12 @@ def main(argv: Sequence[str] | None = None) -> int:
             result = estimate(plan)
             if args.save is not None:
                 save_plan(plan, args.save)
-            text = estimate_json_text(result) if args.json else render_estimate(result, gib=args.gib) + "\n"
+            if args.json:
+                text = estimate_json_text(result)
+            elif args.mode == "inference":
+                text = render_serving(result, gib=args.gib) + "\n"
+            else:
+                text = render_estimate(result, gib=args.gib) + "\n"
         else:
             write_output(parser.format_help(), sys.stdout)
             return 2

@@ -16,18 +16,11 @@ from core.breakdown import Breakdown, BucketKey, Phase, Term, gb, make_bucket, s
 from core.model import ModelSpec
 from core.params import ParamCounts
 from core.plan import Attention, Method, Optimizer, Plan, Precision, Quant, Sharding
+from core.serving.formats import WeightFormat, matrix_output_rows, nf4_bytes_per_weight, quantised_matrix_bytes
 from core.units import MiB
 
 # --- storage constants ---------------------------------------------------------------
-# NF4/FP4 (bitsandbytes, QLoRA): 4 bits per weight in blocks of 64 with one absmax per
-# block; double quantisation stores the absmax in 8 bits with one float32 constant per 256
-# absmax values: 8/64 + 32/(64·256) = 0.127 bits per weight instead of 32/64 = 0.5
-# (Dettmers et al. 2023, arXiv:2305.14314, section 3).
-NF4_BLOCK: Final = 64
-NF4_DQ_BLOCK: Final = 256
-# LLM.int8 (bitsandbytes Int8Params): int8 weights plus one float32 scale per output row
-# (Dettmers et al. 2022, arXiv:2208.07339).
-INT8_ROW_SCALE_BYTES: Final = 4
+# NF4/FP4 and LLM.int8 storage: core.serving.formats (one home for quantised weights).
 # 8-bit optimizers (bitsandbytes): blockwise quantisation with blocks of 256 and one
 # float32 absmax per block; tensors under 4096 elements stay in 32 bits
 # (Dettmers et al. 2022, arXiv:2110.02861; bnb Optimizer8bit min_8bit_size=4096).
@@ -85,18 +78,14 @@ def weight_terms(plan: Plan, counts: ParamCounts, dt: Dtypes) -> list[Term]:
         quantised = model.stored_matmul_params()
         rest = p - quantised
         if plan.quant is Quant.INT8:
-            rows = model.num_layers * sum(out for _, out in model.linear_shapes().values())
-            q_bytes = quantised * 1 + rows * INT8_ROW_SCALE_BYTES
+            rows = matrix_output_rows(model)
+            q_bytes = quantised_matrix_bytes(model, WeightFormat.INT8, quantised)
             terms.append(
                 Term("int8 block weights + row scales", f"{sci(quantised)} × 1 B + {sci(rows)} × 4 B", q_bytes)
             )
         else:
-            if plan.double_quant:
-                per = 0.5 + 1 / NF4_BLOCK + 4 / (NF4_BLOCK * NF4_DQ_BLOCK)
-                how = "0.5 + 1/64 + 4/(64·256)"
-            else:
-                per = 0.5 + 4 / NF4_BLOCK
-                how = "0.5 + 4/64"
+            per = nf4_bytes_per_weight(plan.double_quant)
+            how = "0.5 + 1/64 + 4/(64·256)" if plan.double_quant else "0.5 + 4/64"
             terms.append(Term(f"{plan.quant.value} block weights", f"{sci(quantised)} × ({how}) B", quantised * per))
         # bitsandbytes leaves embeddings, the output head and norms in the compute dtype.
         terms.append(Term("unquantised (embeddings, head, norms)", f"{sci(rest)} × 2 B", rest * 2))

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from core import detailed, lesson
 from core.breakdown import Breakdown, Bucket, BucketKey, Phase
 from core.catalogue import GpuSpec, custom_gpu, find_gpu
+from core.checks import plan_warnings
 from core.compute import Compute, compute_estimate
 from core.inference import InferenceEstimate, inference_estimate
 from core.params import ParamCounts, param_counts
@@ -49,6 +50,7 @@ class Estimate:
     compute: Compute
     inference: InferenceEstimate
     notes: tuple[str, ...]
+    warnings: tuple[str, ...] = ()  # core.checks.plan_warnings: valid, but doubtful
 
     def bucket(self, key: BucketKey) -> Bucket:
         for bucket in self.buckets:
@@ -105,4 +107,5 @@ def estimate(plan: Plan, gpu: GpuSpec | None = None) -> Estimate:
         compute=compute_estimate(plan, counts, card),
         inference=inference_estimate(plan, counts, card),
         notes=breakdown.notes,
+        warnings=plan_warnings(plan),
     )

@@ -1,158 +1,109 @@
-"""Serving memory: weights + KV cache + working activations, and what fits a card."""
+"""Serving estimate: memory as the chosen engine lays it out, and its speed.
+
+The rules live in :mod:`core.serving` (formats, KV cache, engines, speed); this module
+assembles them into the :class:`InferenceEstimate` every view, the command line and the
+diagnosis read.
+"""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Final
 
-from core.breakdown import gb, sci
 from core.catalogue import GpuSpec
-from core.model import ModelSpec
 from core.params import ParamCounts
 from core.plan import Plan
-from core.solve import largest_fitting
-from core.units import DTYPE_BYTES, MiB
-from core.verdict import Verdict, judge
+from core.serving.engines import (
+    SERVING_OVERHEAD_BYTES,
+    EngineMemory,
+    hf_memory,
+    rank_layout,
+    sglang_memory,
+    vllm_memory,
+)
+from core.serving.formats import Engine
+from core.serving.kv import kv_cache_bytes, lesson_kv_cache_bytes
+from core.serving.speed import ServingSpeed, SpeedPoint, serving_speed
+from core.verdict import Verdict
 
-# Serving process outside the weights and the cache: CUDA context and runtime buffers,
-# assumed like training's context (see core.detailed.CUDA_CONTEXT_BYTES).
-SERVING_OVERHEAD_BYTES: Final = 512 * MiB
-# Quantised weights keep embeddings, head and norms in 16 bits; block scales add a little.
-WEIGHT_BYTES: Final = {
-    "fp32": 4.0,
-    "bf16": 2.0,
-    "fp16": 2.0,
-    "int8": 1.0 + 4 / 4096,
-    "nf4": 0.5 + 1 / 64 + 4 / (64 * 256),
-}
+__all__ = [
+    "SERVING_OVERHEAD_BYTES",
+    "InferenceEstimate",
+    "SpeedPoint",
+    "inference_estimate",
+    "kv_cache_bytes",
+    "lesson_kv_cache_bytes",
+]
 
 
 @dataclass(frozen=True)
 class InferenceEstimate:
-    weights_bytes: float
-    kv_bytes_per_token: float  # across all layers, one sequence
-    kv_cache_bytes: float
-    activation_bytes: float
-    overhead_bytes: float
-    total_bytes: float
+    engine: Engine
+    weights_bytes: float  # on the rank that decides
+    kv_bytes_per_token: float  # one sequence, across the rank's layers
+    kv_cache_bytes: float  # hf: the batch's cache at its longest; vllm: the whole pool
+    activation_bytes: float  # hf: prefill / decode working memory; vllm: profiled peak
+    non_torch_bytes: float  # vllm: memory outside torch since start-up
+    overhead_bytes: float  # CUDA context
+    peak_bytes: float  # allocator level
+    total_bytes: float  # what the process takes of one card
+    budget_bytes: float  # hf: capacity less headroom; vllm: the card (its utilisation is its headroom)
     fits: bool
-    verdict: Verdict  # core.verdict.judge: the same rule as training
-    margin_bytes: float  # usable memory less the total; negative when it does not fit
-    max_concurrent: int  # most requests of the plan's context that fit (0: none)
-    max_context: int  # longest context for the plan's concurrency that fits (0: none)
+    verdict: Verdict  # core.verdict.judge: the same rule as training (a pool holding no request: OOM)
+    margin_bytes: float
+    kv_cache_tokens: int  # vllm: "GPU KV cache size"; hf: concurrent × context
+    max_concurrency: float  # vllm: "Maximum concurrency for <context> tokens per request"
+    max_concurrent: int  # most requests of the plan's context served at once (0: none)
+    queued: int  # vllm/sglang: the plan's requests beyond those served at once, waiting
+    max_context: int  # longest context for the plan's concurrency (vllm: one request)
+    max_num_seqs: int  # effective (vllm defaults resolved)
+    max_num_batched_tokens: int
+    gpus: int  # tensor × pipeline × replicas
+    speed: ServingSpeed
     formula: str
 
+    @property
+    def ttft_s(self) -> float:
+        return self.speed.ttft_s
 
-def kv_cache_bytes(model: ModelSpec, tokens: int, batch: int, bytes_per_element: float) -> float:
-    """2 · layers · KV heads · head width · tokens · batch · bytes, windows respected.
-
-    Layers that attend within a sliding window keep at most ``window`` positions.
-    """
-    per_layer_token = 2 * model.kv_width * bytes_per_element
-    window_layers = model.sliding_window_layers if model.sliding_window else 0
-    full_layers = model.num_layers - window_layers
-    windowed = min(tokens, model.sliding_window) if model.sliding_window else tokens
-    return per_layer_token * batch * (full_layers * tokens + window_layers * windowed)
+    @property
+    def decode_tokens_per_s(self) -> float:
+        return self.speed.total_tokens_per_s
 
 
-def lesson_kv_cache_bytes(layers: int, width: int, tokens: int, batch: int = 1, bytes_per_element: float = 2) -> float:
-    """The lesson's form, 2·L·d·n·B·b, for models where every head has its own KV."""
-    return 2 * layers * width * tokens * batch * bytes_per_element
+ENGINES = {Engine.HF: hf_memory, Engine.VLLM: vllm_memory, Engine.SGLANG: sglang_memory}
 
 
-def serving_weights(plan: Plan, counts: ParamCounts) -> float:
-    dtype = plan.inference.weight_dtype
-    per = WEIGHT_BYTES[dtype]
-    if dtype in ("int8", "nf4"):
-        quantised = plan.model.stored_matmul_params()
-        return quantised * per + (counts.total - quantised) * 2
-    return counts.total * per
-
-
-def working_activations(model: ModelSpec, batch: int, context: int) -> float:
-    """Prefill of a whole prompt in 16 bits: a block's widest tensors, plus last-token logits."""
-    block = batch * context * (2 * model.hidden_size + 2 * model.intermediate_size) * 2
-    logits = batch * model.vocab_size * 4
-    return block + logits
-
-
-def _total(plan: Plan, weights: float, batch: int, context: int) -> float:
-    kv_b = DTYPE_BYTES[plan.inference.kv_dtype]
-    return (
-        weights
-        + kv_cache_bytes(plan.model, context, batch, kv_b)
-        + working_activations(plan.model, batch, context)
-        + SERVING_OVERHEAD_BYTES
-    )
-
-
-def _per_request(model: ModelSpec, context: int, kv_b: float) -> float:
-    return kv_cache_bytes(model, context, 1, kv_b) + working_activations(model, 1, context)
-
-
-def _max_context_guess(model: ModelSpec, batch: int, kv_b: float, budget: float) -> float:
-    """Solve budget = B·(KV(n) + activations(n)) for n; KV is piecewise linear in n."""
-    fixed = batch * model.vocab_size * 4
-    per_token_act = batch * (2 * model.hidden_size + 2 * model.intermediate_size) * 2
-    per_layer = 2 * model.kv_width * kv_b * batch
-    window = model.sliding_window or 0
-    windowed = model.sliding_window_layers if window else 0
-    full = model.num_layers - windowed
-    slope_below = per_layer * model.num_layers + per_token_act
-    room = budget - fixed
-    if room <= 0:
-        return 0
-    if not window or room <= slope_below * window:
-        return room / slope_below
-    slope_above = per_layer * full + per_token_act
-    if slope_above <= 0:
-        return float(MAX_CONTEXT)
-    return window + (room - slope_below * window) / slope_above
-
-
-MAX_CONCURRENT: Final = 10_000_000
-MAX_CONTEXT: Final = 100_000_000
+def engine_memory(plan: Plan, gpu: GpuSpec) -> EngineMemory:
+    return ENGINES[plan.inference.engine](plan, gpu, rank_layout(plan))
 
 
 def inference_estimate(plan: Plan, counts: ParamCounts, gpu: GpuSpec) -> InferenceEstimate:
     inf = plan.inference
-    model = plan.model
-    kv_b = DTYPE_BYTES[inf.kv_dtype]
-    weights = serving_weights(plan, counts)
-    per_token = model.kv_bytes_per_token(kv_b)
-    kv = kv_cache_bytes(model, inf.context, inf.concurrent, kv_b)
-    acts = working_activations(model, inf.concurrent, inf.context)
-    total = weights + kv + acts + SERVING_OVERHEAD_BYTES
-    judged = judge(total, gpu.memory_bytes, plan.hardware.headroom)
-    usable = judged.usable_bytes
-    budget = usable - weights - SERVING_OVERHEAD_BYTES
-    # The closed-form guesses are exact up to rounding: the solver confirms them in two tests.
-    max_concurrent = largest_fitting(
-        lambda b: _total(plan, weights, b, inf.context) <= usable,
-        MAX_CONCURRENT,
-        guess=budget / _per_request(model, inf.context, kv_b),
-    )
-    max_context = largest_fitting(
-        lambda n: _total(plan, weights, inf.concurrent, n) <= usable,
-        MAX_CONTEXT,
-        guess=_max_context_guess(model, inf.concurrent, kv_b, budget),
-    )
-    formula = (
-        f"KV cache = 2 · L · KV heads · head width · n · B · b = 2 × {model.num_layers} × {model.num_kv_heads} × "
-        f"{model.head_dim} × {inf.context:,} × {inf.concurrent} × {kv_b:g} = {sci(kv)} B ({gb(kv)} GB); "
-        f"{per_token:,.0f} bytes per token"
-    )
+    layout = rank_layout(plan)
+    memory = ENGINES[inf.engine](plan, gpu, layout)
+    speed = serving_speed(plan, counts, gpu, layout, memory.max_concurrent)
     return InferenceEstimate(
-        weights_bytes=weights,
-        kv_bytes_per_token=per_token,
-        kv_cache_bytes=kv,
-        activation_bytes=acts,
-        overhead_bytes=SERVING_OVERHEAD_BYTES,
-        total_bytes=total,
-        fits=judged.fits,
-        verdict=judged.verdict,
-        margin_bytes=judged.margin_bytes,
-        max_concurrent=max_concurrent,
-        max_context=max_context,
-        formula=formula,
+        engine=inf.engine,
+        weights_bytes=memory.weights_bytes,
+        kv_bytes_per_token=layout.kv_token_layer_bytes * layout.layers,
+        kv_cache_bytes=memory.kv_cache_bytes,
+        activation_bytes=memory.activation_bytes,
+        non_torch_bytes=memory.non_torch_bytes,
+        overhead_bytes=memory.overhead_bytes,
+        peak_bytes=memory.peak_bytes,
+        total_bytes=memory.total_bytes,
+        budget_bytes=memory.budget_bytes,
+        fits=memory.verdict is Verdict.FITS,
+        verdict=memory.verdict,
+        margin_bytes=memory.margin_bytes,
+        kv_cache_tokens=memory.kv_cache_tokens,
+        max_concurrency=memory.max_concurrency,
+        max_concurrent=memory.max_concurrent,
+        queued=max(0, inf.concurrent - memory.max_concurrent) if inf.engine is not Engine.HF else 0,
+        max_context=memory.max_context,
+        max_num_seqs=memory.max_num_seqs,
+        max_num_batched_tokens=memory.max_num_batched_tokens,
+        gpus=inf.gpus,
+        speed=speed,
+        formula=memory.formula,
     )

@@ -306,10 +306,6 @@ class ModelSpec:
         return self.num_layers * total
 
     # ---- KV cache ------------------------------------------------------------------
-    def kv_bytes_per_token(self, bytes_per_element: float) -> float:
-        """2 (keys and values) · layers · KV heads · head width · bytes."""
-        return 2 * self.num_layers * self.kv_width * bytes_per_element
-
     def to_dict(self) -> dict[str, Any]:
         return {f.name: getattr(self, f.name) for f in fields(self)}
 

@@ -13,6 +13,7 @@ from typing import Any, Final
 
 from core.errors import PlanError
 from core.model import ModelSpec, check_text, normalise_lora_targets
+from core.serving.formats import Engine, KvDtype, WeightFormat
 from core.units import finite_number
 
 
@@ -189,22 +190,57 @@ class Hardware:
 
 @dataclass(frozen=True)
 class Inference:
-    weight_dtype: str = "bf16"  # bf16 | fp16 | fp32 | int8 | nf4
-    kv_dtype: str = "bf16"  # bf16 | fp16 | fp32 | fp8 | int8 | int4
+    """How the model is served. Engine defaults (0 = "the engine's default") follow the
+    engine's own: see :mod:`core.serving.engines`."""
+
+    weight_dtype: WeightFormat = WeightFormat.BF16
+    kv_dtype: KvDtype = KvDtype.BF16
     concurrent: int = 1  # requests served at once (batch)
-    context: int = 4096  # tokens per request, prompt + generated
+    context: int = 4096  # tokens per request, prompt + generated (vLLM: max_model_len)
+    engine: Engine = Engine.HF
+    new_tokens: int = 256  # generated tokens per request, part of ``context``
+    tensor_parallel: int = 1  # GPUs one copy of the model is split across (per layer)
+    pipeline_parallel: int = 1  # stages the layers are split into
+    replicas: int = 1  # independent copies (data parallel serving)
+    gpu_memory_utilization: float = 0.9  # vLLM's default fraction of each GPU it may use
+    max_num_seqs: int = 0  # vLLM scheduler limit; 0: vLLM's default for the card
+    max_num_batched_tokens: int = 0  # vLLM tokens per step (chunked prefill); 0: default
+    mem_fraction_static: float = 0.0  # SGLang: weights + KV pool share of the GPU; 0: its default
 
     def __post_init__(self) -> None:
-        if self.weight_dtype not in WEIGHT_DTYPES:
-            raise PlanError("inference.weight_dtype", self.weight_dtype, "one of " + ", ".join(WEIGHT_DTYPES))
-        if self.kv_dtype not in KV_DTYPES:
-            raise PlanError("inference.kv_dtype", self.kv_dtype, "one of " + ", ".join(KV_DTYPES))
+        for name, enum in (("weight_dtype", WeightFormat), ("kv_dtype", KvDtype), ("engine", Engine)):
+            value = getattr(self, name)
+            if not isinstance(value, enum):
+                try:  # plain strings are accepted and stored as the enum
+                    object.__setattr__(self, name, enum(value))
+                except ValueError:
+                    raise PlanError(f"inference.{name}", value, "one of " + ", ".join(e.value for e in enum)) from None
         _check_int("inference.concurrent", self.concurrent, 1, MAX_BATCH)
         _check_int("inference.context", self.context, 1, MAX_SEQ)
+        _check_int("inference.new_tokens", self.new_tokens, 0, MAX_SEQ)
+        _check_int("inference.tensor_parallel", self.tensor_parallel, 1, MAX_PARALLEL)
+        _check_int("inference.pipeline_parallel", self.pipeline_parallel, 1, MAX_PARALLEL)
+        _check_int("inference.replicas", self.replicas, 1, MAX_GPUS)
+        _check_float("inference.gpu_memory_utilization", self.gpu_memory_utilization, 0.0, 1.0, low_open=True)
+        _check_int("inference.max_num_seqs", self.max_num_seqs, 0, MAX_BATCH)
+        _check_int("inference.max_num_batched_tokens", self.max_num_batched_tokens, 0, MAX_SEQ)
+        _check_float("inference.mem_fraction_static", self.mem_fraction_static, 0.0, 1.0)
+
+    @property
+    def prompt_tokens(self) -> int:
+        """The prompt: the context less the generated tokens, at least one token."""
+        return max(1, self.context - self.new_tokens)
+
+    @property
+    def gpus(self) -> int:
+        return self.tensor_parallel * self.pipeline_parallel * self.replicas
 
 
-WEIGHT_DTYPES: Final = ("bf16", "fp16", "fp32", "int8", "nf4")
-KV_DTYPES: Final = ("bf16", "fp16", "fp32", "fp8", "int8", "int4")
+# The StrEnums are the one list of allowed values; these tuples remain for callers that
+# list choices.
+WEIGHT_DTYPES: Final = tuple(f.value for f in WeightFormat)
+KV_DTYPES: Final = tuple(k.value for k in KvDtype)
+MAX_PARALLEL: Final = 1024
 
 
 @dataclass(frozen=True)

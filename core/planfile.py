@@ -42,6 +42,25 @@ _NESTED: Final = {
 }
 
 
+# Keys that may be absent, read as the field's default. The serving fields added after
+# version 2 (engine, parallelism, vLLM's scheduler limits) are optional so that files
+# written before them read as "Hugging Face generate on one GPU", what they meant.
+OPTIONAL_KEYS: Final = frozenset(
+    (Inference, name)
+    for name in (
+        "engine",
+        "new_tokens",
+        "tensor_parallel",
+        "pipeline_parallel",
+        "replicas",
+        "gpu_memory_utilization",
+        "max_num_seqs",
+        "max_num_batched_tokens",
+        "mem_fraction_static",
+    )
+)
+
+
 def _plain(value: Any) -> Any:
     if isinstance(value, Enum):
         return value.value
@@ -100,11 +119,13 @@ def _build(cls: type, data: Any, where: str) -> Any:
     unknown = sorted(set(data) - set(names))
     if unknown:
         raise PlanError(f"{where}.{unknown[0]}", data[unknown[0]], "a known key", "unknown key")
-    missing = [n for n in names if n not in data]
+    missing = [n for n in names if n not in data and (cls, n) not in OPTIONAL_KEYS]
     if missing:
         raise PlanError(f"{where}.{missing[0]}", None, "a value", "the key is missing")
     kwargs = {}
     for name in names:
+        if name not in data:
+            continue  # an optional key: the field's default
         path = f"{where}.{name}"
         if name == "model":
             kwargs[name] = model_from_dict(data[name], path)

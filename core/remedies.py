@@ -42,6 +42,8 @@ class RemedyKind(StrEnum):
     FEWER_REQUESTS = "fewer-requests"
     SHORTER_CONTEXT = "shorter-context"
     WEIGHTS_NF4 = "weights-nf4"
+    MORE_TENSOR_PARALLEL = "more-tensor-parallel"
+    SMALLER_BATCHED_TOKENS = "smaller-batched-tokens"
 
 
 class Pin(StrEnum):

@@ -21,12 +21,13 @@ from typing import Literal
 import numpy as np
 import pyqtgraph as pg
 from PySide6.QtCore import QCoreApplication, QEvent, QPointF, QRectF, Qt, Signal
-from PySide6.QtGui import QBrush, QColor, QFont, QPainter, QPicture, QStaticText, QTransform
-from PySide6.QtWidgets import QVBoxLayout, QWidget
+from PySide6.QtGui import QBrush, QColor, QFont, QFontMetricsF, QImage, QPainter, QPicture, QStaticText, QTransform
+from PySide6.QtWidgets import QGraphicsItem, QVBoxLayout, QWidget
 
 from core.breakdown import BUCKET_LABELS, BucketKey
-from core.estimate import Estimate
+from core.estimate import VERDICT_LABELS, Estimate
 from core.measurement import Measurement
+from core.plan import METHOD_LABELS
 from gui.format import Unit, memory, unit_scale
 from gui.plotstyle import OKABE_ITO, style_plot
 
@@ -80,18 +81,64 @@ def training_bars(estimate: Estimate, measurement: Measurement | None) -> list[B
 def inference_bars(estimate: Estimate, measurement: Measurement | None) -> list[BarSpec]:
     inf = estimate.inference
     plan = estimate.plan.inference
+    label = (
+        f"vLLM pool: {inf.kv_cache_tokens:,} tokens"
+        if inf.engine == "vllm"
+        else f"{plan.concurrent:,} × {plan.context:,} tokens"
+    )
     return [
         BarSpec(
-            f"{plan.concurrent:,} × {plan.context:,} tokens",
+            label,
             {
                 "weights": inf.weights_bytes,
                 "kv_cache": inf.kv_cache_bytes,
                 "activations": inf.activation_bytes,
-                "overhead": inf.overhead_bytes,
+                "overhead": inf.overhead_bytes + inf.non_torch_bytes,
             },
             inf.total_bytes,
         )
     ]
+
+
+EXPORT_MARGIN = 8.0  # pixels around the caption of an exported chart
+
+
+def _picture_dpi() -> float:
+    """The resolution QPicture records at (pyqtgraph caches its axes as QPictures)."""
+    return float(QPicture().logicalDpiY())
+
+
+def caption_lines(estimate: Estimate, mode: Mode, unit: Unit) -> list[str]:
+    """Model, method, card, workload and verdict, for an exported chart to stand on its own."""
+    plan = estimate.plan
+    cards = f"{plan.hardware.gpu_count} × {estimate.gpu.name}" if plan.hardware.gpu_count > 1 else estimate.gpu.name
+    w = plan.workload
+    lines = [
+        f"{plan.model.name} · {METHOD_LABELS[plan.method]} · {cards}",
+        f"micro-batch {w.micro_batch} × {w.seq_len:,} tokens, gradient accumulation {w.grad_accum}, "
+        f"{plan.accounting.value} accounting",
+    ]
+    if mode == "inference":
+        serving = estimate.inference
+        lines[1] = f"serving {plan.inference.concurrent:,} × {plan.inference.context:,} tokens"
+        total, verdict = serving.total_bytes, serving.verdict
+        label = next((text for key, text in VERDICT_LABELS.items() if key.value == verdict), verdict)
+    else:
+        total, label = estimate.total_bytes, VERDICT_LABELS[estimate.verdict]
+    lines.append(
+        f"{label}: {memory(total, unit)} of {memory(estimate.capacity_bytes, unit)} per GPU "
+        f"(usable with {plan.hardware.headroom:.0%} headroom: {memory(estimate.usable_bytes, unit)})"
+    )
+    return lines
+
+
+def _two_lines(label: str) -> str:
+    """``label`` broken at the space nearest its middle ("backward\n(peak)")."""
+    spaces = [i for i, char in enumerate(label) if char == " "]
+    if not spaces:
+        return label
+    middle = min(spaces, key=lambda i: abs(i - len(label) / 2))
+    return f"{label[:middle]}\n{label[middle + 1 :]}"
 
 
 def _nice_ceiling(value: float) -> float:
@@ -319,6 +366,7 @@ class MemoryChart(QWidget):
         layout.setSpacing(4)
         self.plot = pg.PlotWidget(axisItems={"left": _Axis("left"), "bottom": _Axis("bottom")})
         self.plot.setAccessibleName("Memory chart plot")
+        self.plot.viewport().setAccessibleName("Memory chart plot area")
         self.plot.setToolTip("Click a bar segment to see its arithmetic.")
         layout.addWidget(self.plot, 1)
         item = self.plot.getPlotItem()
@@ -374,10 +422,12 @@ class MemoryChart(QWidget):
         self.legend = pg.LegendItem(offset=(8, 4), colCount=3, horSpacing=14, verSpacing=-4)
         self.legend.setParentItem(self.view)
         self._legend_keys: tuple[str, ...] = ()
+        self._legend_fitted_for: tuple[int, tuple[str, ...]] = (0, ())
         self._capacity_sample = pg.PlotDataItem([], [])
         self._band_sample = pg.BarGraphItem(x=[0], height=[0], width=1)
 
         self.plot.scene().sigMouseClicked.connect(self._scene_clicked)
+        self.view.sigResized.connect(self._fit_to_width)
         self._apply_palette()
 
     # ---- settings ------------------------------------------------------------------
@@ -462,7 +512,11 @@ class MemoryChart(QWidget):
         tallest = max([capacity] + [spec.total_bytes / scale for spec in self._bars])
         # A unit change rescales every height: the kept top would then be in the old unit.
         kept = self._view_range[1] if self._view_range[2] == self.unit else 0.0
-        top = axis_top(tallest, kept)
+        # The legend sits in the plot's top left: the bars and the capacity line stay below it.
+        # (the legend's height, its offset, and a line for the bar's total above the bar).
+        room_above = self.legend.height() + 8 + QFontMetricsF(self._total_labels[0].font).lineSpacing() + 6
+        legend_share = min(0.6, room_above / max(1.0, self.view.height()))
+        top = max(axis_top(tallest, kept), _nice_ceiling(tallest / (1 - legend_share)))
         view_range = (n, top, self.unit)
         if view_range != self._view_range:
             self._view_range = view_range
@@ -475,7 +529,8 @@ class MemoryChart(QWidget):
             self.usable_line.setValue(usable)
         headroom = estimate.plan.hardware.headroom
         self.capacity_text = f"capacity {memory(estimate.capacity_bytes, self.unit)}"
-        self.usable_text = f"{headroom:.0%} headroom: usable {memory(estimate.usable_bytes, self.unit)}"
+        # Short, so that the legend keeps two columns in a narrow plot; the shaded band is the rest.
+        self.usable_text = f"{1 - headroom:.0%} usable: {memory(estimate.usable_bytes, self.unit)}"
         self.band.setRegion((usable, capacity))
         self.band.setVisible(capacity > usable)
         self.usable_line.setVisible(capacity > usable)
@@ -486,6 +541,7 @@ class MemoryChart(QWidget):
         self._update_legend(names)
         self._set_legend_text(self._capacity_sample, self.capacity_text)
         self._set_legend_text(self._band_sample, self.usable_text)
+        self._fit_legend()
 
     def _update_labels(self, n: int, top: float) -> None:
         room = top * 0.035  # a segment thinner than about a line of text gets no label
@@ -520,11 +576,29 @@ class MemoryChart(QWidget):
         half = BAR_WIDTH / 2 + 0.08
         self.measured_mark.setData([peak_index - half, peak_index + half], [level, level])
 
+    def _fit_to_width(self, *_: object) -> None:
+        """A narrower plot: bar names on two lines, the legend in fewer columns (and the axis
+        top raised so that it covers no bar)."""
+        self._fit_legend()
+        self._redraw()
+
+    def _slot_width(self) -> float:
+        """Pixels across one bar's slot (the view spans the bars and 0.2 of a slot of margins)."""
+        return self.view.width() / (max(1, len(self._bars)) + 0.2)
+
     def _update_axes(self, estimate: Estimate) -> None:
         labels = [spec.label for spec in self._bars]
         if estimate.peak_phase in labels and len(labels) > 1:
             index = labels.index(estimate.peak_phase)
             labels[index] = f"{labels[index]} (peak)"
+        axis = self.plot.getAxis("bottom")
+        metrics = QFontMetricsF(axis.style["tickFont"] or self.font())
+        slot = self._slot_width() - 6
+        labels = [_two_lines(label) if metrics.horizontalAdvance(label) > slot else label for label in labels]
+        lines = 2 if any("\n" in label for label in labels) else 1
+        height = None if lines == 1 else math.ceil(lines * metrics.lineSpacing() + 8)
+        if axis.fixedHeight != height:
+            axis.setHeight(height)
         if labels != self._tick_labels:
             self._tick_labels = labels
             self.plot.getAxis("bottom").setTicks([list(enumerate(labels))])
@@ -544,6 +618,21 @@ class MemoryChart(QWidget):
             self.legend.addItem(self.series[key], SERIES_LABELS[key])
         self.legend.addItem(self._capacity_sample, self.capacity_text)
         self.legend.addItem(self._band_sample, self.usable_text)
+
+    def _fit_legend(self) -> None:
+        """As many legend columns (3, 2 or 1) as the plot's width holds."""
+        room = self.view.width() - 12
+        fitted_for = (round(room), tuple(label.text for _, label in self.legend.items))
+        if fitted_for == self._legend_fitted_for:
+            return  # the same texts in the same room: nothing to lay out again
+        self._legend_fitted_for = fitted_for
+        for columns in (3, 2, 1):
+            if columns != self.legend.columnCount:
+                self.legend.setColumnCount(columns)
+            self.legend.layout.activate()
+            self.legend.updateSize()
+            if self.legend.width() <= room:
+                return
 
     def _set_legend_text(self, sample: pg.GraphicsObject, text: str) -> None:
         for item, label in self.legend.items:
@@ -569,6 +658,8 @@ class MemoryChart(QWidget):
         self._capacity_sample.setPen(pg.mkPen(capacity, width=2, style=Qt.PenStyle.DashLine))
         self._band_sample.setOpts(brush=pg.mkBrush(band), pen=pg.mkPen(None))
         self.legend.setLabelTextColor(foreground)
+        for _, label in self.legend.items:
+            label.setText(label.text)  # pyqtgraph stores the colour; the shown text keeps the old one
         self.legend.setBrush(pg.mkBrush(background))
         self.measured_mark.setPen(pg.mkPen(foreground, width=2, style=Qt.PenStyle.DashLine))
         for (key, _), label in self._segment_labels.items():
@@ -581,30 +672,95 @@ class MemoryChart(QWidget):
         self._style_selection()
 
     # ---- export --------------------------------------------------------------------
+    def caption(self) -> list[str]:
+        """What an exported chart says under the plot: the plan, the card and the verdict."""
+        estimate = self._estimate
+        if estimate is None:
+            return []
+        return caption_lines(estimate, self.mode, self.unit)
+
+    def export_png(self, path: str, scale: float = 2.0) -> None:
+        """The plot and its caption as a PNG, ``scale`` × the on-screen size (crisp in documents);
+        the caption is also stored as the file's Description text."""
+        lines = self.caption()
+        width, height = self._export_size(lines)
+        image = QImage(max(1, round(width * scale)), max(1, round(height * scale)), QImage.Format.Format_ARGB32)
+        # The device's resolution is the pictures' (see export_svg); ``scale`` enlarges everything.
+        dots_per_metre = round(_picture_dpi() / 0.0254)
+        image.setDotsPerMeterX(dots_per_metre)
+        image.setDotsPerMeterY(dots_per_metre)
+        image.setText("Title", "VRAM Planner memory chart")
+        image.setText("Description", "\n".join(lines))
+        painter = QPainter(image)
+        try:
+            painter.setRenderHint(QPainter.RenderHint.Antialiasing)
+            painter.setRenderHint(QPainter.RenderHint.TextAntialiasing)
+            painter.scale(scale, scale)
+            self._paint_export(painter, lines, width, height)
+        finally:
+            painter.end()
+        saved = image.save(path, "PNG")  # type: ignore[call-overload]  # stubs say bytes; PySide6 wants str
+        if not saved:
+            raise OSError(f"cannot write {path}")
+
     def export_svg(self, path: str) -> None:
-        """The plot (bars, lines, legend, axes) as vector SVG.
+        """The plot (bars, lines, legend, axes) and its caption as vector SVG.
 
         Rendered straight through QSvgGenerator: pyqtgraph 0.14's SVGExporter cannot parse the
         closed paths ("... Z") that Qt 6.12's SVG generator writes.
         """
-        from PySide6.QtCore import QRectF, QSize
-        from PySide6.QtGui import QPainter
+        from PySide6.QtCore import QSize
         from PySide6.QtSvg import QSvgGenerator
 
-        source = self.plot.getPlotItem().sceneBoundingRect()
+        lines = self.caption()
+        width, height = self._export_size(lines)
         generator = QSvgGenerator()
         generator.setFileName(path)
-        generator.setSize(QSize(int(source.width()), int(source.height())))
-        generator.setViewBox(QRectF(0, 0, source.width(), source.height()))
+        # The axes are cached QPictures, replayed scaled by (device dpi / picture dpi): at the
+        # generator's default 72 dpi they came out at 0.75 of the bars' scale.
+        generator.setResolution(round(_picture_dpi()))
+        generator.setSize(QSize(round(width), round(height)))
+        generator.setViewBox(QRectF(0, 0, width, height))
         generator.setTitle("VRAM Planner memory chart")
+        generator.setDescription("\n".join(lines))
         painter = QPainter()
         if not painter.begin(generator):
             raise OSError(f"cannot write {path}")
         try:
-            painter.fillRect(QRectF(0, 0, source.width(), source.height()), self.palette().color(self.backgroundRole()))
-            self.plot.scene().render(painter, QRectF(0, 0, source.width(), source.height()), source)
+            self._paint_export(painter, lines, width, height)
         finally:
             painter.end()
+
+    def _caption_font(self) -> QFont:
+        return QFont(self.font())
+
+    def _export_size(self, lines: list[str]) -> tuple[float, float]:
+        source = self.plot.getPlotItem().sceneBoundingRect()
+        line_height = QFontMetricsF(self._caption_font()).lineSpacing()
+        return source.width(), source.height() + EXPORT_MARGIN * 2 + line_height * len(lines)
+
+    def _paint_export(self, painter: QPainter, lines: list[str], width: float, height: float) -> None:
+        self.settle()
+        source = self.plot.getPlotItem().sceneBoundingRect()
+        background = self.plot.backgroundBrush().color()
+        painter.fillRect(QRectF(0, 0, width, height), background)
+        # pyqtgraph's legend ignores transformations (it keeps its size when the view zooms), so
+        # a scaled export drew it at on-screen size; its parent, the view box, is never scaled.
+        ignores = QGraphicsItem.GraphicsItemFlag.ItemIgnoresTransformations
+        self.legend.setFlag(ignores, False)
+        try:
+            self.plot.scene().render(painter, QRectF(0, 0, source.width(), source.height()), source)
+        finally:
+            self.legend.setFlag(ignores, True)
+        font = self._caption_font()
+        painter.setFont(font)
+        painter.setPen(self.palette().color(self.foregroundRole()))
+        line_height = QFontMetricsF(font).lineSpacing()
+        y = source.height() + EXPORT_MARGIN
+        for line in lines:
+            rect = QRectF(EXPORT_MARGIN, y, width - 2 * EXPORT_MARGIN, line_height)
+            painter.drawText(rect, int(Qt.AlignmentFlag.AlignLeft | Qt.AlignmentFlag.AlignVCenter), line)
+            y += line_height
 
     # ---- clicks --------------------------------------------------------------------
     def segment_at(self, x: float, y: float) -> str:

@@ -36,6 +36,7 @@ class MemoryCurve(QWidget):
         layout.setSpacing(2)
         self.plot = pg.PlotWidget()
         self.plot.setAccessibleName("Memory curve plot")
+        self.plot.viewport().setAccessibleName("Memory curve plot area")
         self.plot.setMinimumHeight(220)
         layout.addWidget(self.plot, 1)
         item = self.plot.getPlotItem()

@@ -107,6 +107,12 @@ class Document(QObject):
         return False
 
     def open_recent(self, path: str) -> None:
+        if not os.path.isfile(path):
+            # A file moved or deleted since: say so, and take it off the list.
+            self.settings.remove_recent(path)
+            gone = f"{path} no longer exists; it has been taken off Open Recent."
+            dialogs.error(self.dialog_parent, "Cannot open the plan", gone)
+            return
         if self.maybe_save():
             self.open_path(path)
 

@@ -6,13 +6,15 @@ import os
 from collections.abc import Callable
 from pathlib import Path
 
-from PySide6.QtCore import QCoreApplication, QEvent, QSignalBlocker, Qt
-from PySide6.QtGui import QAction, QActionGroup, QCloseEvent, QKeySequence
+from PySide6.QtCore import QCoreApplication, QEvent, QObject, QSignalBlocker, QSize, Qt
+from PySide6.QtGui import QAction, QActionGroup, QCloseEvent, QKeySequence, QResizeEvent, QShowEvent
 from PySide6.QtWidgets import (
     QApplication,
     QDockWidget,
+    QGridLayout,
     QLabel,
     QMainWindow,
+    QPushButton,
     QScrollArea,
     QTabWidget,
     QVBoxLayout,
@@ -34,6 +36,7 @@ from gui.document import Document
 from gui.format import Unit
 from gui.forms.accounting import AccountingForm
 from gui.forms.base import PlanForm
+from gui.forms.fields import is_marked_invalid
 from gui.forms.hardware import HardwareForm
 from gui.forms.method import MethodForm
 from gui.forms.model import ModelForm
@@ -48,6 +51,28 @@ from gui.settings import Settings
 from gui.theme import apply_theme
 
 APP_NAME = "VRAM Planner"
+# Side docks: least widths that keep every form row and the tab names readable, and the share
+# of the window each takes at first (then they keep their share as the window is resized).
+DETAILS_MIN_WIDTH = 260
+DOCK_SHARES = (0.25, 0.31)
+CHART_SHARE = 0.36
+
+
+class _FormColumn(QScrollArea):
+    """The plan's forms, scrolled up and down only: never narrower than its widest form row."""
+
+    def minimumSizeHint(self) -> QSize:
+        hint = super().minimumSizeHint()
+        inner = self.widget()
+        if inner is None:
+            return hint
+        width = inner.minimumSizeHint().width() + self.verticalScrollBar().sizeHint().width()
+        return QSize(max(hint.width(), width + 2 * self.frameWidth()), hint.height())
+
+    def eventFilter(self, watched: QObject, event: QEvent) -> bool:
+        if watched is self.widget() and event.type() == QEvent.Type.LayoutRequest:
+            self.updateGeometry()  # rows shown or hidden: the least width may have changed
+        return super().eventFilter(watched, event)
 
 
 class MainWindow(QMainWindow):
@@ -77,12 +102,14 @@ class MainWindow(QMainWindow):
 
         self.controller.estimateChanged.connect(self._on_estimate)
         self.controller.editRejected.connect(self._on_rejected)
+        for form in self.forms:
+            form.problemCleared.connect(self._problem_cleared)
         self.controller.undo_stack.cleanChanged.connect(self._clean_changed)
         self.document.pathChanged.connect(self._update_title)
         self.document.message.connect(lambda text: self.statusBar().showMessage(text, 4000))
         self.chart.bucketClicked.connect(self._bucket_clicked)
         self.arithmetic.bucketSelected.connect(self.display.select_bucket)
-        self.resizeDocks([self.plan_dock, self.details_dock], [360, 380], Qt.Orientation.Horizontal)
+        self._docks_sized = False
         self.display.changed.connect(self._show_display)
         self._show_display(self.display.display)
         self.controller.refresh()
@@ -114,7 +141,8 @@ class MainWindow(QMainWindow):
         for form in self.forms:
             column.addWidget(form)
         column.addStretch(1)
-        scroll = QScrollArea()
+        scroll = _FormColumn()
+        scroll.setAccessibleName("Plan forms")
         scroll.setWidget(holder)
         scroll.setWidgetResizable(True)
         scroll.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
@@ -125,16 +153,45 @@ class MainWindow(QMainWindow):
         self.plan_dock.setFeatures(
             QDockWidget.DockWidgetFeature.DockWidgetMovable | QDockWidget.DockWidgetFeature.DockWidgetFloatable
         )
-        scroll.setMinimumWidth(320)
+        self._form_column = column
         self.addDockWidget(Qt.DockWidgetArea.LeftDockWidgetArea, self.plan_dock)
 
     def _build_centre(self) -> None:
+        # The verdict sits in a top dock: the top area spans the window's whole width, above
+        # both side docks, so its one-line headline no longer sets the window's least width.
+        banner = QWidget()
+        banner.setObjectName("verdictBanner")
+        grid = QGridLayout(banner)
+        grid.setContentsMargins(8, 6, 8, 2)
+        grid.setHorizontalSpacing(8)
+        grid.setVerticalSpacing(4)
+        self.verdict = VerdictPanel()
+        grid.addWidget(self.verdict, 0, 0)
+        self.diagnosis_button = QPushButton("What would make it fit? →")
+        self.diagnosis_button.setObjectName("diagnosisButton")
+        self.diagnosis_button.setAccessibleName("Show the diagnosis")
+        self.diagnosis_button.setToolTip("Open the Diagnosis tab: the changes that would make this plan fit")
+        self.diagnosis_button.clicked.connect(self.show_diagnosis)
+        self.diagnosis_button.hide()
+        grid.addWidget(self.diagnosis_button, 0, 1, Qt.AlignmentFlag.AlignVCenter)
+        grid.setColumnStretch(0, 1)
+        self.plan_warning = plaintext.plain_label(QLabel())  # model names come from files
+        self.plan_warning.setObjectName("planWarning")
+        self.plan_warning.setAccessibleName("Plan warning")
+        self.plan_warning.setWordWrap(True)
+        self.plan_warning.setStyleSheet("color: #D55E00; font-weight: 600;")
+        self.plan_warning.hide()
+        grid.addWidget(self.plan_warning, 1, 0, 1, 2)
+        self.verdict_dock = QDockWidget("Verdict", self)
+        self.verdict_dock.setObjectName("verdictDock")
+        self.verdict_dock.setWidget(banner)
+        self.verdict_dock.setTitleBarWidget(QWidget())
+        self.verdict_dock.setFeatures(QDockWidget.DockWidgetFeature.NoDockWidgetFeatures)
+        self.addDockWidget(Qt.DockWidgetArea.TopDockWidgetArea, self.verdict_dock)
+
         centre = QWidget()
         layout = QVBoxLayout(centre)
-        layout.setContentsMargins(8, 8, 8, 8)
-        layout.setSpacing(8)
-        self.verdict = VerdictPanel()
-        layout.addWidget(self.verdict)
+        layout.setContentsMargins(4, 4, 4, 4)
         self.chart = MemoryChart()
         layout.addWidget(self.chart, 1)
         self.setCentralWidget(centre)
@@ -142,6 +199,8 @@ class MainWindow(QMainWindow):
     def _build_panels(self) -> None:
         self.tabs = QTabWidget()
         self.tabs.setObjectName("panelTabs")
+        self.tabs.setAccessibleName("Details")
+        self.tabs.tabBar().setAccessibleName("Details tabs")
         self.tabs.setDocumentMode(True)
         self.arithmetic = ArithmeticPanel()
         self.compute_panel = ComputePanel()
@@ -157,7 +216,10 @@ class MainWindow(QMainWindow):
         self.details_dock.setFeatures(
             QDockWidget.DockWidgetFeature.DockWidgetMovable | QDockWidget.DockWidgetFeature.DockWidgetFloatable
         )
-        self.details_dock.setMinimumWidth(340)
+        self.details_dock.setMinimumWidth(DETAILS_MIN_WIDTH)
+        bar = self.tabs.tabBar()
+        bar.setElideMode(Qt.TextElideMode.ElideNone)  # a tab's name whole, or scroll arrows
+        bar.setUsesScrollButtons(True)
         self.addDockWidget(Qt.DockWidgetArea.RightDockWidgetArea, self.details_dock)
 
     def add_panel(self, widget: QWidget, title: str) -> int:
@@ -290,8 +352,11 @@ class MainWindow(QMainWindow):
         view_menu.addAction(self.plan_dock.toggleViewAction())
         view_menu.addAction(self.details_dock.toggleViewAction())
         self.plan_tools = plan_tools.install(self, file_menu, view_menu)  # configs, reports, comparisons
-        help_menu = bar.addMenu("&Help")
-        help_menu.addAction(self._action("&About VRAM Planner", self._about))
+        self.help_menu = bar.addMenu("&Help")
+        self.help_menu.addAction(self._action("&How to read this window", self._how_to_read, "F1"))
+        self.help_menu.addAction(self._action("&Keyboard shortcuts", self._shortcuts))
+        self.help_menu.addSeparator()
+        self.help_menu.addAction(self._action("&About VRAM Planner", self._about))
 
     def _build_toolbar(self) -> None:
         toolbar = self.addToolBar("Main")
@@ -309,6 +374,7 @@ class MainWindow(QMainWindow):
         toolbar.addActions(list(self.unit_actions.values()))
 
     def _build_status(self) -> None:
+        self._problem_key = ""
         self.problem = plaintext.plain_label(QLabel())  # rejected values come from files too
         self.problem.setObjectName("problemLabel")
         self.problem.setAccessibleName("Input problem")
@@ -317,8 +383,8 @@ class MainWindow(QMainWindow):
 
     # ---- reacting ------------------------------------------------------------------
     def _on_estimate(self, estimate: Estimate) -> None:
-        if self.problem.text():  # QLabel.clear() repaints the status bar even when it is empty
-            self.problem.clear()
+        if self.problem.text() and not self._problem_field_marked():
+            self.problem.clear()  # QLabel.clear() repaints the status bar even when it is empty
         self.verdict.show_estimate(estimate)
         self.chart.show_estimate(estimate)
         self.arithmetic.show_estimate(estimate)
@@ -326,7 +392,55 @@ class MainWindow(QMainWindow):
         self.inference_panel.show_estimate(estimate)
         with QSignalBlocker(self.lesson_action):
             self.lesson_action.setChecked(estimate.plan.accounting is Accounting.LESSON)
+        self._show_warnings(estimate)
+        self._place_accounting(estimate.plan.accounting is Accounting.LESSON)
         self._settle()
+
+    def _show_warnings(self, estimate: Estimate) -> None:
+        text = "\n".join(f"⚠ {warning}" for warning in estimate.warnings)
+        if text != self.plan_warning.text():
+            self.plan_warning.setText(text)
+        self.plan_warning.setVisible(bool(text))
+        self.diagnosis_button.setVisible(not estimate.judgement(self.display.mode).fits)
+
+    def _place_accounting(self, lesson: bool) -> None:
+        """Lesson accounting asks for P and T: its form moves up, under the model, to be seen."""
+        index = self._form_column.indexOf(self.accounting_form)
+        wanted = 1 if lesson else len(self.forms) - 1
+        if index != wanted:
+            self._form_column.removeWidget(self.accounting_form)
+            self._form_column.insertWidget(wanted, self.accounting_form)
+
+    def show_diagnosis(self) -> None:
+        self.details_dock.show()
+        self.tabs.setCurrentWidget(self.diagnosis)
+        self.diagnosis.setFocus()
+
+    def _side_docks(self) -> list[QDockWidget]:
+        return [d for d in (self.plan_dock, self.details_dock) if d.isVisible() and not d.isFloating()]
+
+    def showEvent(self, event: QShowEvent) -> None:
+        super().showEvent(event)
+        if self._docks_sized:
+            return
+        self._docks_sized = True
+        if self.settings.window_state is None:  # else the docks stay as the user left them
+            width = self.width()
+            plan = max(self.plan_dock.minimumSizeHint().width(), round(width * DOCK_SHARES[0]))
+            # The chart keeps at least CHART_SHARE of a narrow window; Details give way first.
+            room = round(width * (1 - CHART_SHARE)) - plan
+            details = max(DETAILS_MIN_WIDTH, min(round(width * DOCK_SHARES[1]), room))
+            wanted = {self.plan_dock: plan, self.details_dock: details}
+            docks = self._side_docks()
+            self.resizeDocks(docks, [wanted[d] for d in docks], Qt.Orientation.Horizontal)
+
+    def resizeEvent(self, event: QResizeEvent) -> None:
+        super().resizeEvent(event)
+        old, new = event.oldSize().width(), event.size().width()
+        if self._docks_sized and old > 0 and old != new:
+            # The side panels keep their share of the window instead of the chart taking it all.
+            docks = self._side_docks()
+            self.resizeDocks(docks, [round(d.width() * new / old) for d in docks], Qt.Orientation.Horizontal)
 
     def _settle(self) -> None:
         """Lay the window out now, once, so that the next paint is the only one.
@@ -342,8 +456,21 @@ class MainWindow(QMainWindow):
     def _clean_changed(self, clean: bool) -> None:
         self.setWindowModified(not clean)
 
-    def _on_rejected(self, _key: str, message: str) -> None:
+    def _on_rejected(self, key: str, message: str) -> None:
+        self._problem_key = key
         self.problem.setText(f"⚠ {message} — the estimate still shows the last valid plan.")
+
+    def _problem_cleared(self, key: str) -> None:
+        if key == self._problem_key and self.problem.text():
+            self.problem.clear()
+
+    def _problem_field_marked(self) -> bool:
+        """The field the status-bar warning is about still holds the refused text."""
+        for form in self.forms:
+            widget = form.fields.get(self._problem_key)
+            if widget is not None:
+                return is_marked_invalid(widget) and widget.hasFocus()
+        return False
 
     def _bucket_clicked(self, key: str) -> None:
         self.display.select_bucket(key)
@@ -365,6 +492,13 @@ class MainWindow(QMainWindow):
     def set_chart_mode(self, mode: str) -> None:
         self.display.set_mode(mode)
 
+    def _show_forms_for(self, mode: str) -> None:
+        """Inference mode: the serving form, no training-only forms; Training mode the reverse."""
+        serving = mode == "inference"
+        self.serving_form.setVisible(serving)
+        for form in (self.method_form, self.workload_form, self.accounting_form):
+            form.setVisible(not serving)
+
     def set_unit(self, unit: Unit) -> None:
         self.display.set_unit(unit)
 
@@ -379,6 +513,8 @@ class MainWindow(QMainWindow):
             (self.inference_action if mode is Mode.INFERENCE else self.training_action).setChecked(True)
             self.chart.set_mode(mode.value)
             self.verdict.set_mode(mode.value)
+            self.compute_panel.set_mode(mode.value)
+            self._show_forms_for(mode.value)
             self.settings.chart_mode = mode.value
         if shown is None or display.unit != shown.unit:
             unit = display.unit
@@ -466,20 +602,14 @@ class MainWindow(QMainWindow):
         self.set_measurement(measurement)
 
     def export_chart(self, kind: str) -> bool:
-        from pyqtgraph.exporters import ImageExporter
-
         name_filter = dialogs.PNG_FILTER if kind == "png" else dialogs.SVG_FILTER
         suggested = self.document.export_path(kind)
         path = dialogs.save_file(self, f"Export chart as {kind.upper()}", name_filter, suggested)
         if not path:
             return False
-        item = self.chart.plot.getPlotItem()
         try:
             if kind == "png":
-                exporter = ImageExporter(item)
-                # Twice the on-screen width: crisp in documents and on high-DPI screens.
-                exporter.parameters()["width"] = max(1200, int(item.sceneBoundingRect().width() * 2))
-                exporter.export(path)
+                self.chart.export_png(path)
             else:
                 self.chart.export_svg(path)
         except (OSError, RuntimeError, ValueError) as error:
@@ -488,9 +618,54 @@ class MainWindow(QMainWindow):
         if not os.path.exists(path):
             dialogs.error(self, "Cannot export the chart", f"{path} could not be written")
             return False
-        self.plan_tools.caption_chart(path, kind)  # model, method, GPU and verdict under the chart
         self.statusBar().showMessage(f"Exported {path}", 4000)
         return True
+
+    def _how_to_read(self) -> None:
+        dialogs.info(
+            self,
+            "How to read this window",
+            "Left, the Plan: the model, the fine-tuning method, the workload and the card. Every "
+            "value applies when you press Enter or leave its box; a box outlined in red says why "
+            "it cannot take what you typed, and Escape puts the plan's value back.\n\n"
+            "Top, the verdict: whether the peak memory of a training step, plus the framework's "
+            "overhead, fits in the card's memory less the headroom you keep free. When it does "
+            "not, the button beside it opens the Diagnosis.\n\n"
+            "Centre, the chart: one bar per phase of a step (forward, backward, optimizer step) "
+            "and the peak, split into weights, gradients, optimizer state, activations and "
+            "overhead. The dashed line is the card's capacity; the shaded band is the headroom. "
+            "Click a segment to see its arithmetic.\n\n"
+            "Right, the Details: Arithmetic (how each figure is made), Compute & time (FLOPs, "
+            "hours and cost), Serving (memory for inference) and Diagnosis (the changes that "
+            "would make the plan fit, cheapest first).",
+        )
+
+    def _shortcuts(self) -> None:
+        actions = [
+            self.new_action,
+            self.open_action,
+            self.save_action,
+            self.save_as_action,
+            self.undo_action,
+            self.redo_action,
+            self.training_action,
+            self.inference_action,
+            self.lesson_action,
+            self.measure_action,
+            self.export_png_action,
+            self.export_svg_action,
+            self.quit_action,
+        ]
+        native = QKeySequence.SequenceFormat.NativeText
+        named = [(a.shortcut().toString(native), a.iconText().replace("&", "")) for a in actions]
+        lines = [f"{keys}\t{name}" for keys, name in named if keys]
+        lines += [
+            "F1\tHow to read this window",
+            "Enter\tApply the value typed in a box",
+            "Escape\tPut the plan's value back in a box",
+            "Tab / Shift+Tab\tNext / previous field",
+        ]
+        dialogs.info(self, "Keyboard shortcuts", "\n".join(lines))
 
     def _about(self) -> None:
         dialogs.info(

@@ -12,8 +12,6 @@ from typing import TYPE_CHECKING
 from PySide6.QtCore import QObject, Qt
 from PySide6.QtWidgets import QDockWidget, QMenu, QWidget
 
-from gui import dialogs
-
 if TYPE_CHECKING:
     from gui.compare import ComparePanel
     from gui.fitcards import FitCardsPanel
@@ -95,16 +93,6 @@ class PlanTools(QObject):
         dock.raise_()
         self.fit_panel.refresh()
         return self.fit_panel
-
-    def caption_chart(self, path: str, kind: str) -> None:
-        """An exported chart carries a caption: model, method, GPU and verdict."""
-        from core.report import caption
-        from gui import report_export
-
-        try:
-            report_export.caption_chart_file(path, kind, caption(self.window.controller.estimate))
-        except OSError as error:
-            dialogs.error(self.window, "Cannot caption the chart", str(error))
 
     def show_compare(self) -> ComparePanel:
         if self.compare_panel is None:

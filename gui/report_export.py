@@ -1,4 +1,4 @@
-"""Reports out: HTML, PDF, Markdown and CSV files, Markdown on the clipboard, captioned charts.
+"""Reports out: HTML, PDF, Markdown and CSV files, and Markdown on the clipboard.
 
 The contents come from :mod:`core.report`; PDF goes through Qt's own QTextDocument and
 QPdfWriter (no other dependency), with the chart's SVG rasterised by QtSvg because
@@ -15,7 +15,7 @@ import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from PySide6.QtCore import QByteArray, QMarginsF, QRectF, QSize, Qt, QUrl
+from PySide6.QtCore import QByteArray, QMarginsF, QSize, QUrl
 from PySide6.QtGui import (
     QColor,
     QFont,
@@ -32,7 +32,7 @@ from PySide6.QtSvg import QSvgRenderer
 from core.errors import PlanFileError
 from core.plan import Plan
 from core.planfile import atomic_write_text
-from core.report import FORMATS, Report, build_report, caption, chart_svg, to_html, to_markdown
+from core.report import FORMATS, Report, build_report, chart_svg, to_html, to_markdown
 from gui import dialogs
 
 if TYPE_CHECKING:
@@ -147,38 +147,6 @@ def copy_markdown(report: Report) -> str:
     return text
 
 
-def caption_chart_file(path: str, kind: str, caption_text: str) -> None:
-    """Add a caption line under an exported chart (PNG or SVG), in place."""
-    if kind == "svg":
-        text = Path(path).read_text(encoding="utf-8")
-        from html import escape
-
-        line = f'<text x="8" y="99%" font-family="sans-serif" font-size="12">{escape(caption_text)}</text>'
-        head, _, tail = text.rpartition("</svg>")
-        if head:
-            atomic_write_text(path, f"{head}{line}</svg>{tail}")
-        return
-    image = QImage(path)
-    if image.isNull():
-        return
-    band = max(28, image.height() // 24)
-    captioned = QImage(image.width(), image.height() + band, QImage.Format.Format_ARGB32)
-    captioned.fill(QColor("white"))
-    painter = QPainter(captioned)
-    painter.drawImage(0, 0, image)
-    font = QFont("sans-serif")
-    font.setPixelSize(max(12, band // 2))
-    painter.setFont(font)
-    painter.setPen(QColor("#222222"))
-    painter.drawText(
-        QRectF(8, image.height(), image.width() - 16, band),
-        int(Qt.AlignmentFlag.AlignVCenter | Qt.AlignmentFlag.AlignLeft),
-        caption_text,
-    )
-    painter.end()
-    captioned.save(path)
-
-
 # ---- the main window's actions ------------------------------------------------------
 def _named_current(window: MainWindow) -> list[tuple[str, Plan]]:
     name = Path(window.path).name.removesuffix(".json").removesuffix(".vramplan") if window.path else "Current plan"
@@ -213,4 +181,3 @@ def copy_report_markdown(window: MainWindow, report: Report | None = None) -> st
     return text
 
 
-__all__ = ["caption", "copy_markdown", "export_report", "write_pdf", "write_report"]

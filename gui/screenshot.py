@@ -2,8 +2,10 @@
 
 Used for the README's docs/screenshot.png (the start-up plan) and, with ``--diagnosis``,
 docs/diagnosis.png (the lesson's 7B model, full 16-bit fine-tuning, on a 24 GB card, with
-the Diagnosis tab open) and, with ``--compare``, docs/comparison.png (four plans side by
-side). No user settings are read or written (a temporary folder).
+the Diagnosis tab open); ``--serving`` renders docs/serving.png (Llama 3.1 8B on one H100
+with vLLM's defaults, Compute tab); ``--compare`` renders docs/comparison.png (four plans side
+by side). ``--size 1280x720`` and ``--theme dark`` render the sizes and themes a README shows.
+No user settings are read or written (a temporary folder).
 """
 
 from __future__ import annotations
@@ -17,10 +19,17 @@ WIDTH, HEIGHT = 1400, 900
 
 
 def render(
-    path: str, width: int = WIDTH, height: int = HEIGHT, *, mode: str = "training", diagnosis: bool = False
+    path: str,
+    width: int = WIDTH,
+    height: int = HEIGHT,
+    *,
+    mode: str = "training",
+    diagnosis: bool = False,
+    theme: str = "light",
+    serving: bool = False,
 ) -> None:
     os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
-    from PySide6.QtCore import QSettings
+    from PySide6.QtCore import QSettings, Qt
     from PySide6.QtWidgets import QApplication
 
     from gui.settings import Settings
@@ -31,22 +40,30 @@ def render(
     with tempfile.TemporaryDirectory() as folder:
         QSettings.setPath(QSettings.Format.IniFormat, QSettings.Scope.UserScope, folder)
         settings = Settings(os.path.join(folder, "screenshot.ini"))
-        apply_theme(app, "light")
+        apply_theme(app, theme)
         from gui.main_window import MainWindow
 
         window = MainWindow(settings=settings)
         window.set_chart_mode(mode)
         window.resize(width, height)
         if diagnosis:
-            from PySide6.QtCore import Qt
-
             from core.plan import Method, Precision
             from core.presets import lesson_plan
 
             window.controller.reset(lesson_plan(Method.FULL, Precision.BF16, gpu="rtx-4090"))
             window.tabs.setCurrentWidget(window.diagnosis)
+        if serving:
+            # The README's example: Llama 3.1 8B on one H100 with vLLM's defaults, 8k requests.
+            from core.catalogue import find_model
+            from core.plan import Hardware, Plan
+
+            plan = Plan(
+                model=find_model("llama-3.1-8b").spec, model_id="llama-3.1-8b", hardware=Hardware(gpu="h100-sxm")
+            )
+            window.controller.reset(plan.with_inference(engine="vllm", context=8192, concurrent=51))
+            window.tabs.setCurrentWidget(window.compute_panel)
         window.show()
-        if diagnosis:
+        if diagnosis or serving:
             # A wider Details column so the remedies table reads without scrolling.
             window.resizeDocks([window.plan_dock, window.details_dock], [330, 470], Qt.Orientation.Horizontal)
         for _ in range(5):
@@ -116,15 +133,48 @@ def render_comparison(path: str, width: int = 1300, height: int = 1060) -> None:
         window.close()
 
 
+USAGE = (
+    "usage: python -m gui.screenshot OUT.png [--size WIDTHxHEIGHT] [--theme light|dark]"
+    " [--inference] [--diagnosis] [--serving] [--compare]"
+)
+
+
+def _option(args: list[str], name: str, default: str) -> str:
+    if name not in args:
+        return default
+    index = args.index(name)
+    if index + 1 >= len(args):
+        raise ValueError(f"{name} needs a value")
+    return args[index + 1]
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = list(sys.argv[1:] if argv is None else argv)
     if not args or args[0] in ("-h", "--help"):
-        print("usage: python -m gui.screenshot OUT.png [--inference] [--diagnosis] [--compare]")
+        print(USAGE)
         return 0 if args else 2
     if "--compare" in args:
         render_comparison(args[0])
         return 0
-    render(args[0], mode="inference" if "--inference" in args else "training", diagnosis="--diagnosis" in args)
+    serving = "--serving" in args
+    try:
+        size = _option(args, "--size", f"{WIDTH}x{HEIGHT}")
+        width, height = (int(part) for part in size.lower().split("x"))
+        theme = _option(args, "--theme", "light")
+        if theme not in ("light", "dark") or not (320 <= width <= 8000 and 240 <= height <= 8000):
+            raise ValueError(f"--size {size} --theme {theme}")
+    except ValueError as error:
+        print(f"gui.screenshot: {error}; {USAGE}", file=sys.stderr)
+        return 2
+    render(
+        args[0],
+        width,
+        height,
+        mode="inference" if "--inference" in args or serving else "training",
+        diagnosis="--diagnosis" in args,
+        theme=theme,
+        serving=serving,
+    )
     return 0
 
 

@@ -84,6 +84,9 @@ class Settings:
         files = [path] + [p for p in self.recent_files if p != path]
         self.store.setValue("files/recent", files[:MAX_RECENT])
 
+    def remove_recent(self, path: str) -> None:
+        self.store.setValue("files/recent", [p for p in self.recent_files if p != path])
+
     def clear_recent(self) -> None:
         self.store.setValue("files/recent", [])
 

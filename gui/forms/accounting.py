@@ -12,8 +12,9 @@ from gui.forms.base import PlanForm
 from gui.forms.fields import ChoiceField, CountField, FloatField
 
 ACCOUNTING_LABELS = {
-    Accounting.DETAILED: "Detailed (from the architecture)",
-    Accounting.LESSON: "Lesson (four buckets, typed activations)",
+    # Short enough to show whole in the plan column; the tooltip says what each one counts.
+    Accounting.DETAILED: "Detailed (every tensor)",
+    Accounting.LESSON: "Lesson (four buckets)",
 }
 LESSON_KEYS = ("lesson.activations_gb", "lesson.trainable_override")
 

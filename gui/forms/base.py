@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from PySide6.QtCore import QSignalBlocker, Qt
+from PySide6.QtCore import QSignalBlocker, Qt, Signal
 from PySide6.QtWidgets import QCheckBox, QComboBox, QFormLayout, QGroupBox, QLabel, QWidget
 
 from core.estimate import Estimate
@@ -21,7 +21,12 @@ class PlanForm(QGroupBox):
 
     Subclasses add fields with :meth:`bind` and implement :meth:`show_plan`, which sets
     widgets from a Plan; it runs with every field's signals blocked.
+
+    ``problemCleared(key)`` says a field's mark went away (typing corrected, the plan's value
+    put back, a valid plan arrived): the window drops the warning it showed for that field.
     """
+
+    problemCleared = Signal(str)
 
     def __init__(self, title: str, controller: PlanController, parent: QWidget | None = None) -> None:
         super().__init__(title, parent)
@@ -52,6 +57,12 @@ class PlanForm(QGroupBox):
         rejected = getattr(widget, "rejected", None)
         if rejected is not None:
             rejected.connect(lambda message, k=key: self.controller.editRejected.emit(k, message))
+        cleared = getattr(widget, "cleared", None)
+        if cleared is not None:
+            cleared.connect(lambda k=key, w=widget: self._clear_mark(k, w))
+        restore = getattr(widget, "restoreRequested", None)
+        if restore is not None:
+            restore.connect(lambda k=key, w=widget: self._restore(k, w))
         if row:
             if isinstance(widget, QCheckBox):
                 self.form.addRow("", widget)
@@ -76,13 +87,25 @@ class PlanForm(QGroupBox):
         if error is not None and isinstance(widget, (QCheckBox, QComboBox)) and not isinstance(widget, CatalogueField):
             # A choice is not "being typed": show the plan's value again at once, keep the mark.
             self._redraw(self.controller.plan)
-        mark_invalid(widget, None if error is None else str(error))
+        if error is None:
+            self._clear_mark(key, widget)
+        else:
+            mark_invalid(widget, str(error))
+
+    def _clear_mark(self, key: str, widget: QWidget) -> None:
+        if is_marked_invalid(widget):
+            mark_invalid(widget, None)
+        self.problemCleared.emit(key)
+
+    def _restore(self, key: str, widget: QWidget) -> None:
+        """Show the plan's value again over the typing (Escape, or leaving refused text)."""
+        self._redraw(self.controller.plan)
+        self._clear_mark(key, widget)
 
     def _revert_if_invalid(self, widget: QWidget) -> None:
         """Leaving a box with bad text puts the plan's (last valid) value back."""
         if not widget.hasFocus() and is_marked_invalid(widget):
-            self._redraw(self.controller.plan)
-            mark_invalid(widget, None)
+            self._restore(widget.objectName(), widget)
 
     def _on_rejected(self, key: str, message: str) -> None:
         widget = self.fields.get(key)
@@ -110,9 +133,9 @@ class PlanForm(QGroupBox):
         self.show_estimate(estimate)
         # A plan that arrived (undo, open, another form) is valid: clear stale marks,
         # except where the user's text is still being typed and is still wrong.
-        for widget in self.fields.values():
-            if not widget.hasFocus():
-                mark_invalid(widget, None)
+        for key, widget in self.fields.items():
+            if not widget.hasFocus() and is_marked_invalid(widget):
+                self._clear_mark(key, widget)
 
     def show_plan(self, plan: Plan) -> None:
         raise NotImplementedError

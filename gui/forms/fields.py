@@ -8,13 +8,24 @@ and ``rejected(message)`` for text that does not; programmatic updates go throug
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Iterable
 from enum import Enum
 from typing import Any
 
-from PySide6.QtCore import QSignalBlocker, Qt, Signal
-from PySide6.QtGui import QFocusEvent, QValidator
-from PySide6.QtWidgets import QComboBox, QCompleter, QDoubleSpinBox, QLineEdit, QSpinBox, QWidget
+from PySide6.QtCore import QEvent, QSignalBlocker, QSize, Qt, Signal
+from PySide6.QtGui import QFocusEvent, QKeyEvent, QKeySequence, QValidator
+from PySide6.QtWidgets import (
+    QAbstractSpinBox,
+    QComboBox,
+    QCompleter,
+    QDoubleSpinBox,
+    QLineEdit,
+    QSpinBox,
+    QStyle,
+    QStyleOptionComboBox,
+    QWidget,
+)
 
 from core import units
 
@@ -44,6 +55,13 @@ def _describe(widget: QWidget, name: str, tooltip: str) -> None:
     widget.setToolTip(tooltip)
     widget.setProperty("plainToolTip", tooltip)
     widget.setAccessibleDescription(tooltip)
+    line = getattr(widget, "lineEdit", None)
+    inner = line() if callable(line) else None
+    if isinstance(inner, QLineEdit) and inner is not widget:
+        # The text box inside a spin box or an editable combo box is a focus stop of its own
+        # for a screen reader: it carries the field's name too.
+        inner.setAccessibleName(name)
+        inner.setAccessibleDescription(tooltip)
 
 
 def _let_shrink(combo: QComboBox) -> None:
@@ -53,46 +71,200 @@ def _let_shrink(combo: QComboBox) -> None:
     combo.setMinimumContentsLength(10)
 
 
-class IntField(QSpinBox):
+def _typing_keys(event: QKeyEvent) -> str:
+    """What a key means to a field being typed into: "commit", "restore", "undo", "redo" or ""."""
+    if event.key() in (Qt.Key.Key_Return, Qt.Key.Key_Enter):
+        return "commit"
+    if event.key() == Qt.Key.Key_Escape:
+        return "restore"
+    if event.matches(QKeySequence.StandardKey.Undo):
+        return "undo"
+    if event.matches(QKeySequence.StandardKey.Redo):
+        return "redo"
+    return ""
+
+
+class _TypedNumber:
+    """What IntField and FloatField share: a value applies when it is committed (Enter, focus
+    leaving, an arrow step), never per keystroke, and typing is never rewritten.
+
+    A spin box's own validator drops a keystroke it refuses (``1e30`` became ``130``, ``-5``
+    became ``5``); here text the box cannot take stays as typed, marked with the reason. Enter
+    on it leaves it there to correct; leaving the box or Escape puts the plan's value back.
+    Ctrl+Z / Ctrl+Shift+Z undo the plan (the window's actions) unless there is typing to drop.
+    """
+
+    edited: Any
+    rejected: Any
+    cleared: Any  # the text is acceptable again, or the committed value is back
+    _name: str
+    _typing: bool
+
+    def _start_typing_rules(self) -> None:
+        box: Any = self
+        box.setKeyboardTracking(False)
+        box.setCorrectionMode(QAbstractSpinBox.CorrectionMode.CorrectToPreviousValue)
+        self._typing = False
+        box.lineEdit().textEdited.connect(self._on_text_edited)
+
+    # Qt's own validation of a spin box (QSpinBox.validate / QDoubleSpinBox.validate).
+    def _qt_state(self, text: str) -> QValidator.State:
+        raise NotImplementedError
+
+    def _problem(self, body: str) -> str:
+        raise NotImplementedError
+
+    def validate(self, text: str, pos: int) -> object:
+        # Never Invalid: Qt would drop the keystroke, and the user would see another number.
+        state = self._qt_state(text)
+        return (QValidator.State.Intermediate if state is QValidator.State.Invalid else state, text, pos)
+
+    def _body(self) -> str:
+        box: Any = self
+        text = str(box.lineEdit().text())
+        return text.removeprefix(box.prefix()).removesuffix(box.suffix()).strip()
+
+    def _text_problem(self) -> str | None:
+        box: Any = self
+        if self._qt_state(box.lineEdit().text()) is QValidator.State.Acceptable:
+            return None
+        body = self._body()
+        suffix = str(box.suffix()).strip()
+        return f"{self._name}: “{body}” {self._problem(body)}{' ' + suffix if suffix else ''}"
+
+    def _on_text_edited(self, _text: str) -> None:
+        self._typing = True
+        problem = self._text_problem()
+        if problem is None:
+            self.cleared.emit()
+        else:
+            self.rejected.emit(problem)
+
+    def _restore(self) -> None:
+        box: Any = self
+        self._typing = False
+        with QSignalBlocker(box):
+            box.setValue(box.value())  # rewrites the text from the committed value
+        self.cleared.emit()
+
+    def _handle_key(self, event: QKeyEvent) -> bool:
+        """True when the key was handled here (the spin box must not see it)."""
+        meaning = _typing_keys(event)
+        if meaning == "commit" and self._text_problem() is not None:
+            self.rejected.emit(self._text_problem())  # stays as typed, to be corrected
+            event.accept()
+            return True
+        if meaning == "restore" or (meaning == "undo" and self._typing):
+            self._restore()
+            event.accept()
+            return True
+        if meaning == "commit":
+            self._typing = False
+        return False
+
+    def _override_shortcut(self, event: QEvent) -> bool:
+        """Undo/redo with nothing typed go to the window's plan undo, not the text's."""
+        if event.type() == QEvent.Type.ShortcutOverride and isinstance(event, QKeyEvent):
+            meaning = _typing_keys(event)
+            if meaning == "redo" or (meaning == "undo" and not self._typing):
+                event.ignore()
+                return True
+            if meaning == "undo" or meaning == "restore":
+                event.accept()
+                return True
+        return False
+
+    def _left(self) -> None:
+        """After the box lost focus: Qt put the committed value back over refused text."""
+        if self._typing:
+            self._typing = False
+            self.cleared.emit()
+
+
+def _number(body: str, locale_group: str, locale_point: str) -> float | None:
+    cleaned = body.replace(locale_group, "").replace(",", "").replace("\u202f", "").replace(" ", "")
+    if locale_point != ".":
+        cleaned = cleaned.replace(locale_point, ".")
+    try:
+        value = float(cleaned)
+    except ValueError:
+        return None
+    return value if math.isfinite(value) else None
+
+
+def _range_problem(value: float, minimum: str, maximum: str, low: float, high: float) -> str:
+    if value < low:
+        return f"is below the minimum {minimum}"
+    if value > high:
+        return f"is above the maximum {maximum}"
+    return f"is not a value from {minimum} to {maximum}"
+
+
+_WHOLE = re.compile(r"^[+-]?[0-9][0-9,\u202f ]*$")
+
+
+class IntField(_TypedNumber, QSpinBox):  # type: ignore[misc]  # validate returns the (state, text, pos) tuple PySide expects
     edited = Signal(int)
     rejected = Signal(str)
+    cleared = Signal()
 
     def __init__(self, name: str, minimum: int, maximum: int, suffix: str, tooltip: str, parent: QWidget | None = None):
         super().__init__(parent)
         self.setRange(minimum, maximum)
-        self.setSuffix(f" {suffix}" if suffix else "")
+        # "1 step", "2 steps": a plural unit ("steps", "requests") is singular for exactly one.
+        self._units = (f" {suffix.removesuffix('s')}" if suffix.endswith("s") else f" {suffix}", f" {suffix}")
+        if not suffix:
+            self._units = ("", "")
+        self.setSuffix(self._units[1])
         self.setGroupSeparatorShown(True)
         self.setAccelerated(True)
-        # Live: every keystroke that forms a valid number updates the estimate.
-        self.setKeyboardTracking(True)
         _describe(self, name, f"{tooltip}\nRange {minimum:,} to {maximum:,}{' ' + suffix if suffix else ''}.")
         self._name = name
+        self._start_typing_rules()
+        self.valueChanged.connect(self._agree_unit)
         self.valueChanged.connect(self.edited)
-        self.lineEdit().textEdited.connect(self._check_text)
-        self.editingFinished.connect(self._check_text)
+        self._agree_unit(self.value())
 
-    def _check_text(self, *_: object) -> None:
-        text = self.lineEdit().text()
-        state = self.validate(text, 0)[0]
-        if state is QValidator.State.Acceptable:
-            return
-        suffix = self.suffix().strip()
-        self.rejected.emit(
-            f"{self._name}: “{text.removesuffix(self.suffix()).strip()}” is not a whole number from "
-            f"{self.minimum():,} to {self.maximum():,}{' ' + suffix if suffix else ''}"
-        )
+    def _agree_unit(self, value: int) -> None:
+        unit = self._units[0] if value == 1 else self._units[1]
+        if unit != self.suffix():
+            with QSignalBlocker(self):
+                self.setSuffix(unit)
+
+    def _qt_state(self, text: str) -> QValidator.State:
+        return QSpinBox.validate(self, text, 0)[0]  # type: ignore[index]
+
+    def _problem(self, body: str) -> str:
+        allowed = f"{self.minimum():,} to {self.maximum():,}"
+        value = _number(body, self.locale().groupSeparator(), ".")
+        if value is None or not _WHOLE.match(body):
+            return f"is not a whole number from {allowed}"
+        return _range_problem(value, f"{self.minimum():,}", f"{self.maximum():,}", self.minimum(), self.maximum())
+
+    def keyPressEvent(self, event: QKeyEvent) -> None:
+        if not self._handle_key(event):
+            super().keyPressEvent(event)
+
+    def event(self, event: QEvent) -> bool:
+        return self._override_shortcut(event) or super().event(event)
+
+    def focusOutEvent(self, event: QFocusEvent) -> None:
+        super().focusOutEvent(event)
+        self._left()
 
     def show_value(self, value: int) -> None:
         if self.value() != value:
             with QSignalBlocker(self):
                 self.setValue(value)
+            self._agree_unit(value)
 
 
-class FloatField(QDoubleSpinBox):
+class FloatField(_TypedNumber, QDoubleSpinBox):  # type: ignore[misc]  # as IntField
     """A float input; ``scale`` shows a fraction as a percentage (0.4 ↔ 40 %)."""
 
     edited = Signal(float)
     rejected = Signal(str)
+    cleared = Signal()
 
     def __init__(
         self,
@@ -115,23 +287,34 @@ class FloatField(QDoubleSpinBox):
         self.setSingleStep(step)
         self.setSuffix(f" {suffix}" if suffix else "")
         self.setGroupSeparatorShown(True)
-        self.setKeyboardTracking(True)
         _describe(
             self, name, f"{tooltip}\nRange {minimum * scale:g} to {maximum * scale:g}{' ' + suffix if suffix else ''}."
         )
+        self._start_typing_rules()
         self.valueChanged.connect(lambda shown: self.edited.emit(shown / self._scale))
-        self.lineEdit().textEdited.connect(self._check_text)
-        self.editingFinished.connect(self._check_text)
 
-    def _check_text(self, *_: object) -> None:
-        text = self.lineEdit().text()
-        if self.validate(text, 0)[0] is QValidator.State.Acceptable:
-            return
-        suffix = self.suffix().strip()
-        self.rejected.emit(
-            f"{self._name}: “{text.removesuffix(self.suffix()).strip()}” is not a number from "
-            f"{self.minimum():g} to {self.maximum():g}{' ' + suffix if suffix else ''}"
-        )
+    def _qt_state(self, text: str) -> QValidator.State:
+        return QDoubleSpinBox.validate(self, text, 0)[0]  # type: ignore[index]
+
+    def _problem(self, body: str) -> str:
+        low, high = f"{self.minimum():g}", f"{self.maximum():g}"
+        value = _number(body, self.locale().groupSeparator(), self.locale().decimalPoint())
+        if value is None:
+            return f"is not a number from {low} to {high}"
+        if value != round(value, self.decimals()) and self.minimum() <= value <= self.maximum():
+            return f"has more than {self.decimals()} decimals; allowed {low} to {high}"
+        return _range_problem(value, low, high, self.minimum(), self.maximum())
+
+    def keyPressEvent(self, event: QKeyEvent) -> None:
+        if not self._handle_key(event):
+            super().keyPressEvent(event)
+
+    def event(self, event: QEvent) -> bool:
+        return self._override_shortcut(event) or super().event(event)
+
+    def focusOutEvent(self, event: QFocusEvent) -> None:
+        super().focusOutEvent(event)
+        self._left()
 
     def model_value(self) -> float:
         return self.value() / self._scale
@@ -160,6 +343,9 @@ class CountField(QLineEdit):
 
     edited = Signal(object)  # Python int: counts go far beyond a C++ int
     rejected = Signal(str)
+    cleared = Signal()
+    # Escape, or leaving refused text: the form shows the plan's value again.
+    restoreRequested = Signal()
 
     def __init__(
         self,
@@ -186,14 +372,70 @@ class CountField(QLineEdit):
             name,
             f"{tooltip}\nType 6.7e9, 6,700,000,000, 20M or 1.5B; range {minimum:,} to {maximum:.3g} {unit}.",
         )
-        self.textEdited.connect(self._parse)
+        self._typing = False
+        self.textEdited.connect(self._check)
+        self.returnPressed.connect(self._commit)
+
+    def _problem(self) -> str | None:
+        if self.value() is not None:
+            return None
+        text = self.text().strip()
+        try:
+            units.parse_count(text)
+            why = "is out of range"
+        except ValueError as exc:
+            why = str(exc)  # the parser's reason: "1,5B" is ambiguous, "abc" is not a number
+        expected = f"a count from {self._minimum:,} to {self._maximum:.3g} {self._unit}"
+        return f"{self._name}: “{text}” {why}; expected {expected}"
+
+    def _check(self, _text: str) -> None:
+        # Typing is only checked: a count applies when committed (Enter or leaving the box), so
+        # that "1e30" never leaves the plan at "1e3" on the way.
+        self._typing = True
+        problem = self._problem()
+        if problem is None:
+            self.cleared.emit()
+        else:
+            self.rejected.emit(problem)
+
+    def _commit(self) -> None:
+        problem = self._problem()
+        if problem is not None:
+            self.rejected.emit(problem)
+            return
+        self._typing = False
+        self.edited.emit(self.value())
+
+    def keyPressEvent(self, event: QKeyEvent) -> None:
+        meaning = _typing_keys(event)
+        if meaning == "restore" or (meaning == "undo" and self._typing):
+            self._typing = False
+            self.restoreRequested.emit()
+            event.accept()
+            return
+        super().keyPressEvent(event)
+
+    def event(self, event: QEvent) -> bool:
+        if event.type() == QEvent.Type.ShortcutOverride and isinstance(event, QKeyEvent):
+            meaning = _typing_keys(event)
+            if meaning == "redo" or (meaning == "undo" and not self._typing):
+                event.ignore()  # the window's plan undo, not the text's
+                return True
+            if meaning in ("undo", "restore"):
+                event.accept()
+                return True
+        return super().event(event)
 
     def focusOutEvent(self, event: QFocusEvent) -> None:
+        leaving = event.reason() is not Qt.FocusReason.PopupFocusReason
+        if leaving and self._typing and self._problem() is None:
+            self._commit()
         super().focusOutEvent(event)
         # Qt 6 emits editingFinished on focus-out only when the text changed since the last
         # emission: bad text confirmed with Enter, then left, would stay (marked) for good.
-        if is_marked_invalid(self) and event.reason() is not Qt.FocusReason.PopupFocusReason:
-            self.editingFinished.emit()
+        if leaving and (self._typing or is_marked_invalid(self)):
+            self._typing = False
+            self.restoreRequested.emit()
 
     def value(self) -> int | None:
         text = self.text().strip()
@@ -203,21 +445,6 @@ class CountField(QLineEdit):
         if value is None or not self._minimum <= value <= self._maximum:
             return None
         return value
-
-    def _parse(self, text: str) -> None:
-        value = self.value()
-        if value is None:
-            try:
-                units.parse_count(text)
-                why = "is out of range"
-            except ValueError as exc:
-                why = str(exc)
-            self.rejected.emit(
-                f"{self._name}: “{text.strip()}” {why}; expected a count "
-                f"from {self._minimum:,} to {self._maximum:.3g} {self._unit}"
-            )
-            return
-        self.edited.emit(value)
 
     def show_value(self, value: int) -> None:
         if self.value() == value:
@@ -268,6 +495,7 @@ class CatalogueField(QComboBox):
         super().__init__(parent)
         self._name = name
         self._shown_text = ""  # the text show_value put up: the plan's entry
+        self._widest = (-1, 0)  # (entries, least width) measured for minimumSizeHint
         _let_shrink(self)
         self.setEditable(True)
         self.setInsertPolicy(QComboBox.InsertPolicy.NoInsert)
@@ -284,6 +512,19 @@ class CatalogueField(QComboBox):
         self.activated.connect(self._chosen)
         completer.activated[str].connect(self._chosen_text)
         self.lineEdit().returnPressed.connect(lambda: self._chosen_text(self.currentText()))
+
+    def minimumSizeHint(self) -> QSize:
+        """Wide enough to show every entry's name whole ("…RTX 3060 12GE" was the last one cut)."""
+        hint = super().minimumSizeHint()
+        if self._widest[0] != self.count():
+            metrics = self.lineEdit().fontMetrics()
+            widest = max((metrics.horizontalAdvance(self.itemText(i)) for i in range(self.count())), default=0)
+            option = QStyleOptionComboBox()
+            self.initStyleOption(option)
+            content = QSize(widest + 8, hint.height())  # the line edit's own text margins
+            need = self.style().sizeFromContents(QStyle.ContentsType.CT_ComboBox, option, content, self).width()
+            self._widest = (self.count(), need)
+        return QSize(max(hint.width(), self._widest[1]), hint.height())
 
     def _chosen(self, index: int) -> None:
         if index >= 0:

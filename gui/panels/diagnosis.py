@@ -306,6 +306,7 @@ class DiagnosisPanel(QScrollArea):
         pins.addStretch(1)
         layout.addLayout(pins)
         self.show_symptom_button = QPushButton("Show remedies for this symptom")
+        self.show_symptom_button.setAccessibleName("Show remedies for this symptom")
         self.show_symptom_button.clicked.connect(self._show_diagnosed_symptom)
         layout.addWidget(self.show_symptom_button, 0, Qt.AlignmentFlag.AlignLeft)
         self.combination_list = RemedyList()

@@ -1,28 +1,35 @@
-"""Serving: weights + KV cache for the plan's requests, and the most that fit."""
+"""Serving memory as the chosen engine lays it out: weights, KV cache, and what fits."""
 
 from __future__ import annotations
 
 from PySide6.QtWidgets import QWidget
 
 from core.estimate import Estimate
+from core.serving.formats import ENGINE_LABELS, Engine
 from gui.format import Unit, memory
 from gui.panels.figures import FiguresPanel
 
 ROWS = (
-    ("weights", "Weights", "The model's weights as stored for serving."),
-    ("kv_cache", "KV cache", "2 · layers · KV heads · head width · tokens · requests · bytes."),
-    ("kv_per_token", "KV per token", "Cache bytes one token adds, over all layers."),
-    ("activations", "Activations", "Working memory of a prefill pass."),
-    ("overhead", "Overhead", "CUDA context and runtime buffers."),
-    ("total", "Total", "Weights + KV cache + activations + overhead."),
-    ("max_concurrent", "Most requests", "Most concurrent requests of this context that fit the usable memory."),
-    ("max_context", "Longest context", "Longest context per request, at this concurrency, that fits."),
+    ("engine", "Engine", "How the engine spends the card: a static batch (generate) or a paged pool (vLLM)."),
+    ("gpus", "GPUs", "Tensor parallel × pipeline parallel × replicas."),
+    ("weights", "Weights per GPU", "The weights one GPU holds: split by tensor and pipeline parallel."),
+    ("kv_cache", "KV cache", "generate: the batch's cache at its longest; vLLM: the whole pool it allocates."),
+    ("kv_tokens", "KV cache tokens", "vLLM's 'GPU KV cache size'; for generate, requests × context."),
+    ("kv_per_token", "KV per token", "2 · layers · KV heads per GPU · head width · bytes."),
+    ("activations", "Activations", "generate: prefill working memory; vLLM: the peak of its profiling forward."),
+    ("non_torch", "Outside torch", "vLLM: memory allocated outside PyTorch since start-up."),
+    ("overhead", "CUDA context", "The process's CUDA context, outside the allocator."),
+    ("peak", "Peak (allocator)", "What torch.cuda.max_memory_allocated would report on one GPU."),
+    ("total", "Of the card", "generate: peak + context; vLLM: card × gpu_memory_utilization + context."),
+    ("concurrency", "Concurrency", "Requests of this context served at once."),
+    ("scheduler", "Scheduler", "vLLM's max_num_seqs and max_num_batched_tokens (its defaults for the card)."),
+    ("max_context", "Longest context", "Longest context that fits (vLLM: for one request)."),
 )
 
 
 class InferencePanel(FiguresPanel):
     def __init__(self, parent: QWidget | None = None) -> None:
-        super().__init__("Serving", ROWS, "KV cache formula", parent, headline_name="Serving verdict")
+        super().__init__("Serving", ROWS, "Serving formula", parent, headline_name="Serving verdict")
         self.unit: Unit = "GB"
 
     def set_unit(self, unit: Unit) -> None:
@@ -33,25 +40,58 @@ class InferencePanel(FiguresPanel):
         inf = estimate.inference
         u = self.unit
         plan = estimate.plan.inference
+        vllm = inf.engine is Engine.VLLM
+        pooled = inf.engine is not Engine.HF  # vLLM and SGLang size a pool at start-up
         v = self.values
+        v["engine"].setText(ENGINE_LABELS[inf.engine])
+        v["gpus"].setText(
+            f"{inf.gpus} × {estimate.gpu.name} (TP {plan.tensor_parallel} · PP {plan.pipeline_parallel} · "
+            f"{plan.replicas} replica{'s' if plan.replicas > 1 else ''})"
+        )
         v["weights"].setText(memory(inf.weights_bytes, u))
-        v["kv_cache"].setText(memory(inf.kv_cache_bytes, u))
+        v["kv_cache"].setText(memory(inf.kv_cache_bytes, u) + (" (pool)" if pooled else ""))
+        v["kv_tokens"].setText(f"{inf.kv_cache_tokens:,} tokens")
         v["kv_per_token"].setText(f"{inf.kv_bytes_per_token:,.0f} bytes")
         v["activations"].setText(memory(inf.activation_bytes, u))
+        v["non_torch"].setText(memory(inf.non_torch_bytes, u) if vllm else "— (vLLM only)")
         v["overhead"].setText(memory(inf.overhead_bytes, u))
+        v["peak"].setText(memory(inf.peak_bytes, u))
         v["total"].setText(f"<b>{memory(inf.total_bytes, u)}</b>")
-        v["max_concurrent"].setText(
-            f"{inf.max_concurrent:,} × {plan.context:,} tokens"
-            if inf.max_concurrent
-            else "none: the weights alone do not fit"
-        )
-        v["max_context"].setText(
-            f"{inf.max_context:,} tokens × {plan.concurrent:,}" if inf.max_context else "none at this concurrency"
-        )
-        verdict = "✔ fits" if inf.fits else "✖ does not fit"
+        if pooled:
+            v["concurrency"].setText(f"{inf.max_concurrency:.2f}× for {plan.context:,} tokens per request")
+        else:
+            v["concurrency"].setText(
+                f"at most {inf.max_concurrent:,} × {plan.context:,} tokens"
+                if inf.max_concurrent
+                else "none: the weights alone do not fit"
+            )
+        if vllm:
+            v["scheduler"].setText(f"{inf.max_num_seqs:,} sequences, {inf.max_num_batched_tokens:,} tokens per step")
+        else:
+            v["scheduler"].setText("— (vLLM only)")
+        v["max_context"].setText(f"{inf.max_context:,} tokens" if inf.max_context else "none")
         assert self.headline is not None
-        self.headline.setText(
-            f"<b>{verdict}</b>: {plan.concurrent:,} request(s) of {plan.context:,} tokens need "
-            f"{memory(inf.total_bytes, u)} of {memory(estimate.usable_bytes, u)} usable."
-        )
+        self.headline.setText(_headline(estimate, u))
         self.formula.setText(inf.formula)
+
+
+def _headline(estimate: Estimate, u: Unit) -> str:
+    inf = estimate.inference
+    plan = estimate.plan.inference
+    if inf.engine is not Engine.HF:
+        name = ENGINE_LABELS[inf.engine]
+        if inf.max_concurrency < 1:
+            return (
+                f"<b>✖ {name} would not start</b>: its pool holds {inf.kv_cache_tokens:,} tokens, less than one "
+                f"request of {plan.context:,}."
+            )
+        queue = f"; {inf.queued:,} of the {plan.concurrent:,} requests wait in the queue" if inf.queued else ""
+        return (
+            f"<b>{'✔' if inf.fits else '▲'} {name} holds {inf.kv_cache_tokens:,} tokens of KV cache</b>: "
+            f"{min(inf.max_concurrent, plan.concurrent):,} requests of {plan.context:,} tokens at once{queue}."
+        )
+    verdict = "✔ fits" if inf.fits else "✖ does not fit"
+    return (
+        f"<b>{verdict}</b>: {plan.concurrent:,} request(s) of {plan.context:,} tokens need "
+        f"{memory(inf.total_bytes, u)} of {memory(inf.budget_bytes, u)} usable."
+    )

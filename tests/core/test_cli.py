@@ -105,6 +105,74 @@ def test_console_script_runs_without_qt() -> None:
     assert done.returncode == 0, done.stderr
 
 
+def test_serving_on_the_command_line_matches_the_estimate(capsys: pytest.CaptureFixture[str]) -> None:
+    from core.catalogue import find_model
+    from core.estimate import estimate
+    from core.plan import Hardware, Plan
+
+    args = ("--model", "llama-3.1-8b", "--gpu", "h100-sxm", "--mode", "inference", "--engine", "vllm")
+    code, out, _ = run(capsys, "estimate", *args, "--context", "8192", "--json")
+    assert code == 0
+    served = json.loads(out)["inference"]
+    plan = Plan(model=find_model("llama-3.1-8b").spec, hardware=Hardware(gpu="h100-sxm"))
+    inf = estimate(plan.with_inference(engine="vllm", context=8192)).inference
+    assert served["kv_cache_tokens"] == inf.kv_cache_tokens
+    assert served["max_concurrency"] == round(inf.max_concurrency, 2)
+    assert served["peak_bytes"] == round(inf.peak_bytes)
+    assert served["ttft_s"] == inf.ttft_s and served["decode_tokens_per_s"] == inf.decode_tokens_per_s
+    code, out, _ = run(capsys, "estimate", *args, "--context", "8192")
+    assert f"GPU KV cache size: {inf.kv_cache_tokens:,} tokens" in out
+    assert f"Maximum concurrency for 8,192 tokens per request: {inf.max_concurrency:.2f}x" in out
+
+
+def test_serving_options_reach_the_plan(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    path = tmp_path / "serve.json"
+    code, _, _ = run(
+        capsys,
+        "estimate",
+        "--model",
+        "llama-3.1-70b",
+        "--mode",
+        "inference",
+        "--engine",
+        "vllm",
+        "--tensor-parallel",
+        "4",
+        "--weights",
+        "awq-int4",
+        "--kv-dtype",
+        "fp8",
+        "--gpu-memory-utilization",
+        "0.85",
+        "--max-num-seqs",
+        "64",
+        "--max-num-batched-tokens",
+        "4096",
+        "--save",
+        str(path),
+    )
+    assert code == 0
+    inf = load(path).inference
+    assert (inf.engine, inf.tensor_parallel, inf.weight_dtype, inf.kv_dtype) == ("vllm", 4, "awq-int4", "fp8")
+    assert (inf.gpu_memory_utilization, inf.max_num_seqs, inf.max_num_batched_tokens) == (0.85, 64, 4096)
+
+
+@pytest.mark.parametrize(
+    ("option", "value", "field"),
+    [
+        ("--gpu-memory-utilization", "1.5", "inference.gpu_memory_utilization"),
+        ("--tensor-parallel", "0", "inference.tensor_parallel"),
+        ("--max-num-seqs", "-1", "inference.max_num_seqs"),
+    ],
+)
+def test_bad_serving_values_are_one_line(
+    capsys: pytest.CaptureFixture[str], option: str, value: str, field: str
+) -> None:
+    code, out, err = run(capsys, "estimate", "--model", "gpt2", "--mode", "inference", option, value)
+    assert code == 2 and out == ""
+    assert err.count("\n") == 1 and field in err and value in err
+
+
 def test_frozen_layer_plan_on_another_model(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """Issue 13 item 1: `--plan frozen.json --model llama-3.2-1b` failed ("frozen_layers 0")."""
     path = tmp_path / "frozen.json"

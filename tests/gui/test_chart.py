@@ -3,12 +3,18 @@
 from __future__ import annotations
 
 import json
+import re
+import xml.etree.ElementTree as ET
 from pathlib import Path
 from typing import Any
 
 import pytest
+from PySide6.QtGui import QImage
 
+from core.breakdown import BucketKey
+from core.estimate import VERDICT_LABELS
 from core.measurement import load_measurement
+from core.plan import METHOD_LABELS
 from core.units import GB, GiB
 from gui.chart import MemoryChart
 from gui.main_window import MainWindow
@@ -136,3 +142,77 @@ def test_bad_measurement_is_refused_clearly(
     assert window.measurement is None
     assert window.controller.plan is plan
     assert fake_dialogs.errors() and str(path) in fake_dialogs.errors()[0]
+
+
+# ---- exports (issue 13, item 5) --------------------------------------------------------
+_MATRIX = re.compile(r"matrix\(([^)]*)\)")
+
+
+def _transform(element: ET.Element) -> tuple[float, float]:
+    """(scale, offset) of the y coordinate in an SVG group's ``matrix(a,b,c,d,e,f)``."""
+    found = _MATRIX.search(element.get("transform", ""))
+    if found is None:
+        return 1.0, 0.0
+    matrix = [float(v) for v in found.group(1).split(",")]
+    return matrix[3], matrix[5]
+
+
+def svg_geometry(path: Path, fill: str) -> tuple[list[tuple[float, float]], dict[float, float]]:
+    """The bars filled with ``fill`` as (bottom, top) in SVG pixels, and the left axis' tick
+    labels as {value: baseline y in pixels}, read from the file's own geometry."""
+    root = ET.parse(path).getroot()
+    bars: list[tuple[float, float]] = []
+    ticks: dict[float, float] = {}
+    for group in root.iter(f"{SVG}g"):
+        scale, offset = _transform(group)
+        for rect in group.findall(f"{SVG}rect"):
+            if group.get("fill", "").lower() == fill.lower() and abs(scale) != 1.0:  # data coordinates
+                y, height = float(rect.get("y", "0")), float(rect.get("height", "0"))
+                ends = sorted((scale * y + offset, scale * (y + height) + offset))
+                bars.append((ends[1], ends[0]))
+        for text in group.findall(f"{SVG}text"):
+            label = "".join(text.itertext()).strip()
+            if re.fullmatch(r"[0-9]+", label) and float(text.get("x", "0")) * abs(_transform(group)[0]) < 80:
+                ticks[float(label)] = scale * float(text.get("y", "0")) + offset
+    return bars, ticks
+
+
+SVG = "{http://www.w3.org/2000/svg}"
+
+
+def test_exported_svg_bars_agree_with_their_axis(window: MainWindow, tmp_path: Path, fake_dialogs: Any) -> None:
+    """Before the fix the axis was drawn at 72/96 = 0.75 of the bars' scale: the 16.1 GB
+    weights bar ended near the axis' "5"."""
+    window.show()
+    svg = tmp_path / "chart.svg"
+    fake_dialogs.paths.append(str(svg))
+    assert window.export_chart("svg")
+    weights = window.controller.estimate.bucket(BucketKey.WEIGHTS).bytes / 1e9
+    bars, ticks = svg_geometry(svg, "#0072b2")
+    assert len(ticks) >= 3 and bars
+    values = sorted(ticks)
+    # Pixels per GB from the tick labels (their baseline offset cancels in a difference).
+    per_gb = (ticks[values[0]] - ticks[values[-1]]) / (values[-1] - values[0])
+    bottom, top = bars[0]
+    assert bottom - top == pytest.approx(weights * per_gb, rel=0.02)
+    # The bar stands on the axis' zero: its bottom is level with the "0" tick label's middle.
+    assert abs(bottom - ticks[0.0]) < 12
+
+
+def test_exports_carry_a_caption(window: MainWindow, tmp_path: Path, fake_dialogs: Any) -> None:
+    window.controller.set_plan(window.controller.plan.with_hardware(gpu="rtx-3060-12gb"))
+    estimate = window.controller.estimate
+    png, svg = tmp_path / "chart.png", tmp_path / "chart.svg"
+    fake_dialogs.paths += [str(png), str(svg)]
+    assert window.export_chart("png") and window.export_chart("svg")
+    expected = [estimate.plan.model.name, estimate.gpu.name, METHOD_LABELS[estimate.plan.method]]
+    expected.append(VERDICT_LABELS[estimate.verdict])
+    expected.append(f"micro-batch {estimate.plan.workload.micro_batch}")
+    svg_text = " ".join("".join(t.itertext()) for t in ET.parse(svg).getroot().iter(f"{SVG}text"))
+    image = QImage(str(png))
+    assert not image.isNull()
+    for words in expected:
+        assert words in svg_text, words
+        assert words in image.text("Description"), words
+    # The caption is drawn under the plot, in the image itself.
+    assert image.height() > window.chart.plot.height() * image.width() / window.chart.plot.width()

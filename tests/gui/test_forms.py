@@ -13,12 +13,14 @@ from gui.forms.fields import is_marked_invalid, parse_count
 from gui.main_window import MainWindow
 
 
-def type_into(qtbot: Any, widget: Any, text: str) -> None:
-    """Select what is in the box and type over it, as a user would."""
+def type_into(qtbot: Any, widget: Any, text: str, *, commit: bool = True) -> None:
+    """Select what is in the box, type over it and press Enter (values apply on commit)."""
     widget.setFocus()
     line = widget.lineEdit() if hasattr(widget, "lineEdit") and callable(widget.lineEdit) else widget
     line.selectAll()
     qtbot.keyClicks(line, text)
+    if commit:
+        qtbot.keyClick(line, Qt.Key.Key_Return)
 
 
 def test_plan_to_widgets(window: MainWindow) -> None:
@@ -86,7 +88,7 @@ def test_unknown_model_name_is_marked_and_ignored(qtbot: Any, window: MainWindow
 def test_bad_text_keeps_the_last_valid_plan(qtbot: Any, window: MainWindow) -> None:
     before = window.controller.plan
     tokens = window.workload_form.tokens
-    type_into(qtbot, tokens, "lots")
+    type_into(qtbot, tokens, "lots", commit=False)  # marked while typing
     assert window.controller.plan is before
     assert is_marked_invalid(tokens)
     assert "Token budget" in window.problem.text()

@@ -183,7 +183,7 @@ def check_chart(window: MainWindow) -> None:
             ("weights", inf.weights_bytes),
             ("kv_cache", inf.kv_cache_bytes),
             ("activations", inf.activation_bytes),
-            ("overhead", inf.overhead_bytes),
+            ("overhead", inf.overhead_bytes + inf.non_torch_bytes),
         ):
             assert chart_heights(window, key)[0] == pytest.approx(value / scale)
         assert chart.bars()[0].total_bytes == inf.total_bytes
@@ -259,6 +259,15 @@ def expected_values(window: MainWindow, plan: Plan) -> dict[str, Any]:
         "inference.kv_dtype": inf.kv_dtype,
         "inference.concurrent": inf.concurrent,
         "inference.context": inf.context,
+        "inference.engine": inf.engine,
+        "inference.new_tokens": inf.new_tokens,
+        "inference.tensor_parallel": inf.tensor_parallel,
+        "inference.pipeline_parallel": inf.pipeline_parallel,
+        "inference.replicas": inf.replicas,
+        "inference.gpu_memory_utilization": inf.gpu_memory_utilization,
+        "inference.max_num_seqs": inf.max_num_seqs,
+        "inference.max_num_batched_tokens": inf.max_num_batched_tokens,
+        "inference.mem_fraction_static": inf.mem_fraction_static,
         "accounting": plan.accounting.value,
         "lesson.activations_gb": plan.lesson.activations_gb,
         "lesson.trainable_override": plan.lesson.trainable_override,

@@ -1,15 +1,15 @@
 """Reports out: a four-plan comparison as HTML and PDF, the plan's report from the menu,
-Markdown on the clipboard, captioned chart exports."""
+Markdown on the clipboard."""
 
 from __future__ import annotations
 
 from pathlib import Path
 from typing import Any
 
-from PySide6.QtGui import QColor, QGuiApplication, QImage
+from PySide6.QtGui import QGuiApplication
 
 from core.compare import compare
-from core.report import build_report, caption, report_for_comparison
+from core.report import build_report, report_for_comparison
 from gui import report_export
 from gui.main_window import MainWindow
 from tests.core.test_compare import four_plans
@@ -62,22 +62,6 @@ def test_copy_as_markdown(window: MainWindow) -> None:
     window.plan_tools.copy_markdown_action.trigger()
     clip = QGuiApplication.clipboard().text()
     assert clip.startswith("# Plan:") and "| Weights |" in clip
-
-
-def test_chart_exports_carry_a_caption(window: MainWindow, fake_dialogs: Any, tmp_path: Path) -> None:
-    window.show()
-    png = tmp_path / "chart.png"
-    fake_dialogs.paths.append(str(png))
-    assert window.export_chart("png")
-    svg = tmp_path / "chart.svg"
-    fake_dialogs.paths.append(str(svg))
-    assert window.export_chart("svg")
-    expected = caption(window.controller.estimate)
-    assert expected in svg.read_text(encoding="utf-8").replace("&amp;", "&")
-    captioned = QImage(str(png))
-    band = range(captioned.height() - 40, captioned.height(), 2)
-    dark = [x for x in range(0, 400, 2) for y in band if QColor(captioned.pixel(x, y)).lightness() < 100]
-    assert dark  # the caption's text under the chart
 
 
 def test_launcher_writes_pdf_through_qt(qapp: Any, tmp_path: Path) -> None:

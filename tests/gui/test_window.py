@@ -59,6 +59,7 @@ def test_lesson_numbers_typed_through_the_forms(qtbot: Any, window: MainWindow) 
     params = window.accounting_form.params
     params.setFocus()
     qtbot.keyClicks(params, "6.7e9")
+    qtbot.keyClick(params, Qt.Key.Key_Return)  # a typed value applies when committed
     method = window.method_form.method
     method.setCurrentIndex(method.findData("full"))
     precision = window.method_form.precision

@@ -15,6 +15,20 @@ from pathlib import Path
 from . import fake_cuda
 
 REPO = Path(__file__).resolve().parents[2]
+DEFAULT_OUT = REPO / "benchmarks" / "accuracy" / "measured"
+
+
+def _case_config(case: dict, catalogue: dict) -> dict:
+    """The HF config a case names: `config` (a config.json path relative to the repo, for
+    architectures the catalogue lacks) or `model` (an id in resources/models.json)."""
+    if case.get("config"):
+        path = (REPO / case["config"]).resolve()
+        if REPO not in path.parents or not path.is_file():
+            raise ValueError(f"config {case['config']!r}: no such file inside the repository")
+        return json.loads(path.read_text())
+    if case["model"] not in catalogue:
+        raise ValueError(f"model {case['model']!r} not in models.json (give 'config' for others)")
+    return catalogue[case["model"]]
 
 
 def _choose_backend(requested: str) -> str:
@@ -38,7 +52,7 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m tools.measure", description=__doc__)
     ap.add_argument("cases", type=Path, help="cases JSON (format vramplan-accuracy-cases)")
     ap.add_argument("--only", action="append", default=[], help="case id to run (repeatable)")
-    ap.add_argument("--out", type=Path, default=REPO / "benchmarks" / "accuracy" / "measured")
+    ap.add_argument("--out", type=Path, default=DEFAULT_OUT)
     ap.add_argument("--backend", default="auto", choices=["auto", "fake-cuda", "cuda", "cpu", "fake-cpu"])
     ap.add_argument("--skip-existing", action="store_true", help="skip cases whose output file exists")
     args = ap.parse_args(argv)
@@ -48,8 +62,14 @@ def main(argv: list[str] | None = None) -> int:
     from . import runner  # imports torch
 
     doc = json.loads(args.cases.read_text())
-    if doc.get("format") != "vramplan-accuracy-cases":
-        raise SystemExit(f"{args.cases}: not a vramplan-accuracy-cases file")
+    if doc.get("format") == "vramplan-accuracy-cases":
+        measure = runner.measure_case
+    elif doc.get("format") == "vramplan-serving-cases":
+        measure = runner.measure_serving_case
+        if args.out == DEFAULT_OUT:
+            args.out = REPO / "benchmarks" / "serving" / "measured"
+    else:
+        raise SystemExit(f"{args.cases}: not a vramplan-accuracy-cases or vramplan-serving-cases file")
     cases = doc["cases"]
     if args.only:
         known = {c["id"] for c in cases}
@@ -66,21 +86,25 @@ def main(argv: list[str] | None = None) -> int:
         if args.skip_existing and out_path.exists():
             print(f"skip {case['id']} (exists)", flush=True)
             continue
-        if case["model"] not in configs:
-            print(f"FAIL {case['id']}: model {case['model']!r} not in models.json", flush=True)
+        try:
+            config = _case_config(case, configs)
+        except ValueError as exc:
+            print(f"FAIL {case['id']}: {exc}", flush=True)
             failures += 1
             continue
         try:
-            res, diag = runner.measure_case(case, configs[case["model"]], backend)
+            res, diag = measure(case, config, backend)
         except Exception:  # noqa: BLE001 - report and go on with the next case
             failures += 1
             print(f"FAIL {case['id']}:\n{traceback.format_exc()}", flush=True)
             continue
         runner.write_atomic(out_path, res)
-        bd = " ".join(f"{k}={v / 2**30:.2f}" for k, v in res["breakdown_at_peak"].items() if v)
+        peak = res.get("peak_allocated_bytes", res.get("peak_bytes", 0))
+        bd_doc = res.get("breakdown_at_peak") or res.get("breakdown") or {}
+        bd = " ".join(f"{k}={v / 2**30:.2f}" for k, v in bd_doc.items() if v)
         print(
-            f"ok   {case['id']}: peak {res['peak_allocated_bytes'] / 2**30:.3f} GiB "
-            f"(step {res['peak_step']} {res['peak_phase']}) [{bd}] "
+            f"ok   {case['id']}: peak {peak / 2**30:.3f} GiB "
+            f"(step {res.get('peak_step', 1)} {res['peak_phase']}) [{bd}] "
             f"sdpa={diag['sdpa_kernels']} masked={diag['sdpa_masked_calls']} {res['wall_seconds']}s",
             flush=True,
         )

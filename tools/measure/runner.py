@@ -44,6 +44,47 @@ _CAT = {
     _MemRefType.OTH: "other",
 }
 BREAKDOWN_KEYS = ("parameters", "buffers", "gradients", "optimizer_state", "activations", "temporary", "other")
+DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
+OPTIMIZER_IMPLS = ("foreach", "fused", "forloop")
+
+
+def resolve_knobs(case: dict[str, Any]) -> dict[str, Any]:
+    """The precision roles and optimizer implementation a case runs with.
+
+    Keys absent from a case keep what the old `precision` field meant, so every case
+    measured before these keys existed runs exactly as it did:
+      precision "fp32"        -> fp32 weights, no autocast
+      precision "bf16"        -> weights converted to bf16 after an fp32 build, no autocast
+      precision "bf16-mixed"  -> fp32 weights, bf16 autocast
+      precision "fp16-mixed"  -> fp32 weights, fp16 autocast + GradScaler
+    `weight_dtype` (when present) is the dtype the model is built in (from_pretrained's
+    dtype), `adapter_dtype` "fp32" is PEFT's autocast_adapter_dtype=True (its default),
+    `optimizer_impl` absent = "foreach" (what torch.optim picks on CUDA, and what every old
+    case measured).
+    """
+    precision = str(case.get("precision", "fp32"))
+    legacy_weight = {"bf16": "bf16", "fp16": "fp16"}.get(precision, "fp32")
+    weight = case.get("weight_dtype") or legacy_weight
+    if "autocast" in case:
+        autocast = case["autocast"]
+    else:
+        autocast = {"bf16-mixed": "bf16", "fp16-mixed": "fp16"}.get(precision)
+    knobs = {
+        "weight_dtype": weight,
+        "built_in_weight_dtype": "weight_dtype" in case,
+        "adapter_dtype": case.get("adapter_dtype") or "fp32",
+        "autocast": autocast,
+        "grad_scaler": bool(case.get("grad_scaler", autocast == "fp16")),
+        "optimizer_impl": case.get("optimizer_impl") or "foreach",
+    }
+    for key in ("weight_dtype", "adapter_dtype"):
+        if knobs[key] not in DTYPES:
+            raise ValueError(f"{key}={knobs[key]!r}: expected one of {', '.join(DTYPES)}")
+    if knobs["autocast"] not in (None, "bf16", "fp16"):
+        raise ValueError(f"autocast={knobs['autocast']!r}: expected null, 'bf16' or 'fp16'")
+    if knobs["optimizer_impl"] not in OPTIMIZER_IMPLS:
+        raise ValueError(f"optimizer_impl={knobs['optimizer_impl']!r}: expected one of {', '.join(OPTIMIZER_IMPLS)}")
+    return knobs
 
 
 # --------------------------------------------------------------------------- configs
@@ -194,13 +235,33 @@ def fake_tensor_environment() -> Iterator[None]:
         yield
 
 
+_META_LIB: Any = None
+
+
+def _register_missing_meta_kernels() -> None:
+    """aten::_fused_sgd_ has no Meta kernel in torch 2.13 (its AdamW/Adam siblings do).
+    It only writes into tensors it is given (params, grads, momentum buffers, all
+    allocated in Python beforehand), and the CUDA kernel allocates nothing, so a Meta
+    kernel that does nothing has the same memory effect."""
+    global _META_LIB
+    if _META_LIB is not None or torch._C._dispatch_has_kernel_for_dispatch_key("aten::_fused_sgd_", "Meta"):
+        return
+    _META_LIB = torch.library.Library("aten", "IMPL")
+    for overload in ("_fused_sgd_", "_fused_sgd_.tensor_lr"):
+        _META_LIB.impl(overload, lambda *args, **kwargs: None, "Meta")
+
+
 @contextlib.contextmanager
 def fake_cuda_environment() -> Iterator[None]:
     """Python-level pieces of the fake GPU: autocast("cuda") allowed (it switches itself
     off when CUDA looks unavailable), SDPA routed like sm80/sm90."""
+    _register_missing_meta_kernels()
     with contextlib.ExitStack() as st:
         st.enter_context(_patched(torch.cuda.amp.common, "amp_definitely_not_available", lambda: False))
         st.enter_context(_patched(torch.cuda, "is_bf16_supported", lambda *a, **k: True))
+        # transformers' MoE experts pick torch's grouped_mm on sm80+ (H100 = sm90); the CPU
+        # build cannot answer the capability question itself.
+        st.enter_context(_patched(torch.cuda, "get_device_capability", lambda *a, **k: (9, 0)))
         st.enter_context(sdpa_mod.patched_sdpa())
         yield
 
@@ -285,7 +346,9 @@ def _freeze_first_layers(model: torch.nn.Module, n: int) -> None:
             p.requires_grad_(False)
 
 
-def _apply_lora(model: torch.nn.Module, lcfg: dict[str, Any]) -> torch.nn.Module:
+def _apply_lora(
+    model: torch.nn.Module, lcfg: dict[str, Any], dora: bool = False, adapter_dtype: str = "fp32"
+) -> torch.nn.Module:
     from peft import LoraConfig, get_peft_model
 
     cfg = LoraConfig(
@@ -295,28 +358,37 @@ def _apply_lora(model: torch.nn.Module, lcfg: dict[str, Any]) -> torch.nn.Module
         lora_dropout=float(lcfg.get("dropout", 0.0)),
         bias="none",
         task_type="CAUSAL_LM",
+        use_dora=dora,
     )
-    return get_peft_model(model, cfg)
+    # autocast_adapter_dtype=True (PEFT's default) stores adapters in fp32 on a bf16/fp16
+    # base; False leaves them in the base's dtype (litgpt's bf16-true keeps them so).
+    if adapter_dtype not in ("fp32", "bf16", "fp16"):
+        raise ValueError(f"adapter_dtype={adapter_dtype!r}")
+    return get_peft_model(model, cfg, autocast_adapter_dtype=adapter_dtype == "fp32")
 
 
 def _build(case: dict[str, Any], config: dict[str, Any], fake: bool) -> torch.nn.Module:
     from transformers import AutoConfig, AutoModelForCausalLM
 
+    knobs = resolve_knobs(case)
     cfg = AutoConfig.for_model(**config)
+    # New cases (weight_dtype given) are built in that dtype, as from_pretrained(dtype=...)
+    # loads them; old ones keep their fp32 build + conversion, byte for byte.
+    build_dtype = DTYPES[knobs["weight_dtype"]] if knobs["built_in_weight_dtype"] else torch.float32
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         model = AutoModelForCausalLM.from_config(
-            cfg, attn_implementation=case.get("attention", "sdpa"), dtype=torch.float32
+            cfg, attn_implementation=case.get("attention", "sdpa"), dtype=build_dtype
         )
-    precision = case["precision"]
-    if precision == "bf16":
+    if not knobs["built_in_weight_dtype"] and knobs["weight_dtype"] != "fp32":
+        target = DTYPES[knobs["weight_dtype"]]
         if fake:  # Module.to() cannot swap fake tensors; same effect as model.to(torch.bfloat16)
-            _to_device_inplace(model, dtype=torch.bfloat16)
+            _to_device_inplace(model, dtype=target)
         else:
-            model.to(torch.bfloat16)
+            model.to(target)
     method = case["method"]
-    if method == "lora":
-        model = _apply_lora(model, case.get("lora") or {})
+    if method in ("lora", "dora"):
+        model = _apply_lora(model, case.get("lora") or {}, dora=method == "dora", adapter_dtype=knobs["adapter_dtype"])
     elif method == "frozen":
         _freeze_first_layers(model, int(case.get("frozen_layers", 0)))
     elif method != "full":
@@ -328,15 +400,35 @@ def _make_optimizer(case: dict[str, Any], params: list[torch.nn.Parameter], devi
     # PyTorch's default on CUDA is the foreach implementation (fused=False). Fake tensors are
     # not of the types _default_to_fused_or_foreach accepts, so the default would silently be
     # the for-loop: pass foreach explicitly = what a real CUDA run picks. CPU default: for-loop.
-    foreach = device.type == "cuda"
+    # optimizer_impl chooses explicitly: foreach (absent = foreach), fused, or forloop.
+    impl = resolve_knobs(case)["optimizer_impl"]
+    if device.type != "cuda":
+        kw: dict[str, Any] = {"foreach": False}
+    elif impl == "foreach":
+        kw = {"foreach": True}
+    elif impl == "fused":
+        kw = {"fused": True}
+    else:
+        kw = {"foreach": False, "fused": False}
     name = case["optimizer"]
     if name == "adamw":
-        return torch.optim.AdamW(params, lr=1e-4, foreach=foreach)
+        return torch.optim.AdamW(params, lr=1e-4, **kw)
+    if name == "adam":
+        return torch.optim.Adam(params, lr=1e-4, **kw)
     if name == "sgd-momentum":
-        return torch.optim.SGD(params, lr=1e-4, momentum=0.9, foreach=foreach)
+        return torch.optim.SGD(params, lr=1e-4, momentum=0.9, **kw)
     if name == "sgd":
-        return torch.optim.SGD(params, lr=1e-4, foreach=foreach)
+        return torch.optim.SGD(params, lr=1e-4, **kw)
     raise ValueError(f"unknown optimizer {name!r}")
+
+
+class _FakeSafeGradScaler(torch.amp.GradScaler):
+    """GradScaler whose step does not read found_inf back (.item() has no value on a fake
+    tensor). The kernels (scale, unscale + inf check, update) still run; a finite step, what
+    a healthy run does, then always steps."""
+
+    def _maybe_opt_step(self, optimizer, optimizer_state, *args, **kwargs):  # noqa: ANN001, ANN002, ANN003
+        return optimizer.step(*args, **kwargs)
 
 
 def versions() -> dict[str, str]:
@@ -396,11 +488,15 @@ def measure_case(
         tracker = PhaseMemTracker(device)
         tracker.optimizer = opt
         tracker.track_external(model, opt, ids)
+        knobs = resolve_knobs(case)
         autocast = (
-            torch.autocast(device.type, dtype=torch.bfloat16)
-            if case["precision"] == "bf16-mixed"
+            torch.autocast(device.type, dtype=DTYPES[knobs["autocast"]])
+            if knobs["autocast"]
             else contextlib.nullcontext()
         )
+        scaler = None
+        if knobs["grad_scaler"]:
+            scaler = (_FakeSafeGradScaler if fake else torch.amp.GradScaler)(device.type)
         cuda_phase: dict[str, dict[str, int]] = {}
         cuda_peak_step = None
         cuda_running_max = 0
@@ -428,11 +524,19 @@ def measure_case(
                 del out  # like HF Trainer: only the loss outlives the forward
                 cuda_mark(step, "forward")
                 tracker.set_phase(step, "backward")
-                loss.backward()
+                if scaler is not None:
+                    scaler.scale(loss).backward()
+                else:
+                    loss.backward()
                 del loss
                 cuda_mark(step, "backward")
                 tracker.set_phase(step, "optimizer")
-                opt.step()
+                if scaler is not None:  # fp16 AMP as HF Trainer runs it: unscale (for clipping), step, update
+                    scaler.unscale_(opt)
+                    scaler.step(opt)
+                    scaler.update()
+                else:
+                    opt.step()
                 opt.zero_grad(set_to_none=True)
                 cuda_mark(step, "optimizer")
                 gc.collect()
@@ -441,6 +545,7 @@ def measure_case(
             "format": "vramplan-measurement",
             "version": 1,
             "case": case,
+            "resolved": {k: v for k, v in resolve_knobs(case).items() if k != "built_in_weight_dtype"},
             "model_config": config,
             "backend": backend,
             "versions": versions(),
@@ -486,3 +591,168 @@ def write_atomic(path: Path, data: dict[str, Any]) -> None:
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     tmp.write_text(json.dumps(data, indent=1) + "\n")
     os.replace(tmp, path)
+
+
+# --------------------------------------------------------------------------- serving (HF generate)
+class ServingMemTracker(PhaseMemTracker):
+    """PhaseMemTracker that, at each new peak, also counts the bytes held by the KV cache."""
+
+    def __init__(self, device: torch.device) -> None:
+        super().__init__(device)
+        self.cache: Any = None
+        self.peak_kv_bytes = 0
+        self.peak_kv_tokens = 0
+
+    def kv_bytes(self) -> tuple[int, int]:
+        """(bytes of the distinct storages the cache's keys/values live in, longest cached length)."""
+        if self.cache is None:
+            return 0, 0
+        total, longest, seen = 0, 0, set()
+        for layer in getattr(self.cache, "layers", []):
+            for t in (getattr(layer, "keys", None), getattr(layer, "values", None)):
+                if not isinstance(t, torch.Tensor) or t.numel() == 0:
+                    continue
+                longest = max(longest, int(t.shape[-2]))
+                st = t.untyped_storage()
+                if id(st) in seen:
+                    continue
+                seen.add(id(st))
+                winfo, _ = self._WINFO.get(st, (None, None))
+                total += winfo.mem_consumed if winfo is not None else -(-st.nbytes() // 512) * 512
+        return total, longest
+
+    def _update_peak_stats(self, peak_state) -> None:  # noqa: ANN001 - MemTracker signature
+        before = self.peak_bytes
+        super()._update_peak_stats(peak_state)
+        if self.peak_bytes > before:
+            self.peak_kv_bytes, self.peak_kv_tokens = self.kv_bytes()
+
+
+def measure_serving_case(
+    case: dict[str, Any], config: dict[str, Any], backend: str
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    """HF generate's memory as it runs a static batch: prefill of batch x prompt_len tokens
+    with a DynamicCache and logits_to_keep=1, then new_tokens - 1 decode steps. No grad,
+    model built in `weight_dtype` (default bf16), eval mode."""
+    from transformers import AutoConfig, AutoModelForCausalLM, DynamicCache
+
+    t0 = time.perf_counter()
+    fake = backend in ("fake-cuda", "fake-cpu")
+    device = torch.device("cuda" if backend in ("cuda", "fake-cuda") else "cpu")
+    sdpa_mod.CHOICES.clear()
+    sdpa_mod.MASKED_CALLS.clear()
+    torch.manual_seed(0)
+    weight_dtype = case.get("weight_dtype", "bf16")
+    if weight_dtype not in DTYPES:
+        raise ValueError(f"weight_dtype={weight_dtype!r}: expected one of {', '.join(DTYPES)}")
+    b, s = int(case["batch"]), int(case["prompt_len"])
+    new_tokens = int(case.get("new_tokens", 2))
+    if b < 1 or s < 1 or new_tokens < 1:
+        raise ValueError("batch, prompt_len and new_tokens must be >= 1")
+
+    with contextlib.ExitStack() as stack:
+        if fake:
+            stack.enter_context(FakeTensorMode(allow_non_fake_inputs=False))
+            stack.enter_context(fake_tensor_environment())
+        if backend == "fake-cuda":
+            stack.enter_context(fake_cuda_environment())
+        cfg = AutoConfig.for_model(**config)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            model = AutoModelForCausalLM.from_config(
+                cfg, attn_implementation=case.get("attention", "sdpa"), dtype=DTYPES[weight_dtype]
+            )
+        if fake and device.type == "cuda":
+            _to_device_inplace(model, device)
+        elif device.type == "cuda":
+            model.to(device)
+        model.eval()
+        vocab = int(cfg.get_text_config().vocab_size)
+        if fake:
+            ids = torch.zeros((b, s), dtype=torch.long, device=device)
+        else:
+            ids = torch.randint(0, vocab, (b, s), device=device)
+
+        if backend == "cuda":
+            torch.cuda.synchronize()
+            torch.cuda.reset_peak_memory_stats()
+        tracker = ServingMemTracker(device)
+        tracker.track_external(model, ids)
+        cuda_phase: dict[str, int] = {}
+
+        def cuda_mark(phase: str) -> None:
+            if backend == "cuda":
+                torch.cuda.synchronize()
+                cuda_phase[phase] = max(cuda_phase.get(phase, 0), torch.cuda.max_memory_allocated())
+                torch.cuda.reset_peak_memory_stats()
+
+        kv_after: dict[str, dict[str, int]] = {}
+        with tracker, torch.no_grad():
+            # generate() builds the cache before the first forward (DynamicCache from the config:
+            # sliding-window layers get DynamicSlidingWindowLayer).
+            cache = DynamicCache(config=model.config)
+            tracker.cache = cache
+            tracker.set_phase(1, "prefill")
+            out = model(input_ids=ids, cache=cache, use_cache=True, logits_to_keep=1)
+            # as GenerationMixin._sample: copy the last position's logits to fp32, drop the outputs
+            next_logits = out.logits[:, -1].to(copy=True, dtype=torch.float32)
+            del out
+            next_tokens = torch.argmax(next_logits, dim=-1)
+            del next_logits
+            ids = torch.cat([ids, next_tokens[:, None]], dim=-1)
+            cuda_mark("prefill")
+            kv_bytes, kv_tokens = tracker.kv_bytes()
+            kv_after["prefill"] = {"bytes": kv_bytes, "tokens": kv_tokens}
+            for _ in range(new_tokens - 1):
+                tracker.reset_mod_stats()  # MemTracker refuses a second forward otherwise
+                tracker.set_phase(1, "decode")
+                out = model(input_ids=next_tokens[:, None], cache=cache, use_cache=True, logits_to_keep=1)
+                next_logits = out.logits[:, -1].to(copy=True, dtype=torch.float32)
+                del out
+                next_tokens = torch.argmax(next_logits, dim=-1)
+                del next_logits
+                ids = torch.cat([ids, next_tokens[:, None]], dim=-1)
+                cuda_mark("decode")
+                kv_bytes, kv_tokens = tracker.kv_bytes()
+                kv_after["decode"] = {"bytes": kv_bytes, "tokens": kv_tokens}
+            tracker.cache = None
+            del cache
+
+        stats = _param_stats(model)
+        bd = tracker.peak_breakdown
+        weights = int(bd["parameters"] + bd["buffers"])
+        if backend == "cuda":
+            peak = max(cuda_phase.values())
+            peak_phase = max(cuda_phase, key=lambda k: cuda_phase[k])
+            phase_peaks = cuda_phase
+        else:
+            peak = int(tracker.peak_bytes)
+            peak_phase = tracker.peak_at[1]
+            phase_peaks = {p: int(v) for p, v in tracker.phase_peaks.get("step1", {}).items()}
+        kv_at_peak = int(tracker.peak_kv_bytes)
+        result: dict[str, Any] = {
+            "format": "vramplan-serving-measurement",
+            "version": 1,
+            "case": case,
+            "model_config": config,
+            "backend": backend,
+            "versions": versions(),
+            "device_name": _device_name(backend),
+            "parameters": stats,
+            "peak_bytes": peak,
+            "peak_phase": peak_phase,
+            "breakdown": {
+                "weights": weights,
+                "kv_cache": kv_at_peak,
+                "working": int(tracker.peak_bytes) - weights - kv_at_peak,
+            },
+            "kv_cache_tokens_at_peak": int(tracker.peak_kv_tokens),
+            "kv_cache_after": kv_after,
+            "phase_peaks": phase_peaks,
+            "peak_reserved_bytes": int(torch.cuda.max_memory_reserved()) if backend == "cuda" else None,
+        }
+        result["wall_seconds"] = round(time.perf_counter() - t0, 2)
+        diag = {"sdpa_kernels": dict(sdpa_mod.CHOICES), "sdpa_masked_calls": dict(sdpa_mod.MASKED_CALLS)}
+        del model, ids, tracker
+    gc.collect()
+    return result, diag

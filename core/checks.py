@@ -1,0 +1,28 @@
+"""Warnings about a valid plan: things it is allowed to ask that a user should still hear about.
+
+A PlanError refuses a plan; a warning lets it through and says what is doubtful about it. The
+rules live here so that the window, the command line and the tests read the same sentences.
+"""
+
+from __future__ import annotations
+
+from core.plan import Plan
+
+
+def plan_warnings(plan: Plan) -> tuple[str, ...]:
+    """One sentence per doubtful setting of ``plan``; empty when there is nothing to say."""
+    warnings: list[str] = []
+    model = plan.model
+    window = model.max_position_embeddings  # the model's config.json "max_position_embeddings"
+    if plan.workload.seq_len > window:
+        warnings.append(
+            f"Sequence {plan.workload.seq_len:,} tokens is past {model.name}'s context window of "
+            f"{window:,} tokens: the model has not learned positions that far, so the memory is "
+            "estimated but the run would need a longer-context model or position scaling."
+        )
+    if plan.inference.context > window:
+        warnings.append(
+            f"The serving context of {plan.inference.context:,} tokens is past {model.name}'s "
+            f"context window of {window:,} tokens."
+        )
+    return tuple(warnings)

@@ -1,0 +1,404 @@
+"""Memory of a serving engine, laid out as the engine lays it out.
+
+Two engines, each modelled from its source:
+
+* Hugging Face ``model.generate`` (transformers 4.5x): one static batch of B requests.
+  The prompt of every request is prefilled at once (a forward over B × S tokens with
+  ``use_cache=True``); only the last position's logits are computed
+  (``logits_to_keep=1``); the ``DynamicCache`` then grows by one position per request
+  and layer each step, to S + new tokens. Peak = weights + KV cache + the larger of the
+  prefill's working memory and the last decode step's.
+* vLLM (V1 engine, source followed: vllm-project/vllm commit 35d5cda1 for
+  ``vllm/v1/worker/gpu_worker.py`` ``determine_available_memory`` and a6d5c390 for
+  ``vllm/utils/mem_utils.py`` ``memory_profiling``; the v0.11-v0.13 line): the KV pool
+  takes what is left of ``total × gpu_memory_utilization`` after the weights, the torch
+  peak of a profiling forward of ``max_num_batched_tokens`` tokens spread over
+  ``max_num_seqs`` requests (then a sampler run over ``max_num_seqs`` rows) and the
+  memory allocated outside torch since start-up. The pool is cut into blocks of 16
+  tokens; ``GPU KV cache size`` and ``Maximum concurrency`` are derived from it.
+
+Per rank: tensor parallelism divides the matrices and the KV heads (at least one KV head
+per rank); pipeline parallelism divides the layers (the rank with the most layers and the
+embeddings decides). Replicas repeat the whole.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Final
+
+from core.catalogue import GpuSpec
+from core.detailed import CUDA_CONTEXT_BYTES
+from core.model import ModelSpec
+from core.plan import Attention, Inference, Plan
+from core.serving.formats import KV_BYTES, weight_bytes
+from core.serving.kv import cached_positions, kv_bytes_per_token_layer, kv_heads_per_rank, window_split
+from core.solve import largest_fitting
+from core.units import GiB
+from core.verdict import Verdict, judge
+
+# --- serving overhead: the one home ---------------------------------------------------
+# Memory a serving process holds outside the caching allocator: the CUDA context
+# (core.detailed.CUDA_CONTEXT_BYTES, the same constant training uses).
+SERVING_OVERHEAD_BYTES: Final = CUDA_CONTEXT_BYTES
+
+# --- vLLM constants (source: the commits named above) ------------------------------------
+VLLM_BLOCK_SIZE: Final = 16  # CacheConfig.block_size default on CUDA
+# EngineArgs.get_batch_defaults, usage context OPENAI_API_SERVER (`vllm serve`): cards of
+# 70 GiB or more that are not A100s get 8192 batched tokens and 1024 sequences, others
+# 2048 and 256.
+VLLM_LARGE_CARD_BYTES: Final = 70 * GiB
+VLLM_DEFAULTS_LARGE: Final = (8192, 1024)
+VLLM_DEFAULTS_SMALL: Final = (2048, 256)
+# Torch peak of the profiling forward, per token: the gated MLP's gate|up output (2·I)
+# and activation output (I) live with about three hidden-size tensors (residual, normed
+# input, block output), all in 16 bits: (3·I + 3·d) · 2 bytes. Checked against vLLM's
+# own "PyTorch activation peak memory" for Llama-3.1-8B (I = 14336, d = 4096): 2.07 GiB
+# at 20,000 tokens and 2.99 GiB at 29,000 (vllm-project/vllm issue #10517), which this
+# gives within 1 %.
+ACT_HIDDEN_COPIES: Final = 3
+# Hugging Face's eager-mode decoder layer keeps one more hidden-size tensor alive at the
+# MLP (the attention output beside the residual): 4 copies reproduce the working memory
+# h2-measure recorded for generate (benchmarks/serving/measured, llama-3.1-8b: 118.9 kB
+# per prompt token against (3 · 14336 + 4 · 4096) · 2 = 118.8 kB).
+HF_HIDDEN_COPIES: Final = 4
+# The sampler run after the forward: float32 logits of max_num_seqs rows and the
+# sampler's temporaries (probabilities, log-probabilities, sorted copies for top-p/top-k
+# and their int64 indices). 41 bytes per logit reproduces the 1.26 GiB vLLM logged for
+# Llama-3-8B with 256 sequences × 128,256 vocabulary (vllm-project/vllm PR #10511).
+SAMPLER_BYTES_PER_LOGIT: Final = 41
+# Memory allocated outside torch after start-up (cuBLAS/cuBLASLt workspaces, attention
+# backend buffers; NCCL and custom all-reduce buffers when ranks talk): vLLM logged
+# 0.16-0.35 GiB on one GPU (issues #10517, #13061, PR #12126). Assumed 0.3 GiB plus
+# 0.2 GiB with tensor or pipeline parallel.
+VLLM_NON_TORCH_BYTES: Final = 0.3 * GiB
+VLLM_NON_TORCH_PARALLEL_BYTES: Final = 0.2 * GiB
+# vLLM sizes everything from torch.cuda.mem_get_info()'s total, which is below what
+# nvidia-smi reports (the catalogue's memory_bytes) by what the driver keeps: vLLM logged
+# total_gpu_memory 79.22 GiB on an H100 80GB (PR #10511) and 23.58 GiB on an RTX 3090
+# (issue #10517) against 79.65 and 24.00 GiB in nvidia-smi: 0.42-0.43 GiB.
+DRIVER_RESERVED_BYTES: Final = 0.43 * GiB
+# CUDA graphs: the version followed captures them after the KV pool is sized and does not
+# subtract their pool (it only suggests --kv-cache-memory in a debug line); releases that
+# estimate the graph pool during profiling subtract roughly 0.5-1.5 GiB more.
+VLLM_CUDA_GRAPH_BYTES: Final = 0.0
+
+# --- SGLang (python/sglang/srt/server_args.py and model_executor/model_runner.py,
+# the v0.4 line) -----------------------------------------------------------------------------
+# profile_max_num_token: pool = memory free after the weights load - total × (1 -
+# mem_fraction_static), in tokens of 2 · KV heads per rank · head width · layers · bytes;
+# activations and CUDA graphs live in the (1 - mem_fraction_static) left over. Default
+# mem_fraction_static by tensor-parallel size (ServerArgs.__post_init__): 0.88 at 1,
+# 0.87 from 2, 0.85 from 4, 0.81 from 8, 0.79 from 16.
+SGLANG_FRACTIONS: Final = ((16, 0.79), (8, 0.81), (4, 0.85), (2, 0.87), (1, 0.88))
+
+# --- Hugging Face generate -----------------------------------------------------------
+# After the forward, generate keeps the last position's logits (16-bit), copies them to
+# float32 and the logits processors / softmax make one more float32 row: 2 + 4 + 4 bytes.
+HF_LOGIT_BYTES: Final = 10
+# Eager attention materialises scores (16-bit), their float32 softmax and the cast back.
+EAGER_SCORE_BYTES: Final = 8
+
+MAX_CONCURRENT: Final = 10_000_000
+MAX_CONTEXT: Final = 100_000_000
+
+
+@dataclass(frozen=True)
+class RankLayout:
+    """What the rank that decides holds."""
+
+    weights_bytes: float
+    layers: int  # decoder layers on this rank
+    kv_token_layer_bytes: float  # one token in one layer on this rank
+    kv_heads: int
+    intermediate: int  # MLP width on this rank
+    q_heads: int
+
+
+def rank_layout(plan: Plan) -> RankLayout:
+    model, inf = plan.model, plan.inference
+    tp, pp = inf.tensor_parallel, inf.pipeline_parallel
+    total = model.total_params()
+    all_weights = weight_bytes(model, total, inf.weight_dtype)
+    per_param = all_weights / total if total else 0.0
+    layers = math.ceil(model.num_layers / pp)
+    # KV projections are replicated, not split, once tp exceeds the KV heads.
+    kv_rep = kv_heads_per_rank(model, tp) * tp / model.num_kv_heads
+    kv_proj = 2 * model.hidden_size * model.kv_width * model.num_layers
+    scale = model.params_scale
+    block_params = (model.num_layers * model.layer_params() + (kv_rep - 1) * kv_proj) * scale
+    ends = (model.embedding_params() + model.head_params()) * scale
+    if pp > 1:
+        ends = max(model.embedding_params(), model.head_params() or model.embedding_params()) * scale
+    rank_params = (block_params * layers / model.num_layers + ends) / tp
+    return RankLayout(
+        weights_bytes=rank_params * per_param,
+        layers=layers,
+        kv_token_layer_bytes=kv_bytes_per_token_layer(model, KV_BYTES[inf.kv_dtype], tp),
+        kv_heads=kv_heads_per_rank(model, tp),
+        intermediate=math.ceil(model.intermediate_size * max(1, model.experts_per_token) / tp),
+        q_heads=max(1, model.num_heads // tp),
+    )
+
+
+def forward_working_bytes(
+    model: ModelSpec, layout: RankLayout, tokens: int, hidden_copies: int = ACT_HIDDEN_COPIES
+) -> float:
+    """Torch working memory of a forward over ``tokens`` tokens (one block's widest moment)."""
+    mlp = (3 if model.gated_mlp else 2) * layout.intermediate
+    return tokens * (mlp + hidden_copies * model.hidden_size) * 2
+
+
+def hf_cached_positions(model: ModelSpec, tokens: int) -> int:
+    """Layer-positions transformers' DynamicCache keeps: it caps only layers the config types
+    as sliding (Gemma 2/3 ``layer_types``); a model whose every layer has the window
+    (Mistral 7B v0.1) keeps all positions and applies the window as a mask, as h2-measure's
+    Mistral case shows (benchmarks/serving/measured/hf-mistral-7b-b2-s8192.json)."""
+    if model.sliding_window and model.sliding_window_layers >= model.num_layers:
+        return model.num_layers * tokens
+    return cached_positions(model, tokens)
+
+
+@dataclass(frozen=True)
+class EngineMemory:
+    weights_bytes: float
+    kv_cache_bytes: float  # hf: the batch's cache at its longest; vllm: the whole pool
+    activation_bytes: float  # hf: prefill/decode working memory; vllm: profiled peak
+    non_torch_bytes: float
+    overhead_bytes: float  # CUDA context
+    peak_bytes: float  # allocator level (torch)
+    total_bytes: float  # what the process takes of the card
+    budget_bytes: float  # what the process may take (hf: capacity less headroom; vllm: the card)
+    kv_cache_tokens: int  # tokens the cache holds (hf: B × context; vllm: GPU KV cache size)
+    max_concurrency: float  # requests of the plan's context that fit (vllm: as it logs it)
+    max_concurrent: int
+    max_context: int
+    verdict: Verdict  # core.verdict.judge on total_bytes; a pool that holds no request is OOM
+    margin_bytes: float
+    max_num_seqs: int
+    max_num_batched_tokens: int
+    formula: str
+
+
+# --- Hugging Face generate -------------------------------------------------------------
+def hf_peak_bytes(plan: Plan, layout: RankLayout, batch: int, context: int) -> tuple[float, float, float]:
+    """(peak, KV cache at the end, working memory at the peak) for a static batch."""
+    model, inf = plan.model, plan.inference
+    prompt = max(1, context - inf.new_tokens)
+    per_pos = layout.kv_token_layer_bytes
+    pp_share = layout.layers / model.num_layers
+    kv_prompt = per_pos * batch * hf_cached_positions(model, prompt) * pp_share
+    kv_end = per_pos * batch * hf_cached_positions(model, context) * pp_share
+    logits = batch * model.vocab_size * HF_LOGIT_BYTES
+    prefill = forward_working_bytes(model, layout, batch * prompt, HF_HIDDEN_COPIES) + logits
+    if plan.attention is Attention.EAGER:
+        prefill += batch * layout.q_heads * prompt * prompt * EAGER_SCORE_BYTES
+    # Each decode step torch.cat's one layer's K (then V) into a new tensor before the
+    # old one is freed: one layer's K of the whole batch is transient.
+    cat_transient = per_pos / 2 * batch * context
+    decode = forward_working_bytes(model, layout, batch, HF_HIDDEN_COPIES) + logits + cat_transient
+    working = max(prefill + kv_prompt, decode + kv_end) - kv_end
+    peak = layout.weights_bytes + kv_end + working
+    return peak, kv_end, working
+
+
+def hf_memory(plan: Plan, gpu: GpuSpec, layout: RankLayout) -> EngineMemory:
+    inf = plan.inference
+    usable = gpu.memory_bytes * (1.0 - plan.hardware.headroom)
+    peak, kv, working = hf_peak_bytes(plan, layout, inf.concurrent, inf.context)
+    total = peak + SERVING_OVERHEAD_BYTES
+
+    def fits(batch: int, context: int) -> bool:
+        return hf_peak_bytes(plan, layout, batch, context)[0] + SERVING_OVERHEAD_BYTES <= usable
+
+    # Every term of the peak but the weights is proportional to the batch: the largest batch
+    # has a closed form, which the solver confirms in a call or two.
+    room = usable - SERVING_OVERHEAD_BYTES - layout.weights_bytes
+    one = hf_peak_bytes(plan, layout, 1, inf.context)[0] - layout.weights_bytes
+    max_b = max(0, largest_fitting(lambda b: fits(b, inf.context), MAX_CONCURRENT, room / one if one > 0 else 1))
+    # In the context the peak is close to linear (attention scores and windows bend it):
+    # a secant through the plan's context and half of it starts the search near the answer.
+    half = max(1, inf.context // 2)
+    slope = (peak - hf_peak_bytes(plan, layout, inf.concurrent, half)[0]) / max(1, inf.context - half)
+    guess_c = inf.context + (room - (peak - layout.weights_bytes)) / slope if slope > 0 else 1
+    max_c = max(0, largest_fitting(lambda n: fits(inf.concurrent, n), MAX_CONTEXT, guess_c))
+    verdict = judge(total, gpu.memory_bytes, plan.hardware.headroom).verdict
+    formula = (
+        f"peak = weights + KV cache + working = {_gb(layout.weights_bytes)} + {_gb(kv)} + {_gb(working)} GB; "
+        f"KV = 2 · {layout.layers} layers · {layout.kv_heads} KV heads · {plan.model.head_dim} · "
+        f"{inf.context:,} tokens · {inf.concurrent} · {KV_BYTES[inf.kv_dtype]:g} B"
+    )
+    return EngineMemory(
+        weights_bytes=layout.weights_bytes,
+        kv_cache_bytes=kv,
+        activation_bytes=working,
+        non_torch_bytes=0.0,
+        overhead_bytes=SERVING_OVERHEAD_BYTES,
+        peak_bytes=peak,
+        total_bytes=total,
+        budget_bytes=usable,
+        kv_cache_tokens=inf.concurrent * inf.context,
+        max_concurrency=float(max_b),
+        max_concurrent=max_b,
+        max_context=max_c,
+        verdict=verdict,
+        margin_bytes=usable - total,
+        max_num_seqs=inf.concurrent,
+        max_num_batched_tokens=inf.concurrent * inf.prompt_tokens,
+        formula=formula,
+    )
+
+
+# --- vLLM --------------------------------------------------------------------------------
+def pooled_verdict(concurrency: float, need: float, gpu: GpuSpec, headroom: float) -> Verdict:
+    """An engine with a pool refuses to start when one request does not fit (OOM); otherwise
+    the plan's requests at once are judged like any total, and past the card's capacity they
+    queue rather than fail (over headroom, not out of memory)."""
+    if concurrency < 1:
+        return Verdict.OOM
+    verdict = judge(need, gpu.memory_bytes, headroom).verdict
+    return Verdict.OVER_HEADROOM if verdict is Verdict.OOM else verdict
+
+
+def vllm_defaults(gpu: GpuSpec) -> tuple[int, int]:
+    """(max_num_batched_tokens, max_num_seqs) that `vllm serve` picks for this card."""
+    large = gpu.memory_bytes >= VLLM_LARGE_CARD_BYTES and "a100" not in gpu.id.lower()
+    return VLLM_DEFAULTS_LARGE if large else VLLM_DEFAULTS_SMALL
+
+
+def vllm_total_memory(gpu: GpuSpec) -> float:
+    """The total vLLM reads from the driver: the card less what the driver keeps."""
+    return max(0.0, gpu.memory_bytes - DRIVER_RESERVED_BYTES)
+
+
+def vllm_scheduler(inf: Inference, gpu: GpuSpec) -> tuple[int, int]:
+    batched, seqs = vllm_defaults(gpu)
+    return inf.max_num_batched_tokens or batched, inf.max_num_seqs or seqs
+
+
+def vllm_profile_peak(model: ModelSpec, layout: RankLayout, batched_tokens: int, seqs: int) -> float:
+    """Torch peak increase of vLLM's profile run: the forward, then the sampler."""
+    sampler_rows = min(seqs, batched_tokens)
+    return max(
+        forward_working_bytes(model, layout, batched_tokens),
+        sampler_rows * model.vocab_size * SAMPLER_BYTES_PER_LOGIT,
+    )
+
+
+def vllm_blocks_per_request(model: ModelSpec, layout: RankLayout, context: int, batched_tokens: int) -> float:
+    """Blocks one request of ``context`` tokens takes, averaged over the rank's layers.
+
+    Full-attention layers hold cdiv(context, 16) blocks; sliding-window layers at most the
+    window plus one step's tokens (vLLM SlidingWindowSpec.max_memory_usage_bytes).
+    """
+    full, windowed, window = window_split(model)
+    full_blocks = math.ceil(context / VLLM_BLOCK_SIZE)
+    if not windowed:
+        return float(full_blocks)
+    win_tokens = min(context, window - 1 + batched_tokens)
+    win_blocks = math.ceil(win_tokens / VLLM_BLOCK_SIZE) + 1
+    return (full * full_blocks + windowed * min(full_blocks, win_blocks)) / model.num_layers
+
+
+def vllm_memory(plan: Plan, gpu: GpuSpec, layout: RankLayout) -> EngineMemory:
+    model, inf = plan.model, plan.inference
+    batched, seqs = vllm_scheduler(inf, gpu)
+    requested = vllm_total_memory(gpu) * inf.gpu_memory_utilization
+    activation = vllm_profile_peak(model, layout, batched, seqs)
+    parallel = inf.tensor_parallel > 1 or inf.pipeline_parallel > 1
+    non_torch = VLLM_NON_TORCH_BYTES + (VLLM_NON_TORCH_PARALLEL_BYTES if parallel else 0.0)
+    budget = requested - layout.weights_bytes - activation - non_torch - VLLM_CUDA_GRAPH_BYTES
+    block_bytes = VLLM_BLOCK_SIZE * layout.kv_token_layer_bytes * layout.layers
+    blocks = max(0, int(budget // block_bytes)) if block_bytes > 0 else 0
+    per_request = vllm_blocks_per_request(model, layout, inf.context, batched)
+    concurrency = blocks / per_request if per_request > 0 else 0.0
+    kv_tokens = int(concurrency * inf.context)
+    pool = blocks * block_bytes
+
+    def one_fits(context: int) -> bool:
+        return blocks >= vllm_blocks_per_request(model, layout, context, batched)
+
+    max_c = max(0, largest_fitting(one_fits, MAX_CONTEXT, blocks * VLLM_BLOCK_SIZE))
+    max_b = min(int(concurrency), seqs)
+    # What serving the plan's requests at once needs: vLLM's non-KV memory plus their blocks.
+    need = layout.weights_bytes + activation + non_torch + inf.concurrent * per_request * block_bytes
+    verdict = pooled_verdict(concurrency, need, gpu, plan.hardware.headroom)
+    peak = layout.weights_bytes + activation + pool
+    formula = (
+        f"KV pool = {vllm_total_memory(gpu) / GiB:.2f} GiB × {inf.gpu_memory_utilization:g} − weights "
+        f"{layout.weights_bytes / GiB:.2f} − activation peak {activation / GiB:.2f} − non-torch "
+        f"{non_torch / GiB:.2f} = {max(budget, 0) / GiB:.2f} GiB; {blocks:,} blocks × 16 = GPU KV cache size "
+        f"{kv_tokens:,} tokens; maximum concurrency for {inf.context:,} tokens per request: {concurrency:.2f}x"
+    )
+    return EngineMemory(
+        weights_bytes=layout.weights_bytes,
+        kv_cache_bytes=pool,
+        activation_bytes=activation,
+        non_torch_bytes=non_torch,
+        overhead_bytes=SERVING_OVERHEAD_BYTES,
+        peak_bytes=peak,
+        total_bytes=need,  # what the plan's requests need at once (vLLM itself takes card × utilisation)
+        budget_bytes=float(gpu.memory_bytes),  # gpu_memory_utilization is vLLM's own headroom
+        kv_cache_tokens=kv_tokens,
+        max_concurrency=concurrency,
+        max_concurrent=max_b,
+        max_context=max_c,
+        verdict=verdict,
+        margin_bytes=(concurrency - inf.concurrent) * per_request * block_bytes,
+        max_num_seqs=seqs,
+        max_num_batched_tokens=batched,
+        formula=formula,
+    )
+
+
+def sglang_fraction(inf: Inference) -> float:
+    if inf.mem_fraction_static > 0:
+        return inf.mem_fraction_static
+    return next(f for tp, f in SGLANG_FRACTIONS if inf.tensor_parallel >= tp)
+
+
+def sglang_memory(plan: Plan, gpu: GpuSpec, layout: RankLayout) -> EngineMemory:
+    """SGLang's token pool: what the static fraction leaves after the weights."""
+    inf = plan.inference
+    total = vllm_total_memory(gpu)  # SGLang reads the same cudaMemGetInfo total
+    fraction = sglang_fraction(inf)
+    # Free memory after loading = total - CUDA context - weights; the pool is that less
+    # the (1 - fraction) SGLang keeps for activations and CUDA graphs.
+    pool_budget = total * fraction - SERVING_OVERHEAD_BYTES - layout.weights_bytes
+    cell = layout.kv_token_layer_bytes * layout.layers
+    tokens = max(0, int(pool_budget // cell)) if cell > 0 else 0
+    per_request = cached_positions(plan.model, inf.context) / plan.model.num_layers
+    concurrency = tokens / per_request if per_request > 0 else 0.0
+    need = SERVING_OVERHEAD_BYTES + layout.weights_bytes + inf.concurrent * per_request * cell
+    verdict = pooled_verdict(concurrency, need, gpu, plan.hardware.headroom)
+    reserved = total * (1 - fraction)
+    formula = (
+        f"token pool = {total / GiB:.2f} GiB × mem_fraction_static {fraction:g} − CUDA context "
+        f"{SERVING_OVERHEAD_BYTES / GiB:.2f} − weights {layout.weights_bytes / GiB:.2f} = "
+        f"{max(pool_budget, 0) / GiB:.2f} GiB ÷ {cell:,.0f} B per token = {tokens:,} tokens; "
+        f"{reserved / GiB:.2f} GiB left for activations and CUDA graphs"
+    )
+    return EngineMemory(
+        weights_bytes=layout.weights_bytes,
+        kv_cache_bytes=tokens * cell,
+        activation_bytes=reserved,
+        non_torch_bytes=0.0,
+        overhead_bytes=SERVING_OVERHEAD_BYTES,
+        peak_bytes=layout.weights_bytes + tokens * cell,
+        total_bytes=need,  # weights + the plan's requests' tokens; SGLang itself takes the static fraction
+        budget_bytes=float(gpu.memory_bytes),
+        kv_cache_tokens=tokens,
+        max_concurrency=concurrency,
+        max_concurrent=int(concurrency),
+        max_context=tokens,  # one request may take the whole pool
+        verdict=verdict,
+        margin_bytes=(concurrency - inf.concurrent) * per_request * cell,
+        max_num_seqs=inf.concurrent,
+        max_num_batched_tokens=inf.max_num_batched_tokens,
+        formula=formula,
+    )
+
+
+def _gb(n_bytes: float) -> str:
+    return f"{n_bytes / 1e9:.2f}"

@@ -1,0 +1,253 @@
+"""Serving as the engines run it: formats, the KV formula, vLLM's pool, HF generate, speed."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import pytest
+
+from core import planfile
+from core.catalogue import find_gpu, find_model
+from core.detailed import weight_terms
+from core.estimate import estimate
+from core.params import param_counts
+from core.plan import Hardware, Method, Plan, Quant
+from core.serving.engines import (
+    VLLM_BLOCK_SIZE,
+    forward_working_bytes,
+    rank_layout,
+    vllm_defaults,
+    vllm_total_memory,
+)
+from core.serving.formats import (
+    KV_BYTES,
+    KvDtype,
+    WeightFormat,
+    int4_group_bytes_per_weight,
+    nf4_bytes_per_weight,
+    weight_bytes,
+)
+from core.serving.kv import kv_bytes_per_token, kv_cache_bytes, lesson_kv_cache_bytes
+from core.units import GiB
+from core.verdict import Verdict
+
+LLAMA_8B = find_model("llama-3.1-8b").spec
+
+
+def vllm_plan(**changes: object) -> Plan:
+    plan = Plan(model=LLAMA_8B, model_id="llama-3.1-8b", hardware=Hardware(gpu="h100-sxm"))
+    return plan.with_inference(engine="vllm", **changes)
+
+
+# --- the KV formula: one home ------------------------------------------------------------
+def test_kv_per_token_grouped_query_and_tensor_parallel() -> None:
+    # Llama-3.1-8B config.json: 32 layers, 8 KV heads of 128: 2 · 32 · 8 · 128 · 2 B.
+    assert kv_bytes_per_token(LLAMA_8B, 2) == 131_072
+    # Tensor parallel 2 splits the 8 KV heads 4 and 4 per rank.
+    assert kv_bytes_per_token(LLAMA_8B, 2, tensor_parallel=2) == 65_536
+    # Past 8 ranks every rank keeps one KV head (vLLM replicates them): 2 · 32 · 1 · 128 · 2.
+    assert kv_bytes_per_token(LLAMA_8B, 2, tensor_parallel=16) == 16_384
+
+
+def test_lesson_form_is_the_general_form_without_grouped_heads() -> None:
+    gpt2 = find_model("gpt2").spec  # 12 heads, 12 KV heads of 64: kv width = d = 768
+    assert gpt2.num_kv_heads * gpt2.head_dim == gpt2.hidden_size
+    assert kv_cache_bytes(gpt2, 1024, 3, 2) == lesson_kv_cache_bytes(12, 768, 1024, 3, 2)
+
+
+# --- storage formats: one home ----------------------------------------------------------
+def test_int4_group_storage() -> None:
+    # AWQ/GPTQ g128: 4 bits + one fp16 scale + one 4-bit zero per 128 weights.
+    assert int4_group_bytes_per_weight() == pytest.approx(0.5 + 2.5 / 128)
+
+
+def test_qlora_training_and_serving_share_the_nf4_and_int8_storage() -> None:
+    plan = Plan(model=LLAMA_8B, method=Method.QLORA)
+    counts = param_counts(plan)
+    for quant, fmt in ((Quant.NF4, WeightFormat.NF4), (Quant.INT8, WeightFormat.INT8)):
+        qlora = plan.with_changes(quant=quant)
+        from core.detailed import dtypes_for
+
+        base_terms = weight_terms(qlora, counts, dtypes_for(qlora))
+        training_base = sum(t.bytes for t in base_terms if "LoRA" not in t.label)
+        assert training_base == pytest.approx(weight_bytes(LLAMA_8B, counts.total, fmt))
+    # 4.127 bits per NF4 weight with double quantisation (QLoRA paper, section 3).
+    assert nf4_bytes_per_weight() * 8 == pytest.approx(4.127, abs=1e-3)
+
+
+def test_weight_formats_order() -> None:
+    total = LLAMA_8B.total_params()
+    sizes = {f: weight_bytes(LLAMA_8B, total, f) for f in WeightFormat}
+    assert sizes[WeightFormat.FP32] > sizes[WeightFormat.BF16] > sizes[WeightFormat.FP8]
+    assert sizes[WeightFormat.FP8] > sizes[WeightFormat.AWQ_INT4] > sizes[WeightFormat.NF4]
+    assert sizes[WeightFormat.AWQ_INT4] == sizes[WeightFormat.GPTQ_INT4]
+
+
+# --- vLLM ------------------------------------------------------------------------------------
+def test_vllm_batch_defaults_follow_the_card() -> None:
+    # vllm/engine/arg_utils.py get_batch_defaults (OPENAI_API_SERVER): ≥ 70 GiB and not A100.
+    assert vllm_defaults(find_gpu("h100-sxm")) == (8192, 1024)
+    assert vllm_defaults(find_gpu("a100-80gb-sxm")) == (2048, 256)
+    assert vllm_defaults(find_gpu("l40s")) == (2048, 256)
+
+
+def test_vllm_pool_is_whole_blocks_and_its_concurrency() -> None:
+    inf = estimate(vllm_plan(context=8192)).inference
+    # 8,192 is a multiple of 16: the pool's tokens are whole blocks and concurrency is pool ÷ context.
+    assert inf.kv_cache_tokens % VLLM_BLOCK_SIZE == 0
+    assert inf.max_concurrency == pytest.approx(inf.kv_cache_tokens / 8192)
+    assert inf.kv_cache_bytes == inf.kv_cache_tokens * 131_072
+    # The pool is what gpu_memory_utilization leaves: less memory allowed, fewer tokens.
+    smaller = estimate(vllm_plan(context=8192, gpu_memory_utilization=0.5)).inference
+    expected_drop = vllm_total_memory(find_gpu("h100-sxm")) * 0.4 / 131_072
+    assert inf.kv_cache_tokens - smaller.kv_cache_tokens == pytest.approx(expected_drop, abs=32)
+
+
+def test_vllm_weights_split_by_tensor_parallel() -> None:
+    # vLLM logged 14.96 GiB of weights for Llama-3-8B on one H100 and 7.48 at TP 2
+    # (vllm-project/vllm PR #10511).
+    one = rank_layout(vllm_plan())
+    two = rank_layout(vllm_plan(tensor_parallel=2))
+    assert one.weights_bytes / GiB == pytest.approx(14.96, abs=0.01)
+    assert two.weights_bytes / GiB == pytest.approx(7.48, abs=0.01)
+
+
+def test_vllm_profile_forward_matches_the_logged_activation_peak() -> None:
+    # vLLM issue #10517: Llama-3.1-8B, max_num_batched_tokens = max_model_len, PyTorch
+    # activation peak 17.06 − 14.99 = 2.07 GiB at 20,000 tokens and 17.98 − 14.99 = 2.99 at 29,000.
+    layout = rank_layout(vllm_plan())
+    assert forward_working_bytes(LLAMA_8B, layout, 20_000) / GiB == pytest.approx(2.07, rel=0.02)
+    assert forward_working_bytes(LLAMA_8B, layout, 29_000) / GiB == pytest.approx(2.99, rel=0.02)
+
+
+def test_vllm_refuses_a_context_the_pool_cannot_hold() -> None:
+    plan = Plan(model=LLAMA_8B, hardware=Hardware(gpu="rtx-4090")).with_inference(engine="vllm", context=131_072)
+    inf = estimate(plan).inference
+    assert inf.verdict is Verdict.OOM and inf.max_concurrency < 1
+    assert 0 < inf.max_context < 131_072
+    assert estimate(plan.with_inference(context=inf.max_context)).inference.max_concurrency >= 1
+
+
+def test_fp8_kv_doubles_the_pool_tokens() -> None:
+    bf16 = estimate(vllm_plan(context=8192)).inference.kv_cache_tokens
+    fp8 = estimate(vllm_plan(context=8192, kv_dtype="fp8")).inference.kv_cache_tokens
+    assert KV_BYTES[KvDtype.FP8] * 2 == KV_BYTES[KvDtype.BF16]
+    assert fp8 == pytest.approx(2 * bf16, abs=VLLM_BLOCK_SIZE)
+
+
+def test_tensor_parallel_70b_fits_four_h100s() -> None:
+    # Issue 12: Llama 3.1 70B on 4 × H100 read "out of memory"; per rank it is about 35 GB.
+    plan = Plan(model=find_model("llama-3.1-70b").spec, hardware=Hardware(gpu="h100-sxm"))
+    inf = estimate(plan.with_inference(engine="vllm", tensor_parallel=4, context=8192)).inference
+    assert inf.verdict is not Verdict.OOM and inf.kv_cache_tokens > 100_000
+    single = estimate(plan.with_inference(engine="vllm", context=8192)).inference
+    assert single.verdict is Verdict.OOM
+
+
+# --- HF generate --------------------------------------------------------------------------
+def test_hf_largest_batch_is_the_boundary() -> None:
+    plan = Plan(model=LLAMA_8B, hardware=Hardware(gpu="l40s")).with_inference(context=32_768, concurrent=128)
+    inf = estimate(plan).inference
+    n = inf.max_concurrent
+    assert n >= 1
+    assert estimate(plan.with_inference(concurrent=n)).inference.fits
+    assert not estimate(plan.with_inference(concurrent=n + 1)).inference.fits
+
+
+def test_hf_peak_is_weights_kv_and_working_memory() -> None:
+    plan = Plan(model=LLAMA_8B, hardware=Hardware(gpu="h100-sxm")).with_inference(concurrent=4, context=4096)
+    inf = estimate(plan).inference
+    assert inf.peak_bytes == pytest.approx(inf.weights_bytes + inf.kv_cache_bytes + inf.activation_bytes)
+    assert inf.kv_cache_bytes == kv_cache_bytes(LLAMA_8B, 4096, 4, 2)
+
+
+# --- speed -------------------------------------------------------------------------------------
+def test_decode_at_one_request_is_bandwidth_bound() -> None:
+    inf = estimate(vllm_plan(context=8192)).inference
+    first = inf.speed.curve[0]
+    assert first.concurrent == 1 and first.memory_bound
+    # One step reads 16 GB of weights plus one request's cache at 3,350 GB/s × 77 %.
+    from core.serving.speed import BANDWIDTH_EFFICIENCY
+
+    read = inf.weights_bytes + 131_072 * (8192 - 256 + 128)
+    assert first.step_s == pytest.approx(read / (3350e9 * BANDWIDTH_EFFICIENCY))
+
+
+def test_throughput_curve_rises_while_each_request_slows() -> None:
+    curve = estimate(vllm_plan(context=8192, concurrent=64)).inference.speed.curve
+    totals = [p.total_tokens_per_s for p in curve]
+    each = [p.per_request_tokens_per_s for p in curve]
+    assert totals == sorted(totals) and each == sorted(each, reverse=True)
+
+
+def test_ttft_scales_with_the_prompt() -> None:
+    short = estimate(vllm_plan(context=2048 + 256)).inference.ttft_s
+    long = estimate(vllm_plan(context=4096 + 256)).inference.ttft_s
+    assert 2.0 < long / short < 2.2  # linear in S plus the quadratic attention term
+
+
+# --- plan files -----------------------------------------------------------------------------
+def test_old_inference_section_reads_as_hf_on_one_gpu() -> None:
+    document = json.loads(planfile.dumps(Plan(model=LLAMA_8B)))
+    section = document["plan"]["inference"]
+    for key in ("engine", "tensor_parallel", "max_num_seqs", "gpu_memory_utilization"):
+        del section[key]
+    plan = planfile.plan_from_dict(document)
+    assert plan.inference.engine == "hf" and plan.inference.tensor_parallel == 1
+
+
+def test_new_serving_fields_round_trip() -> None:
+    plan = vllm_plan(tensor_parallel=2, weight_dtype="awq-int4", kv_dtype="fp8", max_num_seqs=64)
+    assert planfile.loads(planfile.dumps(plan)) == plan
+
+
+def test_bad_serving_values_name_the_field() -> None:
+    from core.errors import PlanError
+
+    with pytest.raises(PlanError, match="inference.weight_dtype"):
+        vllm_plan(weight_dtype="int3")
+    with pytest.raises(PlanError, match="inference.tensor_parallel"):
+        vllm_plan(tensor_parallel=0)
+    assert math.isfinite(estimate(vllm_plan(tensor_parallel=1024)).inference.ttft_s)
+
+
+# --- SGLang ------------------------------------------------------------------------------------
+def test_sglang_pool_is_the_static_fraction_less_the_weights() -> None:
+    from core.serving.engines import SERVING_OVERHEAD_BYTES, sglang_fraction
+
+    plan = vllm_plan(context=8192).with_inference(engine="sglang")
+    inf = estimate(plan).inference
+    total = vllm_total_memory(find_gpu("h100-sxm"))
+    # ServerArgs default for one GPU: mem_fraction_static 0.88; 0.85 from four.
+    assert sglang_fraction(plan.inference) == 0.88
+    assert sglang_fraction(plan.inference.__class__(tensor_parallel=4)) == 0.85
+    expected = (total * 0.88 - SERVING_OVERHEAD_BYTES - inf.weights_bytes) // 131_072
+    assert inf.kv_cache_tokens == expected
+    half = estimate(plan.with_inference(mem_fraction_static=0.5)).inference
+    assert half.kv_cache_tokens < inf.kv_cache_tokens
+
+
+# --- serving remedies (core.serving_remedies, listed by core.diagnosis) ------------------------
+def test_vllm_plan_that_cannot_start_gets_tensor_parallel_and_smaller_steps() -> None:
+    from core.diagnosis import diagnose
+    from core.remedies import RemedyKind
+    from core.verdict import Mode
+
+    # Llama 3.1 70B in bf16 over two H100s: 70 GB of weights per GPU leave no room for one
+    # 8k request after vLLM's profiling peak, so vLLM would not start.
+    plan = Plan(model=find_model("llama-3.1-70b").spec, hardware=Hardware(gpu="h100-sxm"))
+    plan = plan.with_inference(engine="vllm", context=8192, concurrent=16, tensor_parallel=2)
+    serving = diagnose(plan, Mode.INFERENCE)
+    assert serving.judgement.verdict is Verdict.OOM
+    by_kind = {r.kind: r for r in serving.remedies}
+    more_tp = by_kind[RemedyKind.MORE_TENSOR_PARALLEL]
+    assert more_tp.plan.inference.tensor_parallel == 4 and more_tp.fits
+    assert more_tp.total_bytes == estimate(more_tp.plan).inference.total_bytes
+    # The H100 defaults (8,192 tokens, 1,024 sequences) drop to the small-card ones; the
+    # profiling peak shrinks and the pool grows by as much.
+    small = by_kind[RemedyKind.SMALLER_BATCHED_TOKENS]
+    assert (small.plan.inference.max_num_batched_tokens, small.plan.inference.max_num_seqs) == (2048, 256)
+    before, after = estimate(plan).inference, small.estimate.inference
+    assert after.activation_bytes < before.activation_bytes
+    assert after.kv_cache_bytes > before.kv_cache_bytes

@@ -1,0 +1,56 @@
+"""Inference mode: the window shows serving, and the serving form drives the plan."""
+
+from __future__ import annotations
+
+import pytest
+
+from core.catalogue import find_model
+from core.plan import Hardware, Plan
+from core.serving.formats import Engine
+from gui.main_window import MainWindow
+
+
+def llama_on_h100(**changes: object) -> Plan:
+    plan = Plan(model=find_model("llama-3.1-8b").spec, model_id="llama-3.1-8b", hardware=Hardware(gpu="h100-sxm"))
+    return plan.with_inference(**changes)
+
+
+def test_window_follows_the_mode(window: MainWindow) -> None:
+    window.inference_action.trigger()
+    assert not window.serving_form.isHidden()
+    assert window.method_form.isHidden() and window.workload_form.isHidden()
+    assert window.compute_panel.current is window.compute_panel.serving
+    window.training_action.trigger()
+    assert window.serving_form.isHidden()
+    assert not window.method_form.isHidden()
+    assert window.compute_panel.current is window.compute_panel.training
+
+
+def test_engine_choice_edits_the_plan_and_shows_vllm_fields(window: MainWindow) -> None:
+    window.inference_action.trigger()
+    form = window.serving_form
+    assert window.controller.plan.inference.engine is Engine.HF
+    assert not form.form.isRowVisible(form.max_num_seqs)
+    form.engine.setCurrentIndex(form.engine.findData("vllm"))
+    assert window.controller.plan.inference.engine is Engine.VLLM
+    assert form.form.isRowVisible(form.max_num_seqs) and form.form.isRowVisible(form.utilisation)
+    form.tensor_parallel.setValue(2)
+    assert window.controller.plan.inference.tensor_parallel == 2
+
+
+def test_vllm_figures_come_from_the_estimate(window: MainWindow) -> None:
+    window.show()  # panels fill themselves in while they can be seen
+    window.inference_action.trigger()
+    window.controller.reset(llama_on_h100(engine="vllm", context=8192, concurrent=32))
+    inf = window.controller.estimate.inference
+    window.tabs.setCurrentWidget(window.inference_panel)
+    assert f"{inf.kv_cache_tokens:,} tokens" in window.inference_panel.values["kv_tokens"].text()
+    assert f"{inf.max_concurrency:.2f}×" in window.inference_panel.values["concurrency"].text()
+    window.tabs.setCurrentWidget(window.compute_panel)
+    speed = window.compute_panel.serving
+    assert speed.values["ttft"].text() == f"{inf.ttft_s * 1e3:,.0f} ms"
+    assert f"{inf.decode_tokens_per_s:,.0f} tokens/s" in speed.values["total"].text()
+    xs, ys = speed.total_curve.getData()
+    assert list(xs) == [p.concurrent for p in inf.speed.curve]
+    assert list(ys) == pytest.approx([p.total_tokens_per_s for p in inf.speed.curve])
+    assert window.chart.bars()[0].label == f"vLLM pool: {inf.kv_cache_tokens:,} tokens"

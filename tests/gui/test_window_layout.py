@@ -1,0 +1,152 @@
+"""The window at the sizes people use (issue 13, items 8-10, 13): 1024 × 700 usable, nothing
+clipped at 1280 × 720 or 1920 × 1080, panels that grow, and a verdict that leads somewhere."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from PySide6.QtCore import QPoint
+from PySide6.QtGui import QFontMetrics
+from PySide6.QtWidgets import QAbstractButton, QAbstractSpinBox, QComboBox, QLabel, QLineEdit, QWidget
+
+from core.estimate import Verdict
+from core.plan import Method, Precision
+from core.presets import lesson_plan, plan_for_model
+from gui.main_window import MainWindow
+
+
+def shown_at(qtbot: Any, window: MainWindow, width: int, height: int) -> None:
+    window.resize(width, height)
+    window.show()
+    qtbot.waitExposed(window)
+    qtbot.wait(10)
+
+
+def test_the_window_can_be_1024_by_700(qtbot: Any, window: MainWindow) -> None:
+    # Before: the verdict's one-line headline and both docks' fixed minimums held it at 1,339 px.
+    assert window.minimumSizeHint().width() <= 1024
+    shown_at(qtbot, window, 1024, 700)
+    assert (window.width(), window.height()) == (1024, 700)
+    assert window.chart.plot.width() >= 300 and window.chart.plot.height() >= 250
+    assert window.plan_dock.width() >= 280
+    assert _cut_by_the_plan_column(window) == []
+    assert _chart_overflows(window) == []
+
+
+def _cut_by_the_plan_column(window: MainWindow) -> list[str]:
+    """Form fields whose right edge lies past the plan column's visible width (no side scroll)."""
+    viewport = window.plan_dock.widget().viewport()
+    cut = []
+    for form in window.forms:
+        for key, field in form.fields.items():
+            if field.isVisibleTo(window) and field.mapTo(viewport, QPoint(field.width(), 0)).x() > viewport.width():
+                cut.append(key)
+    return cut
+
+
+def _chart_overflows(window: MainWindow) -> list[str]:
+    """The legend past the plot's edge, or bar names wider than their bar's slot."""
+    found = []
+    view = window.chart.view.sceneBoundingRect()
+    legend = window.chart.legend.sceneBoundingRect()
+    if legend.right() > view.right() + 1:
+        found.append(f"legend ends at {legend.right():.0f} px, the plot at {view.right():.0f} px")
+    axis = window.chart.plot.getAxis("bottom")
+    metrics = QFontMetrics(axis.style["tickFont"] or window.chart.font())
+    bars = window.chart.bars()
+    slot = view.width() / (len(bars) + 0.2)  # the view spans n bars plus 0.2 of margins
+    for _x, label in axis._tickLevels[0]:
+        widest = max(metrics.horizontalAdvance(line) for line in label.split("\n"))
+        if widest > slot:
+            found.append(f"“{label}” is {widest} px in a {slot:.0f} px slot")
+    return found
+
+
+def _clipped(root: QWidget) -> list[str]:
+    """Visible controls and labels narrower than the least they need to show their text."""
+    found = []
+    for widget in root.findChildren(QWidget):
+        if not widget.isVisibleTo(root) or not isinstance(
+            widget, (QLabel, QAbstractButton, QComboBox, QAbstractSpinBox, QLineEdit)
+        ):
+            continue
+        if isinstance(widget, QLabel) and widget.wordWrap():
+            continue
+        need = widget.minimumSizeHint().width()
+        if widget.width() < need:
+            name = widget.objectName() or widget.accessibleName()
+            found.append(f"{type(widget).__name__} {name}: {widget.width()} < {need}")
+    return found
+
+
+@pytest.mark.parametrize(("width", "height"), [(1280, 720), (1920, 1080)])
+def test_nothing_is_clipped(qtbot: Any, window: MainWindow, width: int, height: int) -> None:
+    shown_at(qtbot, window, width, height)
+    assert (window.width(), window.height()) == (width, height)
+    assert _clipped(window) == []
+    assert _cut_by_the_plan_column(window) == []
+    assert _chart_overflows(window) == []
+    bar = window.tabs.tabBar()
+    for index in range(bar.count()):
+        rect = bar.tabRect(index)
+        # Before: "Dia…" at 1920 × 1080, the Details dock kept at 340 px.
+        assert bar.rect().contains(rect), bar.tabText(index)
+        assert rect.width() >= bar.tabSizeHint(index).width(), bar.tabText(index)
+
+
+def test_the_panels_grow_with_the_window(qtbot: Any, window: MainWindow) -> None:
+    shown_at(qtbot, window, 1280, 720)
+    narrow = window.details_dock.width(), window.plan_dock.width()
+    shown_at(qtbot, window, 1920, 1080)
+    wide = window.details_dock.width(), window.plan_dock.width()
+    assert wide[0] > narrow[0] + 100
+    assert wide[1] >= narrow[1]
+
+
+def test_the_verdict_leads_to_the_diagnosis(qtbot: Any, window: MainWindow) -> None:
+    shown_at(qtbot, window, 1280, 720)
+    button = window.diagnosis_button
+    assert window.controller.estimate.verdict is Verdict.FITS and button.isHidden()
+    window.controller.set_plan(window.controller.plan.with_hardware(gpu="rtx-3060-12gb"))
+    assert window.controller.estimate.verdict is Verdict.OOM
+    assert button.isVisible() and button.accessibleName()
+    window.tabs.setCurrentWidget(window.arithmetic)
+    button.click()
+    assert window.tabs.currentWidget() is window.diagnosis
+    assert window.details_dock.isVisible()
+
+
+def test_a_sequence_past_the_context_window_is_shown(qtbot: Any, window: MainWindow) -> None:
+    shown_at(qtbot, window, 1280, 720)
+    assert window.plan_warning.isHidden()
+    plan = plan_for_model("llama-3.1-8b").with_workload(seq_len=1_000_000)
+    window.controller.set_plan(plan)
+    assert window.plan_warning.isVisible()
+    assert "131,072" in window.plan_warning.text() and "1,000,000" in window.plan_warning.text()
+    window.controller.undo_stack.undo()
+    assert window.plan_warning.isHidden()
+
+
+def test_lesson_fields_sit_near_the_top(qtbot: Any, window: MainWindow) -> None:
+    shown_at(qtbot, window, 1280, 720)
+    window.controller.set_plan(lesson_plan(Method.FULL, Precision.BF16))
+    qtbot.wait(10)
+    scroll = window.plan_dock.widget()
+    viewport = scroll.viewport()
+    assert scroll.verticalScrollBar().value() == 0
+    for field in (window.accounting_form.params, window.accounting_form.trainable):
+        bottom = field.mapTo(viewport, QPoint(0, field.height())).y()
+        assert field.isVisible() and bottom <= viewport.height(), field.accessibleName()
+
+
+@pytest.mark.parametrize(("width", "height"), [(1024, 700), (1280, 720)])
+def test_picker_names_show_whole(qtbot: Any, window: MainWindow, width: int, height: int) -> None:
+    """Before: "NVIDIA GeForce RTX 3060 12GB" showed as "…RTX 3060 12GE" in a 190 px box."""
+    shown_at(qtbot, window, width, height)
+    for picker in (window.model_form.picker, window.hardware_form.gpu):
+        line = picker.lineEdit()
+        room = line.width() - 6  # the line edit's own text margins
+        for index in range(picker.count()):
+            text = picker.itemText(index)
+            assert line.fontMetrics().horizontalAdvance(text) <= room, text
