@@ -172,7 +172,7 @@ def fit_rows_json(rows: tuple[CardFit, ...]) -> list[dict[str, Any]]:
 def render_fit(plan: Plan, rows: tuple[CardFit, ...]) -> str:
     best = cheapest_fit(rows)
     lines = [
-        f"{plan.model.name} · {plan.method.value} · {plan.precision.value} · micro-batch "
+        f"{plan.model.name} · {plan.method.value} · {plan.preset.value} · micro-batch "
         f"{plan.workload.micro_batch} × {plan.workload.seq_len:,} tokens; cost at "
         f"{plan.hardware.price_per_gpu_hour:g} per GPU-hour",
         f"  {'GPU':<30} {'×':>2} {'sharding':<8} {'peak/GPU':>10} {'of':>9}  {'verdict':<13} {'time':>9} {'cost':>10}",

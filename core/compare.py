@@ -21,9 +21,12 @@ from core.estimate import VERDICT_LABELS, Estimate, Verdict, estimate
 from core.model import MAX_NAME_CHARS
 from core.plan import (
     ATTENTION_LABELS,
+    AUTOCAST_LABELS,
+    DTYPE_LABELS,
     METHOD_LABELS,
+    OPTIMIZER_IMPL_LABELS,
     OPTIMIZER_LABELS,
-    PRECISION_LABELS,
+    PRESET_LABELS,
     QUANT_LABELS,
     SHARDING_LABELS,
     Method,
@@ -84,14 +87,21 @@ def _lora(plan: Plan) -> str:
     return f"r={plan.lora.rank}, α={plan.lora.alpha:g}, {', '.join(plan.lora.targets)}"
 
 
+def _dtypes(plan: Plan) -> str:
+    return " / ".join(DTYPE_LABELS[d] for d in (plan.weight_dtype, plan.base_dtype, plan.adapter_dtype))
+
+
 # (key, label, kind, value of a plan) for the input rows.
 INPUT_ROWS: Final[tuple[tuple[str, str, RowKind, Callable[[Plan], float | str]], ...]] = (
     ("model", "Model", RowKind.TEXT, lambda p: p.model.name),
     ("method", "Method", RowKind.TEXT, lambda p: METHOD_LABELS[p.method]),
     ("lora", "LoRA", RowKind.TEXT, _lora),
     ("quant", "Base storage", RowKind.TEXT, lambda p: QUANT_LABELS[p.quant] if p.method is Method.QLORA else "—"),
-    ("precision", "Precision", RowKind.TEXT, lambda p: PRECISION_LABELS[p.precision]),
+    ("precision", "Precision", RowKind.TEXT, lambda p: PRESET_LABELS[p.preset]),
+    ("dtypes", "Weights / base / adapters", RowKind.TEXT, _dtypes),
+    ("autocast", "Autocast", RowKind.TEXT, lambda p: AUTOCAST_LABELS[p.autocast]),
     ("optimizer", "Optimizer", RowKind.TEXT, lambda p: OPTIMIZER_LABELS[p.optimizer]),
+    ("optimizer_impl", "Optimizer code path", RowKind.TEXT, lambda p: OPTIMIZER_IMPL_LABELS[p.optimizer_impl]),
     ("checkpointing", "Checkpointing", RowKind.TEXT, lambda p: "on" if p.checkpointing else "off"),
     ("attention", "Attention", RowKind.TEXT, lambda p: ATTENTION_LABELS[p.attention]),
     ("micro_batch", "Micro-batch", RowKind.COUNT, lambda p: p.workload.micro_batch),

@@ -1,9 +1,9 @@
 """Framework names onto the planner's, and :func:`apply_settings`: the one place settings become a Plan.
 
 Every importer produces :class:`~core.runconfig.result.RunSettings`; only
-:func:`apply_settings` knows which Plan fields exist. When the plan gains fields
-(separate weight/base/adapter dtypes, autocast, the optimizer implementation, DoRA),
-this function is the only one that changes.
+:func:`apply_settings` knows which Plan fields exist: the precision roles (weights, frozen
+base, adapters, autocast) with the preset they match, the optimizer and its
+implementation, DoRA.
 """
 
 from __future__ import annotations
@@ -11,7 +11,21 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Final
 
-from core.plan import Attention, LoraSettings, Method, Optimizer, Plan, Precision, Quant, Sharding
+from core.plan import (
+    ROLE_FIELDS,
+    Attention,
+    Autocast,
+    Dtype,
+    LoraSettings,
+    Method,
+    Optimizer,
+    OptimizerImpl,
+    Plan,
+    PrecisionRoles,
+    Quant,
+    Sharding,
+    preset_matching,
+)
 from core.runconfig.result import RunSettings
 
 # transformers ``OptimizerNames`` (training_args.py / trainer_utils.py, v4.57) -> (optimizer, implementation).
@@ -59,23 +73,23 @@ ATTENTION_KERNELS: Final[dict[str, Attention]] = {
 }
 
 
-def precision_for(method: Method, model_dtype: str, autocast: str) -> Precision:
-    """Today's single precision field from how the model is loaded and whether autocast runs.
+def roles_for(plan: Plan, model_dtype: str | None, settings: RunSettings) -> PrecisionRoles | None:
+    """The precision roles a run uses, from how the model is loaded and whether autocast runs.
 
-    Loaded in float32: autocast gives the mixed presets (float32 master weights), none gives
-    float32. Loaded in 16 bits: the stored weights are 16-bit whatever autocast does, so the
-    pure preset; for LoRA that is bf16/fp16 base with float32 adapters (PEFT's default).
+    The model is loaded in ``model_dtype`` (the file's ``torch_dtype``, else the model's own
+    config dtype, which transformers 5 loads by default); its trainable weights and the frozen
+    base both live there. Adapters are float32 unless the framework says otherwise (PEFT's
+    ``autocast_adapter_dtype=True``). None: the file says nothing about precision.
     """
-    del method  # the same rule for every method today; kept for the per-method dtypes to come
-    if model_dtype == "bf16":
-        return Precision.BF16
-    if model_dtype == "fp16":
-        return Precision.FP16
-    if autocast == "bf16":
-        return Precision.BF16_MIXED
-    if autocast == "fp16":
-        return Precision.FP16_MIXED
-    return Precision.FP32
+    if model_dtype is None and settings.autocast is None and settings.adapter_dtype is None:
+        return None
+    stored = Dtype(model_dtype) if model_dtype is not None else plan.weight_dtype
+    return PrecisionRoles(
+        weight_dtype=stored,
+        base_dtype=stored,
+        adapter_dtype=Dtype(settings.adapter_dtype) if settings.adapter_dtype else Dtype.FP32,
+        autocast=Autocast(settings.autocast) if settings.autocast else plan.autocast,
+    )
 
 
 def apply_settings(plan: Plan, settings: RunSettings, *, model_dtype: str | None = None) -> Plan:
@@ -85,9 +99,7 @@ def apply_settings(plan: Plan, settings: RunSettings, *, model_dtype: str | None
     s = settings
     method = plan.method
     if s.method is not None:
-        # DoRA: PEFT's use_dora adds a magnitude vector per adapted matrix (out_features
-        # values); it is estimated as LoRA until the plan has its own method for it.
-        method = {"full": Method.FULL, "lora": Method.LORA, "dora": Method.LORA, "qlora": Method.QLORA}[s.method]
+        method = {"full": Method.FULL, "lora": Method.LORA, "dora": Method.DORA, "qlora": Method.QLORA}[s.method]
     changes: dict[str, object] = {"method": method}
     if s.trainable_layers is not None:
         layers = plan.model.num_layers
@@ -108,11 +120,14 @@ def apply_settings(plan: Plan, settings: RunSettings, *, model_dtype: str | None
         lora["targets"] = s.lora_targets
     if lora:
         changes["lora"] = replace(plan.lora, **lora) if plan.lora else LoraSettings(**lora)  # type: ignore[arg-type]
-    dtype = s.model_dtype or model_dtype
-    if dtype is not None or s.autocast is not None:
-        changes["precision"] = precision_for(method, dtype or "fp32", s.autocast or "none")
+    roles = roles_for(plan, s.model_dtype or model_dtype, s)
+    if roles is not None:
+        # A named preset when the roles are one (Trainer(bf16=True) on a bf16 model, ...).
+        changes.update(preset=preset_matching(roles), **{name: getattr(roles, name) for name in ROLE_FIELDS})
     if s.optimizer is not None:
         changes["optimizer"] = Optimizer(s.optimizer)
+    if s.optimizer_impl is not None:
+        changes["optimizer_impl"] = OptimizerImpl(s.optimizer_impl)
     if s.checkpointing is not None:
         changes["checkpointing"] = s.checkpointing
     if s.attention is not None:
@@ -129,4 +144,4 @@ def apply_settings(plan: Plan, settings: RunSettings, *, model_dtype: str | None
     if s.sharding is not None:
         # The GPU count is the launcher's (torchrun, accelerate), not the config's: kept.
         changes["hardware"] = replace(plan.hardware, sharding=Sharding(s.sharding))
-    return replace(plan, **changes)  # type: ignore[arg-type]
+    return plan.with_changes(**changes)

@@ -11,14 +11,18 @@ from core.model import LORA_TARGETS
 from core.plan import (
     Accounting,
     Attention,
+    Autocast,
+    Dtype,
     Hardware,
     Inference,
     LessonSettings,
     LoraSettings,
     Method,
     Optimizer,
+    OptimizerImpl,
     Plan,
     Precision,
+    Preset,
     Quant,
     Sharding,
     Workload,
@@ -36,7 +40,7 @@ def plans(draw: st.DrawFn) -> Plan:
     method = draw(st.sampled_from(list(Method)))
     frozen = draw(st.integers(1, spec.num_layers)) if method is Method.FROZEN else draw(st.integers(0, spec.num_layers))
     targets = draw(st.lists(st.sampled_from(LORA_TARGETS), min_size=1, unique=True))
-    return Plan(
+    plan = Plan(
         model=spec,
         model_id=draw(st.sampled_from(["", "gpt2", "x"])),
         method=method,
@@ -82,3 +86,17 @@ def plans(draw: st.DrawFn) -> Plan:
             activations_gb=draw(st.floats(0.0, 1000.0)), trainable_override=draw(st.integers(0, 10**12))
         ),
     )
+    # Precision: the old one-word setting above (what version-2 files hold), a named preset,
+    # or custom roles; any optimizer implementation.
+    how = draw(st.sampled_from(["precision", "preset", "custom"]))
+    if how == "preset":
+        plan = plan.with_changes(preset=draw(st.sampled_from([p for p in Preset if p is not Preset.CUSTOM])))
+    elif how == "custom":
+        dtypes = st.sampled_from(list(Dtype))
+        plan = plan.with_changes(
+            weight_dtype=draw(dtypes),
+            base_dtype=draw(dtypes),
+            adapter_dtype=draw(dtypes),
+            autocast=draw(st.sampled_from(list(Autocast))),
+        )
+    return plan.with_changes(optimizer_impl=draw(st.sampled_from(list(OptimizerImpl))))

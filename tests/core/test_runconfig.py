@@ -18,7 +18,7 @@ from core.catalogue import find_model
 from core.cli import main
 from core.errors import PlanFileError
 from core.estimate import estimate
-from core.plan import Attention, Method, Optimizer, Precision, Quant, Sharding
+from core.plan import Attention, Method, Optimizer, OptimizerImpl, Precision, Preset, Quant, Sharding
 from core.planfile import load
 from core.presets import default_plan
 from core.runconfig import (
@@ -30,7 +30,7 @@ from core.runconfig import (
     plan_from_run,
     resolve_model,
 )
-from core.runconfig.mapping import apply_settings, precision_for
+from core.runconfig.mapping import apply_settings
 from core.runconfig.reading import MAX_CONFIG_BYTES
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "runconfigs"
@@ -104,7 +104,9 @@ def test_trl_qlora_recipe_of_the_alignment_handbook() -> None:
     assert run.unknown == ()
     plan = plan_from_run(run, default_plan(), resolve_model(run))
     assert plan.model_id == "mistral-7b-v0.1" and plan.method is Method.QLORA and plan.quant is Quant.NF4
-    assert plan.precision is Precision.BF16 and plan.attention is Attention.FLASH
+    # Loaded in bf16 (torch_dtype: bfloat16) with bf16: true: the Trainer(bf16=True) preset.
+    assert plan.preset is Preset.TRAINER_BF16 and plan.attention is Attention.FLASH
+    assert plan.optimizer_impl is OptimizerImpl.FUSED
 
 
 def test_trl_full_recipe_and_the_default_batch() -> None:
@@ -130,6 +132,7 @@ def test_training_arguments_json_dump_of_a_grpo_run() -> None:
     # The file names no model: the plan keeps Llama 3.1 8B, whose config.json says bfloat16,
     # so its weights are stored in bf16 whatever autocast does.
     assert plan.model_id == "llama-3.1-8b" and plan.precision is Precision.BF16
+    assert (plan.weight_dtype.value, plan.autocast.value) == ("bf16", "fp16") and plan.grad_scaler
     assert plan.optimizer is Optimizer.PAGED_ADAMW_8BIT
 
 
@@ -147,6 +150,11 @@ def test_training_arguments_json_dump_of_a_grpo_run() -> None:
 def test_hf_optim_names(optim: str, expected: tuple[str, str | None]) -> None:
     run = loads_run_config(json.dumps({"per_device_train_batch_size": 2, "optim": optim}).encode())
     assert (run.settings.optimizer, run.settings.optimizer_impl) == expected
+
+
+def test_optim_implementation_reaches_the_plan() -> None:
+    run = loads_run_config(b"per_device_train_batch_size: 2\noptim: adamw_torch\n", "foreach.yaml")
+    assert plan_from_run(run, default_plan(), None).optimizer_impl is OptimizerImpl.FOREACH
 
 
 def test_an_optimizer_the_planner_does_not_model_is_listed() -> None:
@@ -216,6 +224,21 @@ def test_torchtune_lora_recipe() -> None:
     assert choice is not None and choice.model_id == "llama-3.1-8b"
 
 
+def test_torchtune_lora_recipe_maps_to_bf16_adapters_without_autocast() -> None:
+    run = load_run_config(DATA / "torchtune_llama3_1_8B_lora_single_device.yaml")
+    plan = plan_from_run(run, default_plan(), resolve_model(run))
+    # dtype: bf16 casts the whole model, adapters included; no autocast; optimizer fused: True.
+    assert (plan.weight_dtype.value, plan.adapter_dtype.value, plan.autocast.value) == ("bf16", "bf16", "none")
+    assert plan.preset is Preset.CUSTOM and plan.optimizer_impl is OptimizerImpl.FUSED
+
+
+def test_dora_becomes_the_dora_method() -> None:
+    document = json.loads((DATA / "peft_llama3.2_3b_adapter_config.json").read_text())
+    document["use_dora"] = True
+    run = loads_run_config(json.dumps(document).encode(), "dora.json")
+    assert plan_from_run(run, default_plan(), resolve_model(run)).method is Method.DORA
+
+
 def test_torchtune_qlora_recipe() -> None:
     run = load_run_config(DATA / "torchtune_llama3_1_8B_qlora_single_device.yaml")
     assert (run.settings.method, run.settings.quant) == ("qlora", "nf4")
@@ -227,18 +250,24 @@ def test_torchtune_qlora_recipe() -> None:
 
 # ---- the one mapping function --------------------------------------------------------
 @pytest.mark.parametrize(
-    ("dtype", "autocast", "expected"),
+    ("dtype", "autocast", "adapter", "expected"),
     [
-        ("fp32", "bf16", Precision.BF16_MIXED),  # float32 master weights + autocast
-        ("fp32", "fp16", Precision.FP16_MIXED),
-        ("fp32", "none", Precision.FP32),
-        ("bf16", "bf16", Precision.BF16),  # Trainer(bf16=True) on a bf16-loaded model
-        ("bf16", "none", Precision.BF16),
-        ("fp16", "fp16", Precision.FP16),
+        ("fp32", "bf16", None, Preset.FP32_AUTOCAST_BF16),  # float32 weights + autocast
+        ("fp32", "fp16", None, Preset.FP16_AMP),
+        ("fp32", "none", None, Preset.FP32),
+        ("bf16", "bf16", None, Preset.TRAINER_BF16),  # Trainer(bf16=True) on a bf16-loaded model
+        ("bf16", "none", None, Preset.PURE_BF16),
+        ("bf16", "none", "bf16", Preset.CUSTOM),  # torchtune: adapters in the model's dtype too
     ],
 )
-def test_precision_from_load_dtype_and_autocast(dtype: str, autocast: str, expected: Precision) -> None:
-    assert precision_for(Method.FULL, dtype, autocast) is expected
+def test_precision_roles_from_load_dtype_and_autocast(
+    dtype: str, autocast: str, adapter: str | None, expected: Preset
+) -> None:
+    settings = RunSettings(method="lora", model_dtype=dtype, autocast=autocast, adapter_dtype=adapter)
+    plan = apply_settings(default_plan(), settings)
+    assert plan.preset is expected
+    assert (plan.weight_dtype.value, plan.base_dtype.value, plan.autocast.value) == (dtype, dtype, autocast)
+    assert plan.adapter_dtype.value == (adapter or "fp32")
 
 
 def test_the_models_own_dtype_is_used_when_the_file_does_not_say() -> None:

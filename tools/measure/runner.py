@@ -427,7 +427,7 @@ class _FakeSafeGradScaler(torch.amp.GradScaler):
     tensor). The kernels (scale, unscale + inf check, update) still run; a finite step, what
     a healthy run does, then always steps."""
 
-    def _maybe_opt_step(self, optimizer, optimizer_state, *args, **kwargs):  # noqa: ANN001, ANN002, ANN003
+    def _maybe_opt_step(self, optimizer, optimizer_state, *args, **kwargs):  # type: ignore[no-untyped-def]
         return optimizer.step(*args, **kwargs)
 
 
@@ -438,31 +438,45 @@ def versions() -> dict[str, str]:
     return {"torch": torch.__version__, "transformers": transformers.__version__, "peft": peft.__version__}
 
 
+def _enter_backend(stack: contextlib.ExitStack, backend: str) -> tuple[bool, torch.device]:
+    """Enter the backend's contexts (fake tensors, fake CUDA); return (fake, device)."""
+    fake = backend in ("fake-cuda", "fake-cpu")
+    device = torch.device("cuda" if backend in ("cuda", "fake-cuda") else "cpu")
+    sdpa_mod.CHOICES.clear()
+    sdpa_mod.MASKED_CALLS.clear()
+    torch.manual_seed(0)
+    if fake:
+        stack.enter_context(FakeTensorMode(allow_non_fake_inputs=False))
+        stack.enter_context(fake_tensor_environment())
+    if backend == "fake-cuda":
+        stack.enter_context(fake_cuda_environment())
+    return fake, device
+
+
+def _place(model: torch.nn.Module, device: torch.device, fake: bool) -> None:
+    if fake and device.type == "cuda":
+        _to_device_inplace(model, device)
+    elif device.type == "cuda":
+        model.to(device)
+
+
+def _token_ids(b: int, s: int, vocab: int, device: torch.device, fake: bool) -> torch.Tensor:
+    """Zeros on fake backends (values do not exist there), random tokens on real ones."""
+    if fake:
+        return torch.zeros((b, s), dtype=torch.long, device=device)
+    return torch.randint(0, vocab, (b, s), device=device)
+
+
 # --------------------------------------------------------------------------- main entry
 def measure_case(
     case: dict[str, Any], config: dict[str, Any], backend: str
 ) -> tuple[dict[str, Any], dict[str, Any]]:
     """Run two training steps; return (measurement JSON dict, diagnostics)."""
     t0 = time.perf_counter()
-    fake = backend in ("fake-cuda", "fake-cpu")
-    device = torch.device("cuda" if backend in ("cuda", "fake-cuda") else "cpu")
-    sdpa_mod.CHOICES.clear()
-    sdpa_mod.MASKED_CALLS.clear()
-    torch.manual_seed(0)
-
     with contextlib.ExitStack() as stack:
-        fake_mode = None
-        if fake:
-            fake_mode = stack.enter_context(FakeTensorMode(allow_non_fake_inputs=False))
-            stack.enter_context(fake_tensor_environment())
-        if backend == "fake-cuda":
-            stack.enter_context(fake_cuda_environment())
-
+        fake, device = _enter_backend(stack, backend)
         model = _build(case, config, fake)
-        if fake and device.type == "cuda":
-            _to_device_inplace(model, device)
-        elif device.type == "cuda":
-            model.to(device)
+        _place(model, device, fake)
         if case.get("checkpointing"):
             # preserve_rng_state would call torch.cuda.get_rng_state (absent on a CPU build);
             # the RNG state is a few bytes of host memory, so the peak is unaffected.
@@ -475,12 +489,7 @@ def measure_case(
         params = [p for p in model.parameters() if p.requires_grad]
         opt = _make_optimizer(case, params, device)
 
-        b, s = int(case["micro_batch"]), int(case["seq_len"])
-        vocab = int(config["vocab_size"])
-        if fake:
-            ids = torch.zeros((b, s), dtype=torch.long, device=device)
-        else:
-            ids = torch.randint(0, vocab, (b, s), device=device)
+        ids = _token_ids(int(case["micro_batch"]), int(case["seq_len"]), int(config["vocab_size"]), device, fake)
 
         if backend == "cuda":
             torch.cuda.synchronize()
@@ -621,7 +630,7 @@ class ServingMemTracker(PhaseMemTracker):
                 total += winfo.mem_consumed if winfo is not None else -(-st.nbytes() // 512) * 512
         return total, longest
 
-    def _update_peak_stats(self, peak_state) -> None:  # noqa: ANN001 - MemTracker signature
+    def _update_peak_stats(self, peak_state) -> None:  # type: ignore[no-untyped-def]
         before = self.peak_bytes
         super()._update_peak_stats(peak_state)
         if self.peak_bytes > before:
@@ -637,11 +646,6 @@ def measure_serving_case(
     from transformers import AutoConfig, AutoModelForCausalLM, DynamicCache
 
     t0 = time.perf_counter()
-    fake = backend in ("fake-cuda", "fake-cpu")
-    device = torch.device("cuda" if backend in ("cuda", "fake-cuda") else "cpu")
-    sdpa_mod.CHOICES.clear()
-    sdpa_mod.MASKED_CALLS.clear()
-    torch.manual_seed(0)
     weight_dtype = case.get("weight_dtype", "bf16")
     if weight_dtype not in DTYPES:
         raise ValueError(f"weight_dtype={weight_dtype!r}: expected one of {', '.join(DTYPES)}")
@@ -651,27 +655,16 @@ def measure_serving_case(
         raise ValueError("batch, prompt_len and new_tokens must be >= 1")
 
     with contextlib.ExitStack() as stack:
-        if fake:
-            stack.enter_context(FakeTensorMode(allow_non_fake_inputs=False))
-            stack.enter_context(fake_tensor_environment())
-        if backend == "fake-cuda":
-            stack.enter_context(fake_cuda_environment())
+        fake, device = _enter_backend(stack, backend)
         cfg = AutoConfig.for_model(**config)
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             model = AutoModelForCausalLM.from_config(
                 cfg, attn_implementation=case.get("attention", "sdpa"), dtype=DTYPES[weight_dtype]
             )
-        if fake and device.type == "cuda":
-            _to_device_inplace(model, device)
-        elif device.type == "cuda":
-            model.to(device)
+        _place(model, device, fake)
         model.eval()
-        vocab = int(cfg.get_text_config().vocab_size)
-        if fake:
-            ids = torch.zeros((b, s), dtype=torch.long, device=device)
-        else:
-            ids = torch.randint(0, vocab, (b, s), device=device)
+        ids = _token_ids(b, s, int(cfg.get_text_config().vocab_size), device, fake)
 
         if backend == "cuda":
             torch.cuda.synchronize()
@@ -692,31 +685,28 @@ def measure_serving_case(
             # sliding-window layers get DynamicSlidingWindowLayer).
             cache = DynamicCache(config=model.config)
             tracker.cache = cache
-            tracker.set_phase(1, "prefill")
-            out = model(input_ids=ids, cache=cache, use_cache=True, logits_to_keep=1)
-            # as GenerationMixin._sample: copy the last position's logits to fp32, drop the outputs
-            next_logits = out.logits[:, -1].to(copy=True, dtype=torch.float32)
-            del out
-            next_tokens = torch.argmax(next_logits, dim=-1)
-            del next_logits
-            ids = torch.cat([ids, next_tokens[:, None]], dim=-1)
-            cuda_mark("prefill")
-            kv_bytes, kv_tokens = tracker.kv_bytes()
-            kv_after["prefill"] = {"bytes": kv_bytes, "tokens": kv_tokens}
-            for _ in range(new_tokens - 1):
-                tracker.reset_mod_stats()  # MemTracker refuses a second forward otherwise
-                tracker.set_phase(1, "decode")
-                out = model(input_ids=next_tokens[:, None], cache=cache, use_cache=True, logits_to_keep=1)
+
+            def forward(phase: str, step_ids: torch.Tensor) -> torch.Tensor:
+                nonlocal ids
+                out = model(input_ids=step_ids, cache=cache, use_cache=True, logits_to_keep=1)
+                # as GenerationMixin._sample: copy the last position's logits to fp32, drop the outputs
                 next_logits = out.logits[:, -1].to(copy=True, dtype=torch.float32)
                 del out
                 next_tokens = torch.argmax(next_logits, dim=-1)
                 del next_logits
                 ids = torch.cat([ids, next_tokens[:, None]], dim=-1)
-                cuda_mark("decode")
+                cuda_mark(phase)
                 kv_bytes, kv_tokens = tracker.kv_bytes()
-                kv_after["decode"] = {"bytes": kv_bytes, "tokens": kv_tokens}
+                kv_after[phase] = {"bytes": kv_bytes, "tokens": kv_tokens}
+                return next_tokens
+
+            tracker.set_phase(1, "prefill")
+            next_tokens = forward("prefill", ids)
+            for _ in range(new_tokens - 1):
+                tracker.reset_mod_stats()  # MemTracker refuses a second forward otherwise
+                tracker.set_phase(1, "decode")
+                next_tokens = forward("decode", next_tokens[:, None])
             tracker.cache = None
-            del cache
 
         stats = _param_stats(model)
         bd = tracker.peak_breakdown
@@ -753,6 +743,5 @@ def measure_serving_case(
         }
         result["wall_seconds"] = round(time.perf_counter() - t0, 2)
         diag = {"sdpa_kernels": dict(sdpa_mod.CHOICES), "sdpa_masked_calls": dict(sdpa_mod.MASKED_CALLS)}
-        del model, ids, tracker
     gc.collect()
     return result, diag
