@@ -21,7 +21,7 @@ from collections.abc import Sequence
 from dataclasses import replace
 from typing import Any, NoReturn, TextIO
 
-from core import __version__
+from core import __version__, cli_extra
 from core.breakdown import BUCKET_LABELS
 from core.catalogue import find_model, load_gpus, load_models
 from core.errors import PlanError, PlanFileError, escape_controls, one_line
@@ -168,6 +168,7 @@ def _build_parser() -> _Parser:
     models.add_argument("--json", action="store_true")
     gpus = sub.add_parser("gpus", help="list the GPU catalogue")
     gpus.add_argument("--json", action="store_true")
+    cli_extra.register(sub, est)
     return parser
 
 
@@ -242,8 +243,8 @@ SERVING_ARGS = (
 )
 
 
-def plan_from_args(args: argparse.Namespace) -> Plan:
-    plan = _precision_from_args(_base_plan(args), args)
+def plan_from_args(args: argparse.Namespace, base: Plan | None = None) -> Plan:
+    plan = _precision_from_args(base if base is not None else _base_plan(args), args)
     changes: dict[str, Any] = {}
     if args.dora:
         if args.method not in (None, Method.DORA.value):
@@ -588,6 +589,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             text = _list_models(args.json)
         elif args.command == "gpus":
             text = _list_gpus(args.json)
+        elif args.command in cli_extra.COMMANDS:
+            text = cli_extra.run_command(args)
+        elif args.command == "estimate" and args.from_file:
+            text = cli_extra.estimate_from(args, plan_from_args)
         elif args.command == "estimate":
             plan = plan_from_args(args)
             result = estimate(plan)
@@ -603,7 +608,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             write_output(parser.format_help(), sys.stdout)
             return 2
         write_output(text, sys.stdout)
-    except (UsageError, PlanError, PlanFileError) as exc:
+    except (UsageError, PlanError, PlanFileError, cli_extra.ConfigUsageError) as exc:
         _say(f"vramplan: {one_line(str(exc))}\n")
         return 2
     except OutputError as exc:

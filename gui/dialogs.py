@@ -28,6 +28,11 @@ def open_file(parent: QWidget | None, title: str, name_filter: str, folder: str 
     return path or None
 
 
+def open_files(parent: QWidget | None, title: str, name_filter: str, folder: str = "") -> list[str]:
+    paths, _ = QFileDialog.getOpenFileNames(parent, title, folder, name_filter)
+    return list(paths)
+
+
 def open_folder(parent: QWidget | None, title: str, folder: str = "") -> str | None:
     path = QFileDialog.getExistingDirectory(parent, title, folder)
     return path or None

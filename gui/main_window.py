@@ -32,7 +32,7 @@ from core.measurement import Measurement, load_measurement
 from core.plan import Accounting, Plan
 from core.presets import LESSON_EXAMPLES, default_plan
 from core.verdict import Mode
-from gui import dialogs, plaintext
+from gui import dialogs, plaintext, plan_tools
 from gui.chart import MemoryChart
 from gui.controller import PlanController
 from gui.diagnosis_controller import DiagnosisController
@@ -357,6 +357,7 @@ class MainWindow(QMainWindow):
         view_menu.addSeparator()
         view_menu.addAction(self.plan_dock.toggleViewAction())
         view_menu.addAction(self.details_dock.toggleViewAction())
+        self.plan_tools = plan_tools.install(self, file_menu, view_menu)  # configs, reports, comparisons
         self.help_menu = bar.addMenu("&Help")
         self.help_menu.addAction(self._action("&How to read this window", self._how_to_read, "F1"))
         self.help_menu.addAction(self._action("&Keyboard shortcuts", self._shortcuts))
