@@ -47,6 +47,11 @@ def count(value: float) -> str:
     return format_count(value)
 
 
+def counted(n: int, noun: str) -> str:
+    """``n`` with its noun in English number: "1 request", "51 requests"."""
+    return f"{n:,} {noun}" if n == 1 else f"{n:,} {noun}s"
+
+
 def hours(value: float) -> str:
     if not math.isfinite(value):
         return "never (no compute throughput)"

@@ -36,7 +36,7 @@ from core.verdict import VERDICT_LABELS, Mode, Verdict
 from gui.curve import MemoryCurve
 from gui.diagnosis_controller import DiagnosisController, DiagnosisReport
 from gui.display_state import Display, DisplayState
-from gui.format import Unit, memory
+from gui.format import Unit, counted, memory
 from gui.panels.remedy_list import RemedyEntry, RemedyList
 from gui.panels.verdict import VERDICT_STYLE, badge_text_colour, margin_text
 from gui.plaintext import html as escape  # the one escape for text shown in rich labels
@@ -442,10 +442,11 @@ class DiagnosisPanel(QScrollArea):
             if limits.max_concurrent
             else "none: the weights alone do not fit"
         )
+        requests = counted(serving.concurrent, "request")
         self.limits["context"].setText(
-            f"<b>{limits.max_context:,}</b> tokens at {serving.concurrent:,} request(s) (now {serving.context:,})"
+            f"<b>{limits.max_context:,}</b> tokens at {requests} (now {serving.context:,})"
             if limits.max_context
-            else f"none at {serving.concurrent:,} request(s)"
+            else f"none at {requests}"
         )
         self.lesson_note.setVisible(plan.accounting is Accounting.LESSON)
 

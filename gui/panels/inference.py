@@ -7,7 +7,7 @@ from PySide6.QtWidgets import QWidget
 from core.estimate import Estimate
 from core.serving.formats import ENGINE_LABELS, Engine
 from core.verdict import VERDICT_LABELS
-from gui.format import Unit, memory
+from gui.format import Unit, counted, memory
 from gui.panels.figures import FiguresPanel
 from gui.panels.verdict import VERDICT_STYLE
 
@@ -102,6 +102,6 @@ def _headline(estimate: Estimate, u: Unit) -> str:
     # The core's serving verdict, three states as for training (core.verdict.judge).
     verdict = f"{VERDICT_STYLE[inf.verdict][0]} {VERDICT_LABELS[inf.verdict].lower()}"
     return (
-        f"<b>{verdict}</b>: {plan.concurrent:,} request(s) of {plan.context:,} tokens need "
+        f"<b>{verdict}</b>: {counted(plan.concurrent, 'request')} of {plan.context:,} tokens need "
         f"{memory(inf.total_bytes, u)} of {memory(inf.budget_bytes, u)} usable."
     )

@@ -11,7 +11,7 @@ from PySide6.QtWidgets import QFrame, QGridLayout, QLabel, QWidget
 from core.estimate import Estimate
 from core.measurement import Measurement
 from core.verdict import VERDICT_LABELS, Judgement, Mode, Verdict
-from gui.format import Unit, measurement_label, memory
+from gui.format import Unit, counted, measurement_label, memory
 from gui.plaintext import html as escape  # the one escape for text shown in rich labels
 
 # Okabe-Ito bluish green / orange / vermillion, with a symbol so colour is never the only cue.
@@ -148,7 +148,8 @@ class VerdictPanel(QFrame):
         margin = margin_text(judged, estimate.plan.hardware.headroom, u)
         self.headline.setText(_headline(memory(judged.total_bytes, u), memory(judged.usable_bytes, u), margin))
         self.detail.setText(
-            f"{plan.concurrent:,} request(s) × {plan.context:,} tokens · at most {inf.max_concurrent:,} requests "
+            f"{counted(plan.concurrent, 'request')} × {plan.context:,} tokens · "
+            f"at most {inf.max_concurrent:,} requests "
             f"of this context, or {inf.max_context:,} tokens each at this concurrency · {estimate.gpu.name}"
         )
         self._describe(f"{SERVING_LABELS[verdict]}. {memory(judged.total_bytes, u)}; {margin}.")

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 from PySide6.QtCore import QPoint, Qt
 from PySide6.QtGui import QAccessible, QColor, QImage, QPalette
-from PySide6.QtWidgets import QApplication, QCheckBox, QStyle, QStyleOptionButton, QWidget
+from PySide6.QtWidgets import QApplication, QCheckBox, QLabel, QStyle, QStyleOptionButton, QWidget
 
 from gui import theme
 from gui.main_window import MainWindow
@@ -150,3 +150,15 @@ def test_make_run_says_what_it_is_doing(tmp_path: Path) -> None:
     echoes = [line for line in result.stdout.splitlines() if line.lstrip().startswith(("echo", "@echo", "printf"))]
     assert any("first" in line.lower() and "minute" in line.lower() for line in echoes), result.stdout
     assert any("Starting VRAM Planner" in line for line in echoes), result.stdout
+
+
+def test_serving_texts_count_requests_in_english(window: MainWindow) -> None:
+    # "1 request(s)" in the serving verdict, the Serving panel and the Diagnosis limits (issue 13 item 12).
+    from gui.format import counted
+
+    assert (counted(1, "request"), counted(51, "request")) == ("1 request", "51 requests")
+    window.set_chart_mode("inference")
+    window.controller.set_plan(window.controller.plan.with_inference(concurrent=1))
+    texts = [w.text() for w in window.findChildren(QLabel)]
+    assert not any("request(s)" in text for text in texts)
+    assert any("1 request ×" in text for text in texts)
