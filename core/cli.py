@@ -344,6 +344,8 @@ def estimate_to_json(est: Estimate) -> dict[str, Any]:
         },
         "inference": inference_to_json(est),
         "notes": list(est.notes),
+        "warnings": list(est.warnings),
+        "dtype_problem": est.compute.dtype_problem,
     }
 
 
@@ -488,6 +490,9 @@ def render_estimate(est: Estimate, gib: bool = False) -> str:
         f"{plan.inference.context:,} tokens (KV cache {_fmt(est.inference.kv_cache_bytes, gib)}, "
         f"{est.inference.kv_bytes_per_token:,.0f} B/token); fits up to {est.inference.max_concurrent:,} requests",
     ]
+    if est.compute.dtype_problem:
+        lines.append(f"  warning: {est.compute.dtype_problem}")
+    lines += [f"  warning: {w}" for w in est.warnings]
     lines += [f"  note: {n}" for n in est.notes]
     return "\n".join(lines)
 
@@ -517,7 +522,8 @@ def _list_gpus(as_json: bool) -> str:
         return json.dumps(rows, indent=2, allow_nan=False) + "\n"
     return "".join(
         f"{g.id:<20} {g.name:<28} {g.memory_bytes / 2**20:>8,.0f} MiB  {g.memory_bytes / GB:>6.1f} GB  "
-        f"bf16 {g.peak_tflops('bf16'):>7g} TFLOP/s\n"
+        + (f"bf16 {g.peak_tflops('bf16'):>7g} TFLOP/s" if g.dtype_problem("bf16") is None else "no bf16")
+        + "\n"
         for g in gpus
     )
 

@@ -256,3 +256,18 @@ def test_training_weight_dtype_and_serving_weights_are_separate(
     plan = _plan_of(capsys, tmp_path, "--weight-dtype", "bf16", "--autocast", "--weights", "nf4")
     assert (plan.weight_dtype, plan.base_dtype, plan.preset) == (Dtype.BF16, Dtype.BF16, Preset.TRAINER_BF16)
     assert plan.inference.weight_dtype == "nf4"
+
+
+def test_warnings_reach_the_command_line(capsys: pytest.CaptureFixture[str]) -> None:
+    # Llama 3.1 8B's config.json: max_position_embeddings 131,072; the T4 (Turing) has no bf16
+    # tensor cores (NVIDIA T4 datasheet lists FP16/INT8 only). Both were shown only in the window.
+    code, out, _ = run(capsys, "estimate", "--model", "llama-3.1-8b", "--seq", "1000000", "--gpu", "t4")
+    assert code == 0
+    assert "warning: Sequence 1,000,000 tokens is past" in out and "131,072" in out
+    assert "warning: Turing" in out
+    code, out, _ = run(capsys, "estimate", "--model", "llama-3.1-8b", "--seq", "1000000", "--gpu", "t4", "--json")
+    doc = json.loads(out)
+    assert any("131,072" in w for w in doc["warnings"]) and doc["dtype_problem"]
+    code, out, _ = run(capsys, "gpus")
+    t4 = next(line for line in out.splitlines() if line.startswith("t4 "))
+    assert t4.rstrip().endswith("no bf16")
