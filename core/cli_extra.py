@@ -163,6 +163,8 @@ def fit_rows_json(rows: tuple[CardFit, ...]) -> list[dict[str, Any]]:
             "verdict": r.verdict.value,
             "hours": r.hours,
             "cost": r.cost,
+            "price_per_gpu_hour": r.price,
+            "price_source": r.price_from,
             "tokens_per_second": r.estimate.compute.tokens_per_second,
         }
         for r in rows
@@ -173,16 +175,18 @@ def render_fit(plan: Plan, rows: tuple[CardFit, ...]) -> str:
     best = cheapest_fit(rows)
     lines = [
         f"{plan.model.name} · {plan.method.value} · {plan.preset.value} · micro-batch "
-        f"{plan.workload.micro_batch} × {plan.workload.seq_len:,} tokens; cost at "
-        f"{plan.hardware.price_per_gpu_hour:g} per GPU-hour",
-        f"  {'GPU':<30} {'×':>2} {'sharding':<8} {'peak/GPU':>10} {'of':>9}  {'verdict':<13} {'time':>9} {'cost':>10}",
+        f"{plan.workload.micro_batch} × {plan.workload.seq_len:,} tokens; cards priced from the catalogue "
+        f"where it has a price (p), else at the plan's {plan.hardware.price_per_gpu_hour:g} per GPU-hour",
+        f"  {'GPU':<30} {'×':>2} {'sharding':<8} {'per GPU':>10} {'of':>9}  {'verdict':<13} {'time':>9} "
+        f"{'$/GPU-h':>9} {'cost':>10}",
     ]
     for r in rows:
         mark = "*" if r is best else " "
         lines.append(
             f"{mark} {r.gpu.name[:30]:<30} {r.count:>2} {r.sharding.value:<8} "
             f"{r.estimate.total_bytes / GB:>7.1f} GB {r.estimate.capacity_bytes / GB:>6.1f} GB  "
-            f"{VERDICT_LABELS[r.verdict]:<13} {r.hours:>7.1f} h {r.cost:>10,.2f}"
+            f"{VERDICT_LABELS[r.verdict]:<13} {r.hours:>7.1f} h {r.price:>7.2f}"
+            f"{' ' if r.price_from == 'the plan' else 'p'} {r.cost:>10,.2f}"
         )
     lines.append(f"* cheapest that fits: {best.gpu.name} × {best.count}" if best else "no card in the catalogue fits")
     return "\n".join(lines)

@@ -16,6 +16,7 @@ from typing import Final
 from core.catalogue import GpuSpec, load_gpus
 from core.estimate import Estimate, Verdict, estimate
 from core.plan import Plan, Sharding
+from core.remedies import card_price
 
 COUNTS: Final = tuple(range(1, 9))
 VERDICT_ORDER: Final = {Verdict.FITS: 0, Verdict.OVER_HEADROOM: 1, Verdict.OOM: 2}
@@ -25,6 +26,7 @@ VERDICT_ORDER: Final = {Verdict.FITS: 0, Verdict.OVER_HEADROOM: 1, Verdict.OOM: 
 class CardFit:
     plan: Plan  # the plan on this card and count: what "apply" makes current
     estimate: Estimate
+    price_from: str = "the plan"  # the source of the price per GPU-hour
 
     @property
     def gpu(self) -> GpuSpec:
@@ -53,6 +55,10 @@ class CardFit:
     @property
     def hours(self) -> float:
         return self.estimate.compute.hours
+
+    @property
+    def price(self) -> float:
+        return self.plan.hardware.price_per_gpu_hour
 
 
 def plan_on(plan: Plan, gpu_id: str, count: int, *, keep_sharding: bool = False, price: float | None = None) -> Plan:
@@ -84,17 +90,27 @@ def cards_for(
 ) -> tuple[CardFit, ...]:
     """Every card × count, sorted by cost (then fewer cards, then less memory).
 
-    ``prices`` maps a GPU id to its price per GPU-hour; cards without one use the plan's
-    ``hardware.price_per_gpu_hour``.
+    Each card is priced per GPU-hour from ``prices`` (GPU id -> price), else from the
+    catalogue's typical cloud price (``core.remedies.card_price``), else at the plan's own
+    ``hardware.price_per_gpu_hour``; each row says which.
     """
     rows = []
     wanted = tuple(counts)
     for gpu in gpus if gpus is not None else load_gpus():
-        price = prices.get(gpu.id) if prices else None
+        price, source = _price(gpu, prices)
         for count in wanted:
             candidate = plan_on(plan, gpu.id, count, keep_sharding=keep_sharding, price=price)
-            rows.append(CardFit(candidate, estimate(candidate, gpu)))
+            rows.append(CardFit(candidate, estimate(candidate, gpu), source))
     return tuple(sorted(rows, key=_sort_key))
+
+
+def _price(gpu: GpuSpec, prices: Mapping[str, float] | None) -> tuple[float | None, str]:
+    if prices and gpu.id in prices:
+        return prices[gpu.id], "given"
+    listed = card_price(gpu)
+    if listed is not None:
+        return listed
+    return None, "the plan"
 
 
 def cheapest_fit(rows: Iterable[CardFit]) -> CardFit | None:

@@ -24,10 +24,11 @@ from PySide6.QtWidgets import (
 from core.estimate import VERDICT_LABELS, Estimate
 from core.fit import CardFit, cards_for, cheapest_fit, plan_on
 from core.report import VERDICT_COLOURS
+from gui import plaintext
 from gui.controller import PlanController
 from gui.format import Unit, hours, memory, money
 
-COLUMNS = ("GPU", "×", "Sharding", "Per GPU", "Capacity", "Verdict", "Time", "Cost", "Tokens/s")
+COLUMNS = ("GPU", "×", "Sharding", "Per GPU", "Capacity", "Verdict", "Time", "Price/GPU-h", "Cost", "Tokens/s")
 REFRESH_MS = 120
 
 
@@ -105,7 +106,8 @@ class FitCardsPanel(QWidget):
             f"{plan.model.name}, {plan.method.value}: "
             + (
                 f"cheapest that fits is {best.gpu.name} × {best.count} ({money(best.cost)} at "
-                f"{plan.hardware.price_per_gpu_hour:g} per GPU-hour, {hours(best.hours)})."
+                f"{best.price:g} per GPU-hour, {hours(best.hours)}). Prices marked * are the catalogue's "
+                f"typical cloud prices; the others are the plan's {plan.hardware.price_per_gpu_hour:g}."
                 if best
                 else "no catalogue card fits, even eight of them."
             )
@@ -125,6 +127,7 @@ class FitCardsPanel(QWidget):
                 memory(est.capacity_bytes, self.unit),
                 VERDICT_LABELS[row.verdict],
                 hours(row.hours),
+                money(row.price) + ("" if row.price_from == "the plan" else " *"),
                 money(row.cost),
                 f"{est.compute.tokens_per_second:,.0f}",
             )
@@ -136,6 +139,8 @@ class FitCardsPanel(QWidget):
                     item.setFont(bold)
                 if column == 5:
                     item.setForeground(QBrush(QColor(VERDICT_COLOURS[row.verdict])))
+                if column == 7:
+                    item.setToolTip(plaintext.tooltip(f"Price per GPU-hour from {row.price_from}"))
                 table.setItem(index, column, item)
         table.setUpdatesEnabled(True)
 
@@ -144,10 +149,10 @@ class FitCardsPanel(QWidget):
             return
         row = self.shown_rows[index]
         keep = self.keep_sharding.isChecked()
-        gpu, count = row.gpu.id, row.count
+        gpu, count, price = row.gpu.id, row.count, row.price
         error = self.controller.update(
             "",
-            lambda p: plan_on(p, gpu, count, keep_sharding=keep),
+            lambda p: plan_on(p, gpu, count, keep_sharding=keep, price=price),
             f"Use {count} × {row.gpu.name}",
         )
         if error is None:
