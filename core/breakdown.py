@@ -64,13 +64,29 @@ def make_bucket(key: BucketKey, terms: list[Term] | tuple[Term, ...], note: str 
     return Bucket(key=key, bytes=float(sum(t.bytes for t in kept)), terms=kept, note=note)
 
 
+class StepPhase(StrEnum):
+    """Which moment of a training step a phase is: what code branches on, never the name."""
+
+    STEP = "step"  # the lesson's single sum of the four buckets
+    FORWARD = "forward"  # end of the forward pass, logits and loss formed
+    BACKWARD_START = "backward-start"  # the loss gradient being formed
+    BACKWARD_BLOCK = "backward-block"  # inside the last block's backward
+    BACKWARD_END = "backward-end"  # first block and embedding gradients formed
+    OPTIMIZER = "optimizer"  # the optimizer step with its temporaries
+
+    @property
+    def is_backward(self) -> bool:
+        return self in (StepPhase.BACKWARD_START, StepPhase.BACKWARD_BLOCK, StepPhase.BACKWARD_END)
+
+
 @dataclass(frozen=True)
 class Phase:
     """The memory held at the high point of one phase of a training step."""
 
-    name: str
+    name: str  # for display only; code and tests look at ``kind``
     buckets: tuple[Bucket, ...]  # weights, gradients, optimizer, activations (no overhead)
     description: str = ""
+    kind: StepPhase = StepPhase.STEP
 
     @property
     def allocated_bytes(self) -> float:

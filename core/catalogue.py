@@ -4,17 +4,22 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from enum import StrEnum
 from functools import lru_cache
 from pathlib import Path
-from typing import Any
+from typing import Any, Final
 
 from core.errors import PlanError, PlanFileError
 from core.hfconfig import model_from_hf_config
 from core.model import ModelSpec
 from core.resources import resource_path
 from core.units import MiB
+
+# Compute dtypes a GPU entry gives a dense TFLOP/s figure for (null where it has none).
+DTYPES: Final = ("fp32", "tf32", "bf16", "fp16", "fp8", "int8")
 
 
 @dataclass(frozen=True)
@@ -28,6 +33,45 @@ class CatalogueModel:
     config_source: str
     config: Mapping[str, Any]
     spec: ModelSpec
+    active_params: int | None = None  # MoE: the published active count, when the entry states one
+    active_params_source: str = ""
+
+
+@dataclass(frozen=True)
+class PendingModel:
+    """A catalogue entry whose architecture the config reader does not know yet (kept, not offered)."""
+
+    id: str
+    name: str
+    model_type: str
+    published_params: int
+    reason: str
+
+
+class GpuGroup(StrEnum):
+    """The picker's groups: where the card lives."""
+
+    LAPTOP = "laptop"
+    DESKTOP = "desktop"
+    DATACENTRE = "data-centre"
+    APPLE = "apple"
+    CUSTOM = "custom"
+
+
+GROUP_LABELS: Final = {
+    GpuGroup.LAPTOP: "Laptop",
+    GpuGroup.DESKTOP: "Desktop and workstation",
+    GpuGroup.DATACENTRE: "Data centre and cloud",
+    GpuGroup.APPLE: "Apple silicon (unified memory)",
+    GpuGroup.CUSTOM: "Your own cards",
+}
+_SEGMENT_GROUPS: Final = {
+    "laptop": GpuGroup.LAPTOP,
+    "consumer": GpuGroup.DESKTOP,
+    "workstation": GpuGroup.DESKTOP,
+    "datacenter": GpuGroup.DATACENTRE,
+    "apple": GpuGroup.APPLE,
+}
 
 
 @dataclass(frozen=True)
@@ -44,6 +88,32 @@ class GpuSpec:
     board_power_w: float
     sources: tuple[str, ...]
     notes: str = ""
+    # dtype -> why the card cannot run it (its TFLOP/s entry is then null).
+    unsupported_dtypes: Mapping[str, str] = field(default_factory=dict)
+    price_per_hour_usd: float | None = None  # typical cloud on-demand price of one GPU
+    price_purchase_usd: float | None = None  # or its purchase price (launch MSRP)
+    price_source: str = ""
+    price_date: str | None = None
+    checked_two_sources: tuple[str, ...] = ()  # fields whose value two independent sources agree on
+    unified_memory_gb: float | None = None  # Apple silicon: the machine's RAM; memory_bytes is the GPU's share
+    gpu_share: float | None = None
+
+    @property
+    def group(self) -> GpuGroup:
+        return _SEGMENT_GROUPS.get(self.segment, GpuGroup.CUSTOM)
+
+    def figure_fields(self) -> tuple[str, ...]:
+        """The figures this entry gives, named as ``checked_two_sources`` names them."""
+        fields = ["memory_bytes", "memory_bandwidth_gb_s"]
+        fields += ["board_power_w"] if self.board_power_w else []
+        fields += [f"tflops_dense.{dtype}" for dtype in DTYPES if self.tflops_dense.get(dtype) is not None]
+        fields += ["price_per_hour_usd"] if self.price_per_hour_usd is not None else []
+        fields += ["price_purchase_usd"] if self.price_purchase_usd is not None else []
+        return tuple(fields)
+
+    def dtype_problem(self, dtype: str) -> str | None:
+        """Why this card cannot run ``dtype`` natively, or None when it can (or nothing is known)."""
+        return self.unsupported_dtypes.get(dtype)
 
     def peak_tflops(self, dtype: str) -> float:
         """Dense peak for a compute dtype; falls back to the nearest supported rate."""
@@ -62,11 +132,11 @@ class GpuSpec:
         return 0.0
 
 
-def custom_gpu(memory_gb: float, tflops: float) -> GpuSpec:
+def custom_gpu(memory_gb: float, tflops: float, name: str = "") -> GpuSpec:
     """A card the user describes by its memory (decimal GB) and 16-bit dense TFLOP/s."""
     return GpuSpec(
         id="custom",
-        name=f"Custom GPU ({memory_gb:g} GB)",
+        name=name or f"Custom GPU ({memory_gb:g} GB)",
         vendor="custom",
         segment="custom",
         memory_bytes=int(memory_gb * 1e9),
@@ -92,8 +162,22 @@ def _load_json(path: Path) -> Any:
         raise PlanFileError(str(path), f"is not valid JSON ({exc})") from None
 
 
-@lru_cache(maxsize=1)
 def load_models(path: str | None = None) -> tuple[CatalogueModel, ...]:
+    """The catalogue models the config reader understands (see :func:`pending_models` for the rest)."""
+    return _read_models(path)[0]
+
+
+def pending_models(path: str | None = None) -> tuple[PendingModel, ...]:
+    """Entries of families the config reader does not parse yet: kept in the file, not offered."""
+    return _read_models(path)[1]
+
+
+def _unknown_architecture(exc: PlanError) -> bool:
+    return exc.field == "config.model_type" and exc.reason == "unknown architecture"
+
+
+@lru_cache(maxsize=1)
+def _read_models(path: str | None = None) -> tuple[tuple[CatalogueModel, ...], tuple[PendingModel, ...]]:
     data = _load_json(Path(path) if path else resource_path("models.json"))
     where = path or "resources/models.json"
     if not isinstance(data, dict) or data.get("format") != "vramplan-model-catalogue":
@@ -101,9 +185,25 @@ def load_models(path: str | None = None) -> tuple[CatalogueModel, ...]:
     if not isinstance(data.get("models", []), list):
         raise PlanFileError(where, "has a 'models' entry that is not a list")
     models = []
+    pending = []
     for index, entry in enumerate(data.get("models", [])):
         try:
-            spec = model_from_hf_config(entry["config"], name=entry["name"])
+            try:
+                spec = model_from_hf_config(entry["config"], name=entry["name"])
+            except PlanError as exc:
+                if not _unknown_architecture(exc):
+                    raise
+                pending.append(
+                    PendingModel(
+                        id=str(entry["id"]),
+                        name=str(entry["name"]),
+                        model_type=str(entry["config"].get("model_type")),
+                        published_params=int(entry["published_params"]),
+                        reason=str(exc),
+                    )
+                )
+                continue
+            active = entry.get("active_params")
             models.append(
                 CatalogueModel(
                     id=str(entry["id"]),
@@ -115,11 +215,13 @@ def load_models(path: str | None = None) -> tuple[CatalogueModel, ...]:
                     config_source=str(entry.get("config_source", "")),
                     config=entry["config"],
                     spec=spec,
+                    active_params=None if active is None else int(active),
+                    active_params_source=str(entry.get("active_params_source", "")),
                 )
             )
-        except (KeyError, TypeError, ValueError, OverflowError, PlanError) as exc:
+        except (KeyError, TypeError, ValueError, OverflowError, AttributeError, PlanError) as exc:
             raise PlanFileError(where, f"model entry {index} is malformed: {exc}") from None
-    return tuple(models)
+    return tuple(models), tuple(pending)
 
 
 @lru_cache(maxsize=1)
@@ -153,11 +255,27 @@ def load_gpus(path: str | None = None) -> tuple[GpuSpec, ...]:
                     board_power_w=float(entry.get("board_power_w") or 0),
                     sources=tuple(str(s) for s in entry.get("sources", ())),
                     notes=str(entry.get("notes", "")),
+                    unsupported_dtypes={str(k): str(v) for k, v in dict(entry.get("unsupported_dtypes") or {}).items()},
+                    price_per_hour_usd=_optional_number(entry.get("price_per_hour_usd")),
+                    price_purchase_usd=_optional_number(entry.get("price_purchase_usd")),
+                    price_source=str(entry.get("price_source") or ""),
+                    price_date=None if entry.get("price_date") is None else str(entry["price_date"]),
+                    checked_two_sources=tuple(str(f) for f in entry.get("checked_two_sources") or ()),
+                    unified_memory_gb=_optional_number(entry.get("unified_memory_gb")),
+                    gpu_share=_optional_number(entry.get("gpu_share")),
                 )
             )
         except (KeyError, TypeError, ValueError, OverflowError) as exc:
             raise PlanFileError(where, f"GPU entry {index} is malformed: {exc}") from None
     return tuple(gpus)
+
+
+def _optional_number(value: object) -> float | None:
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value < 0:
+        raise ValueError(f"{value!r} is not a non-negative number or null")
+    return float(value)
 
 
 def find_model(model_id: str) -> CatalogueModel:
@@ -176,7 +294,40 @@ def find_gpu(gpu_id: str) -> GpuSpec:
     raise PlanError("hardware.gpu", gpu_id, "a GPU id from `vramplan gpus` or 'custom'")
 
 
+# "24 GB", "24gb", "80 GiB", "24G": a memory size in a search.
+_MEMORY_WORDS: Final = re.compile(r"(\d+(?:\.\d+)?)\s*(?:gib|gb|g)\b")
+
+
+def gpu_search_text(gpu: GpuSpec) -> str:
+    """What a GPU search matches against: id, name, vendor, segment and group."""
+    return f"{gpu.id} {gpu.name} {gpu.vendor} {gpu.segment} {gpu.group.value} {GROUP_LABELS[gpu.group]}".lower()
+
+
+def _memory_matches(gpu: GpuSpec, size_gb: float) -> bool:
+    """The card's nominal memory (or an Apple machine's RAM) is the size asked for."""
+    nominal = gpu.unified_memory_gb if gpu.unified_memory_gb is not None else gpu.memory_marketing_gb
+    return abs(nominal - size_gb) < 0.5
+
+
 def search(items: tuple[Any, ...], text: str) -> list[Any]:
-    """Catalogue entries whose id or name contains every word of ``text``."""
-    words = text.lower().split()
-    return [item for item in items if all(w in f"{item.id} {item.name}".lower() for w in words)]
+    """Catalogue entries matching every word of ``text``.
+
+    Words match the id and name (GPUs also vendor and group: "amd", "laptop", "apple");
+    a memory size ("24 GB", "80gb") matches a GPU's nominal memory.
+    """
+    query = text.lower()
+    sizes = [float(m.group(1)) for m in _MEMORY_WORDS.finditer(query)]
+    words = _MEMORY_WORDS.sub(" ", query).split()
+    found = []
+    for item in items:
+        if isinstance(item, GpuSpec):
+            haystack = gpu_search_text(item)
+            if not all(_memory_matches(item, size) for size in sizes):
+                continue
+        else:
+            haystack = f"{item.id} {item.name}".lower()
+            if sizes and not all(f"{size:g}" in haystack for size in sizes):
+                continue
+        if all(word in haystack for word in words):
+            found.append(item)
+    return found

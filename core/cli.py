@@ -3,6 +3,10 @@
 ``vramplan estimate ...`` prints an estimate;
 ``vramplan models`` and ``vramplan gpus`` list the catalogues. Bad input exits with
 status 2 and one line on stderr, never a traceback.
+
+A subcommand builds its text and :func:`main` writes it through :func:`write_output`, the
+one output guard (no stdout, unencodable characters, terminal control characters, a full
+disk); a new subcommand does the same rather than printing.
 """
 
 from __future__ import annotations
@@ -17,7 +21,7 @@ from collections.abc import Sequence
 from dataclasses import replace
 from typing import Any, NoReturn, TextIO
 
-from core import __version__
+from core import __version__, cli_extra
 from core.breakdown import BUCKET_LABELS
 from core.catalogue import find_model, load_gpus, load_models
 from core.errors import PlanError, PlanFileError, escape_controls, one_line
@@ -27,13 +31,18 @@ from core.model import ModelSpec
 from core.plan import (
     Accounting,
     Attention,
+    Autocast,
+    Dtype,
     LoraSettings,
     Method,
     Optimizer,
+    OptimizerImpl,
     Plan,
     Precision,
+    Preset,
     Quant,
     Sharding,
+    preset_matching,
 )
 from core.planfile import load as load_plan
 from core.planfile import save as save_plan
@@ -83,14 +92,39 @@ def _build_parser() -> _Parser:
     src.add_argument("--plan", type=_text, metavar="FILE", help="a saved plan file; other options override it")
     m = est.add_argument_group("method")
     m.add_argument("--method", choices=[e.value for e in Method])
+    m.add_argument("--dora", action="store_true", help="same as --method dora (PEFT use_dora=True)")
     m.add_argument("--lora-rank", type=int)
     m.add_argument("--lora-alpha", type=float)
     m.add_argument("--lora-targets", type=_text, help="comma list: q_proj,v_proj or all-linear")
     m.add_argument("--trainable", type=_count, metavar="T", help="lesson mode: trainable parameters as given")
     m.add_argument("--quant", choices=[e.value for e in Quant], help="QLoRA base storage")
     m.add_argument("--frozen-layers", type=int)
-    m.add_argument("--precision", choices=[e.value for e in Precision])
+    m.add_argument("--precision", choices=[e.value for e in Precision], help="the old one-word setting (a preset)")
+    m.add_argument(
+        "--preset",
+        choices=[e.value for e in Preset if e is not Preset.CUSTOM],
+        help="trainer-bf16: model loaded in bf16 + Trainer(bf16=True); fp32-autocast-bf16; pure-bf16; fp16-amp; fp32",
+    )
+    m.add_argument(
+        "--weight-dtype",
+        dest="train_weight_dtype",  # --weights (serving) owns weight_dtype
+        choices=[e.value for e in Dtype],
+        help="storage of trained weights (full FT) and the dtype the model is loaded in",
+    )
+    m.add_argument("--base-dtype", choices=[e.value for e in Dtype], help="the frozen base of LoRA/DoRA/frozen layers")
+    m.add_argument("--adapter-dtype", choices=[e.value for e in Dtype], help="LoRA/DoRA adapters (PEFT: fp32)")
+    m.add_argument(
+        "--autocast",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="torch.autocast around forward and loss, in the weights' 16-bit dtype (bf16 over float32)",
+    )
     m.add_argument("--optimizer", choices=[e.value for e in Optimizer])
+    m.add_argument(
+        "--optimizer-impl",
+        choices=[e.value for e in OptimizerImpl],
+        help="fused (HF Trainer default), foreach (torch.optim default on CUDA) or forloop",
+    )
     m.add_argument("--checkpointing", action=argparse.BooleanOptionalAction, default=None)
     m.add_argument("--attention", choices=[e.value for e in Attention])
     m.add_argument("--chunked-loss", action=argparse.BooleanOptionalAction, default=None)
@@ -134,6 +168,7 @@ def _build_parser() -> _Parser:
     models.add_argument("--json", action="store_true")
     gpus = sub.add_parser("gpus", help="list the GPU catalogue")
     gpus.add_argument("--json", action="store_true")
+    cli_extra.register(sub, est)
     return parser
 
 
@@ -161,6 +196,36 @@ def _base_plan(args: argparse.Namespace) -> Plan:
     return plan
 
 
+def _precision_from_args(plan: Plan, args: argparse.Namespace) -> Plan:
+    """--precision or --preset first, then single roles on top; roles that match a named
+    preset are called by its name (``--precision bf16 --autocast`` is trainer-bf16)."""
+    if args.precision is not None and args.preset is not None:
+        raise UsageError("give --precision or --preset, not both")
+    if args.precision is not None:
+        plan = plan.with_changes(precision=Precision(args.precision))
+    if args.preset is not None:
+        plan = plan.with_changes(preset=Preset(args.preset))
+    roles: dict[str, Any] = {}
+    for name, dest in (
+        ("weight_dtype", "train_weight_dtype"),
+        ("base_dtype", "base_dtype"),
+        ("adapter_dtype", "adapter_dtype"),
+    ):
+        if getattr(args, dest) is not None:
+            roles[name] = Dtype(getattr(args, dest))
+    if args.train_weight_dtype is not None and args.base_dtype is None:
+        roles["base_dtype"] = roles["weight_dtype"]  # the model is loaded in one dtype
+    if args.autocast is not None:
+        stored = roles.get("weight_dtype", plan.weight_dtype)
+        roles["autocast"] = (
+            (Autocast.FP16 if stored is Dtype.FP16 else Autocast.BF16) if args.autocast else Autocast.NONE
+        )
+    if not roles:
+        return plan
+    plan = plan.with_changes(**roles)
+    return plan.with_changes(preset=preset_matching(plan.roles)) if plan.preset is Preset.CUSTOM else plan
+
+
 SERVING_ARGS = (
     "engine",
     "concurrent",
@@ -178,12 +243,16 @@ SERVING_ARGS = (
 )
 
 
-def plan_from_args(args: argparse.Namespace) -> Plan:
-    plan = _base_plan(args)
+def plan_from_args(args: argparse.Namespace, base: Plan | None = None) -> Plan:
+    plan = _precision_from_args(base if base is not None else _base_plan(args), args)
     changes: dict[str, Any] = {}
+    if args.dora:
+        if args.method not in (None, Method.DORA.value):
+            raise UsageError(f"--dora contradicts --method {args.method}")
+        args.method = Method.DORA.value
     for name, enum in (
-        ("precision", Precision),
         ("optimizer", Optimizer),
+        ("optimizer_impl", OptimizerImpl),
         ("attention", Attention),
         ("quant", Quant),
     ):
@@ -454,7 +523,15 @@ def _list_gpus(as_json: bool) -> str:
 
 
 class OutputError(Exception):
-    """Standard output could not take the text (a full disk, a closed pipe)."""
+    """Standard output could not take the text (a full disk, a closed pipe).
+
+    ``quiet`` for a pipe closed by its reader (``vramplan models | head -1``): as Unix
+    tools do, that ends the program without a message.
+    """
+
+    def __init__(self, message: str, quiet: bool = False) -> None:
+        super().__init__(message)
+        self.quiet = quiet
 
 
 def write_output(text: str, stream: TextIO | None) -> None:
@@ -483,7 +560,7 @@ def write_output(text: str, stream: TextIO | None) -> None:
     except (OSError, ValueError) as exc:  # UnicodeEncodeError is a ValueError; so is a closed file
         _discard_pending(stream)
         reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
-        raise OutputError(f"cannot write the output ({one_line(reason)})") from None
+        raise OutputError(f"cannot write the output ({one_line(reason)})", isinstance(exc, BrokenPipeError)) from None
 
 
 def _discard_pending(stream: TextIO) -> None:
@@ -512,6 +589,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             text = _list_models(args.json)
         elif args.command == "gpus":
             text = _list_gpus(args.json)
+        elif args.command in cli_extra.COMMANDS:
+            text = cli_extra.run_command(args)
+        elif args.command == "estimate" and args.from_file:
+            text = cli_extra.estimate_from(args, plan_from_args)
         elif args.command == "estimate":
             plan = plan_from_args(args)
             result = estimate(plan)
@@ -527,11 +608,12 @@ def main(argv: Sequence[str] | None = None) -> int:
             write_output(parser.format_help(), sys.stdout)
             return 2
         write_output(text, sys.stdout)
-    except (UsageError, PlanError, PlanFileError) as exc:
+    except (UsageError, PlanError, PlanFileError, cli_extra.ConfigUsageError) as exc:
         _say(f"vramplan: {one_line(str(exc))}\n")
         return 2
     except OutputError as exc:
-        _say(f"vramplan: {exc}\n")
+        if not exc.quiet:
+            _say(f"vramplan: {exc}\n")
         return 1
     except KeyboardInterrupt:
         return 130

@@ -22,6 +22,9 @@ class Compute:
     energy_kwh: float  # hours × GPUs × board power
     steps: int  # optimizer steps for the token budget
     formula: str
+    dtype: str = "bf16"  # the dtype the matmuls run in (what peak_tflops is for)
+    # Why the card cannot run ``dtype`` natively (no bf16 on a T4 or V100), or None.
+    dtype_problem: str | None = None
 
 
 def compute_dtype(plan: Plan) -> str:
@@ -59,7 +62,8 @@ def compute_estimate(plan: Plan, counts: ParamCounts, gpu: GpuSpec) -> Compute:
     tokens = plan.workload.tokens
     flops = per_token * tokens
     override = plan.hardware.peak_tflops_override
-    peak = override if override > 0 else gpu.peak_tflops(compute_dtype(plan))
+    dtype = compute_dtype(plan)
+    peak = override if override > 0 else gpu.peak_tflops(dtype)
     gpus = plan.hardware.gpu_count
     achieved = peak * 1e12 * plan.hardware.utilisation * gpus
     seconds = flops / achieved if achieved > 0 else float("inf")
@@ -82,4 +86,6 @@ def compute_estimate(plan: Plan, counts: ParamCounts, gpu: GpuSpec) -> Compute:
         energy_kwh=hours * gpus * gpu.board_power_w / 1000.0,
         steps=steps,
         formula=formula,
+        dtype=dtype,
+        dtype_problem=gpu.dtype_problem(dtype),
     )

@@ -9,12 +9,13 @@ estimating modified plans with the same :func:`core.estimate.estimate`.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 from core.breakdown import BUCKET_LABELS, BucketKey
 from core.detailed import layer_activations, loss_memory
 from core.estimate import Estimate, estimate
-from core.limits import Curve, Limits, limits, max_micro_batch, max_sequence, memory_curve
+from core.limits import AXES, Curve, Limits, limits, max_micro_batch, max_sequence, memory_curve
 from core.plan import Accounting, Plan
 from core.remedies import (
     PIN_LABELS,
@@ -36,6 +37,8 @@ __all__ = [
     "Combination",
     "Curve",
     "Diagnosis",
+    "DiagnosisReport",
+    "DiagnosisRequest",
     "Failure",
     "Limits",
     "Pin",
@@ -47,6 +50,7 @@ __all__ = [
     "max_sequence",
     "memory_curve",
     "remedies_for_symptom",
+    "report",
 ]
 
 # The buckets that exist before any activation: a first-step failure is theirs.
@@ -69,6 +73,22 @@ class Diagnosis:
     pins: frozenset[Pin] = frozenset()
 
     @property
+    def largest(self) -> tuple[str, float]:
+        """The largest part of what is judged in this mode: a training bucket, or for serving
+        the weights, KV cache, activations or overhead."""
+        if self.mode is Mode.INFERENCE:
+            inf = self.estimate.inference
+            parts = {
+                "Weights": inf.weights_bytes,
+                "KV cache": inf.kv_cache_bytes,
+                "Activations": inf.activation_bytes,
+                "Overhead": inf.overhead_bytes,
+            }
+            name = max(parts, key=lambda k: parts[k])
+            return name, parts[name]
+        return BUCKET_LABELS[self.dominant], self.estimate.bucket(self.dominant).bytes
+
+    @property
     def verdict(self) -> Verdict:
         return self.judgement.verdict
 
@@ -89,7 +109,7 @@ class Diagnosis:
         """The cause in words; it names the largest bucket only where that bucket is the cause."""
         dom = BUCKET_LABELS[self.dominant].lower()
         if self.failure is Failure.NONE:
-            return f"Fits with room to spare; the largest bucket is {dom}."
+            return f"Fits with room to spare; the largest part is {self.largest[0].lower()}."
         cause = SYMPTOM_BY_FAILURE[self.failure].cause
         if self.failure is Failure.FIRST_STEP:
             tail = f" The largest of them is {dom}." if self.dominant in _STATE_BUCKETS else ""
@@ -192,3 +212,38 @@ def remedies_for_symptom(
         return symptom, remedies_for(plan, SERVING_KINDS, pins=pins)
     found = remedies if remedies is not None else remedies_for(plan, TRAINING_KINDS, pins=pins)
     return symptom, tuple(r for r in found if failure in r.addresses)
+
+
+@dataclass(frozen=True)
+class DiagnosisRequest:
+    """Everything a diagnosis for the Diagnosis tab depends on."""
+
+    plan: Plan
+    mode: Mode = Mode.TRAINING
+    pins: frozenset[Pin] = frozenset()
+    symptom: Failure | None = None  # a symptom the user picked: its remedies are found too
+
+
+@dataclass(frozen=True)
+class DiagnosisReport:
+    request: DiagnosisRequest
+    diagnosis: Diagnosis
+    curves: Mapping[str, Curve]  # "micro_batch" and "seq_len", crossing at the limits
+    symptom: Symptom | None
+    symptom_remedies: tuple[Remedy, ...]
+
+
+def report(request: DiagnosisRequest) -> DiagnosisReport:
+    """The diagnosis, both memory curves and the picked symptom's remedies for one request.
+
+    Pure and picklable both ways, so the app runs it in a worker process.
+    """
+    plan = request.plan
+    diagnosis = diagnose(plan, request.mode, request.pins)
+    curves = {axis: memory_curve(plan, axis, crossing=diagnosis.limits.largest(axis)) for axis in AXES}
+    symptom: Symptom | None = None
+    found: tuple[Remedy, ...] = ()
+    if request.symptom is not None and request.symptom is not Failure.NONE:
+        known = diagnosis.remedies if request.mode is Mode.TRAINING and diagnosis.remedies else None
+        symptom, found = remedies_for_symptom(plan, request.symptom, known, request.pins)
+    return DiagnosisReport(request, diagnosis, curves, symptom, found)

@@ -24,6 +24,7 @@ SUPPORTED_MODEL_TYPES: Final = (
     "qwen2",
     "qwen2_moe",
     "qwen3",
+    "qwen3_moe",
     "gemma",
     "gemma2",
     "gemma3_text",
@@ -31,6 +32,7 @@ SUPPORTED_MODEL_TYPES: Final = (
     "olmo2",
     "granite",
     "smollm3",
+    "gpt_oss",
 )
 
 
@@ -170,6 +172,9 @@ def _model_from_hf_config(config: Mapping[str, Any], name: str | None, *, nested
     experts, per_token = 1, 1
     intermediate = r.get_int("intermediate_size")
     fused_qkv = fused_gate_up = False
+    qk_norm = ""
+    post_norm = False
+    shared_expert = 0
 
     if model_type == "qwen2":
         qkv_bias, o_bias = True, False  # Qwen2Attention: bias on q/k/v only
@@ -183,8 +188,12 @@ def _model_from_hf_config(config: Mapping[str, Any], name: str | None, *, nested
         norms_per_layer = 4  # input, post-attention, pre- and post-feedforward RMSNorms
         if window is not None:
             window_layers = layers // 2 if model_type == "gemma2" else layers - layers // 6
+        if model_type == "gemma3_text":
+            qk_norm = "head"  # Gemma3Attention.q_norm / k_norm = Gemma3RMSNorm(head_dim)
     elif model_type == "mistral" or model_type == "mixtral":
         window_layers = layers if window is not None else 0
+    elif model_type == "gpt_oss":
+        pass  # the window stays; which layers use it is read from layer_types below
     elif model_type == "phi3":
         fused_qkv = fused_gate_up = True
         context = r.get_int("max_position_embeddings", default=4096)
@@ -193,13 +202,42 @@ def _model_from_hf_config(config: Mapping[str, Any], name: str | None, *, nested
             window = None
     else:
         window = None
-    if model_type == "mixtral":
+    if model_type in ("qwen3", "qwen3_moe"):
+        qk_norm = "head"  # Qwen3Attention.q_norm = Qwen3RMSNorm(head_dim): "unlike olmo, only on the head dim"
+    elif model_type == "olmo2":
+        qk_norm = "projection"  # Olmo2Attention.q_norm = Olmo2RMSNorm(num_heads * head_dim)
+        post_norm = True  # Olmo2DecoderLayer: post_attention_layernorm, post_feedforward_layernorm only
+    router_bias = sinks = False
+    if model_type == "gpt_oss":
+        # GptOssAttention: biases on q, k, v and o, a learned sink logit per head; experts
+        # with biases (gate_up_proj_bias, down_proj_bias) and a router with a bias;
+        # sliding-window layers alternate with full ones (layer_types).
+        qkv_bias = o_bias = r.get_bool("attention_bias", True)
+        sinks = router_bias = True
+        kinds = config.get("layer_types")
+        if window is None:
+            window_layers = 0
+        elif isinstance(kinds, list):
+            window_layers = min(layers, sum(1 for kind in kinds if kind == "sliding_attention"))
+        else:
+            window_layers = layers // 2
+    if model_type in ("mixtral", "gpt_oss"):
         experts = r.get_int("num_local_experts")
-        per_token = r.get_int("num_experts_per_tok", default=2)
-    elif model_type == "qwen2_moe":
-        raise PlanError(
-            "config.model_type", model_type, "a dense or Mixtral-style model", "shared experts are not modelled"
-        )
+        per_token = r.get_int("num_experts_per_tok", default=2 if model_type == "mixtral" else 4)
+    elif model_type in ("qwen2_moe", "qwen3_moe"):
+        # Every layer sparse (decoder_sparse_step 1, no mlp_only_layers), as the released
+        # Qwen1.5-MoE / Qwen2-MoE / Qwen3-MoE checkpoints are; others are refused.
+        if r.get_int("decoder_sparse_step", default=1) != 1:
+            raise PlanError("config.decoder_sparse_step", config.get("decoder_sparse_step"), "1 (every layer sparse)")
+        if config.get("mlp_only_layers"):
+            raise PlanError("config.mlp_only_layers", config.get("mlp_only_layers"), "an empty list")
+        experts = r.get_int("num_experts")
+        per_token = r.get_int("num_experts_per_tok")
+        intermediate = r.get_int("moe_intermediate_size")
+        if model_type == "qwen2_moe":
+            shared_expert = r.get_int("shared_expert_intermediate_size", default=0)
+            qkv_bias = r.get_bool("qkv_bias", True)  # Qwen2MoeConfig.qkv_bias defaults to true
+            o_bias = False
 
     return ModelSpec(
         name=label,
@@ -215,7 +253,7 @@ def _model_from_hf_config(config: Mapping[str, Any], name: str | None, *, nested
         tie_embeddings=r.get_bool("tie_word_embeddings", tie_default),
         qkv_bias=qkv_bias,
         o_bias=o_bias,
-        mlp_bias=r.get_bool("mlp_bias", False),
+        mlp_bias=model_type == "gpt_oss" or r.get_bool("mlp_bias", False),
         norm="rmsnorm",
         norms_per_layer=norms_per_layer,
         learned_positions=0,
@@ -231,6 +269,11 @@ def _model_from_hf_config(config: Mapping[str, Any], name: str | None, *, nested
         attention_dropout=r.get_prob("attention_dropout", 0.0),
         attn_softcap=r.get_float("attn_logit_softcapping", 0.0),
         final_softcap=r.get_float("final_logit_softcapping", 0.0),
+        qk_norm=qk_norm,
+        post_norm=post_norm,
+        shared_expert_size=shared_expert,
+        router_bias=router_bias,
+        attention_sinks=sinks,
     )
 
 

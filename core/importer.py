@@ -14,7 +14,7 @@ import struct
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any, Final
+from typing import Any, BinaryIO, Final
 
 from core.errors import ImportCancelled, PlanError, PlanFileError
 from core.fileio import open_regular, read_regular_file
@@ -96,6 +96,20 @@ class HeaderBudget:
         return cls(MAX_TOTAL_HEADER_BYTES, MAX_TOTAL_TENSORS)
 
 
+def _count_key(handle: BinaryIO, length: int, key: bytes, chunk: int = 1 << 20) -> int:
+    """Occurrences of ``key`` in the next ``length`` bytes of ``handle``, read a chunk at a time."""
+    count, tail, left = 0, b"", length
+    while left > 0:
+        block = handle.read(min(chunk, left))
+        if not block:
+            break
+        left -= len(block)
+        data = tail + block
+        count += data.count(key)
+        tail = data[-(len(key) - 1) :]  # shorter than the key: nothing in it is counted twice
+    return count
+
+
 def read_safetensors_header(
     path: str | os.PathLike[str], budget: HeaderBudget | None = None, cancelled: Cancelled | None = None
 ) -> dict[str, Any]:
@@ -124,21 +138,23 @@ def read_safetensors_header(
                     f"has a {length:,}-byte header, which takes the model's safetensors headers past "
                     f"{MAX_TOTAL_HEADER_BYTES:,} bytes, the most read for one model",
                 )
+            # Every tensor entry has a "data_offsets" key: counting the key in the raw bytes
+            # (in C, a megabyte at a time) bounds the tensors from above before json.loads
+            # builds a dict for each, and before the whole header is held in memory.
+            listed = _count_key(handle, length, b'"data_offsets"')
+            if listed > budget.tensors:
+                raise PlanFileError(
+                    where,
+                    f"lists about {listed:,} tensors, which takes the model past {MAX_TOTAL_TENSORS:,} tensors, "
+                    "the most read for one model",
+                )
+            if cancelled is not None and cancelled():
+                raise ImportCancelled(where)
+            handle.seek(8)
             raw = handle.read(length)
     except OSError as exc:
         raise PlanFileError(where, f"cannot be read ({exc.strerror or exc})") from None
     budget.header_bytes -= len(raw)
-    # Every tensor entry has a "data_offsets" key: counting the key in the raw bytes (fast,
-    # in C) bounds the tensors from above before json.loads builds a dict for each.
-    listed = raw.count(b'"data_offsets"')
-    if listed > budget.tensors:
-        raise PlanFileError(
-            where,
-            f"lists about {listed:,} tensors, which takes the model past {MAX_TOTAL_TENSORS:,} tensors, "
-            "the most read for one model",
-        )
-    if cancelled is not None and cancelled():
-        raise ImportCancelled(where)
     try:
         header = json.loads(raw.decode("utf-8"))
     except (ValueError, RecursionError):  # bad UTF-8, bad JSON, an integer of thousands of digits

@@ -45,7 +45,8 @@ class InferenceEstimate:
     non_torch_bytes: float  # vllm: memory outside torch since start-up
     overhead_bytes: float  # CUDA context
     peak_bytes: float  # allocator level
-    total_bytes: float  # what the process takes of one card
+    total_bytes: float  # what the plan needs at once on one card (judged by core.verdict)
+    footprint_bytes: float  # what the process holds on the card (pooled engines take their budget)
     budget_bytes: float  # hf: capacity less headroom; vllm: the card (its utilisation is its headroom)
     fits: bool
     verdict: Verdict  # core.verdict.judge: the same rule as training (a pool holding no request: OOM)
@@ -92,6 +93,7 @@ def inference_estimate(plan: Plan, counts: ParamCounts, gpu: GpuSpec) -> Inferen
         overhead_bytes=memory.overhead_bytes,
         peak_bytes=memory.peak_bytes,
         total_bytes=memory.total_bytes,
+        footprint_bytes=memory.footprint_bytes,
         budget_bytes=memory.budget_bytes,
         fits=memory.verdict is Verdict.FITS,
         verdict=memory.verdict,

@@ -28,6 +28,7 @@ LESSON_OPTIMIZER_BYTES: Final = {
     Optimizer.SGD_MOMENTUM: 4.0,
     Optimizer.SGD: 0.0,
     Optimizer.ADAFACTOR: 0.0,
+    Optimizer.ADAM: 8.0,  # the same two moments as AdamW
 }
 MASTER_COPY_BYTES: Final = 4.0  # float32 master weight in mixed precision
 ADAPTER_BYTES: Final = 4.0  # the lesson keeps adapters, and their gradients, in float32

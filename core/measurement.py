@@ -17,7 +17,19 @@ from core.catalogue import find_model
 from core.errors import PlanError, PlanFileError
 from core.fileio import read_regular_file
 from core.hfconfig import model_from_hf_config
-from core.plan import Attention, Hardware, LoraSettings, Method, Optimizer, Plan, Precision, Workload
+from core.plan import (
+    Attention,
+    Autocast,
+    Dtype,
+    Hardware,
+    LoraSettings,
+    Method,
+    Optimizer,
+    OptimizerImpl,
+    Plan,
+    Precision,
+    Workload,
+)
 from core.units import finite_number
 
 FORMAT: Final = "vramplan-measurement"
@@ -32,6 +44,7 @@ _PRECISIONS: Final = {
 }
 _OPTIMIZERS: Final = {
     "adamw": Optimizer.ADAMW,
+    "adam": Optimizer.ADAM,
     "sgd-momentum": Optimizer.SGD_MOMENTUM,
     "sgd": Optimizer.SGD,
     "adamw-8bit": Optimizer.ADAMW_8BIT,
@@ -101,6 +114,24 @@ def load_measurement(path: str | os.PathLike[str]) -> Measurement:
     return measurement_from_dict(doc, where)
 
 
+def _case_roles(case: Mapping[str, Any]) -> dict[str, Any]:
+    """Precision roles and optimizer implementation of a case, over its old ``precision``.
+
+    ``weight_dtype`` is the dtype the model was built in (the frozen base too, for LoRA),
+    ``adapter_dtype`` PEFT's adapter storage, ``autocast`` null / "bf16" / "fp16"; absent
+    keys keep what ``precision`` meant. ``optimizer_impl`` absent means foreach, what every
+    case measured before the key existed ran (tools/measure passes foreach=True on CUDA).
+    """
+    roles: dict[str, Any] = {}
+    if case.get("weight_dtype") is not None:
+        roles["weight_dtype"] = roles["base_dtype"] = Dtype(str(case["weight_dtype"]))
+    if case.get("adapter_dtype") is not None:
+        roles["adapter_dtype"] = Dtype(str(case["adapter_dtype"]))
+    if "autocast" in case:
+        roles["autocast"] = Autocast(str(case["autocast"] or "none"))
+    return roles
+
+
 def plan_for_case(case: Mapping[str, Any], model_config: Mapping[str, Any] | None = None) -> Plan:
     """The Plan describing a measured case (micro-batch, sequence, method, precision...)."""
     try:
@@ -117,7 +148,7 @@ def plan_for_case(case: Mapping[str, Any], model_config: Mapping[str, Any] | Non
             alpha=float(lora_doc.get("alpha", 16)),
             targets=tuple(lora_doc.get("targets", ("q_proj", "v_proj"))),
         )
-        return Plan(
+        plan = Plan(
             model=spec,
             model_id=model_id,
             method=method,
@@ -125,11 +156,14 @@ def plan_for_case(case: Mapping[str, Any], model_config: Mapping[str, Any] | Non
             frozen_layers=int(case.get("frozen_layers", 0)) if method is Method.FROZEN else 0,
             precision=_PRECISIONS[str(case.get("precision", "fp32"))],
             optimizer=_OPTIMIZERS[str(case.get("optimizer", "adamw"))],
+            optimizer_impl=OptimizerImpl(str(case.get("optimizer_impl") or "foreach")),
             attention=Attention(case.get("attention", "sdpa")),
             checkpointing=bool(case.get("checkpointing", False)),
             workload=Workload(micro_batch=int(case.get("micro_batch", 1)), seq_len=int(case.get("seq_len", 1024))),
             hardware=Hardware(gpu="h100-sxm"),
         )
+        roles = _case_roles(case)
+        return plan.with_changes(**roles) if roles else plan
     except PlanError:
         raise
     except (KeyError, TypeError, ValueError) as exc:

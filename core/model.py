@@ -15,6 +15,10 @@ from core.errors import PlanError
 from core.units import finite_number
 
 NORMS: Final = ("layernorm", "rmsnorm")
+# RMSNorm on q and k before RoPE: "" none; "head" one weight of head_dim shared by the heads
+# (Qwen3Attention.q_norm, Gemma3Attention.q_norm); "projection" one weight over the whole
+# projection width (Olmo2Attention.q_norm = Olmo2RMSNorm(num_heads * head_dim)).
+QK_NORMS: Final = ("", "head", "projection")
 
 # Canonical LoRA target names (Llama naming, as PEFT's target_modules uses them).
 LORA_TARGETS: Final = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
@@ -96,6 +100,11 @@ class ModelSpec:
     attention_dropout: float = 0.0
     attn_softcap: float = 0.0  # Gemma-2 tanh soft-capping of attention scores (0: none)
     final_softcap: float = 0.0  # Gemma-2 tanh soft-capping of the logits (0: none)
+    qk_norm: str = ""  # see QK_NORMS
+    post_norm: bool = False  # OLMo-2: norms on the sub-block outputs only, none before q/k/v or the MLP
+    shared_expert_size: int = 0  # Qwen2-MoE: intermediate size of the always-on shared expert (0: none)
+    router_bias: bool = False  # gpt-oss: GptOssTopKRouter.bias, one per expert
+    attention_sinks: bool = False  # gpt-oss: GptOssAttention.sinks, one learned logit per head
     # A parameter count given instead of derived: typed by the user (the lesson's
     # P = 6.7·10⁹) or read exactly from a checkpoint's safetensors headers. The
     # architecture-derived count stays available beside it.
@@ -131,6 +140,14 @@ class ModelSpec:
             )
         if not isinstance(self.norm, str) or self.norm not in NORMS:
             raise PlanError("model.norm", self.norm, " or ".join(NORMS))
+        if not isinstance(self.qk_norm, str) or self.qk_norm not in QK_NORMS:
+            raise PlanError("model.qk_norm", self.qk_norm, "'' (none), 'head' or 'projection'")
+        if not is_int(self.shared_expert_size) or not 0 <= self.shared_expert_size <= LIMITS["intermediate_size"]:
+            raise PlanError(
+                "model.shared_expert_size",
+                self.shared_expert_size,
+                f"an integer from 0 to {LIMITS['intermediate_size']:,}",
+            )
         for name in _FLAGS:
             if not isinstance(getattr(self, name), bool):
                 raise PlanError(f"model.{name}", getattr(self, name), "true or false")
@@ -203,7 +220,20 @@ class ModelSpec:
             n += self.q_width + 2 * self.kv_width
         if self.o_bias:
             n += d
-        return n
+        return n + self.qk_norm_params() + (self.num_heads if self.attention_sinks else 0)
+
+    def qk_norm_params(self) -> int:
+        if self.qk_norm == "head":
+            return 2 * self.head_dim
+        if self.qk_norm == "projection":
+            return self.q_width + self.kv_width
+        return 0
+
+    def shared_expert_params(self) -> int:
+        """Qwen2-MoE's shared expert (gate, up, down of its own size) and its sigmoid gate (d → 1)."""
+        if not self.shared_expert_size:
+            return 0
+        return 3 * self.hidden_size * self.shared_expert_size + self.hidden_size
 
     def expert_mlp_params(self) -> int:
         d, i = self.hidden_size, self.intermediate_size
@@ -213,13 +243,16 @@ class ModelSpec:
         return n
 
     def router_params(self) -> int:
-        return self.hidden_size * self.num_experts if self.num_experts > 1 else 0
+        if self.num_experts == 1:
+            return 0
+        return (self.hidden_size + (1 if self.router_bias else 0)) * self.num_experts
 
     def layer_params(self) -> int:
         return (
             self.attention_params()
             + self.num_experts * self.expert_mlp_params()
             + self.router_params()
+            + self.shared_expert_params()
             + self.norms_per_layer * self.norm_params()
         )
 
@@ -260,7 +293,30 @@ class ModelSpec:
         d, i = self.hidden_size, self.intermediate_size
         attn = 2 * d * self.q_width + 2 * d * self.kv_width
         mlp = (3 if self.gated_mlp else 2) * d * i * self.num_experts
-        return self.num_layers * (attn + mlp)
+        shared = 3 * d * self.shared_expert_size
+        return self.num_layers * (attn + mlp + shared)
+
+    def layer_tensors(self) -> int:
+        """Parameter tensors of one block as transformers creates them (weights and biases
+        apart, fused projections as one, each MoE projection of all experts as one 3-D tensor)."""
+        norm = 2 if self.norm == "layernorm" else 1
+        attn = (2 if self.fused_qkv else 4) + (0 if not self.qkv_bias else 1 if self.fused_qkv else 3)
+        attn += (1 if self.o_bias else 0) + (2 if self.qk_norm else 0) + (1 if self.attention_sinks else 0)
+        if self.num_experts > 1:
+            mlp = 2 + (2 if self.mlp_bias else 0) + 1 + (1 if self.router_bias else 0)
+            mlp += 4 if self.shared_expert_size else 0  # shared gate, up, down and its sigmoid gate
+        else:
+            mlp = (2 if self.fused_gate_up or not self.gated_mlp else 3) * (2 if self.mlp_bias else 1)
+        return attn + mlp + self.norms_per_layer * norm
+
+    def outside_tensors(self, embedding: bool = True, head: bool = True) -> int:
+        """Embedding (and learned positions), the final norm and an untied head."""
+        n = 2 if self.norm == "layernorm" else 1
+        if embedding:
+            n += 1 + (1 if self.learned_positions else 0)
+        if head and not self.tie_embeddings:
+            n += 1
+        return n
 
     # ---- LoRA -------------------------------------------------------------------
     def lora_params(self, rank: int, targets: tuple[str, ...]) -> int:
@@ -289,6 +345,28 @@ class ModelSpec:
             per_layer += copies * rank * (fan_in + fan_out)
         return self.num_layers * per_layer
 
+    def adapted_matrices(self, targets: tuple[str, ...]) -> list[tuple[int, int, int]]:
+        """(in, out, copies) of every matrix one block adapts, fused ones as one matrix."""
+        shapes = self.linear_shapes()
+        chosen = set(normalise_lora_targets(targets))
+        out: list[tuple[int, int, int]] = []
+        if self.fused_qkv and chosen & {"q_proj", "k_proj", "v_proj"}:
+            out.append((self.hidden_size, self.q_width + 2 * self.kv_width, 1))
+            chosen -= {"q_proj", "k_proj", "v_proj"}
+        if self.fused_gate_up and self.gated_mlp and chosen & {"gate_proj", "up_proj"}:
+            out.append((self.hidden_size, 2 * self.intermediate_size, self.num_experts))
+            chosen -= {"gate_proj", "up_proj"}
+        for name in LORA_TARGETS:
+            if name in chosen and name in shapes:
+                fan_in, fan_out = shapes[name]
+                out.append((fan_in, fan_out, self.num_experts if name in ("gate_proj", "up_proj", "down_proj") else 1))
+        return out
+
+    def dora_magnitude_params(self, targets: tuple[str, ...]) -> int:
+        """DoRA's trained magnitude: one value per output row of every adapted matrix
+        (PEFT ``lora_magnitude_vector``, shape [out_features])."""
+        return self.num_layers * sum(fan_out * copies for _, fan_out, copies in self.adapted_matrices(targets))
+
     def lora_matrix_params(self, targets: tuple[str, ...]) -> int:
         """Parameters of the frozen matrices that carry an adapter (per model)."""
         shapes = self.linear_shapes()
@@ -315,7 +393,18 @@ class ModelSpec:
 
 MAX_PARAMS: Final = 10**16  # parameters a typed or imported count may claim; 10¹⁵ stays expressible
 MAX_NAME_CHARS: Final = 1_000  # names, ids and families; keeps a plan file a few kB
-_FLAGS: Final = ("gated_mlp", "tie_embeddings", "qkv_bias", "o_bias", "mlp_bias", "fused_qkv", "fused_gate_up")
+_FLAGS: Final = (
+    "gated_mlp",
+    "tie_embeddings",
+    "qkv_bias",
+    "o_bias",
+    "mlp_bias",
+    "fused_qkv",
+    "fused_gate_up",
+    "post_norm",
+    "router_bias",
+    "attention_sinks",
+)
 
 
 def is_int(value: object) -> bool:

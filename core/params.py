@@ -12,7 +12,7 @@ class ParamCounts:
     total: int  # every parameter of the base model
     active: int  # parameters one token passes through (differs for mixture-of-experts)
     trainable: int  # parameters that get gradients and optimizer state
-    adapter: int  # LoRA parameters (0 without adapters); part of ``trainable``
+    adapter: int  # LoRA (and DoRA magnitude) parameters, 0 without adapters; part of ``trainable``
     frozen_base: int  # base parameters without gradients
 
 
@@ -26,8 +26,10 @@ def param_counts(plan: Plan) -> ParamCounts:
     model = plan.model
     total = model.total_params()
     active = model.active_params()
-    if plan.method in (plan.method.LORA, plan.method.QLORA):
+    if plan.adapter_based:
         adapter = model.lora_params(plan.lora.rank, plan.lora.targets)
+        if plan.method is Method.DORA:
+            adapter += model.dora_magnitude_params(plan.lora.targets)
         if plan.accounting is Accounting.LESSON and plan.lesson.trainable_override:
             adapter = plan.lesson.trainable_override
         return ParamCounts(total=total, active=active, trainable=adapter, adapter=adapter, frozen_base=total)

@@ -22,6 +22,7 @@ class Method(StrEnum):
     LORA = "lora"
     QLORA = "qlora"
     FROZEN = "frozen"
+    DORA = "dora"  # PEFT LoraConfig(use_dora=True): LoRA plus a trained magnitude per output row
 
 
 class Precision(StrEnum):
@@ -30,6 +31,41 @@ class Precision(StrEnum):
     FP16_MIXED = "fp16-mixed"
     BF16 = "bf16"  # everything in bf16, no float32 copy
     FP16 = "fp16"
+
+
+class Dtype(StrEnum):
+    """Storage dtype of one precision role."""
+
+    FP32 = "fp32"
+    BF16 = "bf16"
+    FP16 = "fp16"
+
+
+class Autocast(StrEnum):
+    """torch.autocast around the forward and the loss (fp16 brings a GradScaler)."""
+
+    NONE = "none"
+    BF16 = "bf16"
+    FP16 = "fp16"
+
+
+class Preset(StrEnum):
+    """The precision set-ups people run, each a fixed set of roles (see PRESET_ROLES)."""
+
+    TRAINER_BF16 = "trainer-bf16"  # model loaded in bf16, Trainer(bf16=True)
+    FP32_AUTOCAST_BF16 = "fp32-autocast-bf16"  # the old "bf16-mixed"
+    PURE_BF16 = "pure-bf16"  # the old "bf16"
+    FP16_AMP = "fp16-amp"  # the old "fp16-mixed"
+    FP32 = "fp32"
+    CUSTOM = "custom"
+
+
+class OptimizerImpl(StrEnum):
+    """Which torch.optim code path runs the step (AdamW, Adam, SGD)."""
+
+    FUSED = "fused"  # one CUDA kernel per group: no parameter-sized temporaries
+    FOREACH = "foreach"  # torch.optim's default on CUDA: _foreach_* ops over every tensor at once
+    FORLOOP = "forloop"  # one parameter at a time (foreach=False, fused=False)
 
 
 class Quant(StrEnum):
@@ -48,6 +84,7 @@ class Optimizer(StrEnum):
     SGD_MOMENTUM = "sgd-momentum"
     SGD = "sgd"
     ADAFACTOR = "adafactor"
+    ADAM = "adam"  # torch.optim.Adam: same state as AdamW, weight decay folded into the gradient
 
 
 class Attention(StrEnum):
@@ -73,6 +110,7 @@ METHOD_LABELS: Final = {
     Method.LORA: "LoRA",
     Method.QLORA: "QLoRA (quantised base)",
     Method.FROZEN: "Frozen layers",
+    Method.DORA: "DoRA (LoRA + magnitude)",
 }
 PRECISION_LABELS: Final = {
     Precision.FP32: "float32",
@@ -83,6 +121,7 @@ PRECISION_LABELS: Final = {
 }
 OPTIMIZER_LABELS: Final = {
     Optimizer.ADAMW: "AdamW",
+    Optimizer.ADAM: "Adam",
     Optimizer.ADAMW_8BIT: "AdamW 8-bit",
     Optimizer.PAGED_ADAMW: "Paged AdamW",
     Optimizer.PAGED_ADAMW_8BIT: "Paged AdamW 8-bit",
@@ -90,6 +129,78 @@ OPTIMIZER_LABELS: Final = {
     Optimizer.SGD: "SGD",
     Optimizer.ADAFACTOR: "Adafactor",
 }
+PRESET_LABELS: Final = {
+    Preset.TRAINER_BF16: "Trainer(bf16=True), bf16 model",
+    Preset.FP32_AUTOCAST_BF16: "float32 weights + bf16 autocast",
+    Preset.PURE_BF16: "pure bf16 (no autocast)",
+    Preset.FP16_AMP: "fp16 AMP (float32 weights, GradScaler)",
+    Preset.FP32: "float32",
+    Preset.CUSTOM: "custom",
+}
+DTYPE_LABELS: Final = {Dtype.FP32: "float32", Dtype.BF16: "bf16", Dtype.FP16: "fp16"}
+AUTOCAST_LABELS: Final = {Autocast.NONE: "off", Autocast.BF16: "bf16", Autocast.FP16: "fp16 (+ GradScaler)"}
+OPTIMIZER_IMPL_LABELS: Final = {
+    OptimizerImpl.FUSED: "HF Trainer default (fused)",
+    OptimizerImpl.FOREACH: "foreach (torch.optim default on CUDA)",
+    OptimizerImpl.FORLOOP: "for-loop",
+}
+
+
+@dataclass(frozen=True)
+class PrecisionRoles:
+    """Where each kind of tensor lives. Defaults and their sources:
+
+    - ``weight_dtype``: transformers 5 ``from_pretrained`` loads the checkpoint's dtype
+      (``dtype="auto"``), bf16 for today's checkpoints; the HF Trainer does not upcast a
+      model loaded in bf16, so its gradients and optimizer state are bf16 too.
+    - ``base_dtype``: the frozen base of LoRA / DoRA / frozen layers, loaded the same way.
+    - ``adapter_dtype``: PEFT ``get_peft_model(autocast_adapter_dtype=True)`` (its
+      default) casts adapters to float32; litgpt's ``bf16-true`` keeps them in the base's.
+    - ``autocast``: ``Trainer(bf16=True)`` wraps the forward and the loss in
+      ``torch.autocast(dtype=bfloat16)``; ``fp16=True`` adds a GradScaler.
+    """
+
+    weight_dtype: Dtype
+    base_dtype: Dtype
+    adapter_dtype: Dtype
+    autocast: Autocast
+
+
+PRESET_ROLES: Final[dict[Preset, PrecisionRoles]] = {
+    Preset.TRAINER_BF16: PrecisionRoles(Dtype.BF16, Dtype.BF16, Dtype.FP32, Autocast.BF16),
+    Preset.FP32_AUTOCAST_BF16: PrecisionRoles(Dtype.FP32, Dtype.FP32, Dtype.FP32, Autocast.BF16),
+    Preset.PURE_BF16: PrecisionRoles(Dtype.BF16, Dtype.BF16, Dtype.FP32, Autocast.NONE),
+    Preset.FP16_AMP: PrecisionRoles(Dtype.FP32, Dtype.FP32, Dtype.FP32, Autocast.FP16),
+    Preset.FP32: PrecisionRoles(Dtype.FP32, Dtype.FP32, Dtype.FP32, Autocast.NONE),
+}
+# The old single ``precision`` setting, read as roles (plan files before version 3, lesson
+# mode). Pure fp16 never had a preset of its own: it is custom with fp16 storage.
+PRECISION_ROLES: Final[dict[Precision, tuple[Preset, PrecisionRoles]]] = {
+    Precision.FP32: (Preset.FP32, PRESET_ROLES[Preset.FP32]),
+    Precision.BF16_MIXED: (Preset.FP32_AUTOCAST_BF16, PRESET_ROLES[Preset.FP32_AUTOCAST_BF16]),
+    Precision.FP16_MIXED: (Preset.FP16_AMP, PRESET_ROLES[Preset.FP16_AMP]),
+    Precision.BF16: (Preset.PURE_BF16, PRESET_ROLES[Preset.PURE_BF16]),
+    Precision.FP16: (Preset.CUSTOM, PrecisionRoles(Dtype.FP16, Dtype.FP16, Dtype.FP32, Autocast.NONE)),
+}
+_MIXED_BY_AUTOCAST: Final = {
+    Autocast.NONE: Precision.FP32,
+    Autocast.BF16: Precision.BF16_MIXED,
+    Autocast.FP16: Precision.FP16_MIXED,
+}
+ROLE_FIELDS: Final = ("weight_dtype", "base_dtype", "adapter_dtype", "autocast")
+
+
+def precision_of(roles: PrecisionRoles) -> Precision:
+    """The old one-word precision that describes the roles (what lesson mode reads)."""
+    if roles.weight_dtype is Dtype.FP32:
+        return _MIXED_BY_AUTOCAST[roles.autocast]
+    return Precision.BF16 if roles.weight_dtype is Dtype.BF16 else Precision.FP16
+
+
+def preset_matching(roles: PrecisionRoles) -> Preset:
+    return next((p for p, r in PRESET_ROLES.items() if r == roles), Preset.CUSTOM)
+
+
 ATTENTION_LABELS: Final = {
     Attention.EAGER: "eager (scores kept)",
     Attention.SDPA: "SDPA (fused)",
@@ -243,6 +354,10 @@ KV_DTYPES: Final = tuple(k.value for k in KvDtype)
 MAX_PARALLEL: Final = 1024
 
 
+def _roles_dict(roles: PrecisionRoles) -> dict[str, Any]:
+    return {name: getattr(roles, name) for name in ROLE_FIELDS}
+
+
 @dataclass(frozen=True)
 class LessonSettings:
     """Inputs only the lesson's accounting uses."""
@@ -264,8 +379,16 @@ class Plan:
     quant: Quant = Quant.NF4  # base storage for QLoRA
     double_quant: bool = True  # QLoRA's quantised absmax constants
     frozen_layers: int = 0  # FROZEN: bottom blocks (and embeddings) without gradients
-    precision: Precision = Precision.BF16_MIXED
+    precision: Precision = Precision.BF16_MIXED  # the old one-word setting; follows the roles below
     optimizer: Optimizer = Optimizer.ADAMW
+    # Precision roles (plan file version 3). A named preset fixes all four; "custom" leaves
+    # them free. The defaults are the old default precision, bf16-mixed.
+    preset: Preset = Preset.FP32_AUTOCAST_BF16
+    weight_dtype: Dtype = Dtype.FP32
+    base_dtype: Dtype = Dtype.FP32
+    adapter_dtype: Dtype = Dtype.FP32
+    autocast: Autocast = Autocast.BF16
+    optimizer_impl: OptimizerImpl = OptimizerImpl.FUSED  # HF Trainer's adamw_torch_fused (torch ≥ 2.8)
     checkpointing: bool = False
     attention: Attention = Attention.SDPA
     chunked_loss: bool = False  # cross-entropy computed in chunks (no full logits in float32)
@@ -285,6 +408,11 @@ class Plan:
         _check_enum("method.quant", self.quant, Quant)
         _check_enum("method.precision", self.precision, Precision)
         _check_enum("method.optimizer", self.optimizer, Optimizer)
+        _check_enum("method.preset", self.preset, Preset)
+        for name in ROLE_FIELDS:
+            _check_enum(f"method.{name}", getattr(self, name), Autocast if name == "autocast" else Dtype)
+        _check_enum("method.optimizer_impl", self.optimizer_impl, OptimizerImpl)
+        self._reconcile_precision()
         _check_enum("method.attention", self.attention, Attention)
         _check_enum("accounting", self.accounting, Accounting)
         for name in ("double_quant", "checkpointing", "chunked_loss"):
@@ -308,17 +436,81 @@ class Plan:
                 "the frozen-layers method freezes at least one",
             )
 
+    def _reconcile_precision(self) -> None:
+        """Keep preset, roles and the old ``precision`` one description.
+
+        Built with only some of them (``Plan(precision=...)``, ``Plan(preset=...)``,
+        ``Plan(preset=CUSTOM, base_dtype=...)``) the others follow; given all three and
+        disagreeing, the plan is refused, naming the field. :meth:`with_changes` decides
+        which one an edit meant before this check runs.
+        """
+        default = PRESET_ROLES[Preset.FP32_AUTOCAST_BF16]
+        roles = self.roles
+        preset = self.preset
+        if preset is not Preset.CUSTOM and roles != PRESET_ROLES[preset]:
+            if roles == default:  # roles left at their defaults: the preset sets them
+                roles = PRESET_ROLES[preset]
+            elif preset is Preset.FP32_AUTOCAST_BF16:  # preset left at its default: the roles decide
+                preset = preset_matching(roles)
+            else:
+                raise PlanError(
+                    "method.preset", preset.value, "custom", f"the roles differ from the {preset.value} preset's"
+                )
+        if self.precision is not precision_of(roles):
+            if self.precision is Precision.BF16_MIXED:  # the default: it follows the roles
+                pass
+            elif preset is Preset.FP32_AUTOCAST_BF16 and roles == default:  # only precision given
+                preset, roles = PRECISION_ROLES[self.precision]
+            else:
+                raise PlanError(
+                    "method.precision",
+                    self.precision.value,
+                    precision_of(roles).value,
+                    "it must describe the precision roles",
+                )
+        object.__setattr__(self, "preset", preset)
+        for name in ROLE_FIELDS:
+            object.__setattr__(self, name, getattr(roles, name))
+        object.__setattr__(self, "precision", precision_of(roles))
+
     # ---- derived inputs (no arithmetic on memory here: that is the estimator's) ------
     @property
+    def roles(self) -> PrecisionRoles:
+        return PrecisionRoles(self.weight_dtype, self.base_dtype, self.adapter_dtype, self.autocast)
+
+    @property
     def adapter_based(self) -> bool:
-        return self.method in (Method.LORA, Method.QLORA)
+        return self.method in (Method.LORA, Method.QLORA, Method.DORA)
+
+    @property
+    def grad_scaler(self) -> bool:
+        """fp16 autocast runs with a GradScaler (Trainer(fp16=True), torch.amp recipes)."""
+        return self.autocast is Autocast.FP16
 
     @property
     def effective_batch(self) -> int:
         return self.workload.micro_batch * self.workload.grad_accum * self.hardware.gpu_count
 
     def with_changes(self, **changes: Any) -> Plan:
-        """A copy with top-level fields replaced; nested ones via ``workload=...`` etc."""
+        """A copy with top-level fields replaced; nested ones via ``workload=...`` etc.
+
+        Precision edits say what they mean: a new ``precision`` alone picks its preset, a
+        named ``preset`` alone brings its roles, a role alone makes the plan custom (unless
+        the roles still are the preset's). The old ``precision`` always follows the roles.
+        """
+        role_edits = {k: changes[k] for k in ROLE_FIELDS if k in changes}
+        if "precision" in changes and "preset" not in changes and not role_edits:
+            preset, roles = PRECISION_ROLES[Precision(changes["precision"])]
+            changes.update(preset=preset, **_roles_dict(roles))
+        elif "preset" in changes and Preset(changes["preset"]) is not Preset.CUSTOM and not role_edits:
+            changes.update(_roles_dict(PRESET_ROLES[Preset(changes["preset"])]))
+        elif role_edits and "preset" not in changes:
+            roles = replace(self.roles, **role_edits)
+            if self.preset is not Preset.CUSTOM and roles != PRESET_ROLES[self.preset]:
+                changes["preset"] = Preset.CUSTOM
+        if "preset" in changes or role_edits:
+            merged = replace(self.roles, **{k: changes.get(k, getattr(self, k)) for k in ROLE_FIELDS})
+            changes["precision"] = precision_of(merged)
         return replace(self, **changes)
 
     def with_workload(self, **changes: Any) -> Plan:

@@ -1,11 +1,16 @@
 """The plan file: a versioned JSON document, saved atomically, read without executing.
 
-``{"format": "vramplan-plan", "version": 2, "plan": {...}}``. Reading checks every key:
+``{"format": "vramplan-plan", "version": 3, "plan": {...}}``. Reading checks every key:
 unknown keys, missing keys and wrong types raise :class:`PlanError` naming the field.
 Older versions are migrated forward by :data:`MIGRATIONS`, one version at a time.
 
 History: version 2 added ``plan.workload.eval_batch`` (0: evaluate with the training
-micro-batch); a version 1 file is read as if it said 0.
+micro-batch); a version 1 file is read as if it said 0. Version 3 added the precision
+roles (``preset``, ``weight_dtype``, ``base_dtype``, ``adapter_dtype``, ``autocast``) and
+``optimizer_impl``: a version 2 file's ``precision`` becomes the preset it always meant
+(bf16-mixed → fp32-autocast-bf16, bf16 → pure-bf16, fp16-mixed → fp16-amp, fp32 → fp32,
+fp16 → custom with fp16 storage) and its optimizer runs as foreach, what every estimate
+before version 3 assumed, so a migrated plan estimates exactly as before.
 """
 
 from __future__ import annotations
@@ -25,11 +30,22 @@ from typing import Any, Final, get_type_hints
 
 from core.errors import PlanError, PlanFileError
 from core.model import ModelSpec, model_from_dict
-from core.plan import Hardware, Inference, LessonSettings, LoraSettings, Plan, Workload
+from core.plan import (
+    PRECISION_ROLES,
+    ROLE_FIELDS,
+    Hardware,
+    Inference,
+    LessonSettings,
+    LoraSettings,
+    OptimizerImpl,
+    Plan,
+    Precision,
+    Workload,
+)
 from core.units import finite_number
 
 FORMAT: Final = "vramplan-plan"
-VERSION: Final = 2
+VERSION: Final = 3
 MAX_FILE_BYTES: Final = 5_000_000  # a plan is a few kB; refuse anything absurd before parsing
 MAX_DEPTH: Final = 32
 
@@ -163,8 +179,24 @@ def _v1_to_v2(document: dict[str, Any]) -> dict[str, Any]:
     return migrated  # anything else malformed is reported by the reader, naming the field
 
 
+def _v2_to_v3(document: dict[str, Any]) -> dict[str, Any]:
+    """Version 3 added the precision roles and the optimizer implementation (see the module doc)."""
+    migrated = dict(document, version=3)
+    plan = document.get("plan")
+    if not isinstance(plan, Mapping):
+        return migrated
+    try:
+        preset, roles = PRECISION_ROLES[Precision(str(plan.get("precision")))]
+    except (ValueError, TypeError):  # the reader names the bad precision when it reaches it
+        preset, roles = PRECISION_ROLES[Precision.BF16_MIXED]
+    added: dict[str, Any] = {"preset": preset.value, "optimizer_impl": OptimizerImpl.FOREACH.value}
+    added.update({name: getattr(roles, name).value for name in ROLE_FIELDS})
+    migrated["plan"] = {**added, **plan}  # keys a hand-edited file already has win
+    return migrated
+
+
 # version -> function turning a document of that version into the next version's.
-MIGRATIONS: Final[dict[int, Callable[[dict[str, Any]], dict[str, Any]]]] = {1: _v1_to_v2}
+MIGRATIONS: Final[dict[int, Callable[[dict[str, Any]], dict[str, Any]]]] = {1: _v1_to_v2, 2: _v2_to_v3}
 
 
 def plan_from_dict(document: Any) -> Plan:
@@ -240,6 +272,7 @@ def load(path: str | os.PathLike[str]) -> Plan:
 # a save of a few kB takes milliseconds.
 TEMP_MARK: Final = "vramplan-save-"
 STALE_TEMP_SECONDS: Final = 60.0
+_TEMP_STEM_CHARS: Final = 100  # of the target's name in a temporary's: 255-byte names still save
 _TEMP_NAME: Final = re.compile(r"^\.(?P<target>.+)\.(?:" + TEMP_MARK + r"[A-Za-z0-9_]+|[a-z0-9_]{8})\.tmp$")
 
 
@@ -257,6 +290,12 @@ def _new_file_mode() -> int:
     return 0o666 & ~mask
 
 
+def _temp_stem(target_name: str) -> str:
+    """The target's name as a temporary's name carries it (shortened, so that the
+    temporary's name stays within the 255 bytes a file name may have)."""
+    return target_name if len(target_name.encode()) <= _TEMP_STEM_CHARS else target_name[: _TEMP_STEM_CHARS // 4]
+
+
 def remove_stale_temporaries(folder: str | os.PathLike[str], target_name: str | None = None) -> int:
     """Remove the temporary files interrupted saves left in ``folder`` (of ``target_name``
     only, if given) that are older than :data:`STALE_TEMP_SECONDS`; the number removed.
@@ -272,7 +311,7 @@ def remove_stale_temporaries(folder: str | os.PathLike[str], target_name: str | 
         return 0
     for entry in entries:
         match = _TEMP_NAME.match(entry.name)
-        if match is None or (target_name is not None and match.group("target") != target_name):
+        if match is None or (target_name is not None and match.group("target") != _temp_stem(target_name)):
             continue
         try:
             info = entry.stat(follow_symlinks=False)
@@ -317,7 +356,7 @@ def atomic_write_text(path: str | os.PathLike[str], text: str) -> None:
     target, existing = _save_target(path)
     folder = target.parent
     remove_stale_temporaries(folder, target.name)
-    fd, temp = tempfile.mkstemp(prefix=f".{target.name}.{TEMP_MARK}", suffix=".tmp", dir=folder)
+    fd, temp = tempfile.mkstemp(prefix=f".{_temp_stem(target.name)}.{TEMP_MARK}", suffix=".tmp", dir=folder)
     try:
         with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as handle:
             if hasattr(os, "fchmod"):

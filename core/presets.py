@@ -7,7 +7,18 @@ from dataclasses import replace
 
 from core.catalogue import find_model
 from core.model import ModelSpec
-from core.plan import Accounting, Hardware, LessonSettings, LoraSettings, Method, Plan, Precision, Quant, Workload
+from core.plan import (
+    Accounting,
+    Hardware,
+    LessonSettings,
+    LoraSettings,
+    Method,
+    Plan,
+    Precision,
+    Preset,
+    Quant,
+    Workload,
+)
 
 DEFAULT_MODEL = "llama-3.1-8b"
 DEFAULT_GPU = "a100-80gb-sxm"
@@ -20,12 +31,13 @@ def plan_for_model(model_id: str, **changes: object) -> Plan:
 
 
 def default_plan() -> Plan:
-    """What the app shows at first start: LoRA on a bf16 Llama 3.1 8B (adapters in float32,
-    as PEFT keeps them), checkpointing on, one A100 80GB."""
+    """What the app shows at first start: LoRA on Llama 3.1 8B loaded in bf16 and trained with
+    Trainer(bf16=True) (adapters in float32, as PEFT keeps them; fused AdamW, the Trainer's
+    default), checkpointing on, one A100 80GB."""
     return plan_for_model(
         DEFAULT_MODEL,
         method=Method.LORA,
-        precision=Precision.BF16,
+        preset=Preset.TRAINER_BF16,
         checkpointing=True,
         workload=Workload(micro_batch=4, seq_len=2048, grad_accum=4, tokens=20_000_000),
         hardware=Hardware(gpu=DEFAULT_GPU),

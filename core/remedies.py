@@ -3,7 +3,8 @@ judged by estimating the changed plan, and the cheapest combination of them that
 
 No remedy carries arithmetic of its own: its verdict, total and cost come from
 :func:`core.estimate.estimate` of its plan and :func:`core.verdict.judge`. Training kinds are
-here; the serving kinds live in :mod:`core.serving_remedies`.
+here; the serving kinds live in :mod:`core.serving_remedies`. One concern past 400 lines:
+the kinds, their small transforms and the search over combinations of them read together.
 """
 
 from __future__ import annotations
@@ -79,6 +80,8 @@ class RemedySpec:
     judged_on: Mode = Mode.TRAINING
     # Kinds that are alternatives to each other (two optimizers, two bases) never combine.
     excludes: frozenset[RemedyKind] = frozenset()
+    # A further cost note read from the changed plan (the price of the card it moves to).
+    plan_note: Callable[[Plan], str] | None = None
 
 
 @dataclass(frozen=True)
@@ -251,17 +254,26 @@ def _bigger_card(plan: Plan) -> tuple[Plan, str] | None:
             candidate = candidate.with_hardware(price_per_gpu_hour=priced[0])
         if not estimate(candidate).fits:
             continue
-        size = f"{gpu.memory_bytes / 1e9:.0f} GB"
-        if priced is None:
-            title = f"A bigger card: {gpu.name} ({size}; no catalogue price, the plan's is kept)"
-        else:
-            title = f"A bigger card: {gpu.name} ({size}, about ${priced[0]:.2f} per hour: {priced[1]})"
+        title = f"A bigger card: {gpu.name} ({gpu.memory_bytes / 1e9:.0f} GB)"
         order = (priced[0] if priced else float("inf"), gpu.memory_bytes, gpu.id)
         fitting.append((order, candidate, title))
     if not fitting:
         return None
     _, candidate, title = min(fitting, key=lambda item: item[0])
     return candidate, title
+
+
+def _card_price_note(plan: Plan) -> str:
+    """Where the price of the card a plan runs on comes from."""
+    gpus = {g.id: g for g in load_gpus()}
+    gpu = gpus.get(plan.hardware.gpu)
+    priced = card_price(gpu) if gpu is not None else None
+    if priced is None:
+        return (
+            f"priced at this plan's {plan.hardware.price_per_gpu_hour:g} per GPU-hour: "
+            "the catalogue has no price for this card"
+        )
+    return f"about ${priced[0]:.2f} per GPU-hour ({priced[1]})"
 
 
 FIRST: Final = frozenset({Failure.FIRST_STEP})
@@ -336,6 +348,7 @@ TRAINING_KINDS: Final = (
         "a different, larger GPU",
         combinable=False,
         changes=frozenset({Pin.GPU}),
+        plan_note=_card_price_note,
     ),
 )
 # Kinds listed even when they do not lower the total (a bigger card, more GPUs: the total
@@ -383,7 +396,8 @@ def remedies_for(
         judged = new.judgement(spec.judged_on)
         if judged.total_bytes >= base.judgement(spec.judged_on).total_bytes and spec.kind not in _ALWAYS_LISTED:
             continue  # it would not help
-        cost = cost_text([spec.cost_note], base, new)
+        notes = [spec.cost_note, spec.plan_note(new_plan) if spec.plan_note else ""]
+        cost = cost_text(notes, base, new)
         found.append(Remedy(spec.kind, title, new_plan, new, judged, spec.cost_rank, cost, spec.addresses))
     return tuple(sorted(found, key=lambda r: (not r.fits, r.cost_rank, r.total_bytes)))
 

@@ -28,6 +28,7 @@ from core.breakdown import BUCKET_LABELS, BucketKey
 from core.estimate import VERDICT_LABELS, Estimate
 from core.measurement import Measurement
 from core.plan import METHOD_LABELS
+from core.verdict import Mode as Judged
 from gui.format import Unit, memory, unit_scale
 from gui.plotstyle import OKABE_ITO, style_plot
 
@@ -81,9 +82,11 @@ def training_bars(estimate: Estimate, measurement: Measurement | None) -> list[B
 def inference_bars(estimate: Estimate, measurement: Measurement | None) -> list[BarSpec]:
     inf = estimate.inference
     plan = estimate.plan.inference
+    # A pooled engine (vLLM, SGLang) holds its whole pool whatever the requests: the bar is
+    # what the process holds on the card.
     label = (
-        f"vLLM pool: {inf.kv_cache_tokens:,} tokens"
-        if inf.engine == "vllm"
+        f"{inf.engine.value} pool: {inf.kv_cache_tokens:,} tokens"
+        if inf.engine != "hf"
         else f"{plan.concurrent:,} × {plan.context:,} tokens"
     )
     return [
@@ -95,7 +98,7 @@ def inference_bars(estimate: Estimate, measurement: Measurement | None) -> list[
                 "activations": inf.activation_bytes,
                 "overhead": inf.overhead_bytes + inf.non_torch_bytes,
             },
-            inf.total_bytes,
+            inf.footprint_bytes,
         )
     ]
 
@@ -118,16 +121,13 @@ def caption_lines(estimate: Estimate, mode: Mode, unit: Unit) -> list[str]:
         f"micro-batch {w.micro_batch} × {w.seq_len:,} tokens, gradient accumulation {w.grad_accum}, "
         f"{plan.accounting.value} accounting",
     ]
+    judged = estimate.judgement(Judged.INFERENCE if mode == "inference" else Judged.TRAINING)
     if mode == "inference":
-        serving = estimate.inference
         lines[1] = f"serving {plan.inference.concurrent:,} × {plan.inference.context:,} tokens"
-        total, verdict = serving.total_bytes, serving.verdict
-        label = next((text for key, text in VERDICT_LABELS.items() if key.value == verdict), verdict)
-    else:
-        total, label = estimate.total_bytes, VERDICT_LABELS[estimate.verdict]
     lines.append(
-        f"{label}: {memory(total, unit)} of {memory(estimate.capacity_bytes, unit)} per GPU "
-        f"(usable with {plan.hardware.headroom:.0%} headroom: {memory(estimate.usable_bytes, unit)})"
+        f"{VERDICT_LABELS[judged.verdict]}: {memory(judged.total_bytes, unit)} of "
+        f"{memory(judged.capacity_bytes, unit)} per GPU "
+        f"(usable with {plan.hardware.headroom:.0%} headroom: {memory(judged.usable_bytes, unit)})"
     )
     return lines
 
@@ -580,6 +580,7 @@ class MemoryChart(QWidget):
         """A narrower plot: bar names on two lines, the legend in fewer columns (and the axis
         top raised so that it covers no bar)."""
         self._fit_legend()
+        self._view_range = (0, 0.0, "")  # a new size: the axis top is chosen afresh, not kept
         self._redraw()
 
     def _slot_width(self) -> float:

@@ -1,81 +1,84 @@
 """Runs the diagnosis beside the plan controller, off the GUI thread, the latest plan winning.
 
 Diagnosis, both memory curves and the limit searches estimate dozens of modified plans (tens
-of milliseconds); they run here in one worker thread, never on the GUI thread. A request
-names everything the answer depends on (plan, mode, pins, picked symptom). At most one job
-runs; a request made meanwhile replaces any waiting one, and a finished job is announced
-only if its request is still the latest, so a burst of edits gives one answer for the last
-plan. The answer arrives as one signal, :attr:`DiagnosisController.diagnosed`, in the GUI
-thread; the Diagnosis tab only renders it.
+of milliseconds of pure Python); :func:`core.diagnosis.report` does them in a worker, never
+on the GUI thread. The worker is a separate process: a thread would hold the interpreter
+lock while it computes and make the window wait for it at every edit. A request names
+everything the answer depends on (plan, mode, pins, picked symptom). At most one job runs;
+a request made meanwhile replaces any waiting one, and a finished job is announced only if
+its request is still the latest, so a burst of edits gives one answer for the last plan.
+The answer arrives as one signal, :attr:`DiagnosisController.diagnosed`, in the GUI thread;
+the Diagnosis tab only renders it.
 """
 
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Callable, Mapping
-from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+import multiprocessing
+from collections.abc import Callable
+from concurrent.futures import Executor, Future, ProcessPoolExecutor, ThreadPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
+from typing import Literal
 
 from PySide6.QtCore import QObject, QTimer, Signal
 
-from core.diagnosis import (
-    Curve,
-    Diagnosis,
-    Failure,
-    Pin,
-    Remedy,
-    Symptom,
-    diagnose,
-    memory_curve,
-    remedies_for_symptom,
-)
-from core.limits import AXES
-from core.plan import Plan
-from core.verdict import Mode
+from core.diagnosis import DiagnosisReport, DiagnosisRequest, Failure, Pin, report
 from gui.controller import PlanController
 from gui.display_state import Display, DisplayState
 
+__all__ = ["DiagnosisController", "DiagnosisReport", "DiagnosisRequest", "run_request"]
+
 # Coalesces a burst of edits (typing, a spin box held down) into one request.
 SETTLE_MS = 120
+run_request = report  # the work itself, pure: core.diagnosis.report
+
+Worker = Literal["process", "thread"]
+_PROCESS_POOL: ProcessPoolExecutor | None = None
+# Set when the worker process could not run (a script without an ``if __name__ == "__main__"``
+# guard re-runs itself in a spawned process and breaks it): this session then uses threads.
+_PROCESSES_BROKEN = False
 
 
-@dataclass(frozen=True)
-class DiagnosisRequest:
-    plan: Plan
-    mode: Mode = Mode.TRAINING
-    pins: frozenset[Pin] = frozenset()
-    symptom: Failure | None = None  # a symptom the user picked: its remedies are found too
+class _WorkerLost(Exception):
+    """The worker process died: the request is run again in a thread."""
 
 
-@dataclass(frozen=True)
-class DiagnosisReport:
-    request: DiagnosisRequest
-    diagnosis: Diagnosis
-    curves: Mapping[str, Curve]  # "micro_batch" and "seq_len"
-    symptom: Symptom | None
-    symptom_remedies: tuple[Remedy, ...]
+def _process_pool() -> ProcessPoolExecutor:
+    """One worker process for the application, started at the first diagnosis. "spawn":
+    a fork of a process running Qt is unsafe, and the frozen app supports it
+    (multiprocessing.freeze_support in gui.launcher)."""
+    global _PROCESS_POOL
+    if _PROCESS_POOL is None:
+        _PROCESS_POOL = ProcessPoolExecutor(max_workers=1, mp_context=multiprocessing.get_context("spawn"))
+    return _PROCESS_POOL
 
 
-def run_request(request: DiagnosisRequest) -> DiagnosisReport:
-    """Everything the Diagnosis tab shows for one request: pure, runs in the worker."""
-    plan = request.plan
-    diagnosis = diagnose(plan, request.mode, request.pins)
-    curves = {axis: memory_curve(plan, axis, crossing=diagnosis.limits.largest(axis)) for axis in AXES}
-    symptom: Symptom | None = None
-    found: tuple[Remedy, ...] = ()
-    if request.symptom is not None and request.symptom is not Failure.NONE:
-        known = diagnosis.remedies if request.mode is Mode.TRAINING and diagnosis.remedies else None
-        symptom, found = remedies_for_symptom(plan, request.symptom, known, request.pins)
-    return DiagnosisReport(request, diagnosis, curves, symptom, found)
+def _drop_process_pool(pool: Executor) -> None:
+    global _PROCESS_POOL, _PROCESSES_BROKEN
+    _PROCESSES_BROKEN = True
+    if pool is _PROCESS_POOL:
+        _PROCESS_POOL = None
+        pool.shutdown(wait=False, cancel_futures=True)
 
 
 class DiagnosisController(QObject):
-    """Follows the plan controller and the display mode while :attr:`active` (the tab shown)."""
+    """Follows the plan controller and the display mode while :attr:`active` (the tab shown).
+
+    ``worker="thread"`` runs jobs in a thread instead (tests that substitute :attr:`run`
+    with a function a process could not receive).
+    """
 
     diagnosed = Signal(object)  # DiagnosisReport, for the latest request only
     _finished = Signal(object, object)  # (request, report or exception), from the worker
 
-    def __init__(self, plans: PlanController, display: DisplayState, parent: QObject | None = None) -> None:
+    def __init__(
+        self,
+        plans: PlanController,
+        display: DisplayState,
+        parent: QObject | None = None,
+        *,
+        worker: Worker = "process",
+    ) -> None:
         super().__init__(parent)
         self.plans = plans
         self.display = display
@@ -85,7 +88,8 @@ class DiagnosisController(QObject):
         self.active = False
         self.runs = 0  # jobs started; tests read it to check the coalescing
         self.run: Callable[[DiagnosisRequest], DiagnosisReport] = run_request
-        self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="diagnosis")
+        self._worker = worker
+        self._thread_pool: ThreadPoolExecutor | None = None
         self._running: DiagnosisRequest | None = None
         self._waiting: DiagnosisRequest | None = None
         self._timer = QTimer(self)
@@ -135,8 +139,11 @@ class DiagnosisController(QObject):
             self._submit_latest()
 
     def shutdown(self) -> None:
+        """Stop this controller's thread, if it has one (the shared process stays)."""
         self._timer.stop()
-        self._executor.shutdown(wait=True, cancel_futures=True)
+        if self._thread_pool is not None:
+            self._thread_pool.shutdown(wait=True, cancel_futures=True)
+            self._thread_pool = None
 
     # ---- reacting ------------------------------------------------------------------
     def _on_plan(self, _estimate: object) -> None:
@@ -157,17 +164,31 @@ class DiagnosisController(QObject):
             return
         self._start(request)
 
+    def _pool(self) -> Executor:
+        if self._worker == "process" and not _PROCESSES_BROKEN:
+            return _process_pool()
+        if self._thread_pool is None:
+            self._thread_pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="diagnosis")
+            pool = self._thread_pool  # not self: the Python wrapper may outlive the C++ object
+            self.destroyed.connect(lambda *_: pool.shutdown(wait=False, cancel_futures=True))
+        return self._thread_pool
+
     def _start(self, request: DiagnosisRequest) -> None:
         self._running = request
         self._waiting = None
         self.runs += 1
-        self._executor.submit(self._work, request)
+        pool = self._pool()
+        future = pool.submit(self.run, request)
+        future.add_done_callback(lambda done: self._done(pool, request, done))
 
-    def _work(self, request: DiagnosisRequest) -> None:
-        # In the worker thread. The signal is queued to the GUI thread, where self lives.
+    def _done(self, pool: Executor, request: DiagnosisRequest, future: Future[DiagnosisReport]) -> None:
+        # In a thread of the pool's own. The signal is queued to the GUI thread, where self lives.
         outcome: object
         try:
-            outcome = self.run(request)
+            outcome = future.result()
+        except BrokenProcessPool:
+            _drop_process_pool(pool)
+            outcome = _WorkerLost()
         except Exception as error:  # handed to the GUI thread, which raises it there
             outcome = error
         with contextlib.suppress(RuntimeError):  # the window closed meanwhile: nobody is waiting
@@ -176,6 +197,9 @@ class DiagnosisController(QObject):
     def _on_finished(self, request: DiagnosisRequest, outcome: object) -> None:
         self._running = None
         waiting, self._waiting = self._waiting, None
+        if isinstance(outcome, _WorkerLost):
+            self._start(waiting or request)  # in a thread from now on
+            return
         if isinstance(outcome, Exception):
             if waiting is not None:
                 self._start(waiting)

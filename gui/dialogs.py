@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Literal
 
 from PySide6.QtCore import Qt
-from PySide6.QtWidgets import QFileDialog, QMessageBox, QWidget
+from PySide6.QtWidgets import QFileDialog, QInputDialog, QMessageBox, QWidget
 
 from core.errors import escape_controls
 
@@ -28,6 +28,11 @@ def open_file(parent: QWidget | None, title: str, name_filter: str, folder: str 
     return path or None
 
 
+def open_files(parent: QWidget | None, title: str, name_filter: str, folder: str = "") -> list[str]:
+    paths, _ = QFileDialog.getOpenFileNames(parent, title, folder, name_filter)
+    return list(paths)
+
+
 def open_folder(parent: QWidget | None, title: str, folder: str = "") -> str | None:
     path = QFileDialog.getExistingDirectory(parent, title, folder)
     return path or None
@@ -36,6 +41,12 @@ def open_folder(parent: QWidget | None, title: str, folder: str = "") -> str | N
 def save_file(parent: QWidget | None, title: str, name_filter: str, suggested: str = "") -> str | None:
     path, _ = QFileDialog.getSaveFileName(parent, title, suggested, name_filter)
     return path or None
+
+
+def ask_text(parent: QWidget | None, title: str, label: str, text: str = "") -> str | None:
+    """A one-line answer (a name for a saved card or model); None when cancelled or empty."""
+    answer, ok = QInputDialog.getText(parent, escape_controls(title), label, text=text)
+    return (answer.strip() or None) if ok else None
 
 
 def _box(

@@ -8,17 +8,24 @@ import os
 import sys
 from collections.abc import Sequence
 
-CLI_COMMANDS = frozenset({"estimate", "models", "gpus", "--version", "-h", "--help"})
+CLI_COMMANDS = frozenset({"estimate", "models", "gpus", "fit", "report", "compare", "--version", "-h", "--help"})
 SELF_TEST = "--self-test"
 # benchmarks/startup.py sets this: print the monotonic time of the first painted window, exit.
 EXIT_AFTER_PAINT = "VRAMPLAN_EXIT_AFTER_PAINT"
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    # The Diagnosis tab's worker process (gui.diagnosis_controller) is started with "spawn":
+    # in the frozen app that re-runs this executable, which must then become the worker.
+    import multiprocessing
+
+    multiprocessing.freeze_support()
     args = list(sys.argv[1:] if argv is None else argv)
     if args and args[0] in CLI_COMMANDS:
         from core.cli import main as cli_main
 
+        if args[0] == "report" and "--pdf" in args:
+            register_pdf_writer()
         return cli_main(args)
     if args and args[0] == SELF_TEST:
         from gui.selftest import main as selftest_main
@@ -29,6 +36,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     from gui.app import main as gui_main  # Qt is imported only when the window is wanted
 
     return gui_main(args)
+
+
+def register_pdf_writer() -> None:
+    """PDF reports are drawn with Qt; hand core's command line the writer when Qt imports."""
+    try:
+        from gui.report_export import write_pdf
+    except ImportError:
+        return  # the command says PDF needs the app's Qt
+    from core.cli_extra import set_pdf_writer
+
+    set_pdf_writer(write_pdf)
 
 
 def install_first_paint_probe() -> None:

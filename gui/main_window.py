@@ -1,4 +1,9 @@
-"""The main window: forms on the left, verdict and chart in the centre, panels on the right."""
+"""The main window: forms on the left, verdict and chart in the centre, panels on the right.
+
+It builds the widgets, menus and docks and wires them to the controllers; the document
+life-cycle is gui.document's, the diagnosis gui.diagnosis_controller's, and how things are
+shown gui.display_state's. Past 400 lines because it lays out every action and dock.
+"""
 
 from __future__ import annotations
 
@@ -27,7 +32,7 @@ from core.measurement import Measurement, load_measurement
 from core.plan import Accounting, Plan
 from core.presets import LESSON_EXAMPLES, default_plan
 from core.verdict import Mode
-from gui import dialogs, plaintext
+from gui import dialogs, plaintext, plan_tools
 from gui.chart import MemoryChart
 from gui.controller import PlanController
 from gui.diagnosis_controller import DiagnosisController
@@ -54,7 +59,7 @@ APP_NAME = "VRAM Planner"
 # Side docks: least widths that keep every form row and the tab names readable, and the share
 # of the window each takes at first (then they keep their share as the window is resized).
 DETAILS_MIN_WIDTH = 260
-DOCK_SHARES = (0.25, 0.31)
+DOCK_SHARES = (0.25, 0.35)
 CHART_SHARE = 0.36
 
 
@@ -118,12 +123,12 @@ class MainWindow(QMainWindow):
     # ---- layout --------------------------------------------------------------------
     def _build_forms(self) -> None:
         c = self.controller
-        self.model_form = ModelForm(c)
+        self.model_form = ModelForm(c, settings=self.settings)
         self.model_form.importRequested.connect(self.import_model)
         self.accounting_form = AccountingForm(c)
         self.method_form = MethodForm(c)
         self.workload_form = WorkloadForm(c)
-        self.hardware_form = HardwareForm(c)
+        self.hardware_form = HardwareForm(c, settings=self.settings)
         self.serving_form = ServingForm(c)
         self.forms: list[PlanForm] = [
             self.model_form,
@@ -175,6 +180,7 @@ class MainWindow(QMainWindow):
         self.diagnosis_button.hide()
         grid.addWidget(self.diagnosis_button, 0, 1, Qt.AlignmentFlag.AlignVCenter)
         grid.setColumnStretch(0, 1)
+        grid.setRowStretch(0, 1)  # spare height goes to the verdict, never taken from it
         self.plan_warning = plaintext.plain_label(QLabel())  # model names come from files
         self.plan_warning.setObjectName("planWarning")
         self.plan_warning.setAccessibleName("Plan warning")
@@ -351,6 +357,7 @@ class MainWindow(QMainWindow):
         view_menu.addSeparator()
         view_menu.addAction(self.plan_dock.toggleViewAction())
         view_menu.addAction(self.details_dock.toggleViewAction())
+        self.plan_tools = plan_tools.install(self, file_menu, view_menu)  # configs, reports, comparisons
         self.help_menu = bar.addMenu("&Help")
         self.help_menu.addAction(self._action("&How to read this window", self._how_to_read, "F1"))
         self.help_menu.addAction(self._action("&Keyboard shortcuts", self._shortcuts))
@@ -400,7 +407,25 @@ class MainWindow(QMainWindow):
         if text != self.plan_warning.text():
             self.plan_warning.setText(text)
         self.plan_warning.setVisible(bool(text))
+        self._fit_banner()
         self.diagnosis_button.setVisible(not estimate.judgement(self.display.mode).fits)
+
+    def _fit_banner(self) -> None:
+        """The verdict's dock as tall as the verdict and the warnings under it need.
+
+        A dock keeps its height when its content grows: a warning line squeezed the verdict."""
+        banner = self.verdict_dock.widget()
+        layout = banner.layout()
+        if not isinstance(layout, QGridLayout):
+            return
+        margins = layout.contentsMargins()
+        needed = margins.top() + margins.bottom() + self.verdict.sizeHint().height()
+        if not self.plan_warning.isHidden():
+            inner = max(1, banner.width() - margins.left() - margins.right())
+            needed += layout.verticalSpacing() + self.plan_warning.heightForWidth(inner)
+        if banner.minimumHeight() != needed:
+            banner.setMinimumHeight(needed)
+            self.resizeDocks([self.verdict_dock], [needed], Qt.Orientation.Vertical)
 
     def _place_accounting(self, lesson: bool) -> None:
         """Lesson accounting asks for P and T: its form moves up, under the model, to be seen."""
@@ -436,6 +461,8 @@ class MainWindow(QMainWindow):
     def resizeEvent(self, event: QResizeEvent) -> None:
         super().resizeEvent(event)
         old, new = event.oldSize().width(), event.size().width()
+        if self.plan_warning.isVisible():
+            self._fit_banner()  # a wrapped warning takes more or fewer lines at another width
         if self._docks_sized and old > 0 and old != new:
             # The side panels keep their share of the window instead of the chart taking it all.
             docks = self._side_docks()

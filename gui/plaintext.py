@@ -6,7 +6,8 @@ that looks like HTML is rendered, so ``<img src='/dev/zero'>`` in a model's name
 read until memory ran out. Every widget that shows outside text goes through here:
 
 - :func:`plain_label` fixes a label to plain text (the status bar's problem line);
-- :func:`html` escapes outside text that is put inside our own markup (the model summary);
+- :func:`html` escapes text that is put inside our own markup (the model summary, the
+  panels' rich labels);
 - :func:`tooltip` makes a tooltip that shows its text literally;
 - :func:`menu_text` and :func:`window_title` escape Qt's two other markers, the ``&``
   mnemonic and the ``[*]`` modified placeholder;

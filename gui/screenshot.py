@@ -3,8 +3,9 @@
 Used for the README's docs/screenshot.png (the start-up plan) and, with ``--diagnosis``,
 docs/diagnosis.png (the lesson's 7B model, full 16-bit fine-tuning, on a 24 GB card, with
 the Diagnosis tab open); ``--serving`` renders docs/serving.png (Llama 3.1 8B on one H100
-with vLLM's defaults, Compute tab). ``--size 1280x720`` and ``--theme dark`` render the sizes
-and themes a README shows. No user settings are read or written (a temporary folder).
+with vLLM's defaults, Compute tab); ``--compare`` renders docs/comparison.png (four plans side
+by side). ``--size 1280x720`` and ``--theme dark`` render the sizes and themes a README shows.
+No user settings are read or written (a temporary folder).
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ def render(
     serving: bool = False,
 ) -> None:
     os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
-    from PySide6.QtCore import QSettings, Qt
+    from PySide6.QtCore import QSettings
     from PySide6.QtWidgets import QApplication
 
     from gui.settings import Settings
@@ -61,13 +62,80 @@ def render(
             )
             window.controller.reset(plan.with_inference(engine="vllm", context=8192, concurrent=51))
             window.tabs.setCurrentWidget(window.compute_panel)
+        # The window sizes its docks itself (a share of the width, never below what the forms
+        # need): a fixed [330, 470] squeezed the Diagnosis at 1920 px and the forms at 1280 px.
         window.show()
-        if diagnosis or serving:
-            # A wider Details column so the remedies table reads without scrolling.
-            window.resizeDocks([window.plan_dock, window.details_dock], [330, 470], Qt.Orientation.Horizontal)
         for _ in range(5):
             app.processEvents()
+        if diagnosis:
+            import time
+
+            deadline = time.monotonic() + 30  # the diagnosis runs in a worker process
+            while window.diagnosis.stale and time.monotonic() < deadline:
+                app.processEvents()
+                time.sleep(0.01)
+            for _ in range(5):
+                app.processEvents()
         if not window.grab().save(path):
+            raise OSError(f"cannot write {path}")
+        window.controller.undo_stack.setClean()
+        window.close()
+
+
+def issue_plans() -> list[tuple[str, object]]:
+    """The comparison people ask for: LoRA on a 4090, QLoRA on a 3060, full on 2 × A100, LoRA on an L4.
+
+    The prices per GPU-hour are illustrative inputs (what a user would type), not data.
+    """
+    from core.plan import LoraSettings, Method, Sharding
+    from core.presets import default_plan
+
+    lora = default_plan().with_workload(micro_batch=1, seq_len=2048, grad_accum=16)
+    lora = lora.with_changes(lora=LoraSettings(rank=16, alpha=32, targets=("all-linear",)))
+    return [
+        ("LoRA r16 on an RTX 4090", lora.with_hardware(gpu="rtx-4090", price_per_gpu_hour=0.4)),
+        (
+            "QLoRA r16 on an RTX 3060",
+            lora.with_changes(method=Method.QLORA).with_hardware(gpu="rtx-3060-12gb", price_per_gpu_hour=0.15),
+        ),
+        (
+            "Full on 2 × A100 80GB",
+            lora.with_changes(method=Method.FULL).with_hardware(
+                gpu="a100-80gb-sxm", gpu_count=2, sharding=Sharding.ZERO3, price_per_gpu_hour=1.5
+            ),
+        ),
+        ("LoRA r16 on an L4", lora.with_hardware(gpu="l4", price_per_gpu_hour=0.6)),
+    ]
+
+
+def render_comparison(path: str, width: int = 1300, height: int = 1060) -> None:
+    """docs/comparison.png: View → Compare plans with the four plans of issue_plans()."""
+    os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
+    from PySide6.QtCore import QSettings
+    from PySide6.QtWidgets import QApplication
+
+    from gui.settings import Settings
+    from gui.theme import apply_theme
+
+    existing = QApplication.instance()
+    app = existing if isinstance(existing, QApplication) else QApplication(["vramplan-screenshot"])
+    with tempfile.TemporaryDirectory() as folder:
+        QSettings.setPath(QSettings.Format.IniFormat, QSettings.Scope.UserScope, folder)
+        apply_theme(app, "light")
+        from gui.main_window import MainWindow
+
+        window = MainWindow(settings=Settings(os.path.join(folder, "screenshot.ini")))
+        window.show()
+        panel = window.plan_tools.show_compare()
+        panel.include_current.setChecked(False)
+        panel.add_plans(issue_plans(), "Compare")  # type: ignore[arg-type]
+        dock = window.plan_tools.docks["compare"]
+        dock.setFloating(True)
+        dock.resize(width, height)
+        panel.splitter.setSizes([370, height - 370])
+        for _ in range(5):
+            app.processEvents()
+        if not panel.grab().save(path):
             raise OSError(f"cannot write {path}")
         window.controller.undo_stack.setClean()
         window.close()
@@ -75,7 +143,7 @@ def render(
 
 USAGE = (
     "usage: python -m gui.screenshot OUT.png [--size WIDTHxHEIGHT] [--theme light|dark]"
-    " [--inference] [--diagnosis] [--serving]"
+    " [--inference] [--diagnosis] [--serving] [--compare]"
 )
 
 
@@ -93,13 +161,21 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not args or args[0] in ("-h", "--help"):
         print(USAGE)
         return 0 if args else 2
+    if "--compare" in args:
+        render_comparison(args[0])
+        return 0
     serving = "--serving" in args
     try:
         size = _option(args, "--size", f"{WIDTH}x{HEIGHT}")
-        width, height = (int(part) for part in size.lower().split("x"))
+        parts = size.lower().split("x")
+        if len(parts) != 2 or not all(part.isdigit() for part in parts):
+            raise ValueError(f"--size {size!r} is not WIDTHxHEIGHT in pixels, e.g. 1280x720")
+        width, height = int(parts[0]), int(parts[1])
+        if not (320 <= width <= 8000 and 240 <= height <= 8000):
+            raise ValueError(f"--size {size}: width 320 to 8,000 and height 240 to 8,000 pixels")
         theme = _option(args, "--theme", "light")
-        if theme not in ("light", "dark") or not (320 <= width <= 8000 and 240 <= height <= 8000):
-            raise ValueError(f"--size {size} --theme {theme}")
+        if theme not in ("light", "dark"):
+            raise ValueError(f"--theme {theme!r} is not light or dark")
     except ValueError as error:
         print(f"gui.screenshot: {error}; {USAGE}", file=sys.stderr)
         return 2

@@ -171,6 +171,18 @@ def _check_window(app: Any, folder: Path, full: Any, qlora: Any, saved: Path) ->
     fits = VERDICT_LABELS[Verdict.FITS]
     check(any(fits in text for text in texts), f"window does not show the verdict {fits!r}")
 
+    # The Diagnosis tab's worker process: spawned, so in the frozen app it is this executable
+    # again (multiprocessing.freeze_support in gui.launcher).
+    first_tab = window.tabs.currentIndex()
+    window.tabs.setCurrentWidget(window.diagnosis)
+    deadline = time.monotonic() + 60
+    while window.diagnosis.stale and time.monotonic() < deadline:
+        app.processEvents()
+        time.sleep(0.01)
+    check(not window.diagnosis.stale, "the Diagnosis tab got no answer from its worker process")
+    check(fits in window.diagnosis.badge.text(), "the Diagnosis tab does not show the verdict")
+    window.tabs.setCurrentIndex(first_tab)
+
     for _ in range(3):
         app.processEvents()
     image = window.grab().toImage()

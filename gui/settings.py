@@ -6,8 +6,11 @@ at a temporary folder; ``Settings(path)`` uses an explicit file instead.
 
 from __future__ import annotations
 
+import json
+import math
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Final
+from typing import Any, Final
 
 from PySide6.QtCore import QByteArray, QSettings, QStandardPaths
 
@@ -16,6 +19,32 @@ from gui.format import UNITS, Unit
 ORGANIZATION: Final = "VRAM Planner"
 APPLICATION: Final = "vramplan"
 MAX_RECENT: Final = 10
+MAX_CUSTOM_ENTRIES: Final = 100
+MAX_ENTRY_NAME: Final = 80
+
+
+@dataclass(frozen=True)
+class CustomGpu:
+    """A card the user described and named: what a plan needs to use it."""
+
+    name: str
+    memory_gb: float  # decimal GB, as its driver reports it
+    tflops: float  # dense 16-bit peak
+
+
+def _entry_name(value: object) -> str | None:
+    if not isinstance(value, str):
+        return None
+    name = " ".join(value.split())[:MAX_ENTRY_NAME]
+    return name or None
+
+
+def _positive(value: object, high: float) -> float | None:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        return None
+    return float(value) if 0 < value <= high else None
+
+
 MODES: Final = ("training", "inference")
 THEMES: Final = ("system", "light", "dark")
 
@@ -107,6 +136,53 @@ class Settings:
     @last_path.setter
     def last_path(self, path: str) -> None:
         self.store.setValue("session/last_path", path)
+
+    # ---- the user's own catalogue entries ------------------------------------------
+    def _json_list(self, key: str) -> list[Any]:
+        value = self.store.value(key, "")
+        try:
+            data = json.loads(value) if isinstance(value, str) and value else []
+        except ValueError:
+            return []
+        return data if isinstance(data, list) else []
+
+    @property
+    def custom_gpus(self) -> list[CustomGpu]:
+        """Saved cards; an entry with a bad name or figure is skipped, never an error."""
+        cards: dict[str, CustomGpu] = {}
+        for item in self._json_list("catalogue/custom_gpus"):
+            if not isinstance(item, dict):
+                continue
+            name = _entry_name(item.get("name"))
+            memory = _positive(item.get("memory_gb"), 1e6)
+            tflops = _positive(item.get("tflops"), 1e7)
+            if name and memory and tflops:
+                cards[name] = CustomGpu(name, memory, tflops)
+        return list(cards.values())[:MAX_CUSTOM_ENTRIES]
+
+    def add_custom_gpu(self, card: CustomGpu) -> None:
+        """Save (or replace, by name) one of the user's cards."""
+        cards = [c for c in self.custom_gpus if c.name != card.name] + [card]
+        data = [{"name": c.name, "memory_gb": c.memory_gb, "tflops": c.tflops} for c in cards[-MAX_CUSTOM_ENTRIES:]]
+        self.store.setValue("catalogue/custom_gpus", json.dumps(data))
+
+    @property
+    def custom_models(self) -> dict[str, dict[str, Any]]:
+        """Saved models by name: each the ``ModelSpec.to_dict()`` a plan file embeds (validated on use)."""
+        models: dict[str, dict[str, Any]] = {}
+        for item in self._json_list("catalogue/custom_models"):
+            if isinstance(item, dict) and isinstance(item.get("model"), dict):
+                name = _entry_name(item.get("name"))
+                if name:
+                    models[name] = item["model"]
+        return dict(list(models.items())[:MAX_CUSTOM_ENTRIES])
+
+    def add_custom_model(self, name: str, model: dict[str, Any]) -> None:
+        models = self.custom_models
+        models.pop(name, None)
+        models[name] = model
+        data = [{"name": n, "model": m} for n, m in list(models.items())[-MAX_CUSTOM_ENTRIES:]]
+        self.store.setValue("catalogue/custom_models", json.dumps(data))
 
     # ---- window --------------------------------------------------------------------
     def _bytes(self, key: str) -> QByteArray | None:

@@ -168,7 +168,8 @@ class EngineMemory:
     non_torch_bytes: float
     overhead_bytes: float  # CUDA context
     peak_bytes: float  # allocator level (torch)
-    total_bytes: float  # what the process takes of the card
+    total_bytes: float  # what the plan needs at once (judged by core.verdict)
+    footprint_bytes: float  # what the process holds on the card (vllm: card × utilisation + context)
     budget_bytes: float  # what the process may take (hf: capacity less headroom; vllm: the card)
     kv_cache_tokens: int  # tokens the cache holds (hf: B × context; vllm: GPU KV cache size)
     max_concurrency: float  # requests of the plan's context that fit (vllm: as it logs it)
@@ -237,6 +238,7 @@ def hf_memory(plan: Plan, gpu: GpuSpec, layout: RankLayout) -> EngineMemory:
         overhead_bytes=SERVING_OVERHEAD_BYTES,
         peak_bytes=peak,
         total_bytes=total,
+        footprint_bytes=total,
         budget_bytes=usable,
         kv_cache_tokens=inf.concurrent * inf.context,
         max_concurrency=float(max_b),
@@ -253,12 +255,11 @@ def hf_memory(plan: Plan, gpu: GpuSpec, layout: RankLayout) -> EngineMemory:
 # --- vLLM --------------------------------------------------------------------------------
 def pooled_verdict(concurrency: float, need: float, gpu: GpuSpec, headroom: float) -> Verdict:
     """An engine with a pool refuses to start when one request does not fit (OOM); otherwise
-    the plan's requests at once are judged like any total, and past the card's capacity they
-    queue rather than fail (over headroom, not out of memory)."""
+    what the requests running together hold is judged like any total. Requests past the pool
+    wait in the queue (InferenceEstimate.queued) and need no memory meanwhile."""
     if concurrency < 1:
         return Verdict.OOM
-    verdict = judge(need, gpu.memory_bytes, headroom).verdict
-    return Verdict.OVER_HEADROOM if verdict is Verdict.OOM else verdict
+    return judge(need, gpu.memory_bytes, headroom).verdict
 
 
 def vllm_defaults(gpu: GpuSpec) -> tuple[int, int]:
@@ -321,8 +322,10 @@ def vllm_memory(plan: Plan, gpu: GpuSpec, layout: RankLayout) -> EngineMemory:
 
     max_c = max(0, largest_fitting(one_fits, MAX_CONTEXT, blocks * VLLM_BLOCK_SIZE))
     max_b = min(int(concurrency), seqs)
-    # What serving the plan's requests at once needs: vLLM's non-KV memory plus their blocks.
-    need = layout.weights_bytes + activation + non_torch + inf.concurrent * per_request * block_bytes
+    # What the plan holds at once: vLLM's non-KV memory plus the blocks of the requests that
+    # run together (the rest wait in the queue and hold nothing).
+    resident = min(float(inf.concurrent), math.floor(concurrency))
+    need = layout.weights_bytes + activation + non_torch + resident * per_request * block_bytes
     verdict = pooled_verdict(concurrency, need, gpu, plan.hardware.headroom)
     peak = layout.weights_bytes + activation + pool
     formula = (
@@ -338,7 +341,8 @@ def vllm_memory(plan: Plan, gpu: GpuSpec, layout: RankLayout) -> EngineMemory:
         non_torch_bytes=non_torch,
         overhead_bytes=SERVING_OVERHEAD_BYTES,
         peak_bytes=peak,
-        total_bytes=need,  # what the plan's requests need at once (vLLM itself takes card × utilisation)
+        total_bytes=need,  # what the requests running together hold (vLLM itself takes card × utilisation)
+        footprint_bytes=requested + SERVING_OVERHEAD_BYTES,
         budget_bytes=float(gpu.memory_bytes),  # gpu_memory_utilization is vLLM's own headroom
         kv_cache_tokens=kv_tokens,
         max_concurrency=concurrency,
@@ -370,7 +374,8 @@ def sglang_memory(plan: Plan, gpu: GpuSpec, layout: RankLayout) -> EngineMemory:
     tokens = max(0, int(pool_budget // cell)) if cell > 0 else 0
     per_request = cached_positions(plan.model, inf.context) / plan.model.num_layers
     concurrency = tokens / per_request if per_request > 0 else 0.0
-    need = SERVING_OVERHEAD_BYTES + layout.weights_bytes + inf.concurrent * per_request * cell
+    resident = min(float(inf.concurrent), math.floor(concurrency))
+    need = layout.weights_bytes + resident * per_request * cell
     verdict = pooled_verdict(concurrency, need, gpu, plan.hardware.headroom)
     reserved = total * (1 - fraction)
     formula = (
@@ -386,7 +391,8 @@ def sglang_memory(plan: Plan, gpu: GpuSpec, layout: RankLayout) -> EngineMemory:
         non_torch_bytes=0.0,
         overhead_bytes=SERVING_OVERHEAD_BYTES,
         peak_bytes=layout.weights_bytes + tokens * cell,
-        total_bytes=need,  # weights + the plan's requests' tokens; SGLang itself takes the static fraction
+        total_bytes=need,  # weights + the running requests' tokens; SGLang itself takes the static fraction
+        footprint_bytes=total * fraction + reserved,
         budget_bytes=float(gpu.memory_bytes),
         kv_cache_tokens=tokens,
         max_concurrency=concurrency,

@@ -15,7 +15,7 @@ Assumptions (stated in the window and the README):
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Final
+from typing import Final, NamedTuple
 
 from core.catalogue import GpuSpec
 from core.params import ParamCounts
@@ -30,8 +30,7 @@ from core.serving.formats import WeightFormat
 BANDWIDTH_EFFICIENCY: Final = 0.77
 
 
-@dataclass(frozen=True)
-class SpeedPoint:
+class SpeedPoint(NamedTuple):  # a tuple: a curve of them is built on every estimate
     concurrent: int
     step_s: float  # time per output token
     per_request_tokens_per_s: float
@@ -94,7 +93,8 @@ def serving_speed(plan: Plan, counts: ParamCounts, gpu: GpuSpec, layout: RankLay
         return SpeedPoint(n, step, per, per * n * inf.replicas, memory_s >= compute_s)
 
     running = max(1, min(inf.concurrent, fits_at_once)) if fits_at_once >= 1 else 1
-    sizes = sorted({1, running, *(2**k for k in range(20) if 2**k <= max(1, fits_at_once))})
+    top = max(1, fits_at_once)
+    sizes = sorted({1, running, *(1 << k for k in range(top.bit_length()))})
     curve = tuple(point(n) for n in sizes)
     here = point(running)
     formula = (

@@ -114,7 +114,7 @@ class _TypedNumber:
     def _problem(self, body: str) -> str:
         raise NotImplementedError
 
-    def validate(self, text: str, pos: int) -> object:
+    def validate(self, text: str, pos: int, /) -> tuple[QValidator.State, str, int]:
         # Never Invalid: Qt would drop the keystroke, and the user would see another number.
         state = self._qt_state(text)
         return (QValidator.State.Intermediate if state is QValidator.State.Invalid else state, text, pos)
@@ -203,7 +203,7 @@ def _range_problem(value: float, minimum: str, maximum: str, low: float, high: f
 _WHOLE = re.compile(r"^[+-]?[0-9][0-9,\u202f ]*$")
 
 
-class IntField(_TypedNumber, QSpinBox):  # type: ignore[misc]  # validate returns the (state, text, pos) tuple PySide expects
+class IntField(_TypedNumber, QSpinBox):
     edited = Signal(int)
     rejected = Signal(str)
     cleared = Signal()
@@ -232,7 +232,7 @@ class IntField(_TypedNumber, QSpinBox):  # type: ignore[misc]  # validate return
                 self.setSuffix(unit)
 
     def _qt_state(self, text: str) -> QValidator.State:
-        return QSpinBox.validate(self, text, 0)[0]  # type: ignore[index]
+        return QSpinBox.validate(self, text, 0)[0]
 
     def _problem(self, body: str) -> str:
         allowed = f"{self.minimum():,} to {self.maximum():,}"
@@ -259,7 +259,7 @@ class IntField(_TypedNumber, QSpinBox):  # type: ignore[misc]  # validate return
             self._agree_unit(value)
 
 
-class FloatField(_TypedNumber, QDoubleSpinBox):  # type: ignore[misc]  # as IntField
+class FloatField(_TypedNumber, QDoubleSpinBox):
     """A float input; ``scale`` shows a fraction as a percentage (0.4 ↔ 40 %)."""
 
     edited = Signal(float)
@@ -294,7 +294,7 @@ class FloatField(_TypedNumber, QDoubleSpinBox):  # type: ignore[misc]  # as IntF
         self.valueChanged.connect(lambda shown: self.edited.emit(shown / self._scale))
 
     def _qt_state(self, text: str) -> QValidator.State:
-        return QDoubleSpinBox.validate(self, text, 0)[0]  # type: ignore[index]
+        return QDoubleSpinBox.validate(self, text, 0)[0]
 
     def _problem(self, body: str) -> str:
         low, high = f"{self.minimum():g}", f"{self.maximum():g}"
@@ -302,7 +302,8 @@ class FloatField(_TypedNumber, QDoubleSpinBox):  # type: ignore[misc]  # as IntF
         if value is None:
             return f"is not a number from {low} to {high}"
         if value != round(value, self.decimals()) and self.minimum() <= value <= self.maximum():
-            return f"has more than {self.decimals()} decimals; allowed {low} to {high}"
+            places = "one decimal place" if self.decimals() == 1 else f"{self.decimals()} decimal places"
+            return f"has more than {places}; allowed {low} to {high}"
         return _range_problem(value, low, high, self.minimum(), self.maximum())
 
     def keyPressEvent(self, event: QKeyEvent) -> None:

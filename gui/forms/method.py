@@ -1,4 +1,4 @@
-"""Method: full fine-tuning, LoRA, QLoRA or frozen layers, with precision and kernels."""
+"""Method: full fine-tuning, LoRA, DoRA, QLoRA or frozen layers, with precision and kernels."""
 
 from __future__ import annotations
 
@@ -9,21 +9,30 @@ from PySide6.QtWidgets import QCheckBox, QGridLayout, QWidget
 from core.model import LORA_TARGETS
 from core.plan import (
     ATTENTION_LABELS,
+    AUTOCAST_LABELS,
+    DTYPE_LABELS,
     MAX_RANK,
     METHOD_LABELS,
+    OPTIMIZER_IMPL_LABELS,
     OPTIMIZER_LABELS,
-    PRECISION_LABELS,
+    PRESET_LABELS,
     QUANT_LABELS,
     Attention,
+    Autocast,
+    Dtype,
     Method,
     Optimizer,
+    OptimizerImpl,
     Plan,
-    Precision,
+    Preset,
     Quant,
 )
 from gui.controller import PlanController
 from gui.forms.base import PlanForm
 from gui.forms.fields import ChoiceField, FloatField, IntField
+
+# The optimizers torch.optim implements three ways (fused, foreach, for-loop).
+TORCH_OPTIMIZERS = (Optimizer.ADAMW, Optimizer.ADAM, Optimizer.SGD, Optimizer.SGD_MOMENTUM)
 
 TARGET_TIPS = {
     "q_proj": "query projection",
@@ -119,12 +128,40 @@ class MethodForm(PlanForm):
             "Bottom transformer blocks (and the embeddings) that get no gradients.",
         )
         self.bind("method.frozen_layers", "Frozen layers", self.frozen, lambda p, v: p.with_changes(frozen_layers=v))
-        self.precision = ChoiceField(
+        self.preset = ChoiceField(
             "Precision",
-            [(label, v.value) for v, label in PRECISION_LABELS.items()],
-            "Mixed: float32 weights (the master copy) with 16-bit compute. Pure: everything in 16 bits.",
+            [(label, v.value) for v, label in PRESET_LABELS.items()],
+            "How the run stores and computes: Trainer(bf16=True) on a model loaded in bf16 keeps bf16 weights, "
+            "float32 adapters and bf16 autocast; float32 weights + autocast is the classic mixed precision; "
+            "custom sets each role.",
         )
-        self.bind("method.precision", "Precision", self.precision, lambda p, v: p.with_changes(precision=Precision(v)))
+        self.bind("method.preset", "Precision", self.preset, lambda p, v: p.with_changes(preset=Preset(v)))
+        dtypes = [(label, v.value) for v, label in DTYPE_LABELS.items()]
+        self.weight_dtype = ChoiceField(
+            "Trained weights", dtypes, "Storage of the weights that train (and of their gradients and optimizer state)."
+        )
+        self.bind(
+            "method.weight_dtype",
+            "Trained weights",
+            self.weight_dtype,
+            lambda p, v: p.with_changes(weight_dtype=Dtype(v)),
+        )
+        self.base_dtype = ChoiceField(
+            "Frozen base", dtypes, "Storage of the frozen base of LoRA, DoRA or frozen layers."
+        )
+        self.bind("method.base_dtype", "Frozen base", self.base_dtype, lambda p, v: p.with_changes(base_dtype=Dtype(v)))
+        self.adapter_dtype = ChoiceField(
+            "Adapters", dtypes, "LoRA / DoRA adapter storage: PEFT casts adapters to float32 by default."
+        )
+        self.bind(
+            "method.adapter_dtype", "Adapters", self.adapter_dtype, lambda p, v: p.with_changes(adapter_dtype=Dtype(v))
+        )
+        self.autocast = ChoiceField(
+            "Autocast",
+            [(label, v.value) for v, label in AUTOCAST_LABELS.items()],
+            "torch.autocast around the forward pass and the loss; fp16 adds a GradScaler.",
+        )
+        self.bind("method.autocast", "Autocast", self.autocast, lambda p, v: p.with_changes(autocast=Autocast(v)))
         self.optimizer = ChoiceField(
             "Optimizer",
             [(label, v.value) for v, label in OPTIMIZER_LABELS.items()],
@@ -132,6 +169,18 @@ class MethodForm(PlanForm):
             "SGD with momentum one buffer; Adafactor factored moments.",
         )
         self.bind("method.optimizer", "Optimizer", self.optimizer, lambda p, v: p.with_changes(optimizer=Optimizer(v)))
+        self.optimizer_impl = ChoiceField(
+            "Optimizer implementation",
+            [(label, v.value) for v, label in OPTIMIZER_IMPL_LABELS.items()],
+            "fused (HF Trainer's adamw_torch_fused) updates in place; foreach (torch.optim's default on CUDA) "
+            "makes one more copy of the Adam second moment during the step; for-loop works one tensor at a time.",
+        )
+        self.bind(
+            "method.optimizer_impl",
+            "Implementation",
+            self.optimizer_impl,
+            lambda p, v: p.with_changes(optimizer_impl=OptimizerImpl(v)),
+        )
         self.attention = ChoiceField(
             "Attention kernel",
             [(label, v.value) for v, label in ATTENTION_LABELS.items()],
@@ -165,8 +214,13 @@ class MethodForm(PlanForm):
         if self.frozen.maximum() != plan.model.num_layers:
             self.frozen.setMaximum(plan.model.num_layers)
         self.frozen.show_value(plan.frozen_layers)
-        self.precision.show_value(plan.precision.value)
+        self.preset.show_value(plan.preset.value)
+        self.weight_dtype.show_value(plan.weight_dtype.value)
+        self.base_dtype.show_value(plan.base_dtype.value)
+        self.adapter_dtype.show_value(plan.adapter_dtype.value)
+        self.autocast.show_value(plan.autocast.value)
         self.optimizer.show_value(plan.optimizer.value)
+        self.optimizer_impl.show_value(plan.optimizer_impl.value)
         self.attention.show_value(plan.attention.value)
         self.checkpointing.setChecked(plan.checkpointing)
         self.chunked.setChecked(plan.chunked_loss)
@@ -178,3 +232,9 @@ class MethodForm(PlanForm):
         self.set_row_visible("method.quant", qlora)
         self.set_row_visible("method.double_quant", qlora and plan.quant is not Quant.INT8)
         self.set_row_visible("method.frozen_layers", plan.method is Method.FROZEN)
+        custom = plan.preset is Preset.CUSTOM
+        self.set_row_visible("method.weight_dtype", custom and plan.method in (Method.FULL, Method.FROZEN))
+        self.set_row_visible("method.base_dtype", custom and plan.method in (Method.LORA, Method.DORA, Method.FROZEN))
+        self.set_row_visible("method.adapter_dtype", custom and adapters)
+        self.set_row_visible("method.autocast", custom)
+        self.set_row_visible("method.optimizer_impl", plan.optimizer in TORCH_OPTIMIZERS)

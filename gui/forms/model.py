@@ -10,14 +10,19 @@ from PySide6.QtCore import Qt, Signal
 from PySide6.QtWidgets import QCheckBox, QLabel, QMenu, QToolButton, QWidget
 
 from core.catalogue import find_model, load_models
+from core.errors import PlanError
 from core.estimate import Estimate
-from core.model import LIMITS
+from core.model import LIMITS, ModelSpec, model_from_dict
 from core.plan import Plan
-from gui import plaintext
+from gui import dialogs, plaintext
 from gui.controller import PlanController
 from gui.format import count
 from gui.forms.base import PlanForm
-from gui.forms.fields import CatalogueField, IntField
+from gui.forms.fields import IntField
+from gui.forms.pickers import USER_PREFIX, Entry, SearchingPicker
+from gui.settings import Settings
+
+MINE = USER_PREFIX  # id prefix of the user's saved models in the picker
 
 # (ModelSpec field, label, tooltip) for the dimensions editor.
 DIMENSIONS: tuple[tuple[str, str, str], ...] = (
@@ -31,6 +36,22 @@ DIMENSIONS: tuple[tuple[str, str, str], ...] = (
     ("num_experts", "Experts", "Mixture-of-experts: experts per block (1 for a dense model)."),
     ("experts_per_token", "Experts per token", "Mixture-of-experts: experts each token is routed to."),
 )
+
+
+def saved_models(settings: Settings | None) -> dict[str, ModelSpec]:
+    """The user's saved models that still read as valid models (a bad one is left out)."""
+    models: dict[str, ModelSpec] = {}
+    for name, data in (settings.custom_models if settings is not None else {}).items():
+        try:
+            models[name] = model_from_dict(data).renamed(name)
+        except (PlanError, TypeError, ValueError):
+            continue
+    return models
+
+
+def model_sections(saved: dict[str, ModelSpec]) -> list[tuple[str, list[Entry]]]:
+    catalogue = [(m.name, m.id) for m in load_models()]
+    return [("", catalogue), ("Your own models", [(f"{name} (yours)", MINE + name) for name in saved])]
 
 
 def _edited_name(plan: Plan) -> str:
@@ -52,13 +73,15 @@ class ModelForm(PlanForm):
 
     importRequested = Signal(str)
 
-    def __init__(self, controller: PlanController, parent: QWidget | None = None) -> None:
+    def __init__(
+        self, controller: PlanController, parent: QWidget | None = None, *, settings: Settings | None = None
+    ) -> None:
         super().__init__("Model", controller, parent)
-        entries = [(f"{m.name}", m.id) for m in load_models()]
-        self.picker = CatalogueField(
+        self.settings = settings
+        self.picker = SearchingPicker(
             "Model",
-            entries,
-            "The model to train or serve, from the catalogue of published architectures.",
+            model_sections(saved_models(settings)),
+            "The model to train or serve, from the catalogue of published architectures, or one you saved.",
         )
         self.bind("model", "Model", self.picker, lambda plan, model_id: self._pick(plan, model_id))
 
@@ -76,7 +99,14 @@ class ModelForm(PlanForm):
         self.import_button.setMenu(menu)
         self.import_button.clicked.connect(lambda: self.importRequested.emit("file"))
         self.import_button.setToolButtonStyle(Qt.ToolButtonStyle.ToolButtonTextOnly)
+        self.save_model = QToolButton()
+        self.save_model.setText("Save to my models…")
+        self.save_model.setAccessibleName("Save this model to your list")
+        self.save_model.setToolTip("Keep this model (imported or edited) in the list under a name (in your settings).")
+        self.save_model.clicked.connect(self._save_model)
+        self.save_model.setEnabled(settings is not None)
         self.form.addRow("", self.import_button)
+        self.form.addRow("", self.save_model)
 
         self.summary = QLabel()
         self.summary.setTextFormat(Qt.TextFormat.RichText)  # our markup; the model's name escaped in it
@@ -116,8 +146,23 @@ class ModelForm(PlanForm):
         self._show_dimensions(False)
 
     def _pick(self, plan: Plan, model_id: str) -> Plan:
+        if model_id.startswith(MINE):
+            saved = saved_models(self.settings).get(model_id[len(MINE) :])
+            if saved is not None:  # a plan embeds its model: the saved one travels with the file
+                return plan.on_model(saved)
         entry = find_model(model_id)
         return plan.on_model(entry.spec, entry.id)
+
+    def _save_model(self) -> None:
+        if self.settings is None:
+            return
+        model = self.controller.plan.model
+        name = dialogs.ask_text(self, "Save to my models", "Name for this model:", model.name.removesuffix(" (edited)"))
+        if name is None:
+            return
+        self.settings.add_custom_model(name, model.renamed(name).to_dict())
+        self.picker.set_sections(model_sections(saved_models(self.settings)))
+        self.show_plan(self.controller.plan)
 
     def _show_dimensions(self, shown: bool) -> None:
         self.dims_toggle.setArrowType(Qt.ArrowType.DownArrow if shown else Qt.ArrowType.RightArrow)
@@ -125,7 +170,10 @@ class ModelForm(PlanForm):
             self.set_row_visible(key, shown)
 
     def show_plan(self, plan: Plan) -> None:
-        self.picker.show_value(plan.model_id, plan.model.name)
+        shown = plan.model_id
+        if not shown and plan.model.name in saved_models(self.settings):
+            shown = MINE + plan.model.name
+        self.picker.show_value(shown, plan.model.name)
         model = plan.model
         for name, _label, _tooltip in DIMENSIONS:
             field = self.fields[f"model.{name}"]

@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-from html import escape
-
 from PySide6.QtCore import QSignalBlocker, Qt, Signal
 from PySide6.QtGui import QFont, QFontDatabase
 from PySide6.QtWidgets import QComboBox, QLabel, QTextBrowser, QVBoxLayout, QWidget
 
 from core.estimate import Estimate
 from gui.format import Unit, memory
+from gui.plaintext import html as escape  # the one escape for text shown in rich labels
 
 INFERENCE = "inference"
 
@@ -106,14 +105,23 @@ class ArithmeticPanel(QWidget):
         if self.selected == INFERENCE:
             inf = estimate.inference
             parts.append(f"<h3>Serving — {memory(inf.total_bytes, u)}</h3>")
-            rows = (
-                ("weights", "as stored for serving", inf.weights_bytes),
-                ("KV cache", f"{inf.kv_bytes_per_token:,.0f} B per token", inf.kv_cache_bytes),
-                ("activations", "prefill working set", inf.activation_bytes),
-                ("overhead", "CUDA context and buffers", inf.overhead_bytes),
-            )
+            pooled = inf.engine != "hf"
+            rows = [
+                ("weights", "per GPU, as stored for serving", inf.weights_bytes),
+                (
+                    "KV cache",
+                    f"{inf.kv_bytes_per_token:,.0f} B per token" + (" (pool)" if pooled else ""),
+                    inf.kv_cache_bytes,
+                ),
+                ("activations", "profiled forward peak" if pooled else "prefill working set", inf.activation_bytes),
+                ("overhead", "CUDA context", inf.overhead_bytes),
+            ]
+            if inf.non_torch_bytes:
+                rows.append(("outside torch", "allocated outside PyTorch since start-up", inf.non_torch_bytes))
             parts += [_term(label, formula, memory(n, u)) for label, formula, n in rows]
             parts.append(f"<p><code>{escape(inf.formula)}</code></p>")
+            # The roofline of the serving speed (core.serving.speed).
+            parts.append(f"<p><code>{escape(inf.speed.formula)}</code></p>")
         else:
             bucket = next((b for b in estimate.buckets if b.key.value == self.selected), None)
             if bucket is None:

@@ -5,15 +5,14 @@ This view only renders. Every figure, verdict and cost comes from a
 off the GUI thread (only while this tab is visible; the latest plan wins) and hands over in
 one signal. The pins ("keep the model"...) and the picked symptom are requests to that
 controller. Applying a remedy hands its plan to the plan controller as one undoable step.
+Past 400 lines because the tab has five sections laid out and filled here; the remedy rows
+are in :mod:`gui.panels.remedy_list`.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from html import escape
-
-from PySide6.QtCore import QSignalBlocker, Qt, Signal
-from PySide6.QtGui import QHideEvent, QPalette, QShowEvent
+from PySide6.QtCore import QSignalBlocker, Qt
+from PySide6.QtGui import QHideEvent, QShowEvent
 from PySide6.QtWidgets import (
     QCheckBox,
     QComboBox,
@@ -30,16 +29,17 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from core.breakdown import BUCKET_LABELS
-from core.diagnosis import PIN_LABELS, SYMPTOMS, Combination, Curve, Diagnosis, Failure, Pin, Remedy, Symptom
+from core.diagnosis import PIN_LABELS, SYMPTOMS, Curve, Diagnosis, Failure, Pin, Symptom
 from core.estimate import Estimate
-from core.plan import Accounting, Plan
+from core.plan import Accounting
 from core.verdict import VERDICT_LABELS, Mode, Verdict
 from gui.curve import MemoryCurve
 from gui.diagnosis_controller import DiagnosisController, DiagnosisReport
 from gui.display_state import Display, DisplayState
 from gui.format import Unit, memory
+from gui.panels.remedy_list import RemedyEntry, RemedyList
 from gui.panels.verdict import VERDICT_STYLE, badge_text_colour, margin_text
+from gui.plaintext import html as escape  # the one escape for text shown in rich labels
 
 FAILURE_PHASES = {
     Failure.FIRST_STEP: "at load / the first optimizer step",
@@ -48,157 +48,6 @@ FAILURE_PHASES = {
     Failure.SERVING: "when serving many users",
 }
 AXES = (("micro_batch", "Micro-batch"), ("seq_len", "Sequence length"))
-
-
-@dataclass(frozen=True)
-class RemedyEntry:
-    """One row of a remedy list: a plan to apply and the core's verdict and cost for it."""
-
-    key: str
-    title: str
-    plan: Plan
-    total_bytes: float
-    verdict: Verdict
-    cost: str
-    serving: bool = False
-
-    @classmethod
-    def from_remedy(cls, remedy: Remedy) -> RemedyEntry:
-        r = remedy
-        return cls(r.key, r.title, r.plan, r.total_bytes, r.verdict, r.cost, r.serving)
-
-    @classmethod
-    def from_combination(cls, combination: Combination) -> RemedyEntry:
-        serving = combination.judgement.total_bytes != combination.estimate.total_bytes
-        return cls(
-            "combination",
-            f"Together: {combination.title}",
-            combination.plan,
-            combination.total_bytes,
-            combination.verdict,
-            combination.cost,
-            serving,
-        )
-
-
-def _verdict_text(verdict: Verdict) -> str:
-    symbol, _ = VERDICT_STYLE[verdict]
-    return f"{symbol} {VERDICT_LABELS[verdict]}"
-
-
-def _verdict_html(verdict: Verdict) -> str:
-    _, colour = VERDICT_STYLE[verdict]
-    # Over-headroom's orange is too light for text on a light background: a darker shade of it.
-    colour = "#B07800" if verdict is Verdict.OVER_HEADROOM else colour
-    return f"<span style='color:{colour}; font-weight:600'>{_verdict_text(verdict)}</span>"
-
-
-class _RemedyRow(QFrame):
-    def __init__(self, parent: QWidget | None = None) -> None:
-        super().__init__(parent)
-        self.setObjectName("remedyRow")
-        self.setFrameShape(QFrame.Shape.StyledPanel)
-        self.entry: RemedyEntry | None = None
-        grid = QGridLayout(self)
-        grid.setContentsMargins(8, 6, 8, 6)
-        grid.setHorizontalSpacing(10)
-        grid.setVerticalSpacing(2)
-        self.title = QLabel()
-        self.title.setWordWrap(True)
-        self.title.setTextFormat(Qt.TextFormat.PlainText)
-        bold = self.title.font()
-        bold.setBold(True)
-        self.title.setFont(bold)
-        self.title.setSizePolicy(QSizePolicy.Policy.Expanding, QSizePolicy.Policy.Preferred)
-        grid.addWidget(self.title, 0, 0)
-        self.apply = QPushButton("Apply")
-        self.apply.setSizePolicy(QSizePolicy.Policy.Fixed, QSizePolicy.Policy.Fixed)
-        grid.addWidget(self.apply, 0, 1, 2, 1, Qt.AlignmentFlag.AlignVCenter)
-        figures = QHBoxLayout()
-        figures.setSpacing(12)
-        self.total = QLabel()
-        self.total.setAccessibleName("New total")
-        self.total.setFont(bold)
-        figures.addWidget(self.total)
-        self.status = QLabel()
-        self.status.setAccessibleName("Fits")
-        self.status.setTextFormat(Qt.TextFormat.RichText)
-        figures.addWidget(self.status)
-        figures.addStretch(1)
-        grid.addLayout(figures, 1, 0)
-        self.cost = QLabel()
-        self.cost.setAccessibleName("Cost")
-        self.cost.setWordWrap(True)
-        self.cost.setTextFormat(Qt.TextFormat.PlainText)
-        self.cost.setForegroundRole(QPalette.ColorRole.PlaceholderText)
-        small = self.cost.font()
-        small.setPointSizeF(small.pointSizeF() * 0.92)
-        self.cost.setFont(small)
-        grid.addWidget(self.cost, 2, 0, 1, 2)
-        grid.setColumnStretch(0, 1)
-
-    def show_entry(self, entry: RemedyEntry, unit: Unit) -> None:
-        self.entry = entry
-        self.title.setText(entry.title)
-        self.total.setText(memory(entry.total_bytes, unit))
-        self.total.setToolTip("New serving total" if entry.serving else "New peak + overhead")
-        self.status.setText(_verdict_html(entry.verdict))
-        self.cost.setText(entry.cost)
-        self.apply.setAccessibleName(f"Apply: {entry.title}")
-        self.apply.setToolTip(f"Change the plan: {entry.title} (one undoable step)")
-        self.setAccessibleName(f"{entry.title}: {memory(entry.total_bytes, unit)}, {VERDICT_LABELS[entry.verdict]}")
-
-
-class RemedyList(QWidget):
-    """Rows of remedies, each with an Apply button; row widgets are reused between updates."""
-
-    applyRequested = Signal(object)  # RemedyEntry
-
-    def __init__(self, parent: QWidget | None = None) -> None:
-        super().__init__(parent)
-        self._layout = QVBoxLayout(self)
-        self._layout.setContentsMargins(0, 0, 0, 0)
-        self._layout.setSpacing(4)
-        self._pool: list[_RemedyRow] = []
-        self._count = 0
-        self.unit: Unit = "GB"
-        self._entries: tuple[RemedyEntry, ...] = ()
-
-    @property
-    def rows(self) -> list[_RemedyRow]:
-        return self._pool[: self._count]
-
-    @property
-    def entries(self) -> tuple[RemedyEntry, ...]:
-        return self._entries
-
-    def show_entries(self, entries: tuple[RemedyEntry, ...], unit: Unit) -> None:
-        self._entries = entries
-        self.unit = unit
-        while len(self._pool) < len(entries):
-            row = _RemedyRow(self)
-            row.apply.clicked.connect(lambda _checked=False, r=row: self._clicked(r))
-            self._layout.addWidget(row)
-            self._pool.append(row)
-        for row, entry in zip(self._pool, entries, strict=False):
-            row.show_entry(entry, unit)
-            row.setVisible(True)
-        for row in self._pool[len(entries) :]:
-            row.setVisible(False)
-        self._count = len(entries)
-        self.setVisible(bool(entries))
-
-    def set_unit(self, unit: Unit) -> None:
-        if unit != self.unit:
-            self.show_entries(self._entries, unit)
-
-    def set_applicable(self, on: bool) -> None:
-        for row in self._pool:
-            row.apply.setEnabled(on)
-
-    def _clicked(self, row: _RemedyRow) -> None:
-        if row.entry is not None:
-            self.applyRequested.emit(row.entry)
 
 
 def _wrapping_label(name: str, rich: bool = True) -> QLabel:
@@ -270,6 +119,7 @@ class DiagnosisPanel(QScrollArea):
         form = QFormLayout()
         form.setFieldGrowthPolicy(QFormLayout.FieldGrowthPolicy.AllNonFixedFieldsGrow)
         form.setRowWrapPolicy(QFormLayout.RowWrapPolicy.WrapLongRows)
+        self._figures_form = form
         self.figures: dict[str, QLabel] = {}
         for key, label, tip in (
             ("state", "State before activations", "Weights + gradients + optimizer state + overhead"),
@@ -293,17 +143,18 @@ class DiagnosisPanel(QScrollArea):
         layout = QVBoxLayout(box)
         self.remedy_note = _wrapping_label("Remedies note")
         layout.addWidget(self.remedy_note)
-        pins = QHBoxLayout()
-        pins.setSpacing(12)
+        pins = QGridLayout()
+        pins.setHorizontalSpacing(12)
+        pins.setVerticalSpacing(2)
         self.pin_boxes: dict[Pin, QCheckBox] = {}
-        for pin, label in PIN_LABELS.items():
+        for index, (pin, label) in enumerate(PIN_LABELS.items()):
             check = QCheckBox(label)
             check.setAccessibleName(label)
             check.setToolTip("Leave out the changes that would change this")
             check.toggled.connect(self._pins_changed)
-            pins.addWidget(check)
+            pins.addWidget(check, index // 2, index % 2)
             self.pin_boxes[pin] = check
-        pins.addStretch(1)
+        pins.setColumnStretch(2, 1)
         layout.addLayout(pins)
         self.show_symptom_button = QPushButton("Show remedies for this symptom")
         self.show_symptom_button.setAccessibleName("Show remedies for this symptom")
@@ -507,11 +358,11 @@ class DiagnosisPanel(QScrollArea):
             )
         margin = margin_text(judged, est.plan.hardware.headroom, u)
         what = "serving total" if d.mode is Mode.INFERENCE else "peak + overhead"
-        dominant = BUCKET_LABELS[d.dominant]
+        largest, largest_bytes = d.largest
         card = escape(est.gpu.name)
         self.headline.setText(
             f"{margin} ({what} {memory(judged.total_bytes, u)} of {memory(judged.usable_bytes, u)} usable on {card})"
-            f"<br>Largest bucket: <b>{dominant}</b>, {memory(est.bucket(d.dominant).bytes, u)}"
+            f"<br>Largest part: <b>{largest}</b>, {memory(largest_bytes, u)}"
         )
 
         # Over-headroom runs may start: they fail later, on fragmentation, if at all.
@@ -529,6 +380,8 @@ class DiagnosisPanel(QScrollArea):
         self.figures["total"].setText(memory(est.total_bytes, u))
         self.figures["eval"].setText(memory(d.eval_bytes, u))
         self.figures["usable"].setText(f"{memory(d.usable_bytes, u)} of {memory(est.capacity_bytes, u)}")
+        for key in ("state", "total", "eval"):  # the training step's figures: not what serving is judged on
+            self._figures_form.setRowVisible(self.figures[key], d.mode is Mode.TRAINING)
 
         self._show_remedies(d)
         self._show_limits(d)

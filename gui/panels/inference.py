@@ -6,8 +6,10 @@ from PySide6.QtWidgets import QWidget
 
 from core.estimate import Estimate
 from core.serving.formats import ENGINE_LABELS, Engine
+from core.verdict import VERDICT_LABELS
 from gui.format import Unit, memory
 from gui.panels.figures import FiguresPanel
+from gui.panels.verdict import VERDICT_STYLE
 
 ROWS = (
     ("engine", "Engine", "How the engine spends the card: a static batch (generate) or a paged pool (vLLM)."),
@@ -20,7 +22,8 @@ ROWS = (
     ("non_torch", "Outside torch", "vLLM: memory allocated outside PyTorch since start-up."),
     ("overhead", "CUDA context", "The process's CUDA context, outside the allocator."),
     ("peak", "Peak (allocator)", "What torch.cuda.max_memory_allocated would report on one GPU."),
-    ("total", "Of the card", "generate: peak + context; vLLM: card × gpu_memory_utilization + context."),
+    ("total", "Needed at once", "What the requests running together hold: the figure the verdict judges."),
+    ("footprint", "Held on the card", "generate: peak + context; vLLM: card × gpu_memory_utilization + context."),
     ("concurrency", "Concurrency", "Requests of this context served at once."),
     ("scheduler", "Scheduler", "vLLM's max_num_seqs and max_num_batched_tokens (its defaults for the card)."),
     ("max_context", "Longest context", "Longest context that fits (vLLM: for one request)."),
@@ -31,6 +34,8 @@ class InferencePanel(FiguresPanel):
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__("Serving", ROWS, "Serving formula", parent, headline_name="Serving verdict")
         self.unit: Unit = "GB"
+        for key in ("gpus", "concurrency", "scheduler"):
+            self.values[key].setWordWrap(True)  # long card names never widen the window
 
     def set_unit(self, unit: Unit) -> None:
         self.unit = unit
@@ -44,10 +49,13 @@ class InferencePanel(FiguresPanel):
         pooled = inf.engine is not Engine.HF  # vLLM and SGLang size a pool at start-up
         v = self.values
         v["engine"].setText(ENGINE_LABELS[inf.engine])
-        v["gpus"].setText(
-            f"{inf.gpus} × {estimate.gpu.name} (TP {plan.tensor_parallel} · PP {plan.pipeline_parallel} · "
-            f"{plan.replicas} replica{'s' if plan.replicas > 1 else ''})"
+        split = (
+            f" (TP {plan.tensor_parallel} · PP {plan.pipeline_parallel} · {plan.replicas} replica"
+            f"{'s' if plan.replicas > 1 else ''})"
+            if inf.gpus > 1
+            else ""
         )
+        v["gpus"].setText(f"{inf.gpus} × {estimate.gpu.name}{split}")
         v["weights"].setText(memory(inf.weights_bytes, u))
         v["kv_cache"].setText(memory(inf.kv_cache_bytes, u) + (" (pool)" if pooled else ""))
         v["kv_tokens"].setText(f"{inf.kv_cache_tokens:,} tokens")
@@ -57,6 +65,7 @@ class InferencePanel(FiguresPanel):
         v["overhead"].setText(memory(inf.overhead_bytes, u))
         v["peak"].setText(memory(inf.peak_bytes, u))
         v["total"].setText(f"<b>{memory(inf.total_bytes, u)}</b>")
+        v["footprint"].setText(memory(inf.footprint_bytes, u))
         if pooled:
             v["concurrency"].setText(f"{inf.max_concurrency:.2f}× for {plan.context:,} tokens per request")
         else:
@@ -90,7 +99,8 @@ def _headline(estimate: Estimate, u: Unit) -> str:
             f"<b>{'✔' if inf.fits else '▲'} {name} holds {inf.kv_cache_tokens:,} tokens of KV cache</b>: "
             f"{min(inf.max_concurrent, plan.concurrent):,} requests of {plan.context:,} tokens at once{queue}."
         )
-    verdict = "✔ fits" if inf.fits else "✖ does not fit"
+    # The core's serving verdict, three states as for training (core.verdict.judge).
+    verdict = f"{VERDICT_STYLE[inf.verdict][0]} {VERDICT_LABELS[inf.verdict].lower()}"
     return (
         f"<b>{verdict}</b>: {plan.concurrent:,} request(s) of {plan.context:,} tokens need "
         f"{memory(inf.total_bytes, u)} of {memory(inf.budget_bytes, u)} usable."

@@ -5,8 +5,6 @@ training and serving); this panel only words and colours them."""
 
 from __future__ import annotations
 
-from html import escape
-
 from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QFrame, QGridLayout, QLabel, QWidget
 
@@ -14,6 +12,7 @@ from core.estimate import Estimate
 from core.measurement import Measurement
 from core.verdict import VERDICT_LABELS, Judgement, Mode, Verdict
 from gui.format import Unit, measurement_label, memory
+from gui.plaintext import html as escape  # the one escape for text shown in rich labels
 
 # Okabe-Ito bluish green / orange / vermillion, with a symbol so colour is never the only cue.
 VERDICT_STYLE = {

@@ -11,18 +11,23 @@ from core.model import LORA_TARGETS
 from core.plan import (
     Accounting,
     Attention,
+    Autocast,
+    Dtype,
     Hardware,
     Inference,
     LessonSettings,
     LoraSettings,
     Method,
     Optimizer,
+    OptimizerImpl,
     Plan,
     Precision,
+    Preset,
     Quant,
     Sharding,
     Workload,
 )
+from core.serving.formats import Engine, KvDtype, WeightFormat
 
 models = st.sampled_from([m.spec for m in load_models()])
 gpu_ids = st.sampled_from([g.id for g in load_gpus()] + ["custom"])
@@ -36,7 +41,7 @@ def plans(draw: st.DrawFn) -> Plan:
     method = draw(st.sampled_from(list(Method)))
     frozen = draw(st.integers(1, spec.num_layers)) if method is Method.FROZEN else draw(st.integers(0, spec.num_layers))
     targets = draw(st.lists(st.sampled_from(LORA_TARGETS), min_size=1, unique=True))
-    return Plan(
+    plan = Plan(
         model=spec,
         model_id=draw(st.sampled_from(["", "gpt2", "x"])),
         method=method,
@@ -72,13 +77,36 @@ def plans(draw: st.DrawFn) -> Plan:
             peak_tflops_override=draw(st.sampled_from([0.0, 100.0])),
         ),
         inference=Inference(
-            weight_dtype=draw(st.sampled_from(["bf16", "fp16", "fp32", "int8", "nf4"])),
-            kv_dtype=draw(st.sampled_from(["bf16", "fp16", "fp32", "fp8", "int8", "int4"])),
+            weight_dtype=draw(st.sampled_from(list(WeightFormat))),
+            kv_dtype=draw(st.sampled_from(list(KvDtype))),
             concurrent=draw(st.integers(1, 4096)),
             context=draw(st.integers(1, 1_000_000)),
+            engine=draw(st.sampled_from(list(Engine))),
+            new_tokens=draw(st.integers(0, 100_000)),
+            tensor_parallel=draw(st.integers(1, 64)),
+            pipeline_parallel=draw(st.integers(1, 16)),
+            replicas=draw(st.integers(1, 1000)),
+            gpu_memory_utilization=draw(st.floats(0.01, 1.0)),
+            max_num_seqs=draw(st.integers(0, 10_000)),
+            max_num_batched_tokens=draw(st.integers(0, 1_000_000)),
+            mem_fraction_static=draw(st.floats(0.0, 1.0)),
         ),
         accounting=draw(st.sampled_from(list(Accounting))),
         lesson=LessonSettings(
             activations_gb=draw(st.floats(0.0, 1000.0)), trainable_override=draw(st.integers(0, 10**12))
         ),
     )
+    # Precision: the old one-word setting above (what version-2 files hold), a named preset,
+    # or custom roles; any optimizer implementation.
+    how = draw(st.sampled_from(["precision", "preset", "custom"]))
+    if how == "preset":
+        plan = plan.with_changes(preset=draw(st.sampled_from([p for p in Preset if p is not Preset.CUSTOM])))
+    elif how == "custom":
+        dtypes = st.sampled_from(list(Dtype))
+        plan = plan.with_changes(
+            weight_dtype=draw(dtypes),
+            base_dtype=draw(dtypes),
+            adapter_dtype=draw(dtypes),
+            autocast=draw(st.sampled_from(list(Autocast))),
+        )
+    return plan.with_changes(optimizer_impl=draw(st.sampled_from(list(OptimizerImpl))))

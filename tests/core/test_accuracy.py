@@ -2,8 +2,8 @@
 
 The measurements come from tools/measure: two real training steps of Hugging Face models
 under PyTorch's FakeTensorMode on a fake CUDA device, peak allocated bytes as the caching
-allocator's MemTracker counts them. Targets from the accuracy issue: median |error| ≤ 1.5 %,
-worst ≤ 4 %. Nothing in the estimator is fitted per case.
+allocator's MemTracker counts them. Targets from issue 11, over every case old and new:
+median |error| ≤ 1.0 %, worst ≤ 3 %. Nothing in the estimator is fitted per case.
 """
 
 from __future__ import annotations

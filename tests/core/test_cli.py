@@ -105,6 +105,69 @@ def test_console_script_runs_without_qt() -> None:
     assert done.returncode == 0, done.stderr
 
 
+# ---- precision roles, optimizer implementation, DoRA (issue 11) --------------------------
+
+
+def _plan_of(capsys: pytest.CaptureFixture[str], tmp_path: Path, *args: str):  # type: ignore[no-untyped-def]
+    path = tmp_path / "p.json"
+    code, _, err = run(capsys, "estimate", "--model", "llama-3.1-8b", *args, "--save", str(path), "--json")
+    assert code == 0, err
+    return load(path)
+
+
+def test_precision_bf16_with_autocast_is_the_trainer_preset(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    from core.plan import Autocast, Dtype, Preset
+
+    plan = _plan_of(capsys, tmp_path, "--precision", "bf16", "--autocast")
+    assert plan.preset is Preset.TRAINER_BF16
+    assert (plan.weight_dtype, plan.autocast, plan.adapter_dtype) == (Dtype.BF16, Autocast.BF16, Dtype.FP32)
+    plan = _plan_of(capsys, tmp_path, "--preset", "trainer-bf16", "--no-autocast")
+    assert plan.preset is Preset.PURE_BF16
+
+
+def test_single_roles_make_a_custom_plan(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    from core.plan import Autocast, Dtype, Method, Preset
+
+    plan = _plan_of(
+        capsys, tmp_path, "--method", "lora", "--base-dtype", "bf16", "--adapter-dtype", "bf16", "--no-autocast"
+    )
+    assert plan.method is Method.LORA
+    assert (plan.preset, plan.base_dtype, plan.adapter_dtype, plan.autocast) == (
+        Preset.CUSTOM,
+        Dtype.BF16,
+        Dtype.BF16,
+        Autocast.NONE,
+    )
+
+
+def test_dora_flag_and_optimizer_impl(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    from core.plan import Method, OptimizerImpl
+
+    plan = _plan_of(capsys, tmp_path, "--dora", "--optimizer-impl", "forloop")
+    assert plan.method is Method.DORA
+    assert plan.optimizer_impl is OptimizerImpl.FORLOOP
+    code, _, err = run(capsys, "estimate", "--model", "gpt2", "--dora", "--method", "lora")
+    assert code == 2 and "--dora" in err
+
+
+def test_json_peak_is_the_allocator_peak_of_the_plan(capsys: pytest.CaptureFixture[str]) -> None:
+    from core.estimate import estimate
+    from core.plan import OptimizerImpl, Precision
+    from core.presets import plan_for_model
+
+    steps = {}
+    for impl in ("fused", "foreach"):
+        code, out, _ = run(
+            capsys, "estimate", "--model", "gpt2", "--precision", "fp32", "--optimizer-impl", impl, "--json"
+        )
+        assert code == 0
+        data = json.loads(out)
+        plan = plan_for_model("gpt2", precision=Precision.FP32, optimizer_impl=OptimizerImpl(impl))
+        assert data["peak_bytes"] == estimate(plan).peak_bytes
+        steps[impl] = data["phases_bytes"]["optimizer step"]
+    assert steps["foreach"] > steps["fused"]  # foreach's sqrt(v) copy of every moment
+
+
 def test_serving_on_the_command_line_matches_the_estimate(capsys: pytest.CaptureFixture[str]) -> None:
     from core.catalogue import find_model
     from core.estimate import estimate
@@ -183,3 +246,13 @@ def test_frozen_layer_plan_on_another_model(tmp_path: Path, capsys: pytest.Captu
     assert code == 0, err
     # Llama 3.2 1B has 16 blocks (its config.json): the 24 frozen ones are clamped to its depth.
     assert load(path).frozen_layers == 16 and load(path).model_id == "llama-3.2-1b"
+
+
+def test_training_weight_dtype_and_serving_weights_are_separate(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    from core.plan import Dtype, Preset
+
+    plan = _plan_of(capsys, tmp_path, "--weight-dtype", "bf16", "--autocast", "--weights", "nf4")
+    assert (plan.weight_dtype, plan.base_dtype, plan.preset) == (Dtype.BF16, Dtype.BF16, Preset.TRAINER_BF16)
+    assert plan.inference.weight_dtype == "nf4"

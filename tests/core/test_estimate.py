@@ -6,7 +6,7 @@ from dataclasses import replace
 
 import pytest
 
-from core.breakdown import BucketKey
+from core.breakdown import BucketKey, StepPhase
 from core.catalogue import find_model
 from core.detailed import layer_activations
 from core.estimate import Estimate, Verdict, estimate
@@ -28,15 +28,15 @@ def test_peak_is_the_largest_phase_not_the_sum() -> None:
 def test_gradients_and_activations_do_not_peak_together() -> None:
     # zero_grad(set_to_none=True): the backward starts with no gradient allocated.
     est = estimate(plan())
-    backward = next(p for p in est.phases if p.name == "backward")
+    backward = next(p for p in est.phases if p.kind.is_backward)
     assert backward.bucket(BucketKey.GRADIENTS).bytes == 0
-    step = next(p for p in est.phases if p.name == "optimizer step")
+    step = next(p for p in est.phases if p.kind is StepPhase.OPTIMIZER)
     assert step.bucket(BucketKey.GRADIENTS).bytes > 0
 
 
 def test_accumulation_keeps_gradients_through_the_backward() -> None:
     est = estimate(plan(workload=Workload(micro_batch=2, seq_len=1024, grad_accum=4)))
-    backward = next(p for p in est.phases if p.name == "backward")
+    backward = next(p for p in est.phases if p.kind.is_backward)
     assert backward.bucket(BucketKey.GRADIENTS).bytes > 0
 
 
@@ -47,7 +47,7 @@ def test_overhead_is_its_own_bucket_outside_the_allocator_peak() -> None:
 
 
 def activations(est: Estimate) -> float:
-    return next(p for p in est.phases if p.name == "backward").bucket(BucketKey.ACTIVATIONS).bytes
+    return next(p for p in est.phases if p.kind.is_backward).bucket(BucketKey.ACTIVATIONS).bytes
 
 
 def test_eager_attention_keeps_quadratic_scores() -> None:
@@ -66,7 +66,7 @@ def test_checkpointing_cuts_activations() -> None:
     assert activations(on) < activations(off)
 
     def block_bytes(est: Estimate) -> float:
-        terms = next(p for p in est.phases if p.name == "backward").bucket(BucketKey.ACTIVATIONS).terms
+        terms = next(p for p in est.phases if p.kind.is_backward).bucket(BucketKey.ACTIVATIONS).terms
         return sum(t.bytes for t in terms if "block" in t.label)
 
     # 16 blocks' saved tensors become 16 block inputs plus one block being recomputed.

@@ -28,6 +28,8 @@ from core.hfconfig import model_from_hf_config
 from core.model import LIMITS, LORA_TARGETS, MAX_PARAMS, ModelSpec
 from core.plan import (
     MAX_BATCH,
+    MAX_GPUS,
+    MAX_PARALLEL,
     MAX_SEQ,
     MAX_TOKENS,
     Accounting,
@@ -45,6 +47,7 @@ from core.plan import (
     Workload,
 )
 from core.presets import default_plan, plan_for_model
+from core.serving.formats import Engine, KvDtype, WeightFormat
 from tests.core.strategies import plans
 
 FUZZ = settings(deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
@@ -287,10 +290,19 @@ def _random_plan(rng: random.Random) -> Plan:
             peak_tflops_override=rng.choice([0.0, 1e-9, 1e7]),
         ),
         inference=Inference(
-            weight_dtype=rng.choice(["bf16", "fp16", "fp32", "int8", "nf4"]),
-            kv_dtype=rng.choice(["bf16", "fp16", "fp32", "fp8", "int8", "int4"]),
+            weight_dtype=rng.choice(list(WeightFormat)),
+            kv_dtype=rng.choice(list(KvDtype)),
             concurrent=_pick(rng, 1, MAX_BATCH),
             context=_pick(rng, 1, MAX_SEQ),
+            engine=rng.choice(list(Engine)),
+            new_tokens=_pick(rng, 0, MAX_SEQ),
+            tensor_parallel=_pick(rng, 1, MAX_PARALLEL),
+            pipeline_parallel=_pick(rng, 1, MAX_PARALLEL),
+            replicas=_pick(rng, 1, MAX_GPUS),
+            gpu_memory_utilization=rng.choice([1e-9, 1.0, rng.uniform(0.01, 1.0)]),
+            max_num_seqs=_pick(rng, 0, MAX_BATCH),
+            max_num_batched_tokens=_pick(rng, 0, MAX_SEQ),
+            mem_fraction_static=rng.choice([0.0, 1e-9, 1.0, rng.uniform(0, 1)]),
         ),
         accounting=rng.choice(list(Accounting)),
         lesson=LessonSettings(activations_gb=rng.choice([0.0, 1e6, 1.5]), trainable_override=0),

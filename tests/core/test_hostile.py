@@ -455,3 +455,32 @@ def test_hostile_corpus_configs_import_with_their_names_as_data() -> None:
     for config in sorted((HOSTILE / "configs").glob("*.json")):
         names.append(import_model(config).spec.name)
     assert any("<img" in n for n in names) and any("<span" in n for n in names)
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="symlinks need privileges on Windows")
+def test_the_committed_symlinked_plan_is_read_and_saved_through(tmp_path: Path) -> None:
+    link = HOSTILE / "plans" / "symlink_to_markup.vramplan.json"
+    assert link.is_symlink()
+    plan = planfile.load(link)
+    assert "<img src='/dev/zero'>" in plan.model.name
+    copy = tmp_path / "plans"
+    copy.mkdir()
+    (copy / "target.json").write_text((HOSTILE / "plans" / "markup_model_name.vramplan.json").read_text())
+    os.chmod(copy / "target.json", 0o604)
+    (copy / "link.json").symlink_to("target.json")
+    planfile.save(plan.with_workload(micro_batch=2), copy / "link.json")
+    assert (copy / "link.json").is_symlink() and stat.S_IMODE(os.stat(copy / "target.json").st_mode) == 0o604
+    assert planfile.load(copy / "target.json").workload.micro_batch == 2
+
+
+def test_a_name_near_the_255_byte_limit_saves(tmp_path: Path) -> None:
+    """The temporary name adds ~25 bytes to the target's: a valid 250-byte name must still save."""
+    path = tmp_path / ("p" * 245 + ".json")
+    planfile.save(default_plan(), path)
+    assert planfile.load(path) == default_plan()
+    assert [p.name for p in tmp_path.iterdir()] == [path.name]
+
+
+def test_a_pipe_closed_by_its_reader_ends_quietly() -> None:
+    done = subprocess.run(f"{sys.executable} -m core.cli models | true", shell=True, capture_output=True, timeout=60)
+    assert done.stderr == b""

@@ -15,7 +15,19 @@ import pytest
 
 from core import planfile
 from core.errors import PlanError, PlanFileError
-from core.plan import Attention, Method, Optimizer, Plan, Precision, Sharding
+from core.plan import (
+    PRESET_ROLES,
+    Attention,
+    Autocast,
+    Dtype,
+    Method,
+    Optimizer,
+    OptimizerImpl,
+    Plan,
+    Precision,
+    Preset,
+    Sharding,
+)
 from core.presets import default_plan, plan_for_model
 
 V1_EXAMPLE = Path(__file__).resolve().parent.parent / "data" / "plans" / "v1_example.json"
@@ -30,6 +42,7 @@ def expected_v1_plan() -> Plan:
         optimizer=Optimizer.PAGED_ADAMW_8BIT,
         checkpointing=True,
         attention=Attention.FLASH,
+        optimizer_impl=OptimizerImpl.FOREACH,  # what every estimate before version 3 assumed
     )
     plan = plan.with_lora(rank=16, alpha=32.0, targets=("all-linear",))
     plan = plan.with_workload(micro_batch=2, seq_len=4096, grad_accum=8, tokens=50_000_000, eval_batch=0)
@@ -63,7 +76,7 @@ def test_saving_a_migrated_plan_writes_the_current_version(tmp_path: Path) -> No
 
 
 def test_every_older_version_has_a_migration() -> None:
-    assert planfile.VERSION >= 2
+    assert planfile.VERSION >= 3
     assert set(planfile.MIGRATIONS) == set(range(1, planfile.VERSION))
 
 
@@ -83,10 +96,75 @@ def test_version_1_file_with_eval_batch_already_present_keeps_it() -> None:
 
 
 def test_current_version_without_eval_batch_is_an_error() -> None:
-    """Only version 1 files may omit the key: a version 2 file must carry it."""
-    document = _v1_document()
-    document["version"] = planfile.VERSION
+    """Only version 1 files may omit the key: a current file must carry it."""
+    document = planfile.plan_to_dict(expected_v1_plan())
+    del document["plan"]["workload"]["eval_batch"]
     with pytest.raises(PlanError, match=r"plan\.workload\.eval_batch.*missing"):
+        planfile.plan_from_dict(document)
+
+
+# ---- version 2 -> 3: precision roles and optimizer implementation -----------------------
+
+# The old one-word precision and the preset + roles it always meant (the reader of version
+# 2 files; tools/measure's resolve_knobs reads old accuracy cases the same way).
+OLD_PRECISIONS = {
+    "fp32": (Preset.FP32, Dtype.FP32, Dtype.FP32, Autocast.NONE),
+    "bf16-mixed": (Preset.FP32_AUTOCAST_BF16, Dtype.FP32, Dtype.FP32, Autocast.BF16),
+    "fp16-mixed": (Preset.FP16_AMP, Dtype.FP32, Dtype.FP32, Autocast.FP16),
+    "bf16": (Preset.PURE_BF16, Dtype.BF16, Dtype.BF16, Autocast.NONE),
+    "fp16": (Preset.CUSTOM, Dtype.FP16, Dtype.FP16, Autocast.NONE),
+}
+
+
+def _v2_document(precision: str) -> dict[str, Any]:
+    document = planfile.MIGRATIONS[1](_v1_document())
+    document["plan"]["precision"] = precision
+    return document
+
+
+@pytest.mark.parametrize("old", sorted(OLD_PRECISIONS))
+def test_version_2_precision_becomes_its_preset_exactly(old: str) -> None:
+    plan = planfile.plan_from_dict(_v2_document(old))
+    preset, weight, base, autocast = OLD_PRECISIONS[old]
+    assert (plan.preset, plan.weight_dtype, plan.base_dtype, plan.autocast) == (preset, weight, base, autocast)
+    assert plan.adapter_dtype is Dtype.FP32  # PEFT's autocast_adapter_dtype=True, as before
+    assert plan.precision is Precision(old)  # lesson mode reads the same word
+    assert plan.optimizer_impl is OptimizerImpl.FOREACH
+    # The same plan as a version-2-era caller built it: identical, so identical estimates.
+    legacy = expected_v1_plan().with_changes(precision=Precision(old))
+    assert plan == legacy
+
+
+def test_version_2_migration_keeps_the_input_and_steps_one_version() -> None:
+    document = _v2_document("bf16")
+    before = json.dumps(document, sort_keys=True)
+    migrated = planfile.MIGRATIONS[2](document)
+    assert migrated["version"] == 3
+    assert migrated["plan"]["preset"] == "pure-bf16"
+    assert json.dumps(document, sort_keys=True) == before
+
+
+def test_version_2_with_an_unknown_precision_names_the_field() -> None:
+    with pytest.raises(PlanError, match=r"plan\.precision"):
+        planfile.plan_from_dict(_v2_document("bf17"))
+
+
+def test_version_3_round_trips_every_preset_and_a_custom_plan(tmp_path: Path) -> None:
+    path = tmp_path / "plan.vramplan.json"
+    for preset in PRESET_ROLES:
+        plan = default_plan().with_changes(preset=preset, optimizer_impl=OptimizerImpl.FORLOOP)
+        planfile.save(plan, path)
+        assert planfile.load(path) == plan
+    custom = default_plan().with_changes(base_dtype=Dtype.FP16, adapter_dtype=Dtype.BF16, autocast=Autocast.NONE)
+    assert custom.preset is Preset.CUSTOM
+    planfile.save(custom, path)
+    assert planfile.load(path) == custom
+
+
+def test_version_3_file_whose_roles_contradict_its_preset_is_refused() -> None:
+    document = planfile.plan_to_dict(default_plan())
+    document["plan"]["preset"] = "fp32"  # the roles still say bf16 storage under autocast
+    with pytest.raises(PlanError, match=r"method\.preset.*custom"):
         planfile.plan_from_dict(document)
 
 

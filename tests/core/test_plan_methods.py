@@ -25,3 +25,17 @@ def test_with_method_keeps_the_plan_valid() -> None:
     assert frozen.method is Method.FROZEN and frozen.frozen_layers == 8  # half of 16 blocks
     assert frozen.with_method(Method.LORA).with_method(Method.FROZEN).frozen_layers == 8  # restored
     assert full.with_method(Method.FROZEN, frozen_layers=3).frozen_layers == 3
+
+
+def test_a_plan_that_left_the_frozen_method_counts_every_layer() -> None:
+    """Plan.with_method keeps frozen_layers when leaving the method (to restore it on the way
+    back); no estimate may read it then. Adafactor's factored state did, for full fine-tuning."""
+    from core.estimate import estimate
+    from core.plan import Optimizer
+
+    entry = find_model("llama-3.2-1b")
+    for optimizer in Optimizer:
+        full = Plan(model=entry.spec, model_id=entry.id, optimizer=optimizer)
+        left = full.with_method(Method.FROZEN).with_method(Method.FULL)
+        assert left.frozen_layers == 8
+        assert estimate(left).total_bytes == estimate(full).total_bytes, optimizer

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import replace
 
 import pytest
 
 from core import remedies
-from core.catalogue import GpuSpec, find_gpu, find_model, load_gpus
+from core.catalogue import find_gpu, find_model, load_gpus
 from core.diagnosis import Failure, diagnose, max_micro_batch, max_sequence
 from core.estimate import estimate
 from core.limits import memory_curve
@@ -96,6 +96,10 @@ def test_inference_mode_judges_serving_and_lists_serving_remedies_first() -> Non
     assert serving.mode is Mode.INFERENCE and not serving.judgement.fits
     assert serving.failure is Failure.SERVING
     assert serving.judgement == estimate(plan).judgement(Mode.INFERENCE)
+    # The largest part is the serving one (the KV cache of 200 long requests), not a training bucket.
+    inf = estimate(plan).inference
+    assert serving.largest == ("KV cache", inf.kv_cache_bytes)
+    assert inf.kv_cache_bytes > max(inf.weights_bytes, inf.activation_bytes)
     kinds = {r.kind for r in serving.remedies}
     assert RemedyKind.KV_FP8 in kinds and all(r.serving for r in serving.remedies)
     for remedy in serving.remedies:
@@ -114,34 +118,29 @@ def test_limits_are_in_the_diagnosis_and_match_the_solvers() -> None:
     assert curve == memory_curve(plan, "micro_batch")
 
 
-@dataclass(frozen=True)
-class _PricedGpu(GpuSpec):
-    price_per_hour_usd: float = 0.0
-    price_source: str = ""
-    price_date: str = ""
-
-
 def test_a_bigger_card_is_priced_per_card_with_its_source(monkeypatch: pytest.MonkeyPatch) -> None:
     plan = _plan("llama-3.2-3b", Method.LORA, "rtx-4090", 1, 4096)
-    unpriced = remedies.remedies_for(plan)
-    card = next(r for r in unpriced if r.kind is RemedyKind.BIGGER_CARD)
-    assert "no catalogue price" in card.title
-    assert card.plan.hardware.price_per_gpu_hour == plan.hardware.price_per_gpu_hour
+    # The catalogue's own prices: the card chosen carries its price and names the source.
+    card = next(r for r in remedies.remedies_for(plan) if r.kind is RemedyKind.BIGGER_CARD)
+    chosen = find_gpu(card.plan.hardware.gpu)
+    assert chosen.price_per_hour_usd is not None
+    assert card.plan.hardware.price_per_gpu_hour == chosen.price_per_hour_usd
+    assert chosen.price_source in card.cost
+
+    # Without catalogue prices the plan keeps its own price and the cost says so.
+    unpriced_gpus = tuple(replace(g, price_per_hour_usd=None) for g in load_gpus())
+    monkeypatch.setattr(remedies, "load_gpus", lambda: unpriced_gpus)
+    unpriced = next(r for r in remedies.remedies_for(plan) if r.kind is RemedyKind.BIGGER_CARD)
+    assert "the catalogue has no price for this card" in unpriced.cost
+    assert unpriced.plan.hardware.price_per_gpu_hour == plan.hardware.price_per_gpu_hour
 
     # Two fitting cards with made-up test prices: the cheaper per hour is chosen, and its
     # price (with its source) goes into the plan and the title.
-    fields = {f: getattr(find_gpu("h100-sxm"), f) for f in GpuSpec.__dataclass_fields__}
-    h100 = _PricedGpu(**fields, price_per_hour_usd=9.0, price_source="test price", price_date="2026-01")
-    a100 = _PricedGpu(
-        **{f: getattr(find_gpu("a100-80gb-sxm"), f) for f in GpuSpec.__dataclass_fields__},
-        price_per_hour_usd=3.0,
-        price_source="test price",
-        price_date="2026-01",
-    )
-    others = [g for g in load_gpus() if g.id not in (h100.id, a100.id)]
+    h100 = replace(find_gpu("h100-sxm"), price_per_hour_usd=9.0, price_source="test price", price_date="2026-01")
+    a100 = replace(find_gpu("a100-80gb-sxm"), price_per_hour_usd=3.0, price_source="test price", price_date="2026-01")
+    others = [g for g in unpriced_gpus if g.id not in (h100.id, a100.id)]
     monkeypatch.setattr(remedies, "load_gpus", lambda: (*others, h100, a100))
-    monkeypatch.setattr(remedies, "_priced", True, raising=False)
     card = next(r for r in remedies.remedies_for(plan) if r.kind is RemedyKind.BIGGER_CARD)
     assert card.plan.hardware.gpu == a100.id
     assert card.plan.hardware.price_per_gpu_hour == 3.0
-    assert "$3.00 per hour: test price, 2026-01" in card.title
+    assert "about $3.00 per GPU-hour (test price, 2026-01)" in card.cost

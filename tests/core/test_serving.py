@@ -251,3 +251,16 @@ def test_vllm_plan_that_cannot_start_gets_tensor_parallel_and_smaller_steps() ->
     before, after = estimate(plan).inference, small.estimate.inference
     assert after.activation_bytes < before.activation_bytes
     assert after.kv_cache_bytes > before.kv_cache_bytes
+
+
+def test_pipeline_parallel_splits_layers_and_the_largest_stage_decides() -> None:
+    # Llama 3.1 70B: 80 layers over 3 stages → 27 layers on the largest; untied embeddings
+    # and head (128,256 × 8,192 each) sit on the first and last stage, the larger counted.
+    spec = find_model("llama-3.1-70b").spec
+    plan = Plan(model=spec, hardware=Hardware(gpu="h100-sxm")).with_inference(pipeline_parallel=3)
+    layout = rank_layout(plan)
+    assert layout.layers == 27
+    expected_params = 27 * spec.layer_params() + max(spec.embedding_params(), spec.head_params())
+    assert layout.weights_bytes == pytest.approx(expected_params * 2)
+    # Its KV cache holds 27 of the 80 layers.
+    assert estimate(plan).inference.kv_bytes_per_token == 27 * 2 * 8 * 128 * 2

@@ -68,6 +68,7 @@ def fake_dialogs(monkeypatch: pytest.MonkeyPatch) -> DialogRecorder:
     monkeypatch.setattr(dialogs, "save_file", lambda *a: recorder._next_path("save_file", a))
     monkeypatch.setattr(dialogs, "error", lambda *a: recorder.calls.append(("error", a)))
     monkeypatch.setattr(dialogs, "info", lambda *a: recorder.calls.append(("info", a)))
+    monkeypatch.setattr(dialogs, "ask_text", lambda *a: recorder._next_path("ask_text", a))
 
     def ask(*a: Any) -> dialogs.SaveChoice:
         recorder.calls.append(("ask_save_changes", a))

@@ -9,14 +9,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from PySide6.QtGui import QImage
+from PySide6.QtGui import QColor, QImage
 
 from core.breakdown import BucketKey
 from core.estimate import VERDICT_LABELS
 from core.measurement import load_measurement
 from core.plan import METHOD_LABELS
 from core.units import GB, GiB
-from gui.chart import MemoryChart
+from gui.chart import SERIES_COLOURS, MemoryChart
 from gui.main_window import MainWindow
 
 
@@ -216,3 +216,24 @@ def test_exports_carry_a_caption(window: MainWindow, tmp_path: Path, fake_dialog
         assert words in image.text("Description"), words
     # The caption is drawn under the plot, in the image itself.
     assert image.height() > window.chart.plot.height() * image.width() / window.chart.plot.width()
+
+
+def _blue_box_width(image: QImage, rows: int) -> int:
+    """Width of the weights-blue pixels in the top ``rows`` of ``image`` (the legend's sample)."""
+    blue = QColor(SERIES_COLOURS["weights"]).rgb()
+    xs = [x for y in range(rows) for x in range(image.width()) if image.pixel(x, y) == blue]
+    return max(xs) - min(xs) + 1 if xs else 0
+
+
+def test_png_export_scales_the_legend_with_the_plot(window: MainWindow, tmp_path: Path, fake_dialogs: Any) -> None:
+    """pyqtgraph's legend ignores transformations: a 2× export drew it at on-screen size."""
+    window.show()
+    png = tmp_path / "chart.png"
+    fake_dialogs.paths.append(str(png))
+    assert window.export_chart("png")
+    exported = QImage(str(png)).convertToFormat(QImage.Format.Format_RGB32)
+    screen = window.chart.plot.grab().toImage().convertToFormat(QImage.Format.Format_RGB32)
+    top = window.chart.legend.sceneBoundingRect().bottom()
+    on_screen = _blue_box_width(screen, int(top))
+    assert on_screen > 0
+    assert _blue_box_width(exported, int(top * 2)) == pytest.approx(2 * on_screen, abs=3)

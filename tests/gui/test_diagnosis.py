@@ -10,11 +10,12 @@ from typing import Any
 import pytest
 from PySide6.QtCore import Qt
 
-from core.diagnosis import SYMPTOMS, Failure, diagnose, max_micro_batch, max_sequence, remedies_for_symptom
+from core.diagnosis import SYMPTOMS, Failure, Pin, diagnose, max_micro_batch, max_sequence, remedies_for_symptom
 from core.estimate import VERDICT_LABELS, Verdict, estimate
-from core.plan import Hardware, Method, Plan, Precision, Quant
+from core.plan import Hardware, Method, Plan, Precision, Quant, Workload
 from core.presets import default_plan, lesson_plan, plan_for_model
 from core.units import GB
+from core.verdict import Mode
 from gui.format import memory
 from gui.main_window import MainWindow
 from gui.panels.diagnosis import DiagnosisPanel, RemedyList
@@ -23,10 +24,13 @@ LESSON_7B_ON_4090 = lesson_plan(Method.FULL, Precision.BF16, gpu="rtx-4090")
 
 
 def _no_single_fix() -> Plan:
-    """A 14B full fine-tune on a 24 GB card: no one change fits, a combination does."""
+    """A 24B full fine-tune on a 24 GB card: no one change fits, a combination does.
+
+    (A 14B one no longer serves: the catalogue's 256 GB MI325X holds it alone.)
+    """
     base = default_plan()
     return plan_for_model(
-        "qwen2.5-14b",
+        "mistral-small-24b",
         method=Method.FULL,
         precision=base.precision,
         workload=base.workload,
@@ -104,7 +108,7 @@ def test_apply_qlora_is_one_undoable_step(qtbot: Any, shown: MainWindow) -> None
 
 
 @pytest.mark.parametrize("unit", ["GB", "GiB"])
-@pytest.mark.parametrize("make_plan", [lambda: LESSON_7B_ON_4090, _no_single_fix], ids=["lesson-7b", "14b-full"])
+@pytest.mark.parametrize("make_plan", [lambda: LESSON_7B_ON_4090, _no_single_fix], ids=["lesson-7b", "24b-full"])
 def test_every_row_states_the_core_total(qtbot: Any, shown: MainWindow, unit: str, make_plan: Any) -> None:
     shown.unit_actions[unit].trigger()
     plan = make_plan()
@@ -275,3 +279,56 @@ def test_training_fits_but_serving_does_not(qtbot: Any, shown: MainWindow) -> No
     assert remedies and [r.entry.title for r in panel.symptom_list.rows] == [r.title for r in remedies]
     for row, remedy in zip(panel.symptom_list.rows, remedies, strict=True):
         assert row.total.text() == memory(estimate(remedy.plan).inference.total_bytes)
+
+
+def test_a_frozen_layers_plan_that_does_not_fit_is_diagnosed(qtbot: Any, shown: MainWindow, fake_dialogs: Any) -> None:
+    """Issue 13 item 1: the tab raised ("Unexpected error") for any Frozen-layers plan that did not fit."""
+    plan = plan_for_model("llama-3.1-8b", method=Method.FROZEN, frozen_layers=24, hardware=Hardware(gpu="rtx-4090"))
+    panel = show_plan(qtbot, shown, plan)
+    assert "Out of memory" in panel.badge.text()
+    assert panel.remedy_list.rows
+    assert not [c for c in fake_dialogs.calls if c[0] == "unexpected_error"]
+
+
+def _lora_1b_on_a_3060() -> Plan:
+    """LoRA on Llama 3.2 1B, micro-batch 1 × 4,096 tokens, 12 GB card: a shorter sequence fits
+    alone, checkpointing with the loss in chunks fits too at no cost in quality."""
+    return plan_for_model(
+        "llama-3.2-1b",
+        method=Method.LORA,
+        workload=Workload(micro_batch=1, seq_len=4096),
+        hardware=Hardware(gpu="rtx-3060-12gb"),
+    )
+
+
+def test_the_cheapest_combination_leads_and_pins_hold(qtbot: Any, shown: MainWindow) -> None:
+    """Issue 13 item 7: the combination was hidden while any single change fit; pins are new."""
+    plan = _lora_1b_on_a_3060()
+    panel = show_plan(qtbot, shown, plan)
+    combination = panel.combination_list.rows
+    assert len(combination) == 1 and combination[0].entry is not None
+    assert combination[0].entry.plan.checkpointing and combination[0].entry.plan.chunked_loss
+    assert "✔ Fits" in combination[0].status.text()
+    assert "Cheapest" in panel.remedy_note.text()
+    assert any(row.entry.key == "shorter-sequence" for row in panel.remedy_list.rows)
+
+    panel.pin_boxes[Pin.SEQUENCE].setChecked(True)  # "the sequence must not change"
+    settle(qtbot, panel)
+    assert panel.diagnosis is not None and panel.diagnosis.pins == {Pin.SEQUENCE}
+    rows = panel.remedy_list.rows
+    assert rows and all(row.entry.plan.workload.seq_len == plan.workload.seq_len for row in rows)
+    assert "Kept as pinned" in panel.remedy_note.text()
+
+
+def test_the_tab_follows_the_mode(qtbot: Any, shown: MainWindow) -> None:
+    plan = default_plan().with_inference(concurrent=200, context=8192)
+    panel = show_plan(qtbot, shown, plan)
+    assert "Fits" in panel.badge.text() and not panel.remedy_list.rows
+    shown.set_chart_mode("inference")
+    settle(qtbot, panel)
+    assert panel.diagnosis is not None and panel.diagnosis.mode is Mode.INFERENCE
+    assert "Serving: " in panel.badge.text() and "Fits" not in panel.badge.text()
+    keys = [row.entry.key for row in panel.remedy_list.rows]
+    assert "kv-fp8" in keys and all(row.entry.serving for row in panel.remedy_list.rows)
+    for row in panel.remedy_list.rows:
+        assert row.total.text() == memory(estimate(row.entry.plan).inference.total_bytes)

@@ -137,3 +137,11 @@ def test_ctrl_z_in_a_focused_field_undoes_the_plan(qtbot: Any, window: MainWindo
     redo = QKeySequence(QKeySequence.StandardKey.Redo)[0]
     qtbot.keyClick(focused, redo.key(), redo.keyboardModifiers())
     assert getattr(window.controller.plan.workload, field) == 7
+
+
+def test_too_many_decimals_are_marked_not_cut(qtbot: Any, window: MainWindow) -> None:
+    activate(qtbot, window)
+    headroom = window.hardware_form.headroom  # one decimal place: 12.3 %
+    type_over(qtbot, headroom, "12.25")
+    assert shown_text(headroom) == "12.25" and is_marked_invalid(headroom)
+    assert "more than one decimal place" in window.problem.text()

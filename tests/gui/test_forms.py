@@ -36,7 +36,7 @@ def test_plan_to_widgets(window: MainWindow) -> None:
     assert window.method_form.rank.value() == 32
     boxes = window.method_form.targets.boxes
     assert [n for n, b in boxes.items() if b.isChecked()] == ["q_proj", "k_proj", "down_proj"]
-    assert window.method_form.precision.value() == "bf16"
+    assert window.method_form.preset.value() == "pure-bf16"  # the old "bf16"
     w = window.workload_form
     assert (w.micro_batch.value(), w.seq_len.value(), w.grad_accum.value()) == (3, 4096, 5)
     assert w.tokens.value() == 123_000_000

@@ -85,8 +85,12 @@ def test_imported_model_name_is_shown_as_text(window: MainWindow, fake_dialogs: 
     window.model_form.importRequested.emit("file")
     assert window.controller.plan.model.name == name.strip()
     assert_no_label_renders_markup(window)
+    summary = shown(window.model_form.summary)
     if name.isprintable():
-        assert name in shown(window.model_form.summary)
+        assert name in summary
+    else:  # control and format characters are shown as escapes, never acted on
+        assert "\x1b" not in summary and "\u202e" not in summary
+        assert "\\x1b" in summary or "\\u202e" in summary
 
 
 def test_a_plan_file_with_a_markup_name(window: MainWindow) -> None:

@@ -186,7 +186,7 @@ def check_chart(window: MainWindow) -> None:
             ("overhead", inf.overhead_bytes + inf.non_torch_bytes),
         ):
             assert chart_heights(window, key)[0] == pytest.approx(value / scale)
-        assert chart.bars()[0].total_bytes == inf.total_bytes
+        assert chart.bars()[0].total_bytes == inf.footprint_bytes
     assert [bar.label for bar in chart.bars()] == [bar.label for bar in expected]
     assert chart.capacity_line.value() == pytest.approx(estimate.capacity_bytes / scale)
 
@@ -236,7 +236,12 @@ def expected_values(window: MainWindow, plan: Plan) -> dict[str, Any]:
         "method.quant": plan.quant.value,
         "method.double_quant": plan.double_quant,
         "method.frozen_layers": plan.frozen_layers,
-        "method.precision": plan.precision.value,
+        "method.preset": plan.preset.value,
+        "method.weight_dtype": plan.weight_dtype.value,
+        "method.base_dtype": plan.base_dtype.value,
+        "method.adapter_dtype": plan.adapter_dtype.value,
+        "method.autocast": plan.autocast.value,
+        "method.optimizer_impl": plan.optimizer_impl.value,
         "method.optimizer": plan.optimizer.value,
         "method.attention": plan.attention.value,
         "method.checkpointing": plan.checkpointing,

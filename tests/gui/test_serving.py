@@ -53,4 +53,5 @@ def test_vllm_figures_come_from_the_estimate(window: MainWindow) -> None:
     xs, ys = speed.total_curve.getData()
     assert list(xs) == [p.concurrent for p in inf.speed.curve]
     assert list(ys) == pytest.approx([p.total_tokens_per_s for p in inf.speed.curve])
-    assert window.chart.bars()[0].label == f"vLLM pool: {inf.kv_cache_tokens:,} tokens"
+    assert window.chart.bars()[0].label == f"vllm pool: {inf.kv_cache_tokens:,} tokens"
+    assert window.chart.bars()[0].total_bytes == inf.footprint_bytes

@@ -62,8 +62,8 @@ def test_lesson_numbers_typed_through_the_forms(qtbot: Any, window: MainWindow) 
     qtbot.keyClick(params, Qt.Key.Key_Return)  # a typed value applies when committed
     method = window.method_form.method
     method.setCurrentIndex(method.findData("full"))
-    precision = window.method_form.precision
-    precision.setCurrentIndex(precision.findData("bf16"))
+    precision = window.method_form.preset
+    precision.setCurrentIndex(precision.findData("pure-bf16"))
     estimate = window.controller.estimate
     assert estimate.plan.model.params_override == 6_700_000_000
     assert estimate.summary_formula == "13.4 + 13.4 + 53.6 + 1.5 = 81.9 GB"

@@ -8,7 +8,15 @@ from typing import Any
 import pytest
 from PySide6.QtCore import QPoint
 from PySide6.QtGui import QFontMetrics
-from PySide6.QtWidgets import QAbstractButton, QAbstractSpinBox, QComboBox, QLabel, QLineEdit, QWidget
+from PySide6.QtWidgets import (
+    QAbstractButton,
+    QAbstractSpinBox,
+    QComboBox,
+    QLabel,
+    QLineEdit,
+    QScrollArea,
+    QWidget,
+)
 
 from core.estimate import Verdict
 from core.plan import Method, Precision
@@ -95,6 +103,18 @@ def test_nothing_is_clipped(qtbot: Any, window: MainWindow, width: int, height: 
         assert rect.width() >= bar.tabSizeHint(index).width(), bar.tabText(index)
 
 
+def test_at_1920_every_details_tab_fits_its_dock(qtbot: Any, window: MainWindow) -> None:
+    """A page that scrolls only up and down is cut on the right when it is wider than the dock
+    (the Diagnosis, 628 px at least, was cut in a 595 px dock)."""
+    shown_at(qtbot, window, 1920, 1080)
+    for index in range(window.tabs.count()):
+        window.tabs.setCurrentIndex(index)
+        page = window.tabs.widget(index)
+        if isinstance(page, QScrollArea) and page.widget() is not None:
+            need = page.widget().minimumSizeHint().width()
+            assert need <= page.viewport().width(), window.tabs.tabText(index)
+
+
 def test_the_panels_grow_with_the_window(qtbot: Any, window: MainWindow) -> None:
     shown_at(qtbot, window, 1280, 720)
     narrow = window.details_dock.width(), window.plan_dock.width()
@@ -124,6 +144,11 @@ def test_a_sequence_past_the_context_window_is_shown(qtbot: Any, window: MainWin
     window.controller.set_plan(plan)
     assert window.plan_warning.isVisible()
     assert "131,072" in window.plan_warning.text() and "1,000,000" in window.plan_warning.text()
+    qtbot.wait(10)
+    # The banner grows for the warning instead of squeezing the verdict above it.
+    assert window.verdict.height() >= window.verdict.sizeHint().height()
+    warning = window.plan_warning
+    assert warning.height() >= warning.heightForWidth(warning.width())
     window.controller.undo_stack.undo()
     assert window.plan_warning.isHidden()
 

@@ -1,0 +1,91 @@
+"""Which attention kernel a training step really runs, and the scratch its backward needs.
+
+The plan names what the user asked for (eager, SDPA, FlashAttention-2); what runs depends
+on the model and the dtypes: transformers 5 refuses SDPA for Gemma-2 (its attention
+soft-capping, ``Gemma2PreTrainedModel._supports_sdpa = False``) and gpt-oss (attention
+sinks) and, when SDPA was not asked for explicitly, falls back to eager; PyTorch's SDPA then picks flash,
+memory-efficient or math by the rules of ``sdp_utils.cpp``.
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+
+from core.plan import Attention, Autocast, Dtype, Method, Plan
+
+
+class Kernel(StrEnum):
+    EAGER = "eager"  # transformers' eager_attention_forward: scores and probabilities kept
+    FLASH = "flash"  # FlashAttention-2 (flash-attn, or SDPA's flash backend)
+    EFFICIENT = "efficient"  # SDPA's memory-efficient backend (xformers-style cutlass kernel)
+    MATH = "math"  # SDPA's math fallback: plain tensor code
+
+
+def sdpa_refused(plan: Plan) -> bool:
+    """Gemma-2 (soft-capped scores) and gpt-oss (attention sinks) do not support SDPA in
+    transformers 5 (``_supports_sdpa = False``)."""
+    model = plan.model
+    unsupported = (model.family == "gemma2" and model.attn_softcap > 0) or model.family == "gpt_oss"
+    return plan.attention is Attention.SDPA and unsupported
+
+
+def needs_mask(plan: Plan) -> bool:
+    """transformers builds an explicit mask once the sequence reaches a sliding window."""
+    model = plan.model
+    return model.sliding_window is not None and plan.workload.seq_len >= model.sliding_window
+
+
+def sixteen_bit_inputs(plan: Plan) -> bool:
+    """Attention sees 16-bit q, k, v under autocast or when the model is stored in 16 bits."""
+    stored = plan.base_dtype if plan.method in (Method.LORA, Method.QLORA, Method.DORA) else plan.weight_dtype
+    return plan.autocast is not Autocast.NONE or stored is not Dtype.FP32
+
+
+def sdpa_kernel(plan: Plan) -> Kernel:
+    """The kernel that runs on an A100/H100 (sdp_utils.cpp, priority order flash →
+    memory-efficient → math): flash needs 16-bit inputs, no mask and head width ≤ 256 and
+    handles grouped-query heads; memory-efficient takes float32 too but not grouped-query
+    heads; anything else falls back to math. transformers passes grouped-query heads with
+    enable_gqa when no mask is needed, else repeats k and v."""
+    if plan.attention is Attention.EAGER or sdpa_refused(plan):
+        return Kernel.EAGER
+    model = plan.model
+    masked = needs_mask(plan)
+    sixteen = sixteen_bit_inputs(plan)
+    if plan.attention is Attention.FLASH or (sixteen and not masked and model.head_dim <= 256):
+        return Kernel.FLASH
+    gqa = model.num_kv_heads != model.num_heads and not masked
+    if not gqa and model.head_dim % (8 if sixteen else 4) == 0:
+        return Kernel.EFFICIENT
+    return Kernel.MATH
+
+
+def kernel_note(plan: Plan) -> str:
+    """A sentence for the estimate's notes when the kernel differs from the one asked for."""
+    if sdpa_refused(plan):
+        why = "attention sinks" if plan.model.family == "gpt_oss" else "soft-capped attention scores"
+        return (
+            f"{plan.model.name} cannot use SDPA in transformers 5 ({why}): the default load falls back to "
+            "eager attention, which keeps the B·H·S² scores; a FlashAttention kernel avoids them."
+        )
+    return ""
+
+
+def backward_workspace(plan: Plan, compute_bytes: float) -> float:
+    """Scratch the fused attention backward kernels allocate (FlashAttention-2 mha_bwd:
+    softmax_d [B,H,⌈S⌉128] and dq_accum [B,⌈S⌉128,H,⌈hd⌉32] in float32, plus k/v gradients
+    expanded to every head for grouped-query; the memory-efficient backward: delta
+    [B,H,S] float32 and, in 16 bits, a float32 dq accumulator)."""
+    model = plan.model
+    b, s, h, hd = plan.workload.micro_batch, plan.workload.seq_len, model.num_heads, model.head_dim
+    kernel = sdpa_kernel(plan)
+    if kernel is Kernel.FLASH:
+        s128 = -(-s // 128) * 128
+        hd32 = -(-hd // 32) * 32 if hd <= 192 else 256
+        total = float(b * h * s128 * 4 + b * s128 * h * hd32 * 4)
+        if model.num_kv_heads != h:
+            total += 2 * b * s * h * hd * compute_bytes
+        return total
+    if kernel is Kernel.EFFICIENT:
+        return float(b * h * s * 4 + (b * s * h * hd * 4 if compute_bytes == 2 else 0))
+    return 0.0

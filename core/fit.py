@@ -1,0 +1,102 @@
+"""Which cards fit: the plan on every catalogue GPU, one to eight of them, sorted by cost.
+
+Each row is :func:`core.estimate.estimate` of the plan with only the card and the count
+changed, so its peak, verdict, time and cost are the estimator's own. With more than one
+card and a plan that does not shard, the rows shard over the cards (ZeRO-3 / FSDP full
+shard) unless ``keep_sharding`` is set: more data-parallel copies of the whole state
+never lower the memory per card.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Final
+
+from core.catalogue import GpuSpec, load_gpus
+from core.estimate import Estimate, Verdict, estimate
+from core.plan import Plan, Sharding
+
+COUNTS: Final = tuple(range(1, 9))
+VERDICT_ORDER: Final = {Verdict.FITS: 0, Verdict.OVER_HEADROOM: 1, Verdict.OOM: 2}
+
+
+@dataclass(frozen=True)
+class CardFit:
+    plan: Plan  # the plan on this card and count: what "apply" makes current
+    estimate: Estimate
+
+    @property
+    def gpu(self) -> GpuSpec:
+        return self.estimate.gpu
+
+    @property
+    def count(self) -> int:
+        return self.plan.hardware.gpu_count
+
+    @property
+    def sharding(self) -> Sharding:
+        return self.plan.hardware.sharding
+
+    @property
+    def verdict(self) -> Verdict:
+        return self.estimate.verdict
+
+    @property
+    def fits(self) -> bool:
+        return self.estimate.verdict is Verdict.FITS
+
+    @property
+    def cost(self) -> float:
+        return self.estimate.compute.cost
+
+    @property
+    def hours(self) -> float:
+        return self.estimate.compute.hours
+
+
+def plan_on(plan: Plan, gpu_id: str, count: int, *, keep_sharding: bool = False, price: float | None = None) -> Plan:
+    sharding = plan.hardware.sharding
+    if not keep_sharding:
+        # One card has nothing to shard over; several shard fully unless the plan chose a stage.
+        if count == 1:
+            sharding = Sharding.NONE
+        elif sharding is Sharding.NONE:
+            sharding = Sharding.ZERO3
+    changes: dict[str, object] = {"gpu": gpu_id, "gpu_count": count, "sharding": sharding}
+    if price is not None:
+        changes["price_per_gpu_hour"] = price
+    return plan.with_hardware(**changes)
+
+
+def _sort_key(row: CardFit) -> tuple[float, int, float, str]:
+    # Rounded so that costs equal up to float noise (hours × N cards at 1/N the hours) tie.
+    return (round(row.cost, 6), row.count, row.estimate.total_bytes, row.gpu.id)
+
+
+def cards_for(
+    plan: Plan,
+    *,
+    counts: Iterable[int] = COUNTS,
+    gpus: Iterable[GpuSpec] | None = None,
+    keep_sharding: bool = False,
+    prices: Mapping[str, float] | None = None,
+) -> tuple[CardFit, ...]:
+    """Every card × count, sorted by cost (then fewer cards, then less memory).
+
+    ``prices`` maps a GPU id to its price per GPU-hour; cards without one use the plan's
+    ``hardware.price_per_gpu_hour``.
+    """
+    rows = []
+    wanted = tuple(counts)
+    for gpu in gpus if gpus is not None else load_gpus():
+        price = prices.get(gpu.id) if prices else None
+        for count in wanted:
+            candidate = plan_on(plan, gpu.id, count, keep_sharding=keep_sharding, price=price)
+            rows.append(CardFit(candidate, estimate(candidate, gpu)))
+    return tuple(sorted(rows, key=_sort_key))
+
+
+def cheapest_fit(rows: Iterable[CardFit]) -> CardFit | None:
+    fitting = [r for r in rows if r.fits]
+    return min(fitting, key=_sort_key) if fitting else None

@@ -1,0 +1,361 @@
+"""View → Compare plans: pinned plans and plan files side by side, with the current plan live.
+
+Up to four plans: one grouped chart (phases × plans on one axis, drawn from core's SVG),
+a table of every input and figure with the differing rows highlighted, and the cheapest
+that fits. Pinning, opening and removing plans are steps on the window's undo stack, so
+Edit → Undo takes them back like any edit. The comparison saves as a file and exports as
+a report. All figures come from :mod:`core.compare`; this module only lays them out.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from PySide6.QtCore import QByteArray, QRectF, QSize, Qt, QTimer, Signal
+from PySide6.QtGui import QBrush, QColor, QFont, QPainter, QPaintEvent, QShowEvent, QUndoCommand
+from PySide6.QtSvg import QSvgRenderer
+from PySide6.QtWidgets import (
+    QAbstractItemView,
+    QCheckBox,
+    QHBoxLayout,
+    QHeaderView,
+    QLabel,
+    QPushButton,
+    QSizePolicy,
+    QSplitter,
+    QTableWidget,
+    QTableWidgetItem,
+    QVBoxLayout,
+    QWidget,
+)
+
+from core import compare as comparisons
+from core.compare import MAX_PLANS, Comparison, Row, RowKind
+from core.errors import PlanError, PlanFileError
+from core.estimate import Estimate
+from core.plan import Plan
+from core.report import VERDICT_COLOURS, Report, chart_svg, report_for_comparison
+from gui import dialogs, plaintext, report_export
+from gui.controller import PlanController
+from gui.format import Unit, hours, memory, money
+
+if TYPE_CHECKING:
+    from gui.main_window import MainWindow
+
+
+COMPARISON_FILTER = "VRAM Planner comparisons (*.json);;All files (*)"
+PLANS_FILTER = "VRAM Planner plans or comparisons (*.json);;All files (*)"
+DIFF_COLOUR = "#FFF3CD"  # a pale yellow that keeps text legible in light and dark themes
+CURRENT = "Current plan (live)"
+REFRESH_MS = 80
+
+
+class SvgView(QWidget):
+    """Paints an SVG document scaled to the widget, keeping its aspect ratio (QtSvg only)."""
+
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.renderer = QSvgRenderer(self)
+        self.setMinimumHeight(200)
+        self.setSizePolicy(QSizePolicy.Policy.Expanding, QSizePolicy.Policy.Expanding)
+
+    def set_svg(self, svg: str) -> None:
+        self.renderer.load(QByteArray(svg.encode("utf-8")))
+        self.update()
+
+    def sizeHint(self) -> QSize:
+        return QSize(760, 320)
+
+    def paintEvent(self, event: QPaintEvent) -> None:
+        painter = QPainter(self)
+        painter.fillRect(self.rect(), QColor("white"))
+        size = self.renderer.defaultSize()
+        if size.isEmpty():
+            return
+        scale = min(self.width() / size.width(), self.height() / size.height())
+        w, h = size.width() * scale, size.height() * scale
+        self.renderer.render(painter, QRectF((self.width() - w) / 2, (self.height() - h) / 2, w, h))
+        painter.end()
+
+
+class PinnedEdit(QUndoCommand):
+    """Replace the list of pinned plans; undone with the window's other edits."""
+
+    def __init__(self, panel: ComparePanel, after: list[tuple[str, Plan]], text: str) -> None:
+        super().__init__(text)
+        self.panel = panel
+        self.before = list(panel.pinned)
+        self.after = list(after)
+
+    def redo(self) -> None:
+        self.panel._set_pinned(self.after)
+
+    def undo(self) -> None:
+        self.panel._set_pinned(self.before)
+
+
+def _cell(row: Row, value: float | str, unit: Unit) -> str:
+    if isinstance(value, str):
+        return value
+    if row.kind is RowKind.BYTES:
+        return memory(value, unit)
+    if row.kind is RowKind.HOURS:
+        return hours(value)
+    if row.kind is RowKind.MONEY:
+        return money(value)
+    return f"{value:,.0f}"
+
+
+class ComparePanel(QWidget):
+    comparisonChanged = Signal(object)  # Comparison | None
+
+    def __init__(self, controller: PlanController, main_window: MainWindow | None = None) -> None:
+        super().__init__()
+        self.setObjectName("comparePanel")
+        self.controller = controller
+        self.main_window = main_window
+        self.unit: Unit = "GB"
+        self.pinned: list[tuple[str, Plan]] = []
+        self.comparison: Comparison | None = None
+        self._pin_count = 0
+
+        layout = QVBoxLayout(self)
+        layout.setContentsMargins(8, 8, 8, 8)
+        buttons = QHBoxLayout()
+        self.pin_button = QPushButton("Pin current plan")
+        self.pin_button.setToolTip("Keep a copy of the plan as it is now; edit on and compare")
+        self.pin_button.clicked.connect(self.pin_current)
+        self.open_button = QPushButton("Open plan files…")
+        self.open_button.clicked.connect(self.open_files)
+        self.remove_button = QPushButton("Remove")
+        self.remove_button.setToolTip("Remove the selected plan (a column of the table)")
+        self.remove_button.clicked.connect(self.remove_selected)
+        self.use_button = QPushButton("Edit this plan")
+        self.use_button.setToolTip("Make the selected pinned plan the current plan")
+        self.use_button.clicked.connect(self.use_selected)
+        self.save_button = QPushButton("Save comparison…")
+        self.save_button.clicked.connect(self.save)
+        self.report_button = QPushButton("Export report…")
+        self.report_button.clicked.connect(self.export_report)
+        self.copy_button = QPushButton("Copy as Markdown")
+        self.copy_button.clicked.connect(self.copy_markdown)
+        for button in (
+            self.pin_button,
+            self.open_button,
+            self.remove_button,
+            self.use_button,
+            self.save_button,
+            self.report_button,
+            self.copy_button,
+        ):
+            buttons.addWidget(button)
+        buttons.addStretch(1)
+        layout.addLayout(buttons)
+        self.include_current = QCheckBox("Include the current plan, live")
+        self.include_current.setChecked(True)
+        self.include_current.toggled.connect(self.refresh)
+        layout.addWidget(self.include_current)
+        self.summary = QLabel()
+        self.summary.setObjectName("compareSummary")
+        self.summary.setTextFormat(Qt.TextFormat.PlainText)
+        self.summary.setWordWrap(True)
+        bold = QFont(self.summary.font())
+        bold.setBold(True)
+        self.summary.setFont(bold)
+        layout.addWidget(self.summary)
+
+        self.splitter = splitter = QSplitter(Qt.Orientation.Vertical)
+        self.chart = SvgView()
+        self.chart.setObjectName("compareChart")
+        splitter.addWidget(self.chart)
+        self.table = QTableWidget(0, 0)
+        self.table.setObjectName("compareTable")
+        self.table.setEditTriggers(QAbstractItemView.EditTrigger.NoEditTriggers)
+        self.table.setSelectionBehavior(QAbstractItemView.SelectionBehavior.SelectColumns)
+        self.table.setSelectionMode(QAbstractItemView.SelectionMode.SingleSelection)
+        self.table.horizontalHeader().setSectionResizeMode(QHeaderView.ResizeMode.Stretch)
+        self.table.verticalHeader().setSectionResizeMode(QHeaderView.ResizeMode.ResizeToContents)
+        splitter.addWidget(self.table)
+        splitter.setSizes([320, 420])
+        layout.addWidget(splitter, 1)
+
+        self._timer = QTimer(self)
+        self._timer.setSingleShot(True)
+        self._timer.setInterval(REFRESH_MS)
+        self._timer.timeout.connect(self.refresh)
+        controller.estimateChanged.connect(self._estimate_changed)
+        self.refresh()
+
+    # ---- the plans -------------------------------------------------------------------
+    def named_plans(self) -> list[tuple[str, Plan]]:
+        named = list(self.pinned)
+        if self.include_current.isChecked() and len(named) < MAX_PLANS:
+            named.append((CURRENT, self.controller.plan))
+        return named
+
+    def _push(self, after: list[tuple[str, Plan]], text: str) -> None:
+        self.controller.undo_stack.push(PinnedEdit(self, after, text))
+
+    def _set_pinned(self, pinned: list[tuple[str, Plan]]) -> None:
+        self.pinned = list(pinned)
+        self.refresh()
+
+    def _name_for(self, plan: Plan) -> str:
+        self._pin_count += 1
+        hardware = plan.hardware
+        return f"#{self._pin_count} {plan.model.name}, {plan.method.value}, {hardware.gpu} × {hardware.gpu_count}"
+
+    def pin_current(self) -> bool:
+        if len(self.pinned) >= MAX_PLANS:
+            dialogs.error(self, "Compare plans", f"A comparison holds {MAX_PLANS} plans; remove one first.")
+            return False
+        plan = self.controller.plan
+        self._push([*self.pinned, (self._name_for(plan), plan)], "Pin the plan for comparison")
+        return True
+
+    def add_plans(self, named: list[tuple[str, Plan]], text: str) -> bool:
+        room = MAX_PLANS - len(self.pinned)
+        if len(named) > room:
+            dialogs.error(
+                self, "Compare plans", f"{len(named)} plans do not fit: a comparison holds {MAX_PLANS} ({room} free)."
+            )
+            return False
+        self._push([*self.pinned, *named], text)
+        return True
+
+    def open_files(self) -> bool:
+        paths = dialogs.open_files(self, "Open plans to compare", PLANS_FILTER)
+        if not paths:
+            return False
+        try:
+            named = comparisons.load_named(paths)
+            for name, plan in named:  # a plan the estimator refuses (an unknown GPU id) never gets in
+                comparisons.compare([(name, plan)])
+        except (PlanFileError, PlanError) as error:
+            dialogs.error(self, "Cannot open the plans", str(error))
+            return False
+        return self.add_plans(named, f"Open {len(named)} plan(s) for comparison")
+
+    def selected_index(self) -> int | None:
+        columns = {index.column() for index in self.table.selectedIndexes()}
+        return min(columns) if columns else None
+
+    def remove_selected(self) -> bool:
+        index = self.selected_index()
+        if index is None or index >= len(self.pinned):
+            return False
+        name = self.pinned[index][0]
+        text = plaintext.menu_text(f"Remove {name} from the comparison")
+        self._push([p for i, p in enumerate(self.pinned) if i != index], text)
+        return True
+
+    def use_selected(self) -> bool:
+        index = self.selected_index()
+        if index is None or index >= len(self.pinned):
+            return False
+        name, plan = self.pinned[index]
+        return self.controller.set_plan(plan, text=plaintext.menu_text(f"Edit {name}")) is None
+
+    # ---- files and reports ------------------------------------------------------------
+    def save(self) -> bool:
+        if self.comparison is None:
+            return False
+        path = dialogs.save_file(self, "Save comparison", COMPARISON_FILTER, "plans.comparison.json")
+        if not path:
+            return False
+        try:
+            comparisons.save(self.comparison, path)
+        except PlanFileError as error:
+            dialogs.error(self, "Cannot save the comparison", str(error))
+            return False
+        return True
+
+    def _report(self) -> Report | None:
+        if self.comparison is None:
+            return None
+        return report_for_comparison(self.comparison, unit=self.unit)
+
+    def export_report(self) -> bool:
+        report = self._report()
+        if report is None or self.main_window is None:
+            return False
+        return report_export.export_report(self.main_window, report)
+
+    def copy_markdown(self) -> str:
+        report = self._report()
+        return report_export.copy_markdown(report) if report is not None else ""
+
+    # ---- showing ------------------------------------------------------------------
+    def set_unit(self, unit: Unit) -> None:
+        self.unit = unit
+        self.refresh()
+
+    def _estimate_changed(self, _estimate: Estimate) -> None:
+        if self.include_current.isChecked() and self.isVisible():
+            self._timer.start()
+
+    def showEvent(self, event: QShowEvent) -> None:
+        self.refresh()
+        super().showEvent(event)
+
+    def refresh(self) -> None:
+        self._timer.stop()
+        named = self.named_plans()
+        self.comparison = comparisons.compare(named) if named else None
+        self.remove_button.setEnabled(bool(self.pinned))
+        self.use_button.setEnabled(bool(self.pinned))
+        self.save_button.setEnabled(self.comparison is not None)
+        self.pin_button.setEnabled(len(self.pinned) < MAX_PLANS)
+        self._fill()
+        self.comparisonChanged.emit(self.comparison)
+
+    def _fill(self) -> None:
+        comparison = self.comparison
+        table = self.table
+        table.setUpdatesEnabled(False)
+        if comparison is None:
+            table.setRowCount(0)
+            table.setColumnCount(0)
+            self.summary.setText("Pin the current plan or open plan files to compare up to four plans.")
+            self.chart.set_svg("")
+            table.setUpdatesEnabled(True)
+            return
+        best = comparison.cheapest_fit()
+        names = [plaintext.escape_controls(f"{i + 1}. {name}") for i, name in enumerate(comparison.names)]
+        rows = comparison.rows()
+        table.setColumnCount(len(names))
+        table.setRowCount(len(rows))
+        table.setHorizontalHeaderLabels(names)
+        table.setVerticalHeaderLabels([r.label for r in rows])
+        several = len(names) > 1
+        highlight = QBrush(QColor(DIFF_COLOUR))
+        dark_text = QBrush(QColor("#222222"))
+        for r, row in enumerate(rows):
+            differs = several and row.differs
+            for c, value in enumerate(row.values):
+                item = QTableWidgetItem(_cell(row, value, self.unit))
+                if not isinstance(value, str):
+                    item.setTextAlignment(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
+                if differs:
+                    item.setBackground(highlight)
+                    item.setForeground(dark_text)
+                if row.key == "verdict":
+                    item.setForeground(QBrush(QColor(VERDICT_COLOURS[comparison.plans[c].estimate.verdict])))
+                table.setItem(r, c, item)
+            label = table.verticalHeaderItem(r)
+            if label is not None and differs:
+                font = label.font()
+                font.setBold(True)
+                label.setFont(font)
+        if best is not None:
+            header = table.horizontalHeaderItem(best)
+            if header is not None:
+                font = header.font()
+                font.setBold(True)
+                header.setFont(font)
+                header.setText(f"★ {names[best]}")
+        self.summary.setText(
+            f"Cheapest that fits: {names[best]}" if best is not None else "None of these plans fits its card."
+        )
+        self.chart.set_svg(chart_svg(comparison, self.unit))
+        table.setUpdatesEnabled(True)

@@ -1,0 +1,161 @@
+"""Catalogue pickers that search: words, a memory size ("24 GB"), a vendor or a group.
+
+The GPU picker lists the catalogue under group headings (laptop, desktop, data centre,
+Apple) followed by the user's own cards; typing filters the list through
+:func:`core.catalogue.search`, so "24 GB", "amd laptop" or "apple 128gb" find what they say.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+
+from PySide6.QtCore import QModelIndex, QObject, QPersistentModelIndex, QSignalBlocker, QSize, QSortFilterProxyModel, Qt
+from PySide6.QtGui import QFont, QStandardItemModel
+from PySide6.QtWidgets import QComboBox, QCompleter, QStyle, QStyleOptionComboBox, QWidget
+
+from gui.forms.fields import CatalogueField
+
+# (label, entry id) for an entry; (heading, "") for a heading row.
+Entry = tuple[str, str]
+Matcher = Callable[[str, str, str], bool]  # (entry id, label, typed text) -> shown?
+USER_PREFIX = "mine:"  # ids of the user's own saved entries
+
+
+def words_match(entry_id: str, label: str, text: str) -> bool:
+    haystack = f"{entry_id} {label}".lower()
+    return all(word in haystack for word in text.lower().split())
+
+
+class _SearchFilter(QSortFilterProxyModel):
+    def __init__(self, matcher: Matcher, parent: QObject | None = None) -> None:
+        super().__init__(parent)
+        self._matcher = matcher
+        self._text = ""
+
+    def set_text(self, text: str) -> None:
+        if hasattr(self, "beginFilterChange"):  # Qt 6.10+: invalidateFilter() is deprecated there
+            self.beginFilterChange()
+            self._text = text.strip()
+            self.endFilterChange(QSortFilterProxyModel.Direction.Rows)
+        else:
+            self._text = text.strip()
+            self.invalidateFilter()
+
+    def filterAcceptsRow(self, row: int, parent: QModelIndex | QPersistentModelIndex) -> bool:
+        source = self.sourceModel()
+        index = source.index(row, 0, parent)
+        entry_id = str(source.data(index, Qt.ItemDataRole.UserRole) or "")
+        if not entry_id:
+            return False  # headings are for browsing the list, not for search results
+        label = str(source.data(index, Qt.ItemDataRole.DisplayRole) or "")
+        return not self._text or self._matcher(entry_id, label, self._text)
+
+
+class SearchingPicker(CatalogueField):
+    """A :class:`CatalogueField` with headed groups and a search that understands the catalogue.
+
+    ``sections`` is a list of (heading, entries); an empty heading adds the entries without one.
+    Without a ``matcher`` the typed text is matched as one piece anywhere in a label (the
+    plain :class:`CatalogueField` completer); with one, every typed word goes through it.
+    """
+
+    def __init__(
+        self,
+        name: str,
+        sections: Iterable[tuple[str, list[Entry]]],
+        tooltip: str,
+        matcher: Matcher | None = None,
+        parent: QWidget | None = None,
+    ) -> None:
+        super().__init__(name, [], tooltip, parent)
+        self._filter = _SearchFilter(matcher or words_match, self)
+        self._filter.setSourceModel(self.model())
+        completer, line = self.completer(), self.lineEdit()
+        if matcher is not None and completer is not None and line is not None:
+            completer.setModel(self._filter)
+            completer.setCompletionMode(QCompleter.CompletionMode.UnfilteredPopupCompletion)
+            line.textEdited.connect(self._filter.set_text)
+        self.set_sections(sections)
+
+    def set_sections(self, sections: Iterable[tuple[str, list[Entry]]]) -> None:
+        """Replace the list (the user added a card); the shown entry is kept by the caller."""
+        self.blockSignals(True)
+        try:
+            self.clear()
+            model = self.model()
+            assert isinstance(model, QStandardItemModel)
+            for heading, entries in sections:
+                if not entries:
+                    continue
+                if heading:
+                    self.addItem(heading, "")
+                    item = model.item(self.count() - 1)
+                    item.setFlags(Qt.ItemFlag.NoItemFlags)  # a heading cannot be chosen
+                    font = QFont(item.font())
+                    font.setBold(True)
+                    item.setFont(font)
+                for label, entry_id in entries:
+                    self.addItem(label, entry_id)
+                    self.setItemData(self.count() - 1, label, Qt.ItemDataRole.ToolTipRole)
+        finally:
+            self.blockSignals(False)
+        # The lists show names in full ("Apple M4 Max (40-core GPU, 128 GB) · 96.0 GB for the GPU")
+        # though the box itself stays narrow.
+        width = self.view().sizeHintForColumn(0) + 2 * self.view().frameWidth() + 24
+        self.view().setMinimumWidth(width)
+        completer = self.completer()
+        popup = completer.popup() if completer is not None else None
+        if popup is not None:
+            popup.setMinimumWidth(width)
+
+    def minimumSizeHint(self) -> QSize:
+        """Wide enough for every catalogue name, not for the figures after " · " nor the user's names.
+
+        The list itself shows labels in full; a name the user typed for a saved entry, however
+        long, must not widen the plan column.
+        """
+        hint = QComboBox.minimumSizeHint(self)
+        names = [
+            self.itemText(i).split(" · ")[0]
+            for i in range(self.count())
+            if self.itemData(i) and not str(self.itemData(i)).startswith(USER_PREFIX)
+        ]
+        line = self.lineEdit()
+        metrics = line.fontMetrics() if line is not None else self.fontMetrics()
+        widest = max((metrics.horizontalAdvance(name) for name in names), default=0)
+        option = QStyleOptionComboBox()
+        self.initStyleOption(option)
+        content = QSize(widest + 8, hint.height())  # the line edit's own text margins
+        need = self.style().sizeFromContents(QStyle.ContentsType.CT_ComboBox, option, content, self).width()
+        return QSize(max(hint.width(), need), hint.height())
+
+    def matches(self, text: str) -> list[str]:
+        """Entry ids the search shows for ``text``, in list order."""
+        self._filter.set_text(text)
+        return [
+            str(self._filter.data(self._filter.index(row, 0), Qt.ItemDataRole.UserRole))
+            for row in range(self._filter.rowCount())
+        ]
+
+    def _chosen(self, index: int) -> None:
+        if index >= 0 and not self.itemData(index):  # a heading: nothing to choose, the plan's entry stays
+            with QSignalBlocker(self):
+                self.setCurrentIndex(self.findText(self._shown_text))
+                self.setEditText(self._shown_text)
+            return
+        super()._chosen(index)
+
+    def _chosen_text(self, text: str) -> None:
+        # Enter on a search with one result picks it ("5070 ti", "h100 nvl").
+        wanted = text.strip().lower()
+        exact = [i for i in range(self.count()) if wanted in (self.itemText(i).lower(), str(self.itemData(i)).lower())]
+        if wanted and exact and not any(self.itemData(i) for i in exact):
+            self.rejected.emit(f"{self._name}: “{text.strip()}” is a heading; pick an entry below it")
+            return
+        found = [] if exact or not wanted else self.matches(text)
+        if len(found) == 1:
+            with QSignalBlocker(self):
+                self.setCurrentIndex(self.findData(found[0]))
+            self.edited.emit(found[0])
+            return
+        super()._chosen_text(text)

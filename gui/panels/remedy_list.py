@@ -1,0 +1,171 @@
+"""Rows of remedies with an Apply button, each showing the core's total, verdict and cost.
+
+Row widgets are built once and reused between updates; a row only formats a
+:class:`RemedyEntry`, made from a core :class:`core.diagnosis.Remedy` or ``Combination``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from PySide6.QtCore import Qt, Signal
+from PySide6.QtGui import QPalette
+from PySide6.QtWidgets import QFrame, QGridLayout, QHBoxLayout, QLabel, QPushButton, QSizePolicy, QVBoxLayout, QWidget
+
+from core.diagnosis import Combination, Remedy
+from core.plan import Plan
+from core.verdict import VERDICT_LABELS, Verdict
+from gui.format import Unit, memory
+from gui.panels.verdict import VERDICT_STYLE
+from gui.plaintext import tooltip as plain_tooltip
+
+
+@dataclass(frozen=True)
+class RemedyEntry:
+    """One row of a remedy list: a plan to apply and the core's verdict and cost for it."""
+
+    key: str
+    title: str
+    plan: Plan
+    total_bytes: float
+    verdict: Verdict
+    cost: str
+    serving: bool = False
+
+    @classmethod
+    def from_remedy(cls, remedy: Remedy) -> RemedyEntry:
+        r = remedy
+        return cls(r.key, r.title, r.plan, r.total_bytes, r.verdict, r.cost, r.serving)
+
+    @classmethod
+    def from_combination(cls, combination: Combination) -> RemedyEntry:
+        serving = combination.judgement.total_bytes != combination.estimate.total_bytes
+        return cls(
+            "combination",
+            f"Together: {combination.title}",
+            combination.plan,
+            combination.total_bytes,
+            combination.verdict,
+            combination.cost,
+            serving,
+        )
+
+
+def _verdict_text(verdict: Verdict) -> str:
+    symbol, _ = VERDICT_STYLE[verdict]
+    return f"{symbol} {VERDICT_LABELS[verdict]}"
+
+
+def _verdict_html(verdict: Verdict) -> str:
+    _, colour = VERDICT_STYLE[verdict]
+    # Over-headroom's orange is too light for text on a light background: a darker shade of it.
+    colour = "#B07800" if verdict is Verdict.OVER_HEADROOM else colour
+    return f"<span style='color:{colour}; font-weight:600'>{_verdict_text(verdict)}</span>"
+
+
+class _RemedyRow(QFrame):
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.setObjectName("remedyRow")
+        self.setFrameShape(QFrame.Shape.StyledPanel)
+        self.entry: RemedyEntry | None = None
+        grid = QGridLayout(self)
+        grid.setContentsMargins(8, 6, 8, 6)
+        grid.setHorizontalSpacing(10)
+        grid.setVerticalSpacing(2)
+        self.title = QLabel()
+        self.title.setWordWrap(True)
+        self.title.setTextFormat(Qt.TextFormat.PlainText)
+        bold = self.title.font()
+        bold.setBold(True)
+        self.title.setFont(bold)
+        self.title.setSizePolicy(QSizePolicy.Policy.Expanding, QSizePolicy.Policy.Preferred)
+        grid.addWidget(self.title, 0, 0)
+        self.apply = QPushButton("Apply")
+        self.apply.setSizePolicy(QSizePolicy.Policy.Fixed, QSizePolicy.Policy.Fixed)
+        grid.addWidget(self.apply, 0, 1, 2, 1, Qt.AlignmentFlag.AlignVCenter)
+        figures = QHBoxLayout()
+        figures.setSpacing(12)
+        self.total = QLabel()
+        self.total.setAccessibleName("New total")
+        self.total.setFont(bold)
+        figures.addWidget(self.total)
+        self.status = QLabel()
+        self.status.setAccessibleName("Fits")
+        self.status.setTextFormat(Qt.TextFormat.RichText)
+        figures.addWidget(self.status)
+        figures.addStretch(1)
+        grid.addLayout(figures, 1, 0)
+        self.cost = QLabel()
+        self.cost.setAccessibleName("Cost")
+        self.cost.setWordWrap(True)
+        self.cost.setTextFormat(Qt.TextFormat.PlainText)
+        self.cost.setForegroundRole(QPalette.ColorRole.PlaceholderText)
+        small = self.cost.font()
+        small.setPointSizeF(small.pointSizeF() * 0.92)
+        self.cost.setFont(small)
+        grid.addWidget(self.cost, 2, 0, 1, 2)
+        grid.setColumnStretch(0, 1)
+
+    def show_entry(self, entry: RemedyEntry, unit: Unit) -> None:
+        self.entry = entry
+        self.title.setText(entry.title)
+        self.total.setText(memory(entry.total_bytes, unit))
+        self.total.setToolTip("New serving total" if entry.serving else "New peak + overhead")
+        self.status.setText(_verdict_html(entry.verdict))
+        self.cost.setText(entry.cost)
+        self.apply.setAccessibleName(f"Apply: {entry.title}")
+        self.apply.setToolTip(plain_tooltip(f"Change the plan: {entry.title} (one undoable step)"))
+        self.setAccessibleName(f"{entry.title}: {memory(entry.total_bytes, unit)}, {VERDICT_LABELS[entry.verdict]}")
+
+
+class RemedyList(QWidget):
+    """Rows of remedies, each with an Apply button; row widgets are reused between updates."""
+
+    applyRequested = Signal(object)  # RemedyEntry
+
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self._layout = QVBoxLayout(self)
+        self._layout.setContentsMargins(0, 0, 0, 0)
+        self._layout.setSpacing(4)
+        self._pool: list[_RemedyRow] = []
+        self._count = 0
+        self.unit: Unit = "GB"
+        self._entries: tuple[RemedyEntry, ...] = ()
+
+    @property
+    def rows(self) -> list[_RemedyRow]:
+        return self._pool[: self._count]
+
+    @property
+    def entries(self) -> tuple[RemedyEntry, ...]:
+        return self._entries
+
+    def show_entries(self, entries: tuple[RemedyEntry, ...], unit: Unit) -> None:
+        self._entries = entries
+        self.unit = unit
+        while len(self._pool) < len(entries):
+            row = _RemedyRow(self)
+            row.apply.clicked.connect(lambda _checked=False, r=row: self._clicked(r))
+            self._layout.addWidget(row)
+            self._pool.append(row)
+        for row, entry in zip(self._pool, entries, strict=False):
+            row.show_entry(entry, unit)
+            row.setVisible(True)
+        for row in self._pool[len(entries) :]:
+            row.setVisible(False)
+        self._count = len(entries)
+        self.setVisible(bool(entries))
+
+    def set_unit(self, unit: Unit) -> None:
+        if unit != self.unit:
+            self.show_entries(self._entries, unit)
+
+    def set_applicable(self, on: bool) -> None:
+        for row in self._pool:
+            row.apply.setEnabled(on)
+
+    def _clicked(self, row: _RemedyRow) -> None:
+        if row.entry is not None:
+            self.applyRequested.emit(row.entry)

@@ -1,0 +1,183 @@
+"""Reports out: HTML, PDF, Markdown and CSV files, and Markdown on the clipboard.
+
+The contents come from :mod:`core.report`; PDF goes through Qt's own QTextDocument and
+QPdfWriter (no other dependency), with the chart's SVG rasterised by QtSvg because
+QTextDocument draws no SVG. Files are written beside their target and renamed over it, so
+a failed export leaves no half-written file.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import sys
+import tempfile
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from PySide6.QtCore import QByteArray, QMarginsF, QSize, QUrl
+from PySide6.QtGui import (
+    QColor,
+    QFont,
+    QGuiApplication,
+    QImage,
+    QPageLayout,
+    QPageSize,
+    QPainter,
+    QPdfWriter,
+    QTextDocument,
+)
+from PySide6.QtSvg import QSvgRenderer
+
+from core.errors import PlanFileError
+from core.plan import Plan
+from core.planfile import atomic_write_text
+from core.report import FORMATS, Report, build_report, chart_svg, to_html, to_markdown
+from gui import dialogs
+
+if TYPE_CHECKING:
+    from gui.main_window import MainWindow
+
+REPORT_FILTER = "HTML page (*.html);;PDF document (*.pdf);;Markdown (*.md);;CSV table (*.csv)"
+CHART_RESOURCE = "vramplan-chart.png"
+QT_STYLE = (
+    "table{border-collapse:collapse;margin-bottom:8px} td,th{border:1px solid #bbb;padding:3px}"
+    " th{text-align:left} td.n{text-align:right} tr.diff td{background-color:#fff3cd}"
+    " td.f{font-family:monospace;font-size:7pt} .caption{color:#555555}"
+)
+SUFFIXES = {".html": "html", ".htm": "html", ".pdf": "pdf", ".md": "md", ".markdown": "md", ".csv": "csv"}
+
+
+def _ensure_gui_application() -> QGuiApplication | None:
+    """QTextDocument lays out text with the platform's fonts, which needs a QGuiApplication;
+    the command line has none, so make one (offscreen where there is no display)."""
+    if QGuiApplication.instance() is not None:
+        return None
+    if sys.platform.startswith("linux") and not (os.environ.get("DISPLAY") or os.environ.get("WAYLAND_DISPLAY")):
+        os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
+    return QGuiApplication(["vramplan"])
+
+
+def chart_image(report: Report, width_px: int = 1520) -> QImage:
+    svg = chart_svg(report.comparison, report.unit).encode("utf-8")
+    renderer = QSvgRenderer(QByteArray(svg))
+    size = renderer.defaultSize()
+    scale = width_px / max(1, size.width())
+    image = QImage(QSize(width_px, round(size.height() * scale)), QImage.Format.Format_ARGB32)
+    image.fill(QColor("white"))
+    painter = QPainter(image)
+    renderer.render(painter)
+    painter.end()
+    return image
+
+
+def report_document(report: Report) -> QTextDocument:
+    document = QTextDocument()
+    document.addResource(QTextDocument.ResourceType.ImageResource, QUrl(CHART_RESOURCE), chart_image(report))
+    html = to_html(report, chart_src=CHART_RESOURCE)
+    # QTextDocument's CSS subset: drop the page's style sheet (auto margins and max-width
+    # would narrow every table) and give it the few rules it understands.
+    start, end = html.find("<style>"), html.find("</style>")
+    if start >= 0 and end > start:
+        html = html[:start] + html[end + len("</style>") :]
+    document.setDefaultStyleSheet(QT_STYLE)
+    document.setHtml(html)
+    return document
+
+
+def _mode_for(target: Path) -> int:
+    """The replaced file's permissions, or what a new file gets under the umask (mkstemp makes 0600)."""
+    try:
+        return target.stat().st_mode & 0o777
+    except OSError:
+        umask = os.umask(0)
+        os.umask(umask)
+        return 0o666 & ~umask
+
+
+def write_pdf(report: Report, path: str | os.PathLike[str]) -> None:
+    """The report as an A4 PDF; a PlanFileError when it cannot be written."""
+    keep = _ensure_gui_application()
+    target = Path(path)
+    temp = ""
+    try:
+        fd, temp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".pdf", dir=target.parent)
+        os.close(fd)
+        writer = QPdfWriter(temp)
+        writer.setPageSize(QPageSize(QPageSize.PageSizeId.A4))
+        writer.setPageMargins(QMarginsF(15, 15, 15, 15), QPageLayout.Unit.Millimeter)
+        writer.setTitle(report.title)
+        writer.setCreator("VRAM Planner")
+        document = report_document(report)
+        document.setDefaultFont(QFont("sans-serif", 9))
+        document.print_(writer)
+        del writer  # flushes and closes the file
+        if os.path.getsize(temp) == 0:
+            raise OSError("the PDF writer produced an empty file")
+        os.chmod(temp, _mode_for(target))
+        os.replace(temp, target)
+    except OSError as exc:
+        raise PlanFileError(str(path), f"cannot be written ({exc.strerror or exc})") from None
+    finally:
+        if temp:
+            with contextlib.suppress(OSError):
+                os.unlink(temp)
+        del keep
+
+
+def write_report(report: Report, path: str | os.PathLike[str]) -> str:
+    """Write ``report`` in the format its suffix names; returns that format."""
+    kind = SUFFIXES.get(Path(path).suffix.lower())
+    if kind is None:
+        raise PlanFileError(str(path), "needs a .html, .pdf, .md or .csv name")
+    if kind == "pdf":
+        write_pdf(report, path)
+        return kind
+    try:
+        atomic_write_text(path, FORMATS[kind](report))
+    except OSError as exc:
+        raise PlanFileError(str(path), f"cannot be written ({exc.strerror or exc})") from None
+    return kind
+
+
+def copy_markdown(report: Report) -> str:
+    text = to_markdown(report)
+    clipboard = QGuiApplication.clipboard()
+    clipboard.setText(text)
+    return text
+
+
+# ---- the main window's actions ------------------------------------------------------
+def _named_current(window: MainWindow) -> list[tuple[str, Plan]]:
+    name = Path(window.path).name.removesuffix(".json").removesuffix(".vramplan") if window.path else "Current plan"
+    return [(name, window.controller.plan)]
+
+
+def export_report(window: MainWindow, report: Report | None = None) -> bool:
+    """File → Export report…: the current plan (or a comparison) as HTML, PDF, Markdown or CSV."""
+    if report is None:
+        report = build_report(_named_current(window), unit=window.unit)
+    stem = Path(window.path).name.removesuffix(".json").removesuffix(".vramplan") if window.path else "report"
+    suggested = os.path.join(window.document.folder(), f"{stem}.html")
+    path = dialogs.save_file(window, "Export report", REPORT_FILTER, suggested)
+    if not path:
+        return False
+    if not Path(path).suffix:
+        path += ".html"
+    try:
+        write_report(report, path)
+    except PlanFileError as error:
+        dialogs.error(window, "Cannot export the report", str(error))
+        return False
+    window.statusBar().showMessage(f"Exported {path}", 4000)
+    return True
+
+
+def copy_report_markdown(window: MainWindow, report: Report | None = None) -> str:
+    if report is None:
+        report = build_report(_named_current(window), unit=window.unit)
+    text = copy_markdown(report)
+    window.statusBar().showMessage("Report copied as Markdown", 4000)
+    return text
+
+

@@ -1,0 +1,95 @@
+"""The model catalogue: published configs whose derived counts equal the published counts."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from core.catalogue import find_model, load_models, pending_models
+from core.hfconfig import model_from_hf_config
+from core.resources import resource_path
+
+ENTRIES: list[dict[str, Any]] = json.loads(resource_path("models.json").read_text("utf-8"))["models"]
+
+
+def test_catalogue_has_the_models_people_run() -> None:
+    assert len(ENTRIES) >= 50
+    assert len({e["id"] for e in ENTRIES}) == len(ENTRIES)
+    assert len(load_models()) == len(ENTRIES), [p.id for p in pending_models()]  # every family is read
+    types = {e["config"].get("model_type") for e in ENTRIES}
+    assert types >= {"llama", "qwen2", "qwen3", "qwen3_moe", "gemma3", "gemma3_text", "mistral", "mixtral", "phi3"}
+    assert types >= {"olmo2", "smollm3", "gpt_oss"}
+
+
+@pytest.mark.parametrize("entry", ENTRIES, ids=lambda e: e["id"])
+def test_every_entry_cites_its_config_and_count(entry: dict[str, Any]) -> None:
+    assert entry["config_source"].startswith(f"https://huggingface.co/{entry['hf_repo']}/")
+    assert entry["config_source"].endswith("/config.json")
+    assert entry["published_params_source"].strip()
+    assert entry["published_params"] > 0
+
+
+@pytest.mark.parametrize("entry", ENTRIES, ids=lambda e: e["id"])
+def test_architecture_count_equals_the_published_count(entry: dict[str, Any]) -> None:
+    spec = model_from_hf_config(entry["config"], name=entry["name"])
+    assert spec.architecture_params() == entry["published_params"]
+
+
+@pytest.mark.parametrize("entry", [e for e in ENTRIES if "active_params" in e], ids=lambda e: e["id"])
+def test_moe_entries_state_total_and_active(entry: dict[str, Any]) -> None:
+    assert entry["active_params_source"].strip()
+    assert 0 < entry["active_params"] < entry["published_params"] / 4
+    spec = find_model(entry["id"]).spec
+    if entry["config"]["model_type"] == "gpt_oss":
+        # OpenAI's card counts active parameters without the input embedding table (3.61B).
+        assert spec.active_params() - spec.embedding_params() == entry["active_params"]
+    else:  # Qwen3-30B-A3B: 8 of 128 experts per token, 3.3B on the card.
+        assert spec.active_params() == entry["active_params"]
+
+
+def test_every_moe_config_states_its_active_count() -> None:
+    moe_types = {"mixtral", "qwen3_moe", "qwen2_moe", "gpt_oss"}
+    for entry in ENTRIES:
+        if entry["config"].get("model_type") in moe_types and entry["id"] != "mixtral-8x7b-v0.1":
+            assert "active_params" in entry, entry["id"]
+    # Mixtral 8x7B: 46.7 B stored, about 12.9 B used per token (Mistral AI's announcement).
+    mixtral = find_model("mixtral-8x7b-v0.1").spec
+    assert mixtral.total_params() == 46_702_792_704
+    assert round(mixtral.active_params() / 1e9, 1) == 12.9
+
+
+def test_head_width_that_differs_from_hidden_over_heads() -> None:
+    # Mistral Nemo config.json: hidden_size 5120, 32 heads, head_dim 128 (not 160): queries are
+    # 4096 wide. Gemma 3 27B: hidden 5376, 32 heads, head_dim 128 (not 168).
+    nemo = find_model("mistral-nemo-12b").spec
+    assert (nemo.hidden_size, nemo.num_heads, nemo.head_dim, nemo.q_width) == (5120, 32, 128, 4096)
+    assert nemo.architecture_params() == 12_247_782_400  # HF safetensors count
+    gemma = find_model("gemma-3-27b").spec
+    assert (gemma.hidden_size // gemma.num_heads, gemma.head_dim) == (168, 128)
+
+
+def test_image_text_checkpoints_plan_their_language_model() -> None:
+    # Gemma 3 4B/12B/27B are image-text models; the planner reads text_config (262,208 tokens).
+    for size in ("4b", "12b", "27b"):
+        spec = find_model(f"gemma-3-{size}").spec
+        assert spec.vocab_size == 262_208 and spec.tie_embeddings
+
+
+def test_an_unknown_family_is_kept_aside_not_offered(tmp_path: Path) -> None:
+    # A family the config reader does not know yet stays in the file without breaking the rest.
+    unknown = dict(ENTRIES[0], id="future", config=dict(ENTRIES[0]["config"], model_type="future_arch"))
+    path = tmp_path / "models.json"
+    path.write_text(json.dumps({"format": "vramplan-model-catalogue", "models": [ENTRIES[0], unknown]}), "utf-8")
+    assert [m.id for m in load_models(str(path))] == [ENTRIES[0]["id"]]
+    pending = pending_models(str(path))
+    assert [(p.id, p.model_type) for p in pending] == [("future", "future_arch")]
+    assert "unknown architecture" in pending[0].reason
+
+
+def test_readme_counts_the_model_entries() -> None:
+    readme = (Path(__file__).parents[2] / "README.md").read_text("utf-8")
+    assert f"`resources/models.json`, {len(ENTRIES)} entries" in readme
+    assert "derived count equals the published count exactly for every entry" in readme

@@ -1,0 +1,96 @@
+"""Compute and time beyond the lesson's two figures: the FLOP rules and how time, cost,
+energy and steps follow from them.
+
+Sources: training costs about 6·P FLOPs per token (forward 2·P, backward 4·P) and a forward
+pass 2·P (Kaplan et al. 2020, "Scaling Laws for Neural Language Models", arXiv:2001.08361,
+section 2.1; the lesson states both rules). With a frozen base the weight gradients of the
+frozen part are skipped (2·P of the backward), and checkpointing runs the forward again.
+"""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from core.catalogue import find_gpu, find_model
+from core.compute import compute_dtype, compute_estimate, flops_per_token
+from core.params import param_counts
+from core.plan import Hardware, Method, Plan, Precision, Workload
+from core.presets import plan_for_model
+
+
+def _plan(model: str = "llama-3.2-1b", **changes: object) -> Plan:
+    return plan_for_model(model, **changes)
+
+
+def test_full_training_is_six_p_per_token() -> None:
+    plan = _plan(method=Method.FULL)
+    counts = param_counts(plan)
+    per_token, how = flops_per_token(plan, counts)
+    assert per_token == 6 * counts.active and how == "6 · P"
+
+
+def test_checkpointing_adds_one_forward_of_two_p() -> None:
+    for method in (Method.FULL, Method.LORA):
+        plain = _plan(method=method)
+        counts = param_counts(plain)
+        without, _ = flops_per_token(plain, counts)
+        with_ckpt, how = flops_per_token(plain.with_changes(checkpointing=True), counts)
+        assert with_ckpt - without == 2 * counts.active  # the forward's 2·P, once more
+        assert "recomputed forward" in how
+
+
+def test_a_frozen_base_skips_its_weight_gradients() -> None:
+    plan = _plan(method=Method.LORA)
+    counts = param_counts(plan)
+    per_token, _ = flops_per_token(plan, counts)
+    # Forward 2·P + input gradients 2·P + weight gradients of the adapters only, 2·T.
+    assert per_token == 4 * counts.active + 2 * counts.trainable
+    assert per_token < 6 * counts.active
+
+
+def test_a_mixture_of_experts_pays_for_its_active_parameters() -> None:
+    plan = _plan("mixtral-8x7b-v0.1", method=Method.FULL)
+    counts = param_counts(plan)
+    assert counts.active < counts.total  # two of eight experts per token (Mixtral's config.json)
+    assert flops_per_token(plan, counts)[0] == 6 * counts.active
+
+
+def test_time_cost_energy_and_steps_follow_from_the_flops() -> None:
+    plan = _plan(
+        method=Method.FULL,
+        workload=Workload(micro_batch=4, seq_len=2048, grad_accum=8, tokens=50_000_000),
+        hardware=Hardware(gpu="h100-sxm", gpu_count=2, utilisation=0.5, price_per_gpu_hour=3.0),
+    )
+    gpu = find_gpu("h100-sxm")
+    counts = param_counts(plan)
+    c = compute_estimate(plan, counts, gpu)
+    assert c.flops == c.flops_per_token * plan.workload.tokens
+    peak = gpu.peak_tflops(compute_dtype(plan))
+    assert c.peak_tflops == peak
+    assert c.seconds == pytest.approx(c.flops / (peak * 1e12 * 0.5 * 2))
+    assert c.hours == pytest.approx(c.seconds / 3600)
+    assert c.cost == pytest.approx(c.hours * 2 * 3.0)
+    assert c.energy_kwh == pytest.approx(c.hours * 2 * gpu.board_power_w / 1000)
+    assert c.steps == math.ceil(50_000_000 / (4 * 8 * 2 * 2048))
+    # Twice the GPUs: half the time, the same GPU-hours and so the same cost.
+    more = compute_estimate(plan.with_hardware(gpu_count=4), counts, gpu)
+    assert more.hours == pytest.approx(c.hours / 2) and more.cost == pytest.approx(c.cost)
+
+
+def test_the_precision_picks_the_peak_and_an_override_wins() -> None:
+    gpu = find_gpu("a100-80gb-sxm")
+    fp32 = _plan(method=Method.FULL, precision=Precision.FP32)
+    counts = param_counts(fp32)
+    assert compute_estimate(fp32, counts, gpu).peak_tflops == gpu.peak_tflops("fp32")
+    bf16 = fp32.with_changes(precision=Precision.BF16)
+    assert compute_estimate(bf16, counts, gpu).peak_tflops == gpu.peak_tflops("bf16")
+    typed = bf16.with_hardware(peak_tflops_override=123.0)
+    assert compute_estimate(typed, counts, gpu).peak_tflops == 123.0
+
+
+def test_no_tokens_no_time() -> None:
+    plan = Plan(model=find_model("llama-3.2-1b").spec, workload=Workload(tokens=0))
+    c = compute_estimate(plan, param_counts(plan), find_gpu("a100-80gb-sxm"))
+    assert c.flops == 0 and c.hours == 0 and c.steps == 0

@@ -1,0 +1,133 @@
+"""Reports: HTML (self-contained), Markdown and CSV of a plan or a comparison of four."""
+
+from __future__ import annotations
+
+import csv
+import io
+import re
+from html.parser import HTMLParser
+from pathlib import Path
+
+import pytest
+
+from core import __version__
+from core.cli import main
+from core.compare import save as save_comparison
+from core.plan import Method, Precision
+from core.planfile import save as save_plan
+from core.presets import lesson_plan
+from core.report import build_report, caption, chart_svg, md_cell, to_csv, to_html, to_markdown
+from tests.core.test_compare import four_plans
+
+HOSTILE = 'Plan <script>alert("x")</script> | *bold* =cmd'
+
+
+class Collector(HTMLParser):
+    def __init__(self) -> None:
+        super().__init__()
+        self.tags: list[str] = []
+        self.text: list[str] = []
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        self.tags.append(tag)
+
+    def handle_data(self, data: str) -> None:
+        self.text.append(data)
+
+
+def report_of_four(**kwargs: str):  # type: ignore[no-untyped-def]
+    named = four_plans()
+    named[0] = (HOSTILE, named[0][1])
+    return build_report(named, "Four plans", generated="2026-12-01T10:00:00Z", **kwargs)  # type: ignore[arg-type]
+
+
+def test_html_is_self_contained_and_escapes_outside_text(tmp_path: Path) -> None:
+    report = report_of_four()
+    html = to_html(report)
+    (tmp_path / "report.html").write_text(html)
+    parser = Collector()
+    parser.feed(html)
+    assert "script" not in parser.tags  # the plan's name is text, not a tag
+    assert HOSTILE.replace("<", "&lt;").replace(">", "&gt;").replace('"', "&quot;") in html
+    assert not re.search(r'(src|href)="(https?:|//)', html)  # nothing loaded from elsewhere
+    assert "<svg" in html and "</svg>" in html
+    text = "".join(parser.text)
+    for item in report.plans:  # every bucket's arithmetic, the verdict, the diagnosis
+        for bucket in item.estimate.buckets:
+            assert bucket.formula.splitlines()[0] in text
+        assert item.diagnosis.explanation in text
+    assert f"VRAM Planner {__version__}" in text and "Cheapest that fits" in text
+
+
+def test_the_lesson_numbers_reach_the_report() -> None:
+    report = build_report([("7B", lesson_plan(Method.FULL, Precision.BF16))], generated="t")
+    markdown = to_markdown(report)
+    # The lesson: 16-bit full fine-tuning of the 7B model with Adam, 81.9 GB of the four buckets.
+    assert "81.90 GB" in markdown and "13.40 GB" in markdown and "53.60 GB" in markdown
+
+
+def test_markdown_escapes_and_marks_differences() -> None:
+    markdown = to_markdown(report_of_four())
+    assert "\\<script\\>" in markdown and "\\| \\*bold\\*" in markdown
+    assert "| **Method** |" in markdown and "| Optimizer |" in markdown  # differs / same
+    header = next(line for line in markdown.splitlines() if line.startswith("| | "))
+    assert header.count(" | ") == 4  # four plans
+
+
+def test_csv_one_figure_per_line_and_no_formula_injection() -> None:
+    report = report_of_four()
+    rows = list(csv.reader(io.StringIO(to_csv(report))))
+    assert rows[0] == ["plan", "section", "item", "value", "unit", "arithmetic"]
+    totals = [r for r in rows if r[2] == "Peak + overhead"]
+    assert [int(r[3]) for r in totals] == [round(p.estimate.total_bytes) for p in report.plans]
+    assert all(not r[0].startswith(("=", "+", "-", "@")) for r in rows)
+    assert any(r[1] == "arithmetic" and "×" in r[5] for r in rows)
+    assert rows[-1][:4] == ["", "tool", "VRAM Planner", __version__]
+
+
+def test_chart_has_one_bar_per_plan_per_phase() -> None:
+    report = report_of_four()
+    svg = chart_svg(report.comparison)
+    assert svg.count("<title>") >= len(report.comparison.phase_names()) * 3
+    assert "card capacity" in svg and "<script" not in svg
+    assert caption(report.plans[1].estimate).startswith("Llama 3.1 8B · qlora · NVIDIA GeForce RTX 3060")
+
+
+def test_gib_unit() -> None:
+    report = build_report([("7B", lesson_plan(Method.FULL, Precision.BF16))], unit="GiB", generated="t")
+    assert "76.28 GiB" in to_markdown(report)  # 81.9e9 bytes / 2**30 = 76.275
+
+
+def test_md_cell() -> None:
+    assert md_cell("a|b\nc") == "a\\|b c"
+
+
+def test_cli_report_formats(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from core.compare import compare
+
+    path = tmp_path / "four.json"
+    save_comparison(compare(four_plans()), path)  # type: ignore[arg-type]
+    for flag, suffix in (("--html", "html"), ("--md", "md"), ("--csv", "csv")):
+        out = tmp_path / f"r.{suffix}"
+        assert main(["report", str(path), flag, str(out), "--title", "Four"]) == 0
+        assert out.stat().st_size > 1000
+    assert "<h1>Four</h1>" in (tmp_path / "r.html").read_text()
+    single = tmp_path / "one.json"
+    save_plan(lesson_plan(Method.LORA, Precision.BF16), single)
+    assert main(["report", str(single), "--md", str(tmp_path / "one.md")]) == 0
+    assert (tmp_path / "one.md").read_text().startswith("# Plan: one")
+
+
+def test_cli_pdf_without_the_gui_writer_says_why(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from core import cli_extra
+
+    single = tmp_path / "one.json"
+    save_plan(lesson_plan(Method.LORA, Precision.BF16), single)
+    saved = list(cli_extra._pdf_writer)
+    cli_extra._pdf_writer.clear()
+    try:
+        assert main(["report", str(single), "--pdf", str(tmp_path / "x.pdf")]) == 2
+    finally:
+        cli_extra._pdf_writer[:] = saved
+    err = capsys.readouterr().err
+    assert "Qt" in err and err.count("\n") == 1 and not (tmp_path / "x.pdf").exists()

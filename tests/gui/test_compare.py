@@ -1,0 +1,131 @@
+"""View → Compare plans: pin and open plans, the table's differences, cheapest that fits, undo, save."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from core import compare as comparisons
+from core.plan import Method
+from core.planfile import save as save_plan
+from gui import dialogs
+from gui.compare import CURRENT, ComparePanel
+from gui.main_window import MainWindow
+from tests.core.test_compare import four_plans
+
+
+def rows_of(panel: ComparePanel) -> dict[str, list[str]]:
+    table = panel.table
+    return {
+        table.verticalHeaderItem(r).text(): [table.item(r, c).text() for c in range(table.columnCount())]
+        for r in range(table.rowCount())
+    }
+
+
+def test_pin_keep_editing_and_undo(window: MainWindow) -> None:
+    window.show()
+    panel = window.plan_tools.show_compare()
+    assert panel.table.columnCount() == 1 and panel.comparison is not None
+    assert panel.comparison.names == (CURRENT,)
+    assert panel.pin_current()
+    window.controller.update("method", lambda p: p.with_changes(method=Method.QLORA), "QLoRA")
+    panel.refresh()
+    assert panel.comparison is not None and len(panel.comparison.plans) == 2
+    rows = rows_of(panel)
+    assert rows["Method"] == ["LoRA", "QLoRA (quantised base)"]
+    method_row = list(rows).index("Method")
+    optimizer_row = list(rows).index("Optimizer")
+    assert panel.table.item(method_row, 0).background().color().name() == "#fff3cd"  # differs
+    assert panel.table.item(optimizer_row, 0).background().style().name == "NoBrush"  # same
+    # Undo the method change, then the pin: one history for both.
+    window.controller.undo_stack.undo()
+    assert window.controller.plan.method is Method.LORA
+    window.controller.undo_stack.undo()
+    assert panel.pinned == []
+    window.controller.undo_stack.redo()
+    assert len(panel.pinned) == 1
+
+
+def test_four_plan_files_and_the_cheapest_that_fits(
+    window: MainWindow, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    paths = []
+    for index, (name, plan) in enumerate(four_plans()):
+        path = tmp_path / f"{index}-{name.split()[0]}.json"
+        save_plan(plan, path)  # type: ignore[arg-type]
+        paths.append(str(path))
+    monkeypatch.setattr(dialogs, "open_files", lambda *a: paths)
+    window.show()
+    panel = window.plan_tools.show_compare()
+    assert panel.open_files()
+    comparison = panel.comparison
+    assert comparison is not None and len(comparison.plans) == 4  # the live plan makes way for four files
+    best = comparison.cheapest_fit()
+    assert best is not None and panel.table.horizontalHeaderItem(best).text().startswith("★")
+    assert "Cheapest that fits" in panel.summary.text()
+    assert not panel.pin_current()  # full
+
+
+def test_save_and_reopen_a_comparison(
+    window: MainWindow, fake_dialogs: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    window.show()
+    panel = window.plan_tools.show_compare()
+    panel.pin_current()
+    saved = tmp_path / "two.comparison.json"
+    fake_dialogs.paths.append(str(saved))
+    assert panel.save()
+    assert comparisons.load(saved).names == panel.comparison.names  # type: ignore[union-attr]
+    monkeypatch.setattr(dialogs, "open_files", lambda *a: [str(saved)])
+    panel.include_current.setChecked(False)
+    assert panel.open_files()
+    assert len(panel.pinned) == 3  # one pinned + the file's two (pinned + live)
+
+
+def test_selected_plan_becomes_current_and_remove(window: MainWindow) -> None:
+    window.show()
+    panel = window.plan_tools.show_compare()
+    panel.pin_current()
+    window.controller.update("method", lambda p: p.with_changes(method=Method.FULL), "full")
+    panel.table.selectColumn(0)
+    assert panel.use_selected()
+    assert window.controller.plan.method is Method.LORA
+    panel.table.selectColumn(0)
+    assert panel.remove_selected() and panel.pinned == []
+
+
+def test_report_of_the_comparison(window: MainWindow, fake_dialogs: Any, tmp_path: Path) -> None:
+    window.show()
+    panel = window.plan_tools.show_compare()
+    panel.pin_current()
+    out = tmp_path / "cmp.pdf"
+    fake_dialogs.paths.append(str(out))
+    assert panel.export_report()
+    assert out.read_bytes().startswith(b"%PDF-")
+    assert panel.copy_markdown().startswith("# Plan comparison")
+
+
+def test_a_plan_the_estimator_refuses_is_reported_not_added(
+    window: MainWindow, fake_dialogs: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = tmp_path / "odd.json"
+    save_plan(window.controller.plan.with_hardware(gpu="no-such-card"), path)
+    monkeypatch.setattr(dialogs, "open_files", lambda *a: [str(path)])
+    window.show()
+    panel = window.plan_tools.show_compare()
+    assert not panel.open_files()
+    assert panel.pinned == [] and "no-such-card" in fake_dialogs.errors()[0]
+
+
+def test_names_from_files_are_plain_text(window: MainWindow) -> None:
+    window.show()
+    panel = window.plan_tools.show_compare()
+    hostile = "<b>x</b> \u202eevil & co"
+    panel.add_plans([(hostile, window.controller.plan)], "add")
+    header = panel.table.horizontalHeaderItem(0).text()
+    assert "<b>x</b>" in header and "\u202e" not in header and "\\u202e" in header
+    panel.table.selectColumn(0)
+    assert panel.remove_selected()
+    assert "evil && co" in window.controller.undo_stack.undoText()

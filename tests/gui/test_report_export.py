@@ -1,0 +1,75 @@
+"""Reports out: a four-plan comparison as HTML and PDF, the plan's report from the menu,
+Markdown on the clipboard."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from PySide6.QtGui import QGuiApplication
+
+from core.compare import compare
+from core.report import build_report, report_for_comparison
+from gui import report_export
+from gui.main_window import MainWindow
+from tests.core.test_compare import four_plans
+
+
+def test_four_plan_comparison_as_html_and_pdf(qapp: Any, tmp_path: Path) -> None:
+    report = report_for_comparison(compare(four_plans()), "Four plans", generated="2026-12-01T10:00:00Z")  # type: ignore[arg-type]
+    pdf = tmp_path / "four.pdf"
+    html = tmp_path / "four.html"
+    assert report_export.write_report(report, pdf) == "pdf"
+    assert report_export.write_report(report, html) == "html"
+    data = pdf.read_bytes()
+    assert data.startswith(b"%PDF-") and data.rstrip().endswith(b"%%EOF")
+    assert data.count(b"/Type /Page\n") + data.count(b"/Type /Page ") + data.count(b"/Type/Page") >= 2
+    assert "<svg" in html.read_text()
+    # What the PDF holds: the document Qt lays out, with the chart as an image resource.
+    document = report_export.report_document(report)
+    text = document.toPlainText()
+    assert "Cheapest that fits" in text and "Lesson 7B, 16-bit full" in text
+    image = report_export.chart_image(report)
+    assert not image.isNull() and image.width() == 1520
+    image.save(str(tmp_path / "chart.png"))
+
+
+def test_bad_suffix_and_unwritable_target_are_one_line(qapp: Any, tmp_path: Path) -> None:
+    from core.errors import PlanFileError
+
+    report = build_report([("p", four_plans()[0][1])], generated="t")  # type: ignore[list-item]
+    out = tmp_path / "out"
+    out.mkdir()
+    for target in (out / "report.docx", out / "missing" / "r.pdf", out / "missing" / "r.html"):
+        try:
+            report_export.write_report(report, target)
+        except PlanFileError as error:
+            assert "\n" not in str(error)
+        else:
+            raise AssertionError(f"{target} should fail")
+    assert list(out.iterdir()) == []  # no half-written or temporary file left behind
+
+
+def test_menu_exports_the_current_plan(window: MainWindow, fake_dialogs: Any, tmp_path: Path) -> None:
+    target = tmp_path / "plan.md"
+    fake_dialogs.paths.append(str(target))
+    window.plan_tools.export_report_action.trigger()
+    text = target.read_text()
+    assert text.startswith("# Plan: Current plan") and window.controller.plan.model.name in text
+
+
+def test_copy_as_markdown(window: MainWindow) -> None:
+    window.plan_tools.copy_markdown_action.trigger()
+    clip = QGuiApplication.clipboard().text()
+    assert clip.startswith("# Plan:") and "| Weights |" in clip
+
+
+def test_launcher_writes_pdf_through_qt(qapp: Any, tmp_path: Path) -> None:
+    from core.planfile import save
+    from gui.launcher import main
+
+    plan_path = tmp_path / "plan.json"
+    save(four_plans()[1][1], plan_path)  # type: ignore[arg-type]
+    out = tmp_path / "plan.pdf"
+    assert main(["report", str(plan_path), "--pdf", str(out)]) == 0
+    assert out.read_bytes().startswith(b"%PDF-")
