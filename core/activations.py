@@ -316,6 +316,14 @@ def _adapters(plan: Plan, ctx: _Ctx) -> list[Term]:
     ab = ctx.adapter_out
     items = [Term("LoRA A outputs (kept for B)", f"{len(ctx.lora)} × N·r × {ab:g}", rank_el * ab)]
     if plan.method is Method.DORA:
+        # get_lora_weight builds B·A as lora_B(lora_A(torch.eye(in))): lora_A's matmul keeps
+        # the identity (cast to the autocast dtype, else in the adapter's), and the forward
+        # leaves it in a reference cycle that lives until Python's cyclic collector runs
+        # (tools/measure/NOTES.md: the measured steps pause the collector, the
+        # deterministic upper bound; a collection mid-step frees it sooner).
+        squares = sum(fan_in * fan_in * copies for fan_in, _, copies in model.adapted_matrices(plan.lora.targets))
+        eye = ctx.ca if ctx.autocast else ctx.adapter
+        items.append(Term("DoRA: eye(in) of B·A, held by a reference cycle", f"Σ in² × {eye:g}", squares * eye))
         outs = sum(out * copies for _, out, copies in model.adapted_matrices(plan.lora.targets))
         items.append(
             Term(

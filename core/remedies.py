@@ -229,12 +229,11 @@ def _smaller_model(plan: Plan) -> tuple[Plan, str] | None:
 
 def card_price(gpu: GpuSpec) -> tuple[float, str] | None:
     """A typical price per GPU-hour (USD) with its source, where the catalogue gives one."""
-    price = getattr(gpu, "price_per_hour_usd", None)
-    if not isinstance(price, int | float) or isinstance(price, bool) or price <= 0:
+    price = gpu.price_per_hour_usd
+    if price is None or price <= 0:
         return None
-    source = str(getattr(gpu, "price_source", "") or "catalogue")
-    date = str(getattr(gpu, "price_date", "") or "")
-    return float(price), f"{source}, {date}" if date else source
+    source = gpu.price_source or "catalogue"
+    return float(price), f"{source}, {gpu.price_date}" if gpu.price_date else source
 
 
 def _bigger_card(plan: Plan) -> tuple[Plan, str] | None:

@@ -158,7 +158,7 @@ def test_fused_adamw_moves_a_small_full_fine_tune_peak_to_the_end_of_the_backwar
 # ---- DoRA ------------------------------------------------------------------------------------
 
 
-def test_dora_adds_one_magnitude_per_output_row_and_two_kept_outputs() -> None:
+def test_dora_adds_one_magnitude_per_output_row_and_what_its_forward_keeps() -> None:
     lora = plan_for_model("llama-3.1-8b", method=Method.LORA, preset=Preset.TRAINER_BF16)
     dora = lora.with_changes(method=Method.DORA)
     model = lora.model
@@ -166,7 +166,8 @@ def test_dora_adds_one_magnitude_per_output_row_and_two_kept_outputs() -> None:
     assert param_counts(dora).trainable - param_counts(lora).trainable == 32 * (4096 + 1024)
     n = lora.workload.micro_batch * lora.workload.seq_len
     extra = layer_activations(dora, False).bytes - layer_activations(lora, False).bytes
-    assert extra == n * (4096 + 1024) * (2 + 2)  # base and adapter outputs, bf16 under autocast
+    # base and adapter outputs (bf16 under autocast), and the bf16 identity of B·A per matrix
+    assert extra == n * (4096 + 1024) * (2 + 2) + 2 * 4096 * 4096 * 2
     assert model.dora_magnitude_params(("q_proj", "v_proj")) == 32 * (4096 + 1024)
 
 
