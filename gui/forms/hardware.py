@@ -75,7 +75,7 @@ def limits_text(gpu: GpuSpec) -> tuple[str, str]:
             "sudo sysctl iogpu.wired_limit_mb=<MB> (leave several GB for macOS); 0 restores the default."
         )
     if gpu.price_per_hour_usd is not None:
-        lines.append(f"Typical price: ${gpu.price_per_hour_usd:g} per GPU-hour ({gpu.price_date})")
+        lines.append(f"Typical price: ${gpu.price_per_hour_usd:,.2f} per GPU-hour ({gpu.price_date})")
     elif gpu.price_purchase_usd is not None:
         lines.append(f"Typical price: ${gpu.price_purchase_usd:,.0f} to buy ({gpu.price_date})")
     if gpu.price_per_hour_usd is not None or gpu.price_purchase_usd is not None:
