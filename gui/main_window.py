@@ -32,7 +32,7 @@ from core.measurement import Measurement, load_measurement
 from core.plan import Accounting, Plan
 from core.presets import LESSON_EXAMPLES, default_plan
 from core.verdict import Mode
-from gui import dialogs, plaintext, plan_tools
+from gui import colours, dialogs, plaintext, plan_tools
 from gui.chart import MemoryChart
 from gui.controller import PlanController
 from gui.diagnosis_controller import DiagnosisController
@@ -185,7 +185,7 @@ class MainWindow(QMainWindow):
         self.plan_warning.setObjectName("planWarning")
         self.plan_warning.setAccessibleName("Plan warning")
         self.plan_warning.setWordWrap(True)
-        self.plan_warning.setStyleSheet("color: #D55E00; font-weight: 600;")
+        self.plan_warning.setStyleSheet(colours.PROBLEM_TEXT_STYLE)
         self.plan_warning.hide()
         grid.addWidget(self.plan_warning, 1, 0, 1, 2)
         self.verdict_dock = QDockWidget("Verdict", self)
@@ -384,7 +384,7 @@ class MainWindow(QMainWindow):
         self.problem = plaintext.plain_label(QLabel())  # rejected values come from files too
         self.problem.setObjectName("problemLabel")
         self.problem.setAccessibleName("Input problem")
-        self.problem.setStyleSheet("color: #D55E00; font-weight: 600;")
+        self.problem.setStyleSheet(colours.PROBLEM_TEXT_STYLE)
         self.statusBar().addWidget(self.problem, 1)
 
     # ---- reacting ------------------------------------------------------------------

@@ -30,7 +30,7 @@ from core.catalogue import load_models
 from core.errors import PlanError, PlanFileError
 from core.plan import Plan
 from core.runconfig import ModelChoice, RunConfig, choice_from_catalogue, load_run_config, plan_from_run, resolve_model
-from gui import dialogs, plaintext
+from gui import colours, dialogs, plaintext
 
 if TYPE_CHECKING:
     from gui.main_window import MainWindow
@@ -114,7 +114,7 @@ class RunConfigDialog(QDialog):
 
         self.problem = _plain_label("")
         self.problem.setObjectName("configProblem")
-        self.problem.setStyleSheet("color: #D55E00;")
+        self.problem.setStyleSheet(f"color: {colours.PROBLEM};")
         layout.addWidget(self.problem)
         buttons = QDialogButtonBox(QDialogButtonBox.StandardButton.Ok | QDialogButtonBox.StandardButton.Cancel)
         buttons.button(QDialogButtonBox.StandardButton.Ok).setText("Apply to the plan")

@@ -9,18 +9,9 @@ from PySide6.QtCore import Qt
 from PySide6.QtGui import QColor
 from PySide6.QtWidgets import QWidget
 
-# Okabe & Ito (2008), "Color Universal Design": distinguishable with every common form of
-# colour-vision deficiency.
-OKABE_ITO = {
-    "orange": "#E69F00",
-    "sky": "#56B4E9",
-    "green": "#009E73",
-    "yellow": "#F0E442",
-    "blue": "#0072B2",
-    "vermillion": "#D55E00",
-    "purple": "#CC79A7",
-    "grey": "#999999",
-}
+from gui.colours import OKABE_ITO
+
+__all__ = ["OKABE_ITO", "style_plot"]
 
 
 def style_plot(

@@ -6,6 +6,8 @@ from PySide6.QtCore import QRectF, Qt
 from PySide6.QtGui import QColor, QGuiApplication, QPainter, QPalette, QPen
 from PySide6.QtWidgets import QApplication, QProxyStyle, QStyle, QStyleOption, QWidget
 
+from gui.colours import ACCENT, OKABE_ITO
+
 _STYLES: list[QStyle] = []
 _PLATFORM_PALETTE: list[QPalette] = []  # the palette the platform gave, before ours replaced it
 
@@ -68,8 +70,8 @@ def dark_palette() -> QPalette:
         role.Button: "#35373b",
         role.ButtonText: "#e6e6e6",
         role.BrightText: "#ff6b6b",
-        role.Link: "#56B4E9",
-        role.Highlight: "#0072B2",
+        role.Link: OKABE_ITO["sky"],
+        role.Highlight: ACCENT,
         role.HighlightedText: "#ffffff",
         role.PlaceholderText: "#8a8d91",
         role.Mid: "#4a4d52",

@@ -28,9 +28,10 @@ from PySide6.QtWidgets import (
 )
 
 from core import units
+from gui import colours
 
 # Vermillion from the Okabe-Ito palette: the same colour marks "wrong" everywhere.
-INVALID_STYLE = "border: 2px solid #D55E00; border-radius: 3px;"
+INVALID_STYLE = f"border: 2px solid {colours.PROBLEM}; border-radius: 3px;"
 
 
 def mark_invalid(widget: QWidget, message: str | None) -> None:

@@ -11,14 +11,15 @@ from PySide6.QtWidgets import QFrame, QGridLayout, QLabel, QWidget
 from core.estimate import Estimate
 from core.measurement import Measurement
 from core.verdict import VERDICT_LABELS, Judgement, Mode, Verdict
+from gui import colours
 from gui.format import Unit, counted, measurement_label, memory
 from gui.plaintext import html as escape  # the one escape for text shown in rich labels
 
 # Okabe-Ito bluish green / orange / vermillion, with a symbol so colour is never the only cue.
 VERDICT_STYLE = {
-    Verdict.FITS: ("✔", "#009E73"),
-    Verdict.OVER_HEADROOM: ("⚠", "#E69F00"),
-    Verdict.OOM: ("✖", "#D55E00"),
+    Verdict.FITS: ("✔", colours.FITS),
+    Verdict.OVER_HEADROOM: ("⚠", colours.CAUTION),
+    Verdict.OOM: ("✖", colours.PROBLEM),
 }
 SERVING_LABELS = {
     Verdict.FITS: "Serving fits",
