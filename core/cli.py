@@ -7,6 +7,9 @@ status 2 and one line on stderr, never a traceback.
 A subcommand builds its text and :func:`main` writes it through :func:`write_output`, the
 one output guard (no stdout, unencodable characters, terminal control characters, a full
 disk); a new subcommand does the same rather than printing.
+
+Past 400 lines because the argument definitions of every estimate option live here, beside
+the one function that turns them into a Plan; the newer subcommands are in cli_extra.
 """
 
 from __future__ import annotations

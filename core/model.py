@@ -3,6 +3,9 @@
 Everything here is derived from the shapes of the weight matrices a Hugging Face
 implementation creates for each family (``modeling_<family>.py`` in transformers), so the
 counts are exact rather than the 12·L·d² rule of thumb.
+
+One concern past 400 lines: the spec's validation and the count of each kind of weight
+(attention, dense and expert MLPs, norms, adapters) read against the same fields.
 """
 
 from __future__ import annotations

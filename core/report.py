@@ -5,6 +5,8 @@ bucket with its worked arithmetic, the verdict, the diagnosis and the tool's ver
 string that came from outside (model names, plan names) is HTML-escaped in HTML and has
 its table separators escaped in Markdown. Figures are the estimator's; nothing is derived
 here beyond scaling bytes to a unit or to pixels.
+
+Just past 400 lines: the HTML, Markdown and CSV writers walk the same report structure.
 """
 
 from __future__ import annotations

@@ -10,6 +10,9 @@ value labels are one item (:class:`LabelLayer`) that repaints only the labels wh
 or place changed, and the y axis keeps its range while the bars still fit it well, so that
 a typical edit repaints the bars that moved and leaves the axes alone. Heights are the
 Estimate's bytes shown in GB or GiB; stacking offsets are drawing geometry, not figures.
+
+Past 400 lines because the export (PNG/SVG with the caption) draws the same items the
+screen shows; it stays beside them so both pictures always agree.
 """
 
 from __future__ import annotations

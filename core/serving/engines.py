@@ -20,6 +20,9 @@ Two engines, each modelled from its source:
 Per rank: tensor parallelism divides the matrices and the KV heads (at least one KV head
 per rank); pipeline parallelism divides the layers (the rank with the most layers and the
 embeddings decides). Replicas repeat the whole.
+
+Just past 400 lines: the three engines share the weights, working-memory and overhead
+terms, and reading them side by side is the point.
 """
 
 from __future__ import annotations
