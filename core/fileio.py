@@ -31,16 +31,22 @@ def open_regular(path: str | os.PathLike[str]) -> BinaryIO:
 
 def read_regular_file(path: str | os.PathLike[str], max_bytes: int, kind: str) -> bytes:
     """The bytes of a regular file of at most ``max_bytes`` (``kind`` names what it should
-    be, for the message); every failure is one :class:`PlanFileError`."""
+    be, "a plan file", for the message); every failure is one :class:`PlanFileError`.
+
+    The one reader of bounded files from outside: plan files, config.json, measurements and
+    training configs all come through here.
+    """
     where = str(path)
     try:
+        if os.path.isdir(path):
+            raise PlanFileError(where, f"is a folder; choose {kind} in it")
         with open_regular(path) as handle:
             size = os.fstat(handle.fileno()).st_size
             if size > max_bytes:
-                raise PlanFileError(where, f"is {size:,} bytes; {kind} is at most {max_bytes:,}")
+                raise PlanFileError(where, f"is {size:,} bytes, over the {max_bytes:,} read; {kind} is a few kB")
             raw = handle.read(max_bytes + 1)
     except OSError as exc:
         raise PlanFileError(where, f"cannot be read ({exc.strerror or exc})") from None
     if len(raw) > max_bytes:  # it grew after the size check
-        raise PlanFileError(where, f"is over {max_bytes:,} bytes; {kind} is at most {max_bytes:,}")
+        raise PlanFileError(where, f"is over the {max_bytes:,} bytes read; {kind} is a few kB")
     return raw

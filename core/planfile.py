@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any, Final, get_type_hints
 
 from core.errors import PlanError, PlanFileError
+from core.fileio import read_regular_file
 from core.model import ModelSpec, model_from_dict
 from core.plan import (
     PRECISION_ROLES,
@@ -249,21 +250,10 @@ def _reject_constant(name: str) -> Any:
 
 
 def load(path: str | os.PathLike[str]) -> Plan:
-    where = str(path)
-    try:
-        info = os.stat(path)
-        # Never open a FIFO or a device: opening a FIFO blocks until someone writes to it.
-        if not stat.S_ISREG(info.st_mode):
-            raise PlanFileError(where, "is not a regular file")
-        if info.st_size > MAX_FILE_BYTES:
-            raise PlanFileError(where, f"is {info.st_size:,} bytes; a plan file is a few kB")
-        with open(path, "rb") as handle:
-            raw = handle.read(MAX_FILE_BYTES + 1)
-    except OSError as exc:
-        raise PlanFileError(where, f"cannot be read ({exc.strerror or exc})") from None
-    if len(raw) > MAX_FILE_BYTES:  # it grew after the size check
-        raise PlanFileError(where, f"is over {MAX_FILE_BYTES:,} bytes; a plan file is a few kB")
-    return loads(raw, where)
+    # Never a FIFO or a device (opening a FIFO blocks until someone writes to it), never more
+    # than a plan file can hold: core.fileio reads every bounded file from outside.
+    raw = read_regular_file(path, MAX_FILE_BYTES, "a plan file")
+    return loads(raw, str(path))
 
 
 # Temporary files of a save are named ``.<target name>.vramplan-save-<random>.tmp`` so that a

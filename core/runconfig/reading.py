@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import os
-import stat
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any, Final
@@ -18,6 +17,7 @@ from typing import Any, Final
 import yaml
 
 from core.errors import PlanFileError, one_line
+from core.fileio import read_regular_file
 from core.runconfig.result import FieldRead
 from core.units import finite_number
 
@@ -94,37 +94,17 @@ def parse_text(raw: bytes, where: str, suffix: str = "") -> dict[str, Any]:
     return result
 
 
-def read_bytes(path: str | os.PathLike[str], limit: int, what: str) -> bytes:
-    """The bytes of a regular file of at most ``limit`` bytes; one-line PlanFileErrors otherwise."""
-    where = str(path)
-    try:
-        info = os.stat(path)
-        if stat.S_ISDIR(info.st_mode):
-            raise PlanFileError(where, f"is a folder; choose {what} file in it")
-        if not stat.S_ISREG(info.st_mode):  # a FIFO would block the open
-            raise PlanFileError(where, "is not a regular file")
-        if info.st_size > limit:
-            raise PlanFileError(where, f"is {info.st_size:,} bytes; {what} is a few kB")
-        with open(path, "rb") as handle:
-            raw = handle.read(limit + 1)
-    except OSError as exc:
-        raise PlanFileError(where, f"cannot be read ({exc.strerror or exc})") from None
-    if len(raw) > limit:  # it grew after the size check
-        raise PlanFileError(where, f"is over {limit:,} bytes; {what} is a few kB")
-    return raw
-
-
 def read_config_file(path: str | os.PathLike[str]) -> dict[str, Any]:
     """Read and parse a config file with every cap applied; errors are one-line PlanFileErrors."""
     if Path(path).suffix.lower() in PICKLE_SUFFIXES:
         raise PlanFileError(str(path), PICKLE_REFUSAL)
-    return parse_text(read_bytes(path, MAX_CONFIG_BYTES, "a training config"), str(path), Path(path).suffix)
+    return parse_text(read_regular_file(path, MAX_CONFIG_BYTES, "a training config"), str(path), Path(path).suffix)
 
 
 def read_json_document(path: str | os.PathLike[str], limit: int, what: str) -> Any:
     """A JSON file as plain data (no NaN, capped size and depth)."""
     where = str(path)
-    raw = read_bytes(path, limit, what)
+    raw = read_regular_file(path, limit, what)
     try:
         document = json.loads(raw.decode("utf-8-sig"), parse_constant=_reject_constant)
     except UnicodeDecodeError:
