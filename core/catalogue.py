@@ -111,6 +111,15 @@ class GpuSpec:
         fields += ["price_purchase_usd"] if self.price_purchase_usd is not None else []
         return tuple(fields)
 
+    def hourly_price(self) -> tuple[float, str] | None:
+        """The typical price per GPU-hour (USD) with its source and date, where the catalogue
+        gives one; None for a card without a price."""
+        price = self.price_per_hour_usd
+        if price is None or price <= 0:
+            return None
+        source = self.price_source or "catalogue"
+        return float(price), f"{source}, {self.price_date}" if self.price_date else source
+
     def dtype_problem(self, dtype: str) -> str | None:
         """Why this card cannot run ``dtype`` natively, or None when it can (or nothing is known)."""
         return self.unsupported_dtypes.get(dtype)

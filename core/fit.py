@@ -16,7 +16,6 @@ from typing import Final
 from core.catalogue import GpuSpec, load_gpus
 from core.estimate import Estimate, Verdict, estimate
 from core.plan import Plan, Sharding
-from core.remedies import card_price
 
 COUNTS: Final = tuple(range(1, 9))
 VERDICT_ORDER: Final = {Verdict.FITS: 0, Verdict.OVER_HEADROOM: 1, Verdict.OOM: 2}
@@ -91,7 +90,7 @@ def cards_for(
     """Every card × count, sorted by cost (then fewer cards, then less memory).
 
     Each card is priced per GPU-hour from ``prices`` (GPU id -> price), else from the
-    catalogue's typical cloud price (``core.remedies.card_price``), else at the plan's own
+    catalogue's typical cloud price (``GpuSpec.hourly_price``), else at the plan's own
     ``hardware.price_per_gpu_hour``; each row says which.
     """
     rows = []
@@ -107,7 +106,7 @@ def cards_for(
 def _price(gpu: GpuSpec, prices: Mapping[str, float] | None) -> tuple[float | None, str]:
     if prices and gpu.id in prices:
         return prices[gpu.id], "given"
-    listed = card_price(gpu)
+    listed = gpu.hourly_price()
     if listed is not None:
         return listed
     return None, "the plan"

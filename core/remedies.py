@@ -227,15 +227,6 @@ def _smaller_model(plan: Plan) -> tuple[Plan, str] | None:
     return None
 
 
-def card_price(gpu: GpuSpec) -> tuple[float, str] | None:
-    """A typical price per GPU-hour (USD) with its source, where the catalogue gives one."""
-    price = gpu.price_per_hour_usd
-    if price is None or price <= 0:
-        return None
-    source = gpu.price_source or "catalogue"
-    return float(price), f"{source}, {gpu.price_date}" if gpu.price_date else source
-
-
 def _bigger_card(plan: Plan) -> tuple[Plan, str] | None:
     """The cheapest larger card that fits, priced per card where the catalogue has a price.
 
@@ -247,7 +238,7 @@ def _bigger_card(plan: Plan) -> tuple[Plan, str] | None:
     bigger: list[GpuSpec] = [g for g in load_gpus() if g.memory_bytes > capacity]
     fitting: list[tuple[tuple[float, int, str], Plan, str]] = []
     for gpu in bigger:
-        priced = card_price(gpu)
+        priced = gpu.hourly_price()
         candidate = plan.with_hardware(gpu=gpu.id)
         if priced is not None:
             candidate = candidate.with_hardware(price_per_gpu_hour=priced[0])
@@ -266,7 +257,7 @@ def _card_price_note(plan: Plan) -> str:
     """Where the price of the card a plan runs on comes from."""
     gpus = {g.id: g for g in load_gpus()}
     gpu = gpus.get(plan.hardware.gpu)
-    priced = card_price(gpu) if gpu is not None else None
+    priced = gpu.hourly_price() if gpu is not None else None
     if priced is None:
         return (
             f"priced at this plan's {plan.hardware.price_per_gpu_hour:g} per GPU-hour: "

@@ -98,12 +98,11 @@ def test_cli_fit_bad_count_is_one_line(tmp_path: Path, capsys: pytest.CaptureFix
 
 def test_cards_with_a_catalogue_price_are_priced_at_it() -> None:
     from core.catalogue import load_gpus
-    from core.remedies import card_price
 
-    priced = next(g for g in load_gpus() if card_price(g) is not None)
-    listed = card_price(priced)
+    priced = next(g for g in load_gpus() if g.hourly_price() is not None)
+    listed = priced.hourly_price()
     assert listed is not None
     row = next(r for r in cards_for(default_plan(), counts=(1,)) if r.gpu.id == priced.id)
     assert (row.price, row.price_from) == listed  # the catalogue's price and its source
-    unpriced = next(r for r in cards_for(default_plan(), counts=(1,)) if card_price(r.gpu) is None)
+    unpriced = next(r for r in cards_for(default_plan(), counts=(1,)) if r.gpu.hourly_price() is None)
     assert (unpriced.price, unpriced.price_from) == (default_plan().hardware.price_per_gpu_hour, "the plan")
