@@ -31,7 +31,7 @@ from core.parallel.acts import (
 )
 from core.parallel.layout import Layout, Stage
 from core.parallel.layout import trainable_layers as stage_trainable_layers
-from core.parallel.state import RankState, rank_copies, rank_state
+from core.parallel.state import RankState, compute_plan, rank_copies, rank_state
 from core.params import ParamCounts
 from core.plan import Dtype, Method, Offload, Optimizer, Plan, Quant, Strategy
 from core.roles import Dtypes, dtypes_for
@@ -174,15 +174,18 @@ def _parts(plan: Plan, counts: ParamCounts, dt: Dtypes, rank: Rank | None = None
     optim = optimizer_terms(plan, counts, dt)
     copies = copy_terms(plan, counts, dt)
     state = None
+    ap, adt = plan, dt  # the plan as the rank computes it: its activations' dtypes
     if rank is not None:
         state = rank_state(plan, counts, dt, rank.layout, rank.stage, (weights, grads, optim))
         weights, grads, optim = state.weights, state.grads, state.optim
         copies = rank_copies(plan, rank.layout, rank.stage, copies)
+        ap = compute_plan(plan, rank.layout)
+        adt = dtypes_for(ap) if ap is not plan else dt
     # Activations: every trainable block's saved tensors, or with checkpointing only the
     # block inputs plus one block recomputed at a time in the backward.
     trainable_layers = model.num_layers - plan.frozen_layers if plan.method is Method.FROZEN else model.num_layers
     layers = model.num_layers
-    block = layer_activations(plan, trainable_block=plan.method in (Method.FULL, Method.FROZEN))
+    block = layer_activations(ap, trainable_block=plan.method in (Method.FULL, Method.FROZEN))
     n = plan.workload.micro_batch * plan.workload.seq_len
     nd_divisor, nd_why, in_flight = 1.0, "", 1.0
     if rank is not None:
@@ -195,9 +198,9 @@ def _parts(plan: Plan, counts: ParamCounts, dt: Dtypes, rank: Rank | None = None
         # Every checkpointed block holds on to its input, frozen blocks included (measured:
         # the non-reentrant checkpoint keeps its arguments even when nothing needs a gradient).
         nd = n * model.hidden_size / nd_divisor
-        formula = f"L × N·d × {dt.residual:g} = {layers} × {sci(nd)} × {dt.residual:g}{flight}"
+        formula = f"L × N·d × {adt.residual:g} = {layers} × {sci(nd)} × {adt.residual:g}{flight}"
         label = "block inputs kept by checkpointing" + (f" ({nd_why})" if nd_why else "")
-        kept = [Term(label, formula, layers * nd * dt.residual * in_flight)]
+        kept = [Term(label, formula, layers * nd * adt.residual * in_flight)]
         recomputed = [Term("one block recomputed in the backward", "Σ of one block's saved tensors", block.bytes)]
     else:
         formula = f"{trainable_layers} × {gb(block.bytes)} GB{flight}"
@@ -209,10 +212,10 @@ def _parts(plan: Plan, counts: ParamCounts, dt: Dtypes, rank: Rank | None = None
             )
         ]
         recomputed = []
-    ca = dt.compute
+    ca = adt.compute
     i_el = n * model.intermediate_size
     layer_grads = Term("gradients flowing through a block's MLP", f"3 × N·I × {ca:g}", 3 * i_el * ca)
-    workspace = backward_workspace(plan, ca)
+    workspace = backward_workspace(ap, ca)
     if workspace:
         layer_grads = Term(
             "gradients through a block + attention backward workspace",
@@ -223,7 +226,7 @@ def _parts(plan: Plan, counts: ParamCounts, dt: Dtypes, rank: Rank | None = None
     vd = model.vocab_size * model.hidden_size
     head_grad = [Term("output-head gradient", f"V·d × {dt.grad:g}", vd * dt.grad)] if head_trains else []
     embed_grad = model.embedding_params() * dt.grad if plan.method is Method.FULL else 0.0
-    outside, loss = outside_blocks(plan), loss_memory(plan)
+    outside, loss = outside_blocks(ap), loss_memory(ap)
     if rank is not None:
         lay, stage = rank.layout, rank.stage
         tp_why = f"÷ TP {lay.tensor_parallel}" if lay.tensor_parallel > 1 else ""
@@ -240,7 +243,7 @@ def _parts(plan: Plan, counts: ParamCounts, dt: Dtypes, rank: Rank | None = None
                 layer_grads.bytes + sum(t.bytes for t in ring),
             )
         outside = split(outside, nd_divisor, nd_why) if stage.head else []
-        outside += pipeline_buffers(n * model.hidden_size / nd_divisor, dt.residual, lay)
+        outside += pipeline_buffers(n * model.hidden_size / nd_divisor, adt.residual, lay)
         v_div, v_why = vocab_region(lay)
         loss = LossMemory(split(loss.forward, v_div, v_why), split(loss.backward, v_div, v_why))
         if not stage.head:

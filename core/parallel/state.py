@@ -56,7 +56,7 @@ from core.breakdown import Term, sci
 from core.optimizer import optimizer_terms
 from core.parallel.layout import Layout, Stage, block_params_per_rank, outside_params, train_share, weight_share
 from core.params import ParamCounts
-from core.plan import MpDtype, Offload, Plan, Strategy
+from core.plan import Dtype, Method, MpDtype, Offload, Plan, Strategy
 from core.roles import Dtypes
 from core.units import MiB
 
@@ -338,3 +338,23 @@ def rank_copies(plan: Plan, lay: Layout, stage: Stage, copies: list[Term]) -> li
     if par.strategy is Strategy.FSDP and lay.data_parallel > 1 and MP_BYTES.get(par.fsdp_param_dtype, 4.0) == 2.0:
         return []
     return _scaled(copies, weight_share(plan, stage, lay.tensor_parallel), _split_label(lay, stage))
+
+
+_MP_DTYPE: Final = {MpDtype.FP32: Dtype.FP32, MpDtype.BF16: Dtype.BF16, MpDtype.FP16: Dtype.FP16}
+
+
+def compute_plan(plan: Plan, lay: Layout) -> Plan:
+    """The plan as the rank computes it. FSDP2's ``MixedPrecisionPolicy(param_dtype=...)``
+    gathers every parameter in that dtype, so the forward runs in it whatever dtype the
+    sharded parameters are stored in (``_fsdp_param.py``: the unsharded parameter is
+    created in ``param_dtype``): activations, logits and their copies follow it."""
+    par = plan.parallel
+    if par.strategy is not Strategy.FSDP or par.fsdp_param_dtype is MpDtype.STORED or not lay.distributed:
+        return plan
+    dtype = _MP_DTYPE[par.fsdp_param_dtype]
+    if plan.method is Method.QLORA:
+        return plan
+    changes = {"weight_dtype": dtype, "base_dtype": dtype, "adapter_dtype": dtype}
+    if all(getattr(plan, k) is v for k, v in changes.items()):
+        return plan
+    return plan.with_changes(**changes)
