@@ -299,13 +299,19 @@ def backward_phases(plan: Plan, parts: _Parts, dt: Dtypes) -> list[Phase]:
     model = plan.model
     optim = make_bucket(BucketKey.OPTIMIZER, parts.optim)
     gathered = parts.extra("backward")
-    w_backward = make_bucket(BucketKey.WEIGHTS, parts.weights + parts.copies + gathered)
+    if parts.state is not None and parts.state.backward_block is not None:
+        in_block = list(parts.state.backward_block)
+    else:
+        in_block = gathered
+    w_start = make_bucket(BucketKey.WEIGHTS, parts.weights + parts.copies + gathered)
+    w_backward = make_bucket(BucketKey.WEIGHTS, parts.weights + parts.copies + in_block)
     copies_block = None
     if plan.checkpointing:
         # Checkpointed blocks keep nothing from the forward, so their autocast copies die
         # with the autocast cache when the forward ends; only the head's copy stays, and
         # the block being recomputed makes its own.
-        w_backward = make_bucket(BucketKey.WEIGHTS, parts.weights + gathered)
+        w_start = make_bucket(BucketKey.WEIGHTS, parts.weights + gathered)
+        w_backward = make_bucket(BucketKey.WEIGHTS, parts.weights + in_block)
     if parts.casts:
         per_layer = model.stored_matmul_params() // model.num_layers / parts.tp
         copies_block = Term("16-bit copies of one block's weights (autocast)", f"{sci(per_layer)} × 2 B", per_layer * 2)
@@ -313,13 +319,14 @@ def backward_phases(plan: Plan, parts: _Parts, dt: Dtypes) -> list[Phase]:
             vd = model.vocab_size * model.hidden_size / parts.tp if parts.head else 0
             head = Term("16-bit copy of the output head (autocast)", f"V·d × 2 = {sci(vd)} × 2 B", vd * 2)
             recomputed = Term("16-bit copies of the recomputed block", f"{sci(per_layer)} × 2 B", per_layer * 2)
-            w_backward = make_bucket(BucketKey.WEIGHTS, [*parts.weights, head, recomputed, *gathered])
+            w_start = make_bucket(BucketKey.WEIGHTS, [*parts.weights, head, recomputed, *gathered])
+            w_backward = make_bucket(BucketKey.WEIGHTS, [*parts.weights, head, recomputed, *in_block])
     accumulating = plan.workload.grad_accum > 1
     buffers = parts.extra("persistent") + parts.extra("backward_grads")
     start = Phase(
         "backward",
         (
-            w_backward,
+            w_start,
             _held_gradients(plan, parts),
             optim,
             make_bucket(BucketKey.ACTIVATIONS, parts.kept + parts.outside + parts.loss.backward),

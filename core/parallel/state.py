@@ -83,8 +83,9 @@ class RankState:
     optim: list[Term]
     grads_in_backward: list[Term] | None = None  # what the backward accumulates into, if not ``grads``
     persistent: list[Term] = field(default_factory=list)  # buffers alive in every phase (gradients bucket)
-    forward: list[Term] = field(default_factory=list)  # gathered parameters during the forward (weights bucket)
-    backward: list[Term] = field(default_factory=list)  # gathered parameters during the backward (weights)
+    forward: list[Term] = field(default_factory=list)  # gathered parameters at the end of the forward (weights)
+    backward: list[Term] = field(default_factory=list)  # gathered parameters as the backward starts (weights)
+    backward_block: list[Term] | None = None  # gathered while a block runs its backward (None: ``backward``)
     backward_grads: list[Term] = field(default_factory=list)  # reduction buffers in the backward (gradients)
     step: list[Term] = field(default_factory=list)  # extra at the optimizer step (optimizer bucket)
     step_temporary: bool = True  # the torch.optim step temporaries apply (not DeepSpeed's fused step)
@@ -184,21 +185,28 @@ def _fsdp(
         f"{sci(root)} × {gather:g} B",
         root * gather,
     )
-    unit = Term(
+    # Measured (benchmarks/parallel, fake process group): at the end of the forward and as
+    # the backward starts only the root is gathered and one block's all-gather output is in
+    # flight (the last block, prefetched for its backward); inside a block's backward that
+    # block is gathered and the next one's all-gather is in flight.
+    one = f"{sci(block)} × {gather:g} B"
+    in_flight = Term("one block's all-gather output in flight (prefetch)", one, block * gather)
+    computing = Term(
         f"{GATHERED_UNITS} blocks gathered (the one computing + the one prefetched)",
         f"{GATHERED_UNITS} × {sci(block)} × {gather:g} B",
         GATHERED_UNITS * block * gather,
     )
-    forward = [unit, root_term]
+    forward = [root_term, in_flight]
+    backward = [root_term, in_flight]
+    backward_block = [root_term, computing]
     if not par.reshard_after_forward:
-        forward = [
-            Term(
-                f"all {stage.layers} blocks gathered (reshard_after_forward=False)",
-                f"{stage.layers} × {sci(block)} × {gather:g} B",
-                stage.layers * block * gather,
-            ),
-            root_term,
-        ]
+        every = Term(
+            f"all {stage.layers} blocks gathered (reshard_after_forward=False)",
+            f"{stage.layers} × {sci(block)} × {gather:g} B",
+            stage.layers * block * gather,
+        )
+        forward = [root_term, every, in_flight]
+        backward = backward_block = [root_term, every]
     block_trains = trainable > 0
     backward_grads = []
     if block_trains:
@@ -211,7 +219,8 @@ def _fsdp(
         grads=_sharded(grads, dp),
         optim=_sharded(optim, dp),
         forward=forward,
-        backward=forward if not par.reshard_after_forward else [unit, root_term],
+        backward=backward,
+        backward_block=backward_block,
         backward_grads=backward_grads,
     )
     if par.offload is Offload.NONE:
