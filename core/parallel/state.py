@@ -276,7 +276,7 @@ def _zero(
         rank_weights = weights
     else:
         step_grads = [Term("gradient partition (grad_partitions_flat_buffer)", f"T ÷ {dp} × {g:g} B", part * g)]
-        grads_backward = step_grads
+        grads_backward = []  # the partition is allocated at start-up: it is in ``persistent``
         persistent = [
             *step_grads,
             Term("ipg reduce bucket (allocated at start-up)", f"{sci(bucket_el)} × {g:g} B", bucket_el * g),
