@@ -167,29 +167,108 @@ class Rank:
     stage: Stage
 
 
+@dataclass(frozen=True)
+class _Common:
+    """The pieces every rank of a plan starts from: the single-GPU state terms and one
+    block's saved tensors, the loss and the layer gradients as the rank computes them."""
+
+    weights: list[Term]
+    grads: list[Term]
+    optim: list[Term]
+    copies: list[Term]
+    adt: Dtypes  # the dtypes the ranks compute in (FSDP2 mixed precision may differ from the plan's)
+    block: LayerActs  # one block on one rank (÷ TP / CP where they split it)
+    layer_grads: Term
+    head_grad: list[Term]
+    outside: list[Term]
+    loss: LossMemory
+
+
+_LAST_COMMON: tuple[Plan | None, bool, _Common | None] = (None, False, None)
+
+
+def _common(plan: Plan, counts: ParamCounts, dt: Dtypes, lay: Layout | None) -> _Common:
+    """Computed once per plan: the ranks of a pipeline differ only in what follows (the last
+    answer is kept, one tuple replaced whole, as :func:`core.roles.dtypes_for` does)."""
+    global _LAST_COMMON
+    last_plan, last_split, last = _LAST_COMMON
+    if last_plan is plan and last_split == (lay is not None) and last is not None:
+        return last
+    model = plan.model
+    ap = compute_plan(plan, lay) if lay is not None else plan
+    adt = dtypes_for(ap) if ap is not plan else dt
+    block = layer_activations(ap, trainable_block=plan.method in (Method.FULL, Method.FROZEN))
+    n = plan.workload.micro_batch * plan.workload.seq_len
+    ca = adt.compute
+    i_el = n * model.intermediate_size
+    layer_grads = Term("gradients flowing through a block's MLP", f"3 × N·I × {ca:g}", 3 * i_el * ca)
+    workspace = backward_workspace(ap, ca)
+    if workspace:
+        layer_grads = Term(
+            "gradients through a block + attention backward workspace",
+            f"3 × N·I × {ca:g} + kernel scratch",
+            layer_grads.bytes + workspace,
+        )
+    head_trains = plan.method is Method.FULL or (plan.method is Method.FROZEN and not model.tie_embeddings)
+    vd = model.vocab_size * model.hidden_size
+    # The head's gradient as autograd forms it: in the dtype the rank computes the head in
+    # (FSDP2 gathers it in MixedPrecisionPolicy.param_dtype; elsewhere the stored dtype).
+    head_grad = [Term("output-head gradient", f"V·d × {adt.grad:g}", vd * adt.grad)] if head_trains else []
+    if lay is not None:
+        block = block_per_rank(block, lay)
+        split_by = lay.tensor_parallel * lay.context_parallel
+        if split_by > 1:
+            layer_grads = Term(
+                f"{layer_grads.label} ({_split_why(lay)})",
+                f"({layer_grads.formula}) ÷ {split_by}",
+                layer_grads.bytes / split_by,
+            )
+        ring = ring_attention_buffers(n, model.kv_width, model.q_width, model.num_heads, ca, lay)
+        if ring:
+            layer_grads = Term(
+                layer_grads.label + " + ring attention buffers",
+                layer_grads.formula + " + K/V chunks + accumulators",
+                layer_grads.bytes + sum(t.bytes for t in ring),
+            )
+    common = _Common(
+        weights=weight_terms(plan, counts, dt),
+        grads=_gradient_terms(counts, dt),
+        optim=optimizer_terms(plan, counts, dt),
+        copies=copy_terms(plan, counts, dt),
+        adt=adt,
+        block=block,
+        layer_grads=layer_grads,
+        head_grad=head_grad,
+        outside=outside_blocks(ap),
+        loss=loss_memory(ap),
+    )
+    _LAST_COMMON = (plan, lay is not None, common)
+    return common
+
+
+def _split_why(lay: Layout) -> str:
+    return ", ".join(
+        f"÷ {name} {d}" for name, d in (("TP", lay.tensor_parallel), ("CP", lay.context_parallel)) if d > 1
+    )
+
+
 def _parts(plan: Plan, counts: ParamCounts, dt: Dtypes, rank: Rank | None = None) -> _Parts:
     model = plan.model
-    weights = weight_terms(plan, counts, dt)
-    grads = _gradient_terms(counts, dt)
-    optim = optimizer_terms(plan, counts, dt)
-    copies = copy_terms(plan, counts, dt)
+    c = _common(plan, counts, dt, rank.layout if rank is not None else None)
+    weights, grads, optim, copies = c.weights, c.grads, c.optim, c.copies
+    adt, block, layer_grads, head_grad, outside, loss = c.adt, c.block, c.layer_grads, c.head_grad, c.outside, c.loss
     state = None
-    ap, adt = plan, dt  # the plan as the rank computes it: its activations' dtypes
     if rank is not None:
         state = rank_state(plan, counts, dt, rank.layout, rank.stage, (weights, grads, optim))
         weights, grads, optim = state.weights, state.grads, state.optim
         copies = rank_copies(plan, rank.layout, rank.stage, copies)
-        ap = compute_plan(plan, rank.layout)
-        adt = dtypes_for(ap) if ap is not plan else dt
     # Activations: every trainable block's saved tensors, or with checkpointing only the
     # block inputs plus one block recomputed at a time in the backward.
     trainable_layers = model.num_layers - plan.frozen_layers if plan.method is Method.FROZEN else model.num_layers
     layers = model.num_layers
-    block = layer_activations(ap, trainable_block=plan.method in (Method.FULL, Method.FROZEN))
     n = plan.workload.micro_batch * plan.workload.seq_len
     nd_divisor, nd_why, in_flight = 1.0, "", 1.0
     if rank is not None:
-        block = block_per_rank(block, rank.layout)
         trainable_layers, layers = stage_trainable_layers(plan, rank.stage), rank.stage.layers
         nd_divisor, nd_why = sequence_region(rank.layout)
         in_flight = rank.stage.in_flight
@@ -212,42 +291,17 @@ def _parts(plan: Plan, counts: ParamCounts, dt: Dtypes, rank: Rank | None = None
             )
         ]
         recomputed = []
-    ca = adt.compute
-    i_el = n * model.intermediate_size
-    layer_grads = Term("gradients flowing through a block's MLP", f"3 × N·I × {ca:g}", 3 * i_el * ca)
-    workspace = backward_workspace(ap, ca)
-    if workspace:
-        layer_grads = Term(
-            "gradients through a block + attention backward workspace",
-            f"3 × N·I × {ca:g} + kernel scratch",
-            layer_grads.bytes + workspace,
-        )
-    head_trains = plan.method is Method.FULL or (plan.method is Method.FROZEN and not model.tie_embeddings)
-    vd = model.vocab_size * model.hidden_size
-    head_grad = [Term("output-head gradient", f"V·d × {dt.grad:g}", vd * dt.grad)] if head_trains else []
     embed_grad = model.embedding_params() * dt.grad if plan.method is Method.FULL else 0.0
-    outside, loss = outside_blocks(ap), loss_memory(ap)
     if rank is not None:
         lay, stage = rank.layout, rank.stage
-        tp_why = f"÷ TP {lay.tensor_parallel}" if lay.tensor_parallel > 1 else ""
-        layer_grads = Term(
-            layer_grads.label + (f" ({tp_why})" if tp_why else ""),
-            f"({layer_grads.formula}) ÷ {lay.tensor_parallel * lay.context_parallel}",
-            layer_grads.bytes / (lay.tensor_parallel * lay.context_parallel),
-        )
-        ring = ring_attention_buffers(n, model.kv_width, model.q_width, model.num_heads, ca, lay)
-        if ring:
-            layer_grads = Term(
-                layer_grads.label + " + ring attention buffers",
-                layer_grads.formula + " + K/V chunks + accumulators",
-                layer_grads.bytes + sum(t.bytes for t in ring),
-            )
         outside = split(outside, nd_divisor, nd_why) if stage.head else []
-        outside += pipeline_buffers(n * model.hidden_size / nd_divisor, adt.residual, lay)
+        outside = outside + pipeline_buffers(n * model.hidden_size / nd_divisor, adt.residual, lay)
         v_div, v_why = vocab_region(lay)
-        loss = LossMemory(split(loss.forward, v_div, v_why), split(loss.backward, v_div, v_why))
-        if not stage.head:
+        if stage.head:
+            loss = LossMemory(split(loss.forward, v_div, v_why), split(loss.backward, v_div, v_why))
+        else:
             loss = LossMemory([], [])
+        tp_why = f"÷ TP {lay.tensor_parallel}" if lay.tensor_parallel > 1 else ""
         head_grad = split(head_grad, lay.tensor_parallel, tp_why) if stage.head else []
         # The "embedding gradient formed last" correction applies where every gradient is
         # held whole (DDP, or no data-parallel sharding) and the stage has the embedding.

@@ -312,6 +312,10 @@ def _zero(
         host = [*state.weights, *state.optim, *state.step]
         note = "ZeRO-Infinity offload_param: 16-bit partitions, float32 master and state on the host."
         return replace(state, weights=[], optim=[], step=[], host=host, notes=(note,))
+    # stage_1_and_2.py keeps a 16-bit copy of the partition on the host to stage the updated
+    # parameters back (param_buffer_of_bit16_for_cpu_offload_groups).
+    if strategy is not Strategy.ZERO3 and trainable:
+        host.append(Term("16-bit partition staging buffer", f"T ÷ {dp} × 2 B", part * 2))
     note = "ZeRO-Offload: float32 master, optimizer state and float32 gradients on the host (DeepSpeedCPUAdam)."
     return replace(state, optim=[], step=[], host=host, notes=(note,))
 
