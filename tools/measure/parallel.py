@@ -185,24 +185,30 @@ def fake_cuda_runtime() -> Iterator[None]:
 
 
 class _HostScratchMode(TorchDispatchMode):
-    """For DDP's bucket rebuild: the reducer broadcasts the new bucket layout through
-    host int tensors it fills and reads element by element (`sync_bucket_indices`).
-    Host `empty` becomes a real tensor; a copy between a real host tensor and a fake
-    device one moves nothing (rank 0 is the broadcast's source, so its host copy is
-    already the answer). Device allocations (the new buckets) go on to the tracker and
-    the fake mode below."""
+    """For DDP's bucket rebuild: the reducer broadcasts the new bucket layout through int32
+    tensors it fills and reads element by element on the host (`sync_bucket_indices`).
+    Host int32 `empty` becomes a real tensor, ops on real tensors only run for real (with
+    the fake PG the broadcast moves nothing), and a copy between a real and a fake tensor
+    moves nothing (rank 0 is the broadcast's source: its host copy is already the answer).
+    Everything else, the new float buckets included, goes on to the tracker and the fake
+    mode below."""
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):  # type: ignore[no-untyped-def]
         kwargs = kwargs or {}
-        if func is torch.ops.aten.empty.memory_format:
+        if func is torch.ops.aten.empty.memory_format and kwargs.get("dtype") == torch.int32:
             device = kwargs.get("device")
             if device is None or torch.device(device).type == "cpu":
                 with _disable_current_modes():
                     return func(*args, **kwargs)
-        if func is torch.ops.aten.copy_.default:
-            dst, src = args[0], args[1]
-            if _is_fake(dst) != _is_fake(src):
-                return dst
+        tensors = [a for a in (*args, *kwargs.values()) if isinstance(a, torch.Tensor)]
+        for a in args:
+            if isinstance(a, (list, tuple)):
+                tensors += [t for t in a if isinstance(t, torch.Tensor)]
+        if tensors and not any(_is_fake(t) for t in tensors):
+            with _disable_current_modes():
+                return func(*args, **kwargs)
+        if func is torch.ops.aten.copy_.default and _is_fake(args[0]) != _is_fake(args[1]):
+            return args[0]
         return func(*args, **kwargs)
 
 
