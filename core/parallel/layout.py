@@ -27,9 +27,10 @@ from dataclasses import dataclass
 from functools import lru_cache
 
 from core.model import ModelSpec
+from core.params import param_counts
 from core.plan import Method, Parallelism, PipelineSchedule, Plan
 
-__all__ = ["Layout", "Stage", "block_params_per_rank", "layout", "stage_layer_counts"]
+__all__ = ["Holding", "Layout", "Stage", "block_params_per_rank", "holding", "layout", "stage_layer_counts"]
 
 
 @dataclass(frozen=True)
@@ -140,7 +141,9 @@ def _layout(par: Parallelism, num_layers: int, micro_batches: int) -> Layout:
 
 
 def layout(plan: Plan) -> Layout:
-    """The plan's layout (cached: the same Parallelism and depth give the same layout)."""
+    """The plan's layout (cached: the same Parallelism, depth and accumulation give the same
+    layout). ``layout(plan).stages`` are the distinct kinds of rank; ``holding(plan, stage)``
+    what one of them holds."""
     return _layout(plan.parallel, plan.model.num_layers, plan.workload.grad_accum)
 
 
@@ -211,3 +214,27 @@ def train_share(plan: Plan, stage: Stage, tp: int) -> float:
     head = model.head_params() / tp + model.norm_params() if stage.head else 0.0
     whole = layers * model.layer_params() + model.head_params() + model.norm_params()
     return (trainable_layers(plan, stage) * block + head) / whole if whole else 0.0
+
+
+@dataclass(frozen=True)
+class Holding:
+    """Parameters one rank of a stage computes with (the TP/PP split, before any
+    data-parallel sharding): what the collectives of :mod:`core.parallel.comm` move."""
+
+    params: float  # every parameter of the rank's share of the model
+    trainable: float  # of which get gradients (the all-reduce / reduce-scatter volume)
+    block: float  # one decoder block on the rank: an FSDP2 unit, what one all-gather moves
+    root: float  # embedding (first stage), final norm and head (last stage) on the rank
+
+
+def holding(plan: Plan, stage: Stage) -> Holding:
+    """What one rank of ``stage`` holds, in parameters (× bytes per element for bytes)."""
+    model, tp = plan.model, plan.parallel.tensor_parallel
+    counts = param_counts(plan)
+    scale = model.params_scale
+    return Holding(
+        params=counts.total * weight_share(plan, stage, tp),
+        trainable=counts.trainable * train_share(plan, stage, tp),
+        block=block_params_per_rank(model, tp) * scale,
+        root=outside_params(model, stage, tp) * scale,
+    )

@@ -21,7 +21,7 @@ from core.breakdown import BucketKey, StepPhase, Term
 from core.detailed import layer_activations
 from core.estimate import estimate
 from core.parallel.acts import block_per_rank
-from core.parallel.layout import Layout, block_params_per_rank, layout, stage_layer_counts
+from core.parallel.layout import Layout, block_params_per_rank, holding, layout, stage_layer_counts
 from core.plan import PipelineSchedule, Preset, Strategy
 from core.presets import plan_for_model
 
@@ -137,3 +137,13 @@ def test_the_first_stage_keeps_p_micro_batches_of_its_blocks() -> None:
         "log-softmax" in t.label for t in forward.bucket(BucketKey.ACTIVATIONS).terms
     )
     assert piped.ranks[-1].peak_bytes < one.peak_bytes
+
+
+def test_the_stages_hold_the_whole_model_between_them() -> None:
+    plan = plan_for_model("llama-3.1-8b").with_parallel(gpus_per_node=4, pipeline_parallel=4)
+    total = plan.model.total_params()
+    # 32 blocks over 4 stages (8 each); the embedding on the first, norm and head on the last
+    stages = [holding(plan, s) for s in layout(plan).stages]  # first, a middle one, last
+    middle = stages[1].params
+    assert stages[0].params + 2 * middle + stages[2].params == pytest.approx(total)
+    assert stages[0].root == plan.model.embedding_params()
