@@ -16,15 +16,14 @@ from __future__ import annotations
 
 import argparse
 import json
-import statistics
 import sys
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from benchmarks.accuracy import Row, print_rows, summary  # noqa: E402  (the same table and summary)
 from core.estimate import estimate  # noqa: E402
 from core.measurement import plan_for_case  # noqa: E402
 from core.plan import MpDtype, Offload, PipelineSchedule, Plan, Strategy  # noqa: E402
@@ -44,20 +43,6 @@ _ENUMS = {
 }
 
 
-@dataclass(frozen=True)
-class Row:
-    case_id: str
-    measured: int
-    estimated: float
-    measured_phase: str
-    estimated_phase: str
-    held_out: bool
-
-    @property
-    def error_pct(self) -> float:
-        return (self.estimated - self.measured) / self.measured * 100
-
-
 def plan_for_parallel_case(case: dict[str, Any], model_config: dict[str, Any] | None) -> Plan:
     """The case's single-GPU plan (core.measurement) on its ``parallel`` layout."""
     plan = plan_for_case(case, model_config)
@@ -72,8 +57,17 @@ def _held_out_ids(data: Path) -> set[str]:
     return {c["id"] for c in json.loads(path.read_text()).get("cases", [])}
 
 
+def held_out(data: Path = DATA) -> set[str]:
+    """Ids of the held-out cases: listed in cases_holdout.json, or named ho-..., or marked."""
+    ids = _held_out_ids(data)
+    for path in (data / "measured").glob("*.json"):
+        case = json.loads(path.read_text())["case"]
+        if str(case["id"]).startswith(HOLDOUT_PREFIX) or case.get("held_out"):
+            ids.add(str(case["id"]))
+    return ids
+
+
 def rows(data: Path = DATA) -> list[Row]:
-    held = _held_out_ids(data)
     out = []
     for path in sorted((data / "measured").glob("*.json")):
         doc = json.loads(path.read_text())
@@ -88,34 +82,9 @@ def rows(data: Path = DATA) -> list[Row]:
                 est.peak_bytes,
                 str(doc.get("peak_phase", "")),
                 est.peak_phase,
-                case_id in held or case_id.startswith(HOLDOUT_PREFIX) or bool(case.get("held_out")),
             )
         )
     return out
-
-
-def summary(table: list[Row]) -> tuple[float, float]:
-    errors = [abs(r.error_pct) for r in table]
-    return statistics.median(errors), max(errors)
-
-
-def _print_table(table: list[Row], markdown: bool) -> None:
-    if markdown:
-        print("| case | measured GB | estimated GB | error | measured peak | estimated peak |")
-        print("|---|---:|---:|---:|---|---|")
-        for r in table:
-            print(
-                f"| {r.case_id} | {r.measured / 1e9:.3f} | {r.estimated / 1e9:.3f} | {r.error_pct:+.2f} % "
-                f"| {r.measured_phase} | {r.estimated_phase} |"
-            )
-        return
-    width = max(len(r.case_id) for r in table)
-    print(f"{'case':<{width}}  {'measured GB':>11}  {'estimated GB':>12}  {'error':>8}  phases (measured / estimated)")
-    for r in table:
-        print(
-            f"{r.case_id:<{width}}  {r.measured / 1e9:>11.3f}  {r.estimated / 1e9:>12.3f}  {r.error_pct:>+7.2f}%  "
-            f"{r.measured_phase} / {r.estimated_phase}"
-        )
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -128,14 +97,15 @@ def main(argv: list[str] | None = None) -> int:
     if not table:
         print(f"no measurements in {args.data / 'measured'}")
         return 1
-    main_rows = [r for r in table if not r.held_out]
-    held = [r for r in table if r.held_out]
+    kept_apart = held_out(args.data)
+    main_rows = [r for r in table if r.case_id not in kept_apart]
+    held = [r for r in table if r.case_id in kept_apart]
     failed = False
     for title, group in (("main cases", main_rows), ("held-out cases (never tuned on)", held)):
         if not group:
             continue
         print(f"\n{title}:" if not args.markdown else f"\n**{title}**\n")
-        _print_table(group, args.markdown)
+        print_rows(group, args.markdown)
         median, worst = summary(group)
         worst_rows = sorted(group, key=lambda r: -abs(r.error_pct))[:3]
         print(

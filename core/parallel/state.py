@@ -117,6 +117,35 @@ def _split_label(lay: Layout, stage: Stage) -> str:
     return ", ".join(parts)
 
 
+@dataclass(frozen=True)
+class _Rank:
+    """One rank's share of the single-GPU state, before its strategy holds it."""
+
+    plan: Plan
+    counts: ParamCounts
+    dt: Dtypes
+    lay: Layout
+    stage: Stage
+    weights: list[Term]
+    grads: list[Term]
+    optim: list[Term]
+    t_share: float  # the rank's fraction of the trainable parameters
+
+    @property
+    def trainable(self) -> float:
+        return self.counts.trainable * self.t_share
+
+    @property
+    def dp(self) -> int:
+        return self.lay.data_parallel
+
+    @property
+    def stored_bytes(self) -> float:
+        """Average bytes per stored parameter on the rank (quantised bases included)."""
+        share = weight_share(self.plan, self.stage, self.lay.tensor_parallel)
+        return _total(self.weights) / max(1.0, self.counts.total * share)
+
+
 def rank_state(
     plan: Plan,
     counts: ParamCounts,
@@ -133,23 +162,20 @@ def rank_state(
     weights = _scaled(weights, w_share, why)
     grads = _scaled(grads, t_share, why)
     optim = _scaled(optim, t_share, why)
-    trainable = counts.trainable * t_share
-    dp = lay.data_parallel
+    rank = _Rank(plan, counts, dt, lay, stage, weights, grads, optim, t_share)
     strategy = plan.parallel.strategy
-    if dp == 1 and strategy is Strategy.DDP:
+    if rank.dp == 1 and strategy is Strategy.DDP:
         return _offloaded(plan, RankState(weights, grads, optim, step_share=t_share))
     if strategy is Strategy.DDP:
-        return _offloaded(plan, replace(_ddp(plan, dt, weights, grads, optim, trainable), step_share=t_share))
+        return _offloaded(plan, replace(_ddp(rank), step_share=t_share))
     if strategy is Strategy.FSDP:
-        state = _fsdp(plan, counts, dt, lay, stage, weights, grads, optim, trainable)
-        return replace(state, step_share=t_share / dp)
-    return _zero(plan, counts, dt, lay, stage, weights, grads, optim, trainable, t_share)
+        return replace(_fsdp(rank), step_share=t_share / rank.dp)
+    return _zero(rank)
 
 
 # --- DDP -----------------------------------------------------------------------------
-def _ddp(
-    plan: Plan, dt: Dtypes, weights: list[Term], grads: list[Term], optim: list[Term], trainable: float
-) -> RankState:
+def _ddp(rank: _Rank) -> RankState:
+    plan, dt, trainable = rank.plan, rank.dt, rank.trainable
     cap = plan.parallel.ddp_bucket_mb * MiB
     size = trainable * dt.grad
     n_buckets = 1 + max(0, -(-(size - DDP_FIRST_BUCKET_BYTES) // cap)) if size > DDP_FIRST_BUCKET_BYTES else 1
@@ -158,24 +184,14 @@ def _ddp(
         f"T × {dt.grad:g} B = {sci(trainable)} × {dt.grad:g} B",
         size,
     )
-    return RankState(weights, grads, optim, persistent=[buckets])
+    return RankState(rank.weights, rank.grads, rank.optim, persistent=[buckets])
 
 
 # --- FSDP2 ---------------------------------------------------------------------------
-def _fsdp(
-    plan: Plan,
-    counts: ParamCounts,
-    dt: Dtypes,
-    lay: Layout,
-    stage: Stage,
-    weights: list[Term],
-    grads: list[Term],
-    optim: list[Term],
-    trainable: float,
-) -> RankState:
-    par, model, dp = plan.parallel, plan.model, lay.data_parallel
-    stored = _total(weights) / max(1.0, counts.total * weight_share(plan, stage, lay.tensor_parallel))
-    gather = MP_BYTES.get(par.fsdp_param_dtype, stored)
+def _fsdp(rank: _Rank) -> RankState:
+    plan, dt, lay, stage, dp = rank.plan, rank.dt, rank.lay, rank.stage, rank.dp
+    par, model = plan.parallel, plan.model
+    gather = MP_BYTES.get(par.fsdp_param_dtype, rank.stored_bytes)
     reduce_b = MP_BYTES.get(par.fsdp_reduce_dtype, gather if par.fsdp_param_dtype is not MpDtype.STORED else dt.grad)
     scale = model.params_scale
     block = block_params_per_rank(model, lay.tensor_parallel) * scale
@@ -207,7 +223,7 @@ def _fsdp(
         )
         forward = [root_term, every, in_flight]
         backward = backward_block = [root_term, every]
-    block_trains = trainable > 0
+    block_trains = rank.trainable > 0
     backward_grads = []
     if block_trains:
         backward_grads = [
@@ -215,9 +231,9 @@ def _fsdp(
             Term("reduce-scatter input (one block)", f"{sci(block)} × {reduce_b:g} B", block * reduce_b),
         ]
     state = RankState(
-        weights=_sharded(weights, dp),
-        grads=_sharded(grads, dp),
-        optim=_sharded(optim, dp),
+        weights=_sharded(rank.weights, dp),
+        grads=_sharded(rank.grads, dp),
+        optim=_sharded(rank.optim, dp),
         forward=forward,
         backward=backward,
         backward_block=backward_block,
@@ -239,24 +255,15 @@ _OPTIM_NOTE: Final = "Optimizer offload: the optimizer state and its step live o
 
 
 # --- DeepSpeed ZeRO -------------------------------------------------------------------
-def _zero(
-    plan: Plan,
-    counts: ParamCounts,
-    dt: Dtypes,
-    lay: Layout,
-    stage: Stage,
-    weights: list[Term],
-    grads: list[Term],
-    optim: list[Term],
-    trainable: float,
-    t_share: float,
-) -> RankState:
-    par, model, dp = plan.parallel, plan.model, lay.data_parallel
+def _zero(rank: _Rank) -> RankState:
+    plan, counts, dt, lay, stage, dp = rank.plan, rank.counts, rank.dt, rank.lay, rank.stage, rank.dp
+    weights, grads, trainable = rank.weights, rank.grads, rank.trainable
+    par, model = plan.parallel, plan.model
     strategy = par.strategy
     g = dt.grad
     # Master copy and optimizer state in float32 over this rank's partition.
     fp32 = replace(dt, grad=MASTER_BYTES)
-    state32 = _scaled(optimizer_terms(plan, counts, fp32), t_share, _split_label(lay, stage))
+    state32 = _scaled(optimizer_terms(plan, counts, fp32), rank.t_share, _split_label(lay, stage))
     master = Term("float32 master partition", f"T ÷ {dp} × 4 B = {sci(trainable)} ÷ {dp} × 4 B", trainable * 4 / dp)
     optim_rank = [master, *_sharded(state32, dp)] if trainable else []
     part = trainable / dp
@@ -283,7 +290,7 @@ def _zero(
         ]
         step_grads = []
         rank_weights = _sharded(weights, dp)
-        stored = _total(weights) / max(1.0, counts.total * weight_share(plan, stage, lay.tensor_parallel))
+        stored = rank.stored_bytes
         largest = _largest_module(plan, lay, stage) * model.params_scale
         prefetch = min(par.zero3_prefetch_elements, max(0, par.zero3_max_live_elements - largest))
         forward = [

@@ -43,7 +43,8 @@ def test_every_measurement_is_a_listed_case() -> None:
 
 def test_main_cases_within_target() -> None:
     bench = _benchmark()
-    table = [r for r in bench.rows() if not r.held_out]
+    kept_apart = bench.held_out()
+    table = [r for r in bench.rows() if r.case_id not in kept_apart]
     assert table, "every committed measurement is held out"
     median, worst = bench.summary(table)
     assert median <= bench.MEDIAN_TARGET, f"median |error| {median:.2f} %"
