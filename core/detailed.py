@@ -14,7 +14,7 @@ the saved tensors live in :mod:`core.activations`, the attention kernel choice i
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Final
 
 from core.activations import LayerActs, LossMemory, layer_activations, loss_memory, outside_blocks
@@ -142,6 +142,9 @@ class _Parts:
     casts: bool = False  # autocast makes 16-bit copies of the weights it reads
     tp: int = 1  # tensor-parallel degree: a rank holds 1/tp of each split matrix
     head: bool = True  # the rank holds the output head (the last pipeline stage)
+    # Gradients held unsharded until the end of the backward: FSDP2 reduces the root unit
+    # (embedding, norm, head) only once all of its gradients exist, so the head's waits.
+    root_grads: list[Term] = field(default_factory=list)
 
     @property
     def backward_grads(self) -> list[Term]:
@@ -292,6 +295,7 @@ def _parts(plan: Plan, counts: ParamCounts, dt: Dtypes, rank: Rank | None = None
         ]
         recomputed = []
     embed_grad = model.embedding_params() * dt.grad if plan.method is Method.FULL else 0.0
+    root_grads: list[Term] = []
     if rank is not None:
         lay, stage = rank.layout, rank.stage
         outside = split(outside, nd_divisor, nd_why) if stage.head else []
@@ -307,6 +311,8 @@ def _parts(plan: Plan, counts: ParamCounts, dt: Dtypes, rank: Rank | None = None
         # held whole (DDP, or no data-parallel sharding) and the stage has the embedding.
         whole = lay.data_parallel == 1 or plan.parallel.strategy is Strategy.DDP
         embed_grad = embed_grad / lay.tensor_parallel if whole and stage.embedding else 0.0
+        if plan.parallel.strategy is Strategy.FSDP and not whole:
+            root_grads = head_grad
     return _Parts(
         weights=weights,
         copies=copies,
@@ -324,6 +330,7 @@ def _parts(plan: Plan, counts: ParamCounts, dt: Dtypes, rank: Rank | None = None
         casts=dt.casts and plan.method is not Method.QLORA and (rank is None or bool(copies)),
         tp=rank.layout.tensor_parallel if rank is not None else 1,
         head=rank.stage.head if rank is not None else True,
+        root_grads=root_grads,
     )
 
 
@@ -392,7 +399,10 @@ def backward_phases(plan: Plan, parts: _Parts, dt: Dtypes) -> list[Phase]:
         "backward",
         (
             w_backward,
-            make_bucket(BucketKey.GRADIENTS, (parts.backward_grads if accumulating else parts.head_grad) + buffers),
+            make_bucket(
+                BucketKey.GRADIENTS,
+                (parts.backward_grads + parts.root_grads if accumulating else parts.head_grad) + buffers,
+            ),
             optim,
             make_bucket(BucketKey.ACTIVATIONS, parts.kept + parts.outside + parts.recomputed + [parts.layer_grads]),
         ),
@@ -411,6 +421,7 @@ def backward_phases(plan: Plan, parts: _Parts, dt: Dtypes) -> list[Phase]:
     )
     before_embedding = [
         *parts.backward_grads,
+        *parts.root_grads,
         Term("less the embedding gradient, formed last", "−V·d", -parts.embed_grad),
         *buffers,
     ]
@@ -428,7 +439,7 @@ def backward_phases(plan: Plan, parts: _Parts, dt: Dtypes) -> list[Phase]:
         "backward",
         (
             make_bucket(BucketKey.WEIGHTS, parts.weights + gathered),
-            make_bucket(BucketKey.GRADIENTS, parts.backward_grads + tied_extra + buffers),
+            make_bucket(BucketKey.GRADIENTS, parts.backward_grads + parts.root_grads + tied_extra + buffers),
             optim,
             make_bucket(BucketKey.ACTIVATIONS, []),
         ),
