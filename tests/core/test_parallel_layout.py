@@ -16,14 +16,17 @@ from __future__ import annotations
 
 import pytest
 
+from core import detailed
 from core.activations import LayerActs
 from core.breakdown import BucketKey, StepPhase, Term
 from core.detailed import layer_activations
 from core.estimate import estimate
 from core.parallel.acts import block_per_rank
 from core.parallel.layout import Layout, block_params_per_rank, holding, layout, stage_layer_counts
+from core.params import param_counts
 from core.plan import PipelineSchedule, Preset, Strategy
 from core.presets import plan_for_model
+from core.roles import dtypes_for
 
 # Korthikanti Table 2's GPT: s = 2048, b = 1, h = 12288, a = 96 (their 175B-like layer).
 S, B, H, A = 2048, 1, 12288, 96
@@ -147,3 +150,26 @@ def test_the_stages_hold_the_whole_model_between_them() -> None:
     middle = stages[1].params
     assert stages[0].params + 2 * middle + stages[2].params == pytest.approx(total)
     assert stages[0].root == plan.model.embedding_params()
+
+
+def test_context_parallel_splits_the_sequence_and_adds_the_ring_exchange() -> None:
+    base = plan_for_model("llama-3.1-8b").with_changes(preset=Preset.TRAINER_BF16, checkpointing=True)
+    base = base.with_workload(micro_batch=1, seq_len=32768)
+    plain = base.with_parallel(gpus_per_node=4, strategy=Strategy.FSDP)
+    split4 = base.with_parallel(gpus_per_node=4, strategy=Strategy.FSDP, context_parallel=4)
+    one, cp4 = estimate(plain), estimate(split4)
+    forward = [next(p for p in e.phases if p.kind is StepPhase.FORWARD) for e in (one, cp4)]
+    acts = [f.bucket(BucketKey.ACTIVATIONS).bytes for f in forward]
+    assert acts[1] == pytest.approx(acts[0] / 4)  # every saved tensor is per token: ÷ cp
+    # Inside a block's backward: the layer gradients ÷ 4, plus the K/V chunks in flight
+    # (the one used and the one received, keys and values: 2 × 2 × N/cp × kv × 2 B) and the
+    # float32 output and log-sum-exp accumulators of the merge.
+    model, n = base.model, 32768
+    dt = dtypes_for(base)
+    parts = [
+        detailed._parts(p, param_counts(p), dt, detailed.Rank(layout(p), layout(p).stages[0])) for p in (plain, split4)
+    ]
+    kv = 2 * 2 * n / 4 * model.kv_width * 2
+    acc = n / 4 * (model.q_width + model.num_heads) * 4
+    assert parts[1].layer_grads.bytes == pytest.approx(parts[0].layer_grads.bytes / 4 + kv + acc)
+    assert "ring attention" in parts[1].layer_grads.label

@@ -176,3 +176,18 @@ def test_lora_with_fsdp_gathers_the_frozen_base_but_shards_little_state() -> Non
     est = estimate(plan)
     assert est.worst.verdict.value == "fits"
     assert _phase(est, StepPhase.FORWARD) < _phase(estimate(plan.with_parallel(gpus_per_node=1)), StepPhase.FORWARD)
+
+
+def test_zero3_gathers_the_largest_module_and_one_prefetch_bucket() -> None:
+    # stage3.py / partitioned_param_coordinator.py: modules are gathered one at a time, with
+    # up to stage3_prefetch_bucket_size (5e7) elements fetched ahead, within
+    # stage3_max_live_parameters (1e9). Llama 3.2 1B's largest module is the (tied)
+    # embedding: 128,256 × 2,048 elements (config.json).
+    plan = _plan(gpus_per_node=8, strategy=Strategy.ZERO3)
+    forward = next(ph for ph in estimate(plan).phases if ph.kind is StepPhase.FORWARD)
+    gathered = sum(t.bytes for t in forward.bucket(BucketKey.WEIGHTS).terms if "gathered" in t.label)
+    assert gathered == pytest.approx((128_256 * 2_048 + 50_000_000) * 2)
+    small = plan.with_parallel(zero3_max_live_elements=128_256 * 2_048 + 1_000)
+    forward = next(ph for ph in estimate(small).phases if ph.kind is StepPhase.FORWARD)
+    gathered = sum(t.bytes for t in forward.bucket(BucketKey.WEIGHTS).terms if "gathered" in t.label)
+    assert gathered == pytest.approx((128_256 * 2_048 + 1_000) * 2)
