@@ -359,6 +359,7 @@ def backward_phases(plan: Plan, parts: _Parts, dt: Dtypes) -> list[Phase]:
     before_embedding = [
         *parts.backward_grads,
         *parts.root_grads,
+        *parts.extra("root_pending"),
         Term("less the embedding gradient, formed last", "−V·d", -parts.embed_grad),
         *buffers,
     ]
@@ -383,6 +384,22 @@ def backward_phases(plan: Plan, parts: _Parts, dt: Dtypes) -> list[Phase]:
         "end of the backward pass: the embedding gradient formed",
         StepPhase.BACKWARD_END,
     )
+    root_reduce = parts.extra("root_reduce")
+    if root_reduce:  # FSDP2: the root unit, resharded, reduces its gradients last
+        embedding = Phase(
+            "backward",
+            (
+                make_bucket(BucketKey.WEIGHTS, parts.weights),
+                make_bucket(
+                    BucketKey.GRADIENTS,
+                    parts.backward_grads + parts.extra("root_pending") + root_reduce + parts.extra("persistent"),
+                ),
+                optim,
+                make_bucket(BucketKey.ACTIVATIONS, []),
+            ),
+            "end of the backward pass: the root unit's gradients reduced",
+            StepPhase.BACKWARD_END,
+        )
     return [start, last_block, max((first, embedding), key=lambda p: p.allocated_bytes)]
 
 

@@ -91,6 +91,11 @@ class RankState:
     step_temporary: bool = True  # the torch.optim step temporaries apply (not DeepSpeed's fused step)
     host: list[Term] = field(default_factory=list)  # what the rank keeps in host memory instead
     step_share: float = 1.0  # the rank's fraction of the single-GPU optimizer step (its temporaries)
+    # FSDP2's root unit is reduced last: until then its sharded gradients do not exist
+    # (``root_pending``, a negative term) and its unsharded ones wait; at its reduction the
+    # rank holds them and the reduce-scatter input, its parameters resharded (``root_reduce``).
+    root_pending: list[Term] = field(default_factory=list)
+    root_reduce: list[Term] = field(default_factory=list)
     notes: tuple[str, ...] = ()
 
 
@@ -179,10 +184,15 @@ def _ddp(rank: _Rank) -> RankState:
     cap = plan.parallel.ddp_bucket_mb * MiB
     size = trainable * dt.grad
     n_buckets = 1 + max(0, -(-(size - DDP_FIRST_BUCKET_BYTES) // cap)) if size > DDP_FIRST_BUCKET_BYTES else 1
+    formula = f"T × {dt.grad:g} B = {sci(trainable)} × {dt.grad:g} B"
+    if plan.parallel.ddp_bucket_view:
+        # gradient_as_bucket_view=True: param.grad is a view into its bucket, so the buckets
+        # are the gradients, allocated at construction and never freed (zero_grad with
+        # set_to_none cannot release a view's storage).
+        buckets = Term(f"gradients as views into the DDP buckets ({n_buckets:.0f} flat buffers)", formula, size)
+        return RankState(rank.weights, [], rank.optim, grads_in_backward=[], persistent=[buckets])
     buckets = Term(
-        f"DDP gradient buckets ({n_buckets:.0f} flat buffers, a second copy of the gradients)",
-        f"T × {dt.grad:g} B = {sci(trainable)} × {dt.grad:g} B",
-        size,
+        f"DDP gradient buckets ({n_buckets:.0f} flat buffers, a second copy of the gradients)", formula, size
     )
     return RankState(rank.weights, rank.grads, rank.optim, persistent=[buckets])
 
@@ -230,7 +240,19 @@ def _fsdp(rank: _Rank) -> RankState:
             Term("one block's unsharded gradients", f"{sci(block)} × {gather:g} B", block * gather),
             Term("reduce-scatter input (one block)", f"{sci(block)} × {reduce_b:g} B", block * reduce_b),
         ]
+    root_pending: list[Term] = []
+    root_reduce: list[Term] = []
+    if plan.method is Method.FULL and root and plan.workload.grad_accum == 1:  # else last micro-batch's exist
+        # _fsdp_param_group.py post_backward: the unit reshards, then foreach_reduce copies
+        # its gradients into the reduce-scatter input and only then frees them.
+        root_pending = [Term("less the root's sharded gradients (reduced last)", f"−root ÷ {dp}", -root * dt.grad / dp)]
+        root_reduce = [
+            Term("root's unsharded gradients (embedding, head)", f"{sci(root)} × {gather:g} B", root * gather),
+            Term("root's reduce-scatter input", f"{sci(root)} × {reduce_b:g} B", root * reduce_b),
+        ]
     state = RankState(
+        root_pending=root_pending,
+        root_reduce=root_reduce,
         weights=_sharded(rank.weights, dp),
         grads=_sharded(rank.grads, dp),
         optim=_sharded(rank.optim, dp),
