@@ -69,8 +69,8 @@ MASTER_BYTES: Final = 4.0
 # DeepSpeed stage 3 steps the optimizer one sub-group at a time (zero/config.py
 # sub_group_size, 1e9 elements): one group's float32 gradient exists at once.
 ZERO3_SUB_GROUP: Final = 1_000_000_000
-# Megatron and FSDP2 put every decoder block in its own unit; two are gathered at a time
-# in forward and backward: the one computing and the one prefetched (see the module doc).
+# FSDP2 with a unit per decoder block (torchtitan, accelerate's transformer wrap policy):
+# inside a block's backward two are gathered, the one computing and the one prefetched.
 GATHERED_UNITS: Final = 2
 
 
@@ -289,7 +289,8 @@ def _zero(rank: _Rank) -> RankState:
     master = Term("float32 master partition", f"T ÷ {dp} × 4 B = {sci(trainable)} ÷ {dp} × 4 B", trainable * 4 / dp)
     optim_rank = [master, *_sharded(state32, dp)] if trainable else []
     part = trainable / dp
-    fp32_grad = Term("float32 gradient of the partition (step)", f"T ÷ {dp} × 4 B", min(part, ZERO3_SUB_GROUP) * 4)
+    stepped = min(part, ZERO3_SUB_GROUP) if strategy is Strategy.ZERO3 else part
+    fp32_grad = Term("float32 gradient of the partition (step)", f"{sci(stepped)} × 4 B", stepped * 4)
     bucket_el = min(par.zero_bucket_elements, trainable)
     backward_grads: list[Term] = []
     persistent: list[Term] = []
