@@ -9,16 +9,19 @@ the communication model (:mod:`core.parallel.comm`). Sources:
   VocabParallelEmbedding): q/k/v, gate/up split by columns, o/down by rows, embedding and
   output head by vocabulary rows, each ÷ t; norms (and the MoE router) replicated. The
   bias of a row-parallel layer is replicated (added after the all-reduce).
-- Pipeline parallel (Megatron-LM megatron/core/transformer/transformer_block.py
-  get_num_layers_to_build; torchtitan's pipeline splitter): L ÷ (pp·v) blocks per model
-  chunk; when it does not divide, the first chunks take one block more. The first stage
+- Pipeline parallel (Megatron-LM commit d98e8a64, megatron/core/transformer/
+  transformer_block.py get_num_layers_to_build: L ÷ (pp·v) blocks per model chunk, which
+  Megatron requires to divide unless the first / last stage is given its own count;
+  torchtitan's splitter gives the remainder to the first chunks, as here). The first stage
   holds the embedding, the last the final norm, the head and the loss.
 - Micro-batches in flight on a stage at the peak (Narayanan et al. 2021, arXiv:2104.04473
-  §2.2; Megatron-LM megatron/core/pipeline_parallel/schedules.py, num_warmup_microbatches):
-  GPipe holds all m micro-batches; 1F1B holds min(pp − i, m) on stage i; interleaved 1F1B
-  holds min(2·(pp − i − 1) + (v − 1)·pp + 1, m·v) model-chunk micro-batches, each 1/v of
-  the stage's blocks, which on the first stage is pp·(1 + (pp − 1)/(pp·v)) stages' worth
-  (Korthikanti et al. 2022, arXiv:2205.05198 §4.2.3).
+  §2.2; Megatron-LM megatron/core/pipeline_parallel/schedules.py: the warm-up forwards
+  num_warmup_microbatches, then one more before the first backward): GPipe holds all m
+  micro-batches; 1F1B holds min(pp − i, m) on stage i; interleaved 1F1B holds
+  min(2·(pp − i − 1) + (v − 1)·pp + 1, m·v) model-chunk micro-batches (with the default
+  microbatch_group_size_per_vp_stage = pp), each 1/v of the stage's blocks, which on the
+  first stage is pp·(1 + (pp − 1)/(pp·v)) stages' worth (Korthikanti et al. 2022,
+  arXiv:2205.05198 §4.2.3).
 """
 
 from __future__ import annotations
