@@ -22,10 +22,11 @@ the framework adds in the phases it adds them. Sources, read for this model:
   ``foreach_reduce`` copies the unit's unsharded gradients into one flat reduce-scatter
   input in ``reduce_dtype`` and scatters into a 1/dp output added to the sharded
   gradient; ``_fsdp_param_group.py`` prefetches the next unit in forward and backward
-  (one all-gather in flight beside the unit computing). ``_fully_shard.py``: the root's
-  ``reshard_after_forward`` is treated as False (its parameters are needed again at the
-  start of the backward), so the embedding, final norm and head stay gathered from the
-  forward to the end of the backward.
+  (one all-gather in flight beside the unit computing). ``_fsdp_state.py`` (commit
+  01c9f4fc) ``_lazy_init``: "For the root, do not reshard after forward" (its
+  ``post_forward_mesh_info`` is None unless the user set it), so the embedding, final norm
+  and head stay gathered from the forward to the end of the backward, and the root's
+  ``post_backward`` reshards it, then reduces its gradients, last.
 - DeepSpeed ZeRO (deepspeedai/DeepSpeed v0.19.6, commit edaa7221): ``stage_1_and_2.py``
   keeps the 16-bit parameters whole (flattened in place), a float32 master partition
   (``single_partition_of_fp32_groups``: a clone even when the model is float32) and the
