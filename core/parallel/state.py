@@ -347,8 +347,10 @@ def _zero(rank: _Rank) -> RankState:
     # parameters back (param_buffer_of_bit16_for_cpu_offload_groups).
     if strategy is not Strategy.ZERO3 and trainable:
         host.append(Term("16-bit partition staging buffer", f"T ÷ {dp} × 2 B", part * 2))
-    note = "ZeRO-Offload: float32 master, optimizer state and float32 gradients on the host (DeepSpeedCPUAdam)."
-    return replace(state, optim=[], step=[], host=host, notes=(note,))
+    notes = ["ZeRO-Offload: float32 master, optimizer state and float32 gradients on the host (DeepSpeedCPUAdam)."]
+    if par.offload is Offload.PARAMS:
+        notes.append("DeepSpeed offloads parameters only at stage 3 (offload_param): stages 1-2 move the optimizer.")
+    return replace(state, optim=[], step=[], host=host, notes=tuple(notes))
 
 
 def _largest_module(plan: Plan, lay: Layout, stage: Stage) -> float:
