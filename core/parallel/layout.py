@@ -26,7 +26,7 @@ the communication model (:mod:`core.parallel.comm`). Sources:
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import lru_cache
 
 from core.model import ModelSpec
@@ -47,7 +47,7 @@ class Stage:
     embedding: bool  # holds the input embedding
     head: bool  # holds the final norm, the output head and the loss
     in_flight: float  # micro-batches of the whole stage whose activations coexist at the peak
-    ranks: int  # how many GPUs are ranks of this kind (dp · tp · cp of them per stage)
+    ranks: int  # how many GPUs are ranks of this kind (dp · tp · cp per stage, × the middle stages)
 
 
 @dataclass(frozen=True)
@@ -126,8 +126,10 @@ def _layout(par: Parallelism, num_layers: int, micro_batches: int) -> Layout:
     kinds = [every[0]]
     if pp > 2:
         # Middle stages differ only in blocks and micro-batches in flight: the second stage
-        # has the most of both (the remainder goes to early chunks, in-flight falls with i).
-        kinds.append(every[1])
+        # has the most of both (the remainder goes to early chunks, in-flight falls with i),
+        # so it stands for them all.
+        label = f"stages 2-{pp - 1} of {pp} (middle)" if pp > 3 else every[1].label
+        kinds.append(replace(every[1], label=label, ranks=(pp - 2) * per_stage_ranks))
     if pp > 1:
         kinds.append(every[-1])
     return Layout(

@@ -146,10 +146,10 @@ def test_pipeline_stages_are_ranks_and_the_worst_decides() -> None:
     plan = _plan("llama-3.1-8b", gpus_per_node=8, pipeline_parallel=4, strategy=Strategy.FSDP)
     plan = plan.with_workload(micro_batch=1, seq_len=4096, grad_accum=8)
     est = estimate(plan)
-    assert [r.label for r in est.ranks] == ["stage 1 of 4 (first)", "stage 2 of 4 (middle)", "stage 4 of 4 (last)"]
+    assert [r.label for r in est.ranks] == ["stage 1 of 4 (first)", "stages 2-3 of 4 (middle)", "stage 4 of 4 (last)"]
     assert est.worst_rank == max(range(3), key=lambda i: est.ranks[i].total_bytes)
     assert est.total_bytes == est.ranks[est.worst_rank].total_bytes
-    assert all(r.count == 2 for r in est.ranks)  # 8 GPUs ÷ 4 stages
+    assert [r.count for r in est.ranks] == [2, 4, 2]  # 8 GPUs ÷ 4 stages; two middle stages
 
 
 def test_the_command_line_gives_every_rank_and_the_host(capsys: pytest.CaptureFixture[str]) -> None:
