@@ -246,7 +246,7 @@ def _parts(plan: Plan, counts: ParamCounts, dt: Dtypes, rank: Rank | None = None
         head_grad = split(head_grad, lay.tensor_parallel, tp_why) if stage.head else []
         # The "embedding gradient formed last" correction applies where every gradient is
         # held whole (DDP, or no data-parallel sharding) and the stage has the embedding.
-        whole = lay.data_parallel == 1 or plan.parallel.strategy is Strategy.DDP
+        whole = lay.state_shards == 1 or plan.parallel.strategy is Strategy.DDP
         embed_grad = embed_grad / lay.tensor_parallel if whole and stage.embedding else 0.0
         if plan.parallel.strategy is Strategy.FSDP and not whole:
             root_grads = head_grad

@@ -71,6 +71,15 @@ class Layout:
     def distributed(self) -> bool:
         return self.world > 1
 
+    @property
+    def state_shards(self) -> int:
+        """Ranks that hold the same parameters and reduce their gradients together: data ×
+        context parallel. Context-parallel ranks see different tokens of the same sequences,
+        so their gradients are summed and sharded like data-parallel ones (torchtitan commit
+        b5bcd76c, torchtitan/distributed/parallel_dims.py: the "fsdp" mesh is dp_shard × cp;
+        Megatron-LM's distributed optimizer uses the data-parallel group with CP)."""
+        return self.data_parallel * self.context_parallel
+
 
 def stage_layer_counts(num_layers: int, stages: int, chunks_per_stage: int = 1) -> tuple[int, ...]:
     """Blocks per pipeline stage: L ÷ (stages · chunks) per chunk, the remainder one each to

@@ -143,7 +143,8 @@ class _Rank:
 
     @property
     def dp(self) -> int:
-        return self.lay.data_parallel
+        """Ranks the state is replicated on, or sharded over (data × context parallel)."""
+        return self.lay.state_shards
 
     @property
     def stored_bytes(self) -> float:
@@ -381,7 +382,7 @@ def rank_copies(plan: Plan, lay: Layout, stage: Stage, copies: list[Term]) -> li
     """Autocast's 16-bit copies of the weights a rank computes with: its share of them;
     none when FSDP2 already gathers the parameters in 16 bits (MixedPrecisionPolicy)."""
     par = plan.parallel
-    if par.strategy is Strategy.FSDP and lay.data_parallel > 1 and MP_BYTES.get(par.fsdp_param_dtype, 4.0) == 2.0:
+    if par.strategy is Strategy.FSDP and lay.state_shards > 1 and MP_BYTES.get(par.fsdp_param_dtype, 4.0) == 2.0:
         return []
     return _scaled(copies, weight_share(plan, stage, lay.tensor_parallel), _split_label(lay, stage))
 
