@@ -5,7 +5,7 @@ Reads benchmarks/parallel/cases.json and the measurements in benchmarks/parallel
 ``python -m tools.measure`` — see that folder's README), builds each case's plan with its
 ``parallel`` fields, and prints the measured peak of the rank beside the estimated peak
 of the worst rank, with the error; then the median and worst absolute error of the main
-cases, and of the held-out cases apart (never tuned on).
+cases, and of the held-out cases apart (flagged holdout in cases.json, not tuned on).
 
     python benchmarks/parallel.py [--check] [--markdown] [--data FOLDER]
 
@@ -104,7 +104,7 @@ def main(argv: list[str] | None = None) -> int:
     main_rows = [r for r in table if r.case_id not in kept_apart]
     held = [r for r in table if r.case_id in kept_apart]
     failed = False
-    for title, group in (("main cases", main_rows), ("held-out cases (never tuned on)", held)):
+    for title, group in (("main cases", main_rows), ("held-out cases (flagged holdout, not tuned on)", held)):
         if not group:
             continue
         print(f"\n{title}:" if not args.markdown else f"\n**{title}**\n")
