@@ -37,6 +37,7 @@ from gui.curve import MemoryCurve
 from gui.diagnosis_controller import DiagnosisController, DiagnosisReport
 from gui.display_state import Display, DisplayState
 from gui.format import Unit, counted, memory
+from gui.layout import settle_layouts
 from gui.panels.remedy_list import RemedyEntry, RemedyList
 from gui.panels.verdict import VERDICT_STYLE, badge_text_colour, margin_text
 from gui.plaintext import html as escape  # the one escape for text shown in rich labels
@@ -332,6 +333,7 @@ class DiagnosisPanel(QScrollArea):
         self._show_curve()
         self._show_symptom()
         self._set_applicable(not self.stale)
+        settle_layouts()  # the new rows and texts are laid out now, so the panel paints once
 
     def _show_curve(self) -> None:
         if self.report is None:
