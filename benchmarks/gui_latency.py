@@ -116,7 +116,7 @@ def main(argv: list[str] | None = None) -> int:
             ("rank", lambda: m.rank.setValue(rng.choice((4, 8, 16, 64)))),
             ("gpu", pick_catalogue(h.gpu)),
             ("gpu count", lambda: h.count.setValue(rng.randint(1, 8))),
-            ("sharding", pick(h.sharding)),
+            ("strategy", pick(h.sharding)),
             ("headroom", lambda: h.headroom.setValue(rng.choice((5.0, 10.0, 15.0, 20.0)))),
             ("model", pick_catalogue(window.model_form.picker)),
         ]

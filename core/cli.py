@@ -22,7 +22,7 @@ import os
 import sys
 from collections.abc import Sequence
 from dataclasses import replace
-from typing import Any, NoReturn, TextIO
+from typing import Any, Final, NoReturn, TextIO
 
 from core import __version__, cli_extra
 from core.breakdown import BUCKET_LABELS
@@ -38,13 +38,16 @@ from core.plan import (
     Dtype,
     LoraSettings,
     Method,
+    MpDtype,
+    Offload,
     Optimizer,
     OptimizerImpl,
+    PipelineSchedule,
     Plan,
     Precision,
     Preset,
     Quant,
-    Sharding,
+    Strategy,
     preset_matching,
 )
 from core.planfile import load as load_plan
@@ -138,8 +141,6 @@ def _build_parser() -> _Parser:
     w.add_argument("--tokens", type=_count, help="token budget D for time and cost (default 20M)")
     h = est.add_argument_group("hardware")
     h.add_argument("--gpu", type=_text, help="GPU id (see `vramplan gpus`)")
-    h.add_argument("--gpus", type=int, dest="gpu_count", help="number of GPUs")
-    h.add_argument("--sharding", choices=[e.value for e in Sharding])
     h.add_argument("--utilisation", type=float)
     h.add_argument("--headroom", type=float, help="fraction kept free, 0.1 = 10 %%")
     h.add_argument("--peak-tflops", type=float, help="override the card's dense peak TFLOP/s")
@@ -152,13 +153,30 @@ def _build_parser() -> _Parser:
     i.add_argument("--new-tokens", type=int, help="generated tokens per request (default 256)")
     i.add_argument("--weights", choices=[e.value for e in WeightFormat], dest="weight_dtype", help="weight storage")
     i.add_argument("--kv-dtype", choices=[e.value for e in KvDtype])
-    i.add_argument("--tensor-parallel", "--tp", type=int, dest="tensor_parallel", metavar="N")
-    i.add_argument("--pipeline-parallel", "--pp", type=int, dest="pipeline_parallel", metavar="N")
     i.add_argument("--replicas", type=int, help="independent copies of the served model")
     i.add_argument("--gpu-memory-utilization", type=float, help="vLLM: fraction of each GPU it may use (0.9)")
     i.add_argument("--max-num-seqs", type=int, help="vLLM: most requests scheduled at once (0: its default)")
     i.add_argument("--max-num-batched-tokens", type=int, help="vLLM: tokens per step (0: its default)")
     i.add_argument("--mem-fraction-static", type=float, help="SGLang: weights + KV pool share (0: its default)")
+    par = est.add_argument_group("parallelism (training); --tensor/--pipeline-parallel also serve --mode inference")
+    par.add_argument("--nodes", type=int, help="nodes (default 1)")
+    par.add_argument("--gpus-per-node", type=int, help="GPUs in each node")
+    par.add_argument("--gpus", type=int, dest="gpus_total", metavar="N", help="GPUs on one node (= --gpus-per-node N)")
+    par.add_argument("--strategy", choices=[e.value for e in Strategy], help="data-parallel engine (default ddp)")
+    par.add_argument("--sharding", choices=["none", "zero1", "zero2", "zero3"], help="old name of --strategy")
+    par.add_argument("--tensor-parallel", "--tp", type=int, dest="tensor_parallel", metavar="N")
+    par.add_argument("--pipeline-parallel", "--pp", type=int, dest="pipeline_parallel", metavar="N")
+    par.add_argument("--context-parallel", "--cp", type=int, dest="context_parallel", metavar="N")
+    par.add_argument("--virtual-stages", type=int, help="interleaved pipeline: model chunks per stage")
+    par.add_argument("--schedule", choices=[e.value for e in PipelineSchedule], help="pipeline schedule (1f1b)")
+    par.add_argument("--sequence-parallel", action=argparse.BooleanOptionalAction, default=None)
+    par.add_argument("--offload", choices=[e.value for e in Offload], help="what moves to host memory")
+    par.add_argument("--reshard-after-forward", action=argparse.BooleanOptionalAction, default=None, help="FSDP2")
+    par.add_argument("--fsdp-param-dtype", choices=[e.value for e in MpDtype], help="FSDP2 MixedPrecisionPolicy")
+    par.add_argument("--fsdp-reduce-dtype", choices=[e.value for e in MpDtype], help="FSDP2 MixedPrecisionPolicy")
+    par.add_argument("--interconnect", type=_text, metavar="LINK", help="link between nodes (see `vramplan links`)")
+    par.add_argument("--intra-link", type=_text, metavar="LINK", help="link within a node (default nvlink4)")
+    par.add_argument("--host-ram-gb", type=float, help="RAM per node in GB")
     mode = est.add_argument_group("accounting")
     mode.add_argument("--lesson", action="store_true", help="the lesson's accounting (typed activations)")
     mode.add_argument("--activations-gb", type=float, help="lesson mode: activation allowance (default 1.5)")
@@ -236,8 +254,6 @@ SERVING_ARGS = (
     "new_tokens",
     "weight_dtype",
     "kv_dtype",
-    "tensor_parallel",
-    "pipeline_parallel",
     "replicas",
     "gpu_memory_utilization",
     "max_num_seqs",
@@ -283,11 +299,9 @@ def plan_from_args(args: argparse.Namespace, base: Plan | None = None) -> Plan:
     if workload:
         changes["workload"] = replace(plan.workload, **workload)
     hardware: dict[str, Any] = {}
-    for key in ("gpu", "gpu_count", "utilisation", "headroom"):
+    for key in ("gpu", "utilisation", "headroom"):
         if getattr(args, key) is not None:
             hardware[key] = getattr(args, key)
-    if args.sharding is not None:
-        hardware["sharding"] = Sharding(args.sharding)
     if args.peak_tflops is not None:
         hardware["peak_tflops_override"] = args.peak_tflops
     if args.price is not None:
@@ -295,6 +309,13 @@ def plan_from_args(args: argparse.Namespace, base: Plan | None = None) -> Plan:
     if hardware:
         changes["hardware"] = replace(plan.hardware, **hardware)
     inference = {k: getattr(args, k) for k in SERVING_ARGS if getattr(args, k) is not None}
+    parallel = _parallel_changes(args)
+    if args.mode == "inference":  # the split flags describe the served model
+        for key in ("tensor_parallel", "pipeline_parallel"):
+            if key in parallel:
+                inference[key] = parallel.pop(key)
+    if parallel:
+        changes["parallel"] = replace(plan.parallel, **parallel)
     if inference:
         changes["inference"] = replace(plan.inference, **inference)
     if args.lesson or args.activations_gb is not None or args.trainable is not None:
@@ -460,12 +481,54 @@ def estimate_json_text(est: Estimate) -> str:
     return json.dumps(data, indent=2, allow_nan=False) + "\n"
 
 
+PARALLEL_ARGS: Final = (
+    "nodes",
+    "gpus_per_node",
+    "tensor_parallel",
+    "pipeline_parallel",
+    "context_parallel",
+    "virtual_stages",
+    "sequence_parallel",
+    "reshard_after_forward",
+    "host_ram_gb",
+)
+
+
+def _parallel_changes(args: argparse.Namespace) -> dict[str, Any]:
+    parallel: dict[str, Any] = {k: getattr(args, k) for k in PARALLEL_ARGS if getattr(args, k) is not None}
+    if args.gpus_total is not None:
+        if args.gpus_per_node is not None and args.gpus_per_node != args.gpus_total:
+            raise UsageError("--gpus and --gpus-per-node disagree: give one of them")
+        parallel["gpus_per_node"] = args.gpus_total
+    if args.strategy is not None and args.sharding is not None:
+        raise UsageError("--sharding is the old name of --strategy: give one of them")
+    if args.sharding is not None:
+        parallel["strategy"] = Strategy.DDP if args.sharding == "none" else Strategy(args.sharding)
+    if args.strategy is not None:
+        parallel["strategy"] = Strategy(args.strategy)
+    for key, enum in (
+        ("schedule", PipelineSchedule),
+        ("offload", Offload),
+        ("fsdp_param_dtype", MpDtype),
+        ("fsdp_reduce_dtype", MpDtype),
+    ):
+        if getattr(args, key) is not None:
+            parallel[key] = enum(getattr(args, key))
+    if args.interconnect is not None:
+        parallel["inter_link"] = args.interconnect
+    if args.intra_link is not None:
+        parallel["intra_link"] = args.intra_link
+    if parallel.get("virtual_stages", 1) > 1 and "schedule" not in parallel:
+        parallel["schedule"] = PipelineSchedule.INTERLEAVED
+    return parallel
+
+
 def render_estimate(est: Estimate, gib: bool = False) -> str:
     plan = est.plan
     p = est.params
     lines = [
         f"{plan.model.name} · {plan.method.value} · {plan.precision.value} · {plan.optimizer.value} · "
-        f"{est.gpu.name} × {plan.hardware.gpu_count}",
+        f"{est.gpu.name} × {plan.world_size}",
         f"parameters {format_count(p.total)} total, {format_count(p.trainable)} trainable ({p.trainable:,})"
         + ("   [lesson accounting]" if plan.accounting is Accounting.LESSON else ""),
         "",
@@ -486,7 +549,7 @@ def render_estimate(est: Estimate, gib: bool = False) -> str:
         f"({_fmt(est.usable_bytes, gib)} usable with {plan.hardware.headroom:.0%} headroom), "
         f"margin {_fmt(est.margin_bytes, gib)}",
         "",
-        f"  compute  {est.compute.flops:.1e} FLOPs, {est.compute.hours:.1f} h on {plan.hardware.gpu_count} GPU(s) "
+        f"  compute  {est.compute.flops:.1e} FLOPs, {est.compute.hours:.1f} h on {plan.world_size} GPU(s) "
         f"at {plan.hardware.utilisation:.0%} of {est.compute.peak_tflops:g} TFLOP/s, "
         f"{est.compute.tokens_per_second:,.0f} tokens/s, cost {est.compute.cost:,.2f}",
         f"  serving  {_fmt(est.inference.total_bytes, gib)} for {plan.inference.concurrent} × "

@@ -47,7 +47,7 @@ def register(sub: Any, estimate_parser: argparse.ArgumentParser) -> None:
     fit.add_argument(
         "--keep-sharding",
         action="store_true",
-        help="keep the plan's sharding for several cards (default: ZeRO-3 when the plan does not shard)",
+        help="keep the plan's sharding for several cards (default: FSDP when the plan does not shard)",
     )
     fit.add_argument("--max-count", type=int, default=8, help="largest number of cards per row (1-8)")
 

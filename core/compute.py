@@ -64,7 +64,7 @@ def compute_estimate(plan: Plan, counts: ParamCounts, gpu: GpuSpec) -> Compute:
     override = plan.hardware.peak_tflops_override
     dtype = compute_dtype(plan)
     peak = override if override > 0 else gpu.peak_tflops(dtype)
-    gpus = plan.hardware.gpu_count
+    gpus = plan.world_size
     achieved = peak * 1e12 * plan.hardware.utilisation * gpus
     seconds = flops / achieved if achieved > 0 else float("inf")
     hours = seconds / 3600

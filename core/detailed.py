@@ -22,7 +22,7 @@ from core.attention import backward_workspace, kernel_note
 from core.breakdown import Breakdown, Bucket, BucketKey, Phase, StepPhase, Term, gb, make_bucket, sci
 from core.optimizer import optimizer_step_temporary, optimizer_terms
 from core.params import ParamCounts
-from core.plan import Dtype, Method, Optimizer, Plan, Quant, Sharding
+from core.plan import Dtype, Method, Optimizer, Plan, Quant, Strategy
 from core.roles import Dtypes, dtypes_for
 from core.serving.formats import WeightFormat, matrix_output_rows, nf4_bytes_per_weight, quantised_matrix_bytes
 from core.units import MiB
@@ -136,12 +136,12 @@ def _parts(plan: Plan, counts: ParamCounts, dt: Dtypes) -> _Parts:
         Term("gradients", f"T × {dt.grad:g} B = {sci(counts.trainable)} × {dt.grad:g} B", counts.trainable * dt.grad)
     ]
     optim = optimizer_terms(plan, counts, dt)
-    shards, stage = plan.hardware.gpu_count, plan.hardware.sharding
-    if stage is not Sharding.NONE and shards > 1:
+    shards, stage = plan.parallel.data_parallel, plan.parallel.strategy
+    if stage is not Strategy.DDP and shards > 1:
         optim = _shard(optim, shards)
-        if stage in (Sharding.ZERO2, Sharding.ZERO3):
+        if stage in (Strategy.ZERO2, Strategy.ZERO3, Strategy.FSDP):
             grads = _shard(grads, shards)
-        if stage is Sharding.ZERO3:
+        if stage in (Strategy.ZERO3, Strategy.FSDP):
             gathered = 2 * model.layer_params() * dt.base
             weights = _shard(weights, shards)
             weights.append(

@@ -15,7 +15,7 @@ from typing import Final
 
 from core.catalogue import GpuSpec, load_gpus
 from core.estimate import Estimate, Verdict, estimate
-from core.plan import Plan, Sharding
+from core.plan import Plan, Strategy
 
 COUNTS: Final = tuple(range(1, 9))
 VERDICT_ORDER: Final = {Verdict.FITS: 0, Verdict.OVER_HEADROOM: 1, Verdict.OOM: 2}
@@ -33,11 +33,11 @@ class CardFit:
 
     @property
     def count(self) -> int:
-        return self.plan.hardware.gpu_count
+        return self.plan.world_size
 
     @property
-    def sharding(self) -> Sharding:
-        return self.plan.hardware.sharding
+    def sharding(self) -> Strategy:
+        return self.plan.parallel.strategy
 
     @property
     def verdict(self) -> Verdict:
@@ -61,17 +61,17 @@ class CardFit:
 
 
 def plan_on(plan: Plan, gpu_id: str, count: int, *, keep_sharding: bool = False, price: float | None = None) -> Plan:
-    sharding = plan.hardware.sharding
+    strategy = plan.parallel.strategy
     if not keep_sharding:
         # One card has nothing to shard over; several shard fully unless the plan chose a stage.
         if count == 1:
-            sharding = Sharding.NONE
-        elif sharding is Sharding.NONE:
-            sharding = Sharding.ZERO3
-    changes: dict[str, object] = {"gpu": gpu_id, "gpu_count": count, "sharding": sharding}
+            strategy = Strategy.DDP
+        elif strategy is Strategy.DDP:
+            strategy = Strategy.FSDP
+    changes: dict[str, object] = {"gpu": gpu_id}
     if price is not None:
         changes["price_per_gpu_hour"] = price
-    return plan.with_hardware(**changes)
+    return plan.with_hardware(**changes).on_gpus(count, strategy)
 
 
 def _sort_key(row: CardFit) -> tuple[float, int, float, str]:

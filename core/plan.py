@@ -96,11 +96,35 @@ class Attention(StrEnum):
     FLASH = "flash"  # the flash-attn package (FlashAttention-2)
 
 
-class Sharding(StrEnum):
-    NONE = "none"  # plain data parallel: every GPU holds everything
-    ZERO1 = "zero1"  # optimizer state sharded
+class Strategy(StrEnum):
+    """How the data-parallel ranks hold the model state."""
+
+    DDP = "ddp"  # torch DistributedDataParallel: a full replica per rank + gradient buckets
+    FSDP = "fsdp"  # FSDP2 fully_shard per decoder block and the root: everything sharded
+    ZERO1 = "zero1"  # DeepSpeed ZeRO-1: optimizer state sharded
     ZERO2 = "zero2"  # + gradients
-    ZERO3 = "zero3"  # + weights (FSDP full shard)
+    ZERO3 = "zero3"  # + parameters
+
+
+class Offload(StrEnum):
+    NONE = "none"
+    OPTIMIZER = "optimizer"  # optimizer state (fp32 master copy, moments) and its step on the host
+    PARAMS = "params"  # parameters, gradients and optimizer state on the host
+
+
+class PipelineSchedule(StrEnum):
+    GPIPE = "gpipe"  # every micro-batch's forward, then every backward
+    ONE_F_ONE_B = "1f1b"  # PipeDream-flush / Megatron 1F1B
+    INTERLEAVED = "interleaved"  # Megatron interleaved 1F1B over virtual stages
+
+
+class MpDtype(StrEnum):
+    """FSDP2 ``MixedPrecisionPolicy`` dtypes; STORED is ``None`` (the parameter's own dtype)."""
+
+    STORED = "stored"
+    FP32 = "fp32"
+    BF16 = "bf16"
+    FP16 = "fp16"
 
 
 class Accounting(StrEnum):
@@ -209,11 +233,22 @@ ATTENTION_LABELS: Final = {
     Attention.SDPA: "SDPA (fused)",
     Attention.FLASH: "FlashAttention-2",
 }
-SHARDING_LABELS: Final = {
-    Sharding.NONE: "none (data parallel)",
-    Sharding.ZERO1: "ZeRO-1 (optimizer)",
-    Sharding.ZERO2: "ZeRO-2 (+ gradients)",
-    Sharding.ZERO3: "ZeRO-3 / FSDP (+ weights)",
+STRATEGY_LABELS: Final = {
+    Strategy.DDP: "DDP (full replica)",
+    Strategy.FSDP: "FSDP2 (fully_shard)",
+    Strategy.ZERO1: "ZeRO-1 (optimizer)",
+    Strategy.ZERO2: "ZeRO-2 (+ gradients)",
+    Strategy.ZERO3: "ZeRO-3 (+ weights)",
+}
+OFFLOAD_LABELS: Final = {
+    Offload.NONE: "none",
+    Offload.OPTIMIZER: "optimizer state to CPU",
+    Offload.PARAMS: "parameters + optimizer to CPU",
+}
+SCHEDULE_LABELS: Final = {
+    PipelineSchedule.GPIPE: "GPipe",
+    PipelineSchedule.ONE_F_ONE_B: "1F1B",
+    PipelineSchedule.INTERLEAVED: "interleaved 1F1B",
 }
 QUANT_LABELS: Final = {Quant.NF4: "4-bit NF4", Quant.FP4: "4-bit FP4", Quant.INT8: "8-bit (LLM.int8)"}
 
@@ -279,8 +314,6 @@ class Workload:
 @dataclass(frozen=True)
 class Hardware:
     gpu: str = "a100-80gb-sxm"  # id in the GPU catalogue, or "custom"
-    gpu_count: int = 1
-    sharding: Sharding = Sharding.NONE
     utilisation: float = 0.4  # model FLOP utilisation; the lesson: 30-50 % for well-tuned code
     headroom: float = 0.10  # fraction of the card kept free; the lesson advises 10-20 %
     price_per_gpu_hour: float = 2.0  # currency units per GPU-hour
@@ -292,14 +325,109 @@ class Hardware:
         if not isinstance(self.gpu, str) or not self.gpu.strip():
             raise PlanError("hardware.gpu", self.gpu, "a GPU id from the catalogue or 'custom'")
         check_text("hardware.gpu", self.gpu)
-        _check_int("hardware.gpu_count", self.gpu_count, 1, MAX_GPUS)
-        _check_enum("hardware.sharding", self.sharding, Sharding)
         _check_float("hardware.utilisation", self.utilisation, 0.0, 1.0, low_open=True)
         _check_float("hardware.headroom", self.headroom, 0.0, 0.9)
         _check_float("hardware.price_per_gpu_hour", self.price_per_gpu_hour, 0.0, 1e6)
         _check_float("hardware.custom_memory_gb", self.custom_memory_gb, 0.0, 1e6, low_open=True)
         _check_float("hardware.custom_tflops", self.custom_tflops, 0.0, 1e7, low_open=True)
         _check_float("hardware.peak_tflops_override", self.peak_tflops_override, 0.0, 1e7)
+
+
+# Defaults of the frameworks, as the knobs are named there.
+DDP_BUCKET_MB: Final = 25.0  # torch.nn.parallel.DistributedDataParallel(bucket_cap_mb=None) -> 25 MiB
+# DeepSpeed ZeRO defaults (deepspeed/runtime/zero/config.py, v0.16): reduce_bucket_size and
+# allgather_bucket_size 5e8 elements, stage3_prefetch_bucket_size 5e7, stage3_max_live_parameters 1e9.
+ZERO_BUCKET_ELEMENTS: Final = 500_000_000
+ZERO3_PREFETCH_ELEMENTS: Final = 50_000_000
+ZERO3_MAX_LIVE_ELEMENTS: Final = 1_000_000_000
+MAX_DEGREE: Final = 4096
+# GPUs in one server node: DGX/HGX A100, H100, H200 and B200 boards carry 8 (NVIDIA DGX
+# user guides); what "N GPUs" means when a count is turned into nodes.
+GPUS_PER_NODE: Final = 8
+
+
+@dataclass(frozen=True)
+class Parallelism:
+    """How many GPUs, how the work is split across them, and what moves to the host.
+
+    The GPU count is ``nodes × gpus_per_node``; it factors into tensor × pipeline ×
+    context × data parallel degrees (the data-parallel degree is what is left). Whether a
+    layout fits the model (heads divisible by the tensor-parallel degree, ...) is checked
+    by :class:`Plan`, which knows the model.
+    """
+
+    nodes: int = 1
+    gpus_per_node: int = 1
+    strategy: Strategy = Strategy.DDP
+    tensor_parallel: int = 1
+    pipeline_parallel: int = 1
+    context_parallel: int = 1
+    sequence_parallel: bool = True  # Megatron sequence parallelism alongside tensor parallel
+    schedule: PipelineSchedule = PipelineSchedule.ONE_F_ONE_B
+    virtual_stages: int = 1  # model chunks per pipeline rank (interleaved schedule)
+    offload: Offload = Offload.NONE
+    reshard_after_forward: bool = True  # FSDP2 fully_shard's default
+    fsdp_param_dtype: MpDtype = MpDtype.STORED  # MixedPrecisionPolicy.param_dtype
+    fsdp_reduce_dtype: MpDtype = MpDtype.STORED  # MixedPrecisionPolicy.reduce_dtype
+    ddp_bucket_mb: float = DDP_BUCKET_MB
+    zero_bucket_elements: int = ZERO_BUCKET_ELEMENTS
+    zero3_prefetch_elements: int = ZERO3_PREFETCH_ELEMENTS
+    zero3_max_live_elements: int = ZERO3_MAX_LIVE_ELEMENTS
+    intra_link: str = "nvlink4"  # id in resources/links.json: GPU to GPU within a node
+    inter_link: str = "ib-ndr400"  # id in resources/links.json: between nodes
+    host_ram_gb: float = 2048.0  # RAM per node (a DGX H100 has 2 TB)
+
+    def __post_init__(self) -> None:
+        _check_int("parallel.nodes", self.nodes, 1, MAX_GPUS)
+        _check_int("parallel.gpus_per_node", self.gpus_per_node, 1, MAX_DEGREE)
+        _check_int("parallel.world_size", self.nodes * self.gpus_per_node, 1, MAX_GPUS)
+        for name, enum in (
+            ("strategy", Strategy),
+            ("schedule", PipelineSchedule),
+            ("offload", Offload),
+            ("fsdp_param_dtype", MpDtype),
+            ("fsdp_reduce_dtype", MpDtype),
+        ):
+            _check_enum(f"parallel.{name}", getattr(self, name), enum)
+        for name in ("tensor_parallel", "pipeline_parallel", "context_parallel", "virtual_stages"):
+            _check_int(f"parallel.{name}", getattr(self, name), 1, MAX_DEGREE)
+        for name in ("sequence_parallel", "reshard_after_forward"):
+            if not isinstance(getattr(self, name), bool):
+                raise PlanError(f"parallel.{name}", getattr(self, name), "true or false")
+        _check_float("parallel.ddp_bucket_mb", self.ddp_bucket_mb, 0.0, 1e6, low_open=True)
+        for name in ("zero_bucket_elements", "zero3_prefetch_elements", "zero3_max_live_elements"):
+            _check_int(f"parallel.{name}", getattr(self, name), 1, 10**13)
+        for name in ("intra_link", "inter_link"):
+            value = getattr(self, name)
+            if not isinstance(value, str) or not value.strip():
+                raise PlanError(f"parallel.{name}", value, "a link id from the catalogue")
+            check_text(f"parallel.{name}", value)
+        _check_float("parallel.host_ram_gb", self.host_ram_gb, 0.0, 1e9, low_open=True)
+        model_split = self.tensor_parallel * self.pipeline_parallel * self.context_parallel
+        if self.world_size % model_split:
+            raise PlanError(
+                "parallel.tensor_parallel",
+                self.tensor_parallel,
+                f"degrees whose product divides {self.world_size} GPUs",
+                f"TP {self.tensor_parallel} × PP {self.pipeline_parallel} × CP {self.context_parallel} = {model_split}",
+            )
+        if self.virtual_stages > 1 and self.schedule is not PipelineSchedule.INTERLEAVED:
+            raise PlanError(
+                "parallel.virtual_stages", self.virtual_stages, "1", "only the interleaved schedule uses them"
+            )
+
+    @property
+    def world_size(self) -> int:
+        return self.nodes * self.gpus_per_node
+
+    @property
+    def data_parallel(self) -> int:
+        """Ranks holding the same part of the model and different data."""
+        return self.world_size // (self.tensor_parallel * self.pipeline_parallel * self.context_parallel)
+
+    @property
+    def shards_state(self) -> bool:
+        return self.strategy is not Strategy.DDP
 
 
 @dataclass(frozen=True)
@@ -397,6 +525,7 @@ class Plan:
     chunked_loss: bool = False  # cross-entropy computed in chunks (no full logits in float32)
     workload: Workload = field(default_factory=Workload)
     hardware: Hardware = field(default_factory=Hardware)
+    parallel: Parallelism = field(default_factory=Parallelism)
     inference: Inference = field(default_factory=Inference)
     accounting: Accounting = Accounting.DETAILED
     lesson: LessonSettings = field(default_factory=LessonSettings)
@@ -425,18 +554,47 @@ class Plan:
             ("lora", LoraSettings),
             ("workload", Workload),
             ("hardware", Hardware),
+            ("parallel", Parallelism),
             ("inference", Inference),
             ("lesson", LessonSettings),
         ):
             if not isinstance(getattr(self, name), kind):
                 raise PlanError(name, getattr(self, name), f"a {kind.__name__} value")
         _check_int("method.frozen_layers", self.frozen_layers, 0, self.model.num_layers)
+        self._check_layout()
         if self.method is Method.FROZEN and self.frozen_layers == 0:
             raise PlanError(
                 "method.frozen_layers",
                 0,
                 f"1 to {self.model.num_layers}",
                 "the frozen-layers method freezes at least one",
+            )
+
+    def _check_layout(self) -> None:
+        """Refuse a split the frameworks cannot run on this model (Megatron-LM's and
+        torchtitan's own checks: heads and KV groups divide by the tensor-parallel degree,
+        at least one layer per pipeline chunk, the sequence in 2 × CP load-balanced chunks)."""
+        par, model = self.parallel, self.model
+        tp = par.tensor_parallel
+        if tp > 1:
+            for what, heads in (("attention heads", model.num_heads), ("KV heads", model.num_kv_heads)):
+                if heads % tp:
+                    raise PlanError("parallel.tensor_parallel", tp, f"a divisor of the model's {heads} {what}")
+        chunks = par.pipeline_parallel * par.virtual_stages
+        if chunks > model.num_layers:
+            raise PlanError(
+                "parallel.pipeline_parallel",
+                par.pipeline_parallel,
+                f"at most {model.num_layers // par.virtual_stages} stages",
+                f"the model has {model.num_layers} layers for {chunks} pipeline chunks",
+            )
+        cp = par.context_parallel
+        if cp > 1 and self.workload.seq_len % (2 * cp):
+            raise PlanError(
+                "parallel.context_parallel",
+                cp,
+                f"a degree where 2 × CP divides the sequence of {self.workload.seq_len} tokens",
+                "context parallel splits it into 2 × CP load-balanced chunks",
             )
 
     def _reconcile_precision(self) -> None:
@@ -492,7 +650,13 @@ class Plan:
 
     @property
     def effective_batch(self) -> int:
-        return self.workload.micro_batch * self.workload.grad_accum * self.hardware.gpu_count
+        """Sequences per optimizer step: micro-batch × accumulation × data-parallel ranks."""
+        return self.workload.micro_batch * self.workload.grad_accum * self.parallel.data_parallel
+
+    @property
+    def world_size(self) -> int:
+        """GPUs the run uses: nodes × GPUs per node."""
+        return self.parallel.world_size
 
     def with_changes(self, **changes: Any) -> Plan:
         """A copy with top-level fields replaced; nested ones via ``workload=...`` etc.
@@ -522,6 +686,9 @@ class Plan:
     def with_hardware(self, **changes: Any) -> Plan:
         return replace(self, hardware=replace(self.hardware, **changes))
 
+    def with_parallel(self, **changes: Any) -> Plan:
+        return replace(self, parallel=replace(self.parallel, **changes))
+
     def with_inference(self, **changes: Any) -> Plan:
         return replace(self, inference=replace(self.inference, **changes))
 
@@ -531,7 +698,20 @@ class Plan:
     def with_lesson(self, **changes: Any) -> Plan:
         return replace(self, lesson=replace(self.lesson, **changes))
 
-    # ---- the same plan on another model or method (one home: forms, CLI, remedies) ----
+    # ---- the same plan on other GPUs, model or method (one home: forms, CLI, remedies) ----
+    def on_gpus(self, count: int, strategy: Strategy | None = None, *, per_node: int = GPUS_PER_NODE) -> Plan:
+        """This plan on ``count`` GPUs: one node up to ``per_node`` GPUs, then full nodes
+        (a count that does not fill whole nodes stays on one). Tensor, pipeline and
+        context degrees are kept when they still divide the count, else they drop to 1."""
+        nodes, gpus = (count // per_node, per_node) if count > per_node and count % per_node == 0 else (1, count)
+        par = self.parallel
+        changes: dict[str, Any] = {"nodes": nodes, "gpus_per_node": gpus}
+        if strategy is not None:
+            changes["strategy"] = strategy
+        if count % (par.tensor_parallel * par.pipeline_parallel * par.context_parallel):
+            changes.update(tensor_parallel=1, pipeline_parallel=1, context_parallel=1, virtual_stages=1)
+        return self.with_parallel(**changes)
+
     def on_model(self, model: ModelSpec, model_id: str = "") -> Plan:
         """This plan on another model; frozen layers are kept within the new model's depth."""
         return replace(self, model=model, model_id=model_id, frozen_layers=min(self.frozen_layers, model.num_layers))

@@ -1,6 +1,6 @@
 """The plan file: a versioned JSON document, saved atomically, read without executing.
 
-``{"format": "vramplan-plan", "version": 3, "plan": {...}}``. Reading checks every key:
+``{"format": "vramplan-plan", "version": 4, "plan": {...}}``. Reading checks every key:
 unknown keys, missing keys and wrong types raise :class:`PlanError` naming the field.
 Older versions are migrated forward by :data:`MIGRATIONS`, one version at a time.
 
@@ -10,7 +10,9 @@ roles (``preset``, ``weight_dtype``, ``base_dtype``, ``adapter_dtype``, ``autoca
 ``optimizer_impl``: a version 2 file's ``precision`` becomes the preset it always meant
 (bf16-mixed → fp32-autocast-bf16, bf16 → pure-bf16, fp16-mixed → fp16-amp, fp32 → fp32,
 fp16 → custom with fp16 storage) and its optimizer runs as foreach, what every estimate
-before version 3 assumed, so a migrated plan estimates exactly as before.
+before version 3 assumed, so a migrated plan estimates exactly as before. Version 4
+moved the GPU count and sharding into ``plan.parallel`` (nodes, GPUs per node, strategy,
+tensor / pipeline / context parallel degrees, offload, links).
 """
 
 from __future__ import annotations
@@ -39,6 +41,7 @@ from core.plan import (
     LessonSettings,
     LoraSettings,
     OptimizerImpl,
+    Parallelism,
     Plan,
     Precision,
     Workload,
@@ -46,7 +49,7 @@ from core.plan import (
 from core.units import finite_number
 
 FORMAT: Final = "vramplan-plan"
-VERSION: Final = 3
+VERSION: Final = 4
 MAX_FILE_BYTES: Final = 5_000_000  # a plan is a few kB; refuse anything absurd before parsing
 MAX_DEPTH: Final = 32
 
@@ -54,6 +57,7 @@ _NESTED: Final = {
     "lora": LoraSettings,
     "workload": Workload,
     "hardware": Hardware,
+    "parallel": Parallelism,
     "inference": Inference,
     "lesson": LessonSettings,
 }
@@ -75,7 +79,11 @@ OPTIONAL_KEYS: Final = frozenset(
         "max_num_batched_tokens",
         "mem_fraction_static",
     )
+) | frozenset(
+    (Parallelism, f.name) for f in fields(Parallelism) if f.name not in ("nodes", "gpus_per_node", "strategy")
 )
+# Of the parallelism (version 4), only the GPU count and the strategy must be written; the
+# degrees and the frameworks' knobs default to one GPU's split and the frameworks' defaults.
 
 
 def _plain(value: Any) -> Any:
@@ -196,8 +204,28 @@ def _v2_to_v3(document: dict[str, Any]) -> dict[str, Any]:
     return migrated
 
 
+def _v3_to_v4(document: dict[str, Any]) -> dict[str, Any]:
+    """Version 4 moved ``hardware.gpu_count`` and ``hardware.sharding`` into ``parallel``: the
+    count becomes one node's GPUs, no sharding becomes DDP, ZeRO stage N stays stage N."""
+    migrated = dict(document, version=4)
+    plan = document.get("plan")
+    if not isinstance(plan, Mapping) or not isinstance(plan.get("hardware"), Mapping) or "parallel" in plan:
+        return migrated
+    hardware = dict(plan["hardware"])
+    count = hardware.pop("gpu_count", 1)
+    sharding = hardware.pop("sharding", "none")
+    strategy = {"none": "ddp", "zero1": "zero1", "zero2": "zero2", "zero3": "zero3"}.get(sharding, sharding)
+    parallel = {"nodes": 1, "gpus_per_node": count, "strategy": strategy}
+    migrated["plan"] = dict(plan, hardware=hardware, parallel=parallel)
+    return migrated
+
+
 # version -> function turning a document of that version into the next version's.
-MIGRATIONS: Final[dict[int, Callable[[dict[str, Any]], dict[str, Any]]]] = {1: _v1_to_v2, 2: _v2_to_v3}
+MIGRATIONS: Final[dict[int, Callable[[dict[str, Any]], dict[str, Any]]]] = {
+    1: _v1_to_v2,
+    2: _v2_to_v3,
+    3: _v3_to_v4,
+}
 
 
 def plan_from_dict(document: Any) -> Plan:

@@ -18,7 +18,7 @@ from typing import Final
 from core.catalogue import GpuSpec, load_gpus, load_models
 from core.estimate import Estimate, estimate
 from core.limits import max_micro_batch, max_sequence
-from core.plan import Attention, LoraSettings, Method, Optimizer, Plan, Quant, Sharding
+from core.plan import Attention, LoraSettings, Method, Optimizer, Plan, Quant, Strategy
 from core.symptoms import Failure
 from core.verdict import Judgement, Mode, Verdict
 
@@ -207,13 +207,14 @@ def _shorter_sequence(plan: Plan) -> tuple[Plan, str] | None:
 
 
 def _sharding(plan: Plan) -> tuple[Plan, str] | None:
-    hw = plan.hardware
+    world, strategy = plan.world_size, plan.parallel.strategy
+    sharded = strategy in (Strategy.ZERO3, Strategy.FSDP)
     for count in (2, 4, 8, 16, 32, 64):
-        if count <= hw.gpu_count and hw.sharding is Sharding.ZERO3:
+        if count <= world and sharded:
             continue
-        candidate = plan.with_hardware(gpu_count=max(count, hw.gpu_count), sharding=Sharding.ZERO3)
+        candidate = plan.on_gpus(max(count, world), strategy if sharded else Strategy.FSDP)
         if estimate(candidate).fits or count == 64:
-            return candidate, f"Shard over {candidate.hardware.gpu_count} GPUs (ZeRO-3 / FSDP)"
+            return candidate, f"Shard over {candidate.world_size} GPUs (FSDP / ZeRO-3)"
     return None
 
 

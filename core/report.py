@@ -98,7 +98,7 @@ def caption(est: Estimate) -> str:
     """One line for a chart: model, method, card and verdict."""
     plan = est.plan
     return (
-        f"{plan.model.name} · {plan.method.value} · {est.gpu.name} × {plan.hardware.gpu_count} · "
+        f"{plan.model.name} · {plan.method.value} · {est.gpu.name} × {plan.world_size} · "
         f"{VERDICT_LABELS[est.verdict]} ({est.total_bytes / GB:.1f} of {est.capacity_bytes / GB:.1f} GB)"
     )
 

@@ -117,7 +117,7 @@ def _picture_dpi() -> float:
 def caption_lines(estimate: Estimate, mode: Mode, unit: Unit) -> list[str]:
     """Model, method, card, workload and verdict, for an exported chart to stand on its own."""
     plan = estimate.plan
-    cards = f"{plan.hardware.gpu_count} × {estimate.gpu.name}" if plan.hardware.gpu_count > 1 else estimate.gpu.name
+    cards = f"{plan.world_size} × {estimate.gpu.name}" if plan.world_size > 1 else estimate.gpu.name
     w = plan.workload
     lines = [
         f"{plan.model.name} · {METHOD_LABELS[plan.method]} · {cards}",
@@ -606,7 +606,7 @@ class MemoryChart(QWidget):
         if labels != self._tick_labels:
             self._tick_labels = labels
             self.plot.getAxis("bottom").setTicks([list(enumerate(labels))])
-        per = "per GPU" if estimate.plan.hardware.gpu_count > 1 else "on the card"
+        per = "per GPU" if estimate.plan.world_size > 1 else "on the card"
         axis_label = f"{self.unit} {per}"
         if axis_label != self._axis_label:  # a new label re-renders the whole axis
             self._axis_label = axis_label

@@ -203,7 +203,7 @@ class ComparePanel(QWidget):
     def _name_for(self, plan: Plan) -> str:
         self._pin_count += 1
         hardware = plan.hardware
-        return f"#{self._pin_count} {plan.model.name}, {plan.method.value}, {hardware.gpu} × {hardware.gpu_count}"
+        return f"#{self._pin_count} {plan.model.name}, {plan.method.value}, {hardware.gpu} × {plan.world_size}"
 
     def pin_current(self) -> bool:
         if len(self.pinned) >= MAX_PLANS:

@@ -87,7 +87,7 @@ def issue_plans() -> list[tuple[str, object]]:
 
     The prices per GPU-hour are illustrative inputs (what a user would type), not data.
     """
-    from core.plan import LoraSettings, Method, Sharding
+    from core.plan import LoraSettings, Method, Strategy
     from core.presets import default_plan
 
     lora = default_plan().with_workload(micro_batch=1, seq_len=2048, grad_accum=16)
@@ -100,9 +100,9 @@ def issue_plans() -> list[tuple[str, object]]:
         ),
         (
             "Full on 2 × A100 80GB",
-            lora.with_changes(method=Method.FULL).with_hardware(
-                gpu="a100-80gb-sxm", gpu_count=2, sharding=Sharding.ZERO3, price_per_gpu_hour=1.5
-            ),
+            lora.with_changes(method=Method.FULL)
+            .with_hardware(gpu="a100-80gb-sxm", price_per_gpu_hour=1.5)
+            .on_gpus(2, Strategy.ZERO3),
         ),
         ("LoRA r16 on an L4", lora.with_hardware(gpu="l4", price_per_gpu_hour=0.6)),
     ]

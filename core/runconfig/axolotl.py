@@ -117,7 +117,7 @@ def read_axolotl(document: dict[str, Any], where: str) -> RunConfig:
     taker.note("sample_packing", "packing fills every micro-batch row to sequence_len, as the plan assumes")
     taker.note("tf32", "TF32 matmuls change speed, not memory")
     taker.note("torch_compile", "torch.compile can lower activation memory; not modelled")
-    s["sharding"] = sharding(taker, odd)
+    s.update(sharding(taker, odd))
     taker.irrelevant("fsdp_config")
     taker.note("plugins", "plugins may change memory (Liger, Cut Cross Entropy); not modelled")
     taker.note("unfrozen_parameters", "partly frozen training by parameter name is not modelled")

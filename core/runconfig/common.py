@@ -10,7 +10,7 @@ from core.errors import PlanError, PlanFileError
 from core.model import normalise_lora_targets
 from core.runconfig.mapping import DTYPES, HF_DEFAULT_OPTIM, HF_OPTIMIZERS
 from core.runconfig.reading import Taker, read_json_document
-from core.runconfig.result import ConfigKind, FieldRead, RunConfig, RunSettings
+from core.runconfig.result import ConfigKind, RunConfig, RunSettings
 
 # Names some frameworks use for the same matrices that core.model does not list.
 _EXTRA_TARGETS = {"output_proj": "o_proj"}  # torchtune's attention output
@@ -114,29 +114,47 @@ def finish(
 
 
 # FSDP sharding strategies (torch.distributed.fsdp ShardingStrategy, as transformers'
-# ``fsdp`` option and axolotl's ``fsdp`` list spell them) -> the ZeRO stage they match.
-FSDP_STRATEGIES: Final = {"full_shard": "zero3", "hybrid_shard": "zero3", "shard_grad_op": "zero2", "no_shard": "none"}
+# ``fsdp`` option and axolotl's ``fsdp`` list spell them) -> (strategy, reshard after
+# forward). SHARD_GRAD_OP keeps the gathered parameters from the forward to the backward,
+# which is FSDP2's reshard_after_forward=False; NO_SHARD is DDP.
+FSDP_STRATEGIES: Final = {
+    "full_shard": ("fsdp", True),
+    "hybrid_shard": ("fsdp", True),
+    "shard_grad_op": ("fsdp", False),
+    "no_shard": ("ddp", None),
+}
 MAX_DEEPSPEED_BYTES: Final = 1_000_000
 
 
-def sharding(taker: Taker, odd: OddValues) -> str | None:
-    """The sharding stage from ``deepspeed`` (an inline dict or a JSON file beside the config
-    or in the working folder: ``zero_optimization.stage``) or ``fsdp`` (a strategy name)."""
-    stage = _deepspeed_stage(taker, odd)
+def sharding(taker: Taker, odd: OddValues) -> dict[str, Any]:
+    """The data-parallel strategy (RunSettings ``sharding``, ``reshard_after_forward``,
+    ``offload``) from ``deepspeed`` (an inline dict or a JSON file beside the config or in
+    the working folder: ``zero_optimization``) or ``fsdp`` (strategy words)."""
+    found: dict[str, Any] = {}
+    stage = _deepspeed_stage(taker, odd, found)
     if stage is not None:
-        return stage
+        found["sharding"] = stage
+        return found
     fsdp = taker.raw("fsdp")
     words = fsdp.split() if isinstance(fsdp, str) else fsdp if isinstance(fsdp, list) else []
     for word in words:
         if isinstance(word, str) and word in FSDP_STRATEGIES:
-            taker.record("sharding", FSDP_STRATEGIES[word], "fsdp")
-            return FSDP_STRATEGIES[word]
+            strategy, reshard = FSDP_STRATEGIES[word]
+            taker.record("sharding", strategy, "fsdp")
+            found["sharding"] = strategy
+            if reshard is not None:
+                taker.record("reshard_after_forward", reshard, f"fsdp: {word}")
+                found["reshard_after_forward"] = reshard
+            if "offload" in words:  # CPUOffload(offload_params=True): parameters, gradients, optimizer
+                taker.record("offload", "params", "fsdp: offload")
+                found["offload"] = "params"
+            return found
     if fsdp:
         odd.add("fsdp", fsdp, "full_shard, shard_grad_op, hybrid_shard or no_shard")
-    return None
+    return found
 
 
-def _deepspeed_stage(taker: Taker, odd: OddValues) -> str | None:
+def _deepspeed_stage(taker: Taker, odd: OddValues, out: dict[str, Any]) -> str | None:
     value = taker.raw("deepspeed")
     if not value:
         return None
@@ -158,8 +176,14 @@ def _deepspeed_stage(taker: Taker, odd: OddValues) -> str | None:
     if stage not in (0, 1, 2, 3):
         odd.add("deepspeed", value if isinstance(value, str) else "(inline)", "no zero_optimization.stage 0-3")
         return None
-    result = "none" if stage == 0 else f"zero{stage}"
+    result = "ddp" if stage == 0 else f"zero{stage}"
     taker.record("sharding", result, source)
-    if isinstance(zero, dict) and (zero.get("offload_optimizer") or zero.get("offload_param")):
-        taker.notes.append(FieldRead("note", True, "deepspeed offload to CPU: less GPU memory than modelled"))
+    if isinstance(zero, dict):
+        for key, offload in (("offload_param", "params"), ("offload_optimizer", "optimizer")):
+            target = zero.get(key)
+            device = target.get("device") if isinstance(target, dict) else None
+            if device in ("cpu", "nvme"):
+                taker.record("offload", offload, f"deepspeed: zero_optimization.{key}.device")
+                out["offload"] = offload
+                break
     return result

@@ -95,7 +95,7 @@ def take_trainer_args(taker: Taker, odd: OddValues, framework: str) -> dict[str,
         taker.record("chunked_loss", True, "use_liger_kernel")
     taker.note("tf32", "TF32 matmuls change speed, not memory")
     taker.note("torch_compile", "torch.compile can lower activation memory; not modelled")
-    s["sharding"] = sharding(taker, odd)
+    s.update(sharding(taker, odd))
     taker.irrelevant("fsdp_config")
     taker.note("auto_find_batch_size", "the Trainer halves the batch after an OOM; the plan uses the given batch")
     taker.note("bf16_full_eval", "evaluation in pure bf16")

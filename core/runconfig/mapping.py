@@ -9,7 +9,7 @@ implementation, DoRA.
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import Final
+from typing import Any, Final
 
 from core.plan import (
     ROLE_FIELDS,
@@ -18,12 +18,13 @@ from core.plan import (
     Dtype,
     LoraSettings,
     Method,
+    Offload,
     Optimizer,
     OptimizerImpl,
     Plan,
     PrecisionRoles,
     Quant,
-    Sharding,
+    Strategy,
     preset_matching,
 )
 from core.runconfig.result import RunSettings
@@ -141,7 +142,14 @@ def apply_settings(plan: Plan, settings: RunSettings, *, model_dtype: str | None
     }
     if workload:
         changes["workload"] = replace(plan.workload, **workload)
+    parallel: dict[str, Any] = {}
     if s.sharding is not None:
         # The GPU count is the launcher's (torchrun, accelerate), not the config's: kept.
-        changes["hardware"] = replace(plan.hardware, sharding=Sharding(s.sharding))
+        parallel["strategy"] = Strategy(s.sharding)
+    if s.reshard_after_forward is not None:
+        parallel["reshard_after_forward"] = s.reshard_after_forward
+    if s.offload is not None:
+        parallel["offload"] = Offload(s.offload)
+    if parallel:
+        changes["parallel"] = replace(plan.parallel, **parallel)
     return plan.with_changes(**changes)

@@ -51,7 +51,9 @@ SETTING_LABELS: Final = {
     "seq_len": "Sequence length",
     "eval_batch": "Evaluation batch",
     "trainable_layers": "Trainable top blocks",
-    "sharding": "Sharding",
+    "sharding": "Data-parallel strategy",
+    "reshard_after_forward": "Reshard after forward (FSDP)",
+    "offload": "Offload to CPU",
     "model": "Model",
     "note": "Noted (not modelled)",
 }
@@ -80,7 +82,9 @@ class RunSettings:
     seq_len: int | None = None
     eval_batch: int | None = None
     trainable_layers: int | None = None  # freeze-tuning: the top blocks that train
-    sharding: str | None = None  # none | zero1 | zero2 | zero3 (DeepSpeed ZeRO or FSDP)
+    sharding: str | None = None  # a core.plan.Strategy value: ddp | fsdp | zero1 | zero2 | zero3
+    reshard_after_forward: bool | None = None  # FSDP: full_shard True, shard_grad_op False
+    offload: str | None = None  # a core.plan.Offload value
 
 
 @dataclass(frozen=True)

@@ -9,7 +9,7 @@ from PySide6.QtWidgets import QLabel, QPushButton, QToolButton, QVBoxLayout, QWi
 
 from core.catalogue import GROUP_LABELS, GpuGroup, GpuSpec, load_gpus, search
 from core.estimate import Estimate
-from core.plan import MAX_GPUS, SHARDING_LABELS, Plan, Preset, Sharding
+from core.plan import MAX_GPUS, STRATEGY_LABELS, Plan, Preset, Strategy
 from core.units import GB, GiB, MiB
 from gui import dialogs
 from gui.controller import PlanController
@@ -146,15 +146,15 @@ class HardwareForm(PlanForm):
             "hardware.custom_tflops", "Peak speed", self.custom_tflops, lambda p, v: p.with_hardware(custom_tflops=v)
         )
         self.form.addRow("", self.save_card)
-        self.count = IntField("GPU count", 1, MAX_GPUS, "", "Data-parallel GPUs; memory is shown per GPU.")
-        self.bind("hardware.gpu_count", "GPU count", self.count, lambda p, v: p.with_hardware(gpu_count=v))
+        self.count = IntField("GPU count", 1, MAX_GPUS, "", "GPUs in the run; memory is shown per GPU.")
+        self.bind("parallel.gpus_per_node", "GPU count", self.count, lambda p, v: p.on_gpus(v))
         self.sharding = ChoiceField(
-            "Sharding",
-            [(label, s.value) for s, label in SHARDING_LABELS.items()],
-            "What is split across the GPUs (DeepSpeed ZeRO stages, PyTorch FSDP): optimizer state, then gradients, "
-            "then the weights themselves.",
+            "Strategy",
+            [(label, s.value) for s, label in STRATEGY_LABELS.items()],
+            "How the data-parallel GPUs hold the model: DDP keeps a full copy on each; DeepSpeed ZeRO stages "
+            "split the optimizer state, then gradients, then the weights; FSDP2 splits all three.",
         )
-        self.bind("hardware.sharding", "Sharding", self.sharding, lambda p, v: p.with_hardware(sharding=Sharding(v)))
+        self.bind("parallel.strategy", "Strategy", self.sharding, lambda p, v: p.with_parallel(strategy=Strategy(v)))
         self.utilisation = FloatField(
             "Utilisation",
             0.001,
@@ -245,8 +245,8 @@ class HardwareForm(PlanForm):
         self.gpu.show_value(self._shown_gpu_id(plan), hw.gpu)
         self.custom_memory.show_value(hw.custom_memory_gb)
         self.custom_tflops.show_value(hw.custom_tflops)
-        self.count.show_value(hw.gpu_count)
-        self.sharding.show_value(hw.sharding.value)
+        self.count.show_value(plan.world_size)
+        self.sharding.show_value(plan.parallel.strategy.value)
         self.utilisation.show_value(hw.utilisation)
         self.headroom.show_value(hw.headroom)
         self.price.show_value(hw.price_per_gpu_hour)

@@ -167,7 +167,7 @@ class VerdictPanel(QFrame):
         margin = margin_text(judged, estimate.plan.hardware.headroom, u)
         self.headline.setText(_headline(memory(judged.total_bytes, u), memory(judged.usable_bytes, u), margin))
         plan = estimate.plan
-        gpus = f" × {plan.hardware.gpu_count}" if plan.hardware.gpu_count > 1 else ""
+        gpus = f" × {plan.world_size}" if plan.world_size > 1 else ""
         text = (
             f"Peak at the <b>{estimate.peak_phase}</b>: {memory(estimate.peak_bytes, u)} allocated · "
             f"{estimate.gpu.name}{gpus}: {memory(estimate.capacity_bytes, u)}, "

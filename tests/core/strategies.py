@@ -20,11 +20,12 @@ from core.plan import (
     Method,
     Optimizer,
     OptimizerImpl,
+    Parallelism,
     Plan,
     Precision,
     Preset,
     Quant,
-    Sharding,
+    Strategy,
     Workload,
 )
 from core.serving.formats import Engine, KvDtype, WeightFormat
@@ -67,14 +68,17 @@ def plans(draw: st.DrawFn) -> Plan:
         ),
         hardware=Hardware(
             gpu=draw(gpu_ids),
-            gpu_count=draw(st.integers(1, 4096)),
-            sharding=draw(st.sampled_from(list(Sharding))),
             utilisation=draw(st.floats(0.01, 1.0)),
             headroom=draw(st.floats(0.0, 0.9)),
             price_per_gpu_hour=draw(st.floats(0.0, 100.0)),
             custom_memory_gb=draw(st.floats(1.0, 1000.0)),
             custom_tflops=draw(st.floats(1.0, 5000.0)),
             peak_tflops_override=draw(st.sampled_from([0.0, 100.0])),
+        ),
+        parallel=Parallelism(
+            nodes=draw(st.integers(1, 512)),
+            gpus_per_node=draw(st.integers(1, 8)),
+            strategy=draw(st.sampled_from(list(Strategy))),
         ),
         inference=Inference(
             weight_dtype=draw(st.sampled_from(list(WeightFormat))),

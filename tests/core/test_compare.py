@@ -13,7 +13,7 @@ from core.cli import main
 from core.compare import MAX_PLANS, TOTAL, compare, dumps, from_dict, load, save, to_dict
 from core.errors import PlanError, PlanFileError
 from core.estimate import Verdict, estimate
-from core.plan import Method, Precision, Sharding
+from core.plan import Method, Precision, Strategy
 from core.planfile import save as save_plan
 from core.presets import default_plan, lesson_plan
 from tests.core.strategies import plans
@@ -24,7 +24,7 @@ def four_plans() -> list[tuple[str, object]]:
     return [
         ("LoRA on a 4090", base.with_hardware(gpu="rtx-4090")),
         ("QLoRA on a 3060", base.with_changes(method=Method.QLORA).with_hardware(gpu="rtx-3060-12gb")),
-        ("Full on 2 × A100", base.with_changes(method=Method.FULL).with_hardware(gpu_count=2, sharding=Sharding.ZERO3)),
+        ("Full on 2 × A100", base.with_changes(method=Method.FULL).on_gpus(2, Strategy.ZERO3)),
         ("Lesson 7B, 16-bit full", lesson_plan(Method.FULL, Precision.BF16)),
     ]
 

@@ -16,7 +16,7 @@ import pytest
 from core.catalogue import find_gpu, find_model
 from core.compute import compute_dtype, compute_estimate, flops_per_token
 from core.params import param_counts
-from core.plan import Hardware, Method, Plan, Precision, Workload
+from core.plan import Hardware, Method, Parallelism, Plan, Precision, Workload
 from core.presets import plan_for_model
 
 
@@ -61,7 +61,8 @@ def test_time_cost_energy_and_steps_follow_from_the_flops() -> None:
     plan = _plan(
         method=Method.FULL,
         workload=Workload(micro_batch=4, seq_len=2048, grad_accum=8, tokens=50_000_000),
-        hardware=Hardware(gpu="h100-sxm", gpu_count=2, utilisation=0.5, price_per_gpu_hour=3.0),
+        hardware=Hardware(gpu="h100-sxm", utilisation=0.5, price_per_gpu_hour=3.0),
+        parallel=Parallelism(gpus_per_node=2),
     )
     gpu = find_gpu("h100-sxm")
     counts = param_counts(plan)
@@ -75,7 +76,7 @@ def test_time_cost_energy_and_steps_follow_from_the_flops() -> None:
     assert c.energy_kwh == pytest.approx(c.hours * 2 * gpu.board_power_w / 1000)
     assert c.steps == math.ceil(50_000_000 / (4 * 8 * 2 * 2048))
     # Twice the GPUs: half the time, the same GPU-hours and so the same cost.
-    more = compute_estimate(plan.with_hardware(gpu_count=4), counts, gpu)
+    more = compute_estimate(plan.with_parallel(gpus_per_node=4), counts, gpu)
     assert more.hours == pytest.approx(c.hours / 2) and more.cost == pytest.approx(c.cost)
 
 

@@ -10,7 +10,7 @@ from core.breakdown import BucketKey, StepPhase
 from core.catalogue import find_model
 from core.detailed import layer_activations
 from core.estimate import Estimate, Verdict, estimate
-from core.plan import Attention, Hardware, Method, Optimizer, Plan, Precision, Quant, Sharding, Workload
+from core.plan import Attention, Hardware, Method, Optimizer, Parallelism, Plan, Precision, Quant, Strategy, Workload
 
 
 def plan(model: str = "llama-3.2-1b", **changes: object) -> Plan:
@@ -90,16 +90,16 @@ def test_mixed_precision_keeps_float32_weights_and_sixteen_bit_copies() -> None:
     assert any("autocast" in label for label in labels)
 
 
-@pytest.mark.parametrize("stage", [Sharding.ZERO1, Sharding.ZERO2, Sharding.ZERO3])
-def test_sharding_reduces_memory_per_gpu(stage: Sharding) -> None:
-    one = estimate(plan(hardware=Hardware(gpu_count=8, sharding=Sharding.NONE)))
-    sharded = estimate(plan(hardware=Hardware(gpu_count=8, sharding=stage)))
+@pytest.mark.parametrize("stage", [Strategy.ZERO1, Strategy.ZERO2, Strategy.ZERO3, Strategy.FSDP])
+def test_sharding_reduces_memory_per_gpu(stage: Strategy) -> None:
+    one = estimate(plan(parallel=Parallelism(gpus_per_node=8, strategy=Strategy.DDP)))
+    sharded = estimate(plan(parallel=Parallelism(gpus_per_node=8, strategy=stage)))
     step_one = one.phases[0]
     step_sharded = sharded.phases[0]
     assert step_sharded.bucket(BucketKey.OPTIMIZER).bytes == pytest.approx(
         step_one.bucket(BucketKey.OPTIMIZER).bytes / 8
     )
-    if stage is not Sharding.ZERO1:
+    if stage is not Strategy.ZERO1:
         assert step_sharded.bucket(BucketKey.GRADIENTS).bytes == pytest.approx(
             step_one.bucket(BucketKey.GRADIENTS).bytes / 8
         )

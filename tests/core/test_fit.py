@@ -11,7 +11,7 @@ from core.catalogue import load_gpus
 from core.cli import main
 from core.estimate import Verdict, estimate
 from core.fit import cards_for, cheapest_fit, plan_on
-from core.plan import Method, Precision, Sharding
+from core.plan import Method, Precision, Strategy
 from core.planfile import save
 from core.presets import default_plan, lesson_plan
 
@@ -54,10 +54,10 @@ def test_several_cards_shard_unless_told_to_keep_the_plans_sharding() -> None:
     one = plan_on(plan, "a100-80gb-sxm", 1)
     four = plan_on(plan, "a100-80gb-sxm", 4)
     kept = plan_on(plan, "a100-80gb-sxm", 4, keep_sharding=True)
-    assert (one.hardware.sharding, four.hardware.sharding, kept.hardware.sharding) == (
-        Sharding.NONE,
-        Sharding.ZERO3,
-        Sharding.NONE,
+    assert (one.parallel.strategy, four.parallel.strategy, kept.parallel.strategy) == (
+        Strategy.DDP,
+        Strategy.FSDP,
+        Strategy.DDP,
     )
     # Plain data parallel holds everything on every card: no less memory per card.
     assert estimate(kept).total_bytes == estimate(one).total_bytes > estimate(four).total_bytes

@@ -39,11 +39,13 @@ from core.plan import (
     LessonSettings,
     LoraSettings,
     Method,
+    Offload,
     Optimizer,
+    Parallelism,
     Plan,
     Precision,
     Quant,
-    Sharding,
+    Strategy,
     Workload,
 )
 from core.presets import default_plan, plan_for_model
@@ -280,14 +282,18 @@ def _random_plan(rng: random.Random) -> Plan:
         ),
         hardware=Hardware(
             gpu=rng.choice(_GPUS),
-            gpu_count=_pick(rng, 1, 1_000_000),
-            sharding=rng.choice(list(Sharding)),
             utilisation=rng.choice([1e-9, 1.0, rng.uniform(0.01, 1.0)]),
             headroom=rng.choice([0.0, 0.9, rng.uniform(0, 0.9)]),
             price_per_gpu_hour=rng.choice([0.0, 1e6, rng.uniform(0, 10)]),
             custom_memory_gb=rng.choice([1e-9, 1e6, rng.uniform(1, 200)]),
             custom_tflops=rng.choice([1e-9, 1e7, rng.uniform(1, 2000)]),
             peak_tflops_override=rng.choice([0.0, 1e-9, 1e7]),
+        ),
+        parallel=Parallelism(
+            nodes=_pick(rng, 1, 1_000_000 // 8),
+            gpus_per_node=_pick(rng, 1, 8),
+            strategy=rng.choice(list(Strategy)),
+            offload=rng.choice(list(Offload)),
         ),
         inference=Inference(
             weight_dtype=rng.choice(list(WeightFormat)),

@@ -29,7 +29,7 @@ from core.plan import (
     Precision,
     Preset,
     Quant,
-    Sharding,
+    Strategy,
 )
 from core.presets import plan_for_model
 from tests.core.strategies import plans
@@ -115,7 +115,7 @@ def _lora_regime(plan: Plan) -> Plan:
         optimizer=plan.optimizer if plan.optimizer in (Optimizer.ADAMW, Optimizer.PAGED_ADAMW) else Optimizer.ADAMW,
         lora=replace(plan.lora, rank=min(plan.lora.rank, 64)),
         workload=workload,
-        hardware=replace(plan.hardware, gpu_count=1, sharding=Sharding.NONE),
+        parallel=replace(plan.parallel, nodes=1, gpus_per_node=1, strategy=Strategy.DDP),
     )
 
 
@@ -143,10 +143,10 @@ def test_checkpointing_never_keeps_more_activations(plan: Plan) -> None:
 
 
 @settings(INVARIANT)
-@given(valid_plans, st.sampled_from([Sharding.ZERO1, Sharding.ZERO2, Sharding.ZERO3]), st.integers(1, 512))
-def test_more_sharded_gpus_never_need_more_per_gpu(plan: Plan, sharding: Sharding, more: int) -> None:
-    fewer = plan.with_hardware(sharding=sharding)
-    more_gpus = fewer.with_hardware(gpu_count=fewer.hardware.gpu_count + more)
+@given(valid_plans, st.sampled_from([s for s in Strategy if s is not Strategy.DDP]), st.integers(1, 512))
+def test_more_sharded_gpus_never_need_more_per_gpu(plan: Plan, strategy: Strategy, more: int) -> None:
+    fewer = plan.with_parallel(strategy=strategy)
+    more_gpus = fewer.with_parallel(nodes=fewer.parallel.nodes + more)
     _assert_no_more(more_gpus, fewer, _peak, "peak")
     _assert_no_more(more_gpus, fewer, _total, "total")
 

@@ -26,7 +26,7 @@ from core.plan import (
     Plan,
     Precision,
     Preset,
-    Sharding,
+    Strategy,
 )
 from core.presets import default_plan, plan_for_model
 
@@ -46,7 +46,7 @@ def expected_v1_plan() -> Plan:
     )
     plan = plan.with_lora(rank=16, alpha=32.0, targets=("all-linear",))
     plan = plan.with_workload(micro_batch=2, seq_len=4096, grad_accum=8, tokens=50_000_000, eval_batch=0)
-    return plan.with_hardware(gpu="rtx-4090", gpu_count=2, sharding=Sharding.ZERO2, price_per_gpu_hour=0.7)
+    return plan.with_hardware(gpu="rtx-4090", price_per_gpu_hour=0.7).on_gpus(2, Strategy.ZERO2)
 
 
 def _v1_document() -> dict[str, Any]:

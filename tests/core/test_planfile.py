@@ -42,8 +42,8 @@ def test_unknown_key_is_named() -> None:
 
 def test_missing_key_is_named() -> None:
     doc = _document()
-    del doc["plan"]["hardware"]["gpu_count"]
-    with pytest.raises(PlanError, match=r"plan\.hardware\.gpu_count.*missing"):
+    del doc["plan"]["parallel"]["gpus_per_node"]
+    with pytest.raises(PlanError, match=r"plan\.parallel\.gpus_per_node.*missing"):
         planfile.plan_from_dict(doc)
 
 

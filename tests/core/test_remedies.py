@@ -75,7 +75,7 @@ def test_explanation_does_not_contradict_the_largest_bucket() -> None:
         (Pin.MODEL, lambda base, p: p.model != base.model),
         (Pin.SEQUENCE, lambda base, p: p.workload.seq_len != base.workload.seq_len),
         (Pin.GPU, lambda base, p: p.hardware.gpu != base.hardware.gpu),
-        (Pin.GPU_COUNT, lambda base, p: p.hardware.gpu_count != base.hardware.gpu_count),
+        (Pin.GPU_COUNT, lambda base, p: p.world_size != base.world_size),
     ],
 )
 def test_pinned_things_never_change(pin: Pin, changed: object) -> None:

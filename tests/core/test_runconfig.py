@@ -18,7 +18,7 @@ from core.catalogue import find_model
 from core.cli import main
 from core.errors import PlanFileError
 from core.estimate import estimate
-from core.plan import Attention, Method, Optimizer, OptimizerImpl, Precision, Preset, Quant, Sharding
+from core.plan import Attention, Method, Optimizer, OptimizerImpl, Precision, Preset, Quant, Strategy
 from core.planfile import load
 from core.presets import default_plan
 from core.runconfig import (
@@ -425,17 +425,17 @@ def test_llamafactory_deepspeed_zero3_file_sets_the_sharding() -> None:
     assert run.settings.sharding == "zero3"
     assert sources(run)["sharding"] == "deepspeed → examples/deepspeed/ds_z3_config.json: zero_optimization.stage"
     plan = plan_from_run(run, default_plan(), None)
-    assert plan.hardware.sharding is Sharding.ZERO3 and plan.hardware.gpu_count == default_plan().hardware.gpu_count
+    assert plan.parallel.strategy is Strategy.ZERO3 and plan.world_size == default_plan().world_size
     assert run.unknown == ()
 
 
 @pytest.mark.parametrize(
     ("extra", "expected"),
     [
-        ({"fsdp": "full_shard auto_wrap"}, "zero3"),  # TrainingArguments.fsdp is a space-separated string
-        ({"fsdp": ["shard_grad_op"]}, "zero2"),
+        ({"fsdp": "full_shard auto_wrap"}, "fsdp"),  # TrainingArguments.fsdp is a space-separated string
+        ({"fsdp": ["shard_grad_op"]}, "fsdp"),
         ({"deepspeed": {"zero_optimization": {"stage": 1}}}, "zero1"),
-        ({"deepspeed": {"zero_optimization": {"stage": 0}}}, "none"),
+        ({"deepspeed": {"zero_optimization": {"stage": 0}}}, "ddp"),
     ],
 )
 def test_sharding_from_inline_settings(extra: dict[str, object], expected: str) -> None:
@@ -448,3 +448,43 @@ def test_a_missing_deepspeed_file_is_noted(tmp_path: Path) -> None:
     path.write_text("per_device_train_batch_size: 1\ndeepspeed: nowhere/ds.json\n")
     run = load_run_config(path)
     assert run.settings.sharding is None and any(n.source.startswith("deepspeed") for n in run.notes)
+
+
+# TrainingArguments.fsdp words and DeepSpeed's zero_optimization.offload_* (their docs):
+# "offload" with full_shard is FSDP's CPUOffload(offload_params=True); a device of "cpu"
+# under offload_optimizer moves the optimizer state, under offload_param the parameters.
+@pytest.mark.parametrize(
+    ("extra", "strategy", "offload", "reshard"),
+    [
+        ({"fsdp": "full_shard offload auto_wrap"}, "fsdp", "params", True),
+        ({"fsdp": "shard_grad_op"}, "fsdp", None, False),
+        (
+            {"deepspeed": {"zero_optimization": {"stage": 3, "offload_param": {"device": "cpu"}}}},
+            "zero3",
+            "params",
+            None,
+        ),
+        (
+            {"deepspeed": {"zero_optimization": {"stage": 2, "offload_optimizer": {"device": "cpu"}}}},
+            "zero2",
+            "optimizer",
+            None,
+        ),
+        (
+            {"deepspeed": {"zero_optimization": {"stage": 2, "offload_optimizer": {"device": "none"}}}},
+            "zero2",
+            None,
+            None,
+        ),
+    ],
+)
+def test_offload_and_resharding_are_read(
+    extra: dict[str, object], strategy: str, offload: str | None, reshard: bool | None
+) -> None:
+    run = loads_run_config(json.dumps({"per_device_train_batch_size": 1, **extra}).encode(), "inline.json")
+    s = run.settings
+    assert (s.sharding, s.offload, s.reshard_after_forward) == (strategy, offload, reshard)
+    plan = plan_from_run(run, default_plan(), None)
+    assert plan.parallel.strategy.value == strategy
+    assert plan.parallel.offload.value == (offload or "none")
+    assert plan.parallel.reshard_after_forward is (True if reshard is None else reshard)

@@ -46,7 +46,7 @@ def path(tmp_path: Path) -> Path:
 
 
 def edited(plan: Plan) -> Plan:
-    return plan.with_workload(seq_len=plan.workload.seq_len * 2).with_hardware(gpu_count=3)
+    return plan.with_workload(seq_len=plan.workload.seq_len * 2).with_parallel(gpus_per_node=3)
 
 
 def crashed_session(qtbot: Any, settings: Settings, path: Path) -> Plan:

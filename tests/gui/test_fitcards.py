@@ -23,8 +23,8 @@ def test_table_lists_the_fitting_cards_by_cost_and_a_click_applies(window: MainW
     before = window.controller.plan
     target = next(i for i, r in enumerate(panel.shown_rows) if r.count == 2 and r.gpu.id == "rtx-4090")
     panel.table.cellClicked.emit(target, 0)
-    hardware = window.controller.plan.hardware
-    assert (hardware.gpu, hardware.gpu_count, hardware.sharding.value) == ("rtx-4090", 2, "zero3")
+    applied = window.controller.plan
+    assert (applied.hardware.gpu, applied.world_size, applied.parallel.strategy.value) == ("rtx-4090", 2, "fsdp")
     window.controller.undo_stack.undo()
     assert window.controller.plan == before
 

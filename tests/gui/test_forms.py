@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 from PySide6.QtCore import Qt
 
-from core.plan import Method, Precision, Sharding
+from core.plan import Method, Precision, Strategy
 from core.presets import default_plan, plan_for_model
 from gui.forms.fields import is_marked_invalid, parse_count
 from gui.main_window import MainWindow
@@ -27,7 +27,8 @@ def test_plan_to_widgets(window: MainWindow) -> None:
     plan = (
         plan_for_model("qwen2.5-7b", method=Method.QLORA, precision=Precision.BF16)
         .with_workload(micro_batch=3, seq_len=4096, grad_accum=5, tokens=123_000_000)
-        .with_hardware(gpu="rtx-4090", gpu_count=2, sharding=Sharding.ZERO2, headroom=0.15)
+        .with_hardware(gpu="rtx-4090", headroom=0.15)
+        .on_gpus(2, Strategy.ZERO2)
         .with_lora(rank=32, targets=("q_proj", "k_proj", "down_proj"))
     )
     window.controller.set_plan(plan)

@@ -268,7 +268,7 @@ def test_an_over_budget_folder_is_one_error(
 
 
 def edited(plan: Any) -> Any:
-    return plan.with_workload(seq_len=plan.workload.seq_len * 2).with_hardware(gpu_count=3)
+    return plan.with_workload(seq_len=plan.workload.seq_len * 2).with_parallel(gpus_per_node=3)
 
 
 def test_a_second_window_autosaves_to_its_own_file(qtbot: Any, tmp_path: Path) -> None:

@@ -118,7 +118,7 @@ def test_help_explains_the_window_and_its_shortcuts(window: MainWindow, fake_dia
     actions = {a.text().replace("&", ""): a for a in window.help_menu.actions() if a.text()}
     assert {"How to read this window", "Keyboard shortcuts"} <= set(actions)
     actions["Keyboard shortcuts"].trigger()
-    (_name, args), = [call for call in fake_dialogs.calls if call[0] == "info"]
+    ((_name, args),) = [call for call in fake_dialogs.calls if call[0] == "info"]
     text = str(args[-1])
     for action in (window.undo_action, window.save_action, window.lesson_action, window.export_png_action):
         assert action.shortcut().toString(action.shortcut().SequenceFormat.NativeText) in text
