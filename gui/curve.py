@@ -89,7 +89,6 @@ class MemoryCurve(QWidget):
             return
         self.curve = curve
         self.current = current
-        self.redraws += 1
         self._redraw()
 
     # ---- drawing -------------------------------------------------------------------
@@ -97,6 +96,7 @@ class MemoryCurve(QWidget):
         curve = self.curve
         if curve is None:
             return
+        self.redraws += 1
         scale = unit_scale(self.unit)
         heights = [total / scale for total in curve.total_bytes]
         self.line.setData(list(curve.values), heights)

@@ -73,6 +73,7 @@ class DiagnosisPanel(QScrollArea):
         self.curve: Curve | None = None
         self._symptom_entries: tuple[RemedyEntry, ...] = ()
         self.refresh_count = 0  # reports shown; tests read it to check the coalescing
+        self._render_when_shown = False  # a report or unit came while the tab was hidden
 
         self.setWidgetResizable(True)
         self.setFrameShape(QFrame.Shape.NoFrame)
@@ -267,6 +268,9 @@ class DiagnosisPanel(QScrollArea):
         if unit == self.unit:
             return
         self.unit = unit
+        if not self.isVisible():  # a hidden tab is not drawn: it catches up when shown
+            self._render_when_shown = True
+            return
         self.curve_view.set_unit(unit)
         if self.report is not None:
             self._show_diagnosis()
@@ -288,6 +292,10 @@ class DiagnosisPanel(QScrollArea):
     # ---- reacting ------------------------------------------------------------------
     def showEvent(self, event: QShowEvent) -> None:
         super().showEvent(event)
+        if self._render_when_shown:
+            self._render_when_shown = False
+            self.curve_view.set_unit(self.unit)
+            self._render()
         self.diagnoser.set_active(True)
 
     def hideEvent(self, event: QHideEvent) -> None:
@@ -329,6 +337,12 @@ class DiagnosisPanel(QScrollArea):
         self.report = report
         self.refresh_count += 1
         self._symptom_entries = tuple(RemedyEntry.from_remedy(r) for r in report.symptom_remedies)
+        if not self.isVisible():  # its job ended after the tab was hidden
+            self._render_when_shown = True
+            return
+        self._render()
+
+    def _render(self) -> None:
         self._show_diagnosis()
         self._show_curve()
         self._show_symptom()

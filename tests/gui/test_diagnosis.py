@@ -17,6 +17,7 @@ from core.plan import Hardware, Method, Plan, Precision, Quant, Workload
 from core.presets import default_plan, lesson_plan, plan_for_model
 from core.units import GB
 from core.verdict import Mode
+from gui.diagnosis_controller import DiagnosisRequest, run_request
 from gui.format import memory
 from gui.main_window import MainWindow
 from gui.panels.diagnosis import DiagnosisPanel, RemedyList
@@ -305,6 +306,32 @@ def test_unit_switch_reformats_without_recomputing(qtbot: Any, shown: MainWindow
     assert panel.figures["state"].text() == memory(panel.diagnosis.state_bytes, "GiB")
     assert "GiB" in panel.curve_view.caption.text()
 
+
+
+def test_a_hidden_tab_is_redrawn_when_shown_not_before(qtbot: Any, shown: MainWindow) -> None:
+    """A unit switch while another tab is shown leaves the Diagnosis tab as drawn; showing it
+    draws it once, in the new unit."""
+    panel = show_plan(qtbot, shown, LESSON_7B_ON_4090)
+    assert panel.diagnosis is not None
+    drawn = panel.curve_view.redraws
+    state_gb = panel.figures["state"].text()
+    shown.tabs.setCurrentIndex(0)
+    assert not panel.isVisible()
+    shown.unit_actions["GiB"].trigger()
+    assert panel.figures["state"].text() == state_gb and panel.curve_view.redraws == drawn
+    shown.tabs.setCurrentWidget(panel)
+    assert panel.figures["state"].text() == memory(panel.diagnosis.state_bytes, "GiB")
+    assert panel.curve_view.redraws == drawn + 1 and "GiB" in panel.curve_view.caption.text()
+    assert all("GiB" in row.total.text() for row in panel.remedy_list.rows)
+
+    # A report whose job ended after the tab was hidden is drawn when the tab is shown again.
+    fitting = run_request(DiagnosisRequest(default_plan()))
+    assert fitting.diagnosis.verdict is Verdict.FITS
+    shown.tabs.setCurrentIndex(0)
+    shown.diagnoser.diagnosed.emit(fitting)
+    assert "Out of memory" in panel.badge.text()
+    shown.tabs.setCurrentWidget(panel)
+    assert VERDICT_LABELS[Verdict.FITS] in panel.badge.text()
 
 def test_training_fits_but_serving_does_not(qtbot: Any, shown: MainWindow) -> None:
     plan = default_plan().with_inference(concurrent=200, context=8192)
