@@ -3,7 +3,8 @@
 This view only renders. Every figure, verdict and cost comes from a
 :class:`gui.diagnosis_controller.DiagnosisReport`, which the diagnosis controller computes
 off the GUI thread (only while this tab is visible; the latest plan wins) and hands over in
-one signal. The pins ("keep the model"...) and the picked symptom are requests to that
+one signal; a report or a unit switch that comes while the tab is hidden is drawn when it is
+shown again. The pins ("keep the model"...) and the picked symptom are requests to that
 controller. Applying a remedy hands its plan to the plan controller as one undoable step.
 Past 400 lines because the tab has five sections laid out and filled here; the remedy rows
 are in :mod:`gui.panels.remedy_list`.
