@@ -22,6 +22,19 @@ v0.19.8), per parameter P of the model, N GPUs, n nodes, G GPUs per node:
   + 18·P / N; with the optimizer offloaded 4·L + 2·P / N; with the parameters too 4·L. On
   the CPU, per node: 18·P / n × 1.5 with both offloaded, 16·P / n × 1.5 with the optimizer
   only (zero_init), L·4·G × 1.5 without offload.
+
+Where this estimator agrees, term by term (tests/core/test_deepspeed_compare.py), on
+several GPUs: ZeRO-2 keeps the whole 2·P of 16-bit parameters and 12·P/N of float32 master
+and Adam state; ZeRO-3 the 2·P/N shard, the same master and Adam state, and DeepSpeed's
+largest layer L gathered (with the prefetch bucket); offloaded, the host holds DeepSpeed's
+terms without its 1.5 buffer factor. Where it differs: DeepSpeed counts both a 16-bit and
+a float32 gradient partition standing (6·P/N), this estimator the 16-bit partition or the
+reduce bucket at the backward peak and the float32 gradient only for the sub-group being
+stepped; DeepSpeed's 4·L is L's parameters and gradients, this estimator's 2·(L + prefetch)
+the gathered parameters (gradients land in the reduce bucket); DeepSpeed's ZeRO-2 offload
+CPU figure grows with every GPU of the cluster (4·N·P, the fp32 model each process loads),
+this one counts the processes of one node. On one GPU this estimator models the plain run
+(no ZeRO engine: Adam state in the model's dtype), so those rows differ by design.
 """
 
 from __future__ import annotations
@@ -208,16 +221,19 @@ def model_state_bytes(est: Any) -> float:
     return float(sum(b.bytes for b in buckets if b.key in keys))
 
 
-def _why(stage: int, offload: str) -> str:
+def _why(stage: int, offload: str, gpus: int) -> str:
+    """Where the two differ, term by term (the CI test holds the shared terms equal)."""
+    if gpus == 1:
+        return "one GPU: ours is the plain single-GPU run (no ZeRO engine, Adam state in bf16)"
     if stage == 2 and offload == "none":
-        return "DeepSpeed: 2·P 16-bit params + 18·P/N (16- and 32-bit grads, fp32 master, Adam)"
+        return "same 2·P + 12·P/N (master, Adam); DS adds 16+32-bit grad partitions 6·P/N, ours the bucket"
     if stage == 2:
-        return "DeepSpeed: 2·P 16-bit params on the GPU; grads, master and Adam on the CPU"
+        return "same 2·P; ours adds the ipg bucket and head gradient; DS CPU: 4·P per GPU in the cluster × 1.5"
     if offload == "none":
-        return "DeepSpeed: 4 × largest layer gathered + 18·P/N"
+        return "DS 4·L + 18·P/N (not itemised); ours 16·P/N (16-bit partitions, master, Adam), 2·(L + prefetch), ipg"
     if offload == "optimizer":
-        return "DeepSpeed: 4 × largest layer + 2·P/N 16-bit param shard"
-    return "DeepSpeed: 4 × largest layer only; everything else on the CPU"
+        return "same 2·P/N shard; DS 4·L gathered, ours 2·(L + prefetch) + grad partition + ipg; CPU: DS × 1.5"
+    return "DS 4·L only; ours 2·(L + prefetch) + 16-bit grad partition + ipg; CPU: DS × 1.5, ours one fp32 sub-group"
 
 
 def compare(data: dict[str, Any]) -> list[Comparison]:
@@ -241,7 +257,7 @@ def compare(data: dict[str, Any]) -> list[Comparison]:
                     ours_gpu_gib=model_state_bytes(est) / GIB,
                     deepspeed_cpu_gib=row["per_cpu_gib"],
                     ours_cpu_gib=None if host is None else host.bytes / GIB,
-                    why=_why(run["stage"], _offload(row["options"])),
+                    why=_why(run["stage"], _offload(row["options"]), run["nodes"] * run["gpus_per_node"]),
                 )
             )
     return rows
