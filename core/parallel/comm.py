@@ -25,6 +25,7 @@ from enum import StrEnum
 from typing import Final
 
 from core.catalogue import LinkSpec, find_link
+from core.parallel.layout import layout, train_share, weight_share
 from core.params import ParamCounts
 from core.plan import Method, MpDtype, Offload, PipelineSchedule, Plan, Strategy
 from core.roles import dtypes_for
@@ -230,19 +231,22 @@ def step_communication(plan: Plan, counts: ParamCounts, compute_seconds: float, 
     micro = plan.workload.grad_accum
     per_micro = compute_seconds / micro
     backward_micro = per_micro * (1.0 - forward_share)
-    model_split = tp * pp
-    units = model.num_layers / pp + 1  # FSDP2 wraps each decoder block and the root
+    # The pipeline stage with the most parameters (the embedding's or the head's) sets the
+    # pace of the data-parallel collectives: its share of the model (core.parallel.layout).
+    stage = max(layout(plan).stages, key=lambda s: weight_share(plan, s, tp))
+    w_share, t_share = weight_share(plan, stage, tp), train_share(plan, stage, tp)
+    units = stage.layers + 1  # FSDP2 wraps each decoder block and the root
 
-    trainable = counts.trainable / model_split
+    trainable = counts.trainable * t_share
     if plan.method is Method.QLORA:
         base_bytes = DTYPE_BYTES[plan.quant.value]
     else:
         base_bytes = dt.base
     if plan.adapter_based:
-        stored_param_bytes = (counts.total * base_bytes + counts.adapter * dt.adapter) / model_split
+        stored_param_bytes = counts.total * base_bytes * w_share + counts.adapter * dt.adapter * t_share
     else:
         frozen = counts.total - counts.trainable
-        stored_param_bytes = (counts.trainable * dt.param + frozen * base_bytes) / model_split
+        stored_param_bytes = counts.trainable * dt.param * t_share + frozen * base_bytes * w_share
     grad_bytes = trainable * dt.grad
 
     terms: list[CommTerm] = []
@@ -279,7 +283,7 @@ def step_communication(plan: Plan, counts: ParamCounts, compute_seconds: float, 
         if fsdp and par.fsdp_param_dtype is not MpDtype.STORED:
             cast = DTYPE_BYTES[par.fsdp_param_dtype.value]
             base = base_bytes if plan.method is Method.QLORA else cast  # a quantised base stays quantised
-            gather_bytes = (counts.total * base + counts.adapter * cast) / model_split
+            gather_bytes = counts.total * base * w_share + counts.adapter * cast * t_share
         if fsdp:
             # MixedPrecisionPolicy(reduce_dtype=None) reduces in param_dtype.
             reduce_dtype = par.fsdp_reduce_dtype
@@ -354,7 +358,7 @@ def step_communication(plan: Plan, counts: ParamCounts, compute_seconds: float, 
         )
 
     tokens_micro = plan.workload.micro_batch * plan.workload.seq_len / cp
-    layers = model.num_layers / pp
+    layers = max(s.layers for s in layout(plan).stages)  # the stage the others wait for
     if tp > 1:
         activation = tokens_micro * model.hidden_size * dt.compute
         per_layer = 6 if plan.checkpointing else 4
@@ -432,8 +436,9 @@ def _offload_terms(
     par = plan.parallel
     host = find_link(links.intra.host_link or "pcie5-x16", "parallel.intra_link")
     sharded = par.strategy is not Strategy.DDP
-    share = par.tensor_parallel * par.pipeline_parallel * (par.data_parallel if sharded else 1)
-    trainable = counts.trainable / share
+    stage = max(layout(plan).stages, key=lambda s: weight_share(plan, s, par.tensor_parallel))
+    shards = par.data_parallel if sharded else 1
+    trainable = counts.trainable * train_share(plan, stage, par.tensor_parallel) / shards
     per_micro = par.strategy in (Strategy.ZERO2, Strategy.ZERO3, Strategy.FSDP)
     terms = [
         _host_transfer(
@@ -444,7 +449,7 @@ def _offload_terms(
         _host_transfer("updated parameters back to the GPU", trainable * param_bytes, host),
     ]
     if par.offload is Offload.PARAMS:
-        params = counts.total / share
+        params = counts.total * weight_share(plan, stage, par.tensor_parallel) / shards
         fetches = (2 if par.reshard_after_forward or par.strategy is Strategy.ZERO3 else 1) * micro
         terms.append(_host_transfer("parameters fetched from the host", params * param_bytes * fetches, host))
     return terms
