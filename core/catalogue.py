@@ -348,6 +348,7 @@ def load_links(path: str | None = None) -> tuple[LinkSpec, ...]:
     return tuple(links)
 
 
+@lru_cache(maxsize=64)
 def find_link(link_id: str, field: str = "parallel.intra_link") -> LinkSpec:
     """The catalogue link ``link_id``; a PlanError naming ``field`` when there is none."""
     wanted = link_id.strip().lower()
