@@ -75,12 +75,16 @@ class Span:
         return self.local * self.nodes
 
 
-def group_span(size: int, stride: int, gpus_per_node: int) -> Span:
-    """The members of a group of ``size`` ranks ``stride`` apart, per node and nodes spanned."""
+def group_span(size: int, stride: int, gpus_per_node: int, nodes: int = 1_000_000) -> Span:
+    """The members of a group of ``size`` ranks ``stride`` apart, per node and nodes spanned
+    (never more nodes than the run has: on one node every group is within it)."""
     if size <= 1:
         return Span(1, 1)
     local = max(1, min(size, gpus_per_node // stride)) if stride < gpus_per_node else 1
-    return Span(local, math.ceil(size / local))
+    spanned = math.ceil(size / local)
+    if spanned > nodes:
+        local, spanned = math.ceil(size / nodes), nodes
+    return Span(local, spanned)
 
 
 @dataclass(frozen=True)
@@ -255,7 +259,7 @@ def step_communication(plan: Plan, counts: ParamCounts, compute_seconds: float, 
         "with NCCL's ring latency model; no NVLink SHARP, SHARP or tree algorithms.",
         "Ranks are ordered tensor, context, data, pipeline (Megatron-LM's default), one NIC per GPU between nodes.",
     ]
-    dp_span = group_span(dp, tp * cp, gpn)
+    dp_span = group_span(dp, tp * cp, gpn, par.nodes)
     if dp > 1 and par.strategy is Strategy.DDP:
         bucket = par.ddp_bucket_mb * MiB
         buckets = max(1.0, math.ceil(grad_bytes / bucket))
@@ -368,7 +372,7 @@ def step_communication(plan: Plan, counts: ParamCounts, compute_seconds: float, 
                 f"tensor-parallel activation {kind}",
                 Collective.ALL_REDUCE,
                 activation,
-                group_span(tp, 1, gpn),
+                group_span(tp, 1, gpn, par.nodes),
                 links,
                 count=per_layer * layers * micro,
                 launches=2 if par.sequence_parallel else 1,
@@ -400,7 +404,7 @@ def step_communication(plan: Plan, counts: ParamCounts, compute_seconds: float, 
         )
     if cp > 1:
         kv_chunk = 2 * tokens_micro * model.num_kv_heads / tp * model.head_dim * dt.compute
-        cp_span = group_span(cp, tp, gpn)
+        cp_span = group_span(cp, tp, gpn, par.nodes)
         link = links.intra if cp_span.nodes <= 1 else links.inter
         terms.append(
             _point_to_point(

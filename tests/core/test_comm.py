@@ -165,6 +165,8 @@ def test_a_group_across_nodes_runs_at_its_nics() -> None:
     # TP 8 fills each node: every data-parallel group has one GPU per node and one NIC.
     assert group_span(4, 8, 8) == Span(1, 4)
     assert group_span(16, 1, 8) == Span(8, 2)
+    # A group can never span more nodes than the run has: on one node it stays there.
+    assert group_span(2, 8, 8) == Span(1, 2) and group_span(2, 8, 8, nodes=1) == Span(2, 1)
     plan = _full().on_gpus(32, Strategy.DDP).with_parallel(tensor_parallel=8)
     links = plan_links(plan)
     nic = find_link("ib-ndr400").bus_bytes_per_second
