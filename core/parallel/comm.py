@@ -258,6 +258,8 @@ def step_communication(plan: Plan, counts: ParamCounts, compute_seconds: float, 
         "Collectives run as NCCL rings at each link's nccl-tests bus bandwidth (resources/links.json), "
         "with NCCL's ring latency model; no NVLink SHARP, SHARP or tree algorithms.",
         "Ranks are ordered tensor, context, data, pipeline (Megatron-LM's default), one NIC per GPU between nodes.",
+        "The utilisation is the compute's own efficiency: exposed communication and the bubble come on top "
+        "(a published MFU already includes them, so it understates the utilisation to enter here).",
     ]
     dp_span = group_span(dp, tp * cp, gpn, par.nodes)
     if dp > 1 and par.strategy is Strategy.DDP:
