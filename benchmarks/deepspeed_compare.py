@@ -33,7 +33,10 @@ reduce bucket at the backward peak and the float32 gradient only for the sub-gro
 stepped; DeepSpeed's 4·L is L's parameters and gradients, this estimator's 2·(L + prefetch)
 the gathered parameters (gradients land in the reduce bucket); DeepSpeed's ZeRO-2 offload
 CPU figure grows with every GPU of the cluster (4·N·P, the fp32 model each process loads),
-this one counts the processes of one node. On one GPU this estimator models the plain run
+this one counts the processes of one node. With the optimizer offloaded, ZeRO-3 allocates its
+gradient partition on the CPU (stage3.py: ``self.device`` is the CPU when offloading, and
+``grad_partitions_flat_buffer`` goes there), which this estimator still counts on the GPU
+(2·P/N too much: the per-rank model's to fix). On one GPU this estimator models the plain run
 (no ZeRO engine: Adam state in the model's dtype), so those rows differ by design.
 """
 
@@ -232,8 +235,8 @@ def _why(stage: int, offload: str, gpus: int) -> str:
     if offload == "none":
         return "DS 4·L + 18·P/N (not itemised); ours 16·P/N (16-bit partitions, master, Adam), 2·(L + prefetch), ipg"
     if offload == "optimizer":
-        return "same 2·P/N shard; DS 4·L gathered, ours 2·(L + prefetch) + grad partition + ipg; CPU: DS × 1.5"
-    return "DS 4·L only; ours 2·(L + prefetch) + 16-bit grad partition + ipg; CPU: DS × 1.5, ours one fp32 sub-group"
+        return "same 2·P/N shard; DS 4·L, ours 2·(L + prefetch) + ipg + a grad partition DS keeps on the CPU"
+    return "DS 4·L only; ours 2·(L + prefetch) + ipg + a grad partition DS keeps on the CPU; CPU: DS × 1.5"
 
 
 def compare(data: dict[str, Any]) -> list[Comparison]:
