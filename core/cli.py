@@ -172,6 +172,9 @@ def _build_parser() -> _Parser:
     par.add_argument("--sequence-parallel", action=argparse.BooleanOptionalAction, default=None)
     par.add_argument("--offload", choices=[e.value for e in Offload], help="what moves to host memory")
     par.add_argument("--reshard-after-forward", action=argparse.BooleanOptionalAction, default=None, help="FSDP2")
+    par.add_argument(
+        "--ddp-bucket-view", action=argparse.BooleanOptionalAction, default=None, help="DDP gradient_as_bucket_view"
+    )
     par.add_argument("--fsdp-param-dtype", choices=[e.value for e in MpDtype], help="FSDP2 MixedPrecisionPolicy")
     par.add_argument("--fsdp-reduce-dtype", choices=[e.value for e in MpDtype], help="FSDP2 MixedPrecisionPolicy")
     par.add_argument("--interconnect", type=_text, metavar="LINK", help="link between nodes (see `vramplan links`)")
@@ -360,6 +363,20 @@ def estimate_to_json(est: Estimate) -> dict[str, Any]:
         "verdict": est.verdict.value,
         "margin_bytes": round(est.margin_bytes),
         "summary": est.summary_formula,
+        # peak_bytes / total_bytes above are the worst rank's; every kind of rank here.
+        "ranks": [
+            {
+                "label": r.label,
+                "count": r.count,
+                "peak_bytes": round(r.peak_bytes),
+                "total_bytes": round(r.total_bytes),
+                "verdict": r.verdict.value,
+            }
+            for r in est.ranks
+        ],
+        "worst_rank": est.worst_rank,
+        "host_bytes": round(est.host.bytes) if est.host else None,
+        "host_capacity_bytes": round(est.host.capacity_bytes) if est.host else None,
         "compute": {
             "flops": est.compute.flops,
             "flops_per_token": est.compute.flops_per_token,
@@ -502,6 +519,7 @@ PARALLEL_ARGS: Final = (
     "virtual_stages",
     "sequence_parallel",
     "reshard_after_forward",
+    "ddp_bucket_view",
     "host_ram_gb",
 )
 
@@ -560,6 +578,7 @@ def render_estimate(est: Estimate, gib: bool = False) -> str:
         f"  {VERDICT_LABELS[est.verdict]}: {_fmt(est.total_bytes, gib)} of {_fmt(est.capacity_bytes, gib)} "
         f"({_fmt(est.usable_bytes, gib)} usable with {plan.hardware.headroom:.0%} headroom), "
         f"margin {_fmt(est.margin_bytes, gib)}",
+        *_rank_lines(est, gib),
         "",
         f"  compute  {est.compute.flops:.1e} FLOPs, {est.compute.hours:.1f} h on {plan.world_size} GPU(s) "
         f"at {plan.hardware.utilisation:.0%} of {est.compute.peak_tflops:g} TFLOP/s, "
@@ -587,6 +606,32 @@ def _step_lines(est: Estimate) -> list[str]:
         f"of {c.comm_seconds_per_step:.3g} s communication"
     ]
     lines += [f"    {t.label}: {t.seconds:.3g} s ({t.formula})" for t in c.comm_terms]
+    return lines
+
+
+def _rank_lines(est: Estimate, gib: bool) -> list[str]:
+    """One line per kind of rank and the host line, for a plan on more than one GPU."""
+    plan = est.plan
+    if plan.world_size == 1:
+        return []
+    par = plan.parallel
+    lines = [
+        "",
+        f"  {plan.world_size} GPUs ({par.nodes} × {par.gpus_per_node}): {par.strategy.value}, "
+        f"DP {par.data_parallel} × TP {par.tensor_parallel} × PP {par.pipeline_parallel} × CP {par.context_parallel}",
+    ]
+    width = max(len(r.label) for r in est.ranks)
+    for i, r in enumerate(est.ranks):
+        mark = "*" if i == est.worst_rank and len(est.ranks) > 1 else " "
+        lines.append(
+            f"  {mark} {r.label:<{width}}  peak {_fmt(r.peak_bytes, gib):>10}  total {_fmt(r.total_bytes, gib):>10}  "
+            f"{VERDICT_LABELS[r.verdict]} ({r.count} GPUs)"
+        )
+    if est.host is not None:
+        h = est.host
+        lines.append(
+            f"    host per node  {_fmt(h.bytes, gib)} of {_fmt(h.capacity_bytes, gib)} RAM: {VERDICT_LABELS[h.verdict]}"
+        )
     return lines
 
 

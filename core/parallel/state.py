@@ -22,10 +22,11 @@ the framework adds in the phases it adds them. Sources, read for this model:
   ``foreach_reduce`` copies the unit's unsharded gradients into one flat reduce-scatter
   input in ``reduce_dtype`` and scatters into a 1/dp output added to the sharded
   gradient; ``_fsdp_param_group.py`` prefetches the next unit in forward and backward
-  (one all-gather in flight beside the unit computing). ``_fully_shard.py``: the root's
-  ``reshard_after_forward`` is treated as False (its parameters are needed again at the
-  start of the backward), so the embedding, final norm and head stay gathered from the
-  forward to the end of the backward.
+  (one all-gather in flight beside the unit computing). ``_fsdp_state.py`` (commit
+  01c9f4fc) ``_lazy_init``: "For the root, do not reshard after forward" (its
+  ``post_forward_mesh_info`` is None unless the user set it), so the embedding, final norm
+  and head stay gathered from the forward to the end of the backward, and the root's
+  ``post_backward`` reshards it, then reduces its gradients, last.
 - DeepSpeed ZeRO (deepspeedai/DeepSpeed v0.19.6, commit edaa7221): ``stage_1_and_2.py``
   keeps the 16-bit parameters whole (flattened in place), a float32 master partition
   (``single_partition_of_fp32_groups``: a clone even when the model is float32) and the
@@ -56,7 +57,7 @@ from core.breakdown import Term, sci
 from core.optimizer import optimizer_terms
 from core.parallel.layout import Layout, Stage, block_params_per_rank, outside_params, train_share, weight_share
 from core.params import ParamCounts
-from core.plan import MpDtype, Offload, Plan, Strategy
+from core.plan import Dtype, Method, MpDtype, Offload, Plan, Strategy
 from core.roles import Dtypes
 from core.units import MiB
 
@@ -69,8 +70,8 @@ MASTER_BYTES: Final = 4.0
 # DeepSpeed stage 3 steps the optimizer one sub-group at a time (zero/config.py
 # sub_group_size, 1e9 elements): one group's float32 gradient exists at once.
 ZERO3_SUB_GROUP: Final = 1_000_000_000
-# Megatron and FSDP2 put every decoder block in its own unit; two are gathered at a time
-# in forward and backward: the one computing and the one prefetched (see the module doc).
+# FSDP2 with a unit per decoder block (torchtitan, accelerate's transformer wrap policy):
+# inside a block's backward two are gathered, the one computing and the one prefetched.
 GATHERED_UNITS: Final = 2
 
 
@@ -83,13 +84,19 @@ class RankState:
     optim: list[Term]
     grads_in_backward: list[Term] | None = None  # what the backward accumulates into, if not ``grads``
     persistent: list[Term] = field(default_factory=list)  # buffers alive in every phase (gradients bucket)
-    forward: list[Term] = field(default_factory=list)  # gathered parameters during the forward (weights bucket)
-    backward: list[Term] = field(default_factory=list)  # gathered parameters during the backward (weights)
+    forward: list[Term] = field(default_factory=list)  # gathered parameters at the end of the forward (weights)
+    backward: list[Term] = field(default_factory=list)  # gathered parameters as the backward starts (weights)
+    backward_block: list[Term] | None = None  # gathered while a block runs its backward (None: ``backward``)
     backward_grads: list[Term] = field(default_factory=list)  # reduction buffers in the backward (gradients)
     step: list[Term] = field(default_factory=list)  # extra at the optimizer step (optimizer bucket)
     step_temporary: bool = True  # the torch.optim step temporaries apply (not DeepSpeed's fused step)
     host: list[Term] = field(default_factory=list)  # what the rank keeps in host memory instead
     step_share: float = 1.0  # the rank's fraction of the single-GPU optimizer step (its temporaries)
+    # FSDP2's root unit is reduced last: until then its sharded gradients do not exist
+    # (``root_pending``, a negative term) and its unsharded ones wait; at its reduction the
+    # rank holds them and the reduce-scatter input, its parameters resharded (``root_reduce``).
+    root_pending: list[Term] = field(default_factory=list)
+    root_reduce: list[Term] = field(default_factory=list)
     notes: tuple[str, ...] = ()
 
 
@@ -116,6 +123,36 @@ def _split_label(lay: Layout, stage: Stage) -> str:
     return ", ".join(parts)
 
 
+@dataclass(frozen=True)
+class _Rank:
+    """One rank's share of the single-GPU state, before its strategy holds it."""
+
+    plan: Plan
+    counts: ParamCounts
+    dt: Dtypes
+    lay: Layout
+    stage: Stage
+    weights: list[Term]
+    grads: list[Term]
+    optim: list[Term]
+    t_share: float  # the rank's fraction of the trainable parameters
+
+    @property
+    def trainable(self) -> float:
+        return self.counts.trainable * self.t_share
+
+    @property
+    def dp(self) -> int:
+        """Ranks the state is replicated on, or sharded over (data × context parallel)."""
+        return self.lay.state_shards
+
+    @property
+    def stored_bytes(self) -> float:
+        """Average bytes per stored parameter on the rank (quantised bases included)."""
+        share = weight_share(self.plan, self.stage, self.lay.tensor_parallel)
+        return _total(self.weights) / max(1.0, self.counts.total * share)
+
+
 def rank_state(
     plan: Plan,
     counts: ParamCounts,
@@ -132,49 +169,41 @@ def rank_state(
     weights = _scaled(weights, w_share, why)
     grads = _scaled(grads, t_share, why)
     optim = _scaled(optim, t_share, why)
-    trainable = counts.trainable * t_share
-    dp = lay.data_parallel
+    rank = _Rank(plan, counts, dt, lay, stage, weights, grads, optim, t_share)
     strategy = plan.parallel.strategy
-    if dp == 1 and strategy is Strategy.DDP:
+    if rank.dp == 1 and strategy is Strategy.DDP:
         return _offloaded(plan, RankState(weights, grads, optim, step_share=t_share))
     if strategy is Strategy.DDP:
-        return _offloaded(plan, replace(_ddp(plan, dt, weights, grads, optim, trainable), step_share=t_share))
+        return _offloaded(plan, replace(_ddp(rank), step_share=t_share))
     if strategy is Strategy.FSDP:
-        state = _fsdp(plan, counts, dt, lay, stage, weights, grads, optim, trainable)
-        return replace(state, step_share=t_share / dp)
-    return _zero(plan, counts, dt, lay, stage, weights, grads, optim, trainable, t_share)
+        return replace(_fsdp(rank), step_share=t_share / rank.dp)
+    return _zero(rank)
 
 
 # --- DDP -----------------------------------------------------------------------------
-def _ddp(
-    plan: Plan, dt: Dtypes, weights: list[Term], grads: list[Term], optim: list[Term], trainable: float
-) -> RankState:
+def _ddp(rank: _Rank) -> RankState:
+    plan, dt, trainable = rank.plan, rank.dt, rank.trainable
     cap = plan.parallel.ddp_bucket_mb * MiB
     size = trainable * dt.grad
     n_buckets = 1 + max(0, -(-(size - DDP_FIRST_BUCKET_BYTES) // cap)) if size > DDP_FIRST_BUCKET_BYTES else 1
+    formula = f"T × {dt.grad:g} B = {sci(trainable)} × {dt.grad:g} B"
+    if plan.parallel.ddp_bucket_view:
+        # gradient_as_bucket_view=True: param.grad is a view into its bucket, so the buckets
+        # are the gradients, allocated at construction and never freed (zero_grad with
+        # set_to_none cannot release a view's storage).
+        buckets = Term(f"gradients as views into the DDP buckets ({n_buckets:.0f} flat buffers)", formula, size)
+        return RankState(rank.weights, [], rank.optim, grads_in_backward=[], persistent=[buckets])
     buckets = Term(
-        f"DDP gradient buckets ({n_buckets:.0f} flat buffers, a second copy of the gradients)",
-        f"T × {dt.grad:g} B = {sci(trainable)} × {dt.grad:g} B",
-        size,
+        f"DDP gradient buckets ({n_buckets:.0f} flat buffers, a second copy of the gradients)", formula, size
     )
-    return RankState(weights, grads, optim, persistent=[buckets])
+    return RankState(rank.weights, rank.grads, rank.optim, persistent=[buckets])
 
 
 # --- FSDP2 ---------------------------------------------------------------------------
-def _fsdp(
-    plan: Plan,
-    counts: ParamCounts,
-    dt: Dtypes,
-    lay: Layout,
-    stage: Stage,
-    weights: list[Term],
-    grads: list[Term],
-    optim: list[Term],
-    trainable: float,
-) -> RankState:
-    par, model, dp = plan.parallel, plan.model, lay.data_parallel
-    stored = _total(weights) / max(1.0, counts.total * weight_share(plan, stage, lay.tensor_parallel))
-    gather = MP_BYTES.get(par.fsdp_param_dtype, stored)
+def _fsdp(rank: _Rank) -> RankState:
+    plan, dt, lay, stage, dp = rank.plan, rank.dt, rank.lay, rank.stage, rank.dp
+    par, model = plan.parallel, plan.model
+    gather = MP_BYTES.get(par.fsdp_param_dtype, rank.stored_bytes)
     reduce_b = MP_BYTES.get(par.fsdp_reduce_dtype, gather if par.fsdp_param_dtype is not MpDtype.STORED else dt.grad)
     scale = model.params_scale
     block = block_params_per_rank(model, lay.tensor_parallel) * scale
@@ -184,34 +213,54 @@ def _fsdp(
         f"{sci(root)} × {gather:g} B",
         root * gather,
     )
-    unit = Term(
+    # Measured (benchmarks/parallel, fake process group): at the end of the forward and as
+    # the backward starts only the root is gathered and one block's all-gather output is in
+    # flight (the last block, prefetched for its backward); inside a block's backward that
+    # block is gathered and the next one's all-gather is in flight.
+    one = f"{sci(block)} × {gather:g} B"
+    in_flight = Term("one block's all-gather output in flight (prefetch)", one, block * gather)
+    computing = Term(
         f"{GATHERED_UNITS} blocks gathered (the one computing + the one prefetched)",
         f"{GATHERED_UNITS} × {sci(block)} × {gather:g} B",
         GATHERED_UNITS * block * gather,
     )
-    forward = [unit, root_term]
+    forward = [root_term, in_flight]
+    backward = [root_term, in_flight]
+    backward_block = [root_term, computing]
     if not par.reshard_after_forward:
-        forward = [
-            Term(
-                f"all {stage.layers} blocks gathered (reshard_after_forward=False)",
-                f"{stage.layers} × {sci(block)} × {gather:g} B",
-                stage.layers * block * gather,
-            ),
-            root_term,
-        ]
-    block_trains = trainable > 0
+        every = Term(
+            f"all {stage.layers} blocks gathered (reshard_after_forward=False)",
+            f"{stage.layers} × {sci(block)} × {gather:g} B",
+            stage.layers * block * gather,
+        )
+        forward = [root_term, every, in_flight]
+        backward = backward_block = [root_term, every]
+    block_trains = rank.trainable > 0
     backward_grads = []
     if block_trains:
         backward_grads = [
             Term("one block's unsharded gradients", f"{sci(block)} × {gather:g} B", block * gather),
             Term("reduce-scatter input (one block)", f"{sci(block)} × {reduce_b:g} B", block * reduce_b),
         ]
+    root_pending: list[Term] = []
+    root_reduce: list[Term] = []
+    if plan.method is Method.FULL and root and plan.workload.grad_accum == 1:  # else last micro-batch's exist
+        # _fsdp_param_group.py post_backward: the unit reshards, then foreach_reduce copies
+        # its gradients into the reduce-scatter input and only then frees them.
+        root_pending = [Term("less the root's sharded gradients (reduced last)", f"−root ÷ {dp}", -root * dt.grad / dp)]
+        root_reduce = [
+            Term("root's unsharded gradients (embedding, head)", f"{sci(root)} × {gather:g} B", root * gather),
+            Term("root's reduce-scatter input", f"{sci(root)} × {reduce_b:g} B", root * reduce_b),
+        ]
     state = RankState(
-        weights=_sharded(weights, dp),
-        grads=_sharded(grads, dp),
-        optim=_sharded(optim, dp),
+        root_pending=root_pending,
+        root_reduce=root_reduce,
+        weights=_sharded(rank.weights, dp),
+        grads=_sharded(rank.grads, dp),
+        optim=_sharded(rank.optim, dp),
         forward=forward,
-        backward=forward if not par.reshard_after_forward else [unit, root_term],
+        backward=backward,
+        backward_block=backward_block,
         backward_grads=backward_grads,
     )
     if par.offload is Offload.NONE:
@@ -230,28 +279,20 @@ _OPTIM_NOTE: Final = "Optimizer offload: the optimizer state and its step live o
 
 
 # --- DeepSpeed ZeRO -------------------------------------------------------------------
-def _zero(
-    plan: Plan,
-    counts: ParamCounts,
-    dt: Dtypes,
-    lay: Layout,
-    stage: Stage,
-    weights: list[Term],
-    grads: list[Term],
-    optim: list[Term],
-    trainable: float,
-    t_share: float,
-) -> RankState:
-    par, model, dp = plan.parallel, plan.model, lay.data_parallel
+def _zero(rank: _Rank) -> RankState:
+    plan, counts, dt, lay, stage, dp = rank.plan, rank.counts, rank.dt, rank.lay, rank.stage, rank.dp
+    weights, grads, trainable = rank.weights, rank.grads, rank.trainable
+    par, model = plan.parallel, plan.model
     strategy = par.strategy
     g = dt.grad
     # Master copy and optimizer state in float32 over this rank's partition.
     fp32 = replace(dt, grad=MASTER_BYTES)
-    state32 = _scaled(optimizer_terms(plan, counts, fp32), t_share, _split_label(lay, stage))
+    state32 = _scaled(optimizer_terms(plan, counts, fp32), rank.t_share, _split_label(lay, stage))
     master = Term("float32 master partition", f"T ÷ {dp} × 4 B = {sci(trainable)} ÷ {dp} × 4 B", trainable * 4 / dp)
     optim_rank = [master, *_sharded(state32, dp)] if trainable else []
     part = trainable / dp
-    fp32_grad = Term("float32 gradient of the partition (step)", f"T ÷ {dp} × 4 B", min(part, ZERO3_SUB_GROUP) * 4)
+    stepped = min(part, ZERO3_SUB_GROUP) if strategy is Strategy.ZERO3 else part
+    fp32_grad = Term("float32 gradient of the partition (step)", f"{sci(stepped)} × 4 B", stepped * 4)
     bucket_el = min(par.zero_bucket_elements, trainable)
     backward_grads: list[Term] = []
     persistent: list[Term] = []
@@ -267,14 +308,14 @@ def _zero(
         rank_weights = weights
     else:
         step_grads = [Term("gradient partition (grad_partitions_flat_buffer)", f"T ÷ {dp} × {g:g} B", part * g)]
-        grads_backward = step_grads
+        grads_backward = []  # the partition is allocated at start-up: it is in ``persistent``
         persistent = [
             *step_grads,
             Term("ipg reduce bucket (allocated at start-up)", f"{sci(bucket_el)} × {g:g} B", bucket_el * g),
         ]
         step_grads = []
         rank_weights = _sharded(weights, dp)
-        stored = _total(weights) / max(1.0, counts.total * weight_share(plan, stage, lay.tensor_parallel))
+        stored = rank.stored_bytes
         largest = _largest_module(plan, lay, stage) * model.params_scale
         prefetch = min(par.zero3_prefetch_elements, max(0, par.zero3_max_live_elements - largest))
         forward = [
@@ -303,8 +344,14 @@ def _zero(
         host = [*state.weights, *state.optim, *state.step]
         note = "ZeRO-Infinity offload_param: 16-bit partitions, float32 master and state on the host."
         return replace(state, weights=[], optim=[], step=[], host=host, notes=(note,))
-    note = "ZeRO-Offload: float32 master, optimizer state and float32 gradients on the host (DeepSpeedCPUAdam)."
-    return replace(state, optim=[], step=[], host=host, notes=(note,))
+    # stage_1_and_2.py keeps a 16-bit copy of the partition on the host to stage the updated
+    # parameters back (param_buffer_of_bit16_for_cpu_offload_groups).
+    if strategy is not Strategy.ZERO3 and trainable:
+        host.append(Term("16-bit partition staging buffer", f"T ÷ {dp} × 2 B", part * 2))
+    notes = ["ZeRO-Offload: float32 master, optimizer state and float32 gradients on the host (DeepSpeedCPUAdam)."]
+    if par.offload is Offload.PARAMS:
+        notes.append("DeepSpeed offloads parameters only at stage 3 (offload_param): stages 1-2 move the optimizer.")
+    return replace(state, optim=[], step=[], host=host, notes=tuple(notes))
 
 
 def _largest_module(plan: Plan, lay: Layout, stage: Stage) -> float:
@@ -335,6 +382,26 @@ def rank_copies(plan: Plan, lay: Layout, stage: Stage, copies: list[Term]) -> li
     """Autocast's 16-bit copies of the weights a rank computes with: its share of them;
     none when FSDP2 already gathers the parameters in 16 bits (MixedPrecisionPolicy)."""
     par = plan.parallel
-    if par.strategy is Strategy.FSDP and lay.data_parallel > 1 and MP_BYTES.get(par.fsdp_param_dtype, 4.0) == 2.0:
+    if par.strategy is Strategy.FSDP and lay.state_shards > 1 and MP_BYTES.get(par.fsdp_param_dtype, 4.0) == 2.0:
         return []
     return _scaled(copies, weight_share(plan, stage, lay.tensor_parallel), _split_label(lay, stage))
+
+
+_MP_DTYPE: Final = {MpDtype.FP32: Dtype.FP32, MpDtype.BF16: Dtype.BF16, MpDtype.FP16: Dtype.FP16}
+
+
+def compute_plan(plan: Plan, lay: Layout) -> Plan:
+    """The plan as the rank computes it. FSDP2's ``MixedPrecisionPolicy(param_dtype=...)``
+    gathers every parameter in that dtype, so the forward runs in it whatever dtype the
+    sharded parameters are stored in (``_fsdp_param.py``: the unsharded parameter is
+    created in ``param_dtype``): activations, logits and their copies follow it."""
+    par = plan.parallel
+    if par.strategy is not Strategy.FSDP or par.fsdp_param_dtype is MpDtype.STORED or not lay.distributed:
+        return plan
+    dtype = _MP_DTYPE[par.fsdp_param_dtype]
+    if plan.method is Method.QLORA:
+        return plan
+    changes = {"weight_dtype": dtype, "base_dtype": dtype, "adapter_dtype": dtype}
+    if all(getattr(plan, k) is v for k, v in changes.items()):
+        return plan
+    return plan.with_changes(**changes)
