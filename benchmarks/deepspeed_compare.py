@@ -24,20 +24,24 @@ v0.19.8), per parameter P of the model, N GPUs, n nodes, G GPUs per node:
   only (zero_init), L·4·G × 1.5 without offload.
 
 Where this estimator agrees, term by term (tests/core/test_deepspeed_compare.py), on
-several GPUs: ZeRO-2 keeps the whole 2·P of 16-bit parameters and 12·P/N of float32 master
-and Adam state; ZeRO-3 the 2·P/N shard, the same master and Adam state, and DeepSpeed's
-largest layer L gathered (with the prefetch bucket); offloaded, the host holds DeepSpeed's
-terms without its 1.5 buffer factor. Where it differs: DeepSpeed counts both a 16-bit and
-a float32 gradient partition standing (6·P/N), this estimator the 16-bit partition or the
-reduce bucket at the backward peak and the float32 gradient only for the sub-group being
-stepped; DeepSpeed's 4·L is L's parameters and gradients, this estimator's 2·(L + prefetch)
-the gathered parameters (gradients land in the reduce bucket); DeepSpeed's ZeRO-2 offload
-CPU figure grows with every GPU of the cluster (4·N·P, the fp32 model each process loads),
-this one counts the processes of one node. With the optimizer offloaded, ZeRO-3 allocates its
-gradient partition on the CPU (stage3.py: ``self.device`` is the CPU when offloading, and
-``grad_partitions_flat_buffer`` goes there), which this estimator still counts on the GPU
-(2·P/N too much: the per-rank model's to fix). On one GPU this estimator models the plain run
-(no ZeRO engine: Adam state in the model's dtype), so those rows differ by design.
+several GPUs: at the optimizer step ZeRO-2 holds exactly DeepSpeed's 2·P + 18·P/N (16-bit
+parameters; 16-bit and float32 gradient partitions, float32 master and Adam state), so its
+figure is DeepSpeed's to the printed hundredth of a GiB; ZeRO-3 holds the 2·P/N shard, the
+same master and Adam state, and DeepSpeed's largest layer L gathered (with the prefetch
+bucket); offloaded, the host holds DeepSpeed's terms without its 1.5 buffer factor.
+
+Where it differs: DeepSpeed's figure is the optimizer step's, while this estimator's peak
+may be the backward (activations), where ZeRO-2 holds the reduce bucket instead of the
+gradient partitions; ZeRO-3 casts the float32 gradient one sub-group (1e9 elements) at a
+time, which DeepSpeed's 18·P/N does not model; DeepSpeed's 4·L is L's parameters and
+gradients, this estimator's 2·(L + prefetch) the gathered parameters (gradients land in the
+reduce bucket); DeepSpeed's ZeRO-2 offload CPU figure grows with every GPU of the cluster
+(4·N·P, the fp32 model each process loads), this one counts the processes of one node.
+With the optimizer offloaded, ZeRO-3 allocates its gradient partition on the CPU
+(stage3.py: ``self.device`` is the CPU when offloading, and ``grad_partitions_flat_buffer``
+goes there), which this estimator still counts on the GPU (2·P/N too much: the per-rank
+model's to fix). On one GPU this estimator models the plain run (no ZeRO engine: Adam
+state in the model's dtype), so those rows differ by design.
 """
 
 from __future__ import annotations
@@ -175,7 +179,8 @@ class Comparison:
     gpus_per_node: int
     options: str
     deepspeed_gpu_gib: float
-    ours_gpu_gib: float
+    ours_gpu_gib: float  # at the worst rank's peak
+    ours_step_gib: float  # at its optimizer step
     deepspeed_cpu_gib: float
     ours_cpu_gib: float | None  # host memory per node, where the estimate gives it
     why: str
@@ -214,12 +219,14 @@ def plan_for(run: dict[str, Any], options: str) -> Any:
     )
 
 
-def model_state_bytes(est: Any) -> float:
-    """Weights + gradients + optimizer state of the worst rank."""
-    from core.breakdown import BucketKey
+def model_state_bytes(est: Any, at_step: bool = False) -> float:
+    """Weights + gradients + optimizer state of the worst rank, at its peak or at the
+    optimizer step (where DeepSpeed's float32 gradient partition exists)."""
+    from core.breakdown import BucketKey, StepPhase
 
-    ranks = getattr(est, "ranks", ())
-    buckets = ranks[est.worst_rank].buckets if ranks else est.buckets
+    buckets = est.worst.buckets
+    if at_step:
+        buckets = next(p for p in est.worst.phases if p.kind is StepPhase.OPTIMIZER).buckets
     keys = (BucketKey.WEIGHTS, BucketKey.GRADIENTS, BucketKey.OPTIMIZER)
     return float(sum(b.bytes for b in buckets if b.key in keys))
 
@@ -229,7 +236,7 @@ def _why(stage: int, offload: str, gpus: int) -> str:
     if gpus == 1:
         return "one GPU: ours is the plain single-GPU run (no ZeRO engine, Adam state in bf16)"
     if stage == 2 and offload == "none":
-        return "same 2·P + 12·P/N (master, Adam); DS adds 16+32-bit grad partitions 6·P/N, ours the bucket"
+        return "at the step the same 2·P + 18·P/N; the peak (backward) holds the reduce bucket, not the partitions"
     if stage == 2:
         return "same 2·P; ours adds the ipg bucket and head gradient; DS CPU: 4·P per GPU in the cluster × 1.5"
     if offload == "none":
@@ -258,6 +265,7 @@ def compare(data: dict[str, Any]) -> list[Comparison]:
                     options=row["options"],
                     deepspeed_gpu_gib=row["per_gpu_gib"],
                     ours_gpu_gib=model_state_bytes(est) / GIB,
+                    ours_step_gib=model_state_bytes(est, at_step=True) / GIB,
                     deepspeed_cpu_gib=row["per_cpu_gib"],
                     ours_cpu_gib=None if host is None else host.bytes / GIB,
                     why=_why(run["stage"], _offload(row["options"]), run["nodes"] * run["gpus_per_node"]),
@@ -269,15 +277,15 @@ def compare(data: dict[str, Any]) -> list[Comparison]:
 def render(rows: list[Comparison], version: str) -> str:
     lines = [
         f"DeepSpeed {version} model-state estimates vs this estimator (GiB; ours = worst rank's weights + "
-        "gradients + optimizer state; CPU = per node)",
-        f"{'model':<14} {'ZeRO':>4} {'GPUs':>6} {'offload':<9} {'DS GPU':>8} {'ours':>8} {'diff':>7} "
+        "gradients + optimizer state at its peak and at the optimizer step; CPU = per node)",
+        f"{'model':<14} {'ZeRO':>4} {'GPUs':>6} {'offload':<9} {'DS GPU':>8} {'ours':>8} {'diff':>7} {'at step':>8} "
         f"{'DS CPU':>8} {'ours':>8}  why",
     ]
     for r in rows:
         ours_cpu = "-" if r.ours_cpu_gib is None else f"{r.ours_cpu_gib:.2f}"
         lines.append(
             f"{r.model:<14} {r.stage:>4} {r.nodes}×{r.gpus_per_node:<4} {_offload(r.options):<9} "
-            f"{r.deepspeed_gpu_gib:>8.2f} {r.ours_gpu_gib:>8.2f} {r.gpu_difference:>+7.1%} "
+            f"{r.deepspeed_gpu_gib:>8.2f} {r.ours_gpu_gib:>8.2f} {r.gpu_difference:>+7.1%} {r.ours_step_gib:>8.2f} "
             f"{r.deepspeed_cpu_gib:>8.2f} {ours_cpu:>8}  {r.why}"
         )
     return "\n".join(lines)

@@ -17,7 +17,7 @@ from types import ModuleType
 
 import pytest
 
-from core.breakdown import BucketKey
+from core.breakdown import BucketKey, StepPhase
 from core.catalogue import find_model
 from core.estimate import estimate
 
@@ -92,9 +92,11 @@ def _rows(stage: int, offload: str) -> list[tuple[dict, dict]]:  # type: ignore[
     ]
 
 
-def _buckets(run: dict, options: str) -> dict[BucketKey, float]:  # type: ignore[type-arg]
+def _phase(run: dict, options: str, kind: StepPhase) -> dict[BucketKey, float]:  # type: ignore[type-arg]
+    """The worst rank's buckets at one moment of the step."""
     est = estimate(DS.plan_for(run, options))
-    return {b.key: b.bytes for b in est.worst.buckets}
+    phase = next(p for p in est.worst.phases if p.kind is kind)
+    return {b.key: b.bytes for b in phase.buckets}
 
 
 def _multi(stage: int, offload: str) -> list[tuple[dict, dict]]:  # type: ignore[type-arg]
@@ -102,20 +104,24 @@ def _multi(stage: int, offload: str) -> list[tuple[dict, dict]]:  # type: ignore
     return [(run, row) for run, row in _rows(stage, offload) if run["nodes"] * run["gpus_per_node"] > 1]
 
 
-def test_zero2_shares_deepspeeds_parameter_master_and_adam_terms() -> None:
+def test_zero2_at_the_optimizer_step_is_deepspeeds_figure_term_by_term() -> None:
     # DeepSpeed ZeRO-2 per GPU: 2·P 16-bit parameters (not partitioned) + 18·P/N where
     # 18 = 16-bit grads 2 + fp32 grads 4 + fp32 master 4 + Adam 8 (stage_1_and_2.py comment).
+    # At the optimizer step this estimator holds exactly those terms.
     for run, row in _multi(2, "none"):
         p, n = run["total_params"], run["nodes"] * run["gpus_per_node"]
-        buckets = _buckets(run, row["options"])
-        assert buckets[BucketKey.WEIGHTS] == pytest.approx(2 * p, rel=1e-9), run["model"]
-        # fp32 master 4 + Adam 8 over the partition; the fused step counters are bytes.
-        assert buckets[BucketKey.OPTIMIZER] == pytest.approx(12 * p / n, rel=1e-4), run["model"]
+        step = _phase(run, row["options"], StepPhase.OPTIMIZER)
+        assert step[BucketKey.WEIGHTS] == pytest.approx(2 * p, rel=1e-9), run["model"]
+        assert step[BucketKey.GRADIENTS] == pytest.approx(2 * p / n, rel=1e-9), run["model"]
+        # fp32 master 4 + Adam 8 + the fp32 gradient partition 4; the fused step counters are bytes.
+        assert step[BucketKey.OPTIMIZER] == pytest.approx(16 * p / n, rel=1e-4), run["model"]
+        model_state = sum(step[k] for k in (BucketKey.WEIGHTS, BucketKey.GRADIENTS, BucketKey.OPTIMIZER))
+        assert model_state == pytest.approx(row["per_gpu_gib"] * GIB, abs=0.006 * GIB)  # DeepSpeed's own
     for run, row in _multi(2, "optimizer"):
-        buckets = _buckets(run, row["options"])
-        # Offloaded: DeepSpeed's whole GPU figure is the 16-bit parameters, and so is ours'.
-        assert buckets[BucketKey.WEIGHTS] == pytest.approx(row["per_gpu_gib"] * GIB, abs=0.006 * GIB)
-        assert buckets[BucketKey.OPTIMIZER] == 0
+        step = _phase(run, row["options"], StepPhase.OPTIMIZER)
+        # Offloaded: DeepSpeed's whole GPU figure is the 16-bit parameters, and so is ours.
+        assert step[BucketKey.WEIGHTS] == pytest.approx(row["per_gpu_gib"] * GIB, abs=0.006 * GIB)
+        assert step[BucketKey.OPTIMIZER] == 0
 
 
 def test_zero3_shares_deepspeeds_partitions_and_largest_layer() -> None:
@@ -124,12 +130,12 @@ def test_zero3_shares_deepspeeds_partitions_and_largest_layer() -> None:
         # stage3_prefetch_bucket_size 5e7, within stage3_max_live_parameters 1e9 (DeepSpeed
         # zero/config.py defaults): Llama 3.1 70B's 1.05e9-element embedding leaves no room.
         prefetch = min(50_000_000, max(0, 1_000_000_000 - largest))
-        buckets = _buckets(run, row["options"])
+        forward = _phase(run, row["options"], StepPhase.FORWARD)
         # The 16-bit shard 2·P/N, and the gathered largest layer (DeepSpeed's L, the
         # embedding here) with the prefetch bucket in 16 bits: DeepSpeed counts 4·L for it.
-        assert buckets[BucketKey.WEIGHTS] == pytest.approx(2 * p / n + 2 * (largest + prefetch), rel=1e-6)
+        assert forward[BucketKey.WEIGHTS] == pytest.approx(2 * p / n + 2 * (largest + prefetch), rel=1e-6)
         if DS._offload(row["options"]) == "none":
-            assert buckets[BucketKey.OPTIMIZER] == pytest.approx(12 * p / n, rel=1e-4)
+            assert forward[BucketKey.OPTIMIZER] == pytest.approx(12 * p / n, rel=1e-4)
 
 
 def _host_parts(run: dict, options: str) -> tuple[float, float]:  # type: ignore[type-arg]
