@@ -261,8 +261,13 @@ def step_communication(plan: Plan, counts: ParamCounts, compute_seconds: float, 
         "The utilisation is the compute's own efficiency: exposed communication and the bubble come on top "
         "(a published MFU already includes them, so it understates the utilisation to enter here).",
     ]
-    dp_span = group_span(dp, tp * cp, gpn, par.nodes)
-    if dp > 1 and par.strategy is Strategy.DDP:
+    # Context-parallel ranks hold the same parameters and see other tokens of the same
+    # sequences: gradients are reduced, and state sharded, over data × context parallel
+    # ranks (torchtitan parallel_dims.py: the "fsdp" mesh is dp_shard × cp; core.parallel.layout
+    # Layout.state_shards). In "tp-cp-dp-pp" order that group has stride tp.
+    shards = dp * cp
+    dp_span = group_span(shards, tp, gpn, par.nodes)
+    if shards > 1 and par.strategy is Strategy.DDP:
         bucket = par.ddp_bucket_mb * MiB
         buckets = max(1.0, math.ceil(grad_bytes / bucket))
         terms.append(
@@ -282,7 +287,7 @@ def step_communication(plan: Plan, counts: ParamCounts, compute_seconds: float, 
             "DDP all-reduces once per step (no_sync during accumulation), bucket by bucket during the last "
             "micro-batch's backward; the last bucket cannot overlap."
         )
-    elif dp > 1 and par.strategy in (Strategy.FSDP, Strategy.ZERO3):
+    elif shards > 1 and par.strategy in (Strategy.FSDP, Strategy.ZERO3):
         fsdp = par.strategy is Strategy.FSDP
         gather_bytes = stored_param_bytes
         reduce_bytes = grad_bytes
@@ -333,7 +338,7 @@ def step_communication(plan: Plan, counts: ParamCounts, compute_seconds: float, 
             + " and reduce-scatters its gradients, every micro-batch, prefetched beside the compute; "
             "the first gather and the last reduce-scatter of each micro-batch cannot overlap."
         )
-    elif dp > 1:  # ZeRO-1 / ZeRO-2
+    elif shards > 1:  # ZeRO-1 / ZeRO-2
         zero2 = par.strategy is Strategy.ZERO2
         terms.append(
             _collective(
@@ -443,7 +448,7 @@ def _offload_terms(
     host = find_link(links.intra.host_link or "pcie5-x16", "parallel.intra_link")
     sharded = par.strategy is not Strategy.DDP
     stage = max(layout(plan).stages, key=lambda s: weight_share(plan, s, par.tensor_parallel))
-    shards = par.data_parallel if sharded else 1
+    shards = par.data_parallel * par.context_parallel if sharded else 1  # Layout.state_shards
     trainable = counts.trainable * train_share(plan, stage, par.tensor_parallel) / shards
     per_micro = par.strategy in (Strategy.ZERO2, Strategy.ZERO3, Strategy.FSDP)
     terms = [

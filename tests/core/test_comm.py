@@ -255,3 +255,16 @@ def test_fsdp_scaling_from_8_to_128_h100s_matches_torchtitan_within_3_percent() 
     predicted = per_gpu(128, utilisation)
     assert predicted == pytest.approx(5605, rel=0.03)
     assert predicted <= per_gpu(8, utilisation)  # more nodes never speed a GPU up
+
+
+def test_context_parallel_ranks_reduce_and_shard_with_the_data_parallel_ones() -> None:
+    # torchtitan parallel_dims.py: fully_shard's mesh is dp_shard × cp (CP ranks hold the
+    # same parameters and see other tokens of the same sequences).
+    plan = _full(seq_len=8192).on_gpus(8, Strategy.FSDP).with_parallel(context_parallel=2)
+    _gather, reduce, ring = _compute(plan).comm_terms
+    grads = param_counts(plan).trainable * dtypes_for(plan).grad
+    assert reduce.bytes == pytest.approx(7 / 8 * grads)  # over 4 DP × 2 CP ranks, not 4
+    assert "K/V" in ring.label
+    # Only context parallel (DP 1): DDP still all-reduces the gradients over the CP ranks.
+    ddp = _compute(_full(seq_len=8192).on_gpus(2, Strategy.DDP).with_parallel(context_parallel=2))
+    assert ddp.comm_terms[0].bytes == pytest.approx(2 * 1 / 2 * grads)
