@@ -1,7 +1,7 @@
 """``vramplan``: the command line over the same core the GUI uses.
 
 ``vramplan estimate ...`` prints an estimate;
-``vramplan models`` and ``vramplan gpus`` list the catalogues. Bad input exits with
+``vramplan models``, ``vramplan gpus`` and ``vramplan links`` list the catalogues. Bad input exits with
 status 2 and one line on stderr, never a traceback.
 
 A subcommand builds its text and :func:`main` writes it through :func:`write_output`, the
@@ -26,7 +26,7 @@ from typing import Any, Final, NoReturn, TextIO
 
 from core import __version__, cli_extra
 from core.breakdown import BUCKET_LABELS
-from core.catalogue import find_model, load_gpus, load_models
+from core.catalogue import find_model, load_gpus, load_links, load_models
 from core.errors import PlanError, PlanFileError, escape_controls, one_line
 from core.estimate import VERDICT_LABELS, Estimate, estimate
 from core.importer import import_model
@@ -192,6 +192,8 @@ def _build_parser() -> _Parser:
     models.add_argument("--json", action="store_true")
     gpus = sub.add_parser("gpus", help="list the GPU catalogue")
     gpus.add_argument("--json", action="store_true")
+    links = sub.add_parser("links", help="list the interconnect catalogue (for --intra-link and --interconnect)")
+    links.add_argument("--json", action="store_true")
     cli_extra.register(sub, est)
     return parser
 
@@ -382,6 +384,16 @@ def estimate_to_json(est: Estimate) -> dict[str, Any]:
             "tokens_per_second": est.compute.tokens_per_second,
             "cost": est.compute.cost,
             "energy_kwh": est.compute.energy_kwh,
+            "compute_seconds_per_step": est.compute.compute_seconds_per_step,
+            "comm_seconds_per_step": est.compute.comm_seconds_per_step,
+            "exposed_comm_seconds_per_step": est.compute.exposed_comm_seconds_per_step,
+            "bubble_fraction": est.compute.bubble_fraction,
+            "step_seconds": est.compute.step_seconds,
+            "comm_terms": [
+                {"label": t.label, "formula": t.formula, "bytes": t.bytes, "seconds": t.seconds}
+                for t in est.compute.comm_terms
+            ],
+            "assumptions": list(est.compute.assumptions),
         },
         "inference": inference_to_json(est),
         "notes": list(est.notes),
@@ -571,6 +583,7 @@ def render_estimate(est: Estimate, gib: bool = False) -> str:
         f"  compute  {est.compute.flops:.1e} FLOPs, {est.compute.hours:.1f} h on {plan.world_size} GPU(s) "
         f"at {plan.hardware.utilisation:.0%} of {est.compute.peak_tflops:g} TFLOP/s, "
         f"{est.compute.tokens_per_second:,.0f} tokens/s, cost {est.compute.cost:,.2f}",
+        *_step_lines(est),
         f"  serving  {_fmt(est.inference.total_bytes, gib)} for {plan.inference.concurrent} × "
         f"{plan.inference.context:,} tokens (KV cache {_fmt(est.inference.kv_cache_bytes, gib)}, "
         f"{est.inference.kv_bytes_per_token:,.0f} B/token); fits up to {est.inference.max_concurrent:,} requests",
@@ -580,6 +593,20 @@ def render_estimate(est: Estimate, gib: bool = False) -> str:
     lines += [f"  warning: {w}" for w in est.warnings]
     lines += [f"  note: {n}" for n in est.notes]
     return "\n".join(lines)
+
+
+def _step_lines(est: Estimate) -> list[str]:
+    """One line per optimizer step and per collective, when the run exchanges anything."""
+    c = est.compute
+    if not c.comm_terms and not c.bubble_fraction:
+        return []
+    lines = [
+        f"  step     {c.step_seconds:.3g} s = {c.compute_seconds_per_step:.3g} s compute × "
+        f"(1 + {c.bubble_fraction:.3g} bubble) + {c.exposed_comm_seconds_per_step:.3g} s exposed "
+        f"of {c.comm_seconds_per_step:.3g} s communication"
+    ]
+    lines += [f"    {t.label}: {t.seconds:.3g} s ({t.formula})" for t in c.comm_terms]
+    return lines
 
 
 def _rank_lines(est: Estimate, gib: bool) -> list[str]:
@@ -636,6 +663,29 @@ def _list_gpus(as_json: bool) -> str:
         + (f"bf16 {g.peak_tflops('bf16'):>7g} TFLOP/s" if g.dtype_problem("bf16") is None else "no bf16")
         + "\n"
         for g in gpus
+    )
+
+
+def _list_links(as_json: bool) -> str:
+    links = load_links()
+    if as_json:
+        rows = [
+            {
+                "id": link.id,
+                "name": link.name,
+                "kind": link.kind.value,
+                "bandwidth_gb_s": link.bandwidth_gb_s,
+                "bus_efficiency": link.bus_efficiency,
+                "latency_us": link.latency_us,
+                "source": link.source,
+            }
+            for link in links
+        ]
+        return json.dumps(rows, indent=2, allow_nan=False) + "\n"
+    return "".join(
+        f"{link.id:<11} {link.kind.value:<6} {link.bandwidth_gb_s:>6g} GB/s per GPU per direction  "
+        f"(NCCL reaches {link.bus_efficiency:.0%})  {link.name}\n"
+        for link in links
     )
 
 
@@ -706,6 +756,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             text = _list_models(args.json)
         elif args.command == "gpus":
             text = _list_gpus(args.json)
+        elif args.command == "links":
+            text = _list_links(args.json)
         elif args.command in cli_extra.COMMANDS:
             text = cli_extra.run_command(args)
         elif args.command == "estimate" and args.from_file:
