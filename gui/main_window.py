@@ -45,6 +45,7 @@ from gui.forms.fields import is_marked_invalid
 from gui.forms.hardware import HardwareForm
 from gui.forms.method import MethodForm
 from gui.forms.model import ModelForm
+from gui.forms.parallel import ParallelForm
 from gui.forms.serving import ServingForm
 from gui.forms.workload import WorkloadForm
 from gui.panels.arithmetic import ArithmeticPanel
@@ -129,12 +130,15 @@ class MainWindow(QMainWindow):
         self.method_form = MethodForm(c)
         self.workload_form = WorkloadForm(c)
         self.hardware_form = HardwareForm(c, settings=self.settings)
+        self.parallel_form = ParallelForm(c)
+        self.parallel_form.fewestRequested.connect(self.show_fewest_gpus)
         self.serving_form = ServingForm(c)
         self.forms: list[PlanForm] = [
             self.model_form,
             self.method_form,
             self.workload_form,
             self.hardware_form,
+            self.parallel_form,
             self.serving_form,
             self.accounting_form,
         ]
@@ -435,6 +439,9 @@ class MainWindow(QMainWindow):
             self._form_column.removeWidget(self.accounting_form)
             self._form_column.insertWidget(wanted, self.accounting_form)
 
+    def show_fewest_gpus(self) -> None:
+        self.plan_tools.show_fewest()
+
     def show_diagnosis(self) -> None:
         self.details_dock.show()
         self.tabs.setCurrentWidget(self.diagnosis)
@@ -522,7 +529,7 @@ class MainWindow(QMainWindow):
         """Inference mode: the serving form, no training-only forms; Training mode the reverse."""
         serving = mode == "inference"
         self.serving_form.setVisible(serving)
-        for form in (self.method_form, self.workload_form, self.accounting_form):
+        for form in (self.method_form, self.workload_form, self.parallel_form, self.accounting_form):
             form.setVisible(not serving)
 
     def set_unit(self, unit: Unit) -> None:

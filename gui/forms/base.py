@@ -6,7 +6,7 @@ from collections.abc import Callable
 from typing import Any
 
 from PySide6.QtCore import QSignalBlocker, Qt, Signal
-from PySide6.QtWidgets import QCheckBox, QComboBox, QFormLayout, QGroupBox, QLabel, QWidget
+from PySide6.QtWidgets import QApplication, QCheckBox, QComboBox, QFormLayout, QGroupBox, QLabel, QWidget
 
 from core.estimate import Estimate
 from core.plan import Plan
@@ -78,8 +78,24 @@ class PlanForm(QGroupBox):
 
     def set_widget_row_visible(self, widget: QWidget, visible: bool) -> None:
         if self.form.isRowVisible(widget) != visible:
+            if not visible:
+                self._drop_typing_in(widget)
             self.form.setRowVisible(widget, visible)
             self._rows_changed = True
+
+    @staticmethod
+    def _drop_typing_in(row: QWidget) -> None:
+        """A row hidden under the cursor (another choice hid it) drops what was typed and not
+        committed: hiding moves the focus, and the field would commit its text then, during a
+        redraw whose blocked signals lose the edit, leaving the text unlike the plan."""
+        focused = QApplication.focusWidget()
+        while focused is not None and focused is not row and not hasattr(focused, "_restore"):
+            focused = focused.parentWidget()
+        if focused is None:
+            return
+        restore = getattr(focused, "_restore", None)
+        if callable(restore) and (focused is row or row.isAncestorOf(focused)):
+            restore()
 
     # ---- edits ---------------------------------------------------------------------
     def apply(self, key: str, widget: QWidget, change: Callable[[Plan], Plan], label: str) -> None:

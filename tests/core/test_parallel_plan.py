@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from core import planfile
+from core.catalogue import find_model
 from core.cli import main
 from core.errors import PlanError
 from core.plan import Offload, Parallelism, PipelineSchedule, Strategy
@@ -132,3 +133,15 @@ def test_cli_refuses_a_layout_the_model_cannot_take(capsys: pytest.CaptureFixtur
     rc = main(["estimate", "--model", "llama-3.1-8b", "--gpus-per-node", "8", "--tp", "3"])
     err = capsys.readouterr().err
     assert rc == 2 and "tensor_parallel" in err and "Traceback" not in err
+
+
+def test_another_model_keeps_the_split_where_it_can_and_drops_it_where_it_cannot() -> None:
+    plan = plan_for_model("llama-3.1-8b").on_gpus(8, Strategy.FSDP).with_parallel(tensor_parallel=2)
+    # Qwen2.5 7B: 28 heads and 4 KV heads (config.json) take TP 2.
+    qwen = find_model("qwen2.5-7b")
+    assert plan.on_model(qwen.spec, qwen.id).parallel.tensor_parallel == 2
+    # SmolLM2 360M: 15 heads and 5 KV heads cannot be split in two: one GPU per layer, same GPUs.
+    smol = find_model("smollm2-360m")
+    moved = plan.on_model(smol.spec, smol.id)
+    assert (moved.parallel.tensor_parallel, moved.world_size, moved.parallel.strategy) == (1, 8, Strategy.FSDP)
+    assert moved.model_id == "smollm2-360m"

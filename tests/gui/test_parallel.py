@@ -1,0 +1,153 @@
+"""The Parallelism section and the fewest-GPUs panel (issue 15): bindings both ways, rows that
+show only for the strategy that reads them, refused layouts in red, and the acceptance question
+answered through the widgets."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from PySide6.QtCore import Qt
+from PySide6.QtWidgets import QLabel
+
+from core.estimate import estimate
+from core.fit import fewest_gpus
+from core.plan import Method, Offload, PipelineSchedule, Strategy
+from core.presets import plan_for_model
+from gui.main_window import MainWindow
+from tests.gui.test_forms import type_into
+
+
+def _choose(widget: Any, value: str) -> None:
+    widget.setCurrentIndex(widget.findData(value))
+
+
+def test_plan_to_widgets_and_back(qtbot: Any, window: MainWindow) -> None:
+    plan = plan_for_model("llama-3.1-70b").on_gpus(32, Strategy.FSDP).with_parallel(tensor_parallel=8)
+    window.controller.set_plan(plan)
+    form = window.parallel_form
+    assert (form.nodes.value(), form.gpus_per_node.value()) == (4, 8)
+    assert form.strategy.value() == "fsdp" and form.tensor_parallel.value() == 8
+    assert form.degrees.text() == "32 GPUs = TP 8 × PP 1 × CP 1 × DP 4"
+    # Edits: the count, a degree, the strategy, offload.
+    type_into(qtbot, form.nodes, "2")
+    assert window.controller.plan.world_size == 16
+    assert form.degrees.text() == "16 GPUs = TP 8 × PP 1 × CP 1 × DP 2"
+    type_into(qtbot, form.pipeline_parallel, "2")
+    assert window.controller.plan.parallel.pipeline_parallel == 2
+    _choose(form.strategy, Strategy.ZERO3.value)
+    assert window.controller.plan.parallel.strategy is Strategy.ZERO3
+    _choose(form.offload, Offload.OPTIMIZER.value)
+    assert window.controller.plan.parallel.offload is Offload.OPTIMIZER
+
+
+def test_a_layout_the_model_refuses_shows_the_plans_reason_in_red(qtbot: Any, window: MainWindow) -> None:
+    window.resize(1280, 720)
+    window.show()
+    qtbot.waitExposed(window)
+    # Llama 3.1 8B has 8 KV heads (config.json): TP 16 cannot split them.
+    window.controller.set_plan(plan_for_model("llama-3.1-8b").on_gpus(16, Strategy.FSDP))
+    form = window.parallel_form
+    before = window.controller.plan
+    type_into(qtbot, form.tensor_parallel, "16")
+    assert window.controller.plan == before  # refused: the last valid plan stays
+    assert form.problem.isVisible()
+    assert "parallel.tensor_parallel" in form.problem.text() and "8 KV heads" in form.problem.text()
+    assert form.problem.styleSheet()  # the problem colour
+    # The next valid edit clears it.
+    type_into(qtbot, form.tensor_parallel, "8")
+    assert window.controller.plan.parallel.tensor_parallel == 8
+    assert not form.problem.isVisible() and form.problem.text() == ""
+
+
+def test_rows_show_only_for_what_reads_them(qtbot: Any, window: MainWindow) -> None:
+    window.show()
+    qtbot.waitExposed(window)
+    form = window.parallel_form
+
+    def shown(key: str) -> bool:
+        return form.fields[key].isVisibleTo(form)
+
+    window.controller.set_plan(plan_for_model("llama-3.1-8b"))  # one GPU
+    assert not form.split_row.isVisibleTo(form) and not shown("parallel.inter_link")
+    assert not shown("parallel.reshard_after_forward") and not shown("parallel.schedule")
+    window.controller.set_plan(plan_for_model("llama-3.1-8b").on_gpus(16, Strategy.FSDP))
+    assert form.split_row.isVisibleTo(form) and shown("parallel.inter_link") and shown("parallel.intra_link")
+    assert shown("parallel.reshard_after_forward")
+    assert not shown("parallel.fsdp_param_dtype")  # behind "Advanced"
+    form.advanced.click()
+    assert shown("parallel.fsdp_param_dtype") and shown("parallel.fsdp_reduce_dtype")
+    assert not shown("parallel.ddp_bucket_mb") and not shown("parallel.zero_bucket_elements")
+    _choose(form.strategy, Strategy.DDP.value)
+    assert shown("parallel.ddp_bucket_mb") and not shown("parallel.fsdp_param_dtype")
+    _choose(form.strategy, Strategy.ZERO3.value)
+    assert shown("parallel.zero_bucket_elements") and shown("parallel.zero3_prefetch_elements")
+    type_into(qtbot, form.pipeline_parallel, "2")
+    assert shown("parallel.schedule") and not shown("parallel.virtual_stages")
+    _choose(form.schedule, PipelineSchedule.INTERLEAVED.value)
+    assert shown("parallel.virtual_stages")
+
+
+def test_every_field_has_a_name_and_a_label_to_reach_it(window: MainWindow) -> None:
+    form = window.parallel_form
+    for key, widget in form.fields.items():
+        assert widget.accessibleName(), key
+    buddies = {label.buddy() for label in form.findChildren(QLabel) if label.buddy() is not None}
+    for widget in (form.nodes, form.tensor_parallel, form.strategy, form.offload):
+        assert widget in buddies
+    assert form.advanced.accessibleName() and form.fewest.accessibleName()
+
+
+def test_the_gpu_count_lives_only_in_the_parallelism_section(window: MainWindow) -> None:
+    keys = [key for f in window.forms for key in f.fields if key in ("parallel.gpus_per_node", "parallel.strategy")]
+    assert sorted(keys) == ["parallel.gpus_per_node", "parallel.strategy"]
+    assert "parallel.gpus_per_node" not in window.hardware_form.fields
+
+
+def test_fewest_h100s_for_llama_70b_with_fsdp_at_8k_through_the_window(qtbot: Any, window: MainWindow) -> None:
+    """Issue 15's acceptance question: the fewest H100s to fully fine-tune Llama 3.1 70B with FSDP
+    at 8k tokens, and the hours for 1B tokens, with the arithmetic shown."""
+    window.resize(1280, 720)
+    window.show()
+    qtbot.waitExposed(window)
+    picker = window.model_form.picker
+    picker.lineEdit().selectAll()
+    qtbot.keyClicks(picker.lineEdit(), "Llama 3.1 70B")
+    qtbot.keyClick(picker.lineEdit(), Qt.Key.Key_Return)
+    _choose(window.method_form.method, Method.FULL.value)
+    type_into(qtbot, window.workload_form.micro_batch, "1")  # one sequence of 8k tokens per step and GPU
+    type_into(qtbot, window.workload_form.seq_len, "8192")
+    type_into(qtbot, window.workload_form.tokens, "1B")
+    gpu = window.hardware_form.gpu
+    gpu.lineEdit().selectAll()
+    qtbot.keyClicks(gpu.lineEdit(), "NVIDIA H100 SXM 80GB")
+    qtbot.keyClick(gpu.lineEdit(), Qt.Key.Key_Return)
+    _choose(window.parallel_form.strategy, Strategy.FSDP.value)
+    plan = window.controller.plan
+    assert (plan.model_id, plan.method, plan.workload.micro_batch) == ("llama-3.1-70b", Method.FULL, 1)
+    assert plan.workload.seq_len == 8192
+    assert (plan.workload.tokens, plan.hardware.gpu, plan.parallel.strategy) == (10**9, "h100-sxm", Strategy.FSDP)
+
+    window.parallel_form.fewest.click()
+    panel = window.plan_tools.fewest_panel
+    assert panel is not None and panel.isVisible()
+    answer = fewest_gpus(plan)  # the core's answer for the plan the widgets made
+    found = answer.found
+    assert found is not None, answer.summary()
+    assert panel.summary.text() == answer.summary()
+    assert f"{found.count} × NVIDIA H100 SXM 80GB" in panel.summary.text()
+    shown = panel.arithmetic.toPlainText()
+    assert shown == "\n".join(answer.arithmetic())
+    assert found.estimate.compute.formula in shown  # how the hours were reached
+    fits = [line.strip() for line in shown.splitlines() if line.endswith("→ fits")]
+    assert len(fits) == 1 and fits[0].startswith(f"{found.count} GPUs")
+
+    panel.apply_button.click()
+    applied = window.controller.plan
+    assert applied.world_size == found.count and applied == found.plan
+    assert window.controller.estimate.fits
+    assert window.controller.estimate.compute.hours == estimate(found.plan).compute.hours
+    form = window.parallel_form
+    assert form.nodes.value() * form.gpus_per_node.value() == found.count
+    qtbot.waitUntil(lambda: not panel.apply_button.isEnabled())  # the plan is the answer now
+    window.controller.undo_stack.undo()
+    assert window.controller.plan == plan
