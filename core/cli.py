@@ -358,6 +358,20 @@ def estimate_to_json(est: Estimate) -> dict[str, Any]:
         "verdict": est.verdict.value,
         "margin_bytes": round(est.margin_bytes),
         "summary": est.summary_formula,
+        # peak_bytes / total_bytes above are the worst rank's; every kind of rank here.
+        "ranks": [
+            {
+                "label": r.label,
+                "count": r.count,
+                "peak_bytes": round(r.peak_bytes),
+                "total_bytes": round(r.total_bytes),
+                "verdict": r.verdict.value,
+            }
+            for r in est.ranks
+        ],
+        "worst_rank": est.worst_rank,
+        "host_bytes": round(est.host.bytes) if est.host else None,
+        "host_capacity_bytes": round(est.host.capacity_bytes) if est.host else None,
         "compute": {
             "flops": est.compute.flops,
             "flops_per_token": est.compute.flops_per_token,
@@ -548,6 +562,7 @@ def render_estimate(est: Estimate, gib: bool = False) -> str:
         f"  {VERDICT_LABELS[est.verdict]}: {_fmt(est.total_bytes, gib)} of {_fmt(est.capacity_bytes, gib)} "
         f"({_fmt(est.usable_bytes, gib)} usable with {plan.hardware.headroom:.0%} headroom), "
         f"margin {_fmt(est.margin_bytes, gib)}",
+        *_rank_lines(est, gib),
         "",
         f"  compute  {est.compute.flops:.1e} FLOPs, {est.compute.hours:.1f} h on {plan.world_size} GPU(s) "
         f"at {plan.hardware.utilisation:.0%} of {est.compute.peak_tflops:g} TFLOP/s, "
@@ -561,6 +576,32 @@ def render_estimate(est: Estimate, gib: bool = False) -> str:
     lines += [f"  warning: {w}" for w in est.warnings]
     lines += [f"  note: {n}" for n in est.notes]
     return "\n".join(lines)
+
+
+def _rank_lines(est: Estimate, gib: bool) -> list[str]:
+    """One line per kind of rank and the host line, for a plan on more than one GPU."""
+    plan = est.plan
+    if plan.world_size == 1:
+        return []
+    par = plan.parallel
+    lines = [
+        "",
+        f"  {plan.world_size} GPUs ({par.nodes} × {par.gpus_per_node}): {par.strategy.value}, "
+        f"DP {par.data_parallel} × TP {par.tensor_parallel} × PP {par.pipeline_parallel} × CP {par.context_parallel}",
+    ]
+    width = max(len(r.label) for r in est.ranks)
+    for i, r in enumerate(est.ranks):
+        mark = "*" if i == est.worst_rank and len(est.ranks) > 1 else " "
+        lines.append(
+            f"  {mark} {r.label:<{width}}  peak {_fmt(r.peak_bytes, gib):>10}  total {_fmt(r.total_bytes, gib):>10}  "
+            f"{VERDICT_LABELS[r.verdict]} ({r.count} GPUs)"
+        )
+    if est.host is not None:
+        h = est.host
+        lines.append(
+            f"    host per node  {_fmt(h.bytes, gib)} of {_fmt(h.capacity_bytes, gib)} RAM: {VERDICT_LABELS[h.verdict]}"
+        )
+    return lines
 
 
 def _list_models(as_json: bool) -> str:

@@ -14,15 +14,26 @@ the saved tensors live in :mod:`core.activations`, the attention kernel choice i
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Final
 
 from core.activations import LayerActs, LossMemory, layer_activations, loss_memory, outside_blocks
 from core.attention import backward_workspace, kernel_note
 from core.breakdown import Breakdown, Bucket, BucketKey, Phase, StepPhase, Term, gb, make_bucket, sci
 from core.optimizer import optimizer_step_temporary, optimizer_terms
+from core.parallel.acts import (
+    block_per_rank,
+    pipeline_buffers,
+    ring_attention_buffers,
+    sequence_region,
+    split,
+    vocab_region,
+)
+from core.parallel.layout import Layout, Stage
+from core.parallel.layout import trainable_layers as stage_trainable_layers
+from core.parallel.state import RankState, compute_plan, rank_copies, rank_state
 from core.params import ParamCounts
-from core.plan import Dtype, Method, Optimizer, Plan, Quant, Strategy
+from core.plan import Dtype, Method, Offload, Optimizer, Plan, Quant, Strategy
 from core.roles import Dtypes, dtypes_for
 from core.serving.formats import WeightFormat, matrix_output_rows, nf4_bytes_per_weight, quantised_matrix_bytes
 from core.units import MiB
@@ -109,7 +120,11 @@ def copy_terms(plan: Plan, counts: ParamCounts, dt: Dtypes) -> list[Term]:
 # --- the phases of one step ----------------------------------------------------------
 @dataclass(frozen=True)
 class _Parts:
-    """What the phases are built from: storage, state and the saved tensors."""
+    """What the phases are built from: storage, state and the saved tensors.
+
+    On a multi-GPU plan these are one rank's (see :mod:`core.parallel`): ``state`` holds
+    the gradients the backward accumulates into and the framework's buffers by phase.
+    """
 
     weights: list[Term]
     copies: list[Term]
@@ -123,51 +138,74 @@ class _Parts:
     head_grad: list[Term]
     embed_grad: float
     loss: LossMemory
+    state: RankState | None = None
+    casts: bool = False  # autocast makes 16-bit copies of the weights it reads
+    tp: int = 1  # tensor-parallel degree: a rank holds 1/tp of each split matrix
+    head: bool = True  # the rank holds the output head (the last pipeline stage)
+    # Gradients held unsharded until the end of the backward: FSDP2 reduces the root unit
+    # (embedding, norm, head) only once all of its gradients exist, so the head's waits.
+    root_grads: list[Term] = field(default_factory=list)
+
+    @property
+    def backward_grads(self) -> list[Term]:
+        """Gradients the backward accumulates into (the whole set, or this rank's partition)."""
+        if self.state is not None and self.state.grads_in_backward is not None:
+            return self.state.grads_in_backward
+        return self.grads
+
+    def extra(self, what: str) -> list[Term]:
+        return list(getattr(self.state, what)) if self.state is not None else []
 
 
-def _shard(parts: list[Term], shards: int) -> list[Term]:
-    return [Term(f"{t.label} ÷ {shards} GPUs", f"({t.formula}) ÷ {shards}", t.bytes / shards) for t in parts]
+def _gradient_terms(counts: ParamCounts, dt: Dtypes) -> list[Term]:
+    t = counts.trainable
+    return [Term("gradients", f"T × {dt.grad:g} B = {sci(t)} × {dt.grad:g} B", t * dt.grad)]
 
 
-def _parts(plan: Plan, counts: ParamCounts, dt: Dtypes) -> _Parts:
+@dataclass(frozen=True)
+class Rank:
+    """Which rank of a multi-GPU plan the breakdown is for (None: the plan on one GPU)."""
+
+    layout: Layout
+    stage: Stage
+
+
+@dataclass(frozen=True)
+class _Common:
+    """The pieces every rank of a plan starts from: the single-GPU state terms and one
+    block's saved tensors, the loss and the layer gradients as the rank computes them."""
+
+    weights: list[Term]
+    grads: list[Term]
+    optim: list[Term]
+    copies: list[Term]
+    adt: Dtypes  # the dtypes the ranks compute in (FSDP2 mixed precision may differ from the plan's)
+    block: LayerActs  # one block on one rank (÷ TP / CP where they split it)
+    layer_grads: Term
+    head_grad: list[Term]
+    outside: list[Term]
+    loss: LossMemory
+
+
+_LAST_COMMON: tuple[Plan | None, bool, _Common | None] = (None, False, None)
+
+
+def _common(plan: Plan, counts: ParamCounts, dt: Dtypes, lay: Layout | None) -> _Common:
+    """Computed once per plan: the ranks of a pipeline differ only in what follows (the last
+    answer is kept, one tuple replaced whole, as :func:`core.roles.dtypes_for` does)."""
+    global _LAST_COMMON
+    last_plan, last_split, last = _LAST_COMMON
+    if last_plan is plan and last_split == (lay is not None) and last is not None:
+        return last
     model = plan.model
-    weights = weight_terms(plan, counts, dt)
-    grads = [
-        Term("gradients", f"T × {dt.grad:g} B = {sci(counts.trainable)} × {dt.grad:g} B", counts.trainable * dt.grad)
-    ]
-    optim = optimizer_terms(plan, counts, dt)
-    shards, stage = plan.parallel.data_parallel, plan.parallel.strategy
-    if stage is not Strategy.DDP and shards > 1:
-        optim = _shard(optim, shards)
-        if stage in (Strategy.ZERO2, Strategy.ZERO3, Strategy.FSDP):
-            grads = _shard(grads, shards)
-        if stage in (Strategy.ZERO3, Strategy.FSDP):
-            gathered = 2 * model.layer_params() * dt.base
-            weights = _shard(weights, shards)
-            weights.append(
-                Term("two gathered blocks (prefetch)", f"2 × {sci(model.layer_params())} × {dt.base:g} B", gathered)
-            )
-    # Activations: every trainable block's saved tensors, or with checkpointing only the
-    # block inputs plus one block recomputed at a time in the backward.
-    trainable_layers = model.num_layers - plan.frozen_layers if plan.method is Method.FROZEN else model.num_layers
-    block = layer_activations(plan, trainable_block=plan.method in (Method.FULL, Method.FROZEN))
+    ap = compute_plan(plan, lay) if lay is not None else plan
+    adt = dtypes_for(ap) if ap is not plan else dt
+    block = layer_activations(ap, trainable_block=plan.method in (Method.FULL, Method.FROZEN))
     n = plan.workload.micro_batch * plan.workload.seq_len
-    if plan.checkpointing:
-        # Every checkpointed block holds on to its input, frozen blocks included (measured:
-        # the non-reentrant checkpoint keeps its arguments even when nothing needs a gradient).
-        layers = model.num_layers
-        nd = n * model.hidden_size
-        formula = f"L × N·d × {dt.residual:g} = {layers} × {sci(nd)} × {dt.residual:g}"
-        kept = [Term("block inputs kept by checkpointing", formula, layers * nd * dt.residual)]
-        recomputed = [Term("one block recomputed in the backward", "Σ of one block's saved tensors", block.bytes)]
-    else:
-        formula = f"{trainable_layers} × {gb(block.bytes)} GB"
-        kept = [Term(f"{trainable_layers} blocks × saved tensors per block", formula, trainable_layers * block.bytes)]
-        recomputed = []
-    ca = dt.compute
+    ca = adt.compute
     i_el = n * model.intermediate_size
     layer_grads = Term("gradients flowing through a block's MLP", f"3 × N·I × {ca:g}", 3 * i_el * ca)
-    workspace = backward_workspace(plan, ca)
+    workspace = backward_workspace(ap, ca)
     if workspace:
         layer_grads = Term(
             "gradients through a block + attention backward workspace",
@@ -176,27 +214,130 @@ def _parts(plan: Plan, counts: ParamCounts, dt: Dtypes) -> _Parts:
         )
     head_trains = plan.method is Method.FULL or (plan.method is Method.FROZEN and not model.tie_embeddings)
     vd = model.vocab_size * model.hidden_size
-    head_grad = [Term("output-head gradient", f"V·d × {dt.grad:g}", vd * dt.grad)] if head_trains else []
+    # The head's gradient as autograd forms it: in the dtype the rank computes the head in
+    # (FSDP2 gathers it in MixedPrecisionPolicy.param_dtype; elsewhere the stored dtype).
+    head_grad = [Term("output-head gradient", f"V·d × {adt.grad:g}", vd * adt.grad)] if head_trains else []
+    if lay is not None:
+        block = block_per_rank(block, lay)
+        split_by = lay.tensor_parallel * lay.context_parallel
+        if split_by > 1:
+            layer_grads = Term(
+                f"{layer_grads.label} ({_split_why(lay)})",
+                f"({layer_grads.formula}) ÷ {split_by}",
+                layer_grads.bytes / split_by,
+            )
+        ring = ring_attention_buffers(n, model.kv_width, model.q_width, model.num_heads, ca, lay)
+        if ring:
+            layer_grads = Term(
+                layer_grads.label + " + ring attention buffers",
+                layer_grads.formula + " + K/V chunks + accumulators",
+                layer_grads.bytes + sum(t.bytes for t in ring),
+            )
+    common = _Common(
+        weights=weight_terms(plan, counts, dt),
+        grads=_gradient_terms(counts, dt),
+        optim=optimizer_terms(plan, counts, dt),
+        copies=copy_terms(plan, counts, dt),
+        adt=adt,
+        block=block,
+        layer_grads=layer_grads,
+        head_grad=head_grad,
+        outside=outside_blocks(ap),
+        loss=loss_memory(ap),
+    )
+    _LAST_COMMON = (plan, lay is not None, common)
+    return common
+
+
+def _split_why(lay: Layout) -> str:
+    return ", ".join(
+        f"÷ {name} {d}" for name, d in (("TP", lay.tensor_parallel), ("CP", lay.context_parallel)) if d > 1
+    )
+
+
+def _parts(plan: Plan, counts: ParamCounts, dt: Dtypes, rank: Rank | None = None) -> _Parts:
+    model = plan.model
+    c = _common(plan, counts, dt, rank.layout if rank is not None else None)
+    weights, grads, optim, copies = c.weights, c.grads, c.optim, c.copies
+    adt, block, layer_grads, head_grad, outside, loss = c.adt, c.block, c.layer_grads, c.head_grad, c.outside, c.loss
+    state = None
+    if rank is not None:
+        state = rank_state(plan, counts, dt, rank.layout, rank.stage, (weights, grads, optim))
+        weights, grads, optim = state.weights, state.grads, state.optim
+        copies = rank_copies(plan, rank.layout, rank.stage, copies)
+    # Activations: every trainable block's saved tensors, or with checkpointing only the
+    # block inputs plus one block recomputed at a time in the backward.
+    trainable_layers = model.num_layers - plan.frozen_layers if plan.method is Method.FROZEN else model.num_layers
+    layers = model.num_layers
+    n = plan.workload.micro_batch * plan.workload.seq_len
+    nd_divisor, nd_why, in_flight = 1.0, "", 1.0
+    if rank is not None:
+        trainable_layers, layers = stage_trainable_layers(plan, rank.stage), rank.stage.layers
+        nd_divisor, nd_why = sequence_region(rank.layout)
+        in_flight = rank.stage.in_flight
+    flight = f" × {in_flight:g} micro-batches in flight" if in_flight != 1 else ""
+    if plan.checkpointing:
+        # Every checkpointed block holds on to its input, frozen blocks included (measured:
+        # the non-reentrant checkpoint keeps its arguments even when nothing needs a gradient).
+        nd = n * model.hidden_size / nd_divisor
+        formula = f"L × N·d × {adt.residual:g} = {layers} × {sci(nd)} × {adt.residual:g}{flight}"
+        label = "block inputs kept by checkpointing" + (f" ({nd_why})" if nd_why else "")
+        kept = [Term(label, formula, layers * nd * adt.residual * in_flight)]
+        recomputed = [Term("one block recomputed in the backward", "Σ of one block's saved tensors", block.bytes)]
+    else:
+        formula = f"{trainable_layers} × {gb(block.bytes)} GB{flight}"
+        kept = [
+            Term(
+                f"{trainable_layers} blocks × saved tensors per block",
+                formula,
+                trainable_layers * block.bytes * in_flight,
+            )
+        ]
+        recomputed = []
     embed_grad = model.embedding_params() * dt.grad if plan.method is Method.FULL else 0.0
+    root_grads: list[Term] = []
+    if rank is not None:
+        lay, stage = rank.layout, rank.stage
+        outside = split(outside, nd_divisor, nd_why) if stage.head else []
+        outside = outside + pipeline_buffers(n * model.hidden_size / nd_divisor, adt.residual, lay)
+        v_div, v_why = vocab_region(lay)
+        if stage.head:
+            loss = LossMemory(split(loss.forward, v_div, v_why), split(loss.backward, v_div, v_why))
+        else:
+            loss = LossMemory([], [])
+        tp_why = f"÷ TP {lay.tensor_parallel}" if lay.tensor_parallel > 1 else ""
+        head_grad = split(head_grad, lay.tensor_parallel, tp_why) if stage.head else []
+        # The "embedding gradient formed last" correction applies where every gradient is
+        # held whole (DDP, or no data-parallel sharding) and the stage has the embedding.
+        whole = lay.data_parallel == 1 or plan.parallel.strategy is Strategy.DDP
+        embed_grad = embed_grad / lay.tensor_parallel if whole and stage.embedding else 0.0
+        if plan.parallel.strategy is Strategy.FSDP and not whole:
+            root_grads = head_grad
     return _Parts(
         weights=weights,
-        copies=copy_terms(plan, counts, dt),
+        copies=copies,
         grads=grads,
         optim=optim,
         kept=kept,
         recomputed=recomputed,
-        outside=outside_blocks(plan),
+        outside=outside,
         block=block,
         layer_grads=layer_grads,
         head_grad=head_grad,
         embed_grad=embed_grad,
-        loss=loss_memory(plan),
+        loss=loss,
+        state=state,
+        casts=dt.casts and plan.method is not Method.QLORA and (rank is None or bool(copies)),
+        tp=rank.layout.tensor_parallel if rank is not None else 1,
+        head=rank.stage.head if rank is not None else True,
+        root_grads=root_grads,
     )
 
 
 def _held_gradients(plan: Plan, parts: _Parts) -> Bucket:
     """Gradients alive during the forward: only those accumulated over earlier micro-batches."""
-    return make_bucket(BucketKey.GRADIENTS, parts.grads if plan.workload.grad_accum > 1 else [])
+    held = parts.backward_grads if plan.workload.grad_accum > 1 else []
+    return make_bucket(BucketKey.GRADIENTS, held + parts.extra("persistent"))
 
 
 def forward_phase(plan: Plan, parts: _Parts) -> Phase:
@@ -204,7 +345,7 @@ def forward_phase(plan: Plan, parts: _Parts) -> Phase:
     return Phase(
         "forward + loss",
         (
-            make_bucket(BucketKey.WEIGHTS, parts.weights + parts.copies),
+            make_bucket(BucketKey.WEIGHTS, parts.weights + parts.copies + parts.extra("forward")),
             _held_gradients(plan, parts),
             make_bucket(BucketKey.OPTIMIZER, parts.optim),
             make_bucket(BucketKey.ACTIVATIONS, activations),
@@ -218,26 +359,35 @@ def backward_phases(plan: Plan, parts: _Parts, dt: Dtypes) -> list[Phase]:
     """Start of the backward, the last block's backward, and its end (first block, embedding)."""
     model = plan.model
     optim = make_bucket(BucketKey.OPTIMIZER, parts.optim)
-    w_backward = make_bucket(BucketKey.WEIGHTS, parts.weights + parts.copies)
+    gathered = parts.extra("backward")
+    if parts.state is not None and parts.state.backward_block is not None:
+        in_block = list(parts.state.backward_block)
+    else:
+        in_block = gathered
+    w_start = make_bucket(BucketKey.WEIGHTS, parts.weights + parts.copies + gathered)
+    w_backward = make_bucket(BucketKey.WEIGHTS, parts.weights + parts.copies + in_block)
     copies_block = None
     if plan.checkpointing:
         # Checkpointed blocks keep nothing from the forward, so their autocast copies die
         # with the autocast cache when the forward ends; only the head's copy stays, and
         # the block being recomputed makes its own.
-        w_backward = make_bucket(BucketKey.WEIGHTS, parts.weights)
-    if dt.casts and plan.method is not Method.QLORA:
-        per_layer = model.stored_matmul_params() // model.num_layers
+        w_start = make_bucket(BucketKey.WEIGHTS, parts.weights + gathered)
+        w_backward = make_bucket(BucketKey.WEIGHTS, parts.weights + in_block)
+    if parts.casts:
+        per_layer = model.stored_matmul_params() // model.num_layers / parts.tp
         copies_block = Term("16-bit copies of one block's weights (autocast)", f"{sci(per_layer)} × 2 B", per_layer * 2)
         if plan.checkpointing:
-            vd = model.vocab_size * model.hidden_size
+            vd = model.vocab_size * model.hidden_size / parts.tp if parts.head else 0
             head = Term("16-bit copy of the output head (autocast)", f"V·d × 2 = {sci(vd)} × 2 B", vd * 2)
             recomputed = Term("16-bit copies of the recomputed block", f"{sci(per_layer)} × 2 B", per_layer * 2)
-            w_backward = make_bucket(BucketKey.WEIGHTS, [*parts.weights, head, recomputed])
+            w_start = make_bucket(BucketKey.WEIGHTS, [*parts.weights, head, recomputed, *gathered])
+            w_backward = make_bucket(BucketKey.WEIGHTS, [*parts.weights, head, recomputed, *in_block])
     accumulating = plan.workload.grad_accum > 1
+    buffers = parts.extra("persistent") + parts.extra("backward_grads")
     start = Phase(
         "backward",
         (
-            w_backward,
+            w_start,
             _held_gradients(plan, parts),
             optim,
             make_bucket(BucketKey.ACTIVATIONS, parts.kept + parts.outside + parts.loss.backward),
@@ -249,7 +399,10 @@ def backward_phases(plan: Plan, parts: _Parts, dt: Dtypes) -> list[Phase]:
         "backward",
         (
             w_backward,
-            make_bucket(BucketKey.GRADIENTS, parts.grads if accumulating else parts.head_grad),
+            make_bucket(
+                BucketKey.GRADIENTS,
+                (parts.backward_grads + parts.root_grads if accumulating else parts.head_grad) + buffers,
+            ),
             optim,
             make_bucket(BucketKey.ACTIVATIONS, parts.kept + parts.outside + parts.recomputed + [parts.layer_grads]),
         ),
@@ -261,12 +414,17 @@ def backward_phases(plan: Plan, parts: _Parts, dt: Dtypes) -> list[Phase]:
     # gradient is formed last. A tied embedding is also the output head, whose gradient
     # already exists: AccumulateGrad adds the two out of place, so three V·d gradients
     # coexist for a moment.
-    end_weights = make_bucket(BucketKey.WEIGHTS, parts.weights + ([copies_block] if copies_block else []))
+    end_weights = make_bucket(BucketKey.WEIGHTS, parts.weights + ([copies_block] if copies_block else []) + gathered)
     first_block = make_bucket(
         BucketKey.ACTIVATIONS,
         [Term("the first block's saved tensors", "Σ of one block", parts.block.bytes), parts.layer_grads],
     )
-    before_embedding = [*parts.grads, Term("less the embedding gradient, formed last", "−V·d", -parts.embed_grad)]
+    before_embedding = [
+        *parts.backward_grads,
+        *parts.root_grads,
+        Term("less the embedding gradient, formed last", "−V·d", -parts.embed_grad),
+        *buffers,
+    ]
     first = Phase(
         "backward",
         (end_weights, make_bucket(BucketKey.GRADIENTS, before_embedding), optim, first_block),
@@ -275,13 +433,13 @@ def backward_phases(plan: Plan, parts: _Parts, dt: Dtypes) -> list[Phase]:
     )
     tied_extra = []
     if parts.embed_grad and model.tie_embeddings:
-        tied_vd = model.vocab_size * model.hidden_size * dt.grad
+        tied_vd = model.vocab_size * model.hidden_size * dt.grad / parts.tp
         tied_extra = [Term("tied embedding: head and embedding gradients summed out of place", "2 × V·d", 2 * tied_vd)]
     embedding = Phase(
         "backward",
         (
-            make_bucket(BucketKey.WEIGHTS, parts.weights),
-            make_bucket(BucketKey.GRADIENTS, parts.grads + tied_extra),
+            make_bucket(BucketKey.WEIGHTS, parts.weights + gathered),
+            make_bucket(BucketKey.GRADIENTS, parts.backward_grads + parts.root_grads + tied_extra + buffers),
             optim,
             make_bucket(BucketKey.ACTIVATIONS, []),
         ),
@@ -293,12 +451,16 @@ def backward_phases(plan: Plan, parts: _Parts, dt: Dtypes) -> list[Phase]:
 
 def optimizer_phase(plan: Plan, counts: ParamCounts, parts: _Parts, dt: Dtypes) -> Phase:
     temp = optimizer_step_temporary(plan, counts, dt)
+    if temp and parts.state is not None:
+        temp = (
+            Term(temp.label, temp.formula, temp.bytes * parts.state.step_share) if parts.state.step_temporary else None
+        )
     return Phase(
         "optimizer step",
         (
             make_bucket(BucketKey.WEIGHTS, parts.weights),
-            make_bucket(BucketKey.GRADIENTS, parts.grads),
-            make_bucket(BucketKey.OPTIMIZER, parts.optim + ([temp] if temp else [])),
+            make_bucket(BucketKey.GRADIENTS, parts.grads + parts.extra("persistent")),
+            make_bucket(BucketKey.OPTIMIZER, parts.optim + ([temp] if temp else []) + parts.extra("step")),
             make_bucket(BucketKey.ACTIVATIONS, []),
         ),
         "optimizer step: every gradient, the state, and the step's temporaries",
@@ -337,12 +499,23 @@ def _notes(plan: Plan) -> tuple[str, ...]:
     return tuple(notes)
 
 
-def training_breakdown(plan: Plan, counts: ParamCounts) -> Breakdown:
+def training_breakdown(plan: Plan, counts: ParamCounts, rank: Rank | None = None) -> Breakdown:
+    """The step's phases on one GPU, or on one rank of a multi-GPU plan (``rank``)."""
     dt = dtypes_for(plan)
-    parts = _parts(plan, counts, dt)
+    parts = _parts(plan, counts, dt, rank)
     backward = max(backward_phases(plan, parts, dt), key=lambda p: p.allocated_bytes)
     phases = (forward_phase(plan, parts), backward, optimizer_phase(plan, counts, parts, dt))
     peak_phase = max(phases, key=lambda p: p.allocated_bytes)
     peak = peak_phase.allocated_bytes
     summary = " + ".join(gb(b.bytes) for b in peak_phase.buckets) + f" = {gb(peak)} GB at the {peak_phase.name}"
-    return Breakdown(phases=phases, overhead=overhead_bucket(peak), summary_formula=summary, notes=_notes(plan))
+    notes = _notes(plan) + (parts.state.notes if parts.state is not None else ())
+    return Breakdown(phases=phases, overhead=overhead_bucket(peak), summary_formula=summary, notes=notes)
+
+
+def host_terms(plan: Plan, counts: ParamCounts, rank: Rank) -> list[Term]:
+    """What one rank keeps in host memory instead of on its GPU (offload)."""
+    if plan.parallel.offload is Offload.NONE:
+        return []
+    dt = dtypes_for(plan)
+    single = (weight_terms(plan, counts, dt), _gradient_terms(counts, dt), optimizer_terms(plan, counts, dt))
+    return rank_state(plan, counts, dt, rank.layout, rank.stage, single).host

@@ -192,7 +192,12 @@ def hf_peak_bytes(plan: Plan, layout: RankLayout, batch: int, context: int) -> t
     prompt = max(1, context - inf.new_tokens)
     per_pos = layout.kv_token_layer_bytes
     pp_share = layout.layers / model.num_layers
-    kv_prompt = per_pos * batch * hf_cached_positions(model, prompt) * pp_share
+    # Through the prefill every layer holds the whole prompt: transformers' (5.x)
+    # DynamicSlidingWindowLayer keeps its last window − 1 positions as a *view* of the
+    # prefill's keys and values, so their storage stays alive until the first decode step
+    # rebuilds the windowed layers at window length (measured: benchmarks/serving/measured/
+    # hf-gemma3-1b-b4-s8192.json, KV after the prefill 26 layers × 8,192 tokens).
+    kv_prompt = per_pos * batch * model.num_layers * prompt * pp_share
     kv_end = per_pos * batch * hf_cached_positions(model, context) * pp_share
     logits = batch * model.vocab_size * HF_LOGIT_BYTES
     prefill = forward_working_bytes(model, layout, batch * prompt, HF_HIDDEN_COPIES) + logits

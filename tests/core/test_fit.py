@@ -59,8 +59,9 @@ def test_several_cards_shard_unless_told_to_keep_the_plans_sharding() -> None:
         Strategy.FSDP,
         Strategy.DDP,
     )
-    # Plain data parallel holds everything on every card: no less memory per card.
-    assert estimate(kept).total_bytes == estimate(one).total_bytes > estimate(four).total_bytes
+    # Plain data parallel holds everything on every card, and its gradient buckets besides:
+    # no less memory per card than one GPU.
+    assert estimate(kept).total_bytes > estimate(one).total_bytes > estimate(four).total_bytes
 
 
 def test_cheapest_fit_is_the_first_fitting_row() -> None:
