@@ -246,7 +246,17 @@ def _offload_optimizer(plan: Plan) -> tuple[Plan, str] | None:
     if strategy in (Strategy.DDP, Strategy.FSDP):
         strategy = Strategy.ZERO2
     new = plan.with_parallel(strategy=strategy, offload=Offload.OPTIMIZER)
+    host = estimate(new).host
+    if host is not None and host.verdict is not Verdict.FITS:
+        return None  # the nodes' memory cannot hold the state either
     return new, f"Optimizer state on the CPU ({layout_name(new)}, DeepSpeed ZeRO-Offload)"
+
+
+def _host_note(plan: Plan) -> str:
+    host = estimate(plan).host
+    if host is None:
+        return ""
+    return f"host RAM {host.bytes / 1e9:,.0f} GB of {host.capacity_bytes / 1e9:,.0f} GB per node"
 
 
 def _tensor_parallel(plan: Plan) -> tuple[Plan, str] | None:
@@ -382,6 +392,7 @@ TRAINING_KINDS: Final = (
         "the optimizer step runs on the CPU and the state crosses PCIe each step: slower steps, host RAM",
         changes=frozenset({Pin.LAYOUT, Pin.NO_OFFLOAD}),
         excludes=_STRATEGIES,
+        plan_note=_host_note,
     ),
     RemedySpec(
         K.MORE_GPUS,

@@ -230,3 +230,20 @@ def test_tensor_parallel_two_only_where_the_heads_divide() -> None:
     odd = _plan("smollm2-360m", Method.FULL, "rtx-4090", 1, 1024).on_gpus(2, Strategy.FSDP)
     assert odd.model.num_heads % 2 == 1
     assert remedies._tensor_parallel(odd) is None
+
+
+def test_tensor_parallel_and_offload_lower_the_memory_per_gpu_by_the_estimators_figures() -> None:
+    plan = _full_8b("a100-80gb-sxm", 4, Strategy.DDP)  # four full replicas: over 80 GB each
+    base = estimate(plan)
+    found = _by_kind(plan)
+    tp = found[RemedyKind.TENSOR_PARALLEL]
+    assert tp.total_bytes == estimate(tp.plan).total_bytes < base.total_bytes
+    offload = found[RemedyKind.OFFLOAD_OPTIMIZER]
+    new = estimate(offload.plan)
+    assert offload.total_bytes == new.total_bytes < base.total_bytes
+    assert new.host is not None and f"host RAM {new.host.bytes / 1e9:,.0f} GB" in offload.cost
+    for remedy in (tp, offload):
+        assert f"time {base.compute.hours:,.1f} h → {remedy.estimate.compute.hours:,.1f} h" in remedy.cost
+    # Nodes with too little memory for the offloaded state: not offered.
+    small = plan.with_parallel(host_ram_gb=16.0)
+    assert remedies._offload_optimizer(small) is None

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
 from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QLabel
 
@@ -13,7 +14,9 @@ from core.estimate import estimate
 from core.fit import fewest_gpus
 from core.plan import Method, Offload, PipelineSchedule, Strategy
 from core.presets import plan_for_model
+from gui.format import memory
 from gui.main_window import MainWindow
+from tests.gui.test_chart import heights
 from tests.gui.test_forms import type_into
 
 
@@ -151,3 +154,57 @@ def test_fewest_h100s_for_llama_70b_with_fsdp_at_8k_through_the_window(qtbot: An
     qtbot.waitUntil(lambda: not panel.apply_button.isEnabled())  # the plan is the answer now
     window.controller.undo_stack.undo()
     assert window.controller.plan == plan
+
+
+# ---- one rank's memory in the chart, the worst in the verdict ---------------------------------
+def _pipelined() -> Any:
+    """Llama 3.1 70B on 16 GPUs in two pipeline stages: the first holds the embedding, the last
+    the head and the loss, so the two kinds of rank differ."""
+    plan = plan_for_model("llama-3.1-70b", method=Method.FULL, checkpointing=True).with_hardware(gpu="h100-sxm")
+    return (
+        plan.with_workload(seq_len=8192)
+        .on_gpus(16, Strategy.FSDP)
+        .with_parallel(tensor_parallel=8, pipeline_parallel=2)
+    )
+
+
+def test_the_chart_shows_the_worst_rank_and_the_picker_any_other(qtbot: Any, window: MainWindow) -> None:
+    window.show()
+    qtbot.waitExposed(window)
+    chart = window.chart
+    assert not chart.rank_row.isVisibleTo(window)  # one GPU: one kind of rank
+    window.controller.set_plan(_pipelined())
+    est = window.controller.estimate
+    assert len(est.ranks) == 2
+    assert chart.rank_row.isVisibleTo(window)
+    picker = chart.rank_picker
+    assert picker.count() == 2 and picker.currentIndex() == est.worst_rank
+    for index, rank in enumerate(est.ranks):
+        assert picker.itemText(index).startswith(f"{rank.label}: ")
+    assert "(worst)" in picker.itemText(est.worst_rank)
+    assert chart.bars()[-1].total_bytes == est.total_bytes == est.worst.total_bytes
+    other = 1 - est.worst_rank
+    picker.setCurrentIndex(other)
+    picker.activated.emit(other)
+    bars = chart.bars()
+    assert bars[-1].total_bytes == est.ranks[other].total_bytes
+    assert [b.label for b in bars[:-1]] == [p.name for p in est.ranks[other].phases]
+    assert heights(chart, "weights")[-1] * 1e9 == pytest.approx(est.ranks[other].buckets[0].bytes)
+    assert est.ranks[other].label in " ".join(chart.caption())
+    # The verdict is still the worst rank's, and says so.
+    assert f"The worst rank decides: <b>{est.worst.label}</b>" in window.verdict.detail.text()
+    # A one-GPU plan hides the picker again; the next split starts from the worst rank.
+    window.controller.set_plan(_pipelined().on_gpus(1))
+    assert not chart.rank_row.isVisibleTo(window)
+
+
+def test_host_memory_shows_for_several_gpus_or_offload(window: MainWindow) -> None:
+    window.controller.set_plan(plan_for_model("llama-3.1-8b"))
+    assert "host RAM" not in window.verdict.detail.text()
+    window.controller.set_plan(plan_for_model("llama-3.1-8b").with_parallel(offload=Offload.OPTIMIZER))
+    host = window.controller.estimate.host
+    assert host is not None
+    assert f"host RAM {memory(host.bytes)} of {memory(host.capacity_bytes)} per node" in window.verdict.detail.text()
+    window.controller.set_plan(_pipelined().with_parallel(host_ram_gb=1.0))  # too small for the checkpoint
+    text = window.verdict.detail.text()
+    assert "⚠ host RAM" in text and "out of memory" in text
