@@ -36,7 +36,7 @@ def render(
 ) -> None:
     os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
     from PySide6.QtCore import QSettings
-    from PySide6.QtWidgets import QApplication
+    from PySide6.QtWidgets import QApplication, QScrollArea
 
     from gui.settings import Settings
     from gui.theme import apply_theme
@@ -76,6 +76,12 @@ def render(
         window.show()
         for _ in range(5):
             app.processEvents()
+        if parallel:  # the plan column scrolled to the Parallelism section
+            column = window.plan_dock.widget()
+            if isinstance(column, QScrollArea):
+                column.ensureWidgetVisible(window.parallel_form, 0, 0)
+                for _ in range(3):
+                    app.processEvents()
         if diagnosis:
             import time
 

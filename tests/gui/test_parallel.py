@@ -18,6 +18,7 @@ from gui.format import memory
 from gui.main_window import MainWindow
 from tests.gui.test_chart import heights
 from tests.gui.test_forms import type_into
+from tests.gui.test_window_layout import _chart_overflows, _clipped, _cut_by_the_plan_column, shown_at
 
 
 def _choose(widget: Any, value: str) -> None:
@@ -208,3 +209,22 @@ def test_host_memory_shows_for_several_gpus_or_offload(window: MainWindow) -> No
     window.controller.set_plan(_pipelined().with_parallel(host_ram_gb=1.0))  # too small for the checkpoint
     text = window.verdict.detail.text()
     assert "⚠ host RAM" in text and "out of memory" in text
+
+
+@pytest.mark.parametrize(("width", "height"), [(1024, 700), (1280, 720)])
+def test_a_pipelined_plan_with_every_row_shown_stays_usable(
+    qtbot: Any, window: MainWindow, width: int, height: int
+) -> None:
+    """The section at its longest (two nodes, TP, PP interleaved, advanced knobs open) and the
+    rank picker above the chart: nothing cut or clipped at the sizes the window must take."""
+    plan = _pipelined().with_parallel(schedule=PipelineSchedule.INTERLEAVED, virtual_stages=2)
+    window.controller.set_plan(plan)
+    window.parallel_form.advanced.setChecked(True)
+    shown_at(qtbot, window, width, height)
+    assert (window.width(), window.height()) == (width, height)
+    assert window.chart.rank_row.isVisible()
+    assert _cut_by_the_plan_column(window) == []
+    assert _chart_overflows(window) == []
+    if width >= 1280:
+        assert _clipped(window) == []
+    assert window.chart.plot.height() >= 250
