@@ -8,25 +8,24 @@ shown, bursts of edits are coalesced into one search.
 
 from __future__ import annotations
 
-from PySide6.QtCore import Qt, QTimer, Signal
-from PySide6.QtGui import QFontDatabase, QShowEvent
+from PySide6.QtCore import Qt, Signal
+from PySide6.QtGui import QFontDatabase
 from PySide6.QtWidgets import QCheckBox, QHBoxLayout, QLabel, QPlainTextEdit, QPushButton, QVBoxLayout, QWidget
 
-from core.estimate import Estimate
 from core.fit import FewestGpus, fewest_gpus
 from gui.controller import PlanController
+from gui.fitcards import LivePlanPanel
 
 REFRESH_MS = 150
 
 
-class FewestGpusPanel(QWidget):
+class FewestGpusPanel(LivePlanPanel):
     applied = Signal(int)  # the GPU count made the plan's
 
     def __init__(self, controller: PlanController, parent: QWidget | None = None) -> None:
-        super().__init__(parent)
+        super().__init__(controller, REFRESH_MS, parent)
         self.setObjectName("fewestGpusPanel")
         self.setAccessibleName("Fewest GPUs that fit")
-        self.controller = controller
         self.answer: FewestGpus | None = None
         layout = QVBoxLayout(self)
         layout.setContentsMargins(8, 8, 8, 8)
@@ -64,22 +63,9 @@ class FewestGpusPanel(QWidget):
         buttons.addWidget(self.apply_button)
         buttons.addStretch(1)
         layout.addLayout(buttons)
-        self._timer = QTimer(self)
-        self._timer.setSingleShot(True)
-        self._timer.setInterval(REFRESH_MS)
-        self._timer.timeout.connect(self.refresh)
-        controller.estimateChanged.connect(self._estimate_changed)
-
-    def _estimate_changed(self, _estimate: Estimate) -> None:
-        if self.isVisible():
-            self._timer.start()
-
-    def showEvent(self, event: QShowEvent) -> None:
-        self.refresh()
-        super().showEvent(event)
 
     def refresh(self) -> None:
-        self._timer.stop()
+        super().refresh()
         plan = self.controller.plan
         self.answer = fewest_gpus(plan, model_parallel=self.model_parallel.isChecked())
         found = self.answer.found

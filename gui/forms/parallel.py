@@ -113,34 +113,16 @@ class ParallelForm(PlanForm):
         )
         self.bind("parallel.strategy", "Strategy", self.strategy, lambda p, v: p.with_parallel(strategy=Strategy(v)))
         self.tensor_parallel = self._degree(
-            "Tensor parallel", "TP ", "GPUs each layer's matrices are split across (Megatron-style); within a node."
-        )
-        self.bind(
-            "parallel.tensor_parallel",
-            "Tensor parallel",
-            self.tensor_parallel,
-            lambda p, v: p.with_parallel(tensor_parallel=v),
-            row=False,
+            "tensor_parallel", "Tensor parallel", "TP ", "GPUs each layer's matrices are split across; within a node."
         )
         self.pipeline_parallel = self._degree(
-            "Pipeline parallel", "PP ", "Stages the layers are split into, each on its own GPUs."
-        )
-        self.bind(
-            "parallel.pipeline_parallel",
-            "Pipeline parallel",
-            self.pipeline_parallel,
-            lambda p, v: p.with_parallel(pipeline_parallel=v),
-            row=False,
+            "pipeline_parallel", "Pipeline parallel", "PP ", "Stages the layers are split into, each on its own GPUs."
         )
         self.context_parallel = self._degree(
-            "Context parallel", "CP ", "GPUs each sequence is split across (ring attention), in 2 × CP chunks."
-        )
-        self.bind(
-            "parallel.context_parallel",
+            "context_parallel",
             "Context parallel",
-            self.context_parallel,
-            lambda p, v: p.with_parallel(context_parallel=v),
-            row=False,
+            "CP ",
+            "GPUs each sequence is split across (ring attention), in 2 × CP chunks.",
         )
         self.split_row = _pair(self.tensor_parallel, "", self.pipeline_parallel, self.context_parallel)
         self._add_row("Split:", self.split_row, self.tensor_parallel)
@@ -297,9 +279,11 @@ class ParallelForm(PlanForm):
         )
         controller.editRejected.connect(self._rejected)
 
-    def _degree(self, name: str, prefix: str, tooltip: str) -> IntField:
+    def _degree(self, attribute: str, name: str, prefix: str, tooltip: str) -> IntField:
+        """One of the split's degrees ("TP 2"), bound to ``parallel.<attribute>``; shown in the Split row."""
         field = IntField(name, 1, MAX_DEGREE, "", tooltip)
         field.setPrefix(prefix)
+        self.bind(f"parallel.{attribute}", name, field, lambda p, v: p.with_parallel(**{attribute: v}), row=False)
         return field
 
     def _add_row(self, text: str, row: QWidget, buddy: QWidget) -> None:
