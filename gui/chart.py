@@ -30,7 +30,6 @@ from PySide6.QtWidgets import QComboBox, QGraphicsItem, QHBoxLayout, QLabel, QVB
 from core.breakdown import BUCKET_LABELS, BucketKey
 from core.estimate import VERDICT_LABELS, Estimate
 from core.measurement import Measurement
-from core.parallel.memory import RankMemory
 from core.plan import METHOD_LABELS
 from core.verdict import Mode as Judged
 from gui.format import Unit, memory, unit_scale
@@ -69,17 +68,9 @@ class BarSpec:
     total_text: str = ""
 
 
-def shown_rank(estimate: Estimate, rank: int | None) -> Estimate | RankMemory:
-    """What the training bars draw: one kind of rank, or the estimate's own figures (which are
-    its worst rank's) when ``rank`` is None or not one of its ranks."""
-    if rank is None or not 0 <= rank < len(estimate.ranks) or rank == estimate.worst_rank:
-        return estimate
-    return estimate.ranks[rank]
-
-
 def training_bars(estimate: Estimate, measurement: Measurement | None, rank: int | None = None) -> list[BarSpec]:
     """The phases and the peak of one rank (the worst by default), then a measurement."""
-    source = shown_rank(estimate, rank)
+    source = estimate.for_rank(rank)
     bars: list[BarSpec] = []
     if len(source.phases) > 1:
         for phase in source.phases:
@@ -360,6 +351,7 @@ class MemoryChart(QWidget):
     """Emits ``bucketClicked(series key)`` when a bar segment is clicked."""
 
     bucketClicked = Signal(str)
+    rankChanged = Signal(object)  # the index into Estimate.ranks shown, None for the worst
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
@@ -505,6 +497,7 @@ class MemoryChart(QWidget):
             if self._estimate is not None:
                 self._show_ranks(self._estimate)
             self._redraw()
+            self.rankChanged.emit(rank)
 
     def _rank_picked(self, index: int) -> None:
         self.set_rank(self.rank_picker.itemData(index))
@@ -651,7 +644,7 @@ class MemoryChart(QWidget):
             return
         self._measured_mark_shown = True
         peak_index = next(
-            (i for i, spec in enumerate(self._bars) if spec.label == shown_rank(self._estimate, self.rank).peak_phase),
+            (i for i, spec in enumerate(self._bars) if spec.label == self._estimate.for_rank(self.rank).peak_phase),
             len(self._bars) - 2,
         )
         level = self.measurement.peak_allocated_bytes / scale
@@ -671,7 +664,7 @@ class MemoryChart(QWidget):
 
     def _update_axes(self, estimate: Estimate) -> None:
         labels = [spec.label for spec in self._bars]
-        peak_phase = shown_rank(estimate, self.rank).peak_phase
+        peak_phase = estimate.for_rank(self.rank).peak_phase
         if peak_phase in labels and len(labels) > 1:
             index = labels.index(peak_phase)
             labels[index] = f"{labels[index]} (peak)"

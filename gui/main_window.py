@@ -114,6 +114,9 @@ class MainWindow(QMainWindow):
         self.document.pathChanged.connect(self._update_title)
         self.document.message.connect(lambda text: self.statusBar().showMessage(text, 4000))
         self.chart.bucketClicked.connect(self._bucket_clicked)
+        self.chart.rankChanged.connect(
+            lambda rank: self.arithmetic.show_estimate(self.controller.estimate.for_rank(rank))
+        )
         self.arithmetic.bucketSelected.connect(self.display.select_bucket)
         self._docks_sized = False
         self.display.changed.connect(self._show_display)
@@ -397,7 +400,7 @@ class MainWindow(QMainWindow):
             self.problem.clear()  # QLabel.clear() repaints the status bar even when it is empty
         self.verdict.show_estimate(estimate)
         self.chart.show_estimate(estimate)
-        self.arithmetic.show_estimate(estimate)
+        self.arithmetic.show_estimate(estimate.for_rank(self.chart.rank))  # the rank the chart shows
         self.compute_panel.show_estimate(estimate)
         self.inference_panel.show_estimate(estimate)
         with QSignalBlocker(self.lesson_action):

@@ -11,6 +11,7 @@ from core import planfile
 from core.catalogue import find_model
 from core.cli import main
 from core.errors import PlanError
+from core.estimate import estimate
 from core.plan import Offload, Parallelism, PipelineSchedule, Strategy
 from core.presets import plan_for_model
 
@@ -145,3 +146,22 @@ def test_another_model_keeps_the_split_where_it_can_and_drops_it_where_it_cannot
     moved = plan.on_model(smol.spec, smol.id)
     assert (moved.parallel.tensor_parallel, moved.world_size, moved.parallel.strategy) == (1, 8, Strategy.FSDP)
     assert moved.model_id == "smollm2-360m"
+
+
+def test_an_estimate_seen_from_one_rank_carries_that_ranks_figures() -> None:
+    # Llama 3.1 70B on 16 GPUs in two pipeline stages: the first stage holds the embedding,
+    # the last the head and the loss, so the two kinds of rank differ.
+    plan = plan_for_model("llama-3.1-70b").on_gpus(16, Strategy.FSDP)
+    est = estimate(plan.with_parallel(tensor_parallel=8, pipeline_parallel=2))
+    assert len(est.ranks) == 2 and est.for_rank(None) is est and est.for_rank(est.worst_rank) is est
+    other = 1 - est.worst_rank
+    seen = est.for_rank(other)
+    rank = est.ranks[other]
+    assert (seen.buckets, seen.phases, seen.total_bytes, seen.verdict) == (
+        rank.buckets,
+        rank.phases,
+        rank.total_bytes,
+        rank.verdict,
+    )
+    assert seen.summary_formula == rank.summary_formula and seen.worst_rank == est.worst_rank
+    assert est.for_rank(7) is est  # not one of its ranks

@@ -192,6 +192,7 @@ def test_the_chart_shows_the_worst_rank_and_the_picker_any_other(qtbot: Any, win
     assert [b.label for b in bars[:-1]] == [p.name for p in est.ranks[other].phases]
     assert heights(chart, "weights")[-1] * 1e9 == pytest.approx(est.ranks[other].buckets[0].bytes)
     assert est.ranks[other].label in " ".join(chart.caption())
+    assert window.arithmetic.summary.text() == est.ranks[other].summary_formula  # the arithmetic follows
     # The verdict is still the worst rank's, and says so.
     assert f"The worst rank decides: <b>{est.worst.label}</b>" in window.verdict.detail.text()
     # A one-GPU plan hides the picker again; the next split starts from the worst rank.
