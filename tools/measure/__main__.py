@@ -1,4 +1,6 @@
-"""CLI: python -m tools.measure CASES.json (accuracy, serving or parallel cases) [--only ID ...] [--out DIR] [--backend auto|fake-cuda|cuda|cpu].
+"""CLI: python -m tools.measure CASES.json [--only ID ...] [--out DIR] [--backend auto|fake-cuda|cuda|cpu].
+
+CASES.json is an accuracy, serving or parallel (one DDP / FSDP2 rank) cases file.
 
 torch is imported only after the backend is chosen: fake-cuda must preload its native shim first.
 """

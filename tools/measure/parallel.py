@@ -26,6 +26,7 @@ What has to be faked for fake-CUDA (a CPU build of torch has no CUDA runtime):
 from __future__ import annotations
 
 import contextlib
+import functools
 import gc
 import time
 import weakref
@@ -91,7 +92,7 @@ def resolve_parallel(case: dict[str, Any]) -> dict[str, Any]:
             units="each module whose class is in the model's _no_split_modules (the decoder layers), then the root",
         )
     for key in case:
-        if key in _DDP_ONLY and strategy != "ddp" or key in _FSDP_ONLY and strategy != "fsdp":
+        if (key in _DDP_ONLY and strategy != "ddp") or (key in _FSDP_ONLY and strategy != "fsdp"):
             raise ValueError(f"{key}: only for strategy {'ddp' if key in _DDP_ONLY else 'fsdp'}, not {strategy!r}")
     return out
 
@@ -382,11 +383,14 @@ def _fsdp_units(model: torch.nn.Module) -> list[dict[str, Any]]:
             continue
         numel = sum(fp.sharded_param.numel() for fp in group.fsdp_params)  # DTensor: global numel
         local = sum(fp.sharded_param._local_tensor.numel() for fp in group.fsdp_params)
-        units.append({"module": name or "<root>", "params": len(group.fsdp_params), "numel": int(numel), "local_numel": int(local)})
+        n_params = len(group.fsdp_params)
+        units.append({"module": name or "<root>", "params": n_params, "numel": int(numel), "local_numel": int(local)})
     return units
 
 
-def _wrap_ddp(model: torch.nn.Module, par: dict[str, Any], device: torch.device, world: int) -> tuple[Any, dict[str, Any]]:
+def _wrap_ddp(
+    model: torch.nn.Module, par: dict[str, Any], device: torch.device, world: int
+) -> tuple[Any, dict[str, Any]]:
     from torch.nn.parallel import DistributedDataParallel
 
     kwargs: dict[str, Any] = {"gradient_as_bucket_view": par["gradient_as_bucket_view"], "init_sync": False}
@@ -433,7 +437,7 @@ def measure_parallel_case(
 
     par = resolve_parallel(case)
     if "parallel" in case and case["parallel"] != plan_fields(case):
-        raise ValueError(f"parallel={case['parallel']!r} does not match the case's keys (expected {plan_fields(case)!r})")
+        raise ValueError(f"parallel={case['parallel']!r} disagrees with the case's keys (expected {plan_fields(case)})")
     if backend not in ("fake-cuda", "cuda", "cpu", "fake-cpu"):
         raise ValueError(f"backend {backend!r}")
     world = par["world_size"]
@@ -462,7 +466,8 @@ def measure_parallel_case(
                 static = {}
             params = [p for p in model.parameters() if p.requires_grad]
             opt = runner._make_optimizer(case, params, device)
-            ids = runner._token_ids(int(case["micro_batch"]), int(case["seq_len"]), int(config["vocab_size"]), device, fake)
+            b, s = int(case["micro_batch"]), int(case["seq_len"])
+            ids = runner._token_ids(b, s, int(config["vocab_size"]), device, fake)
 
             marks = runner._CudaMarks(backend)
             marks.start()
@@ -477,20 +482,7 @@ def measure_parallel_case(
                 tracker.track_external(model, opt, ids)
                 tracker.add_buckets(wrap.pop("initial_buckets"))
                 info = wrap["info"]
-
-                def before_forward(step: int) -> None:
-                    info["step"] = step
-                    if step == 2:
-                        # DDP's _pre_forward calls this itself at the start of the forward (it
-                        # then returns False); called here so the new buckets get their label.
-                        tracker.label_buckets = True
-                        try:
-                            with _HostScratchMode() if fake else contextlib.nullcontext():
-                                rebuilt = model.reducer._rebuild_buckets()
-                        finally:
-                            tracker.label_buckets = False
-                        model._has_rebuilt_buckets = bool(rebuilt)
-                        info["rebuilt_before_step2"] = bool(rebuilt)
+                before_forward = functools.partial(_ddp_before_forward, model, tracker, info, fake)
 
             tracker.record_phase_breakdowns = True
             knobs = runner.resolve_knobs(case)
@@ -527,6 +519,22 @@ def measure_parallel_case(
         del mesh
     gc.collect()
     return result, diag
+
+
+def _ddp_before_forward(ddp: Any, tracker: DDPPhaseMemTracker, info: dict[str, Any], fake: bool, step: int) -> None:
+    info["step"] = step
+    if step != 2:
+        return
+    # DDP's _pre_forward rebuilds the buckets itself at the start of step 2's forward (the
+    # call then returns False); it is called here first so the new buckets get their label.
+    tracker.label_buckets = True
+    try:
+        with _HostScratchMode() if fake else contextlib.nullcontext():
+            rebuilt = ddp.reducer._rebuild_buckets()
+    finally:
+        tracker.label_buckets = False
+    ddp._has_rebuilt_buckets = bool(rebuilt)
+    info["rebuilt_before_step2"] = bool(rebuilt)
 
 
 def _local_param_stats(model: torch.nn.Module) -> dict[str, Any]:

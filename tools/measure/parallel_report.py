@@ -58,7 +58,8 @@ def main(argv: list[str] | None = None) -> int:
     for case in cases:
         path = args.folder / "measured" / f"{case['id']}.json"
         if not path.exists():
-            print(f"| {case['id']} | {_engine(case)} | {case['world_size']} | {case['model']} | {_training(case)} | not measured | | | |")
+            cells = (case["id"], _engine(case), case["world_size"], case["model"], _training(case), "not measured")
+            print("| " + " | ".join(map(str, cells)) + " | | | |")
             continue
         res = json.loads(path.read_text())
         rows.append((case, res))

@@ -114,7 +114,8 @@ def part1() -> bool:
     if "--no-parallel" not in sys.argv:
         from . import parallel
 
-        runs += [(c, cfg, parallel.measure_parallel_case, _PARALLEL_COMPARED, "peak_allocated_bytes") for c, cfg in PARALLEL]
+        measure_rank = parallel.measure_parallel_case
+        runs += [(c, cfg, measure_rank, _PARALLEL_COMPARED, "peak_allocated_bytes") for c, cfg in PARALLEL]
     for case, cfg, measure, compared, peak_key in runs:
         t = time.perf_counter()
         real, _ = measure(case, cfg, "cpu")
@@ -213,7 +214,8 @@ def part2() -> bool:
     from . import parallel
 
     world = 3
-    res, _ = parallel.measure_parallel_case(_case("t", "tiny-llama", strategy="fsdp", world_size=world), TINY_LLAMA, "fake-cuda")
+    fsdp_case = _case("t", "tiny-llama", strategy="fsdp", world_size=world)
+    res, _ = parallel.measure_parallel_case(fsdp_case, TINY_LLAMA, "fake-cuda")
     m = runner._build(_case("t", "tiny-llama"), TINY_LLAMA, fake=False)
     # FSDP2 shards every parameter on dim 0 into world chunks padded to ceil(dim0 / world) rows.
     expect = sum(-(-p.shape[0] // world) * (p.numel() // p.shape[0]) * p.element_size() for p in m.parameters())
@@ -238,7 +240,7 @@ def main() -> int:
     if "--part2" in sys.argv:
         return 0 if part2() else 1
     t = time.perf_counter()
-    print("== parts 1 and 3: real CPU vs FakeTensorMode CPU (same tracker; part 3: one rank of DDP / FSDP2) ==", flush=True)
+    print("== parts 1 and 3: real CPU vs FakeTensorMode CPU (same tracker; 3: a DDP / FSDP2 rank) ==", flush=True)
     ok1 = part1()
     print("== part 2: fake-cuda behaviour ==", flush=True)
     ok2 = subprocess.run([sys.executable, "-m", "tools.measure.selfcheck", "--part2"]).returncode == 0
