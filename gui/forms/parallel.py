@@ -338,8 +338,8 @@ class ParallelForm(PlanForm):
         self.set_row_visible("parallel.intra_link", par.gpus_per_node > 1)
         self.set_row_visible("parallel.inter_link", par.nodes > 1)
         self.set_row_visible("parallel.reshard_after_forward", split and fsdp)
-        self.set_row_visible("parallel.fsdp_param_dtype", advanced and fsdp)
-        self.set_row_visible("parallel.fsdp_reduce_dtype", advanced and fsdp)
+        self.set_row_visible("parallel.fsdp_param_dtype", fsdp)  # the dtype FSDP2 computes in
+        self.set_row_visible("parallel.fsdp_reduce_dtype", fsdp)
         self.set_row_visible("parallel.ddp_bucket_mb", advanced and split and par.strategy is Strategy.DDP)
         self.set_row_visible("parallel.zero_bucket_elements", advanced and par.strategy in ZERO_STAGES)
         self.set_row_visible("parallel.zero3_prefetch_elements", advanced and par.strategy is Strategy.ZERO3)

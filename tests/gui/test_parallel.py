@@ -77,9 +77,13 @@ def test_rows_show_only_for_what_reads_them(qtbot: Any, window: MainWindow) -> N
     window.controller.set_plan(plan_for_model("llama-3.1-8b").on_gpus(16, Strategy.FSDP))
     assert form.split_row.isVisibleTo(form) and shown("parallel.inter_link") and shown("parallel.intra_link")
     assert shown("parallel.reshard_after_forward")
-    assert not shown("parallel.fsdp_param_dtype")  # behind "Advanced"
-    form.advanced.click()
     assert shown("parallel.fsdp_param_dtype") and shown("parallel.fsdp_reduce_dtype")
+    assert not shown("parallel.zero_bucket_elements")
+    _choose(form.strategy, Strategy.ZERO3.value)
+    assert not shown("parallel.zero_bucket_elements")  # behind "Advanced"
+    form.advanced.click()
+    assert shown("parallel.zero_bucket_elements")
+    _choose(form.strategy, Strategy.FSDP.value)
     assert not shown("parallel.ddp_bucket_mb") and not shown("parallel.zero_bucket_elements")
     _choose(form.strategy, Strategy.DDP.value)
     assert shown("parallel.ddp_bucket_mb") and not shown("parallel.fsdp_param_dtype")
