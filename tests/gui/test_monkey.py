@@ -1,4 +1,4 @@
-"""A seeded monkey: fifteen hundred random edits, junk typing included, across every input.
+"""A seeded monkey: two thousand random edits, junk typing included, across every input.
 
 ``EDITS`` field edits (typing, junk included, then Enter, Tab, Escape or a click away;
 choices; arrow keys; check boxes), mixed with undo/redo, training/inference, lesson mode,
@@ -37,7 +37,7 @@ from gui.main_window import MainWindow
 from tests.gui.test_chart import heights
 
 SEED = int(os.environ.get("MONKEY_SEED", "20240611"))
-EDITS = int(os.environ.get("MONKEY_EDITS", "1500"))  # about 17 per input: each is reached
+EDITS = int(os.environ.get("MONKEY_EDITS", "2000"))  # about 18 per input: each is reached
 FULL_CHECK_EVERY = int(os.environ.get("MONKEY_FULL_CHECK_EVERY", "1"))
 
 # Text a person (or a cat) might type: numbers in every spelling the fields accept, numbers
@@ -352,7 +352,13 @@ class Monkey:
         self.picks += 1
         for key, _ in choices:
             self.seen[key] += 1
-        weights = [self.picks / ((1 + self.done[key]) * (1 + self.seen[key])) for key, _ in choices]
+        # A choice of n entries needs n visits to show each one's rows: it gets n times the turns.
+        weights = [
+            self.picks
+            * (w.count() if isinstance(w, ChoiceField) else 1)
+            / ((1 + self.done[key]) * (1 + self.seen[key]))
+            for key, w in choices
+        ]
         key, widget = self.rng.choices(choices, weights)[0]
         self.done[key] += 1
         self.field_edits += 1
@@ -423,10 +429,10 @@ class Monkey:
 
     def edit_choice(self, combo: QComboBox) -> str:
         if self.rng.random() < 0.5:
-            # Entries chosen less often are favoured, as fields are: the rows one entry shows
+            # An entry chosen least so far, as fields are favoured: the rows one entry shows
             # (QLoRA's base storage, FSDP's knobs) get their turn.
             counts = [self.chosen[(combo.objectName(), i)] for i in range(combo.count())]
-            index = self.rng.choices(range(combo.count()), [1 / (1 + n) for n in counts])[0]
+            index = self.rng.choice([i for i, n in enumerate(counts) if n == min(counts)])
             self.chosen[(combo.objectName(), index)] += 1
             combo.setCurrentIndex(index)
             return f"chose {combo.itemText(index)!r}"
@@ -440,8 +446,10 @@ class Monkey:
         if roll < 0.35:
             index = self.rng.randrange(picker.count())
             custom = picker.findData("custom")
-            if custom >= 0 and self.rng.random() < 0.25:
-                index = custom  # one entry of many, and the only one that shows two more fields
+            # One entry of many, and the only one that shows two more fields: favoured until chosen.
+            if custom >= 0 and self.rng.random() < (0.25 if self.chosen[("custom", custom)] else 0.6):
+                index = custom
+                self.chosen[("custom", custom)] += 1
             picker.setCurrentIndex(index)
             picker.activated.emit(index)
             return f"chose {picker.itemText(index)!r}"
