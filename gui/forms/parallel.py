@@ -91,6 +91,7 @@ class ParallelForm(PlanForm):
 
     def __init__(self, controller: PlanController, parent: QWidget | None = None) -> None:
         super().__init__("Parallelism", controller, parent)
+        self._problem_key = ""  # the field the reason under the split is about
         self.nodes = IntField("Nodes", 1, MAX_GPUS, "nodes", "Machines in the run, each with the same GPUs.")
         self.bind("parallel.nodes", "Nodes", self.nodes, lambda p, v: p.with_parallel(nodes=v), row=False)
         self.gpus_per_node = IntField(
@@ -278,6 +279,7 @@ class ParallelForm(PlanForm):
             lambda p, v: p.with_parallel(zero3_max_live_elements=v),
         )
         controller.editRejected.connect(self._rejected)
+        self.problemCleared.connect(self._cleared)
 
     def _degree(self, attribute: str, name: str, prefix: str, tooltip: str) -> IntField:
         """One of the split's degrees ("TP 2"), bound to ``parallel.<attribute>``; shown in the Split row."""
@@ -297,8 +299,15 @@ class ParallelForm(PlanForm):
 
     def _rejected(self, key: str, message: str) -> None:
         if key.startswith("parallel."):
+            self._problem_key = key
             self.problem.setText(f"⚠ {message}")
             self.set_widget_row_visible(self.problem, True)
+
+    def _cleared(self, key: str) -> None:
+        """The field's mark went away (Escape, corrected typing): so does the reason under the split."""
+        if key == self._problem_key and self.problem.text():
+            self.problem.clear()
+            self.set_widget_row_visible(self.problem, False)
 
     def show_plan(self, plan: Plan) -> None:
         par = plan.parallel

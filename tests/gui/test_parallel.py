@@ -48,6 +48,8 @@ def test_a_layout_the_model_refuses_shows_the_plans_reason_in_red(qtbot: Any, wi
     window.resize(1280, 720)
     window.show()
     qtbot.waitExposed(window)
+    window.windowHandle().requestActivate()  # typing, Enter and Escape go to the focused box
+    qtbot.waitUntil(window.isActiveWindow)
     # Llama 3.1 8B has 8 KV heads (config.json): TP 16 cannot split them.
     window.controller.set_plan(plan_for_model("llama-3.1-8b").on_gpus(16, Strategy.FSDP))
     form = window.parallel_form
@@ -57,7 +59,15 @@ def test_a_layout_the_model_refuses_shows_the_plans_reason_in_red(qtbot: Any, wi
     assert form.problem.isVisible()
     assert "parallel.tensor_parallel" in form.problem.text() and "8 KV heads" in form.problem.text()
     assert form.problem.styleSheet()  # the problem colour
-    # The next valid edit clears it.
+    # Escape puts the plan's value back and takes the reason away.
+    type_into(qtbot, form.tensor_parallel, "abc", commit=False)
+    assert "Tensor parallel" in form.problem.text() and form.problem.isVisible()
+    qtbot.keyClick(form.tensor_parallel.lineEdit(), Qt.Key.Key_Escape)
+    assert not form.problem.isVisible()
+    assert form.tensor_parallel.value() == window.controller.plan.parallel.tensor_parallel == 1  # not the refused 16
+    # A valid edit clears it too.
+    type_into(qtbot, form.tensor_parallel, "3")  # 3 does not divide 16 GPUs
+    assert "TP 3" in form.problem.text() and form.problem.isVisible()
     type_into(qtbot, form.tensor_parallel, "8")
     assert window.controller.plan.parallel.tensor_parallel == 8
     assert not form.problem.isVisible() and form.problem.text() == ""
