@@ -253,12 +253,16 @@ class FewestGpus:
             if len(self.tried) > SHOWN_ROWS and row is self.tried[-4]:
                 lines.append(f"  … {len(self.tried) - SHOWN_ROWS} more counts, none fits …")
             est = row.estimate
-            sign = "≤" if row.fits else ">"
+            sign = "≤" if est.fits else ">"
             best = "" if row.fits or row.layouts_tried == 1 else f" (least of {row.layouts_tried} layouts)"
             layout = f", {row.layout}" if row.count > 1 else ""
+            worst = f" on the worst rank ({est.worst.label})" if len(est.ranks) > 1 else ""
+            host = ""
+            if est.fits and not row.fits and est.host is not None:  # the GPUs hold it, the nodes do not
+                host = f"; host {est.host.bytes / GB:,.0f} GB > {est.host.capacity_bytes / GB:,.0f} GB per node"
             lines.append(
                 f"{row.count:>5} GPU{'s' if row.count > 1 else ''}{_nodes_text(row.plan)}{layout}: "
-                f"{est.total_bytes / GB:,.1f} GB per GPU {sign} {est.usable_bytes / GB:.1f} GB{best}"
+                f"{est.total_bytes / GB:,.1f} GB per GPU{worst} {sign} {est.usable_bytes / GB:.1f} GB{best}{host}"
                 + (" → fits" if row.fits else "")
             )
         found = self.found

@@ -11,7 +11,7 @@ from core.catalogue import load_gpus
 from core.cli import main
 from core.estimate import Verdict, estimate
 from core.fit import candidate_layouts, cards_for, cheapest_fit, fewest_gpus, layout_name, plan_on, search_counts
-from core.plan import Method, Plan, Precision, Strategy
+from core.plan import Method, Offload, Plan, Precision, Strategy
 from core.planfile import save
 from core.presets import default_plan, lesson_plan, plan_for_model
 
@@ -188,3 +188,21 @@ def test_cli_fewest_gpus(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["fewest-gpus", *args, "--max-gpus", "0"]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "--max-gpus: 0" in err
+
+
+def test_a_layout_fits_only_where_the_nodes_hold_what_is_offloaded() -> None:
+    # Optimizer state offloaded to nodes of 64 GB: the GPUs hold their share from 16 GPUs on, but
+    # the node's pinned Adam moments (and loading the checkpoint) do not fit its RAM.
+    plan = _full("llama-3.1-70b", "h100-sxm", 8192).on_gpus(16, Strategy.FSDP)
+    plan = plan.with_parallel(offload=Offload.OPTIMIZER, host_ram_gb=64.0)
+    answer = fewest_gpus(plan, max_gpus=32)
+    assert answer.found is None
+    gpu_only = [row for row in answer.tried if row.estimate.fits]
+    assert gpu_only and all(row.estimate.host is not None for row in gpu_only)
+    for row in gpu_only:
+        host = row.estimate.host
+        assert host is not None and host.bytes > host.capacity_bytes
+    host_lines = [line for line in answer.arithmetic() if "per node" in line and "host" in line]
+    assert host_lines and all("≤" in line and not line.endswith("→ fits") for line in host_lines)
+    # With the RAM a DGX H100 node has (2 TB), the same search finds a count.
+    assert fewest_gpus(plan.with_parallel(host_ram_gb=2048.0), max_gpus=32).found is not None
