@@ -202,22 +202,6 @@ class ParallelForm(PlanForm):
             self.reshard,
             lambda p, v: p.with_parallel(reshard_after_forward=v),
         )
-        # The frameworks' finer knobs, behind a disclosure: most runs keep their defaults.
-        self.advanced = QToolButton()
-        self.advanced.setObjectName("parallelAdvanced")
-        self.advanced.setText("Advanced")
-        self.advanced.setAccessibleName("Show the frameworks' advanced settings")
-        self.advanced.setCheckable(True)
-        self.advanced.setToolButtonStyle(Qt.ToolButtonStyle.ToolButtonTextBesideIcon)
-        self.advanced.setArrowType(Qt.ArrowType.RightArrow)
-        self.advanced.setAutoRaise(True)
-        self.advanced.toggled.connect(self._advanced_toggled)
-        self.fewest = QPushButton("Fewest GPUs that fit…")
-        self.fewest.setObjectName("fewestGpusButton")
-        self.fewest.setAccessibleName("Find the fewest GPUs of this card that fit")
-        self.fewest.setToolTip("Search GPU counts and splits for the fewest of this card that fit, with the hours.")
-        self.fewest.clicked.connect(self.fewestRequested)
-        self.form.addRow("", _pair(self.advanced, "", self.fewest))
         mp = [(label, d.value) for d, label in MP_DTYPE_LABELS.items()]
         self.param_dtype = ChoiceField(
             "FSDP parameter dtype", mp, "MixedPrecisionPolicy.param_dtype: the dtype of the gathered weights."
@@ -237,6 +221,22 @@ class ParallelForm(PlanForm):
             self.reduce_dtype,
             lambda p, v: p.with_parallel(fsdp_reduce_dtype=MpDtype(v)),
         )
+        # The frameworks' finer knobs, behind a disclosure: most runs keep their defaults.
+        self.advanced = QToolButton()
+        self.advanced.setObjectName("parallelAdvanced")
+        self.advanced.setText("Advanced")
+        self.advanced.setAccessibleName("Show the frameworks' advanced settings")
+        self.advanced.setCheckable(True)
+        self.advanced.setToolButtonStyle(Qt.ToolButtonStyle.ToolButtonTextBesideIcon)
+        self.advanced.setArrowType(Qt.ArrowType.RightArrow)
+        self.advanced.setAutoRaise(True)
+        self.advanced.toggled.connect(self._advanced_toggled)
+        self.fewest = QPushButton("Fewest GPUs that fit…")
+        self.fewest.setObjectName("fewestGpusButton")
+        self.fewest.setAccessibleName("Find the fewest GPUs of this card that fit")
+        self.fewest.setToolTip("Search GPU counts and splits for the fewest of this card that fit, with the hours.")
+        self.fewest.clicked.connect(self.fewestRequested)
+        self.form.addRow("", _pair(self.advanced, "", self.fewest))
         self.ddp_bucket = FloatField(
             "DDP bucket size", 0.01, 1e6, "MiB", "DistributedDataParallel(bucket_cap_mb=...): 25 MiB by default."
         )
