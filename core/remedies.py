@@ -216,14 +216,12 @@ def _shorter_sequence(plan: Plan) -> tuple[Plan, str] | None:
 
 
 def _more_gpus(plan: Plan) -> tuple[Plan, str] | None:
-    """The fewest of this card that fit, sharded the plan's way (FSDP2 for a plan that holds
-    replicas: more DDP copies never lower the memory per GPU), with tensor and pipeline
-    parallel only where sharding alone fits at no count; None when nothing fits."""
-    strategy = plan.parallel.strategy
-    sharded = plan.with_parallel(strategy=Strategy.FSDP) if strategy is not Strategy.ZERO3 else plan
-    found = fewest_gpus(sharded, model_parallel=False).found
+    """The fewest of this card that fit, at each count with the plan's strategy or else FSDP2
+    (more DDP replicas never lower the memory per GPU), with tensor and pipeline parallel only
+    where sharding alone fits at no count; None when nothing fits."""
+    found = fewest_gpus(plan, model_parallel=False).found  # the plan's strategy, then FSDP2
     if found is None:  # sharding the state is not enough: split the layers too (TP, PP)
-        found = fewest_gpus(sharded).found
+        found = fewest_gpus(plan).found
     if found is None or found.count <= plan.world_size:
         return None
     return found.plan, f"{found.count} GPUs with {layout_name(found.plan)} (the fewest of this card that fit)"

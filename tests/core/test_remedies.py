@@ -170,8 +170,9 @@ def test_more_gpus_is_the_fewest_count_of_this_card_that_fits() -> None:
     plan = _full_8b("a100-80gb-sxm", 1, Strategy.DDP)  # full fine-tuning of 8B: about 16 B a parameter
     assert not estimate(plan).fits
     more = _by_kind(plan)[RemedyKind.MORE_GPUS]
-    # The solver's own answer, sharded with FSDP2 since more DDP replicas never lower the memory.
-    search = fewest_gpus(plan.with_parallel(strategy=Strategy.FSDP), model_parallel=False)
+    # The solver's own answer: at each count the plan's DDP, then FSDP2 (more DDP replicas never
+    # lower the memory per GPU, so FSDP2 is what fits).
+    search = fewest_gpus(plan, model_parallel=False)
     assert search.found is not None and more.plan == search.found.plan
     assert more.plan.parallel.strategy is Strategy.FSDP and more.fits
     assert not search.tried[-2].fits  # one count fewer does not fit
