@@ -661,7 +661,8 @@ class MainWindow(QMainWindow):
         dialogs.info(
             self,
             "How to read this window",
-            "Left, the Plan: the model, the fine-tuning method, the workload and the card. Every "
+            "Left, the Plan: the model, the fine-tuning method, the workload, the card and how "
+            "many of them (Parallelism: nodes, GPUs per node, the strategy and the split). Every "
             "value applies when you press Enter or leave its box; a box outlined in red says why "
             "it cannot take what you typed, and Escape puts the plan's value back.\n\n"
             "Top, the verdict: whether the peak memory of a training step, plus the framework's "
@@ -670,7 +671,8 @@ class MainWindow(QMainWindow):
             "Centre, the chart: one bar per phase of a step (forward, backward, optimizer step) "
             "and the peak, split into weights, gradients, optimizer state, activations and "
             "overhead. The dashed line is the card's capacity; the shaded band is the headroom. "
-            "Click a segment to see its arithmetic.\n\n"
+            "Click a segment to see its arithmetic. On several GPUs the bars are one GPU's, the "
+            "worst by default; with pipeline stages, Rank picks another.\n\n"
             "Right, the Details: Arithmetic (how each figure is made), Compute & time (FLOPs, "
             "hours and cost), Serving (memory for inference) and Diagnosis (the changes that "
             "would make the plan fit, cheapest first).",

@@ -12,7 +12,7 @@ from core.cli import main
 from core.estimate import Verdict, estimate
 from core.fit import candidate_layouts, cards_for, cheapest_fit, fewest_gpus, layout_name, plan_on, search_counts
 from core.plan import Method, Offload, Plan, Precision, Strategy
-from core.planfile import save
+from core.planfile import load, save
 from core.presets import default_plan, lesson_plan, plan_for_model
 
 
@@ -174,7 +174,7 @@ def test_nothing_fits_says_so_and_lists_what_was_tried() -> None:
     assert "No count" in answer.summary()
 
 
-def test_cli_fewest_gpus(capsys: pytest.CaptureFixture[str]) -> None:
+def test_cli_fewest_gpus(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     args = ["--model", "llama-3.1-8b", "--method", "full", "--gpu", "h100-sxm", "--checkpointing", "--seq", "4096"]
     assert main(["fewest-gpus", *args, "--tokens", "1e9", "--json"]) == 0
     data = json.loads(capsys.readouterr().out)
@@ -185,6 +185,10 @@ def test_cli_fewest_gpus(capsys: pytest.CaptureFixture[str]) -> None:
     assert data["arithmetic"] == list(answer.arithmetic())
     assert main(["fewest-gpus", *args, "--tokens", "1e9"]) == 0
     assert capsys.readouterr().out.startswith(answer.summary())
+    saved = tmp_path / "found.json"
+    assert main(["fewest-gpus", *args, "--tokens", "1e9", "--save", str(saved)]) == 0
+    assert load(str(saved)) == answer.found.plan  # the found plan, ready for `estimate --plan`
+    capsys.readouterr()
     assert main(["fewest-gpus", *args, "--max-gpus", "0"]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "--max-gpus: 0" in err
