@@ -5,7 +5,7 @@ Reads benchmarks/parallel/cases.json and the measurements in benchmarks/parallel
 ``python -m tools.measure`` — see that folder's README), builds each case's plan with its
 ``parallel`` fields, and prints the measured peak of the rank beside the estimated peak
 of the worst rank, with the error; then the median and worst absolute error of the main
-cases, and of the held-out cases apart (never tuned on).
+cases, and of the held-out cases apart (flagged holdout in cases.json, not tuned on).
 
     python benchmarks/parallel.py [--check] [--markdown] [--data FOLDER]
 
@@ -47,6 +47,8 @@ def plan_for_parallel_case(case: dict[str, Any], model_config: dict[str, Any] | 
     """The case's single-GPU plan (core.measurement) on its ``parallel`` layout."""
     plan = plan_for_case(case, model_config)
     fields = {k: (_ENUMS[k](v) if k in _ENUMS else v) for k, v in dict(case.get("parallel") or {}).items()}
+    if "gradient_as_bucket_view" in case:  # a runner key the cases' parallel fields predate
+        fields.setdefault("ddp_bucket_view", bool(case["gradient_as_bucket_view"]))
     return plan.with_parallel(**fields)
 
 
@@ -58,11 +60,12 @@ def _held_out_ids(data: Path) -> set[str]:
 
 
 def held_out(data: Path = DATA) -> set[str]:
-    """Ids of the held-out cases: listed in cases_holdout.json, or named ho-..., or marked."""
+    """Ids of the held-out cases: marked ``"holdout": true`` (benchmarks/parallel/README.md),
+    named ho-..., or listed in a cases_holdout.json."""
     ids = _held_out_ids(data)
     for path in (data / "measured").glob("*.json"):
         case = json.loads(path.read_text())["case"]
-        if str(case["id"]).startswith(HOLDOUT_PREFIX) or case.get("held_out"):
+        if str(case["id"]).startswith(HOLDOUT_PREFIX) or case.get("holdout"):
             ids.add(str(case["id"]))
     return ids
 
@@ -101,7 +104,7 @@ def main(argv: list[str] | None = None) -> int:
     main_rows = [r for r in table if r.case_id not in kept_apart]
     held = [r for r in table if r.case_id in kept_apart]
     failed = False
-    for title, group in (("main cases", main_rows), ("held-out cases (never tuned on)", held)):
+    for title, group in (("main cases", main_rows), ("held-out cases (flagged holdout, not tuned on)", held)):
         if not group:
             continue
         print(f"\n{title}:" if not args.markdown else f"\n**{title}**\n")

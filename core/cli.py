@@ -172,6 +172,9 @@ def _build_parser() -> _Parser:
     par.add_argument("--sequence-parallel", action=argparse.BooleanOptionalAction, default=None)
     par.add_argument("--offload", choices=[e.value for e in Offload], help="what moves to host memory")
     par.add_argument("--reshard-after-forward", action=argparse.BooleanOptionalAction, default=None, help="FSDP2")
+    par.add_argument(
+        "--ddp-bucket-view", action=argparse.BooleanOptionalAction, default=None, help="DDP gradient_as_bucket_view"
+    )
     par.add_argument("--fsdp-param-dtype", choices=[e.value for e in MpDtype], help="FSDP2 MixedPrecisionPolicy")
     par.add_argument("--fsdp-reduce-dtype", choices=[e.value for e in MpDtype], help="FSDP2 MixedPrecisionPolicy")
     par.add_argument("--interconnect", type=_text, metavar="LINK", help="link between nodes (see `vramplan links`)")
@@ -504,6 +507,7 @@ PARALLEL_ARGS: Final = (
     "virtual_stages",
     "sequence_parallel",
     "reshard_after_forward",
+    "ddp_bucket_view",
     "host_ram_gb",
 )
 

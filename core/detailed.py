@@ -7,9 +7,15 @@ implementation's step-time temporaries, the tensors autograd saves for the backw
 (:mod:`core.activations`), and the phase of the step in which they coexist. The step's
 peak is the largest phase, never the plain sum of the buckets.
 
-This module holds storage and the phases (forward, backward, optimizer step, overhead);
-the saved tensors live in :mod:`core.activations`, the attention kernel choice in
-:mod:`core.attention`, the optimizer's state and step temporaries in :mod:`core.optimizer`.
+This module holds the phases (forward, backward, optimizer step, overhead) and what each
+holds, on one GPU or on one rank of a multi-GPU plan; storage lives in :mod:`core.storage`,
+the saved tensors in :mod:`core.activations`, the attention kernel choice in
+:mod:`core.attention`, the optimizer's state and step temporaries in :mod:`core.optimizer`,
+what a rank holds of them in :mod:`core.parallel`.
+
+One concern a little past 400 lines: the phases read one set of parts, and a rank's parts
+differ from one GPU's only in the shares and buffers :mod:`core.parallel` gives; keeping
+them beside the phases keeps each phase's list of what coexists in one place.
 """
 
 from __future__ import annotations
@@ -33,15 +39,12 @@ from core.parallel.layout import Layout, Stage
 from core.parallel.layout import trainable_layers as stage_trainable_layers
 from core.parallel.state import RankState, compute_plan, rank_copies, rank_state
 from core.params import ParamCounts
-from core.plan import Dtype, Method, Offload, Optimizer, Plan, Quant, Strategy
+from core.plan import Dtype, Method, Offload, Optimizer, Plan, Strategy
 from core.roles import Dtypes, dtypes_for
-from core.serving.formats import WeightFormat, matrix_output_rows, nf4_bytes_per_weight, quantised_matrix_bytes
+from core.storage import copy_terms, gradient_terms, weight_terms
 from core.units import MiB
 
 __all__ = ["dtypes_for", "layer_activations", "loss_memory", "training_breakdown"]
-
-# --- storage constants ---------------------------------------------------------------
-# NF4/FP4 and LLM.int8 storage: core.serving.formats (one home for quantised weights).
 
 # --- overhead constants --------------------------------------------------------------
 # The CUDA context of a PyTorch process (driver, kernels of the loaded libraries with lazy
@@ -54,67 +57,6 @@ CUBLAS_WORKSPACE_BYTES: Final = 32 * MiB
 # Caching-allocator reserve: reserved minus allocated at the peak, from splitting 2 MiB
 # and larger segments (PyTorch "CUDA memory management"). Assumed 5 % of the peak.
 ALLOCATOR_RESERVE_FRACTION: Final = 0.05
-
-
-def _dtype_name(b: float) -> str:
-    return "float32" if b == 4 else "16-bit"
-
-
-# --- storage -------------------------------------------------------------------------
-def weight_terms(plan: Plan, counts: ParamCounts, dt: Dtypes) -> list[Term]:
-    model = plan.model
-    p = counts.total
-    terms: list[Term] = []
-    if plan.method is Method.QLORA:
-        quantised = model.stored_matmul_params()
-        rest = p - quantised
-        if plan.quant is Quant.INT8:
-            rows = matrix_output_rows(model)
-            q_bytes = quantised_matrix_bytes(model, WeightFormat.INT8, quantised)
-            terms.append(
-                Term("int8 block weights + row scales", f"{sci(quantised)} × 1 B + {sci(rows)} × 4 B", q_bytes)
-            )
-        else:
-            per = nf4_bytes_per_weight(plan.double_quant)
-            how = "0.5 + 1/64 + 4/(64·256)" if plan.double_quant else "0.5 + 4/64"
-            terms.append(Term(f"{plan.quant.value} block weights", f"{sci(quantised)} × ({how}) B", quantised * per))
-        # bitsandbytes leaves embeddings, the output head and norms in the compute dtype.
-        terms.append(Term("unquantised (embeddings, head, norms)", f"{sci(rest)} × 2 B", rest * 2))
-    elif plan.method is Method.FROZEN and dt.param != dt.base:
-        t, f = counts.trainable, counts.frozen_base
-        terms.append(Term("trainable weights", f"{sci(t)} × {dt.param:g} B", t * dt.param))
-        terms.append(Term("frozen weights", f"{sci(f)} × {dt.base:g} B", f * dt.base))
-    else:
-        b = dt.param if plan.method is Method.FULL else dt.base
-        terms.append(Term("base weights", f"P × {b:g} B = {sci(p)} × {b:g} B", p * b))
-    if counts.adapter:
-        a = dt.adapter
-        label = "DoRA adapters + magnitudes" if plan.method is Method.DORA else "LoRA adapters"
-        terms.append(Term(f"{label} ({_dtype_name(a)})", f"{sci(counts.adapter)} × {a:g} B", counts.adapter * a))
-    return terms
-
-
-def autocast_copies(plan: Plan) -> float:
-    """Elements of the 16-bit weight copies autocast makes and autograd keeps until the backward."""
-    model = plan.model
-    per_layer = model.matmul_params() // model.num_layers
-    layers = model.num_layers - (plan.frozen_layers if plan.method is Method.FROZEN else 0)
-    return (layers * per_layer + model.vocab_size * model.hidden_size) * model.params_scale
-
-
-def copy_terms(plan: Plan, counts: ParamCounts, dt: Dtypes) -> list[Term]:
-    """16-bit copies autocast makes of float32 weights: of a float32 model's matmul weights,
-    and of float32 adapters on a 16-bit base (the autocast cache keeps casts of leaf
-    tensors that need a gradient; a weight already in the autocast dtype is used as is)."""
-    terms = []
-    if dt.casts and plan.method is not Method.QLORA:
-        el = autocast_copies(plan)
-        terms.append(Term("16-bit working copies of matmul weights (autocast)", f"{sci(el)} × 2 B", el * 2))
-    if dt.autocast and counts.adapter and plan.adapter_dtype is Dtype.FP32:
-        terms.append(
-            Term("16-bit copies of the adapters (autocast)", f"{sci(counts.adapter)} × 2 B", counts.adapter * 2)
-        )
-    return terms
 
 
 # --- the phases of one step ----------------------------------------------------------
@@ -155,11 +97,6 @@ class _Parts:
 
     def extra(self, what: str) -> list[Term]:
         return list(getattr(self.state, what)) if self.state is not None else []
-
-
-def _gradient_terms(counts: ParamCounts, dt: Dtypes) -> list[Term]:
-    t = counts.trainable
-    return [Term("gradients", f"T × {dt.grad:g} B = {sci(t)} × {dt.grad:g} B", t * dt.grad)]
 
 
 @dataclass(frozen=True)
@@ -235,7 +172,7 @@ def _common(plan: Plan, counts: ParamCounts, dt: Dtypes, lay: Layout | None) -> 
             )
     common = _Common(
         weights=weight_terms(plan, counts, dt),
-        grads=_gradient_terms(counts, dt),
+        grads=gradient_terms(counts, dt),
         optim=optimizer_terms(plan, counts, dt),
         copies=copy_terms(plan, counts, dt),
         adt=adt,
@@ -309,7 +246,7 @@ def _parts(plan: Plan, counts: ParamCounts, dt: Dtypes, rank: Rank | None = None
         head_grad = split(head_grad, lay.tensor_parallel, tp_why) if stage.head else []
         # The "embedding gradient formed last" correction applies where every gradient is
         # held whole (DDP, or no data-parallel sharding) and the stage has the embedding.
-        whole = lay.data_parallel == 1 or plan.parallel.strategy is Strategy.DDP
+        whole = lay.state_shards == 1 or plan.parallel.strategy is Strategy.DDP
         embed_grad = embed_grad / lay.tensor_parallel if whole and stage.embedding else 0.0
         if plan.parallel.strategy is Strategy.FSDP and not whole:
             root_grads = head_grad
@@ -422,6 +359,7 @@ def backward_phases(plan: Plan, parts: _Parts, dt: Dtypes) -> list[Phase]:
     before_embedding = [
         *parts.backward_grads,
         *parts.root_grads,
+        *parts.extra("root_pending"),
         Term("less the embedding gradient, formed last", "−V·d", -parts.embed_grad),
         *buffers,
     ]
@@ -446,6 +384,22 @@ def backward_phases(plan: Plan, parts: _Parts, dt: Dtypes) -> list[Phase]:
         "end of the backward pass: the embedding gradient formed",
         StepPhase.BACKWARD_END,
     )
+    root_reduce = parts.extra("root_reduce")
+    if root_reduce:  # FSDP2: the root unit, resharded, reduces its gradients last
+        embedding = Phase(
+            "backward",
+            (
+                make_bucket(BucketKey.WEIGHTS, parts.weights),
+                make_bucket(
+                    BucketKey.GRADIENTS,
+                    parts.backward_grads + parts.extra("root_pending") + root_reduce + parts.extra("persistent"),
+                ),
+                optim,
+                make_bucket(BucketKey.ACTIVATIONS, []),
+            ),
+            "end of the backward pass: the root unit's gradients reduced",
+            StepPhase.BACKWARD_END,
+        )
     return [start, last_block, max((first, embedding), key=lambda p: p.allocated_bytes)]
 
 
@@ -517,5 +471,5 @@ def host_terms(plan: Plan, counts: ParamCounts, rank: Rank) -> list[Term]:
     if plan.parallel.offload is Offload.NONE:
         return []
     dt = dtypes_for(plan)
-    single = (weight_terms(plan, counts, dt), _gradient_terms(counts, dt), optimizer_terms(plan, counts, dt))
+    single = (weight_terms(plan, counts, dt), gradient_terms(counts, dt), optimizer_terms(plan, counts, dt))
     return rank_state(plan, counts, dt, rank.layout, rank.stage, single).host

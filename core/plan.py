@@ -370,6 +370,10 @@ class Parallelism:
     fsdp_param_dtype: MpDtype = MpDtype.STORED  # MixedPrecisionPolicy.param_dtype
     fsdp_reduce_dtype: MpDtype = MpDtype.STORED  # MixedPrecisionPolicy.reduce_dtype
     ddp_bucket_mb: float = DDP_BUCKET_MB
+    # DistributedDataParallel(gradient_as_bucket_view=...): False (torch's default) keeps
+    # param.grad apart from the buckets, a second copy of the gradients; True makes the
+    # gradients views into them.
+    ddp_bucket_view: bool = False
     zero_bucket_elements: int = ZERO_BUCKET_ELEMENTS
     zero3_prefetch_elements: int = ZERO3_PREFETCH_ELEMENTS
     zero3_max_live_elements: int = ZERO3_MAX_LIVE_ELEMENTS
@@ -391,7 +395,7 @@ class Parallelism:
             _check_enum(f"parallel.{name}", getattr(self, name), enum)
         for name in ("tensor_parallel", "pipeline_parallel", "context_parallel", "virtual_stages"):
             _check_int(f"parallel.{name}", getattr(self, name), 1, MAX_DEGREE)
-        for name in ("sequence_parallel", "reshard_after_forward"):
+        for name in ("sequence_parallel", "reshard_after_forward", "ddp_bucket_view"):
             if not isinstance(getattr(self, name), bool):
                 raise PlanError(f"parallel.{name}", getattr(self, name), "true or false")
         _check_float("parallel.ddp_bucket_mb", self.ddp_bucket_mb, 0.0, 1e6, low_open=True)

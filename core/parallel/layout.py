@@ -9,21 +9,24 @@ the communication model (:mod:`core.parallel.comm`). Sources:
   VocabParallelEmbedding): q/k/v, gate/up split by columns, o/down by rows, embedding and
   output head by vocabulary rows, each ÷ t; norms (and the MoE router) replicated. The
   bias of a row-parallel layer is replicated (added after the all-reduce).
-- Pipeline parallel (Megatron-LM megatron/core/transformer/transformer_block.py
-  get_num_layers_to_build; torchtitan's pipeline splitter): L ÷ (pp·v) blocks per model
-  chunk; when it does not divide, the first chunks take one block more. The first stage
+- Pipeline parallel (Megatron-LM commit d98e8a64, megatron/core/transformer/
+  transformer_block.py get_num_layers_to_build: L ÷ (pp·v) blocks per model chunk, which
+  Megatron requires to divide unless the first / last stage is given its own count;
+  torchtitan's splitter gives the remainder to the first chunks, as here). The first stage
   holds the embedding, the last the final norm, the head and the loss.
 - Micro-batches in flight on a stage at the peak (Narayanan et al. 2021, arXiv:2104.04473
-  §2.2; Megatron-LM megatron/core/pipeline_parallel/schedules.py, num_warmup_microbatches):
-  GPipe holds all m micro-batches; 1F1B holds min(pp − i, m) on stage i; interleaved 1F1B
-  holds min(2·(pp − i − 1) + (v − 1)·pp + 1, m·v) model-chunk micro-batches, each 1/v of
-  the stage's blocks, which on the first stage is pp·(1 + (pp − 1)/(pp·v)) stages' worth
-  (Korthikanti et al. 2022, arXiv:2205.05198 §4.2.3).
+  §2.2; Megatron-LM megatron/core/pipeline_parallel/schedules.py: the warm-up forwards
+  num_warmup_microbatches, then one more before the first backward): GPipe holds all m
+  micro-batches; 1F1B holds min(pp − i, m) on stage i; interleaved 1F1B holds
+  min(2·(pp − i − 1) + (v − 1)·pp + 1, m·v) model-chunk micro-batches (with the default
+  microbatch_group_size_per_vp_stage = pp), each 1/v of the stage's blocks, which on the
+  first stage is pp·(1 + (pp − 1)/(pp·v)) stages' worth (Korthikanti et al. 2022,
+  arXiv:2205.05198 §4.2.3).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import lru_cache
 
 from core.model import ModelSpec
@@ -44,7 +47,7 @@ class Stage:
     embedding: bool  # holds the input embedding
     head: bool  # holds the final norm, the output head and the loss
     in_flight: float  # micro-batches of the whole stage whose activations coexist at the peak
-    ranks: int  # how many GPUs are ranks of this kind (dp · tp · cp of them per stage)
+    ranks: int  # how many GPUs are ranks of this kind (dp · tp · cp per stage, × the middle stages)
 
 
 @dataclass(frozen=True)
@@ -67,6 +70,15 @@ class Layout:
     @property
     def distributed(self) -> bool:
         return self.world > 1
+
+    @property
+    def state_shards(self) -> int:
+        """Ranks that hold the same parameters and reduce their gradients together: data ×
+        context parallel. Context-parallel ranks see different tokens of the same sequences,
+        so their gradients are summed and sharded like data-parallel ones (torchtitan commit
+        b5bcd76c, torchtitan/distributed/parallel_dims.py: the "fsdp" mesh is dp_shard × cp;
+        Megatron-LM's distributed optimizer uses the data-parallel group with CP)."""
+        return self.data_parallel * self.context_parallel
 
 
 def stage_layer_counts(num_layers: int, stages: int, chunks_per_stage: int = 1) -> tuple[int, ...]:
@@ -123,8 +135,10 @@ def _layout(par: Parallelism, num_layers: int, micro_batches: int) -> Layout:
     kinds = [every[0]]
     if pp > 2:
         # Middle stages differ only in blocks and micro-batches in flight: the second stage
-        # has the most of both (the remainder goes to early chunks, in-flight falls with i).
-        kinds.append(every[1])
+        # has the most of both (the remainder goes to early chunks, in-flight falls with i),
+        # so it stands for them all.
+        label = f"stages 2-{pp - 1} of {pp} (middle)" if pp > 3 else every[1].label
+        kinds.append(replace(every[1], label=label, ranks=(pp - 2) * per_stage_ranks))
     if pp > 1:
         kinds.append(every[-1])
     return Layout(

@@ -22,10 +22,11 @@ the framework adds in the phases it adds them. Sources, read for this model:
   ``foreach_reduce`` copies the unit's unsharded gradients into one flat reduce-scatter
   input in ``reduce_dtype`` and scatters into a 1/dp output added to the sharded
   gradient; ``_fsdp_param_group.py`` prefetches the next unit in forward and backward
-  (one all-gather in flight beside the unit computing). ``_fully_shard.py``: the root's
-  ``reshard_after_forward`` is treated as False (its parameters are needed again at the
-  start of the backward), so the embedding, final norm and head stay gathered from the
-  forward to the end of the backward.
+  (one all-gather in flight beside the unit computing). ``_fsdp_state.py`` (commit
+  01c9f4fc) ``_lazy_init``: "For the root, do not reshard after forward" (its
+  ``post_forward_mesh_info`` is None unless the user set it), so the embedding, final norm
+  and head stay gathered from the forward to the end of the backward, and the root's
+  ``post_backward`` reshards it, then reduces its gradients, last.
 - DeepSpeed ZeRO (deepspeedai/DeepSpeed v0.19.6, commit edaa7221): ``stage_1_and_2.py``
   keeps the 16-bit parameters whole (flattened in place), a float32 master partition
   (``single_partition_of_fp32_groups``: a clone even when the model is float32) and the
@@ -69,8 +70,8 @@ MASTER_BYTES: Final = 4.0
 # DeepSpeed stage 3 steps the optimizer one sub-group at a time (zero/config.py
 # sub_group_size, 1e9 elements): one group's float32 gradient exists at once.
 ZERO3_SUB_GROUP: Final = 1_000_000_000
-# Megatron and FSDP2 put every decoder block in its own unit; two are gathered at a time
-# in forward and backward: the one computing and the one prefetched (see the module doc).
+# FSDP2 with a unit per decoder block (torchtitan, accelerate's transformer wrap policy):
+# inside a block's backward two are gathered, the one computing and the one prefetched.
 GATHERED_UNITS: Final = 2
 
 
@@ -91,6 +92,11 @@ class RankState:
     step_temporary: bool = True  # the torch.optim step temporaries apply (not DeepSpeed's fused step)
     host: list[Term] = field(default_factory=list)  # what the rank keeps in host memory instead
     step_share: float = 1.0  # the rank's fraction of the single-GPU optimizer step (its temporaries)
+    # FSDP2's root unit is reduced last: until then its sharded gradients do not exist
+    # (``root_pending``, a negative term) and its unsharded ones wait; at its reduction the
+    # rank holds them and the reduce-scatter input, its parameters resharded (``root_reduce``).
+    root_pending: list[Term] = field(default_factory=list)
+    root_reduce: list[Term] = field(default_factory=list)
     notes: tuple[str, ...] = ()
 
 
@@ -137,7 +143,8 @@ class _Rank:
 
     @property
     def dp(self) -> int:
-        return self.lay.data_parallel
+        """Ranks the state is replicated on, or sharded over (data × context parallel)."""
+        return self.lay.state_shards
 
     @property
     def stored_bytes(self) -> float:
@@ -179,10 +186,15 @@ def _ddp(rank: _Rank) -> RankState:
     cap = plan.parallel.ddp_bucket_mb * MiB
     size = trainable * dt.grad
     n_buckets = 1 + max(0, -(-(size - DDP_FIRST_BUCKET_BYTES) // cap)) if size > DDP_FIRST_BUCKET_BYTES else 1
+    formula = f"T × {dt.grad:g} B = {sci(trainable)} × {dt.grad:g} B"
+    if plan.parallel.ddp_bucket_view:
+        # gradient_as_bucket_view=True: param.grad is a view into its bucket, so the buckets
+        # are the gradients, allocated at construction and never freed (zero_grad with
+        # set_to_none cannot release a view's storage).
+        buckets = Term(f"gradients as views into the DDP buckets ({n_buckets:.0f} flat buffers)", formula, size)
+        return RankState(rank.weights, [], rank.optim, grads_in_backward=[], persistent=[buckets])
     buckets = Term(
-        f"DDP gradient buckets ({n_buckets:.0f} flat buffers, a second copy of the gradients)",
-        f"T × {dt.grad:g} B = {sci(trainable)} × {dt.grad:g} B",
-        size,
+        f"DDP gradient buckets ({n_buckets:.0f} flat buffers, a second copy of the gradients)", formula, size
     )
     return RankState(rank.weights, rank.grads, rank.optim, persistent=[buckets])
 
@@ -230,7 +242,19 @@ def _fsdp(rank: _Rank) -> RankState:
             Term("one block's unsharded gradients", f"{sci(block)} × {gather:g} B", block * gather),
             Term("reduce-scatter input (one block)", f"{sci(block)} × {reduce_b:g} B", block * reduce_b),
         ]
+    root_pending: list[Term] = []
+    root_reduce: list[Term] = []
+    if plan.method is Method.FULL and root and plan.workload.grad_accum == 1:  # else last micro-batch's exist
+        # _fsdp_param_group.py post_backward: the unit reshards, then foreach_reduce copies
+        # its gradients into the reduce-scatter input and only then frees them.
+        root_pending = [Term("less the root's sharded gradients (reduced last)", f"−root ÷ {dp}", -root * dt.grad / dp)]
+        root_reduce = [
+            Term("root's unsharded gradients (embedding, head)", f"{sci(root)} × {gather:g} B", root * gather),
+            Term("root's reduce-scatter input", f"{sci(root)} × {reduce_b:g} B", root * reduce_b),
+        ]
     state = RankState(
+        root_pending=root_pending,
+        root_reduce=root_reduce,
         weights=_sharded(rank.weights, dp),
         grads=_sharded(rank.grads, dp),
         optim=_sharded(rank.optim, dp),
@@ -267,7 +291,8 @@ def _zero(rank: _Rank) -> RankState:
     master = Term("float32 master partition", f"T ÷ {dp} × 4 B = {sci(trainable)} ÷ {dp} × 4 B", trainable * 4 / dp)
     optim_rank = [master, *_sharded(state32, dp)] if trainable else []
     part = trainable / dp
-    fp32_grad = Term("float32 gradient of the partition (step)", f"T ÷ {dp} × 4 B", min(part, ZERO3_SUB_GROUP) * 4)
+    stepped = min(part, ZERO3_SUB_GROUP) if strategy is Strategy.ZERO3 else part
+    fp32_grad = Term("float32 gradient of the partition (step)", f"{sci(stepped)} × 4 B", stepped * 4)
     bucket_el = min(par.zero_bucket_elements, trainable)
     backward_grads: list[Term] = []
     persistent: list[Term] = []
@@ -323,8 +348,10 @@ def _zero(rank: _Rank) -> RankState:
     # parameters back (param_buffer_of_bit16_for_cpu_offload_groups).
     if strategy is not Strategy.ZERO3 and trainable:
         host.append(Term("16-bit partition staging buffer", f"T ÷ {dp} × 2 B", part * 2))
-    note = "ZeRO-Offload: float32 master, optimizer state and float32 gradients on the host (DeepSpeedCPUAdam)."
-    return replace(state, optim=[], step=[], host=host, notes=(note,))
+    notes = ["ZeRO-Offload: float32 master, optimizer state and float32 gradients on the host (DeepSpeedCPUAdam)."]
+    if par.offload is Offload.PARAMS:
+        notes.append("DeepSpeed offloads parameters only at stage 3 (offload_param): stages 1-2 move the optimizer.")
+    return replace(state, optim=[], step=[], host=host, notes=tuple(notes))
 
 
 def _largest_module(plan: Plan, lay: Layout, stage: Stage) -> float:
@@ -355,7 +382,7 @@ def rank_copies(plan: Plan, lay: Layout, stage: Stage, copies: list[Term]) -> li
     """Autocast's 16-bit copies of the weights a rank computes with: its share of them;
     none when FSDP2 already gathers the parameters in 16 bits (MixedPrecisionPolicy)."""
     par = plan.parallel
-    if par.strategy is Strategy.FSDP and lay.data_parallel > 1 and MP_BYTES.get(par.fsdp_param_dtype, 4.0) == 2.0:
+    if par.strategy is Strategy.FSDP and lay.state_shards > 1 and MP_BYTES.get(par.fsdp_param_dtype, 4.0) == 2.0:
         return []
     return _scaled(copies, weight_share(plan, stage, lay.tensor_parallel), _split_label(lay, stage))
 

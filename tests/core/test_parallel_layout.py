@@ -173,3 +173,12 @@ def test_context_parallel_splits_the_sequence_and_adds_the_ring_exchange() -> No
     acc = n / 4 * (model.q_width + model.num_heads) * 4
     assert parts[1].layer_grads.bytes == pytest.approx(parts[0].layer_grads.bytes / 4 + kv + acc)
     assert "ring attention" in parts[1].layer_grads.label
+
+
+def test_fsdp_shards_the_state_over_data_and_context_parallel_ranks() -> None:
+    # torchtitan parallel_dims.py: the mesh fully_shard uses is dp_shard × cp.
+    base = plan_for_model("llama-3.1-8b").with_changes(preset=Preset.TRAINER_BF16).with_workload(seq_len=8192)
+    plan = base.with_parallel(gpus_per_node=8, strategy=Strategy.FSDP, context_parallel=4)
+    assert layout(plan).data_parallel == 2 and layout(plan).state_shards == 8
+    step = next(p for p in estimate(plan).phases if p.kind is StepPhase.OPTIMIZER)
+    assert step.bucket(BucketKey.WEIGHTS).bytes == pytest.approx(plan.model.total_params() * 2 / 8)

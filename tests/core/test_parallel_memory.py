@@ -146,10 +146,10 @@ def test_pipeline_stages_are_ranks_and_the_worst_decides() -> None:
     plan = _plan("llama-3.1-8b", gpus_per_node=8, pipeline_parallel=4, strategy=Strategy.FSDP)
     plan = plan.with_workload(micro_batch=1, seq_len=4096, grad_accum=8)
     est = estimate(plan)
-    assert [r.label for r in est.ranks] == ["stage 1 of 4 (first)", "stage 2 of 4 (middle)", "stage 4 of 4 (last)"]
+    assert [r.label for r in est.ranks] == ["stage 1 of 4 (first)", "stages 2-3 of 4 (middle)", "stage 4 of 4 (last)"]
     assert est.worst_rank == max(range(3), key=lambda i: est.ranks[i].total_bytes)
     assert est.total_bytes == est.ranks[est.worst_rank].total_bytes
-    assert all(r.count == 2 for r in est.ranks)  # 8 GPUs ÷ 4 stages
+    assert [r.count for r in est.ranks] == [2, 4, 2]  # 8 GPUs ÷ 4 stages; two middle stages
 
 
 def test_the_command_line_gives_every_rank_and_the_host(capsys: pytest.CaptureFixture[str]) -> None:
@@ -191,3 +191,31 @@ def test_zero3_gathers_the_largest_module_and_one_prefetch_bucket() -> None:
     forward = next(ph for ph in estimate(small).phases if ph.kind is StepPhase.FORWARD)
     gathered = sum(t.bytes for t in forward.bucket(BucketKey.WEIGHTS).terms if "gathered" in t.label)
     assert gathered == pytest.approx((128_256 * 2_048 + 1_000) * 2)
+
+
+def test_gradients_as_bucket_views_are_the_buckets() -> None:
+    # DistributedDataParallel(gradient_as_bucket_view=True): param.grad is a view into its
+    # bucket (reducer.cpp initialize_bucket_views), so one copy of the gradients, held all run.
+    copy = estimate(_plan(gpus_per_node=8, strategy=Strategy.DDP))
+    view = estimate(_plan(gpus_per_node=8, strategy=Strategy.DDP, ddp_bucket_view=True))
+    grads = view.params.trainable * 2
+    assert _phase(copy, StepPhase.OPTIMIZER) - _phase(view, StepPhase.OPTIMIZER) == pytest.approx(grads)
+    step = next(ph for ph in view.phases if ph.kind is StepPhase.OPTIMIZER)
+    assert step.bucket(BucketKey.GRADIENTS).bytes == pytest.approx(grads)
+
+
+def test_fsdp_reduces_the_root_last() -> None:
+    # _fsdp_param_group.py post_backward reshards the root, then foreach_reduce copies its
+    # unsharded gradients into a reduce-scatter input in reduce_dtype before freeing them.
+    from core import detailed
+    from core.parallel.layout import layout
+    from core.params import param_counts
+    from core.roles import dtypes_for
+
+    plan = _plan("llama-3.1-8b", gpus_per_node=8, strategy=Strategy.FSDP, fsdp_reduce_dtype=MpDtype.FP32)
+    lay = layout(plan)
+    parts = detailed._parts(plan, param_counts(plan), dtypes_for(plan), detailed.Rank(lay, lay.stages[0]))
+    root = 2 * 128_256 * 4_096 + 4_096  # embedding + head + final norm (Llama 3.1 8B config.json)
+    reduce = parts.extra("root_reduce")
+    assert [t.bytes for t in reduce] == pytest.approx([root * 2, root * 4])  # bf16 gradients, fp32 input
+    assert sum(t.bytes for t in parts.extra("root_pending")) == pytest.approx(-root * 2 / 8)
