@@ -243,6 +243,18 @@ class ParallelForm(PlanForm):
         self.bind(
             "parallel.ddp_bucket_mb", "DDP bucket", self.ddp_bucket, lambda p, v: p.with_parallel(ddp_bucket_mb=v)
         )
+        self.bucket_view = QCheckBox("Gradients as bucket views")
+        self.bucket_view.setAccessibleName("DDP gradient as bucket view")
+        self.bucket_view.setToolTip(
+            "DistributedDataParallel(gradient_as_bucket_view=True): the gradients are views into the "
+            "communication buckets instead of a second copy beside them."
+        )
+        self.bind(
+            "parallel.ddp_bucket_view",
+            "Gradients as bucket views",
+            self.bucket_view,
+            lambda p, v: p.with_parallel(ddp_bucket_view=v),
+        )
         self.zero_bucket = CountField(
             "ZeRO bucket",
             1,
@@ -326,6 +338,7 @@ class ParallelForm(PlanForm):
         self.intra_link.show_value(par.intra_link)
         self.inter_link.show_value(par.inter_link)
         self.reshard.setChecked(par.reshard_after_forward)
+        self.bucket_view.setChecked(par.ddp_bucket_view)
         self.param_dtype.show_value(par.fsdp_param_dtype.value)
         self.reduce_dtype.show_value(par.fsdp_reduce_dtype.value)
         self.ddp_bucket.show_value(par.ddp_bucket_mb)
@@ -350,6 +363,7 @@ class ParallelForm(PlanForm):
         self.set_row_visible("parallel.fsdp_param_dtype", fsdp)  # the dtype FSDP2 computes in
         self.set_row_visible("parallel.fsdp_reduce_dtype", fsdp)
         self.set_row_visible("parallel.ddp_bucket_mb", advanced and split and par.strategy is Strategy.DDP)
+        self.set_row_visible("parallel.ddp_bucket_view", advanced and split and par.strategy is Strategy.DDP)
         self.set_row_visible("parallel.zero_bucket_elements", advanced and par.strategy in ZERO_STAGES)
         self.set_row_visible("parallel.zero3_prefetch_elements", advanced and par.strategy is Strategy.ZERO3)
         self.set_row_visible("parallel.zero3_max_live_elements", advanced and par.strategy is Strategy.ZERO3)

@@ -285,7 +285,7 @@ def expected_values(window: MainWindow, plan: Plan) -> dict[str, Any]:
         values[f"parallel.{name}"] = getattr(par, name)
     for name in ("zero_bucket_elements", "zero3_prefetch_elements", "zero3_max_live_elements"):
         values[f"parallel.{name}"] = getattr(par, name)
-    for name in ("sequence_parallel", "reshard_after_forward"):
+    for name in ("sequence_parallel", "reshard_after_forward", "ddp_bucket_view"):
         values[f"parallel.{name}"] = getattr(par, name)
     for name in ("strategy", "schedule", "offload", "fsdp_param_dtype", "fsdp_reduce_dtype"):
         values[f"parallel.{name}"] = getattr(par, name).value

@@ -97,6 +97,8 @@ def test_rows_show_only_for_what_reads_them(qtbot: Any, window: MainWindow) -> N
     assert not shown("parallel.ddp_bucket_mb") and not shown("parallel.zero_bucket_elements")
     _choose(form.strategy, Strategy.DDP.value)
     assert shown("parallel.ddp_bucket_mb") and not shown("parallel.fsdp_param_dtype")
+    form.bucket_view.click()
+    assert window.controller.plan.parallel.ddp_bucket_view
     _choose(form.strategy, Strategy.ZERO3.value)
     assert shown("parallel.zero_bucket_elements") and shown("parallel.zero3_prefetch_elements")
     type_into(qtbot, form.pipeline_parallel, "2")
