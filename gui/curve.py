@@ -27,6 +27,7 @@ class MemoryCurve(QWidget):
         self.unit: Unit = "GB"
         self.curve: Curve | None = None
         self.current = 0
+        self.redraws = 0  # curves drawn; tests read it to check that an unchanged curve is kept
         self._x_label = ""
         self._y_label = ""
         self._range: tuple[float, float, float] = (0.0, 0.0, 0.0)
@@ -81,7 +82,11 @@ class MemoryCurve(QWidget):
             self._redraw()
 
     def show_curve(self, curve: Curve, current: int) -> None:
-        """``current``: the plan's own value on the curve's axis, marked for orientation."""
+        """``current``: the plan's own value on the curve's axis, marked for orientation.
+
+        The same curve again (a new report that did not change it) leaves the plot as drawn."""
+        if curve == self.curve and current == self.current:
+            return
         self.curve = curve
         self.current = current
         self._redraw()
@@ -91,6 +96,7 @@ class MemoryCurve(QWidget):
         curve = self.curve
         if curve is None:
             return
+        self.redraws += 1
         scale = unit_scale(self.unit)
         heights = [total / scale for total in curve.total_bytes]
         self.line.setData(list(curve.values), heights)

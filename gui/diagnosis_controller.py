@@ -7,6 +7,9 @@ lock while it computes and make the window wait for it at every edit. A request 
 everything the answer depends on (plan, mode, pins, picked symptom). At most one job runs;
 a request made meanwhile replaces any waiting one, and a finished job is announced only if
 its request is still the latest, so a burst of edits gives one answer for the last plan.
+A job whose request is no longer the latest is stopped in the worker (gui.diagnosis_worker)
+rather than left to finish: its answer would be thrown away, and it would compete with the
+edit that made it old for the machine's cores.
 The answer arrives as one signal, :attr:`DiagnosisController.diagnosed`, in the GUI thread;
 the Diagnosis tab only renders it.
 """
@@ -14,6 +17,7 @@ the Diagnosis tab only renders it.
 from __future__ import annotations
 
 import contextlib
+import itertools
 import multiprocessing
 from collections.abc import Callable
 from concurrent.futures import Executor, Future, ProcessPoolExecutor, ThreadPoolExecutor
@@ -24,6 +28,7 @@ from PySide6.QtCore import QObject, QTimer, Signal
 
 from core.diagnosis import DiagnosisReport, DiagnosisRequest, Failure, Pin, report
 from gui.controller import PlanController
+from gui.diagnosis_worker import JobStopped, StopChannel, run_job, start_worker
 from gui.display_state import Display, DisplayState
 
 __all__ = ["DiagnosisController", "DiagnosisReport", "DiagnosisRequest", "run_request"]
@@ -34,6 +39,8 @@ run_request = report  # the work itself, pure: core.diagnosis.report
 
 Worker = Literal["process", "thread"]
 _PROCESS_POOL: ProcessPoolExecutor | None = None
+_STOP_CHANNELS: dict[Executor, StopChannel] = {}  # how to stop a job in a pool's worker process
+_JOB_NUMBERS = itertools.count(1)  # every controller's jobs share the one worker process
 # Set when the worker process could not run (a script without an ``if __name__ == "__main__"``
 # guard re-runs itself in a spawned process and breaks it): this session then uses threads.
 _PROCESSES_BROKEN = False
@@ -49,13 +56,19 @@ def _process_pool() -> ProcessPoolExecutor:
     (multiprocessing.freeze_support in gui.launcher)."""
     global _PROCESS_POOL
     if _PROCESS_POOL is None:
-        _PROCESS_POOL = ProcessPoolExecutor(max_workers=1, mp_context=multiprocessing.get_context("spawn"))
+        context = multiprocessing.get_context("spawn")
+        channel = StopChannel(context)
+        _PROCESS_POOL = ProcessPoolExecutor(
+            max_workers=1, mp_context=context, initializer=start_worker, initargs=(channel,)
+        )
+        _STOP_CHANNELS[_PROCESS_POOL] = channel
     return _PROCESS_POOL
 
 
 def _drop_process_pool(pool: Executor) -> None:
     global _PROCESS_POOL, _PROCESSES_BROKEN
     _PROCESSES_BROKEN = True
+    _STOP_CHANNELS.pop(pool, None)
     if pool is _PROCESS_POOL:
         _PROCESS_POOL = None
         pool.shutdown(wait=False, cancel_futures=True)
@@ -87,10 +100,13 @@ class DiagnosisController(QObject):
         self.report: DiagnosisReport | None = None
         self.active = False
         self.runs = 0  # jobs started; tests read it to check the coalescing
+        self.stopped = 0  # jobs stopped in the worker because their plan had changed
         self.run: Callable[[DiagnosisRequest], DiagnosisReport] = run_request
         self._worker = worker
         self._thread_pool: ThreadPoolExecutor | None = None
         self._running: DiagnosisRequest | None = None
+        self._running_job = 0  # its number in the worker process, 0 when it cannot be stopped
+        self._stop_channel: StopChannel | None = None
         self._waiting: DiagnosisRequest | None = None
         self._timer = QTimer(self)
         self._timer.setSingleShot(True)
@@ -147,6 +163,7 @@ class DiagnosisController(QObject):
 
     # ---- reacting ------------------------------------------------------------------
     def _on_plan(self, _estimate: object) -> None:
+        self._stop_stale_job()
         if self.active and self.stale:
             self._timer.start()  # restarts: a burst of edits gives one request
 
@@ -161,8 +178,15 @@ class DiagnosisController(QObject):
         if self._running is not None:
             if self._running != request:
                 self._waiting = request  # replaces any older waiting request
+                self._stop_stale_job()
             return
         self._start(request)
+
+    def _stop_stale_job(self) -> None:
+        """The running job is for an older request: stop it, its answer would be thrown away."""
+        if self._running_job and self._running != self.latest and self._stop_channel is not None:
+            self._stop_channel.stop(self._running_job)
+            self._running_job = 0  # asked once
 
     def _pool(self) -> Executor:
         if self._worker == "process" and not _PROCESSES_BROKEN:
@@ -178,7 +202,13 @@ class DiagnosisController(QObject):
         self._waiting = None
         self.runs += 1
         pool = self._pool()
-        future = pool.submit(self.run, request)
+        self._stop_channel = _STOP_CHANNELS.get(pool)
+        if self._stop_channel is not None:
+            self._running_job = next(_JOB_NUMBERS)
+            future = pool.submit(run_job, self._running_job, self.run, request)
+        else:
+            self._running_job = 0  # a thread cannot be stopped: it runs to its end
+            future = pool.submit(self.run, request)
         future.add_done_callback(lambda done: self._done(pool, request, done))
 
     def _done(self, pool: Executor, request: DiagnosisRequest, future: Future[DiagnosisReport]) -> None:
@@ -189,6 +219,8 @@ class DiagnosisController(QObject):
         except BrokenProcessPool:
             _drop_process_pool(pool)
             outcome = _WorkerLost()
+        except JobStopped as stopped:  # a BaseException: not caught below
+            outcome = stopped
         except Exception as error:  # handed to the GUI thread, which raises it there
             outcome = error
         with contextlib.suppress(RuntimeError):  # the window closed meanwhile: nobody is waiting
@@ -196,7 +228,13 @@ class DiagnosisController(QObject):
 
     def _on_finished(self, request: DiagnosisRequest, outcome: object) -> None:
         self._running = None
+        self._running_job = 0
         waiting, self._waiting = self._waiting, None
+        if isinstance(outcome, JobStopped):
+            self.stopped += 1
+            if waiting is not None:
+                self._start(waiting)
+            return
         if isinstance(outcome, _WorkerLost):
             self._start(waiting or request)  # in a thread from now on
             return

@@ -11,7 +11,7 @@ import os
 from collections.abc import Callable
 from pathlib import Path
 
-from PySide6.QtCore import QCoreApplication, QEvent, QObject, QSignalBlocker, QSize, Qt
+from PySide6.QtCore import QEvent, QObject, QSignalBlocker, QSize, Qt
 from PySide6.QtGui import QAction, QActionGroup, QCloseEvent, QKeySequence, QResizeEvent, QShowEvent
 from PySide6.QtWidgets import (
     QApplication,
@@ -48,6 +48,7 @@ from gui.forms.model import ModelForm
 from gui.forms.parallel import ParallelForm
 from gui.forms.serving import ServingForm
 from gui.forms.workload import WorkloadForm
+from gui.layout import settle_layouts
 from gui.panels.arithmetic import ArithmeticPanel
 from gui.panels.compute import ComputePanel
 from gui.panels.diagnosis import DiagnosisPanel
@@ -485,8 +486,7 @@ class MainWindow(QMainWindow):
         otherwise run one by one between paints (a taller verdict resizes the chart, a wider
         axis re-lays out the plot), each after a paint of the whole window.
         """
-        for _ in range(5):  # a layout that changes its widget's size asks its parent's again
-            QCoreApplication.sendPostedEvents(None, QEvent.Type.LayoutRequest)
+        settle_layouts()
         self.chart.settle()
 
     def _clean_changed(self, clean: bool) -> None:

@@ -3,7 +3,8 @@
 This view only renders. Every figure, verdict and cost comes from a
 :class:`gui.diagnosis_controller.DiagnosisReport`, which the diagnosis controller computes
 off the GUI thread (only while this tab is visible; the latest plan wins) and hands over in
-one signal. The pins ("keep the model"...) and the picked symptom are requests to that
+one signal; a report or a unit switch that comes while the tab is hidden is drawn when it is
+shown again. The pins ("keep the model"...) and the picked symptom are requests to that
 controller. Applying a remedy hands its plan to the plan controller as one undoable step.
 Past 400 lines because the tab has five sections laid out and filled here; the remedy rows
 are in :mod:`gui.panels.remedy_list`.
@@ -37,6 +38,7 @@ from gui.curve import MemoryCurve
 from gui.diagnosis_controller import DiagnosisController, DiagnosisReport
 from gui.display_state import Display, DisplayState
 from gui.format import Unit, counted, memory
+from gui.layout import settle_layouts
 from gui.panels.remedy_list import RemedyEntry, RemedyList
 from gui.panels.verdict import VERDICT_STYLE, badge_text_colour, margin_text
 from gui.plaintext import html as escape  # the one escape for text shown in rich labels
@@ -72,6 +74,7 @@ class DiagnosisPanel(QScrollArea):
         self.curve: Curve | None = None
         self._symptom_entries: tuple[RemedyEntry, ...] = ()
         self.refresh_count = 0  # reports shown; tests read it to check the coalescing
+        self._render_when_shown = False  # a report or unit came while the tab was hidden
 
         self.setWidgetResizable(True)
         self.setFrameShape(QFrame.Shape.NoFrame)
@@ -266,6 +269,9 @@ class DiagnosisPanel(QScrollArea):
         if unit == self.unit:
             return
         self.unit = unit
+        if not self.isVisible():  # a hidden tab is not drawn: it catches up when shown
+            self._render_when_shown = True
+            return
         self.curve_view.set_unit(unit)
         if self.report is not None:
             self._show_diagnosis()
@@ -287,6 +293,10 @@ class DiagnosisPanel(QScrollArea):
     # ---- reacting ------------------------------------------------------------------
     def showEvent(self, event: QShowEvent) -> None:
         super().showEvent(event)
+        if self._render_when_shown:
+            self._render_when_shown = False
+            self.curve_view.set_unit(self.unit)
+            self._render()
         self.diagnoser.set_active(True)
 
     def hideEvent(self, event: QHideEvent) -> None:
@@ -328,10 +338,17 @@ class DiagnosisPanel(QScrollArea):
         self.report = report
         self.refresh_count += 1
         self._symptom_entries = tuple(RemedyEntry.from_remedy(r) for r in report.symptom_remedies)
+        if not self.isVisible():  # its job ended after the tab was hidden
+            self._render_when_shown = True
+            return
+        self._render()
+
+    def _render(self) -> None:
         self._show_diagnosis()
         self._show_curve()
         self._show_symptom()
         self._set_applicable(not self.stale)
+        settle_layouts()  # the new rows and texts are laid out now, so the panel paints once
 
     def _show_curve(self) -> None:
         if self.report is None:

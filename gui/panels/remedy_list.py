@@ -1,7 +1,9 @@
 """Rows of remedies with an Apply button, each showing the core's total, verdict and cost.
 
-Row widgets are built once and reused between updates; a row only formats a
-:class:`RemedyEntry`, made from a core :class:`core.diagnosis.Remedy` or ``Combination``.
+Row widgets are built once and reused between updates, and a row whose entry reads the
+same as before keeps its text (only the plan behind its Apply button is replaced); a row
+only formats a :class:`RemedyEntry`, made from a core :class:`core.diagnosis.Remedy` or
+``Combination``.
 """
 
 from __future__ import annotations
@@ -69,6 +71,8 @@ class _RemedyRow(QFrame):
         self.setObjectName("remedyRow")
         self.setFrameShape(QFrame.Shape.StyledPanel)
         self.entry: RemedyEntry | None = None
+        self._shown: tuple[object, ...] = ()  # what the row's text says now
+        self.updates = 0  # times its text was rewritten; tests read it
         grid = QGridLayout(self)
         grid.setContentsMargins(8, 6, 8, 6)
         grid.setHorizontalSpacing(10)
@@ -108,7 +112,12 @@ class _RemedyRow(QFrame):
         grid.setColumnStretch(0, 1)
 
     def show_entry(self, entry: RemedyEntry, unit: Unit) -> None:
-        self.entry = entry
+        self.entry = entry  # always the new one: Apply applies this report's plan
+        shown = (entry.title, entry.total_bytes, entry.verdict, entry.cost, entry.serving, unit)
+        if shown == self._shown:
+            return  # the row already reads so: no new text to lay out and paint
+        self._shown = shown
+        self.updates += 1
         self.title.setText(entry.title)
         self.total.setText(memory(entry.total_bytes, unit))
         self.total.setToolTip("New serving total" if entry.serving else "New peak + overhead")

@@ -5,6 +5,7 @@ Every figure the panel shows is compared with the core's own answer for the same
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 import pytest
@@ -16,6 +17,7 @@ from core.plan import Hardware, Method, Plan, Precision, Quant, Workload
 from core.presets import default_plan, lesson_plan, plan_for_model
 from core.units import GB
 from core.verdict import Mode
+from gui.diagnosis_controller import DiagnosisRequest, run_request
 from gui.format import memory
 from gui.main_window import MainWindow
 from gui.panels.diagnosis import DiagnosisPanel, RemedyList
@@ -241,6 +243,46 @@ def test_updates_while_visible_coalesced(qtbot: Any, shown: MainWindow) -> None:
     assert all(row.apply.isEnabled() for row in panel.remedy_list.rows)
 
 
+
+def test_a_new_report_rewrites_only_the_rows_that_read_differently(qtbot: Any, shown: MainWindow) -> None:
+    """Each row keeps its text while its entry reads the same; Apply always takes the newest plan."""
+    panel = show_plan(qtbot, shown, LESSON_7B_ON_4090)
+    report = panel.report
+    assert report is not None and len(report.diagnosis.remedies) >= 3
+    rows = panel.remedy_list.rows
+    before = [row.updates for row in rows]
+    titles = [row.title.text() for row in rows]
+
+    shown.diagnoser.diagnosed.emit(report)  # the same answer again: nothing to rewrite
+    assert [row.updates for row in rows] == before
+
+    remedies = list(report.diagnosis.remedies)
+    remedies[1] = dataclasses.replace(remedies[1], cost="costs something else now")
+    other_plan = remedies[2].plan.with_workload(grad_accum=remedies[2].plan.workload.grad_accum + 1)
+    remedies[2] = dataclasses.replace(remedies[2], plan=other_plan)  # a new plan that reads the same
+    changed = dataclasses.replace(report, diagnosis=dataclasses.replace(report.diagnosis, remedies=tuple(remedies)))
+    shown.diagnoser.diagnosed.emit(changed)
+    assert [row.updates - count for row, count in zip(rows, before, strict=True)] == [
+        1 if index == 1 else 0 for index in range(len(rows))
+    ]
+    assert rows[1].cost.text() == "costs something else now"
+    assert [row.title.text() for row in rows] == titles
+    assert rows[2].entry is not None and rows[2].entry.plan == other_plan  # what its Apply button applies
+    rows[2].apply.click()
+    assert shown.controller.plan == other_plan
+
+
+def test_an_unchanged_curve_is_not_drawn_again(qtbot: Any, shown: MainWindow) -> None:
+    panel = show_plan(qtbot, shown, LESSON_7B_ON_4090)
+    report = panel.report
+    assert report is not None
+    drawn = panel.curve_view.redraws
+    shown.diagnoser.diagnosed.emit(report)
+    assert panel.curve_view.redraws == drawn
+    panel.axis_picker.setCurrentIndex(1 - panel.axis_picker.currentIndex())  # the other curve
+    assert panel.curve_view.redraws == drawn + 1
+    assert panel.curve_view.curve == report.curves[panel.axis]
+
 def test_hidden_tab_does_no_work_until_shown(qtbot: Any, window: MainWindow) -> None:
     window.show()
     qtbot.waitExposed(window)
@@ -266,6 +308,32 @@ def test_unit_switch_reformats_without_recomputing(qtbot: Any, shown: MainWindow
     assert panel.figures["state"].text() == memory(panel.diagnosis.state_bytes, "GiB")
     assert "GiB" in panel.curve_view.caption.text()
 
+
+
+def test_a_hidden_tab_is_redrawn_when_shown_not_before(qtbot: Any, shown: MainWindow) -> None:
+    """A unit switch while another tab is shown leaves the Diagnosis tab as drawn; showing it
+    draws it once, in the new unit."""
+    panel = show_plan(qtbot, shown, LESSON_7B_ON_4090)
+    assert panel.diagnosis is not None
+    drawn = panel.curve_view.redraws
+    state_gb = panel.figures["state"].text()
+    shown.tabs.setCurrentIndex(0)
+    assert not panel.isVisible()
+    shown.unit_actions["GiB"].trigger()
+    assert panel.figures["state"].text() == state_gb and panel.curve_view.redraws == drawn
+    shown.tabs.setCurrentWidget(panel)
+    assert panel.figures["state"].text() == memory(panel.diagnosis.state_bytes, "GiB")
+    assert panel.curve_view.redraws == drawn + 1 and "GiB" in panel.curve_view.caption.text()
+    assert all("GiB" in row.total.text() for row in panel.remedy_list.rows)
+
+    # A report whose job ended after the tab was hidden is drawn when the tab is shown again.
+    fitting = run_request(DiagnosisRequest(default_plan()))
+    assert fitting.diagnosis.verdict is Verdict.FITS
+    shown.tabs.setCurrentIndex(0)
+    shown.diagnoser.diagnosed.emit(fitting)
+    assert "Out of memory" in panel.badge.text()
+    shown.tabs.setCurrentWidget(panel)
+    assert VERDICT_LABELS[Verdict.FITS] in panel.badge.text()
 
 def test_training_fits_but_serving_does_not(qtbot: Any, shown: MainWindow) -> None:
     plan = default_plan().with_inference(concurrent=200, context=8192)

@@ -4,6 +4,7 @@ the latest plan wins."""
 from __future__ import annotations
 
 import multiprocessing
+import os
 import threading
 from typing import Any
 
@@ -12,6 +13,7 @@ from core.verdict import Mode
 from gui.controller import PlanController
 from gui.diagnosis_controller import DiagnosisController, DiagnosisReport, DiagnosisRequest, run_request
 from gui.display_state import DisplayState
+from tests.gui import worker_jobs
 
 
 def test_diagnosis_runs_off_the_gui_thread_and_the_latest_plan_wins(qtbot: Any) -> None:
@@ -113,3 +115,29 @@ def test_a_dead_worker_process_falls_back_to_a_thread(qtbot: Any, monkeypatch: A
     qtbot.waitUntil(lambda: bool(reports), timeout=10_000)
     assert module._PROCESSES_BROKEN and diagnoser.runs == 2  # the lost job, then again in a thread
     diagnoser.shutdown()
+
+
+def test_a_job_for_a_changed_plan_is_stopped_in_the_worker_process(qtbot: Any) -> None:
+    """Its answer would be thrown away: the worker stops it instead of finishing it, and the
+    next plan's diagnosis does not wait behind it (the stopped job would run for a minute)."""
+    marker = worker_jobs.started_marker(os.getpid())
+    marker.unlink(missing_ok=True)
+    plans = PlanController(default_plan().with_workload(micro_batch=worker_jobs.SLOW_MICRO_BATCH))
+    display = DisplayState()
+    diagnoser = DiagnosisController(plans, display)
+    diagnoser.run = worker_jobs.slow_for_one_plan
+    reports: list[DiagnosisReport] = []
+    diagnoser.diagnosed.connect(reports.append)
+    diagnoser.set_active(True)
+    qtbot.waitUntil(marker.exists, timeout=20_000)  # the slow job runs in the worker
+    marker.unlink()
+    display.set_unit("GiB")  # the unit is no part of the request: the job is still wanted
+    qtbot.wait(300)
+    assert diagnoser.stopped == 0 and diagnoser.busy
+    plans.set_plan(plans.plan.with_workload(micro_batch=2), key="micro_batch")
+    diagnoser.request_now()
+    qtbot.waitUntil(lambda: bool(reports), timeout=20_000)
+    assert diagnoser.stopped == 1 and diagnoser.runs == 2
+    assert [r.request.plan.workload.micro_batch for r in reports] == [2]
+    diagnoser.shutdown()
+
