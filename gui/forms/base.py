@@ -37,6 +37,8 @@ class PlanForm(QGroupBox):
         self.form.setLabelAlignment(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
         self.fields: dict[str, QWidget] = {}
         self._rows_changed = False
+        self._redrawing = False  # inside show_plan
+        self._dropped: list[tuple[str, QWidget]] = []  # fields hidden under the cursor (_drop_typing_in)
         self.labels: dict[str, QLabel] = {}
         controller.estimateChanged.connect(self._on_estimate)
         controller.editRejected.connect(self._on_rejected)
@@ -83,19 +85,23 @@ class PlanForm(QGroupBox):
             self.form.setRowVisible(widget, visible)
             self._rows_changed = True
 
-    @staticmethod
-    def _drop_typing_in(row: QWidget) -> None:
-        """A row hidden under the cursor (another choice hid it) drops what was typed and not
-        committed: hiding moves the focus, and the field would commit its text then, during a
-        redraw whose blocked signals lose the edit, leaving the text unlike the plan."""
-        focused = QApplication.focusWidget()
-        while focused is not None and focused is not row and not hasattr(focused, "_restore"):
-            focused = focused.parentWidget()
-        if focused is None:
+    def _drop_typing_in(self, row: QWidget) -> None:
+        """A row hidden under the cursor (another choice or a disclosure hid it) shows the
+        plan's value: hiding moves the focus, and the field would commit its typing then
+        (during a redraw whose blocked signals lose the edit) or keep text the plan refused."""
+        focus = QApplication.focusWidget()
+        if focus is None or not (focus is row or row.isAncestorOf(focus)):
             return
-        restore = getattr(focused, "_restore", None)
-        if callable(restore) and (focused is row or row.isAncestorOf(focused)):
-            restore()
+        key, field = next(((k, w) for k, w in self.fields.items() if w is focus or w.isAncestorOf(focus)), ("", None))
+        if field is None:
+            return
+        drop = getattr(field, "_restore", None)
+        if callable(drop):
+            drop()  # a number box: its typing goes
+        if self._redrawing:
+            self._dropped.append((key, field))  # the plan's value, once this redraw has hidden the row
+        else:
+            self._restore(key, field)
 
     # ---- edits ---------------------------------------------------------------------
     def apply(self, key: str, widget: QWidget, change: Callable[[Plan], Plan], label: str) -> None:
@@ -136,11 +142,17 @@ class PlanForm(QGroupBox):
         # With the layout off meanwhile, it is laid out once, after show_plan, before painting.
         self._rows_changed = False
         self.form.setEnabled(False)
+        self._redrawing, self._dropped = True, []
         try:
             self.show_plan(plan)
+            if self._dropped:  # a field hidden under the cursor: the plan's value in it
+                self.show_plan(plan)
         finally:
+            self._redrawing = False
             self.form.setEnabled(True)
             del blockers
+        for key, widget in self._dropped:
+            self._clear_mark(key, widget)
         if self._rows_changed:
             self.form.invalidate()
 

@@ -245,3 +245,31 @@ def test_a_pipelined_plan_with_every_row_shown_stays_usable(
     if width >= 1280:
         assert _clipped(window) == []
     assert window.chart.plot.height() >= 250
+
+
+def test_a_box_hidden_under_the_cursor_shows_the_plans_value(qtbot: Any, window: MainWindow) -> None:
+    """Found by the monkey (seed 2): a refused value left in a box that a disclosure then hid
+    stayed there, unlike the plan, once the box was shown again."""
+    window.show()
+    qtbot.waitExposed(window)
+    window.windowHandle().requestActivate()
+    qtbot.waitUntil(window.isActiveWindow)
+    window.controller.set_plan(plan_for_model("llama-3.1-8b").on_gpus(8, Strategy.ZERO3))
+    form = window.parallel_form
+    form.advanced.click()
+    live = form.zero3_live
+    type_into(qtbot, live, "5 %")  # refused text, confirmed with Enter: it stays, marked
+    assert live.hasFocus() and live.property("invalid")
+    form.advanced.click()  # the disclosure hides the box under the cursor
+    form.advanced.click()
+    assert not live.property("invalid")
+    assert live.value() == window.controller.plan.parallel.zero3_max_live_elements
+    # A number the plan refuses (an architecture step past what the KV heads allow), then hidden.
+    model = window.model_form
+    model.dims_toggle.click()
+    heads = model.fields["model.num_heads"]
+    heads.setFocus()
+    qtbot.keyClick(heads, Qt.Key.Key_PageDown)
+    assert heads.value() != window.controller.plan.model.num_heads  # refused, still in the box
+    model.dims_toggle.click()
+    assert heads.value() == window.controller.plan.model.num_heads
