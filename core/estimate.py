@@ -6,7 +6,7 @@ fast enough to run on every keystroke.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from core.breakdown import Bucket, BucketKey, Phase
 from core.catalogue import GpuSpec, custom_gpu, find_gpu
@@ -62,6 +62,25 @@ class Estimate:
     @property
     def worst(self) -> RankMemory:
         return self.ranks[self.worst_rank]
+
+    def for_rank(self, index: int | None) -> Estimate:
+        """This estimate seen from rank ``index``: its phases, buckets, peak and verdict in the
+        single-rank fields, for a view that shows one rank; the worst (or None) is itself."""
+        if index is None or index == self.worst_rank or not 0 <= index < len(self.ranks):
+            return self
+        rank = self.ranks[index]
+        return replace(
+            self,
+            buckets=rank.buckets,
+            phases=rank.phases,
+            peak_phase=rank.peak_phase,
+            peak_bytes=rank.peak_bytes,
+            total_bytes=rank.total_bytes,
+            verdict=rank.verdict,
+            margin_bytes=rank.margin_bytes,
+            summary_formula=rank.summary_formula,
+            notes=rank.notes,
+        )
 
     def bucket(self, key: BucketKey) -> Bucket:
         for bucket in self.buckets:

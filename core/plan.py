@@ -717,8 +717,17 @@ class Plan:
         return self.with_parallel(**changes)
 
     def on_model(self, model: ModelSpec, model_id: str = "") -> Plan:
-        """This plan on another model; frozen layers are kept within the new model's depth."""
-        return replace(self, model=model, model_id=model_id, frozen_layers=min(self.frozen_layers, model.num_layers))
+        """This plan on another model; frozen layers are kept within the new model's depth, and
+        a tensor or pipeline split the new model cannot take (heads that TP does not divide,
+        fewer layers than pipeline chunks) drops to 1 on the same GPUs, as :meth:`on_gpus` does."""
+        frozen = min(self.frozen_layers, model.num_layers)
+        try:
+            return replace(self, model=model, model_id=model_id, frozen_layers=frozen)
+        except PlanError as error:
+            if error.field not in ("parallel.tensor_parallel", "parallel.pipeline_parallel"):
+                raise
+        flat = replace(self.parallel, tensor_parallel=1, pipeline_parallel=1, virtual_stages=1)
+        return replace(self, model=model, model_id=model_id, frozen_layers=frozen, parallel=flat)
 
     def with_method(self, method: Method, **changes: Any) -> Plan:
         """This plan trained another way; ``changes`` are further top-level fields (lora, quant...).
