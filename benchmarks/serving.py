@@ -251,7 +251,7 @@ def vllm_table(rows: list[VllmRow]) -> str:
     for r in vllm_sets(rows)["outside the target"]:
         reasons.setdefault(r.outside_target, []).append(vllm_label(r))
     lines.append("")
-    lines += [f"outside the target ({'; '.join(labels)}): {why}" for why, labels in reasons.items()]
+    lines += [f"- outside the target ({'; '.join(labels)}): {why}" for why, labels in reasons.items()]
     return "\n".join(lines)
 
 
