@@ -31,7 +31,7 @@ from core.estimate import estimate  # noqa: E402
 from core.hfconfig import model_from_hf_config  # noqa: E402
 from core.model import ModelSpec  # noqa: E402
 from core.plan import Attention, Hardware, Plan  # noqa: E402
-from core.serving.engines import VLLM_BLOCK_SIZE  # noqa: E402
+from core.serving.vllm_rules import VLLM_BLOCK_SIZE  # noqa: E402
 from core.units import GiB  # noqa: E402
 
 MEASURED = ROOT / "benchmarks" / "serving" / "measured"

@@ -13,16 +13,7 @@ from core.detailed import weight_terms
 from core.estimate import estimate
 from core.params import param_counts
 from core.plan import Hardware, Method, Plan, Quant
-from core.serving.engines import (
-    VLLM_BLOCK_SIZE,
-    KvGroups,
-    rank_layout,
-    vllm_blocks_per_request,
-    vllm_defaults,
-    vllm_kv_groups,
-    vllm_profile_peak,
-    vllm_total_memory,
-)
+from core.serving.engines import rank_layout, vllm_profile_peak
 from core.serving.formats import (
     KV_BYTES,
     KvDtype,
@@ -32,6 +23,14 @@ from core.serving.formats import (
     weight_bytes,
 )
 from core.serving.kv import kv_bytes_per_token, kv_cache_bytes, lesson_kv_cache_bytes
+from core.serving.vllm_rules import (
+    VLLM_BLOCK_SIZE,
+    KvGroups,
+    vllm_blocks_per_request,
+    vllm_defaults,
+    vllm_kv_groups,
+    vllm_total_memory,
+)
 from core.units import GiB
 from core.verdict import Verdict
 

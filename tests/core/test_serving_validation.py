@@ -21,7 +21,9 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 # Where the v0.19.0 start-up logs were read (llm-d-incubation/llm-d-planner, commit d3121e05).
-LLM_D_LOGS = "llm-d-incubation/llm-d-planner/blob/d3121e059da88662db39a926a3ead964be97359b/accuracy/results/v0.19.0/logs/"
+LLM_D_LOGS = (
+    "llm-d-incubation/llm-d-planner/blob/d3121e059da88662db39a926a3ead964be97359b/accuracy/results/v0.19.0/logs/"
+)
 
 
 def _benchmark():  # type: ignore[no-untyped-def]
@@ -105,19 +107,9 @@ def test_log_reader_takes_vllms_own_lines() -> None:
     assert spec and spec.loader
     reader = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(reader)
-    # Lines of the Llama-3.1-8B 16k log (llm-d-planner, accuracy/results/v0.19.0/logs).
-    excerpt = """
-(APIServer pid=1) INFO 04-22 01:47:15 [entrypoints/utils.py:233] non-default args: {'model_tag': 'meta-llama/Llama-3.1-8B-Instruct', 'model': 'meta-llama/Llama-3.1-8B-Instruct', 'max_model_len': 16384, 'gpu_memory_utilization': 0.95, 'enable_prefix_caching': False}
-(APIServer pid=1) DEBUG 04-22 01:47:15 [engine/arg_utils.py:2232] Defaulting max_num_batched_tokens to 8192 for OPENAI_API_SERVER usage context.
-(APIServer pid=1) DEBUG 04-22 01:47:15 [engine/arg_utils.py:2242] Defaulting max_num_seqs to 1024 for OPENAI_API_SERVER usage context.
-(EngineCore pid=243) DEBUG 04-22 01:47:26 [v1/worker/gpu_worker.py:284] worker init memory snapshot: torch_peak=0.0GiB, free_memory=78.68GiB, total_memory=79.19GiB, cuda_memory=0.51GiB
-(EngineCore pid=243) INFO 04-22 01:47:55 [v1/worker/gpu_model_runner.py:5955] Estimated CUDA graph memory: 0.84 GiB total
-(EngineCore pid=243) DEBUG 04-22 01:47:55 [v1/worker/gpu_worker.py:424] Initial free memory: 78.68 GiB; Requested memory: 0.950000 (util), 75.23 GiB
-(EngineCore pid=243) DEBUG 04-22 01:47:55 [v1/worker/gpu_worker.py:435] Memory profiling takes 18.17 seconds. Total non KV cache memory: 17.12GiB; torch peak memory increase: 1.89GiB; non-torch forward increase memory: 0.25GiB; weights memory: 14.99GiB.
-(EngineCore pid=243) INFO 04-22 01:47:55 [v1/worker/gpu_worker.py:436] Available KV cache memory: 58.11 GiB
-(EngineCore pid=243) INFO 04-22 01:47:55 [v1/core/kv_cache_utils.py:1319] GPU KV cache size: 476,016 tokens
-(EngineCore pid=243) INFO 04-22 01:47:55 [v1/core/kv_cache_utils.py:1324] Maximum concurrency for 16,384 tokens per request: 29.05x
-"""
+    # Ten lines of the Llama-3.1-8B 16k log, verbatim (LLM_D_LOGS +
+    # meta-llama-llama-3-1-8b--h100-80gb--tp1pp1dp1--16384.log).
+    excerpt = (ROOT / "tests" / "data" / "vllm-0.19.0-llama-3.1-8b-16k-excerpt.log").read_text(encoding="utf-8")
     read = reader.read_log(excerpt)
     assert read["args"]["max_model_len"] == 16384 and read["max_num_seqs"] == 1024
     assert read["logged"] == {
