@@ -111,7 +111,9 @@ def vllm_sampler_bytes(model: ModelSpec, batched_tokens: int, seqs: int, element
     forward's hidden states of every batched token, the random hidden states of the sampled
     rows, their logits in the model dtype and the sampler's float32 rows."""
     rows = min(seqs, batched_tokens)
-    logit_bytes = element_bytes + (SAMPLER_FLOAT32_COPIES * 4.0 if element_bytes < 4 else 2 * 4.0)
+    # Float32 logits need no copy: Tensor.to returns the same tensor.
+    float32_rows = SAMPLER_FLOAT32_COPIES if element_bytes < 4 else SAMPLER_FLOAT32_COPIES - 1
+    logit_bytes = element_bytes + float32_rows * 4.0
     triton_rows = min(rows, VLLM_TRITON_SAMPLER_ROWS)
     hidden = (batched_tokens + rows) * model.hidden_size * element_bytes
     return rows * model.vocab_size * logit_bytes + triton_rows * model.vocab_size * 4.0 + hidden
@@ -150,13 +152,13 @@ class KvGroups:
 
 def vllm_kv_groups(model: ModelSpec, layers: int) -> KvGroups:
     full, windowed, window = window_split(model)
+    # The rank's share of each type (a pipeline stage holds a slice of the layers).
+    full = min(layers, round(full * layers / model.num_layers))
+    windowed = layers - full
     if not windowed:
         return KvGroups(size=layers, full=1, windowed=0, window=0)
     if not full:  # every layer windowed (Mistral 7B v0.1): one group
         return KvGroups(size=layers, full=0, windowed=1, window=window)
-    # The rank's share of each type (pipeline stages hold a contiguous slice of the layers).
-    full = max(1, round(full * layers / model.num_layers))
-    windowed = max(1, layers - full)
     size = min(full, windowed)
     if max(full, windowed) < size * 1.5:  # few padding layers: one group per type
         size = max(full, windowed)
