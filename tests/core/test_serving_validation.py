@@ -79,6 +79,7 @@ def test_the_019_logs_cite_the_llm_d_planner_commit() -> None:
         ("Qwen/Qwen3-30B-A3B", 1),  # -21.2 %: fused-MoE workspace under the sampler
         ("Qwen/Qwen2.5-72B-Instruct", 2),  # -63.9 %: a 3 GiB pool beside 67.8 GiB of weights
         ("Qwen/Qwen2.5-7B-Instruct", 1),  # -6.3 %
+        ("google/gemma-7b", 1),  # -11.5 %: a committed config (benchmarks/accuracy/configs/gemma-7b.json)
     ],
 )
 def test_vllm_019_logs_the_old_rules_missed(served: str, tensor_parallel: int) -> None:
