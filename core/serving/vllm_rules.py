@@ -65,10 +65,10 @@ VLLM_TRITON_SAMPLER_ROWS: Final = 132
 CUBLAS_WORKSPACE_BYTES: Final = 32 * 2**20
 # Memory allocated outside torch during the profile run, as vLLM 0.19.0 logs it
 # ("non-torch forward increase memory") on H100 in the tuning set of
-# benchmarks/serving/vllm_logs.json: 0.24-0.26 GiB on one GPU (cuBLAS workspaces, attention
-# backend buffers), 2.07-2.21 GiB with tensor parallelism (NCCL connects its channels
-# lazily at the first all-reduce, NCCL_RUNTIME_CONNECT, and the custom all-reduce buffers
-# register then), 0.07 GiB with pipeline parallelism only.
+# benchmarks/serving/vllm_logs.json: 0.24-0.26 GiB on one GPU, 2.07-2.21 GiB with tensor
+# parallelism, 0.07 GiB with pipeline parallelism only. The logs do not itemise it; kernel
+# libraries loading their modules and workspaces, and with tensor parallelism the buffers
+# NCCL and the custom all-reduce set up at the first all-reduce, are what runs there first.
 VLLM_NON_TORCH_BYTES: Final = 0.25 * GiB
 VLLM_NON_TORCH_TP_BYTES: Final = 2.1 * GiB
 VLLM_NON_TORCH_PP_BYTES: Final = 0.07 * GiB
