@@ -1,5 +1,7 @@
 """CLI: python -m tools.measure CASES.json [--only ID ...] [--out DIR] [--backend auto|fake-cuda|cuda|cpu].
 
+CASES.json is an accuracy, serving or parallel (one DDP / FSDP2 rank) cases file.
+
 torch is imported only after the backend is chosen: fake-cuda must preload its native shim first.
 """
 
@@ -68,8 +70,16 @@ def main(argv: list[str] | None = None) -> int:
         measure = runner.measure_serving_case
         if args.out == DEFAULT_OUT:
             args.out = REPO / "benchmarks" / "serving" / "measured"
+    elif doc.get("format") == "vramplan-parallel-cases":
+        from . import parallel  # imports torch.distributed
+
+        measure = parallel.measure_parallel_case
+        if args.out == DEFAULT_OUT:
+            args.out = REPO / "benchmarks" / "parallel" / "measured"
     else:
-        raise SystemExit(f"{args.cases}: not a vramplan-accuracy-cases or vramplan-serving-cases file")
+        raise SystemExit(
+            f"{args.cases}: not a vramplan-accuracy-cases, vramplan-serving-cases or vramplan-parallel-cases file"
+        )
     cases = doc["cases"]
     if args.only:
         known = {c["id"] for c in cases}

@@ -96,25 +96,105 @@ def load_model_configs() -> dict[str, dict[str, Any]]:
 
 
 # --------------------------------------------------------------------------- tracker
-class PhaseMemTracker(MemTracker):
-    """MemTracker that keeps only the device totals we need, per (step, phase).
+class _PhaseStats:
+    """Per (step, phase) device peaks and the breakdown at the overall peak, for a
+    MemTracker subclass. `_cat` maps the tracker's reference types to breakdown keys.
 
-    The stock module-level bookkeeping is skipped (it costs O(modules) per op).
-    Allocations made inside optimizer.step() are labelled Optstate by MemTracker; at
-    a peak we split that label into real optimizer state (tensors held in
+    Allocations made inside optimizer.step() are labelled with the tracker's OPT type;
+    at a peak we split that label into real optimizer state (tensors held in
     optimizer.state) and temporaries (e.g. the extra param-sized buffer of foreach AdamW).
+    With `record_phase_breakdowns`, the breakdown at each (step, phase) peak is kept too.
     """
 
-    def __init__(self, device: torch.device) -> None:
-        super().__init__()
+    _cat: dict[Any, str] = _CAT
+    _breakdown_keys: tuple[str, ...] = BREAKDOWN_KEYS
+    _opt_ref: Any = _MemRefType.OPT
+    _curr_mem_snap: dict
+    _WINFO: Any
+
+    def _init_phase_stats(self, device: torch.device) -> None:
         self.device_type = device.type
         self.step = 0
         self.phase = "setup"
         self.phase_peaks: dict[str, dict[str, int]] = {}
         self.peak_bytes = 0
         self.peak_at: tuple[int, str] = (0, "setup")
-        self.peak_breakdown: dict[str, int] = dict.fromkeys(BREAKDOWN_KEYS, 0)
+        self.peak_breakdown: dict[str, int] = dict.fromkeys(self._breakdown_keys, 0)
         self.optimizer: torch.optim.Optimizer | None = None
+        self.record_phase_breakdowns = False
+        self.phase_breakdowns: dict[str, dict[str, dict[str, int]]] = {}
+
+    def _dev_snap(self) -> dict | None:
+        for dev, snap in self._curr_mem_snap.items():
+            if dev.type == self.device_type:
+                return snap
+        return None
+
+    def current_bytes(self) -> int:
+        snap = self._dev_snap()
+        return int(snap["Total"]) if snap else 0
+
+    def set_phase(self, step: int, phase: str) -> None:
+        self.step, self.phase = step, phase
+        self.phase_peaks.setdefault(f"step{step}", {})[phase] = self.current_bytes()
+        if self.record_phase_breakdowns:
+            self.phase_breakdowns.setdefault(f"step{step}", {})[phase] = self._breakdown(self._dev_snap())
+        self._update_peak_stats(None)
+
+    def _opt_state_bytes(self) -> int:
+        if self.optimizer is None:
+            return 0
+        total = 0
+        seen = set()
+        for st in self.optimizer.state.values():
+            for v in st.values():
+                if isinstance(v, torch.Tensor):
+                    v = getattr(v, "_local_tensor", v)  # DTensor state (FSDP2): its local shard
+                if isinstance(v, torch.Tensor) and v.device.type == self.device_type:
+                    s = v.untyped_storage()
+                    if id(s) in seen:
+                        continue
+                    seen.add(id(s))
+                    winfo, _ = self._WINFO.get(s, (None, None))
+                    if winfo is not None and winfo.reftype == self._opt_ref:
+                        total += winfo.mem_consumed
+        return total
+
+    def _breakdown(self, snap: dict | None) -> dict[str, int]:
+        bd = dict.fromkeys(self._breakdown_keys, 0)
+        if snap:
+            for ref, key in self._cat.items():
+                bd[key] += int(snap.get(ref, 0))
+        if self.phase == "optimizer" and bd["optimizer_state"]:
+            state = min(self._opt_state_bytes(), bd["optimizer_state"])
+            bd["temporary"] += bd["optimizer_state"] - state
+            bd["optimizer_state"] = state
+        return bd
+
+    def _update_peak_stats(self, peak_state) -> None:  # noqa: ANN001 - MemTracker signature
+        snap = self._dev_snap()
+        total = int(snap["Total"]) if snap else 0
+        if self.step:
+            pp = self.phase_peaks.setdefault(f"step{self.step}", {})
+            if total > pp.get(self.phase, -1):
+                pp[self.phase] = total
+                if self.record_phase_breakdowns:
+                    self.phase_breakdowns.setdefault(f"step{self.step}", {})[self.phase] = self._breakdown(snap)
+        if total > self.peak_bytes:
+            self.peak_bytes = total
+            self.peak_at = (self.step, self.phase)
+            self.peak_breakdown = self._breakdown(snap)
+
+
+class PhaseMemTracker(_PhaseStats, MemTracker):
+    """MemTracker that keeps only the device totals we need, per (step, phase).
+
+    The stock module-level bookkeeping is skipped (it costs O(modules) per op).
+    """
+
+    def __init__(self, device: torch.device) -> None:
+        MemTracker.__init__(self)
+        self._init_phase_stats(device)
 
     def _track_module_params_and_buffers(self, module: torch.nn.Module, install_grad_hooks: bool = True) -> tuple[int, int]:
         # Stock MemTracker registers grad hooks on every parameter, which raises for frozen
@@ -138,58 +218,6 @@ class PhaseMemTracker(MemTracker):
             winfos = self._update_and_maybe_create_winfos(buffer, _MemRefType.BUFFER)
             buffer_memory += sum(w.mem_consumed for w in winfos)
         return param_memory, buffer_memory
-
-    def _dev_snap(self) -> dict | None:
-        for dev, snap in self._curr_mem_snap.items():
-            if dev.type == self.device_type:
-                return snap
-        return None
-
-    def current_bytes(self) -> int:
-        snap = self._dev_snap()
-        return int(snap["Total"]) if snap else 0
-
-    def set_phase(self, step: int, phase: str) -> None:
-        self.step, self.phase = step, phase
-        self.phase_peaks.setdefault(f"step{step}", {})[phase] = self.current_bytes()
-        self._update_peak_stats(None)
-
-    def _opt_state_bytes(self) -> int:
-        if self.optimizer is None:
-            return 0
-        total = 0
-        seen = set()
-        for st in self.optimizer.state.values():
-            for v in st.values():
-                if isinstance(v, torch.Tensor) and v.device.type == self.device_type:
-                    s = v.untyped_storage()
-                    if id(s) in seen:
-                        continue
-                    seen.add(id(s))
-                    winfo, _ = self._WINFO.get(s, (None, None))
-                    if winfo is not None and winfo.reftype == _MemRefType.OPT:
-                        total += winfo.mem_consumed
-        return total
-
-    def _update_peak_stats(self, peak_state) -> None:  # noqa: ANN001 - MemTracker signature
-        snap = self._dev_snap()
-        total = int(snap["Total"]) if snap else 0
-        if self.step:
-            pp = self.phase_peaks.setdefault(f"step{self.step}", {})
-            if total > pp.get(self.phase, -1):
-                pp[self.phase] = total
-        if total > self.peak_bytes:
-            self.peak_bytes = total
-            self.peak_at = (self.step, self.phase)
-            bd = dict.fromkeys(BREAKDOWN_KEYS, 0)
-            if snap:
-                for ref, key in _CAT.items():
-                    bd[key] += int(snap.get(ref, 0))
-            if self.phase == "optimizer" and bd["optimizer_state"]:
-                state = min(self._opt_state_bytes(), bd["optimizer_state"])
-                bd["temporary"] += bd["optimizer_state"] - state
-                bd["optimizer_state"] = state
-            self.peak_breakdown = bd
 
 
 # --------------------------------------------------------------------------- helpers
@@ -479,6 +507,119 @@ def _token_ids(b: int, s: int, vocab: int, device: torch.device, fake: bool) -> 
 
 
 # --------------------------------------------------------------------------- main entry
+def _enable_checkpointing(model: torch.nn.Module, fake: bool) -> None:
+    # preserve_rng_state would call torch.cuda.get_rng_state (absent on a CPU build);
+    # the RNG state is a few bytes of host memory, so the peak is unaffected.
+    kw = {"use_reentrant": False}
+    if fake:
+        kw["preserve_rng_state"] = False
+    model.gradient_checkpointing_enable(gradient_checkpointing_kwargs=kw)
+    model.config.use_cache = False
+
+
+class _CudaMarks:
+    """Per-phase torch.cuda.max_memory_allocated on a real GPU (no-op elsewhere)."""
+
+    def __init__(self, backend: str) -> None:
+        self.on = backend == "cuda"
+        self.phase: dict[str, dict[str, int]] = {}
+        self.peak_step: tuple[int, str] | None = None
+        self.running_max = 0
+
+    def start(self) -> None:
+        if self.on:
+            torch.cuda.synchronize()
+            torch.cuda.reset_peak_memory_stats()
+
+    def __call__(self, step: int, phase: str) -> None:
+        if not self.on:
+            return
+        torch.cuda.synchronize()
+        m = torch.cuda.max_memory_allocated()
+        self.phase.setdefault(f"step{step}", {})[phase] = m
+        if m > self.running_max:
+            self.running_max, self.peak_step = m, (step, phase)
+        torch.cuda.reset_peak_memory_stats()
+
+
+def _train_steps(
+    model: torch.nn.Module,
+    opt: torch.optim.Optimizer,
+    ids: torch.Tensor,
+    tracker: Any,
+    knobs: dict[str, Any],
+    device: torch.device,
+    fake: bool,
+    backend: str,
+    marks: _CudaMarks,
+    before_forward: Any = None,
+) -> None:
+    """The two measured training steps (forward, backward, optimizer) under `tracker`."""
+    autocast = (
+        torch.autocast(device.type, dtype=DTYPES[knobs["autocast"]])
+        if knobs["autocast"]
+        else contextlib.nullcontext()
+    )
+    scaler = None
+    if knobs["grad_scaler"]:
+        scaler = (_FakeSafeGradScaler if fake else torch.amp.GradScaler)(device.type)
+    ws_ctx = sdpa_mod.KernelWorkspaceMode() if backend == "fake-cuda" else contextlib.nullcontext()
+    # Python's cyclic collector is off during the steps (and run at each step's end): a
+    # reference cycle that holds tensors (PEFT's DoRA forward makes one) then lives until
+    # the step ends, whenever the collector would have run. Without this the peak depended
+    # on how many Python objects earlier code had allocated (fake and real runs differed).
+    with tracker, ws_ctx, _cyclic_gc_paused():
+        for step in (1, 2):
+            if step == 2:
+                tracker.reset_mod_stats()
+            tracker.set_phase(step, "forward")
+            if before_forward is not None:
+                before_forward(step)
+            with autocast:
+                out = model(input_ids=ids, labels=ids)
+                loss = out.loss
+            del out  # like HF Trainer: only the loss outlives the forward
+            marks(step, "forward")
+            tracker.set_phase(step, "backward")
+            if scaler is not None:
+                scaler.scale(loss).backward()
+            else:
+                loss.backward()
+            del loss
+            marks(step, "backward")
+            tracker.set_phase(step, "optimizer")
+            if scaler is not None:  # fp16 AMP as HF Trainer runs it: unscale (for clipping), step, update
+                scaler.unscale_(opt)
+                scaler.step(opt)
+                scaler.update()
+            else:
+                opt.step()
+            opt.zero_grad(set_to_none=True)
+            marks(step, "optimizer")
+            gc.collect()
+
+
+def _peak_fields(tracker: Any, backend: str, marks: _CudaMarks) -> dict[str, Any]:
+    if backend == "cuda":
+        peak_step, peak_phase = marks.peak_step or (1, "forward")
+        return {
+            "peak_allocated_bytes": int(marks.running_max),
+            "peak_reserved_bytes": int(torch.cuda.max_memory_reserved()),
+            "peak_step": peak_step,
+            "peak_phase": peak_phase,
+            "breakdown_at_peak": tracker.peak_breakdown,
+            "phase_peaks": marks.phase,
+        }
+    return {
+        "peak_allocated_bytes": int(tracker.peak_bytes),
+        "peak_reserved_bytes": None,
+        "peak_step": int(tracker.peak_at[0]),
+        "peak_phase": tracker.peak_at[1],
+        "breakdown_at_peak": tracker.peak_breakdown,
+        "phase_peaks": {k: {p: int(v.get(p, 0)) for p in PHASES} for k, v in tracker.phase_peaks.items()},
+    }
+
+
 def measure_case(
     case: dict[str, Any], config: dict[str, Any], backend: str
 ) -> tuple[dict[str, Any], dict[str, Any]]:
@@ -489,81 +630,20 @@ def measure_case(
         model = _build(case, config, fake)
         _place(model, device, fake)
         if case.get("checkpointing"):
-            # preserve_rng_state would call torch.cuda.get_rng_state (absent on a CPU build);
-            # the RNG state is a few bytes of host memory, so the peak is unaffected.
-            kw = {"use_reentrant": False}
-            if fake:
-                kw["preserve_rng_state"] = False
-            model.gradient_checkpointing_enable(gradient_checkpointing_kwargs=kw)
-            model.config.use_cache = False
+            _enable_checkpointing(model, fake)
         model.train()
         params = [p for p in model.parameters() if p.requires_grad]
         opt = _make_optimizer(case, params, device)
 
         ids = _token_ids(int(case["micro_batch"]), int(case["seq_len"]), int(config["vocab_size"]), device, fake)
 
-        if backend == "cuda":
-            torch.cuda.synchronize()
-            torch.cuda.reset_peak_memory_stats()
+        marks = _CudaMarks(backend)
+        marks.start()
         tracker = PhaseMemTracker(device)
         tracker.optimizer = opt
         tracker.track_external(model, opt, ids)
         knobs = resolve_knobs(case)
-        autocast = (
-            torch.autocast(device.type, dtype=DTYPES[knobs["autocast"]])
-            if knobs["autocast"]
-            else contextlib.nullcontext()
-        )
-        scaler = None
-        if knobs["grad_scaler"]:
-            scaler = (_FakeSafeGradScaler if fake else torch.amp.GradScaler)(device.type)
-        cuda_phase: dict[str, dict[str, int]] = {}
-        cuda_peak_step = None
-        cuda_running_max = 0
-
-        def cuda_mark(step: int, phase: str) -> None:
-            nonlocal cuda_peak_step, cuda_running_max
-            if backend != "cuda":
-                return
-            torch.cuda.synchronize()
-            m = torch.cuda.max_memory_allocated()
-            cuda_phase.setdefault(f"step{step}", {})[phase] = m
-            if m > cuda_running_max:
-                cuda_running_max, cuda_peak_step = m, (step, phase)
-            torch.cuda.reset_peak_memory_stats()
-
-        ws_ctx = sdpa_mod.KernelWorkspaceMode() if backend == "fake-cuda" else contextlib.nullcontext()
-        # Python's cyclic collector is off during the steps (and run at each step's end): a
-        # reference cycle that holds tensors (PEFT's DoRA forward makes one) then lives until
-        # the step ends, whenever the collector would have run. Without this the peak depended
-        # on how many Python objects earlier code had allocated (fake and real runs differed).
-        with tracker, ws_ctx, _cyclic_gc_paused():
-            for step in (1, 2):
-                if step == 2:
-                    tracker.reset_mod_stats()
-                tracker.set_phase(step, "forward")
-                with autocast:
-                    out = model(input_ids=ids, labels=ids)
-                    loss = out.loss
-                del out  # like HF Trainer: only the loss outlives the forward
-                cuda_mark(step, "forward")
-                tracker.set_phase(step, "backward")
-                if scaler is not None:
-                    scaler.scale(loss).backward()
-                else:
-                    loss.backward()
-                del loss
-                cuda_mark(step, "backward")
-                tracker.set_phase(step, "optimizer")
-                if scaler is not None:  # fp16 AMP as HF Trainer runs it: unscale (for clipping), step, update
-                    scaler.unscale_(opt)
-                    scaler.step(opt)
-                    scaler.update()
-                else:
-                    opt.step()
-                opt.zero_grad(set_to_none=True)
-                cuda_mark(step, "optimizer")
-                gc.collect()
+        _train_steps(model, opt, ids, tracker, knobs, device, fake, backend, marks)
 
         result: dict[str, Any] = {
             "format": "vramplan-measurement",
@@ -576,25 +656,7 @@ def measure_case(
             "device_name": _device_name(backend),
             "parameters": _param_stats(model),
         }
-        if backend == "cuda":
-            peak_step, peak_phase = cuda_peak_step or (1, "forward")
-            result.update(
-                peak_allocated_bytes=int(cuda_running_max),
-                peak_reserved_bytes=int(torch.cuda.max_memory_reserved()),
-                peak_step=peak_step,
-                peak_phase=peak_phase,
-                breakdown_at_peak=tracker.peak_breakdown,
-                phase_peaks=cuda_phase,
-            )
-        else:
-            result.update(
-                peak_allocated_bytes=int(tracker.peak_bytes),
-                peak_reserved_bytes=None,
-                peak_step=int(tracker.peak_at[0]),
-                peak_phase=tracker.peak_at[1],
-                breakdown_at_peak=tracker.peak_breakdown,
-                phase_peaks={k: {p: int(v.get(p, 0)) for p in PHASES} for k, v in tracker.phase_peaks.items()},
-            )
+        result.update(_peak_fields(tracker, backend, marks))
         result["wall_seconds"] = round(time.perf_counter() - t0, 2)
         diag = {"sdpa_kernels": dict(sdpa_mod.CHOICES), "sdpa_masked_calls": dict(sdpa_mod.MASKED_CALLS)}
         del model, opt, ids, tracker

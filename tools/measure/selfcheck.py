@@ -7,7 +7,12 @@ location and breakdown must agree exactly: this shows fake execution allocates a
 exactly what real execution does.
 
 Part 2 (subprocess with the shim preloaded): fake-CUDA behaviour checks: autocast
-really casts weights to bf16, SDPA kernel routing, foreach AdamW's extra param copy.
+really casts weights to bf16, SDPA kernel routing, foreach AdamW's extra param copy,
+and for one rank of DDP / FSDP2 (fake process group): shard sizes and bucket layout.
+
+Part 3 (this process): one rank of DDP and FSDP2 with a fake process group, real CPU
+tensors vs FakeTensorMode on the CPU, same tracker: identical to the byte (this covers
+DDP's bucket rebuild through _HostScratchMode and FSDP2's resize-based unsharding).
 
 Usage: .venv-measure/bin/python -m tools.measure.selfcheck
 """
@@ -87,6 +92,17 @@ SERVING = [
 _SERVING_COMPARED = ("peak_bytes", "peak_phase", "breakdown", "kv_cache_after", "phase_peaks", "parameters")
 
 _COMPARED = ("peak_allocated_bytes", "peak_step", "peak_phase", "breakdown_at_peak", "phase_peaks", "parameters")
+PARALLEL = [
+    (_case("tiny-llama-ddp-w4", "tiny-llama", strategy="ddp", world_size=4), TINY_LLAMA),
+    (_case("tiny-llama-ddp-gradview-smallbuckets-w4", "tiny-llama", strategy="ddp", world_size=4,
+           gradient_as_bucket_view=True, bucket_cap_mb=0.05), TINY_LLAMA),
+    (_case("tiny-llama-fsdp-w4", "tiny-llama", strategy="fsdp", world_size=4), TINY_LLAMA),
+    (_case("tiny-llama-fsdp-mp-noreshard-ckpt-w3", "tiny-llama", strategy="fsdp", world_size=3, checkpointing=True,
+           mp_param_dtype="bf16", mp_reduce_dtype="fp32", reshard_after_forward=False), TINY_LLAMA),
+    (_case("tiny-llama-fsdp-lora-bf16-w2", "tiny-llama", strategy="fsdp", world_size=2, method="lora", lora=LORA_QV,
+           precision="bf16", weight_dtype="bf16"), TINY_LLAMA),
+]
+_PARALLEL_COMPARED = (*_COMPARED, "phase_breakdowns", "rank_parameters", "ddp_buckets", "fsdp_units")
 
 
 def part1() -> bool:
@@ -95,11 +111,16 @@ def part1() -> bool:
     ok_all = True
     runs = [(c, cfg, runner.measure_case, _COMPARED, "peak_allocated_bytes") for c, cfg in CASES]
     runs += [(c, cfg, runner.measure_serving_case, _SERVING_COMPARED, "peak_bytes") for c, cfg in SERVING]
+    if "--no-parallel" not in sys.argv:
+        from . import parallel
+
+        measure_rank = parallel.measure_parallel_case
+        runs += [(c, cfg, measure_rank, _PARALLEL_COMPARED, "peak_allocated_bytes") for c, cfg in PARALLEL]
     for case, cfg, measure, compared, peak_key in runs:
         t = time.perf_counter()
         real, _ = measure(case, cfg, "cpu")
         fake, _ = measure(case, cfg, "fake-cpu")
-        diffs = [k for k in compared if real[k] != fake[k]]
+        diffs = [k for k in compared if real.get(k) != fake.get(k)]
         ok = not diffs
         known = bool(diffs) and case["id"] in KNOWN_DIFF
         ok_all &= ok or known
@@ -112,7 +133,7 @@ def part1() -> bool:
         )
         if diffs:
             for k in diffs:
-                print(f"   {k}: real={json.dumps(real[k])}\n   {' ' * len(k)}  fake={json.dumps(fake[k])}")
+                print(f"   {k}: real={json.dumps(real.get(k))}\n   {' ' * len(k)}  fake={json.dumps(fake.get(k))}")
     return ok_all
 
 
@@ -188,6 +209,30 @@ def part2() -> bool:
     opt_peak = res["phase_peaks"]["step2"]["optimizer"]
     check("foreach AdamW optimizer-phase peak ~ 5x params (p, g, m, v, temp)",
           abs(opt_peak / pb - 5.0) < 0.1, f"(ratio {opt_peak / pb:.3f})")
+
+    # One rank of FSDP2 / DDP on fake CUDA (fake process group).
+    from . import parallel
+
+    world = 3
+    fsdp_case = _case("t", "tiny-llama", strategy="fsdp", world_size=world)
+    res, _ = parallel.measure_parallel_case(fsdp_case, TINY_LLAMA, "fake-cuda")
+    m = runner._build(_case("t", "tiny-llama"), TINY_LLAMA, fake=False)
+    # FSDP2 shards every parameter on dim 0 into world chunks padded to ceil(dim0 / world) rows.
+    expect = sum(-(-p.shape[0] // world) * (p.numel() // p.shape[0]) * p.element_size() for p in m.parameters())
+    check("FSDP2 rank holds ceil(dim0/world)-row shards of every parameter",
+          res["rank_parameters"]["bytes"] == expect, f"({res['rank_parameters']['bytes']} vs {expect})")
+    check("FSDP2 units: one per decoder layer + root", [u["module"] for u in res["fsdp_units"]] ==
+          ["<root>", "model.layers.0", "model.layers.1"], str([u["module"] for u in res["fsdp_units"]]))
+    res, _ = parallel.measure_parallel_case(
+        _case("t", "tiny-llama", strategy="ddp", world_size=4, bucket_cap_mb=0.05), TINY_LLAMA, "fake-cuda"
+    )
+    n = sum(p.numel() for p in m.parameters())
+    b1, b2 = res["ddp_buckets"]["step1"], res["ddp_buckets"]["step2"]
+    check("DDP step 1: one bucket of every gradient (find_unused_parameters=False)", [x[0] for x in b1] == [n], str(b1))
+    check("DDP step 2: rebuilt buckets cover every gradient once", sum(x[0] for x in b2) == n and len(b2) > 1,
+          f"({len(b2)} buckets, {sum(x[0] for x in b2)} of {n})")
+    check("DDP buckets held at the peak = gradient bytes (rounded per bucket)",
+          res["breakdown_at_peak"]["ddp_buckets"] >= 4 * n, str(res["breakdown_at_peak"]))
     return ok_all
 
 
@@ -195,7 +240,7 @@ def main() -> int:
     if "--part2" in sys.argv:
         return 0 if part2() else 1
     t = time.perf_counter()
-    print("== part 1: real CPU vs FakeTensorMode CPU (same tracker) ==", flush=True)
+    print("== parts 1 and 3: real CPU vs FakeTensorMode CPU (same tracker; 3: a DDP / FSDP2 rank) ==", flush=True)
     ok1 = part1()
     print("== part 2: fake-cuda behaviour ==", flush=True)
     ok2 = subprocess.run([sys.executable, "-m", "tools.measure.selfcheck", "--part2"]).returncode == 0
