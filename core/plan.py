@@ -592,6 +592,7 @@ class Plan:
                 f"at most {model.num_layers // par.virtual_stages} stages",
                 f"the model has {model.num_layers} layers for {chunks} pipeline chunks",
             )
+        self._check_serving_layout()
         cp = par.context_parallel
         if cp > 1 and self.workload.seq_len % (2 * cp):
             raise PlanError(
@@ -599,6 +600,37 @@ class Plan:
                 cp,
                 f"a degree where 2 × CP divides the sequence of {self.workload.seq_len} tokens",
                 "context parallel splits it into 2 × CP load-balanced chunks",
+            )
+
+    def _check_serving_layout(self) -> None:
+        """Refuse a serving split vLLM refuses (vllm-project/vllm, stored snapshot commit
+        0052a5b8 of ``vllm/config/model.py``, ``ModelConfig.verify_with_parallel_config``:
+        "Total number of attention heads (...) must be divisible by tensor parallel size";
+        ``vllm/model_executor/layers/linear.py QKVParallelLinear.__init__``: with TP ≥ the KV
+        heads each rank holds one, ``divide(tp_size, total_num_kv_heads)`` (TP a multiple of
+        them, the heads replicated), else ``divide(total_num_kv_heads, tp_size)``). A pipeline
+        stage needs at least one layer (``vllm/distributed/utils.py get_pp_indices``)."""
+        inf, model = self.inference, self.model
+        tp = inf.tensor_parallel
+        if tp > 1:
+            kv = model.num_kv_heads
+            if model.num_heads % tp:
+                raise PlanError(
+                    "inference.tensor_parallel", tp, f"a divisor of the model's {model.num_heads} attention heads"
+                )
+            if (kv % tp) if tp < kv else (tp % kv):
+                raise PlanError(
+                    "inference.tensor_parallel",
+                    tp,
+                    f"a divisor or a multiple of the model's {kv} KV heads",
+                    "vLLM splits the KV heads evenly, or replicates them when TP exceeds them",
+                )
+        if inf.pipeline_parallel > model.num_layers:
+            raise PlanError(
+                "inference.pipeline_parallel",
+                inf.pipeline_parallel,
+                f"at most {model.num_layers} stages",
+                f"the model has {model.num_layers} layers",
             )
 
     def _reconcile_precision(self) -> None:
