@@ -751,15 +751,23 @@ class Plan:
     def on_model(self, model: ModelSpec, model_id: str = "") -> Plan:
         """This plan on another model; frozen layers are kept within the new model's depth, and
         a tensor or pipeline split the new model cannot take (heads that TP does not divide,
-        fewer layers than pipeline chunks) drops to 1 on the same GPUs, as :meth:`on_gpus` does."""
+        fewer layers than pipeline chunks), for training or serving, drops to 1 on the same GPUs,
+        as :meth:`on_gpus` does."""
         frozen = min(self.frozen_layers, model.num_layers)
-        try:
-            return replace(self, model=model, model_id=model_id, frozen_layers=frozen)
-        except PlanError as error:
-            if error.field not in ("parallel.tensor_parallel", "parallel.pipeline_parallel"):
-                raise
-        flat = replace(self.parallel, tensor_parallel=1, pipeline_parallel=1, virtual_stages=1)
-        return replace(self, model=model, model_id=model_id, frozen_layers=frozen, parallel=flat)
+        plan = self
+        for _ in range(2):  # the training split, then the serving split
+            try:
+                return replace(plan, model=model, model_id=model_id, frozen_layers=frozen)
+            except PlanError as error:
+                if error.field in ("parallel.tensor_parallel", "parallel.pipeline_parallel"):
+                    flat = replace(plan.parallel, tensor_parallel=1, pipeline_parallel=1, virtual_stages=1)
+                    plan = replace(plan, parallel=flat) if plan.parallel != flat else plan
+                elif error.field in ("inference.tensor_parallel", "inference.pipeline_parallel"):
+                    served = replace(plan.inference, tensor_parallel=1, pipeline_parallel=1)
+                    plan = replace(plan, inference=served) if plan.inference != served else plan
+                else:
+                    raise
+        return replace(plan, model=model, model_id=model_id, frozen_layers=frozen)
 
     def with_method(self, method: Method, **changes: Any) -> Plan:
         """This plan trained another way; ``changes`` are further top-level fields (lora, quant...).

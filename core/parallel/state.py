@@ -45,7 +45,12 @@ the framework adds in the phases it adds them. Sources, read for this model:
 - Offload: FSDP2 ``CPUOffloadPolicy`` keeps sharded parameters, gradients and optimizer
   state on the host (the step runs there); DeepSpeed ``offload_optimizer`` moves the
   float32 master, the state and the float32 gradient partition to pinned host memory,
-  ``offload_param`` (stage 3) the 16-bit partitions too.
+  and the gradients with them: stage 3 allocates ``grad_partitions_flat_buffer`` on the
+  CPU (``stage3.py`` lines 328, 742-746), stage 2 copies each reduced gradient into the
+  host partition and never makes ``grads_in_partition`` (``stage_1_and_2.py
+  copy_grads_in_partition``), keeping only a largest-parameter staging buffer on the GPU;
+  ``offload_param`` (stage 3) moves the 16-bit partitions too. One GPU with a ZeRO stage
+  or offload is held the same way (see ``core.parallel.layout._engine_on_one_gpu``).
 """
 
 from __future__ import annotations

@@ -66,6 +66,12 @@ def test_serving_tensor_parallel_must_split_the_heads_as_vllm_does() -> None:
     assert plan_for_model("llama-3.1-8b").with_inference(tensor_parallel=16).inference.tensor_parallel == 16
 
 
+def test_another_model_drops_a_serving_split_it_cannot_take() -> None:
+    served = plan_for_model("qwen3-14b").with_inference(tensor_parallel=40)  # 40 heads, 8 KV: replicated ×5
+    llama = find_model("llama-3.1-8b")  # 32 heads: 40 does not divide them
+    assert served.on_model(llama.spec, llama.id).inference.tensor_parallel == 1
+
+
 def test_serving_pipeline_needs_a_layer_per_stage() -> None:
     plan = plan_for_model("qwen3-14b")
     assert plan.with_inference(pipeline_parallel=40).inference.pipeline_parallel == 40
