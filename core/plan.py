@@ -609,7 +609,8 @@ class Plan:
         ``vllm/model_executor/layers/linear.py QKVParallelLinear.__init__``: with TP ≥ the KV
         heads each rank holds one, ``divide(tp_size, total_num_kv_heads)`` (TP a multiple of
         them, the heads replicated), else ``divide(total_num_kv_heads, tp_size)``). A pipeline
-        stage needs at least one layer (``vllm/distributed/utils.py get_pp_indices``)."""
+        stage needs at least one layer to hold, so PP is at most the layer count (the same
+        bound the training check sets; vLLM's own layer partitioning was not read for it)."""
         inf, model = self.inference, self.model
         tp = inf.tensor_parallel
         if tp > 1:
