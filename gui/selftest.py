@@ -94,6 +94,17 @@ def _check_bundle() -> None:
 
     check(resources_dir().is_dir(), f"resources folder missing: {resources_dir()}")
     check(any(gpu.id == QLORA_GPU for gpu in load_gpus()), f"GPU catalogue lacks {QLORA_GPU}")
+    # Two nodes time their collectives over the link catalogue: a bundle without it would
+    # fail on the first multi-node plan, not here.
+    from core.catalogue import load_links
+    from core.estimate import estimate
+    from core.plan import Strategy
+    from core.presets import plan_for_model
+
+    links = {link.id for link in load_links()}
+    check({"nvlink4", "ib-ndr400"} <= links, f"link catalogue lacks the default links: {sorted(links)}")
+    nodes = estimate(plan_for_model("llama-3.2-1b").with_parallel(nodes=2, gpus_per_node=8, strategy=Strategy.FSDP))
+    check(nodes.compute.comm_seconds_per_step > 0, "two FSDP nodes: no communication time")
     if getattr(sys, "frozen", False):
         bundled = [name for name in MUST_NOT_BE_BUNDLED if importlib.util.find_spec(name) is not None]
         check(not bundled, f"bundle contains {', '.join(bundled)}")

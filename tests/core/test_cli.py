@@ -271,3 +271,16 @@ def test_warnings_reach_the_command_line(capsys: pytest.CaptureFixture[str]) -> 
     code, out, _ = run(capsys, "gpus")
     t4 = next(line for line in out.splitlines() if line.startswith("t4 "))
     assert t4.rstrip().endswith("no bf16")
+
+
+def test_the_launcher_routes_every_subcommand_to_the_command_line() -> None:
+    # The binary's entry point (gui.launcher) sends a known subcommand to the CLI and anything
+    # else to the window; `vramplan links` once opened the window instead (no display: an error).
+    import argparse
+
+    from core.cli import _build_parser
+    from gui.launcher import CLI_COMMANDS
+
+    actions = [a for a in _build_parser()._actions if isinstance(a, argparse._SubParsersAction)]
+    subcommands = set(actions[0].choices)
+    assert "links" in subcommands and subcommands <= CLI_COMMANDS, sorted(subcommands - CLI_COMMANDS)
