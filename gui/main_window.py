@@ -47,7 +47,7 @@ from gui.forms.method import MethodForm
 from gui.forms.model import ModelForm
 from gui.forms.serving import ServingForm
 from gui.forms.workload import WorkloadForm
-from gui.layout import settle_layouts
+from gui.layout import LayoutFence, settle_layouts
 from gui.panels.arithmetic import ArithmeticPanel
 from gui.panels.compute import ComputePanel
 from gui.panels.diagnosis import DiagnosisPanel
@@ -55,6 +55,7 @@ from gui.panels.inference import InferencePanel
 from gui.panels.verdict import VerdictPanel
 from gui.settings import Settings
 from gui.theme import apply_theme
+from gui.toolbar import add_follower as toolbar_follower
 
 APP_NAME = "VRAM Planner"
 # Side docks: least widths that keep every form row and the tab names readable, and the share
@@ -67,6 +68,8 @@ CHART_SHARE = 0.36
 class _FormColumn(QScrollArea):
     """The plan's forms, scrolled up and down only: never narrower than its widest form row."""
 
+    _least_width = -1
+
     def minimumSizeHint(self) -> QSize:
         hint = super().minimumSizeHint()
         inner = self.widget()
@@ -77,7 +80,12 @@ class _FormColumn(QScrollArea):
 
     def eventFilter(self, watched: QObject, event: QEvent) -> bool:
         if watched is self.widget() and event.type() == QEvent.Type.LayoutRequest:
-            self.updateGeometry()  # rows shown or hidden: the least width may have changed
+            # Rows shown or hidden: the least width may have changed. Only then the dock (and
+            # so the main window, with all its docks) is laid out again.
+            width = self.minimumSizeHint().width()
+            if width != self._least_width:
+                self._least_width = width
+                self.updateGeometry()
         return super().eventFilter(watched, event)
 
 
@@ -191,7 +199,8 @@ class MainWindow(QMainWindow):
         grid.addWidget(self.plan_warning, 1, 0, 1, 2)
         self.verdict_dock = QDockWidget("Verdict", self)
         self.verdict_dock.setObjectName("verdictDock")
-        self.verdict_dock.setWidget(banner)
+        self.verdict_dock.setWidget(LayoutFence(banner))
+        self._banner = banner
         self.verdict_dock.setTitleBarWidget(QWidget())
         self.verdict_dock.setFeatures(QDockWidget.DockWidgetFeature.NoDockWidgetFeatures)
         self.addDockWidget(Qt.DockWidgetArea.TopDockWidgetArea, self.verdict_dock)
@@ -219,7 +228,7 @@ class MainWindow(QMainWindow):
         self.add_panel(self.diagnosis, "Diagnosis")
         self.details_dock = QDockWidget("Details", self)
         self.details_dock.setObjectName("detailsDock")
-        self.details_dock.setWidget(self.tabs)
+        self.details_dock.setWidget(LayoutFence(self.tabs))
         self.details_dock.setFeatures(
             QDockWidget.DockWidgetFeature.DockWidgetMovable | QDockWidget.DockWidgetFeature.DockWidgetFloatable
         )
@@ -372,7 +381,9 @@ class MainWindow(QMainWindow):
         toolbar.setToolButtonStyle(Qt.ToolButtonStyle.ToolButtonTextOnly)
         toolbar.addActions([self.new_action, self.open_action, self.save_action])
         toolbar.addSeparator()
-        toolbar.addActions([self.undo_action, self.redo_action])
+        # Buttons of their own: the stack's actions change text at every edit (gui.toolbar).
+        self.undo_button_action = toolbar_follower(toolbar, self.undo_action, "Undo")
+        self.redo_button_action = toolbar_follower(toolbar, self.redo_action, "Redo")
         toolbar.addSeparator()
         toolbar.addActions([self.training_action, self.inference_action])
         toolbar.addSeparator()
@@ -415,7 +426,7 @@ class MainWindow(QMainWindow):
         """The verdict's dock as tall as the verdict and the warnings under it need.
 
         A dock keeps its height when its content grows: a warning line squeezed the verdict."""
-        banner = self.verdict_dock.widget()
+        banner = self._banner
         layout = banner.layout()
         if not isinstance(layout, QGridLayout):
             return

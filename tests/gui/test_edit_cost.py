@@ -1,0 +1,101 @@
+"""What one edit costs the window (issue 13, item 14): which widgets it re-lays out.
+
+Timing depends on the machine; these tests check the work instead. Qt passes every
+re-layout upwards, so a label's new text used to re-lay out the main window and all its
+docks at each edit; and the stack's Undo action, whose text names the last change, re-laid
+out the toolbar (and so the window) too.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from typing import Any
+
+from PySide6.QtCore import QEvent, QObject, QPoint, Qt
+from PySide6.QtGui import QHelpEvent
+from PySide6.QtWidgets import QApplication, QToolBar, QToolButton, QToolTip, QWidget
+
+from gui.layout import LayoutFence
+from gui.main_window import MainWindow
+
+
+class LayoutRequests(QObject):
+    """Counts the layout passes each watched widget runs."""
+
+    def __init__(self, *widgets: QWidget) -> None:
+        super().__init__()
+        self.counts: Counter[QWidget] = Counter()
+        for widget in widgets:
+            widget.installEventFilter(self)
+
+    def eventFilter(self, watched: QObject, event: QEvent) -> bool:
+        if event.type() == QEvent.Type.LayoutRequest and isinstance(watched, QWidget):
+            self.counts[watched] += 1
+        return False
+
+
+def shown(qtbot: Any, window: MainWindow) -> None:
+    window.show()
+    qtbot.waitExposed(window)
+    qtbot.wait(10)
+
+
+def settle(qtbot: Any) -> None:
+    for _ in range(6):
+        QApplication.processEvents()
+
+
+def test_an_edit_lays_out_the_panels_but_not_the_window(qtbot: Any, window: MainWindow) -> None:
+    shown(qtbot, window)
+    window.workload_form.seq_len.setValue(512)  # the first edit enables Undo: a toolbar change
+    settle(qtbot)
+    toolbar = window.findChild(QToolBar, "mainToolbar")
+    assert isinstance(toolbar, QToolBar)
+    watched = LayoutRequests(window, toolbar, window.verdict, window.arithmetic)
+    before = window.verdict.headline.text()
+    for sequence in (1024, 3072, 4096):
+        window.workload_form.seq_len.setValue(sequence)
+        settle(qtbot)
+    # The edits changed the verdict's figures and the arithmetic: both re-laid themselves out...
+    assert window.controller.plan.workload.seq_len == 4096
+    assert window.verdict.headline.text() != before
+    assert watched.counts[window.verdict] >= 3 and watched.counts[window.arithmetic] >= 1
+    # ...and neither the toolbar nor the main window with its docks had to.
+    assert watched.counts[toolbar] == 0
+    assert watched.counts[window] == 0
+
+
+def test_a_dock_still_follows_its_contents_least_size(qtbot: Any, window: MainWindow) -> None:
+    shown(qtbot, window)
+    fence = window.details_dock.widget()
+    assert isinstance(fence, LayoutFence) and fence.inner is window.tabs
+    watched = LayoutRequests(window)
+    window.tabs.setMinimumWidth(window.details_dock.width() + 40)
+    settle(qtbot)
+    assert watched.counts[window] >= 1  # the change reached the main window...
+    assert window.details_dock.width() >= window.tabs.minimumWidth()  # ...which made room
+    assert window.tabs.geometry() == fence.rect()
+
+
+def test_the_toolbar_undo_button_undoes_and_names_the_change(qtbot: Any, window: MainWindow) -> None:
+    shown(qtbot, window)
+    toolbar = window.findChild(QToolBar, "mainToolbar")
+    assert isinstance(toolbar, QToolBar)
+    button = toolbar.widgetForAction(window.undo_button_action)
+    assert isinstance(button, QToolButton) and not button.isEnabled()
+    assert button.text() == "Undo"
+    old = window.controller.plan.workload.micro_batch
+    window.workload_form.micro_batch.setValue(old + 1)
+    assert button.isEnabled() and button.text() == "Undo"  # the button's own text stays
+    # Its tooltip, asked for by hovering, names the change as the Edit menu does.
+    event = QHelpEvent(QEvent.Type.ToolTip, QPoint(2, 2), button.mapToGlobal(QPoint(2, 2)))
+    QApplication.sendEvent(button, event)
+    assert QToolTip.isVisible() and QToolTip.text() == window.undo_action.toolTip()
+    assert "micro" in QToolTip.text().lower()
+    QToolTip.hideText()
+    qtbot.mouseClick(button, Qt.MouseButton.LeftButton)
+    assert window.controller.plan.workload.micro_batch == old
+    redo = toolbar.widgetForAction(window.redo_button_action)
+    assert redo is not None and redo.isEnabled() and not button.isEnabled()
+    qtbot.mouseClick(redo, Qt.MouseButton.LeftButton)
+    assert window.controller.plan.workload.micro_batch == old + 1
