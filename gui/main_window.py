@@ -419,25 +419,26 @@ class MainWindow(QMainWindow):
         if text != self.plan_warning.text():
             self.plan_warning.setText(text)
         self.plan_warning.setVisible(bool(text))
-        self._fit_banner()
         self.diagnosis_button.setVisible(not estimate.judgement(self.display.mode).fits)
 
-    def _fit_banner(self) -> None:
-        """The verdict's dock as tall as the verdict and the warnings under it need.
+    def _fit_banner(self) -> bool:
+        """The verdict's dock as tall as the verdict and the warnings under it need; True if it changed.
 
         A dock keeps its height when its content grows: a warning line squeezed the verdict."""
         banner = self._banner
         layout = banner.layout()
         if not isinstance(layout, QGridLayout):
-            return
+            return False
         margins = layout.contentsMargins()
         needed = margins.top() + margins.bottom() + self.verdict.sizeHint().height()
         if not self.plan_warning.isHidden():
             inner = max(1, banner.width() - margins.left() - margins.right())
             needed += layout.verticalSpacing() + self.plan_warning.heightForWidth(inner)
-        if banner.minimumHeight() != needed:
-            banner.setMinimumHeight(needed)
-            self.resizeDocks([self.verdict_dock], [needed], Qt.Orientation.Vertical)
+        if banner.minimumHeight() == needed:
+            return False
+        banner.setMinimumHeight(needed)
+        self.resizeDocks([self.verdict_dock], [needed], Qt.Orientation.Vertical)
+        return True
 
     def _place_accounting(self, lesson: bool) -> None:
         """Lesson accounting asks for P and T: its form moves up, under the model, to be seen."""
@@ -488,6 +489,9 @@ class MainWindow(QMainWindow):
         axis re-lays out the plot), each after a paint of the whole window.
         """
         settle_layouts()
+        # Measured after the layout pass, which has already sized the verdict's new text.
+        if self._fit_banner():
+            settle_layouts()
         self.chart.settle()
 
     def _clean_changed(self, clean: bool) -> None:

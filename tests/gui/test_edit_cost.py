@@ -99,3 +99,13 @@ def test_the_toolbar_undo_button_undoes_and_names_the_change(qtbot: Any, window:
     assert redo is not None and redo.isEnabled() and not button.isEnabled()
     qtbot.mouseClick(redo, Qt.MouseButton.LeftButton)
     assert window.controller.plan.workload.micro_batch == old + 1
+
+
+def test_a_taller_verdict_gets_its_height_within_the_edit(qtbot: Any, window: MainWindow) -> None:
+    shown(qtbot, window)
+    short = window.verdict.height()
+    # Out of memory on a 12 GB card: the margin's longer wording takes a second line.
+    window.controller.set_plan(window.controller.plan.with_hardware(gpu="rtx-3060-12gb"))
+    # No event processed yet: the edit itself measured the verdict and made room for it.
+    assert window.verdict.sizeHint().height() > short
+    assert window.verdict.height() >= window.verdict.sizeHint().height()
