@@ -8,15 +8,23 @@ out the toolbar (and so the window) too.
 
 from __future__ import annotations
 
+import multiprocessing
+import os
+import signal
+import threading
+import time
 from collections import Counter
 from typing import Any
 
+import pytest
 from PySide6.QtCore import QEvent, QObject, QPoint, Qt
 from PySide6.QtGui import QHelpEvent
 from PySide6.QtWidgets import QApplication, QToolBar, QToolButton, QToolTip, QWidget
 
+from gui.diagnosis_worker import StopChannel
 from gui.layout import LayoutFence
 from gui.main_window import MainWindow
+from tests.gui import worker_jobs
 
 
 class LayoutRequests(QObject):
@@ -109,3 +117,30 @@ def test_a_taller_verdict_gets_its_height_within_the_edit(qtbot: Any, window: Ma
     # No event processed yet: the edit itself measured the verdict and made room for it.
     assert window.verdict.sizeHint().height() > short
     assert window.verdict.height() >= window.verdict.sizeHint().height()
+
+
+@pytest.mark.skipif(not hasattr(signal, "SIGSTOP"), reason="suspends a process with SIGSTOP")
+def test_stopping_a_diagnosis_never_waits_for_the_worker() -> None:
+    """An edit stops the running diagnosis: the GUI thread must not wait for the worker's
+    watcher to be scheduled (it did with a multiprocessing Event, whose set() waits until
+    each waiting process has woken). Here the watcher is suspended: stop() still returns."""
+    context = multiprocessing.get_context("spawn")
+    channel = StopChannel(context)
+    ready = context.Event()
+    watcher = context.Process(target=worker_jobs.wait_for_a_stop, args=(channel, ready), daemon=True)
+    watcher.start()
+    try:
+        assert ready.wait(30)
+        time.sleep(0.3)  # now asleep in the semaphore
+        assert watcher.pid is not None
+        os.kill(watcher.pid, signal.SIGSTOP)
+        caller = threading.Thread(target=channel.stop, args=(5,), daemon=True)
+        caller.start()
+        caller.join(2)
+        assert not caller.is_alive()
+        assert channel.job.value == 5
+    finally:
+        if watcher.pid is not None:
+            os.kill(watcher.pid, signal.SIGCONT)
+    watcher.join(30)  # and the watcher, running again, got the wake-up
+    assert watcher.exitcode == 0
