@@ -123,6 +123,26 @@ def summary(table: list[Row]) -> tuple[float, float]:
     return statistics.median(errors), max(errors)
 
 
+def print_rows(table: list[Row], markdown: bool) -> None:
+    """Measured, estimated and error per case, as text or a Markdown table."""
+    if markdown:
+        print("| case | measured GB | estimated GB | error | measured peak | estimated peak |")
+        print("|---|---:|---:|---:|---|---|")
+        for r in table:
+            print(
+                f"| {r.case_id} | {r.measured / 1e9:.3f} | {r.estimated / 1e9:.3f} | {r.error_pct:+.2f} % "
+                f"| {r.measured_phase} | {r.estimated_phase} |"
+            )
+        return
+    width = max(len(r.case_id) for r in table)
+    print(f"{'case':<{width}}  {'measured GB':>11}  {'estimated GB':>12}  {'error':>8}  phases (measured / estimated)")
+    for r in table:
+        print(
+            f"{r.case_id:<{width}}  {r.measured / 1e9:>11.3f}  {r.estimated / 1e9:>12.3f}  {r.error_pct:>+7.2f}%  "
+            f"{r.measured_phase} / {r.estimated_phase}"
+        )
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--check", action="store_true", help="exit 1 when over the targets")
@@ -136,24 +156,7 @@ def main(argv: list[str] | None = None) -> int:
     if not table:
         print(f"no measurements in {MEASURED}")
         return 1
-    if args.markdown:
-        print("| case | measured GB | estimated GB | error | measured peak | estimated peak |")
-        print("|---|---:|---:|---:|---|---|")
-        for r in table:
-            print(
-                f"| {r.case_id} | {r.measured / 1e9:.3f} | {r.estimated / 1e9:.3f} | {r.error_pct:+.2f} % "
-                f"| {r.measured_phase} | {r.estimated_phase} |"
-            )
-    else:
-        width = max(len(r.case_id) for r in table)
-        print(
-            f"{'case':<{width}}  {'measured GB':>11}  {'estimated GB':>12}  {'error':>8}  phases (measured / estimated)"
-        )
-        for r in table:
-            print(
-                f"{r.case_id:<{width}}  {r.measured / 1e9:>11.3f}  {r.estimated / 1e9:>12.3f}  {r.error_pct:>+7.2f}%  "
-                f"{r.measured_phase} / {r.estimated_phase}"
-            )
+    print_rows(table, args.markdown)
     median, worst = summary(table)
     worst_rows = sorted(table, key=lambda r: -abs(r.error_pct))[:3]
     print(

@@ -26,9 +26,21 @@ FLOAT32_NORM_SCALE: Final = ("gemma", "gemma2", "gemma3_text", "olmo2")
 
 @dataclass(frozen=True)
 class LayerActs:
-    """Bytes one block keeps for the backward pass, itemised."""
+    """Bytes one block keeps for the backward pass, itemised.
+
+    ``replicated`` indexes the items that lie outside Megatron's tensor-parallel regions
+    (Korthikanti et al. 2022, arXiv:2205.05198 §4.1, the "10" of Table 2's sbh(10 + 24/t +
+    5as/(ht))): the norms and what they keep, the inputs of q/k/v and of the MLP (the full
+    sequence each rank reads before the column-parallel matmuls), the router and the
+    dropout masks. Every other item is per head or per MLP column, so ÷ t under TP.
+    """
 
     items: tuple[Term, ...]
+    replicated: tuple[int, ...] = ()
+
+    @property
+    def replicated_bytes(self) -> float:
+        return float(sum(self.items[i].bytes for i in self.replicated))
 
     @property
     def bytes(self) -> float:
@@ -343,33 +355,44 @@ def layer_activations(plan: Plan, trainable_block: bool) -> LayerActs:
     qkv = ("q_proj", "k_proj", "v_proj")
     mlp_in = ("gate_proj", "up_proj") if model.gated_mlp else ("up_proj",)
     items: list[Term] = []
+    replicated: list[int] = []
+
+    def outside_tp(terms: list[Term]) -> None:
+        replicated.extend(range(len(items), len(items) + len(terms)))
+        items.extend(terms)
+
     if model.post_norm:
         # OLMo-2: q/k/v and the MLP read the residual stream itself; the norms sit on the
         # sub-block outputs (o_proj's and down_proj's, in the compute dtype).
-        items += _consumer_inputs(ctx, d, qkv, model.fused_qkv, "block input (q/k/v input)")
+        outside_tp(_consumer_inputs(ctx, d, qkv, model.fused_qkv, "block input (q/k/v input)"))
     else:
         attn_readers = _consumer_inputs(ctx, d, qkv, model.fused_qkv, "attention norm output")
-        items += _norm(model, ctx, "attention norm", attn_readers)
+        outside_tp(_norm(model, ctx, "attention norm", attn_readers))
     items += _attention(plan, ctx)
     if model.dropout:
-        items.append(Term("residual dropout mask", "N·d × 1", n * d))
+        outside_tp([Term("residual dropout mask", "N·d × 1", n * d)])
     mlp_readers = [] if model.num_experts > 1 else _consumer_inputs(ctx, d, mlp_in, model.fused_gate_up, "MLP input")
     if model.post_norm:
-        items += _norm(model, ctx, "post-attention norm", [], in_bytes=ctx.ca)
-        items += mlp_readers
+        outside_tp(_norm(model, ctx, "post-attention norm", [], in_bytes=ctx.ca))
+        outside_tp(mlp_readers)
     else:
         if model.norms_per_layer == 4:  # Gemma-2/3's post-attention norm on the attention output
-            items += _norm(model, ctx, "post-attention norm", [])
-        items += _norm(model, ctx, "MLP norm", mlp_readers)
-    items += _mlp(plan, ctx)
+            outside_tp(_norm(model, ctx, "post-attention norm", []))
+        outside_tp(_norm(model, ctx, "MLP norm", mlp_readers))
+    mlp = _mlp(plan, ctx)
+    if model.num_experts > 1:  # the router's input and probabilities are not split (_experts puts them first)
+        routed = next(i for i, t in enumerate(mlp) if t.label.startswith("router")) + 1
+        outside_tp(mlp[:routed])
+        mlp = mlp[routed:]
+    items += mlp
     if model.dropout:
-        items.append(Term("residual dropout mask", "N·d × 1", n * d))
+        outside_tp([Term("residual dropout mask", "N·d × 1", n * d)])
     if model.post_norm:
-        items += _norm(model, ctx, "post-MLP norm", [], in_bytes=ctx.ca)
+        outside_tp(_norm(model, ctx, "post-MLP norm", [], in_bytes=ctx.ca))
     elif model.norms_per_layer == 4:
-        items += _norm(model, ctx, "post-MLP norm", [])
+        outside_tp(_norm(model, ctx, "post-MLP norm", []))
     items += _adapters(plan, ctx)
-    return LayerActs(tuple(items))
+    return LayerActs(tuple(items), tuple(replicated))
 
 
 @dataclass(frozen=True)

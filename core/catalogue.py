@@ -287,6 +287,77 @@ def _optional_number(value: object) -> float | None:
     return float(value)
 
 
+class LinkKind(StrEnum):
+    """Where a link sits: between the GPUs of one node, or between nodes."""
+
+    INTRA = "intra"
+    INTER = "inter"
+
+
+@dataclass(frozen=True)
+class LinkSpec:
+    """One interconnect: its peak per GPU and direction, what NCCL reaches of it, its latency."""
+
+    id: str
+    name: str
+    kind: LinkKind
+    bandwidth_gb_s: float  # per GPU, per direction (decimal GB/s)
+    bus_efficiency: float  # share of the peak NCCL's ring reaches (nccl-tests busbw)
+    latency_us: float  # per ring hop (NCCL's hwLat, Simple protocol)
+    source: str
+    efficiency_source: str
+    host_link: str = ""  # intra links: the GPU's PCIe link to the host (offload traffic)
+
+    @property
+    def bus_bytes_per_second(self) -> float:
+        """The bandwidth a collective sees: peak × efficiency, in bytes per second."""
+        return self.bandwidth_gb_s * 1e9 * self.bus_efficiency
+
+
+@lru_cache(maxsize=1)
+def load_links(path: str | None = None) -> tuple[LinkSpec, ...]:
+    data = _load_json(Path(path) if path else resource_path("links.json"))
+    where = path or "resources/links.json"
+    if not isinstance(data, dict) or data.get("format") != "vramplan-link-catalogue":
+        raise PlanFileError(where, "is not a VRAM Planner link catalogue")
+    if not isinstance(data.get("links", []), list):
+        raise PlanFileError(where, "has a 'links' entry that is not a list")
+    links = []
+    for index, entry in enumerate(data.get("links", [])):
+        try:
+            bandwidth = _optional_number(entry["bandwidth_gb_s"])
+            efficiency = _optional_number(entry["bus_efficiency"])
+            latency = _optional_number(entry["latency_us"])
+            if not bandwidth or not efficiency or efficiency > 1 or latency is None:
+                raise ValueError("bandwidth and efficiency must be above 0 (efficiency at most 1), latency given")
+            links.append(
+                LinkSpec(
+                    id=str(entry["id"]),
+                    name=str(entry["name"]),
+                    kind=LinkKind(entry["kind"]),
+                    bandwidth_gb_s=bandwidth,
+                    bus_efficiency=efficiency,
+                    latency_us=latency,
+                    source=str(entry["source"]),
+                    efficiency_source=str(entry.get("efficiency_source", "")),
+                    host_link=str(entry.get("host_link") or ""),
+                )
+            )
+        except (KeyError, TypeError, ValueError, OverflowError) as exc:
+            raise PlanFileError(where, f"link entry {index} is malformed: {exc}") from None
+    return tuple(links)
+
+
+@lru_cache(maxsize=64)
+def find_link(link_id: str, field: str = "parallel.intra_link") -> LinkSpec:
+    """The catalogue link ``link_id``; a PlanError naming ``field`` when there is none."""
+    wanted = link_id.strip().lower()
+    for link in load_links():
+        if link.id == wanted or link.name.lower() == wanted:
+            return link
+    raise PlanError(field, link_id, "a link id from `vramplan links`")
+
+
 def find_model(model_id: str) -> CatalogueModel:
     wanted = model_id.strip().lower()
     for model in load_models():

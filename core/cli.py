@@ -1,7 +1,7 @@
 """``vramplan``: the command line over the same core the GUI uses.
 
 ``vramplan estimate ...`` prints an estimate;
-``vramplan models`` and ``vramplan gpus`` list the catalogues. Bad input exits with
+``vramplan models``, ``vramplan gpus`` and ``vramplan links`` list the catalogues. Bad input exits with
 status 2 and one line on stderr, never a traceback.
 
 A subcommand builds its text and :func:`main` writes it through :func:`write_output`, the
@@ -26,7 +26,7 @@ from typing import Any, Final, NoReturn, TextIO
 
 from core import __version__, cli_extra
 from core.breakdown import BUCKET_LABELS
-from core.catalogue import find_model, load_gpus, load_models
+from core.catalogue import find_model, load_gpus, load_links, load_models
 from core.errors import PlanError, PlanFileError, escape_controls, one_line
 from core.estimate import VERDICT_LABELS, Estimate, estimate
 from core.importer import import_model
@@ -172,6 +172,9 @@ def _build_parser() -> _Parser:
     par.add_argument("--sequence-parallel", action=argparse.BooleanOptionalAction, default=None)
     par.add_argument("--offload", choices=[e.value for e in Offload], help="what moves to host memory")
     par.add_argument("--reshard-after-forward", action=argparse.BooleanOptionalAction, default=None, help="FSDP2")
+    par.add_argument(
+        "--ddp-bucket-view", action=argparse.BooleanOptionalAction, default=None, help="DDP gradient_as_bucket_view"
+    )
     par.add_argument("--fsdp-param-dtype", choices=[e.value for e in MpDtype], help="FSDP2 MixedPrecisionPolicy")
     par.add_argument("--fsdp-reduce-dtype", choices=[e.value for e in MpDtype], help="FSDP2 MixedPrecisionPolicy")
     par.add_argument("--interconnect", type=_text, metavar="LINK", help="link between nodes (see `vramplan links`)")
@@ -189,6 +192,8 @@ def _build_parser() -> _Parser:
     models.add_argument("--json", action="store_true")
     gpus = sub.add_parser("gpus", help="list the GPU catalogue")
     gpus.add_argument("--json", action="store_true")
+    links = sub.add_parser("links", help="list the interconnect catalogue (for --intra-link and --interconnect)")
+    links.add_argument("--json", action="store_true")
     cli_extra.register(sub, est)
     return parser
 
@@ -358,6 +363,20 @@ def estimate_to_json(est: Estimate) -> dict[str, Any]:
         "verdict": est.verdict.value,
         "margin_bytes": round(est.margin_bytes),
         "summary": est.summary_formula,
+        # peak_bytes / total_bytes above are the worst rank's; every kind of rank here.
+        "ranks": [
+            {
+                "label": r.label,
+                "count": r.count,
+                "peak_bytes": round(r.peak_bytes),
+                "total_bytes": round(r.total_bytes),
+                "verdict": r.verdict.value,
+            }
+            for r in est.ranks
+        ],
+        "worst_rank": est.worst_rank,
+        "host_bytes": round(est.host.bytes) if est.host else None,
+        "host_capacity_bytes": round(est.host.capacity_bytes) if est.host else None,
         "compute": {
             "flops": est.compute.flops,
             "flops_per_token": est.compute.flops_per_token,
@@ -365,6 +384,16 @@ def estimate_to_json(est: Estimate) -> dict[str, Any]:
             "tokens_per_second": est.compute.tokens_per_second,
             "cost": est.compute.cost,
             "energy_kwh": est.compute.energy_kwh,
+            "compute_seconds_per_step": est.compute.compute_seconds_per_step,
+            "comm_seconds_per_step": est.compute.comm_seconds_per_step,
+            "exposed_comm_seconds_per_step": est.compute.exposed_comm_seconds_per_step,
+            "bubble_fraction": est.compute.bubble_fraction,
+            "step_seconds": est.compute.step_seconds,
+            "comm_terms": [
+                {"label": t.label, "formula": t.formula, "bytes": t.bytes, "seconds": t.seconds}
+                for t in est.compute.comm_terms
+            ],
+            "assumptions": list(est.compute.assumptions),
         },
         "inference": inference_to_json(est),
         "notes": list(est.notes),
@@ -490,6 +519,7 @@ PARALLEL_ARGS: Final = (
     "virtual_stages",
     "sequence_parallel",
     "reshard_after_forward",
+    "ddp_bucket_view",
     "host_ram_gb",
 )
 
@@ -548,10 +578,12 @@ def render_estimate(est: Estimate, gib: bool = False) -> str:
         f"  {VERDICT_LABELS[est.verdict]}: {_fmt(est.total_bytes, gib)} of {_fmt(est.capacity_bytes, gib)} "
         f"({_fmt(est.usable_bytes, gib)} usable with {plan.hardware.headroom:.0%} headroom), "
         f"margin {_fmt(est.margin_bytes, gib)}",
+        *_rank_lines(est, gib),
         "",
         f"  compute  {est.compute.flops:.1e} FLOPs, {est.compute.hours:.1f} h on {plan.world_size} GPU(s) "
         f"at {plan.hardware.utilisation:.0%} of {est.compute.peak_tflops:g} TFLOP/s, "
         f"{est.compute.tokens_per_second:,.0f} tokens/s, cost {est.compute.cost:,.2f}",
+        *_step_lines(est),
         f"  serving  {_fmt(est.inference.total_bytes, gib)} for {plan.inference.concurrent} × "
         f"{plan.inference.context:,} tokens (KV cache {_fmt(est.inference.kv_cache_bytes, gib)}, "
         f"{est.inference.kv_bytes_per_token:,.0f} B/token); fits up to {est.inference.max_concurrent:,} requests",
@@ -561,6 +593,46 @@ def render_estimate(est: Estimate, gib: bool = False) -> str:
     lines += [f"  warning: {w}" for w in est.warnings]
     lines += [f"  note: {n}" for n in est.notes]
     return "\n".join(lines)
+
+
+def _step_lines(est: Estimate) -> list[str]:
+    """One line per optimizer step and per collective, when the run exchanges anything."""
+    c = est.compute
+    if not c.comm_terms and not c.bubble_fraction:
+        return []
+    lines = [
+        f"  step     {c.step_seconds:.3g} s = {c.compute_seconds_per_step:.3g} s compute × "
+        f"(1 + {c.bubble_fraction:.3g} bubble) + {c.exposed_comm_seconds_per_step:.3g} s exposed "
+        f"of {c.comm_seconds_per_step:.3g} s communication"
+    ]
+    lines += [f"    {t.label}: {t.seconds:.3g} s ({t.formula})" for t in c.comm_terms]
+    return lines
+
+
+def _rank_lines(est: Estimate, gib: bool) -> list[str]:
+    """One line per kind of rank and the host line, for a plan on more than one GPU."""
+    plan = est.plan
+    if plan.world_size == 1:
+        return []
+    par = plan.parallel
+    lines = [
+        "",
+        f"  {plan.world_size} GPUs ({par.nodes} × {par.gpus_per_node}): {par.strategy.value}, "
+        f"DP {par.data_parallel} × TP {par.tensor_parallel} × PP {par.pipeline_parallel} × CP {par.context_parallel}",
+    ]
+    width = max(len(r.label) for r in est.ranks)
+    for i, r in enumerate(est.ranks):
+        mark = "*" if i == est.worst_rank and len(est.ranks) > 1 else " "
+        lines.append(
+            f"  {mark} {r.label:<{width}}  peak {_fmt(r.peak_bytes, gib):>10}  total {_fmt(r.total_bytes, gib):>10}  "
+            f"{VERDICT_LABELS[r.verdict]} ({r.count} GPUs)"
+        )
+    if est.host is not None:
+        h = est.host
+        lines.append(
+            f"    host per node  {_fmt(h.bytes, gib)} of {_fmt(h.capacity_bytes, gib)} RAM: {VERDICT_LABELS[h.verdict]}"
+        )
+    return lines
 
 
 def _list_models(as_json: bool) -> str:
@@ -591,6 +663,29 @@ def _list_gpus(as_json: bool) -> str:
         + (f"bf16 {g.peak_tflops('bf16'):>7g} TFLOP/s" if g.dtype_problem("bf16") is None else "no bf16")
         + "\n"
         for g in gpus
+    )
+
+
+def _list_links(as_json: bool) -> str:
+    links = load_links()
+    if as_json:
+        rows = [
+            {
+                "id": link.id,
+                "name": link.name,
+                "kind": link.kind.value,
+                "bandwidth_gb_s": link.bandwidth_gb_s,
+                "bus_efficiency": link.bus_efficiency,
+                "latency_us": link.latency_us,
+                "source": link.source,
+            }
+            for link in links
+        ]
+        return json.dumps(rows, indent=2, allow_nan=False) + "\n"
+    return "".join(
+        f"{link.id:<11} {link.kind.value:<6} {link.bandwidth_gb_s:>6g} GB/s per GPU per direction  "
+        f"(NCCL reaches {link.bus_efficiency:.0%})  {link.name}\n"
+        for link in links
     )
 
 
@@ -661,6 +756,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             text = _list_models(args.json)
         elif args.command == "gpus":
             text = _list_gpus(args.json)
+        elif args.command == "links":
+            text = _list_links(args.json)
         elif args.command in cli_extra.COMMANDS:
             text = cli_extra.run_command(args)
         elif args.command == "estimate" and args.from_file:

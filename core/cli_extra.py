@@ -1,4 +1,5 @@
-"""The command line's file commands: ``estimate --from CONFIG``, ``fit``, ``report``, ``compare``.
+"""The command line's further commands: ``estimate --from CONFIG``, ``fit``, ``fewest-gpus``,
+``report``, ``compare``.
 
 Registered from :mod:`core.cli`; like it, bad input exits 2 with one line on stderr.
 """
@@ -14,7 +15,7 @@ from core.compare import MAX_PLANS, Comparison, compare, load_named
 from core.compare import save as save_comparison
 from core.errors import PlanFileError
 from core.estimate import VERDICT_LABELS, estimate
-from core.fit import CardFit, cards_for, cheapest_fit
+from core.fit import MAX_SEARCH_GPUS, MAX_SEARCH_LIMIT, CardFit, FewestGpus, cards_for, cheapest_fit, fewest_gpus
 from core.importer import import_model
 from core.plan import Plan
 from core.planfile import atomic_write_text
@@ -24,7 +25,7 @@ from core.report import FORMATS, Report, build_report, to_markdown, value_text
 from core.runconfig import ModelChoice, RunConfig, choice_from_catalogue, load_run_config, plan_from_run, resolve_model
 from core.units import GB
 
-COMMANDS = ("fit", "report", "compare")
+COMMANDS = ("fit", "fewest-gpus", "report", "compare")
 
 
 class ConfigUsageError(Exception):
@@ -50,6 +51,23 @@ def register(sub: Any, estimate_parser: argparse.ArgumentParser) -> None:
         help="keep the plan's sharding for several cards (default: FSDP when the plan does not shard)",
     )
     fit.add_argument("--max-count", type=int, default=8, help="largest number of cards per row (1-8)")
+
+    # Every option of ``estimate`` describes the plan here too (--model, --gpu, --strategy, --seq...).
+    fewest = sub.add_parser(
+        "fewest-gpus",
+        parents=[estimate_parser],
+        add_help=False,
+        help="the fewest GPUs of the plan's card that fit it (whole nodes past 8), the layout, hours and cost",
+        description="Search 1-8 GPUs on one node, then whole nodes; at each count the plan's own split, FSDP2, "
+        "FSDP2 + tensor parallel 2/4/8 within a node, then + pipeline parallel across nodes. "
+        "The plan's options are those of `vramplan estimate`.",
+    )
+    fewest.add_argument(
+        "--max-gpus", type=int, default=MAX_SEARCH_GPUS, help=f"search up to this many GPUs (default {MAX_SEARCH_GPUS})"
+    )
+    fewest.add_argument(
+        "--no-model-parallel", action="store_true", help="shard the state only: no tensor or pipeline parallel"
+    )
 
     report = sub.add_parser("report", help="a report of a plan or a comparison: HTML, PDF, Markdown or CSV")
     report.add_argument("plans", nargs="+", metavar="PLAN", help="plan files or a comparison file (up to 4 plans)")
@@ -211,10 +229,68 @@ def run_command(args: argparse.Namespace) -> str:
         if args.json:
             return _json_text(fit_rows_json(rows))
         return render_fit(plan, rows) + "\n"
+    if args.command == "fewest-gpus":
+        return _fewest(args)
     named = load_named_plans(args.plans)
     if args.command == "report":
         return _report(args, named)
     return _compare(args, named)
+
+
+# ---- fewest-gpus ------------------------------------------------------------------------
+def fewest_json(answer: FewestGpus) -> dict[str, Any]:
+    found = answer.found
+
+    def row(est: Any, count: int, layout: str) -> dict[str, Any]:
+        par = est.plan.parallel
+        return {
+            "count": count,
+            "nodes": par.nodes,
+            "gpus_per_node": par.gpus_per_node,
+            "layout": layout,
+            "strategy": par.strategy.value,
+            "tensor_parallel": par.tensor_parallel,
+            "pipeline_parallel": par.pipeline_parallel,
+            "data_parallel": par.data_parallel,
+            "total_bytes": round(est.total_bytes),
+            "usable_bytes": round(est.usable_bytes),
+            "verdict": est.verdict.value,
+        }
+
+    result: dict[str, Any] = {
+        "gpu": answer.base.hardware.gpu,
+        "tokens": answer.base.workload.tokens,
+        "max_gpus": answer.max_gpus,
+        "found": None,
+        "tried": [row(t.estimate, t.count, t.layout) for t in answer.tried],
+        "arithmetic": list(answer.arithmetic()),
+    }
+    if found is not None:
+        comp = found.estimate.compute
+        result["found"] = {
+            **row(found.estimate, found.count, found.layout),
+            "peak_bytes": round(found.estimate.peak_bytes),
+            "hours": comp.hours,
+            "cost": comp.cost,
+            "price_per_gpu_hour": found.plan.hardware.price_per_gpu_hour,
+        }
+    return result
+
+
+def _fewest(args: argparse.Namespace) -> str:
+    from core.cli import plan_from_args  # cli imports this module at its top
+
+    if not 1 <= args.max_gpus <= MAX_SEARCH_LIMIT:
+        raise ConfigUsageError(f"--max-gpus: {args.max_gpus} is not allowed; expected 1 to {MAX_SEARCH_LIMIT:,}")
+    plan = plan_from_config(args)[0] if args.from_file else plan_from_args(args)
+    answer = fewest_gpus(plan, max_gpus=args.max_gpus, model_parallel=not args.no_model_parallel)
+    if args.save and answer.found is not None:
+        from core.planfile import save
+
+        save(answer.found.plan, args.save)
+    if args.json:
+        return _json_text(fewest_json(answer))
+    return "\n".join([answer.summary(), "", *answer.arithmetic()]) + "\n"
 
 
 # ---- report and compare --------------------------------------------------------------

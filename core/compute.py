@@ -1,11 +1,18 @@
-"""Compute and time: FLOPs ≈ 6·P·D, time = FLOPs ÷ (peak × utilisation × GPUs)."""
+"""Compute and time: FLOPs ≈ 6·P·D, time = FLOPs ÷ (peak × utilisation × GPUs), plus what
+several GPUs add: the communication the compute cannot hide and the pipeline bubble.
+
+One optimizer step takes compute × (1 + bubble) + exposed communication, where compute is
+the step's FLOPs ÷ (GPUs × peak × utilisation); on one GPU without offload both additions
+are zero and the time is the single-GPU rule exactly."""
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 from core.breakdown import sci
 from core.catalogue import GpuSpec
+from core.parallel.comm import CommTerm, step_communication
 from core.params import ParamCounts
 from core.plan import Accounting, Method, Plan, Precision
 
@@ -25,6 +32,14 @@ class Compute:
     dtype: str = "bf16"  # the dtype the matmuls run in (what peak_tflops is for)
     # Why the card cannot run ``dtype`` natively (no bf16 on a T4 or V100), or None.
     dtype_problem: str | None = None
+    # Several GPUs (core.parallel.comm): per optimizer step.
+    compute_seconds_per_step: float = 0.0  # FLOPs of a step ÷ (GPUs × peak × utilisation)
+    comm_seconds_per_step: float = 0.0  # every collective and host transfer of the step
+    exposed_comm_seconds_per_step: float = 0.0  # the part the step waits for
+    bubble_fraction: float = 0.0  # pipeline idle time over ideal compute (Narayanan et al. 2021)
+    step_seconds: float = 0.0  # compute × (1 + bubble) + exposed communication
+    comm_terms: tuple[CommTerm, ...] = ()
+    assumptions: tuple[str, ...] = ()
 
 
 def compute_dtype(plan: Plan) -> str:
@@ -66,15 +81,30 @@ def compute_estimate(plan: Plan, counts: ParamCounts, gpu: GpuSpec) -> Compute:
     peak = override if override > 0 else gpu.peak_tflops(dtype)
     gpus = plan.world_size
     achieved = peak * 1e12 * plan.hardware.utilisation * gpus
-    seconds = flops / achieved if achieved > 0 else float("inf")
-    hours = seconds / 3600
-    tokens_per_second = achieved / per_token if per_token > 0 else 0.0
+    compute_seconds = flops / achieved if achieved > 0 else float("inf")
     tokens_per_step = plan.effective_batch * plan.workload.seq_len
     steps = -(-tokens // tokens_per_step) if tokens_per_step else 0
+    step_compute = per_token * tokens_per_step / achieved if achieved > 0 else float("inf")
+    # The forward's share of the FLOPs (2·P of them): what FSDP's forward gathers hide under.
+    forward_share = 2.0 * counts.active / per_token if per_token > 0 else 1.0 / 3.0
+    comm = step_communication(plan, counts, step_compute, forward_share)
+    step = step_compute * (1.0 + comm.bubble_fraction) + comm.exposed_seconds
+    # How much longer than the compute alone: exactly 1.0 when nothing is added.
+    slowdown = step / step_compute if step_compute > 0 and math.isfinite(step) else 1.0
+    seconds = compute_seconds * slowdown
+    hours = seconds / 3600
+    tokens_per_second = achieved / per_token / slowdown if per_token > 0 else 0.0
     formula = (
         f"FLOPs = {how} · D = {sci(per_token)} × {sci(tokens)} = {flops:.1e}; "
-        f"time = {flops:.1e} ÷ ({peak:g} TFLOP/s × {plan.hardware.utilisation:.0%} × {gpus}) = {hours:.1f} h"
+        f"time = {flops:.1e} ÷ ({peak:g} TFLOP/s × {plan.hardware.utilisation:.0%} × {gpus}) = "
+        f"{compute_seconds / 3600:.1f} h"
     )
+    if slowdown != 1.0:
+        formula += (
+            f"; per step {step_compute:.3g} s compute × (1 + {comm.bubble_fraction:.3g} bubble) + "
+            f"{comm.exposed_seconds:.3g} s exposed communication = {step:.3g} s, "
+            f"so {compute_seconds / 3600:.1f} h × {slowdown:.3f} = {hours:.1f} h"
+        )
     return Compute(
         flops_per_token=per_token,
         flops=flops,
@@ -88,4 +118,11 @@ def compute_estimate(plan: Plan, counts: ParamCounts, gpu: GpuSpec) -> Compute:
         formula=formula,
         dtype=dtype,
         dtype_problem=gpu.dtype_problem(dtype),
+        compute_seconds_per_step=step_compute,
+        comm_seconds_per_step=comm.comm_seconds,
+        exposed_comm_seconds_per_step=comm.exposed_seconds,
+        bubble_fraction=comm.bubble_fraction,
+        step_seconds=step,
+        comm_terms=comm.terms,
+        assumptions=comm.assumptions,
     )

@@ -7,30 +7,44 @@ implementation's step-time temporaries, the tensors autograd saves for the backw
 (:mod:`core.activations`), and the phase of the step in which they coexist. The step's
 peak is the largest phase, never the plain sum of the buckets.
 
-This module holds storage and the phases (forward, backward, optimizer step, overhead);
-the saved tensors live in :mod:`core.activations`, the attention kernel choice in
-:mod:`core.attention`, the optimizer's state and step temporaries in :mod:`core.optimizer`.
+This module holds the phases (forward, backward, optimizer step, overhead) and what each
+holds, on one GPU or on one rank of a multi-GPU plan; storage lives in :mod:`core.storage`,
+the saved tensors in :mod:`core.activations`, the attention kernel choice in
+:mod:`core.attention`, the optimizer's state and step temporaries in :mod:`core.optimizer`,
+what a rank holds of them in :mod:`core.parallel`.
+
+One concern a little past 400 lines: the phases read one set of parts, and a rank's parts
+differ from one GPU's only in the shares and buffers :mod:`core.parallel` gives; keeping
+them beside the phases keeps each phase's list of what coexists in one place.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Final
 
 from core.activations import LayerActs, LossMemory, layer_activations, loss_memory, outside_blocks
 from core.attention import backward_workspace, kernel_note
 from core.breakdown import Breakdown, Bucket, BucketKey, Phase, StepPhase, Term, gb, make_bucket, sci
 from core.optimizer import optimizer_step_temporary, optimizer_terms
+from core.parallel.acts import (
+    block_per_rank,
+    pipeline_buffers,
+    ring_attention_buffers,
+    sequence_region,
+    split,
+    vocab_region,
+)
+from core.parallel.layout import Layout, Stage
+from core.parallel.layout import trainable_layers as stage_trainable_layers
+from core.parallel.state import RankState, compute_plan, rank_copies, rank_state
 from core.params import ParamCounts
-from core.plan import Dtype, Method, Optimizer, Plan, Quant, Strategy
+from core.plan import Dtype, Method, Offload, Optimizer, Plan, Strategy
 from core.roles import Dtypes, dtypes_for
-from core.serving.formats import WeightFormat, matrix_output_rows, nf4_bytes_per_weight, quantised_matrix_bytes
+from core.storage import copy_terms, gradient_terms, weight_terms
 from core.units import MiB
 
 __all__ = ["dtypes_for", "layer_activations", "loss_memory", "training_breakdown"]
-
-# --- storage constants ---------------------------------------------------------------
-# NF4/FP4 and LLM.int8 storage: core.serving.formats (one home for quantised weights).
 
 # --- overhead constants --------------------------------------------------------------
 # The CUDA context of a PyTorch process (driver, kernels of the loaded libraries with lazy
@@ -45,71 +59,14 @@ CUBLAS_WORKSPACE_BYTES: Final = 32 * MiB
 ALLOCATOR_RESERVE_FRACTION: Final = 0.05
 
 
-def _dtype_name(b: float) -> str:
-    return "float32" if b == 4 else "16-bit"
-
-
-# --- storage -------------------------------------------------------------------------
-def weight_terms(plan: Plan, counts: ParamCounts, dt: Dtypes) -> list[Term]:
-    model = plan.model
-    p = counts.total
-    terms: list[Term] = []
-    if plan.method is Method.QLORA:
-        quantised = model.stored_matmul_params()
-        rest = p - quantised
-        if plan.quant is Quant.INT8:
-            rows = matrix_output_rows(model)
-            q_bytes = quantised_matrix_bytes(model, WeightFormat.INT8, quantised)
-            terms.append(
-                Term("int8 block weights + row scales", f"{sci(quantised)} × 1 B + {sci(rows)} × 4 B", q_bytes)
-            )
-        else:
-            per = nf4_bytes_per_weight(plan.double_quant)
-            how = "0.5 + 1/64 + 4/(64·256)" if plan.double_quant else "0.5 + 4/64"
-            terms.append(Term(f"{plan.quant.value} block weights", f"{sci(quantised)} × ({how}) B", quantised * per))
-        # bitsandbytes leaves embeddings, the output head and norms in the compute dtype.
-        terms.append(Term("unquantised (embeddings, head, norms)", f"{sci(rest)} × 2 B", rest * 2))
-    elif plan.method is Method.FROZEN and dt.param != dt.base:
-        t, f = counts.trainable, counts.frozen_base
-        terms.append(Term("trainable weights", f"{sci(t)} × {dt.param:g} B", t * dt.param))
-        terms.append(Term("frozen weights", f"{sci(f)} × {dt.base:g} B", f * dt.base))
-    else:
-        b = dt.param if plan.method is Method.FULL else dt.base
-        terms.append(Term("base weights", f"P × {b:g} B = {sci(p)} × {b:g} B", p * b))
-    if counts.adapter:
-        a = dt.adapter
-        label = "DoRA adapters + magnitudes" if plan.method is Method.DORA else "LoRA adapters"
-        terms.append(Term(f"{label} ({_dtype_name(a)})", f"{sci(counts.adapter)} × {a:g} B", counts.adapter * a))
-    return terms
-
-
-def autocast_copies(plan: Plan) -> float:
-    """Elements of the 16-bit weight copies autocast makes and autograd keeps until the backward."""
-    model = plan.model
-    per_layer = model.matmul_params() // model.num_layers
-    layers = model.num_layers - (plan.frozen_layers if plan.method is Method.FROZEN else 0)
-    return (layers * per_layer + model.vocab_size * model.hidden_size) * model.params_scale
-
-
-def copy_terms(plan: Plan, counts: ParamCounts, dt: Dtypes) -> list[Term]:
-    """16-bit copies autocast makes of float32 weights: of a float32 model's matmul weights,
-    and of float32 adapters on a 16-bit base (the autocast cache keeps casts of leaf
-    tensors that need a gradient; a weight already in the autocast dtype is used as is)."""
-    terms = []
-    if dt.casts and plan.method is not Method.QLORA:
-        el = autocast_copies(plan)
-        terms.append(Term("16-bit working copies of matmul weights (autocast)", f"{sci(el)} × 2 B", el * 2))
-    if dt.autocast and counts.adapter and plan.adapter_dtype is Dtype.FP32:
-        terms.append(
-            Term("16-bit copies of the adapters (autocast)", f"{sci(counts.adapter)} × 2 B", counts.adapter * 2)
-        )
-    return terms
-
-
 # --- the phases of one step ----------------------------------------------------------
 @dataclass(frozen=True)
 class _Parts:
-    """What the phases are built from: storage, state and the saved tensors."""
+    """What the phases are built from: storage, state and the saved tensors.
+
+    On a multi-GPU plan these are one rank's (see :mod:`core.parallel`): ``state`` holds
+    the gradients the backward accumulates into and the framework's buffers by phase.
+    """
 
     weights: list[Term]
     copies: list[Term]
@@ -123,51 +80,69 @@ class _Parts:
     head_grad: list[Term]
     embed_grad: float
     loss: LossMemory
+    state: RankState | None = None
+    casts: bool = False  # autocast makes 16-bit copies of the weights it reads
+    tp: int = 1  # tensor-parallel degree: a rank holds 1/tp of each split matrix
+    head: bool = True  # the rank holds the output head (the last pipeline stage)
+    # Gradients held unsharded until the end of the backward: FSDP2 reduces the root unit
+    # (embedding, norm, head) only once all of its gradients exist, so the head's waits.
+    root_grads: list[Term] = field(default_factory=list)
+
+    @property
+    def backward_grads(self) -> list[Term]:
+        """Gradients the backward accumulates into (the whole set, or this rank's partition)."""
+        if self.state is not None and self.state.grads_in_backward is not None:
+            return self.state.grads_in_backward
+        return self.grads
+
+    def extra(self, what: str) -> list[Term]:
+        return list(getattr(self.state, what)) if self.state is not None else []
 
 
-def _shard(parts: list[Term], shards: int) -> list[Term]:
-    return [Term(f"{t.label} ÷ {shards} GPUs", f"({t.formula}) ÷ {shards}", t.bytes / shards) for t in parts]
+@dataclass(frozen=True)
+class Rank:
+    """Which rank of a multi-GPU plan the breakdown is for (None: the plan on one GPU)."""
+
+    layout: Layout
+    stage: Stage
 
 
-def _parts(plan: Plan, counts: ParamCounts, dt: Dtypes) -> _Parts:
+@dataclass(frozen=True)
+class _Common:
+    """The pieces every rank of a plan starts from: the single-GPU state terms and one
+    block's saved tensors, the loss and the layer gradients as the rank computes them."""
+
+    weights: list[Term]
+    grads: list[Term]
+    optim: list[Term]
+    copies: list[Term]
+    adt: Dtypes  # the dtypes the ranks compute in (FSDP2 mixed precision may differ from the plan's)
+    block: LayerActs  # one block on one rank (÷ TP / CP where they split it)
+    layer_grads: Term
+    head_grad: list[Term]
+    outside: list[Term]
+    loss: LossMemory
+
+
+_LAST_COMMON: tuple[Plan | None, bool, _Common | None] = (None, False, None)
+
+
+def _common(plan: Plan, counts: ParamCounts, dt: Dtypes, lay: Layout | None) -> _Common:
+    """Computed once per plan: the ranks of a pipeline differ only in what follows (the last
+    answer is kept, one tuple replaced whole, as :func:`core.roles.dtypes_for` does)."""
+    global _LAST_COMMON
+    last_plan, last_split, last = _LAST_COMMON
+    if last_plan is plan and last_split == (lay is not None) and last is not None:
+        return last
     model = plan.model
-    weights = weight_terms(plan, counts, dt)
-    grads = [
-        Term("gradients", f"T × {dt.grad:g} B = {sci(counts.trainable)} × {dt.grad:g} B", counts.trainable * dt.grad)
-    ]
-    optim = optimizer_terms(plan, counts, dt)
-    shards, stage = plan.parallel.data_parallel, plan.parallel.strategy
-    if stage is not Strategy.DDP and shards > 1:
-        optim = _shard(optim, shards)
-        if stage in (Strategy.ZERO2, Strategy.ZERO3, Strategy.FSDP):
-            grads = _shard(grads, shards)
-        if stage in (Strategy.ZERO3, Strategy.FSDP):
-            gathered = 2 * model.layer_params() * dt.base
-            weights = _shard(weights, shards)
-            weights.append(
-                Term("two gathered blocks (prefetch)", f"2 × {sci(model.layer_params())} × {dt.base:g} B", gathered)
-            )
-    # Activations: every trainable block's saved tensors, or with checkpointing only the
-    # block inputs plus one block recomputed at a time in the backward.
-    trainable_layers = model.num_layers - plan.frozen_layers if plan.method is Method.FROZEN else model.num_layers
-    block = layer_activations(plan, trainable_block=plan.method in (Method.FULL, Method.FROZEN))
+    ap = compute_plan(plan, lay) if lay is not None else plan
+    adt = dtypes_for(ap) if ap is not plan else dt
+    block = layer_activations(ap, trainable_block=plan.method in (Method.FULL, Method.FROZEN))
     n = plan.workload.micro_batch * plan.workload.seq_len
-    if plan.checkpointing:
-        # Every checkpointed block holds on to its input, frozen blocks included (measured:
-        # the non-reentrant checkpoint keeps its arguments even when nothing needs a gradient).
-        layers = model.num_layers
-        nd = n * model.hidden_size
-        formula = f"L × N·d × {dt.residual:g} = {layers} × {sci(nd)} × {dt.residual:g}"
-        kept = [Term("block inputs kept by checkpointing", formula, layers * nd * dt.residual)]
-        recomputed = [Term("one block recomputed in the backward", "Σ of one block's saved tensors", block.bytes)]
-    else:
-        formula = f"{trainable_layers} × {gb(block.bytes)} GB"
-        kept = [Term(f"{trainable_layers} blocks × saved tensors per block", formula, trainable_layers * block.bytes)]
-        recomputed = []
-    ca = dt.compute
+    ca = adt.compute
     i_el = n * model.intermediate_size
     layer_grads = Term("gradients flowing through a block's MLP", f"3 × N·I × {ca:g}", 3 * i_el * ca)
-    workspace = backward_workspace(plan, ca)
+    workspace = backward_workspace(ap, ca)
     if workspace:
         layer_grads = Term(
             "gradients through a block + attention backward workspace",
@@ -176,27 +151,130 @@ def _parts(plan: Plan, counts: ParamCounts, dt: Dtypes) -> _Parts:
         )
     head_trains = plan.method is Method.FULL or (plan.method is Method.FROZEN and not model.tie_embeddings)
     vd = model.vocab_size * model.hidden_size
-    head_grad = [Term("output-head gradient", f"V·d × {dt.grad:g}", vd * dt.grad)] if head_trains else []
+    # The head's gradient as autograd forms it: in the dtype the rank computes the head in
+    # (FSDP2 gathers it in MixedPrecisionPolicy.param_dtype; elsewhere the stored dtype).
+    head_grad = [Term("output-head gradient", f"V·d × {adt.grad:g}", vd * adt.grad)] if head_trains else []
+    if lay is not None:
+        block = block_per_rank(block, lay)
+        split_by = lay.tensor_parallel * lay.context_parallel
+        if split_by > 1:
+            layer_grads = Term(
+                f"{layer_grads.label} ({_split_why(lay)})",
+                f"({layer_grads.formula}) ÷ {split_by}",
+                layer_grads.bytes / split_by,
+            )
+        ring = ring_attention_buffers(n, model.kv_width, model.q_width, model.num_heads, ca, lay)
+        if ring:
+            layer_grads = Term(
+                layer_grads.label + " + ring attention buffers",
+                layer_grads.formula + " + K/V chunks + accumulators",
+                layer_grads.bytes + sum(t.bytes for t in ring),
+            )
+    common = _Common(
+        weights=weight_terms(plan, counts, dt),
+        grads=gradient_terms(counts, dt),
+        optim=optimizer_terms(plan, counts, dt),
+        copies=copy_terms(plan, counts, dt),
+        adt=adt,
+        block=block,
+        layer_grads=layer_grads,
+        head_grad=head_grad,
+        outside=outside_blocks(ap),
+        loss=loss_memory(ap),
+    )
+    _LAST_COMMON = (plan, lay is not None, common)
+    return common
+
+
+def _split_why(lay: Layout) -> str:
+    return ", ".join(
+        f"÷ {name} {d}" for name, d in (("TP", lay.tensor_parallel), ("CP", lay.context_parallel)) if d > 1
+    )
+
+
+def _parts(plan: Plan, counts: ParamCounts, dt: Dtypes, rank: Rank | None = None) -> _Parts:
+    model = plan.model
+    c = _common(plan, counts, dt, rank.layout if rank is not None else None)
+    weights, grads, optim, copies = c.weights, c.grads, c.optim, c.copies
+    adt, block, layer_grads, head_grad, outside, loss = c.adt, c.block, c.layer_grads, c.head_grad, c.outside, c.loss
+    state = None
+    if rank is not None:
+        state = rank_state(plan, counts, dt, rank.layout, rank.stage, (weights, grads, optim))
+        weights, grads, optim = state.weights, state.grads, state.optim
+        copies = rank_copies(plan, rank.layout, rank.stage, copies)
+    # Activations: every trainable block's saved tensors, or with checkpointing only the
+    # block inputs plus one block recomputed at a time in the backward.
+    trainable_layers = model.num_layers - plan.frozen_layers if plan.method is Method.FROZEN else model.num_layers
+    layers = model.num_layers
+    n = plan.workload.micro_batch * plan.workload.seq_len
+    nd_divisor, nd_why, in_flight = 1.0, "", 1.0
+    if rank is not None:
+        trainable_layers, layers = stage_trainable_layers(plan, rank.stage), rank.stage.layers
+        nd_divisor, nd_why = sequence_region(rank.layout)
+        in_flight = rank.stage.in_flight
+    flight = f" × {in_flight:g} micro-batches in flight" if in_flight != 1 else ""
+    if plan.checkpointing:
+        # Every checkpointed block holds on to its input, frozen blocks included (measured:
+        # the non-reentrant checkpoint keeps its arguments even when nothing needs a gradient).
+        nd = n * model.hidden_size / nd_divisor
+        formula = f"L × N·d × {adt.residual:g} = {layers} × {sci(nd)} × {adt.residual:g}{flight}"
+        label = "block inputs kept by checkpointing" + (f" ({nd_why})" if nd_why else "")
+        kept = [Term(label, formula, layers * nd * adt.residual * in_flight)]
+        recomputed = [Term("one block recomputed in the backward", "Σ of one block's saved tensors", block.bytes)]
+    else:
+        formula = f"{trainable_layers} × {gb(block.bytes)} GB{flight}"
+        kept = [
+            Term(
+                f"{trainable_layers} blocks × saved tensors per block",
+                formula,
+                trainable_layers * block.bytes * in_flight,
+            )
+        ]
+        recomputed = []
     embed_grad = model.embedding_params() * dt.grad if plan.method is Method.FULL else 0.0
+    root_grads: list[Term] = []
+    if rank is not None:
+        lay, stage = rank.layout, rank.stage
+        outside = split(outside, nd_divisor, nd_why) if stage.head else []
+        outside = outside + pipeline_buffers(n * model.hidden_size / nd_divisor, adt.residual, lay)
+        v_div, v_why = vocab_region(lay)
+        if stage.head:
+            loss = LossMemory(split(loss.forward, v_div, v_why), split(loss.backward, v_div, v_why))
+        else:
+            loss = LossMemory([], [])
+        tp_why = f"÷ TP {lay.tensor_parallel}" if lay.tensor_parallel > 1 else ""
+        head_grad = split(head_grad, lay.tensor_parallel, tp_why) if stage.head else []
+        # The "embedding gradient formed last" correction applies where every gradient is
+        # held whole (DDP, or no data-parallel sharding) and the stage has the embedding.
+        whole = lay.state_shards == 1 or plan.parallel.strategy is Strategy.DDP
+        embed_grad = embed_grad / lay.tensor_parallel if whole and stage.embedding else 0.0
+        if plan.parallel.strategy is Strategy.FSDP and not whole:
+            root_grads = head_grad
     return _Parts(
         weights=weights,
-        copies=copy_terms(plan, counts, dt),
+        copies=copies,
         grads=grads,
         optim=optim,
         kept=kept,
         recomputed=recomputed,
-        outside=outside_blocks(plan),
+        outside=outside,
         block=block,
         layer_grads=layer_grads,
         head_grad=head_grad,
         embed_grad=embed_grad,
-        loss=loss_memory(plan),
+        loss=loss,
+        state=state,
+        casts=dt.casts and plan.method is not Method.QLORA and (rank is None or bool(copies)),
+        tp=rank.layout.tensor_parallel if rank is not None else 1,
+        head=rank.stage.head if rank is not None else True,
+        root_grads=root_grads,
     )
 
 
 def _held_gradients(plan: Plan, parts: _Parts) -> Bucket:
     """Gradients alive during the forward: only those accumulated over earlier micro-batches."""
-    return make_bucket(BucketKey.GRADIENTS, parts.grads if plan.workload.grad_accum > 1 else [])
+    held = parts.backward_grads if plan.workload.grad_accum > 1 else []
+    return make_bucket(BucketKey.GRADIENTS, held + parts.extra("persistent"))
 
 
 def forward_phase(plan: Plan, parts: _Parts) -> Phase:
@@ -204,7 +282,7 @@ def forward_phase(plan: Plan, parts: _Parts) -> Phase:
     return Phase(
         "forward + loss",
         (
-            make_bucket(BucketKey.WEIGHTS, parts.weights + parts.copies),
+            make_bucket(BucketKey.WEIGHTS, parts.weights + parts.copies + parts.extra("forward")),
             _held_gradients(plan, parts),
             make_bucket(BucketKey.OPTIMIZER, parts.optim),
             make_bucket(BucketKey.ACTIVATIONS, activations),
@@ -218,26 +296,35 @@ def backward_phases(plan: Plan, parts: _Parts, dt: Dtypes) -> list[Phase]:
     """Start of the backward, the last block's backward, and its end (first block, embedding)."""
     model = plan.model
     optim = make_bucket(BucketKey.OPTIMIZER, parts.optim)
-    w_backward = make_bucket(BucketKey.WEIGHTS, parts.weights + parts.copies)
+    gathered = parts.extra("backward")
+    if parts.state is not None and parts.state.backward_block is not None:
+        in_block = list(parts.state.backward_block)
+    else:
+        in_block = gathered
+    w_start = make_bucket(BucketKey.WEIGHTS, parts.weights + parts.copies + gathered)
+    w_backward = make_bucket(BucketKey.WEIGHTS, parts.weights + parts.copies + in_block)
     copies_block = None
     if plan.checkpointing:
         # Checkpointed blocks keep nothing from the forward, so their autocast copies die
         # with the autocast cache when the forward ends; only the head's copy stays, and
         # the block being recomputed makes its own.
-        w_backward = make_bucket(BucketKey.WEIGHTS, parts.weights)
-    if dt.casts and plan.method is not Method.QLORA:
-        per_layer = model.stored_matmul_params() // model.num_layers
+        w_start = make_bucket(BucketKey.WEIGHTS, parts.weights + gathered)
+        w_backward = make_bucket(BucketKey.WEIGHTS, parts.weights + in_block)
+    if parts.casts:
+        per_layer = model.stored_matmul_params() // model.num_layers / parts.tp
         copies_block = Term("16-bit copies of one block's weights (autocast)", f"{sci(per_layer)} × 2 B", per_layer * 2)
         if plan.checkpointing:
-            vd = model.vocab_size * model.hidden_size
+            vd = model.vocab_size * model.hidden_size / parts.tp if parts.head else 0
             head = Term("16-bit copy of the output head (autocast)", f"V·d × 2 = {sci(vd)} × 2 B", vd * 2)
             recomputed = Term("16-bit copies of the recomputed block", f"{sci(per_layer)} × 2 B", per_layer * 2)
-            w_backward = make_bucket(BucketKey.WEIGHTS, [*parts.weights, head, recomputed])
+            w_start = make_bucket(BucketKey.WEIGHTS, [*parts.weights, head, recomputed, *gathered])
+            w_backward = make_bucket(BucketKey.WEIGHTS, [*parts.weights, head, recomputed, *in_block])
     accumulating = plan.workload.grad_accum > 1
+    buffers = parts.extra("persistent") + parts.extra("backward_grads")
     start = Phase(
         "backward",
         (
-            w_backward,
+            w_start,
             _held_gradients(plan, parts),
             optim,
             make_bucket(BucketKey.ACTIVATIONS, parts.kept + parts.outside + parts.loss.backward),
@@ -249,7 +336,10 @@ def backward_phases(plan: Plan, parts: _Parts, dt: Dtypes) -> list[Phase]:
         "backward",
         (
             w_backward,
-            make_bucket(BucketKey.GRADIENTS, parts.grads if accumulating else parts.head_grad),
+            make_bucket(
+                BucketKey.GRADIENTS,
+                (parts.backward_grads + parts.root_grads if accumulating else parts.head_grad) + buffers,
+            ),
             optim,
             make_bucket(BucketKey.ACTIVATIONS, parts.kept + parts.outside + parts.recomputed + [parts.layer_grads]),
         ),
@@ -261,12 +351,18 @@ def backward_phases(plan: Plan, parts: _Parts, dt: Dtypes) -> list[Phase]:
     # gradient is formed last. A tied embedding is also the output head, whose gradient
     # already exists: AccumulateGrad adds the two out of place, so three V·d gradients
     # coexist for a moment.
-    end_weights = make_bucket(BucketKey.WEIGHTS, parts.weights + ([copies_block] if copies_block else []))
+    end_weights = make_bucket(BucketKey.WEIGHTS, parts.weights + ([copies_block] if copies_block else []) + gathered)
     first_block = make_bucket(
         BucketKey.ACTIVATIONS,
         [Term("the first block's saved tensors", "Σ of one block", parts.block.bytes), parts.layer_grads],
     )
-    before_embedding = [*parts.grads, Term("less the embedding gradient, formed last", "−V·d", -parts.embed_grad)]
+    before_embedding = [
+        *parts.backward_grads,
+        *parts.root_grads,
+        *parts.extra("root_pending"),
+        Term("less the embedding gradient, formed last", "−V·d", -parts.embed_grad),
+        *buffers,
+    ]
     first = Phase(
         "backward",
         (end_weights, make_bucket(BucketKey.GRADIENTS, before_embedding), optim, first_block),
@@ -275,30 +371,50 @@ def backward_phases(plan: Plan, parts: _Parts, dt: Dtypes) -> list[Phase]:
     )
     tied_extra = []
     if parts.embed_grad and model.tie_embeddings:
-        tied_vd = model.vocab_size * model.hidden_size * dt.grad
+        tied_vd = model.vocab_size * model.hidden_size * dt.grad / parts.tp
         tied_extra = [Term("tied embedding: head and embedding gradients summed out of place", "2 × V·d", 2 * tied_vd)]
     embedding = Phase(
         "backward",
         (
-            make_bucket(BucketKey.WEIGHTS, parts.weights),
-            make_bucket(BucketKey.GRADIENTS, parts.grads + tied_extra),
+            make_bucket(BucketKey.WEIGHTS, parts.weights + gathered),
+            make_bucket(BucketKey.GRADIENTS, parts.backward_grads + parts.root_grads + tied_extra + buffers),
             optim,
             make_bucket(BucketKey.ACTIVATIONS, []),
         ),
         "end of the backward pass: the embedding gradient formed",
         StepPhase.BACKWARD_END,
     )
+    root_reduce = parts.extra("root_reduce")
+    if root_reduce:  # FSDP2: the root unit, resharded, reduces its gradients last
+        embedding = Phase(
+            "backward",
+            (
+                make_bucket(BucketKey.WEIGHTS, parts.weights),
+                make_bucket(
+                    BucketKey.GRADIENTS,
+                    parts.backward_grads + parts.extra("root_pending") + root_reduce + parts.extra("persistent"),
+                ),
+                optim,
+                make_bucket(BucketKey.ACTIVATIONS, []),
+            ),
+            "end of the backward pass: the root unit's gradients reduced",
+            StepPhase.BACKWARD_END,
+        )
     return [start, last_block, max((first, embedding), key=lambda p: p.allocated_bytes)]
 
 
 def optimizer_phase(plan: Plan, counts: ParamCounts, parts: _Parts, dt: Dtypes) -> Phase:
     temp = optimizer_step_temporary(plan, counts, dt)
+    if temp and parts.state is not None:
+        temp = (
+            Term(temp.label, temp.formula, temp.bytes * parts.state.step_share) if parts.state.step_temporary else None
+        )
     return Phase(
         "optimizer step",
         (
             make_bucket(BucketKey.WEIGHTS, parts.weights),
-            make_bucket(BucketKey.GRADIENTS, parts.grads),
-            make_bucket(BucketKey.OPTIMIZER, parts.optim + ([temp] if temp else [])),
+            make_bucket(BucketKey.GRADIENTS, parts.grads + parts.extra("persistent")),
+            make_bucket(BucketKey.OPTIMIZER, parts.optim + ([temp] if temp else []) + parts.extra("step")),
             make_bucket(BucketKey.ACTIVATIONS, []),
         ),
         "optimizer step: every gradient, the state, and the step's temporaries",
@@ -337,12 +453,23 @@ def _notes(plan: Plan) -> tuple[str, ...]:
     return tuple(notes)
 
 
-def training_breakdown(plan: Plan, counts: ParamCounts) -> Breakdown:
+def training_breakdown(plan: Plan, counts: ParamCounts, rank: Rank | None = None) -> Breakdown:
+    """The step's phases on one GPU, or on one rank of a multi-GPU plan (``rank``)."""
     dt = dtypes_for(plan)
-    parts = _parts(plan, counts, dt)
+    parts = _parts(plan, counts, dt, rank)
     backward = max(backward_phases(plan, parts, dt), key=lambda p: p.allocated_bytes)
     phases = (forward_phase(plan, parts), backward, optimizer_phase(plan, counts, parts, dt))
     peak_phase = max(phases, key=lambda p: p.allocated_bytes)
     peak = peak_phase.allocated_bytes
     summary = " + ".join(gb(b.bytes) for b in peak_phase.buckets) + f" = {gb(peak)} GB at the {peak_phase.name}"
-    return Breakdown(phases=phases, overhead=overhead_bucket(peak), summary_formula=summary, notes=_notes(plan))
+    notes = _notes(plan) + (parts.state.notes if parts.state is not None else ())
+    return Breakdown(phases=phases, overhead=overhead_bucket(peak), summary_formula=summary, notes=notes)
+
+
+def host_terms(plan: Plan, counts: ParamCounts, rank: Rank) -> list[Term]:
+    """What one rank keeps in host memory instead of on its GPU (offload)."""
+    if plan.parallel.offload is Offload.NONE:
+        return []
+    dt = dtypes_for(plan)
+    single = (weight_terms(plan, counts, dt), gradient_terms(counts, dt), optimizer_terms(plan, counts, dt))
+    return rank_state(plan, counts, dt, rank.layout, rank.stage, single).host

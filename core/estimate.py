@@ -6,16 +6,17 @@ fast enough to run on every keystroke.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
-from core import detailed, lesson
-from core.breakdown import Breakdown, Bucket, BucketKey, Phase
+from core.breakdown import Bucket, BucketKey, Phase
 from core.catalogue import GpuSpec, custom_gpu, find_gpu
 from core.checks import plan_warnings
 from core.compute import Compute, compute_estimate
 from core.inference import InferenceEstimate, inference_estimate
+from core.parallel.host import HostMemory, host_memory
+from core.parallel.memory import RankMemory, rank_memories
 from core.params import ParamCounts, param_counts
-from core.plan import Accounting, Plan
+from core.plan import Plan
 from core.verdict import VERDICT_LABELS, Judgement, Mode, Verdict, judge
 
 __all__ = [
@@ -23,9 +24,11 @@ __all__ = [
     "Bucket",
     "BucketKey",
     "Estimate",
+    "HostMemory",
     "Judgement",
     "Mode",
     "Phase",
+    "RankMemory",
     "Verdict",
     "estimate",
     "gpu_for",
@@ -51,6 +54,33 @@ class Estimate:
     inference: InferenceEstimate
     notes: tuple[str, ...]
     warnings: tuple[str, ...] = ()  # core.checks.plan_warnings: valid, but doubtful
+    # Every kind of rank (one on a single GPU); the fields above are ranks[worst_rank]'s.
+    ranks: tuple[RankMemory, ...] = ()
+    worst_rank: int = 0
+    host: HostMemory | None = None  # one node's host memory
+
+    @property
+    def worst(self) -> RankMemory:
+        return self.ranks[self.worst_rank]
+
+    def for_rank(self, index: int | None) -> Estimate:
+        """This estimate seen from rank ``index``: its phases, buckets, peak and verdict in the
+        single-rank fields, for a view that shows one rank; the worst (or None) is itself."""
+        if index is None or index == self.worst_rank or not 0 <= index < len(self.ranks):
+            return self
+        rank = self.ranks[index]
+        return replace(
+            self,
+            buckets=rank.buckets,
+            phases=rank.phases,
+            peak_phase=rank.peak_phase,
+            peak_bytes=rank.peak_bytes,
+            total_bytes=rank.total_bytes,
+            verdict=rank.verdict,
+            margin_bytes=rank.margin_bytes,
+            summary_formula=rank.summary_formula,
+            notes=rank.notes,
+        )
 
     def bucket(self, key: BucketKey) -> Bucket:
         for bucket in self.buckets:
@@ -80,32 +110,28 @@ def estimate(plan: Plan, gpu: GpuSpec | None = None) -> Estimate:
     """Estimate memory, time and serving needs for ``plan`` on ``gpu`` (or the plan's card)."""
     card = gpu if gpu is not None else gpu_for(plan)
     counts = param_counts(plan)
-    breakdown: Breakdown
-    if plan.accounting is Accounting.LESSON:
-        breakdown = lesson.training_breakdown(plan, counts)
-    else:
-        breakdown = detailed.training_breakdown(plan, counts)
-    peak = max(breakdown.phases, key=lambda p: p.allocated_bytes)
-    overhead = breakdown.overhead
-    buckets = (*peak.buckets, overhead)
-    total = peak.allocated_bytes + overhead.bytes
-    judged = judge(total, card.memory_bytes, plan.hardware.headroom)
+    ranks, worst_index = rank_memories(plan, counts, float(card.memory_bytes))
+    worst = ranks[worst_index]
+    judged = judge(worst.total_bytes, card.memory_bytes, plan.hardware.headroom)
     return Estimate(
         plan=plan,
         gpu=card,
         params=counts,
-        buckets=buckets,
-        phases=breakdown.phases,
-        peak_phase=peak.name,
-        peak_bytes=peak.allocated_bytes,
-        total_bytes=total,
+        buckets=worst.buckets,
+        phases=worst.phases,
+        peak_phase=worst.peak_phase,
+        peak_bytes=worst.peak_bytes,
+        total_bytes=worst.total_bytes,
         capacity_bytes=float(card.memory_bytes),
         usable_bytes=judged.usable_bytes,
         verdict=judged.verdict,
         margin_bytes=judged.margin_bytes,
-        summary_formula=breakdown.summary_formula,
+        summary_formula=worst.summary_formula,
         compute=compute_estimate(plan, counts, card),
         inference=inference_estimate(plan, counts, card),
-        notes=breakdown.notes,
+        notes=worst.notes,
         warnings=plan_warnings(plan),
+        ranks=ranks,
+        worst_rank=worst_index,
+        host=host_memory(plan, counts),
     )

@@ -9,13 +9,15 @@ never lower the memory per card.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Final
 
 from core.catalogue import GpuSpec, load_gpus
+from core.errors import PlanError
 from core.estimate import Estimate, Verdict, estimate
-from core.plan import Plan, Strategy
+from core.plan import GPUS_PER_NODE, Method, Offload, Plan, Strategy
+from core.units import GB
 
 COUNTS: Final = tuple(range(1, 9))
 VERDICT_ORDER: Final = {Verdict.FITS: 0, Verdict.OVER_HEADROOM: 1, Verdict.OOM: 2}
@@ -115,3 +117,214 @@ def _price(gpu: GpuSpec, prices: Mapping[str, float] | None) -> tuple[float | No
 def cheapest_fit(rows: Iterable[CardFit]) -> CardFit | None:
     fitting = [r for r in rows if r.fits]
     return min(fitting, key=_sort_key) if fitting else None
+
+
+# ---- the fewest GPUs of one card that fit ---------------------------------------------
+# The search stops here: 512 GPUs (64 nodes of 8) hold a dense 405B model's full fine-tuning
+# state several times over; the command line may ask for up to MAX_SEARCH_LIMIT.
+MAX_SEARCH_GPUS: Final = 512
+MAX_SEARCH_LIMIT: Final = 16_384
+# Tensor-parallel degrees tried within one node: Megatron-LM and torchtitan keep TP inside the
+# NVLink domain of a node (8 GPUs on HGX boards), in powers of two.
+TP_DEGREES: Final = (2, 4, 8)
+SHOWN_ROWS: Final = 16  # counts listed in the arithmetic before the middle ones are left out
+
+
+def search_counts(per_node: int, max_gpus: int) -> Iterator[int]:
+    """1 to ``per_node`` GPUs on one node, then whole nodes: 2·per_node, 3·per_node, ..."""
+    yield from range(1, min(per_node, max_gpus) + 1)
+    count = 2 * per_node
+    while count <= max_gpus:
+        yield count
+        count += per_node
+
+
+def layout_name(plan: Plan) -> str:
+    """The split in words: "FSDP2", "FSDP2 + TP 8 + PP 2", "ZeRO-3 + optimizer offload"."""
+    par = plan.parallel
+    parts = [STRATEGY_NAMES[par.strategy] if plan.world_size > 1 else "one GPU"]
+    for degree, name in ((par.tensor_parallel, "TP"), (par.pipeline_parallel, "PP"), (par.context_parallel, "CP")):
+        if degree > 1:
+            parts.append(f"{name} {degree}")
+    if par.offload is not Offload.NONE:
+        parts.append(f"{par.offload.value} offload")
+    return " + ".join(parts)
+
+
+STRATEGY_NAMES: Final = {
+    Strategy.DDP: "DDP",
+    Strategy.FSDP: "FSDP2",
+    Strategy.ZERO1: "ZeRO-1",
+    Strategy.ZERO2: "ZeRO-2",
+    Strategy.ZERO3: "ZeRO-3",
+}
+
+
+def _laid_out(plan: Plan, **changes: object) -> Plan | None:
+    """``plan`` with these parallel settings, or None where the model or the count refuse them."""
+    try:
+        return plan.with_parallel(**changes)
+    except PlanError:
+        return None
+
+
+def candidate_layouts(
+    plan: Plan, count: int, *, per_node: int = GPUS_PER_NODE, model_parallel: bool = True
+) -> list[Plan]:
+    """The splits tried on ``count`` GPUs, simplest first: the plan's own (its strategy, and its
+    TP/PP/CP where they still divide the count), then FSDP2; with ``model_parallel``, FSDP2 +
+    TP 2/4/8 within a node where the heads divide, then that + PP across the nodes."""
+    on = plan.on_gpus(count, per_node=per_node)
+    gpus, nodes = on.parallel.gpus_per_node, on.parallel.nodes
+    fsdp = Strategy.FSDP if count > 1 else on.parallel.strategy
+    flat = {"tensor_parallel": 1, "pipeline_parallel": 1, "context_parallel": 1, "virtual_stages": 1}
+    tried = [on, _laid_out(on, strategy=fsdp, **flat)]
+    if model_parallel:
+        tps = [t for t in TP_DEGREES if t <= gpus and gpus % t == 0]
+        with_tp = [_laid_out(on, strategy=fsdp, **{**flat, "tensor_parallel": t}) for t in tps]
+        tried += with_tp
+        widest = next((p for p in reversed(with_tp) if p is not None), tried[1])
+        if widest is not None and nodes > 1:
+            stages = 2
+            while stages <= nodes:
+                if nodes % stages == 0:
+                    tried.append(_laid_out(widest, pipeline_parallel=stages))
+                stages *= 2
+    unique: list[Plan] = []
+    for candidate in tried:
+        if candidate is not None and candidate not in unique:
+            unique.append(candidate)
+    return unique
+
+
+@dataclass(frozen=True)
+class CountTried:
+    """One GPU count of the search: the layout that fitted, or the one that came closest."""
+
+    count: int
+    layouts_tried: int
+    estimate: Estimate  # of the fitting layout, or of the one with the least memory per GPU
+
+    @property
+    def plan(self) -> Plan:
+        return self.estimate.plan
+
+    @property
+    def layout(self) -> str:
+        return layout_name(self.plan)
+
+    @property
+    def fits(self) -> bool:
+        return runs(self.estimate)
+
+
+def runs(est: Estimate) -> bool:
+    """Every rank fits its GPU and, where state is offloaded, each node's host memory holds it."""
+    return est.fits and (est.host is None or est.host.verdict is Verdict.FITS)
+
+
+@dataclass(frozen=True)
+class FewestGpus:
+    """The answer to "how many of this card, and how long on them"."""
+
+    base: Plan
+    tried: tuple[CountTried, ...]  # every count searched, in order; the last fits when found
+    max_gpus: int
+
+    @property
+    def found(self) -> CountTried | None:
+        return self.tried[-1] if self.tried and self.tried[-1].fits else None
+
+    def arithmetic(self) -> tuple[str, ...]:
+        """How the answer was reached, one line each, with the estimator's own figures."""
+        first = self.tried[0].estimate
+        plan = self.base
+        w = plan.workload
+        lines = [
+            f"{plan.model.name}, {METHOD_NAMES[plan.method]}, micro-batch {w.micro_batch} × {w.seq_len:,} tokens "
+            f"on {first.gpu.name}",
+            f"usable per GPU = {first.capacity_bytes / GB:.1f} GB × (1 − {plan.hardware.headroom:.0%} headroom) = "
+            f"{first.usable_bytes / GB:.1f} GB; the worst rank's peak + overhead must stay within it",
+        ]
+        rows = self.tried
+        if len(rows) > SHOWN_ROWS:  # the first counts, then the last few: the arithmetic stays readable
+            rows = (*rows[: SHOWN_ROWS - 4], *rows[-4:])
+        for row in rows:
+            if len(self.tried) > SHOWN_ROWS and row is self.tried[-4]:
+                lines.append(f"  … {len(self.tried) - SHOWN_ROWS} more counts, none fits …")
+            est = row.estimate
+            sign = "≤" if est.fits else ">"
+            best = "" if row.fits or row.layouts_tried == 1 else f" (least of {row.layouts_tried} layouts)"
+            layout = f", {row.layout}" if row.count > 1 else ""
+            worst = f" on the worst rank ({est.worst.label})" if len(est.ranks) > 1 else ""
+            host = ""
+            if est.fits and not row.fits and est.host is not None:  # the GPUs hold it, the nodes do not
+                host = f"; host {est.host.bytes / GB:,.0f} GB > {est.host.capacity_bytes / GB:,.0f} GB per node"
+            lines.append(
+                f"{row.count:>5} GPU{'s' if row.count > 1 else ''}{_nodes_text(row.plan)}{layout}: "
+                f"{est.total_bytes / GB:,.1f} GB per GPU{worst} {sign} {est.usable_bytes / GB:.1f} GB{best}{host}"
+                + (" → fits" if row.fits else "")
+            )
+        found = self.found
+        if found is None:
+            lines.append(f"nothing up to {self.max_gpus:,} GPUs fits: change the plan (see the Diagnosis)")
+            return tuple(lines)
+        comp = found.estimate.compute
+        lines.append(f"time for {w.tokens:,} tokens: {comp.formula}")
+        lines.append(
+            f"cost = {comp.hours:,.2f} h × {found.count} GPUs × {found.plan.hardware.price_per_gpu_hour:g} "
+            f"per GPU-hour = {comp.cost:,.2f}"
+        )
+        return tuple(lines)
+
+    def summary(self) -> str:
+        found = self.found
+        name = self.tried[0].estimate.gpu.name if self.tried else self.base.hardware.gpu
+        if found is None:
+            return f"No count of {name} up to {self.max_gpus:,} fits this plan."
+        comp = found.estimate.compute
+        return (
+            f"{found.count} × {name}{_nodes_text(found.plan)} with {found.layout}: "
+            f"{found.estimate.total_bytes / GB:.1f} GB per GPU, {comp.hours:,.1f} h and {comp.cost:,.2f} "
+            f"for {self.base.workload.tokens:,} tokens"
+        )
+
+
+METHOD_NAMES: Final = {
+    Method.FULL: "full fine-tuning",
+    Method.LORA: "LoRA",
+    Method.QLORA: "QLoRA",
+    Method.FROZEN: "frozen layers",
+    Method.DORA: "DoRA",
+}
+
+
+def _nodes_text(plan: Plan) -> str:
+    par = plan.parallel
+    return f" ({par.nodes} nodes × {par.gpus_per_node})" if par.nodes > 1 else ""
+
+
+def fewest_gpus(plan: Plan, *, max_gpus: int = MAX_SEARCH_GPUS, model_parallel: bool = True) -> FewestGpus:
+    """The fewest GPUs of the plan's card on which some layout fits, and that layout.
+
+    Counts go 1 to 8 on one node, then whole nodes (the plan's GPUs per node when it already
+    spans nodes, else 8); at each count the layouts of :func:`candidate_layouts` are estimated
+    in order and the first that fits is the answer. Each figure is ``estimate()``'s own.
+    """
+    if isinstance(max_gpus, bool) or not isinstance(max_gpus, int) or not 1 <= max_gpus <= MAX_SEARCH_LIMIT:
+        raise PlanError("max_gpus", max_gpus, f"an integer from 1 to {MAX_SEARCH_LIMIT:,}")
+    per_node = plan.parallel.gpus_per_node if plan.parallel.nodes > 1 else GPUS_PER_NODE
+    tried: list[CountTried] = []
+    for count in search_counts(per_node, max_gpus):
+        layouts = candidate_layouts(plan, count, per_node=per_node, model_parallel=model_parallel)
+        closest: Estimate | None = None
+        for index, candidate in enumerate(layouts, start=1):
+            est = estimate(candidate)
+            if runs(est):
+                tried.append(CountTried(count, index, est))
+                return FewestGpus(plan, tuple(tried), max_gpus)
+            if closest is None or est.total_bytes < closest.total_bytes:
+                closest = est
+        if closest is not None:
+            tried.append(CountTried(count, len(layouts), closest))
+    return FewestGpus(plan, tuple(tried), max_gpus)

@@ -42,7 +42,8 @@ class InferenceEstimate:
     kv_bytes_per_token: float  # one sequence, across the rank's layers
     kv_cache_bytes: float  # hf: the batch's cache at its longest; vllm: the whole pool
     activation_bytes: float  # hf: prefill / decode working memory; vllm: profiled peak
-    non_torch_bytes: float  # vllm: memory outside torch since start-up
+    non_torch_bytes: float  # vllm: memory allocated outside torch during the profile run
+    cuda_graph_bytes: float  # vllm: CUDA-graph pool, captured after the KV pool and outside it
     overhead_bytes: float  # CUDA context
     peak_bytes: float  # allocator level
     total_bytes: float  # what the plan needs at once on one card (judged by core.verdict)
@@ -90,6 +91,7 @@ def inference_estimate(plan: Plan, counts: ParamCounts, gpu: GpuSpec) -> Inferen
         kv_cache_bytes=memory.kv_cache_bytes,
         activation_bytes=memory.activation_bytes,
         non_torch_bytes=memory.non_torch_bytes,
+        cuda_graph_bytes=memory.cuda_graph_bytes,
         overhead_bytes=memory.overhead_bytes,
         peak_bytes=memory.peak_bytes,
         total_bytes=memory.total_bytes,

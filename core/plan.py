@@ -370,6 +370,10 @@ class Parallelism:
     fsdp_param_dtype: MpDtype = MpDtype.STORED  # MixedPrecisionPolicy.param_dtype
     fsdp_reduce_dtype: MpDtype = MpDtype.STORED  # MixedPrecisionPolicy.reduce_dtype
     ddp_bucket_mb: float = DDP_BUCKET_MB
+    # DistributedDataParallel(gradient_as_bucket_view=...): False (torch's default) keeps
+    # param.grad apart from the buckets, a second copy of the gradients; True makes the
+    # gradients views into them.
+    ddp_bucket_view: bool = False
     zero_bucket_elements: int = ZERO_BUCKET_ELEMENTS
     zero3_prefetch_elements: int = ZERO3_PREFETCH_ELEMENTS
     zero3_max_live_elements: int = ZERO3_MAX_LIVE_ELEMENTS
@@ -391,7 +395,7 @@ class Parallelism:
             _check_enum(f"parallel.{name}", getattr(self, name), enum)
         for name in ("tensor_parallel", "pipeline_parallel", "context_parallel", "virtual_stages"):
             _check_int(f"parallel.{name}", getattr(self, name), 1, MAX_DEGREE)
-        for name in ("sequence_parallel", "reshard_after_forward"):
+        for name in ("sequence_parallel", "reshard_after_forward", "ddp_bucket_view"):
             if not isinstance(getattr(self, name), bool):
                 raise PlanError(f"parallel.{name}", getattr(self, name), "true or false")
         _check_float("parallel.ddp_bucket_mb", self.ddp_bucket_mb, 0.0, 1e6, low_open=True)
@@ -713,8 +717,17 @@ class Plan:
         return self.with_parallel(**changes)
 
     def on_model(self, model: ModelSpec, model_id: str = "") -> Plan:
-        """This plan on another model; frozen layers are kept within the new model's depth."""
-        return replace(self, model=model, model_id=model_id, frozen_layers=min(self.frozen_layers, model.num_layers))
+        """This plan on another model; frozen layers are kept within the new model's depth, and
+        a tensor or pipeline split the new model cannot take (heads that TP does not divide,
+        fewer layers than pipeline chunks) drops to 1 on the same GPUs, as :meth:`on_gpus` does."""
+        frozen = min(self.frozen_layers, model.num_layers)
+        try:
+            return replace(self, model=model, model_id=model_id, frozen_layers=frozen)
+        except PlanError as error:
+            if error.field not in ("parallel.tensor_parallel", "parallel.pipeline_parallel"):
+                raise
+        flat = replace(self.parallel, tensor_parallel=1, pipeline_parallel=1, virtual_stages=1)
+        return replace(self, model=model, model_id=model_id, frozen_layers=frozen, parallel=flat)
 
     def with_method(self, method: Method, **changes: Any) -> Plan:
         """This plan trained another way; ``changes`` are further top-level fields (lora, quant...).

@@ -16,9 +16,11 @@ from enum import StrEnum
 from typing import Final
 
 from core.catalogue import GpuSpec, load_gpus, load_models
+from core.errors import PlanError
 from core.estimate import Estimate, estimate
+from core.fit import fewest_gpus, layout_name
 from core.limits import max_micro_batch, max_sequence
-from core.plan import Attention, LoraSettings, Method, Optimizer, Plan, Quant, Strategy
+from core.plan import Attention, LoraSettings, Method, Offload, Optimizer, Plan, Quant, Strategy
 from core.symptoms import Failure
 from core.verdict import Judgement, Mode, Verdict
 
@@ -34,7 +36,10 @@ class RemedyKind(StrEnum):
     QLORA_NF4 = "qlora-nf4"
     QLORA_INT8 = "qlora-int8"
     PAGED_OPTIMIZER = "paged-optimizer"
-    SHARDING = "sharding"
+    MORE_GPUS = "more-gpus"  # the fewest of this card that fit (core.fit.fewest_gpus)
+    FSDP = "fsdp"  # the same GPUs sharding everything instead of holding replicas
+    OFFLOAD_OPTIMIZER = "offload-optimizer"
+    TENSOR_PARALLEL = "tensor-parallel"
     SHORTER_SEQUENCE = "shorter-sequence"
     SMALLER_MODEL = "smaller-model"
     BIGGER_CARD = "bigger-card"
@@ -54,6 +59,8 @@ class Pin(StrEnum):
     SEQUENCE = "sequence"  # training sequence length and serving context
     GPU = "gpu"  # the card
     GPU_COUNT = "gpu-count"
+    LAYOUT = "layout"  # the data-parallel strategy and degree, the tensor / pipeline degrees
+    NO_OFFLOAD = "no-offload"  # nothing moves to host memory
 
 
 PIN_LABELS: Final = {
@@ -61,6 +68,8 @@ PIN_LABELS: Final = {
     Pin.SEQUENCE: "Keep the sequence length",
     Pin.GPU: "Keep the card",
     Pin.GPU_COUNT: "Keep the GPU count",
+    Pin.LAYOUT: "Keep the parallel layout",
+    Pin.NO_OFFLOAD: "No CPU offload",
 }
 
 Transform = Callable[[Plan], "tuple[Plan, str] | None"]
@@ -206,16 +215,59 @@ def _shorter_sequence(plan: Plan) -> tuple[Plan, str] | None:
     return plan.with_workload(seq_len=best), f"Sequence length {best:,} (was {seq:,})"
 
 
-def _sharding(plan: Plan) -> tuple[Plan, str] | None:
-    world, strategy = plan.world_size, plan.parallel.strategy
-    sharded = strategy in (Strategy.ZERO3, Strategy.FSDP)
-    for count in (2, 4, 8, 16, 32, 64):
-        if count <= world and sharded:
-            continue
-        candidate = plan.on_gpus(max(count, world), strategy if sharded else Strategy.FSDP)
-        if estimate(candidate).fits or count == 64:
-            return candidate, f"Shard over {candidate.world_size} GPUs (FSDP / ZeRO-3)"
-    return None
+def _more_gpus(plan: Plan) -> tuple[Plan, str] | None:
+    """The fewest of this card that fit, at each count with the plan's strategy or else FSDP2
+    (more DDP replicas never lower the memory per GPU), with tensor and pipeline parallel only
+    where sharding alone fits at no count; None when nothing fits."""
+    found = fewest_gpus(plan, model_parallel=False).found  # the plan's strategy, then FSDP2
+    if found is None:  # sharding the state is not enough: split the layers too (TP, PP)
+        found = fewest_gpus(plan).found
+    if found is None or found.count <= plan.world_size:
+        return None
+    return found.plan, f"{found.count} GPUs with {layout_name(found.plan)} (the fewest of this card that fit)"
+
+
+def _fsdp(plan: Plan) -> tuple[Plan, str] | None:
+    if plan.world_size < 2 or plan.parallel.strategy in (Strategy.FSDP, Strategy.ZERO3):
+        return None
+    was = layout_name(plan).split(" + ")[0]
+    return plan.with_parallel(strategy=Strategy.FSDP), f"FSDP2 instead of {was} on the same {plan.world_size} GPUs"
+
+
+def _offload_optimizer(plan: Plan) -> tuple[Plan, str] | None:
+    """Optimizer state and its step on the CPU. DeepSpeed's ZeRO-Offload (offload_optimizer,
+    ZeRO stage 1-3, one GPU included); FSDP2's CPUOffloadPolicy moves the parameters too, and
+    DDP has no offload, so a DDP or FSDP plan moves to ZeRO-2 (v0.16 ``zero_optimization``)."""
+    if plan.parallel.offload is not Offload.NONE:
+        return None
+    strategy = plan.parallel.strategy
+    if strategy in (Strategy.DDP, Strategy.FSDP):
+        strategy = Strategy.ZERO2
+    new = plan.with_parallel(strategy=strategy, offload=Offload.OPTIMIZER)
+    host = estimate(new).host
+    if host is not None and host.verdict is not Verdict.FITS:
+        return None  # the nodes' memory cannot hold the state either
+    return new, f"Optimizer state on the CPU ({layout_name(new)}, DeepSpeed ZeRO-Offload)"
+
+
+def _host_note(plan: Plan) -> str:
+    host = estimate(plan).host
+    if host is None:
+        return ""
+    return f"host RAM {host.bytes / 1e9:,.0f} GB of {host.capacity_bytes / 1e9:,.0f} GB per node"
+
+
+def _tensor_parallel(plan: Plan) -> tuple[Plan, str] | None:
+    """TP 2 on the same GPUs (Megatron-style, with sequence parallel): half of each layer's
+    weights and activations per GPU, where the heads divide and the node has GPUs in pairs."""
+    par = plan.parallel
+    if par.tensor_parallel > 1 or par.gpus_per_node % 2 or plan.world_size < 2:
+        return None
+    try:
+        new = plan.with_parallel(tensor_parallel=2, sequence_parallel=True)
+    except PlanError:
+        return None  # heads not divisible by 2, or the degrees no longer divide the GPUs
+    return new, f"Tensor parallel 2 on the same {plan.world_size} GPUs (with sequence parallel)"
 
 
 def _smaller_model(plan: Plan) -> tuple[Plan, str] | None:
@@ -273,6 +325,7 @@ EVAL: Final = frozenset({Failure.EVALUATION, Failure.LONG_BATCHES})
 ALL: Final = frozenset({Failure.FIRST_STEP, Failure.LONG_BATCHES, Failure.EVALUATION})
 _BASES: Final = frozenset({RemedyKind.LORA, RemedyKind.QLORA_NF4, RemedyKind.QLORA_INT8})
 _OPTIMIZERS: Final = frozenset({RemedyKind.OPTIMIZER_8BIT, RemedyKind.PAGED_OPTIMIZER})
+_STRATEGIES: Final = frozenset({RemedyKind.FSDP, RemedyKind.OFFLOAD_OPTIMIZER})
 
 K = RemedyKind
 TRAINING_KINDS: Final = (
@@ -312,7 +365,42 @@ TRAINING_KINDS: Final = (
         "pages state to CPU memory under pressure: slower when it does",
         excludes=_OPTIMIZERS,
     ),
-    RemedySpec(K.SHARDING, _sharding, 4, ALL, "more GPUs", combinable=False, changes=frozenset({Pin.GPU_COUNT})),
+    RemedySpec(
+        K.FSDP,
+        _fsdp,
+        1,
+        FIRST,
+        "gathers each layer's weights in the forward and backward: more communication",
+        changes=frozenset({Pin.LAYOUT}),
+        excludes=_STRATEGIES,
+    ),
+    RemedySpec(
+        K.TENSOR_PARALLEL,
+        _tensor_parallel,
+        2,
+        ALL,
+        "two GPUs compute each layer: collectives in every layer, best within one node",
+        changes=frozenset({Pin.LAYOUT}),
+    ),
+    RemedySpec(
+        K.OFFLOAD_OPTIMIZER,
+        _offload_optimizer,
+        3,
+        FIRST,
+        "the optimizer step runs on the CPU and the state crosses PCIe each step: slower steps, host RAM",
+        changes=frozenset({Pin.LAYOUT, Pin.NO_OFFLOAD}),
+        excludes=_STRATEGIES,
+        plan_note=_host_note,
+    ),
+    RemedySpec(
+        K.MORE_GPUS,
+        _more_gpus,
+        4,
+        ALL,
+        "more GPUs: the same tokens in fewer hours, the GPU-hours about the same",
+        combinable=False,
+        changes=frozenset({Pin.GPU_COUNT, Pin.LAYOUT}),  # the data-parallel degree, often the strategy
+    ),
     RemedySpec(
         K.SHORTER_SEQUENCE,
         _shorter_sequence,
@@ -344,22 +432,28 @@ TRAINING_KINDS: Final = (
 )
 # Kinds listed even when they do not lower the total (a bigger card, more GPUs: the total
 # per card may stay while the card grows).
-_ALWAYS_LISTED: Final = frozenset({K.BIGGER_CARD, K.SHARDING})
+_ALWAYS_LISTED: Final = frozenset({K.BIGGER_CARD, K.MORE_GPUS})
+# Changes of layout: what they cost is time (communication, the CPU's step), so their hours
+# before and after are always shown, even where the compute model finds no difference.
+_TIMED: Final = frozenset({K.MORE_GPUS, K.FSDP, K.TENSOR_PARALLEL, K.OFFLOAD_OPTIMIZER})
 
 
-def _time_and_money(base: Estimate, new: Estimate) -> list[str]:
+def _time_and_money(base: Estimate, new: Estimate, always_time: bool = False) -> list[str]:
     hours, new_hours = base.compute.hours, new.compute.hours
     parts = []
-    if hours and new_hours and abs(new_hours / hours - 1) > 0.005:
-        parts.append(f"time {new_hours / hours - 1:+.0%} ({new_hours:.1f} h)")
+    if always_time and hours and new_hours and abs(new_hours / hours - 1) <= 0.005:
+        parts.append(f"time {hours:,.1f} h → {new_hours:,.1f} h")
+    elif hours and new_hours and abs(new_hours / hours - 1) > 0.005:
+        parts.append(f"time {hours:,.1f} h → {new_hours:,.1f} h ({new_hours / hours - 1:+.0%})")
     if base.compute.cost and new.compute.cost and abs(new.compute.cost / base.compute.cost - 1) > 0.005:
         parts.append(f"cost {new.compute.cost / base.compute.cost - 1:+.0%}")
     return parts
 
 
-def cost_text(notes: Sequence[str], base: Estimate, new: Estimate) -> str:
-    """What a change costs in words, then its time and money against the current plan."""
-    return "; ".join([*(n for n in notes if n), *_time_and_money(base, new)])
+def cost_text(notes: Sequence[str], base: Estimate, new: Estimate, always_time: bool = False) -> str:
+    """What a change costs in words, then its time and money against the current plan (the
+    hours always with ``always_time``: a change of layout whose cost is its time)."""
+    return "; ".join([*(n for n in notes if n), *_time_and_money(base, new, always_time)])
 
 
 def allowed(specs: Iterable[RemedySpec], pins: frozenset[Pin]) -> tuple[RemedySpec, ...]:
@@ -388,7 +482,7 @@ def remedies_for(
         if judged.total_bytes >= base.judgement(spec.judged_on).total_bytes and spec.kind not in _ALWAYS_LISTED:
             continue  # it would not help
         notes = [spec.cost_note, spec.plan_note(new_plan) if spec.plan_note else ""]
-        cost = cost_text(notes, base, new)
+        cost = cost_text(notes, base, new, spec.kind in _TIMED)
         found.append(Remedy(spec.kind, title, new_plan, new, judged, spec.cost_rank, cost, spec.addresses))
     return tuple(sorted(found, key=lambda r: (not r.fits, r.cost_rank, r.total_bytes)))
 

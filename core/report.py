@@ -286,6 +286,14 @@ def _html_plan(item: ReportPlan, index: int, unit: str, several: bool) -> str:
         f"<p>{est.compute.hours:,.1f} h, cost {est.compute.cost:,.2f}, "
         f"{est.compute.tokens_per_second:,.0f} tokens/s, {est.compute.steps:,} optimizer steps</p>"
     )
+    if est.compute.comm_terms:
+        out.append('<table width="100%">')
+        for term in est.compute.comm_terms:
+            out.append(
+                f'<tr><td>{escape(term.label)}</td><td class="n">{term.seconds:.3g} s</td>'
+                f"<td>{escape(term.formula)}</td></tr>"
+            )
+        out.append("</table>")
     out.append(f"<h3>Diagnosis</h3><p>{escape(d.explanation)}</p>")
     if d.symptom is not None:
         out.append(f"<p>Symptom: {escape(d.symptom.symptom)}. Remedies: {escape(d.symptom.remedies)}.</p>")
@@ -375,6 +383,12 @@ def to_markdown(report: Report) -> str:
             arithmetic = "<br>".join(md_cell(line) for line in bucket.formula.splitlines())
             lines.append(f"| {bucket.label} | {_size(bucket.bytes, report.unit)} | {arithmetic} |")
         lines += ["", f"`{est.summary_formula}`", "", f"Time and cost: `{est.compute.formula}`", ""]
+        if est.compute.comm_terms:
+            lines += ["| Communication per step | Seconds | Arithmetic |", "|---|---:|---|"]
+            lines += [
+                f"| {md_cell(t.label)} | {t.seconds:.3g} | {md_cell(t.formula)} |" for t in est.compute.comm_terms
+            ]
+            lines.append("")
         lines += [f"Diagnosis: {md_cell(d.explanation)}", ""]
         lines += [f"- {md_cell(line)}" for line in _remedy_lines(d, report.unit)]
         lines += [f"- Note: {md_cell(n)}" for n in est.notes]

@@ -23,9 +23,9 @@ from typing import Literal
 
 import numpy as np
 import pyqtgraph as pg
-from PySide6.QtCore import QCoreApplication, QEvent, QPointF, QRectF, Qt, Signal
+from PySide6.QtCore import QCoreApplication, QEvent, QPointF, QRectF, QSignalBlocker, Qt, Signal
 from PySide6.QtGui import QBrush, QColor, QFont, QFontMetricsF, QImage, QPainter, QPicture, QStaticText, QTransform
-from PySide6.QtWidgets import QGraphicsItem, QVBoxLayout, QWidget
+from PySide6.QtWidgets import QComboBox, QGraphicsItem, QHBoxLayout, QLabel, QVBoxLayout, QWidget
 
 from core.breakdown import BUCKET_LABELS, BucketKey
 from core.estimate import VERDICT_LABELS, Estimate
@@ -68,13 +68,15 @@ class BarSpec:
     total_text: str = ""
 
 
-def training_bars(estimate: Estimate, measurement: Measurement | None) -> list[BarSpec]:
+def training_bars(estimate: Estimate, measurement: Measurement | None, rank: int | None = None) -> list[BarSpec]:
+    """The phases and the peak of one rank (the worst by default), then a measurement."""
+    source = estimate.for_rank(rank)
     bars: list[BarSpec] = []
-    if len(estimate.phases) > 1:
-        for phase in estimate.phases:
+    if len(source.phases) > 1:
+        for phase in source.phases:
             bars.append(BarSpec(phase.name, {b.key.value: b.bytes for b in phase.buckets}, phase.allocated_bytes))
-    peak_label = "peak + overhead" if len(estimate.phases) > 1 else estimate.peak_phase
-    bars.append(BarSpec(peak_label, {b.key.value: b.bytes for b in estimate.buckets}, estimate.total_bytes))
+    peak_label = "peak + overhead" if len(source.phases) > 1 else source.peak_phase
+    bars.append(BarSpec(peak_label, {b.key.value: b.bytes for b in source.buckets}, source.total_bytes))
     if measurement is not None:
         bars.append(
             BarSpec("measured", {"measured": measurement.peak_allocated_bytes}, measurement.peak_allocated_bytes)
@@ -114,7 +116,7 @@ def _picture_dpi() -> float:
     return float(QPicture().logicalDpiY())
 
 
-def caption_lines(estimate: Estimate, mode: Mode, unit: Unit) -> list[str]:
+def caption_lines(estimate: Estimate, mode: Mode, unit: Unit, rank: int | None = None) -> list[str]:
     """Model, method, card, workload and verdict, for an exported chart to stand on its own."""
     plan = estimate.plan
     cards = f"{plan.world_size} × {estimate.gpu.name}" if plan.world_size > 1 else estimate.gpu.name
@@ -132,6 +134,9 @@ def caption_lines(estimate: Estimate, mode: Mode, unit: Unit) -> list[str]:
         f"{memory(judged.capacity_bytes, unit)} per GPU "
         f"(usable with {plan.hardware.headroom:.0%} headroom: {memory(judged.usable_bytes, unit)})"
     )
+    if mode == "training" and len(estimate.ranks) > 1:
+        shown = estimate.worst_rank if rank is None else rank
+        lines.append(f"bars: {estimate.ranks[shown].label}; the verdict is the worst rank's ({estimate.worst.label})")
     return lines
 
 
@@ -346,6 +351,7 @@ class MemoryChart(QWidget):
     """Emits ``bucketClicked(series key)`` when a bar segment is clicked."""
 
     bucketClicked = Signal(str)
+    rankChanged = Signal(object)  # the index into Estimate.ranks shown, None for the worst
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
@@ -367,6 +373,27 @@ class MemoryChart(QWidget):
         layout = QVBoxLayout(self)
         layout.setContentsMargins(0, 0, 0, 0)
         layout.setSpacing(4)
+        # Which kind of rank the bars show (pipeline stages differ): the worst by default, hidden
+        # when every rank holds the same.
+        self.rank: int | None = None
+        self._rank_labels: tuple[str, ...] = ()
+        self.rank_row = QWidget()
+        self.rank_row.setObjectName("rankRow")
+        row = QHBoxLayout(self.rank_row)
+        row.setContentsMargins(4, 0, 4, 0)
+        self.rank_picker = QComboBox()
+        self.rank_picker.setObjectName("rankPicker")
+        self.rank_picker.setAccessibleName("Rank shown in the chart")
+        self.rank_picker.setToolTip("Which kind of GPU the bars show; the worst one decides the verdict.")
+        self.rank_picker.setSizeAdjustPolicy(QComboBox.SizeAdjustPolicy.AdjustToContents)
+        rank_label = QLabel("&Rank:")
+        rank_label.setBuddy(self.rank_picker)
+        row.addWidget(rank_label)
+        row.addWidget(self.rank_picker)
+        row.addStretch(1)
+        self.rank_picker.activated.connect(self._rank_picked)
+        self.rank_row.hide()
+        layout.addWidget(self.rank_row)
         self.plot = pg.PlotWidget(axisItems={"left": _Axis("left"), "bottom": _Axis("bottom")})
         self.plot.setAccessibleName("Memory chart plot")
         self.plot.viewport().setAccessibleName("Memory chart plot area")
@@ -437,11 +464,15 @@ class MemoryChart(QWidget):
     def set_mode(self, mode: Mode) -> None:
         if mode != self.mode:
             self.mode = mode
+            if self._estimate is not None:
+                self._show_ranks(self._estimate)
             self._redraw()
 
     def set_unit(self, unit: Unit) -> None:
         if unit != self.unit:
             self.unit = unit
+            if self._estimate is not None:
+                self._show_ranks(self._estimate)
             self._redraw()
 
     def set_measurement(self, measurement: Measurement | None) -> None:
@@ -456,7 +487,45 @@ class MemoryChart(QWidget):
     # ---- drawing -------------------------------------------------------------------
     def show_estimate(self, estimate: Estimate) -> None:
         self._estimate = estimate
+        self._show_ranks(estimate)
         self._redraw()
+
+    def set_rank(self, rank: int | None) -> None:
+        """Show rank ``rank`` of the estimate's ranks; None shows the worst."""
+        if rank != self.rank:
+            self.rank = rank
+            if self._estimate is not None:
+                self._show_ranks(self._estimate)
+            self._redraw()
+            self.rankChanged.emit(rank)
+
+    def _rank_picked(self, index: int) -> None:
+        self.set_rank(self.rank_picker.itemData(index))
+
+    def _show_ranks(self, estimate: Estimate) -> None:
+        """The picker lists each kind of rank with its peak; another set of ranks (a new split)
+        goes back to the worst."""
+        labels = tuple(r.label for r in estimate.ranks)
+        if labels != self._rank_labels:
+            self._rank_labels = labels
+            self.rank = None
+        several = len(estimate.ranks) > 1 and self.mode == "training"
+        if self.rank_row.isHidden() == several:
+            self.rank_row.setVisible(several)
+        if not several:
+            return
+        shown = estimate.worst_rank if self.rank is None else self.rank
+        texts = [
+            f"{r.label}: {memory(r.total_bytes, self.unit)}" + (" (worst)" if i == estimate.worst_rank else "")
+            for i, r in enumerate(estimate.ranks)
+        ]
+        picker = self.rank_picker
+        with QSignalBlocker(picker):
+            if [picker.itemText(i) for i in range(picker.count())] != texts:
+                picker.clear()
+                for index, text in enumerate(texts):
+                    picker.addItem(text, index)
+            picker.setCurrentIndex(shown)
 
     def settle(self) -> None:
         """Bring the plot up to date now rather than in its next paint: the layout of its items,
@@ -489,8 +558,10 @@ class MemoryChart(QWidget):
         estimate = self._estimate
         if estimate is None:
             return
-        build = training_bars if self.mode == "training" else inference_bars
-        self._bars = build(estimate, self.measurement)[:MAX_BARS]
+        if self.mode == "training":
+            self._bars = training_bars(estimate, self.measurement, self.rank)[:MAX_BARS]
+        else:
+            self._bars = inference_bars(estimate, self.measurement)[:MAX_BARS]
         scale = unit_scale(self.unit)
         n = len(self._bars)
         names = (*TRAINING_SERIES, "measured") if self.mode == "training" else INFERENCE_SERIES
@@ -573,7 +644,8 @@ class MemoryChart(QWidget):
             return
         self._measured_mark_shown = True
         peak_index = next(
-            (i for i, spec in enumerate(self._bars) if spec.label == self._estimate.peak_phase), len(self._bars) - 2
+            (i for i, spec in enumerate(self._bars) if spec.label == self._estimate.for_rank(self.rank).peak_phase),
+            len(self._bars) - 2,
         )
         level = self.measurement.peak_allocated_bytes / scale
         half = BAR_WIDTH / 2 + 0.08
@@ -592,8 +664,9 @@ class MemoryChart(QWidget):
 
     def _update_axes(self, estimate: Estimate) -> None:
         labels = [spec.label for spec in self._bars]
-        if estimate.peak_phase in labels and len(labels) > 1:
-            index = labels.index(estimate.peak_phase)
+        peak_phase = estimate.for_rank(self.rank).peak_phase
+        if peak_phase in labels and len(labels) > 1:
+            index = labels.index(peak_phase)
             labels[index] = f"{labels[index]} (peak)"
         axis = self.plot.getAxis("bottom")
         metrics = QFontMetricsF(axis.style["tickFont"] or self.font())
@@ -681,7 +754,7 @@ class MemoryChart(QWidget):
         estimate = self._estimate
         if estimate is None:
             return []
-        return caption_lines(estimate, self.mode, self.unit)
+        return caption_lines(estimate, self.mode, self.unit, self.rank)
 
     def export_png(self, path: str, scale: float = 2.0) -> None:
         """The plot and its caption as a PNG, ``scale`` × the on-screen size (crisp in documents);

@@ -32,13 +32,38 @@ COLUMNS = ("GPU", "×", "Sharding", "Per GPU", "Capacity", "Verdict", "Time", "P
 REFRESH_MS = 120
 
 
-class FitCardsPanel(QWidget):
+class LivePlanPanel(QWidget):
+    """A panel that follows the current plan while it is shown: it refreshes when shown, and
+    while shown a burst of edits is coalesced into one refresh; hidden, it does no work."""
+
+    def __init__(self, controller: PlanController, refresh_ms: int, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.controller = controller
+        self._timer = QTimer(self)
+        self._timer.setSingleShot(True)
+        self._timer.setInterval(refresh_ms)
+        self._timer.timeout.connect(self.refresh)
+        controller.estimateChanged.connect(self._estimate_changed)
+
+    def _estimate_changed(self, _estimate: Estimate) -> None:
+        if self.isVisible():
+            self._timer.start()
+
+    def showEvent(self, event: QShowEvent) -> None:
+        self.refresh()
+        super().showEvent(event)
+
+    def refresh(self) -> None:
+        """Read the plan again (subclasses extend this and call it first)."""
+        self._timer.stop()
+
+
+class FitCardsPanel(LivePlanPanel):
     cardApplied = Signal(str, int)  # gpu id, count
 
     def __init__(self, controller: PlanController, parent: QWidget | None = None) -> None:
-        super().__init__(parent)
+        super().__init__(controller, REFRESH_MS, parent)
         self.setObjectName("fitCardsPanel")
-        self.controller = controller
         self.unit: Unit = "GB"
         self.rows: tuple[CardFit, ...] = ()
         self.shown_rows: list[CardFit] = []
@@ -75,26 +100,13 @@ class FitCardsPanel(QWidget):
         hint = QLabel("Click a row to use that card and count (Edit → Undo takes it back).")
         hint.setObjectName("fitHint")
         layout.addWidget(hint)
-        self._timer = QTimer(self)
-        self._timer.setSingleShot(True)
-        self._timer.setInterval(REFRESH_MS)
-        self._timer.timeout.connect(self.refresh)
-        controller.estimateChanged.connect(self._estimate_changed)
 
     def set_unit(self, unit: Unit) -> None:
         self.unit = unit
         self._fill()
 
-    def _estimate_changed(self, _estimate: Estimate) -> None:
-        if self.isVisible():
-            self._timer.start()
-
-    def showEvent(self, event: QShowEvent) -> None:
-        self.refresh()
-        super().showEvent(event)
-
     def refresh(self) -> None:
-        self._timer.stop()
+        super().refresh()
         self.rows = cards_for(self.controller.plan, keep_sharding=self.keep_sharding.isChecked())
         self._fill()
 

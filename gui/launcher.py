@@ -8,7 +8,9 @@ import os
 import sys
 from collections.abc import Sequence
 
-CLI_COMMANDS = frozenset({"estimate", "models", "gpus", "fit", "report", "compare", "--version", "-h", "--help"})
+CLI_COMMANDS = frozenset(
+    {"estimate", "models", "gpus", "fit", "fewest-gpus", "report", "compare", "--version", "-h", "--help"}
+)
 SELF_TEST = "--self-test"
 # benchmarks/startup.py sets this: print the monotonic time of the first painted window, exit.
 EXIT_AFTER_PAINT = "VRAMPLAN_EXIT_AFTER_PAINT"

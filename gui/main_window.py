@@ -45,6 +45,7 @@ from gui.forms.fields import is_marked_invalid
 from gui.forms.hardware import HardwareForm
 from gui.forms.method import MethodForm
 from gui.forms.model import ModelForm
+from gui.forms.parallel import ParallelForm
 from gui.forms.serving import ServingForm
 from gui.forms.workload import WorkloadForm
 from gui.layout import LayoutFence, settle_layouts
@@ -122,6 +123,9 @@ class MainWindow(QMainWindow):
         self.document.pathChanged.connect(self._update_title)
         self.document.message.connect(lambda text: self.statusBar().showMessage(text, 4000))
         self.chart.bucketClicked.connect(self._bucket_clicked)
+        self.chart.rankChanged.connect(
+            lambda rank: self.arithmetic.show_estimate(self.controller.estimate.for_rank(rank))
+        )
         self.arithmetic.bucketSelected.connect(self.display.select_bucket)
         self._docks_sized = False
         self.display.changed.connect(self._show_display)
@@ -138,12 +142,15 @@ class MainWindow(QMainWindow):
         self.method_form = MethodForm(c)
         self.workload_form = WorkloadForm(c)
         self.hardware_form = HardwareForm(c, settings=self.settings)
+        self.parallel_form = ParallelForm(c)
+        self.parallel_form.fewestRequested.connect(self.show_fewest_gpus)
         self.serving_form = ServingForm(c)
         self.forms: list[PlanForm] = [
             self.model_form,
             self.method_form,
             self.workload_form,
             self.hardware_form,
+            self.parallel_form,
             self.serving_form,
             self.accounting_form,
         ]
@@ -405,7 +412,7 @@ class MainWindow(QMainWindow):
             self.problem.clear()  # QLabel.clear() repaints the status bar even when it is empty
         self.verdict.show_estimate(estimate)
         self.chart.show_estimate(estimate)
-        self.arithmetic.show_estimate(estimate)
+        self.arithmetic.show_estimate(estimate.for_rank(self.chart.rank))  # the rank the chart shows
         self.compute_panel.show_estimate(estimate)
         self.inference_panel.show_estimate(estimate)
         with QSignalBlocker(self.lesson_action):
@@ -447,6 +454,9 @@ class MainWindow(QMainWindow):
         if index != wanted:
             self._form_column.removeWidget(self.accounting_form)
             self._form_column.insertWidget(wanted, self.accounting_form)
+
+    def show_fewest_gpus(self) -> None:
+        self.plan_tools.show_fewest()
 
     def show_diagnosis(self) -> None:
         self.details_dock.show()
@@ -537,7 +547,7 @@ class MainWindow(QMainWindow):
         """Inference mode: the serving form, no training-only forms; Training mode the reverse."""
         serving = mode == "inference"
         self.serving_form.setVisible(serving)
-        for form in (self.method_form, self.workload_form, self.accounting_form):
+        for form in (self.method_form, self.workload_form, self.parallel_form, self.accounting_form):
             form.setVisible(not serving)
 
     def set_unit(self, unit: Unit) -> None:
@@ -666,7 +676,8 @@ class MainWindow(QMainWindow):
         dialogs.info(
             self,
             "How to read this window",
-            "Left, the Plan: the model, the fine-tuning method, the workload and the card. Every "
+            "Left, the Plan: the model, the fine-tuning method, the workload, the card and how "
+            "many of them (Parallelism: nodes, GPUs per node, the strategy and the split). Every "
             "value applies when you press Enter or leave its box; a box outlined in red says why "
             "it cannot take what you typed, and Escape puts the plan's value back.\n\n"
             "Top, the verdict: whether the peak memory of a training step, plus the framework's "
@@ -675,7 +686,8 @@ class MainWindow(QMainWindow):
             "Centre, the chart: one bar per phase of a step (forward, backward, optimizer step) "
             "and the peak, split into weights, gradients, optimizer state, activations and "
             "overhead. The dashed line is the card's capacity; the shaded band is the headroom. "
-            "Click a segment to see its arithmetic.\n\n"
+            "Click a segment to see its arithmetic. On several GPUs the bars are one GPU's, the "
+            "worst by default; with pipeline stages, Rank picks another.\n\n"
             "Right, the Details: Arithmetic (how each figure is made), Compute & time (FLOPs, "
             "hours and cost), Serving (memory for inference) and Diagnosis (the changes that "
             "would make the plan fit, cheapest first).",

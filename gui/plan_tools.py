@@ -1,4 +1,5 @@
-"""Menu entries for the file tools: training configs in, reports out, comparisons, cards that fit.
+"""Menu entries for the file tools: training configs in, reports out, comparisons, cards that fit,
+the fewest GPUs that fit.
 
 :func:`install` is the one hook the main window calls; the tools live in their own modules,
 imported the first time they are used (YAML parsing, reports and PDF stay out of start-up),
@@ -14,6 +15,7 @@ from PySide6.QtWidgets import QDockWidget, QMenu, QWidget
 
 if TYPE_CHECKING:
     from gui.compare import ComparePanel
+    from gui.fewest import FewestGpusPanel
     from gui.fitcards import FitCardsPanel
     from gui.main_window import MainWindow
 
@@ -25,6 +27,7 @@ class PlanTools(QObject):
         super().__init__(window)
         self.window = window
         self.fit_panel: FitCardsPanel | None = None
+        self.fewest_panel: FewestGpusPanel | None = None
         self.compare_panel: ComparePanel | None = None
         self.docks: dict[str, QDockWidget] = {}
         self.open_config_action = window._action(
@@ -54,7 +57,13 @@ class PlanTools(QObject):
             "&Compare plans", self.show_compare, "Ctrl+Shift+C", "Pin plans or open plan files; up to four side by side"
         )
         view_menu.addSeparator()
-        view_menu.addActions([self.compare_action, self.fit_action])
+        self.fewest_action = window._action(
+            "Fewest &GPUs that fit",
+            self.show_fewest,
+            "Ctrl+Shift+G",
+            "The fewest of this card on which some split fits, with the hours and the arithmetic",
+        )
+        view_menu.addActions([self.compare_action, self.fit_action, self.fewest_action])
         window.display.changed.connect(self._unit_changed)
 
     def open_training_config(self) -> bool:
@@ -93,6 +102,18 @@ class PlanTools(QObject):
         dock.raise_()
         self.fit_panel.refresh()
         return self.fit_panel
+
+    def show_fewest(self) -> FewestGpusPanel:
+        if self.fewest_panel is None:
+            from gui.fewest import FewestGpusPanel
+
+            self.fewest_panel = FewestGpusPanel(self.window.controller)
+            self._dock("fewestGpus", "Fewest GPUs", self.fewest_panel)
+        dock = self.docks["fewestGpus"]
+        dock.show()
+        dock.raise_()
+        self.fewest_panel.refresh()
+        return self.fewest_panel
 
     def show_compare(self) -> ComparePanel:
         if self.compare_panel is None:

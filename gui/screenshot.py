@@ -2,7 +2,8 @@
 
 Used for the README's docs/screenshot.png (the start-up plan) and, with ``--diagnosis``,
 docs/diagnosis.png (the lesson's 7B model, full 16-bit fine-tuning, on a 24 GB card, with
-the Diagnosis tab open); ``--serving`` renders docs/serving.png (Llama 3.1 8B on one H100
+the Diagnosis tab open); ``--parallel`` renders docs/parallel.png (Llama 3.1 70B, full
+fine-tuning with FSDP2 on 16 H100s at 8,192 tokens); ``--serving`` renders docs/serving.png (Llama 3.1 8B on one H100
 with vLLM's defaults, Compute tab); ``--compare`` renders docs/comparison.png (four plans side
 by side). ``--size 1280x720`` and ``--theme dark`` render the sizes and themes a README shows.
 No user settings are read or written (a temporary folder).
@@ -14,6 +15,10 @@ import os
 import sys
 import tempfile
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from core.plan import Plan
 
 WIDTH, HEIGHT = 1400, 900
 
@@ -27,10 +32,11 @@ def render(
     diagnosis: bool = False,
     theme: str = "light",
     serving: bool = False,
+    parallel: bool = False,
 ) -> None:
     os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
     from PySide6.QtCore import QSettings
-    from PySide6.QtWidgets import QApplication
+    from PySide6.QtWidgets import QApplication, QScrollArea
 
     from gui.settings import Settings
     from gui.theme import apply_theme
@@ -62,11 +68,20 @@ def render(
             )
             window.controller.reset(plan.with_inference(engine="vllm", context=8192, concurrent=51))
             window.tabs.setCurrentWidget(window.compute_panel)
+        if parallel:
+            window.controller.reset(parallel_plan())
+            window.tabs.setCurrentWidget(window.compute_panel)
         # The window sizes its docks itself (a share of the width, never below what the forms
         # need): a fixed [330, 470] squeezed the Diagnosis at 1920 px and the forms at 1280 px.
         window.show()
         for _ in range(5):
             app.processEvents()
+        if parallel:  # the plan column scrolled to the Parallelism section
+            column = window.plan_dock.widget()
+            if isinstance(column, QScrollArea):
+                column.ensureWidgetVisible(window.parallel_form, 0, 0)
+                for _ in range(3):
+                    app.processEvents()
         if diagnosis:
             import time
 
@@ -80,6 +95,17 @@ def render(
             raise OSError(f"cannot write {path}")
         window.controller.undo_stack.setClean()
         window.close()
+
+
+def parallel_plan() -> Plan:
+    """The README's many-GPU example: full fine-tuning of Llama 3.1 70B with FSDP2 on 16 H100s
+    (two nodes of eight) at 8,192 tokens, activation checkpointing on, 1B tokens."""
+    from core.plan import Preset, Strategy
+    from core.presets import plan_for_model
+
+    plan = plan_for_model("llama-3.1-70b", preset=Preset.TRAINER_BF16, checkpointing=True)
+    plan = plan.with_hardware(gpu="h100-sxm").with_workload(seq_len=8192, tokens=1_000_000_000)
+    return plan.on_gpus(16, Strategy.FSDP)
 
 
 def issue_plans() -> list[tuple[str, object]]:
@@ -143,7 +169,7 @@ def render_comparison(path: str, width: int = 1300, height: int = 1060) -> None:
 
 USAGE = (
     "usage: python -m gui.screenshot OUT.png [--size WIDTHxHEIGHT] [--theme light|dark]"
-    " [--inference] [--diagnosis] [--serving] [--compare]"
+    " [--inference] [--diagnosis] [--serving] [--parallel] [--compare]"
 )
 
 
@@ -187,6 +213,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         diagnosis="--diagnosis" in args,
         theme=theme,
         serving=serving,
+        parallel="--parallel" in args,
     )
     return 0
 

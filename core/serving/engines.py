@@ -8,21 +8,18 @@ Two engines, each modelled from its source:
   (``logits_to_keep=1``); the ``DynamicCache`` then grows by one position per request
   and layer each step, to S + new tokens. Peak = weights + KV cache + the larger of the
   prefill's working memory and the last decode step's.
-* vLLM (V1 engine, source followed: vllm-project/vllm commit 35d5cda1 for
-  ``vllm/v1/worker/gpu_worker.py`` ``determine_available_memory`` and a6d5c390 for
-  ``vllm/utils/mem_utils.py`` ``memory_profiling``; the v0.11-v0.13 line): the KV pool
-  takes what is left of ``total × gpu_memory_utilization`` after the weights, the torch
-  peak of a profiling forward of ``max_num_batched_tokens`` tokens spread over
-  ``max_num_seqs`` requests (then a sampler run over ``max_num_seqs`` rows) and the
-  memory allocated outside torch since start-up. The pool is cut into blocks of 16
-  tokens; ``GPU KV cache size`` and ``Maximum concurrency`` are derived from it.
+* vLLM (V1 engine, the 0.19.0 release): the KV pool takes what is left of
+  ``total × gpu_memory_utilization`` after the weights, the torch peak of the profile run and
+  the memory allocated outside torch during it; the rules and their sources are in
+  :mod:`core.serving.vllm_rules`.
 
 Per rank: tensor parallelism divides the matrices and the KV heads (at least one KV head
 per rank); pipeline parallelism divides the layers (the rank with the most layers and the
 embeddings decides). Replicas repeat the whole.
 
-Just past 400 lines: the three engines share the weights, working-memory and overhead
-terms, and reading them side by side is the point.
+The three engines share the weights, working-memory and overhead terms, and reading them
+side by side is the point; vLLM's own arithmetic (profile, blocks, groups) lives in
+:mod:`core.serving.vllm_rules`.
 """
 
 from __future__ import annotations
@@ -36,7 +33,21 @@ from core.detailed import CUDA_CONTEXT_BYTES
 from core.model import ModelSpec
 from core.plan import Attention, Inference, Plan
 from core.serving.formats import KV_BYTES, weight_bytes
-from core.serving.kv import cached_positions, kv_bytes_per_token_layer, kv_heads_per_rank, window_split
+from core.serving.kv import cached_positions, kv_bytes_per_token_layer, kv_heads_per_rank
+from core.serving.vllm_rules import (
+    CUBLAS_WORKSPACE_BYTES,
+    VLLM_BLOCK_SIZE,
+    VLLM_CUDA_GRAPH_BYTES,
+    VLLM_HIDDEN_COPIES,
+    activation_element_bytes,
+    moe_workspace_bytes,
+    vllm_blocks_per_request,
+    vllm_kv_groups,
+    vllm_non_torch_bytes,
+    vllm_sampler_bytes,
+    vllm_scheduler,
+    vllm_total_memory,
+)
 from core.solve import largest_fitting
 from core.units import GiB
 from core.verdict import Verdict, judge
@@ -45,47 +56,6 @@ from core.verdict import Verdict, judge
 # Memory a serving process holds outside the caching allocator: the CUDA context
 # (core.detailed.CUDA_CONTEXT_BYTES, the same constant training uses).
 SERVING_OVERHEAD_BYTES: Final = CUDA_CONTEXT_BYTES
-
-# --- vLLM constants (source: the commits named above) ------------------------------------
-VLLM_BLOCK_SIZE: Final = 16  # CacheConfig.block_size default on CUDA
-# EngineArgs.get_batch_defaults, usage context OPENAI_API_SERVER (`vllm serve`): cards of
-# 70 GiB or more that are not A100s get 8192 batched tokens and 1024 sequences, others
-# 2048 and 256.
-VLLM_LARGE_CARD_BYTES: Final = 70 * GiB
-VLLM_DEFAULTS_LARGE: Final = (8192, 1024)
-VLLM_DEFAULTS_SMALL: Final = (2048, 256)
-# Torch peak of the profiling forward, per token: the gated MLP's gate|up output (2·I)
-# and activation output (I) live with about three hidden-size tensors (residual, normed
-# input, block output), all in 16 bits: (3·I + 3·d) · 2 bytes. Checked against vLLM's
-# own "PyTorch activation peak memory" for Llama-3.1-8B (I = 14336, d = 4096): 2.07 GiB
-# at 20,000 tokens and 2.99 GiB at 29,000 (vllm-project/vllm issue #10517), which this
-# gives within 1 %.
-ACT_HIDDEN_COPIES: Final = 3
-# Hugging Face's eager-mode decoder layer keeps one more hidden-size tensor alive at the
-# MLP (the attention output beside the residual): 4 copies reproduce the working memory
-# h2-measure recorded for generate (benchmarks/serving/measured, llama-3.1-8b: 118.9 kB
-# per prompt token against (3 · 14336 + 4 · 4096) · 2 = 118.8 kB).
-HF_HIDDEN_COPIES: Final = 4
-# The sampler run after the forward: float32 logits of max_num_seqs rows and the
-# sampler's temporaries (probabilities, log-probabilities, sorted copies for top-p/top-k
-# and their int64 indices). 41 bytes per logit reproduces the 1.26 GiB vLLM logged for
-# Llama-3-8B with 256 sequences × 128,256 vocabulary (vllm-project/vllm PR #10511).
-SAMPLER_BYTES_PER_LOGIT: Final = 41
-# Memory allocated outside torch after start-up (cuBLAS/cuBLASLt workspaces, attention
-# backend buffers; NCCL and custom all-reduce buffers when ranks talk): vLLM logged
-# 0.16-0.35 GiB on one GPU (issues #10517, #13061, PR #12126). Assumed 0.3 GiB plus
-# 0.2 GiB with tensor or pipeline parallel.
-VLLM_NON_TORCH_BYTES: Final = 0.3 * GiB
-VLLM_NON_TORCH_PARALLEL_BYTES: Final = 0.2 * GiB
-# vLLM sizes everything from torch.cuda.mem_get_info()'s total, which is below what
-# nvidia-smi reports (the catalogue's memory_bytes) by what the driver keeps: vLLM logged
-# total_gpu_memory 79.22 GiB on an H100 80GB (PR #10511) and 23.58 GiB on an RTX 3090
-# (issue #10517) against 79.65 and 24.00 GiB in nvidia-smi: 0.42-0.43 GiB.
-DRIVER_RESERVED_BYTES: Final = 0.43 * GiB
-# CUDA graphs: the version followed captures them after the KV pool is sized and does not
-# subtract their pool (it only suggests --kv-cache-memory in a debug line); releases that
-# estimate the graph pool during profiling subtract roughly 0.5-1.5 GiB more.
-VLLM_CUDA_GRAPH_BYTES: Final = 0.0
 
 # --- SGLang (python/sglang/srt/server_args.py and model_executor/model_runner.py,
 # the v0.4 line) -----------------------------------------------------------------------------
@@ -97,6 +67,12 @@ VLLM_CUDA_GRAPH_BYTES: Final = 0.0
 SGLANG_FRACTIONS: Final = ((16, 0.79), (8, 0.81), (4, 0.85), (2, 0.87), (1, 0.88))
 
 # --- Hugging Face generate -----------------------------------------------------------
+# Hugging Face's eager-mode decoder layer keeps four hidden-size tensors alive at the MLP
+# (the attention output beside the residual, the normed input, the block output): 4 copies
+# reproduce the working memory h2-measure recorded for generate
+# (benchmarks/serving/measured, llama-3.1-8b: 118.9 kB per prompt token against
+# (3 · 14336 + 4 · 4096) · 2 = 118.8 kB).
+HF_HIDDEN_COPIES: Final = 4
 # After the forward, generate keeps the last position's logits (16-bit), copies them to
 # float32 and the logits processors / softmax make one more float32 row: 2 + 4 + 4 bytes.
 HF_LOGIT_BYTES: Final = 10
@@ -146,11 +122,11 @@ def rank_layout(plan: Plan) -> RankLayout:
 
 
 def forward_working_bytes(
-    model: ModelSpec, layout: RankLayout, tokens: int, hidden_copies: int = ACT_HIDDEN_COPIES
+    model: ModelSpec, layout: RankLayout, tokens: int, hidden_copies: int, bytes_per_element: float = 2.0
 ) -> float:
     """Torch working memory of a forward over ``tokens`` tokens (one block's widest moment)."""
     mlp = (3 if model.gated_mlp else 2) * layout.intermediate
-    return tokens * (mlp + hidden_copies * model.hidden_size) * 2
+    return tokens * (mlp + hidden_copies * model.hidden_size) * bytes_per_element
 
 
 def hf_cached_positions(model: ModelSpec, tokens: int) -> int:
@@ -183,6 +159,7 @@ class EngineMemory:
     max_num_seqs: int
     max_num_batched_tokens: int
     formula: str
+    cuda_graph_bytes: float = 0.0  # vllm: graph pool captured after the KV pool, outside it
 
 
 # --- Hugging Face generate -------------------------------------------------------------
@@ -270,77 +247,62 @@ def pooled_verdict(concurrency: float, need: float, gpu: GpuSpec, headroom: floa
     return judge(need, gpu.memory_bytes, headroom).verdict
 
 
-def vllm_defaults(gpu: GpuSpec) -> tuple[int, int]:
-    """(max_num_batched_tokens, max_num_seqs) that `vllm serve` picks for this card."""
-    large = gpu.memory_bytes >= VLLM_LARGE_CARD_BYTES and "a100" not in gpu.id.lower()
-    return VLLM_DEFAULTS_LARGE if large else VLLM_DEFAULTS_SMALL
-
-
-def vllm_total_memory(gpu: GpuSpec) -> float:
-    """The total vLLM reads from the driver: the card less what the driver keeps."""
-    return max(0.0, gpu.memory_bytes - DRIVER_RESERVED_BYTES)
-
-
-def vllm_scheduler(inf: Inference, gpu: GpuSpec) -> tuple[int, int]:
-    batched, seqs = vllm_defaults(gpu)
-    return inf.max_num_batched_tokens or batched, inf.max_num_seqs or seqs
-
-
-def vllm_profile_peak(model: ModelSpec, layout: RankLayout, batched_tokens: int, seqs: int) -> float:
-    """Torch peak increase of vLLM's profile run: the forward, then the sampler."""
-    sampler_rows = min(seqs, batched_tokens)
-    return max(
-        forward_working_bytes(model, layout, batched_tokens),
-        sampler_rows * model.vocab_size * SAMPLER_BYTES_PER_LOGIT,
-    )
-
-
-def vllm_blocks_per_request(model: ModelSpec, layout: RankLayout, context: int, batched_tokens: int) -> float:
-    """Blocks one request of ``context`` tokens takes, averaged over the rank's layers.
-
-    Full-attention layers hold cdiv(context, 16) blocks; sliding-window layers at most the
-    window plus one step's tokens (vLLM SlidingWindowSpec.max_memory_usage_bytes).
-    """
-    full, windowed, window = window_split(model)
-    full_blocks = math.ceil(context / VLLM_BLOCK_SIZE)
-    if not windowed:
-        return float(full_blocks)
-    win_tokens = min(context, window - 1 + batched_tokens)
-    win_blocks = math.ceil(win_tokens / VLLM_BLOCK_SIZE) + 1
-    return (full * full_blocks + windowed * min(full_blocks, win_blocks)) / model.num_layers
+def vllm_profile_peak(model: ModelSpec, layout: RankLayout, inf: Inference, batched_tokens: int, seqs: int) -> float:
+    """Torch peak increase of vLLM's profile run on the rank that decides (the last pipeline
+    stage, which also runs the sampler): the forward, then the sampler, and cuBLAS's
+    workspace; a later pipeline stage also holds the hidden states and residual it received
+    (IntermediateTensors)."""
+    element = activation_element_bytes(inf)
+    sampler = vllm_sampler_bytes(model, batched_tokens, seqs, element)
+    if model.num_experts > 1:
+        # The fused-MoE scratch comes from the worker's WorkspaceManager and stays allocated
+        # after the forward, so the sampler runs on top of it; the MLP's own transients are
+        # that scratch.
+        hidden = batched_tokens * VLLM_HIDDEN_COPIES * model.hidden_size * element
+        peak = moe_workspace_bytes(model, inf, batched_tokens, element) + max(hidden, sampler)
+    else:
+        peak = max(forward_working_bytes(model, layout, batched_tokens, VLLM_HIDDEN_COPIES, element), sampler)
+    if inf.pipeline_parallel > 1:
+        peak += 2 * batched_tokens * model.hidden_size * element
+    return peak + CUBLAS_WORKSPACE_BYTES
 
 
 def vllm_memory(plan: Plan, gpu: GpuSpec, layout: RankLayout) -> EngineMemory:
     model, inf = plan.model, plan.inference
     batched, seqs = vllm_scheduler(inf, gpu)
-    requested = vllm_total_memory(gpu) * inf.gpu_memory_utilization
-    activation = vllm_profile_peak(model, layout, batched, seqs)
-    parallel = inf.tensor_parallel > 1 or inf.pipeline_parallel > 1
-    non_torch = VLLM_NON_TORCH_BYTES + (VLLM_NON_TORCH_PARALLEL_BYTES if parallel else 0.0)
-    budget = requested - layout.weights_bytes - activation - non_torch - VLLM_CUDA_GRAPH_BYTES
-    block_bytes = VLLM_BLOCK_SIZE * layout.kv_token_layer_bytes * layout.layers
-    blocks = max(0, int(budget // block_bytes)) if block_bytes > 0 else 0
-    per_request = vllm_blocks_per_request(model, layout, inf.context, batched)
+    requested = math.ceil(vllm_total_memory(gpu) * inf.gpu_memory_utilization)  # request_memory
+    activation = vllm_profile_peak(model, layout, inf, batched, seqs)
+    non_torch = vllm_non_torch_bytes(inf)
+    budget = requested - layout.weights_bytes - activation - non_torch
+    groups = vllm_kv_groups(model, layout.layers)
+    page_bytes = VLLM_BLOCK_SIZE * layout.kv_token_layer_bytes  # one block of one layer
+    # get_num_blocks: available // page // layers per group; every block serves one group.
+    blocks = max(0, int(budget // page_bytes // groups.size)) if page_bytes > 0 else 0
+    pool = blocks * page_bytes * groups.size
+    kv_tokens = blocks // groups.count * VLLM_BLOCK_SIZE  # _report_kv_cache_config
+    per_request = vllm_blocks_per_request(groups, inf.context, batched)
     concurrency = blocks / per_request if per_request > 0 else 0.0
-    kv_tokens = int(concurrency * inf.context)
-    pool = blocks * block_bytes
 
     def one_fits(context: int) -> bool:
-        return blocks >= vllm_blocks_per_request(model, layout, context, batched)
+        return blocks >= vllm_blocks_per_request(groups, context, batched)
 
-    max_c = max(0, largest_fitting(one_fits, MAX_CONTEXT, blocks * VLLM_BLOCK_SIZE))
+    max_c = max(0, largest_fitting(one_fits, MAX_CONTEXT, kv_tokens))
     max_b = min(int(concurrency), seqs)
+    block_bytes = page_bytes * groups.size
     # What the plan holds at once: vLLM's non-KV memory plus the blocks of the requests that
-    # run together (the rest wait in the queue and hold nothing).
-    resident = min(float(inf.concurrent), math.floor(concurrency))
+    # run together (the rest wait in the queue and hold nothing); at least one request, so a
+    # pool too small for it shows its shortfall (and a change that narrows it, its gain).
+    resident = max(1.0, min(float(inf.concurrent), math.floor(concurrency)))
     need = layout.weights_bytes + activation + non_torch + resident * per_request * block_bytes
     verdict = pooled_verdict(concurrency, need, gpu, plan.hardware.headroom)
     peak = layout.weights_bytes + activation + pool
     formula = (
         f"KV pool = {vllm_total_memory(gpu) / GiB:.2f} GiB × {inf.gpu_memory_utilization:g} − weights "
         f"{layout.weights_bytes / GiB:.2f} − activation peak {activation / GiB:.2f} − non-torch "
-        f"{non_torch / GiB:.2f} = {max(budget, 0) / GiB:.2f} GiB; {blocks:,} blocks × 16 = GPU KV cache size "
-        f"{kv_tokens:,} tokens; maximum concurrency for {inf.context:,} tokens per request: {concurrency:.2f}x"
+        f"{non_torch / GiB:.2f} = {max(budget, 0) / GiB:.2f} GiB; {blocks:,} blocks of {groups.size} layers × 16 "
+        f"= GPU KV cache size {kv_tokens:,} tokens; maximum concurrency for {inf.context:,} tokens per request: "
+        f"{concurrency:.2f}x; CUDA graphs (captured afterwards, outside the pool) about "
+        f"{VLLM_CUDA_GRAPH_BYTES / GiB:.2f} GiB"
     )
     return EngineMemory(
         weights_bytes=layout.weights_bytes,
@@ -350,7 +312,7 @@ def vllm_memory(plan: Plan, gpu: GpuSpec, layout: RankLayout) -> EngineMemory:
         overhead_bytes=SERVING_OVERHEAD_BYTES,
         peak_bytes=peak,
         total_bytes=need,  # what the requests running together hold (vLLM itself takes card × utilisation)
-        footprint_bytes=requested + SERVING_OVERHEAD_BYTES,
+        footprint_bytes=requested + SERVING_OVERHEAD_BYTES + VLLM_CUDA_GRAPH_BYTES,
         budget_bytes=float(gpu.memory_bytes),  # gpu_memory_utilization is vLLM's own headroom
         kv_cache_tokens=kv_tokens,
         max_concurrency=concurrency,
@@ -361,6 +323,7 @@ def vllm_memory(plan: Plan, gpu: GpuSpec, layout: RankLayout) -> EngineMemory:
         max_num_seqs=seqs,
         max_num_batched_tokens=batched,
         formula=formula,
+        cuda_graph_bytes=VLLM_CUDA_GRAPH_BYTES,
     )
 
 
@@ -382,7 +345,7 @@ def sglang_memory(plan: Plan, gpu: GpuSpec, layout: RankLayout) -> EngineMemory:
     tokens = max(0, int(pool_budget // cell)) if cell > 0 else 0
     per_request = cached_positions(plan.model, inf.context) / plan.model.num_layers
     concurrency = tokens / per_request if per_request > 0 else 0.0
-    resident = min(float(inf.concurrent), math.floor(concurrency))
+    resident = max(1.0, min(float(inf.concurrent), math.floor(concurrency)))
     need = layout.weights_bytes + resident * per_request * cell
     verdict = pooled_verdict(concurrency, need, gpu, plan.hardware.headroom)
     reserved = total * (1 - fraction)

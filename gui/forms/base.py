@@ -6,7 +6,7 @@ from collections.abc import Callable
 from typing import Any
 
 from PySide6.QtCore import QSignalBlocker, Qt, Signal
-from PySide6.QtWidgets import QCheckBox, QComboBox, QFormLayout, QGroupBox, QLabel, QWidget
+from PySide6.QtWidgets import QApplication, QCheckBox, QComboBox, QFormLayout, QGroupBox, QLabel, QWidget
 
 from core.estimate import Estimate
 from core.plan import Plan
@@ -37,6 +37,8 @@ class PlanForm(QGroupBox):
         self.form.setLabelAlignment(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
         self.fields: dict[str, QWidget] = {}
         self._rows_changed = False
+        self._redrawing = False  # inside show_plan
+        self._dropped: list[tuple[str, QWidget]] = []  # fields hidden under the cursor (_drop_typing_in)
         self.labels: dict[str, QLabel] = {}
         controller.estimateChanged.connect(self._on_estimate)
         controller.editRejected.connect(self._on_rejected)
@@ -78,8 +80,28 @@ class PlanForm(QGroupBox):
 
     def set_widget_row_visible(self, widget: QWidget, visible: bool) -> None:
         if self.form.isRowVisible(widget) != visible:
+            if not visible:
+                self._drop_typing_in(widget)
             self.form.setRowVisible(widget, visible)
             self._rows_changed = True
+
+    def _drop_typing_in(self, row: QWidget) -> None:
+        """A row hidden under the cursor (another choice or a disclosure hid it) shows the
+        plan's value: hiding moves the focus, and the field would commit its typing then
+        (during a redraw whose blocked signals lose the edit) or keep text the plan refused."""
+        focus = QApplication.focusWidget()
+        if focus is None or not (focus is row or row.isAncestorOf(focus)):
+            return
+        key, field = next(((k, w) for k, w in self.fields.items() if w is focus or w.isAncestorOf(focus)), ("", None))
+        if field is None:
+            return
+        drop = getattr(field, "_restore", None)
+        if callable(drop):
+            drop()  # a number box: its typing goes
+        if self._redrawing:
+            self._dropped.append((key, field))  # the plan's value, once this redraw has hidden the row
+        else:
+            self._restore(key, field)
 
     # ---- edits ---------------------------------------------------------------------
     def apply(self, key: str, widget: QWidget, change: Callable[[Plan], Plan], label: str) -> None:
@@ -120,11 +142,17 @@ class PlanForm(QGroupBox):
         # With the layout off meanwhile, it is laid out once, after show_plan, before painting.
         self._rows_changed = False
         self.form.setEnabled(False)
+        self._redrawing, self._dropped = True, []
         try:
             self.show_plan(plan)
+            if self._dropped:  # a field hidden under the cursor: the plan's value in it
+                self.show_plan(plan)
         finally:
+            self._redrawing = False
             self.form.setEnabled(True)
             del blockers
+        for key, widget in self._dropped:
+            self._clear_mark(key, widget)
         if self._rows_changed:
             self.form.invalidate()
 

@@ -101,6 +101,7 @@ class _TypedNumber:
     edited: Any
     rejected: Any
     cleared: Any  # the text is acceptable again, or the committed value is back
+    restoreRequested: Any  # Escape: the form puts the plan's value back
     _name: str
     _typing: bool
 
@@ -160,6 +161,9 @@ class _TypedNumber:
             return True
         if meaning == "restore" or (meaning == "undo" and self._typing):
             self._restore()
+            # The committed value may be one the plan refused (TP 16 on 8 KV heads): the form
+            # shows the plan's value again.
+            self.restoreRequested.emit()
             event.accept()
             return True
         if meaning == "commit":
@@ -211,6 +215,7 @@ class IntField(_TypedNumber, QSpinBox):
     edited = Signal(int)
     rejected = Signal(str)
     cleared = Signal()
+    restoreRequested = Signal()
 
     def __init__(self, name: str, minimum: int, maximum: int, suffix: str, tooltip: str, parent: QWidget | None = None):
         super().__init__(parent)
@@ -269,6 +274,7 @@ class FloatField(_TypedNumber, QDoubleSpinBox):
     edited = Signal(float)
     rejected = Signal(str)
     cleared = Signal()
+    restoreRequested = Signal()
 
     def __init__(
         self,

@@ -1,4 +1,4 @@
-"""Hardware: the card (or a custom one), how many, sharding, utilisation and price."""
+"""Hardware: the card (or a custom one), utilisation and price; how many is the Parallelism form's."""
 
 from __future__ import annotations
 
@@ -9,12 +9,12 @@ from PySide6.QtWidgets import QLabel, QPushButton, QToolButton, QVBoxLayout, QWi
 
 from core.catalogue import GROUP_LABELS, GpuGroup, GpuSpec, load_gpus, search
 from core.estimate import Estimate
-from core.plan import MAX_GPUS, STRATEGY_LABELS, Plan, Preset, Strategy
+from core.plan import Plan, Preset
 from core.units import GB, GiB, MiB
 from gui import dialogs
 from gui.controller import PlanController
 from gui.forms.base import PlanForm
-from gui.forms.fields import ChoiceField, FloatField, IntField
+from gui.forms.fields import FloatField
 from gui.forms.pickers import USER_PREFIX, Entry, SearchingPicker, words_match
 from gui.settings import CustomGpu, Settings
 
@@ -146,15 +146,6 @@ class HardwareForm(PlanForm):
             "hardware.custom_tflops", "Peak speed", self.custom_tflops, lambda p, v: p.with_hardware(custom_tflops=v)
         )
         self.form.addRow("", self.save_card)
-        self.count = IntField("GPU count", 1, MAX_GPUS, "", "GPUs in the run; memory is shown per GPU.")
-        self.bind("parallel.gpus_per_node", "GPU count", self.count, lambda p, v: p.on_gpus(v))
-        self.sharding = ChoiceField(
-            "Strategy",
-            [(label, s.value) for s, label in STRATEGY_LABELS.items()],
-            "How the data-parallel GPUs hold the model: DDP keeps a full copy on each; DeepSpeed ZeRO stages "
-            "split the optimizer state, then gradients, then the weights; FSDP2 splits all three.",
-        )
-        self.bind("parallel.strategy", "Strategy", self.sharding, lambda p, v: p.with_parallel(strategy=Strategy(v)))
         self.utilisation = FloatField(
             "Utilisation",
             0.001,
@@ -236,17 +227,13 @@ class HardwareForm(PlanForm):
         self.show_plan(self.controller.plan)
 
     def _use_fp16(self) -> None:
-        self.controller.update(
-            "method.preset", lambda p: p.with_changes(preset=Preset.FP16_AMP), text="Use fp16 AMP"
-        )
+        self.controller.update("method.preset", lambda p: p.with_changes(preset=Preset.FP16_AMP), text="Use fp16 AMP")
 
     def show_plan(self, plan: Plan) -> None:
         hw = plan.hardware
         self.gpu.show_value(self._shown_gpu_id(plan), hw.gpu)
         self.custom_memory.show_value(hw.custom_memory_gb)
         self.custom_tflops.show_value(hw.custom_tflops)
-        self.count.show_value(plan.world_size)
-        self.sharding.show_value(plan.parallel.strategy.value)
         self.utilisation.show_value(hw.utilisation)
         self.headroom.show_value(hw.headroom)
         self.price.show_value(hw.price_per_gpu_hour)

@@ -10,6 +10,7 @@ from PySide6.QtWidgets import QFrame, QGridLayout, QLabel, QWidget
 
 from core.estimate import Estimate
 from core.measurement import Measurement
+from core.plan import Offload
 from core.verdict import VERDICT_LABELS, Judgement, Mode, Verdict
 from gui import colours
 from gui.format import Unit, counted, measurement_label, memory
@@ -173,6 +174,16 @@ class VerdictPanel(QFrame):
             f"{estimate.gpu.name}{gpus}: {memory(estimate.capacity_bytes, u)}, "
             f"{plan.hardware.headroom:.0%} kept as headroom"
         )
+        if len(estimate.ranks) > 1:
+            worst = estimate.worst
+            text += f"<br>The worst rank decides: <b>{escape(worst.label)}</b> ({counted(worst.count, 'GPU')})"
+        host = estimate.host
+        if host is not None and (plan.world_size > 1 or plan.parallel.offload is not Offload.NONE):
+            line = f"host RAM {memory(host.bytes, u)} of {memory(host.capacity_bytes, u)} per node"
+            if host.verdict is not Verdict.FITS:
+                problem = f"⚠ {line}: {VERDICT_LABELS[host.verdict].lower()}"
+                line = f"<span style='color:{colours.PROBLEM}'><b>{problem}</b></span>"
+            text += ("<br>" if len(estimate.ranks) <= 1 else " · ") + line
         if self.measurement is not None:
             text += f"<br>Measured peak: <b>{memory(self.measurement.peak_allocated_bytes, u)}</b> allocated"
             text += f" — {escape(measurement_label(self.measurement))}"

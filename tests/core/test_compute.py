@@ -62,7 +62,7 @@ def test_time_cost_energy_and_steps_follow_from_the_flops() -> None:
         method=Method.FULL,
         workload=Workload(micro_batch=4, seq_len=2048, grad_accum=8, tokens=50_000_000),
         hardware=Hardware(gpu="h100-sxm", utilisation=0.5, price_per_gpu_hour=3.0),
-        parallel=Parallelism(gpus_per_node=2),
+        parallel=Parallelism(gpus_per_node=1),
     )
     gpu = find_gpu("h100-sxm")
     counts = param_counts(plan)
@@ -70,14 +70,24 @@ def test_time_cost_energy_and_steps_follow_from_the_flops() -> None:
     assert c.flops == c.flops_per_token * plan.workload.tokens
     peak = gpu.peak_tflops(compute_dtype(plan))
     assert c.peak_tflops == peak
-    assert c.seconds == pytest.approx(c.flops / (peak * 1e12 * 0.5 * 2))
+    # One GPU: the single-GPU rule exactly, nothing exchanged, no bubble.
+    assert c.seconds == c.flops / (peak * 1e12 * 0.5)
+    assert c.comm_terms == () and c.exposed_comm_seconds_per_step == 0 and c.bubble_fraction == 0
+    assert c.step_seconds == c.compute_seconds_per_step
     assert c.hours == pytest.approx(c.seconds / 3600)
-    assert c.cost == pytest.approx(c.hours * 2 * 3.0)
-    assert c.energy_kwh == pytest.approx(c.hours * 2 * gpu.board_power_w / 1000)
-    assert c.steps == math.ceil(50_000_000 / (4 * 8 * 2 * 2048))
-    # Twice the GPUs: half the time, the same GPU-hours and so the same cost.
-    more = compute_estimate(plan.with_parallel(gpus_per_node=4), counts, gpu)
-    assert more.hours == pytest.approx(c.hours / 2) and more.cost == pytest.approx(c.cost)
+    assert c.cost == pytest.approx(c.hours * 3.0)
+    assert c.energy_kwh == pytest.approx(c.hours * gpu.board_power_w / 1000)
+    assert c.steps == math.ceil(50_000_000 / (4 * 8 * 2048))
+    # Two GPUs (DDP): the compute halves and the gradient all-reduce the backward cannot
+    # hide is added per step: time = compute × step ÷ step compute.
+    two = compute_estimate(plan.with_parallel(gpus_per_node=2), counts, gpu)
+    assert two.compute_seconds_per_step == pytest.approx(c.compute_seconds_per_step)  # twice the tokens per step
+    assert two.exposed_comm_seconds_per_step > 0
+    assert two.step_seconds == two.compute_seconds_per_step + two.exposed_comm_seconds_per_step
+    compute_only = two.flops / (peak * 1e12 * 0.5 * 2)
+    assert two.seconds == pytest.approx(compute_only * two.step_seconds / two.compute_seconds_per_step)
+    assert two.cost == pytest.approx(two.hours * 2 * 3.0)
+    assert two.tokens_per_second == pytest.approx(plan.workload.tokens / two.seconds)
 
 
 def test_the_precision_picks_the_peak_and_an_override_wins() -> None:

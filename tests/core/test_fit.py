@@ -10,10 +10,10 @@ import pytest
 from core.catalogue import load_gpus
 from core.cli import main
 from core.estimate import Verdict, estimate
-from core.fit import cards_for, cheapest_fit, plan_on
-from core.plan import Method, Precision, Strategy
-from core.planfile import save
-from core.presets import default_plan, lesson_plan
+from core.fit import candidate_layouts, cards_for, cheapest_fit, fewest_gpus, layout_name, plan_on, search_counts
+from core.plan import Method, Offload, Plan, Precision, Strategy
+from core.planfile import load, save
+from core.presets import default_plan, lesson_plan, plan_for_model
 
 
 def test_every_card_and_count_once_each() -> None:
@@ -59,8 +59,9 @@ def test_several_cards_shard_unless_told_to_keep_the_plans_sharding() -> None:
         Strategy.FSDP,
         Strategy.DDP,
     )
-    # Plain data parallel holds everything on every card: no less memory per card.
-    assert estimate(kept).total_bytes == estimate(one).total_bytes > estimate(four).total_bytes
+    # Plain data parallel holds everything on every card, and its gradient buckets besides:
+    # no less memory per card than one GPU.
+    assert estimate(kept).total_bytes > estimate(one).total_bytes > estimate(four).total_bytes
 
 
 def test_cheapest_fit_is_the_first_fitting_row() -> None:
@@ -106,3 +107,106 @@ def test_cards_with_a_catalogue_price_are_priced_at_it() -> None:
     assert (row.price, row.price_from) == listed  # the catalogue's price and its source
     unpriced = next(r for r in cards_for(default_plan(), counts=(1,)) if r.gpu.hourly_price() is None)
     assert (unpriced.price, unpriced.price_from) == (default_plan().hardware.price_per_gpu_hour, "the plan")
+
+
+# ---- the fewest GPUs of one card (issue 15) --------------------------------------------------
+def _full(model: str, gpu: str, seq_len: int) -> Plan:
+    plan = plan_for_model(model, method=Method.FULL, checkpointing=True)
+    return plan.with_hardware(gpu=gpu).with_workload(seq_len=seq_len, tokens=1_000_000_000)
+
+
+def test_counts_are_one_node_then_whole_nodes() -> None:
+    assert list(search_counts(8, 40)) == [1, 2, 3, 4, 5, 6, 7, 8, 16, 24, 32, 40]
+    assert list(search_counts(4, 12)) == [1, 2, 3, 4, 8, 12]
+    assert list(search_counts(8, 5)) == [1, 2, 3, 4, 5]
+
+
+def test_layouts_go_from_the_plans_own_to_tensor_then_pipeline_parallel() -> None:
+    plan = _full("llama-3.1-70b", "h100-sxm", 8192)  # 64 heads, 8 KV heads, 80 layers (config.json)
+    names = [layout_name(p) for p in candidate_layouts(plan, 32)]
+    assert names == [
+        "DDP",
+        "FSDP2",
+        "FSDP2 + TP 2",
+        "FSDP2 + TP 4",
+        "FSDP2 + TP 8",
+        "FSDP2 + TP 8 + PP 2",
+        "FSDP2 + TP 8 + PP 4",
+    ]
+    assert all(
+        p.world_size == 32 and (p.parallel.nodes, p.parallel.gpus_per_node) == (4, 8)
+        for p in candidate_layouts(plan, 32)
+    )
+    # Six GPUs on one node: TP 2 divides them, TP 4 and 8 do not; no pipeline within one node.
+    assert [layout_name(p) for p in candidate_layouts(plan, 6)] == ["DDP", "FSDP2", "FSDP2 + TP 2"]
+    # SmolLM2 360M: 15 heads and 5 KV heads (its config.json) take no tensor-parallel split.
+    odd = _full("smollm2-360m", "rtx-4090", 1024)
+    assert [layout_name(p) for p in candidate_layouts(odd, 8)] == ["DDP", "FSDP2"]
+
+
+def test_the_answer_is_the_first_count_that_fits_with_the_estimators_figures() -> None:
+    plan = _full("llama-3.1-8b", "h100-sxm", 4096)
+    answer = fewest_gpus(plan)
+    found = answer.found
+    assert found is not None and found.fits
+    assert not any(row.fits for row in answer.tried[:-1])
+    # No layout of a smaller count fits: the search did not skip one.
+    for row in answer.tried[:-1]:
+        assert not any(estimate(p).fits for p in candidate_layouts(plan, row.count))
+    again = estimate(found.plan)
+    assert (found.estimate.total_bytes, found.estimate.compute.hours) == (again.total_bytes, again.compute.hours)
+    assert found.plan.hardware.gpu == "h100-sxm" and found.plan.workload == plan.workload
+    text = "\n".join(answer.arithmetic())
+    assert again.compute.formula in text
+    assert f"{again.compute.cost:,.2f}" in text and f"{found.count} GPUs" in text
+    assert f"{again.usable_bytes / 1e9:.1f} GB" in text
+
+
+def test_nothing_fits_says_so_and_lists_what_was_tried() -> None:
+    # A million-token sequence on 12 GB cards: its logits alone (10⁶ × 128,256 vocabulary in
+    # float32) are hundreds of GB, which no split of the state or the layers divides.
+    plan = _full("llama-3.1-8b", "rtx-3060-12gb", 1_000_000)
+    answer = fewest_gpus(plan, max_gpus=128)
+    assert answer.found is None and [r.count for r in answer.tried] == list(search_counts(8, 128))
+    lines = answer.arithmetic()
+    assert "nothing up to 128 GPUs fits" in lines[-1]
+    assert any("more counts, none fits" in line for line in lines)
+    assert "No count" in answer.summary()
+
+
+def test_cli_fewest_gpus(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    args = ["--model", "llama-3.1-8b", "--method", "full", "--gpu", "h100-sxm", "--checkpointing", "--seq", "4096"]
+    assert main(["fewest-gpus", *args, "--tokens", "1e9", "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    answer = fewest_gpus(_full("llama-3.1-8b", "h100-sxm", 4096))
+    assert answer.found is not None
+    assert data["found"]["count"] == answer.found.count
+    assert data["found"]["hours"] == answer.found.estimate.compute.hours
+    assert data["arithmetic"] == list(answer.arithmetic())
+    assert main(["fewest-gpus", *args, "--tokens", "1e9"]) == 0
+    assert capsys.readouterr().out.startswith(answer.summary())
+    saved = tmp_path / "found.json"
+    assert main(["fewest-gpus", *args, "--tokens", "1e9", "--save", str(saved)]) == 0
+    assert load(str(saved)) == answer.found.plan  # the found plan, ready for `estimate --plan`
+    capsys.readouterr()
+    assert main(["fewest-gpus", *args, "--max-gpus", "0"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "--max-gpus: 0" in err
+
+
+def test_a_layout_fits_only_where_the_nodes_hold_what_is_offloaded() -> None:
+    # Optimizer state offloaded to nodes of 64 GB: the GPUs hold their share from 16 GPUs on, but
+    # the node's pinned Adam moments (and loading the checkpoint) do not fit its RAM.
+    plan = _full("llama-3.1-70b", "h100-sxm", 8192).on_gpus(16, Strategy.FSDP)
+    plan = plan.with_parallel(offload=Offload.OPTIMIZER, host_ram_gb=64.0)
+    answer = fewest_gpus(plan, max_gpus=32)
+    assert answer.found is None
+    gpu_only = [row for row in answer.tried if row.estimate.fits]
+    assert gpu_only and all(row.estimate.host is not None for row in gpu_only)
+    for row in gpu_only:
+        host = row.estimate.host
+        assert host is not None and host.bytes > host.capacity_bytes
+    host_lines = [line for line in answer.arithmetic() if "per node" in line and "host" in line]
+    assert host_lines and all("≤" in line and not line.endswith("→ fits") for line in host_lines)
+    # With the RAM a DGX H100 node has (2 TB), the same search finds a count.
+    assert fewest_gpus(plan.with_parallel(host_ram_gb=2048.0), max_gpus=32).found is not None

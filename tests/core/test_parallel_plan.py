@@ -8,8 +8,10 @@ from pathlib import Path
 import pytest
 
 from core import planfile
+from core.catalogue import find_model
 from core.cli import main
 from core.errors import PlanError
+from core.estimate import estimate
 from core.plan import Offload, Parallelism, PipelineSchedule, Strategy
 from core.presets import plan_for_model
 
@@ -132,3 +134,34 @@ def test_cli_refuses_a_layout_the_model_cannot_take(capsys: pytest.CaptureFixtur
     rc = main(["estimate", "--model", "llama-3.1-8b", "--gpus-per-node", "8", "--tp", "3"])
     err = capsys.readouterr().err
     assert rc == 2 and "tensor_parallel" in err and "Traceback" not in err
+
+
+def test_another_model_keeps_the_split_where_it_can_and_drops_it_where_it_cannot() -> None:
+    plan = plan_for_model("llama-3.1-8b").on_gpus(8, Strategy.FSDP).with_parallel(tensor_parallel=2)
+    # Qwen2.5 7B: 28 heads and 4 KV heads (config.json) take TP 2.
+    qwen = find_model("qwen2.5-7b")
+    assert plan.on_model(qwen.spec, qwen.id).parallel.tensor_parallel == 2
+    # SmolLM2 360M: 15 heads and 5 KV heads cannot be split in two: one GPU per layer, same GPUs.
+    smol = find_model("smollm2-360m")
+    moved = plan.on_model(smol.spec, smol.id)
+    assert (moved.parallel.tensor_parallel, moved.world_size, moved.parallel.strategy) == (1, 8, Strategy.FSDP)
+    assert moved.model_id == "smollm2-360m"
+
+
+def test_an_estimate_seen_from_one_rank_carries_that_ranks_figures() -> None:
+    # Llama 3.1 70B on 16 GPUs in two pipeline stages: the first stage holds the embedding,
+    # the last the head and the loss, so the two kinds of rank differ.
+    plan = plan_for_model("llama-3.1-70b").on_gpus(16, Strategy.FSDP)
+    est = estimate(plan.with_parallel(tensor_parallel=8, pipeline_parallel=2))
+    assert len(est.ranks) == 2 and est.for_rank(None) is est and est.for_rank(est.worst_rank) is est
+    other = 1 - est.worst_rank
+    seen = est.for_rank(other)
+    rank = est.ranks[other]
+    assert (seen.buckets, seen.phases, seen.total_bytes, seen.verdict) == (
+        rank.buckets,
+        rank.phases,
+        rank.total_bytes,
+        rank.verdict,
+    )
+    assert seen.summary_formula == rank.summary_formula and seen.worst_rank == est.worst_rank
+    assert est.for_rank(7) is est  # not one of its ranks

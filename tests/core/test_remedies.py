@@ -10,8 +10,9 @@ from core import remedies
 from core.catalogue import find_gpu, find_model, load_gpus
 from core.diagnosis import Failure, diagnose, max_micro_batch, max_sequence
 from core.estimate import estimate
+from core.fit import fewest_gpus
 from core.limits import memory_curve
-from core.plan import Hardware, Method, Plan, Workload
+from core.plan import Hardware, Method, Offload, Plan, Strategy, Workload
 from core.presets import default_plan
 from core.remedies import Pin, RemedyKind
 from core.verdict import Mode
@@ -55,7 +56,7 @@ def test_the_cheapest_fitting_combination_is_shown_even_when_one_change_fits() -
     assert {r.kind for r in combination.remedies} == {RemedyKind.CHECKPOINTING, RemedyKind.CHUNKED_LOSS}
     assert combination.plan.checkpointing and combination.plan.chunked_loss
     assert combination.judgement == estimate(combination.plan).judgement()
-    assert "recomputes the forward" in combination.cost and "time +" in combination.cost
+    assert "recomputes the forward" in combination.cost and "time " in combination.cost and " h → " in combination.cost
 
 
 def test_explanation_does_not_contradict_the_largest_bucket() -> None:
@@ -69,6 +70,11 @@ def test_explanation_does_not_contradict_the_largest_bucket() -> None:
     assert "fit on their own" in text and "activations on top" in text
 
 
+def _layout(plan: Plan) -> tuple[object, ...]:
+    par = plan.parallel
+    return (par.strategy, par.tensor_parallel, par.pipeline_parallel, par.context_parallel)
+
+
 @pytest.mark.parametrize(
     ("pin", "changed"),
     [
@@ -76,10 +82,14 @@ def test_explanation_does_not_contradict_the_largest_bucket() -> None:
         (Pin.SEQUENCE, lambda base, p: p.workload.seq_len != base.workload.seq_len),
         (Pin.GPU, lambda base, p: p.hardware.gpu != base.hardware.gpu),
         (Pin.GPU_COUNT, lambda base, p: p.world_size != base.world_size),
+        (Pin.LAYOUT, lambda base, p: _layout(p) != _layout(base)),
+        (Pin.NO_OFFLOAD, lambda base, p: p.parallel.offload is not Offload.NONE),
     ],
 )
 def test_pinned_things_never_change(pin: Pin, changed: object) -> None:
     plan = _plan("llama-3.2-1b", Method.LORA, "rtx-3060-12gb", 1, 4096)
+    if pin in (Pin.GPU_COUNT, Pin.LAYOUT, Pin.NO_OFFLOAD):  # a plan more GPUs or another split can fix
+        plan = _plan("llama-3.1-8b", Method.FULL, "a100-80gb-sxm", 1, 4096).on_gpus(2, Strategy.DDP)
     unpinned = diagnose(plan)
     assert any(changed(plan, r.plan) for r in unpinned.remedies)  # type: ignore[operator]
     pinned = diagnose(plan, pins=frozenset({pin}))
@@ -144,3 +154,97 @@ def test_a_bigger_card_is_priced_per_card_with_its_source(monkeypatch: pytest.Mo
     assert card.plan.hardware.gpu == a100.id
     assert card.plan.hardware.price_per_gpu_hour == 3.0
     assert "about $3.00 per GPU-hour (test price, 2026-01)" in card.cost
+
+
+# ---- the remedies for more than one GPU (issue 15) ------------------------------------------
+def _by_kind(plan: Plan) -> dict[RemedyKind, remedies.Remedy]:
+    return {r.kind: r for r in remedies.remedies_for(plan)}
+
+
+def _full_8b(gpu: str, count: int, strategy: Strategy) -> Plan:
+    plan = _plan("llama-3.1-8b", Method.FULL, gpu, 1, 4096).with_changes(checkpointing=True)
+    return plan.on_gpus(count, strategy)
+
+
+def test_more_gpus_is_the_fewest_count_of_this_card_that_fits() -> None:
+    plan = _full_8b("a100-80gb-sxm", 1, Strategy.DDP)  # full fine-tuning of 8B: about 16 B a parameter
+    assert not estimate(plan).fits
+    more = _by_kind(plan)[RemedyKind.MORE_GPUS]
+    # The solver's own answer: at each count the plan's DDP, then FSDP2 (more DDP replicas never
+    # lower the memory per GPU, so FSDP2 is what fits).
+    search = fewest_gpus(plan, model_parallel=False)
+    assert search.found is not None and more.plan == search.found.plan
+    assert more.plan.parallel.strategy is Strategy.FSDP and more.fits
+    assert not search.tried[-2].fits  # one count fewer does not fit
+    assert more.plan.hardware.gpu == plan.hardware.gpu
+    base_hours, new_hours = estimate(plan).compute.hours, more.estimate.compute.hours
+    assert f"time {base_hours:,.1f} h → {new_hours:,.1f} h" in more.cost
+    assert f"{more.plan.world_size} GPUs" in more.title
+    # Pinned GPU count: never offered.
+    pinned = remedies.remedies_for(plan, pins=frozenset({Pin.GPU_COUNT}))
+    assert RemedyKind.MORE_GPUS not in {r.kind for r in pinned}
+
+
+def test_fsdp_instead_of_ddp_on_the_same_gpus() -> None:
+    plan = _full_8b("a100-80gb-sxm", 4, Strategy.DDP)
+    fsdp = _by_kind(plan)[RemedyKind.FSDP]
+    assert fsdp.plan.parallel.strategy is Strategy.FSDP and fsdp.plan.world_size == 4
+    assert fsdp.total_bytes == estimate(fsdp.plan).total_bytes < estimate(plan).total_bytes
+    assert " h → " in fsdp.cost and "DDP" in fsdp.title
+    # Nothing to offer on one GPU, or to a plan that already shards everything.
+    assert remedies._fsdp(_full_8b("a100-80gb-sxm", 1, Strategy.DDP)) is None
+    assert remedies._fsdp(_full_8b("a100-80gb-sxm", 4, Strategy.FSDP)) is None
+    assert remedies._fsdp(_full_8b("a100-80gb-sxm", 4, Strategy.ZERO3)) is None
+
+
+@pytest.mark.parametrize(
+    ("strategy", "becomes"),
+    [
+        (Strategy.DDP, Strategy.ZERO2),  # DDP has no offload: DeepSpeed ZeRO-Offload runs on ZeRO-2
+        (Strategy.FSDP, Strategy.ZERO2),  # FSDP2's CPUOffloadPolicy moves the parameters too
+        (Strategy.ZERO1, Strategy.ZERO1),
+        (Strategy.ZERO3, Strategy.ZERO3),
+    ],
+)
+def test_offloading_the_optimizer_state(strategy: Strategy, becomes: Strategy) -> None:
+    plan = _full_8b("rtx-4090", 2, strategy)
+    result = remedies._offload_optimizer(plan)
+    assert result is not None
+    new, title = result
+    assert new.parallel.offload is Offload.OPTIMIZER and new.parallel.strategy is becomes
+    assert new.world_size == plan.world_size and "CPU" in title
+    assert remedies._offload_optimizer(new) is None  # already offloaded
+    pinned = remedies.remedies_for(plan, pins=frozenset({Pin.NO_OFFLOAD}))
+    assert all(r.plan.parallel.offload is Offload.NONE for r in pinned)
+
+
+def test_tensor_parallel_two_only_where_the_heads_divide() -> None:
+    plan = _full_8b("a100-80gb-sxm", 4, Strategy.FSDP)
+    result = remedies._tensor_parallel(plan)
+    assert result is not None
+    new, title = result
+    assert (new.parallel.tensor_parallel, new.world_size, new.parallel.data_parallel) == (2, 4, 2)
+    assert new.parallel.sequence_parallel and "Tensor parallel 2" in title
+    assert remedies._tensor_parallel(new) is None  # already split
+    assert remedies._tensor_parallel(_full_8b("a100-80gb-sxm", 1, Strategy.DDP)) is None  # one GPU
+    # SmolLM2 360M has 15 attention heads and 5 KV heads (its config.json): TP 2 cannot split them.
+    odd = _plan("smollm2-360m", Method.FULL, "rtx-4090", 1, 1024).on_gpus(2, Strategy.FSDP)
+    assert odd.model.num_heads % 2 == 1
+    assert remedies._tensor_parallel(odd) is None
+
+
+def test_tensor_parallel_and_offload_lower_the_memory_per_gpu_by_the_estimators_figures() -> None:
+    plan = _full_8b("a100-80gb-sxm", 4, Strategy.DDP)  # four full replicas: over 80 GB each
+    base = estimate(plan)
+    found = _by_kind(plan)
+    tp = found[RemedyKind.TENSOR_PARALLEL]
+    assert tp.total_bytes == estimate(tp.plan).total_bytes < base.total_bytes
+    offload = found[RemedyKind.OFFLOAD_OPTIMIZER]
+    new = estimate(offload.plan)
+    assert offload.total_bytes == new.total_bytes < base.total_bytes
+    assert new.host is not None and f"host RAM {new.host.bytes / 1e9:,.0f} GB" in offload.cost
+    for remedy in (tp, offload):
+        assert f"time {base.compute.hours:,.1f} h → {remedy.estimate.compute.hours:,.1f} h" in remedy.cost
+    # Nodes with too little memory for the offloaded state: not offered.
+    small = plan.with_parallel(host_ram_gb=16.0)
+    assert remedies._offload_optimizer(small) is None

@@ -131,3 +131,17 @@ def test_cli_pdf_without_the_gui_writer_says_why(tmp_path: Path, capsys: pytest.
         cli_extra._pdf_writer[:] = saved
     err = capsys.readouterr().err
     assert "Qt" in err and err.count("\n") == 1 and not (tmp_path / "x.pdf").exists()
+
+
+def test_a_multi_gpu_report_carries_each_collective_with_its_arithmetic() -> None:
+    from core.plan import Strategy
+    from core.presets import plan_for_model
+
+    plan = plan_for_model("llama-3.1-8b", method=Method.FULL).on_gpus(16, Strategy.FSDP)
+    report = build_report([("FSDP on 16", plan)], generated="t")
+    terms = report.plans[0].estimate.compute.comm_terms
+    assert len(terms) == 2  # the FSDP2 all-gather and reduce-scatter
+    markdown, html = to_markdown(report), to_html(report)
+    for term in terms:
+        assert f"| {md_cell(term.label)} | {term.seconds:.3g} |" in markdown
+        assert term.formula in html

@@ -136,8 +136,10 @@ def test_every_row_states_the_core_total(qtbot: Any, shown: MainWindow, unit: st
 
 def test_applying_the_combination(qtbot: Any, shown: MainWindow) -> None:
     plan = _no_single_fix()
+    # On this card alone: enough RTX 4090s (FSDP2 + TP 8 over 48 of them) would be one change that fits.
+    shown.diagnosis.pin_boxes[Pin.GPU_COUNT].setChecked(True)
     panel = show_plan(qtbot, shown, plan)
-    expected = diagnose(plan)
+    expected = diagnose(plan, pins=frozenset({Pin.GPU_COUNT}))
     assert expected.combination is not None
     panel.combination_list.rows[0].apply.click()
     assert shown.controller.plan == expected.combination.plan

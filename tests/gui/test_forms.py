@@ -43,9 +43,10 @@ def test_plan_to_widgets(window: MainWindow) -> None:
     assert w.tokens.value() == 123_000_000
     h = window.hardware_form
     assert h.gpu.value() == "rtx-4090"
-    assert h.count.value() == 2
-    assert h.sharding.value() == "zero2"
     assert h.headroom.value() == pytest.approx(15.0)
+    par = window.parallel_form
+    assert (par.nodes.value(), par.gpus_per_node.value()) == (1, 2)
+    assert par.strategy.value() == "zero2"
     # Showing a plan is not an edit: nothing more to undo than the one set_plan.
     assert window.controller.undo_stack.count() == 1
 

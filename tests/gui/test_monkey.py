@@ -1,4 +1,4 @@
-"""A seeded monkey: over a thousand random edits, junk typing included, across every input.
+"""A seeded monkey: two thousand random edits, junk typing included, across every input.
 
 ``EDITS`` field edits (typing, junk included, then Enter, Tab, Escape or a click away;
 choices; arrow keys; check boxes), mixed with undo/redo, training/inference, lesson mode,
@@ -37,7 +37,7 @@ from gui.main_window import MainWindow
 from tests.gui.test_chart import heights
 
 SEED = int(os.environ.get("MONKEY_SEED", "20240611"))
-EDITS = int(os.environ.get("MONKEY_EDITS", "1000"))
+EDITS = int(os.environ.get("MONKEY_EDITS", "2000"))  # about 18 per input: each is reached
 FULL_CHECK_EVERY = int(os.environ.get("MONKEY_FULL_CHECK_EVERY", "1"))
 
 # Text a person (or a cat) might type: numbers in every spelling the fields accept, numbers
@@ -254,8 +254,6 @@ def expected_values(window: MainWindow, plan: Plan) -> dict[str, Any]:
         "hardware.gpu": h.gpu,
         "hardware.custom_memory_gb": h.custom_memory_gb,
         "hardware.custom_tflops": h.custom_tflops,
-        "parallel.gpus_per_node": plan.world_size,
-        "parallel.strategy": plan.parallel.strategy.value,
         "hardware.utilisation": h.utilisation,
         "hardware.headroom": h.headroom,
         "hardware.price_per_gpu_hour": h.price_per_gpu_hour,
@@ -280,6 +278,17 @@ def expected_values(window: MainWindow, plan: Plan) -> dict[str, Any]:
         "model.tie_embeddings": m.tie_embeddings,
         "model.gated_mlp": m.gated_mlp,
     }
+    par = plan.parallel
+    for name in ("nodes", "gpus_per_node", "tensor_parallel", "pipeline_parallel", "context_parallel"):
+        values[f"parallel.{name}"] = getattr(par, name)
+    for name in ("virtual_stages", "host_ram_gb", "intra_link", "inter_link", "ddp_bucket_mb"):
+        values[f"parallel.{name}"] = getattr(par, name)
+    for name in ("zero_bucket_elements", "zero3_prefetch_elements", "zero3_max_live_elements"):
+        values[f"parallel.{name}"] = getattr(par, name)
+    for name in ("sequence_parallel", "reshard_after_forward", "ddp_bucket_view"):
+        values[f"parallel.{name}"] = getattr(par, name)
+    for name in ("strategy", "schedule", "offload", "fsdp_param_dtype", "fsdp_reduce_dtype"):
+        values[f"parallel.{name}"] = getattr(par, name).value
     for name in ("num_layers", "hidden_size", "num_heads", "num_kv_heads", "head_dim", "intermediate_size"):
         values[f"model.{name}"] = getattr(m, name)
     for name in ("vocab_size", "num_experts", "experts_per_token"):
@@ -304,6 +313,9 @@ class Monkey:
         self.rng = rng
         self.fields = all_fields(window)
         self.done: Counter[str] = Counter()
+        self.chosen: Counter[tuple[str, int]] = Counter()
+        self.seen: Counter[str] = Counter()  # edit_field calls that found the field on screen
+        self.picks = 0
         self.field_edits = 0
         self.log: list[str] = []
 
@@ -321,6 +333,8 @@ class Monkey:
             return self.toggle_unit
         if roll < 0.14:
             return self.toggle_dimensions
+        if roll < 0.17:
+            return self.spread_over_gpus
         return self.edit_field
 
     def visible_fields(self) -> list[tuple[str, QWidget]]:
@@ -334,7 +348,17 @@ class Monkey:
         # Rarely reached fields (shown only for a custom GPU, QLoRA, ...) are favoured, so
         # that every input gets edits.
         choices = self.visible_fields()
-        weights = [1 / (1 + self.done[key]) for key, _ in choices]
+        # A field seldom on screen (QLoRA's, a custom preset's, FSDP's) is favoured while it is.
+        self.picks += 1
+        for key, _ in choices:
+            self.seen[key] += 1
+        # A choice of n entries needs n visits to show each one's rows: it gets n times the turns.
+        weights = [
+            self.picks
+            * (w.count() if isinstance(w, ChoiceField) else 1)
+            / ((1 + self.done[key]) * (1 + self.seen[key]))
+            for key, w in choices
+        ]
         key, widget = self.rng.choices(choices, weights)[0]
         self.done[key] += 1
         self.field_edits += 1
@@ -405,7 +429,11 @@ class Monkey:
 
     def edit_choice(self, combo: QComboBox) -> str:
         if self.rng.random() < 0.5:
-            index = self.rng.randrange(combo.count())
+            # An entry chosen least so far, as fields are favoured: the rows one entry shows
+            # (QLoRA's base storage, FSDP's knobs) get their turn.
+            counts = [self.chosen[(combo.objectName(), i)] for i in range(combo.count())]
+            index = self.rng.choice([i for i, n in enumerate(counts) if n == min(counts)])
+            self.chosen[(combo.objectName(), index)] += 1
             combo.setCurrentIndex(index)
             return f"chose {combo.itemText(index)!r}"
         key = self.rng.choice((Qt.Key.Key_Up, Qt.Key.Key_Down, Qt.Key.Key_Home, Qt.Key.Key_End))
@@ -418,8 +446,10 @@ class Monkey:
         if roll < 0.35:
             index = self.rng.randrange(picker.count())
             custom = picker.findData("custom")
-            if custom >= 0 and self.rng.random() < 0.25:
-                index = custom  # one entry of many, and the only one that shows two more fields
+            # One entry of many, and the only one that shows two more fields: favoured until chosen.
+            if custom >= 0 and self.rng.random() < (0.25 if self.chosen[("custom", custom)] else 0.6):
+                index = custom
+                self.chosen[("custom", custom)] += 1
             picker.setCurrentIndex(index)
             picker.activated.emit(index)
             return f"chose {picker.itemText(index)!r}"
@@ -470,9 +500,34 @@ class Monkey:
         return "unit"
 
     def toggle_dimensions(self) -> str:
-        self.window.model_form.dims_toggle.click()
-        self.done["dimensions"] += 1
-        return "dimensions shown/hidden"
+        """One of the forms' disclosures: the model's dimensions, the frameworks' advanced knobs."""
+        if self.rng.random() < 0.5:
+            self.window.model_form.dims_toggle.click()
+            self.done["dimensions"] += 1
+            return "dimensions shown/hidden"
+        self.window.parallel_form.advanced.click()
+        self.done["advanced"] += 1
+        return "advanced parallel settings shown/hidden"
+
+    def spread_over_gpus(self) -> str:
+        """What a user planning a multi-GPU run types: nodes, GPUs per node, a TP degree and a
+        strategy, each committed with Enter (random typing seldom makes a layout that shows the
+        rows for tensor parallel, FSDP or ZeRO)."""
+        form = self.window.parallel_form
+        nodes, gpus, tp, pp = self.rng.choice(((1, 1, 1, 1), (1, 8, 2, 1), (2, 8, 4, 2), (4, 8, 8, 1), (2, 4, 1, 2)))
+        degrees = ((form.tensor_parallel, 1), (form.pipeline_parallel, 1))
+        layout = ((form.nodes, nodes), (form.gpus_per_node, gpus), (form.tensor_parallel, tp))
+        for field, value in (*degrees, *layout, (form.pipeline_parallel, pp)):
+            field.setFocus()
+            field.lineEdit().selectAll()
+            type_keys(self.qtbot, field.lineEdit(), str(value))
+            self.qtbot.keyClick(field.lineEdit(), Qt.Key.Key_Return)
+        strategy = self.rng.randrange(form.strategy.count())
+        form.strategy.setCurrentIndex(strategy)
+        if pp > 1:
+            form.schedule.setCurrentIndex(self.rng.randrange(form.schedule.count()))
+        self.done["layout"] += 1
+        return f"layout {nodes} × {gpus}, TP {tp}, PP {pp}, {form.strategy.itemText(strategy)!r}"
 
 
 def test_monkey(qtbot: Any, window: MainWindow) -> None:

@@ -1,0 +1,97 @@
+"""Activations of one rank under tensor, context and pipeline parallelism.
+
+The single-GPU terms of :mod:`core.activations` are split the way Megatron-LM splits the
+work (Korthikanti et al. 2022, "Reducing Activation Recomputation in Large Transformer
+Models", arXiv:2205.05198, Table 2): inside the tensor-parallel regions (attention per
+head, the MLP per column, the vocabulary-parallel logits and loss) every tensor is ÷ t;
+the norms, the inputs of the column-parallel matmuls and the dropout masks are replicated
+unless sequence parallelism splits them along the sequence (÷ t as well). Per layer that
+is sbh(10 + 24/t + 5as/(ht)) without and sbh/t·(34 + 5as/h) with sequence parallelism,
+for their GPT with 16-bit activations.
+
+Context parallelism splits the sequence: every activation ÷ cp (torchtitan / Megatron
+load-balanced chunks); ring attention adds the K/V chunks in flight between neighbours
+(torch ``torch/distributed/tensor/experimental/_attention.py`` ring exchange: the chunk
+being used and the one being received, for keys and values) and a float32 output
+accumulator with its log-sum-exp while it merges the partial results.
+"""
+
+from __future__ import annotations
+
+from core.activations import LayerActs
+from core.breakdown import Term, sci
+from core.parallel.layout import Layout
+
+__all__ = ["block_per_rank", "pipeline_buffers", "ring_attention_buffers", "sequence_region", "split", "vocab_region"]
+
+
+def split(terms: list[Term], divisor: float, why: str) -> list[Term]:
+    """Each term ÷ ``divisor`` (1 leaves them as they are)."""
+    if divisor == 1:
+        return terms
+    return [Term(f"{t.label} ({why})", f"({t.formula}) ÷ {divisor:g}", t.bytes / divisor) for t in terms]
+
+
+def _why(lay: Layout, tp_split: bool) -> str:
+    parts = []
+    if tp_split and lay.tensor_parallel > 1:
+        parts.append(f"÷ TP {lay.tensor_parallel}")
+    if lay.context_parallel > 1:
+        parts.append(f"÷ CP {lay.context_parallel}")
+    return ", ".join(parts)
+
+
+def block_per_rank(block: LayerActs, lay: Layout) -> LayerActs:
+    """One block's saved tensors on one rank: items inside the TP regions ÷ t, the
+    replicated ones ÷ t only with sequence parallelism; everything ÷ cp."""
+    tp, cp = lay.tensor_parallel, lay.context_parallel
+    if tp == 1 and cp == 1:
+        return block
+    items = []
+    for i, t in enumerate(block.items):
+        tp_split = i not in block.replicated or lay.sequence_parallel
+        divisor = (tp if tp_split else 1) * cp
+        items.extend(split([t], divisor, _why(lay, tp_split)))
+    return LayerActs(tuple(items), block.replicated)
+
+
+def sequence_region(lay: Layout) -> tuple[float, str]:
+    """Divisor and reason for tensors of the residual stream (norm inputs, block inputs)."""
+    divisor = (lay.tensor_parallel if lay.sequence_parallel else 1) * lay.context_parallel
+    return divisor, _why(lay, lay.sequence_parallel)
+
+
+def vocab_region(lay: Layout) -> tuple[float, str]:
+    """Divisor and reason for the logits and the loss (vocabulary-parallel, and ÷ cp)."""
+    return lay.tensor_parallel * lay.context_parallel, _why(lay, True)
+
+
+def ring_attention_buffers(tokens: int, kv_width: int, q_width: int, heads: int, ca: float, lay: Layout) -> list[Term]:
+    """K/V chunks in flight and the merge accumulators of ring attention (cp > 1)."""
+    cp = lay.context_parallel
+    if cp == 1:
+        return []
+    chunk = tokens / cp
+    kv = 2 * 2 * chunk * kv_width / lay.tensor_parallel
+    acc = chunk * (q_width / lay.tensor_parallel) * 4 + chunk * heads / lay.tensor_parallel * 4
+    return [
+        Term(
+            "ring attention: K, V chunks used + received", f"2 × 2 × N/{cp}·kv × {ca:g} = {sci(kv)} × {ca:g}", kv * ca
+        ),
+        Term("ring attention: float32 output + log-sum-exp accumulators", f"N/{cp}·(q + H) × 4", acc),
+    ]
+
+
+def pipeline_buffers(stage_tokens_width: float, res: float, lay: Layout) -> list[Term]:
+    """A pipeline rank's receive buffers: the activation coming in and the gradient coming
+    back, one micro-batch's residual stream each (Megatron p2p_communication.py allocates
+    both with ``torch.empty`` per exchange)."""
+    if lay.pipeline_parallel == 1:
+        return []
+    return [
+        Term(
+            "pipeline receive buffers (activation in, gradient back)",
+            f"2 × N·d × {res:g}",
+            2 * stage_tokens_width * res,
+        )
+    ]

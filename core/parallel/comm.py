@@ -1,0 +1,481 @@
+"""What the GPUs of a multi-GPU run exchange in one optimizer step, and how long it takes.
+
+Each collective is timed as NCCL's ring does it (the NCCL documentation's "Performance"
+notes and nccl-tests' PERFORMANCE.md; Patarasuk & Yuan 2009, "Bandwidth optimal all-reduce
+algorithms for clusters of workstations"): an all-reduce of S bytes over n ranks sends
+2(n−1)/n × S from every rank, an all-gather or a reduce-scatter (n−1)/n × S, at the link's
+bus bandwidth (its peak × what nccl-tests reach, resources/links.json). A group that spans
+nodes runs at the slower of the NVLink ring and the NICs its GPUs have on each node (one
+NIC per GPU on DGX systems, so ``local`` GPUs of the group per node bring ``local`` NICs),
+which is the bandwidth NCCL's own model gives a multi-node ring. The latency of a
+collective is NCCL's model for the ring with the Simple protocol (src/graph/tuning.cc,
+NVIDIA/nccl commit 01afd20): a base of 8.4 µs plus one hop latency per ring step, the
+network's for the steps between nodes.
+
+Ranks are laid out as Megatron-LM orders them ("tp-cp-dp-pp": tensor parallel ranks are
+neighbours, then context, data and pipeline), so a group's stride decides whether it stays
+in a node.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import Final
+
+from core.catalogue import LinkSpec, find_link
+from core.parallel.layout import layout, train_share, weight_share
+from core.params import ParamCounts
+from core.plan import Method, MpDtype, Offload, PipelineSchedule, Plan, Strategy
+from core.roles import dtypes_for
+from core.units import DTYPE_BYTES, MiB
+
+# NCCL's base latency of a ring collective with the Simple protocol, in seconds
+# (src/graph/tuning.cc baseLat[Ring][Simple] = 8.4 µs, NVIDIA/nccl commit 01afd20).
+NCCL_BASE_LATENCY_S: Final = 8.4e-6
+
+
+class Collective(StrEnum):
+    ALL_REDUCE = "all-reduce"
+    ALL_GATHER = "all-gather"
+    REDUCE_SCATTER = "reduce-scatter"
+    SEND = "send"  # point to point
+
+
+def ring_factor(kind: Collective, ranks: int) -> float:
+    """Bytes each rank sends per byte of the collective's buffer (nccl-tests' busbw factor)."""
+    if ranks <= 1:
+        return 0.0
+    if kind is Collective.ALL_REDUCE:
+        return 2.0 * (ranks - 1) / ranks
+    if kind is Collective.SEND:
+        return 1.0
+    return (ranks - 1) / ranks
+
+
+def ring_steps(kind: Collective, ranks: int) -> int:
+    """Ring steps of a collective (NCCL tuning.cc: 2(n−1) for all-reduce, n−1 for AG / RS)."""
+    if ranks <= 1:
+        return 0
+    if kind is Collective.ALL_REDUCE:
+        return 2 * (ranks - 1)
+    return 1 if kind is Collective.SEND else ranks - 1
+
+
+@dataclass(frozen=True)
+class Span:
+    """Where a group of ranks sits: ``local`` members on each of ``nodes`` nodes."""
+
+    local: int
+    nodes: int
+
+    @property
+    def ranks(self) -> int:
+        return self.local * self.nodes
+
+
+def group_span(size: int, stride: int, gpus_per_node: int, nodes: int = 1_000_000) -> Span:
+    """The members of a group of ``size`` ranks ``stride`` apart, per node and nodes spanned
+    (never more nodes than the run has: on one node every group is within it)."""
+    if size <= 1:
+        return Span(1, 1)
+    local = max(1, min(size, gpus_per_node // stride)) if stride < gpus_per_node else 1
+    spanned = math.ceil(size / local)
+    if spanned > nodes:
+        local, spanned = math.ceil(size / nodes), nodes
+    return Span(local, spanned)
+
+
+@dataclass(frozen=True)
+class Links:
+    intra: LinkSpec
+    inter: LinkSpec
+
+    def bus_bandwidth(self, span: Span) -> float:
+        """Bytes per second a ring over ``span`` moves per rank: NVLink within a node; across
+        nodes the slower of NVLink and the ``local`` NICs the group has on each node."""
+        if span.nodes <= 1:
+            return self.intra.bus_bytes_per_second
+        nics = span.local * self.inter.bus_bytes_per_second
+        return nics if span.local == 1 else min(self.intra.bus_bytes_per_second, nics)
+
+    def latency(self, kind: Collective, span: Span) -> float:
+        """NCCL's ring latency: base + intra-node steps × NVLink hop + inter-node steps × network hop."""
+        steps = ring_steps(kind, span.ranks)
+        inter_steps = ring_steps(kind, span.nodes) if span.nodes > 1 else 0
+        hops = (steps - inter_steps) * self.intra.latency_us + inter_steps * self.inter.latency_us
+        return NCCL_BASE_LATENCY_S + hops * 1e-6
+
+    def where(self, span: Span) -> str:
+        if span.nodes <= 1:
+            return f"{span.ranks} GPUs over {self.intra.id}"
+        return f"{span.ranks} GPUs, {span.local} per node × {span.nodes} nodes over {self.inter.id}"
+
+
+@dataclass(frozen=True)
+class CommTerm:
+    """One kind of traffic of the step: what it is, its arithmetic, bytes and time."""
+
+    label: str
+    formula: str
+    bytes: float  # bytes one GPU sends for it per optimizer step
+    seconds: float  # its time per optimizer step
+    overlapped: bool = False  # runs beside the compute; only what the compute cannot hide is exposed
+    window_seconds: float = 0.0  # the compute it can hide under (overlapped terms)
+    unhidden_seconds: float = 0.0  # the part no schedule hides (first gather, last bucket)
+
+
+@dataclass(frozen=True)
+class StepComm:
+    terms: tuple[CommTerm, ...]
+    comm_seconds: float  # every collective and transfer of one optimizer step
+    exposed_seconds: float  # the part the step waits for
+    bubble_fraction: float  # pipeline idle time over ideal compute time (Narayanan et al. 2021)
+    assumptions: tuple[str, ...]
+
+
+def _gb(n_bytes: float) -> str:
+    return f"{n_bytes / 1e9:.3g} GB"
+
+
+def _collective(
+    label: str,
+    kind: Collective,
+    buffer_bytes: float,
+    span: Span,
+    links: Links,
+    *,
+    count: float = 1.0,
+    launches: float = 1.0,
+    overlapped: bool = False,
+    window_seconds: float = 0.0,
+    unhidden_share: float = 0.0,
+) -> CommTerm:
+    """``count`` collectives of ``buffer_bytes`` each, issued as ``launches`` NCCL calls per collective."""
+    factor = ring_factor(kind, span.ranks)
+    bandwidth = links.bus_bandwidth(span)
+    sent = factor * buffer_bytes * count
+    latency = links.latency(kind, span) * launches * count
+    seconds = sent / bandwidth + latency
+    how = "2(n−1)/n" if kind is Collective.ALL_REDUCE else "(n−1)/n"
+    formula = (
+        f"{count:g} × {kind.value} of {_gb(buffer_bytes)}: {how} = {factor:.3g} × {_gb(buffer_bytes * count)} "
+        f"÷ {bandwidth / 1e9:.4g} GB/s + {latency * 1e3:.3g} ms latency ({links.where(span)})"
+    )
+    return CommTerm(
+        label=label,
+        formula=formula,
+        bytes=sent,
+        seconds=seconds,
+        overlapped=overlapped,
+        window_seconds=window_seconds,
+        unhidden_seconds=seconds * unhidden_share,
+    )
+
+
+def _point_to_point(
+    label: str, message_bytes: float, count: float, link: LinkSpec, *, overlapped: bool, window: float = 0.0
+) -> CommTerm:
+    bandwidth = link.bus_bytes_per_second
+    latency = (NCCL_BASE_LATENCY_S + link.latency_us * 1e-6) * count
+    seconds = message_bytes * count / bandwidth + latency
+    formula = (
+        f"{count:g} × send of {_gb(message_bytes)} ÷ {bandwidth / 1e9:.4g} GB/s + "
+        f"{latency * 1e3:.3g} ms latency (over {link.id})"
+    )
+    return CommTerm(label, formula, message_bytes * count, seconds, overlapped, window)
+
+
+def _host_transfer(label: str, n_bytes: float, link: LinkSpec) -> CommTerm:
+    bandwidth = link.bus_bytes_per_second
+    formula = f"{_gb(n_bytes)} ÷ {bandwidth / 1e9:.4g} GB/s (over {link.id})"
+    return CommTerm(label, formula, n_bytes, n_bytes / bandwidth)
+
+
+def bubble_fraction(plan: Plan) -> float:
+    """Pipeline bubble time over ideal compute time: (p−1)/m for GPipe and 1F1B, (p−1)/(v·m)
+    for the interleaved schedule (Narayanan et al. 2021, "Efficient Large-Scale Language Model
+    Training on GPU Clusters Using Megatron-LM", SC'21, sections 2.2.1 and 2.2.2), with m the
+    micro-batches of a step (the gradient accumulation) and v the model chunks per stage."""
+    par = plan.parallel
+    stages = par.pipeline_parallel
+    if stages <= 1:
+        return 0.0
+    chunks = par.virtual_stages if par.schedule is PipelineSchedule.INTERLEAVED else 1
+    return (stages - 1) / (chunks * plan.workload.grad_accum)
+
+
+def plan_links(plan: Plan) -> Links:
+    """The plan's two links from the catalogue (a PlanError naming the field for an unknown id)."""
+    par = plan.parallel
+    return Links(find_link(par.intra_link, "parallel.intra_link"), find_link(par.inter_link, "parallel.inter_link"))
+
+
+def _mp_bytes(dtype: MpDtype, stored: float) -> float:
+    return stored if dtype is MpDtype.STORED else DTYPE_BYTES[dtype.value]
+
+
+def step_communication(plan: Plan, counts: ParamCounts, compute_seconds: float, forward_share: float) -> StepComm:
+    """The traffic of one optimizer step of ``plan`` and how much of it the step waits for.
+
+    ``compute_seconds`` is the ideal compute of the step on one GPU (FLOPs ÷ world ÷ achieved
+    rate) and ``forward_share`` the forward's part of it.
+    """
+    par = plan.parallel
+    bubble = bubble_fraction(plan)
+    needs_links = plan.world_size > 1 or par.offload is not Offload.NONE
+    if not needs_links:
+        return StepComm((), 0.0, 0.0, 0.0, ())
+    links = plan_links(plan)
+    dt = dtypes_for(plan)
+    model = plan.model
+    tp, pp, cp, dp = par.tensor_parallel, par.pipeline_parallel, par.context_parallel, par.data_parallel
+    gpn = par.gpus_per_node
+    micro = plan.workload.grad_accum
+    per_micro = compute_seconds / micro
+    backward_micro = per_micro * (1.0 - forward_share)
+    # The pipeline stage with the most parameters (the embedding's or the head's) sets the
+    # pace of the data-parallel collectives: its share of the model (core.parallel.layout).
+    stage = max(layout(plan).stages, key=lambda s: weight_share(plan, s, tp))
+    w_share, t_share = weight_share(plan, stage, tp), train_share(plan, stage, tp)
+    units = stage.layers + 1  # FSDP2 wraps each decoder block and the root
+
+    trainable = counts.trainable * t_share
+    if plan.method is Method.QLORA:
+        base_bytes = DTYPE_BYTES[plan.quant.value]
+    else:
+        base_bytes = dt.base
+    if plan.adapter_based:
+        stored_param_bytes = counts.total * base_bytes * w_share + counts.adapter * dt.adapter * t_share
+    else:
+        frozen = counts.total - counts.trainable
+        stored_param_bytes = counts.trainable * dt.param * t_share + frozen * base_bytes * w_share
+    grad_bytes = trainable * dt.grad
+
+    terms: list[CommTerm] = []
+    assumptions: list[str] = [
+        "Collectives run as NCCL rings at each link's nccl-tests bus bandwidth (resources/links.json), "
+        "with NCCL's ring latency model; no NVLink SHARP, SHARP or tree algorithms.",
+        "Ranks are ordered tensor, context, data, pipeline (Megatron-LM's default), one NIC per GPU between nodes.",
+        "The utilisation is the compute's own efficiency: exposed communication and the bubble come on top "
+        "(a published MFU already includes them, so it understates the utilisation to enter here).",
+    ]
+    # Context-parallel ranks hold the same parameters and see other tokens of the same
+    # sequences: gradients are reduced, and state sharded, over data × context parallel
+    # ranks (torchtitan parallel_dims.py: the "fsdp" mesh is dp_shard × cp; core.parallel.layout
+    # Layout.state_shards). In "tp-cp-dp-pp" order that group has stride tp.
+    shards = dp * cp
+    dp_span = group_span(shards, tp, gpn, par.nodes)
+    if shards > 1 and par.strategy is Strategy.DDP:
+        bucket = par.ddp_bucket_mb * MiB
+        buckets = max(1.0, math.ceil(grad_bytes / bucket))
+        terms.append(
+            _collective(
+                "DDP gradient all-reduce",
+                Collective.ALL_REDUCE,
+                grad_bytes,
+                dp_span,
+                links,
+                launches=buckets,
+                overlapped=True,
+                window_seconds=backward_micro,
+                unhidden_share=min(1.0, bucket / grad_bytes) if grad_bytes else 0.0,
+            )
+        )
+        assumptions.append(
+            "DDP all-reduces once per step (no_sync during accumulation), bucket by bucket during the last "
+            "micro-batch's backward; the last bucket cannot overlap."
+        )
+    elif shards > 1 and par.strategy in (Strategy.FSDP, Strategy.ZERO3):
+        fsdp = par.strategy is Strategy.FSDP
+        gather_bytes = stored_param_bytes
+        reduce_bytes = grad_bytes
+        if fsdp and par.fsdp_param_dtype is not MpDtype.STORED:
+            cast = DTYPE_BYTES[par.fsdp_param_dtype.value]
+            base = base_bytes if plan.method is Method.QLORA else cast  # a quantised base stays quantised
+            gather_bytes = counts.total * base * w_share + counts.adapter * cast * t_share
+        if fsdp:
+            # MixedPrecisionPolicy(reduce_dtype=None) reduces in param_dtype.
+            reduce_dtype = par.fsdp_reduce_dtype
+            if reduce_dtype is MpDtype.STORED:
+                reduce_dtype = par.fsdp_param_dtype
+            reduce_bytes = trainable * _mp_bytes(reduce_dtype, dt.grad)
+        name = "FSDP2" if fsdp else "ZeRO-3"
+        regather = par.reshard_after_forward or not fsdp
+        gathers = 2 if regather else 1
+        terms.append(
+            _collective(
+                f"{name} parameter all-gather ({'forward + backward' if regather else 'forward'})",
+                Collective.ALL_GATHER,
+                gather_bytes,
+                dp_span,
+                links,
+                count=gathers * micro,
+                launches=units,
+                overlapped=True,
+                window_seconds=compute_seconds,
+                unhidden_share=1.0 / (units * gathers),
+            )
+        )
+        terms.append(
+            _collective(
+                f"{name} gradient reduce-scatter",
+                Collective.REDUCE_SCATTER,
+                reduce_bytes,
+                dp_span,
+                links,
+                count=micro,
+                launches=units,
+                overlapped=True,
+                window_seconds=compute_seconds,
+                unhidden_share=1.0 / units,
+            )
+        )
+        assumptions.append(
+            f"{name} gathers each block's parameters before its forward"
+            + (" and again before its backward" if regather else "")
+            + " and reduce-scatters its gradients, every micro-batch, prefetched beside the compute; "
+            "the first gather and the last reduce-scatter of each micro-batch cannot overlap."
+        )
+    elif shards > 1:  # ZeRO-1 / ZeRO-2
+        zero2 = par.strategy is Strategy.ZERO2
+        terms.append(
+            _collective(
+                f"ZeRO-{2 if zero2 else 1} gradient reduce-scatter",
+                Collective.REDUCE_SCATTER,
+                grad_bytes,
+                dp_span,
+                links,
+                count=micro if zero2 else 1,
+                launches=max(1.0, math.ceil(trainable / par.zero_bucket_elements)),
+            )
+        )
+        terms.append(
+            _collective(
+                "ZeRO updated-parameter all-gather",
+                Collective.ALL_GATHER,
+                trainable * dt.param,
+                dp_span,
+                links,
+                launches=max(1.0, math.ceil(trainable / par.zero_bucket_elements)),
+            )
+        )
+        assumptions.append(
+            "DeepSpeed ZeRO-1/2 do not overlap the gradient reduction with the backward by default "
+            "(overlap_comm defaults to True only for stage 3: deepspeed/runtime/zero/config.py, v0.19.8); "
+            "ZeRO-2 reduces every micro-batch, ZeRO-1 at the accumulation boundary; the updated "
+            "parameters are all-gathered after the optimizer step."
+        )
+
+    tokens_micro = plan.workload.micro_batch * plan.workload.seq_len / cp
+    layers = max(s.layers for s in layout(plan).stages)  # the stage the others wait for
+    if tp > 1:
+        activation = tokens_micro * model.hidden_size * dt.compute
+        per_layer = 6 if plan.checkpointing else 4
+        kind = "all-gather + reduce-scatter" if par.sequence_parallel else "all-reduce"
+        terms.append(
+            _collective(
+                f"tensor-parallel activation {kind}",
+                Collective.ALL_REDUCE,
+                activation,
+                group_span(tp, 1, gpn, par.nodes),
+                links,
+                count=per_layer * layers * micro,
+                launches=2 if par.sequence_parallel else 1,
+            )
+        )
+        assumptions.append(
+            "Tensor parallel: 2 all-reduces in each layer's forward and 2 in its backward per micro-batch "
+            "(Megatron; with sequence parallel an all-gather + reduce-scatter each, the same bytes: "
+            "Korthikanti et al. 2022), 2 more with recomputation; on the critical path, not overlapped."
+        )
+    if pp > 1:
+        chunks = par.virtual_stages if par.schedule is PipelineSchedule.INTERLEAVED else 1
+        message = tokens_micro * model.hidden_size * dt.compute / (tp if par.sequence_parallel else 1)
+        stride = tp * cp * dp
+        link = links.inter if par.nodes > 1 and stride >= gpn else links.intra
+        terms.append(
+            _point_to_point(
+                "pipeline activations and gradients between stages",
+                message,
+                2 * chunks * micro,
+                link,
+                overlapped=False,
+            )
+        )
+        assumptions.append(
+            "Pipeline: each stage sends its activations forward and receives their gradients back once per "
+            "micro-batch and model chunk, blocking; the bubble is (p−1)/m, or (p−1)/(v·m) interleaved "
+            "(Narayanan et al. 2021)."
+        )
+    if cp > 1:
+        kv_chunk = 2 * tokens_micro * model.num_kv_heads / tp * model.head_dim * dt.compute
+        cp_span = group_span(cp, tp, gpn, par.nodes)
+        link = links.intra if cp_span.nodes <= 1 else links.inter
+        terms.append(
+            _point_to_point(
+                "context-parallel K/V ring",
+                kv_chunk,
+                3 * (cp - 1) * layers * micro,
+                link,
+                overlapped=True,
+                window=compute_seconds,
+            )
+        )
+        assumptions.append(
+            "Context parallel: each layer passes its K/V chunk around the ring (CP−1 sends forward, K/V and "
+            "their gradients backward), overlapped with the attention of the chunk in hand."
+        )
+    if par.offload is not Offload.NONE:
+        terms += _offload_terms(plan, counts, links, dt.grad, dt.param, micro)
+        assumptions.append(
+            "Offload: the host↔GPU copies of the offloaded state run over the GPU's PCIe link and are counted "
+            "as exposed; the CPU optimizer step itself is not modelled."
+        )
+    if counts.active < counts.total:
+        assumptions.append("Mixture of experts: expert-parallel all-to-all is not modelled.")
+
+    comm = sum(term.seconds for term in terms)
+    exposed = _exposed(terms)
+    return StepComm(tuple(terms), comm, exposed, bubble, tuple(assumptions))
+
+
+def _offload_terms(
+    plan: Plan, counts: ParamCounts, links: Links, grad_bytes: float, param_bytes: float, micro: int
+) -> list[CommTerm]:
+    par = plan.parallel
+    host = find_link(links.intra.host_link or "pcie5-x16", "parallel.intra_link")
+    sharded = par.strategy is not Strategy.DDP
+    stage = max(layout(plan).stages, key=lambda s: weight_share(plan, s, par.tensor_parallel))
+    shards = par.data_parallel * par.context_parallel if sharded else 1  # Layout.state_shards
+    trainable = counts.trainable * train_share(plan, stage, par.tensor_parallel) / shards
+    per_micro = par.strategy in (Strategy.ZERO2, Strategy.ZERO3, Strategy.FSDP)
+    terms = [
+        _host_transfer(
+            "gradients to the host" + (" (every micro-batch)" if per_micro and micro > 1 else ""),
+            trainable * grad_bytes * (micro if per_micro else 1),
+            host,
+        ),
+        _host_transfer("updated parameters back to the GPU", trainable * param_bytes, host),
+    ]
+    if par.offload is Offload.PARAMS:
+        params = counts.total * weight_share(plan, stage, par.tensor_parallel) / shards
+        fetches = (2 if par.reshard_after_forward or par.strategy is Strategy.ZERO3 else 1) * micro
+        terms.append(_host_transfer("parameters fetched from the host", params * param_bytes * fetches, host))
+    return terms
+
+
+def _exposed(terms: list[CommTerm]) -> float:
+    """Seconds the step waits for: blocking terms whole; overlapped ones past the compute they
+    run beside (their windows may be the same compute, so they are also checked together),
+    plus the pieces no schedule hides."""
+    blocking = sum(t.seconds for t in terms if not t.overlapped)
+    hidden = [t for t in terms if t.overlapped]
+    if not hidden:
+        return blocking
+    floors = sum(t.unhidden_seconds for t in hidden)
+    rest = [(t.seconds - t.unhidden_seconds, t.window_seconds) for t in hidden]
+    alone = sum(max(0.0, seconds - window) for seconds, window in rest)
+    together = sum(seconds for seconds, _ in rest) - max(window for _, window in rest)
+    return blocking + floors + max(alone, together, 0.0)

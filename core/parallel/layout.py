@@ -1,0 +1,254 @@
+"""Where the model and the batch sit on a multi-GPU plan: degrees, pipeline stages, and
+how many parameters, layers and micro-batches one rank of each kind holds.
+
+Pure arithmetic on the plan, shared by the memory model (:mod:`core.parallel.memory`) and
+the communication model (:mod:`core.parallel.comm`). Sources:
+
+- Tensor parallel (Megatron-LM, Shoeybi et al. 2019, arXiv:1909.08053; megatron/core
+  tensor_parallel/layers.py ColumnParallelLinear / RowParallelLinear /
+  VocabParallelEmbedding): q/k/v, gate/up split by columns, o/down by rows, embedding and
+  output head by vocabulary rows, each ÷ t; norms (and the MoE router) replicated. The
+  bias of a row-parallel layer is replicated (added after the all-reduce).
+- Pipeline parallel (Megatron-LM commit d98e8a64, megatron/core/transformer/
+  transformer_block.py get_num_layers_to_build: L ÷ (pp·v) blocks per model chunk, which
+  Megatron requires to divide unless the first / last stage is given its own count;
+  torchtitan's splitter gives the remainder to the first chunks, as here). The first stage
+  holds the embedding, the last the final norm, the head and the loss.
+- Micro-batches in flight on a stage at the peak (Narayanan et al. 2021, arXiv:2104.04473
+  §2.2; Megatron-LM megatron/core/pipeline_parallel/schedules.py: the warm-up forwards
+  num_warmup_microbatches, then one more before the first backward): GPipe holds all m
+  micro-batches; 1F1B holds min(pp − i, m) on stage i; interleaved 1F1B holds
+  min(2·(pp − i − 1) + (v − 1)·pp + 1, m·v) model-chunk micro-batches (with the default
+  microbatch_group_size_per_vp_stage = pp), each 1/v of the stage's blocks, which on the
+  first stage is pp·(1 + (pp − 1)/(pp·v)) stages' worth (Korthikanti et al. 2022,
+  arXiv:2205.05198 §4.2.3).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from functools import lru_cache
+
+from core.model import ModelSpec
+from core.params import param_counts
+from core.plan import Method, Parallelism, PipelineSchedule, Plan
+
+__all__ = ["Holding", "Layout", "Stage", "block_params_per_rank", "holding", "layout", "stage_layer_counts"]
+
+
+@dataclass(frozen=True)
+class Stage:
+    """One kind of rank: a pipeline stage (every stage with pp = 1 is the whole model)."""
+
+    index: int  # 0-based pipeline stage
+    label: str  # "every rank", "stage 1 of 4 (first)", ...
+    layers: int  # decoder blocks one rank of this stage holds (all its model chunks)
+    first_layer: int  # the stage's lowest block (of its first model chunk)
+    embedding: bool  # holds the input embedding
+    head: bool  # holds the final norm, the output head and the loss
+    in_flight: float  # micro-batches of the whole stage whose activations coexist at the peak
+    ranks: int  # how many GPUs are ranks of this kind (dp · tp · cp per stage, × the middle stages)
+
+
+@dataclass(frozen=True)
+class Layout:
+    world: int
+    data_parallel: int
+    tensor_parallel: int
+    pipeline_parallel: int
+    context_parallel: int
+    virtual_stages: int
+    sequence_parallel: bool  # the norm/dropout region is split too (only with tp > 1)
+    micro_batches: int  # per optimizer step and pipeline (the plan's grad_accum)
+    stages: tuple[Stage, ...]  # the distinct kinds of rank: first, middle (the largest), last
+
+    @property
+    def model_split(self) -> int:
+        """Ranks one copy of the model is spread over: tp · pp · cp."""
+        return self.tensor_parallel * self.pipeline_parallel * self.context_parallel
+
+    @property
+    def distributed(self) -> bool:
+        return self.world > 1
+
+    @property
+    def state_shards(self) -> int:
+        """Ranks that hold the same parameters and reduce their gradients together: data ×
+        context parallel. Context-parallel ranks see different tokens of the same sequences,
+        so their gradients are summed and sharded like data-parallel ones (torchtitan commit
+        b5bcd76c, torchtitan/distributed/parallel_dims.py: the "fsdp" mesh is dp_shard × cp;
+        Megatron-LM's distributed optimizer uses the data-parallel group with CP)."""
+        return self.data_parallel * self.context_parallel
+
+
+def stage_layer_counts(num_layers: int, stages: int, chunks_per_stage: int = 1) -> tuple[int, ...]:
+    """Blocks per pipeline stage: L ÷ (stages · chunks) per chunk, the remainder one each to
+    the first chunks (chunk c sits on stage c mod stages, as interleaving deals them)."""
+    chunks = stages * chunks_per_stage
+    base, extra = divmod(num_layers, chunks)
+    per_stage = [0] * stages
+    for c in range(chunks):
+        per_stage[c % stages] += base + (1 if c < extra else 0)
+    return tuple(per_stage)
+
+
+def in_flight(par: Parallelism, stage: int, micro_batches: int) -> float:
+    """Micro-batches of a whole stage whose saved activations coexist (see the module doc)."""
+    pp, m = par.pipeline_parallel, micro_batches
+    if pp == 1:
+        return 1.0
+    if par.schedule is PipelineSchedule.GPIPE:
+        return float(m)
+    if par.schedule is PipelineSchedule.ONE_F_ONE_B or par.virtual_stages == 1:
+        return float(min(pp - stage, m))
+    v = par.virtual_stages
+    warmup = 2 * (pp - stage - 1) + (v - 1) * pp
+    return min(warmup + 1, m * v) / v
+
+
+def _stage_label(i: int, pp: int) -> str:
+    if pp == 1:
+        return "every rank"
+    where = "first" if i == 0 else "last" if i == pp - 1 else "middle"
+    return f"stage {i + 1} of {pp} ({where})"
+
+
+@lru_cache(maxsize=256)
+def _layout(par: Parallelism, num_layers: int, micro_batches: int) -> Layout:
+    pp = par.pipeline_parallel
+    counts = stage_layer_counts(num_layers, pp, par.virtual_stages)
+    per_stage_ranks = par.world_size // pp
+    starts = [sum(counts[:i]) for i in range(pp)]
+    every = [
+        Stage(
+            index=i,
+            label=_stage_label(i, pp),
+            layers=counts[i],
+            first_layer=starts[i],
+            embedding=i == 0,
+            head=i == pp - 1,
+            in_flight=in_flight(par, i, micro_batches),
+            ranks=per_stage_ranks,
+        )
+        for i in range(pp)
+    ]
+    kinds = [every[0]]
+    if pp > 2:
+        # Middle stages differ only in blocks and micro-batches in flight: the second stage
+        # has the most of both (the remainder goes to early chunks, in-flight falls with i),
+        # so it stands for them all.
+        label = f"stages 2-{pp - 1} of {pp} (middle)" if pp > 3 else every[1].label
+        kinds.append(replace(every[1], label=label, ranks=(pp - 2) * per_stage_ranks))
+    if pp > 1:
+        kinds.append(every[-1])
+    return Layout(
+        world=par.world_size,
+        data_parallel=par.data_parallel,
+        tensor_parallel=par.tensor_parallel,
+        pipeline_parallel=pp,
+        context_parallel=par.context_parallel,
+        virtual_stages=par.virtual_stages,
+        sequence_parallel=par.sequence_parallel and par.tensor_parallel > 1,
+        micro_batches=micro_batches,
+        stages=tuple(kinds),
+    )
+
+
+def layout(plan: Plan) -> Layout:
+    """The plan's layout (cached: the same Parallelism, depth and accumulation give the same
+    layout). ``layout(plan).stages`` are the distinct kinds of rank; ``holding(plan, stage)``
+    what one of them holds."""
+    return _layout(plan.parallel, plan.model.num_layers, plan.workload.grad_accum)
+
+
+# --- parameters per rank -------------------------------------------------------------
+def block_params_per_rank(model: ModelSpec, tp: int) -> float:
+    """One decoder block's parameters on one tensor-parallel rank: the split matrices (and
+    the biases of column-parallel ones) ÷ t; norms, per-head q/k norms, the router and
+    row-parallel biases replicated."""
+    replicated = model.norms_per_layer * model.norm_params() + model.router_params()
+    if model.qk_norm == "head":
+        replicated += model.qk_norm_params()
+    if model.o_bias:
+        replicated += model.hidden_size
+    if model.mlp_bias:
+        replicated += model.hidden_size * model.num_experts
+    if model.shared_expert_size:
+        replicated += model.hidden_size  # the shared expert's sigmoid gate (d → 1)
+    split = model.layer_params() - replicated
+    return replicated + split / tp
+
+
+def outside_params(model: ModelSpec, stage: Stage, tp: int) -> float:
+    """Embedding (first stage) and final norm + head (last stage) on one rank: the vocabulary
+    rows ÷ t. A tied head is the embedding: with pp > 1 the last stage keeps its own copy
+    (Megatron's shared embedding weight, synchronised by an all-reduce)."""
+    n = 0.0
+    if stage.embedding:
+        n += model.embedding_params() / tp
+    if stage.head:
+        n += model.norm_params() + model.vocab_size * model.hidden_size / tp
+        if model.tie_embeddings and stage.embedding:
+            n -= model.vocab_size * model.hidden_size / tp  # one tensor when both ends share a rank
+    return n
+
+
+def stage_params(model: ModelSpec, stage: Stage, tp: int) -> float:
+    """Parameters one rank of ``stage`` holds before any data-parallel sharding."""
+    return stage.layers * block_params_per_rank(model, tp) + outside_params(model, stage, tp)
+
+
+def weight_share(plan: Plan, stage: Stage, tp: int) -> float:
+    """The rank's fraction of the whole model's parameters (1 on a single GPU)."""
+    if tp == 1 and plan.parallel.pipeline_parallel == 1:
+        return 1.0
+    model = plan.model
+    return stage_params(model, stage, tp) / model.architecture_params()
+
+
+def trainable_layers(plan: Plan, stage: Stage) -> int:
+    """Blocks of the stage whose own weights (or adapters) train."""
+    if plan.method is not Method.FROZEN:
+        return stage.layers
+    end = stage.first_layer + stage.layers
+    return max(0, end - max(stage.first_layer, plan.frozen_layers))
+
+
+def train_share(plan: Plan, stage: Stage, tp: int) -> float:
+    """The rank's fraction of the trainable parameters (1 on a single GPU)."""
+    if tp == 1 and plan.parallel.pipeline_parallel == 1:
+        return 1.0
+    model = plan.model
+    if plan.method is Method.FULL:
+        return weight_share(plan, stage, tp)
+    if plan.adapter_based:  # adapters sit on every block, split with the matrix they adapt
+        return stage.layers / model.num_layers / tp
+    layers = model.num_layers - plan.frozen_layers
+    block = block_params_per_rank(model, tp)
+    head = model.head_params() / tp + model.norm_params() if stage.head else 0.0
+    whole = layers * model.layer_params() + model.head_params() + model.norm_params()
+    return (trainable_layers(plan, stage) * block + head) / whole if whole else 0.0
+
+
+@dataclass(frozen=True)
+class Holding:
+    """Parameters one rank of a stage computes with (the TP/PP split, before any
+    data-parallel sharding): what the collectives of :mod:`core.parallel.comm` move."""
+
+    params: float  # every parameter of the rank's share of the model
+    trainable: float  # of which get gradients (the all-reduce / reduce-scatter volume)
+    block: float  # one decoder block on the rank: an FSDP2 unit, what one all-gather moves
+    root: float  # embedding (first stage), final norm and head (last stage) on the rank
+
+
+def holding(plan: Plan, stage: Stage) -> Holding:
+    """What one rank of ``stage`` holds, in parameters (× bytes per element for bytes)."""
+    model, tp = plan.model, plan.parallel.tensor_parallel
+    counts = param_counts(plan)
+    scale = model.params_scale
+    return Holding(
+        params=counts.total * weight_share(plan, stage, tp),
+        trainable=counts.trainable * train_share(plan, stage, tp),
+        block=block_params_per_rank(model, tp) * scale,
+        root=outside_params(model, stage, tp) * scale,
+    )

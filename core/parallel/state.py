@@ -1,0 +1,407 @@
+"""What one data-parallel rank holds of the model state, per framework.
+
+The single-GPU terms of :mod:`core.detailed` (weights, gradients, optimizer state) are
+first cut to the rank's share of the model (tensor- and pipeline-parallel split, see
+:mod:`core.parallel.layout`), then held the way the strategy holds them, with the buffers
+the framework adds in the phases it adds them. Sources, read for this model:
+
+- DDP: torch 2.13 ``torch/nn/parallel/distributed.py`` and ``torch/csrc/distributed/c10d/
+  reducer.cpp`` (``Reducer::initialize_buckets``: one flat ``at::empty`` per bucket,
+  sized to its parameters, in the parameters' dtype, made at construction; with the
+  default ``gradient_as_bucket_view=False`` ``param.grad`` stays a tensor of its own and
+  ``mark_variable_ready_dense`` copies it into the bucket view, ``finalize_bucket_dense``
+  copies the averaged bucket back). So the buckets are a second copy of every trainable
+  gradient, alive for the whole run; ``bucket_cap_mb`` (25, first bucket 1 MiB,
+  ``dist._DEFAULT_FIRST_BUCKET_BYTES``) sets how many buckets, not their total.
+- FSDP2 ``fully_shard``: pytorch/pytorch ``torch/distributed/fsdp/_fully_shard/``
+  (commit 010ae4a8, torch 2.13): ``_fsdp_param.py`` keeps the sharded parameter (dim-0
+  shard, stored dtype) and its sharded gradient; ``_fsdp_collectives.py``
+  ``foreach_all_gather`` allocates one flat all-gather output per unit (the input is a
+  view into it) in ``MixedPrecisionPolicy.param_dtype`` when set, and
+  ``foreach_all_gather_copy_out`` copies it into the unsharded parameters;
+  ``foreach_reduce`` copies the unit's unsharded gradients into one flat reduce-scatter
+  input in ``reduce_dtype`` and scatters into a 1/dp output added to the sharded
+  gradient; ``_fsdp_param_group.py`` prefetches the next unit in forward and backward
+  (one all-gather in flight beside the unit computing). ``_fsdp_state.py`` (commit
+  01c9f4fc) ``_lazy_init``: "For the root, do not reshard after forward" (its
+  ``post_forward_mesh_info`` is None unless the user set it), so the embedding, final norm
+  and head stay gathered from the forward to the end of the backward, and the root's
+  ``post_backward`` reshards it, then reduces its gradients, last.
+- DeepSpeed ZeRO (deepspeedai/DeepSpeed v0.19.6, commit edaa7221): ``stage_1_and_2.py``
+  keeps the 16-bit parameters whole (flattened in place), a float32 master partition
+  (``single_partition_of_fp32_groups``: a clone even when the model is float32) and the
+  optimizer's float32 state of that partition; stage 1 lets ``param.grad`` accumulate
+  whole and flattens this rank's partition at the step; stage 2 copies each gradient into
+  an ipg bucket of ``reduce_bucket_size`` elements (two with ``overlap_comm``, off by
+  default below stage 3, ``zero/config.py overlap_comm_valid``) during the backward and
+  keeps the reduced partition in ``grads_in_partition``; at the step the partition is cast
+  to a float32 gradient. ``stage3.py`` partitions the 16-bit parameters too, allocates
+  the ipg bucket and the gradient partition (``grad_partitions_flat_buffer``) once at
+  start-up, gathers one module at a time with up to ``stage3_prefetch_bucket_size``
+  elements prefetched (bounded by ``stage3_max_live_parameters``), and casts each
+  ``sub_group_size`` (1e9) group of the gradient partition to float32 for its step.
+  ZeRO with bf16 and the default ``grad_accum_dtype`` runs this code for stage 1 too
+  (``engine.py _do_optimizer_sanity_check``), so gradients stay in the model's dtype.
+- Offload: FSDP2 ``CPUOffloadPolicy`` keeps sharded parameters, gradients and optimizer
+  state on the host (the step runs there); DeepSpeed ``offload_optimizer`` moves the
+  float32 master, the state and the float32 gradient partition to pinned host memory,
+  ``offload_param`` (stage 3) the 16-bit partitions too.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+from typing import Final
+
+from core.breakdown import Term, sci
+from core.optimizer import optimizer_terms
+from core.parallel.layout import Layout, Stage, block_params_per_rank, outside_params, train_share, weight_share
+from core.params import ParamCounts
+from core.plan import Dtype, Method, MpDtype, Offload, Plan, Strategy
+from core.roles import Dtypes
+from core.units import MiB
+
+# DDP's first bucket: torch.distributed._DEFAULT_FIRST_BUCKET_BYTES (1 MiB, torch 2.13).
+DDP_FIRST_BUCKET_BYTES: Final = 1 * MiB
+MP_BYTES: Final = {MpDtype.FP32: 4.0, MpDtype.BF16: 2.0, MpDtype.FP16: 2.0}
+# DeepSpeed keeps its master weights and Adam state in float32 (stage_1_and_2.py
+# master_weights_and_grads_dtype, fp32 unless the low-precision option is set).
+MASTER_BYTES: Final = 4.0
+# DeepSpeed stage 3 steps the optimizer one sub-group at a time (zero/config.py
+# sub_group_size, 1e9 elements): one group's float32 gradient exists at once.
+ZERO3_SUB_GROUP: Final = 1_000_000_000
+# FSDP2 with a unit per decoder block (torchtitan, accelerate's transformer wrap policy):
+# inside a block's backward two are gathered, the one computing and the one prefetched.
+GATHERED_UNITS: Final = 2
+
+
+@dataclass(frozen=True)
+class RankState:
+    """The model state of one rank, and the buffers its framework adds, by phase."""
+
+    weights: list[Term]
+    grads: list[Term]  # the gradients the optimizer step reads (sharded where sharded)
+    optim: list[Term]
+    grads_in_backward: list[Term] | None = None  # what the backward accumulates into, if not ``grads``
+    persistent: list[Term] = field(default_factory=list)  # buffers alive in every phase (gradients bucket)
+    forward: list[Term] = field(default_factory=list)  # gathered parameters at the end of the forward (weights)
+    backward: list[Term] = field(default_factory=list)  # gathered parameters as the backward starts (weights)
+    backward_block: list[Term] | None = None  # gathered while a block runs its backward (None: ``backward``)
+    backward_grads: list[Term] = field(default_factory=list)  # reduction buffers in the backward (gradients)
+    step: list[Term] = field(default_factory=list)  # extra at the optimizer step (optimizer bucket)
+    step_temporary: bool = True  # the torch.optim step temporaries apply (not DeepSpeed's fused step)
+    host: list[Term] = field(default_factory=list)  # what the rank keeps in host memory instead
+    step_share: float = 1.0  # the rank's fraction of the single-GPU optimizer step (its temporaries)
+    # FSDP2's root unit is reduced last: until then its sharded gradients do not exist
+    # (``root_pending``, a negative term) and its unsharded ones wait; at its reduction the
+    # rank holds them and the reduce-scatter input, its parameters resharded (``root_reduce``).
+    root_pending: list[Term] = field(default_factory=list)
+    root_reduce: list[Term] = field(default_factory=list)
+    notes: tuple[str, ...] = ()
+
+
+def _scaled(terms: list[Term], share: float, why: str) -> list[Term]:
+    if share == 1.0:
+        return terms
+    return [Term(f"{t.label} ({why})", f"({t.formula}) × {share:.4g}", t.bytes * share) for t in terms]
+
+
+def _sharded(terms: list[Term], dp: int) -> list[Term]:
+    return [Term(f"{t.label} ÷ {dp} ranks", f"({t.formula}) ÷ {dp}", t.bytes / dp) for t in terms]
+
+
+def _total(terms: list[Term]) -> float:
+    return float(sum(t.bytes for t in terms))
+
+
+def _split_label(lay: Layout, stage: Stage) -> str:
+    parts = []
+    if lay.tensor_parallel > 1:
+        parts.append(f"matrices ÷ TP {lay.tensor_parallel}")
+    if lay.pipeline_parallel > 1:
+        parts.append(f"{stage.layers} of the blocks")
+    return ", ".join(parts)
+
+
+@dataclass(frozen=True)
+class _Rank:
+    """One rank's share of the single-GPU state, before its strategy holds it."""
+
+    plan: Plan
+    counts: ParamCounts
+    dt: Dtypes
+    lay: Layout
+    stage: Stage
+    weights: list[Term]
+    grads: list[Term]
+    optim: list[Term]
+    t_share: float  # the rank's fraction of the trainable parameters
+
+    @property
+    def trainable(self) -> float:
+        return self.counts.trainable * self.t_share
+
+    @property
+    def dp(self) -> int:
+        """Ranks the state is replicated on, or sharded over (data × context parallel)."""
+        return self.lay.state_shards
+
+    @property
+    def stored_bytes(self) -> float:
+        """Average bytes per stored parameter on the rank (quantised bases included)."""
+        share = weight_share(self.plan, self.stage, self.lay.tensor_parallel)
+        return _total(self.weights) / max(1.0, self.counts.total * share)
+
+
+def rank_state(
+    plan: Plan,
+    counts: ParamCounts,
+    dt: Dtypes,
+    lay: Layout,
+    stage: Stage,
+    single: tuple[list[Term], list[Term], list[Term]],
+) -> RankState:
+    """The rank's state from the single-GPU ``(weights, gradients, optimizer)`` terms."""
+    weights, grads, optim = single
+    why = _split_label(lay, stage)
+    w_share = weight_share(plan, stage, lay.tensor_parallel)
+    t_share = train_share(plan, stage, lay.tensor_parallel)
+    weights = _scaled(weights, w_share, why)
+    grads = _scaled(grads, t_share, why)
+    optim = _scaled(optim, t_share, why)
+    rank = _Rank(plan, counts, dt, lay, stage, weights, grads, optim, t_share)
+    strategy = plan.parallel.strategy
+    if rank.dp == 1 and strategy is Strategy.DDP:
+        return _offloaded(plan, RankState(weights, grads, optim, step_share=t_share))
+    if strategy is Strategy.DDP:
+        return _offloaded(plan, replace(_ddp(rank), step_share=t_share))
+    if strategy is Strategy.FSDP:
+        return replace(_fsdp(rank), step_share=t_share / rank.dp)
+    return _zero(rank)
+
+
+# --- DDP -----------------------------------------------------------------------------
+def _ddp(rank: _Rank) -> RankState:
+    plan, dt, trainable = rank.plan, rank.dt, rank.trainable
+    cap = plan.parallel.ddp_bucket_mb * MiB
+    size = trainable * dt.grad
+    n_buckets = 1 + max(0, -(-(size - DDP_FIRST_BUCKET_BYTES) // cap)) if size > DDP_FIRST_BUCKET_BYTES else 1
+    formula = f"T × {dt.grad:g} B = {sci(trainable)} × {dt.grad:g} B"
+    if plan.parallel.ddp_bucket_view:
+        # gradient_as_bucket_view=True: param.grad is a view into its bucket, so the buckets
+        # are the gradients, allocated at construction and never freed (zero_grad with
+        # set_to_none cannot release a view's storage).
+        buckets = Term(f"gradients as views into the DDP buckets ({n_buckets:.0f} flat buffers)", formula, size)
+        return RankState(rank.weights, [], rank.optim, grads_in_backward=[], persistent=[buckets])
+    buckets = Term(
+        f"DDP gradient buckets ({n_buckets:.0f} flat buffers, a second copy of the gradients)", formula, size
+    )
+    return RankState(rank.weights, rank.grads, rank.optim, persistent=[buckets])
+
+
+# --- FSDP2 ---------------------------------------------------------------------------
+def _fsdp(rank: _Rank) -> RankState:
+    plan, dt, lay, stage, dp = rank.plan, rank.dt, rank.lay, rank.stage, rank.dp
+    par, model = plan.parallel, plan.model
+    gather = MP_BYTES.get(par.fsdp_param_dtype, rank.stored_bytes)
+    reduce_b = MP_BYTES.get(par.fsdp_reduce_dtype, gather if par.fsdp_param_dtype is not MpDtype.STORED else dt.grad)
+    scale = model.params_scale
+    block = block_params_per_rank(model, lay.tensor_parallel) * scale
+    root = outside_params(model, stage, lay.tensor_parallel) * scale
+    root_term = Term(
+        "root unit gathered (embedding, final norm, head: not resharded after forward)",
+        f"{sci(root)} × {gather:g} B",
+        root * gather,
+    )
+    # Measured (benchmarks/parallel, fake process group): at the end of the forward and as
+    # the backward starts only the root is gathered and one block's all-gather output is in
+    # flight (the last block, prefetched for its backward); inside a block's backward that
+    # block is gathered and the next one's all-gather is in flight.
+    one = f"{sci(block)} × {gather:g} B"
+    in_flight = Term("one block's all-gather output in flight (prefetch)", one, block * gather)
+    computing = Term(
+        f"{GATHERED_UNITS} blocks gathered (the one computing + the one prefetched)",
+        f"{GATHERED_UNITS} × {sci(block)} × {gather:g} B",
+        GATHERED_UNITS * block * gather,
+    )
+    forward = [root_term, in_flight]
+    backward = [root_term, in_flight]
+    backward_block = [root_term, computing]
+    if not par.reshard_after_forward:
+        every = Term(
+            f"all {stage.layers} blocks gathered (reshard_after_forward=False)",
+            f"{stage.layers} × {sci(block)} × {gather:g} B",
+            stage.layers * block * gather,
+        )
+        forward = [root_term, every, in_flight]
+        backward = backward_block = [root_term, every]
+    block_trains = rank.trainable > 0
+    backward_grads = []
+    if block_trains:
+        backward_grads = [
+            Term("one block's unsharded gradients", f"{sci(block)} × {gather:g} B", block * gather),
+            Term("reduce-scatter input (one block)", f"{sci(block)} × {reduce_b:g} B", block * reduce_b),
+        ]
+    root_pending: list[Term] = []
+    root_reduce: list[Term] = []
+    if plan.method is Method.FULL and root and plan.workload.grad_accum == 1:  # else last micro-batch's exist
+        # _fsdp_param_group.py post_backward: the unit reshards, then foreach_reduce copies
+        # its gradients into the reduce-scatter input and only then frees them.
+        root_pending = [Term("less the root's sharded gradients (reduced last)", f"−root ÷ {dp}", -root * dt.grad / dp)]
+        root_reduce = [
+            Term("root's unsharded gradients (embedding, head)", f"{sci(root)} × {gather:g} B", root * gather),
+            Term("root's reduce-scatter input", f"{sci(root)} × {reduce_b:g} B", root * reduce_b),
+        ]
+    state = RankState(
+        root_pending=root_pending,
+        root_reduce=root_reduce,
+        weights=_sharded(rank.weights, dp),
+        grads=_sharded(rank.grads, dp),
+        optim=_sharded(rank.optim, dp),
+        forward=forward,
+        backward=backward,
+        backward_block=backward_block,
+        backward_grads=backward_grads,
+    )
+    if par.offload is Offload.NONE:
+        return state
+    host = state.optim if par.offload is Offload.OPTIMIZER else state.weights + state.grads + state.optim
+    note = (
+        "FSDP2 CPUOffloadPolicy: sharded parameters, gradients and optimizer state live on the host; "
+        "the GPU holds the gathered units and the reduction buffers, the optimizer step runs on the CPU."
+    )
+    if par.offload is Offload.OPTIMIZER:
+        return replace(state, optim=[], host=host, step_temporary=False, notes=(_OPTIM_NOTE,))
+    return replace(state, weights=[], grads=[], optim=[], host=host, step_temporary=False, notes=(note,))
+
+
+_OPTIM_NOTE: Final = "Optimizer offload: the optimizer state and its step live on the host (CPU Adam)."
+
+
+# --- DeepSpeed ZeRO -------------------------------------------------------------------
+def _zero(rank: _Rank) -> RankState:
+    plan, counts, dt, lay, stage, dp = rank.plan, rank.counts, rank.dt, rank.lay, rank.stage, rank.dp
+    weights, grads, trainable = rank.weights, rank.grads, rank.trainable
+    par, model = plan.parallel, plan.model
+    strategy = par.strategy
+    g = dt.grad
+    # Master copy and optimizer state in float32 over this rank's partition.
+    fp32 = replace(dt, grad=MASTER_BYTES)
+    state32 = _scaled(optimizer_terms(plan, counts, fp32), rank.t_share, _split_label(lay, stage))
+    master = Term("float32 master partition", f"T ÷ {dp} × 4 B = {sci(trainable)} ÷ {dp} × 4 B", trainable * 4 / dp)
+    optim_rank = [master, *_sharded(state32, dp)] if trainable else []
+    part = trainable / dp
+    stepped = min(part, ZERO3_SUB_GROUP) if strategy is Strategy.ZERO3 else part
+    fp32_grad = Term("float32 gradient of the partition (step)", f"{sci(stepped)} × 4 B", stepped * 4)
+    bucket_el = min(par.zero_bucket_elements, trainable)
+    backward_grads: list[Term] = []
+    persistent: list[Term] = []
+    forward: list[Term] = []
+    if strategy is Strategy.ZERO1:
+        step_grads = [Term("16-bit gradient partition (flattened)", f"T ÷ {dp} × {g:g} B", part * g)]
+        grads_backward = grads  # param.grad accumulates whole
+        rank_weights = weights
+    elif strategy is Strategy.ZERO2:
+        step_grads = [Term("reduced gradient partition (grads_in_partition)", f"T ÷ {dp} × {g:g} B", part * g)]
+        grads_backward = step_grads
+        backward_grads = [Term("ipg reduce bucket", f"{sci(bucket_el)} × {g:g} B", bucket_el * g)]
+        rank_weights = weights
+    else:
+        step_grads = [Term("gradient partition (grad_partitions_flat_buffer)", f"T ÷ {dp} × {g:g} B", part * g)]
+        grads_backward = []  # the partition is allocated at start-up: it is in ``persistent``
+        persistent = [
+            *step_grads,
+            Term("ipg reduce bucket (allocated at start-up)", f"{sci(bucket_el)} × {g:g} B", bucket_el * g),
+        ]
+        step_grads = []
+        rank_weights = _sharded(weights, dp)
+        stored = rank.stored_bytes
+        largest = _largest_module(plan, lay, stage) * model.params_scale
+        prefetch = min(par.zero3_prefetch_elements, max(0, par.zero3_max_live_elements - largest))
+        forward = [
+            Term(
+                "gathered: the largest module + the prefetch bucket",
+                f"({sci(largest)} + {sci(prefetch)}) × {stored:g} B",
+                (largest + prefetch) * stored,
+            )
+        ]
+    state = RankState(
+        weights=rank_weights,
+        grads=step_grads,
+        optim=optim_rank,
+        grads_in_backward=grads_backward,
+        persistent=persistent,
+        forward=forward,
+        backward=forward,
+        backward_grads=backward_grads,
+        step=[fp32_grad] if trainable else [],
+        step_temporary=False,
+    )
+    if par.offload is Offload.NONE:
+        return state
+    host = [*state.optim, *state.step]
+    if par.offload is Offload.PARAMS and strategy is Strategy.ZERO3:
+        host = [*state.weights, *state.optim, *state.step]
+        note = "ZeRO-Infinity offload_param: 16-bit partitions, float32 master and state on the host."
+        return replace(state, weights=[], optim=[], step=[], host=host, notes=(note,))
+    # stage_1_and_2.py keeps a 16-bit copy of the partition on the host to stage the updated
+    # parameters back (param_buffer_of_bit16_for_cpu_offload_groups).
+    if strategy is not Strategy.ZERO3 and trainable:
+        host.append(Term("16-bit partition staging buffer", f"T ÷ {dp} × 2 B", part * 2))
+    notes = ["ZeRO-Offload: float32 master, optimizer state and float32 gradients on the host (DeepSpeedCPUAdam)."]
+    if par.offload is Offload.PARAMS:
+        notes.append("DeepSpeed offloads parameters only at stage 3 (offload_param): stages 1-2 move the optimizer.")
+    return replace(state, optim=[], step=[], host=host, notes=tuple(notes))
+
+
+def _largest_module(plan: Plan, lay: Layout, stage: Stage) -> float:
+    """Elements of the largest module ZeRO-3 gathers on this rank (a projection, or the
+    embedding / head on the first / last stage)."""
+    model, tp = plan.model, lay.tensor_parallel
+    shapes = model.linear_shapes()
+    linear = max(fi * fo for fi, fo in shapes.values()) / tp
+    if model.num_experts > 1:
+        linear = model.num_experts * model.hidden_size * model.intermediate_size * 2 / tp
+    vocab = model.vocab_size * model.hidden_size / tp if stage.embedding or stage.head else 0.0
+    return max(linear, vocab)
+
+
+# --- offload without sharding ------------------------------------------------------------
+def _offloaded(plan: Plan, state: RankState) -> RankState:
+    """DDP (or one GPU) with offload: the optimizer state and its step move to the host;
+    parameters cannot leave a replica that computes with them."""
+    if plan.parallel.offload is Offload.NONE:
+        return state
+    notes = [_OPTIM_NOTE]
+    if plan.parallel.offload is Offload.PARAMS:
+        notes.append("Parameter offload needs a sharded strategy (FSDP or ZeRO-3): only the optimizer state moves.")
+    return replace(state, optim=[], host=state.optim, step_temporary=False, notes=tuple(notes))
+
+
+def rank_copies(plan: Plan, lay: Layout, stage: Stage, copies: list[Term]) -> list[Term]:
+    """Autocast's 16-bit copies of the weights a rank computes with: its share of them;
+    none when FSDP2 already gathers the parameters in 16 bits (MixedPrecisionPolicy)."""
+    par = plan.parallel
+    if par.strategy is Strategy.FSDP and lay.state_shards > 1 and MP_BYTES.get(par.fsdp_param_dtype, 4.0) == 2.0:
+        return []
+    return _scaled(copies, weight_share(plan, stage, lay.tensor_parallel), _split_label(lay, stage))
+
+
+_MP_DTYPE: Final = {MpDtype.FP32: Dtype.FP32, MpDtype.BF16: Dtype.BF16, MpDtype.FP16: Dtype.FP16}
+
+
+def compute_plan(plan: Plan, lay: Layout) -> Plan:
+    """The plan as the rank computes it. FSDP2's ``MixedPrecisionPolicy(param_dtype=...)``
+    gathers every parameter in that dtype, so the forward runs in it whatever dtype the
+    sharded parameters are stored in (``_fsdp_param.py``: the unsharded parameter is
+    created in ``param_dtype``): activations, logits and their copies follow it."""
+    par = plan.parallel
+    if par.strategy is not Strategy.FSDP or par.fsdp_param_dtype is MpDtype.STORED or not lay.distributed:
+        return plan
+    dtype = _MP_DTYPE[par.fsdp_param_dtype]
+    if plan.method is Method.QLORA:
+        return plan
+    changes = {"weight_dtype": dtype, "base_dtype": dtype, "adapter_dtype": dtype}
+    if all(getattr(plan, k) is v for k, v in changes.items()):
+        return plan
+    return plan.with_changes(**changes)

@@ -1,0 +1,176 @@
+"""vLLM's start-up arithmetic, as the V1 engine of the 0.19.0 release does it.
+
+Source followed: the vllm-0.19.0 release (commit 2a69949bd, as its ``vllm/_version.py``
+records): ``vllm/v1/worker/gpu_worker.py`` ``determine_available_memory``,
+``vllm/v1/worker/gpu_model_runner.py`` ``profile_run`` / ``_dummy_sampler_run``,
+``vllm/v1/core/kv_cache_utils.py``): the KV pool takes what is left of
+``total × gpu_memory_utilization`` after the weights, the torch peak of a profiling
+forward of ``max_num_batched_tokens`` tokens followed by a sampler run over
+``max_num_seqs`` rows, and the memory allocated outside torch during that profile (the
+CUDA context and NCCL's start-up buffers are in the baseline snapshot, so they are not
+taken). The CUDA-graph pool is estimated and logged but, by default in 0.19.0, not taken
+from the pool (``VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS`` is 0 in ``vllm/envs.py``): the
+graphs are captured after the pool is sized and live in the card's 1 − utilisation
+margin. The pool is cut into blocks of 16 tokens per layer; sliding-window models share
+it between padded groups of layers, and ``GPU KV cache size`` and ``Maximum
+concurrency`` are derived as ``_report_kv_cache_config`` does.
+
+Versions: the rules follow 0.19 (what people run today). The 0.6.x start-up logs in
+benchmarks/serving/vllm_logs.json stay in the validation table marked with why that
+line differs (V0 profiler: CUDA context and NCCL inside "non-torch", eager forward);
+no version knob, because a plan describes a card and a model, not an engine release.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Final
+
+from core.catalogue import GpuSpec
+from core.model import ModelSpec
+from core.plan import Inference
+from core.serving.formats import WeightFormat
+from core.serving.kv import window_split
+from core.units import GiB
+
+# --- vLLM constants (source: vllm 0.19.0, the files named above) ------------------------
+VLLM_BLOCK_SIZE: Final = 16  # CacheConfig.block_size default on CUDA
+# EngineArgs.get_batch_defaults, usage context OPENAI_API_SERVER (`vllm serve`): cards of
+# 70 GiB or more that are not A100s get 8192 batched tokens and 1024 sequences, others
+# 2048 and 256 (unchanged from 0.11 to 0.19.0).
+VLLM_LARGE_CARD_BYTES: Final = 70 * GiB
+VLLM_DEFAULTS_LARGE: Final = (8192, 1024)
+VLLM_DEFAULTS_SMALL: Final = (2048, 256)
+# Torch peak of the profiling forward, per token: the gated MLP's gate|up output (2·I) and
+# activation output (I) live with four hidden-size tensors. Four, not the three of the
+# 0.6 line's eager forward: the 0.19.0 logs whose peak the forward decides (small
+# vocabularies) need it: CodeLlama-7B logged 0.77 GiB at 8192 tokens against
+# (3 · 11008 + 4 · 4096) · 2 B · 8192 = 0.75 GiB (llm-d-planner v0.19.0 logs, tuning set).
+VLLM_HIDDEN_COPIES: Final = 4
+# _dummy_sampler_run (gpu_model_runner.py): compute_logits gives max_num_seqs rows of the
+# model dtype and keeps them while the Sampler (vllm/v1/sample/sampler.py) makes a float32
+# copy; top-k/top-p run in place (ops/topk_topp_triton.py); the softmax probabilities and
+# random_sample's exponential draw ``q`` are two more float32 rows. 4 + 4 + 4 bytes per
+# logit beside the model-dtype logits.
+SAMPLER_FLOAT32_COPIES: Final = 3
+# apply_top_k_top_p_triton keeps one float32 row of the vocabulary per Triton program,
+# min(rows, SM count) of them: 132 SMs on an H100 SXM (NVIDIA H100 whitepaper). Used for
+# every card: the buffer is under 1 % of the sampler's memory.
+VLLM_TRITON_SAMPLER_ROWS: Final = 132
+# The first matmul of the profile run allocates cuBLAS's workspace, and PyTorch takes it from
+# its caching allocator (aten/src/ATen/cuda/CublasHandlePool.cpp), so it is part of the
+# torch peak: 32 MiB, the size the cuBLAS documentation recommends for Hopper
+# (cublasSetWorkspace; 4 MiB before Hopper; the larger one is used for every card).
+CUBLAS_WORKSPACE_BYTES: Final = 32 * 2**20
+# Memory allocated outside torch during the profile run, as vLLM 0.19.0 logs it
+# ("non-torch forward increase memory") on H100 in the tuning set of
+# benchmarks/serving/vllm_logs.json: 0.24-0.26 GiB on one GPU, 2.07-2.21 GiB with tensor
+# parallelism, 0.07 GiB with pipeline parallelism only. The logs do not itemise it; kernel
+# libraries loading their modules and workspaces, and with tensor parallelism the buffers
+# NCCL and the custom all-reduce set up at the first all-reduce, are what runs there first.
+VLLM_NON_TORCH_BYTES: Final = 0.25 * GiB
+VLLM_NON_TORCH_TP_BYTES: Final = 2.1 * GiB
+VLLM_NON_TORCH_PP_BYTES: Final = 0.07 * GiB
+# vLLM sizes everything from torch.cuda.mem_get_info()'s total, which is below what
+# nvidia-smi reports (the catalogue's memory_bytes) by what the driver keeps: vLLM 0.19.0
+# logged total_memory=79.19GiB on H100 80GB (llm-d-planner logs) against 79.65 GiB in
+# nvidia-smi; older drivers kept 0.42-0.43 GiB (PR #10511: 79.22 GiB; issue #10517: 23.58 GiB
+# on an RTX 3090).
+DRIVER_RESERVED_BYTES: Final = 0.46 * GiB
+# CUDA graphs: 0.19.0 captures them after the pool is sized, outside the requested memory
+# (VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS=0), so they add to the process footprint, not
+# to the pool's deductions. vLLM's own estimate ("Estimated CUDA graph memory") in the
+# tuning logs runs 0.49-1.92 GiB; 0.84 GiB is its median there (Llama-3.1-8B logs it).
+VLLM_CUDA_GRAPH_BYTES: Final = 0.84 * GiB
+
+
+def vllm_defaults(gpu: GpuSpec) -> tuple[int, int]:
+    """(max_num_batched_tokens, max_num_seqs) that `vllm serve` picks for this card."""
+    large = gpu.memory_bytes >= VLLM_LARGE_CARD_BYTES and "a100" not in gpu.id.lower()
+    return VLLM_DEFAULTS_LARGE if large else VLLM_DEFAULTS_SMALL
+
+
+def vllm_total_memory(gpu: GpuSpec) -> float:
+    """The total vLLM reads from the driver: the card less what the driver keeps."""
+    return max(0.0, gpu.memory_bytes - DRIVER_RESERVED_BYTES)
+
+
+def vllm_scheduler(inf: Inference, gpu: GpuSpec) -> tuple[int, int]:
+    batched, seqs = vllm_defaults(gpu)
+    return inf.max_num_batched_tokens or batched, inf.max_num_seqs or seqs
+
+
+def activation_element_bytes(inf: Inference) -> float:
+    """Bytes of one activation element: the model dtype (quantised weights compute in 16 bits)."""
+    return 4.0 if inf.weight_dtype is WeightFormat.FP32 else 2.0
+
+
+def vllm_sampler_bytes(model: ModelSpec, batched_tokens: int, seqs: int, element_bytes: float) -> float:
+    """Torch memory live during profile_run's sampler step (_dummy_sampler_run): the
+    forward's hidden states of every batched token, the random hidden states of the sampled
+    rows, their logits in the model dtype and the sampler's float32 rows."""
+    rows = min(seqs, batched_tokens)
+    # Float32 logits need no copy: Tensor.to returns the same tensor.
+    float32_rows = SAMPLER_FLOAT32_COPIES if element_bytes < 4 else SAMPLER_FLOAT32_COPIES - 1
+    logit_bytes = element_bytes + float32_rows * 4.0
+    triton_rows = min(rows, VLLM_TRITON_SAMPLER_ROWS)
+    hidden = (batched_tokens + rows) * model.hidden_size * element_bytes
+    return rows * model.vocab_size * logit_bytes + triton_rows * model.vocab_size * 4.0 + hidden
+
+
+def moe_workspace_bytes(model: ModelSpec, inf: Inference, tokens: int, element_bytes: float) -> float:
+    """TritonExperts.workspace_shapes (vllm/model_executor/layers/fused_moe/fused_moe.py):
+    (M, topk, max(I, K)) shared with the output and (M, topk, max(2I, K)) for M tokens, the
+    expert width I on this rank and the hidden size K, in the activation dtype."""
+    width = math.ceil(model.intermediate_size / inf.tensor_parallel)
+    k, d = model.experts_per_token, model.hidden_size
+    return tokens * k * (max(width, d) + max(2 * width, d)) * element_bytes
+
+
+def vllm_non_torch_bytes(inf: Inference) -> float:
+    if inf.tensor_parallel > 1:
+        return VLLM_NON_TORCH_TP_BYTES
+    return VLLM_NON_TORCH_PP_BYTES if inf.pipeline_parallel > 1 else VLLM_NON_TORCH_BYTES
+
+
+@dataclass(frozen=True)
+class KvGroups:
+    """vLLM's KV cache groups (kv_cache_utils._get_kv_cache_groups_uniform_page_size): each
+    attention type's layers split into groups of ``size`` layers, the last padded; every
+    group shares one block table and the pool is cut into blocks of ``size`` layers."""
+
+    size: int  # layers per group
+    full: int  # groups of full-attention layers
+    windowed: int  # groups of sliding-window layers
+    window: int
+
+    @property
+    def count(self) -> int:
+        return self.full + self.windowed
+
+
+def vllm_kv_groups(model: ModelSpec, layers: int) -> KvGroups:
+    full, windowed, window = window_split(model)
+    # The rank's share of each type (a pipeline stage holds a slice of the layers).
+    full = min(layers, round(full * layers / model.num_layers))
+    windowed = layers - full
+    if not windowed:
+        return KvGroups(size=layers, full=1, windowed=0, window=0)
+    if not full:  # every layer windowed (Mistral 7B v0.1): one group
+        return KvGroups(size=layers, full=0, windowed=1, window=window)
+    size = min(full, windowed)
+    if max(full, windowed) < size * 1.5:  # few padding layers: one group per type
+        size = max(full, windowed)
+    return KvGroups(size=size, full=math.ceil(full / size), windowed=math.ceil(windowed / size), window=window)
+
+
+def vllm_blocks_per_request(groups: KvGroups, context: int, batched_tokens: int) -> int:
+    """Blocks one request of ``context`` tokens takes (get_max_concurrency_for_kv_cache_config):
+    cdiv(context, 16) in each full-attention group; in each sliding-window group the window
+    less one plus one step's tokens, capped at the context, plus one block
+    (SlidingWindowSpec.max_memory_usage_bytes)."""
+    full_blocks = math.ceil(context / VLLM_BLOCK_SIZE)
+    win_tokens = min(context, groups.window - 1 + batched_tokens)
+    win_blocks = math.ceil(win_tokens / VLLM_BLOCK_SIZE) + 1 if groups.windowed else 0
+    return groups.full * full_blocks + groups.windowed * win_blocks

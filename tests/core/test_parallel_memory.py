@@ -1,0 +1,221 @@
+"""Per-rank memory of multi-GPU plans: what each framework keeps on a rank (core.parallel).
+
+Numbers come from the frameworks' source (named per test) and from the project's own
+single-GPU estimate, which the per-rank model must reduce to on one GPU.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+
+import pytest
+
+from core.breakdown import BucketKey, StepPhase
+from core.cli import main
+from core.estimate import Estimate, estimate
+from core.plan import Accounting, Method, MpDtype, Offload, Plan, Preset, Strategy
+from core.presets import plan_for_model
+
+
+def _plan(model: str = "llama-3.2-1b", **parallel: object) -> Plan:
+    plan = plan_for_model(model).with_changes(preset=Preset.TRAINER_BF16)
+    plan = plan.with_workload(micro_batch=2, seq_len=2048)
+    return plan.with_parallel(**parallel) if parallel else plan
+
+
+def _phase(est: Estimate, kind: StepPhase) -> float:
+    return max(p.allocated_bytes for p in est.phases if p.kind is kind)
+
+
+def test_one_gpu_is_the_single_gpu_estimate_with_one_rank() -> None:
+    est = estimate(_plan())
+    assert len(est.ranks) == 1 and est.worst_rank == 0
+    assert est.worst.peak_bytes == est.peak_bytes and est.worst.total_bytes == est.total_bytes
+
+
+def test_ddp_keeps_a_second_copy_of_the_gradients_in_its_buckets() -> None:
+    # reducer.cpp initialize_buckets: one flat buffer per bucket covering every trainable
+    # parameter, in its dtype; gradient_as_bucket_view=False keeps param.grad apart.
+    one, eight = estimate(_plan()), estimate(_plan(gpus_per_node=8, strategy=Strategy.DDP))
+    grads = one.params.trainable * 2  # bf16 gradients (trainer-bf16)
+    for kind in (StepPhase.FORWARD, StepPhase.OPTIMIZER):
+        assert _phase(eight, kind) - _phase(one, kind) == pytest.approx(grads, rel=1e-9)
+
+
+def test_fsdp_shards_weights_gradients_and_state_and_gathers_the_root() -> None:
+    plan = _plan(gpus_per_node=8, strategy=Strategy.FSDP)
+    est = estimate(plan)
+    model, p = plan.model, est.params.total
+    step = next(ph for ph in est.phases if ph.kind is StepPhase.OPTIMIZER)
+    single_step = next(ph for ph in estimate(_plan()).phases if ph.kind is StepPhase.OPTIMIZER)
+    assert step.bucket(BucketKey.WEIGHTS).bytes == pytest.approx(p * 2 / 8)
+    assert step.bucket(BucketKey.GRADIENTS).bytes == pytest.approx(p * 2 / 8)
+    assert step.bucket(BucketKey.OPTIMIZER).bytes == pytest.approx(single_step.bucket(BucketKey.OPTIMIZER).bytes / 8)
+    # The root (tied embedding = head, final norm) stays gathered through the forward.
+    forward = next(ph for ph in est.phases if ph.kind is StepPhase.FORWARD)
+    root = sum(t.bytes for t in forward.bucket(BucketKey.WEIGHTS).terms if "root" in t.label)
+    assert root == pytest.approx((model.embedding_params() + model.norm_params()) * 2)
+
+
+def test_fsdp_without_resharding_keeps_every_block_gathered() -> None:
+    base = _plan(gpus_per_node=8, strategy=Strategy.FSDP)
+    kept = estimate(base.with_parallel(reshard_after_forward=False))
+    resharded = estimate(base)
+    block = base.model.layer_params() * 2
+    extra = _phase(kept, StepPhase.FORWARD) - _phase(resharded, StepPhase.FORWARD)
+    assert extra == pytest.approx(base.model.num_layers * block, rel=1e-9)
+
+
+def test_fsdp_mixed_precision_gathers_and_computes_in_bf16() -> None:
+    fp32 = plan_for_model("llama-3.2-1b").with_changes(preset=Preset.FP32).with_workload(micro_batch=2, seq_len=2048)
+    plain = fp32.with_parallel(gpus_per_node=8, strategy=Strategy.FSDP)
+    mixed = plain.with_parallel(fsdp_param_dtype=MpDtype.BF16, fsdp_reduce_dtype=MpDtype.FP32)
+    a, b = estimate(plain), estimate(mixed)
+    # The sharded state stays float32; the gathered units and the activations halve.
+    step = next(ph for ph in b.phases if ph.kind is StepPhase.OPTIMIZER)
+    assert step.bucket(BucketKey.WEIGHTS).bytes == pytest.approx(b.params.total * 4 / 8)
+    fa = next(ph for ph in a.phases if ph.kind is StepPhase.FORWARD)
+    fb = next(ph for ph in b.phases if ph.kind is StepPhase.FORWARD)
+    assert fb.bucket(BucketKey.ACTIVATIONS).bytes < 0.75 * fa.bucket(BucketKey.ACTIVATIONS).bytes
+
+
+def test_zero_stages_shard_one_more_kind_of_state_each() -> None:
+    peaks = {s: estimate(_plan(gpus_per_node=8, strategy=s)) for s in (Strategy.ZERO1, Strategy.ZERO2, Strategy.ZERO3)}
+    p = peaks[Strategy.ZERO1].params.total
+    # Stages 1 and 2 keep the 16-bit parameters whole, stage 3 a 1/8 partition (+ gathered modules).
+    z1 = next(ph for ph in peaks[Strategy.ZERO1].phases if ph.kind is StepPhase.OPTIMIZER)
+    z3 = next(ph for ph in peaks[Strategy.ZERO3].phases if ph.kind is StepPhase.OPTIMIZER)
+    assert z1.bucket(BucketKey.WEIGHTS).bytes == pytest.approx(p * 2)
+    assert z3.bucket(BucketKey.WEIGHTS).bytes == pytest.approx(p * 2 / 8)
+    # stage_1_and_2.py: float32 master partition + float32 Adam moments + the float32
+    # gradient of the partition at the step: 16 B per parameter ÷ 8.
+    assert z1.bucket(BucketKey.OPTIMIZER).bytes == pytest.approx(p * 16 / 8, rel=1e-3)
+    # With accumulation the forward holds what the backward accumulates into: stage 1 the
+    # whole param.grad, stage 2 its reduced partition (grads_in_partition), stage 3 the
+    # partition and the reduce bucket it allocates at start-up (min(reduce_bucket_size 5e8, T)).
+    held = {
+        s: next(
+            ph
+            for ph in estimate(_plan(gpus_per_node=8, strategy=s).with_workload(grad_accum=2)).phases
+            if ph.kind is StepPhase.FORWARD
+        )
+        .bucket(BucketKey.GRADIENTS)
+        .bytes
+        for s in peaks
+    }
+    assert held[Strategy.ZERO1] == pytest.approx(p * 2)
+    assert held[Strategy.ZERO2] == pytest.approx(p * 2 / 8)
+    assert held[Strategy.ZERO3] == pytest.approx(p * 2 / 8 + min(5e8, p) * 2)
+    # Without accumulation the peak is where the backward starts, before any gradient: stages
+    # 1 and 2 peak alike there; stage 3 has sharded the parameters.
+    assert peaks[Strategy.ZERO3].peak_bytes < peaks[Strategy.ZERO2].peak_bytes <= peaks[Strategy.ZERO1].peak_bytes
+
+
+def test_optimizer_offload_moves_the_state_to_the_host() -> None:
+    on_gpu = estimate(_plan(gpus_per_node=8, strategy=Strategy.FSDP))
+    off = estimate(_plan(gpus_per_node=8, strategy=Strategy.FSDP, offload=Offload.OPTIMIZER))
+    state = next(ph for ph in on_gpu.phases if ph.kind is StepPhase.OPTIMIZER).bucket(BucketKey.OPTIMIZER).bytes
+    assert all(ph.bucket(BucketKey.OPTIMIZER).bytes == 0 for ph in off.phases)
+    assert off.host is not None and on_gpu.host is not None
+    offloaded = sum(t.bytes for t in off.host.terms if "Adam" in t.label)
+    assert offloaded == pytest.approx(8 * state, rel=1e-6)  # eight ranks on the node
+
+
+def test_parameter_offload_leaves_only_the_gathered_units_and_buffers() -> None:
+    est = estimate(_plan(gpus_per_node=8, strategy=Strategy.FSDP, offload=Offload.PARAMS))
+    step = next(ph for ph in est.phases if ph.kind is StepPhase.OPTIMIZER)
+    assert step.allocated_bytes == 0  # the step runs on the CPU
+    forward = next(ph for ph in est.phases if ph.kind is StepPhase.FORWARD)
+    assert all("gathered" in t.label or "in flight" in t.label for t in forward.bucket(BucketKey.WEIGHTS).terms)
+
+
+def test_checkpoint_loading_on_every_rank_without_sharding() -> None:
+    # HF from_pretrained materialises the state dict in every DDP process; with FSDP the
+    # estimate assumes rank-0 loading (accelerate fsdp_cpu_ram_efficient_loading).
+    plan = _plan("llama-3.1-8b", gpus_per_node=8, host_ram_gb=100.0)
+    ddp, fsdp = estimate(plan), estimate(plan.with_parallel(strategy=Strategy.FSDP))
+    assert ddp.host is not None and fsdp.host is not None
+    load = ddp.params.total * 2
+    assert any(t.bytes == pytest.approx(8 * load) for t in ddp.host.terms)
+    assert any(t.bytes == pytest.approx(load) for t in fsdp.host.terms)
+    assert ddp.host.verdict.value == "oom" and fsdp.host.verdict.value == "fits"
+
+
+def test_pipeline_stages_are_ranks_and_the_worst_decides() -> None:
+    plan = _plan("llama-3.1-8b", gpus_per_node=8, pipeline_parallel=4, strategy=Strategy.FSDP)
+    plan = plan.with_workload(micro_batch=1, seq_len=4096, grad_accum=8)
+    est = estimate(plan)
+    assert [r.label for r in est.ranks] == ["stage 1 of 4 (first)", "stages 2-3 of 4 (middle)", "stage 4 of 4 (last)"]
+    assert est.worst_rank == max(range(3), key=lambda i: est.ranks[i].total_bytes)
+    assert est.total_bytes == est.ranks[est.worst_rank].total_bytes
+    assert [r.count for r in est.ranks] == [2, 4, 2]  # 8 GPUs ÷ 4 stages; two middle stages
+
+
+def test_the_command_line_gives_every_rank_and_the_host(capsys: pytest.CaptureFixture[str]) -> None:
+    args = ["estimate", "-m", "llama-3.1-8b", "--gpus", "8", "--pp", "2", "--strategy", "fsdp", "--accum", "4"]
+    assert main([*args, "--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert [r["label"] for r in doc["ranks"]] == ["stage 1 of 2 (first)", "stage 2 of 2 (last)"]
+    worst = doc["ranks"][doc["worst_rank"]]
+    assert (doc["peak_bytes"], doc["total_bytes"]) == (worst["peak_bytes"], worst["total_bytes"])
+    assert doc["host_capacity_bytes"] == 2048 * 10**9 and doc["host_bytes"] > 0
+    assert main(args) == 0
+    text = capsys.readouterr().out
+    assert "stage 1 of 2 (first)" in text and "stage 2 of 2 (last)" in text and "host per node" in text
+
+
+def test_lesson_accounting_keeps_the_lessons_sum_on_every_gpu() -> None:
+    plan = replace(_plan(gpus_per_node=8, strategy=Strategy.FSDP), accounting=Accounting.LESSON)
+    one = replace(_plan(), accounting=Accounting.LESSON)
+    assert estimate(plan).peak_bytes == estimate(one).peak_bytes
+
+
+def test_lora_with_fsdp_gathers_the_frozen_base_but_shards_little_state() -> None:
+    plan = _plan(gpus_per_node=4, strategy=Strategy.FSDP).with_changes(method=Method.LORA)
+    est = estimate(plan)
+    assert est.worst.verdict.value == "fits"
+    assert _phase(est, StepPhase.FORWARD) < _phase(estimate(plan.with_parallel(gpus_per_node=1)), StepPhase.FORWARD)
+
+
+def test_zero3_gathers_the_largest_module_and_one_prefetch_bucket() -> None:
+    # stage3.py / partitioned_param_coordinator.py: modules are gathered one at a time, with
+    # up to stage3_prefetch_bucket_size (5e7) elements fetched ahead, within
+    # stage3_max_live_parameters (1e9). Llama 3.2 1B's largest module is the (tied)
+    # embedding: 128,256 × 2,048 elements (config.json).
+    plan = _plan(gpus_per_node=8, strategy=Strategy.ZERO3)
+    forward = next(ph for ph in estimate(plan).phases if ph.kind is StepPhase.FORWARD)
+    gathered = sum(t.bytes for t in forward.bucket(BucketKey.WEIGHTS).terms if "gathered" in t.label)
+    assert gathered == pytest.approx((128_256 * 2_048 + 50_000_000) * 2)
+    small = plan.with_parallel(zero3_max_live_elements=128_256 * 2_048 + 1_000)
+    forward = next(ph for ph in estimate(small).phases if ph.kind is StepPhase.FORWARD)
+    gathered = sum(t.bytes for t in forward.bucket(BucketKey.WEIGHTS).terms if "gathered" in t.label)
+    assert gathered == pytest.approx((128_256 * 2_048 + 1_000) * 2)
+
+
+def test_gradients_as_bucket_views_are_the_buckets() -> None:
+    # DistributedDataParallel(gradient_as_bucket_view=True): param.grad is a view into its
+    # bucket (reducer.cpp initialize_bucket_views), so one copy of the gradients, held all run.
+    copy = estimate(_plan(gpus_per_node=8, strategy=Strategy.DDP))
+    view = estimate(_plan(gpus_per_node=8, strategy=Strategy.DDP, ddp_bucket_view=True))
+    grads = view.params.trainable * 2
+    assert _phase(copy, StepPhase.OPTIMIZER) - _phase(view, StepPhase.OPTIMIZER) == pytest.approx(grads)
+    step = next(ph for ph in view.phases if ph.kind is StepPhase.OPTIMIZER)
+    assert step.bucket(BucketKey.GRADIENTS).bytes == pytest.approx(grads)
+
+
+def test_fsdp_reduces_the_root_last() -> None:
+    # _fsdp_param_group.py post_backward reshards the root, then foreach_reduce copies its
+    # unsharded gradients into a reduce-scatter input in reduce_dtype before freeing them.
+    from core import detailed
+    from core.parallel.layout import layout
+    from core.params import param_counts
+    from core.roles import dtypes_for
+
+    plan = _plan("llama-3.1-8b", gpus_per_node=8, strategy=Strategy.FSDP, fsdp_reduce_dtype=MpDtype.FP32)
+    lay = layout(plan)
+    parts = detailed._parts(plan, param_counts(plan), dtypes_for(plan), detailed.Rank(lay, lay.stages[0]))
+    root = 2 * 128_256 * 4_096 + 4_096  # embedding + head + final norm (Llama 3.1 8B config.json)
+    reduce = parts.extra("root_reduce")
+    assert [t.bytes for t in reduce] == pytest.approx([root * 2, root * 4])  # bf16 gradients, fp32 input
+    assert sum(t.bytes for t in parts.extra("root_pending")) == pytest.approx(-root * 2 / 8)
