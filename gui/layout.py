@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from PySide6.QtCore import QCoreApplication, QEvent, QSize
+from PySide6.QtCore import QCoreApplication, QEvent, QObject, QSize, Qt
 from PySide6.QtGui import QResizeEvent
-from PySide6.QtWidgets import QSizePolicy, QWidget
+from PySide6.QtWidgets import QSizePolicy, QStackedWidget, QTabWidget, QWidget
 
-__all__ = ["LayoutFence", "settle_layouts"]
+__all__ = ["LayoutFence", "quiet_tab_layouts", "settle_layouts"]
 
 
 def settle_layouts(passes: int = 5) -> None:
@@ -68,3 +68,39 @@ class LayoutFence(QWidget):
                 self.updateGeometry()
             return True
         return super().event(event)
+
+
+def quiet_tab_layouts(tabs: QTabWidget) -> None:
+    """Let ``tabs`` lay itself out (and repaint whole) only when its tab bar or least size changed.
+
+    A tab widget answers every layout request of its current page by laying out its bar and
+    page again and repainting all of itself, tab bar and dock frame included, though only the
+    page's text changed: at each edit, for the Arithmetic or Diagnosis page.
+    """
+    tabs.installEventFilter(_TabLayoutFilter(tabs))
+
+
+class _TabLayoutFilter(QObject):
+    def __init__(self, tabs: QTabWidget) -> None:
+        super().__init__(tabs)
+        self._tabs = tabs
+        self._stack = tabs.findChild(
+            QStackedWidget, "qt_tabwidget_stackedwidget", Qt.FindChildOption.FindDirectChildrenOnly
+        )
+        self._seen = self._limits()
+
+    def _limits(self) -> tuple[object, ...]:
+        bar = self._tabs.tabBar()
+        stack = self._stack
+        limits: tuple[object, ...] = (bar.sizeHint(), bar.minimumSizeHint(), bar.isVisible())
+        if stack is not None:
+            limits += (stack.minimumSizeHint(), stack.minimumSize(), stack.maximumSize(), stack.sizePolicy())
+        return limits
+
+    def eventFilter(self, watched: QObject, event: QEvent) -> bool:
+        if watched is self._tabs and event.type() == QEvent.Type.LayoutRequest:
+            limits = self._limits()
+            if limits == self._seen:
+                return True  # the page laid itself out; the bar and the page keep their places
+            self._seen = limits
+        return False

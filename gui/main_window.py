@@ -48,7 +48,7 @@ from gui.forms.model import ModelForm
 from gui.forms.parallel import ParallelForm
 from gui.forms.serving import ServingForm
 from gui.forms.workload import WorkloadForm
-from gui.layout import LayoutFence, settle_layouts
+from gui.layout import LayoutFence, quiet_tab_layouts, settle_layouts
 from gui.panels.arithmetic import ArithmeticPanel
 from gui.panels.compute import ComputePanel
 from gui.panels.diagnosis import DiagnosisPanel
@@ -236,6 +236,7 @@ class MainWindow(QMainWindow):
         self.details_dock = QDockWidget("Details", self)
         self.details_dock.setObjectName("detailsDock")
         self.details_dock.setWidget(LayoutFence(self.tabs))
+        quiet_tab_layouts(self.tabs)
         self.details_dock.setFeatures(
             QDockWidget.DockWidgetFeature.DockWidgetMovable | QDockWidget.DockWidgetFeature.DockWidgetFloatable
         )

@@ -28,16 +28,17 @@ from tests.gui import worker_jobs
 
 
 class LayoutRequests(QObject):
-    """Counts the layout passes each watched widget runs."""
+    """Counts the layout passes (or, with ``kind``, other events) each watched widget gets."""
 
-    def __init__(self, *widgets: QWidget) -> None:
+    def __init__(self, *widgets: QWidget, kind: QEvent.Type = QEvent.Type.LayoutRequest) -> None:
         super().__init__()
+        self.kind = kind
         self.counts: Counter[QWidget] = Counter()
         for widget in widgets:
             widget.installEventFilter(self)
 
     def eventFilter(self, watched: QObject, event: QEvent) -> bool:
-        if event.type() == QEvent.Type.LayoutRequest and isinstance(watched, QWidget):
+        if event.type() == self.kind and isinstance(watched, QWidget):
             self.counts[watched] += 1
         return False
 
@@ -60,6 +61,7 @@ def test_an_edit_lays_out_the_panels_but_not_the_window(qtbot: Any, window: Main
     toolbar = window.findChild(QToolBar, "mainToolbar")
     assert isinstance(toolbar, QToolBar)
     watched = LayoutRequests(window, toolbar, window.verdict, window.arithmetic)
+    painted = LayoutRequests(window.tabs.tabBar(), window.arithmetic, kind=QEvent.Type.Paint)
     before = window.verdict.headline.text()
     for sequence in (1024, 3072, 4096):
         window.workload_form.seq_len.setValue(sequence)
@@ -71,6 +73,8 @@ def test_an_edit_lays_out_the_panels_but_not_the_window(qtbot: Any, window: Main
     # ...and neither the toolbar nor the main window with its docks had to.
     assert watched.counts[toolbar] == 0
     assert watched.counts[window] == 0
+    # The Details tabs: the page repainted, not the tab bar above it.
+    assert painted.counts[window.arithmetic] >= 1 and painted.counts[window.tabs.tabBar()] == 0
 
 
 def test_a_dock_still_follows_its_contents_least_size(qtbot: Any, window: MainWindow) -> None:
