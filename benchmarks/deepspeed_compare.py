@@ -23,25 +23,30 @@ v0.19.8), per parameter P of the model, N GPUs, n nodes, G GPUs per node:
   the CPU, per node: 18·P / n × 1.5 with both offloaded, 16·P / n × 1.5 with the optimizer
   only (zero_init), L·4·G × 1.5 without offload.
 
-Where this estimator agrees, term by term (tests/core/test_deepspeed_compare.py), on
-several GPUs: at the optimizer step ZeRO-2 holds exactly DeepSpeed's 2·P + 18·P/N (16-bit
-parameters; 16-bit and float32 gradient partitions, float32 master and Adam state), so its
-figure is DeepSpeed's to the printed hundredth of a GiB; ZeRO-3 holds the 2·P/N shard, the
-same master and Adam state, and DeepSpeed's largest layer L gathered (with the prefetch
-bucket); offloaded, the host holds DeepSpeed's terms without its 1.5 buffer factor.
+Where this estimator agrees, term by term (tests/core/test_deepspeed_compare.py), on one
+GPU as on many (DeepSpeed runs its ZeRO optimizer at any world size; with one GPU the
+partition is the whole model): at the optimizer step ZeRO-2 holds exactly DeepSpeed's
+2·P + 18·P/N (16-bit parameters; 16-bit and float32 gradient partitions, float32 master
+and Adam state), so its figure is DeepSpeed's to the printed hundredth of a GiB; ZeRO-3
+holds the 2·P/N shard, the same master and Adam state, and DeepSpeed's largest layer L
+gathered (with the prefetch bucket); offloaded, the host holds DeepSpeed's terms without
+its 1.5 buffer factor, and the GPU what DeepSpeed leaves there: ZeRO-3 allocates its
+gradient partition on the CPU (stage3.py v0.19.6: ``self.device`` is the CPU when the
+optimizer is offloaded, and ``grad_partitions_flat_buffer`` is made on it), ZeRO-2 copies
+each reduced gradient straight to the host's float32 partition (stage_1_and_2.py
+``copy_grads_in_partition`` with ``cpu_offload``: no ``grads_in_partition`` on the GPU).
 
 Where it differs: DeepSpeed's figure is the optimizer step's, while this estimator's peak
 may be the backward (activations), where ZeRO-2 holds the reduce bucket instead of the
 gradient partitions; ZeRO-3 casts the float32 gradient one sub-group (1e9 elements) at a
-time, which DeepSpeed's 18·P/N does not model; DeepSpeed's 4·L is L's parameters and
+time, which DeepSpeed's 18·P/N does not model, and keeps its gradient partition in the
+16-bit grad_accum_dtype (DeepSpeed counts 4 bytes); DeepSpeed's 4·L is L's parameters and
 gradients, this estimator's 2·(L + prefetch) the gathered parameters (gradients land in the
-reduce bucket); DeepSpeed's ZeRO-2 offload CPU figure grows with every GPU of the cluster
-(4·N·P, the fp32 model each process loads), this one counts the processes of one node.
-With the optimizer offloaded, ZeRO-3 allocates its gradient partition on the CPU
-(stage3.py: ``self.device`` is the CPU when offloading, and ``grad_partitions_flat_buffer``
-goes there), which this estimator still counts on the GPU (2·P/N too much: the per-rank
-model's to fix). On one GPU this estimator models the plain run (no ZeRO engine: Adam
-state in the model's dtype), so those rows differ by design.
+reduce bucket); ZeRO-2 with offload keeps a 16-bit staging buffer of the largest parameter
+on the GPU (``temp_grad_buffer_for_gpu_offload``) and, at the peak, the reduce bucket and
+the head's gradient, none of which DeepSpeed's 2·P counts; DeepSpeed's ZeRO-2 offload CPU
+figure grows with every GPU of the cluster (4·N·P, the fp32 model each process loads), this
+one counts the processes of one node.
 """
 
 from __future__ import annotations
@@ -233,17 +238,17 @@ def model_state_bytes(est: Any, at_step: bool = False) -> float:
 
 def _why(stage: int, offload: str, gpus: int) -> str:
     """Where the two differ, term by term (the CI test holds the shared terms equal)."""
-    if gpus == 1:
-        return "one GPU: ours is the plain single-GPU run (no ZeRO engine, Adam state in bf16)"
     if stage == 2 and offload == "none":
+        if gpus == 1:
+            return "one GPU, partition = the model: the same 2·P + 18·P at the step, and at the peak"
         return "at the step the same 2·P + 18·P/N; the peak (backward) holds the reduce bucket, not the partitions"
     if stage == 2:
-        return "same 2·P; ours adds the ipg bucket and head gradient; DS CPU: 4·P per GPU in the cluster × 1.5"
+        return "same 2·P; ours adds a largest-parameter staging buffer, ipg bucket, head grad; DS CPU: 4·P·N × 1.5"
     if offload == "none":
         return "DS 4·L + 18·P/N (not itemised); ours 16·P/N (16-bit partitions, master, Adam), 2·(L + prefetch), ipg"
     if offload == "optimizer":
-        return "same 2·P/N shard; DS 4·L, ours 2·(L + prefetch) + ipg + a grad partition DS keeps on the CPU"
-    return "DS 4·L only; ours 2·(L + prefetch) + ipg + a grad partition DS keeps on the CPU; CPU: DS × 1.5"
+        return "same 2·P/N shard; DS 4·L, ours 2·(L + prefetch) + ipg (gradient partition on the CPU, as DS)"
+    return "DS 4·L only; ours 2·(L + prefetch) + ipg (gradient partition on the CPU, as DS); CPU: DS × 1.5"
 
 
 def compare(data: dict[str, Any]) -> list[Comparison]:

@@ -592,6 +592,7 @@ class Plan:
                 f"at most {model.num_layers // par.virtual_stages} stages",
                 f"the model has {model.num_layers} layers for {chunks} pipeline chunks",
             )
+        self._check_serving_layout()
         cp = par.context_parallel
         if cp > 1 and self.workload.seq_len % (2 * cp):
             raise PlanError(
@@ -599,6 +600,38 @@ class Plan:
                 cp,
                 f"a degree where 2 × CP divides the sequence of {self.workload.seq_len} tokens",
                 "context parallel splits it into 2 × CP load-balanced chunks",
+            )
+
+    def _check_serving_layout(self) -> None:
+        """Refuse a serving split vLLM refuses (vllm-project/vllm, stored snapshot commit
+        0052a5b8 of ``vllm/config/model.py``, ``ModelConfig.verify_with_parallel_config``:
+        "Total number of attention heads (...) must be divisible by tensor parallel size";
+        ``vllm/model_executor/layers/linear.py QKVParallelLinear.__init__``: with TP ≥ the KV
+        heads each rank holds one, ``divide(tp_size, total_num_kv_heads)`` (TP a multiple of
+        them, the heads replicated), else ``divide(total_num_kv_heads, tp_size)``). A pipeline
+        stage needs at least one layer to hold, so PP is at most the layer count (the same
+        bound the training check sets; vLLM's own layer partitioning was not read for it)."""
+        inf, model = self.inference, self.model
+        tp = inf.tensor_parallel
+        if tp > 1:
+            kv = model.num_kv_heads
+            if model.num_heads % tp:
+                raise PlanError(
+                    "inference.tensor_parallel", tp, f"a divisor of the model's {model.num_heads} attention heads"
+                )
+            if (kv % tp) if tp < kv else (tp % kv):
+                raise PlanError(
+                    "inference.tensor_parallel",
+                    tp,
+                    f"a divisor or a multiple of the model's {kv} KV heads",
+                    "vLLM splits the KV heads evenly, or replicates them when TP exceeds them",
+                )
+        if inf.pipeline_parallel > model.num_layers:
+            raise PlanError(
+                "inference.pipeline_parallel",
+                inf.pipeline_parallel,
+                f"at most {model.num_layers} stages",
+                f"the model has {model.num_layers} layers",
             )
 
     def _reconcile_precision(self) -> None:
@@ -719,15 +752,23 @@ class Plan:
     def on_model(self, model: ModelSpec, model_id: str = "") -> Plan:
         """This plan on another model; frozen layers are kept within the new model's depth, and
         a tensor or pipeline split the new model cannot take (heads that TP does not divide,
-        fewer layers than pipeline chunks) drops to 1 on the same GPUs, as :meth:`on_gpus` does."""
+        fewer layers than pipeline chunks), for training or serving, drops to 1 on the same GPUs,
+        as :meth:`on_gpus` does."""
         frozen = min(self.frozen_layers, model.num_layers)
-        try:
-            return replace(self, model=model, model_id=model_id, frozen_layers=frozen)
-        except PlanError as error:
-            if error.field not in ("parallel.tensor_parallel", "parallel.pipeline_parallel"):
-                raise
-        flat = replace(self.parallel, tensor_parallel=1, pipeline_parallel=1, virtual_stages=1)
-        return replace(self, model=model, model_id=model_id, frozen_layers=frozen, parallel=flat)
+        plan = self
+        for _ in range(2):  # the training split, then the serving split
+            try:
+                return replace(plan, model=model, model_id=model_id, frozen_layers=frozen)
+            except PlanError as error:
+                if error.field in ("parallel.tensor_parallel", "parallel.pipeline_parallel"):
+                    flat = replace(plan.parallel, tensor_parallel=1, pipeline_parallel=1, virtual_stages=1)
+                    plan = replace(plan, parallel=flat) if plan.parallel != flat else plan
+                elif error.field in ("inference.tensor_parallel", "inference.pipeline_parallel"):
+                    served = replace(plan.inference, tensor_parallel=1, pipeline_parallel=1)
+                    plan = replace(plan, inference=served) if plan.inference != served else plan
+                else:
+                    raise
+        return replace(plan, model=model, model_id=model_id, frozen_layers=frozen)
 
     def with_method(self, method: Method, **changes: Any) -> Plan:
         """This plan trained another way; ``changes`` are further top-level fields (lora, quant...).

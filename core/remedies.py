@@ -438,13 +438,19 @@ _ALWAYS_LISTED: Final = frozenset({K.BIGGER_CARD, K.MORE_GPUS})
 _TIMED: Final = frozenset({K.MORE_GPUS, K.FSDP, K.TENSOR_PARALLEL, K.OFFLOAD_OPTIMIZER})
 
 
+def hours_text(hours: float) -> str:
+    """Hours as the cost notes give them: two decimals under ten hours (0.72 h), else one."""
+    return f"{hours:,.1f} h" if hours >= 10 else f"{hours:.2f} h"
+
+
 def _time_and_money(base: Estimate, new: Estimate, always_time: bool = False) -> list[str]:
     hours, new_hours = base.compute.hours, new.compute.hours
     parts = []
+    change = f"time {hours_text(hours)} → {hours_text(new_hours)}"
     if always_time and hours and new_hours and abs(new_hours / hours - 1) <= 0.005:
-        parts.append(f"time {hours:,.1f} h → {new_hours:,.1f} h")
+        parts.append(change)
     elif hours and new_hours and abs(new_hours / hours - 1) > 0.005:
-        parts.append(f"time {hours:,.1f} h → {new_hours:,.1f} h ({new_hours / hours - 1:+.0%})")
+        parts.append(f"{change} ({new_hours / hours - 1:+.0%})")
     if base.compute.cost and new.compute.cost and abs(new.compute.cost / base.compute.cost - 1) > 0.005:
         parts.append(f"cost {new.compute.cost / base.compute.cost - 1:+.0%}")
     return parts

@@ -179,5 +179,3 @@ def copy_report_markdown(window: MainWindow, report: Report | None = None) -> st
     text = copy_markdown(report)
     window.statusBar().showMessage("Report copied as Markdown", 4000)
     return text
-
-

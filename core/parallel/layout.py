@@ -31,7 +31,7 @@ from functools import lru_cache
 
 from core.model import ModelSpec
 from core.params import param_counts
-from core.plan import Method, Parallelism, PipelineSchedule, Plan
+from core.plan import Method, Offload, Parallelism, PipelineSchedule, Plan, Strategy
 
 __all__ = ["Holding", "Layout", "Stage", "block_params_per_rank", "holding", "layout", "stage_layer_counts"]
 
@@ -67,9 +67,18 @@ class Layout:
         """Ranks one copy of the model is spread over: tp · pp · cp."""
         return self.tensor_parallel * self.pipeline_parallel * self.context_parallel
 
+    engine: bool = False  # one GPU, but a framework holds the state (ZeRO, or offload)
+
     @property
     def distributed(self) -> bool:
         return self.world > 1
+
+    @property
+    def ranked(self) -> bool:
+        """The memory is one rank's as :mod:`core.parallel.state` holds it: more than one
+        GPU, or one GPU whose state a framework holds (a ZeRO stage, or offload). A
+        single-GPU DDP / FSDP run without offload is the plain run (see ``_layout``)."""
+        return self.world > 1 or self.engine
 
     @property
     def state_shards(self) -> int:
@@ -151,7 +160,23 @@ def _layout(par: Parallelism, num_layers: int, micro_batches: int) -> Layout:
         sequence_parallel=par.sequence_parallel and par.tensor_parallel > 1,
         micro_batches=micro_batches,
         stages=tuple(kinds),
+        engine=_engine_on_one_gpu(par),
     )
+
+
+def _engine_on_one_gpu(par: Parallelism) -> bool:
+    """Whether a one-GPU run still goes through its framework's state handling.
+
+    DeepSpeed runs its ZeRO optimizer whatever the world size (deepspeedai/DeepSpeed
+    v0.19.6, commit edaa7221, ``runtime/engine.py _configure_zero_optimizer``: the stage
+    alone picks ``DeepSpeedZeroOptimizer`` / ``DeepSpeedZeroOptimizer_Stage3``; with one
+    rank the partition is the whole model), so a ZeRO stage on one GPU keeps the float32
+    master, float32 Adam state and its gradient buffers. Offload on one GPU moves the
+    optimizer state to the host as on many (ZeRO-Offload, FSDP2 ``CPUOffloadPolicy``, or
+    a CPU optimizer beside DDP). DDP without offload on one GPU is the plain run; FSDP2 on
+    one rank is also modelled as the plain run: its sharded parameters are the whole
+    model, and the per-unit all-gather buffers it still allocates are not modelled."""
+    return par.offload is not Offload.NONE or par.strategy in (Strategy.ZERO1, Strategy.ZERO2, Strategy.ZERO3)
 
 
 def layout(plan: Plan) -> Layout:

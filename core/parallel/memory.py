@@ -63,7 +63,7 @@ def rank_memories(plan: Plan, counts: ParamCounts, capacity: float) -> tuple[tup
         one = _rank("every GPU", lesson.training_breakdown(plan, counts), plan.world_size, capacity, headroom)
         return (one,), 0
     lay = layout(plan)
-    if not lay.distributed:
+    if not lay.ranked:
         return (_rank("the GPU", detailed.training_breakdown(plan, counts), 1, capacity, headroom),), 0
     ranks = tuple(
         _rank(

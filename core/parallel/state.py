@@ -45,7 +45,12 @@ the framework adds in the phases it adds them. Sources, read for this model:
 - Offload: FSDP2 ``CPUOffloadPolicy`` keeps sharded parameters, gradients and optimizer
   state on the host (the step runs there); DeepSpeed ``offload_optimizer`` moves the
   float32 master, the state and the float32 gradient partition to pinned host memory,
-  ``offload_param`` (stage 3) the 16-bit partitions too.
+  and the gradients with them: stage 3 allocates ``grad_partitions_flat_buffer`` on the
+  CPU (``stage3.py`` lines 328, 742-746), stage 2 copies each reduced gradient into the
+  host partition and never makes ``grads_in_partition`` (``stage_1_and_2.py
+  copy_grads_in_partition``), keeping only a largest-parameter staging buffer on the GPU;
+  ``offload_param`` (stage 3) moves the 16-bit partitions too. One GPU with a ZeRO stage
+  or offload is held the same way (see ``core.parallel.layout._engine_on_one_gpu``).
 """
 
 from __future__ import annotations
@@ -340,10 +345,27 @@ def _zero(rank: _Rank) -> RankState:
     if par.offload is Offload.NONE:
         return state
     host = [*state.optim, *state.step]
+    if strategy is Strategy.ZERO3:
+        # stage3.py (v0.19.6, edaa7221) line 328: ``self.device`` is the CPU when the optimizer
+        # is offloaded, and lines 742-746 allocate ``grad_partitions_flat_buffer`` there
+        # (pinned): the gradient partition leaves the GPU; only the ipg bucket stays.
+        partition, bucket = persistent
+        host.insert(0, replace(partition, label=partition.label + ", pinned"))
+        state = replace(state, persistent=[bucket])
     if par.offload is Offload.PARAMS and strategy is Strategy.ZERO3:
-        host = [*state.weights, *state.optim, *state.step]
+        host = [*state.weights, *host]
         note = "ZeRO-Infinity offload_param: 16-bit partitions, float32 master and state on the host."
         return replace(state, weights=[], optim=[], step=[], host=host, notes=(note,))
+    if strategy is Strategy.ZERO2 and trainable:
+        # stage_1_and_2.py (v0.19.6, edaa7221) ``copy_grads_in_partition``: with cpu_offload
+        # each reduced gradient is copied straight into the float32 host partition
+        # (``async_inplace_copy_grad_to_fp32_buffer_from_gpu``) and ``grads_in_partition``
+        # is never allocated; the GPU keeps ``temp_grad_buffer_for_gpu_offload`` (lines
+        # 591-593: ``largest_param_numel`` elements in the 16-bit dtype) for the
+        # accumulation round trip, made at start-up.
+        largest = min(_largest_module(plan, lay, stage) * model.params_scale, trainable)
+        temp = Term("16-bit gradient staging buffer (largest parameter)", f"{sci(largest)} × {g:g} B", largest * g)
+        state = replace(state, grads=[], grads_in_backward=[], persistent=[temp])
     # stage_1_and_2.py keeps a 16-bit copy of the partition on the host to stage the updated
     # parameters back (param_buffer_of_bit16_for_cpu_offload_groups).
     if strategy is not Strategy.ZERO3 and trainable:

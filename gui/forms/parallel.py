@@ -11,6 +11,7 @@ from __future__ import annotations
 from PySide6.QtCore import Qt, Signal
 from PySide6.QtWidgets import QCheckBox, QHBoxLayout, QLabel, QPushButton, QToolButton, QWidget
 
+from core.catalogue import LinkKind, load_links
 from core.estimate import Estimate
 from core.plan import (
     MAX_DEGREE,
@@ -38,28 +39,9 @@ MP_DTYPE_LABELS = {
 ZERO_STAGES = (Strategy.ZERO1, Strategy.ZERO2, Strategy.ZERO3)
 
 
-def link_choices(kind: str) -> list[tuple[str, str]]:
-    """(label, id) of the links of one kind ("intra": within a node, "inter": between nodes).
-
-    The ids are the link catalogue's (resources/links.json); until that catalogue is on this
-    branch, its entries are listed here by name.
-    """
-    intra = [
-        ("NVLink 3 (A100 SXM, NVSwitch)", "nvlink3"),
-        ("NVLink 4 (H100 / H200 SXM, NVSwitch)", "nvlink4"),
-        ("NVLink 5 (B200 / GB200, NVSwitch)", "nvlink5"),
-        ("PCIe 4.0 x16 (no NVLink)", "pcie4-x16"),
-        ("PCIe 5.0 x16 (no NVLink)", "pcie5-x16"),
-    ]
-    inter = [
-        ("InfiniBand HDR 200 Gb/s per GPU", "ib-hdr200"),
-        ("InfiniBand NDR 400 Gb/s per GPU", "ib-ndr400"),
-        ("InfiniBand XDR 800 Gb/s per GPU", "ib-xdr800"),
-        ("RoCE / Ethernet 100 GbE per GPU", "roce-100"),
-        ("RoCE / Ethernet 200 GbE per GPU", "roce-200"),
-        ("RoCE / Ethernet 400 GbE per GPU", "roce-400"),
-    ]
-    return intra if kind == "intra" else inter
+def link_choices(kind: LinkKind) -> list[tuple[str, str]]:
+    """(name, id) of the catalogue's links of one kind (resources/links.json)."""
+    return [(link.name, link.id) for link in load_links() if link.kind is kind]
 
 
 def _pair(first: QWidget, joiner: str, second: QWidget, *more: QWidget) -> QWidget:
@@ -185,10 +167,14 @@ class ParallelForm(PlanForm):
         )
         self.bind("parallel.host_ram_gb", "Host RAM", self.host_ram, lambda p, v: p.with_parallel(host_ram_gb=v))
         self.intra_link = LinkField(
-            "Link within a node", link_choices("intra"), "How the GPUs of one node talk to each other."
+            "Link within a node",
+            link_choices(LinkKind.INTRA),
+            "How the GPUs of one node talk to each other (per GPU and direction, the catalogue's peak).",
         )
         self.bind("parallel.intra_link", "In a node", self.intra_link, lambda p, v: p.with_parallel(intra_link=v))
-        self.inter_link = LinkField("Link between nodes", link_choices("inter"), "The network between nodes, per GPU.")
+        self.inter_link = LinkField(
+            "Link between nodes", link_choices(LinkKind.INTER), "The network between nodes, per GPU and direction."
+        )
         self.bind("parallel.inter_link", "Between", self.inter_link, lambda p, v: p.with_parallel(inter_link=v))
         self.reshard = QCheckBox("Reshard after forward")
         self.reshard.setAccessibleName("FSDP reshard after forward")

@@ -7,7 +7,7 @@ from dataclasses import replace
 from hypothesis import strategies as st
 
 from core.catalogue import load_gpus, load_models
-from core.model import LORA_TARGETS
+from core.model import LORA_TARGETS, ModelSpec
 from core.plan import (
     Accounting,
     Attention,
@@ -31,6 +31,14 @@ from core.plan import (
 from core.serving.formats import Engine, KvDtype, WeightFormat
 
 models = st.sampled_from([m.spec for m in load_models()])
+
+
+def serving_tensor_parallel(model: ModelSpec, most: int) -> list[int]:
+    """The serving TP degrees up to ``most`` vLLM accepts for ``model`` (Plan validation:
+    they divide the attention heads, and divide the KV heads or are a multiple of them)."""
+    kv = model.num_kv_heads
+    return [t for t in range(1, most + 1) if model.num_heads % t == 0 and ((kv % t) if t < kv else (t % kv)) == 0]
+
 gpu_ids = st.sampled_from([g.id for g in load_gpus()] + ["custom"])
 
 
@@ -87,8 +95,8 @@ def plans(draw: st.DrawFn) -> Plan:
             context=draw(st.integers(1, 1_000_000)),
             engine=draw(st.sampled_from(list(Engine))),
             new_tokens=draw(st.integers(0, 100_000)),
-            tensor_parallel=draw(st.integers(1, 64)),
-            pipeline_parallel=draw(st.integers(1, 16)),
+            tensor_parallel=draw(st.sampled_from(serving_tensor_parallel(spec, 64))),
+            pipeline_parallel=draw(st.integers(1, min(16, spec.num_layers))),
             replicas=draw(st.integers(1, 1000)),
             gpu_memory_utilization=draw(st.floats(0.01, 1.0)),
             max_num_seqs=draw(st.integers(0, 10_000)),

@@ -100,8 +100,10 @@ def _phase(run: dict, options: str, kind: StepPhase) -> dict[BucketKey, float]: 
 
 
 def _multi(stage: int, offload: str) -> list[tuple[dict, dict]]:  # type: ignore[type-arg]
-    # One GPU is the plain single-GPU run here (no ZeRO engine): compared on several GPUs only.
-    return [(run, row) for run, row in _rows(stage, offload) if run["nodes"] * run["gpus_per_node"] > 1]
+    # Every row, one GPU included: DeepSpeed runs its ZeRO optimizer at any world size
+    # (v0.19.6 edaa7221 deepspeed/runtime/engine.py _configure_zero_optimizer picks the
+    # optimizer by stage alone), and so does this estimator since the one-GPU fix.
+    return _rows(stage, offload)
 
 
 def test_zero2_at_the_optimizer_step_is_deepspeeds_figure_term_by_term() -> None:
@@ -157,7 +159,12 @@ def test_zero3_offload_host_memory_is_deepspeeds_without_its_buffer_factor() -> 
             n = nodes * per_node
             state, fp32_grad = _host_parts(run, row["options"])
             assert row["per_cpu_gib"] * GIB == pytest.approx(factor * p / nodes * 1.5, abs=0.006 * GIB)
-            assert state == pytest.approx((factor - 4) * p / nodes, rel=1e-4), (run["model"], offload)
+            # DeepSpeed's 4 for float32 gradients is, in stage3.py (v0.19.6 edaa7221), the
+            # gradient partition ``grad_partitions_flat_buffer`` (lines 742-746, on
+            # ``self.device``, the CPU with the optimizer offloaded, line 328) in
+            # grad_accum_dtype, the model's bf16 (engine.py get_data_types): 2·P/n here, on
+            # the host; the float32 copy is one sub-group's (below).
+            assert state == pytest.approx((factor - 4 + 2) * p / nodes, rel=1e-4), (run["model"], offload)
             # DeepSpeed counts the whole fp32 gradient partition, we the group being stepped.
             assert fp32_grad == pytest.approx(per_node * min(p / n, sub_group) * 4, rel=1e-6)
 
@@ -167,3 +174,37 @@ def test_the_comparison_table_covers_every_training_row() -> None:
     assert len(rows) == sum(len(_rows(s, o)) for s in (2, 3) for o in ("none", "optimizer", "params"))
     text = DS.render(rows, DATA["deepspeed_version"])
     assert "DeepSpeed 0.19.8" in text and all(r.model in text for r in rows)
+
+
+def test_zero3_with_the_optimizer_offloaded_keeps_no_gradient_partition_on_the_gpu() -> None:
+    # deepspeedai/DeepSpeed v0.19.6 (edaa7221) stage3.py line 328: ``self.device`` is the
+    # CPU when offload_optimizer is set; lines 742-746 allocate grad_partitions_flat_buffer
+    # on it (pinned). What the GPU keeps of the gradients is the ipg bucket
+    # (``reduce_bucket_size`` elements in bf16, lines 731-735; 5e8 by zero/config.py).
+    for offload in ("optimizer", "params"):
+        for run, row in _multi(3, offload):
+            p = run["total_params"]
+            step = _phase(run, row["options"], StepPhase.OPTIMIZER)
+            assert step[BucketKey.GRADIENTS] == pytest.approx(min(500_000_000, p) * 2, rel=1e-9), run["model"]
+
+
+def test_zero2_with_the_optimizer_offloaded_holds_no_gradient_partition_at_the_step() -> None:
+    # stage_1_and_2.py (v0.19.6 edaa7221) copy_grads_in_partition: with cpu_offload each
+    # reduced gradient goes straight to the float32 host partition and grads_in_partition
+    # is never allocated; the GPU keeps temp_grad_buffer_for_gpu_offload, the largest
+    # parameter's numel in bf16 (lines 558-567, 591-593): the embedding for these models
+    # (DeepSpeed's own "largest layer" in the committed file).
+    for run, row in _multi(2, "optimizer"):
+        step = _phase(run, row["options"], StepPhase.OPTIMIZER)
+        assert step[BucketKey.GRADIENTS] == pytest.approx(2 * run["largest_layer_params"], rel=1e-9), run["model"]
+
+
+def test_one_gpu_with_zero_runs_deepspeeds_optimizer() -> None:
+    # With one GPU the ZeRO partition is the whole model: DeepSpeed's own one-GPU row
+    # (2·P + 18·P, committed output) is what this estimator holds at the step.
+    rows = [(run, row) for run, row in _rows(2, "none") if run["nodes"] * run["gpus_per_node"] == 1]
+    assert rows
+    for run, row in rows:
+        step = _phase(run, row["options"], StepPhase.OPTIMIZER)
+        model_state = sum(step[k] for k in (BucketKey.WEIGHTS, BucketKey.GRADIENTS, BucketKey.OPTIMIZER))
+        assert model_state == pytest.approx(row["per_gpu_gib"] * GIB, abs=0.006 * GIB), run["model"]

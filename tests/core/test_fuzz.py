@@ -50,7 +50,7 @@ from core.plan import (
 )
 from core.presets import default_plan, plan_for_model
 from core.serving.formats import Engine, KvDtype, WeightFormat
-from tests.core.strategies import plans
+from tests.core.strategies import plans, serving_tensor_parallel
 
 FUZZ = settings(deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
 
@@ -302,8 +302,9 @@ def _random_plan(rng: random.Random) -> Plan:
             context=_pick(rng, 1, MAX_SEQ),
             engine=rng.choice(list(Engine)),
             new_tokens=_pick(rng, 0, MAX_SEQ),
-            tensor_parallel=_pick(rng, 1, MAX_PARALLEL),
-            pipeline_parallel=_pick(rng, 1, MAX_PARALLEL),
+            # Serving splits vLLM accepts for the model (Plan validation refuses the rest).
+            tensor_parallel=rng.choice(serving_tensor_parallel(model, MAX_PARALLEL)),
+            pipeline_parallel=_pick(rng, 1, min(MAX_PARALLEL, model.num_layers)),
             replicas=_pick(rng, 1, MAX_GPUS),
             gpu_memory_utilization=rng.choice([1e-9, 1.0, rng.uniform(0.01, 1.0)]),
             max_num_seqs=_pick(rng, 0, MAX_BATCH),

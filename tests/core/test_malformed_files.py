@@ -38,14 +38,21 @@ LLAMA = {
 }
 
 
+HANG_SECONDS = 10.0
+
+
 def assert_clear_error(load: Callable[[Path], object], path: Path, named: Path | None = None) -> None:
-    """``load(path)`` raises PlanFileError within a second, one line, naming the file."""
+    """``load(path)`` raises PlanFileError, one line, naming the file, and does not hang.
+
+    The time bound is a guard against a hang or runaway work (a loop, a quadratic parse),
+    not a speed target: it is wide enough for a loaded two-core CI machine (a 1 s bound
+    failed once at 1.08 s under load). Speed is measured by the benchmarks."""
     start = time.perf_counter()
     with pytest.raises(PlanFileError) as info:
         load(path)
     elapsed = time.perf_counter() - start
     message = str(info.value)
-    assert elapsed < 1.0, f"{path.name}: {elapsed:.2f} s"
+    assert elapsed < HANG_SECONDS, f"{path.name}: {elapsed:.2f} s"
     assert "\n" not in message and "\r" not in message
     assert str(named or path) in message
     assert len(message) < 600, message

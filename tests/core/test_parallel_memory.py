@@ -122,6 +122,25 @@ def test_optimizer_offload_moves_the_state_to_the_host() -> None:
     assert offloaded == pytest.approx(8 * state, rel=1e-6)  # eight ranks on the node
 
 
+def test_optimizer_offload_on_one_gpu_moves_the_state_off_it_too() -> None:
+    # One GPU with offload is DeepSpeed ZeRO-Offload with one rank (stage_1_and_2.py v0.19.6
+    # edaa7221: cpu_offload puts the master and Adam state on ``self.device`` = 'cpu', line
+    # 238, whatever the world size) or a CPU optimizer beside the replica: the state leaves
+    # the card, as it does on eight. Before the fix it stayed on the GPU and on the host.
+    for strategy in (Strategy.DDP, Strategy.ZERO2):
+        plain = estimate(_plan(strategy=strategy))
+        off = estimate(_plan(strategy=strategy, offload=Offload.OPTIMIZER))
+        assert all(ph.bucket(BucketKey.OPTIMIZER).bytes == 0 for ph in off.phases), strategy
+        assert off.host is not None and off.peak_bytes < plain.peak_bytes
+    # The plain single-GPU state (DDP: AdamW's two bf16 moments of trainer-bf16) is what moved.
+    ddp = estimate(_plan())
+    state = next(ph for ph in ddp.phases if ph.kind is StepPhase.OPTIMIZER).bucket(BucketKey.OPTIMIZER)
+    off = estimate(_plan(offload=Offload.OPTIMIZER))
+    assert off.host is not None
+    moved = sum(t.bytes for t in off.host.terms if "pinned" in t.label)
+    assert moved >= sum(t.bytes for t in state.terms if "temporar" not in t.label)
+
+
 def test_parameter_offload_leaves_only_the_gathered_units_and_buffers() -> None:
     est = estimate(_plan(gpus_per_node=8, strategy=Strategy.FSDP, offload=Offload.PARAMS))
     step = next(ph for ph in est.phases if ph.kind is StepPhase.OPTIMIZER)

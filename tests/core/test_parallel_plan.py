@@ -49,6 +49,36 @@ def test_more_pipeline_chunks_than_layers_are_refused() -> None:
         plan.with_parallel(nodes=8, gpus_per_node=8, pipeline_parallel=64)
 
 
+# Qwen3-14B config.json: 40 attention heads, 8 KV heads, 40 layers. vLLM refuses a TP that
+# does not divide the attention heads (vllm/config/model.py verify_with_parallel_config) and
+# splits the KV heads evenly or replicates them (linear.py QKVParallelLinear: divide(tp,
+# kv) when TP ≥ the KV heads, divide(kv, tp) below; stored vllm-project/vllm snapshot).
+def test_serving_tensor_parallel_must_split_the_heads_as_vllm_does() -> None:
+    plan = plan_for_model("qwen3-14b")
+    assert plan.with_inference(tensor_parallel=8).inference.tensor_parallel == 8
+    with pytest.raises(PlanError, match=r"inference\.tensor_parallel.*divisor of the model's 40 attention heads"):
+        plan.with_inference(tensor_parallel=3)
+    with pytest.raises(PlanError, match=r"inference\.tensor_parallel.*multiple of the model's 8 KV heads"):
+        plan.with_inference(tensor_parallel=5)  # divides 40 heads, not the 8 KV heads
+    with pytest.raises(PlanError, match=r"inference\.tensor_parallel.*multiple of the model's 8 KV heads"):
+        plan.with_inference(tensor_parallel=20)  # divides 40, but 20 is not a multiple of 8
+    # Llama 3.1 8B: 32 heads, 8 KV heads; TP 16 replicates each KV head on two GPUs.
+    assert plan_for_model("llama-3.1-8b").with_inference(tensor_parallel=16).inference.tensor_parallel == 16
+
+
+def test_another_model_drops_a_serving_split_it_cannot_take() -> None:
+    served = plan_for_model("qwen3-14b").with_inference(tensor_parallel=40)  # 40 heads, 8 KV: replicated ×5
+    llama = find_model("llama-3.1-8b")  # 32 heads: 40 does not divide them
+    assert served.on_model(llama.spec, llama.id).inference.tensor_parallel == 1
+
+
+def test_serving_pipeline_needs_a_layer_per_stage() -> None:
+    plan = plan_for_model("qwen3-14b")
+    assert plan.with_inference(pipeline_parallel=40).inference.pipeline_parallel == 40
+    with pytest.raises(PlanError, match=r"inference\.pipeline_parallel.*at most 40 stages"):
+        plan.with_inference(pipeline_parallel=41)
+
+
 def test_context_parallel_needs_the_sequence_in_two_cp_chunks() -> None:
     plan = plan_for_model("llama-3.1-8b").with_workload(seq_len=4100)
     with pytest.raises(PlanError, match=r"parallel\.context_parallel"):

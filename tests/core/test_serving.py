@@ -252,7 +252,11 @@ def test_bad_serving_values_name_the_field() -> None:
         vllm_plan(weight_dtype="int3")
     with pytest.raises(PlanError, match="inference.tensor_parallel"):
         vllm_plan(tensor_parallel=0)
-    assert math.isfinite(estimate(vllm_plan(tensor_parallel=1024)).inference.ttft_s)
+    # vLLM refuses a TP that does not divide the attention heads (vllm/config/model.py
+    # ModelConfig.verify_with_parallel_config); the plan says so in one line.
+    with pytest.raises(PlanError, match=r"inference\.tensor_parallel: 1024 .*attention heads"):
+        vllm_plan(tensor_parallel=1024)
+    assert math.isfinite(estimate(vllm_plan(tensor_parallel=8)).inference.ttft_s)
 
 
 # --- SGLang ------------------------------------------------------------------------------------

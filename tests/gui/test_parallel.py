@@ -10,6 +10,7 @@ import pytest
 from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QLabel
 
+from core.catalogue import LinkKind, load_links
 from core.estimate import estimate
 from core.fit import fewest_gpus
 from core.plan import Method, Offload, PipelineSchedule, Strategy
@@ -115,6 +116,15 @@ def test_every_field_has_a_name_and_a_label_to_reach_it(window: MainWindow) -> N
     for widget in (form.nodes, form.tensor_parallel, form.strategy, form.offload):
         assert widget in buddies
     assert form.advanced.accessibleName() and form.fewest.accessibleName()
+
+
+def test_the_links_are_the_catalogues(window: MainWindow) -> None:
+    form = window.parallel_form
+    for field, kind in ((form.intra_link, LinkKind.INTRA), (form.inter_link, LinkKind.INTER)):
+        ids = [field.itemData(i) for i in range(field.count())]
+        assert ids == [link.id for link in load_links() if link.kind is kind]
+    _choose(form.inter_link, "roce-400")
+    assert window.controller.plan.parallel.inter_link == "roce-400"
 
 
 def test_the_gpu_count_lives_only_in_the_parallelism_section(window: MainWindow) -> None:
