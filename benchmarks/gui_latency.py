@@ -115,8 +115,8 @@ def main(argv: list[str] | None = None) -> int:
             ("checkpointing", lambda: m.checkpointing.toggle()),
             ("rank", lambda: m.rank.setValue(rng.choice((4, 8, 16, 64)))),
             ("gpu", pick_catalogue(h.gpu)),
-            ("gpu count", lambda: h.count.setValue(rng.randint(1, 8))),
-            ("strategy", pick(h.sharding)),
+            ("gpu count", lambda: window.parallel_form.gpus_per_node.setValue(rng.randint(1, 8))),
+            ("strategy", pick(window.parallel_form.strategy)),
             ("headroom", lambda: h.headroom.setValue(rng.choice((5.0, 10.0, 15.0, 20.0)))),
             ("model", pick_catalogue(window.model_form.picker)),
         ]

@@ -45,12 +45,15 @@ class StopChannel:
 
     def __init__(self, context: BaseContext) -> None:
         self.job = context.Value("q", 0, lock=False)  # the number of the job to stop
-        self.wake = context.Event()
+        # A semaphore, not an Event: Event.set() waits until every waiting process has woken
+        # (multiprocessing.Condition.notify_all), so the GUI thread waited, at each edit, for
+        # the worker's watcher to be scheduled on a busy machine. release() never waits.
+        self.wake = context.Semaphore(0)
 
     def stop(self, job: int) -> None:
         """In the GUI process: stop job number ``job`` if it is running (or about to)."""
         self.job.value = job
-        self.wake.set()
+        self.wake.release()
 
 
 # ---- in the worker process ---------------------------------------------------------
@@ -72,8 +75,7 @@ def start_worker(channel: StopChannel) -> None:
 
 def _watch(channel: StopChannel) -> None:
     while True:
-        channel.wake.wait()
-        channel.wake.clear()
+        channel.wake.acquire()  # one wake-up per request; a spare one stops nothing
         _thread.interrupt_main(_STOP_SIGNAL)
 
 

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
-from PySide6.QtCore import QCoreApplication, QEvent
+from PySide6.QtCore import QCoreApplication, QEvent, QObject, QSize, Qt
+from PySide6.QtGui import QResizeEvent
+from PySide6.QtWidgets import QSizePolicy, QStackedWidget, QTabWidget, QWidget
 
-__all__ = ["settle_layouts"]
+__all__ = ["LayoutFence", "quiet_tab_layouts", "settle_layouts"]
 
 
 def settle_layouts(passes: int = 5) -> None:
@@ -16,3 +18,89 @@ def settle_layouts(passes: int = 5) -> None:
     """
     for _ in range(passes):
         QCoreApplication.sendPostedEvents(None, QEvent.Type.LayoutRequest)
+
+
+class LayoutFence(QWidget):
+    """Holds one widget and tells the layout above only of changes that concern it.
+
+    Qt passes every re-layout upwards: a label's new text re-lays out its panel, the panel
+    asks its dock again, and the dock asks the main window, which lays out all its docks and
+    repaints their separators, at every edit. A dock does not care about a new size hint
+    once it has its size (the main window keeps the docks' sizes), only about the least
+    and largest sizes and the size policy; the fence passes those on when they change.
+    """
+
+    def __init__(self, inner: QWidget, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.inner = inner
+        inner.setParent(self)
+        self._limits = self._sync()
+
+    def _sync(self) -> tuple[QSize, QSize, QSize, QSizePolicy]:
+        inner = self.inner
+        limits = (inner.minimumSizeHint(), inner.minimumSize(), inner.maximumSize(), inner.sizePolicy())
+        self.setMinimumSize(limits[1])
+        self.setMaximumSize(limits[2])
+        self.setSizePolicy(limits[3])
+        return limits
+
+    def sizeHint(self) -> QSize:
+        return self.inner.sizeHint()
+
+    def minimumSizeHint(self) -> QSize:
+        return self.inner.minimumSizeHint()
+
+    def hasHeightForWidth(self) -> bool:
+        return self.inner.hasHeightForWidth()
+
+    def heightForWidth(self, width: int) -> int:
+        return self.inner.heightForWidth(width)
+
+    def resizeEvent(self, event: QResizeEvent) -> None:
+        self.inner.setGeometry(self.rect())
+        super().resizeEvent(event)
+
+    def event(self, event: QEvent) -> bool:
+        if event.type() == QEvent.Type.LayoutRequest:
+            limits = self._sync()
+            if limits != self._limits:
+                self._limits = limits
+                self.updateGeometry()
+            return True
+        return super().event(event)
+
+
+def quiet_tab_layouts(tabs: QTabWidget) -> None:
+    """Let ``tabs`` lay itself out (and repaint whole) only when its tab bar or least size changed.
+
+    A tab widget answers every layout request of its current page by laying out its bar and
+    page again and repainting all of itself, tab bar and dock frame included, though only the
+    page's text changed: at each edit, for the Arithmetic or Diagnosis page.
+    """
+    tabs.installEventFilter(_TabLayoutFilter(tabs))
+
+
+class _TabLayoutFilter(QObject):
+    def __init__(self, tabs: QTabWidget) -> None:
+        super().__init__(tabs)
+        self._tabs = tabs
+        self._stack = tabs.findChild(
+            QStackedWidget, "qt_tabwidget_stackedwidget", Qt.FindChildOption.FindDirectChildrenOnly
+        )
+        self._seen = self._limits()
+
+    def _limits(self) -> tuple[object, ...]:
+        bar = self._tabs.tabBar()
+        stack = self._stack
+        limits: tuple[object, ...] = (bar.sizeHint(), bar.minimumSizeHint(), bar.isVisible())
+        if stack is not None:
+            limits += (stack.minimumSizeHint(), stack.minimumSize(), stack.maximumSize(), stack.sizePolicy())
+        return limits
+
+    def eventFilter(self, watched: QObject, event: QEvent) -> bool:
+        if watched is self._tabs and event.type() == QEvent.Type.LayoutRequest:
+            limits = self._limits()
+            if limits == self._seen:
+                return True  # the page laid itself out; the bar and the page keep their places
+            self._seen = limits
+        return False

@@ -48,7 +48,7 @@ from gui.forms.model import ModelForm
 from gui.forms.parallel import ParallelForm
 from gui.forms.serving import ServingForm
 from gui.forms.workload import WorkloadForm
-from gui.layout import settle_layouts
+from gui.layout import LayoutFence, quiet_tab_layouts, settle_layouts
 from gui.panels.arithmetic import ArithmeticPanel
 from gui.panels.compute import ComputePanel
 from gui.panels.diagnosis import DiagnosisPanel
@@ -56,6 +56,7 @@ from gui.panels.inference import InferencePanel
 from gui.panels.verdict import VerdictPanel
 from gui.settings import Settings
 from gui.theme import apply_theme
+from gui.toolbar import add_follower as toolbar_follower
 
 APP_NAME = "VRAM Planner"
 # Side docks: least widths that keep every form row and the tab names readable, and the share
@@ -68,6 +69,8 @@ CHART_SHARE = 0.36
 class _FormColumn(QScrollArea):
     """The plan's forms, scrolled up and down only: never narrower than its widest form row."""
 
+    _least_width = -1
+
     def minimumSizeHint(self) -> QSize:
         hint = super().minimumSizeHint()
         inner = self.widget()
@@ -78,7 +81,12 @@ class _FormColumn(QScrollArea):
 
     def eventFilter(self, watched: QObject, event: QEvent) -> bool:
         if watched is self.widget() and event.type() == QEvent.Type.LayoutRequest:
-            self.updateGeometry()  # rows shown or hidden: the least width may have changed
+            # Rows shown or hidden: the least width may have changed. Only then the dock (and
+            # so the main window, with all its docks) is laid out again.
+            width = self.minimumSizeHint().width()
+            if width != self._least_width:
+                self._least_width = width
+                self.updateGeometry()
         return super().eventFilter(watched, event)
 
 
@@ -198,7 +206,8 @@ class MainWindow(QMainWindow):
         grid.addWidget(self.plan_warning, 1, 0, 1, 2)
         self.verdict_dock = QDockWidget("Verdict", self)
         self.verdict_dock.setObjectName("verdictDock")
-        self.verdict_dock.setWidget(banner)
+        self.verdict_dock.setWidget(LayoutFence(banner))
+        self._banner = banner
         self.verdict_dock.setTitleBarWidget(QWidget())
         self.verdict_dock.setFeatures(QDockWidget.DockWidgetFeature.NoDockWidgetFeatures)
         self.addDockWidget(Qt.DockWidgetArea.TopDockWidgetArea, self.verdict_dock)
@@ -226,7 +235,8 @@ class MainWindow(QMainWindow):
         self.add_panel(self.diagnosis, "Diagnosis")
         self.details_dock = QDockWidget("Details", self)
         self.details_dock.setObjectName("detailsDock")
-        self.details_dock.setWidget(self.tabs)
+        self.details_dock.setWidget(LayoutFence(self.tabs))
+        quiet_tab_layouts(self.tabs)
         self.details_dock.setFeatures(
             QDockWidget.DockWidgetFeature.DockWidgetMovable | QDockWidget.DockWidgetFeature.DockWidgetFloatable
         )
@@ -379,7 +389,9 @@ class MainWindow(QMainWindow):
         toolbar.setToolButtonStyle(Qt.ToolButtonStyle.ToolButtonTextOnly)
         toolbar.addActions([self.new_action, self.open_action, self.save_action])
         toolbar.addSeparator()
-        toolbar.addActions([self.undo_action, self.redo_action])
+        # Buttons of their own: the stack's actions change text at every edit (gui.toolbar).
+        self.undo_button_action = toolbar_follower(toolbar, self.undo_action, "Undo")
+        self.redo_button_action = toolbar_follower(toolbar, self.redo_action, "Redo")
         toolbar.addSeparator()
         toolbar.addActions([self.training_action, self.inference_action])
         toolbar.addSeparator()
@@ -415,25 +427,26 @@ class MainWindow(QMainWindow):
         if text != self.plan_warning.text():
             self.plan_warning.setText(text)
         self.plan_warning.setVisible(bool(text))
-        self._fit_banner()
         self.diagnosis_button.setVisible(not estimate.judgement(self.display.mode).fits)
 
-    def _fit_banner(self) -> None:
-        """The verdict's dock as tall as the verdict and the warnings under it need.
+    def _fit_banner(self) -> bool:
+        """The verdict's dock as tall as the verdict and the warnings under it need; True if it changed.
 
         A dock keeps its height when its content grows: a warning line squeezed the verdict."""
-        banner = self.verdict_dock.widget()
+        banner = self._banner
         layout = banner.layout()
         if not isinstance(layout, QGridLayout):
-            return
+            return False
         margins = layout.contentsMargins()
         needed = margins.top() + margins.bottom() + self.verdict.sizeHint().height()
         if not self.plan_warning.isHidden():
             inner = max(1, banner.width() - margins.left() - margins.right())
             needed += layout.verticalSpacing() + self.plan_warning.heightForWidth(inner)
-        if banner.minimumHeight() != needed:
-            banner.setMinimumHeight(needed)
-            self.resizeDocks([self.verdict_dock], [needed], Qt.Orientation.Vertical)
+        if banner.minimumHeight() == needed:
+            return False
+        banner.setMinimumHeight(needed)
+        self.resizeDocks([self.verdict_dock], [needed], Qt.Orientation.Vertical)
+        return True
 
     def _place_accounting(self, lesson: bool) -> None:
         """Lesson accounting asks for P and T: its form moves up, under the model, to be seen."""
@@ -487,6 +500,9 @@ class MainWindow(QMainWindow):
         axis re-lays out the plot), each after a paint of the whole window.
         """
         settle_layouts()
+        # Measured after the layout pass, which has already sized the verdict's new text.
+        if self._fit_banner():
+            settle_layouts()
         self.chart.settle()
 
     def _clean_changed(self, clean: bool) -> None:

@@ -6,8 +6,10 @@ import os
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 from core.diagnosis import DiagnosisReport, DiagnosisRequest, report
+from gui.diagnosis_worker import StopChannel
 
 SLOW_MICRO_BATCH = 7  # the plan whose diagnosis takes a minute
 SLOW_SECONDS = 60.0
@@ -27,3 +29,9 @@ def slow_for_one_plan(request: DiagnosisRequest) -> DiagnosisReport:
         while time.monotonic() < end:
             pass
     return report(request)
+
+
+def wait_for_a_stop(channel: StopChannel, ready: Any) -> None:
+    """Waits for one stop request as the worker's watcher thread does, then returns."""
+    ready.set()
+    channel.wake.acquire()

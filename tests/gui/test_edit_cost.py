@@ -1,0 +1,150 @@
+"""What one edit costs the window (issue 13, item 14): which widgets it re-lays out.
+
+Timing depends on the machine; these tests check the work instead. Qt passes every
+re-layout upwards, so a label's new text used to re-lay out the main window and all its
+docks at each edit; and the stack's Undo action, whose text names the last change, re-laid
+out the toolbar (and so the window) too.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+import signal
+import threading
+import time
+from collections import Counter
+from typing import Any
+
+import pytest
+from PySide6.QtCore import QEvent, QObject, QPoint, Qt
+from PySide6.QtGui import QHelpEvent
+from PySide6.QtWidgets import QApplication, QToolBar, QToolButton, QToolTip, QWidget
+
+from gui.diagnosis_worker import StopChannel
+from gui.layout import LayoutFence
+from gui.main_window import MainWindow
+from tests.gui import worker_jobs
+
+
+class LayoutRequests(QObject):
+    """Counts the layout passes (or, with ``kind``, other events) each watched widget gets."""
+
+    def __init__(self, *widgets: QWidget, kind: QEvent.Type = QEvent.Type.LayoutRequest) -> None:
+        super().__init__()
+        self.kind = kind
+        self.counts: Counter[QWidget] = Counter()
+        for widget in widgets:
+            widget.installEventFilter(self)
+
+    def eventFilter(self, watched: QObject, event: QEvent) -> bool:
+        if event.type() == self.kind and isinstance(watched, QWidget):
+            self.counts[watched] += 1
+        return False
+
+
+def shown(qtbot: Any, window: MainWindow) -> None:
+    window.show()
+    qtbot.waitExposed(window)
+    qtbot.wait(10)
+
+
+def settle(qtbot: Any) -> None:
+    for _ in range(6):
+        QApplication.processEvents()
+
+
+def test_an_edit_lays_out_the_panels_but_not_the_window(qtbot: Any, window: MainWindow) -> None:
+    shown(qtbot, window)
+    window.workload_form.seq_len.setValue(512)  # the first edit enables Undo: a toolbar change
+    settle(qtbot)
+    toolbar = window.findChild(QToolBar, "mainToolbar")
+    assert isinstance(toolbar, QToolBar)
+    watched = LayoutRequests(window, toolbar, window.verdict, window.arithmetic)
+    painted = LayoutRequests(window.tabs.tabBar(), window.arithmetic, kind=QEvent.Type.Paint)
+    before = window.verdict.headline.text()
+    for sequence in (1024, 3072, 4096):
+        window.workload_form.seq_len.setValue(sequence)
+        settle(qtbot)
+    # The edits changed the verdict's figures and the arithmetic: both re-laid themselves out...
+    assert window.controller.plan.workload.seq_len == 4096
+    assert window.verdict.headline.text() != before
+    assert watched.counts[window.verdict] >= 3 and watched.counts[window.arithmetic] >= 1
+    # ...and neither the toolbar nor the main window with its docks had to.
+    assert watched.counts[toolbar] == 0
+    assert watched.counts[window] == 0
+    # The Details tabs: the page repainted, not the tab bar above it.
+    assert painted.counts[window.arithmetic] >= 1 and painted.counts[window.tabs.tabBar()] == 0
+
+
+def test_a_dock_still_follows_its_contents_least_size(qtbot: Any, window: MainWindow) -> None:
+    shown(qtbot, window)
+    fence = window.details_dock.widget()
+    assert isinstance(fence, LayoutFence) and fence.inner is window.tabs
+    watched = LayoutRequests(window)
+    window.tabs.setMinimumWidth(window.details_dock.width() + 40)
+    settle(qtbot)
+    assert watched.counts[window] >= 1  # the change reached the main window...
+    assert window.details_dock.width() >= window.tabs.minimumWidth()  # ...which made room
+    assert window.tabs.geometry() == fence.rect()
+
+
+def test_the_toolbar_undo_button_undoes_and_names_the_change(qtbot: Any, window: MainWindow) -> None:
+    shown(qtbot, window)
+    toolbar = window.findChild(QToolBar, "mainToolbar")
+    assert isinstance(toolbar, QToolBar)
+    button = toolbar.widgetForAction(window.undo_button_action)
+    assert isinstance(button, QToolButton) and not button.isEnabled()
+    assert button.text() == "Undo"
+    old = window.controller.plan.workload.micro_batch
+    window.workload_form.micro_batch.setValue(old + 1)
+    assert button.isEnabled() and button.text() == "Undo"  # the button's own text stays
+    # Its tooltip, asked for by hovering, names the change as the Edit menu does.
+    event = QHelpEvent(QEvent.Type.ToolTip, QPoint(2, 2), button.mapToGlobal(QPoint(2, 2)))
+    QApplication.sendEvent(button, event)
+    assert QToolTip.isVisible() and QToolTip.text() == window.undo_action.toolTip()
+    assert "micro" in QToolTip.text().lower()
+    QToolTip.hideText()
+    qtbot.mouseClick(button, Qt.MouseButton.LeftButton)
+    assert window.controller.plan.workload.micro_batch == old
+    redo = toolbar.widgetForAction(window.redo_button_action)
+    assert redo is not None and redo.isEnabled() and not button.isEnabled()
+    qtbot.mouseClick(redo, Qt.MouseButton.LeftButton)
+    assert window.controller.plan.workload.micro_batch == old + 1
+
+
+def test_a_taller_verdict_gets_its_height_within_the_edit(qtbot: Any, window: MainWindow) -> None:
+    shown(qtbot, window)
+    short = window.verdict.height()
+    # Out of memory on a 12 GB card: the margin's longer wording takes a second line.
+    window.controller.set_plan(window.controller.plan.with_hardware(gpu="rtx-3060-12gb"))
+    # No event processed yet: the edit itself measured the verdict and made room for it.
+    assert window.verdict.sizeHint().height() > short
+    assert window.verdict.height() >= window.verdict.sizeHint().height()
+
+
+@pytest.mark.skipif(not hasattr(signal, "SIGSTOP"), reason="suspends a process with SIGSTOP")
+def test_stopping_a_diagnosis_never_waits_for_the_worker() -> None:
+    """An edit stops the running diagnosis: the GUI thread must not wait for the worker's
+    watcher to be scheduled (it did with a multiprocessing Event, whose set() waits until
+    each waiting process has woken). Here the watcher is suspended: stop() still returns."""
+    context = multiprocessing.get_context("spawn")
+    channel = StopChannel(context)
+    ready = context.Event()
+    watcher = context.Process(target=worker_jobs.wait_for_a_stop, args=(channel, ready), daemon=True)
+    watcher.start()
+    try:
+        assert ready.wait(30)
+        time.sleep(0.3)  # now asleep in the semaphore
+        assert watcher.pid is not None
+        os.kill(watcher.pid, signal.SIGSTOP)
+        caller = threading.Thread(target=channel.stop, args=(5,), daemon=True)
+        caller.start()
+        caller.join(2)
+        assert not caller.is_alive()
+        assert channel.job.value == 5
+    finally:
+        if watcher.pid is not None:
+            os.kill(watcher.pid, signal.SIGCONT)
+    watcher.join(30)  # and the watcher, running again, got the wake-up
+    assert watcher.exitcode == 0
