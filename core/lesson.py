@@ -4,6 +4,11 @@ Weights P·b_w, gradients T·b_g, optimizer state T·b_o (+ a float32 master cop
 precision), activations as typed. With adapters the adapter itself is kept in float32 and
 counts 16 bytes per parameter (4 weight + 4 gradient + 8 Adam). No overhead bucket: the
 lesson keeps 10-20 % headroom instead.
+
+On several GPUs the state is divided the way ZeRO divides it (Rajbhandari et al. 2020,
+arXiv:1910.02054, Figure 1, the paper the lesson cites): with N_d data-parallel GPUs stage 1
+divides the optimizer state (master copy included) by N_d, stage 2 also the gradients,
+stage 3 (and FSDP, which shards the same three) also the weights; DDP divides nothing.
 """
 
 from __future__ import annotations
@@ -12,7 +17,7 @@ from typing import Final
 
 from core.breakdown import Breakdown, BucketKey, Phase, Term, gb, make_bucket, sci
 from core.params import ParamCounts
-from core.plan import Method, Optimizer, Plan, Precision, Quant
+from core.plan import Method, Optimizer, Plan, Precision, Quant, Strategy
 from core.units import GB
 
 # Bytes of optimizer state per trainable parameter, lesson-level.
@@ -42,6 +47,23 @@ def weight_bytes(plan: Plan) -> float:
     return 4.0 if plan.precision is Precision.FP32 else 2.0
 
 
+# What each strategy splits across the data-parallel GPUs (ZeRO's P_os, P_os+g, P_os+g+p).
+SHARDED_BUCKETS: Final = {
+    Strategy.DDP: frozenset(),
+    Strategy.ZERO1: frozenset({BucketKey.OPTIMIZER}),
+    Strategy.ZERO2: frozenset({BucketKey.OPTIMIZER, BucketKey.GRADIENTS}),
+    Strategy.ZERO3: frozenset({BucketKey.OPTIMIZER, BucketKey.GRADIENTS, BucketKey.WEIGHTS}),
+    Strategy.FSDP: frozenset({BucketKey.OPTIMIZER, BucketKey.GRADIENTS, BucketKey.WEIGHTS}),
+}
+
+
+def _split(terms: list[Term], key: BucketKey, plan: Plan) -> list[Term]:
+    gpus = plan.parallel.data_parallel
+    if gpus == 1 or key not in SHARDED_BUCKETS[plan.parallel.strategy]:
+        return terms
+    return [Term(f"{t.label} ÷ {gpus} GPUs", f"({t.formula}) ÷ {gpus}", t.bytes / gpus) for t in terms]
+
+
 def training_breakdown(plan: Plan, counts: ParamCounts) -> Breakdown:
     p, t = counts.total, counts.trainable
     bw = weight_bytes(plan)
@@ -59,6 +81,9 @@ def training_breakdown(plan: Plan, counts: ParamCounts) -> Breakdown:
         if mixed:
             optim.append(Term("float32 master copy", f"T × 4 B = {sci(t)} × 4 B", t * MASTER_COPY_BYTES))
         optim.append(Term("optimizer state", f"T × b_o = {sci(t)} × {bo:g} B", t * bo))
+    weights = _split(weights, BucketKey.WEIGHTS, plan)
+    grads = _split(grads, BucketKey.GRADIENTS, plan)
+    optim = _split(optim, BucketKey.OPTIMIZER, plan)
     act_bytes = plan.lesson.activations_gb * GB
     activations = [Term("activation allowance", f"{plan.lesson.activations_gb:g} GB as typed", act_bytes)]
     buckets = (
@@ -68,7 +93,7 @@ def training_breakdown(plan: Plan, counts: ParamCounts) -> Breakdown:
         make_bucket(BucketKey.ACTIVATIONS, activations),
     )
     total = sum(b.bytes for b in buckets)
-    if plan.adapter_based:
+    if plan.adapter_based and plan.parallel.data_parallel == 1:
         adapter_total = t * (ADAPTER_BYTES * 2 + bo)
         parts = [gb(p * bw), gb(adapter_total)]
     else:

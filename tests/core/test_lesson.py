@@ -141,3 +141,19 @@ def test_lesson_lora_targets_do_not_change_a_given_t() -> None:
     plan = lesson_plan(Method.QLORA, Precision.BF16)
     other = replace(plan, lora=LoraSettings(rank=64, targets=("q_proj",)))
     assert estimate(other).params.trainable == estimate(plan).params.trainable
+
+
+# ZeRO (Rajbhandari et al. 2020, arXiv:1910.02054, Figure 1): a 7.5B model with mixed-precision
+# Adam (K = 12) on N_d = 64 GPUs needs 120 GB per GPU in plain data parallel, 31.4 GB with the
+# optimizer state partitioned, 16.6 GB with the gradients too, 1.9 GB with the parameters too.
+@pytest.mark.parametrize(
+    ("strategy", "figure_gb"),
+    [("ddp", 120.0), ("zero1", 31.4), ("zero2", 16.6), ("zero3", 1.9), ("fsdp", 1.9)],
+)
+def test_lesson_accounting_splits_the_state_as_the_zero_paper(strategy: str, figure_gb: float) -> None:
+    from core.plan import Strategy
+
+    plan = lesson_plan(Method.FULL, Precision.BF16_MIXED).with_lesson(activations_gb=0.0)
+    plan = plan.with_changes(model=replace(plan.model, params_override=7_500_000_000))
+    plan = plan.with_parallel(nodes=8, gpus_per_node=8, strategy=Strategy(strategy))
+    assert round(estimate(plan).peak_bytes / GB, 1) == figure_gb

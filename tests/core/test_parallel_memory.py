@@ -184,10 +184,13 @@ def test_the_command_line_gives_every_rank_and_the_host(capsys: pytest.CaptureFi
     assert "stage 1 of 2 (first)" in text and "stage 2 of 2 (last)" in text and "host per node" in text
 
 
-def test_lesson_accounting_keeps_the_lessons_sum_on_every_gpu() -> None:
-    plan = replace(_plan(gpus_per_node=8, strategy=Strategy.FSDP), accounting=Accounting.LESSON)
+def test_lesson_accounting_keeps_the_lessons_sum_on_every_ddp_gpu_and_divides_it_as_zero() -> None:
+    # DDP replicates the lesson's whole sum; sharding divides it as the ZeRO paper does
+    # (tests/core/test_lesson.py checks its Figure 1 figures).
     one = replace(_plan(), accounting=Accounting.LESSON)
-    assert estimate(plan).peak_bytes == estimate(one).peak_bytes
+    ddp = replace(_plan(gpus_per_node=8, strategy=Strategy.DDP), accounting=Accounting.LESSON)
+    fsdp = replace(_plan(gpus_per_node=8, strategy=Strategy.FSDP), accounting=Accounting.LESSON)
+    assert estimate(ddp).peak_bytes == estimate(one).peak_bytes > estimate(fsdp).peak_bytes
 
 
 def test_lora_with_fsdp_gathers_the_frozen_base_but_shards_little_state() -> None:
