@@ -617,8 +617,7 @@ def _rank_lines(est: Estimate, gib: bool) -> list[str]:
     par = plan.parallel
     lines = [
         "",
-        f"  {plan.world_size} GPUs ({par.nodes} × {par.gpus_per_node}): {par.strategy.value}, "
-        f"DP {par.data_parallel} × TP {par.tensor_parallel} × PP {par.pipeline_parallel} × CP {par.context_parallel}",
+        f"  {plan.world_size} GPUs ({par.nodes} × {par.gpus_per_node}): {par.strategy.value}, {par.split}",
     ]
     width = max(len(r.label) for r in est.ranks)
     for i, r in enumerate(est.ranks):

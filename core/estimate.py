@@ -63,6 +63,16 @@ class Estimate:
     def worst(self) -> RankMemory:
         return self.ranks[self.worst_rank]
 
+    @property
+    def host_holds(self) -> bool:
+        """Each node's RAM holds what the run keeps there (offloaded state, checkpoint load)."""
+        return self.host is None or self.host.verdict is Verdict.FITS
+
+    @property
+    def runs(self) -> bool:
+        """Every rank fits its GPU and each node's RAM holds its share: the run can start."""
+        return self.fits and self.host_holds
+
     def for_rank(self, index: int | None) -> Estimate:
         """This estimate seen from rank ``index``: its phases, buckets, peak and verdict in the
         single-rank fields, for a view that shows one rank; the worst (or None) is itself."""

@@ -215,12 +215,7 @@ class CountTried:
 
     @property
     def fits(self) -> bool:
-        return runs(self.estimate)
-
-
-def runs(est: Estimate) -> bool:
-    """Every rank fits its GPU and, where state is offloaded, each node's host memory holds it."""
-    return est.fits and (est.host is None or est.host.verdict is Verdict.FITS)
+        return self.estimate.runs
 
 
 @dataclass(frozen=True)
@@ -320,7 +315,7 @@ def fewest_gpus(plan: Plan, *, max_gpus: int = MAX_SEARCH_GPUS, model_parallel: 
         closest: Estimate | None = None
         for index, candidate in enumerate(layouts, start=1):
             est = estimate(candidate)
-            if runs(est):
+            if est.runs:
                 tried.append(CountTried(count, index, est))
                 return FewestGpus(plan, tuple(tried), max_gpus)
             if closest is None or est.total_bytes < closest.total_bytes:

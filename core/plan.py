@@ -341,6 +341,7 @@ ZERO_BUCKET_ELEMENTS: Final = 500_000_000
 ZERO3_PREFETCH_ELEMENTS: Final = 50_000_000
 ZERO3_MAX_LIVE_ELEMENTS: Final = 1_000_000_000
 MAX_DEGREE: Final = 4096
+MAX_BUCKET_ELEMENTS: Final = 10**13  # DeepSpeed bucket / prefetch / live sizes, in elements
 # GPUs in one server node: DGX/HGX A100, H100, H200 and B200 boards carry 8 (NVIDIA DGX
 # user guides); what "N GPUs" means when a count is turned into nodes.
 GPUS_PER_NODE: Final = 8
@@ -400,7 +401,7 @@ class Parallelism:
                 raise PlanError(f"parallel.{name}", getattr(self, name), "true or false")
         _check_float("parallel.ddp_bucket_mb", self.ddp_bucket_mb, 0.0, 1e6, low_open=True)
         for name in ("zero_bucket_elements", "zero3_prefetch_elements", "zero3_max_live_elements"):
-            _check_int(f"parallel.{name}", getattr(self, name), 1, 10**13)
+            _check_int(f"parallel.{name}", getattr(self, name), 1, MAX_BUCKET_ELEMENTS)
         for name in ("intra_link", "inter_link"):
             value = getattr(self, name)
             if not isinstance(value, str) or not value.strip():
@@ -430,8 +431,12 @@ class Parallelism:
         return self.world_size // (self.tensor_parallel * self.pipeline_parallel * self.context_parallel)
 
     @property
-    def shards_state(self) -> bool:
-        return self.strategy is not Strategy.DDP
+    def split(self) -> str:
+        """How the GPUs factor, as the window and the command line print it."""
+        return (
+            f"TP {self.tensor_parallel} × PP {self.pipeline_parallel} × CP {self.context_parallel} "
+            f"× DP {self.data_parallel}"
+        )
 
 
 @dataclass(frozen=True)

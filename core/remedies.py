@@ -244,8 +244,7 @@ def _offload_optimizer(plan: Plan) -> tuple[Plan, str] | None:
     if strategy in (Strategy.DDP, Strategy.FSDP):
         strategy = Strategy.ZERO2
     new = plan.with_parallel(strategy=strategy, offload=Offload.OPTIMIZER)
-    host = estimate(new).host
-    if host is not None and host.verdict is not Verdict.FITS:
+    if not estimate(new).host_holds:
         return None  # the nodes' memory cannot hold the state either
     return new, f"Optimizer state on the CPU ({layout_name(new)}, DeepSpeed ZeRO-Offload)"
 

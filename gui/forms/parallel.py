@@ -14,6 +14,7 @@ from PySide6.QtWidgets import QCheckBox, QHBoxLayout, QLabel, QPushButton, QTool
 from core.catalogue import LinkKind, load_links
 from core.estimate import Estimate
 from core.plan import (
+    MAX_BUCKET_ELEMENTS,
     MAX_DEGREE,
     MAX_GPUS,
     OFFLOAD_LABELS,
@@ -244,7 +245,7 @@ class ParallelForm(PlanForm):
         self.zero_bucket = CountField(
             "ZeRO bucket",
             1,
-            10**13,
+            MAX_BUCKET_ELEMENTS,
             "elements",
             "DeepSpeed reduce_bucket_size / allgather_bucket_size (5e8 by default).",
         )
@@ -255,7 +256,11 @@ class ParallelForm(PlanForm):
             lambda p, v: p.with_parallel(zero_bucket_elements=v),
         )
         self.zero3_prefetch = CountField(
-            "ZeRO-3 prefetch", 1, 10**13, "elements", "DeepSpeed stage3_prefetch_bucket_size (5e7 by default)."
+            "ZeRO-3 prefetch",
+            1,
+            MAX_BUCKET_ELEMENTS,
+            "elements",
+            "DeepSpeed stage3_prefetch_bucket_size (5e7 by default).",
         )
         self.bind(
             "parallel.zero3_prefetch_elements",
@@ -266,7 +271,7 @@ class ParallelForm(PlanForm):
         self.zero3_live = CountField(
             "ZeRO-3 live parameters",
             1,
-            10**13,
+            MAX_BUCKET_ELEMENTS,
             "elements",
             "DeepSpeed stage3_max_live_parameters (1e9 by default).",
         )
@@ -331,10 +336,7 @@ class ParallelForm(PlanForm):
         self.zero_bucket.show_value(par.zero_bucket_elements)
         self.zero3_prefetch.show_value(par.zero3_prefetch_elements)
         self.zero3_live.show_value(par.zero3_max_live_elements)
-        self.degrees.setText(
-            f"{world:,} GPU{'s' if world > 1 else ''} = TP {par.tensor_parallel} × PP {par.pipeline_parallel} "
-            f"× CP {par.context_parallel} × DP {par.data_parallel}"
-        )
+        self.degrees.setText(f"{world:,} GPU{'s' if world > 1 else ''} = {par.split}")
         split = world > 1
         fsdp, advanced = par.strategy is Strategy.FSDP, self.advanced.isChecked()
         self.set_widget_row_visible(self.split_row, split)
