@@ -92,6 +92,14 @@ class RemedySpec:
     # A further cost note read from the changed plan (the price of the card it moves to).
     plan_note: Callable[[Plan], str] | None = None
 
+    def apply(self, plan: Plan) -> tuple[Plan, str] | None:
+        """The changed plan and its title; None where the change does not apply, or where the
+        plan refuses it (a split the model's heads or the GPU count cannot take)."""
+        try:
+            return self.transform(plan)
+        except PlanError:
+            return None
+
 
 @dataclass(frozen=True)
 class Remedy:
@@ -476,7 +484,7 @@ def remedies_for(
     base = base or estimate(plan)
     found: list[Remedy] = []
     for spec in allowed(specs, pins):
-        result = spec.transform(plan)
+        result = spec.apply(plan)
         if result is None:
             continue
         new_plan, title = result
@@ -519,7 +527,7 @@ def cheapest_combination(
             current = plan
             applied: list[Remedy] = []
             for remedy in sorted(group, key=lambda r: r.cost_rank):
-                result = by_kind[remedy.kind].transform(current)
+                result = by_kind[remedy.kind].apply(current)
                 if result is None:
                     break
                 current = result[0]

@@ -249,3 +249,13 @@ def test_tensor_parallel_and_offload_lower_the_memory_per_gpu_by_the_estimators_
     # Nodes with too little memory for the offloaded state: not offered.
     small = plan.with_parallel(host_ram_gb=16.0)
     assert remedies._offload_optimizer(small) is None
+
+
+def test_a_change_the_plan_refuses_is_left_out_not_raised() -> None:
+    # Qwen2.5-7B has 28 attention heads (config.json): serving at TP 4, doubling to TP 8 is
+    # refused by the plan (vLLM's rule), so the diagnosis must skip that remedy. It raised
+    # PlanError out of diagnose() before remedies were applied through RemedySpec.apply.
+    plan = replace(default_plan(), model=find_model("qwen2.5-7b").spec, model_id="qwen2.5-7b")
+    plan = plan.with_hardware(gpu="rtx-3060-12gb").with_inference(tensor_parallel=4, context=131072, concurrent=64)
+    report = diagnose(plan, Mode.INFERENCE)
+    assert report.remedies and all(r.plan.inference.tensor_parallel in (1, 2, 4) for r in report.remedies)
