@@ -11,7 +11,7 @@ import os
 from collections.abc import Callable
 from pathlib import Path
 
-from PySide6.QtCore import QEvent, QObject, QSignalBlocker, QSize, Qt
+from PySide6.QtCore import QEvent, QObject, QSignalBlocker, QSize, Qt, QTimer
 from PySide6.QtGui import QAction, QActionGroup, QCloseEvent, QKeySequence, QResizeEvent, QShowEvent
 from PySide6.QtWidgets import (
     QApplication,
@@ -64,6 +64,8 @@ APP_NAME = "VRAM Planner"
 DETAILS_MIN_WIDTH = 260
 DOCK_SHARES = (0.25, 0.35)
 CHART_SHARE = 0.36
+# How long the edits pause before the verdict's banner gives back room it no longer needs.
+BANNER_SHRINK_DELAY_MS = 1200
 
 
 class _FormColumn(QScrollArea):
@@ -156,6 +158,7 @@ class MainWindow(QMainWindow):
         ]
         holder = QWidget()
         holder.setObjectName("planForms")
+        holder.setAttribute(Qt.WidgetAttribute.WA_StaticContents)
         column = QVBoxLayout(holder)
         column.setContentsMargins(8, 8, 8, 8)
         column.setSpacing(10)
@@ -208,6 +211,13 @@ class MainWindow(QMainWindow):
         self.verdict_dock.setObjectName("verdictDock")
         self.verdict_dock.setWidget(LayoutFence(banner))
         self._banner = banner
+        # The banner grows at once for a longer verdict or a warning, and gives the room back
+        # only once the edits pause: a banner that shrank and grew as a user typed would move
+        # the chart up and down under them, and re-lay out and repaint the whole window each time.
+        self._banner_shrink = QTimer(self)
+        self._banner_shrink.setSingleShot(True)
+        self._banner_shrink.setInterval(BANNER_SHRINK_DELAY_MS)
+        self._banner_shrink.timeout.connect(lambda: self._fit_banner(shrink=True))
         self.verdict_dock.setTitleBarWidget(QWidget())
         self.verdict_dock.setFeatures(QDockWidget.DockWidgetFeature.NoDockWidgetFeatures)
         self.addDockWidget(Qt.DockWidgetArea.TopDockWidgetArea, self.verdict_dock)
@@ -429,10 +439,11 @@ class MainWindow(QMainWindow):
         self.plan_warning.setVisible(bool(text))
         self.diagnosis_button.setVisible(not estimate.judgement(self.display.mode).fits)
 
-    def _fit_banner(self) -> bool:
+    def _fit_banner(self, shrink: bool = False) -> bool:
         """The verdict's dock as tall as the verdict and the warnings under it need; True if it changed.
 
-        A dock keeps its height when its content grows: a warning line squeezed the verdict."""
+        A dock keeps its height when its content grows: a warning line squeezed the verdict.
+        Less room needed is given back only with ``shrink`` (a resize, or the edits pausing)."""
         banner = self._banner
         layout = banner.layout()
         if not isinstance(layout, QGridLayout):
@@ -443,7 +454,12 @@ class MainWindow(QMainWindow):
             inner = max(1, banner.width() - margins.left() - margins.right())
             needed += layout.verticalSpacing() + self.plan_warning.heightForWidth(inner)
         if banner.minimumHeight() == needed:
+            self._banner_shrink.stop()
             return False
+        if needed < banner.minimumHeight() and not shrink:
+            self._banner_shrink.start()  # restarted by each edit that still needs less
+            return False
+        self._banner_shrink.stop()
         banner.setMinimumHeight(needed)
         self.resizeDocks([self.verdict_dock], [needed], Qt.Orientation.Vertical)
         return True
@@ -486,7 +502,7 @@ class MainWindow(QMainWindow):
         super().resizeEvent(event)
         old, new = event.oldSize().width(), event.size().width()
         if self.plan_warning.isVisible():
-            self._fit_banner()  # a wrapped warning takes more or fewer lines at another width
+            self._fit_banner(shrink=True)  # a wrapped warning takes more or fewer lines at another width
         if self._docks_sized and old > 0 and old != new:
             # The side panels keep their share of the window instead of the chart taking it all.
             docks = self._side_docks()

@@ -104,6 +104,9 @@ class VerdictPanel(QFrame):
         self.detail.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
         grid.addWidget(self.detail, 1, 1)
         grid.setColumnStretch(1, 1)
+        # Room the banner keeps for a while after a longer verdict (see MainWindow._fit_banner)
+        # lies under the text, not between the headline and its figures.
+        grid.setRowStretch(2, 1)
 
     def show_estimate(self, estimate: Estimate) -> None:
         self._estimate = estimate

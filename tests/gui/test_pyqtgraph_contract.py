@@ -7,6 +7,8 @@ import inspect
 from typing import Any
 
 import pyqtgraph as pg
+import pytest
+from PySide6.QtGui import QPainter, QPicture
 
 from gui.chart import _Axis, _Bars
 
@@ -48,3 +50,45 @@ def test_pyqtgraph_still_calls_the_overrides(qtbot: Any, monkeypatch: Any) -> No
     legend.addItem(sample, "a label")
     [(item, label)] = legend.items  # gui/chart.py reads (sample, label) pairs and item.item
     assert item.item is sample and label.text == "a label"
+
+
+def _specs(specs: Any) -> Any:
+    """Draw specs as plain numbers and text, to compare two versions."""
+    if specs is None:
+        return None
+    axis, ticks, texts = specs
+
+    def line(spec: Any) -> Any:
+        pen, p1, p2 = spec
+        return (pen.color().rgba(), pen.widthF(), round(p1.x(), 6), round(p1.y(), 6), round(p2.x(), 6), round(p2.y(), 6))
+
+    return (
+        line(axis),
+        [line(t) for t in ticks],
+        [(tuple(round(v, 6) for v in r.getRect()), int(f), s) for r, f, s in texts],
+    )
+
+
+@pytest.mark.parametrize("height", [120, 300, 700])
+@pytest.mark.parametrize("top", [1.05, 8.5, 24.0, 82.5, 105.0, 1_450.0, 12_000.0])
+def test_the_fast_y_axis_draws_what_pyqtgraph_draws(qtbot: Any, top: float, height: int) -> None:
+    """_Axis.generateDrawSpecs is a faster copy of pyqtgraph's for the chart's y axis: the
+    same ticks, tick pens, texts and places, and the same text width asked of the layout."""
+    plot = pg.PlotWidget(axisItems={"left": _Axis("left")})
+    qtbot.addWidget(plot)
+    plot.resize(400, height)
+    plot.show()
+    qtbot.waitExposed(plot)
+    plot.setYRange(0, top, padding=0)
+    plot.setLabel("left", "GB on the card")
+    axis = plot.getAxis("left")
+    for attempt in range(2):  # the second pass: text sizes come from the cache
+        picture = QPicture()
+        painter = QPainter(picture)
+        ours = _specs(axis.generateDrawSpecs(painter))
+        our_width = axis.textWidth
+        theirs = _specs(pg.AxisItem.generateDrawSpecs(axis, painter))
+        painter.end()
+        assert ours is not None and ours[2], "no tick text drawn"
+        assert ours == theirs, f"attempt {attempt}"
+        assert axis.textWidth == our_width
