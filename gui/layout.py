@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
-from PySide6.QtCore import QCoreApplication, QEvent, QObject, QSize, Qt
+from PySide6.QtCore import QCoreApplication, QEvent, QObject, QSize, Qt, QTimer
 from PySide6.QtGui import QResizeEvent
 from PySide6.QtWidgets import QSizePolicy, QStackedWidget, QTabWidget, QWidget
 
 __all__ = ["LayoutFence", "quiet_tab_layouts", "settle_layouts"]
+
+# How long a fence waits, when nothing on screen has to move, before it passes new limits on.
+FENCE_DELAY_MS = 600
 
 
 def settle_layouts(passes: int = 5) -> None:
@@ -35,6 +38,10 @@ class LayoutFence(QWidget):
         self.inner = inner
         inner.setParent(self)
         self._limits = self._sync()
+        self._later = QTimer(self)
+        self._later.setSingleShot(True)
+        self._later.setInterval(FENCE_DELAY_MS)
+        self._later.timeout.connect(self.updateGeometry)
 
     def _sync(self) -> tuple[QSize, QSize, QSize, QSizePolicy]:
         inner = self.inner
@@ -64,10 +71,27 @@ class LayoutFence(QWidget):
         if event.type() == QEvent.Type.LayoutRequest:
             limits = self._sync()
             if limits != self._limits:
+                policy_changed = limits[3] != self._limits[3]
                 self._limits = limits
-                self.updateGeometry()
+                if policy_changed or not self._holds(limits):
+                    self._later.stop()
+                    self.updateGeometry()
+                else:
+                    # The widget still has room within its new limits (a button hidden beside
+                    # the verdict lowers its least width): nothing on screen has to move now,
+                    # and the window learns the new limits once the edits pause.
+                    self._later.start()
             return True
         return super().event(event)
+
+    def _holds(self, limits: tuple[QSize, QSize, QSize, QSizePolicy]) -> bool:
+        """The fence's present size lies within ``limits``."""
+        hint, least, most, _ = limits
+        size = self.size()
+        return (
+            max(hint.width(), least.width()) <= size.width() <= most.width()
+            and max(hint.height(), least.height()) <= size.height() <= most.height()
+        )
 
 
 def quiet_tab_layouts(tabs: QTabWidget) -> None:

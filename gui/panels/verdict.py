@@ -82,6 +82,7 @@ class VerdictPanel(QFrame):
         self.badge.setAccessibleName("Verdict")
         self.badge.setAlignment(Qt.AlignmentFlag.AlignCenter)
         self.badge.setMinimumWidth(200)
+        self._badge_widths: dict[tuple[str, str], int] = {}  # (mode, font) -> widest verdict
         grid.addWidget(self.badge, 0, 0, 2, 1)
         self.headline = QLabel()
         self.headline.setAccessibleName("Verdict detail")
@@ -141,7 +142,26 @@ class VerdictPanel(QFrame):
             # Only on a change of colour: a new style sheet re-polishes the widget.
             self.badge.setStyleSheet(style)
         self.badge.ensurePolished()
-        self.badge.setMinimumWidth(max(200, self.badge.sizeHint().width()))  # never clipped
+        self.badge.setMinimumWidth(self._badge_width())  # never clipped
+
+    def _badge_width(self) -> int:
+        """The width of the mode's widest verdict: a badge that changed width with the verdict
+        moved the headline beside it and re-laid out the window at each flip."""
+        labels = SERVING_LABELS if self.mode == "inference" else VERDICT_LABELS
+        key = (self.mode, self.badge.font().key())
+        width = self._badge_widths.get(key)
+        if width is None:
+            text, style = self.badge.text(), self.badge.styleSheet()
+            width = 200
+            for verdict, label in labels.items():
+                self.badge.setStyleSheet(badge_style(verdict))
+                self.badge.setText(f"{VERDICT_STYLE[verdict][0]}  {label}")
+                self.badge.ensurePolished()
+                width = max(width, self.badge.sizeHint().width())
+            self.badge.setStyleSheet(style)
+            self.badge.setText(text)
+            self._badge_widths[key] = width
+        return width
 
     def _show_serving(self, estimate: Estimate) -> None:
         inf = estimate.inference

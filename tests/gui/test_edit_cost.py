@@ -123,6 +123,41 @@ def test_a_taller_verdict_gets_its_height_within_the_edit(qtbot: Any, window: Ma
     assert window.verdict.height() >= window.verdict.sizeHint().height()
 
 
+def test_the_verdict_gives_back_room_only_once_the_edits_pause(qtbot: Any, window: MainWindow) -> None:
+    """A banner that shrank at the edit that needed less moved the chart up, and re-laid out
+    and repainted the whole window, at every other keystroke (issue 13, item 14)."""
+    shown(qtbot, window)
+    window.workload_form.seq_len.setValue(1024)  # the first edit enables Undo: a toolbar change
+    settle(qtbot)
+    chart_top = window.chart.mapTo(window, QPoint(0, 0)).y()
+    card = window.controller.plan.hardware.gpu
+    window.controller.set_plan(window.controller.plan.with_hardware(gpu="rtx-3060-12gb"))
+    settle(qtbot)
+    grown = window.chart.mapTo(window, QPoint(0, 0)).y()
+    assert grown > chart_top  # the longer verdict got its room within the edit
+    watched = LayoutRequests(window)
+    # Fits again: one line of margin text, and no "What would make it fit?" button beside it.
+    window.controller.set_plan(window.controller.plan.with_hardware(gpu=card))
+    settle(qtbot)
+    assert window.diagnosis_button.isHidden()
+    assert window.verdict.sizeHint().height() < window.verdict.height()
+    assert window.chart.mapTo(window, QPoint(0, 0)).y() == grown  # nothing moved under the user
+    assert watched.counts[window] == 0
+    qtbot.waitUntil(lambda: window.chart.mapTo(window, QPoint(0, 0)).y() == chart_top, timeout=5000)
+
+
+def test_a_form_that_grows_repaints_what_moved_not_the_column(qtbot: Any, window: MainWindow) -> None:
+    shown(qtbot, window)
+    painted = LayoutRequests(window.model_form, window.method_form, kind=QEvent.Type.Paint)
+    before = window.hardware_form.height()
+    # An Apple card adds a line on its unified memory under the GPU: the Hardware form grows.
+    window.controller.set_plan(window.controller.plan.with_hardware(gpu="apple-m2-ultra-192gb"))
+    settle(qtbot)
+    assert window.hardware_form.height() > before
+    # The forms above it kept their places: no paint (before: the whole column repainted).
+    assert painted.counts[window.model_form] == 0 and painted.counts[window.method_form] == 0
+
+
 @pytest.mark.skipif(not hasattr(signal, "SIGSTOP"), reason="suspends a process with SIGSTOP")
 def test_stopping_a_diagnosis_never_waits_for_the_worker() -> None:
     """An edit stops the running diagnosis: the GUI thread must not wait for the worker's
