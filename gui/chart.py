@@ -18,13 +18,25 @@ screen shows; it stays beside them so both pictures always agree.
 from __future__ import annotations
 
 import math
+from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Literal
 
 import numpy as np
 import pyqtgraph as pg
 from PySide6.QtCore import QCoreApplication, QEvent, QPointF, QRectF, QSignalBlocker, Qt, Signal
-from PySide6.QtGui import QBrush, QColor, QFont, QFontMetricsF, QImage, QPainter, QPen, QPicture, QStaticText, QTransform
+from PySide6.QtGui import (
+    QBrush,
+    QColor,
+    QFont,
+    QFontMetricsF,
+    QImage,
+    QPainter,
+    QPen,
+    QPicture,
+    QStaticText,
+    QTransform,
+)
 from PySide6.QtWidgets import QComboBox, QGraphicsItem, QHBoxLayout, QLabel, QVBoxLayout, QWidget
 
 from core.breakdown import BUCKET_LABELS, BucketKey
@@ -198,6 +210,9 @@ class _Bars(pg.BarGraphItem):
         return QRectF(self._bounds)
 
 
+PICTURES_KEPT = 48  # y-axis pictures kept for ranges that come back (a few hundred KB at most)
+
+
 class _Axis(pg.AxisItem):
     """A pyqtgraph axis that redraws only what changed, and can be drawn ahead of a paint."""
 
@@ -205,6 +220,9 @@ class _Axis(pg.AxisItem):
         self._label_html: str | None = None
         # (font key, device dpi) -> tick text -> its size, as pyqtgraph measures it
         self._text_sizes: dict[tuple[str, tuple[int, int]], dict[str, tuple[float, float]]] = {}
+        # Pictures drawn, by everything they were drawn from (_picture_key), with their text width.
+        self._pictures: OrderedDict[tuple[object, ...], tuple[QPicture, float]] = OrderedDict()
+        self._text_width_drawn: float | None = None
         super().__init__(orientation)
 
     def render(self) -> None:  # type: ignore[override]
@@ -216,15 +234,86 @@ class _Axis(pg.AxisItem):
         """
         picture = QPicture()
         painter = QPainter(picture)
+        kept = None
         try:
             if self.style["tickFont"]:
                 painter.setFont(self.style["tickFont"])
-            specs = self.generateDrawSpecs(painter)
-            if specs is not None:
-                self.drawPicture(painter, *specs)
+            key = self._picture_key(painter)
+            kept = self._pictures.get(key) if key is not None else None
+            if kept is None:
+                self._text_width_drawn = None
+                specs = self.generateDrawSpecs(painter)
+                if specs is not None:
+                    self.drawPicture(painter, *specs)
         finally:
             painter.end()
+        if kept is not None and key is not None:  # drawn before from the same range, size, font and pens
+            self._pictures.move_to_end(key)
+            picture, width = kept
+            self._updateMaxTextSize(width)  # as drawing it did
+        elif key is not None and self._text_width_drawn is not None:
+            self._pictures[key] = (picture, self._text_width_drawn)
+            if len(self._pictures) > PICTURES_KEPT:
+                self._pictures.popitem(last=False)
         self.picture = picture
+
+    def paint(self, p: QPainter, *args: object) -> None:
+        if self.picture is None:
+            self.render()  # pyqtgraph's paint would draw it without the kept pictures
+        super().paint(p, *args)
+
+    def _plain(self) -> bool:
+        """A plain vertical axis: the one :meth:`generateDrawSpecs` draws itself."""
+        return not (
+            self.orientation != "left"
+            or self._tickLevels is not None
+            or self.logMode
+            or self.grid is not False
+            or self.style["tickAlpha"] is not None
+            or any(self.style["stopAxisAtTick"])
+            or not self.style["showValues"]
+        )
+
+    def _span(self, bounds: QRectF) -> tuple[tuple[QPointF, QPointF], float]:
+        """The axis line's ends in the item, and its length in device pixels (0: not drawable)."""
+        span = (bounds.topRight() + QPointF(-1.0, -1.0), bounds.bottomRight() + QPointF(-1.0, 1.0))
+        ends = (self.mapToDevice(span[0]), self.mapToDevice(span[1]))
+        if ends[0] is None or ends[1] is None:
+            return span, 0.0
+        return span, math.hypot(ends[1].x() - ends[0].x(), ends[1].y() - ends[0].y())
+
+    def _picture_key(self, painter: QPainter) -> tuple[object, ...] | None:
+        """Everything the plain axis's picture is drawn from; None for any other axis.
+
+        The y range comes back often as a user tries one value and then another (micro-batch
+        4, 8, 4): the picture drawn for it then is kept, with the text width it asked for."""
+        if not self._plain():
+            return None
+        device = painter.device()
+        bounds = self.mapRectFromParent(self.geometry())
+        box = self.boundingRect()
+        style = self.style
+
+        def pen_key(pen: QPen) -> tuple[object, ...]:
+            return (pen.color().rgba(), pen.widthF(), pen.style(), pen.brush().style())
+
+        return (
+            tuple(self.range),
+            bounds.getRect(),
+            box.getRect(),
+            self._span(bounds)[1],
+            painter.font().key(),
+            (device.logicalDpiX(), device.logicalDpiY()) if device is not None else None,
+            pen_key(self.pen()),
+            pen_key(self.tickPen()),
+            pen_key(self.textPen()),
+            self.scale,
+            self.autoSIPrefixScale,
+            style["tickLength"],
+            style["tickTextOffset"][0],
+            style["maxTextLevel"],
+            tuple(style["textFillLimits"]),
+        )
 
     def generateDrawSpecs(self, p: QPainter) -> tuple[object, list[object], list[object]] | None:  # type: ignore[override]
         """pyqtgraph's specs for a plain vertical axis, in a fraction of the time.
@@ -235,24 +324,12 @@ class _Axis(pg.AxisItem):
         (``tickStrings``) and measures each string once. tests/gui/test_pyqtgraph_contract.py
         checks the two give the same specs.
         """
-        if (
-            self.orientation != "left"
-            or self._tickLevels is not None
-            or self.logMode
-            or self.grid is not False
-            or self.style["tickAlpha"] is not None
-            or any(self.style["stopAxisAtTick"])
-            or not self.style["showValues"]
-        ):
+        if not self._plain():
             return super().generateDrawSpecs(p)  # type: ignore[no-any-return]
         if self.style["tickFont"] is not None:
             p.setFont(self.style["tickFont"])
         bounds = self.mapRectFromParent(self.geometry())
-        span = (bounds.topRight() + QPointF(-1.0, -1.0), bounds.bottomRight() + QPointF(-1.0, 1.0))
-        ends = (self.mapToDevice(span[0]), self.mapToDevice(span[1]))
-        if ends[0] is None or ends[1] is None:
-            return None
-        length = math.hypot(ends[1].x() - ends[0].x(), ends[1].y() - ends[0].y())
+        span, length = self._span(bounds)
         if length == 0:
             return None
         tick_stop = tick_start = bounds.right()
@@ -333,7 +410,23 @@ class _Axis(pg.AxisItem):
                     continue
                 text_specs.append((rect, flags, text))
         self._updateMaxTextSize(last_width)
+        self._text_width_drawn = last_width
         return axis_spec, tick_specs, text_specs
+
+    def reserve_text(self, sample: str) -> None:
+        """Keep room beside a vertical axis for tick text as wide as ``sample``."""
+        picture = QPicture()
+        painter = QPainter(picture)
+        try:
+            if self.style["tickFont"] is not None:
+                painter.setFont(self.style["tickFont"])
+            width = painter.boundingRect(QRectF(0, 0, 100, 100), Qt.AlignmentFlag.AlignCenter, sample).width()
+        finally:
+            painter.end()
+        reserved: float = getattr(self, "textWidth", 0.0)  # pyqtgraph's, set in its __init__
+        if width > reserved:
+            self.textWidth = width
+            self._updateWidth()
 
     def setRange(self, mn: float, mx: float) -> None:
         # The view reports its range again whenever it is resized; the picture is in the
@@ -354,10 +447,15 @@ class _Axis(pg.AxisItem):
         self.update()
 
 
+# Value labels laid out once per font and text ("16.1 GB" comes back at most edits).
+STATIC_TEXTS_KEPT = 512
+_STATIC_TEXTS: dict[tuple[str, str], tuple[QStaticText, tuple[float, float]]] = {}
+
+
 class ChartLabel:
     """One value label: text drawn unscaled, anchored at a point in data coordinates."""
 
-    __slots__ = ("anchor", "box", "colour", "font", "static", "text", "visible", "x", "y")
+    __slots__ = ("anchor", "box", "colour", "font", "font_key", "static", "text", "visible", "x", "y")
 
     # QGraphicsTextItem (pg.TextItem) pads its text by the document margin; kept for the same look.
     MARGIN = 4.0
@@ -369,6 +467,7 @@ class ChartLabel:
         self.visible = False
         self.anchor = anchor
         self.font = font
+        self.font_key = font.key()
         self.colour = QColor("#000000")
         self.static = QStaticText()
         self.box = (0.0, 0.0)  # width, height in pixels, margins included
@@ -378,11 +477,18 @@ class ChartLabel:
 
     def set_text(self, text: str) -> None:
         self.text = text
-        self.static = QStaticText(text)
-        self.static.setTextFormat(Qt.TextFormat.PlainText)
-        self.static.prepare(QTransform(), self.font)
-        size = self.static.size()
-        self.box = (size.width() + 2 * self.MARGIN, size.height() + 2 * self.MARGIN)
+        key = (self.font_key, text)
+        laid_out = _STATIC_TEXTS.get(key)
+        if laid_out is None:
+            static = QStaticText(text)
+            static.setTextFormat(Qt.TextFormat.PlainText)
+            static.prepare(QTransform(), self.font)
+            size = static.size()
+            laid_out = (static, (size.width() + 2 * self.MARGIN, size.height() + 2 * self.MARGIN))
+            if len(_STATIC_TEXTS) >= STATIC_TEXTS_KEPT:
+                _STATIC_TEXTS.clear()
+            _STATIC_TEXTS[key] = laid_out
+        self.static, self.box = laid_out
 
     def scene_rect(self, to_scene: QTransform) -> QRectF:
         """Where the label lies in scene coordinates (pixels), given the item → scene transform."""
@@ -506,6 +612,11 @@ class MemoryChart(QWidget):
         self.rank_row.hide()
         layout.addWidget(self.rank_row)
         self.plot = pg.PlotWidget(axisItems={"left": _Axis("left"), "bottom": _Axis("bottom")})
+        # Room for four-digit tick text from the start, never given back: a y axis that
+        # widened and narrowed with its labels (8 → 10 → 100) resized the plot at an edit.
+        y_axis = self.plot.getAxis("left")
+        y_axis.setStyle(autoReduceTextSpace=False)
+        y_axis.reserve_text("8,888")
         self.plot.setAccessibleName("Memory chart plot")
         self.plot.viewport().setAccessibleName("Memory chart plot area")
         self.plot.setToolTip("Click a bar segment to see its arithmetic.")
@@ -563,7 +674,8 @@ class MemoryChart(QWidget):
         self.legend = pg.LegendItem(offset=(8, 4), colCount=3, horSpacing=14, verSpacing=-4)
         self.legend.setParentItem(self.view)
         self._legend_keys: tuple[str, ...] = ()
-        self._legend_fitted_for: tuple[int, tuple[str, ...]] = (0, ())
+        self._legend_fitted_for: tuple[int, tuple[str, ...], str] = (0, (), "")
+        self._legend_texts: tuple[str, ...] = ()  # the texts the legend was last sized for
         self._capacity_sample = pg.PlotDataItem([], [])
         self._band_sample = pg.BarGraphItem(x=[0], height=[0], width=1)
 
@@ -764,9 +876,9 @@ class MemoryChart(QWidget):
 
     def _fit_to_width(self, *_: object) -> None:
         """A narrower plot: bar names on two lines, the legend in fewer columns (and the axis
-        top raised so that it covers no bar)."""
+        top raised so that it covers no bar). The top is kept while it still leaves the legend
+        its room: a new top redraws the y axis, which may resize the view again."""
         self._fit_legend()
-        self._view_range = (0, 0.0, "")  # a new size: the axis top is chosen afresh, not kept
         self._redraw()
 
     def _slot_width(self) -> float:
@@ -808,13 +920,32 @@ class MemoryChart(QWidget):
         self.legend.addItem(self._band_sample, self.usable_text)
 
     def _fit_legend(self) -> None:
-        """As many legend columns (3, 2 or 1) as the plot's width holds."""
+        """As many legend columns (3, 2 or 1) as the plot's width holds.
+
+        The columns are chosen for the widest figures the capacity and usable lines take, so
+        that another card or headroom changes their text, not the legend's columns: choosing
+        lays the legend out up to three times, and ran at every such edit."""
         room = self.view.width() - 12
-        fitted_for = (round(room), tuple(label.text for _, label in self.legend.items))
-        if fitted_for == self._legend_fitted_for:
-            return  # the same texts in the same room: nothing to lay out again
-        self._legend_fitted_for = fitted_for
-        for columns in (3, 2, 1):
+        fitted_for = (round(room), self._legend_keys, self.unit)
+        texts = tuple(label.text for _, label in self.legend.items)
+        if fitted_for != self._legend_fitted_for:
+            self._legend_fitted_for = fitted_for
+            widest = 888.8 * unit_scale(self.unit)
+            self._set_legend_text(self._capacity_sample, f"capacity {memory(widest, self.unit)}")
+            self._set_legend_text(self._band_sample, f"100% usable: {memory(widest, self.unit)}")
+            self._choose_legend_columns(room, (3, 2, 1))
+            self._set_legend_text(self._capacity_sample, self.capacity_text)
+            self._set_legend_text(self._band_sample, self.usable_text)
+            self._legend_texts = ()
+        if texts != self._legend_texts:
+            self._legend_texts = texts
+            self.legend.layout.activate()
+            self.legend.updateSize()
+            if self.legend.width() > room:  # wider than the widest figures foreseen (a custom card)
+                self._choose_legend_columns(room, tuple(range(self.legend.columnCount - 1, 0, -1)))
+
+    def _choose_legend_columns(self, room: float, counts: tuple[int, ...]) -> None:
+        for columns in counts:
             if columns != self.legend.columnCount:
                 self.legend.setColumnCount(columns)
             self.legend.layout.activate()

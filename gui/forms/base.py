@@ -11,7 +11,7 @@ from PySide6.QtWidgets import QApplication, QCheckBox, QComboBox, QFormLayout, Q
 from core.estimate import Estimate
 from core.plan import Plan
 from gui.controller import PlanController
-from gui.forms.fields import CatalogueField, is_marked_invalid, mark_invalid
+from gui.forms.fields import CatalogueField, any_marked, is_marked_invalid, mark_invalid
 
 Apply = Callable[[Plan, Any], Plan]
 
@@ -161,6 +161,8 @@ class PlanForm(QGroupBox):
         self.show_estimate(estimate)
         # A plan that arrived (undo, open, another form) is valid: clear stale marks,
         # except where the user's text is still being typed and is still wrong.
+        if not any_marked():
+            return
         for key, widget in self.fields.items():
             if not widget.hasFocus() and is_marked_invalid(widget):
                 self._clear_mark(key, widget)

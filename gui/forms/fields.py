@@ -44,6 +44,9 @@ def mark_invalid(widget: QWidget, message: str | None) -> None:
         return
     if widget.property("plainToolTip") is None:
         widget.setProperty("plainToolTip", widget.toolTip())
+    global _marked
+    if bool(widget.property("invalid")) != invalid:
+        _marked += 1 if invalid else -1
     widget.setProperty("invalid", invalid)
     widget.setStyleSheet(INVALID_STYLE if invalid else "")
     plain = str(widget.property("plainToolTip") or "")
@@ -52,6 +55,14 @@ def mark_invalid(widget: QWidget, message: str | None) -> None:
 
 def is_marked_invalid(widget: QWidget) -> bool:
     return bool(widget.property("invalid"))
+
+
+_marked = 0  # widgets marked now (one destroyed while marked keeps it above 0: harmless)
+
+
+def any_marked() -> bool:
+    """Whether any field is marked: each edit looks for stale marks only when one is."""
+    return _marked > 0
 
 
 def _describe(widget: QWidget, name: str, tooltip: str) -> None:

@@ -39,6 +39,7 @@ def serving_tensor_parallel(model: ModelSpec, most: int) -> list[int]:
     kv = model.num_kv_heads
     return [t for t in range(1, most + 1) if model.num_heads % t == 0 and ((kv % t) if t < kv else (t % kv)) == 0]
 
+
 gpu_ids = st.sampled_from([g.id for g in load_gpus()] + ["custom"])
 
 

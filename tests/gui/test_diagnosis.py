@@ -243,7 +243,6 @@ def test_updates_while_visible_coalesced(qtbot: Any, shown: MainWindow) -> None:
     assert all(row.apply.isEnabled() for row in panel.remedy_list.rows)
 
 
-
 def test_a_new_report_rewrites_only_the_rows_that_read_differently(qtbot: Any, shown: MainWindow) -> None:
     """Each row keeps its text while its entry reads the same; Apply always takes the newest plan."""
     panel = show_plan(qtbot, shown, LESSON_7B_ON_4090)
@@ -283,6 +282,7 @@ def test_an_unchanged_curve_is_not_drawn_again(qtbot: Any, shown: MainWindow) ->
     assert panel.curve_view.redraws == drawn + 1
     assert panel.curve_view.curve == report.curves[panel.axis]
 
+
 def test_hidden_tab_does_no_work_until_shown(qtbot: Any, window: MainWindow) -> None:
     window.show()
     qtbot.waitExposed(window)
@@ -309,7 +309,6 @@ def test_unit_switch_reformats_without_recomputing(qtbot: Any, shown: MainWindow
     assert "GiB" in panel.curve_view.caption.text()
 
 
-
 def test_a_hidden_tab_is_redrawn_when_shown_not_before(qtbot: Any, shown: MainWindow) -> None:
     """A unit switch while another tab is shown leaves the Diagnosis tab as drawn; showing it
     draws it once, in the new unit."""
@@ -334,6 +333,7 @@ def test_a_hidden_tab_is_redrawn_when_shown_not_before(qtbot: Any, shown: MainWi
     assert "Out of memory" in panel.badge.text()
     shown.tabs.setCurrentWidget(panel)
     assert VERDICT_LABELS[Verdict.FITS] in panel.badge.text()
+
 
 def test_training_fits_but_serving_does_not(qtbot: Any, shown: MainWindow) -> None:
     plan = default_plan().with_inference(concurrent=200, context=8192)

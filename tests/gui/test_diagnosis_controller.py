@@ -140,4 +140,3 @@ def test_a_job_for_a_changed_plan_is_stopped_in_the_worker_process(qtbot: Any) -
     assert diagnoser.stopped == 1 and diagnoser.runs == 2
     assert [r.request.plan.workload.micro_batch for r in reports] == [2]
     diagnoser.shutdown()
-

@@ -183,3 +183,18 @@ def test_stopping_a_diagnosis_never_waits_for_the_worker() -> None:
             os.kill(watcher.pid, signal.SIGCONT)
     watcher.join(30)  # and the watcher, running again, got the wake-up
     assert watcher.exitcode == 0
+
+
+def test_a_new_y_range_does_not_resize_the_plot(qtbot: Any, window: MainWindow) -> None:
+    """The y axis took the width of its widest tick text, and gave it back: going from a 24 GB
+    card to an 80 GB one (tick text "5" to "100") resized the plot, which then redrew the
+    chart a second time (issue 13, item 14)."""
+    shown(qtbot, window)
+    axis = window.chart.plot.getAxis("left")
+    widths, views = set(), set()
+    for card in ("rtx-3060-12gb", "rtx-4090", "h100-sxm", "a100-80gb-sxm", "b200"):
+        window.controller.set_plan(window.controller.plan.with_hardware(gpu=card))
+        settle(qtbot)
+        widths.add(axis.width())
+        views.add(round(window.chart.view.width()))
+    assert len(widths) == 1 and len(views) == 1, (widths, views)

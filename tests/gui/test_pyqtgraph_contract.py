@@ -60,7 +60,8 @@ def _specs(specs: Any) -> Any:
 
     def line(spec: Any) -> Any:
         pen, p1, p2 = spec
-        return (pen.color().rgba(), pen.widthF(), round(p1.x(), 6), round(p1.y(), 6), round(p2.x(), 6), round(p2.y(), 6))
+        ends = (p1.x(), p1.y(), p2.x(), p2.y())
+        return (pen.color().rgba(), pen.widthF(), *(round(v, 6) for v in ends))
 
     return (
         line(axis),
@@ -92,3 +93,42 @@ def test_the_fast_y_axis_draws_what_pyqtgraph_draws(qtbot: Any, top: float, heig
         assert ours is not None and ours[2], "no tick text drawn"
         assert ours == theirs, f"attempt {attempt}"
         assert axis.textWidth == our_width
+
+
+def test_a_y_range_that_comes_back_reuses_its_picture(qtbot: Any) -> None:
+    """The y axis keeps the pictures it drew by everything they were drawn from: a range that
+    comes back is not drawn again, and a new pen (a theme change) or size is."""
+    plot = pg.PlotWidget(axisItems={"left": _Axis("left")})
+    qtbot.addWidget(plot)
+    plot.resize(400, 500)
+    plot.show()
+    qtbot.waitExposed(plot)
+    axis = plot.getAxis("left")
+    drawn: list[int] = []
+    original = _Axis.generateDrawSpecs
+
+    def counting(self: _Axis, painter: Any) -> Any:
+        drawn.append(1)
+        return original(self, painter)
+
+    def draw(top: float) -> Any:
+        plot.setYRange(0, top, padding=0)
+        axis.picture = None
+        axis.render()
+        return axis.picture
+
+    first = draw(105.0)
+    second = draw(8.5)
+    width_small = axis.textWidth
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(_Axis, "generateDrawSpecs", counting)
+        again = draw(105.0)
+        assert drawn == [] and again is first  # kept, not drawn
+        assert bytes(again.data()) == bytes(first.data())
+        assert axis.textWidth >= width_small
+        axis.setPen(pg.mkPen("#FF0000"))  # another theme: drawn afresh
+        assert draw(105.0) is not first and drawn == [1]
+        plot.resize(400, 300)  # another size: drawn afresh
+        qtbot.wait(20)
+        assert draw(105.0) is not first and len(drawn) == 2
+    assert second is not first

@@ -175,3 +175,28 @@ def test_picker_names_show_whole(qtbot: Any, window: MainWindow, width: int, hei
         for index in range(picker.count()):
             text = picker.itemText(index)
             assert line.fontMetrics().horizontalAdvance(text) <= room, text
+
+
+def test_another_card_changes_the_legend_text_not_its_columns(qtbot: Any, window: MainWindow) -> None:
+    """The legend's columns were chosen afresh (up to three layouts) whenever the capacity's
+    figure changed; they are chosen for the widest figure, once per plot width."""
+    shown_at(qtbot, window, 1400, 900)
+    legend = window.chart.legend
+    columns = legend.columnCount
+    rebuilt: list[int] = []
+    original = type(legend).setColumnCount
+    try:
+        type(legend).setColumnCount = lambda self, n: (rebuilt.append(n), original(self, n))[1]  # type: ignore[method-assign]
+        for card in ("rtx-3060-12gb", "h100-sxm", "rtx-4090"):
+            window.controller.set_plan(window.controller.plan.with_hardware(gpu=card))
+            qtbot.wait(5)
+            assert any(label.text.startswith("capacity") and "GB" in label.text for _, label in legend.items)
+            assert _chart_overflows(window) == []
+        assert rebuilt == [] and legend.columnCount == columns
+        # A custom card of 9,000 GB: wider than foreseen, so the legend takes fewer columns to fit.
+        huge = window.controller.plan.with_hardware(gpu="custom", custom_memory_gb=9000.0)
+        window.controller.set_plan(huge)
+        qtbot.wait(5)
+        assert _chart_overflows(window) == []
+    finally:
+        type(legend).setColumnCount = original  # type: ignore[method-assign]
