@@ -579,9 +579,9 @@ class MemoryChart(QWidget):
         self.selected: str = ""
         self._estimate: Estimate | None = None
         self._bars: list[BarSpec] = []
-        self._geometry: dict[str, tuple[np.ndarray, np.ndarray]] = {}  # series -> (y0, height) per bar
+        self._geometry: dict[str, tuple[tuple[float, ...], tuple[float, ...]]] = {}  # series -> (y0s, heights)
         self._tick_labels: list[str] = []
-        self._geometry_drawn: dict[str, tuple[np.ndarray, np.ndarray]] = {}
+        self._geometry_drawn: dict[str, tuple[tuple[float, ...], tuple[float, ...]]] = {}
         self._view_range: tuple[int, float, str] = (0, 0.0, "")
         self._axis_label = ""
         self.capacity_text = "capacity"
@@ -788,22 +788,26 @@ class MemoryChart(QWidget):
         scale = unit_scale(self.unit)
         n = len(self._bars)
         names = (*TRAINING_SERIES, "measured") if self.mode == "training" else INFERENCE_SERIES
-        base = np.zeros(n)
-        tallest = 0.0
+        # Plain tuples: compared at every edit for every series, where numpy's per-call cost
+        # was most of the work; arrays only for the series whose bars moved.
+        base: tuple[float, ...] = (0.0,) * n
         self._geometry = {}
         for key in ALL_SERIES:
             bar = self.series[key]
             if key not in names:
-                bar.setVisible(False)
+                if bar.isVisible():
+                    bar.setVisible(False)
                 continue
-            heights = np.array([spec.parts.get(key, 0.0) / scale for spec in self._bars])
-            previous = self._geometry_drawn.get(key)
-            if previous is None or not (np.array_equal(previous[0], base) and np.array_equal(previous[1], heights)):
-                bar.setOpts(x=np.arange(n), height=heights, y0=base.copy(), width=BAR_WIDTH)
-                self._geometry_drawn[key] = (base.copy(), heights)
-            bar.setVisible(bool(heights.any()) or key != "measured")
-            self._geometry[key] = (base.copy(), heights)
-            base = base + heights
+            heights = tuple(spec.parts.get(key, 0.0) / scale for spec in self._bars)
+            geometry = (base, heights)
+            if self._geometry_drawn.get(key) != geometry:
+                bar.setOpts(x=np.arange(n), height=np.array(heights), y0=np.array(base), width=BAR_WIDTH)
+                self._geometry_drawn[key] = geometry
+            shown = any(heights) or key != "measured"
+            if bar.isVisible() != shown:
+                bar.setVisible(shown)
+            self._geometry[key] = geometry
+            base = tuple(b + h for b, h in zip(base, heights, strict=True))
         capacity = estimate.capacity_bytes / scale
         usable = estimate.usable_bytes / scale
         tallest = max([capacity] + [spec.total_bytes / scale for spec in self._bars])
