@@ -8,6 +8,7 @@ Every view redraws from that signal, and reads the Plan back from ``estimate.pla
 
 from __future__ import annotations
 
+from collections import OrderedDict
 from collections.abc import Callable
 
 from PySide6.QtCore import QObject, Signal
@@ -56,6 +57,9 @@ class PlanEdit(QUndoCommand):
         self._controller._show(self.before)
 
 
+ESTIMATES_KEPT = 64
+
+
 class PlanController(QObject):
     """Holds the current Plan and its Estimate; the only caller of ``estimate()``."""
 
@@ -65,7 +69,10 @@ class PlanController(QObject):
 
     def __init__(self, plan: Plan, parent: QObject | None = None) -> None:
         super().__init__(parent)
-        self._estimate = estimate(plan)
+        # Recent plans' estimates (frozen, so shared safely): undo, redo and a value tried
+        # and then put back come round to a plan already estimated.
+        self._recent: OrderedDict[Plan, Estimate] = OrderedDict()
+        self._estimate = self._estimate_of(plan)
         self._validated: Estimate | None = None
         self.undo_stack = QUndoStack(self)
         self.undo_stack.setUndoLimit(500)
@@ -99,7 +106,7 @@ class PlanController(QObject):
             return None
         try:
             # A plan the estimator refuses (unknown GPU, ...) never becomes current.
-            self._validated = estimate(plan)
+            self._validated = self._estimate_of(plan)
         except PlanError as error:
             self.editRejected.emit(key, str(error))
             return error
@@ -109,7 +116,7 @@ class PlanController(QObject):
     def reset(self, plan: Plan) -> PlanError | None:
         """Start a new document (New, Open): not undoable, and the stack starts clean."""
         try:
-            result = estimate(plan)
+            result = self._estimate_of(plan)
         except PlanError as error:
             self.editRejected.emit("", str(error))
             return error
@@ -131,5 +138,17 @@ class PlanController(QObject):
         # The estimate made while validating is reused: one estimate() per edit.
         validated = self._validated
         self._validated = None
-        self._estimate = validated if validated is not None and validated.plan is plan else estimate(plan)
+        self._estimate = validated if validated is not None and validated.plan == plan else self._estimate_of(plan)
         self.estimateChanged.emit(self._estimate)
+
+    def _estimate_of(self, plan: Plan) -> Estimate:
+        """``estimate(plan)``, or the one made for an equal plan among the last few."""
+        known = self._recent.get(plan)
+        if known is not None:
+            self._recent.move_to_end(plan)
+            return known
+        result = estimate(plan)  # raises PlanError for a plan the estimator refuses
+        self._recent[plan] = result
+        if len(self._recent) > ESTIMATES_KEPT:
+            self._recent.popitem(last=False)
+        return result

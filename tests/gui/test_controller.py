@@ -79,3 +79,24 @@ def test_reset_starts_a_clean_history(qtbot: Any, controller: PlanController) ->
     assert controller.reset(default_plan()) is None
     assert controller.undo_stack.count() == 0 and controller.undo_stack.isClean()
     assert len(seen) == 1 and controller.plan == default_plan()
+
+
+def test_a_plan_come_back_to_is_not_estimated_again(qtbot: Any, controller: PlanController, monkeypatch: Any) -> None:
+    """Undo, redo and a value tried and put back reach a plan estimated a moment ago."""
+    import gui.controller as module
+
+    calls: list[object] = []
+    real = module.estimate
+    monkeypatch.setattr(module, "estimate", lambda plan: (calls.append(plan), real(plan))[1])
+    first = controller.estimate
+    controller.update("workload.micro_batch", lambda p: p.with_workload(micro_batch=p.workload.micro_batch + 1))
+    second = controller.estimate
+    assert len(calls) == 1
+    controller.undo_stack.undo()
+    assert controller.estimate is first and len(calls) == 1
+    controller.undo_stack.redo()
+    assert controller.estimate is second and len(calls) == 1
+    # Typed back by hand: an equal plan, not the same object, still known.
+    controller.update("workload.micro_batch", lambda p: p.with_workload(micro_batch=p.workload.micro_batch - 1))
+    assert controller.estimate is first and len(calls) == 1
+    assert controller.plan == first.plan
