@@ -452,6 +452,85 @@ STATIC_TEXTS_KEPT = 512
 _STATIC_TEXTS: dict[tuple[str, str], tuple[QStaticText, tuple[float, float]]] = {}
 
 
+class _Guide(pg.GraphicsObject):
+    """A mark across the whole plot in data coordinates, drawn with a cosmetic pen.
+
+    pyqtgraph's InfiniteLine and LinearRegionItem work out their bounds from the view's
+    pixel size whenever the scene asks (several times a paint), in Python; these lie within
+    bounds the chart sets with the y range (as the value labels do), and paint straight away.
+    """
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._bounds = QRectF(0, 0, 1, 1)
+
+    def set_bounds(self, rect: QRectF) -> None:
+        if rect != self._bounds:
+            self.prepareGeometryChange()
+            self._bounds = QRectF(rect)
+
+    def boundingRect(self) -> QRectF:
+        return QRectF(self._bounds)
+
+    def dataBounds(self, ax: int, frac: float = 1.0, orthoRange: object = None) -> tuple[None, None]:
+        return None, None  # never widens the view's range
+
+
+class _Level(_Guide):
+    """A horizontal line at ``value`` (the card's capacity, the usable memory)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._value = 0.0
+        self._pen = pg.mkPen(None)
+
+    def value(self) -> float:
+        return self._value
+
+    def setValue(self, value: float) -> None:
+        if value != self._value:
+            self._value = float(value)
+            self.update()
+
+    def setPen(self, pen: QPen) -> None:
+        self._pen = QPen(pen)
+        self._pen.setCosmetic(True)
+        self.update()
+
+    def paint(self, painter: QPainter, *_args: object) -> None:
+        bounds = self._bounds
+        painter.setRenderHint(QPainter.RenderHint.Antialiasing, False)
+        painter.setPen(self._pen)
+        painter.drawLine(QPointF(bounds.left(), self._value), QPointF(bounds.right(), self._value))
+
+
+class _Band(_Guide):
+    """A shaded horizontal band between two values (the headroom kept free)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._region = (0.0, 0.0)
+        self._brush = QBrush()
+
+    def getRegion(self) -> tuple[float, float]:
+        return self._region
+
+    def setRegion(self, region: tuple[float, float]) -> None:
+        low, high = sorted((float(region[0]), float(region[1])))
+        if (low, high) != self._region:
+            self._region = (low, high)
+            self.update()
+
+    def setBrush(self, brush: QBrush) -> None:
+        self._brush = QBrush(brush)
+        self.update()
+
+    def paint(self, painter: QPainter, *_args: object) -> None:
+        low, high = self._region
+        bounds = self._bounds
+        painter.fillRect(QRectF(bounds.left(), low, bounds.width(), high - low), self._brush)
+
+
 class ChartLabel:
     """One value label: text drawn unscaled, anchored at a point in data coordinates."""
 
@@ -583,6 +662,7 @@ class MemoryChart(QWidget):
         self._tick_labels: list[str] = []
         self._geometry_drawn: dict[str, tuple[tuple[float, ...], tuple[float, ...]]] = {}
         self._view_range: tuple[int, float, str] = (0, 0.0, "")
+        self._view_height = 0  # the plot's height when its axis top was chosen
         self._axis_label = ""
         self.capacity_text = "capacity"
         self.usable_text = "headroom"
@@ -629,15 +709,13 @@ class MemoryChart(QWidget):
         self.view.disableAutoRange()
         self.view.setDefaultPadding(0)
 
-        self.band = pg.LinearRegionItem(orientation="horizontal", movable=False)
+        self.band = _Band()
         self.band.setZValue(-10)
-        for line in self.band.lines:
-            line.setPen(pg.mkPen(None))
         item.addItem(self.band)
-        self.capacity_line = pg.InfiniteLine(angle=0, movable=False)
+        self.capacity_line = _Level()
         self.capacity_line.setZValue(5)
         item.addItem(self.capacity_line)
-        self.usable_line = pg.InfiniteLine(angle=0, movable=False)
+        self.usable_line = _Level()
         item.addItem(self.usable_line)
 
         self.series: dict[str, _Bars] = {}
@@ -822,7 +900,9 @@ class MemoryChart(QWidget):
         if view_range != self._view_range:
             self._view_range = view_range
             self.view.setRange(xRange=(-0.6, n - 0.4), yRange=(0, top), padding=0)
-            self.labels.set_bounds(QRectF(-1.0, -0.1 * top, n + 1.0, 1.2 * top))
+            bounds = QRectF(-1.0, -0.1 * top, n + 1.0, 1.2 * top)
+            for layer in (self.labels, self.band, self.capacity_line, self.usable_line):
+                layer.set_bounds(bounds)
 
         if self.capacity_line.value() != capacity:
             self.capacity_line.setValue(capacity)
@@ -832,9 +912,11 @@ class MemoryChart(QWidget):
         self.capacity_text = f"capacity {memory(estimate.capacity_bytes, self.unit)}"
         # Short, so that the legend keeps two columns in a narrow plot; the shaded band is the rest.
         self.usable_text = f"{1 - headroom:.0%} usable: {memory(estimate.usable_bytes, self.unit)}"
-        self.band.setRegion((usable, capacity))
-        self.band.setVisible(capacity > usable)
-        self.usable_line.setVisible(capacity > usable)
+        if self.band.getRegion() != (usable, capacity):
+            self.band.setRegion((usable, capacity))
+        if self.band.isVisible() != (capacity > usable):
+            self.band.setVisible(capacity > usable)
+            self.usable_line.setVisible(capacity > usable)
 
         self._update_labels(n, top)
         self._update_measured_mark(scale)
@@ -880,9 +962,14 @@ class MemoryChart(QWidget):
 
     def _fit_to_width(self, *_: object) -> None:
         """A narrower plot: bar names on two lines, the legend in fewer columns (and the axis
-        top raised so that it covers no bar). The top is kept while it still leaves the legend
-        its room: a new top redraws the y axis, which may resize the view again."""
+        top raised so that it covers no bar). A new height chooses the axis top afresh; a new
+        width alone keeps it while it still leaves the legend its room (a new top redraws the
+        y axis)."""
         self._fit_legend()
+        height = round(self.view.height())
+        if height != self._view_height:
+            self._view_height = height
+            self._view_range = (0, 0.0, "")
         self._redraw()
 
     def _slot_width(self) -> float:

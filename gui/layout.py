@@ -37,6 +37,8 @@ class LayoutFence(QWidget):
         super().__init__(parent)
         self.inner = inner
         inner.setParent(self)
+        # Opaque: a change inside repaints from here, not from the dock and the window beneath.
+        self.setAutoFillBackground(True)
         self._limits = self._sync()
         self._later = QTimer(self)
         self._later.setSingleShot(True)

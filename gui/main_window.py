@@ -159,6 +159,8 @@ class MainWindow(QMainWindow):
         holder = QWidget()
         holder.setObjectName("planForms")
         holder.setAttribute(Qt.WidgetAttribute.WA_StaticContents)
+        # Opaque, so that a changed field repaints from here, not from the main window down.
+        holder.setAutoFillBackground(True)
         column = QVBoxLayout(holder)
         column.setContentsMargins(8, 8, 8, 8)
         column.setSpacing(10)
@@ -185,6 +187,7 @@ class MainWindow(QMainWindow):
         # both side docks, so its one-line headline no longer sets the window's least width.
         banner = QWidget()
         banner.setObjectName("verdictBanner")
+        banner.setAutoFillBackground(True)  # a new verdict repaints the banner, not the window under it
         grid = QGridLayout(banner)
         grid.setContentsMargins(8, 6, 8, 2)
         grid.setHorizontalSpacing(8)

@@ -198,3 +198,18 @@ def test_a_new_y_range_does_not_resize_the_plot(qtbot: Any, window: MainWindow) 
         widths.add(axis.width())
         views.add(round(window.chart.view.width()))
     assert len(widths) == 1 and len(views) == 1, (widths, views)
+
+
+def test_an_edit_does_not_repaint_the_main_window_under_its_panels(qtbot: Any, window: MainWindow) -> None:
+    """The verdict banner and the plan column are opaque: their new text repaints them, not
+    the main window and the docks beneath them as well."""
+    shown(qtbot, window)
+    window.workload_form.seq_len.setValue(1024)  # the first edit enables Undo: a toolbar change
+    settle(qtbot)
+    painted = LayoutRequests(window, window.plan_dock, window.verdict_dock, kind=QEvent.Type.Paint)
+    for micro_batch in (2, 3, 5):
+        window.workload_form.micro_batch.setValue(micro_batch)
+        settle(qtbot)
+    assert window.verdict.headline.text()  # the verdict was redrawn...
+    assert painted.counts[window] == 0  # ...over its own background
+    assert painted.counts[window.plan_dock] == 0 and painted.counts[window.verdict_dock] == 0
