@@ -179,7 +179,7 @@ def candidate_layouts(
     gpus, nodes = on.parallel.gpus_per_node, on.parallel.nodes
     fsdp = Strategy.FSDP if count > 1 else on.parallel.strategy
     flat = {"tensor_parallel": 1, "pipeline_parallel": 1, "context_parallel": 1, "virtual_stages": 1}
-    tried = [on]
+    tried: list[Plan | None] = [on]
     if count > 1 and on.parallel.strategy in (Strategy.ZERO1, Strategy.ZERO2):
         tried.append(_laid_out(on, strategy=Strategy.ZERO3, **flat))  # the same framework, sharding more
     tried.append(_laid_out(on, strategy=fsdp, **flat))
