@@ -73,18 +73,26 @@ class LayoutFence(QWidget):
         if event.type() == QEvent.Type.LayoutRequest:
             limits = self._sync()
             if limits != self._limits:
-                policy_changed = limits[3] != self._limits[3]
+                # Set limits (a least height the window gives the verdict) and the size policy
+                # go up at once; so does a hint the present size no longer meets.
+                set_limits_changed = limits[1:] != self._limits[1:]
                 self._limits = limits
-                if policy_changed or not self._holds(limits):
+                if set_limits_changed or not self._holds(limits):
                     self._later.stop()
                     self.updateGeometry()
                 else:
-                    # The widget still has room within its new limits (a button hidden beside
-                    # the verdict lowers its least width): nothing on screen has to move now,
-                    # and the window learns the new limits once the edits pause.
+                    # Only the least size the contents hint at changed, and the widget still
+                    # has room (a button hidden beside the verdict lowers it): nothing on screen
+                    # has to move now; the window learns it once the edits pause.
                     self._later.start()
             return True
         return super().event(event)
+
+    def pass_limits(self) -> None:
+        """Take the widget's limits and tell the layout above now (a least height just set)."""
+        self._limits = self._sync()
+        self._later.stop()
+        self.updateGeometry()
 
     def _holds(self, limits: tuple[QSize, QSize, QSize, QSizePolicy]) -> bool:
         """The fence's present size lies within ``limits``."""

@@ -108,6 +108,9 @@ class MainWindow(QMainWindow):
         self.diagnoser = DiagnosisController(self.controller, self.display, self)
         self.setObjectName("mainWindow")
         self.setDockNestingEnabled(True)
+        # Docks take a new size at once: animated, a verdict banner that grew or shrank slid
+        # over the docks below it for a fifth of a second, repainting the window at each step.
+        self.setAnimated(False)
 
         self._build_forms()
         self._build_centre()
@@ -467,6 +470,9 @@ class MainWindow(QMainWindow):
             return False
         self._banner_shrink.stop()
         banner.setMinimumHeight(needed)
+        fence = self.verdict_dock.widget()
+        if isinstance(fence, LayoutFence):
+            fence.pass_limits()  # the dock's least height now, not at the fence's next layout pass
         self.resizeDocks([self.verdict_dock], [needed], Qt.Orientation.Vertical)
         return True
 
@@ -516,8 +522,10 @@ class MainWindow(QMainWindow):
     def resizeEvent(self, event: QResizeEvent) -> None:
         super().resizeEvent(event)
         old, new = event.oldSize().width(), event.size().width()
-        if old != new:
-            self._fit_banner(shrink=True)  # wrapped text takes more or fewer lines at another width
+        if old != new and self._docks_sized:
+            # Wrapped text takes more or fewer lines at another width: fitted once the window
+            # has laid itself out at the new size.
+            QTimer.singleShot(0, self.settle_banner)
         if self._docks_sized and old > 0 and old != new:
             # The side panels keep their share of the window instead of the chart taking it all.
             docks = self._side_docks()

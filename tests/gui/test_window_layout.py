@@ -201,3 +201,22 @@ def test_another_card_changes_the_legend_text_not_its_columns(qtbot: Any, window
         assert _chart_overflows(window) == []
     finally:
         type(legend).setColumnCount = original  # type: ignore[method-assign]
+
+
+def test_the_verdict_banner_never_lies_over_the_docks_below(qtbot: Any, window: MainWindow) -> None:
+    """A banner that gave back room moved the docks below it up, but kept its own old height
+    over them (the Plan dock's title hidden under it): its new least height reached the
+    window after the docks were resized."""
+    window.controller.set_plan(window.controller.plan.with_hardware(gpu="rtx-3060-12gb"))  # taller
+    shown_at(qtbot, window, 1280, 720)
+    window.controller.set_plan(window.controller.plan.with_hardware(gpu="h100-sxm"))
+    window.settle_banner()  # as a pause in the edits does
+
+    def apart() -> bool:
+        verdict, plan = window.verdict_dock.geometry(), window.plan_dock.geometry()
+        return verdict.bottom() < plan.top() and verdict.height() <= window._banner.minimumHeight() + 2
+
+    assert apart(), (window.verdict_dock.geometry(), window.plan_dock.geometry(), window._banner.minimumHeight())
+    window.resize(1024, 700)
+    qtbot.wait(50)
+    assert apart(), (window.verdict_dock.geometry(), window.plan_dock.geometry(), window._banner.minimumHeight())
