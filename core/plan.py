@@ -178,6 +178,11 @@ PRESET_LABELS: Final = {
     Preset.FP32: "float32",
     Preset.CUSTOM: "custom",
 }
+CHECKPOINT_POLICY_LABELS: Final = {
+    CheckpointPolicy.FULL: "full (every block recomputed)",
+    CheckpointPolicy.OP: "selective per op (torchtitan)",
+    CheckpointPolicy.LAYER: "every Nth block (torchtitan)",
+}
 DTYPE_LABELS: Final = {Dtype.FP32: "float32", Dtype.BF16: "bf16", Dtype.FP16: "fp16"}
 AUTOCAST_LABELS: Final = {Autocast.NONE: "off", Autocast.BF16: "bf16", Autocast.FP16: "fp16 (+ GradScaler)"}
 OPTIMIZER_IMPL_LABELS: Final = {
