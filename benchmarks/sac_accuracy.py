@@ -16,9 +16,7 @@ from __future__ import annotations
 
 import argparse
 import json
-import statistics
 import sys
-from dataclasses import dataclass
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -28,6 +26,9 @@ from core.breakdown import StepPhase  # noqa: E402
 from core.estimate import estimate  # noqa: E402
 from core.measurement import load_measurement, plan_for_case  # noqa: E402
 
+sys.path.insert(0, str(ROOT / "benchmarks"))
+from accuracy import Row, summary  # noqa: E402  (the single-GPU suite's row and summary)
+
 MEASURED = ROOT / "benchmarks" / "accuracy" / "measured_sac"
 # Percent, over every phase row (the targets the SAC work was given).
 MEDIAN_TARGET = 2.0
@@ -36,19 +37,8 @@ HOLDOUT_PREFIX = "ho-"  # measured after the model was written, never tuned on
 _BACKWARD = (StepPhase.BACKWARD_START, StepPhase.BACKWARD_BLOCK, StepPhase.BACKWARD_END)
 
 
-@dataclass(frozen=True)
-class PhaseRow:
-    case_id: str
-    phase: str  # "forward" | "backward"
-    measured: int
-    estimated: float
-
-    @property
-    def error_pct(self) -> float:
-        return (self.estimated - self.measured) / self.measured * 100
-
-
-def rows(folder: Path = MEASURED) -> list[PhaseRow]:
+def rows(folder: Path = MEASURED) -> list[Row]:
+    """Two rows per case, forward and backward (``measured_phase`` = ``estimated_phase``)."""
     out = []
     for path in sorted(folder.glob("*.json")):
         doc = json.loads(path.read_text())
@@ -57,14 +47,9 @@ def rows(folder: Path = MEASURED) -> list[PhaseRow]:
         step = doc["phase_peaks"]["step2"]
         fwd = max(p.allocated_bytes for p in est.phases if p.kind is StepPhase.FORWARD)
         bwd = max(p.allocated_bytes for p in est.phases if p.kind in _BACKWARD)
-        out.append(PhaseRow(m.case_id, "forward", int(step["forward"]), fwd))
-        out.append(PhaseRow(m.case_id, "backward", int(step["backward"]), bwd))
+        out.append(Row(m.case_id, int(step["forward"]), fwd, "forward", "forward"))
+        out.append(Row(m.case_id, int(step["backward"]), bwd, "backward", "backward"))
     return out
-
-
-def summary(table: list[PhaseRow]) -> tuple[float, float]:
-    errors = [abs(r.error_pct) for r in table]
-    return statistics.median(errors), max(errors)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -79,7 +64,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"{'case':<{width}}  {'phase':<8}  {'measured GB':>11}  {'estimated GB':>12}  {'error':>8}")
     for r in table:
         gbs = f"{r.measured / 1e9:>11.3f}  {r.estimated / 1e9:>12.3f}"
-        print(f"{r.case_id:<{width}}  {r.phase:<8}  {gbs}  {r.error_pct:>+7.2f}%")
+        print(f"{r.case_id:<{width}}  {r.measured_phase:<8}  {gbs}  {r.error_pct:>+7.2f}%")
     median, worst = summary(table)
     print(f"\n{len(table)} phase peaks: median |error| {median:.2f} % (target ≤ {MEDIAN_TARGET} %), ", end="")
     print(f"worst {worst:.2f} % (target ≤ {WORST_TARGET} %)")
