@@ -172,18 +172,22 @@ def candidate_layouts(
     plan: Plan, count: int, *, per_node: int = GPUS_PER_NODE, model_parallel: bool = True
 ) -> list[Plan]:
     """The splits tried on ``count`` GPUs, simplest first: the plan's own (its strategy, and its
-    TP/PP/CP where they still divide the count), then FSDP2; with ``model_parallel``, FSDP2 +
-    TP 2/4/8 within a node where the heads divide, then that + PP across the nodes."""
+    TP/PP/CP where they still divide the count), ZeRO-3 for a ZeRO-1/2 plan, then FSDP2; with
+    ``model_parallel``, FSDP2 + TP 2/4/8 within a node where the heads divide, then that + PP
+    across the nodes."""
     on = plan.on_gpus(count, per_node=per_node)
     gpus, nodes = on.parallel.gpus_per_node, on.parallel.nodes
     fsdp = Strategy.FSDP if count > 1 else on.parallel.strategy
     flat = {"tensor_parallel": 1, "pipeline_parallel": 1, "context_parallel": 1, "virtual_stages": 1}
-    tried = [on, _laid_out(on, strategy=fsdp, **flat)]
+    tried: list[Plan | None] = [on]
+    if count > 1 and on.parallel.strategy in (Strategy.ZERO1, Strategy.ZERO2):
+        tried.append(_laid_out(on, strategy=Strategy.ZERO3, **flat))  # the same framework, sharding more
+    tried.append(_laid_out(on, strategy=fsdp, **flat))
     if model_parallel:
         tps = [t for t in TP_DEGREES if t <= gpus and gpus % t == 0]
         with_tp = [_laid_out(on, strategy=fsdp, **{**flat, "tensor_parallel": t}) for t in tps]
         tried += with_tp
-        widest = next((p for p in reversed(with_tp) if p is not None), tried[1])
+        widest = next((p for p in reversed(with_tp) if p is not None), tried[-1 - len(with_tp)])
         if widest is not None and nodes > 1:
             stages = 2
             while stages <= nodes:
@@ -203,7 +207,8 @@ class CountTried:
 
     count: int
     layouts_tried: int
-    estimate: Estimate  # of the fitting layout, or of the one with the least memory per GPU
+    estimate: Estimate  # of the fastest layout that fits, or of the one with the least memory per GPU
+    layouts_fitting: int = 0  # of the layouts tried, how many run
 
     @property
     def plan(self) -> Plan:
@@ -249,7 +254,10 @@ class FewestGpus:
                 lines.append(f"  … {len(self.tried) - SHOWN_ROWS} more counts, none fits …")
             est = row.estimate
             sign = "≤" if est.fits else ">"
-            best = "" if row.fits or row.layouts_tried == 1 else f" (least of {row.layouts_tried} layouts)"
+            if row.fits:
+                best = "" if row.layouts_fitting < 2 else f" (fastest of the {row.layouts_fitting} layouts that fit)"
+            else:
+                best = "" if row.layouts_tried == 1 else f" (least of {row.layouts_tried} layouts)"
             layout = f", {row.layout}" if row.count > 1 else ""
             worst = f" on the worst rank ({est.worst.label})" if len(est.ranks) > 1 else ""
             host = ""
@@ -300,11 +308,12 @@ def _nodes_text(plan: Plan) -> str:
 
 
 def fewest_gpus(plan: Plan, *, max_gpus: int = MAX_SEARCH_GPUS, model_parallel: bool = True) -> FewestGpus:
-    """The fewest GPUs of the plan's card on which some layout fits, and that layout.
+    """The fewest GPUs of the plan's card on which some layout fits, and the fastest such layout.
 
     Counts go 1 to 8 on one node, then whole nodes (the plan's GPUs per node when it already
-    spans nodes, else 8); at each count the layouts of :func:`candidate_layouts` are estimated
-    in order and the first that fits is the answer. Each figure is ``estimate()``'s own.
+    spans nodes, else 8); at each count every layout of :func:`candidate_layouts` is
+    estimated, and at the first count where any runs, the one with the fewest hours is the
+    answer. Each figure is ``estimate()``'s own.
     """
     if isinstance(max_gpus, bool) or not isinstance(max_gpus, int) or not 1 <= max_gpus <= MAX_SEARCH_LIMIT:
         raise PlanError("max_gpus", max_gpus, f"an integer from 1 to {MAX_SEARCH_LIMIT:,}")
@@ -312,14 +321,14 @@ def fewest_gpus(plan: Plan, *, max_gpus: int = MAX_SEARCH_GPUS, model_parallel: 
     tried: list[CountTried] = []
     for count in search_counts(per_node, max_gpus):
         layouts = candidate_layouts(plan, count, per_node=per_node, model_parallel=model_parallel)
-        closest: Estimate | None = None
-        for index, candidate in enumerate(layouts, start=1):
-            est = estimate(candidate)
-            if est.runs:
-                tried.append(CountTried(count, index, est))
-                return FewestGpus(plan, tuple(tried), max_gpus)
-            if closest is None or est.total_bytes < closest.total_bytes:
-                closest = est
-        if closest is not None:
-            tried.append(CountTried(count, len(layouts), closest))
+        estimates = [estimate(candidate) for candidate in layouts]
+        running = [est for est in estimates if est.runs]
+        if running:
+            # The fewest GPUs found: of the layouts that run on them, the one that finishes first
+            # (a tensor-parallel split may fit and still be slower than plain FSDP2).
+            fastest = min(running, key=lambda est: est.compute.hours)
+            tried.append(CountTried(count, len(layouts), fastest, len(running)))
+            return FewestGpus(plan, tuple(tried), max_gpus)
+        if estimates:
+            tried.append(CountTried(count, len(layouts), min(estimates, key=lambda est: est.total_bytes)))
     return FewestGpus(plan, tuple(tried), max_gpus)

@@ -588,6 +588,8 @@ class LabelLayer(pg.GraphicsObject):
         super().__init__()
         self.labels: list[ChartLabel] = []
         self._bounds = QRectF(0, 0, 1, 1)
+        self._batch: QTransform | None = None  # the item → scene transform during a batch
+        self._batch_rect = QRectF()  # what the batch's changes cover, in scene coordinates
 
     def add(self, anchor: tuple[float, float], font: QFont) -> ChartLabel:
         label = ChartLabel(anchor, font)
@@ -621,8 +623,21 @@ class LabelLayer(pg.GraphicsObject):
             self._dirty(label)
             label.visible = False
 
+    def begin(self) -> None:
+        """Start a batch of changes: their repaints are asked for once, together, by :meth:`end`."""
+        self._batch = self.sceneTransform() if self.scene() is not None else None
+        self._batch_rect = QRectF()
+
+    def end(self) -> None:
+        if self._batch is not None and not self._batch_rect.isNull():
+            self.update(self.mapRectFromScene(self._batch_rect))
+        self._batch = None
+
     def _dirty(self, label: ChartLabel) -> None:
         if not label.visible or self.scene() is None:
+            return
+        if self._batch is not None:
+            self._batch_rect = self._batch_rect.united(label.scene_rect(self._batch).adjusted(-2, -2, 2, 2))
             return
         rect = label.scene_rect(self.sceneTransform()).adjusted(-2, -2, 2, 2)
         self.update(self.mapRectFromScene(rect))
@@ -927,6 +942,13 @@ class MemoryChart(QWidget):
         self._fit_legend()
 
     def _update_labels(self, n: int, top: float) -> None:
+        self.labels.begin()
+        try:
+            self._place_labels(n, top)
+        finally:
+            self.labels.end()
+
+    def _place_labels(self, n: int, top: float) -> None:
         room = top * 0.035  # a segment thinner than about a line of text gets no label
         layer = self.labels
         for (key, index), label in self._segment_labels.items():

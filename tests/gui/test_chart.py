@@ -237,3 +237,17 @@ def test_png_export_scales_the_legend_with_the_plot(window: MainWindow, tmp_path
     on_screen = _blue_box_width(screen, int(top))
     assert on_screen > 0
     assert _blue_box_width(exported, int(top * 2)) == pytest.approx(2 * on_screen, abs=3)
+
+
+def test_changed_value_labels_ask_for_one_repaint_together(window: MainWindow, monkeypatch: Any) -> None:
+    """Each changed label asked the scene for two repaints (where it was, where it is): forty
+    requests at an edit that moves every bar. A batch asks once, for the area they cover."""
+    window.show()
+    layer = window.chart.labels
+    asked: list[object] = []
+    original = type(layer).update
+    monkeypatch.setattr(type(layer), "update", lambda self, *rect: (asked.append(rect), original(self, *rect))[1])
+    window.workload_form.micro_batch.setValue(window.controller.plan.workload.micro_batch + 3)
+    moved = [label for label in layer.labels if label.visible]
+    assert len(moved) >= 8  # the segments and totals of four bars changed...
+    assert len(asked) == 1  # ...and asked for one repaint
