@@ -26,6 +26,7 @@ from core.cli import main
 from core.compute import flops_per_token
 from core.errors import PlanError, PlanFileError
 from core.estimate import estimate
+from core.parallel.comm import step_communication
 from core.params import param_counts
 from core.plan import Attention, CheckpointPolicy, Hardware, Plan, Precision, Workload
 from core.planfile import dumps, loads
@@ -269,3 +270,17 @@ def test_full_checkpointing_is_offered_in_place_of_a_selective_policy() -> None:
     assert plan.checkpoint_policy is CheckpointPolicy.FULL and "Full" in label
     assert estimate(plan).peak_bytes < estimate(op).peak_bytes
     assert remedies._checkpointing(plan) is None
+
+
+def test_tensor_parallel_traffic_counts_only_the_recomputed_blocks_again() -> None:
+    # Megatron's 4 activation all-reduces per layer and micro-batch, 2 more per recomputed
+    # block (core/parallel/comm.py): 64, 80 and 96 for 16 blocks with none, every 2nd, all.
+    base = _plan("llama-3.2-1b").on_gpus(2).with_parallel(tensor_parallel=2)
+
+    def tp_bytes(plan: Plan) -> float:
+        comm = step_communication(plan, param_counts(plan), 1.0, 1 / 3)  # times do not change the bytes
+        return next(t.bytes for t in comm.terms if t.label.startswith("tensor-parallel activation"))
+
+    none = tp_bytes(replace(base, checkpointing=False))
+    layer = tp_bytes(base.with_changes(checkpoint_policy=CheckpointPolicy.LAYER, checkpoint_every=2))
+    assert (layer / none, tp_bytes(base) / none) == (pytest.approx(80 / 64), pytest.approx(96 / 64))
