@@ -15,7 +15,7 @@ from typing import Final
 
 from core.attention import Kernel, needs_mask, sdpa_kernel
 from core.breakdown import Term, sci
-from core.model import ModelSpec
+from core.model import ModelSpec, normalise_lora_targets
 from core.plan import Attention, CheckpointPolicy, Dtype, Method, Plan
 from core.roles import DTYPE_BYTES, compute_dtype, dtypes_for, model_dtype
 
@@ -455,34 +455,51 @@ def outside_blocks(plan: Plan) -> list[Term]:
     return items
 
 
-def _sac_matmuls(model: ModelSpec) -> list[tuple[str, int, bool]]:
-    """A block's bias-free matmuls in execution order: (name, output width, replicated).
+def _sac_matmuls(model: ModelSpec, adapted: tuple[str, ...] = (), rank: int = 0) -> list[tuple[str, int, bool, bool]]:
+    """A block's matmuls in execution order: (name, output width, replicated, adapter's).
 
     A projection with a bias runs as ``aten.addmm``, which torchtitan's save list does not
-    name, so it neither counts nor is saved. A MoE block's experts run as grouped matmuls
-    (not listed either); its router and shared expert are plain linears. LoRA / DoRA
-    adapters' own small matmuls are not modelled (they would shift the every-other count).
+    name, so it neither counts nor is saved. A LoRA adapter (PEFT ``LoraLayer.forward``: the
+    base layer first, then ``lora_B(lora_A(x))``) adds two bias-free mms after its base
+    projection. A MoE block's experts run as grouped matmuls (not listed either); its router
+    and shared expert are plain linears. DoRA's extra matmuls are not modelled.
     """
     q, kv, i, d = model.q_width, model.kv_width, model.intermediate_size, model.hidden_size
-    mms: list[tuple[str, int, bool]] = []
-    if not model.qkv_bias:
-        separate = [("q", q, False), ("k", kv, False), ("v", kv, False)]
-        mms += [("q|k|v", q + 2 * kv, False)] if model.fused_qkv else separate
-    if not model.o_bias:
-        mms.append(("o", d, True))
+    targets = set(normalise_lora_targets(adapted)) if adapted else set()
+    mms: list[tuple[str, int, bool, bool]] = []
+
+    def add(name: str, width: int, replicated: bool, bias: bool, projections: set[str]) -> None:
+        if not bias:
+            mms.append((name, width, replicated, False))
+        if targets & projections:
+            mms.extend(((f"{name} LoRA A", rank, False, True), (f"{name} LoRA B", width, replicated, True)))
+
+    if model.fused_qkv:
+        add("q|k|v", q + 2 * kv, False, model.qkv_bias, {"q_proj", "k_proj", "v_proj"})
+    else:
+        for name, width in (("q", q), ("k", kv), ("v", kv)):
+            add(name, width, False, model.qkv_bias, {f"{name}_proj"})
+    add("o", d, True, model.o_bias, {"o_proj"})
     if model.num_experts > 1:
-        if not model.router_bias:
-            mms.append(("router", model.num_experts, True))
+        add("router", model.num_experts, True, model.router_bias, set())
         s = model.shared_expert_size
         if s:
-            mms += [("shared gate", s, False), ("shared up", s, False), ("shared down", d, True)]
-            mms.append(("shared expert gate", 1, True))
-    elif not model.mlp_bias:
-        if model.gated_mlp:
-            mms += [("gate|up", 2 * i, False)] if model.fused_gate_up else [("gate", i, False), ("up", i, False)]
-        else:
-            mms.append(("up", i, False))
-        mms.append(("down", d, True))
+            for name, width, replicated in (
+                ("shared gate", s, False),
+                ("shared up", s, False),
+                ("shared down", d, True),
+            ):
+                add(name, width, replicated, False, set())
+            add("shared expert gate", 1, True, False, set())
+        return mms
+    if model.gated_mlp and model.fused_gate_up:
+        add("gate|up", 2 * i, False, model.mlp_bias, {"gate_proj", "up_proj"})
+    elif model.gated_mlp:
+        add("gate", i, False, model.mlp_bias, {"gate_proj"})
+        add("up", i, False, model.mlp_bias, {"up_proj"})
+    else:
+        add("up", i, False, model.mlp_bias, {"up_proj"})
+    add("down", d, True, model.mlp_bias, {"down_proj"})
     return mms
 
 
@@ -498,15 +515,19 @@ def selective_saved(plan: Plan) -> LayerActs:
     model = plan.model
     b, s = plan.workload.micro_batch, plan.workload.seq_len
     n = b * s
-    ca = dtypes_for(plan).compute
+    dt = dtypes_for(plan)
+    ca = dt.compute
+    adapter_out = dt.compute if dt.autocast else dt.adapter
+    adapted = plan.lora.targets if plan.adapter_based else ()
     items: list[Term] = []
     replicated: list[int] = []
-    for k, (name, width, outside) in enumerate(_sac_matmuls(model)):
+    for k, (name, width, outside, adapter) in enumerate(_sac_matmuls(model, adapted, plan.lora.rank)):
         if k % 2:  # the 2nd, 4th … matmul is recomputed
             continue
         if outside:
             replicated.append(len(items))
-        items.append(Term(f"op SAC: {name} matmul output (saved)", f"N·{width} × {ca:g}", n * width * ca))
+        el = adapter_out if adapter else ca
+        items.append(Term(f"op SAC: {name} matmul output (saved)", f"N·{width} × {el:g}", n * width * el))
     kernel = sdpa_kernel(plan)
     if plan.attention is Attention.SDPA and kernel in (Kernel.FLASH, Kernel.EFFICIENT):
         h = model.num_heads
@@ -544,7 +565,7 @@ def recomputed_share(plan: Plan) -> float:
         total = sum(a * b for a, b in shapes.values())
         again = sum(
             shapes[fan_in[name]][0] * width
-            for k, (name, width, _) in enumerate(_sac_matmuls(plan.model))
+            for k, (name, width, _, _) in enumerate(_sac_matmuls(plan.model))
             if k % 2 and name in fan_in
         )
         return again / total if total else 0.0

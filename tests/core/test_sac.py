@@ -28,9 +28,10 @@ from core.errors import PlanError, PlanFileError
 from core.estimate import estimate
 from core.parallel.comm import step_communication
 from core.params import param_counts
-from core.plan import Attention, CheckpointPolicy, Hardware, Plan, Precision, Workload
+from core.plan import Attention, CheckpointPolicy, Hardware, Method, Plan, Precision, Workload
 from core.planfile import dumps, loads
 from core.presets import default_plan
+from core.roles import DTYPE_BYTES
 from core.runconfig import load_run_config, loads_run_config, plan_from_run, resolve_model
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -284,3 +285,15 @@ def test_tensor_parallel_traffic_counts_only_the_recomputed_blocks_again() -> No
     none = tp_bytes(replace(base, checkpointing=False))
     layer = tp_bytes(base.with_changes(checkpoint_policy=CheckpointPolicy.LAYER, checkpoint_every=2))
     assert (layer / none, tp_bytes(base) / none) == (pytest.approx(80 / 64), pytest.approx(96 / 64))
+
+
+def test_lora_adapters_add_their_two_matmuls_after_each_base_projection() -> None:
+    # PEFT LoraLayer.forward: base, then lora_A, lora_B. With q and v adapted the order is
+    # q, qA, qB, k, v, vA, vB, o, gate, up, down: saved q, qB, v, vB, gate, down. The
+    # adapters' outputs are in the adapter dtype (PEFT's float32 here, no autocast).
+    plan = _plan("llama-3.2-1b", checkpoint_policy=CheckpointPolicy.OP).with_method(Method.LORA)
+    plan = plan.with_lora(rank=16, targets=("q_proj", "v_proj"))
+    a = DTYPE_BYTES[plan.adapter_dtype]
+    n = 2048
+    expected = n * (2048 + 512 + 8192 + 2048) * 2 + n * (2048 + 512) * a + n * 2048 * 2 + 32 * 2048 * 4
+    assert selective_saved(plan).bytes == expected
