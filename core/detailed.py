@@ -293,7 +293,7 @@ def _kept_activations(
         # Every checkpointed block holds on to its input, frozen blocks included (measured:
         # the non-reentrant checkpoint keeps its arguments even when nothing needs a gradient).
         nd = n * model.hidden_size / nd_divisor
-        every = f", every {plan.checkpoint_every}th block" if policy is CheckpointPolicy.LAYER else ""
+        every = f", one block in {plan.checkpoint_every}" if policy is CheckpointPolicy.LAYER else ""
         formula = f"L × N·d × {adt.residual:g} = {ckpt} × {sci(nd)} × {adt.residual:g}{flight}"
         label = f"block inputs kept by checkpointing{every}" + (f" ({nd_why})" if nd_why else "")
         kept.append(Term(label, formula, ckpt * nd * adt.residual * in_flight))
