@@ -17,12 +17,14 @@ the Diagnosis tab only renders it.
 from __future__ import annotations
 
 import contextlib
+import gc
 import itertools
 import multiprocessing
+import threading
 from collections.abc import Callable
 from concurrent.futures import Executor, Future, ProcessPoolExecutor, ThreadPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
-from typing import Literal
+from typing import Literal, TypeVar
 
 from PySide6.QtCore import QObject, QTimer, Signal
 
@@ -44,6 +46,34 @@ _JOB_NUMBERS = itertools.count(1)  # every controller's jobs share the one worke
 # Set when the worker process could not run (a script without an ``if __name__ == "__main__"``
 # guard re-runs itself in a spawned process and breaks it): this session then uses threads.
 _PROCESSES_BROKEN = False
+
+
+_T = TypeVar("_T")
+_paused_lock = threading.Lock()
+_paused_threads = 0
+
+
+def _collector_paused(function: Callable[..., _T], *args: object) -> _T:
+    """``function(*args)`` off the GUI thread with Python's cycle collector paused.
+
+    A collection runs in whichever thread allocates when it is due. Run in a worker thread,
+    it may free a Qt object left in a reference cycle (a closed window, a dialog), and
+    destroying a QObject off the GUI thread takes Qt's lock and then waits for the
+    interpreter lock the GUI thread holds while it waits for Qt's lock: both stop for good
+    (a test hung so). Paused here, cycles are collected in the GUI thread once the job ends.
+    """
+    global _paused_threads
+    with _paused_lock:
+        if _paused_threads == 0:
+            gc.disable()
+        _paused_threads += 1
+    try:
+        return function(*args)
+    finally:
+        with _paused_lock:
+            _paused_threads -= 1
+            if _paused_threads == 0:
+                gc.enable()
 
 
 class _WorkerLost(Exception):
@@ -208,8 +238,8 @@ class DiagnosisController(QObject):
             future = pool.submit(run_job, self._running_job, self.run, request)
         else:
             self._running_job = 0  # a thread cannot be stopped: it runs to its end
-            future = pool.submit(self.run, request)
-        future.add_done_callback(lambda done: self._done(pool, request, done))
+            future = pool.submit(_collector_paused, self.run, request)
+        future.add_done_callback(lambda done: _collector_paused(self._done, pool, request, done))
 
     def _done(self, pool: Executor, request: DiagnosisRequest, future: Future[DiagnosisReport]) -> None:
         # In a thread of the pool's own. The signal is queued to the GUI thread, where self lives.

@@ -220,7 +220,7 @@ class MainWindow(QMainWindow):
         self._banner_shrink = QTimer(self)
         self._banner_shrink.setSingleShot(True)
         self._banner_shrink.setInterval(BANNER_SHRINK_DELAY_MS)
-        self._banner_shrink.timeout.connect(lambda: self._fit_banner(shrink=True))
+        self._banner_shrink.timeout.connect(self.settle_banner)
         self.verdict_dock.setTitleBarWidget(QWidget())
         self.verdict_dock.setFeatures(QDockWidget.DockWidgetFeature.NoDockWidgetFeatures)
         self.addDockWidget(Qt.DockWidgetArea.TopDockWidgetArea, self.verdict_dock)
@@ -452,7 +452,10 @@ class MainWindow(QMainWindow):
         if not isinstance(layout, QGridLayout):
             return False
         margins = layout.contentsMargins()
-        needed = margins.top() + margins.bottom() + self.verdict.sizeHint().height()
+        verdict = self.verdict
+        # Its wrapped labels' height at the width they have (a size hint guesses a narrower one).
+        tall = verdict.heightForWidth(verdict.width()) if verdict.hasHeightForWidth() else -1
+        needed = margins.top() + margins.bottom() + (tall if tall > 0 else verdict.sizeHint().height())
         if not self.plan_warning.isHidden():
             inner = max(1, banner.width() - margins.left() - margins.right())
             needed += layout.verticalSpacing() + self.plan_warning.heightForWidth(inner)
@@ -466,6 +469,12 @@ class MainWindow(QMainWindow):
         banner.setMinimumHeight(needed)
         self.resizeDocks([self.verdict_dock], [needed], Qt.Orientation.Vertical)
         return True
+
+    def settle_banner(self) -> None:
+        """Give the verdict's banner exactly the room it needs now, as a pause in the edits does."""
+        settle_layouts()
+        if self._fit_banner(shrink=True):
+            settle_layouts()  # the docks take their new heights now, before the next paint
 
     def _place_accounting(self, lesson: bool) -> None:
         """Lesson accounting asks for P and T: its form moves up, under the model, to be seen."""
@@ -491,6 +500,9 @@ class MainWindow(QMainWindow):
         if self._docks_sized:
             return
         self._docks_sized = True
+        # Once the docks have their widths (laid out after this event), the verdict's wrapped
+        # text its exact height: sized before, it was measured at another width.
+        QTimer.singleShot(0, self.settle_banner)
         if self.settings.window_state is None:  # else the docks stay as the user left them
             width = self.width()
             plan = max(self.plan_dock.minimumSizeHint().width(), round(width * DOCK_SHARES[0]))
@@ -504,8 +516,8 @@ class MainWindow(QMainWindow):
     def resizeEvent(self, event: QResizeEvent) -> None:
         super().resizeEvent(event)
         old, new = event.oldSize().width(), event.size().width()
-        if self.plan_warning.isVisible():
-            self._fit_banner(shrink=True)  # a wrapped warning takes more or fewer lines at another width
+        if old != new:
+            self._fit_banner(shrink=True)  # wrapped text takes more or fewer lines at another width
         if self._docks_sized and old > 0 and old != new:
             # The side panels keep their share of the window instead of the chart taking it all.
             docks = self._side_docks()
@@ -587,6 +599,8 @@ class MainWindow(QMainWindow):
             self.compute_panel.set_mode(mode.value)
             self._show_forms_for(mode.value)
             self.settings.chart_mode = mode.value
+            if shown is not None:  # another mode is not typing: the banner fits its new verdict now
+                self.settle_banner()
         if shown is None or display.unit != shown.unit:
             unit = display.unit
             self.unit_actions[unit].setChecked(True)

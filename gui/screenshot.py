@@ -91,6 +91,11 @@ def render(
                 time.sleep(0.01)
             for _ in range(5):
                 app.processEvents()
+        # The banner keeps spare room from an earlier verdict until the edits pause (1.2 s);
+        # the picture shows the window as a person sees it once they have.
+        window.settle_banner()
+        for _ in range(3):
+            app.processEvents()
         if not window.grab().save(path):
             raise OSError(f"cannot write {path}")
         window.controller.undo_stack.setClean()

@@ -140,3 +140,27 @@ def test_a_job_for_a_changed_plan_is_stopped_in_the_worker_process(qtbot: Any) -
     assert diagnoser.stopped == 1 and diagnoser.runs == 2
     assert [r.request.plan.workload.micro_batch for r in reports] == [2]
     diagnoser.shutdown()
+
+
+def test_no_cycle_collection_runs_off_the_gui_thread(qtbot: Any) -> None:
+    """A collection in the diagnosis thread freed Qt objects left in cycles by earlier windows;
+    destroying a QObject off the GUI thread deadlocked with it (the GUI test suite hung in the
+    test above). The collector is paused while the thread runs, and resumes after."""
+    import gc
+
+    plans = PlanController(default_plan())
+    diagnoser = DiagnosisController(plans, DisplayState(), worker="thread")
+    seen: list[tuple[bool, bool]] = []  # (collector on?, on the GUI thread?)
+
+    def run(request: DiagnosisRequest) -> DiagnosisReport:
+        seen.append((gc.isenabled(), threading.current_thread() is threading.main_thread()))
+        return run_request(request)
+
+    diagnoser.run = run
+    reports: list[DiagnosisReport] = []
+    diagnoser.diagnosed.connect(reports.append)
+    diagnoser.set_active(True)
+    qtbot.waitUntil(lambda: bool(reports), timeout=10_000)
+    assert seen == [(False, False)]
+    assert gc.isenabled()  # on again once the job has ended
+    diagnoser.shutdown()

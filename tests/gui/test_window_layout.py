@@ -146,7 +146,8 @@ def test_a_sequence_past_the_context_window_is_shown(qtbot: Any, window: MainWin
     assert "131,072" in window.plan_warning.text() and "1,000,000" in window.plan_warning.text()
     qtbot.wait(10)
     # The banner grows for the warning instead of squeezing the verdict above it.
-    assert window.verdict.height() >= window.verdict.sizeHint().height()
+    verdict = window.verdict
+    assert verdict.height() >= verdict.heightForWidth(verdict.width())
     warning = window.plan_warning
     assert warning.height() >= warning.heightForWidth(warning.width())
     window.controller.undo_stack.undo()
