@@ -15,8 +15,8 @@ from typing import Final
 
 from core.attention import Kernel, needs_mask, sdpa_kernel
 from core.breakdown import Term, sci
-from core.model import ModelSpec
-from core.plan import Dtype, Method, Plan
+from core.model import ModelSpec, normalise_lora_targets
+from core.plan import Attention, CheckpointPolicy, Dtype, Method, Plan
 from core.roles import DTYPE_BYTES, compute_dtype, dtypes_for, model_dtype
 
 # Families whose RMSNorm multiplies by its weight in float32 (modeling_gemma*.py,
@@ -453,3 +453,120 @@ def outside_blocks(plan: Plan) -> list[Term]:
         mask = plan.workload.micro_batch * s * s * dt.compute
         items.append(Term("sliding-window mask kept by the attention kernel", f"B·S² × {dt.compute:g}", mask))
     return items
+
+
+def _sac_matmuls(model: ModelSpec, adapted: tuple[str, ...] = (), rank: int = 0) -> list[tuple[str, int, bool, bool]]:
+    """A block's matmuls in execution order: (name, output width, replicated, adapter's).
+
+    A projection with a bias runs as ``aten.addmm``, which torchtitan's save list does not
+    name, so it neither counts nor is saved. A LoRA adapter (PEFT ``LoraLayer.forward``: the
+    base layer first, then ``lora_B(lora_A(x))``) adds two bias-free mms after its base
+    projection. A MoE block's experts run as grouped matmuls (not listed either); its router
+    and shared expert are plain linears. DoRA's extra matmuls are not modelled.
+    """
+    q, kv, i, d = model.q_width, model.kv_width, model.intermediate_size, model.hidden_size
+    targets = set(normalise_lora_targets(adapted)) if adapted else set()
+    mms: list[tuple[str, int, bool, bool]] = []
+
+    def add(name: str, width: int, replicated: bool, bias: bool, projections: set[str]) -> None:
+        if not bias:
+            mms.append((name, width, replicated, False))
+        if targets & projections:
+            mms.extend(((f"{name} LoRA A", rank, False, True), (f"{name} LoRA B", width, replicated, True)))
+
+    if model.fused_qkv:
+        add("q|k|v", q + 2 * kv, False, model.qkv_bias, {"q_proj", "k_proj", "v_proj"})
+    else:
+        for name, width in (("q", q), ("k", kv), ("v", kv)):
+            add(name, width, False, model.qkv_bias, {f"{name}_proj"})
+    add("o", d, True, model.o_bias, {"o_proj"})
+    if model.num_experts > 1:
+        add("router", model.num_experts, True, model.router_bias, set())
+        s = model.shared_expert_size
+        if s:
+            for name, width, replicated in (
+                ("shared gate", s, False),
+                ("shared up", s, False),
+                ("shared down", d, True),
+            ):
+                add(name, width, replicated, False, set())
+            add("shared expert gate", 1, True, False, set())
+        return mms
+    if model.gated_mlp and model.fused_gate_up:
+        add("gate|up", 2 * i, False, model.mlp_bias, {"gate_proj", "up_proj"})
+    elif model.gated_mlp:
+        add("gate", i, False, model.mlp_bias, {"gate_proj"})
+        add("up", i, False, model.mlp_bias, {"up_proj"})
+    else:
+        add("up", i, False, model.mlp_bias, {"up_proj"})
+    add("down", d, True, model.mlp_bias, {"down_proj"})
+    return mms
+
+
+def selective_saved(plan: Plan) -> LayerActs:
+    """What torchtitan's per-op selective checkpointing caches for one block, beside the
+    block's input (pytorch/torchtitan commit 1f029641, ``_apply_op_sac`` in
+    torchtitan/distributed/activation_checkpoint.py and ``_op_sac_save_list`` in
+    torchtitan/models/llama3/parallelize.py): the output of every mm except every second
+    one (the 1st, 3rd, 5th … of the block are saved), and the SDPA flash / efficient kernel's
+    output with its float32 log-sum-exp. Eager attention's bmm / softmax, the flash-attn
+    package's own op, norms, RoPE and activations are recomputed.
+    """
+    model = plan.model
+    b, s = plan.workload.micro_batch, plan.workload.seq_len
+    n = b * s
+    dt = dtypes_for(plan)
+    ca = dt.compute
+    adapter_out = dt.compute if dt.autocast else dt.adapter
+    adapted = plan.lora.targets if plan.adapter_based else ()
+    items: list[Term] = []
+    replicated: list[int] = []
+    for k, (name, width, outside, adapter) in enumerate(_sac_matmuls(model, adapted, plan.lora.rank)):
+        if k % 2:  # the 2nd, 4th … matmul is recomputed
+            continue
+        if outside:
+            replicated.append(len(items))
+        el = adapter_out if adapter else ca
+        items.append(Term(f"op SAC: {name} matmul output (saved)", f"N·{width} × {el:g}", n * width * el))
+    kernel = sdpa_kernel(plan)
+    if plan.attention is Attention.SDPA and kernel in (Kernel.FLASH, Kernel.EFFICIENT):
+        h = model.num_heads
+        rows = s if kernel is Kernel.FLASH else -(-s // 32) * 32
+        q_el = n * model.q_width
+        items.append(Term("op SAC: attention output (saved)", f"N·H·hd × {ca:g} = {sci(q_el)} × {ca:g}", q_el * ca))
+        lse = b * h * rows
+        items.append(Term("op SAC: attention log-sum-exp (float32, saved)", f"B·H·S × 4 = {sci(lse)} × 4", lse * 4))
+    return LayerActs(tuple(items), tuple(replicated))
+
+
+def checkpointed_blocks(plan: Plan, layers: int) -> int:
+    """Blocks (of ``layers``) whose activations are recomputed: all under full or per-op
+    checkpointing; under layer SAC those whose 1-based index is a multiple of N
+    (torchtitan ``_apply_layer_sac``: ``_layer_sac_count % ac_freq == 0``)."""
+    if not plan.checkpointing:
+        return 0
+    if plan.checkpoint_policy is CheckpointPolicy.LAYER:
+        return layers // plan.checkpoint_every
+    return layers
+
+
+def recomputed_share(plan: Plan) -> float:
+    """Share of the forward's matmul work the backward runs again: 1 with full
+    checkpointing, the checkpointed blocks' share under layer SAC, and under per-op SAC
+    the recomputed matmuls' share of a block's matmul outputs (attention's own FLOPs
+    and the experts' grouped matmuls are left out of this ratio)."""
+    if not plan.checkpointing:
+        return 0.0
+    if plan.checkpoint_policy is CheckpointPolicy.LAYER:
+        return checkpointed_blocks(plan, plan.model.num_layers) / plan.model.num_layers
+    if plan.checkpoint_policy is CheckpointPolicy.OP:
+        shapes = plan.model.linear_shapes()
+        fan_in = {nm: f"{nm}_proj" for nm in ("q", "k", "v", "o", "gate", "up", "down")}
+        total = sum(a * b for a, b in shapes.values())
+        again = sum(
+            shapes[fan_in[name]][0] * width
+            for k, (name, width, _, _) in enumerate(_sac_matmuls(plan.model))
+            if k % 2 and name in fan_in
+        )
+        return again / total if total else 0.0
+    return 1.0

@@ -35,6 +35,7 @@ from core.plan import (
     Accounting,
     Attention,
     Autocast,
+    CheckpointPolicy,
     Dtype,
     LoraSettings,
     Method,
@@ -132,6 +133,13 @@ def _build_parser() -> _Parser:
         help="fused (HF Trainer default), foreach (torch.optim default on CUDA) or forloop",
     )
     m.add_argument("--checkpointing", action=argparse.BooleanOptionalAction, default=None)
+    m.add_argument(
+        "--checkpoint-policy",
+        choices=[e.value for e in CheckpointPolicy],
+        help="full (every block recomputed), op (torchtitan selective per op) or layer (every Nth block); "
+        "turns checkpointing on",
+    )
+    m.add_argument("--checkpoint-every", type=int, help="layer policy: checkpoint every Nth block (implies layer)")
     m.add_argument("--attention", choices=[e.value for e in Attention])
     m.add_argument("--chunked-loss", action=argparse.BooleanOptionalAction, default=None)
     w = est.add_argument_group("workload")
@@ -267,6 +275,23 @@ SERVING_ARGS = (
 )
 
 
+def _checkpoint_policy_from_args(args: argparse.Namespace) -> dict[str, Any]:
+    """--checkpoint-policy / --checkpoint-every: either turns checkpointing on, and a
+    block interval alone means the layer policy."""
+    policy, every = args.checkpoint_policy, args.checkpoint_every
+    if policy is None and every is None:
+        return {}
+    if args.checkpointing is False:
+        raise UsageError("--no-checkpointing contradicts --checkpoint-policy / --checkpoint-every")
+    if every is not None and policy not in (None, CheckpointPolicy.LAYER.value):
+        raise UsageError(f"--checkpoint-every applies to --checkpoint-policy layer, not {policy}")
+    changes: dict[str, Any] = {"checkpointing": True}
+    changes["checkpoint_policy"] = CheckpointPolicy.LAYER if every is not None else CheckpointPolicy(policy)
+    if every is not None:
+        changes["checkpoint_every"] = every
+    return changes
+
+
 def plan_from_args(args: argparse.Namespace, base: Plan | None = None) -> Plan:
     plan = _precision_from_args(base if base is not None else _base_plan(args), args)
     changes: dict[str, Any] = {}
@@ -286,6 +311,7 @@ def plan_from_args(args: argparse.Namespace, base: Plan | None = None) -> Plan:
     for name in ("checkpointing", "chunked_loss", "frozen_layers"):
         if getattr(args, name) is not None:
             changes[name] = getattr(args, name)
+    changes.update(_checkpoint_policy_from_args(args))
     lora: dict[str, Any] = {}
     if args.lora_rank is not None:
         lora["rank"] = args.lora_rank

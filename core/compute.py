@@ -10,6 +10,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from core.activations import recomputed_share
 from core.breakdown import sci
 from core.catalogue import GpuSpec
 from core.parallel.comm import CommTerm, step_communication
@@ -66,9 +67,13 @@ def flops_per_token(plan: Plan, counts: ParamCounts) -> tuple[float, str]:
     trainable_active = min(counts.trainable, p) if plan.method is not Method.FULL else p
     per_token = 4.0 * p + 2.0 * trainable_active
     how = "6 · P" if plan.method is Method.FULL else "4 · P + 2 · T"
-    if plan.checkpointing:
+    share = recomputed_share(plan)
+    if share == 1.0:
         per_token += 2.0 * p
         how += " + 2 · P (recomputed forward)"
+    elif share > 0.0:
+        per_token += 2.0 * p * share
+        how += f" + 2 · P × {share:.2f} (the part of the forward recomputed)"
     return per_token, how
 
 

@@ -23,7 +23,15 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Final
 
-from core.activations import LayerActs, LossMemory, layer_activations, loss_memory, outside_blocks
+from core.activations import (
+    LayerActs,
+    LossMemory,
+    checkpointed_blocks,
+    layer_activations,
+    loss_memory,
+    outside_blocks,
+    selective_saved,
+)
 from core.attention import backward_workspace, kernel_note
 from core.breakdown import Breakdown, Bucket, BucketKey, Phase, StepPhase, Term, gb, make_bucket, sci
 from core.optimizer import optimizer_step_temporary, optimizer_terms
@@ -39,7 +47,7 @@ from core.parallel.layout import Layout, Stage
 from core.parallel.layout import trainable_layers as stage_trainable_layers
 from core.parallel.state import RankState, compute_plan, rank_copies, rank_state
 from core.params import ParamCounts
-from core.plan import Dtype, Method, Offload, Optimizer, Plan, Strategy
+from core.plan import CheckpointPolicy, Dtype, Method, Offload, Optimizer, Plan, Strategy
 from core.roles import Dtypes, dtypes_for
 from core.storage import copy_terms, gradient_terms, weight_terms
 from core.units import MiB
@@ -118,6 +126,7 @@ class _Common:
     copies: list[Term]
     adt: Dtypes  # the dtypes the ranks compute in (FSDP2 mixed precision may differ from the plan's)
     block: LayerActs  # one block on one rank (÷ TP / CP where they split it)
+    sac_saved: LayerActs  # what per-op SAC caches of one block on one rank (empty without it)
     layer_grads: Term
     head_grad: list[Term]
     outside: list[Term]
@@ -154,8 +163,11 @@ def _common(plan: Plan, counts: ParamCounts, dt: Dtypes, lay: Layout | None) -> 
     # The head's gradient as autograd forms it: in the dtype the rank computes the head in
     # (FSDP2 gathers it in MixedPrecisionPolicy.param_dtype; elsewhere the stored dtype).
     head_grad = [Term("output-head gradient", f"V·d × {adt.grad:g}", vd * adt.grad)] if head_trains else []
+    op_sac = plan.checkpointing and plan.checkpoint_policy is CheckpointPolicy.OP
+    sac_saved = selective_saved(ap) if op_sac else LayerActs(())
     if lay is not None:
         block = block_per_rank(block, lay)
+        sac_saved = block_per_rank(sac_saved, lay)
         split_by = lay.tensor_parallel * lay.context_parallel
         if split_by > 1:
             layer_grads = Term(
@@ -177,6 +189,7 @@ def _common(plan: Plan, counts: ParamCounts, dt: Dtypes, lay: Layout | None) -> 
         copies=copy_terms(plan, counts, dt),
         adt=adt,
         block=block,
+        sac_saved=sac_saved,
         layer_grads=layer_grads,
         head_grad=head_grad,
         outside=outside_blocks(ap),
@@ -212,25 +225,7 @@ def _parts(plan: Plan, counts: ParamCounts, dt: Dtypes, rank: Rank | None = None
         trainable_layers, layers = stage_trainable_layers(plan, rank.stage), rank.stage.layers
         nd_divisor, nd_why = sequence_region(rank.layout)
         in_flight = rank.stage.in_flight
-    flight = f" × {in_flight:g} micro-batches in flight" if in_flight != 1 else ""
-    if plan.checkpointing:
-        # Every checkpointed block holds on to its input, frozen blocks included (measured:
-        # the non-reentrant checkpoint keeps its arguments even when nothing needs a gradient).
-        nd = n * model.hidden_size / nd_divisor
-        formula = f"L × N·d × {adt.residual:g} = {layers} × {sci(nd)} × {adt.residual:g}{flight}"
-        label = "block inputs kept by checkpointing" + (f" ({nd_why})" if nd_why else "")
-        kept = [Term(label, formula, layers * nd * adt.residual * in_flight)]
-        recomputed = [Term("one block recomputed in the backward", "Σ of one block's saved tensors", block.bytes)]
-    else:
-        formula = f"{trainable_layers} × {gb(block.bytes)} GB{flight}"
-        kept = [
-            Term(
-                f"{trainable_layers} blocks × saved tensors per block",
-                formula,
-                trainable_layers * block.bytes * in_flight,
-            )
-        ]
-        recomputed = []
+    kept, recomputed = _kept_activations(plan, c, layers, trainable_layers, (nd_divisor, nd_why), in_flight)
     embed_grad = model.embedding_params() * dt.grad if plan.method is Method.FULL else 0.0
     root_grads: list[Term] = []
     if rank is not None:
@@ -271,6 +266,56 @@ def _parts(plan: Plan, counts: ParamCounts, dt: Dtypes, rank: Rank | None = None
     )
 
 
+def _kept_activations(
+    plan: Plan, c: _Common, layers: int, trainable_layers: int, region: tuple[float, str], in_flight: float
+) -> tuple[list[Term], list[Term]]:
+    """The blocks' activations held from the forward to the backward, and what the backward
+    recomputes on top of them (one block at a time).
+
+    No checkpointing: every trainable block's saved tensors. Full: each block's input, one
+    block recomputed. Per-op SAC (torchtitan): each block's input and the outputs its policy
+    saves (see :func:`core.activations.selective_saved`), one block's other tensors
+    recomputed. Layer SAC with N: the checkpointed blocks' inputs and the other trainable
+    blocks' saved tensors; a checkpointed block is recomputed only on top of the blocks
+    below it, so it adds to the peak only when it is the topmost block (N divides L).
+    """
+    model, block, adt = plan.model, c.block, c.adt
+    nd_divisor, nd_why = region
+    n = plan.workload.micro_batch * plan.workload.seq_len
+    flight = f" × {in_flight:g} micro-batches in flight" if in_flight != 1 else ""
+    policy = plan.checkpoint_policy if plan.checkpointing else None
+    ckpt = checkpointed_blocks(plan, layers)
+    whole = trainable_layers if policy is None else 0
+    if policy is CheckpointPolicy.LAYER:  # the checkpointed ones counted among the trainable (frozen at the bottom)
+        whole = max(0, trainable_layers - ckpt)
+    kept: list[Term] = []
+    if ckpt:
+        # Every checkpointed block holds on to its input, frozen blocks included (measured:
+        # the non-reentrant checkpoint keeps its arguments even when nothing needs a gradient).
+        nd = n * model.hidden_size / nd_divisor
+        every = f", one block in {plan.checkpoint_every}" if policy is CheckpointPolicy.LAYER else ""
+        formula = f"L × N·d × {adt.residual:g} = {ckpt} × {sci(nd)} × {adt.residual:g}{flight}"
+        label = f"block inputs kept by checkpointing{every}" + (f" ({nd_why})" if nd_why else "")
+        kept.append(Term(label, formula, ckpt * nd * adt.residual * in_flight))
+    if policy is CheckpointPolicy.OP:
+        saved = c.sac_saved.bytes
+        formula = f"{layers} × {gb(saved)} GB{flight}"
+        kept.append(Term("outputs saved by op SAC (matmuls, attention) per block", formula, layers * saved * in_flight))
+        recompute = Term(
+            "one block recomputed in the backward (less the saved outputs)",
+            "Σ of one block's saved tensors − its SAC outputs",
+            max(0.0, block.bytes - saved),
+        )
+        return kept, [recompute]
+    if policy is None or whole:
+        formula = f"{whole} × {gb(block.bytes)} GB{flight}"
+        kept.append(Term(f"{whole} blocks × saved tensors per block", formula, whole * block.bytes * in_flight))
+    top_is_checkpointed = policy is not CheckpointPolicy.LAYER or layers % plan.checkpoint_every == 0
+    if ckpt and top_is_checkpointed:
+        return kept, [Term("one block recomputed in the backward", "Σ of one block's saved tensors", block.bytes)]
+    return kept, []
+
+
 def _held_gradients(plan: Plan, parts: _Parts) -> Bucket:
     """Gradients alive during the forward: only those accumulated over earlier micro-batches."""
     held = parts.backward_grads if plan.workload.grad_accum > 1 else []
@@ -304,7 +349,9 @@ def backward_phases(plan: Plan, parts: _Parts, dt: Dtypes) -> list[Phase]:
     w_start = make_bucket(BucketKey.WEIGHTS, parts.weights + parts.copies + gathered)
     w_backward = make_bucket(BucketKey.WEIGHTS, parts.weights + parts.copies + in_block)
     copies_block = None
-    if plan.checkpointing:
+    # Under layer SAC most blocks keep their tensors, autocast copies included: as unchecked.
+    recomputes_all = plan.checkpointing and plan.checkpoint_policy is not CheckpointPolicy.LAYER
+    if recomputes_all:
         # Checkpointed blocks keep nothing from the forward, so their autocast copies die
         # with the autocast cache when the forward ends; only the head's copy stays, and
         # the block being recomputed makes its own.
@@ -313,7 +360,7 @@ def backward_phases(plan: Plan, parts: _Parts, dt: Dtypes) -> list[Phase]:
     if parts.casts:
         per_layer = model.stored_matmul_params() // model.num_layers / parts.tp
         copies_block = Term("16-bit copies of one block's weights (autocast)", f"{sci(per_layer)} × 2 B", per_layer * 2)
-        if plan.checkpointing:
+        if recomputes_all:
             vd = model.vocab_size * model.hidden_size / parts.tp if parts.head else 0
             head = Term("16-bit copy of the output head (autocast)", f"V·d × 2 = {sci(vd)} × 2 B", vd * 2)
             recomputed = Term("16-bit copies of the recomputed block", f"{sci(per_layer)} × 2 B", per_layer * 2)

@@ -20,6 +20,7 @@ from core.hfconfig import model_from_hf_config
 from core.plan import (
     Attention,
     Autocast,
+    CheckpointPolicy,
     Dtype,
     Hardware,
     LoraSettings,
@@ -159,6 +160,8 @@ def plan_for_case(case: Mapping[str, Any], model_config: Mapping[str, Any] | Non
             optimizer_impl=OptimizerImpl(str(case.get("optimizer_impl") or "foreach")),
             attention=Attention(case.get("attention", "sdpa")),
             checkpointing=bool(case.get("checkpointing", False)),
+            checkpoint_policy=CheckpointPolicy(str(case.get("checkpoint_policy", "full"))),
+            checkpoint_every=int(case.get("checkpoint_every", 1)),
             workload=Workload(micro_batch=int(case.get("micro_batch", 1)), seq_len=int(case.get("seq_len", 1024))),
             hardware=Hardware(gpu="h100-sxm"),
         )

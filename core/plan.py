@@ -96,6 +96,20 @@ class Attention(StrEnum):
     FLASH = "flash"  # the flash-attn package (FlashAttention-2)
 
 
+class CheckpointPolicy(StrEnum):
+    """Which tensors a checkpointed run keeps (with ``checkpointing`` on).
+
+    FULL recomputes every block (HF ``gradient_checkpointing``, torchtitan ``mode = "full"``);
+    OP and LAYER are torchtitan's selective modes (``selective_ac_option = "op"`` or an
+    integer N): OP keeps the outputs of a list of expensive ops in every block, LAYER
+    checkpoints every Nth block and keeps the others whole.
+    """
+
+    FULL = "full"
+    OP = "op"  # selective per op: matmuls (every other one) and the attention kernel saved
+    LAYER = "layer"  # every Nth block fully checkpointed, the rest not at all
+
+
 class Strategy(StrEnum):
     """How the data-parallel ranks hold the model state."""
 
@@ -163,6 +177,11 @@ PRESET_LABELS: Final = {
     Preset.FP16_AMP: "fp16 AMP (float32 weights, GradScaler)",
     Preset.FP32: "float32",
     Preset.CUSTOM: "custom",
+}
+CHECKPOINT_POLICY_LABELS: Final = {
+    CheckpointPolicy.FULL: "full (every block recomputed)",
+    CheckpointPolicy.OP: "selective per op (torchtitan)",
+    CheckpointPolicy.LAYER: "every Nth block (torchtitan)",
 }
 DTYPE_LABELS: Final = {Dtype.FP32: "float32", Dtype.BF16: "bf16", Dtype.FP16: "fp16"}
 AUTOCAST_LABELS: Final = {Autocast.NONE: "off", Autocast.BF16: "bf16", Autocast.FP16: "fp16 (+ GradScaler)"}
@@ -258,6 +277,9 @@ MAX_SEQ: Final = 100_000_000
 MAX_TOKENS: Final = 10**16
 MAX_GPUS: Final = 1_000_000
 MAX_RANK: Final = 65_536
+# Layer SAC's N: past the block count it checkpoints nothing, so any bound above the deepest
+# model works; 1024 is far above every catalogue model's layer count.
+MAX_CHECKPOINT_EVERY: Final = 1024
 
 
 def _check_int(path: str, value: object, low: int, high: int) -> None:
@@ -530,6 +552,8 @@ class Plan:
     autocast: Autocast = Autocast.BF16
     optimizer_impl: OptimizerImpl = OptimizerImpl.FUSED  # HF Trainer's adamw_torch_fused (torch ≥ 2.8)
     checkpointing: bool = False
+    checkpoint_policy: CheckpointPolicy = CheckpointPolicy.FULL  # read only with checkpointing on
+    checkpoint_every: int = 1  # LAYER: every Nth block checkpointed (torchtitan selective_ac_option)
     attention: Attention = Attention.SDPA
     chunked_loss: bool = False  # cross-entropy computed in chunks (no full logits in float32)
     workload: Workload = field(default_factory=Workload)
@@ -555,6 +579,8 @@ class Plan:
         _check_enum("method.optimizer_impl", self.optimizer_impl, OptimizerImpl)
         self._reconcile_precision()
         _check_enum("method.attention", self.attention, Attention)
+        _check_enum("method.checkpoint_policy", self.checkpoint_policy, CheckpointPolicy)
+        _check_int("method.checkpoint_every", self.checkpoint_every, 1, MAX_CHECKPOINT_EVERY)
         _check_enum("accounting", self.accounting, Accounting)
         for name in ("double_quant", "checkpointing", "chunked_loss"):
             if not isinstance(getattr(self, name), bool):
@@ -578,6 +604,17 @@ class Plan:
                 f"1 to {self.model.num_layers}",
                 "the frozen-layers method freezes at least one",
             )
+
+    @property
+    def checkpointing_text(self) -> str:
+        """The checkpointing as one short phrase: off, on (full), or the selective policy."""
+        if not self.checkpointing:
+            return "off"
+        if self.checkpoint_policy is CheckpointPolicy.OP:
+            return "selective per op"
+        if self.checkpoint_policy is CheckpointPolicy.LAYER:
+            return f"every {self.checkpoint_every} block(s)"
+        return "on"
 
     def _check_layout(self) -> None:
         """Refuse a split the frameworks cannot run on this model (Megatron-LM's and

@@ -66,24 +66,30 @@ _NESTED: Final = {
 # Keys that may be absent, read as the field's default. The serving fields added after
 # version 2 (engine, parallelism, vLLM's scheduler limits) are optional so that files
 # written before them read as "Hugging Face generate on one GPU", what they meant.
-OPTIONAL_KEYS: Final = frozenset(
-    (Inference, name)
-    for name in (
-        "engine",
-        "new_tokens",
-        "tensor_parallel",
-        "pipeline_parallel",
-        "replicas",
-        "gpu_memory_utilization",
-        "max_num_seqs",
-        "max_num_batched_tokens",
-        "mem_fraction_static",
+OPTIONAL_KEYS: Final = (
+    frozenset(
+        (Inference, name)
+        for name in (
+            "engine",
+            "new_tokens",
+            "tensor_parallel",
+            "pipeline_parallel",
+            "replicas",
+            "gpu_memory_utilization",
+            "max_num_seqs",
+            "max_num_batched_tokens",
+            "mem_fraction_static",
+        )
     )
-) | frozenset(
-    (Parallelism, f.name) for f in fields(Parallelism) if f.name not in ("nodes", "gpus_per_node", "strategy")
+    | frozenset(
+        (Parallelism, f.name) for f in fields(Parallelism) if f.name not in ("nodes", "gpus_per_node", "strategy")
+    )
+    | frozenset((Plan, name) for name in ("checkpoint_policy", "checkpoint_every"))
 )
 # Of the parallelism (version 4), only the GPU count and the strategy must be written; the
 # degrees and the frameworks' knobs default to one GPU's split and the frameworks' defaults.
+# The checkpointing policy came later within version 4: a file without it means full
+# checkpointing (or none, with ``checkpointing`` off), what every earlier file meant.
 
 
 def _plain(value: Any) -> Any:

@@ -20,7 +20,7 @@ from core.errors import PlanError
 from core.estimate import Estimate, estimate
 from core.fit import fewest_gpus, layout_name
 from core.limits import max_micro_batch, max_sequence
-from core.plan import Attention, LoraSettings, Method, Offload, Optimizer, Plan, Quant, Strategy
+from core.plan import Attention, CheckpointPolicy, LoraSettings, Method, Offload, Optimizer, Plan, Quant, Strategy
 from core.symptoms import Failure
 from core.verdict import Judgement, Mode, Verdict
 
@@ -191,7 +191,11 @@ def _optimizer(target: Optimizer, label: str) -> Transform:
 
 
 def _checkpointing(plan: Plan) -> tuple[Plan, str] | None:
-    return None if plan.checkpointing else (replace(plan, checkpointing=True), "Gradient checkpointing")
+    """Full checkpointing: turned on, or in place of a selective policy (which keeps more)."""
+    if plan.checkpointing and plan.checkpoint_policy is CheckpointPolicy.FULL:
+        return None
+    label = "Full gradient checkpointing (every block)" if plan.checkpointing else "Gradient checkpointing"
+    return replace(plan, checkpointing=True, checkpoint_policy=CheckpointPolicy.FULL), label
 
 
 def _fused_attention(plan: Plan) -> tuple[Plan, str] | None:

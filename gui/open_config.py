@@ -36,7 +36,7 @@ if TYPE_CHECKING:
     from gui.main_window import MainWindow
 
 TRAINING_CONFIG_FILTER = (
-    "Training configs (*.json *.yaml *.yml);;PEFT adapter_config.json (adapter_config.json);;All files (*)"
+    "Training configs (*.json *.yaml *.yml *.toml);;PEFT adapter_config.json (adapter_config.json);;All files (*)"
 )
 KEEP = "__keep__"
 LOCAL = "__local__"

@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Final
 
+from core.activations import checkpointed_blocks
 from core.catalogue import LinkSpec, find_link
 from core.parallel.layout import layout, train_share, weight_share
 from core.params import ParamCounts
@@ -372,7 +373,9 @@ def step_communication(plan: Plan, counts: ParamCounts, compute_seconds: float, 
     layers = max(s.layers for s in layout(plan).stages)  # the stage the others wait for
     if tp > 1:
         activation = tokens_micro * model.hidden_size * dt.compute
-        per_layer = 6 if plan.checkpointing else 4
+        # 4 per layer, 2 more for each block the backward recomputes (under layer SAC only
+        # every Nth; per-op SAC re-runs the forward's all-reduces, which it does not save).
+        recomputed = checkpointed_blocks(plan, layers)
         kind = "all-gather + reduce-scatter" if par.sequence_parallel else "all-reduce"
         terms.append(
             _collective(
@@ -381,7 +384,7 @@ def step_communication(plan: Plan, counts: ParamCounts, compute_seconds: float, 
                 activation,
                 group_span(tp, 1, gpn, par.nodes),
                 links,
-                count=per_layer * layers * micro,
+                count=(4 * layers + 2 * recomputed) * micro,
                 launches=2 if par.sequence_parallel else 1,
             )
         )

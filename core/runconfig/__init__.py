@@ -1,4 +1,5 @@
-"""Open the training configs people already have: PEFT, transformers/TRL, axolotl, LLaMA-Factory, torchtune.
+"""Open the training configs people already have: PEFT, transformers/TRL, axolotl, LLaMA-Factory,
+torchtune, torchtitan.
 
 ``load_run_config(path)`` reads a file as data and returns a :class:`RunConfig`: the run's
 settings, every field read with its source, and every key not understood.
@@ -28,6 +29,7 @@ from core.runconfig.mapping import DTYPES, apply_settings
 from core.runconfig.peft import read_peft
 from core.runconfig.reading import MAX_CONFIG_BYTES, parse_text, read_config_file
 from core.runconfig.result import CONFIG_KIND_LABELS, ConfigKind, FieldRead, RunConfig, RunSettings
+from core.runconfig.torchtitan import read_torchtitan
 from core.runconfig.torchtune import read_torchtune
 
 __all__ = [
@@ -51,6 +53,7 @@ READERS: Final[dict[ConfigKind, Callable[[dict[str, Any], str], RunConfig]]] = {
     ConfigKind.AXOLOTL: read_axolotl,
     ConfigKind.LLAMA_FACTORY: read_llamafactory,
     ConfigKind.TORCHTUNE: read_torchtune,
+    ConfigKind.TORCHTITAN: read_torchtitan,
 }
 
 # Keys that only one framework writes, checked in this order (LLaMA-Factory also writes
@@ -66,7 +69,13 @@ _SIGNS: Final = (
 )
 
 
+# Tables only a torchtitan job config has (torchtitan/config/job_config.py, commit 238fa995).
+_TORCHTITAN_TABLES: Final = ("activation_checkpoint", "parallelism", "job")
+
+
 def detect_kind(document: Mapping[str, Any]) -> ConfigKind | None:
+    if any(isinstance(document.get(t), Mapping) for t in _TORCHTITAN_TABLES):
+        return ConfigKind.TORCHTITAN
     if any(isinstance(v, Mapping) and "_component_" in v for v in document.values()):
         return ConfigKind.TORCHTUNE
     if "r" in document and "target_modules" in document:
@@ -83,7 +92,7 @@ def parse_run_config(document: dict[str, Any], where: str, kind: ConfigKind | No
         raise PlanFileError(
             where,
             "is not a training config the planner reads (PEFT adapter_config.json, transformers/TRL, "
-            "axolotl, LLaMA-Factory or torchtune)",
+            "axolotl, LLaMA-Factory, torchtune or torchtitan)",
         )
     try:
         return READERS[found](document, where)
@@ -97,7 +106,7 @@ def load_run_config(path: str | os.PathLike[str], kind: ConfigKind | None = None
 
 
 def loads_run_config(raw: bytes, where: str = "(text)", kind: ConfigKind | None = None) -> RunConfig:
-    return parse_run_config(parse_text(raw, where), where, kind)
+    return parse_run_config(parse_text(raw, where, Path(where).suffix), where, kind)
 
 
 # ---- the model the config names ------------------------------------------------------

@@ -15,6 +15,7 @@ from core.plan import (
     ROLE_FIELDS,
     Attention,
     Autocast,
+    CheckpointPolicy,
     Dtype,
     LoraSettings,
     Method,
@@ -131,6 +132,10 @@ def apply_settings(plan: Plan, settings: RunSettings, *, model_dtype: str | None
         changes["optimizer_impl"] = OptimizerImpl(s.optimizer_impl)
     if s.checkpointing is not None:
         changes["checkpointing"] = s.checkpointing
+    if s.checkpoint_policy is not None:
+        changes["checkpoint_policy"] = CheckpointPolicy(s.checkpoint_policy)
+    if s.checkpoint_every is not None:
+        changes["checkpoint_every"] = s.checkpoint_every
     if s.attention is not None:
         changes["attention"] = Attention(s.attention)
     if s.chunked_loss is not None:

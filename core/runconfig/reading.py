@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import tomllib
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any, Final
@@ -66,7 +67,7 @@ def _plain_keys(value: Any, where: str, budget: list[int], depth: int = 1) -> An
 
 
 def parse_text(raw: bytes, where: str, suffix: str = "") -> dict[str, Any]:
-    """Parse the bytes of a config file (JSON or YAML) into a dict with string keys."""
+    """Parse the bytes of a config file (JSON, YAML, or TOML by its suffix) into a dict with string keys."""
     if raw.startswith(b"\x80") and len(raw) > 1 and raw[1] <= 5:  # pickle protocol 2-5 header
         raise PlanFileError(where, PICKLE_REFUSAL)
     try:
@@ -79,12 +80,16 @@ def parse_text(raw: bytes, where: str, suffix: str = "") -> dict[str, Any]:
     try:
         if suffix.lower() == ".json" or text.lstrip().startswith("{"):
             document = json.loads(text, parse_constant=_reject_constant)
+        elif suffix.lower() == ".toml":  # torchtitan's job configs
+            document = tomllib.loads(text)
         else:
             document = yaml.safe_load(text)
     except RecursionError:
         raise PlanFileError(where, "is nested too deeply to be a training config") from None
     except yaml.YAMLError as exc:
         raise PlanFileError(where, _yaml_error(exc)) from None
+    except tomllib.TOMLDecodeError as exc:
+        raise PlanFileError(where, f"is not valid TOML ({exc})") from None
     except ValueError as exc:  # JSONDecodeError, NaN, an integer of thousands of digits
         raise PlanFileError(where, f"is not valid JSON ({exc})") from None
     if not isinstance(document, dict):

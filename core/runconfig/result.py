@@ -20,6 +20,7 @@ class ConfigKind(StrEnum):
     AXOLOTL = "axolotl"
     LLAMA_FACTORY = "llamafactory"
     TORCHTUNE = "torchtune"
+    TORCHTITAN = "torchtitan"
 
 
 CONFIG_KIND_LABELS: Final = {
@@ -28,6 +29,7 @@ CONFIG_KIND_LABELS: Final = {
     ConfigKind.AXOLOTL: "axolotl config",
     ConfigKind.LLAMA_FACTORY: "LLaMA-Factory config",
     ConfigKind.TORCHTUNE: "torchtune recipe config",
+    ConfigKind.TORCHTITAN: "torchtitan job config (TOML)",
 }
 
 # Display names of the settings, in the order a dialog lists them.
@@ -44,6 +46,8 @@ SETTING_LABELS: Final = {
     "optimizer": "Optimizer",
     "optimizer_impl": "Optimizer implementation",
     "checkpointing": "Gradient checkpointing",
+    "checkpoint_policy": "Checkpointing policy",
+    "checkpoint_every": "Checkpoint every Nth block",
     "attention": "Attention kernel",
     "chunked_loss": "Loss in chunks",
     "micro_batch": "Micro-batch per GPU",
@@ -75,6 +79,8 @@ class RunSettings:
     optimizer: str | None = None  # a core.plan.Optimizer value
     optimizer_impl: str | None = None  # fused | foreach | forloop
     checkpointing: bool | None = None
+    checkpoint_policy: str | None = None  # a core.plan.CheckpointPolicy value: full | op | layer
+    checkpoint_every: int | None = None  # layer policy: every Nth block
     attention: str | None = None  # a core.plan.Attention value
     chunked_loss: bool | None = None
     micro_batch: int | None = None

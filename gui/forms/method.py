@@ -10,7 +10,9 @@ from core.model import LORA_TARGETS
 from core.plan import (
     ATTENTION_LABELS,
     AUTOCAST_LABELS,
+    CHECKPOINT_POLICY_LABELS,
     DTYPE_LABELS,
+    MAX_CHECKPOINT_EVERY,
     MAX_RANK,
     METHOD_LABELS,
     OPTIMIZER_IMPL_LABELS,
@@ -19,6 +21,7 @@ from core.plan import (
     QUANT_LABELS,
     Attention,
     Autocast,
+    CheckpointPolicy,
     Dtype,
     Method,
     Optimizer,
@@ -197,6 +200,33 @@ class MethodForm(PlanForm):
         self.bind(
             "method.checkpointing", "Checkpointing", self.checkpointing, lambda p, v: p.with_changes(checkpointing=v)
         )
+        self.checkpoint_policy = ChoiceField(
+            "Checkpointing policy",
+            [(label, v.value) for v, label in CHECKPOINT_POLICY_LABELS.items()],
+            "Full: every block keeps only its input (Hugging Face gradient_checkpointing, torchtitan mode full). "
+            "Selective per op: each block also keeps every other matmul output and the attention output "
+            "(torchtitan selective_ac_option op). Every Nth block: those blocks are checkpointed, the rest keep "
+            "everything (selective_ac_option N).",
+        )
+        self.bind(
+            "method.checkpoint_policy",
+            "Policy",
+            self.checkpoint_policy,
+            lambda p, v: p.with_changes(checkpoint_policy=CheckpointPolicy(v)),
+        )
+        self.checkpoint_every = IntField(
+            "Checkpoint every",
+            1,
+            MAX_CHECKPOINT_EVERY,
+            "blocks",
+            "N: the blocks whose number N divides are checkpointed, the others keep their activations.",
+        )
+        self.bind(
+            "method.checkpoint_every",
+            "Checkpoint every",
+            self.checkpoint_every,
+            lambda p, v: p.with_changes(checkpoint_every=v),
+        )
         self.chunked = QCheckBox("Chunked cross-entropy loss")
         self.chunked.setAccessibleName("Chunked cross-entropy loss")
         self.chunked.setToolTip("Compute the loss in chunks so the full float32 logits never exist at once.")
@@ -223,6 +253,8 @@ class MethodForm(PlanForm):
         self.optimizer_impl.show_value(plan.optimizer_impl.value)
         self.attention.show_value(plan.attention.value)
         self.checkpointing.setChecked(plan.checkpointing)
+        self.checkpoint_policy.show_value(plan.checkpoint_policy.value)
+        self.checkpoint_every.show_value(plan.checkpoint_every)
         self.chunked.setChecked(plan.chunked_loss)
         adapters = plan.adapter_based
         for key in ("method.lora.rank", "method.lora.alpha"):
@@ -238,3 +270,6 @@ class MethodForm(PlanForm):
         self.set_row_visible("method.adapter_dtype", custom and adapters)
         self.set_row_visible("method.autocast", custom)
         self.set_row_visible("method.optimizer_impl", plan.optimizer in TORCH_OPTIMIZERS)
+        self.set_row_visible("method.checkpoint_policy", plan.checkpointing)
+        layer = plan.checkpointing and plan.checkpoint_policy is CheckpointPolicy.LAYER
+        self.set_row_visible("method.checkpoint_every", layer)

@@ -12,6 +12,7 @@ from core.plan import (
     Accounting,
     Attention,
     Autocast,
+    CheckpointPolicy,
     Dtype,
     Hardware,
     Inference,
@@ -66,6 +67,8 @@ def plans(draw: st.DrawFn) -> Plan:
         precision=draw(st.sampled_from(list(Precision))),
         optimizer=draw(st.sampled_from(list(Optimizer))),
         checkpointing=draw(st.booleans()),
+        checkpoint_policy=draw(st.sampled_from(list(CheckpointPolicy))),
+        checkpoint_every=draw(st.integers(1, 64)),
         attention=draw(st.sampled_from(list(Attention))),
         chunked_loss=draw(st.booleans()),
         workload=Workload(

@@ -245,6 +245,8 @@ def expected_values(window: MainWindow, plan: Plan) -> dict[str, Any]:
         "method.optimizer": plan.optimizer.value,
         "method.attention": plan.attention.value,
         "method.checkpointing": plan.checkpointing,
+        "method.checkpoint_policy": plan.checkpoint_policy.value,
+        "method.checkpoint_every": plan.checkpoint_every,
         "method.chunked_loss": plan.chunked_loss,
         "workload.micro_batch": w.micro_batch,
         "workload.seq_len": w.seq_len,

@@ -517,6 +517,58 @@ def _enable_checkpointing(model: torch.nn.Module, fake: bool) -> None:
     model.config.use_cache = False
 
 
+def _enable_selective(model: torch.nn.Module, fake: bool, policy: str, every: int) -> None:
+    """torchtitan's selective activation checkpointing on a HF model (pytorch/torchtitan
+    commit 1f029641, torchtitan/distributed/activation_checkpoint.py ``_apply_op_sac`` /
+    ``_apply_layer_sac``, with llama3/parallelize.py's ``_op_sac_save_list``).
+
+    ``op``: every block checkpointed with ``context_fn`` = selective contexts whose policy
+    saves the outputs of the listed ops except every second mm (counted per block, per
+    forward / recompute), and recomputes the rest. ``layer``: the blocks whose 1-based
+    index is a multiple of ``every`` are fully checkpointed, the others not at all.
+    """
+    from collections import defaultdict
+    from functools import partial
+
+    from torch.utils.checkpoint import CheckpointPolicy, create_selective_checkpoint_contexts
+
+    kw: dict[str, Any] = {"use_reentrant": False}
+    if fake:
+        kw["preserve_rng_state"] = False
+    if policy == "op":
+        aten = torch.ops.aten
+        save = {
+            aten.mm.default,
+            aten.linear.default,
+            aten._scaled_dot_product_efficient_attention.default,
+            aten._scaled_dot_product_flash_attention.default,
+            aten._scaled_dot_product_cudnn_attention.default,
+            aten._scaled_dot_product_attention_math.default,
+            aten._scaled_dot_product_fused_attention_overrideable.default,
+            torch.ops._c10d_functional.reduce_scatter_tensor.default,
+            aten.max.default,
+        }
+        mm_ops = (aten.mm.default, aten.linear.default)
+
+        def _policy(meta: dict[str, int], ctx: Any, func: Any, *args: Any, **kwargs: Any) -> Any:
+            key = "recompute_mm_count" if ctx.is_recompute else "forward_mm_count"
+            if func in mm_ops:
+                meta[key] += 1
+            to_save = func in save and not (func in mm_ops and meta[key] % 2 == 0)
+            return CheckpointPolicy.MUST_SAVE if to_save else CheckpointPolicy.PREFER_RECOMPUTE
+
+        def _context_fn() -> Any:
+            return create_selective_checkpoint_contexts(partial(_policy, defaultdict(int)))
+
+        kw["context_fn"] = _context_fn
+    model.gradient_checkpointing_enable(gradient_checkpointing_kwargs=kw)
+    model.config.use_cache = False
+    if policy == "layer":
+        blocks = [m for m in model.modules() if type(m).__name__.endswith("DecoderLayer")]
+        for i, block in enumerate(blocks, start=1):
+            block.gradient_checkpointing = i % every == 0
+
+
 class _CudaMarks:
     """Per-phase torch.cuda.max_memory_allocated on a real GPU (no-op elsewhere)."""
 
@@ -629,7 +681,9 @@ def measure_case(
         fake, device = _enter_backend(stack, backend)
         model = _build(case, config, fake)
         _place(model, device, fake)
-        if case.get("checkpointing"):
+        if case.get("checkpointing") and case.get("checkpoint_policy", "full") != "full":
+            _enable_selective(model, fake, str(case["checkpoint_policy"]), int(case.get("checkpoint_every", 1)))
+        elif case.get("checkpointing"):
             _enable_checkpointing(model, fake)
         model.train()
         params = [p for p in model.parameters() if p.requires_grad]
