@@ -453,11 +453,12 @@ _STATIC_TEXTS: dict[tuple[str, str], tuple[QStaticText, tuple[float, float]]] = 
 
 
 class _Guide(pg.GraphicsObject):
-    """A mark across the whole plot in data coordinates, drawn with a cosmetic pen.
+    """An item over the whole plot, in data coordinates, within bounds the chart sets with the
+    y range, that never widens the view's range: the value labels, and the capacity marks.
 
-    pyqtgraph's InfiniteLine and LinearRegionItem work out their bounds from the view's
-    pixel size whenever the scene asks (several times a paint), in Python; these lie within
-    bounds the chart sets with the y range (as the value labels do), and paint straight away.
+    pyqtgraph's InfiniteLine and LinearRegionItem, used for the marks before, work out their
+    bounds from the view's pixel size whenever the scene asks (several times a paint), in
+    Python; these are set once per range.
     """
 
     def __init__(self) -> None:
@@ -576,7 +577,7 @@ class ChartLabel:
         return QRectF(point.x() - width * self.anchor[0], point.y() - height * self.anchor[1], width, height)
 
 
-class LabelLayer(pg.GraphicsObject):
+class LabelLayer(_Guide):
     """Every value label of the chart in one item.
 
     One pg.TextItem per label meant 54 items, each re-laid out on every paint and on every
@@ -585,9 +586,8 @@ class LabelLayer(pg.GraphicsObject):
     """
 
     def __init__(self) -> None:
-        super().__init__()
+        super().__init__()  # its bounds: where the labels may lie (the view's range and a margin)
         self.labels: list[ChartLabel] = []
-        self._bounds = QRectF(0, 0, 1, 1)
         self._batch: QTransform | None = None  # the item → scene transform during a batch
         self._batch_rect = QRectF()  # what the batch's changes cover, in scene coordinates
 
@@ -595,18 +595,6 @@ class LabelLayer(pg.GraphicsObject):
         label = ChartLabel(anchor, font)
         self.labels.append(label)
         return label
-
-    def set_bounds(self, rect: QRectF) -> None:
-        """The area the labels may occupy, in data coordinates (the view's range and a margin)."""
-        if rect != self._bounds:
-            self.prepareGeometryChange()
-            self._bounds = QRectF(rect)
-
-    def boundingRect(self) -> QRectF:
-        return QRectF(self._bounds)
-
-    def dataBounds(self, ax: int, frac: float = 1.0, orthoRange: object = None) -> tuple[None, None]:
-        return None, None  # labels never widen the view's range
 
     def place(self, label: ChartLabel, text: str, x: float, y: float) -> None:
         """Show ``label`` with ``text`` at (x, y); repaint it only if something changed."""
