@@ -23,7 +23,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from benchmarks.accuracy import Row, print_rows, summary  # noqa: E402  (the same table and summary)
+from benchmarks.accuracy import Row, against_targets, print_rows, summary, worst_three  # noqa: E402, F401  (summary: read by the CI test)
 from core.estimate import estimate  # noqa: E402
 from core.measurement import plan_for_case  # noqa: E402
 from core.plan import MpDtype, Offload, PipelineSchedule, Plan, Strategy  # noqa: E402
@@ -109,14 +109,10 @@ def main(argv: list[str] | None = None) -> int:
             continue
         print(f"\n{title}:" if not args.markdown else f"\n**{title}**\n")
         print_rows(group, args.markdown)
-        median, worst = summary(group)
-        worst_rows = sorted(group, key=lambda r: -abs(r.error_pct))[:3]
-        print(
-            f"\n{len(group)} {title.split(' (')[0]}: median |error| {median:.2f} % (target ≤ {MEDIAN_TARGET:g} %), "
-            f"worst {worst:.2f} % (target ≤ {WORST_TARGET:g} %)"
-        )
-        print("worst three: " + ", ".join(f"{r.case_id} {r.error_pct:+.2f} %" for r in worst_rows))
-        if group is main_rows and (median > MEDIAN_TARGET or worst > WORST_TARGET):
+        line, met = against_targets(group, title.split(" (")[0], MEDIAN_TARGET, WORST_TARGET)
+        print("\n" + line)
+        print(worst_three(group))
+        if group is main_rows and not met:
             failed = True
     if args.check and failed:
         print("per-rank accuracy targets missed", file=sys.stderr)
