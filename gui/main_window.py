@@ -224,6 +224,12 @@ class MainWindow(QMainWindow):
         self._banner_shrink.setSingleShot(True)
         self._banner_shrink.setInterval(BANNER_SHRINK_DELAY_MS)
         self._banner_shrink.timeout.connect(self.settle_banner)
+        # Fits it again once the window has laid itself out (shown, resized): one pass however
+        # many resize events a drag sends before it.
+        self._banner_refit = QTimer(self)
+        self._banner_refit.setSingleShot(True)
+        self._banner_refit.setInterval(0)
+        self._banner_refit.timeout.connect(self.settle_banner)
         self.verdict_dock.setTitleBarWidget(QWidget())
         self.verdict_dock.setFeatures(QDockWidget.DockWidgetFeature.NoDockWidgetFeatures)
         self.addDockWidget(Qt.DockWidgetArea.TopDockWidgetArea, self.verdict_dock)
@@ -508,7 +514,7 @@ class MainWindow(QMainWindow):
         self._docks_sized = True
         # Once the docks have their widths (laid out after this event), the verdict's wrapped
         # text its exact height: sized before, it was measured at another width.
-        QTimer.singleShot(0, self.settle_banner)
+        self._banner_refit.start()
         if self.settings.window_state is None:  # else the docks stay as the user left them
             width = self.width()
             plan = max(self.plan_dock.minimumSizeHint().width(), round(width * DOCK_SHARES[0]))
@@ -523,9 +529,7 @@ class MainWindow(QMainWindow):
         super().resizeEvent(event)
         old, new = event.oldSize().width(), event.size().width()
         if old != new and self._docks_sized:
-            # Wrapped text takes more or fewer lines at another width: fitted once the window
-            # has laid itself out at the new size.
-            QTimer.singleShot(0, self.settle_banner)
+            self._banner_refit.start()  # wrapped text takes more or fewer lines at another width
         if self._docks_sized and old > 0 and old != new:
             # The side panels keep their share of the window instead of the chart taking it all.
             docks = self._side_docks()
