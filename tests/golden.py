@@ -1,0 +1,444 @@
+"""Golden figures: every number ``estimate()`` and ``diagnose()`` give, for a fixed set of plans.
+
+A restructuring of ``core`` must not change a single figure. This module projects an
+:class:`Estimate` (and a diagnosis) onto plain data — dataclass fields by name, enums by
+name, floats by ``repr`` — so the projection does not depend on which module a class lives
+in, and keeps SHA-256 digests per plan in
+``tests/data/golden/digests.json`` (the estimate, and the diagnosis in each mode).
+``tests/core/test_golden.py`` recomputes them; ``--dump`` writes every field in full, to diff
+two commits when one differs.
+
+The plans: every case of the measured suites (training, per-rank, SAC, serving) and the
+generated plans stored in ``tests/data/golden/plans.jsonl`` (stored, not regenerated, so a
+new Hypothesis or a new random module cannot change them).
+
+    python -m tests.golden --update        # rewrite the digests (a figure changed on purpose: say why in the commit)
+    python -m tests.golden --dump DIR      # write each plan's projection as JSON, to diff two commits
+    python -m tests.golden --generate      # draw the generated plans again (only when the plan format changes)
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import enum
+import gzip
+import hashlib
+import json
+import random
+import sys
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+GOLDEN = ROOT / "tests" / "data" / "golden"
+PLANS = GOLDEN / "plans.jsonl.gz"
+DIGESTS = GOLDEN / "digests.json"
+GENERATED = 500
+# Diagnosis runs dozens of estimates per plan: golden for the suites and every 10th generated plan.
+DIAGNOSE_EVERY = 10
+
+
+def project(value: Any) -> Any:
+    """Plain, module-independent data for ``value``; raises TypeError on a type it does not know."""
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return {f.name: project(getattr(value, f.name)) for f in dataclasses.fields(value)}
+    if isinstance(value, enum.Enum):
+        return value.name
+    if isinstance(value, bool) or value is None or isinstance(value, str | int):
+        return value
+    if isinstance(value, float):
+        return repr(value)
+    if isinstance(value, tuple | list):
+        return [project(v) for v in value]
+    if isinstance(value, frozenset | set):
+        return sorted((project(v) for v in value), key=repr)
+    if isinstance(value, dict):
+        return {str(project(k)): project(v) for k, v in sorted(value.items(), key=lambda kv: repr(kv[0]))}
+    raise TypeError(f"no golden projection for {type(value).__name__}")
+
+
+def digest(data: Any) -> str:
+    return hashlib.sha256(json.dumps(data, sort_keys=True, ensure_ascii=True).encode()).hexdigest()[:24]
+
+
+def _suite_plans() -> Iterator[tuple[str, Any]]:
+    """(id, plan) for every case of the measured suites, read the way their benchmarks read them."""
+    sys.path.insert(0, str(ROOT))
+    from benchmarks import accuracy, parallel, sac_accuracy, serving
+    from core.measurement import load_measurement, plan_for_case
+
+    for folder, prefix in ((accuracy.MEASURED, "accuracy"), (sac_accuracy.MEASURED, "sac")):
+        for path in sorted(folder.glob("*.json")):
+            m = load_measurement(path)
+            config = json.loads(path.read_text()).get("model_config")
+            yield f"{prefix}/{path.stem}", plan_for_case(m.case, config)
+    cases = json.loads((parallel.DATA / "cases.json").read_text())["cases"]
+    for case in cases:
+        config_path = case.get("config")
+        config = json.loads((ROOT / config_path).read_text()) if config_path else None
+        yield f"parallel/{case['id']}", parallel.plan_for_parallel_case(case, config)
+    for path in sorted(serving.MEASURED.glob("*.json")):
+        yield f"serving-hf/{path.stem}", serving.hf_plan(json.loads(path.read_text()))
+    for entry in json.loads(serving.VLLM_LOGS.read_text())["entries"]:
+        yield f"serving-vllm/{entry['id']}", serving.vllm_plan(entry)
+
+
+def _stored_plans() -> Iterator[tuple[str, Any]]:
+    from core.planfile import plan_from_dict
+
+    for line in gzip.decompress(PLANS.read_bytes()).decode().splitlines():
+        record = json.loads(line)
+        yield record["id"], plan_from_dict(record["plan"])
+
+
+# Command lines whose printed output is golden too (the CLI is rebuilt from the input table;
+# its answers must not move). Paths are relative to the repository root.
+CLI_RUNS: tuple[tuple[str, ...], ...] = (
+    ("estimate",),
+    ("estimate", "--model", "llama-3.1-8b"),
+    ("estimate", "--json"),
+    ("estimate", "--gib", "--model", "llama-3.1-8b", "--method", "lora", "--gpu", "rtx-4090"),
+    ("estimate", "--json", "--model", "llama-3.1-8b", "--method", "qlora", "--quant", "nf4", "--gpu", "rtx-3090"),
+    (
+        "estimate",
+        "--model",
+        "llama-3.1-8b",
+        "--method",
+        "lora",
+        "--base-dtype",
+        "bf16",
+        "--weight-dtype",
+        "fp32",
+        "--no-autocast",
+        "--gpu",
+        "h100-sxm",
+    ),
+    (
+        "estimate",
+        "--json",
+        "--model",
+        "llama-3.1-70b",
+        "--gpus",
+        "16",
+        "--strategy",
+        "fsdp",
+        "--tensor-parallel",
+        "2",
+        "--checkpointing",
+        "--micro-batch",
+        "2",
+        "--seq",
+        "8192",
+        "--gpu",
+        "h100-sxm",
+    ),
+    (
+        "estimate",
+        "--model",
+        "llama-3.1-8b",
+        "--gpus",
+        "8",
+        "--strategy",
+        "zero3",
+        "--offload",
+        "optimizer",
+        "--host-ram-gb",
+        "32",
+    ),
+    (
+        "estimate",
+        "--json",
+        "--model",
+        "qwen2.5-7b",
+        "--pipeline-parallel",
+        "2",
+        "--gpus",
+        "4",
+        "--schedule",
+        "interleaved",
+        "--virtual-stages",
+        "2",
+    ),
+    ("estimate", "--model", "llama-3.1-8b", "--checkpoint-policy", "op", "--gpus", "8", "--strategy", "fsdp"),
+    ("estimate", "--json", "--model", "llama-3.1-8b", "--checkpoint-policy", "layer", "--checkpoint-every", "2"),
+    ("estimate", "--lesson", "--params", "6.7e9", "--precision", "bf16"),
+    (
+        "estimate",
+        "--lesson",
+        "--params",
+        "6.7e9",
+        "--method",
+        "qlora",
+        "--trainable",
+        "16777216",
+        "--gpu",
+        "rtx-3060-12gb",
+    ),
+    (
+        "estimate",
+        "--mode",
+        "inference",
+        "--model",
+        "llama-3.1-8b",
+        "--engine",
+        "vllm",
+        "--concurrent",
+        "32",
+        "--context",
+        "8192",
+        "--gpu",
+        "h100-sxm",
+    ),
+    (
+        "estimate",
+        "--json",
+        "--mode",
+        "inference",
+        "--model",
+        "llama-3.1-70b",
+        "--engine",
+        "vllm",
+        "--tensor-parallel",
+        "4",
+        "--weights",
+        "awq-int4",
+        "--kv-dtype",
+        "fp8",
+        "--gpu",
+        "a100-80gb-sxm",
+    ),
+    ("estimate", "--mode", "inference", "--model", "qwen3-8b", "--engine", "sglang", "--concurrent", "8"),
+    ("estimate", "--json", "--mode", "inference", "--model", "gemma-3-1b", "--engine", "hf", "--concurrent", "4"),
+    ("estimate", "--plan", "tests/data/plans/v3_zero3_8gpu.json"),
+    ("estimate", "--json", "--plan", "tests/data/plans/v1_example.json"),
+    ("estimate", "--json", "--model", "llama-3.1-8b", "--from", "tests/data/runconfigs/axolotl_llama3_qlora.yml"),
+    ("estimate", "--from", "tests/data/runconfigs/torchtune_llama3_1_8B_lora_single_device.yaml"),
+    ("estimate", "--json", "--from", "tests/data/runconfigs/torchtitan_llama3_8b.toml"),
+    ("estimate", "--model", "llama-3.1-8b", "--from", "tests/data/runconfigs/llamafactory_llama3_lora_sft_ds3.yaml"),
+    ("models",),
+    ("gpus",),
+    ("links",),
+    ("fit", "--json", "tests/data/plans/v3_zero3_8gpu.json"),
+    ("fit", "--max-count", "2", "tests/data/plans/v1_example.json"),
+    ("fewest-gpus", "--json", "--model", "llama-3.1-70b"),
+    ("fewest-gpus", "--model", "llama-3.1-8b", "--seq", "32768"),
+)
+
+
+def cli_outputs() -> Iterator[tuple[str, str]]:
+    """(id, what the command printed) for each of :data:`CLI_RUNS`, run from the repository root."""
+    import contextlib
+    import io
+    import os
+
+    from core.cli import main as cli_main
+
+    here = os.getcwd()
+    os.chdir(ROOT)
+    try:
+        for index, argv in enumerate(CLI_RUNS):
+            out, err = io.StringIO(), io.StringIO()
+            with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+                try:
+                    code = cli_main(list(argv))
+                except SystemExit as exc:
+                    code = exc.code
+            yield f"cli/{index:02d}-{argv[0]}", f"exit {code}\n{out.getvalue()}\n--stderr--\n{err.getvalue()}"
+    finally:
+        os.chdir(here)
+
+
+def golden_plans() -> list[tuple[str, Any]]:
+    return [*_suite_plans(), *_stored_plans()]
+
+
+def _diagnosed(plan_id: str) -> bool:
+    if not plan_id.startswith("gen/"):
+        return True
+    return int(plan_id.rsplit("-", 1)[1]) % DIAGNOSE_EVERY == 0
+
+
+def figures(plan_id: str, plan: Any) -> dict[str, Any]:
+    """The projection of everything the estimator says of ``plan``, by top-level field."""
+    from core.diagnosis import diagnose
+    from core.estimate import estimate
+    from core.verdict import Mode
+
+    est = project(estimate(plan))
+    est.pop("plan")  # the input, not a figure
+    out = {f"estimate.{k}": v for k, v in est.items()}
+    if _diagnosed(plan_id):
+        for mode in Mode:
+            try:
+                diag = project(diagnose(plan, mode))
+            except Exception as exc:  # a defect is a figure too: its fix changes the golden on purpose
+                out[f"diagnosis.{mode.name}"] = f"{type(exc).__name__}: {exc}"
+                continue
+            diag.pop("estimate")  # the same estimate as above
+            out.update({f"diagnosis.{mode.name}.{k}": v for k, v in diag.items()})
+    return out
+
+
+def digests(plans: list[tuple[str, Any]], on_plan: Callable[[str, dict[str, Any]], None] | None = None) -> dict:
+    out: dict[str, dict[str, str]] = {}
+    for plan_id, plan in plans:
+        data = figures(plan_id, plan)
+        if on_plan is not None:
+            on_plan(plan_id, data)
+        groups: dict[str, dict[str, Any]] = {}
+        for key, value in data.items():
+            groups.setdefault(".".join(key.split(".")[:2]) if key.startswith("diagnosis") else "estimate", {})[key] = (
+                value
+            )
+        out[plan_id] = {group: digest(values) for group, values in groups.items()}
+    return out
+
+
+# --- the generated plans ------------------------------------------------------------------
+def _choice(rng: random.Random, options: list[Any]) -> Any:
+    return options[rng.randrange(len(options))]
+
+
+def _divisors(n: int) -> list[int]:
+    return [d for d in range(1, n + 1) if n % d == 0]
+
+
+def _draw(rng: random.Random) -> Any:
+    """One plan as people configure them: a catalogue model and card, a method and precision
+    preset, a workload and a parallel layout; the Plan's own validation rejects the rest."""
+    from core.catalogue import load_gpus, load_models
+    from core.plan import (
+        Accounting,
+        Attention,
+        CheckpointPolicy,
+        Hardware,
+        Inference,
+        LoraSettings,
+        Method,
+        Offload,
+        Optimizer,
+        OptimizerImpl,
+        Parallelism,
+        Plan,
+        Preset,
+        Quant,
+        Strategy,
+        Workload,
+    )
+    from core.serving.formats import Engine, KvDtype, WeightFormat
+
+    model = _choice(rng, load_models())
+    spec = model.spec
+    gpn = _choice(rng, [1, 1, 2, 4, 8])
+    nodes = _choice(rng, [1, 1, 1, 2, 4])
+    world = gpn * nodes
+    tp = _choice(rng, [d for d in _divisors(gpn) if spec.num_heads % d == 0])
+    pp = _choice(rng, [d for d in _divisors(world // tp) if d <= spec.num_layers])
+    cp = _choice(rng, _divisors(world // (tp * pp)))
+    method = _choice(rng, list(Method))
+    serving_tp = _choice(rng, [d for d in (1, 2, 4, 8) if spec.num_heads % d == 0])
+    plan = Plan(
+        model=spec,
+        model_id=model.id,
+        method=method,
+        lora=LoraSettings(
+            rank=_choice(rng, [4, 8, 16, 64]),
+            alpha=16.0,
+            targets=_choice(
+                rng,
+                [("q_proj", "v_proj"), ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")],
+            ),
+        ),
+        quant=_choice(rng, list(Quant)),
+        double_quant=rng.random() < 0.5,
+        frozen_layers=rng.randrange(1, spec.num_layers + 1) if method is Method.FROZEN else 0,
+        optimizer=_choice(rng, list(Optimizer)),
+        checkpointing=rng.random() < 0.5,
+        checkpoint_policy=_choice(rng, list(CheckpointPolicy)),
+        checkpoint_every=_choice(rng, [1, 2, 3]),
+        attention=_choice(rng, list(Attention)),
+        chunked_loss=rng.random() < 0.2,
+        workload=Workload(
+            micro_batch=_choice(rng, [1, 2, 4, 8, 16]),
+            seq_len=_choice(rng, [256, 512, 1024, 2048, 4096, 8192, 32768]),
+            grad_accum=_choice(rng, [1, 4, 16]),
+            tokens=_choice(rng, [10**7, 10**9, 10**11]),
+            eval_batch=_choice(rng, [0, 0, 8]),
+        ),
+        hardware=Hardware(
+            gpu=_choice(rng, [g.id for g in load_gpus()]),
+            utilisation=_choice(rng, [0.3, 0.4, 0.5]),
+            headroom=_choice(rng, [0.0, 0.1, 0.2]),
+        ),
+        parallel=Parallelism(
+            nodes=nodes,
+            gpus_per_node=gpn,
+            strategy=_choice(rng, list(Strategy)),
+            tensor_parallel=tp,
+            pipeline_parallel=pp,
+            context_parallel=cp,
+            offload=_choice(rng, [Offload.NONE, Offload.NONE, *Offload]),
+        ),
+        inference=Inference(
+            weight_dtype=_choice(rng, list(WeightFormat)),
+            kv_dtype=_choice(rng, list(KvDtype)),
+            concurrent=_choice(rng, [1, 8, 64]),
+            context=_choice(rng, [2048, 8192, 32768]),
+            engine=_choice(rng, list(Engine)),
+            new_tokens=_choice(rng, [64, 256]),
+            tensor_parallel=serving_tp,
+        ),
+        accounting=Accounting.LESSON if rng.random() < 0.1 else Accounting.DETAILED,
+    )
+    plan = plan.with_changes(preset=_choice(rng, [p for p in Preset if p is not Preset.CUSTOM]))
+    return plan.with_changes(optimizer_impl=_choice(rng, list(OptimizerImpl)))
+
+
+def generate(count: int = GENERATED, seed: int = 2026) -> list[dict[str, Any]]:
+    from core.errors import PlanError
+    from core.planfile import plan_to_dict
+
+    rng = random.Random(seed)
+    records: list[dict[str, Any]] = []
+    while len(records) < count:
+        try:
+            plan = _draw(rng)
+        except PlanError:
+            continue
+        records.append({"id": f"gen/plan-{len(records):03d}", "plan": plan_to_dict(plan)})
+    return records
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--update", action="store_true", help="rewrite the digests")
+    parser.add_argument("--dump", metavar="DIR", help="write each plan's projection as JSON")
+    parser.add_argument("--generate", action="store_true", help="draw the generated plans again")
+    args = parser.parse_args(argv)
+    GOLDEN.mkdir(parents=True, exist_ok=True)
+    if args.generate:
+        text = "".join(json.dumps(r, sort_keys=True) + "\n" for r in generate())
+        PLANS.write_bytes(gzip.compress(text.encode(), mtime=0))
+    plans = golden_plans()
+    dump_dir = Path(args.dump) if args.dump else None
+
+    def write(plan_id: str, data: dict[str, Any]) -> None:
+        if dump_dir is not None:
+            target = dump_dir / f"{plan_id}.json"
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_text(json.dumps(data, sort_keys=True, indent=1))
+
+    table = digests(plans, write)
+    for cli_id, text in cli_outputs():
+        write(cli_id, {"output": text})
+        table[cli_id] = {"output": digest(text)}
+    if args.update or args.generate:
+        DIGESTS.write_text(json.dumps(table, sort_keys=True, indent=0) + "\n")
+    print(f"{len(table)} plans, {sum(len(v) for v in table.values())} digests")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
