@@ -26,7 +26,7 @@ sys.path.insert(0, str(ROOT))
 
 from core.breakdown import StepPhase  # noqa: E402
 from core.estimate import Estimate, estimate  # noqa: E402
-from core.measurement import Measurement, load_measurement, plan_for_case  # noqa: E402
+from core.files.measurement import Measurement, load_measurement, plan_for_case  # noqa: E402
 
 MEASURED = ROOT / "benchmarks" / "accuracy" / "measured"
 CASE_FILES = (ROOT / "benchmarks" / "accuracy" / "cases.json", ROOT / "benchmarks" / "accuracy" / "cases_holdout.json")

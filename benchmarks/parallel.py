@@ -25,7 +25,7 @@ sys.path.insert(0, str(ROOT))
 
 from benchmarks.accuracy import Row, against_targets, print_rows, summary, worst_three  # noqa: E402, F401  (summary: read by the CI test)
 from core.estimate import estimate  # noqa: E402
-from core.measurement import plan_for_case  # noqa: E402
+from core.files.measurement import plan_for_case  # noqa: E402
 from core.plan import MpDtype, Offload, PipelineSchedule, Plan, Strategy  # noqa: E402
 
 DATA = ROOT / "benchmarks" / "parallel"
@@ -44,7 +44,7 @@ _ENUMS = {
 
 
 def plan_for_parallel_case(case: dict[str, Any], model_config: dict[str, Any] | None) -> Plan:
-    """The case's single-GPU plan (core.measurement) on its ``parallel`` layout."""
+    """The case's single-GPU plan (core.files.measurement) on its ``parallel`` layout."""
     plan = plan_for_case(case, model_config)
     fields = {k: (_ENUMS[k](v) if k in _ENUMS else v) for k, v in dict(case.get("parallel") or {}).items()}
     if "gradient_as_bucket_view" in case:  # a runner key the cases' parallel fields predate

@@ -24,7 +24,7 @@ sys.path.insert(0, str(ROOT))
 
 from core.breakdown import StepPhase  # noqa: E402
 from core.estimate import estimate  # noqa: E402
-from core.measurement import load_measurement, plan_for_case  # noqa: E402
+from core.files.measurement import load_measurement, plan_for_case  # noqa: E402
 
 sys.path.insert(0, str(ROOT / "benchmarks"))
 from accuracy import Row, against_targets, summary  # noqa: E402  (the single-GPU suite's row and summary)

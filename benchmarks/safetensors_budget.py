@@ -36,7 +36,7 @@ def model_config() -> dict[str, object]:
 CHILD = """
 import sys, time
 from core.errors import PlanFileError
-from core.importer import import_model
+from core.files.importer import import_model
 start = time.perf_counter()
 try:
     import_model(sys.argv[1])
@@ -69,7 +69,7 @@ def main() -> int:
         (three / "config.json").write_text(json.dumps(model_config()))
         for i in range(3):
             os.link(one / "model.safetensors", three / f"model-0000{i + 1}-of-00003.safetensors")
-        # The most a model may list (core.importer.MAX_TOTAL_TENSORS is 500,000): accepted,
+        # The most a model may list (core.files.importer.MAX_TOTAL_TENSORS is 500,000): accepted,
         # this is the longest an import can now take.
         at_budget = root / "at-budget"
         at_budget.mkdir()

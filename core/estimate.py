@@ -11,12 +11,12 @@ from dataclasses import dataclass, replace
 from core.breakdown import Bucket, BucketKey, Phase
 from core.catalogue import GpuSpec, custom_gpu, find_gpu
 from core.checks import plan_warnings
-from core.compute import Compute, compute_estimate
-from core.inference import InferenceEstimate, inference_estimate
-from core.parallel.host import HostMemory, host_memory
-from core.parallel.memory import RankMemory, rank_memories
 from core.params import ParamCounts, param_counts
 from core.plan import Plan
+from core.serving.inference import InferenceEstimate, inference_estimate
+from core.training.compute import Compute, compute_estimate
+from core.training.host import HostMemory, host_memory
+from core.training.ranks import RankMemory, rank_memories
 from core.verdict import VERDICT_LABELS, Judgement, Mode, Verdict, judge
 
 __all__ = [

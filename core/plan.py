@@ -2,7 +2,7 @@
 
 A Plan validates itself when it is built; every error is a :class:`PlanError` naming the
 field (as a dotted path of the plan file), the value and what is allowed. Plans are
-saved as a versioned JSON document (see :mod:`core.planfile`).
+saved as a versioned JSON document (see :mod:`core.files.planfile`).
 
 One concern past 400 lines: the enums, labels and ranges of every input sit beside the
 dataclasses that check them, so a field's name, range and message are read in one place.

@@ -14,7 +14,7 @@ MB: Final = 1_000_000
 
 # Bytes per stored element. Sources: IEEE 754 (fp32/fp16), bfloat16 is 16 bits by
 # definition; int8 and 4-bit formats store 8 and 4 bits per element before their block
-# scales, which core.storage accounts for separately.
+# scales, which core.training.storage accounts for separately.
 DTYPE_BYTES: Final[dict[str, float]] = {
     "fp32": 4.0,
     "tf32": 4.0,

@@ -1,7 +1,7 @@
 """Autosave and crash recovery: the current plan is never more than a second from disk.
 
 A moment after each change (a coalesced single-shot timer) the plan is written, atomically
-through :func:`core.planfile.save`, to ``autosave.vramplan.json`` in the application data
+through :func:`core.files.planfile.save`, to ``autosave.vramplan.json`` in the application data
 folder (:func:`gui.settings.data_folder`). A normal quit removes the file: its presence at
 start-up is the mark of a session that ended unexpectedly, and :meth:`Autosave.recover`
 hands its plan back. A damaged autosave is logged and ignored.
@@ -24,9 +24,9 @@ from typing import TYPE_CHECKING, Final
 
 from PySide6.QtCore import QLockFile, QObject, QTimer, Signal
 
-from core import planfile
 from core.errors import PlanError, PlanFileError
 from core.estimate import Estimate
+from core.files import planfile
 from core.plan import Plan
 from gui import dialogs
 from gui.controller import PlanController

@@ -41,7 +41,7 @@ from PySide6.QtWidgets import QComboBox, QGraphicsItem, QHBoxLayout, QLabel, QVB
 
 from core.breakdown import BUCKET_LABELS, BucketKey
 from core.estimate import VERDICT_LABELS, Estimate
-from core.measurement import Measurement
+from core.files.measurement import Measurement
 from core.plan import METHOD_LABELS
 from core.verdict import Mode as Judged
 from gui.format import Unit, memory, unit_scale

@@ -4,7 +4,7 @@ Up to four plans: one grouped chart (phases × plans on one axis, drawn from cor
 a table of every input and figure with the differing rows highlighted, and the cheapest
 that fits. Pinning, opening and removing plans are steps on the window's undo stack, so
 Edit → Undo takes them back like any edit. The comparison saves as a file and exports as
-a report. All figures come from :mod:`core.compare`; this module only lays them out.
+a report. All figures come from :mod:`core.advice.compare`; this module only lays them out.
 """
 
 from __future__ import annotations
@@ -29,12 +29,12 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from core import compare as comparisons
-from core.compare import MAX_PLANS, Comparison, Row, RowKind
+from core.advice import compare as comparisons
+from core.advice.compare import MAX_PLANS, Comparison, Row, RowKind
 from core.errors import PlanError, PlanFileError
 from core.estimate import Estimate
+from core.files.report import VERDICT_COLOURS, Report, chart_svg, report_for_comparison
 from core.plan import Plan
-from core.report import VERDICT_COLOURS, Report, chart_svg, report_for_comparison
 from gui import dialogs, plaintext, report_export
 from gui.controller import PlanController
 from gui.format import Unit, hours, memory, money

@@ -196,7 +196,7 @@ class CrashHandler(QObject):
             plan = self.plan()
             if plan is None:
                 return "(no plan yet)"
-            from core import planfile
+            from core.files import planfile
 
             return planfile.dumps(plan).rstrip()
         except Exception as error:  # a report without the plan beats none

@@ -1,6 +1,6 @@
 """Total memory against micro-batch or sequence length, with the card's limits.
 
-Draws a :class:`core.diagnosis.Curve`: the totals the core estimated for each value, the
+Draws a :class:`core.advice.diagnosis.Curve`: the totals the core estimated for each value, the
 capacity line, the usable line with the headroom band between them, the largest value
 that fits (the curve's ``crossing``, from the core's solver) and the plan's current value.
 Every plot item is built once; an update only calls ``setData``/``setValue``/``setRegion``.
@@ -13,7 +13,7 @@ from PySide6.QtCore import QEvent, Qt
 from PySide6.QtGui import QColor
 from PySide6.QtWidgets import QLabel, QVBoxLayout, QWidget
 
-from core.diagnosis import Curve
+from core.advice.diagnosis import Curve
 from gui.format import Unit, memory, unit_scale
 from gui.plotstyle import OKABE_ITO, style_plot
 

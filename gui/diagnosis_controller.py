@@ -1,7 +1,7 @@
 """Runs the diagnosis beside the plan controller, off the GUI thread, the latest plan winning.
 
 Diagnosis, both memory curves and the limit searches estimate dozens of modified plans (tens
-of milliseconds of pure Python); :func:`core.diagnosis.report` does them in a worker, never
+of milliseconds of pure Python); :func:`core.advice.diagnosis.report` does them in a worker, never
 on the GUI thread. The worker is a separate process: a thread would hold the interpreter
 lock while it computes and make the window wait for it at every edit. A request names
 everything the answer depends on (plan, mode, pins, picked symptom). At most one job runs;
@@ -28,7 +28,7 @@ from typing import Literal, TypeVar
 
 from PySide6.QtCore import QObject, QTimer, Signal
 
-from core.diagnosis import DiagnosisReport, DiagnosisRequest, Failure, Pin, report
+from core.advice.diagnosis import DiagnosisReport, DiagnosisRequest, Failure, Pin, report
 from gui.controller import PlanController
 from gui.diagnosis_worker import JobStopped, StopChannel, run_job, start_worker
 from gui.display_state import Display, DisplayState
@@ -37,7 +37,7 @@ __all__ = ["DiagnosisController", "DiagnosisReport", "DiagnosisRequest", "run_re
 
 # Coalesces a burst of edits (typing, a spin box held down) into one request.
 SETTLE_MS = 120
-run_request = report  # the work itself, pure: core.diagnosis.report
+run_request = report  # the work itself, pure: core.advice.diagnosis.report
 
 Worker = Literal["process", "thread"]
 _PROCESS_POOL: ProcessPoolExecutor | None = None

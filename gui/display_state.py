@@ -13,7 +13,7 @@ from typing import Any
 
 from PySide6.QtCore import QObject, Signal
 
-from core.measurement import Measurement
+from core.files.measurement import Measurement
 from core.verdict import Mode
 from gui.format import Unit
 

@@ -13,9 +13,9 @@ from pathlib import Path
 from PySide6.QtCore import QObject, Signal
 from PySide6.QtWidgets import QWidget
 
-from core import planfile
 from core.errors import PlanError, PlanFileError
-from core.importer import ImportedModel
+from core.files import planfile
+from core.files.importer import ImportedModel
 from core.plan import Plan
 from core.presets import default_plan
 from gui import dialogs, plaintext

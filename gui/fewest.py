@@ -1,7 +1,7 @@
 """Tools → Fewest GPUs that fit: the fewest of the plan's card on which some split fits, with
 the hours and cost for the plan's token budget and the arithmetic that found them.
 
-The answer is :func:`core.fit.fewest_gpus`'s; this panel only shows it. "Apply" makes the
+The answer is :func:`core.advice.fit.fewest_gpus`'s; this panel only shows it. "Apply" makes the
 found count and split the plan's (one undoable edit). While hidden it does no work; while
 shown, bursts of edits are coalesced into one search.
 """
@@ -12,7 +12,7 @@ from PySide6.QtCore import Qt, Signal
 from PySide6.QtGui import QFontDatabase
 from PySide6.QtWidgets import QCheckBox, QHBoxLayout, QLabel, QPlainTextEdit, QPushButton, QVBoxLayout, QWidget
 
-from core.fit import FewestGpus, fewest_gpus
+from core.advice.fit import FewestGpus, fewest_gpus
 from gui.controller import PlanController
 from gui.fitcards import LivePlanPanel
 

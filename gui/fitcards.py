@@ -1,6 +1,6 @@
 """View → Which cards fit: the current plan on every catalogue GPU × 1-8, sorted by cost.
 
-Rows come from :func:`core.fit.cards_for`; the view only formats them. Clicking a row makes
+Rows come from :func:`core.advice.fit.cards_for`; the view only formats them. Clicking a row makes
 that card and count the plan's (one undoable edit). While the panel is hidden it does no
 work; while shown, bursts of edits are coalesced into one refresh.
 """
@@ -21,9 +21,9 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from core.advice.fit import CardFit, cards_for, cheapest_fit, plan_on
 from core.estimate import VERDICT_LABELS, Estimate
-from core.fit import CardFit, cards_for, cheapest_fit, plan_on
-from core.report import VERDICT_COLOURS
+from core.files.report import VERDICT_COLOURS
 from gui import plaintext
 from gui.controller import PlanController
 from gui.format import Unit, hours, memory, money

@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 from typing import Literal
 
-from core.measurement import Measurement
+from core.files.measurement import Measurement
 from core.units import GB, GiB, format_count, format_memory
 
 Unit = Literal["GB", "GiB"]

@@ -1,4 +1,4 @@
-"""The ``vramplan`` entry point: command-line subcommands go to ``core.cli`` without
+"""The ``vramplan`` entry point: command-line subcommands go to ``core.cli.app`` without
 loading Qt; ``--self-test`` runs the headless end-to-end check (gui/selftest.py);
 anything else opens the desktop application."""
 
@@ -24,7 +24,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     multiprocessing.freeze_support()
     args = list(sys.argv[1:] if argv is None else argv)
     if args and args[0] in CLI_COMMANDS:
-        from core.cli import main as cli_main
+        from core.cli.app import main as cli_main
 
         if args[0] == "report" and "--pdf" in args:
             register_pdf_writer()
@@ -46,7 +46,7 @@ def register_pdf_writer() -> None:
         from gui.report_export import write_pdf
     except ImportError:
         return  # the command says PDF needs the app's Qt
-    from core.cli_extra import set_pdf_writer
+    from core.cli.extra import set_pdf_writer
 
     set_pdf_writer(write_pdf)
 

@@ -28,7 +28,7 @@ from PySide6.QtWidgets import (
 
 from core.errors import PlanFileError
 from core.estimate import Estimate
-from core.measurement import Measurement, load_measurement
+from core.files.measurement import Measurement, load_measurement
 from core.plan import Accounting, Plan
 from core.presets import LESSON_EXAMPLES, default_plan
 from core.verdict import Mode

@@ -2,9 +2,9 @@
 thread, with progress and Cancel, so that a large (or hostile) checkpoint never freezes
 the window. A lone config.json (at most 2 MB, parsed in milliseconds) is read at once.
 
-:func:`core.importer.import_model` stays synchronous; it takes the progress and cancel
-callbacks the worker passes it, and its budget (:data:`core.importer.MAX_TOTAL_TENSORS`,
-:data:`core.importer.MAX_TOTAL_HEADER_BYTES`) bounds what even an uncancelled read costs.
+:func:`core.files.importer.import_model` stays synchronous; it takes the progress and cancel
+callbacks the worker passes it, and its budget (:data:`core.files.importer.MAX_TOTAL_TENSORS`,
+:data:`core.files.importer.MAX_TOTAL_HEADER_BYTES`) bounds what even an uncancelled read costs.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from PySide6.QtCore import QCoreApplication, QObject, Qt, QThread, Signal
 from PySide6.QtWidgets import QProgressDialog, QWidget
 
 from core.errors import ImportCancelled, PlanError, PlanFileError
-from core.importer import import_model
+from core.files.importer import import_model
 
 LOG = logging.getLogger(__name__)
 SHARD_PATTERN: Final = "*.safetensors"

@@ -28,8 +28,15 @@ from PySide6.QtWidgets import (
 
 from core.catalogue import load_models
 from core.errors import PlanError, PlanFileError
+from core.files.runconfig import (
+    ModelChoice,
+    RunConfig,
+    choice_from_catalogue,
+    load_run_config,
+    plan_from_run,
+    resolve_model,
+)
 from core.plan import Plan
-from core.runconfig import ModelChoice, RunConfig, choice_from_catalogue, load_run_config, plan_from_run, resolve_model
 from gui import colours, dialogs, plaintext
 
 if TYPE_CHECKING:

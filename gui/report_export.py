@@ -1,6 +1,6 @@
 """Reports out: HTML, PDF, Markdown and CSV files, and Markdown on the clipboard.
 
-The contents come from :mod:`core.report`; PDF goes through Qt's own QTextDocument and
+The contents come from :mod:`core.files.report`; PDF goes through Qt's own QTextDocument and
 QPdfWriter (no other dependency), with the chart's SVG rasterised by QtSvg because
 QTextDocument draws no SVG. Files are written beside their target and renamed over it, so
 a failed export leaves no half-written file.
@@ -30,9 +30,9 @@ from PySide6.QtGui import (
 from PySide6.QtSvg import QSvgRenderer
 
 from core.errors import PlanFileError
+from core.files.planfile import atomic_write_text
+from core.files.report import FORMATS, Report, build_report, chart_svg, to_html, to_markdown
 from core.plan import Plan
-from core.planfile import atomic_write_text
-from core.report import FORMATS, Report, build_report, chart_svg, to_html, to_markdown
 from gui import dialogs
 
 if TYPE_CHECKING:

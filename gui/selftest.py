@@ -6,7 +6,7 @@ What it does, in the frozen binary exactly as from a source checkout:
 1. reads the bundled resources (catalogues, the app icon through Qt's SVG plug-in);
 2. estimates the lesson's two reference plans and compares the printed arithmetic;
 3. reads ``packaging/selftest_plan.json`` (bundled as ``selftest/``) through
-   ``core.planfile``, saves it again and opens the saved copy in the real main window;
+   ``core.files.planfile``, saves it again and opens the saved copy in the real main window;
 4. renders the window to a PNG and checks the picture is not blank;
 5. fails on any Qt warning or Python warning raised along the way.
 
@@ -112,8 +112,8 @@ def _check_bundle() -> None:
 
 def _check_plans(folder: Path) -> tuple[Any, Any, Path]:
     """The lesson plans estimate to the lesson's numbers; the plan file round-trips."""
-    from core import planfile
     from core.estimate import Verdict, estimate
+    from core.files import planfile
     from core.plan import Method, OptimizerImpl, Precision
     from core.presets import lesson_plan
 
@@ -124,7 +124,7 @@ def _check_plans(folder: Path) -> tuple[Any, Any, Path]:
     qlora = lesson_plan(Method.QLORA, Precision.BF16, gpu=QLORA_GPU)
     # The bundled file is a version-1 plan: it proves old files still open in the frozen app.
     # Files from before the optimizer implementation existed migrate to foreach, what
-    # torch.optim ran for them (core.planfile); today's plans default to fused.
+    # torch.optim ran for them (core.files.planfile); today's plans default to fused.
     expected = qlora.with_changes(optimizer_impl=OptimizerImpl.FOREACH)
     from_file = planfile.load(selftest_plan_path())
     check(from_file == expected, f"{selftest_plan_path().name} does not hold lesson_plan(QLORA, BF16, {QLORA_GPU})")

@@ -67,7 +67,7 @@ def _suite_plans() -> Iterator[tuple[str, Any]]:
     """(id, plan) for every case of the measured suites, read the way their benchmarks read them."""
     sys.path.insert(0, str(ROOT))
     from benchmarks import accuracy, parallel, sac_accuracy, serving
-    from core.measurement import load_measurement, plan_for_case
+    from core.files.measurement import load_measurement, plan_for_case
 
     for folder, prefix in ((accuracy.MEASURED, "accuracy"), (sac_accuracy.MEASURED, "sac")):
         for path in sorted(folder.glob("*.json")):
@@ -86,7 +86,7 @@ def _suite_plans() -> Iterator[tuple[str, Any]]:
 
 
 def _stored_plans() -> Iterator[tuple[str, Any]]:
-    from core.planfile import plan_from_dict
+    from core.files.planfile import plan_from_dict
 
     for line in gzip.decompress(PLANS.read_bytes()).decode().splitlines():
         record = json.loads(line)
@@ -233,7 +233,7 @@ def cli_outputs() -> Iterator[tuple[str, str]]:
     import io
     import os
 
-    from core.cli import main as cli_main
+    from core.cli.app import main as cli_main
 
     here = os.getcwd()
     os.chdir(ROOT)
@@ -262,7 +262,7 @@ def _diagnosed(plan_id: str) -> bool:
 
 def figures(plan_id: str, plan: Any) -> dict[str, Any]:
     """The projection of everything the estimator says of ``plan``, by top-level field."""
-    from core.diagnosis import diagnose
+    from core.advice.diagnosis import diagnose
     from core.estimate import estimate
     from core.verdict import Mode
 
@@ -398,7 +398,7 @@ def _draw(rng: random.Random) -> Any:
 
 def generate(count: int = GENERATED, seed: int = 2026) -> list[dict[str, Any]]:
     from core.errors import PlanError
-    from core.planfile import plan_to_dict
+    from core.files.planfile import plan_to_dict
 
     rng = random.Random(seed)
     records: list[dict[str, Any]] = []

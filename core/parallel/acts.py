@@ -1,6 +1,6 @@
 """Activations of one rank under tensor, context and pipeline parallelism.
 
-The single-GPU terms of :mod:`core.activations` are split the way Megatron-LM splits the
+The single-GPU terms of :mod:`core.training.activations` are split the way Megatron-LM splits the
 work (Korthikanti et al. 2022, "Reducing Activation Recomputation in Large Transformer
 Models", arXiv:2205.05198, Table 2): inside the tensor-parallel regions (attention per
 head, the MLP per column, the vocabulary-parallel logits and loss) every tensor is ÷ t;
@@ -18,9 +18,9 @@ accumulator with its log-sum-exp while it merges the partial results.
 
 from __future__ import annotations
 
-from core.activations import LayerActs
 from core.breakdown import Term, sci
 from core.parallel.layout import Layout
+from core.training.activations import LayerActs
 
 __all__ = ["block_per_rank", "pipeline_buffers", "ring_attention_buffers", "sequence_region", "split", "vocab_region"]
 

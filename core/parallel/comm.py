@@ -24,12 +24,12 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Final
 
-from core.activations import checkpointed_blocks
 from core.catalogue import LinkSpec, find_link
+from core.dtypes import dtypes_for
 from core.parallel.layout import layout, train_share, weight_share
 from core.params import ParamCounts
 from core.plan import Method, MpDtype, Offload, PipelineSchedule, Plan, Strategy
-from core.roles import dtypes_for
+from core.training.activations import checkpointed_blocks
 from core.units import DTYPE_BYTES, MiB
 
 # NCCL's base latency of a ring collective with the Simple protocol, in seconds

@@ -1,7 +1,7 @@
 """Where the model and the batch sit on a multi-GPU plan: degrees, pipeline stages, and
 how many parameters, layers and micro-batches one rank of each kind holds.
 
-Pure arithmetic on the plan, shared by the memory model (:mod:`core.parallel.memory`) and
+Pure arithmetic on the plan, shared by the memory model (:mod:`core.training.ranks`) and
 the communication model (:mod:`core.parallel.comm`). Sources:
 
 - Tensor parallel (Megatron-LM, Shoeybi et al. 2019, arXiv:1909.08053; megatron/core

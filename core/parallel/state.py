@@ -1,6 +1,6 @@
 """What one data-parallel rank holds of the model state, per framework.
 
-The single-GPU terms of :mod:`core.detailed` (weights, gradients, optimizer state) are
+The single-GPU terms of :mod:`core.training.detailed` (weights, gradients, optimizer state) are
 first cut to the rank's share of the model (tensor- and pipeline-parallel split, see
 :mod:`core.parallel.layout`), then held the way the strategy holds them, with the buffers
 the framework adds in the phases it adds them. Sources, read for this model:
@@ -59,11 +59,11 @@ from dataclasses import dataclass, field, replace
 from typing import Final
 
 from core.breakdown import Term, sci
-from core.optimizer import optimizer_terms
+from core.dtypes import Dtypes
 from core.parallel.layout import Layout, Stage, block_params_per_rank, outside_params, train_share, weight_share
 from core.params import ParamCounts
 from core.plan import Dtype, Method, MpDtype, Offload, Plan, Strategy
-from core.roles import Dtypes
+from core.training.optimizer import optimizer_terms
 from core.units import MiB
 
 # DDP's first bucket: torch.distributed._DEFAULT_FIRST_BUCKET_BYTES (1 MiB, torch 2.13).

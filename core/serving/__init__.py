@@ -1,7 +1,8 @@
 """Serving: how an inference engine spends a GPU's memory and time.
 
-``formats`` names the weight and cache storage formats and their sizes; ``kv`` is the one
-home of the KV-cache formula; ``engines`` lays out memory as Hugging Face ``generate`` and
-vLLM do; ``speed`` turns the layout into latency and throughput; ``remedies`` proposes
-changed plans when a serving plan does not fit.
+Owns the engines' memory rules — Hugging Face ``generate`` and vLLM / SGLang pools
+(:mod:`.engines`, :mod:`.vllm_rules`) —, the weight and KV-cache storage formats
+(:mod:`.formats`), the one KV-cache formula (:mod:`.kv`), latency and throughput
+(:mod:`.speed`), and the serving estimate that :func:`core.estimate.estimate` carries
+(:mod:`.inference`). Changed serving plans that would fit are :mod:`core.advice`'s.
 """

@@ -29,7 +29,6 @@ from dataclasses import dataclass
 from typing import Final
 
 from core.catalogue import GpuSpec
-from core.detailed import CUDA_CONTEXT_BYTES
 from core.model import ModelSpec
 from core.plan import Attention, Inference, Plan
 from core.serving.formats import KV_BYTES, weight_bytes
@@ -49,12 +48,13 @@ from core.serving.vllm_rules import (
     vllm_total_memory,
 )
 from core.solve import largest_fitting
+from core.training.detailed import CUDA_CONTEXT_BYTES
 from core.units import GiB
 from core.verdict import Verdict, judge
 
 # --- serving overhead: the one home ---------------------------------------------------
 # Memory a serving process holds outside the caching allocator: the CUDA context
-# (core.detailed.CUDA_CONTEXT_BYTES, the same constant training uses).
+# (core.training.detailed.CUDA_CONTEXT_BYTES, the same constant training uses).
 SERVING_OVERHEAD_BYTES: Final = CUDA_CONTEXT_BYTES
 
 # --- SGLang (python/sglang/srt/server_args.py and model_executor/model_runner.py,

@@ -1,7 +1,7 @@
 """Serving engines, weight formats and KV-cache dtypes, and the bytes each stores.
 
 The storage of quantised weights lives here once; training's QLoRA accounting
-(:mod:`core.detailed`) uses the same functions.
+(:mod:`core.training.detailed`) uses the same functions.
 """
 
 from __future__ import annotations

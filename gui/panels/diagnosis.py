@@ -30,7 +30,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from core.diagnosis import PIN_LABELS, SYMPTOMS, Curve, Diagnosis, Failure, Pin, Symptom
+from core.advice.diagnosis import PIN_LABELS, SYMPTOMS, Curve, Diagnosis, Failure, Pin, Symptom
 from core.estimate import Estimate
 from core.plan import Accounting
 from core.verdict import VERDICT_LABELS, Mode, Verdict

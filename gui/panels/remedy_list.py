@@ -2,7 +2,7 @@
 
 Row widgets are built once and reused between updates, and a row whose entry reads the
 same as before keeps its text (only the plan behind its Apply button is replaced); a row
-only formats a :class:`RemedyEntry`, made from a core :class:`core.diagnosis.Remedy` or
+only formats a :class:`RemedyEntry`, made from a core :class:`core.advice.diagnosis.Remedy` or
 ``Combination``.
 """
 
@@ -14,7 +14,7 @@ from PySide6.QtCore import Qt, Signal
 from PySide6.QtGui import QPalette
 from PySide6.QtWidgets import QFrame, QGridLayout, QHBoxLayout, QLabel, QPushButton, QSizePolicy, QVBoxLayout, QWidget
 
-from core.diagnosis import Combination, Remedy
+from core.advice.diagnosis import Combination, Remedy
 from core.plan import Plan
 from core.verdict import VERDICT_LABELS, Verdict
 from gui.format import Unit, memory

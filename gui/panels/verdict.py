@@ -9,7 +9,7 @@ from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QFrame, QGridLayout, QLabel, QWidget
 
 from core.estimate import Estimate
-from core.measurement import Measurement
+from core.files.measurement import Measurement
 from core.plan import Offload
 from core.verdict import VERDICT_LABELS, Judgement, Mode, Verdict
 from gui import colours

@@ -13,7 +13,7 @@ import json
 import sys
 from pathlib import Path
 
-from core.measurement import load_measurement
+from core.files.measurement import load_measurement
 
 ROOT = Path(__file__).resolve().parents[2]
 MEASURED = ROOT / "benchmarks" / "accuracy" / "measured"

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from core.cli import main
-from core.planfile import load
+from core.cli.app import main
+from core.files.planfile import load
 
 
 def run(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
@@ -278,7 +278,7 @@ def test_the_launcher_routes_every_subcommand_to_the_command_line() -> None:
     # else to the window; `vramplan links` once opened the window instead (no display: an error).
     import argparse
 
-    from core.cli import _build_parser
+    from core.cli.app import _build_parser
     from gui.launcher import CLI_COMMANDS
 
     actions = [a for a in _build_parser()._actions if isinstance(a, argparse._SubParsersAction)]

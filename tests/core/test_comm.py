@@ -16,8 +16,8 @@ import math
 import pytest
 
 from core.catalogue import LinkKind, find_gpu, find_link, load_links
-from core.cli import main
-from core.compute import compute_estimate
+from core.cli.app import main
+from core.dtypes import dtypes_for
 from core.errors import PlanError, PlanFileError
 from core.estimate import estimate
 from core.parallel.comm import Collective, Span, bubble_fraction, group_span, plan_links, ring_factor
@@ -34,7 +34,7 @@ from core.plan import (
     Workload,
 )
 from core.presets import plan_for_model
-from core.roles import dtypes_for
+from core.training.compute import compute_estimate
 
 
 def _full(model: str = "llama-3.1-8b", **workload: int) -> Plan:

@@ -9,12 +9,12 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from core.cli import main
-from core.compare import MAX_PLANS, TOTAL, compare, dumps, from_dict, load, save, to_dict
+from core.advice.compare import MAX_PLANS, TOTAL, compare, dumps, from_dict, load, save, to_dict
+from core.cli.app import main
 from core.errors import PlanError, PlanFileError
 from core.estimate import Verdict, estimate
+from core.files.planfile import save as save_plan
 from core.plan import Method, Precision, Strategy
-from core.planfile import save as save_plan
 from core.presets import default_plan, lesson_plan
 from tests.core.strategies import plans
 

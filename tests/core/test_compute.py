@@ -14,10 +14,10 @@ import math
 import pytest
 
 from core.catalogue import find_gpu, find_model
-from core.compute import compute_dtype, compute_estimate, flops_per_token
 from core.params import param_counts
 from core.plan import Hardware, Method, Parallelism, Plan, Precision, Workload
 from core.presets import plan_for_model
+from core.training.compute import compute_dtype, compute_estimate, flops_per_token
 
 
 def _plan(model: str = "llama-3.2-1b", **changes: object) -> Plan:

@@ -6,8 +6,7 @@ from dataclasses import replace
 
 import pytest
 
-from core.catalogue import find_model
-from core.diagnosis import (
+from core.advice.diagnosis import (
     Failure,
     diagnose,
     max_micro_batch,
@@ -15,6 +14,7 @@ from core.diagnosis import (
     memory_curve,
     remedies_for_symptom,
 )
+from core.catalogue import find_model
 from core.estimate import Verdict, estimate
 from core.plan import Accounting, Hardware, Method, Plan, Precision, Workload
 from core.presets import lesson_plan

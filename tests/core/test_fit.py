@@ -7,12 +7,12 @@ from pathlib import Path
 
 import pytest
 
+from core.advice.fit import candidate_layouts, cards_for, cheapest_fit, fewest_gpus, layout_name, plan_on, search_counts
 from core.catalogue import load_gpus
-from core.cli import main
+from core.cli.app import main
 from core.estimate import Verdict, estimate
-from core.fit import candidate_layouts, cards_for, cheapest_fit, fewest_gpus, layout_name, plan_on, search_counts
+from core.files.planfile import load, save
 from core.plan import Method, Offload, Plan, Precision, Strategy
-from core.planfile import load, save
 from core.presets import default_plan, lesson_plan, plan_for_model
 
 

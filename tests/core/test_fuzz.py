@@ -20,10 +20,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from core import planfile
 from core.catalogue import load_gpus, load_models
 from core.errors import PlanError, PlanFileError
 from core.estimate import Estimate, estimate
+from core.files import planfile
 from core.hfconfig import model_from_hf_config
 from core.model import LIMITS, LORA_TARGETS, MAX_PARAMS, ModelSpec
 from core.plan import (

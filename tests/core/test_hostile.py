@@ -20,11 +20,11 @@ from typing import Any
 
 import pytest
 
-from core import importer, planfile
-from core.cli import main
+from core.cli.app import main
 from core.errors import ImportCancelled, PlanFileError
-from core.importer import import_model
-from core.measurement import load_measurement
+from core.files import importer, planfile
+from core.files.importer import import_model
+from core.files.measurement import load_measurement
 from core.presets import default_plan
 from core.units import parse_count
 from tests.core.test_malformed_files import LLAMA
@@ -147,7 +147,7 @@ def test_measurement_fifo_never_blocks(tmp_path: Path) -> None:
     fifo = tmp_path / "measurement.json"
     os.mkfifo(fifo)
     done = subprocess.run(
-        [sys.executable, "-c", f"from core.measurement import load_measurement; load_measurement({str(fifo)!r})"],
+        [sys.executable, "-c", f"from core.files.measurement import load_measurement; load_measurement({str(fifo)!r})"],
         capture_output=True,
         text=True,
         timeout=20,
@@ -360,7 +360,7 @@ def test_control_characters_in_a_model_name_are_escaped(tmp_path: Path, capsys: 
 
 
 def run_cli(*args: str, **kwargs: Any) -> subprocess.CompletedProcess[bytes]:
-    return subprocess.run([sys.executable, "-m", "core.cli", *args], capture_output=True, timeout=60, **kwargs)
+    return subprocess.run([sys.executable, "-m", "core.cli.app", *args], capture_output=True, timeout=60, **kwargs)
 
 
 @pytest.mark.skipif(not os.path.exists("/dev/full"), reason="no /dev/full here")
@@ -368,7 +368,7 @@ def run_cli(*args: str, **kwargs: Any) -> subprocess.CompletedProcess[bytes]:
 def test_a_full_stdout_is_one_line_not_a_traceback(args: tuple[str, ...]) -> None:
     with open("/dev/full", "wb") as full:
         done = subprocess.run(
-            [sys.executable, "-m", "core.cli", *args], stdout=full, stderr=subprocess.PIPE, timeout=60
+            [sys.executable, "-m", "core.cli.app", *args], stdout=full, stderr=subprocess.PIPE, timeout=60
         )
     err = done.stderr.decode()
     assert done.returncode == 1

@@ -10,7 +10,7 @@ import pytest
 
 from core.catalogue import find_model
 from core.errors import PlanFileError
-from core.importer import import_model, read_safetensors_header
+from core.files.importer import import_model, read_safetensors_header
 
 
 def write_safetensors(path: Path, tensors: dict[str, tuple[str, list[int]]], lie: int = 0) -> None:

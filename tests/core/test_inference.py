@@ -6,8 +6,8 @@ from dataclasses import replace
 
 from core.catalogue import find_model
 from core.estimate import estimate
-from core.inference import kv_cache_bytes
 from core.plan import Hardware, Inference, Plan
+from core.serving.inference import kv_cache_bytes
 
 
 def test_grouped_query_kv_per_token_llama31_8b() -> None:

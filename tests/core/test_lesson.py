@@ -12,9 +12,9 @@ import pytest
 
 from core.catalogue import find_model
 from core.estimate import Verdict, estimate
-from core.inference import lesson_kv_cache_bytes
 from core.plan import Accounting, Hardware, LessonSettings, LoraSettings, Method, Plan, Precision, Quant, Workload
 from core.presets import lesson_plan
+from core.serving.inference import lesson_kv_cache_bytes
 from core.units import GB
 
 

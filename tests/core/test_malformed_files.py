@@ -1,8 +1,8 @@
 """Every malformed file gives one clear, single-line error naming the file, quickly, and runs nothing.
 
-The corpus is ``tests/data/malformed``: ``plans/`` goes through :func:`core.planfile.load`,
+The corpus is ``tests/data/malformed``: ``plans/`` goes through :func:`core.files.planfile.load`,
 ``configs/`` (a config.json each) and ``folders/`` (a model folder each, with a broken
-safetensors file) through :func:`core.importer.import_model`. Files too large, or of kinds
+safetensors file) through :func:`core.files.importer.import_model`. Files too large, or of kinds
 git cannot hold (FIFOs, symlink loops, directories in a file's place), are made here in
 ``tmp_path``.
 """
@@ -19,9 +19,9 @@ from pathlib import Path
 
 import pytest
 
-from core import planfile
 from core.errors import PlanError, PlanFileError
-from core.importer import import_model, read_safetensors_header
+from core.files import planfile
+from core.files.importer import import_model, read_safetensors_header
 from core.presets import default_plan
 
 CORPUS = Path(__file__).resolve().parent.parent / "data" / "malformed"

@@ -9,7 +9,7 @@ import pytest
 
 from core.errors import PlanFileError
 from core.estimate import estimate
-from core.measurement import compare, load_measurement, plan_for_case
+from core.files.measurement import compare, load_measurement, plan_for_case
 from core.plan import Method, Precision
 
 MEASURED = Path(__file__).resolve().parents[2] / "benchmarks" / "accuracy" / "measured"

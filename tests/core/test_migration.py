@@ -13,8 +13,8 @@ from typing import Any
 
 import pytest
 
-from core import planfile
 from core.errors import PlanError, PlanFileError
+from core.files import planfile
 from core.plan import (
     PRESET_ROLES,
     Attention,

@@ -7,11 +7,11 @@ from pathlib import Path
 
 import pytest
 
-from core import planfile
 from core.catalogue import find_model
-from core.cli import main
+from core.cli.app import main
 from core.errors import PlanError
 from core.estimate import estimate
+from core.files import planfile
 from core.plan import Offload, Parallelism, PipelineSchedule, Strategy
 from core.presets import plan_for_model
 

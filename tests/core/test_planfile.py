@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 from hypothesis import given, settings
 
-from core import planfile
 from core.errors import PlanError, PlanFileError
+from core.files import planfile
 from core.plan import Plan
 from core.presets import default_plan
 from tests.core.strategies import plans

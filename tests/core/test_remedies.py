@@ -6,15 +6,15 @@ from dataclasses import replace
 
 import pytest
 
-from core import remedies
+from core.advice import remedies
+from core.advice.diagnosis import Failure, diagnose, max_micro_batch, max_sequence
+from core.advice.fit import fewest_gpus
+from core.advice.limits import memory_curve
+from core.advice.remedies import Pin, RemedyKind
 from core.catalogue import find_gpu, find_model, load_gpus
-from core.diagnosis import Failure, diagnose, max_micro_batch, max_sequence
 from core.estimate import estimate
-from core.fit import fewest_gpus
-from core.limits import memory_curve
 from core.plan import Hardware, Method, Offload, Plan, Strategy, Workload
 from core.presets import default_plan
-from core.remedies import Pin, RemedyKind
 from core.verdict import Mode
 
 

@@ -11,12 +11,12 @@ from pathlib import Path
 import pytest
 
 from core import __version__
-from core.cli import main
-from core.compare import save as save_comparison
+from core.advice.compare import save as save_comparison
+from core.cli.app import main
+from core.files.planfile import save as save_plan
+from core.files.report import build_report, caption, chart_svg, md_cell, to_csv, to_html, to_markdown
 from core.plan import Method, Precision
-from core.planfile import save as save_plan
 from core.presets import lesson_plan
-from core.report import build_report, caption, chart_svg, md_cell, to_csv, to_html, to_markdown
 from tests.core.test_compare import four_plans
 
 HOSTILE = 'Plan <script>alert("x")</script> | *bold* =cmd'
@@ -103,7 +103,7 @@ def test_md_cell() -> None:
 
 
 def test_cli_report_formats(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    from core.compare import compare
+    from core.advice.compare import compare
 
     path = tmp_path / "four.json"
     save_comparison(compare(four_plans()), path)  # type: ignore[arg-type]
@@ -119,7 +119,7 @@ def test_cli_report_formats(tmp_path: Path, capsys: pytest.CaptureFixture[str]) 
 
 
 def test_cli_pdf_without_the_gui_writer_says_why(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    from core import cli_extra
+    from core.cli import extra as cli_extra
 
     single = tmp_path / "one.json"
     save_plan(lesson_plan(Method.LORA, Precision.BF16), single)

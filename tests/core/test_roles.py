@@ -13,13 +13,11 @@ from pathlib import Path
 
 import pytest
 
-from core.activations import layer_activations
-from core.attention import Kernel, sdpa_kernel
 from core.breakdown import BucketKey, StepPhase
+from core.dtypes import dtypes_for
 from core.errors import PlanError
 from core.estimate import estimate
 from core.hfconfig import model_from_hf_config
-from core.optimizer import largest_trainable_tensor, optimizer_step_temporary
 from core.params import param_counts
 from core.plan import (
     PRESET_ROLES,
@@ -34,7 +32,9 @@ from core.plan import (
     Preset,
 )
 from core.presets import plan_for_model
-from core.roles import dtypes_for
+from core.training.activations import layer_activations
+from core.training.attention import Kernel, sdpa_kernel
+from core.training.optimizer import largest_trainable_tensor, optimizer_step_temporary
 
 ROOT = Path(__file__).resolve().parents[2]
 CONFIGS = ROOT / "benchmarks" / "accuracy" / "configs"
@@ -201,7 +201,7 @@ def test_full_model_counts_equal_transformers(config: str, case_id: str) -> None
     ],
 )
 def test_adapted_model_counts_equal_transformers_and_peft(config: str, case_id: str) -> None:
-    from core.measurement import plan_for_case
+    from core.files.measurement import plan_for_case
 
     doc = json.loads((MEASURED / f"{case_id}.json").read_text())
     plan = plan_for_case(doc["case"], json.loads((CONFIGS / config).read_text()))
@@ -330,7 +330,7 @@ def test_one_element_gpu_state_to_the_byte(fused: str, foreach: str) -> None:
     counters (one 512-byte block per parameter tensor: 290 for Qwen2.5-0.5B, 148 for GPT-2,
     146 for Llama-3.2-1B), and fp16 AMP from bf16 autocast by the GradScaler's three
     (measured twins in benchmarks/accuracy/measured)."""
-    from core.measurement import plan_for_case
+    from core.files.measurement import plan_for_case
 
     docs = [json.loads((MEASURED / f"{case}.json").read_text()) for case in (fused, foreach)]
     measured = docs[0]["peak_allocated_bytes"] - docs[1]["peak_allocated_bytes"]

@@ -15,13 +15,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from core.catalogue import find_model
-from core.cli import main
+from core.cli.app import main
 from core.errors import PlanFileError
 from core.estimate import estimate
-from core.plan import Attention, Method, Optimizer, OptimizerImpl, Precision, Preset, Quant, Strategy
-from core.planfile import load
-from core.presets import default_plan
-from core.runconfig import (
+from core.files.planfile import load
+from core.files.runconfig import (
     ConfigKind,
     RunSettings,
     load_run_config,
@@ -30,8 +28,10 @@ from core.runconfig import (
     plan_from_run,
     resolve_model,
 )
-from core.runconfig.mapping import apply_settings
-from core.runconfig.reading import MAX_CONFIG_BYTES
+from core.files.runconfig.mapping import apply_settings
+from core.files.runconfig.reading import MAX_CONFIG_BYTES
+from core.plan import Attention, Method, Optimizer, OptimizerImpl, Precision, Preset, Quant, Strategy
+from core.presets import default_plan
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "runconfigs"
 ALL_LINEAR = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")

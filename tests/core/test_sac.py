@@ -18,21 +18,21 @@ from pathlib import Path
 
 import pytest
 
-from core import remedies
-from core.activations import checkpointed_blocks, recomputed_share, selective_saved
+from core.advice import remedies
 from core.breakdown import BucketKey, StepPhase
 from core.catalogue import find_model
-from core.cli import main
-from core.compute import flops_per_token
+from core.cli.app import main
+from core.dtypes import DTYPE_BYTES
 from core.errors import PlanError, PlanFileError
 from core.estimate import estimate
+from core.files.planfile import dumps, loads
+from core.files.runconfig import load_run_config, loads_run_config, plan_from_run, resolve_model
 from core.parallel.comm import step_communication
 from core.params import param_counts
 from core.plan import Attention, CheckpointPolicy, Hardware, Method, Plan, Precision, Workload
-from core.planfile import dumps, loads
 from core.presets import default_plan
-from core.roles import DTYPE_BYTES
-from core.runconfig import load_run_config, loads_run_config, plan_from_run, resolve_model
+from core.training.activations import checkpointed_blocks, recomputed_share, selective_saved
+from core.training.compute import flops_per_token
 
 ROOT = Path(__file__).resolve().parents[2]
 DATA = ROOT / "tests" / "data" / "runconfigs"

@@ -7,10 +7,9 @@ import math
 
 import pytest
 
-from core import planfile
 from core.catalogue import find_gpu, find_model
-from core.detailed import weight_terms
 from core.estimate import estimate
+from core.files import planfile
 from core.params import param_counts
 from core.plan import Hardware, Method, Plan, Quant
 from core.serving.engines import rank_layout, vllm_profile_peak
@@ -31,6 +30,7 @@ from core.serving.vllm_rules import (
     vllm_kv_groups,
     vllm_total_memory,
 )
+from core.training.detailed import weight_terms
 from core.units import GiB
 from core.verdict import Verdict
 
@@ -69,7 +69,7 @@ def test_qlora_training_and_serving_share_the_nf4_and_int8_storage() -> None:
     counts = param_counts(plan)
     for quant, fmt in ((Quant.NF4, WeightFormat.NF4), (Quant.INT8, WeightFormat.INT8)):
         qlora = plan.with_changes(quant=quant)
-        from core.detailed import dtypes_for
+        from core.training.detailed import dtypes_for
 
         base_terms = weight_terms(qlora, counts, dtypes_for(qlora))
         training_base = sum(t.bytes for t in base_terms if "LoRA" not in t.label)
@@ -275,10 +275,10 @@ def test_sglang_pool_is_the_static_fraction_less_the_weights() -> None:
     assert half.kv_cache_tokens < inf.kv_cache_tokens
 
 
-# --- serving remedies (core.serving_remedies, listed by core.diagnosis) ------------------------
+# --- serving remedies (core.advice.serving_remedies, listed by core.advice.diagnosis) ------------------------
 def test_vllm_plan_that_cannot_start_gets_tensor_parallel_and_smaller_steps() -> None:
-    from core.diagnosis import diagnose
-    from core.remedies import RemedyKind
+    from core.advice.diagnosis import diagnose
+    from core.advice.remedies import RemedyKind
     from core.verdict import Mode
 
     # Llama 3.1 70B in bf16 over two H100s: 65.7 GiB of weights per GPU leave about 1.6 GiB of

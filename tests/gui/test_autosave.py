@@ -11,7 +11,7 @@ import pytest
 from PySide6.QtCore import QTimer
 from PySide6.QtWidgets import QApplication
 
-from core import planfile
+from core.files import planfile
 from core.plan import Plan
 from core.presets import default_plan
 from gui import app, autosave, crash, dialogs

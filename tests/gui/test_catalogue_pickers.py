@@ -6,8 +6,8 @@ from typing import Any
 
 from PySide6.QtCore import Qt
 
-from core import planfile
 from core.catalogue import GROUP_LABELS, GpuGroup, find_model, load_gpus, search
+from core.files import planfile
 from core.plan import Precision, Preset
 from core.presets import default_plan
 from gui.main_window import MainWindow

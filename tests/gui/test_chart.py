@@ -13,7 +13,7 @@ from PySide6.QtGui import QColor, QImage
 
 from core.breakdown import BucketKey
 from core.estimate import VERDICT_LABELS
-from core.measurement import load_measurement
+from core.files.measurement import load_measurement
 from core.plan import METHOD_LABELS
 from core.units import GB, GiB
 from gui.chart import SERIES_COLOURS, MemoryChart

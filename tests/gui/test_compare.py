@@ -7,9 +7,9 @@ from typing import Any
 
 import pytest
 
-from core import compare as comparisons
+from core.advice import compare as comparisons
+from core.files.planfile import save as save_plan
 from core.plan import Method
-from core.planfile import save as save_plan
 from gui import dialogs
 from gui.compare import CURRENT, ComparePanel
 from gui.main_window import MainWindow

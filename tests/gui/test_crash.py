@@ -11,8 +11,9 @@ from typing import Any
 import pytest
 from PySide6.QtCore import qCritical, qInstallMessageHandler
 
-from core import __version__, planfile
+from core import __version__
 from core.estimate import Estimate
+from core.files import planfile
 from gui import crash, dialogs
 from gui.crash import CrashHandler
 from gui.main_window import MainWindow

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 from PySide6.QtCore import Qt
 
-from core.diagnosis import SYMPTOMS, Failure, Pin, diagnose, max_micro_batch, max_sequence, remedies_for_symptom
+from core.advice.diagnosis import SYMPTOMS, Failure, Pin, diagnose, max_micro_batch, max_sequence, remedies_for_symptom
 from core.estimate import VERDICT_LABELS, Verdict, estimate
 from core.plan import Hardware, Method, Plan, Precision, Quant, Workload
 from core.presets import default_plan, lesson_plan, plan_for_model

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from core import planfile
+from core.files import planfile
 from core.presets import default_plan
 from gui.controller import PlanController
 from gui.document import UNTITLED, Document

@@ -1,11 +1,11 @@
-"""View → Which cards fit: rows from core.fit, click applies the card as one undoable edit."""
+"""View → Which cards fit: rows from core.advice.fit, click applies the card as one undoable edit."""
 
 from __future__ import annotations
 
 from pathlib import Path
 from typing import Any
 
-from core.fit import cards_for, cheapest_fit
+from core.advice.fit import cards_for, cheapest_fit
 from gui.main_window import MainWindow
 
 

@@ -28,7 +28,7 @@ from PySide6.QtCore import QEvent, Qt
 from PySide6.QtGui import QKeyEvent
 from PySide6.QtWidgets import QAbstractSpinBox, QApplication, QCheckBox, QComboBox, QLineEdit, QWidget
 
-from core import planfile
+from core.files import planfile
 from core.plan import Plan
 from core.units import GB, GiB
 from gui.chart import inference_bars, training_bars

@@ -42,7 +42,7 @@ def test_menu_entry_opens_a_config_and_undo_restores(
 
 
 def test_unresolved_model_offers_the_closest_first(window: MainWindow, qtbot: Any) -> None:
-    from core.runconfig import load_run_config, resolve_model
+    from core.files.runconfig import load_run_config, resolve_model
 
     run = load_run_config(DATA / "axolotl_llama3_qlora.yml")
     dialog = RunConfigDialog(run, resolve_model(run), window.controller.plan)
@@ -57,7 +57,7 @@ def test_unresolved_model_offers_the_closest_first(window: MainWindow, qtbot: An
 
 
 def test_outside_text_is_plain_and_unknown_keys_are_listed(window: MainWindow, qtbot: Any, tmp_path: Path) -> None:
-    from core.runconfig import load_run_config, resolve_model
+    from core.files.runconfig import load_run_config, resolve_model
 
     path = tmp_path / "<b>bold.yaml"
     path.write_text("base_model: '<i>x</i>'\nmicro_batch_size: 2\nadapter: lora\nmystery_key: 1\n")
@@ -76,7 +76,7 @@ def test_a_pickle_is_refused_with_a_message(window: MainWindow, fake_dialogs: An
 
 
 def test_dialog_screenshot(window: MainWindow, qtbot: Any, tmp_path: Path) -> None:
-    from core.runconfig import load_run_config, resolve_model
+    from core.files.runconfig import load_run_config, resolve_model
 
     run = load_run_config(DATA / "axolotl_llama3_lora_8b.yml")
     dialog = RunConfigDialog(run, resolve_model(run), window.controller.plan)

@@ -10,9 +10,9 @@ import pytest
 from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QLabel
 
+from core.advice.fit import fewest_gpus
 from core.catalogue import LinkKind, load_links
 from core.estimate import estimate
-from core.fit import fewest_gpus
 from core.plan import Method, Offload, PipelineSchedule, Strategy
 from core.presets import plan_for_model
 from gui.format import memory

@@ -8,8 +8,8 @@ from typing import Any
 
 from PySide6.QtGui import QGuiApplication
 
-from core.compare import compare
-from core.report import build_report, report_for_comparison
+from core.advice.compare import compare
+from core.files.report import build_report, report_for_comparison
 from gui import report_export
 from gui.main_window import MainWindow
 from tests.core.test_compare import four_plans
@@ -65,7 +65,7 @@ def test_copy_as_markdown(window: MainWindow) -> None:
 
 
 def test_launcher_writes_pdf_through_qt(qapp: Any, tmp_path: Path) -> None:
-    from core.planfile import save
+    from core.files.planfile import save
     from gui.launcher import main
 
     plan_path = tmp_path / "plan.json"

@@ -9,8 +9,8 @@ from typing import Any
 from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QLabel
 
-from core import planfile
 from core.estimate import Verdict
+from core.files import planfile
 from core.plan import Method, Precision
 from core.presets import LESSON_EXAMPLES, default_plan, lesson_plan
 from gui.main_window import MainWindow

@@ -8,7 +8,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from core.diagnosis import DiagnosisReport, DiagnosisRequest, report
+from core.advice.diagnosis import DiagnosisReport, DiagnosisRequest, report
 from gui.diagnosis_worker import StopChannel
 
 SLOW_MICRO_BATCH = 7  # the plan whose diagnosis takes a minute

@@ -1,0 +1,266 @@
+"""Compare up to four plans: one row per input and figure, the differences, the cheapest that fits.
+
+Every figure is the plan's own :func:`core.estimate.estimate`; rows carry raw numbers with
+their kind, and views format them. A comparison saves as a versioned JSON document whose
+entries are whole plan documents, so plan-file migrations apply to them unchanged.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from enum import StrEnum
+from pathlib import Path
+from typing import Any, Final
+
+from core.breakdown import BUCKET_LABELS, BUCKET_ORDER
+from core.errors import PlanError, PlanFileError
+from core.estimate import VERDICT_LABELS, Estimate, Verdict, estimate
+from core.files.planfile import MAX_FILE_BYTES, atomic_write_text, plan_from_dict, plan_to_dict
+from core.files.planfile import load as load_plan
+from core.files.runconfig.reading import read_json_document
+from core.model import MAX_NAME_CHARS
+from core.plan import (
+    ATTENTION_LABELS,
+    AUTOCAST_LABELS,
+    DTYPE_LABELS,
+    METHOD_LABELS,
+    OPTIMIZER_IMPL_LABELS,
+    OPTIMIZER_LABELS,
+    PRESET_LABELS,
+    QUANT_LABELS,
+    STRATEGY_LABELS,
+    Method,
+    Plan,
+)
+
+FORMAT: Final = "vramplan-comparison"
+VERSION: Final = 1
+MAX_PLANS: Final = 4
+TOTAL: Final = "peak + overhead"
+# Two figures closer than this (relative) are the same figure printed twice, not a difference.
+SAME_WITHIN: Final = 5e-4
+
+
+class RowKind(StrEnum):
+    TEXT = "text"
+    COUNT = "count"
+    BYTES = "bytes"
+    HOURS = "hours"
+    MONEY = "money"
+    RATE = "rate"  # tokens per second
+
+
+@dataclass(frozen=True)
+class ComparedPlan:
+    name: str
+    estimate: Estimate
+
+    @property
+    def plan(self) -> Plan:
+        return self.estimate.plan
+
+
+@dataclass(frozen=True)
+class Row:
+    key: str
+    label: str
+    kind: RowKind
+    values: tuple[float | str, ...]
+    section: str  # "inputs" | "memory" | "result"
+
+    @property
+    def differs(self) -> bool:
+        first = self.values[0]
+        if isinstance(first, str):
+            return any(v != first for v in self.values)
+        numbers = [float(v) for v in self.values]
+        top = max(abs(n) for n in numbers)
+        return top > 0 and (max(numbers) - min(numbers)) > SAME_WITHIN * top
+
+
+def _lora(plan: Plan) -> str:
+    if not plan.adapter_based:
+        return "—"
+    return f"r={plan.lora.rank}, α={plan.lora.alpha:g}, {', '.join(plan.lora.targets)}"
+
+
+def _dtypes(plan: Plan) -> str:
+    return " / ".join(DTYPE_LABELS[d] for d in (plan.weight_dtype, plan.base_dtype, plan.adapter_dtype))
+
+
+# (key, label, kind, value of a plan) for the input rows.
+INPUT_ROWS: Final[tuple[tuple[str, str, RowKind, Callable[[Plan], float | str]], ...]] = (
+    ("model", "Model", RowKind.TEXT, lambda p: p.model.name),
+    ("method", "Method", RowKind.TEXT, lambda p: METHOD_LABELS[p.method]),
+    ("lora", "LoRA", RowKind.TEXT, _lora),
+    ("quant", "Base storage", RowKind.TEXT, lambda p: QUANT_LABELS[p.quant] if p.method is Method.QLORA else "—"),
+    ("precision", "Precision", RowKind.TEXT, lambda p: PRESET_LABELS[p.preset]),
+    ("dtypes", "Weights / base / adapters", RowKind.TEXT, _dtypes),
+    ("autocast", "Autocast", RowKind.TEXT, lambda p: AUTOCAST_LABELS[p.autocast]),
+    ("optimizer", "Optimizer", RowKind.TEXT, lambda p: OPTIMIZER_LABELS[p.optimizer]),
+    ("optimizer_impl", "Optimizer code path", RowKind.TEXT, lambda p: OPTIMIZER_IMPL_LABELS[p.optimizer_impl]),
+    ("checkpointing", "Checkpointing", RowKind.TEXT, lambda p: p.checkpointing_text),
+    ("attention", "Attention", RowKind.TEXT, lambda p: ATTENTION_LABELS[p.attention]),
+    ("micro_batch", "Micro-batch", RowKind.COUNT, lambda p: p.workload.micro_batch),
+    ("seq_len", "Sequence", RowKind.COUNT, lambda p: p.workload.seq_len),
+    ("grad_accum", "Accumulation", RowKind.COUNT, lambda p: p.workload.grad_accum),
+    ("tokens", "Token budget", RowKind.COUNT, lambda p: p.workload.tokens),
+    ("gpu_count", "GPUs", RowKind.COUNT, lambda p: p.world_size),
+    ("strategy", "Strategy", RowKind.TEXT, lambda p: STRATEGY_LABELS[p.parallel.strategy]),
+    ("price", "Price per GPU-hour", RowKind.MONEY, lambda p: p.hardware.price_per_gpu_hour),
+    ("accounting", "Accounting", RowKind.TEXT, lambda p: p.accounting.value),
+)
+
+
+@dataclass(frozen=True)
+class Comparison:
+    plans: tuple[ComparedPlan, ...]
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        return tuple(p.name for p in self.plans)
+
+    def rows(self) -> tuple[Row, ...]:
+        ests = [p.estimate for p in self.plans]
+        rows = [
+            Row(key, label, kind, tuple(value(e.plan) for e in ests), "inputs")
+            for key, label, kind, value in INPUT_ROWS
+        ]
+        at = next(i for i, row in enumerate(rows) if row.key == "gpu_count")
+        rows.insert(at, Row("gpu", "GPU", RowKind.TEXT, tuple(e.gpu.name for e in ests), "inputs"))
+        for bucket_key in BUCKET_ORDER:
+            values = tuple(_bucket_bytes(e, bucket_key.value) for e in ests)
+            rows.append(Row(f"bucket.{bucket_key.value}", BUCKET_LABELS[bucket_key], RowKind.BYTES, values, "memory"))
+        rows += [
+            Row("peak", "Peak (allocated)", RowKind.BYTES, tuple(e.peak_bytes for e in ests), "memory"),
+            Row("total", "Peak + overhead", RowKind.BYTES, tuple(e.total_bytes for e in ests), "memory"),
+            Row("capacity", "Card capacity", RowKind.BYTES, tuple(e.capacity_bytes for e in ests), "memory"),
+            Row("verdict", "Verdict", RowKind.TEXT, tuple(VERDICT_LABELS[e.verdict] for e in ests), "result"),
+            Row("hours", "Time", RowKind.HOURS, tuple(e.compute.hours for e in ests), "result"),
+            Row("cost", "Cost", RowKind.MONEY, tuple(e.compute.cost for e in ests), "result"),
+            Row(
+                "tokens_per_second",
+                "Tokens/s",
+                RowKind.RATE,
+                tuple(e.compute.tokens_per_second for e in ests),
+                "result",
+            ),
+        ]
+        return tuple(rows)
+
+    def phase_names(self) -> tuple[str, ...]:
+        """Phase groups of the chart: every plan's phases in order of first appearance, then the total."""
+        names: list[str] = []
+        for compared in self.plans:
+            for phase in compared.estimate.phases:
+                if phase.name not in names:
+                    names.append(phase.name)
+        return (*names, TOTAL)
+
+    def phase_bytes(self) -> tuple[tuple[float | None, ...], ...]:
+        """[phase][plan] bytes; None where a plan has no such phase (lesson accounting)."""
+        table = []
+        for name in self.phase_names():
+            row: list[float | None] = []
+            for compared in self.plans:
+                est = compared.estimate
+                if name == TOTAL:
+                    row.append(est.total_bytes)
+                else:
+                    row.append(next((p.allocated_bytes for p in est.phases if p.name == name), None))
+            table.append(tuple(row))
+        return tuple(table)
+
+    def cheapest_fit(self) -> int | None:
+        """Index of the cheapest plan that fits (fewer hours on a tie), or None."""
+        fitting = [i for i, p in enumerate(self.plans) if p.estimate.verdict is Verdict.FITS]
+        if not fitting:
+            return None
+        return min(fitting, key=lambda i: (self.plans[i].estimate.compute.cost, self.plans[i].estimate.compute.hours))
+
+
+def _bucket_bytes(est: Estimate, key: str) -> float:
+    return next((b.bytes for b in est.buckets if b.key.value == key), 0.0)
+
+
+def _check_name(name: object, index: int) -> str:
+    if not isinstance(name, str) or not name.strip() or len(name) > MAX_NAME_CHARS:
+        raise PlanError(f"plans[{index}].name", name, f"a name of 1 to {MAX_NAME_CHARS:,} characters")
+    return name.strip()
+
+
+def compare(named: Sequence[tuple[str, Plan]]) -> Comparison:
+    """Estimate each plan; 1 to 4 of them (a PlanError otherwise)."""
+    if not 1 <= len(named) <= MAX_PLANS:
+        raise PlanError("plans", len(named), f"1 to {MAX_PLANS} plans")
+    return Comparison(tuple(ComparedPlan(_check_name(n, i), estimate(p)) for i, (n, p) in enumerate(named)))
+
+
+# ---- the comparison file -----------------------------------------------------------
+def to_dict(comparison: Comparison) -> dict[str, Any]:
+    return {
+        "format": FORMAT,
+        "version": VERSION,
+        "plans": [{"name": p.name, "plan": plan_to_dict(p.plan)} for p in comparison.plans],
+    }
+
+
+def dumps(comparison: Comparison) -> str:
+    return json.dumps(to_dict(comparison), indent=2, ensure_ascii=False, allow_nan=False) + "\n"
+
+
+def from_dict(document: Any) -> Comparison:
+    if not isinstance(document, Mapping) or document.get("format") != FORMAT:
+        raise PlanError("format", document.get("format") if isinstance(document, Mapping) else None, f"'{FORMAT}'")
+    version = document.get("version")
+    if version != VERSION:
+        newer = isinstance(version, int) and not isinstance(version, bool) and version > VERSION
+        raise PlanError("version", version, str(VERSION), "written by a newer VRAM Planner?" if newer else "")
+    extra = sorted(set(document) - {"format", "version", "plans"})
+    if extra:
+        raise PlanError(extra[0], document[extra[0]], "only format, version and plans", "unknown key")
+    entries = document.get("plans")
+    if not isinstance(entries, list) or not 1 <= len(entries) <= MAX_PLANS:
+        raise PlanError("plans", entries if not isinstance(entries, list) else len(entries), f"1 to {MAX_PLANS} plans")
+    named = []
+    for index, entry in enumerate(entries):
+        if not isinstance(entry, Mapping) or set(entry) != {"name", "plan"}:
+            raise PlanError(f"plans[{index}]", entry, "an object with name and plan")
+        try:
+            plan = plan_from_dict(entry["plan"])
+        except PlanError as exc:
+            raise PlanError(f"plans[{index}].{exc.field}", exc.value, exc.allowed, exc.reason) from None
+        named.append((_check_name(entry["name"], index), plan))
+    return compare(named)
+
+
+def load(path: str | os.PathLike[str]) -> Comparison:
+    where = str(path)
+    document = read_json_document(path, MAX_FILE_BYTES * MAX_PLANS, "a comparison")
+    try:
+        return from_dict(document)
+    except PlanError as exc:
+        raise PlanFileError(where, str(exc)) from None
+
+
+def load_named(paths: Sequence[str | os.PathLike[str]]) -> list[tuple[str, Plan]]:
+    """Plan files (named by their file name) and comparison files (their plans' own names), in order."""
+    named: list[tuple[str, Plan]] = []
+    for path in paths:
+        document = read_json_document(path, MAX_FILE_BYTES * MAX_PLANS, "a plan or a comparison")
+        if isinstance(document, Mapping) and document.get("format") == FORMAT:
+            named += [(p.name, p.plan) for p in load(path).plans]
+        else:
+            stem = Path(path).name.removesuffix(".json").removesuffix(".vramplan")
+            named.append((stem, load_plan(path)))
+    return named
+
+
+def save(comparison: Comparison, path: str | os.PathLike[str]) -> None:
+    try:
+        atomic_write_text(path, dumps(comparison))
+    except OSError as exc:
+        raise PlanFileError(str(path), f"cannot be written ({exc.strerror or exc})") from None

@@ -1,0 +1,249 @@
+"""OOM diagnosis: why a plan will not fit, where it fails, what to change, how far it goes.
+
+``diagnose(plan, mode, pins)`` gathers everything the Diagnosis tab shows: the verdict for the
+mode (the training step, or serving), the failing phase and its symptom, the remedies with
+their verdicts and costs (:mod:`core.advice.remedies`, :mod:`core.advice.serving_remedies`), the cheapest
+fitting combination, and the limits (:mod:`core.advice.limits`). Everything is produced by
+estimating modified plans with the same :func:`core.estimate.estimate`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from core.advice.limits import AXES, Curve, Limits, limits, max_micro_batch, max_sequence, memory_curve
+from core.advice.remedies import (
+    PIN_LABELS,
+    TRAINING_KINDS,
+    Combination,
+    Pin,
+    Remedy,
+    RemedyKind,
+    cheapest_combination,
+    remedies_for,
+)
+from core.advice.serving_remedies import SERVING_KINDS
+from core.advice.symptoms import SYMPTOM_BY_FAILURE, SYMPTOMS, Failure, Symptom
+from core.breakdown import BUCKET_LABELS, BucketKey
+from core.estimate import Estimate, estimate
+from core.plan import Accounting, Plan
+from core.training.detailed import layer_activations, loss_memory
+from core.verdict import Judgement, Mode, Verdict
+
+__all__ = [
+    "PIN_LABELS",
+    "SYMPTOMS",
+    "Combination",
+    "Curve",
+    "Diagnosis",
+    "DiagnosisReport",
+    "DiagnosisRequest",
+    "Failure",
+    "Limits",
+    "Pin",
+    "Remedy",
+    "RemedyKind",
+    "Symptom",
+    "diagnose",
+    "max_micro_batch",
+    "max_sequence",
+    "memory_curve",
+    "remedies_for_symptom",
+    "report",
+]
+
+# The buckets that exist before any activation: a first-step failure is theirs.
+_STATE_BUCKETS = frozenset({BucketKey.WEIGHTS, BucketKey.GRADIENTS, BucketKey.OPTIMIZER})
+
+
+@dataclass(frozen=True)
+class Diagnosis:
+    mode: Mode
+    estimate: Estimate
+    judgement: Judgement  # the verdict in this mode, with its figures
+    dominant: BucketKey
+    failure: Failure
+    symptom: Symptom | None
+    state_bytes: float  # weights + gradients + optimizer state + overhead (the first step's floor)
+    eval_bytes: float  # peak of an evaluation forward with the plan's eval batch
+    remedies: tuple[Remedy, ...]  # for this mode, those that fit first, cheapest first
+    combination: Combination | None  # the cheapest fitting set of changes, when cheaper than any one
+    limits: Limits
+    pins: frozenset[Pin] = frozenset()
+
+    @property
+    def largest(self) -> tuple[str, float]:
+        """The largest part of what is judged in this mode: a training bucket, or for serving
+        the weights, KV cache, activations or overhead."""
+        if self.mode is Mode.INFERENCE:
+            inf = self.estimate.inference
+            parts = {
+                "Weights": inf.weights_bytes,
+                "KV cache": inf.kv_cache_bytes,
+                "Activations": inf.activation_bytes,
+                "Overhead": inf.overhead_bytes,
+            }
+            name = max(parts, key=lambda k: parts[k])
+            return name, parts[name]
+        return BUCKET_LABELS[self.dominant], self.estimate.bucket(self.dominant).bytes
+
+    @property
+    def verdict(self) -> Verdict:
+        return self.judgement.verdict
+
+    @property
+    def margin_bytes(self) -> float:
+        return self.judgement.margin_bytes
+
+    @property
+    def usable_bytes(self) -> float:
+        return self.judgement.usable_bytes
+
+    @property
+    def total_bytes(self) -> float:
+        return self.judgement.total_bytes
+
+    @property
+    def explanation(self) -> str:
+        """The cause in words; it names the largest bucket only where that bucket is the cause."""
+        dom = BUCKET_LABELS[self.dominant].lower()
+        if self.failure is Failure.NONE:
+            return f"Fits with room to spare; the largest part is {self.largest[0].lower()}."
+        cause = SYMPTOM_BY_FAILURE[self.failure].cause
+        if self.failure is Failure.FIRST_STEP:
+            tail = f" The largest of them is {dom}." if self.dominant in _STATE_BUCKETS else ""
+            return f"{cause}.{tail}"
+        if self.failure is Failure.LONG_BATCHES:
+            if self.dominant is BucketKey.ACTIVATIONS:
+                return f"{cause}. Activations are also the largest bucket."
+            return (
+                f"{cause}. Weights, gradients and optimizer state fit on their own; "
+                f"the activations on top of them do not, although {dom} is the largest bucket."
+            )
+        return f"{cause}."
+
+
+# ---- building blocks --------------------------------------------------------------
+def _state_bytes(est: Estimate) -> float:
+    """What exists before any activation: the optimizer-step phase less its activations."""
+    step = est.phases[-1]
+    held = sum(b.bytes for b in step.buckets if b.key is not BucketKey.ACTIVATIONS)
+    return held + est.bucket(BucketKey.OVERHEAD).bytes
+
+
+def _eval_bytes(plan: Plan) -> float:
+    """Evaluation forward with the eval batch: nothing is kept for a backward pass, so
+    the weights and optimizer state stay while only one block's tensors and the logits
+    with their loss are alive at a time."""
+    batch = plan.workload.eval_batch or plan.workload.micro_batch
+    eval_plan = plan.with_workload(micro_batch=batch)
+    est = estimate(eval_plan)
+    forward = est.phases[0]
+    held = forward.bucket(BucketKey.WEIGHTS).bytes + forward.bucket(BucketKey.OPTIMIZER).bytes
+    if plan.accounting is Accounting.LESSON:
+        working = forward.bucket(BucketKey.ACTIVATIONS).bytes  # the typed allowance
+    else:
+        working = sum(t.bytes for t in loss_memory(eval_plan).forward)
+        working += layer_activations(eval_plan, trainable_block=True).bytes
+    return held + working + est.bucket(BucketKey.OVERHEAD).bytes
+
+
+def _failure(est: Estimate, eval_bytes: float, mode: Mode) -> Failure:
+    usable = est.usable_bytes
+    serving_fails = not est.judgement(Mode.INFERENCE).fits
+    if mode is Mode.INFERENCE:
+        return Failure.SERVING if serving_fails else Failure.NONE
+    if est.total_bytes > usable:
+        return Failure.FIRST_STEP if _state_bytes(est) > usable else Failure.LONG_BATCHES
+    if eval_bytes > usable:
+        return Failure.EVALUATION
+    return Failure.SERVING if serving_fails else Failure.NONE
+
+
+def _dominant(est: Estimate) -> BucketKey:
+    return max(est.buckets, key=lambda b: b.bytes).key
+
+
+def diagnose(plan: Plan, mode: Mode = Mode.TRAINING, pins: frozenset[Pin] = frozenset()) -> Diagnosis:
+    """Diagnose ``plan`` for a training step or for serving; remedies never change what is pinned."""
+    est = estimate(plan)
+    judged = est.judgement(mode)
+    eval_bytes = _eval_bytes(plan)
+    failure = _failure(est, eval_bytes, mode)
+    specs = SERVING_KINDS if mode is Mode.INFERENCE else TRAINING_KINDS
+    remedies = remedies_for(plan, specs, est, pins) if not judged.fits else ()
+    combination = None
+    if remedies:
+        # Shown whenever it is cheaper than every single change that fits (or none fits).
+        fitting_ranks = [r.cost_rank for r in remedies if r.fits]
+        below = min(fitting_ranks) if fitting_ranks else 1 << 30
+        combination = cheapest_combination(plan, remedies, specs, mode=mode, below_rank=below)
+    return Diagnosis(
+        mode=mode,
+        estimate=est,
+        judgement=judged,
+        dominant=_dominant(est),
+        failure=failure,
+        symptom=SYMPTOM_BY_FAILURE.get(failure),
+        state_bytes=_state_bytes(est),
+        eval_bytes=eval_bytes,
+        remedies=remedies,
+        combination=combination,
+        limits=limits(plan, est),
+        pins=pins,
+    )
+
+
+def remedies_for_symptom(
+    plan: Plan,
+    failure: Failure,
+    remedies: tuple[Remedy, ...] | None = None,
+    pins: frozenset[Pin] = frozenset(),
+) -> tuple[Symptom, tuple[Remedy, ...]]:
+    """Start from what the user saw: the likely cause and the remedies for that failure.
+
+    ``remedies`` may pass the training remedies a :func:`diagnose` of the same plan found.
+    """
+    symptom = SYMPTOM_BY_FAILURE.get(failure)
+    if symptom is None:
+        raise ValueError(f"no symptom for {failure!r}")
+    if failure is Failure.SERVING:
+        return symptom, remedies_for(plan, SERVING_KINDS, pins=pins)
+    found = remedies if remedies is not None else remedies_for(plan, TRAINING_KINDS, pins=pins)
+    return symptom, tuple(r for r in found if failure in r.addresses)
+
+
+@dataclass(frozen=True)
+class DiagnosisRequest:
+    """Everything a diagnosis for the Diagnosis tab depends on."""
+
+    plan: Plan
+    mode: Mode = Mode.TRAINING
+    pins: frozenset[Pin] = frozenset()
+    symptom: Failure | None = None  # a symptom the user picked: its remedies are found too
+
+
+@dataclass(frozen=True)
+class DiagnosisReport:
+    request: DiagnosisRequest
+    diagnosis: Diagnosis
+    curves: Mapping[str, Curve]  # "micro_batch" and "seq_len", crossing at the limits
+    symptom: Symptom | None
+    symptom_remedies: tuple[Remedy, ...]
+
+
+def report(request: DiagnosisRequest) -> DiagnosisReport:
+    """The diagnosis, both memory curves and the picked symptom's remedies for one request.
+
+    Pure and picklable both ways, so the app runs it in a worker process.
+    """
+    plan = request.plan
+    diagnosis = diagnose(plan, request.mode, request.pins)
+    curves = {axis: memory_curve(plan, axis, crossing=diagnosis.limits.largest(axis)) for axis in AXES}
+    symptom: Symptom | None = None
+    found: tuple[Remedy, ...] = ()
+    if request.symptom is not None and request.symptom is not Failure.NONE:
+        known = diagnosis.remedies if request.mode is Mode.TRAINING and diagnosis.remedies else None
+        symptom, found = remedies_for_symptom(plan, request.symptom, known, request.pins)
+    return DiagnosisReport(request, diagnosis, curves, symptom, found)

@@ -1,0 +1,547 @@
+"""What to change when a plan does not fit: remedy kinds, each a change of the plan that is
+judged by estimating the changed plan, and the cheapest combination of them that fits.
+
+No remedy carries arithmetic of its own: its verdict, total and cost come from
+:func:`core.estimate.estimate` of its plan and :func:`core.verdict.judge`. Training kinds are
+here; the serving kinds live in :mod:`core.advice.serving_remedies`. One concern past 400 lines:
+the kinds, their small transforms and the search over combinations of them read together.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, replace
+from enum import StrEnum
+from typing import Final
+
+from core.advice.fit import fewest_gpus, layout_name
+from core.advice.limits import max_micro_batch, max_sequence
+from core.advice.symptoms import Failure
+from core.catalogue import GpuSpec, load_gpus, load_models
+from core.errors import PlanError
+from core.estimate import Estimate, estimate
+from core.plan import Attention, CheckpointPolicy, LoraSettings, Method, Offload, Optimizer, Plan, Quant, Strategy
+from core.verdict import Judgement, Mode, Verdict
+
+
+class RemedyKind(StrEnum):
+    # training
+    FUSED_ATTENTION = "fused-attention"
+    CHUNKED_LOSS = "chunked-loss"
+    OPTIMIZER_8BIT = "optimizer-8bit"
+    MICRO_BATCH = "micro-batch"
+    CHECKPOINTING = "checkpointing"
+    LORA = "lora"
+    QLORA_NF4 = "qlora-nf4"
+    QLORA_INT8 = "qlora-int8"
+    PAGED_OPTIMIZER = "paged-optimizer"
+    MORE_GPUS = "more-gpus"  # the fewest of this card that fit (core.advice.fit.fewest_gpus)
+    FSDP = "fsdp"  # the same GPUs sharding everything instead of holding replicas
+    OFFLOAD_OPTIMIZER = "offload-optimizer"
+    TENSOR_PARALLEL = "tensor-parallel"
+    SHORTER_SEQUENCE = "shorter-sequence"
+    SMALLER_MODEL = "smaller-model"
+    BIGGER_CARD = "bigger-card"
+    # serving (core.advice.serving_remedies)
+    KV_FP8 = "kv-fp8"
+    FEWER_REQUESTS = "fewer-requests"
+    SHORTER_CONTEXT = "shorter-context"
+    WEIGHTS_NF4 = "weights-nf4"
+    MORE_TENSOR_PARALLEL = "more-tensor-parallel"
+    SMALLER_BATCHED_TOKENS = "smaller-batched-tokens"
+
+
+class Pin(StrEnum):
+    """What the user says must not change; remedies that change it are left out."""
+
+    MODEL = "model"
+    SEQUENCE = "sequence"  # training sequence length and serving context
+    GPU = "gpu"  # the card
+    GPU_COUNT = "gpu-count"
+    LAYOUT = "layout"  # the data-parallel strategy and degree, the tensor / pipeline degrees
+    NO_OFFLOAD = "no-offload"  # nothing moves to host memory
+
+
+PIN_LABELS: Final = {
+    Pin.MODEL: "Keep the model",
+    Pin.SEQUENCE: "Keep the sequence length",
+    Pin.GPU: "Keep the card",
+    Pin.GPU_COUNT: "Keep the GPU count",
+    Pin.LAYOUT: "Keep the parallel layout",
+    Pin.NO_OFFLOAD: "No CPU offload",
+}
+
+Transform = Callable[[Plan], "tuple[Plan, str] | None"]
+
+
+@dataclass(frozen=True)
+class RemedySpec:
+    """A kind of change: how to make it, what it costs, what it fixes, what it changes."""
+
+    kind: RemedyKind
+    transform: Transform  # the changed plan and its title, or None where it does not apply
+    cost_rank: int  # 0 = free; higher = costs more time, money or quality
+    addresses: frozenset[Failure]
+    cost_note: str
+    combinable: bool = True
+    changes: frozenset[Pin] = frozenset()
+    judged_on: Mode = Mode.TRAINING
+    # Kinds that are alternatives to each other (two optimizers, two bases) never combine.
+    excludes: frozenset[RemedyKind] = frozenset()
+    # A further cost note read from the changed plan (the price of the card it moves to).
+    plan_note: Callable[[Plan], str] | None = None
+
+    def apply(self, plan: Plan) -> tuple[Plan, str] | None:
+        """The changed plan and its title; None where the change does not apply, or where the
+        plan refuses it (a split the model's heads or the GPU count cannot take)."""
+        try:
+            return self.transform(plan)
+        except PlanError:
+            return None
+
+
+@dataclass(frozen=True)
+class Remedy:
+    kind: RemedyKind
+    title: str
+    plan: Plan
+    estimate: Estimate
+    judgement: Judgement  # on the training step, or on serving for serving remedies
+    cost_rank: int
+    cost: str  # what it costs, in words, with the compute model's figure where one exists
+    addresses: frozenset[Failure]
+
+    @property
+    def key(self) -> str:
+        return self.kind.value
+
+    @property
+    def fits(self) -> bool:
+        return self.judgement.fits
+
+    @property
+    def verdict(self) -> Verdict:
+        return self.judgement.verdict
+
+    @property
+    def total_bytes(self) -> float:
+        """The figure the verdict judges: the serving total for serving remedies."""
+        return self.judgement.total_bytes
+
+    @property
+    def serving(self) -> bool:
+        return self.addresses == {Failure.SERVING}
+
+
+@dataclass(frozen=True)
+class Combination:
+    remedies: tuple[Remedy, ...]
+    plan: Plan
+    estimate: Estimate
+    judgement: Judgement
+    cost_rank: int  # the parts' ranks added
+    cost: str
+
+    @property
+    def title(self) -> str:
+        return " + ".join(r.title for r in self.remedies)
+
+    @property
+    def fits(self) -> bool:
+        return self.judgement.fits
+
+    @property
+    def verdict(self) -> Verdict:
+        return self.judgement.verdict
+
+    @property
+    def total_bytes(self) -> float:
+        return self.judgement.total_bytes
+
+
+# ---- training transforms ----------------------------------------------------------
+DEFAULT_LORA: Final = LoraSettings(rank=16, alpha=32, targets=("all-linear",))
+
+
+def _lora(plan: Plan) -> tuple[Plan, str] | None:
+    if plan.method in (Method.LORA, Method.QLORA):
+        return None
+    return plan.with_method(Method.LORA, lora=DEFAULT_LORA), "LoRA (rank 16, all linear layers)"
+
+
+def _qlora(quant: Quant) -> Transform:
+    def apply(plan: Plan) -> tuple[Plan, str] | None:
+        if plan.method is Method.QLORA and plan.quant is quant:
+            return None
+        lora = plan.lora if plan.adapter_based else DEFAULT_LORA
+        label = "4-bit NF4 base (QLoRA)" if quant is Quant.NF4 else "8-bit base (LLM.int8 + LoRA)"
+        return plan.with_method(Method.QLORA, quant=quant, lora=lora), label
+
+    return apply
+
+
+def _optimizer(target: Optimizer, label: str) -> Transform:
+    def apply(plan: Plan) -> tuple[Plan, str] | None:
+        if plan.optimizer in (target, Optimizer.SGD) or plan.optimizer is Optimizer.PAGED_ADAMW_8BIT:
+            return None
+        return replace(plan, optimizer=target), label
+
+    return apply
+
+
+def _checkpointing(plan: Plan) -> tuple[Plan, str] | None:
+    """Full checkpointing: turned on, or in place of a selective policy (which keeps more)."""
+    if plan.checkpointing and plan.checkpoint_policy is CheckpointPolicy.FULL:
+        return None
+    label = "Full gradient checkpointing (every block)" if plan.checkpointing else "Gradient checkpointing"
+    return replace(plan, checkpointing=True, checkpoint_policy=CheckpointPolicy.FULL), label
+
+
+def _fused_attention(plan: Plan) -> tuple[Plan, str] | None:
+    if plan.attention is not Attention.EAGER:
+        return None
+    return replace(plan, attention=Attention.SDPA), "Fused attention (SDPA / FlashAttention)"
+
+
+def _chunked_loss(plan: Plan) -> tuple[Plan, str] | None:
+    return None if plan.chunked_loss else (replace(plan, chunked_loss=True), "Loss computed in chunks")
+
+
+def _smaller_micro_batch(plan: Plan) -> tuple[Plan, str] | None:
+    wl = plan.workload
+    if wl.micro_batch == 1:
+        return None
+    effective = wl.micro_batch * wl.grad_accum
+    best = max_micro_batch(plan.with_workload(grad_accum=1), high=wl.micro_batch - 1) or 1
+    accum = -(-effective // best)
+    new = plan.with_workload(micro_batch=best, grad_accum=accum)
+    return new, f"Micro-batch {best} × {accum} accumulation steps (same effective batch)"
+
+
+def _shorter_sequence(plan: Plan) -> tuple[Plan, str] | None:
+    seq = plan.workload.seq_len
+    best = max_sequence(plan, high=seq - 1) if seq > 1 else 0
+    if best < 1:
+        return None
+    return plan.with_workload(seq_len=best), f"Sequence length {best:,} (was {seq:,})"
+
+
+def _more_gpus(plan: Plan) -> tuple[Plan, str] | None:
+    """The fewest of this card that fit, at each count with the plan's strategy or else FSDP2
+    (more DDP replicas never lower the memory per GPU), with tensor and pipeline parallel only
+    where sharding alone fits at no count; None when nothing fits."""
+    found = fewest_gpus(plan, model_parallel=False).found  # the plan's strategy, then FSDP2
+    if found is None:  # sharding the state is not enough: split the layers too (TP, PP)
+        found = fewest_gpus(plan).found
+    if found is None or found.count <= plan.world_size:
+        return None
+    return found.plan, f"{found.count} GPUs with {layout_name(found.plan)} (the fewest of this card that fit)"
+
+
+def _fsdp(plan: Plan) -> tuple[Plan, str] | None:
+    if plan.world_size < 2 or plan.parallel.strategy in (Strategy.FSDP, Strategy.ZERO3):
+        return None
+    was = layout_name(plan).split(" + ")[0]
+    return plan.with_parallel(strategy=Strategy.FSDP), f"FSDP2 instead of {was} on the same {plan.world_size} GPUs"
+
+
+def _offload_optimizer(plan: Plan) -> tuple[Plan, str] | None:
+    """Optimizer state and its step on the CPU. DeepSpeed's ZeRO-Offload (offload_optimizer,
+    ZeRO stage 1-3, one GPU included); FSDP2's CPUOffloadPolicy moves the parameters too, and
+    DDP has no offload, so a DDP or FSDP plan moves to ZeRO-2 (v0.16 ``zero_optimization``)."""
+    if plan.parallel.offload is not Offload.NONE:
+        return None
+    strategy = plan.parallel.strategy
+    if strategy in (Strategy.DDP, Strategy.FSDP):
+        strategy = Strategy.ZERO2
+    new = plan.with_parallel(strategy=strategy, offload=Offload.OPTIMIZER)
+    if not estimate(new).host_holds:
+        return None  # the nodes' memory cannot hold the state either
+    return new, f"Optimizer state on the CPU ({layout_name(new)}, DeepSpeed ZeRO-Offload)"
+
+
+def _host_note(plan: Plan) -> str:
+    host = estimate(plan).host
+    if host is None:
+        return ""
+    return f"host RAM {host.bytes / 1e9:,.0f} GB of {host.capacity_bytes / 1e9:,.0f} GB per node"
+
+
+def _tensor_parallel(plan: Plan) -> tuple[Plan, str] | None:
+    """TP 2 on the same GPUs (Megatron-style, with sequence parallel): half of each layer's
+    weights and activations per GPU, where the heads divide and the node has GPUs in pairs."""
+    par = plan.parallel
+    if par.tensor_parallel > 1 or par.gpus_per_node % 2 or plan.world_size < 2:
+        return None
+    try:
+        new = plan.with_parallel(tensor_parallel=2, sequence_parallel=True)
+    except PlanError:
+        return None  # heads not divisible by 2, or the degrees no longer divide the GPUs
+    return new, f"Tensor parallel 2 on the same {plan.world_size} GPUs (with sequence parallel)"
+
+
+def _smaller_model(plan: Plan) -> tuple[Plan, str] | None:
+    current = plan.model.total_params()
+    same_family = [m for m in load_models() if m.spec.family == plan.model.family and m.spec.total_params() < current]
+    for entry in sorted(same_family, key=lambda m: -m.spec.total_params()):
+        candidate = plan.on_model(entry.spec, entry.id)  # frozen layers clamped to its depth
+        if estimate(candidate).fits:
+            return candidate, f"Smaller model: {entry.name}"
+    return None
+
+
+def _bigger_card(plan: Plan) -> tuple[Plan, str] | None:
+    """The cheapest larger card that fits, priced per card where the catalogue has a price.
+
+    A card with a known price is preferred to one without; among those, the lower price per
+    GPU-hour, then the smaller memory. The changed plan carries the card's price, so its
+    cost figure is that card's.
+    """
+    capacity = estimate(plan).capacity_bytes
+    bigger: list[GpuSpec] = [g for g in load_gpus() if g.memory_bytes > capacity]
+    fitting: list[tuple[tuple[float, int, str], Plan, str]] = []
+    for gpu in bigger:
+        priced = gpu.hourly_price()
+        candidate = plan.with_hardware(gpu=gpu.id)
+        if priced is not None:
+            candidate = candidate.with_hardware(price_per_gpu_hour=priced[0])
+        if not estimate(candidate).fits:
+            continue
+        title = f"A bigger card: {gpu.name} ({gpu.memory_bytes / 1e9:.0f} GB)"
+        order = (priced[0] if priced else float("inf"), gpu.memory_bytes, gpu.id)
+        fitting.append((order, candidate, title))
+    if not fitting:
+        return None
+    _, candidate, title = min(fitting, key=lambda item: item[0])
+    return candidate, title
+
+
+def _card_price_note(plan: Plan) -> str:
+    """Where the price of the card a plan runs on comes from."""
+    gpus = {g.id: g for g in load_gpus()}
+    gpu = gpus.get(plan.hardware.gpu)
+    priced = gpu.hourly_price() if gpu is not None else None
+    if priced is None:
+        return (
+            f"priced at this plan's {plan.hardware.price_per_gpu_hour:g} per GPU-hour: "
+            "the catalogue has no price for this card"
+        )
+    return f"about ${priced[0]:.2f} per GPU-hour ({priced[1]})"
+
+
+FIRST: Final = frozenset({Failure.FIRST_STEP})
+ACTS: Final = frozenset({Failure.LONG_BATCHES})
+EVAL: Final = frozenset({Failure.EVALUATION, Failure.LONG_BATCHES})
+ALL: Final = frozenset({Failure.FIRST_STEP, Failure.LONG_BATCHES, Failure.EVALUATION})
+_BASES: Final = frozenset({RemedyKind.LORA, RemedyKind.QLORA_NF4, RemedyKind.QLORA_INT8})
+_OPTIMIZERS: Final = frozenset({RemedyKind.OPTIMIZER_8BIT, RemedyKind.PAGED_OPTIMIZER})
+_STRATEGIES: Final = frozenset({RemedyKind.FSDP, RemedyKind.OFFLOAD_OPTIMIZER})
+
+K = RemedyKind
+TRAINING_KINDS: Final = (
+    RemedySpec(K.FUSED_ATTENTION, _fused_attention, 0, ACTS, "no cost: the same result, usually faster"),
+    RemedySpec(K.CHUNKED_LOSS, _chunked_loss, 0, EVAL, "no cost in quality; a little slower loss"),
+    RemedySpec(
+        K.OPTIMIZER_8BIT,
+        _optimizer(Optimizer.ADAMW_8BIT, "8-bit AdamW"),
+        1,
+        FIRST,
+        "little or no quality loss (Dettmers et al. 2022)",
+        excludes=_OPTIMIZERS,
+    ),
+    RemedySpec(
+        K.MICRO_BATCH, _smaller_micro_batch, 1, ACTS, "same effective batch; smaller kernels run less efficiently"
+    ),
+    RemedySpec(K.CHECKPOINTING, _checkpointing, 2, ACTS, "recomputes the forward"),
+    RemedySpec(
+        K.LORA, _lora, 2, FIRST, "trains an adapter instead of every weight; quality usually close", excludes=_BASES
+    ),
+    RemedySpec(
+        K.QLORA_NF4,
+        _qlora(Quant.NF4),
+        3,
+        FIRST,
+        "dequantising costs some speed; quality close to 16-bit LoRA (QLoRA paper)",
+        excludes=_BASES,
+    ),
+    RemedySpec(
+        K.QLORA_INT8, _qlora(Quant.INT8), 3, FIRST, "int8 matmuls are slower; quality close to 16-bit", excludes=_BASES
+    ),
+    RemedySpec(
+        K.PAGED_OPTIMIZER,
+        _optimizer(Optimizer.PAGED_ADAMW_8BIT, "Paged 8-bit AdamW"),
+        3,
+        FIRST,
+        "pages state to CPU memory under pressure: slower when it does",
+        excludes=_OPTIMIZERS,
+    ),
+    RemedySpec(
+        K.FSDP,
+        _fsdp,
+        1,
+        FIRST,
+        "gathers each layer's weights in the forward and backward: more communication",
+        changes=frozenset({Pin.LAYOUT}),
+        excludes=_STRATEGIES,
+    ),
+    RemedySpec(
+        K.TENSOR_PARALLEL,
+        _tensor_parallel,
+        2,
+        ALL,
+        "two GPUs compute each layer: collectives in every layer, best within one node",
+        changes=frozenset({Pin.LAYOUT}),
+    ),
+    RemedySpec(
+        K.OFFLOAD_OPTIMIZER,
+        _offload_optimizer,
+        3,
+        FIRST,
+        "the optimizer step runs on the CPU and the state crosses PCIe each step: slower steps, host RAM",
+        changes=frozenset({Pin.LAYOUT, Pin.NO_OFFLOAD}),
+        excludes=_STRATEGIES,
+        plan_note=_host_note,
+    ),
+    RemedySpec(
+        K.MORE_GPUS,
+        _more_gpus,
+        4,
+        ALL,
+        "more GPUs: the same tokens in fewer hours, the GPU-hours about the same",
+        combinable=False,
+        changes=frozenset({Pin.GPU_COUNT, Pin.LAYOUT}),  # the data-parallel degree, often the strategy
+    ),
+    RemedySpec(
+        K.SHORTER_SEQUENCE,
+        _shorter_sequence,
+        5,
+        ACTS,
+        "the model sees shorter contexts",
+        combinable=False,
+        changes=frozenset({Pin.SEQUENCE}),
+    ),
+    RemedySpec(
+        K.SMALLER_MODEL,
+        _smaller_model,
+        6,
+        ALL,
+        "a smaller model is usually less capable",
+        combinable=False,
+        changes=frozenset({Pin.MODEL}),
+    ),
+    RemedySpec(
+        K.BIGGER_CARD,
+        _bigger_card,
+        6,
+        ALL,
+        "a different, larger GPU",
+        combinable=False,
+        changes=frozenset({Pin.GPU}),
+        plan_note=_card_price_note,
+    ),
+)
+# Kinds listed even when they do not lower the total (a bigger card, more GPUs: the total
+# per card may stay while the card grows).
+_ALWAYS_LISTED: Final = frozenset({K.BIGGER_CARD, K.MORE_GPUS})
+# Changes of layout: what they cost is time (communication, the CPU's step), so their hours
+# before and after are always shown, even where the compute model finds no difference.
+_TIMED: Final = frozenset({K.MORE_GPUS, K.FSDP, K.TENSOR_PARALLEL, K.OFFLOAD_OPTIMIZER})
+
+
+def hours_text(hours: float) -> str:
+    """Hours as the cost notes give them: two decimals under ten hours (0.72 h), else one."""
+    return f"{hours:,.1f} h" if hours >= 10 else f"{hours:.2f} h"
+
+
+def _time_and_money(base: Estimate, new: Estimate, always_time: bool = False) -> list[str]:
+    hours, new_hours = base.compute.hours, new.compute.hours
+    parts = []
+    change = f"time {hours_text(hours)} → {hours_text(new_hours)}"
+    if always_time and hours and new_hours and abs(new_hours / hours - 1) <= 0.005:
+        parts.append(change)
+    elif hours and new_hours and abs(new_hours / hours - 1) > 0.005:
+        parts.append(f"{change} ({new_hours / hours - 1:+.0%})")
+    if base.compute.cost and new.compute.cost and abs(new.compute.cost / base.compute.cost - 1) > 0.005:
+        parts.append(f"cost {new.compute.cost / base.compute.cost - 1:+.0%}")
+    return parts
+
+
+def cost_text(notes: Sequence[str], base: Estimate, new: Estimate, always_time: bool = False) -> str:
+    """What a change costs in words, then its time and money against the current plan (the
+    hours always with ``always_time``: a change of layout whose cost is its time)."""
+    return "; ".join([*(n for n in notes if n), *_time_and_money(base, new, always_time)])
+
+
+def allowed(specs: Iterable[RemedySpec], pins: frozenset[Pin]) -> tuple[RemedySpec, ...]:
+    """The kinds that change nothing the user pinned."""
+    return tuple(s for s in specs if not (s.changes & pins))
+
+
+def remedies_for(
+    plan: Plan,
+    specs: Sequence[RemedySpec] = TRAINING_KINDS,
+    base: Estimate | None = None,
+    pins: frozenset[Pin] = frozenset(),
+) -> tuple[Remedy, ...]:
+    """Every applicable change that lowers the judged total, those that fit first, cheapest first."""
+    base = base or estimate(plan)
+    found: list[Remedy] = []
+    for spec in allowed(specs, pins):
+        result = spec.apply(plan)
+        if result is None:
+            continue
+        new_plan, title = result
+        if new_plan == plan:
+            continue
+        new = estimate(new_plan)
+        judged = new.judgement(spec.judged_on)
+        if judged.total_bytes >= base.judgement(spec.judged_on).total_bytes and spec.kind not in _ALWAYS_LISTED:
+            continue  # it would not help
+        notes = [spec.cost_note, spec.plan_note(new_plan) if spec.plan_note else ""]
+        cost = cost_text(notes, base, new, spec.kind in _TIMED)
+        found.append(Remedy(spec.kind, title, new_plan, new, judged, spec.cost_rank, cost, spec.addresses))
+    return tuple(sorted(found, key=lambda r: (not r.fits, r.cost_rank, r.total_bytes)))
+
+
+def cheapest_combination(
+    plan: Plan,
+    remedies: Iterable[Remedy],
+    specs: Sequence[RemedySpec] = TRAINING_KINDS,
+    max_size: int = 3,
+    mode: Mode = Mode.TRAINING,
+    below_rank: int = 1 << 30,
+) -> Combination | None:
+    """The cheapest set of two or three combinable changes that fits (lowest summed cost
+    rank, then smallest total), applied in order of cost to the plan; only sets whose summed
+    rank is below ``below_rank`` (a single change that fits at that cost is simpler)."""
+    base = estimate(plan)
+    by_kind = {s.kind: s for s in specs}
+    pool = [r for r in remedies if r.kind in by_kind and by_kind[r.kind].combinable]
+    best: Combination | None = None
+    best_score: tuple[int, float] = (below_rank - 1, float("inf"))
+    for size in range(2, max_size + 1):
+        for group in itertools.combinations(pool, size):
+            kinds = [r.kind for r in group]
+            if any(len(by_kind[k].excludes & set(kinds)) > 1 for k in kinds):
+                continue
+            rank = sum(r.cost_rank for r in group)
+            if rank > best_score[0]:
+                continue
+            current = plan
+            applied: list[Remedy] = []
+            for remedy in sorted(group, key=lambda r: r.cost_rank):
+                result = by_kind[remedy.kind].apply(current)
+                if result is None:
+                    break
+                current = result[0]
+                applied.append(remedy)
+            else:
+                est = estimate(current)
+                judged = est.judgement(mode)
+                score = (rank, judged.total_bytes)
+                if judged.fits and score < best_score:
+                    notes = [by_kind[r.kind].cost_note for r in applied]
+                    cost = cost_text(notes, base, est)
+                    best, best_score = Combination(tuple(applied), current, est, judged, rank, cost), score
+    return best

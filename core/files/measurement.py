@@ -1,0 +1,194 @@
+"""Measured training steps (tools/measure output) and the plans they correspond to.
+
+A measurement file is ``{"format": "vramplan-measurement", "version": 1, "case": {...},
+"peak_allocated_bytes": N, ...}``. Reading it only parses JSON; a bad file raises
+:class:`PlanFileError` with one clear line.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, Final
+
+from core.catalogue import find_model
+from core.errors import PlanError, PlanFileError
+from core.files.fileio import read_regular_file
+from core.hfconfig import model_from_hf_config
+from core.plan import (
+    Attention,
+    Autocast,
+    CheckpointPolicy,
+    Dtype,
+    Hardware,
+    LoraSettings,
+    Method,
+    Optimizer,
+    OptimizerImpl,
+    Plan,
+    Precision,
+    Workload,
+)
+from core.units import finite_number
+
+FORMAT: Final = "vramplan-measurement"
+MAX_BYTES: Final = 10_000_000
+
+_PRECISIONS: Final = {
+    "fp32": Precision.FP32,
+    "bf16-mixed": Precision.BF16_MIXED,
+    "bf16": Precision.BF16,
+    "fp16-mixed": Precision.FP16_MIXED,
+    "fp16": Precision.FP16,
+}
+_OPTIMIZERS: Final = {
+    "adamw": Optimizer.ADAMW,
+    "adam": Optimizer.ADAM,
+    "sgd-momentum": Optimizer.SGD_MOMENTUM,
+    "sgd": Optimizer.SGD,
+    "adamw-8bit": Optimizer.ADAMW_8BIT,
+    "adafactor": Optimizer.ADAFACTOR,
+}
+
+
+@dataclass(frozen=True)
+class Measurement:
+    case_id: str
+    case: Mapping[str, Any]
+    peak_allocated_bytes: int
+    peak_reserved_bytes: int | None
+    peak_phase: str
+    peak_step: int
+    breakdown: Mapping[str, int]
+    backend: str
+    source: str
+
+
+def _int(doc: Mapping[str, Any], key: str, where: str, optional: bool = False) -> int | None:
+    value = doc.get(key)
+    if value is None and optional:
+        return None
+    number = finite_number(value)
+    if number is None or number < 0:
+        raise PlanFileError(where, f"'{key}' must be a non-negative number of bytes, not {value!r}")
+    return int(number)
+
+
+def measurement_from_dict(doc: Any, where: str = "(measurement)") -> Measurement:
+    if not isinstance(doc, Mapping) or doc.get("format") != FORMAT:
+        raise PlanFileError(where, "is not a VRAM Planner measurement (format 'vramplan-measurement')")
+    case = doc.get("case")
+    if not isinstance(case, Mapping):
+        raise PlanFileError(where, "has no 'case' object describing the measured run")
+    peak = _int(doc, "peak_allocated_bytes", where)
+    assert peak is not None
+    breakdown_raw = doc.get("breakdown_at_peak") or {}
+    if not isinstance(breakdown_raw, Mapping):
+        raise PlanFileError(where, "'breakdown_at_peak' must be an object of byte counts")
+    breakdown = {}
+    for key, value in breakdown_raw.items():
+        if finite_number(value) is not None:
+            breakdown[str(key)] = int(value)
+    step = doc.get("peak_step", 0)
+    return Measurement(
+        case_id=str(case.get("id", "")),
+        case=case,
+        peak_allocated_bytes=peak,
+        peak_reserved_bytes=_int(doc, "peak_reserved_bytes", where, optional=True),
+        peak_phase=str(doc.get("peak_phase", "")),
+        peak_step=step if isinstance(step, int) and not isinstance(step, bool) else 0,
+        breakdown=breakdown,
+        backend=str(doc.get("backend", "")),
+        source=where,
+    )
+
+
+def load_measurement(path: str | os.PathLike[str]) -> Measurement:
+    where = str(path)
+    raw = read_regular_file(path, MAX_BYTES, "a measurement file")
+    try:
+        doc = json.loads(raw.decode("utf-8"))
+    except (UnicodeDecodeError, RecursionError, ValueError):  # ValueError: JSON, or an int of 4,300+ digits
+        raise PlanFileError(where, "is not valid JSON") from None
+    return measurement_from_dict(doc, where)
+
+
+def _case_roles(case: Mapping[str, Any]) -> dict[str, Any]:
+    """Precision roles and optimizer implementation of a case, over its old ``precision``.
+
+    ``weight_dtype`` is the dtype the model was built in (the frozen base too, for LoRA),
+    ``adapter_dtype`` PEFT's adapter storage, ``autocast`` null / "bf16" / "fp16"; absent
+    keys keep what ``precision`` meant. ``optimizer_impl`` absent means foreach, what every
+    case measured before the key existed ran (tools/measure passes foreach=True on CUDA).
+    """
+    roles: dict[str, Any] = {}
+    if case.get("weight_dtype") is not None:
+        roles["weight_dtype"] = roles["base_dtype"] = Dtype(str(case["weight_dtype"]))
+    if case.get("adapter_dtype") is not None:
+        roles["adapter_dtype"] = Dtype(str(case["adapter_dtype"]))
+    if "autocast" in case:
+        roles["autocast"] = Autocast(str(case["autocast"] or "none"))
+    return roles
+
+
+def plan_for_case(case: Mapping[str, Any], model_config: Mapping[str, Any] | None = None) -> Plan:
+    """The Plan describing a measured case (micro-batch, sequence, method, precision...)."""
+    try:
+        if model_config:
+            spec = model_from_hf_config(model_config, name=str(case.get("model", "measured model")))
+            model_id = str(case.get("model", ""))
+        else:
+            entry = find_model(str(case["model"]))
+            spec, model_id = entry.spec, entry.id
+        method = Method(case.get("method", "full"))
+        lora_doc = case.get("lora") or {}
+        lora = LoraSettings(
+            rank=int(lora_doc.get("rank", 8)),
+            alpha=float(lora_doc.get("alpha", 16)),
+            targets=tuple(lora_doc.get("targets", ("q_proj", "v_proj"))),
+        )
+        plan = Plan(
+            model=spec,
+            model_id=model_id,
+            method=method,
+            lora=lora,
+            frozen_layers=int(case.get("frozen_layers", 0)) if method is Method.FROZEN else 0,
+            precision=_PRECISIONS[str(case.get("precision", "fp32"))],
+            optimizer=_OPTIMIZERS[str(case.get("optimizer", "adamw"))],
+            optimizer_impl=OptimizerImpl(str(case.get("optimizer_impl") or "foreach")),
+            attention=Attention(case.get("attention", "sdpa")),
+            checkpointing=bool(case.get("checkpointing", False)),
+            checkpoint_policy=CheckpointPolicy(str(case.get("checkpoint_policy", "full"))),
+            checkpoint_every=int(case.get("checkpoint_every", 1)),
+            workload=Workload(micro_batch=int(case.get("micro_batch", 1)), seq_len=int(case.get("seq_len", 1024))),
+            hardware=Hardware(gpu="h100-sxm"),
+        )
+        roles = _case_roles(case)
+        return plan.with_changes(**roles) if roles else plan
+    except PlanError:
+        raise
+    except (KeyError, TypeError, ValueError) as exc:
+        raise PlanError(
+            "case", dict(case), "a measured case with model, method, precision, optimizer", str(exc)
+        ) from None
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """An estimate beside a measurement of the same run."""
+
+    measured_bytes: int
+    estimated_bytes: float
+    error_bytes: float  # estimated - measured
+    error_pct: float  # relative to the measurement
+    same_plan: bool  # whether the measured case describes the estimated plan
+
+
+def compare(estimate_peak_bytes: float, measurement: Measurement, same_plan: bool = True) -> Comparison:
+    """Signed error of an allocator-level estimate against a measured peak."""
+    measured = measurement.peak_allocated_bytes
+    error = estimate_peak_bytes - measured
+    pct = error / measured * 100 if measured else 0.0
+    return Comparison(measured, estimate_peak_bytes, error, pct, same_plan)

@@ -1,0 +1,428 @@
+"""Reports of a plan or a comparison: self-contained HTML, Markdown and CSV.
+
+A report holds the inputs, the chart (inline SVG drawn from the estimate's phases), every
+bucket with its worked arithmetic, the verdict, the diagnosis and the tool's version. Every
+string that came from outside (model names, plan names) is HTML-escaped in HTML and has
+its table separators escaped in Markdown. Figures are the estimator's; nothing is derived
+here beyond scaling bytes to a unit or to pixels.
+
+Just past 400 lines: the HTML, Markdown and CSV writers walk the same report structure.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from html import escape
+from typing import Final
+
+from core import __version__
+from core.advice.compare import TOTAL, Comparison, Row, RowKind, compare
+from core.advice.diagnosis import Diagnosis, diagnose
+from core.breakdown import BUCKET_LABELS, BUCKET_ORDER, BucketKey
+from core.estimate import VERDICT_LABELS, Estimate, Verdict
+from core.plan import Plan
+from core.units import GB, GiB
+
+# Okabe & Ito (2008) colours, the chart's: distinguishable with colour-vision deficiency.
+BUCKET_COLOURS: Final = {
+    "weights": "#0072B2",
+    "gradients": "#E69F00",
+    "optimizer": "#009E73",
+    "activations": "#CC79A7",
+    "overhead": "#999999",
+}
+VERDICT_COLOURS: Final = {Verdict.FITS: "#009E73", Verdict.OVER_HEADROOM: "#E69F00", Verdict.OOM: "#D55E00"}
+
+
+@dataclass(frozen=True)
+class ReportPlan:
+    name: str
+    estimate: Estimate
+    diagnosis: Diagnosis
+
+
+@dataclass(frozen=True)
+class Report:
+    title: str
+    comparison: Comparison
+    plans: tuple[ReportPlan, ...]
+    generated: str  # UTC time, ISO 8601
+    unit: str = "GB"
+
+    @property
+    def is_comparison(self) -> bool:
+        return len(self.plans) > 1
+
+
+def build_report(
+    named: Sequence[tuple[str, Plan]], title: str = "", *, unit: str = "GB", generated: str | None = None
+) -> Report:
+    """Estimate and diagnose each plan (1 to 4): the contents every format renders."""
+    comparison = compare(named)
+    plans = tuple(ReportPlan(p.name, p.estimate, diagnose(p.plan)) for p in comparison.plans)
+    when = generated or datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    default_title = "Plan comparison" if len(plans) > 1 else f"Plan: {plans[0].name}"
+    return Report(title or default_title, comparison, plans, when, "GiB" if unit == "GiB" else "GB")
+
+
+def report_for_comparison(comparison: Comparison, title: str = "", **kwargs: str) -> Report:
+    return build_report([(p.name, p.plan) for p in comparison.plans], title, **kwargs)
+
+
+# ---- shared text ---------------------------------------------------------------------
+def _size(n_bytes: float, unit: str) -> str:
+    scale = GiB if unit == "GiB" else GB
+    return f"{n_bytes / scale:,.2f} {unit}"
+
+
+def value_text(row: Row, value: float | str, unit: str) -> str:
+    if isinstance(value, str):
+        return value
+    if row.kind is RowKind.BYTES:
+        return _size(value, unit)
+    if row.kind is RowKind.HOURS:
+        return f"{value:,.1f} h" if value >= 1 else f"{value:.2f} h"
+    if row.kind is RowKind.MONEY:
+        return f"{value:,.2f}"
+    if row.kind is RowKind.RATE:
+        return f"{value:,.0f}"
+    return f"{value:,.0f}"
+
+
+def caption(est: Estimate) -> str:
+    """One line for a chart: model, method, card and verdict."""
+    plan = est.plan
+    return (
+        f"{plan.model.name} · {plan.method.value} · {est.gpu.name} × {plan.world_size} · "
+        f"{VERDICT_LABELS[est.verdict]} ({est.total_bytes / GB:.1f} of {est.capacity_bytes / GB:.1f} GB)"
+    )
+
+
+def _verdict_line(est: Estimate, unit: str) -> str:
+    plan = est.plan
+    return (
+        f"{VERDICT_LABELS[est.verdict]}: {_size(est.total_bytes, unit)} of {_size(est.capacity_bytes, unit)} "
+        f"({_size(est.usable_bytes, unit)} usable with {plan.hardware.headroom:.0%} headroom), "
+        f"margin {_size(est.margin_bytes, unit)}; peak at the {est.peak_phase}"
+    )
+
+
+def _remedy_lines(d: Diagnosis, unit: str) -> list[str]:
+    lines = []
+    for remedy in d.remedies[:8]:
+        state = "fits" if remedy.fits else "still too big"
+        lines.append(f"{remedy.title}: {_size(remedy.total_bytes, unit)}, {state}; {remedy.cost}")
+    if d.combination is not None:
+        lines.append(
+            f"Together: {d.combination.title}: {_size(d.combination.estimate.total_bytes, unit)}, "
+            f"{VERDICT_LABELS[d.combination.estimate.verdict].lower()}"
+        )
+    return lines
+
+
+# ---- the chart (inline SVG) ------------------------------------------------------------
+CHART_WIDTH: Final = 760
+CHART_HEIGHT: Final = 320
+
+
+def chart_svg(comparison: Comparison, unit: str = "GB", width: int = CHART_WIDTH, height: int = CHART_HEIGHT) -> str:
+    """Grouped bars: one group per phase, one stacked bar per plan, on one axis."""
+    scale = GiB if unit == "GiB" else GB
+    phases = comparison.phase_names()
+    plans = comparison.plans
+    stacks: list[list[list[tuple[str, float]]]] = []  # [phase][plan] -> (bucket, bytes)
+    for name in phases:
+        row = []
+        for compared in plans:
+            est = compared.estimate
+            if name == TOTAL:
+                row.append([(b.key.value, b.bytes) for b in est.buckets])
+            else:
+                phase = next((p for p in est.phases if p.name == name), None)
+                row.append([(b.key.value, b.bytes) for b in phase.buckets] if phase else [])
+        stacks.append(row)
+    highest = max(
+        [sum(v for _, v in bar) for row in stacks for bar in row] + [p.estimate.capacity_bytes for p in plans]
+    )
+    step = _tick_step(highest / scale) * scale
+    top = step * (int(highest * 1.04 / step) + 1)
+    left, bottom, right, head = 56, 46, 12, 28
+    plot_w, plot_h = width - left - right, height - bottom - head
+    group_w = plot_w / len(phases)
+    bar_w = min(48.0, group_w * 0.8 / len(plans))
+
+    def y(n_bytes: float) -> float:
+        return head + plot_h * (1 - n_bytes / top)
+
+    parts = [
+        f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
+        f'viewBox="0 0 {width} {height}" role="img" aria-label="Memory by phase and plan" '
+        'font-family="sans-serif" font-size="11">'
+    ]
+    for i in range(round(top / step) + 1):
+        value = step * i
+        parts.append(
+            f'<line x1="{left}" x2="{width - right}" y1="{y(value):.1f}" y2="{y(value):.1f}" stroke="#ddd"/>'
+            f'<text x="{left - 4}" y="{y(value) + 4:.1f}" text-anchor="end">{value / scale:,.0f}</text>'
+        )
+    parts.append(
+        f'<text x="12" y="{head + plot_h / 2:.0f}" transform="rotate(-90 12 {head + plot_h / 2:.0f})" '
+        f'text-anchor="middle">{unit} per GPU</text>'
+    )
+    for g, (name, row) in enumerate(zip(phases, stacks, strict=True)):
+        x0 = left + g * group_w + (group_w - bar_w * len(plans)) / 2
+        for k, bar in enumerate(row):
+            x = x0 + k * bar_w
+            level = 0.0
+            for key, n_bytes in bar:
+                if n_bytes <= 0:
+                    continue
+                parts.append(
+                    f'<rect x="{x + 1:.1f}" y="{y(level + n_bytes):.1f}" width="{bar_w - 2:.1f}" '
+                    f'height="{y(level) - y(level + n_bytes):.1f}" fill="{BUCKET_COLOURS[key]}">'
+                    f"<title>{escape(plans[k].name)} · {escape(name)} · {BUCKET_LABELS[_bucket(key)]}: "
+                    f"{_size(n_bytes, unit)}</title></rect>"
+                )
+                level += n_bytes
+            capacity = plans[k].estimate.capacity_bytes
+            parts.append(
+                f'<line x1="{x:.1f}" x2="{x + bar_w:.1f}" y1="{y(capacity):.1f}" y2="{y(capacity):.1f}" '
+                'stroke="#D55E00" stroke-width="2" stroke-dasharray="4 2"/>'
+            )
+            if len(plans) > 1:
+                parts.append(
+                    f'<text x="{x + bar_w / 2:.1f}" y="{y(level) - 3:.1f}" text-anchor="middle">{k + 1}</text>'
+                )
+        parts.append(
+            f'<text x="{left + (g + 0.5) * group_w:.1f}" y="{height - bottom + 16}" text-anchor="middle">'
+            f"{escape(name)}</text>"
+        )
+    legend_x = left
+    for key in BUCKET_ORDER:
+        parts.append(
+            f'<rect x="{legend_x}" y="{height - 16}" width="10" height="10" fill="{BUCKET_COLOURS[key.value]}"/>'
+            f'<text x="{legend_x + 14}" y="{height - 7}">{BUCKET_LABELS[key]}</text>'
+        )
+        legend_x += 112
+    parts.append(
+        f'<line x1="{legend_x}" x2="{legend_x + 16}" y1="{height - 11}" y2="{height - 11}" stroke="#D55E00" '
+        f'stroke-width="2" stroke-dasharray="4 2"/><text x="{legend_x + 20}" y="{height - 7}">card capacity</text>'
+    )
+    parts.append("</svg>")
+    return "".join(parts)
+
+
+def _tick_step(span: float) -> float:
+    """A round step (1, 2 or 5 × 10ⁿ) giving at most six intervals over ``span``."""
+    if span <= 0:
+        return 1.0
+    magnitude = 10.0 ** math.floor(math.log10(span / 6))
+    return next(m * magnitude for m in (1, 2, 5, 10) if span / (m * magnitude) <= 6)
+
+
+def _bucket(key: str) -> BucketKey:
+    return next(k for k in BUCKET_ORDER if k.value == key)
+
+
+# ---- HTML ----------------------------------------------------------------------------
+_CSS: Final = (
+    "body{font-family:system-ui,sans-serif;margin:2em auto;max-width:60em;color:#222;line-height:1.4}"
+    "table{border-collapse:collapse;margin:.5em 0 1em}td,th{border:1px solid #ccc;padding:.25em .5em;"
+    "text-align:left;vertical-align:top}td.n{text-align:right;white-space:nowrap}tr.diff td{background:#fff3cd}"
+    "td.f{font-family:ui-monospace,monospace;font-size:.85em}.verdict{font-weight:bold}"
+    ".caption{color:#555;font-size:.9em}footer{margin-top:2em;color:#666;font-size:.9em}"
+)
+
+
+def _html_rows(report: Report) -> str:
+    comparison = report.comparison
+    best = comparison.cheapest_fit()
+    head = "".join(
+        f"<th{' class=best' if i == best else ''}>{i + 1}. {escape(p.name)}</th>" for i, p in enumerate(report.plans)
+    )
+    body = []
+    for row in comparison.rows():
+        cells = "".join(
+            f'<td class="n">{escape(value_text(row, v, report.unit))}</td>'
+            if not isinstance(v, str)
+            else f"<td>{escape(v)}</td>"
+            for v in row.values
+        )
+        cls = ' class="diff"' if report.is_comparison and row.differs else ""
+        body.append(f"<tr{cls}><th>{escape(row.label)}</th>{cells}</tr>")
+    return f'<table width="100%"><tr><th></th>{head}</tr>{"".join(body)}</table>'
+
+
+def _html_plan(item: ReportPlan, index: int, unit: str, several: bool) -> str:
+    est, d = item.estimate, item.diagnosis
+    colour = VERDICT_COLOURS[est.verdict]
+    out = [f"<section><h2>{f'{index + 1}. ' if several else ''}{escape(item.name)}</h2>"]
+    out.append(f'<p class="verdict" style="color:{colour}">{escape(_verdict_line(est, unit))}</p>')
+    out.append(f"<p>{escape(caption(est))}</p>")
+    out.append('<h3>Memory at the peak, with the arithmetic</h3><table width="100%">')
+    out.append('<tr><th width="18%">Bucket</th><th width="14%">Size</th>')
+    out.append("<th>Arithmetic</th></tr>")
+    for bucket in est.buckets:
+        out.append(
+            f'<tr><td>{escape(bucket.label)}</td><td class="n">{escape(_size(bucket.bytes, unit))}</td>'
+            f'<td class="f">{"<br>".join(escape(line) for line in bucket.formula.splitlines())}'
+            f"{f'<br><i>{escape(bucket.note)}</i>' if bucket.note else ''}</td></tr>"
+        )
+    out.append(f"</table><p><code>{escape(est.summary_formula)}</code></p>")
+    out.append('<h3>Phases</h3><table width="100%">')
+    for phase in est.phases:
+        out.append(
+            f'<tr><td>{escape(phase.name)}</td><td class="n">{escape(_size(phase.allocated_bytes, unit))}</td>'
+            f"<td>{escape(phase.description)}</td></tr>"
+        )
+    out.append("</table><h3>Time and cost</h3>")
+    out.append(f"<p><code>{escape(est.compute.formula)}</code></p>")
+    out.append(
+        f"<p>{est.compute.hours:,.1f} h, cost {est.compute.cost:,.2f}, "
+        f"{est.compute.tokens_per_second:,.0f} tokens/s, {est.compute.steps:,} optimizer steps</p>"
+    )
+    if est.compute.comm_terms:
+        out.append('<table width="100%">')
+        for term in est.compute.comm_terms:
+            out.append(
+                f'<tr><td>{escape(term.label)}</td><td class="n">{term.seconds:.3g} s</td>'
+                f"<td>{escape(term.formula)}</td></tr>"
+            )
+        out.append("</table>")
+    out.append(f"<h3>Diagnosis</h3><p>{escape(d.explanation)}</p>")
+    if d.symptom is not None:
+        out.append(f"<p>Symptom: {escape(d.symptom.symptom)}. Remedies: {escape(d.symptom.remedies)}.</p>")
+    remedies = _remedy_lines(d, unit)
+    if remedies:
+        out.append("<ul>" + "".join(f"<li>{escape(line)}</li>" for line in remedies) + "</ul>")
+    if est.notes:
+        out.append("<h3>Notes</h3><ul>" + "".join(f"<li>{escape(n)}</li>" for n in est.notes) + "</ul>")
+    out.append("</section>")
+    return "".join(out)
+
+
+def to_html(report: Report, chart_src: str | None = None, chart_width: int = 480) -> str:
+    """The report as one HTML page; the chart is inline SVG, or ``<img src=chart_src>`` of
+    ``chart_width`` for renderers without SVG (Qt's QTextDocument, which the PDF export uses)."""
+    comparison = report.comparison
+    best = comparison.cheapest_fit()
+    parts = [
+        '<!DOCTYPE html><html lang="en"><head><meta charset="utf-8">',
+        f"<title>{escape(report.title)}</title><style>{_CSS}</style></head><body>",
+        f"<h1>{escape(report.title)}</h1>",
+    ]
+    if report.is_comparison:
+        cheapest = (
+            f"Cheapest that fits: {best + 1}. {escape(report.plans[best].name)}"
+            if best is not None
+            else "None of these plans fits its card."
+        )
+        parts.append(f"<p><strong>{cheapest}</strong></p>")
+        parts.append("<p>Rows whose values differ between the plans are highlighted.</p>")
+    if chart_src is None:
+        chart = chart_svg(comparison, report.unit)
+    else:
+        height = round(chart_width * CHART_HEIGHT / CHART_WIDTH)
+        chart = f'<img src="{escape(chart_src)}" width="{chart_width}" height="{height}">'
+    parts.append(f'<div class="chart">{chart}</div><p class="caption">Memory per GPU by phase')
+    parts.append(
+        " for each plan (numbered bars); the dashed line is each card's capacity.</p>"
+        if report.is_comparison
+        else f": {escape(caption(report.plans[0].estimate))}</p>"
+    )
+    parts.append("<h2>Inputs and results</h2>" + _html_rows(report))
+    for index, item in enumerate(report.plans):
+        parts.append(_html_plan(item, index, report.unit, report.is_comparison))
+    parts.append(
+        f"<footer>VRAM Planner {escape(__version__)} · generated {escape(report.generated)} · decimal GB = 10⁹ bytes, "
+        "GiB = 2³⁰ bytes</footer></body></html>"
+    )
+    return "".join(parts) + "\n"
+
+
+# ---- Markdown ------------------------------------------------------------------------
+def md_cell(text: str) -> str:
+    """Text that came from outside, safe inside a Markdown table cell."""
+    cleaned = " ".join(text.split())
+    for char in "\\|`*_[]<>":
+        cleaned = cleaned.replace(char, "\\" + char)
+    return cleaned
+
+
+def to_markdown(report: Report) -> str:
+    comparison = report.comparison
+    best = comparison.cheapest_fit()
+    lines = [f"# {md_cell(report.title)}", ""]
+    if report.is_comparison:
+        lines.append(
+            f"**Cheapest that fits: {best + 1}. {md_cell(report.plans[best].name)}**"
+            if best is not None
+            else "**None of these plans fits its card.**"
+        )
+        lines.append("")
+    names = [f"{i + 1}. {md_cell(p.name)}" for i, p in enumerate(report.plans)]
+    lines.append("| | " + " | ".join(names) + " |")
+    lines.append("|---|" + "---:|" * len(names))
+    for row in comparison.rows():
+        label = f"**{md_cell(row.label)}**" if report.is_comparison and row.differs else md_cell(row.label)
+        lines.append(f"| {label} | " + " | ".join(md_cell(value_text(row, v, report.unit)) for v in row.values) + " |")
+    lines.append("")
+    if report.is_comparison:
+        lines += ["Rows in bold differ between the plans.", ""]
+    for index, item in enumerate(report.plans):
+        est, d = item.estimate, item.diagnosis
+        prefix = f"{index + 1}. " if report.is_comparison else ""
+        lines += [f"## {prefix}{md_cell(item.name)}", "", md_cell(_verdict_line(est, report.unit)), ""]
+        lines += ["| Bucket | Size | Arithmetic |", "|---|---:|---|"]
+        for bucket in est.buckets:
+            arithmetic = "<br>".join(md_cell(line) for line in bucket.formula.splitlines())
+            lines.append(f"| {bucket.label} | {_size(bucket.bytes, report.unit)} | {arithmetic} |")
+        lines += ["", f"`{est.summary_formula}`", "", f"Time and cost: `{est.compute.formula}`", ""]
+        if est.compute.comm_terms:
+            lines += ["| Communication per step | Seconds | Arithmetic |", "|---|---:|---|"]
+            lines += [
+                f"| {md_cell(t.label)} | {t.seconds:.3g} | {md_cell(t.formula)} |" for t in est.compute.comm_terms
+            ]
+            lines.append("")
+        lines += [f"Diagnosis: {md_cell(d.explanation)}", ""]
+        lines += [f"- {md_cell(line)}" for line in _remedy_lines(d, report.unit)]
+        lines += [f"- Note: {md_cell(n)}" for n in est.notes]
+        lines.append("")
+    lines.append(f"*VRAM Planner {__version__} · generated {report.generated}*")
+    return "\n".join(lines) + "\n"
+
+
+# ---- CSV -----------------------------------------------------------------------------
+def to_csv(report: Report) -> str:
+    """Long format, one figure per line: plan, section, item, value, unit, arithmetic."""
+    buffer = io.StringIO()
+    writer = csv.writer(buffer, lineterminator="\n")
+    writer.writerow(["plan", "section", "item", "value", "unit", "arithmetic"])
+    for row in report.comparison.rows():
+        for item, value in zip(report.plans, row.values, strict=True):
+            unit = {RowKind.BYTES: "bytes", RowKind.HOURS: "h", RowKind.RATE: "tokens/s"}.get(row.kind, "")
+            shown = _csv_text(value) if isinstance(value, str) else round(value) if row.kind is RowKind.BYTES else value
+            writer.writerow([_csv_text(item.name), row.section, row.label, shown, unit, ""])
+    for item in report.plans:
+        for bucket in item.estimate.buckets:
+            writer.writerow(
+                [_csv_text(item.name), "arithmetic", bucket.label, round(bucket.bytes), "bytes", bucket.formula]
+            )
+        writer.writerow(
+            [_csv_text(item.name), "diagnosis", "explanation", _csv_text(item.diagnosis.explanation), "", ""]
+        )
+    writer.writerow(["", "tool", "VRAM Planner", __version__, "", report.generated])
+    return buffer.getvalue()
+
+
+def _csv_text(text: str) -> str:
+    """A spreadsheet reads a cell starting with = + - @ as a formula: quote it as text."""
+    return "'" + text if text[:1] in ("=", "+", "-", "@") else text
+
+
+FORMATS: Final = {"html": to_html, "md": to_markdown, "csv": to_csv}

@@ -1,0 +1,220 @@
+"""Open the training configs people already have: PEFT, transformers/TRL, axolotl, LLaMA-Factory,
+torchtune, torchtitan.
+
+``load_run_config(path)`` reads a file as data and returns a :class:`RunConfig`: the run's
+settings, every field read with its source, and every key not understood.
+``resolve_model(run)`` finds the model it names (a local folder, or the catalogue by
+name); ``plan_from_run`` turns both into a Plan through the one mapping function.
+"""
+
+from __future__ import annotations
+
+import difflib
+import os
+import re
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any, Final
+
+from core.catalogue import CatalogueModel, load_models
+from core.errors import PlanError, PlanFileError
+from core.files.importer import _read_config, import_model
+from core.files.runconfig.axolotl import read_axolotl
+from core.files.runconfig.hf import read_hf
+from core.files.runconfig.llamafactory import read_llamafactory
+from core.files.runconfig.mapping import DTYPES, apply_settings
+from core.files.runconfig.peft import read_peft
+from core.files.runconfig.reading import MAX_CONFIG_BYTES, parse_text, read_config_file
+from core.files.runconfig.result import CONFIG_KIND_LABELS, ConfigKind, FieldRead, RunConfig, RunSettings
+from core.files.runconfig.torchtitan import read_torchtitan
+from core.files.runconfig.torchtune import read_torchtune
+from core.model import ModelSpec
+from core.plan import Plan
+
+__all__ = [
+    "CONFIG_KIND_LABELS",
+    "MAX_CONFIG_BYTES",
+    "ConfigKind",
+    "FieldRead",
+    "ModelChoice",
+    "RunConfig",
+    "RunSettings",
+    "detect_kind",
+    "load_run_config",
+    "parse_run_config",
+    "plan_from_run",
+    "resolve_model",
+]
+
+READERS: Final[dict[ConfigKind, Callable[[dict[str, Any], str], RunConfig]]] = {
+    ConfigKind.PEFT: read_peft,
+    ConfigKind.HF: read_hf,
+    ConfigKind.AXOLOTL: read_axolotl,
+    ConfigKind.LLAMA_FACTORY: read_llamafactory,
+    ConfigKind.TORCHTUNE: read_torchtune,
+    ConfigKind.TORCHTITAN: read_torchtitan,
+}
+
+# Keys that only one framework writes, checked in this order (LLaMA-Factory also writes
+# TrainingArguments keys, so it is recognised before plain transformers/TRL).
+_SIGNS: Final = (
+    (ConfigKind.PEFT, ("peft_type",)),
+    (ConfigKind.AXOLOTL, ("base_model", "micro_batch_size", "sequence_len", "adapter", "lora_target_linear")),
+    (ConfigKind.LLAMA_FACTORY, ("finetuning_type", "cutoff_len", "lora_target", "quantization_bit", "stage")),
+    (
+        ConfigKind.HF,
+        ("per_device_train_batch_size", "model_name_or_path", "optim", "gradient_accumulation_steps", "bf16", "fp16"),
+    ),
+)
+
+
+# Tables only a torchtitan job config has (torchtitan/config/job_config.py, commit 238fa995).
+_TORCHTITAN_TABLES: Final = ("activation_checkpoint", "parallelism", "job")
+
+
+def detect_kind(document: Mapping[str, Any]) -> ConfigKind | None:
+    if any(isinstance(document.get(t), Mapping) for t in _TORCHTITAN_TABLES):
+        return ConfigKind.TORCHTITAN
+    if any(isinstance(v, Mapping) and "_component_" in v for v in document.values()):
+        return ConfigKind.TORCHTUNE
+    if "r" in document and "target_modules" in document:
+        return ConfigKind.PEFT
+    for kind, keys in _SIGNS:
+        if any(key in document for key in keys):
+            return kind
+    return None
+
+
+def parse_run_config(document: dict[str, Any], where: str, kind: ConfigKind | None = None) -> RunConfig:
+    found = kind or detect_kind(document)
+    if found is None:
+        raise PlanFileError(
+            where,
+            "is not a training config the planner reads (PEFT adapter_config.json, transformers/TRL, "
+            "axolotl, LLaMA-Factory, torchtune or torchtitan)",
+        )
+    try:
+        return READERS[found](document, where)
+    except PlanError as exc:  # a value the plan's own checks refuse (a target list, ...)
+        raise PlanFileError(where, str(exc)) from None
+
+
+def load_run_config(path: str | os.PathLike[str], kind: ConfigKind | None = None) -> RunConfig:
+    """Read a training config; every problem is a one-line :class:`PlanFileError`."""
+    return parse_run_config(read_config_file(path), str(path), kind)
+
+
+def loads_run_config(raw: bytes, where: str = "(text)", kind: ConfigKind | None = None) -> RunConfig:
+    return parse_run_config(parse_text(raw, where, Path(where).suffix), where, kind)
+
+
+# ---- the model the config names ------------------------------------------------------
+@dataclass(frozen=True)
+class ModelChoice:
+    spec: ModelSpec | None  # None: not found; ask the user, offering ``candidates``
+    model_id: str  # catalogue id, "" for a local folder
+    how: str  # how it was found, in words
+    torch_dtype: str | None  # the dtype the model's own config.json gives
+    candidates: tuple[str, ...] = ()
+
+
+_SUFFIXES: Final = ("-hf", "-instruct", "-chat", "-it", "-base")
+
+
+def name_key(text: str) -> str:
+    """A model name reduced to what identifies its architecture and size.
+
+    'meta-llama/Llama-3.2-3B-Instruct' and 'llama-3.2-3b' give the same key; an instruct
+    or chat tune has its base's shapes.
+    """
+    name = text.strip().lower().rstrip("/").rsplit("/", 1)[-1].removeprefix("meta-")
+    changed = True
+    while changed:
+        changed = False
+        for suffix in _SUFFIXES:
+            if name.endswith(suffix):
+                name, changed = name.removesuffix(suffix), True
+    return re.sub(r"[^a-z0-9]", "", name)
+
+
+def _dtype_of(config: Mapping[str, Any]) -> str | None:
+    value = config.get("torch_dtype", config.get("dtype"))
+    return DTYPES.get(value.lower()) if isinstance(value, str) else None
+
+
+def _local(path: Path) -> ModelChoice | None:
+    folder = path if path.is_dir() else path.parent
+    config_path = folder / "config.json" if path.is_dir() else path
+    if not config_path.is_file() or config_path.name != "config.json":
+        return None
+    imported = import_model(folder if path.is_dir() else config_path)
+    return ModelChoice(imported.spec, "", f"local model {config_path}", _dtype_of(_read_config(config_path)))
+
+
+def _catalogue_match(ref: str, models: tuple[CatalogueModel, ...]) -> CatalogueModel | None:
+    key = name_key(ref)
+    for entry in models:
+        if key and key in {name_key(entry.id), name_key(entry.name), name_key(entry.hf_repo)}:
+            return entry
+    return None
+
+
+def resolve_model(run: RunConfig) -> ModelChoice | None:
+    """The model a config names: a local folder first, then the catalogue by name.
+
+    Returns a choice with ``spec=None`` and the closest catalogue ids when the name is
+    neither; None when the config names no model at all.
+    """
+    base = Path(run.path).parent
+    for ref in (run.model_dir, run.model_ref):
+        if not ref:
+            continue
+        path = Path(os.path.expanduser(ref))
+        for candidate in (path,) if path.is_absolute() else (base / path, path):
+            try:
+                if candidate.exists():
+                    found = _local(candidate)
+                    if found is not None:
+                        return found
+            except OSError:
+                continue
+    if not run.model_ref:
+        return None
+    models = load_models()
+    entry = _catalogue_match(run.model_ref, models)
+    if entry is not None:
+        return ModelChoice(entry.spec, entry.id, f"catalogue: {entry.name}", _dtype_of(entry.config))
+    keys = {name_key(m.id): m.id for m in models}
+    close = difflib.get_close_matches(name_key(run.model_ref), list(keys), n=3, cutoff=0.6)
+    return ModelChoice(
+        None, "", f"'{run.model_ref}' is not a local folder or a catalogue model", None, tuple(keys[k] for k in close)
+    )
+
+
+def choice_from_catalogue(model_id: str, why: str = "chosen") -> ModelChoice:
+    from core.catalogue import find_model
+
+    entry = find_model(model_id)
+    return ModelChoice(entry.spec, entry.id, f"catalogue: {entry.name} ({why})", _dtype_of(entry.config))
+
+
+def _plan_model_dtype(plan: Plan) -> str | None:
+    """The torch_dtype of the plan's own model when it is a catalogue model."""
+    for entry in load_models():
+        if plan.model_id and entry.id == plan.model_id:
+            return _dtype_of(entry.config)
+    return None
+
+
+def plan_from_run(run: RunConfig, base: Plan, model: ModelChoice | None = None) -> Plan:
+    """``base`` with the config's model (when found) and every setting the config gives."""
+    plan = base
+    try:
+        if model is not None and model.spec is not None:
+            frozen = min(plan.frozen_layers, model.spec.num_layers)
+            plan = replace(plan, model=model.spec, model_id=model.model_id, frozen_layers=frozen)
+        dtype = model.torch_dtype if model is not None and model.spec is not None else _plan_model_dtype(plan)
+        return apply_settings(plan, run.settings, model_dtype=dtype)
+    except PlanError as exc:
+        raise PlanFileError(run.path, str(exc)) from None

@@ -1,0 +1,125 @@
+"""axolotl YAML configs (keys of axolotl's config schema, 0.8-0.12).
+
+How axolotl loads the model decides the precision: ``normalize_config`` in
+axolotl/utils/config/__init__.py sets ``torch_dtype`` to bfloat16 when ``bf16`` is set,
+to float16 when ``fp16`` or ``load_in_8bit`` is, else float32; ``bf16: auto`` means bf16
+on cards that support it (assumed here). The optimizer names are transformers' ``optim``.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Final
+
+from core.files.runconfig.common import OddValues, finish, hf_optimizer, lora_targets, sharding
+from core.files.runconfig.reading import Taker
+from core.files.runconfig.result import ConfigKind, RunConfig
+
+IRRELEVANT: Final = (
+    "model_type", "tokenizer_type", "tokenizer_config", "base_model_config", "strict", "datasets",
+    "test_datasets", "dataset_prepared_path", "val_set_size", "output_dir", "lora_model_dir",
+    "lora_dropout", "lora_fan_in_fan_out", "wandb_project", "wandb_entity", "wandb_watch", "wandb_name",
+    "wandb_log_model", "num_epochs", "max_steps", "lr_scheduler", "learning_rate", "train_on_inputs",
+    "group_by_length", "early_stopping_patience", "resume_from_checkpoint", "local_rank", "logging_steps",
+    "warmup_steps", "warmup_ratio", "evals_per_epoch", "eval_table_size", "saves_per_epoch", "save_steps",
+    "debug", "weight_decay", "special_tokens", "hub_model_id", "eval_sample_packing", "pad_to_sequence_len",
+    "max_grad_norm", "seed", "chat_template", "trust_remote_code", "save_total_limit",
+    "eval_steps", "save_strategy", "eval_strategy", "adam_beta1", "adam_beta2", "adam_epsilon",
+    "lr_scheduler_kwargs", "cosine_min_lr_ratio", "gradient_checkpointing_kwargs", "dataset_processes",
+    "shuffle_merged_datasets", "tokens", "auto_resume_from_checkpoints", "save_safetensors",
+    "hub_strategy", "use_wandb", "mlflow_experiment_name", "default_system_message", "rl",
+)  # fmt: skip
+
+
+def read_axolotl(document: dict[str, Any], where: str) -> RunConfig:
+    taker = Taker(document, where)
+    odd = OddValues()
+    s: dict[str, Any] = {}
+    model_ref = taker.text("base_model")
+    if model_ref:
+        taker.record("model", model_ref, "base_model")
+    adapter = taker.raw("adapter")
+    four = taker.flag("load_in_4bit")
+    eight = taker.flag("load_in_8bit")
+    if adapter is None:
+        s["method"] = "full"
+        taker.record("method", "full", "no adapter: every weight trains")
+    elif adapter in ("lora", "qlora"):
+        quantised = adapter == "qlora" or four or eight
+        s["method"] = "qlora" if quantised else "lora"
+        if quantised:
+            s["quant"] = "int8" if eight and not four else "nf4"
+            s["double_quant"] = True  # axolotl's BitsAndBytesConfig sets bnb_4bit_use_double_quant
+            taker.record("quant", s["quant"], "load_in_8bit" if s["quant"] == "int8" else "adapter / load_in_4bit")
+        taker.record("method", s["method"], "adapter")
+        if taker.flag("peft_use_dora"):
+            s["method"] = "dora"
+            taker.record("method", "dora", "peft_use_dora")
+    else:
+        odd.add("adapter", adapter, "lora or qlora")
+    if s.get("method") not in (None, "full"):
+        s["lora_rank"] = taker.integer("lora_r", "lora_rank", 1, 65_536)
+        s["lora_alpha"] = taker.number("lora_alpha", "lora_alpha", 0.0, 1e6)
+        if taker.flag("lora_target_linear"):
+            s["lora_targets"] = lora_targets(taker, "lora_target_linear", ("all-linear",), odd)
+            taker.raw("lora_target_modules")
+        else:
+            s["lora_targets"] = lora_targets(taker, "lora_target_modules", taker.names("lora_target_modules"), odd)
+        taker.note("lora_modules_to_save", "modules trained in full beside the adapters are not in the estimate")
+    s["seq_len"] = taker.integer("sequence_len", "seq_len", 1, 100_000_000)
+    if s["seq_len"] is None:
+        taker.missing("seq_len", "no sequence_len in the file: the plan's sequence length is kept")
+    s["micro_batch"] = taker.integer("micro_batch_size", "micro_batch")
+    if s["micro_batch"] is None:
+        s["micro_batch"] = 1
+        taker.record("micro_batch", 1, "default: axolotl micro_batch_size = 1")
+    s["grad_accum"] = taker.integer("gradient_accumulation_steps", "grad_accum") or 1
+    s["eval_batch"] = taker.integer("eval_batch_size", "eval_batch")
+    # Precision, as normalize_config resolves it.
+    bf16 = taker.raw("bf16")
+    if bf16 not in (None, True, False, "auto", "full"):
+        raise taker.fail("bf16", bf16, "true, false, auto or full")
+    fp16 = taker.flag("fp16")
+    bfloat16, float16 = taker.flag("bfloat16"), taker.flag("float16")
+    bf16_on = bf16 in (True, "auto", "full") or bool(bfloat16)
+    if bf16_on:
+        s["model_dtype"] = "bf16"
+        source = "bf16: auto (assumes a card with bf16: Ampere or newer)" if bf16 == "auto" else "bf16"
+    elif fp16 or eight or float16:
+        s["model_dtype"], source = "fp16", "fp16" if fp16 else "load_in_8bit"
+    else:
+        s["model_dtype"], source = "fp32", "bf16 / fp16 not set"
+    taker.record("model_dtype", s["model_dtype"], source)
+    s["autocast"] = "bf16" if bf16_on and bf16 != "full" else "fp16" if fp16 else "none"
+    taker.record("autocast", s["autocast"], "bf16: full (pure bf16, no AMP)" if bf16 == "full" else source)
+    s["optimizer"], s["optimizer_impl"] = hf_optimizer(taker, "optimizer", odd, "axolotl")
+    checkpointing = taker.raw("gradient_checkpointing")
+    if checkpointing is not None:
+        if checkpointing not in (True, False, "unsloth", "offload"):
+            raise taker.fail("gradient_checkpointing", checkpointing, "true, false, unsloth or offload")
+        s["checkpointing"] = checkpointing is not False
+        taker.record("checkpointing", s["checkpointing"], "gradient_checkpointing")
+        if checkpointing in ("unsloth", "offload"):
+            taker.note("gradient_checkpointing", "checkpoints offloaded to CPU: less GPU memory than modelled")
+    for key, kernel in (
+        ("flash_attention", "flash"),
+        ("sdp_attention", "sdpa"),
+        ("xformers_attention", "sdpa"),  # memory-efficient attention: no score matrix kept
+        ("flex_attention", "sdpa"),
+        ("eager_attention", "eager"),
+    ):
+        if taker.flag(key):
+            s["attention"] = kernel
+            taker.record("attention", kernel, key)
+    for key in ("chunked_cross_entropy", "liger_fused_linear_cross_entropy", "cut_cross_entropy"):
+        if taker.flag(key):
+            s["chunked_loss"] = True
+            taker.record("chunked_loss", True, key)
+    taker.note("sample_packing", "packing fills every micro-batch row to sequence_len, as the plan assumes")
+    taker.note("tf32", "TF32 matmuls change speed, not memory")
+    taker.note("torch_compile", "torch.compile can lower activation memory; not modelled")
+    s.update(sharding(taker, odd))
+    taker.irrelevant("fsdp_config")
+    taker.note("plugins", "plugins may change memory (Liger, Cut Cross Entropy); not modelled")
+    taker.note("unfrozen_parameters", "partly frozen training by parameter name is not modelled")
+    taker.irrelevant(*IRRELEVANT)
+    return finish(ConfigKind.AXOLOTL, taker, odd, model_ref, s)

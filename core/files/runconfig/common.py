@@ -1,0 +1,189 @@
+"""Pieces every importer shares: target-module lists, dtype and optimizer names, odd values."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any, Final
+
+from core.errors import PlanError, PlanFileError
+from core.files.runconfig.mapping import DTYPES, HF_DEFAULT_OPTIM, HF_OPTIMIZERS
+from core.files.runconfig.reading import Taker, read_json_document
+from core.files.runconfig.result import ConfigKind, RunConfig, RunSettings
+from core.model import normalise_lora_targets
+
+# Names some frameworks use for the same matrices that core.model does not list.
+_EXTRA_TARGETS = {"output_proj": "o_proj"}  # torchtune's attention output
+
+
+class OddValues:
+    """Values of understood keys that the planner cannot represent: listed, never dropped."""
+
+    def __init__(self) -> None:
+        self.items: list[str] = []
+
+    def add(self, key: str, value: object, why: str) -> None:
+        shown = repr(value)
+        if len(shown) > 60:
+            shown = shown[:57] + "..."
+        self.items.append(f"{key} = {shown} ({why})")
+
+
+def lora_targets(
+    taker: Taker, key: str, names: tuple[str, ...] | None, odd: OddValues, setting: str = "lora_targets"
+) -> tuple[str, ...] | None:
+    """The module names the planner knows; the others are listed as not understood.
+
+    A single string that is not a list may be a regular expression (PEFT matches it with
+    ``re.fullmatch``): the known names it mentions are taken.
+    """
+    if names is None:
+        return None
+    if len(names) == 1 and re.search(r"[\\|()*\[\]$^]", names[0]):
+        found = re.findall(r"[a-z_0-9]+", names[0])
+        names = tuple(n for n in found if _known(n))
+        if not names:
+            odd.add(key, taker.raw(key), "a pattern naming no module the planner knows")
+            return None
+    known: list[str] = []
+    for name in names:
+        if _known(name):
+            known.append(_EXTRA_TARGETS.get(name.lower(), name))
+        else:
+            odd.add(key, name, "not a matrix of the planner's model: q/k/v/o, gate/up/down projections")
+    if not known:
+        return None
+    targets = normalise_lora_targets(known)
+    taker.record(setting, ", ".join(targets), key)
+    return targets
+
+
+def _known(name: str) -> bool:
+    try:
+        normalise_lora_targets([_EXTRA_TARGETS.get(name.lower(), name)])
+    except PlanError:
+        return False
+    return True
+
+
+def dtype(taker: Taker, key: str, odd: OddValues) -> str | None:
+    value = taker.raw(key)
+    if value is None or (isinstance(value, str) and value.strip().lower() == "auto"):
+        return None
+    name = DTYPES.get(str(value).strip().lower()) if isinstance(value, str) else None
+    if name is None:
+        odd.add(key, value, "not a dtype: bfloat16, float16 or float32")
+        return None
+    taker.record("model_dtype", name, key)
+    return name
+
+
+def hf_optimizer(taker: Taker, key: str, odd: OddValues, framework: str) -> tuple[str | None, str | None]:
+    """A transformers ``optim`` name as (optimizer, implementation); the Trainer's default if absent."""
+    value = taker.raw(key)
+    source = key
+    if value is None:
+        value, source = (
+            HF_DEFAULT_OPTIM,
+            f"default: {framework} passes no optim, TrainingArguments uses {HF_DEFAULT_OPTIM}",
+        )
+    if not isinstance(value, str) or value.strip().lower() not in HF_OPTIMIZERS:
+        odd.add(key, value, "an optimizer the planner does not model")
+        return None, None
+    optimizer, impl = HF_OPTIMIZERS[value.strip().lower()]
+    taker.record("optimizer", optimizer.value, source)
+    if impl is not None:
+        taker.record("optimizer_impl", impl, source)
+    return optimizer.value, impl
+
+
+def finish(
+    kind: ConfigKind, taker: Taker, odd: OddValues, model_ref: str | None, settings: dict[str, Any], **extra: Any
+) -> RunConfig:
+    """The importer's result: settings, every field read, notes, and what was not understood."""
+    return RunConfig(
+        kind=kind,
+        path=taker.where,
+        model_ref=model_ref,
+        settings=RunSettings(**settings),
+        fields=tuple(taker.fields),
+        notes=tuple(taker.notes),
+        unknown=taker.unknown() + tuple(odd.items),
+        **extra,
+    )
+
+
+# FSDP sharding strategies (torch.distributed.fsdp ShardingStrategy, as transformers'
+# ``fsdp`` option and axolotl's ``fsdp`` list spell them) -> (strategy, reshard after
+# forward). SHARD_GRAD_OP keeps the gathered parameters from the forward to the backward,
+# which is FSDP2's reshard_after_forward=False; NO_SHARD is DDP.
+FSDP_STRATEGIES: Final = {
+    "full_shard": ("fsdp", True),
+    "hybrid_shard": ("fsdp", True),
+    "shard_grad_op": ("fsdp", False),
+    "no_shard": ("ddp", None),
+}
+MAX_DEEPSPEED_BYTES: Final = 1_000_000
+
+
+def sharding(taker: Taker, odd: OddValues) -> dict[str, Any]:
+    """The data-parallel strategy (RunSettings ``sharding``, ``reshard_after_forward``,
+    ``offload``) from ``deepspeed`` (an inline dict or a JSON file beside the config or in
+    the working folder: ``zero_optimization``) or ``fsdp`` (strategy words)."""
+    found: dict[str, Any] = {}
+    stage = _deepspeed_stage(taker, odd, found)
+    if stage is not None:
+        found["sharding"] = stage
+        return found
+    fsdp = taker.raw("fsdp")
+    words = fsdp.split() if isinstance(fsdp, str) else fsdp if isinstance(fsdp, list) else []
+    for word in words:
+        if isinstance(word, str) and word in FSDP_STRATEGIES:
+            strategy, reshard = FSDP_STRATEGIES[word]
+            taker.record("sharding", strategy, "fsdp")
+            found["sharding"] = strategy
+            if reshard is not None:
+                taker.record("reshard_after_forward", reshard, f"fsdp: {word}")
+                found["reshard_after_forward"] = reshard
+            if "offload" in words:  # CPUOffload(offload_params=True): parameters, gradients, optimizer
+                taker.record("offload", "params", "fsdp: offload")
+                found["offload"] = "params"
+            return found
+    if fsdp:
+        odd.add("fsdp", fsdp, "full_shard, shard_grad_op, hybrid_shard or no_shard")
+    return found
+
+
+def _deepspeed_stage(taker: Taker, odd: OddValues, out: dict[str, Any]) -> str | None:
+    value = taker.raw("deepspeed")
+    if not value:
+        return None
+    document: Any = value
+    source = "deepspeed"
+    if isinstance(value, str):
+        found = next((p for p in (Path(taker.where).parent / value, Path(value)) if p.is_file()), None)
+        if found is None:
+            taker.note("deepspeed", "the DeepSpeed config was not found here: set the ZeRO stage in the plan")
+            return None
+        try:
+            document = read_json_document(found, MAX_DEEPSPEED_BYTES, "a DeepSpeed config")
+        except PlanFileError as error:
+            odd.add("deepspeed", value, f"not readable: {error.reason}")
+            return None
+        source = f"deepspeed → {value}: zero_optimization.stage"
+    zero = document.get("zero_optimization") if isinstance(document, dict) else None
+    stage = zero.get("stage") if isinstance(zero, dict) else None
+    if stage not in (0, 1, 2, 3):
+        odd.add("deepspeed", value if isinstance(value, str) else "(inline)", "no zero_optimization.stage 0-3")
+        return None
+    result = "ddp" if stage == 0 else f"zero{stage}"
+    taker.record("sharding", result, source)
+    if isinstance(zero, dict):
+        for key, offload in (("offload_param", "params"), ("offload_optimizer", "optimizer")):
+            target = zero.get(key)
+            device = target.get("device") if isinstance(target, dict) else None
+            if device in ("cpu", "nvme"):
+                taker.record("offload", offload, f"deepspeed: zero_optimization.{key}.device")
+                out["offload"] = offload
+                break
+    return result

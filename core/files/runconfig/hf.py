@@ -1,0 +1,176 @@
+"""transformers ``TrainingArguments`` and TRL ``SFTConfig`` / ``ModelConfig`` files (JSON or YAML).
+
+Keys follow transformers' training_args.py and TRL's sft_config.py / model_config.py
+(TRL 0.19-0.24: ``max_seq_length`` was renamed ``max_length``; both are read). A file
+saved with ``TrainingArguments.to_json_string()`` or passed to ``trl sft --config`` reads
+the same way. Defaults that decide memory are taken from TrainingArguments and shown
+as defaults.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Final
+
+from core.files.runconfig.common import OddValues, dtype, finish, hf_optimizer, lora_targets, sharding
+from core.files.runconfig.mapping import ATTENTION_KERNELS
+from core.files.runconfig.reading import Taker
+from core.files.runconfig.result import ConfigKind, RunConfig
+
+# TrainingArguments defaults (transformers training_args.py).
+DEFAULT_TRAIN_BATCH: Final = 8
+DEFAULT_EVAL_BATCH: Final = 8
+
+# Keys of TrainingArguments / TRL configs with no effect on memory or time per step.
+IRRELEVANT: Final = (
+    "output_dir", "overwrite_output_dir", "do_train", "do_eval", "do_predict", "eval_strategy",
+    "evaluation_strategy", "prediction_loss_only", "eval_accumulation_steps", "eval_delay",
+    "learning_rate", "weight_decay", "adam_beta1", "adam_beta2", "adam_epsilon", "max_grad_norm",
+    "num_train_epochs", "max_steps", "lr_scheduler_type", "lr_scheduler_kwargs", "warmup_ratio",
+    "warmup_steps", "log_level", "log_level_replica", "log_on_each_node", "logging_dir",
+    "logging_strategy", "logging_first_step", "logging_steps", "logging_nan_inf_filter",
+    "save_strategy", "save_steps", "save_total_limit", "save_safetensors", "save_on_each_node",
+    "save_only_model", "restore_callback_states_from_checkpoint", "no_cuda", "use_cpu",
+    "use_mps_device", "seed", "data_seed", "jit_mode_eval", "use_ipex", "fp16_opt_level",
+    "half_precision_backend", "fp16_backend", "local_rank", "ddp_backend", "tpu_num_cores",
+    "tpu_metrics_debug", "debug", "dataloader_drop_last", "eval_steps", "dataloader_num_workers",
+    "dataloader_prefetch_factor", "past_index", "run_name", "disable_tqdm", "remove_unused_columns",
+    "label_names", "load_best_model_at_end", "metric_for_best_model", "greater_is_better",
+    "ignore_data_skip", "accelerator_config", "label_smoothing_factor", "optim_args",
+    "group_by_length", "length_column_name", "report_to", "ddp_find_unused_parameters",
+    "ddp_bucket_cap_mb", "ddp_broadcast_buffers", "dataloader_pin_memory",
+    "dataloader_persistent_workers", "skip_memory_metrics", "use_legacy_prediction_loop",
+    "push_to_hub", "resume_from_checkpoint", "hub_model_id", "hub_strategy", "hub_token",
+    "hub_private_repo", "hub_always_push", "hub_revision", "gradient_checkpointing_kwargs",
+    "include_inputs_for_metrics", "include_for_metrics", "eval_do_concat_batches",
+    "push_to_hub_model_id", "push_to_hub_organization", "push_to_hub_token", "mp_parameters",
+    "full_determinism", "torchdynamo", "ray_scope", "ddp_timeout", "torch_compile_backend",
+    "torch_compile_mode", "dispatch_batches", "split_batches", "include_tokens_per_second",
+    "include_num_input_tokens_seen", "neftune_noise_alpha", "batch_eval_metrics", "eval_on_start",
+    "eval_use_gather_object", "average_tokens_across_devices", "torch_empty_cache_steps",
+    "per_gpu_train_batch_size", "per_gpu_eval_batch_size", "optim_target_modules", "tp_size",
+    "fsdp_min_num_params", "fsdp_transformer_layer_cls_to_wrap", "liger_kernel_config",
+    # TRL ModelConfig / ScriptArguments / SFTConfig
+    "model_revision", "trust_remote_code", "dataset_name", "dataset_config", "dataset_train_split",
+    "dataset_test_split", "dataset_text_field", "dataset_kwargs", "dataset_num_proc",
+    "dataset_mixer", "dataset_splits", "preprocessing_num_workers", "chat_template",
+    "lora_dropout", "lora_task_type", "use_rslora", "eos_token", "pad_token", "completion_only_loss",
+    "assistant_only_loss", "model_init_kwargs", "env", "beta", "temperature", "reward_weights",
+    "sync_ref_model", "ref_model_mixup_alpha", "ref_model_sync_steps", "log_completions",
+    "ds3_gather_for_generation", "vllm_device", "vllm_gpu_memory_utilization", "vllm_dtype",
+    "vllm_max_model_len", "vllm_sampling_params", "unsloth_num_chunks",
+)  # fmt: skip
+
+
+def take_trainer_args(taker: Taker, odd: OddValues, framework: str) -> dict[str, Any]:
+    """The TrainingArguments keys every HF-based framework shares."""
+    s: dict[str, Any] = {}
+    batch = taker.integer("per_device_train_batch_size", "micro_batch")
+    if batch is None:
+        batch = DEFAULT_TRAIN_BATCH
+        taker.record("micro_batch", batch, f"default: TrainingArguments.per_device_train_batch_size = {batch}")
+    s["micro_batch"] = batch
+    eval_batch = taker.integer("per_device_eval_batch_size", "eval_batch")
+    s["eval_batch"] = eval_batch if eval_batch is not None else DEFAULT_EVAL_BATCH
+    if eval_batch is None:
+        taker.record("eval_batch", DEFAULT_EVAL_BATCH, "default: TrainingArguments.per_device_eval_batch_size = 8")
+    s["grad_accum"] = taker.integer("gradient_accumulation_steps", "grad_accum") or 1
+    bf16 = taker.flag("bf16")
+    fp16 = taker.flag("fp16")
+    if bf16 and fp16:
+        raise taker.fail("bf16", True, "bf16 or fp16, not both (TrainingArguments refuses both)")
+    s["autocast"] = "bf16" if bf16 else "fp16" if fp16 else "none"
+    taker.record("autocast", s["autocast"], "bf16" if bf16 else "fp16" if fp16 else "bf16 / fp16 not set")
+    if taker.flag("adafactor"):
+        s["optimizer"], s["optimizer_impl"] = "adafactor", None
+        taker.record("optimizer", "adafactor", "adafactor")
+        taker.raw("optim")
+    else:
+        s["optimizer"], s["optimizer_impl"] = hf_optimizer(taker, "optim", odd, framework)
+    checkpointing = taker.flag("gradient_checkpointing", "checkpointing")
+    if checkpointing is not None:
+        s["checkpointing"] = checkpointing
+    if taker.flag("use_liger_kernel"):
+        # Liger's fused linear cross-entropy never materialises the full logits.
+        s["chunked_loss"] = True
+        taker.record("chunked_loss", True, "use_liger_kernel")
+    taker.note("tf32", "TF32 matmuls change speed, not memory")
+    taker.note("torch_compile", "torch.compile can lower activation memory; not modelled")
+    s.update(sharding(taker, odd))
+    taker.irrelevant("fsdp_config")
+    taker.note("auto_find_batch_size", "the Trainer halves the batch after an OOM; the plan uses the given batch")
+    taker.note("bf16_full_eval", "evaluation in pure bf16")
+    taker.note("fp16_full_eval", "evaluation in pure fp16")
+    taker.note("packing", "packing fills every sequence to the full length")
+    taker.irrelevant(*IRRELEVANT)
+    return s
+
+
+def _sequence(taker: Taker, s: dict[str, Any]) -> None:
+    for key in ("max_length", "max_seq_length", "model_max_length"):
+        value = taker.integer(key, "seq_len", 1, 100_000_000)
+        if value is not None:
+            s["seq_len"] = value
+            return
+    prompt = taker.integer("max_prompt_length", None)
+    completion = taker.integer("max_completion_length", None)
+    if prompt and completion:  # GRPO / online methods: one sequence is prompt + completion
+        s["seq_len"] = prompt + completion
+        taker.record("seq_len", prompt + completion, "max_prompt_length + max_completion_length")
+        taker.note("num_generations", "generations per prompt: sampling memory is not modelled")
+        taker.note("use_vllm", "generation in vLLM is not modelled")
+    else:
+        taker.missing("seq_len", "no max_length in the file: the plan's sequence length is kept")
+
+
+def read_hf(document: dict[str, Any], where: str) -> RunConfig:
+    taker = Taker(document, where)
+    odd = OddValues()
+    s = take_trainer_args(taker, odd, "the file")
+    _sequence(taker, s)
+    model_ref = taker.text("model_name_or_path")
+    if model_ref:
+        taker.record("model", model_ref, "model_name_or_path")
+    s["model_dtype"] = dtype(taker, "torch_dtype", odd) or dtype(taker, "dtype", odd)
+    attention = taker.raw("attn_implementation")
+    if attention is not None:
+        if isinstance(attention, str) and attention in ATTENTION_KERNELS:
+            s["attention"] = ATTENTION_KERNELS[attention].value
+            taker.record("attention", s["attention"], "attn_implementation")
+        else:
+            odd.add("attn_implementation", attention, "eager, sdpa or flash_attention_2")
+    if taker.flag("use_flash_attention_2"):
+        s["attention"] = "flash"
+        taker.record("attention", "flash", "use_flash_attention_2")
+    # TRL ModelConfig: PEFT and bitsandbytes switches.
+    four = taker.flag("load_in_4bit")
+    eight = taker.flag("load_in_8bit")
+    peft = taker.flag("use_peft")
+    if four or eight:
+        s["method"], s["quant"] = "qlora", "int8" if eight and not four else "nf4"
+        if four:
+            quant_type = taker.raw("bnb_4bit_quant_type")
+            if quant_type in ("nf4", "fp4"):
+                s["quant"] = quant_type
+            elif quant_type is not None:
+                odd.add("bnb_4bit_quant_type", quant_type, "nf4 or fp4")
+        taker.record("method", "qlora", "load_in_4bit" if four else "load_in_8bit")
+        taker.record("quant", s["quant"], "bnb_4bit_quant_type" if taker.has("bnb_4bit_quant_type") else "load_in_4bit")
+        nested = taker.flag("use_bnb_nested_quant", "double_quant")
+        if nested is not None:
+            s["double_quant"] = nested
+    elif peft:
+        s["method"] = "lora"
+        taker.record("method", "lora", "use_peft")
+    else:
+        s["method"] = "full"
+        taker.record("method", "full", "no use_peft / load_in_4bit: every weight trains")
+    if s["method"] != "full":
+        if taker.flag("use_dora"):
+            s["method"] = "dora"
+            taker.record("method", "dora", "use_dora")
+        s["lora_rank"] = taker.integer("lora_r", "lora_rank", 1, 65_536)
+        s["lora_alpha"] = taker.number("lora_alpha", "lora_alpha", 0.0, 1e6)
+        s["lora_targets"] = lora_targets(taker, "lora_target_modules", taker.names("lora_target_modules"), odd)
+        taker.note("lora_modules_to_save", "modules trained in full beside the adapters are not in the estimate")
+    taker.irrelevant("gradient_checkpointing_kwargs")
+    return finish(ConfigKind.HF, taker, odd, model_ref, s)

@@ -1,0 +1,124 @@
+"""LLaMA-Factory YAML/JSON configs (hparams/*_args.py of LLaMA-Factory 0.9).
+
+LLaMA-Factory passes the training keys to transformers' Seq2SeqTrainingArguments (read
+as :mod:`core.files.runconfig.hf` reads them) and adds its own: ``finetuning_type``,
+``lora_rank``/``lora_alpha``/``lora_target``, ``quantization_bit``, ``cutoff_len``. It loads
+the model in the compute dtype (bf16 when ``bf16: true``) and, unless
+``disable_gradient_checkpointing`` is set, turns gradient checkpointing on.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Final
+
+from core.files.runconfig.common import OddValues, finish, lora_targets
+from core.files.runconfig.hf import take_trainer_args
+from core.files.runconfig.reading import Taker
+from core.files.runconfig.result import ConfigKind, RunConfig
+
+# Defaults in LLaMA-Factory's hparams: lora_rank 8 (FinetuningArguments), lora_alpha
+# None meaning 2 × rank, cutoff_len 2048 (DataArguments), freeze_trainable_layers 2.
+DEFAULT_RANK: Final = 8
+DEFAULT_CUTOFF: Final = 2048
+DEFAULT_FREEZE_LAYERS: Final = 2
+FLASH_ATTN: Final = {"fa2": "flash", "sdpa": "sdpa", "disabled": "eager"}
+
+IRRELEVANT: Final = (
+    "stage", "do_train", "dataset", "eval_dataset", "dataset_dir", "template", "max_samples",
+    "overwrite_cache", "preprocessing_num_workers", "plot_loss", "val_size", "trust_remote_code",
+    "lora_dropout", "use_rslora", "quantization_method", "flash_attn", "packing", "neat_packing",
+    "tokenized_path", "streaming", "buffer_size", "mix_strategy", "interleave_probs", "media_dir",
+    "image_max_pixels", "video_max_pixels", "adapter_name_or_path", "export_dir",
+)  # fmt: skip
+
+
+def read_llamafactory(document: dict[str, Any], where: str) -> RunConfig:
+    taker = Taker(document, where)
+    odd = OddValues()
+    s = take_trainer_args(taker, odd, "LLaMA-Factory")
+    model_ref = taker.text("model_name_or_path")
+    if model_ref:
+        taker.record("model", model_ref, "model_name_or_path")
+    kind = taker.raw("finetuning_type")
+    if kind is None:
+        kind = "lora"  # FinetuningArguments.finetuning_type default
+    if kind == "full":
+        s["method"] = "full"
+    elif kind == "freeze":
+        s["method"] = "full"
+        layers = taker.integer("freeze_trainable_layers", "trainable_layers", 1, 100_000)
+        s["trainable_layers"] = layers or DEFAULT_FREEZE_LAYERS
+        if layers is None:
+            taker.record("trainable_layers", DEFAULT_FREEZE_LAYERS, "default: freeze_trainable_layers = 2")
+    elif kind == "lora":
+        s["method"] = "lora"
+    else:
+        raise taker.fail("finetuning_type", kind, "lora, freeze or full")
+    taker.record("method", s["method"] if kind != "freeze" else "frozen", "finetuning_type")
+    bits = taker.raw("quantization_bit")
+    if bits is not None:
+        if bits not in (4, 8):
+            odd.add("quantization_bit", bits, "the planner models 4- and 8-bit bitsandbytes bases")
+        elif s["method"] == "lora":
+            s["method"] = "qlora"
+            s["quant"] = "int8" if bits == 8 else "nf4"
+            qtype = taker.raw("quantization_type")
+            if bits == 4 and qtype in ("nf4", "fp4"):
+                s["quant"] = qtype
+            taker.record("method", "qlora", "quantization_bit")
+            taker.record("quant", s["quant"], "quantization_type" if qtype else "quantization_bit")
+            double = taker.flag("double_quantization", "double_quant")
+            s["double_quant"] = True if double is None else double
+    method_ = taker.raw("quantization_method")
+    if method_ not in (None, "bitsandbytes", "bnb"):
+        odd.add("quantization_method", method_, "only bitsandbytes bases are modelled")
+    if s["method"] in ("lora", "qlora"):
+        if taker.flag("use_dora"):
+            s["method"] = "dora"
+            taker.record("method", "dora", "use_dora")
+        rank = taker.integer("lora_rank", "lora_rank", 1, 65_536)
+        if rank is None:
+            rank = DEFAULT_RANK
+            taker.record("lora_rank", rank, "default: lora_rank = 8")
+        alpha = taker.number("lora_alpha", "lora_alpha", 0.0, 1e6)
+        if alpha is None:
+            alpha = 2.0 * rank
+            taker.record("lora_alpha", alpha, "default: lora_alpha = 2 × lora_rank")
+        s["lora_rank"], s["lora_alpha"] = rank, alpha
+        target = taker.names("lora_target")
+        s["lora_targets"] = lora_targets(taker, "lora_target", target or ("all",), odd)
+        taker.note("additional_target", "modules trained in full beside the adapters are not in the estimate")
+    cutoff = taker.integer("cutoff_len", "seq_len", 1, 100_000_000)
+    if cutoff is None:
+        cutoff = DEFAULT_CUTOFF
+        taker.record("seq_len", cutoff, "default: cutoff_len = 2048")
+    s["seq_len"] = cutoff
+    # The model is loaded in the compute dtype: bf16/fp16 when those flags are on.
+    pure = taker.flag("pure_bf16")
+    if pure or s["autocast"] == "bf16":
+        s["model_dtype"] = "bf16"
+    elif s["autocast"] == "fp16":
+        s["model_dtype"] = "fp16"
+    if "model_dtype" in s:
+        taker.record("model_dtype", s["model_dtype"], "pure_bf16" if pure else "bf16 / fp16 (compute dtype)")
+    if pure:
+        s["autocast"] = "none"
+        s["adapter_dtype"] = "bf16"
+    if taker.flag("disable_gradient_checkpointing"):
+        s["checkpointing"] = False
+        taker.record("checkpointing", False, "disable_gradient_checkpointing")
+    else:
+        s["checkpointing"] = True
+        taker.record("checkpointing", True, "default: LLaMA-Factory enables gradient checkpointing")
+    flash = taker.raw("flash_attn")
+    if flash in FLASH_ATTN:
+        s["attention"] = FLASH_ATTN[flash]
+        taker.record("attention", s["attention"], "flash_attn")
+    if taker.flag("enable_liger_kernel"):
+        s["chunked_loss"] = True
+        taker.record("chunked_loss", True, "enable_liger_kernel")
+    taker.note("use_unsloth", "Unsloth's kernels use less memory than modelled")
+    if taker.raw("stage") not in (None, "sft", "pt"):
+        taker.note("stage", "preference and RL stages keep a reference or reward model: not modelled")
+    taker.irrelevant(*IRRELEVANT)
+    return finish(ConfigKind.LLAMA_FACTORY, taker, odd, model_ref, s)

@@ -1,0 +1,160 @@
+"""Framework names onto the planner's, and :func:`apply_settings`: the one place settings become a Plan.
+
+Every importer produces :class:`~core.files.runconfig.result.RunSettings`; only
+:func:`apply_settings` knows which Plan fields exist: the precision roles (weights, frozen
+base, adapters, autocast) with the preset they match, the optimizer and its
+implementation, DoRA.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import Any, Final
+
+from core.files.runconfig.result import RunSettings
+from core.plan import (
+    ROLE_FIELDS,
+    Attention,
+    Autocast,
+    CheckpointPolicy,
+    Dtype,
+    LoraSettings,
+    Method,
+    Offload,
+    Optimizer,
+    OptimizerImpl,
+    Plan,
+    PrecisionRoles,
+    Quant,
+    Strategy,
+    preset_matching,
+)
+
+# transformers ``OptimizerNames`` (training_args.py / trainer_utils.py, v4.57) -> (optimizer, implementation).
+# adamw_torch builds torch.optim.AdamW, which picks the foreach path on CUDA; adamw_torch_fused
+# passes fused=True (the Trainer default once torch >= 2.8); adamw_hf was transformers' own
+# AdamW, a Python loop over parameters. bitsandbytes' 8-bit and paged variants keep their names.
+HF_OPTIMIZERS: Final[dict[str, tuple[Optimizer, str | None]]] = {
+    "adamw_torch": (Optimizer.ADAMW, "foreach"),
+    "adamw_torch_fused": (Optimizer.ADAMW, "fused"),
+    "adamw_apex_fused": (Optimizer.ADAMW, "fused"),
+    "adamw_torch_npu_fused": (Optimizer.ADAMW, "fused"),
+    "adamw_hf": (Optimizer.ADAMW, "forloop"),
+    "adamw_torch_xla": (Optimizer.ADAMW, None),
+    "adamw_bnb_8bit": (Optimizer.ADAMW_8BIT, None),
+    "adamw_8bit": (Optimizer.ADAMW_8BIT, None),
+    "adamw_torch_8bit": (Optimizer.ADAMW_8BIT, None),  # torchao's AdamW8bit
+    "paged_adamw_8bit": (Optimizer.PAGED_ADAMW_8BIT, None),
+    "paged_adamw": (Optimizer.PAGED_ADAMW, None),
+    "paged_adamw_32bit": (Optimizer.PAGED_ADAMW, None),
+    "adafactor": (Optimizer.ADAFACTOR, None),
+    "sgd": (Optimizer.SGD, None),  # torch.optim.SGD with momentum 0 unless optim_args say otherwise
+}
+# Default of TrainingArguments.optim: "adamw_torch_fused" when torch >= 2.8, else "adamw_torch"
+# (transformers training_args.py, default_optim). We plan for a current torch.
+HF_DEFAULT_OPTIM: Final = "adamw_torch_fused"
+
+# torch_dtype / dtype strings as configs write them.
+DTYPES: Final[dict[str, str]] = {
+    "bfloat16": "bf16",
+    "bf16": "bf16",
+    "float16": "fp16",
+    "fp16": "fp16",
+    "half": "fp16",
+    "float32": "fp32",
+    "fp32": "fp32",
+    "float": "fp32",
+}
+
+# attn_implementation values (transformers) -> the planner's kernels.
+ATTENTION_KERNELS: Final[dict[str, Attention]] = {
+    "eager": Attention.EAGER,
+    "sdpa": Attention.SDPA,
+    "flash_attention_2": Attention.FLASH,
+    "flash_attention_3": Attention.FLASH,
+}
+
+
+def roles_for(plan: Plan, model_dtype: str | None, settings: RunSettings) -> PrecisionRoles | None:
+    """The precision roles a run uses, from how the model is loaded and whether autocast runs.
+
+    The model is loaded in ``model_dtype`` (the file's ``torch_dtype``, else the model's own
+    config dtype, which transformers 5 loads by default); its trainable weights and the frozen
+    base both live there. Adapters are float32 unless the framework says otherwise (PEFT's
+    ``autocast_adapter_dtype=True``). None: the file says nothing about precision.
+    """
+    if model_dtype is None and settings.autocast is None and settings.adapter_dtype is None:
+        return None
+    stored = Dtype(model_dtype) if model_dtype is not None else plan.weight_dtype
+    return PrecisionRoles(
+        weight_dtype=stored,
+        base_dtype=stored,
+        adapter_dtype=Dtype(settings.adapter_dtype) if settings.adapter_dtype else Dtype.FP32,
+        autocast=Autocast(settings.autocast) if settings.autocast else plan.autocast,
+    )
+
+
+def apply_settings(plan: Plan, settings: RunSettings, *, model_dtype: str | None = None) -> Plan:
+    """``plan`` with every setting the file gave; ``model_dtype`` is the model's own torch_dtype,
+    used when the file does not say how the model is loaded. Raises PlanError on a value
+    the plan refuses (a rank of 0, ...)."""
+    s = settings
+    method = plan.method
+    if s.method is not None:
+        method = {"full": Method.FULL, "lora": Method.LORA, "dora": Method.DORA, "qlora": Method.QLORA}[s.method]
+    changes: dict[str, object] = {"method": method}
+    if s.trainable_layers is not None:
+        layers = plan.model.num_layers
+        changes["method"] = method = Method.FROZEN
+        changes["frozen_layers"] = max(1, layers - min(s.trainable_layers, layers))
+    elif method is not Method.FROZEN:
+        changes["frozen_layers"] = 0
+    if s.quant is not None:
+        changes["quant"] = Quant(s.quant)
+    if s.double_quant is not None:
+        changes["double_quant"] = s.double_quant
+    lora: dict[str, object] = {}
+    if s.lora_rank is not None:
+        lora["rank"] = s.lora_rank
+    if s.lora_alpha is not None:
+        lora["alpha"] = float(s.lora_alpha)
+    if s.lora_targets is not None:
+        lora["targets"] = s.lora_targets
+    if lora:
+        changes["lora"] = replace(plan.lora, **lora) if plan.lora else LoraSettings(**lora)  # type: ignore[arg-type]
+    roles = roles_for(plan, s.model_dtype or model_dtype, s)
+    if roles is not None:
+        # A named preset when the roles are one (Trainer(bf16=True) on a bf16 model, ...).
+        changes.update(preset=preset_matching(roles), **{name: getattr(roles, name) for name in ROLE_FIELDS})
+    if s.optimizer is not None:
+        changes["optimizer"] = Optimizer(s.optimizer)
+    if s.optimizer_impl is not None:
+        changes["optimizer_impl"] = OptimizerImpl(s.optimizer_impl)
+    if s.checkpointing is not None:
+        changes["checkpointing"] = s.checkpointing
+    if s.checkpoint_policy is not None:
+        changes["checkpoint_policy"] = CheckpointPolicy(s.checkpoint_policy)
+    if s.checkpoint_every is not None:
+        changes["checkpoint_every"] = s.checkpoint_every
+    if s.attention is not None:
+        changes["attention"] = Attention(s.attention)
+    if s.chunked_loss is not None:
+        changes["chunked_loss"] = s.chunked_loss
+    workload = {
+        name: getattr(s, name)
+        for name in ("micro_batch", "seq_len", "grad_accum", "eval_batch")
+        if getattr(s, name) is not None
+    }
+    if workload:
+        changes["workload"] = replace(plan.workload, **workload)
+    parallel: dict[str, Any] = {}
+    if s.sharding is not None:
+        # The GPU count is the launcher's (torchrun, accelerate), not the config's: kept.
+        parallel["strategy"] = Strategy(s.sharding)
+    if s.reshard_after_forward is not None:
+        parallel["reshard_after_forward"] = s.reshard_after_forward
+    if s.offload is not None:
+        parallel["offload"] = Offload(s.offload)
+    if parallel:
+        changes["parallel"] = replace(plan.parallel, **parallel)
+    return plan.with_changes(**changes)

@@ -1,0 +1,122 @@
+"""What an importer returns: the run's settings, where each came from, and what was not understood.
+
+An importer never touches a :class:`~core.plan.Plan`. It turns a framework's file into
+:class:`RunSettings` (the framework-neutral description of the run) and lists every
+field it read (:class:`FieldRead`: the setting, the value, the key in the file) and every
+key it did not understand. :func:`core.files.runconfig.mapping.apply_settings` is the one
+place where settings become plan fields.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import Final
+
+
+class ConfigKind(StrEnum):
+    PEFT = "peft"  # PEFT adapter_config.json
+    HF = "hf"  # transformers TrainingArguments / TRL SFTConfig (JSON or YAML)
+    AXOLOTL = "axolotl"
+    LLAMA_FACTORY = "llamafactory"
+    TORCHTUNE = "torchtune"
+    TORCHTITAN = "torchtitan"
+
+
+CONFIG_KIND_LABELS: Final = {
+    ConfigKind.PEFT: "PEFT adapter_config.json",
+    ConfigKind.HF: "Hugging Face TrainingArguments / TRL config",
+    ConfigKind.AXOLOTL: "axolotl config",
+    ConfigKind.LLAMA_FACTORY: "LLaMA-Factory config",
+    ConfigKind.TORCHTUNE: "torchtune recipe config",
+    ConfigKind.TORCHTITAN: "torchtitan job config (TOML)",
+}
+
+# Display names of the settings, in the order a dialog lists them.
+SETTING_LABELS: Final = {
+    "method": "Method",
+    "lora_rank": "LoRA rank",
+    "lora_alpha": "LoRA alpha",
+    "lora_targets": "LoRA target modules",
+    "quant": "Base quantisation",
+    "double_quant": "Double quantisation",
+    "model_dtype": "Model loaded in",
+    "adapter_dtype": "Adapter dtype",
+    "autocast": "Autocast",
+    "optimizer": "Optimizer",
+    "optimizer_impl": "Optimizer implementation",
+    "checkpointing": "Gradient checkpointing",
+    "checkpoint_policy": "Checkpointing policy",
+    "checkpoint_every": "Checkpoint every Nth block",
+    "attention": "Attention kernel",
+    "chunked_loss": "Loss in chunks",
+    "micro_batch": "Micro-batch per GPU",
+    "grad_accum": "Gradient accumulation",
+    "seq_len": "Sequence length",
+    "eval_batch": "Evaluation batch",
+    "trainable_layers": "Trainable top blocks",
+    "sharding": "Data-parallel strategy",
+    "reshard_after_forward": "Reshard after forward (FSDP)",
+    "offload": "Offload to CPU",
+    "model": "Model",
+    "note": "Noted (not modelled)",
+}
+
+
+@dataclass(frozen=True)
+class RunSettings:
+    """A training run as any framework describes it; None means "the file does not say"."""
+
+    method: str | None = None  # full | lora | qlora | dora
+    lora_rank: int | None = None
+    lora_alpha: float | None = None
+    lora_targets: tuple[str, ...] | None = None
+    quant: str | None = None  # nf4 | fp4 | int8
+    double_quant: bool | None = None
+    model_dtype: str | None = None  # fp32 | bf16 | fp16: the dtype the model is loaded in
+    adapter_dtype: str | None = None  # fp32 | bf16 | fp16
+    autocast: str | None = None  # none | bf16 | fp16
+    optimizer: str | None = None  # a core.plan.Optimizer value
+    optimizer_impl: str | None = None  # fused | foreach | forloop
+    checkpointing: bool | None = None
+    checkpoint_policy: str | None = None  # a core.plan.CheckpointPolicy value: full | op | layer
+    checkpoint_every: int | None = None  # layer policy: every Nth block
+    attention: str | None = None  # a core.plan.Attention value
+    chunked_loss: bool | None = None
+    micro_batch: int | None = None
+    grad_accum: int | None = None
+    seq_len: int | None = None
+    eval_batch: int | None = None
+    trainable_layers: int | None = None  # freeze-tuning: the top blocks that train
+    sharding: str | None = None  # a core.plan.Strategy value: ddp | fsdp | zero1 | zero2 | zero3
+    reshard_after_forward: bool | None = None  # FSDP: full_shard True, shard_grad_op False
+    offload: str | None = None  # a core.plan.Offload value
+
+
+@dataclass(frozen=True)
+class FieldRead:
+    """One value taken from the file (or a framework default), and what it sets."""
+
+    setting: str  # a RunSettings field, "model", or "note"
+    value: object
+    source: str  # the key in the file ("model.lora_rank"), or "default: <why>"
+
+    @property
+    def label(self) -> str:
+        return SETTING_LABELS.get(self.setting, self.setting)
+
+
+@dataclass(frozen=True)
+class RunConfig:
+    kind: ConfigKind
+    path: str
+    model_ref: str | None  # the model the file names: a Hub id or a path
+    settings: RunSettings
+    fields: tuple[FieldRead, ...] = ()
+    notes: tuple[FieldRead, ...] = ()  # read and shown, but the estimate has no input for them
+    unknown: tuple[str, ...] = ()  # keys not understood, as dotted paths
+    model_dir: str | None = None  # a local folder the file names for the weights (torchtune's checkpointer)
+
+    @property
+    def kind_label(self) -> str:
+        return CONFIG_KIND_LABELS[self.kind]

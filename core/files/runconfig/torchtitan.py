@@ -1,0 +1,112 @@
+"""torchtitan job configs (TOML, ``torchtitan/models/*/train_configs/*.toml``).
+
+Read against pytorch/torchtitan commit 238fa995 (``torchtitan/config/job_config.py``, the
+last release configured by TOML files): ``[training] local_batch_size`` and ``seq_len``,
+``[optimizer] name`` and ``implementation`` (default ``fused``), ``[activation_checkpoint]
+mode`` (``none`` | ``full`` | ``selective``, default ``selective``) with
+``selective_ac_option`` (``"op"``, or an integer N: every Nth block; default ``"2"``), and
+``[parallelism] data_parallel_shard_degree`` (-1 or above 1: FSDP2). The model is named by
+``[model] hf_assets_path`` (its last folder, e.g. ``Llama-3.1-8B``) or ``name`` + ``flavor``.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Final
+
+from core.files.runconfig.common import OddValues, finish
+from core.files.runconfig.reading import Taker
+from core.files.runconfig.result import ConfigKind, RunConfig
+
+OPTIMIZERS: Final = {"AdamW": "adamw", "Adam": "adam"}
+IMPLEMENTATIONS: Final = {"fused": "fused", "foreach": "foreach", "for-loop": "forloop"}
+# Defaults of torchtitan's ActivationCheckpoint dataclass at commit 238fa995.
+DEFAULT_AC_MODE: Final = "selective"
+DEFAULT_AC_OPTION: Final = "2"
+
+IRRELEVANT: Final = (
+    "job", "profiling", "metrics", "lr_scheduler", "checkpoint", "validation", "comm", "experimental",
+    "optimizer.lr", "optimizer.eps", "optimizer.weight_decay", "optimizer.beta1", "optimizer.beta2",
+    "training.steps", "training.dataset", "training.dataset_path", "training.max_norm", "training.seed",
+    "training.deterministic", "model.tokenizer_path", "quantize", "fault_tolerance", "memory_estimation",
+)  # fmt: skip
+
+
+def _checkpointing(taker: Taker) -> dict[str, Any]:
+    mode = taker.raw("activation_checkpoint.mode")
+    source = "activation_checkpoint.mode"
+    if mode is None:
+        mode, source = DEFAULT_AC_MODE, f"default: torchtitan's activation_checkpoint.mode is {DEFAULT_AC_MODE}"
+    if mode == "none":
+        taker.record("checkpointing", False, source)
+        return {"checkpointing": False}
+    if mode == "full":
+        taker.record("checkpointing", True, source)
+        taker.record("checkpoint_policy", "full", source)
+        return {"checkpointing": True, "checkpoint_policy": "full"}
+    if mode != "selective":
+        if mode == "memory_budget":
+            taker.note("activation_checkpoint.mode", "compiler memory-budget checkpointing is not modelled")
+            return {}
+        raise taker.fail("activation_checkpoint.mode", mode, "none, full, selective or memory_budget")
+    option = taker.raw("activation_checkpoint.selective_ac_option")
+    opt_source = "activation_checkpoint.selective_ac_option"
+    if option is None:
+        option, opt_source = DEFAULT_AC_OPTION, f"default: torchtitan's selective_ac_option is {DEFAULT_AC_OPTION}"
+    taker.record("checkpointing", True, source)
+    if option == "op":
+        taker.record("checkpoint_policy", "op", opt_source)
+        return {"checkpointing": True, "checkpoint_policy": "op"}
+    text = str(option).strip()
+    if not text.isdigit() or int(text) < 1 or int(text) > 1024:
+        raise taker.fail("activation_checkpoint.selective_ac_option", option, '"op" or an integer from 1 to 1,024')
+    taker.record("checkpoint_policy", "layer", opt_source)
+    taker.record("checkpoint_every", int(text), opt_source)
+    return {"checkpointing": True, "checkpoint_policy": "layer", "checkpoint_every": int(text)}
+
+
+def read_torchtitan(document: dict[str, Any], where: str) -> RunConfig:
+    taker = Taker(document, where)
+    odd = OddValues()
+    s: dict[str, Any] = {"method": "full"}
+    assets = taker.text("model.hf_assets_path")
+    name, flavor = taker.text("model.name"), taker.text("model.flavor")
+    model_ref = None
+    if assets:
+        model_ref = assets.rstrip("/").rsplit("/", 1)[-1]
+        taker.record("model", model_ref, "model.hf_assets_path")
+    elif name and flavor:
+        model_ref = f"{name}-{flavor}"
+        taker.record("model", model_ref, "model.name + model.flavor")
+    taker.record("method", "full", "default: torchtitan trains every weight")
+    s["micro_batch"] = taker.integer("training.local_batch_size", "micro_batch")
+    s["seq_len"] = taker.integer("training.seq_len", "seq_len")
+    optimizer = taker.raw("optimizer.name")
+    if optimizer is not None:
+        if optimizer not in OPTIMIZERS:
+            odd.add("optimizer.name", optimizer, "an optimizer the planner does not model")
+        else:
+            s["optimizer"] = OPTIMIZERS[optimizer]
+            taker.record("optimizer", s["optimizer"], "optimizer.name")
+    impl = taker.raw("optimizer.implementation")
+    if impl is not None and impl not in IMPLEMENTATIONS:
+        raise taker.fail("optimizer.implementation", impl, "fused, foreach or for-loop")
+    s["optimizer_impl"] = IMPLEMENTATIONS[impl or "fused"]
+    source = "optimizer.implementation" if impl else "default: torchtitan's optimizer.implementation is fused"
+    taker.record("optimizer_impl", s["optimizer_impl"], source)
+    s.update(_checkpointing(taker))
+    shard = taker.integer("parallelism.data_parallel_shard_degree", None, -1, 1_000_000)
+    if shard is not None and shard != 1:
+        s["sharding"] = "fsdp"
+        taker.record("sharding", "fsdp", "parallelism.data_parallel_shard_degree")
+    for key in ("tensor_parallel_degree", "pipeline_parallel_degree", "context_parallel_degree"):
+        if taker.raw(f"parallelism.{key}") not in (None, 1):  # 1: no split, nothing to say
+            taker.note(f"parallelism.{key}", "set the split in the plan's Parallelism section")
+    if taker.raw("parallelism.data_parallel_replicate_degree") not in (None, 1):
+        taker.note("parallelism.data_parallel_replicate_degree", "set the GPU count in the Parallelism section")
+    taker.note("training.mixed_precision_param", "FSDP2's parameter dtype: set it in the Parallelism section")
+    taker.note("training.global_batch_size", "gradient accumulation follows from it and the data-parallel degree")
+    taker.note("compile.enable", "torch.compile can lower activation memory; not modelled")
+    taker.note("model.converters", "float8 training is not modelled")
+    taker.irrelevant(*IRRELEVANT, "compile.components", "activation_checkpoint.preserve_rng_state", "model.name")
+    taker.irrelevant("model.flavor", "model.hf_assets_path", "parallelism")
+    return finish(ConfigKind.TORCHTITAN, taker, odd, model_ref, s)

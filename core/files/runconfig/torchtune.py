@@ -1,0 +1,131 @@
+"""torchtune recipe configs (recipes/configs/*.yaml, torchtune 0.4-0.6).
+
+``_component_`` names are read as text, never imported. The model builder's name says
+the method (``lora_llama3_1_8b``, ``qlora_llama3_1_8b``, ``llama3_1_8b``) and the model;
+``dtype`` is the storage of every weight, adapters included (torchtune casts the whole
+model and does not autocast); ``CEWithChunkedOutputLoss`` and ``LinearCrossEntropyLoss``
+never hold the full float32 logits.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any, Final
+
+from core.files.runconfig.common import OddValues, finish, lora_targets
+from core.files.runconfig.reading import Taker
+from core.files.runconfig.result import ConfigKind, RunConfig
+from core.units import finite_number
+
+TORCHTUNE_DTYPES: Final = {"bf16": "bf16", "fp32": "fp32", "fp16": "fp16"}
+# optimizer._component_ -> the planner's optimizer.
+OPTIMIZERS: Final = {
+    "torch.optim.AdamW": "adamw",
+    "torch.optim.Adam": "adamw",
+    "bitsandbytes.optim.AdamW8bit": "adamw-8bit",
+    "bitsandbytes.optim.PagedAdamW8bit": "paged-adamw-8bit",
+    "bitsandbytes.optim.PagedAdamW": "paged-adamw",
+    "bitsandbytes.optim.PagedAdamW32bit": "paged-adamw",
+    "torchao.optim.AdamW8bit": "adamw-8bit",
+    "torchao.prototype.low_bit_optim.AdamW8bit": "adamw-8bit",
+    "torch.optim.SGD": "sgd",
+}
+CHUNKED_LOSSES: Final = ("CEWithChunkedOutputLoss", "LinearCrossEntropyLoss")
+
+IRRELEVANT: Final = (
+    "output_dir", "tokenizer._component_", "tokenizer.path", "checkpointer", "resume_from_checkpoint",
+    "save_adapter_weights_only", "save_last_epoch_only", "epochs_to_save", "dataset", "seed", "shuffle",
+    "lr_scheduler", "optimizer.lr", "optimizer.weight_decay", "optimizer.betas", "optimizer.eps",
+    "epochs", "max_steps_per_epoch", "clip_grad_norm", "metric_logger", "log_every_n_steps",
+    "log_peak_memory_stats", "log_level", "device", "profiler", "low_cpu_ram", "model.lora_dropout",
+    "tokenizer.prompt_template", "valid_data_files", "run_val_every_n_steps", "dataset_val",
+)  # fmt: skip
+
+
+def _component(taker: Taker, key: str) -> str | None:
+    value = taker.raw(key)
+    if value is None:
+        return None
+    if not isinstance(value, str) or not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_.]*", value):
+        raise taker.fail(key, value, "a dotted Python name")
+    return value
+
+
+def read_torchtune(document: dict[str, Any], where: str) -> RunConfig:
+    taker = Taker(document, where)
+    odd = OddValues()
+    s: dict[str, Any] = {}
+    builder = _component(taker, "model._component_") or ""
+    name = builder.rsplit(".", 1)[-1]
+    model_ref = None
+    if name.startswith("qlora_"):
+        s["method"], s["quant"], model_ref = "qlora", "nf4", name.removeprefix("qlora_")
+    elif name.startswith("lora_"):
+        s["method"], model_ref = "lora", name.removeprefix("lora_")
+    elif name:
+        s["method"], model_ref = "full", name
+    if name:
+        taker.record("method", s["method"], "model._component_")
+        taker.record("model", model_ref, "model._component_")
+    if s.get("quant"):
+        taker.record("quant", "nf4", "model._component_ (torchao NF4 base)")
+    if taker.flag("model.quantize_base") and s.get("method") == "lora":
+        s["method"], s["quant"] = "qlora", "nf4"
+        taker.record("method", "qlora", "model.quantize_base")
+    if s.get("method") in ("lora", "qlora"):
+        if taker.flag("model.use_dora"):
+            s["method"] = "dora"
+            taker.record("method", "dora", "model.use_dora")
+        s["lora_rank"] = taker.integer("model.lora_rank", "lora_rank", 1, 65_536)
+        s["lora_alpha"] = taker.number("model.lora_alpha", "lora_alpha", 0.0, 1e6)
+        attn = taker.names("model.lora_attn_modules") or ()
+        mlp = ("gate_proj", "up_proj", "down_proj") if taker.flag("model.apply_lora_to_mlp") else ()
+        s["lora_targets"] = lora_targets(taker, "model.lora_attn_modules + apply_lora_to_mlp", attn + mlp, odd)
+        if taker.flag("model.apply_lora_to_output"):
+            taker.note("model.apply_lora_to_output", "a LoRA on the output projection is not in the estimate")
+    s["micro_batch"] = taker.integer("batch_size", "micro_batch")
+    s["grad_accum"] = taker.integer("gradient_accumulation_steps", "grad_accum")
+    s["seq_len"] = taker.integer("tokenizer.max_seq_len", "seq_len", 1, 100_000_000)
+    if s["seq_len"] is None:
+        taker.missing("seq_len", "tokenizer.max_seq_len is null: the longest sample decides; the plan's value is kept")
+    dtype = taker.raw("dtype")
+    if dtype is not None:
+        if dtype not in TORCHTUNE_DTYPES:
+            raise taker.fail("dtype", dtype, "bf16, fp32 or fp16")
+        s["model_dtype"] = s["adapter_dtype"] = TORCHTUNE_DTYPES[dtype]
+        s["autocast"] = "none"
+        taker.record("model_dtype", s["model_dtype"], "dtype")
+        taker.record("adapter_dtype", s["adapter_dtype"], "dtype (torchtune casts adapters too)")
+    optimizer = _component(taker, "optimizer._component_")
+    if optimizer is not None:
+        if optimizer not in OPTIMIZERS:
+            odd.add("optimizer._component_", optimizer, "an optimizer the planner does not model")
+        else:
+            s["optimizer"] = OPTIMIZERS[optimizer]
+            momentum = finite_number(taker.raw("optimizer.momentum"))
+            if s["optimizer"] == "sgd" and momentum:
+                s["optimizer"] = "sgd-momentum"
+            taker.record("optimizer", s["optimizer"], "optimizer._component_")
+            if s["optimizer"] == "adamw":
+                fused = taker.flag("optimizer.fused")
+                s["optimizer_impl"] = "fused" if fused else "foreach"
+                taker.record(
+                    "optimizer_impl",
+                    s["optimizer_impl"],
+                    "optimizer.fused"
+                    if fused is not None
+                    else "default: torch.optim.AdamW takes the foreach path on CUDA",
+                )
+    s["checkpointing"] = taker.flag("enable_activation_checkpointing", "checkpointing")
+    loss = _component(taker, "loss._component_")
+    if loss is not None:
+        s["chunked_loss"] = loss.rsplit(".", 1)[-1] in CHUNKED_LOSSES
+        taker.record("chunked_loss", s["chunked_loss"], "loss._component_")
+    taker.note("enable_activation_offloading", "activations offloaded to CPU: less GPU memory than modelled")
+    taker.note("compile", "torch.compile can lower activation memory; not modelled")
+    taker.note("optimizer_in_bwd", "optimizer step fused into backward: gradients are not all held at once")
+    taker.note("dataset.packed", "packing fills every sequence to max_seq_len")
+    taker.note("fsdp_cpu_offload", "parameters offloaded to CPU are not modelled")
+    model_dir = taker.text("checkpointer.checkpoint_dir")
+    taker.irrelevant(*IRRELEVANT)
+    return finish(ConfigKind.TORCHTUNE, taker, odd, model_ref, s, model_dir=model_dir)

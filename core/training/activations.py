@@ -1,0 +1,572 @@
+"""The tensors autograd keeps for the backward pass: per block, outside the blocks, the loss.
+
+Op by op, following what a Hugging Face causal-LM implementation (transformers 5) and PEFT
+(0.21) run and what PyTorch's autograd saves for each op, in the dtypes the plan's
+precision roles give (:mod:`core.dtypes`).
+
+One concern, a little past 400 lines: attention, MLP / experts, norms, adapters and the
+loss are each a short function, and splitting them would only move the shared _Ctx around.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from typing import Final
+
+from core.breakdown import Term, sci
+from core.dtypes import DTYPE_BYTES, compute_dtype, dtypes_for, model_dtype
+from core.model import ModelSpec, normalise_lora_targets
+from core.plan import Attention, CheckpointPolicy, Dtype, Method, Plan
+from core.training.attention import Kernel, needs_mask, sdpa_kernel
+
+# Families whose RMSNorm multiplies by its weight in float32 (modeling_gemma*.py,
+# modeling_olmo2.py), so the tensor that multiply keeps is float32 whatever the input.
+FLOAT32_NORM_SCALE: Final = ("gemma", "gemma2", "gemma3_text", "olmo2")
+
+
+@dataclass(frozen=True)
+class LayerActs:
+    """Bytes one block keeps for the backward pass, itemised.
+
+    ``replicated`` indexes the items that lie outside Megatron's tensor-parallel regions
+    (Korthikanti et al. 2022, arXiv:2205.05198 §4.1, the "10" of Table 2's sbh(10 + 24/t +
+    5as/(ht))): the norms and what they keep, the inputs of q/k/v and of the MLP (the full
+    sequence each rank reads before the column-parallel matmuls), the router and the
+    dropout masks. Every other item is per head or per MLP column, so ÷ t under TP.
+    """
+
+    items: tuple[Term, ...]
+    replicated: tuple[int, ...] = ()
+
+    @property
+    def replicated_bytes(self) -> float:
+        return float(sum(self.items[i].bytes for i in self.replicated))
+
+    @property
+    def bytes(self) -> float:
+        return float(sum(t.bytes for t in self.items))
+
+
+@dataclass(frozen=True)
+class _Ctx:
+    """What decides the saved tensors: sizes, dtypes and which weights train."""
+
+    n: int  # tokens in the micro-batch, B·S
+    b: int
+    s: int
+    ca: float  # bytes of a matmul output (16-bit unless float32)
+    res: float  # bytes of the residual stream (the dtype the model runs in)
+    mode: str  # "fp32" | "mixed" | "pure" | "autocast16" (see core.dtypes.Dtypes.mode)
+    trainable: bool  # the block's own weights get gradients
+    lora: tuple[str, ...]  # LoRA-targeted projections
+    adapter: float  # bytes of an adapter weight
+    adapter_out: float  # bytes of an adapter matmul output (the autocast dtype under autocast)
+    model_dtype: Dtype
+    compute_dtype: Dtype
+    adapter_dtype: Dtype
+    autocast: bool
+
+    def saves(self, name: str) -> bool:
+        """A projection keeps its input only when its weight, or an adapter on it, trains."""
+        return self.trainable or name in self.lora
+
+    def adapter_copies(self, x: Dtype) -> bool:
+        """Whether an adapter reading a tensor of dtype ``x`` keeps a copy of its own.
+
+        PEFT's LoraLayer.forward casts the input to the adapter's dtype first
+        (``_cast_input_dtype``, also under autocast); under autocast lora_A's matmul then
+        casts it to the autocast dtype. Either cast makes a new tensor, which lora_A keeps.
+        """
+        return self.adapter_dtype is not x or (self.autocast and x is not self.compute_dtype)
+
+    @property
+    def adapter_in(self) -> float:
+        """Bytes of the copy an adapter keeps: the autocast dtype under autocast."""
+        return self.ca if self.autocast else self.adapter
+
+
+def _context(plan: Plan, trainable: bool, lora: tuple[str, ...]) -> _Ctx:
+    b, s = plan.workload.micro_batch, plan.workload.seq_len
+    dt = dtypes_for(plan)
+    return _Ctx(
+        n=b * s,
+        b=b,
+        s=s,
+        ca=dt.compute,
+        res=dt.residual,
+        mode=dt.mode,
+        trainable=trainable,
+        lora=lora,
+        adapter=dt.adapter,
+        adapter_out=dt.compute if dt.autocast else dt.adapter,
+        model_dtype=model_dtype(plan),
+        compute_dtype=compute_dtype(plan),
+        adapter_dtype=plan.adapter_dtype,
+        autocast=dt.autocast,
+    )
+
+
+def _consumer_inputs(
+    ctx: _Ctx, width: int, names: tuple[str, ...], fused: bool, label: str, x: Dtype | None = None
+) -> list[Term]:
+    """The copies of one tensor (dtype ``x``, the model's by default) that its readers keep.
+
+    Autocast over a float32 model makes every consuming matmul cast its input to 16 bits
+    itself (the autocast cache only holds casts of weights), so each keeps its own copy.
+    Otherwise a trainable projection keeps the tensor itself (one copy however many read
+    it); an adapter keeps its own cast when PEFT or autocast casts (see _Ctx.adapter_copies).
+    """
+    x = ctx.model_dtype if x is None else x
+    savers = [nm for nm in names if ctx.saves(nm)]
+    if fused and savers:
+        savers = savers[:1]
+    if not savers:
+        return []
+    el = ctx.n * width
+    x_bytes = DTYPE_BYTES[x]
+    per_matmul = ctx.autocast and x is not ctx.compute_dtype
+    if ctx.trainable:
+        if per_matmul:
+            formula = f"{len(savers)} × N·{width} × {ctx.ca:g}"
+            return [Term(f"{label}, cast to 16 bits per reading matmul", formula, len(savers) * el * ctx.ca)]
+        return [Term(label, f"N·{width} × {x_bytes:g}", el * x_bytes)]
+    if not ctx.adapter_copies(x):
+        return [Term(label, f"N·{width} × {x_bytes:g}", el * x_bytes)]
+    a = ctx.adapter_in
+    formula = f"{len(savers)} × N·{width} × {a:g}"
+    return [Term(f"{label}, cast per adapter (PEFT / autocast)", formula, len(savers) * el * a)]
+
+
+def _norm(
+    model: ModelSpec,
+    ctx: _Ctx,
+    label: str,
+    with_output_consumers: list[Term],
+    *,
+    width: int | None = None,
+    rows: int | None = None,
+    in_bytes: float | None = None,
+) -> list[Term]:
+    """What a norm keeps (PyTorch autograd on HF's RMSNorm / LayerNorm code), plus its readers.
+
+    ``width`` and ``rows`` default to the residual stream (N rows of d); q/k norms pass
+    their own. ``in_bytes`` is the dtype of the normalised tensor (the residual's by default).
+    """
+    d = model.hidden_size if width is None else width
+    n = ctx.n if rows is None else rows
+    x = ctx.res if in_bytes is None else in_bytes
+    w = "d" if width is None else str(d)
+    items: list[Term] = []
+    if model.norm == "layernorm":
+        # layer_norm is on autocast's float32 list: under autocast its input is cast up.
+        x_bytes = 4.0 if ctx.mode in ("mixed", "autocast16") else x
+        items.append(Term(f"{label}: input", f"N·{w} × {x_bytes:g}", n * d * x_bytes))
+        items.append(Term(f"{label}: mean, 1/std (float32)", "2 × N × 4", n * 8))
+    else:
+        # x.float() is kept by pow() and the scaling mul; the normalised value is kept by
+        # the weight multiply only when the weight trains: cast back to the input's dtype
+        # first (LlamaRMSNorm: weight * x.to(input_dtype)), or multiplied in float32 and
+        # cast after (Gemma's x * (1 + w.float()), Olmo2RMSNorm's (w * x).to(input_dtype)).
+        items.append(Term(f"{label}: input in float32", f"N·{w} × 4", n * d * 4))
+        items.append(Term(f"{label}: 1/rms (float32)", "rows × 4", n * 4))
+        if ctx.trainable:
+            h_bytes = 4.0 if model.family in FLOAT32_NORM_SCALE else x
+            items.append(Term(f"{label}: normalised", f"N·{w} × {h_bytes:g}", n * d * h_bytes))
+    return items + with_output_consumers
+
+
+def _attention(plan: Plan, ctx: _Ctx) -> list[Term]:
+    """q, k, v after their norms and RoPE, and what the attention kernel keeps."""
+    model = plan.model
+    b, s, n, ca = ctx.b, ctx.s, ctx.n, ctx.ca
+    h = model.num_heads
+    q_el, kv_el = n * model.q_width, n * model.kv_width
+    kernel = sdpa_kernel(plan)
+    # An adapter on o_proj keeps its own cast of the attention output (see adapter_copies).
+    o_adapter_copy = "o_proj" in ctx.lora and not ctx.trainable and ctx.adapter_copies(ctx.compute_dtype)
+    items: list[Term] = []
+    if model.qk_norm:
+        # Qwen3 / Gemma-3 normalise every head (rows N·H, width hd), OLMo-2 the whole
+        # projection (rows N); both read the projection output, in the compute dtype.
+        per_head = model.qk_norm == "head"
+        for name, width, heads in (("q", model.q_width, h), ("k", model.kv_width, model.num_kv_heads)):
+            items += _norm(
+                model,
+                ctx,
+                f"{name} norm",
+                [],
+                width=model.head_dim if per_head else width,
+                rows=n * heads if per_head else n,
+                in_bytes=ca,
+            )
+    if model.family == "gpt2":
+        items.append(Term("q, k, v (the fused projection's output)", f"N·(q + 2kv) × {ca:g}", (q_el + 2 * kv_el) * ca))
+    elif kernel is not Kernel.MATH:  # the math kernel keeps its own scaled q, k and repeated v instead
+        items.append(Term("q after RoPE", f"N·H·hd × {ca:g} = {sci(q_el)} × {ca:g}", q_el * ca))
+        # Eager attention, and SDPA with a mask (no enable_gqa then), repeat k and v to every head.
+        repeated = kernel is Kernel.EAGER or (needs_mask(plan) and kernel is not Kernel.FLASH)
+        kv_saved = n * model.q_width if repeated else kv_el
+        label = "k, v repeated to every head" if repeated and model.num_kv_heads != h else "k, v"
+        items.append(Term(label, f"2 × {sci(kv_saved)} × {ca:g}", 2 * kv_saved * ca))
+    if kernel is Kernel.EAGER:
+        scores = b * h * s * s
+        items.append(Term("attention probabilities (float32)", f"B·H·S² × 4 = {sci(scores)} × 4", scores * 4))
+        if model.attn_softcap:
+            items.append(Term("soft-capped scores (tanh)", f"B·H·S² × {ca:g}", scores * ca))
+        if model.attention_dropout:
+            items.append(
+                Term("attention dropout mask + dropped probabilities", f"B·H·S² × (1 + {ca:g})", scores * (1 + ca))
+            )
+        elif ca == 2:
+            items.append(Term("probabilities cast to 16 bits", f"B·H·S² × 2 = {sci(scores)} × 2", scores * 2))
+        if ctx.saves("o_proj") and not o_adapter_copy:  # else the adapter's copy below is what is kept
+            items.append(Term("attention output (o_proj input)", f"N·H·hd × {ca:g}", q_el * ca))
+    elif kernel is Kernel.MATH:
+        # PyTorch's math fallback (float32 with grouped-query heads, or unsupported shapes;
+        # _scaled_dot_product_attention_math): the matmuls keep q and k each scaled by
+        # √scale and v repeated to every head, not the inputs; then the probabilities, and an
+        # output laid out (B, H, S, hd) that o_proj reads through a contiguous copy.
+        scores = b * h * s * s
+        items.append(Term("math kernel: scaled q, k and repeated v", f"3 × N·H·hd × {ca:g}", 3 * q_el * ca))
+        items.append(Term("math kernel: probabilities (float32)", f"B·H·S² × 4 = {sci(scores)} × 4", scores * 4))
+        items.append(Term("attention output (o_proj input)", f"N·H·hd × {ca:g}", q_el * ca))
+    else:
+        # Flash / memory-efficient kernels keep their output and a float32 log-sum-exp per
+        # row (the efficient kernel pads the rows to a multiple of 32).
+        rows = s if kernel is Kernel.FLASH else -(-s // 32) * 32
+        items.append(Term("softmax log-sum-exp (float32)", f"B·H·S × 4 = {sci(b * h * rows)} × 4", b * h * rows * 4))
+        items.append(Term("attention output", f"N·H·hd × {ca:g} = {sci(q_el)} × {ca:g}", q_el * ca))
+    if model.fused_qkv and model.family == "gpt2" and kernel is not Kernel.EAGER and not plan.checkpointing:
+        # With use_cache on (the default outside checkpointing) the KV cache concatenates k
+        # and v into fresh tensors, which attention then keeps, while q still pins the fused
+        # projection output (transformers DynamicLayer.update).
+        items.append(Term("k, v copies made by the KV cache", f"2 × N·kv × {ca:g}", 2 * kv_el * ca))
+    if o_adapter_copy:
+        a = ctx.adapter_in
+        items.append(Term("o_proj input cast for its adapter", f"N·H·hd × {a:g}", q_el * a))
+    return items
+
+
+def _mlp(plan: Plan, ctx: _Ctx) -> list[Term]:
+    """The dense MLP's saved tensors, or a mixture of experts' (see _experts)."""
+    model = plan.model
+    if model.num_experts > 1:
+        return _experts(plan, ctx)
+    n, ca, i = ctx.n, ctx.ca, model.intermediate_size
+    items: list[Term] = []
+    mlp_el = n * i
+    if model.gated_mlp:
+        items.append(Term("gate, act(gate), up", f"3 × N·I × {ca:g} = 3 × {sci(mlp_el)} × {ca:g}", 3 * mlp_el * ca))
+    elif model.activation == "gelu_new":
+        # NewGELUActivation is plain tensor code: pow, tanh and two multiplies each keep a
+        # tensor; under autocast pow runs in float32 (it is on autocast's float32 list).
+        per = {"fp32": 16.0, "mixed": 14.0, "pure": 8.0, "autocast16": 14.0}[ctx.mode]
+        items.append(Term("fc output and GELU (tanh form) intermediates", f"N·I × {per:g}", mlp_el * per))
+    else:
+        items.append(Term("fc output (activation input)", f"N·I × {ca:g}", mlp_el * ca))
+    if ctx.saves("down_proj"):
+        if not ctx.trainable and ctx.adapter_copies(ctx.compute_dtype):
+            a = ctx.adapter_in
+            items.append(Term("down-projection input cast for its adapter", f"N·I × {a:g}", mlp_el * a))
+        else:
+            items.append(Term("down-projection input", f"N·I × {ca:g} = {sci(mlp_el)} × {ca:g}", mlp_el * ca))
+    return items
+
+
+def _experts(plan: Plan, ctx: _Ctx) -> list[Term]:
+    """A mixture-of-experts block as transformers 5 runs it (integrations/moe.py
+    grouped_mm_experts_forward; Mixtral, Qwen2-MoE, Qwen3-MoE).
+
+    The router's float32 softmax and top-k indices; the S = N·k routed (token, expert) pairs
+    gathered and run through torch's grouped_mm, which autocast does not cover, so the
+    experts compute in the dtype the weights are stored in: gate|up output and act(gate)
+    (kept by the activation and the product), the expert output (kept by the multiply with
+    the routing weight, which needs a gradient), and when the experts train also the
+    gathered input and the down projection's input. A Qwen2-MoE shared expert is a plain
+    MLP (autocast covers it) whose output is kept by its sigmoid gate's multiply.
+    """
+    model = plan.model
+    n, ca, d, i = ctx.n, ctx.ca, model.hidden_size, model.intermediate_size
+    k, e = model.experts_per_token, model.num_experts
+    pairs = n * k
+    w = DTYPE_BYTES[ctx.model_dtype]
+    readers = ("router",) + (
+        ("shared gate_proj", "shared up_proj", "shared expert gate") if model.shared_expert_size else ()
+    )
+    items = _consumer_inputs(ctx, d, readers, False, "MLP norm output (router, shared expert)")
+    items.append(Term("router probabilities (float32) and top-k indices", "N·E × 4 + N·k × 8", n * e * 4 + pairs * 8))
+    items.append(
+        Term(
+            "experts: gate|up output and act(gate)", f"N·k·3I × {w:g} = {sci(pairs * 3 * i)} × {w:g}", pairs * 3 * i * w
+        )
+    )
+    items.append(Term("experts: output kept for the routing weights", f"N·k·d × {w:g}", pairs * d * w))
+    if ctx.trainable:
+        items.append(Term("experts: gathered input and down input", f"N·k·(d + I) × {w:g}", pairs * (d + i) * w))
+    if model.shared_expert_size:
+        shared = n * model.shared_expert_size
+        per = 4 if ctx.trainable else 3
+        formula = f"{per} × N·I_s × {ca:g} + N·d × {ca:g}"
+        items.append(Term("shared expert: MLP tensors and its gated output", formula, per * shared * ca + n * d * ca))
+    return items
+
+
+def _adapters(plan: Plan, ctx: _Ctx) -> list[Term]:
+    """LoRA's rank-r intermediates, and DoRA's two kept products per adapted matrix.
+
+    PEFT's DoraLinearLayer.forward computes ``(m/‖W + sBA‖ − 1)·base + m/‖W + sBA‖·s·BA(x)``
+    with the norm detached: the multiplies by the trained magnitude keep the base output and
+    the adapter output (N·out each); the weight norm itself runs on detached tensors and
+    keeps nothing.
+    """
+    model = plan.model
+    if not ctx.lora:
+        return []
+    n = ctx.n
+    shapes = model.linear_shapes()
+    rank_el = sum(n * plan.lora.rank for nm in ctx.lora if nm in shapes)
+    ab = ctx.adapter_out
+    items = [Term("LoRA A outputs (kept for B)", f"{len(ctx.lora)} × N·r × {ab:g}", rank_el * ab)]
+    if plan.method is Method.DORA:
+        # get_lora_weight builds B·A as lora_B(lora_A(torch.eye(in))): lora_A's matmul keeps
+        # the identity (cast to the autocast dtype, else in the adapter's), and the forward
+        # leaves it in a reference cycle that lives until Python's cyclic collector runs
+        # (tools/measure/NOTES.md: the measured steps pause the collector, the
+        # deterministic upper bound; a collection mid-step frees it sooner).
+        squares = sum(fan_in * fan_in * copies for fan_in, _, copies in model.adapted_matrices(plan.lora.targets))
+        eye = ctx.ca if ctx.autocast else ctx.adapter
+        items.append(Term("DoRA: eye(in) of B·A, held by a reference cycle", f"Σ in² × {eye:g}", squares * eye))
+        outs = sum(out * copies for _, out, copies in model.adapted_matrices(plan.lora.targets))
+        items.append(
+            Term(
+                "DoRA: base and adapter outputs kept for the magnitude",
+                f"N·Σout × ({ctx.ca:g} + {ab:g})",
+                n * outs * (ctx.ca + ab),
+            )
+        )
+    return items
+
+
+def layer_activations(plan: Plan, trainable_block: bool) -> LayerActs:
+    """Saved tensors of one transformer block for micro-batch B and sequence S."""
+    model = plan.model
+    ctx = _context(plan, trainable_block, plan.lora.targets if plan.adapter_based else ())
+    n, d = ctx.n, model.hidden_size
+    qkv = ("q_proj", "k_proj", "v_proj")
+    mlp_in = ("gate_proj", "up_proj") if model.gated_mlp else ("up_proj",)
+    items: list[Term] = []
+    replicated: list[int] = []
+
+    def outside_tp(terms: list[Term]) -> None:
+        replicated.extend(range(len(items), len(items) + len(terms)))
+        items.extend(terms)
+
+    if model.post_norm:
+        # OLMo-2: q/k/v and the MLP read the residual stream itself; the norms sit on the
+        # sub-block outputs (o_proj's and down_proj's, in the compute dtype).
+        outside_tp(_consumer_inputs(ctx, d, qkv, model.fused_qkv, "block input (q/k/v input)"))
+    else:
+        attn_readers = _consumer_inputs(ctx, d, qkv, model.fused_qkv, "attention norm output")
+        outside_tp(_norm(model, ctx, "attention norm", attn_readers))
+    items += _attention(plan, ctx)
+    if model.dropout:
+        outside_tp([Term("residual dropout mask", "N·d × 1", n * d)])
+    mlp_readers = [] if model.num_experts > 1 else _consumer_inputs(ctx, d, mlp_in, model.fused_gate_up, "MLP input")
+    if model.post_norm:
+        outside_tp(_norm(model, ctx, "post-attention norm", [], in_bytes=ctx.ca))
+        outside_tp(mlp_readers)
+    else:
+        if model.norms_per_layer == 4:  # Gemma-2/3's post-attention norm on the attention output
+            outside_tp(_norm(model, ctx, "post-attention norm", []))
+        outside_tp(_norm(model, ctx, "MLP norm", mlp_readers))
+    mlp = _mlp(plan, ctx)
+    if model.num_experts > 1:  # the router's input and probabilities are not split (_experts puts them first)
+        routed = next(i for i, t in enumerate(mlp) if t.label.startswith("router")) + 1
+        outside_tp(mlp[:routed])
+        mlp = mlp[routed:]
+    items += mlp
+    if model.dropout:
+        outside_tp([Term("residual dropout mask", "N·d × 1", n * d)])
+    if model.post_norm:
+        outside_tp(_norm(model, ctx, "post-MLP norm", [], in_bytes=ctx.ca))
+    elif model.norms_per_layer == 4:
+        outside_tp(_norm(model, ctx, "post-MLP norm", []))
+    items += _adapters(plan, ctx)
+    return LayerActs(tuple(items), tuple(replicated))
+
+
+@dataclass(frozen=True)
+class LossMemory:
+    forward: list[Term]  # live at the end of the forward pass (logits, their float32 copy, log-softmax)
+    backward: list[Term]  # live at the start of the backward pass
+
+
+def loss_memory(plan: Plan) -> LossMemory:
+    """The logits and the cross-entropy, as transformers' ForCausalLMLoss computes it.
+
+    The forward keeps the logits (16 bits under autocast), their float32 upcast and the
+    float32 log-softmax the backward needs. The training loop drops the model output before
+    ``backward()`` (as the HF Trainer does), so the backward starts with the log-softmax,
+    the gradient flowing into it and the gradient it produces: three float32 N·V tensors.
+    """
+    model = plan.model
+    n = plan.workload.micro_batch * plan.workload.seq_len
+    v = model.vocab_size
+    nv = n * v
+    if plan.chunked_loss:
+        chunk = -(-nv // 8)
+        fwd = [Term("loss chunk: logits and log-softmax (float32), 1/8 of N·V", "2 × (N·V/8) × 4", chunk * 8)]
+        bwd = [Term("loss chunk gradients (float32), 1/8 of N·V", "3 × (N·V/8) × 4", chunk * 12)]
+        return LossMemory(fwd, bwd)
+    ca = dtypes_for(plan).compute
+    fwd = [Term("logits", f"N·V × {ca:g} = {sci(nv)} × {ca:g}", nv * ca)]
+    if model.final_softcap:
+        fwd.append(Term("soft-capped logits (tanh, kept)", f"N·V × {ca:g}", nv * ca))
+    if ca == 2:
+        fwd.append(Term("logits upcast to float32", f"N·V × 4 = {sci(nv)} × 4", nv * 4))
+    fwd.append(Term("log-softmax kept for the backward (float32)", f"N·V × 4 = {sci(nv)} × 4", nv * 4))
+    bwd = [
+        Term("log-softmax kept for the backward (float32)", f"N·V × 4 = {sci(nv)} × 4", nv * 4),
+        Term("gradient into the log-softmax (float32)", f"N·V × 4 = {sci(nv)} × 4", nv * 4),
+        Term("gradient of the logits (float32)", f"N·V × 4 = {sci(nv)} × 4", nv * 4),
+    ]
+    if model.final_softcap:
+        bwd.append(Term("soft-capped logits (tanh, kept)", f"N·V × {ca:g}", nv * ca))
+    return LossMemory(fwd, bwd)
+
+
+def outside_blocks(plan: Plan) -> list[Term]:
+    """Saved tensors outside the blocks: embedding dropout, the final norm and its reader."""
+    model = plan.model
+    n = plan.workload.micro_batch * plan.workload.seq_len
+    d = model.hidden_size
+    head_trains = plan.method is Method.FULL or (plan.method is Method.FROZEN and not model.tie_embeddings)
+    ctx = _context(plan, plan.method in (Method.FULL, Method.FROZEN), ())
+    head_ctx = replace(ctx, trainable=head_trains)
+    readers = _consumer_inputs(head_ctx, d, ("lm_head",), False, "final norm output (head input)")
+    items = _norm(model, ctx, "final norm", readers)
+    if model.dropout:
+        items.append(Term("embedding dropout mask", "N·d × 1", n * d))
+    dt = dtypes_for(plan)
+    if needs_mask(plan) and sdpa_kernel(plan) is Kernel.EFFICIENT:
+        s = plan.workload.seq_len
+        mask = plan.workload.micro_batch * s * s * dt.compute
+        items.append(Term("sliding-window mask kept by the attention kernel", f"B·S² × {dt.compute:g}", mask))
+    return items
+
+
+def _sac_matmuls(model: ModelSpec, adapted: tuple[str, ...] = (), rank: int = 0) -> list[tuple[str, int, bool, bool]]:
+    """A block's matmuls in execution order: (name, output width, replicated, adapter's).
+
+    A projection with a bias runs as ``aten.addmm``, which torchtitan's save list does not
+    name, so it neither counts nor is saved. A LoRA adapter (PEFT ``LoraLayer.forward``: the
+    base layer first, then ``lora_B(lora_A(x))``) adds two bias-free mms after its base
+    projection. A MoE block's experts run as grouped matmuls (not listed either); its router
+    and shared expert are plain linears. DoRA's extra matmuls are not modelled.
+    """
+    q, kv, i, d = model.q_width, model.kv_width, model.intermediate_size, model.hidden_size
+    targets = set(normalise_lora_targets(adapted)) if adapted else set()
+    mms: list[tuple[str, int, bool, bool]] = []
+
+    def add(name: str, width: int, replicated: bool, bias: bool, projections: set[str]) -> None:
+        if not bias:
+            mms.append((name, width, replicated, False))
+        if targets & projections:
+            mms.extend(((f"{name} LoRA A", rank, False, True), (f"{name} LoRA B", width, replicated, True)))
+
+    if model.fused_qkv:
+        add("q|k|v", q + 2 * kv, False, model.qkv_bias, {"q_proj", "k_proj", "v_proj"})
+    else:
+        for name, width in (("q", q), ("k", kv), ("v", kv)):
+            add(name, width, False, model.qkv_bias, {f"{name}_proj"})
+    add("o", d, True, model.o_bias, {"o_proj"})
+    if model.num_experts > 1:
+        add("router", model.num_experts, True, model.router_bias, set())
+        s = model.shared_expert_size
+        if s:
+            for name, width, replicated in (
+                ("shared gate", s, False),
+                ("shared up", s, False),
+                ("shared down", d, True),
+            ):
+                add(name, width, replicated, False, set())
+            add("shared expert gate", 1, True, False, set())
+        return mms
+    if model.gated_mlp and model.fused_gate_up:
+        add("gate|up", 2 * i, False, model.mlp_bias, {"gate_proj", "up_proj"})
+    elif model.gated_mlp:
+        add("gate", i, False, model.mlp_bias, {"gate_proj"})
+        add("up", i, False, model.mlp_bias, {"up_proj"})
+    else:
+        add("up", i, False, model.mlp_bias, {"up_proj"})
+    add("down", d, True, model.mlp_bias, {"down_proj"})
+    return mms
+
+
+def selective_saved(plan: Plan) -> LayerActs:
+    """What torchtitan's per-op selective checkpointing caches for one block, beside the
+    block's input (pytorch/torchtitan commit 1f029641, ``_apply_op_sac`` in
+    torchtitan/distributed/activation_checkpoint.py and ``_op_sac_save_list`` in
+    torchtitan/models/llama3/parallelize.py): the output of every mm except every second
+    one (the 1st, 3rd, 5th … of the block are saved), and the SDPA flash / efficient kernel's
+    output with its float32 log-sum-exp. Eager attention's bmm / softmax, the flash-attn
+    package's own op, norms, RoPE and activations are recomputed.
+    """
+    model = plan.model
+    b, s = plan.workload.micro_batch, plan.workload.seq_len
+    n = b * s
+    dt = dtypes_for(plan)
+    ca = dt.compute
+    adapter_out = dt.compute if dt.autocast else dt.adapter
+    adapted = plan.lora.targets if plan.adapter_based else ()
+    items: list[Term] = []
+    replicated: list[int] = []
+    for k, (name, width, outside, adapter) in enumerate(_sac_matmuls(model, adapted, plan.lora.rank)):
+        if k % 2:  # the 2nd, 4th … matmul is recomputed
+            continue
+        if outside:
+            replicated.append(len(items))
+        el = adapter_out if adapter else ca
+        items.append(Term(f"op SAC: {name} matmul output (saved)", f"N·{width} × {el:g}", n * width * el))
+    kernel = sdpa_kernel(plan)
+    if plan.attention is Attention.SDPA and kernel in (Kernel.FLASH, Kernel.EFFICIENT):
+        h = model.num_heads
+        rows = s if kernel is Kernel.FLASH else -(-s // 32) * 32
+        q_el = n * model.q_width
+        items.append(Term("op SAC: attention output (saved)", f"N·H·hd × {ca:g} = {sci(q_el)} × {ca:g}", q_el * ca))
+        lse = b * h * rows
+        items.append(Term("op SAC: attention log-sum-exp (float32, saved)", f"B·H·S × 4 = {sci(lse)} × 4", lse * 4))
+    return LayerActs(tuple(items), tuple(replicated))
+
+
+def checkpointed_blocks(plan: Plan, layers: int) -> int:
+    """Blocks (of ``layers``) whose activations are recomputed: all under full or per-op
+    checkpointing; under layer SAC those whose 1-based index is a multiple of N
+    (torchtitan ``_apply_layer_sac``: ``_layer_sac_count % ac_freq == 0``)."""
+    if not plan.checkpointing:
+        return 0
+    if plan.checkpoint_policy is CheckpointPolicy.LAYER:
+        return layers // plan.checkpoint_every
+    return layers
+
+
+def recomputed_share(plan: Plan) -> float:
+    """Share of the forward's matmul work the backward runs again: 1 with full
+    checkpointing, the checkpointed blocks' share under layer SAC, and under per-op SAC
+    the recomputed matmuls' share of a block's matmul outputs (attention's own FLOPs
+    and the experts' grouped matmuls are left out of this ratio)."""
+    if not plan.checkpointing:
+        return 0.0
+    if plan.checkpoint_policy is CheckpointPolicy.LAYER:
+        return checkpointed_blocks(plan, plan.model.num_layers) / plan.model.num_layers
+    if plan.checkpoint_policy is CheckpointPolicy.OP:
+        shapes = plan.model.linear_shapes()
+        fan_in = {nm: f"{nm}_proj" for nm in ("q", "k", "v", "o", "gate", "up", "down")}
+        total = sum(a * b for a, b in shapes.values())
+        again = sum(
+            shapes[fan_in[name]][0] * width
+            for k, (name, width, _, _) in enumerate(_sac_matmuls(plan.model))
+            if k % 2 and name in fan_in
+        )
+        return again / total if total else 0.0
+    return 1.0

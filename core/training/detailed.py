@@ -1,0 +1,522 @@
+"""Detailed accounting: the memory of a real training step, derived from the architecture.
+
+The model follows what PyTorch and a Hugging Face causal-LM implementation allocate:
+parameters in the dtype the plan's precision roles store them in (:mod:`core.dtypes`),
+gradients and optimizer state in the dtype of the trainable parameters, the optimizer
+implementation's step-time temporaries, the tensors autograd saves for the backward pass
+(:mod:`core.training.activations`), and the phase of the step in which they coexist. The step's
+peak is the largest phase, never the plain sum of the buckets.
+
+This module holds the phases (forward, backward, optimizer step, overhead) and what each
+holds, on one GPU or on one rank of a multi-GPU plan; storage lives in :mod:`core.training.storage`,
+the saved tensors in :mod:`core.training.activations`, the attention kernel choice in
+:mod:`core.training.attention`, the optimizer's state and step temporaries in :mod:`core.training.optimizer`,
+what a rank holds of them in :mod:`core.parallel`.
+
+One concern a little past 400 lines: the phases read one set of parts, and a rank's parts
+differ from one GPU's only in the shares and buffers :mod:`core.parallel` gives; keeping
+them beside the phases keeps each phase's list of what coexists in one place.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Final
+
+from core.breakdown import Breakdown, Bucket, BucketKey, Phase, StepPhase, Term, gb, make_bucket, sci
+from core.dtypes import Dtypes, dtypes_for
+from core.parallel.acts import (
+    block_per_rank,
+    pipeline_buffers,
+    ring_attention_buffers,
+    sequence_region,
+    split,
+    vocab_region,
+)
+from core.parallel.layout import Layout, Stage
+from core.parallel.layout import trainable_layers as stage_trainable_layers
+from core.parallel.state import RankState, compute_plan, rank_copies, rank_state
+from core.params import ParamCounts
+from core.plan import CheckpointPolicy, Dtype, Method, Offload, Optimizer, Plan, Strategy
+from core.training.activations import (
+    LayerActs,
+    LossMemory,
+    checkpointed_blocks,
+    layer_activations,
+    loss_memory,
+    outside_blocks,
+    selective_saved,
+)
+from core.training.attention import backward_workspace, kernel_note
+from core.training.optimizer import optimizer_step_temporary, optimizer_terms
+from core.training.storage import copy_terms, gradient_terms, weight_terms
+from core.units import MiB
+
+__all__ = ["dtypes_for", "layer_activations", "loss_memory", "training_breakdown"]
+
+# --- overhead constants --------------------------------------------------------------
+# The CUDA context of a PyTorch process (driver, kernels of the loaded libraries with lazy
+# loading) sits outside the caching allocator: about 300-600 MiB on current drivers
+# (PyTorch "CUDA semantics" notes; nvidia-smi of an idle process). 512 MiB is assumed.
+CUDA_CONTEXT_BYTES: Final = 512 * MiB
+# cuBLAS workspace PyTorch keeps per handle: ":4096:8" = 8 × 4 MiB on Hopper and newer,
+# 4096 KiB × 2 + 16 KiB × 8 elsewhere (c10/cuda CublasHandlePool.cpp); 32 MiB assumed.
+CUBLAS_WORKSPACE_BYTES: Final = 32 * MiB
+# Caching-allocator reserve: reserved minus allocated at the peak, from splitting 2 MiB
+# and larger segments (PyTorch "CUDA memory management"). Assumed 5 % of the peak.
+ALLOCATOR_RESERVE_FRACTION: Final = 0.05
+
+
+# --- the phases of one step ----------------------------------------------------------
+@dataclass(frozen=True)
+class _Parts:
+    """What the phases are built from: storage, state and the saved tensors.
+
+    On a multi-GPU plan these are one rank's (see :mod:`core.parallel`): ``state`` holds
+    the gradients the backward accumulates into and the framework's buffers by phase.
+    """
+
+    weights: list[Term]
+    copies: list[Term]
+    grads: list[Term]
+    optim: list[Term]
+    kept: list[Term]  # the blocks' saved tensors (or, with checkpointing, their inputs)
+    recomputed: list[Term]
+    outside: list[Term]
+    block: LayerActs
+    layer_grads: Term
+    head_grad: list[Term]
+    embed_grad: float
+    loss: LossMemory
+    state: RankState | None = None
+    casts: bool = False  # autocast makes 16-bit copies of the weights it reads
+    tp: int = 1  # tensor-parallel degree: a rank holds 1/tp of each split matrix
+    head: bool = True  # the rank holds the output head (the last pipeline stage)
+    # Gradients held unsharded until the end of the backward: FSDP2 reduces the root unit
+    # (embedding, norm, head) only once all of its gradients exist, so the head's waits.
+    root_grads: list[Term] = field(default_factory=list)
+
+    @property
+    def backward_grads(self) -> list[Term]:
+        """Gradients the backward accumulates into (the whole set, or this rank's partition)."""
+        if self.state is not None and self.state.grads_in_backward is not None:
+            return self.state.grads_in_backward
+        return self.grads
+
+    def extra(self, what: str) -> list[Term]:
+        return list(getattr(self.state, what)) if self.state is not None else []
+
+
+@dataclass(frozen=True)
+class Rank:
+    """Which rank of a multi-GPU plan the breakdown is for (None: the plan on one GPU)."""
+
+    layout: Layout
+    stage: Stage
+
+
+@dataclass(frozen=True)
+class _Common:
+    """The pieces every rank of a plan starts from: the single-GPU state terms and one
+    block's saved tensors, the loss and the layer gradients as the rank computes them."""
+
+    weights: list[Term]
+    grads: list[Term]
+    optim: list[Term]
+    copies: list[Term]
+    adt: Dtypes  # the dtypes the ranks compute in (FSDP2 mixed precision may differ from the plan's)
+    block: LayerActs  # one block on one rank (÷ TP / CP where they split it)
+    sac_saved: LayerActs  # what per-op SAC caches of one block on one rank (empty without it)
+    layer_grads: Term
+    head_grad: list[Term]
+    outside: list[Term]
+    loss: LossMemory
+
+
+_LAST_COMMON: tuple[Plan | None, bool, _Common | None] = (None, False, None)
+
+
+def _common(plan: Plan, counts: ParamCounts, dt: Dtypes, lay: Layout | None) -> _Common:
+    """Computed once per plan: the ranks of a pipeline differ only in what follows (the last
+    answer is kept, one tuple replaced whole, as :func:`core.dtypes.dtypes_for` does)."""
+    global _LAST_COMMON
+    last_plan, last_split, last = _LAST_COMMON
+    if last_plan is plan and last_split == (lay is not None) and last is not None:
+        return last
+    model = plan.model
+    ap = compute_plan(plan, lay) if lay is not None else plan
+    adt = dtypes_for(ap) if ap is not plan else dt
+    block = layer_activations(ap, trainable_block=plan.method in (Method.FULL, Method.FROZEN))
+    n = plan.workload.micro_batch * plan.workload.seq_len
+    ca = adt.compute
+    i_el = n * model.intermediate_size
+    layer_grads = Term("gradients flowing through a block's MLP", f"3 × N·I × {ca:g}", 3 * i_el * ca)
+    workspace = backward_workspace(ap, ca)
+    if workspace:
+        layer_grads = Term(
+            "gradients through a block + attention backward workspace",
+            f"3 × N·I × {ca:g} + kernel scratch",
+            layer_grads.bytes + workspace,
+        )
+    head_trains = plan.method is Method.FULL or (plan.method is Method.FROZEN and not model.tie_embeddings)
+    vd = model.vocab_size * model.hidden_size
+    # The head's gradient as autograd forms it: in the dtype the rank computes the head in
+    # (FSDP2 gathers it in MixedPrecisionPolicy.param_dtype; elsewhere the stored dtype).
+    head_grad = [Term("output-head gradient", f"V·d × {adt.grad:g}", vd * adt.grad)] if head_trains else []
+    op_sac = plan.checkpointing and plan.checkpoint_policy is CheckpointPolicy.OP
+    sac_saved = selective_saved(ap) if op_sac else LayerActs(())
+    if lay is not None:
+        block = block_per_rank(block, lay)
+        sac_saved = block_per_rank(sac_saved, lay)
+        split_by = lay.tensor_parallel * lay.context_parallel
+        if split_by > 1:
+            layer_grads = Term(
+                f"{layer_grads.label} ({_split_why(lay)})",
+                f"({layer_grads.formula}) ÷ {split_by}",
+                layer_grads.bytes / split_by,
+            )
+        ring = ring_attention_buffers(n, model.kv_width, model.q_width, model.num_heads, ca, lay)
+        if ring:
+            layer_grads = Term(
+                layer_grads.label + " + ring attention buffers",
+                layer_grads.formula + " + K/V chunks + accumulators",
+                layer_grads.bytes + sum(t.bytes for t in ring),
+            )
+    common = _Common(
+        weights=weight_terms(plan, counts, dt),
+        grads=gradient_terms(counts, dt),
+        optim=optimizer_terms(plan, counts, dt),
+        copies=copy_terms(plan, counts, dt),
+        adt=adt,
+        block=block,
+        sac_saved=sac_saved,
+        layer_grads=layer_grads,
+        head_grad=head_grad,
+        outside=outside_blocks(ap),
+        loss=loss_memory(ap),
+    )
+    _LAST_COMMON = (plan, lay is not None, common)
+    return common
+
+
+def _split_why(lay: Layout) -> str:
+    return ", ".join(
+        f"÷ {name} {d}" for name, d in (("TP", lay.tensor_parallel), ("CP", lay.context_parallel)) if d > 1
+    )
+
+
+def _parts(plan: Plan, counts: ParamCounts, dt: Dtypes, rank: Rank | None = None) -> _Parts:
+    model = plan.model
+    c = _common(plan, counts, dt, rank.layout if rank is not None else None)
+    weights, grads, optim, copies = c.weights, c.grads, c.optim, c.copies
+    adt, block, layer_grads, head_grad, outside, loss = c.adt, c.block, c.layer_grads, c.head_grad, c.outside, c.loss
+    state = None
+    if rank is not None:
+        state = rank_state(plan, counts, dt, rank.layout, rank.stage, (weights, grads, optim))
+        weights, grads, optim = state.weights, state.grads, state.optim
+        copies = rank_copies(plan, rank.layout, rank.stage, copies)
+    # Activations: every trainable block's saved tensors, or with checkpointing only the
+    # block inputs plus one block recomputed at a time in the backward.
+    trainable_layers = model.num_layers - plan.frozen_layers if plan.method is Method.FROZEN else model.num_layers
+    layers = model.num_layers
+    n = plan.workload.micro_batch * plan.workload.seq_len
+    nd_divisor, nd_why, in_flight = 1.0, "", 1.0
+    if rank is not None:
+        trainable_layers, layers = stage_trainable_layers(plan, rank.stage), rank.stage.layers
+        nd_divisor, nd_why = sequence_region(rank.layout)
+        in_flight = rank.stage.in_flight
+    kept, recomputed = _kept_activations(plan, c, layers, trainable_layers, (nd_divisor, nd_why), in_flight)
+    embed_grad = model.embedding_params() * dt.grad if plan.method is Method.FULL else 0.0
+    root_grads: list[Term] = []
+    if rank is not None:
+        lay, stage = rank.layout, rank.stage
+        outside = split(outside, nd_divisor, nd_why) if stage.head else []
+        outside = outside + pipeline_buffers(n * model.hidden_size / nd_divisor, adt.residual, lay)
+        v_div, v_why = vocab_region(lay)
+        if stage.head:
+            loss = LossMemory(split(loss.forward, v_div, v_why), split(loss.backward, v_div, v_why))
+        else:
+            loss = LossMemory([], [])
+        tp_why = f"÷ TP {lay.tensor_parallel}" if lay.tensor_parallel > 1 else ""
+        head_grad = split(head_grad, lay.tensor_parallel, tp_why) if stage.head else []
+        # The "embedding gradient formed last" correction applies where every gradient is
+        # held whole (DDP, or no data-parallel sharding) and the stage has the embedding.
+        whole = lay.state_shards == 1 or plan.parallel.strategy is Strategy.DDP
+        embed_grad = embed_grad / lay.tensor_parallel if whole and stage.embedding else 0.0
+        if plan.parallel.strategy is Strategy.FSDP and not whole:
+            root_grads = head_grad
+    return _Parts(
+        weights=weights,
+        copies=copies,
+        grads=grads,
+        optim=optim,
+        kept=kept,
+        recomputed=recomputed,
+        outside=outside,
+        block=block,
+        layer_grads=layer_grads,
+        head_grad=head_grad,
+        embed_grad=embed_grad,
+        loss=loss,
+        state=state,
+        casts=dt.casts and plan.method is not Method.QLORA and (rank is None or bool(copies)),
+        tp=rank.layout.tensor_parallel if rank is not None else 1,
+        head=rank.stage.head if rank is not None else True,
+        root_grads=root_grads,
+    )
+
+
+def _kept_activations(
+    plan: Plan, c: _Common, layers: int, trainable_layers: int, region: tuple[float, str], in_flight: float
+) -> tuple[list[Term], list[Term]]:
+    """The blocks' activations held from the forward to the backward, and what the backward
+    recomputes on top of them (one block at a time).
+
+    No checkpointing: every trainable block's saved tensors. Full: each block's input, one
+    block recomputed. Per-op SAC (torchtitan): each block's input and the outputs its policy
+    saves (see :func:`core.training.activations.selective_saved`), one block's other tensors
+    recomputed. Layer SAC with N: the checkpointed blocks' inputs and the other trainable
+    blocks' saved tensors; a checkpointed block is recomputed only on top of the blocks
+    below it, so it adds to the peak only when it is the topmost block (N divides L).
+    """
+    model, block, adt = plan.model, c.block, c.adt
+    nd_divisor, nd_why = region
+    n = plan.workload.micro_batch * plan.workload.seq_len
+    flight = f" × {in_flight:g} micro-batches in flight" if in_flight != 1 else ""
+    policy = plan.checkpoint_policy if plan.checkpointing else None
+    ckpt = checkpointed_blocks(plan, layers)
+    whole = trainable_layers if policy is None else 0
+    if policy is CheckpointPolicy.LAYER:  # the checkpointed ones counted among the trainable (frozen at the bottom)
+        whole = max(0, trainable_layers - ckpt)
+    kept: list[Term] = []
+    if ckpt:
+        # Every checkpointed block holds on to its input, frozen blocks included (measured:
+        # the non-reentrant checkpoint keeps its arguments even when nothing needs a gradient).
+        nd = n * model.hidden_size / nd_divisor
+        every = f", one block in {plan.checkpoint_every}" if policy is CheckpointPolicy.LAYER else ""
+        formula = f"L × N·d × {adt.residual:g} = {ckpt} × {sci(nd)} × {adt.residual:g}{flight}"
+        label = f"block inputs kept by checkpointing{every}" + (f" ({nd_why})" if nd_why else "")
+        kept.append(Term(label, formula, ckpt * nd * adt.residual * in_flight))
+    if policy is CheckpointPolicy.OP:
+        saved = c.sac_saved.bytes
+        formula = f"{layers} × {gb(saved)} GB{flight}"
+        kept.append(Term("outputs saved by op SAC (matmuls, attention) per block", formula, layers * saved * in_flight))
+        recompute = Term(
+            "one block recomputed in the backward (less the saved outputs)",
+            "Σ of one block's saved tensors − its SAC outputs",
+            max(0.0, block.bytes - saved),
+        )
+        return kept, [recompute]
+    if policy is None or whole:
+        formula = f"{whole} × {gb(block.bytes)} GB{flight}"
+        kept.append(Term(f"{whole} blocks × saved tensors per block", formula, whole * block.bytes * in_flight))
+    top_is_checkpointed = policy is not CheckpointPolicy.LAYER or layers % plan.checkpoint_every == 0
+    if ckpt and top_is_checkpointed:
+        return kept, [Term("one block recomputed in the backward", "Σ of one block's saved tensors", block.bytes)]
+    return kept, []
+
+
+def _held_gradients(plan: Plan, parts: _Parts) -> Bucket:
+    """Gradients alive during the forward: only those accumulated over earlier micro-batches."""
+    held = parts.backward_grads if plan.workload.grad_accum > 1 else []
+    return make_bucket(BucketKey.GRADIENTS, held + parts.extra("persistent"))
+
+
+def forward_phase(plan: Plan, parts: _Parts) -> Phase:
+    activations = parts.kept + parts.outside + parts.loss.forward
+    return Phase(
+        "forward + loss",
+        (
+            make_bucket(BucketKey.WEIGHTS, parts.weights + parts.copies + parts.extra("forward")),
+            _held_gradients(plan, parts),
+            make_bucket(BucketKey.OPTIMIZER, parts.optim),
+            make_bucket(BucketKey.ACTIVATIONS, activations),
+        ),
+        "end of the forward pass: every saved activation plus the logits and the loss",
+        StepPhase.FORWARD,
+    )
+
+
+def backward_phases(plan: Plan, parts: _Parts, dt: Dtypes) -> list[Phase]:
+    """Start of the backward, the last block's backward, and its end (first block, embedding)."""
+    model = plan.model
+    optim = make_bucket(BucketKey.OPTIMIZER, parts.optim)
+    gathered = parts.extra("backward")
+    if parts.state is not None and parts.state.backward_block is not None:
+        in_block = list(parts.state.backward_block)
+    else:
+        in_block = gathered
+    w_start = make_bucket(BucketKey.WEIGHTS, parts.weights + parts.copies + gathered)
+    w_backward = make_bucket(BucketKey.WEIGHTS, parts.weights + parts.copies + in_block)
+    copies_block = None
+    # Under layer SAC most blocks keep their tensors, autocast copies included: as unchecked.
+    recomputes_all = plan.checkpointing and plan.checkpoint_policy is not CheckpointPolicy.LAYER
+    if recomputes_all:
+        # Checkpointed blocks keep nothing from the forward, so their autocast copies die
+        # with the autocast cache when the forward ends; only the head's copy stays, and
+        # the block being recomputed makes its own.
+        w_start = make_bucket(BucketKey.WEIGHTS, parts.weights + gathered)
+        w_backward = make_bucket(BucketKey.WEIGHTS, parts.weights + in_block)
+    if parts.casts:
+        per_layer = model.stored_matmul_params() // model.num_layers / parts.tp
+        copies_block = Term("16-bit copies of one block's weights (autocast)", f"{sci(per_layer)} × 2 B", per_layer * 2)
+        if recomputes_all:
+            vd = model.vocab_size * model.hidden_size / parts.tp if parts.head else 0
+            head = Term("16-bit copy of the output head (autocast)", f"V·d × 2 = {sci(vd)} × 2 B", vd * 2)
+            recomputed = Term("16-bit copies of the recomputed block", f"{sci(per_layer)} × 2 B", per_layer * 2)
+            w_start = make_bucket(BucketKey.WEIGHTS, [*parts.weights, head, recomputed, *gathered])
+            w_backward = make_bucket(BucketKey.WEIGHTS, [*parts.weights, head, recomputed, *in_block])
+    accumulating = plan.workload.grad_accum > 1
+    buffers = parts.extra("persistent") + parts.extra("backward_grads")
+    start = Phase(
+        "backward",
+        (
+            w_start,
+            _held_gradients(plan, parts),
+            optim,
+            make_bucket(BucketKey.ACTIVATIONS, parts.kept + parts.outside + parts.loss.backward),
+        ),
+        "start of the backward pass: activations still held, the loss gradient being formed",
+        StepPhase.BACKWARD_START,
+    )
+    last_block = Phase(
+        "backward",
+        (
+            w_backward,
+            make_bucket(
+                BucketKey.GRADIENTS,
+                (parts.backward_grads + parts.root_grads if accumulating else parts.head_grad) + buffers,
+            ),
+            optim,
+            make_bucket(BucketKey.ACTIVATIONS, parts.kept + parts.outside + parts.recomputed + [parts.layer_grads]),
+        ),
+        "backward through the last block: its activations (recomputed with checkpointing) and gradients",
+        StepPhase.BACKWARD_BLOCK,
+    )
+    # The end of the backward. While the first trainable block runs its backward every
+    # other gradient exists and the block's own tensors are still held; the embedding
+    # gradient is formed last. A tied embedding is also the output head, whose gradient
+    # already exists: AccumulateGrad adds the two out of place, so three V·d gradients
+    # coexist for a moment.
+    end_weights = make_bucket(BucketKey.WEIGHTS, parts.weights + ([copies_block] if copies_block else []) + gathered)
+    first_block = make_bucket(
+        BucketKey.ACTIVATIONS,
+        [Term("the first block's saved tensors", "Σ of one block", parts.block.bytes), parts.layer_grads],
+    )
+    before_embedding = [
+        *parts.backward_grads,
+        *parts.root_grads,
+        *parts.extra("root_pending"),
+        Term("less the embedding gradient, formed last", "−V·d", -parts.embed_grad),
+        *buffers,
+    ]
+    first = Phase(
+        "backward",
+        (end_weights, make_bucket(BucketKey.GRADIENTS, before_embedding), optim, first_block),
+        "end of the backward pass: every other gradient formed, the first block's tensors still held",
+        StepPhase.BACKWARD_END,
+    )
+    tied_extra = []
+    if parts.embed_grad and model.tie_embeddings:
+        tied_vd = model.vocab_size * model.hidden_size * dt.grad / parts.tp
+        tied_extra = [Term("tied embedding: head and embedding gradients summed out of place", "2 × V·d", 2 * tied_vd)]
+    embedding = Phase(
+        "backward",
+        (
+            make_bucket(BucketKey.WEIGHTS, parts.weights + gathered),
+            make_bucket(BucketKey.GRADIENTS, parts.backward_grads + parts.root_grads + tied_extra + buffers),
+            optim,
+            make_bucket(BucketKey.ACTIVATIONS, []),
+        ),
+        "end of the backward pass: the embedding gradient formed",
+        StepPhase.BACKWARD_END,
+    )
+    root_reduce = parts.extra("root_reduce")
+    if root_reduce:  # FSDP2: the root unit, resharded, reduces its gradients last
+        embedding = Phase(
+            "backward",
+            (
+                make_bucket(BucketKey.WEIGHTS, parts.weights),
+                make_bucket(
+                    BucketKey.GRADIENTS,
+                    parts.backward_grads + parts.extra("root_pending") + root_reduce + parts.extra("persistent"),
+                ),
+                optim,
+                make_bucket(BucketKey.ACTIVATIONS, []),
+            ),
+            "end of the backward pass: the root unit's gradients reduced",
+            StepPhase.BACKWARD_END,
+        )
+    return [start, last_block, max((first, embedding), key=lambda p: p.allocated_bytes)]
+
+
+def optimizer_phase(plan: Plan, counts: ParamCounts, parts: _Parts, dt: Dtypes) -> Phase:
+    temp = optimizer_step_temporary(plan, counts, dt)
+    if temp and parts.state is not None:
+        temp = (
+            Term(temp.label, temp.formula, temp.bytes * parts.state.step_share) if parts.state.step_temporary else None
+        )
+    return Phase(
+        "optimizer step",
+        (
+            make_bucket(BucketKey.WEIGHTS, parts.weights),
+            make_bucket(BucketKey.GRADIENTS, parts.grads + parts.extra("persistent")),
+            make_bucket(BucketKey.OPTIMIZER, parts.optim + ([temp] if temp else []) + parts.extra("step")),
+            make_bucket(BucketKey.ACTIVATIONS, []),
+        ),
+        "optimizer step: every gradient, the state, and the step's temporaries",
+        StepPhase.OPTIMIZER,
+    )
+
+
+def overhead_bucket(peak: float) -> Bucket:
+    return make_bucket(
+        BucketKey.OVERHEAD,
+        [
+            Term("CUDA context", "≈ 512 MiB per process", CUDA_CONTEXT_BYTES),
+            Term("cuBLAS workspace", "≈ 32 MiB", CUBLAS_WORKSPACE_BYTES),
+            Term("allocator reserve", f"5 % of the {gb(peak)} GB peak", peak * ALLOCATOR_RESERVE_FRACTION),
+        ],
+        note="outside max_memory_allocated(); nvidia-smi shows it",
+    )
+
+
+def _notes(plan: Plan) -> tuple[str, ...]:
+    notes = []
+    if plan.optimizer in (Optimizer.PAGED_ADAMW, Optimizer.PAGED_ADAMW_8BIT):
+        notes.append(
+            "Paged optimizer: its state can be evicted to CPU memory under pressure, so the card may hold less."
+        )
+    if plan.grad_scaler:
+        notes.append(
+            "fp16 autocast runs with a GradScaler: it unscales and checks the gradients in place "
+            "(torch._amp_foreach_non_finite_check_and_unscale_), no gradient-sized temporary."
+        )
+        if not plan.adapter_based and plan.weight_dtype is Dtype.FP16:
+            notes.append("GradScaler refuses fp16 gradients: keep float32 weights (fp16 AMP) for fp16 autocast.")
+    note = kernel_note(plan)
+    if note:
+        notes.append(note)
+    return tuple(notes)
+
+
+def training_breakdown(plan: Plan, counts: ParamCounts, rank: Rank | None = None) -> Breakdown:
+    """The step's phases on one GPU, or on one rank of a multi-GPU plan (``rank``)."""
+    dt = dtypes_for(plan)
+    parts = _parts(plan, counts, dt, rank)
+    backward = max(backward_phases(plan, parts, dt), key=lambda p: p.allocated_bytes)
+    phases = (forward_phase(plan, parts), backward, optimizer_phase(plan, counts, parts, dt))
+    peak_phase = max(phases, key=lambda p: p.allocated_bytes)
+    peak = peak_phase.allocated_bytes
+    summary = " + ".join(gb(b.bytes) for b in peak_phase.buckets) + f" = {gb(peak)} GB at the {peak_phase.name}"
+    notes = _notes(plan) + (parts.state.notes if parts.state is not None else ())
+    return Breakdown(phases=phases, overhead=overhead_bucket(peak), summary_formula=summary, notes=notes)
+
+
+def host_terms(plan: Plan, counts: ParamCounts, rank: Rank) -> list[Term]:
+    """What one rank keeps in host memory instead of on its GPU (offload)."""
+    if plan.parallel.offload is Offload.NONE:
+        return []
+    dt = dtypes_for(plan)
+    single = (weight_terms(plan, counts, dt), gradient_terms(counts, dt), optimizer_terms(plan, counts, dt))
+    return rank_state(plan, counts, dt, rank.layout, rank.stage, single).host

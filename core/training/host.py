@@ -1,0 +1,97 @@
+"""Host memory of one node: what the node's ranks keep in RAM, against ``parallel.host_ram_gb``.
+
+Per node: every rank process's baseline, what offload moves off the GPUs (optimizer state,
+with parameter offload also parameters and gradients), the data loader's batches, and the
+load of the checkpoint, whichever of the load and the steady state is larger (the loaded
+copy is freed once the model is on the GPUs, before offloaded state is built).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Final
+
+from core.breakdown import Term, gb, sci
+from core.dtypes import dtypes_for
+from core.parallel.layout import Layout, layout
+from core.params import ParamCounts
+from core.plan import Accounting, Plan, Strategy
+from core.training import detailed
+from core.units import GB
+from core.verdict import Verdict, judge
+
+__all__ = ["HostMemory", "host_memory"]
+
+# Host resident set of one process with PyTorch and a CUDA context, lazy module loading:
+# 2,056,600 KiB measured with /usr/bin/time -v in pytorch/pytorch issue #113326
+# (torch 2.2, CUDA 11.8, CUDA_MODULE_LOADING=LAZY). Python, transformers and the NCCL
+# host buffers come on top of it; this is the floor.
+PROCESS_BASELINE_BYTES: Final = 2_056_600 * 1024
+# Token ids, labels and attention mask as int64, two batches ahead (DataLoader
+# prefetch_factor 2 with workers; the HF Trainer's dataloader_num_workers defaults to 0).
+DATALOADER_TENSORS: Final = 3
+DATALOADER_BATCHES: Final = 2
+HOST_HEADROOM: Final = 0.0  # the OS page cache shrinks under pressure: judged on the whole RAM
+
+
+@dataclass(frozen=True)
+class HostMemory:
+    bytes: float  # the node's peak host memory
+    capacity_bytes: float  # parallel.host_ram_gb
+    terms: tuple[Term, ...]
+    verdict: Verdict
+    ranks_per_node: int
+
+
+def _loading(plan: Plan, counts: ParamCounts, per_node: int) -> Term:
+    """The checkpoint as ``from_pretrained`` materialises it on the host before the model
+    moves to the GPUs. FSDP and ZeRO-3 are assumed to load once per node (accelerate's
+    ``fsdp_cpu_ram_efficient_loading``: rank 0 loads, the others build on the meta device
+    and receive a broadcast; DeepSpeed ``zero.Init``); DDP and ZeRO-1/2 load on every rank."""
+    dt = dtypes_for(plan)
+    b = dt.base if plan.adapter_based else dt.param
+    sharded = plan.parallel.strategy in (Strategy.FSDP, Strategy.ZERO3)
+    copies = 1 if sharded else per_node
+    size = counts.total * b
+    who = "once per node (rank-0 loading)" if sharded else f"on each of {per_node} ranks"
+    return Term(
+        f"checkpoint loaded {who}", f"{copies} × P × {b:g} B = {copies} × {sci(counts.total)} × {b:g} B", copies * size
+    )
+
+
+def host_memory(plan: Plan, counts: ParamCounts) -> HostMemory:
+    per_node = plan.parallel.gpus_per_node
+    capacity = plan.parallel.host_ram_gb * GB
+    baseline = Term(
+        "PyTorch + CUDA process baseline",
+        f"{per_node} × {PROCESS_BASELINE_BYTES / GB:.2f} GB",
+        per_node * PROCESS_BASELINE_BYTES,
+    )
+    w = plan.workload
+    batch = per_node * DATALOADER_BATCHES * DATALOADER_TENSORS * w.micro_batch * w.seq_len * 8
+    loader = Term("data loader batches (ids, labels, mask as int64, 2 ahead)", f"{per_node} × 2 × 3 × B·S × 8 B", batch)
+    offloaded: list[Term] = []
+    if plan.accounting is Accounting.DETAILED:
+        lay = layout(plan)
+        offloaded = _offloaded(plan, counts, lay, per_node)
+    load = _loading(plan, counts, per_node)
+    steady = sum(t.bytes for t in offloaded)
+    terms = [baseline, loader, *offloaded] if steady >= load.bytes else [baseline, loader, load]
+    total = float(sum(t.bytes for t in terms))
+    return HostMemory(
+        bytes=total,
+        capacity_bytes=capacity,
+        terms=tuple(terms),
+        verdict=judge(total, capacity, HOST_HEADROOM).verdict,
+        ranks_per_node=per_node,
+    )
+
+
+def _offloaded(plan: Plan, counts: ParamCounts, lay: Layout, per_node: int) -> list[Term]:
+    """The offloaded state of the node's ranks: the largest stage's, times the ranks per node."""
+    stages = [detailed.host_terms(plan, counts, detailed.Rank(lay, s)) for s in lay.stages]
+    worst = max(stages, key=lambda terms: sum(t.bytes for t in terms))
+    return [
+        Term(f"{t.label}, pinned, × {per_node} ranks", f"{per_node} × {gb(t.bytes)} GB", t.bytes * per_node)
+        for t in worst
+    ]

@@ -1,0 +1,133 @@
+"""Optimizer state and the step's temporaries, per optimizer and implementation.
+
+State is allocated like the parameter it belongs to (torch.optim ``_init_group``:
+``torch.zeros_like(param)``), so it follows the trainable parameters' dtype; bitsandbytes'
+8-bit optimizers quantise it blockwise; Adafactor factors the second moment.
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+from core.breakdown import Term, sci
+from core.dtypes import Dtypes
+from core.params import ParamCounts
+from core.plan import Method, Optimizer, OptimizerImpl, Plan
+
+# 8-bit optimizers (bitsandbytes): blockwise quantisation with blocks of 256 and one
+# float32 absmax per block; tensors under 4096 elements stay in 32 bits
+# (Dettmers et al. 2022, arXiv:2110.02861; bnb Optimizer8bit min_8bit_size=4096).
+OPT8_BLOCK: Final = 256
+OPT8_MIN_SIZE: Final = 4096
+
+ADAM_FAMILY: Final = (Optimizer.ADAMW, Optimizer.ADAM)
+# The caching allocator's smallest block (c10/cuda/CUDACachingAllocator.cpp kMinBlockSize):
+# what a one-element tensor on the GPU occupies.
+MIN_BLOCK_BYTES: Final = 512
+
+
+def trainable_tensors(plan: Plan) -> int:
+    """How many parameter tensors train (fused Adam keeps one GPU step counter for each)."""
+    model = plan.model
+    if plan.adapter_based:
+        per_matrix = 3 if plan.method is Method.DORA else 2  # lora_A, lora_B (, magnitude)
+        return model.num_layers * per_matrix * sum(c for _, _, c in model.adapted_matrices(plan.lora.targets))
+    layers = model.num_layers - (plan.frozen_layers if plan.method is Method.FROZEN else 0)
+    outside = model.outside_tensors(embedding=plan.method is Method.FULL)
+    return layers * model.layer_tensors() + outside
+
+
+def small_state_terms(plan: Plan) -> list[Term]:
+    """One-element tensors on the GPU, one 512-byte block each: fused Adam's step counters
+    (``_init_group``: ``torch.zeros((), device=p.device)`` when fused; foreach and for-loop
+    keep them on the CPU) and a GradScaler's scale, growth tracker and found-inf flag
+    (torch/amp/grad_scaler.py)."""
+    terms = []
+    if plan.optimizer in ADAM_FAMILY and plan.optimizer_impl is OptimizerImpl.FUSED:
+        n = trainable_tensors(plan)
+        terms.append(Term("fused Adam step counters on the GPU", f"{n} tensors × 512 B", n * MIN_BLOCK_BYTES))
+    if plan.grad_scaler:
+        terms.append(Term("GradScaler scale, growth tracker, found-inf", "3 × 512 B", 3 * MIN_BLOCK_BYTES))
+    return terms
+
+
+def optimizer_terms(plan: Plan, counts: ParamCounts, dt: Dtypes) -> list[Term]:
+    """The state torch.optim / bitsandbytes allocate, in the trainable parameters' dtype
+    (``torch.zeros_like(param)`` in adam.py / sgd.py ``_init_group``), and the one-element
+    tensors beside it."""
+    return _state_terms(plan, counts, dt) + small_state_terms(plan)
+
+
+def _state_terms(plan: Plan, counts: ParamCounts, dt: Dtypes) -> list[Term]:
+    t = counts.trainable
+    b = dt.grad
+    opt = plan.optimizer
+    if opt in (*ADAM_FAMILY, Optimizer.PAGED_ADAMW):
+        return [Term("Adam moments m, v", f"2 × T × {b:g} B = 2 × {sci(t)} × {b:g} B", 2 * t * b)]
+    if opt in (Optimizer.ADAMW_8BIT, Optimizer.PAGED_ADAMW_8BIT):
+        per = 2 * (1 + 4 / OPT8_BLOCK)
+        return [Term("8-bit Adam moments + block absmax", f"{sci(t)} × 2 × (1 + 4/256) B", t * per)]
+    if opt is Optimizer.SGD_MOMENTUM:
+        return [Term("momentum buffer", f"T × {b:g} B = {sci(t)} × {b:g} B", t * b)]
+    if opt is Optimizer.ADAFACTOR:
+        factored = adafactor_state_elements(plan)
+        return [Term("factored second moment (rows + columns)", f"{sci(factored)} × 4 B", factored * 4)]
+    return []
+
+
+def adafactor_state_elements(plan: Plan) -> int:
+    """Row + column statistics for every trainable matrix (Shazeer & Stern 2018)."""
+    model = plan.model
+    if plan.adapter_based:
+        targets = plan.lora.targets
+        shapes = model.linear_shapes()
+        r = plan.lora.rank
+        per_layer = sum((fi + r) + (r + fo) for name, (fi, fo) in shapes.items() if name in targets)
+        return model.num_layers * per_layer
+    per_layer = sum(fi + fo for fi, fo in model.linear_shapes().values())
+    per_layer += model.norms_per_layer * model.hidden_size
+    # frozen_layers is kept on a plan that left the frozen-layers method (Plan.with_method).
+    layers = model.num_layers - (plan.frozen_layers if plan.method is Method.FROZEN else 0)
+    embeds = 0 if plan.method is Method.FROZEN else model.vocab_size + model.hidden_size
+    head = 0 if model.tie_embeddings else model.vocab_size + model.hidden_size
+    return layers * per_layer + embeds + head + model.hidden_size
+
+
+def largest_trainable_tensor(plan: Plan) -> int:
+    """Elements of the largest tensor that trains (the for-loop step works one at a time)."""
+    model = plan.model
+    if plan.adapter_based:
+        return max((plan.lora.rank * max(fi, fo) for fi, fo, _ in model.adapted_matrices(plan.lora.targets)), default=0)
+    linear = max(fi * fo for fi, fo in model.linear_shapes().values())
+    if model.num_experts > 1:  # transformers 5 stores each projection of all experts as one 3-D tensor
+        linear = model.num_experts * 2 * model.hidden_size * model.intermediate_size
+    head = model.vocab_size * model.hidden_size
+    embedding_trains = plan.method is Method.FULL or not model.tie_embeddings
+    return max(linear, head if embedding_trains else 0)
+
+
+def optimizer_step_temporary(plan: Plan, counts: ParamCounts, dt: Dtypes) -> Term | None:
+    """What the step allocates beyond the state, per implementation (torch 2.13 adam.py):
+
+    - foreach (``_multi_tensor_adam``): ``exp_avg_sq_sqrt = torch._foreach_sqrt(...)`` makes
+      one copy of the second moment for every parameter at once;
+    - fused (``_fused_adam``): one kernel per tensor list updates in place, no temporary;
+    - for-loop (``_single_tensor_adam``): ``(exp_avg_sq.sqrt() / c).add_(eps)`` makes two
+      copies of one parameter's moment at a time, the largest parameter's at the peak.
+
+    SGD's three implementations update in place (``_foreach_add_``, ``_fused_sgd_``).
+    bitsandbytes' paged AdamW is counted with the foreach temporary, as before.
+    """
+    b = dt.grad
+    t = counts.trainable
+    if plan.optimizer is Optimizer.PAGED_ADAMW:
+        return Term("AdamW sqrt(v) temporary", f"T × {b:g} B = {sci(t)} × {b:g} B", t * b)
+    if plan.optimizer not in ADAM_FAMILY:
+        return None
+    impl = plan.optimizer_impl
+    if impl is OptimizerImpl.FOREACH:
+        return Term("foreach Adam sqrt(v) temporary", f"T × {b:g} B = {sci(t)} × {b:g} B", t * b)
+    if impl is OptimizerImpl.FORLOOP:
+        big = largest_trainable_tensor(plan)
+        return Term("for-loop Adam: sqrt(v) and its quotient, largest tensor", f"2 × {sci(big)} × {b:g} B", 2 * big * b)
+    return None

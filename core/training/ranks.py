@@ -1,0 +1,79 @@
+"""The memory of every kind of rank of a plan, the worst one deciding the verdict.
+
+A single-GPU plan has one rank, the GPU. A multi-GPU plan has one kind of rank per
+pipeline stage that differs (first, the largest middle one, last; see
+:mod:`core.parallel.layout`), each with its own phases: :func:`core.training.detailed.training_breakdown`
+built for that rank. Lesson accounting is the lesson's single sum (it has no ranks).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from core.breakdown import Breakdown, Bucket, Phase
+from core.parallel.layout import layout
+from core.params import ParamCounts
+from core.plan import Accounting, Plan
+from core.training import detailed, lesson
+from core.verdict import Verdict, judge
+
+__all__ = ["RankMemory", "rank_memories"]
+
+
+@dataclass(frozen=True)
+class RankMemory:
+    """One kind of rank: its phases, the composition at its peak, its verdict."""
+
+    label: str  # "every rank", "stage 1 of 4 (first)", ...
+    phases: tuple[Phase, ...]
+    buckets: tuple[Bucket, ...]  # the composition at the peak, overhead last
+    peak_phase: str
+    peak_bytes: float  # allocator peak (max_memory_allocated on that rank)
+    total_bytes: float  # peak + overhead
+    verdict: Verdict
+    margin_bytes: float  # usable - total
+    summary_formula: str
+    notes: tuple[str, ...]
+    count: int  # GPUs that are ranks of this kind
+
+
+def _rank(label: str, breakdown: Breakdown, count: int, capacity: float, headroom: float) -> RankMemory:
+    peak = max(breakdown.phases, key=lambda p: p.allocated_bytes)
+    total = peak.allocated_bytes + breakdown.overhead.bytes
+    judged = judge(total, capacity, headroom)
+    return RankMemory(
+        label=label,
+        phases=breakdown.phases,
+        buckets=(*peak.buckets, breakdown.overhead),
+        peak_phase=peak.name,
+        peak_bytes=peak.allocated_bytes,
+        total_bytes=total,
+        verdict=judged.verdict,
+        margin_bytes=judged.margin_bytes,
+        summary_formula=breakdown.summary_formula,
+        notes=breakdown.notes,
+        count=count,
+    )
+
+
+def rank_memories(plan: Plan, counts: ParamCounts, capacity: float) -> tuple[tuple[RankMemory, ...], int]:
+    """Every kind of rank of ``plan`` and the index of the worst (the largest total)."""
+    headroom = plan.hardware.headroom
+    if plan.accounting is Accounting.LESSON:
+        one = _rank("every GPU", lesson.training_breakdown(plan, counts), plan.world_size, capacity, headroom)
+        return (one,), 0
+    lay = layout(plan)
+    if not lay.ranked:
+        return (_rank("the GPU", detailed.training_breakdown(plan, counts), 1, capacity, headroom),), 0
+    ranks = tuple(
+        _rank(
+            stage.label,
+            detailed.training_breakdown(plan, counts, detailed.Rank(lay, stage)),
+            stage.ranks,
+            capacity,
+            headroom,
+        )
+        for stage in lay.stages
+    )
+    worst = max(range(len(ranks)), key=lambda i: ranks[i].total_bytes)
+    return ranks, worst

@@ -1,0 +1,82 @@
+"""What a training step stores: weights (as the precision roles and quantisation store
+them), the copies autocast makes of them, and the gradients. The optimizer's state lives
+in :mod:`core.training.optimizer`; the phases that hold them in :mod:`core.training.detailed`.
+"""
+
+from __future__ import annotations
+
+from core.breakdown import Term, sci
+from core.dtypes import Dtypes
+from core.params import ParamCounts
+from core.plan import Dtype, Method, Plan, Quant
+from core.serving.formats import WeightFormat, matrix_output_rows, nf4_bytes_per_weight, quantised_matrix_bytes
+
+__all__ = ["autocast_copies", "copy_terms", "gradient_terms", "weight_terms"]
+
+# NF4/FP4 and LLM.int8 storage: core.serving.formats (one home for quantised weights).
+
+
+def _dtype_name(b: float) -> str:
+    return "float32" if b == 4 else "16-bit"
+
+
+# --- weights -------------------------------------------------------------------------
+def weight_terms(plan: Plan, counts: ParamCounts, dt: Dtypes) -> list[Term]:
+    model = plan.model
+    p = counts.total
+    terms: list[Term] = []
+    if plan.method is Method.QLORA:
+        quantised = model.stored_matmul_params()
+        rest = p - quantised
+        if plan.quant is Quant.INT8:
+            rows = matrix_output_rows(model)
+            q_bytes = quantised_matrix_bytes(model, WeightFormat.INT8, quantised)
+            terms.append(
+                Term("int8 block weights + row scales", f"{sci(quantised)} × 1 B + {sci(rows)} × 4 B", q_bytes)
+            )
+        else:
+            per = nf4_bytes_per_weight(plan.double_quant)
+            how = "0.5 + 1/64 + 4/(64·256)" if plan.double_quant else "0.5 + 4/64"
+            terms.append(Term(f"{plan.quant.value} block weights", f"{sci(quantised)} × ({how}) B", quantised * per))
+        # bitsandbytes leaves embeddings, the output head and norms in the compute dtype.
+        terms.append(Term("unquantised (embeddings, head, norms)", f"{sci(rest)} × 2 B", rest * 2))
+    elif plan.method is Method.FROZEN and dt.param != dt.base:
+        t, f = counts.trainable, counts.frozen_base
+        terms.append(Term("trainable weights", f"{sci(t)} × {dt.param:g} B", t * dt.param))
+        terms.append(Term("frozen weights", f"{sci(f)} × {dt.base:g} B", f * dt.base))
+    else:
+        b = dt.param if plan.method is Method.FULL else dt.base
+        terms.append(Term("base weights", f"P × {b:g} B = {sci(p)} × {b:g} B", p * b))
+    if counts.adapter:
+        a = dt.adapter
+        label = "DoRA adapters + magnitudes" if plan.method is Method.DORA else "LoRA adapters"
+        terms.append(Term(f"{label} ({_dtype_name(a)})", f"{sci(counts.adapter)} × {a:g} B", counts.adapter * a))
+    return terms
+
+
+def autocast_copies(plan: Plan) -> float:
+    """Elements of the 16-bit weight copies autocast makes and autograd keeps until the backward."""
+    model = plan.model
+    per_layer = model.matmul_params() // model.num_layers
+    layers = model.num_layers - (plan.frozen_layers if plan.method is Method.FROZEN else 0)
+    return (layers * per_layer + model.vocab_size * model.hidden_size) * model.params_scale
+
+
+def copy_terms(plan: Plan, counts: ParamCounts, dt: Dtypes) -> list[Term]:
+    """16-bit copies autocast makes of float32 weights: of a float32 model's matmul weights,
+    and of float32 adapters on a 16-bit base (the autocast cache keeps casts of leaf
+    tensors that need a gradient; a weight already in the autocast dtype is used as is)."""
+    terms = []
+    if dt.casts and plan.method is not Method.QLORA:
+        el = autocast_copies(plan)
+        terms.append(Term("16-bit working copies of matmul weights (autocast)", f"{sci(el)} × 2 B", el * 2))
+    if dt.autocast and counts.adapter and plan.adapter_dtype is Dtype.FP32:
+        terms.append(
+            Term("16-bit copies of the adapters (autocast)", f"{sci(counts.adapter)} × 2 B", counts.adapter * 2)
+        )
+    return terms
+
+
+def gradient_terms(counts: ParamCounts, dt: Dtypes) -> list[Term]:
+    t = counts.trainable
+    return [Term("gradients", f"T × {dt.grad:g} B = {sci(t)} × {dt.grad:g} B", t * dt.grad)]
