@@ -24,9 +24,10 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from benchmarks.accuracy import Row, against_targets, print_rows, summary, worst_three  # noqa: E402, F401  (summary: read by the CI test)
+from core.dtypes import MpDtype  # noqa: E402
 from core.estimate import estimate  # noqa: E402
 from core.files.measurement import plan_for_case  # noqa: E402
-from core.plan import MpDtype, Offload, PipelineSchedule, Plan, Strategy  # noqa: E402
+from core.plan import Offload, PipelineSchedule, Plan, Strategy  # noqa: E402
 
 DATA = ROOT / "benchmarks" / "parallel"
 # Percent, issue 15 item 5.

@@ -131,3 +131,26 @@ def sci(n: float) -> str:
         if magnitude >= scale:
             return f"{n / scale:.4g}{suffix}"
     return f"{n:g}"
+
+
+@dataclass(frozen=True)
+class LayerActs:
+    """Bytes one block keeps for the backward pass, itemised.
+
+    ``replicated`` indexes the items that lie outside Megatron's tensor-parallel regions
+    (Korthikanti et al. 2022, arXiv:2205.05198 §4.1, the "10" of Table 2's sbh(10 + 24/t +
+    5as/(ht))): the norms and what they keep, the inputs of q/k/v and of the MLP (the full
+    sequence each rank reads before the column-parallel matmuls), the router and the
+    dropout masks. Every other item is per head or per MLP column, so ÷ t under TP.
+    """
+
+    items: tuple[Term, ...]
+    replicated: tuple[int, ...] = ()
+
+    @property
+    def replicated_bytes(self) -> float:
+        return float(sum(self.items[i].bytes for i in self.replicated))
+
+    @property
+    def bytes(self) -> float:
+        return float(sum(t.bytes for t in self.items))

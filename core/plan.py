@@ -14,9 +14,9 @@ from dataclasses import dataclass, field, replace
 from enum import StrEnum
 from typing import Any, Final
 
+from core.dtypes import Autocast, Dtype, KvDtype, MpDtype, Quant, WeightFormat
 from core.errors import PlanError
 from core.model import ModelSpec, check_text, normalise_lora_targets
-from core.serving.formats import Engine, KvDtype, WeightFormat
 from core.units import finite_number
 
 
@@ -33,22 +33,6 @@ class Precision(StrEnum):
     BF16_MIXED = "bf16-mixed"  # float32 master weights, bf16 compute (autocast)
     FP16_MIXED = "fp16-mixed"
     BF16 = "bf16"  # everything in bf16, no float32 copy
-    FP16 = "fp16"
-
-
-class Dtype(StrEnum):
-    """Storage dtype of one precision role."""
-
-    FP32 = "fp32"
-    BF16 = "bf16"
-    FP16 = "fp16"
-
-
-class Autocast(StrEnum):
-    """torch.autocast around the forward and the loss (fp16 brings a GradScaler)."""
-
-    NONE = "none"
-    BF16 = "bf16"
     FP16 = "fp16"
 
 
@@ -69,14 +53,6 @@ class OptimizerImpl(StrEnum):
     FUSED = "fused"  # one CUDA kernel per group: no parameter-sized temporaries
     FOREACH = "foreach"  # torch.optim's default on CUDA: _foreach_* ops over every tensor at once
     FORLOOP = "forloop"  # one parameter at a time (foreach=False, fused=False)
-
-
-class Quant(StrEnum):
-    """Storage of the frozen base weights under QLoRA."""
-
-    NF4 = "nf4"
-    FP4 = "fp4"
-    INT8 = "int8"
 
 
 class Optimizer(StrEnum):
@@ -132,20 +108,20 @@ class PipelineSchedule(StrEnum):
     INTERLEAVED = "interleaved"  # Megatron interleaved 1F1B over virtual stages
 
 
-class MpDtype(StrEnum):
-    """FSDP2 ``MixedPrecisionPolicy`` dtypes; STORED is ``None`` (the parameter's own dtype)."""
-
-    STORED = "stored"
-    FP32 = "fp32"
-    BF16 = "bf16"
-    FP16 = "fp16"
-
-
 class Accounting(StrEnum):
     LESSON = "lesson"  # the lesson's four buckets with a typed activation allowance
     DETAILED = "detailed"  # derived from the architecture and how the step runs
 
 
+class Engine(StrEnum):
+    """Which inference engine serves (its memory rules: :mod:`core.serving.engines`)."""
+
+    HF = "hf"  # Hugging Face transformers model.generate(): one static batch
+    VLLM = "vllm"  # vLLM: paged KV pool sized at start-up, continuous batching
+    SGLANG = "sglang"  # SGLang: token pool of mem_fraction_static less the weights
+
+
+ENGINE_LABELS: Final = {Engine.HF: "Hugging Face generate", Engine.VLLM: "vLLM", Engine.SGLANG: "SGLang"}
 METHOD_LABELS: Final = {
     Method.FULL: "Full fine-tuning",
     Method.LORA: "LoRA",
@@ -183,8 +159,6 @@ CHECKPOINT_POLICY_LABELS: Final = {
     CheckpointPolicy.OP: "selective per op (torchtitan)",
     CheckpointPolicy.LAYER: "every Nth block (torchtitan)",
 }
-DTYPE_LABELS: Final = {Dtype.FP32: "float32", Dtype.BF16: "bf16", Dtype.FP16: "fp16"}
-AUTOCAST_LABELS: Final = {Autocast.NONE: "off", Autocast.BF16: "bf16", Autocast.FP16: "fp16 (+ GradScaler)"}
 OPTIMIZER_IMPL_LABELS: Final = {
     OptimizerImpl.FUSED: "HF Trainer default (fused)",
     OptimizerImpl.FOREACH: "foreach (torch.optim default on CUDA)",
@@ -758,6 +732,16 @@ class Plan:
             merged = replace(self.roles, **{k: changes.get(k, getattr(self, k)) for k in ROLE_FIELDS})
             changes["precision"] = precision_of(merged)
         return replace(self, **changes)
+
+    def checkpointed_blocks(self, layers: int) -> int:
+        """Blocks (of ``layers``) whose activations are recomputed: all under full or per-op
+        checkpointing; under layer SAC those whose 1-based index is a multiple of N
+        (torchtitan ``_apply_layer_sac``: ``_layer_sac_count % ac_freq == 0``)."""
+        if not self.checkpointing:
+            return 0
+        if self.checkpoint_policy is CheckpointPolicy.LAYER:
+            return layers // self.checkpoint_every
+        return layers
 
     def with_workload(self, **changes: Any) -> Plan:
         return replace(self, workload=replace(self.workload, **changes))

@@ -6,19 +6,9 @@ from collections.abc import Callable
 from dataclasses import replace
 
 from core.catalogue import find_model
+from core.dtypes import Quant
 from core.model import ModelSpec
-from core.plan import (
-    Accounting,
-    Hardware,
-    LessonSettings,
-    LoraSettings,
-    Method,
-    Plan,
-    Precision,
-    Preset,
-    Quant,
-    Workload,
-)
+from core.plan import Accounting, Hardware, LessonSettings, LoraSettings, Method, Plan, Precision, Preset, Workload
 
 DEFAULT_MODEL = "llama-3.1-8b"
 DEFAULT_GPU = "a100-80gb-sxm"

@@ -12,21 +12,6 @@ GiB: Final = 1 << 30
 MiB: Final = 1 << 20
 MB: Final = 1_000_000
 
-# Bytes per stored element. Sources: IEEE 754 (fp32/fp16), bfloat16 is 16 bits by
-# definition; int8 and 4-bit formats store 8 and 4 bits per element before their block
-# scales, which core.training.storage accounts for separately.
-DTYPE_BYTES: Final[dict[str, float]] = {
-    "fp32": 4.0,
-    "tf32": 4.0,
-    "bf16": 2.0,
-    "fp16": 2.0,
-    "fp8": 1.0,
-    "int8": 1.0,
-    "nf4": 0.5,
-    "fp4": 0.5,
-    "int4": 0.5,
-}
-
 
 def to_gb(n_bytes: float) -> float:
     return n_bytes / GB

@@ -33,6 +33,7 @@ from core.advice import compare as comparisons
 from core.advice.compare import MAX_PLANS, Comparison, Row, RowKind
 from core.errors import PlanError, PlanFileError
 from core.estimate import Estimate
+from core.files import comparison as comparison_file
 from core.files.report import VERDICT_COLOURS, Report, chart_svg, report_for_comparison
 from core.plan import Plan
 from gui import dialogs, plaintext, report_export
@@ -228,7 +229,7 @@ class ComparePanel(QWidget):
         if not paths:
             return False
         try:
-            named = comparisons.load_named(paths)
+            named = comparison_file.load_named(paths)
             for name, plan in named:  # a plan the estimator refuses (an unknown GPU id) never gets in
                 comparisons.compare([(name, plan)])
         except (PlanFileError, PlanError) as error:
@@ -264,7 +265,7 @@ class ComparePanel(QWidget):
         if not path:
             return False
         try:
-            comparisons.save(self.comparison, path)
+            comparison_file.save(self.comparison, path)
         except PlanFileError as error:
             dialogs.error(self, "Cannot save the comparison", str(error))
             return False

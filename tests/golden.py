@@ -309,10 +309,12 @@ def _draw(rng: random.Random) -> Any:
     """One plan as people configure them: a catalogue model and card, a method and precision
     preset, a workload and a parallel layout; the Plan's own validation rejects the rest."""
     from core.catalogue import load_gpus, load_models
+    from core.dtypes import KvDtype, Quant, WeightFormat
     from core.plan import (
         Accounting,
         Attention,
         CheckpointPolicy,
+        Engine,
         Hardware,
         Inference,
         LoraSettings,
@@ -323,11 +325,9 @@ def _draw(rng: random.Random) -> Any:
         Parallelism,
         Plan,
         Preset,
-        Quant,
         Strategy,
         Workload,
     )
-    from core.serving.formats import Engine, KvDtype, WeightFormat
 
     model = _choice(rng, load_models())
     spec = model.spec

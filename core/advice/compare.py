@@ -1,31 +1,23 @@
 """Compare up to four plans: one row per input and figure, the differences, the cheapest that fits.
 
 Every figure is the plan's own :func:`core.estimate.estimate`; rows carry raw numbers with
-their kind, and views format them. A comparison saves as a versioned JSON document whose
-entries are whole plan documents, so plan-file migrations apply to them unchanged.
+their kind, and views format them. A comparison on disk is :mod:`core.files.comparison`'s.
 """
 
 from __future__ import annotations
 
-import json
-import os
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
-from pathlib import Path
-from typing import Any, Final
+from typing import Final
 
 from core.breakdown import BUCKET_LABELS, BUCKET_ORDER
-from core.errors import PlanError, PlanFileError
+from core.dtypes import AUTOCAST_LABELS, DTYPE_LABELS
+from core.errors import PlanError
 from core.estimate import VERDICT_LABELS, Estimate, Verdict, estimate
-from core.files.planfile import MAX_FILE_BYTES, atomic_write_text, plan_from_dict, plan_to_dict
-from core.files.planfile import load as load_plan
-from core.files.runconfig.reading import read_json_document
 from core.model import MAX_NAME_CHARS
 from core.plan import (
     ATTENTION_LABELS,
-    AUTOCAST_LABELS,
-    DTYPE_LABELS,
     METHOD_LABELS,
     OPTIMIZER_IMPL_LABELS,
     OPTIMIZER_LABELS,
@@ -36,8 +28,6 @@ from core.plan import (
     Plan,
 )
 
-FORMAT: Final = "vramplan-comparison"
-VERSION: Final = 1
 MAX_PLANS: Final = 4
 TOTAL: Final = "peak + overhead"
 # Two figures closer than this (relative) are the same figure printed twice, not a difference.
@@ -186,7 +176,7 @@ def _bucket_bytes(est: Estimate, key: str) -> float:
     return next((b.bytes for b in est.buckets if b.key.value == key), 0.0)
 
 
-def _check_name(name: object, index: int) -> str:
+def check_name(name: object, index: int) -> str:
     if not isinstance(name, str) or not name.strip() or len(name) > MAX_NAME_CHARS:
         raise PlanError(f"plans[{index}].name", name, f"a name of 1 to {MAX_NAME_CHARS:,} characters")
     return name.strip()
@@ -196,71 +186,4 @@ def compare(named: Sequence[tuple[str, Plan]]) -> Comparison:
     """Estimate each plan; 1 to 4 of them (a PlanError otherwise)."""
     if not 1 <= len(named) <= MAX_PLANS:
         raise PlanError("plans", len(named), f"1 to {MAX_PLANS} plans")
-    return Comparison(tuple(ComparedPlan(_check_name(n, i), estimate(p)) for i, (n, p) in enumerate(named)))
-
-
-# ---- the comparison file -----------------------------------------------------------
-def to_dict(comparison: Comparison) -> dict[str, Any]:
-    return {
-        "format": FORMAT,
-        "version": VERSION,
-        "plans": [{"name": p.name, "plan": plan_to_dict(p.plan)} for p in comparison.plans],
-    }
-
-
-def dumps(comparison: Comparison) -> str:
-    return json.dumps(to_dict(comparison), indent=2, ensure_ascii=False, allow_nan=False) + "\n"
-
-
-def from_dict(document: Any) -> Comparison:
-    if not isinstance(document, Mapping) or document.get("format") != FORMAT:
-        raise PlanError("format", document.get("format") if isinstance(document, Mapping) else None, f"'{FORMAT}'")
-    version = document.get("version")
-    if version != VERSION:
-        newer = isinstance(version, int) and not isinstance(version, bool) and version > VERSION
-        raise PlanError("version", version, str(VERSION), "written by a newer VRAM Planner?" if newer else "")
-    extra = sorted(set(document) - {"format", "version", "plans"})
-    if extra:
-        raise PlanError(extra[0], document[extra[0]], "only format, version and plans", "unknown key")
-    entries = document.get("plans")
-    if not isinstance(entries, list) or not 1 <= len(entries) <= MAX_PLANS:
-        raise PlanError("plans", entries if not isinstance(entries, list) else len(entries), f"1 to {MAX_PLANS} plans")
-    named = []
-    for index, entry in enumerate(entries):
-        if not isinstance(entry, Mapping) or set(entry) != {"name", "plan"}:
-            raise PlanError(f"plans[{index}]", entry, "an object with name and plan")
-        try:
-            plan = plan_from_dict(entry["plan"])
-        except PlanError as exc:
-            raise PlanError(f"plans[{index}].{exc.field}", exc.value, exc.allowed, exc.reason) from None
-        named.append((_check_name(entry["name"], index), plan))
-    return compare(named)
-
-
-def load(path: str | os.PathLike[str]) -> Comparison:
-    where = str(path)
-    document = read_json_document(path, MAX_FILE_BYTES * MAX_PLANS, "a comparison")
-    try:
-        return from_dict(document)
-    except PlanError as exc:
-        raise PlanFileError(where, str(exc)) from None
-
-
-def load_named(paths: Sequence[str | os.PathLike[str]]) -> list[tuple[str, Plan]]:
-    """Plan files (named by their file name) and comparison files (their plans' own names), in order."""
-    named: list[tuple[str, Plan]] = []
-    for path in paths:
-        document = read_json_document(path, MAX_FILE_BYTES * MAX_PLANS, "a plan or a comparison")
-        if isinstance(document, Mapping) and document.get("format") == FORMAT:
-            named += [(p.name, p.plan) for p in load(path).plans]
-        else:
-            stem = Path(path).name.removesuffix(".json").removesuffix(".vramplan")
-            named.append((stem, load_plan(path)))
-    return named
-
-
-def save(comparison: Comparison, path: str | os.PathLike[str]) -> None:
-    try:
-        atomic_write_text(path, dumps(comparison))
-    except OSError as exc:
-        raise PlanFileError(str(path), f"cannot be written ({exc.strerror or exc})") from None
+    return Comparison(tuple(ComparedPlan(check_name(n, i), estimate(p)) for i, (n, p) in enumerate(named)))

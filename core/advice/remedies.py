@@ -19,9 +19,10 @@ from core.advice.fit import fewest_gpus, layout_name
 from core.advice.limits import max_micro_batch, max_sequence
 from core.advice.symptoms import Failure
 from core.catalogue import GpuSpec, load_gpus, load_models
+from core.dtypes import Quant
 from core.errors import PlanError
 from core.estimate import Estimate, estimate
-from core.plan import Attention, CheckpointPolicy, LoraSettings, Method, Offload, Optimizer, Plan, Quant, Strategy
+from core.plan import Attention, CheckpointPolicy, LoraSettings, Method, Offload, Optimizer, Plan, Strategy
 from core.verdict import Judgement, Mode, Verdict
 
 

@@ -28,6 +28,7 @@ from core import __version__
 from core.breakdown import BUCKET_LABELS
 from core.catalogue import find_model, load_gpus, load_links, load_models
 from core.cli import extra as cli_extra
+from core.dtypes import Autocast, Dtype, KvDtype, MpDtype, Quant, WeightFormat
 from core.errors import PlanError, PlanFileError, escape_controls, one_line
 from core.estimate import VERDICT_LABELS, Estimate, estimate
 from core.files.importer import import_model
@@ -35,14 +36,13 @@ from core.files.planfile import load as load_plan
 from core.files.planfile import save as save_plan
 from core.model import ModelSpec
 from core.plan import (
+    ENGINE_LABELS,
     Accounting,
     Attention,
-    Autocast,
     CheckpointPolicy,
-    Dtype,
+    Engine,
     LoraSettings,
     Method,
-    MpDtype,
     Offload,
     Optimizer,
     OptimizerImpl,
@@ -50,11 +50,9 @@ from core.plan import (
     Plan,
     Precision,
     Preset,
-    Quant,
     Strategy,
     preset_matching,
 )
-from core.serving.formats import ENGINE_LABELS, Engine, KvDtype, WeightFormat
 from core.units import GB, format_count, format_memory, parse_count
 
 

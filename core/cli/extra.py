@@ -11,11 +11,12 @@ import json
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from core.advice.compare import MAX_PLANS, Comparison, compare, load_named
-from core.advice.compare import save as save_comparison
+from core.advice.compare import MAX_PLANS, Comparison, compare
 from core.advice.fit import MAX_SEARCH_GPUS, MAX_SEARCH_LIMIT, CardFit, FewestGpus, cards_for, cheapest_fit, fewest_gpus
 from core.errors import PlanFileError
 from core.estimate import VERDICT_LABELS, estimate
+from core.files.comparison import load_named
+from core.files.comparison import save as save_comparison
 from core.files.importer import import_model
 from core.files.planfile import atomic_write_text
 from core.files.planfile import load as load_plan

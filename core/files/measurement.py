@@ -14,14 +14,13 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 from core.catalogue import find_model
+from core.dtypes import Autocast, Dtype
 from core.errors import PlanError, PlanFileError
 from core.files.fileio import read_regular_file
 from core.hfconfig import model_from_hf_config
 from core.plan import (
     Attention,
-    Autocast,
     CheckpointPolicy,
-    Dtype,
     Hardware,
     LoraSettings,
     Method,

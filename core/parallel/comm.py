@@ -25,12 +25,12 @@ from enum import StrEnum
 from typing import Final
 
 from core.catalogue import LinkSpec, find_link
-from core.dtypes import dtypes_for
+from core.dtypes import ELEMENT_BYTES, MP_BYTES, MpDtype
 from core.parallel.layout import layout, train_share, weight_share
 from core.params import ParamCounts
-from core.plan import Method, MpDtype, Offload, PipelineSchedule, Plan, Strategy
-from core.training.activations import checkpointed_blocks
-from core.units import DTYPE_BYTES, MiB
+from core.plan import Method, Offload, PipelineSchedule, Plan, Strategy
+from core.roles import dtypes_for
+from core.units import MiB
 
 # NCCL's base latency of a ring collective with the Simple protocol, in seconds
 # (src/graph/tuning.cc baseLat[Ring][Simple] = 8.4 µs, NVIDIA/nccl commit 01afd20).
@@ -214,7 +214,7 @@ def plan_links(plan: Plan) -> Links:
 
 
 def _mp_bytes(dtype: MpDtype, stored: float) -> float:
-    return stored if dtype is MpDtype.STORED else DTYPE_BYTES[dtype.value]
+    return stored if dtype is MpDtype.STORED else MP_BYTES[dtype]
 
 
 def step_communication(plan: Plan, counts: ParamCounts, compute_seconds: float, forward_share: float) -> StepComm:
@@ -244,7 +244,7 @@ def step_communication(plan: Plan, counts: ParamCounts, compute_seconds: float, 
 
     trainable = counts.trainable * t_share
     if plan.method is Method.QLORA:
-        base_bytes = DTYPE_BYTES[plan.quant.value]
+        base_bytes = ELEMENT_BYTES[plan.quant.value]
     else:
         base_bytes = dt.base
     if plan.adapter_based:
@@ -293,7 +293,7 @@ def step_communication(plan: Plan, counts: ParamCounts, compute_seconds: float, 
         gather_bytes = stored_param_bytes
         reduce_bytes = grad_bytes
         if fsdp and par.fsdp_param_dtype is not MpDtype.STORED:
-            cast = DTYPE_BYTES[par.fsdp_param_dtype.value]
+            cast = MP_BYTES[par.fsdp_param_dtype]
             base = base_bytes if plan.method is Method.QLORA else cast  # a quantised base stays quantised
             gather_bytes = counts.total * base * w_share + counts.adapter * cast * t_share
         if fsdp:
@@ -375,7 +375,7 @@ def step_communication(plan: Plan, counts: ParamCounts, compute_seconds: float, 
         activation = tokens_micro * model.hidden_size * dt.compute
         # 4 per layer, 2 more for each block the backward recomputes (under layer SAC only
         # every Nth; per-op SAC re-runs the forward's all-reduces, which it does not save).
-        recomputed = checkpointed_blocks(plan, layers)
+        recomputed = plan.checkpointed_blocks(layers)
         kind = "all-gather + reduce-scatter" if par.sequence_parallel else "all-reduce"
         terms.append(
             _collective(

@@ -55,20 +55,24 @@ the framework adds in the phases it adds them. Sources, read for this model:
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Final
 
 from core.breakdown import Term, sci
-from core.dtypes import Dtypes
+from core.dtypes import MP_BYTES, Dtype, MpDtype
 from core.parallel.layout import Layout, Stage, block_params_per_rank, outside_params, train_share, weight_share
 from core.params import ParamCounts
-from core.plan import Dtype, Method, MpDtype, Offload, Plan, Strategy
-from core.training.optimizer import optimizer_terms
+from core.plan import Method, Offload, Plan, Strategy
+from core.roles import Dtypes
 from core.units import MiB
+
+# The single-GPU optimizer terms at given dtypes (core.training.optimizer.optimizer_terms of
+# the plan): a rank under ZeRO re-prices its partition in float32.
+OptimizerTerms = Callable[[Dtypes], list[Term]]
 
 # DDP's first bucket: torch.distributed._DEFAULT_FIRST_BUCKET_BYTES (1 MiB, torch 2.13).
 DDP_FIRST_BUCKET_BYTES: Final = 1 * MiB
-MP_BYTES: Final = {MpDtype.FP32: 4.0, MpDtype.BF16: 2.0, MpDtype.FP16: 2.0}
 # DeepSpeed keeps its master weights and Adam state in float32 (stage_1_and_2.py
 # master_weights_and_grads_dtype, fp32 unless the low-precision option is set).
 MASTER_BYTES: Final = 4.0
@@ -141,6 +145,7 @@ class _Rank:
     grads: list[Term]
     optim: list[Term]
     t_share: float  # the rank's fraction of the trainable parameters
+    optimizer_at: OptimizerTerms  # the single-GPU optimizer state at other dtypes
 
     @property
     def trainable(self) -> float:
@@ -165,8 +170,10 @@ def rank_state(
     lay: Layout,
     stage: Stage,
     single: tuple[list[Term], list[Term], list[Term]],
+    optimizer_at: OptimizerTerms,
 ) -> RankState:
-    """The rank's state from the single-GPU ``(weights, gradients, optimizer)`` terms."""
+    """The rank's state from the single-GPU ``(weights, gradients, optimizer)`` terms;
+    ``optimizer_at`` gives the optimizer's terms at other dtypes (ZeRO keeps them in float32)."""
     weights, grads, optim = single
     why = _split_label(lay, stage)
     w_share = weight_share(plan, stage, lay.tensor_parallel)
@@ -174,7 +181,7 @@ def rank_state(
     weights = _scaled(weights, w_share, why)
     grads = _scaled(grads, t_share, why)
     optim = _scaled(optim, t_share, why)
-    rank = _Rank(plan, counts, dt, lay, stage, weights, grads, optim, t_share)
+    rank = _Rank(plan, counts, dt, lay, stage, weights, grads, optim, t_share, optimizer_at)
     strategy = plan.parallel.strategy
     if rank.dp == 1 and strategy is Strategy.DDP:
         return _offloaded(plan, RankState(weights, grads, optim, step_share=t_share))
@@ -285,14 +292,14 @@ _OPTIM_NOTE: Final = "Optimizer offload: the optimizer state and its step live o
 
 # --- DeepSpeed ZeRO -------------------------------------------------------------------
 def _zero(rank: _Rank) -> RankState:
-    plan, counts, dt, lay, stage, dp = rank.plan, rank.counts, rank.dt, rank.lay, rank.stage, rank.dp
+    plan, dt, lay, stage, dp = rank.plan, rank.dt, rank.lay, rank.stage, rank.dp
     weights, grads, trainable = rank.weights, rank.grads, rank.trainable
     par, model = plan.parallel, plan.model
     strategy = par.strategy
     g = dt.grad
     # Master copy and optimizer state in float32 over this rank's partition.
     fp32 = replace(dt, grad=MASTER_BYTES)
-    state32 = _scaled(optimizer_terms(plan, counts, fp32), rank.t_share, _split_label(lay, stage))
+    state32 = _scaled(rank.optimizer_at(fp32), rank.t_share, _split_label(lay, stage))
     master = Term("float32 master partition", f"T ÷ {dp} × 4 B = {sci(trainable)} ÷ {dp} × 4 B", trainable * 4 / dp)
     optim_rank = [master, *_sharded(state32, dp)] if trainable else []
     part = trainable / dp

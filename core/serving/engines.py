@@ -29,12 +29,12 @@ from dataclasses import dataclass
 from typing import Final
 
 from core.catalogue import GpuSpec
+from core.dtypes import KV_BYTES, weight_bytes
 from core.model import ModelSpec
 from core.plan import Attention, Inference, Plan
-from core.serving.formats import KV_BYTES, weight_bytes
+from core.runtime import CUBLAS_WORKSPACE_BYTES, CUDA_CONTEXT_BYTES
 from core.serving.kv import cached_positions, kv_bytes_per_token_layer, kv_heads_per_rank
 from core.serving.vllm_rules import (
-    CUBLAS_WORKSPACE_BYTES,
     VLLM_BLOCK_SIZE,
     VLLM_CUDA_GRAPH_BYTES,
     VLLM_HIDDEN_COPIES,
@@ -48,13 +48,12 @@ from core.serving.vllm_rules import (
     vllm_total_memory,
 )
 from core.solve import largest_fitting
-from core.training.detailed import CUDA_CONTEXT_BYTES
 from core.units import GiB
 from core.verdict import Verdict, judge
 
 # --- serving overhead: the one home ---------------------------------------------------
 # Memory a serving process holds outside the caching allocator: the CUDA context
-# (core.training.detailed.CUDA_CONTEXT_BYTES, the same constant training uses).
+# (core.runtime.CUDA_CONTEXT_BYTES, the same constant training uses).
 SERVING_OVERHEAD_BYTES: Final = CUDA_CONTEXT_BYTES
 
 # --- SGLang (python/sglang/srt/server_args.py and model_executor/model_runner.py,

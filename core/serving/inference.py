@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 from core.catalogue import GpuSpec
 from core.params import ParamCounts
-from core.plan import Plan
+from core.plan import Engine, Plan
 from core.serving.engines import (
     SERVING_OVERHEAD_BYTES,
     EngineMemory,
@@ -20,7 +20,6 @@ from core.serving.engines import (
     sglang_memory,
     vllm_memory,
 )
-from core.serving.formats import Engine
 from core.serving.kv import kv_cache_bytes, lesson_kv_cache_bytes
 from core.serving.speed import ServingSpeed, SpeedPoint, serving_speed
 from core.verdict import Verdict

@@ -18,10 +18,10 @@ from dataclasses import dataclass
 from typing import Final, NamedTuple
 
 from core.catalogue import GpuSpec
+from core.dtypes import matmul_dtype
 from core.params import ParamCounts
 from core.plan import Plan
 from core.serving.engines import RankLayout
-from core.serving.formats import WeightFormat
 
 # Share of the datasheet memory bandwidth a decode step achieves. A vLLM sweep of
 # Llama-3.1-8B on one A100 40GB measured 75 tokens/s at one request, "roughly 77 % of the
@@ -53,15 +53,6 @@ class ServingSpeed:
     assumptions: str
 
 
-# Tensor-core rate a weight format runs at: FP8 checkpoints run W8A8 on FP8 tensor cores;
-# int4/NF4 weights are dequantised to 16 bits for the matmul.
-COMPUTE_DTYPES: Final = {WeightFormat.FP8: "fp8", WeightFormat.FP16: "fp16", WeightFormat.FP32: "fp32"}
-
-
-def compute_dtype(fmt: WeightFormat) -> str:
-    return COMPUTE_DTYPES.get(fmt, "bf16")
-
-
 def prefill_flops(plan: Plan, counts: ParamCounts, prompt: int) -> float:
     model = plan.model
     return 2.0 * counts.active * prompt + 2.0 * model.num_layers * prompt * prompt * model.q_width
@@ -71,7 +62,7 @@ def serving_speed(plan: Plan, counts: ParamCounts, gpu: GpuSpec, layout: RankLay
     inf, model = plan.inference, plan.model
     tp, pp = inf.tensor_parallel, inf.pipeline_parallel
     override = plan.hardware.peak_tflops_override
-    peak = override if override > 0 else gpu.peak_tflops(compute_dtype(inf.weight_dtype))
+    peak = override if override > 0 else gpu.peak_tflops(matmul_dtype(inf.weight_dtype))
     achieved = peak * 1e12 * plan.hardware.utilisation * tp
     bandwidth = gpu.memory_bandwidth_gb_s * 1e9 * BANDWIDTH_EFFICIENCY
     prompt = inf.prompt_tokens

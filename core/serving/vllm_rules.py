@@ -28,9 +28,9 @@ from dataclasses import dataclass
 from typing import Final
 
 from core.catalogue import GpuSpec
+from core.dtypes import WeightFormat
 from core.model import ModelSpec
 from core.plan import Inference
-from core.serving.formats import WeightFormat
 from core.serving.kv import window_split
 from core.units import GiB
 
@@ -58,11 +58,8 @@ SAMPLER_FLOAT32_COPIES: Final = 3
 # min(rows, SM count) of them: 132 SMs on an H100 SXM (NVIDIA H100 whitepaper). Used for
 # every card: the buffer is under 1 % of the sampler's memory.
 VLLM_TRITON_SAMPLER_ROWS: Final = 132
-# The first matmul of the profile run allocates cuBLAS's workspace, and PyTorch takes it from
-# its caching allocator (aten/src/ATen/cuda/CublasHandlePool.cpp), so it is part of the
-# torch peak: 32 MiB, the size the cuBLAS documentation recommends for Hopper
-# (cublasSetWorkspace; 4 MiB before Hopper; the larger one is used for every card).
-CUBLAS_WORKSPACE_BYTES: Final = 32 * 2**20
+# The first matmul of the profile run allocates cuBLAS's workspace from torch's caching
+# allocator (core.runtime.CUBLAS_WORKSPACE_BYTES), so it is part of the torch peak.
 # Memory allocated outside torch during the profile run, as vLLM 0.19.0 logs it
 # ("non-torch forward increase memory") on H100 in the tuning set of
 # benchmarks/serving/vllm_logs.json: 0.24-0.26 GiB on one GPU, 2.07-2.21 GiB with tensor

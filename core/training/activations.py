@@ -2,7 +2,7 @@
 
 Op by op, following what a Hugging Face causal-LM implementation (transformers 5) and PEFT
 (0.21) run and what PyTorch's autograd saves for each op, in the dtypes the plan's
-precision roles give (:mod:`core.dtypes`).
+precision roles give (:mod:`core.roles`).
 
 One concern, a little past 400 lines: attention, MLP / experts, norms, adapters and the
 loss are each a short function, and splitting them would only move the shared _Ctx around.
@@ -13,38 +13,16 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Final
 
-from core.breakdown import Term, sci
-from core.dtypes import DTYPE_BYTES, compute_dtype, dtypes_for, model_dtype
+from core.breakdown import LayerActs, Term, sci
+from core.dtypes import DTYPE_BYTES, Dtype
 from core.model import ModelSpec, normalise_lora_targets
-from core.plan import Attention, CheckpointPolicy, Dtype, Method, Plan
+from core.plan import Attention, CheckpointPolicy, Method, Plan
+from core.roles import compute_dtype, dtypes_for, model_dtype
 from core.training.attention import Kernel, needs_mask, sdpa_kernel
 
 # Families whose RMSNorm multiplies by its weight in float32 (modeling_gemma*.py,
 # modeling_olmo2.py), so the tensor that multiply keeps is float32 whatever the input.
 FLOAT32_NORM_SCALE: Final = ("gemma", "gemma2", "gemma3_text", "olmo2")
-
-
-@dataclass(frozen=True)
-class LayerActs:
-    """Bytes one block keeps for the backward pass, itemised.
-
-    ``replicated`` indexes the items that lie outside Megatron's tensor-parallel regions
-    (Korthikanti et al. 2022, arXiv:2205.05198 §4.1, the "10" of Table 2's sbh(10 + 24/t +
-    5as/(ht))): the norms and what they keep, the inputs of q/k/v and of the MLP (the full
-    sequence each rank reads before the column-parallel matmuls), the router and the
-    dropout masks. Every other item is per head or per MLP column, so ÷ t under TP.
-    """
-
-    items: tuple[Term, ...]
-    replicated: tuple[int, ...] = ()
-
-    @property
-    def replicated_bytes(self) -> float:
-        return float(sum(self.items[i].bytes for i in self.replicated))
-
-    @property
-    def bytes(self) -> float:
-        return float(sum(t.bytes for t in self.items))
 
 
 @dataclass(frozen=True)
@@ -56,7 +34,7 @@ class _Ctx:
     s: int
     ca: float  # bytes of a matmul output (16-bit unless float32)
     res: float  # bytes of the residual stream (the dtype the model runs in)
-    mode: str  # "fp32" | "mixed" | "pure" | "autocast16" (see core.dtypes.Dtypes.mode)
+    mode: str  # "fp32" | "mixed" | "pure" | "autocast16" (see core.roles.Dtypes.mode)
     trainable: bool  # the block's own weights get gradients
     lora: tuple[str, ...]  # LoRA-targeted projections
     adapter: float  # bytes of an adapter weight
@@ -539,17 +517,6 @@ def selective_saved(plan: Plan) -> LayerActs:
     return LayerActs(tuple(items), tuple(replicated))
 
 
-def checkpointed_blocks(plan: Plan, layers: int) -> int:
-    """Blocks (of ``layers``) whose activations are recomputed: all under full or per-op
-    checkpointing; under layer SAC those whose 1-based index is a multiple of N
-    (torchtitan ``_apply_layer_sac``: ``_layer_sac_count % ac_freq == 0``)."""
-    if not plan.checkpointing:
-        return 0
-    if plan.checkpoint_policy is CheckpointPolicy.LAYER:
-        return layers // plan.checkpoint_every
-    return layers
-
-
 def recomputed_share(plan: Plan) -> float:
     """Share of the forward's matmul work the backward runs again: 1 with full
     checkpointing, the checkpointed blocks' share under layer SAC, and under per-op SAC
@@ -558,7 +525,7 @@ def recomputed_share(plan: Plan) -> float:
     if not plan.checkpointing:
         return 0.0
     if plan.checkpoint_policy is CheckpointPolicy.LAYER:
-        return checkpointed_blocks(plan, plan.model.num_layers) / plan.model.num_layers
+        return plan.checkpointed_blocks(plan.model.num_layers) / plan.model.num_layers
     if plan.checkpoint_policy is CheckpointPolicy.OP:
         shapes = plan.model.linear_shapes()
         fan_in = {nm: f"{nm}_proj" for nm in ("q", "k", "v", "o", "gate", "up", "down")}

@@ -11,7 +11,8 @@ from __future__ import annotations
 
 from enum import StrEnum
 
-from core.plan import Attention, Autocast, Dtype, Method, Plan
+from core.dtypes import Autocast, Dtype
+from core.plan import Attention, Method, Plan
 
 
 class Kernel(StrEnum):

@@ -1,7 +1,7 @@
 """Detailed accounting: the memory of a real training step, derived from the architecture.
 
 The model follows what PyTorch and a Hugging Face causal-LM implementation allocate:
-parameters in the dtype the plan's precision roles store them in (:mod:`core.dtypes`),
+parameters in the dtype the plan's precision roles store them in (:mod:`core.roles`),
 gradients and optimizer state in the dtype of the trainable parameters, the optimizer
 implementation's step-time temporaries, the tensors autograd saves for the backward pass
 (:mod:`core.training.activations`), and the phase of the step in which they coexist. The step's
@@ -20,11 +20,11 @@ them beside the phases keeps each phase's list of what coexists in one place.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Final
 
-from core.breakdown import Breakdown, Bucket, BucketKey, Phase, StepPhase, Term, gb, make_bucket, sci
-from core.dtypes import Dtypes, dtypes_for
+from core.breakdown import Breakdown, Bucket, BucketKey, LayerActs, Phase, StepPhase, Term, gb, make_bucket, sci
+from core.dtypes import Dtype
 from core.parallel.acts import (
     block_per_rank,
     pipeline_buffers,
@@ -37,34 +37,15 @@ from core.parallel.layout import Layout, Stage
 from core.parallel.layout import trainable_layers as stage_trainable_layers
 from core.parallel.state import RankState, compute_plan, rank_copies, rank_state
 from core.params import ParamCounts
-from core.plan import CheckpointPolicy, Dtype, Method, Offload, Optimizer, Plan, Strategy
-from core.training.activations import (
-    LayerActs,
-    LossMemory,
-    checkpointed_blocks,
-    layer_activations,
-    loss_memory,
-    outside_blocks,
-    selective_saved,
-)
+from core.plan import CheckpointPolicy, Method, Offload, Optimizer, Plan, Strategy
+from core.roles import Dtypes, dtypes_for
+from core.runtime import ALLOCATOR_RESERVE_FRACTION, CUBLAS_WORKSPACE_BYTES, CUDA_CONTEXT_BYTES
+from core.training.activations import LossMemory, layer_activations, loss_memory, outside_blocks, selective_saved
 from core.training.attention import backward_workspace, kernel_note
 from core.training.optimizer import optimizer_step_temporary, optimizer_terms
 from core.training.storage import copy_terms, gradient_terms, weight_terms
-from core.units import MiB
 
 __all__ = ["dtypes_for", "layer_activations", "loss_memory", "training_breakdown"]
-
-# --- overhead constants --------------------------------------------------------------
-# The CUDA context of a PyTorch process (driver, kernels of the loaded libraries with lazy
-# loading) sits outside the caching allocator: about 300-600 MiB on current drivers
-# (PyTorch "CUDA semantics" notes; nvidia-smi of an idle process). 512 MiB is assumed.
-CUDA_CONTEXT_BYTES: Final = 512 * MiB
-# cuBLAS workspace PyTorch keeps per handle: ":4096:8" = 8 × 4 MiB on Hopper and newer,
-# 4096 KiB × 2 + 16 KiB × 8 elsewhere (c10/cuda CublasHandlePool.cpp); 32 MiB assumed.
-CUBLAS_WORKSPACE_BYTES: Final = 32 * MiB
-# Caching-allocator reserve: reserved minus allocated at the peak, from splitting 2 MiB
-# and larger segments (PyTorch "CUDA memory management"). Assumed 5 % of the peak.
-ALLOCATOR_RESERVE_FRACTION: Final = 0.05
 
 
 # --- the phases of one step ----------------------------------------------------------
@@ -138,7 +119,7 @@ _LAST_COMMON: tuple[Plan | None, bool, _Common | None] = (None, False, None)
 
 def _common(plan: Plan, counts: ParamCounts, dt: Dtypes, lay: Layout | None) -> _Common:
     """Computed once per plan: the ranks of a pipeline differ only in what follows (the last
-    answer is kept, one tuple replaced whole, as :func:`core.dtypes.dtypes_for` does)."""
+    answer is kept, one tuple replaced whole, as :func:`core.roles.dtypes_for` does)."""
     global _LAST_COMMON
     last_plan, last_split, last = _LAST_COMMON
     if last_plan is plan and last_split == (lay is not None) and last is not None:
@@ -212,7 +193,9 @@ def _parts(plan: Plan, counts: ParamCounts, dt: Dtypes, rank: Rank | None = None
     adt, block, layer_grads, head_grad, outside, loss = c.adt, c.block, c.layer_grads, c.head_grad, c.outside, c.loss
     state = None
     if rank is not None:
-        state = rank_state(plan, counts, dt, rank.layout, rank.stage, (weights, grads, optim))
+        state = rank_state(
+            plan, counts, dt, rank.layout, rank.stage, (weights, grads, optim), _optimizer_at(plan, counts)
+        )
         weights, grads, optim = state.weights, state.grads, state.optim
         copies = rank_copies(plan, rank.layout, rank.stage, copies)
     # Activations: every trainable block's saved tensors, or with checkpointing only the
@@ -284,7 +267,7 @@ def _kept_activations(
     n = plan.workload.micro_batch * plan.workload.seq_len
     flight = f" × {in_flight:g} micro-batches in flight" if in_flight != 1 else ""
     policy = plan.checkpoint_policy if plan.checkpointing else None
-    ckpt = checkpointed_blocks(plan, layers)
+    ckpt = plan.checkpointed_blocks(layers)
     whole = trainable_layers if policy is None else 0
     if policy is CheckpointPolicy.LAYER:  # the checkpointed ones counted among the trainable (frozen at the bottom)
         whole = max(0, trainable_layers - ckpt)
@@ -513,10 +496,14 @@ def training_breakdown(plan: Plan, counts: ParamCounts, rank: Rank | None = None
     return Breakdown(phases=phases, overhead=overhead_bucket(peak), summary_formula=summary, notes=notes)
 
 
+def _optimizer_at(plan: Plan, counts: ParamCounts) -> Callable[[Dtypes], list[Term]]:
+    return lambda dt: optimizer_terms(plan, counts, dt)
+
+
 def host_terms(plan: Plan, counts: ParamCounts, rank: Rank) -> list[Term]:
     """What one rank keeps in host memory instead of on its GPU (offload)."""
     if plan.parallel.offload is Offload.NONE:
         return []
     dt = dtypes_for(plan)
     single = (weight_terms(plan, counts, dt), gradient_terms(counts, dt), optimizer_terms(plan, counts, dt))
-    return rank_state(plan, counts, dt, rank.layout, rank.stage, single).host
+    return rank_state(plan, counts, dt, rank.layout, rank.stage, single, _optimizer_at(plan, counts)).host

@@ -12,10 +12,10 @@ from dataclasses import dataclass
 from typing import Final
 
 from core.breakdown import Term, gb, sci
-from core.dtypes import dtypes_for
 from core.parallel.layout import Layout, layout
 from core.params import ParamCounts
 from core.plan import Accounting, Plan, Strategy
+from core.roles import dtypes_for
 from core.training import detailed
 from core.units import GB
 from core.verdict import Verdict, judge

@@ -16,8 +16,9 @@ from __future__ import annotations
 from typing import Final
 
 from core.breakdown import Breakdown, BucketKey, Phase, Term, gb, make_bucket, sci
+from core.dtypes import ELEMENT_BYTES
 from core.params import ParamCounts
-from core.plan import Method, Optimizer, Plan, Precision, Quant, Strategy
+from core.plan import Method, Optimizer, Plan, Precision, Strategy
 from core.units import GB
 
 # Bytes of optimizer state per trainable parameter, lesson-level.
@@ -35,16 +36,17 @@ LESSON_OPTIMIZER_BYTES: Final = {
     Optimizer.ADAFACTOR: 0.0,
     Optimizer.ADAM: 8.0,  # the same two moments as AdamW
 }
-MASTER_COPY_BYTES: Final = 4.0  # float32 master weight in mixed precision
-ADAPTER_BYTES: Final = 4.0  # the lesson keeps adapters, and their gradients, in float32
+MASTER_COPY_BYTES: Final = ELEMENT_BYTES["fp32"]  # float32 master weight in mixed precision
+ADAPTER_BYTES: Final = ELEMENT_BYTES["fp32"]  # the lesson keeps adapters, and their gradients, in float32
 MIXED: Final = (Precision.BF16_MIXED, Precision.FP16_MIXED)
 
 
 def weight_bytes(plan: Plan) -> float:
-    """b_w: 4 (float32), 2 (16-bit), 1 (int8), 0.5 (4-bit) bytes per stored weight."""
+    """b_w: 4 (float32), 2 (16-bit), 1 (int8), 0.5 (4-bit) bytes per stored weight, without
+    the block scales the detailed accounting adds."""
     if plan.method is Method.QLORA:
-        return 1.0 if plan.quant is Quant.INT8 else 0.5
-    return 4.0 if plan.precision is Precision.FP32 else 2.0
+        return ELEMENT_BYTES[plan.quant.value]
+    return ELEMENT_BYTES["fp32"] if plan.precision is Precision.FP32 else ELEMENT_BYTES["bf16"]
 
 
 # What each strategy splits across the data-parallel GPUs (ZeRO's P_os, P_os+g, P_os+g+p).

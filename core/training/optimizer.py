@@ -10,9 +10,9 @@ from __future__ import annotations
 from typing import Final
 
 from core.breakdown import Term, sci
-from core.dtypes import Dtypes
 from core.params import ParamCounts
 from core.plan import Method, Optimizer, OptimizerImpl, Plan
+from core.roles import Dtypes
 
 # 8-bit optimizers (bitsandbytes): blockwise quantisation with blocks of 256 and one
 # float32 absmax per block; tensors under 4096 elements stay in 32 bits

@@ -6,14 +6,14 @@ in :mod:`core.training.optimizer`; the phases that hold them in :mod:`core.train
 from __future__ import annotations
 
 from core.breakdown import Term, sci
-from core.dtypes import Dtypes
+from core.dtypes import Dtype, Quant, WeightFormat, matrix_output_rows, nf4_bytes_per_weight, quantised_matrix_bytes
 from core.params import ParamCounts
-from core.plan import Dtype, Method, Plan, Quant
-from core.serving.formats import WeightFormat, matrix_output_rows, nf4_bytes_per_weight, quantised_matrix_bytes
+from core.plan import Method, Plan
+from core.roles import Dtypes
 
 __all__ = ["autocast_copies", "copy_terms", "gradient_terms", "weight_terms"]
 
-# NF4/FP4 and LLM.int8 storage: core.serving.formats (one home for quantised weights).
+# NF4/FP4 and LLM.int8 storage: core.dtypes (one home for quantised weights).
 
 
 def _dtype_name(b: float) -> str:

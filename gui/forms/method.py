@@ -6,12 +6,11 @@ from collections.abc import Callable
 
 from PySide6.QtWidgets import QCheckBox, QGridLayout, QWidget
 
+from core.dtypes import AUTOCAST_LABELS, DTYPE_LABELS, Autocast, Dtype, Quant
 from core.model import LORA_TARGETS
 from core.plan import (
     ATTENTION_LABELS,
-    AUTOCAST_LABELS,
     CHECKPOINT_POLICY_LABELS,
-    DTYPE_LABELS,
     MAX_CHECKPOINT_EVERY,
     MAX_RANK,
     METHOD_LABELS,
@@ -20,15 +19,12 @@ from core.plan import (
     PRESET_LABELS,
     QUANT_LABELS,
     Attention,
-    Autocast,
     CheckpointPolicy,
-    Dtype,
     Method,
     Optimizer,
     OptimizerImpl,
     Plan,
     Preset,
-    Quant,
 )
 from gui.controller import PlanController
 from gui.forms.base import PlanForm

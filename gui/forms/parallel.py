@@ -12,6 +12,7 @@ from PySide6.QtCore import Qt, Signal
 from PySide6.QtWidgets import QCheckBox, QHBoxLayout, QLabel, QPushButton, QToolButton, QWidget
 
 from core.catalogue import LinkKind, load_links
+from core.dtypes import MpDtype
 from core.estimate import Estimate
 from core.plan import (
     MAX_BUCKET_ELEMENTS,
@@ -20,7 +21,6 @@ from core.plan import (
     OFFLOAD_LABELS,
     SCHEDULE_LABELS,
     STRATEGY_LABELS,
-    MpDtype,
     Offload,
     PipelineSchedule,
     Plan,

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from PySide6.QtWidgets import QWidget
 
-from core.plan import MAX_BATCH, MAX_PARALLEL, MAX_SEQ, Plan
-from core.serving.formats import ENGINE_LABELS, WEIGHT_LABELS, Engine, KvDtype
+from core.dtypes import WEIGHT_LABELS, KvDtype
+from core.plan import ENGINE_LABELS, MAX_BATCH, MAX_PARALLEL, MAX_SEQ, Engine, Plan
 from gui.controller import PlanController
 from gui.forms.base import PlanForm
 from gui.forms.fields import ChoiceField, FloatField, IntField

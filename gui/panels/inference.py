@@ -5,7 +5,7 @@ from __future__ import annotations
 from PySide6.QtWidgets import QWidget
 
 from core.estimate import Estimate
-from core.serving.formats import ENGINE_LABELS, Engine
+from core.plan import ENGINE_LABELS, Engine
 from core.verdict import VERDICT_LABELS
 from gui.format import Unit, counted, memory
 from gui.panels.figures import FiguresPanel

@@ -7,13 +7,13 @@ from dataclasses import replace
 from hypothesis import strategies as st
 
 from core.catalogue import load_gpus, load_models
+from core.dtypes import Autocast, Dtype, KvDtype, Quant, WeightFormat
 from core.model import LORA_TARGETS, ModelSpec
 from core.plan import (
     Accounting,
     Attention,
-    Autocast,
     CheckpointPolicy,
-    Dtype,
+    Engine,
     Hardware,
     Inference,
     LessonSettings,
@@ -25,11 +25,9 @@ from core.plan import (
     Plan,
     Precision,
     Preset,
-    Quant,
     Strategy,
     Workload,
 )
-from core.serving.formats import Engine, KvDtype, WeightFormat
 
 models = st.sampled_from([m.spec for m in load_models()])
 

@@ -116,7 +116,8 @@ def _plan_of(capsys: pytest.CaptureFixture[str], tmp_path: Path, *args: str):  #
 
 
 def test_precision_bf16_with_autocast_is_the_trainer_preset(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
-    from core.plan import Autocast, Dtype, Preset
+    from core.dtypes import Autocast, Dtype
+    from core.plan import Preset
 
     plan = _plan_of(capsys, tmp_path, "--precision", "bf16", "--autocast")
     assert plan.preset is Preset.TRAINER_BF16
@@ -126,7 +127,8 @@ def test_precision_bf16_with_autocast_is_the_trainer_preset(capsys: pytest.Captu
 
 
 def test_single_roles_make_a_custom_plan(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
-    from core.plan import Autocast, Dtype, Method, Preset
+    from core.dtypes import Autocast, Dtype
+    from core.plan import Method, Preset
 
     plan = _plan_of(
         capsys, tmp_path, "--method", "lora", "--base-dtype", "bf16", "--adapter-dtype", "bf16", "--no-autocast"
@@ -251,7 +253,8 @@ def test_frozen_layer_plan_on_another_model(tmp_path: Path, capsys: pytest.Captu
 def test_training_weight_dtype_and_serving_weights_are_separate(
     capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:
-    from core.plan import Dtype, Preset
+    from core.dtypes import Dtype
+    from core.plan import Preset
 
     plan = _plan_of(capsys, tmp_path, "--weight-dtype", "bf16", "--autocast", "--weights", "nf4")
     assert (plan.weight_dtype, plan.base_dtype, plan.preset) == (Dtype.BF16, Dtype.BF16, Preset.TRAINER_BF16)

@@ -17,23 +17,14 @@ import pytest
 
 from core.catalogue import LinkKind, find_gpu, find_link, load_links
 from core.cli.app import main
-from core.dtypes import dtypes_for
+from core.dtypes import MpDtype
 from core.errors import PlanError, PlanFileError
 from core.estimate import estimate
 from core.parallel.comm import Collective, Span, bubble_fraction, group_span, plan_links, ring_factor
 from core.params import param_counts
-from core.plan import (
-    Hardware,
-    Method,
-    MpDtype,
-    Offload,
-    Parallelism,
-    PipelineSchedule,
-    Plan,
-    Strategy,
-    Workload,
-)
+from core.plan import Hardware, Method, Offload, Parallelism, PipelineSchedule, Plan, Strategy, Workload
 from core.presets import plan_for_model
+from core.roles import dtypes_for
 from core.training.compute import compute_estimate
 
 

@@ -9,10 +9,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from core.advice.compare import MAX_PLANS, TOTAL, compare, dumps, from_dict, load, save, to_dict
+from core.advice.compare import MAX_PLANS, TOTAL, compare
 from core.cli.app import main
 from core.errors import PlanError, PlanFileError
 from core.estimate import Verdict, estimate
+from core.files.comparison import dumps, from_dict, load, save, to_dict
 from core.files.planfile import save as save_plan
 from core.plan import Method, Precision, Strategy
 from core.presets import default_plan, lesson_plan

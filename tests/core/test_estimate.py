@@ -8,8 +8,9 @@ import pytest
 
 from core.breakdown import BucketKey, StepPhase
 from core.catalogue import find_model
+from core.dtypes import Quant
 from core.estimate import Estimate, Verdict, estimate
-from core.plan import Attention, Hardware, Method, Optimizer, Parallelism, Plan, Precision, Quant, Strategy, Workload
+from core.plan import Attention, Hardware, Method, Optimizer, Parallelism, Plan, Precision, Strategy, Workload
 from core.training.detailed import layer_activations
 
 

@@ -21,6 +21,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from core.catalogue import load_gpus, load_models
+from core.dtypes import KvDtype, Quant, WeightFormat
 from core.errors import PlanError, PlanFileError
 from core.estimate import Estimate, estimate
 from core.files import planfile
@@ -34,6 +35,7 @@ from core.plan import (
     MAX_TOKENS,
     Accounting,
     Attention,
+    Engine,
     Hardware,
     Inference,
     LessonSettings,
@@ -44,12 +46,10 @@ from core.plan import (
     Parallelism,
     Plan,
     Precision,
-    Quant,
     Strategy,
     Workload,
 )
 from core.presets import default_plan, plan_for_model
-from core.serving.formats import Engine, KvDtype, WeightFormat
 from tests.core.strategies import plans, serving_tensor_parallel
 
 FUZZ = settings(deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])

@@ -15,21 +15,19 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from core.breakdown import BucketKey
+from core.dtypes import Autocast, Dtype, Quant
 from core.estimate import Estimate, estimate
 from core.plan import (
     MAX_BATCH,
     MAX_SEQ,
     Accounting,
     Attention,
-    Autocast,
     CheckpointPolicy,
-    Dtype,
     Method,
     Optimizer,
     Plan,
     Precision,
     Preset,
-    Quant,
     Strategy,
 )
 from core.presets import plan_for_model

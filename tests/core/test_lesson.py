@@ -11,8 +11,9 @@ from dataclasses import replace
 import pytest
 
 from core.catalogue import find_model
+from core.dtypes import Quant
 from core.estimate import Verdict, estimate
-from core.plan import Accounting, Hardware, LessonSettings, LoraSettings, Method, Plan, Precision, Quant, Workload
+from core.plan import Accounting, Hardware, LessonSettings, LoraSettings, Method, Plan, Precision, Workload
 from core.presets import lesson_plan
 from core.serving.inference import lesson_kv_cache_bytes
 from core.units import GB

@@ -13,21 +13,10 @@ from typing import Any
 
 import pytest
 
+from core.dtypes import Autocast, Dtype
 from core.errors import PlanError, PlanFileError
 from core.files import planfile
-from core.plan import (
-    PRESET_ROLES,
-    Attention,
-    Autocast,
-    Dtype,
-    Method,
-    Optimizer,
-    OptimizerImpl,
-    Plan,
-    Precision,
-    Preset,
-    Strategy,
-)
+from core.plan import PRESET_ROLES, Attention, Method, Optimizer, OptimizerImpl, Plan, Precision, Preset, Strategy
 from core.presets import default_plan, plan_for_model
 
 V1_EXAMPLE = Path(__file__).resolve().parent.parent / "data" / "plans" / "v1_example.json"

@@ -16,16 +16,15 @@ from __future__ import annotations
 
 import pytest
 
-from core.breakdown import BucketKey, StepPhase, Term
-from core.dtypes import dtypes_for
+from core.breakdown import BucketKey, LayerActs, StepPhase, Term
 from core.estimate import estimate
 from core.parallel.acts import block_per_rank
 from core.parallel.layout import Layout, block_params_per_rank, holding, layout, stage_layer_counts
 from core.params import param_counts
 from core.plan import PipelineSchedule, Preset, Strategy
 from core.presets import plan_for_model
+from core.roles import dtypes_for
 from core.training import detailed
-from core.training.activations import LayerActs
 from core.training.detailed import layer_activations
 
 # Korthikanti Table 2's GPT: s = 2048, b = 1, h = 12288, a = 96 (their 175B-like layer).

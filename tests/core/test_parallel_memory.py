@@ -13,8 +13,9 @@ import pytest
 
 from core.breakdown import BucketKey, StepPhase
 from core.cli.app import main
+from core.dtypes import MpDtype
 from core.estimate import Estimate, estimate
-from core.plan import Accounting, Method, MpDtype, Offload, Plan, Preset, Strategy
+from core.plan import Accounting, Method, Offload, Plan, Preset, Strategy
 from core.presets import plan_for_model
 
 
@@ -229,9 +230,9 @@ def test_gradients_as_bucket_views_are_the_buckets() -> None:
 def test_fsdp_reduces_the_root_last() -> None:
     # _fsdp_param_group.py post_backward reshards the root, then foreach_reduce copies its
     # unsharded gradients into a reduce-scatter input in reduce_dtype before freeing them.
-    from core.dtypes import dtypes_for
     from core.parallel.layout import layout
     from core.params import param_counts
+    from core.roles import dtypes_for
     from core.training import detailed
 
     plan = _plan("llama-3.1-8b", gpus_per_node=8, strategy=Strategy.FSDP, fsdp_reduce_dtype=MpDtype.FP32)

@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 
 from core import __version__
-from core.advice.compare import save as save_comparison
 from core.cli.app import main
+from core.files.comparison import save as save_comparison
 from core.files.planfile import save as save_plan
 from core.files.report import build_report, caption, chart_svg, md_cell, to_csv, to_html, to_markdown
 from core.plan import Method, Precision

@@ -14,24 +14,14 @@ from pathlib import Path
 import pytest
 
 from core.breakdown import BucketKey, StepPhase
-from core.dtypes import dtypes_for
+from core.dtypes import Autocast, Dtype
 from core.errors import PlanError
 from core.estimate import estimate
 from core.hfconfig import model_from_hf_config
 from core.params import param_counts
-from core.plan import (
-    PRESET_ROLES,
-    Attention,
-    Autocast,
-    Dtype,
-    Method,
-    Optimizer,
-    OptimizerImpl,
-    Plan,
-    Precision,
-    Preset,
-)
+from core.plan import PRESET_ROLES, Attention, Method, Optimizer, OptimizerImpl, Plan, Precision, Preset
 from core.presets import plan_for_model
+from core.roles import dtypes_for
 from core.training.activations import layer_activations
 from core.training.attention import Kernel, sdpa_kernel
 from core.training.optimizer import largest_trainable_tensor, optimizer_step_temporary

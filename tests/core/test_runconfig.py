@@ -16,6 +16,7 @@ from hypothesis import strategies as st
 
 from core.catalogue import find_model
 from core.cli.app import main
+from core.dtypes import Quant
 from core.errors import PlanFileError
 from core.estimate import estimate
 from core.files.planfile import load
@@ -30,7 +31,7 @@ from core.files.runconfig import (
 )
 from core.files.runconfig.mapping import apply_settings
 from core.files.runconfig.reading import MAX_CONFIG_BYTES
-from core.plan import Attention, Method, Optimizer, OptimizerImpl, Precision, Preset, Quant, Strategy
+from core.plan import Attention, Method, Optimizer, OptimizerImpl, Precision, Preset, Strategy
 from core.presets import default_plan
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "runconfigs"

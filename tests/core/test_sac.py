@@ -31,7 +31,7 @@ from core.parallel.comm import step_communication
 from core.params import param_counts
 from core.plan import Attention, CheckpointPolicy, Hardware, Method, Plan, Precision, Workload
 from core.presets import default_plan
-from core.training.activations import checkpointed_blocks, recomputed_share, selective_saved
+from core.training.activations import recomputed_share, selective_saved
 from core.training.compute import flops_per_token
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -78,9 +78,9 @@ def test_projections_with_a_bias_run_as_addmm_and_are_not_counted() -> None:
 
 def test_layer_sac_checkpoints_the_blocks_whose_index_n_divides() -> None:
     plan = _plan("llama-3.2-1b", checkpoint_policy=CheckpointPolicy.LAYER, checkpoint_every=3)
-    assert checkpointed_blocks(plan, 16) == 5  # blocks 3, 6, 9, 12, 15
-    assert checkpointed_blocks(replace(plan, checkpointing=False), 16) == 0
-    assert checkpointed_blocks(plan.with_changes(checkpoint_policy=CheckpointPolicy.OP), 16) == 16
+    assert plan.checkpointed_blocks(16) == 5  # blocks 3, 6, 9, 12, 15
+    assert replace(plan, checkpointing=False).checkpointed_blocks(16) == 0
+    assert plan.with_changes(checkpoint_policy=CheckpointPolicy.OP).checkpointed_blocks(16) == 16
 
 
 def test_recomputed_work_follows_the_policy() -> None:

@@ -8,19 +8,20 @@ import math
 import pytest
 
 from core.catalogue import find_gpu, find_model
-from core.estimate import estimate
-from core.files import planfile
-from core.params import param_counts
-from core.plan import Hardware, Method, Plan, Quant
-from core.serving.engines import rank_layout, vllm_profile_peak
-from core.serving.formats import (
+from core.dtypes import (
     KV_BYTES,
     KvDtype,
+    Quant,
     WeightFormat,
     int4_group_bytes_per_weight,
     nf4_bytes_per_weight,
     weight_bytes,
 )
+from core.estimate import estimate
+from core.files import planfile
+from core.params import param_counts
+from core.plan import Hardware, Method, Plan
+from core.serving.engines import rank_layout, vllm_profile_peak
 from core.serving.kv import kv_bytes_per_token, kv_cache_bytes, lesson_kv_cache_bytes
 from core.serving.vllm_rules import (
     VLLM_BLOCK_SIZE,

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from core.advice import compare as comparisons
+from core.files import comparison as comparison_file
 from core.files.planfile import save as save_plan
 from core.plan import Method
 from gui import dialogs
@@ -77,7 +77,7 @@ def test_save_and_reopen_a_comparison(
     saved = tmp_path / "two.comparison.json"
     fake_dialogs.paths.append(str(saved))
     assert panel.save()
-    assert comparisons.load(saved).names == panel.comparison.names  # type: ignore[union-attr]
+    assert comparison_file.load(saved).names == panel.comparison.names  # type: ignore[union-attr]
     monkeypatch.setattr(dialogs, "open_files", lambda *a: [str(saved)])
     panel.include_current.setChecked(False)
     assert panel.open_files()

@@ -12,8 +12,9 @@ import pytest
 from PySide6.QtCore import Qt
 
 from core.advice.diagnosis import SYMPTOMS, Failure, Pin, diagnose, max_micro_batch, max_sequence, remedies_for_symptom
+from core.dtypes import Quant
 from core.estimate import VERDICT_LABELS, Verdict, estimate
-from core.plan import Hardware, Method, Plan, Precision, Quant, Workload
+from core.plan import Hardware, Method, Plan, Precision, Workload
 from core.presets import default_plan, lesson_plan, plan_for_model
 from core.units import GB
 from core.verdict import Mode

@@ -7,7 +7,8 @@ from typing import Any
 
 import pytest
 
-from core.plan import Method, Quant
+from core.dtypes import Quant
+from core.plan import Method
 from gui import open_config
 from gui.main_window import MainWindow
 from gui.open_config import RunConfigDialog

@@ -5,8 +5,7 @@ from __future__ import annotations
 import pytest
 
 from core.catalogue import find_model
-from core.plan import Hardware, Plan
-from core.serving.formats import Engine
+from core.plan import Engine, Hardware, Plan
 from gui.main_window import MainWindow
 
 

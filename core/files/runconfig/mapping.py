@@ -11,13 +11,12 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any, Final
 
+from core.dtypes import Autocast, Dtype, Quant
 from core.files.runconfig.result import RunSettings
 from core.plan import (
     ROLE_FIELDS,
     Attention,
-    Autocast,
     CheckpointPolicy,
-    Dtype,
     LoraSettings,
     Method,
     Offload,
@@ -25,7 +24,6 @@ from core.plan import (
     OptimizerImpl,
     Plan,
     PrecisionRoles,
-    Quant,
     Strategy,
     preset_matching,
 )

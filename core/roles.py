@@ -1,0 +1,83 @@
+"""The plan's precision roles resolved into bytes per kind of tensor.
+
+One home for "which dtype does this tensor have": stored trainable weights, the frozen
+base, adapters, gradients and optimizer state (the dtype of the parameter they belong to:
+torch.optim allocates state with ``zeros_like(param)``), the residual stream (the dtype the
+model was loaded in) and matmul outputs (the autocast dtype when autocast runs).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from core.dtypes import DTYPE_BYTES, Autocast, Dtype
+from core.dtypes import compute_dtype as matmul_output_dtype
+from core.plan import Method, Plan
+
+
+@dataclass(frozen=True)
+class Dtypes:
+    param: float  # a stored trainable weight (full fine-tuning, unfrozen layers)
+    base: float  # a stored frozen base weight (LoRA / DoRA / frozen layers; before quantisation)
+    adapter: float  # a LoRA / DoRA adapter weight
+    grad: float  # a gradient, and each optimizer state tensor: the trainable parameter's dtype
+    residual: float  # the residual stream: the dtype the model runs in
+    compute: float  # matmul outputs: the autocast dtype, else the model's
+    autocast: bool  # torch.autocast runs around the forward and the loss
+    casts: bool  # autocast converts the model's tensors (float32 model under 16-bit autocast)
+
+    @property
+    def mode(self) -> str:
+        """One of "fp32", "mixed" (autocast over a float32 model), "pure" (16-bit model, no
+        autocast) or "autocast16" (16-bit model under autocast of the same dtype)."""
+        if self.casts:
+            return "mixed"
+        if self.residual == 4:
+            return "fp32"
+        return "autocast16" if self.autocast else "pure"
+
+    @property
+    def mixed(self) -> bool:
+        return self.casts
+
+
+def model_dtype(plan: Plan) -> Dtype:
+    """The dtype the model is loaded and runs in: the base's for adapter methods."""
+    return plan.base_dtype if plan.adapter_based else plan.weight_dtype
+
+
+def compute_dtype(plan: Plan) -> Dtype:
+    """The dtype ``plan``'s matmuls produce (:func:`core.dtypes.compute_dtype`)."""
+    return matmul_output_dtype(model_dtype(plan), plan.autocast)
+
+
+_LAST: tuple[Plan | None, Dtypes | None] = (None, None)
+
+
+def dtypes_for(plan: Plan) -> Dtypes:
+    """The dtypes of ``plan``; one estimate asks several times for the same (immutable)
+    plan, so the last answer is kept (one tuple, replaced whole: safe across threads)."""
+    global _LAST
+    last_plan, last = _LAST
+    if last_plan is plan and last is not None:
+        return last
+    result = _dtypes_for(plan)
+    _LAST = (plan, result)
+    return result
+
+
+def _dtypes_for(plan: Plan) -> Dtypes:
+    model = model_dtype(plan)
+    autocast = plan.autocast is not Autocast.NONE
+    compute = compute_dtype(plan)
+    trainable = plan.adapter_dtype if plan.adapter_based else plan.weight_dtype
+    return Dtypes(
+        param=DTYPE_BYTES[plan.weight_dtype],
+        base=DTYPE_BYTES[plan.base_dtype if plan.method is not Method.FULL else plan.weight_dtype],
+        adapter=DTYPE_BYTES[plan.adapter_dtype],
+        grad=DTYPE_BYTES[trainable],
+        residual=DTYPE_BYTES[model],
+        compute=DTYPE_BYTES[compute],
+        autocast=autocast,
+        casts=autocast and compute is not model,
+    )
