@@ -51,6 +51,7 @@ _PROCESSES_BROKEN = False
 _T = TypeVar("_T")
 _paused_lock = threading.Lock()
 _paused_threads = 0
+_enabled_before = True
 
 
 def _collector_paused(function: Callable[..., _T], *args: object) -> _T:
@@ -62,9 +63,10 @@ def _collector_paused(function: Callable[..., _T], *args: object) -> _T:
     interpreter lock the GUI thread holds while it waits for Qt's lock: both stop for good
     (a test hung so). Paused here, cycles are collected in the GUI thread once the job ends.
     """
-    global _paused_threads
+    global _paused_threads, _enabled_before
     with _paused_lock:
         if _paused_threads == 0:
+            _enabled_before = gc.isenabled()  # off for good where gui.collector runs it
             gc.disable()
         _paused_threads += 1
     try:
@@ -72,7 +74,7 @@ def _collector_paused(function: Callable[..., _T], *args: object) -> _T:
     finally:
         with _paused_lock:
             _paused_threads -= 1
-            if _paused_threads == 0:
+            if _paused_threads == 0 and _enabled_before:
                 gc.enable()
 
 

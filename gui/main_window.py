@@ -32,7 +32,7 @@ from core.files.measurement import Measurement, load_measurement
 from core.plan import Accounting, Plan
 from core.presets import LESSON_EXAMPLES, default_plan
 from core.verdict import Mode
-from gui import colours, dialogs, plaintext, plan_tools
+from gui import collector, colours, dialogs, plaintext, plan_tools
 from gui.chart import MemoryChart
 from gui.controller import PlanController
 from gui.diagnosis_controller import DiagnosisController
@@ -100,6 +100,7 @@ class MainWindow(QMainWindow):
         parent: QWidget | None = None,
     ) -> None:
         super().__init__(parent)
+        collector.install()  # before the diagnosis worker's threads exist (gui/collector.py)
         self.settings = settings if settings is not None else Settings()
         self.controller = controller if controller is not None else PlanController(default_plan(), self)
         self.document = Document(self.controller, self.settings, dialog_parent=self, parent=self)

@@ -10,6 +10,7 @@ from typing import Any
 
 from core.presets import default_plan
 from core.verdict import Mode
+from gui import collector
 from gui.controller import PlanController
 from gui.diagnosis_controller import DiagnosisController, DiagnosisReport, DiagnosisRequest, run_request
 from gui.display_state import DisplayState
@@ -162,5 +163,6 @@ def test_no_cycle_collection_runs_off_the_gui_thread(qtbot: Any) -> None:
     diagnoser.set_active(True)
     qtbot.waitUntil(lambda: bool(reports), timeout=10_000)
     assert seen == [(False, False)]
-    assert gc.isenabled()  # on again once the job has ended
+    # As it was before the job: off for good once gui.collector runs collections (any window).
+    assert gc.isenabled() is not collector.collecting_on_gui_thread()
     diagnoser.shutdown()
