@@ -73,6 +73,7 @@ class StepPhase(StrEnum):
     BACKWARD_BLOCK = "backward-block"  # inside the last block's backward
     BACKWARD_END = "backward-end"  # first block and embedding gradients formed
     OPTIMIZER = "optimizer"  # the optimizer step with its temporaries
+    EVALUATION = "evaluation"  # an evaluation forward (no_grad): not a phase of the step, judged apart
 
     @property
     def is_backward(self) -> bool:
@@ -105,6 +106,18 @@ class Breakdown:
     overhead: Bucket
     summary_formula: str
     notes: tuple[str, ...] = ()
+    # An evaluation forward with the plan's eval batch, between steps: the state stays, nothing
+    # is kept for a backward. Judged apart from the step (its own overhead on top).
+    evaluation: Phase | None = None
+    evaluation_overhead: Bucket | None = None
+
+    @property
+    def evaluation_bytes(self) -> float:
+        """The evaluation forward's allocated bytes plus its overhead (0 without one)."""
+        if self.evaluation is None:
+            return 0.0
+        overhead = self.evaluation_overhead.bytes if self.evaluation_overhead is not None else 0.0
+        return self.evaluation.allocated_bytes + overhead
 
 
 def gb(n_bytes: float) -> str:

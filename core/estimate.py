@@ -46,9 +46,6 @@ class Estimate:
     peak_bytes: float  # allocator-level peak (what max_memory_allocated reports)
     total_bytes: float  # peak + overhead (what nvidia-smi would show)
     capacity_bytes: float
-    usable_bytes: float  # capacity less headroom
-    verdict: Verdict
-    margin_bytes: float  # usable - total; negative when it does not fit
     summary_formula: str
     compute: Compute
     inference: InferenceEstimate
@@ -64,14 +61,15 @@ class Estimate:
         return self.ranks[self.worst_rank]
 
     @property
+    def evaluation_bytes(self) -> float:
+        """An evaluation forward with the eval batch, between steps, on the rank where it is
+        largest: its allocated bytes plus overhead (judged against the same usable memory)."""
+        return max((r.evaluation_bytes for r in self.ranks), default=0.0)
+
+    @property
     def host_holds(self) -> bool:
         """Each node's RAM holds what the run keeps there (offloaded state, checkpoint load)."""
         return self.host is None or self.host.verdict is Verdict.FITS
-
-    @property
-    def runs(self) -> bool:
-        """Every rank fits its GPU and each node's RAM holds its share: the run can start."""
-        return self.fits and self.host_holds
 
     def for_rank(self, index: int | None) -> Estimate:
         """This estimate seen from rank ``index``: its phases, buckets, peak and verdict in the
@@ -86,8 +84,6 @@ class Estimate:
             peak_phase=rank.peak_phase,
             peak_bytes=rank.peak_bytes,
             total_bytes=rank.total_bytes,
-            verdict=rank.verdict,
-            margin_bytes=rank.margin_bytes,
             summary_formula=rank.summary_formula,
             notes=rank.notes,
         )
@@ -98,16 +94,38 @@ class Estimate:
                 return bucket
         raise KeyError(key)
 
-    @property
-    def fits(self) -> bool:
-        return self.verdict is Verdict.FITS
-
     def judgement(self, mode: Mode = Mode.TRAINING) -> Judgement:
-        """The verdict with its figures, for the training step or for serving."""
+        """The plan's verdict with its figures — the one place it is decided. Training: the
+        worst rank's peak + overhead against the card, and each node's RAM against what the run
+        keeps there. Serving: the engine's total at once (a pooled engine that holds not one
+        request is out of memory, :func:`core.serving.engines.pooled_verdict`)."""
+        headroom = self.plan.hardware.headroom
         if mode is Mode.INFERENCE:
             inf = self.inference
-            return Judgement(inf.verdict, inf.total_bytes, self.capacity_bytes, self.usable_bytes)
-        return Judgement(self.verdict, self.total_bytes, self.capacity_bytes, self.usable_bytes)
+            usable = self.capacity_bytes * (1.0 - headroom)
+            return Judgement(inf.verdict, inf.total_bytes, self.capacity_bytes, usable)
+        host = self.host.verdict if self.host is not None else None
+        return judge(self.total_bytes, self.capacity_bytes, headroom, host)
+
+    @property
+    def verdict(self) -> Verdict:
+        """The training verdict (GPU and host): :meth:`judgement`'s."""
+        return self.judgement().verdict
+
+    @property
+    def fits(self) -> bool:
+        """The training run starts and fits: every rank on its GPU, each node's share in its RAM."""
+        return self.verdict is Verdict.FITS
+
+    @property
+    def usable_bytes(self) -> float:
+        """The card's capacity less the headroom kept free."""
+        return self.capacity_bytes * (1.0 - self.plan.hardware.headroom)
+
+    @property
+    def margin_bytes(self) -> float:
+        """Usable memory less the worst rank's total; negative when it does not fit the GPU."""
+        return self.usable_bytes - self.total_bytes
 
 
 def gpu_for(plan: Plan) -> GpuSpec:
@@ -122,7 +140,6 @@ def estimate(plan: Plan, gpu: GpuSpec | None = None) -> Estimate:
     counts = param_counts(plan)
     ranks, worst_index = rank_memories(plan, counts, float(card.memory_bytes))
     worst = ranks[worst_index]
-    judged = judge(worst.total_bytes, card.memory_bytes, plan.hardware.headroom)
     return Estimate(
         plan=plan,
         gpu=card,
@@ -133,9 +150,6 @@ def estimate(plan: Plan, gpu: GpuSpec | None = None) -> Estimate:
         peak_bytes=worst.peak_bytes,
         total_bytes=worst.total_bytes,
         capacity_bytes=float(card.memory_bytes),
-        usable_bytes=judged.usable_bytes,
-        verdict=judged.verdict,
-        margin_bytes=judged.margin_bytes,
         summary_formula=worst.summary_formula,
         compute=compute_estimate(plan, counts, card),
         inference=inference_estimate(plan, counts, card),

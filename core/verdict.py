@@ -1,5 +1,9 @@
 """The verdict rule, one definition for training and serving: does a total fit a card?
 
+:func:`judge` is the one rule, and :meth:`core.estimate.Estimate.judgement` the one place a
+plan's verdict is decided with it: the worst rank's GPU figures and, for training, each node's
+RAM (a plan whose offloaded state the host cannot hold does not run, however well the GPUs fit).
+
 Three states. Within the usable memory (the card less the headroom the user keeps free) it
 fits. Over the usable memory but under the card's capacity it eats into the headroom the
 user asked for: the run may start and then fail on fragmentation or a longer batch, so it is
@@ -34,6 +38,14 @@ VERDICT_MEANINGS: Final = {
 }
 
 
+# From best to worst: the verdict of several judged parts is the worst of theirs.
+SEVERITY: Final = {Verdict.FITS: 0, Verdict.OVER_HEADROOM: 1, Verdict.OOM: 2}
+
+
+def worst_verdict(*verdicts: Verdict) -> Verdict:
+    return max(verdicts, key=SEVERITY.__getitem__)
+
+
 class Mode(StrEnum):
     """What is judged: one training step, or serving (weights + KV cache)."""
 
@@ -43,12 +55,27 @@ class Mode(StrEnum):
 
 @dataclass(frozen=True)
 class Judgement:
-    """A total held against a card: the verdict with the figures it was decided on."""
+    """A total held against a card: the verdict with the figures it was decided on.
+
+    ``verdict`` is the plan's: the GPU's, or the host's when that is worse (``host_verdict``,
+    each node's RAM against what the plan keeps there; None where nothing is judged on the host).
+    """
 
     verdict: Verdict
     total_bytes: float
     capacity_bytes: float
     usable_bytes: float  # capacity less headroom
+    host_verdict: Verdict | None = None
+
+    @property
+    def gpu_verdict(self) -> Verdict:
+        """The verdict of the GPU figures alone."""
+        return _rule(self.total_bytes, self.capacity_bytes, self.usable_bytes)
+
+    @property
+    def host_limits(self) -> bool:
+        """The host, not the GPU, decides the verdict: the GPUs hold the plan, the nodes' RAM does not."""
+        return self.host_verdict is not None and SEVERITY[self.host_verdict] > SEVERITY[self.gpu_verdict]
 
     @property
     def fits(self) -> bool:
@@ -65,13 +92,19 @@ class Judgement:
         return self.capacity_bytes - self.total_bytes
 
 
-def judge(total_bytes: float, capacity_bytes: float, headroom: float) -> Judgement:
-    """The one verdict rule: ``headroom`` is the fraction of the card kept free."""
+def _rule(total_bytes: float, capacity_bytes: float, usable_bytes: float) -> Verdict:
+    if total_bytes <= usable_bytes:
+        return Verdict.FITS
+    if total_bytes <= capacity_bytes:
+        return Verdict.OVER_HEADROOM
+    return Verdict.OOM
+
+
+def judge(total_bytes: float, capacity_bytes: float, headroom: float, host: Verdict | None = None) -> Judgement:
+    """The one verdict rule: ``headroom`` is the fraction of the card kept free; ``host`` the
+    verdict of the nodes' RAM, which makes the plan's verdict worse when it is."""
     usable = capacity_bytes * (1.0 - headroom)
-    if total_bytes <= usable:
-        verdict = Verdict.FITS
-    elif total_bytes <= capacity_bytes:
-        verdict = Verdict.OVER_HEADROOM
-    else:
-        verdict = Verdict.OOM
-    return Judgement(verdict, total_bytes, capacity_bytes, usable)
+    verdict = _rule(total_bytes, capacity_bytes, usable)
+    if host is not None:
+        verdict = worst_verdict(verdict, host)
+    return Judgement(verdict, total_bytes, capacity_bytes, usable, host)

@@ -15,6 +15,7 @@ new Hypothesis or a new random module cannot change them).
     python -m tests.golden --update        # rewrite the digests (a figure changed on purpose: say why in the commit)
     python -m tests.golden --dump DIR      # write each plan's projection as JSON, to diff two commits
     python -m tests.golden --generate      # draw the generated plans again (only when the plan format changes)
+    python -m tests.golden --compare OLD NEW   # what moved between two dumps (keys only NEW has are listed apart)
 """
 
 from __future__ import annotations
@@ -40,10 +41,17 @@ GENERATED = 500
 DIAGNOSE_EVERY = 10
 
 
+# Figures a class once stored as fields and now derives (by class name): projected as before,
+# so the move from a field to a property shows as no change.
+DERIVED: dict[str, tuple[str, ...]] = {"Estimate": ("verdict", "usable_bytes", "margin_bytes")}
+
+
 def project(value: Any) -> Any:
     """Plain, module-independent data for ``value``; raises TypeError on a type it does not know."""
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        return {f.name: project(getattr(value, f.name)) for f in dataclasses.fields(value)}
+        out = {f.name: project(getattr(value, f.name)) for f in dataclasses.fields(value)}
+        out.update({name: project(getattr(value, name)) for name in DERIVED.get(type(value).__name__, ())})
+        return out
     if isinstance(value, enum.Enum):
         return value.name
     if isinstance(value, bool) or value is None or isinstance(value, str | int):
@@ -411,12 +419,49 @@ def generate(count: int = GENERATED, seed: int = 2026) -> list[dict[str, Any]]:
     return records
 
 
+def _differences(old: Any, new: Any, where: str, out: list[str], added: list[str]) -> None:
+    if isinstance(old, dict) and isinstance(new, dict):
+        for key in old.keys() | new.keys():
+            if key not in old:
+                added.append(f"{where}.{key}")
+            elif key not in new:
+                out.append(f"{where}.{key}: removed")
+            else:
+                _differences(old[key], new[key], f"{where}.{key}", out, added)
+    elif isinstance(old, list) and isinstance(new, list) and len(old) == len(new):
+        for i, (a, b) in enumerate(zip(old, new, strict=True)):
+            _differences(a, b, f"{where}[{i}]", out, added)
+    elif old != new:
+        out.append(f"{where}: {str(old)[:120]!r} -> {str(new)[:120]!r}")
+
+
+def compare_dumps(old_dir: Path, new_dir: Path) -> tuple[list[str], list[str]]:
+    """(what changed in keys both dumps have, keys only the new dump has), over every plan."""
+    changed: list[str] = []
+    added: list[str] = []
+    for old_path in sorted(old_dir.rglob("*.json")):
+        name = str(old_path.relative_to(old_dir))
+        new_path = new_dir / name
+        if not new_path.exists():
+            changed.append(f"{name}: missing")
+            continue
+        _differences(json.loads(old_path.read_text()), json.loads(new_path.read_text()), name, changed, added)
+    return changed, added
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--update", action="store_true", help="rewrite the digests")
     parser.add_argument("--dump", metavar="DIR", help="write each plan's projection as JSON")
     parser.add_argument("--generate", action="store_true", help="draw the generated plans again")
+    parser.add_argument("--compare", nargs=2, metavar=("OLD", "NEW"), help="list what moved between two dumps")
     args = parser.parse_args(argv)
+    if args.compare:
+        changed, added = compare_dumps(Path(args.compare[0]), Path(args.compare[1]))
+        print("\n".join(changed) or "nothing moved")
+        kinds = sorted({a.split("/", 1)[-1].split(".", 1)[-1] for a in added})
+        print(f"{len(added)} keys only in the new dump: {', '.join(kinds[:30])}")
+        return 1 if changed else 0
     GOLDEN.mkdir(parents=True, exist_ok=True)
     if args.generate:
         text = "".join(json.dumps(r, sort_keys=True) + "\n" for r in generate())

@@ -27,8 +27,7 @@ from core.advice.serving_remedies import SERVING_KINDS
 from core.advice.symptoms import SYMPTOM_BY_FAILURE, SYMPTOMS, Failure, Symptom
 from core.breakdown import BUCKET_LABELS, BucketKey
 from core.estimate import Estimate, estimate
-from core.plan import Accounting, Plan
-from core.training.detailed import layer_activations, loss_memory
+from core.plan import Plan
 from core.verdict import Judgement, Mode, Verdict
 
 __all__ = [
@@ -132,23 +131,6 @@ def _state_bytes(est: Estimate) -> float:
     return held + est.bucket(BucketKey.OVERHEAD).bytes
 
 
-def _eval_bytes(plan: Plan) -> float:
-    """Evaluation forward with the eval batch: nothing is kept for a backward pass, so
-    the weights and optimizer state stay while only one block's tensors and the logits
-    with their loss are alive at a time."""
-    batch = plan.workload.eval_batch or plan.workload.micro_batch
-    eval_plan = plan.with_workload(micro_batch=batch)
-    est = estimate(eval_plan)
-    forward = est.phases[0]
-    held = forward.bucket(BucketKey.WEIGHTS).bytes + forward.bucket(BucketKey.OPTIMIZER).bytes
-    if plan.accounting is Accounting.LESSON:
-        working = forward.bucket(BucketKey.ACTIVATIONS).bytes  # the typed allowance
-    else:
-        working = sum(t.bytes for t in loss_memory(eval_plan).forward)
-        working += layer_activations(eval_plan, trainable_block=True).bytes
-    return held + working + est.bucket(BucketKey.OVERHEAD).bytes
-
-
 def _failure(est: Estimate, eval_bytes: float, mode: Mode) -> Failure:
     usable = est.usable_bytes
     serving_fails = not est.judgement(Mode.INFERENCE).fits
@@ -169,7 +151,7 @@ def diagnose(plan: Plan, mode: Mode = Mode.TRAINING, pins: frozenset[Pin] = froz
     """Diagnose ``plan`` for a training step or for serving; remedies never change what is pinned."""
     est = estimate(plan)
     judged = est.judgement(mode)
-    eval_bytes = _eval_bytes(plan)
+    eval_bytes = est.evaluation_bytes
     failure = _failure(est, eval_bytes, mode)
     specs = SERVING_KINDS if mode is Mode.INFERENCE else TRAINING_KINDS
     remedies = remedies_for(plan, specs, est, pins) if not judged.fits else ()

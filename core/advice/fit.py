@@ -20,7 +20,6 @@ from core.plan import GPUS_PER_NODE, Method, Offload, Plan, Strategy
 from core.units import GB
 
 COUNTS: Final = tuple(range(1, 9))
-VERDICT_ORDER: Final = {Verdict.FITS: 0, Verdict.OVER_HEADROOM: 1, Verdict.OOM: 2}
 
 
 @dataclass(frozen=True)
@@ -47,7 +46,8 @@ class CardFit:
 
     @property
     def fits(self) -> bool:
-        return self.estimate.verdict is Verdict.FITS
+        """The plan runs on these cards: every rank on its GPU, each node's share in its RAM."""
+        return self.estimate.fits
 
     @property
     def cost(self) -> float:
@@ -220,7 +220,7 @@ class CountTried:
 
     @property
     def fits(self) -> bool:
-        return self.estimate.runs
+        return self.estimate.fits
 
 
 @dataclass(frozen=True)
@@ -253,7 +253,7 @@ class FewestGpus:
             if len(self.tried) > SHOWN_ROWS and row is self.tried[-4]:
                 lines.append(f"  … {len(self.tried) - SHOWN_ROWS} more counts, none fits …")
             est = row.estimate
-            sign = "≤" if est.fits else ">"
+            sign = "≤" if est.total_bytes <= est.usable_bytes else ">"
             if row.fits:
                 best = "" if row.layouts_fitting < 2 else f" (fastest of the {row.layouts_fitting} layouts that fit)"
             else:
@@ -261,7 +261,7 @@ class FewestGpus:
             layout = f", {row.layout}" if row.count > 1 else ""
             worst = f" on the worst rank ({est.worst.label})" if len(est.ranks) > 1 else ""
             host = ""
-            if est.fits and not row.fits and est.host is not None:  # the GPUs hold it, the nodes do not
+            if est.judgement().host_limits and est.host is not None:  # the GPUs hold it, the nodes do not
                 host = f"; host {est.host.bytes / GB:,.0f} GB > {est.host.capacity_bytes / GB:,.0f} GB per node"
             lines.append(
                 f"{row.count:>5} GPU{'s' if row.count > 1 else ''}{_nodes_text(row.plan)}{layout}: "
@@ -322,7 +322,7 @@ def fewest_gpus(plan: Plan, *, max_gpus: int = MAX_SEARCH_GPUS, model_parallel: 
     for count in search_counts(per_node, max_gpus):
         layouts = candidate_layouts(plan, count, per_node=per_node, model_parallel=model_parallel)
         estimates = [estimate(candidate) for candidate in layouts]
-        running = [est for est in estimates if est.runs]
+        running = [est for est in estimates if est.fits]
         if running:
             # The fewest GPUs found: of the layouts that run on them, the one that finishes first
             # (a tensor-parallel split may fit and still be slower than plain FSDP2).

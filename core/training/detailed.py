@@ -452,6 +452,34 @@ def optimizer_phase(plan: Plan, counts: ParamCounts, parts: _Parts, dt: Dtypes) 
     )
 
 
+def evaluation_phase(plan: Plan, parts: _Parts, rank: Rank | None) -> Phase:
+    """An evaluation forward under ``no_grad`` with the eval batch, between steps: the weights
+    and the optimizer state stay; only one block's tensors and the logits with their loss are
+    alive at a time, cut per rank as the step's are (TP / CP / the vocabulary split, the loss on
+    the last pipeline stage only)."""
+    batch = plan.workload.eval_batch or plan.workload.micro_batch
+    eval_plan = plan if batch == plan.workload.micro_batch else plan.with_workload(micro_batch=batch)
+    lay = rank.layout if rank is not None else None
+    ap = compute_plan(eval_plan, lay) if lay is not None else eval_plan
+    block = layer_activations(ap, trainable_block=True)
+    loss = loss_memory(ap).forward
+    if rank is not None:
+        block = block_per_rank(block, rank.layout)
+        v_div, v_why = vocab_region(rank.layout)
+        loss = split(loss, v_div, v_why) if rank.stage.head else []
+    one_block = Term(f"one block's tensors at a time (batch {batch})", "Σ of one block's tensors", block.bytes)
+    return Phase(
+        "evaluation forward",
+        (
+            make_bucket(BucketKey.WEIGHTS, parts.weights + parts.copies + parts.extra("forward")),
+            make_bucket(BucketKey.OPTIMIZER, parts.optim),
+            make_bucket(BucketKey.ACTIVATIONS, [one_block, *loss]),
+        ),
+        "an evaluation forward between steps: the state stays, nothing is kept for a backward",
+        StepPhase.EVALUATION,
+    )
+
+
 def overhead_bucket(peak: float) -> Bucket:
     return make_bucket(
         BucketKey.OVERHEAD,
@@ -493,7 +521,17 @@ def training_breakdown(plan: Plan, counts: ParamCounts, rank: Rank | None = None
     peak = peak_phase.allocated_bytes
     summary = " + ".join(gb(b.bytes) for b in peak_phase.buckets) + f" = {gb(peak)} GB at the {peak_phase.name}"
     notes = _notes(plan) + (parts.state.notes if parts.state is not None else ())
-    return Breakdown(phases=phases, overhead=overhead_bucket(peak), summary_formula=summary, notes=notes)
+    overhead = overhead_bucket(peak)
+    # The evaluation runs between steps, inside what the steps made the allocator reserve:
+    # the step's overhead stays on top of it.
+    return Breakdown(
+        phases=phases,
+        overhead=overhead,
+        summary_formula=summary,
+        notes=notes,
+        evaluation=evaluation_phase(plan, parts, rank),
+        evaluation_overhead=overhead,
+    )
 
 
 def _optimizer_at(plan: Plan, counts: ParamCounts) -> Callable[[Dtypes], list[Term]]:

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from typing import Final
 
-from core.breakdown import Breakdown, BucketKey, Phase, Term, gb, make_bucket, sci
+from core.breakdown import Breakdown, BucketKey, Phase, StepPhase, Term, gb, make_bucket, sci
 from core.dtypes import ELEMENT_BYTES
 from core.params import ParamCounts
 from core.plan import Method, Optimizer, Plan, Precision, Strategy
@@ -106,9 +106,20 @@ def training_breakdown(plan: Plan, counts: ParamCounts) -> Breakdown:
     notes: tuple[str, ...] = ()
     if plan.adapter_based and plan.lesson.trainable_override:
         notes = (f"T = {t:,} as given (the lesson's figure), not derived from the architecture.",)
+    # An evaluation forward keeps the weights and the optimizer state; the typed allowance
+    # stands for its activations too (the lesson has no finer figure).
+    evaluation = Phase(
+        "evaluation forward",
+        tuple(b for b in buckets if b.key is not BucketKey.GRADIENTS),
+        "the weights, the optimizer state and the activation allowance",
+        StepPhase.EVALUATION,
+    )
+    overhead = make_bucket(BucketKey.OVERHEAD, [])
     return Breakdown(
         phases=(phase,),
-        overhead=make_bucket(BucketKey.OVERHEAD, []),
+        overhead=overhead,
         summary_formula=summary,
         notes=notes,
+        evaluation=evaluation,
+        evaluation_overhead=overhead,
     )

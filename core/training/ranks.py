@@ -35,6 +35,8 @@ class RankMemory:
     summary_formula: str
     notes: tuple[str, ...]
     count: int  # GPUs that are ranks of this kind
+    evaluation: Phase | None = None  # an evaluation forward between steps, on this rank
+    evaluation_bytes: float = 0.0  # its allocated bytes + overhead
 
 
 def _rank(label: str, breakdown: Breakdown, count: int, capacity: float, headroom: float) -> RankMemory:
@@ -53,6 +55,8 @@ def _rank(label: str, breakdown: Breakdown, count: int, capacity: float, headroo
         summary_formula=breakdown.summary_formula,
         notes=breakdown.notes,
         count=count,
+        evaluation=breakdown.evaluation,
+        evaluation_bytes=breakdown.evaluation_bytes,
     )
 
 

@@ -14,10 +14,11 @@ from core.advice.diagnosis import (
     memory_curve,
     remedies_for_symptom,
 )
+from core.breakdown import StepPhase
 from core.catalogue import find_model
 from core.estimate import Verdict, estimate
-from core.plan import Accounting, Hardware, Method, Plan, Precision, Workload
-from core.presets import lesson_plan
+from core.plan import Accounting, Hardware, Method, Plan, Precision, Strategy, Workload
+from core.presets import lesson_plan, plan_for_model
 
 
 def lesson_7b_on_24gb() -> Plan:
@@ -116,3 +117,17 @@ def test_start_from_a_symptom() -> None:
     symptom, remedies = remedies_for_symptom(serving, Failure.SERVING)
     assert "KV cache" in symptom.cause
     assert any(r.key == "kv-fp8" for r in remedies)
+
+
+def test_the_evaluation_pass_is_cut_per_rank_as_the_step_is() -> None:
+    # Issue 26, item 3: Llama 3.1 8B, full fine-tuning with checkpointing, FSDP2 + TP 8 on 8 H100s,
+    # micro-batch 2 × 32,768 tokens: every rank trains in 32.2 GB. The evaluation forward was
+    # rebuilt outside estimate() on one whole GPU (116.5 GB, "out of memory during evaluation").
+    plan = plan_for_model("llama-3.1-8b", method=Method.FULL, checkpointing=True).on_gpus(8, Strategy.FSDP)
+    plan = plan.with_parallel(tensor_parallel=8).with_workload(micro_batch=2, seq_len=32768)
+    d = diagnose(plan.with_hardware(gpu="h100-sxm"))
+    assert d.estimate.fits and d.failure is Failure.NONE
+    # A no-grad forward of the same batch holds the state and one block, never more than the step.
+    assert d.eval_bytes == d.estimate.evaluation_bytes <= d.estimate.total_bytes
+    evaluation = d.estimate.worst.evaluation
+    assert evaluation is not None and evaluation.kind is StepPhase.EVALUATION

@@ -171,7 +171,7 @@ def test_of_the_layouts_that_fit_on_the_fewest_gpus_the_fastest_is_the_answer() 
     found = answer.found
     assert found is not None and found.count == 8
     running = [estimate(p) for p in candidate_layouts(plan, 8)]
-    running = [e for e in running if e.runs]
+    running = [e for e in running if e.fits]
     assert len(running) >= 2 and found.layouts_fitting == len(running)
     assert layout_name(running[0].plan) == "FSDP2 + TP 8"  # the plan's own split comes first...
     assert found.estimate.compute.hours == min(e.compute.hours for e in running)  # ...the fastest wins
@@ -224,8 +224,8 @@ def test_a_layout_fits_only_where_the_nodes_hold_what_is_offloaded() -> None:
     plan = plan.with_parallel(offload=Offload.OPTIMIZER, host_ram_gb=64.0)
     answer = fewest_gpus(plan, max_gpus=32)
     assert answer.found is None
-    gpu_only = [row for row in answer.tried if row.estimate.fits]
-    assert gpu_only and all(row.estimate.host is not None for row in gpu_only)
+    gpu_only = [row for row in answer.tried if row.estimate.judgement().gpu_verdict is Verdict.FITS]
+    assert gpu_only and all(row.estimate.judgement().host_limits and not row.fits for row in gpu_only)
     for row in gpu_only:
         host = row.estimate.host
         assert host is not None and host.bytes > host.capacity_bytes
@@ -233,3 +233,18 @@ def test_a_layout_fits_only_where_the_nodes_hold_what_is_offloaded() -> None:
     assert host_lines and all("≤" in line and not line.endswith("→ fits") for line in host_lines)
     # With the RAM a DGX H100 node has (2 TB), the same search finds a count.
     assert fewest_gpus(plan.with_parallel(host_ram_gb=2048.0), max_gpus=32).found is not None
+
+
+def test_a_card_fits_only_where_the_host_holds_the_offloaded_state() -> None:
+    # Issue 26, item 2: Llama 3.1 8B, full fine-tuning, ZeRO-2 with the optimizer offloaded, on
+    # 32 GB hosts. The GPUs hold their share on many rows, but each node must pin 8.03e9 × 12 B
+    # (float32 master and Adam moments, DeepSpeed's CPU Adam) ÷ its ranks — more than 32 GB.
+    plan = plan_for_model("llama-3.1-8b", method=Method.FULL).on_gpus(2, Strategy.ZERO2)
+    plan = plan.with_parallel(offload=Offload.OPTIMIZER, host_ram_gb=32.0)
+    rows = cards_for(plan, keep_sharding=True)
+    gpu_holds = [r for r in rows if r.estimate.judgement().gpu_verdict is Verdict.FITS]
+    assert gpu_holds, "the GPUs alone hold the plan on some rows"
+    assert not any(r.fits for r in gpu_holds if r.estimate.judgement().host_limits)
+    assert all(r.estimate.verdict is not Verdict.FITS for r in rows if not r.estimate.host_holds)
+    cheapest = cheapest_fit(rows)
+    assert cheapest is None or cheapest.estimate.host_holds
