@@ -16,15 +16,25 @@ class BucketKey(StrEnum):
     OPTIMIZER = "optimizer"
     ACTIVATIONS = "activations"
     OVERHEAD = "overhead"
+    KV_CACHE = "kv_cache"  # serving only
 
 
-BUCKET_ORDER: Final = tuple(BucketKey)
+# A training step's buckets, in chart order; serving's (weights, KV cache, working memory, overhead).
+BUCKET_ORDER: Final = (
+    BucketKey.WEIGHTS,
+    BucketKey.GRADIENTS,
+    BucketKey.OPTIMIZER,
+    BucketKey.ACTIVATIONS,
+    BucketKey.OVERHEAD,
+)
+SERVING_BUCKET_ORDER: Final = (BucketKey.WEIGHTS, BucketKey.KV_CACHE, BucketKey.ACTIVATIONS, BucketKey.OVERHEAD)
 BUCKET_LABELS: Final = {
     BucketKey.WEIGHTS: "Weights",
     BucketKey.GRADIENTS: "Gradients",
     BucketKey.OPTIMIZER: "Optimizer state",
     BucketKey.ACTIVATIONS: "Activations",
     BucketKey.OVERHEAD: "Overhead",
+    BucketKey.KV_CACHE: "KV cache",
 }
 
 

@@ -39,7 +39,7 @@ from PySide6.QtGui import (
 )
 from PySide6.QtWidgets import QComboBox, QGraphicsItem, QHBoxLayout, QLabel, QVBoxLayout, QWidget
 
-from core.breakdown import BUCKET_LABELS, BucketKey
+from core.breakdown import BUCKET_LABELS, BUCKET_ORDER, BucketKey
 from core.estimate import VERDICT_LABELS, Estimate
 from core.files.measurement import Measurement
 from core.plan import METHOD_LABELS
@@ -59,7 +59,7 @@ SERIES_COLOURS: dict[str, str] = {
     "kv_cache": OKABE_ITO["sky"],
     "measured": "#555555",
 }
-TRAINING_SERIES = tuple(k.value for k in BucketKey)
+TRAINING_SERIES = tuple(k.value for k in BUCKET_ORDER)
 INFERENCE_SERIES = ("weights", "kv_cache", "activations", "overhead")
 SERIES_LABELS: dict[str, str] = {k.value: v for k, v in BUCKET_LABELS.items()} | {
     "kv_cache": "KV cache",

@@ -76,15 +76,8 @@ class Diagnosis:
         """The largest part of what is judged in this mode: a training bucket, or for serving
         the weights, KV cache, activations or overhead."""
         if self.mode is Mode.INFERENCE:
-            inf = self.estimate.inference
-            parts = {
-                "Weights": inf.weights_bytes,
-                "KV cache": inf.kv_cache_bytes,
-                "Activations": inf.activation_bytes,
-                "Overhead": inf.overhead_bytes,
-            }
-            name = max(parts, key=lambda k: parts[k])
-            return name, parts[name]
+            largest = max(self.estimate.inference.buckets, key=lambda b: b.bytes)
+            return largest.label, largest.bytes
         return BUCKET_LABELS[self.dominant], self.estimate.bucket(self.dominant).bytes
 
     @property

@@ -28,6 +28,7 @@ import math
 from dataclasses import dataclass
 from typing import Final
 
+from core.breakdown import Bucket, BucketKey, Term, make_bucket
 from core.catalogue import GpuSpec
 from core.dtypes import KV_BYTES, weight_bytes
 from core.model import ModelSpec
@@ -159,6 +160,8 @@ class EngineMemory:
     max_num_batched_tokens: int
     formula: str
     cuda_graph_bytes: float = 0.0  # vllm: graph pool captured after the KV pool, outside it
+    # What ``total_bytes`` is made of, in SERVING_BUCKET_ORDER: the figure judged, part by part.
+    parts: tuple[Bucket, ...] = ()
 
 
 # --- Hugging Face generate -------------------------------------------------------------
@@ -233,6 +236,15 @@ def hf_memory(plan: Plan, gpu: GpuSpec, layout: RankLayout) -> EngineMemory:
         max_num_seqs=inf.concurrent,
         max_num_batched_tokens=inf.concurrent * inf.prompt_tokens,
         formula=formula,
+        parts=(
+            make_bucket(BucketKey.WEIGHTS, [Term("weights on the rank", "stored weights", layout.weights_bytes)]),
+            make_bucket(
+                BucketKey.KV_CACHE,
+                [Term("the batch's KV cache at its longest", f"{inf.concurrent} × {inf.context:,} tokens", kv)],
+            ),
+            make_bucket(BucketKey.ACTIVATIONS, [Term("working memory at the peak", "prefill or decode", working)]),
+            make_bucket(BucketKey.OVERHEAD, [Term("CUDA context", "per process", SERVING_OVERHEAD_BYTES)]),
+        ),
     )
 
 
@@ -292,9 +304,19 @@ def vllm_memory(plan: Plan, gpu: GpuSpec, layout: RankLayout) -> EngineMemory:
     # run together (the rest wait in the queue and hold nothing); at least one request, so a
     # pool too small for it shows its shortfall (and a change that narrows it, its gain).
     resident = max(1.0, min(float(inf.concurrent), math.floor(concurrency)))
-    need = layout.weights_bytes + activation + non_torch + resident * per_request * block_bytes
+    running_kv = resident * per_request * block_bytes
+    need = layout.weights_bytes + activation + non_torch + running_kv
     verdict = pooled_verdict(concurrency, need, gpu, plan.hardware.headroom)
     peak = layout.weights_bytes + activation + pool
+    parts = (
+        make_bucket(BucketKey.WEIGHTS, [Term("weights on the rank", "stored weights", layout.weights_bytes)]),
+        make_bucket(
+            BucketKey.KV_CACHE,
+            [Term("blocks of the requests running together", f"{resident:g} × {per_request:,} blocks", running_kv)],
+        ),
+        make_bucket(BucketKey.ACTIVATIONS, [Term("profiled activation peak", "profile run", activation)]),
+        make_bucket(BucketKey.OVERHEAD, [Term("non-torch memory", "NCCL, kernels' modules", non_torch)]),
+    )
     formula = (
         f"KV pool = {vllm_total_memory(gpu) / GiB:.2f} GiB × {inf.gpu_memory_utilization:g} − weights "
         f"{layout.weights_bytes / GiB:.2f} − activation peak {activation / GiB:.2f} − non-torch "
@@ -323,6 +345,7 @@ def vllm_memory(plan: Plan, gpu: GpuSpec, layout: RankLayout) -> EngineMemory:
         max_num_batched_tokens=batched,
         formula=formula,
         cuda_graph_bytes=VLLM_CUDA_GRAPH_BYTES,
+        parts=parts,
     )
 
 
@@ -345,9 +368,17 @@ def sglang_memory(plan: Plan, gpu: GpuSpec, layout: RankLayout) -> EngineMemory:
     per_request = cached_positions(plan.model, inf.context) / plan.model.num_layers
     concurrency = tokens / per_request if per_request > 0 else 0.0
     resident = max(1.0, min(float(inf.concurrent), math.floor(concurrency)))
-    need = layout.weights_bytes + resident * per_request * cell
+    running_kv = resident * per_request * cell
+    need = layout.weights_bytes + running_kv
     verdict = pooled_verdict(concurrency, need, gpu, plan.hardware.headroom)
     reserved = total * (1 - fraction)
+    parts = (
+        make_bucket(BucketKey.WEIGHTS, [Term("weights on the rank", "stored weights", layout.weights_bytes)]),
+        make_bucket(
+            BucketKey.KV_CACHE,
+            [Term("tokens of the requests running together", f"{resident:g} × {per_request:,.0f} tokens", running_kv)],
+        ),
+    )
     formula = (
         f"token pool = {total / GiB:.2f} GiB × mem_fraction_static {fraction:g} − CUDA context "
         f"{SERVING_OVERHEAD_BYTES / GiB:.2f} − weights {layout.weights_bytes / GiB:.2f} = "
@@ -373,6 +404,7 @@ def sglang_memory(plan: Plan, gpu: GpuSpec, layout: RankLayout) -> EngineMemory:
         max_num_seqs=inf.concurrent,
         max_num_batched_tokens=inf.max_num_batched_tokens,
         formula=formula,
+        parts=parts,
     )
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from core.breakdown import Bucket
 from core.catalogue import GpuSpec
 from core.params import ParamCounts
 from core.plan import Engine, Plan
@@ -61,6 +62,9 @@ class InferenceEstimate:
     gpus: int  # tensor × pipeline × replicas
     speed: ServingSpeed
     formula: str
+    # What total_bytes (the figure judged) is made of, in SERVING_BUCKET_ORDER; a chart of
+    # serving draws these, so its segments add up to the verdict's figure.
+    buckets: tuple[Bucket, ...] = ()
 
     @property
     def ttft_s(self) -> float:
@@ -109,4 +113,5 @@ def inference_estimate(plan: Plan, counts: ParamCounts, gpu: GpuSpec) -> Inferen
         gpus=inf.gpus,
         speed=speed,
         formula=memory.formula,
+        buckets=memory.parts,
     )

@@ -14,7 +14,7 @@ from dataclasses import replace
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from core.breakdown import BucketKey
+from core.breakdown import SERVING_BUCKET_ORDER, BucketKey
 from core.dtypes import Autocast, Dtype, Quant
 from core.estimate import Estimate, estimate
 from core.plan import (
@@ -31,6 +31,7 @@ from core.plan import (
     Strategy,
 )
 from core.presets import plan_for_model
+from core.verdict import Mode
 from tests.core.strategies import plans
 
 INVARIANT = settings(max_examples=250, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -225,3 +226,19 @@ def test_checkpointing_frozen_blocks_keeps_their_inputs() -> None:
     with_ckpt = _activations(estimate(replace(plan, checkpointing=True)))
     without = _activations(estimate(replace(plan, checkpointing=False)))
     assert with_ckpt > without
+
+
+@INVARIANT
+@given(plan=plans())
+def test_the_parts_drawn_sum_to_the_figure_judged(plan: Plan) -> None:
+    # Issue 26, item 4: a chart draws an estimate's buckets; their sum is the figure the verdict
+    # is decided on, in training (peak + overhead of the worst rank) and in serving (what the
+    # engine needs at once — a vLLM bar once left its CUDA-graph pool out and drew 77.4 of 78.3 GB).
+    est = estimate(plan)
+    for mode in Mode:
+        judged = est.judgement(mode)
+        parts = est.buckets if mode is Mode.TRAINING else est.inference.buckets
+        assert parts, mode
+        assert abs(sum(b.bytes for b in parts) - judged.total_bytes) <= REL * judged.total_bytes + 1e-3
+        if mode is Mode.INFERENCE:
+            assert [b.key for b in parts] == list(SERVING_BUCKET_ORDER[: len(parts)])
