@@ -11,9 +11,11 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
+from enum import StrEnum
 
 from core.advice.limits import AXES, Curve, Limits, limits, max_micro_batch, max_sequence, memory_curve
 from core.advice.remedies import (
+    MAX_COMBINED,
     PIN_LABELS,
     TRAINING_KINDS,
     Combination,
@@ -33,6 +35,8 @@ from core.verdict import Judgement, Mode, Verdict
 __all__ = [
     "PIN_LABELS",
     "SYMPTOMS",
+    "Advice",
+    "AdviceKind",
     "Combination",
     "Curve",
     "Diagnosis",
@@ -51,6 +55,27 @@ __all__ = [
     "remedies_for_symptom",
     "report",
 ]
+
+
+class AdviceKind(StrEnum):
+    """What the diagnosis advises, as the Diagnosis tab, reports and the command line word it."""
+
+    FITS = "fits"  # nothing needs to change
+    STEP_FITS_BUT = "step-fits-but"  # the training step fits; the evaluation or serving does not
+    NO_CHANGE_KNOWN = "no-change-known"  # no change the planner knows lowers the memory
+    ONLY_TOGETHER = "only-together"  # no single change fits; the combination does
+    TOGETHER_CHEAPEST = "together-cheapest"  # the combination fits for less than any single change
+    SOME_FIT = "some-fit"  # some single changes fit
+    NONE_FITS = "none-fits"  # nothing fits, alone or combined
+
+
+@dataclass(frozen=True)
+class Advice:
+    kind: AdviceKind
+    fitting: int = 0  # remedies that fit on their own
+    offered: int = 0  # remedies listed
+    combined_at_most: int = MAX_COMBINED  # changes the combination search puts together
+
 
 # The buckets that exist before any activation: a first-step failure is theirs.
 _STATE_BUCKETS = frozenset({BucketKey.WEIGHTS, BucketKey.GRADIENTS, BucketKey.OPTIMIZER})
@@ -83,6 +108,23 @@ class Diagnosis:
     @property
     def verdict(self) -> Verdict:
         return self.judgement.verdict
+
+    @property
+    def advice(self) -> Advice:
+        """Which of the diagnosis' messages applies, with the counts it states."""
+        fitting = sum(1 for r in self.remedies if r.fits)
+        offered = len(self.remedies)
+        if self.judgement.fits:
+            if self.failure in (Failure.EVALUATION, Failure.SERVING) and self.symptom is not None:
+                return Advice(AdviceKind.STEP_FITS_BUT)
+            return Advice(AdviceKind.FITS)
+        if not offered:
+            kind = AdviceKind.NO_CHANGE_KNOWN
+        elif self.combination is not None:
+            kind = AdviceKind.TOGETHER_CHEAPEST if fitting else AdviceKind.ONLY_TOGETHER
+        else:
+            kind = AdviceKind.SOME_FIT if fitting else AdviceKind.NONE_FITS
+        return Advice(kind, fitting, offered)
 
     @property
     def margin_bytes(self) -> float:

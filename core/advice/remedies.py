@@ -450,6 +450,10 @@ _ALWAYS_LISTED: Final = frozenset({K.BIGGER_CARD, K.MORE_GPUS})
 _TIMED: Final = frozenset({K.MORE_GPUS, K.FSDP, K.TENSOR_PARALLEL, K.OFFLOAD_OPTIMIZER})
 
 
+# The most changes cheapest_combination puts together (pairs and triples past single changes).
+MAX_COMBINED: Final = 3
+
+
 def hours_text(hours: float) -> str:
     """Hours as the cost notes give them: two decimals under ten hours (0.72 h), else one."""
     return f"{hours:,.1f} h" if hours >= 10 else f"{hours:.2f} h"
@@ -509,7 +513,7 @@ def cheapest_combination(
     plan: Plan,
     remedies: Iterable[Remedy],
     specs: Sequence[RemedySpec] = TRAINING_KINDS,
-    max_size: int = 3,
+    max_size: int = MAX_COMBINED,
     mode: Mode = Mode.TRAINING,
     below_rank: int = 1 << 30,
 ) -> Combination | None:

@@ -30,7 +30,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from core.advice.diagnosis import PIN_LABELS, SYMPTOMS, Curve, Diagnosis, Failure, Pin, Symptom
+from core.advice.diagnosis import PIN_LABELS, SYMPTOMS, AdviceKind, Curve, Diagnosis, Failure, Pin, Symptom
 from core.estimate import Estimate
 from core.plan import Accounting
 from core.verdict import VERDICT_LABELS, Mode, Verdict
@@ -409,27 +409,22 @@ class DiagnosisPanel(QScrollArea):
         combination = (RemedyEntry.from_combination(d.combination),) if d.combination else ()
         self.remedy_list.show_entries(entries, u)
         self.combination_list.show_entries(combination, u)
-        fitting = sum(1 for r in d.remedies if r.fits)
-        show_symptom = False
-        if d.judgement.fits:
-            if d.failure in (Failure.EVALUATION, Failure.SERVING) and d.symptom is not None:
-                note = f"The training step fits, but it would fail {FAILURE_PHASES[d.failure]}."
-                show_symptom = True
-            else:
-                note = "The plan fits: nothing needs to change."
-        elif not entries:
-            note = "No single change the planner knows lowers this plan's memory."
-        elif combination and not fitting:
-            note = "<b>No single change fits.</b> Together, these do:"
-        elif combination:
-            note = (
+        advice = d.advice
+        show_symptom = advice.kind is AdviceKind.STEP_FITS_BUT
+        note = {
+            AdviceKind.FITS: "The plan fits: nothing needs to change.",
+            AdviceKind.STEP_FITS_BUT: f"The training step fits, but it would fail {FAILURE_PHASES.get(d.failure)}.",
+            AdviceKind.NO_CHANGE_KNOWN: "No single change the planner knows lowers this plan's memory.",
+            AdviceKind.ONLY_TOGETHER: "<b>No single change fits.</b> Together, these do:",
+            AdviceKind.TOGETHER_CHEAPEST: (
                 f"<b>Cheapest: these together</b>, for less than any single change that fits "
-                f"({fitting} of {len(entries)} fit on their own, listed below, cheapest first)."
-            )
-        elif fitting:
-            note = f"{fitting} of {len(entries)} changes fit on their own; cheapest first."
-        else:
-            note = "<b>No change fits, alone or combined (up to three).</b> The closest are listed."
+                f"({advice.fitting} of {advice.offered} fit on their own, listed below, cheapest first)."
+            ),
+            AdviceKind.SOME_FIT: f"{advice.fitting} of {advice.offered} changes fit on their own; cheapest first.",
+            AdviceKind.NONE_FITS: (
+                f"<b>No change fits, alone or combined (up to {advice.combined_at_most}).</b> The closest are listed."
+            ),
+        }[advice.kind]
         if d.pins:
             note += "<br><i>Kept as pinned: " + ", ".join(PIN_LABELS[p].removeprefix("Keep ") for p in d.pins) + ".</i>"
         self.remedy_note.setText(note)

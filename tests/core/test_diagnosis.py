@@ -7,6 +7,7 @@ from dataclasses import replace
 import pytest
 
 from core.advice.diagnosis import (
+    AdviceKind,
     Failure,
     diagnose,
     max_micro_batch,
@@ -14,6 +15,7 @@ from core.advice.diagnosis import (
     memory_curve,
     remedies_for_symptom,
 )
+from core.advice.remedies import MAX_COMBINED
 from core.breakdown import StepPhase
 from core.catalogue import find_model
 from core.estimate import Verdict, estimate
@@ -131,3 +133,23 @@ def test_the_evaluation_pass_is_cut_per_rank_as_the_step_is() -> None:
     assert d.eval_bytes == d.estimate.evaluation_bytes <= d.estimate.total_bytes
     evaluation = d.estimate.worst.evaluation
     assert evaluation is not None and evaluation.kind is StepPhase.EVALUATION
+
+
+def test_the_advice_is_decided_in_core_with_its_counts() -> None:
+    """The Diagnosis tab words one of these; it no longer picks among its own six messages."""
+    oom = diagnose(lesson_7b_on_24gb())
+    advice = oom.advice
+    assert advice.fitting == sum(r.fits for r in oom.remedies) and advice.offered == len(oom.remedies)
+    assert advice.kind in (AdviceKind.SOME_FIT, AdviceKind.TOGETHER_CHEAPEST)
+    assert advice.combined_at_most == MAX_COMBINED == 3  # pairs and triples (remedies.cheapest_combination)
+    assert diagnose(lesson_plan(Method.QLORA, Precision.BF16, gpu="a100-80gb-sxm")).advice.kind is AdviceKind.FITS
+    # Trains on the card, but an evaluation batch of 64 does not (Llama 3.2 1B LoRA, 4,096 tokens).
+    plan = Plan(
+        model=find_model("llama-3.2-1b").spec,
+        method=Method.LORA,
+        workload=Workload(micro_batch=1, seq_len=4096, eval_batch=64),
+        hardware=Hardware(gpu="rtx-4090"),
+    )
+    d = diagnose(plan)
+    assert d.estimate.fits and d.failure is Failure.EVALUATION
+    assert d.advice.kind is AdviceKind.STEP_FITS_BUT
