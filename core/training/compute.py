@@ -10,11 +10,12 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from core import roles
 from core.breakdown import sci
 from core.catalogue import GpuSpec
 from core.parallel.comm import CommTerm, step_communication
 from core.params import ParamCounts
-from core.plan import Accounting, Method, Plan, Precision
+from core.plan import Accounting, Method, Plan
 from core.training.activations import recomputed_share
 
 
@@ -44,9 +45,9 @@ class Compute:
 
 
 def compute_dtype(plan: Plan) -> str:
-    if plan.precision is Precision.FP32:
-        return "fp32"
-    return "fp16" if plan.precision in (Precision.FP16, Precision.FP16_MIXED) else "bf16"
+    """The card rate the step runs at: the memory model's compute dtype (:func:`core.roles.compute_dtype`,
+    the autocast dtype when autocast runs, else the dtype the model is loaded in)."""
+    return roles.compute_dtype(plan).value
 
 
 def flops_per_token(plan: Plan, counts: ParamCounts) -> tuple[float, str]:

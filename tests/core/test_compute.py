@@ -14,6 +14,8 @@ import math
 import pytest
 
 from core.catalogue import find_gpu, find_model
+from core.dtypes import Autocast, Dtype
+from core.estimate import estimate
 from core.params import param_counts
 from core.plan import Hardware, Method, Parallelism, Plan, Precision, Workload
 from core.presets import plan_for_model
@@ -105,3 +107,14 @@ def test_no_tokens_no_time() -> None:
     plan = Plan(model=find_model("llama-3.2-1b").spec, workload=Workload(tokens=0))
     c = compute_estimate(plan, param_counts(plan), find_gpu("a100-80gb-sxm"))
     assert c.flops == 0 and c.hours == 0 and c.steps == 0
+
+
+def test_time_runs_at_the_memory_models_compute_dtype() -> None:
+    # Issue 26, item 1: LoRA on a bf16 base with float32 weights and no autocast (PEFT without
+    # Trainer(bf16=True)) computes in bf16; it was timed at the H100's float32 rate (66.9 TFLOP/s,
+    # 6.7 h) instead of its bf16 rate (989.4 TFLOP/s, NVIDIA H100 datasheet, dense).
+    plan = _plan("llama-3.1-8b", method=Method.LORA, hardware=Hardware(gpu="h100-sxm"))
+    plan = plan.with_changes(base_dtype=Dtype.BF16, weight_dtype=Dtype.FP32, autocast=Autocast.NONE)
+    comp = estimate(plan).compute
+    assert comp.dtype == "bf16" and comp.peak_tflops == 989.4
+    assert comp.hours < 1.0

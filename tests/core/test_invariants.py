@@ -31,6 +31,7 @@ from core.plan import (
     Strategy,
 )
 from core.presets import plan_for_model
+from core.roles import compute_dtype
 from core.verdict import Mode
 from tests.core.strategies import plans
 
@@ -242,3 +243,11 @@ def test_the_parts_drawn_sum_to_the_figure_judged(plan: Plan) -> None:
         assert abs(sum(b.bytes for b in parts) - judged.total_bytes) <= REL * judged.total_bytes + 1e-3
         if mode is Mode.INFERENCE:
             assert [b.key for b in parts] == list(SERVING_BUCKET_ORDER[: len(parts)])
+
+
+@INVARIANT
+@given(plan=plans())
+def test_time_runs_in_the_compute_dtype_memory_uses(plan: Plan) -> None:
+    # Issue 26: the time model once read the legacy one-word precision while memory read the roles.
+    est = estimate(plan.with_hardware(peak_tflops_override=0.0))
+    assert est.compute.dtype == compute_dtype(plan).value
