@@ -73,6 +73,10 @@ _COUNT = re.compile(
 )
 
 
+# Spaces people type inside a number: the plain space, the no-break and the narrow no-break space.
+_SPACES: Final = " \u00a0\u202f"
+
+
 def parse_count(text: str) -> int:
     """A count as people type it: 6.7e9, 6,700,000,000, 6_700_000_000, 20M, 1.5 B, 10P.
 
@@ -82,10 +86,19 @@ def parse_count(text: str) -> int:
     """
     if len(text) > MAX_COUNT_TEXT:
         raise ValueError(f"is too long to be a count ({len(text)} characters)")
-    cleaned = "".join(text.split()).replace("_", "").replace("\u202f", "").lower()
-    if not cleaned:
+    stripped = text.strip()
+    if not stripped:
         raise ValueError("is empty; type a count such as 20M or 6.7e9")
+    if any(ch.isspace() and ch not in _SPACES for ch in stripped):
+        raise ValueError("has a line break or tab inside: type one count, such as 20M or 6.7e9")
+    # One space may stand before the suffix (1.5 B); other spaces group thousands by three, as
+    # commas do (6 700 000 000). Two counts side by side ("4096 8192") are neither.
+    spaced = re.sub(f"(?<=[0-9.])[{_SPACES}]+(?=[kmbgtpKMBGTP]$)", "", stripped)
+    grouped = re.sub(f"[{_SPACES}]", ",", spaced)
+    cleaned = grouped.replace("_", "").lower()
     match = _COUNT.fullmatch(cleaned)
+    if match is None and grouped != spaced:
+        raise ValueError("has a space inside: type one count (4096), or group thousands by three (6 700 000)")
     if match is None:
         if "," in cleaned and re.fullmatch(r"[0-9,.]+(?:e[+-]?[0-9]+)?[kmbgtp]?", cleaned):  # 1,5B; 1,50; 1,5000
             raise ValueError("has an ambiguous comma: write 1.5B or 1,500,000,000, not 1,5B")

@@ -407,6 +407,9 @@ def test_every_subcommand_survives_stdout_none(command: list[str], monkeypatch: 
         ("10P", 10 * 10**15),
         ("6_700_000_000", 6_700_000_000),
         ("12345678901234567890", 12345678901234567890),  # exact: no detour through float
+        ("1.5 B", 1_500_000_000),  # one space before the suffix
+        ("6 700 000 000", 6_700_000_000),  # spaces grouping thousands by three, as commas do
+        ("  20M \n", 20_000_000),  # pasted with its line break
     ],
 )
 def test_parse_count_accepts(text: str, value: int) -> None:
@@ -428,6 +431,10 @@ def test_parse_count_accepts(text: str, value: int) -> None:
         ("nan", "not a count"),
         ("inf", "not a count"),
         ("9" * 5000, "too long"),
+        # Issue 26, item 7: whitespace was dropped, so two counts became one (40,968,192).
+        ("4096 8192", "space inside"),
+        ("4096\n8192", "line break"),
+        ("20\tM", "line break or tab"),
     ],
 )
 def test_parse_count_refuses(text: str, reason: str) -> None:
