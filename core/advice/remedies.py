@@ -540,7 +540,9 @@ def cheapest_combination(
                 if result is None:
                     break
                 current = result[0]
-                applied.append(remedy)
+                # Titled as applied here: on a plan the earlier parts changed, a part may pick
+                # other values than it did alone (micro-batch 10 × 26, not 5 × 52).
+                applied.append(replace(remedy, title=result[1]))
             else:
                 est = estimate(current)
                 judged = est.judgement(mode)

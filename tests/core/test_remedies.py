@@ -13,8 +13,19 @@ from core.advice.limits import memory_curve
 from core.advice.remedies import Pin, RemedyKind
 from core.catalogue import find_gpu, find_model, load_gpus
 from core.estimate import estimate
-from core.plan import Hardware, Method, Offload, Plan, Strategy, Workload
-from core.presets import default_plan
+from core.plan import (
+    Attention,
+    CheckpointPolicy,
+    Hardware,
+    Method,
+    Offload,
+    Optimizer,
+    Plan,
+    Preset,
+    Strategy,
+    Workload,
+)
+from core.presets import default_plan, plan_for_model
 from core.verdict import Mode
 
 
@@ -259,3 +270,31 @@ def test_a_change_the_plan_refuses_is_left_out_not_raised() -> None:
     plan = plan.with_hardware(gpu="rtx-3060-12gb").with_inference(tensor_parallel=4, context=131072, concurrent=64)
     report = diagnose(plan, Mode.INFERENCE)
     assert report.remedies and all(r.plan.inference.tensor_parallel in (1, 2, 4) for r in report.remedies)
+
+
+def test_a_combination_is_titled_as_it_is_applied() -> None:
+    # Issue 26, item 6: each part of a combination is applied to the plan the earlier parts
+    # changed, where it may pick other values than alone; its title was the lone change's
+    # ("micro-batch 5 × 52" applied as 10 × 26). A drawn plan of tests/data/golden showed it:
+    # Llama 3.2 1B, 16 frozen layers, eager attention, op SAC, micro-batch 16 × 2,048 × 16
+    # accumulation, ZeRO-2 + optimizer offload on 4 RTX 2080 Ti.
+    plan = plan_for_model("llama-3.2-1b", method=Method.FROZEN, frozen_layers=2, attention=Attention.EAGER)
+    plan = plan.with_changes(
+        preset=Preset.TRAINER_BF16,
+        optimizer=Optimizer.ADAFACTOR,
+        checkpointing=True,
+        checkpoint_policy=CheckpointPolicy.OP,
+    )
+    plan = plan.with_workload(micro_batch=16, seq_len=2048, grad_accum=16).with_hardware(gpu="rtx-2080-ti")
+    plan = plan.on_gpus(4, Strategy.ZERO2).with_parallel(offload=Offload.OPTIMIZER)
+    found = remedies.remedies_for(plan, remedies.TRAINING_KINDS)
+    combination = remedies.cheapest_combination(plan, found)
+    assert combination is not None
+    by_kind = {s.kind: s for s in remedies.TRAINING_KINDS}
+    current = plan
+    for part in combination.remedies:
+        applied = by_kind[part.kind].apply(current)
+        assert applied is not None
+        current, title = applied
+        assert part.title == title
+    assert current == combination.plan
