@@ -212,6 +212,28 @@ def _ddp(rank: _Rank) -> RankState:
 
 
 # --- FSDP2 ---------------------------------------------------------------------------
+def _block_gradients(rank: _Rank, block: float, gather: float, reduce_b: float) -> list[Term]:
+    """One block's unsharded gradients and its reduce-scatter input, in the backward. FSDP2
+    reduces only the parameters that have a gradient (``_fsdp_param_group.py`` post_backward:
+    ``fsdp_params_with_grad``): under LoRA / DoRA / QLoRA the block's adapters, not the frozen
+    base, in the adapters' dtype unless the policy casts them."""
+    plan, stage = rank.plan, rank.stage
+    if rank.trainable <= 0:
+        return []
+    if plan.adapter_based:
+        elements = rank.trainable / max(1, stage.layers)
+        par = plan.parallel
+        gather = MP_BYTES.get(par.fsdp_param_dtype, rank.dt.grad)
+        reduce_b = MP_BYTES.get(par.fsdp_reduce_dtype, gather)
+        what = "one block's adapter gradients"
+    else:
+        elements, what = block, "one block's unsharded gradients"
+    return [
+        Term(what, f"{sci(elements)} × {gather:g} B", elements * gather),
+        Term("reduce-scatter input (one block)", f"{sci(elements)} × {reduce_b:g} B", elements * reduce_b),
+    ]
+
+
 def _fsdp(rank: _Rank) -> RankState:
     plan, dt, lay, stage, dp = rank.plan, rank.dt, rank.lay, rank.stage, rank.dp
     par, model = plan.parallel, plan.model
@@ -247,13 +269,7 @@ def _fsdp(rank: _Rank) -> RankState:
         )
         forward = [root_term, every, in_flight]
         backward = backward_block = [root_term, every]
-    block_trains = rank.trainable > 0
-    backward_grads = []
-    if block_trains:
-        backward_grads = [
-            Term("one block's unsharded gradients", f"{sci(block)} × {gather:g} B", block * gather),
-            Term("reduce-scatter input (one block)", f"{sci(block)} × {reduce_b:g} B", block * reduce_b),
-        ]
+    backward_grads = _block_gradients(rank, block, gather, reduce_b)
     root_pending: list[Term] = []
     root_reduce: list[Term] = []
     if plan.method is Method.FULL and root and plan.workload.grad_accum == 1:  # else last micro-batch's exist

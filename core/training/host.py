@@ -14,9 +14,10 @@ from typing import Final
 from core.breakdown import Term, gb, sci
 from core.parallel.layout import Layout, layout
 from core.params import ParamCounts
-from core.plan import Accounting, Plan, Strategy
+from core.plan import Accounting, Method, Plan, Strategy
 from core.roles import dtypes_for
 from core.training import detailed
+from core.training.storage import weight_terms
 from core.units import GB
 from core.verdict import Verdict, judge
 
@@ -49,11 +50,17 @@ def _loading(plan: Plan, counts: ParamCounts, per_node: int) -> Term:
     ``fsdp_cpu_ram_efficient_loading``: rank 0 loads, the others build on the meta device
     and receive a broadcast; DeepSpeed ``zero.Init``); DDP and ZeRO-1/2 load on every rank."""
     dt = dtypes_for(plan)
-    b = dt.base if plan.adapter_based else dt.param
     sharded = plan.parallel.strategy in (Strategy.FSDP, Strategy.ZERO3)
     copies = 1 if sharded else per_node
-    size = counts.total * b
     who = "once per node (rank-0 loading)" if sharded else f"on each of {per_node} ranks"
+    if plan.method is Method.QLORA:
+        # The base is quantised as it loads (transformers + bitsandbytes, shard by shard; with
+        # FSDP, accelerate's cpu_ram_efficient_loading keeps rank 0's copy quantised): the host
+        # holds its packed storage, not 16-bit weights.
+        stored = sum(t.bytes for t in weight_terms(plan, counts, dt))
+        return Term(f"checkpoint loaded {who}, quantised", f"{copies} × {gb(stored)} GB packed", copies * stored)
+    b = dt.base if plan.adapter_based else dt.param
+    size = counts.total * b
     return Term(
         f"checkpoint loaded {who}", f"{copies} × P × {b:g} B = {copies} × {sci(counts.total)} × {b:g} B", copies * size
     )
