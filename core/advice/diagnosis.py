@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 from enum import StrEnum
+from typing import Final
 
 from core.advice.limits import AXES, Curve, Limits, limits, max_micro_batch, max_sequence, memory_curve
 from core.advice.remedies import (
@@ -77,6 +78,8 @@ class Advice:
     combined_at_most: int = MAX_COMBINED  # changes the combination search puts together
 
 
+# Failures of a plan whose training step fits: what else would fail.
+_AFTER_THE_STEP: Final = (Failure.EVALUATION, Failure.SERVING, Failure.SERVING_WEIGHTS)
 # The buckets that exist before any activation: a first-step failure is theirs.
 _STATE_BUCKETS = frozenset({BucketKey.WEIGHTS, BucketKey.GRADIENTS, BucketKey.OPTIMIZER})
 
@@ -115,7 +118,7 @@ class Diagnosis:
         fitting = sum(1 for r in self.remedies if r.fits)
         offered = len(self.remedies)
         if self.judgement.fits:
-            if self.failure in (Failure.EVALUATION, Failure.SERVING) and self.symptom is not None:
+            if self.failure in _AFTER_THE_STEP and self.symptom is not None:
                 return Advice(AdviceKind.STEP_FITS_BUT)
             return Advice(AdviceKind.FITS)
         if not offered:
@@ -166,16 +169,26 @@ def _state_bytes(est: Estimate) -> float:
     return held + est.bucket(BucketKey.OVERHEAD).bytes
 
 
+def _serving_failure(est: Estimate) -> Failure:
+    """NONE, SERVING (the requests' KV cache) or SERVING_WEIGHTS (the weights alone do not fit
+    one GPU of the serving split: no number of users is the cause)."""
+    if est.judgement(Mode.INFERENCE).fits:
+        return Failure.NONE
+    inf = est.inference
+    if inf.weights_bytes + inf.overhead_bytes > est.usable_bytes:
+        return Failure.SERVING_WEIGHTS
+    return Failure.SERVING
+
+
 def _failure(est: Estimate, eval_bytes: float, mode: Mode) -> Failure:
     usable = est.usable_bytes
-    serving_fails = not est.judgement(Mode.INFERENCE).fits
     if mode is Mode.INFERENCE:
-        return Failure.SERVING if serving_fails else Failure.NONE
+        return _serving_failure(est)
     if est.total_bytes > usable:
         return Failure.FIRST_STEP if _state_bytes(est) > usable else Failure.LONG_BATCHES
     if eval_bytes > usable:
         return Failure.EVALUATION
-    return Failure.SERVING if serving_fails else Failure.NONE
+    return _serving_failure(est)
 
 
 def _dominant(est: Estimate) -> BucketKey:
@@ -225,8 +238,9 @@ def remedies_for_symptom(
     symptom = SYMPTOM_BY_FAILURE.get(failure)
     if symptom is None:
         raise ValueError(f"no symptom for {failure!r}")
-    if failure is Failure.SERVING:
-        return symptom, remedies_for(plan, SERVING_KINDS, pins=pins)
+    if failure in (Failure.SERVING, Failure.SERVING_WEIGHTS):
+        found = remedies_for(plan, SERVING_KINDS, pins=pins)
+        return symptom, tuple(r for r in found if failure in r.addresses)
     found = remedies if remedies is not None else remedies_for(plan, TRAINING_KINDS, pins=pins)
     return symptom, tuple(r for r in found if failure in r.addresses)
 

@@ -132,7 +132,7 @@ class Remedy:
 
     @property
     def serving(self) -> bool:
-        return self.addresses == {Failure.SERVING}
+        return Failure.SERVING in self.addresses
 
 
 @dataclass(frozen=True)

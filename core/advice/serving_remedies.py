@@ -18,6 +18,8 @@ from core.plan import Plan
 from core.verdict import Mode
 
 SERVING: Final = frozenset({Failure.SERVING})
+# What also helps when the weights alone do not fit one GPU: smaller or more widely split weights.
+WEIGHTS: Final = frozenset({Failure.SERVING, Failure.SERVING_WEIGHTS})
 _WIDE_KV: Final = ("bf16", "fp16", "fp32")
 
 
@@ -82,7 +84,7 @@ SERVED = Mode.INFERENCE
 SERVING_KINDS: Final = (
     RemedySpec(K.KV_FP8, _kv_fp8, 1, SERVING, "small quality cost", judged_on=SERVED),
     RemedySpec(K.FEWER_REQUESTS, _fewer_requests, 2, SERVING, "lower throughput", combinable=False, judged_on=SERVED),
-    RemedySpec(K.WEIGHTS_NF4, _weights_nf4, 2, SERVING, "some quality and speed cost", judged_on=SERVED),
+    RemedySpec(K.WEIGHTS_NF4, _weights_nf4, 2, WEIGHTS, "some quality and speed cost", judged_on=SERVED),
     RemedySpec(
         K.SMALLER_BATCHED_TOKENS,
         _smaller_batched_tokens,
@@ -95,7 +97,7 @@ SERVING_KINDS: Final = (
         K.MORE_TENSOR_PARALLEL,
         _more_tensor_parallel,
         3,
-        SERVING,
+        WEIGHTS,
         "twice the GPUs per copy",
         changes=frozenset({Pin.GPU_COUNT}),
         judged_on=SERVED,

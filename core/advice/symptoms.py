@@ -16,6 +16,7 @@ class Failure(StrEnum):
     LONG_BATCHES = "long-batches"  # activations
     EVALUATION = "evaluation"  # a large eval batch, logits of long sequences
     SERVING = "serving"  # KV cache
+    SERVING_WEIGHTS = "serving-weights"  # the served weights alone, on one GPU of the split
 
 
 @dataclass(frozen=True)
@@ -24,6 +25,7 @@ class Symptom:
     symptom: str
     cause: str
     remedies: str
+    when: str  # where it fails, as "fails ___" ends: "at load / the first optimizer step"
 
 
 SYMPTOMS: Final = (
@@ -32,24 +34,36 @@ SYMPTOMS: Final = (
         "Out of memory at the first step, right after the model loads",
         "Weights, gradients and optimizer state together exceed the card",
         "LoRA, a smaller model, a quantised base, an 8-bit optimizer, sharding",
+        "at load / the first optimizer step",
     ),
     Symptom(
         Failure.LONG_BATCHES,
-        "Out of memory after some steps, or only on long batches",
+        "Out of memory in the forward or backward pass of the first batch this long "
+        "(at once with packed or fixed-length data; only on the longest batches otherwise)",
         "Activations: the micro-batch or the sequence length is too large",
         "Smaller micro-batch with accumulation, checkpointing, shorter sequences, fused attention",
+        "in the forward or backward pass (activations)",
     ),
     Symptom(
         Failure.EVALUATION,
         "Out of memory only during evaluation",
         "A large evaluation batch, or the logits of long sequences",
         "A smaller evaluation batch; compute the loss in chunks",
+        "during evaluation",
     ),
     Symptom(
         Failure.SERVING,
         "Out of memory when serving many users",
         "The KV cache of many long concurrent requests",
         "Shorter contexts, fewer concurrent requests, a quantised KV cache",
+        "when serving many users",
+    ),
+    Symptom(
+        Failure.SERVING_WEIGHTS,
+        "Out of memory while the serving engine loads the model",
+        "The weights alone exceed one GPU at this tensor-parallel degree",
+        "Tensor parallel over more GPUs, a quantised format (AWQ, GPTQ, FP8), a smaller model",
+        "when loading the model to serve it",
     ),
 )
 SYMPTOM_BY_FAILURE: Final = {s.failure: s for s in SYMPTOMS}

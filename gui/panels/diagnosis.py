@@ -43,12 +43,6 @@ from gui.panels.remedy_list import RemedyEntry, RemedyList
 from gui.panels.verdict import VERDICT_STYLE, badge_text_colour, margin_text
 from gui.plaintext import html as escape  # the one escape for text shown in rich labels
 
-FAILURE_PHASES = {
-    Failure.FIRST_STEP: "at load / the first optimizer step",
-    Failure.LONG_BATCHES: "on long batches",
-    Failure.EVALUATION: "during evaluation",
-    Failure.SERVING: "when serving many users",
-}
 AXES = (("micro_batch", "Micro-batch"), ("seq_len", "Sequence length"))
 
 
@@ -390,7 +384,7 @@ class DiagnosisPanel(QScrollArea):
             self.failure.setText(f"<b>Nothing fails</b>: {nothing}.")
         else:
             self.failure.setText(
-                f"{fails} <b>{FAILURE_PHASES[d.failure]}</b>. What you would see:<br>“{escape(d.symptom.symptom)}”"
+                f"{fails} <b>{d.symptom.when}</b>. What you would see:<br>“{escape(d.symptom.symptom)}”"
             )
         self.explanation.setText(d.explanation)
         self.figures["state"].setText(memory(d.state_bytes, u))
@@ -411,9 +405,10 @@ class DiagnosisPanel(QScrollArea):
         self.combination_list.show_entries(combination, u)
         advice = d.advice
         show_symptom = advice.kind is AdviceKind.STEP_FITS_BUT
+        when = d.symptom.when if d.symptom is not None else ""
         note = {
             AdviceKind.FITS: "The plan fits: nothing needs to change.",
-            AdviceKind.STEP_FITS_BUT: f"The training step fits, but it would fail {FAILURE_PHASES.get(d.failure)}.",
+            AdviceKind.STEP_FITS_BUT: f"The training step fits, but it would fail {when}.",
             AdviceKind.NO_CHANGE_KNOWN: "No single change the planner knows lowers this plan's memory.",
             AdviceKind.ONLY_TOGETHER: "<b>No single change fits.</b> Together, these do:",
             AdviceKind.TOGETHER_CHEAPEST: (

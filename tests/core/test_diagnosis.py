@@ -15,11 +15,11 @@ from core.advice.diagnosis import (
     memory_curve,
     remedies_for_symptom,
 )
-from core.advice.remedies import MAX_COMBINED
+from core.advice.remedies import MAX_COMBINED, RemedyKind
 from core.breakdown import StepPhase
 from core.catalogue import find_model
 from core.estimate import Verdict, estimate
-from core.plan import Accounting, Hardware, Method, Plan, Precision, Strategy, Workload
+from core.plan import Accounting, Hardware, Method, Plan, Precision, Preset, Strategy, Workload
 from core.presets import lesson_plan, plan_for_model
 
 
@@ -153,3 +153,21 @@ def test_the_advice_is_decided_in_core_with_its_counts() -> None:
     d = diagnose(plan)
     assert d.estimate.fits and d.failure is Failure.EVALUATION
     assert d.advice.kind is AdviceKind.STEP_FITS_BUT
+
+
+def test_the_cause_named_is_the_one_that_fails() -> None:
+    # Issue 26, item 12. Llama 3.1 70B LoRA with FSDP2 on 8 H100s fits; served as planned
+    # (one GPU, bf16) its 141 GB of weights cannot load, whatever the number of users.
+    fsdp = plan_for_model("llama-3.1-70b", method=Method.LORA, preset=Preset.TRAINER_BF16, checkpointing=True)
+    fsdp = fsdp.on_gpus(8, Strategy.FSDP)
+    d = diagnose(fsdp.with_hardware(gpu="h100-sxm"))
+    assert d.estimate.fits and d.failure is Failure.SERVING_WEIGHTS
+    assert d.symptom is not None and "loading" in d.symptom.when and "users" not in d.symptom.when
+    kinds = {r.kind for r in remedies_for_symptom(fsdp, Failure.SERVING_WEIGHTS)[1]}
+    assert kinds and kinds <= {RemedyKind.WEIGHTS_NF4, RemedyKind.MORE_TENSOR_PARALLEL}
+    # Llama 3.2 3B LoRA, 4 × 8,192 tokens on an A100 80GB: the activations are 2.2 × the usable
+    # memory; with fixed-length batches that fails on the first batch, not "on long batches".
+    lora = plan_for_model("llama-3.2-3b", method=Method.LORA).with_workload(micro_batch=4, seq_len=8192)
+    d = diagnose(lora)
+    assert d.failure is Failure.LONG_BATCHES and d.symptom is not None
+    assert "first batch this long" in d.symptom.symptom and "activations" in d.symptom.when

@@ -170,7 +170,7 @@ def test_start_from_a_symptom(qtbot: Any, shown: MainWindow, symptom: Any) -> No
     assert [row.entry.title for row in panel.symptom_list.rows] == [r.title for r in remedies]
     for row, remedy in zip(panel.symptom_list.rows, remedies, strict=True):
         new = estimate(remedy.plan)
-        shown_bytes = new.inference.total_bytes if symptom.failure is Failure.SERVING else new.total_bytes
+        shown_bytes = new.inference.total_bytes if remedy.serving else new.total_bytes
         assert row.total.text() == memory(shown_bytes)
 
 
