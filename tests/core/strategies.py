@@ -103,7 +103,7 @@ def plans(draw: st.DrawFn) -> Plan:
             gpu_memory_utilization=draw(st.floats(0.01, 1.0)),
             max_num_seqs=draw(st.integers(0, 10_000)),
             max_num_batched_tokens=draw(st.integers(0, 1_000_000)),
-            mem_fraction_static=draw(st.floats(0.0, 1.0)),
+            mem_fraction_static=draw(st.one_of(st.just(0.0), st.floats(0.01, 1.0))),  # 0: SGLang's default
         ),
         accounting=draw(st.sampled_from(list(Accounting))),
         lesson=LessonSettings(

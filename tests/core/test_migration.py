@@ -153,7 +153,7 @@ def test_version_3_round_trips_every_preset_and_a_custom_plan(tmp_path: Path) ->
 def test_version_3_file_whose_roles_contradict_its_preset_is_refused() -> None:
     document = planfile.plan_to_dict(default_plan())
     document["plan"]["preset"] = "fp32"  # the roles still say bf16 storage under autocast
-    with pytest.raises(PlanError, match=r"method\.preset.*custom"):
+    with pytest.raises(PlanError, match=r"^preset: .*custom"):
         planfile.plan_from_dict(document)
 
 
