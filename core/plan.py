@@ -109,6 +109,7 @@ __all__ = [
     "Preset",
     "Strategy",
     "Workload",
+    "precision_fields",
     "precision_of",
     "preset_matching",
 ]
@@ -166,6 +167,17 @@ def precision_of(roles: PrecisionRoles) -> Precision:
 
 def preset_matching(roles: PrecisionRoles) -> Preset:
     return next((p for p, r in PRESET_ROLES.items() if r == roles), Preset.CUSTOM)
+
+
+def _roles_dict(roles: PrecisionRoles) -> dict[str, Any]:
+    return {name: getattr(roles, name) for name in ROLE_FIELDS}
+
+
+def precision_fields(precision: Precision) -> dict[str, Any]:
+    """The preset and roles the old one-word ``precision`` names, as Plan fields:
+    ``Plan(model=..., **precision_fields(Precision.BF16))`` is the pure-bf16 plan."""
+    preset, roles = PRECISION_ROLES[precision]
+    return {"preset": preset, **_roles_dict(roles)}
 
 
 # GPUs in one server node: DGX/HGX A100, H100, H200 and B200 boards carry 8 (NVIDIA DGX
@@ -318,10 +330,6 @@ class Inference:
         return self.tensor_parallel * self.pipeline_parallel * self.replicas
 
 
-def _roles_dict(roles: PrecisionRoles) -> dict[str, Any]:
-    return {name: getattr(roles, name) for name in ROLE_FIELDS}
-
-
 @dataclass(frozen=True)
 class LessonSettings:
     """Inputs only the lesson's accounting uses."""
@@ -359,7 +367,9 @@ class Plan:
     quant: Quant = DEFAULTS["quant"]  # base storage for QLoRA
     double_quant: bool = DEFAULTS["double_quant"]  # QLoRA's quantised absmax constants
     frozen_layers: int = DEFAULTS["frozen_layers"]  # FROZEN: bottom blocks (and embeddings) without gradients
-    precision: Precision = Precision.BF16_MIXED  # the old one-word setting; follows the roles below
+    # The old one-word setting (lesson mode reads it), derived from the roles below; never
+    # given (a plan file's own is read by core.files.planfile, which migrates it).
+    precision: Precision = field(init=False)
     optimizer: Optimizer = DEFAULTS["optimizer"]
     # Precision roles (plan file version 3). A named preset fixes all four; "custom" leaves
     # them free. The defaults are the old default precision, bf16-mixed.
@@ -388,9 +398,7 @@ class Plan:
             raise PlanError("model_id", self.model_id, "a catalogue id or empty")
         check_text("model_id", self.model_id, allow_empty=True)
         run_checks(self, _PLAN_CHECKS)
-        if not isinstance(self.precision, Precision):
-            raise PlanError("precision", self.precision, "one of " + ", ".join(p.value for p in Precision))
-        self._reconcile_precision()
+        self._reconcile_roles()
         for name, kind in _NESTED:
             if not isinstance(getattr(self, name), kind):
                 raise PlanError(name, getattr(self, name), f"a {kind.__name__} value")
@@ -476,13 +484,13 @@ class Plan:
                 f"the model has {model.num_layers} layers",
             )
 
-    def _reconcile_precision(self) -> None:
-        """Keep preset, roles and the old ``precision`` one description.
+    def _reconcile_roles(self) -> None:
+        """Keep the preset and the roles one description, and derive ``precision`` from them.
 
-        Built with only some of them (``Plan(precision=...)``, ``Plan(preset=...)``,
-        ``Plan(preset=CUSTOM, base_dtype=...)``) the others follow; given all three and
-        disagreeing, the plan is refused, naming the field. :meth:`with_changes` decides
-        which one an edit meant before this check runs.
+        Built with only one of them (``Plan(preset=...)``, ``Plan(preset=CUSTOM,
+        base_dtype=...)``, roles alone) the other follows; given both and disagreeing, the
+        plan is refused, naming the preset. :meth:`with_changes` decides which one an edit
+        meant before this check runs.
         """
         default = PRESET_ROLES[Preset.FP32_AUTOCAST_BF16]
         roles = self.roles
@@ -494,18 +502,6 @@ class Plan:
                 preset = preset_matching(roles)
             else:
                 raise PlanError("preset", preset.value, "custom", f"the roles differ from the {preset.value} preset's")
-        if self.precision is not precision_of(roles):
-            if self.precision is Precision.BF16_MIXED:  # the default: it follows the roles
-                pass
-            elif preset is Preset.FP32_AUTOCAST_BF16 and roles == default:  # only precision given
-                preset, roles = PRECISION_ROLES[self.precision]
-            else:
-                raise PlanError(
-                    "precision",
-                    self.precision.value,
-                    precision_of(roles).value,
-                    "it must describe the precision roles",
-                )
         object.__setattr__(self, "preset", preset)
         for name in ROLE_FIELDS:
             object.__setattr__(self, name, getattr(roles, name))
@@ -538,23 +534,21 @@ class Plan:
     def with_changes(self, **changes: Any) -> Plan:
         """A copy with top-level fields replaced; nested ones via ``workload=...`` etc.
 
-        Precision edits say what they mean: a new ``precision`` alone picks its preset, a
-        named ``preset`` alone brings its roles, a role alone makes the plan custom (unless
-        the roles still are the preset's). The old ``precision`` always follows the roles.
+        Precision edits say what they mean: the old one-word ``precision`` (it is derived, so
+        this is the only way to give it) alone picks its preset and roles, a named ``preset``
+        alone brings its roles, a role alone makes the plan custom (unless the roles still are
+        the preset's). A ``precision`` given with a preset or a role is left to them.
         """
+        word = changes.pop("precision", None)
         role_edits = {k: changes[k] for k in ROLE_FIELDS if k in changes}
-        if "precision" in changes and "preset" not in changes and not role_edits:
-            preset, roles = PRECISION_ROLES[Precision(changes["precision"])]
-            changes.update(preset=preset, **_roles_dict(roles))
+        if word is not None and "preset" not in changes and not role_edits:
+            changes.update(precision_fields(Precision(word)))
         elif "preset" in changes and Preset(changes["preset"]) is not Preset.CUSTOM and not role_edits:
             changes.update(_roles_dict(PRESET_ROLES[Preset(changes["preset"])]))
         elif role_edits and "preset" not in changes:
             roles = replace(self.roles, **role_edits)
             if self.preset is not Preset.CUSTOM and roles != PRESET_ROLES[self.preset]:
                 changes["preset"] = Preset.CUSTOM
-        if "preset" in changes or role_edits:
-            merged = replace(self.roles, **{k: changes.get(k, getattr(self, k)) for k in ROLE_FIELDS})
-            changes["precision"] = precision_of(merged)
         return replace(self, **changes)
 
     def checkpointed_blocks(self, layers: int) -> int:

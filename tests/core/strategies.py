@@ -27,6 +27,7 @@ from core.plan import (
     Preset,
     Strategy,
     Workload,
+    precision_fields,
 )
 
 models = st.sampled_from([m.spec for m in load_models()])
@@ -62,7 +63,7 @@ def plans(draw: st.DrawFn) -> Plan:
         quant=draw(st.sampled_from(list(Quant))),
         double_quant=draw(st.booleans()),
         frozen_layers=frozen,
-        precision=draw(st.sampled_from(list(Precision))),
+        **precision_fields(draw(st.sampled_from(list(Precision)))),
         optimizer=draw(st.sampled_from(list(Optimizer))),
         checkpointing=draw(st.booleans()),
         checkpoint_policy=draw(st.sampled_from(list(CheckpointPolicy))),

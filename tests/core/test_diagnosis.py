@@ -16,7 +16,7 @@ from core.advice.diagnosis import (
 )
 from core.catalogue import find_model
 from core.estimate import Verdict, estimate
-from core.plan import Accounting, Hardware, Method, Plan, Precision, Workload
+from core.plan import Accounting, Hardware, Method, Plan, Precision, Workload, precision_fields
 from core.presets import lesson_plan
 
 
@@ -66,7 +66,7 @@ def test_no_single_remedy_gives_a_combination() -> None:
     plan = Plan(
         model=find_model("llama-3.1-8b").spec,
         method=Method.FULL,
-        precision=Precision.BF16_MIXED,
+        **precision_fields(Precision.BF16_MIXED),
         workload=Workload(micro_batch=8, seq_len=2048),
         hardware=Hardware(gpu="rtx-4090"),
     )

@@ -49,6 +49,7 @@ from core.plan import (
     Precision,
     Strategy,
     Workload,
+    precision_fields,
 )
 from core.presets import default_plan, plan_for_model
 from tests.core.strategies import plans, serving_tensor_parallel
@@ -147,7 +148,8 @@ def _apply(plan: Plan, section: str, name: str, value: object) -> Plan:
 
 
 changes = st.lists(
-    st.sampled_from([(s, f.name) for s, cls in _SECTIONS.items() for f in fields(cls)]).flatmap(
+    # Every field a caller can give (the derived ``precision`` is not one).
+    st.sampled_from([(s, f.name) for s, cls in _SECTIONS.items() for f in fields(cls) if f.init]).flatmap(
         lambda where: st.tuples(st.just(where[0]), st.just(where[1]), weird)
     ),
     min_size=1,
@@ -275,7 +277,7 @@ def _random_plan(rng: random.Random) -> Plan:
         quant=rng.choice(list(Quant)),
         double_quant=rng.random() < 0.5,
         frozen_layers=_pick(rng, frozen_low, model.num_layers),
-        precision=rng.choice(list(Precision)),
+        **precision_fields(rng.choice(list(Precision))),
         optimizer=rng.choice(list(Optimizer)),
         checkpointing=rng.random() < 0.5,
         attention=rng.choice(list(Attention)),

@@ -29,7 +29,7 @@ from core.files.planfile import dumps, loads
 from core.files.runconfig import load_run_config, loads_run_config, plan_from_run, resolve_model
 from core.parallel.comm import step_communication
 from core.params import param_counts
-from core.plan import Attention, CheckpointPolicy, Hardware, Method, Plan, Precision, Workload
+from core.plan import Attention, CheckpointPolicy, Hardware, Method, Plan, Precision, Workload, precision_fields
 from core.presets import default_plan
 from core.training.activations import recomputed_share, selective_saved
 from core.training.compute import flops_per_token
@@ -43,7 +43,7 @@ def _plan(model: str, b: int = 1, s: int = 2048, **changes: object) -> Plan:
     plan = Plan(
         model=entry.spec,
         model_id=entry.id,
-        precision=Precision.BF16,
+        **precision_fields(Precision.BF16),
         attention=Attention.SDPA,
         checkpointing=True,
         workload=Workload(micro_batch=b, seq_len=s),
