@@ -274,8 +274,9 @@ class Input:
     ``decimals`` and ``step`` as the field types and steps it. ``matters(plan)``: whether
     the input changes this plan's estimate and is not fixed by another input (a named
     precision preset fixes the roles); the forms show the field only then, and those marked
-    ``advanced`` only when asked. ``flag_of``: the path of the input whose flag sets this
-    one under ``--mode inference`` (the serving split)."""
+    ``advanced`` only when asked. ``flags`` and ``help`` are its command-line options;
+    ``flag_of`` the path of the input whose flag sets this one under ``--mode inference``
+    (the serving split)."""
 
     path: str
     kind: Kind
@@ -298,6 +299,7 @@ class Input:
     step: float = 1.0
     metavar: str | None = None
     cli_choices: tuple[str, ...] | None = None  # fewer than ``labels`` (no "custom" preset)
+    cli_switch: bool = False  # an ENUM the command line sets as --flag / --no-flag
     flag_of: str = ""
 
     @property
@@ -340,7 +342,7 @@ INPUTS: Final[tuple[Input, ...]] = (
     Input("method", Kind.ENUM, "Method", "Method", Method.FULL,
           "Full: every weight trains. LoRA: small adapters train, the base is frozen. "
           "QLoRA: LoRA on a 4- or 8-bit base. Frozen layers: the bottom blocks get no gradients.",
-          ("--method",), labels=METHOD_LABELS),
+          ("--method",), "full, lora, qlora, frozen (layers) or dora", labels=METHOD_LABELS),
     Input("lora.rank", Kind.INT, "Rank r", "LoRA rank", 8,
           "Rank r of each adapter: r × (in + out) parameters per matrix.",
           ("--lora-rank",), "LoRA/DoRA adapter rank r", low=1, high=MAX_RANK,
@@ -387,7 +389,7 @@ INPUTS: Final[tuple[Input, ...]] = (
     Input("autocast", Kind.ENUM, "Autocast", "Autocast", Autocast.BF16,
           "torch.autocast around the forward pass and the loss; fp16 adds a GradScaler.",
           ("--autocast",), "torch.autocast around forward and loss, in the weights' 16-bit dtype (bf16 over float32)",
-          labels=AUTOCAST_LABELS, matters=lambda p: p.preset is Preset.CUSTOM),
+          labels=AUTOCAST_LABELS, matters=lambda p: p.preset is Preset.CUSTOM, cli_switch=True),
     Input("optimizer", Kind.ENUM, "Optimizer", "Optimizer", Optimizer.ADAMW,
           "AdamW keeps two float32 moments per trainable parameter (8 bytes); 8-bit AdamW two bytes; "
           "SGD with momentum one buffer; Adafactor factored moments.",
@@ -477,12 +479,12 @@ INPUTS: Final[tuple[Input, ...]] = (
     # The lesson: 30-50 % model FLOP utilisation for well-tuned code.
     Input("hardware.utilisation", Kind.FLOAT, "Utilisation", "Utilisation", 0.4,
           "Model FLOP utilisation: the share of the card's peak a real run achieves (30-50 % for well-tuned code).",
-          ("--utilisation",), "model FLOP utilisation, 0.4 = 40 %%", unit="%", low=0.001, high=1.0,
+          ("--utilisation",), "model FLOP utilisation, 0.4 = 40 %", unit="%", low=0.001, high=1.0,
           scale=100, decimals=1, step=5),
     # The lesson advises keeping 10-20 % of the card free.
     Input("hardware.headroom", Kind.FLOAT, "Headroom", "Headroom", 0.10,
           "Share of the card kept free for fragmentation and spikes; the lesson advises 10-20 %.",
-          ("--headroom",), "fraction kept free, 0.1 = 10 %%", unit="%", low=0.0, high=0.9,
+          ("--headroom",), "fraction kept free, 0.1 = 10 %", unit="%", low=0.0, high=0.9,
           scale=100, decimals=1, step=5),
     Input("hardware.price_per_gpu_hour", Kind.FLOAT, "Price", "Price per GPU-hour", 2.0,
           "What one GPU costs per hour, in your currency.",

@@ -22,7 +22,8 @@ from typing import Any
 
 import pytest
 
-from core.cli.app import estimate_json_text, main
+from core.cli.app import main
+from core.cli.render import estimate_json_text
 from core.errors import ImportCancelled, PlanFileError
 from core.estimate import estimate
 from core.files import importer, planfile
