@@ -45,6 +45,7 @@ from core.inputs import (
     Attention,
     CheckpointPolicy,
     Engine,
+    Kind,
     Method,
     Offload,
     Optimizer,
@@ -54,6 +55,7 @@ from core.inputs import (
     Preset,
     Strategy,
     checks_of,
+    input_at,
     run_checks,
 )
 from core.model import ModelSpec, check_text
@@ -550,6 +552,30 @@ class Plan:
             if self.preset is not Preset.CUSTOM and roles != PRESET_ROLES[self.preset]:
                 changes["preset"] = Preset.CUSTOM
         return replace(self, **changes)
+
+    def with_input(self, path: str, value: Any) -> Plan:
+        """This plan with the input at ``path`` (a row of :mod:`core.inputs`) set to ``value``,
+        as a form's field edits it: an enum may come as its text, the method switches the
+        way :meth:`with_method` does, precision roles the way :meth:`with_changes` does, and
+        a parameter count of 0 means "derive it from the architecture"."""
+        spec = input_at(path)
+        if spec.kind is Kind.ENUM:
+            value = spec.enum(value)
+        group, _, name = path.rpartition(".")
+        if path == "method":
+            return self.with_method(value)
+        if path == "model.params_override":
+            return replace(self, model=replace(self.model, params_override=value or None))
+        if not group:
+            return self.with_changes(**{name: value})
+        return replace(self, **{group: replace(getattr(self, group), **{name: value})})
+
+    def input_value(self, path: str) -> Any:
+        """The value of the input at ``path`` (0 for a parameter count derived from the architecture)."""
+        value: Any = self
+        for part in path.split("."):
+            value = getattr(value, part)
+        return 0 if value is None else value
 
     def checkpointed_blocks(self, layers: int) -> int:
         """Blocks (of ``layers``) whose activations are recomputed: all under full or per-op
