@@ -26,14 +26,9 @@ from core.errors import PlanError, PlanFileError
 from core.estimate import Estimate, estimate
 from core.files import planfile
 from core.hfconfig import model_from_hf_config
-from core.inputs import input_at
+from core.inputs import MAX_BATCH, MAX_GPUS, MAX_PARALLEL, MAX_SEQ, MAX_TOKENS, input_at
 from core.model import LIMITS, LORA_TARGETS, MAX_PARAMS, ModelSpec
 from core.plan import (
-    MAX_BATCH,
-    MAX_GPUS,
-    MAX_PARALLEL,
-    MAX_SEQ,
-    MAX_TOKENS,
     Accounting,
     Attention,
     Engine,

@@ -17,10 +17,9 @@ from core.cli.parser import given_inputs
 from core.cli.plans import plan_from_args
 from core.dtypes import Autocast
 from core.errors import PlanError
-from core.inputs import BY_PATH, INPUTS, Input, Kind, input_at
+from core.inputs import BY_PATH, INPUTS, MAX_DEGREE, Input, Kind, input_at
 from core.model import LIMITS, LORA_TARGETS
 from core.plan import (
-    MAX_DEGREE,
     Accounting,
     Hardware,
     Inference,
