@@ -18,7 +18,8 @@ Ranges: every bound is inclusive, and the smallest value is a sane one (a utilis
 ``zero_means`` is set also takes 0, meaning that ("the engine's default").
 
 The enums of the choices live here too, with their display labels; :mod:`core.plan`
-re-exports them for the code that has always imported them from there.
+re-exports them for the code that has always imported them from there. Past 400 lines
+because the table is: one declarative row per input.
 """
 
 from __future__ import annotations

@@ -6,6 +6,9 @@ path (``workload.micro_batch``, ``lora.rank``, ``parallel.pipeline_parallel``), 
 and what is allowed. The rules that join several inputs (a split the model cannot take, the
 precision roles a preset fixes) are here. Plans are saved as a versioned JSON document (see
 :mod:`core.files.planfile`).
+
+One concern past 400 lines: the Plan's parts, the rules that join them, and the edits that
+keep a plan valid (on other GPUs, another model or method, a precision word or role).
 """
 
 from __future__ import annotations
