@@ -61,12 +61,12 @@ def normalise_lora_targets(names: tuple[str, ...] | list[str]) -> tuple[str, ...
             wanted.update(_TARGET_ALIASES[name])
         else:
             raise PlanError(
-                "method.lora.targets",
+                "lora.targets",
                 raw,
                 "q_proj, k_proj, v_proj, o_proj, gate_proj, up_proj, down_proj or all-linear",
             )
     if not wanted:
-        raise PlanError("method.lora.targets", list(names), "at least one target module")
+        raise PlanError("lora.targets", list(names), "at least one target module")
     return tuple(t for t in LORA_TARGETS if t in wanted)
 
 

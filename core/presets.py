@@ -8,7 +8,18 @@ from dataclasses import replace
 from core.catalogue import find_model
 from core.dtypes import Quant
 from core.model import ModelSpec
-from core.plan import Accounting, Hardware, LessonSettings, LoraSettings, Method, Plan, Precision, Preset, Workload
+from core.plan import (
+    Accounting,
+    Hardware,
+    LessonSettings,
+    LoraSettings,
+    Method,
+    Plan,
+    Precision,
+    Preset,
+    Workload,
+    precision_fields,
+)
 
 DEFAULT_MODEL = "llama-3.1-8b"
 DEFAULT_GPU = "a100-80gb-sxm"
@@ -47,7 +58,7 @@ def lesson_plan(method: Method, precision: Precision, *, quant: Quant = Quant.NF
         model_id="llama-2-7b",
         method=method,
         quant=quant,
-        precision=precision,
+        **precision_fields(precision),
         lora=LoraSettings(rank=8, targets=("q_proj", "k_proj", "v_proj", "o_proj")),
         accounting=Accounting.LESSON,
         lesson=LessonSettings(
@@ -64,7 +75,7 @@ def lesson_gpt2_plan() -> Plan:
         model=spec,
         model_id="gpt2",
         method=Method.FULL,
-        precision=Precision.FP32,
+        **precision_fields(Precision.FP32),
         accounting=Accounting.LESSON,
         hardware=Hardware(gpu=DEFAULT_GPU),
     )

@@ -46,7 +46,7 @@ def register_pdf_writer() -> None:
         from gui.report_export import write_pdf
     except ImportError:
         return  # the command says PDF needs the app's Qt
-    from core.cli.extra import set_pdf_writer
+    from core.cli.report import set_pdf_writer
 
     set_pdf_writer(write_pdf)
 

@@ -29,6 +29,7 @@ from core.plan import (
     Plan,
     Precision,
     Workload,
+    precision_fields,
 )
 from core.units import finite_number
 
@@ -154,7 +155,7 @@ def plan_for_case(case: Mapping[str, Any], model_config: Mapping[str, Any] | Non
             method=method,
             lora=lora,
             frozen_layers=int(case.get("frozen_layers", 0)) if method is Method.FROZEN else 0,
-            precision=_PRECISIONS[str(case.get("precision", "fp32"))],
+            **precision_fields(_PRECISIONS[str(case.get("precision", "fp32"))]),
             optimizer=_OPTIMIZERS[str(case.get("optimizer", "adamw"))],
             optimizer_impl=OptimizerImpl(str(case.get("optimizer_impl") or "foreach")),
             attention=Attention(case.get("attention", "sdpa")),

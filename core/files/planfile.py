@@ -35,6 +35,7 @@ from core.files.fileio import read_regular_file
 from core.model import ModelSpec, model_from_dict
 from core.plan import (
     PRECISION_ROLES,
+    PRESET_ROLES,
     ROLE_FIELDS,
     Hardware,
     Inference,
@@ -44,6 +45,7 @@ from core.plan import (
     Parallelism,
     Plan,
     Precision,
+    Preset,
     Workload,
 )
 from core.units import finite_number
@@ -84,12 +86,14 @@ OPTIONAL_KEYS: Final = (
     | frozenset(
         (Parallelism, f.name) for f in fields(Parallelism) if f.name not in ("nodes", "gpus_per_node", "strategy")
     )
-    | frozenset((Plan, name) for name in ("checkpoint_policy", "checkpoint_every"))
+    | frozenset((Plan, name) for name in ("checkpoint_policy", "checkpoint_every", "precision"))
 )
 # Of the parallelism (version 4), only the GPU count and the strategy must be written; the
 # degrees and the frameworks' knobs default to one GPU's split and the frameworks' defaults.
 # The checkpointing policy came later within version 4: a file without it means full
 # checkpointing (or none, with ``checkpointing`` off), what every earlier file meant.
+# ``precision`` is derived from the roles since version 3; files keep writing it (a reader
+# of an older release requires it) and it is read by :func:`_with_file_precision`.
 
 
 def _plain(value: Any) -> Any:
@@ -142,6 +146,10 @@ def _convert(path: str, hint: Any, value: Any) -> Any:
     raise PlanError(path, value, f"a value of type {hint}")  # pragma: no cover - a field type we forgot
 
 
+# Fields a file holds that the dataclass derives rather than takes.
+_DERIVED: Final = frozenset({(Plan, "precision")})
+
+
 def _build(cls: type, data: Any, where: str) -> Any:
     if not isinstance(data, Mapping):
         raise PlanError(where, type(data).__name__, "a JSON object")
@@ -155,8 +163,8 @@ def _build(cls: type, data: Any, where: str) -> Any:
         raise PlanError(f"{where}.{missing[0]}", None, "a value", "the key is missing")
     kwargs = {}
     for name in names:
-        if name not in data:
-            continue  # an optional key: the field's default
+        if name not in data or (cls, name) in _DERIVED:
+            continue  # an optional key: the field's default; a derived one: read below
         path = f"{where}.{name}"
         if name == "model":
             kwargs[name] = model_from_dict(data[name], path)
@@ -164,7 +172,23 @@ def _build(cls: type, data: Any, where: str) -> Any:
             kwargs[name] = _build(_NESTED[name], data[name], path)
         else:
             kwargs[name] = _convert(path, hints[name], data[name])
-    return cls(**kwargs)
+    built = cls(**kwargs)
+    if cls is Plan and "precision" in data:
+        return _with_file_precision(built, _convert(f"{where}.precision", Precision, data["precision"]), where)
+    return built
+
+
+def _with_file_precision(plan: Plan, word: Precision, where: str) -> Plan:
+    """The plan as a file that also names the old one-word precision meant it. The word
+    agrees with the roles (every file this program wrote); or it is bf16-mixed, the old
+    default, which follows the roles; or the file gave only the word (default preset and
+    roles), and the word picks them, as a precision alone always did. Anything else
+    contradicts the roles and is refused."""
+    if word is plan.precision or word is Precision.BF16_MIXED:
+        return plan
+    if plan.preset is Preset.FP32_AUTOCAST_BF16 and plan.roles == PRESET_ROLES[Preset.FP32_AUTOCAST_BF16]:
+        return plan.with_changes(precision=word)
+    raise PlanError(f"{where}.precision", word.value, plan.precision.value, "it must describe the precision roles")
 
 
 def _depth(value: Any, limit: int = MAX_DEPTH) -> int:

@@ -9,9 +9,11 @@ from PySide6.QtCore import QSignalBlocker, Qt, Signal
 from PySide6.QtWidgets import QApplication, QCheckBox, QComboBox, QFormLayout, QGroupBox, QLabel, QWidget
 
 from core.estimate import Estimate
+from core.inputs import Input, input_at
 from core.plan import Plan
 from gui.controller import PlanController
 from gui.forms.fields import CatalogueField, any_marked, is_marked_invalid, mark_invalid
+from gui.forms.inputs import field_for
 
 Apply = Callable[[Plan, Any], Plan]
 
@@ -19,8 +21,10 @@ Apply = Callable[[Plan, Any], Plan]
 class PlanForm(QGroupBox):
     """A titled group of fields bound to part of the Plan.
 
-    Subclasses add fields with :meth:`bind` and implement :meth:`show_plan`, which sets
-    widgets from a Plan; it runs with every field's signals blocked.
+    Subclasses add the plan's inputs with :meth:`add_input` (a field built from the input
+    table, shown and hidden by :meth:`show_inputs`), other editors with :meth:`bind`, and
+    extend :meth:`show_plan`, which sets widgets from a Plan; it runs with every field's
+    signals blocked.
 
     ``problemCleared(key)`` says a field's mark went away (typing corrected, the plan's value
     put back, a valid plan arrived): the window drops the warning it showed for that field.
@@ -40,6 +44,8 @@ class PlanForm(QGroupBox):
         self._redrawing = False  # inside show_plan
         self._dropped: list[tuple[str, QWidget]] = []  # fields hidden under the cursor (_drop_typing_in)
         self.labels: dict[str, QLabel] = {}
+        self.inputs: dict[str, Input] = {}  # the fields add_input made, by attribute path
+        self._input_rows: list[str] = []  # those of them on a row of their own
         controller.estimateChanged.connect(self._on_estimate)
         controller.editRejected.connect(self._on_rejected)
 
@@ -74,6 +80,32 @@ class PlanForm(QGroupBox):
                 self.labels[key] = text
                 self.form.addRow(text, widget)
         return widget
+
+    def add_input(
+        self, path: str, apply: Apply | None = None, *, row: bool = True, widget: QWidget | None = None
+    ) -> Any:
+        """The field of the plan input at ``path``, bound to it: built from its row of the
+        input table unless ``widget`` is given; ``apply`` defaults to :meth:`Plan.with_input`.
+        Returns the field (an IntField, FloatField, CountField, ChoiceField or QCheckBox)."""
+        spec = input_at(path)
+        field = widget if widget is not None else field_for(spec)
+        self.inputs[path] = spec
+        if row:
+            self._input_rows.append(path)
+        return self.bind(path, spec.label, field, apply or (lambda plan, value: plan.with_input(path, value)), row=row)
+
+    def show_inputs(self, plan: Plan, *, advanced: bool = False) -> None:
+        """Every input's field shows the plan's value; its row shows when the input matters
+        for the plan (the frameworks' finer knobs only when ``advanced``)."""
+        for path in self.inputs:
+            widget, value = self.fields[path], plan.input_value(path)
+            if isinstance(widget, QCheckBox):
+                widget.setChecked(value)
+            else:
+                widget.show_value(value)  # type: ignore[attr-defined]
+        for path in self._input_rows:
+            spec = self.inputs[path]
+            self.set_row_visible(path, spec.matters(plan) and (advanced or not spec.advanced))
 
     def set_row_visible(self, key: str, visible: bool) -> None:
         self.set_widget_row_visible(self.fields[key], visible)
@@ -168,7 +200,7 @@ class PlanForm(QGroupBox):
                 self._clear_mark(key, widget)
 
     def show_plan(self, plan: Plan) -> None:
-        raise NotImplementedError
+        self.show_inputs(plan)
 
     def show_estimate(self, estimate: Estimate) -> None:
         """Read-only figures beside the inputs (parameter count, card memory); optional."""

@@ -532,14 +532,20 @@ class CatalogueField(QComboBox):
         self.setCompleter(completer)
         _describe(self, name, tooltip + "\nType part of a name to search.")
         self.activated.connect(self._chosen)
-        completer.activated[str].connect(self._chosen_text)
-        self.lineEdit().returnPressed.connect(lambda: self._chosen_text(self.currentText()))
+        completer.activated[str].connect(self._chosen_text)  # type: ignore[index]  # PySide6's overload index
+        self._line().returnPressed.connect(lambda: self._chosen_text(self.currentText()))
+
+    def _line(self) -> QLineEdit:
+        """The text box (an editable combo box always has one)."""
+        line = self.lineEdit()
+        assert line is not None
+        return line
 
     def minimumSizeHint(self) -> QSize:
         """Wide enough to show every entry's name whole ("…RTX 3060 12GE" was the last one cut)."""
         hint = super().minimumSizeHint()
         if self._widest[0] != self.count():
-            metrics = self.lineEdit().fontMetrics()
+            metrics = self._line().fontMetrics()
             widest = max((metrics.horizontalAdvance(self.itemText(i)) for i in range(self.count())), default=0)
             option = QStyleOptionComboBox()
             self.initStyleOption(option)
@@ -571,7 +577,7 @@ class CatalogueField(QComboBox):
         if self.currentText() != self._shown_text:
             with QSignalBlocker(self):
                 self.setEditText(self._shown_text)
-        self.lineEdit().setCursorPosition(0)
+        self._line().setCursorPosition(0)
         self.editingFinished.emit()
 
     def show_value(self, entry_id: str, fallback_text: str = "") -> None:
@@ -586,7 +592,7 @@ class CatalogueField(QComboBox):
                 self.setCurrentIndex(-1)
                 self.setEditText(fallback_text)
             # Show a long name from its start ("NVIDIA GeForce…", not "…IDIA GeForce RTX 4090").
-            self.lineEdit().setCursorPosition(0)
+            self._line().setCursorPosition(0)
         self._shown_text = self.currentText()
 
     def value(self) -> str:

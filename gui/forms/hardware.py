@@ -9,12 +9,12 @@ from PySide6.QtWidgets import QLabel, QPushButton, QToolButton, QVBoxLayout, QWi
 
 from core.catalogue import GROUP_LABELS, GpuGroup, GpuSpec, load_gpus, search
 from core.estimate import Estimate
+from core.inputs import input_at
 from core.plan import Plan, Preset
 from core.units import GB, GiB, MiB
 from gui import dialogs
 from gui.controller import PlanController
 from gui.forms.base import PlanForm
-from gui.forms.fields import FloatField
 from gui.forms.pickers import USER_PREFIX, Entry, SearchingPicker, words_match
 from gui.settings import CustomGpu, Settings
 
@@ -83,34 +83,48 @@ def limits_text(gpu: GpuSpec) -> tuple[str, str]:
     return "\n".join(lines), "\n".join(details)
 
 
+def _note(name: str) -> QLabel:
+    """A read-only line under the picker: plain text (it quotes the catalogue), selectable."""
+    label = QLabel()
+    label.setAccessibleName(name)
+    label.setTextFormat(Qt.TextFormat.PlainText)
+    label.setWordWrap(True)
+    label.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+    return label
+
+
 class HardwareForm(PlanForm):
     def __init__(
         self, controller: PlanController, parent: QWidget | None = None, *, settings: Settings | None = None
     ) -> None:
         super().__init__("Hardware", controller, parent)
         self.settings = settings
-        self.gpu = SearchingPicker(
-            "GPU",
-            gpu_sections(self._saved_cards()),
-            "The card, with the memory its driver reports (not the marketing figure).\n"
-            "Search by name, memory (“24 GB”), vendor (“amd”) or kind (“laptop”, “apple”).",
-            matcher=_gpu_matches,
-        )
-        self.bind("hardware.gpu", "GPU", self.gpu, self._pick)
+        gpu = input_at("hardware.gpu")
+        self.gpu = SearchingPicker(gpu.name, gpu_sections(self._saved_cards()), gpu.tooltip, matcher=_gpu_matches)
+        self.bind(gpu.path, gpu.label, self.gpu, self._pick)
         self._describe_entries()
-        self.card = QLabel()
-        self.card.setAccessibleName("GPU summary")
-        self.card.setTextFormat(Qt.TextFormat.PlainText)
-        self.card.setWordWrap(True)
-        self.card.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        self.card = _note("GPU summary")
         self.form.addRow("", self.card)
         # The card's limits (no bf16 on Turing/Volta, Apple's GPU share) and the plan's clash with them.
-        self.limits = QLabel()
-        self.limits.setAccessibleName("GPU limits")
-        self.limits.setTextFormat(Qt.TextFormat.PlainText)  # reasons and sources come from the catalogue file
-        self.limits.setWordWrap(True)
-        self.limits.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        self.limits = _note("GPU limits")  # reasons and sources come from the catalogue file
         self.form.addRow("", self.limits)
+        self.problem_row = self._precision_problem()
+        self.form.addRow("", self.problem_row)
+        self.save_card = QToolButton()
+        self.save_card.setText("Save as my card…")
+        self.save_card.setAccessibleName("Save the custom GPU under a name")
+        self.save_card.setToolTip("Keep this card's memory and speed in the list under a name (in your settings).")
+        self.save_card.clicked.connect(self._save_card)
+        self.custom_memory = self.add_input("hardware.custom_memory_gb")
+        self.custom_tflops = self.add_input("hardware.custom_tflops")
+        self.form.addRow("", self.save_card)
+        self.utilisation = self.add_input("hardware.utilisation")
+        self.headroom = self.add_input("hardware.headroom")
+        self.price = self.add_input("hardware.price_per_gpu_hour")
+        self.peak_override = self.add_input("hardware.peak_tflops_override")
+
+    def _precision_problem(self) -> QWidget:
+        """The plan's precision the card cannot run, with the switch to fp16 AMP."""
         self.precision_problem = QLabel()
         self.precision_problem.setAccessibleName("Precision not supported by this GPU")
         self.precision_problem.setTextFormat(Qt.TextFormat.PlainText)
@@ -122,73 +136,12 @@ class HardwareForm(PlanForm):
         self.use_fp16.setAccessibleName("Switch the plan to fp16 mixed precision")
         self.use_fp16.setToolTip("fp16 autocast with fp32 master weights and a GradScaler: runs on cards without bf16.")
         self.use_fp16.clicked.connect(self._use_fp16)
-        self.problem_row = QWidget()
-        row = QVBoxLayout(self.problem_row)
-        row.setContentsMargins(0, 0, 0, 0)
-        row.addWidget(self.precision_problem)
-        row.addWidget(self.use_fp16, 0, Qt.AlignmentFlag.AlignLeft)
-        self.form.addRow("", self.problem_row)
-        self.save_card = QToolButton()
-        self.save_card.setText("Save as my card…")
-        self.save_card.setAccessibleName("Save the custom GPU under a name")
-        self.save_card.setToolTip("Keep this card's memory and speed in the list under a name (in your settings).")
-        self.save_card.clicked.connect(self._save_card)
-        self.custom_memory = FloatField(
-            "Custom GPU memory", 0.01, 1e6, "GB", "Memory of the custom card in decimal GB, as its driver reports it."
-        )
-        self.bind(
-            "hardware.custom_memory_gb", "Memory", self.custom_memory, lambda p, v: p.with_hardware(custom_memory_gb=v)
-        )
-        self.custom_tflops = FloatField(
-            "Custom GPU speed", 0.01, 1e7, "TFLOP/s", "Dense 16-bit peak of the custom card (no sparsity)."
-        )
-        self.bind(
-            "hardware.custom_tflops", "Peak speed", self.custom_tflops, lambda p, v: p.with_hardware(custom_tflops=v)
-        )
-        self.form.addRow("", self.save_card)
-        self.utilisation = FloatField(
-            "Utilisation",
-            0.001,
-            1.0,
-            "%",
-            "Model FLOP utilisation: the share of the card's peak a real run achieves (30-50 % for well-tuned code).",
-            decimals=1,
-            step=5,
-            scale=100,
-        )
-        self.bind("hardware.utilisation", "Utilisation", self.utilisation, lambda p, v: p.with_hardware(utilisation=v))
-        self.headroom = FloatField(
-            "Headroom",
-            0.0,
-            0.9,
-            "%",
-            "Share of the card kept free for fragmentation and spikes; the lesson advises 10-20 %.",
-            decimals=1,
-            step=5,
-            scale=100,
-        )
-        self.bind("hardware.headroom", "Headroom", self.headroom, lambda p, v: p.with_hardware(headroom=v))
-        self.price = FloatField(
-            "Price per GPU-hour", 0.0, 1e6, "per GPU·h", "What one GPU costs per hour, in your currency.", step=0.5
-        )
-        self.bind(
-            "hardware.price_per_gpu_hour", "Price", self.price, lambda p, v: p.with_hardware(price_per_gpu_hour=v)
-        )
-        self.peak_override = FloatField(
-            "Peak TFLOP/s override",
-            0.0,
-            1e7,
-            "TFLOP/s",
-            "Dense peak to use instead of the card's datasheet figure for the plan's precision; 0 uses the card's.",
-            step=10,
-        )
-        self.peak_override.setSpecialValueText("card's datasheet")
-        self.bind(
-            "hardware.peak_tflops_override",
-            "Peak override",
-            self.peak_override,
-            lambda p, v: p.with_hardware(peak_tflops_override=v),
-        )
+        row = QWidget()
+        layout = QVBoxLayout(row)
+        layout.setContentsMargins(0, 0, 0, 0)
+        layout.addWidget(self.precision_problem)
+        layout.addWidget(self.use_fp16, 0, Qt.AlignmentFlag.AlignLeft)
+        return row
 
     # ---- the picker and the user's cards -------------------------------------------
     def _describe_entries(self) -> None:
@@ -227,21 +180,12 @@ class HardwareForm(PlanForm):
         self.show_plan(self.controller.plan)
 
     def _use_fp16(self) -> None:
-        self.controller.update("method.preset", lambda p: p.with_changes(preset=Preset.FP16_AMP), text="Use fp16 AMP")
+        self.controller.update("preset", lambda p: p.with_changes(preset=Preset.FP16_AMP), text="Use fp16 AMP")
 
     def show_plan(self, plan: Plan) -> None:
-        hw = plan.hardware
-        self.gpu.show_value(self._shown_gpu_id(plan), hw.gpu)
-        self.custom_memory.show_value(hw.custom_memory_gb)
-        self.custom_tflops.show_value(hw.custom_tflops)
-        self.utilisation.show_value(hw.utilisation)
-        self.headroom.show_value(hw.headroom)
-        self.price.show_value(hw.price_per_gpu_hour)
-        self.peak_override.show_value(hw.peak_tflops_override)
-        custom = hw.gpu == CUSTOM
-        self.set_row_visible("hardware.custom_memory_gb", custom)
-        self.set_row_visible("hardware.custom_tflops", custom)
-        self.set_widget_row_visible(self.save_card, custom and self.settings is not None)
+        self.gpu.show_value(self._shown_gpu_id(plan), plan.hardware.gpu)
+        self.show_inputs(plan)
+        self.set_widget_row_visible(self.save_card, plan.hardware.gpu == CUSTOM and self.settings is not None)
 
     def show_estimate(self, estimate: Estimate) -> None:
         gpu = estimate.gpu

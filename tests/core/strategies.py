@@ -27,6 +27,7 @@ from core.plan import (
     Preset,
     Strategy,
     Workload,
+    precision_fields,
 )
 
 models = st.sampled_from([m.spec for m in load_models()])
@@ -62,7 +63,7 @@ def plans(draw: st.DrawFn) -> Plan:
         quant=draw(st.sampled_from(list(Quant))),
         double_quant=draw(st.booleans()),
         frozen_layers=frozen,
-        precision=draw(st.sampled_from(list(Precision))),
+        **precision_fields(draw(st.sampled_from(list(Precision)))),
         optimizer=draw(st.sampled_from(list(Optimizer))),
         checkpointing=draw(st.booleans()),
         checkpoint_policy=draw(st.sampled_from(list(CheckpointPolicy))),
@@ -103,7 +104,7 @@ def plans(draw: st.DrawFn) -> Plan:
             gpu_memory_utilization=draw(st.floats(0.01, 1.0)),
             max_num_seqs=draw(st.integers(0, 10_000)),
             max_num_batched_tokens=draw(st.integers(0, 1_000_000)),
-            mem_fraction_static=draw(st.floats(0.0, 1.0)),
+            mem_fraction_static=draw(st.one_of(st.just(0.0), st.floats(0.01, 1.0))),  # 0: SGLang's default
         ),
         accounting=draw(st.sampled_from(list(Accounting))),
         lesson=LessonSettings(

@@ -281,9 +281,9 @@ def test_the_launcher_routes_every_subcommand_to_the_command_line() -> None:
     # else to the window; `vramplan links` once opened the window instead (no display: an error).
     import argparse
 
-    from core.cli.app import _build_parser
+    from core.cli.app import build_parser
     from gui.launcher import CLI_COMMANDS
 
-    actions = [a for a in _build_parser()._actions if isinstance(a, argparse._SubParsersAction)]
+    actions = [a for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction)]
     subcommands = set(actions[0].choices)
     assert "links" in subcommands and subcommands <= CLI_COMMANDS, sorted(subcommands - CLI_COMMANDS)

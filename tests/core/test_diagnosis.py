@@ -19,7 +19,7 @@ from core.advice.remedies import MAX_COMBINED, RemedyKind
 from core.breakdown import StepPhase
 from core.catalogue import find_model
 from core.estimate import Verdict, estimate
-from core.plan import Accounting, Hardware, Method, Plan, Precision, Preset, Strategy, Workload
+from core.plan import Accounting, Hardware, Method, Plan, Precision, Preset, Strategy, Workload, precision_fields
 from core.presets import lesson_plan, plan_for_model
 
 
@@ -69,7 +69,7 @@ def test_no_single_remedy_gives_a_combination() -> None:
     plan = Plan(
         model=find_model("llama-3.1-8b").spec,
         method=Method.FULL,
-        precision=Precision.BF16_MIXED,
+        **precision_fields(Precision.BF16_MIXED),
         workload=Workload(micro_batch=8, seq_len=2048),
         hardware=Hardware(gpu="rtx-4090"),
     )

@@ -15,7 +15,7 @@ from core.training.detailed import layer_activations
 
 
 def plan(model: str = "llama-3.2-1b", **changes: object) -> Plan:
-    return replace(Plan(model=find_model(model).spec, workload=Workload(micro_batch=2, seq_len=1024)), **changes)
+    return Plan(model=find_model(model).spec, workload=Workload(micro_batch=2, seq_len=1024)).with_changes(**changes)
 
 
 def test_peak_is_the_largest_phase_not_the_sum() -> None:

@@ -3,7 +3,7 @@
 About 12,000 plans per run: ``test_arbitrary_field_values`` (1,500), ``test_extreme_valid_plans``
 (600) and ``test_random_plan_batches`` (500 batches of 20, drawn with a seeded
 ``random.Random``, so each Hypothesis example costs one draw, not forty). Documented
-non-finite figures: none. Validation keeps utilisation, TFLOP/s and GPU count positive and
+non-finite figures: none. Validation keeps utilisation, TFLOP/s and GPU count at sane minimums and
 every catalogue card has a rate for every dtype, so time, cost and energy are finite too.
 The only negative figure allowed is a margin (usable memory less the total).
 """
@@ -26,13 +26,9 @@ from core.errors import PlanError, PlanFileError
 from core.estimate import Estimate, estimate
 from core.files import planfile
 from core.hfconfig import model_from_hf_config
+from core.inputs import MAX_BATCH, MAX_GPUS, MAX_PARALLEL, MAX_SEQ, MAX_TOKENS, input_at
 from core.model import LIMITS, LORA_TARGETS, MAX_PARAMS, ModelSpec
 from core.plan import (
-    MAX_BATCH,
-    MAX_GPUS,
-    MAX_PARALLEL,
-    MAX_SEQ,
-    MAX_TOKENS,
     Accounting,
     Attention,
     Engine,
@@ -48,6 +44,7 @@ from core.plan import (
     Precision,
     Strategy,
     Workload,
+    precision_fields,
 )
 from core.presets import default_plan, plan_for_model
 from tests.core.strategies import plans, serving_tensor_parallel
@@ -146,7 +143,8 @@ def _apply(plan: Plan, section: str, name: str, value: object) -> Plan:
 
 
 changes = st.lists(
-    st.sampled_from([(s, f.name) for s, cls in _SECTIONS.items() for f in fields(cls)]).flatmap(
+    # Every field a caller can give (the derived ``precision`` is not one).
+    st.sampled_from([(s, f.name) for s, cls in _SECTIONS.items() for f in fields(cls) if f.init]).flatmap(
         lambda where: st.tuples(st.just(where[0]), st.just(where[1]), weird)
     ),
     min_size=1,
@@ -217,6 +215,12 @@ def _pick(rng: random.Random, low: int, high: int) -> int:
     return min(high, max(low, int(math.exp(rng.uniform(math.log(max(low, 1)), math.log(high))))))
 
 
+def _ends(path: str) -> list[float]:
+    """The smallest and largest value the input table (core/inputs.py) allows at ``path``."""
+    spec = input_at(path)
+    return [spec.low, spec.high]
+
+
 def _random_model(rng: random.Random) -> ModelSpec:
     if rng.random() < 0.6:
         model = rng.choice(_MODELS)
@@ -268,7 +272,7 @@ def _random_plan(rng: random.Random) -> Plan:
         quant=rng.choice(list(Quant)),
         double_quant=rng.random() < 0.5,
         frozen_layers=_pick(rng, frozen_low, model.num_layers),
-        precision=rng.choice(list(Precision)),
+        **precision_fields(rng.choice(list(Precision))),
         optimizer=rng.choice(list(Optimizer)),
         checkpointing=rng.random() < 0.5,
         attention=rng.choice(list(Attention)),
@@ -282,12 +286,12 @@ def _random_plan(rng: random.Random) -> Plan:
         ),
         hardware=Hardware(
             gpu=rng.choice(_GPUS),
-            utilisation=rng.choice([1e-9, 1.0, rng.uniform(0.01, 1.0)]),
+            utilisation=rng.choice([*_ends("hardware.utilisation"), rng.uniform(0.01, 1.0)]),
             headroom=rng.choice([0.0, 0.9, rng.uniform(0, 0.9)]),
             price_per_gpu_hour=rng.choice([0.0, 1e6, rng.uniform(0, 10)]),
-            custom_memory_gb=rng.choice([1e-9, 1e6, rng.uniform(1, 200)]),
-            custom_tflops=rng.choice([1e-9, 1e7, rng.uniform(1, 2000)]),
-            peak_tflops_override=rng.choice([0.0, 1e-9, 1e7]),
+            custom_memory_gb=rng.choice([*_ends("hardware.custom_memory_gb"), rng.uniform(1, 200)]),
+            custom_tflops=rng.choice([*_ends("hardware.custom_tflops"), rng.uniform(1, 2000)]),
+            peak_tflops_override=rng.choice([0.0, *_ends("hardware.peak_tflops_override")]),
         ),
         parallel=Parallelism(
             nodes=_pick(rng, 1, 1_000_000 // 8),
@@ -306,10 +310,10 @@ def _random_plan(rng: random.Random) -> Plan:
             tensor_parallel=rng.choice(serving_tensor_parallel(model, MAX_PARALLEL)),
             pipeline_parallel=_pick(rng, 1, min(MAX_PARALLEL, model.num_layers)),
             replicas=_pick(rng, 1, MAX_GPUS),
-            gpu_memory_utilization=rng.choice([1e-9, 1.0, rng.uniform(0.01, 1.0)]),
+            gpu_memory_utilization=rng.choice([*_ends("inference.gpu_memory_utilization"), rng.uniform(0.01, 1.0)]),
             max_num_seqs=_pick(rng, 0, MAX_BATCH),
             max_num_batched_tokens=_pick(rng, 0, MAX_SEQ),
-            mem_fraction_static=rng.choice([0.0, 1e-9, 1.0, rng.uniform(0, 1)]),
+            mem_fraction_static=rng.choice([0.0, *_ends("inference.mem_fraction_static"), rng.uniform(0.01, 1)]),
         ),
         accounting=rng.choice(list(Accounting)),
         lesson=LessonSettings(activations_gb=rng.choice([0.0, 1e6, 1.5]), trainable_override=0),

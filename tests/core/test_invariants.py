@@ -17,9 +17,8 @@ from hypothesis import strategies as st
 from core.breakdown import SERVING_BUCKET_ORDER, BucketKey
 from core.dtypes import Autocast, Dtype, Quant
 from core.estimate import Estimate, estimate
+from core.inputs import MAX_BATCH, MAX_SEQ
 from core.plan import (
-    MAX_BATCH,
-    MAX_SEQ,
     Accounting,
     Attention,
     CheckpointPolicy,

@@ -23,7 +23,7 @@ def lesson_model_plan(params: float, **changes: object) -> Plan:
     """A plan in lesson accounting whose model has exactly ``params`` parameters."""
     spec = replace(find_model("llama-2-7b").spec, params_override=int(params))
     plan = Plan(model=spec, accounting=Accounting.LESSON)
-    return replace(plan, **changes)
+    return plan.with_changes(**changes)
 
 
 def total_gb(plan: Plan) -> float:

@@ -150,10 +150,35 @@ def test_version_3_round_trips_every_preset_and_a_custom_plan(tmp_path: Path) ->
     assert planfile.load(path) == custom
 
 
+def test_a_current_file_writes_the_derived_precision_and_reads_it_back() -> None:
+    plan = default_plan()
+    document = planfile.plan_to_dict(plan)
+    assert document["plan"]["precision"] == plan.precision.value == "bf16"  # trainer-bf16 stores bf16
+    assert planfile.plan_from_dict(document) == plan
+    del document["plan"]["precision"]  # derived: a file may leave it out
+    assert planfile.plan_from_dict(document) == plan
+
+
+def test_a_file_giving_only_the_word_reads_as_its_preset() -> None:
+    # Default preset and roles with precision "bf16": the word picks pure bf16, as a
+    # precision alone always did (Plan(precision=...) before it was derived).
+    document = planfile.plan_to_dict(plan_for_model("gpt2"))
+    assert document["plan"]["preset"] == "fp32-autocast-bf16"
+    document["plan"]["precision"] = "bf16"
+    assert planfile.plan_from_dict(document).preset is Preset.PURE_BF16
+
+
+def test_a_file_whose_precision_contradicts_its_roles_is_refused() -> None:
+    document = planfile.plan_to_dict(default_plan())  # trainer-bf16: bf16 weights
+    document["plan"]["precision"] = "fp32"
+    with pytest.raises(PlanError, match=r"^plan\.precision: 'fp32' .*expected bf16"):
+        planfile.plan_from_dict(document)
+
+
 def test_version_3_file_whose_roles_contradict_its_preset_is_refused() -> None:
     document = planfile.plan_to_dict(default_plan())
     document["plan"]["preset"] = "fp32"  # the roles still say bf16 storage under autocast
-    with pytest.raises(PlanError, match=r"method\.preset.*custom"):
+    with pytest.raises(PlanError, match=r"^preset: .*custom"):
         planfile.plan_from_dict(document)
 
 

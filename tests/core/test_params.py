@@ -92,5 +92,5 @@ def test_missing_key_is_named() -> None:
 
 
 def test_bad_lora_target_is_named() -> None:
-    with pytest.raises(PlanError, match="method.lora.targets"):
+    with pytest.raises(PlanError, match=r"^lora\.targets"):
         normalise_lora_targets(["qq_proj"])

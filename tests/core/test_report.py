@@ -119,16 +119,16 @@ def test_cli_report_formats(tmp_path: Path, capsys: pytest.CaptureFixture[str]) 
 
 
 def test_cli_pdf_without_the_gui_writer_says_why(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    from core.cli import extra as cli_extra
+    from core.cli import report as cli_report
 
     single = tmp_path / "one.json"
     save_plan(lesson_plan(Method.LORA, Precision.BF16), single)
-    saved = list(cli_extra._pdf_writer)
-    cli_extra._pdf_writer.clear()
+    saved = list(cli_report._pdf_writer)
+    cli_report._pdf_writer.clear()
     try:
         assert main(["report", str(single), "--pdf", str(tmp_path / "x.pdf")]) == 2
     finally:
-        cli_extra._pdf_writer[:] = saved
+        cli_report._pdf_writer[:] = saved
     err = capsys.readouterr().err
     assert "Qt" in err and err.count("\n") == 1 and not (tmp_path / "x.pdf").exists()
 

@@ -63,10 +63,18 @@ def test_changing_one_role_makes_the_plan_custom_and_the_precision_follows() -> 
 
 def test_contradicting_roles_are_refused_naming_the_field() -> None:
     spec = plan_for_model("gpt2").model
-    with pytest.raises(PlanError, match=r"method\.preset"):
+    with pytest.raises(PlanError, match=r"^preset: "):
         Plan(model=spec, preset=Preset.FP32, weight_dtype=Dtype.BF16)
-    with pytest.raises(PlanError, match=r"method\.precision"):
-        Plan(model=spec, preset=Preset.FP32, precision=Precision.BF16)
+
+
+
+def test_precision_is_derived_from_the_roles_never_given() -> None:
+    spec = plan_for_model("gpt2").model
+    assert Plan(model=spec, preset=Preset.PURE_BF16).precision is Precision.BF16
+    assert Plan(model=spec, preset=Preset.CUSTOM, weight_dtype=Dtype.FP16, base_dtype=Dtype.FP16,
+                autocast=Autocast.NONE).precision is Precision.FP16  # fmt: skip
+    with pytest.raises(TypeError):
+        Plan(model=spec, precision=Precision.BF16)  # type: ignore[call-arg]
 
 
 # ---- storage, gradients and state follow the roles -----------------------------------------

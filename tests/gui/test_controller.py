@@ -73,7 +73,7 @@ def test_edit_typed_back_leaves_nothing_to_undo(qtbot: Any, controller: PlanCont
 
 
 def test_reset_starts_a_clean_history(qtbot: Any, controller: PlanController) -> None:
-    controller.update("method.kind", lambda p: p.with_changes(method=Method.FULL))
+    controller.update("method", lambda p: p.with_changes(method=Method.FULL))
     seen: list[Estimate] = []
     controller.estimateChanged.connect(seen.append)
     assert controller.reset(default_plan()) is None

@@ -18,7 +18,7 @@ from PySide6.QtGui import Qt as QtGui
 from PySide6.QtGui import QTextDocument
 from PySide6.QtWidgets import QApplication, QLabel, QMessageBox, QProgressDialog, QPushButton
 
-from core.cli.app import render_estimate
+from core.cli.render import render_estimate
 from core.estimate import estimate
 from core.files import importer, planfile
 from core.presets import default_plan

@@ -230,24 +230,24 @@ def expected_values(window: MainWindow, plan: Plan) -> dict[str, Any]:
     m, w, h, inf = plan.model, plan.workload, plan.hardware, plan.inference
     values: dict[str, Any] = {
         "model": plan.model_id,
-        "method.kind": plan.method.value,
-        "method.lora.rank": plan.lora.rank,
-        "method.lora.alpha": plan.lora.alpha,
-        "method.quant": plan.quant.value,
-        "method.double_quant": plan.double_quant,
-        "method.frozen_layers": plan.frozen_layers,
-        "method.preset": plan.preset.value,
-        "method.weight_dtype": plan.weight_dtype.value,
-        "method.base_dtype": plan.base_dtype.value,
-        "method.adapter_dtype": plan.adapter_dtype.value,
-        "method.autocast": plan.autocast.value,
-        "method.optimizer_impl": plan.optimizer_impl.value,
-        "method.optimizer": plan.optimizer.value,
-        "method.attention": plan.attention.value,
-        "method.checkpointing": plan.checkpointing,
-        "method.checkpoint_policy": plan.checkpoint_policy.value,
-        "method.checkpoint_every": plan.checkpoint_every,
-        "method.chunked_loss": plan.chunked_loss,
+        "method": plan.method.value,
+        "lora.rank": plan.lora.rank,
+        "lora.alpha": plan.lora.alpha,
+        "quant": plan.quant.value,
+        "double_quant": plan.double_quant,
+        "frozen_layers": plan.frozen_layers,
+        "preset": plan.preset.value,
+        "weight_dtype": plan.weight_dtype.value,
+        "base_dtype": plan.base_dtype.value,
+        "adapter_dtype": plan.adapter_dtype.value,
+        "autocast": plan.autocast.value,
+        "optimizer_impl": plan.optimizer_impl.value,
+        "optimizer": plan.optimizer.value,
+        "attention": plan.attention.value,
+        "checkpointing": plan.checkpointing,
+        "checkpoint_policy": plan.checkpoint_policy.value,
+        "checkpoint_every": plan.checkpoint_every,
+        "chunked_loss": plan.chunked_loss,
         "workload.micro_batch": w.micro_batch,
         "workload.seq_len": w.seq_len,
         "workload.grad_accum": w.grad_accum,
@@ -296,7 +296,7 @@ def expected_values(window: MainWindow, plan: Plan) -> dict[str, Any]:
     for name in ("vocab_size", "num_experts", "experts_per_token"):
         values[f"model.{name}"] = getattr(m, name)
     for target in window.method_form.targets.boxes:
-        values[f"method.lora.targets.{target}"] = target in plan.lora.targets
+        values[f"lora.targets.{target}"] = target in plan.lora.targets
     return values
 
 

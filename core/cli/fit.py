@@ -1,0 +1,81 @@
+"""``vramplan fit PLAN``: which cards fit a plan, every catalogue GPU × 1-8, sorted by cost."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from core.advice.fit import CardFit, cards_for, cheapest_fit
+from core.cli.parser import UsageError
+from core.cli.render import json_text
+from core.estimate import VERDICT_LABELS
+from core.files.planfile import load as load_plan
+from core.plan import Plan
+from core.units import GB
+
+
+def register(sub: Any) -> None:
+    fit = sub.add_parser("fit", help="which cards fit a plan: every catalogue GPU × 1-8, sorted by cost")
+    fit.add_argument("plan", metavar="PLAN", help="a plan file (vramplan estimate ... --save PLAN)")
+    fit.add_argument("--json", action="store_true", help="machine-readable rows, bytes throughout")
+    fit.add_argument("--fits-only", action="store_true", help="only the rows that fit")
+    fit.add_argument(
+        "--keep-sharding",
+        action="store_true",
+        help="keep the plan's sharding for several cards (default: FSDP when the plan does not shard)",
+    )
+    fit.add_argument("--max-count", type=int, default=8, help="largest number of cards per row (1-8)")
+
+
+def run(args: argparse.Namespace) -> str:
+    if not 1 <= args.max_count <= 8:
+        raise UsageError(f"--max-count: {args.max_count} is not allowed; expected 1 to 8")
+    plan = load_plan(args.plan)
+    rows = cards_for(plan, counts=range(1, args.max_count + 1), keep_sharding=args.keep_sharding)
+    if args.fits_only:
+        rows = tuple(r for r in rows if r.fits)
+    if args.json:
+        return json_text(fit_rows_json(rows))
+    return render_fit(plan, rows) + "\n"
+
+
+def fit_rows_json(rows: tuple[CardFit, ...]) -> list[dict[str, Any]]:
+    return [
+        {
+            "gpu": r.gpu.id,
+            "gpu_name": r.gpu.name,
+            "count": r.count,
+            "sharding": r.sharding.value,
+            "peak_bytes": round(r.estimate.peak_bytes),
+            "total_bytes": round(r.estimate.total_bytes),
+            "capacity_bytes": round(r.estimate.capacity_bytes),
+            "verdict": r.verdict.value,
+            "hours": r.hours,
+            "cost": r.cost,
+            "price_per_gpu_hour": r.price,
+            "price_source": r.price_from,
+            "tokens_per_second": r.estimate.compute.tokens_per_second,
+        }
+        for r in rows
+    ]
+
+
+def render_fit(plan: Plan, rows: tuple[CardFit, ...]) -> str:
+    best = cheapest_fit(rows)
+    lines = [
+        f"{plan.model.name} · {plan.method.value} · {plan.preset.value} · micro-batch "
+        f"{plan.workload.micro_batch} × {plan.workload.seq_len:,} tokens; cards priced from the catalogue "
+        f"where it has a price (p), else at the plan's {plan.hardware.price_per_gpu_hour:g} per GPU-hour",
+        f"  {'GPU':<30} {'×':>2} {'sharding':<8} {'per GPU':>10} {'of':>9}  {'verdict':<13} {'time':>9} "
+        f"{'$/GPU-h':>9} {'cost':>10}",
+    ]
+    for r in rows:
+        mark = "*" if r is best else " "
+        lines.append(
+            f"{mark} {r.gpu.name[:30]:<30} {r.count:>2} {r.sharding.value:<8} "
+            f"{r.estimate.total_bytes / GB:>7.1f} GB {r.estimate.capacity_bytes / GB:>6.1f} GB  "
+            f"{VERDICT_LABELS[r.verdict]:<13} {r.hours:>7.1f} h {r.price:>7.2f}"
+            f"{' ' if r.price_from == 'the plan' else 'p'} {r.cost:>10,.2f}"
+        )
+    lines.append(f"* cheapest that fits: {best.gpu.name} × {best.count}" if best else "no card in the catalogue fits")
+    return "\n".join(lines)

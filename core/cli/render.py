@@ -1,0 +1,276 @@
+"""The estimate as the command line prints it: text for a person, JSON for a program.
+
+Text shows memory in decimal GB (``--gib``: GiB) as the window does; JSON gives bytes
+throughout and is valid JSON always, a non-finite figure written as null with a note.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from typing import Any
+
+from core.breakdown import BUCKET_LABELS
+from core.estimate import VERDICT_LABELS, Estimate
+from core.plan import ENGINE_LABELS, Accounting, Engine
+from core.units import format_count, format_memory
+
+
+def fmt(n_bytes: float, gib: bool) -> str:
+    return format_memory(n_bytes, "GiB" if gib else "GB")
+
+
+def estimate_to_json(est: Estimate) -> dict[str, Any]:
+    plan = est.plan
+    return {
+        "model": plan.model.name,
+        "method": plan.method.value,
+        "accounting": plan.accounting.value,
+        "gpu": est.gpu.id,
+        "params": {
+            "total": est.params.total,
+            "trainable": est.params.trainable,
+            "adapter": est.params.adapter,
+            "active": est.params.active,
+        },
+        "buckets_bytes": {b.key.value: round(b.bytes) for b in est.buckets},
+        "phases_bytes": {p.name: round(p.allocated_bytes) for p in est.phases},
+        "peak_phase": est.peak_phase,
+        "peak_bytes": round(est.peak_bytes),
+        "total_bytes": round(est.total_bytes),
+        "capacity_bytes": round(est.capacity_bytes),
+        "usable_bytes": round(est.usable_bytes),
+        "verdict": est.verdict.value,
+        "margin_bytes": round(est.margin_bytes),
+        "summary": est.summary_formula,
+        # peak_bytes / total_bytes above are the worst rank's; every kind of rank here.
+        "ranks": [
+            {
+                "label": r.label,
+                "count": r.count,
+                "peak_bytes": round(r.peak_bytes),
+                "total_bytes": round(r.total_bytes),
+                "verdict": r.verdict.value,
+            }
+            for r in est.ranks
+        ],
+        "worst_rank": est.worst_rank,
+        "host_bytes": round(est.host.bytes) if est.host else None,
+        "host_capacity_bytes": round(est.host.capacity_bytes) if est.host else None,
+        "compute": {
+            "flops": est.compute.flops,
+            "flops_per_token": est.compute.flops_per_token,
+            "hours": est.compute.hours,
+            "tokens_per_second": est.compute.tokens_per_second,
+            "cost": est.compute.cost,
+            "energy_kwh": est.compute.energy_kwh,
+            "compute_seconds_per_step": est.compute.compute_seconds_per_step,
+            "comm_seconds_per_step": est.compute.comm_seconds_per_step,
+            "exposed_comm_seconds_per_step": est.compute.exposed_comm_seconds_per_step,
+            "bubble_fraction": est.compute.bubble_fraction,
+            "step_seconds": est.compute.step_seconds,
+            "comm_terms": [
+                {"label": t.label, "formula": t.formula, "bytes": t.bytes, "seconds": t.seconds}
+                for t in est.compute.comm_terms
+            ],
+            "assumptions": list(est.compute.assumptions),
+        },
+        "inference": inference_to_json(est),
+        "notes": list(est.notes),
+        "warnings": list(est.warnings),
+        "dtype_problem": est.compute.dtype_problem,
+    }
+
+
+def inference_to_json(est: Estimate) -> dict[str, Any]:
+    inf, plan = est.inference, est.plan.inference
+    return {
+        "engine": inf.engine.value,
+        "weights": plan.weight_dtype.value,
+        "kv_dtype": plan.kv_dtype.value,
+        "tensor_parallel": plan.tensor_parallel,
+        "pipeline_parallel": plan.pipeline_parallel,
+        "replicas": plan.replicas,
+        "gpus": inf.gpus,
+        "weights_bytes": round(inf.weights_bytes),
+        "kv_cache_bytes": round(inf.kv_cache_bytes),
+        "kv_bytes_per_token": inf.kv_bytes_per_token,
+        "activation_bytes": round(inf.activation_bytes),
+        "non_torch_bytes": round(inf.non_torch_bytes),
+        "peak_bytes": round(inf.peak_bytes),
+        "total_bytes": round(inf.total_bytes),
+        "budget_bytes": round(inf.budget_bytes),
+        "verdict": inf.verdict.value,
+        "queued": inf.queued,
+        "kv_cache_tokens": inf.kv_cache_tokens,
+        "max_concurrency": round(inf.max_concurrency, 2),
+        "max_concurrent": inf.max_concurrent,
+        "max_context": inf.max_context,
+        "max_num_seqs": inf.max_num_seqs,
+        "max_num_batched_tokens": inf.max_num_batched_tokens,
+        "ttft_s": inf.ttft_s,
+        "decode_tokens_per_s": inf.decode_tokens_per_s,
+        "per_request_tokens_per_s": inf.speed.per_request_tokens_per_s,
+        "running_requests": inf.speed.running,
+        "speed_curve": [
+            {
+                "concurrent": p.concurrent,
+                "per_request_tokens_per_s": p.per_request_tokens_per_s,
+                "total_tokens_per_s": p.total_tokens_per_s,
+            }
+            for p in inf.speed.curve
+        ],
+        "formula": inf.formula,
+    }
+
+
+def render_serving(est: Estimate, gib: bool = False) -> str:
+    inf, plan = est.inference, est.plan.inference
+    engine = ENGINE_LABELS[inf.engine]
+    gpus = f"{est.gpu.name} × {inf.gpus}" + (
+        f" (TP {plan.tensor_parallel} · PP {plan.pipeline_parallel} · {plan.replicas} replica(s))"
+        if inf.gpus > 1
+        else ""
+    )
+    lines = [
+        f"{est.plan.model.name} served by {engine} · weights {plan.weight_dtype.value} · "
+        f"KV {plan.kv_dtype.value} · {gpus}",
+        "",
+        f"  weights per GPU        {fmt(inf.weights_bytes, gib):>14}",
+        f"  KV cache               {fmt(inf.kv_cache_bytes, gib):>14}   "
+        f"({inf.kv_bytes_per_token:,.0f} B per token per GPU)",
+        f"  activations            {fmt(inf.activation_bytes, gib):>14}",
+    ]
+    if inf.non_torch_bytes:
+        lines.append(f"  outside torch          {fmt(inf.non_torch_bytes, gib):>14}")
+    lines += [f"  peak (allocator)       {fmt(inf.peak_bytes, gib):>14}", "", f"  {inf.formula}", ""]
+    if inf.engine is Engine.VLLM:
+        lines += [
+            f"  GPU KV cache size: {inf.kv_cache_tokens:,} tokens",
+            f"  Maximum concurrency for {plan.context:,} tokens per request: {inf.max_concurrency:.2f}x "
+            f"(max_num_seqs {inf.max_num_seqs}, max_num_batched_tokens {inf.max_num_batched_tokens:,})",
+        ]
+    elif inf.engine is Engine.SGLANG:
+        lines.append(
+            f"  token pool {inf.kv_cache_tokens:,} tokens; {inf.max_concurrency:.2f} requests of "
+            f"{plan.context:,} tokens at once"
+        )
+    else:
+        lines.append(
+            f"  {VERDICT_LABELS[inf.verdict]}: {fmt(inf.total_bytes, gib)} of {fmt(inf.budget_bytes, gib)} usable; "
+            f"at most {inf.max_concurrent:,} requests of {plan.context:,} tokens, or {inf.max_context:,} tokens each"
+        )
+    speed = inf.speed
+    lines += [
+        f"  time to first token {speed.ttft_s * 1e3:,.0f} ms; {speed.running} requests decode at "
+        f"{speed.per_request_tokens_per_s:,.0f} tokens/s each, {speed.total_tokens_per_s:,.0f} tokens/s in total",
+        f"  {speed.formula}",
+    ]
+    return "\n".join(lines)
+
+
+def finite_json(value: Any, where: str, notes: list[str]) -> Any:
+    """``value`` with every infinite or NaN float replaced by null (JSON has no Infinity),
+    each replacement named in ``notes``."""
+    if isinstance(value, float) and not math.isfinite(value):
+        notes.append(f"{where} is {value} (no finite value, e.g. zero throughput); written as null")
+        return None
+    if isinstance(value, dict):
+        return {k: finite_json(v, f"{where}.{k}" if where else str(k), notes) for k, v in value.items()}
+    if isinstance(value, list):
+        return [finite_json(v, f"{where}[{i}]", notes) for i, v in enumerate(value)]
+    return value
+
+
+def estimate_json_text(est: Estimate) -> str:
+    """``--json`` output: valid JSON (RFC 8259) always, non-finite figures as null with a note."""
+    notes: list[str] = []
+    data = finite_json(estimate_to_json(est), "", notes)
+    data["notes"] = [*data["notes"], *notes]
+    return json.dumps(data, indent=2, allow_nan=False) + "\n"
+
+
+def render_estimate(est: Estimate, gib: bool = False) -> str:
+    plan = est.plan
+    p = est.params
+    lines = [
+        f"{plan.model.name} · {plan.method.value} · {plan.precision.value} · {plan.optimizer.value} · "
+        f"{est.gpu.name} × {plan.world_size}",
+        f"parameters {format_count(p.total)} total, {format_count(p.trainable)} trainable ({p.trainable:,})"
+        + ("   [lesson accounting]" if plan.accounting is Accounting.LESSON else ""),
+        "",
+    ]
+    peak_label = f"peak ({est.peak_phase})"
+    width = max(len(peak_label), *(len(v) for v in BUCKET_LABELS.values()))
+    for bucket in est.buckets:
+        if plan.accounting is Accounting.LESSON and bucket.bytes == 0 and bucket.key.value == "overhead":
+            continue
+        lines.append(f"  {bucket.label:<{width}}  {fmt(bucket.bytes, gib):>14}")
+    lines.append(f"  {peak_label:<{width}}  {fmt(est.peak_bytes, gib):>14}")
+    if est.total_bytes != est.peak_bytes:
+        lines.append(f"  {'with overhead':<{width}}  {fmt(est.total_bytes, gib):>14}")
+    lines += [
+        "",
+        f"  {est.summary_formula}",
+        f"  {VERDICT_LABELS[est.verdict]}: {fmt(est.total_bytes, gib)} of {fmt(est.capacity_bytes, gib)} "
+        f"({fmt(est.usable_bytes, gib)} usable with {plan.hardware.headroom:.0%} headroom), "
+        f"margin {fmt(est.margin_bytes, gib)}",
+        *_rank_lines(est, gib),
+        "",
+        f"  compute  {est.compute.flops:.1e} FLOPs, {est.compute.hours:.1f} h on {plan.world_size} GPU(s) "
+        f"at {plan.hardware.utilisation:.0%} of {est.compute.peak_tflops:g} TFLOP/s, "
+        f"{est.compute.tokens_per_second:,.0f} tokens/s, cost {est.compute.cost:,.2f}",
+        *_step_lines(est),
+        f"  serving  {fmt(est.inference.total_bytes, gib)} for {plan.inference.concurrent} × "
+        f"{plan.inference.context:,} tokens (KV cache {fmt(est.inference.kv_cache_bytes, gib)}, "
+        f"{est.inference.kv_bytes_per_token:,.0f} B/token); fits up to {est.inference.max_concurrent:,} requests",
+    ]
+    if est.compute.dtype_problem:
+        lines.append(f"  warning: {est.compute.dtype_problem}")
+    lines += [f"  warning: {w}" for w in est.warnings]
+    lines += [f"  note: {n}" for n in est.notes]
+    return "\n".join(lines)
+
+
+def _step_lines(est: Estimate) -> list[str]:
+    """One line per optimizer step and per collective, when the run exchanges anything."""
+    c = est.compute
+    if not c.comm_terms and not c.bubble_fraction:
+        return []
+    lines = [
+        f"  step     {c.step_seconds:.3g} s = {c.compute_seconds_per_step:.3g} s compute × "
+        f"(1 + {c.bubble_fraction:.3g} bubble) + {c.exposed_comm_seconds_per_step:.3g} s exposed "
+        f"of {c.comm_seconds_per_step:.3g} s communication"
+    ]
+    lines += [f"    {t.label}: {t.seconds:.3g} s ({t.formula})" for t in c.comm_terms]
+    return lines
+
+
+def _rank_lines(est: Estimate, gib: bool) -> list[str]:
+    """One line per kind of rank and the host line, for a plan on more than one GPU."""
+    plan = est.plan
+    if plan.world_size == 1:
+        return []
+    par = plan.parallel
+    lines = [
+        "",
+        f"  {plan.world_size} GPUs ({par.nodes} × {par.gpus_per_node}): {par.strategy.value}, {par.split}",
+    ]
+    width = max(len(r.label) for r in est.ranks)
+    for i, r in enumerate(est.ranks):
+        mark = "*" if i == est.worst_rank and len(est.ranks) > 1 else " "
+        lines.append(
+            f"  {mark} {r.label:<{width}}  peak {fmt(r.peak_bytes, gib):>10}  total {fmt(r.total_bytes, gib):>10}  "
+            f"{VERDICT_LABELS[r.verdict]} ({r.count} GPUs)"
+        )
+    if est.host is not None:
+        h = est.host
+        lines.append(
+            f"    host per node  {fmt(h.bytes, gib)} of {fmt(h.capacity_bytes, gib)} RAM: {VERDICT_LABELS[h.verdict]}"
+        )
+    return lines
+
+
+def json_text(data: Any) -> str:
+    """Valid JSON always: a non-finite figure (no throughput on a card without the dtype) is null."""
+    return json.dumps(finite_json(data, "", []), indent=2, allow_nan=False) + "\n"

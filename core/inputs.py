@@ -1,0 +1,759 @@
+"""Every input of a plan, once: the one table the Plan, the command line and the forms read.
+
+Each :class:`Input` row names the input by its attribute path on :class:`~core.plan.Plan`
+(``workload.micro_batch``, ``parallel.tensor_parallel``, ``lora.rank``, ``method``) and
+gives its label, unit, kind, range, default, tooltip, command-line flags and help, and when
+it matters for a plan. From it:
+
+- :mod:`core.plan` checks every value (:func:`checks_of`): a value out of range raises a
+  :class:`~core.errors.PlanError` whose field is the attribute path; its dataclasses take
+  their defaults from here (:data:`DEFAULTS`);
+- :mod:`core.cli.parser` builds the options of ``vramplan estimate`` (flags, types, choices,
+  help);
+- the forms in ``gui/forms`` build each field (range, unit, tooltip, label, steps) and
+  show its row only when it matters.
+
+Ranges: every bound is inclusive, and the smallest value is a sane one (a utilisation of
+0.1 %, a card of 10 MB), never an open "above 0" that lets 1e-300 through. An input whose
+``zero_means`` is set also takes 0, meaning that ("the engine's default").
+
+The enums of the choices live here too, with their display labels; :mod:`core.plan`
+re-exports them for the code that has always imported them from there. Past 400 lines
+because the table is: one declarative row per input.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import TYPE_CHECKING, Any, Final
+
+from core.dtypes import (
+    AUTOCAST_LABELS,
+    DTYPE_LABELS,
+    WEIGHT_LABELS,
+    Autocast,
+    Dtype,
+    KvDtype,
+    MpDtype,
+    Quant,
+    WeightFormat,
+)
+from core.errors import PlanError
+from core.model import LIMITS, MAX_PARAMS, check_text, normalise_lora_targets
+from core.units import finite_number
+
+if TYPE_CHECKING:
+    from core.plan import Plan
+
+
+# ---- the choices -------------------------------------------------------------------------
+class Method(StrEnum):
+    FULL = "full"
+    LORA = "lora"
+    QLORA = "qlora"
+    FROZEN = "frozen"
+    DORA = "dora"  # PEFT LoraConfig(use_dora=True): LoRA plus a trained magnitude per output row
+
+
+class Precision(StrEnum):
+    """The old one-word precision (plan files before version 3, lesson mode): derived from
+    the precision roles, never an input of its own."""
+
+    FP32 = "fp32"  # float32 weights, gradients and optimizer state
+    BF16_MIXED = "bf16-mixed"  # float32 master weights, bf16 compute (autocast)
+    FP16_MIXED = "fp16-mixed"
+    BF16 = "bf16"  # everything in bf16, no float32 copy
+    FP16 = "fp16"
+
+
+class Preset(StrEnum):
+    """The precision set-ups people run, each a fixed set of roles (see core.plan.PRESET_ROLES)."""
+
+    TRAINER_BF16 = "trainer-bf16"  # model loaded in bf16, Trainer(bf16=True)
+    FP32_AUTOCAST_BF16 = "fp32-autocast-bf16"  # the old "bf16-mixed"
+    PURE_BF16 = "pure-bf16"  # the old "bf16"
+    FP16_AMP = "fp16-amp"  # the old "fp16-mixed"
+    FP32 = "fp32"
+    CUSTOM = "custom"
+
+
+class OptimizerImpl(StrEnum):
+    """Which torch.optim code path runs the step (AdamW, Adam, SGD)."""
+
+    FUSED = "fused"  # one CUDA kernel per group: no parameter-sized temporaries
+    FOREACH = "foreach"  # torch.optim's default on CUDA: _foreach_* ops over every tensor at once
+    FORLOOP = "forloop"  # one parameter at a time (foreach=False, fused=False)
+
+
+class Optimizer(StrEnum):
+    ADAMW = "adamw"
+    ADAMW_8BIT = "adamw-8bit"
+    PAGED_ADAMW = "paged-adamw"
+    PAGED_ADAMW_8BIT = "paged-adamw-8bit"
+    SGD_MOMENTUM = "sgd-momentum"
+    SGD = "sgd"
+    ADAFACTOR = "adafactor"
+    ADAM = "adam"  # torch.optim.Adam: same state as AdamW, weight decay folded into the gradient
+
+
+class Attention(StrEnum):
+    EAGER = "eager"  # materialises batch·heads·seq² scores and probabilities
+    SDPA = "sdpa"  # PyTorch scaled_dot_product_attention: flash / memory-efficient kernels
+    FLASH = "flash"  # the flash-attn package (FlashAttention-2)
+
+
+class CheckpointPolicy(StrEnum):
+    """Which tensors a checkpointed run keeps (with ``checkpointing`` on).
+
+    FULL recomputes every block (HF ``gradient_checkpointing``, torchtitan ``mode = "full"``);
+    OP and LAYER are torchtitan's selective modes (``selective_ac_option = "op"`` or an
+    integer N): OP keeps the outputs of a list of expensive ops in every block, LAYER
+    checkpoints every Nth block and keeps the others whole.
+    """
+
+    FULL = "full"
+    OP = "op"  # selective per op: matmuls (every other one) and the attention kernel saved
+    LAYER = "layer"  # every Nth block fully checkpointed, the rest not at all
+
+
+class Strategy(StrEnum):
+    """How the data-parallel ranks hold the model state."""
+
+    DDP = "ddp"  # torch DistributedDataParallel: a full replica per rank + gradient buckets
+    FSDP = "fsdp"  # FSDP2 fully_shard per decoder block and the root: everything sharded
+    ZERO1 = "zero1"  # DeepSpeed ZeRO-1: optimizer state sharded
+    ZERO2 = "zero2"  # + gradients
+    ZERO3 = "zero3"  # + parameters
+
+
+class Offload(StrEnum):
+    NONE = "none"
+    OPTIMIZER = "optimizer"  # optimizer state (fp32 master copy, moments) and its step on the host
+    PARAMS = "params"  # parameters, gradients and optimizer state on the host
+
+
+class PipelineSchedule(StrEnum):
+    GPIPE = "gpipe"  # every micro-batch's forward, then every backward
+    ONE_F_ONE_B = "1f1b"  # PipeDream-flush / Megatron 1F1B
+    INTERLEAVED = "interleaved"  # Megatron interleaved 1F1B over virtual stages
+
+
+class Accounting(StrEnum):
+    LESSON = "lesson"  # the lesson's four buckets with a typed activation allowance
+    DETAILED = "detailed"  # derived from the architecture and how the step runs
+
+
+class Engine(StrEnum):
+    """Which inference engine serves (its memory rules: :mod:`core.serving.engines`)."""
+
+    HF = "hf"  # Hugging Face transformers model.generate(): one static batch
+    VLLM = "vllm"  # vLLM: paged KV pool sized at start-up, continuous batching
+    SGLANG = "sglang"  # SGLang: token pool of mem_fraction_static less the weights
+
+
+# Display labels, in the order the forms list them.
+ENGINE_LABELS: Final = {Engine.HF: "Hugging Face generate", Engine.VLLM: "vLLM", Engine.SGLANG: "SGLang"}
+METHOD_LABELS: Final = {
+    Method.FULL: "Full fine-tuning",
+    Method.LORA: "LoRA",
+    Method.QLORA: "QLoRA (quantised base)",
+    Method.FROZEN: "Frozen layers",
+    Method.DORA: "DoRA (LoRA + magnitude)",
+}
+OPTIMIZER_LABELS: Final = {
+    Optimizer.ADAMW: "AdamW",
+    Optimizer.ADAM: "Adam",
+    Optimizer.ADAMW_8BIT: "AdamW 8-bit",
+    Optimizer.PAGED_ADAMW: "Paged AdamW",
+    Optimizer.PAGED_ADAMW_8BIT: "Paged AdamW 8-bit",
+    Optimizer.SGD_MOMENTUM: "SGD + momentum",
+    Optimizer.SGD: "SGD",
+    Optimizer.ADAFACTOR: "Adafactor",
+}
+PRESET_LABELS: Final = {
+    Preset.TRAINER_BF16: "Trainer(bf16=True), bf16 model",
+    Preset.FP32_AUTOCAST_BF16: "float32 weights + bf16 autocast",
+    Preset.PURE_BF16: "pure bf16 (no autocast)",
+    Preset.FP16_AMP: "fp16 AMP (float32 weights, GradScaler)",
+    Preset.FP32: "float32",
+    Preset.CUSTOM: "custom",
+}
+CHECKPOINT_POLICY_LABELS: Final = {
+    CheckpointPolicy.FULL: "full (every block recomputed)",
+    CheckpointPolicy.OP: "selective per op (torchtitan)",
+    CheckpointPolicy.LAYER: "every Nth block (torchtitan)",
+}
+OPTIMIZER_IMPL_LABELS: Final = {
+    OptimizerImpl.FUSED: "HF Trainer default (fused)",
+    OptimizerImpl.FOREACH: "foreach (torch.optim default on CUDA)",
+    OptimizerImpl.FORLOOP: "for-loop",
+}
+ATTENTION_LABELS: Final = {
+    Attention.EAGER: "eager (scores kept)",
+    Attention.SDPA: "SDPA (fused)",
+    Attention.FLASH: "FlashAttention-2",
+}
+STRATEGY_LABELS: Final = {
+    Strategy.DDP: "DDP (full replica)",
+    Strategy.FSDP: "FSDP2 (fully_shard)",
+    Strategy.ZERO1: "ZeRO-1 (optimizer)",
+    Strategy.ZERO2: "ZeRO-2 (+ gradients)",
+    Strategy.ZERO3: "ZeRO-3 (+ weights)",
+}
+OFFLOAD_LABELS: Final = {
+    Offload.NONE: "none",
+    Offload.OPTIMIZER: "optimizer state to CPU",
+    Offload.PARAMS: "parameters + optimizer to CPU",
+}
+SCHEDULE_LABELS: Final = {
+    PipelineSchedule.GPIPE: "GPipe",
+    PipelineSchedule.ONE_F_ONE_B: "1F1B",
+    PipelineSchedule.INTERLEAVED: "interleaved 1F1B",
+}
+QUANT_LABELS: Final = {Quant.NF4: "4-bit NF4", Quant.FP4: "4-bit FP4", Quant.INT8: "8-bit (LLM.int8)"}
+ACCOUNTING_LABELS: Final = {
+    # Short enough to show whole in the plan column; the tooltip says what each one counts.
+    Accounting.DETAILED: "Detailed (every tensor)",
+    Accounting.LESSON: "Lesson (four buckets)",
+}
+MP_DTYPE_LABELS: Final = {
+    MpDtype.STORED: "as stored (None)",
+    MpDtype.FP32: "float32",
+    MpDtype.BF16: "bf16",
+    MpDtype.FP16: "fp16",
+}
+KV_LABELS: Final = {k: k.value for k in KvDtype}
+
+# The optimizers torch.optim implements three ways (fused, foreach, for-loop).
+TORCH_OPTIMIZERS: Final = (Optimizer.ADAMW, Optimizer.ADAM, Optimizer.SGD, Optimizer.SGD_MOMENTUM)
+ZERO_STAGES: Final = (Strategy.ZERO1, Strategy.ZERO2, Strategy.ZERO3)
+
+# ---- ranges and framework defaults ------------------------------------------------------
+# Wide enough for any real run, narrow enough that every product stays finite.
+MAX_BATCH: Final = 1_000_000
+MAX_SEQ: Final = 100_000_000
+MAX_TOKENS: Final = 10**16
+MAX_GPUS: Final = 1_000_000
+MAX_RANK: Final = 65_536
+MAX_DEGREE: Final = 4096
+MAX_PARALLEL: Final = 1024  # a serving split's degree
+MAX_BUCKET_ELEMENTS: Final = 10**13  # DeepSpeed bucket / prefetch / live sizes, in elements
+# Layer SAC's N: past the block count it checkpoints nothing, so any bound above the deepest
+# model works; 1024 is far above every catalogue model's layer count.
+MAX_CHECKPOINT_EVERY: Final = 1024
+# DistributedDataParallel(bucket_cap_mb=None) -> 25 MiB.
+DDP_BUCKET_MB: Final = 25.0
+# DeepSpeed ZeRO defaults (deepspeed/runtime/zero/config.py, v0.16): reduce_bucket_size and
+# allgather_bucket_size 5e8 elements, stage3_prefetch_bucket_size 5e7, stage3_max_live_parameters 1e9.
+ZERO_BUCKET_ELEMENTS: Final = 500_000_000
+ZERO3_PREFETCH_ELEMENTS: Final = 50_000_000
+ZERO3_MAX_LIVE_ELEMENTS: Final = 1_000_000_000
+
+
+class Kind(StrEnum):
+    INT = "int"
+    COUNT = "count"  # an integer typed as 6.7e9, 6,700,000,000, 20M or 1.5B (tokens, parameters)
+    FLOAT = "float"
+    BOOL = "bool"
+    ENUM = "enum"  # one of ``labels``' keys
+    TEXT = "text"  # an id from a catalogue (GPU, link)
+    TARGETS = "targets"  # LoRA target modules: several of core.model.LORA_TARGETS
+
+
+def _always(plan: Plan) -> bool:
+    return True
+
+
+@dataclass(frozen=True)
+class Input:
+    """One input of a plan. ``label`` is the text beside the field (a check box's own text)
+    and names an edit ("Change micro-batch"); ``name`` is the field's full name (what a screen
+    reader says). ``scale`` shows the value multiplied (a fraction as a percentage), with
+    ``decimals`` and ``step`` as the field types and steps it. ``matters(plan)``: whether
+    the input changes this plan's estimate and is not fixed by another input (a named
+    precision preset fixes the roles); the forms show the field only then, and those marked
+    ``advanced`` only when asked. ``flags`` and ``help`` are its command-line options;
+    ``flag_of`` the path of the input whose flag sets this one under ``--mode inference``
+    (the serving split)."""
+
+    path: str
+    kind: Kind
+    label: str
+    name: str
+    default: Any
+    tooltip: str
+    flags: tuple[str, ...] = ()
+    help: str = ""
+    unit: str = ""
+    low: float = 0
+    high: float = 0
+    zero_means: str = ""
+    labels: Mapping[Any, str] | None = None
+    expected: str = ""  # TEXT: what an acceptable value is
+    matters: Callable[[Plan], bool] = _always
+    advanced: bool = False
+    scale: float = 1.0
+    decimals: int = 2
+    step: float = 1.0
+    metavar: str | None = None
+    cli_choices: tuple[str, ...] | None = None  # fewer than ``labels`` (no "custom" preset)
+    cli_switch: bool = False  # an ENUM the command line sets as --flag / --no-flag
+    flag_of: str = ""
+
+    @property
+    def enum(self) -> type[StrEnum]:
+        assert self.labels is not None, self.path
+        return type(next(iter(self.labels)))
+
+    @property
+    def group(self) -> str:
+        """The part of the Plan that holds it ("workload"; "" for the Plan's own fields)."""
+        return self.path.rpartition(".")[0]
+
+    @property
+    def attribute(self) -> str:
+        return self.path.rpartition(".")[2]
+
+    @property
+    def allowed(self) -> str:
+        """What a value must be, as an error message says it."""
+        if self.kind in (Kind.INT, Kind.COUNT):
+            return f"an integer from {self.low:,} to {self.high:,}"
+        if self.kind is Kind.FLOAT:
+            span = f"a number from {self.low:g} to {self.high:g}"
+            return f"0 ({self.zero_means}) or {span}" if self.zero_means and self.low > 0 else span
+        if self.kind is Kind.BOOL:
+            return "true or false"
+        if self.kind is Kind.ENUM:
+            return "one of " + ", ".join(e.value for e in self.enum)
+        return self.expected or "a list of module names"
+
+
+def _node_split(plan: Plan) -> bool:
+    return plan.parallel.world_size > 1
+
+
+# The table. A declarative table: one row per input, longer than a function may be.
+# fmt: off
+INPUTS: Final[tuple[Input, ...]] = (
+    # ---- method -----------------------------------------------------------------------
+    Input("method", Kind.ENUM, "Method", "Method", Method.FULL,
+          "Full: every weight trains. LoRA: small adapters train, the base is frozen. "
+          "QLoRA: LoRA on a 4- or 8-bit base. Frozen layers: the bottom blocks get no gradients.",
+          ("--method",), "full, lora, qlora, frozen (layers) or dora", labels=METHOD_LABELS),
+    Input("lora.rank", Kind.INT, "Rank r", "LoRA rank", 8,
+          "Rank r of each adapter: r × (in + out) parameters per matrix.",
+          ("--lora-rank",), "LoRA/DoRA adapter rank r", low=1, high=MAX_RANK,
+          matters=lambda p: p.adapter_based),
+    Input("lora.alpha", Kind.FLOAT, "Alpha α", "LoRA alpha", 16.0,
+          "Adapter scaling α (the update is scaled by α / r); no effect on memory.",
+          ("--lora-alpha",), "LoRA/DoRA scaling α (no effect on memory)", low=0.01, high=1e6,
+          matters=lambda p: p.adapter_based),
+    Input("lora.targets", Kind.TARGETS, "Targets", "LoRA target modules", ("q_proj", "v_proj"),
+          "The modules that get an adapter.",
+          ("--lora-targets",), "comma list: q_proj,v_proj or all-linear", matters=lambda p: p.adapter_based),
+    Input("quant", Kind.ENUM, "Base storage", "Base quantisation", Quant.NF4,
+          "How QLoRA stores the frozen base weights (bitsandbytes): 4-bit NF4/FP4 in blocks of 64, or 8-bit.",
+          ("--quant",), "QLoRA base storage", labels=QUANT_LABELS, matters=lambda p: p.method is Method.QLORA),
+    Input("double_quant", Kind.BOOL, "Double quantisation", "Double quantisation", True,
+          "Store the 4-bit block scales in 8 bits (QLoRA paper §3): ≈ 0.37 bits per weight less.",
+          ("--double-quant",), "QLoRA: 4-bit block scales stored in 8 bits (default on)",
+          matters=lambda p: p.method is Method.QLORA and p.quant is not Quant.INT8),
+    Input("frozen_layers", Kind.INT, "Frozen layers", "Frozen layers", 0,
+          "Bottom transformer blocks (and the embeddings) that get no gradients.",
+          ("--frozen-layers",), "frozen layers method: bottom blocks without gradients", unit="blocks",
+          low=0, high=LIMITS["num_layers"], matters=lambda p: p.method is Method.FROZEN),
+    Input("preset", Kind.ENUM, "Precision", "Precision", Preset.FP32_AUTOCAST_BF16,
+          "How the run stores and computes: Trainer(bf16=True) on a model loaded in bf16 keeps bf16 weights, "
+          "float32 adapters and bf16 autocast; float32 weights + autocast is the classic mixed precision; "
+          "custom sets each role.",
+          ("--preset",), "trainer-bf16: model loaded in bf16 + Trainer(bf16=True); fp32-autocast-bf16; pure-bf16; "
+          "fp16-amp; fp32", labels=PRESET_LABELS,
+          cli_choices=tuple(p.value for p in Preset if p is not Preset.CUSTOM)),
+    Input("weight_dtype", Kind.ENUM, "Trained weights", "Trained weights", Dtype.FP32,
+          "Storage of the weights that train (and of their gradients and optimizer state).",
+          ("--weight-dtype",), "storage of trained weights (full FT) and the dtype the model is loaded in",
+          labels=DTYPE_LABELS,
+          matters=lambda p: p.preset is Preset.CUSTOM and p.method in (Method.FULL, Method.FROZEN)),
+    Input("base_dtype", Kind.ENUM, "Frozen base", "Frozen base", Dtype.FP32,
+          "Storage of the frozen base of LoRA, DoRA or frozen layers.",
+          ("--base-dtype",), "the frozen base of LoRA/DoRA/frozen layers", labels=DTYPE_LABELS,
+          matters=lambda p: p.preset is Preset.CUSTOM and p.method in (Method.LORA, Method.DORA, Method.FROZEN)),
+    Input("adapter_dtype", Kind.ENUM, "Adapters", "Adapters", Dtype.FP32,
+          "LoRA / DoRA adapter storage: PEFT casts adapters to float32 by default.",
+          ("--adapter-dtype",), "LoRA/DoRA adapters (PEFT: fp32)", labels=DTYPE_LABELS,
+          matters=lambda p: p.preset is Preset.CUSTOM and p.adapter_based),
+    # On the command line a switch: on means autocast to the weights' 16-bit dtype.
+    Input("autocast", Kind.ENUM, "Autocast", "Autocast", Autocast.BF16,
+          "torch.autocast around the forward pass and the loss; fp16 adds a GradScaler.",
+          ("--autocast",), "torch.autocast around forward and loss, in the weights' 16-bit dtype (bf16 over float32)",
+          labels=AUTOCAST_LABELS, matters=lambda p: p.preset is Preset.CUSTOM, cli_switch=True),
+    Input("optimizer", Kind.ENUM, "Optimizer", "Optimizer", Optimizer.ADAMW,
+          "AdamW keeps two float32 moments per trainable parameter (8 bytes); 8-bit AdamW two bytes; "
+          "SGD with momentum one buffer; Adafactor factored moments.",
+          ("--optimizer",), "the optimizer (its state per trainable parameter)", labels=OPTIMIZER_LABELS),
+    Input("optimizer_impl", Kind.ENUM, "Implementation", "Optimizer implementation", OptimizerImpl.FUSED,
+          "fused (HF Trainer's adamw_torch_fused) updates in place; foreach (torch.optim's default on CUDA) "
+          "makes one more copy of the Adam second moment during the step; for-loop works one tensor at a time.",
+          ("--optimizer-impl",), "fused (HF Trainer default), foreach (torch.optim default on CUDA) or forloop",
+          labels=OPTIMIZER_IMPL_LABELS, matters=lambda p: p.optimizer in TORCH_OPTIMIZERS),
+    Input("attention", Kind.ENUM, "Attention", "Attention kernel", Attention.SDPA,
+          "Eager attention keeps the batch × heads × seq² score matrix for the backward pass; fused kernels "
+          "(SDPA, FlashAttention-2) do not.",
+          ("--attention",), "eager keeps the score matrix; sdpa and flash do not", labels=ATTENTION_LABELS),
+    Input("checkpointing", Kind.BOOL, "Gradient checkpointing", "Gradient checkpointing", False,
+          "Keep only each block's input and recompute the block in the backward pass: far fewer activations, "
+          "about a third more compute.",
+          ("--checkpointing",), "gradient checkpointing (activation recomputation)"),
+    Input("checkpoint_policy", Kind.ENUM, "Policy", "Checkpointing policy", CheckpointPolicy.FULL,
+          "Full: every block keeps only its input (Hugging Face gradient_checkpointing, torchtitan mode full). "
+          "Selective per op: each block also keeps every other matmul output and the attention output "
+          "(torchtitan selective_ac_option op). Every Nth block: those blocks are checkpointed, the rest keep "
+          "everything (selective_ac_option N).",
+          ("--checkpoint-policy",), "full (every block recomputed), op (torchtitan selective per op) or layer "
+          "(every Nth block); turns checkpointing on", labels=CHECKPOINT_POLICY_LABELS,
+          matters=lambda p: p.checkpointing),
+    Input("checkpoint_every", Kind.INT, "Checkpoint every", "Checkpoint every", 1,
+          "N: the blocks whose number N divides are checkpointed, the others keep their activations.",
+          ("--checkpoint-every",), "layer policy: checkpoint every Nth block (implies layer)", unit="blocks",
+          low=1, high=MAX_CHECKPOINT_EVERY,
+          matters=lambda p: p.checkpointing and p.checkpoint_policy is CheckpointPolicy.LAYER),
+    Input("chunked_loss", Kind.BOOL, "Chunked cross-entropy loss", "Chunked cross-entropy loss", False,
+          "Compute the loss in chunks so the full float32 logits never exist at once.",
+          ("--chunked-loss",), "cross-entropy in chunks: no full float32 logits"),
+    # ---- accounting ---------------------------------------------------------------------
+    Input("accounting", Kind.ENUM, "Accounting", "Accounting", Accounting.DETAILED,
+          "Lesson: weights, gradients, optimizer state and a typed activation allowance, exactly as the lesson "
+          "adds them.\nDetailed: every tensor of a real training step, phase by phase, plus framework overhead.",
+          ("--accounting",), "detailed (every tensor) or lesson (the lesson's four buckets; also --lesson)",
+          labels=ACCOUNTING_LABELS),
+    Input("lesson.activations_gb", Kind.FLOAT, "Activations", "Activation allowance", 1.5,
+          "The lesson's activation term: memory for the activations, typed rather than derived "
+          "(the lesson uses 1.5 GB).",
+          ("--activations-gb",), "lesson mode: activation allowance (default 1.5)", unit="GB", low=0.0, high=1e6,
+          step=0.5, matters=lambda p: p.accounting is Accounting.LESSON),
+    Input("lesson.trainable_override", Kind.COUNT, "Trainable T", "Trainable parameters T", 0,
+          "T as the lesson gives it (e.g. 4,194,304 for LoRA r = 8 on q, k, v, o). "
+          "Leave empty to derive T from the method and the architecture.",
+          ("--trainable",), "lesson mode: trainable parameters as given", unit="parameters", low=0, high=MAX_PARAMS,
+          zero_means="derived", metavar="T", matters=lambda p: p.accounting is Accounting.LESSON),
+    Input("model.params_override", Kind.COUNT, "Parameters P", "Parameter count P", 0,
+          "P as typed (the lesson's 7B model has P = 6.7e9), used instead of the count derived from the "
+          "architecture in both accountings. Leave empty to derive it.",
+          ("--params",), "parameter count as the lesson gives it (6.7e9)", unit="parameters", low=0, high=MAX_PARAMS,
+          zero_means="derived from the architecture", metavar="N"),
+    # ---- workload -----------------------------------------------------------------------
+    Input("workload.micro_batch", Kind.INT, "Micro-batch", "Micro-batch", 1,
+          "Sequences in one forward/backward pass on one GPU.",
+          ("--micro-batch", "-b"), "sequences per forward/backward pass on one GPU", unit="sequences",
+          low=1, high=MAX_BATCH),
+    Input("workload.seq_len", Kind.INT, "Sequence", "Sequence length", 1024,
+          "Tokens per sequence; activations grow with it (eager attention: with its square).",
+          ("--seq", "-s"), "tokens per sequence", unit="tokens", low=1, high=MAX_SEQ, step=256),
+    Input("workload.grad_accum", Kind.INT, "Accumulation", "Gradient accumulation", 1,
+          "Micro-batches summed before each optimizer step: a larger effective batch for no extra activation "
+          "memory.",
+          ("--accum",), "gradient accumulation steps", unit="steps", low=1, high=MAX_BATCH),
+    Input("workload.tokens", Kind.COUNT, "Token budget", "Token budget", 20_000_000,
+          "Tokens the whole run trains on (D in FLOPs ≈ 6·P·D): sets time and cost.",
+          ("--tokens",), "token budget D for time and cost (default 20M)", unit="tokens", low=0, high=MAX_TOKENS),
+    Input("workload.eval_batch", Kind.INT, "Eval batch", "Evaluation batch", 0,
+          "Batch used for evaluation passes; 0 uses the training micro-batch.",
+          ("--eval-batch",), "batch of evaluation passes (0: the training micro-batch)", unit="sequences",
+          low=0, high=MAX_BATCH, zero_means="same as training"),
+    # ---- hardware -----------------------------------------------------------------------
+    Input("hardware.gpu", Kind.TEXT, "GPU", "GPU", "a100-80gb-sxm",
+          "The card, with the memory its driver reports (not the marketing figure).\n"
+          "Search by name, memory (“24 GB”), vendor (“amd”) or kind (“laptop”, “apple”).",
+          ("--gpu",), "GPU id (see `vramplan gpus`), or custom", expected="a GPU id from the catalogue or 'custom'"),
+    Input("hardware.custom_memory_gb", Kind.FLOAT, "Memory", "Custom GPU memory", 80.0,
+          "Memory of the custom card in decimal GB, as its driver reports it.",
+          ("--custom-memory-gb",), "--gpu custom: its memory in GB", unit="GB", low=0.01, high=1e6,
+          matters=lambda p: p.hardware.gpu == "custom"),
+    Input("hardware.custom_tflops", Kind.FLOAT, "Peak speed", "Custom GPU speed", 100.0,
+          "Dense 16-bit peak of the custom card (no sparsity).",
+          ("--custom-tflops",), "--gpu custom: its dense 16-bit TFLOP/s", unit="TFLOP/s", low=0.01, high=1e7,
+          matters=lambda p: p.hardware.gpu == "custom"),
+    # The lesson: 30-50 % model FLOP utilisation for well-tuned code.
+    Input("hardware.utilisation", Kind.FLOAT, "Utilisation", "Utilisation", 0.4,
+          "Model FLOP utilisation: the share of the card's peak a real run achieves (30-50 % for well-tuned code).",
+          ("--utilisation",), "model FLOP utilisation, 0.4 = 40 %", unit="%", low=0.001, high=1.0,
+          scale=100, decimals=1, step=5),
+    # The lesson advises keeping 10-20 % of the card free.
+    Input("hardware.headroom", Kind.FLOAT, "Headroom", "Headroom", 0.10,
+          "Share of the card kept free for fragmentation and spikes; the lesson advises 10-20 %.",
+          ("--headroom",), "fraction kept free, 0.1 = 10 %", unit="%", low=0.0, high=0.9,
+          scale=100, decimals=1, step=5),
+    Input("hardware.price_per_gpu_hour", Kind.FLOAT, "Price", "Price per GPU-hour", 2.0,
+          "What one GPU costs per hour, in your currency.",
+          ("--price",), "price per GPU-hour", unit="per GPU·h", low=0.0, high=1e6, step=0.5),
+    Input("hardware.peak_tflops_override", Kind.FLOAT, "Peak override", "Peak TFLOP/s override", 0.0,
+          "Dense peak to use instead of the card's datasheet figure for the plan's precision; 0 uses the card's.",
+          ("--peak-tflops",), "override the card's dense peak TFLOP/s", unit="TFLOP/s", low=0.01, high=1e7,
+          zero_means="card's datasheet", step=10),
+    # ---- parallelism --------------------------------------------------------------------
+    Input("parallel.nodes", Kind.INT, "Nodes", "Nodes", 1,
+          "Machines in the run, each with the same GPUs.",
+          ("--nodes",), "nodes (default 1)", unit="nodes", low=1, high=MAX_GPUS),
+    Input("parallel.gpus_per_node", Kind.INT, "GPUs per node", "GPUs per node", 1,
+          "GPUs in each node; memory is shown per GPU.",
+          ("--gpus-per-node",), "GPUs in each node", unit="GPUs", low=1, high=MAX_DEGREE),
+    Input("parallel.strategy", Kind.ENUM, "Strategy", "Strategy", Strategy.DDP,
+          "How the data-parallel GPUs hold the model: DDP keeps a full copy on each; DeepSpeed ZeRO stages "
+          "split the optimizer state, then gradients, then the weights; FSDP2 splits all three.",
+          ("--strategy",), "data-parallel engine (default ddp)", labels=STRATEGY_LABELS),
+    Input("parallel.tensor_parallel", Kind.INT, "Tensor parallel", "Tensor parallel", 1,
+          "GPUs each layer's matrices are split across; within a node.",
+          ("--tensor-parallel", "--tp"), "tensor-parallel degree", low=1, high=MAX_DEGREE, metavar="N",
+          matters=_node_split),
+    Input("parallel.pipeline_parallel", Kind.INT, "Pipeline parallel", "Pipeline parallel", 1,
+          "Stages the layers are split into, each on its own GPUs.",
+          ("--pipeline-parallel", "--pp"), "pipeline-parallel stages", low=1, high=MAX_DEGREE, metavar="N",
+          matters=_node_split),
+    Input("parallel.context_parallel", Kind.INT, "Context parallel", "Context parallel", 1,
+          "GPUs each sequence is split across (ring attention), in 2 × CP chunks.",
+          ("--context-parallel", "--cp"), "context-parallel degree", low=1, high=MAX_DEGREE, metavar="N",
+          matters=_node_split),
+    # Megatron sequence parallelism alongside tensor parallel.
+    Input("parallel.sequence_parallel", Kind.BOOL, "Sequence parallel", "Sequence parallel", True,
+          "Megatron sequence parallelism with tensor parallel: norms and dropout on 1/TP of the tokens each.",
+          ("--sequence-parallel",), "Megatron sequence parallelism with tensor parallel (default on)",
+          matters=lambda p: p.parallel.tensor_parallel > 1),
+    Input("parallel.schedule", Kind.ENUM, "Schedule", "Pipeline schedule", PipelineSchedule.ONE_F_ONE_B,
+          "GPipe runs every forward, then every backward; 1F1B alternates them and keeps at most one "
+          "micro-batch per stage in flight; interleaved 1F1B splits each stage into virtual chunks.",
+          ("--schedule",), "pipeline schedule (1f1b)", labels=SCHEDULE_LABELS,
+          matters=lambda p: p.parallel.pipeline_parallel > 1),
+    Input("parallel.virtual_stages", Kind.INT, "Virtual stages", "Virtual stages", 1,
+          "Model chunks per pipeline rank (interleaved 1F1B).",
+          ("--virtual-stages",), "interleaved pipeline: model chunks per stage", unit="chunks", low=1, high=MAX_DEGREE,
+          matters=lambda p: p.parallel.schedule is PipelineSchedule.INTERLEAVED),
+    Input("parallel.offload", Kind.ENUM, "Offload", "CPU offload", Offload.NONE,
+          "What lives in host memory: the optimizer state and its step (DeepSpeed ZeRO-Offload), or the "
+          "parameters and gradients too (FSDP2 CPUOffloadPolicy, ZeRO-3 offload_param).",
+          ("--offload",), "what moves to host memory", labels=OFFLOAD_LABELS),
+    # A DGX H100 has 2 TB of RAM.
+    Input("parallel.host_ram_gb", Kind.FLOAT, "Host RAM", "Host RAM per node", 2048.0,
+          "Memory of each node's CPUs (a DGX H100 has 2 TB).",
+          ("--host-ram-gb",), "RAM per node in GB", unit="GB", low=0.01, high=1e9, step=64,
+          matters=lambda p: p.parallel.offload is not Offload.NONE or _node_split(p)),
+    Input("parallel.intra_link", Kind.TEXT, "In a node", "Link within a node", "nvlink4",
+          "How the GPUs of one node talk to each other (per GPU and direction, the catalogue's peak).",
+          ("--intra-link",), "link within a node (default nvlink4)", expected="a link id from the catalogue",
+          metavar="LINK", matters=lambda p: p.parallel.gpus_per_node > 1),
+    Input("parallel.inter_link", Kind.TEXT, "Between", "Link between nodes", "ib-ndr400",
+          "The network between nodes, per GPU and direction.",
+          ("--interconnect",), "link between nodes (see `vramplan links`)", expected="a link id from the catalogue",
+          metavar="LINK", matters=lambda p: p.parallel.nodes > 1),
+    # FSDP2 fully_shard(reshard_after_forward=True) is its default.
+    Input("parallel.reshard_after_forward", Kind.BOOL, "Reshard after forward", "FSDP reshard after forward", True,
+          "FSDP2 fully_shard(reshard_after_forward=True), its default: each block's gathered weights are "
+          "freed after its forward and gathered again for the backward. Off keeps them (ZeRO-2-like).",
+          ("--reshard-after-forward",), "FSDP2",
+          matters=lambda p: _node_split(p) and p.parallel.strategy is Strategy.FSDP),
+    Input("parallel.fsdp_param_dtype", Kind.ENUM, "FSDP params", "FSDP parameter dtype", MpDtype.STORED,
+          "MixedPrecisionPolicy.param_dtype: the dtype of the gathered weights.",
+          ("--fsdp-param-dtype",), "FSDP2 MixedPrecisionPolicy", labels=MP_DTYPE_LABELS,
+          matters=lambda p: p.parallel.strategy is Strategy.FSDP),
+    Input("parallel.fsdp_reduce_dtype", Kind.ENUM, "FSDP reduce", "FSDP reduce dtype", MpDtype.STORED,
+          "MixedPrecisionPolicy.reduce_dtype: the dtype gradients are reduced in.",
+          ("--fsdp-reduce-dtype",), "FSDP2 MixedPrecisionPolicy", labels=MP_DTYPE_LABELS,
+          matters=lambda p: p.parallel.strategy is Strategy.FSDP),
+    Input("parallel.ddp_bucket_mb", Kind.FLOAT, "DDP bucket", "DDP bucket size", DDP_BUCKET_MB,
+          "DistributedDataParallel(bucket_cap_mb=...): 25 MiB by default.",
+          ("--ddp-bucket-mb",), "DDP bucket_cap_mb (25)", unit="MiB", low=0.01, high=1e6, advanced=True,
+          matters=lambda p: _node_split(p) and p.parallel.strategy is Strategy.DDP),
+    # False (torch's default) keeps param.grad apart from the buckets, a second copy of the
+    # gradients; True makes the gradients views into them.
+    Input("parallel.ddp_bucket_view", Kind.BOOL, "Gradients as bucket views", "DDP gradient as bucket view", False,
+          "DistributedDataParallel(gradient_as_bucket_view=True): the gradients are views into the "
+          "communication buckets instead of a second copy beside them.",
+          ("--ddp-bucket-view",), "DDP gradient_as_bucket_view", advanced=True,
+          matters=lambda p: _node_split(p) and p.parallel.strategy is Strategy.DDP),
+    Input("parallel.zero_bucket_elements", Kind.COUNT, "ZeRO bucket", "ZeRO bucket", ZERO_BUCKET_ELEMENTS,
+          "DeepSpeed reduce_bucket_size / allgather_bucket_size (5e8 by default).",
+          ("--zero-bucket",), "DeepSpeed reduce/allgather bucket size in elements (5e8)", unit="elements",
+          low=1, high=MAX_BUCKET_ELEMENTS, advanced=True, metavar="N",
+          matters=lambda p: p.parallel.strategy in ZERO_STAGES),
+    Input("parallel.zero3_prefetch_elements", Kind.COUNT, "ZeRO-3 prefetch", "ZeRO-3 prefetch",
+          ZERO3_PREFETCH_ELEMENTS,
+          "DeepSpeed stage3_prefetch_bucket_size (5e7 by default).",
+          ("--zero3-prefetch",), "DeepSpeed stage3_prefetch_bucket_size in elements (5e7)", unit="elements",
+          low=1, high=MAX_BUCKET_ELEMENTS, advanced=True, metavar="N",
+          matters=lambda p: p.parallel.strategy is Strategy.ZERO3),
+    Input("parallel.zero3_max_live_elements", Kind.COUNT, "ZeRO-3 live", "ZeRO-3 live parameters",
+          ZERO3_MAX_LIVE_ELEMENTS,
+          "DeepSpeed stage3_max_live_parameters (1e9 by default).",
+          ("--zero3-max-live",), "DeepSpeed stage3_max_live_parameters (1e9)", unit="elements",
+          low=1, high=MAX_BUCKET_ELEMENTS, advanced=True, metavar="N",
+          matters=lambda p: p.parallel.strategy is Strategy.ZERO3),
+    # ---- serving ------------------------------------------------------------------------
+    Input("inference.engine", Kind.ENUM, "Engine", "Engine", Engine.HF,
+          "Hugging Face generate runs one static batch; vLLM sizes a paged KV pool at start-up.",
+          ("--engine",), "hf: transformers generate; vllm: vLLM; sglang: SGLang", labels=ENGINE_LABELS),
+    Input("inference.weight_dtype", Kind.ENUM, "Weights", "Weight storage", WeightFormat.BF16,
+          "How the served weights are stored; quantised formats keep embeddings, head and norms in 16 bits.",
+          ("--weights",), "weight storage", labels=WEIGHT_LABELS),
+    Input("inference.kv_dtype", Kind.ENUM, "KV cache", "KV cache storage", KvDtype.BF16,
+          "Element type of the cached keys and values.",
+          ("--kv-dtype",), "element type of the KV cache", labels=KV_LABELS),
+    Input("inference.concurrent", Kind.INT, "Concurrent", "Concurrent requests", 1,
+          "Requests served at once, each with its own KV cache.",
+          ("--concurrent",), "requests served at once", unit="requests", low=1, high=MAX_BATCH),
+    Input("inference.context", Kind.INT, "Context", "Context per request", 4096,
+          "Prompt plus generated tokens of one request (vLLM: max_model_len).",
+          ("--context",), "tokens per request, prompt + generated (vLLM: max_model_len)", unit="tokens",
+          low=1, high=MAX_SEQ, step=1024),
+    Input("inference.new_tokens", Kind.INT, "Generated", "Generated tokens", 256,
+          "Tokens each request generates; the rest is prompt.",
+          ("--new-tokens",), "generated tokens per request (default 256)", unit="tokens", low=0, high=MAX_SEQ),
+    Input("inference.tensor_parallel", Kind.INT, "Tensor parallel", "Tensor parallel", 1,
+          "GPUs each layer is split across (weights and KV heads).",
+          unit="GPUs", low=1, high=MAX_PARALLEL, flag_of="parallel.tensor_parallel"),
+    Input("inference.pipeline_parallel", Kind.INT, "Pipeline parallel", "Pipeline parallel", 1,
+          "Stages the layers are split into, one GPU group each.",
+          unit="stages", low=1, high=MAX_PARALLEL, flag_of="parallel.pipeline_parallel"),
+    Input("inference.replicas", Kind.INT, "Replicas", "Replicas", 1,
+          "Independent copies of the served model.",
+          ("--replicas",), "independent copies of the served model", low=1, high=MAX_GPUS),
+    # vLLM's default fraction of each GPU it may use is 0.9.
+    Input("inference.gpu_memory_utilization", Kind.FLOAT, "GPU memory use", "GPU memory utilisation", 0.9,
+          "vLLM's gpu_memory_utilization: the share of each GPU it may use (default 90 %).",
+          ("--gpu-memory-utilization",), "vLLM: fraction of each GPU it may use (0.9)", unit="%",
+          low=0.01, high=1.0, scale=100, decimals=0, matters=lambda p: p.inference.engine is Engine.VLLM),
+    Input("inference.max_num_seqs", Kind.INT, "max_num_seqs", "max_num_seqs", 0,
+          "Most requests vLLM schedules at once; 0: its default for the card.",
+          ("--max-num-seqs",), "vLLM: most requests scheduled at once (0: its default)", low=0, high=MAX_BATCH,
+          zero_means="default", matters=lambda p: p.inference.engine is Engine.VLLM),
+    Input("inference.max_num_batched_tokens", Kind.INT, "Batched tokens", "max_num_batched_tokens", 0,
+          "Tokens vLLM runs per step (chunked prefill); its profiling forward uses this many. 0: its default.",
+          ("--max-num-batched-tokens",), "vLLM: tokens per step (0: its default)", low=0, high=MAX_SEQ,
+          zero_means="default", matters=lambda p: p.inference.engine is Engine.VLLM),
+    Input("inference.mem_fraction_static", Kind.FLOAT, "Static fraction", "mem_fraction_static", 0.0,
+          "SGLang's share of the GPU for weights and the token pool; 0: its default for the tensor-parallel size.",
+          ("--mem-fraction-static",), "SGLang: weights + KV pool share (0: its default)", unit="%",
+          low=0.01, high=1.0, zero_means="default", scale=100, decimals=0,
+          matters=lambda p: p.inference.engine is Engine.SGLANG),
+)
+# fmt: on
+
+BY_PATH: Final[dict[str, Input]] = {i.path: i for i in INPUTS}
+
+
+def input_at(path: str) -> Input:
+    """The row of the input at ``path`` (KeyError for a path the table lacks)."""
+    return BY_PATH[path]
+
+
+# The inputs' defaults: the Plan's dataclasses take their field defaults from here.
+DEFAULTS: Final[dict[str, Any]] = {i.path: i.default for i in INPUTS}
+
+
+# ---- checks, built once per input: the Plan runs them on every construction ---------------
+Check = Callable[[object], object]  # the value, converted (an enum from its text), or PlanError
+
+
+def _int_check(spec: Input) -> Check:
+    path, low, high, allowed = spec.path, spec.low, spec.high, spec.allowed
+
+    def check(value: object) -> object:
+        if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
+            raise PlanError(path, value, allowed)
+        return value
+
+    return check
+
+
+def _float_check(spec: Input) -> Check:
+    path, low, high, allowed, zero = spec.path, spec.low, spec.high, spec.allowed, bool(spec.zero_means)
+
+    def check(value: object) -> object:
+        number = finite_number(value)
+        if number is None or not (low <= number <= high or (zero and number == 0)):
+            raise PlanError(path, value, allowed)
+        return value
+
+    return check
+
+
+def _bool_check(spec: Input) -> Check:
+    path = spec.path
+
+    def check(value: object) -> object:
+        if not isinstance(value, bool):
+            raise PlanError(path, value, "true or false")
+        return value
+
+    return check
+
+
+def _enum_check(spec: Input) -> Check:
+    path, enum, allowed = spec.path, spec.enum, spec.allowed
+
+    def check(value: object) -> object:
+        if isinstance(value, enum):
+            return value
+        if isinstance(value, str):  # the value's text ("lora") is taken as the enum
+            with contextlib.suppress(ValueError):
+                return enum(value)
+        raise PlanError(path, value, allowed)
+
+    return check
+
+
+def _text_check(spec: Input) -> Check:
+    path, expected = spec.path, spec.expected
+
+    def check(value: object) -> object:
+        if not isinstance(value, str) or not value.strip():
+            raise PlanError(path, value, expected)
+        check_text(path, value)
+        return value
+
+    return check
+
+
+def _targets_check(spec: Input) -> Check:
+    def check(value: object) -> object:
+        if not isinstance(value, tuple):
+            raise PlanError(spec.path, value, "a list of module names")
+        normal = normalise_lora_targets(value)
+        return value if normal == value else normal
+
+    return check
+
+
+_CHECKS: Final[dict[Kind, Callable[[Input], Check]]] = {
+    Kind.INT: _int_check,
+    Kind.COUNT: _int_check,
+    Kind.FLOAT: _float_check,
+    Kind.BOOL: _bool_check,
+    Kind.ENUM: _enum_check,
+    Kind.TEXT: _text_check,
+    Kind.TARGETS: _targets_check,
+}
+# Checked by the model description itself (core.model.ModelSpec), which Plan holds whole.
+_CHECKED_ELSEWHERE: Final = frozenset({"model.params_override"})
+_GROUP_CHECKS: Final[dict[str, tuple[tuple[str, Check], ...]]] = {
+    group: tuple(
+        (i.attribute, _CHECKS[i.kind](i)) for i in INPUTS if i.group == group and i.path not in _CHECKED_ELSEWHERE
+    )
+    for group in dict.fromkeys(i.group for i in INPUTS)
+}
+
+
+def checks_of(group: str) -> tuple[tuple[str, Check], ...]:
+    """(attribute, check) for every input ``group`` holds ("" for the Plan's own fields)."""
+    return _GROUP_CHECKS[group]
+
+
+def run_checks(value: object, checks: tuple[tuple[str, Check], ...]) -> None:
+    """Check each attribute of ``value`` (a frozen dataclass); store converted values back."""
+    for name, check in checks:
+        given = getattr(value, name)
+        kept = check(given)
+        if kept is not given:
+            object.__setattr__(value, name, kept)

@@ -1,0 +1,124 @@
+"""The forms' fields are the input table's (core/inputs.py): range, unit, words and when a row shows.
+
+The core side (the Plan enforces the same ranges, the command line has a flag for each) is
+tests/core/test_inputs.py.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from PySide6.QtWidgets import QCheckBox, QLabel
+
+from core.inputs import INPUTS, Input, Kind, input_at
+from core.plan import Accounting, Engine, Method, Plan, Strategy
+from core.presets import default_plan, plan_for_model
+from gui.forms.fields import ChoiceField, CountField, FloatField, IntField
+from gui.main_window import MainWindow
+
+
+def _fields(window: MainWindow) -> dict[str, Any]:
+    return {key: widget for form in window.forms for key, widget in form.fields.items()}
+
+
+def test_every_input_has_a_field_keyed_by_its_attribute_path(window: MainWindow) -> None:
+    fields = _fields(window)
+    for spec in INPUTS:
+        if spec.kind is Kind.TARGETS:  # one box per target module
+            assert {f"{spec.path}.{t}" for t in ("q_proj", "down_proj")} <= fields.keys()
+        else:
+            assert spec.path in fields, spec.path
+
+
+def _check_range(spec: Input, widget: Any) -> None:
+    least = 0 if spec.zero_means else spec.low  # 0 has its own meaning ("default", "derived")
+    if isinstance(widget, IntField):
+        assert widget.minimum() == least
+        # Frozen layers: at most the model's blocks, never more than the table's ceiling.
+        assert widget.maximum() == spec.high or (spec.path == "frozen_layers" and widget.maximum() <= spec.high)
+        assert widget.specialValueText() == spec.zero_means
+    elif isinstance(widget, FloatField):
+        assert widget.minimum() == pytest.approx(least * spec.scale)
+        assert widget.maximum() == pytest.approx(spec.high * spec.scale)
+        assert widget.decimals() == spec.decimals and widget.singleStep() == spec.step
+        assert widget.specialValueText() == spec.zero_means
+    else:
+        assert isinstance(widget, CountField)
+        assert (widget._minimum, widget._maximum) == (spec.low, spec.high)
+        assert widget.placeholderText() == spec.zero_means
+
+
+def test_number_fields_take_the_tables_range_unit_and_steps(window: MainWindow) -> None:
+    fields = _fields(window)
+    for spec in INPUTS:
+        if spec.kind in (Kind.INT, Kind.COUNT, Kind.FLOAT):
+            widget = fields[spec.path]
+            _check_range(spec, widget)
+            if spec.unit and not isinstance(widget, CountField):
+                assert widget.suffix().strip() in (spec.unit, spec.unit.removesuffix("s")), spec.path
+
+
+def test_fields_take_the_tables_words(window: MainWindow) -> None:
+    fields = _fields(window)
+    labels: dict[str, QLabel] = {key: label for form in window.forms for key, label in form.labels.items()}
+    for spec in INPUTS:
+        if spec.kind is Kind.TARGETS:
+            continue
+        widget = fields[spec.path]
+        assert widget.accessibleName() == spec.name, spec.path
+        assert widget.toolTip().startswith(spec.tooltip), spec.path
+        if isinstance(widget, QCheckBox):
+            assert widget.text() == spec.label
+        elif spec.path in labels:  # the fields set side by side in one row have the row's label
+            assert labels[spec.path].text() == spec.label + ":"
+        if isinstance(widget, ChoiceField) and spec.labels:
+            shown = [(widget.itemText(i), widget.itemData(i)) for i in range(widget.count())]
+            assert shown == [(text, choice.value) for choice, text in spec.labels.items()], spec.path
+
+
+PLANS = {
+    "default": default_plan(),
+    "full": plan_for_model("gpt2"),
+    "qlora": plan_for_model("llama-3.1-8b", method=Method.QLORA),
+    "frozen": plan_for_model("gpt2").with_method(Method.FROZEN),
+    "lesson": default_plan().with_changes(accounting=Accounting.LESSON),
+    "custom gpu": default_plan().with_hardware(gpu="custom"),
+    "fsdp on 16": default_plan().on_gpus(16, Strategy.FSDP),
+    "zero3 on 8": default_plan().on_gpus(8, Strategy.ZERO3),
+    "vllm": default_plan().with_inference(engine=Engine.VLLM),
+    "sglang": default_plan().with_inference(engine=Engine.SGLANG),
+}
+
+
+@pytest.mark.parametrize("name", PLANS)
+def test_a_row_shows_exactly_when_its_input_matters(window: MainWindow, name: str) -> None:
+    plan: Plan = PLANS[name]
+    window.controller.set_plan(plan)
+    for form in window.forms:
+        advanced = bool(getattr(getattr(form, "advanced", None), "isChecked", lambda: False)())
+        for path, spec in form.inputs.items():
+            if path in form._input_rows:
+                expected = spec.matters(plan) and (advanced or not spec.advanced)
+                assert form.form.isRowVisible(form.fields[path]) == expected, (name, path)
+
+
+def test_advanced_knobs_show_behind_the_disclosure(window: MainWindow) -> None:
+    plan = default_plan().on_gpus(8, Strategy.ZERO3)
+    window.controller.set_plan(plan)
+    form = window.parallel_form
+    assert input_at("parallel.zero3_prefetch_elements").advanced
+    assert not form.form.isRowVisible(form.fields["parallel.zero3_prefetch_elements"])
+    form.advanced.setChecked(True)
+    assert form.form.isRowVisible(form.fields["parallel.zero3_prefetch_elements"])
+
+
+def test_an_edit_reaches_the_plan_at_the_fields_path(window: MainWindow) -> None:
+    # The default apply is Plan.with_input(path): a field's edit changes that input only.
+    window.controller.set_plan(default_plan())
+    window.workload_form.eval_batch.edited.emit(3)
+    assert window.controller.plan.workload.eval_batch == 3
+    window.serving_form.engine.edited.emit("vllm")
+    assert window.controller.plan.inference.engine is Engine.VLLM
+    window.accounting_form.params.edited.emit(0)  # an empty box: derived from the architecture
+    assert window.controller.plan.model.params_override is None
