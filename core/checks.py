@@ -6,23 +6,38 @@ rules live here so that the window, the command line and the tests read the same
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from core.plan import Plan
+from core.verdict import Mode
 
 
-def plan_warnings(plan: Plan) -> tuple[str, ...]:
-    """One sentence per doubtful setting of ``plan``; empty when there is nothing to say."""
-    warnings: list[str] = []
+@dataclass(frozen=True)
+class PlanWarning:
+    mode: Mode  # the view it belongs to: the training step's, or serving's
+    text: str
+
+
+def plan_warnings(plan: Plan) -> tuple[PlanWarning, ...]:
+    """One sentence per doubtful setting of ``plan``, with the mode it concerns."""
+    warnings: list[PlanWarning] = []
     model = plan.model
     window = model.max_position_embeddings  # the model's config.json "max_position_embeddings"
     if plan.workload.seq_len > window:
         warnings.append(
-            f"Sequence {plan.workload.seq_len:,} tokens is past {model.name}'s context window of "
-            f"{window:,} tokens: the model has not learned positions that far, so the memory is "
-            "estimated but the run would need a longer-context model or position scaling."
+            PlanWarning(
+                Mode.TRAINING,
+                f"Sequence {plan.workload.seq_len:,} tokens is past {model.name}'s context window of "
+                f"{window:,} tokens: the model has not learned positions that far, so the memory is "
+                "estimated but the run would need a longer-context model or position scaling.",
+            )
         )
     if plan.inference.context > window:
         warnings.append(
-            f"The serving context of {plan.inference.context:,} tokens is past {model.name}'s "
-            f"context window of {window:,} tokens."
+            PlanWarning(
+                Mode.INFERENCE,
+                f"The serving context of {plan.inference.context:,} tokens is past {model.name}'s "
+                f"context window of {window:,} tokens.",
+            )
         )
     return tuple(warnings)

@@ -10,7 +10,7 @@ from dataclasses import dataclass, replace
 
 from core.breakdown import Bucket, BucketKey, Phase
 from core.catalogue import GpuSpec, custom_gpu, find_gpu
-from core.checks import plan_warnings
+from core.checks import PlanWarning, plan_warnings
 from core.params import ParamCounts, param_counts
 from core.plan import Plan
 from core.serving.inference import InferenceEstimate, inference_estimate
@@ -50,7 +50,7 @@ class Estimate:
     compute: Compute
     inference: InferenceEstimate
     notes: tuple[str, ...]
-    warnings: tuple[str, ...] = ()  # core.checks.plan_warnings: valid, but doubtful
+    warnings: tuple[PlanWarning, ...] = ()  # core.checks.plan_warnings: valid, but doubtful
     # Every kind of rank (one on a single GPU); the fields above are ranks[worst_rank]'s.
     ranks: tuple[RankMemory, ...] = ()
     worst_rank: int = 0
@@ -59,6 +59,10 @@ class Estimate:
     @property
     def worst(self) -> RankMemory:
         return self.ranks[self.worst_rank]
+
+    def warnings_for(self, mode: Mode) -> tuple[str, ...]:
+        """What is doubtful about the plan in ``mode`` (the training step, or serving)."""
+        return tuple(w.text for w in self.warnings if w.mode is mode)
 
     @property
     def evaluation_bytes(self) -> float:

@@ -88,6 +88,7 @@ __all__ = [
     "preset_matching",
 ]
 
+
 @dataclass(frozen=True)
 class PrecisionRoles:
     """Where each kind of tensor lives. Defaults and their sources:

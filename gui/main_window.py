@@ -446,7 +446,7 @@ class MainWindow(QMainWindow):
         self._settle()
 
     def _show_warnings(self, estimate: Estimate) -> None:
-        text = "\n".join(f"⚠ {warning}" for warning in estimate.warnings)
+        text = "\n".join(f"⚠ {warning}" for warning in estimate.warnings_for(self.display.mode))
         if text != self.plan_warning.text():
             self.plan_warning.setText(text)
         self.plan_warning.setVisible(bool(text))
@@ -612,6 +612,7 @@ class MainWindow(QMainWindow):
             self.compute_panel.set_mode(mode.value)
             self._show_forms_for(mode.value)
             self.settings.chart_mode = mode.value
+            self._show_warnings(self.controller.estimate)  # each mode has its own
             if shown is not None:  # another mode is not typing: the banner fits its new verdict now
                 self.settle_banner()
         if shown is None or display.unit != shown.unit:

@@ -62,6 +62,7 @@ class AdviceKind(StrEnum):
     """What the diagnosis advises, as the Diagnosis tab, reports and the command line word it."""
 
     FITS = "fits"  # nothing needs to change
+    FITS_QUEUED = "fits-queued"  # serving fits, but some of the plan's requests wait in the queue
     STEP_FITS_BUT = "step-fits-but"  # the training step fits; the evaluation or serving does not
     NO_CHANGE_KNOWN = "no-change-known"  # no change the planner knows lowers the memory
     ONLY_TOGETHER = "only-together"  # no single change fits; the combination does
@@ -76,6 +77,8 @@ class Advice:
     fitting: int = 0  # remedies that fit on their own
     offered: int = 0  # remedies listed
     combined_at_most: int = MAX_COMBINED  # changes the combination search puts together
+    queued: int = 0  # serving: the plan's requests that wait (FITS_QUEUED)
+    at_once: int = 0  # serving: the requests that run together
 
 
 # Failures of a plan whose training step fits: what else would fail.
@@ -120,6 +123,9 @@ class Diagnosis:
         if self.judgement.fits:
             if self.failure in _AFTER_THE_STEP and self.symptom is not None:
                 return Advice(AdviceKind.STEP_FITS_BUT)
+            inf = self.estimate.inference
+            if self.mode is Mode.INFERENCE and inf.queued:
+                return Advice(AdviceKind.FITS_QUEUED, queued=inf.queued, at_once=inf.max_concurrent)
             return Advice(AdviceKind.FITS)
         if not offered:
             kind = AdviceKind.NO_CHANGE_KNOWN

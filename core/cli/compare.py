@@ -68,5 +68,3 @@ def render_comparison(comparison: Comparison, unit: str) -> str:
         lines.append("* differs between the plans")
     lines.append(f"cheapest that fits: {names[best]}" if best is not None else "none of these plans fits its card")
     return "\n".join(lines)
-
-

@@ -10,7 +10,7 @@ from typing import Any
 from core.cli.parser import add_plan_options, text_arg
 from core.cli.plans import plan_from_args, plan_from_config, without_model
 from core.cli.render import estimate_json_text, render_estimate, render_serving
-from core.estimate import estimate
+from core.estimate import Mode, estimate
 from core.files.planfile import save as save_plan
 from core.files.runconfig import ModelChoice, RunConfig
 
@@ -41,7 +41,7 @@ def run(args: argparse.Namespace) -> str:
     if args.save is not None:
         save_plan(plan, args.save)
     if args.json:
-        return estimate_json_text(result)
+        return estimate_json_text(result, Mode(args.mode))
     if args.mode == "inference":
         return render_serving(result, gib=args.gib) + "\n"
     return render_estimate(result, gib=args.gib) + "\n"
@@ -56,7 +56,7 @@ def _estimate_from(args: argparse.Namespace) -> str:
     if args.save:
         save_plan(plan, args.save)
     if args.json:
-        document = json.loads(estimate_json_text(result))
+        document = json.loads(estimate_json_text(result, Mode(args.mode)))
         document["from_config"] = run_report(run_config, choice)
         return json.dumps(document, indent=2, allow_nan=False) + "\n"
     return render_run(run_config, choice) + "\n\n" + render_estimate(result, gib=args.gib) + "\n"

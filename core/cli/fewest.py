@@ -81,5 +81,3 @@ def fewest_json(answer: FewestGpus) -> dict[str, Any]:
             "price_per_gpu_hour": found.plan.hardware.price_per_gpu_hour,
         }
     return result
-
-

@@ -11,7 +11,7 @@ import math
 from typing import Any
 
 from core.breakdown import BUCKET_LABELS
-from core.estimate import VERDICT_LABELS, Estimate
+from core.estimate import VERDICT_LABELS, Estimate, Judgement, Mode
 from core.plan import ENGINE_LABELS, Accounting, Engine
 from core.units import format_count, format_memory
 
@@ -20,9 +20,27 @@ def fmt(n_bytes: float, gib: bool) -> str:
     return format_memory(n_bytes, "GiB" if gib else "GB")
 
 
-def estimate_to_json(est: Estimate) -> dict[str, Any]:
-    plan = est.plan
+def judgement_to_json(judged: Judgement) -> dict[str, Any]:
     return {
+        "verdict": judged.verdict.value,
+        "total_bytes": round(judged.total_bytes),
+        "capacity_bytes": round(judged.capacity_bytes),
+        "usable_bytes": round(judged.usable_bytes),
+        "margin_bytes": round(judged.margin_bytes),
+        "gpu_verdict": judged.gpu_verdict.value,
+        "host_verdict": judged.host_verdict.value if judged.host_verdict is not None else None,
+    }
+
+
+def estimate_to_json(est: Estimate, mode: Mode = Mode.TRAINING) -> dict[str, Any]:
+    """Every figure, bytes throughout. ``judgement`` and the top-level verdict, total, usable and
+    margin are the judged mode's (the training step, or serving); ``training`` keeps the step's."""
+    plan = est.plan
+    judged = est.judgement(mode)
+    return {
+        "mode": mode.value,
+        "judgement": judgement_to_json(judged),
+        "training": judgement_to_json(est.judgement(Mode.TRAINING)),
         "model": plan.model.name,
         "method": plan.method.value,
         "accounting": plan.accounting.value,
@@ -37,11 +55,11 @@ def estimate_to_json(est: Estimate) -> dict[str, Any]:
         "phases_bytes": {p.name: round(p.allocated_bytes) for p in est.phases},
         "peak_phase": est.peak_phase,
         "peak_bytes": round(est.peak_bytes),
-        "total_bytes": round(est.total_bytes),
+        "total_bytes": round(judged.total_bytes),
         "capacity_bytes": round(est.capacity_bytes),
-        "usable_bytes": round(est.usable_bytes),
-        "verdict": est.verdict.value,
-        "margin_bytes": round(est.margin_bytes),
+        "usable_bytes": round(judged.usable_bytes),
+        "verdict": judged.verdict.value,
+        "margin_bytes": round(judged.margin_bytes),
         "summary": est.summary_formula,
         # peak_bytes / total_bytes above are the worst rank's; every kind of rank here.
         "ranks": [
@@ -77,13 +95,14 @@ def estimate_to_json(est: Estimate) -> dict[str, Any]:
         },
         "inference": inference_to_json(est),
         "notes": list(est.notes),
-        "warnings": list(est.warnings),
+        "warnings": list(est.warnings_for(mode)),
         "dtype_problem": est.compute.dtype_problem,
     }
 
 
 def inference_to_json(est: Estimate) -> dict[str, Any]:
     inf, plan = est.inference, est.plan.inference
+    judged = est.judgement(Mode.INFERENCE)
     return {
         "engine": inf.engine.value,
         "weights": plan.weight_dtype.value,
@@ -99,8 +118,13 @@ def inference_to_json(est: Estimate) -> dict[str, Any]:
         "non_torch_bytes": round(inf.non_torch_bytes),
         "peak_bytes": round(inf.peak_bytes),
         "total_bytes": round(inf.total_bytes),
-        "budget_bytes": round(inf.budget_bytes),
-        "verdict": inf.verdict.value,
+        "buckets_bytes": {b.key.value: round(b.bytes) for b in inf.buckets},
+        "budget_bytes": round(
+            inf.budget_bytes
+        ),  # what the engine may take (vLLM: the card; its utilisation is its own headroom)
+        "usable_bytes": round(judged.usable_bytes),  # what the verdict is judged against
+        "margin_bytes": round(judged.margin_bytes),
+        "verdict": judged.verdict.value,
         "queued": inf.queued,
         "kv_cache_tokens": inf.kv_cache_tokens,
         "max_concurrency": round(inf.max_concurrency, 2),
@@ -155,18 +179,38 @@ def render_serving(est: Estimate, gib: bool = False) -> str:
             f"  token pool {inf.kv_cache_tokens:,} tokens; {inf.max_concurrency:.2f} requests of "
             f"{plan.context:,} tokens at once"
         )
-    else:
+    lines += [
+        "",
+        verdict_line(est.judgement(Mode.INFERENCE), est.plan.hardware.headroom, gib),
+        f"  at most {inf.max_concurrent:,} requests of {plan.context:,} tokens at once, or "
+        f"{inf.max_context:,} tokens each at {plan.concurrent:,} "
+        + ("request" if plan.concurrent == 1 else "requests"),
+    ]
+    if inf.queued and inf.max_concurrent:
         lines.append(
-            f"  {VERDICT_LABELS[inf.verdict]}: {fmt(inf.total_bytes, gib)} of {fmt(inf.budget_bytes, gib)} usable; "
-            f"at most {inf.max_concurrent:,} requests of {plan.context:,} tokens, or {inf.max_context:,} tokens each"
+            f"  warning: {inf.queued:,} of {plan.concurrent:,} requests wait in the queue "
+            f"({inf.max_concurrent:,} run at once); time to first token grows while they wait"
         )
     speed = inf.speed
     lines += [
-        f"  time to first token {speed.ttft_s * 1e3:,.0f} ms; {speed.running} requests decode at "
+        f"  time to first token {speed.ttft_s * 1e3:,.0f} ms; {speed.running} "
+        f"{'request decodes' if speed.running == 1 else 'requests decode'} at "
         f"{speed.per_request_tokens_per_s:,.0f} tokens/s each, {speed.total_tokens_per_s:,.0f} tokens/s in total",
         f"  {speed.formula}",
     ]
+    lines += [f"  warning: {w}" for w in est.warnings_for(Mode.INFERENCE)]
     return "\n".join(lines)
+
+
+def verdict_line(judged: Judgement, headroom: float, gib: bool) -> str:
+    """The verdict with its figures, as the window's banner gives it; says when the host decides."""
+    line = (
+        f"  {VERDICT_LABELS[judged.verdict]}: {fmt(judged.total_bytes, gib)} of {fmt(judged.capacity_bytes, gib)} "
+        f"({fmt(judged.usable_bytes, gib)} usable with {headroom:.0%} headroom), margin {fmt(judged.margin_bytes, gib)}"
+    )
+    if judged.host_limits:
+        line += f"; the GPUs hold it ({VERDICT_LABELS[judged.gpu_verdict].lower()}), a node's RAM does not"
+    return line
 
 
 def finite_json(value: Any, where: str, notes: list[str]) -> Any:
@@ -182,10 +226,10 @@ def finite_json(value: Any, where: str, notes: list[str]) -> Any:
     return value
 
 
-def estimate_json_text(est: Estimate) -> str:
+def estimate_json_text(est: Estimate, mode: Mode = Mode.TRAINING) -> str:
     """``--json`` output: valid JSON (RFC 8259) always, non-finite figures as null with a note."""
     notes: list[str] = []
-    data = finite_json(estimate_to_json(est), "", notes)
+    data = finite_json(estimate_to_json(est, mode), "", notes)
     data["notes"] = [*data["notes"], *notes]
     return json.dumps(data, indent=2, allow_nan=False) + "\n"
 
@@ -212,9 +256,7 @@ def render_estimate(est: Estimate, gib: bool = False) -> str:
     lines += [
         "",
         f"  {est.summary_formula}",
-        f"  {VERDICT_LABELS[est.verdict]}: {fmt(est.total_bytes, gib)} of {fmt(est.capacity_bytes, gib)} "
-        f"({fmt(est.usable_bytes, gib)} usable with {plan.hardware.headroom:.0%} headroom), "
-        f"margin {fmt(est.margin_bytes, gib)}",
+        verdict_line(est.judgement(Mode.TRAINING), plan.hardware.headroom, gib),
         *_rank_lines(est, gib),
         "",
         f"  compute  {est.compute.flops:.1e} FLOPs, {est.compute.hours:.1f} h on {plan.world_size} GPU(s) "
@@ -227,7 +269,7 @@ def render_estimate(est: Estimate, gib: bool = False) -> str:
     ]
     if est.compute.dtype_problem:
         lines.append(f"  warning: {est.compute.dtype_problem}")
-    lines += [f"  warning: {w}" for w in est.warnings]
+    lines += [f"  warning: {w}" for w in est.warnings_for(Mode.TRAINING)]
     lines += [f"  note: {n}" for n in est.notes]
     return "\n".join(lines)
 

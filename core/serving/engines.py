@@ -211,6 +211,7 @@ def hf_memory(plan: Plan, gpu: GpuSpec, layout: RankLayout) -> EngineMemory:
     slope = (peak - hf_peak_bytes(plan, layout, inf.concurrent, half)[0]) / max(1, inf.context - half)
     guess_c = inf.context + (room - (peak - layout.weights_bytes)) / slope if slope > 0 else 1
     max_c = max(0, largest_fitting(lambda n: fits(inf.concurrent, n), MAX_CONTEXT, guess_c))
+    max_c = min(max_c, plan.model.max_position_embeddings)  # no longer than the model reads
     verdict = judge(total, gpu.memory_bytes, plan.hardware.headroom).verdict
     formula = (
         f"peak = weights + KV cache + working = {_gb(layout.weights_bytes)} + {_gb(kv)} + {_gb(working)} GB; "
@@ -294,10 +295,14 @@ def vllm_memory(plan: Plan, gpu: GpuSpec, layout: RankLayout) -> EngineMemory:
     per_request = vllm_blocks_per_request(groups, inf.context, batched)
     concurrency = blocks / per_request if per_request > 0 else 0.0
 
-    def one_fits(context: int) -> bool:
-        return blocks >= vllm_blocks_per_request(groups, context, batched)
+    # The longest context for the plan's concurrency: the requests vLLM runs at once (up to
+    # max_num_seqs) each with that many tokens, within the pool and the model's context window.
+    at_once = max(1, min(inf.concurrent, seqs))
 
-    max_c = max(0, largest_fitting(one_fits, MAX_CONTEXT, kv_tokens))
+    def all_fit(context: int) -> bool:
+        return blocks >= at_once * vllm_blocks_per_request(groups, context, batched)
+
+    max_c = min(max(0, largest_fitting(all_fit, MAX_CONTEXT, kv_tokens // at_once)), model.max_position_embeddings)
     max_b = min(int(concurrency), seqs)
     block_bytes = page_bytes * groups.size
     # What the plan holds at once: vLLM's non-KV memory plus the blocks of the requests that
@@ -398,7 +403,9 @@ def sglang_memory(plan: Plan, gpu: GpuSpec, layout: RankLayout) -> EngineMemory:
         kv_cache_tokens=tokens,
         max_concurrency=concurrency,
         max_concurrent=int(concurrency),
-        max_context=tokens,  # one request may take the whole pool
+        # Tokens each of the plan's requests may hold when they share the pool, within the
+        # model's context window (cached_positions: a sliding-window layer holds less).
+        max_context=_sglang_context(plan, tokens),
         verdict=verdict,
         margin_bytes=(concurrency - inf.concurrent) * per_request * cell,
         max_num_seqs=inf.concurrent,
@@ -406,6 +413,15 @@ def sglang_memory(plan: Plan, gpu: GpuSpec, layout: RankLayout) -> EngineMemory:
         formula=formula,
         parts=parts,
     )
+
+
+def _sglang_context(plan: Plan, tokens: int) -> int:
+    model, n = plan.model, max(1, plan.inference.concurrent)
+
+    def all_fit(context: int) -> bool:
+        return n * cached_positions(model, context) / model.num_layers <= tokens
+
+    return min(max(0, largest_fitting(all_fit, MAX_CONTEXT, tokens // n)), model.max_position_embeddings)
 
 
 def _gb(n_bytes: float) -> str:

@@ -56,7 +56,7 @@ class InferenceEstimate:
     max_concurrency: float  # vllm: "Maximum concurrency for <context> tokens per request"
     max_concurrent: int  # most requests of the plan's context served at once (0: none)
     queued: int  # vllm/sglang: the plan's requests beyond those served at once, waiting
-    max_context: int  # longest context for the plan's concurrency (vllm: one request)
+    max_context: int  # longest context for each of the plan's requests at once, within the model's window
     max_num_seqs: int  # effective (vllm defaults resolved)
     max_num_batched_tokens: int
     gpus: int  # tensor × pipeline × replicas

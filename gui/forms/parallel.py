@@ -122,7 +122,7 @@ class ParallelForm(PlanForm):
         self.form.addRow("", self.problem)
 
     def _add_buttons(self) -> None:
-        """"Advanced" (the frameworks' finer knobs: most runs keep their defaults) and "Fewest GPUs"."""
+        """ "Advanced" (the frameworks' finer knobs: most runs keep their defaults) and "Fewest GPUs"."""
         self.advanced = QToolButton()
         self.advanced.setObjectName("parallelAdvanced")
         self.advanced.setText("Advanced")

@@ -408,6 +408,10 @@ class DiagnosisPanel(QScrollArea):
         when = d.symptom.when if d.symptom is not None else ""
         note = {
             AdviceKind.FITS: "The plan fits: nothing needs to change.",
+            AdviceKind.FITS_QUEUED: (
+                f"Fits, but <b>{counted(advice.queued, 'request')} wait in the queue</b>: the pool holds "
+                f"{advice.at_once:,} at once. Fewer or shorter requests, or more memory, serve them all."
+            ),
             AdviceKind.STEP_FITS_BUT: f"The training step fits, but it would fail {when}.",
             AdviceKind.NO_CHANGE_KNOWN: "No single change the planner knows lowers this plan's memory.",
             AdviceKind.ONLY_TOGETHER: "<b>No single change fits.</b> Together, these do:",

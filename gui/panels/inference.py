@@ -30,7 +30,11 @@ ROWS = (
     ),
     ("concurrency", "Concurrency", "Requests of this context served at once."),
     ("scheduler", "Scheduler", "vLLM's max_num_seqs and max_num_batched_tokens (its defaults for the card)."),
-    ("max_context", "Longest context", "Longest context that fits (vLLM: for one request)."),
+    (
+        "max_context",
+        "Longest context",
+        "Longest context each request may have at this concurrency, within the model's context window.",
+    ),
 )
 
 

@@ -172,10 +172,11 @@ class VerdictPanel(QFrame):
         u = self.unit
         margin = margin_text(judged, estimate.plan.hardware.headroom, u)
         self.headline.setText(_headline(memory(judged.total_bytes, u), memory(judged.usable_bytes, u), margin))
+        queue = f" · ⚠ {counted(inf.queued, 'request')} wait in the queue" if inf.queued else ""
         self.detail.setText(
             f"{counted(plan.concurrent, 'request')} × {plan.context:,} tokens · "
             f"at most {inf.max_concurrent:,} requests "
-            f"of this context, or {inf.max_context:,} tokens each at this concurrency · {estimate.gpu.name}"
+            f"of this context, or {inf.max_context:,} tokens each at this concurrency · {estimate.gpu.name}{queue}"
         )
         self._describe(f"{SERVING_LABELS[verdict]}. {memory(judged.total_bytes, u)}; {margin}.")
 

@@ -11,6 +11,7 @@ import pytest
 
 from core.cli.app import main
 from core.files.planfile import load
+from core.units import format_memory
 
 
 def run(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
@@ -287,3 +288,40 @@ def test_the_launcher_routes_every_subcommand_to_the_command_line() -> None:
     actions = [a for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction)]
     subcommands = set(actions[0].choices)
     assert "links" in subcommands and subcommands <= CLI_COMMANDS, sorted(subcommands - CLI_COMMANDS)
+
+
+def test_inference_mode_answers_the_serving_question_everywhere(capsys: pytest.CaptureFixture[str]) -> None:
+    # Issue 26, items 8, 10, 11. Llama 3.1 8B served by vLLM on an RTX 4090 at 64 × 8,192 tokens:
+    # its pool holds 5 such requests at once, so 59 wait; the training default (full fine-tuning
+    # of 8B on 24 GB) is out of memory, which the top level of --mode inference --json once said.
+    args = ("estimate", "--model", "llama-3.1-8b", "--gpu", "rtx-4090", "--mode", "inference", "--engine", "vllm")
+    args += ("--concurrent", "64", "--context", "8192")
+    code, out, _ = run(capsys, *args, "--json")
+    doc = json.loads(out)
+    assert code == 0 and doc["mode"] == "inference"
+    assert doc["verdict"] == doc["judgement"]["verdict"] == doc["inference"]["verdict"]
+    assert doc["training"]["verdict"] == "oom" and doc["verdict"] != "oom"
+    served = doc["inference"]
+    assert served["usable_bytes"] == doc["judgement"]["usable_bytes"] < served["budget_bytes"]
+    assert sum(served["buckets_bytes"].values()) == pytest.approx(served["total_bytes"], abs=8)
+    code, text, _ = run(capsys, *args)
+    assert f"margin {format_memory(doc['margin_bytes'])}" in text and "Fits:" in text
+    assert "59 of 64 requests wait in the queue" in text
+    # Past Llama 3.1's 131,072-token window (its config.json): the serving warning, in both forms.
+    code, text, _ = run(capsys, *args[:-1], "200000")
+    assert "warning: The serving context of 200,000" in text and "wait in the queue" not in text
+    doc = json.loads(run(capsys, *args[:-1], "200000", "--json")[1])
+    assert any("200,000" in w for w in doc["warnings"])
+
+
+def test_a_pooled_engine_shares_its_pool_among_the_requests() -> None:
+    # Issue 26, item 5: vLLM on an H100 with Llama 3.1 8B holds 443,872 tokens (27,742 blocks of
+    # 16); at 32 requests each may hold 27,742 // 32 = 866 blocks = 13,856 tokens, not the whole
+    # pool; one request never more than the model's 131,072-token window (its config.json).
+    from core.estimate import estimate
+    from core.presets import plan_for_model
+
+    plan = plan_for_model("llama-3.1-8b").with_hardware(gpu="h100-sxm")
+    inf = estimate(plan.with_inference(engine="vllm", concurrent=32, context=8192)).inference
+    assert inf.kv_cache_tokens == 443_872 and inf.max_context == 13_856
+    assert estimate(plan.with_inference(engine="vllm", concurrent=1, context=8192)).inference.max_context == 131_072

@@ -21,6 +21,7 @@ from core.catalogue import find_model
 from core.estimate import Verdict, estimate
 from core.plan import Accounting, Hardware, Method, Plan, Precision, Preset, Strategy, Workload, precision_fields
 from core.presets import lesson_plan, plan_for_model
+from core.verdict import Mode
 
 
 def lesson_7b_on_24gb() -> Plan:
@@ -171,3 +172,12 @@ def test_the_cause_named_is_the_one_that_fails() -> None:
     d = diagnose(lora)
     assert d.failure is Failure.LONG_BATCHES and d.symptom is not None
     assert "first batch this long" in d.symptom.symptom and "activations" in d.symptom.when
+
+
+def test_serving_that_queues_requests_says_so() -> None:
+    # Issue 26, item 10: vLLM on an RTX 4090, Llama 3.1 8B, 64 × 8,192 tokens: the pool holds 5
+    # such requests at once; "fits, nothing needs to change" hid the 59 that wait.
+    plan = plan_for_model("llama-3.1-8b").with_hardware(gpu="rtx-4090")
+    d = diagnose(plan.with_inference(engine="vllm", concurrent=64, context=8192), Mode.INFERENCE)
+    assert d.judgement.fits
+    assert d.advice.kind is AdviceKind.FITS_QUEUED and d.advice.queued == 59 and d.advice.at_once == 5

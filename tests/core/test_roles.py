@@ -67,7 +67,6 @@ def test_contradicting_roles_are_refused_naming_the_field() -> None:
         Plan(model=spec, preset=Preset.FP32, weight_dtype=Dtype.BF16)
 
 
-
 def test_precision_is_derived_from_the_roles_never_given() -> None:
     spec = plan_for_model("gpt2").model
     assert Plan(model=spec, preset=Preset.PURE_BF16).precision is Precision.BF16
