@@ -128,6 +128,7 @@ MAX_SEARCH_LIMIT: Final = 16_384
 # NVLink domain of a node (8 GPUs on HGX boards), in powers of two.
 TP_DEGREES: Final = (2, 4, 8)
 SHOWN_ROWS: Final = 16  # counts listed in the arithmetic before the middle ones are left out
+BEYOND_FACTOR: Final = 4  # counts past the fewest tried for a faster or cheaper answer: up to 4 × as many
 
 
 def search_counts(per_node: int, max_gpus: int) -> Iterator[int]:
@@ -230,10 +231,29 @@ class FewestGpus:
     base: Plan
     tried: tuple[CountTried, ...]  # every count searched, in order; the last fits when found
     max_gpus: int
+    # Past the fewest, up to BEYOND_FACTOR × as many: the fastest layout that runs at each count,
+    # so more GPUs that finish sooner, or cost less, are shown beside the fewest.
+    beyond: tuple[CountTried, ...] = ()
 
     @property
     def found(self) -> CountTried | None:
         return self.tried[-1] if self.tried and self.tried[-1].fits else None
+
+    @property
+    def fastest(self) -> CountTried | None:
+        """Of the fewest and the counts past it, the one that finishes first."""
+        options = self._running()
+        return min(options, key=lambda r: (r.estimate.compute.hours, r.count)) if options else None
+
+    @property
+    def cheapest(self) -> CountTried | None:
+        """Of the fewest and the counts past it, the one that costs least (hours × GPUs × price)."""
+        options = self._running()
+        return min(options, key=lambda r: (round(r.estimate.compute.cost, 6), r.count)) if options else None
+
+    def _running(self) -> list[CountTried]:
+        found = self.found
+        return [found, *self.beyond] if found is not None else []
 
     def arithmetic(self) -> tuple[str, ...]:
         """How the answer was reached, one line each, with the estimator's own figures."""
@@ -278,7 +298,25 @@ class FewestGpus:
             f"cost = {comp.hours:,.2f} h × {found.count} GPUs × {found.plan.hardware.price_per_gpu_hour:g} "
             f"per GPU-hour = {comp.cost:,.2f}"
         )
+        lines += self._beyond_lines()
         return tuple(lines)
+
+    def _beyond_lines(self) -> list[str]:
+        """More GPUs than the fewest, where they finish sooner or cost less."""
+        found = self.found
+        lines: list[str] = []
+        if found is None or not self.beyond:
+            return lines
+        counts = ", ".join(str(r.count) for r in self.beyond)
+        lines.append(f"also tried, past the fewest: {counts} GPUs")
+        for name, row in (("fastest", self.fastest), ("cheapest", self.cheapest)):
+            if row is not None and row is not found:
+                comp = row.estimate.compute
+                lines.append(
+                    f"{name}: {row.count} GPUs{_nodes_text(row.plan)} with {row.layout}, "
+                    f"{comp.hours:,.1f} h and {comp.cost:,.2f}"
+                )
+        return lines
 
     def summary(self) -> str:
         found = self.found
@@ -286,11 +324,16 @@ class FewestGpus:
         if found is None:
             return f"No count of {name} up to {self.max_gpus:,} fits this plan."
         comp = found.estimate.compute
-        return (
+        text = (
             f"{found.count} × {name}{_nodes_text(found.plan)} with {found.layout}: "
             f"{found.estimate.total_bytes / GB:.1f} GB per GPU, {comp.hours:,.1f} h and {comp.cost:,.2f} "
             f"for {self.base.workload.tokens:,} tokens"
         )
+        for label, row in (("fastest", self.fastest), ("cheapest", self.cheapest)):
+            if row is not None and row is not found:
+                other = row.estimate.compute
+                text += f"; {label}: {row.count} GPUs, {other.hours:,.1f} h, {other.cost:,.2f}"
+        return text
 
 
 METHOD_NAMES: Final = {
@@ -300,6 +343,20 @@ METHOD_NAMES: Final = {
     Method.FROZEN: "frozen layers",
     Method.DORA: "DoRA",
 }
+
+
+def _beyond(plan: Plan, fewest: int, per_node: int, most: int, model_parallel: bool) -> tuple[CountTried, ...]:
+    """The fastest running layout at each count past ``fewest`` up to ``most``."""
+    rows = []
+    for count in search_counts(per_node, most):
+        if count <= fewest:
+            continue
+        layouts = candidate_layouts(plan, count, per_node=per_node, model_parallel=model_parallel)
+        running = [est for est in (estimate(c) for c in layouts) if est.fits]
+        if running:
+            best = min(running, key=lambda est: est.compute.hours)
+            rows.append(CountTried(count, len(layouts), best, len(running)))
+    return tuple(rows)
 
 
 def _nodes_text(plan: Plan) -> str:
@@ -328,7 +385,8 @@ def fewest_gpus(plan: Plan, *, max_gpus: int = MAX_SEARCH_GPUS, model_parallel: 
             # (a tensor-parallel split may fit and still be slower than plain FSDP2).
             fastest = min(running, key=lambda est: est.compute.hours)
             tried.append(CountTried(count, len(layouts), fastest, len(running)))
-            return FewestGpus(plan, tuple(tried), max_gpus)
+            beyond = _beyond(plan, count, per_node, min(max_gpus, BEYOND_FACTOR * count), model_parallel)
+            return FewestGpus(plan, tuple(tried), max_gpus, beyond)
         if estimates:
             tried.append(CountTried(count, len(layouts), min(estimates, key=lambda est: est.total_bytes)))
     return FewestGpus(plan, tuple(tried), max_gpus)

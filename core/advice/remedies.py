@@ -209,15 +209,31 @@ def _chunked_loss(plan: Plan) -> tuple[Plan, str] | None:
     return None if plan.chunked_loss else (replace(plan, chunked_loss=True), "Loss computed in chunks")
 
 
+# Sequence lengths offered as remedies are multiples of 64 (what tokenizers pad to with
+# pad_to_multiple_of, and tensor cores prefer); below 128 tokens the exact longest is offered.
+SEQUENCE_STEP: Final = 64
+# A change that still does not fit is listed only when it saves at least this much: 1 % of what
+# is judged, and 0.25 GB (savings of ~0.1 GB cluttered the list).
+MIN_SAVING_FRACTION: Final = 0.01
+MIN_SAVING_BYTES: Final = 0.25e9
+
+
 def _smaller_micro_batch(plan: Plan) -> tuple[Plan, str] | None:
     wl = plan.workload
     if wl.micro_batch == 1:
         return None
     effective = wl.micro_batch * wl.grad_accum
     best = max_micro_batch(plan.with_workload(grad_accum=1), high=wl.micro_batch - 1) or 1
+    # A micro-batch that divides the effective batch keeps it exactly (16 × 16 = 256 becomes
+    # 4 × 64, not 5 × 52 = 260), unless that would more than halve what fits.
+    divisor = max(b for b in range(1, best + 1) if effective % b == 0)
+    if 2 * divisor >= best:
+        accum = effective // divisor
+        new = plan.with_workload(micro_batch=divisor, grad_accum=accum)
+        return new, f"Micro-batch {divisor} × {accum} accumulation steps (same effective batch)"
     accum = -(-effective // best)
     new = plan.with_workload(micro_batch=best, grad_accum=accum)
-    return new, f"Micro-batch {best} × {accum} accumulation steps (same effective batch)"
+    return new, f"Micro-batch {best} × {accum} accumulation steps (effective batch {best * accum:,}, was {effective:,})"
 
 
 def _shorter_sequence(plan: Plan) -> tuple[Plan, str] | None:
@@ -225,6 +241,8 @@ def _shorter_sequence(plan: Plan) -> tuple[Plan, str] | None:
     best = max_sequence(plan, high=seq - 1) if seq > 1 else 0
     if best < 1:
         return None
+    if best >= 2 * SEQUENCE_STEP:  # a length people pad to (745 reads as 704)
+        best -= best % SEQUENCE_STEP
     return plan.with_workload(seq_len=best), f"Sequence length {best:,} (was {seq:,})"
 
 
@@ -501,12 +519,19 @@ def remedies_for(
             continue
         new = estimate(new_plan)
         judged = new.judgement(spec.judged_on)
-        if judged.total_bytes >= base.judgement(spec.judged_on).total_bytes and spec.kind not in _ALWAYS_LISTED:
-            continue  # it would not help
+        before = base.judgement(spec.judged_on).total_bytes
+        if spec.kind not in _ALWAYS_LISTED and not _helps(judged, before):
+            continue
         notes = [spec.cost_note, spec.plan_note(new_plan) if spec.plan_note else ""]
         cost = cost_text(notes, base, new, spec.kind in _TIMED)
         found.append(Remedy(spec.kind, title, new_plan, new, judged, spec.cost_rank, cost, spec.addresses))
     return tuple(sorted(found, key=lambda r: (not r.fits, r.cost_rank, r.total_bytes)))
+
+
+def _helps(judged: Judgement, before: float) -> bool:
+    """A change is listed when it fits, or saves enough to matter (MIN_SAVING_*)."""
+    saved = before - judged.total_bytes
+    return saved > 0 and (judged.fits or saved >= max(MIN_SAVING_BYTES, MIN_SAVING_FRACTION * before))
 
 
 def cheapest_combination(

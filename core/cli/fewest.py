@@ -71,13 +71,18 @@ def fewest_json(answer: FewestGpus) -> dict[str, Any]:
         "tried": [row(t.estimate, t.count, t.layout) for t in answer.tried],
         "arithmetic": list(answer.arithmetic()),
     }
-    if found is not None:
-        comp = found.estimate.compute
-        result["found"] = {
-            **row(found.estimate, found.count, found.layout),
-            "peak_bytes": round(found.estimate.peak_bytes),
+
+    def answer_row(tried: Any) -> dict[str, Any]:
+        comp = tried.estimate.compute
+        return {
+            **row(tried.estimate, tried.count, tried.layout),
+            "peak_bytes": round(tried.estimate.peak_bytes),
             "hours": comp.hours,
             "cost": comp.cost,
-            "price_per_gpu_hour": found.plan.hardware.price_per_gpu_hour,
+            "price_per_gpu_hour": tried.plan.hardware.price_per_gpu_hour,
         }
+
+    result["beyond"] = [answer_row(t) for t in answer.beyond]
+    for key, tried in (("found", found), ("fastest", answer.fastest), ("cheapest", answer.cheapest)):
+        result[key] = answer_row(tried) if tried is not None else None
     return result

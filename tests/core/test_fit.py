@@ -248,3 +248,19 @@ def test_a_card_fits_only_where_the_host_holds_the_offloaded_state() -> None:
     assert all(r.estimate.verdict is not Verdict.FITS for r in rows if not r.estimate.host_holds)
     cheapest = cheapest_fit(rows)
     assert cheapest is None or cheapest.estimate.host_holds
+
+
+def test_the_fastest_and_the_cheapest_are_shown_beside_the_fewest() -> None:
+    # Issue 26, item 16: Llama 3.1 70B, full fine-tuning with checkpointing, 8,192 tokens, 1B
+    # tokens on H100s: the fewest is 8 GPUs (61.7 h, 987.26 at 2 per GPU-hour), but 16 finish in
+    # 24.8 h for 792.94, and the search stopped at the fewest.
+    plan = plan_for_model("llama-3.1-70b", method=Method.FULL, checkpointing=True).with_changes(preset="trainer-bf16")
+    plan = plan.with_workload(seq_len=8192, tokens=10**9).with_hardware(gpu="h100-sxm")
+    answer = fewest_gpus(plan.on_gpus(8, Strategy.FSDP))
+    found, cheapest, fastest = answer.found, answer.cheapest, answer.fastest
+    assert found is not None and cheapest is not None and fastest is not None
+    assert found.count == 8 and cheapest.count > 8 and fastest.count >= cheapest.count
+    assert cheapest.estimate.compute.cost < found.estimate.compute.cost
+    assert fastest.estimate.compute.hours < found.estimate.compute.hours
+    assert all(found.count < row.count <= 4 * found.count and row.fits for row in answer.beyond)
+    assert f"cheapest: {cheapest.count} GPUs" in answer.summary()

@@ -298,3 +298,21 @@ def test_a_combination_is_titled_as_it_is_applied() -> None:
         current, title = applied
         assert part.title == title
     assert current == combination.plan
+
+
+def test_the_remedy_list_keeps_what_matters_in_round_figures() -> None:
+    # Issue 26, item 16: changes that save ~0.1 GB and odd values ("sequence 745") cluttered it.
+    for plan in (
+        default_plan().with_hardware(gpu="rtx-4090"),
+        default_plan().with_workload(seq_len=8192, micro_batch=8),
+    ):
+        base = estimate(plan).total_bytes
+        for r in remedies.remedies_for(plan, remedies.TRAINING_KINDS):
+            if r.kind in (RemedyKind.BIGGER_CARD, RemedyKind.MORE_GPUS):
+                continue
+            assert r.fits or base - r.total_bytes >= max(remedies.MIN_SAVING_BYTES, 0.01 * base), r.title
+            if r.kind is RemedyKind.SHORTER_SEQUENCE and r.plan.workload.seq_len >= 128:
+                assert r.plan.workload.seq_len % 64 == 0, r.title
+            if r.kind is RemedyKind.MICRO_BATCH and "same effective batch" in r.title:
+                wl, old = r.plan.workload, plan.workload
+                assert wl.micro_batch * wl.grad_accum == old.micro_batch * old.grad_accum
