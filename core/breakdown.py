@@ -4,10 +4,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from enum import StrEnum
-from functools import lru_cache
 from typing import Final
 
-from core.units import GB
+from core.format import gb
 
 
 class BucketKey(StrEnum):
@@ -128,32 +127,6 @@ class Breakdown:
             return 0.0
         overhead = self.evaluation_overhead.bytes if self.evaluation_overhead is not None else 0.0
         return self.evaluation.allocated_bytes + overhead
-
-
-def gb(n_bytes: float) -> str:
-    """A value in decimal GB the way the lesson prints parts: 0.50, 3.35, 13.4, 53.6."""
-    value = n_bytes / GB
-    if abs(value) >= 10:
-        return f"{value:.1f}"
-    return f"{value:.2f}"
-
-
-_SCALES: Final = ((1e12, "e12"), (1e9, "e9"), (1e6, "e6"))
-
-
-@lru_cache(maxsize=4096)
-def sci(n: float) -> str:
-    """6.7e9, 124.4e6, 16,777,216: numbers as they appear in the worked examples.
-
-    Cached: a session formats the same few counts (P, T, N·d) again and again.
-    """
-    magnitude = abs(n)
-    if magnitude < 1e8 and n == int(n):
-        return f"{int(n):,}"
-    for scale, suffix in _SCALES:
-        if magnitude >= scale:
-            return f"{n / scale:.4g}{suffix}"
-    return f"{n:g}"
 
 
 @dataclass(frozen=True)

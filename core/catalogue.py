@@ -97,6 +97,12 @@ class GpuSpec:
     checked_two_sources: tuple[str, ...] = ()  # fields whose value two independent sources agree on
     unified_memory_gb: float | None = None  # Apple silicon: the machine's RAM; memory_bytes is the GPU's share
     gpu_share: float | None = None
+    # The link between two of these cards in one node (resources/links.json), from each
+    # product's datasheet: NVLink 3 for A100 SXM, NVLink 4 for H100 / H200 SXM, GH200 and H20,
+    # NVLink 5 for B200, NVLink 2 for V100 SXM2, Infinity Fabric for MI300X / MI325X; the
+    # others talk over their PCIe generation (3.0: T4, GeForce RTX 20; 5.0: RTX 50, H100 PCIe /
+    # NVL, RTX PRO 6000 Blackwell; 4.0: the rest). What "auto" means for parallel.intra_link.
+    intra_link: str = "pcie4-x16"
 
     @property
     def group(self) -> GpuGroup:
@@ -272,6 +278,7 @@ def load_gpus(path: str | None = None) -> tuple[GpuSpec, ...]:
                     checked_two_sources=tuple(str(f) for f in entry.get("checked_two_sources") or ()),
                     unified_memory_gb=_optional_number(entry.get("unified_memory_gb")),
                     gpu_share=_optional_number(entry.get("gpu_share")),
+                    intra_link=str(entry.get("intra_link") or "pcie4-x16"),
                 )
             )
         except (KeyError, TypeError, ValueError, OverflowError) as exc:
@@ -346,6 +353,19 @@ def load_links(path: str | None = None) -> tuple[LinkSpec, ...]:
         except (KeyError, TypeError, ValueError, OverflowError) as exc:
             raise PlanFileError(where, f"link entry {index} is malformed: {exc}") from None
     return tuple(links)
+
+
+# parallel.intra_link's default: the link the plan's card has (GpuSpec.intra_link).
+CARD_LINK: Final = "auto"
+
+
+def intra_link_of(link_id: str, gpu_id: str) -> LinkSpec:
+    """The link within a node: ``link_id``, or with ``auto`` the card's own (PCIe 4.0 for a
+    custom card or one the catalogue lacks)."""
+    if link_id.strip().lower() != CARD_LINK:
+        return find_link(link_id, "parallel.intra_link")
+    card = next((g for g in load_gpus() if g.id == gpu_id), None)
+    return find_link(card.intra_link if card is not None else "pcie4-x16", "parallel.intra_link")
 
 
 @lru_cache(maxsize=64)

@@ -11,8 +11,9 @@ from dataclasses import dataclass, replace
 from core.breakdown import Bucket, BucketKey, Phase
 from core.catalogue import GpuSpec, custom_gpu, find_gpu
 from core.checks import PlanWarning, plan_warnings
+from core.format import memory
 from core.params import ParamCounts, param_counts
-from core.plan import Plan
+from core.plan import Offload, Plan
 from core.serving.inference import InferenceEstimate, inference_estimate
 from core.training.compute import Compute, compute_estimate
 from core.training.host import HostMemory, host_memory
@@ -73,7 +74,7 @@ class Estimate:
     @property
     def host_holds(self) -> bool:
         """Each node's RAM holds what the run keeps there (offloaded state, checkpoint load)."""
-        return self.host is None or self.host.verdict is Verdict.FITS
+        return self.host is None or self.host.verdict in (None, Verdict.FITS)
 
     def for_rank(self, index: int | None) -> Estimate:
         """This estimate seen from rank ``index``: its phases, buckets, peak and verdict in the
@@ -108,7 +109,7 @@ class Estimate:
             inf = self.inference
             usable = self.capacity_bytes * (1.0 - headroom)
             return Judgement(inf.verdict, inf.total_bytes, self.capacity_bytes, usable)
-        host = self.host.verdict if self.host is not None else None
+        host = self.host.verdict if self.host is not None else None  # None: RAM not given
         return judge(self.total_bytes, self.capacity_bytes, headroom, host)
 
     @property
@@ -144,6 +145,7 @@ def estimate(plan: Plan, gpu: GpuSpec | None = None) -> Estimate:
     counts = param_counts(plan)
     ranks, worst_index = rank_memories(plan, counts, float(card.memory_bytes))
     worst = ranks[worst_index]
+    host = host_memory(plan, counts)
     return Estimate(
         plan=plan,
         gpu=card,
@@ -158,8 +160,21 @@ def estimate(plan: Plan, gpu: GpuSpec | None = None) -> Estimate:
         compute=compute_estimate(plan, counts, card),
         inference=inference_estimate(plan, counts, card),
         notes=worst.notes,
-        warnings=plan_warnings(plan),
+        warnings=plan_warnings(plan) + _host_warnings(plan, host),
         ranks=ranks,
         worst_rank=worst_index,
-        host=host_memory(plan, counts),
+        host=host,
+    )
+
+
+def _host_warnings(plan: Plan, host: HostMemory) -> tuple[PlanWarning, ...]:
+    """Offloaded state with no host RAM given: what a node needs is known, whether it has it is not."""
+    if host.verdict is not None or plan.parallel.offload is Offload.NONE:
+        return ()
+    return (
+        PlanWarning(
+            Mode.TRAINING,
+            f"Host RAM is not given: each node needs {memory(host.bytes)} for the offloaded state and its "
+            "processes; give the RAM (Host RAM per node, --host-ram-gb) to have it judged.",
+        ),
     )

@@ -487,9 +487,12 @@ INPUTS: Final[tuple[Input, ...]] = (
           "Share of the card kept free for fragmentation and spikes; the lesson advises 10-20 %.",
           ("--headroom",), "fraction kept free, 0.1 = 10 %", unit="%", low=0.0, high=0.9,
           scale=100, decimals=1, step=5),
-    Input("hardware.price_per_gpu_hour", Kind.FLOAT, "Price", "Price per GPU-hour", 2.0,
-          "What one GPU costs per hour, in your currency.",
-          ("--price",), "price per GPU-hour", unit="per GPU·h", low=0.0, high=1e6, step=0.5),
+    # 0: the catalogue's typical cloud price for the card, else unknown (never a made-up price).
+    Input("hardware.price_per_gpu_hour", Kind.FLOAT, "Price", "Price per GPU-hour", 0.0,
+          "What one GPU costs per hour, in your currency; 0 takes the catalogue's typical cloud price "
+          "for the card, and the cost reads 'unknown' for a card without one.",
+          ("--price",), "price per GPU-hour (default: the card's catalogue price, else unknown)",
+          unit="per GPU·h", low=0.0001, high=1e6, step=0.5, zero_means="the card's catalogue price"),
     Input("hardware.peak_tflops_override", Kind.FLOAT, "Peak override", "Peak TFLOP/s override", 0.0,
           "Dense peak to use instead of the card's datasheet figure for the plan's precision; 0 uses the card's.",
           ("--peak-tflops",), "override the card's dense peak TFLOP/s", unit="TFLOP/s", low=0.01, high=1e7,
@@ -535,14 +538,19 @@ INPUTS: Final[tuple[Input, ...]] = (
           "What lives in host memory: the optimizer state and its step (DeepSpeed ZeRO-Offload), or the "
           "parameters and gradients too (FSDP2 CPUOffloadPolicy, ZeRO-3 offload_param).",
           ("--offload",), "what moves to host memory", labels=OFFLOAD_LABELS),
-    # A DGX H100 has 2 TB of RAM.
-    Input("parallel.host_ram_gb", Kind.FLOAT, "Host RAM", "Host RAM per node", 2048.0,
-          "Memory of each node's CPUs (a DGX H100 has 2 TB).",
-          ("--host-ram-gb",), "RAM per node in GB", unit="GB", low=0.01, high=1e9, step=64,
+    # 0: not given; what each node needs is shown but not judged (a desktop has 32-128 GB, a
+    # DGX H100 2 TB: no one default fits every machine).
+    Input("parallel.host_ram_gb", Kind.FLOAT, "Host RAM", "Host RAM per node", 0.0,
+          "Memory of each node's CPUs (a DGX H100 has 2 TB); 0: not given, so what a node needs "
+          "is shown but not judged.",
+          ("--host-ram-gb",), "RAM per node in GB (default: not given, not judged)", unit="GB", low=0.01,
+          high=1e9, step=64, zero_means="not given",
           matters=lambda p: p.parallel.offload is not Offload.NONE or _node_split(p)),
-    Input("parallel.intra_link", Kind.TEXT, "In a node", "Link within a node", "nvlink4",
-          "How the GPUs of one node talk to each other (per GPU and direction, the catalogue's peak).",
-          ("--intra-link",), "link within a node (default nvlink4)", expected="a link id from the catalogue",
+    Input("parallel.intra_link", Kind.TEXT, "In a node", "Link within a node", "auto",
+          "How the GPUs of one node talk to each other (per GPU and direction, the catalogue's peak); "
+          "auto: the card's own (NVLink on SXM parts, else its PCIe generation).",
+          ("--intra-link",), "link within a node (default auto: the card's own)",
+          expected="auto or a link id from the catalogue",
           metavar="LINK", matters=lambda p: p.parallel.gpus_per_node > 1),
     Input("parallel.inter_link", Kind.TEXT, "Between", "Link between nodes", "ib-ndr400",
           "The network between nodes, per GPU and direction.",

@@ -21,32 +21,6 @@ def to_gib(n_bytes: float) -> float:
     return n_bytes / GiB
 
 
-def format_memory(n_bytes: float, unit: str = "GB") -> str:
-    """A memory size as the window and the command line both show it: three significant
-    figures, as the lesson prints totals (81.9 GB, 5.12 GB, 0.54 GB); under a hundredth of
-    the unit, MB/MiB (or bytes); "—" for a size that is not finite. ``unit`` is GB or GiB."""
-    if not math.isfinite(n_bytes):
-        return "—"
-    big, small, small_name = (GiB, MiB, "MiB") if unit == "GiB" else (GB, MB, "MB")
-    unit = "GiB" if unit == "GiB" else "GB"
-    if n_bytes != 0 and abs(n_bytes) < big / 100:
-        return f"{n_bytes / small:,.0f} {small_name}" if abs(n_bytes) >= small else f"{n_bytes:,.0f} B"
-    value = n_bytes / big
-    if abs(value) >= 100:
-        return f"{value:,.0f} {unit}"
-    if abs(value) >= 10:
-        return f"{value:.1f} {unit}"
-    return f"{value:.2f} {unit}"
-
-
-def format_count(n: float) -> str:
-    """Counts as people say them (124M, 6.74B, 20M), in the suffixes :func:`parse_count` reads."""
-    for div, suffix in ((1e15, "P"), (1e12, "T"), (1e9, "B"), (1e6, "M"), (1e3, "k")):
-        if abs(n) >= div:
-            return f"{n / div:.3g}{suffix}"
-    return f"{n:g}"
-
-
 def finite_number(value: object) -> float | None:
     """``value`` as a finite float, or None: bools, strings, NaN, infinities and integers
     beyond float range (JSON allows 10**400, ``math.isfinite`` overflows on it) are not numbers here."""

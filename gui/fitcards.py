@@ -7,6 +7,8 @@ work; while shown, bursts of edits are coalesced into one refresh.
 
 from __future__ import annotations
 
+import math
+
 from PySide6.QtCore import Qt, QTimer, Signal
 from PySide6.QtGui import QBrush, QColor, QFont, QShowEvent
 from PySide6.QtWidgets import (
@@ -119,7 +121,7 @@ class FitCardsPanel(LivePlanPanel):
             + (
                 f"cheapest that fits is {best.gpu.name} × {best.count} ({money(best.cost)} at "
                 f"{best.price:g} per GPU-hour, {hours(best.hours)}). Prices marked * are the catalogue's "
-                f"typical cloud prices; the others are the plan's {plan.hardware.price_per_gpu_hour:g}."
+                "typical cloud prices; a card without one has an unknown cost."
                 if best
                 else "no catalogue card fits, even eight of them."
             )
@@ -161,7 +163,8 @@ class FitCardsPanel(LivePlanPanel):
             return
         row = self.shown_rows[index]
         keep = self.keep_sharding.isChecked()
-        gpu, count, price = row.gpu.id, row.count, row.price
+        gpu, count = row.gpu.id, row.count
+        price = row.price if math.isfinite(row.price) else None  # unknown: the plan keeps its own
         error = self.controller.update(
             "",
             lambda p: plan_on(p, gpu, count, keep_sharding=keep, price=price),

@@ -1,4 +1,5 @@
-"""Turning figures from an Estimate into text. Formatting only: no figure is derived here."""
+"""Turning figures from an Estimate into text. Formatting only: no figure is derived here; the
+rules are core.format's, so the window reads as the command line and the reports do."""
 
 from __future__ import annotations
 
@@ -6,7 +7,11 @@ import math
 from typing import Literal
 
 from core.files.measurement import Measurement
-from core.units import GB, GiB, format_count, format_memory
+from core.format import count as format_count
+from core.format import hours as hours  # re-exported: the views format through gui.format
+from core.format import memory as format_memory
+from core.format import money as money
+from core.units import GB, GiB
 
 Unit = Literal["GB", "GiB"]
 UNITS: tuple[Unit, ...] = ("GB", "GiB")
@@ -50,20 +55,6 @@ def count(value: float) -> str:
 def counted(n: int, noun: str) -> str:
     """``n`` with its noun in English number: "1 request", "51 requests"."""
     return f"{n:,} {noun}" if n == 1 else f"{n:,} {noun}s"
-
-
-def hours(value: float) -> str:
-    if not math.isfinite(value):
-        return "never (no compute throughput)"
-    if value < 1:
-        return f"{value:.2f} h"
-    return f"{value:,.1f} h"
-
-
-def money(value: float) -> str:
-    if not math.isfinite(value):
-        return "—"
-    return f"{value:,.2f}"
 
 
 def measurement_label(measurement: Measurement) -> str:

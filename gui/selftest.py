@@ -125,7 +125,8 @@ def _check_plans(folder: Path) -> tuple[Any, Any, Path]:
     # The bundled file is a version-1 plan: it proves old files still open in the frozen app.
     # Files from before the optimizer implementation existed migrate to foreach, what
     # torch.optim ran for them (core.files.planfile); today's plans default to fused.
-    expected = qlora.with_changes(optimizer_impl=OptimizerImpl.FOREACH)
+    # It also wrote the price of its day, 2 per GPU-hour, where today's plans leave it unset.
+    expected = qlora.with_changes(optimizer_impl=OptimizerImpl.FOREACH).with_hardware(price_per_gpu_hour=2.0)
     from_file = planfile.load(selftest_plan_path())
     check(from_file == expected, f"{selftest_plan_path().name} does not hold lesson_plan(QLORA, BF16, {QLORA_GPU})")
     saved = folder / "selftest.vramplan.json"

@@ -6,6 +6,7 @@ their kind, and views format them. A comparison on disk is :mod:`core.files.comp
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
@@ -169,7 +170,10 @@ class Comparison:
         fitting = [i for i, p in enumerate(self.plans) if p.estimate.verdict is Verdict.FITS]
         if not fitting:
             return None
-        return min(fitting, key=lambda i: (self.plans[i].estimate.compute.cost, self.plans[i].estimate.compute.hours))
+        priced = [i for i in fitting if math.isfinite(self.plans[i].estimate.compute.cost)]
+        if not priced:
+            return None
+        return min(priced, key=lambda i: (self.plans[i].estimate.compute.cost, self.plans[i].estimate.compute.hours))
 
 
 def _bucket_bytes(est: Estimate, key: str) -> float:

@@ -9,6 +9,7 @@ never lower the memory per card.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Final
@@ -16,6 +17,7 @@ from typing import Final
 from core.catalogue import GpuSpec, load_gpus
 from core.errors import PlanError
 from core.estimate import Estimate, Verdict, estimate
+from core.format import hours, money
 from core.plan import GPUS_PER_NODE, Method, Offload, Plan, Strategy
 from core.units import GB
 
@@ -59,7 +61,7 @@ class CardFit:
 
     @property
     def price(self) -> float:
-        return self.plan.hardware.price_per_gpu_hour
+        return self.estimate.compute.price_per_gpu_hour
 
 
 def plan_on(plan: Plan, gpu_id: str, count: int, *, keep_sharding: bool = False, price: float | None = None) -> Plan:
@@ -76,9 +78,11 @@ def plan_on(plan: Plan, gpu_id: str, count: int, *, keep_sharding: bool = False,
     return plan.with_hardware(**changes).on_gpus(count, strategy)
 
 
-def _sort_key(row: CardFit) -> tuple[float, int, float, str]:
-    # Rounded so that costs equal up to float noise (hours × N cards at 1/N the hours) tie.
-    return (round(row.cost, 6), row.count, row.estimate.total_bytes, row.gpu.id)
+def _sort_key(row: CardFit) -> tuple[bool, float, int, float, str]:
+    # Rounded so that costs equal up to float noise (hours × N cards at 1/N the hours) tie; an
+    # unknown cost (no price for the card) sorts after every known one.
+    known = math.isfinite(row.cost)
+    return (not known, round(row.cost, 6) if known else 0.0, row.count, row.estimate.total_bytes, row.gpu.id)
 
 
 def cards_for(
@@ -91,31 +95,29 @@ def cards_for(
 ) -> tuple[CardFit, ...]:
     """Every card × count, sorted by cost (then fewer cards, then less memory).
 
-    Each card is priced per GPU-hour from ``prices`` (GPU id -> price), else from the
-    catalogue's typical cloud price (``GpuSpec.hourly_price``), else at the plan's own
-    ``hardware.price_per_gpu_hour``; each row says which.
+    Each card is priced per GPU-hour from ``prices`` (GPU id -> price), else as the plan
+    prices its own card (``hardware.price_per_gpu_hour``, given for that card only), else at
+    the catalogue's typical cloud price (``GpuSpec.hourly_price``), else not at all: its cost
+    is unknown and it is never called the cheapest. Each row says which.
     """
     rows = []
     wanted = tuple(counts)
     for gpu in gpus if gpus is not None else load_gpus():
-        price, source = _price(gpu, prices)
+        # A price typed for the plan's card is that card's; another card takes its own.
+        price = prices[gpu.id] if prices and gpu.id in prices else None
+        if price is None and gpu.id != plan.hardware.gpu:
+            price = 0.0  # the catalogue's price, else unknown (core.training.compute.gpu_hour_price)
         for count in wanted:
             candidate = plan_on(plan, gpu.id, count, keep_sharding=keep_sharding, price=price)
-            rows.append(CardFit(candidate, estimate(candidate, gpu), source))
+            est = estimate(candidate, gpu)
+            source = "given" if prices and gpu.id in prices else est.compute.price_source
+            rows.append(CardFit(candidate, est, source))
     return tuple(sorted(rows, key=_sort_key))
 
 
-def _price(gpu: GpuSpec, prices: Mapping[str, float] | None) -> tuple[float | None, str]:
-    if prices and gpu.id in prices:
-        return prices[gpu.id], "given"
-    listed = gpu.hourly_price()
-    if listed is not None:
-        return listed
-    return None, "the plan"
-
-
 def cheapest_fit(rows: Iterable[CardFit]) -> CardFit | None:
-    fitting = [r for r in rows if r.fits]
+    """The cheapest row that fits, of those whose cost is known."""
+    fitting = [r for r in rows if r.fits and math.isfinite(r.cost)]
     return min(fitting, key=_sort_key) if fitting else None
 
 
@@ -248,7 +250,7 @@ class FewestGpus:
     @property
     def cheapest(self) -> CountTried | None:
         """Of the fewest and the counts past it, the one that costs least (hours × GPUs × price)."""
-        options = self._running()
+        options = [r for r in self._running() if math.isfinite(r.estimate.compute.cost)]
         return min(options, key=lambda r: (round(r.estimate.compute.cost, 6), r.count)) if options else None
 
     def _running(self) -> list[CountTried]:
@@ -295,8 +297,8 @@ class FewestGpus:
         comp = found.estimate.compute
         lines.append(f"time for {w.tokens:,} tokens: {comp.formula}")
         lines.append(
-            f"cost = {comp.hours:,.2f} h × {found.count} GPUs × {found.plan.hardware.price_per_gpu_hour:g} "
-            f"per GPU-hour = {comp.cost:,.2f}"
+            f"cost = {comp.hours:,.2f} h × {found.count} GPUs × {money(comp.price_per_gpu_hour)} "
+            f"per GPU-hour ({comp.price_source}) = {money(comp.cost)}"
         )
         lines += self._beyond_lines()
         return tuple(lines)
@@ -314,7 +316,7 @@ class FewestGpus:
                 comp = row.estimate.compute
                 lines.append(
                     f"{name}: {row.count} GPUs{_nodes_text(row.plan)} with {row.layout}, "
-                    f"{comp.hours:,.1f} h and {comp.cost:,.2f}"
+                    f"{hours(comp.hours)} and {money(comp.cost)}"
                 )
         return lines
 
@@ -326,13 +328,13 @@ class FewestGpus:
         comp = found.estimate.compute
         text = (
             f"{found.count} × {name}{_nodes_text(found.plan)} with {found.layout}: "
-            f"{found.estimate.total_bytes / GB:.1f} GB per GPU, {comp.hours:,.1f} h and {comp.cost:,.2f} "
+            f"{found.estimate.total_bytes / GB:.1f} GB per GPU, {hours(comp.hours)} and {money(comp.cost)} "
             f"for {self.base.workload.tokens:,} tokens"
         )
         for label, row in (("fastest", self.fastest), ("cheapest", self.cheapest)):
             if row is not None and row is not found:
                 other = row.estimate.compute
-                text += f"; {label}: {row.count} GPUs, {other.hours:,.1f} h, {other.cost:,.2f}"
+                text += f"; {label}: {row.count} GPUs, {hours(other.hours)}, {money(other.cost)}"
         return text
 
 

@@ -10,6 +10,7 @@ the kinds, their small transforms and the search over combinations of them read 
 from __future__ import annotations
 
 import itertools
+import math
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, replace
 from enum import StrEnum
@@ -22,6 +23,7 @@ from core.catalogue import GpuSpec, load_gpus, load_models
 from core.dtypes import Quant
 from core.errors import PlanError
 from core.estimate import Estimate, estimate
+from core.format import hours as format_hours
 from core.plan import Attention, CheckpointPolicy, LoraSettings, Method, Offload, Optimizer, Plan, Strategy
 from core.verdict import Judgement, Mode, Verdict
 
@@ -342,10 +344,7 @@ def _card_price_note(plan: Plan) -> str:
     gpu = gpus.get(plan.hardware.gpu)
     priced = gpu.hourly_price() if gpu is not None else None
     if priced is None:
-        return (
-            f"priced at this plan's {plan.hardware.price_per_gpu_hour:g} per GPU-hour: "
-            "the catalogue has no price for this card"
-        )
+        return "the catalogue has no price for this card: its cost is unknown"
     return f"about ${priced[0]:.2f} per GPU-hour ({priced[1]})"
 
 
@@ -472,20 +471,16 @@ _TIMED: Final = frozenset({K.MORE_GPUS, K.FSDP, K.TENSOR_PARALLEL, K.OFFLOAD_OPT
 MAX_COMBINED: Final = 3
 
 
-def hours_text(hours: float) -> str:
-    """Hours as the cost notes give them: two decimals under ten hours (0.72 h), else one."""
-    return f"{hours:,.1f} h" if hours >= 10 else f"{hours:.2f} h"
-
-
 def _time_and_money(base: Estimate, new: Estimate, always_time: bool = False) -> list[str]:
     hours, new_hours = base.compute.hours, new.compute.hours
     parts = []
-    change = f"time {hours_text(hours)} → {hours_text(new_hours)}"
+    change = f"time {format_hours(hours)} → {format_hours(new_hours)}"
     if always_time and hours and new_hours and abs(new_hours / hours - 1) <= 0.005:
         parts.append(change)
     elif hours and new_hours and abs(new_hours / hours - 1) > 0.005:
         parts.append(f"{change} ({new_hours / hours - 1:+.0%})")
-    if base.compute.cost and new.compute.cost and abs(new.compute.cost / base.compute.cost - 1) > 0.005:
+    costs_known = math.isfinite(base.compute.cost) and math.isfinite(new.compute.cost)
+    if costs_known and base.compute.cost and new.compute.cost and abs(new.compute.cost / base.compute.cost - 1) > 0.005:
         parts.append(f"cost {new.compute.cost / base.compute.cost - 1:+.0%}")
     return parts
 

@@ -7,8 +7,9 @@ import json
 from typing import Any
 
 from core.catalogue import load_gpus, load_links, load_models
+from core.format import count as format_count
 from core.model import ModelSpec
-from core.units import GB, format_count
+from core.units import GB
 
 COMMANDS = ("models", "gpus", "links")
 

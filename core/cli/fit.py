@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import math
 from typing import Any
 
 from core.advice.fit import CardFit, cards_for, cheapest_fit
@@ -10,6 +11,7 @@ from core.cli.parser import UsageError
 from core.cli.render import json_text
 from core.estimate import VERDICT_LABELS
 from core.files.planfile import load as load_plan
+from core.format import hours, money
 from core.plan import Plan
 from core.units import GB
 
@@ -60,12 +62,16 @@ def fit_rows_json(rows: tuple[CardFit, ...]) -> list[dict[str, Any]]:
     ]
 
 
+def _price(value: float) -> str:
+    return f"{value:.2f}" if math.isfinite(value) else "—"
+
+
 def render_fit(plan: Plan, rows: tuple[CardFit, ...]) -> str:
     best = cheapest_fit(rows)
     lines = [
         f"{plan.model.name} · {plan.method.value} · {plan.preset.value} · micro-batch "
         f"{plan.workload.micro_batch} × {plan.workload.seq_len:,} tokens; cards priced from the catalogue "
-        f"where it has a price (p), else at the plan's {plan.hardware.price_per_gpu_hour:g} per GPU-hour",
+        f"where it has a price (p), the plan's card at the plan's own price, others unknown",
         f"  {'GPU':<30} {'×':>2} {'sharding':<8} {'per GPU':>10} {'of':>9}  {'verdict':<13} {'time':>9} "
         f"{'$/GPU-h':>9} {'cost':>10}",
     ]
@@ -74,8 +80,8 @@ def render_fit(plan: Plan, rows: tuple[CardFit, ...]) -> str:
         lines.append(
             f"{mark} {r.gpu.name[:30]:<30} {r.count:>2} {r.sharding.value:<8} "
             f"{r.estimate.total_bytes / GB:>7.1f} GB {r.estimate.capacity_bytes / GB:>6.1f} GB  "
-            f"{VERDICT_LABELS[r.verdict]:<13} {r.hours:>7.1f} h {r.price:>7.2f}"
-            f"{' ' if r.price_from == 'the plan' else 'p'} {r.cost:>10,.2f}"
+            f"{VERDICT_LABELS[r.verdict]:<13} {hours(r.hours):>9} {_price(r.price):>7}"
+            f"{' ' if r.price_from == 'the plan' or not math.isfinite(r.price) else 'p'} {money(r.cost):>10}"
         )
     lines.append(f"* cheapest that fits: {best.gpu.name} × {best.count}" if best else "no card in the catalogue fits")
     return "\n".join(lines)

@@ -12,8 +12,10 @@ from typing import Any
 
 from core.breakdown import BUCKET_LABELS
 from core.estimate import VERDICT_LABELS, Estimate, Judgement, Mode
+from core.format import count as format_count
+from core.format import hours, money
+from core.format import memory as format_memory
 from core.plan import ENGINE_LABELS, Accounting, Engine
-from core.units import format_count, format_memory
 
 
 def fmt(n_bytes: float, gib: bool) -> str:
@@ -74,7 +76,7 @@ def estimate_to_json(est: Estimate, mode: Mode = Mode.TRAINING) -> dict[str, Any
         ],
         "worst_rank": est.worst_rank,
         "host_bytes": round(est.host.bytes) if est.host else None,
-        "host_capacity_bytes": round(est.host.capacity_bytes) if est.host else None,
+        "host_capacity_bytes": round(est.host.capacity_bytes) if est.host and est.host.verdict else None,
         "compute": {
             "flops": est.compute.flops,
             "flops_per_token": est.compute.flops_per_token,
@@ -259,9 +261,10 @@ def render_estimate(est: Estimate, gib: bool = False) -> str:
         verdict_line(est.judgement(Mode.TRAINING), plan.hardware.headroom, gib),
         *_rank_lines(est, gib),
         "",
-        f"  compute  {est.compute.flops:.1e} FLOPs, {est.compute.hours:.1f} h on {plan.world_size} GPU(s) "
+        f"  compute  {est.compute.flops:.1e} FLOPs, {hours(est.compute.hours)} on {plan.world_size} GPU(s) "
         f"at {plan.hardware.utilisation:.0%} of {est.compute.peak_tflops:g} TFLOP/s, "
-        f"{est.compute.tokens_per_second:,.0f} tokens/s, cost {est.compute.cost:,.2f}",
+        f"{est.compute.tokens_per_second:,.0f} tokens/s, cost {money(est.compute.cost)}"
+        + (f" ({est.compute.price_source})" if not math.isfinite(est.compute.cost) else ""),
         *_step_lines(est),
         f"  serving  {fmt(est.inference.total_bytes, gib)} for {plan.inference.concurrent} × "
         f"{plan.inference.context:,} tokens (KV cache {fmt(est.inference.kv_cache_bytes, gib)}, "
@@ -307,9 +310,11 @@ def _rank_lines(est: Estimate, gib: bool) -> list[str]:
         )
     if est.host is not None:
         h = est.host
-        lines.append(
-            f"    host per node  {fmt(h.bytes, gib)} of {fmt(h.capacity_bytes, gib)} RAM: {VERDICT_LABELS[h.verdict]}"
-        )
+        if h.verdict is None:
+            lines.append(f"    host per node  {fmt(h.bytes, gib)} needed (--host-ram-gb not given: not judged)")
+        else:
+            ram = f"{fmt(h.bytes, gib)} of {fmt(h.capacity_bytes, gib)} RAM"
+            lines.append(f"    host per node  {ram}: {VERDICT_LABELS[h.verdict]}")
     return lines
 
 

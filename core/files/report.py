@@ -25,6 +25,7 @@ from core.advice.compare import TOTAL, Comparison, Row, RowKind, compare
 from core.advice.diagnosis import Diagnosis, diagnose
 from core.breakdown import BUCKET_LABELS, BUCKET_ORDER, BucketKey
 from core.estimate import VERDICT_LABELS, Estimate, Verdict
+from core.format import hours, memory, money
 from core.plan import Plan
 from core.units import GB, GiB
 
@@ -76,8 +77,7 @@ def report_for_comparison(comparison: Comparison, title: str = "", **kwargs: str
 
 # ---- shared text ---------------------------------------------------------------------
 def _size(n_bytes: float, unit: str) -> str:
-    scale = GiB if unit == "GiB" else GB
-    return f"{n_bytes / scale:,.2f} {unit}"
+    return memory(n_bytes, unit)
 
 
 def value_text(row: Row, value: float | str, unit: str) -> str:
@@ -86,9 +86,9 @@ def value_text(row: Row, value: float | str, unit: str) -> str:
     if row.kind is RowKind.BYTES:
         return _size(value, unit)
     if row.kind is RowKind.HOURS:
-        return f"{value:,.1f} h" if value >= 1 else f"{value:.2f} h"
+        return hours(value)
     if row.kind is RowKind.MONEY:
-        return f"{value:,.2f}"
+        return money(value)
     if row.kind is RowKind.RATE:
         return f"{value:,.0f}"
     return f"{value:,.0f}"
@@ -283,7 +283,7 @@ def _html_plan(item: ReportPlan, index: int, unit: str, several: bool) -> str:
     out.append("</table><h3>Time and cost</h3>")
     out.append(f"<p><code>{escape(est.compute.formula)}</code></p>")
     out.append(
-        f"<p>{est.compute.hours:,.1f} h, cost {est.compute.cost:,.2f}, "
+        f"<p>{hours(est.compute.hours)}, cost {money(est.compute.cost)}, "
         f"{est.compute.tokens_per_second:,.0f} tokens/s, {est.compute.steps:,} optimizer steps</p>"
     )
     if est.compute.comm_terms:

@@ -18,7 +18,8 @@ accumulator with its log-sum-exp while it merges the partial results.
 
 from __future__ import annotations
 
-from core.breakdown import LayerActs, Term, sci
+from core.breakdown import LayerActs, Term
+from core.format import sci
 from core.parallel.layout import Layout
 
 __all__ = ["block_per_rank", "pipeline_buffers", "ring_attention_buffers", "sequence_region", "split", "vocab_region"]

@@ -24,8 +24,9 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Final
 
-from core.catalogue import LinkSpec, find_link
+from core.catalogue import LinkSpec, find_link, intra_link_of
 from core.dtypes import ELEMENT_BYTES, MP_BYTES, MpDtype
+from core.format import memory
 from core.parallel.layout import layout, train_share, weight_share
 from core.params import ParamCounts
 from core.plan import Method, Offload, PipelineSchedule, Plan, Strategy
@@ -136,10 +137,6 @@ class StepComm:
     assumptions: tuple[str, ...]
 
 
-def _gb(n_bytes: float) -> str:
-    return f"{n_bytes / 1e9:.3g} GB"
-
-
 def _collective(
     label: str,
     kind: Collective,
@@ -161,7 +158,7 @@ def _collective(
     seconds = sent / bandwidth + latency
     how = "2(n−1)/n" if kind is Collective.ALL_REDUCE else "(n−1)/n"
     formula = (
-        f"{count:g} × {kind.value} of {_gb(buffer_bytes)}: {how} = {factor:.3g} × {_gb(buffer_bytes * count)} "
+        f"{count:g} × {kind.value} of {memory(buffer_bytes)}: {how} = {factor:.3g} × {memory(buffer_bytes * count)} "
         f"÷ {bandwidth / 1e9:.4g} GB/s + {latency * 1e3:.3g} ms latency ({links.where(span)})"
     )
     return CommTerm(
@@ -182,7 +179,7 @@ def _point_to_point(
     latency = (NCCL_BASE_LATENCY_S + link.latency_us * 1e-6) * count
     seconds = message_bytes * count / bandwidth + latency
     formula = (
-        f"{count:g} × send of {_gb(message_bytes)} ÷ {bandwidth / 1e9:.4g} GB/s + "
+        f"{count:g} × send of {memory(message_bytes)} ÷ {bandwidth / 1e9:.4g} GB/s + "
         f"{latency * 1e3:.3g} ms latency (over {link.id})"
     )
     return CommTerm(label, formula, message_bytes * count, seconds, overlapped, window)
@@ -190,7 +187,7 @@ def _point_to_point(
 
 def _host_transfer(label: str, n_bytes: float, link: LinkSpec) -> CommTerm:
     bandwidth = link.bus_bytes_per_second
-    formula = f"{_gb(n_bytes)} ÷ {bandwidth / 1e9:.4g} GB/s (over {link.id})"
+    formula = f"{memory(n_bytes)} ÷ {bandwidth / 1e9:.4g} GB/s (over {link.id})"
     return CommTerm(label, formula, n_bytes, n_bytes / bandwidth)
 
 
@@ -210,7 +207,8 @@ def bubble_fraction(plan: Plan) -> float:
 def plan_links(plan: Plan) -> Links:
     """The plan's two links from the catalogue (a PlanError naming the field for an unknown id)."""
     par = plan.parallel
-    return Links(find_link(par.intra_link, "parallel.intra_link"), find_link(par.inter_link, "parallel.inter_link"))
+    intra = intra_link_of(par.intra_link, plan.hardware.gpu)
+    return Links(intra, find_link(par.inter_link, "parallel.inter_link"))
 
 
 def _mp_bytes(dtype: MpDtype, stored: float) -> float:

@@ -59,8 +59,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Final
 
-from core.breakdown import Term, sci
+from core.breakdown import Term
 from core.dtypes import MP_BYTES, Dtype, MpDtype
+from core.format import sci
 from core.parallel.layout import Layout, Stage, block_params_per_rank, outside_params, train_share, weight_share
 from core.params import ParamCounts
 from core.plan import Method, Offload, Plan, Strategy

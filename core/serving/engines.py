@@ -31,6 +31,7 @@ from typing import Final
 from core.breakdown import Bucket, BucketKey, Term, make_bucket
 from core.catalogue import GpuSpec
 from core.dtypes import KV_BYTES, weight_bytes
+from core.format import gb
 from core.model import ModelSpec
 from core.plan import Attention, Inference, Plan
 from core.runtime import CUBLAS_WORKSPACE_BYTES, CUDA_CONTEXT_BYTES
@@ -214,7 +215,7 @@ def hf_memory(plan: Plan, gpu: GpuSpec, layout: RankLayout) -> EngineMemory:
     max_c = min(max_c, plan.model.max_position_embeddings)  # no longer than the model reads
     verdict = judge(total, gpu.memory_bytes, plan.hardware.headroom).verdict
     formula = (
-        f"peak = weights + KV cache + working = {_gb(layout.weights_bytes)} + {_gb(kv)} + {_gb(working)} GB; "
+        f"peak = weights + KV cache + working = {gb(layout.weights_bytes)} + {gb(kv)} + {gb(working)} GB; "
         f"KV = 2 · {layout.layers} layers · {layout.kv_heads} KV heads · {plan.model.head_dim} · "
         f"{inf.context:,} tokens · {inf.concurrent} · {KV_BYTES[inf.kv_dtype]:g} B"
     )
@@ -422,7 +423,3 @@ def _sglang_context(plan: Plan, tokens: int) -> int:
         return n * cached_positions(model, context) / model.num_layers <= tokens
 
     return min(max(0, largest_fitting(all_fit, MAX_CONTEXT, tokens // n)), model.max_position_embeddings)
-
-
-def _gb(n_bytes: float) -> str:
-    return f"{n_bytes / 1e9:.2f}"

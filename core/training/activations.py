@@ -13,8 +13,9 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Final
 
-from core.breakdown import LayerActs, Term, sci
+from core.breakdown import LayerActs, Term
 from core.dtypes import DTYPE_BYTES, Dtype
+from core.format import sci
 from core.model import ModelSpec, normalise_lora_targets
 from core.plan import Attention, CheckpointPolicy, Method, Plan
 from core.roles import compute_dtype, dtypes_for, model_dtype

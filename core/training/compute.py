@@ -11,8 +11,9 @@ import math
 from dataclasses import dataclass
 
 from core import roles
-from core.breakdown import sci
 from core.catalogue import GpuSpec
+from core.format import hours as format_hours
+from core.format import sci
 from core.parallel.comm import CommTerm, step_communication
 from core.params import ParamCounts
 from core.plan import Accounting, Method, Plan
@@ -27,11 +28,13 @@ class Compute:
     seconds: float
     hours: float
     tokens_per_second: float
-    cost: float  # hours × GPUs × price per GPU-hour
+    cost: float  # hours × GPUs × price per GPU-hour; NaN when the price is unknown
     energy_kwh: float  # hours × GPUs × board power
     steps: int  # optimizer steps for the token budget
     formula: str
     dtype: str = "bf16"  # the dtype the matmuls run in (what peak_tflops is for)
+    price_per_gpu_hour: float = math.nan  # the price the cost is at (NaN: unknown)
+    price_source: str = ""  # "the plan", the catalogue's source, or why there is none
     # Why the card cannot run ``dtype`` natively (no bf16 on a T4 or V100), or None.
     dtype_problem: str | None = None
     # Several GPUs (core.parallel.comm): per optimizer step.
@@ -78,8 +81,21 @@ def flops_per_token(plan: Plan, counts: ParamCounts) -> tuple[float, str]:
     return per_token, how
 
 
+def gpu_hour_price(plan: Plan, gpu: GpuSpec) -> tuple[float, str]:
+    """The price per GPU-hour the cost is at, and where it comes from: the plan's own when it
+    gives one (hardware.price_per_gpu_hour > 0), else the catalogue's typical cloud price for
+    the card, else unknown (NaN) — never a made-up figure."""
+    if plan.hardware.price_per_gpu_hour > 0:
+        return plan.hardware.price_per_gpu_hour, "the plan"
+    listed = gpu.hourly_price()
+    if listed is not None:
+        return listed
+    return math.nan, f"no price for the {gpu.name}: type one (Price per GPU-hour, --price)"
+
+
 def compute_estimate(plan: Plan, counts: ParamCounts, gpu: GpuSpec) -> Compute:
     per_token, how = flops_per_token(plan, counts)
+    price, price_source = gpu_hour_price(plan, gpu)
     tokens = plan.workload.tokens
     flops = per_token * tokens
     override = plan.hardware.peak_tflops_override
@@ -103,13 +119,13 @@ def compute_estimate(plan: Plan, counts: ParamCounts, gpu: GpuSpec) -> Compute:
     formula = (
         f"FLOPs = {how} · D = {sci(per_token)} × {sci(tokens)} = {flops:.1e}; "
         f"time = {flops:.1e} ÷ ({peak:g} TFLOP/s × {plan.hardware.utilisation:.0%} × {gpus}) = "
-        f"{compute_seconds / 3600:.1f} h"
+        f"{format_hours(compute_seconds / 3600)}"
     )
     if slowdown != 1.0:
         formula += (
             f"; per step {step_compute:.3g} s compute × (1 + {comm.bubble_fraction:.3g} bubble) + "
             f"{comm.exposed_seconds:.3g} s exposed communication = {step:.3g} s, "
-            f"so {compute_seconds / 3600:.1f} h × {slowdown:.3f} = {hours:.1f} h"
+            f"so {format_hours(compute_seconds / 3600)} × {slowdown:.3f} = {format_hours(hours)}"
         )
     return Compute(
         flops_per_token=per_token,
@@ -118,11 +134,13 @@ def compute_estimate(plan: Plan, counts: ParamCounts, gpu: GpuSpec) -> Compute:
         seconds=seconds,
         hours=hours,
         tokens_per_second=tokens_per_second,
-        cost=hours * gpus * plan.hardware.price_per_gpu_hour,
+        cost=hours * gpus * price,
         energy_kwh=hours * gpus * gpu.board_power_w / 1000.0,
         steps=steps,
         formula=formula,
         dtype=dtype,
+        price_per_gpu_hour=price,
+        price_source=price_source,
         dtype_problem=gpu.dtype_problem(dtype),
         compute_seconds_per_step=step_compute,
         comm_seconds_per_step=comm.comm_seconds,

@@ -23,8 +23,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from core.breakdown import Breakdown, Bucket, BucketKey, LayerActs, Phase, StepPhase, Term, gb, make_bucket, sci
+from core.breakdown import Breakdown, Bucket, BucketKey, LayerActs, Phase, StepPhase, Term, make_bucket
 from core.dtypes import Dtype
+from core.format import gb, sci
 from core.parallel.acts import (
     block_per_rank,
     pipeline_buffers,

@@ -11,7 +11,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Final
 
-from core.breakdown import Term, gb, sci
+from core.breakdown import Term
+from core.format import gb, sci
 from core.parallel.layout import Layout, layout
 from core.params import ParamCounts
 from core.plan import Accounting, Method, Plan, Strategy
@@ -40,7 +41,7 @@ class HostMemory:
     bytes: float  # the node's peak host memory
     capacity_bytes: float  # parallel.host_ram_gb
     terms: tuple[Term, ...]
-    verdict: Verdict
+    verdict: Verdict | None  # None: the RAM was not given, so nothing is judged
     ranks_per_node: int
 
 
@@ -89,7 +90,7 @@ def host_memory(plan: Plan, counts: ParamCounts) -> HostMemory:
         bytes=total,
         capacity_bytes=capacity,
         terms=tuple(terms),
-        verdict=judge(total, capacity, HOST_HEADROOM).verdict,
+        verdict=judge(total, capacity, HOST_HEADROOM).verdict if capacity > 0 else None,
         ranks_per_node=per_node,
     )
 

@@ -15,8 +15,9 @@ from __future__ import annotations
 
 from typing import Final
 
-from core.breakdown import Breakdown, BucketKey, Phase, StepPhase, Term, gb, make_bucket, sci
+from core.breakdown import Breakdown, BucketKey, Phase, StepPhase, Term, make_bucket
 from core.dtypes import ELEMENT_BYTES
+from core.format import gb, sci
 from core.params import ParamCounts
 from core.plan import Method, Optimizer, Plan, Precision, Strategy
 from core.units import GB

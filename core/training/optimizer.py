@@ -9,7 +9,8 @@ from __future__ import annotations
 
 from typing import Final
 
-from core.breakdown import Term, sci
+from core.breakdown import Term
+from core.format import sci
 from core.params import ParamCounts
 from core.plan import Method, Optimizer, OptimizerImpl, Plan
 from core.roles import Dtypes

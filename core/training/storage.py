@@ -5,8 +5,9 @@ in :mod:`core.training.optimizer`; the phases that hold them in :mod:`core.train
 
 from __future__ import annotations
 
-from core.breakdown import Term, sci
+from core.breakdown import Term
 from core.dtypes import Dtype, Quant, WeightFormat, matrix_output_rows, nf4_bytes_per_weight, quantised_matrix_bytes
+from core.format import sci
 from core.params import ParamCounts
 from core.plan import Method, Plan
 from core.roles import Dtypes

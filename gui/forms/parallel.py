@@ -13,7 +13,7 @@ from typing import Any
 from PySide6.QtCore import Qt, Signal
 from PySide6.QtWidgets import QHBoxLayout, QLabel, QPushButton, QToolButton, QWidget
 
-from core.catalogue import LinkKind, load_links
+from core.catalogue import CARD_LINK, LinkKind, load_links
 from core.estimate import Estimate
 from core.inputs import input_at
 from core.plan import PipelineSchedule, Plan
@@ -24,8 +24,10 @@ from gui.forms.fields import ChoiceField
 
 
 def link_choices(kind: LinkKind) -> list[tuple[str, str]]:
-    """(name, id) of the catalogue's links of one kind (resources/links.json)."""
-    return [(link.name, link.id) for link in load_links() if link.kind is kind]
+    """(name, id) of the catalogue's links of one kind (resources/links.json); within a node,
+    first the card's own."""
+    own = [("The card's own (NVLink on SXM parts, else PCIe)", CARD_LINK)] if kind is LinkKind.INTRA else []
+    return own + [(link.name, link.id) for link in load_links() if link.kind is kind]
 
 
 def _pair(first: QWidget, joiner: str, second: QWidget, *more: QWidget) -> QWidget:

@@ -204,7 +204,9 @@ class VerdictPanel(QFrame):
         host = estimate.host
         if host is not None and (plan.world_size > 1 or plan.parallel.offload is not Offload.NONE):
             line = f"host RAM {memory(host.bytes, u)} of {memory(host.capacity_bytes, u)} per node"
-            if host.verdict is not Verdict.FITS:
+            if host.verdict is None:
+                line = f"host RAM {memory(host.bytes, u)} per node needed (RAM not given: not judged)"
+            elif host.verdict is not Verdict.FITS:
                 problem = f"⚠ {line}: {VERDICT_LABELS[host.verdict].lower()}"
                 line = f"<span style='color:{colours.PROBLEM}'><b>{problem}</b></span>"
             text += ("<br>" if len(estimate.ranks) <= 1 else " · ") + line

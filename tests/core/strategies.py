@@ -81,7 +81,7 @@ def plans(draw: st.DrawFn) -> Plan:
             gpu=draw(gpu_ids),
             utilisation=draw(st.floats(0.01, 1.0)),
             headroom=draw(st.floats(0.0, 0.9)),
-            price_per_gpu_hour=draw(st.floats(0.0, 100.0)),
+            price_per_gpu_hour=draw(st.sampled_from([0.0, 0.5]) | st.floats(0.01, 100.0)),
             custom_memory_gb=draw(st.floats(1.0, 1000.0)),
             custom_tflops=draw(st.floats(1.0, 5000.0)),
             peak_tflops_override=draw(st.sampled_from([0.0, 100.0])),

@@ -5,6 +5,7 @@ from __future__ import annotations
 from core.checks import plan_warnings
 from core.estimate import estimate
 from core.presets import plan_for_model
+from core.verdict import Mode
 
 
 def test_a_sequence_past_the_context_window_is_warned_about() -> None:
@@ -12,9 +13,11 @@ def test_a_sequence_past_the_context_window_is_warned_about() -> None:
     plan = plan_for_model("llama-3.1-8b").with_workload(seq_len=1_000_000)
     assert plan.model.max_position_embeddings == 131_072
     warnings = plan_warnings(plan)
-    assert len(warnings) == 1
-    assert "1,000,000" in warnings[0] and "131,072" in warnings[0] and "Llama 3.1 8B" in warnings[0]
+    assert len(warnings) == 1 and warnings[0].mode is Mode.TRAINING
+    text = warnings[0].text
+    assert "1,000,000" in text and "131,072" in text and "Llama 3.1 8B" in text
     assert estimate(plan).warnings == warnings
+    assert estimate(plan).warnings_for(Mode.TRAINING) == (text,) and not estimate(plan).warnings_for(Mode.INFERENCE)
 
 
 def test_a_sequence_at_the_context_window_is_fine() -> None:
@@ -26,4 +29,4 @@ def test_a_sequence_at_the_context_window_is_fine() -> None:
 def test_a_serving_context_past_the_window_is_warned_about() -> None:
     plan = plan_for_model("llama-3.1-8b").with_inference(context=200_000)
     (warning,) = plan_warnings(plan)
-    assert "200,000" in warning and "serving" in warning
+    assert warning.mode is Mode.INFERENCE and "200,000" in warning.text and "serving" in warning.text

@@ -11,7 +11,7 @@ import pytest
 
 from core.cli.app import main
 from core.files.planfile import load
-from core.units import format_memory
+from core.format import memory as format_memory
 
 
 def run(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:

@@ -15,7 +15,7 @@ import math
 
 import pytest
 
-from core.catalogue import LinkKind, find_gpu, find_link, load_links
+from core.catalogue import LinkKind, find_gpu, find_link, intra_link_of, load_gpus, load_links
 from core.cli.app import main
 from core.dtypes import MpDtype
 from core.errors import PlanError, PlanFileError
@@ -42,8 +42,14 @@ def _compute(plan: Plan):  # type: ignore[no-untyped-def]
 
 def test_the_plan_defaults_name_links_in_the_catalogue() -> None:
     par = Parallelism()
-    assert find_link(par.intra_link).kind is LinkKind.INTRA
-    assert find_link(par.inter_link).kind is LinkKind.INTER
+    assert par.intra_link == "auto" and find_link(par.inter_link).kind is LinkKind.INTER
+    # Issue 26, item 13: the link within a node is the card's own (datasheets): NVLink 4 on an
+    # H100 SXM, NVLink 3 on an A100 SXM, PCIe 4.0 on an RTX 4090 or L40S, which have no NVLink.
+    own = {gpu: intra_link_of("auto", gpu).id for gpu in ("h100-sxm", "a100-80gb-sxm", "rtx-4090", "l40s")}
+    assert own == {"h100-sxm": "nvlink4", "a100-80gb-sxm": "nvlink3", "rtx-4090": "pcie4-x16", "l40s": "pcie4-x16"}
+    assert intra_link_of("auto", "custom").kind is LinkKind.INTRA
+    for gpu in load_gpus():
+        assert intra_link_of("auto", gpu.id).kind is LinkKind.INTRA, gpu.id
 
 
 def test_every_link_carries_its_sources_and_per_direction_figures() -> None:

@@ -4,7 +4,8 @@ About 12,000 plans per run: ``test_arbitrary_field_values`` (1,500), ``test_extr
 (600) and ``test_random_plan_batches`` (500 batches of 20, drawn with a seeded
 ``random.Random``, so each Hypothesis example costs one draw, not forty). Documented
 non-finite figures: none. Validation keeps utilisation, TFLOP/s and GPU count at sane minimums and
-every catalogue card has a rate for every dtype, so time, cost and energy are finite too.
+every catalogue card has a rate for every dtype, so time and energy are finite too; a cost is
+finite or, with no price typed and none in the catalogue for the card, unknown (NaN).
 The only negative figure allowed is a margin (usable memory less the total).
 """
 
@@ -128,6 +129,10 @@ def assert_sane(est: Estimate, *, allow_negative: bool = False) -> None:
     for part in (est.params, est.compute, est.inference):
         assert is_dataclass(part)
         for f in fields(part):
+            if f.name in ("cost", "price_per_gpu_hour") and math.isnan(getattr(part, f.name)):
+                # Unknown, never made up: no price typed and none in the catalogue for the card.
+                assert est.plan.hardware.price_per_gpu_hour == 0 and est.gpu.hourly_price() is None
+                continue
             check(type(part).__name__, f.name, getattr(part, f.name))
     if not allow_negative:
         assert math.isclose(est.peak_bytes, max(p.allocated_bytes for p in est.phases), rel_tol=1e-12)

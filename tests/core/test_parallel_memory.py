@@ -179,7 +179,8 @@ def test_the_command_line_gives_every_rank_and_the_host(capsys: pytest.CaptureFi
     assert [r["label"] for r in doc["ranks"]] == ["stage 1 of 2 (first)", "stage 2 of 2 (last)"]
     worst = doc["ranks"][doc["worst_rank"]]
     assert (doc["peak_bytes"], doc["total_bytes"]) == (worst["peak_bytes"], worst["total_bytes"])
-    assert doc["host_capacity_bytes"] == 2048 * 10**9 and doc["host_bytes"] > 0
+    # Host RAM not given (issue 26, item 13: 2 TB was assumed even for a desktop): needed, not judged.
+    assert doc["host_capacity_bytes"] is None and doc["host_bytes"] > 0
     assert main(args) == 0
     text = capsys.readouterr().out
     assert "stage 1 of 2 (first)" in text and "stage 2 of 2 (last)" in text and "host per node" in text

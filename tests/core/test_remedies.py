@@ -13,6 +13,7 @@ from core.advice.limits import memory_curve
 from core.advice.remedies import Pin, RemedyKind
 from core.catalogue import find_gpu, find_model, load_gpus
 from core.estimate import estimate
+from core.format import hours as format_hours
 from core.plan import (
     Attention,
     CheckpointPolicy,
@@ -189,7 +190,7 @@ def test_more_gpus_is_the_fewest_count_of_this_card_that_fits() -> None:
     assert not search.tried[-2].fits  # one count fewer does not fit
     assert more.plan.hardware.gpu == plan.hardware.gpu
     base_hours, new_hours = estimate(plan).compute.hours, more.estimate.compute.hours
-    assert f"time {remedies.hours_text(base_hours)} → {remedies.hours_text(new_hours)}" in more.cost
+    assert f"time {format_hours(base_hours)} → {format_hours(new_hours)}" in more.cost
     assert f"{more.plan.world_size} GPUs" in more.title
     # Pinned GPU count: never offered.
     pinned = remedies.remedies_for(plan, pins=frozenset({Pin.GPU_COUNT}))
@@ -255,7 +256,7 @@ def test_tensor_parallel_and_offload_lower_the_memory_per_gpu_by_the_estimators_
     assert offload.total_bytes == new.total_bytes < base.total_bytes
     assert new.host is not None and f"host RAM {new.host.bytes / 1e9:,.0f} GB" in offload.cost
     for remedy in (tp, offload):
-        hours = (remedies.hours_text(base.compute.hours), remedies.hours_text(remedy.estimate.compute.hours))
+        hours = (format_hours(base.compute.hours), format_hours(remedy.estimate.compute.hours))
         assert f"time {hours[0]} → {hours[1]}" in remedy.cost
     # Nodes with too little memory for the offloaded state: not offered.
     small = plan.with_parallel(host_ram_gb=16.0)

@@ -1,0 +1,95 @@
+"""Figures as text: the one home for how memory, counts, hours and money read.
+
+Every view — the window, the command line, reports — formats through these, so the same figure
+reads the same everywhere. Bytes and seconds stay numbers until this edge. A figure with no
+finite value (an unknown price, zero throughput) reads as "unknown" or "—", never "nan".
+"""
+
+from __future__ import annotations
+
+import math
+from functools import lru_cache
+from typing import Final
+
+from core.units import GB, MB, GiB, MiB
+
+UNKNOWN: Final = "unknown"
+
+
+def memory(n_bytes: float, unit: str = "GB") -> str:
+    """A memory size as the window and the command line both show it: three significant
+    figures, as the lesson prints totals (81.9 GB, 5.12 GB, 0.54 GB); under a hundredth of
+    the unit, MB/MiB (or bytes); "—" for a size that is not finite. ``unit`` is GB or GiB."""
+    if not math.isfinite(n_bytes):
+        return "—"
+    big, small, small_name = (GiB, MiB, "MiB") if unit == "GiB" else (GB, MB, "MB")
+    unit = "GiB" if unit == "GiB" else "GB"
+    if n_bytes != 0 and abs(n_bytes) < big / 100:
+        return f"{n_bytes / small:,.0f} {small_name}" if abs(n_bytes) >= small else f"{n_bytes:,.0f} B"
+    value = n_bytes / big
+    if abs(value) >= 100:
+        return f"{value:,.0f} {unit}"
+    if abs(value) >= 10:
+        return f"{value:.1f} {unit}"
+    return f"{value:.2f} {unit}"
+
+
+_SUFFIXES: Final = ((1e15, "P"), (1e12, "T"), (1e9, "B"), (1e6, "M"), (1e3, "k"))
+
+
+def count(n: float) -> str:
+    """Counts as people say them (124M, 6.74B, 20M), in the suffixes core.units.parse_count
+    reads. A count that rounds up to the next suffix takes it (999.9M reads 1B, not 1e+03M)."""
+    for index, (div, suffix) in enumerate(_SUFFIXES):
+        if abs(n) >= div:
+            text = f"{n / div:.3g}"
+            if float(text) >= 1000 and index > 0:
+                bigger, name = _SUFFIXES[index - 1]
+                return f"{n / bigger:.3g}{name}"
+            return text + suffix
+    if abs(n) >= 999.5:  # 999.7 rounds to 1e+03
+        return f"{n / 1e3:.3g}k"
+    return f"{n:g}"
+
+
+def hours(value: float) -> str:
+    """Hours as every view gives them: two decimals under one hour (0.72 h), else one (6.7 h,
+    1,234.5 h); no finite value (no compute throughput) reads as such."""
+    if not math.isfinite(value):
+        return "never (no compute throughput)"
+    if value < 1:
+        return f"{value:.2f} h"
+    return f"{value:,.1f} h"
+
+
+def money(value: float) -> str:
+    """An amount in the price's currency (2 decimals); an unknown price reads "unknown"."""
+    if not math.isfinite(value):
+        return UNKNOWN
+    return f"{value:,.2f}"
+
+
+def gb(n_bytes: float) -> str:
+    """A value in decimal GB the way the lesson prints parts: 0.50, 3.35, 13.4, 53.6."""
+    value = n_bytes / GB
+    if abs(value) >= 10:
+        return f"{value:.1f}"
+    return f"{value:.2f}"
+
+
+_SCALES: Final = ((1e12, "e12"), (1e9, "e9"), (1e6, "e6"))
+
+
+@lru_cache(maxsize=4096)
+def sci(n: float) -> str:
+    """6.7e9, 124.4e6, 16,777,216: numbers as they appear in the worked examples.
+
+    Cached: a session formats the same few counts (P, T, N·d) again and again.
+    """
+    magnitude = abs(n)
+    if magnitude < 1e8 and n == int(n):
+        return f"{int(n):,}"
+    for scale, suffix in _SCALES:
+        if magnitude >= scale:
+            return f"{n / scale:.4g}{suffix}"
+    return f"{n:g}"
