@@ -150,7 +150,7 @@ def _memory_savers(taker: Taker) -> dict[str, Any]:
         s["checkpointing"] = True
         taker.record("checkpointing", True, "default: LLaMA-Factory enables gradient checkpointing")
     flash = taker.raw("flash_attn")
-    if flash in FLASH_ATTN:
+    if isinstance(flash, str) and flash in FLASH_ATTN:
         s["attention"] = FLASH_ATTN[flash]
         taker.record("attention", s["attention"], "flash_attn")
     if taker.flag("enable_liger_kernel"):
