@@ -191,7 +191,7 @@ def _check_tensor(where: str, name: str, info: object, data_size: int) -> None:
     if not isinstance(info, dict):
         raise PlanFileError(where, f"tensor {name!r} has no description")
     dtype, shape, offsets = info.get("dtype"), info.get("shape"), info.get("data_offsets")
-    if dtype not in SAFETENSORS_DTYPE_BYTES:
+    if not isinstance(dtype, str) or dtype not in SAFETENSORS_DTYPE_BYTES:
         raise PlanFileError(where, f"tensor {name!r} has unknown dtype {dtype!r}")
     if (
         not isinstance(shape, list)
