@@ -20,7 +20,7 @@ from datetime import UTC, datetime
 from html import escape
 from typing import Final
 
-from core import __version__
+from core import __version__, colours
 from core.advice.compare import TOTAL, Comparison, Row, RowKind, compare
 from core.advice.diagnosis import Diagnosis, diagnose
 from core.breakdown import BUCKET_LABELS, BUCKET_ORDER, BucketKey
@@ -28,15 +28,13 @@ from core.estimate import VERDICT_LABELS, Estimate, Verdict
 from core.plan import Plan
 from core.units import GB, GiB
 
-# Okabe & Ito (2008) colours, the chart's: distinguishable with colour-vision deficiency.
-BUCKET_COLOURS: Final = {
-    "weights": "#0072B2",
-    "gradients": "#E69F00",
-    "optimizer": "#009E73",
-    "activations": "#CC79A7",
-    "overhead": "#999999",
+# What the report colours (core.colours holds every value).
+BUCKET_COLOURS: Final = colours.BUCKET_COLOURS
+VERDICT_COLOURS: Final = {
+    Verdict.FITS: colours.FITS,
+    Verdict.OVER_HEADROOM: colours.CAUTION,
+    Verdict.OOM: colours.PROBLEM,
 }
-VERDICT_COLOURS: Final = {Verdict.FITS: "#009E73", Verdict.OVER_HEADROOM: "#E69F00", Verdict.OOM: "#D55E00"}
 
 
 @dataclass(frozen=True)
@@ -223,7 +221,8 @@ def _value_axis(f: _Frame) -> list[str]:
     for i in range(round(f.top / f.step) + 1):
         value = f.step * i
         parts.append(
-            f'<line x1="{f.left}" x2="{f.width - f.right}" y1="{f.y(value):.1f}" y2="{f.y(value):.1f}" stroke="#ddd"/>'
+            f'<line x1="{f.left}" x2="{f.width - f.right}" y1="{f.y(value):.1f}" y2="{f.y(value):.1f}" '
+            f'stroke="{colours.GRIDLINE}"/>'
             f'<text x="{f.left - 4}" y="{f.y(value) + 4:.1f}" text-anchor="end">{value / f.scale:,.0f}</text>'
         )
     middle = f.head + f.plot_h / 2
@@ -255,7 +254,7 @@ def _phase_group(f: _Frame, comparison: Comparison, g: int, name: str, row: list
         capacity = plans[k].estimate.capacity_bytes
         parts.append(
             f'<line x1="{x:.1f}" x2="{x + f.bar_w:.1f}" y1="{f.y(capacity):.1f}" y2="{f.y(capacity):.1f}" '
-            'stroke="#D55E00" stroke-width="2" stroke-dasharray="4 2"/>'
+            f'stroke="{colours.PROBLEM}" stroke-width="2" stroke-dasharray="4 2"/>'
         )
         if len(plans) > 1:
             parts.append(
@@ -279,7 +278,8 @@ def _legend(f: _Frame) -> list[str]:
         )
         legend_x += 112
     parts.append(
-        f'<line x1="{legend_x}" x2="{legend_x + 16}" y1="{f.height - 11}" y2="{f.height - 11}" stroke="#D55E00" '
+        f'<line x1="{legend_x}" x2="{legend_x + 16}" y1="{f.height - 11}" y2="{f.height - 11}" '
+        f'stroke="{colours.PROBLEM}" '
         f'stroke-width="2" stroke-dasharray="4 2"/><text x="{legend_x + 20}" y="{f.height - 7}">card capacity</text>'
     )
     return parts
@@ -299,11 +299,14 @@ def _bucket(key: str) -> BucketKey:
 
 # ---- HTML ----------------------------------------------------------------------------
 _CSS: Final = (
-    "body{font-family:system-ui,sans-serif;margin:2em auto;max-width:60em;color:#222;line-height:1.4}"
-    "table{border-collapse:collapse;margin:.5em 0 1em}td,th{border:1px solid #ccc;padding:.25em .5em;"
-    "text-align:left;vertical-align:top}td.n{text-align:right;white-space:nowrap}tr.diff td{background:#fff3cd}"
+    f"body{{font-family:system-ui,sans-serif;margin:2em auto;max-width:60em;color:{colours.TEXT};line-height:1.4}}"
+    "table{border-collapse:collapse;margin:.5em 0 1em}"
+    f"td,th{{border:1px solid {colours.TABLE_RULE};padding:.25em .5em;"
+    "text-align:left;vertical-align:top}td.n{text-align:right;white-space:nowrap}"
+    f"tr.diff td{{background:{colours.CHANGED_ROW}}}"
     "td.f{font-family:ui-monospace,monospace;font-size:.85em}.verdict{font-weight:bold}"
-    ".caption{color:#555;font-size:.9em}footer{margin-top:2em;color:#666;font-size:.9em}"
+    f".caption{{color:{colours.CAPTION_TEXT};font-size:.9em}}"
+    f"footer{{margin-top:2em;color:{colours.FOOTER_TEXT};font-size:.9em}}"
 )
 
 
