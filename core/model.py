@@ -370,22 +370,6 @@ class ModelSpec:
         (PEFT ``lora_magnitude_vector``, shape [out_features])."""
         return self.num_layers * sum(fan_out * copies for _, fan_out, copies in self.adapted_matrices(targets))
 
-    def lora_matrix_params(self, targets: tuple[str, ...]) -> int:
-        """Parameters of the frozen matrices that carry an adapter (per model)."""
-        shapes = self.linear_shapes()
-        chosen = set(normalise_lora_targets(targets))
-        if self.fused_qkv and chosen & {"q_proj", "k_proj", "v_proj"}:
-            chosen |= {"q_proj", "k_proj", "v_proj"}
-        if self.fused_gate_up and chosen & {"gate_proj", "up_proj"}:
-            chosen |= {"gate_proj", "up_proj"}
-        total = 0
-        for name in chosen:
-            if name in shapes:
-                fan_in, fan_out = shapes[name]
-                copies = self.num_experts if name in ("gate_proj", "up_proj", "down_proj") else 1
-                total += copies * fan_in * fan_out
-        return self.num_layers * total
-
     # ---- KV cache ------------------------------------------------------------------
     def to_dict(self) -> dict[str, Any]:
         return {f.name: getattr(self, f.name) for f in fields(self)}

@@ -13,14 +13,6 @@ MiB: Final = 1 << 20
 MB: Final = 1_000_000
 
 
-def to_gb(n_bytes: float) -> float:
-    return n_bytes / GB
-
-
-def to_gib(n_bytes: float) -> float:
-    return n_bytes / GiB
-
-
 def format_memory(n_bytes: float, unit: str = "GB") -> str:
     """A memory size as the window and the command line both show it: three significant
     figures, as the lesson prints totals (81.9 GB, 5.12 GB, 0.54 GB); under a hundredth of
