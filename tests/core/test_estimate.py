@@ -121,6 +121,24 @@ def test_verdict_follows_the_card() -> None:
     assert estimate(replace(small, hardware=Hardware(gpu="h100-sxm"))).verdict is Verdict.FITS
 
 
-def test_same_plan_same_answer() -> None:
-    p = plan()
-    assert estimate(p) == estimate(p)
+# Plans that take different paths through the estimator: one GPU, adapters, dtypes, 8-bit state, ranks.
+SAME_ANSWER_PLANS = (
+    lambda: plan(),
+    lambda: plan(method=Method.LORA),
+    lambda: plan(precision=Precision.FP32),
+    lambda: plan("smollm2-135m", optimizer=Optimizer.ADAMW_8BIT),
+    lambda: plan().on_gpus(8, Strategy.FSDP),
+    lambda: plan().on_gpus(4, Strategy.ZERO3),
+)
+
+
+def test_same_plan_same_answer_whatever_came_before() -> None:
+    """estimate() keeps the last plan's intermediate results by identity (core.roles.dtypes_for,
+    core.training.detailed._common) and layouts by value (core.parallel.layout): none of it may
+    show. Comparing estimate(p) with estimate(p) would pass through those caches and could not
+    fail; here each plan is built afresh, and estimated after different predecessors."""
+    forward = [estimate(build()) for build in SAME_ANSWER_PLANS]
+    backward = [estimate(build()) for build in reversed(SAME_ANSWER_PLANS)][::-1]
+    assert SAME_ANSWER_PLANS[0]() == SAME_ANSWER_PLANS[0]() and SAME_ANSWER_PLANS[0]() is not SAME_ANSWER_PLANS[0]()
+    assert len({e.total_bytes for e in forward}) == len(forward)  # the plans really differ
+    assert backward == forward
