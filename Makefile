@@ -5,7 +5,7 @@ VENV   ?= .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 
-.PHONY: run test lint typecheck importcheck unit unit-core-noqt bench accuracy measure-env measure dist smoke clean
+.PHONY: run test lint typecheck importcheck unit unit-core-noqt bench dist smoke clean
 
 $(STAMP): pyproject.toml
 	@echo "Setting up $(VENV) and installing VRAM Planner's dependencies (first start only: about a minute)..."

@@ -5,9 +5,9 @@ from __future__ import annotations
 import statistics
 import time
 
-from core.breakdown import sci
 from core.catalogue import load_models
 from core.estimate import estimate
+from core.format import sci
 from core.plan import Accounting, Method, Plan, Workload
 
 

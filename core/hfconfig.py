@@ -128,153 +128,198 @@ def _model_from_hf_config(config: Mapping[str, Any], name: str | None, *, nested
     given = config.get("_name_or_path")
     label = name or (given.strip()[:MAX_NAME_CHARS] if isinstance(given, str) and given.strip() else model_type)
     if model_type == "gpt2":
-        d = r.get_int("n_embd", "hidden_size")
-        heads = r.get_int("n_head", "num_attention_heads")
-        inner = r.get_int("n_inner", default=4 * d)
-        positions = r.get_int("n_positions", "max_position_embeddings", default=1024)
-        return ModelSpec(
-            name=label,
-            family="gpt2",
-            vocab_size=r.get_int("vocab_size"),
-            hidden_size=d,
-            num_layers=r.get_int("n_layer", "num_hidden_layers"),
-            num_heads=heads,
-            num_kv_heads=heads,
-            head_dim=_divide(d, heads, "config.n_head"),
-            intermediate_size=inner,
-            gated_mlp=False,
-            tie_embeddings=r.get_bool("tie_word_embeddings", True),
-            qkv_bias=True,
-            o_bias=True,
-            mlp_bias=True,
-            norm="layernorm",
-            norms_per_layer=2,
-            learned_positions=positions,
-            max_position_embeddings=positions,
-            fused_qkv=True,
-            activation=r.get_str("activation_function", "gelu_new"),
-            dropout=r.get_prob("resid_pdrop", 0.1),
-            attention_dropout=r.get_prob("attn_pdrop", 0.1),
-        )
+        return _gpt2_model(r, label)
+    return _gated_model(r, model_type, label)
 
+
+def _gpt2_model(r: _Reader, label: str) -> ModelSpec:
+    """GPT-2 (modeling_gpt2.py): LayerNorm, learned positions, a plain GELU MLP, biases everywhere."""
+    d = r.get_int("n_embd", "hidden_size")
+    heads = r.get_int("n_head", "num_attention_heads")
+    inner = r.get_int("n_inner", default=4 * d)
+    positions = r.get_int("n_positions", "max_position_embeddings", default=1024)
+    return ModelSpec(
+        name=label,
+        family="gpt2",
+        vocab_size=r.get_int("vocab_size"),
+        hidden_size=d,
+        num_layers=r.get_int("n_layer", "num_hidden_layers"),
+        num_heads=heads,
+        num_kv_heads=heads,
+        head_dim=_divide(d, heads, "config.n_head"),
+        intermediate_size=inner,
+        gated_mlp=False,
+        tie_embeddings=r.get_bool("tie_word_embeddings", True),
+        qkv_bias=True,
+        o_bias=True,
+        mlp_bias=True,
+        norm="layernorm",
+        norms_per_layer=2,
+        learned_positions=positions,
+        max_position_embeddings=positions,
+        fused_qkv=True,
+        activation=r.get_str("activation_function", "gelu_new"),
+        dropout=r.get_prob("resid_pdrop", 0.1),
+        attention_dropout=r.get_prob("attn_pdrop", 0.1),
+    )
+
+
+def _gated_model(r: _Reader, model_type: str, label: str) -> ModelSpec:
+    """Llama and the families built like it: RMSNorm, rotary positions, a gated MLP; each
+    family's differences (biases, norms, windows, experts) decided by the helpers below."""
     d = r.get_int("hidden_size")
     heads = r.get_int("num_attention_heads")
     kv_heads = r.get_int("num_key_value_heads", default=heads)
     head_dim = r.get_int("head_dim", default=_divide(d, heads, "config.num_attention_heads"))
     layers = r.get_int("num_hidden_layers")
-    window = r.optional_int("sliding_window")
-    window_layers = 0
-    tie_default = model_type in ("gemma", "gemma2", "gemma3_text")
-    family = model_type
-    qkv_bias = r.get_bool("attention_bias", False)
-    o_bias = qkv_bias
-    norms_per_layer = 2
-    experts, per_token = 1, 1
-    intermediate = r.get_int("intermediate_size")
-    fused_qkv = fused_gate_up = False
-    qk_norm = ""
-    post_norm = False
-    shared_expert = 0
-
-    if model_type == "qwen2":
-        qkv_bias, o_bias = True, False  # Qwen2Attention: bias on q/k/v only
-        use_window = r.get_bool("use_sliding_window", False)
-        if window is not None and use_window:
-            max_window_layers = r.get_int("max_window_layers", default=layers)
-            window_layers = max(0, layers - max_window_layers)
-        else:
-            window = None
-    elif model_type in ("gemma2", "gemma3_text"):
-        norms_per_layer = 4  # input, post-attention, pre- and post-feedforward RMSNorms
-        if window is not None:
-            window_layers = layers // 2 if model_type == "gemma2" else layers - layers // 6
-        if model_type == "gemma3_text":
-            qk_norm = "head"  # Gemma3Attention.q_norm / k_norm = Gemma3RMSNorm(head_dim)
-    elif model_type == "mistral" or model_type == "mixtral":
-        window_layers = layers if window is not None else 0
-    elif model_type == "gpt_oss":
-        pass  # the window stays; which layers use it is read from layer_types below
-    elif model_type == "phi3":
-        fused_qkv = fused_gate_up = True
-        context = r.get_int("max_position_embeddings", default=4096)
-        window_layers = layers if window is not None and window < context else 0
-        if not window_layers:
-            window = None
-    else:
-        window = None
-    if model_type in ("qwen3", "qwen3_moe"):
-        qk_norm = "head"  # Qwen3Attention.q_norm = Qwen3RMSNorm(head_dim): "unlike olmo, only on the head dim"
-    elif model_type == "olmo2":
-        qk_norm = "projection"  # Olmo2Attention.q_norm = Olmo2RMSNorm(num_heads * head_dim)
-        post_norm = True  # Olmo2DecoderLayer: post_attention_layernorm, post_feedforward_layernorm only
-    router_bias = sinks = False
-    if model_type == "gpt_oss":
-        # GptOssAttention: biases on q, k, v and o, a learned sink logit per head; experts
-        # with biases (gate_up_proj_bias, down_proj_bias) and a router with a bias;
-        # sliding-window layers alternate with full ones (layer_types).
-        qkv_bias = o_bias = r.get_bool("attention_bias", True)
-        sinks = router_bias = True
-        kinds = config.get("layer_types")
-        if window is None:
-            window_layers = 0
-        elif isinstance(kinds, list):
-            window_layers = min(layers, sum(1 for kind in kinds if kind == "sliding_attention"))
-        else:
-            window_layers = layers // 2
-    if model_type in ("mixtral", "gpt_oss"):
-        experts = r.get_int("num_local_experts")
-        per_token = r.get_int("num_experts_per_tok", default=2 if model_type == "mixtral" else 4)
-    elif model_type in ("qwen2_moe", "qwen3_moe"):
-        # Every layer sparse (decoder_sparse_step 1, no mlp_only_layers), as the released
-        # Qwen1.5-MoE / Qwen2-MoE / Qwen3-MoE checkpoints are; others are refused.
-        if r.get_int("decoder_sparse_step", default=1) != 1:
-            raise PlanError("config.decoder_sparse_step", config.get("decoder_sparse_step"), "1 (every layer sparse)")
-        if config.get("mlp_only_layers"):
-            raise PlanError("config.mlp_only_layers", config.get("mlp_only_layers"), "an empty list")
-        experts = r.get_int("num_experts")
-        per_token = r.get_int("num_experts_per_tok")
-        intermediate = r.get_int("moe_intermediate_size")
-        if model_type == "qwen2_moe":
-            shared_expert = r.get_int("shared_expert_intermediate_size", default=0)
-            qkv_bias = r.get_bool("qkv_bias", True)  # Qwen2MoeConfig.qkv_bias defaults to true
-            o_bias = False
-
+    window, window_layers = _sliding_window(r, model_type, layers)
+    biases = _biases(r, model_type)
+    mlp = _mlp(r, model_type)
+    norms = _norms(model_type)
+    fused = model_type == "phi3"  # Phi3Attention.qkv_proj, Phi3MLP.gate_up_proj
     return ModelSpec(
         name=label,
-        family=family,
+        family=model_type,
         vocab_size=r.get_int("vocab_size"),
         hidden_size=d,
         num_layers=layers,
         num_heads=heads,
         num_kv_heads=kv_heads,
         head_dim=head_dim,
-        intermediate_size=intermediate,
+        intermediate_size=mlp.intermediate,
         gated_mlp=True,
-        tie_embeddings=r.get_bool("tie_word_embeddings", tie_default),
-        qkv_bias=qkv_bias,
-        o_bias=o_bias,
-        mlp_bias=model_type == "gpt_oss" or r.get_bool("mlp_bias", False),
+        tie_embeddings=r.get_bool("tie_word_embeddings", model_type in ("gemma", "gemma2", "gemma3_text")),
+        qkv_bias=biases.qkv,
+        o_bias=biases.o,
+        mlp_bias=biases.mlp,
         norm="rmsnorm",
-        norms_per_layer=norms_per_layer,
+        norms_per_layer=norms.per_layer,
         learned_positions=0,
-        num_experts=experts,
-        experts_per_token=per_token,
-        sliding_window=window if window_layers else None,
+        num_experts=mlp.experts,
+        experts_per_token=mlp.per_token,
+        sliding_window=window,
         sliding_window_layers=window_layers,
         max_position_embeddings=r.get_int("max_position_embeddings", default=4096),
-        fused_qkv=fused_qkv,
-        fused_gate_up=fused_gate_up,
+        fused_qkv=fused,
+        fused_gate_up=fused,
         activation=r.get_str("hidden_activation", r.get_str("hidden_act", "silu")),
         dropout=r.get_prob("resid_pdrop", 0.0),
         attention_dropout=r.get_prob("attention_dropout", 0.0),
         attn_softcap=r.get_float("attn_logit_softcapping", 0.0),
         final_softcap=r.get_float("final_logit_softcapping", 0.0),
-        qk_norm=qk_norm,
-        post_norm=post_norm,
-        shared_expert_size=shared_expert,
-        router_bias=router_bias,
-        attention_sinks=sinks,
+        qk_norm=norms.qk,
+        post_norm=norms.post,
+        shared_expert_size=mlp.shared_expert,
+        router_bias=biases.router,
+        attention_sinks=model_type == "gpt_oss",  # GptOssAttention.sinks: a learned logit per head
     )
+
+
+def _sliding_window(r: _Reader, model_type: str, layers: int) -> tuple[int | None, int]:
+    """The attention window and how many layers use it ((None, 0): every layer attends fully)."""
+    window = r.optional_int("sliding_window")
+    if window is None:
+        if model_type == "qwen2":
+            r.get_bool("use_sliding_window", False)  # read all the same: a wrong value is refused
+        return None, 0
+    window_layers = 0
+    if model_type == "qwen2":
+        if r.get_bool("use_sliding_window", False):
+            window_layers = max(0, layers - r.get_int("max_window_layers", default=layers))
+    elif model_type == "gemma2":
+        window_layers = layers // 2  # alternating local and global layers
+    elif model_type == "gemma3_text":
+        window_layers = layers - layers // 6  # five local layers to one global
+    elif model_type in ("mistral", "mixtral"):
+        window_layers = layers
+    elif model_type == "phi3":
+        context = r.get_int("max_position_embeddings", default=4096)
+        window_layers = layers if window < context else 0
+    elif model_type == "gpt_oss":
+        # Sliding-window layers alternate with full ones, as layer_types lists them.
+        kinds = r.config.get("layer_types")
+        if isinstance(kinds, list):
+            window_layers = min(layers, sum(1 for kind in kinds if kind == "sliding_attention"))
+        else:
+            window_layers = layers // 2
+    return (window, window_layers) if window_layers else (None, 0)
+
+
+@dataclass(frozen=True)
+class _Biases:
+    qkv: bool
+    o: bool
+    mlp: bool
+    router: bool = False
+
+
+def _biases(r: _Reader, model_type: str) -> _Biases:
+    """Which projections carry a bias (each family's modeling_<family>.py)."""
+    # gpt-oss's attention has biases unless told otherwise; every other family's only when told.
+    attention = r.get_bool("attention_bias", model_type == "gpt_oss")
+    if model_type == "gpt_oss":
+        # GptOssAttention: q, k, v and o; its experts (gate_up_proj_bias, down_proj_bias)
+        # and its router (GptOssTopKRouter.bias).
+        return _Biases(qkv=attention, o=attention, mlp=True, router=True)
+    mlp = r.get_bool("mlp_bias", False)
+    if model_type == "qwen2":
+        return _Biases(qkv=True, o=False, mlp=mlp)  # Qwen2Attention: bias on q/k/v only
+    if model_type == "qwen2_moe":
+        # Qwen2MoeConfig.qkv_bias defaults to true; no bias on o.
+        return _Biases(qkv=r.get_bool("qkv_bias", True), o=False, mlp=mlp)
+    return _Biases(qkv=attention, o=attention, mlp=mlp)
+
+
+@dataclass(frozen=True)
+class _Mlp:
+    intermediate: int  # one expert's intermediate size
+    experts: int = 1
+    per_token: int = 1
+    shared_expert: int = 0  # Qwen2-MoE's always-on expert's intermediate size
+
+
+def _mlp(r: _Reader, model_type: str) -> _Mlp:
+    """The MLP of a block: dense, or mixture-of-experts with its routing."""
+    intermediate = r.get_int("intermediate_size")
+    if model_type in ("mixtral", "gpt_oss"):
+        experts = r.get_int("num_local_experts")
+        per_token = r.get_int("num_experts_per_tok", default=2 if model_type == "mixtral" else 4)
+        return _Mlp(intermediate, experts, per_token)
+    if model_type not in ("qwen2_moe", "qwen3_moe"):
+        return _Mlp(intermediate)
+    # Every layer sparse (decoder_sparse_step 1, no mlp_only_layers), as the released
+    # Qwen1.5-MoE / Qwen2-MoE / Qwen3-MoE checkpoints are; others are refused.
+    if r.get_int("decoder_sparse_step", default=1) != 1:
+        raise PlanError("config.decoder_sparse_step", r.config.get("decoder_sparse_step"), "1 (every layer sparse)")
+    if r.config.get("mlp_only_layers"):
+        raise PlanError("config.mlp_only_layers", r.config.get("mlp_only_layers"), "an empty list")
+    experts = r.get_int("num_experts")
+    per_token = r.get_int("num_experts_per_tok")
+    moe_intermediate = r.get_int("moe_intermediate_size")
+    shared = r.get_int("shared_expert_intermediate_size", default=0) if model_type == "qwen2_moe" else 0
+    return _Mlp(moe_intermediate, experts, per_token, shared)
+
+
+@dataclass(frozen=True)
+class _Norms:
+    per_layer: int = 2  # RMSNorms of a block
+    qk: str = ""  # core.model.QK_NORMS
+    post: bool = False  # on the sub-block outputs only (OLMo-2)
+
+
+def _norms(model_type: str) -> _Norms:
+    """The norms of a block: how many, on q and k or not, before or after the sub-blocks."""
+    if model_type == "gemma2":
+        return _Norms(per_layer=4)  # input, post-attention, pre- and post-feedforward RMSNorms
+    if model_type == "gemma3_text":
+        return _Norms(per_layer=4, qk="head")  # Gemma3Attention.q_norm / k_norm = Gemma3RMSNorm(head_dim)
+    if model_type in ("qwen3", "qwen3_moe"):
+        return _Norms(qk="head")  # Qwen3Attention.q_norm = Qwen3RMSNorm(head_dim): "unlike olmo, only on the head dim"
+    if model_type == "olmo2":
+        # Olmo2Attention.q_norm = Olmo2RMSNorm(num_heads * head_dim); Olmo2DecoderLayer:
+        # post_attention_layernorm, post_feedforward_layernorm only.
+        return _Norms(qk="projection", post=True)
+    return _Norms()
 
 
 def _divide(a: int, b: int, where: str) -> int:

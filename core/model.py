@@ -321,6 +321,52 @@ class ModelSpec:
             n += 1
         return n
 
+    def layer_tensor_sizes(self) -> tuple[int, ...]:
+        """Elements of each parameter tensor of one block, the tensors :meth:`layer_tensors`
+        counts (weights and biases apart, fused projections as one, each MoE projection of all
+        experts as one 3-D tensor); they sum to :meth:`layer_params`."""
+        d, q, kv = self.hidden_size, self.q_width, self.kv_width
+        sizes = [d * (q + 2 * kv)] if self.fused_qkv else [d * q, d * kv, d * kv]
+        if self.qkv_bias:
+            sizes += [q + 2 * kv] if self.fused_qkv else [q, kv, kv]
+        sizes.append(q * d)
+        if self.o_bias:
+            sizes.append(d)
+        if self.qk_norm == "head":
+            sizes += [self.head_dim, self.head_dim]
+        elif self.qk_norm == "projection":
+            sizes += [q, kv]
+        if self.attention_sinks:
+            sizes.append(self.num_heads)
+        sizes += self._mlp_tensor_sizes()
+        sizes += [d] * (self.norms_per_layer * (2 if self.norm == "layernorm" else 1))
+        return tuple(sizes)
+
+    def _mlp_tensor_sizes(self) -> list[int]:
+        d, i, e = self.hidden_size, self.intermediate_size, self.num_experts
+        inputs = 2 * i if self.gated_mlp else i  # gate and up, or up
+        if e > 1:  # transformers 5: gate_up_proj and down_proj of every expert, the router
+            sizes = [e * d * inputs, e * i * d] + ([e * inputs, e * d] if self.mlp_bias else [])
+            sizes += [e * d] + ([e] if self.router_bias else [])
+        elif self.fused_gate_up or not self.gated_mlp:
+            sizes = [d * inputs, i * d] + ([inputs, d] if self.mlp_bias else [])
+        else:
+            sizes = [d * i, d * i, i * d] + ([i, i, d] if self.mlp_bias else [])
+        if self.shared_expert_size:  # Qwen2-MoE: shared gate, up, down and its sigmoid gate (d → 1)
+            sizes += [d * self.shared_expert_size] * 3 + [d]
+        return sizes
+
+    def outside_tensor_sizes(self, embedding: bool = True, head: bool = True) -> tuple[int, ...]:
+        """Elements of the tensors :meth:`outside_tensors` counts: the embedding and learned
+        positions, the final norm, an untied head."""
+        d = self.hidden_size
+        sizes = [d] * (2 if self.norm == "layernorm" else 1)
+        if embedding:
+            sizes += [self.vocab_size * d] + ([self.learned_positions * d] if self.learned_positions else [])
+        if head and not self.tie_embeddings:
+            sizes.append(self.vocab_size * d)
+        return tuple(sizes)
+
     # ---- LoRA -------------------------------------------------------------------
     def lora_params(self, rank: int, targets: tuple[str, ...]) -> int:
         """Exact adapter size: r·(in + out) per adapted matrix (PEFT's lora_A and lora_B).
@@ -369,22 +415,6 @@ class ModelSpec:
         """DoRA's trained magnitude: one value per output row of every adapted matrix
         (PEFT ``lora_magnitude_vector``, shape [out_features])."""
         return self.num_layers * sum(fan_out * copies for _, fan_out, copies in self.adapted_matrices(targets))
-
-    def lora_matrix_params(self, targets: tuple[str, ...]) -> int:
-        """Parameters of the frozen matrices that carry an adapter (per model)."""
-        shapes = self.linear_shapes()
-        chosen = set(normalise_lora_targets(targets))
-        if self.fused_qkv and chosen & {"q_proj", "k_proj", "v_proj"}:
-            chosen |= {"q_proj", "k_proj", "v_proj"}
-        if self.fused_gate_up and chosen & {"gate_proj", "up_proj"}:
-            chosen |= {"gate_proj", "up_proj"}
-        total = 0
-        for name in chosen:
-            if name in shapes:
-                fan_in, fan_out = shapes[name]
-                copies = self.num_experts if name in ("gate_proj", "up_proj", "down_proj") else 1
-                total += copies * fan_in * fan_out
-        return self.num_layers * total
 
     # ---- KV cache ------------------------------------------------------------------
     def to_dict(self) -> dict[str, Any]:

@@ -13,14 +13,6 @@ MiB: Final = 1 << 20
 MB: Final = 1_000_000
 
 
-def to_gb(n_bytes: float) -> float:
-    return n_bytes / GB
-
-
-def to_gib(n_bytes: float) -> float:
-    return n_bytes / GiB
-
-
 def finite_number(value: object) -> float | None:
     """``value`` as a finite float, or None: bools, strings, NaN, infinities and integers
     beyond float range (JSON allows 10**400, ``math.isfinite`` overflows on it) are not numbers here."""

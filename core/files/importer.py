@@ -117,6 +117,29 @@ def read_safetensors_header(
     when given, against what ``budget`` still allows (which it then takes off)."""
     where = str(path)
     budget = budget if budget is not None else HeaderBudget.per_model()
+    raw, data_size = _read_header_bytes(path, budget, cancelled)
+    budget.header_bytes -= len(raw)
+    try:
+        header = json.loads(raw.decode("utf-8"))
+    except (ValueError, RecursionError):  # bad UTF-8, bad JSON, an integer of thousands of digits
+        raise PlanFileError(where, "has a header that is not valid JSON") from None
+    if not isinstance(header, dict):
+        raise PlanFileError(where, "has a header that is not a JSON object")
+    budget.tensors -= len(header) - ("__metadata__" in header)
+    for index, (name, info) in enumerate(header.items()):
+        if index % _CANCEL_CHECK_EVERY == _CANCEL_CHECK_EVERY - 1 and cancelled is not None and cancelled():
+            raise ImportCancelled(where)
+        if name != "__metadata__":
+            _check_tensor(where, name, info, data_size)
+    return header
+
+
+def _read_header_bytes(
+    path: str | os.PathLike[str], budget: HeaderBudget, cancelled: Cancelled | None
+) -> tuple[bytes, int]:
+    """The header's raw bytes and the size of the data after it, read only once its length
+    fits the format, the file and the budget, and its tensors (counted unparsed) the budget."""
+    where = str(path)
     try:
         with open_regular(path) as handle:
             size = os.fstat(handle.fileno()).st_size
@@ -124,20 +147,7 @@ def read_safetensors_header(
             if len(prefix) < 8:
                 raise PlanFileError(where, "is too short to be a safetensors file")
             (length,) = struct.unpack("<Q", prefix)
-            if length > MAX_HEADER_BYTES:
-                raise PlanFileError(
-                    where, f"has a {length:,}-byte header; the safetensors format allows at most {MAX_HEADER_BYTES:,}"
-                )
-            if length > size - 8:
-                raise PlanFileError(
-                    where, f"claims a {length:,}-byte header but the file has {size - 8:,} bytes after its prefix"
-                )
-            if length > budget.header_bytes:
-                raise PlanFileError(
-                    where,
-                    f"has a {length:,}-byte header, which takes the model's safetensors headers past "
-                    f"{MAX_TOTAL_HEADER_BYTES:,} bytes, the most read for one model",
-                )
+            _check_header_length(where, length, size, budget)
             # Every tensor entry has a "data_offsets" key: counting the key in the raw bytes
             # (in C, a megabyte at a time) bounds the tensors from above before json.loads
             # builds a dict for each, and before the whole header is held in memory.
@@ -154,45 +164,52 @@ def read_safetensors_header(
             raw = handle.read(length)
     except OSError as exc:
         raise PlanFileError(where, f"cannot be read ({exc.strerror or exc})") from None
-    budget.header_bytes -= len(raw)
-    try:
-        header = json.loads(raw.decode("utf-8"))
-    except (ValueError, RecursionError):  # bad UTF-8, bad JSON, an integer of thousands of digits
-        raise PlanFileError(where, "has a header that is not valid JSON") from None
-    if not isinstance(header, dict):
-        raise PlanFileError(where, "has a header that is not a JSON object")
-    data_size = size - 8 - length
-    budget.tensors -= len(header) - ("__metadata__" in header)
-    for index, (name, info) in enumerate(header.items()):
-        if index % _CANCEL_CHECK_EVERY == _CANCEL_CHECK_EVERY - 1 and cancelled is not None and cancelled():
-            raise ImportCancelled(where)
-        if name == "__metadata__":
-            continue
-        if not isinstance(info, dict):
-            raise PlanFileError(where, f"tensor {name!r} has no description")
-        dtype, shape, offsets = info.get("dtype"), info.get("shape"), info.get("data_offsets")
-        if dtype not in SAFETENSORS_DTYPE_BYTES:
-            raise PlanFileError(where, f"tensor {name!r} has unknown dtype {dtype!r}")
-        if (
-            not isinstance(shape, list)
-            or len(shape) > MAX_TENSOR_RANK
-            or not all(isinstance(d, int) and not isinstance(d, bool) and d >= 0 for d in shape)
-            or not isinstance(offsets, list)
-            or len(offsets) != 2
-            or not all(isinstance(o, int) and not isinstance(o, bool) for o in offsets)
-        ):
-            raise PlanFileError(where, f"tensor {name!r} has a malformed shape or offsets")
-        start, end = offsets
-        if not 0 <= start <= end <= data_size:
-            raise PlanFileError(where, f"tensor {name!r} lies outside the file (offsets {start}..{end})")
-        # As safetensors itself validates (tensor.rs, TensorInfo): the byte range must
-        # hold exactly the elements the shape claims, so a shape cannot inflate the count.
-        elements = math.prod(shape)
-        if elements * _DTYPE_BITS.get(dtype, 8 * SAFETENSORS_DTYPE_BYTES[dtype]) != 8 * (end - start):
-            raise PlanFileError(
-                where, f"tensor {name!r}: its shape does not match its {end - start:,} bytes of {dtype}"
-            )
-    return header
+    return raw, size - 8 - length
+
+
+def _check_header_length(where: str, length: int, size: int, budget: HeaderBudget) -> None:
+    """A header no longer than the format allows, the file holds and the model's budget leaves."""
+    if length > MAX_HEADER_BYTES:
+        raise PlanFileError(
+            where, f"has a {length:,}-byte header; the safetensors format allows at most {MAX_HEADER_BYTES:,}"
+        )
+    if length > size - 8:
+        raise PlanFileError(
+            where, f"claims a {length:,}-byte header but the file has {size - 8:,} bytes after its prefix"
+        )
+    if length > budget.header_bytes:
+        raise PlanFileError(
+            where,
+            f"has a {length:,}-byte header, which takes the model's safetensors headers past "
+            f"{MAX_TOTAL_HEADER_BYTES:,} bytes, the most read for one model",
+        )
+
+
+def _check_tensor(where: str, name: str, info: object, data_size: int) -> None:
+    """One tensor's entry: a known dtype, a sane shape, offsets inside the data, and a byte
+    range that holds exactly the elements the shape claims."""
+    if not isinstance(info, dict):
+        raise PlanFileError(where, f"tensor {name!r} has no description")
+    dtype, shape, offsets = info.get("dtype"), info.get("shape"), info.get("data_offsets")
+    if not isinstance(dtype, str) or dtype not in SAFETENSORS_DTYPE_BYTES:
+        raise PlanFileError(where, f"tensor {name!r} has unknown dtype {dtype!r}")
+    if (
+        not isinstance(shape, list)
+        or len(shape) > MAX_TENSOR_RANK
+        or not all(isinstance(d, int) and not isinstance(d, bool) and d >= 0 for d in shape)
+        or not isinstance(offsets, list)
+        or len(offsets) != 2
+        or not all(isinstance(o, int) and not isinstance(o, bool) for o in offsets)
+    ):
+        raise PlanFileError(where, f"tensor {name!r} has a malformed shape or offsets")
+    start, end = offsets
+    if not 0 <= start <= end <= data_size:
+        raise PlanFileError(where, f"tensor {name!r} lies outside the file (offsets {start}..{end})")
+    # As safetensors itself validates (tensor.rs, TensorInfo): the byte range must
+    # hold exactly the elements the shape claims, so a shape cannot inflate the count.
+    elements = math.prod(shape)
+    if elements * _DTYPE_BITS.get(dtype, 8 * SAFETENSORS_DTYPE_BYTES[dtype]) != 8 * (end - start):
+        raise PlanFileError(where, f"tensor {name!r}: its shape does not match its {end - start:,} bytes of {dtype}")
 
 
 def count_safetensors(

@@ -20,7 +20,7 @@ from datetime import UTC, datetime
 from html import escape
 from typing import Final
 
-from core import __version__
+from core import __version__, colours
 from core.advice.compare import TOTAL, Comparison, Row, RowKind, compare
 from core.advice.diagnosis import Diagnosis, diagnose
 from core.breakdown import BUCKET_LABELS, BUCKET_ORDER, BucketKey
@@ -29,15 +29,13 @@ from core.format import hours, memory, money
 from core.plan import Plan
 from core.units import GB, GiB
 
-# Okabe & Ito (2008) colours, the chart's: distinguishable with colour-vision deficiency.
-BUCKET_COLOURS: Final = {
-    "weights": "#0072B2",
-    "gradients": "#E69F00",
-    "optimizer": "#009E73",
-    "activations": "#CC79A7",
-    "overhead": "#999999",
+# What the report colours (core.colours holds every value).
+BUCKET_COLOURS: Final = colours.BUCKET_COLOURS
+VERDICT_COLOURS: Final = {
+    Verdict.FITS: colours.FITS,
+    Verdict.OVER_HEADROOM: colours.CAUTION,
+    Verdict.OOM: colours.PROBLEM,
 }
-VERDICT_COLOURS: Final = {Verdict.FITS: "#009E73", Verdict.OVER_HEADROOM: "#E69F00", Verdict.OOM: "#D55E00"}
 
 
 @dataclass(frozen=True)
@@ -130,15 +128,34 @@ CHART_WIDTH: Final = 760
 CHART_HEIGHT: Final = 320
 
 
+# One bar: (bucket key, bytes) from the bottom up.
+_Stack = list[tuple[str, float]]
+
+
 def chart_svg(comparison: Comparison, unit: str = "GB", width: int = CHART_WIDTH, height: int = CHART_HEIGHT) -> str:
     """Grouped bars: one group per phase, one stacked bar per plan, on one axis."""
-    scale = GiB if unit == "GiB" else GB
     phases = comparison.phase_names()
-    plans = comparison.plans
-    stacks: list[list[list[tuple[str, float]]]] = []  # [phase][plan] -> (bucket, bytes)
+    stacks = _bar_stacks(comparison, phases)
+    frame = _frame(comparison, stacks, unit, width, height)
+    parts = [
+        f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
+        f'viewBox="0 0 {width} {height}" role="img" aria-label="Memory by phase and plan" '
+        'font-family="sans-serif" font-size="11">',
+        *_value_axis(frame),
+    ]
+    for g, (name, row) in enumerate(zip(phases, stacks, strict=True)):
+        parts += _phase_group(frame, comparison, g, name, row)
+    parts += _legend(frame)
+    parts.append("</svg>")
+    return "".join(parts)
+
+
+def _bar_stacks(comparison: Comparison, phases: tuple[str, ...]) -> list[list[_Stack]]:
+    """What each bar stacks: [phase][plan] → (bucket, bytes); the total is the peak's buckets."""
+    stacks = []
     for name in phases:
         row = []
-        for compared in plans:
+        for compared in comparison.plans:
             est = compared.estimate
             if name == TOTAL:
                 row.append([(b.key.value, b.bytes) for b in est.buckets])
@@ -146,75 +163,126 @@ def chart_svg(comparison: Comparison, unit: str = "GB", width: int = CHART_WIDTH
                 phase = next((p for p in est.phases if p.name == name), None)
                 row.append([(b.key.value, b.bytes) for b in phase.buckets] if phase else [])
         stacks.append(row)
+    return stacks
+
+
+@dataclass(frozen=True)
+class _Frame:
+    """Where the chart draws: its size, margins, groups and bars, and the value axis's scale."""
+
+    unit: str
+    scale: float  # bytes per unit
+    step: float  # bytes between gridlines
+    top: float  # bytes at the top of the plot
+    width: int
+    height: int
+    groups: int
+    plans: int
+    left: int = 56
+    bottom: int = 46
+    right: int = 12
+    head: int = 28
+
+    @property
+    def plot_w(self) -> int:
+        return self.width - self.left - self.right
+
+    @property
+    def plot_h(self) -> int:
+        return self.height - self.bottom - self.head
+
+    @property
+    def group_w(self) -> float:
+        return self.plot_w / self.groups
+
+    @property
+    def bar_w(self) -> float:
+        return min(48.0, self.group_w * 0.8 / self.plans)
+
+    def y(self, n_bytes: float) -> float:
+        return self.head + self.plot_h * (1 - n_bytes / self.top)
+
+
+def _frame(comparison: Comparison, stacks: list[list[_Stack]], unit: str, width: int, height: int) -> _Frame:
+    """The value axis reaches past the tallest bar and every card's capacity, in round steps."""
+    scale = GiB if unit == "GiB" else GB
+    plans = comparison.plans
     highest = max(
         [sum(v for _, v in bar) for row in stacks for bar in row] + [p.estimate.capacity_bytes for p in plans]
     )
     step = _tick_step(highest / scale) * scale
     top = step * (int(highest * 1.04 / step) + 1)
-    left, bottom, right, head = 56, 46, 12, 28
-    plot_w, plot_h = width - left - right, height - bottom - head
-    group_w = plot_w / len(phases)
-    bar_w = min(48.0, group_w * 0.8 / len(plans))
+    return _Frame(unit, scale, step, top, width, height, len(stacks), len(plans))
 
-    def y(n_bytes: float) -> float:
-        return head + plot_h * (1 - n_bytes / top)
 
-    parts = [
-        f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
-        f'viewBox="0 0 {width} {height}" role="img" aria-label="Memory by phase and plan" '
-        'font-family="sans-serif" font-size="11">'
-    ]
-    for i in range(round(top / step) + 1):
-        value = step * i
+def _value_axis(f: _Frame) -> list[str]:
+    """Gridlines with their values, and the axis title."""
+    parts = []
+    for i in range(round(f.top / f.step) + 1):
+        value = f.step * i
         parts.append(
-            f'<line x1="{left}" x2="{width - right}" y1="{y(value):.1f}" y2="{y(value):.1f}" stroke="#ddd"/>'
-            f'<text x="{left - 4}" y="{y(value) + 4:.1f}" text-anchor="end">{value / scale:,.0f}</text>'
+            f'<line x1="{f.left}" x2="{f.width - f.right}" y1="{f.y(value):.1f}" y2="{f.y(value):.1f}" '
+            f'stroke="{colours.GRIDLINE}"/>'
+            f'<text x="{f.left - 4}" y="{f.y(value) + 4:.1f}" text-anchor="end">{value / f.scale:,.0f}</text>'
         )
+    middle = f.head + f.plot_h / 2
     parts.append(
-        f'<text x="12" y="{head + plot_h / 2:.0f}" transform="rotate(-90 12 {head + plot_h / 2:.0f})" '
-        f'text-anchor="middle">{unit} per GPU</text>'
+        f'<text x="12" y="{middle:.0f}" transform="rotate(-90 12 {middle:.0f})" '
+        f'text-anchor="middle">{f.unit} per GPU</text>'
     )
-    for g, (name, row) in enumerate(zip(phases, stacks, strict=True)):
-        x0 = left + g * group_w + (group_w - bar_w * len(plans)) / 2
-        for k, bar in enumerate(row):
-            x = x0 + k * bar_w
-            level = 0.0
-            for key, n_bytes in bar:
-                if n_bytes <= 0:
-                    continue
-                parts.append(
-                    f'<rect x="{x + 1:.1f}" y="{y(level + n_bytes):.1f}" width="{bar_w - 2:.1f}" '
-                    f'height="{y(level) - y(level + n_bytes):.1f}" fill="{BUCKET_COLOURS[key]}">'
-                    f"<title>{escape(plans[k].name)} · {escape(name)} · {BUCKET_LABELS[_bucket(key)]}: "
-                    f"{_size(n_bytes, unit)}</title></rect>"
-                )
-                level += n_bytes
-            capacity = plans[k].estimate.capacity_bytes
+    return parts
+
+
+def _phase_group(f: _Frame, comparison: Comparison, g: int, name: str, row: list[_Stack]) -> list[str]:
+    """One phase: a stacked bar per plan with its card's capacity across it, and the phase's name."""
+    plans = comparison.plans
+    x0 = f.left + g * f.group_w + (f.group_w - f.bar_w * len(plans)) / 2
+    parts = []
+    for k, bar in enumerate(row):
+        x = x0 + k * f.bar_w
+        level = 0.0
+        for key, n_bytes in bar:
+            if n_bytes <= 0:
+                continue
             parts.append(
-                f'<line x1="{x:.1f}" x2="{x + bar_w:.1f}" y1="{y(capacity):.1f}" y2="{y(capacity):.1f}" '
-                'stroke="#D55E00" stroke-width="2" stroke-dasharray="4 2"/>'
+                f'<rect x="{x + 1:.1f}" y="{f.y(level + n_bytes):.1f}" width="{f.bar_w - 2:.1f}" '
+                f'height="{f.y(level) - f.y(level + n_bytes):.1f}" fill="{BUCKET_COLOURS[key]}">'
+                f"<title>{escape(plans[k].name)} · {escape(name)} · {BUCKET_LABELS[_bucket(key)]}: "
+                f"{_size(n_bytes, f.unit)}</title></rect>"
             )
-            if len(plans) > 1:
-                parts.append(
-                    f'<text x="{x + bar_w / 2:.1f}" y="{y(level) - 3:.1f}" text-anchor="middle">{k + 1}</text>'
-                )
+            level += n_bytes
+        capacity = plans[k].estimate.capacity_bytes
         parts.append(
-            f'<text x="{left + (g + 0.5) * group_w:.1f}" y="{height - bottom + 16}" text-anchor="middle">'
-            f"{escape(name)}</text>"
+            f'<line x1="{x:.1f}" x2="{x + f.bar_w:.1f}" y1="{f.y(capacity):.1f}" y2="{f.y(capacity):.1f}" '
+            f'stroke="{colours.PROBLEM}" stroke-width="2" stroke-dasharray="4 2"/>'
         )
-    legend_x = left
+        if len(plans) > 1:
+            parts.append(
+                f'<text x="{x + f.bar_w / 2:.1f}" y="{f.y(level) - 3:.1f}" text-anchor="middle">{k + 1}</text>'
+            )
+    parts.append(
+        f'<text x="{f.left + (g + 0.5) * f.group_w:.1f}" y="{f.height - f.bottom + 16}" text-anchor="middle">'
+        f"{escape(name)}</text>"
+    )
+    return parts
+
+
+def _legend(f: _Frame) -> list[str]:
+    """A swatch per bucket, then the capacity line."""
+    parts = []
+    legend_x = f.left
     for key in BUCKET_ORDER:
         parts.append(
-            f'<rect x="{legend_x}" y="{height - 16}" width="10" height="10" fill="{BUCKET_COLOURS[key.value]}"/>'
-            f'<text x="{legend_x + 14}" y="{height - 7}">{BUCKET_LABELS[key]}</text>'
+            f'<rect x="{legend_x}" y="{f.height - 16}" width="10" height="10" fill="{BUCKET_COLOURS[key.value]}"/>'
+            f'<text x="{legend_x + 14}" y="{f.height - 7}">{BUCKET_LABELS[key]}</text>'
         )
         legend_x += 112
     parts.append(
-        f'<line x1="{legend_x}" x2="{legend_x + 16}" y1="{height - 11}" y2="{height - 11}" stroke="#D55E00" '
-        f'stroke-width="2" stroke-dasharray="4 2"/><text x="{legend_x + 20}" y="{height - 7}">card capacity</text>'
+        f'<line x1="{legend_x}" x2="{legend_x + 16}" y1="{f.height - 11}" y2="{f.height - 11}" '
+        f'stroke="{colours.PROBLEM}" '
+        f'stroke-width="2" stroke-dasharray="4 2"/><text x="{legend_x + 20}" y="{f.height - 7}">card capacity</text>'
     )
-    parts.append("</svg>")
-    return "".join(parts)
+    return parts
 
 
 def _tick_step(span: float) -> float:
@@ -231,11 +299,14 @@ def _bucket(key: str) -> BucketKey:
 
 # ---- HTML ----------------------------------------------------------------------------
 _CSS: Final = (
-    "body{font-family:system-ui,sans-serif;margin:2em auto;max-width:60em;color:#222;line-height:1.4}"
-    "table{border-collapse:collapse;margin:.5em 0 1em}td,th{border:1px solid #ccc;padding:.25em .5em;"
-    "text-align:left;vertical-align:top}td.n{text-align:right;white-space:nowrap}tr.diff td{background:#fff3cd}"
+    f"body{{font-family:system-ui,sans-serif;margin:2em auto;max-width:60em;color:{colours.TEXT};line-height:1.4}}"
+    "table{border-collapse:collapse;margin:.5em 0 1em}"
+    f"td,th{{border:1px solid {colours.TABLE_RULE};padding:.25em .5em;"
+    "text-align:left;vertical-align:top}td.n{text-align:right;white-space:nowrap}"
+    f"tr.diff td{{background:{colours.CHANGED_ROW}}}"
     "td.f{font-family:ui-monospace,monospace;font-size:.85em}.verdict{font-weight:bold}"
-    ".caption{color:#555;font-size:.9em}footer{margin-top:2em;color:#666;font-size:.9em}"
+    f".caption{{color:{colours.CAPTION_TEXT};font-size:.9em}}"
+    f"footer{{margin-top:2em;color:{colours.FOOTER_TEXT};font-size:.9em}}"
 )
 
 

@@ -30,7 +30,7 @@ from core.format import memory
 from core.parallel.layout import layout, train_share, weight_share
 from core.params import ParamCounts
 from core.plan import Method, Offload, PipelineSchedule, Plan, Strategy
-from core.roles import dtypes_for
+from core.roles import Dtypes, dtypes_for
 from core.units import MiB
 
 # NCCL's base latency of a ring collective with the Simple protocol, in seconds
@@ -215,231 +215,326 @@ def _mp_bytes(dtype: MpDtype, stored: float) -> float:
     return stored if dtype is MpDtype.STORED else MP_BYTES[dtype]
 
 
+# What every multi-GPU step assumes, whatever its parallelism.
+_RING_ASSUMPTIONS: Final = (
+    "Collectives run as NCCL rings at each link's nccl-tests bus bandwidth (resources/links.json), "
+    "with NCCL's ring latency model; no NVLink SHARP, SHARP or tree algorithms.",
+    "Ranks are ordered tensor, context, data, pipeline (Megatron-LM's default), one NIC per GPU between nodes.",
+    "The utilisation is the compute's own efficiency: exposed communication and the bubble come on top "
+    "(a published MFU already includes them, so it understates the utilisation to enter here).",
+)
+
+
+@dataclass(frozen=True)
+class _Traffic:
+    """One parallelism's terms of the step and the assumption they rest on."""
+
+    terms: tuple[CommTerm, ...]
+    assumption: str
+
+
+@dataclass(frozen=True)
+class _Step:
+    """What the traffic of one optimizer step is sized from, on the rank that sets its pace."""
+
+    plan: Plan
+    counts: ParamCounts
+    links: Links
+    dt: Dtypes
+    compute_seconds: float  # ideal compute of the step on one GPU
+    backward_micro: float  # one micro-batch's backward (DDP's all-reduce hides under the last)
+    units: int  # FSDP2 units of the stage: each decoder block and the root
+    w_share: float  # the stage's share of the stored parameters
+    t_share: float  # and of the trainable ones
+    base_bytes: float  # bytes per stored base parameter (a QLoRA base stays quantised)
+    tokens_micro: float  # tokens of one micro-batch on one context-parallel rank
+    layers: int  # blocks of the deepest stage, the one the others wait for
+
+    @property
+    def micro(self) -> int:
+        return self.plan.workload.grad_accum
+
+    @property
+    def trainable(self) -> float:
+        return self.counts.trainable * self.t_share
+
+    @property
+    def grad_bytes(self) -> float:
+        return self.trainable * self.dt.grad
+
+    @property
+    def stored_param_bytes(self) -> float:
+        """The stage's parameters as stored: a quantised or frozen base, trainable ones in their dtype."""
+        counts, dt = self.counts, self.dt
+        if self.plan.adapter_based:
+            return counts.total * self.base_bytes * self.w_share + counts.adapter * dt.adapter * self.t_share
+        frozen = counts.total - counts.trainable
+        return counts.trainable * dt.param * self.t_share + frozen * self.base_bytes * self.w_share
+
+
+def _step_sizes(plan: Plan, counts: ParamCounts, compute_seconds: float, forward_share: float) -> _Step:
+    links = plan_links(plan)
+    dt = dtypes_for(plan)
+    tp = plan.parallel.tensor_parallel
+    # The pipeline stage with the most parameters (the embedding's or the head's) sets the
+    # pace of the data-parallel collectives: its share of the model (core.parallel.layout).
+    stages = layout(plan).stages
+    stage = max(stages, key=lambda s: weight_share(plan, s, tp))
+    per_micro = compute_seconds / plan.workload.grad_accum
+    return _Step(
+        plan=plan,
+        counts=counts,
+        links=links,
+        dt=dt,
+        compute_seconds=compute_seconds,
+        backward_micro=per_micro * (1.0 - forward_share),
+        units=stage.layers + 1,
+        w_share=weight_share(plan, stage, tp),
+        t_share=train_share(plan, stage, tp),
+        base_bytes=ELEMENT_BYTES[plan.quant.value] if plan.method is Method.QLORA else dt.base,
+        tokens_micro=plan.workload.micro_batch * plan.workload.seq_len / plan.parallel.context_parallel,
+        layers=max(s.layers for s in stages),
+    )
+
+
 def step_communication(plan: Plan, counts: ParamCounts, compute_seconds: float, forward_share: float) -> StepComm:
     """The traffic of one optimizer step of ``plan`` and how much of it the step waits for.
 
     ``compute_seconds`` is the ideal compute of the step on one GPU (FLOPs ÷ world ÷ achieved
     rate) and ``forward_share`` the forward's part of it.
     """
-    par = plan.parallel
-    bubble = bubble_fraction(plan)
-    needs_links = plan.world_size > 1 or par.offload is not Offload.NONE
-    if not needs_links:
+    if plan.world_size <= 1 and plan.parallel.offload is Offload.NONE:
         return StepComm((), 0.0, 0.0, 0.0, ())
-    links = plan_links(plan)
-    dt = dtypes_for(plan)
-    model = plan.model
-    tp, pp, cp, dp = par.tensor_parallel, par.pipeline_parallel, par.context_parallel, par.data_parallel
-    gpn = par.gpus_per_node
-    micro = plan.workload.grad_accum
-    per_micro = compute_seconds / micro
-    backward_micro = per_micro * (1.0 - forward_share)
-    # The pipeline stage with the most parameters (the embedding's or the head's) sets the
-    # pace of the data-parallel collectives: its share of the model (core.parallel.layout).
-    stage = max(layout(plan).stages, key=lambda s: weight_share(plan, s, tp))
-    w_share, t_share = weight_share(plan, stage, tp), train_share(plan, stage, tp)
-    units = stage.layers + 1  # FSDP2 wraps each decoder block and the root
-
-    trainable = counts.trainable * t_share
-    if plan.method is Method.QLORA:
-        base_bytes = ELEMENT_BYTES[plan.quant.value]
-    else:
-        base_bytes = dt.base
-    if plan.adapter_based:
-        stored_param_bytes = counts.total * base_bytes * w_share + counts.adapter * dt.adapter * t_share
-    else:
-        frozen = counts.total - counts.trainable
-        stored_param_bytes = counts.trainable * dt.param * t_share + frozen * base_bytes * w_share
-    grad_bytes = trainable * dt.grad
-
-    terms: list[CommTerm] = []
-    assumptions: list[str] = [
-        "Collectives run as NCCL rings at each link's nccl-tests bus bandwidth (resources/links.json), "
-        "with NCCL's ring latency model; no NVLink SHARP, SHARP or tree algorithms.",
-        "Ranks are ordered tensor, context, data, pipeline (Megatron-LM's default), one NIC per GPU between nodes.",
-        "The utilisation is the compute's own efficiency: exposed communication and the bubble come on top "
-        "(a published MFU already includes them, so it understates the utilisation to enter here).",
+    step = _step_sizes(plan, counts, compute_seconds, forward_share)
+    found = [
+        traffic
+        for traffic in (
+            _data_parallel_traffic(step),
+            _tensor_parallel_traffic(step),
+            _pipeline_traffic(step),
+            _context_parallel_traffic(step),
+            _offload_traffic(step),
+        )
+        if traffic is not None
     ]
-    # Context-parallel ranks hold the same parameters and see other tokens of the same
-    # sequences: gradients are reduced, and state sharded, over data × context parallel
-    # ranks (torchtitan parallel_dims.py: the "fsdp" mesh is dp_shard × cp; core.parallel.layout
-    # Layout.state_shards). In "tp-cp-dp-pp" order that group has stride tp.
-    shards = dp * cp
-    dp_span = group_span(shards, tp, gpn, par.nodes)
-    if shards > 1 and par.strategy is Strategy.DDP:
-        bucket = par.ddp_bucket_mb * MiB
-        buckets = max(1.0, math.ceil(grad_bytes / bucket))
-        terms.append(
-            _collective(
-                "DDP gradient all-reduce",
-                Collective.ALL_REDUCE,
-                grad_bytes,
-                dp_span,
-                links,
-                launches=buckets,
-                overlapped=True,
-                window_seconds=backward_micro,
-                unhidden_share=min(1.0, bucket / grad_bytes) if grad_bytes else 0.0,
-            )
-        )
-        assumptions.append(
-            "DDP all-reduces once per step (no_sync during accumulation), bucket by bucket during the last "
-            "micro-batch's backward; the last bucket cannot overlap."
-        )
-    elif shards > 1 and par.strategy in (Strategy.FSDP, Strategy.ZERO3):
-        fsdp = par.strategy is Strategy.FSDP
-        gather_bytes = stored_param_bytes
-        reduce_bytes = grad_bytes
-        if fsdp and par.fsdp_param_dtype is not MpDtype.STORED:
-            cast = MP_BYTES[par.fsdp_param_dtype]
-            base = base_bytes if plan.method is Method.QLORA else cast  # a quantised base stays quantised
-            gather_bytes = counts.total * base * w_share + counts.adapter * cast * t_share
-        if fsdp:
-            # MixedPrecisionPolicy(reduce_dtype=None) reduces in param_dtype.
-            reduce_dtype = par.fsdp_reduce_dtype
-            if reduce_dtype is MpDtype.STORED:
-                reduce_dtype = par.fsdp_param_dtype
-            reduce_bytes = trainable * _mp_bytes(reduce_dtype, dt.grad)
-        name = "FSDP2" if fsdp else "ZeRO-3"
-        regather = par.reshard_after_forward or not fsdp
-        gathers = 2 if regather else 1
-        terms.append(
-            _collective(
-                f"{name} parameter all-gather ({'forward + backward' if regather else 'forward'})",
-                Collective.ALL_GATHER,
-                gather_bytes,
-                dp_span,
-                links,
-                count=gathers * micro,
-                launches=units,
-                overlapped=True,
-                window_seconds=compute_seconds,
-                unhidden_share=1.0 / (units * gathers),
-            )
-        )
-        terms.append(
-            _collective(
-                f"{name} gradient reduce-scatter",
-                Collective.REDUCE_SCATTER,
-                reduce_bytes,
-                dp_span,
-                links,
-                count=micro,
-                launches=units,
-                overlapped=True,
-                window_seconds=compute_seconds,
-                unhidden_share=1.0 / units,
-            )
-        )
-        assumptions.append(
-            f"{name} gathers each block's parameters before its forward"
-            + (" and again before its backward" if regather else "")
-            + " and reduce-scatters its gradients, every micro-batch, prefetched beside the compute; "
-            "the first gather and the last reduce-scatter of each micro-batch cannot overlap."
-        )
-    elif shards > 1:  # ZeRO-1 / ZeRO-2
-        zero2 = par.strategy is Strategy.ZERO2
-        terms.append(
-            _collective(
-                f"ZeRO-{2 if zero2 else 1} gradient reduce-scatter",
-                Collective.REDUCE_SCATTER,
-                grad_bytes,
-                dp_span,
-                links,
-                count=micro if zero2 else 1,
-                launches=max(1.0, math.ceil(trainable / par.zero_bucket_elements)),
-            )
-        )
-        terms.append(
-            _collective(
-                "ZeRO updated-parameter all-gather",
-                Collective.ALL_GATHER,
-                trainable * dt.param,
-                dp_span,
-                links,
-                launches=max(1.0, math.ceil(trainable / par.zero_bucket_elements)),
-            )
-        )
-        assumptions.append(
-            "DeepSpeed ZeRO-1/2 do not overlap the gradient reduction with the backward by default "
-            "(overlap_comm defaults to True only for stage 3: deepspeed/runtime/zero/config.py, v0.19.8); "
-            "ZeRO-2 reduces every micro-batch, ZeRO-1 at the accumulation boundary; the updated "
-            "parameters are all-gathered after the optimizer step."
-        )
-
-    tokens_micro = plan.workload.micro_batch * plan.workload.seq_len / cp
-    layers = max(s.layers for s in layout(plan).stages)  # the stage the others wait for
-    if tp > 1:
-        activation = tokens_micro * model.hidden_size * dt.compute
-        # 4 per layer, 2 more for each block the backward recomputes (under layer SAC only
-        # every Nth; per-op SAC re-runs the forward's all-reduces, which it does not save).
-        recomputed = plan.checkpointed_blocks(layers)
-        kind = "all-gather + reduce-scatter" if par.sequence_parallel else "all-reduce"
-        terms.append(
-            _collective(
-                f"tensor-parallel activation {kind}",
-                Collective.ALL_REDUCE,
-                activation,
-                group_span(tp, 1, gpn, par.nodes),
-                links,
-                count=(4 * layers + 2 * recomputed) * micro,
-                launches=2 if par.sequence_parallel else 1,
-            )
-        )
-        assumptions.append(
-            "Tensor parallel: 2 all-reduces in each layer's forward and 2 in its backward per micro-batch "
-            "(Megatron; with sequence parallel an all-gather + reduce-scatter each, the same bytes: "
-            "Korthikanti et al. 2022), 2 more with recomputation; on the critical path, not overlapped."
-        )
-    if pp > 1:
-        chunks = par.virtual_stages if par.schedule is PipelineSchedule.INTERLEAVED else 1
-        message = tokens_micro * model.hidden_size * dt.compute / (tp if par.sequence_parallel else 1)
-        stride = tp * cp * dp
-        link = links.inter if par.nodes > 1 and stride >= gpn else links.intra
-        terms.append(
-            _point_to_point(
-                "pipeline activations and gradients between stages",
-                message,
-                2 * chunks * micro,
-                link,
-                overlapped=False,
-            )
-        )
-        assumptions.append(
-            "Pipeline: each stage sends its activations forward and receives their gradients back once per "
-            "micro-batch and model chunk, blocking; the bubble is (p−1)/m, or (p−1)/(v·m) interleaved "
-            "(Narayanan et al. 2021)."
-        )
-    if cp > 1:
-        kv_chunk = 2 * tokens_micro * model.num_kv_heads / tp * model.head_dim * dt.compute
-        cp_span = group_span(cp, tp, gpn, par.nodes)
-        link = links.intra if cp_span.nodes <= 1 else links.inter
-        terms.append(
-            _point_to_point(
-                "context-parallel K/V ring",
-                kv_chunk,
-                3 * (cp - 1) * layers * micro,
-                link,
-                overlapped=True,
-                window=compute_seconds,
-            )
-        )
-        assumptions.append(
-            "Context parallel: each layer passes its K/V chunk around the ring (CP−1 sends forward, K/V and "
-            "their gradients backward), overlapped with the attention of the chunk in hand."
-        )
-    if par.offload is not Offload.NONE:
-        terms += _offload_terms(plan, counts, links, dt.grad, dt.param, micro)
-        assumptions.append(
-            "Offload: the host↔GPU copies of the offloaded state run over the GPU's PCIe link and are counted "
-            "as exposed; the CPU optimizer step itself is not modelled."
-        )
+    terms = [term for traffic in found for term in traffic.terms]
+    assumptions = [*_RING_ASSUMPTIONS, *(traffic.assumption for traffic in found)]
     if counts.active < counts.total:
         assumptions.append("Mixture of experts: expert-parallel all-to-all is not modelled.")
-
     comm = sum(term.seconds for term in terms)
-    exposed = _exposed(terms)
-    return StepComm(tuple(terms), comm, exposed, bubble, tuple(assumptions))
+    return StepComm(tuple(terms), comm, _exposed(terms), bubble_fraction(plan), tuple(assumptions))
+
+
+def _data_parallel_traffic(step: _Step) -> _Traffic | None:
+    """Gradients reduced, and sharded state gathered, over the ranks that hold the same
+    parameters. Context-parallel ranks hold the same parameters and see other tokens of the
+    same sequences: gradients are reduced, and state sharded, over data × context parallel
+    ranks (torchtitan parallel_dims.py: the "fsdp" mesh is dp_shard × cp; core.parallel.layout
+    Layout.state_shards). In "tp-cp-dp-pp" order that group has stride tp."""
+    par = step.plan.parallel
+    shards = par.data_parallel * par.context_parallel
+    if shards <= 1:
+        return None
+    span = group_span(shards, par.tensor_parallel, par.gpus_per_node, par.nodes)
+    if par.strategy is Strategy.DDP:
+        return _ddp_traffic(step, span)
+    if par.strategy in (Strategy.FSDP, Strategy.ZERO3):
+        return _sharded_parameter_traffic(step, span)
+    return _zero12_traffic(step, span)
+
+
+def _ddp_traffic(step: _Step, span: Span) -> _Traffic:
+    grad_bytes = step.grad_bytes
+    bucket = step.plan.parallel.ddp_bucket_mb * MiB
+    buckets = max(1.0, math.ceil(grad_bytes / bucket))
+    all_reduce = _collective(
+        "DDP gradient all-reduce",
+        Collective.ALL_REDUCE,
+        grad_bytes,
+        span,
+        step.links,
+        launches=buckets,
+        overlapped=True,
+        window_seconds=step.backward_micro,
+        unhidden_share=min(1.0, bucket / grad_bytes) if grad_bytes else 0.0,
+    )
+    return _Traffic(
+        (all_reduce,),
+        "DDP all-reduces once per step (no_sync during accumulation), bucket by bucket during the last "
+        "micro-batch's backward; the last bucket cannot overlap.",
+    )
+
+
+def _sharded_parameter_traffic(step: _Step, span: Span) -> _Traffic:
+    """FSDP2 and ZeRO-3: parameters gathered per unit and gradients reduce-scattered, every micro-batch."""
+    plan, counts, dt = step.plan, step.counts, step.dt
+    par = plan.parallel
+    fsdp = par.strategy is Strategy.FSDP
+    gather_bytes = step.stored_param_bytes
+    reduce_bytes = step.grad_bytes
+    if fsdp and par.fsdp_param_dtype is not MpDtype.STORED:
+        cast = MP_BYTES[par.fsdp_param_dtype]
+        base = step.base_bytes if plan.method is Method.QLORA else cast  # a quantised base stays quantised
+        gather_bytes = counts.total * base * step.w_share + counts.adapter * cast * step.t_share
+    if fsdp:
+        # MixedPrecisionPolicy(reduce_dtype=None) reduces in param_dtype.
+        reduce_dtype = par.fsdp_reduce_dtype
+        if reduce_dtype is MpDtype.STORED:
+            reduce_dtype = par.fsdp_param_dtype
+        reduce_bytes = step.trainable * _mp_bytes(reduce_dtype, dt.grad)
+    name = "FSDP2" if fsdp else "ZeRO-3"
+    regather = par.reshard_after_forward or not fsdp
+    gathers = 2 if regather else 1
+    gather = _collective(
+        f"{name} parameter all-gather ({'forward + backward' if regather else 'forward'})",
+        Collective.ALL_GATHER,
+        gather_bytes,
+        span,
+        step.links,
+        count=gathers * step.micro,
+        launches=step.units,
+        overlapped=True,
+        window_seconds=step.compute_seconds,
+        unhidden_share=1.0 / (step.units * gathers),
+    )
+    reduce = _collective(
+        f"{name} gradient reduce-scatter",
+        Collective.REDUCE_SCATTER,
+        reduce_bytes,
+        span,
+        step.links,
+        count=step.micro,
+        launches=step.units,
+        overlapped=True,
+        window_seconds=step.compute_seconds,
+        unhidden_share=1.0 / step.units,
+    )
+    return _Traffic(
+        (gather, reduce),
+        f"{name} gathers each block's parameters before its forward"
+        + (" and again before its backward" if regather else "")
+        + " and reduce-scatters its gradients, every micro-batch, prefetched beside the compute; "
+        "the first gather and the last reduce-scatter of each micro-batch cannot overlap.",
+    )
+
+
+def _zero12_traffic(step: _Step, span: Span) -> _Traffic:
+    """ZeRO-1 / ZeRO-2: gradients reduce-scattered, updated parameters all-gathered after the step."""
+    par = step.plan.parallel
+    zero2 = par.strategy is Strategy.ZERO2
+    launches = max(1.0, math.ceil(step.trainable / par.zero_bucket_elements))
+    reduce = _collective(
+        f"ZeRO-{2 if zero2 else 1} gradient reduce-scatter",
+        Collective.REDUCE_SCATTER,
+        step.grad_bytes,
+        span,
+        step.links,
+        count=step.micro if zero2 else 1,
+        launches=launches,
+    )
+    gather = _collective(
+        "ZeRO updated-parameter all-gather",
+        Collective.ALL_GATHER,
+        step.trainable * step.dt.param,
+        span,
+        step.links,
+        launches=launches,
+    )
+    return _Traffic(
+        (reduce, gather),
+        "DeepSpeed ZeRO-1/2 do not overlap the gradient reduction with the backward by default "
+        "(overlap_comm defaults to True only for stage 3: deepspeed/runtime/zero/config.py, v0.19.8); "
+        "ZeRO-2 reduces every micro-batch, ZeRO-1 at the accumulation boundary; the updated "
+        "parameters are all-gathered after the optimizer step.",
+    )
+
+
+def _tensor_parallel_traffic(step: _Step) -> _Traffic | None:
+    plan = step.plan
+    par = plan.parallel
+    if par.tensor_parallel <= 1:
+        return None
+    activation = step.tokens_micro * plan.model.hidden_size * step.dt.compute
+    # 4 per layer, 2 more for each block the backward recomputes (under layer SAC only
+    # every Nth; per-op SAC re-runs the forward's all-reduces, which it does not save).
+    recomputed = plan.checkpointed_blocks(step.layers)
+    kind = "all-gather + reduce-scatter" if par.sequence_parallel else "all-reduce"
+    all_reduce = _collective(
+        f"tensor-parallel activation {kind}",
+        Collective.ALL_REDUCE,
+        activation,
+        group_span(par.tensor_parallel, 1, par.gpus_per_node, par.nodes),
+        step.links,
+        count=(4 * step.layers + 2 * recomputed) * step.micro,
+        launches=2 if par.sequence_parallel else 1,
+    )
+    return _Traffic(
+        (all_reduce,),
+        "Tensor parallel: 2 all-reduces in each layer's forward and 2 in its backward per micro-batch "
+        "(Megatron; with sequence parallel an all-gather + reduce-scatter each, the same bytes: "
+        "Korthikanti et al. 2022), 2 more with recomputation; on the critical path, not overlapped.",
+    )
+
+
+def _pipeline_traffic(step: _Step) -> _Traffic | None:
+    plan = step.plan
+    par = plan.parallel
+    if par.pipeline_parallel <= 1:
+        return None
+    tp = par.tensor_parallel
+    chunks = par.virtual_stages if par.schedule is PipelineSchedule.INTERLEAVED else 1
+    message = step.tokens_micro * plan.model.hidden_size * step.dt.compute / (tp if par.sequence_parallel else 1)
+    stride = tp * par.context_parallel * par.data_parallel
+    link = step.links.inter if par.nodes > 1 and stride >= par.gpus_per_node else step.links.intra
+    sends = _point_to_point(
+        "pipeline activations and gradients between stages",
+        message,
+        2 * chunks * step.micro,
+        link,
+        overlapped=False,
+    )
+    return _Traffic(
+        (sends,),
+        "Pipeline: each stage sends its activations forward and receives their gradients back once per "
+        "micro-batch and model chunk, blocking; the bubble is (p−1)/m, or (p−1)/(v·m) interleaved "
+        "(Narayanan et al. 2021).",
+    )
+
+
+def _context_parallel_traffic(step: _Step) -> _Traffic | None:
+    plan = step.plan
+    par, model = plan.parallel, plan.model
+    cp = par.context_parallel
+    if cp <= 1:
+        return None
+    kv_chunk = 2 * step.tokens_micro * model.num_kv_heads / par.tensor_parallel * model.head_dim * step.dt.compute
+    cp_span = group_span(cp, par.tensor_parallel, par.gpus_per_node, par.nodes)
+    link = step.links.intra if cp_span.nodes <= 1 else step.links.inter
+    ring = _point_to_point(
+        "context-parallel K/V ring",
+        kv_chunk,
+        3 * (cp - 1) * step.layers * step.micro,
+        link,
+        overlapped=True,
+        window=step.compute_seconds,
+    )
+    return _Traffic(
+        (ring,),
+        "Context parallel: each layer passes its K/V chunk around the ring (CP−1 sends forward, K/V and "
+        "their gradients backward), overlapped with the attention of the chunk in hand.",
+    )
+
+
+def _offload_traffic(step: _Step) -> _Traffic | None:
+    plan = step.plan
+    if plan.parallel.offload is Offload.NONE:
+        return None
+    terms = _offload_terms(plan, step.counts, step.links, step.dt.grad, step.dt.param, step.micro)
+    return _Traffic(
+        tuple(terms),
+        "Offload: the host↔GPU copies of the offloaded state run over the GPU's PCIe link and are counted "
+        "as exposed; the CPU optimizer step itself is not modelled.",
+    )
 
 
 def _offload_terms(

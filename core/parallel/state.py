@@ -309,71 +309,92 @@ _OPTIM_NOTE: Final = "Optimizer offload: the optimizer state and its step live o
 
 # --- DeepSpeed ZeRO -------------------------------------------------------------------
 def _zero(rank: _Rank) -> RankState:
-    plan, dt, lay, stage, dp = rank.plan, rank.dt, rank.lay, rank.stage, rank.dp
-    weights, grads, trainable = rank.weights, rank.grads, rank.trainable
-    par, model = plan.parallel, plan.model
-    strategy = par.strategy
-    g = dt.grad
-    # Master copy and optimizer state in float32 over this rank's partition.
-    fp32 = replace(dt, grad=MASTER_BYTES)
-    state32 = _scaled(rank.optimizer_at(fp32), rank.t_share, _split_label(lay, stage))
-    master = Term("float32 master partition", f"T ÷ {dp} × 4 B = {sci(trainable)} ÷ {dp} × 4 B", trainable * 4 / dp)
-    optim_rank = [master, *_sharded(state32, dp)] if trainable else []
-    part = trainable / dp
-    stepped = min(part, ZERO3_SUB_GROUP) if strategy is Strategy.ZERO3 else part
+    trainable, dp = rank.trainable, rank.dp
+    stage = _zero_stage(rank)
+    stepped = trainable / dp
+    if rank.plan.parallel.strategy is Strategy.ZERO3:
+        stepped = min(stepped, ZERO3_SUB_GROUP)
     fp32_grad = Term("float32 gradient of the partition (step)", f"{sci(stepped)} × 4 B", stepped * 4)
-    bucket_el = min(par.zero_bucket_elements, trainable)
-    backward_grads: list[Term] = []
-    persistent: list[Term] = []
-    forward: list[Term] = []
-    if strategy is Strategy.ZERO1:
-        step_grads = [Term("16-bit gradient partition (flattened)", f"T ÷ {dp} × {g:g} B", part * g)]
-        grads_backward = grads  # param.grad accumulates whole
-        rank_weights = weights
-    elif strategy is Strategy.ZERO2:
-        step_grads = [Term("reduced gradient partition (grads_in_partition)", f"T ÷ {dp} × {g:g} B", part * g)]
-        grads_backward = step_grads
-        backward_grads = [Term("ipg reduce bucket", f"{sci(bucket_el)} × {g:g} B", bucket_el * g)]
-        rank_weights = weights
-    else:
-        step_grads = [Term("gradient partition (grad_partitions_flat_buffer)", f"T ÷ {dp} × {g:g} B", part * g)]
-        grads_backward = []  # the partition is allocated at start-up: it is in ``persistent``
-        persistent = [
-            *step_grads,
-            Term("ipg reduce bucket (allocated at start-up)", f"{sci(bucket_el)} × {g:g} B", bucket_el * g),
-        ]
-        step_grads = []
-        rank_weights = _sharded(weights, dp)
-        stored = rank.stored_bytes
-        largest = _largest_module(plan, lay, stage) * model.params_scale
-        prefetch = min(par.zero3_prefetch_elements, max(0, par.zero3_max_live_elements - largest))
-        forward = [
-            Term(
-                "gathered: the largest module + the prefetch bucket",
-                f"({sci(largest)} + {sci(prefetch)}) × {stored:g} B",
-                (largest + prefetch) * stored,
-            )
-        ]
     state = RankState(
-        weights=rank_weights,
-        grads=step_grads,
-        optim=optim_rank,
-        grads_in_backward=grads_backward,
-        persistent=persistent,
-        forward=forward,
-        backward=forward,
-        backward_grads=backward_grads,
+        weights=stage.weights,
+        grads=stage.step_grads,
+        optim=_zero_optimizer_partition(rank),
+        grads_in_backward=stage.grads_in_backward,
+        persistent=stage.persistent,
+        forward=stage.gathered,
+        backward=stage.gathered,
+        backward_grads=stage.backward_grads,
         step=[fp32_grad] if trainable else [],
         step_temporary=False,
     )
-    if par.offload is Offload.NONE:
+    if rank.plan.parallel.offload is Offload.NONE:
         return state
+    return _zero_offloaded(rank, state)
+
+
+def _zero_optimizer_partition(rank: _Rank) -> list[Term]:
+    """The float32 master copy and the optimizer's float32 state of this rank's partition."""
+    trainable, dp = rank.trainable, rank.dp
+    if not trainable:
+        return []
+    fp32 = replace(rank.dt, grad=MASTER_BYTES)
+    state32 = _scaled(rank.optimizer_at(fp32), rank.t_share, _split_label(rank.lay, rank.stage))
+    master = Term("float32 master partition", f"T ÷ {dp} × 4 B = {sci(trainable)} ÷ {dp} × 4 B", trainable * 4 / dp)
+    return [master, *_sharded(state32, dp)]
+
+
+@dataclass(frozen=True)
+class _ZeroStage:
+    """How a ZeRO stage holds the 16-bit parameters and the gradients."""
+
+    weights: list[Term]
+    step_grads: list[Term]  # the gradients the optimizer step reads
+    grads_in_backward: list[Term]  # what the backward accumulates into
+    backward_grads: list[Term] = field(default_factory=list)  # reduction buffers in the backward
+    persistent: list[Term] = field(default_factory=list)  # allocated at start-up, alive throughout
+    gathered: list[Term] = field(default_factory=list)  # ZeRO-3: parameters gathered to compute
+
+
+def _zero_stage(rank: _Rank) -> _ZeroStage:
+    g, dp, part = rank.dt.grad, rank.dp, rank.trainable / rank.dp
+    bucket_el = min(rank.plan.parallel.zero_bucket_elements, rank.trainable)
+    strategy = rank.plan.parallel.strategy
+    if strategy is Strategy.ZERO1:
+        flattened = Term("16-bit gradient partition (flattened)", f"T ÷ {dp} × {g:g} B", part * g)
+        return _ZeroStage(rank.weights, [flattened], rank.grads)  # param.grad accumulates whole
+    if strategy is Strategy.ZERO2:
+        reduced = [Term("reduced gradient partition (grads_in_partition)", f"T ÷ {dp} × {g:g} B", part * g)]
+        bucket = Term("ipg reduce bucket", f"{sci(bucket_el)} × {g:g} B", bucket_el * g)
+        return _ZeroStage(rank.weights, reduced, reduced, backward_grads=[bucket])
+    # Stage 3: the gradient partition and the bucket are allocated at start-up; the 16-bit
+    # parameters are partitioned too and gathered a module at a time, with a prefetch.
+    persistent = [
+        Term("gradient partition (grad_partitions_flat_buffer)", f"T ÷ {dp} × {g:g} B", part * g),
+        Term("ipg reduce bucket (allocated at start-up)", f"{sci(bucket_el)} × {g:g} B", bucket_el * g),
+    ]
+    par = rank.plan.parallel
+    stored = rank.stored_bytes
+    largest = _largest_module(rank.plan, rank.lay, rank.stage) * rank.plan.model.params_scale
+    prefetch = min(par.zero3_prefetch_elements, max(0, par.zero3_max_live_elements - largest))
+    gathered = Term(
+        "gathered: the largest module + the prefetch bucket",
+        f"({sci(largest)} + {sci(prefetch)}) × {stored:g} B",
+        (largest + prefetch) * stored,
+    )
+    return _ZeroStage(_sharded(rank.weights, dp), [], [], persistent=persistent, gathered=[gathered])
+
+
+def _zero_offloaded(rank: _Rank, state: RankState) -> RankState:
+    """ZeRO-Offload / ZeRO-Infinity: what moves to the host, and the GPU buffers it leaves behind."""
+    plan, trainable, dp, g = rank.plan, rank.trainable, rank.dp, rank.dt.grad
+    par = plan.parallel
+    strategy = par.strategy
     host = [*state.optim, *state.step]
     if strategy is Strategy.ZERO3:
         # stage3.py (v0.19.6, edaa7221) line 328: ``self.device`` is the CPU when the optimizer
         # is offloaded, and lines 742-746 allocate ``grad_partitions_flat_buffer`` there
         # (pinned): the gradient partition leaves the GPU; only the ipg bucket stays.
-        partition, bucket = persistent
+        partition, bucket = state.persistent
         host.insert(0, replace(partition, label=partition.label + ", pinned"))
         state = replace(state, persistent=[bucket])
     if par.offload is Offload.PARAMS and strategy is Strategy.ZERO3:
@@ -387,13 +408,13 @@ def _zero(rank: _Rank) -> RankState:
         # is never allocated; the GPU keeps ``temp_grad_buffer_for_gpu_offload`` (lines
         # 591-593: ``largest_param_numel`` elements in the 16-bit dtype) for the
         # accumulation round trip, made at start-up.
-        largest = min(_largest_module(plan, lay, stage) * model.params_scale, trainable)
+        largest = min(_largest_module(plan, rank.lay, rank.stage) * plan.model.params_scale, trainable)
         temp = Term("16-bit gradient staging buffer (largest parameter)", f"{sci(largest)} × {g:g} B", largest * g)
         state = replace(state, grads=[], grads_in_backward=[], persistent=[temp])
     # stage_1_and_2.py keeps a 16-bit copy of the partition on the host to stage the updated
     # parameters back (param_buffer_of_bit16_for_cpu_offload_groups).
     if strategy is not Strategy.ZERO3 and trainable:
-        host.append(Term("16-bit partition staging buffer", f"T ÷ {dp} × 2 B", part * 2))
+        host.append(Term("16-bit partition staging buffer", f"T ÷ {dp} × 2 B", trainable / dp * 2))
     notes = ["ZeRO-Offload: float32 master, optimizer state and float32 gradients on the host (DeepSpeedCPUAdam)."]
     if par.offload is Offload.PARAMS:
         notes.append("DeepSpeed offloads parameters only at stage 3 (offload_param): stages 1-2 move the optimizer.")

@@ -13,14 +13,7 @@ from core.breakdown import Bucket
 from core.catalogue import GpuSpec
 from core.params import ParamCounts
 from core.plan import Engine, Plan
-from core.serving.engines import (
-    SERVING_OVERHEAD_BYTES,
-    EngineMemory,
-    hf_memory,
-    rank_layout,
-    sglang_memory,
-    vllm_memory,
-)
+from core.serving.engines import SERVING_OVERHEAD_BYTES, hf_memory, rank_layout, sglang_memory, vllm_memory
 from core.serving.kv import kv_cache_bytes, lesson_kv_cache_bytes
 from core.serving.speed import ServingSpeed, SpeedPoint, serving_speed
 from core.verdict import Verdict
@@ -76,10 +69,6 @@ class InferenceEstimate:
 
 
 ENGINES = {Engine.HF: hf_memory, Engine.VLLM: vllm_memory, Engine.SGLANG: sglang_memory}
-
-
-def engine_memory(plan: Plan, gpu: GpuSpec) -> EngineMemory:
-    return ENGINES[plan.inference.engine](plan, gpu, rank_layout(plan))
 
 
 def inference_estimate(plan: Plan, counts: ParamCounts, gpu: GpuSpec) -> InferenceEstimate:

@@ -321,41 +321,55 @@ def forward_phase(plan: Plan, parts: _Parts) -> Phase:
     )
 
 
-def backward_phases(plan: Plan, parts: _Parts, dt: Dtypes) -> list[Phase]:
-    """Start of the backward, the last block's backward, and its end (first block, embedding)."""
+@dataclass(frozen=True)
+class _BackwardWeights:
+    """The weights bucket as the backward starts and while a block runs its backward, and the
+    autocast copy of the first block's weights still held at its end (None: no autocast)."""
+
+    start: Bucket
+    in_block: Bucket
+    first_block_copy: Term | None
+
+
+def _backward_weights(plan: Plan, parts: _Parts) -> _BackwardWeights:
+    """What of the weights, their autocast copies and the gathered parameters the backward holds."""
     model = plan.model
-    optim = make_bucket(BucketKey.OPTIMIZER, parts.optim)
     gathered = parts.extra("backward")
     if parts.state is not None and parts.state.backward_block is not None:
         in_block = list(parts.state.backward_block)
     else:
         in_block = gathered
-    w_start = make_bucket(BucketKey.WEIGHTS, parts.weights + parts.copies + gathered)
-    w_backward = make_bucket(BucketKey.WEIGHTS, parts.weights + parts.copies + in_block)
-    copies_block = None
     # Under layer SAC most blocks keep their tensors, autocast copies included: as unchecked.
     recomputes_all = plan.checkpointing and plan.checkpoint_policy is not CheckpointPolicy.LAYER
+    # Checkpointed blocks keep nothing from the forward, so their autocast copies die with
+    # the autocast cache when the forward ends; only the head's copy stays, and the block
+    # being recomputed makes its own.
+    held = parts.weights if recomputes_all else parts.weights + parts.copies
+    if not parts.casts:
+        return _BackwardWeights(
+            make_bucket(BucketKey.WEIGHTS, held + gathered), make_bucket(BucketKey.WEIGHTS, held + in_block), None
+        )
+    per_layer = model.stored_matmul_params() // model.num_layers / parts.tp
+    copy = Term("16-bit copies of one block's weights (autocast)", f"{sci(per_layer)} × 2 B", per_layer * 2)
     if recomputes_all:
-        # Checkpointed blocks keep nothing from the forward, so their autocast copies die
-        # with the autocast cache when the forward ends; only the head's copy stays, and
-        # the block being recomputed makes its own.
-        w_start = make_bucket(BucketKey.WEIGHTS, parts.weights + gathered)
-        w_backward = make_bucket(BucketKey.WEIGHTS, parts.weights + in_block)
-    if parts.casts:
-        per_layer = model.stored_matmul_params() // model.num_layers / parts.tp
-        copies_block = Term("16-bit copies of one block's weights (autocast)", f"{sci(per_layer)} × 2 B", per_layer * 2)
-        if recomputes_all:
-            vd = model.vocab_size * model.hidden_size / parts.tp if parts.head else 0
-            head = Term("16-bit copy of the output head (autocast)", f"V·d × 2 = {sci(vd)} × 2 B", vd * 2)
-            recomputed = Term("16-bit copies of the recomputed block", f"{sci(per_layer)} × 2 B", per_layer * 2)
-            w_start = make_bucket(BucketKey.WEIGHTS, [*parts.weights, head, recomputed, *gathered])
-            w_backward = make_bucket(BucketKey.WEIGHTS, [*parts.weights, head, recomputed, *in_block])
-    accumulating = plan.workload.grad_accum > 1
+        vd = model.vocab_size * model.hidden_size / parts.tp if parts.head else 0
+        head = Term("16-bit copy of the output head (autocast)", f"V·d × 2 = {sci(vd)} × 2 B", vd * 2)
+        recomputed = Term("16-bit copies of the recomputed block", f"{sci(per_layer)} × 2 B", per_layer * 2)
+        held = [*parts.weights, head, recomputed]
+    return _BackwardWeights(
+        make_bucket(BucketKey.WEIGHTS, held + gathered), make_bucket(BucketKey.WEIGHTS, held + in_block), copy
+    )
+
+
+def backward_phases(plan: Plan, parts: _Parts, dt: Dtypes) -> list[Phase]:
+    """Start of the backward, the last block's backward, and its end (first block, embedding)."""
+    weights = _backward_weights(plan, parts)
+    optim = make_bucket(BucketKey.OPTIMIZER, parts.optim)
     buffers = parts.extra("persistent") + parts.extra("backward_grads")
     start = Phase(
         "backward",
         (
-            w_start,
+            weights.start,
             _held_gradients(plan, parts),
             optim,
             make_bucket(BucketKey.ACTIVATIONS, parts.kept + parts.outside + parts.loss.backward),
@@ -363,10 +377,11 @@ def backward_phases(plan: Plan, parts: _Parts, dt: Dtypes) -> list[Phase]:
         "start of the backward pass: activations still held, the loss gradient being formed",
         StepPhase.BACKWARD_START,
     )
+    accumulating = plan.workload.grad_accum > 1
     last_block = Phase(
         "backward",
         (
-            w_backward,
+            weights.in_block,
             make_bucket(
                 BucketKey.GRADIENTS,
                 (parts.backward_grads + parts.root_grads if accumulating else parts.head_grad) + buffers,
@@ -377,12 +392,16 @@ def backward_phases(plan: Plan, parts: _Parts, dt: Dtypes) -> list[Phase]:
         "backward through the last block: its activations (recomputed with checkpointing) and gradients",
         StepPhase.BACKWARD_BLOCK,
     )
-    # The end of the backward. While the first trainable block runs its backward every
-    # other gradient exists and the block's own tensors are still held; the embedding
-    # gradient is formed last. A tied embedding is also the output head, whose gradient
-    # already exists: AccumulateGrad adds the two out of place, so three V·d gradients
-    # coexist for a moment.
-    end_weights = make_bucket(BucketKey.WEIGHTS, parts.weights + ([copies_block] if copies_block else []) + gathered)
+    first = _first_block_backward(parts, weights.first_block_copy, optim, buffers)
+    embedding = _embedding_gradient_formed(plan, parts, dt, optim, buffers)
+    return [start, last_block, max((first, embedding), key=lambda p: p.allocated_bytes)]
+
+
+def _first_block_backward(parts: _Parts, copy: Term | None, optim: Bucket, buffers: list[Term]) -> Phase:
+    """The end of the backward. While the first trainable block runs its backward every other
+    gradient exists and the block's own tensors are still held; the embedding gradient is
+    formed last."""
+    weights = make_bucket(BucketKey.WEIGHTS, parts.weights + ([copy] if copy else []) + parts.extra("backward"))
     first_block = make_bucket(
         BucketKey.ACTIVATIONS,
         [Term("the first block's saved tensors", "Σ of one block", parts.block.bytes), parts.layer_grads],
@@ -394,44 +413,50 @@ def backward_phases(plan: Plan, parts: _Parts, dt: Dtypes) -> list[Phase]:
         Term("less the embedding gradient, formed last", "−V·d", -parts.embed_grad),
         *buffers,
     ]
-    first = Phase(
+    return Phase(
         "backward",
-        (end_weights, make_bucket(BucketKey.GRADIENTS, before_embedding), optim, first_block),
+        (weights, make_bucket(BucketKey.GRADIENTS, before_embedding), optim, first_block),
         "end of the backward pass: every other gradient formed, the first block's tensors still held",
         StepPhase.BACKWARD_END,
     )
-    tied_extra = []
-    if parts.embed_grad and model.tie_embeddings:
-        tied_vd = model.vocab_size * model.hidden_size * dt.grad / parts.tp
-        tied_extra = [Term("tied embedding: head and embedding gradients summed out of place", "2 × V·d", 2 * tied_vd)]
-    embedding = Phase(
-        "backward",
-        (
-            make_bucket(BucketKey.WEIGHTS, parts.weights + gathered),
-            make_bucket(BucketKey.GRADIENTS, parts.backward_grads + parts.root_grads + tied_extra + buffers),
-            optim,
-            make_bucket(BucketKey.ACTIVATIONS, []),
-        ),
-        "end of the backward pass: the embedding gradient formed",
-        StepPhase.BACKWARD_END,
-    )
+
+
+def _embedding_gradient_formed(plan: Plan, parts: _Parts, dt: Dtypes, optim: Bucket, buffers: list[Term]) -> Phase:
+    """The very end of the backward: the embedding's gradient formed (a tied embedding is also
+    the output head, whose gradient already exists: AccumulateGrad adds the two out of place,
+    so three V·d gradients coexist for a moment), or under FSDP2 the root unit, resharded,
+    reducing its gradients last."""
+    model = plan.model
+    no_activations = make_bucket(BucketKey.ACTIVATIONS, [])
     root_reduce = parts.extra("root_reduce")
-    if root_reduce:  # FSDP2: the root unit, resharded, reduces its gradients last
-        embedding = Phase(
+    if root_reduce:
+        gradients = parts.backward_grads + parts.extra("root_pending") + root_reduce + parts.extra("persistent")
+        return Phase(
             "backward",
             (
                 make_bucket(BucketKey.WEIGHTS, parts.weights),
-                make_bucket(
-                    BucketKey.GRADIENTS,
-                    parts.backward_grads + parts.extra("root_pending") + root_reduce + parts.extra("persistent"),
-                ),
+                make_bucket(BucketKey.GRADIENTS, gradients),
                 optim,
-                make_bucket(BucketKey.ACTIVATIONS, []),
+                no_activations,
             ),
             "end of the backward pass: the root unit's gradients reduced",
             StepPhase.BACKWARD_END,
         )
-    return [start, last_block, max((first, embedding), key=lambda p: p.allocated_bytes)]
+    tied_extra = []
+    if parts.embed_grad and model.tie_embeddings:
+        tied_vd = model.vocab_size * model.hidden_size * dt.grad / parts.tp
+        tied_extra = [Term("tied embedding: head and embedding gradients summed out of place", "2 × V·d", 2 * tied_vd)]
+    return Phase(
+        "backward",
+        (
+            make_bucket(BucketKey.WEIGHTS, parts.weights + parts.extra("backward")),
+            make_bucket(BucketKey.GRADIENTS, parts.backward_grads + parts.root_grads + tied_extra + buffers),
+            optim,
+            no_activations,
+        ),
+        "end of the backward pass: the embedding gradient formed",
+        StepPhase.BACKWARD_END,
+    )
 
 
 def optimizer_phase(plan: Plan, counts: ParamCounts, parts: _Parts, dt: Dtypes) -> Phase:

@@ -12,14 +12,19 @@ from typing import Final
 from core.breakdown import Term
 from core.format import sci
 from core.params import ParamCounts
-from core.plan import Method, Optimizer, OptimizerImpl, Plan
+from core.plan import Method, Optimizer, OptimizerImpl, Plan, Strategy
 from core.roles import Dtypes
 
 # 8-bit optimizers (bitsandbytes): blockwise quantisation with blocks of 256 and one
-# float32 absmax per block; tensors under 4096 elements stay in 32 bits
-# (Dettmers et al. 2022, arXiv:2110.02861; bnb Optimizer8bit min_8bit_size=4096).
+# float32 absmax per block (Dettmers et al. 2022, arXiv:2110.02861). A parameter tensor with
+# fewer than min_8bit_size = 4096 elements keeps float32 state instead: bitsandbytes 0.50.1
+# bitsandbytes/optim/optimizer.py, Optimizer2State.init_state, lines 502-510 ("if p.numel() <
+# config['min_8bit_size']: dtype = torch.float32", then state1 and state2 made with
+# get_state_buffer(p, dtype=torch.float32)); unchanged on main at commit 95f9af30. The
+# absmax is counted as 4/256 B per element, not per started block (at most 8 B per tensor).
 OPT8_BLOCK: Final = 256
 OPT8_MIN_SIZE: Final = 4096
+OPT8_SMALL_STATE_BYTES: Final = 2 * 4.0  # state1 and state2 in float32
 
 ADAM_FAMILY: Final = (Optimizer.ADAMW, Optimizer.ADAM)
 # The caching allocator's smallest block (c10/cuda/CUDACachingAllocator.cpp kMinBlockSize):
@@ -66,14 +71,59 @@ def _state_terms(plan: Plan, counts: ParamCounts, dt: Dtypes) -> list[Term]:
     if opt in (*ADAM_FAMILY, Optimizer.PAGED_ADAMW):
         return [Term("Adam moments m, v", f"2 × T × {b:g} B = 2 × {sci(t)} × {b:g} B", 2 * t * b)]
     if opt in (Optimizer.ADAMW_8BIT, Optimizer.PAGED_ADAMW_8BIT):
-        per = 2 * (1 + 4 / OPT8_BLOCK)
-        return [Term("8-bit Adam moments + block absmax", f"{sci(t)} × 2 × (1 + 4/256) B", t * per)]
+        return _eight_bit_state_terms(plan, t)
     if opt is Optimizer.SGD_MOMENTUM:
         return [Term("momentum buffer", f"T × {b:g} B = {sci(t)} × {b:g} B", t * b)]
     if opt is Optimizer.ADAFACTOR:
         factored = adafactor_state_elements(plan)
         return [Term("factored second moment (rows + columns)", f"{sci(factored)} × 4 B", factored * 4)]
     return []
+
+
+def _eight_bit_state_terms(plan: Plan, trainable: int) -> list[Term]:
+    """bitsandbytes' 8-bit Adam: two uint8 moments and their block absmax, except in tensors
+    under OPT8_MIN_SIZE elements, whose moments stay float32."""
+    per = 2 * (1 + 4 / OPT8_BLOCK)
+    # DeepSpeed ZeRO hands the optimizer flat float32 partitions, not the model's tensors
+    # (v0.19.6 stage_1_and_2.py: param_group['params'] = [self.single_partition_of_fp32_groups[i]];
+    # stage3.py its flat sub-groups of sub_group_size elements): none of them is small.
+    deepspeed = plan.parallel.strategy in (Strategy.ZERO1, Strategy.ZERO2, Strategy.ZERO3)
+    small = 0 if deepspeed else min(trainable, small_state_elements(plan))
+    if not small:
+        return [Term("8-bit Adam moments + block absmax", f"{sci(trainable)} × 2 × (1 + 4/256) B", trainable * per)]
+    quantised = trainable - small
+    return [
+        Term("8-bit Adam moments + block absmax", f"{sci(quantised)} × 2 × (1 + 4/256) B", quantised * per),
+        Term(
+            f"float32 Adam moments of tensors under {OPT8_MIN_SIZE:,} elements (norms, biases, small adapters)",
+            f"{sci(small)} × 2 × 4 B",
+            small * OPT8_SMALL_STATE_BYTES,
+        ),
+    ]
+
+
+def small_state_elements(plan: Plan) -> int:
+    """Trainable parameters in tensors of fewer than OPT8_MIN_SIZE elements (bitsandbytes keeps
+    their state in float32), from the shapes of the tensors that train: the adapters' lora_A,
+    lora_B and DoRA magnitudes, or the blocks' and the outside tensors (norms, biases, small
+    projections) of full and frozen-layer training, scaled with a parameter count given
+    instead of derived."""
+    model = plan.model
+    if plan.adapter_based:
+        r = plan.lora.rank
+        sizes: list[int] = []
+        for fan_in, fan_out, copies in model.adapted_matrices(plan.lora.targets):
+            per_matrix = [r * fan_in, r * fan_out] + ([fan_out] if plan.method is Method.DORA else [])
+            sizes += per_matrix * copies
+        return model.num_layers * _small(sizes)
+    layers = model.num_layers - (plan.frozen_layers if plan.method is Method.FROZEN else 0)
+    outside = model.outside_tensor_sizes(embedding=plan.method is Method.FULL)
+    small = layers * _small(model.layer_tensor_sizes()) + _small(outside)
+    return round(small * model.params_scale) if model.params_override else small
+
+
+def _small(sizes: list[int] | tuple[int, ...]) -> int:
+    return sum(n for n in sizes if n < OPT8_MIN_SIZE)
 
 
 def adafactor_state_elements(plan: Plan) -> int:

@@ -114,6 +114,55 @@ def test_eight_bit_optimizer_is_about_a_quarter_of_adam() -> None:
     assert eight / adam == pytest.approx(2.03 / 8, rel=0.02)
 
 
+# bitsandbytes 0.50.1 bitsandbytes/optim/optimizer.py, Optimizer2State.init_state (lines
+# 502-510): "if p.numel() < config['min_8bit_size']: dtype = torch.float32", min_8bit_size
+# defaulting to 4096 in AdamW8bit / PagedAdamW8bit; float32 state1 and state2 are 8 B per element.
+BNB_MIN_8BIT_SIZE = 4096
+BNB_FLOAT32_STATE_BYTES = 8
+
+
+def _eight_bit_terms(p: Plan) -> dict[str, float]:
+    est = estimate(replace(p, optimizer=Optimizer.ADAMW_8BIT))
+    return {t.label.split(" (")[0]: t.bytes for t in est.phases[0].bucket(BucketKey.OPTIMIZER).terms}
+
+
+def test_eight_bit_optimizer_keeps_small_tensors_in_float32() -> None:
+    # SmolLM2-135M, trained in full: its only tensors under 4,096 elements are the RMSNorm
+    # weights of hidden size 576 (30 blocks × 2, and the final one); no biases.
+    p = plan("smollm2-135m", method=Method.FULL)
+    assert p.model.hidden_size == 576 < BNB_MIN_8BIT_SIZE and p.model.num_layers == 30
+    small = 30 * 2 * 576 + 576
+    terms = _eight_bit_terms(p)
+    assert terms["float32 Adam moments of tensors under 4,096 elements"] == small * BNB_FLOAT32_STATE_BYTES
+    trainable = estimate(p).params.trainable
+    assert terms["8-bit Adam moments + block absmax"] == (trainable - small) * 2 * (1 + 4 / 256)
+
+
+def test_a_tensor_of_exactly_min_8bit_size_is_quantised() -> None:
+    # Llama 3.1 8B: its norms have 4,096 elements, not fewer, and it has no biases: all 8-bit.
+    p = plan("llama-3.1-8b", method=Method.FULL)
+    assert p.model.hidden_size == BNB_MIN_8BIT_SIZE
+    assert list(_eight_bit_terms(p)) == ["8-bit Adam moments + block absmax"]
+
+
+def test_small_adapters_keep_their_whole_state_in_float32() -> None:
+    # LoRA rank 4 on q and v of SmolLM2-135M: lora_A 4 × 576, lora_B 576 × 4 and 192 × 4
+    # elements, every one under 4,096.
+    p = plan("smollm2-135m", method=Method.LORA)
+    p = replace(p, lora=replace(p.lora, rank=4, targets=("q_proj", "v_proj")))
+    adapter = 30 * 4 * ((576 + 576) + (576 + 192))
+    assert estimate(p).params.trainable == adapter
+    assert _eight_bit_terms(p) == {
+        "float32 Adam moments of tensors under 4,096 elements": adapter * BNB_FLOAT32_STATE_BYTES
+    }
+
+
+def test_deepspeed_hands_the_eight_bit_optimizer_flat_partitions() -> None:
+    # ZeRO steps one flat float32 partition per parameter group: no tensor of it is small.
+    p = plan("smollm2-135m", method=Method.FULL, parallel=Parallelism(gpus_per_node=8, strategy=Strategy.ZERO2))
+    assert not any("float32 Adam moments" in label for label in _eight_bit_terms(p))
+
+
 def test_verdict_follows_the_card() -> None:
     p = plan("llama-3.1-8b", method=Method.FULL, precision=Precision.BF16_MIXED)
     assert estimate(replace(p, hardware=Hardware(gpu="rtx-4090"))).verdict is Verdict.OOM
@@ -121,6 +170,24 @@ def test_verdict_follows_the_card() -> None:
     assert estimate(replace(small, hardware=Hardware(gpu="h100-sxm"))).verdict is Verdict.FITS
 
 
-def test_same_plan_same_answer() -> None:
-    p = plan()
-    assert estimate(p) == estimate(p)
+# Plans that take different paths through the estimator: one GPU, adapters, dtypes, 8-bit state, ranks.
+SAME_ANSWER_PLANS = (
+    lambda: plan(),
+    lambda: plan(method=Method.LORA),
+    lambda: plan(precision=Precision.FP32),
+    lambda: plan("smollm2-135m", optimizer=Optimizer.ADAMW_8BIT),
+    lambda: plan().on_gpus(8, Strategy.FSDP),
+    lambda: plan().on_gpus(4, Strategy.ZERO3),
+)
+
+
+def test_same_plan_same_answer_whatever_came_before() -> None:
+    """estimate() keeps the last plan's intermediate results by identity (core.roles.dtypes_for,
+    core.training.detailed._common) and layouts by value (core.parallel.layout): none of it may
+    show. Comparing estimate(p) with estimate(p) would pass through those caches and could not
+    fail; here each plan is built afresh, and estimated after different predecessors."""
+    forward = [estimate(build()) for build in SAME_ANSWER_PLANS]
+    backward = [estimate(build()) for build in reversed(SAME_ANSWER_PLANS)][::-1]
+    assert SAME_ANSWER_PLANS[0]() == SAME_ANSWER_PLANS[0]() and SAME_ANSWER_PLANS[0]() is not SAME_ANSWER_PLANS[0]()
+    assert len({e.total_bytes for e in forward}) == len(forward)  # the plans really differ
+    assert backward == forward

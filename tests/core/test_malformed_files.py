@@ -164,6 +164,15 @@ def test_safetensors_header_larger_than_the_format_allows(tmp_path: Path) -> Non
     assert_clear_error(read_safetensors_header, path)
 
 
+@pytest.mark.parametrize("dtype", [["F16"], {"F16": 2}])
+def test_safetensors_dtype_that_is_not_a_name(tmp_path: Path, dtype: object) -> None:
+    """A list or an object where a tensor's dtype belongs (it raised TypeError, unhashable)."""
+    raw = json.dumps({"t": {"dtype": dtype, "shape": [1], "data_offsets": [0, 2]}}).encode()
+    path = tmp_path / "model.safetensors"
+    path.write_bytes(struct.pack("<Q", len(raw)) + raw + b"\0\0")
+    assert_clear_error(read_safetensors_header, path)
+
+
 def test_a_byte_order_mark_is_accepted(tmp_path: Path) -> None:
     plan = tmp_path / "plan.json"
     plan.write_bytes(b"\xef\xbb\xbf" + planfile.dumps(default_plan()).encode())

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
 from core.catalogue import find_model, load_models
@@ -94,3 +96,15 @@ def test_missing_key_is_named() -> None:
 def test_bad_lora_target_is_named() -> None:
     with pytest.raises(PlanError, match=r"^lora\.targets"):
         normalise_lora_targets(["qq_proj"])
+
+
+@pytest.mark.parametrize("entry", load_models(), ids=lambda m: m.id)
+def test_tensor_sizes_agree_with_the_counts(entry) -> None:  # type: ignore[no-untyped-def]
+    """The per-tensor sizes (what bitsandbytes' min_8bit_size is judged on) are the tensors the
+    fused-Adam counter counts, and sum to the parameters counted by kind."""
+    for spec in (entry.spec, replace(entry.spec, qkv_bias=True, o_bias=True, mlp_bias=True)):
+        block = spec.layer_tensor_sizes()
+        assert (len(block), sum(block)) == (spec.layer_tensors(), spec.layer_params())
+        outside = spec.outside_tensor_sizes()
+        assert len(outside) == spec.outside_tensors()
+        assert sum(outside) == spec.embedding_params() + spec.norm_params() + spec.head_params()

@@ -342,6 +342,26 @@ def test_every_malformed_fixture_is_tested() -> None:
     assert {p.name for p in (DATA / "malformed").iterdir()} == set(MALFORMED)
 
 
+# A list where a name is looked up in a table: each raised TypeError (unhashable) before.
+@pytest.mark.parametrize(
+    ("fixture", "old", "new"),
+    [
+        ("llamafactory_llama3_lora_sft.yaml", "finetuning_type: lora", "finetuning_type: lora\nflash_attn: [fa2]"),
+        ("torchtune_llama3_1_8B_lora_single_device.yaml", "dtype: bf16", "dtype: [bf16]"),
+        ("torchtitan_llama3_8b.toml", 'name = "AdamW"', 'name = ["AdamW"]'),
+        ("torchtitan_llama3_8b.toml", "[optimizer]", '[optimizer]\nimplementation = ["fused"]'),
+    ],
+)
+def test_a_list_where_a_name_belongs_is_the_projects_error(fixture: str, old: str, new: str) -> None:
+    text = (DATA / fixture).read_text()
+    assert old in text
+    suffix = Path(fixture).suffix
+    try:
+        loads_run_config(text.replace(old, new, 1).encode(), f"hostile{suffix}")
+    except PlanFileError as exc:
+        assert "\n" not in str(exc)
+
+
 def test_size_cap_is_checked_before_reading(tmp_path: Path) -> None:
     big = tmp_path / "huge.yaml"
     big.write_bytes(b"a: 1\n" + b"#" * MAX_CONFIG_BYTES)
@@ -367,7 +387,8 @@ _scalars = st.none() | st.booleans() | st.integers(-10, 10**6) | st.floats(allow
 _keys = st.sampled_from(
     ["r", "lora_alpha", "target_modules", "peft_type", "micro_batch_size", "sequence_len", "adapter", "bf16",
      "fp16", "optim", "optimizer", "per_device_train_batch_size", "cutoff_len", "finetuning_type",
-     "quantization_bit", "lora_target", "load_in_4bit", "gradient_checkpointing", "batch_size", "dtype"]
+     "quantization_bit", "lora_target", "load_in_4bit", "gradient_checkpointing", "batch_size", "dtype",
+     "flash_attn"]
 )  # fmt: skip
 
 

@@ -33,87 +33,14 @@ IRRELEVANT: Final = (
 def read_axolotl(document: dict[str, Any], where: str) -> RunConfig:
     taker = Taker(document, where)
     odd = OddValues()
-    s: dict[str, Any] = {}
     model_ref = taker.text("base_model")
     if model_ref:
         taker.record("model", model_ref, "base_model")
-    adapter = taker.raw("adapter")
-    four = taker.flag("load_in_4bit")
-    eight = taker.flag("load_in_8bit")
-    if adapter is None:
-        s["method"] = "full"
-        taker.record("method", "full", "no adapter: every weight trains")
-    elif adapter in ("lora", "qlora"):
-        quantised = adapter == "qlora" or four or eight
-        s["method"] = "qlora" if quantised else "lora"
-        if quantised:
-            s["quant"] = "int8" if eight and not four else "nf4"
-            s["double_quant"] = True  # axolotl's BitsAndBytesConfig sets bnb_4bit_use_double_quant
-            taker.record("quant", s["quant"], "load_in_8bit" if s["quant"] == "int8" else "adapter / load_in_4bit")
-        taker.record("method", s["method"], "adapter")
-        if taker.flag("peft_use_dora"):
-            s["method"] = "dora"
-            taker.record("method", "dora", "peft_use_dora")
-    else:
-        odd.add("adapter", adapter, "lora or qlora")
-    if s.get("method") not in (None, "full"):
-        s["lora_rank"] = taker.integer("lora_r", "lora_rank", 1, 65_536)
-        s["lora_alpha"] = taker.number("lora_alpha", "lora_alpha", 0.0, 1e6)
-        if taker.flag("lora_target_linear"):
-            s["lora_targets"] = lora_targets(taker, "lora_target_linear", ("all-linear",), odd)
-            taker.raw("lora_target_modules")
-        else:
-            s["lora_targets"] = lora_targets(taker, "lora_target_modules", taker.names("lora_target_modules"), odd)
-        taker.note("lora_modules_to_save", "modules trained in full beside the adapters are not in the estimate")
-    s["seq_len"] = taker.integer("sequence_len", "seq_len", 1, 100_000_000)
-    if s["seq_len"] is None:
-        taker.missing("seq_len", "no sequence_len in the file: the plan's sequence length is kept")
-    s["micro_batch"] = taker.integer("micro_batch_size", "micro_batch")
-    if s["micro_batch"] is None:
-        s["micro_batch"] = 1
-        taker.record("micro_batch", 1, "default: axolotl micro_batch_size = 1")
-    s["grad_accum"] = taker.integer("gradient_accumulation_steps", "grad_accum") or 1
-    s["eval_batch"] = taker.integer("eval_batch_size", "eval_batch")
-    # Precision, as normalize_config resolves it.
-    bf16 = taker.raw("bf16")
-    if bf16 not in (None, True, False, "auto", "full"):
-        raise taker.fail("bf16", bf16, "true, false, auto or full")
-    fp16 = taker.flag("fp16")
-    bfloat16, float16 = taker.flag("bfloat16"), taker.flag("float16")
-    bf16_on = bf16 in (True, "auto", "full") or bool(bfloat16)
-    if bf16_on:
-        s["model_dtype"] = "bf16"
-        source = "bf16: auto (assumes a card with bf16: Ampere or newer)" if bf16 == "auto" else "bf16"
-    elif fp16 or eight or float16:
-        s["model_dtype"], source = "fp16", "fp16" if fp16 else "load_in_8bit"
-    else:
-        s["model_dtype"], source = "fp32", "bf16 / fp16 not set"
-    taker.record("model_dtype", s["model_dtype"], source)
-    s["autocast"] = "bf16" if bf16_on and bf16 != "full" else "fp16" if fp16 else "none"
-    taker.record("autocast", s["autocast"], "bf16: full (pure bf16, no AMP)" if bf16 == "full" else source)
+    s = _method(taker, odd)
+    s.update(_batch(taker))
+    s.update(_precision(taker))
     s["optimizer"], s["optimizer_impl"] = hf_optimizer(taker, "optimizer", odd, "axolotl")
-    checkpointing = taker.raw("gradient_checkpointing")
-    if checkpointing is not None:
-        if checkpointing not in (True, False, "unsloth", "offload"):
-            raise taker.fail("gradient_checkpointing", checkpointing, "true, false, unsloth or offload")
-        s["checkpointing"] = checkpointing is not False
-        taker.record("checkpointing", s["checkpointing"], "gradient_checkpointing")
-        if checkpointing in ("unsloth", "offload"):
-            taker.note("gradient_checkpointing", "checkpoints offloaded to CPU: less GPU memory than modelled")
-    for key, kernel in (
-        ("flash_attention", "flash"),
-        ("sdp_attention", "sdpa"),
-        ("xformers_attention", "sdpa"),  # memory-efficient attention: no score matrix kept
-        ("flex_attention", "sdpa"),
-        ("eager_attention", "eager"),
-    ):
-        if taker.flag(key):
-            s["attention"] = kernel
-            taker.record("attention", kernel, key)
-    for key in ("chunked_cross_entropy", "liger_fused_linear_cross_entropy", "cut_cross_entropy"):
-        if taker.flag(key):
-            s["chunked_loss"] = True
-            taker.record("chunked_loss", True, key)
+    s.update(_memory_savers(taker))
     taker.note("sample_packing", "packing fills every micro-batch row to sequence_len, as the plan assumes")
     taker.note("tf32", "TF32 matmuls change speed, not memory")
     taker.note("torch_compile", "torch.compile can lower activation memory; not modelled")
@@ -123,3 +50,105 @@ def read_axolotl(document: dict[str, Any], where: str) -> RunConfig:
     taker.note("unfrozen_parameters", "partly frozen training by parameter name is not modelled")
     taker.irrelevant(*IRRELEVANT)
     return finish(ConfigKind.AXOLOTL, taker, odd, model_ref, s)
+
+
+def _method(taker: Taker, odd: OddValues) -> dict[str, Any]:
+    """Full training, or adapters (LoRA, QLoRA on a 4- or 8-bit base, DoRA) with their rank and targets."""
+    s: dict[str, Any] = {}
+    adapter = taker.raw("adapter")
+    four = taker.flag("load_in_4bit")
+    eight = taker.flag("load_in_8bit")
+    if adapter is None:
+        s["method"] = "full"
+        taker.record("method", "full", "no adapter: every weight trains")
+        return s
+    if adapter not in ("lora", "qlora"):
+        odd.add("adapter", adapter, "lora or qlora")
+        return s
+    quantised = adapter == "qlora" or four or eight
+    s["method"] = "qlora" if quantised else "lora"
+    if quantised:
+        s["quant"] = "int8" if eight and not four else "nf4"
+        s["double_quant"] = True  # axolotl's BitsAndBytesConfig sets bnb_4bit_use_double_quant
+        taker.record("quant", s["quant"], "load_in_8bit" if s["quant"] == "int8" else "adapter / load_in_4bit")
+    taker.record("method", s["method"], "adapter")
+    if taker.flag("peft_use_dora"):
+        s["method"] = "dora"
+        taker.record("method", "dora", "peft_use_dora")
+    s["lora_rank"] = taker.integer("lora_r", "lora_rank", 1, 65_536)
+    s["lora_alpha"] = taker.number("lora_alpha", "lora_alpha", 0.0, 1e6)
+    if taker.flag("lora_target_linear"):
+        s["lora_targets"] = lora_targets(taker, "lora_target_linear", ("all-linear",), odd)
+        taker.raw("lora_target_modules")
+    else:
+        s["lora_targets"] = lora_targets(taker, "lora_target_modules", taker.names("lora_target_modules"), odd)
+    taker.note("lora_modules_to_save", "modules trained in full beside the adapters are not in the estimate")
+    return s
+
+
+def _batch(taker: Taker) -> dict[str, Any]:
+    """Sequence length, micro-batch, accumulation and eval batch (axolotl's defaults where absent)."""
+    s: dict[str, Any] = {"seq_len": taker.integer("sequence_len", "seq_len", 1, 100_000_000)}
+    if s["seq_len"] is None:
+        taker.missing("seq_len", "no sequence_len in the file: the plan's sequence length is kept")
+    s["micro_batch"] = taker.integer("micro_batch_size", "micro_batch")
+    if s["micro_batch"] is None:
+        s["micro_batch"] = 1
+        taker.record("micro_batch", 1, "default: axolotl micro_batch_size = 1")
+    s["grad_accum"] = taker.integer("gradient_accumulation_steps", "grad_accum") or 1
+    s["eval_batch"] = taker.integer("eval_batch_size", "eval_batch")
+    return s
+
+
+def _precision(taker: Taker) -> dict[str, Any]:
+    """The dtype the model is loaded in and the autocast, as normalize_config resolves them."""
+    bf16 = taker.raw("bf16")
+    if bf16 not in (None, True, False, "auto", "full"):
+        raise taker.fail("bf16", bf16, "true, false, auto or full")
+    fp16 = taker.flag("fp16")
+    bfloat16, float16 = taker.flag("bfloat16"), taker.flag("float16")
+    bf16_on = bf16 in (True, "auto", "full") or bool(bfloat16)
+    if bf16_on:
+        model_dtype = "bf16"
+        source = "bf16: auto (assumes a card with bf16: Ampere or newer)" if bf16 == "auto" else "bf16"
+    elif fp16 or taker.flag("load_in_8bit") or float16:
+        model_dtype, source = "fp16", "fp16" if fp16 else "load_in_8bit"
+    else:
+        model_dtype, source = "fp32", "bf16 / fp16 not set"
+    taker.record("model_dtype", model_dtype, source)
+    autocast = "bf16" if bf16_on and bf16 != "full" else "fp16" if fp16 else "none"
+    taker.record("autocast", autocast, "bf16: full (pure bf16, no AMP)" if bf16 == "full" else source)
+    return {"model_dtype": model_dtype, "autocast": autocast}
+
+
+# axolotl's attention switches and the kernel each selects.
+ATTENTION_KEYS: Final = (
+    ("flash_attention", "flash"),
+    ("sdp_attention", "sdpa"),
+    ("xformers_attention", "sdpa"),  # memory-efficient attention: no score matrix kept
+    ("flex_attention", "sdpa"),
+    ("eager_attention", "eager"),
+)
+CHUNKED_LOSS_KEYS: Final = ("chunked_cross_entropy", "liger_fused_linear_cross_entropy", "cut_cross_entropy")
+
+
+def _memory_savers(taker: Taker) -> dict[str, Any]:
+    """Gradient checkpointing, the attention kernel and a chunked loss."""
+    s: dict[str, Any] = {}
+    checkpointing = taker.raw("gradient_checkpointing")
+    if checkpointing is not None:
+        if checkpointing not in (True, False, "unsloth", "offload"):
+            raise taker.fail("gradient_checkpointing", checkpointing, "true, false, unsloth or offload")
+        s["checkpointing"] = checkpointing is not False
+        taker.record("checkpointing", s["checkpointing"], "gradient_checkpointing")
+        if checkpointing in ("unsloth", "offload"):
+            taker.note("gradient_checkpointing", "checkpoints offloaded to CPU: less GPU memory than modelled")
+    for key, kernel in ATTENTION_KEYS:
+        if taker.flag(key):
+            s["attention"] = kernel
+            taker.record("attention", kernel, key)
+    for key in CHUNKED_LOSS_KEYS:
+        if taker.flag(key):
+            s["chunked_loss"] = True
+            taker.record("chunked_loss", True, key)
+    return s

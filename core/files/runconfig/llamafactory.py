@@ -39,9 +39,30 @@ def read_llamafactory(document: dict[str, Any], where: str) -> RunConfig:
     model_ref = taker.text("model_name_or_path")
     if model_ref:
         taker.record("model", model_ref, "model_name_or_path")
+    s.update(_finetuning(taker))
+    s.update(_quantisation(taker, odd, s["method"]))
+    if s["method"] in ("lora", "qlora"):
+        s.update(_adapters(taker, odd))
+    cutoff = taker.integer("cutoff_len", "seq_len", 1, 100_000_000)
+    if cutoff is None:
+        cutoff = DEFAULT_CUTOFF
+        taker.record("seq_len", cutoff, "default: cutoff_len = 2048")
+    s["seq_len"] = cutoff
+    s.update(_model_dtype(taker, s["autocast"]))
+    s.update(_memory_savers(taker))
+    taker.note("use_unsloth", "Unsloth's kernels use less memory than modelled")
+    if taker.raw("stage") not in (None, "sft", "pt"):
+        taker.note("stage", "preference and RL stages keep a reference or reward model: not modelled")
+    taker.irrelevant(*IRRELEVANT)
+    return finish(ConfigKind.LLAMA_FACTORY, taker, odd, model_ref, s)
+
+
+def _finetuning(taker: Taker) -> dict[str, Any]:
+    """``finetuning_type``: full, freeze (the top layers train) or lora (the default)."""
     kind = taker.raw("finetuning_type")
     if kind is None:
         kind = "lora"  # FinetuningArguments.finetuning_type default
+    s: dict[str, Any] = {}
     if kind == "full":
         s["method"] = "full"
     elif kind == "freeze":
@@ -55,11 +76,17 @@ def read_llamafactory(document: dict[str, Any], where: str) -> RunConfig:
     else:
         raise taker.fail("finetuning_type", kind, "lora, freeze or full")
     taker.record("method", s["method"] if kind != "freeze" else "frozen", "finetuning_type")
+    return s
+
+
+def _quantisation(taker: Taker, odd: OddValues, method: str) -> dict[str, Any]:
+    """``quantization_bit`` on LoRA makes it QLoRA on a 4- or 8-bit bitsandbytes base."""
+    s: dict[str, Any] = {}
     bits = taker.raw("quantization_bit")
     if bits is not None:
         if bits not in (4, 8):
             odd.add("quantization_bit", bits, "the planner models 4- and 8-bit bitsandbytes bases")
-        elif s["method"] == "lora":
+        elif method == "lora":
             s["method"] = "qlora"
             s["quant"] = "int8" if bits == 8 else "nf4"
             qtype = taker.raw("quantization_type")
@@ -72,38 +99,50 @@ def read_llamafactory(document: dict[str, Any], where: str) -> RunConfig:
     method_ = taker.raw("quantization_method")
     if method_ not in (None, "bitsandbytes", "bnb"):
         odd.add("quantization_method", method_, "only bitsandbytes bases are modelled")
-    if s["method"] in ("lora", "qlora"):
-        if taker.flag("use_dora"):
-            s["method"] = "dora"
-            taker.record("method", "dora", "use_dora")
-        rank = taker.integer("lora_rank", "lora_rank", 1, 65_536)
-        if rank is None:
-            rank = DEFAULT_RANK
-            taker.record("lora_rank", rank, "default: lora_rank = 8")
-        alpha = taker.number("lora_alpha", "lora_alpha", 0.0, 1e6)
-        if alpha is None:
-            alpha = 2.0 * rank
-            taker.record("lora_alpha", alpha, "default: lora_alpha = 2 × lora_rank")
-        s["lora_rank"], s["lora_alpha"] = rank, alpha
-        target = taker.names("lora_target")
-        s["lora_targets"] = lora_targets(taker, "lora_target", target or ("all",), odd)
-        taker.note("additional_target", "modules trained in full beside the adapters are not in the estimate")
-    cutoff = taker.integer("cutoff_len", "seq_len", 1, 100_000_000)
-    if cutoff is None:
-        cutoff = DEFAULT_CUTOFF
-        taker.record("seq_len", cutoff, "default: cutoff_len = 2048")
-    s["seq_len"] = cutoff
-    # The model is loaded in the compute dtype: bf16/fp16 when those flags are on.
+    return s
+
+
+def _adapters(taker: Taker, odd: OddValues) -> dict[str, Any]:
+    """DoRA or not, the rank, alpha and target modules (LLaMA-Factory's defaults where absent)."""
+    s: dict[str, Any] = {}
+    if taker.flag("use_dora"):
+        s["method"] = "dora"
+        taker.record("method", "dora", "use_dora")
+    rank = taker.integer("lora_rank", "lora_rank", 1, 65_536)
+    if rank is None:
+        rank = DEFAULT_RANK
+        taker.record("lora_rank", rank, "default: lora_rank = 8")
+    alpha = taker.number("lora_alpha", "lora_alpha", 0.0, 1e6)
+    if alpha is None:
+        alpha = 2.0 * rank
+        taker.record("lora_alpha", alpha, "default: lora_alpha = 2 × lora_rank")
+    s["lora_rank"], s["lora_alpha"] = rank, alpha
+    target = taker.names("lora_target")
+    s["lora_targets"] = lora_targets(taker, "lora_target", target or ("all",), odd)
+    taker.note("additional_target", "modules trained in full beside the adapters are not in the estimate")
+    return s
+
+
+def _model_dtype(taker: Taker, autocast: str) -> dict[str, Any]:
+    """The model is loaded in the compute dtype: bf16/fp16 when those flags are on; pure_bf16
+    loads it in bf16 and trains without autocast."""
+    s: dict[str, Any] = {}
     pure = taker.flag("pure_bf16")
-    if pure or s["autocast"] == "bf16":
+    if pure or autocast == "bf16":
         s["model_dtype"] = "bf16"
-    elif s["autocast"] == "fp16":
+    elif autocast == "fp16":
         s["model_dtype"] = "fp16"
     if "model_dtype" in s:
         taker.record("model_dtype", s["model_dtype"], "pure_bf16" if pure else "bf16 / fp16 (compute dtype)")
     if pure:
         s["autocast"] = "none"
         s["adapter_dtype"] = "bf16"
+    return s
+
+
+def _memory_savers(taker: Taker) -> dict[str, Any]:
+    """Gradient checkpointing (on unless disabled), the attention kernel and Liger's chunked loss."""
+    s: dict[str, Any] = {}
     if taker.flag("disable_gradient_checkpointing"):
         s["checkpointing"] = False
         taker.record("checkpointing", False, "disable_gradient_checkpointing")
@@ -111,14 +150,10 @@ def read_llamafactory(document: dict[str, Any], where: str) -> RunConfig:
         s["checkpointing"] = True
         taker.record("checkpointing", True, "default: LLaMA-Factory enables gradient checkpointing")
     flash = taker.raw("flash_attn")
-    if flash in FLASH_ATTN:
+    if isinstance(flash, str) and flash in FLASH_ATTN:
         s["attention"] = FLASH_ATTN[flash]
         taker.record("attention", s["attention"], "flash_attn")
     if taker.flag("enable_liger_kernel"):
         s["chunked_loss"] = True
         taker.record("chunked_loss", True, "enable_liger_kernel")
-    taker.note("use_unsloth", "Unsloth's kernels use less memory than modelled")
-    if taker.raw("stage") not in (None, "sft", "pt"):
-        taker.note("stage", "preference and RL stages keep a reference or reward model: not modelled")
-    taker.irrelevant(*IRRELEVANT)
-    return finish(ConfigKind.LLAMA_FACTORY, taker, odd, model_ref, s)
+    return s

@@ -82,13 +82,13 @@ def read_torchtitan(document: dict[str, Any], where: str) -> RunConfig:
     s["seq_len"] = taker.integer("training.seq_len", "seq_len")
     optimizer = taker.raw("optimizer.name")
     if optimizer is not None:
-        if optimizer not in OPTIMIZERS:
+        if not isinstance(optimizer, str) or optimizer not in OPTIMIZERS:
             odd.add("optimizer.name", optimizer, "an optimizer the planner does not model")
         else:
             s["optimizer"] = OPTIMIZERS[optimizer]
             taker.record("optimizer", s["optimizer"], "optimizer.name")
     impl = taker.raw("optimizer.implementation")
-    if impl is not None and impl not in IMPLEMENTATIONS:
+    if impl is not None and (not isinstance(impl, str) or impl not in IMPLEMENTATIONS):
         raise taker.fail("optimizer.implementation", impl, "fused, foreach or for-loop")
     s["optimizer_impl"] = IMPLEMENTATIONS[impl or "fused"]
     source = "optimizer.implementation" if impl else "default: torchtitan's optimizer.implementation is fused"

@@ -90,7 +90,7 @@ def read_torchtune(document: dict[str, Any], where: str) -> RunConfig:
         taker.missing("seq_len", "tokenizer.max_seq_len is null: the longest sample decides; the plan's value is kept")
     dtype = taker.raw("dtype")
     if dtype is not None:
-        if dtype not in TORCHTUNE_DTYPES:
+        if not isinstance(dtype, str) or dtype not in TORCHTUNE_DTYPES:
             raise taker.fail("dtype", dtype, "bf16, fp32 or fp16")
         s["model_dtype"] = s["adapter_dtype"] = TORCHTUNE_DTYPES[dtype]
         s["autocast"] = "none"
