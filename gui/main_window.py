@@ -33,7 +33,7 @@ from core.plan import Accounting, Plan
 from core.presets import LESSON_EXAMPLES, default_plan
 from core.verdict import Mode
 from gui import colours, dialogs, plaintext, plan_tools
-from gui.chart import MemoryChart
+from gui.chart.widget import MemoryChart
 from gui.controller import PlanController
 from gui.diagnosis_controller import DiagnosisController
 from gui.display_state import Display, DisplayState

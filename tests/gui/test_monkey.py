@@ -31,7 +31,7 @@ from PySide6.QtWidgets import QAbstractSpinBox, QApplication, QCheckBox, QComboB
 from core.files import planfile
 from core.plan import Plan
 from core.units import GB, GiB
-from gui.chart import inference_bars, training_bars
+from gui.chart.geometry import inference_bars, training_bars
 from gui.forms.fields import CatalogueField, ChoiceField, CountField, FloatField, IntField, is_marked_invalid
 from gui.main_window import MainWindow
 from tests.gui.test_chart import heights
