@@ -17,7 +17,7 @@ EXIT_AFTER_PAINT = "VRAMPLAN_EXIT_AFTER_PAINT"
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    # The Diagnosis tab's worker process (gui.diagnosis_controller) is started with "spawn":
+    # The worker processes (gui.worker: diagnosis, searches) are started with "spawn":
     # in the frozen app that re-runs this executable, which must then become the worker.
     import multiprocessing
 

@@ -127,6 +127,7 @@ class MainWindow(QMainWindow):
         self.controller.undo_stack.cleanChanged.connect(self._clean_changed)
         self.document.pathChanged.connect(self._update_title)
         self.document.message.connect(lambda text: self.statusBar().showMessage(text, 4000))
+        self.diagnoser.failed.connect(lambda text: self.statusBar().showMessage(text, 8000))
         self.chart.bucketClicked.connect(self._bucket_clicked)
         self.chart.rankChanged.connect(
             lambda rank: self.arithmetic.show_estimate(self.controller.estimate.for_rank(rank))
