@@ -43,7 +43,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 def register_pdf_writer() -> None:
     """PDF reports are drawn with Qt; hand core's command line the writer when Qt imports."""
     try:
-        from gui.report_export import write_pdf
+        from gui.tools.report_export import write_pdf
     except ImportError:
         return  # the command says PDF needs the app's Qt
     from core.cli.extra import set_pdf_writer

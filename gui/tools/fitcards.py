@@ -25,8 +25,9 @@ from core.advice.fit import CardFit, cards_for, cheapest_fit, plan_on
 from core.estimate import VERDICT_LABELS, Estimate
 from core.files.report import VERDICT_COLOURS
 from gui import plaintext
-from gui.controller import PlanController
+from gui.display_state import Display
 from gui.format import Unit, hours, memory, money
+from gui.tools.context import ToolContext
 
 COLUMNS = ("GPU", "×", "Sharding", "Per GPU", "Capacity", "Verdict", "Time", "Price/GPU-h", "Cost", "Tokens/s")
 REFRESH_MS = 120
@@ -36,9 +37,10 @@ class LivePlanPanel(QWidget):
     """A panel that follows the current plan while it is shown: it refreshes when shown, and
     while shown a burst of edits is coalesced into one refresh; hidden, it does no work."""
 
-    def __init__(self, controller: PlanController, refresh_ms: int, parent: QWidget | None = None) -> None:
+    def __init__(self, context: ToolContext, refresh_ms: int, parent: QWidget | None = None) -> None:
         super().__init__(parent)
-        self.controller = controller
+        self.context = context
+        self.controller = controller = context.controller
         self._timer = QTimer(self)
         self._timer.setSingleShot(True)
         self._timer.setInterval(refresh_ms)
@@ -61,10 +63,10 @@ class LivePlanPanel(QWidget):
 class FitCardsPanel(LivePlanPanel):
     cardApplied = Signal(str, int)  # gpu id, count
 
-    def __init__(self, controller: PlanController, parent: QWidget | None = None) -> None:
-        super().__init__(controller, REFRESH_MS, parent)
+    def __init__(self, context: ToolContext, parent: QWidget | None = None) -> None:
+        super().__init__(context, REFRESH_MS, parent)
         self.setObjectName("fitCardsPanel")
-        self.unit: Unit = "GB"
+        self.unit: Unit = context.display.unit
         self.rows: tuple[CardFit, ...] = ()
         self.shown_rows: list[CardFit] = []
         layout = QVBoxLayout(self)
@@ -100,10 +102,15 @@ class FitCardsPanel(LivePlanPanel):
         hint = QLabel("Click a row to use that card and count (Edit → Undo takes it back).")
         hint.setObjectName("fitHint")
         layout.addWidget(hint)
+        context.display.changed.connect(self._display_changed)
 
     def set_unit(self, unit: Unit) -> None:
         self.unit = unit
         self._fill()
+
+    def _display_changed(self, display: Display) -> None:
+        if display.unit != self.unit:
+            self.set_unit(display.unit)
 
     def refresh(self) -> None:
         super().refresh()

@@ -13,8 +13,8 @@ from PySide6.QtGui import QFontDatabase
 from PySide6.QtWidgets import QCheckBox, QHBoxLayout, QLabel, QPlainTextEdit, QPushButton, QVBoxLayout, QWidget
 
 from core.advice.fit import FewestGpus, fewest_gpus
-from gui.controller import PlanController
-from gui.fitcards import LivePlanPanel
+from gui.tools.context import ToolContext
+from gui.tools.fitcards import LivePlanPanel
 
 REFRESH_MS = 150
 
@@ -22,8 +22,8 @@ REFRESH_MS = 150
 class FewestGpusPanel(LivePlanPanel):
     applied = Signal(int)  # the GPU count made the plan's
 
-    def __init__(self, controller: PlanController, parent: QWidget | None = None) -> None:
-        super().__init__(controller, REFRESH_MS, parent)
+    def __init__(self, context: ToolContext, parent: QWidget | None = None) -> None:
+        super().__init__(context, REFRESH_MS, parent)
         self.setObjectName("fewestGpusPanel")
         self.setAccessibleName("Fewest GPUs that fit")
         self.answer: FewestGpus | None = None
