@@ -10,11 +10,13 @@ from pathlib import Path
 from typing import Any
 
 from core.advice.diagnosis import DiagnosisReport, DiagnosisRequest, report
-from gui.worker.process import StopChannel
+from gui.tools.searches import CardsAnswer, CardsRequest, find_cards
+from gui.worker.process import StopChannel, report_progress
 
 SLOW_MICRO_BATCH = 7  # the plan whose diagnosis takes a minute
 SLOW_SECONDS = 60.0
 STUCK_MICRO_BATCH = 9  # the plan whose diagnosis never ends
+SEARCH_STEPS = 600  # a slow search's steps, a tenth of a second each
 
 
 def started_marker(parent_pid: int, kind: str = "slow") -> Path:
@@ -48,6 +50,16 @@ def dies_at_start(_conn: Any, _channel: StopChannel) -> None:
     """A worker process that ends before it can run anything (as a script without a main guard
     breaks a spawned process)."""
     os._exit(3)
+
+
+def slow_search(request: CardsRequest) -> CardsAnswer:
+    """Which cards fit, after a minute of pure Python that reports its progress."""
+    for step in range(SEARCH_STEPS):
+        report_progress(step, SEARCH_STEPS)
+        end = time.monotonic() + 0.1
+        while time.monotonic() < end:
+            pass
+    return find_cards(request)
 
 
 def wait_for_a_stop(channel: StopChannel, ready: Any) -> None:
