@@ -177,14 +177,6 @@ class MemoryChart(QWidget):
         bold.setBold(True)
         self._total_labels: list[ChartLabel] = [self.labels.add((0.5, 1.0), bold) for _ in range(MAX_BARS)]
 
-    @property
-    def capacity_text(self) -> str:
-        return self.legend.capacity_text
-
-    @property
-    def usable_text(self) -> str:
-        return self.legend.usable_text
-
     # ---- settings ------------------------------------------------------------------
     def set_mode(self, mode: Mode) -> None:
         if mode != self.mode:

@@ -28,6 +28,7 @@ This module runs in the worker process: it imports neither Qt nor the rest of th
 from __future__ import annotations
 
 import _thread
+import contextlib
 import gc
 import multiprocessing
 import os
@@ -156,18 +157,11 @@ class WorkerProcess:
         child_end.close()
         threading.Thread(target=self._read, name=f"vramplan-{name}-reader", daemon=True).start()
 
-    @property
-    def pid(self) -> int | None:
-        return self.process.pid
-
-    def send(self, job: int, run: Callable[[Any], Any], request: object) -> bool:
-        """Hand the worker job number ``job``; False if it has gone (its LOST message follows)."""
+    def send(self, job: int, run: Callable[[Any], Any], request: object) -> None:
+        """Hand the worker job number ``job``. If it has gone, its LOST message follows anyway."""
         payload = pickle.dumps((run, request))  # a job that cannot be sent fails here, in the caller
-        try:
+        with contextlib.suppress(OSError, ValueError):  # a broken pipe, or closed by the reader
             self._conn.send((job, payload))
-        except (OSError, ValueError):  # a broken pipe, or closed by the reader
-            return False
-        return True
 
     def kill(self) -> None:
         """End the process now, whatever it is doing (a job stuck where no interrupt reaches)."""

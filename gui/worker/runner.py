@@ -72,7 +72,6 @@ class _Job:
     run: Callable[[Any], Any]
     number: int = field(default_factory=lambda: next(_JOB_NUMBERS))
     tries: int = 1
-    started: bool = False
     stop_asked: bool = False
     progress: tuple[int, int] | None = None  # a thread job's (done, total)
 
@@ -130,6 +129,7 @@ class _Lane(QObject):
 
     def close(self) -> None:
         self.queue.clear()
+        self.current = None
         if self.worker is not None:
             self.worker.kill()
             self.worker = None
@@ -139,7 +139,6 @@ class _Lane(QObject):
             return
         job = self.queue.popleft()
         self.current = job
-        job.started = True
         with contextlib.suppress(RuntimeError):  # its runner is gone: the job still ends
             job.runner._job_started(job)
         if self.threads:
