@@ -1,109 +1,35 @@
 """Runs the diagnosis beside the plan controller, off the GUI thread, the latest plan winning.
 
 Diagnosis, both memory curves and the limit searches estimate dozens of modified plans (tens
-of milliseconds of pure Python); :func:`core.advice.diagnosis.report` does them in a worker, never
-on the GUI thread. The worker is a separate process: a thread would hold the interpreter
-lock while it computes and make the window wait for it at every edit. A request names
-everything the answer depends on (plan, mode, pins, picked symptom). At most one job runs;
-a request made meanwhile replaces any waiting one, and a finished job is announced only if
-its request is still the latest, so a burst of edits gives one answer for the last plan.
-A job whose request is no longer the latest is stopped in the worker (gui.diagnosis_worker)
-rather than left to finish: its answer would be thrown away, and it would compete with the
-edit that made it old for the machine's cores.
+of milliseconds of pure Python); :func:`core.advice.diagnosis.report` does them in the
+"diagnosis" worker process of :class:`gui.worker.runner.LatestJobRunner`, never on the GUI
+thread. A request names everything the answer depends on (plan, mode, pins, picked
+symptom). Edits are coalesced for :data:`SETTLE_MS` into one request; a job whose plan has
+changed meanwhile is stopped at once, at the edit, rather than left to compete with it for
+the machine's cores; a finished job is announced only if its request is still the latest.
 The answer arrives as one signal, :attr:`DiagnosisController.diagnosed`, in the GUI thread;
 the Diagnosis tab only renders it.
 """
 
 from __future__ import annotations
 
-import contextlib
-import gc
-import itertools
-import multiprocessing
-import threading
 from collections.abc import Callable
-from concurrent.futures import Executor, Future, ProcessPoolExecutor, ThreadPoolExecutor
-from concurrent.futures.process import BrokenProcessPool
-from typing import Literal, TypeVar
 
 from PySide6.QtCore import QObject, QTimer, Signal
 
 from core.advice.diagnosis import DiagnosisReport, DiagnosisRequest, Failure, Pin, report
 from gui.controller import PlanController
-from gui.diagnosis_worker import JobStopped, StopChannel, run_job, start_worker
 from gui.display_state import Display, DisplayState
+from gui.worker.runner import JobFailed, LatestJobRunner, Worker
 
 __all__ = ["DiagnosisController", "DiagnosisReport", "DiagnosisRequest", "run_request"]
 
 # Coalesces a burst of edits (typing, a spin box held down) into one request.
 SETTLE_MS = 120
+# A diagnosis takes tens of milliseconds to a second or two; one still running after this is
+# stuck, and its worker is killed (the window says so; the next edit asks again).
+DEADLINE_S = 30.0
 run_request = report  # the work itself, pure: core.advice.diagnosis.report
-
-Worker = Literal["process", "thread"]
-_PROCESS_POOL: ProcessPoolExecutor | None = None
-_STOP_CHANNELS: dict[Executor, StopChannel] = {}  # how to stop a job in a pool's worker process
-_JOB_NUMBERS = itertools.count(1)  # every controller's jobs share the one worker process
-# Set when the worker process could not run (a script without an ``if __name__ == "__main__"``
-# guard re-runs itself in a spawned process and breaks it): this session then uses threads.
-_PROCESSES_BROKEN = False
-
-
-_T = TypeVar("_T")
-_paused_lock = threading.Lock()
-_paused_threads = 0
-_enabled_before = True
-
-
-def _collector_paused(function: Callable[..., _T], *args: object) -> _T:
-    """``function(*args)`` off the GUI thread with Python's cycle collector paused.
-
-    A collection runs in whichever thread allocates when it is due. Run in a worker thread,
-    it may free a Qt object left in a reference cycle (a closed window, a dialog), and
-    destroying a QObject off the GUI thread takes Qt's lock and then waits for the
-    interpreter lock the GUI thread holds while it waits for Qt's lock: both stop for good
-    (a test hung so). Paused here, cycles are collected in the GUI thread once the job ends.
-    """
-    global _paused_threads, _enabled_before
-    with _paused_lock:
-        if _paused_threads == 0:
-            _enabled_before = gc.isenabled()  # off for good where gui.collector runs it
-            gc.disable()
-        _paused_threads += 1
-    try:
-        return function(*args)
-    finally:
-        with _paused_lock:
-            _paused_threads -= 1
-            if _paused_threads == 0 and _enabled_before:
-                gc.enable()
-
-
-class _WorkerLost(Exception):
-    """The worker process died: the request is run again in a thread."""
-
-
-def _process_pool() -> ProcessPoolExecutor:
-    """One worker process for the application, started at the first diagnosis. "spawn":
-    a fork of a process running Qt is unsafe, and the frozen app supports it
-    (multiprocessing.freeze_support in gui.launcher)."""
-    global _PROCESS_POOL
-    if _PROCESS_POOL is None:
-        context = multiprocessing.get_context("spawn")
-        channel = StopChannel(context)
-        _PROCESS_POOL = ProcessPoolExecutor(
-            max_workers=1, mp_context=context, initializer=start_worker, initargs=(channel,)
-        )
-        _STOP_CHANNELS[_PROCESS_POOL] = channel
-    return _PROCESS_POOL
-
-
-def _drop_process_pool(pool: Executor) -> None:
-    global _PROCESS_POOL, _PROCESSES_BROKEN
-    _PROCESSES_BROKEN = True
-    _STOP_CHANNELS.pop(pool, None)
-    if pool is _PROCESS_POOL:
-        _PROCESS_POOL = None
-        pool.shutdown(wait=False, cancel_futures=True)
 
 
 class DiagnosisController(QObject):
@@ -114,7 +40,7 @@ class DiagnosisController(QObject):
     """
 
     diagnosed = Signal(object)  # DiagnosisReport, for the latest request only
-    _finished = Signal(object, object)  # (request, report or exception), from the worker
+    failed = Signal(str)  # the latest diagnosis ended without an answer, and why (for the status bar)
 
     def __init__(
         self,
@@ -131,20 +57,15 @@ class DiagnosisController(QObject):
         self.symptom: Failure | None = None
         self.report: DiagnosisReport | None = None
         self.active = False
-        self.runs = 0  # jobs started; tests read it to check the coalescing
-        self.stopped = 0  # jobs stopped in the worker because their plan had changed
-        self.run: Callable[[DiagnosisRequest], DiagnosisReport] = run_request
-        self._worker = worker
-        self._thread_pool: ThreadPoolExecutor | None = None
-        self._running: DiagnosisRequest | None = None
-        self._running_job = 0  # its number in the worker process, 0 when it cannot be stopped
-        self._stop_channel: StopChannel | None = None
-        self._waiting: DiagnosisRequest | None = None
+        self._jobs: LatestJobRunner[DiagnosisRequest, DiagnosisReport] = LatestJobRunner(
+            run_request, lane="diagnosis", deadline_s=DEADLINE_S, worker=worker, parent=self
+        )
+        self._jobs.finished.connect(self._on_finished)
+        self._jobs.failed.connect(self._on_failed)
         self._timer = QTimer(self)
         self._timer.setSingleShot(True)
         self._timer.setInterval(SETTLE_MS)
         self._timer.timeout.connect(self._submit_latest)
-        self._finished.connect(self._on_finished)
         plans.estimateChanged.connect(self._on_plan)
         display.changed.connect(self._on_display)
 
@@ -161,7 +82,26 @@ class DiagnosisController(QObject):
 
     @property
     def busy(self) -> bool:
-        return self._running is not None or self._waiting is not None or self._timer.isActive()
+        return self._jobs.busy or self._timer.isActive()
+
+    @property
+    def runs(self) -> int:
+        """Jobs started; tests read it to check the coalescing."""
+        return self._jobs.runs
+
+    @property
+    def stopped(self) -> int:
+        """Jobs stopped in the worker because their plan had changed."""
+        return self._jobs.stopped
+
+    @property
+    def run(self) -> Callable[[DiagnosisRequest], DiagnosisReport]:
+        """The work itself (tests substitute it)."""
+        return self._jobs.run
+
+    @run.setter
+    def run(self, function: Callable[[DiagnosisRequest], DiagnosisReport]) -> None:
+        self._jobs.run = function
 
     # ---- writing -------------------------------------------------------------------
     def set_active(self, on: bool) -> None:
@@ -187,15 +127,14 @@ class DiagnosisController(QObject):
             self._submit_latest()
 
     def shutdown(self) -> None:
-        """Stop this controller's thread, if it has one (the shared process stays)."""
+        """No more work for this controller (the shared worker process stays)."""
         self._timer.stop()
-        if self._thread_pool is not None:
-            self._thread_pool.shutdown(wait=True, cancel_futures=True)
-            self._thread_pool = None
+        self._jobs.shutdown()
 
     # ---- reacting ------------------------------------------------------------------
     def _on_plan(self, _estimate: object) -> None:
-        self._stop_stale_job()
+        if self._jobs.running is not None:
+            self._jobs.stop_unless(self.latest)  # its answer would be thrown away
         if self.active and self.stale:
             self._timer.start()  # restarts: a burst of edits gives one request
 
@@ -207,78 +146,16 @@ class DiagnosisController(QObject):
         request = self.latest
         if self.report is not None and self.report.request == request:
             return
-        if self._running is not None:
-            if self._running != request:
-                self._waiting = request  # replaces any older waiting request
-                self._stop_stale_job()
-            return
-        self._start(request)
+        self._jobs.submit(request)
 
-    def _stop_stale_job(self) -> None:
-        """The running job is for an older request: stop it, its answer would be thrown away."""
-        if self._running_job and self._running != self.latest and self._stop_channel is not None:
-            self._stop_channel.stop(self._running_job)
-            self._running_job = 0  # asked once
-
-    def _pool(self) -> Executor:
-        if self._worker == "process" and not _PROCESSES_BROKEN:
-            return _process_pool()
-        if self._thread_pool is None:
-            self._thread_pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="diagnosis")
-            pool = self._thread_pool  # not self: the Python wrapper may outlive the C++ object
-            self.destroyed.connect(lambda *_: pool.shutdown(wait=False, cancel_futures=True))
-        return self._thread_pool
-
-    def _start(self, request: DiagnosisRequest) -> None:
-        self._running = request
-        self._waiting = None
-        self.runs += 1
-        pool = self._pool()
-        self._stop_channel = _STOP_CHANNELS.get(pool)
-        if self._stop_channel is not None:
-            self._running_job = next(_JOB_NUMBERS)
-            future = pool.submit(run_job, self._running_job, self.run, request)
-        else:
-            self._running_job = 0  # a thread cannot be stopped: it runs to its end
-            future = pool.submit(_collector_paused, self.run, request)
-        future.add_done_callback(lambda done: _collector_paused(self._done, pool, request, done))
-
-    def _done(self, pool: Executor, request: DiagnosisRequest, future: Future[DiagnosisReport]) -> None:
-        # In a thread of the pool's own. The signal is queued to the GUI thread, where self lives.
-        outcome: object
-        try:
-            outcome = future.result()
-        except BrokenProcessPool:
-            _drop_process_pool(pool)
-            outcome = _WorkerLost()
-        except JobStopped as stopped:  # a BaseException: not caught below
-            outcome = stopped
-        except Exception as error:  # handed to the GUI thread, which raises it there
-            outcome = error
-        with contextlib.suppress(RuntimeError):  # the window closed meanwhile: nobody is waiting
-            self._finished.emit(request, outcome)
-
-    def _on_finished(self, request: DiagnosisRequest, outcome: object) -> None:
-        self._running = None
-        self._running_job = 0
-        waiting, self._waiting = self._waiting, None
-        if isinstance(outcome, JobStopped):
-            self.stopped += 1
-            if waiting is not None:
-                self._start(waiting)
-            return
-        if isinstance(outcome, _WorkerLost):
-            self._start(waiting or request)  # in a thread from now on
-            return
-        if isinstance(outcome, Exception):
-            if waiting is not None:
-                self._start(waiting)
-            raise outcome  # to the crash handler, like any slot's error
-        assert isinstance(outcome, DiagnosisReport)
-        if waiting is not None and waiting != request:
-            self._start(waiting)  # a newer request: this answer is already old
-            return
+    def _on_finished(self, request: DiagnosisRequest, answer: DiagnosisReport) -> None:
         if request != self.latest:
+            return  # the plan changed since, and its request is on its way
+        self.report = answer
+        self.diagnosed.emit(answer)
+
+    def _on_failed(self, _request: DiagnosisRequest, error: BaseException) -> None:
+        if isinstance(error, JobFailed):
+            self.failed.emit(f"The diagnosis {error}; it runs again at the next change.")
             return
-        self.report = outcome
-        self.diagnosed.emit(outcome)
+        raise error  # a bug in the diagnosis: to the crash handler, like any slot's error

@@ -17,7 +17,7 @@ EXIT_AFTER_PAINT = "VRAMPLAN_EXIT_AFTER_PAINT"
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    # The Diagnosis tab's worker process (gui.diagnosis_controller) is started with "spawn":
+    # The worker processes (gui.worker: diagnosis, searches) are started with "spawn":
     # in the frozen app that re-runs this executable, which must then become the worker.
     import multiprocessing
 
@@ -43,7 +43,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 def register_pdf_writer() -> None:
     """PDF reports are drawn with Qt; hand core's command line the writer when Qt imports."""
     try:
-        from gui.report_export import write_pdf
+        from gui.tools.report_export import write_pdf
     except ImportError:
         return  # the command says PDF needs the app's Qt
     from core.cli.report import set_pdf_writer

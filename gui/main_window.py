@@ -19,6 +19,7 @@ from PySide6.QtWidgets import (
     QGridLayout,
     QLabel,
     QMainWindow,
+    QMenu,
     QPushButton,
     QScrollArea,
     QTabWidget,
@@ -32,8 +33,9 @@ from core.files.measurement import Measurement, load_measurement
 from core.plan import Accounting, Plan
 from core.presets import LESSON_EXAMPLES, default_plan
 from core.verdict import Mode
-from gui import collector, colours, dialogs, plaintext, plan_tools
-from gui.chart import MemoryChart
+from gui import collector, colours, dialogs, plaintext
+from gui.actions import make_action
+from gui.chart.widget import MemoryChart
 from gui.controller import PlanController
 from gui.diagnosis_controller import DiagnosisController
 from gui.display_state import Display, DisplayState
@@ -57,6 +59,8 @@ from gui.panels.verdict import VerdictPanel
 from gui.settings import Settings
 from gui.theme import apply_theme
 from gui.toolbar import add_follower as toolbar_follower
+from gui.tools.context import ToolContext
+from gui.tools.menu import PlanTools
 
 APP_NAME = "VRAM Planner"
 # Side docks: least widths that keep every form row and the tab names readable, and the share
@@ -128,6 +132,7 @@ class MainWindow(QMainWindow):
         self.controller.undo_stack.cleanChanged.connect(self._clean_changed)
         self.document.pathChanged.connect(self._update_title)
         self.document.message.connect(lambda text: self.statusBar().showMessage(text, 4000))
+        self.diagnoser.failed.connect(lambda text: self.statusBar().showMessage(text, 8000))
         self.chart.bucketClicked.connect(self._bucket_clicked)
         self.chart.rankChanged.connect(
             lambda rank: self.arithmetic.show_estimate(self.controller.estimate.for_rank(rank))
@@ -292,16 +297,7 @@ class MainWindow(QMainWindow):
         shortcut: QKeySequence.StandardKey | str | None = None,
         tip: str = "",
     ) -> QAction:
-        action = QAction(text, self)
-        action.triggered.connect(lambda _checked=False: slot())
-        if isinstance(shortcut, QKeySequence.StandardKey):
-            action.setShortcuts(shortcut)
-        elif shortcut:
-            action.setShortcut(QKeySequence(shortcut))
-        if tip:
-            action.setStatusTip(tip)
-            action.setToolTip(tip)
-        return action
+        return make_action(self, text, slot, shortcut, tip)
 
     def _build_actions(self) -> None:
         key = QKeySequence.StandardKey
@@ -398,12 +394,23 @@ class MainWindow(QMainWindow):
         view_menu.addSeparator()
         view_menu.addAction(self.plan_dock.toggleViewAction())
         view_menu.addAction(self.details_dock.toggleViewAction())
-        self.plan_tools = plan_tools.install(self, file_menu, view_menu)  # configs, reports, comparisons
+        self._add_tools(file_menu, view_menu)
         self.help_menu = bar.addMenu("&Help")
         self.help_menu.addAction(self._action("&How to read this window", self._how_to_read, "F1"))
         self.help_menu.addAction(self._action("&Keyboard shortcuts", self._shortcuts))
         self.help_menu.addSeparator()
         self.help_menu.addAction(self._action("&About VRAM Planner", self._about))
+
+    def _add_tools(self, file_menu: QMenu, view_menu: QMenu) -> None:
+        """Configs in, reports out, comparisons, the cards that fit, the fewest GPUs (gui.tools):
+        they are handed the controller, the document and the display state, never the window."""
+        context = ToolContext(self, self.controller, self.document, self.display)
+        tools = self.plan_tools = PlanTools(context, self, self.details_dock)
+        file_menu.insertAction(self.save_action, tools.open_config_action)
+        file_menu.insertActions(self.quit_action, [tools.export_report_action, tools.copy_markdown_action])
+        file_menu.insertSeparator(self.quit_action)
+        view_menu.addSeparator()
+        view_menu.addActions([tools.compare_action, tools.fit_action, tools.fewest_action])
 
     def _build_toolbar(self) -> None:
         toolbar = self.addToolBar("Main")

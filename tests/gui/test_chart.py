@@ -16,7 +16,8 @@ from core.estimate import VERDICT_LABELS
 from core.files.measurement import load_measurement
 from core.plan import METHOD_LABELS
 from core.units import GB, GiB
-from gui.chart import SERIES_COLOURS, MemoryChart
+from gui.chart.geometry import SERIES_COLOURS
+from gui.chart.widget import MemoryChart
 from gui.main_window import MainWindow
 
 

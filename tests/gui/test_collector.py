@@ -40,7 +40,7 @@ def test_the_timer_collects_what_the_automatic_collector_would(window: MainWindo
 
 
 def test_a_diagnosis_job_leaves_collection_off(window: MainWindow, qtbot: Any) -> None:
-    from gui.diagnosis_controller import _collector_paused
+    from gui.worker.process import collector_paused
 
-    assert _collector_paused(lambda: gc.isenabled()) is False
+    assert collector_paused(lambda: gc.isenabled()) is False
     assert not gc.isenabled()  # the pause restores the state it found, not "on"

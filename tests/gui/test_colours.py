@@ -6,7 +6,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import core.colours
-from gui import chart, colours
+from gui import colours
+from gui.chart import geometry as chart
 
 ROOT = Path(__file__).resolve().parents[2]
 HOMES = {ROOT / "gui" / "colours.py", ROOT / "core" / "colours.py"}

@@ -11,8 +11,8 @@ from core.files import comparison as comparison_file
 from core.files.planfile import save as save_plan
 from core.plan import Method
 from gui import dialogs
-from gui.compare import CURRENT, ComparePanel
 from gui.main_window import MainWindow
+from gui.tools.compare import CURRENT, ComparePanel
 from tests.core.test_compare import four_plans
 
 

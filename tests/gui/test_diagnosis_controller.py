@@ -56,7 +56,7 @@ def test_a_hidden_tab_asks_for_nothing_and_a_new_mode_asks_again(qtbot: Any) -> 
     plans = PlanController(default_plan())
     display = DisplayState()
     diagnoser = DiagnosisController(plans, display)
-    assert diagnoser._worker == "process"
+    assert diagnoser._jobs.worker == "process"
     plans.set_plan(plans.plan.with_workload(micro_batch=3))
     qtbot.wait(200)
     assert diagnoser.runs == 0  # inactive: no work
@@ -94,28 +94,20 @@ def test_an_error_in_the_worker_reaches_the_gui_thread(qtbot: Any) -> None:
     diagnoser.shutdown()
 
 
-def test_a_dead_worker_process_falls_back_to_a_thread(qtbot: Any, monkeypatch: Any) -> None:
+def test_a_worker_process_that_cannot_start_falls_back_to_a_thread(qtbot: Any, monkeypatch: Any) -> None:
     """A script without a main guard breaks a spawned worker; the tab must still answer."""
-    from concurrent.futures import Future, ThreadPoolExecutor
-    from concurrent.futures.process import BrokenProcessPool
+    import gui.worker.runner as runner
 
-    import gui.diagnosis_controller as module
-
-    class DeadPool(ThreadPoolExecutor):
-        def submit(self, *_args: Any, **_kwargs: Any) -> Future[Any]:
-            future: Future[Any] = Future()
-            future.set_exception(BrokenProcessPool("the worker died"))
-            return future
-
-    monkeypatch.setattr(module, "_PROCESS_POOL", DeadPool(max_workers=1))
-    monkeypatch.setattr(module, "_PROCESSES_BROKEN", False)
+    monkeypatch.setattr(runner, "_LANES", {})  # lanes of this test's own, closed below
+    monkeypatch.setattr(runner, "WORKER_MAIN", worker_jobs.dies_at_start)
     diagnoser = DiagnosisController(PlanController(default_plan()), DisplayState())
     reports: list[DiagnosisReport] = []
     diagnoser.diagnosed.connect(reports.append)
     diagnoser.set_active(True)
-    qtbot.waitUntil(lambda: bool(reports), timeout=10_000)
-    assert module._PROCESSES_BROKEN and diagnoser.runs == 2  # the lost job, then again in a thread
+    qtbot.waitUntil(lambda: bool(reports), timeout=20_000)
+    assert runner._lane("diagnosis", "process").threads and diagnoser.runs == 2  # the lost job, then in a thread
     diagnoser.shutdown()
+    runner.shutdown_lanes()
 
 
 def test_a_job_for_a_changed_plan_is_stopped_in_the_worker_process(qtbot: Any) -> None:

@@ -22,9 +22,9 @@ from PySide6.QtGui import QHelpEvent
 from PySide6.QtWidgets import QApplication, QToolBar, QToolButton, QToolTip, QWidget
 
 from core.plan import Strategy
-from gui.diagnosis_worker import StopChannel
 from gui.layout import LayoutFence
 from gui.main_window import MainWindow
+from gui.worker.process import StopChannel
 from tests.gui import worker_jobs
 
 

@@ -9,9 +9,9 @@ import pytest
 
 from core.dtypes import Quant
 from core.plan import Method
-from gui import open_config
 from gui.main_window import MainWindow
-from gui.open_config import RunConfigDialog
+from gui.tools import open_config
+from gui.tools.open_config import RunConfigDialog
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "runconfigs"
 
@@ -72,7 +72,9 @@ def test_outside_text_is_plain_and_unknown_keys_are_listed(window: MainWindow, q
 
 def test_a_pickle_is_refused_with_a_message(window: MainWindow, fake_dialogs: Any) -> None:
     before = window.controller.plan
-    assert not open_config.open_training_config(window, str(DATA / "malformed" / "training_args.bin"))
+    assert not open_config.open_training_config(
+        window.plan_tools.context, str(DATA / "malformed" / "training_args.bin")
+    )
     assert "pickle" in fake_dialogs.errors()[0] and window.controller.plan == before
 
 

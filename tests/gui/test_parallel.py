@@ -162,6 +162,7 @@ def test_fewest_h100s_for_llama_70b_with_fsdp_at_8k_through_the_window(qtbot: An
     window.parallel_form.fewest.click()
     panel = window.plan_tools.fewest_panel
     assert panel is not None and panel.isVisible()
+    qtbot.waitUntil(lambda: panel.answer is not None and not panel.searching, timeout=30_000)  # in the worker
     answer = fewest_gpus(plan)  # the core's answer for the plan the widgets made
     found = answer.found
     assert found is not None, answer.summary()

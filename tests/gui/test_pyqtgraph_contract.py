@@ -1,5 +1,6 @@
-"""gui/chart.py overrides and calls private pyqtgraph members. If pyqtgraph renames or stops
-calling them, the chart would silently fall back to slow paths or break: fail loudly here."""
+"""gui/chart/ (axis.py, items.py, legend.py) overrides and calls private pyqtgraph members. If
+pyqtgraph renames or stops calling them, the chart would silently fall back to slow paths or
+break: fail loudly here."""
 
 from __future__ import annotations
 
@@ -10,9 +11,10 @@ import pyqtgraph as pg
 import pytest
 from PySide6.QtGui import QPainter, QPicture
 
-from gui.chart import _Axis, _Bars
+from gui.chart.axis import ChartAxis as _Axis
+from gui.chart.items import Bars as _Bars
 
-# The private members gui/chart.py relies on (pyqtgraph 0.13, graphicsItems/AxisItem.py,
+# The private members gui/chart/ relies on (pyqtgraph 0.13, graphicsItems/AxisItem.py,
 # BarGraphItem.py, LegendItem.py).
 AXIS_MEMBERS = ("_updateLabel", "_adjustSize", "generateDrawSpecs", "drawPicture", "labelString", "setRange")
 BAR_MEMBERS = ("setOpts", "viewTransformChanged", "boundingRect")
@@ -48,7 +50,7 @@ def test_pyqtgraph_still_calls_the_overrides(qtbot: Any, monkeypatch: Any) -> No
     legend = pg.LegendItem()
     sample = pg.PlotDataItem()
     legend.addItem(sample, "a label")
-    [(item, label)] = legend.items  # gui/chart.py reads (sample, label) pairs and item.item
+    [(item, label)] = legend.items  # gui/chart/legend.py reads (sample, label) pairs and item.item
     assert item.item is sample and label.text == "a label"
 
 

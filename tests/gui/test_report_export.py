@@ -10,8 +10,8 @@ from PySide6.QtGui import QGuiApplication
 
 from core.advice.compare import compare
 from core.files.report import build_report, report_for_comparison
-from gui import report_export
 from gui.main_window import MainWindow
+from gui.tools import report_export
 from tests.core.test_compare import four_plans
 
 

@@ -52,5 +52,10 @@ def test_vllm_figures_come_from_the_estimate(window: MainWindow) -> None:
     xs, ys = speed.total_curve.getData()
     assert list(xs) == [p.concurrent for p in inf.speed.curve]
     assert list(ys) == pytest.approx([p.total_tokens_per_s for p in inf.speed.curve])
-    assert window.chart.bars()[0].label == f"vllm pool: {inf.kv_cache_tokens:,} tokens"
-    assert window.chart.bars()[0].total_bytes == inf.footprint_bytes
+    # The bar is what the verdict judges (issue 26, item 4): the requests running at once.
+    plan = window.controller.plan.inference
+    assert (
+        window.chart.bars()[0].label
+        == f"{min(plan.concurrent, inf.max_concurrent):,} × {plan.context:,} tokens at once"
+    )
+    assert window.chart.bars()[0].total_bytes == inf.total_bytes

@@ -1,9 +1,10 @@
 """Tools → Fewest GPUs that fit: the fewest of the plan's card on which some split fits, with
 the hours and cost for the plan's token budget and the arithmetic that found them.
 
-The answer is :func:`core.advice.fit.fewest_gpus`'s; this panel only shows it. "Apply" makes the
-found count and split the plan's (one undoable edit). While hidden it does no work; while
-shown, bursts of edits are coalesced into one search.
+The answer is :func:`core.advice.fit.fewest_gpus`'s, found in the worker process
+(:func:`gui.tools.searches.find_fewest`, with Cancel); this panel only shows it. "Apply"
+makes the found count and split the plan's (one undoable edit). While hidden it does no
+work; while shown, bursts of edits are coalesced into one search.
 """
 
 from __future__ import annotations
@@ -12,21 +13,22 @@ from PySide6.QtCore import Qt, Signal
 from PySide6.QtGui import QFontDatabase
 from PySide6.QtWidgets import QCheckBox, QHBoxLayout, QLabel, QPlainTextEdit, QPushButton, QVBoxLayout, QWidget
 
-from core.advice.fit import FewestGpus, fewest_gpus
-from gui.controller import PlanController
-from gui.fitcards import LivePlanPanel
+from gui.tools.context import ToolContext
+from gui.tools.live import SearchPanel
+from gui.tools.searches import FewestAnswer, FewestRequest, find_fewest
 
 REFRESH_MS = 150
 
 
-class FewestGpusPanel(LivePlanPanel):
+class FewestGpusPanel(SearchPanel):
     applied = Signal(int)  # the GPU count made the plan's
 
-    def __init__(self, controller: PlanController, parent: QWidget | None = None) -> None:
-        super().__init__(controller, REFRESH_MS, parent)
+    def __init__(self, context: ToolContext, parent: QWidget | None = None) -> None:
+        texts = ("Apply uses this count and split (Edit → Undo takes it back).", "Trying GPU counts…", "")
+        super().__init__(context, find_fewest, REFRESH_MS, texts, parent)
         self.setObjectName("fewestGpusPanel")
         self.setAccessibleName("Fewest GPUs that fit")
-        self.answer: FewestGpus | None = None
+        self.answer: FewestAnswer | None = None
         layout = QVBoxLayout(self)
         layout.setContentsMargins(8, 8, 8, 8)
         self.summary = QLabel()
@@ -54,29 +56,38 @@ class FewestGpusPanel(LivePlanPanel):
         self.arithmetic.setLineWrapMode(QPlainTextEdit.LineWrapMode.WidgetWidth)
         self.arithmetic.setFont(QFontDatabase.systemFont(QFontDatabase.SystemFont.FixedFont))
         layout.addWidget(self.arithmetic, 1)
+        layout.addWidget(self.progress)
         buttons = QHBoxLayout()
         self.apply_button = QPushButton("&Apply")
         self.apply_button.setObjectName("fewestApply")
         self.apply_button.setAccessibleName("Use this GPU count and split")
         self.apply_button.setToolTip("Make this count and split the plan's (Edit → Undo takes it back)")
+        self.apply_button.setEnabled(False)
         self.apply_button.clicked.connect(self.apply)
         buttons.addWidget(self.apply_button)
         buttons.addStretch(1)
         layout.addLayout(buttons)
 
+    def request(self) -> FewestRequest:
+        return FewestRequest(self.controller.plan, self.model_parallel.isChecked())
+
     def refresh(self) -> None:
+        self.apply_button.setEnabled(False)  # until the answer for this plan is in
         super().refresh()
-        plan = self.controller.plan
-        self.answer = fewest_gpus(plan, model_parallel=self.model_parallel.isChecked())
-        found = self.answer.found
-        self.summary.setText(self.answer.summary())
-        self.arithmetic.setPlainText("\n".join(self.answer.arithmetic()))
-        self.apply_button.setEnabled(found is not None and found.plan != plan)
+        if not self.searching and self.answer is not None:
+            self.show_answer(self.answer)  # the answer shown is for this plan already
+
+    def show_answer(self, answer: FewestAnswer) -> None:
+        self.summary.setText(answer.summary)
+        self.arithmetic.setPlainText("\n".join(answer.arithmetic))
+        found = answer.found_plan
+        self.apply_button.setEnabled(found is not None and found != self.controller.plan)
 
     def apply(self) -> None:
-        found = self.answer.found if self.answer is not None else None
-        if found is None:
+        answer = self.answer
+        if answer is None or answer.found_plan is None or answer.request.plan != self.controller.plan:
             return
-        error = self.controller.set_plan(found.plan, text=f"Use {found.count} GPUs ({found.layout})")
+        text = f"Use {answer.found_count} GPUs ({answer.found_layout})"
+        error = self.controller.set_plan(answer.found_plan, text=text)
         if error is None:
-            self.applied.emit(found.count)
+            self.applied.emit(answer.found_count)

@@ -9,7 +9,6 @@ Applying is one undoable step. Everything from the file is shown as plain text.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from PySide6.QtWidgets import (
     QAbstractItemView,
@@ -38,9 +37,7 @@ from core.files.runconfig import (
 )
 from core.plan import Plan
 from gui import colours, dialogs, plaintext
-
-if TYPE_CHECKING:
-    from gui.main_window import MainWindow
+from gui.tools.context import ToolContext
 
 TRAINING_CONFIG_FILTER = (
     "Training configs (*.json *.yaml *.yml *.toml);;PEFT adapter_config.json (adapter_config.json);;All files (*)"
@@ -185,31 +182,32 @@ def run_dialog(dialog: RunConfigDialog) -> bool:
     return dialog.exec() == QDialog.DialogCode.Accepted
 
 
-def open_training_config(window: MainWindow, path: str | None = None) -> bool:
+def open_training_config(context: ToolContext, path: str | None = None) -> bool:
     """File → Open training config…: read, show, and apply as one undoable edit."""
+    parent, controller = context.parent, context.controller
     if path is None:
-        path = dialogs.open_file(window, "Open training config", TRAINING_CONFIG_FILTER, window.document.folder())
+        path = dialogs.open_file(parent, "Open training config", TRAINING_CONFIG_FILTER, context.document.folder())
     if not path:
         return False
     try:
         run = load_run_config(path)
         choice = resolve_model(run)
     except (PlanFileError, PlanError) as error:
-        dialogs.error(window, "Cannot read the training config", str(error))
+        dialogs.error(parent, "Cannot read the training config", str(error))
         return False
-    dialog = RunConfigDialog(run, choice, window.controller.plan, window)
+    dialog = RunConfigDialog(run, choice, controller.plan, parent)
     try:
         if not run_dialog(dialog):
             return False
         plan = dialog.plan()
     except (PlanFileError, PlanError) as error:
-        dialogs.error(window, "Cannot use the training config", str(error))
+        dialogs.error(parent, "Cannot use the training config", str(error))
         return False
     finally:
         dialog.deleteLater()
     text = plaintext.menu_text(f"Open training config {Path(path).name}")
-    refused = window.controller.set_plan(plan, key="", text=text)
+    refused = controller.set_plan(plan, key="", text=text)
     if refused is not None:
-        dialogs.error(window, "Cannot use the training config", str(refused))
+        dialogs.error(parent, "Cannot use the training config", str(refused))
         return False
     return True

@@ -9,8 +9,6 @@ a report. All figures come from :mod:`core.advice.compare`; this module only lay
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from PySide6.QtCore import QByteArray, QRectF, QSize, Qt, QTimer, Signal
 from PySide6.QtGui import QBrush, QColor, QFont, QPainter, QPaintEvent, QShowEvent, QUndoCommand
 from PySide6.QtSvg import QSvgRenderer
@@ -36,13 +34,11 @@ from core.estimate import Estimate
 from core.files import comparison as comparison_file
 from core.files.report import VERDICT_COLOURS, Report, chart_svg, report_for_comparison
 from core.plan import Plan
-from gui import dialogs, plaintext, report_export
-from gui.controller import PlanController
+from gui import dialogs, plaintext
+from gui.display_state import Display
 from gui.format import Unit, hours, memory, money
-
-if TYPE_CHECKING:
-    from gui.main_window import MainWindow
-
+from gui.tools import report_export
+from gui.tools.context import ToolContext
 
 COMPARISON_FILTER = "VRAM Planner comparisons (*.json);;All files (*)"
 PLANS_FILTER = "VRAM Planner plans or comparisons (*.json);;All files (*)"
@@ -110,48 +106,19 @@ def _cell(row: Row, value: float | str, unit: Unit) -> str:
 class ComparePanel(QWidget):
     comparisonChanged = Signal(object)  # Comparison | None
 
-    def __init__(self, controller: PlanController, main_window: MainWindow | None = None) -> None:
-        super().__init__()
+    def __init__(self, context: ToolContext, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
         self.setObjectName("comparePanel")
-        self.controller = controller
-        self.main_window = main_window
-        self.unit: Unit = "GB"
+        self.context = context
+        self.controller = controller = context.controller
+        self.unit: Unit = context.display.unit
         self.pinned: list[tuple[str, Plan]] = []
         self.comparison: Comparison | None = None
         self._pin_count = 0
 
         layout = QVBoxLayout(self)
         layout.setContentsMargins(8, 8, 8, 8)
-        buttons = QHBoxLayout()
-        self.pin_button = QPushButton("Pin current plan")
-        self.pin_button.setToolTip("Keep a copy of the plan as it is now; edit on and compare")
-        self.pin_button.clicked.connect(self.pin_current)
-        self.open_button = QPushButton("Open plan files…")
-        self.open_button.clicked.connect(self.open_files)
-        self.remove_button = QPushButton("Remove")
-        self.remove_button.setToolTip("Remove the selected plan (a column of the table)")
-        self.remove_button.clicked.connect(self.remove_selected)
-        self.use_button = QPushButton("Edit this plan")
-        self.use_button.setToolTip("Make the selected pinned plan the current plan")
-        self.use_button.clicked.connect(self.use_selected)
-        self.save_button = QPushButton("Save comparison…")
-        self.save_button.clicked.connect(self.save)
-        self.report_button = QPushButton("Export report…")
-        self.report_button.clicked.connect(self.export_report)
-        self.copy_button = QPushButton("Copy as Markdown")
-        self.copy_button.clicked.connect(self.copy_markdown)
-        for button in (
-            self.pin_button,
-            self.open_button,
-            self.remove_button,
-            self.use_button,
-            self.save_button,
-            self.report_button,
-            self.copy_button,
-        ):
-            buttons.addWidget(button)
-        buttons.addStretch(1)
-        layout.addLayout(buttons)
+        layout.addLayout(self._build_buttons())
         self.include_current = QCheckBox("Include the current plan, live")
         self.include_current.setChecked(True)
         self.include_current.toggled.connect(self.refresh)
@@ -185,7 +152,40 @@ class ComparePanel(QWidget):
         self._timer.setInterval(REFRESH_MS)
         self._timer.timeout.connect(self.refresh)
         controller.estimateChanged.connect(self._estimate_changed)
+        context.display.changed.connect(self._display_changed)
         self.refresh()
+
+    def _build_buttons(self) -> QHBoxLayout:
+        buttons = QHBoxLayout()
+        self.pin_button = QPushButton("Pin current plan")
+        self.pin_button.setToolTip("Keep a copy of the plan as it is now; edit on and compare")
+        self.pin_button.clicked.connect(self.pin_current)
+        self.open_button = QPushButton("Open plan files…")
+        self.open_button.clicked.connect(self.open_files)
+        self.remove_button = QPushButton("Remove")
+        self.remove_button.setToolTip("Remove the selected plan (a column of the table)")
+        self.remove_button.clicked.connect(self.remove_selected)
+        self.use_button = QPushButton("Edit this plan")
+        self.use_button.setToolTip("Make the selected pinned plan the current plan")
+        self.use_button.clicked.connect(self.use_selected)
+        self.save_button = QPushButton("Save comparison…")
+        self.save_button.clicked.connect(self.save)
+        self.report_button = QPushButton("Export report…")
+        self.report_button.clicked.connect(self.export_report)
+        self.copy_button = QPushButton("Copy as Markdown")
+        self.copy_button.clicked.connect(self.copy_markdown)
+        for button in (
+            self.pin_button,
+            self.open_button,
+            self.remove_button,
+            self.use_button,
+            self.save_button,
+            self.report_button,
+            self.copy_button,
+        ):
+            buttons.addWidget(button)
+        buttons.addStretch(1)
+        return buttons
 
     # ---- the plans -------------------------------------------------------------------
     def named_plans(self) -> list[tuple[str, Plan]]:
@@ -278,9 +278,9 @@ class ComparePanel(QWidget):
 
     def export_report(self) -> bool:
         report = self._report()
-        if report is None or self.main_window is None:
+        if report is None:
             return False
-        return report_export.export_report(self.main_window, report)
+        return report_export.export_report(self.context, report)
 
     def copy_markdown(self) -> str:
         report = self._report()
@@ -290,6 +290,10 @@ class ComparePanel(QWidget):
     def set_unit(self, unit: Unit) -> None:
         self.unit = unit
         self.refresh()
+
+    def _display_changed(self, display: Display) -> None:
+        if display.unit != self.unit:
+            self.set_unit(display.unit)
 
     def _estimate_changed(self, _estimate: Estimate) -> None:
         if self.include_current.isChecked() and self.isVisible():

@@ -13,7 +13,6 @@ import os
 import sys
 import tempfile
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from PySide6.QtCore import QByteArray, QMarginsF, QSize, QUrl
 from PySide6.QtGui import (
@@ -32,11 +31,8 @@ from PySide6.QtSvg import QSvgRenderer
 from core.errors import PlanFileError
 from core.files.planfile import atomic_write_text
 from core.files.report import FORMATS, Report, build_report, chart_svg, to_html, to_markdown
-from core.plan import Plan
 from gui import dialogs
-
-if TYPE_CHECKING:
-    from gui.main_window import MainWindow
+from gui.tools.context import ToolContext
 
 REPORT_FILTER = "HTML page (*.html);;PDF document (*.pdf);;Markdown (*.md);;CSV table (*.csv)"
 CHART_RESOURCE = "vramplan-chart.png"
@@ -147,19 +143,22 @@ def copy_markdown(report: Report) -> str:
     return text
 
 
-# ---- the main window's actions ------------------------------------------------------
-def _named_current(window: MainWindow) -> list[tuple[str, Plan]]:
-    name = Path(window.path).name.removesuffix(".json").removesuffix(".vramplan") if window.path else "Current plan"
-    return [(name, window.controller.plan)]
+# ---- the window's actions -------------------------------------------------------------
+def _stem(context: ToolContext, default: str) -> str:
+    path = context.document.path
+    return Path(path).name.removesuffix(".json").removesuffix(".vramplan") if path else default
 
 
-def export_report(window: MainWindow, report: Report | None = None) -> bool:
+def _current_report(context: ToolContext) -> Report:
+    return build_report([(_stem(context, "Current plan"), context.controller.plan)], unit=context.display.unit)
+
+
+def export_report(context: ToolContext, report: Report | None = None) -> bool:
     """File → Export report…: the current plan (or a comparison) as HTML, PDF, Markdown or CSV."""
     if report is None:
-        report = build_report(_named_current(window), unit=window.unit)
-    stem = Path(window.path).name.removesuffix(".json").removesuffix(".vramplan") if window.path else "report"
-    suggested = os.path.join(window.document.folder(), f"{stem}.html")
-    path = dialogs.save_file(window, "Export report", REPORT_FILTER, suggested)
+        report = _current_report(context)
+    suggested = os.path.join(context.document.folder(), f"{_stem(context, 'report')}.html")
+    path = dialogs.save_file(context.parent, "Export report", REPORT_FILTER, suggested)
     if not path:
         return False
     if not Path(path).suffix:
@@ -167,15 +166,13 @@ def export_report(window: MainWindow, report: Report | None = None) -> bool:
     try:
         write_report(report, path)
     except PlanFileError as error:
-        dialogs.error(window, "Cannot export the report", str(error))
+        dialogs.error(context.parent, "Cannot export the report", str(error))
         return False
-    window.statusBar().showMessage(f"Exported {path}", 4000)
+    context.document.message.emit(f"Exported {path}")
     return True
 
 
-def copy_report_markdown(window: MainWindow, report: Report | None = None) -> str:
-    if report is None:
-        report = build_report(_named_current(window), unit=window.unit)
-    text = copy_markdown(report)
-    window.statusBar().showMessage("Report copied as Markdown", 4000)
+def copy_report_markdown(context: ToolContext, report: Report | None = None) -> str:
+    text = copy_markdown(report if report is not None else _current_report(context))
+    context.document.message.emit("Report copied as Markdown")
     return text

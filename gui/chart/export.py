@@ -1,0 +1,114 @@
+"""The chart as a file: PNG or SVG, the plot the screen shows with a caption under it.
+
+Both draw the very items on screen (so both pictures always agree), after the chart has
+settled; the caption (:func:`gui.chart.geometry.caption_lines`) says what plan, card and
+verdict the bars are for, so an exported chart stands on its own.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from PySide6.QtCore import QRectF, Qt
+from PySide6.QtGui import QFont, QFontMetricsF, QImage, QPainter, QPicture
+from PySide6.QtWidgets import QGraphicsItem
+
+if TYPE_CHECKING:
+    from gui.chart.widget import MemoryChart
+
+EXPORT_MARGIN = 8.0  # pixels around the caption of an exported chart
+TITLE = "VRAM Planner memory chart"
+
+
+def picture_dpi() -> float:
+    """The resolution QPicture records at (pyqtgraph caches its axes as QPictures)."""
+    return float(QPicture().logicalDpiY())
+
+
+def export_png(chart: MemoryChart, path: str, scale: float = 2.0) -> None:
+    """The plot and its caption as a PNG, ``scale`` × the on-screen size (crisp in documents);
+    the caption is also stored as the file's Description text."""
+    lines = chart.caption()
+    width, height = _export_size(chart, lines)
+    image = QImage(max(1, round(width * scale)), max(1, round(height * scale)), QImage.Format.Format_ARGB32)
+    # The device's resolution is the pictures' (see export_svg); ``scale`` enlarges everything.
+    dots_per_metre = round(picture_dpi() / 0.0254)
+    image.setDotsPerMeterX(dots_per_metre)
+    image.setDotsPerMeterY(dots_per_metre)
+    image.setText("Title", TITLE)
+    image.setText("Description", "\n".join(lines))
+    painter = QPainter(image)
+    try:
+        painter.setRenderHint(QPainter.RenderHint.Antialiasing)
+        painter.setRenderHint(QPainter.RenderHint.TextAntialiasing)
+        painter.scale(scale, scale)
+        _paint_export(chart, painter, lines, width, height)
+    finally:
+        painter.end()
+    saved = image.save(path, "PNG")  # type: ignore[call-overload]  # stubs say bytes; PySide6 wants str
+    if not saved:
+        raise OSError(f"cannot write {path}")
+
+
+def export_svg(chart: MemoryChart, path: str) -> None:
+    """The plot (bars, lines, legend, axes) and its caption as vector SVG.
+
+    Rendered straight through QSvgGenerator: pyqtgraph 0.14's SVGExporter cannot parse the
+    closed paths ("... Z") that Qt 6.12's SVG generator writes.
+    """
+    from PySide6.QtCore import QSize
+    from PySide6.QtSvg import QSvgGenerator
+
+    lines = chart.caption()
+    width, height = _export_size(chart, lines)
+    generator = QSvgGenerator()
+    generator.setFileName(path)
+    # The axes are cached QPictures, replayed scaled by (device dpi / picture dpi): at the
+    # generator's default 72 dpi they came out at 0.75 of the bars' scale.
+    generator.setResolution(round(picture_dpi()))
+    generator.setSize(QSize(round(width), round(height)))
+    generator.setViewBox(QRectF(0, 0, width, height))
+    generator.setTitle(TITLE)
+    generator.setDescription("\n".join(lines))
+    painter = QPainter()
+    if not painter.begin(generator):
+        raise OSError(f"cannot write {path}")
+    try:
+        _paint_export(chart, painter, lines, width, height)
+    finally:
+        painter.end()
+
+
+def _caption_font(chart: MemoryChart) -> QFont:
+    return QFont(chart.font())
+
+
+def _export_size(chart: MemoryChart, lines: list[str]) -> tuple[float, float]:
+    source = chart.plot.getPlotItem().sceneBoundingRect()
+    line_height = QFontMetricsF(_caption_font(chart)).lineSpacing()
+    return source.width(), source.height() + EXPORT_MARGIN * 2 + line_height * len(lines)
+
+
+def _paint_export(chart: MemoryChart, painter: QPainter, lines: list[str], width: float, height: float) -> None:
+    chart.settle()
+    plot = chart.plot
+    source = plot.getPlotItem().sceneBoundingRect()
+    background = plot.backgroundBrush().color()
+    painter.fillRect(QRectF(0, 0, width, height), background)
+    # pyqtgraph's legend ignores transformations (it keeps its size when the view zooms), so
+    # a scaled export drew it at on-screen size; its parent, the view box, is never scaled.
+    ignores = QGraphicsItem.GraphicsItemFlag.ItemIgnoresTransformations
+    chart.legend.setFlag(ignores, False)
+    try:
+        plot.scene().render(painter, QRectF(0, 0, source.width(), source.height()), source)
+    finally:
+        chart.legend.setFlag(ignores, True)
+    font = _caption_font(chart)
+    painter.setFont(font)
+    painter.setPen(chart.palette().color(chart.foregroundRole()))
+    line_height = QFontMetricsF(font).lineSpacing()
+    y = source.height() + EXPORT_MARGIN
+    for line in lines:
+        rect = QRectF(EXPORT_MARGIN, y, width - 2 * EXPORT_MARGIN, line_height)
+        painter.drawText(rect, int(Qt.AlignmentFlag.AlignLeft | Qt.AlignmentFlag.AlignVCenter), line)
+        y += line_height
