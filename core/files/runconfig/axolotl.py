@@ -63,6 +63,35 @@ def _fsdp_config(taker: Taker) -> dict[str, Any]:
     return found
 
 
+def _precision(taker: Taker, eight: bool) -> dict[str, str]:
+    """The dtype the model is loaded in and the AMP, as normalize_config resolves them."""
+    found: dict[str, str] = {}
+    bf16 = taker.raw("bf16")
+    if bf16 not in (None, True, False, "auto", "full"):
+        raise taker.fail("bf16", bf16, "true, false, auto or full")
+    fp16 = taker.flag("fp16")
+    bfloat16, float16 = taker.flag("bfloat16"), taker.flag("float16")
+    bf16_on = bf16 in (True, "auto", "full") or bool(bfloat16)
+    if bf16_on:
+        found["model_dtype"] = "bf16"
+        source = "bf16: auto (assumes a card with bf16: Ampere or newer)" if bf16 == "auto" else "bf16"
+        source = source if bf16 in (True, "auto", "full") else "bfloat16"
+    elif fp16 or eight or float16:
+        found["model_dtype"], source = "fp16", "fp16" if fp16 else "load_in_8bit"
+    else:
+        found["model_dtype"], source = "fp32", "bf16 / fp16 not set"
+    taker.record("model_dtype", found["model_dtype"], source)
+    # bf16 / fp16 turn the Trainer's AMP on; bfloat16 / float16 load the model in that dtype
+    # with no AMP (axolotl v0.12 schemas/config.py: "No AMP (automatic mixed precision)").
+    found["autocast"] = "bf16" if bf16 in (True, "auto") else "fp16" if fp16 else "none"
+    if found["autocast"] == "none" and bf16 == "full":
+        source = "bf16: full (pure bf16, no AMP)"
+    elif found["autocast"] == "none" and (bfloat16 or float16):
+        source = "bfloat16 / float16 (no AMP)"
+    taker.record("autocast", found["autocast"], source)
+    return found
+
+
 def read_axolotl(document: dict[str, Any], where: str) -> RunConfig:
     taker = Taker(document, where)
     odd = OddValues()
@@ -107,30 +136,7 @@ def read_axolotl(document: dict[str, Any], where: str) -> RunConfig:
         taker.record("micro_batch", 1, "default: axolotl micro_batch_size = 1")
     s["grad_accum"] = taker.integer("gradient_accumulation_steps", "grad_accum") or 1
     s["eval_batch"] = taker.integer("eval_batch_size", "eval_batch")
-    # Precision, as normalize_config resolves it.
-    bf16 = taker.raw("bf16")
-    if bf16 not in (None, True, False, "auto", "full"):
-        raise taker.fail("bf16", bf16, "true, false, auto or full")
-    fp16 = taker.flag("fp16")
-    bfloat16, float16 = taker.flag("bfloat16"), taker.flag("float16")
-    bf16_on = bf16 in (True, "auto", "full") or bool(bfloat16)
-    if bf16_on:
-        s["model_dtype"] = "bf16"
-        source = "bf16: auto (assumes a card with bf16: Ampere or newer)" if bf16 == "auto" else "bf16"
-        source = source if bf16 in (True, "auto", "full") else "bfloat16"
-    elif fp16 or eight or float16:
-        s["model_dtype"], source = "fp16", "fp16" if fp16 else "load_in_8bit"
-    else:
-        s["model_dtype"], source = "fp32", "bf16 / fp16 not set"
-    taker.record("model_dtype", s["model_dtype"], source)
-    # bf16 / fp16 turn the Trainer's AMP on; bfloat16 / float16 load the model in that dtype
-    # with no AMP (axolotl v0.12 schemas/config.py: "No AMP (automatic mixed precision)").
-    s["autocast"] = "bf16" if bf16 in (True, "auto") else "fp16" if fp16 else "none"
-    if s["autocast"] == "none" and bf16 == "full":
-        source = "bf16: full (pure bf16, no AMP)"
-    elif s["autocast"] == "none" and (bfloat16 or float16):
-        source = "bfloat16 / float16 (no AMP)"
-    taker.record("autocast", s["autocast"], source)
+    s.update(_precision(taker, bool(eight)))
     s["optimizer"], s["optimizer_impl"] = hf_optimizer(taker, "optimizer", odd, "axolotl")
     checkpointing = taker.raw("gradient_checkpointing")
     if checkpointing is not None:
