@@ -102,11 +102,11 @@ def read_torchtune(document: dict[str, Any], where: str) -> RunConfig:
         s["method"], model_ref = "lora", name.removeprefix("lora_")
     elif name:
         s["method"], model_ref = "full", name
-    if model_ref is not None:
-        model_ref = CATALOGUE_BY_BUILDER.get(model_ref, model_ref)
     if name:
         taker.record("method", s["method"], "model._component_")
         taker.record("model", model_ref, "model._component_")
+    if model_ref is not None:  # shown as the file names it, found through the builders table
+        model_ref = CATALOGUE_BY_BUILDER.get(model_ref, model_ref)
     if s.get("quant"):
         taker.record("quant", "nf4", "model._component_ (torchao NF4 base)")
     if taker.flag("model.quantize_base") and s.get("method") == "lora":
