@@ -18,7 +18,7 @@ import pytest
 
 from core.catalogue import find_gpu, load_gpus
 from core.files.gpu_match import match_catalogue, name_words
-from core.files.local_gpus import LocalGpus, detect_local_gpus
+from core.files.local_gpus import LocalGpu, LocalGpus, detect_local_gpus
 from core.units import GiB, MiB
 
 posix_only = pytest.mark.skipif(os.name != "posix", reason="stub tools are shell scripts")
@@ -131,6 +131,8 @@ def test_nvidia_smi_cards_with_what_other_processes_hold(tools: Path) -> None:
     assert first.spec.id == "a100-80gb-sxm" and first.source == "nvidia-smi" and first.driver == "550.54.15"
     assert (first.total_bytes, first.used_bytes, first.free_bytes) == (81920 * MiB, 1536 * MiB, 80384 * MiB)
     assert first.held_fraction == pytest.approx(1536 / 81920)
+    assert first.headroom_for_free_now(0.1) == pytest.approx(0.1 + 1536 / 81920)
+    assert result.gpus[1].headroom_for_free_now(0.1) == 0.1
     assert first.hardware_changes() == {"gpu": "a100-80gb-sxm"}
     assert result.summary == "2 × NVIDIA A100 80GB SXM" and result.same_cards() == 2
     assert "80,384 MiB free now" in first.label
@@ -141,6 +143,7 @@ def test_a_card_the_catalogue_lacks_is_custom_with_its_reported_memory(tools: Pa
     printing(tools, "nvidia-smi", "NVIDIA GeForce RTX 3060, 8192, [N/A], [N/A], 535.104.05\n")
     gpu = detect().gpus[0]
     assert gpu.catalogue is None and gpu.used_bytes is None and gpu.free_bytes is None and gpu.held_fraction is None
+    assert gpu.headroom_for_free_now(0.2) == 0.2  # nothing known held: the plan's own headroom
     assert gpu.spec.id == "custom" and gpu.spec.memory_bytes == pytest.approx(8192 * MiB, rel=1e-6)
     assert gpu.hardware_changes() == {"gpu": "custom", "custom_memory_gb": round(8192 * MiB / 1e9, 3)}
 
@@ -326,3 +329,8 @@ def test_an_intel_mac_is_a_note(tools: Path) -> None:
     result = detect(system="Darwin")
     assert not result.found and "Intel Mac" in result.notes[0]
     assert detect(system="Linux").notes == ()  # sysctl is asked only on macOS
+
+
+def test_judging_against_free_memory_stays_within_the_plan_headroom_limit() -> None:
+    busy = LocalGpu(0, "NVIDIA A10", "nvidia", 24 * GiB, 23 * GiB, 1 * GiB, "nvidia-smi")
+    assert busy.headroom_for_free_now(0.1) == 0.9 and busy.held_fraction == pytest.approx(23 / 24)
