@@ -128,7 +128,8 @@ def name_key(text: str) -> str:
     'meta-llama/Llama-3.2-3B-Instruct' and 'llama-3.2-3b' give the same key; an instruct
     or chat tune has its base's shapes.
     """
-    name = text.strip().lower().rstrip("/").rsplit("/", 1)[-1].removeprefix("meta-")
+    # torchtune's builders spell the suffixes with underscores: qwen2_5_7b_base, qwen3_8b_instruct.
+    name = text.strip().lower().rstrip("/").rsplit("/", 1)[-1].removeprefix("meta-").replace("_", "-")
     changed = True
     while changed:
         changed = False

@@ -1,9 +1,12 @@
 """axolotl YAML configs (keys of axolotl's config schema, 0.8-0.12).
 
 How axolotl loads the model decides the precision: ``normalize_config`` in
-axolotl/utils/config/__init__.py sets ``torch_dtype`` to bfloat16 when ``bf16`` is set,
-to float16 when ``fp16`` or ``load_in_8bit`` is, else float32; ``bf16: auto`` means bf16
-on cards that support it (assumed here). The optimizer names are transformers' ``optim``.
+axolotl/utils/config/__init__.py sets ``torch_dtype`` to bfloat16 when ``bf16`` or
+``bfloat16`` is set, to float16 when ``fp16``, ``float16`` or ``load_in_8bit`` is, else
+float32; ``bf16: auto`` means bf16 on cards that support it (assumed here). ``bf16`` and
+``fp16`` run the Trainer's AMP, ``bfloat16`` and ``float16`` do not. FSDP is the ``fsdp``
+word list (before 0.10) or the ``fsdp_config`` table with ``fsdp_version``. The optimizer
+names are transformers' ``optim``.
 """
 
 from __future__ import annotations
@@ -30,6 +33,65 @@ IRRELEVANT: Final = (
 )  # fmt: skip
 
 
+# FSDP1 sharding strategies as axolotl's fsdp_config spells them -> reshard after forward.
+_RESHARD_BY_STRATEGY: Final = {"FULL_SHARD": True, "HYBRID_SHARD": True, "SHARD_GRAD_OP": False}
+
+
+def _fsdp_config(taker: Taker) -> dict[str, Any]:
+    """FSDP as axolotl >= 0.10 configures it: a ``fsdp_config`` table (with ``fsdp_version``) whose
+    keys drop the ``fsdp_`` prefix (``reshard_after_forward``, ``offload_params``,
+    ``sharding_strategy``); the prefixed spellings are still accepted (schemas/validation.py)."""
+    table = taker.raw("fsdp_config")
+    if not isinstance(table, dict) or not table:
+        return {}
+
+    def key(name: str) -> str:
+        return f"fsdp_config.{name if name in table else 'fsdp_' + name}"
+
+    found: dict[str, Any] = {"sharding": "fsdp"}
+    taker.record("sharding", "fsdp", "fsdp_config")
+    reshard = taker.flag(key("reshard_after_forward"))
+    strategy = taker.raw(key("sharding_strategy"))
+    if reshard is None and isinstance(strategy, str):
+        reshard = _RESHARD_BY_STRATEGY.get(strategy.upper())
+    if reshard is not None:
+        found["reshard_after_forward"] = reshard
+        taker.record("reshard_after_forward", reshard, key("reshard_after_forward"))
+    if taker.flag(key("offload_params")):
+        found["offload"] = "params"
+        taker.record("offload", "params", key("offload_params"))
+    return found
+
+
+def _precision(taker: Taker, eight: bool) -> dict[str, str]:
+    """The dtype the model is loaded in and the AMP, as normalize_config resolves them."""
+    found: dict[str, str] = {}
+    bf16 = taker.raw("bf16")
+    if bf16 not in (None, True, False, "auto", "full"):
+        raise taker.fail("bf16", bf16, "true, false, auto or full")
+    fp16 = taker.flag("fp16")
+    bfloat16, float16 = taker.flag("bfloat16"), taker.flag("float16")
+    bf16_on = bf16 in (True, "auto", "full") or bool(bfloat16)
+    if bf16_on:
+        found["model_dtype"] = "bf16"
+        source = "bf16: auto (assumes a card with bf16: Ampere or newer)" if bf16 == "auto" else "bf16"
+        source = source if bf16 in (True, "auto", "full") else "bfloat16"
+    elif fp16 or eight or float16:
+        found["model_dtype"], source = "fp16", "fp16" if fp16 else "load_in_8bit"
+    else:
+        found["model_dtype"], source = "fp32", "bf16 / fp16 not set"
+    taker.record("model_dtype", found["model_dtype"], source)
+    # bf16 / fp16 turn the Trainer's AMP on; bfloat16 / float16 load the model in that dtype
+    # with no AMP (axolotl v0.12 schemas/config.py: "No AMP (automatic mixed precision)").
+    found["autocast"] = "bf16" if bf16 in (True, "auto") else "fp16" if fp16 else "none"
+    if found["autocast"] == "none" and bf16 == "full":
+        source = "bf16: full (pure bf16, no AMP)"
+    elif found["autocast"] == "none" and (bfloat16 or float16):
+        source = "bfloat16 / float16 (no AMP)"
+    taker.record("autocast", found["autocast"], source)
+    return found
+
+
 def read_axolotl(document: dict[str, Any], where: str) -> RunConfig:
     taker = Taker(document, where)
     odd = OddValues()
@@ -38,14 +100,16 @@ def read_axolotl(document: dict[str, Any], where: str) -> RunConfig:
         taker.record("model", model_ref, "base_model")
     s = _method(taker, odd)
     s.update(_batch(taker))
-    s.update(_precision(taker))
+    s.update(_precision(taker, bool(taker.flag("load_in_8bit"))))
     s["optimizer"], s["optimizer_impl"] = hf_optimizer(taker, "optimizer", odd, "axolotl")
     s.update(_memory_savers(taker))
     taker.note("sample_packing", "packing fills every micro-batch row to sequence_len, as the plan assumes")
     taker.note("tf32", "TF32 matmuls change speed, not memory")
     taker.note("torch_compile", "torch.compile can lower activation memory; not modelled")
     s.update(sharding(taker, odd))
-    taker.irrelevant("fsdp_config")
+    if "sharding" not in s:
+        s.update(_fsdp_config(taker))
+    taker.irrelevant("fsdp_config", "fsdp_version")
     taker.note("plugins", "plugins may change memory (Liger, Cut Cross Entropy); not modelled")
     taker.note("unfrozen_parameters", "partly frozen training by parameter name is not modelled")
     taker.irrelevant(*IRRELEVANT)
@@ -98,27 +162,6 @@ def _batch(taker: Taker) -> dict[str, Any]:
     s["grad_accum"] = taker.integer("gradient_accumulation_steps", "grad_accum") or 1
     s["eval_batch"] = taker.integer("eval_batch_size", "eval_batch")
     return s
-
-
-def _precision(taker: Taker) -> dict[str, Any]:
-    """The dtype the model is loaded in and the autocast, as normalize_config resolves them."""
-    bf16 = taker.raw("bf16")
-    if bf16 not in (None, True, False, "auto", "full"):
-        raise taker.fail("bf16", bf16, "true, false, auto or full")
-    fp16 = taker.flag("fp16")
-    bfloat16, float16 = taker.flag("bfloat16"), taker.flag("float16")
-    bf16_on = bf16 in (True, "auto", "full") or bool(bfloat16)
-    if bf16_on:
-        model_dtype = "bf16"
-        source = "bf16: auto (assumes a card with bf16: Ampere or newer)" if bf16 == "auto" else "bf16"
-    elif fp16 or taker.flag("load_in_8bit") or float16:
-        model_dtype, source = "fp16", "fp16" if fp16 else "load_in_8bit"
-    else:
-        model_dtype, source = "fp32", "bf16 / fp16 not set"
-    taker.record("model_dtype", model_dtype, source)
-    autocast = "bf16" if bf16_on and bf16 != "full" else "fp16" if fp16 else "none"
-    taker.record("autocast", autocast, "bf16: full (pure bf16, no AMP)" if bf16 == "full" else source)
-    return {"model_dtype": model_dtype, "autocast": autocast}
 
 
 # axolotl's attention switches and the kernel each selects.

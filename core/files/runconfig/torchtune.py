@@ -4,7 +4,9 @@
 the method (``lora_llama3_1_8b``, ``qlora_llama3_1_8b``, ``llama3_1_8b``) and the model;
 ``dtype`` is the storage of every weight, adapters included (torchtune casts the whole
 model and does not autocast); ``CEWithChunkedOutputLoss`` and ``LinearCrossEntropyLoss``
-never hold the full float32 logits.
+never hold the full float32 logits. :data:`BUILDERS` lists the builders of catalogue models
+(torchtune v0.7 ``torchtune/models/*/_model_builders.py``): the model a builder names is found
+through it, and the torchtune export writes it.
 """
 
 from __future__ import annotations
@@ -30,6 +32,42 @@ OPTIMIZERS: Final = {
     "torchao.prototype.low_bit_optim.AdamW8bit": "adamw-8bit",
     "torch.optim.SGD": "sgd",
 }
+# Catalogue model -> torchtune builder (torchtune/models/<package>/_model_builders.py, v0.7).
+BUILDERS: Final = {
+    "llama-2-7b": "llama2.llama2_7b",
+    "llama-2-13b": "llama2.llama2_13b",
+    "llama-2-70b": "llama2.llama2_70b",
+    "llama-3.1-8b": "llama3_1.llama3_1_8b",
+    "llama-3.1-70b": "llama3_1.llama3_1_70b",
+    "llama-3.2-1b": "llama3_2.llama3_2_1b",
+    "llama-3.2-3b": "llama3_2.llama3_2_3b",
+    "llama-3.3-70b-instruct": "llama3_3.llama3_3_70b",
+    "mistral-7b-v0.1": "mistral.mistral_7b",
+    "qwen2.5-0.5b": "qwen2_5.qwen2_5_0_5b",
+    "qwen2.5-1.5b": "qwen2_5.qwen2_5_1_5b_base",
+    "qwen2.5-3b": "qwen2_5.qwen2_5_3b",
+    "qwen2.5-7b": "qwen2_5.qwen2_5_7b_base",
+    "qwen2.5-14b": "qwen2_5.qwen2_5_14b_base",
+    "qwen2.5-32b": "qwen2_5.qwen2_5_32b_base",
+    "qwen2.5-72b": "qwen2_5.qwen2_5_72b_base",
+    "qwen3-0.6b": "qwen3.qwen3_0_6b_base",
+    "qwen3-1.7b": "qwen3.qwen3_1_7b_base",
+    "qwen3-4b": "qwen3.qwen3_4b_base",
+    "qwen3-8b": "qwen3.qwen3_8b_base",
+    "qwen3-14b": "qwen3.qwen3_14b_base",
+    "qwen3-32b": "qwen3.qwen3_32b",
+    "gemma-2-2b": "gemma2.gemma2_2b",
+    "gemma-2-9b": "gemma2.gemma2_9b",
+    "gemma-2-27b": "gemma2.gemma2_27b",
+    "phi-3-mini-4k-instruct": "phi3.phi3_mini",
+    "phi-4": "phi4.phi4_14b",
+    "smollm2-135m": "smol.smollm2_135m",
+    "smollm2-360m": "smol.smollm2_360m",
+    "smollm2-1.7b": "smol.smollm2_1_7b",
+}
+# A builder's name (without lora_ / qlora_) -> the catalogue model it builds, for the names that
+# do not match the catalogue's by themselves (mistral_7b, phi3_mini, phi4_14b).
+CATALOGUE_BY_BUILDER: Final = {builder.rsplit(".", 1)[1]: model for model, builder in BUILDERS.items()}
 CHUNKED_LOSSES: Final = ("CEWithChunkedOutputLoss", "LinearCrossEntropyLoss")
 
 IRRELEVANT: Final = (
@@ -67,6 +105,8 @@ def read_torchtune(document: dict[str, Any], where: str) -> RunConfig:
     if name:
         taker.record("method", s["method"], "model._component_")
         taker.record("model", model_ref, "model._component_")
+    if model_ref is not None:  # shown as the file names it, found through the builders table
+        model_ref = CATALOGUE_BY_BUILDER.get(model_ref, model_ref)
     if s.get("quant"):
         taker.record("quant", "nf4", "model._component_ (torchao NF4 base)")
     if taker.flag("model.quantize_base") and s.get("method") == "lora":

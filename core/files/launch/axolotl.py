@@ -1,0 +1,128 @@
+"""axolotl config (YAML), for ``axolotl train run.yaml``.
+
+Keys read from axolotl v0.12 (``src/axolotl/utils/schemas/``: ``model.py`` ``base_model``;
+``peft.py`` ``adapter`` (lora | qlora), ``load_in_4bit``, ``load_in_8bit``, ``lora_r``,
+``lora_alpha`` (int), ``lora_target_modules``, ``lora_target_linear``, ``peft_use_dora``;
+``training.py`` ``micro_batch_size``, ``eval_batch_size``, ``optimizer`` (transformers' names);
+``config.py`` ``sequence_len``, ``gradient_accumulation_steps``, ``bf16`` / ``fp16`` (AMP) and
+``bfloat16`` / ``float16`` (the model in that dtype, no AMP), ``gradient_checkpointing``,
+``flash_attention`` / ``sdp_attention`` / ``eager_attention``, ``chunked_cross_entropy``,
+``max_steps``, ``deepspeed`` (a path or a dict), ``fsdp_version`` with ``fsdp_config``
+(``reshard_after_forward``, ``offload_params``), ``ddp_bucket_cap_mb``). axolotl builds its
+QLoRA base as NF4 with double quantisation (``bnb_4bit_use_double_quant``) and loads an
+8-bit base with float16 around it unless bf16 is on (``utils/config/__init__.py``
+``normalize_config``). Datasets and the output folder are the user's to add.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Final
+
+from core.dtypes import Autocast, Dtype, Quant
+from core.files.launch.common import (
+    Draft,
+    Export,
+    Target,
+    dump_yaml,
+    header,
+    integer_alpha,
+    loaded_dtype,
+    model_reference,
+)
+from core.files.launch.hf_trainer import batch_keys, full_checkpointing, sharding
+from core.model import LORA_TARGETS
+from core.plan import Attention, Method, Offload, Plan
+
+ATTENTION: Final = {
+    Attention.FLASH: "flash_attention",
+    Attention.SDPA: "sdp_attention",
+    Attention.EAGER: "eager_attention",
+}
+# (dtype the model is loaded in, AMP) -> axolotl's precision keys.
+PRECISION: Final = {
+    (Dtype.BF16, Autocast.BF16): {"bf16": True},
+    (Dtype.BF16, Autocast.NONE): {"bf16": False, "bfloat16": True},
+    (Dtype.FP16, Autocast.FP16): {"bf16": False, "fp16": True},
+    (Dtype.FP16, Autocast.NONE): {"bf16": False, "float16": True},
+    (Dtype.FP32, Autocast.NONE): {"bf16": False, "fp16": False},
+}
+
+
+def _fsdp(draft: Draft) -> dict[str, Any]:
+    par = draft.plan.parallel
+    if par.offload is Offload.OPTIMIZER:
+        draft.cannot("parallel.offload", "FSDP's CPU offload moves parameters, gradients and optimizer state together")
+    table = {
+        "reshard_after_forward": par.reshard_after_forward,
+        "offload_params": par.offload is Offload.PARAMS,
+        "auto_wrap_policy": "TRANSFORMER_BASED_WRAP",
+        "state_dict_type": "SHARDED_STATE_DICT",
+    }
+    return {"fsdp_version": 2, "fsdp_config": table}
+
+
+def _adapter(draft: Draft) -> dict[str, Any]:
+    plan = draft.plan
+    if plan.method is Method.FROZEN:
+        draft.cannot("method.kind", "axolotl freezes parameters by name, not the bottom blocks (written as full)")
+        draft.cannot("method.frozen_layers", "axolotl freezes parameters by name (unfrozen_parameters)")
+    if not plan.adapter_based:
+        return {}
+    if plan.adapter_dtype is not Dtype.FP32:
+        draft.cannot("method.adapter_dtype", "PEFT keeps adapters in float32 under axolotl")
+    keys: dict[str, Any] = {"adapter": "lora"}
+    if plan.method is Method.QLORA:
+        if plan.quant is Quant.INT8:
+            keys["load_in_8bit"] = True
+        else:
+            keys.update(adapter="qlora", load_in_4bit=True)
+            if plan.quant is Quant.FP4:
+                draft.cannot("method.quant", "axolotl's 4-bit base is NF4 (an NF4 base is written)")
+            if not plan.double_quant:
+                draft.cannot("method.double_quant", "axolotl always quantises the 4-bit scales (double quantisation)")
+    keys.update(lora_r=plan.lora.rank, lora_alpha=integer_alpha(draft))
+    if plan.lora.targets == LORA_TARGETS:
+        keys["lora_target_linear"] = True
+    else:
+        keys["lora_target_modules"] = list(plan.lora.targets)
+    keys["peft_use_dora"] = plan.method is Method.DORA
+    return keys
+
+
+def _precision(draft: Draft) -> dict[str, Any]:
+    plan = draft.plan
+    dtype = loaded_dtype(draft)
+    keys = PRECISION.get((dtype, plan.autocast))
+    if keys is None:
+        draft.cannot(
+            "method.autocast", f"axolotl's AMP runs in the dtype the model is loaded in ({dtype.value}): no AMP"
+        )
+        keys = PRECISION[(dtype, Autocast.NONE)]
+    if plan.method is Method.QLORA and plan.quant is Quant.INT8 and dtype is Dtype.FP32:
+        draft.cannot("method.base_dtype", "axolotl loads an 8-bit base with float16 around it")
+    return dict(keys)
+
+
+def export_axolotl(plan: Plan, model_ref: str | None = None) -> Export:
+    draft = Draft(plan)
+    work = plan.workload
+    batch = batch_keys(draft)
+    document: dict[str, Any] = {
+        "base_model": model_reference(draft, model_ref),
+        **_adapter(draft),
+        "sequence_len": work.seq_len,
+        "micro_batch_size": work.micro_batch,
+        "gradient_accumulation_steps": work.grad_accum,
+        "eval_batch_size": batch["per_device_eval_batch_size"],
+        **_precision(draft),
+        "optimizer": batch["optim"],
+        "gradient_checkpointing": plan.checkpointing,
+        ATTENTION[plan.attention]: True,
+        "chunked_cross_entropy": plan.chunked_loss,
+    }
+    full_checkpointing(draft)
+    if "max_steps" in batch:
+        document["max_steps"] = batch["max_steps"]
+    document.update(sharding(draft, _fsdp))
+    lines = ["axolotl config written by VRAM Planner. Add datasets and output_dir, then: axolotl train <this file>"]
+    return draft.finish(Target.AXOLOTL, header(lines) + dump_yaml(document))

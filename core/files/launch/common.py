@@ -1,0 +1,229 @@
+"""What every exporter shares: the result, the list of what a target cannot say, the model's
+name, transformers' optimizer names, and the writers' small helpers."""
+
+from __future__ import annotations
+
+import math
+import shlex
+from collections.abc import Iterable
+from dataclasses import dataclass, replace
+from enum import StrEnum
+from typing import Any, Final
+
+import yaml
+
+from core.catalogue import CatalogueModel, load_models
+from core.dtypes import Dtype
+from core.errors import PlanFileError, one_line
+from core.files.launch.fields import TRAINING_FIELDS, differs_from_default
+from core.plan import Method, Optimizer, OptimizerImpl, Plan
+from core.roles import model_dtype
+
+
+class Target(StrEnum):
+    TRL = "trl"  # transformers TrainingArguments / TRL SFTConfig + ModelConfig, JSON
+    ACCELERATE = "accelerate"  # accelerate config file (FSDP / DeepSpeed / multi-GPU), YAML
+    DEEPSPEED = "deepspeed"  # DeepSpeed config, JSON
+    AXOLOTL = "axolotl"
+    LLAMA_FACTORY = "llamafactory"
+    TORCHTUNE = "torchtune"  # recipe config overrides, YAML
+    TORCHTITAN = "torchtitan"  # job config, TOML
+    TORCHRUN = "torchrun"  # command line
+    ACCELERATE_LAUNCH = "accelerate-launch"  # command line
+    VLLM = "vllm"  # `vllm serve` command line
+    LLAMA_SERVER = "llama-server"  # llama.cpp's server command line
+
+
+TARGET_LABELS: Final = {
+    Target.TRL: "Hugging Face TrainingArguments / TRL (JSON)",
+    Target.ACCELERATE: "accelerate config (YAML)",
+    Target.DEEPSPEED: "DeepSpeed config (JSON)",
+    Target.AXOLOTL: "axolotl config (YAML)",
+    Target.LLAMA_FACTORY: "LLaMA-Factory config (YAML)",
+    Target.TORCHTUNE: "torchtune config overrides (YAML)",
+    Target.TORCHTITAN: "torchtitan job config (TOML)",
+    Target.TORCHRUN: "torchrun command",
+    Target.ACCELERATE_LAUNCH: "accelerate launch command",
+    Target.VLLM: "vllm serve command",
+    Target.LLAMA_SERVER: "llama.cpp llama-server command",
+}
+TARGET_SUFFIXES: Final = {
+    Target.TRL: ".json",
+    Target.ACCELERATE: ".yaml",
+    Target.DEEPSPEED: ".json",
+    Target.AXOLOTL: ".yaml",
+    Target.LLAMA_FACTORY: ".yaml",
+    Target.TORCHTUNE: ".yaml",
+    Target.TORCHTITAN: ".toml",
+    Target.TORCHRUN: ".sh",
+    Target.ACCELERATE_LAUNCH: ".sh",
+    Target.VLLM: ".sh",
+    Target.LLAMA_SERVER: ".sh",
+}
+SERVING_TARGETS: Final = frozenset({Target.VLLM, Target.LLAMA_SERVER})
+
+
+@dataclass(frozen=True)
+class Unexpressed:
+    """A plan field the target cannot say (or not as the plan has it), and why."""
+
+    field: str  # dotted, as the plan file names it: "method.optimizer", "parallel.tensor_parallel"
+    why: str
+
+
+@dataclass(frozen=True)
+class Export:
+    target: Target
+    text: str  # the file's or the command's text; nothing is written anywhere
+    unexpressed: tuple[Unexpressed, ...]
+
+    @property
+    def suffix(self) -> str:
+        return TARGET_SUFFIXES[self.target]
+
+    @property
+    def label(self) -> str:
+        return TARGET_LABELS[self.target]
+
+    def cannot(self, field: str) -> bool:
+        return any(u.field == field for u in self.unexpressed)
+
+
+class Draft:
+    """What an exporter gathers while it writes: the fields it cannot express, first reason kept."""
+
+    def __init__(self, plan: Plan) -> None:
+        self.plan = plan
+        self._why: dict[str, str] = {}
+
+    def cannot(self, field: str, why: str) -> None:
+        self._why.setdefault(field, one_line(why)[:300])
+
+    def outside(self, fields: Iterable[str], why: str) -> None:
+        """Fields the target has no setting for: listed where the plan differs from the defaults."""
+        for name in fields:
+            if differs_from_default(self.plan, name):
+                self.cannot(name, why)
+
+    def finish(self, target: Target, text: str) -> Export:
+        order = {f.name: i for i, f in enumerate(TRAINING_FIELDS)}
+        items = sorted(self._why.items(), key=lambda kv: order.get(kv[0], len(order)))
+        return Export(target, text, tuple(Unexpressed(f, w) for f, w in items))
+
+
+TRAINING_NAMES: Final = tuple(f.name for f in TRAINING_FIELDS)
+GPU_COUNT: Final = ("parallel.nodes", "parallel.gpus_per_node")
+LAUNCHER_WHY: Final = "the GPU count is the launcher's: see the torchrun or accelerate launch export"
+
+
+# ---- the model the file names ------------------------------------------------------------
+def catalogue_entry(plan: Plan) -> CatalogueModel | None:
+    """The catalogue model the plan's model is (same architecture and counts), if any."""
+    try:
+        models = load_models()
+    except PlanFileError:
+        return None
+    same = [m for m in models if m.spec == plan.model]
+    return next((m for m in same if m.id == plan.model_id), same[0] if same else None)
+
+
+def model_reference(draft: Draft, given: str | None) -> str:
+    """The Hub id (or folder) the file names: ``given``, else the catalogue's Hub repository;
+    else the model's own name, and the model is listed as not expressed."""
+    if given and given.strip():
+        return given.strip()
+    entry = catalogue_entry(draft.plan)
+    if entry is not None and entry.hf_repo:
+        return entry.hf_repo
+    name = one_line(draft.plan.model.name)[:200] or "MODEL"
+    draft.cannot("model", f"not a catalogue model: '{name}' is written; put its Hub id or folder there")
+    return name
+
+
+# ---- names the HF-based trainers share (transformers TrainingArguments.optim) ---------------
+HF_OPTIM: Final = {
+    Optimizer.ADAMW_8BIT: "adamw_bnb_8bit",
+    Optimizer.PAGED_ADAMW: "paged_adamw_32bit",
+    Optimizer.PAGED_ADAMW_8BIT: "paged_adamw_8bit",
+    Optimizer.ADAFACTOR: "adafactor",
+    Optimizer.SGD: "sgd",
+}
+HF_DTYPES: Final = {Dtype.BF16: "bfloat16", Dtype.FP16: "float16", Dtype.FP32: "float32"}
+
+
+def hf_optim(draft: Draft) -> str:
+    """transformers' ``optim`` name for the plan's optimizer (OptimizerNames, v4.57 / v5)."""
+    plan = draft.plan
+    if plan.optimizer in HF_OPTIM:
+        return HF_OPTIM[plan.optimizer]
+    if plan.optimizer is Optimizer.SGD_MOMENTUM:
+        draft.cannot("method.optimizer", "transformers' sgd has no momentum setting (optim_args are not read back)")
+        return "sgd"
+    if plan.optimizer is Optimizer.ADAM:
+        draft.cannot("method.optimizer", "transformers offers AdamW, not Adam (the same state; written as AdamW)")
+    if plan.optimizer_impl is OptimizerImpl.FORLOOP:
+        draft.cannot("method.optimizer_impl", "transformers' AdamW runs fused or foreach, not one tensor at a time")
+    return "adamw_torch_fused" if plan.optimizer_impl is OptimizerImpl.FUSED else "adamw_torch"
+
+
+def loaded_dtype(draft: Draft) -> Dtype:
+    """The one dtype HF-based trainers load the model in: the frozen base's for adapter methods,
+    the weights' otherwise; frozen layers need both the same."""
+    plan = draft.plan
+    if plan.method is Method.FROZEN and plan.weight_dtype is not plan.base_dtype:
+        draft.cannot("method.base_dtype", "the trainer loads the whole model in one dtype (the weights' is written)")
+    return model_dtype(plan)
+
+
+def optimizer_steps(plan: Plan) -> int | None:
+    """Optimizer steps that train the plan's token budget on its data-parallel ranks."""
+    per_step = (
+        plan.workload.micro_batch * plan.workload.seq_len * plan.workload.grad_accum * plan.parallel.data_parallel
+    )
+    return math.ceil(plan.workload.tokens / per_step) if plan.workload.tokens > 0 else None
+
+
+def integer_alpha(draft: Draft) -> float | int:
+    """LoRA alpha as frameworks that type it ``int`` take it (TRL, axolotl, LLaMA-Factory)."""
+    alpha = draft.plan.lora.alpha
+    if draft.plan.adapter_based and not float(alpha).is_integer():
+        draft.cannot("method.lora.alpha", "this framework's lora_alpha is an integer")
+    return int(alpha) if float(alpha).is_integer() else alpha
+
+
+def header(lines: Iterable[str], mark: str = "#") -> str:
+    """Comment lines for the top of a YAML, TOML or shell text; anything from outside is one line."""
+    return "".join(f"{mark} {one_line(line)}\n" for line in lines)
+
+
+def command_words(text: str) -> list[str]:
+    """The words of an exported command: its text less the comment lines at the top."""
+    lines = text.split("\n")
+    while lines and lines[0].startswith("#"):
+        lines.pop(0)
+    return shlex.split("\n".join(lines))
+
+
+def dump_yaml(document: dict[str, Any]) -> str:
+    return yaml.safe_dump(document, sort_keys=False, default_flow_style=False, allow_unicode=True, width=1000)
+
+
+# ---- reading an export back (the exports no project importer reads: commands, accelerate, DeepSpeed) ----
+_TOP_LEVEL: Final = {"method.kind": "method"}
+
+
+def apply_fields(plan: Plan, changes: dict[str, Any]) -> Plan:
+    """``plan`` with fields given by their dotted names ("workload.micro_batch": 4, ...)."""
+    top: dict[str, Any] = {}
+    nested: dict[str, dict[str, Any]] = {}
+    for name, value in changes.items():
+        if name.startswith("method.lora."):
+            nested.setdefault("lora", {})[name.rsplit(".", 1)[1]] = value
+        elif name.split(".", 1)[0] in ("workload", "parallel", "inference"):
+            section, key = name.split(".", 1)
+            nested.setdefault(section, {})[key] = value
+        else:
+            top[_TOP_LEVEL.get(name, name.removeprefix("method."))] = value
+    for section, values in nested.items():
+        top[section] = replace(getattr(plan, section), **values)
+    return plan.with_changes(**top)

@@ -1,0 +1,134 @@
+"""DeepSpeed config (JSON), standalone or inside a trainer's config.
+
+Keys read from deepspeed v0.17 (``deepspeed/runtime/config.py``, ``deepspeed/runtime/zero/config.py``,
+``offload_config.py``): ``train_micro_batch_size_per_gpu``, ``gradient_accumulation_steps``,
+``bf16.enabled`` / ``fp16.enabled``, ``zero_optimization.stage`` with ``offload_optimizer`` /
+``offload_param`` (``device``: none | cpu | nvme; parameters offload only under stage 3),
+``reduce_bucket_size`` and ``allgather_bucket_size`` (elements, default 5e8),
+``stage3_prefetch_bucket_size`` (5e7) and ``stage3_max_live_parameters`` (1e9). Inside a
+transformers / TRL / axolotl / LLaMA-Factory config the batch and precision keys are "auto"
+(transformers ``integrations/deepspeed.py`` fills them from TrainingArguments). The
+``train_batch_size`` is left to DeepSpeed (micro-batch × accumulation × ranks), so the file
+runs on any GPU count.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any, Final
+
+from core.dtypes import Autocast
+from core.files.launch.common import GPU_COUNT, LAUNCHER_WHY, TRAINING_NAMES, Draft, Export, Target
+from core.plan import Offload, Plan, Strategy
+
+STAGES: Final = {Strategy.DDP: 0, Strategy.ZERO1: 1, Strategy.ZERO2: 2, Strategy.ZERO3: 3}
+STRATEGIES: Final = {stage: strategy for strategy, stage in STAGES.items()}
+EXPRESSED: Final = (
+    "parallel.strategy",
+    "parallel.offload",
+    "parallel.zero_bucket_elements",
+    "parallel.zero3_prefetch_elements",
+    "parallel.zero3_max_live_elements",
+    "workload.micro_batch",
+    "workload.grad_accum",
+    "method.autocast",
+)
+_CPU: Final = {"device": "cpu", "pin_memory": True}
+
+
+def zero_section(draft: Draft) -> dict[str, Any]:
+    """``zero_optimization`` for the plan's strategy, offload and buckets."""
+    par = draft.plan.parallel
+    stage = STAGES.get(par.strategy)
+    if stage is None:
+        draft.cannot(
+            "parallel.strategy", "DeepSpeed runs ZeRO, not FSDP: ZeRO-3, which shards the same state, is written"
+        )
+        stage = 3
+    zero: dict[str, Any] = {"stage": stage}
+    if par.offload is Offload.PARAMS:
+        if stage == 3:
+            zero["offload_param"] = dict(_CPU)
+            zero["offload_optimizer"] = dict(_CPU)
+        else:
+            draft.cannot("parallel.offload", "DeepSpeed offloads parameters only under ZeRO-3")
+    elif par.offload is Offload.OPTIMIZER:
+        if stage == 0:
+            draft.cannot("parallel.offload", "ZeRO-Offload needs ZeRO stage 1 or more")
+        else:
+            zero["offload_optimizer"] = dict(_CPU)
+    if stage >= 1:
+        zero.update(
+            reduce_bucket_size=par.zero_bucket_elements,
+            allgather_bucket_size=par.zero_bucket_elements,
+            overlap_comm=True,
+            contiguous_gradients=True,
+        )
+    if stage == 3:
+        zero.update(
+            stage3_prefetch_bucket_size=par.zero3_prefetch_elements,
+            stage3_max_live_parameters=par.zero3_max_live_elements,
+            stage3_gather_16bit_weights_on_model_save=True,
+        )
+    return zero
+
+
+def inline_config(draft: Draft) -> dict[str, Any]:
+    """The DeepSpeed config a transformers-based trainer takes in its ``deepspeed`` key."""
+    return {
+        "train_micro_batch_size_per_gpu": "auto",
+        "gradient_accumulation_steps": "auto",
+        "train_batch_size": "auto",
+        "bf16": {"enabled": "auto"},
+        "fp16": {"enabled": "auto"},
+        "zero_optimization": zero_section(draft),
+    }
+
+
+def export_deepspeed(plan: Plan) -> Export:
+    draft = Draft(plan)
+    document = {
+        "train_micro_batch_size_per_gpu": plan.workload.micro_batch,
+        "gradient_accumulation_steps": plan.workload.grad_accum,
+        "bf16": {"enabled": plan.autocast is Autocast.BF16},
+        "fp16": {"enabled": plan.autocast is Autocast.FP16},
+        "zero_optimization": zero_section(draft),
+    }
+    draft.outside(GPU_COUNT, LAUNCHER_WHY)
+    rest = [n for n in TRAINING_NAMES if n not in EXPRESSED and n not in GPU_COUNT]
+    draft.outside(
+        rest, "not DeepSpeed's: the trainer's config carries it (see the TRL, axolotl or LLaMA-Factory export)"
+    )
+    return draft.finish(Target.DEEPSPEED, json.dumps(document, indent=2) + "\n")
+
+
+def read_deepspeed(document: dict[str, Any]) -> dict[str, Any]:
+    """The plan fields a DeepSpeed config gives (the inverse of :func:`export_deepspeed`)."""
+    found: dict[str, Any] = {}
+    for key, name in (
+        ("train_micro_batch_size_per_gpu", "workload.micro_batch"),
+        ("gradient_accumulation_steps", "workload.grad_accum"),
+    ):
+        if isinstance(document.get(key), int):
+            found[name] = document[key]
+    bf16 = (document.get("bf16") or {}).get("enabled") is True
+    fp16 = (document.get("fp16") or {}).get("enabled") is True
+    found["method.autocast"] = Autocast.BF16 if bf16 else Autocast.FP16 if fp16 else Autocast.NONE
+    zero = document.get("zero_optimization") or {}
+    found["parallel.strategy"] = STRATEGIES[int(zero.get("stage", 0))]
+    devices = {k: (zero.get(k) or {}).get("device") for k in ("offload_param", "offload_optimizer")}
+    found["parallel.offload"] = (
+        Offload.PARAMS
+        if devices["offload_param"] == "cpu"
+        else Offload.OPTIMIZER
+        if devices["offload_optimizer"] == "cpu"
+        else Offload.NONE
+    )
+    for key, name in (
+        ("reduce_bucket_size", "parallel.zero_bucket_elements"),
+        ("stage3_prefetch_bucket_size", "parallel.zero3_prefetch_elements"),
+        ("stage3_max_live_parameters", "parallel.zero3_max_live_elements"),
+    ):
+        if isinstance(zero.get(key), int):
+            found[name] = zero[key]
+    return found

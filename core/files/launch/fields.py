@@ -1,0 +1,213 @@
+"""The plan fields a launch config can carry, each with what it means and when it matters.
+
+One table for the exporters (which name the fields they cannot express) and for the round
+trip (plan → export → import → plan compares exactly these). A field's *effective* value is
+its value where it matters and None where it does not: the LoRA rank of a full fine-tune,
+the checkpointing policy with checkpointing off, the evaluation batch 0 that means "the
+training micro-batch". Names are the dotted paths the plan file and :class:`~core.errors.PlanError`
+use.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Final
+
+from core.dtypes import Quant
+from core.plan import CheckpointPolicy, Engine, Method, Optimizer, Plan, Strategy
+
+ADAM_FAMILY: Final = (Optimizer.ADAMW, Optimizer.ADAM)  # the optimizers whose code path (impl) matters
+ZERO: Final = (Strategy.ZERO1, Strategy.ZERO2, Strategy.ZERO3)
+
+
+def _always(plan: Plan) -> bool:
+    return True
+
+
+@dataclass(frozen=True)
+class PlanField:
+    name: str
+    value: Callable[[Plan], object]
+    relevant: Callable[[Plan], bool] = _always
+    depends_on: tuple[str, ...] = ()  # the fields that decide whether this one matters
+
+    def effective(self, plan: Plan) -> object:
+        return self.value(plan) if self.relevant(plan) else None
+
+
+def _f(name: str, value: Callable[[Plan], object], relevant: Callable[[Plan], bool] = _always, *on: str) -> PlanField:
+    return PlanField(name, value, relevant, on)
+
+
+_ADAPTER = "method.kind"
+
+TRAINING_FIELDS: Final = (
+    _f("model", lambda p: p.model),
+    _f("method.kind", lambda p: p.method),
+    _f("method.frozen_layers", lambda p: p.frozen_layers, lambda p: p.method is Method.FROZEN, _ADAPTER),
+    _f("method.lora.rank", lambda p: p.lora.rank, lambda p: p.adapter_based, _ADAPTER),
+    _f("method.lora.alpha", lambda p: p.lora.alpha, lambda p: p.adapter_based, _ADAPTER),
+    _f("method.lora.targets", lambda p: p.lora.targets, lambda p: p.adapter_based, _ADAPTER),
+    _f("method.quant", lambda p: p.quant, lambda p: p.method is Method.QLORA, _ADAPTER),
+    _f(
+        "method.double_quant",
+        lambda p: p.double_quant,
+        lambda p: p.method is Method.QLORA and p.quant in (Quant.NF4, Quant.FP4),
+        _ADAPTER,
+        "method.quant",
+    ),
+    _f("method.weight_dtype", lambda p: p.weight_dtype, lambda p: p.method in (Method.FULL, Method.FROZEN), _ADAPTER),
+    _f("method.base_dtype", lambda p: p.base_dtype, lambda p: p.method is not Method.FULL, _ADAPTER),
+    _f("method.adapter_dtype", lambda p: p.adapter_dtype, lambda p: p.adapter_based, _ADAPTER),
+    _f("method.autocast", lambda p: p.autocast),
+    _f("method.optimizer", lambda p: p.optimizer),
+    _f("method.optimizer_impl", lambda p: p.optimizer_impl, lambda p: p.optimizer in ADAM_FAMILY, "method.optimizer"),
+    _f("method.checkpointing", lambda p: p.checkpointing),
+    _f("method.checkpoint_policy", lambda p: p.checkpoint_policy, lambda p: p.checkpointing, "method.checkpointing"),
+    _f(
+        "method.checkpoint_every",
+        lambda p: p.checkpoint_every,
+        lambda p: p.checkpointing and p.checkpoint_policy is CheckpointPolicy.LAYER,
+        "method.checkpointing",
+        "method.checkpoint_policy",
+    ),
+    _f("method.attention", lambda p: p.attention),
+    _f("method.chunked_loss", lambda p: p.chunked_loss),
+    _f("workload.micro_batch", lambda p: p.workload.micro_batch),
+    _f("workload.seq_len", lambda p: p.workload.seq_len),
+    _f("workload.grad_accum", lambda p: p.workload.grad_accum),
+    _f(
+        "workload.eval_batch",
+        lambda p: p.workload.eval_batch or p.workload.micro_batch,  # 0: the training micro-batch
+        _always,
+        "workload.micro_batch",
+    ),
+    _f("workload.tokens", lambda p: p.workload.tokens),
+    _f("parallel.nodes", lambda p: p.parallel.nodes),
+    _f("parallel.gpus_per_node", lambda p: p.parallel.gpus_per_node),
+    _f("parallel.strategy", lambda p: p.parallel.strategy),
+    _f("parallel.tensor_parallel", lambda p: p.parallel.tensor_parallel),
+    _f("parallel.pipeline_parallel", lambda p: p.parallel.pipeline_parallel),
+    _f("parallel.context_parallel", lambda p: p.parallel.context_parallel),
+    _f(
+        "parallel.sequence_parallel",
+        lambda p: p.parallel.sequence_parallel,
+        lambda p: p.parallel.tensor_parallel > 1,
+        "parallel.tensor_parallel",
+    ),
+    _f(
+        "parallel.schedule",
+        lambda p: p.parallel.schedule,
+        lambda p: p.parallel.pipeline_parallel > 1,
+        "parallel.pipeline_parallel",
+    ),
+    _f(
+        "parallel.virtual_stages",
+        lambda p: p.parallel.virtual_stages,
+        lambda p: p.parallel.pipeline_parallel > 1,
+        "parallel.pipeline_parallel",
+    ),
+    _f("parallel.offload", lambda p: p.parallel.offload),
+    _f(
+        "parallel.reshard_after_forward",
+        lambda p: p.parallel.reshard_after_forward,
+        lambda p: p.parallel.strategy is Strategy.FSDP,
+        "parallel.strategy",
+    ),
+    _f(
+        "parallel.fsdp_param_dtype",
+        lambda p: p.parallel.fsdp_param_dtype,
+        lambda p: p.parallel.strategy is Strategy.FSDP,
+        "parallel.strategy",
+    ),
+    _f(
+        "parallel.fsdp_reduce_dtype",
+        lambda p: p.parallel.fsdp_reduce_dtype,
+        lambda p: p.parallel.strategy is Strategy.FSDP,
+        "parallel.strategy",
+    ),
+    _f(
+        "parallel.ddp_bucket_mb",
+        lambda p: p.parallel.ddp_bucket_mb,
+        lambda p: p.parallel.strategy is Strategy.DDP and p.world_size > 1,
+        "parallel.strategy",
+        "parallel.nodes",
+        "parallel.gpus_per_node",
+    ),
+    _f(
+        "parallel.ddp_bucket_view",
+        lambda p: p.parallel.ddp_bucket_view,
+        lambda p: p.parallel.strategy is Strategy.DDP and p.world_size > 1,
+        "parallel.strategy",
+        "parallel.nodes",
+        "parallel.gpus_per_node",
+    ),
+    _f(
+        "parallel.zero_bucket_elements",
+        lambda p: p.parallel.zero_bucket_elements,
+        lambda p: p.parallel.strategy in ZERO,
+        "parallel.strategy",
+    ),
+    _f(
+        "parallel.zero3_prefetch_elements",
+        lambda p: p.parallel.zero3_prefetch_elements,
+        lambda p: p.parallel.strategy is Strategy.ZERO3,
+        "parallel.strategy",
+    ),
+    _f(
+        "parallel.zero3_max_live_elements",
+        lambda p: p.parallel.zero3_max_live_elements,
+        lambda p: p.parallel.strategy is Strategy.ZERO3,
+        "parallel.strategy",
+    ),
+)
+
+_VLLM = "inference.engine"
+SERVING_FIELDS: Final = (
+    _f("model", lambda p: p.model),
+    _f("inference.engine", lambda p: p.inference.engine),
+    _f("inference.weight_dtype", lambda p: p.inference.weight_dtype),
+    _f("inference.kv_dtype", lambda p: p.inference.kv_dtype),
+    _f("inference.concurrent", lambda p: p.inference.concurrent),
+    _f("inference.context", lambda p: p.inference.context),
+    _f("inference.new_tokens", lambda p: p.inference.new_tokens),
+    _f("inference.tensor_parallel", lambda p: p.inference.tensor_parallel),
+    _f("inference.pipeline_parallel", lambda p: p.inference.pipeline_parallel),
+    _f("inference.replicas", lambda p: p.inference.replicas),
+    _f(
+        "inference.gpu_memory_utilization",
+        lambda p: p.inference.gpu_memory_utilization,
+        lambda p: p.inference.engine is Engine.VLLM,
+        _VLLM,
+    ),
+    _f(
+        "inference.max_num_seqs", lambda p: p.inference.max_num_seqs, lambda p: p.inference.engine is Engine.VLLM, _VLLM
+    ),
+    _f(
+        "inference.max_num_batched_tokens",
+        lambda p: p.inference.max_num_batched_tokens,
+        lambda p: p.inference.engine is Engine.VLLM,
+        _VLLM,
+    ),
+    _f(
+        "inference.mem_fraction_static",
+        lambda p: p.inference.mem_fraction_static,
+        lambda p: p.inference.engine is Engine.SGLANG,
+        _VLLM,
+    ),
+)
+FIELDS_BY_NAME: Final = {f.name: f for f in TRAINING_FIELDS + SERVING_FIELDS}
+
+
+def default_plan(plan: Plan) -> Plan:
+    """The plan every field is compared with: the planner's defaults on the same model."""
+    return Plan(model=plan.model)
+
+
+def differs_from_default(plan: Plan, name: str) -> bool:
+    """The field matters in ``plan`` and holds another value than the defaults give it."""
+    if name == "workload.eval_batch":  # 0 (the default) and the micro-batch evaluate alike
+        return plan.workload.eval_batch not in (0, plan.workload.micro_batch)
+    field = FIELDS_BY_NAME[name]
+    return field.relevant(plan) and field.value(plan) != field.value(default_plan(plan))

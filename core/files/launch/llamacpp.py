@@ -1,0 +1,115 @@
+"""The ``llama-server`` command (llama.cpp) for the plan's serving settings.
+
+Flags read from ggml-org/llama.cpp ``common/arg.cpp`` (stored commit 145b6280): ``-m`` (a GGUF
+file), ``-c`` (the context of all slots together: without ``--kv-unified`` each of the ``-np``
+slots gets ``c / np``, rounded up to 256 tokens in ``src/llama-context.cpp``), ``-np``
+(parallel slots: the requests served at once), ``-n`` (tokens generated per request unless the
+request says), ``-ngl`` (layers on the GPU: all), ``-fa on`` (flash attention, which a quantised
+V cache needs), ``-ctk`` / ``-ctv`` (KV cache types f32 | f16 | bf16 | q8_0 | q4_0; q8_0 and
+q4_0 keep one fp16 scale per 32 values, 6 % and 12 % over the planner's int8 / int4 bytes),
+``-sm`` (none: one GPU; layer: layers and their KV cache split across GPUs, the plan's
+pipeline stages) with ``-ts`` (the share of each GPU). The weights' format is the GGUF file's:
+only BF16, F16 and F32 files store what the plan's 16- and 32-bit formats do.
+"""
+
+from __future__ import annotations
+
+import shlex
+from typing import Any, Final
+
+from core.dtypes import KvDtype, WeightFormat
+from core.files.launch.common import Draft, Export, Target, command_words, header, model_reference
+from core.plan import ENGINE_LABELS, Plan
+
+MAX_CONTEXT: Final = 2**31 - 1  # common_params.n_ctx is an int32_t
+GGUF_TYPES: Final = {WeightFormat.BF16: "BF16", WeightFormat.FP16: "F16", WeightFormat.FP32: "F32"}
+NEAREST_GGUF: Final = {
+    WeightFormat.INT8: "Q8_0",
+    WeightFormat.FP8: "Q8_0",
+    WeightFormat.NF4: "Q4_0",
+    WeightFormat.AWQ_INT4: "Q4_0",
+    WeightFormat.GPTQ_INT4: "Q4_0",
+}
+CACHE_TYPES: Final = {
+    KvDtype.FP32: "f32",
+    KvDtype.FP16: "f16",
+    KvDtype.BF16: "bf16",
+    KvDtype.INT8: "q8_0",
+    KvDtype.INT4: "q4_0",
+}
+
+
+def _model_file(draft: Draft, model_ref: str | None) -> str:
+    fmt = draft.plan.inference.weight_dtype
+    kind = GGUF_TYPES.get(fmt) or NEAREST_GGUF[fmt]
+    if fmt not in GGUF_TYPES:
+        draft.cannot(
+            "inference.weight_dtype", f"a GGUF file stores {fmt.value} weights as none of its types ({kind} is named)"
+        )
+    stem = model_reference(draft, model_ref).rstrip("/").rsplit("/", 1)[-1]
+    draft.cannot(
+        "model", f"llama-server reads a GGUF file: {stem}-{kind}.gguf stands for the one converted or downloaded"
+    )
+    return f"{stem}-{kind}.gguf"
+
+
+def _split(draft: Draft) -> list[str]:
+    """Pipeline stages are llama.cpp's layer split; its row split keeps the KV cache on the main GPU,
+    which is not the plan's tensor parallel (weights and KV heads split)."""
+    inf = draft.plan.inference
+    if inf.pipeline_parallel > 1:
+        if inf.tensor_parallel > 1:
+            draft.cannot("inference.tensor_parallel", "llama.cpp splits by layer or by row, not both (layers written)")
+        return ["-sm", "layer", "-ts", ",".join(["1"] * inf.pipeline_parallel)]
+    if inf.tensor_parallel > 1:
+        draft.cannot("inference.tensor_parallel", "llama.cpp's row split keeps the KV cache on the main GPU, not split")
+        return ["-sm", "row", "-ts", ",".join(["1"] * inf.tensor_parallel)]
+    return ["-sm", "none"]
+
+
+def export_llama_server(plan: Plan, model_ref: str | None = None) -> Export:
+    draft = Draft(plan)
+    inf = plan.inference
+    cache = CACHE_TYPES.get(inf.kv_dtype, "q8_0")
+    if inf.kv_dtype not in CACHE_TYPES:
+        draft.cannot("inference.kv_dtype", "llama.cpp has no fp8 KV cache (q8_0 is written)")
+    total = inf.context * inf.concurrent
+    if total > MAX_CONTEXT:
+        draft.cannot(
+            "inference.context", f"llama.cpp's -c is a 32-bit count: {total:,} tokens over all slots is past it"
+        )
+    argv = ["llama-server", "-m", _model_file(draft, model_ref), "-c", str(total)]
+    argv += ["-np", str(inf.concurrent), "-n", str(inf.new_tokens), "-ngl", "999", "-fa", "on"]
+    argv += ["-ctk", cache, "-ctv", cache, *_split(draft)]
+    draft.cannot(
+        "inference.engine",
+        f"llama.cpp's memory is not modelled: the plan was judged under {ENGINE_LABELS[inf.engine]}'s rules",
+    )
+    if inf.replicas > 1:
+        draft.cannot("inference.replicas", "one llama-server serves one copy: start one per replica")
+    draft.outside(
+        ["inference.gpu_memory_utilization", "inference.max_num_seqs", "inference.max_num_batched_tokens"],
+        "vLLM's, not llama.cpp's",
+    )
+    draft.outside(["inference.mem_fraction_static"], "SGLang's, not llama.cpp's")
+    lines = ["llama-server written by VRAM Planner: every layer on the GPU, one slot per concurrent request"]
+    return draft.finish(Target.LLAMA_SERVER, header(lines) + " ".join(shlex.quote(w) for w in argv) + "\n")
+
+
+def read_llama_server(text: str) -> dict[str, Any]:
+    """Plan fields from a ``llama-server`` line (the inverse of :func:`export_llama_server`)."""
+    words = command_words(text)
+    flags = {words[i]: words[i + 1] for i in range(1, len(words) - 1, 2)}
+    slots = int(flags["-np"])
+    gpus = len(flags.get("-ts", "1").split(","))
+    kind = flags["-m"].rsplit("-", 1)[-1].removesuffix(".gguf")
+    weights = {**{v: k for k, v in NEAREST_GGUF.items()}, **{v: k for k, v in GGUF_TYPES.items()}}
+    return {
+        "inference.weight_dtype": weights[kind],
+        "inference.kv_dtype": {v: k for k, v in CACHE_TYPES.items()}[flags["-ctk"]],
+        "inference.concurrent": slots,
+        "inference.context": int(flags["-c"]) // slots,
+        "inference.new_tokens": int(flags["-n"]),
+        "inference.tensor_parallel": gpus if flags["-sm"] == "row" else 1,
+        "inference.pipeline_parallel": gpus if flags["-sm"] == "layer" else 1,
+    }

@@ -1,0 +1,104 @@
+"""LLaMA-Factory config (YAML), for ``llamafactory-cli train run.yaml``.
+
+Keys read from LLaMA-Factory v0.9.4 (``src/llamafactory/hparams/``: ``finetuning_args.py``
+``finetuning_type`` (lora | freeze | full), ``freeze_trainable_layers`` (the last N blocks
+train), ``lora_rank``, ``lora_alpha`` (an int), ``lora_target`` (names joined by commas, or
+``all``), ``use_dora``, ``pure_bf16``; ``model_args.py`` ``quantization_bit`` (4 | 8),
+``quantization_method``, ``quantization_type`` (nf4 | fp4), ``double_quantization``,
+``flash_attn`` (disabled | sdpa | fa2), ``enable_liger_kernel``, ``disable_gradient_checkpointing``;
+``data_args.py`` ``cutoff_len``) and the transformers TrainingArguments it passes through.
+``parser.py`` loads the model in bf16 under ``bf16`` or ``pure_bf16`` and in fp16 under ``fp16``;
+with neither it infers the dtype from the card, so float32 training has no key. Gradient
+checkpointing is on unless disabled. Dataset, template and output folder are the user's.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Final
+
+from core.dtypes import Autocast, Dtype, Quant
+from core.files.launch.common import (
+    Draft,
+    Export,
+    Target,
+    dump_yaml,
+    header,
+    integer_alpha,
+    loaded_dtype,
+    model_reference,
+)
+from core.files.launch.fields import FIELDS_BY_NAME
+from core.files.launch.hf_trainer import batch_keys, full_checkpointing, sharding
+from core.model import LORA_TARGETS
+from core.plan import Attention, Method, Plan
+
+FLASH_ATTN: Final = {Attention.EAGER: "disabled", Attention.SDPA: "sdpa", Attention.FLASH: "fa2"}
+
+
+def _method(draft: Draft) -> dict[str, Any]:
+    plan = draft.plan
+    if plan.method is Method.FULL:
+        return {"finetuning_type": "full"}
+    if plan.method is Method.FROZEN:
+        trainable = plan.model.num_layers - plan.frozen_layers
+        if trainable < 1:
+            draft.cannot("method.frozen_layers", "freeze_trainable_layers trains at least one block")
+        return {"finetuning_type": "freeze", "freeze_trainable_layers": max(1, trainable)}
+    keys: dict[str, Any] = {
+        "finetuning_type": "lora",
+        "lora_rank": plan.lora.rank,
+        "lora_alpha": integer_alpha(draft),
+        "lora_target": "all" if plan.lora.targets == LORA_TARGETS else ",".join(plan.lora.targets),
+        "use_dora": plan.method is Method.DORA,
+    }
+    if plan.method is Method.QLORA:
+        keys.update(quantization_bit=8 if plan.quant is Quant.INT8 else 4, quantization_method="bitsandbytes")
+        if plan.quant is not Quant.INT8:
+            keys.update(quantization_type=plan.quant.value, double_quantization=plan.double_quant)
+    return keys
+
+
+def _precision(draft: Draft) -> dict[str, Any]:
+    """bf16 AMP on a bf16 model, pure bf16 (adapters too), or fp16 AMP on an fp16 model."""
+    plan = draft.plan
+    dtype = loaded_dtype(draft)
+    if dtype is Dtype.BF16 and plan.autocast is Autocast.NONE:
+        if plan.adapter_based and plan.adapter_dtype is not Dtype.BF16:
+            draft.cannot("method.adapter_dtype", "pure_bf16 keeps the adapters in bf16 too")
+        return {"bf16": False, "fp16": False, "pure_bf16": True}
+    if plan.adapter_based and plan.adapter_dtype is not Dtype.FP32:
+        draft.cannot("method.adapter_dtype", "under AMP PEFT keeps the adapters in float32")
+    if (dtype, plan.autocast) in ((Dtype.BF16, Autocast.BF16), (Dtype.FP16, Autocast.FP16)):
+        return {"bf16": dtype is Dtype.BF16, "fp16": dtype is Dtype.FP16}
+    for name in ("method.weight_dtype", "method.base_dtype"):
+        field = FIELDS_BY_NAME[name]
+        if field.relevant(plan) and field.value(plan) is not Dtype.BF16:
+            draft.cannot(
+                name, "LLaMA-Factory loads the model in bf16, or in fp16 only under fp16 AMP (bf16 is written)"
+            )
+    if plan.autocast is not Autocast.BF16:
+        draft.cannot(
+            "method.autocast", "LLaMA-Factory's AMP runs in the dtype it loads the model in (bf16 AMP is written)"
+        )
+    return {"bf16": True, "fp16": False}
+
+
+def export_llamafactory(plan: Plan, model_ref: str | None = None) -> Export:
+    draft = Draft(plan)
+    full_checkpointing(draft)
+    document: dict[str, Any] = {
+        "model_name_or_path": model_reference(draft, model_ref),
+        "stage": "sft",
+        "do_train": True,
+        **_method(draft),
+        "cutoff_len": plan.workload.seq_len,
+        **batch_keys(draft),
+        **_precision(draft),
+        "disable_gradient_checkpointing": not plan.checkpointing,
+        "flash_attn": FLASH_ATTN[plan.attention],
+        "enable_liger_kernel": plan.chunked_loss,
+        **sharding(draft),
+    }
+    lines = ["LLaMA-Factory config written by VRAM Planner. Add dataset, template and output_dir, then:",
+             "llamafactory-cli train <this file>"]  # fmt: skip
+    return draft.finish(Target.LLAMA_FACTORY, header(lines) + dump_yaml(document))

@@ -1,0 +1,190 @@
+"""torchtitan job config (TOML), for ``torchrun ... -m torchtitan.train --job.config_file run.toml``.
+
+Keys read from pytorch/torchtitan commit 238fa995 (``torchtitan/config/job_config.py``, the last
+release configured by TOML, as :mod:`core.files.runconfig.torchtitan` reads it): ``[model]``
+``name``, ``flavor``, ``hf_assets_path``; ``[training]`` ``local_batch_size``, ``global_batch_size``
+(local × data-parallel degree × accumulation: torchtitan derives the accumulation from it),
+``seq_len``, ``steps``, ``dtype`` (bfloat16 | float32, the stored weights),
+``mixed_precision_param`` (FSDP2's parameter dtype; without FSDP, the autocast dtype:
+``distributed/utils.py`` ``maybe_enable_amp``), ``mixed_precision_reduce`` (float32 only),
+``enable_cpu_offload``; ``[optimizer]`` ``name`` (AdamW | Adam), ``implementation`` (fused |
+foreach | for-loop); ``[activation_checkpoint]`` ``mode`` (none | full | selective),
+``selective_ac_option`` ("op" or N: every Nth block); ``[parallelism]``
+``data_parallel_replicate_degree`` (DDP), ``data_parallel_shard_degree`` (FSDP2; -1: the ranks
+left), ``fsdp_reshard_after_forward`` (always | never), ``tensor_parallel_degree``,
+``pipeline_parallel_degree``, ``pipeline_parallel_schedule`` (GPipe | 1F1B | Interleaved1F1B),
+``context_parallel_degree``. torchtitan trains every weight of its own model definitions
+(``torchtitan/models``: llama3 8B / 70B / 405B, qwen3 0.6B to 32B and 30B-A3B).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Final
+
+from core.dtypes import Autocast, Dtype, MpDtype
+from core.files.launch.common import (
+    Draft,
+    Export,
+    Target,
+    catalogue_entry,
+    header,
+    model_reference,
+    optimizer_steps,
+)
+from core.files.launch.toml_writer import dumps_toml
+from core.plan import CheckpointPolicy, Method, Offload, Optimizer, OptimizerImpl, PipelineSchedule, Plan, Strategy
+
+MODELS: Final = {
+    "llama-3.1-8b": ("llama3", "8B"),
+    "llama-3.1-70b": ("llama3", "70B"),
+    "qwen3-0.6b": ("qwen3", "0.6B"),
+    "qwen3-1.7b": ("qwen3", "1.7B"),
+    "qwen3-4b": ("qwen3", "4B"),
+    "qwen3-8b": ("qwen3", "8B"),
+    "qwen3-14b": ("qwen3", "14B"),
+    "qwen3-32b": ("qwen3", "32B"),
+    "qwen3-30b-a3b": ("qwen3", "30B-A3B"),
+}
+TORCH_DTYPES: Final = {Dtype.BF16: "bfloat16", Dtype.FP32: "float32"}
+MP_DTYPES: Final = {MpDtype.BF16: "bfloat16", MpDtype.FP32: "float32"}
+OPTIMIZERS: Final = {Optimizer.ADAMW: "AdamW", Optimizer.ADAM: "Adam"}
+IMPLEMENTATIONS: Final = {
+    OptimizerImpl.FUSED: "fused",
+    OptimizerImpl.FOREACH: "foreach",
+    OptimizerImpl.FORLOOP: "for-loop",
+}
+SCHEDULES: Final = {
+    PipelineSchedule.GPIPE: "GPipe",
+    PipelineSchedule.ONE_F_ONE_B: "1F1B",
+    PipelineSchedule.INTERLEAVED: "Interleaved1F1B",
+}
+
+
+def _model(draft: Draft, model_ref: str | None) -> dict[str, Any]:
+    plan = draft.plan
+    entry = catalogue_entry(plan)
+    known = MODELS.get(entry.id) if entry is not None else None
+    table: dict[str, Any] = {}
+    if known is None:
+        draft.cannot("model", "torchtitan has no model definition for it (llama3, qwen3, deepseek_v3, llama4 only)")
+    else:
+        table.update(name=known[0], flavor=known[1])
+    reference = model_reference(draft, model_ref)
+    table["hf_assets_path"] = "./assets/hf/" + reference.rstrip("/").rsplit("/", 1)[-1]
+    if plan.method is not Method.FULL:
+        draft.cannot("method.kind", "torchtitan trains every weight (no adapters, no frozen layers)")
+    return table
+
+
+def _precision(draft: Draft) -> dict[str, Any]:
+    """``dtype`` is the stored weights'; ``mixed_precision_param`` is FSDP2's parameter dtype, or the
+    autocast dtype without FSDP."""
+    plan, par = draft.plan, draft.plan.parallel
+    keys: dict[str, Any] = {"dtype": TORCH_DTYPES.get(plan.weight_dtype, "bfloat16")}
+    if plan.weight_dtype not in TORCH_DTYPES:
+        draft.cannot("method.weight_dtype", "torchtitan stores weights in bfloat16 or float32 (bfloat16 is written)")
+    if par.strategy is Strategy.FSDP:
+        param = par.fsdp_param_dtype
+        keys["mixed_precision_param"] = keys["dtype"] if param is MpDtype.STORED else MP_DTYPES.get(param, "bfloat16")
+        if param is MpDtype.FP16:
+            draft.cannot("parallel.fsdp_param_dtype", "torchtitan's mixed_precision_param is bfloat16 or float32")
+        if par.fsdp_reduce_dtype not in (MpDtype.FP32, MpDtype.STORED) or (
+            par.fsdp_reduce_dtype is MpDtype.STORED and plan.weight_dtype is not Dtype.FP32
+        ):
+            draft.cannot("parallel.fsdp_reduce_dtype", "torchtitan reduces gradients in float32")
+        if plan.autocast is not Autocast.NONE:
+            draft.cannot("method.autocast", "under FSDP torchtitan casts with fully_shard's policy, not autocast")
+    else:
+        casts = {Autocast.NONE: keys["dtype"], Autocast.BF16: "bfloat16"}
+        keys["mixed_precision_param"] = casts.get(plan.autocast, "bfloat16")
+        if plan.autocast is Autocast.FP16:
+            draft.cannot("method.autocast", "torchtitan autocasts to bfloat16 or float32, not fp16")
+    keys["mixed_precision_reduce"] = "float32"
+    return keys
+
+
+def _training(draft: Draft) -> dict[str, Any]:
+    plan, work = draft.plan, draft.plan.workload
+    table: dict[str, Any] = {
+        "local_batch_size": work.micro_batch,
+        "global_batch_size": work.micro_batch * plan.parallel.data_parallel * work.grad_accum,
+        "seq_len": work.seq_len,
+    }
+    steps = optimizer_steps(plan)
+    if steps is not None:
+        table["steps"] = steps
+    table.update(_precision(draft))
+    offload = plan.parallel.offload
+    table["enable_cpu_offload"] = offload is Offload.PARAMS
+    if offload is Offload.OPTIMIZER:
+        draft.cannot("parallel.offload", "torchtitan offloads parameters, gradients and optimizer state together")
+    if plan.workload.eval_batch not in (0, work.micro_batch):
+        draft.cannot("workload.eval_batch", "torchtitan validates with the training batch")
+    for name, why in (
+        ("method.attention", "torchtitan picks its attention from the model flavour (sdpa, flex, varlen)"),
+        ("method.chunked_loss", "torchtitan's loss is a plain cross-entropy"),
+    ):
+        draft.outside([name], why)
+    return table
+
+
+def _optimizer(draft: Draft) -> dict[str, Any]:
+    plan = draft.plan
+    name = OPTIMIZERS.get(plan.optimizer)
+    if name is None:
+        draft.cannot("method.optimizer", "torchtitan's optimizers here are AdamW and Adam (AdamW is written)")
+    return {"name": name or "AdamW", "implementation": IMPLEMENTATIONS[plan.optimizer_impl]}
+
+
+def _checkpoint(plan: Plan) -> dict[str, Any]:
+    if not plan.checkpointing:
+        return {"mode": "none"}
+    if plan.checkpoint_policy is CheckpointPolicy.FULL:
+        return {"mode": "full"}
+    option = "op" if plan.checkpoint_policy is CheckpointPolicy.OP else str(plan.checkpoint_every)
+    return {"mode": "selective", "selective_ac_option": option}
+
+
+def _parallelism(draft: Draft) -> dict[str, Any]:
+    par = draft.plan.parallel
+    table: dict[str, Any] = {
+        "data_parallel_replicate_degree": par.data_parallel if par.strategy is Strategy.DDP else 1,
+        "data_parallel_shard_degree": 1 if par.strategy is Strategy.DDP else -1,  # ZeRO: FSDP2, the nearest
+        "fsdp_reshard_after_forward": "always" if par.reshard_after_forward else "never",
+        "tensor_parallel_degree": par.tensor_parallel,
+        "pipeline_parallel_degree": par.pipeline_parallel,
+        "pipeline_parallel_schedule": SCHEDULES[par.schedule],
+        "context_parallel_degree": par.context_parallel,
+    }
+    if par.strategy not in (Strategy.DDP, Strategy.FSDP):
+        draft.cannot(
+            "parallel.strategy", "torchtitan shards with FSDP2 (ZeRO is DeepSpeed's): data_parallel_shard_degree"
+        )
+    if par.pipeline_parallel > 1 and par.virtual_stages > 1:
+        draft.cannot("parallel.virtual_stages", "torchtitan derives the stages per rank from the layers per stage")
+    if par.tensor_parallel > 1 and not par.sequence_parallel:
+        draft.cannot("parallel.sequence_parallel", "torchtitan's tensor parallel always splits the sequence too")
+    draft.outside(
+        ["parallel.ddp_bucket_mb", "parallel.ddp_bucket_view", "parallel.zero_bucket_elements"],
+        "torchtitan sets no bucket sizes",
+    )
+    draft.outside(
+        ["parallel.zero3_prefetch_elements", "parallel.zero3_max_live_elements"], "DeepSpeed's, not torchtitan's"
+    )
+    return table
+
+
+def export_torchtitan(plan: Plan, model_ref: str | None = None) -> Export:
+    draft = Draft(plan)
+    document = {
+        "job": {"description": f"VRAM Planner plan for {plan.model.name}"[:200]},
+        "model": _model(draft, model_ref),
+        "optimizer": _optimizer(draft),
+        "training": _training(draft),
+        "activation_checkpoint": _checkpoint(plan),
+        "parallelism": _parallelism(draft),
+    }
+    nodes, gpus = plan.parallel.nodes, plan.parallel.gpus_per_node
+    launch = f"torchrun --nnodes={nodes} --nproc_per_node={gpus} -m torchtitan.train --job.config_file <this file>"
+    lines = [f"torchtitan job config written by VRAM Planner for {nodes} node(s) x {gpus} GPU(s):", launch]
+    return draft.finish(Target.TORCHTITAN, header(lines) + dumps_toml(document))

@@ -1,0 +1,102 @@
+"""The ``vllm serve`` command for the plan's serving settings.
+
+Flags read from vLLM 0.19.0 (the release :mod:`core.serving.vllm_rules` follows; ``vllm/engine/arg_utils.py``
+builds them from ``vllm/config/``): ``--dtype`` (bfloat16 | float16 | float32), ``--quantization``
+(fp8: weights quantised in flight; awq / gptq: the checkpoint must be one; bitsandbytes: 4-bit
+in flight), ``--kv-cache-dtype`` (auto: the model's dtype; fp8), ``--max-model-len``,
+``--tensor-parallel-size``, ``--pipeline-parallel-size``, ``--data-parallel-size`` (replicas),
+``--gpu-memory-utilization`` (always written: its default moved from 0.9 to 0.92 in later
+releases), ``--max-num-seqs`` and ``--max-num-batched-tokens`` (written when the plan sets them).
+How many requests arrive at once, and how long each answer may be, are the clients'.
+"""
+
+from __future__ import annotations
+
+import shlex
+from typing import Any, Final
+
+from core.dtypes import KvDtype, WeightFormat
+from core.files.launch.common import Draft, Export, Target, command_words, header, model_reference
+from core.plan import ENGINE_LABELS, Engine, Plan
+
+DTYPES: Final = {WeightFormat.BF16: "bfloat16", WeightFormat.FP16: "float16", WeightFormat.FP32: "float32"}
+KV_DTYPES: Final = {KvDtype.BF16: "bfloat16", KvDtype.FP16: "float16", KvDtype.FP32: "float32"}
+QUANTIZATION: Final = {
+    WeightFormat.FP8: "fp8",
+    WeightFormat.AWQ_INT4: "awq",
+    WeightFormat.GPTQ_INT4: "gptq",
+    WeightFormat.NF4: "bitsandbytes",
+}
+CLIENT_WHY: Final = "the clients' (requests at once, max_tokens per answer), not the server's"
+
+
+def _weights(draft: Draft) -> list[str]:
+    inf = draft.plan.inference
+    fmt, kv = inf.weight_dtype, inf.kv_dtype
+    if fmt in DTYPES:
+        dtype = DTYPES[fmt]
+    else:
+        dtype = KV_DTYPES.get(kv, "bfloat16")  # quantised weights compute (and keep the KV cache) in this dtype
+        if fmt is WeightFormat.INT8:
+            draft.cannot(
+                "inference.weight_dtype", "vLLM quantises in flight to fp8 or 4-bit bitsandbytes, not LLM.int8"
+            )
+    flags = ["--dtype", dtype]
+    if fmt in QUANTIZATION:
+        flags += ["--quantization", QUANTIZATION[fmt]]
+    if kv is KvDtype.FP8:
+        flags += ["--kv-cache-dtype", "fp8"]
+    elif kv not in KV_DTYPES:
+        draft.cannot("inference.kv_dtype", "vLLM's quantised KV cache is fp8")
+    elif KV_DTYPES[kv] != dtype:
+        draft.cannot("inference.kv_dtype", f"vLLM keeps the KV cache in the model's dtype ({dtype}) or fp8")
+    return flags
+
+
+def export_vllm(plan: Plan, model_ref: str | None = None) -> Export:
+    draft = Draft(plan)
+    inf = plan.inference
+    argv = ["vllm", "serve", model_reference(draft, model_ref), *_weights(draft)]
+    argv += ["--max-model-len", str(inf.context), "--tensor-parallel-size", str(inf.tensor_parallel)]
+    if inf.pipeline_parallel > 1:
+        argv += ["--pipeline-parallel-size", str(inf.pipeline_parallel)]
+    if inf.replicas > 1:
+        argv += ["--data-parallel-size", str(inf.replicas)]
+    argv += ["--gpu-memory-utilization", repr(float(inf.gpu_memory_utilization))]
+    if inf.max_num_seqs:
+        argv += ["--max-num-seqs", str(inf.max_num_seqs)]
+    if inf.max_num_batched_tokens:
+        argv += ["--max-num-batched-tokens", str(inf.max_num_batched_tokens)]
+    if inf.engine is not Engine.VLLM:
+        draft.cannot(
+            "inference.engine", f"the plan was judged under {ENGINE_LABELS[inf.engine]}'s memory rules, not vLLM's"
+        )
+    draft.outside(["inference.concurrent", "inference.new_tokens"], CLIENT_WHY)
+    draft.outside(["inference.mem_fraction_static"], "SGLang's, not vLLM's")
+    lines = ["vllm serve written by VRAM Planner (flags of vLLM 0.19)"]
+    if inf.weight_dtype in (WeightFormat.AWQ_INT4, WeightFormat.GPTQ_INT4):
+        lines.append(
+            f"Serve an {QUANTIZATION[inf.weight_dtype].upper()} checkpoint of the model: the weights come from it."
+        )
+    return draft.finish(Target.VLLM, header(lines) + " ".join(shlex.quote(w) for w in argv) + "\n")
+
+
+def read_vllm(text: str) -> tuple[str, dict[str, Any]]:
+    """The model and the plan fields of a ``vllm serve`` line (the inverse of :func:`export_vllm`)."""
+    words = command_words(text)
+    flags = {words[i]: words[i + 1] for i in range(3, len(words) - 1, 2) if words[i].startswith("--")}
+    dtype = {v: k for k, v in DTYPES.items()}[flags.get("--dtype", "bfloat16")]
+    quantised = {v: k for k, v in QUANTIZATION.items()}.get(flags.get("--quantization", ""))
+    kv_auto = {v: k for k, v in KV_DTYPES.items()}[flags.get("--dtype", "bfloat16")]
+    return words[2], {
+        "inference.engine": Engine.VLLM,
+        "inference.weight_dtype": quantised or dtype,
+        "inference.kv_dtype": KvDtype.FP8 if flags.get("--kv-cache-dtype") == "fp8" else kv_auto,
+        "inference.context": int(flags["--max-model-len"]),
+        "inference.tensor_parallel": int(flags.get("--tensor-parallel-size", 1)),
+        "inference.pipeline_parallel": int(flags.get("--pipeline-parallel-size", 1)),
+        "inference.replicas": int(flags.get("--data-parallel-size", 1)),
+        "inference.gpu_memory_utilization": float(flags["--gpu-memory-utilization"]),
+        "inference.max_num_seqs": int(flags.get("--max-num-seqs", 0)),
+        "inference.max_num_batched_tokens": int(flags.get("--max-num-batched-tokens", 0)),
+    }

@@ -1,0 +1,397 @@
+"""This machine's GPUs: what the driver reports now, matched to the GPU catalogue.
+
+Where each figure comes from:
+
+- NVIDIA: NVML through the ``pynvml`` module of ``nvidia-ml-py`` (optional: imported here,
+  lazily, only if installed; ``nvmlDeviceGetMemoryInfo`` gives total, used and free bytes),
+  else ``nvidia-smi --query-gpu=name,memory.total,memory.used,memory.free,driver_version
+  --format=csv,noheader,nounits`` (MiB).
+- AMD: ``rocm-smi --showproductname --showmeminfo vram --showdriverversion --json``
+  ("VRAM Total Memory (B)", "VRAM Total Used Memory (B)", per ``cardN``).
+- Apple silicon: ``sysctl -n hw.memsize machdep.cpu.brand_string``; the GPU may use only a
+  share of unified memory by default (Metal's recommendedMaxWorkingSetSize): 2/3 up to
+  36 GB, 3/4 above, the share the catalogue's Apple entries use. "Free now" is not reported.
+
+Every probe runs under one deadline (:data:`DEFAULT_TIMEOUT_S` in all): a hung tool is killed
+with its process group, a hung NVML call is left in a daemon thread. Nothing here raises to
+the caller: an absent tool is skipped quietly, a broken driver or an NVML/driver mismatch is
+one note in the result. "Free now" is what other processes leave of each card.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib
+import json
+import os
+import platform
+import re
+import shutil
+import signal
+import subprocess
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, Final
+
+from core.catalogue import GpuSpec, custom_gpu
+from core.errors import escape_controls
+from core.files.gpu_match import match_catalogue
+from core.plan import Hardware
+from core.units import GiB, MiB
+
+DEFAULT_TIMEOUT_S: Final = 1.0
+MAX_GPUS: Final = 64  # more cards than any node carries: the rest of a hostile listing is ignored
+MAX_NAME_CHARS: Final = 200
+NVIDIA_SMI_QUERY: Final = (
+    "nvidia-smi",
+    "--query-gpu=name,memory.total,memory.used,memory.free,driver_version",
+    "--format=csv,noheader,nounits",
+)
+ROCM_SMI_QUERY: Final = ("rocm-smi", "--showproductname", "--showmeminfo", "vram", "--showdriverversion", "--json")
+SYSCTL_QUERY: Final = ("sysctl", "-n", "hw.memsize", "machdep.cpu.brand_string")
+# Metal's default GPU working set (the catalogue's Apple entries, resources/gpus.json sources).
+APPLE_SMALL_SHARE: Final = 2 / 3
+APPLE_LARGE_SHARE: Final = 3 / 4
+APPLE_SMALL_LIMIT_BYTES: Final = 36 * GiB
+MAX_HEADROOM: Final = 0.9  # Hardware.headroom's upper bound (core/plan.py)
+
+
+@dataclass(frozen=True)
+class LocalGpu:
+    """One card as this machine reports it, with its catalogue entry when one matches."""
+
+    index: int
+    name: str  # as the driver names it
+    vendor: str  # nvidia | amd | apple
+    total_bytes: int  # what the driver reports (Apple: the GPU's default share of unified memory)
+    used_bytes: int | None  # held by processes now; None where the source does not say
+    free_bytes: int | None
+    source: str  # nvml | nvidia-smi | rocm-smi | sysctl
+    driver: str = ""
+    catalogue: GpuSpec | None = None
+    unified_memory_bytes: int | None = None  # Apple: the machine's RAM
+
+    @property
+    def spec(self) -> GpuSpec:
+        """The catalogue entry, else a custom card with the reported memory."""
+        if self.catalogue is not None:
+            return self.catalogue
+        return custom_gpu(self.total_bytes / 1e9, Hardware().custom_tflops, name=f"{self.name} (this machine)")
+
+    @property
+    def held_fraction(self) -> float | None:
+        """Share of the card other processes hold now (0 to 1), where reported."""
+        if self.used_bytes is None or self.total_bytes <= 0:
+            return None
+        return min(1.0, max(0.0, self.used_bytes / self.total_bytes))
+
+    def hardware_changes(self) -> dict[str, object]:
+        """What ``Plan.with_hardware`` takes to plan on this card."""
+        if self.catalogue is not None:
+            return {"gpu": self.catalogue.id}
+        return {"gpu": "custom", "custom_memory_gb": round(self.total_bytes / 1e9, 3)}
+
+    def headroom_for_free_now(self, headroom: float) -> float:
+        """The headroom that judges a plan against what is free now: the plan's own ``headroom``
+        plus the share other processes hold, within the plan's limit (0.9). The card keeps its
+        catalogue figures (peak FLOP/s, bandwidth); only the usable memory shrinks."""
+        held = self.held_fraction or 0.0
+        return min(MAX_HEADROOM, round(headroom + held, 6))
+
+    @property
+    def label(self) -> str:
+        text = f"{self.name}: {self.total_bytes / MiB:,.0f} MiB"
+        if self.free_bytes is not None:
+            text += f", {self.free_bytes / MiB:,.0f} MiB free now"
+        match = self.catalogue.id if self.catalogue is not None else "custom card"
+        return f"{text} ({match})"
+
+
+@dataclass(frozen=True)
+class LocalGpus:
+    gpus: tuple[LocalGpu, ...]
+    notes: tuple[str, ...]  # quiet notes: a driver that did not answer, a tool that failed
+    tried: tuple[str, ...]  # the sources looked for, in order
+    elapsed_s: float
+
+    @property
+    def found(self) -> bool:
+        return bool(self.gpus)
+
+    @property
+    def summary(self) -> str:
+        if not self.gpus:
+            return "No GPU found on this machine (looked for " + ", ".join(self.tried) + ")"
+        names: dict[str, int] = {}
+        for gpu in self.gpus:
+            names[gpu.spec.name] = names.get(gpu.spec.name, 0) + 1
+        return ", ".join(f"{count} × {name}" for name, count in names.items())
+
+    def same_cards(self) -> int:
+        """How many cards are of the first card's kind (the GPUs per node a plan would use)."""
+        if not self.gpus:
+            return 0
+        first = self.gpus[0]
+        return sum(1 for g in self.gpus if g.spec.id == first.spec.id and g.total_bytes == first.total_bytes)
+
+
+@dataclass
+class _Probe:
+    """What one detection run gathers, under one deadline."""
+
+    deadline: float
+    budget_s: float
+    gpus: list[LocalGpu] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    tried: list[str] = field(default_factory=list)
+
+    def note(self, text: str) -> None:
+        text = escape_controls(text)[:300]
+        if text not in self.notes:
+            self.notes.append(text)
+
+    def left(self) -> float:
+        return self.deadline - time.monotonic()
+
+    def add(self, name: str, vendor: str, total: int, used: int | None, free: int | None, **extra: Any) -> None:
+        if len(self.gpus) >= MAX_GPUS:
+            return
+        name = escape_controls(name.strip())[:MAX_NAME_CHARS] or f"{vendor} GPU"
+        unified = extra.get("unified_memory_bytes")
+        found = match_catalogue(name, vendor, total, unified)
+        self.gpus.append(LocalGpu(len(self.gpus), name, vendor, total, used, free, catalogue=found, **extra))
+
+
+# ---- running a tool under the deadline ---------------------------------------------------
+def _first_line(raw: bytes) -> str:
+    for line in raw.decode("utf-8", "replace").splitlines():
+        if line.strip():
+            return line.strip()
+    return ""
+
+
+def _stop(proc: subprocess.Popen[bytes]) -> None:
+    """Kill a tool that did not answer, with whatever it started (its own process group)."""
+    try:
+        if os.name == "posix":
+            os.killpg(proc.pid, signal.SIGKILL)
+        else:
+            proc.kill()
+    except OSError:
+        pass
+    with contextlib.suppress(subprocess.TimeoutExpired):
+        proc.wait(timeout=1.0)
+    for pipe in (proc.stdout, proc.stderr):
+        if pipe is not None:
+            pipe.close()
+
+
+def run_tool(argv: tuple[str, ...], probe: _Probe) -> str | None:
+    """The tool's output, or None: absent (quietly), failed, or past the deadline (noted)."""
+    executable = shutil.which(argv[0])
+    if executable is None:
+        return None
+    left = probe.left()
+    if left <= 0:
+        probe.note(f"{argv[0]} was not run: the {probe.budget_s:g} s given to GPU detection was spent")
+        return None
+    env = {**os.environ, "LC_ALL": "C"}
+    try:
+        proc = subprocess.Popen(
+            [executable, *argv[1:]],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            env=env,
+            start_new_session=os.name == "posix",
+        )
+    except OSError as exc:
+        probe.note(f"{argv[0]} could not be started ({exc.strerror or exc})")
+        return None
+    try:
+        out, err = proc.communicate(timeout=left)
+    except subprocess.TimeoutExpired:
+        _stop(proc)
+        probe.note(f"{argv[0]} did not answer within {probe.budget_s:g} s and was stopped")
+        return None
+    if proc.returncode != 0:
+        probe.note(f"{argv[0]} failed: {_first_line(err) or _first_line(out) or f'exit status {proc.returncode}'}")
+        return None
+    return out.decode("utf-8", "replace")
+
+
+# ---- NVIDIA --------------------------------------------------------------------------------
+def _mib(text: str) -> int | None:
+    text = text.strip()
+    return int(float(text) * MiB) if re.fullmatch(r"\d+(\.\d+)?", text) else None
+
+
+def parse_nvidia_smi(output: str, probe: _Probe) -> None:
+    """Lines of ``name, total MiB, used MiB, free MiB, driver``; "[N/A]" figures are unknown."""
+    for line in output.splitlines()[: MAX_GPUS * 2]:
+        if not line.strip():
+            continue
+        parts = line.rsplit(",", 4)
+        total = _mib(parts[1]) if len(parts) == 5 else None
+        if total is None or total <= 0:
+            probe.note(f"nvidia-smi: a line that is not a GPU's memory was skipped ({line.strip()[:80]})")
+            continue
+        used, free = _mib(parts[2]), _mib(parts[3])
+        probe.add(parts[0], "nvidia", total, used, free, source="nvidia-smi", driver=parts[4].strip()[:40])
+
+
+def _load_nvml() -> Any | None:
+    """The ``pynvml`` module when nvidia-ml-py is installed (never a required dependency)."""
+    try:
+        return importlib.import_module("pynvml")
+    except Exception:  # ImportError, or a broken installation failing at import
+        return None
+
+
+def _text(value: object) -> str:
+    return value.decode("utf-8", "replace") if isinstance(value, bytes) else str(value)
+
+
+def _read_nvml(nvml: Any) -> list[tuple[str, int, int, int, str]]:
+    nvml.nvmlInit()
+    try:
+        driver = _text(nvml.nvmlSystemGetDriverVersion())
+        readings = []
+        for index in range(min(int(nvml.nvmlDeviceGetCount()), MAX_GPUS)):
+            handle = nvml.nvmlDeviceGetHandleByIndex(index)
+            memory = nvml.nvmlDeviceGetMemoryInfo(handle)
+            name = _text(nvml.nvmlDeviceGetName(handle))
+            readings.append((name, int(memory.total), int(memory.used), int(memory.free), driver))
+        return readings
+    finally:
+        nvml.nvmlShutdown()
+
+
+def probe_nvml(nvml: Any, probe: _Probe) -> bool:
+    """Read every NVIDIA card through NVML in a daemon thread; True when NVML answered
+    (with cards or without), False when the library is absent and nvidia-smi should be asked."""
+    result: dict[str, Any] = {}
+
+    def work() -> None:
+        try:
+            result["readings"] = _read_nvml(nvml)
+        except Exception as exc:  # pynvml raises NVMLError subclasses; a broken module anything
+            result["error"] = exc
+
+    worker = threading.Thread(target=work, name="vramplan-nvml", daemon=True)
+    worker.start()
+    worker.join(max(0.0, probe.left()))
+    if worker.is_alive():
+        probe.note(f"NVML did not answer within {probe.budget_s:g} s")
+        return True
+    error = result.get("error")
+    if error is not None:
+        if "LibraryNotFound" in type(error).__name__:  # no NVIDIA driver installed: nothing to say
+            return False
+        probe.note(f"NVML: {_text(error) or type(error).__name__}")
+        return True
+    for name, total, used, free, driver in result.get("readings", []):
+        if total > 0:
+            probe.add(name, "nvidia", total, used, free, source="nvml", driver=driver[:40])
+    return True
+
+
+def _nvidia(probe: _Probe, nvml: Any | None) -> None:
+    if nvml is not None:
+        probe.tried.append("NVML")
+        if probe_nvml(nvml, probe):
+            return
+    probe.tried.append("nvidia-smi")
+    output = run_tool(NVIDIA_SMI_QUERY, probe)
+    if output is not None:
+        parse_nvidia_smi(output, probe)
+
+
+# ---- AMD -----------------------------------------------------------------------------------
+def _bytes_field(card: dict[str, Any], *keys: str) -> int | None:
+    for key in keys:
+        value = card.get(key)
+        if isinstance(value, (str, int)) and not isinstance(value, bool) and re.fullmatch(r"\d{1,20}", str(value)):
+            return int(value)
+    return None
+
+
+def parse_rocm_smi(output: str, probe: _Probe) -> None:
+    """rocm-smi's JSON: ``{"card0": {"Card Series": ..., "VRAM Total Memory (B)": "..."}, "system": ...}``."""
+    start, end = output.find("{"), output.rfind("}")
+    try:
+        document = json.loads(output[start : end + 1]) if 0 <= start < end else None
+    except (ValueError, RecursionError):
+        document = None
+    if not isinstance(document, dict):
+        probe.note("rocm-smi: its output is not the JSON expected")
+        return
+    system = document.get("system")
+    driver = system.get("Driver version", "") if isinstance(system, dict) else ""
+    cards = sorted((k for k in document if re.fullmatch(r"card\d{1,4}", k)), key=lambda k: int(k[4:]))
+    for key in cards:
+        card = document[key]
+        if not isinstance(card, dict):
+            continue
+        total = _bytes_field(card, "VRAM Total Memory (B)")
+        if not total:
+            probe.note(f"rocm-smi: {key} reports no VRAM total")
+            continue
+        used = _bytes_field(card, "VRAM Total Used Memory (B)")
+        name = next(
+            (str(card[k]) for k in ("Card Series", "Card series", "Marketing Name", "Card model") if card.get(k)),
+            "AMD GPU",
+        )
+        free = None if used is None else max(0, total - used)
+        probe.add(name, "amd", total, used, free, source="rocm-smi", driver=str(driver)[:40])
+
+
+# ---- Apple silicon -------------------------------------------------------------------------
+def apple_gpu_share(memory_bytes: int) -> float:
+    return APPLE_SMALL_SHARE if memory_bytes <= APPLE_SMALL_LIMIT_BYTES else APPLE_LARGE_SHARE
+
+
+def parse_sysctl(output: str, probe: _Probe) -> None:
+    lines = [line.strip() for line in output.splitlines() if line.strip()]
+    if len(lines) < 2 or not lines[0].isdigit() or len(lines[0]) > 20:
+        probe.note("sysctl: hw.memsize and the chip name were not both reported")
+        return
+    memory, chip = int(lines[0]), lines[1]
+    if not chip.lower().startswith("apple"):
+        probe.note(f"{chip[:60]}: an Intel Mac's GPU is not detected")
+        return
+    share = int(memory / MiB * apple_gpu_share(memory)) * MiB  # whole MiB, as Metal reports it
+    probe.add(chip, "apple", share, None, None, source="sysctl", unified_memory_bytes=memory)
+
+
+# ---- all of it -----------------------------------------------------------------------------
+def detect_local_gpus(
+    timeout_s: float = DEFAULT_TIMEOUT_S,
+    *,
+    system: str | None = None,
+    nvml_loader: Callable[[], Any | None] = _load_nvml,
+) -> LocalGpus:
+    """This machine's GPUs within ``timeout_s`` seconds in all; never raises.
+
+    ``system`` is ``platform.system()`` unless given (tests pass "Darwin" to read sysctl);
+    ``nvml_loader`` returns the ``pynvml`` module or None (tests pass a stand-in).
+    """
+    started = time.monotonic()
+    budget = max(0.01, float(timeout_s))
+    probe = _Probe(deadline=started + budget, budget_s=budget)
+    try:
+        _nvidia(probe, nvml_loader())
+        probe.tried.append("rocm-smi")
+        output = run_tool(ROCM_SMI_QUERY, probe)
+        if output is not None:
+            parse_rocm_smi(output, probe)
+        if (system or platform.system()) == "Darwin":
+            probe.tried.append("sysctl")
+            output = run_tool(SYSCTL_QUERY, probe)
+            if output is not None:
+                parse_sysctl(output, probe)
+    except Exception as exc:  # the promise is "never raises": a surprise is a note too
+        probe.note(f"GPU detection stopped: {type(exc).__name__}: {exc}")
+    return LocalGpus(tuple(probe.gpus), tuple(probe.notes), tuple(probe.tried), time.monotonic() - started)

@@ -1,0 +1,304 @@
+"""Launch configs out: worked examples, what each target writes that its importer does not read
+back (checked on the text), hostile names, and the TOML writer.
+
+The expected texts quote the tools' own keys (the module docstrings name the versions read).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import shlex
+import tomllib
+from dataclasses import replace
+from typing import Any
+
+import pytest
+import yaml
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from core.catalogue import find_model
+from core.dtypes import KvDtype, Quant, WeightFormat
+from core.files.launch import SERVING_TARGETS, TARGET_LABELS, Target, export
+from core.files.launch.common import optimizer_steps
+from core.files.launch.deepspeed import read_deepspeed
+from core.files.launch.toml_writer import dumps_toml
+from core.files.runconfig import loads_run_config
+from core.plan import (
+    Engine,
+    Inference,
+    LoraSettings,
+    Method,
+    Offload,
+    Parallelism,
+    Plan,
+    Preset,
+    Strategy,
+    Workload,
+)
+from tests.core.test_launch_roundtrip import launch_plans
+
+LLAMA = find_model("llama-3.1-8b")
+STRUCTURE = settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+
+
+def llama_plan(**changes: Any) -> Plan:
+    return Plan(model=LLAMA.spec, model_id=LLAMA.id, **changes)
+
+
+def parse(target: Target, text: str) -> Any:
+    body = "\n".join(line for line in text.splitlines() if not line.startswith("#"))
+    if target in (Target.TRL, Target.DEEPSPEED):
+        return json.loads(text)
+    if target is Target.TORCHTITAN:
+        return tomllib.loads(text)
+    if target in (Target.TORCHRUN, Target.ACCELERATE_LAUNCH, Target.VLLM, Target.LLAMA_SERVER):
+        return shlex.split(body)
+    return yaml.safe_load(text)
+
+
+# ---- worked examples ------------------------------------------------------------------------------
+QLORA = llama_plan(
+    method=Method.QLORA,
+    quant=Quant.NF4,
+    lora=LoraSettings(rank=16, alpha=32.0, targets=("q_proj", "k_proj", "v_proj", "o_proj")),
+    preset=Preset.TRAINER_BF16,
+    checkpointing=True,
+    workload=Workload(micro_batch=4, seq_len=2048, grad_accum=8, tokens=0),
+)
+
+
+def test_qlora_for_trl() -> None:
+    exported = export(QLORA, Target.TRL)
+    assert json.loads(exported.text) == {
+        "model_name_or_path": "meta-llama/Llama-3.1-8B",
+        "dtype": "bfloat16",
+        "attn_implementation": "sdpa",
+        "use_peft": True,
+        "lora_r": 16,
+        "lora_alpha": 32,
+        "lora_target_modules": ["q_proj", "k_proj", "v_proj", "o_proj"],
+        "use_dora": False,
+        "load_in_4bit": True,
+        "bnb_4bit_quant_type": "nf4",
+        "use_bnb_nested_quant": True,
+        "max_length": 2048,
+        "per_device_train_batch_size": 4,
+        "per_device_eval_batch_size": 4,
+        "gradient_accumulation_steps": 8,
+        "optim": "adamw_torch_fused",
+        "bf16": True,
+        "fp16": False,
+        "gradient_checkpointing": True,
+        "use_liger_kernel": False,
+    }
+    assert exported.unexpressed == () and exported.suffix == ".json"
+
+
+def test_qlora_for_axolotl_llamafactory_and_torchtune() -> None:
+    axolotl = yaml.safe_load(export(QLORA, Target.AXOLOTL).text)
+    assert axolotl["adapter"] == "qlora" and axolotl["load_in_4bit"] is True and axolotl["bf16"] is True
+    assert (axolotl["lora_r"], axolotl["lora_alpha"], axolotl["sequence_len"]) == (16, 32, 2048)
+    factory = yaml.safe_load(export(QLORA, Target.LLAMA_FACTORY).text)
+    assert (factory["finetuning_type"], factory["quantization_bit"], factory["lora_target"]) == (
+        "lora",
+        4,
+        "q_proj,k_proj,v_proj,o_proj",
+    )
+    assert factory["disable_gradient_checkpointing"] is False and factory["bf16"] is True
+    tune = export(QLORA, Target.TORCHTUNE)
+    model = yaml.safe_load(tune.text)["model"]
+    assert model["_component_"] == "torchtune.models.llama3_1.lora_llama3_1_8b" and model["quantize_base"] is True
+    assert model["lora_attn_modules"] == ["q_proj", "k_proj", "v_proj", "output_proj"]
+    # torchtune keeps the adapters in bf16 with the base and runs no autocast: both named.
+    assert [u.field for u in tune.unexpressed] == ["method.adapter_dtype", "method.autocast"]
+
+
+def test_fsdp_on_two_nodes_for_the_launchers() -> None:
+    plan = llama_plan(parallel=Parallelism(nodes=2, gpus_per_node=8, strategy=Strategy.FSDP))
+    torchrun = export(plan, Target.TORCHRUN, command=("-m", "my_trainer", "run config.yaml"))
+    assert torchrun.text.splitlines()[-1] == (
+        "torchrun --nnodes=2 --nproc_per_node=8 --node_rank=$NODE_RANK --master_addr=$MASTER_ADDR "
+        "--master_port=29500 -m my_trainer 'run config.yaml'"
+    )
+    config = yaml.safe_load(export(plan, Target.ACCELERATE).text)
+    assert (config["distributed_type"], config["num_machines"], config["num_processes"]) == ("FSDP", 2, 16)
+    assert config["fsdp_config"]["fsdp_version"] == 2 and config["fsdp_config"]["fsdp_reshard_after_forward"] is True
+    launch = parse(Target.ACCELERATE_LAUNCH, export(plan, Target.ACCELERATE_LAUNCH).text)
+    assert launch[:6] == ["accelerate", "launch", "--num_machines", "2", "--num_processes", "16"]
+    assert "--use_fsdp" in launch and launch[-1] == "train.py"
+    one_node = export(llama_plan(parallel=Parallelism(gpus_per_node=4)), Target.TORCHRUN).text.splitlines()[-1]
+    assert one_node == "torchrun --standalone --nnodes=1 --nproc_per_node=4 train.py"
+
+
+def test_serving_commands() -> None:
+    served = llama_plan(inference=Inference(engine=Engine.VLLM, context=8192, concurrent=16, kv_dtype=KvDtype.FP8))
+    vllm = export(served, Target.VLLM)
+    assert vllm.text.splitlines()[-1] == (
+        "vllm serve meta-llama/Llama-3.1-8B --dtype bfloat16 --kv-cache-dtype fp8 --max-model-len 8192 "
+        "--tensor-parallel-size 1 --gpu-memory-utilization 0.9"
+    )
+    assert [u.field for u in vllm.unexpressed] == ["inference.concurrent"]  # the clients' load
+    llama = export(served.with_inference(kv_dtype=KvDtype.INT8), Target.LLAMA_SERVER)
+    assert llama.text.splitlines()[-1] == (
+        "llama-server -m Llama-3.1-8B-BF16.gguf -c 131072 -np 16 -n 256 -ngl 999 -fa on -ctk q8_0 -ctv q8_0 -sm none"
+    )
+    assert [u.field for u in llama.unexpressed] == ["model", "inference.engine"]
+    awq = export(served.with_inference(weight_dtype=WeightFormat.AWQ_INT4, kv_dtype=KvDtype.FP16), Target.VLLM)
+    assert "--dtype float16 --quantization awq" in awq.text and "Serve an AWQ checkpoint" in awq.text
+
+
+def test_what_a_target_cannot_say_is_named_with_why() -> None:
+    frozen = llama_plan(method=Method.FROZEN, frozen_layers=16)
+    trl = export(frozen, Target.TRL)
+    assert {u.field for u in trl.unexpressed} == {"method.kind", "method.frozen_layers"}
+    factory = export(frozen, Target.LLAMA_FACTORY)
+    assert yaml.safe_load(factory.text)["freeze_trainable_layers"] == 16
+    assert not factory.cannot("method.kind") and not factory.cannot("method.frozen_layers")
+    tp = export(llama_plan(parallel=Parallelism(gpus_per_node=8, tensor_parallel=2)), Target.TRL)
+    assert tp.cannot("parallel.tensor_parallel") and tp.cannot("parallel.gpus_per_node")
+    hf_served = export(llama_plan(), Target.VLLM)
+    assert hf_served.cannot("inference.engine")
+    assert "Hugging Face generate" in next(u.why for u in hf_served.unexpressed if u.field == "inference.engine")
+
+
+def test_every_target_has_a_label_and_parses() -> None:
+    for target in Target:
+        exported = export(QLORA, target)
+        assert exported.label == TARGET_LABELS[target] and parse(target, exported.text)
+    assert {Target.VLLM, Target.LLAMA_SERVER} == SERVING_TARGETS
+    with pytest.raises(ValueError):
+        export(QLORA, "slurm")
+
+
+# ---- what is written but not read back ------------------------------------------------------------
+@STRUCTURE
+@given(plan=launch_plans(), target=st.sampled_from([Target.TRL, Target.AXOLOTL, Target.LLAMA_FACTORY]))
+def test_trainer_configs_carry_steps_buckets_and_deepspeed(plan: Plan, target: Target) -> None:
+    document = parse(target, export(plan, target).text)
+    steps = optimizer_steps(plan)
+    assert document.get("max_steps") == steps
+    par = plan.parallel
+    if par.strategy is Strategy.DDP and plan.world_size > 1:
+        assert document["ddp_bucket_cap_mb"] == par.ddp_bucket_mb
+    if par.strategy in (Strategy.ZERO1, Strategy.ZERO2, Strategy.ZERO3):
+        zero = document["deepspeed"]["zero_optimization"]
+        assert zero["reduce_bucket_size"] == par.zero_bucket_elements
+        if par.strategy is Strategy.ZERO3:
+            assert zero["stage3_prefetch_bucket_size"] == par.zero3_prefetch_elements
+            assert zero["stage3_max_live_parameters"] == par.zero3_max_live_elements
+
+
+@STRUCTURE
+@given(plan=launch_plans())
+def test_torchtitan_carries_the_layout_and_precision(plan: Plan) -> None:
+    exported = export(plan, Target.TORCHTITAN)
+    document = tomllib.loads(exported.text)
+    par, work = plan.parallel, plan.workload
+    training, split = document["training"], document["parallelism"]
+    assert training["global_batch_size"] == work.micro_batch * par.data_parallel * work.grad_accum
+    assert training.get("steps") == optimizer_steps(plan)
+    assert (split["tensor_parallel_degree"], split["pipeline_parallel_degree"]) == (
+        par.tensor_parallel,
+        par.pipeline_parallel,
+    )
+    assert split["context_parallel_degree"] == par.context_parallel
+    assert split["fsdp_reshard_after_forward"] == ("always" if par.reshard_after_forward else "never")
+    assert training["enable_cpu_offload"] is (par.offload is Offload.PARAMS)
+    if not exported.cannot("method.weight_dtype"):
+        assert training["dtype"] == {"bf16": "bfloat16", "fp32": "float32"}[plan.weight_dtype.value]
+    assert f"--nnodes={par.nodes} --nproc_per_node={par.gpus_per_node}" in exported.text.splitlines()[1]
+
+
+@STRUCTURE
+@given(plan=launch_plans())
+def test_torchtune_carries_eval_batch_sharding_and_steps(plan: Plan) -> None:
+    document = yaml.safe_load(export(plan, Target.TORCHTUNE).text)
+    assert document["batch_size_val"] == (plan.workload.eval_batch or plan.workload.micro_batch)
+    if plan.parallel.strategy is Strategy.FSDP:
+        assert document["fsdp_reshard_after_forward"] is plan.parallel.reshard_after_forward
+        assert document["fsdp_cpu_offload"] is (plan.parallel.offload is Offload.PARAMS)
+    steps = optimizer_steps(plan)
+    assert document.get("max_steps_per_epoch") == steps and document.get("epochs") == (1 if steps else None)
+
+
+@STRUCTURE
+@given(plan=launch_plans())
+def test_the_deepspeed_file_reads_the_same_through_a_trainer_config(plan: Plan) -> None:
+    """The DeepSpeed export given inline to a transformers config: the project's importer reads
+    the same stage and offload as the export's own reader."""
+    document = json.loads(export(plan, Target.DEEPSPEED).text)
+    run = loads_run_config(json.dumps({"per_device_train_batch_size": 1, "deepspeed": document}).encode(), "x.json")
+    own = read_deepspeed(document)
+    assert run.settings.sharding == own["parallel.strategy"].value
+    assert (run.settings.offload or "none") == own["parallel.offload"].value
+
+
+# ---- hostile names --------------------------------------------------------------------------------
+HOSTILE = 'evil"\n[model]\nname = "x" # \\ \x1b]0;t\x07 \u202e'
+
+
+@pytest.mark.parametrize("target", list(Target))
+def test_hostile_model_names_stay_inside_their_strings(target: Target) -> None:
+    custom = replace(LLAMA.spec, name=HOSTILE, params_override=123_456_789)
+    plan = Plan(model=custom, inference=Inference(engine=Engine.VLLM))
+    for given_ref in (None, HOSTILE):
+        exported = export(plan, target, model_ref=given_ref)
+        comments = [line for line in exported.text.splitlines() if line.startswith("#")]
+        assert all("\x1b" not in line and "\x07" not in line for line in comments)
+        parsed = parse(target, exported.text)
+        assert parsed  # still one document / one command
+        if given_ref is None and target not in (
+            Target.DEEPSPEED,
+            Target.ACCELERATE,
+            Target.ACCELERATE_LAUNCH,
+            Target.TORCHRUN,
+        ):
+            assert exported.cannot("model")  # launch-only files name no model: the script's config does
+        if target is Target.TORCHTITAN:
+            assert set(parsed) == {"job", "model", "optimizer", "training", "activation_checkpoint", "parallelism"}
+            assert parsed["job"]["description"] == f"VRAM Planner plan for {HOSTILE}"
+        if target is Target.VLLM and given_ref is not None:
+            assert parsed[2] == HOSTILE
+        assert all("\n" not in u.why for u in exported.unexpressed)
+
+
+# ---- the TOML writer ---------------------------------------------------------------------------------
+keys = st.text(max_size=12)
+scalars = st.one_of(
+    st.booleans(),
+    st.integers(-(2**63), 2**63 - 1),
+    st.floats(allow_nan=False, allow_infinity=False),
+    st.text(alphabet=st.characters(blacklist_categories=("Cs",)), max_size=30),
+)
+values = st.one_of(scalars, st.lists(scalars, max_size=4))
+tables = st.recursive(
+    st.dictionaries(keys, values, max_size=5),
+    lambda inner: st.dictionaries(keys, st.one_of(values, inner), max_size=5),
+    max_leaves=20,
+)
+
+
+@settings(max_examples=400, deadline=None)
+@given(document=tables)
+def test_toml_written_reads_back_the_same(document: dict[str, Any]) -> None:
+    back = tomllib.loads(dumps_toml(document))
+    assert back == document or _same_floats(back, document)
+
+
+def _same_floats(a: Any, b: Any) -> bool:
+    """-0.0 and 0.0 compare equal; anything else must be identical."""
+    if isinstance(a, dict) and isinstance(b, dict):
+        return a.keys() == b.keys() and all(_same_floats(a[k], b[k]) for k in a)
+    if isinstance(a, list) and isinstance(b, list):
+        return len(a) == len(b) and all(_same_floats(x, y) for x, y in zip(a, b, strict=True))
+    return a == b and type(a) is type(b)
+
+
+def test_toml_refuses_what_it_cannot_write() -> None:
+    for bad in (math.inf, math.nan, None, {1, 2}):
+        with pytest.raises((ValueError, TypeError)):
+            dumps_toml({"x": bad})
+    with pytest.raises(ValueError):
+        dumps_toml({"x": "\ud800"})

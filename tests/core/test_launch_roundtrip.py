@@ -1,0 +1,217 @@
+"""Launch configs out, read back in: plan → export → import → plan, over generated plans.
+
+For every target, every plan field the export does not list as unexpressed comes back identical
+(its effective value: a field that does not matter, such as the LoRA rank of a full fine-tune,
+is not compared, and neither are the fields decided by one that is listed). The formats the
+project already reads go through its own importers (:mod:`core.files.runconfig`, format
+detected from the text, model resolved by name); the others through the reader beside their
+exporter. Fields a target writes but its importer does not read (max_steps, DDP bucket size,
+torchtitan's parallel degrees...) are named per target in ``NOT_READ_BACK`` and checked on the
+text by the structural tests below instead.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import replace
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from core.catalogue import load_models
+from core.dtypes import MpDtype
+from core.errors import PlanError
+from core.files.launch import Export, Target, export
+from core.files.launch.accelerate import read_accelerate_config, read_accelerate_launch
+from core.files.launch.common import apply_fields
+from core.files.launch.deepspeed import read_deepspeed
+from core.files.launch.fields import FIELDS_BY_NAME, SERVING_FIELDS, TRAINING_FIELDS, PlanField
+from core.files.launch.llamacpp import read_llama_server
+from core.files.launch.torchrun import read_torchrun
+from core.files.launch.vllm import read_vllm
+from core.files.runconfig import ConfigKind, loads_run_config, plan_from_run, resolve_model
+from core.plan import Offload, PipelineSchedule, Plan
+from tests.core.strategies import plans
+
+ROUND_TRIP = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+
+IMPORTED = {
+    Target.TRL: ConfigKind.HF,
+    Target.AXOLOTL: ConfigKind.AXOLOTL,
+    Target.LLAMA_FACTORY: ConfigKind.LLAMA_FACTORY,
+    Target.TORCHTUNE: ConfigKind.TORCHTUNE,
+    Target.TORCHTITAN: ConfigKind.TORCHTITAN,
+}
+_HF_UNREAD = {
+    "workload.tokens",  # max_steps
+    "parallel.ddp_bucket_mb",  # ddp_bucket_cap_mb
+    "parallel.zero_bucket_elements",  # deepspeed.zero_optimization.*_bucket_size
+    "parallel.zero3_prefetch_elements",
+    "parallel.zero3_max_live_elements",
+}
+NOT_READ_BACK: dict[Target, set[str]] = {
+    Target.TRL: _HF_UNREAD,
+    Target.AXOLOTL: _HF_UNREAD,
+    Target.LLAMA_FACTORY: _HF_UNREAD,
+    Target.TORCHTUNE: {
+        "workload.tokens",  # epochs + max_steps_per_epoch
+        "workload.eval_batch",  # batch_size_val
+        "parallel.strategy",  # the recipe (*_distributed runs FSDP2)
+        "parallel.reshard_after_forward",
+        "parallel.offload",  # fsdp_cpu_offload, read as a note
+    },
+    Target.TORCHTITAN: {
+        "workload.tokens",  # training.steps
+        "workload.grad_accum",  # training.global_batch_size, read as a note
+        "method.weight_dtype",  # training.dtype
+        "method.autocast",  # training.mixed_precision_param
+        "parallel.fsdp_param_dtype",
+        "parallel.fsdp_reduce_dtype",
+        "parallel.nodes",  # the torchrun line in the header
+        "parallel.gpus_per_node",
+        "parallel.tensor_parallel",  # [parallelism] degrees, read as notes
+        "parallel.pipeline_parallel",
+        "parallel.context_parallel",
+        "parallel.sequence_parallel",
+        "parallel.schedule",
+        "parallel.virtual_stages",
+        "parallel.reshard_after_forward",
+        "parallel.offload",  # training.enable_cpu_offload
+    },
+}
+OWN_READERS = (Target.DEEPSPEED, Target.ACCELERATE, Target.ACCELERATE_LAUNCH, Target.TORCHRUN)
+SERVING = (Target.VLLM, Target.LLAMA_SERVER)
+
+
+@st.composite
+def launch_plans(draw: st.DrawFn) -> Plan:
+    """``plans()`` with the parallel layout and knobs the frameworks read: TP / PP / CP degrees,
+    schedules, offload, resharding, FSDP2 dtypes and the DDP / ZeRO bucket sizes."""
+    plan = draw(plans())
+    model, par = plan.model, plan.parallel
+    tp = draw(st.sampled_from([t for t in (1, 2, 4) if model.num_heads % t == 0 and model.num_kv_heads % t == 0]))
+    pp = draw(st.integers(1, min(4, model.num_layers)))
+    cp = draw(st.sampled_from([1, 2]))
+    schedule = draw(st.sampled_from(list(PipelineSchedule)))
+    virtual = draw(st.integers(1, 2)) if schedule is PipelineSchedule.INTERLEAVED and pp * 2 <= model.num_layers else 1
+    seq = plan.workload.seq_len if cp == 1 else 2 * cp * math.ceil(plan.workload.seq_len / (2 * cp))
+    layout = replace(
+        par,
+        gpus_per_node=tp * pp * cp * draw(st.integers(1, 2)),
+        tensor_parallel=tp,
+        pipeline_parallel=pp,
+        context_parallel=cp,
+        schedule=schedule,
+        virtual_stages=virtual,
+        sequence_parallel=draw(st.booleans()),
+        offload=draw(st.sampled_from(list(Offload))),
+        reshard_after_forward=draw(st.booleans()),
+        fsdp_param_dtype=draw(st.sampled_from(list(MpDtype))),
+        fsdp_reduce_dtype=draw(st.sampled_from(list(MpDtype))),
+        ddp_bucket_mb=draw(st.sampled_from([25.0, 100.0, 12.5])),
+        ddp_bucket_view=draw(st.booleans()),
+        zero_bucket_elements=draw(st.sampled_from([500_000_000, 200_000_000])),
+        zero3_prefetch_elements=draw(st.sampled_from([50_000_000, 10_000_000])),
+        zero3_max_live_elements=draw(st.sampled_from([1_000_000_000, 300_000_000])),
+    )
+    try:
+        return replace(plan, parallel=layout, workload=replace(plan.workload, seq_len=seq))
+    except PlanError:  # a layout this model cannot take: keep the plan as drawn
+        return plan
+
+
+def skipped(exported: Export, target: Target) -> set[str]:
+    return {u.field for u in exported.unexpressed} | NOT_READ_BACK.get(target, set())
+
+
+def differences(plan: Plan, back: Plan, table: tuple[PlanField, ...], skip: set[str]) -> list[tuple[str, Any, Any]]:
+    found = []
+    for field in table:
+        if field.name in skip or any(name in skip for name in field.depends_on):
+            continue
+        if field.effective(plan) != field.effective(back):
+            found.append((field.name, field.effective(plan), field.effective(back)))
+    return found
+
+
+def other_model(plan: Plan) -> Plan:
+    """A default plan on another model: a model the export does not express cannot come back by accident."""
+    spec = next(m.spec for m in load_models() if m.spec.num_layers != plan.model.num_layers)
+    return Plan(model=spec)
+
+
+def check_unexpressed(exported: Export) -> None:
+    for item in exported.unexpressed:
+        assert item.field in FIELDS_BY_NAME and item.why.strip(), item
+    assert len({u.field for u in exported.unexpressed}) == len(exported.unexpressed)
+
+
+# ---- through the project's importers ------------------------------------------------------------
+@pytest.mark.parametrize("target", list(IMPORTED))
+@ROUND_TRIP
+@given(plan=launch_plans())
+def test_round_trip_through_the_importers(target: Target, plan: Plan) -> None:
+    exported = export(plan, target)
+    check_unexpressed(exported)
+    run = loads_run_config(exported.text.encode(), f"plan{exported.suffix}")
+    assert run.kind is IMPORTED[target]
+    skip = skipped(exported, target)
+    if "model" in skip:
+        back = plan_from_run(run, Plan(model=plan.model), None)
+    else:
+        choice = resolve_model(run)
+        assert choice is not None and choice.spec == plan.model, (target, plan.model.name, run.model_ref)
+        back = plan_from_run(run, other_model(plan), choice)
+    assert not differences(plan, back, TRAINING_FIELDS, skip), (
+        differences(plan, back, TRAINING_FIELDS, skip),
+        exported.text,
+    )
+
+
+# ---- through the readers beside the exporters ----------------------------------------------------
+def read_back(target: Target, text: str) -> dict[str, Any]:
+    if target is Target.DEEPSPEED:
+        return read_deepspeed(json.loads(text))
+    if target is Target.ACCELERATE:
+        return read_accelerate_config(text)
+    if target is Target.ACCELERATE_LAUNCH:
+        return read_accelerate_launch(text)
+    return read_torchrun(text)
+
+
+@pytest.mark.parametrize("target", OWN_READERS)
+@ROUND_TRIP
+@given(plan=launch_plans())
+def test_round_trip_of_the_launch_configs(target: Target, plan: Plan) -> None:
+    exported = export(plan, target)
+    check_unexpressed(exported)
+    base = Plan(model=plan.model).with_workload(seq_len=plan.workload.seq_len)  # context parallel needs it
+    back = apply_fields(base, read_back(target, exported.text))
+    skip = skipped(exported, target)
+    assert not differences(plan, back, TRAINING_FIELDS, skip), (
+        differences(plan, back, TRAINING_FIELDS, skip),
+        exported.text,
+    )
+
+
+@pytest.mark.parametrize("target", SERVING)
+@ROUND_TRIP
+@given(plan=plans())
+def test_round_trip_of_the_serving_commands(target: Target, plan: Plan) -> None:
+    exported = export(plan, target)
+    check_unexpressed(exported)
+    if target is Target.VLLM:
+        model_ref, fields = read_vllm(exported.text)
+        if not exported.cannot("model"):
+            assert next(m.spec for m in load_models() if m.hf_repo == model_ref) == plan.model
+    else:
+        fields = read_llama_server(exported.text)
+    back = apply_fields(Plan(model=plan.model), fields)
+    skip = skipped(exported, target)
+    assert not differences(plan, back, SERVING_FIELDS, skip), (
+        differences(plan, back, SERVING_FIELDS, skip),
+        exported.text,
+    )
