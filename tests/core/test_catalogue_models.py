@@ -90,6 +90,6 @@ def test_an_unknown_family_is_kept_aside_not_offered(tmp_path: Path) -> None:
 
 
 def test_readme_counts_the_model_entries() -> None:
-    readme = (Path(__file__).parents[2] / "README.md").read_text("utf-8")
+    readme = (Path(__file__).parents[2] / "docs" / "CATALOGUES.md").read_text("utf-8")
     assert f"`resources/models.json`, {len(ENTRIES)} entries" in readme
     assert "derived count equals the published count exactly for every entry" in readme
