@@ -40,4 +40,15 @@ def plan_warnings(plan: Plan) -> tuple[PlanWarning, ...]:
                 f"context window of {window:,} tokens.",
             )
         )
+    par = plan.parallel
+    if par.tensor_parallel > par.gpus_per_node:
+        # Megatron-LM and torchtitan keep tensor parallel inside a node's NVLink domain: its
+        # all-reduces run twice per layer and micro-batch (four with recomputation).
+        warnings.append(
+            PlanWarning(
+                Mode.TRAINING,
+                f"Tensor parallel {par.tensor_parallel} spans nodes of {par.gpus_per_node} GPUs: its all-reduces, "
+                "several per layer, then cross the slower link between nodes; frameworks keep it within a node.",
+            )
+        )
     return tuple(warnings)

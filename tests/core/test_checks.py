@@ -30,3 +30,12 @@ def test_a_serving_context_past_the_window_is_warned_about() -> None:
     plan = plan_for_model("llama-3.1-8b").with_inference(context=200_000)
     (warning,) = plan_warnings(plan)
     assert warning.mode is Mode.INFERENCE and "200,000" in warning.text and "serving" in warning.text
+
+
+def test_tensor_parallel_across_nodes_is_warned_about() -> None:
+    # Issue 26, item 15: TP 8 over nodes of 4 GPUs was accepted without a word; Megatron-LM and
+    # torchtitan keep tensor parallel within a node (its all-reduces run per layer).
+    plan = plan_for_model("llama-3.1-70b").with_parallel(nodes=2, gpus_per_node=4, tensor_parallel=8)
+    (warning,) = plan_warnings(plan)
+    assert warning.mode is Mode.TRAINING and "spans nodes of 4 GPUs" in warning.text
+    assert plan_warnings(plan.with_parallel(nodes=1, gpus_per_node=8)) == ()
