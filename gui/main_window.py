@@ -617,6 +617,7 @@ class MainWindow(QMainWindow):
             self.chart.set_mode(mode.value)
             self.verdict.set_mode(mode.value)
             self.compute_panel.set_mode(mode.value)
+            self.arithmetic.set_mode(mode)
             self._show_forms_for(mode.value)
             self.settings.chart_mode = mode.value
             self._show_warnings(self.controller.estimate)  # each mode has its own

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 
 from core.breakdown import Bucket
 from core.catalogue import GpuSpec
+from core.format import gb
 from core.params import ParamCounts
 from core.plan import Engine, Plan
 from core.serving.engines import SERVING_OVERHEAD_BYTES, hf_memory, rank_layout, sglang_memory, vllm_memory
@@ -58,6 +59,11 @@ class InferenceEstimate:
     # What total_bytes (the figure judged) is made of, in SERVING_BUCKET_ORDER; a chart of
     # serving draws these, so its segments add up to the verdict's figure.
     buckets: tuple[Bucket, ...] = ()
+
+    @property
+    def summary_formula(self) -> str:
+        """The judged figure as the sum of its parts, written as the lesson writes a sum."""
+        return " + ".join(gb(b.bytes) for b in self.buckets) + f" = {gb(self.total_bytes)} GB needed at once"
 
     @property
     def ttft_s(self) -> float:

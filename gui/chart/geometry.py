@@ -16,7 +16,7 @@ from typing import Literal
 from core.breakdown import BUCKET_LABELS, BUCKET_ORDER, BucketKey
 from core.estimate import VERDICT_LABELS, Estimate
 from core.files.measurement import Measurement
-from core.plan import METHOD_LABELS
+from core.plan import ENGINE_LABELS, METHOD_LABELS
 from core.verdict import Mode as Judged
 from gui.colours import OKABE_ITO
 from gui.format import Unit, memory
@@ -219,8 +219,13 @@ def caption_lines(estimate: Estimate, mode: Mode, unit: Unit, rank: int | None =
         f"{plan.accounting.value} accounting",
     ]
     judged = estimate.judgement(Judged.INFERENCE if mode == "inference" else Judged.TRAINING)
-    if mode == "inference":
-        lines[1] = f"serving {plan.inference.concurrent:,} × {plan.inference.context:,} tokens"
+    if mode == "inference":  # what is served, not how it would be trained (issue 26, item 11)
+        inf = plan.inference
+        served = f"{inf.gpus} × {estimate.gpu.name}" if inf.gpus > 1 else estimate.gpu.name
+        lines[0] = (
+            f"{plan.model.name} · served by {ENGINE_LABELS[inf.engine]} · {inf.weight_dtype.value} weights · {served}"
+        )
+        lines[1] = f"serving {inf.concurrent:,} × {inf.context:,} tokens, KV cache {inf.kv_dtype.value}"
     lines.append(
         f"{VERDICT_LABELS[judged.verdict]}: {memory(judged.total_bytes, unit)} of "
         f"{memory(judged.capacity_bytes, unit)} per GPU "

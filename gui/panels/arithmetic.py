@@ -7,6 +7,7 @@ from PySide6.QtGui import QFont, QFontDatabase
 from PySide6.QtWidgets import QComboBox, QLabel, QTextBrowser, QVBoxLayout, QWidget
 
 from core.estimate import Estimate
+from core.verdict import Mode
 from gui.format import Unit, memory
 from gui.plaintext import html as escape  # the one escape for text shown in rich labels
 
@@ -23,6 +24,7 @@ class ArithmeticPanel(QWidget):
         self.setAccessibleName("Arithmetic")
         self.unit: Unit = "GB"
         self._estimate: Estimate | None = None
+        self.mode = Mode.TRAINING
         self.selected = "weights"
         self._terms_html = ""  # what the browser shows: setHtml re-lays out and repaints it all
         self._entries: list[tuple[str, str]] = []  # (text, key) of the picker's items
@@ -33,7 +35,8 @@ class ArithmeticPanel(QWidget):
         self.summary.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
         mono = QFontDatabase.systemFont(QFontDatabase.SystemFont.FixedFont)
         self.summary.setFont(mono)
-        layout.addWidget(QLabel("<b>The sum at the peak</b>"))
+        self.summary_title = QLabel("<b>The sum at the peak</b>")
+        layout.addWidget(self.summary_title)
         layout.addWidget(self.summary)
         self.picker = QComboBox()
         self.picker.setAccessibleName("Bucket")
@@ -57,7 +60,19 @@ class ArithmeticPanel(QWidget):
         if self._estimate is not None:
             self.show_estimate(self._estimate)
 
+    def set_mode(self, mode: Mode) -> None:
+        """Training shows the step's sum and buckets; Inference the serving figure's."""
+        if mode is not self.mode:
+            self.mode = mode
+            self.summary_title.setText(
+                "<b>The sum judged</b>" if mode is Mode.INFERENCE else "<b>The sum at the peak</b>"
+            )
+            if self._estimate is not None:
+                self.show_estimate(self._estimate)
+
     def select(self, key: str) -> None:
+        if self.mode is Mode.INFERENCE and not key.startswith(SERVING):
+            key = SERVING + ("kv_cache" if key == INFERENCE else key)  # a chart segment, or the default
         self.selected = key
         index = self.picker.findData(key)
         if index >= 0:
@@ -74,9 +89,13 @@ class ArithmeticPanel(QWidget):
 
     def show_estimate(self, estimate: Estimate) -> None:
         self._estimate = estimate
-        self.summary.setText(estimate.summary_formula)
-        entries = [(f"{b.label} — {memory(b.bytes, self.unit)}", b.key.value) for b in estimate.buckets]
-        entries.append((f"Serving: KV cache — {memory(estimate.inference.kv_cache_bytes, self.unit)}", INFERENCE))
+        serving = self.mode is Mode.INFERENCE
+        self.summary.setText(estimate.inference.summary_formula if serving else estimate.summary_formula)
+        if serving:
+            buckets = estimate.inference.buckets
+            entries = [(f"{b.label} — {memory(b.bytes, self.unit)}", SERVING + b.key.value) for b in buckets]
+        else:
+            entries = [(f"{b.label} — {memory(b.bytes, self.unit)}", b.key.value) for b in estimate.buckets]
         with QSignalBlocker(self.picker):
             if [k for _, k in self._entries] != [k for _, k in entries]:
                 self.picker.clear()
@@ -102,25 +121,15 @@ class ArithmeticPanel(QWidget):
             return
         u = self.unit
         parts: list[str] = []
-        if self.selected == INFERENCE:
+        if self.selected.startswith(SERVING):
             inf = estimate.inference
-            parts.append(f"<h3>Serving — {memory(inf.total_bytes, u)}</h3>")
-            pooled = inf.engine != "hf"
-            rows = [
-                ("weights", "per GPU, as stored for serving", inf.weights_bytes),
-                (
-                    "KV cache",
-                    f"{inf.kv_bytes_per_token:,.0f} B per token" + (" (pool)" if pooled else ""),
-                    inf.kv_cache_bytes,
-                ),
-                ("activations", "profiled forward peak" if pooled else "prefill working set", inf.activation_bytes),
-                ("overhead", "CUDA context", inf.overhead_bytes),
-            ]
-            if inf.non_torch_bytes:
-                rows.append(("outside torch", "allocated outside PyTorch since start-up", inf.non_torch_bytes))
-            parts += [_term(label, formula, memory(n, u)) for label, formula, n in rows]
+            key = self.selected.removeprefix(SERVING)
+            bucket = next((b for b in inf.buckets if b.key.value == key), None)
+            if bucket is not None:
+                parts.append(f"<h3>{escape(bucket.label)} — {memory(bucket.bytes, u)}</h3>")
+                parts += [_term(t.label, t.formula, memory(t.bytes, u)) for t in bucket.terms]
+            # How the engine lays the card out, and the roofline of its speed (core.serving).
             parts.append(f"<p><code>{escape(inf.formula)}</code></p>")
-            # The roofline of the serving speed (core.serving.speed).
             parts.append(f"<p><code>{escape(inf.speed.formula)}</code></p>")
         else:
             bucket = next((b for b in estimate.buckets if b.key.value == self.selected), None)
@@ -142,6 +151,9 @@ class ArithmeticPanel(QWidget):
         if html != self._terms_html:
             self._terms_html = html
             self.terms.setHtml(html)
+
+
+SERVING = "serving."  # the picker's keys for the serving figure's buckets
 
 
 def _term(label: str, formula: str, size: str) -> str:

@@ -212,6 +212,7 @@ class DiagnosisPanel(QScrollArea):
             value.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
             form.addRow(label + ":", value)
             self.limits[key] = value
+        self._limits_form = form
         layout.addLayout(form)
         self.lesson_note = _wrapping_label("Lesson accounting note")
         self.lesson_note.setText(
@@ -459,7 +460,10 @@ class DiagnosisPanel(QScrollArea):
             if limits.max_context
             else f"none at {requests}"
         )
-        self.lesson_note.setVisible(plan.accounting is Accounting.LESSON)
+        in_serving = d.mode is Mode.INFERENCE  # each mode shows its own limits (issue 26, item 11)
+        for key in ("micro_batch", "seq_len"):
+            self._limits_form.setRowVisible(self.limits[key], not in_serving)
+        self.lesson_note.setVisible(plan.accounting is Accounting.LESSON and not in_serving)
 
     def _show_symptom(self) -> None:
         symptom = self.symptom

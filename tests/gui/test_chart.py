@@ -83,7 +83,7 @@ def test_inference_mode_shows_serving_memory(window: MainWindow) -> None:
     assert heights(chart, "overhead")[0] == pytest.approx(inf.overhead_bytes / GB)
     assert not chart.series["gradients"].isVisible()
     assert "Serving fits" in window.verdict.badge.text()
-    assert window.arithmetic.selected == "inference"
+    assert window.arithmetic.selected == "serving.kv_cache"  # serving's own bucket, its arithmetic
     window.serving_form.concurrent.setValue(8)
     assert heights(chart, "kv_cache")[0] == pytest.approx(window.controller.estimate.inference.kv_cache_bytes / GB)
 

@@ -89,3 +89,10 @@ def test_a_caption_names_the_plan_the_card_and_the_worst_rank() -> None:
     lines = geometry.caption_lines(est, "training", "GB")
     assert "16 × NVIDIA H100" in lines[0]
     assert len(est.ranks) > 1 and "the verdict is the worst rank's" in lines[-1]
+
+
+def test_a_serving_caption_names_what_is_served_not_the_training_method() -> None:
+    # Issue 26, item 11: the serving chart's caption said "LoRA", the training method.
+    plan = plan_for_model("llama-3.1-8b", method=Method.LORA).with_inference(engine="vllm", tensor_parallel=2)
+    lines = geometry.caption_lines(estimate(plan.with_hardware(gpu="h100-sxm")), "inference", "GB")
+    assert "LoRA" not in " ".join(lines) and "served by vLLM" in lines[0] and "2 × NVIDIA H100" in lines[0]

@@ -403,3 +403,14 @@ def test_the_tab_follows_the_mode(qtbot: Any, shown: MainWindow) -> None:
     assert "kv-fp8" in keys and all(row.entry.serving for row in panel.remedy_list.rows)
     for row in panel.remedy_list.rows:
         assert row.total.text() == memory(estimate(row.entry.plan).inference.total_bytes)
+
+
+def test_each_mode_shows_its_own_limits(qtbot: Any, shown: MainWindow) -> None:
+    # Issue 26, item 11: in Inference mode the tab listed the training micro-batch and sequence limits.
+    panel = show_plan(qtbot, shown, LESSON_7B_ON_4090)
+    form = panel._limits_form
+    assert form.isRowVisible(panel.limits["micro_batch"]) and form.isRowVisible(panel.limits["seq_len"])
+    shown.display.set_mode(Mode.INFERENCE)
+    settle(qtbot, panel)
+    assert not form.isRowVisible(panel.limits["micro_batch"]) and not form.isRowVisible(panel.limits["seq_len"])
+    assert form.isRowVisible(panel.limits["concurrent"])

@@ -212,3 +212,16 @@ def test_lesson_examples_menu_reproduces_the_lessons_numbers(window: Any) -> Non
     window.controller.undo_stack.undo()
     assert "5.1 GB" in actions[2].text()
     assert window.controller.plan == LESSON_EXAMPLES[2][1]()
+
+
+def test_the_arithmetic_follows_the_mode(window: MainWindow) -> None:
+    # Issue 26, item 11: in Inference mode the Arithmetic tab showed the training step's sum.
+    from core.verdict import Mode
+
+    window.display.set_mode(Mode.INFERENCE)
+    inf = window.controller.estimate.inference
+    assert window.arithmetic.summary.text() == inf.summary_formula and "needed at once" in inf.summary_formula
+    keys = [window.arithmetic.picker.itemData(i) for i in range(window.arithmetic.picker.count())]
+    assert keys == [f"serving.{b.key.value}" for b in inf.buckets]
+    window.display.set_mode(Mode.TRAINING)
+    assert window.arithmetic.summary.text() == window.controller.estimate.summary_formula
