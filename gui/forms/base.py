@@ -13,6 +13,7 @@ from core.inputs import Input, input_at
 from core.plan import Plan
 from gui.controller import PlanController
 from gui.forms.fields import CatalogueField, any_marked, is_marked_invalid, mark_invalid
+from gui.forms.guards import guard
 from gui.forms.inputs import field_for
 
 Apply = Callable[[Plan, Any], Plan]
@@ -54,6 +55,7 @@ class PlanForm(QGroupBox):
         """Register ``widget`` as the editor of plan field ``key``; ``apply(plan, value)`` makes the new Plan."""
         self.fields[key] = widget
         widget.setObjectName(key)
+        guard(widget)
         edited = getattr(widget, "edited", None)
         if edited is not None:
             edited.connect(lambda value, k=key, w=widget: self.apply(k, w, lambda plan: apply(plan, value), label))

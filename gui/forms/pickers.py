@@ -153,6 +153,12 @@ class SearchingPicker(CatalogueField):
             self.rejected.emit(f"{self._name}: “{text.strip()}” is a heading; pick an entry below it")
             return
         found = [] if exact or not wanted else self.matches(text)
+        if len(found) > 1:
+            # "4090" finds the RTX 4090 and the RTX 4090 Laptop GPU: the entry the words name
+            # with the least else in it is meant (the desktop card), when one is the shortest.
+            names = sorted((len(self.itemText(self.findData(f)).split(" · ")[0]), f) for f in found)
+            if names[0][0] < names[1][0]:
+                found = [names[0][1]]
         if len(found) == 1:
             with QSignalBlocker(self):
                 self.setCurrentIndex(self.findData(found[0]))

@@ -33,7 +33,7 @@ def test_the_window_follows_the_display_state(window: MainWindow) -> None:
     assert window.settings.unit == "GiB"
     window.display.set_mode(Mode.INFERENCE)
     assert window.inference_action.isChecked() and window.chart.mode == "inference"
-    assert window.arithmetic.selected == "inference"  # the mode's own bucket
+    assert window.arithmetic.selected == "serving.kv_cache"  # the mode's own bucket
     window.display.select_bucket("kv_cache")
     assert window.chart.selected == "kv_cache"
 

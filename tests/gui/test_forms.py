@@ -171,3 +171,61 @@ def test_every_input_has_a_name_and_a_tooltip(window: MainWindow) -> None:
         for key, widget in form.fields.items():
             assert widget.accessibleName(), key
             assert widget.toolTip(), key
+
+
+# ---- issue 26, item 14 ------------------------------------------------------------------
+def _wheel(widget: Any, steps: int = 1) -> None:
+    from PySide6.QtCore import QPoint, QPointF
+    from PySide6.QtGui import QWheelEvent
+    from PySide6.QtWidgets import QApplication
+
+    centre = QPointF(widget.rect().center())
+    event = QWheelEvent(
+        centre,
+        QPointF(widget.mapToGlobal(QPoint(int(centre.x()), int(centre.y())))),
+        QPoint(0, 0),
+        QPoint(0, 120 * steps),
+        Qt.MouseButton.NoButton,
+        Qt.KeyboardModifier.NoModifier,
+        Qt.ScrollPhase.NoScrollPhase,
+        False,
+    )
+    QApplication.sendEvent(widget, event)
+
+
+def test_a_wheel_over_a_field_the_user_is_not_in_leaves_the_plan(qtbot: Any, window: MainWindow) -> None:
+    # Scrolling the Plan column over micro-batch, sequence, headroom, method or GPU changed them.
+    window.show()
+    qtbot.waitExposed(window)
+    before = window.controller.plan
+    for path in ("workload.micro_batch", "workload.seq_len", "hardware.headroom", "method"):
+        field = window.findChild(object, path)
+        assert field is not None and not field.hasFocus()
+        _wheel(field, 3)
+    assert window.controller.plan == before
+    field = window.findChild(object, "workload.micro_batch")
+    field.setFocus()
+    qtbot.waitUntil(field.hasFocus)
+    shown = field.text()
+    _wheel(field, 1)  # in the field, the wheel still steps it
+    assert field.text() != shown
+
+
+def test_undo_from_inside_a_picker_undoes_the_plan(qtbot: Any, window: MainWindow) -> None:
+    window.show()
+    qtbot.waitExposed(window)
+    first = window.controller.plan
+    window.controller.set_plan(plan_for_model("qwen2.5-7b"))
+    picker = window.findChild(object, "hardware.gpu") or window.hardware_form.gpu
+    picker.setFocus()
+    qtbot.waitUntil(picker.hasFocus)
+    qtbot.keyClick(picker.lineEdit(), Qt.Key.Key_Z, Qt.KeyboardModifier.ControlModifier)
+    assert window.controller.plan == first
+
+
+def test_typing_4090_and_enter_picks_the_desktop_card(qtbot: Any, window: MainWindow) -> None:
+    # "4090" matches the RTX 4090 and the RTX 4090 Laptop GPU; Enter picked the laptop part.
+    picker = window.hardware_form.gpu
+    assert set(picker.matches("4090")) >= {"rtx-4090", "rtx-4090-laptop"}
+    picker._chosen_text("4090")
+    assert window.controller.plan.hardware.gpu == "rtx-4090"
