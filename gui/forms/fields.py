@@ -142,10 +142,13 @@ class _TypedNumber:
 
     def _text_problem(self) -> str | None:
         box: Any = self
-        if self._qt_state(box.lineEdit().text()) is QValidator.State.Acceptable:
-            return None
         body = self._body()
         suffix = str(box.suffix()).strip()
+        if _ambiguous_comma(body):
+            # Qt reads "1,5" as 15 (a group separator); count fields refuse it, and so does this.
+            return f"{self._name}: “{body}” has an ambiguous comma: write 1.5, or 1,500 for a thousands group"
+        if self._qt_state(box.lineEdit().text()) is QValidator.State.Acceptable:
+            return None
         return f"{self._name}: “{body}” {self._problem(body)}{' ' + suffix if suffix else ''}"
 
     def _on_text_edited(self, _text: str) -> None:
@@ -198,6 +201,15 @@ class _TypedNumber:
         if self._typing:
             self._typing = False
             self.cleared.emit()
+
+
+_GROUPED = re.compile(r"^[+-]?[0-9]{1,3}(?:,[0-9]{3})+(?:\.[0-9]*)?$")
+
+
+def _ambiguous_comma(body: str) -> bool:
+    """A comma that does not group thousands by three ("1,5", "1,50"): 1.5 or 15?"""
+    compact = body.replace(" ", "").replace("\u202f", "")
+    return "," in compact and not _GROUPED.match(compact)
 
 
 def _number(body: str, locale_group: str, locale_point: str) -> float | None:

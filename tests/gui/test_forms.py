@@ -229,3 +229,18 @@ def test_typing_4090_and_enter_picks_the_desktop_card(qtbot: Any, window: MainWi
     assert set(picker.matches("4090")) >= {"rtx-4090", "rtx-4090-laptop"}
     picker._chosen_text("4090")
     assert window.controller.plan.hardware.gpu == "rtx-4090"
+
+
+def test_a_spin_box_refuses_an_ambiguous_comma_as_count_fields_do(window: MainWindow) -> None:
+    # Issue 26, item 7: "1,5" in a spin box became 15 (Qt's group separator) while a count field
+    # refuses it; "1,500" (a thousands group) still reads 1,500.
+    before = window.controller.plan
+    messages: list[str] = []
+    window.controller.editRejected.connect(lambda _key, message: messages.append(message))
+    field = window.findChild(object, "workload.micro_batch")
+    field.lineEdit().setText("1,5")
+    field.lineEdit().textEdited.emit("1,5")
+    assert messages and "ambiguous comma" in messages[-1]
+    assert window.controller.plan == before
+    field.lineEdit().setText("1,500")
+    assert field._text_problem() is None or "ambiguous" not in field._text_problem()
