@@ -146,7 +146,7 @@ class MemoryCurve(QWidget):
         self.caption.setText(
             f"<span style='color:{blue}'>●—</span>&nbsp;{keep('total memory')} &nbsp; "
             f"<span style='color:{vermillion}'>┅</span>&nbsp;{capacity_text} &nbsp; "
-            f"<span style='color:{vermillion}'>┈</span>&nbsp;{usable_text}&nbsp;{keep('(shaded: headroom)')} &nbsp; "
+            f"<span style='color:{vermillion}'>┈</span>&nbsp;{usable_text} {keep('(shaded: headroom)')} &nbsp; "
             f"<span style='color:{OKABE_ITO['green']}'>│</span>&nbsp;{verdict}"
         )
         plain = verdict.replace("<b>", "").replace("</b>", "")

@@ -65,7 +65,9 @@ from gui.tools.menu import PlanTools
 APP_NAME = "VRAM Planner"
 # Side docks: least widths that keep every form row and the tab names readable, and the share
 # of the window each takes at first (then they keep their share as the window is resized).
-DETAILS_MIN_WIDTH = 260
+DETAILS_MIN_WIDTH = 270  # the tabs' short names fit (SHORT_TAB_NAMES: 265 px offscreen)
+# Tab names when the Details dock is narrower than the full names need.
+SHORT_TAB_NAMES = {"Arithmetic": "Sums", "Compute && time": "Time"}
 DOCK_SHARES = (0.25, 0.35)
 CHART_SHARE = 0.36
 # How long the edits pause before the verdict's banner gives back room it no longer needs.
@@ -272,7 +274,26 @@ class MainWindow(QMainWindow):
         bar = self.tabs.tabBar()
         bar.setElideMode(Qt.TextElideMode.ElideNone)  # a tab's name whole, or scroll arrows
         bar.setUsesScrollButtons(True)
+        for index in range(self.tabs.count()):
+            bar.setTabToolTip(index, self.tabs.tabText(index).replace("&&", "&"))
+        self._full_tabs_width = bar.sizeHint().width()
+        self.tabs.installEventFilter(self)  # short names when the dock is narrow (1024 × 700)
         self.addDockWidget(Qt.DockWidgetArea.RightDockWidgetArea, self.details_dock)
+
+    def _fit_tab_names(self) -> None:
+        """The tabs' full names when they fit the dock, else their short ones (never scrolled
+        out of sight: "Compute & time" showed as "ute & time" at 1024 × 700)."""
+        short = self.tabs.width() < self._full_tabs_width
+        for index in range(self.tabs.count()):
+            full = self.tabs.tabToolTip(index).replace("&", "&&")
+            name = SHORT_TAB_NAMES.get(full, full) if short else full
+            if self.tabs.tabText(index) != name:
+                self.tabs.setTabText(index, name)
+
+    def eventFilter(self, watched: QObject, event: QEvent) -> bool:
+        if watched is self.tabs and event.type() is QEvent.Type.Resize:
+            self._fit_tab_names()
+        return super().eventFilter(watched, event)
 
     def add_panel(self, widget: QWidget, title: str) -> int:
         """Add a tab to the panels area; a tab of the same title (a placeholder) is replaced.

@@ -13,7 +13,7 @@ are in :mod:`gui.panels.remedy_list`.
 from __future__ import annotations
 
 from PySide6.QtCore import QSignalBlocker, Qt
-from PySide6.QtGui import QHideEvent, QShowEvent
+from PySide6.QtGui import QHideEvent, QResizeEvent, QShowEvent
 from PySide6.QtWidgets import (
     QCheckBox,
     QComboBox,
@@ -43,7 +43,7 @@ from gui.panels.remedy_list import RemedyEntry, RemedyList
 from gui.panels.verdict import VERDICT_STYLE, badge_text_colour, margin_text
 from gui.plaintext import html as escape  # the one escape for text shown in rich labels
 
-AXES = (("micro_batch", "Micro-batch"), ("seq_len", "Sequence length"))
+AXES = (("micro_batch", "Memory against micro-batch"), ("seq_len", "Memory against sequence"))
 
 
 def _wrapping_label(name: str, rich: bool = True) -> QLabel:
@@ -53,6 +53,11 @@ def _wrapping_label(name: str, rich: bool = True) -> QLabel:
     label.setTextFormat(Qt.TextFormat.RichText if rich else Qt.TextFormat.PlainText)
     label.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
     return label
+
+
+# Below this viewport width (the Details dock at 1024 × 700) the limits stack their names above
+# their values, so no row is wider than the panel.
+NARROW_WIDTH = 300
 
 
 class DiagnosisPanel(QScrollArea):
@@ -135,6 +140,36 @@ class DiagnosisPanel(QScrollArea):
         layout.addLayout(form)
         return box
 
+    _pins: QGridLayout | None = None
+    _pin_columns = 2
+
+    def resizeEvent(self, event: QResizeEvent) -> None:
+        super().resizeEvent(event)
+        self._fit_pins()
+        form = getattr(self, "_limits_form", None)
+        if form is not None:  # narrow: each limit's name above its value, not beside it
+            narrow = self.viewport().width() < NARROW_WIDTH
+            policy = QFormLayout.RowWrapPolicy.WrapAllRows if narrow else QFormLayout.RowWrapPolicy.WrapLongRows
+            if form.rowWrapPolicy() != policy:
+                form.setRowWrapPolicy(policy)
+
+    def _fit_pins(self) -> None:
+        """The pins in two columns where they fit the panel, else one: at 1024 × 700 two
+        columns were wider than the dock and the panel's text was cut on the right."""
+        pins = self._pins
+        if pins is None:
+            return
+        boxes = list(self.pin_boxes.values())
+        widest = max(box.sizeHint().width() for box in boxes)
+        columns = 2 if self.viewport().width() >= 2 * widest + pins.horizontalSpacing() + 40 else 1
+        if columns == self._pin_columns:
+            return
+        self._pin_columns = columns
+        for box in boxes:
+            pins.removeWidget(box)
+        for index, box in enumerate(boxes):
+            pins.addWidget(box, index // columns, index % columns)
+
     def _build_remedies(self) -> QWidget:
         box = QGroupBox("What to change")
         layout = QVBoxLayout(box)
@@ -152,6 +187,7 @@ class DiagnosisPanel(QScrollArea):
             pins.addWidget(check, index // 2, index % 2)
             self.pin_boxes[pin] = check
         pins.setColumnStretch(2, 1)
+        self._pins = pins
         layout.addLayout(pins)
         self.show_symptom_button = QPushButton("Show remedies for this symptom")
         self.show_symptom_button.setAccessibleName("Show remedies for this symptom")
@@ -220,8 +256,7 @@ class DiagnosisPanel(QScrollArea):
             "grow with the micro-batch or the sequence here.</i>"
         )
         layout.addWidget(self.lesson_note)
-        picker_row = QHBoxLayout()
-        picker_row.addWidget(QLabel("Memory against:"))
+        picker_row = QHBoxLayout()  # one combo, no label beside it: it fits a narrow dock
         self.axis_picker = QComboBox()
         self.axis_picker.setAccessibleName("Curve axis")
         for key, label in AXES:

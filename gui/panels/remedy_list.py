@@ -11,8 +11,17 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from PySide6.QtCore import Qt, Signal
-from PySide6.QtGui import QPalette
-from PySide6.QtWidgets import QFrame, QGridLayout, QHBoxLayout, QLabel, QPushButton, QSizePolicy, QVBoxLayout, QWidget
+from PySide6.QtGui import QPalette, QResizeEvent
+from PySide6.QtWidgets import (
+    QBoxLayout,
+    QFrame,
+    QGridLayout,
+    QLabel,
+    QPushButton,
+    QSizePolicy,
+    QVBoxLayout,
+    QWidget,
+)
 
 from core.advice.diagnosis import Combination, Remedy
 from core.plan import Plan
@@ -65,6 +74,9 @@ def _verdict_html(verdict: Verdict) -> str:
     return f"<span style='color:{colour}; font-weight:600'>{_verdict_text(verdict)}</span>"
 
 
+SIDE_BY_SIDE_WIDTH = 300  # a row this wide shows its total and verdict on one line
+
+
 class _RemedyRow(QFrame):
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
@@ -88,8 +100,11 @@ class _RemedyRow(QFrame):
         self.apply = QPushButton("Apply")
         self.apply.setSizePolicy(QSizePolicy.Policy.Fixed, QSizePolicy.Policy.Fixed)
         grid.addWidget(self.apply, 0, 1, 2, 1, Qt.AlignmentFlag.AlignVCenter)
-        figures = QHBoxLayout()
-        figures.setSpacing(12)
+        # The new total and its verdict side by side in a wide panel, one above the other in a
+        # narrow one (the Details dock at 1024 × 700), so a row never widens the panel.
+        figures = QBoxLayout(QBoxLayout.Direction.TopToBottom)
+        figures.setSpacing(2)
+        self._figures = figures
         self.total = QLabel()
         self.total.setAccessibleName("New total")
         self.total.setFont(bold)
@@ -97,7 +112,9 @@ class _RemedyRow(QFrame):
         self.status = QLabel()
         self.status.setAccessibleName("Fits")
         self.status.setTextFormat(Qt.TextFormat.RichText)
-        figures.addWidget(self.status)
+        self.status.setWordWrap(True)  # a narrow Details dock (1024 × 700) wraps it, not cuts the panel
+        self.status.setSizePolicy(QSizePolicy.Policy.Expanding, QSizePolicy.Policy.Preferred)
+        figures.addWidget(self.status, 1)
         figures.addStretch(1)
         grid.addLayout(figures, 1, 0)
         self.cost = QLabel()
@@ -110,6 +127,14 @@ class _RemedyRow(QFrame):
         self.cost.setFont(small)
         grid.addWidget(self.cost, 2, 0, 1, 2)
         grid.setColumnStretch(0, 1)
+
+    def resizeEvent(self, event: QResizeEvent) -> None:
+        super().resizeEvent(event)
+        wide = self.width() >= SIDE_BY_SIDE_WIDTH
+        direction = QBoxLayout.Direction.LeftToRight if wide else QBoxLayout.Direction.TopToBottom
+        if self._figures.direction() != direction:
+            self._figures.setDirection(direction)
+            self._figures.setSpacing(12 if wide else 2)
 
     def show_entry(self, entry: RemedyEntry, unit: Unit) -> None:
         self.entry = entry  # always the new one: Apply applies this report's plan

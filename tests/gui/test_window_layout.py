@@ -220,3 +220,21 @@ def test_the_verdict_banner_never_lies_over_the_docks_below(qtbot: Any, window: 
     window.resize(1024, 700)
     qtbot.wait(50)
     assert apart(), (window.verdict_dock.geometry(), window.plan_dock.geometry(), window._banner.minimumHeight())
+
+
+def test_at_1024_by_700_the_details_show_whole(qtbot: Any, window: MainWindow) -> None:
+    # Issue 26, cosmetic: at 1024 × 700 the Diagnosis text was cut on the right (its content
+    # was wider than the dock) and the tab bar scrolled "Compute & time" out of sight.
+    shown_at(qtbot, window, 1024, 700)
+    window.controller.set_plan(lesson_plan(Method.FULL, Precision.BF16, gpu="rtx-4090"))
+    window.tabs.setCurrentWidget(window.diagnosis)
+    qtbot.waitUntil(lambda: not window.diagnosis.stale, timeout=10_000)
+    qtbot.wait(50)
+    bar = window.tabs.tabBar()
+    assert all(bar.tabRect(i).right() <= bar.width() for i in range(bar.count()))
+    assert {bar.tabToolTip(i) for i in range(bar.count())} >= {"Compute & time", "Arithmetic"}
+    panel = window.diagnosis
+    assert panel.widget().minimumSizeHint().width() <= panel.viewport().width()
+    # At a normal width the tabs keep their full names.
+    shown_at(qtbot, window, 1600, 900)
+    assert "Compute && time" in [bar.tabText(i) for i in range(bar.count())]
