@@ -771,31 +771,28 @@ class MainWindow(QMainWindow):
         )
 
     def _shortcuts(self) -> None:
-        actions = [
-            self.new_action,
-            self.open_action,
-            self.save_action,
-            self.save_as_action,
-            self.undo_action,
-            self.redo_action,
-            self.training_action,
-            self.inference_action,
-            self.lesson_action,
-            self.measure_action,
-            self.export_png_action,
-            self.export_svg_action,
-            self.quit_action,
-        ]
+        dialogs.info(self, "Keyboard shortcuts", "\n".join(self.shortcut_lines()))
+
+    def shortcut_lines(self) -> list[str]:
+        """Every menu action with a shortcut (the tools' Ctrl+Shift ones too), in menu order."""
+        actions: list[QAction] = []
+        menus: list[QMenu] = [m for a in self.menuBar().actions() if isinstance(m := a.menu(), QMenu)]
+        while menus:
+            for action in menus.pop(0).actions():
+                sub = action.menu()
+                if isinstance(sub, QMenu):
+                    menus.append(sub)
+                elif action not in actions:
+                    actions.append(action)
         native = QKeySequence.SequenceFormat.NativeText
-        named = [(a.shortcut().toString(native), a.iconText().replace("&", "")) for a in actions]
+        named = [(a.shortcut().toString(native), a.iconText().replace("&", "").rstrip("…")) for a in actions]
         lines = [f"{keys}\t{name}" for keys, name in named if keys]
         lines += [
-            "F1\tHow to read this window",
             "Enter\tApply the value typed in a box",
             "Escape\tPut the plan's value back in a box",
             "Tab / Shift+Tab\tNext / previous field",
         ]
-        dialogs.info(self, "Keyboard shortcuts", "\n".join(lines))
+        return lines
 
     def _about(self) -> None:
         dialogs.info(

@@ -162,3 +162,15 @@ def test_serving_texts_count_requests_in_english(window: MainWindow) -> None:
     texts = [w.text() for w in window.findChildren(QLabel)]
     assert not any("request(s)" in text for text in texts)
     assert any("1 request ×" in text for text in texts)
+
+
+def test_the_shortcuts_list_has_every_menu_shortcut(window: MainWindow, fake_dialogs: Any) -> None:
+    # Issue 26, cosmetic: Help → Keyboard shortcuts missed the tools' Ctrl+Shift ones.
+    from PySide6.QtGui import QAction, QKeySequence
+
+    text = "\n".join(window.shortcut_lines())
+    native = QKeySequence.SequenceFormat.NativeText
+    shortcuts = {a.shortcut().toString(native) for a in window.findChildren(QAction) if not a.shortcut().isEmpty()}
+    shortcuts = {s for s in shortcuts if s.startswith("Ctrl+Shift")}
+    assert shortcuts >= {"Ctrl+Shift+G", "Ctrl+Shift+C", "Ctrl+Shift+F"}
+    assert all(s in text for s in shortcuts)
