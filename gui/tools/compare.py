@@ -30,10 +30,10 @@ from PySide6.QtWidgets import (
 from core.advice import compare as comparisons
 from core.advice.compare import MAX_PLANS, Comparison, Row, RowKind
 from core.errors import PlanError, PlanFileError
-from core.estimate import Estimate
+from core.estimate import Estimate, gpu_for
 from core.files import comparison as comparison_file
 from core.files.report import VERDICT_COLOURS, Report, chart_svg, report_for_comparison
-from core.plan import Plan
+from core.plan import METHOD_LABELS, Plan
 from gui import dialogs, plaintext
 from gui.display_state import Display
 from gui.format import Unit, hours, memory, money
@@ -203,8 +203,10 @@ class ComparePanel(QWidget):
 
     def _name_for(self, plan: Plan) -> str:
         self._pin_count += 1
-        hardware = plan.hardware
-        return f"#{self._pin_count} {plan.model.name}, {plan.method.value}, {hardware.gpu} × {plan.world_size}"
+        # Names people read (Llama 3.1 8B, LoRA, NVIDIA GeForce RTX 4090), not catalogue ids.
+        card = gpu_for(plan).name
+        cards = f"{card} × {plan.world_size}" if plan.world_size > 1 else card
+        return f"#{self._pin_count} {plan.model.name}, {METHOD_LABELS[plan.method]}, {cards}"
 
     def pin_current(self) -> bool:
         if len(self.pinned) >= MAX_PLANS:

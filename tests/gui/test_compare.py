@@ -10,6 +10,7 @@ import pytest
 from core.files import comparison as comparison_file
 from core.files.planfile import save as save_plan
 from core.plan import Method
+from core.presets import plan_for_model
 from gui import dialogs
 from gui.main_window import MainWindow
 from gui.tools.compare import CURRENT, ComparePanel
@@ -129,3 +130,14 @@ def test_names_from_files_are_plain_text(window: MainWindow) -> None:
     panel.table.selectColumn(0)
     assert panel.remove_selected()
     assert "evil && co" in window.controller.undo_stack.undoText()
+
+
+def test_a_pinned_plan_is_named_as_people_read_it(window: MainWindow) -> None:
+    # Issue 26, cosmetic: pins were named by catalogue ids ("lora, rtx-4090 × 1").
+    window.show()
+    panel = window.plan_tools.show_compare()
+    window.controller.set_plan(plan_for_model("llama-3.1-8b", method=Method.LORA).with_hardware(gpu="rtx-4090"))
+    assert panel.pin_current()
+    name = panel.pinned[-1][0]
+    assert "Llama 3.1 8B" in name and "LoRA" in name and "NVIDIA GeForce RTX 4090" in name
+    assert "rtx-4090" not in name and "× 1" not in name
