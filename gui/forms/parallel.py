@@ -24,10 +24,22 @@ from gui.forms.fields import ChoiceField
 
 
 def link_choices(kind: LinkKind) -> list[tuple[str, str]]:
-    """(name, id) of the catalogue's links of one kind (resources/links.json); within a node,
-    first the card's own."""
-    own = [("The card's own (NVLink on SXM parts, else PCIe)", CARD_LINK)] if kind is LinkKind.INTRA else []
-    return own + [(link.name, link.id) for link in load_links() if link.kind is kind]
+    """(short name, id) of the catalogue's links of one kind (resources/links.json); within a
+    node, first the card's own. The full names are the items' tooltips (link_tooltips): in the
+    box they were cut ("InfiniBand NDR 400 Gb/s, one NIC per GP…")."""
+    own = [("Card's own", CARD_LINK)] if kind is LinkKind.INTRA else []
+    return own + [(_short(link.name), link.id) for link in load_links() if link.kind is kind]
+
+
+def link_tooltips(kind: LinkKind) -> dict[str, str]:
+    """Each link's full name, by id."""
+    own = {CARD_LINK: "The card's own link: NVLink on SXM parts, else its PCIe generation"}
+    return (own if kind is LinkKind.INTRA else {}) | {link.id: link.name for link in load_links() if link.kind is kind}
+
+
+def _short(name: str) -> str:
+    """ "InfiniBand NDR 400 Gb/s, one NIC per GPU (DGX H100)" reads "InfiniBand NDR 400 Gb/s"."""
+    return name.split(" (")[0].split(", one NIC")[0]
 
 
 def _pair(first: QWidget, joiner: str, second: QWidget, *more: QWidget) -> QWidget:
@@ -103,6 +115,9 @@ class ParallelForm(PlanForm):
     def _link(self, path: str, kind: LinkKind) -> LinkField:
         spec = input_at(path)
         field = LinkField(spec.name, link_choices(kind), spec.tooltip)
+        tips = link_tooltips(kind)
+        for index in range(field.count()):
+            field.setItemData(index, tips.get(str(field.itemData(index)), ""), Qt.ItemDataRole.ToolTipRole)
         self.add_input(path, widget=field)
         return field
 

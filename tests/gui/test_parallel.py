@@ -291,3 +291,13 @@ def test_a_box_hidden_under_the_cursor_shows_the_plans_value(qtbot: Any, window:
     assert heads.value() != window.controller.plan.model.num_heads  # refused, still in the box
     model.dims_toggle.click()
     assert heads.value() == window.controller.plan.model.num_heads
+
+
+def test_the_links_read_whole_in_the_form(qtbot: Any, window: MainWindow) -> None:
+    # Issue 26, cosmetic: at 1,400 px the links' long names were cut in their boxes; the boxes
+    # show short names, each item's tooltip the catalogue's full name.
+    form = window.parallel_form
+    for field in (form.intra_link, form.inter_link):
+        for index in range(field.count()):
+            text, tip = field.itemText(index), str(field.itemData(index, Qt.ItemDataRole.ToolTipRole))
+            assert len(text) <= 24 and tip and (tip.startswith(text) or field.itemData(index) == "auto")
