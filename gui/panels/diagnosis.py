@@ -12,6 +12,8 @@ are in :mod:`gui.panels.remedy_list`.
 
 from __future__ import annotations
 
+import itertools
+
 from PySide6.QtCore import QSignalBlocker, Qt
 from PySide6.QtGui import QHideEvent, QResizeEvent, QShowEvent
 from PySide6.QtWidgets import (
@@ -439,6 +441,7 @@ class DiagnosisPanel(QScrollArea):
         combination = (RemedyEntry.from_combination(d.combination),) if d.combination else ()
         self.remedy_list.show_entries(entries, u)
         self.combination_list.show_entries(combination, u)
+        self._order_tabs()
         advice = d.advice
         show_symptom = advice.kind is AdviceKind.STEP_FITS_BUT
         when = d.symptom.when if d.symptom is not None else ""
@@ -464,6 +467,15 @@ class DiagnosisPanel(QScrollArea):
             note += "<br><i>Kept as pinned: " + ", ".join(PIN_LABELS[p].removeprefix("Keep ") for p in d.pins) + ".</i>"
         self.remedy_note.setText(note)
         self.show_symptom_button.setVisible(show_symptom)
+
+    def _order_tabs(self) -> None:
+        """Tab goes down the tab as it reads: the pins, the combination's Apply ("Together",
+        shown above), then each remedy's; rows made later sat last in the focus chain."""
+        chain: list[QWidget] = [*self.pin_boxes.values(), self.show_symptom_button]
+        chain += [row.apply for row in self.combination_list.rows if not row.isHidden()]
+        chain += [row.apply for row in self.remedy_list.rows if not row.isHidden()]
+        for first, second in itertools.pairwise(chain):
+            QWidget.setTabOrder(first, second)
 
     def _show_limits(self, d: Diagnosis) -> None:
         plan = d.estimate.plan

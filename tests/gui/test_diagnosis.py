@@ -414,3 +414,20 @@ def test_each_mode_shows_its_own_limits(qtbot: Any, shown: MainWindow) -> None:
     settle(qtbot, panel)
     assert not form.isRowVisible(panel.limits["micro_batch"]) and not form.isRowVisible(panel.limits["seq_len"])
     assert form.isRowVisible(panel.limits["concurrent"])
+
+
+def test_tab_reaches_the_together_apply_before_the_single_changes(qtbot: Any, shown: MainWindow) -> None:
+    # Issue 26, cosmetic: the combination ("Together", shown above the list) was reached last.
+    # Llama 3.2 3B LoRA, 8 × 4,096 tokens on an RTX 4090: three changes together are cheapest.
+    plan = plan_for_model("llama-3.2-3b", method=Method.LORA).with_workload(seq_len=4096, micro_batch=8)
+    panel = show_plan(qtbot, shown, plan.with_hardware(gpu="rtx-4090"))
+    assert panel.combination_list.rows and not panel.combination_list.rows[0].isHidden()
+    together = panel.combination_list.rows[0].apply
+    first_single = next(r.apply for r in panel.remedy_list.rows if not r.isHidden())
+    seen, widget = [], panel.show_symptom_button
+    for _ in range(40):
+        widget = widget.nextInFocusChain()
+        seen.append(widget)
+        if widget is first_single:
+            break
+    assert together in seen
