@@ -88,6 +88,9 @@ EXCLUDED_MODULES: tuple[str, ...] = (
     "ssl", "_ssl", "_hashlib",
     # numpy's build and test tooling
     "numpy.f2py", "numpy.distutils", "numpy.testing", "numpy._pyinstaller", "numpy.typing.mypy_plugin",
+    # PyYAML's libyaml binding (2.7 MB): the app reads YAML with yaml.safe_load, whose
+    # SafeLoader is pure Python; without _yaml, yaml's cyaml import fails and is skipped
+    "yaml._yaml", "yaml.cyaml",
     # pyqtgraph parts that need packages we do not ship
     "pyqtgraph.examples", "pyqtgraph.opengl", "pyqtgraph.jupyter", "pyqtgraph.canvas",
     "pyqtgraph.flowchart", "pyqtgraph.console",
@@ -132,6 +135,7 @@ EXCLUDED_FILES: tuple[str, ...] = (
     f"{_QT}/plugins/platforms/*vnc*",
     f"{_QT}/plugins/platforms/*vkkhrdisplay*",
     f"{_QT}/plugins/platforms/*direct2d*",
+    "pyqtgraph/icons/peegee/*",  # pyqtgraph's own logo in many sizes (1 MB); its widget icons stay
     # image formats: Qt reads PNG itself; SVG comes from qsvg; ICO for Windows icons
     *(f"{_QT}/plugins/imageformats/*{fmt}*" for fmt in ("gif", "jpeg", "tiff", "webp", "tga", "wbmp", "pdf", "icns")),
     # libraries only the above (or excluded modules) use
