@@ -105,6 +105,9 @@ def _check_bundle() -> None:
     check({"nvlink4", "ib-ndr400"} <= links, f"link catalogue lacks the default links: {sorted(links)}")
     nodes = estimate(plan_for_model("llama-3.2-1b").with_parallel(nodes=2, gpus_per_node=8, strategy=Strategy.FSDP))
     check(nodes.compute.comm_seconds_per_step > 0, "two FSDP nodes: no communication time")
+    import yaml  # training configs are YAML; the bundle keeps only the pure-Python loader
+
+    check(yaml.safe_load("micro_batch_size: 2") == {"micro_batch_size": 2}, "YAML cannot be read")
     if getattr(sys, "frozen", False):
         bundled = [name for name in MUST_NOT_BE_BUNDLED if importlib.util.find_spec(name) is not None]
         check(not bundled, f"bundle contains {', '.join(bundled)}")
