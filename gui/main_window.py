@@ -29,6 +29,7 @@ from PySide6.QtWidgets import (
 
 from core.errors import PlanFileError
 from core.estimate import Estimate
+from core.files.local_gpus import LocalGpus
 from core.files.measurement import Measurement, load_measurement
 from core.plan import Accounting, Plan
 from core.presets import LESSON_EXAMPLES, default_plan
@@ -51,6 +52,7 @@ from gui.forms.parallel import ParallelForm
 from gui.forms.serving import ServingForm
 from gui.forms.workload import WorkloadForm
 from gui.layout import LayoutFence, quiet_tab_layouts, settle_layouts
+from gui.local_machine import LocalMachine
 from gui.panels.arithmetic import ArithmeticPanel
 from gui.panels.compute import ComputePanel
 from gui.panels.diagnosis import DiagnosisPanel
@@ -70,6 +72,11 @@ DOCK_SHARES = (0.25, 0.35)
 CHART_SHARE = 0.36
 # How long the edits pause before the verdict's banner gives back room it no longer needs.
 BANNER_SHRINK_DELAY_MS = 1200
+# This machine is looked at once the window has painted: its GPUs at once (a thread, waiting
+# on drivers), the Hugging Face cache a moment later (it starts the "machine" worker process,
+# which should not compete with the window's first interactions on a two-core laptop).
+SCAN_AFTER_PAINT_MS = 500
+FIRST_PAINT_FALLBACK_MS = 2000  # a window that never gets a Paint event (hidden) still looks
 
 
 class _FormColumn(QScrollArea):
@@ -96,6 +103,39 @@ class _FormColumn(QScrollArea):
         return super().eventFilter(watched, event)
 
 
+class _FirstPaint(QObject):
+    """Calls ``then`` once, just after the first paint of ``window`` (or of any of its widgets:
+    a window covered by opaque children never gets a Paint event of its own), or after
+    :data:`FIRST_PAINT_FALLBACK_MS` if none comes."""
+
+    def __init__(self, window: QWidget, then: Callable[[], None]) -> None:
+        super().__init__(window)
+        self._window = window
+        self._then: Callable[[], None] | None = then
+        app = QApplication.instance()
+        if app is not None:
+            app.installEventFilter(self)
+        QTimer.singleShot(FIRST_PAINT_FALLBACK_MS, self._fire)
+
+    def eventFilter(self, watched: QObject, event: QEvent) -> bool:
+        if (
+            self._then is not None
+            and event.type() == QEvent.Type.Paint
+            and isinstance(watched, QWidget)
+            and watched.window() is self._window
+        ):
+            QTimer.singleShot(0, self._fire)  # after the whole paint pass
+        return False
+
+    def _fire(self) -> None:
+        then, self._then = self._then, None
+        app = QApplication.instance()
+        if app is not None:
+            app.removeEventFilter(self)
+        if then is not None:
+            then()
+
+
 class MainWindow(QMainWindow):
     def __init__(
         self,
@@ -111,6 +151,8 @@ class MainWindow(QMainWindow):
         self.display = DisplayState(Display(unit=self.settings.unit, mode=Mode(self.settings.chart_mode)), self)
         self._shown: Display | None = None
         self.diagnoser = DiagnosisController(self.controller, self.display, self)
+        self.local = LocalMachine(self)  # this machine's GPUs and downloaded models, once asked
+        self._first_paint: _FirstPaint | None = None
         self.setObjectName("mainWindow")
         self.setDockNestingEnabled(True)
         # Docks take a new size at once: animated, a verdict banner that grew or shrank slid
@@ -133,6 +175,7 @@ class MainWindow(QMainWindow):
         self.document.pathChanged.connect(self._update_title)
         self.document.message.connect(lambda text: self.statusBar().showMessage(text, 4000))
         self.diagnoser.failed.connect(lambda text: self.statusBar().showMessage(text, 8000))
+        self.local.gpusDetected.connect(self._gpus_detected)
         self.chart.bucketClicked.connect(self._bucket_clicked)
         self.chart.rankChanged.connect(
             lambda rank: self.arithmetic.show_estimate(self.controller.estimate.for_rank(rank))
@@ -147,12 +190,12 @@ class MainWindow(QMainWindow):
     # ---- layout --------------------------------------------------------------------
     def _build_forms(self) -> None:
         c = self.controller
-        self.model_form = ModelForm(c, settings=self.settings)
+        self.model_form = ModelForm(c, settings=self.settings, local=self.local)
         self.model_form.importRequested.connect(self.import_model)
         self.accounting_form = AccountingForm(c)
         self.method_form = MethodForm(c)
         self.workload_form = WorkloadForm(c)
-        self.hardware_form = HardwareForm(c, settings=self.settings)
+        self.hardware_form = HardwareForm(c, settings=self.settings, local=self.local)
         self.parallel_form = ParallelForm(c)
         self.parallel_form.fewestRequested.connect(self.show_fewest_gpus)
         self.serving_form = ServingForm(c)
@@ -407,7 +450,9 @@ class MainWindow(QMainWindow):
         context = ToolContext(self, self.controller, self.document, self.display)
         tools = self.plan_tools = PlanTools(context, self, self.details_dock)
         file_menu.insertAction(self.save_action, tools.open_config_action)
-        file_menu.insertActions(self.quit_action, [tools.export_report_action, tools.copy_markdown_action])
+        file_menu.insertActions(
+            self.quit_action, [tools.export_launch_action, tools.export_report_action, tools.copy_markdown_action]
+        )
         file_menu.insertSeparator(self.quit_action)
         view_menu.addSeparator()
         view_menu.addActions([tools.compare_action, tools.fit_action, tools.fewest_action])
@@ -436,6 +481,32 @@ class MainWindow(QMainWindow):
         self.problem.setAccessibleName("Input problem")
         self.problem.setStyleSheet(colours.PROBLEM_TEXT_STYLE)
         self.statusBar().addWidget(self.problem, 1)
+
+    # ---- this machine ------------------------------------------------------------------
+    def start_local_machine(self) -> None:
+        """Look at this machine (its GPUs, then its Hugging Face cache) once the window has
+        painted, so that neither delays the first paint."""
+        if self._first_paint is not None:
+            return
+        self._first_paint = _FirstPaint(self, self._look_at_machine)
+
+    def _look_at_machine(self) -> None:
+        self.local.detect()
+        QTimer.singleShot(SCAN_AFTER_PAINT_MS, self.local.scan)
+
+    def _gpus_detected(self, found: LocalGpus) -> None:
+        """The first start that finds a GPU plans on it (an untouched default plan only), once;
+        a driver's note is said once, in the status bar (and stays in the Hardware form)."""
+        if found.notes:
+            self.statusBar().showMessage("GPU detection: " + "; ".join(found.notes), 10000)
+        if not found.gpus or self.settings.local_gpu_preselected:
+            return
+        self.settings.local_gpu_preselected = True
+        untouched = self.document.path is None and self.controller.undo_stack.count() == 0
+        if untouched and self.controller.plan == default_plan():
+            gpu = found.gpus[0]
+            if self.controller.reset(self.controller.plan.with_hardware(**gpu.hardware_changes())) is None:
+                self.statusBar().showMessage(f"Planning on this machine's {gpu.spec.name}", 6000)
 
     # ---- reacting ------------------------------------------------------------------
     def _on_estimate(self, estimate: Estimate) -> None:
