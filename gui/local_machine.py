@@ -74,6 +74,7 @@ class LocalMachine(QObject):
         self.cache: CacheScan | None = None
         self.cache_root = cache_root  # None: where huggingface_hub looks
         self.detect_timeout_s = detect_timeout_s
+        self.again_timeout_s = DETECT_AGAIN_TIMEOUT_S  # "Look again": the user asked, and may wait
         self.detections = 0  # answers heard; tests read it
         self._attempt = 0
         self._gpu_jobs: LatestJobRunner[DetectRequest, LocalGpus] = LatestJobRunner(

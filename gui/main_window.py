@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from PySide6.QtCore import QEvent, QObject, QSignalBlocker, QSize, Qt, QTimer
 from PySide6.QtGui import QAction, QActionGroup, QCloseEvent, QKeySequence, QResizeEvent, QShowEvent
@@ -29,7 +30,6 @@ from PySide6.QtWidgets import (
 
 from core.errors import PlanFileError
 from core.estimate import Estimate
-from core.files.local_gpus import LocalGpus
 from core.files.measurement import Measurement, load_measurement
 from core.plan import Accounting, Plan
 from core.presets import LESSON_EXAMPLES, default_plan
@@ -52,7 +52,6 @@ from gui.forms.parallel import ParallelForm
 from gui.forms.serving import ServingForm
 from gui.forms.workload import WorkloadForm
 from gui.layout import LayoutFence, quiet_tab_layouts, settle_layouts
-from gui.local_machine import LocalMachine
 from gui.panels.arithmetic import ArithmeticPanel
 from gui.panels.compute import ComputePanel
 from gui.panels.diagnosis import DiagnosisPanel
@@ -63,6 +62,10 @@ from gui.theme import apply_theme
 from gui.toolbar import add_follower as toolbar_follower
 from gui.tools.context import ToolContext
 from gui.tools.menu import PlanTools
+
+if TYPE_CHECKING:  # this machine is looked at once the window has painted: not imported before
+    from core.files.local_gpus import LocalGpus
+    from gui.local_machine import LocalMachine
 
 APP_NAME = "VRAM Planner"
 # Side docks: least widths that keep every form row and the tab names readable, and the share
@@ -151,7 +154,7 @@ class MainWindow(QMainWindow):
         self.display = DisplayState(Display(unit=self.settings.unit, mode=Mode(self.settings.chart_mode)), self)
         self._shown: Display | None = None
         self.diagnoser = DiagnosisController(self.controller, self.display, self)
-        self.local = LocalMachine(self)  # this machine's GPUs and downloaded models, once asked
+        self._local: LocalMachine | None = None  # made when first asked for (see local)
         self._first_paint: _FirstPaint | None = None
         self.setObjectName("mainWindow")
         self.setDockNestingEnabled(True)
@@ -175,7 +178,6 @@ class MainWindow(QMainWindow):
         self.document.pathChanged.connect(self._update_title)
         self.document.message.connect(lambda text: self.statusBar().showMessage(text, 4000))
         self.diagnoser.failed.connect(lambda text: self.statusBar().showMessage(text, 8000))
-        self.local.gpusDetected.connect(self._gpus_detected)
         self.chart.bucketClicked.connect(self._bucket_clicked)
         self.chart.rankChanged.connect(
             lambda rank: self.arithmetic.show_estimate(self.controller.estimate.for_rank(rank))
@@ -190,12 +192,12 @@ class MainWindow(QMainWindow):
     # ---- layout --------------------------------------------------------------------
     def _build_forms(self) -> None:
         c = self.controller
-        self.model_form = ModelForm(c, settings=self.settings, local=self.local)
+        self.model_form = ModelForm(c, settings=self.settings)
         self.model_form.importRequested.connect(self.import_model)
         self.accounting_form = AccountingForm(c)
         self.method_form = MethodForm(c)
         self.workload_form = WorkloadForm(c)
-        self.hardware_form = HardwareForm(c, settings=self.settings, local=self.local)
+        self.hardware_form = HardwareForm(c, settings=self.settings)
         self.parallel_form = ParallelForm(c)
         self.parallel_form.fewestRequested.connect(self.show_fewest_gpus)
         self.serving_form = ServingForm(c)
@@ -483,6 +485,20 @@ class MainWindow(QMainWindow):
         self.statusBar().addWidget(self.problem, 1)
 
     # ---- this machine ------------------------------------------------------------------
+    @property
+    def local(self) -> LocalMachine:
+        """This machine's GPUs and downloaded models (gui.local_machine), made and handed to the
+        forms the first time it is asked for: after the first paint, so that neither its imports
+        nor its work weigh on start-up."""
+        if self._local is None:
+            from gui.local_machine import LocalMachine
+
+            self._local = LocalMachine(self)
+            self._local.gpusDetected.connect(self._gpus_detected)
+            self.model_form.attach_local(self._local)
+            self.hardware_form.attach_local(self._local)
+        return self._local
+
     def start_local_machine(self) -> None:
         """Look at this machine (its GPUs, then its Hugging Face cache) once the window has
         painted, so that neither delays the first paint."""

@@ -9,13 +9,13 @@ processes hold). A driver that did not answer is a quiet line here, never a dial
 from __future__ import annotations
 
 from functools import cache
+from typing import TYPE_CHECKING
 
 from PySide6.QtCore import QSignalBlocker, Qt
 from PySide6.QtWidgets import QCheckBox, QHBoxLayout, QLabel, QPushButton, QToolButton, QVBoxLayout, QWidget
 
 from core.catalogue import GROUP_LABELS, GpuGroup, GpuSpec, load_gpus, search
 from core.estimate import Estimate
-from core.files.local_gpus import LocalGpu, LocalGpus
 from core.inputs import input_at
 from core.plan import Plan, Preset
 from core.units import GB, GiB, MiB
@@ -23,8 +23,11 @@ from gui import dialogs
 from gui.controller import PlanController
 from gui.forms.base import PlanForm
 from gui.forms.pickers import USER_PREFIX, Entry, SearchingPicker, words_match
-from gui.local_machine import DETECT_AGAIN_TIMEOUT_S, LocalMachine
 from gui.settings import CustomGpu, Settings
+
+if TYPE_CHECKING:  # this machine is looked at once the window has painted: not imported before
+    from core.files.local_gpus import LocalGpu, LocalGpus
+    from gui.local_machine import LocalMachine
 
 CUSTOM = "custom"
 MINE = USER_PREFIX  # id prefix of the user's saved cards in the picker
@@ -67,7 +70,8 @@ def free_now_text(gpu: LocalGpu) -> str:
     """Beside the plan's card when it is this machine's: what is free now, and what is held."""
     if gpu.free_bytes is None:
         return ""
-    held = f", {gpu.used_bytes / MiB:,.0f} MiB held by other processes" if gpu.used_bytes else ""
+    # Short lines of their own: a wrapped label in the form is given the height of a narrower one.
+    held = f"\n{gpu.used_bytes / MiB:,.0f} MiB held by other processes" if gpu.used_bytes else ""
     return f"{gpu.free_bytes / MiB:,.0f} MiB free now on this machine{held}"
 
 
@@ -151,7 +155,7 @@ class HardwareForm(PlanForm):
     ) -> None:
         super().__init__("Hardware", controller, parent)
         self.settings = settings
-        self.local = local
+        self.local: LocalMachine | None = None
         self._free_judged: tuple[float, float] | None = None  # (headroom before, after) of the last judge
         gpu = input_at("hardware.gpu")
         self.gpu = SearchingPicker(gpu.name, gpu_sections(self._saved_cards()), gpu.tooltip, matcher=_gpu_matches)
@@ -179,6 +183,8 @@ class HardwareForm(PlanForm):
         self.headroom = self.add_input("hardware.headroom")
         self.price = self.add_input("hardware.price_per_gpu_hour")
         self.peak_override = self.add_input("hardware.peak_tflops_override")
+        if local is not None:
+            self.attach_local(local)
 
     # ---- this machine ----------------------------------------------------------------
     def _machine_row(self) -> QWidget:
@@ -204,15 +210,20 @@ class HardwareForm(PlanForm):
         self.detect_again = QToolButton()
         self.detect_again.setObjectName("detectAgain")
         self.detect_again.setText("Look again")
-        self.detect_again.setToolTip(f"Ask the drivers again, waiting up to {DETECT_AGAIN_TIMEOUT_S:g} s")
         self.detect_again.clicked.connect(self._detect_again)
         for widget in (self.use_local, self.judge_free, self.detect_again):
             buttons.addWidget(widget)
         buttons.addStretch(1)
         column.addLayout(buttons)
-        if self.local is not None:
-            self.local.gpusDetected.connect(self._gpus_detected)
         return row
+
+    def attach_local(self, local: LocalMachine) -> None:
+        """Show what ``local`` finds of this machine's GPUs from now on."""
+        self.local = local
+        self.detect_again.setToolTip(f"Ask the drivers again, waiting up to {local.again_timeout_s:g} s")
+        local.gpusDetected.connect(self._gpus_detected)
+        if local.gpus is not None:
+            self._gpus_detected(local.gpus)
 
     def _gpus_detected(self, found: LocalGpus) -> None:
         self.machine.setText(local_text(found))
@@ -223,7 +234,7 @@ class HardwareForm(PlanForm):
     def _detect_again(self) -> None:
         if self.local is not None:
             self.machine.setText("This machine: looking for GPUs…")
-            self.local.detect(DETECT_AGAIN_TIMEOUT_S)
+            self.local.detect(self.local.again_timeout_s)
 
     def _found(self) -> LocalGpus | None:
         return self.local.gpus if self.local is not None else None

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from PySide6.QtCore import Qt, Signal
 from PySide6.QtWidgets import QCheckBox, QHBoxLayout, QLabel, QMenu, QToolButton, QWidget
@@ -20,8 +20,6 @@ from PySide6.QtWidgets import QCheckBox, QHBoxLayout, QLabel, QMenu, QToolButton
 from core.catalogue import find_model, load_models
 from core.errors import PlanError, one_line
 from core.estimate import Estimate
-from core.files.hfcache import CachedModel, CacheScan
-from core.files.model_source import is_hub_id
 from core.model import LIMITS, ModelSpec, model_from_dict
 from core.plan import Plan
 from gui import dialogs, plaintext
@@ -30,10 +28,13 @@ from gui.format import count, memory
 from gui.forms.base import PlanForm
 from gui.forms.fields import IntField
 from gui.forms.pickers import CACHED_PREFIX, USER_PREFIX, Entry, SearchingPicker
-from gui.local_machine import LocalMachine
 from gui.progress import SearchProgress
 from gui.settings import Settings
-from gui.worker.machine import ModelAnswer
+
+if TYPE_CHECKING:  # this machine is looked at once the window has painted: not imported before
+    from core.files.hfcache import CachedModel, CacheScan
+    from gui.local_machine import LocalMachine
+    from gui.worker.machine import ModelAnswer
 
 MINE = USER_PREFIX  # id prefix of the user's saved models in the picker
 CACHED = CACHED_PREFIX  # id prefix of the models downloaded on this machine
@@ -75,6 +76,13 @@ def model_sections(saved: dict[str, ModelSpec], cached: tuple[CachedModel, ...] 
     ]
 
 
+def is_hub_id(text: str) -> bool:
+    """``organisation/name``: looked up in the Hugging Face cache (:mod:`core.files.model_source`)."""
+    from core.files.model_source import is_hub_id as hub_id
+
+    return hub_id(text)
+
+
 def skipped_text(scan: CacheScan) -> str:
     """What the scan skipped, one "name — reason" a line (the first :data:`MAX_SKIPPED_SHOWN`)."""
     lines = [f"{one_line(s.name)} — {s.reason}" for s in scan.skipped[:MAX_SKIPPED_SHOWN]]
@@ -112,7 +120,7 @@ class ModelForm(PlanForm):
     ) -> None:
         super().__init__("Model", controller, parent)
         self.settings = settings
-        self.local = local
+        self.local: LocalMachine | None = None
         self.picker = SearchingPicker(
             "Model",
             model_sections(saved_models(settings)),
@@ -124,6 +132,8 @@ class ModelForm(PlanForm):
         self.bind("model", "Model", self.picker, lambda plan, model_id: self._pick(plan, model_id))
         self.picker.typed.connect(self._typed)
         self._build_cache_rows()
+        if local is not None:
+            self.attach_local(local)
 
         self.import_button = QToolButton()
         self.import_button.setText("Open config.json…")
@@ -212,9 +222,10 @@ class ModelForm(PlanForm):
         self._last_read: tuple[str, str] = ("", "")  # ("scan" | "read" | "resolve", what): for "again"
         self.set_widget_row_visible(self.cache_progress, False)
         self.set_widget_row_visible(row, False)
-        local = self.local
-        if local is None:
-            return
+
+    def attach_local(self, local: LocalMachine) -> None:
+        """List what ``local`` finds in the Hugging Face cache from now on, and read models with it."""
+        self.local = local
         local.scanStarted.connect(self._scan_started)
         local.scanProgressed.connect(self.cache_progress.progressed)
         local.scanned.connect(self._scanned)

@@ -33,13 +33,13 @@ from PySide6.QtGui import (
     QTextDocument,
 )
 from PySide6.QtSvg import QSvgRenderer
-from PySide6.QtWidgets import QProgressDialog
+from PySide6.QtWidgets import QLabel, QProgressDialog
 
 from core.errors import PlanFileError
 from core.files.planfile import atomic_write_text
 from core.files.report import FORMATS, Report, build_report, chart_svg, to_html, to_markdown
 from core.plan import Plan
-from gui import dialogs
+from gui import dialogs, plaintext
 from gui.tools.context import ToolContext
 from gui.tools.searches import ReportAnswer, ReportRequest
 from gui.tools.searches import write_report as write_report_job
@@ -182,8 +182,10 @@ class ReportExport(QObject):
         )
         self.jobs.finished.connect(self._finished)
         self.jobs.failed.connect(self._failed)
-        self.progress = QProgressDialog(f"Writing {Path(request.path).name}…", "Cancel", 0, 0, context.parent)
+        self.progress = QProgressDialog("", "Cancel", 0, 0, context.parent)
         self.progress.setObjectName("reportProgress")
+        label = plaintext.plain_label(QLabel(f"Writing {Path(request.path).name}…"))  # the user's file name
+        self.progress.setLabel(label)
         self.progress.setWindowTitle("Export report")
         self.progress.setWindowModality(Qt.WindowModality.WindowModal)
         self.progress.setMinimumDuration(SHOW_PROGRESS_AFTER_MS)

@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 from PySide6.QtCore import Qt, QTimer
 from PySide6.QtGui import QGuiApplication
-from PySide6.QtWidgets import QPushButton
+from PySide6.QtWidgets import QLabel, QPushButton
 
 from core.catalogue import find_model
 from core.files.launch import Target, export
@@ -120,7 +120,7 @@ def test_the_first_start_plans_on_the_card_found_after_the_first_paint(
     assert window.controller.undo_stack.count() == 0 and not window.isWindowModified()
     assert settings.local_gpu_preselected
     card = window.hardware_form.card.text()
-    assert "20,564 MiB free now on this machine, 4,000 MiB held by other processes" in card
+    assert "20,564 MiB free now on this machine\n4,000 MiB held by other processes" in card
     assert "NVIDIA GeForce RTX 4090: 24,564 MiB, 20,564 MiB free now (rtx-4090)" in window.hardware_form.machine.text()
     qtbot.waitUntil(lambda: window.local.cache is not None, timeout=30_000)  # the cache is looked at too
     # Only once: the next start keeps the user's plan, whatever it is.
@@ -318,10 +318,13 @@ def test_a_report_export_can_be_cancelled(
     from gui.tools import report_export
 
     monkeypatch.setattr(report_export, "write_report_job", worker_jobs.slow_report)
-    out = tmp_path / "r.html"
+    out = tmp_path / "<i>r&amp;.html"  # a file name is the user's text: shown as typed
     fake_dialogs.paths.append(str(out))
     job = window.plan_tools.export_report()
     assert job is not None and job.ok is None
+    label = job.progress.findChild(QLabel)
+    assert label is not None and label.textFormat() is Qt.TextFormat.PlainText
+    assert label.text() == "Writing <i>r&amp;.html…"
     qtbot.waitUntil(job.progress.isVisible, timeout=10_000)  # shown once the work has taken 0.3 s
     cancel = job.progress.findChild(QPushButton)
     assert cancel is not None and cancel.text() == "Cancel"
