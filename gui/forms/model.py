@@ -220,6 +220,7 @@ class ModelForm(PlanForm):
         self.cache_row = row
         self.form.addRow("", row)
         self._last_read: tuple[str, str] = ("", "")  # ("scan" | "read" | "resolve", what): for "again"
+        self._model_asked: ModelSpec | None = None  # the plan's model when a read was asked for
         self.set_widget_row_visible(self.cache_progress, False)
         self.set_widget_row_visible(row, False)
 
@@ -310,12 +311,15 @@ class ModelForm(PlanForm):
             self.controller.editRejected.emit("model", f"Model: no entry called “{hub_id}”; pick one from the list")
             return
         self._last_read = ("resolve", hub_id)
+        self._model_asked = self.controller.plan.model
         self.local.resolve(hub_id)
 
     def _model_read(self, answer: ModelAnswer) -> None:
         self.cache_progress.idle("")
         self.set_widget_row_visible(self.cache_progress, self.local is not None and self.local.scanning)
         named = answer.model
+        if self.controller.plan.model != self._model_asked:
+            return  # another model was chosen (or undone to) while this one was read: it stays
         if named is None:
             self._redraw(self.controller.plan)
             self.controller.editRejected.emit("model", answer.error)
@@ -332,6 +336,7 @@ class ModelForm(PlanForm):
             cached = self._cached(model_id[len(CACHED) :])
             if cached is not None and self.local is not None:
                 self._last_read = ("read", cached.repo_id)
+                self._model_asked = plan.model
                 self.local.read(cached)  # the plan's model once its headers are read
             return plan
         if model_id.startswith(MINE):

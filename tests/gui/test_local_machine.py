@@ -233,6 +233,22 @@ def test_a_typed_hub_id_is_read_from_the_cache(window: MainWindow, cache: Path, 
 
 
 @posix_only
+def test_a_model_chosen_while_another_is_read_stays(window: MainWindow, cache: Path, qtbot: Any) -> None:
+    add_model(cache, "someone/tiny-smol")
+    window.show()
+    scanned(qtbot, window)
+    picker = window.model_form.picker
+    with qtbot.waitSignal(window.local.modelRead, timeout=30_000):
+        index = picker.findData(CACHED + "someone/tiny-smol")
+        picker.setCurrentIndex(index)
+        picker.activated.emit(index)  # its headers are read in the worker...
+        index = picker.findData("qwen3-8b")
+        picker.setCurrentIndex(index)
+        picker.activated.emit(index)  # ...while the user picks a catalogue model
+    assert window.controller.plan.model_id == "qwen3-8b"
+
+
+@posix_only
 def test_a_typed_hub_id_nowhere_says_why_with_near_names(window: MainWindow, cache: Path, qtbot: Any) -> None:
     add_model(cache, "someone/tiny-smol")
     window.show()
