@@ -69,6 +69,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         plan_path = next((a for a in args[1:] if not a.startswith("-")), None)
         if plan_path:
             window.open_path(plan_path)
+        window.start_local_machine()  # its GPUs and downloaded models, once the window has painted
         window.show()
         autosave = Autosave(window.controller, data_folder() / FILE_NAME, parent=window)
         report_problems(window, autosave)

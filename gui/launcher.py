@@ -9,7 +9,20 @@ import sys
 from collections.abc import Sequence
 
 CLI_COMMANDS = frozenset(
-    {"estimate", "models", "gpus", "links", "fit", "fewest-gpus", "report", "compare", "--version", "-h", "--help"}
+    {
+        "estimate",
+        "models",
+        "gpus",
+        "links",
+        "fit",
+        "fewest-gpus",
+        "report",
+        "compare",
+        "export",
+        "--version",
+        "-h",
+        "--help",
+    }
 )
 SELF_TEST = "--self-test"
 # benchmarks/startup.py sets this: print the monotonic time of the first painted window, exit.

@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from PySide6.QtCore import QEvent, QObject, QSignalBlocker, QSize, Qt, QTimer
 from PySide6.QtGui import QAction, QActionGroup, QCloseEvent, QKeySequence, QResizeEvent, QShowEvent
@@ -62,6 +63,10 @@ from gui.toolbar import add_follower as toolbar_follower
 from gui.tools.context import ToolContext
 from gui.tools.menu import PlanTools
 
+if TYPE_CHECKING:  # this machine is looked at once the window has painted: not imported before
+    from core.files.local_gpus import LocalGpus
+    from gui.local_machine import LocalMachine
+
 APP_NAME = "VRAM Planner"
 # Side docks: least widths that keep every form row and the tab names readable, and the share
 # of the window each takes at first (then they keep their share as the window is resized).
@@ -72,6 +77,11 @@ DOCK_SHARES = (0.25, 0.35)
 CHART_SHARE = 0.36
 # How long the edits pause before the verdict's banner gives back room it no longer needs.
 BANNER_SHRINK_DELAY_MS = 1200
+# This machine is looked at once the window has painted: its GPUs at once (a thread, waiting
+# on drivers), the Hugging Face cache a moment later (it starts the "machine" worker process,
+# which should not compete with the window's first interactions on a two-core laptop).
+SCAN_AFTER_PAINT_MS = 500
+FIRST_PAINT_FALLBACK_MS = 2000  # a window that never gets a Paint event (hidden) still looks
 
 
 class _FormColumn(QScrollArea):
@@ -98,6 +108,39 @@ class _FormColumn(QScrollArea):
         return super().eventFilter(watched, event)
 
 
+class _FirstPaint(QObject):
+    """Calls ``then`` once, just after the first paint of ``window`` (or of any of its widgets:
+    a window covered by opaque children never gets a Paint event of its own), or after
+    :data:`FIRST_PAINT_FALLBACK_MS` if none comes."""
+
+    def __init__(self, window: QWidget, then: Callable[[], None]) -> None:
+        super().__init__(window)
+        self._window = window
+        self._then: Callable[[], None] | None = then
+        app = QApplication.instance()
+        if app is not None:
+            app.installEventFilter(self)
+        QTimer.singleShot(FIRST_PAINT_FALLBACK_MS, self._fire)
+
+    def eventFilter(self, watched: QObject, event: QEvent) -> bool:
+        if (
+            self._then is not None
+            and event.type() == QEvent.Type.Paint
+            and isinstance(watched, QWidget)
+            and watched.window() is self._window
+        ):
+            QTimer.singleShot(0, self._fire)  # after the whole paint pass
+        return False
+
+    def _fire(self) -> None:
+        then, self._then = self._then, None
+        app = QApplication.instance()
+        if app is not None:
+            app.removeEventFilter(self)
+        if then is not None:
+            then()
+
+
 class MainWindow(QMainWindow):
     def __init__(
         self,
@@ -113,6 +156,8 @@ class MainWindow(QMainWindow):
         self.display = DisplayState(Display(unit=self.settings.unit, mode=Mode(self.settings.chart_mode)), self)
         self._shown: Display | None = None
         self.diagnoser = DiagnosisController(self.controller, self.display, self)
+        self._local: LocalMachine | None = None  # made when first asked for (see local)
+        self._first_paint: _FirstPaint | None = None
         self.setObjectName("mainWindow")
         self.setDockNestingEnabled(True)
         # Docks take a new size at once: animated, a verdict banner that grew or shrank slid
@@ -428,7 +473,9 @@ class MainWindow(QMainWindow):
         context = ToolContext(self, self.controller, self.document, self.display)
         tools = self.plan_tools = PlanTools(context, self, self.details_dock)
         file_menu.insertAction(self.save_action, tools.open_config_action)
-        file_menu.insertActions(self.quit_action, [tools.export_report_action, tools.copy_markdown_action])
+        file_menu.insertActions(
+            self.quit_action, [tools.export_launch_action, tools.export_report_action, tools.copy_markdown_action]
+        )
         file_menu.insertSeparator(self.quit_action)
         view_menu.addSeparator()
         view_menu.addActions([tools.compare_action, tools.fit_action, tools.fewest_action])
@@ -457,6 +504,46 @@ class MainWindow(QMainWindow):
         self.problem.setAccessibleName("Input problem")
         self.problem.setStyleSheet(colours.PROBLEM_TEXT_STYLE)
         self.statusBar().addWidget(self.problem, 1)
+
+    # ---- this machine ------------------------------------------------------------------
+    @property
+    def local(self) -> LocalMachine:
+        """This machine's GPUs and downloaded models (gui.local_machine), made and handed to the
+        forms the first time it is asked for: after the first paint, so that neither its imports
+        nor its work weigh on start-up."""
+        if self._local is None:
+            from gui.local_machine import LocalMachine
+
+            self._local = LocalMachine(self)
+            self._local.gpusDetected.connect(self._gpus_detected)
+            self.model_form.attach_local(self._local)
+            self.hardware_form.attach_local(self._local)
+        return self._local
+
+    def start_local_machine(self) -> None:
+        """Look at this machine (its GPUs, then its Hugging Face cache) once the window has
+        painted, so that neither delays the first paint."""
+        if self._first_paint is not None:
+            return
+        self._first_paint = _FirstPaint(self, self._look_at_machine)
+
+    def _look_at_machine(self) -> None:
+        self.local.detect()
+        QTimer.singleShot(SCAN_AFTER_PAINT_MS, self.local.scan)
+
+    def _gpus_detected(self, found: LocalGpus) -> None:
+        """The first start that finds a GPU plans on it (an untouched default plan only), once;
+        a driver's note is said once, in the status bar (and stays in the Hardware form)."""
+        if found.notes:
+            self.statusBar().showMessage("GPU detection: " + "; ".join(found.notes), 10000)
+        if not found.gpus or self.settings.local_gpu_preselected:
+            return
+        self.settings.local_gpu_preselected = True
+        untouched = self.document.path is None and self.controller.undo_stack.count() == 0
+        if untouched and self.controller.plan == default_plan():
+            gpu = found.gpus[0]
+            if self.controller.reset(self.controller.plan.with_hardware(**gpu.hardware_changes())) is None:
+                self.statusBar().showMessage(f"Planning on this machine's {gpu.spec.name}", 6000)
 
     # ---- reacting ------------------------------------------------------------------
     def _on_estimate(self, estimate: Estimate) -> None:

@@ -6,6 +6,9 @@ the Diagnosis tab open); ``--parallel`` renders docs/parallel.png (Llama 3.1 70B
 fine-tuning with FSDP2 on 16 H100s at 8,192 tokens); ``--serving`` renders docs/serving.png (Llama 3.1 8B on one H100
 with vLLM's defaults, Compute tab); ``--compare`` renders docs/comparison.png (four plans side
 by side). ``--size 1280x720`` and ``--theme dark`` render the sizes and themes a README shows.
+``--local`` shows what this machine would report (a stubbed RTX 4090 with 3,000 MiB held by
+another process, and two downloaded models), as the first start plans on it;
+``--export TARGET`` renders File → Export launch config… for that tool (docs/LOCAL_MACHINE.md).
 No user settings are read or written (a temporary folder).
 """
 
@@ -33,6 +36,8 @@ def render(
     theme: str = "light",
     serving: bool = False,
     parallel: bool = False,
+    local: bool = False,
+    export_target: str = "",
 ) -> None:
     os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
     from PySide6.QtCore import QSettings
@@ -71,15 +76,17 @@ def render(
         if parallel:
             window.controller.reset(parallel_plan())
             window.tabs.setCurrentWidget(window.compute_panel)
+        if local or export_target:
+            stub_this_machine(window)
         # The window sizes its docks itself (a share of the width, never below what the forms
         # need): a fixed [330, 470] squeezed the Diagnosis at 1920 px and the forms at 1280 px.
         window.show()
         for _ in range(5):
             app.processEvents()
-        if parallel:  # the plan column scrolled to the Parallelism section
+        if parallel or local:  # the plan column scrolled to the Parallelism (Hardware) section
             column = window.plan_dock.widget()
             if isinstance(column, QScrollArea):
-                column.ensureWidgetVisible(window.parallel_form, 0, 0)
+                column.ensureWidgetVisible(window.hardware_form if local else window.parallel_form, 0, 0)
                 for _ in range(3):
                     app.processEvents()
         if diagnosis:
@@ -96,10 +103,46 @@ def render(
         window.settle_banner()
         for _ in range(3):
             app.processEvents()
-        if not window.grab().save(path):
+        shown = window.grab()
+        if export_target:
+            dialog = window.plan_tools.export_launch()
+            dialog.target.setCurrentIndex(dialog.target.findData(export_target))
+            for _ in range(5):
+                app.processEvents()
+            shown = dialog.grab()
+            dialog.close()
+        if not shown.save(path):
             raise OSError(f"cannot write {path}")
         window.controller.undo_stack.setClean()
         window.close()
+
+
+def stub_this_machine(window: object) -> None:
+    """What a machine with one RTX 4090 (24,564 MiB as nvidia-smi reports it, 3,000 MiB held by
+    another process) and two downloaded models would report; the window plans on the card as a
+    first start does."""
+    from core.catalogue import find_gpu, find_model
+    from core.files.hfcache import CachedModel, CacheScan, Skipped
+    from core.files.local_gpus import LocalGpu, LocalGpus
+    from core.units import MiB
+    from gui.main_window import MainWindow
+
+    assert isinstance(window, MainWindow)
+    total, used = 24564 * MiB, 3000 * MiB
+    name, matched = "NVIDIA GeForce RTX 4090", find_gpu("rtx-4090")
+    card = LocalGpu(0, name, "nvidia", total, used, total - used, "nvidia-smi", "550.54", catalogue=matched)
+    found = LocalGpus((card,), (), ("nvidia-smi",), 0.04)
+    window.local.set_gpus(found)
+    root = "~/.cache/huggingface/hub"
+    models = tuple(
+        CachedModel(repo, "0123456789abcdef", f"{root}/x", find_model(model_id).spec.renamed(repo), None, size, "main")
+        for repo, model_id, size in (
+            ("Qwen/Qwen3-8B", "qwen3-8b", 16_400_000_000),
+            ("meta-llama/Llama-3.1-8B-Instruct", "llama-3.1-8b", 16_100_000_000),
+        )
+    )
+    skipped = (Skipped("org/half-downloaded", "has no config.json (download incomplete?)"),)
+    window.local.set_cache(CacheScan(root, True, models, skipped, 0.05))
 
 
 def parallel_plan() -> Plan:
@@ -174,7 +217,7 @@ def render_comparison(path: str, width: int = 1300, height: int = 1060) -> None:
 
 USAGE = (
     "usage: python -m gui.screenshot OUT.png [--size WIDTHxHEIGHT] [--theme light|dark]"
-    " [--inference] [--diagnosis] [--serving] [--parallel] [--compare]"
+    " [--inference] [--diagnosis] [--serving] [--parallel] [--compare] [--local] [--export TARGET]"
 )
 
 
@@ -207,6 +250,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         theme = _option(args, "--theme", "light")
         if theme not in ("light", "dark"):
             raise ValueError(f"--theme {theme!r} is not light or dark")
+        export_target = _option(args, "--export", "")
+        from core.files.launch import Target
+
+        if export_target and export_target not in {t.value for t in Target}:
+            raise ValueError(f"--export {export_target!r} is not one of {', '.join(t.value for t in Target)}")
     except ValueError as error:
         print(f"gui.screenshot: {error}; {USAGE}", file=sys.stderr)
         return 2
@@ -219,6 +267,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         theme=theme,
         serving=serving,
         parallel="--parallel" in args,
+        local="--local" in args,
+        export_target=export_target,
     )
     return 0
 

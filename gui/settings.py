@@ -137,6 +137,16 @@ class Settings:
     def last_path(self, path: str) -> None:
         self.store.setValue("session/last_path", path)
 
+    # ---- this machine -------------------------------------------------------------
+    @property
+    def local_gpu_preselected(self) -> bool:
+        """True once this machine's card has been offered as the plan's (the first start that found one)."""
+        return self.store.value("machine/gpu_preselected", False) in (True, "true")
+
+    @local_gpu_preselected.setter
+    def local_gpu_preselected(self, done: bool) -> None:
+        self.store.setValue("machine/gpu_preselected", bool(done))
+
     # ---- the user's own catalogue entries ------------------------------------------
     def _json_list(self, key: str) -> list[Any]:
         value = self.store.value(key, "")

@@ -1,7 +1,9 @@
 """``vramplan``: the command line over the same core the GUI uses.
 
 ``vramplan estimate ...`` prints an estimate; ``models``, ``gpus`` and ``links`` list the
-catalogues; ``fit``, ``fewest-gpus``, ``compare`` and ``report`` answer from plan files.
+catalogues (``gpus --local`` and ``models --cached``: what this machine has); ``fit``,
+``fewest-gpus``, ``compare`` and ``report`` answer from plan files; ``export`` hands the plan
+over as a launch config.
 Bad input exits with status 2 and one line on stderr, never a traceback.
 
 Each subcommand is one module with ``register(sub)`` (its options) and ``run(args)``
@@ -18,7 +20,7 @@ import sys
 from collections.abc import Callable, Sequence
 from typing import Final
 
-from core.cli import catalogues, compare, estimate, fewest, fit, report
+from core.cli import catalogues, compare, estimate, export, fewest, fit, report
 from core.cli.output import OutputError, say, write_output
 from core.cli.parser import CommandParser, UsageError, new_parser
 from core.errors import PlanError, PlanFileError, one_line
@@ -31,6 +33,7 @@ RUNS: Final[dict[str, Callable[[argparse.Namespace], str]]] = {
     "fewest-gpus": fewest.run,
     "report": report.run,
     "compare": compare.run,
+    "export": export.run,
 }
 
 
@@ -40,6 +43,7 @@ def build_parser() -> CommandParser:
     catalogues.register(sub)
     fit.register(sub)
     fewest.register(sub, estimate_parser)  # every estimate option, --from included
+    export.register(sub, estimate_parser)  # the same: the plan to hand over
     report.register(sub)
     compare.register(sub)
     return parser

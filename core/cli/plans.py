@@ -16,15 +16,18 @@ from typing import Any, Final
 
 from core.advice.compare import MAX_PLANS
 from core.catalogue import find_model
+from core.cli.output import say
 from core.cli.parser import UsageError, given_inputs
 from core.dtypes import Autocast, Dtype
 from core.errors import PlanError
 from core.files.comparison import load_named
 from core.files.importer import import_model
+from core.files.model_source import NamedModel, is_hub_id, model_named
 from core.files.planfile import load as load_plan
 from core.files.runconfig import (
     ModelChoice,
     RunConfig,
+    choice_from_cache,
     choice_from_catalogue,
     load_run_config,
     plan_from_run,
@@ -64,8 +67,8 @@ def base_plan(args: argparse.Namespace) -> Plan:
     if not sources:
         raise UsageError("say which model: --model ID, --config PATH, --params N or --plan FILE")
     if args.model:
-        entry = find_model(args.model)
-        plan = plan.on_model(entry.spec, entry.id)
+        named = named_model(args.model)
+        plan = plan.on_model(named.spec, named.model_id)
     elif args.config:
         imported = import_model(args.config)
         plan = plan.on_model(imported.spec)
@@ -179,9 +182,23 @@ def plan_from_args(args: argparse.Namespace, base: Plan | None = None) -> Plan:
 
 
 # ---- estimate --from and fewest-gpus --from: a training config ----------------------------
+def named_model(text: str) -> NamedModel:
+    """``--model``: a catalogue id, or a Hub id read from the local Hugging Face cache
+    (:mod:`core.files.model_source`); a fall-back or a partial download is said on stderr."""
+    named = model_named(text)
+    if named.note:
+        say(f"vramplan: note: {named.note}\n")
+    return named
+
+
 def _model_for(args: argparse.Namespace, run: RunConfig) -> ModelChoice | None:
     if args.model:
-        return choice_from_catalogue(args.model, "--model")
+        if not is_hub_id(args.model):
+            return choice_from_catalogue(args.model, "--model")
+        named = named_model(args.model)
+        if named.cached is not None:
+            return choice_from_cache(named.cached, "--model")
+        return choice_from_catalogue(named.model_id, "--model")
     if args.config:
         imported = import_model(args.config)
         return ModelChoice(imported.spec, "", f"--config {imported.source}", None)

@@ -1,11 +1,18 @@
-"""Hardware: the card (or a custom one), utilisation and price; how many is the Parallelism form's."""
+"""Hardware: the card (or a custom one), utilisation and price; how many is the Parallelism form's.
+
+Under the card, what this machine has (:class:`gui.local_machine.LocalMachine`, detected off the
+GUI thread): its GPUs, "Use this card", what is free now beside the plan's card when it is this
+machine's, and "Judge against what is free now" (the plan's headroom plus the share other
+processes hold). A driver that did not answer is a quiet line here, never a dialog.
+"""
 
 from __future__ import annotations
 
 from functools import cache
+from typing import TYPE_CHECKING
 
-from PySide6.QtCore import Qt
-from PySide6.QtWidgets import QLabel, QPushButton, QToolButton, QVBoxLayout, QWidget
+from PySide6.QtCore import QSignalBlocker, Qt
+from PySide6.QtWidgets import QCheckBox, QHBoxLayout, QLabel, QPushButton, QToolButton, QVBoxLayout, QWidget
 
 from core.catalogue import GROUP_LABELS, GpuGroup, GpuSpec, load_gpus, search
 from core.estimate import Estimate
@@ -18,10 +25,54 @@ from gui.forms.base import PlanForm
 from gui.forms.pickers import USER_PREFIX, Entry, SearchingPicker, words_match
 from gui.settings import CustomGpu, Settings
 
+if TYPE_CHECKING:  # this machine is looked at once the window has painted: not imported before
+    from core.files.local_gpus import LocalGpu, LocalGpus
+    from gui.local_machine import LocalMachine
+
 CUSTOM = "custom"
 MINE = USER_PREFIX  # id prefix of the user's saved cards in the picker
 CUSTOM_LABEL = "Custom GPU (type memory and speed)"
 GROUP_ORDER = (GpuGroup.LAPTOP, GpuGroup.DESKTOP, GpuGroup.DATACENTRE, GpuGroup.APPLE)
+MAX_LOCAL_LINES = 8  # cards listed one a line; a machine with more says how many more
+
+
+def local_card(plan: Plan, found: LocalGpus | None) -> LocalGpu | None:
+    """This machine's card that the plan's hardware is (its catalogue entry, or the custom card
+    of its reported memory), if any."""
+    hw = plan.hardware
+    for gpu in found.gpus if found is not None else ():
+        changes = gpu.hardware_changes()
+        memory = changes.get("custom_memory_gb")
+        if changes["gpu"] != hw.gpu:
+            continue
+        if hw.gpu != CUSTOM or (isinstance(memory, float) and abs(memory - hw.custom_memory_gb) < 1e-6):
+            return gpu
+    return None
+
+
+def local_text(found: LocalGpus) -> str:
+    """What this machine has, in a few plain lines: its cards and what is free on them, the notes."""
+    if not found.gpus:
+        looked = f" (looked for {', '.join(found.tried)})" if found.tried else ""
+        lines = [f"This machine: no GPU found{looked}."]
+    elif len(found.gpus) == 1:
+        lines = [f"This machine: {found.gpus[0].label}"]
+    else:
+        lines = [f"This machine: {found.summary}"]
+        lines += [f"  {gpu.index}: {gpu.label}" for gpu in found.gpus[:MAX_LOCAL_LINES]]
+        if len(found.gpus) > MAX_LOCAL_LINES:
+            lines.append(f"  … and {len(found.gpus) - MAX_LOCAL_LINES} more")
+    lines += [f"Note: {note}" for note in found.notes]
+    return "\n".join(lines)
+
+
+def free_now_text(gpu: LocalGpu) -> str:
+    """Beside the plan's card when it is this machine's: what is free now, and what is held."""
+    if gpu.free_bytes is None:
+        return ""
+    # Short lines of their own: a wrapped label in the form is given the height of a narrower one.
+    held = f"\n{gpu.used_bytes / MiB:,.0f} MiB held by other processes" if gpu.used_bytes else ""
+    return f"{gpu.free_bytes / MiB:,.0f} MiB free now on this machine{held}"
 
 
 def gpu_label(gpu: GpuSpec) -> str:
@@ -95,16 +146,26 @@ def _note(name: str) -> QLabel:
 
 class HardwareForm(PlanForm):
     def __init__(
-        self, controller: PlanController, parent: QWidget | None = None, *, settings: Settings | None = None
+        self,
+        controller: PlanController,
+        parent: QWidget | None = None,
+        *,
+        settings: Settings | None = None,
+        local: LocalMachine | None = None,
     ) -> None:
         super().__init__("Hardware", controller, parent)
         self.settings = settings
+        self.local: LocalMachine | None = None
+        self._free_judged: tuple[float, float] | None = None  # (headroom before, after) of the last judge
         gpu = input_at("hardware.gpu")
         self.gpu = SearchingPicker(gpu.name, gpu_sections(self._saved_cards()), gpu.tooltip, matcher=_gpu_matches)
         self.bind(gpu.path, gpu.label, self.gpu, self._pick)
         self._describe_entries()
         self.card = _note("GPU summary")
         self.form.addRow("", self.card)
+        self.machine_row = self._machine_row()
+        self.form.addRow("", self.machine_row)
+        self.set_widget_row_visible(self.machine_row, False)
         # The card's limits (no bf16 on Turing/Volta, Apple's GPU share) and the plan's clash with them.
         self.limits = _note("GPU limits")  # reasons and sources come from the catalogue file
         self.form.addRow("", self.limits)
@@ -122,6 +183,95 @@ class HardwareForm(PlanForm):
         self.headroom = self.add_input("hardware.headroom")
         self.price = self.add_input("hardware.price_per_gpu_hour")
         self.peak_override = self.add_input("hardware.peak_tflops_override")
+        if local is not None:
+            self.attach_local(local)
+
+    # ---- this machine ----------------------------------------------------------------
+    def _machine_row(self) -> QWidget:
+        row = QWidget()
+        row.setObjectName("thisMachine")
+        column = QVBoxLayout(row)
+        column.setContentsMargins(0, 0, 0, 0)
+        self.machine = _note("This machine's GPUs")  # names the drivers report, their notes
+        self.machine.setObjectName("machineGpus")
+        column.addWidget(self.machine)
+        buttons = QHBoxLayout()
+        self.use_local = QPushButton("Use this machine's card")
+        self.use_local.setObjectName("useLocalGpu")
+        self.use_local.setToolTip("Plan on the GPU this machine has (one undoable step)")
+        self.use_local.clicked.connect(self._use_local)
+        self.judge_free = QCheckBox("Judge against what is free now")
+        self.judge_free.setObjectName("judgeFreeNow")
+        self.judge_free.setToolTip(
+            "Add the share of the card other processes hold now to the headroom, so the verdict says\n"
+            "whether the plan fits in what is free on this machine now (the card's speed is kept)."
+        )
+        self.judge_free.toggled.connect(self._judge_free)
+        self.detect_again = QToolButton()
+        self.detect_again.setObjectName("detectAgain")
+        self.detect_again.setText("Look again")
+        self.detect_again.clicked.connect(self._detect_again)
+        for widget in (self.use_local, self.judge_free, self.detect_again):
+            buttons.addWidget(widget)
+        buttons.addStretch(1)
+        column.addLayout(buttons)
+        return row
+
+    def attach_local(self, local: LocalMachine) -> None:
+        """Show what ``local`` finds of this machine's GPUs from now on."""
+        self.local = local
+        self.detect_again.setToolTip(f"Ask the drivers again, waiting up to {local.again_timeout_s:g} s")
+        local.gpusDetected.connect(self._gpus_detected)
+        if local.gpus is not None:
+            self._gpus_detected(local.gpus)
+
+    def _gpus_detected(self, found: LocalGpus) -> None:
+        self.machine.setText(local_text(found))
+        self.set_widget_row_visible(self.machine_row, True)
+        self._redraw(self.controller.plan)
+        self.show_estimate(self.controller.estimate)
+
+    def _detect_again(self) -> None:
+        if self.local is not None:
+            self.machine.setText("This machine: looking for GPUs…")
+            self.local.detect(self.local.again_timeout_s)
+
+    def _found(self) -> LocalGpus | None:
+        return self.local.gpus if self.local is not None else None
+
+    def _use_local(self) -> None:
+        found = self._found()
+        if found is None or not found.gpus:
+            return
+        changes = found.gpus[0].hardware_changes()
+        self.controller.update("hardware.gpu", lambda p: p.with_hardware(**changes), "Use this machine's card")
+
+    def _judged_free(self, plan: Plan) -> bool:
+        return self._free_judged is not None and plan.hardware.headroom == self._free_judged[1]
+
+    def _judge_free(self, on: bool) -> None:
+        plan = self.controller.plan
+        gpu = local_card(plan, self._found())
+        if on and gpu is not None:
+            before = plan.hardware.headroom
+            after = gpu.headroom_for_free_now(before)
+            self._free_judged = (before, after)
+            # Key "": each toggle is an undo step of its own (never merged with the next).
+            self.controller.update("", lambda p: p.with_hardware(headroom=after), "Judge against what is free now")
+        elif not on and self._judged_free(plan) and self._free_judged is not None:
+            before = self._free_judged[0]  # kept: an undo of this brings the judged headroom back
+            self.controller.update("", lambda p: p.with_hardware(headroom=before), "Judge against the whole card")
+
+    def _show_machine(self, plan: Plan) -> None:
+        found = self._found()
+        if found is None:
+            return
+        gpu = local_card(plan, found)
+        self.use_local.setVisible(bool(found.gpus) and gpu is None)
+        self.judge_free.setVisible(gpu is not None and gpu.held_fraction is not None)
+        with QSignalBlocker(self.judge_free):
+            self.judge_free.setChecked(self._judged_free(plan))
+        self.detect_again.setVisible(not found.gpus or bool(found.notes))
 
     def _precision_problem(self) -> QWidget:
         """The plan's precision the card cannot run, with the switch to fp16 AMP."""
@@ -185,6 +335,7 @@ class HardwareForm(PlanForm):
     def show_plan(self, plan: Plan) -> None:
         self.gpu.show_value(self._shown_gpu_id(plan), plan.hardware.gpu)
         self.show_inputs(plan)
+        self._show_machine(plan)
         self.set_widget_row_visible(self.save_card, plan.hardware.gpu == CUSTOM and self.settings is not None)
 
     def show_estimate(self, estimate: Estimate) -> None:
@@ -192,7 +343,9 @@ class HardwareForm(PlanForm):
         reported = gpu.memory_reported or f"{gpu.memory_bytes / MiB:,.0f} MiB"
         peak = estimate.compute.peak_tflops
         speed = f"{peak:g} TFLOP/s dense at this precision" if peak else "no published TFLOP/s: type a peak override"
-        self.card.setText(f"{reported} · {speed}")
+        here = local_card(estimate.plan, self._found())
+        free = free_now_text(here) if here is not None else ""
+        self.card.setText(f"{reported} · {speed}" + (f"\n{free}" if free else ""))
         limits, details = limits_text(gpu)
         self.limits.setText(limits)
         self.limits.setToolTip(details)

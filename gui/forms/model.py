@@ -1,28 +1,45 @@
-"""Model: a catalogue pick, a config.json/model folder import, or dimensions typed by hand."""
+"""Model: a catalogue pick, a model downloaded on this machine, a config.json/model folder
+import, or dimensions typed by hand.
+
+The models in this machine's Hugging Face cache are listed beside the catalogue once the
+"machine" worker has scanned it (:class:`gui.local_machine.LocalMachine`, with progress and
+Cancel under the picker). Choosing one reads its safetensors headers in the worker before it
+becomes the plan's model (one undoable step); a Hub id typed in the picker is looked up the
+same way (:mod:`core.files.model_source`: the cache, else the catalogue, else one line why).
+"""
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from PySide6.QtCore import Qt, Signal
-from PySide6.QtWidgets import QCheckBox, QLabel, QMenu, QToolButton, QWidget
+from PySide6.QtWidgets import QCheckBox, QHBoxLayout, QLabel, QMenu, QToolButton, QWidget
 
 from core.catalogue import find_model, load_models
-from core.errors import PlanError
+from core.errors import PlanError, one_line
 from core.estimate import Estimate
 from core.model import LIMITS, ModelSpec, model_from_dict
 from core.plan import Plan
 from gui import dialogs, plaintext
 from gui.controller import PlanController
-from gui.format import count
+from gui.format import count, memory
 from gui.forms.base import PlanForm
 from gui.forms.fields import IntField
-from gui.forms.pickers import USER_PREFIX, Entry, SearchingPicker
+from gui.forms.pickers import CACHED_PREFIX, USER_PREFIX, Entry, SearchingPicker
+from gui.progress import SearchProgress
 from gui.settings import Settings
 
+if TYPE_CHECKING:  # this machine is looked at once the window has painted: not imported before
+    from core.files.hfcache import CachedModel, CacheScan
+    from gui.local_machine import LocalMachine
+    from gui.worker.machine import ModelAnswer
+
 MINE = USER_PREFIX  # id prefix of the user's saved models in the picker
+CACHED = CACHED_PREFIX  # id prefix of the models downloaded on this machine
+CACHED_HEADING = "Downloaded on this machine (Hugging Face cache)"
+MAX_SKIPPED_SHOWN = 50  # the skipped list's dialog: the first ones, then how many more
 
 # (ModelSpec field, label, tooltip) for the dimensions editor.
 DIMENSIONS: tuple[tuple[str, str, str], ...] = (
@@ -49,9 +66,29 @@ def saved_models(settings: Settings | None) -> dict[str, ModelSpec]:
     return models
 
 
-def model_sections(saved: dict[str, ModelSpec]) -> list[tuple[str, list[Entry]]]:
+def model_sections(saved: dict[str, ModelSpec], cached: tuple[CachedModel, ...] = ()) -> list[tuple[str, list[Entry]]]:
     catalogue = [(m.name, m.id) for m in load_models()]
-    return [("", catalogue), ("Your own models", [(f"{name} (yours)", MINE + name) for name in saved])]
+    downloaded = [(f"{m.repo_id} · {memory(m.size_bytes)} downloaded", CACHED + m.repo_id) for m in cached]
+    return [
+        ("", catalogue),
+        (CACHED_HEADING, downloaded),
+        ("Your own models", [(f"{name} (yours)", MINE + name) for name in saved]),
+    ]
+
+
+def is_hub_id(text: str) -> bool:
+    """``organisation/name``: looked up in the Hugging Face cache (:mod:`core.files.model_source`)."""
+    from core.files.model_source import is_hub_id as hub_id
+
+    return hub_id(text)
+
+
+def skipped_text(scan: CacheScan) -> str:
+    """What the scan skipped, one "name — reason" a line (the first :data:`MAX_SKIPPED_SHOWN`)."""
+    lines = [f"{one_line(s.name)} — {s.reason}" for s in scan.skipped[:MAX_SKIPPED_SHOWN]]
+    if len(scan.skipped) > MAX_SKIPPED_SHOWN:
+        lines.append(f"… and {len(scan.skipped) - MAX_SKIPPED_SHOWN:,} more")
+    return "\n".join(lines)
 
 
 def _edited_name(plan: Plan) -> str:
@@ -74,16 +111,29 @@ class ModelForm(PlanForm):
     importRequested = Signal(str)
 
     def __init__(
-        self, controller: PlanController, parent: QWidget | None = None, *, settings: Settings | None = None
+        self,
+        controller: PlanController,
+        parent: QWidget | None = None,
+        *,
+        settings: Settings | None = None,
+        local: LocalMachine | None = None,
     ) -> None:
         super().__init__("Model", controller, parent)
         self.settings = settings
+        self.local: LocalMachine | None = None
         self.picker = SearchingPicker(
             "Model",
             model_sections(saved_models(settings)),
-            "The model to train or serve, from the catalogue of published architectures, or one you saved.",
+            "The model to train or serve, from the catalogue of published architectures, one downloaded on "
+            "this machine, or one you saved.\nA Hub id (organisation/name) is read from the local Hugging "
+            "Face cache, offline.",
+            free_text=is_hub_id,
         )
         self.bind("model", "Model", self.picker, lambda plan, model_id: self._pick(plan, model_id))
+        self.picker.typed.connect(self._typed)
+        self._build_cache_rows()
+        if local is not None:
+            self.attach_local(local)
 
         self.import_button = QToolButton()
         self.import_button.setText("Open config.json…")
@@ -145,7 +195,150 @@ class ModelForm(PlanForm):
         self._dimension_keys += ["model.tie_embeddings", "model.gated_mlp"]
         self._show_dimensions(False)
 
+    # ---- the models downloaded on this machine -------------------------------------
+    def _build_cache_rows(self) -> None:
+        """Under the picker: the scan's and a model read's progress (with Cancel), and what
+        the cache holds, with the entries it skipped and why."""
+        self.cache_progress = SearchProgress("%v of %m models", again="Scan again")
+        self.cache_progress.setObjectName("cacheProgress")
+        self.cache_progress.cancelRequested.connect(self._cancel_local)
+        self.cache_progress.againRequested.connect(self._again)
+        self.form.addRow("", self.cache_progress)
+        row = QWidget()
+        line = QHBoxLayout(row)
+        line.setContentsMargins(0, 0, 0, 0)
+        self.cache_note = plaintext.plain_label(QLabel())  # paths and names from this machine
+        self.cache_note.setObjectName("cacheNote")
+        self.cache_note.setAccessibleName("Downloaded models")
+        self.cache_note.setWordWrap(True)
+        self.cache_skipped = QToolButton()
+        self.cache_skipped.setObjectName("cacheSkipped")
+        self.cache_skipped.setAutoRaise(True)
+        self.cache_skipped.clicked.connect(self._show_skipped)
+        line.addWidget(self.cache_note, 1)
+        line.addWidget(self.cache_skipped)
+        self.cache_row = row
+        self.form.addRow("", row)
+        self._last_read: tuple[str, str] = ("", "")  # ("scan" | "read" | "resolve", what): for "again"
+        self._model_asked: ModelSpec | None = None  # the plan's model when a read was asked for
+        self.set_widget_row_visible(self.cache_progress, False)
+        self.set_widget_row_visible(row, False)
+
+    def attach_local(self, local: LocalMachine) -> None:
+        """List what ``local`` finds in the Hugging Face cache from now on, and read models with it."""
+        self.local = local
+        local.scanStarted.connect(self._scan_started)
+        local.scanProgressed.connect(self.cache_progress.progressed)
+        local.scanned.connect(self._scanned)
+        local.scanStopped.connect(lambda why: self._stopped("scan", why))
+        local.modelStarted.connect(self._read_started)
+        local.modelProgressed.connect(self.cache_progress.progressed)
+        local.modelRead.connect(self._model_read)
+        local.modelStopped.connect(lambda why: self._stopped("read", why))
+        if local.cache is not None:
+            self._scanned(local.cache)
+
+    def _cached(self, repo_id: str) -> CachedModel | None:
+        cache = self.local.cache if self.local is not None else None
+        return cache.find(repo_id) if cache is not None else None
+
+    def _scan_started(self) -> None:
+        self._last_read = ("scan", "")
+        self.set_widget_row_visible(self.cache_progress, True)
+        self.cache_progress.steps = "%v of %m models"
+        self.cache_progress.searching("Looking for models downloaded on this machine…")
+
+    def _read_started(self, what: str) -> None:
+        self.set_widget_row_visible(self.cache_progress, True)
+        self.cache_progress.steps = "%v of %m files"
+        self.cache_progress.searching(what)
+
+    def _scanned(self, scan: CacheScan) -> None:
+        if not (self.local is not None and self.local.reading):
+            self.cache_progress.idle("")
+            self.set_widget_row_visible(self.cache_progress, False)
+        self.picker.set_sections(model_sections(saved_models(self.settings), scan.models))
+        self._redraw(self.controller.plan)
+        if not scan.exists:
+            self.cache_note.setText(f"No Hugging Face cache at {scan.root}: no models downloaded here.")
+        else:
+            listed = f"{len(scan.models):,} downloaded models in the list"
+            self.cache_note.setText(f"{listed} (Hugging Face cache: {scan.root})")
+        self.cache_skipped.setText(f"{len(scan.skipped):,} skipped…")
+        self.cache_skipped.setToolTip(plaintext.tooltip(skipped_text(scan)))
+        self.cache_skipped.setVisible(bool(scan.skipped))
+        self.set_widget_row_visible(self.cache_row, True)
+
+    def _show_skipped(self) -> None:
+        cache = self.local.cache if self.local is not None else None
+        if cache is not None and cache.skipped:
+            dialogs.info(self, "Skipped in the Hugging Face cache", skipped_text(cache))
+
+    def _cancel_local(self) -> None:
+        if self.local is None:
+            return
+        if self.local.reading:
+            self.local.cancel_read()
+        else:
+            self.local.cancel_scan()
+
+    def _stopped(self, kind: str, why: str) -> None:
+        if kind == "read":
+            self._redraw(self.controller.plan)  # the picker shows the plan's model again
+        if why:
+            self.cache_progress.idle(why, again=True)
+        elif kind == "scan":
+            self.cache_progress.idle("Cancelled: the downloaded models are not listed.", again=True)
+        else:
+            self.cache_progress.idle("")
+            self.set_widget_row_visible(self.cache_progress, False)
+
+    def _again(self) -> None:
+        if self.local is None:
+            return
+        kind, what = self._last_read
+        cached = self._cached(what) if kind == "read" else None
+        if cached is not None:
+            self.local.read(cached)
+        elif kind == "resolve":
+            self.local.resolve(what)
+        else:
+            self.local.scan()
+
+    def _typed(self, hub_id: str) -> None:
+        """A Hub id typed in the picker: read from the cache in the worker (or said why not)."""
+        if self.local is None:
+            self.controller.editRejected.emit("model", f"Model: no entry called “{hub_id}”; pick one from the list")
+            return
+        self._last_read = ("resolve", hub_id)
+        self._model_asked = self.controller.plan.model
+        self.local.resolve(hub_id)
+
+    def _model_read(self, answer: ModelAnswer) -> None:
+        self.cache_progress.idle("")
+        self.set_widget_row_visible(self.cache_progress, self.local is not None and self.local.scanning)
+        named = answer.model
+        if self.controller.plan.model != self._model_asked:
+            return  # another model was chosen (or undone to) while this one was read: it stays
+        if named is None:
+            self._redraw(self.controller.plan)
+            self.controller.editRejected.emit("model", answer.error)
+            return
+        text = f"Use {named.hub_id or named.spec.name}" + (" (downloaded)" if named.cached is not None else "")
+        refused = self.controller.update("model", lambda plan: plan.on_model(named.spec, named.model_id), text)
+        if refused is None and named.note:
+            self.cache_note.setText(named.note)
+            self.set_widget_row_visible(self.cache_row, True)
+
+    # ---- picking ---------------------------------------------------------------------
     def _pick(self, plan: Plan, model_id: str) -> Plan:
+        if model_id.startswith(CACHED):
+            cached = self._cached(model_id[len(CACHED) :])
+            if cached is not None and self.local is not None:
+                self._last_read = ("read", cached.repo_id)
+                self._model_asked = plan.model
+                self.local.read(cached)  # the plan's model once its headers are read
+            return plan
         if model_id.startswith(MINE):
             saved = saved_models(self.settings).get(model_id[len(MINE) :])
             if saved is not None:  # a plan embeds its model: the saved one travels with the file
@@ -161,7 +354,8 @@ class ModelForm(PlanForm):
         if name is None:
             return
         self.settings.add_custom_model(name, model.renamed(name).to_dict())
-        self.picker.set_sections(model_sections(saved_models(self.settings)))
+        cache = self.local.cache if self.local is not None else None
+        self.picker.set_sections(model_sections(saved_models(self.settings), cache.models if cache else ()))
         self.show_plan(self.controller.plan)
 
     def _show_dimensions(self, shown: bool) -> None:
@@ -173,6 +367,8 @@ class ModelForm(PlanForm):
         shown = plan.model_id
         if not shown and plan.model.name in saved_models(self.settings):
             shown = MINE + plan.model.name
+        elif not shown and is_hub_id(plan.model.name) and self._cached(plan.model.name) is not None:
+            shown = CACHED + plan.model.name
         self.picker.show_value(shown, plan.model.name)
         model = plan.model
         for name, _label, _tooltip in DIMENSIONS:

@@ -3,13 +3,24 @@
 The GPU picker lists the catalogue under group headings (laptop, desktop, data centre,
 Apple) followed by the user's own cards; typing filters the list through
 :func:`core.catalogue.search`, so "24 GB", "amd laptop" or "apple 128gb" find what they say.
+The model picker lists the catalogue, the models downloaded on this machine and the user's
+own; text that names no entry may still mean something to its form (a Hub id: ``typed``).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 
-from PySide6.QtCore import QModelIndex, QObject, QPersistentModelIndex, QSignalBlocker, QSize, QSortFilterProxyModel, Qt
+from PySide6.QtCore import (
+    QModelIndex,
+    QObject,
+    QPersistentModelIndex,
+    QSignalBlocker,
+    QSize,
+    QSortFilterProxyModel,
+    Qt,
+    Signal,
+)
 from PySide6.QtGui import QFont, QStandardItemModel
 from PySide6.QtWidgets import QComboBox, QCompleter, QStyle, QStyleOptionComboBox, QWidget
 
@@ -19,6 +30,9 @@ from gui.forms.fields import CatalogueField
 Entry = tuple[str, str]
 Matcher = Callable[[str, str, str], bool]  # (entry id, label, typed text) -> shown?
 USER_PREFIX = "mine:"  # ids of the user's own saved entries
+CACHED_PREFIX = "hf:"  # ids of models in this machine's Hugging Face cache ("hf:Qwen/Qwen3-8B")
+# Entries named from outside the catalogue: however long, their names never widen the plan column.
+_OUTSIDE_PREFIXES = (USER_PREFIX, CACHED_PREFIX)
 
 
 def words_match(entry_id: str, label: str, text: str) -> bool:
@@ -57,7 +71,11 @@ class SearchingPicker(CatalogueField):
     ``sections`` is a list of (heading, entries); an empty heading adds the entries without one.
     Without a ``matcher`` the typed text is matched as one piece anywhere in a label (the
     plain :class:`CatalogueField` completer); with one, every typed word goes through it.
+    Enter on text that names no entry emits ``typed(text)`` where ``free_text(text)`` accepts
+    it (the form looks it up elsewhere), else ``rejected``.
     """
+
+    typed = Signal(str)
 
     def __init__(
         self,
@@ -66,8 +84,11 @@ class SearchingPicker(CatalogueField):
         tooltip: str,
         matcher: Matcher | None = None,
         parent: QWidget | None = None,
+        *,
+        free_text: Callable[[str], bool] | None = None,
     ) -> None:
         super().__init__(name, [], tooltip, parent)
+        self._free_text = free_text
         self._filter = _SearchFilter(matcher or words_match, self)
         self._filter.setSourceModel(self.model())
         completer, line = self.completer(), self.lineEdit()
@@ -118,7 +139,7 @@ class SearchingPicker(CatalogueField):
         names = [
             self.itemText(i).split(" · ")[0]
             for i in range(self.count())
-            if self.itemData(i) and not str(self.itemData(i)).startswith(USER_PREFIX)
+            if self.itemData(i) and not str(self.itemData(i)).startswith(_OUTSIDE_PREFIXES)
         ]
         line = self.lineEdit()
         metrics = line.fontMetrics() if line is not None else self.fontMetrics()
@@ -163,5 +184,8 @@ class SearchingPicker(CatalogueField):
             with QSignalBlocker(self):
                 self.setCurrentIndex(self.findData(found[0]))
             self.edited.emit(found[0])
+            return
+        if not exact and self._free_text is not None and self._free_text(text.strip()):
+            self.typed.emit(text.strip())
             return
         super()._chosen_text(text)

@@ -278,11 +278,11 @@ class ComparePanel(QWidget):
             return None
         return report_for_comparison(self.comparison, unit=self.unit)
 
-    def export_report(self) -> bool:
-        report = self._report()
-        if report is None:
-            return False
-        return report_export.export_report(self.context, report)
+    def export_report(self) -> report_export.ReportExport | None:
+        """The comparison's report, built and written in the worker (with progress and Cancel)."""
+        if self.comparison is None:
+            return None
+        return report_export.export_report(self.context, [(p.name, p.plan) for p in self.comparison.plans])
 
     def copy_markdown(self) -> str:
         report = self._report()

@@ -3,7 +3,7 @@
 :class:`SearchPanel` asks its search again when it is shown and, while shown, once a burst
 of edits settles; the search runs in the "tools" worker process (a new request stops the
 one running: the latest wins), with its progress and a Cancel button under the answer
-(:class:`SearchProgress`). Hidden, a panel does no work: its search is cancelled.
+(:class:`gui.progress.SearchProgress`). Hidden, a panel does no work: its search is cancelled.
 """
 
 from __future__ import annotations
@@ -11,11 +11,12 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from PySide6.QtCore import Qt, QTimer, Signal
+from PySide6.QtCore import QTimer
 from PySide6.QtGui import QHideEvent, QShowEvent
-from PySide6.QtWidgets import QHBoxLayout, QLabel, QProgressBar, QPushButton, QWidget
+from PySide6.QtWidgets import QWidget
 
 from core.estimate import Estimate
+from gui.progress import SearchProgress
 from gui.tools.context import ToolContext
 from gui.worker.runner import JobFailed, LatestJobRunner
 
@@ -23,82 +24,6 @@ from gui.worker.runner import JobFailed, LatestJobRunner
 # running after this is stuck, and its worker is killed.
 SEARCH_DEADLINE_S = 120.0
 PROGRESS_MS = 100  # how often a running search's progress is read
-SHOW_AFTER_MS = 250  # a search quicker than this never flashes its progress
-
-
-class SearchProgress(QWidget):
-    """Under a tool's answer: what its search is doing, how far it got, and Cancel (or, once
-    cancelled or failed, "Search again")."""
-
-    cancelRequested = Signal()
-    againRequested = Signal()
-
-    def __init__(self, steps: str = "", parent: QWidget | None = None) -> None:
-        super().__init__(parent)
-        self.setObjectName("searchProgress")
-        self._steps = steps  # the bar's text: "%v of %m cards"
-        row = QHBoxLayout(self)
-        row.setContentsMargins(0, 0, 0, 0)
-        self.status = QLabel()
-        self.status.setObjectName("searchStatus")
-        self.status.setTextFormat(Qt.TextFormat.PlainText)
-        self.status.setWordWrap(True)
-        self.bar = QProgressBar()
-        self.bar.setObjectName("searchBar")
-        self.bar.setAccessibleName("Search progress")
-        self.bar.setMaximumWidth(180)
-        self.button = QPushButton("Cancel")
-        self.button.setObjectName("searchCancel")
-        self.button.clicked.connect(self._clicked)
-        row.addWidget(self.status, 1)
-        row.addWidget(self.bar)
-        row.addWidget(self.button)
-        self._searching = False
-        self._text = ""
-        self._reveal = QTimer(self)
-        self._reveal.setSingleShot(True)
-        self._reveal.setInterval(SHOW_AFTER_MS)
-        self._reveal.timeout.connect(self._show_running)
-        self.idle("")
-
-    def searching(self, text: str) -> None:
-        """A search started: shown as running once it has taken :data:`SHOW_AFTER_MS`."""
-        self._searching = True
-        self._text = text
-        if not self._reveal.isActive() and self.bar.isHidden():
-            self._reveal.start()
-
-    def progressed(self, done: int, total: int) -> None:
-        if total > 0:
-            self.bar.setRange(0, total)
-            self.bar.setValue(done)
-            self.bar.setFormat(self._steps or "%p%")
-        else:
-            self.bar.setRange(0, 0)  # busy: how far is not known
-
-    def idle(self, text: str, *, again: bool = False) -> None:
-        """No search running; ``again`` offers to search again (after a cancel or a failure)."""
-        self._searching = False
-        self._reveal.stop()
-        self.status.setText(text)
-        self.bar.hide()
-        self.button.setText("Search again")
-        self.button.setVisible(again)
-
-    def _show_running(self) -> None:
-        if not self._searching:
-            return
-        self.status.setText(self._text)
-        self.bar.setRange(0, 0)
-        self.bar.show()
-        self.button.setText("Cancel")
-        self.button.show()
-
-    def _clicked(self) -> None:
-        if self._searching:
-            self.cancelRequested.emit()
-        else:
-            self.againRequested.emit()
 
 
 class SearchPanel(QWidget):

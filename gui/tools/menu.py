@@ -1,5 +1,5 @@
-"""The tools' menu entries: training configs in, reports out, comparisons, the cards that fit,
-the fewest GPUs that fit.
+"""The tools' menu entries: training configs in, launch configs and reports out, comparisons,
+the cards that fit, the fewest GPUs that fit.
 
 The window makes one :class:`PlanTools` and puts its actions in its menus. The tools live in
 their own modules, imported the first time they are used (YAML parsing, reports and PDF stay
@@ -21,6 +21,8 @@ if TYPE_CHECKING:
     from gui.tools.compare import ComparePanel
     from gui.tools.fewest import FewestGpusPanel
     from gui.tools.fitcards import FitCardsPanel
+    from gui.tools.launch_export import LaunchExportDialog
+    from gui.tools.report_export import ReportExport
 
 
 class PlanTools(QObject):
@@ -34,6 +36,7 @@ class PlanTools(QObject):
         self.fit_panel: FitCardsPanel | None = None
         self.fewest_panel: FewestGpusPanel | None = None
         self.compare_panel: ComparePanel | None = None
+        self.launch_dialog: LaunchExportDialog | None = None
         self.docks: dict[str, QDockWidget] = {}
         parent = context.parent
         self.open_config_action = make_action(
@@ -42,6 +45,14 @@ class PlanTools(QObject):
             self.open_training_config,
             "Ctrl+Shift+O",
             "Read a PEFT, transformers/TRL, axolotl, LLaMA-Factory or torchtune config into the plan",
+        )
+        self.export_launch_action = make_action(
+            parent,
+            "Export &launch config…",
+            self.export_launch,
+            "Ctrl+Shift+L",
+            "The plan as the config or command of the tool that runs it: TRL, accelerate, DeepSpeed, axolotl, "
+            "LLaMA-Factory, torchtune, torchtitan, torchrun, vllm, llama-server",
         )
         self.export_report_action = make_action(
             parent,
@@ -83,7 +94,13 @@ class PlanTools(QObject):
 
         return open_config.open_training_config(self.context)
 
-    def export_report(self) -> bool:
+    def export_launch(self) -> LaunchExportDialog:
+        from gui.tools.launch_export import show_launch_export
+
+        self.launch_dialog = show_launch_export(self.context, self.launch_dialog)
+        return self.launch_dialog
+
+    def export_report(self) -> ReportExport | None:
         from gui.tools import report_export
 
         return report_export.export_report(self.context)

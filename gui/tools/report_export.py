@@ -4,6 +4,11 @@ The contents come from :mod:`core.files.report`; PDF goes through Qt's own QText
 QPdfWriter (no other dependency), with the chart's SVG rasterised by QtSvg because
 QTextDocument draws no SVG. Files are written beside their target and renamed over it, so
 a failed export leaves no half-written file.
+
+From the window (File → Export report…, the comparison's Report button) the report is built
+and written in the "tools" worker process (:func:`gui.tools.searches.write_report`: up to four
+plans estimated and diagnosed, half a second on a laptop), with a progress dialog and Cancel
+(:class:`ReportExport`); only a PDF's drawing, which needs Qt, comes back to the GUI thread.
 """
 
 from __future__ import annotations
@@ -12,9 +17,10 @@ import contextlib
 import os
 import sys
 import tempfile
+from collections.abc import Sequence
 from pathlib import Path
 
-from PySide6.QtCore import QByteArray, QMarginsF, QSize, QUrl
+from PySide6.QtCore import QByteArray, QMarginsF, QObject, QSize, Qt, QUrl, Signal
 from PySide6.QtGui import (
     QColor,
     QFont,
@@ -27,12 +33,17 @@ from PySide6.QtGui import (
     QTextDocument,
 )
 from PySide6.QtSvg import QSvgRenderer
+from PySide6.QtWidgets import QLabel, QProgressDialog
 
 from core.errors import PlanFileError
 from core.files.planfile import atomic_write_text
 from core.files.report import FORMATS, Report, build_report, chart_svg, to_html, to_markdown
-from gui import dialogs
+from core.plan import Plan
+from gui import dialogs, plaintext
 from gui.tools.context import ToolContext
+from gui.tools.searches import ReportAnswer, ReportRequest
+from gui.tools.searches import write_report as write_report_job
+from gui.worker.runner import JobFailed, LatestJobRunner
 
 REPORT_FILTER = "HTML page (*.html);;PDF document (*.pdf);;Markdown (*.md);;CSV table (*.csv)"
 CHART_RESOURCE = "vramplan-chart.png"
@@ -42,6 +53,8 @@ QT_STYLE = (
     " td.f{font-family:monospace;font-size:7pt} .caption{color:#555555}"
 )
 SUFFIXES = {".html": "html", ".htm": "html", ".pdf": "pdf", ".md": "md", ".markdown": "md", ".csv": "csv"}
+REPORT_DEADLINE_S = 120.0  # four plans' diagnoses take about a second; one stuck past this is killed
+SHOW_PROGRESS_AFTER_MS = 300  # a quick export never flashes its progress dialog
 
 
 def _ensure_gui_application() -> QGuiApplication | None:
@@ -153,23 +166,89 @@ def _current_report(context: ToolContext) -> Report:
     return build_report([(_stem(context, "Current plan"), context.controller.plan)], unit=context.display.unit)
 
 
-def export_report(context: ToolContext, report: Report | None = None) -> bool:
-    """File → Export report…: the current plan (or a comparison) as HTML, PDF, Markdown or CSV."""
-    if report is None:
-        report = _current_report(context)
+class ReportExport(QObject):
+    """One report being built and written in the worker, with a progress dialog and Cancel.
+    ``done(ok)`` says how it ended (False: cancelled, or the file could not be written)."""
+
+    done = Signal(bool)
+
+    def __init__(self, context: ToolContext, request: ReportRequest) -> None:
+        super().__init__(context.parent)
+        self.context = context
+        self.request = request
+        self.ok: bool | None = None  # None while running
+        self.jobs: LatestJobRunner[ReportRequest, ReportAnswer] = LatestJobRunner(
+            write_report_job, lane="tools", deadline_s=REPORT_DEADLINE_S, parent=self
+        )
+        self.jobs.finished.connect(self._finished)
+        self.jobs.failed.connect(self._failed)
+        self.progress = QProgressDialog("", "Cancel", 0, 0, context.parent)
+        self.progress.setObjectName("reportProgress")
+        label = plaintext.plain_label(QLabel(f"Writing {Path(request.path).name}…"))  # the user's file name
+        self.progress.setLabel(label)
+        self.progress.setWindowTitle("Export report")
+        self.progress.setWindowModality(Qt.WindowModality.WindowModal)
+        self.progress.setMinimumDuration(SHOW_PROGRESS_AFTER_MS)
+        self.progress.setAutoReset(False)
+        self.progress.setAutoClose(False)
+        self.progress.canceled.connect(self.cancel)
+        self.jobs.submit(request)
+
+    def cancel(self) -> None:
+        if self.ok is None:
+            self.jobs.cancel()
+            self._end(False, "Report export cancelled")
+
+    def _finished(self, request: ReportRequest, answer: ReportAnswer) -> None:
+        if answer.error:
+            self._end(False, "")
+            dialogs.error(self.context.parent, "Cannot export the report", answer.error)
+            return
+        if answer.report is not None:  # a PDF: drawn here, with Qt
+            try:
+                write_pdf(answer.report, request.path)
+            except PlanFileError as error:
+                self._end(False, "")
+                dialogs.error(self.context.parent, "Cannot export the report", str(error))
+                return
+        self._end(True, f"Exported {request.path}")
+
+    def _failed(self, _request: ReportRequest, error: BaseException) -> None:
+        self._end(False, "")
+        if isinstance(error, JobFailed):
+            dialogs.error(self.context.parent, "Cannot export the report", f"The report {error}.")
+            return
+        raise error  # a bug in building the report: to the crash handler
+
+    def _end(self, ok: bool, message: str) -> None:
+        if self.ok is not None:
+            return
+        self.ok = ok
+        self.progress.close()
+        self.progress.deleteLater()
+        if message:
+            self.context.document.message.emit(message)
+        self.done.emit(ok)
+        self.deleteLater()
+
+
+def export_report(
+    context: ToolContext, plans: Sequence[tuple[str, Plan]] | None = None, title: str = ""
+) -> ReportExport | None:
+    """File → Export report…: the current plan (or the ``plans`` of a comparison) as HTML, PDF,
+    Markdown or CSV, built and written in the worker. None when no file was chosen."""
+    named = tuple(plans) if plans is not None else ((_stem(context, "Current plan"), context.controller.plan),)
     suggested = os.path.join(context.document.folder(), f"{_stem(context, 'report')}.html")
     path = dialogs.save_file(context.parent, "Export report", REPORT_FILTER, suggested)
     if not path:
-        return False
+        return None
     if not Path(path).suffix:
         path += ".html"
-    try:
-        write_report(report, path)
-    except PlanFileError as error:
-        dialogs.error(context.parent, "Cannot export the report", str(error))
-        return False
-    context.document.message.emit(f"Exported {path}")
-    return True
+    kind = SUFFIXES.get(Path(path).suffix.lower())
+    if kind is None:
+        dialogs.error(context.parent, "Cannot export the report", f"{path}: needs a .html, .pdf, .md or .csv name")
+        return None
+    return ReportExport(context, ReportRequest(named, title, context.display.unit, path, kind))
 
 
 def copy_report_markdown(context: ToolContext, report: Report | None = None) -> str:

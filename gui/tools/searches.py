@@ -1,4 +1,5 @@
-"""The tools' searches, as jobs for the worker process: "Which cards fit" and "Fewest GPUs".
+"""The tools' long work, as jobs for the worker process: "Which cards fit", "Fewest GPUs" and
+writing a report (estimating and diagnosing up to four plans, then the file).
 
 Each is :mod:`core.advice.fit`'s answer, cut down in the worker to what its panel shows: the
 cards' search estimates 576 plans, and their full Estimates (3 MB pickled, 160 ms to read
@@ -15,7 +16,10 @@ from dataclasses import dataclass
 
 from core.advice.fit import cards_for, cheapest_fit, fewest_gpus
 from core.catalogue import GpuSpec, load_gpus
+from core.errors import PlanFileError
 from core.estimate import Verdict
+from core.files.planfile import atomic_write_text
+from core.files.report import FORMATS, Report, build_report
 from core.plan import Plan, Strategy
 from gui.worker.process import report_progress
 
@@ -115,3 +119,36 @@ def find_fewest(request: FewestRequest) -> FewestAnswer:
         found.count if found is not None else 0,
         found.layout if found is not None else "",
     )
+
+
+@dataclass(frozen=True)
+class ReportRequest:
+    plans: tuple[tuple[str, Plan], ...]  # (name, plan): one plan, or a comparison of up to four
+    title: str
+    unit: str  # GB or GiB
+    path: str
+    kind: str  # html | md | csv | pdf
+
+
+@dataclass(frozen=True)
+class ReportAnswer:
+    request: ReportRequest
+    report: Report | None  # a PDF's contents, for the GUI to draw with Qt; None once the file is written
+    error: str = ""  # why the file could not be written (one line)
+
+
+def write_report(request: ReportRequest) -> ReportAnswer:
+    """Build the report (each plan estimated and diagnosed) and write HTML, Markdown or CSV through
+    the atomic writer; a PDF's report comes back to be drawn (Qt is the GUI's)."""
+    report_progress(0)  # how long the diagnoses take is not known before they end
+    report = build_report(list(request.plans), request.title, unit=request.unit)
+    if request.kind == "pdf":
+        return ReportAnswer(request, report)
+    try:
+        atomic_write_text(request.path, FORMATS[request.kind](report))
+    except PlanFileError as error:
+        return ReportAnswer(request, None, str(error))
+    except OSError as error:
+        reason = PlanFileError(request.path, f"cannot be written ({error.strerror or error})")
+        return ReportAnswer(request, None, str(reason))
+    return ReportAnswer(request, None)

@@ -97,13 +97,17 @@ def test_selected_plan_becomes_current_and_remove(window: MainWindow) -> None:
     assert panel.remove_selected() and panel.pinned == []
 
 
-def test_report_of_the_comparison(window: MainWindow, fake_dialogs: Any, tmp_path: Path) -> None:
+def test_report_of_the_comparison(window: MainWindow, fake_dialogs: Any, tmp_path: Path, qtbot: Any) -> None:
     window.show()
     panel = window.plan_tools.show_compare()
     panel.pin_current()
     out = tmp_path / "cmp.pdf"
     fake_dialogs.paths.append(str(out))
-    assert panel.export_report()
+    job = panel.export_report()  # the plans diagnosed in the worker; the PDF drawn here, with Qt
+    assert job is not None
+    with qtbot.waitSignal(job.done, timeout=60_000) as done:
+        pass
+    assert done.args == [True]
     assert out.read_bytes().startswith(b"%PDF-")
     assert panel.copy_markdown().startswith("# Plan comparison")
 

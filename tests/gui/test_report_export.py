@@ -50,10 +50,14 @@ def test_bad_suffix_and_unwritable_target_are_one_line(qapp: Any, tmp_path: Path
     assert list(out.iterdir()) == []  # no half-written or temporary file left behind
 
 
-def test_menu_exports_the_current_plan(window: MainWindow, fake_dialogs: Any, tmp_path: Path) -> None:
+def test_menu_exports_the_current_plan(window: MainWindow, fake_dialogs: Any, tmp_path: Path, qtbot: Any) -> None:
     target = tmp_path / "plan.md"
     fake_dialogs.paths.append(str(target))
-    window.plan_tools.export_report_action.trigger()
+    job = window.plan_tools.export_report()  # built and written in the worker process
+    assert job is not None
+    with qtbot.waitSignal(job.done, timeout=60_000) as done:
+        pass
+    assert done.args == [True]
     text = target.read_text()
     assert text.startswith("# Plan: Current plan") and window.controller.plan.model.name in text
 

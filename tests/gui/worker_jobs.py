@@ -66,3 +66,28 @@ def wait_for_a_stop(channel: StopChannel, ready: Any) -> None:
     """Waits for one stop request as the worker's watcher thread does, then returns."""
     ready.set()
     channel.wake.acquire()
+
+
+def slow_scan(request: Any) -> Any:
+    """A Hugging Face cache scan that takes a minute, reporting its progress as it goes."""
+    for step in range(SEARCH_STEPS):
+        report_progress(step, SEARCH_STEPS)
+        end = time.monotonic() + 0.1
+        while time.monotonic() < end:
+            pass
+    raise AssertionError("the slow scan should have been stopped")
+
+
+def slow_report(request: Any) -> Any:
+    """A report that takes a minute to build (its file is never written)."""
+    end = time.monotonic() + SLOW_SECONDS
+    while time.monotonic() < end:
+        pass
+    raise AssertionError("the slow report should have been stopped")
+
+
+def scan_of_nothing(request: Any) -> Any:
+    """The scan of a cache that is not there (what "Scan again" finds after a cancel)."""
+    from core.files.hfcache import scan_cache
+
+    return scan_cache(os.path.join(tempfile.gettempdir(), "vramplan-no-such-cache"))

@@ -3,8 +3,8 @@ torchtune, torchtitan.
 
 ``load_run_config(path)`` reads a file as data and returns a :class:`RunConfig`: the run's
 settings, every field read with its source, and every key not understood.
-``resolve_model(run)`` finds the model it names (a local folder, or the catalogue by
-name); ``plan_from_run`` turns both into a Plan through the one mapping function.
+``resolve_model(run)`` finds the model it names (a local folder, the local Hugging Face
+cache, or the catalogue by name); ``plan_from_run`` turns both into a Plan through the one mapping function.
 """
 
 from __future__ import annotations
@@ -19,7 +19,9 @@ from typing import Any, Final
 
 from core.catalogue import CatalogueModel, load_models
 from core.errors import PlanError, PlanFileError
+from core.files.hfcache import CachedModel, resolve_hub_id
 from core.files.importer import _read_config, import_model
+from core.files.model_source import cached_how, is_hub_id
 from core.files.runconfig.axolotl import read_axolotl
 from core.files.runconfig.hf import read_hf
 from core.files.runconfig.llamafactory import read_llamafactory
@@ -40,6 +42,7 @@ __all__ = [
     "ModelChoice",
     "RunConfig",
     "RunSettings",
+    "choice_from_cache",
     "detect_kind",
     "load_run_config",
     "parse_run_config",
@@ -153,6 +156,24 @@ def _local(path: Path) -> ModelChoice | None:
     return ModelChoice(imported.spec, "", f"local model {config_path}", _dtype_of(_read_config(config_path)))
 
 
+def _cached(ref: str) -> ModelChoice | None:
+    """The model a Hub id names when the local Hugging Face cache holds it (read offline, as
+    ``--model`` reads one: :mod:`core.files.model_source`); None otherwise."""
+    if not is_hub_id(ref):
+        return None
+    found = resolve_hub_id(ref.strip())
+    return choice_from_cache(found) if isinstance(found, CachedModel) else None
+
+
+def choice_from_cache(model: CachedModel, why: str = "") -> ModelChoice:
+    """A model of the local Hugging Face cache, with the dtype its config.json gives."""
+    try:
+        dtype = _dtype_of(_read_config(Path(model.path) / "config.json"))
+    except PlanFileError:
+        dtype = None
+    return ModelChoice(model.spec, "", cached_how(model) + (f" ({why})" if why else ""), dtype)
+
+
 def _catalogue_match(ref: str, models: tuple[CatalogueModel, ...]) -> CatalogueModel | None:
     key = name_key(ref)
     for entry in models:
@@ -162,7 +183,8 @@ def _catalogue_match(ref: str, models: tuple[CatalogueModel, ...]) -> CatalogueM
 
 
 def resolve_model(run: RunConfig) -> ModelChoice | None:
-    """The model a config names: a local folder first, then the catalogue by name.
+    """The model a config names: a local folder first, then a Hub id the local Hugging Face
+    cache holds, then the catalogue by name.
 
     Returns a choice with ``spec=None`` and the closest catalogue ids when the name is
     neither; None when the config names no model at all.
@@ -182,6 +204,9 @@ def resolve_model(run: RunConfig) -> ModelChoice | None:
                 continue
     if not run.model_ref:
         return None
+    cached = _cached(run.model_ref)
+    if cached is not None:
+        return cached
     models = load_models()
     entry = _catalogue_match(run.model_ref, models)
     if entry is not None:
