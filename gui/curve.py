@@ -17,6 +17,7 @@ from core.advice.diagnosis import Curve
 from gui.format import Unit, memory, unit_scale
 from gui.plotstyle import OKABE_ITO, style_plot
 
+PLOT_MIN_HEIGHT = 220
 AXIS_LABELS = {"micro_batch": "micro-batch", "seq_len": "sequence length (tokens)"}
 
 
@@ -32,14 +33,35 @@ class MemoryCurve(QWidget):
         self._y_label = ""
         self._range: tuple[float, float, float] = (0.0, 0.0, 0.0)
 
+        self._plot_built = False
+
         layout = QVBoxLayout(self)
         layout.setContentsMargins(0, 0, 0, 0)
         layout.setSpacing(2)
+        # The plot is built with the first curve (from the diagnosis worker, after the first
+        # paint): a pyqtgraph plot costs tens of milliseconds that start-up need not pay.
+        self.placeholder = QWidget()
+        self.placeholder.setMinimumHeight(PLOT_MIN_HEIGHT)
+        layout.addWidget(self.placeholder, 1)
+        self.caption = QLabel()
+        self.caption.setAccessibleName("Memory curve legend")
+        self.caption.setWordWrap(True)
+        self.caption.setTextFormat(Qt.TextFormat.RichText)
+        layout.addWidget(self.caption)
+
+    def _build_plot(self) -> None:
+        if self._plot_built:
+            return
+        self._plot_built = True
         self.plot = pg.PlotWidget()
         self.plot.setAccessibleName("Memory curve plot")
         self.plot.viewport().setAccessibleName("Memory curve plot area")
-        self.plot.setMinimumHeight(220)
-        layout.addWidget(self.plot, 1)
+        self.plot.setMinimumHeight(PLOT_MIN_HEIGHT)
+        layout = self.layout()
+        assert isinstance(layout, QVBoxLayout)
+        layout.replaceWidget(self.placeholder, self.plot)
+        self.placeholder.deleteLater()
+        layout.setStretchFactor(self.plot, 1)
         item = self.plot.getPlotItem()
         item.setMenuEnabled(False)
         item.hideButtons()
@@ -69,11 +91,6 @@ class MemoryCurve(QWidget):
         self.current_line.setZValue(3)
         item.addItem(self.current_line)
 
-        self.caption = QLabel()
-        self.caption.setAccessibleName("Memory curve legend")
-        self.caption.setWordWrap(True)
-        self.caption.setTextFormat(Qt.TextFormat.RichText)
-        layout.addWidget(self.caption)
         self._apply_palette()
 
     def set_unit(self, unit: Unit) -> None:
@@ -96,6 +113,7 @@ class MemoryCurve(QWidget):
         curve = self.curve
         if curve is None:
             return
+        self._build_plot()
         self.redraws += 1
         scale = unit_scale(self.unit)
         heights = [total / scale for total in curve.total_bytes]
@@ -154,7 +172,7 @@ class MemoryCurve(QWidget):
 
     # ---- theme ---------------------------------------------------------------------
     def changeEvent(self, event: QEvent) -> None:
-        if event.type() in (QEvent.Type.PaletteChange, QEvent.Type.ApplicationPaletteChange):
+        if self._plot_built and event.type() in (QEvent.Type.PaletteChange, QEvent.Type.ApplicationPaletteChange):
             self._apply_palette()
         super().changeEvent(event)
 

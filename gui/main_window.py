@@ -81,6 +81,9 @@ BANNER_SHRINK_DELAY_MS = 1200
 # on drivers), the Hugging Face cache a moment later (it starts the "machine" worker process,
 # which should not compete with the window's first interactions on a two-core laptop).
 SCAN_AFTER_PAINT_MS = 500
+# This machine's modules load a moment after the first paint, once the painted frame is on
+# screen and the input queued meanwhile is handled (the load takes 30-80 ms on a 2-core box).
+LOOK_AFTER_PAINT_MS = 50
 FIRST_PAINT_FALLBACK_MS = 2000  # a window that never gets a Paint event (hidden) still looks
 
 
@@ -129,7 +132,7 @@ class _FirstPaint(QObject):
             and isinstance(watched, QWidget)
             and watched.window() is self._window
         ):
-            QTimer.singleShot(0, self._fire)  # after the whole paint pass
+            QTimer.singleShot(LOOK_AFTER_PAINT_MS, self._fire)  # after the whole paint pass
         return False
 
     def _fire(self) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pyqtgraph as pg
+from PySide6.QtGui import QShowEvent
 from PySide6.QtWidgets import QStackedLayout, QWidget
 
 from core.estimate import Estimate
@@ -58,27 +59,45 @@ class ServingSpeedPanel(FiguresPanel):
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__("Serving speed", SERVING_ROWS, "Speed formula", parent)
         self.values["assumptions"].setWordWrap(True)
-        self.plot = pg.PlotWidget()
-        self.plot.setAccessibleName("Throughput against concurrency")
-        self.plot.setMinimumHeight(180)
-        self.plot.setLabel("bottom", "concurrent requests")
-        self.plot.setLabel("left", "output tokens/s")
-        self.plot.showGrid(x=True, y=True, alpha=0.2)
+        self._estimate: Estimate | None = None
+        self._plot: pg.PlotWidget | None = None
+
+    # The plot is built when the panel is first shown (Inference mode, Compute tab): a
+    # pyqtgraph plot costs tens of milliseconds that a training start-up need not pay.
+    def showEvent(self, event: QShowEvent) -> None:
+        self._build_plot()
+        super().showEvent(event)
+
+    @property
+    def plot(self) -> pg.PlotWidget:
+        return self._build_plot()
+
+    def _build_plot(self) -> pg.PlotWidget:
+        if self._plot is not None:
+            return self._plot
+        self._plot = pg.PlotWidget()
+        self._plot.setAccessibleName("Throughput against concurrency")
+        self._plot.setMinimumHeight(180)
+        self._plot.setLabel("bottom", "concurrent requests")
+        self._plot.setLabel("left", "output tokens/s")
+        self._plot.showGrid(x=True, y=True, alpha=0.2)
         palette = self.palette()
-        self.plot.setBackground(palette.color(palette.ColorRole.Base))
+        self._plot.setBackground(palette.color(palette.ColorRole.Base))
         for name in ("left", "bottom"):
-            axis = self.plot.getAxis(name)
+            axis = self._plot.getAxis(name)
             axis.setPen(pg.mkPen(palette.color(palette.ColorRole.Text)))
             axis.setTextPen(pg.mkPen(palette.color(palette.ColorRole.Text)))
-        legend = self.plot.addLegend(offset=(10, 10), labelTextColor=palette.color(palette.ColorRole.Text))
-        self.total_curve = self.plot.plot([], [], pen=pg.mkPen(OKABE_ITO["blue"], width=2), symbol="o", name="total")
-        self.per_curve = self.plot.plot(
+        legend = self._plot.addLegend(offset=(10, 10), labelTextColor=palette.color(palette.ColorRole.Text))
+        self.total_curve = self._plot.plot([], [], pen=pg.mkPen(OKABE_ITO["blue"], width=2), symbol="o", name="total")
+        self.per_curve = self._plot.plot(
             [], [], pen=pg.mkPen(OKABE_ITO["orange"], width=2), symbol="t", name="per request"
         )
-        legend.setParentItem(self.plot.getPlotItem().vb)
+        legend.setParentItem(self._plot.getPlotItem().vb)
         layout = self.layout()
         assert layout is not None
-        layout.addWidget(self.plot)
+        layout.addWidget(self._plot)
+        self._draw()
+        return self._plot
 
     def _show(self, estimate: Estimate) -> None:
         speed = estimate.inference.speed
@@ -93,6 +112,14 @@ class ServingSpeedPanel(FiguresPanel):
         v["card"].setText(f"{speed.peak_tflops:g} TFLOP/s · {speed.bandwidth_gb_s:,.0f} GB/s")
         v["assumptions"].setText(speed.assumptions)
         self.formula.setText(speed.formula)
+        self._estimate = estimate
+        if self._plot is not None:
+            self._draw()
+
+    def _draw(self) -> None:
+        if self._estimate is None:
+            return
+        speed = self._estimate.inference.speed
         xs = [p.concurrent for p in speed.curve]
         self.total_curve.setData(xs, [p.total_tokens_per_s for p in speed.curve])
         self.per_curve.setData(xs, [p.per_request_tokens_per_s for p in speed.curve])
