@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import os
 import sys
 from collections.abc import Sequence
@@ -63,6 +64,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         from gui.settings import data_folder
 
         window = MainWindow(settings=settings)
+        gc.freeze()  # what start-up made stays for the process: later collections skip it
         report.plan = lambda: window.controller.plan
         report.parent_widget = lambda: window
         window.restore_session()
