@@ -33,6 +33,7 @@ BUCKET_COLOURS: Final = {
     "optimizer": OKABE_ITO["green"],
     "activations": OKABE_ITO["purple"],
     "overhead": OKABE_ITO["grey"],
+    "kv_cache": OKABE_ITO["sky"],  # serving's KV cache, as the window's serving chart draws it
 }
 
 # The report page's neutral greys (not palette colours: text, rules and a highlight).

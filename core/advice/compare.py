@@ -12,13 +12,14 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Final
 
-from core.breakdown import BUCKET_LABELS, BUCKET_ORDER
-from core.dtypes import AUTOCAST_LABELS, DTYPE_LABELS
+from core.breakdown import BUCKET_LABELS, BUCKET_ORDER, SERVING_BUCKET_ORDER
+from core.dtypes import AUTOCAST_LABELS, DTYPE_LABELS, WEIGHT_LABELS
 from core.errors import PlanError
-from core.estimate import VERDICT_LABELS, Estimate, Verdict, estimate
+from core.estimate import VERDICT_LABELS, Estimate, Mode, Verdict, estimate
 from core.model import MAX_NAME_CHARS
 from core.plan import (
     ATTENTION_LABELS,
+    ENGINE_LABELS,
     METHOD_LABELS,
     OPTIMIZER_IMPL_LABELS,
     OPTIMIZER_LABELS,
@@ -31,6 +32,7 @@ from core.plan import (
 
 MAX_PLANS: Final = 4
 TOTAL: Final = "peak + overhead"
+SERVING: Final = "serving"  # the one chart group of a serving comparison
 # Two figures closer than this (relative) are the same figure printed twice, not a difference.
 SAME_WITHIN: Final = 5e-4
 
@@ -104,11 +106,27 @@ INPUT_ROWS: Final[tuple[tuple[str, str, RowKind, Callable[[Plan], float | str]],
     ("price", "Price per GPU-hour", RowKind.MONEY, lambda p: p.hardware.price_per_gpu_hour),
     ("accounting", "Accounting", RowKind.TEXT, lambda p: p.accounting.value),
 )
+# Serving's inputs: what the window's Serving form and the CLI's --mode inference take.
+SERVING_INPUT_ROWS: Final[tuple[tuple[str, str, RowKind, Callable[[Plan], float | str]], ...]] = (
+    ("model", "Model", RowKind.TEXT, lambda p: p.model.name),
+    ("engine", "Engine", RowKind.TEXT, lambda p: ENGINE_LABELS.get(p.inference.engine, p.inference.engine.value)),
+    ("weights", "Weights", RowKind.TEXT, lambda p: WEIGHT_LABELS.get(p.inference.weight_dtype, "?")),
+    ("kv_dtype", "KV cache", RowKind.TEXT, lambda p: p.inference.kv_dtype.value),
+    ("concurrent", "Requests", RowKind.COUNT, lambda p: p.inference.concurrent),
+    ("context", "Context per request", RowKind.COUNT, lambda p: p.inference.context),
+    ("tensor_parallel", "Tensor parallel", RowKind.COUNT, lambda p: p.inference.tensor_parallel),
+    ("replicas", "Replicas", RowKind.COUNT, lambda p: p.inference.replicas),
+    ("price", "Price per GPU-hour", RowKind.MONEY, lambda p: p.hardware.price_per_gpu_hour),
+)
 
 
 @dataclass(frozen=True)
 class Comparison:
+    """``mode``: what the plans are compared for, a training step or serving (each plan judged
+    as the window, the command line and reports judge it in that mode)."""
+
     plans: tuple[ComparedPlan, ...]
+    mode: Mode = Mode.TRAINING
 
     @property
     def names(self) -> tuple[str, ...]:
@@ -116,34 +134,21 @@ class Comparison:
 
     def rows(self) -> tuple[Row, ...]:
         ests = [p.estimate for p in self.plans]
+        inputs = SERVING_INPUT_ROWS if self.mode is Mode.INFERENCE else INPUT_ROWS
         rows = [
-            Row(key, label, kind, tuple(value(e.plan) for e in ests), "inputs")
-            for key, label, kind, value in INPUT_ROWS
+            Row(key, label, kind, tuple(value(e.plan) for e in ests), "inputs") for key, label, kind, value in inputs
         ]
-        at = next(i for i, row in enumerate(rows) if row.key == "gpu_count")
+        at = next(i for i, row in enumerate(rows) if row.key in ("gpu_count", "price"))
         rows.insert(at, Row("gpu", "GPU", RowKind.TEXT, tuple(e.gpu.name for e in ests), "inputs"))
-        for bucket_key in BUCKET_ORDER:
-            values = tuple(_bucket_bytes(e, bucket_key.value) for e in ests)
-            rows.append(Row(f"bucket.{bucket_key.value}", BUCKET_LABELS[bucket_key], RowKind.BYTES, values, "memory"))
-        rows += [
-            Row("peak", "Peak (allocated)", RowKind.BYTES, tuple(e.peak_bytes for e in ests), "memory"),
-            Row("total", "Peak + overhead", RowKind.BYTES, tuple(e.total_bytes for e in ests), "memory"),
-            Row("capacity", "Card capacity", RowKind.BYTES, tuple(e.capacity_bytes for e in ests), "memory"),
-            Row("verdict", "Verdict", RowKind.TEXT, tuple(VERDICT_LABELS[e.verdict] for e in ests), "result"),
-            Row("hours", "Time", RowKind.HOURS, tuple(e.compute.hours for e in ests), "result"),
-            Row("cost", "Cost", RowKind.MONEY, tuple(e.compute.cost for e in ests), "result"),
-            Row(
-                "tokens_per_second",
-                "Tokens/s",
-                RowKind.RATE,
-                tuple(e.compute.tokens_per_second for e in ests),
-                "result",
-            ),
-        ]
-        return tuple(rows)
+        if self.mode is Mode.INFERENCE:
+            return (*rows, *_serving_rows(ests))
+        return (*rows, *_training_rows(ests))
 
     def phase_names(self) -> tuple[str, ...]:
-        """Phase groups of the chart: every plan's phases in order of first appearance, then the total."""
+        """Phase groups of the chart: every plan's phases in order of first appearance, then the
+        total; serving has one group, what each plan needs at once."""
+        if self.mode is Mode.INFERENCE:
+            return (SERVING,)
         names: list[str] = []
         for compared in self.plans:
             for phase in compared.estimate.phases:
@@ -158,7 +163,9 @@ class Comparison:
             row: list[float | None] = []
             for compared in self.plans:
                 est = compared.estimate
-                if name == TOTAL:
+                if name == SERVING:
+                    row.append(est.inference.total_bytes)
+                elif name == TOTAL:
                     row.append(est.total_bytes)
                 else:
                     row.append(next((p.allocated_bytes for p in est.phases if p.name == name), None))
@@ -167,13 +174,73 @@ class Comparison:
 
     def cheapest_fit(self) -> int | None:
         """Index of the cheapest plan that fits (fewer hours on a tie), or None."""
-        fitting = [i for i, p in enumerate(self.plans) if p.estimate.verdict is Verdict.FITS]
+        fitting = [i for i, p in enumerate(self.plans) if p.estimate.judgement(self.mode).verdict is Verdict.FITS]
         if not fitting:
             return None
         priced = [i for i in fitting if math.isfinite(self.plans[i].estimate.compute.cost)]
         if not priced:
             return None
         return min(priced, key=lambda i: (self.plans[i].estimate.compute.cost, self.plans[i].estimate.compute.hours))
+
+
+def _training_rows(ests: Sequence[Estimate]) -> list[Row]:
+    rows = [
+        Row(
+            f"bucket.{key.value}",
+            BUCKET_LABELS[key],
+            RowKind.BYTES,
+            tuple(_bucket_bytes(e, key.value) for e in ests),
+            "memory",
+        )
+        for key in BUCKET_ORDER
+    ]
+    return [
+        *rows,
+        Row("peak", "Peak (allocated)", RowKind.BYTES, tuple(e.peak_bytes for e in ests), "memory"),
+        Row("total", "Peak + overhead", RowKind.BYTES, tuple(e.total_bytes for e in ests), "memory"),
+        Row("capacity", "Card capacity", RowKind.BYTES, tuple(e.capacity_bytes for e in ests), "memory"),
+        Row("verdict", "Verdict", RowKind.TEXT, tuple(VERDICT_LABELS[e.verdict] for e in ests), "result"),
+        Row("hours", "Time", RowKind.HOURS, tuple(e.compute.hours for e in ests), "result"),
+        Row("cost", "Cost", RowKind.MONEY, tuple(e.compute.cost for e in ests), "result"),
+        Row("tokens_per_second", "Tokens/s", RowKind.RATE, tuple(e.compute.tokens_per_second for e in ests), "result"),
+    ]
+
+
+def _serving_rows(ests: Sequence[Estimate]) -> list[Row]:
+    """Serving's figures: the buckets the serving chart draws, their sum (the figure judged), the
+    card, the verdict in inference mode and the speed."""
+    judged = [e.judgement(Mode.INFERENCE) for e in ests]
+    rows = [
+        Row(
+            f"bucket.{key.value}",
+            BUCKET_LABELS[key],
+            RowKind.BYTES,
+            tuple(next((b.bytes for b in e.inference.buckets if b.key is key), 0.0) for e in ests),
+            "memory",
+        )
+        for key in SERVING_BUCKET_ORDER
+    ]
+    return [
+        *rows,
+        Row("total", "Needed at once", RowKind.BYTES, tuple(j.total_bytes for j in judged), "memory"),
+        Row("capacity", "Card capacity", RowKind.BYTES, tuple(j.capacity_bytes for j in judged), "memory"),
+        Row("verdict", "Verdict", RowKind.TEXT, tuple(VERDICT_LABELS[j.verdict] for j in judged), "result"),
+        Row(
+            "max_concurrent",
+            "Requests at once",
+            RowKind.COUNT,
+            tuple(e.inference.max_concurrent for e in ests),
+            "result",
+        ),
+        Row("max_context", "Longest context", RowKind.COUNT, tuple(e.inference.max_context for e in ests), "result"),
+        Row(
+            "tokens_per_second",
+            "Output tokens/s",
+            RowKind.RATE,
+            tuple(e.inference.decode_tokens_per_s for e in ests),
+            "result",
+        ),
+    ]
 
 
 def _bucket_bytes(est: Estimate, key: str) -> float:
@@ -186,8 +253,8 @@ def check_name(name: object, index: int) -> str:
     return name.strip()
 
 
-def compare(named: Sequence[tuple[str, Plan]]) -> Comparison:
-    """Estimate each plan; 1 to 4 of them (a PlanError otherwise)."""
+def compare(named: Sequence[tuple[str, Plan]], mode: Mode = Mode.TRAINING) -> Comparison:
+    """Estimate each plan, for a training step or for serving; 1 to 4 of them (a PlanError otherwise)."""
     if not 1 <= len(named) <= MAX_PLANS:
         raise PlanError("plans", len(named), f"1 to {MAX_PLANS} plans")
-    return Comparison(tuple(ComparedPlan(check_name(n, i), estimate(p)) for i, (n, p) in enumerate(named)))
+    return Comparison(tuple(ComparedPlan(check_name(n, i), estimate(p)) for i, (n, p) in enumerate(named)), mode)

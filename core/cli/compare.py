@@ -8,6 +8,7 @@ from typing import Any
 from core.advice.compare import Comparison, compare
 from core.cli.plans import load_named_plans
 from core.cli.render import json_text
+from core.estimate import Mode
 from core.files.comparison import save as save_comparison
 from core.files.report import build_report, to_markdown, value_text
 
@@ -20,18 +21,25 @@ def register(sub: Any) -> None:
     shape.add_argument("--markdown", action="store_true", help="a Markdown table")
     comp.add_argument("--save", metavar="FILE", help="also save the comparison to FILE")
     comp.add_argument("--gib", action="store_true", help="GiB instead of decimal GB")
+    comp.add_argument(
+        "--mode",
+        choices=["training", "inference"],
+        default="training",
+        help="compare for a training step or for serving (verdicts, buckets and diagnosis follow it)",
+    )
 
 
 def run(args: argparse.Namespace) -> str:
     named = load_named_plans(args.plans)
-    comparison = compare(named)
+    mode = Mode(args.mode)
+    comparison = compare(named, mode)
     if args.save:
         save_comparison(comparison, args.save)
     unit = "GiB" if args.gib else "GB"
     if args.json:
         return json_text(comparison_json(comparison))
     if args.markdown:
-        return to_markdown(build_report(named, unit=unit))
+        return to_markdown(build_report(named, unit=unit, mode=mode))
     return render_comparison(comparison, unit) + "\n"
 
 
@@ -39,6 +47,7 @@ def comparison_json(comparison: Comparison) -> dict[str, Any]:
     best = comparison.cheapest_fit()
     return {
         "plans": list(comparison.names),
+        "mode": comparison.mode.value,
         "rows": [
             {"key": r.key, "label": r.label, "kind": r.kind.value, "values": list(r.values), "differs": r.differs}
             for r in comparison.rows()

@@ -13,6 +13,7 @@ from typing import Any
 from core.cli.parser import UsageError
 from core.cli.plans import load_named_plans
 from core.errors import PlanFileError
+from core.estimate import Mode
 from core.files.planfile import atomic_write_text
 from core.files.report import FORMATS, Report, build_report
 
@@ -34,12 +35,18 @@ def register(sub: Any) -> None:
         kind.add_argument(f"--{flag}", metavar="OUT", help=f"write {text} to OUT")
     report.add_argument("--title", help="the report's title")
     report.add_argument("--gib", action="store_true", help="GiB instead of decimal GB")
+    report.add_argument(
+        "--mode",
+        choices=["training", "inference"],
+        default="training",
+        help="report on a training step or for serving (verdicts, buckets and diagnosis follow it)",
+    )
 
 
 def run(args: argparse.Namespace) -> str:
     """Writes the report to its file; prints nothing."""
     named = load_named_plans(args.plans)
-    report = build_report(named, args.title or "", unit="GiB" if args.gib else "GB")
+    report = build_report(named, args.title or "", unit="GiB" if args.gib else "GB", mode=Mode(args.mode))
     if args.pdf:
         if not _pdf_writer:
             raise UsageError(

@@ -21,12 +21,12 @@ from html import escape
 from typing import Final
 
 from core import __version__, colours
-from core.advice.compare import TOTAL, Comparison, Row, RowKind, compare
+from core.advice.compare import SERVING, TOTAL, Comparison, Row, RowKind, compare
 from core.advice.diagnosis import Diagnosis, diagnose
-from core.breakdown import BUCKET_LABELS, BUCKET_ORDER, BucketKey
-from core.estimate import VERDICT_LABELS, Estimate, Verdict
+from core.breakdown import BUCKET_LABELS, BUCKET_ORDER, SERVING_BUCKET_ORDER, Bucket, BucketKey
+from core.estimate import VERDICT_LABELS, Estimate, Mode, Verdict
 from core.format import hours, memory, money
-from core.plan import Plan
+from core.plan import ENGINE_LABELS, Plan
 from core.units import GB, GiB
 
 # What the report colours (core.colours holds every value).
@@ -57,20 +57,30 @@ class Report:
     def is_comparison(self) -> bool:
         return len(self.plans) > 1
 
+    @property
+    def mode(self) -> Mode:
+        """A training step or serving: what every figure, verdict and diagnosis is for."""
+        return self.comparison.mode
+
 
 def build_report(
-    named: Sequence[tuple[str, Plan]], title: str = "", *, unit: str = "GB", generated: str | None = None
+    named: Sequence[tuple[str, Plan]],
+    title: str = "",
+    *,
+    unit: str = "GB",
+    generated: str | None = None,
+    mode: Mode = Mode.TRAINING,
 ) -> Report:
-    """Estimate and diagnose each plan (1 to 4): the contents every format renders."""
-    comparison = compare(named)
-    plans = tuple(ReportPlan(p.name, p.estimate, diagnose(p.plan)) for p in comparison.plans)
+    """Estimate and diagnose each plan (1 to 4) for ``mode``: the contents every format renders."""
+    comparison = compare(named, mode)
+    plans = tuple(ReportPlan(p.name, p.estimate, diagnose(p.plan, mode)) for p in comparison.plans)
     when = generated or datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
     default_title = "Plan comparison" if len(plans) > 1 else f"Plan: {plans[0].name}"
     return Report(title or default_title, comparison, plans, when, "GiB" if unit == "GiB" else "GB")
 
 
 def report_for_comparison(comparison: Comparison, title: str = "", **kwargs: str) -> Report:
-    return build_report([(p.name, p.plan) for p in comparison.plans], title, **kwargs)
+    return build_report([(p.name, p.plan) for p in comparison.plans], title, mode=comparison.mode, **kwargs)
 
 
 # ---- shared text ---------------------------------------------------------------------
@@ -92,21 +102,52 @@ def value_text(row: Row, value: float | str, unit: str) -> str:
     return f"{value:,.0f}"
 
 
-def caption(est: Estimate) -> str:
-    """One line for a chart: model, method, card and verdict."""
+def caption(est: Estimate, mode: Mode = Mode.TRAINING) -> str:
+    """One line for a chart: model, method (or engine and weights when serving), card and verdict."""
     plan = est.plan
+    judged = est.judgement(mode)
+    if mode is Mode.INFERENCE:
+        inf = plan.inference
+        engine = ENGINE_LABELS.get(inf.engine, inf.engine.value)
+        what = f"served by {engine} · {inf.weight_dtype.value} weights · {est.gpu.name} × {inf.gpus}"
+    else:
+        what = f"{plan.method.value} · {est.gpu.name} × {plan.world_size}"
     return (
-        f"{plan.model.name} · {plan.method.value} · {est.gpu.name} × {plan.world_size} · "
-        f"{VERDICT_LABELS[est.verdict]} ({est.total_bytes / GB:.1f} of {est.capacity_bytes / GB:.1f} GB)"
+        f"{plan.model.name} · {what} · "
+        f"{VERDICT_LABELS[judged.verdict]} ({judged.total_bytes / GB:.1f} of {judged.capacity_bytes / GB:.1f} GB)"
     )
 
 
-def _verdict_line(est: Estimate, unit: str) -> str:
+def _verdict_line(est: Estimate, unit: str, mode: Mode = Mode.TRAINING) -> str:
+    """The verdict with the figures it was decided on, as the window and the CLI state it."""
     plan = est.plan
+    judged = est.judgement(mode)
+    where = (
+        f"{est.inference.max_concurrent:,} of {plan.inference.concurrent:,} requests at once"
+        if mode is Mode.INFERENCE
+        else f"peak at the {est.peak_phase}"
+    )
     return (
-        f"{VERDICT_LABELS[est.verdict]}: {_size(est.total_bytes, unit)} of {_size(est.capacity_bytes, unit)} "
-        f"({_size(est.usable_bytes, unit)} usable with {plan.hardware.headroom:.0%} headroom), "
-        f"margin {_size(est.margin_bytes, unit)}; peak at the {est.peak_phase}"
+        f"{VERDICT_LABELS[judged.verdict]}: {_size(judged.total_bytes, unit)} of {_size(judged.capacity_bytes, unit)} "
+        f"({_size(judged.usable_bytes, unit)} usable with {plan.hardware.headroom:.0%} headroom), "
+        f"margin {_size(judged.margin_bytes, unit)}; {where}"
+    )
+
+
+def _buckets(est: Estimate, mode: Mode) -> tuple[Bucket, ...]:
+    """The buckets that add up to the figure judged in ``mode``."""
+    return est.inference.buckets if mode is Mode.INFERENCE else est.buckets
+
+
+def _summary(est: Estimate, mode: Mode) -> str:
+    return est.inference.summary_formula if mode is Mode.INFERENCE else est.summary_formula
+
+
+def _speed_line(est: Estimate) -> str:
+    speed = est.inference.speed
+    return (
+        f"time to first token {speed.ttft_s * 1e3:,.0f} ms, {speed.per_request_tokens_per_s:,.0f} tokens/s per "
+        f"request, {speed.total_tokens_per_s:,.0f} tokens/s in total"
     )
 
 
@@ -118,7 +159,7 @@ def _remedy_lines(d: Diagnosis, unit: str) -> list[str]:
     if d.combination is not None:
         lines.append(
             f"Together: {d.combination.title}: {_size(d.combination.estimate.total_bytes, unit)}, "
-            f"{VERDICT_LABELS[d.combination.estimate.verdict].lower()}"
+            f"{VERDICT_LABELS[d.combination.estimate.judgement(d.mode).verdict].lower()}"
         )
     return lines
 
@@ -145,7 +186,7 @@ def chart_svg(comparison: Comparison, unit: str = "GB", width: int = CHART_WIDTH
     ]
     for g, (name, row) in enumerate(zip(phases, stacks, strict=True)):
         parts += _phase_group(frame, comparison, g, name, row)
-    parts += _legend(frame)
+    parts += _legend(frame, comparison.mode)
     parts.append("</svg>")
     return "".join(parts)
 
@@ -157,7 +198,9 @@ def _bar_stacks(comparison: Comparison, phases: tuple[str, ...]) -> list[list[_S
         row = []
         for compared in comparison.plans:
             est = compared.estimate
-            if name == TOTAL:
+            if name == SERVING:
+                row.append([(b.key.value, b.bytes) for b in est.inference.buckets])
+            elif name == TOTAL:
                 row.append([(b.key.value, b.bytes) for b in est.buckets])
             else:
                 phase = next((p for p in est.phases if p.name == name), None)
@@ -267,11 +310,11 @@ def _phase_group(f: _Frame, comparison: Comparison, g: int, name: str, row: list
     return parts
 
 
-def _legend(f: _Frame) -> list[str]:
-    """A swatch per bucket, then the capacity line."""
+def _legend(f: _Frame, mode: Mode = Mode.TRAINING) -> list[str]:
+    """A swatch per bucket of the mode, then the capacity line."""
     parts = []
     legend_x = f.left
-    for key in BUCKET_ORDER:
+    for key in SERVING_BUCKET_ORDER if mode is Mode.INFERENCE else BUCKET_ORDER:
         parts.append(
             f'<rect x="{legend_x}" y="{f.height - 16}" width="10" height="10" fill="{BUCKET_COLOURS[key.value]}"/>'
             f'<text x="{legend_x + 14}" y="{f.height - 7}">{BUCKET_LABELS[key]}</text>'
@@ -294,7 +337,7 @@ def _tick_step(span: float) -> float:
 
 
 def _bucket(key: str) -> BucketKey:
-    return next(k for k in BUCKET_ORDER if k.value == key)
+    return BucketKey(key)
 
 
 # ---- HTML ----------------------------------------------------------------------------
@@ -329,23 +372,47 @@ def _html_rows(report: Report) -> str:
     return f'<table width="100%"><tr><th></th>{head}</tr>{"".join(body)}</table>'
 
 
-def _html_plan(item: ReportPlan, index: int, unit: str, several: bool) -> str:
+def _html_plan(item: ReportPlan, index: int, unit: str, several: bool, mode: Mode) -> str:
     est, d = item.estimate, item.diagnosis
-    colour = VERDICT_COLOURS[est.verdict]
+    colour = VERDICT_COLOURS[est.judgement(mode).verdict]
     out = [f"<section><h2>{f'{index + 1}. ' if several else ''}{escape(item.name)}</h2>"]
-    out.append(f'<p class="verdict" style="color:{colour}">{escape(_verdict_line(est, unit))}</p>')
-    out.append(f"<p>{escape(caption(est))}</p>")
-    out.append('<h3>Memory at the peak, with the arithmetic</h3><table width="100%">')
+    out.append(f'<p class="verdict" style="color:{colour}">{escape(_verdict_line(est, unit, mode))}</p>')
+    out.append(f"<p>{escape(caption(est, mode))}</p>")
+    heading = "Memory when serving" if mode is Mode.INFERENCE else "Memory at the peak"
+    out.append(f'<h3>{heading}, with the arithmetic</h3><table width="100%">')
     out.append('<tr><th width="18%">Bucket</th><th width="14%">Size</th>')
     out.append("<th>Arithmetic</th></tr>")
-    for bucket in est.buckets:
+    for bucket in _buckets(est, mode):
         out.append(
             f'<tr><td>{escape(bucket.label)}</td><td class="n">{escape(_size(bucket.bytes, unit))}</td>'
             f'<td class="f">{"<br>".join(escape(line) for line in bucket.formula.splitlines())}'
             f"{f'<br><i>{escape(bucket.note)}</i>' if bucket.note else ''}</td></tr>"
         )
-    out.append(f"</table><p><code>{escape(est.summary_formula)}</code></p>")
-    out.append('<h3>Phases</h3><table width="100%">')
+    out.append(f"</table><p><code>{escape(_summary(est, mode))}</code></p>")
+    out += _html_serving(est) if mode is Mode.INFERENCE else _html_training(est, unit)
+    out.append(f"<h3>Diagnosis</h3><p>{escape(d.explanation)}</p>")
+    if d.symptom is not None:
+        out.append(f"<p>Symptom: {escape(d.symptom.symptom)}. Remedies: {escape(d.symptom.remedies)}.</p>")
+    remedies = _remedy_lines(d, unit)
+    if remedies:
+        out.append("<ul>" + "".join(f"<li>{escape(line)}</li>" for line in remedies) + "</ul>")
+    notes = est.warnings_for(mode) if mode is Mode.INFERENCE else est.notes
+    if notes:
+        out.append("<h3>Notes</h3><ul>" + "".join(f"<li>{escape(n)}</li>" for n in notes) + "</ul>")
+    out.append("</section>")
+    return "".join(out)
+
+
+def _html_serving(est: Estimate) -> list[str]:
+    return [
+        "<h3>Serving speed</h3>",
+        f"<p><code>{escape(est.inference.speed.formula)}</code></p>",
+        f"<p>{escape(_speed_line(est))}</p>",
+    ]
+
+
+def _html_training(est: Estimate, unit: str) -> list[str]:
+    out = ['<h3>Phases</h3><table width="100%">']
     for phase in est.phases:
         out.append(
             f'<tr><td>{escape(phase.name)}</td><td class="n">{escape(_size(phase.allocated_bytes, unit))}</td>'
@@ -365,16 +432,7 @@ def _html_plan(item: ReportPlan, index: int, unit: str, several: bool) -> str:
                 f"<td>{escape(term.formula)}</td></tr>"
             )
         out.append("</table>")
-    out.append(f"<h3>Diagnosis</h3><p>{escape(d.explanation)}</p>")
-    if d.symptom is not None:
-        out.append(f"<p>Symptom: {escape(d.symptom.symptom)}. Remedies: {escape(d.symptom.remedies)}.</p>")
-    remedies = _remedy_lines(d, unit)
-    if remedies:
-        out.append("<ul>" + "".join(f"<li>{escape(line)}</li>" for line in remedies) + "</ul>")
-    if est.notes:
-        out.append("<h3>Notes</h3><ul>" + "".join(f"<li>{escape(n)}</li>" for n in est.notes) + "</ul>")
-    out.append("</section>")
-    return "".join(out)
+    return out
 
 
 def to_html(report: Report, chart_src: str | None = None, chart_width: int = 480) -> str:
@@ -400,15 +458,16 @@ def to_html(report: Report, chart_src: str | None = None, chart_width: int = 480
     else:
         height = round(chart_width * CHART_HEIGHT / CHART_WIDTH)
         chart = f'<img src="{escape(chart_src)}" width="{chart_width}" height="{height}">'
-    parts.append(f'<div class="chart">{chart}</div><p class="caption">Memory per GPU by phase')
+    what = "Memory per GPU when serving" if report.mode is Mode.INFERENCE else "Memory per GPU by phase"
+    parts.append(f'<div class="chart">{chart}</div><p class="caption">{what}')
     parts.append(
         " for each plan (numbered bars); the dashed line is each card's capacity.</p>"
         if report.is_comparison
-        else f": {escape(caption(report.plans[0].estimate))}</p>"
+        else f": {escape(caption(report.plans[0].estimate, report.mode))}</p>"
     )
     parts.append("<h2>Inputs and results</h2>" + _html_rows(report))
     for index, item in enumerate(report.plans):
-        parts.append(_html_plan(item, index, report.unit, report.is_comparison))
+        parts.append(_html_plan(item, index, report.unit, report.is_comparison, report.mode))
     parts.append(
         f"<footer>VRAM Planner {escape(__version__)} · generated {escape(report.generated)} · decimal GB = 10⁹ bytes, "
         "GiB = 2³⁰ bytes</footer></body></html>"
@@ -448,13 +507,18 @@ def to_markdown(report: Report) -> str:
     for index, item in enumerate(report.plans):
         est, d = item.estimate, item.diagnosis
         prefix = f"{index + 1}. " if report.is_comparison else ""
-        lines += [f"## {prefix}{md_cell(item.name)}", "", md_cell(_verdict_line(est, report.unit)), ""]
+        mode = report.mode
+        lines += [f"## {prefix}{md_cell(item.name)}", "", md_cell(_verdict_line(est, report.unit, mode)), ""]
         lines += ["| Bucket | Size | Arithmetic |", "|---|---:|---|"]
-        for bucket in est.buckets:
+        for bucket in _buckets(est, mode):
             arithmetic = "<br>".join(md_cell(line) for line in bucket.formula.splitlines())
             lines.append(f"| {bucket.label} | {_size(bucket.bytes, report.unit)} | {arithmetic} |")
-        lines += ["", f"`{est.summary_formula}`", "", f"Time and cost: `{est.compute.formula}`", ""]
-        if est.compute.comm_terms:
+        lines += ["", f"`{_summary(est, mode)}`", ""]
+        if mode is Mode.INFERENCE:
+            lines += [f"Serving speed: `{est.inference.speed.formula}`", "", md_cell(_speed_line(est)), ""]
+        else:
+            lines += [f"Time and cost: `{est.compute.formula}`", ""]
+        if mode is Mode.TRAINING and est.compute.comm_terms:
             lines += ["| Communication per step | Seconds | Arithmetic |", "|---|---:|---|"]
             lines += [
                 f"| {md_cell(t.label)} | {t.seconds:.3g} | {md_cell(t.formula)} |" for t in est.compute.comm_terms
@@ -462,7 +526,8 @@ def to_markdown(report: Report) -> str:
             lines.append("")
         lines += [f"Diagnosis: {md_cell(d.explanation)}", ""]
         lines += [f"- {md_cell(line)}" for line in _remedy_lines(d, report.unit)]
-        lines += [f"- Note: {md_cell(n)}" for n in est.notes]
+        notes = est.warnings_for(mode) if mode is Mode.INFERENCE else est.notes
+        lines += [f"- Note: {md_cell(n)}" for n in notes]
         lines.append("")
     lines.append(f"*VRAM Planner {__version__} · generated {report.generated}*")
     return "\n".join(lines) + "\n"
@@ -480,7 +545,7 @@ def to_csv(report: Report) -> str:
             shown = _csv_text(value) if isinstance(value, str) else round(value) if row.kind is RowKind.BYTES else value
             writer.writerow([_csv_text(item.name), row.section, row.label, shown, unit, ""])
     for item in report.plans:
-        for bucket in item.estimate.buckets:
+        for bucket in _buckets(item.estimate, report.mode):
             writer.writerow(
                 [_csv_text(item.name), "arithmetic", bucket.label, round(bucket.bytes), "bytes", bucket.formula]
             )

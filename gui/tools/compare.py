@@ -296,6 +296,8 @@ class ComparePanel(QWidget):
     def _display_changed(self, display: Display) -> None:
         if display.unit != self.unit:
             self.set_unit(display.unit)
+        elif self.comparison is not None and display.mode is not self.comparison.mode:
+            self.refresh()  # compared for what the window answers now: training or serving
 
     def _estimate_changed(self, _estimate: Estimate) -> None:
         if self.include_current.isChecked() and self.isVisible():
@@ -308,7 +310,7 @@ class ComparePanel(QWidget):
     def refresh(self) -> None:
         self._timer.stop()
         named = self.named_plans()
-        self.comparison = comparisons.compare(named) if named else None
+        self.comparison = comparisons.compare(named, self.context.display.mode) if named else None
         self.remove_button.setEnabled(bool(self.pinned))
         self.use_button.setEnabled(bool(self.pinned))
         self.save_button.setEnabled(self.comparison is not None)
@@ -347,7 +349,9 @@ class ComparePanel(QWidget):
                     item.setBackground(highlight)
                     item.setForeground(dark_text)
                 if row.key == "verdict":
-                    item.setForeground(QBrush(QColor(VERDICT_COLOURS[comparison.plans[c].estimate.verdict])))
+                    item.setForeground(
+                        QBrush(QColor(VERDICT_COLOURS[comparison.plans[c].estimate.judgement(comparison.mode).verdict]))
+                    )
                 table.setItem(r, c, item)
             label = table.verticalHeaderItem(r)
             if label is not None and differs:

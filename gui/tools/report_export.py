@@ -163,7 +163,11 @@ def _stem(context: ToolContext, default: str) -> str:
 
 
 def _current_report(context: ToolContext) -> Report:
-    return build_report([(_stem(context, "Current plan"), context.controller.plan)], unit=context.display.unit)
+    return build_report(
+        [(_stem(context, "Current plan"), context.controller.plan)],
+        unit=context.display.unit,
+        mode=context.display.mode,
+    )
 
 
 class ReportExport(QObject):
@@ -248,7 +252,7 @@ def export_report(
     if kind is None:
         dialogs.error(context.parent, "Cannot export the report", f"{path}: needs a .html, .pdf, .md or .csv name")
         return None
-    return ReportExport(context, ReportRequest(named, title, context.display.unit, path, kind))
+    return ReportExport(context, ReportRequest(named, title, context.display.unit, path, kind, context.display.mode))
 
 
 def copy_report_markdown(context: ToolContext, report: Report | None = None) -> str:

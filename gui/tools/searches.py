@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from core.advice.fit import cards_for, cheapest_fit, fewest_gpus
 from core.catalogue import GpuSpec, load_gpus
 from core.errors import PlanFileError
-from core.estimate import Verdict
+from core.estimate import Mode, Verdict
 from core.files.planfile import atomic_write_text
 from core.files.report import FORMATS, Report, build_report
 from core.plan import Plan, Strategy
@@ -128,6 +128,7 @@ class ReportRequest:
     unit: str  # GB or GiB
     path: str
     kind: str  # html | md | csv | pdf
+    mode: Mode = Mode.TRAINING  # the window's mode: a training report or a serving one
 
 
 @dataclass(frozen=True)
@@ -141,7 +142,7 @@ def write_report(request: ReportRequest) -> ReportAnswer:
     """Build the report (each plan estimated and diagnosed) and write HTML, Markdown or CSV through
     the atomic writer; a PDF's report comes back to be drawn (Qt is the GUI's)."""
     report_progress(0)  # how long the diagnoses take is not known before they end
-    report = build_report(list(request.plans), request.title, unit=request.unit)
+    report = build_report(list(request.plans), request.title, unit=request.unit, mode=request.mode)
     if request.kind == "pdf":
         return ReportAnswer(request, report)
     try:

@@ -4,6 +4,7 @@ decided. Property-tested over generated plans."""
 
 from __future__ import annotations
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 
 from core.advice.compare import compare
@@ -38,15 +39,22 @@ def test_the_command_line_states_the_judgement(plan: Plan) -> None:
 @given(plan=plans())
 def test_a_comparison_states_the_judgement(plan: Plan) -> None:
     est = estimate(plan)
-    rows = {row.key: row for row in compare([("a", plan)]).rows()}
-    assert rows["verdict"].values[0] == VERDICT_LABELS[est.judgement(Mode.TRAINING).verdict]
-    assert rows["total"].values[0] == est.judgement(Mode.TRAINING).total_bytes
+    for mode in Mode:
+        comparison = compare([("a", plan)], mode)
+        rows = {row.key: row for row in comparison.rows()}
+        assert rows["verdict"].values[0] == VERDICT_LABELS[est.judgement(mode).verdict]
+        assert rows["total"].values[0] == est.judgement(mode).total_bytes
+        # The memory rows of a serving comparison are the buckets its chart draws: they add up.
+        parts = sum(float(row.values[0]) for row in rows.values() if row.key.startswith("bucket."))
+        assert parts == pytest.approx(est.judgement(mode).total_bytes if mode is Mode.INFERENCE else parts)
+        assert (comparison.cheapest_fit() is not None) <= est.judgement(mode).fits
 
 
 @FEW
 @given(plan=plans())
 def test_a_report_states_the_judgement(plan: Plan) -> None:
-    judged = estimate(plan).judgement(Mode.TRAINING)
-    markdown = to_markdown(build_report([("a", plan)], generated="2026-12-01T00:00:00Z"))
-    assert f"{VERDICT_LABELS[judged.verdict]}: {memory(judged.total_bytes)}" in markdown
-    assert f"margin {memory(judged.margin_bytes)}" in markdown
+    for mode in Mode:
+        judged = estimate(plan).judgement(mode)
+        markdown = to_markdown(build_report([("a", plan)], generated="2026-12-01T00:00:00Z", mode=mode))
+        assert f"{VERDICT_LABELS[judged.verdict]}: {memory(judged.total_bytes)}" in markdown
+        assert f"margin {memory(judged.margin_bytes)}" in markdown

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import csv
 import io
+import json
 import re
 from html.parser import HTMLParser
 from pathlib import Path
@@ -12,11 +13,14 @@ import pytest
 
 from core import __version__
 from core.cli.app import main
+from core.estimate import VERDICT_LABELS, estimate
 from core.files.comparison import save as save_comparison
 from core.files.planfile import save as save_plan
 from core.files.report import build_report, caption, chart_svg, md_cell, to_csv, to_html, to_markdown
-from core.plan import Method, Precision
-from core.presets import lesson_plan
+from core.format import memory
+from core.plan import Method, Plan, Precision
+from core.presets import default_plan, lesson_plan
+from core.verdict import Mode
 from tests.core.test_compare import four_plans
 
 HOSTILE = 'Plan <script>alert("x")</script> | *bold* =cmd'
@@ -145,3 +149,45 @@ def test_a_multi_gpu_report_carries_each_collective_with_its_arithmetic() -> Non
     for term in terms:
         assert f"| {md_cell(term.label)} | {term.seconds:.3g} |" in markdown
         assert term.formula in html
+
+
+def _serves_but_cannot_train() -> Plan:
+    # Full fine-tuning of Llama 3.1 8B needs ~16 bytes a parameter (the lesson's accounting:
+    # weights, gradients, Adam's two states): far over an 80 GB card; serving its bf16 weights
+    # (16 GB) with a few requests fits.
+    # default_plan(): Llama 3.1 8B on one A100 80GB.
+    return default_plan().with_method(Method.FULL).with_workload(micro_batch=16, seq_len=4096)
+
+
+def test_a_serving_report_judges_and_draws_serving(tmp_path: Path) -> None:
+    """Issue 26 item 11: a report exported in inference mode was the training report."""
+    plan = _serves_but_cannot_train()
+    est = estimate(plan)
+    serving, training = est.judgement(Mode.INFERENCE), est.judgement(Mode.TRAINING)
+    assert serving.fits and not training.fits  # the case that shows which one a report states
+    report = build_report([("p", plan)], mode=Mode.INFERENCE, generated="2026-12-02T00:00:00Z")
+    assert report.mode is Mode.INFERENCE and report.plans[0].diagnosis.mode is Mode.INFERENCE
+    md = to_markdown(report)
+    assert f"{VERDICT_LABELS[serving.verdict]}: {memory(serving.total_bytes)}" in md
+    assert est.inference.summary_formula in md and est.inference.speed.formula in md
+    assert "Time and cost" not in md and VERDICT_LABELS[training.verdict] + ":" not in md
+    html = to_html(report)
+    assert "Memory when serving" in html and "served by" in html and "Phases" not in html
+    rows = [line.split(",") for line in to_csv(report).splitlines()]
+    arithmetic = [row for row in rows if row[1] == "arithmetic"]
+    assert sum(int(row[3]) for row in arithmetic) == pytest.approx(serving.total_bytes, abs=len(arithmetic))
+    svg = chart_svg(report.comparison)
+    assert svg.count("<rect") >= len(est.inference.buckets)
+
+
+def test_cli_report_and_compare_take_the_mode(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    plan_path = tmp_path / "p.json"
+    save_plan(_serves_but_cannot_train(), plan_path)
+    out = tmp_path / "r.md"
+    assert main(["report", str(plan_path), "--md", str(out), "--mode", "inference"]) == 0
+    assert "Serving speed" in out.read_text() and "Time and cost" not in out.read_text()
+    assert main(["compare", str(plan_path), "--json", "--mode", "inference"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["mode"] == "inference" and doc["cheapest_fit"] == "p"
+    verdict = next(row for row in doc["rows"] if row["key"] == "verdict")
+    assert verdict["values"] == ["Fits"]

@@ -77,3 +77,22 @@ def test_launcher_writes_pdf_through_qt(qapp: Any, tmp_path: Path) -> None:
     out = tmp_path / "plan.pdf"
     assert main(["report", str(plan_path), "--pdf", str(out)]) == 0
     assert out.read_bytes().startswith(b"%PDF-")
+
+
+def test_inference_mode_exports_the_serving_report(
+    window: MainWindow, fake_dialogs: Any, tmp_path: Path, qtbot: Any
+) -> None:
+    """Issue 26 item 11: in inference mode, Export report wrote the training report."""
+    window.inference_action.trigger()
+    target = tmp_path / "served.md"
+    fake_dialogs.paths.append(str(target))
+    job = window.plan_tools.export_report()
+    assert job is not None
+    with qtbot.waitSignal(job.done, timeout=60_000) as done:
+        pass
+    assert done.args == [True]
+    text = target.read_text()
+    inference = window.controller.estimate.inference
+    assert "Serving speed" in text and inference.summary_formula in text and "Time and cost" not in text
+    window.plan_tools.copy_markdown_action.trigger()
+    assert "Serving speed" in QGuiApplication.clipboard().text()
