@@ -83,10 +83,22 @@ def _caption_font(chart: MemoryChart) -> QFont:
     return QFont(chart.font())
 
 
+def caption_heights(font: QFont, lines: list[str], width: float) -> list[float]:
+    """Each caption line's height when wrapped at word boundaries to ``width``: a long model
+    name or verdict takes two lines rather than being cut at the chart's edge."""
+    metrics = QFontMetricsF(font)
+    flags = int(Qt.AlignmentFlag.AlignLeft | Qt.TextFlag.TextWordWrap)
+    text_width = max(1.0, width - 2 * EXPORT_MARGIN)
+    return [
+        max(metrics.lineSpacing(), metrics.boundingRect(QRectF(0, 0, text_width, 1e6), flags, line).height())
+        for line in lines
+    ]
+
+
 def _export_size(chart: MemoryChart, lines: list[str]) -> tuple[float, float]:
     source = chart.plot.getPlotItem().sceneBoundingRect()
-    line_height = QFontMetricsF(_caption_font(chart)).lineSpacing()
-    return source.width(), source.height() + EXPORT_MARGIN * 2 + line_height * len(lines)
+    caption = sum(caption_heights(_caption_font(chart), lines, source.width()))
+    return source.width(), source.height() + EXPORT_MARGIN * 2 + caption
 
 
 def _paint_export(chart: MemoryChart, painter: QPainter, lines: list[str], width: float, height: float) -> None:
@@ -106,9 +118,8 @@ def _paint_export(chart: MemoryChart, painter: QPainter, lines: list[str], width
     font = _caption_font(chart)
     painter.setFont(font)
     painter.setPen(chart.palette().color(chart.foregroundRole()))
-    line_height = QFontMetricsF(font).lineSpacing()
     y = source.height() + EXPORT_MARGIN
-    for line in lines:
-        rect = QRectF(EXPORT_MARGIN, y, width - 2 * EXPORT_MARGIN, line_height)
-        painter.drawText(rect, int(Qt.AlignmentFlag.AlignLeft | Qt.AlignmentFlag.AlignVCenter), line)
+    flags = int(Qt.AlignmentFlag.AlignLeft | Qt.AlignmentFlag.AlignVCenter | Qt.TextFlag.TextWordWrap)
+    for line, line_height in zip(lines, caption_heights(font, lines, width), strict=True):
+        painter.drawText(QRectF(EXPORT_MARGIN, y, width - 2 * EXPORT_MARGIN, line_height), flags, line)
         y += line_height

@@ -252,3 +252,35 @@ def test_changed_value_labels_ask_for_one_repaint_together(window: MainWindow, m
     moved = [label for label in layer.labels if label.visible]
     assert len(moved) >= 8  # the segments and totals of four bars changed...
     assert len(asked) == 1  # ...and asked for one repaint
+
+
+def test_a_narrow_charts_export_wraps_its_caption(window: MainWindow, tmp_path: Path, fake_dialogs: Any) -> None:
+    """Issue 26 (cosmetic): at 1024 × 700 an exported chart's caption lines ran past the
+    plot's width and were cut at its edge; they now wrap, and the picture grows to hold them."""
+    from PySide6.QtGui import QFontMetricsF
+
+    from gui.chart.export import EXPORT_MARGIN, caption_heights
+
+    window.resize(1024, 700)
+    window.show()
+    window.chart.settle()
+    lines = window.chart.caption()
+    width = window.chart.plot.getPlotItem().sceneBoundingRect().width()
+    font = window.chart.font()
+    metrics = QFontMetricsF(font)
+    assert max(metrics.horizontalAdvance(line) for line in lines) > width - 2 * EXPORT_MARGIN  # would be cut
+    heights = caption_heights(font, lines, width)
+    assert sum(heights) > metrics.lineSpacing() * len(lines)  # wrapped onto more lines
+    png = tmp_path / "narrow.png"
+    fake_dialogs.paths.append(str(png))
+    assert window.export_chart("png")
+    image = QImage(str(png))
+    scale = image.width() / width
+    plot_height = window.chart.plot.getPlotItem().sceneBoundingRect().height()
+    assert image.height() == pytest.approx((plot_height + 2 * EXPORT_MARGIN + sum(heights)) * scale, abs=2)
+    background = image.pixel(image.width() - 1, image.height() - 1)
+    unwrapped_bottom = (plot_height + EXPORT_MARGIN + metrics.lineSpacing() * len(lines)) * scale
+    inked = [
+        y for y in range(image.height()) if any(image.pixel(x, y) != background for x in range(0, image.width(), 2))
+    ]
+    assert max(inked) > unwrapped_bottom  # the wrapped last line is drawn, below where it used to stop
