@@ -9,6 +9,9 @@ a report. All figures come from :mod:`core.advice.compare`; this module only lay
 
 from __future__ import annotations
 
+import re
+import textwrap
+
 from PySide6.QtCore import QByteArray, QRectF, QSize, Qt, QTimer, Signal
 from PySide6.QtGui import QBrush, QColor, QFont, QPainter, QPaintEvent, QShowEvent, QUndoCommand
 from PySide6.QtSvg import QSvgRenderer
@@ -89,6 +92,16 @@ class PinnedEdit(QUndoCommand):
 
     def undo(self) -> None:
         self.panel._set_pinned(self.before)
+
+
+HEADER_LINE_CHARS = 18  # a quarter of the dialog's least width, in an average character's width
+
+
+def _header_text(name: str) -> str:
+    """A column's name on a line per part (model, method, card), each wrapped at spaces: four
+    plans side by side in the dialog's width showed each name cut after a few words."""
+    parts = [part.strip() for part in re.split(r", | · ", name) if part.strip()]
+    return "\n".join(line for part in parts for line in textwrap.wrap(part, HEADER_LINE_CHARS) or [part])
 
 
 def _cell(row: Row, value: float | str, unit: Unit) -> str:
@@ -334,7 +347,11 @@ class ComparePanel(QWidget):
         rows = comparison.rows()
         table.setColumnCount(len(names))
         table.setRowCount(len(rows))
-        table.setHorizontalHeaderLabels(names)
+        table.setHorizontalHeaderLabels([_header_text(name) for name in names])
+        for c, name in enumerate(names):
+            header_item = table.horizontalHeaderItem(c)
+            if header_item is not None:
+                header_item.setToolTip(plaintext.tooltip(name))  # a name from a file is never markup
         table.setVerticalHeaderLabels([r.label for r in rows])
         several = len(names) > 1
         highlight = QBrush(QColor(DIFF_COLOUR))
@@ -364,7 +381,7 @@ class ComparePanel(QWidget):
                 font = header.font()
                 font.setBold(True)
                 header.setFont(font)
-                header.setText(f"★ {names[best]}")
+                header.setText(_header_text(f"★ {names[best]}"))
         self.summary.setText(
             f"Cheapest that fits: {names[best]}" if best is not None else "None of these plans fits its card."
         )

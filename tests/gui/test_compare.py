@@ -145,3 +145,20 @@ def test_a_pinned_plan_is_named_as_people_read_it(window: MainWindow) -> None:
     name = panel.pinned[-1][0]
     assert "Llama 3.1 8B" in name and "LoRA" in name and "NVIDIA GeForce RTX 4090" in name
     assert "rtx-4090" not in name and "× 1" not in name
+
+
+def test_four_names_read_whole_in_their_headers(window: MainWindow) -> None:
+    # Issue 26, cosmetic: four pinned plans' names were cut after a few words in the headers.
+    window.show()
+    panel = window.plan_tools.show_compare()
+    for gpu in ("rtx-4090", "a100-80gb", "h100-sxm", "l40s"):
+        window.controller.set_plan(plan_for_model("llama-3.1-8b", method=Method.LORA).with_hardware(gpu=gpu))
+        assert panel.pin_current()
+    panel.refresh()
+    header = panel.table.horizontalHeader()
+    metrics = header.fontMetrics()
+    for column in range(panel.table.columnCount()):
+        item = panel.table.horizontalHeaderItem(column)
+        assert item is not None and "NVIDIA" in item.toolTip()
+        widest = max(metrics.horizontalAdvance(line) for line in item.text().splitlines())
+        assert widest <= header.sectionSize(column), item.text()
