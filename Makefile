@@ -5,7 +5,7 @@ VENV   ?= .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 
-.PHONY: run test lint typecheck importcheck unit unit-core-noqt bench dist smoke clean
+.PHONY: run test lint typecheck importcheck unit unit-core-noqt bench screenshots dist smoke clean
 
 $(STAMP): pyproject.toml
 	@echo "Setting up $(VENV) and installing VRAM Planner's dependencies (first start only: about a minute)..."
@@ -50,6 +50,16 @@ unit-core-noqt: $(CORE_STAMP)
 
 bench: $(STAMP)
 	$(PY) benchmarks/estimate_speed.py
+
+# The walkthrough's pictures: three sizes, light and dark, training and inference, the Diagnosis
+# tab visible (docs/walkthrough/; look at them after any change to the window).
+SHOT_SIZES := 1024x700 1280x720 1920x1080
+screenshots: $(STAMP)
+	mkdir -p docs/walkthrough
+	for size in $(SHOT_SIZES); do for theme in light dark; do \
+	  QT_QPA_PLATFORM=offscreen $(PY) -m gui.screenshot docs/walkthrough/training-$$size-$$theme.png --size $$size --theme $$theme --diagnosis || exit 1; \
+	  QT_QPA_PLATFORM=offscreen $(PY) -m gui.screenshot docs/walkthrough/inference-$$size-$$theme.png --size $$size --theme $$theme --diagnosis --inference || exit 1; \
+	done; done
 
 clean:
 	rm -rf $(VENV) $(CORE_VENV) build dist .pytest_cache .mypy_cache .ruff_cache
