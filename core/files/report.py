@@ -383,7 +383,7 @@ def to_html(report: Report, chart_src: str | None = None, chart_width: int = 480
     comparison = report.comparison
     best = comparison.cheapest_fit()
     parts = [
-        '<!DOCTYPE html><html lang="en"><head><meta charset="utf-8">',
+        '<!DOCTYPE html><html lang="en"><head><meta charset="utf-8"><meta name="generator" content="VRAM Planner">',
         f"<title>{escape(report.title)}</title><style>{_CSS}</style></head><body>",
         f"<h1>{escape(report.title)}</h1>",
     ]

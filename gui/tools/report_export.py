@@ -2,19 +2,19 @@
 
 The contents come from :mod:`core.files.report`; PDF goes through Qt's own QTextDocument and
 QPdfWriter (no other dependency), with the chart's SVG rasterised by QtSvg because
-QTextDocument draws no SVG. Files are written beside their target and renamed over it, so
-a failed export leaves no half-written file.
+QTextDocument draws no SVG. Every format is made in memory and written by the one atomic
+writer (:mod:`core.files.fileio`): a failed export leaves the previous file whole, and a
+pipe, a device, a read-only file or a file VRAM Planner did not write is never replaced
+(the last only once the user confirms).
 """
 
 from __future__ import annotations
 
-import contextlib
 import os
 import sys
-import tempfile
 from pathlib import Path
 
-from PySide6.QtCore import QByteArray, QMarginsF, QSize, QUrl
+from PySide6.QtCore import QBuffer, QByteArray, QIODevice, QMarginsF, QSize, QUrl
 from PySide6.QtGui import (
     QColor,
     QFont,
@@ -29,9 +29,9 @@ from PySide6.QtGui import (
 from PySide6.QtSvg import QSvgRenderer
 
 from core.errors import PlanFileError
-from core.files.planfile import atomic_write_text
+from core.files.fileio import save_target, write_file
 from core.files.report import FORMATS, Report, build_report, chart_svg, to_html, to_markdown
-from gui import dialogs
+from gui import dialogs, saving
 from gui.tools.context import ToolContext
 
 REPORT_FILTER = "HTML page (*.html);;PDF document (*.pdf);;Markdown (*.md);;CSV table (*.csv)"
@@ -81,58 +81,43 @@ def report_document(report: Report) -> QTextDocument:
     return document
 
 
-def _mode_for(target: Path) -> int:
-    """The replaced file's permissions, or what a new file gets under the umask (mkstemp makes 0600)."""
-    try:
-        return target.stat().st_mode & 0o777
-    except OSError:
-        umask = os.umask(0)
-        os.umask(umask)
-        return 0o666 & ~umask
-
-
-def write_pdf(report: Report, path: str | os.PathLike[str]) -> None:
-    """The report as an A4 PDF; a PlanFileError when it cannot be written."""
+def pdf_bytes(report: Report) -> bytes:
+    """The report as an A4 PDF, in memory."""
     keep = _ensure_gui_application()
-    target = Path(path)
-    temp = ""
-    try:
-        fd, temp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".pdf", dir=target.parent)
-        os.close(fd)
-        writer = QPdfWriter(temp)
-        writer.setPageSize(QPageSize(QPageSize.PageSizeId.A4))
-        writer.setPageMargins(QMarginsF(15, 15, 15, 15), QPageLayout.Unit.Millimeter)
-        writer.setTitle(report.title)
-        writer.setCreator("VRAM Planner")
-        document = report_document(report)
-        document.setDefaultFont(QFont("sans-serif", 9))
-        document.print_(writer)
-        del writer  # flushes and closes the file
-        if os.path.getsize(temp) == 0:
-            raise OSError("the PDF writer produced an empty file")
-        os.chmod(temp, _mode_for(target))
-        os.replace(temp, target)
-    except OSError as exc:
-        raise PlanFileError(str(path), f"cannot be written ({exc.strerror or exc})") from None
-    finally:
-        if temp:
-            with contextlib.suppress(OSError):
-                os.unlink(temp)
-        del keep
+    buffer = QBuffer()
+    buffer.open(QIODevice.OpenModeFlag.WriteOnly)
+    writer = QPdfWriter(buffer)
+    writer.setPageSize(QPageSize(QPageSize.PageSizeId.A4))
+    writer.setPageMargins(QMarginsF(15, 15, 15, 15), QPageLayout.Unit.Millimeter)
+    writer.setTitle(report.title)
+    writer.setCreator("VRAM Planner")  # what core.files.fileio recognises a PDF of ours by
+    document = report_document(report)
+    document.setDefaultFont(QFont("sans-serif", 9))
+    document.print_(writer)
+    del writer  # ends the PDF
+    data = bytes(buffer.data().data())
+    del keep
+    return data
 
 
-def write_report(report: Report, path: str | os.PathLike[str]) -> str:
+def write_pdf(report: Report, path: str | os.PathLike[str], force: bool = False) -> None:
+    """The report as an A4 PDF at ``path``; a PlanFileError when it cannot be written."""
+    save_target(path, force=force)  # refuse before the work of drawing
+    data = pdf_bytes(report)
+    if not data.startswith(b"%PDF"):
+        raise PlanFileError(str(path), "cannot be written (the PDF writer produced no PDF)")
+    write_file(path, data, force=force)
+
+
+def write_report(report: Report, path: str | os.PathLike[str], force: bool = False) -> str:
     """Write ``report`` in the format its suffix names; returns that format."""
     kind = SUFFIXES.get(Path(path).suffix.lower())
     if kind is None:
         raise PlanFileError(str(path), "needs a .html, .pdf, .md or .csv name")
     if kind == "pdf":
-        write_pdf(report, path)
-        return kind
-    try:
-        atomic_write_text(path, FORMATS[kind](report))
-    except OSError as exc:
-        raise PlanFileError(str(path), f"cannot be written ({exc.strerror or exc})") from None
+        write_pdf(report, path, force)
+    else:
+        write_file(path, FORMATS[kind](report), force=force)
     return kind
 
 
@@ -163,10 +148,10 @@ def export_report(context: ToolContext, report: Report | None = None) -> bool:
         return False
     if not Path(path).suffix:
         path += ".html"
-    try:
-        write_report(report, path)
-    except PlanFileError as error:
-        dialogs.error(context.parent, "Cannot export the report", str(error))
+    chosen = report
+    if not saving.write_confirmed(
+        context.parent, "Cannot export the report", path, lambda force: write_report(chosen, path, force)
+    ):
         return False
     context.document.message.emit(f"Exported {path}")
     return True

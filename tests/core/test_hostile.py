@@ -212,13 +212,29 @@ def test_save_writes_through_a_symlink(tmp_path: Path) -> None:
 
 
 @POSIX
-def test_save_through_a_chain_of_symlinks_and_a_dangling_one(tmp_path: Path) -> None:
+def test_save_through_a_chain_of_symlinks(tmp_path: Path) -> None:
     target = tmp_path / "plan.json"
-    (tmp_path / "a").symlink_to(target)  # dangling: the save creates the target
+    planfile.save(default_plan(), target)
+    (tmp_path / "a").symlink_to(target)
     (tmp_path / "b").symlink_to(tmp_path / "a")
-    planfile.save(default_plan(), tmp_path / "b")
+    planfile.save(default_plan().with_workload(micro_batch=6), tmp_path / "b")
     assert (tmp_path / "b").is_symlink() and (tmp_path / "a").is_symlink()
-    assert planfile.load(target) == default_plan()
+    assert planfile.load(target).workload.micro_batch == 6
+
+
+@POSIX
+def test_a_dangling_symlink_is_never_followed_to_create_a_file(tmp_path: Path) -> None:
+    """Issue 28: the rule on symlinks (core/files/fileio.py): a link to an existing file is
+    written through, as QSaveFile does; a link to nothing is refused, so a save never creates
+    a file at a place the user did not name (a planted ``report.html -> /etc/cron.d/x``)."""
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    (tmp_path / "a").symlink_to(elsewhere / "created.json")
+    (tmp_path / "b").symlink_to(tmp_path / "a")
+    for name in ("a", "b"):
+        assert "does not exist" in one_line_error(planfile.save, default_plan(), tmp_path / name)
+    assert list(elsewhere.iterdir()) == []
+    assert (tmp_path / "a").is_symlink() and (tmp_path / "b").is_symlink()
 
 
 @pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="no FIFOs here")
@@ -245,7 +261,7 @@ def test_save_refuses_a_device_node(tmp_path: Path) -> None:
 
 
 def test_save_refuses_a_directory(tmp_path: Path) -> None:
-    assert "not a regular file" in one_line_error(planfile.save, default_plan(), tmp_path)
+    assert "is a folder" in one_line_error(planfile.save, default_plan(), tmp_path)
 
 
 @POSIX
@@ -502,3 +518,192 @@ def test_a_name_near_the_255_byte_limit_saves(tmp_path: Path) -> None:
 def test_a_pipe_closed_by_its_reader_ends_quietly() -> None:
     done = subprocess.run(f"{sys.executable} -m core.cli models | true", shell=True, capture_output=True, timeout=60)
     assert done.stderr == b""
+
+
+# ==== issue 28: hostile files and faults, round two ======================================
+# Each test names its item of issue 28. The helpers that make targets git cannot hold (FIFOs,
+# sockets, device nodes, a small full disk) are shared with tests/gui/test_hostile.py.
+
+
+def make_target(folder: Path, kind: str) -> Path | None:
+    """A target of ``kind`` in ``folder`` for a save to land on; None where this system cannot make one."""
+    path = folder / f"{kind}.out"
+    if kind == "fifo":
+        if not hasattr(os, "mkfifo"):
+            return None
+        os.mkfifo(path)
+    elif kind == "socket":
+        import socket
+
+        if not hasattr(socket, "AF_UNIX") or len(str(path)) > 100:
+            return None
+        server = socket.socket(socket.AF_UNIX)
+        server.bind(str(path))
+        server.close()  # the socket file stays
+    elif kind == "device":
+        try:
+            os.mknod(path, 0o666 | stat.S_IFCHR, os.makedev(1, 3))  # the null device's numbers, here only
+        except (AttributeError, OSError):
+            return None
+    elif kind == "read-only":
+        planfile.save(default_plan(), path)
+        os.chmod(path, 0o444)
+    return path
+
+
+def fingerprint(path: Path) -> tuple[int, int, bytes]:
+    info = os.lstat(path)
+    body = path.read_bytes() if stat.S_ISREG(info.st_mode) else b""
+    return info.st_mode, info.st_ino, body
+
+
+TARGET_KINDS = ("fifo", "socket", "device", "read-only")
+
+
+@pytest.fixture
+def saved_plan(tmp_path: Path) -> Path:
+    path = tmp_path / "saved.vramplan.json"
+    planfile.save(default_plan(), path)
+    return path
+
+
+@pytest.mark.parametrize("kind", TARGET_KINDS)
+@pytest.mark.parametrize("flag", ["--html", "--md", "--csv"])
+def test_report_never_replaces_a_pipe_socket_device_or_read_only_file(
+    tmp_path: Path, saved_plan: Path, capsys: pytest.CaptureFixture[str], kind: str, flag: str
+) -> None:
+    """Issue 28 item 1 (the text formats; --pdf is in tests/gui/test_hostile.py)."""
+    target = make_target(tmp_path, kind)
+    if target is None:
+        pytest.skip(f"cannot make a {kind} here")
+    before = fingerprint(target)
+    code, _, err = run(capsys, "report", str(saved_plan), flag, str(target))
+    assert code == 2 and err.count("\n") == 1 and "Traceback" not in err
+    assert fingerprint(target) == before
+
+
+@pytest.mark.parametrize("kind", TARGET_KINDS)
+def test_save_and_compare_never_replace_a_pipe_socket_device_or_read_only_file(
+    tmp_path: Path, saved_plan: Path, capsys: pytest.CaptureFixture[str], kind: str
+) -> None:
+    target = make_target(tmp_path, kind)
+    if target is None:
+        pytest.skip(f"cannot make a {kind} here")
+    before = fingerprint(target)
+    for args in (("estimate", "--save", str(target)), ("compare", str(saved_plan), "--save", str(target))):
+        code, _, err = run(capsys, *args, "--force")  # --force never reaches past these
+        assert code == 2 and "Traceback" not in err, err
+        assert fingerprint(target) == before
+
+
+def small_disk(folder: Path, kib: int) -> Path:
+    """A tmpfs of ``kib`` KiB mounted at ``folder`` (root on Linux only; the caller skips
+    otherwise); unmounted by :func:`unmount`."""
+    folder.mkdir()
+    if sys.platform != "linux" or os.geteuid() != 0:
+        pytest.skip("mounting a small disk needs root on Linux")
+    done = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={kib}k", "tmpfs", str(folder)], capture_output=True)
+    if done.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs here: {done.stderr.decode(errors='replace').strip()}")
+    return folder
+
+
+def unmount(folder: Path) -> None:
+    subprocess.run(["umount", str(folder)], capture_output=True)
+
+
+def fill(disk: Path) -> None:
+    """Fill ``disk`` to the last byte with a file named filler."""
+    with open(disk / "filler", "wb", buffering=0) as filler:
+        try:
+            while True:
+                filler.write(b"\0" * 1024)
+        except OSError as exc:
+            assert exc.errno == errno.ENOSPC
+
+
+@pytest.fixture
+def full_disk(tmp_path: Path) -> Any:
+    """A 256 KiB disk (tmpfs), unmounted after the test."""
+    disk = small_disk(tmp_path / "disk", 256)
+    try:
+        yield disk
+    finally:
+        unmount(disk)
+
+
+def test_a_full_disk_keeps_the_previous_report_whole(
+    full_disk: Path, saved_plan: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Issue 28 item 2 for HTML: the temporary fills the disk, the old report stays."""
+    target = full_disk / "report.html"
+    assert run(capsys, "report", str(saved_plan), "--html", str(target))[0] == 0
+    old = target.read_bytes()
+    fill(full_disk)
+    code, _, err = run(capsys, "report", str(saved_plan), "--html", str(target), "--title", "another")
+    assert code == 2 and "No space left" in err, err
+    assert target.read_bytes() == old
+    assert sorted(p.name for p in full_disk.iterdir()) == ["filler", "report.html"]
+
+
+SHADOW = "root:$6$salt$hash:19000:0:99999:7:::\ndaemon:*:19000:0:99999:7:::\n"
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ("estimate", "--save"),
+        ("fewest-gpus", "--save"),
+        ("compare", "PLAN", "--save"),
+        ("report", "PLAN", "--html"),
+        ("report", "PLAN", "--md"),
+        ("report", "PLAN", "--csv"),
+    ],
+    ids=lambda a: " ".join(a),
+)
+def test_a_file_the_app_did_not_write_is_kept_unless_forced(
+    tmp_path: Path, saved_plan: Path, capsys: pytest.CaptureFixture[str], args: tuple[str, ...]
+) -> None:
+    """Issue 28 item 3 (and the issue's opening: run as root, ``--save /etc/shadow`` replaced
+    it with a plan). A stand-in for /etc/shadow in tmp_path, mode 0640 as Debian ships it."""
+    shadow = tmp_path / "shadow"
+    shadow.write_text(SHADOW)
+    os.chmod(shadow, 0o640)
+    argv = [str(saved_plan) if a == "PLAN" else a for a in args] + [str(shadow)]
+    if argv[0] in ("estimate", "fewest-gpus"):
+        argv += ["--model", "llama-3.2-1b", "--gpu", "h100-sxm"]
+    code, _, err = run(capsys, *argv)
+    assert code == 2 and "not a file VRAM Planner wrote" in err and "--force" in err
+    assert shadow.read_text() == SHADOW
+    assert run(capsys, *argv, "--force")[0] == 0
+    assert shadow.read_text() != SHADOW and stat.S_IMODE(os.stat(shadow).st_mode) == 0o640
+
+
+def test_a_symlink_to_a_file_the_app_did_not_write_is_refused(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    shadow = tmp_path / "shadow"
+    shadow.write_text(SHADOW)
+    (tmp_path / "plan.json").symlink_to(shadow)
+    code, _, err = run(capsys, "estimate", "-m", "llama-3.2-1b", "--save", str(tmp_path / "plan.json"))
+    assert code == 2 and "not a file VRAM Planner wrote" in err
+    assert shadow.read_text() == SHADOW
+
+
+@pytest.mark.parametrize("args", [("--html",), ("--md",), ("--csv",)])
+def test_every_file_the_app_writes_is_recognised_as_its_own(
+    tmp_path: Path, saved_plan: Path, capsys: pytest.CaptureFixture[str], args: tuple[str, ...]
+) -> None:
+    """Saving again over what the app wrote needs no --force: plans, comparisons, reports."""
+    comparison = tmp_path / "c.comparison.json"
+    target = tmp_path / "report"
+    for _ in range(2):
+        assert run(capsys, "estimate", "-m", "llama-3.2-1b", "--save", str(saved_plan))[0] == 0
+        assert run(capsys, "compare", str(saved_plan), str(saved_plan), "--save", str(comparison))[0] == 0
+        assert run(capsys, "report", str(saved_plan), *args, str(target))[0] == 0
+
+
+def test_an_empty_file_may_be_replaced(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Nothing is lost by replacing an empty file (``touch plan.json`` first, then save)."""
+    (tmp_path / "plan.json").touch()
+    assert run(capsys, "estimate", "-m", "llama-3.2-1b", "--save", str(tmp_path / "plan.json"))[0] == 0

@@ -20,7 +20,7 @@ from PySide6.QtWidgets import QApplication, QLabel, QMessageBox, QProgressDialog
 
 from core.cli.render import render_estimate
 from core.estimate import estimate
-from core.files import importer, planfile
+from core.files import fileio, importer, planfile
 from core.presets import default_plan
 from gui import autosave, dialogs
 from gui import settings as settings_module
@@ -29,6 +29,7 @@ from gui.format import memory
 from gui.forms.fields import CountField
 from gui.main_window import MainWindow
 from gui.settings import Settings
+from tests.core import test_hostile as core_hostile
 from tests.core.test_malformed_files import LLAMA
 
 HOSTILE = Path(__file__).resolve().parent.parent / "data" / "hostile"
@@ -333,10 +334,10 @@ def test_a_failing_autosave_is_said_on_screen_once(
     autosave.report_problems(window, saver)
     assert saver.start()
 
-    def full(*_a: Any) -> None:
+    def full(*_a: Any, **_k: Any) -> None:
         raise OSError(28, "No space left on device")
 
-    monkeypatch.setattr(planfile, "atomic_write_text", full)
+    monkeypatch.setattr(fileio, "atomic_write_text", full)
     for micro_batch in (2, 3, 4):
         window.controller.set_plan(window.controller.plan.with_workload(micro_batch=micro_batch))
         qtbot.waitUntil(lambda: not saver.pending)
@@ -386,3 +387,157 @@ def test_the_data_folder_has_one_home(monkeypatch: pytest.MonkeyPatch, tmp_path:
     monkeypatch.setattr(settings_module, "data_folder", lambda: tmp_path / "elsewhere")
     assert crash.log_folder() == tmp_path / "elsewhere" / "logs"
     assert not hasattr(crash, "data_folder")
+
+
+# ==== issue 28: hostile files and faults, round two ======================================
+# The Qt side of issue 28: PDF reports, chart pictures, the window's confirmations, the
+# worker, saved cards and models, settings. Targets git cannot hold come from
+# tests/core/test_hostile.py's helpers.
+
+
+@pytest.fixture
+def saved_plan(tmp_path: Path) -> Path:
+    path = tmp_path / "saved.vramplan.json"
+    planfile.save(default_plan(), path)
+    return path
+
+
+def run_launcher(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
+    """``vramplan ARGS`` as the installed entry point runs it (it registers the Qt PDF writer)."""
+    from gui.launcher import main as launcher_main
+
+    code = launcher_main(list(args))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+@pytest.mark.parametrize("kind", core_hostile.TARGET_KINDS)
+def test_pdf_report_never_replaces_a_pipe_socket_device_or_read_only_file(
+    tmp_path: Path, saved_plan: Path, capsys: pytest.CaptureFixture[str], kind: str
+) -> None:
+    """Issue 28 item 1: ``report --pdf`` made a FIFO, socket or device node a regular file
+    and overwrote a 0444 file."""
+    target = core_hostile.make_target(tmp_path, kind)
+    if target is None:
+        pytest.skip(f"cannot make a {kind} here")
+    before = core_hostile.fingerprint(target)
+    code, _, err = run_launcher(capsys, "report", str(saved_plan), "--pdf", str(target))
+    assert code == 2 and err.count("\n") == 1 and "Traceback" not in err, err
+    assert core_hostile.fingerprint(target) == before
+
+
+def test_pdf_report_keeps_a_file_the_app_did_not_write(
+    tmp_path: Path, saved_plan: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Issue 28 item 3 for PDF; and a PDF the app wrote is replaced without --force."""
+    target = tmp_path / "thesis.pdf"
+    target.write_bytes(b"%PDF-1.7 someone else's thesis")
+    code, _, err = run_launcher(capsys, "report", str(saved_plan), "--pdf", str(target))
+    assert code == 2 and "--force" in err
+    assert target.read_bytes() == b"%PDF-1.7 someone else's thesis"
+    assert run_launcher(capsys, "report", str(saved_plan), "--pdf", str(target), "--force")[0] == 0
+    assert run_launcher(capsys, "report", str(saved_plan), "--pdf", str(target))[0] == 0  # ours now
+    assert target.read_bytes().startswith(b"%PDF")
+
+
+def test_pdf_report_on_a_full_disk_fails_and_keeps_the_old_one(
+    tmp_path: Path, saved_plan: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Issue 28 item 2: the PDF export exited 0 and left a truncated file in place of the old one."""
+    disk = core_hostile.small_disk(tmp_path / "disk", 512)
+    try:
+        target = disk / "report.pdf"
+        assert run_launcher(capsys, "report", str(saved_plan), "--pdf", str(target))[0] == 0
+        old = target.read_bytes()
+        core_hostile.fill(disk)
+        code, _, err = run_launcher(capsys, "report", str(saved_plan), "--pdf", str(target), "--title", "again")
+        assert code == 2 and "No space left" in err, err
+        assert target.read_bytes() == old
+        assert sorted(p.name for p in disk.iterdir()) == ["filler", "report.pdf"]
+    finally:
+        core_hostile.unmount(disk)
+
+
+@pytest.mark.parametrize("kind", ["png", "svg"])
+def test_chart_export_on_a_full_disk_keeps_the_old_picture(
+    window: MainWindow, fake_dialogs: Any, tmp_path: Path, kind: str
+) -> None:
+    """Issue 28 item 2: PNG/SVG export wrote in place, so a full disk destroyed the existing file."""
+    disk = core_hostile.small_disk(tmp_path / "disk", 512)
+    try:
+        target = disk / f"chart.{kind}"
+        fake_dialogs.paths.append(str(target))
+        assert window.export_chart(kind)
+        old = target.read_bytes()
+        core_hostile.fill(disk)
+        fake_dialogs.paths.append(str(target))
+        assert not window.export_chart(kind)
+        assert "No space left" in fake_dialogs.errors()[-1]
+        assert target.read_bytes() == old
+        assert sorted(p.name for p in disk.iterdir()) == ["chart." + kind, "filler"]
+    finally:
+        core_hostile.unmount(disk)
+
+
+@pytest.mark.parametrize("kind", ["png", "svg"])
+def test_chart_export_onto_a_fifo_returns_at_once(
+    window: MainWindow, fake_dialogs: Any, tmp_path: Path, kind: str
+) -> None:
+    """Issue 28 item 13: exporting the chart onto a FIFO froze the window for good."""
+    fifo = core_hostile.make_target(tmp_path, "fifo")
+    if fifo is None:
+        pytest.skip("no FIFOs here")
+    fake_dialogs.paths.append(str(fifo))
+    started = time.monotonic()
+    assert not window.export_chart(kind)
+    assert time.monotonic() - started < 5
+    assert "not a regular file" in fake_dialogs.errors()[-1]
+
+
+def export_everything(window: MainWindow, fake_dialogs: Any, target: Path) -> list[Callable[[], bool]]:
+    """Every way the window writes a file, each aimed at ``target``."""
+
+    def aimed(action: Callable[[], object]) -> Callable[[], bool]:
+        def run() -> bool:
+            fake_dialogs.paths.append(str(target))
+            return bool(action())
+
+        return run
+
+    compare_panel = window.plan_tools.show_compare()
+    compare_panel.pin_current()
+    return [
+        aimed(window.document.save_as),
+        aimed(lambda: window.export_chart("png")),
+        aimed(lambda: window.export_chart("svg")),
+        aimed(window.plan_tools.export_report_action.trigger),
+        aimed(compare_panel.save),
+    ]
+
+
+@pytest.mark.parametrize("which", range(5), ids=["plan", "png", "svg", "report", "comparison"])
+def test_the_window_asks_before_replacing_a_file_it_did_not_write(
+    window: MainWindow, fake_dialogs: Any, tmp_path: Path, which: int
+) -> None:
+    """Issue 28 item 3 in the window: refused unless the user confirms (gui.dialogs.confirm_replace)."""
+    target = tmp_path / "notes.md"  # a name every one of them takes (a report needs .md, .html, ...)
+    target.write_text("my notes\n")
+    save = export_everything(window, fake_dialogs, target)[which]
+    fake_dialogs.replace = False
+    save()
+    assert target.read_text() == "my notes\n"
+    assert [n for n, _ in fake_dialogs.calls].count("confirm_replace") == 1
+    assert not fake_dialogs.errors()
+    fake_dialogs.replace = True
+    save()
+    assert target.read_bytes() != b"my notes\n" and target.stat().st_size > 0
+    fake_dialogs.calls.clear()
+    save()  # the app's own file now: replaced without a question
+    assert [n for n, _ in fake_dialogs.calls].count("confirm_replace") == 0
+
+
+def test_confirm_replace_is_a_plain_text_question_that_defaults_to_keeping(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.undo()
+    answers: list[bool] = []
+    boxes = capture_boxes(lambda: answers.append(dialogs.confirm_replace(None, "/tmp/<b>x</b>")))
+    assert answers == [False] and boxes[0][1] == Qt.TextFormat.PlainText and "<b>x</b>" in boxes[0][0]
