@@ -232,6 +232,9 @@ def _v2_to_v3(document: dict[str, Any]) -> dict[str, Any]:
     return migrated
 
 
+_V3_SHARDING: Final = {"none": "ddp", "zero1": "zero1", "zero2": "zero2", "zero3": "zero3"}
+
+
 def _v3_to_v4(document: dict[str, Any]) -> dict[str, Any]:
     """Version 4 moved ``hardware.gpu_count`` and ``hardware.sharding`` into ``parallel``: the
     count becomes one node's GPUs, no sharding becomes DDP, ZeRO stage N stays stage N."""
@@ -242,7 +245,12 @@ def _v3_to_v4(document: dict[str, Any]) -> dict[str, Any]:
     hardware = dict(plan["hardware"])
     count = hardware.pop("gpu_count", 1)
     sharding = hardware.pop("sharding", "none")
-    strategy = {"none": "ddp", "zero1": "zero1", "zero2": "zero2", "zero3": "zero3"}.get(sharding, sharding)
+    # Named as the version-3 file names them: a list or an object here was a TypeError.
+    if isinstance(count, bool) or not isinstance(count, int):
+        raise PlanError("plan.hardware.gpu_count", count, "an integer (a version-3 plan's GPU count)")
+    if not isinstance(sharding, str):
+        raise PlanError("plan.hardware.sharding", sharding, "none, zero1, zero2 or zero3 (a version-3 plan)")
+    strategy = _V3_SHARDING.get(sharding, sharding)  # any other word: the reader names it
     parallel = {"nodes": 1, "gpus_per_node": count, "strategy": strategy}
     migrated["plan"] = dict(plan, hardware=hardware, parallel=parallel)
     return migrated

@@ -707,3 +707,53 @@ def test_an_empty_file_may_be_replaced(tmp_path: Path, capsys: pytest.CaptureFix
     """Nothing is lost by replacing an empty file (``touch plan.json`` first, then save)."""
     (tmp_path / "plan.json").touch()
     assert run(capsys, "estimate", "-m", "llama-3.2-1b", "--save", str(tmp_path / "plan.json"))[0] == 0
+
+
+# ---- issue 28 item 8: a version-3 plan whose hardware.sharding is a list or an object ---------
+
+BROKEN = HOSTILE / "broken"
+V3_BROKEN = sorted(BROKEN.glob("v3_*.vramplan.json"))
+
+
+@pytest.mark.parametrize("path", V3_BROKEN, ids=lambda p: p.stem)
+@pytest.mark.parametrize(
+    "command", [("estimate", "--plan", "P"), ("fewest-gpus", "--plan", "P"), ("fit", "P"), ("compare", "P"),
+                ("report", "P", "--md", "OUT")],  # fmt: skip
+    ids=lambda c: c[0],
+)
+def test_a_v3_plan_with_a_list_or_object_for_sharding_is_one_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], path: Path, command: tuple[str, ...]
+) -> None:
+    """Issue 28 item 8: TypeError (unhashable) in estimate, fit, compare and report."""
+    argv = [str(path) if a == "P" else str(tmp_path / "r.md") if a == "OUT" else a for a in command]
+    code, _, err = run(capsys, *argv)
+    assert code == 2 and err.count("\n") == 1 and "plan.hardware." in err, err
+
+
+def leaves(value: Any, path: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
+    if isinstance(value, dict):
+        return [p for k, v in value.items() for p in leaves(v, (*path, k))] + ([path] if path else [])
+    if isinstance(value, list):
+        return [p for i, v in enumerate(value) for p in leaves(v, (*path, i))] + ([path] if path else [])
+    return [path]
+
+
+WRONG_TYPES: tuple[Any, ...] = ([], {}, ["zero3"], {"stage": 3}, None, True, 3.5, "²", 10**40)
+
+
+@pytest.mark.parametrize("sample", sorted((Path(__file__).parent.parent / "data" / "plans").glob("*.json")))
+def test_every_field_of_an_old_plan_of_any_wrong_type_is_the_projects_error(sample: Path) -> None:
+    """Every leaf and branch of the committed version-1 and version-3 plans replaced by every
+    wrong type: the migrations and the reader raise nothing but PlanFileError."""
+    document = json.loads(sample.read_text())
+    for path in leaves(document):
+        for wrong in WRONG_TYPES:
+            mutated = json.loads(json.dumps(document))
+            holder = mutated
+            for key in path[:-1]:
+                holder = holder[key]
+            holder[path[-1]] = wrong
+            try:
+                planfile.loads(json.dumps(mutated), "mutated")
+            except PlanFileError:
+                pass
