@@ -12,10 +12,10 @@ from core.estimate import Estimate
 from core.inputs import input_at
 from core.plan import Plan, Preset
 from core.units import GB, GiB, MiB
-from gui import dialogs
 from gui.controller import PlanController
 from gui.forms.base import PlanForm
 from gui.forms.pickers import USER_PREFIX, Entry, SearchingPicker, words_match
+from gui.forms.saved_entries import ask_entry_name, store_entry
 from gui.settings import CustomGpu, Settings
 
 CUSTOM = "custom"
@@ -171,10 +171,17 @@ class HardwareForm(PlanForm):
         hw = self.controller.plan.hardware
         if self.settings is None:
             return
-        name = dialogs.ask_text(self, "Save as my card", "Name for this card:", f"My GPU ({hw.custom_memory_gb:g} GB)")
+        settings = self.settings
+        title = "Save as my card"
+        name = ask_entry_name(self, title, "Name for this card:", f"My GPU ({hw.custom_memory_gb:g} GB)")
         if name is None:
             return
-        self.settings.add_custom_gpu(CustomGpu(name, hw.custom_memory_gb, hw.custom_tflops))
+        card = CustomGpu(name, hw.custom_memory_gb, hw.custom_tflops)
+        names = [c.name for c in settings.custom_gpus]
+        if not store_entry(
+            self, title, "card", names, lambda: settings.add_custom_gpu(card), settings.forget_custom_gpu
+        ):
+            return
         self.gpu.set_sections(gpu_sections(self._saved_cards()))
         self._describe_entries()
         self.show_plan(self.controller.plan)

@@ -14,13 +14,14 @@ from core.errors import PlanError
 from core.estimate import Estimate
 from core.model import LIMITS, ModelSpec, model_from_dict
 from core.plan import Plan
-from gui import dialogs, plaintext
+from gui import plaintext
 from gui.controller import PlanController
 from gui.format import count
 from gui.forms.base import PlanForm
 from gui.forms.fields import IntField
 from gui.forms.pickers import USER_PREFIX, Entry, SearchingPicker
-from gui.settings import Settings
+from gui.forms.saved_entries import ask_entry_name, store_entry
+from gui.settings import MAX_ENTRY_NAME, Settings
 
 MINE = USER_PREFIX  # id prefix of the user's saved models in the picker
 
@@ -156,11 +157,19 @@ class ModelForm(PlanForm):
     def _save_model(self) -> None:
         if self.settings is None:
             return
+        settings = self.settings
         model = self.controller.plan.model
-        name = dialogs.ask_text(self, "Save to my models", "Name for this model:", model.name.removesuffix(" (edited)"))
+        title = "Save to my models"
+        suggested = model.name.removesuffix(" (edited)")[:MAX_ENTRY_NAME]
+        name = ask_entry_name(self, title, "Name for this model:", suggested)
         if name is None:
             return
-        self.settings.add_custom_model(name, model.renamed(name).to_dict())
+        data = model.renamed(name).to_dict()
+        names = list(settings.custom_models)
+        if not store_entry(
+            self, title, "model", names, lambda: settings.add_custom_model(name, data), settings.forget_custom_model
+        ):
+            return
         self.picker.set_sections(model_sections(saved_models(self.settings)))
         self.show_plan(self.controller.plan)
 

@@ -7,6 +7,8 @@ from __future__ import annotations
 import json
 import os
 import struct
+import subprocess
+import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -541,3 +543,176 @@ def test_confirm_replace_is_a_plain_text_question_that_defaults_to_keeping(monke
     answers: list[bool] = []
     boxes = capture_boxes(lambda: answers.append(dialogs.confirm_replace(None, "/tmp/<b>x</b>")))
     assert answers == [False] and boxes[0][1] == Qt.TextFormat.PlainText and "<b>x</b>" in boxes[0][0]
+
+
+# ---- issue 28 items 4 and 11: saved cards and models ----------------------------------------
+
+
+def custom_card(window: MainWindow, memory_gb: float = 20.0) -> None:
+    window.controller.update(
+        "hardware.gpu", lambda p: p.with_hardware(gpu="custom", custom_memory_gb=memory_gb, custom_tflops=55.0)
+    )
+
+
+def fill_cards(settings: Settings, n: int) -> None:
+    data = [{"name": f"card {i:03}", "memory_gb": 10 + i, "tflops": 50} for i in range(n)]
+    settings.store.setValue("catalogue/custom_gpus", json.dumps(data))
+
+
+def fill_models(settings: Settings, n: int) -> None:
+    model = default_plan().model.to_dict()
+    settings.store.setValue("catalogue/custom_models", json.dumps([{"name": f"m {i:03}", "model": model} for i in range(n)]))
+
+
+def test_a_101st_card_is_never_saved_by_silently_dropping_the_oldest(
+    window: MainWindow, settings: Settings, fake_dialogs: Any
+) -> None:
+    """Issue 28 item 4: saving a 101st card silently deleted the oldest one."""
+    fill_cards(settings, settings_module.MAX_CUSTOM_ENTRIES)
+    custom_card(window, 333.0)
+    fake_dialogs.paths.append("card 100")
+    fake_dialogs.confirm = False
+    window.hardware_form.save_card.click()
+    names = [c.name for c in settings.custom_gpus]
+    assert len(names) == 100 and names[0] == "card 000" and "card 100" not in names
+    questions = [a for n, a in fake_dialogs.calls if n == "confirm"]
+    assert len(questions) == 1 and "card 000" in questions[0][2]
+    fake_dialogs.paths.append("card 100")
+    fake_dialogs.confirm = True  # the user agrees to forget the oldest
+    window.hardware_form.save_card.click()
+    names = [c.name for c in settings.custom_gpus]
+    assert len(names) == 100 and names[0] == "card 001" and names[-1] == "card 100"
+
+
+def test_a_101st_model_is_never_saved_by_silently_dropping_the_oldest(
+    window: MainWindow, settings: Settings, fake_dialogs: Any
+) -> None:
+    fill_models(settings, settings_module.MAX_CUSTOM_ENTRIES)
+    fake_dialogs.paths.append("m 100")
+    window.model_form.save_model.click()
+    assert list(settings.custom_models)[0] == "m 000" and "m 100" not in settings.custom_models
+    assert [n for n, _ in fake_dialogs.calls].count("confirm") == 1
+
+
+def test_replacing_a_saved_entry_by_name_needs_no_room(window: MainWindow, settings: Settings, fake_dialogs: Any) -> None:
+    fill_cards(settings, settings_module.MAX_CUSTOM_ENTRIES)
+    custom_card(window, 77.0)
+    fake_dialogs.paths.append("card 050")
+    window.hardware_form.save_card.click()
+    assert next(c for c in settings.custom_gpus if c.name == "card 050").memory_gb == 77.0
+    assert not [n for n, _ in fake_dialogs.calls if n == "confirm"]
+
+
+@pytest.mark.parametrize("name", ["x" * 1001, "y" * 81, "tab\tin\x1b[31mred", "   "])
+def test_a_saved_name_too_long_or_with_control_characters_is_one_message(
+    window: MainWindow, settings: Settings, fake_dialogs: Any, name: str
+) -> None:
+    """Issue 28 item 11: "Save to my models…" with a name over 1,000 characters showed a crash dialog."""
+    fake_dialogs.paths.append(name)
+    window.model_form.save_model.click()
+    custom_card(window)
+    fake_dialogs.paths.append(name)
+    window.hardware_form.save_card.click()
+    assert settings.custom_models == {} and settings.custom_gpus == []
+    assert not [n for n, _ in fake_dialogs.calls if n == "unexpected_error"]
+    if name.strip():
+        assert len(fake_dialogs.errors()) == 2 and all("Not saved" in e for e in fake_dialogs.errors())
+
+
+# ---- issue 28 items 14 and 18: saved names in the lists' tooltips are text --------------------
+
+
+@pytest.mark.parametrize("name", ["<img src='/dev/zero'>", "<b>bold</b> <table><tr><td>x</td></tr></table>"])
+def test_saved_names_in_list_tooltips_are_text(
+    window: MainWindow, settings: Settings, fake_dialogs: Any, name: str
+) -> None:
+    """Issue 28 item 18 (and 14: an ``<img src='FIFO'>`` tooltip froze the window on hover)."""
+    fake_dialogs.paths.append(name)
+    window.model_form.save_model.click()
+    custom_card(window)
+    fake_dialogs.paths.append(name)
+    window.hardware_form.save_card.click()
+    for picker in (window.model_form.picker, window.hardware_form.gpu):
+        index = next(i for i in range(picker.count()) if str(picker.itemData(i)).endswith(name))
+        tip = picker.itemData(index, Qt.ItemDataRole.ToolTipRole)
+        assert not markup_took_effect(tip, Qt.TextFormat.AutoText), tip
+        assert name in shown_tooltip(tip)
+
+
+def test_an_imported_config_name_reaches_the_model_list_as_text(window: MainWindow, fake_dialogs: Any) -> None:
+    """The issue's route: a hostile config.json's name, imported, saved with one OK click."""
+    config = HOSTILE / "configs" / "markup_dev_zero.json"
+    fake_dialogs.paths.append(str(config))
+    window.model_form.importRequested.emit("file")
+    suggested = window.controller.plan.model.name
+    fake_dialogs.paths.append(suggested[: settings_module.MAX_ENTRY_NAME])  # OK on the suggested name
+    window.model_form.save_model.click()
+    picker = window.model_form.picker
+    tips = [picker.itemData(i, Qt.ItemDataRole.ToolTipRole) for i in range(picker.count())]
+    assert any("<img" in shown_tooltip(t) for t in tips if t)
+    assert not any(markup_took_effect(t, Qt.TextFormat.AutoText) for t in tips if t)
+
+
+# ---- issue 28 items 5 and 8: a damaged settings file, a broken version-3 plan ------------------
+
+DAMAGED_SETTINGS = HOSTILE / "settings" / "damaged.ini"
+
+
+def damaged_settings(folder: Path) -> Settings:
+    folder.mkdir(exist_ok=True)
+    path = folder / "vramplan.ini"
+    path.write_bytes(DAMAGED_SETTINGS.read_bytes())
+    return Settings(str(path))
+
+
+def test_a_damaged_settings_file_is_repaired_told_once_and_kept_aside(
+    qtbot: Any, tmp_path: Path, fake_dialogs: Any
+) -> None:
+    """Issue 28 item 5: nested saved cards (RecursionError) and a version-3 last plan whose
+    hardware.sharding is a list (TypeError) stopped every start."""
+    from gui.app import tell_repair
+
+    settings = damaged_settings(tmp_path / "conf")
+    repaired = settings.repair()
+    text = repaired.message()
+    for words in ("saved card", "2 saved models", "last session's plan", "theme"):
+        assert words in text, text
+    assert repaired.kept_aside is not None and Path(repaired.kept_aside).read_bytes() == DAMAGED_SETTINGS.read_bytes()
+    window = MainWindow(settings=settings)
+    qtbot.addWidget(window)
+    window.restore_session()
+    tell_repair(window, repaired)
+    assert [n for n, _ in fake_dialogs.calls].count("info") == 1
+    assert list(settings.custom_models) == ["Kept model"] and settings.unit == "GiB"  # the good entries stay
+    again = Settings(settings.store.fileName()).repair()
+    assert again.dropped == () and again.kept_aside is None  # told once: the next start is clean
+
+
+def test_a_damaged_settings_file_never_stops_the_app_from_starting(tmp_path: Path) -> None:
+    """The real start-up, in a process of its own, on the damaged file: it paints its window."""
+    config = tmp_path / "config" / "VRAM Planner"
+    config.mkdir(parents=True)
+    (config / "vramplan.ini").write_bytes(DAMAGED_SETTINGS.read_bytes())
+    env = {
+        **os.environ,
+        "XDG_CONFIG_HOME": str(tmp_path / "config"),
+        "XDG_DATA_HOME": str(tmp_path / "data"),
+        "QT_QPA_PLATFORM": "offscreen",
+        "VRAMPLAN_EXIT_AFTER_PAINT": "1",
+    }
+    root = Path(__file__).resolve().parents[2]
+    done = subprocess.run(
+        [sys.executable, "-m", "gui.launcher"], cwd=root, env=env, capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 0 and "first-paint" in done.stdout, done.stderr[-2000:]
+    assert "Traceback" not in done.stderr
+    assert list(config.glob("vramplan.ini.damaged-*"))
+
+
+@pytest.mark.parametrize("path", sorted((HOSTILE / "broken").glob("v3_*.vramplan.json")), ids=lambda p: p.stem)
+def test_file_open_of_a_broken_version_3_plan_is_one_message(window: MainWindow, fake_dialogs: Any, path: Path) -> None:
+    """Issue 28 item 8 in the window: File → Open raised TypeError (a crash dialog)."""
+    before = window.controller.plan
+    assert not window.open_path(str(path))
+    assert len(fake_dialogs.errors()) == 1 and "plan.hardware." in fake_dialogs.errors()[0]
+    assert window.controller.plan == before
