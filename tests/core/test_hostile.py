@@ -757,3 +757,46 @@ def test_every_field_of_an_old_plan_of_any_wrong_type_is_the_projects_error(samp
                 planfile.loads(json.dumps(mutated), "mutated")
             except PlanFileError:
                 pass
+
+
+# ---- issue 28 item 6: context parallel and the longest-sequence search ----------------------
+
+
+@pytest.mark.parametrize("cp", [2, 3, 4])
+def test_a_context_parallel_plan_is_diagnosed(cp: int) -> None:
+    """Issue 28 item 6: the longest-sequence search built sequence-1 plans, which a plan with
+    context parallel > 1 refuses (2 × CP must divide the sequence): every diagnosis failed."""
+    from core.advice.diagnosis import diagnose
+    from core.advice.limits import max_sequence, memory_curve
+
+    from core.estimate import Mode
+
+    plan = default_plan().with_workload(seq_len=4 * 2 * cp * 64).with_parallel(gpus_per_node=2 * cp, context_parallel=cp)
+    longest = max_sequence(plan)
+    assert longest > 0 and longest % (2 * cp) == 0
+    curve = memory_curve(plan, "seq_len")
+    assert all(v % (2 * cp) == 0 for v in curve.values)
+    for mode in Mode:
+        assert diagnose(plan, mode).limits.max_sequence % (2 * cp) == 0
+
+
+def test_the_report_of_a_context_parallel_plan(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """The issue's `vramplan report` refused the valid plan with "sequence of 1 tokens"."""
+    plan = tmp_path / "cp.vramplan.json"
+    code, _, err = run(capsys, "estimate", "-m", "llama-3.1-8b", "--context-parallel", "2", "--gpus", "2",
+                       "--save", str(plan))  # fmt: skip
+    assert code == 0, err
+    code, _, err = run(capsys, "report", str(plan), "--md", str(tmp_path / "cp.md"))
+    assert code == 0 and err == "", err
+
+
+def test_a_shorter_sequence_remedy_is_one_context_parallel_can_split() -> None:
+    from core.advice import remedies
+
+    plan = default_plan().with_hardware(gpu="rtx-4090").with_workload(seq_len=6 * 64 * 40, micro_batch=8)
+    plan = plan.with_parallel(gpus_per_node=3, context_parallel=3)
+    assert not estimate(plan).fits
+    shorter = remedies._shorter_sequence(plan)
+    assert shorter is not None
+    seq = shorter[0].workload.seq_len
+    assert seq < plan.workload.seq_len and seq % 6 == 0 and (seq < 2 * 192 or seq % 192 == 0)

@@ -716,3 +716,17 @@ def test_file_open_of_a_broken_version_3_plan_is_one_message(window: MainWindow,
     assert not window.open_path(str(path))
     assert len(fake_dialogs.errors()) == 1 and "plan.hardware." in fake_dialogs.errors()[0]
     assert window.controller.plan == before
+
+
+# ---- issue 28 item 6: a context-parallel plan in the window ----------------------------------
+
+
+def test_export_report_of_a_context_parallel_plan(window: MainWindow, fake_dialogs: Any, tmp_path: Path) -> None:
+    """Export report (which diagnoses on the spot) showed a crash dialog for any CP > 1 plan."""
+    plan = default_plan().with_workload(seq_len=4096).with_parallel(gpus_per_node=4, context_parallel=2)
+    assert window.controller.set_plan(plan) is None
+    target = tmp_path / "cp.md"
+    fake_dialogs.paths.append(str(target))
+    window.plan_tools.export_report_action.trigger()
+    assert "CP 2" in target.read_text() or "context" in target.read_text().lower()
+    assert not [n for n, _ in fake_dialogs.calls if n in ("unexpected_error", "error")]
