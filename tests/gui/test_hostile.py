@@ -561,7 +561,8 @@ def fill_cards(settings: Settings, n: int) -> None:
 
 def fill_models(settings: Settings, n: int) -> None:
     model = default_plan().model.to_dict()
-    settings.store.setValue("catalogue/custom_models", json.dumps([{"name": f"m {i:03}", "model": model} for i in range(n)]))
+    entries = [{"name": f"m {i:03}", "model": model} for i in range(n)]
+    settings.store.setValue("catalogue/custom_models", json.dumps(entries))
 
 
 def test_a_101st_card_is_never_saved_by_silently_dropping_the_oldest(
@@ -590,11 +591,13 @@ def test_a_101st_model_is_never_saved_by_silently_dropping_the_oldest(
     fill_models(settings, settings_module.MAX_CUSTOM_ENTRIES)
     fake_dialogs.paths.append("m 100")
     window.model_form.save_model.click()
-    assert list(settings.custom_models)[0] == "m 000" and "m 100" not in settings.custom_models
+    assert next(iter(settings.custom_models)) == "m 000" and "m 100" not in settings.custom_models
     assert [n for n, _ in fake_dialogs.calls].count("confirm") == 1
 
 
-def test_replacing_a_saved_entry_by_name_needs_no_room(window: MainWindow, settings: Settings, fake_dialogs: Any) -> None:
+def test_replacing_a_saved_entry_by_name_needs_no_room(
+    window: MainWindow, settings: Settings, fake_dialogs: Any
+) -> None:
     fill_cards(settings, settings_module.MAX_CUSTOM_ENTRIES)
     custom_card(window, 77.0)
     fake_dialogs.paths.append("card 050")
