@@ -85,11 +85,14 @@ OPTIONAL_KEYS: Final = (
         (Parallelism, f.name) for f in fields(Parallelism) if f.name not in ("nodes", "gpus_per_node", "strategy")
     )
     | frozenset((Plan, name) for name in ("checkpoint_policy", "checkpoint_every", "precision"))
+    | frozenset({(Hardware, "custom_bandwidth_gb_s")})
 )
 # Of the parallelism (version 4), only the GPU count and the strategy must be written; the
 # degrees and the frameworks' knobs default to one GPU's split and the frameworks' defaults.
 # The checkpointing policy came later within version 4: a file without it means full
 # checkpointing (or none, with ``checkpointing`` off), what every earlier file meant.
+# A custom card's bandwidth came later within version 4 (issue 28 item 20): a file without it
+# reads the field's default, the default card's 2,039 GB/s; before it, such a card decoded 0 tokens/s.
 # ``precision`` is derived from the roles since version 3; files keep writing it (a reader
 # of an older release requires it) and it is read by :func:`_with_file_precision`.
 

@@ -11,6 +11,7 @@ way to hold them, and one made the SVG unreadable.
 
 from __future__ import annotations
 
+import re
 from typing import TYPE_CHECKING
 
 from PySide6.QtCore import QBuffer, QIODevice, QRectF, Qt
@@ -25,6 +26,7 @@ if TYPE_CHECKING:
 
 EXPORT_MARGIN = 8.0  # pixels around the caption of an exported chart
 TITLE = "VRAM Planner memory chart"
+XML_INVALID = re.compile(rb"[\x00-\x08\x0b\x0c\x0e-\x1f]")  # XML 1.0 section 2.2, Char
 
 
 def picture_dpi() -> float:
@@ -104,7 +106,9 @@ def svg_bytes(chart: MemoryChart) -> bytes:
         _paint_export(chart, painter, lines, width, height)
     finally:
         painter.end()
-    return bytes(buffer.data().data())
+    # QSvgGenerator writes text as it is: a control character in a model's name made the file
+    # invalid XML (issue 28 item 23). XML 1.0 allows none but tab, LF and CR: each becomes U+FFFD.
+    return XML_INVALID.sub("\ufffd".encode(), bytes(buffer.data().data()))
 
 
 def _caption_font(chart: MemoryChart) -> QFont:

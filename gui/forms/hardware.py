@@ -117,6 +117,7 @@ class HardwareForm(PlanForm):
         self.save_card.clicked.connect(self._save_card)
         self.custom_memory = self.add_input("hardware.custom_memory_gb")
         self.custom_tflops = self.add_input("hardware.custom_tflops")
+        self.custom_bandwidth = self.add_input("hardware.custom_bandwidth_gb_s")
         self.form.addRow("", self.save_card)
         self.utilisation = self.add_input("hardware.utilisation")
         self.headroom = self.add_input("hardware.headroom")

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import itertools
 import json
 import math
 import os
@@ -981,3 +982,108 @@ def test_every_value_of_every_config_of_any_wrong_type_is_one_message(sample: Pa
             with contextlib.suppress(PlanFileError):
                 run_config = loads_run_config(json.dumps(mutated).encode(), str(sample.with_suffix(".json")))
                 plan_from_run(run_config, default_plan(), None)
+
+
+# ---- issue 28 item 15: the command line's inputs are bounded -------------------------------
+
+
+def test_the_fewest_gpus_search_to_16384_tries_a_bounded_grid() -> None:
+    """Issue 28 item 15: `fewest-gpus --max-gpus 16384` estimated every node count (2,046
+    counts, 77-114 s). Past 512 GPUs the counts step by ~1/16; up to 512 nothing changed."""
+    from core.advice.fit import MAX_SEARCH_GPUS, MAX_SEARCH_LIMIT, search_counts
+
+    counts = list(search_counts(8, MAX_SEARCH_LIMIT))
+    assert len(counts) < 200 and counts[-1] == MAX_SEARCH_LIMIT
+    assert counts[: 8 + MAX_SEARCH_GPUS // 8 - 1] == [*range(1, 9), *range(16, MAX_SEARCH_GPUS + 1, 8)]
+    assert all(b <= a * 17 / 16 + 8 and b % 8 == 0 for a, b in itertools.pairwise(counts[8:]))
+
+
+def test_fewest_gpus_to_16384_on_a_plan_nothing_fits_answers_in_seconds(capsys: pytest.CaptureFixture[str]) -> None:
+    started = time.perf_counter()
+    code, out, _ = run(capsys, "fewest-gpus", "-m", "llama-3.1-8b", "--seq", "4000000", "--max-gpus", "16384")
+    assert code == 0 and "nothing up to 16,384 GPUs fits" in out
+    assert time.perf_counter() - started < 30  # was 77-114 s; ~2 s here (noisy, shared machine)
+
+
+def test_compare_with_thousands_of_arguments_is_refused_before_reading_them(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """Issue 28 item 15: `compare` with 10,000 arguments read them all (118 s) before refusing."""
+    plan = tmp_path / "p.vramplan.json"
+    planfile.save(default_plan(), plan)
+    started = time.perf_counter()
+    code, out, err = run(capsys, "compare", *[str(plan)] * 10_000)
+    assert code == 2 and out == "" and "10,000 files given; a comparison holds 1 to 4" in err
+    assert time.perf_counter() - started < 5
+
+
+# ---- issue 28 items 19, 23: names with control characters and formula look-alikes ----------
+
+
+HOSTILE_NAMES = ("a\r=cmd|' /C calc'!A0", "\t=1+1", "＝1+1", "x\x01y\x1b[2Jz", '﹦HYPERLINK("x")')
+
+
+def test_no_csv_line_of_a_report_starts_a_formula() -> None:
+    """Issue 28 item 19: a bare CR inside a name started a new record with `=cmd|...`, and a
+    full-width ＝ (U+FF1D) passed the guard. Excel splits records at CR as at LF."""
+    import re
+    import unicodedata
+
+    from core.files.report import build_report, to_csv
+
+    for name in HOSTILE_NAMES:
+        text = to_csv(build_report([(name, default_plan())]))
+        for line in re.split(r"[\r\n]", text):
+            head = unicodedata.normalize("NFKC", line.lstrip('" \t'))[:1]
+            assert head not in ("=", "+", "-", "@"), (name, line[:60])
+
+
+def test_a_name_with_control_characters_leaves_the_chart_svg_valid_xml() -> None:
+    """Issue 28 item 23: a control character in a name made the comparison chart invalid XML
+    (the Compare tab's chart went blank, the report's SVG would not open)."""
+    from xml.etree import ElementTree
+
+    from core.advice.compare import compare
+    from core.files.report import chart_svg
+
+    for name in HOSTILE_NAMES:
+        comparison = compare([(name, default_plan()), ("plain", default_plan())])
+        ElementTree.fromstring(chart_svg(comparison))
+
+
+# ---- issue 28 items 20, 21: a custom card's bandwidth, every input bounded --------------------
+
+
+def test_a_custom_card_decodes_at_its_bandwidth(capsys: pytest.CaptureFixture[str]) -> None:
+    """Issue 28 item 20: a custom GPU had no bandwidth, so it decoded 0 tokens/s."""
+    base = ("estimate", "-m", "llama-3.1-8b", "--mode", "inference", "--gpu", "custom", "--json")
+    rates = []
+    for bandwidth in ("2039", "1000"):
+        code, out, err = run(capsys, *base, "--custom-bandwidth", bandwidth)
+        assert code == 0, err
+        rates.append(json.loads(out)["inference"]["decode_tokens_per_s"])
+    assert rates[0] > 0 and rates[1] > 0 and math.isclose(rates[0] / rates[1], 2.039, rel_tol=0.15)
+    code, _, err = run(capsys, *base, "--custom-bandwidth", "0")
+    assert code == 2 and "custom_bandwidth_gb_s" in err
+
+
+def test_every_numeric_input_has_finite_bounds() -> None:
+    """Issue 28 item 21: sane ranges on every input of the one input table (the utilisation of
+    1e-300 is test_a_vanishing_utilisation_is_refused)."""
+    from core.inputs import INPUTS, Kind
+
+    for item in INPUTS:
+        if item.kind in (Kind.FLOAT, Kind.INT):
+            assert item.low is not None and item.high is not None and math.isfinite(item.high), item.path
+
+
+def test_the_yaml_loader_builds_only_plain_data() -> None:
+    """The faster libyaml loader (issue 28 item 15) keeps the safe constructor: a Python tag is
+    still refused, never built."""
+    import yaml
+
+    from core.files.runconfig.reading import SAFE_LOADER
+
+    assert issubclass(SAFE_LOADER, yaml.constructor.SafeConstructor)
+    raw = b"per_device_train_batch_size: !!python/object/apply:os.system ['echo pwned']\n"
+    assert "YAML tag" in one_line_error(loads_run_config, raw, "args.yaml")

@@ -733,3 +733,49 @@ def test_export_report_of_a_context_parallel_plan(window: MainWindow, fake_dialo
     window.plan_tools.export_report_action.trigger()
     assert "CP 2" in target.read_text() or "context" in target.read_text().lower()
     assert not [n for n, _ in fake_dialogs.calls if n in ("unexpected_error", "error")]
+
+
+# ---- issue 28, the Messages paragraph: a mistyped command, Ctrl-C during start-up ----------
+
+
+@pytest.mark.parametrize("word", ["estimat", "fewest", "compar"])
+def test_a_mistyped_command_is_a_usage_error_not_the_window(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, word: str
+) -> None:
+    """`vramplan estimat` opened the desktop app (or said "no display found")."""
+    import gui.app
+
+    monkeypatch.setattr(gui.app, "main", lambda args: pytest.fail("the window was opened"))
+    code, out, err = run_launcher(capsys, word)
+    assert code == 2 and out == "" and err.count("\n") == 1 and f"{word!r} is not a command" in err
+    assert "did you mean `vramplan " in err
+
+
+def test_ctrl_c_during_start_up_is_one_line(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Ctrl-C while the window's modules were still importing printed a traceback."""
+    import gui.app
+
+    def interrupted(args: Any) -> int:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(gui.app, "main", interrupted)
+    code, out, err = run_launcher(capsys)
+    assert code == 130 and out == "" and err == "vramplan: interrupted\n"
+
+
+def test_the_chart_svg_is_valid_xml_whatever_text_reaches_the_painter(
+    window: MainWindow, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 28 item 23, the window's side: QSvgGenerator writes text as it is, so any control
+    character reaching the painter made the exported SVG invalid XML. The caption escapes them
+    already; the writer now refuses to emit one whatever the source."""
+    from xml.etree import ElementTree
+
+    from gui.chart import export
+
+    monkeypatch.setattr(export, "_caption", lambda chart: ["a\x01b\x1b[2J", "c\x0bd"])
+    data = export.svg_bytes(window.chart)
+    ElementTree.fromstring(data)
+    assert "\ufffd".encode() in data
