@@ -1087,3 +1087,23 @@ def test_the_yaml_loader_builds_only_plain_data() -> None:
     assert issubclass(SAFE_LOADER, yaml.constructor.SafeConstructor)
     raw = b"per_device_train_batch_size: !!python/object/apply:os.system ['echo pwned']\n"
     assert "YAML tag" in one_line_error(loads_run_config, raw, "args.yaml")
+
+
+# ---- issue 28 item 10: empty file names ------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "args",
+    [("report", "PLAN", "--html", ""), ("report", "PLAN", "--md", ""), ("report", "PLAN", "--pdf", ""),
+     ("report", "PLAN", "--from", ""), ("estimate", "-m", "gpt2", "--from", ""), ("estimate", "--plan", "")],
+    ids=lambda a: " ".join(a[:1] + a[-2:-1]),
+)  # fmt: skip
+def test_an_empty_file_name_is_one_usage_line(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, args: tuple[str, ...]
+) -> None:
+    """`report --html ""` (and --md, --pdf) crashed with a traceback; `--from ""` was ignored."""
+    plan = tmp_path / "p.vramplan.json"
+    planfile.save(default_plan(), plan)
+    code, out, err = run(capsys, *[str(plan) if a == "PLAN" else a for a in args])
+    assert code == 2 and out == "" and err.count("\n") == 1 and "Traceback" not in err, err
+    assert "empty value is not allowed" in err or "required" in err, err

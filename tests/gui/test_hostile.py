@@ -779,3 +779,65 @@ def test_the_chart_svg_is_valid_xml_whatever_text_reaches_the_painter(
     data = export.svg_bytes(window.chart)
     ElementTree.fromstring(data)
     assert "\ufffd".encode() in data
+
+
+# ---- issue 28 item 15: a training config is read off the GUI thread ------------------------
+
+RUNCONFIGS = Path(__file__).resolve().parents[1] / "data" / "runconfigs"
+
+
+def test_a_training_config_is_read_while_the_window_keeps_running(
+    window: MainWindow, fake_dialogs: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """YAML/TOML configs were parsed on the GUI thread (a 1 MB YAML: seconds without libyaml)."""
+    import threading
+
+    from gui.tools import open_config
+
+    real, on_gui_thread = open_config.read_run_config, []
+
+    def slow(path: str) -> Any:
+        on_gui_thread.append(threading.current_thread() is threading.main_thread())
+        time.sleep(0.6)  # a long parse
+        return real(path)
+
+    monkeypatch.setattr(open_config, "read_run_config", slow)
+    monkeypatch.setattr(open_config, "run_dialog", lambda dialog: True)
+    ticks: list[float] = []
+    timer = QTimer()
+    timer.timeout.connect(lambda: ticks.append(time.perf_counter()))
+    timer.start(20)
+    fake_dialogs.paths.append(str(RUNCONFIGS / "trl_zephyr_sft_qlora.yaml"))
+    window.plan_tools.open_config_action.trigger()
+    timer.stop()
+    assert on_gui_thread == [False] and window.controller.plan.model_id == "mistral-7b-v0.1"
+    assert len(ticks) >= 10  # the event loop ran all along (0 ticks when it was blocked)
+
+
+def test_reading_a_training_config_can_be_cancelled(
+    window: MainWindow, fake_dialogs: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from gui.tools import open_config
+
+    release = threading_event()
+    monkeypatch.setattr(open_config, "read_run_config", lambda path: release.wait(30))
+    before = window.controller.plan
+
+    def cancel() -> None:
+        dialog = window.findChild(QProgressDialog, "configProgress")
+        assert dialog is not None
+        dialog.findChild(QPushButton).click()  # the user's Cancel
+
+    QTimer.singleShot(500, cancel)
+    fake_dialogs.paths.append(str(RUNCONFIGS / "trl_zephyr_sft_qlora.yaml"))
+    started = time.perf_counter()
+    window.plan_tools.open_config_action.trigger()
+    release.set()
+    assert time.perf_counter() - started < 5 and window.controller.plan == before
+    assert not [n for n, _ in fake_dialogs.calls if n == "error"]
+
+
+def threading_event() -> Any:
+    import threading
+
+    return threading.Event()
