@@ -1107,3 +1107,23 @@ def test_an_empty_file_name_is_one_usage_line(
     code, out, err = run(capsys, *[str(plan) if a == "PLAN" else a for a in args])
     assert code == 2 and out == "" and err.count("\n") == 1 and "Traceback" not in err, err
     assert "empty value is not allowed" in err or "required" in err, err
+
+
+# ---- issue 28 item 22: a count just under a suffix ------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("n", "shown"),
+    # 999,885,952: Gemma 3 1B's parameters as estimate() counts them from its catalogue config (it read "1e+03M").
+    [(999_885_952, "1B"), (999.7, "1k"), (999_600, "1M"), (999.4e9, "999B"), (1.5e6, "1.5M")],
+)
+def test_a_count_that_rounds_up_takes_the_next_suffix(n: float, shown: str) -> None:
+    from core.format import count
+
+    assert count(n) == shown
+
+
+def test_gemma_3_1b_is_listed_as_1b(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run(capsys, "models")
+    line = next(line for line in out.splitlines() if line.startswith("gemma-3-1b "))
+    assert code == 0 and "e+" not in line and " 1B " in line
