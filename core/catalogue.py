@@ -147,8 +147,9 @@ class GpuSpec:
         return 0.0
 
 
-def custom_gpu(memory_gb: float, tflops: float, name: str = "") -> GpuSpec:
-    """A card the user describes by its memory (decimal GB) and 16-bit dense TFLOP/s."""
+def custom_gpu(memory_gb: float, tflops: float, name: str = "", bandwidth_gb_s: float = 0.0) -> GpuSpec:
+    """A card the user describes by its memory (decimal GB), 16-bit dense TFLOP/s and memory
+    bandwidth (decimal GB/s; 0: unknown)."""
     return GpuSpec(
         id="custom",
         name=name or f"Custom GPU ({memory_gb:g} GB)",
@@ -158,7 +159,7 @@ def custom_gpu(memory_gb: float, tflops: float, name: str = "") -> GpuSpec:
         memory_reported=f"{memory_gb:g} GB as typed",
         memory_marketing_gb=memory_gb,
         tflops_dense={"fp32": tflops / 2, "bf16": tflops, "fp16": tflops},
-        memory_bandwidth_gb_s=0.0,
+        memory_bandwidth_gb_s=bandwidth_gb_s,
         board_power_w=0.0,
         sources=(),
     )

@@ -135,7 +135,11 @@ class Estimate:
 
 def gpu_for(plan: Plan) -> GpuSpec:
     if plan.hardware.gpu == "custom":
-        return custom_gpu(plan.hardware.custom_memory_gb, plan.hardware.custom_tflops)
+        return custom_gpu(
+            plan.hardware.custom_memory_gb,
+            plan.hardware.custom_tflops,
+            bandwidth_gb_s=plan.hardware.custom_bandwidth_gb_s,
+        )
     return find_gpu(plan.hardware.gpu)
 
 

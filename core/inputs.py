@@ -477,6 +477,13 @@ INPUTS: Final[tuple[Input, ...]] = (
           "Dense 16-bit peak of the custom card (no sparsity).",
           ("--custom-tflops",), "--gpu custom: its dense 16-bit TFLOP/s", unit="TFLOP/s", low=0.01, high=1e7,
           matters=lambda p: p.hardware.gpu == "custom"),
+    # Default: the default card's, A100 80GB SXM, 2,039 GB/s (NVIDIA A100 datasheet; resources/gpus.json).
+    # Without it a custom card had no bandwidth and decoded 0 tokens/s (issue 28 item 20).
+    Input("hardware.custom_bandwidth_gb_s", Kind.FLOAT, "Bandwidth", "Custom GPU bandwidth", 2039.0,
+          "Memory bandwidth of the custom card in decimal GB/s (its datasheet's figure): decoding reads\n"
+          "the weights and the cache once per token, so serving speed follows it.",
+          ("--custom-bandwidth",), "--gpu custom: its memory bandwidth in GB/s", unit="GB/s", low=1.0, high=1e6,
+          matters=lambda p: p.hardware.gpu == "custom"),
     # The lesson: 30-50 % model FLOP utilisation for well-tuned code.
     Input("hardware.utilisation", Kind.FLOAT, "Utilisation", "Utilisation", 0.4,
           "Model FLOP utilisation: the share of the card's peak a real run achieves (30-50 % for well-tuned code).",

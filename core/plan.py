@@ -190,6 +190,7 @@ class Hardware:
     price_per_gpu_hour: float = DEFAULTS["hardware.price_per_gpu_hour"]  # currency units per GPU-hour
     custom_memory_gb: float = DEFAULTS["hardware.custom_memory_gb"]  # used when gpu == "custom"
     custom_tflops: float = DEFAULTS["hardware.custom_tflops"]  # dense 16-bit TFLOP/s, when gpu == "custom"
+    custom_bandwidth_gb_s: float = DEFAULTS["hardware.custom_bandwidth_gb_s"]  # GB/s, when gpu == "custom"
     peak_tflops_override: float = DEFAULTS["hardware.peak_tflops_override"]  # 0: the card's peak
 
     def __post_init__(self) -> None:

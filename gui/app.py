@@ -6,6 +6,12 @@ import gc
 import os
 import sys
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from PySide6.QtWidgets import QWidget
+
+    from gui.settings import SettingsRepair
 
 NO_DISPLAY_MESSAGE = (
     "vramplan: no display found (DISPLAY and WAYLAND_DISPLAY are unset); "
@@ -25,6 +31,14 @@ def _say(text: str) -> None:
     stream = sys.stderr or sys.stdout
     if stream is not None:
         print(text, file=stream)
+
+
+def tell_repair(window: QWidget, repaired: SettingsRepair) -> None:
+    """Say once, at start-up, what a damaged settings file lost (gui.settings.Settings.repair)."""
+    from gui import dialogs
+
+    if repaired.dropped:
+        dialogs.info(window, "Settings repaired", repaired.message())
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -56,6 +70,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     report = crash.install()
     try:
         settings = Settings()
+        repaired = settings.repair()  # a damaged settings file never stops the start
         apply_theme(app, settings.theme)
         follow_system(app)
 
@@ -73,6 +88,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             window.open_path(plan_path)
         window.start_local_machine()  # its GPUs and downloaded models, once the window has painted
         window.show()
+        tell_repair(window, repaired)
         autosave = Autosave(window.controller, data_folder() / FILE_NAME, parent=window)
         report_problems(window, autosave)
         if autosave.start():

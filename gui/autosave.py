@@ -178,7 +178,7 @@ class Autosave(QObject):
         if not self.active:
             return False
         try:
-            planfile.save(self.controller.plan, self.path)
+            planfile.save(self.controller.plan, self.path, force=True)  # the app's own file, whatever is in it
         except (PlanFileError, OSError) as error:
             LOG.warning("autosave failed: %s", error)
             self._tell(f"saving to {self.path} failed ({error.strerror if isinstance(error, OSError) else error})")

@@ -75,6 +75,24 @@ def info(parent: QWidget | None, title: str, text: str) -> None:
     _box(parent, QMessageBox.Icon.Information, title, text)
 
 
+def confirm(parent: QWidget | None, title: str, text: str) -> bool:
+    """True when the user answers Yes; the default answer (Cancel, Escape, closing the box)
+    changes nothing."""
+    buttons = QMessageBox.StandardButton
+    answer = _box(parent, QMessageBox.Icon.Warning, title, text, buttons.Yes | buttons.Cancel, buttons.Cancel)
+    return answer == buttons.Yes
+
+
+def confirm_replace(parent: QWidget | None, path: str) -> bool:
+    """True to replace ``path``, an existing file VRAM Planner did not write."""
+    return confirm(
+        parent,
+        "Replace a file VRAM Planner did not write?",
+        f"{escape_controls(path)}\nexists and is not a file VRAM Planner wrote.\n\n"
+        "Replace it? What it holds now will be lost.",
+    )
+
+
 def ask_save_changes(parent: QWidget | None, document: str) -> SaveChoice:
     buttons = QMessageBox.StandardButton
     answer = _box(

@@ -18,7 +18,7 @@ from core.files import planfile
 from core.files.importer import ImportedModel
 from core.plan import Plan
 from core.presets import default_plan
-from gui import dialogs, plaintext
+from gui import dialogs, plaintext, saving
 from gui.controller import PlanController
 from gui.model_import import ModelImporter
 from gui.settings import Settings
@@ -153,10 +153,10 @@ class Document(QObject):
         return False
 
     def write(self, path: str) -> bool:
-        try:
-            planfile.save(self.controller.plan, path)  # atomic: temp file, then rename
-        except (PlanFileError, OSError) as error:
-            dialogs.error(self.dialog_parent, "Cannot save the plan", str(error))
+        plan = self.controller.plan  # atomic: temp file, then rename; a file not ours only if confirmed
+        if not saving.write_confirmed(
+            self.dialog_parent, "Cannot save the plan", path, lambda force: planfile.save(plan, path, force=force)
+        ):
             return False
         self.controller.undo_stack.setClean()
         self.message.emit(f"Saved {path}")

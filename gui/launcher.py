@@ -4,6 +4,7 @@ anything else opens the desktop application."""
 
 from __future__ import annotations
 
+import difflib
 import os
 import sys
 from collections.abc import Sequence
@@ -30,6 +31,27 @@ EXIT_AFTER_PAINT = "VRAMPLAN_EXIT_AFTER_PAINT"
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    """Ctrl-C at any point, start-up included (importing Qt takes a while), ends quietly."""
+    try:
+        return _main(argv)
+    except KeyboardInterrupt:
+        if sys.stderr is not None:  # windowed Windows builds have no stderr
+            print("vramplan: interrupted", file=sys.stderr)
+        return 130  # 128 + SIGINT, as a shell reports it
+
+
+def not_a_command(word: str) -> str | None:
+    """The usage error for a first argument that reads as a mistyped subcommand (``estimat``:
+    a bare word, no option, no existing file), or None: the window opens it as a plan."""
+    if word.startswith("-") or any(c in word for c in "./\\") or os.path.exists(word):
+        return None
+    commands = sorted(c for c in CLI_COMMANDS if not c.startswith("-"))
+    close = difflib.get_close_matches(word, commands, n=1)
+    hint = f"; did you mean `vramplan {close[0]}`?" if close else ""
+    return f"vramplan: {word!r} is not a command{hint} (commands: {', '.join(commands)}; no command opens the window)"
+
+
+def _main(argv: Sequence[str] | None = None) -> int:
     # The worker processes (gui.worker: diagnosis, searches) are started with "spawn":
     # in the frozen app that re-runs this executable, which must then become the worker.
     import multiprocessing
@@ -42,6 +64,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args[0] == "report" and "--pdf" in args:
             register_pdf_writer()
         return cli_main(args)
+    refusal = not_a_command(args[0]) if args and args[0] != SELF_TEST else None
+    if refusal is not None:
+        print(refusal, file=sys.stderr)
+        return 2
     if args and args[0] == SELF_TEST:
         from gui.selftest import main as selftest_main
 

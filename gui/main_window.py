@@ -7,7 +7,6 @@ shown gui.display_state's. Past 400 lines because it lays out every action and d
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -34,7 +33,7 @@ from core.files.measurement import Measurement, load_measurement
 from core.plan import Accounting, Plan
 from core.presets import LESSON_EXAMPLES, default_plan
 from core.verdict import Mode
-from gui import collector, colours, dialogs, plaintext
+from gui import collector, colours, dialogs, plaintext, saving
 from gui.actions import make_action
 from gui.chart.widget import MemoryChart
 from gui.controller import PlanController
@@ -825,16 +824,15 @@ class MainWindow(QMainWindow):
         path = dialogs.save_file(self, f"Export chart as {kind.upper()}", name_filter, suggested)
         if not path:
             return False
-        try:
+        chart = self.chart
+
+        def write(force: bool) -> None:
             if kind == "png":
-                self.chart.export_png(path)
+                chart.export_png(path, force=force)
             else:
-                self.chart.export_svg(path)
-        except (OSError, RuntimeError, ValueError) as error:
-            dialogs.error(self, "Cannot export the chart", str(error))
-            return False
-        if not os.path.exists(path):
-            dialogs.error(self, "Cannot export the chart", f"{path} could not be written")
+                chart.export_svg(path, force=force)
+
+        if not saving.write_confirmed(self, "Cannot export the chart", path, write):
             return False
         self.statusBar().showMessage(f"Exported {path}", 4000)
         return True

@@ -27,8 +27,18 @@ def max_micro_batch(plan: Plan, high: int = MICRO_BATCH_CEILING) -> int:
     return largest_fitting(lambda b: _fits(plan.with_workload(micro_batch=b)), high)
 
 
+def sequence_step(plan: Plan) -> int:
+    """The lengths a plan can take come in steps of this: context parallel splits the sequence
+    into 2 × CP load-balanced chunks (core.plan refuses any other length), else 1."""
+    cp = plan.parallel.context_parallel
+    return 2 * cp if cp > 1 else 1
+
+
 def max_sequence(plan: Plan, high: int = SEQUENCE_CEILING) -> int:
-    return largest_fitting(lambda s: _fits(plan.with_workload(seq_len=s)), high)
+    """The longest sequence up to ``high`` that fits, in the plan's :func:`sequence_step`
+    (0: not even one step)."""
+    step = sequence_step(plan)
+    return step * largest_fitting(lambda k: _fits(plan.with_workload(seq_len=k * step)), high // step)
 
 
 @dataclass(frozen=True)
@@ -79,9 +89,10 @@ def memory_curve(plan: Plan, axis: str, points: int = 24, crossing: int | None =
     current = getattr(plan.workload, axis)
     if crossing is None:
         crossing = max_micro_batch(plan) if axis == "micro_batch" else max_sequence(plan)
+    step = sequence_step(plan) if axis == "seq_len" else 1
     top = max(current, crossing, 1) * 2
     extra = {current} if axis == "seq_len" else {current, 1}
-    values = sorted({max(1, round(top * (i + 1) / points)) for i in range(points)} | extra)
+    values = sorted({step * max(1, round(top * (i + 1) / points / step)) for i in range(points)} | extra)
     totals = tuple(estimate(plan.with_workload(**{axis: v})).total_bytes for v in values)
     est = estimate(plan)
     return Curve(axis, tuple(values), totals, est.usable_bytes, est.capacity_bytes, crossing)

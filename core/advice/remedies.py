@@ -17,7 +17,7 @@ from enum import StrEnum
 from typing import Final
 
 from core.advice.fit import fewest_gpus, layout_name
-from core.advice.limits import max_micro_batch, max_sequence
+from core.advice.limits import max_micro_batch, max_sequence, sequence_step
 from core.advice.symptoms import Failure
 from core.catalogue import GpuSpec, load_gpus, load_models
 from core.dtypes import Quant
@@ -243,8 +243,10 @@ def _shorter_sequence(plan: Plan) -> tuple[Plan, str] | None:
     best = max_sequence(plan, high=seq - 1) if seq > 1 else 0
     if best < 1:
         return None
-    if best >= 2 * SEQUENCE_STEP:  # a length people pad to (745 reads as 704)
-        best -= best % SEQUENCE_STEP
+    # A length people pad to (745 reads as 704) that context parallel can still split.
+    step = math.lcm(SEQUENCE_STEP, sequence_step(plan))
+    if best >= 2 * step:
+        best -= best % step
     return plan.with_workload(seq_len=best), f"Sequence length {best:,} (was {seq:,})"
 
 

@@ -24,6 +24,7 @@ from core.cli import catalogues, compare, estimate, export, fewest, fit, report
 from core.cli.output import OutputError, say, write_output
 from core.cli.parser import CommandParser, UsageError, new_parser
 from core.errors import PlanError, PlanFileError, one_line
+from core.files.fileio import NotOurFileError
 
 # What each subcommand prints, by its name on the command line.
 RUNS: Final[dict[str, Callable[[argparse.Namespace], str]]] = {
@@ -59,6 +60,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             write_output(parser.format_help(), sys.stdout)
             return 2
         write_output(command(args), sys.stdout)
+    except NotOurFileError as exc:
+        say(f"vramplan: {one_line(str(exc))}; --force replaces it\n")
+        return 2
     except (UsageError, PlanError, PlanFileError) as exc:
         say(f"vramplan: {one_line(str(exc))}\n")
         return 2

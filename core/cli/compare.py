@@ -6,6 +6,7 @@ import argparse
 from typing import Any
 
 from core.advice.compare import Comparison, compare
+from core.cli.parser import add_force_option, text_arg
 from core.cli.plans import load_named_plans
 from core.cli.render import json_text
 from core.estimate import Mode
@@ -19,7 +20,8 @@ def register(sub: Any) -> None:
     shape = comp.add_mutually_exclusive_group()
     shape.add_argument("--json", action="store_true", help="machine-readable, bytes throughout")
     shape.add_argument("--markdown", action="store_true", help="a Markdown table")
-    comp.add_argument("--save", metavar="FILE", help="also save the comparison to FILE")
+    comp.add_argument("--save", type=text_arg, metavar="FILE", help="also save the comparison to FILE")
+    add_force_option(comp)
     comp.add_argument("--gib", action="store_true", help="GiB instead of decimal GB")
     comp.add_argument(
         "--mode",
@@ -34,7 +36,7 @@ def run(args: argparse.Namespace) -> str:
     mode = Mode(args.mode)
     comparison = compare(named, mode)
     if args.save:
-        save_comparison(comparison, args.save)
+        save_comparison(comparison, args.save, force=args.force)
     unit = "GiB" if args.gib else "GB"
     if args.json:
         return json_text(comparison_json(comparison))

@@ -7,7 +7,7 @@ import argparse
 import json
 from typing import Any
 
-from core.cli.parser import add_plan_options, text_arg
+from core.cli.parser import add_force_option, add_plan_options, text_arg
 from core.cli.plans import plan_from_args, plan_from_config, without_model
 from core.cli.render import estimate_json_text, render_estimate, render_serving
 from core.estimate import Mode, estimate
@@ -23,9 +23,11 @@ def register(sub: Any) -> argparse.ArgumentParser:
     out.add_argument("--json", action="store_true", help="machine-readable output, bytes throughout")
     out.add_argument("--gib", action="store_true", help="show GiB instead of decimal GB")
     out.add_argument("--save", type=text_arg, metavar="FILE", help="also save the plan to FILE")
+    add_force_option(out)
     est.add_argument(
         "--from",
         dest="from_file",
+        type=text_arg,
         metavar="FILE",
         help="a training config: PEFT adapter_config.json, TrainingArguments/TRL, axolotl, LLaMA-Factory "
         "or torchtune (JSON/YAML); --model or --config names the model when the file's is not found",
@@ -39,7 +41,7 @@ def run(args: argparse.Namespace) -> str:
     plan = plan_from_args(args)
     result = estimate(plan)
     if args.save is not None:
-        save_plan(plan, args.save)
+        save_plan(plan, args.save, force=args.force)
     if args.json:
         return estimate_json_text(result, Mode(args.mode))
     if args.mode == "inference":
@@ -54,7 +56,7 @@ def _estimate_from(args: argparse.Namespace) -> str:
     plan = plan_from_args(without_model(args), base)
     result = estimate(plan)
     if args.save:
-        save_plan(plan, args.save)
+        save_plan(plan, args.save, force=args.force)
     if args.json:
         document = json.loads(estimate_json_text(result, Mode(args.mode)))
         document["from_config"] = run_report(run_config, choice)

@@ -17,10 +17,10 @@ from core.cli.output import say
 from core.cli.parser import UsageError, text_arg
 from core.cli.plans import plan_from_args, plan_from_config, without_model
 from core.cli.render import json_text
-from core.errors import PlanFileError, one_line
+from core.errors import one_line
+from core.files.fileio import write_file
 from core.files.launch import DEFAULT_COMMAND, TARGET_LABELS, Export, Target, export
 from core.files.model_source import default_model_ref
-from core.files.planfile import atomic_write_text
 from core.files.planfile import save as save_plan
 from core.plan import Plan
 
@@ -49,7 +49,6 @@ def register(sub: Any, estimate_parser: argparse.ArgumentParser) -> None:
         "Hub id of a model read from the Hugging Face cache)",
     )
     out.add_argument("--out", type=text_arg, metavar="FILE", help="write the text to FILE instead of stdout")
-    out.add_argument("--force", action="store_true", help="--out: replace FILE if it exists")
     out.add_argument(
         "--command",
         dest="launch_command",
@@ -76,11 +75,11 @@ def run(args: argparse.Namespace) -> str:
             "unexpressed": [{"field": u.field, "why": u.why} for u in result.unexpressed],
         }
         if args.out:
-            _write(args.out, result.text)
+            _write(args.out, result.text, args.force)
         return json_text(document)
     _say_unexpressed(result)
     if args.out:
-        _write(args.out, result.text)
+        _write(args.out, result.text, args.force)
         say(f"vramplan: wrote {one_line(args.out)} ({result.label})\n")
         return ""
     return result.text
@@ -124,8 +123,7 @@ def _say_unexpressed(result: Export) -> None:
         say(f"  {item.field} — {item.why}\n")
 
 
-def _write(path: str, text: str) -> None:
-    try:
-        atomic_write_text(path, text)
-    except OSError as exc:
-        raise PlanFileError(path, f"cannot be written ({exc.strerror or exc})") from None
+def _write(path: str, text: str, force: bool) -> None:
+    """Through the one atomic writer: a FIFO, a device or a read-only file is refused, and an
+    existing file only with --force (checked in :func:`run` before the work)."""
+    write_file(path, text, force=force)

@@ -38,7 +38,7 @@ def run(args: argparse.Namespace) -> str:
     plan = plan_from_config(args)[0] if args.from_file else plan_from_args(args)
     answer = fewest_gpus(plan, max_gpus=args.max_gpus, model_parallel=not args.no_model_parallel)
     if args.save and answer.found is not None:
-        save_plan(answer.found.plan, args.save)
+        save_plan(answer.found.plan, args.save, force=args.force)
     if args.json:
         return json_text(fewest_json(answer))
     return "\n".join([answer.summary(), "", *answer.arithmetic()]) + "\n"

@@ -41,6 +41,15 @@ def text_arg(value: str) -> str:
     return value
 
 
+def add_force_option(parser: argparse.ArgumentParser | Any) -> None:
+    """--force: the one way the command line replaces a file VRAM Planner did not write."""
+    parser.add_argument(
+        "--force",
+        action="store_true",
+        help="replace the output file even if VRAM Planner did not write it (without it, such a file is kept)",
+    )
+
+
 def count_arg(text: str) -> int:
     """A count for --params, --trainable and --tokens: the one parser the window uses too."""
     try:

@@ -10,14 +10,13 @@ import argparse
 from collections.abc import Callable
 from typing import Any
 
-from core.cli.parser import UsageError
+from core.cli.parser import UsageError, add_force_option, text_arg
 from core.cli.plans import load_named_plans
-from core.errors import PlanFileError
 from core.estimate import Mode
-from core.files.planfile import atomic_write_text
+from core.files.fileio import save_target, write_file
 from core.files.report import FORMATS, Report, build_report
 
-PdfWriter = Callable[[Report, str], None]
+PdfWriter = Callable[[Report, str, bool], None]  # (report, path, force)
 _pdf_writer: list[PdfWriter] = []
 
 
@@ -32,7 +31,7 @@ def register(sub: Any) -> None:
     kind = report.add_mutually_exclusive_group(required=True)
     for flag, text in (("html", "a self-contained HTML page"), ("pdf", "a PDF (needs the app's Qt)"),
                        ("md", "Markdown"), ("csv", "CSV, one figure per line")):  # fmt: skip
-        kind.add_argument(f"--{flag}", metavar="OUT", help=f"write {text} to OUT")
+        kind.add_argument(f"--{flag}", metavar="OUT", type=text_arg, help=f"write {text} to OUT")
     report.add_argument("--title", help="the report's title")
     report.add_argument("--gib", action="store_true", help="GiB instead of decimal GB")
     report.add_argument(
@@ -41,23 +40,22 @@ def register(sub: Any) -> None:
         default="training",
         help="report on a training step or for serving (verdicts, buckets and diagnosis follow it)",
     )
+    add_force_option(report)
 
 
 def run(args: argparse.Namespace) -> str:
     """Writes the report to its file; prints nothing."""
+    kind, path = next((k, getattr(args, k)) for k in ("html", "pdf", "md", "csv") if getattr(args, k) is not None)
+    if kind == "pdf" and not _pdf_writer:
+        raise UsageError(
+            "PDF reports are drawn with the app's Qt (PySide6), which is not available here; "
+            "use --html and print it, or run the installed vramplan with its GUI"
+        )
+    save_target(path, force=args.force)  # refuse a target before the work of a report
     named = load_named_plans(args.plans)
     report = build_report(named, args.title or "", unit="GiB" if args.gib else "GB", mode=Mode(args.mode))
-    if args.pdf:
-        if not _pdf_writer:
-            raise UsageError(
-                "PDF reports are drawn with the app's Qt (PySide6), which is not available here; "
-                "use --html and print it, or run the installed vramplan with its GUI"
-            )
-        _pdf_writer[0](report, args.pdf)
-        return ""
-    kind, path = ("html", args.html) if args.html else ("md", args.md) if args.md else ("csv", args.csv)
-    try:
-        atomic_write_text(path, FORMATS[kind](report))
-    except OSError as exc:
-        raise PlanFileError(path, f"cannot be written ({exc.strerror or exc})") from None
+    if kind == "pdf":
+        _pdf_writer[0](report, path, args.force)
+    else:
+        write_file(path, FORMATS[kind](report), force=args.force)
     return ""

@@ -11,7 +11,8 @@ from typing import Any, Final
 
 from core.advice.compare import MAX_PLANS, Comparison, check_name, compare
 from core.errors import PlanError, PlanFileError
-from core.files.planfile import MAX_FILE_BYTES, atomic_write_text, plan_from_dict, plan_to_dict
+from core.files.fileio import write_file
+from core.files.planfile import MAX_FILE_BYTES, plan_from_dict, plan_to_dict
 from core.files.planfile import load as load_plan
 from core.files.runconfig.reading import read_json_document
 from core.plan import Plan
@@ -79,8 +80,6 @@ def load_named(paths: Sequence[str | os.PathLike[str]]) -> list[tuple[str, Plan]
     return named
 
 
-def save(comparison: Comparison, path: str | os.PathLike[str]) -> None:
-    try:
-        atomic_write_text(path, dumps(comparison))
-    except OSError as exc:
-        raise PlanFileError(str(path), f"cannot be written ({exc.strerror or exc})") from None
+def save(comparison: Comparison, path: str | os.PathLike[str], *, force: bool = False) -> None:
+    """Through the one atomic writer: a file VRAM Planner did not write is kept unless ``force``."""
+    write_file(path, dumps(comparison), force=force)

@@ -17,21 +17,19 @@ tensor / pipeline / context parallel degrees, offload, links).
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
-import re
-import stat
-import tempfile
-import time
 from collections.abc import Callable, Mapping
 from dataclasses import fields, is_dataclass
 from enum import Enum
-from pathlib import Path
 from typing import Any, Final, get_type_hints
 
 from core.errors import PlanError, PlanFileError
-from core.files.fileio import read_regular_file
+from core.files.fileio import STALE_TEMP_SECONDS as STALE_TEMP_SECONDS  # the writer's names,
+from core.files.fileio import TEMP_MARK as TEMP_MARK  # where earlier callers import them
+from core.files.fileio import atomic_write_text as atomic_write_text
+from core.files.fileio import read_regular_file, write_file
+from core.files.fileio import remove_stale_temporaries as remove_stale_temporaries
 from core.model import ModelSpec, model_from_dict
 from core.plan import (
     PRECISION_ROLES,
@@ -87,11 +85,14 @@ OPTIONAL_KEYS: Final = (
         (Parallelism, f.name) for f in fields(Parallelism) if f.name not in ("nodes", "gpus_per_node", "strategy")
     )
     | frozenset((Plan, name) for name in ("checkpoint_policy", "checkpoint_every", "precision"))
+    | frozenset({(Hardware, "custom_bandwidth_gb_s")})
 )
 # Of the parallelism (version 4), only the GPU count and the strategy must be written; the
 # degrees and the frameworks' knobs default to one GPU's split and the frameworks' defaults.
 # The checkpointing policy came later within version 4: a file without it means full
 # checkpointing (or none, with ``checkpointing`` off), what every earlier file meant.
+# A custom card's bandwidth came later within version 4 (issue 28 item 20): a file without it
+# reads the field's default, the default card's 2,039 GB/s; before it, such a card decoded 0 tokens/s.
 # ``precision`` is derived from the roles since version 3; files keep writing it (a reader
 # of an older release requires it) and it is read by :func:`_with_file_precision`.
 
@@ -234,6 +235,9 @@ def _v2_to_v3(document: dict[str, Any]) -> dict[str, Any]:
     return migrated
 
 
+_V3_SHARDING: Final = {"none": "ddp", "zero1": "zero1", "zero2": "zero2", "zero3": "zero3"}
+
+
 def _v3_to_v4(document: dict[str, Any]) -> dict[str, Any]:
     """Version 4 moved ``hardware.gpu_count`` and ``hardware.sharding`` into ``parallel``: the
     count becomes one node's GPUs, no sharding becomes DDP, ZeRO stage N stays stage N."""
@@ -244,7 +248,12 @@ def _v3_to_v4(document: dict[str, Any]) -> dict[str, Any]:
     hardware = dict(plan["hardware"])
     count = hardware.pop("gpu_count", 1)
     sharding = hardware.pop("sharding", "none")
-    strategy = {"none": "ddp", "zero1": "zero1", "zero2": "zero2", "zero3": "zero3"}.get(sharding, sharding)
+    # Named as the version-3 file names them: a list or an object here was a TypeError.
+    if isinstance(count, bool) or not isinstance(count, int):
+        raise PlanError("plan.hardware.gpu_count", count, "an integer (a version-3 plan's GPU count)")
+    if not isinstance(sharding, str):
+        raise PlanError("plan.hardware.sharding", sharding, "none, zero1, zero2 or zero3 (a version-3 plan)")
+    strategy = _V3_SHARDING.get(sharding, sharding)  # any other word: the reader names it
     parallel = {"nodes": 1, "gpus_per_node": count, "strategy": strategy}
     migrated["plan"] = dict(plan, hardware=hardware, parallel=parallel)
     return migrated
@@ -314,116 +323,7 @@ def load(path: str | os.PathLike[str]) -> Plan:
     return loads(raw, str(path))
 
 
-# Temporary files of a save are named ``.<target name>.vramplan-save-<random>.tmp`` so that a
-# clean-up can tell them from anything else; the earlier ``.<name>.<8 random>.tmp`` names
-# (tempfile.mkstemp's) are recognised too. Older than this, no save is still writing them:
-# a save of a few kB takes milliseconds.
-TEMP_MARK: Final = "vramplan-save-"
-STALE_TEMP_SECONDS: Final = 60.0
-_TEMP_STEM_CHARS: Final = 100  # of the target's name in a temporary's: 255-byte names still save
-_TEMP_NAME: Final = re.compile(r"^\.(?P<target>.+)\.(?:" + TEMP_MARK + r"[A-Za-z0-9_]+|[a-z0-9_]{8})\.tmp$")
-
-
-def _new_file_mode() -> int:
-    """0o666 less the umask, what open() gives a new file (mkstemp's own 0o600 is not that)."""
-    try:
-        with open("/proc/self/status", encoding="ascii") as status:
-            for line in status:
-                if line.startswith("Umask:"):
-                    return 0o666 & ~int(line.split()[1], 8)
-    except (OSError, ValueError):
-        pass
-    mask = os.umask(0o022)  # no /proc: read the umask by setting it (briefly) and back
-    os.umask(mask)
-    return 0o666 & ~mask
-
-
-def _temp_stem(target_name: str) -> str:
-    """The target's name as a temporary's name carries it (shortened, so that the
-    temporary's name stays within the 255 bytes a file name may have)."""
-    return target_name if len(target_name.encode()) <= _TEMP_STEM_CHARS else target_name[: _TEMP_STEM_CHARS // 4]
-
-
-def remove_stale_temporaries(folder: str | os.PathLike[str], target_name: str | None = None) -> int:
-    """Remove the temporary files interrupted saves left in ``folder`` (of ``target_name``
-    only, if given) that are older than :data:`STALE_TEMP_SECONDS`; the number removed.
-
-    Only regular files, owned by this user, whose names match the save's own pattern are
-    removed; a symlink named like one is left alone, and nothing here raises.
-    """
-    removed = 0
-    now = time.time()
-    try:
-        entries = list(os.scandir(folder))
-    except OSError:
-        return 0
-    for entry in entries:
-        match = _TEMP_NAME.match(entry.name)
-        if match is None or (target_name is not None and match.group("target") != _temp_stem(target_name)):
-            continue
-        try:
-            info = entry.stat(follow_symlinks=False)
-            mine = not hasattr(os, "getuid") or info.st_uid == os.getuid()
-            if stat.S_ISREG(info.st_mode) and mine and now - info.st_mtime > STALE_TEMP_SECONDS:
-                os.unlink(entry.path)
-                removed += 1
-        except OSError:
-            continue
-    return removed
-
-
-def _save_target(path: str | os.PathLike[str]) -> tuple[Path, os.stat_result | None]:
-    """Where a save really writes: the end of any chain of symlinks, and what is there now.
-
-    As Qt's QSaveFile: a symlink is followed and its target rewritten (the link stays); a
-    directory, FIFO, socket or device is refused; so is a file without write permission.
-    """
-    target = Path(os.path.realpath(path))
-    try:
-        info: os.stat_result | None = os.stat(target)
-    except FileNotFoundError:
-        return target, None
-    assert info is not None
-    if not stat.S_ISREG(info.st_mode):
-        raise PlanFileError(str(path), "is not a regular file; a plan is saved only to a file")
-    if not info.st_mode & (stat.S_IWUSR | stat.S_IWGRP | stat.S_IWOTH) or not os.access(target, os.W_OK):
-        raise PlanFileError(str(path), "is read-only; save the plan under another name")
-    return target, info
-
-
-def atomic_write_text(path: str | os.PathLike[str], text: str) -> None:
-    """Write to a temporary file beside the real target, flush, then rename over it.
-
-    A failure at any point leaves the previous file as it was. The file keeps its mode and
-    (where allowed) its owner and group; a new file gets the umask's mode. A hard-linked
-    file is replaced like any other (QSaveFile does the same): the name saved to holds the
-    new plan and the other names keep the old one, whole — never a half-written file.
-    Raises :class:`PlanFileError` for targets that are not regular, writable files and
-    OSError for failures of the write itself.
-    """
-    target, existing = _save_target(path)
-    folder = target.parent
-    remove_stale_temporaries(folder, target.name)
-    fd, temp = tempfile.mkstemp(prefix=f".{_temp_stem(target.name)}.{TEMP_MARK}", suffix=".tmp", dir=folder)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as handle:
-            if hasattr(os, "fchmod"):
-                os.fchmod(handle.fileno(), stat.S_IMODE(existing.st_mode) if existing else _new_file_mode())
-            if existing is not None and hasattr(os, "fchown"):
-                with contextlib.suppress(OSError):  # only root (or the owner, for the group) may
-                    os.fchown(handle.fileno(), existing.st_uid, existing.st_gid)
-            handle.write(text)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(temp, target)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(temp)
-        raise
-
-
-def save(plan: Plan, path: str | os.PathLike[str]) -> None:
-    try:
-        atomic_write_text(path, dumps(plan))
-    except OSError as exc:
-        raise PlanFileError(str(path), f"cannot be written ({exc.strerror or exc})") from None
+def save(plan: Plan, path: str | os.PathLike[str], *, force: bool = False) -> None:
+    """The plan to ``path`` through the one atomic writer (:mod:`core.files.fileio`): a file
+    VRAM Planner did not write is kept unless ``force``; every failure is a PlanFileError."""
+    write_file(path, dumps(plan), force=force)

@@ -14,10 +14,12 @@ from __future__ import annotations
 import csv
 import io
 import math
+import re
+import unicodedata
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from html import escape
+from html import escape as html_escape
 from typing import Final
 
 from core import __version__, colours
@@ -28,6 +30,17 @@ from core.estimate import VERDICT_LABELS, Estimate, Mode, Verdict
 from core.format import hours, memory, money
 from core.plan import ENGINE_LABELS, Plan
 from core.units import GB, GiB
+
+# Characters XML 1.0 does not allow (section 2.2, Char): tab, LF and CR are the only C0 allowed.
+_XML_INVALID: Final = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f]")
+
+
+def escape(text: str) -> str:
+    """Text for HTML and SVG: markup escaped, and each control character XML forbids written as
+    a visible ``\\x01`` escape. A \\x01 in a plan's name made the chart invalid XML: the Compare
+    tab's chart went blank and the exported SVG would not open (issue 28 item 23)."""
+    return html_escape(_XML_INVALID.sub(lambda m: repr(m.group())[1:-1], text))
+
 
 # What the report colours (core.colours holds every value).
 BUCKET_COLOURS: Final = colours.BUCKET_COLOURS
@@ -441,7 +454,7 @@ def to_html(report: Report, chart_src: str | None = None, chart_width: int = 480
     comparison = report.comparison
     best = comparison.cheapest_fit()
     parts = [
-        '<!DOCTYPE html><html lang="en"><head><meta charset="utf-8">',
+        '<!DOCTYPE html><html lang="en"><head><meta charset="utf-8"><meta name="generator" content="VRAM Planner">',
         f"<title>{escape(report.title)}</title><style>{_CSS}</style></head><body>",
         f"<h1>{escape(report.title)}</h1>",
     ]
@@ -557,8 +570,15 @@ def to_csv(report: Report) -> str:
 
 
 def _csv_text(text: str) -> str:
-    """A spreadsheet reads a cell starting with = + - @ as a formula: quote it as text."""
-    return "'" + text if text[:1] in ("=", "+", "-", "@") else text
+    """A spreadsheet reads a cell starting with = + - @ as a formula: quote it as text.
+
+    Control characters become spaces first (csv quotes a field with "\n" but not a bare "\r",
+    which Excel takes as a new record), and the first visible character is compared in NFKC
+    form, so a tab before "=" or a full-width "＝" (U+FF1D) is caught too (issue 28 item 19).
+    """
+    text = "".join(" " if unicodedata.category(c) == "Cc" else c for c in text)
+    head = unicodedata.normalize("NFKC", text.lstrip()[:1])[:1]
+    return "'" + text if head in ("=", "+", "-", "@") else text
 
 
 FORMATS: Final = {"html": to_html, "md": to_markdown, "csv": to_csv}

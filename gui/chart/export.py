@@ -2,22 +2,31 @@
 
 Both draw the very items on screen (so both pictures always agree), after the chart has
 settled; the caption (:func:`gui.chart.geometry.caption_lines`) says what plan, card and
-verdict the bars are for, so an exported chart stands on its own.
+verdict the bars are for, so an exported chart stands on its own. Both are drawn in memory
+and written by the one atomic writer (:mod:`core.files.fileio`): a full disk leaves the
+previous file whole, and a pipe, a device or a read-only file is refused, never waited on.
+Control characters in the caption (a model's name) are written as escapes: XML 1.0 has no
+way to hold them, and one made the SVG unreadable.
 """
 
 from __future__ import annotations
 
+import re
 from typing import TYPE_CHECKING
 
-from PySide6.QtCore import QRectF, Qt
+from PySide6.QtCore import QBuffer, QIODevice, QRectF, Qt
 from PySide6.QtGui import QFont, QFontMetricsF, QImage, QPainter, QPicture
 from PySide6.QtWidgets import QGraphicsItem
+
+from core.errors import escape_controls
+from core.files.fileio import save_target, write_file
 
 if TYPE_CHECKING:
     from gui.chart.widget import MemoryChart
 
 EXPORT_MARGIN = 8.0  # pixels around the caption of an exported chart
 TITLE = "VRAM Planner memory chart"
+XML_INVALID = re.compile(rb"[\x00-\x08\x0b\x0c\x0e-\x1f]")  # XML 1.0 section 2.2, Char
 
 
 def picture_dpi() -> float:
@@ -25,10 +34,25 @@ def picture_dpi() -> float:
     return float(QPicture().logicalDpiY())
 
 
-def export_png(chart: MemoryChart, path: str, scale: float = 2.0) -> None:
+def _caption(chart: MemoryChart) -> list[str]:
+    return [escape_controls(line) for line in chart.caption()]
+
+
+def _buffer() -> QBuffer:
+    buffer = QBuffer()
+    buffer.open(QIODevice.OpenModeFlag.WriteOnly)
+    return buffer
+
+
+def export_png(chart: MemoryChart, path: str, scale: float = 2.0, force: bool = False) -> None:
     """The plot and its caption as a PNG, ``scale`` × the on-screen size (crisp in documents);
     the caption is also stored as the file's Description text."""
-    lines = chart.caption()
+    save_target(path, force=force)  # refuse a target before drawing
+    write_file(path, png_bytes(chart, scale), force=force)
+
+
+def png_bytes(chart: MemoryChart, scale: float = 2.0) -> bytes:
+    lines = _caption(chart)
     width, height = _export_size(chart, lines)
     image = QImage(max(1, round(width * scale)), max(1, round(height * scale)), QImage.Format.Format_ARGB32)
     # The device's resolution is the pictures' (see export_svg); ``scale`` enlarges everything.
@@ -45,24 +69,29 @@ def export_png(chart: MemoryChart, path: str, scale: float = 2.0) -> None:
         _paint_export(chart, painter, lines, width, height)
     finally:
         painter.end()
-    saved = image.save(path, "PNG")  # type: ignore[call-overload]  # stubs say bytes; PySide6 wants str
-    if not saved:
-        raise OSError(f"cannot write {path}")
+    buffer = _buffer()
+    if not image.save(buffer, "PNG"):  # type: ignore[call-overload]
+        raise OSError("the PNG could not be encoded")
+    return bytes(buffer.data().data())
 
 
-def export_svg(chart: MemoryChart, path: str) -> None:
-    """The plot (bars, lines, legend, axes) and its caption as vector SVG.
+def export_svg(chart: MemoryChart, path: str, force: bool = False) -> None:
+    """The plot (bars, lines, legend, axes) and its caption as vector SVG."""
+    save_target(path, force=force)
+    write_file(path, svg_bytes(chart), force=force)
 
-    Rendered straight through QSvgGenerator: pyqtgraph 0.14's SVGExporter cannot parse the
-    closed paths ("... Z") that Qt 6.12's SVG generator writes.
-    """
+
+def svg_bytes(chart: MemoryChart) -> bytes:
+    """Rendered straight through QSvgGenerator: pyqtgraph 0.14's SVGExporter cannot parse the
+    closed paths ("... Z") that Qt 6.12's SVG generator writes."""
     from PySide6.QtCore import QSize
     from PySide6.QtSvg import QSvgGenerator
 
-    lines = chart.caption()
+    lines = _caption(chart)
     width, height = _export_size(chart, lines)
+    buffer = _buffer()
     generator = QSvgGenerator()
-    generator.setFileName(path)
+    generator.setOutputDevice(buffer)
     # The axes are cached QPictures, replayed scaled by (device dpi / picture dpi): at the
     # generator's default 72 dpi they came out at 0.75 of the bars' scale.
     generator.setResolution(round(picture_dpi()))
@@ -72,11 +101,14 @@ def export_svg(chart: MemoryChart, path: str) -> None:
     generator.setDescription("\n".join(lines))
     painter = QPainter()
     if not painter.begin(generator):
-        raise OSError(f"cannot write {path}")
+        raise OSError("the SVG could not be drawn")
     try:
         _paint_export(chart, painter, lines, width, height)
     finally:
         painter.end()
+    # QSvgGenerator writes text as it is: a control character in a model's name made the file
+    # invalid XML (issue 28 item 23). XML 1.0 allows none but tab, LF and CR: each becomes U+FFFD.
+    return XML_INVALID.sub("\ufffd".encode(), bytes(buffer.data().data()))
 
 
 def _caption_font(chart: MemoryChart) -> QFont:

@@ -455,11 +455,11 @@ class MemoryChart(QWidget):
             return []
         return caption_lines(estimate, self.mode, self.unit, self.rank)
 
-    def export_png(self, path: str, scale: float = 2.0) -> None:
-        export.export_png(self, path, scale)
+    def export_png(self, path: str, scale: float = 2.0, force: bool = False) -> None:
+        export.export_png(self, path, scale, force)
 
-    def export_svg(self, path: str) -> None:
-        export.export_svg(self, path)
+    def export_svg(self, path: str, force: bool = False) -> None:
+        export.export_svg(self, path, force)
 
     # ---- clicks --------------------------------------------------------------------
     def segment_at(self, x: float, y: float) -> str:

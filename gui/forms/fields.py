@@ -31,7 +31,7 @@ from PySide6.QtWidgets import (
 )
 
 from core import units
-from gui import colours
+from gui import colours, plaintext
 
 # Vermillion from the Okabe-Ito palette: the same colour marks "wrong" everywhere.
 INVALID_STYLE = f"border: 2px solid {colours.PROBLEM}; border-radius: 3px;"
@@ -40,8 +40,9 @@ INVALID_STYLE = f"border: 2px solid {colours.PROBLEM}; border-radius: 3px;"
 def mark_invalid(widget: QWidget, message: str | None) -> None:
     """Red border and the message as tooltip while ``message`` is set; restore otherwise."""
     invalid = message is not None
-    if bool(widget.property("invalid")) == invalid and (not invalid or widget.toolTip().endswith(message or "")):
+    if bool(widget.property("invalid")) == invalid and (not invalid or widget.property("invalidMessage") == message):
         return
+    widget.setProperty("invalidMessage", message)
     if widget.property("plainToolTip") is None:
         widget.setProperty("plainToolTip", widget.toolTip())
     global _marked
@@ -50,7 +51,8 @@ def mark_invalid(widget: QWidget, message: str | None) -> None:
     widget.setProperty("invalid", invalid)
     widget.setStyleSheet(INVALID_STYLE if invalid else "")
     plain = str(widget.property("plainToolTip") or "")
-    widget.setToolTip(f"{plain}\n\n⚠ {message}" if invalid else plain)
+    # The message quotes what was typed or read (a name with markup): shown as text.
+    widget.setToolTip(plaintext.tooltip(f"{plain}\n\n⚠ {message}") if invalid else plain)
 
 
 def is_marked_invalid(widget: QWidget) -> bool:
@@ -536,7 +538,7 @@ class CatalogueField(QComboBox):
         self.setMaxVisibleItems(20)
         for label, entry_id in entries:
             self.addItem(label, entry_id)
-            self.setItemData(self.count() - 1, entry_id, Qt.ItemDataRole.ToolTipRole)
+            self.setItemData(self.count() - 1, plaintext.tooltip(entry_id), Qt.ItemDataRole.ToolTipRole)
         completer = QCompleter(self.model(), self)
         completer.setCompletionMode(QCompleter.CompletionMode.PopupCompletion)
         completer.setFilterMode(Qt.MatchFlag.MatchContains)

@@ -19,10 +19,10 @@ from core.estimate import Estimate
 from core.inputs import input_at
 from core.plan import Plan, Preset
 from core.units import GB, GiB, MiB
-from gui import dialogs
 from gui.controller import PlanController
 from gui.forms.base import PlanForm
 from gui.forms.pickers import USER_PREFIX, Entry, SearchingPicker, words_match
+from gui.forms.saved_entries import ask_entry_name, store_entry
 from gui.settings import CustomGpu, Settings
 
 if TYPE_CHECKING:  # this machine is looked at once the window has painted: not imported before
@@ -178,6 +178,7 @@ class HardwareForm(PlanForm):
         self.save_card.clicked.connect(self._save_card)
         self.custom_memory = self.add_input("hardware.custom_memory_gb")
         self.custom_tflops = self.add_input("hardware.custom_tflops")
+        self.custom_bandwidth = self.add_input("hardware.custom_bandwidth_gb_s")
         self.form.addRow("", self.save_card)
         self.utilisation = self.add_input("hardware.utilisation")
         self.headroom = self.add_input("hardware.headroom")
@@ -321,10 +322,17 @@ class HardwareForm(PlanForm):
         hw = self.controller.plan.hardware
         if self.settings is None:
             return
-        name = dialogs.ask_text(self, "Save as my card", "Name for this card:", f"My GPU ({hw.custom_memory_gb:g} GB)")
+        settings = self.settings
+        title = "Save as my card"
+        name = ask_entry_name(self, title, "Name for this card:", f"My GPU ({hw.custom_memory_gb:g} GB)")
         if name is None:
             return
-        self.settings.add_custom_gpu(CustomGpu(name, hw.custom_memory_gb, hw.custom_tflops))
+        card = CustomGpu(name, hw.custom_memory_gb, hw.custom_tflops)
+        names = [c.name for c in settings.custom_gpus]
+        if not store_entry(
+            self, title, "card", names, lambda: settings.add_custom_gpu(card), settings.forget_custom_gpu
+        ):
+            return
         self.gpu.set_sections(gpu_sections(self._saved_cards()))
         self._describe_entries()
         self.show_plan(self.controller.plan)

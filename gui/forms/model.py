@@ -28,8 +28,9 @@ from gui.format import count, memory
 from gui.forms.base import PlanForm
 from gui.forms.fields import IntField
 from gui.forms.pickers import CACHED_PREFIX, USER_PREFIX, Entry, SearchingPicker
+from gui.forms.saved_entries import ask_entry_name, store_entry
 from gui.progress import SearchProgress
-from gui.settings import Settings
+from gui.settings import MAX_ENTRY_NAME, Settings
 
 if TYPE_CHECKING:  # this machine is looked at once the window has painted: not imported before
     from core.files.hfcache import CachedModel, CacheScan
@@ -349,11 +350,19 @@ class ModelForm(PlanForm):
     def _save_model(self) -> None:
         if self.settings is None:
             return
+        settings = self.settings
         model = self.controller.plan.model
-        name = dialogs.ask_text(self, "Save to my models", "Name for this model:", model.name.removesuffix(" (edited)"))
+        title = "Save to my models"
+        suggested = model.name.removesuffix(" (edited)")[:MAX_ENTRY_NAME]
+        name = ask_entry_name(self, title, "Name for this model:", suggested)
         if name is None:
             return
-        self.settings.add_custom_model(name, model.renamed(name).to_dict())
+        data = model.renamed(name).to_dict()
+        names = list(settings.custom_models)
+        if not store_entry(
+            self, title, "model", names, lambda: settings.add_custom_model(name, data), settings.forget_custom_model
+        ):
+            return
         cache = self.local.cache if self.local is not None else None
         self.picker.set_sections(model_sections(saved_models(self.settings), cache.models if cache else ()))
         self.show_plan(self.controller.plan)

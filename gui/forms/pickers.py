@@ -24,6 +24,7 @@ from PySide6.QtCore import (
 from PySide6.QtGui import QFont, QStandardItemModel
 from PySide6.QtWidgets import QComboBox, QCompleter, QStyle, QStyleOptionComboBox, QWidget
 
+from gui import plaintext
 from gui.forms.fields import CatalogueField
 
 # (label, entry id) for an entry; (heading, "") for a heading row.
@@ -117,7 +118,8 @@ class SearchingPicker(CatalogueField):
                     item.setFont(font)
                 for label, entry_id in entries:
                     self.addItem(label, entry_id)
-                    self.setItemData(self.count() - 1, label, Qt.ItemDataRole.ToolTipRole)
+                    # A saved entry's name is the user's (or a config.json's): never markup.
+                    self.setItemData(self.count() - 1, plaintext.tooltip(label), Qt.ItemDataRole.ToolTipRole)
         finally:
             self.blockSignals(False)
         # The lists show names in full ("Apple M4 Max (40-core GPU, 128 GB) · 96.0 GB for the GPU")

@@ -37,7 +37,7 @@ from core.estimate import Estimate, gpu_for
 from core.files import comparison as comparison_file
 from core.files.report import VERDICT_COLOURS, Report, chart_svg, report_for_comparison
 from core.plan import METHOD_LABELS, Plan
-from gui import dialogs, plaintext
+from gui import dialogs, plaintext, saving
 from gui.display_state import Display
 from gui.format import Unit, hours, memory, money
 from gui.tools import report_export
@@ -279,12 +279,10 @@ class ComparePanel(QWidget):
         path = dialogs.save_file(self, "Save comparison", COMPARISON_FILTER, "plans.comparison.json")
         if not path:
             return False
-        try:
-            comparison_file.save(self.comparison, path)
-        except PlanFileError as error:
-            dialogs.error(self, "Cannot save the comparison", str(error))
-            return False
-        return True
+        comparison = self.comparison
+        return saving.write_confirmed(
+            self, "Cannot save the comparison", path, lambda force: comparison_file.save(comparison, path, force=force)
+        )
 
     def _report(self) -> Report | None:
         if self.comparison is None:

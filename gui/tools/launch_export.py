@@ -33,13 +33,12 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from core.errors import PlanFileError
 from core.estimate import Estimate
+from core.files.fileio import write_file
 from core.files.launch import DEFAULT_COMMAND, SERVING_TARGETS, TARGET_LABELS, Export, Target, export
 from core.files.model_source import default_model_ref
-from core.files.planfile import atomic_write_text
 from core.verdict import Mode
-from gui import dialogs, plaintext
+from gui import dialogs, plaintext, saving
 from gui.tools.context import ToolContext
 
 LAUNCHERS: Final = frozenset({Target.TORCHRUN, Target.ACCELERATE_LAUNCH})
@@ -183,11 +182,10 @@ class LaunchExportDialog(QDialog):
             return False
         if not Path(path).suffix:
             path += result.suffix
-        try:
-            atomic_write_text(path, result.text)
-        except (PlanFileError, OSError) as error:
-            reason = error if isinstance(error, PlanFileError) else PlanFileError(path, f"cannot be written ({error})")
-            dialogs.error(self, "Cannot save the launch config", str(reason))
+        text = result.text
+        if not saving.write_confirmed(
+            self, "Cannot save the launch config", path, lambda force: write_file(path, text, force=force)
+        ):
             return False
         self.status.setText(f"Saved {path}")
         self.context.document.message.emit(f"Saved {path}")

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from PySide6.QtCore import QEventLoop, Qt
 from PySide6.QtWidgets import (
     QAbstractItemView,
     QComboBox,
@@ -19,6 +20,7 @@ from PySide6.QtWidgets import (
     QHeaderView,
     QLabel,
     QListWidget,
+    QProgressDialog,
     QTableWidget,
     QTableWidgetItem,
     QVBoxLayout,
@@ -31,18 +33,21 @@ from core.files.runconfig import (
     ModelChoice,
     RunConfig,
     choice_from_catalogue,
-    load_run_config,
     plan_from_run,
-    resolve_model,
+    read_run_config,
 )
 from core.plan import Plan
 from gui import colours, dialogs, plaintext
 from gui.tools.context import ToolContext
+from gui.worker.runner import JobFailed, LatestJobRunner
 
 TRAINING_CONFIG_FILTER = (
     "Training configs (*.json *.yaml *.yml *.toml);;PEFT adapter_config.json (adapter_config.json);;All files (*)"
 )
 KEEP = "__keep__"
+# Reading a config is capped (1 MB, 20,000 entries, 32 levels); one not read after this is stuck.
+READ_DEADLINE_S = 60.0
+SHOW_PROGRESS_AFTER_MS = 250  # a quick read never flashes a dialog
 LOCAL = "__local__"
 
 
@@ -190,11 +195,13 @@ def open_training_config(context: ToolContext, path: str | None = None) -> bool:
     if not path:
         return False
     try:
-        run = load_run_config(path)
-        choice = resolve_model(run)
-    except (PlanFileError, PlanError) as error:
+        read = read_off_the_gui_thread(parent, path)
+    except (PlanFileError, PlanError, JobFailed) as error:
         dialogs.error(parent, "Cannot read the training config", str(error))
         return False
+    if read is None:
+        return False  # cancelled
+    run, choice = read
     dialog = RunConfigDialog(run, choice, controller.plan, parent)
     try:
         if not run_dialog(dialog):
@@ -211,3 +218,45 @@ def open_training_config(context: ToolContext, path: str | None = None) -> bool:
         dialogs.error(parent, "Cannot use the training config", str(refused))
         return False
     return True
+
+
+def read_off_the_gui_thread(parent: QWidget, path: str) -> tuple[RunConfig, ModelChoice | None] | None:
+    """:func:`read_run_config` in a worker thread while the window keeps painting, with a
+    progress dialog and Cancel after :data:`SHOW_PROGRESS_AFTER_MS`; None when cancelled.
+
+    Parsing a 1 MB YAML file took 0.5-0.6 s with libyaml and several seconds without it, all
+    on the GUI thread (issue 28 item 15). A thread, not a process: the parse is bounded, and
+    a thread starts at once where a new worker process would take a second to import.
+    """
+    runner: LatestJobRunner[str, tuple[RunConfig, ModelChoice | None]] = LatestJobRunner(
+        lambda request: read_run_config(request), lane="training-config", deadline_s=READ_DEADLINE_S, worker="thread"
+    )
+    loop = QEventLoop()
+    outcome: list[object] = []
+
+    def ended(_request: object, value: object) -> None:
+        outcome.append(value)
+        loop.quit()
+
+    runner.finished.connect(ended)
+    runner.failed.connect(ended)
+    progress = QProgressDialog(f"Reading {Path(path).name}…", "Cancel", 0, 0, parent)
+    progress.setObjectName("configProgress")
+    progress.setWindowTitle("Open training config")
+    progress.setWindowModality(Qt.WindowModality.WindowModal)
+    progress.setMinimumDuration(SHOW_PROGRESS_AFTER_MS)
+    progress.canceled.connect(loop.quit)
+    runner.submit(path)
+    try:
+        if not outcome:
+            loop.exec()
+    finally:
+        progress.close()
+        progress.deleteLater()
+        runner.cancel()
+        runner.deleteLater()
+    if not outcome:
+        return None
+    if isinstance(outcome[0], BaseException):
+        raise outcome[0]
+    return outcome[0]  # type: ignore[return-value]

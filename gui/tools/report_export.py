@@ -2,8 +2,10 @@
 
 The contents come from :mod:`core.files.report`; PDF goes through Qt's own QTextDocument and
 QPdfWriter (no other dependency), with the chart's SVG rasterised by QtSvg because
-QTextDocument draws no SVG. Files are written beside their target and renamed over it, so
-a failed export leaves no half-written file.
+QTextDocument draws no SVG. Every format is made in memory and written by the one atomic
+writer (:mod:`core.files.fileio`): a failed export leaves the previous file whole, and a
+pipe, a device, a read-only file or a file VRAM Planner did not write is never replaced
+(the last only once the user confirms, asked before any work is done).
 
 From the window (File → Export report…, the comparison's Report button) the report is built
 and written in the "tools" worker process (:func:`gui.tools.searches.write_report`: up to four
@@ -13,14 +15,12 @@ plans estimated and diagnosed, half a second on a laptop), with a progress dialo
 
 from __future__ import annotations
 
-import contextlib
 import os
 import sys
-import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 
-from PySide6.QtCore import QByteArray, QMarginsF, QObject, QSize, Qt, QUrl, Signal
+from PySide6.QtCore import QBuffer, QByteArray, QIODevice, QMarginsF, QObject, QSize, Qt, QUrl, Signal
 from PySide6.QtGui import (
     QColor,
     QFont,
@@ -36,7 +36,7 @@ from PySide6.QtSvg import QSvgRenderer
 from PySide6.QtWidgets import QLabel, QProgressDialog
 
 from core.errors import PlanFileError
-from core.files.planfile import atomic_write_text
+from core.files.fileio import NotOurFileError, save_target, write_file
 from core.files.report import FORMATS, Report, build_report, chart_svg, to_html, to_markdown
 from core.plan import Plan
 from gui import dialogs, plaintext
@@ -94,58 +94,43 @@ def report_document(report: Report) -> QTextDocument:
     return document
 
 
-def _mode_for(target: Path) -> int:
-    """The replaced file's permissions, or what a new file gets under the umask (mkstemp makes 0600)."""
-    try:
-        return target.stat().st_mode & 0o777
-    except OSError:
-        umask = os.umask(0)
-        os.umask(umask)
-        return 0o666 & ~umask
-
-
-def write_pdf(report: Report, path: str | os.PathLike[str]) -> None:
-    """The report as an A4 PDF; a PlanFileError when it cannot be written."""
+def pdf_bytes(report: Report) -> bytes:
+    """The report as an A4 PDF, in memory."""
     keep = _ensure_gui_application()
-    target = Path(path)
-    temp = ""
-    try:
-        fd, temp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".pdf", dir=target.parent)
-        os.close(fd)
-        writer = QPdfWriter(temp)
-        writer.setPageSize(QPageSize(QPageSize.PageSizeId.A4))
-        writer.setPageMargins(QMarginsF(15, 15, 15, 15), QPageLayout.Unit.Millimeter)
-        writer.setTitle(report.title)
-        writer.setCreator("VRAM Planner")
-        document = report_document(report)
-        document.setDefaultFont(QFont("sans-serif", 9))
-        document.print_(writer)
-        del writer  # flushes and closes the file
-        if os.path.getsize(temp) == 0:
-            raise OSError("the PDF writer produced an empty file")
-        os.chmod(temp, _mode_for(target))
-        os.replace(temp, target)
-    except OSError as exc:
-        raise PlanFileError(str(path), f"cannot be written ({exc.strerror or exc})") from None
-    finally:
-        if temp:
-            with contextlib.suppress(OSError):
-                os.unlink(temp)
-        del keep
+    buffer = QBuffer()
+    buffer.open(QIODevice.OpenModeFlag.WriteOnly)
+    writer = QPdfWriter(buffer)
+    writer.setPageSize(QPageSize(QPageSize.PageSizeId.A4))
+    writer.setPageMargins(QMarginsF(15, 15, 15, 15), QPageLayout.Unit.Millimeter)
+    writer.setTitle(report.title)
+    writer.setCreator("VRAM Planner")  # what core.files.fileio recognises a PDF of ours by
+    document = report_document(report)
+    document.setDefaultFont(QFont("sans-serif", 9))
+    document.print_(writer)
+    del writer  # ends the PDF
+    data = bytes(buffer.data().data())
+    del keep
+    return data
 
 
-def write_report(report: Report, path: str | os.PathLike[str]) -> str:
+def write_pdf(report: Report, path: str | os.PathLike[str], force: bool = False) -> None:
+    """The report as an A4 PDF at ``path``; a PlanFileError when it cannot be written."""
+    save_target(path, force=force)  # refuse before the work of drawing
+    data = pdf_bytes(report)
+    if not data.startswith(b"%PDF"):
+        raise PlanFileError(str(path), "cannot be written (the PDF writer produced no PDF)")
+    write_file(path, data, force=force)
+
+
+def write_report(report: Report, path: str | os.PathLike[str], force: bool = False) -> str:
     """Write ``report`` in the format its suffix names; returns that format."""
     kind = SUFFIXES.get(Path(path).suffix.lower())
     if kind is None:
         raise PlanFileError(str(path), "needs a .html, .pdf, .md or .csv name")
     if kind == "pdf":
-        write_pdf(report, path)
-        return kind
-    try:
-        atomic_write_text(path, FORMATS[kind](report))
-    except OSError as exc:
-        raise PlanFileError(str(path), f"cannot be written ({exc.strerror or exc})") from None
+        write_pdf(report, path, force)
+    else:
+        write_file(path, FORMATS[kind](report), force=force)
     return kind
 
 
@@ -210,7 +195,7 @@ class ReportExport(QObject):
             return
         if answer.report is not None:  # a PDF: drawn here, with Qt
             try:
-                write_pdf(answer.report, request.path)
+                write_pdf(answer.report, request.path, request.force)
             except PlanFileError as error:
                 self._end(False, "")
                 dialogs.error(self.context.parent, "Cannot export the report", str(error))
@@ -252,7 +237,18 @@ def export_report(
     if kind is None:
         dialogs.error(context.parent, "Cannot export the report", f"{path}: needs a .html, .pdf, .md or .csv name")
         return None
-    return ReportExport(context, ReportRequest(named, title, context.display.unit, path, kind, context.display.mode))
+    force = False
+    try:
+        save_target(path)  # refused or asked before the work of a report, not after
+    except NotOurFileError:
+        if not dialogs.confirm_replace(context.parent, path):
+            return None
+        force = True
+    except PlanFileError as error:
+        dialogs.error(context.parent, "Cannot export the report", str(error))
+        return None
+    request = ReportRequest(named, title, context.display.unit, path, kind, context.display.mode, force)
+    return ReportExport(context, request)
 
 
 def copy_report_markdown(context: ToolContext, report: Report | None = None) -> str:

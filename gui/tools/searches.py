@@ -18,7 +18,7 @@ from core.advice.fit import cards_for, cheapest_fit, fewest_gpus
 from core.catalogue import GpuSpec, load_gpus
 from core.errors import PlanFileError
 from core.estimate import Mode, Verdict
-from core.files.planfile import atomic_write_text
+from core.files.fileio import write_file
 from core.files.report import FORMATS, Report, build_report
 from core.plan import Plan, Strategy
 from gui.worker.process import report_progress
@@ -129,6 +129,7 @@ class ReportRequest:
     path: str
     kind: str  # html | md | csv | pdf
     mode: Mode = Mode.TRAINING  # the window's mode: a training report or a serving one
+    force: bool = False  # the user confirmed replacing a file VRAM Planner did not write
 
 
 @dataclass(frozen=True)
@@ -146,10 +147,7 @@ def write_report(request: ReportRequest) -> ReportAnswer:
     if request.kind == "pdf":
         return ReportAnswer(request, report)
     try:
-        atomic_write_text(request.path, FORMATS[request.kind](report))
-    except PlanFileError as error:
+        write_file(request.path, FORMATS[request.kind](report), force=request.force)
+    except PlanFileError as error:  # every failure of the one writer, a refused target included
         return ReportAnswer(request, None, str(error))
-    except OSError as error:
-        reason = PlanFileError(request.path, f"cannot be written ({error.strerror or error})")
-        return ReportAnswer(request, None, str(reason))
     return ReportAnswer(request, None)

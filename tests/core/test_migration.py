@@ -212,10 +212,11 @@ def test_crash_mid_save_keeps_the_old_file(
 
         def fdopen_that_fails_half_way(fd: int, *args: Any, **kwargs: Any) -> Any:
             handle = real_fdopen(fd, *args, **kwargs)
+            real_write = handle.write
 
-            def write(text: str) -> int:
-                handle.buffer.write(text[: len(text) // 2].encode())
-                handle.buffer.flush()
+            def write(data: bytes) -> int:
+                real_write(data[: len(data) // 2])
+                handle.flush()
                 raise OSError(28, "No space left on device")
 
             handle.write = write
@@ -242,7 +243,7 @@ def test_interrupt_mid_write_leaves_no_temporary(tmp_path: Path, monkeypatch: py
 
     monkeypatch.setattr(os, "fsync", interrupted)
     with pytest.raises(KeyboardInterrupt):
-        planfile.atomic_write_text(path, "new\n")
+        planfile.atomic_write_text(path, "new\n", force=True)
     assert path.read_text() == "old\n"
     assert [p.name for p in tmp_path.iterdir()] == ["notes.txt"]
 

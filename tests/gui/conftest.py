@@ -39,6 +39,8 @@ class DialogRecorder:
         self.calls: list[tuple[str, tuple[Any, ...]]] = []
         self.paths: list[str | None] = []
         self.save_choice: dialogs.SaveChoice = "discard"
+        self.replace = False  # the answer to "replace a file VRAM Planner did not write?"
+        self.confirm = False  # the answer to every other yes-or-cancel question
 
     def _next_path(self, name: str, args: tuple[Any, ...]) -> str | None:
         self.calls.append((name, args))
@@ -75,6 +77,18 @@ def fake_dialogs(monkeypatch: pytest.MonkeyPatch) -> DialogRecorder:
         return recorder.save_choice
 
     monkeypatch.setattr(dialogs, "ask_save_changes", ask)
+
+    def confirm_replace(*a: Any) -> bool:
+        recorder.calls.append(("confirm_replace", a))
+        return recorder.replace
+
+    monkeypatch.setattr(dialogs, "confirm_replace", confirm_replace, raising=False)
+
+    def confirm(*a: Any) -> bool:
+        recorder.calls.append(("confirm", a))
+        return recorder.confirm
+
+    monkeypatch.setattr(dialogs, "confirm", confirm, raising=False)
     # Never block on the crash dialog or the restore question: record them, decline restore.
     monkeypatch.setattr(dialogs, "unexpected_error", lambda *a: recorder.calls.append(("unexpected_error", a)))
 

@@ -66,7 +66,7 @@ def test_autosave_is_written_a_moment_after_a_burst_of_edits(
 ) -> None:
     writes: list[Plan] = []
     save = planfile.save
-    monkeypatch.setattr(planfile, "save", lambda plan, where: (writes.append(plan), save(plan, where)))
+    monkeypatch.setattr(planfile, "save", lambda plan, where, **kw: (writes.append(plan), save(plan, where, **kw)))
     saver = Autosave(window.controller, path, delay_ms=50)
     assert saver.start()
     for value in (2, 3, 5, 6, 7):

@@ -47,6 +47,7 @@ __all__ = [
     "load_run_config",
     "parse_run_config",
     "plan_from_run",
+    "read_run_config",
     "resolve_model",
 ]
 
@@ -106,6 +107,12 @@ def parse_run_config(document: dict[str, Any], where: str, kind: ConfigKind | No
 def load_run_config(path: str | os.PathLike[str], kind: ConfigKind | None = None) -> RunConfig:
     """Read a training config; every problem is a one-line :class:`PlanFileError`."""
     return parse_run_config(read_config_file(path), str(path), kind)
+
+
+def read_run_config(path: str) -> tuple[RunConfig, ModelChoice | None]:
+    """A config and the model it names, in one call (the window runs it off its thread)."""
+    run = load_run_config(path)
+    return run, resolve_model(run)
 
 
 def loads_run_config(raw: bytes, where: str = "(text)", kind: ConfigKind | None = None) -> RunConfig:

@@ -119,7 +119,7 @@ def read_axolotl(document: dict[str, Any], where: str) -> RunConfig:
 def _method(taker: Taker, odd: OddValues) -> dict[str, Any]:
     """Full training, or adapters (LoRA, QLoRA on a 4- or 8-bit base, DoRA) with their rank and targets."""
     s: dict[str, Any] = {}
-    adapter = taker.raw("adapter")
+    adapter = taker.word("adapter", "lora or qlora")
     four = taker.flag("load_in_4bit")
     eight = taker.flag("load_in_8bit")
     if adapter is None:

@@ -128,8 +128,8 @@ MAX_DEEPSPEED_BYTES: Final = 1_000_000
 
 def sharding(taker: Taker, odd: OddValues) -> dict[str, Any]:
     """The data-parallel strategy (RunSettings ``sharding``, ``reshard_after_forward``,
-    ``offload``) from ``deepspeed`` (an inline dict or a JSON file beside the config or in
-    the working folder: ``zero_optimization``) or ``fsdp`` (strategy words)."""
+    ``offload``) from ``deepspeed`` (an inline dict or a JSON file in or below the config's
+    own folder: ``zero_optimization``) or ``fsdp`` (strategy words)."""
     found: dict[str, Any] = {}
     stage = _deepspeed_stage(taker, odd, found)
     if stage is not None:
@@ -161,9 +161,9 @@ def _deepspeed_stage(taker: Taker, odd: OddValues, out: dict[str, Any]) -> str |
     document: Any = value
     source = "deepspeed"
     if isinstance(value, str):
-        found = next((p for p in (Path(taker.where).parent / value, Path(value)) if p.is_file()), None)
+        found, why = _confined(Path(taker.where).parent, value)
         if found is None:
-            taker.note("deepspeed", "the DeepSpeed config was not found here: set the ZeRO stage in the plan")
+            taker.note("deepspeed", f"{why}: set the ZeRO stage in the plan")
             return None
         try:
             document = read_json_document(found, MAX_DEEPSPEED_BYTES, "a DeepSpeed config")
@@ -173,10 +173,11 @@ def _deepspeed_stage(taker: Taker, odd: OddValues, out: dict[str, Any]) -> str |
         source = f"deepspeed → {value}: zero_optimization.stage"
     zero = document.get("zero_optimization") if isinstance(document, dict) else None
     stage = zero.get("stage") if isinstance(zero, dict) else None
-    if stage not in (0, 1, 2, 3):
+    # JSON has one number type: 3.0 is stage 3. true == 1 in Python, but it is no stage.
+    if isinstance(stage, bool) or stage not in (0, 1, 2, 3):
         odd.add("deepspeed", value if isinstance(value, str) else "(inline)", "no zero_optimization.stage 0-3")
         return None
-    result = "ddp" if stage == 0 else f"zero{stage}"
+    result = "ddp" if stage == 0 else f"zero{int(stage)}"
     taker.record("sharding", result, source)
     if isinstance(zero, dict):
         for key, offload in (("offload_param", "params"), ("offload_optimizer", "optimizer")):
@@ -187,3 +188,21 @@ def _deepspeed_stage(taker: Taker, odd: OddValues, out: dict[str, Any]) -> str |
                 out["offload"] = offload
                 break
     return result
+
+
+def _confined(folder: Path, value: str) -> tuple[Path | None, str]:
+    """The DeepSpeed file a config names, only when it lies in or below the config's own folder
+    after every ``..`` and symbolic link is resolved (issue 28 item 24); else None and why."""
+    try:
+        if Path(value).is_absolute():
+            return None, "skipped: an absolute path; only files in or below the config's own folder are read"
+        home = folder.resolve()
+        target = (folder / value).resolve()
+        if not target.is_relative_to(home):
+            return None, "skipped: it leads out of the config's own folder; only files in or below it are read"
+        if not target.is_file():
+            return None, "the DeepSpeed config was not found beside the config"
+    except (OSError, ValueError) as error:  # a name over the OS limit, a NUL byte, a link loop
+        reason = error.strerror if isinstance(error, OSError) and error.strerror else str(error)
+        return None, f"skipped: the path cannot be opened ({reason})"
+    return target, ""

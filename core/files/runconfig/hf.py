@@ -131,9 +131,9 @@ def read_hf(document: dict[str, Any], where: str) -> RunConfig:
     if model_ref:
         taker.record("model", model_ref, "model_name_or_path")
     s["model_dtype"] = dtype(taker, "torch_dtype", odd) or dtype(taker, "dtype", odd)
-    attention = taker.raw("attn_implementation")
+    attention = taker.word("attn_implementation", "eager, sdpa or flash_attention_2")
     if attention is not None:
-        if isinstance(attention, str) and attention in ATTENTION_KERNELS:
+        if attention in ATTENTION_KERNELS:
             s["attention"] = ATTENTION_KERNELS[attention].value
             taker.record("attention", s["attention"], "attn_implementation")
         else:
@@ -148,7 +148,7 @@ def read_hf(document: dict[str, Any], where: str) -> RunConfig:
     if four or eight:
         s["method"], s["quant"] = "qlora", "int8" if eight and not four else "nf4"
         if four:
-            quant_type = taker.raw("bnb_4bit_quant_type")
+            quant_type = taker.word("bnb_4bit_quant_type", "nf4 or fp4")
             if quant_type in ("nf4", "fp4"):
                 s["quant"] = quant_type
             elif quant_type is not None:

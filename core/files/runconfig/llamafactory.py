@@ -51,7 +51,7 @@ def read_llamafactory(document: dict[str, Any], where: str) -> RunConfig:
     s.update(_model_dtype(taker, s["autocast"]))
     s.update(_memory_savers(taker))
     taker.note("use_unsloth", "Unsloth's kernels use less memory than modelled")
-    if taker.raw("stage") not in (None, "sft", "pt"):
+    if taker.word("stage", "sft, pt, rm, ppo, dpo or kto") not in (None, "sft", "pt"):
         taker.note("stage", "preference and RL stages keep a reference or reward model: not modelled")
     taker.irrelevant(*IRRELEVANT)
     return finish(ConfigKind.LLAMA_FACTORY, taker, odd, model_ref, s)
@@ -59,7 +59,7 @@ def read_llamafactory(document: dict[str, Any], where: str) -> RunConfig:
 
 def _finetuning(taker: Taker) -> dict[str, Any]:
     """``finetuning_type``: full, freeze (the top layers train) or lora (the default)."""
-    kind = taker.raw("finetuning_type")
+    kind = taker.word("finetuning_type", "lora, freeze or full")
     if kind is None:
         kind = "lora"  # FinetuningArguments.finetuning_type default
     s: dict[str, Any] = {}
@@ -89,14 +89,14 @@ def _quantisation(taker: Taker, odd: OddValues, method: str) -> dict[str, Any]:
         elif method == "lora":
             s["method"] = "qlora"
             s["quant"] = "int8" if bits == 8 else "nf4"
-            qtype = taker.raw("quantization_type")
+            qtype = taker.word("quantization_type", "nf4 or fp4")
             if bits == 4 and qtype in ("nf4", "fp4"):
                 s["quant"] = qtype
             taker.record("method", "qlora", "quantization_bit")
             taker.record("quant", s["quant"], "quantization_type" if qtype else "quantization_bit")
             double = taker.flag("double_quantization", "double_quant")
             s["double_quant"] = True if double is None else double
-    method_ = taker.raw("quantization_method")
+    method_ = taker.word("quantization_method", "bitsandbytes")
     if method_ not in (None, "bitsandbytes", "bnb"):
         odd.add("quantization_method", method_, "only bitsandbytes bases are modelled")
     return s
@@ -149,8 +149,8 @@ def _memory_savers(taker: Taker) -> dict[str, Any]:
     else:
         s["checkpointing"] = True
         taker.record("checkpointing", True, "default: LLaMA-Factory enables gradient checkpointing")
-    flash = taker.raw("flash_attn")
-    if isinstance(flash, str) and flash in FLASH_ATTN:
+    flash = taker.word("flash_attn", "auto, fa2, sdpa or disabled")
+    if flash in FLASH_ATTN:
         s["attention"] = FLASH_ATTN[flash]
         taker.record("attention", s["attention"], "flash_attn")
     if taker.flag("enable_liger_kernel"):

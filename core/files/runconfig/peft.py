@@ -28,8 +28,8 @@ IRRELEVANT: Final = (
 def read_peft(document: dict[str, Any], where: str) -> RunConfig:
     taker = Taker(document, where)
     odd = OddValues()
-    kind = taker.raw("peft_type")
-    if kind is not None and (not isinstance(kind, str) or kind.upper() != "LORA"):
+    kind = taker.word("peft_type", "LORA (the planner models LoRA, DoRA and QLoRA adapters)")
+    if kind is not None and kind.upper() != "LORA":
         raise taker.fail("peft_type", kind, "LORA (the planner models LoRA, DoRA and QLoRA adapters)")
     s: dict[str, Any] = {"method": "lora"}
     taker.record("method", "lora", "peft_type" if kind else "r / target_modules")
@@ -57,7 +57,7 @@ def read_peft(document: dict[str, Any], where: str) -> RunConfig:
     taker.note("layer_replication", "replicated layers are not modelled")
     taker.note("exclude_modules", "excluded modules: the estimate adapts every listed target")
     taker.note("target_parameters", "adapters on parameters (MoE experts) are not modelled")
-    if taker.raw("bias") not in (None, "none"):
+    if taker.word("bias", "none, all or lora_only") not in (None, "none"):
         taker.note("bias", "trainable biases are not in the estimate")
     if taker.flag("lora_bias"):
         taker.note("lora_bias", "a LoRA bias on B is not in the estimate")

@@ -32,7 +32,7 @@ IRRELEVANT: Final = (
 
 
 def _checkpointing(taker: Taker) -> dict[str, Any]:
-    mode = taker.raw("activation_checkpoint.mode")
+    mode = taker.word("activation_checkpoint.mode", "none, full, selective or memory_budget")
     source = "activation_checkpoint.mode"
     if mode is None:
         mode, source = DEFAULT_AC_MODE, f"default: torchtitan's activation_checkpoint.mode is {DEFAULT_AC_MODE}"
@@ -49,6 +49,8 @@ def _checkpointing(taker: Taker) -> dict[str, Any]:
             return {}
         raise taker.fail("activation_checkpoint.mode", mode, "none, full, selective or memory_budget")
     option = taker.raw("activation_checkpoint.selective_ac_option")
+    if isinstance(option, int) and not isinstance(option, bool):
+        option = str(option)  # a TOML integer where torchtitan's dataclass wants the string
     opt_source = "activation_checkpoint.selective_ac_option"
     if option is None:
         option, opt_source = DEFAULT_AC_OPTION, f"default: torchtitan's selective_ac_option is {DEFAULT_AC_OPTION}"
@@ -56,8 +58,9 @@ def _checkpointing(taker: Taker) -> dict[str, Any]:
     if option == "op":
         taker.record("checkpoint_policy", "op", opt_source)
         return {"checkpointing": True, "checkpoint_policy": "op"}
-    text = str(option).strip()
-    if not text.isdigit() or int(text) < 1 or int(text) > 1024:
+    text = option.strip() if isinstance(option, str) else ""
+    # ASCII digits only: "²".isdigit() is true and int("²") raises; four digits bound int().
+    if not (text.isascii() and text.isdigit() and len(text) <= 4) or not 1 <= int(text) <= 1024:
         raise taker.fail("activation_checkpoint.selective_ac_option", option, '"op" or an integer from 1 to 1,024')
     taker.record("checkpoint_policy", "layer", opt_source)
     taker.record("checkpoint_every", int(text), opt_source)
@@ -80,15 +83,15 @@ def read_torchtitan(document: dict[str, Any], where: str) -> RunConfig:
     taker.record("method", "full", "default: torchtitan trains every weight")
     s["micro_batch"] = taker.integer("training.local_batch_size", "micro_batch")
     s["seq_len"] = taker.integer("training.seq_len", "seq_len")
-    optimizer = taker.raw("optimizer.name")
+    optimizer = taker.word("optimizer.name", "an optimizer name such as AdamW")
     if optimizer is not None:
-        if not isinstance(optimizer, str) or optimizer not in OPTIMIZERS:
+        if optimizer not in OPTIMIZERS:
             odd.add("optimizer.name", optimizer, "an optimizer the planner does not model")
         else:
             s["optimizer"] = OPTIMIZERS[optimizer]
             taker.record("optimizer", s["optimizer"], "optimizer.name")
-    impl = taker.raw("optimizer.implementation")
-    if impl is not None and (not isinstance(impl, str) or impl not in IMPLEMENTATIONS):
+    impl = taker.word("optimizer.implementation", "fused, foreach or for-loop")
+    if impl is not None and impl not in IMPLEMENTATIONS:
         raise taker.fail("optimizer.implementation", impl, "fused, foreach or for-loop")
     s["optimizer_impl"] = IMPLEMENTATIONS[impl or "fused"]
     source = "optimizer.implementation" if impl else "default: torchtitan's optimizer.implementation is fused"
