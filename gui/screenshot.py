@@ -18,7 +18,7 @@ import os
 import sys
 import tempfile
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from core.plan import Plan
@@ -57,27 +57,7 @@ def render(
         window = MainWindow(settings=settings)
         window.set_chart_mode(mode)
         window.resize(width, height)
-        if diagnosis:
-            from core.plan import Method, Precision
-            from core.presets import lesson_plan
-
-            window.controller.reset(lesson_plan(Method.FULL, Precision.BF16, gpu="rtx-4090"))
-            window.tabs.setCurrentWidget(window.diagnosis)
-        if serving:
-            # The README's example: Llama 3.1 8B on one H100 with vLLM's defaults, 8k requests.
-            from core.catalogue import find_model
-            from core.plan import Hardware, Plan
-
-            plan = Plan(
-                model=find_model("llama-3.1-8b").spec, model_id="llama-3.1-8b", hardware=Hardware(gpu="h100-sxm")
-            )
-            window.controller.reset(plan.with_inference(engine="vllm", context=8192, concurrent=51))
-            window.tabs.setCurrentWidget(window.compute_panel)
-        if parallel:
-            window.controller.reset(parallel_plan())
-            window.tabs.setCurrentWidget(window.compute_panel)
-        if local or export_target:
-            stub_this_machine(window)
+        _stage(window, diagnosis=diagnosis, serving=serving, parallel=parallel, local=local or bool(export_target))
         # The window sizes its docks itself (a share of the width, never below what the forms
         # need): a fixed [330, 470] squeezed the Diagnosis at 1920 px and the forms at 1280 px.
         window.show()
@@ -90,14 +70,7 @@ def render(
                 for _ in range(3):
                     app.processEvents()
         if diagnosis:
-            import time
-
-            deadline = time.monotonic() + 30  # the diagnosis runs in a worker process
-            while window.diagnosis.stale and time.monotonic() < deadline:
-                app.processEvents()
-                time.sleep(0.01)
-            for _ in range(5):
-                app.processEvents()
+            _wait_for_diagnosis(app, window)
         # The banner keeps spare room from an earlier verdict until the edits pause (1.2 s);
         # the picture shows the window as a person sees it once they have.
         window.settle_banner()
@@ -115,6 +88,41 @@ def render(
             raise OSError(f"cannot write {path}")
         window.controller.undo_stack.setClean()
         window.close()
+
+
+def _stage(window: Any, *, diagnosis: bool, serving: bool, parallel: bool, local: bool) -> None:
+    """The plan and tab each picture shows."""
+    if diagnosis:
+        from core.plan import Method, Precision
+        from core.presets import lesson_plan
+
+        window.controller.reset(lesson_plan(Method.FULL, Precision.BF16, gpu="rtx-4090"))
+        window.tabs.setCurrentWidget(window.diagnosis)
+    if serving:
+        # The README's example: Llama 3.1 8B on one H100 with vLLM's defaults, 8k requests.
+        from core.catalogue import find_model
+        from core.plan import Hardware, Plan
+
+        plan = Plan(model=find_model("llama-3.1-8b").spec, model_id="llama-3.1-8b", hardware=Hardware(gpu="h100-sxm"))
+        window.controller.reset(plan.with_inference(engine="vllm", context=8192, concurrent=51))
+        window.tabs.setCurrentWidget(window.compute_panel)
+    if parallel:
+        window.controller.reset(parallel_plan())
+        window.tabs.setCurrentWidget(window.compute_panel)
+    if local:
+        stub_this_machine(window)
+
+
+def _wait_for_diagnosis(app: Any, window: Any) -> None:
+    """The diagnosis runs in a worker process: wait (30 s at most) for its report to be drawn."""
+    import time
+
+    deadline = time.monotonic() + 30  # the diagnosis runs in a worker process
+    while window.diagnosis.stale and time.monotonic() < deadline:
+        app.processEvents()
+        time.sleep(0.01)
+    for _ in range(5):
+        app.processEvents()
 
 
 def stub_this_machine(window: object) -> None:

@@ -136,28 +136,7 @@ class ModelForm(PlanForm):
         if local is not None:
             self.attach_local(local)
 
-        self.import_button = QToolButton()
-        self.import_button.setText("Open config.json…")
-        self.import_button.setAccessibleName("Open config.json or model folder")
-        self.import_button.setToolTip(
-            "Read the architecture from a Hugging Face config.json, or from a model folder that holds one.\n"
-            "Nothing in the file is executed."
-        )
-        self.import_button.setPopupMode(QToolButton.ToolButtonPopupMode.MenuButtonPopup)
-        menu = QMenu(self.import_button)
-        menu.addAction("config.json file…", lambda: self.importRequested.emit("file"))
-        menu.addAction("Model folder…", lambda: self.importRequested.emit("folder"))
-        self.import_button.setMenu(menu)
-        self.import_button.clicked.connect(lambda: self.importRequested.emit("file"))
-        self.import_button.setToolButtonStyle(Qt.ToolButtonStyle.ToolButtonTextOnly)
-        self.save_model = QToolButton()
-        self.save_model.setText("Save to my models…")
-        self.save_model.setAccessibleName("Save this model to your list")
-        self.save_model.setToolTip("Keep this model (imported or edited) in the list under a name (in your settings).")
-        self.save_model.clicked.connect(self._save_model)
-        self.save_model.setEnabled(settings is not None)
-        self.form.addRow("", self.import_button)
-        self.form.addRow("", self.save_model)
+        self._build_file_buttons(settings is not None)
 
         self.summary = QLabel()
         self.summary.setTextFormat(Qt.TextFormat.RichText)  # our markup; the model's name escaped in it
@@ -195,6 +174,31 @@ class ModelForm(PlanForm):
         self.bind("model.gated_mlp", "Gated MLP", self.gated, lambda p, v: _with_dimension(p, "gated_mlp", v))
         self._dimension_keys += ["model.tie_embeddings", "model.gated_mlp"]
         self._show_dimensions(False)
+
+    def _build_file_buttons(self, can_save: bool) -> None:
+        """Open config.json… (a file or a model folder) and Save to my models…."""
+        self.import_button = QToolButton()
+        self.import_button.setText("Open config.json…")
+        self.import_button.setAccessibleName("Open config.json or model folder")
+        self.import_button.setToolTip(
+            "Read the architecture from a Hugging Face config.json, or from a model folder that holds one.\n"
+            "Nothing in the file is executed."
+        )
+        self.import_button.setPopupMode(QToolButton.ToolButtonPopupMode.MenuButtonPopup)
+        menu = QMenu(self.import_button)
+        menu.addAction("config.json file…", lambda: self.importRequested.emit("file"))
+        menu.addAction("Model folder…", lambda: self.importRequested.emit("folder"))
+        self.import_button.setMenu(menu)
+        self.import_button.clicked.connect(lambda: self.importRequested.emit("file"))
+        self.import_button.setToolButtonStyle(Qt.ToolButtonStyle.ToolButtonTextOnly)
+        self.save_model = QToolButton()
+        self.save_model.setText("Save to my models…")
+        self.save_model.setAccessibleName("Save this model to your list")
+        self.save_model.setToolTip("Keep this model (imported or edited) in the list under a name (in your settings).")
+        self.save_model.clicked.connect(self._save_model)
+        self.save_model.setEnabled(can_save)
+        self.form.addRow("", self.import_button)
+        self.form.addRow("", self.save_model)
 
     # ---- the models downloaded on this machine -------------------------------------
     def _build_cache_rows(self) -> None:
