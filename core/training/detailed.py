@@ -38,11 +38,12 @@ from core.parallel.layout import Layout, Stage
 from core.parallel.layout import trainable_layers as stage_trainable_layers
 from core.parallel.state import RankState, compute_plan, rank_copies, rank_state
 from core.params import ParamCounts
-from core.plan import CheckpointPolicy, Method, Offload, Optimizer, Plan, Strategy
+from core.plan import CheckpointPolicy, Float8, Method, Offload, Optimizer, Plan, Strategy
 from core.roles import Dtypes, dtypes_for
 from core.runtime import ALLOCATOR_RESERVE_FRACTION, CUBLAS_WORKSPACE_BYTES, CUDA_CONTEXT_BYTES
 from core.training.activations import LossMemory, layer_activations, loss_memory, outside_blocks, selective_saved
 from core.training.attention import backward_workspace, kernel_note
+from core.training.flops import block_gemms
 from core.training.optimizer import optimizer_step_temporary, optimizer_terms
 from core.training.storage import copy_terms, gradient_terms, weight_terms
 
@@ -164,6 +165,7 @@ def _common(plan: Plan, counts: ParamCounts, dt: Dtypes, lay: Layout | None) -> 
                 layer_grads.formula + " + K/V chunks + accumulators",
                 layer_grads.bytes + sum(t.bytes for t in ring),
             )
+    layer_grads = _with_float8_casts(plan, layer_grads, lay)
     common = _Common(
         weights=weight_terms(plan, counts, dt),
         grads=gradient_terms(counts, dt),
@@ -179,6 +181,36 @@ def _common(plan: Plan, counts: ParamCounts, dt: Dtypes, lay: Layout | None) -> 
     )
     _LAST_COMMON = (plan, lay is not None, common)
     return common
+
+
+def _with_float8_casts(plan: Plan, layer_grads: Term, lay: Layout | None) -> Term:
+    """What float8 linears add to a block's backward. torchao's Float8Linear (pytorch/ao
+    36027d8, torchao/float8/float8_linear.py, ``matmul_with_hp_or_float8_args``) saves the
+    high-precision input and weight (``ctx.save_for_backward(input_hp, weight_hp_t)``), what
+    nn.Linear keeps, and casts in its backward the output gradient twice (for the input and
+    the weight gradient), the weight and the input again, one byte per element, alive while
+    that linear's backward runs: the largest linear's casts join the block's backward. (torchao
+    0.9-0.12 kept each linear's float8 weight from the forward to the backward, and before
+    Feb 2025 delayed scaling kept a 16-entry amax history per tensor: d37019636.) Transformer
+    Engine's float8 buffers are not modelled: its plans hold what 16-bit linears hold."""
+    if plan.float8 not in (Float8.TENSORWISE, Float8.ROWWISE):
+        return layer_grads
+    tp = lay.tensor_parallel if lay is not None else 1
+    cp = lay.context_parallel if lay is not None else 1
+    tokens = plan.workload.micro_batch * plan.workload.seq_len / cp
+    largest = 0.0
+    for gemm in block_gemms(plan):
+        if gemm.name.endswith(("LoRA A", "LoRA B")):
+            continue
+        k = gemm.k / tp if gemm.split == "row" else gemm.k
+        n = gemm.n / tp if gemm.split == "column" else gemm.n
+        m = tokens * gemm.share
+        largest = max(largest, m * k + 2 * m * n + k * n)
+    return Term(
+        layer_grads.label + " + float8 casts of the largest linear",
+        layer_grads.formula + " + (N·in + 2·N·out + in·out) × 1 B",
+        layer_grads.bytes + largest,
+    )
 
 
 def _split_why(lay: Layout) -> str:
