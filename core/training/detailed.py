@@ -41,7 +41,14 @@ from core.params import ParamCounts
 from core.plan import CheckpointPolicy, Float8, Method, Offload, Optimizer, Plan, Strategy
 from core.roles import Dtypes, dtypes_for
 from core.runtime import ALLOCATOR_RESERVE_FRACTION, CUBLAS_WORKSPACE_BYTES, CUDA_CONTEXT_BYTES
-from core.training.activations import LossMemory, layer_activations, loss_memory, outside_blocks, selective_saved
+from core.training.activations import (
+    LossMemory,
+    core_attention_bytes,
+    layer_activations,
+    loss_memory,
+    outside_blocks,
+    selective_saved,
+)
 from core.training.attention import backward_workspace, kernel_note
 from core.training.flops import block_gemms
 from core.training.optimizer import optimizer_step_temporary, optimizer_terms
@@ -301,6 +308,8 @@ def _kept_activations(
     flight = f" × {in_flight:g} micro-batches in flight" if in_flight != 1 else ""
     policy = plan.checkpoint_policy if plan.checkpointing else None
     ckpt = plan.checkpointed_blocks(layers)
+    if policy is CheckpointPolicy.ATTENTION:
+        return _attention_recompute_kept(block, trainable_layers, in_flight, flight)
     whole = trainable_layers if policy is None else 0
     if policy is CheckpointPolicy.LAYER:  # the checkpointed ones counted among the trainable (frozen at the bottom)
         whole = max(0, trainable_layers - ckpt)
@@ -330,6 +339,26 @@ def _kept_activations(
     if ckpt and top_is_checkpointed:
         return kept, [Term("one block recomputed in the backward", "Σ of one block's saved tensors", block.bytes)]
     return kept, []
+
+
+def _attention_recompute_kept(
+    block: LayerActs, trainable_layers: int, in_flight: float, flight: str
+) -> tuple[list[Term], list[Term]]:
+    """Megatron's selective recompute (core attention only): every trainable block keeps its
+    saved tensors but what the core attention keeps between its matmuls, which one block at a
+    time recomputes in the backward (Korthikanti et al. 2022, arXiv:2205.05198 §5)."""
+    inner = core_attention_bytes(block)
+    kept = block.bytes - inner
+    formula = f"{trainable_layers} × ({gb(block.bytes)} − {gb(inner)} core attention) GB{flight}"
+    terms = [
+        Term(
+            f"{trainable_layers} blocks × saved tensors but the core attention's",
+            formula,
+            trainable_layers * kept * in_flight,
+        )
+    ]
+    recomputed = [Term("one block's core attention recomputed in the backward", "scores / log-sum-exp", inner)]
+    return terms, recomputed if inner else []
 
 
 def _held_gradients(plan: Plan, parts: _Parts) -> Bucket:
@@ -372,7 +401,8 @@ def _backward_weights(plan: Plan, parts: _Parts) -> _BackwardWeights:
     else:
         in_block = gathered
     # Under layer SAC most blocks keep their tensors, autocast copies included: as unchecked.
-    recomputes_all = plan.checkpointing and plan.checkpoint_policy is not CheckpointPolicy.LAYER
+    whole_blocks = plan.checkpoint_policy not in (CheckpointPolicy.LAYER, CheckpointPolicy.ATTENTION)
+    recomputes_all = plan.checkpointing and whole_blocks
     # Checkpointed blocks keep nothing from the forward, so their autocast copies die with
     # the autocast cache when the forward ends; only the head's copy stays, and the block
     # being recomputed makes its own.

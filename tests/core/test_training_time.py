@@ -141,8 +141,10 @@ def test_fsdp_under_pipeline_parallel_gathers_once_per_step() -> None:
 def test_a_measured_speed_is_reproduced_and_its_utilisation_solved() -> None:
     # torchtitan's Llama 3.1 8B on 8 H100s, FSDP, compile, op SAC: 6,667 tokens/s per GPU
     # (corpus record tt-202412-8b-8gpu-compile).
-    plan = _h100().on_gpus(8, Strategy.FSDP).with_changes(
-        stack=Stack.COMPILE, checkpointing=True, checkpoint_policy=CheckpointPolicy.OP
+    plan = (
+        _h100()
+        .on_gpus(8, Strategy.FSDP)
+        .with_changes(stack=Stack.COMPILE, checkpointing=True, checkpoint_policy=CheckpointPolicy.OP)
     )
     measured = estimate(plan.with_hardware(measured_tokens_per_s=6667.0)).compute
     assert measured.tokens_per_second_per_gpu == pytest.approx(6667.0, rel=1e-6)
@@ -178,8 +180,10 @@ def test_an_edit_turns_the_measurement_into_a_calibration_of_the_same_card_and_s
 
 
 def test_the_measurement_and_calibration_are_saved_in_the_plan_file() -> None:
-    plan = _h100().with_hardware(measured_tokens_per_s=5000.0, calibration=1.1).with_changes(
-        stack=Stack.MEGATRON, float8=Float8.TE
+    plan = (
+        _h100()
+        .with_hardware(measured_tokens_per_s=5000.0, calibration=1.1)
+        .with_changes(stack=Stack.MEGATRON, float8=Float8.TE)
     )
     assert planfile.loads(planfile.dumps(plan)) == plan
 
@@ -197,3 +201,19 @@ def test_a_file_from_before_the_modelled_utilisation_reads_its_old_default_as_mo
 def test_parallelism_defaults_keep_the_overlap_off() -> None:
     # Megatron-LM's --tp-comm-overlap and torchtitan's async TP are opt-in.
     assert Parallelism().tp_overlap is False
+
+
+def test_attention_only_recompute_frees_the_scores_and_keeps_the_rest() -> None:
+    # Megatron-LM --recompute-granularity selective: the core attention is recomputed, so eager
+    # attention's B·H·S² tensors go; with a fused kernel only its log-sum-exp (Korthikanti et al.
+    # 2022, §5: "selective activation recomputation").
+    plan = plan_for_model("llama-3.2-1b", method=Method.FULL).with_workload(micro_batch=2, seq_len=2048)
+    for attention, saves_much in (("eager", True), ("sdpa", False)):
+        none = estimate(plan.with_changes(attention=attention)).peak_bytes
+        selective = plan.with_changes(
+            attention=attention, checkpointing=True, checkpoint_policy=CheckpointPolicy.ATTENTION
+        )
+        full = estimate(plan.with_changes(attention=attention, checkpointing=True)).peak_bytes
+        freed = none - estimate(selective).peak_bytes
+        assert full < estimate(selective).peak_bytes <= none
+        assert (freed > 0.2 * none) is saves_much
