@@ -39,6 +39,7 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
 from core.catalogue import GpuSpec, find_gpu, find_model  # noqa: E402
+from core.dtypes import MpDtype  # noqa: E402
 from core.errors import PlanError  # noqa: E402
 from core.model import ModelSpec  # noqa: E402
 from core.parallel.comm import step_communication  # noqa: E402
@@ -58,8 +59,9 @@ from core.plan import (  # noqa: E402
     Strategy,
     Workload,
 )
-from core.dtypes import MpDtype  # noqa: E402
-from core.training.efficiency import FITTED, PRIORS, TIES, coefficient  # noqa: E402
+from core.training.activations import recomputed_share  # noqa: E402
+from core.training.compute import compute_dtype  # noqa: E402
+from core.training.efficiency import PRIORS, TIES, coefficient  # noqa: E402
 from core.training.flops import token_flops  # noqa: E402
 from core.training.speed import Work, step_work  # noqa: E402
 
@@ -357,6 +359,28 @@ def predicted_step(p: Prepared, table: Mapping[str, float]) -> float:
     return compute * (1 + bubble) + optimizer + exposed + tp * coefficient("tp_overlap", table)
 
 
+# ---- the rule before issue 24, for the before/after line ----------------------------------
+# main at 311d2af (core/training/compute.py): FLOPs per token 4·P + 2·T (6·P in full training,
+# Kaplan et al. 2020), + 2·P × the recomputed share, no attention or logits term; one typed 40 %
+# utilisation of the card's dense peak at the compute dtype (no float8 rate). Its communication
+# is today's model with every tensor-parallel transfer counted whole (no overlap then): the one
+# difference from that commit's step is FSDP under pipeline parallel, gathered once per step here.
+BEFORE_UTILISATION = 0.40  # core/inputs.py at 311d2af: hardware.utilisation's default
+
+
+def before_step(case: Case) -> float:
+    """Seconds per optimizer step the pre-issue-24 rule predicts for ``case``."""
+    plan = replace(case.plan, float8=Float8.NONE, parallel=replace(case.plan.parallel, tp_overlap=False))
+    counts = param_counts(plan)
+    active = counts.active
+    trainable = min(counts.trainable, active) if plan.method is not Method.FULL else active
+    per_token = 4.0 * active + 2.0 * trainable + 2.0 * active * recomputed_share(plan)
+    peak = card_of(case).peak_tflops(compute_dtype(plan)) * 1e12
+    compute = per_token * case.tokens_per_step / (peak * BEFORE_UTILISATION * plan.world_size)
+    comm = step_communication(plan, counts, compute, 2.0 * active / per_token)
+    return compute * (1 + comm.bubble_fraction) + comm.exposed_seconds
+
+
 # ---- the fit ------------------------------------------------------------------------------
 def bounds(name: str) -> tuple[float, float]:
     """What a coefficient may be: no matmul or attention faster than the peak, no stack moving
@@ -492,7 +516,9 @@ def source_flops(case: Case) -> tuple[float, float] | None:
     source = record["source_id"]
     if source.startswith("nvidia") or source == "bigscience-bloom":
         return _megatron_flops(case)
-    published = derived.get("source_formula_flops_per_token") or derived.get("source_formula_flops_per_token_all_params")
+    published = derived.get("source_formula_flops_per_token") or derived.get(
+        "source_formula_flops_per_token_all_params"
+    )
     dims = record.get("model_dims") or {}
     if published is None and source in ("ibm-fms-fsdp", "tinyllama") and dims.get("params"):
         # Their formula with their parameter count: 6·N + 12·l·d·s (nanoGPT / PaLM; lit-gpt).
@@ -517,21 +543,21 @@ def _megatron_flops(case: Case) -> tuple[float, float] | None:
     the recompute and without the logits' weight gradient (its V/(16·l·h))."""
     plan, model = case.plan, case.plan.model
     record = case.record
-    l, h, s, v = model.num_layers, model.hidden_size, plan.workload.seq_len, model.vocab_size
+    layers, h, s, v = model.num_layers, model.hidden_size, plan.workload.seq_len, model.vocab_size
     g, a, f = model.num_kv_heads, model.num_heads, model.intermediate_size
     source = record["source_id"]
     causal = source == "nvidia-megatron-bridge"
     mlp = (18.0 if model.gated_mlp else 12.0) * f / h
     attention = (6.0 if causal else 12.0) * s / h
-    theirs = l * h * h * (12 + 12 * g / a + mlp + attention) + 6 * v * h
+    theirs = layers * h * h * (12 + 12 * g / a + mlp + attention) + 6 * v * h
     flops = token_flops(replace(plan, method=Method.FULL, checkpointing=False))
     ours = flops.model_causal if causal else flops.model
     if source == "bigscience-bloom":
         if "prequel" in record["id"]:
-            theirs = 8 * 12 * l * h * h  # the Feb-2022 logs: no attention, no logits
-            ours = 8 / 6 * (flops.model - (flops.model - _blocks_only(plan)))
+            theirs = 8 * 12 * layers * h * h  # the Feb-2022 logs: no attention, no logits
+            ours = 8 / 6 * _blocks_only(plan)  # the block matmuls' 6·W, × 8/6 with the recompute
         else:
-            theirs = 8 * 12 * l * h * h * (1 + s / (6 * h) + v / (16 * l * h))
+            theirs = 8 * 12 * layers * h * h * (1 + s / (6 * h) + v / (16 * layers * h))
             ours = 8 / 6 * (flops.model - 6 * v * h) + 6 * v * h * 8 / 6 * 0.75
     return ours, theirs
 
@@ -556,6 +582,7 @@ class Report:
     pairs: list[tuple[str, str, float, float]]  # a, b, published ratio, predicted ratio
     tables: dict[str, dict[str, float]] = field(default_factory=dict)
     all_sources: dict[str, float] = field(default_factory=dict)
+    before: list[Scored] = field(default_factory=list)  # the same figures, the rule before issue 24
 
 
 def build(data: Mapping[str, Any]) -> Report:
@@ -579,7 +606,20 @@ def build(data: Mapping[str, Any]) -> Report:
         if a in by_id and b in by_id:
             pa, pb = by_id[a], by_id[b]
             pairs.append((a, b, pb.published / pa.published, pb.predicted / pa.predicted))
-    return Report(scored, skipped, flops, pairs, tables, fit(prepared))
+    before = [Scored(c, c.per_gpu(before_step(c)), c.per_gpu(c.observed_step)) for c in cases]
+    return Report(scored, skipped, flops, pairs, tables, fit(prepared), before)
+
+
+def before_after(report: Report) -> list[str]:
+    """Median and worst |error| of tokens/s per GPU, the rule before issue 24 and today's."""
+    lines = []
+    for name, rows in (("before (6·P / 8·P, 40 %)", report.before), ("after (leave one source out)", report.scored)):
+        s = summary(rows)
+        lines.append(
+            f"  {name:<30} n={s['n']:<4} median {s['median']:5.1f} %   worst ≤ 8k {s['worst_short']:6.1f} %   "
+            f"worst > 8k {s['worst_long']:6.1f} %   median signed {s['median_signed']:+6.1f} %"
+        )
+    return lines
 
 
 def failures(report: Report) -> list[str]:
@@ -616,9 +656,12 @@ def text(report: Report) -> str:
         f"{'all':<24} {s['n']:>4} {s['median']:>7.1f}% {s['worst_short']:>8.1f}% {s['worst_long']:>8.1f}% "
         f"{s['median_signed']:>+7.1f}%"
     )
+    lines += ["", "Tokens/s per GPU |error|, before vs after:", *before_after(report)]
     lines += ["", "Worst ten:"]
     for r in sorted(report.scored, key=lambda r: -abs(r.error))[:10]:
-        lines.append(f"  {r.case.id:<58} {r.published:>9,.0f} published {r.predicted:>9,.0f} predicted {r.error:+6.1f}%")
+        lines.append(
+            f"  {r.case.id:<58} {r.published:>9,.0f} published {r.predicted:>9,.0f} predicted {r.error:+6.1f}%"
+        )
     lines += ["", "FLOPs per token ÷ the source's own formula:"]
     for source, ratios in sorted(report.flops.items()):
         lines.append(f"  {source:<34} n={len(ratios):<4} {min(ratios):.4f} … {max(ratios):.4f}")
@@ -634,6 +677,55 @@ def text(report: Report) -> str:
     return "\n".join(lines)
 
 
+def markdown(report: Report) -> str:
+    """The tables of docs/TRAINING_TIME.md."""
+    out = [
+        "| family (left out) | figures | median \\|error\\| | worst ≤ 8k | worst > 8k | median signed |",
+        "|---|---:|---:|---:|---:|---:|",
+    ]
+    for family in sorted({r.case.family for r in report.scored}):
+        s = summary([r for r in report.scored if r.case.family == family])
+        out.append(
+            f"| {family} | {s['n']} | {s['median']:.1f} % | {s['worst_short']:.1f} % | "
+            f"{s['worst_long']:.1f} % | {s['median_signed']:+.1f} % |"
+        )
+    s = summary(report.scored)
+    out.append(
+        f"| **all** | {s['n']} | **{s['median']:.1f} %** | **{s['worst_short']:.1f} %** | "
+        f"**{s['worst_long']:.1f} %** | {s['median_signed']:+.1f} % |"
+    )
+    out += [
+        "",
+        "| rule | figures | median \\|error\\| | worst ≤ 8k | worst > 8k | median signed |",
+        "|---|---:|---:|---:|---:|---:|",
+    ]
+    for name, rows in (
+        ("before issue 24 (6·P / 8·P, 40 %)", report.before),
+        ("today (leave one source out)", report.scored),
+    ):
+        s = summary(rows)
+        out.append(
+            f"| {name} | {s['n']} | {s['median']:.1f} % | {s['worst_short']:.1f} % | "
+            f"{s['worst_long']:.1f} % | {s['median_signed']:+.1f} % |"
+        )
+    out += ["", "| worst figures | published | predicted | error |", "|---|---:|---:|---:|"]
+    for r in sorted(report.scored, key=lambda r: -abs(r.error))[:15]:
+        out.append(f"| {r.case.id} | {r.published:,.0f} | {r.predicted:,.0f} | {r.error:+.1f} % |")
+    out += ["", "| source | figures | ours ÷ its formula |", "|---|---:|---|"]
+    for source, ratios in sorted(report.flops.items()):
+        out.append(f"| {source} | {len(ratios)} | {min(ratios):.4f} … {max(ratios):.4f} |")
+    out += ["", "| scaling pair | published | predicted | points |", "|---|---:|---:|---:|"]
+    for a, b, published, predicted in sorted(report.pairs, key=lambda p: -abs(p[3] - p[2])):
+        out.append(f"| {a} → {b} | {published:.3f} | {predicted:.3f} | {100 * (predicted - published):+.1f} |")
+    out += ["", "| not expressed | figures |", "|---|---:|"]
+    reasons: dict[str, int] = {}
+    for _, source, why in report.skipped:
+        key = f"{source}: {why}"
+        reasons[key] = reasons.get(key, 0) + 1
+    out += [f"| {why} | {n} |" for why, n in sorted(reasons.items())]
+    return "\n".join(out)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--check", action="store_true", help="exit 1 when a target of issue 24 is missed")
@@ -647,7 +739,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f'    "{name}": {value:.4f},')
         print("}")
         return 0
-    print(text(report))
+    print(markdown(report) if args.markdown else text(report))
     missed = failures(report)
     if missed:
         print("\nTargets missed:\n  " + "\n  ".join(missed))
