@@ -77,46 +77,51 @@ def estimate_to_json(est: Estimate, mode: Mode = Mode.TRAINING) -> dict[str, Any
         "worst_rank": est.worst_rank,
         "host_bytes": round(est.host.bytes) if est.host else None,
         "host_capacity_bytes": round(est.host.capacity_bytes) if est.host and est.host.verdict else None,
-        "compute": {
-            "flops": est.compute.flops,
-            "flops_per_token": est.compute.flops_per_token,
-            "hours": est.compute.hours,
-            "tokens_per_second": est.compute.tokens_per_second,
-            "cost": est.compute.cost,
-            "energy_kwh": est.compute.energy_kwh,
-            "compute_seconds_per_step": est.compute.compute_seconds_per_step,
-            "comm_seconds_per_step": est.compute.comm_seconds_per_step,
-            "exposed_comm_seconds_per_step": est.compute.exposed_comm_seconds_per_step,
-            "bubble_fraction": est.compute.bubble_fraction,
-            "step_seconds": est.compute.step_seconds,
-            "optimizer_seconds_per_step": est.compute.optimizer_seconds_per_step,
-            "tokens_per_second_per_gpu": est.compute.tokens_per_second_per_gpu,
-            "model_flops_per_token": est.compute.model_flops_per_token,
-            "causal_flops_per_token": est.compute.causal_flops_per_token,
-            "flop_terms": [
-                {"label": t.label, "per_token": t.per_token, "formula": t.formula} for t in est.compute.flop_terms
-            ],
-            "mfu": est.compute.mfu,
-            "mfu_convention": MFU_CONVENTION,
-            "utilisation": est.compute.utilisation,
-            "modelled_utilisation": est.compute.modelled_utilisation,
-            "utilisation_source": est.compute.utilisation_source.value,
-            "calibration_factor": est.compute.calibration_factor,
-            "gemm_peak_tflops": est.compute.gemm_peak_tflops,
-            "compute_parts": [
-                {"label": p.label, "seconds": p.seconds, "formula": p.formula} for p in est.compute.compute_parts
-            ],
-            "float8_problem": est.compute.float8_problem,
-            "comm_terms": [
-                {"label": t.label, "formula": t.formula, "bytes": t.bytes, "seconds": t.seconds}
-                for t in est.compute.comm_terms
-            ],
-            "assumptions": list(est.compute.assumptions),
-        },
+        "compute": compute_to_json(est),
         "inference": inference_to_json(est),
         "notes": list(est.notes),
         "warnings": list(est.warnings_for(mode)),
         "dtype_problem": est.compute.dtype_problem,
+    }
+
+
+def compute_to_json(est: Estimate) -> dict[str, Any]:
+    """Time, FLOPs, utilisation and MFU (the convention named), and the step's parts."""
+    return {
+        "flops": est.compute.flops,
+        "flops_per_token": est.compute.flops_per_token,
+        "hours": est.compute.hours,
+        "tokens_per_second": est.compute.tokens_per_second,
+        "cost": est.compute.cost,
+        "energy_kwh": est.compute.energy_kwh,
+        "compute_seconds_per_step": est.compute.compute_seconds_per_step,
+        "comm_seconds_per_step": est.compute.comm_seconds_per_step,
+        "exposed_comm_seconds_per_step": est.compute.exposed_comm_seconds_per_step,
+        "bubble_fraction": est.compute.bubble_fraction,
+        "step_seconds": est.compute.step_seconds,
+        "optimizer_seconds_per_step": est.compute.optimizer_seconds_per_step,
+        "tokens_per_second_per_gpu": est.compute.tokens_per_second_per_gpu,
+        "model_flops_per_token": est.compute.model_flops_per_token,
+        "causal_flops_per_token": est.compute.causal_flops_per_token,
+        "flop_terms": [
+            {"label": t.label, "per_token": t.per_token, "formula": t.formula} for t in est.compute.flop_terms
+        ],
+        "mfu": est.compute.mfu,
+        "mfu_convention": MFU_CONVENTION,
+        "utilisation": est.compute.utilisation,
+        "modelled_utilisation": est.compute.modelled_utilisation,
+        "utilisation_source": est.compute.utilisation_source.value,
+        "calibration_factor": est.compute.calibration_factor,
+        "gemm_peak_tflops": est.compute.gemm_peak_tflops,
+        "compute_parts": [
+            {"label": p.label, "seconds": p.seconds, "formula": p.formula} for p in est.compute.compute_parts
+        ],
+        "float8_problem": est.compute.float8_problem,
+        "comm_terms": [
+            {"label": t.label, "formula": t.formula, "bytes": t.bytes, "seconds": t.seconds}
+            for t in est.compute.comm_terms
+        ],
+        "assumptions": list(est.compute.assumptions),
     }
 
 

@@ -400,8 +400,9 @@ def _sharded_parameter_traffic(step: _Step, span: Span) -> _Traffic:
     # set_requires_gradient_sync(False) and set_reshard_after_backward(False)
     # (_PipelineStageBase.backward_maybe_with_nosync).
     per_step = 1 if piped else step.micro
+    when = "once per step" if piped else "forward + backward" if regather else "forward"
     gather = _collective(
-        f"{name} parameter all-gather ({'once per step' if piped else 'forward + backward' if regather else 'forward'})",
+        f"{name} parameter all-gather ({when})",
         Collective.ALL_GATHER,
         gather_bytes,
         span,

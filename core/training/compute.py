@@ -209,7 +209,11 @@ def _target_step(plan: Plan) -> tuple[float, str, float]:
     hw = plan.hardware
     if hw.measured_tokens_per_s > 0:
         tokens = plan.effective_batch * plan.workload.seq_len
-        return tokens / (hw.measured_tokens_per_s * plan.world_size), "hardware.measured_tokens_per_s", hw.measured_tokens_per_s
+        return (
+            tokens / (hw.measured_tokens_per_s * plan.world_size),
+            "hardware.measured_tokens_per_s",
+            hw.measured_tokens_per_s,
+        )
     return hw.measured_step_s, "hardware.measured_step_s", hw.measured_step_s
 
 
@@ -336,9 +340,7 @@ def _formula(
         UtilisationSource.CALIBRATED: f"calibrated × {timing.factor:.3g}",
         UtilisationSource.MEASURED: f"solved from your run, × {timing.factor:.3g}",
     }[timing.source]
-    text += (
-        f"; per step {timing.compute:.3g} s compute ({utilisation:.1%} of {peak:g} TFLOP/s per GPU, {source})"
-    )
+    text += f"; per step {timing.compute:.3g} s compute ({utilisation:.1%} of {peak:g} TFLOP/s per GPU, {source})"
     if comm.bubble_fraction or comm.exposed_seconds:
         text += f" × (1 + {comm.bubble_fraction:.3g} bubble) + {comm.exposed_seconds:.3g} s exposed communication"
     steps = tokens / (plan.effective_batch * plan.workload.seq_len) if plan.effective_batch else 0.0

@@ -105,11 +105,12 @@ FITTED: Final[Mapping[str, float]] = {
 # Ties the fit keeps between coefficients (name, other, ratio): float8 matmuls as a fixed
 # multiple of the same card's 16-bit ones (the priors' ratios), Blackwell like Hopper; a
 # recipe or card seen by one source only is then scored by what the others say of its kin.
-TIES: Final = tuple(
-    (f"gemm:{family}/{kind}", f"gemm:{family}/16-bit", ratio)
-    for family in _GEMM_16BIT
-    for kind, ratio in _FP8_OVER_16BIT.items()
-) + (
+TIES: Final = (
+    *(
+        (f"gemm:{family}/{kind}", f"gemm:{family}/16-bit", ratio)
+        for family in _GEMM_16BIT
+        for kind, ratio in _FP8_OVER_16BIT.items()
+    ),
     ("gemm:blackwell/16-bit", "gemm:hopper/16-bit", 1.0),
     ("attention:blackwell/fused", "attention:hopper/fused", 1.0),
     ("attention:blackwell/flash", "attention:hopper/flash", 1.0),

@@ -74,9 +74,15 @@ def block_gemms(plan: Plan) -> tuple[Gemm, ...]:
         gemms.append(Gemm("experts down", i, d, "row", base_trains, share, model.num_experts))
         if model.shared_expert_size:
             s = model.shared_expert_size
-            gemms += [Gemm("shared gate|up", d, 2 * s, "column", base_trains), Gemm("shared down", s, d, "row", base_trains)]
+            gemms += [
+                Gemm("shared gate|up", d, 2 * s, "column", base_trains),
+                Gemm("shared down", s, d, "row", base_trains),
+            ]
     else:
-        gemms += [Gemm("gate|up" if ups == 2 else "up", d, ups * i, "column", base_trains), Gemm("down", i, d, "row", base_trains)]
+        gemms += [
+            Gemm("gate|up" if ups == 2 else "up", d, ups * i, "column", base_trains),
+            Gemm("down", i, d, "row", base_trains),
+        ]
     return tuple(gemms) + _adapter_gemms(plan)
 
 

@@ -30,11 +30,12 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Final
 
+from core import roles
 from core.catalogue import GpuSpec
+from core.dtypes import Quant
 from core.parallel.layout import Stage, layout, train_share, trainable_layers
 from core.params import ParamCounts
-from core.plan import CheckpointPolicy, Float8, Method, Offload, Plan, Quant, Stack, Strategy
-from core import roles
+from core.plan import CheckpointPolicy, Float8, Method, Offload, Plan, Stack, Strategy
 from core.roles import dtypes_for
 from core.training.activations import recomputed_share
 from core.training.attention import Kernel, sdpa_kernel
@@ -351,4 +352,3 @@ def step_work(plan: Plan, counts: ParamCounts, gpu: GpuSpec) -> Work:
             best = work
     assert best is not None
     return best
-

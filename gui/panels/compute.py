@@ -27,7 +27,11 @@ ROWS = (
         "software stack (fitted on published runs), typed, or solved from your run's measured speed.",
     ),
     ("mfu", "MFU", MFU_CONVENTION + "."),
-    ("hours", "Time", "Optimizer steps × the step: compute × (1 + pipeline bubble) + optimizer + exposed communication."),
+    (
+        "hours",
+        "Time",
+        "Optimizer steps × the step: compute × (1 + pipeline bubble) + optimizer + exposed communication.",
+    ),
     ("tokens_per_second", "Throughput", "Tokens trained per second across all GPUs, and per GPU."),
     ("steps", "Optimizer steps", "Token budget ÷ (micro-batch × accumulation × GPUs × sequence)."),
     ("cost", "Cost", "Hours × GPUs × price per GPU-hour."),

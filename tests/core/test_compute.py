@@ -17,9 +17,8 @@ from core.catalogue import find_gpu, find_model
 from core.dtypes import Autocast, Dtype
 from core.estimate import estimate
 from core.params import param_counts
-from core.plan import Hardware, Method, Parallelism, Plan, Precision, Workload
+from core.plan import Accounting, CheckpointPolicy, Hardware, Method, Parallelism, Plan, Precision, Workload
 from core.presets import plan_for_model
-from core.plan import Accounting, CheckpointPolicy
 from core.training.activations import recomputed_share
 from core.training.compute import UtilisationSource, compute_dtype, compute_estimate
 from core.training.flops import block_gemms, token_flops
@@ -44,11 +43,12 @@ def test_the_megatron_formulas_match_to_the_flop() -> None:
     # Bridge (core_r0.12+) writes 6·s/h, the causal count (corpus records nemo2407-*, mbridge-*).
     plan = _plan("llama-2-7b", method=Method.FULL, workload=Workload(seq_len=4096))
     m = plan.model
-    l, h, s, v = m.num_layers, m.hidden_size, 4096, m.vocab_size
+    layers, h, s, v = m.num_layers, m.hidden_size, 4096, m.vocab_size
     g, a, f = m.num_kv_heads, m.num_heads, m.intermediate_size
     flops = token_flops(plan)
-    assert flops.model == pytest.approx(l * h * h * (12 + 12 * g / a + 18 * f / h + 12 * s / h) + 6 * v * h, rel=1e-12)
-    causal = l * h * h * (12 + 12 * g / a + 18 * f / h + 6 * s / h) + 6 * v * h
+    full = layers * h * h * (12 + 12 * g / a + 18 * f / h + 12 * s / h) + 6 * v * h
+    assert flops.model == pytest.approx(full, rel=1e-12)
+    causal = layers * h * h * (12 + 12 * g / a + 18 * f / h + 6 * s / h) + 6 * v * h
     assert flops.model_causal == pytest.approx(causal, rel=1e-3)  # (s + 1)/2 keys, not s/2
 
 

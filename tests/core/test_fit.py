@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 import math
 from pathlib import Path
@@ -37,7 +38,7 @@ def test_rows_are_the_estimators_own_answers_sorted_by_cost() -> None:
     assert known == sorted(known, reverse=True)
     # Equal costs list fewer cards first. (The cost no longer scales exactly with the count:
     # the optimizer step is paid once per step, over more tokens on more data-parallel cards.)
-    for first, second in zip(rows, rows[1:], strict=False):
+    for first, second in itertools.pairwise(rows):
         if math.isfinite(first.cost) and round(first.cost, 6) == round(second.cost, 6) and first.gpu == second.gpu:
             assert first.count <= second.count
 
