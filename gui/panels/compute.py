@@ -60,6 +60,10 @@ SERVING_ROWS = (
 class TrainingComputePanel(FiguresPanel):
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__("Compute and time", ROWS, "Compute formula", parent)
+        # The rows whose text runs long (three FLOPs counts; a typed utilisation beside the
+        # modelled one; the speed in total and per GPU) wrap, so they never widen the dock.
+        for key in ("flops_per_token", "utilisation", "tokens_per_second"):
+            self.values[key].setWordWrap(True)
 
     def _show(self, estimate: Estimate) -> None:
         c = estimate.compute
