@@ -11,6 +11,7 @@ from dataclasses import dataclass, replace
 from core.breakdown import Bucket, BucketKey, Phase
 from core.catalogue import GpuSpec, custom_gpu, find_gpu
 from core.checks import PlanWarning, plan_warnings
+from core.errors import PlanError
 from core.format import memory
 from core.params import ParamCounts, param_counts
 from core.plan import Offload, Plan
@@ -194,5 +195,14 @@ def keep_calibration(before: Estimate, after: Plan) -> Plan:
     if (new.measured_tokens_per_s, new.measured_step_s) != (old.measured_tokens_per_s, old.measured_step_s):
         return after
     same = new.gpu == old.gpu and after.stack is before.plan.stack and after.float8 is before.plan.float8
-    factor = before.compute.calibration_factor if same else 0.0
-    return after.with_hardware(measured_tokens_per_s=0.0, measured_step_s=0.0, calibration=factor)
+    modelled = after.with_hardware(measured_tokens_per_s=0.0, measured_step_s=0.0, calibration=0.0)
+    if not same:
+        return modelled
+    # A factor no calibration can hold (outside its range), or one the edited plan cannot run
+    # at (past the card's peak), is dropped rather than refusing the edit: the plan is modelled.
+    try:
+        calibrated = modelled.with_hardware(calibration=before.compute.calibration_factor)
+        estimate(calibrated)
+    except PlanError:
+        return modelled
+    return calibrated

@@ -8,6 +8,7 @@ benchmarks/realgpu/throughput_figures.json.
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 
 import pytest
 
@@ -177,6 +178,28 @@ def test_an_edit_turns_the_measurement_into_a_calibration_of_the_same_card_and_s
     assert other_card.hardware.calibration == 0 and other_card.hardware.measured_tokens_per_s == 0
     retyped = plan.with_hardware(measured_tokens_per_s=5500.0)
     assert keep_calibration(before, retyped) == retyped
+
+
+def test_an_edit_after_an_implausible_measurement_is_not_refused() -> None:
+    # Before: a measurement whose factor no calibration can hold (1 token/s per GPU on an H100:
+    # ~1/7,000 of the modelled speed, under the calibration's 0.01 floor) made keep_calibration
+    # raise, so the window refused every later edit until the measurement was cleared (found by
+    # the GUI monkey: seed 20240611, edit 2042). So did a factor the edited plan cannot run at
+    # (over 100 % of the peak). Such a factor is dropped: the edited plan is modelled.
+    slow = _h100().with_hardware(measured_tokens_per_s=1.0)
+    before = estimate(slow)
+    assert before.compute.calibration_factor < 0.01
+    edited = keep_calibration(before, slow.with_workload(seq_len=4096))
+    assert edited.hardware == replace(slow.hardware, measured_tokens_per_s=0.0)
+    assert estimate(edited).compute.utilisation_source is UtilisationSource.MODELLED
+    speed = estimate(_h100()).compute.tokens_per_second_per_gpu * 2.4
+    before = estimate(_h100().with_hardware(measured_tokens_per_s=speed))
+    assert before.compute.utilisation < 1.0  # 2.4 × the modelled 40 %: a valid measurement
+    # The 70B's larger matmuls are modelled at 46 %: 2.4 × that is past the peak.
+    edited = keep_calibration(before, _h100("llama-3.1-70b").with_hardware(measured_tokens_per_s=speed))
+    assert edited.hardware.calibration == 0
+    estimate(edited)  # never refused
+    assert edited.hardware.measured_tokens_per_s == 0
 
 
 def test_the_measurement_and_calibration_are_saved_in_the_plan_file() -> None:
