@@ -548,13 +548,13 @@ INPUTS: Final[tuple[Input, ...]] = (
           "Seconds per optimizer step a short run of this plan showed (used when no speed is given). "
           "0: not measured.",
           ("--measured-step-s",), "calibrate: seconds per optimizer step your run of this plan showed",
-          unit="s", low=1e-6, high=1e7, step=0.1, decimals=3, zero_means="not measured", advanced=True,
+          unit="s", low=1e-6, high=1e7, step=0.1, decimals=3, zero_means="not measured",
           matters=lambda p: p.accounting is Accounting.DETAILED and not p.hardware.measured_tokens_per_s),
     Input("hardware.calibration", Kind.FLOAT, "Calibration", "Calibration factor", 0.0,
           "Your runs' compute speed ÷ the modelled one on this card and stack (1.1: 10 % faster), from a "
           "measured run; every plan on the same card and stack can use it. 0: none.",
           ("--calibration",), "calibration factor from a measured run (speed ÷ modelled speed)", unit="×",
-          low=0.01, high=100.0, step=0.05, decimals=3, zero_means="none", advanced=True,
+          low=0.01, high=100.0, step=0.05, decimals=3, zero_means="none",
           matters=lambda p: p.accounting is Accounting.DETAILED),
     # The lesson advises keeping 10-20 % of the card free.
     Input("hardware.headroom", Kind.FLOAT, "Headroom", "Headroom", 0.10,
