@@ -11,16 +11,18 @@ from dataclasses import dataclass, replace
 from core.breakdown import Bucket, BucketKey, Phase
 from core.catalogue import GpuSpec, custom_gpu, find_gpu
 from core.checks import PlanWarning, plan_warnings
+from core.errors import PlanError
 from core.format import memory
 from core.params import ParamCounts, param_counts
 from core.plan import Offload, Plan
 from core.serving.inference import InferenceEstimate, inference_estimate
-from core.training.compute import Compute, compute_estimate
+from core.training.compute import MFU_CONVENTION, Compute, UtilisationSource, compute_estimate
 from core.training.host import HostMemory, host_memory
 from core.training.ranks import RankMemory, rank_memories
 from core.verdict import VERDICT_LABELS, Judgement, Mode, Verdict, judge
 
 __all__ = [
+    "MFU_CONVENTION",
     "VERDICT_LABELS",
     "Bucket",
     "BucketKey",
@@ -30,9 +32,11 @@ __all__ = [
     "Mode",
     "Phase",
     "RankMemory",
+    "UtilisationSource",
     "Verdict",
     "estimate",
     "gpu_for",
+    "keep_calibration",
 ]
 
 
@@ -182,3 +186,27 @@ def _host_warnings(plan: Plan, host: HostMemory) -> tuple[PlanWarning, ...]:
             "processes; give the RAM (Host RAM per node, --host-ram-gb) to have it judged.",
         ),
     )
+
+
+def keep_calibration(before: Estimate, after: Plan) -> Plan:
+    """A measured speed describes the plan it was measured on. When an edit changes anything
+    else, the measurement becomes the calibration factor it gave, so the edited plan is
+    modelled and scaled by it, not pinned to the old speed; on another card or software stack
+    the factor does not hold and is dropped. An edit of the measurement itself is kept."""
+    old, new = before.plan.hardware, after.hardware
+    if not (old.measured_tokens_per_s or old.measured_step_s) or after == before.plan:
+        return after
+    if (new.measured_tokens_per_s, new.measured_step_s) != (old.measured_tokens_per_s, old.measured_step_s):
+        return after
+    same = new.gpu == old.gpu and after.stack is before.plan.stack and after.float8 is before.plan.float8
+    modelled = after.with_hardware(measured_tokens_per_s=0.0, measured_step_s=0.0, calibration=0.0)
+    if not same:
+        return modelled
+    # A factor no calibration can hold (outside its range), or one the edited plan cannot run
+    # at (past the card's peak), is dropped rather than refusing the edit: the plan is modelled.
+    try:
+        calibrated = modelled.with_hardware(calibration=before.compute.calibration_factor)
+        estimate(calibrated)
+    except PlanError:
+        return modelled
+    return calibrated

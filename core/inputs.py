@@ -117,6 +117,27 @@ class CheckpointPolicy(StrEnum):
     FULL = "full"
     OP = "op"  # selective per op: matmuls (every other one) and the attention kernel saved
     LAYER = "layer"  # every Nth block fully checkpointed, the rest not at all
+    # Megatron-LM --recompute-granularity selective (--recompute-modules core_attn, its
+    # default): only the core attention (scores, softmax, dropout, × values) is recomputed.
+    ATTENTION = "attention"
+
+
+class Stack(StrEnum):
+    """The software that runs the step: what decides how much of the card the work gets
+    beyond the matmuls (elementwise kernels, fusion, launch overhead)."""
+
+    EAGER = "eager"  # PyTorch eager (HF Trainer, PEFT, torchtune / torchtitan without compile)
+    COMPILE = "compile"  # torch.compile over the model (torchtitan, torchtune, OLMo-core, fms-fsdp)
+    MEGATRON = "megatron"  # Megatron-LM / NeMo: Transformer Engine and Apex fused kernels
+
+
+class Float8(StrEnum):
+    """Float8 training of the linear layers (attention, norms and the loss stay 16-bit)."""
+
+    NONE = "none"
+    TENSORWISE = "tensorwise"  # torchao Float8Linear, dynamic tensorwise scaling (torchtitan's float8)
+    ROWWISE = "rowwise"  # torchao Float8Linear, rowwise scaling (recipe "rowwise")
+    TE = "te"  # NVIDIA Transformer Engine fp8 linears (Megatron-LM / NeMo --fp8-format hybrid)
 
 
 class Strategy(StrEnum):
@@ -185,6 +206,18 @@ CHECKPOINT_POLICY_LABELS: Final = {
     CheckpointPolicy.FULL: "full (every block recomputed)",
     CheckpointPolicy.OP: "selective per op (torchtitan)",
     CheckpointPolicy.LAYER: "every Nth block (torchtitan)",
+    CheckpointPolicy.ATTENTION: "attention only (Megatron selective)",
+}
+STACK_LABELS: Final = {
+    Stack.EAGER: "eager PyTorch",
+    Stack.COMPILE: "torch.compile",
+    Stack.MEGATRON: "Megatron / NeMo fused kernels",
+}
+FLOAT8_LABELS: Final = {
+    Float8.NONE: "off (16-bit matmuls)",
+    Float8.TENSORWISE: "torchao, tensorwise scaling",
+    Float8.ROWWISE: "torchao, rowwise scaling",
+    Float8.TE: "Transformer Engine",
 }
 OPTIMIZER_IMPL_LABELS: Final = {
     OptimizerImpl.FUSED: "HF Trainer default (fused)",
@@ -412,15 +445,31 @@ INPUTS: Final[tuple[Input, ...]] = (
           "Full: every block keeps only its input (Hugging Face gradient_checkpointing, torchtitan mode full). "
           "Selective per op: each block also keeps every other matmul output and the attention output "
           "(torchtitan selective_ac_option op). Every Nth block: those blocks are checkpointed, the rest keep "
-          "everything (selective_ac_option N).",
-          ("--checkpoint-policy",), "full (every block recomputed), op (torchtitan selective per op) or layer "
-          "(every Nth block); turns checkpointing on", labels=CHECKPOINT_POLICY_LABELS,
+          "everything (selective_ac_option N). Attention only: every block keeps everything but the core "
+          "attention's scores, which its backward recomputes (Megatron-LM --recompute-granularity selective).",
+          ("--checkpoint-policy",), "full (every block recomputed), op (torchtitan selective per op), layer "
+          "(every Nth block) or attention (Megatron selective: core attention only); turns checkpointing on",
+          labels=CHECKPOINT_POLICY_LABELS,
           matters=lambda p: p.checkpointing),
     Input("checkpoint_every", Kind.INT, "Checkpoint every", "Checkpoint every", 1,
           "N: the blocks whose number N divides are checkpointed, the others keep their activations.",
           ("--checkpoint-every",), "layer policy: checkpoint every Nth block (implies layer)", unit="blocks",
           low=1, high=MAX_CHECKPOINT_EVERY,
           matters=lambda p: p.checkpointing and p.checkpoint_policy is CheckpointPolicy.LAYER),
+    # The software stack and float8 decide how fast the step runs (core.training.speed);
+    # float8 also what the linears hold (core.training.detailed, torchao Float8Linear).
+    Input("stack", Kind.ENUM, "Software", "Software stack", Stack.EAGER,
+          "What runs the step. Eager PyTorch (Hugging Face Trainer, PEFT, torchtune) launches every "
+          "elementwise op as its own kernel; torch.compile fuses them; Megatron-LM / NeMo use Transformer "
+          "Engine's fused kernels. The matmuls are the same: the stack decides the time spent around them.",
+          ("--stack",), "eager (PyTorch), compile (torch.compile) or megatron (Megatron-LM / NeMo fused kernels)",
+          labels=STACK_LABELS),
+    Input("float8", Kind.ENUM, "Float8", "Float8 training", Float8.NONE,
+          "Run the linear layers' matmuls in float8 (torchao Float8Linear as torchtitan uses it, or "
+          "Transformer Engine in Megatron / NeMo) at the card's fp8 rate; attention, norms and the loss stay "
+          "16-bit. Needs FP8 tensor cores (Ada, Hopper, Blackwell).",
+          ("--float8",), "float8 linears: none, tensorwise or rowwise (torchao) or te (Transformer Engine)",
+          labels=FLOAT8_LABELS),
     Input("chunked_loss", Kind.BOOL, "Chunked cross-entropy loss", "Chunked cross-entropy loss", False,
           "Compute the loss in chunks so the full float32 logits never exist at once.",
           ("--chunked-loss",), "cross-entropy in chunks: no full float32 logits"),
@@ -484,11 +533,36 @@ INPUTS: Final[tuple[Input, ...]] = (
           "the weights and the cache once per token, so serving speed follows it.",
           ("--custom-bandwidth",), "--gpu custom: its memory bandwidth in GB/s", unit="GB/s", low=1.0, high=1e6,
           matters=lambda p: p.hardware.gpu == "custom"),
-    # The lesson: 30-50 % model FLOP utilisation for well-tuned code.
-    Input("hardware.utilisation", Kind.FLOAT, "Utilisation", "Utilisation", 0.4,
-          "Model FLOP utilisation: the share of the card's peak a real run achieves (30-50 % for well-tuned code).",
-          ("--utilisation",), "model FLOP utilisation, 0.4 = 40 %", unit="%", low=0.001, high=1.0,
-          scale=100, decimals=1, step=5),
+    # 0: modelled from the card, the matmul sizes and the stack (core.training.speed); a typed
+    # value replaces the modelled compute efficiency (the lesson: 30-50 % for well-tuned code).
+    Input("hardware.utilisation", Kind.FLOAT, "Utilisation", "Utilisation", 0.0,
+          "The share of the card's peak the step's compute reaches. 0 models it from the card, the matmul "
+          "sizes and the software stack; a typed value replaces the model (the lesson: 30-50 % for "
+          "well-tuned code). Exposed communication and the pipeline bubble come on top.",
+          ("--utilisation",), "compute utilisation, 0.4 = 40 % (default: modelled)", unit="%", low=0.001,
+          high=1.0, scale=100, decimals=1, step=5, zero_means="modelled"),
+    # Calibrate from a short real run: the speed it showed, per GPU as torchtitan, Megatron and
+    # llm-foundry log it, or its time per optimizer step; the estimate solves the utilisation.
+    Input("hardware.measured_tokens_per_s", Kind.FLOAT, "Measured speed", "Measured tokens per second per GPU",
+          0.0,
+          "Tokens per second per GPU a short run of this plan showed (torchtitan's tps, Megatron's "
+          "throughput ÷ GPUs). The time is then solved to match it; change the plan afterwards and the "
+          "measurement becomes a calibration factor for it. 0: not measured.",
+          ("--measured-tokens-per-s",), "calibrate: tokens/s per GPU your run of this plan showed",
+          unit="tokens/s/GPU", low=0.001, high=1e9, step=100, zero_means="not measured",
+          matters=lambda p: p.accounting is Accounting.DETAILED),
+    Input("hardware.measured_step_s", Kind.FLOAT, "Measured step", "Measured seconds per optimizer step", 0.0,
+          "Seconds per optimizer step a short run of this plan showed (used when no speed is given). "
+          "0: not measured.",
+          ("--measured-step-s",), "calibrate: seconds per optimizer step your run of this plan showed",
+          unit="s", low=1e-6, high=1e7, step=0.1, decimals=3, zero_means="not measured",
+          matters=lambda p: p.accounting is Accounting.DETAILED and not p.hardware.measured_tokens_per_s),
+    Input("hardware.calibration", Kind.FLOAT, "Calibration", "Calibration factor", 0.0,
+          "Your runs' compute speed ÷ the modelled one on this card and stack (1.1: 10 % faster), from a "
+          "measured run; every plan on the same card and stack can use it. 0: none.",
+          ("--calibration",), "calibration factor from a measured run (speed ÷ modelled speed)", unit="×",
+          low=0.01, high=100.0, step=0.05, decimals=3, zero_means="none",
+          matters=lambda p: p.accounting is Accounting.DETAILED),
     # The lesson advises keeping 10-20 % of the card free.
     Input("hardware.headroom", Kind.FLOAT, "Headroom", "Headroom", 0.10,
           "Share of the card kept free for fragmentation and spikes; the lesson advises 10-20 %.",
@@ -531,6 +605,13 @@ INPUTS: Final[tuple[Input, ...]] = (
     Input("parallel.sequence_parallel", Kind.BOOL, "Sequence parallel", "Sequence parallel", True,
           "Megatron sequence parallelism with tensor parallel: norms and dropout on 1/TP of the tokens each.",
           ("--sequence-parallel",), "Megatron sequence parallelism with tensor parallel (default on)",
+          matters=lambda p: p.parallel.tensor_parallel > 1),
+    # Off: Megatron-LM's default (--tp-comm-overlap is opt-in) and torchtitan's (async TP is opt-in).
+    Input("parallel.tp_overlap", Kind.BOOL, "Overlap TP communication", "Tensor-parallel communication overlap",
+          False,
+          "Hide the tensor-parallel all-gathers and reduce-scatters behind the matmuls that use them "
+          "(torchtitan async TP, Megatron --tp-comm-overlap / NeMo's default performance recipes).",
+          ("--tp-overlap",), "overlap tensor-parallel communication with the matmuls (async TP)",
           matters=lambda p: p.parallel.tensor_parallel > 1),
     Input("parallel.schedule", Kind.ENUM, "Schedule", "Pipeline schedule", PipelineSchedule.ONE_F_ONE_B,
           "GPipe runs every forward, then every backward; 1F1B alternates them and keeps at most one "

@@ -22,17 +22,20 @@ from core.inputs import (
     ATTENTION_LABELS,
     DEFAULTS,
     ENGINE_LABELS,
+    FLOAT8_LABELS,
     MAX_GPUS,
     METHOD_LABELS,
     OPTIMIZER_IMPL_LABELS,
     OPTIMIZER_LABELS,
     PRESET_LABELS,
     QUANT_LABELS,
+    STACK_LABELS,
     STRATEGY_LABELS,
     Accounting,
     Attention,
     CheckpointPolicy,
     Engine,
+    Float8,
     Kind,
     Method,
     Offload,
@@ -41,6 +44,7 @@ from core.inputs import (
     PipelineSchedule,
     Precision,
     Preset,
+    Stack,
     Strategy,
     checks_of,
     input_at,
@@ -53,6 +57,7 @@ from core.model import ModelSpec, check_text
 __all__ = [
     "ATTENTION_LABELS",
     "ENGINE_LABELS",
+    "FLOAT8_LABELS",
     "GPUS_PER_NODE",
     "METHOD_LABELS",
     "OPTIMIZER_IMPL_LABELS",
@@ -62,11 +67,13 @@ __all__ = [
     "PRESET_ROLES",
     "QUANT_LABELS",
     "ROLE_FIELDS",
+    "STACK_LABELS",
     "STRATEGY_LABELS",
     "Accounting",
     "Attention",
     "CheckpointPolicy",
     "Engine",
+    "Float8",
     "Hardware",
     "Inference",
     "LessonSettings",
@@ -81,6 +88,7 @@ __all__ = [
     "Precision",
     "PrecisionRoles",
     "Preset",
+    "Stack",
     "Strategy",
     "Workload",
     "precision_fields",
@@ -185,13 +193,17 @@ class Workload:
 @dataclass(frozen=True)
 class Hardware:
     gpu: str = DEFAULTS["hardware.gpu"]  # id in the GPU catalogue, or "custom"
-    utilisation: float = DEFAULTS["hardware.utilisation"]  # model FLOP utilisation
+    utilisation: float = DEFAULTS["hardware.utilisation"]  # compute utilisation; 0: modelled
     headroom: float = DEFAULTS["hardware.headroom"]  # fraction of the card kept free
     price_per_gpu_hour: float = DEFAULTS["hardware.price_per_gpu_hour"]  # currency units per GPU-hour
     custom_memory_gb: float = DEFAULTS["hardware.custom_memory_gb"]  # used when gpu == "custom"
     custom_tflops: float = DEFAULTS["hardware.custom_tflops"]  # dense 16-bit TFLOP/s, when gpu == "custom"
     custom_bandwidth_gb_s: float = DEFAULTS["hardware.custom_bandwidth_gb_s"]  # GB/s, when gpu == "custom"
     peak_tflops_override: float = DEFAULTS["hardware.peak_tflops_override"]  # 0: the card's peak
+    # Calibration from a real run: what it measured (0: not measured), or the factor it gave.
+    measured_tokens_per_s: float = DEFAULTS["hardware.measured_tokens_per_s"]  # per GPU
+    measured_step_s: float = DEFAULTS["hardware.measured_step_s"]  # seconds per optimizer step
+    calibration: float = DEFAULTS["hardware.calibration"]  # measured ÷ modelled compute speed; 0: none
 
     def __post_init__(self) -> None:
         run_checks(self, _HARDWARE_CHECKS)
@@ -214,6 +226,7 @@ class Parallelism:
     pipeline_parallel: int = DEFAULTS["parallel.pipeline_parallel"]
     context_parallel: int = DEFAULTS["parallel.context_parallel"]
     sequence_parallel: bool = DEFAULTS["parallel.sequence_parallel"]
+    tp_overlap: bool = DEFAULTS["parallel.tp_overlap"]  # async TP / Megatron --tp-comm-overlap
     schedule: PipelineSchedule = DEFAULTS["parallel.schedule"]
     virtual_stages: int = DEFAULTS["parallel.virtual_stages"]  # model chunks per pipeline rank
     offload: Offload = DEFAULTS["parallel.offload"]
@@ -360,6 +373,8 @@ class Plan:
     checkpoint_every: int = DEFAULTS["checkpoint_every"]  # LAYER: every Nth block (torchtitan selective_ac_option)
     attention: Attention = DEFAULTS["attention"]
     chunked_loss: bool = DEFAULTS["chunked_loss"]  # cross-entropy computed in chunks (no full logits in float32)
+    stack: Stack = DEFAULTS["stack"]  # the software that runs the step (its speed beyond the matmuls)
+    float8: Float8 = DEFAULTS["float8"]  # float8 linears (torchao / Transformer Engine)
     workload: Workload = field(default_factory=Workload)
     hardware: Hardware = field(default_factory=Hardware)
     parallel: Parallelism = field(default_factory=Parallelism)
@@ -398,6 +413,8 @@ class Plan:
             return "selective per op"
         if self.checkpoint_policy is CheckpointPolicy.LAYER:
             return f"every {self.checkpoint_every} block(s)"
+        if self.checkpoint_policy is CheckpointPolicy.ATTENTION:
+            return "attention only"
         return "on"
 
     def _check_layout(self) -> None:
@@ -554,9 +571,10 @@ class Plan:
     def checkpointed_blocks(self, layers: int) -> int:
         """Blocks (of ``layers``) whose activations are recomputed: all under full or per-op
         checkpointing; under layer SAC those whose 1-based index is a multiple of N
-        (torchtitan ``_apply_layer_sac``: ``_layer_sac_count % ac_freq == 0``)."""
-        if not self.checkpointing:
-            return 0
+        (torchtitan ``_apply_layer_sac``: ``_layer_sac_count % ac_freq == 0``); none under
+        attention-only recompute, which re-runs only the core attention of each block."""
+        if not self.checkpointing or self.checkpoint_policy is CheckpointPolicy.ATTENTION:
+            return 0  # attention-only recompute keeps every block's own tensors (no block is checkpointed)
         if self.checkpoint_policy is CheckpointPolicy.LAYER:
             return layers // self.checkpoint_every
         return layers

@@ -15,7 +15,7 @@ from PySide6.QtCore import QObject, Signal
 from PySide6.QtGui import QUndoCommand, QUndoStack
 
 from core.errors import PlanError
-from core.estimate import Estimate, estimate
+from core.estimate import Estimate, estimate, keep_calibration
 from core.plan import Plan
 
 PlanChange = Callable[[Plan], Plan]
@@ -94,7 +94,7 @@ class PlanController(QObject):
         valid plan; the current plan is then left exactly as it was.
         """
         try:
-            new_plan = change(self.plan)
+            new_plan = keep_calibration(self.estimate, change(self.plan))
         except PlanError as error:
             self.editRejected.emit(key, str(error))
             return error

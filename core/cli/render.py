@@ -11,7 +11,7 @@ import math
 from typing import Any
 
 from core.breakdown import BUCKET_LABELS
-from core.estimate import VERDICT_LABELS, Estimate, Judgement, Mode
+from core.estimate import MFU_CONVENTION, VERDICT_LABELS, Estimate, Judgement, Mode, UtilisationSource
 from core.format import count as format_count
 from core.format import hours, money
 from core.format import memory as format_memory
@@ -77,28 +77,51 @@ def estimate_to_json(est: Estimate, mode: Mode = Mode.TRAINING) -> dict[str, Any
         "worst_rank": est.worst_rank,
         "host_bytes": round(est.host.bytes) if est.host else None,
         "host_capacity_bytes": round(est.host.capacity_bytes) if est.host and est.host.verdict else None,
-        "compute": {
-            "flops": est.compute.flops,
-            "flops_per_token": est.compute.flops_per_token,
-            "hours": est.compute.hours,
-            "tokens_per_second": est.compute.tokens_per_second,
-            "cost": est.compute.cost,
-            "energy_kwh": est.compute.energy_kwh,
-            "compute_seconds_per_step": est.compute.compute_seconds_per_step,
-            "comm_seconds_per_step": est.compute.comm_seconds_per_step,
-            "exposed_comm_seconds_per_step": est.compute.exposed_comm_seconds_per_step,
-            "bubble_fraction": est.compute.bubble_fraction,
-            "step_seconds": est.compute.step_seconds,
-            "comm_terms": [
-                {"label": t.label, "formula": t.formula, "bytes": t.bytes, "seconds": t.seconds}
-                for t in est.compute.comm_terms
-            ],
-            "assumptions": list(est.compute.assumptions),
-        },
+        "compute": compute_to_json(est),
         "inference": inference_to_json(est),
         "notes": list(est.notes),
         "warnings": list(est.warnings_for(mode)),
         "dtype_problem": est.compute.dtype_problem,
+    }
+
+
+def compute_to_json(est: Estimate) -> dict[str, Any]:
+    """Time, FLOPs, utilisation and MFU (the convention named), and the step's parts."""
+    return {
+        "flops": est.compute.flops,
+        "flops_per_token": est.compute.flops_per_token,
+        "hours": est.compute.hours,
+        "tokens_per_second": est.compute.tokens_per_second,
+        "cost": est.compute.cost,
+        "energy_kwh": est.compute.energy_kwh,
+        "compute_seconds_per_step": est.compute.compute_seconds_per_step,
+        "comm_seconds_per_step": est.compute.comm_seconds_per_step,
+        "exposed_comm_seconds_per_step": est.compute.exposed_comm_seconds_per_step,
+        "bubble_fraction": est.compute.bubble_fraction,
+        "step_seconds": est.compute.step_seconds,
+        "optimizer_seconds_per_step": est.compute.optimizer_seconds_per_step,
+        "tokens_per_second_per_gpu": est.compute.tokens_per_second_per_gpu,
+        "model_flops_per_token": est.compute.model_flops_per_token,
+        "causal_flops_per_token": est.compute.causal_flops_per_token,
+        "flop_terms": [
+            {"label": t.label, "per_token": t.per_token, "formula": t.formula} for t in est.compute.flop_terms
+        ],
+        "mfu": est.compute.mfu,
+        "mfu_convention": MFU_CONVENTION,
+        "utilisation": est.compute.utilisation,
+        "modelled_utilisation": est.compute.modelled_utilisation,
+        "utilisation_source": est.compute.utilisation_source.value,
+        "calibration_factor": est.compute.calibration_factor,
+        "gemm_peak_tflops": est.compute.gemm_peak_tflops,
+        "compute_parts": [
+            {"label": p.label, "seconds": p.seconds, "formula": p.formula} for p in est.compute.compute_parts
+        ],
+        "float8_problem": est.compute.float8_problem,
+        "comm_terms": [
+            {"label": t.label, "formula": t.formula, "bytes": t.bytes, "seconds": t.seconds}
+            for t in est.compute.comm_terms
+        ],
+        "assumptions": list(est.compute.assumptions),
     }
 
 
@@ -262,9 +285,10 @@ def render_estimate(est: Estimate, gib: bool = False) -> str:
         *_rank_lines(est, gib),
         "",
         f"  compute  {est.compute.flops:.1e} FLOPs, {hours(est.compute.hours)} on {plan.world_size} GPU(s) "
-        f"at {plan.hardware.utilisation:.0%} of {est.compute.peak_tflops:g} TFLOP/s, "
+        f"at {_utilisation_text(est)}, "
         f"{est.compute.tokens_per_second:,.0f} tokens/s, cost {money(est.compute.cost)}"
         + (f" ({est.compute.price_source})" if not math.isfinite(est.compute.cost) else ""),
+        _mfu_line(est),
         *_step_lines(est),
         f"  serving  {fmt(est.inference.total_bytes, gib)} for {plan.inference.concurrent} × "
         f"{plan.inference.context:,} tokens (KV cache {fmt(est.inference.kv_cache_bytes, gib)}, "
@@ -272,9 +296,33 @@ def render_estimate(est: Estimate, gib: bool = False) -> str:
     ]
     if est.compute.dtype_problem:
         lines.append(f"  warning: {est.compute.dtype_problem}")
+    if est.compute.float8_problem:
+        lines.append(f"  warning: {est.compute.float8_problem}")
     lines += [f"  warning: {w}" for w in est.warnings_for(Mode.TRAINING)]
     lines += [f"  note: {n}" for n in est.notes]
     return "\n".join(lines)
+
+
+def _utilisation_text(est: Estimate) -> str:
+    """The compute's utilisation and where it comes from, e.g. "39 % of 989.4 TFLOP/s (modelled)"."""
+    c = est.compute
+    source = {
+        UtilisationSource.MODELLED: "modelled",
+        UtilisationSource.TYPED: f"typed; modelled {c.modelled_utilisation:.0%}",
+        UtilisationSource.CALIBRATED: f"calibrated × {c.calibration_factor:.3g}; modelled {c.modelled_utilisation:.0%}",
+        UtilisationSource.MEASURED: f"from your run; modelled {c.modelled_utilisation:.0%}",
+    }[c.utilisation_source]
+    return f"{c.utilisation:.0%} of {c.gemm_peak_tflops:g} TFLOP/s ({source})"
+
+
+def _mfu_line(est: Estimate) -> str:
+    """MFU as torchtitan and Megatron-LM log it, and the FLOPs per token of both attention counts."""
+    c = est.compute
+    return (
+        f"  MFU      {c.mfu:.1%} at {c.tokens_per_second_per_gpu:,.0f} tokens/s per GPU (torchtitan / Megatron-LM: "
+        f"{c.model_flops_per_token:.4g} FLOPs per token, every query against every key, no recompute; "
+        f"causal count {c.causal_flops_per_token:.4g}; the kernels run {c.flops_per_token:.4g})"
+    )
 
 
 def _step_lines(est: Estimate) -> list[str]:

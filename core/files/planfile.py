@@ -84,8 +84,11 @@ OPTIONAL_KEYS: Final = (
     | frozenset(
         (Parallelism, f.name) for f in fields(Parallelism) if f.name not in ("nodes", "gpus_per_node", "strategy")
     )
-    | frozenset((Plan, name) for name in ("checkpoint_policy", "checkpoint_every", "precision"))
-    | frozenset({(Hardware, "custom_bandwidth_gb_s")})
+    | frozenset((Plan, name) for name in ("checkpoint_policy", "checkpoint_every", "precision", "stack", "float8"))
+    | frozenset(
+        (Hardware, name)
+        for name in ("measured_tokens_per_s", "measured_step_s", "calibration", "custom_bandwidth_gb_s")
+    )
 )
 # Of the parallelism (version 4), only the GPU count and the strategy must be written; the
 # degrees and the frameworks' knobs default to one GPU's split and the frameworks' defaults.
@@ -95,6 +98,10 @@ OPTIONAL_KEYS: Final = (
 # reads the field's default, the default card's 2,039 GB/s; before it, such a card decoded 0 tokens/s.
 # ``precision`` is derived from the roles since version 3; files keep writing it (a reader
 # of an older release requires it) and it is read by :func:`_with_file_precision`.
+# The software stack, float8 and the calibration from a measured run came later within
+# version 4: a file without them means eager PyTorch, 16-bit linears and no measurement.
+# A file from before them with the old default utilisation (0.4) is read as modelled
+# (:func:`_modelled_utilisation`); any other typed utilisation stays typed.
 
 
 def _plain(value: Any) -> Any:
@@ -286,8 +293,24 @@ def plan_from_dict(document: Any) -> Plan:
         raise PlanError(extra[0], doc[extra[0]], "only format, version and plan", "unknown key")
     if "plan" not in doc:
         raise PlanError("plan", None, "a plan object", "the key is missing")
-    result: Plan = _build(Plan, doc["plan"], "plan")
+    result: Plan = _build(Plan, _modelled_utilisation(doc["plan"]), "plan")
     return result
+
+
+# The utilisation every plan had before it was modelled (issue 24): the lesson's 40 %.
+_OLD_DEFAULT_UTILISATION: Final = 0.4
+
+
+def _modelled_utilisation(plan: Any) -> Any:
+    """A file written before the utilisation was modelled (it has no ``stack``, which came with
+    it) holds the old default 0.4 because every plan had it: read as 0, modelled. Any other
+    value was typed and stays."""
+    if not isinstance(plan, Mapping) or "stack" in plan or not isinstance(plan.get("hardware"), Mapping):
+        return plan
+    hardware = plan["hardware"]
+    if hardware.get("utilisation") != _OLD_DEFAULT_UTILISATION:
+        return plan
+    return dict(plan, hardware=dict(hardware, utilisation=0.0))
 
 
 def loads(text: str | bytes, where: str = "(text)") -> Plan:

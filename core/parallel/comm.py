@@ -29,7 +29,7 @@ from core.dtypes import ELEMENT_BYTES, MP_BYTES, MpDtype
 from core.format import memory
 from core.parallel.layout import layout, train_share, weight_share
 from core.params import ParamCounts
-from core.plan import Method, Offload, PipelineSchedule, Plan, Strategy
+from core.plan import Method, Offload, PipelineSchedule, Plan, Stack, Strategy
 from core.roles import Dtypes, dtypes_for
 from core.units import MiB
 
@@ -249,6 +249,7 @@ class _Step:
     base_bytes: float  # bytes per stored base parameter (a QLoRA base stays quantised)
     tokens_micro: float  # tokens of one micro-batch on one context-parallel rank
     layers: int  # blocks of the deepest stage, the one the others wait for
+    tp_overlap_exposed: float = 0.5  # overlapped tensor-parallel traffic the step still waits for
 
     @property
     def micro(self) -> int:
@@ -272,7 +273,9 @@ class _Step:
         return counts.trainable * dt.param * self.t_share + frozen * self.base_bytes * self.w_share
 
 
-def _step_sizes(plan: Plan, counts: ParamCounts, compute_seconds: float, forward_share: float) -> _Step:
+def _step_sizes(
+    plan: Plan, counts: ParamCounts, compute_seconds: float, forward_share: float, tp_overlap_exposed: float
+) -> _Step:
     links = plan_links(plan)
     dt = dtypes_for(plan)
     tp = plan.parallel.tensor_parallel
@@ -294,18 +297,22 @@ def _step_sizes(plan: Plan, counts: ParamCounts, compute_seconds: float, forward
         base_bytes=ELEMENT_BYTES[plan.quant.value] if plan.method is Method.QLORA else dt.base,
         tokens_micro=plan.workload.micro_batch * plan.workload.seq_len / plan.parallel.context_parallel,
         layers=max(s.layers for s in stages),
+        tp_overlap_exposed=tp_overlap_exposed,
     )
 
 
-def step_communication(plan: Plan, counts: ParamCounts, compute_seconds: float, forward_share: float) -> StepComm:
+def step_communication(
+    plan: Plan, counts: ParamCounts, compute_seconds: float, forward_share: float, tp_overlap_exposed: float = 0.5
+) -> StepComm:
     """The traffic of one optimizer step of ``plan`` and how much of it the step waits for.
 
-    ``compute_seconds`` is the ideal compute of the step on one GPU (FLOPs ÷ world ÷ achieved
-    rate) and ``forward_share`` the forward's part of it.
+    ``compute_seconds`` is the compute of the step on the rank that sets its pace and
+    ``forward_share`` the forward's part of it; ``tp_overlap_exposed`` the share of overlapped
+    tensor-parallel traffic the step still waits for (core.training.efficiency: fitted).
     """
     if plan.world_size <= 1 and plan.parallel.offload is Offload.NONE:
         return StepComm((), 0.0, 0.0, 0.0, ())
-    step = _step_sizes(plan, counts, compute_seconds, forward_share)
+    step = _step_sizes(plan, counts, compute_seconds, forward_share, tp_overlap_exposed)
     found = [
         traffic
         for traffic in (
@@ -383,15 +390,24 @@ def _sharded_parameter_traffic(step: _Step, span: Span) -> _Traffic:
             reduce_dtype = par.fsdp_param_dtype
         reduce_bytes = step.trainable * _mp_bytes(reduce_dtype, dt.grad)
     name = "FSDP2" if fsdp else "ZeRO-3"
-    regather = par.reshard_after_forward or not fsdp
+    piped = fsdp and par.pipeline_parallel > 1
+    regather = (par.reshard_after_forward or not fsdp) and not piped
     gathers = 2 if regather else 1
+    # Under pipeline parallel FSDP gathers once per step and reduces once: torchtitan keeps
+    # the gathered weights through the step (fsdp_reshard_after_forward "default" = not
+    # pp_enabled: torchtitan/distributed/fsdp.py, pytorch/torchtitan b5bcd76) and
+    # torch.distributed.pipelining runs every backward but the last with
+    # set_requires_gradient_sync(False) and set_reshard_after_backward(False)
+    # (_PipelineStageBase.backward_maybe_with_nosync).
+    per_step = 1 if piped else step.micro
+    when = "once per step" if piped else "forward + backward" if regather else "forward"
     gather = _collective(
-        f"{name} parameter all-gather ({'forward + backward' if regather else 'forward'})",
+        f"{name} parameter all-gather ({when})",
         Collective.ALL_GATHER,
         gather_bytes,
         span,
         step.links,
-        count=gathers * step.micro,
+        count=gathers * per_step,
         launches=step.units,
         overlapped=True,
         window_seconds=step.compute_seconds,
@@ -403,12 +419,19 @@ def _sharded_parameter_traffic(step: _Step, span: Span) -> _Traffic:
         reduce_bytes,
         span,
         step.links,
-        count=step.micro,
+        count=per_step,
         launches=step.units,
         overlapped=True,
         window_seconds=step.compute_seconds,
         unhidden_share=1.0 / step.units,
     )
+    if piped:
+        why = (
+            f"{name} under pipeline parallel gathers each block's parameters once per step and keeps them, and "
+            "reduce-scatters the gradients after the last micro-batch (torchtitan's default with PP, "
+            "torch.distributed.pipelining), prefetched beside the compute."
+        )
+        return _Traffic((gather, reduce), why)
     return _Traffic(
         (gather, reduce),
         f"{name} gathers each block's parameters before its forward"
@@ -423,6 +446,11 @@ def _zero12_traffic(step: _Step, span: Span) -> _Traffic:
     par = step.plan.parallel
     zero2 = par.strategy is Strategy.ZERO2
     launches = max(1.0, math.ceil(step.trainable / par.zero_bucket_elements))
+    # Megatron's distributed optimizer (ZeRO-1) overlaps both with the compute in NeMo's
+    # performance recipes (--overlap-grad-reduce, --overlap-param-gather): the reduction under
+    # the last micro-batch's backward, the gather under the next step's first forward.
+    megatron = step.plan.stack is Stack.MEGATRON
+    per_micro = step.compute_seconds / step.micro
     reduce = _collective(
         f"ZeRO-{2 if zero2 else 1} gradient reduce-scatter",
         Collective.REDUCE_SCATTER,
@@ -431,6 +459,9 @@ def _zero12_traffic(step: _Step, span: Span) -> _Traffic:
         step.links,
         count=step.micro if zero2 else 1,
         launches=launches,
+        overlapped=megatron,
+        window_seconds=step.backward_micro if megatron else 0.0,
+        unhidden_share=1.0 / launches if megatron else 0.0,
     )
     gather = _collective(
         "ZeRO updated-parameter all-gather",
@@ -439,7 +470,17 @@ def _zero12_traffic(step: _Step, span: Span) -> _Traffic:
         span,
         step.links,
         launches=launches,
+        overlapped=megatron,
+        window_seconds=per_micro - step.backward_micro if megatron else 0.0,
+        unhidden_share=1.0 / launches if megatron else 0.0,
     )
+    if megatron:
+        return _Traffic(
+            (reduce, gather),
+            "Megatron's distributed optimizer reduce-scatters the gradients under the last micro-batch's "
+            "backward and all-gathers the updated parameters under the next forward (--overlap-grad-reduce, "
+            "--overlap-param-gather, on in NeMo's performance recipes).",
+        )
     return _Traffic(
         (reduce, gather),
         "DeepSpeed ZeRO-1/2 do not overlap the gradient reduction with the backward by default "
@@ -459,15 +500,29 @@ def _tensor_parallel_traffic(step: _Step) -> _Traffic | None:
     # every Nth; per-op SAC re-runs the forward's all-reduces, which it does not save).
     recomputed = plan.checkpointed_blocks(step.layers)
     kind = "all-gather + reduce-scatter" if par.sequence_parallel else "all-reduce"
+    overlap = par.tp_overlap
     all_reduce = _collective(
-        f"tensor-parallel activation {kind}",
+        f"tensor-parallel activation {kind}" + (" (overlapped)" if overlap else ""),
         Collective.ALL_REDUCE,
         activation,
         group_span(par.tensor_parallel, 1, par.gpus_per_node, par.nodes),
         step.links,
         count=(4 * step.layers + 2 * recomputed) * step.micro,
         launches=2 if par.sequence_parallel else 1,
+        overlapped=overlap,
+        window_seconds=step.compute_seconds if overlap else 0.0,
+        # The share the step still waits for: the first of the TP chunks a collective matmul
+        # splits each transfer into, and the matmuls slowed by the SMs the transfers take
+        # (Wang et al. 2023, "Overlap communication with dependent computation", ASPLOS).
+        unhidden_share=step.tp_overlap_exposed if overlap else 0.0,
     )
+    if overlap:
+        return _Traffic(
+            (all_reduce,),
+            "Tensor parallel with overlap (torchtitan async TP, Megatron --tp-comm-overlap): each layer's "
+            f"all-gathers and reduce-scatters run in chunks beside the matmuls that use them; "
+            f"{step.tp_overlap_exposed:.0%} of the traffic still delays the step (fitted on published runs).",
+        )
     return _Traffic(
         (all_reduce,),
         "Tensor parallel: 2 all-reduces in each layer's forward and 2 in its backward per micro-batch "

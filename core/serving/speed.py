@@ -53,6 +53,11 @@ class ServingSpeed:
     assumptions: str
 
 
+# Prefill and decode compute when no utilisation is typed: the lesson's 40 % (what serving has
+# always used; the modelled utilisation of core.training.speed is fitted on training steps).
+SERVING_UTILISATION: Final = 0.4
+
+
 def prefill_flops(plan: Plan, counts: ParamCounts, prompt: int) -> float:
     model = plan.model
     return 2.0 * counts.active * prompt + 2.0 * model.num_layers * prompt * prompt * model.q_width
@@ -63,7 +68,8 @@ def serving_speed(plan: Plan, counts: ParamCounts, gpu: GpuSpec, layout: RankLay
     tp, pp = inf.tensor_parallel, inf.pipeline_parallel
     override = plan.hardware.peak_tflops_override
     peak = override if override > 0 else gpu.peak_tflops(matmul_dtype(inf.weight_dtype))
-    achieved = peak * 1e12 * plan.hardware.utilisation * tp
+    utilisation = plan.hardware.utilisation or SERVING_UTILISATION
+    achieved = peak * 1e12 * utilisation * tp
     bandwidth = gpu.memory_bandwidth_gb_s * 1e9 * BANDWIDTH_EFFICIENCY
     prompt = inf.prompt_tokens
     flops = prefill_flops(plan, counts, prompt)
@@ -89,7 +95,7 @@ def serving_speed(plan: Plan, counts: ParamCounts, gpu: GpuSpec, layout: RankLay
     curve = tuple(point(n) for n in sizes)
     here = point(running)
     formula = (
-        f"TTFT = {static_batch} × {flops:.2e} FLOPs ÷ ({peak:g} TFLOP/s × {plan.hardware.utilisation:.0%} × {tp}) "
+        f"TTFT = {static_batch} × {flops:.2e} FLOPs ÷ ({peak:g} TFLOP/s × {utilisation:.0%} × {tp}) "
         f"= {ttft * 1e3:,.0f} ms; step = max(bytes read ÷ {gpu.memory_bandwidth_gb_s:g} GB/s × "
         f"{BANDWIDTH_EFFICIENCY:.0%}, FLOPs ÷ compute) = {here.step_s * 1e3:.1f} ms at {running} requests"
     )
@@ -105,7 +111,7 @@ def serving_speed(plan: Plan, counts: ParamCounts, gpu: GpuSpec, layout: RankLay
         bandwidth_gb_s=gpu.memory_bandwidth_gb_s,
         formula=formula,
         assumptions=(
-            f"prefill at {plan.hardware.utilisation:.0%} of the dense peak; each decode step reads every weight "
+            f"prefill at {utilisation:.0%} of the dense peak; each decode step reads every weight "
             f"and each request's cache once, at {BANDWIDTH_EFFICIENCY:.0%} of the memory bandwidth; requests are "
             "half-way through their answer; pipeline stages do not overlap"
         ),

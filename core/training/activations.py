@@ -518,13 +518,31 @@ def selective_saved(plan: Plan) -> LayerActs:
     return LayerActs(tuple(items), tuple(replicated))
 
 
+# What Megatron's selective recompute (--recompute-modules core_attn) frees: the tensors the
+# core attention keeps between its two matmuls, the scores-sized ones of eager and math
+# attention and a fused kernel's log-sum-exp (its output stays: the output projection keeps it).
+CORE_ATTENTION_LABELS: Final = (
+    "attention probabilities",
+    "soft-capped scores",
+    "attention dropout mask",
+    "probabilities cast to 16 bits",
+    "math kernel: probabilities",
+    "softmax log-sum-exp",
+)
+
+
+def core_attention_bytes(block: LayerActs) -> float:
+    """The part of one block's saved tensors the core attention keeps (see above)."""
+    return float(sum(t.bytes for t in block.items if t.label.startswith(CORE_ATTENTION_LABELS)))
+
+
 def recomputed_share(plan: Plan) -> float:
     """Share of the forward's matmul work the backward runs again: 1 with full
     checkpointing, the checkpointed blocks' share under layer SAC, and under per-op SAC
     the recomputed matmuls' share of a block's matmul outputs (attention's own FLOPs
     and the experts' grouped matmuls are left out of this ratio)."""
-    if not plan.checkpointing:
-        return 0.0
+    if not plan.checkpointing or plan.checkpoint_policy is CheckpointPolicy.ATTENTION:
+        return 0.0  # attention-only recompute re-runs no projection
     if plan.checkpoint_policy is CheckpointPolicy.LAYER:
         return plan.checkpointed_blocks(plan.model.num_layers) / plan.model.num_layers
     if plan.checkpoint_policy is CheckpointPolicy.OP:

@@ -1,33 +1,63 @@
-"""Compute and time: FLOPs ≈ 6·P·D, time = FLOPs ÷ (peak × utilisation × GPUs), plus what
-several GPUs add: the communication the compute cannot hide and the pipeline bubble.
+"""Compute and time: the FLOPs of every term (:mod:`core.training.flops`), the step's compute
+at the utilisation the card, the matmul sizes and the stack reach (:mod:`core.training.speed`),
+and what several GPUs add: the communication the compute cannot hide and the pipeline bubble.
 
-One optimizer step takes compute × (1 + bubble) + exposed communication, where compute is
-the step's FLOPs ÷ (GPUs × peak × utilisation); on one GPU without offload both additions
-are zero and the time is the single-GPU rule exactly."""
+One optimizer step takes compute × (1 + bubble) + the optimizer step + exposed communication.
+The compute is modelled (0 in the utilisation input), or the FLOPs ÷ (peak × a typed
+utilisation), or the modelled one scaled by a calibration: the factor a measured run gave, or
+the one solved here from a measurement of this very plan (:func:`_solve_calibration`).
+"""
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from enum import StrEnum
 
 from core import roles
 from core.catalogue import GpuSpec
+from core.errors import PlanError
 from core.format import hours as format_hours
 from core.format import sci
-from core.parallel.comm import CommTerm, step_communication
+from core.parallel.comm import CommTerm, StepComm, step_communication
 from core.params import ParamCounts
-from core.plan import Accounting, Method, Plan
-from core.training.activations import recomputed_share
+from core.plan import Accounting, Float8, Plan
+from core.training.efficiency import coefficient
+from core.training.flops import FlopTerm, token_flops
+from core.training.speed import Work, step_work
+
+# What the MFU figure counts, as the window and the command line say it.
+MFU_CONVENTION = (
+    "MFU as torchtitan and Megatron-LM report it: 6·N + 12·l·s·H·hd FLOPs per token (N the matmul "
+    "weights a token meets, the input embedding not counted; every query against every key; no "
+    "recompute) × tokens/s per GPU ÷ the card's dense peak for the matmuls' dtype"
+)
+
+
+class UtilisationSource(StrEnum):
+    MODELLED = "modelled"  # the card, the matmul sizes and the stack (core.training.speed)
+    TYPED = "typed"  # hardware.utilisation
+    CALIBRATED = "calibrated"  # hardware.calibration: a factor a measured run gave
+    MEASURED = "measured"  # solved from hardware.measured_tokens_per_s / measured_step_s
+
+
+@dataclass(frozen=True)
+class ComputePart:
+    """One kind of work of the step's compute: its seconds per optimizer step and how."""
+
+    label: str
+    seconds: float
+    formula: str
 
 
 @dataclass(frozen=True)
 class Compute:
-    flops_per_token: float
+    flops_per_token: float  # what the kernels run per token (causal attention, recompute)
     flops: float
     peak_tflops: float  # dense peak of one GPU for the plan's compute dtype
     seconds: float
     hours: float
-    tokens_per_second: float
+    tokens_per_second: float  # over all GPUs
     cost: float  # hours × GPUs × price per GPU-hour; NaN when the price is unknown
     energy_kwh: float  # hours × GPUs × board power
     steps: int  # optimizer steps for the token budget
@@ -38,13 +68,27 @@ class Compute:
     # Why the card cannot run ``dtype`` natively (no bf16 on a T4 or V100), or None.
     dtype_problem: str | None = None
     # Several GPUs (core.parallel.comm): per optimizer step.
-    compute_seconds_per_step: float = 0.0  # FLOPs of a step ÷ (GPUs × peak × utilisation)
+    compute_seconds_per_step: float = 0.0  # the step's compute on the rank that sets its pace
     comm_seconds_per_step: float = 0.0  # every collective and host transfer of the step
     exposed_comm_seconds_per_step: float = 0.0  # the part the step waits for
     bubble_fraction: float = 0.0  # pipeline idle time over ideal compute (Narayanan et al. 2021)
-    step_seconds: float = 0.0  # compute × (1 + bubble) + exposed communication
+    step_seconds: float = 0.0  # (compute − optimizer) × (1 + bubble) + optimizer + exposed communication
+    optimizer_seconds_per_step: float = 0.0  # the optimizer step's part of the compute (not under the bubble)
     comm_terms: tuple[CommTerm, ...] = ()
     assumptions: tuple[str, ...] = ()
+    # Issue 24: the FLOPs term by term, the utilisation and where it comes from, MFU.
+    flop_terms: tuple[FlopTerm, ...] = ()
+    model_flops_per_token: float = 0.0  # the MFU convention (Megatron / Narayanan, no recompute)
+    causal_flops_per_token: float = 0.0  # the same with the causal attention count
+    gemm_peak_tflops: float = 0.0  # the linears' peak (the fp8 rate for float8 linears)
+    utilisation: float = 0.0  # hardware FLOPs ÷ (peak × compute time) of the step's compute
+    modelled_utilisation: float = 0.0  # what the model gives, whatever was typed
+    utilisation_source: UtilisationSource = UtilisationSource.MODELLED
+    calibration_factor: float = 1.0  # compute speed ÷ modelled compute speed
+    mfu: float = 0.0  # see MFU_CONVENTION
+    tokens_per_second_per_gpu: float = 0.0
+    compute_parts: tuple[ComputePart, ...] = ()
+    float8_problem: str | None = None  # float8 asked on a card without FP8 tensor cores
 
 
 def compute_dtype(plan: Plan) -> str:
@@ -54,31 +98,9 @@ def compute_dtype(plan: Plan) -> str:
 
 
 def flops_per_token(plan: Plan, counts: ParamCounts) -> tuple[float, str]:
-    """Training FLOPs per token and how they were counted.
-
-    Forward 2·P; backward 2·P for the gradients flowing to the layer inputs plus 2·T for
-    the weight gradients (Kaplan et al. 2020, arXiv:2001.08361): 6·P for full training,
-    about 4·P with a frozen base (the lesson's LoRA figure). Checkpointing recomputes the
-    forward: +2·P.
-    """
-    p = counts.active
-    if plan.accounting is Accounting.LESSON:
-        if plan.method is Method.FULL:
-            return 6.0 * p, "6 · P"
-        if plan.adapter_based:
-            return 4.0 * p, "4 · P (frozen base)"
-    # Trainable parameters a token passes through (MoE: routed experts only).
-    trainable_active = min(counts.trainable, p) if plan.method is not Method.FULL else p
-    per_token = 4.0 * p + 2.0 * trainable_active
-    how = "6 · P" if plan.method is Method.FULL else "4 · P + 2 · T"
-    share = recomputed_share(plan)
-    if share == 1.0:
-        per_token += 2.0 * p
-        how += " + 2 · P (recomputed forward)"
-    elif share > 0.0:
-        per_token += 2.0 * p * share
-        how += f" + 2 · P × {share:.2f} (the part of the forward recomputed)"
-    return per_token, how
+    """Training FLOPs per token the step runs, and how they were counted (the terms joined)."""
+    flops = token_flops(plan)
+    return flops.hardware, " + ".join(t.label for t in flops.terms)
 
 
 def gpu_hour_price(plan: Plan, gpu: GpuSpec) -> tuple[float, str]:
@@ -93,43 +115,166 @@ def gpu_hour_price(plan: Plan, gpu: GpuSpec) -> tuple[float, str]:
     return math.nan, f"no price for the {gpu.name}: type one (Price per GPU-hour, --price)"
 
 
-def compute_estimate(plan: Plan, counts: ParamCounts, gpu: GpuSpec) -> Compute:
-    per_token, how = flops_per_token(plan, counts)
-    price, price_source = gpu_hour_price(plan, gpu)
-    tokens = plan.workload.tokens
-    flops = per_token * tokens
+def _rated_card(plan: Plan, gpu: GpuSpec) -> GpuSpec:
+    """The card at the plan's peak override (0: its datasheet): the compute dtype's rate is
+    replaced, and the fp8 rate keeps its ratio to it."""
     override = plan.hardware.peak_tflops_override
+    if override <= 0:
+        return gpu
     dtype = compute_dtype(plan)
-    peak = override if override > 0 else gpu.peak_tflops(dtype)
+    rates = dict(gpu.tflops_dense)
+    base = gpu.peak_tflops(dtype)
+    fp8 = rates.get("fp8")
+    rates[dtype] = override
+    if fp8 and base:
+        rates["fp8"] = override * fp8 / base
+    return replace(gpu, tflops_dense=rates)
+
+
+def _parts(work: Work) -> tuple[ComputePart, ...]:
+    """The modelled compute by kind of work: each feature's seconds × its coefficient."""
+    labels = {
+        "gemm:": "matmuls at the peak",
+        "gemm_bytes": "matmul operands to and from memory",
+        "attention:": "attention scores and values",
+        "elementwise:": "elementwise ops (norms, rotary, activation, loss)",
+        "optimizer": "optimizer step",
+    }
+    parts = []
+    for name, seconds in work.features.items():
+        label = next(text for key, text in labels.items() if name.startswith(key))
+        k = coefficient(name)
+        parts.append(ComputePart(label, seconds * k, f"{seconds:.3g} s at the ideal rate × {k:.3g} ({name})"))
+    return tuple(parts)
+
+
+@dataclass(frozen=True)
+class _Timing:
+    """The step's compute as the plan has it, and the modelled one."""
+
+    compute: float  # seconds per step, on the pacing rank
+    optimizer: float  # of which the optimizer step (not under the bubble, no overlap)
+    modelled: float
+    source: UtilisationSource
+    factor: float  # compute speed ÷ modelled
+
+
+def _step(plan: Plan, counts: ParamCounts, timing: _Timing, forward_share: float) -> tuple[float, StepComm]:
+    """Seconds per optimizer step for ``timing``'s compute, and the communication it sees."""
+    overlappable = timing.compute - timing.optimizer
+    comm = step_communication(plan, counts, overlappable, forward_share, coefficient("tp_overlap"))
+    step = overlappable * (1.0 + comm.bubble_fraction) + timing.optimizer + comm.exposed_seconds
+    return step, comm
+
+
+def _timing(plan: Plan, counts: ParamCounts, work: Work, step_flops: float, peak: float) -> _Timing:
+    """The compute per step: typed utilisation, a measured run, a calibration factor, or the model."""
+    parts = _parts(work)
+    modelled = sum(p.seconds for p in parts)
+    optimizer = next((p.seconds for p in parts if p.label == "optimizer step"), 0.0)
+    hw = plan.hardware
+    measured = hw.measured_tokens_per_s > 0 or hw.measured_step_s > 0
+    if measured and plan.accounting is Accounting.DETAILED:
+        base = _Timing(modelled, optimizer, modelled, UtilisationSource.MEASURED, 1.0)
+        factor = _solve_calibration(plan, counts, base, work, peak, step_flops)
+        return replace(base, compute=modelled / factor, optimizer=optimizer / factor, factor=factor)
+    if hw.utilisation > 0:
+        typed = step_flops / (peak * 1e12 * hw.utilisation) if peak > 0 else math.inf
+        return _Timing(typed, 0.0, modelled, UtilisationSource.TYPED, modelled / typed if typed else 1.0)
+    if hw.calibration > 0 and plan.accounting is Accounting.DETAILED:
+        factor = hw.calibration
+        _check_utilisation(plan, step_flops / (peak * 1e12 * modelled / factor), "hardware.calibration", factor)
+        return _Timing(modelled / factor, optimizer / factor, modelled, UtilisationSource.CALIBRATED, factor)
+    if plan.accounting is Accounting.LESSON:
+        # The lesson's FLOPs at the modelled utilisation of the same run (its own FLOPs' rate).
+        util = work.hardware_flops / (peak * 1e12 * modelled) if modelled > 0 else 0.0
+        lesson = step_flops / (peak * 1e12 * util) if util > 0 else math.inf
+        return _Timing(lesson, 0.0, modelled, UtilisationSource.MODELLED, 1.0)
+    return _Timing(modelled, optimizer, modelled, UtilisationSource.MODELLED, 1.0)
+
+
+def _check_utilisation(plan: Plan, utilisation: float, field: str, value: float) -> None:
+    """A calibration may not ask more than the card's peak of the compute."""
+    if not 0 < utilisation <= 1.0:
+        raise PlanError(
+            field,
+            value,
+            "a calibration that keeps the utilisation within 100 % of the peak",
+            f"it implies {utilisation:.0%} of the card's peak",
+        )
+
+
+def _target_step(plan: Plan) -> tuple[float, str, float]:
+    """The measured seconds per step, the input it came from and its value."""
+    hw = plan.hardware
+    if hw.measured_tokens_per_s > 0:
+        tokens = plan.effective_batch * plan.workload.seq_len
+        return (
+            tokens / (hw.measured_tokens_per_s * plan.world_size),
+            "hardware.measured_tokens_per_s",
+            hw.measured_tokens_per_s,
+        )
+    return hw.measured_step_s, "hardware.measured_step_s", hw.measured_step_s
+
+
+def _solve_calibration(
+    plan: Plan, counts: ParamCounts, base: _Timing, work: Work, peak: float, step_flops: float
+) -> float:
+    """The factor on the modelled compute speed that makes the step take what the run
+    measured: the step time falls as the factor grows (bisection on its logarithm), up to
+    the factor at which the compute runs at 100 % of the peak. A measurement faster than
+    that, or than the communication alone allows, is refused."""
+    target, field, value = _target_step(plan)
+    top = base.modelled * peak * 1e12 / step_flops if step_flops else 1.0  # utilisation 1
+
+    def step_at(factor: float) -> float:
+        timing = replace(base, compute=base.modelled / factor, optimizer=base.optimizer / factor)
+        return _step(plan, counts, timing, work.forward_share)[0]
+
+    fastest = step_at(top)
+    if target < fastest * (1 - 1e-9):
+        per_gpu = plan.effective_batch * plan.workload.seq_len / (fastest * plan.world_size)
+        raise PlanError(
+            field,
+            value,
+            f"a speed the card can reach (at most {per_gpu:,.0f} tokens/s per GPU, {fastest:.3g} s per step)",
+            "faster than 100 % of the card's peak with this plan's communication",
+        )
+    low, high = math.log(1e-6), math.log(top)
+    for _ in range(60):
+        mid = (low + high) / 2
+        if step_at(math.exp(mid)) > target:
+            low = mid
+        else:
+            high = mid
+    return math.exp(high)
+
+
+def compute_estimate(plan: Plan, counts: ParamCounts, gpu: GpuSpec) -> Compute:
+    flops = token_flops(plan)
+    per_token = flops.hardware
+    card = _rated_card(plan, gpu)
+    work = step_work(plan, counts, card)
+    dtype = compute_dtype(plan)
+    peak = card.peak_tflops(dtype)
+    gemm_peak = work.gemm_peak_tflops
     gpus = plan.world_size
-    achieved = peak * 1e12 * plan.hardware.utilisation * gpus
-    compute_seconds = flops / achieved if achieved > 0 else float("inf")
+    tokens = plan.workload.tokens
     tokens_per_step = plan.effective_batch * plan.workload.seq_len
     steps = -(-tokens // tokens_per_step) if tokens_per_step else 0
-    step_compute = per_token * tokens_per_step / achieved if achieved > 0 else float("inf")
-    # The forward's share of the FLOPs (2·P of them): what FSDP's forward gathers hide under.
-    forward_share = 2.0 * counts.active / per_token if per_token > 0 else 1.0 / 3.0
-    comm = step_communication(plan, counts, step_compute, forward_share)
-    step = step_compute * (1.0 + comm.bubble_fraction) + comm.exposed_seconds
-    # How much longer than the compute alone: exactly 1.0 when nothing is added.
-    slowdown = step / step_compute if step_compute > 0 and math.isfinite(step) else 1.0
-    seconds = compute_seconds * slowdown
+    step_flops = per_token * tokens_per_step / gpus  # one GPU's share of the step's FLOPs
+    timing = _timing(plan, counts, work, step_flops, gemm_peak)
+    step, comm = _step(plan, counts, timing, work.forward_share)
+    tokens_per_second = tokens_per_step / step if step > 0 and math.isfinite(step) else 0.0
+    seconds = tokens / tokens_per_second if tokens_per_second > 0 else (0.0 if tokens == 0 else math.inf)
     hours = seconds / 3600
-    tokens_per_second = achieved / per_token / slowdown if per_token > 0 else 0.0
-    formula = (
-        f"FLOPs = {how} · D = {sci(per_token)} × {sci(tokens)} = {flops:.1e}; "
-        f"time = {flops:.1e} ÷ ({peak:g} TFLOP/s × {plan.hardware.utilisation:.0%} × {gpus}) = "
-        f"{format_hours(compute_seconds / 3600)}"
-    )
-    if slowdown != 1.0:
-        formula += (
-            f"; per step {step_compute:.3g} s compute × (1 + {comm.bubble_fraction:.3g} bubble) + "
-            f"{comm.exposed_seconds:.3g} s exposed communication = {step:.3g} s, "
-            f"so {format_hours(compute_seconds / 3600)} × {slowdown:.3f} = {format_hours(hours)}"
-        )
+    price, price_source = gpu_hour_price(plan, gpu)
+    per_gpu = tokens_per_second / gpus
+    utilisation = step_flops / (gemm_peak * 1e12 * timing.compute) if timing.compute > 0 and gemm_peak else 0.0
+    modelled_util = step_flops / (gemm_peak * 1e12 * timing.modelled) if timing.modelled and gemm_peak else 0.0
     return Compute(
         flops_per_token=per_token,
-        flops=flops,
+        flops=per_token * tokens,
         peak_tflops=peak,
         seconds=seconds,
         hours=hours,
@@ -137,16 +282,67 @@ def compute_estimate(plan: Plan, counts: ParamCounts, gpu: GpuSpec) -> Compute:
         cost=hours * gpus * price,
         energy_kwh=hours * gpus * gpu.board_power_w / 1000.0,
         steps=steps,
-        formula=formula,
+        formula=_formula(plan, flops.terms, per_token, tokens, timing, step, comm, utilisation, gemm_peak),
         dtype=dtype,
         price_per_gpu_hour=price,
         price_source=price_source,
         dtype_problem=gpu.dtype_problem(dtype),
-        compute_seconds_per_step=step_compute,
+        compute_seconds_per_step=timing.compute,
+        optimizer_seconds_per_step=timing.optimizer,
         comm_seconds_per_step=comm.comm_seconds,
         exposed_comm_seconds_per_step=comm.exposed_seconds,
         bubble_fraction=comm.bubble_fraction,
         step_seconds=step,
         comm_terms=comm.terms,
         assumptions=comm.assumptions,
+        flop_terms=flops.terms,
+        model_flops_per_token=flops.model,
+        causal_flops_per_token=flops.model_causal,
+        gemm_peak_tflops=gemm_peak,
+        utilisation=utilisation,
+        modelled_utilisation=modelled_util,
+        utilisation_source=timing.source,
+        calibration_factor=timing.factor,
+        mfu=flops.model * per_gpu / (gemm_peak * 1e12) if gemm_peak else 0.0,
+        tokens_per_second_per_gpu=per_gpu,
+        compute_parts=_parts(work) if timing.source is not UtilisationSource.TYPED else (),
+        float8_problem=_float8_problem(plan, gpu),
     )
+
+
+def _float8_problem(plan: Plan, gpu: GpuSpec) -> str | None:
+    if plan.float8 is Float8.NONE or gpu.tflops_dense.get("fp8"):
+        return None
+    return (
+        f"float8 training needs FP8 tensor cores (Ada, Hopper, Blackwell); the {gpu.name} has none, so the "
+        "linears are timed at the 16-bit rate (torchao's float8 matmul, torch._scaled_mm, refuses such cards)"
+    )
+
+
+def _formula(
+    plan: Plan,
+    terms: tuple[FlopTerm, ...],
+    per_token: float,
+    tokens: int,
+    timing: _Timing,
+    step: float,
+    comm: StepComm,
+    utilisation: float,
+    peak: float,
+) -> str:
+    """The arithmetic as one line of text: FLOPs, then the step, then the time."""
+    how = " + ".join(f"{sci(t.per_token)} ({t.label})" for t in terms) if len(terms) > 1 else terms[0].formula
+    flops = per_token * tokens
+    text = f"FLOPs = [{how}] per token × {sci(tokens)} tokens = {flops:.1e}"
+    source = {
+        UtilisationSource.MODELLED: "modelled",
+        UtilisationSource.TYPED: "typed",
+        UtilisationSource.CALIBRATED: f"calibrated × {timing.factor:.3g}",
+        UtilisationSource.MEASURED: f"solved from your run, × {timing.factor:.3g}",
+    }[timing.source]
+    text += f"; per step {timing.compute:.3g} s compute ({utilisation:.1%} of {peak:g} TFLOP/s per GPU, {source})"
+    if comm.bubble_fraction or comm.exposed_seconds:
+        text += f" × (1 + {comm.bubble_fraction:.3g} bubble) + {comm.exposed_seconds:.3g} s exposed communication"
+    steps = tokens / (plan.effective_batch * plan.workload.seq_len) if plan.effective_batch else 0.0
+    text += f" = {step:.3g} s; {steps:,.1f} steps = {format_hours(steps * step / 3600)}"
+    return text

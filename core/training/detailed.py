@@ -38,11 +38,19 @@ from core.parallel.layout import Layout, Stage
 from core.parallel.layout import trainable_layers as stage_trainable_layers
 from core.parallel.state import RankState, compute_plan, rank_copies, rank_state
 from core.params import ParamCounts
-from core.plan import CheckpointPolicy, Method, Offload, Optimizer, Plan, Strategy
+from core.plan import CheckpointPolicy, Float8, Method, Offload, Optimizer, Plan, Strategy
 from core.roles import Dtypes, dtypes_for
 from core.runtime import ALLOCATOR_RESERVE_FRACTION, CUBLAS_WORKSPACE_BYTES, CUDA_CONTEXT_BYTES
-from core.training.activations import LossMemory, layer_activations, loss_memory, outside_blocks, selective_saved
+from core.training.activations import (
+    LossMemory,
+    core_attention_bytes,
+    layer_activations,
+    loss_memory,
+    outside_blocks,
+    selective_saved,
+)
 from core.training.attention import backward_workspace, kernel_note
+from core.training.flops import block_gemms
 from core.training.optimizer import optimizer_step_temporary, optimizer_terms
 from core.training.storage import copy_terms, gradient_terms, weight_terms
 
@@ -164,6 +172,7 @@ def _common(plan: Plan, counts: ParamCounts, dt: Dtypes, lay: Layout | None) -> 
                 layer_grads.formula + " + K/V chunks + accumulators",
                 layer_grads.bytes + sum(t.bytes for t in ring),
             )
+    layer_grads = _with_float8_casts(plan, layer_grads, lay)
     common = _Common(
         weights=weight_terms(plan, counts, dt),
         grads=gradient_terms(counts, dt),
@@ -179,6 +188,36 @@ def _common(plan: Plan, counts: ParamCounts, dt: Dtypes, lay: Layout | None) -> 
     )
     _LAST_COMMON = (plan, lay is not None, common)
     return common
+
+
+def _with_float8_casts(plan: Plan, layer_grads: Term, lay: Layout | None) -> Term:
+    """What float8 linears add to a block's backward. torchao's Float8Linear (pytorch/ao
+    36027d8, torchao/float8/float8_linear.py, ``matmul_with_hp_or_float8_args``) saves the
+    high-precision input and weight (``ctx.save_for_backward(input_hp, weight_hp_t)``), what
+    nn.Linear keeps, and casts in its backward the output gradient twice (for the input and
+    the weight gradient), the weight and the input again, one byte per element, alive while
+    that linear's backward runs: the largest linear's casts join the block's backward. (torchao
+    0.9-0.12 kept each linear's float8 weight from the forward to the backward, and before
+    Feb 2025 delayed scaling kept a 16-entry amax history per tensor: d37019636.) Transformer
+    Engine's float8 buffers are not modelled: its plans hold what 16-bit linears hold."""
+    if plan.float8 not in (Float8.TENSORWISE, Float8.ROWWISE):
+        return layer_grads
+    tp = lay.tensor_parallel if lay is not None else 1
+    cp = lay.context_parallel if lay is not None else 1
+    tokens = plan.workload.micro_batch * plan.workload.seq_len / cp
+    largest = 0.0
+    for gemm in block_gemms(plan):
+        if gemm.name.endswith(("LoRA A", "LoRA B")):
+            continue
+        k = gemm.k / tp if gemm.split == "row" else gemm.k
+        n = gemm.n / tp if gemm.split == "column" else gemm.n
+        m = tokens * gemm.share
+        largest = max(largest, m * k + 2 * m * n + k * n)
+    return Term(
+        layer_grads.label + " + float8 casts of the largest linear",
+        layer_grads.formula + " + (N·in + 2·N·out + in·out) × 1 B",
+        layer_grads.bytes + largest,
+    )
 
 
 def _split_why(lay: Layout) -> str:
@@ -269,6 +308,8 @@ def _kept_activations(
     flight = f" × {in_flight:g} micro-batches in flight" if in_flight != 1 else ""
     policy = plan.checkpoint_policy if plan.checkpointing else None
     ckpt = plan.checkpointed_blocks(layers)
+    if policy is CheckpointPolicy.ATTENTION:
+        return _attention_recompute_kept(block, trainable_layers, in_flight, flight)
     whole = trainable_layers if policy is None else 0
     if policy is CheckpointPolicy.LAYER:  # the checkpointed ones counted among the trainable (frozen at the bottom)
         whole = max(0, trainable_layers - ckpt)
@@ -298,6 +339,26 @@ def _kept_activations(
     if ckpt and top_is_checkpointed:
         return kept, [Term("one block recomputed in the backward", "Σ of one block's saved tensors", block.bytes)]
     return kept, []
+
+
+def _attention_recompute_kept(
+    block: LayerActs, trainable_layers: int, in_flight: float, flight: str
+) -> tuple[list[Term], list[Term]]:
+    """Megatron's selective recompute (core attention only): every trainable block keeps its
+    saved tensors but what the core attention keeps between its matmuls, which one block at a
+    time recomputes in the backward (Korthikanti et al. 2022, arXiv:2205.05198 §5)."""
+    inner = core_attention_bytes(block)
+    kept = block.bytes - inner
+    formula = f"{trainable_layers} × ({gb(block.bytes)} − {gb(inner)} core attention) GB{flight}"
+    terms = [
+        Term(
+            f"{trainable_layers} blocks × saved tensors but the core attention's",
+            formula,
+            trainable_layers * kept * in_flight,
+        )
+    ]
+    recomputed = [Term("one block's core attention recomputed in the backward", "scores / log-sum-exp", inner)]
+    return terms, recomputed if inner else []
 
 
 def _held_gradients(plan: Plan, parts: _Parts) -> Bucket:
@@ -340,7 +401,8 @@ def _backward_weights(plan: Plan, parts: _Parts) -> _BackwardWeights:
     else:
         in_block = gathered
     # Under layer SAC most blocks keep their tensors, autocast copies included: as unchecked.
-    recomputes_all = plan.checkpointing and plan.checkpoint_policy is not CheckpointPolicy.LAYER
+    whole_blocks = plan.checkpoint_policy not in (CheckpointPolicy.LAYER, CheckpointPolicy.ATTENTION)
+    recomputes_all = plan.checkpointing and whole_blocks
     # Checkpointed blocks keep nothing from the forward, so their autocast copies die with
     # the autocast cache when the forward ends; only the head's copy stays, and the block
     # being recomputed makes its own.

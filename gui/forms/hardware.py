@@ -181,6 +181,10 @@ class HardwareForm(PlanForm):
         self.custom_bandwidth = self.add_input("hardware.custom_bandwidth_gb_s")
         self.form.addRow("", self.save_card)
         self.utilisation = self.add_input("hardware.utilisation")
+        # Calibrate from a short real run: its speed (or step time) solves the utilisation.
+        self.measured_speed = self.add_input("hardware.measured_tokens_per_s")
+        self.measured_step = self.add_input("hardware.measured_step_s")
+        self.calibration = self.add_input("hardware.calibration")
         self.headroom = self.add_input("hardware.headroom")
         self.price = self.add_input("hardware.price_per_gpu_hour")
         self.peak_override = self.add_input("hardware.peak_tflops_override")

@@ -82,6 +82,8 @@ class MethodForm(PlanForm):
         self.checkpoint_policy = self.add_input("checkpoint_policy")
         self.checkpoint_every = self.add_input("checkpoint_every")
         self.chunked = self.add_input("chunked_loss")
+        self.stack = self.add_input("stack")
+        self.float8 = self.add_input("float8")
 
     def show_plan(self, plan: Plan) -> None:
         if self.frozen.maximum() != plan.model.num_layers:  # at most the model's blocks

@@ -84,6 +84,7 @@ class ParallelForm(PlanForm):
         self._add_row("Split:", self.split_row, self.tensor_parallel)
         self._add_split_notes()
         self.sequence_parallel = self.add_input("parallel.sequence_parallel")
+        self.tp_overlap = self.add_input("parallel.tp_overlap")
         self.schedule = self.add_input(
             "parallel.schedule",
             lambda p, v: p.with_parallel(schedule=PipelineSchedule(v), virtual_stages=_virtual(p, v)),

@@ -6,21 +6,45 @@ import pyqtgraph as pg
 from PySide6.QtGui import QShowEvent
 from PySide6.QtWidgets import QStackedLayout, QWidget
 
-from core.estimate import Estimate
+from core.estimate import MFU_CONVENTION, Estimate, UtilisationSource
 from gui.format import count, hours, money, plain_number
 from gui.panels.figures import FiguresPanel
 from gui.plotstyle import OKABE_ITO
 
 ROWS = (
-    ("flops", "Training FLOPs", "Total floating-point operations for the token budget."),
-    ("flops_per_token", "FLOPs per token", "6·P for full training, ≈ 4·P with a frozen base, +2·P when checkpointing."),
-    ("peak", "Peak per GPU", "Dense datasheet peak of one card for the plan's precision."),
-    ("hours", "Time", "FLOPs ÷ (peak × utilisation × GPUs)."),
-    ("tokens_per_second", "Throughput", "Tokens trained per second across all GPUs."),
+    ("flops", "Training FLOPs", "What the step's kernels run over the token budget: causal attention, the recompute."),
+    (
+        "flops_per_token",
+        "FLOPs per token",
+        "The kernels' count (causal attention, the checkpointing's recompute), then the count logs compare "
+        "with: torchtitan's and Megatron-LM's 6·N + 12·l·s·H·hd (every query against every key, no "
+        "recompute), and the FlashAttention causal count.",
+    ),
+    ("peak", "Peak per GPU", "Dense datasheet peak of one card for the matmuls' dtype (fp8 for float8 linears)."),
+    (
+        "utilisation",
+        "Utilisation",
+        "The share of the peak the step's compute reaches: modelled from the card, the matmul sizes and the "
+        "software stack (fitted on published runs), typed, or solved from your run's measured speed.",
+    ),
+    ("mfu", "MFU", MFU_CONVENTION + "."),
+    (
+        "hours",
+        "Time",
+        "Optimizer steps × the step: compute × (1 + pipeline bubble) + optimizer + exposed communication.",
+    ),
+    ("tokens_per_second", "Throughput", "Tokens trained per second across all GPUs, and per GPU."),
     ("steps", "Optimizer steps", "Token budget ÷ (micro-batch × accumulation × GPUs × sequence)."),
     ("cost", "Cost", "Hours × GPUs × price per GPU-hour."),
     ("energy", "Energy", "Hours × GPUs × board power (an upper bound)."),
 )
+
+_SOURCES = {
+    UtilisationSource.MODELLED: "modelled",
+    UtilisationSource.TYPED: "typed",
+    UtilisationSource.CALIBRATED: "calibrated",
+    UtilisationSource.MEASURED: "from your run",
+}
 
 SERVING_ROWS = (
     ("ttft", "Time to first token", "Prefill FLOPs ÷ (peak × utilisation × tensor-parallel GPUs)."),
@@ -37,19 +61,35 @@ SERVING_ROWS = (
 class TrainingComputePanel(FiguresPanel):
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__("Compute and time", ROWS, "Compute formula", parent)
+        # The rows whose text runs long (three FLOPs counts; a typed utilisation beside the
+        # modelled one; the speed in total and per GPU) wrap, so they never widen the dock.
+        for key in ("flops_per_token", "utilisation", "tokens_per_second"):
+            self.values[key].setWordWrap(True)
 
     def _show(self, estimate: Estimate) -> None:
         c = estimate.compute
         v = self.values
         v["flops"].setText(plain_number(c.flops))
-        v["flops_per_token"].setText(plain_number(c.flops_per_token))
-        v["peak"].setText(f"{c.peak_tflops:g} TFLOP/s")
+        v["flops_per_token"].setText(
+            f"{plain_number(c.flops_per_token)} run · {plain_number(c.model_flops_per_token)} "
+            f"(MFU count) · {plain_number(c.causal_flops_per_token)} (causal)"
+        )
+        v["peak"].setText(f"{c.gemm_peak_tflops:g} TFLOP/s" + (" (fp8)" if c.gemm_peak_tflops != c.peak_tflops else ""))
+        text = f"{c.utilisation:.1%} ({_SOURCES[c.utilisation_source]})"
+        if c.utilisation_source is not UtilisationSource.MODELLED:
+            text += f" · modelled {c.modelled_utilisation:.1%}"
+        v["utilisation"].setText(text)
+        v["mfu"].setText(f"{c.mfu:.1%}")
         v["hours"].setText(hours(c.hours))
-        v["tokens_per_second"].setText(f"{c.tokens_per_second:,.0f} tokens/s")
+        v["tokens_per_second"].setText(
+            f"{c.tokens_per_second:,.0f} tokens/s · {c.tokens_per_second_per_gpu:,.0f} per GPU"
+        )
         v["steps"].setText(f"{c.steps:,}")
         v["cost"].setText(money(c.cost))
         v["energy"].setText(f"{c.energy_kwh:,.1f} kWh" if c.energy_kwh else "— (board power unknown)")
-        self.formula.setText(c.formula)
+        parts = "; ".join(f"{p.label} {p.seconds:.3g} s" for p in c.compute_parts)
+        problem = f"\n⚠ {c.float8_problem}" if c.float8_problem else ""
+        self.formula.setText(c.formula + (f"\nCompute per step: {parts}." if parts else "") + problem)
         self.setToolTip(f"{count(c.flops)} FLOPs")
 
 

@@ -175,3 +175,11 @@ def test_the_estimate_carries_the_cards_dtype_problem() -> None:
     assert compute.dtype == "bf16" and compute.dtype_problem == find_gpu("t4").unsupported_dtypes["bf16"]
     assert estimate(on_t4.with_changes(precision=Precision.FP16_MIXED)).compute.dtype_problem is None
     assert estimate(on_t4.with_hardware(gpu="a100-80gb-sxm")).compute.dtype_problem is None
+
+
+def test_a_card_without_fp8_runs_fp8_at_its_16_bit_rate_not_its_int8_rate() -> None:
+    # Issue 24: peak_tflops("fp8") fell back to the int8 rate, so an A100 (no FP8 tensor cores:
+    # NVIDIA A100 datasheet; 624 dense INT8 TOPS, 312 BF16 TFLOP/s) ran fp8 at 624 TFLOP/s.
+    a100 = find_gpu("a100-80gb-sxm")
+    assert a100.peak_tflops("fp8") == 312.0
+    assert find_gpu("h100-sxm").peak_tflops("fp8") == 1978.9  # H100 SXM datasheet, dense

@@ -30,7 +30,9 @@ from core.training.compute import compute_estimate
 
 def _full(model: str = "llama-3.1-8b", **workload: int) -> Plan:
     shape = {"micro_batch": 1, "seq_len": 4096, "grad_accum": 1, "tokens": 10**9} | workload
-    return plan_for_model(model, method=Method.FULL, workload=Workload(**shape), hardware=Hardware(gpu="h100-sxm"))
+    # A typed utilisation: these tests are about what the GPUs exchange, on top of a fixed compute.
+    hardware = Hardware(gpu="h100-sxm", utilisation=0.4)
+    return plan_for_model(model, method=Method.FULL, workload=Workload(**shape), hardware=hardware)
 
 
 def _compute(plan: Plan):  # type: ignore[no-untyped-def]
@@ -215,7 +217,7 @@ def test_offload_adds_the_pcie_copies_even_on_one_gpu() -> None:
 def test_one_gpu_keeps_the_single_gpu_time_exactly() -> None:
     plan = _full()
     c = _compute(plan)
-    assert c.seconds == c.flops / (c.peak_tflops * 1e12 * plan.hardware.utilisation)
+    assert c.seconds == pytest.approx(c.flops / (c.peak_tflops * 1e12 * plan.hardware.utilisation), rel=1e-12)
     assert (c.comm_seconds_per_step, c.exposed_comm_seconds_per_step, c.bubble_fraction) == (0, 0, 0)
     assert "exposed" not in c.formula
 

@@ -1,5 +1,5 @@
-"""Compute and time beyond the lesson's two figures: the FLOP rules and how time, cost,
-energy and steps follow from them.
+"""Compute and time beyond the lesson's two figures: the FLOP terms and how time, cost,
+energy, steps and MFU follow from them.
 
 Sources: training costs about 6·P FLOPs per token (forward 2·P, backward 4·P) and a forward
 pass 2·P (Kaplan et al. 2020, "Scaling Laws for Neural Language Models", arXiv:2001.08361,
@@ -17,46 +17,116 @@ from core.catalogue import find_gpu, find_model
 from core.dtypes import Autocast, Dtype
 from core.estimate import estimate
 from core.params import param_counts
-from core.plan import Hardware, Method, Parallelism, Plan, Precision, Workload
+from core.plan import Accounting, CheckpointPolicy, Hardware, Method, Parallelism, Plan, Precision, Workload
 from core.presets import plan_for_model
-from core.training.compute import compute_dtype, compute_estimate, flops_per_token
+from core.training.activations import recomputed_share
+from core.training.compute import UtilisationSource, compute_dtype, compute_estimate
+from core.training.flops import block_gemms, token_flops
+from core.training.speed import step_work
 
 
 def _plan(model: str = "llama-3.2-1b", **changes: object) -> Plan:
     return plan_for_model(model, **changes)
 
 
-def test_full_training_is_six_p_per_token() -> None:
-    plan = _plan(method=Method.FULL)
-    counts = param_counts(plan)
-    per_token, how = flops_per_token(plan, counts)
-    assert per_token == 6 * counts.active and how == "6 · P"
+def test_the_mfu_count_is_torchtitans_for_llama_3_1_8b() -> None:
+    # torchtitan's flop_per_token = 6·N + 12·l·h·q·t, N without the input embedding: 57.91e9
+    # for Llama 3.1 8B at 8,192 tokens (corpus record tt-202412-8b-8gpu-eager, derived).
+    # Ours counts the matmuls (norms are no FLOPs): within 0.01 %.
+    plan = _plan("llama-3.1-8b", method=Method.FULL, workload=Workload(seq_len=8192))
+    assert token_flops(plan).model == pytest.approx(57.91e9, rel=1e-4)
 
 
-def test_checkpointing_adds_one_forward_of_two_p() -> None:
-    for method in (Method.FULL, Method.LORA):
-        plain = _plan(method=method)
-        counts = param_counts(plain)
-        without, _ = flops_per_token(plain, counts)
-        with_ckpt, how = flops_per_token(plain.with_changes(checkpointing=True), counts)
-        assert with_ckpt - without == 2 * counts.active  # the forward's 2·P, once more
-        assert "recomputed forward" in how
+def test_the_megatron_formulas_match_to_the_flop() -> None:
+    # NeMo 24.07 (NVIDIA/NeMo f0bf77b nemo/utils/flops_formulas.py, llama): per token
+    # l·h²·(12 + 12·g/a + 18·f/h + 12·s/h) + 6·V·h, every query against every key; Megatron-
+    # Bridge (core_r0.12+) writes 6·s/h, the causal count (corpus records nemo2407-*, mbridge-*).
+    plan = _plan("llama-2-7b", method=Method.FULL, workload=Workload(seq_len=4096))
+    m = plan.model
+    layers, h, s, v = m.num_layers, m.hidden_size, 4096, m.vocab_size
+    g, a, f = m.num_kv_heads, m.num_heads, m.intermediate_size
+    flops = token_flops(plan)
+    full = layers * h * h * (12 + 12 * g / a + 18 * f / h + 12 * s / h) + 6 * v * h
+    assert flops.model == pytest.approx(full, rel=1e-12)
+    causal = layers * h * h * (12 + 12 * g / a + 18 * f / h + 6 * s / h) + 6 * v * h
+    assert flops.model_causal == pytest.approx(causal, rel=1e-3)  # (s + 1)/2 keys, not s/2
 
 
-def test_a_frozen_base_skips_its_weight_gradients() -> None:
-    plan = _plan(method=Method.LORA)
-    counts = param_counts(plan)
-    per_token, _ = flops_per_token(plan, counts)
-    # Forward 2·P + input gradients 2·P + weight gradients of the adapters only, 2·T.
-    assert per_token == 4 * counts.active + 2 * counts.trainable
-    assert per_token < 6 * counts.active
+def test_the_kernels_run_the_causal_count_and_full_training_is_six_times_the_weights() -> None:
+    plan = _plan("llama-3.2-1b", method=Method.FULL)
+    flops = token_flops(plan)
+    terms = {t.label: t.per_token for t in flops.terms}
+    w = sum(g.weight for g in block_gemms(plan))
+    assert terms["block matmuls"] == pytest.approx(6 * w * plan.model.num_layers)
+    assert terms["logits (output head)"] == 6 * plan.model.vocab_size * plan.model.hidden_size
+    assert flops.hardware == pytest.approx(flops.model_causal)  # no recompute: what runs is the causal count
 
 
-def test_a_mixture_of_experts_pays_for_its_active_parameters() -> None:
+def test_checkpointing_policies_add_what_they_recompute() -> None:
+    plain = _plan("llama-3.2-1b", method=Method.FULL)
+    base = token_flops(plain).hardware
+    layers = plain.model.num_layers
+    w = sum(g.weight for g in block_gemms(plain))
+    attention = {t.label: t.per_token for t in token_flops(plain).terms}["attention scores and values (causal)"] / (
+        3 * layers
+    )
+    full = token_flops(plain.with_changes(checkpointing=True)).hardware
+    assert full - base == pytest.approx(layers * (2 * w + attention))  # the whole forward again
+    attention_only = plain.with_changes(checkpointing=True, checkpoint_policy=CheckpointPolicy.ATTENTION)
+    assert token_flops(attention_only).hardware - base == pytest.approx(layers * attention)  # Megatron selective
+    op = plain.with_changes(checkpointing=True, checkpoint_policy=CheckpointPolicy.OP)
+    assert token_flops(op).hardware - base == pytest.approx(layers * 2 * w * recomputed_share(op))
+    every4 = plain.with_changes(checkpointing=True, checkpoint_policy=CheckpointPolicy.LAYER, checkpoint_every=4)
+    assert token_flops(every4).hardware - base == pytest.approx(layers // 4 * (2 * w + attention))
+    # The MFU count never counts the recompute.
+    assert token_flops(plain.with_changes(checkpointing=True)).model == token_flops(plain).model
+
+
+def test_a_frozen_base_skips_its_weight_gradients_and_a_frozen_bottom_its_backward() -> None:
+    full = _plan("llama-3.2-1b", method=Method.FULL)
+    layers = full.model.num_layers
+    w = sum(g.weight for g in block_gemms(full))
+    vd = full.model.vocab_size * full.model.hidden_size
+    lora = full.with_method(Method.LORA)
+    adapters = {t.label: t.per_token for t in token_flops(lora).terms}["LoRA adapters"]
+    # LoRA: no weight gradients for the frozen base or head (2·W per block, 2·V·d), adapters on top.
+    assert token_flops(full).hardware - token_flops(lora).hardware == pytest.approx(2 * w * layers + 2 * vd - adapters)
+    # Frozen layers: the frozen bottom blocks run their forward only (no input gradient is
+    # needed below the lowest block that trains): 4·W and the attention backward less each.
+    frozen = full.with_method(Method.FROZEN, frozen_layers=4)
+    attention = {t.label: t.per_token for t in token_flops(full).terms}["attention scores and values (causal)"] / (
+        3 * layers
+    )
+    # Llama 3.2 1B ties its head to the frozen embedding: the head's weight gradient goes too.
+    assert full.model.tie_embeddings
+    saved = 4 * (4 * w + 2 * attention) + 2 * vd
+    assert token_flops(full).hardware - token_flops(frozen).hardware == pytest.approx(saved)
+
+
+def test_a_mixture_of_experts_pays_for_its_routed_experts() -> None:
     plan = _plan("mixtral-8x7b-v0.1", method=Method.FULL)
+    m = plan.model
+    routed = next(g for g in block_gemms(plan) if g.name.startswith("experts gate"))
+    assert routed.count == m.num_experts and routed.share == m.experts_per_token / m.num_experts
+    # Two of eight experts per token (Mixtral's config.json): the matmuls are the active ones.
+    assert routed.weight == m.experts_per_token * m.hidden_size * 2 * m.intermediate_size
+
+
+def test_the_step_work_runs_the_same_flops_as_the_count() -> None:
+    # core.training.speed counts the rank's matmuls and attention from the same gemms: on one
+    # GPU they are the count × the tokens of a step.
+    for method, ckpt in ((Method.FULL, False), (Method.LORA, True), (Method.FULL, True)):
+        plan = _plan("llama-3.2-1b", method=method).with_changes(checkpointing=ckpt)
+        plan = plan.with_workload(micro_batch=2, seq_len=2048, grad_accum=3)
+        work = step_work(plan, param_counts(plan), find_gpu("a100-80gb-sxm"))
+        tokens = 2 * 2048 * 3
+        assert work.hardware_flops == pytest.approx(token_flops(plan).hardware * tokens, rel=1e-9)
+
+
+def test_the_lesson_keeps_its_six_p() -> None:
+    plan = Plan(model=find_model("llama-3.2-1b").spec, accounting=Accounting.LESSON)
     counts = param_counts(plan)
-    assert counts.active < counts.total  # two of eight experts per token (Mixtral's config.json)
-    assert flops_per_token(plan, counts)[0] == 6 * counts.active
+    assert token_flops(plan).hardware == 6 * counts.active
 
 
 def test_time_cost_energy_and_steps_follow_from_the_flops() -> None:
@@ -72,24 +142,31 @@ def test_time_cost_energy_and_steps_follow_from_the_flops() -> None:
     assert c.flops == c.flops_per_token * plan.workload.tokens
     peak = gpu.peak_tflops(compute_dtype(plan))
     assert c.peak_tflops == peak
-    # One GPU: the single-GPU rule exactly, nothing exchanged, no bubble.
-    assert c.seconds == c.flops / (peak * 1e12 * 0.5)
+    # One GPU at a typed utilisation: the single-GPU rule, nothing exchanged, no bubble.
+    assert c.seconds == pytest.approx(c.flops / (peak * 1e12 * 0.5), rel=1e-12)
+    assert c.utilisation == pytest.approx(0.5) and c.utilisation_source is UtilisationSource.TYPED
     assert c.comm_terms == () and c.exposed_comm_seconds_per_step == 0 and c.bubble_fraction == 0
     assert c.step_seconds == c.compute_seconds_per_step
     assert c.hours == pytest.approx(c.seconds / 3600)
     assert c.cost == pytest.approx(c.hours * 3.0)
     assert c.energy_kwh == pytest.approx(c.hours * gpu.board_power_w / 1000)
     assert c.steps == math.ceil(50_000_000 / (4 * 8 * 2048))
-    # Two GPUs (DDP): the compute halves and the gradient all-reduce the backward cannot
-    # hide is added per step: time = compute × step ÷ step compute.
+    # Two GPUs (DDP): the compute per step stays and the gradient all-reduce the backward
+    # cannot hide is added per step.
     two = compute_estimate(plan.with_parallel(gpus_per_node=2), counts, gpu)
     assert two.compute_seconds_per_step == pytest.approx(c.compute_seconds_per_step)  # twice the tokens per step
     assert two.exposed_comm_seconds_per_step > 0
     assert two.step_seconds == two.compute_seconds_per_step + two.exposed_comm_seconds_per_step
-    compute_only = two.flops / (peak * 1e12 * 0.5 * 2)
-    assert two.seconds == pytest.approx(compute_only * two.step_seconds / two.compute_seconds_per_step)
     assert two.cost == pytest.approx(two.hours * 2 * 3.0)
     assert two.tokens_per_second == pytest.approx(plan.workload.tokens / two.seconds)
+
+
+def test_the_mfu_is_the_model_count_at_the_speed_per_gpu() -> None:
+    plan = _plan("llama-3.1-8b", method=Method.FULL, hardware=Hardware(gpu="h100-sxm"))
+    c = estimate(plan.with_changes(checkpointing=True)).compute
+    assert c.mfu == pytest.approx(c.model_flops_per_token * c.tokens_per_second_per_gpu / (989.4e12))
+    assert c.mfu < c.utilisation  # the recompute runs but is not counted
+    assert c.utilisation_source is UtilisationSource.MODELLED and 0 < c.modelled_utilisation < 1
 
 
 def test_the_precision_picks_the_peak_and_an_override_wins() -> None:

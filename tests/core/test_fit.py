@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 import math
 from pathlib import Path
@@ -35,9 +36,11 @@ def test_rows_are_the_estimators_own_answers_sorted_by_cost() -> None:
     # Cards without a price have an unknown cost, listed after every priced card (issue 26, item 13).
     known = [math.isfinite(r.cost) for r in rows]
     assert known == sorted(known, reverse=True)
-    # Equal costs (compute scales with the card count) list fewer cards first.
-    b200 = [r.count for r in rows if r.gpu.id == "b200"]
-    assert b200 == sorted(b200)
+    # Equal costs list fewer cards first. (The cost no longer scales exactly with the count:
+    # the optimizer step is paid once per step, over more tokens on more data-parallel cards.)
+    for first, second in itertools.pairwise(rows):
+        if math.isfinite(first.cost) and round(first.cost, 6) == round(second.cost, 6) and first.gpu == second.gpu:
+            assert first.count <= second.count
 
 
 def test_lesson_examples_on_the_cards_the_lesson_names() -> None:

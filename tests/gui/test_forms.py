@@ -244,3 +244,18 @@ def test_a_spin_box_refuses_an_ambiguous_comma_as_count_fields_do(window: MainWi
     assert window.controller.plan == before
     field.lineEdit().setText("1,500")
     assert field._text_problem() is None or "ambiguous" not in field._text_problem()
+
+
+def test_the_calibration_fields_show_in_the_hardware_form(qtbot: Any, window: MainWindow) -> None:
+    # Issue 24 item 5 asks for the calibration in the window. Before: the measured step and the
+    # calibration factor were 'advanced' inputs, and the Hardware form has no Advanced
+    # disclosure, so neither row was ever shown (the GUI monkey never reached them).
+    window.show()
+    qtbot.waitExposed(window)
+    form = window.hardware_form
+    for key in ("hardware.measured_tokens_per_s", "hardware.measured_step_s", "hardware.calibration"):
+        assert form.fields[key].isVisibleTo(window), key
+    # A measured speed makes the step time moot: that row goes, the calibration stays.
+    window.controller.reset(window.controller.plan.with_hardware(measured_tokens_per_s=1000.0))
+    assert not form.fields["hardware.measured_step_s"].isVisibleTo(window)
+    assert form.fields["hardware.calibration"].isVisibleTo(window)

@@ -245,6 +245,8 @@ def expected_values(window: MainWindow, plan: Plan) -> dict[str, Any]:
         "checkpoint_policy": plan.checkpoint_policy.value,
         "checkpoint_every": plan.checkpoint_every,
         "chunked_loss": plan.chunked_loss,
+        "stack": plan.stack.value,
+        "float8": plan.float8.value,
         "workload.micro_batch": w.micro_batch,
         "workload.seq_len": w.seq_len,
         "workload.grad_accum": w.grad_accum,
@@ -257,6 +259,9 @@ def expected_values(window: MainWindow, plan: Plan) -> dict[str, Any]:
         "hardware.headroom": h.headroom,
         "hardware.price_per_gpu_hour": h.price_per_gpu_hour,
         "hardware.peak_tflops_override": h.peak_tflops_override,
+        "hardware.measured_tokens_per_s": h.measured_tokens_per_s,
+        "hardware.measured_step_s": h.measured_step_s,
+        "hardware.calibration": h.calibration,
         "inference.weight_dtype": inf.weight_dtype,
         "inference.kv_dtype": inf.kv_dtype,
         "inference.concurrent": inf.concurrent,
@@ -284,7 +289,7 @@ def expected_values(window: MainWindow, plan: Plan) -> dict[str, Any]:
         values[f"parallel.{name}"] = getattr(par, name)
     for name in ("zero_bucket_elements", "zero3_prefetch_elements", "zero3_max_live_elements"):
         values[f"parallel.{name}"] = getattr(par, name)
-    for name in ("sequence_parallel", "reshard_after_forward", "ddp_bucket_view"):
+    for name in ("sequence_parallel", "reshard_after_forward", "ddp_bucket_view", "tp_overlap"):
         values[f"parallel.{name}"] = getattr(par, name)
     for name in ("strategy", "schedule", "offload", "fsdp_param_dtype", "fsdp_reduce_dtype"):
         values[f"parallel.{name}"] = getattr(par, name).value

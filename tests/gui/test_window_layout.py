@@ -42,6 +42,20 @@ def test_the_window_can_be_1024_by_700(qtbot: Any, window: MainWindow) -> None:
     assert _chart_overflows(window) == []
 
 
+def test_the_time_tab_keeps_the_window_at_1024(qtbot: Any, window: MainWindow) -> None:
+    # Before: the FLOPs-per-token line (run · MFU count · causal, issue 24) on one unwrapped
+    # line held the Details dock at ~500 px: the window grew to 1,038 px and the chart shrank
+    # to a sliver (seen on the README's 16-GPU example, rendered at 1024 × 700).
+    from gui.screenshot import parallel_plan
+
+    window.controller.reset(parallel_plan())
+    window.tabs.setCurrentWidget(window.compute_panel)
+    assert window.minimumSizeHint().width() <= 1024
+    shown_at(qtbot, window, 1024, 700)
+    assert (window.width(), window.height()) == (1024, 700)
+    assert window.chart.plot.width() >= 300
+
+
 def _cut_by_the_plan_column(window: MainWindow) -> list[str]:
     """Form fields whose right edge lies past the plan column's visible width (no side scroll)."""
     viewport = window.plan_dock.widget().viewport()

@@ -136,7 +136,13 @@ def _optimizer(draft: Draft) -> dict[str, Any]:
     return {"name": name or "AdamW", "implementation": IMPLEMENTATIONS[plan.optimizer_impl]}
 
 
-def _checkpoint(plan: Plan) -> dict[str, Any]:
+def _checkpoint(draft: Draft) -> dict[str, Any]:
+    plan = draft.plan
+    if plan.checkpointing and plan.checkpoint_policy is CheckpointPolicy.ATTENTION:
+        # torchtitan has no attention-only recompute: full checkpointing recomputes more and
+        # keeps less, so the config fits wherever the plan does.
+        draft.cannot("method.checkpoint_policy", "torchtitan has no attention-only recompute (Megatron's selective)")
+        return {"mode": "full"}
     if not plan.checkpointing:
         return {"mode": "none"}
     if plan.checkpoint_policy is CheckpointPolicy.FULL:
@@ -181,7 +187,7 @@ def export_torchtitan(plan: Plan, model_ref: str | None = None) -> Export:
         "model": _model(draft, model_ref),
         "optimizer": _optimizer(draft),
         "training": _training(draft),
-        "activation_checkpoint": _checkpoint(plan),
+        "activation_checkpoint": _checkpoint(draft),
         "parallelism": _parallelism(draft),
     }
     nodes, gpus = plan.parallel.nodes, plan.parallel.gpus_per_node

@@ -1,0 +1,128 @@
+"""The efficiency coefficients of the time model (:mod:`core.training.speed`), and where they
+come from.
+
+A coefficient multiplies the seconds a part of the step would take at the card's ideal rate
+(its datasheet peak, or its memory bandwidth): 1.25 on the matmuls means large matmuls reach
+80 % of the peak. ``PRIORS`` are the physical starting points, each with its source; the
+values used (``FITTED``) are fitted on the published training throughput corpus
+(benchmarks/realgpu/throughput_figures.json) by ``benchmarks/realgpu/throughput.py --fit``:
+a least-squares fit of every record's step time, each source family weighted equally, pulled
+towards the priors where the corpus says little. Every source is scored with coefficients
+fitted without it (leave one source out); the tables are in docs/TRAINING_TIME.md.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Final
+
+# ---- priors ------------------------------------------------------------------------------
+# Large matmuls reach 78 % of the dense peak on an H100, 16-bit and float8 alike, and
+# pointwise kernels 92 % of the memory bandwidth (torchao's roofline model,
+# torchao/testing/training/roofline_utils.py, pytorch/ao 36027d8: "pct_achievable_gemm_tops":
+# 0.78, "based on experimental observation with sample large inputs"; B200 copied from it);
+# an A100 about 85 % (NVIDIA's "Matrix Multiplication Background" guide: 8192² GEMMs near
+# 270 of 312 TFLOP/s), Ada cards about 80 %.
+_GEMM_16BIT: Final = {"ampere": 1 / 0.85, "ada": 1 / 0.80, "hopper": 1 / 0.78, "blackwell": 1 / 0.78}
+# Float8 matmuls: tensorwise scaling (cuBLAS, torch._scaled_mm) and Transformer Engine reach
+# the same share of the fp8 peak as 16-bit ones of theirs (the roofline model above uses one
+# figure for both); rowwise scaling runs CUTLASS kernels, slower (torchao's float8 docs list
+# it as the more accurate, slower recipe): a third more assumed.
+_FP8_OVER_16BIT: Final = {"fp8-tensorwise": 1.0, "fp8-te": 1.0, "fp8-rowwise": 1.33}
+# FlashAttention-2 forward + backward: ~50 % of an A100's peak (Dao 2023, arXiv:2307.08691,
+# fig. 6: 187-225 TFLOP/s of 312 causal, backward slower); PyTorch's SDPA flash kernel (FA2)
+# on an H100 ~35 % (FlashAttention-3, Shah et al. 2024, fig. 5: FA2 at 325-370 of 989).
+_ATTENTION: Final = {"ampere": 1 / 0.50, "ada": 1 / 0.45, "hopper": 1 / 0.35, "blackwell": 1 / 0.35}
+# Transformer Engine's fused attention (cuDNN) on Hopper and Blackwell is FlashAttention-3
+# class: 600-750 TFLOP/s forward on an H100 (Shah et al. 2024, fig. 5), backward slower.
+_FUSED_ATTENTION: Final = {"ampere": 1 / 0.50, "ada": 1 / 0.45, "hopper": 1 / 0.55, "blackwell": 1 / 0.55}
+# The share of eager PyTorch's elementwise traffic each stack moves: torch.compile fuses the
+# chains of pointwise ops (norms, rotary, activation) into one kernel each, Megatron's
+# Transformer Engine fuses them into the matmuls' neighbours.
+_ELEMENTWISE: Final = {"eager": 1 / 0.92, "compile": 0.5, "megatron": 0.4}
+
+
+def _priors() -> dict[str, float]:
+    # tp_overlap: the share of overlapped tensor-parallel traffic a step still waits for; half
+    # is a neutral start (the first chunk of each collective matmul, and SM contention).
+    priors: dict[str, float] = {"gemm_bytes": 1.0, "optimizer": 1 / 0.92, "tp_overlap": 0.5}
+    for family, gemm in _GEMM_16BIT.items():
+        priors[f"gemm:{family}/16-bit"] = gemm
+        priors[f"gemm:{family}/fp32"] = gemm
+        for kind, ratio in _FP8_OVER_16BIT.items():
+            priors[f"gemm:{family}/{kind}"] = gemm * ratio
+        priors[f"attention:{family}/flash"] = _ATTENTION[family]
+        priors[f"attention:{family}/fused"] = _FUSED_ATTENTION[family]
+    for stack, share in _ELEMENTWISE.items():
+        priors[f"elementwise:{stack}"] = share
+    return priors
+
+
+PRIORS: Final[Mapping[str, float]] = _priors()
+
+# ---- fitted on the corpus (benchmarks/realgpu/throughput.py --fit, all sources) -----------
+# Written by that script's --fit (tests/core/test_throughput.py checks they are its output).
+# fmt: off
+FITTED: Final[Mapping[str, float]] = {
+    "attention:ada/flash": 2.1059,
+    "attention:ada/fused": 2.2222,
+    "attention:ampere/flash": 1.9724,
+    "attention:ampere/fused": 2.4238,
+    "attention:blackwell/flash": 4.5357,
+    "attention:blackwell/fused": 1.7636,
+    "attention:hopper/flash": 4.7036,
+    "attention:hopper/fused": 1.7489,
+    "elementwise:compile": 0.5020,
+    "elementwise:eager": 0.5216,
+    "elementwise:megatron": 0.4337,
+    "gemm:ada/16-bit": 1.0668,
+    "gemm:ada/fp32": 1.2500,
+    "gemm:ada/fp8-rowwise": 1.4410,
+    "gemm:ada/fp8-te": 1.0834,
+    "gemm:ada/fp8-tensorwise": 1.0834,
+    "gemm:ampere/16-bit": 1.4712,
+    "gemm:ampere/fp32": 1.1765,
+    "gemm:ampere/fp8-rowwise": 1.9211,
+    "gemm:ampere/fp8-te": 1.4444,
+    "gemm:ampere/fp8-tensorwise": 1.4444,
+    "gemm:blackwell/16-bit": 1.5801,
+    "gemm:blackwell/fp32": 1.2821,
+    "gemm:blackwell/fp8-rowwise": 2.0655,
+    "gemm:blackwell/fp8-te": 1.5626,
+    "gemm:blackwell/fp8-tensorwise": 1.5530,
+    "gemm:hopper/16-bit": 1.6817,
+    "gemm:hopper/fp32": 1.2821,
+    "gemm:hopper/fp8-rowwise": 2.2218,
+    "gemm:hopper/fp8-te": 1.5165,
+    "gemm:hopper/fp8-tensorwise": 1.6779,
+    "gemm_bytes": 1.3130,
+    "optimizer": 1.0000,
+    "tp_overlap": 0.6521,
+}
+# fmt: on
+
+
+# Ties the fit keeps between coefficients (name, other, ratio): float8 matmuls as a fixed
+# multiple of the same card's 16-bit ones (the priors' ratios), Blackwell like Hopper; a
+# recipe or card seen by one source only is then scored by what the others say of its kin.
+TIES: Final = (
+    *(
+        (f"gemm:{family}/{kind}", f"gemm:{family}/16-bit", ratio)
+        for family in _GEMM_16BIT
+        for kind, ratio in _FP8_OVER_16BIT.items()
+    ),
+    ("gemm:blackwell/16-bit", "gemm:hopper/16-bit", 1.0),
+    ("attention:blackwell/fused", "attention:hopper/fused", 1.0),
+    ("attention:blackwell/flash", "attention:hopper/flash", 1.0),
+)
+
+
+def coefficient(name: str, table: Mapping[str, float] = FITTED) -> float:
+    """The coefficient of feature ``name``; a card family the corpus has no run on (Volta,
+    Turing, AMD, Apple, a custom card) takes the Ampere figures."""
+    if name in table:
+        return table[name]
+    fallback = name.replace(":other", ":ampere")
+    if fallback in table:
+        return table[fallback]
+    return PRIORS.get(fallback, 1.0)

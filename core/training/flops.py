@@ -1,0 +1,266 @@
+"""The FLOPs of a training step, term by term, and the counts people compare them with.
+
+Per token of a training step:
+
+- **the blocks' matmuls**: forward 2·W, W the projection weights a token passes through
+  (routed experts only); the backward's input gradients 2·W in every block the backward
+  reaches (a frozen bottom has no backward at all: nothing below it needs a gradient); the
+  weight gradients 2·W of the weights that train (Kaplan et al. 2020, arXiv:2001.08361, §2.1;
+  Narayanan et al. 2021, arXiv:2104.04473, appendix);
+- **attention's scores and values**: two matmuls of 2·s·H·hd per token and layer forward,
+  twice that backward. Two counts of s: the Megatron / Narayanan count takes every query
+  against every key (torchtitan's ``12·l·h·q·t``, llm-foundry's and lit-gpt's ``12·l·d·s``,
+  Megatron-LM before core_r0.12); the FlashAttention causal count takes each query against
+  the keys before it, (s + 1)/2 on average (what a causal kernel runs; Megatron-LM
+  core_r0.12 and Megatron-Bridge count ``s/2``). A sliding window caps the keys at the window;
+- **the logits**: 2·V·d forward, 2·V·d for the input gradient, 2·V·d for the head's weight
+  gradient when it trains;
+- **LoRA adapters**: 2·r·(in + out) per target and pass, and their weight gradients;
+- **the recompute** of the checkpointing policy: full re-runs every block's forward, per-op
+  SAC every other matmul (torchtitan saves the attention output), layer SAC the checkpointed
+  blocks, attention-only (Megatron selective) the core attention.
+
+The MFU the app reports uses the Megatron / Narayanan count without the recompute — the
+count torchtitan and Megatron-LM print — so a user can compare it with their logs. The time
+runs on what the kernels do: the causal count and the recompute (the "hardware" count).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from core.format import sci
+from core.model import ModelSpec, normalise_lora_targets
+from core.params import param_counts
+from core.plan import Accounting, CheckpointPolicy, Method, Plan
+from core.training.activations import recomputed_share
+
+
+@dataclass(frozen=True)
+class Gemm:
+    """One projection of a block as a matmul: ``k`` inputs to ``n`` outputs, seen by ``share``
+    of the tokens (an expert: top-k ÷ experts) in ``count`` copies (the experts)."""
+
+    name: str
+    k: int
+    n: int
+    split: str  # how tensor parallel splits it: "column" (n), "row" (k) or "none" (replicated)
+    trains: bool  # its weight gets a gradient (a frozen base's does not; an adapter's does)
+    share: float = 1.0
+    count: int = 1
+
+    @property
+    def weight(self) -> float:
+        """Multiply-adds per token: k·n × share × count."""
+        return self.k * self.n * self.share * self.count
+
+
+def block_gemms(plan: Plan) -> tuple[Gemm, ...]:
+    """One block's matmuls (a mixture of experts: the router, the experts and a shared one)."""
+    model = plan.model
+    base_trains = plan.method in (Method.FULL, Method.FROZEN)
+    d, q, kv, i = model.hidden_size, model.q_width, model.kv_width, model.intermediate_size
+    gemms: list[Gemm] = (
+        [Gemm("q|k|v", d, q + 2 * kv, "column", base_trains)]
+        if model.fused_qkv
+        else [Gemm(name, d, width, "column", base_trains) for name, width in (("q", q), ("k", kv), ("v", kv))]
+    )
+    gemms.append(Gemm("o", q, d, "row", base_trains))
+    ups = 2 if model.gated_mlp else 1
+    if model.num_experts > 1:
+        share = model.experts_per_token / model.num_experts
+        gemms.append(Gemm("router", d, model.num_experts, "none", base_trains))
+        gemms.append(Gemm("experts gate|up", d, ups * i, "column", base_trains, share, model.num_experts))
+        gemms.append(Gemm("experts down", i, d, "row", base_trains, share, model.num_experts))
+        if model.shared_expert_size:
+            s = model.shared_expert_size
+            gemms += [
+                Gemm("shared gate|up", d, 2 * s, "column", base_trains),
+                Gemm("shared down", s, d, "row", base_trains),
+            ]
+    else:
+        gemms += [
+            Gemm("gate|up" if ups == 2 else "up", d, ups * i, "column", base_trains),
+            Gemm("down", i, d, "row", base_trains),
+        ]
+    return tuple(gemms) + _adapter_gemms(plan)
+
+
+def _adapter_gemms(plan: Plan) -> tuple[Gemm, ...]:
+    """LoRA's A (in → r) and B (r → out) of each target (PEFT ``LoraLayer``): they train."""
+    if not plan.adapter_based:
+        return ()
+    shapes = plan.model.linear_shapes()
+    r = plan.lora.rank
+    out: list[Gemm] = []
+    for target in normalise_lora_targets(plan.lora.targets):
+        if target not in shapes:
+            continue
+        fan_in, fan_out = shapes[target]
+        row = target in ("o_proj", "down_proj")
+        out += [
+            Gemm(f"{target} LoRA A", fan_in, r, "row" if row else "none", True),
+            Gemm(f"{target} LoRA B", r, fan_out, "none" if row else "column", True),
+        ]
+    return tuple(out)
+
+
+def attended_keys(model: ModelSpec, seq: int, causal: bool) -> float:
+    """Keys one query meets on average over the layers: s (every key), (s + 1)/2 (causal),
+    and the window for the layers that attend within one (a query near the start meets fewer)."""
+    full = (seq + 1) / 2 if causal else float(seq)
+    window = model.sliding_window
+    layers = model.sliding_window_layers
+    if window is None or layers == 0 or window >= seq:
+        return full
+    windowed = window - window * (window - 1) / (2 * seq) if causal else float(window)
+    return (full * (model.num_layers - layers) + windowed * layers) / model.num_layers
+
+
+@dataclass(frozen=True)
+class FlopTerm:
+    label: str
+    per_token: float  # FLOPs per token of a training step
+    formula: str
+
+
+@dataclass(frozen=True)
+class TokenFlops:
+    """Training FLOPs per token: what runs (the terms, the causal attention, the recompute) and
+    the counts to compare with logs."""
+
+    terms: tuple[FlopTerm, ...]
+    model: float  # Megatron / Narayanan count, no recompute: the MFU convention (torchtitan, Megatron-LM)
+    model_causal: float  # the same with the causal attention count (FlashAttention, Megatron core_r0.12+)
+    forward: float  # the forward's share of the hardware count (what a recompute-free forward runs)
+
+    @property
+    def hardware(self) -> float:
+        """What the step's kernels run: causal attention and the policy's recompute."""
+        return sum(t.per_token for t in self.terms)
+
+
+@dataclass(frozen=True)
+class _Passes:
+    """Blocks by what the backward does to them (of the model's layers)."""
+
+    backward: int  # blocks the backward runs through (input gradients)
+    frozen: int  # blocks with no backward (the frozen bottom of the frozen-layers method)
+
+
+def _passes(plan: Plan) -> _Passes:
+    layers = plan.model.num_layers
+    frozen = min(plan.frozen_layers, layers) if plan.method is Method.FROZEN else 0
+    return _Passes(layers - frozen, frozen)
+
+
+def head_trains(plan: Plan) -> bool:
+    """The output head gets a gradient: full fine-tuning, or frozen layers with an untied head."""
+    return plan.method is Method.FULL or (plan.method is Method.FROZEN and not plan.model.tie_embeddings)
+
+
+def token_flops(plan: Plan) -> TokenFlops:
+    """Training FLOPs per token of ``plan`` (the lesson's rule in lesson accounting)."""
+    if plan.accounting is Accounting.LESSON:
+        return _lesson_flops(plan)
+    model = plan.model
+    scale = model.params_scale  # a typed P scales the matmuls it stands for
+    gemms = block_gemms(plan)
+    w_base = sum(g.weight for g in gemms if not g.name.endswith(("LoRA A", "LoRA B"))) * scale
+    w_adapt = sum(g.weight for g in gemms if g.name.endswith(("LoRA A", "LoRA B")))
+    w_train = sum(g.weight for g in gemms if g.trains and not g.name.endswith(("LoRA A", "LoRA B"))) * scale
+    passes = _passes(plan)
+    layers = model.num_layers
+    s, q = plan.workload.seq_len, model.q_width
+    attn_full = 4.0 * q * attended_keys(model, s, causal=False)  # forward, one layer
+    attn_causal = 4.0 * q * attended_keys(model, s, causal=True)
+    vd = float(model.vocab_size * model.hidden_size)
+    head = 2.0 * vd * (3 if head_trains(plan) else 2)
+    terms = [
+        FlopTerm(
+            "block matmuls",
+            2.0 * (w_base * layers + w_base * passes.backward + w_train * passes.backward),
+            f"2·W × ({layers} forward + {passes.backward} input-gradient) + 2·W_trained × {passes.backward} "
+            f"weight-gradient blocks, W = {sci(w_base)}",
+        ),
+        FlopTerm(
+            "attention scores and values (causal)",
+            attn_causal * (layers + 2 * passes.backward),
+            f"4·H·hd·(s+1)/2 × ({layers} + 2 × {passes.backward}) = 4 × {q} × {attended_keys(model, s, True):,.0f} × "
+            f"{layers + 2 * passes.backward}",
+        ),
+        FlopTerm("logits (output head)", head, f"2·V·d × {3 if head_trains(plan) else 2} passes = 2 × {sci(vd)} × …"),
+    ]
+    if w_adapt:
+        terms.append(
+            FlopTerm(
+                "LoRA adapters",
+                2.0 * w_adapt * (layers + 2 * passes.backward),
+                f"2 · r·(in + out) summed over targets = 2 × {sci(w_adapt)} × ({layers} + 2 × {passes.backward})",
+            )
+        )
+    recompute = _recompute(plan, w_base + w_adapt, attn_causal, passes)
+    if recompute is not None:
+        terms.append(recompute)
+    model_count = _model_count(plan, w_base, w_adapt, w_train, attn_full, head, passes)
+    causal_count = model_count - (attn_full - attn_causal) * (layers + 2 * passes.backward)
+    forward = 2.0 * (w_base + w_adapt) * layers + attn_causal * layers + 2.0 * vd
+    return TokenFlops(tuple(terms), model_count, causal_count, forward)
+
+
+def _model_count(
+    plan: Plan, w_base: float, w_adapt: float, w_train: float, attn_full: float, head: float, passes: _Passes
+) -> float:
+    """The Megatron / Narayanan count: 6·N + 12·l·s·H·hd for full training (N the matmul
+    weights a token meets, the head's included, the input embedding's not), what the frozen
+    parts skip removed, no recompute."""
+    layers = plan.model.num_layers
+    blocks = 2.0 * w_base * (layers + passes.backward) + 2.0 * w_train * passes.backward
+    adapters = 2.0 * w_adapt * (layers + 2 * passes.backward)
+    return blocks + adapters + attn_full * (layers + 2 * passes.backward) + head
+
+
+def _recompute(plan: Plan, w_fwd: float, attn_causal: float, passes: _Passes) -> FlopTerm | None:
+    """The forward work the checkpointing policy runs again in the backward (blocks the
+    backward does not reach are not recomputed)."""
+    if not plan.checkpointing:
+        return None
+    blocks = passes.backward
+    policy = plan.checkpoint_policy
+    if policy is CheckpointPolicy.ATTENTION:
+        return FlopTerm(
+            "recomputed core attention (Megatron selective)",
+            attn_causal * blocks,
+            f"4·H·hd·(s+1)/2 × {blocks} blocks",
+        )
+    if policy is CheckpointPolicy.OP:
+        share = recomputed_share(plan)
+        return FlopTerm(
+            "recomputed matmuls (per-op SAC: every other one)",
+            2.0 * w_fwd * share * blocks,
+            f"2·W × {share:.2f} × {blocks} blocks",
+        )
+    recomputed = min(blocks, plan.checkpointed_blocks(plan.model.num_layers))
+    return FlopTerm(
+        "recomputed forward of the checkpointed blocks",
+        (2.0 * w_fwd + attn_causal) * recomputed,
+        f"(2·W + attention) × {recomputed} blocks",
+    )
+
+
+def _lesson_flops(plan: Plan) -> TokenFlops:
+    """The lesson's rule: 6·P for full training, 4·P with a frozen base (its LoRA figure); the
+    frozen-layers method 4·P + 2·T, with the recompute its checkpointing adds."""
+    counts = param_counts(plan)
+    p = float(counts.active)
+    if plan.method is Method.FULL:
+        per, how = 6.0 * p, "6 · P"
+    elif plan.adapter_based:
+        per, how = 4.0 * p, "4 · P (frozen base)"
+    else:
+        per, how = 4.0 * p + 2.0 * float(min(counts.trainable, counts.active)), "4 · P + 2 · T"
+        share = recomputed_share(plan)
+        if share > 0.0:
+            per += 2.0 * p * share
+            how += f" + 2 · P × {share:.2f} (recomputed forward)"
+    return TokenFlops((FlopTerm("the lesson's rule", per, how),), per, per, 2.0 * p)

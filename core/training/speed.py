@@ -1,0 +1,354 @@
+"""How long a step's compute takes on a card: the achieved utilisation, modelled.
+
+The step's work on the rank that sets its pace is split into parts, each at the rate the
+card offers it (seconds at the datasheet's peak, or at its memory bandwidth):
+
+- the matmuls, at the peak of the dtype they run in (the fp8 rate for float8 linears), and
+  the bytes they read and write, at the memory bandwidth: a small matmul spends
+  proportionally more time moving its operands, which makes the efficiency size-dependent
+  (the roofline of Williams et al. 2009, the way Calculon sizes its GEMM efficiency:
+  Isaev et al., SC'23);
+- attention's scores and values (the causal count a fused kernel runs), at the 16-bit peak:
+  float8 recipes leave attention in 16 bits;
+- the elementwise work around them (norms, rotary embeddings, activations, residual adds,
+  the loss, float8 casts, a quantised base's dequantisation), as the bytes eager PyTorch
+  moves for it, at the memory bandwidth;
+- the optimizer step, as the bytes it reads and writes, at the memory bandwidth.
+
+Each part's time is multiplied by a coefficient: the card generation's matmul and attention
+efficiency (1 ÷ the share of the peak large matmuls reach), and the stack's share of eager
+PyTorch's elementwise traffic (torch.compile and Megatron's fused kernels move less). The
+coefficients are fitted on published training throughput (benchmarks/realgpu/throughput.py,
+scored leave-one-source-out; :mod:`core.training.efficiency` holds them with their fit).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import Final
+
+from core import roles
+from core.catalogue import GpuSpec
+from core.dtypes import Quant
+from core.parallel.layout import Stage, layout, train_share, trainable_layers
+from core.params import ParamCounts
+from core.plan import CheckpointPolicy, Float8, Method, Offload, Plan, Stack, Strategy
+from core.roles import dtypes_for
+from core.training.activations import recomputed_share
+from core.training.attention import Kernel, sdpa_kernel
+from core.training.flops import attended_keys, block_gemms, head_trains
+from core.training.optimizer import optimizer_terms
+
+
+class Generation(StrEnum):
+    """The card families whose efficiency the fit tells apart."""
+
+    AMPERE = "ampere"
+    ADA = "ada"
+    HOPPER = "hopper"
+    BLACKWELL = "blackwell"
+    OTHER = "other"  # Volta, Turing, AMD, Apple, a custom card: no published run in the corpus
+
+
+# Catalogue ids by family (NVIDIA's architecture of each product, its datasheet).
+_GENERATION_PREFIXES: Final = (
+    ("-ada", Generation.ADA),  # RTX 4000/5000/6000 Ada (a suffix: read before the prefixes)
+    ("h100", Generation.HOPPER),
+    ("h200", Generation.HOPPER),
+    ("gh200", Generation.HOPPER),
+    ("h20", Generation.HOPPER),
+    ("b200", Generation.BLACKWELL),
+    ("rtx-50", Generation.BLACKWELL),
+    ("rtx-pro-6000-blackwell", Generation.BLACKWELL),
+    ("a100", Generation.AMPERE),
+    ("a10", Generation.AMPERE),
+    ("a30", Generation.AMPERE),
+    ("a40", Generation.AMPERE),
+    ("rtx-30", Generation.AMPERE),
+    ("rtx-a", Generation.AMPERE),
+    ("rtx-40", Generation.ADA),
+    ("l40", Generation.ADA),
+    ("l4", Generation.ADA),
+    ("l20", Generation.ADA),
+)
+
+
+def generation(gpu: GpuSpec) -> Generation:
+    """The card's family for the efficiency tables (OTHER for a card the corpus has no run on)."""
+    if gpu.id.endswith("-ada"):
+        return Generation.ADA
+    for prefix, family in _GENERATION_PREFIXES[1:]:
+        if gpu.id.startswith(prefix):
+            return family
+    return Generation.OTHER
+
+
+def gemm_kind(plan: Plan, gpu: GpuSpec) -> str:
+    """What the linears' matmuls run as: the float8 recipe on a card with fp8 tensor cores,
+    else the 16-bit (or float32) compute dtype."""
+    if plan.float8 is not Float8.NONE and gpu.tflops_dense.get("fp8"):
+        return f"fp8-{plan.float8.value}"
+    return "fp32" if dtypes_for(plan).compute == 4 else "16-bit"
+
+
+def attention_kernel(plan: Plan) -> str:
+    """The attention kernel family the stack runs: Megatron / NeMo use Transformer Engine's
+    fused attention (cuDNN, FlashAttention-3 class on Hopper); PyTorch stacks run SDPA's
+    flash backend or the flash-attn package (FlashAttention-2)."""
+    return "fused" if plan.stack is Stack.MEGATRON else "flash"
+
+
+# Bytes eager PyTorch moves per token and block around the matmuls, in elements of the
+# activation dtype, forward; the backward moves about twice as much (each op reads its saved
+# inputs and the incoming gradient and writes one gradient). Counted from transformers'
+# LlamaDecoderLayer run eagerly: RMSNorm (an upcast to float32, the square, the mean, the
+# scale, the downcast and the weight: about 18 d-sized passes in 16-bit elements, each),
+# two residual adds (3 d each), rotary embeddings on q and k (rotate_half's slices and
+# concatenation, two products and a sum: 9 passes each), the head transposes around
+# attention (2 each of q, k, v and the output) and the gated activation (silu and the
+# product: 5 passes of the MLP width).
+NORM_PASSES: Final = 18.0
+RESIDUAL_PASSES: Final = 3.0
+ROPE_PASSES: Final = 9.0
+TRANSPOSE_PASSES: Final = 2.0
+ACTIVATION_PASSES: Final = 5.0
+BACKWARD_OVER_FORWARD: Final = 2.0
+# The loss over the vocabulary in float32 (upcast, log-softmax, its backward, the downcast):
+# about 10 passes of 4 bytes per logit, forward and backward together.
+LOSS_BYTES_PER_LOGIT: Final = 40.0
+# Eager attention's score matrix, bytes per score forward: the scores written by the first
+# matmul (2), the mask added (2 + 2), the float32 softmax with its casts (2 + 4 + 4 + 4 + 4 + 2)
+# and the probabilities read by the second matmul (2) (transformers eager_attention_forward).
+SCORE_BYTES: Final = 28.0
+# A float8 cast reads the 16-bit tensor twice (its amax, then the scaled cast) and writes one
+# byte per element (torchao float8_scaling_utils.hp_tensor_to_float8_dynamic).
+FLOAT8_CAST_BYTES: Final = 5.0
+# bitsandbytes' dequantisation of a 4-bit weight: reads ½ byte plus the block's absmax (1/64
+# of a byte with double quantisation, 4/64 without), writes 2 bytes.
+DEQUANT_BYTES: Final = 2.5625
+# A custom card has no bandwidth figure: the A100's bytes per FLOP (2,039 GB/s for 312
+# dense 16-bit TFLOP/s, NVIDIA A100 datasheet) is assumed.
+BYTES_PER_FLOP_ASSUMED: Final = 2039e9 / 312e12
+
+
+@dataclass(frozen=True)
+class Work:
+    """One optimizer step's compute on the rank that sets its pace, as seconds at the card's
+    ideal rates, by the kind of work (keys of :attr:`features`)."""
+
+    features: Mapping[str, float]  # feature name -> seconds at the peak or at the bandwidth
+    hardware_flops: float  # FLOPs the rank runs per step (causal attention, recompute)
+    forward_share: float  # the forward's share of the step's compute (what FSDP's gathers hide under)
+    gemm_peak_tflops: float  # the matmuls' peak (fp8 for float8 linears)
+    generation: Generation
+    gemm_kind: str
+
+
+def _bandwidth(gpu: GpuSpec, peak_tflops: float) -> float:
+    """Bytes per second of the card's memory (assumed from its peak for a custom card)."""
+    if gpu.memory_bandwidth_gb_s > 0:
+        return gpu.memory_bandwidth_gb_s * 1e9
+    return max(peak_tflops, 1e-3) * 1e12 * BYTES_PER_FLOP_ASSUMED
+
+
+@dataclass(frozen=True)
+class _Rank:
+    """What the pacing rank's share of the work is computed from."""
+
+    plan: Plan
+    tokens: float  # tokens of one micro-batch on one context-parallel rank
+    tp: int
+    layers: int  # blocks on the rank
+    backward_layers: int  # of which the backward runs through
+    head: bool  # the rank holds the output head and the loss
+    fp8: bool  # the linears run in float8
+
+
+def _split(gemm_k: int, gemm_n: int, split: str, tp: int) -> tuple[float, float]:
+    if split == "column":
+        return float(gemm_k), gemm_n / tp
+    if split == "row":
+        return gemm_k / tp, float(gemm_n)
+    return float(gemm_k), float(gemm_n)
+
+
+def _recomputed_blocks(plan: Plan, rank: _Rank) -> float:
+    """Blocks (of the rank's) whose forward the backward runs again, as a share of each."""
+    if not plan.checkpointing or plan.checkpoint_policy is CheckpointPolicy.ATTENTION:
+        return 0.0
+    if plan.checkpoint_policy is CheckpointPolicy.OP:
+        return rank.backward_layers * recomputed_share(plan)
+    return rank.backward_layers * min(1.0, plan.checkpointed_blocks(plan.model.num_layers) / plan.model.num_layers)
+
+
+@dataclass
+class _Tally:
+    flops: float = 0.0  # matmul FLOPs
+    bytes: float = 0.0  # matmul operand bytes
+    forward_flops: float = 0.0
+
+
+def _matmul(tally: _Tally, m: float, k: float, n: float, passes: float, fp8: bool, forward: float = 0.0) -> None:
+    """``passes`` matmuls of (m × k) by (k × n); operands in 1 byte under float8, outputs in 2."""
+    tally.flops += 2.0 * m * k * n * passes
+    tally.forward_flops += 2.0 * m * k * n * forward
+    inputs = 1.0 if fp8 else 2.0
+    tally.bytes += ((m * k + k * n) * inputs + m * n * 2.0) * passes
+
+
+def _matmuls(rank: _Rank) -> _Tally:
+    """The rank's matmuls of one micro-batch: the blocks' forward, input- and weight-gradient
+    passes and recompute, and the output head on the last stage."""
+    plan, tally = rank.plan, _Tally()
+    scale = plan.model.params_scale
+    again = _recomputed_blocks(plan, rank)
+    for gemm in block_gemms(plan):
+        k, n = _split(gemm.k, gemm.n, gemm.split, rank.tp)
+        m = rank.tokens * gemm.share
+        lora = gemm.name.endswith(("LoRA A", "LoRA B"))
+        passes = rank.layers + rank.backward_layers * (2 if gemm.trains else 1) + again
+        _matmul(tally, m, k * (1.0 if lora else scale), n, passes * gemm.count, rank.fp8 and not lora, rank.layers)
+    if rank.head:
+        model = plan.model
+        passes = 3 if head_trains(plan) else 2
+        _matmul(tally, rank.tokens, model.hidden_size, model.vocab_size / rank.tp, passes, False, 1)
+    return tally
+
+
+def fused_attention(plan: Plan) -> bool:
+    """A fused kernel (flash, memory-efficient) skips the masked half of causal attention and
+    never writes the scores; eager attention (and SDPA's math fallback) computes every score
+    and moves the B·H·S² matrix through memory (:func:`core.training.attention.sdpa_kernel`)."""
+    return sdpa_kernel(plan) in (Kernel.FLASH, Kernel.EFFICIENT)
+
+
+def _attention_flops(rank: _Rank) -> tuple[float, float]:
+    """Attention FLOPs of one micro-batch on the rank, all passes and forward: the causal
+    count for a fused kernel, every score for eager attention."""
+    plan = rank.plan
+    model = plan.model
+    keys = attended_keys(model, plan.workload.seq_len, fused_attention(plan))
+    forward = 4.0 * rank.tokens * keys * model.q_width / rank.tp
+    recompute = rank.backward_layers if plan.checkpointing else 0.0
+    if plan.checkpointing and plan.checkpoint_policy is CheckpointPolicy.OP:
+        recompute = 0.0  # torchtitan's op SAC saves the attention kernel's output
+    elif plan.checkpointing and plan.checkpoint_policy is CheckpointPolicy.LAYER:
+        recompute = _recomputed_blocks(plan, rank)
+    return forward * (rank.layers + 2 * rank.backward_layers + recompute), forward * rank.layers
+
+
+def _elementwise_bytes(rank: _Rank) -> float:
+    """Bytes eager PyTorch moves around the matmuls for one micro-batch on the rank."""
+    plan = rank.plan
+    model, dt = plan.model, dtypes_for(plan)
+    d, q, kv = model.hidden_size, model.q_width, model.kv_width
+    mlp = model.intermediate_size * (model.experts_per_token if model.num_experts > 1 else 1)
+    mlp += model.shared_expert_size
+    sp = rank.tp if plan.parallel.sequence_parallel else 1
+    norms = (model.norms_per_layer * NORM_PASSES * d + 2 * RESIDUAL_PASSES * d) / sp
+    inner = ROPE_PASSES * (q + kv) + TRANSPOSE_PASSES * (2 * q + 2 * kv)
+    inner += ACTIVATION_PASSES * mlp * (1 if model.gated_mlp else 0.6)
+    per_layer = (norms + inner / rank.tp) * dt.compute * rank.tokens
+    again = _recomputed_blocks(plan, rank)
+    total = per_layer * (rank.layers + BACKWARD_OVER_FORWARD * rank.backward_layers + again)
+    if rank.head:
+        total += rank.tokens * model.vocab_size / rank.tp * LOSS_BYTES_PER_LOGIT
+    if not fused_attention(plan):
+        keys = attended_keys(model, plan.workload.seq_len, causal=False)
+        scores = rank.tokens * keys * model.num_heads / rank.tp  # one micro-batch's B·H·S² (÷ CP: its queries)
+        total += scores * SCORE_BYTES * (rank.layers + BACKWARD_OVER_FORWARD * rank.backward_layers + again)
+    return total + _float8_cast_bytes(rank) + _dequant_bytes(rank)
+
+
+def _float8_cast_bytes(rank: _Rank) -> float:
+    """torchao Float8Linear (pytorch/ao 36027d8 torchao/float8/float8_linear.py,
+    ``matmul_with_hp_or_float8_args``): the input and the weight cast in the forward; in the
+    backward the output gradient twice (for each of its matmuls), the weight and the input
+    again (the forward saved them in high precision)."""
+    if not rank.fp8:
+        return 0.0
+    plan, total = rank.plan, 0.0
+    for gemm in block_gemms(plan):
+        if gemm.name.endswith(("LoRA A", "LoRA B")):
+            continue
+        k, n = _split(gemm.k, gemm.n, gemm.split, rank.tp)
+        m = rank.tokens * gemm.share
+        forward = (m * k + k * n) * gemm.count
+        backward = (2 * m * n + k * n + m * k) * gemm.count
+        total += (forward * rank.layers + backward * rank.backward_layers) * FLOAT8_CAST_BYTES
+    return total
+
+
+def _dequant_bytes(rank: _Rank) -> float:
+    """A 4-bit base dequantised before every matmul that reads it (forward, input gradient,
+    recompute); int8 bases are read by LLM.int8's own matmul (not counted)."""
+    plan = rank.plan
+    if plan.method is not Method.QLORA or plan.quant is Quant.INT8:
+        return 0.0
+    per_block = sum(g.k * g.n * g.count for g in block_gemms(plan) if not g.name.endswith(("LoRA A", "LoRA B")))
+    uses = rank.layers + rank.backward_layers + _recomputed_blocks(plan, rank)
+    return per_block / rank.tp * plan.model.params_scale * uses * DEQUANT_BYTES
+
+
+def _optimizer_bytes(plan: Plan, counts: ParamCounts, stage: Stage) -> float:
+    """The optimizer step's traffic on the rank: each trainable parameter, its gradient and
+    its state read, the parameter and the state written (sharded strategies: the rank's part)."""
+    par = plan.parallel
+    if par.offload is not Offload.NONE:
+        return 0.0  # the step runs on the host (its transfers are communication)
+    dt = dtypes_for(plan)
+    share = train_share(plan, stage, par.tensor_parallel)
+    shards = par.data_parallel * par.context_parallel if par.strategy is not Strategy.DDP else 1
+    trainable = counts.trainable * share / shards
+    state = sum(t.bytes for t in optimizer_terms(plan, counts, dt)) * share / shards
+    return trainable * (2.0 * dt.param + dt.grad) + 2.0 * state
+
+
+def _rank_of(plan: Plan, stage: Stage, fp8: bool) -> _Rank:
+    par = plan.parallel
+    backward = trainable_layers(plan, stage) if plan.method is Method.FROZEN else stage.layers
+    return _Rank(
+        plan=plan,
+        tokens=plan.workload.micro_batch * plan.workload.seq_len / par.context_parallel,
+        tp=par.tensor_parallel,
+        layers=stage.layers,
+        backward_layers=backward,
+        head=stage.head,
+        fp8=fp8,
+    )
+
+
+def step_work(plan: Plan, counts: ParamCounts, gpu: GpuSpec) -> Work:
+    """The step's compute on the pipeline stage with the most of it."""
+    kind = gemm_kind(plan, gpu)
+    fp8 = kind.startswith("fp8")
+    compute = roles.compute_dtype(plan).value
+    gemm_peak = gpu.peak_tflops("fp8" if fp8 else compute)
+    attention_peak = gpu.peak_tflops(compute)
+    bandwidth = _bandwidth(gpu, attention_peak)
+    family = generation(gpu)
+    micro = plan.workload.grad_accum
+    best: Work | None = None
+    for stage in layout(plan).stages:
+        rank = _rank_of(plan, stage, fp8)
+        mm = _matmuls(rank)
+        attention, attention_forward = _attention_flops(rank)
+        features = {
+            f"gemm:{family.value}/{kind}": micro * mm.flops / (gemm_peak * 1e12) if gemm_peak else math.inf,
+            "gemm_bytes": micro * mm.bytes / bandwidth,
+            f"attention:{family.value}/{attention_kernel(plan)}": (
+                micro * attention / (attention_peak * 1e12) if attention_peak else math.inf
+            ),
+            f"elementwise:{plan.stack.value}": micro * _elementwise_bytes(rank) / bandwidth,
+            "optimizer": _optimizer_bytes(plan, counts, stage) / bandwidth,
+        }
+        flops = micro * (mm.flops + attention)
+        forward = (mm.forward_flops + attention_forward) / (mm.flops + attention) if mm.flops + attention else 1 / 3
+        work = Work(features, flops, forward, gemm_peak, family, kind)
+        if best is None or work.hardware_flops > best.hardware_flops:
+            best = work
+    assert best is not None
+    return best
