@@ -30,7 +30,7 @@ from core.plan import (
 )
 
 MAX_PLANS: Final = 4
-TOTAL: Final = "peak + overhead"
+TOTAL: Final = "nvidia-smi (judged)"
 # Two figures closer than this (relative) are the same figure printed twice, not a difference.
 SAME_WITHIN: Final = 5e-4
 
@@ -127,7 +127,10 @@ class Comparison:
             rows.append(Row(f"bucket.{bucket_key.value}", BUCKET_LABELS[bucket_key], RowKind.BYTES, values, "memory"))
         rows += [
             Row("peak", "Peak (allocated)", RowKind.BYTES, tuple(e.peak_bytes for e in ests), "memory"),
-            Row("total", "Peak + overhead", RowKind.BYTES, tuple(e.total_bytes for e in ests), "memory"),
+            Row("reserved", "Reserved", RowKind.BYTES, tuple(e.reserved_bytes for e in ests), "memory"),
+            Row("total", "nvidia-smi (judged)", RowKind.BYTES, tuple(e.total_bytes for e in ests), "memory"),
+            Row("range.low", "Range from", RowKind.BYTES, tuple(e.range_bytes[0] for e in ests), "memory"),
+            Row("range.high", "Range to", RowKind.BYTES, tuple(e.range_bytes[1] for e in ests), "memory"),
             Row("capacity", "Card capacity", RowKind.BYTES, tuple(e.capacity_bytes for e in ests), "memory"),
             Row("verdict", "Verdict", RowKind.TEXT, tuple(VERDICT_LABELS[e.verdict] for e in ests), "result"),
             Row("hours", "Time", RowKind.HOURS, tuple(e.compute.hours for e in ests), "result"),

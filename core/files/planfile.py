@@ -87,6 +87,18 @@ OPTIONAL_KEYS: Final = (
         (Parallelism, f.name) for f in fields(Parallelism) if f.name not in ("nodes", "gpus_per_node", "strategy")
     )
     | frozenset((Plan, name) for name in ("checkpoint_policy", "checkpoint_every", "precision"))
+    | frozenset(
+        (Plan, name)
+        for name in (
+            "fused_loss",
+            "grad_clip",
+            "optimizer_in_backward",
+            "activation_offload",
+            "bnb_legacy",
+            "kbit_upcast",
+        )
+    )
+    | frozenset({(Hardware, "alloc_conf"), (LoraSettings, "dropout")})
 )
 # Of the parallelism (version 4), only the GPU count and the strategy must be written; the
 # degrees and the frameworks' knobs default to one GPU's split and the frameworks' defaults.
