@@ -122,6 +122,7 @@ class HardwareForm(PlanForm):
         self.headroom = self.add_input("hardware.headroom")
         self.price = self.add_input("hardware.price_per_gpu_hour")
         self.peak_override = self.add_input("hardware.peak_tflops_override")
+        self.alloc_conf = self.add_input("hardware.alloc_conf")
 
     def _precision_problem(self) -> QWidget:
         """The plan's precision the card cannot run, with the switch to fp16 AMP."""
