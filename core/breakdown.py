@@ -119,6 +119,15 @@ class Breakdown:
     # is kept for a backward. Judged apart from the step (its own overhead on top).
     evaluation: Phase | None = None
     evaluation_overhead: Bucket | None = None
+    # Of ``overhead``: what the caching allocator reserves beyond the allocated peak (the rest
+    # is the runtime's own memory, outside PyTorch's allocator), and the activations' high
+    # point its fragmentation term is a fraction of (:mod:`core.training.device`).
+    reserve_bytes: float = 0.0
+    fragmentation_basis: float = 0.0
+    fragmentation: float = 0.0
+    # Of the allocated peak: bytes a run may not hold (DoRA's identity matrices, which live in a
+    # reference cycle until Python's collector runs): the bottom of the range leaves them out.
+    may_be_freed_bytes: float = 0.0
 
     @property
     def evaluation_bytes(self) -> float:

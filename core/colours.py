@@ -25,6 +25,7 @@ OKABE_ITO: Final = {
 FITS: Final = OKABE_ITO["green"]
 CAUTION: Final = OKABE_ITO["orange"]  # over the headroom asked for, under the capacity
 PROBLEM: Final = OKABE_ITO["vermillion"]  # out of memory; the capacity a bar must stay under
+UNCERTAIN: Final = OKABE_ITO["yellow"]  # borderline: the capacity lies within the estimate's range
 
 # The chart's buckets, by BucketKey value (the window's chart uses the same).
 BUCKET_COLOURS: Final = {

@@ -7,21 +7,33 @@ fast enough to run on every keystroke.
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+from typing import Final
 
 from core.breakdown import Bucket, BucketKey, Phase
 from core.catalogue import GpuSpec, custom_gpu, find_gpu
 from core.checks import PlanWarning, plan_warnings
 from core.errors import PlanError
+from core.evidence import Confidence, confidence
 from core.format import memory
 from core.params import ParamCounts, param_counts
-from core.plan import Offload, Plan
+from core.plan import Accounting, Offload, Plan
 from core.serving.inference import InferenceEstimate, inference_estimate
 from core.training.compute import MFU_CONVENTION, Compute, UtilisationSource, compute_estimate
 from core.training.host import HostMemory, host_memory
 from core.training.ranks import RankMemory, rank_memories
 from core.verdict import VERDICT_LABELS, Judgement, Mode, Verdict, judge
 
+# Which figure the verdict reads, and why: every view that shows it says so in these words.
+JUDGED_FIGURE: Final = "nvidia-smi"
+JUDGED_SHORT: Final = "what the card must give the process"
+JUDGED_WHY: Final = (
+    "the card runs out of memory when the process can get no more from it; nvidia-smi counts all it "
+    "holds: the caching allocator's segments (max_memory_reserved), the CUDA context and NCCL's buffers"
+)
+
 __all__ = [
+    "JUDGED_FIGURE",
+    "JUDGED_WHY",
     "MFU_CONVENTION",
     "VERDICT_LABELS",
     "Bucket",
@@ -49,7 +61,7 @@ class Estimate:
     phases: tuple[Phase, ...]
     peak_phase: str
     peak_bytes: float  # allocator-level peak (what max_memory_allocated reports)
-    total_bytes: float  # peak + overhead (what nvidia-smi would show)
+    total_bytes: float  # peak + overhead: what nvidia-smi shows, the figure judged (core.training.device)
     capacity_bytes: float
     summary_formula: str
     compute: Compute
@@ -60,6 +72,10 @@ class Estimate:
     ranks: tuple[RankMemory, ...] = ()
     worst_rank: int = 0
     host: HostMemory | None = None  # one node's host memory
+    reserved_bytes: float = 0.0  # peak + the caching allocator's reserve (what max_memory_reserved reports)
+    # How sure total_bytes is: the published real-GPU figures of plans of this kind (None in
+    # lesson accounting, which is the lesson's arithmetic, not a prediction of a card).
+    confidence: Confidence | None = None
 
     @property
     def worst(self) -> RankMemory:
@@ -93,6 +109,7 @@ class Estimate:
             peak_phase=rank.peak_phase,
             peak_bytes=rank.peak_bytes,
             total_bytes=rank.total_bytes,
+            reserved_bytes=rank.reserved_bytes,
             summary_formula=rank.summary_formula,
             notes=rank.notes,
         )
@@ -114,7 +131,13 @@ class Estimate:
             usable = self.capacity_bytes * (1.0 - headroom)
             return Judgement(inf.verdict, inf.total_bytes, self.capacity_bytes, usable)
         host = self.host.verdict if self.host is not None else None  # None: RAM not given
-        return judge(self.total_bytes, self.capacity_bytes, headroom, host)
+        worst = self.worst
+        return judge(self.total_bytes, self.capacity_bytes, headroom, host, worst.low_bytes, worst.high_bytes)
+
+    @property
+    def range_bytes(self) -> tuple[float, float]:
+        """The range of the judged figure (the worst rank's nvidia-smi): low, high."""
+        return self.judgement().range_bytes
 
     @property
     def verdict(self) -> Verdict:
@@ -172,6 +195,8 @@ def estimate(plan: Plan, gpu: GpuSpec | None = None) -> Estimate:
         ranks=ranks,
         worst_rank=worst_index,
         host=host,
+        reserved_bytes=worst.reserved_bytes,
+        confidence=confidence(plan) if plan.accounting is Accounting.DETAILED else None,
     )
 
 

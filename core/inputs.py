@@ -30,6 +30,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import TYPE_CHECKING, Any, Final
 
+from core.allocator import parse_alloc_conf
 from core.dtypes import (
     AUTOCAST_LABELS,
     DTYPE_LABELS,
@@ -294,6 +295,7 @@ class Kind(StrEnum):
     ENUM = "enum"  # one of ``labels``' keys
     TEXT = "text"  # an id from a catalogue (GPU, link)
     TARGETS = "targets"  # LoRA target modules: several of core.model.LORA_TARGETS
+    SETTING = "setting"  # a settings string read by ``parse`` (empty: the library's defaults)
 
 
 def _always(plan: Plan) -> bool:
@@ -335,6 +337,7 @@ class Input:
     cli_choices: tuple[str, ...] | None = None  # fewer than ``labels`` (no "custom" preset)
     cli_switch: bool = False  # an ENUM the command line sets as --flag / --no-flag
     flag_of: str = ""
+    parse: Callable[[str], object] | None = None  # SETTING: reads the text, or raises PlanError
 
     @property
     def enum(self) -> type[StrEnum]:
@@ -362,6 +365,8 @@ class Input:
             return "true or false"
         if self.kind is Kind.ENUM:
             return "one of " + ", ".join(e.value for e in self.enum)
+        if self.kind is Kind.SETTING:
+            return self.expected or "a setting the library accepts"
         return self.expected or "a list of module names"
 
 
@@ -385,6 +390,11 @@ INPUTS: Final[tuple[Input, ...]] = (
           "Adapter scaling α (the update is scaled by α / r); no effect on memory.",
           ("--lora-alpha",), "LoRA/DoRA scaling α (no effect on memory)", low=0.01, high=1e6,
           matters=lambda p: p.adapter_based),
+    Input("lora.dropout", Kind.FLOAT, "Dropout", "LoRA dropout", 0.0,
+          "Dropout on the adapters' input (PEFT lora_dropout; 0 by default): each adapter then keeps its own "
+          "dropped copy of its input and a one-byte mask per element for the backward.",
+          ("--lora-dropout",), "LoRA/DoRA dropout (PEFT lora_dropout, default 0)", low=0.0, high=0.99,
+          step=0.05, matters=lambda p: p.adapter_based),
     Input("lora.targets", Kind.TARGETS, "Targets", "LoRA target modules", ("q_proj", "v_proj"),
           "The modules that get an adapter.",
           ("--lora-targets",), "comma list: q_proj,v_proj or all-linear", matters=lambda p: p.adapter_based),
@@ -473,6 +483,38 @@ INPUTS: Final[tuple[Input, ...]] = (
     Input("chunked_loss", Kind.BOOL, "Chunked cross-entropy loss", "Chunked cross-entropy loss", False,
           "Compute the loss in chunks so the full float32 logits never exist at once.",
           ("--chunked-loss",), "cross-entropy in chunks: no full float32 logits"),
+    # ---- recipes (issue 22): each read from the library's source, see core/training ------
+    Input("fused_loss", Kind.BOOL, "Fused linear cross-entropy", "Fused linear cross-entropy", False,
+          "Liger's fused linear cross-entropy (use_liger_kernel) or Cut Cross-Entropy: the output head and the "
+          "loss run chunk by chunk, so the logits never exist whole; the input's gradient is formed in the "
+          "forward and kept.",
+          ("--fused-loss",), "Liger / Cut Cross-Entropy fused linear cross-entropy: no logits tensor"),
+    Input("grad_clip", Kind.BOOL, "Gradient clipping", "Gradient clipping", False,
+          "clip_grad_norm_ before the step (max_grad_norm): a norm per gradient tensor and an in-place "
+          "multiply, no gradient-sized temporary.",
+          ("--grad-clip",), "gradient clipping (max_grad_norm)"),
+    Input("optimizer_in_backward", Kind.BOOL, "Optimizer step in the backward", "Optimizer step in the backward",
+          False,
+          "torchtune's optimizer_in_bwd: each parameter is updated by a hook as soon as its gradient is formed, "
+          "and the gradient is freed: the gradients of the whole model never exist at once. Needs no "
+          "gradient accumulation.",
+          ("--optimizer-in-backward",), "torchtune optimizer_in_bwd: each weight updated as its gradient forms"),
+    Input("activation_offload", Kind.BOOL, "Activation offloading", "Activation offloading to the CPU", False,
+          "torchtune / torchao OffloadActivations: the tensors saved for the backward go to pinned host memory "
+          "in the forward and come back in the backward; the GPU keeps the last few in flight.",
+          ("--activation-offload",), "saved activations offloaded to host memory (torchtune/torchao)"),
+    Input("bnb_legacy", Kind.BOOL, "bitsandbytes before 0.43.2", "bitsandbytes before 0.43.2", False,
+          "bitsandbytes 0.43.1 and older: the 4-bit matmul kept its input for the backward (ctx.tensors), so "
+          "every 4-bit layer's input stays until the backward, checkpointing or not (reentrant checkpointing "
+          "keeps only the recomputed block's).",
+          ("--bnb-legacy",), "QLoRA on bitsandbytes < 0.43.2 (4-bit matmul keeps its input)",
+          matters=lambda p: p.method is Method.QLORA and p.quant is not Quant.INT8),
+    Input("kbit_upcast", Kind.BOOL, "prepare_model_for_kbit_training", "prepare_model_for_kbit_training", False,
+          "PEFT's prepare_model_for_kbit_training casts every 16-bit parameter that is not quantised (embedding, "
+          "head, norms) to float32; the float32 norms turn the hidden states float32, and bitsandbytes casts "
+          "each 4-bit layer's output back to its input's dtype.",
+          ("--kbit-upcast",), "QLoRA after peft's prepare_model_for_kbit_training (float32 embedding, head, norms)",
+          matters=lambda p: p.method is Method.QLORA),
     # ---- accounting ---------------------------------------------------------------------
     Input("accounting", Kind.ENUM, "Accounting", "Accounting", Accounting.DETAILED,
           "Lesson: weights, gradients, optimizer state and a typed activation allowance, exactly as the lesson "
@@ -574,6 +616,14 @@ INPUTS: Final[tuple[Input, ...]] = (
           "for the card, and the cost reads 'unknown' for a card without one.",
           ("--price",), "price per GPU-hour (default: the card's catalogue price, else unknown)",
           unit="per GPU·h", low=0.0001, high=1e6, step=0.5, zero_means="the card's catalogue price"),
+    # PyTorch's caching allocator settings; empty: its defaults (core.allocator).
+    Input("hardware.alloc_conf", Kind.SETTING, "Allocator", "PYTORCH_CUDA_ALLOC_CONF", "",
+          "PyTorch's caching-allocator settings, as the environment variable gives them, e.g. "
+          "expandable_segments:True (one growing segment per stream: far less fragmentation) or "
+          "max_split_size_mb:512. Empty: PyTorch's defaults. A setting PyTorch would refuse is refused here.",
+          ("--alloc-conf",), "PYTORCH_CUDA_ALLOC_CONF, e.g. expandable_segments:True (default: PyTorch's)",
+          expected="a PYTORCH_CUDA_ALLOC_CONF value PyTorch accepts", metavar="CONF",
+          parse=parse_alloc_conf),
     Input("hardware.peak_tflops_override", Kind.FLOAT, "Peak override", "Peak TFLOP/s override", 0.0,
           "Dense peak to use instead of the card's datasheet figure for the plan's precision; 0 uses the card's.",
           ("--peak-tflops",), "override the card's dense peak TFLOP/s", unit="TFLOP/s", low=0.01, high=1e7,
@@ -822,6 +872,20 @@ def _targets_check(spec: Input) -> Check:
     return check
 
 
+def _setting_check(spec: Input) -> Check:
+    path, parse = spec.path, spec.parse
+
+    def check(value: object) -> object:
+        if not isinstance(value, str):
+            raise PlanError(path, value, spec.allowed)
+        check_text(path, value, allow_empty=True)
+        if value.strip() and parse is not None:
+            parse(value)  # raises PlanError with the library's own reason
+        return value
+
+    return check
+
+
 _CHECKS: Final[dict[Kind, Callable[[Input], Check]]] = {
     Kind.INT: _int_check,
     Kind.COUNT: _int_check,
@@ -830,6 +894,7 @@ _CHECKS: Final[dict[Kind, Callable[[Input], Check]]] = {
     Kind.ENUM: _enum_check,
     Kind.TEXT: _text_check,
     Kind.TARGETS: _targets_check,
+    Kind.SETTING: _setting_check,
 }
 # Checked by the model description itself (core.model.ModelSpec), which Plan holds whole.
 _CHECKED_ELSEWHERE: Final = frozenset({"model.params_override"})

@@ -172,6 +172,7 @@ GPUS_PER_NODE: Final = 8
 class LoraSettings:
     rank: int = DEFAULTS["lora.rank"]
     alpha: float = DEFAULTS["lora.alpha"]
+    dropout: float = DEFAULTS["lora.dropout"]  # PEFT lora_dropout: adapters keep a dropped copy + mask
     targets: tuple[str, ...] = DEFAULTS["lora.targets"]
 
     def __post_init__(self) -> None:
@@ -204,6 +205,7 @@ class Hardware:
     measured_tokens_per_s: float = DEFAULTS["hardware.measured_tokens_per_s"]  # per GPU
     measured_step_s: float = DEFAULTS["hardware.measured_step_s"]  # seconds per optimizer step
     calibration: float = DEFAULTS["hardware.calibration"]  # measured ÷ modelled compute speed; 0: none
+    alloc_conf: str = DEFAULTS["hardware.alloc_conf"]  # PYTORCH_CUDA_ALLOC_CONF; "": PyTorch's defaults
 
     def __post_init__(self) -> None:
         run_checks(self, _HARDWARE_CHECKS)
@@ -375,6 +377,12 @@ class Plan:
     chunked_loss: bool = DEFAULTS["chunked_loss"]  # cross-entropy computed in chunks (no full logits in float32)
     stack: Stack = DEFAULTS["stack"]  # the software that runs the step (its speed beyond the matmuls)
     float8: Float8 = DEFAULTS["float8"]  # float8 linears (torchao / Transformer Engine)
+    fused_loss: bool = DEFAULTS["fused_loss"]  # Liger / Cut Cross-Entropy: head + loss fused, no logits tensor
+    grad_clip: bool = DEFAULTS["grad_clip"]  # clip_grad_norm_ before the step
+    optimizer_in_backward: bool = DEFAULTS["optimizer_in_backward"]  # torchtune optimizer_in_bwd
+    activation_offload: bool = DEFAULTS["activation_offload"]  # saved activations to pinned host memory
+    bnb_legacy: bool = DEFAULTS["bnb_legacy"]  # bitsandbytes < 0.43.2: the 4-bit matmul keeps its input
+    kbit_upcast: bool = DEFAULTS["kbit_upcast"]  # peft prepare_model_for_kbit_training
     workload: Workload = field(default_factory=Workload)
     hardware: Hardware = field(default_factory=Hardware)
     parallel: Parallelism = field(default_factory=Parallelism)
@@ -396,6 +404,13 @@ class Plan:
         if self.frozen_layers > self.model.num_layers:
             raise PlanError("frozen_layers", self.frozen_layers, f"an integer from 0 to {self.model.num_layers:,}")
         self._check_layout()
+        if self.optimizer_in_backward and self.workload.grad_accum > 1:
+            raise PlanError(
+                "optimizer_in_backward",
+                True,
+                "off with gradient accumulation",
+                "torchtune refuses it: each gradient is applied and freed as soon as it is formed",
+            )
         if self.method is Method.FROZEN and self.frozen_layers == 0:
             raise PlanError(
                 "frozen_layers",

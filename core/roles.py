@@ -41,13 +41,26 @@ class Dtypes:
         return self.casts
 
 
+def kbit_float32(plan: Plan) -> bool:
+    """QLoRA after PEFT's prepare_model_for_kbit_training (peft/utils/other.py: every float16 /
+    bfloat16 parameter that is not Params4bit is cast to float32): the float32 norm weights
+    make the hidden states float32, and bitsandbytes' Linear4bit casts each output back to
+    its input's dtype (bitsandbytes 0.43.3 nn/modules.py: ``out.to(inp_dtype)``), so the
+    model runs in float32 around its 4-bit matmuls."""
+    return plan.method is Method.QLORA and plan.kbit_upcast
+
+
 def model_dtype(plan: Plan) -> Dtype:
     """The dtype the model is loaded and runs in: the base's for adapter methods."""
+    if kbit_float32(plan):
+        return Dtype.FP32
     return plan.base_dtype if plan.adapter_based else plan.weight_dtype
 
 
 def compute_dtype(plan: Plan) -> Dtype:
     """The dtype ``plan``'s matmuls produce (:func:`core.dtypes.compute_dtype`)."""
+    if kbit_float32(plan):
+        return Dtype.FP32
     return matmul_output_dtype(model_dtype(plan), plan.autocast)
 
 

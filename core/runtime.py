@@ -1,8 +1,10 @@
-"""The runtime's own memory: what the CUDA driver and PyTorch's libraries hold beside the tensors.
+"""The runtime's own memory: what the CUDA driver, NCCL and PyTorch's libraries hold beside
+the tensors, and the constants of the caching allocator's reserve.
 
 One home for the terms every process pays whatever it computes — the CUDA context, cuBLAS's
-workspace, the caching allocator's reserve — read by the training overhead bucket and by
-every serving engine's rules.
+workspace, NCCL's buffers — read by the training figures (:mod:`core.training.device`) and by
+every serving engine's rules, and for the one constant fitted on published real-GPU figures
+(the fragmentation of the activations' segments).
 """
 
 from __future__ import annotations
@@ -11,15 +13,51 @@ from typing import Final
 
 from core.units import MiB
 
-# The CUDA context of a PyTorch process (driver, kernels of the loaded libraries with lazy
-# loading) sits outside the caching allocator: about 300-600 MiB on current drivers
-# (PyTorch "CUDA semantics" notes; nvidia-smi of an idle process). 512 MiB is assumed.
+# The CUDA context of a PyTorch process (driver, kernels of the loaded libraries) sits outside
+# the caching allocator: nvidia-smi shows it, max_memory_reserved does not. 200-700 MiB across
+# machines (pytorch/pytorch#28113: "from 200+mb to 700+mb"; #20532: 300-400 MB on a V100);
+# 0.9-1.5 GiB on CUDA 11.0-11.1 builds that loaded every kernel (#49877: 1,644 MiB used on an
+# RTX 3090 for a 156 MiB tensor; #60150: 1,105 MiB after empty_cache). PyTorch sets
+# CUDA_MODULE_LOADING=LAZY when the user has not (torch/cuda/__init__.py, _lazy_init), which
+# keeps it near the low end. 512 MiB is used for every card; the spread is part of the range.
 CUDA_CONTEXT_BYTES: Final = 512 * MiB
+CUDA_CONTEXT_SPREAD_BYTES: Final = (200 * MiB, 768 * MiB)
 # cuBLAS workspace PyTorch keeps per handle and takes from its caching allocator at the first
 # matmul (aten/src/ATen/cuda/CublasHandlePool.cpp): ":4096:8" = 8 × 4 MiB on Hopper and newer,
 # 4096 KiB × 2 + 16 KiB × 8 elsewhere; 32 MiB, the size the cuBLAS documentation recommends
-# for Hopper (cublasSetWorkspace), is used for every card.
+# for Hopper (cublasSetWorkspace), is used for every card. On a real card max_memory_allocated
+# counts it; the measured (fake-tensor) peaks this project fits its allocated figure on do not,
+# so it is a term of the reserved figure.
 CUBLAS_WORKSPACE_BYTES: Final = 32 * MiB
-# Caching-allocator reserve: reserved minus allocated at the peak, from splitting 2 MiB
-# and larger segments (PyTorch "CUDA memory management"). Assumed 5 % of the peak.
-ALLOCATOR_RESERVE_FRACTION: Final = 0.05
+
+# NCCL's buffers, allocated by NCCL itself (not through PyTorch's allocator) when a
+# communicator connects: per connection (a peer on a channel), one buffer per protocol
+# (NVIDIA/nccl src/init.cc): Simple DEFAULT_BUFFSIZE 4 MiB (NCCL_BUFFSIZE), LL 8 lines × 512
+# threads × 8 steps × 16 B = 512 KiB, LL128 120 × 640 × 8 steps × 8 B = 4,915,200 B.
+NCCL_CONNECTION_BYTES: Final = 4 * MiB + 512 * 1024 + 4_915_200
+# Connections per channel: a ring's receive from its previous rank and a tree's from its
+# parent. Channels: NCCL opens more where the link is fast; 16 over NVLink / NVSwitch /
+# Infinity Fabric and 2 over PCIe are assumed (NCCL's MAXCHANNELS is 32; NCCL_MIN_NCHANNELS /
+# NCCL_MAX_NCHANNELS move it). Check: vLLM 0.19.0 logs 2.07-2.21 GiB of non-torch memory with
+# tensor parallelism on H100 (core.serving.vllm_rules), NCCL and the custom all-reduce's
+# registered buffers together.
+NCCL_CONNECTIONS_PER_CHANNEL: Final = 2
+NCCL_CHANNELS_FAST_LINK: Final = 16
+NCCL_CHANNELS_PCIE: Final = 2
+
+# The caching allocator's reserve (reserved minus allocated at the peak), as a closed form:
+# c10/cuda/CUDACachingAllocator.cpp rounds every segment of 10 MiB or more up to 2 MiB and
+# splits off a remainder over 1 MiB, so a weight tensor loaded into a fresh segment leaves
+# about 1 MiB of it unused on average.
+SEGMENT_ROUNDING_PER_TENSOR_BYTES: Final = 1 * MiB
+# The activations of a step are allocated in many sizes, freed, and allocated again beside
+# tensors of other lifetimes (gradients, the optimizer's first-step state): the free blocks
+# left inside partly used segments at the peak. A fraction of the step's largest set of
+# activations, fitted on the published reserved and nvidia-smi figures of
+# benchmarks/realgpu/memory_figures.json (all sources; the benchmark scores each source with
+# the value fitted without it: benchmarks/realgpu/memory.py, docs/REAL_GPU_MEMORY.md).
+ALLOCATOR_FRAGMENTATION: Final = 0.185
+# With expandable_segments:True each stream's pool is one segment that grows by 20 MiB pages:
+# the slivers of partly used segments do not form, and only a page per pool is left over
+# (the note "Expandable Segments" in CUDACachingAllocator.cpp). Not measured in the corpus.
+EXPANDABLE_FRAGMENTATION: Final = 0.0

@@ -4,10 +4,14 @@
 plan's verdict is decided with it: the worst rank's GPU figures and, for training, each node's
 RAM (a plan whose offloaded state the host cannot hold does not run, however well the GPUs fit).
 
-Three states. Within the usable memory (the card less the headroom the user keeps free) it
+Four states. Within the usable memory (the card less the headroom the user keeps free) it
 fits. Over the usable memory but under the card's capacity it eats into the headroom the
 user asked for: the run may start and then fail on fragmentation or a longer batch, so it is
 named for that and never reads as "fits, barely". Over the capacity it is out of memory.
+A total that carries a range (the band published real-GPU figures of plans of its kind lay
+in, :mod:`core.evidence`, down to what the card holds once the allocator gives its cache
+back) is borderline when the capacity lies inside that range: the estimate cannot say which
+side of the card's limit the run will fall on.
 """
 
 from __future__ import annotations
@@ -20,12 +24,14 @@ from typing import Final
 class Verdict(StrEnum):
     FITS = "fits"  # total within the usable memory (capacity less headroom)
     OVER_HEADROOM = "over-headroom"  # over the headroom asked for, under the card's capacity
+    BORDERLINE = "borderline"  # the card's capacity lies within the estimate's uncertainty
     OOM = "oom"  # more than the card holds
 
 
 VERDICT_LABELS: Final = {
     Verdict.FITS: "Fits",
     Verdict.OVER_HEADROOM: "Over headroom",
+    Verdict.BORDERLINE: "Borderline",
     Verdict.OOM: "Out of memory",
 }
 VERDICT_MEANINGS: Final = {
@@ -34,12 +40,16 @@ VERDICT_MEANINGS: Final = {
         "needs part of the headroom you asked to keep free, though it is under the card's capacity: "
         "it may start, then fail on fragmentation or a longer batch"
     ),
+    Verdict.BORDERLINE: (
+        "borderline: the card's capacity lies within the estimate's uncertainty; it may run or fail "
+        "with an out-of-memory error"
+    ),
     Verdict.OOM: "needs more than the card holds",
 }
 
 
 # From best to worst: the verdict of several judged parts is the worst of theirs.
-SEVERITY: Final = {Verdict.FITS: 0, Verdict.OVER_HEADROOM: 1, Verdict.OOM: 2}
+SEVERITY: Final = {Verdict.FITS: 0, Verdict.OVER_HEADROOM: 1, Verdict.BORDERLINE: 2, Verdict.OOM: 3}
 
 
 def worst_verdict(*verdicts: Verdict) -> Verdict:
@@ -66,11 +76,21 @@ class Judgement:
     capacity_bytes: float
     usable_bytes: float  # capacity less headroom
     host_verdict: Verdict | None = None
+    # The range the total may lie in (None: a total without one, as serving's).
+    low_bytes: float | None = None
+    high_bytes: float | None = None
 
     @property
     def gpu_verdict(self) -> Verdict:
         """The verdict of the GPU figures alone."""
-        return _rule(self.total_bytes, self.capacity_bytes, self.usable_bytes)
+        return _rule(self.total_bytes, self.capacity_bytes, self.usable_bytes, self.low_bytes, self.high_bytes)
+
+    @property
+    def range_bytes(self) -> tuple[float, float]:
+        """The range of the total (the total itself at both ends when it has none)."""
+        low = self.total_bytes if self.low_bytes is None else self.low_bytes
+        high = self.total_bytes if self.high_bytes is None else self.high_bytes
+        return low, high
 
     @property
     def host_limits(self) -> bool:
@@ -92,19 +112,37 @@ class Judgement:
         return self.capacity_bytes - self.total_bytes
 
 
-def _rule(total_bytes: float, capacity_bytes: float, usable_bytes: float) -> Verdict:
+def _rule(
+    total_bytes: float,
+    capacity_bytes: float,
+    usable_bytes: float,
+    low_bytes: float | None = None,
+    high_bytes: float | None = None,
+) -> Verdict:
+    low = total_bytes if low_bytes is None else min(low_bytes, total_bytes)
+    high = total_bytes if high_bytes is None else max(high_bytes, total_bytes)
+    if low > capacity_bytes:
+        return Verdict.OOM
+    if high > capacity_bytes:
+        return Verdict.BORDERLINE
     if total_bytes <= usable_bytes:
         return Verdict.FITS
-    if total_bytes <= capacity_bytes:
-        return Verdict.OVER_HEADROOM
-    return Verdict.OOM
+    return Verdict.OVER_HEADROOM
 
 
-def judge(total_bytes: float, capacity_bytes: float, headroom: float, host: Verdict | None = None) -> Judgement:
+def judge(
+    total_bytes: float,
+    capacity_bytes: float,
+    headroom: float,
+    host: Verdict | None = None,
+    low_bytes: float | None = None,
+    high_bytes: float | None = None,
+) -> Judgement:
     """The one verdict rule: ``headroom`` is the fraction of the card kept free; ``host`` the
-    verdict of the nodes' RAM, which makes the plan's verdict worse when it is."""
+    verdict of the nodes' RAM, which makes the plan's verdict worse when it is; ``low_bytes``
+    and ``high_bytes`` the total's range (the capacity inside it: borderline)."""
     usable = capacity_bytes * (1.0 - headroom)
-    verdict = _rule(total_bytes, capacity_bytes, usable)
+    verdict = _rule(total_bytes, capacity_bytes, usable, low_bytes, high_bytes)
     if host is not None:
         verdict = worst_verdict(verdict, host)
-    return Judgement(verdict, total_bytes, capacity_bytes, usable, host)
+    return Judgement(verdict, total_bytes, capacity_bytes, usable, host, low_bytes, high_bytes)

@@ -23,6 +23,7 @@ OKABE_ITO: Final = {
 FITS: Final = OKABE_ITO["green"]  # the plan fits
 CAUTION: Final = OKABE_ITO["orange"]  # over the headroom asked for, under the capacity
 PROBLEM: Final = OKABE_ITO["vermillion"]  # out of memory, refused input, a warning
+UNCERTAIN: Final = OKABE_ITO["yellow"]  # borderline: the capacity lies within the estimate's range
 ACCENT: Final = OKABE_ITO["blue"]  # selection and highlight
 
 # A line of text that reports a problem (status bar, plan warnings, dialogs).

@@ -31,7 +31,7 @@ from core.plan import (
 )
 
 MAX_PLANS: Final = 4
-TOTAL: Final = "peak + overhead"
+TOTAL: Final = "nvidia-smi (judged)"
 SERVING: Final = "serving"  # the one chart group of a serving comparison
 # Two figures closer than this (relative) are the same figure printed twice, not a difference.
 SAME_WITHIN: Final = 5e-4
@@ -197,7 +197,10 @@ def _training_rows(ests: Sequence[Estimate]) -> list[Row]:
     return [
         *rows,
         Row("peak", "Peak (allocated)", RowKind.BYTES, tuple(e.peak_bytes for e in ests), "memory"),
-        Row("total", "Peak + overhead", RowKind.BYTES, tuple(e.total_bytes for e in ests), "memory"),
+        Row("reserved", "Reserved", RowKind.BYTES, tuple(e.reserved_bytes for e in ests), "memory"),
+        Row("total", "nvidia-smi (judged)", RowKind.BYTES, tuple(e.total_bytes for e in ests), "memory"),
+        Row("range.low", "Range from", RowKind.BYTES, tuple(e.range_bytes[0] for e in ests), "memory"),
+        Row("range.high", "Range to", RowKind.BYTES, tuple(e.range_bytes[1] for e in ests), "memory"),
         Row("capacity", "Card capacity", RowKind.BYTES, tuple(e.capacity_bytes for e in ests), "memory"),
         Row("verdict", "Verdict", RowKind.TEXT, tuple(VERDICT_LABELS[e.verdict] for e in ests), "result"),
         Row("hours", "Time", RowKind.HOURS, tuple(e.compute.hours for e in ests), "result"),

@@ -169,10 +169,12 @@ class Diagnosis:
 
 # ---- building blocks --------------------------------------------------------------
 def _state_bytes(est: Estimate) -> float:
-    """What exists before any activation: the optimizer-step phase less its activations."""
+    """What exists before any activation: the optimizer-step phase less its activations, with
+    the overhead less the free blocks the activations leave (core.training.device)."""
     step = est.phases[-1]
     held = sum(b.bytes for b in step.buckets if b.key is not BucketKey.ACTIVATIONS)
-    return held + est.bucket(BucketKey.OVERHEAD).bytes
+    worst = est.worst
+    return held + est.bucket(BucketKey.OVERHEAD).bytes - worst.fragmentation * worst.fragmentation_basis
 
 
 def _serving_failure(est: Estimate) -> Failure:
@@ -190,7 +192,7 @@ def _failure(est: Estimate, eval_bytes: float, mode: Mode) -> Failure:
     usable = est.usable_bytes
     if mode is Mode.INFERENCE:
         return _serving_failure(est)
-    if est.total_bytes > usable:
+    if est.total_bytes > usable or est.judgement().verdict is Verdict.BORDERLINE:
         return Failure.FIRST_STEP if _state_bytes(est) > usable else Failure.LONG_BATCHES
     if eval_bytes > usable:
         return Failure.EVALUATION

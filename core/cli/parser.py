@@ -86,7 +86,14 @@ GROUPS = {
     "lesson": "accounting",
 }
 _GROUP_OF_INPUT = {"accounting": "lesson"}
-_TYPES = {Kind.INT: int, Kind.COUNT: count_arg, Kind.FLOAT: float, Kind.TEXT: text_arg, Kind.TARGETS: targets_arg}
+_TYPES = {
+    Kind.INT: int,
+    Kind.COUNT: count_arg,
+    Kind.FLOAT: float,
+    Kind.TEXT: text_arg,
+    Kind.TARGETS: targets_arg,
+    Kind.SETTING: str,  # the plan checks it as the library would; empty: its defaults
+}
 
 
 def add_plan_options(parser: argparse.ArgumentParser) -> None:

@@ -11,7 +11,17 @@ import math
 from typing import Any
 
 from core.breakdown import BUCKET_LABELS
-from core.estimate import MFU_CONVENTION, VERDICT_LABELS, Estimate, Judgement, Mode, UtilisationSource
+from core.estimate import (
+    JUDGED_FIGURE,
+    JUDGED_WHY,
+    MFU_CONVENTION,
+    VERDICT_LABELS,
+    Estimate,
+    Judgement,
+    Mode,
+    UtilisationSource,
+    Verdict,
+)
 from core.format import count as format_count
 from core.format import hours, money
 from core.format import memory as format_memory
@@ -26,6 +36,7 @@ def judgement_to_json(judged: Judgement) -> dict[str, Any]:
     return {
         "verdict": judged.verdict.value,
         "total_bytes": round(judged.total_bytes),
+        "range_bytes": [round(b) for b in judged.range_bytes],
         "capacity_bytes": round(judged.capacity_bytes),
         "usable_bytes": round(judged.usable_bytes),
         "margin_bytes": round(judged.margin_bytes),
@@ -57,6 +68,16 @@ def estimate_to_json(est: Estimate, mode: Mode = Mode.TRAINING) -> dict[str, Any
         "phases_bytes": {p.name: round(p.allocated_bytes) for p in est.phases},
         "peak_phase": est.peak_phase,
         "peak_bytes": round(est.peak_bytes),
+        "reserved_bytes": round(est.reserved_bytes),
+        "nvidia_smi_bytes": round(est.total_bytes),
+        "judged_figure": JUDGED_FIGURE if plan.accounting is Accounting.DETAILED else "peak",
+        "range_bytes": [round(b) for b in judged.range_bytes],
+        "confidence": _confidence_json(est),
+        "overhead_terms": [
+            {"label": t.label, "formula": t.formula, "bytes": round(t.bytes)} for t in est.buckets[-1].terms
+        ]
+        if est.buckets and est.buckets[-1].key.value == "overhead"
+        else [],
         "total_bytes": round(judged.total_bytes),
         "capacity_bytes": round(est.capacity_bytes),
         "usable_bytes": round(judged.usable_bytes),
@@ -69,7 +90,9 @@ def estimate_to_json(est: Estimate, mode: Mode = Mode.TRAINING) -> dict[str, Any
                 "label": r.label,
                 "count": r.count,
                 "peak_bytes": round(r.peak_bytes),
+                "reserved_bytes": round(r.reserved_bytes),
                 "total_bytes": round(r.total_bytes),
+                "range_bytes": [round(r.low_bytes), round(r.high_bytes)],
                 "verdict": r.verdict.value,
             }
             for r in est.ranks
@@ -122,6 +145,22 @@ def compute_to_json(est: Estimate) -> dict[str, Any]:
             for t in est.compute.comm_terms
         ],
         "assumptions": list(est.compute.assumptions),
+    }
+
+
+def _confidence_json(est: Estimate) -> dict[str, Any] | None:
+    c = est.confidence
+    if c is None:
+        return None
+    return {
+        "low": c.low,
+        "high": c.high,
+        "validated": {
+            kind: {"figures": e.figures, "sources": e.sources, "p10": e.p10, "p90": e.p90} for kind, e in c.validated
+        },
+        "thinly_validated": dict(c.thin),
+        "never_validated": list(c.unvalidated),
+        "text": c.text,
     }
 
 
@@ -233,6 +272,11 @@ def verdict_line(judged: Judgement, headroom: float, gib: bool) -> str:
         f"  {VERDICT_LABELS[judged.verdict]}: {fmt(judged.total_bytes, gib)} of {fmt(judged.capacity_bytes, gib)} "
         f"({fmt(judged.usable_bytes, gib)} usable with {headroom:.0%} headroom), margin {fmt(judged.margin_bytes, gib)}"
     )
+    low, high = judged.range_bytes
+    if high > low:
+        line += f"; range {fmt(low, gib)} – {fmt(high, gib)}"
+    if judged.verdict is Verdict.BORDERLINE:
+        line += f": the card's {fmt(judged.capacity_bytes, gib)} lies within it, the run may or may not fit"
     if judged.host_limits:
         line += f"; the GPUs hold it ({VERDICT_LABELS[judged.gpu_verdict].lower()}), a node's RAM does not"
     return line
@@ -276,8 +320,7 @@ def render_estimate(est: Estimate, gib: bool = False) -> str:
             continue
         lines.append(f"  {bucket.label:<{width}}  {fmt(bucket.bytes, gib):>14}")
     lines.append(f"  {peak_label:<{width}}  {fmt(est.peak_bytes, gib):>14}")
-    if est.total_bytes != est.peak_bytes:
-        lines.append(f"  {'with overhead':<{width}}  {fmt(est.total_bytes, gib):>14}")
+    lines += _card_lines(est, gib)
     lines += [
         "",
         f"  {est.summary_formula}",
@@ -323,6 +366,27 @@ def _mfu_line(est: Estimate) -> str:
         f"{c.model_flops_per_token:.4g} FLOPs per token, every query against every key, no recompute; "
         f"causal count {c.causal_flops_per_token:.4g}; the kernels run {c.flops_per_token:.4g})"
     )
+
+
+def _card_lines(est: Estimate, gib: bool) -> list[str]:
+    """The three figures of the card (detailed accounting): allocated, reserved, nvidia-smi,
+    which one is judged and why, and how sure it is."""
+    if est.plan.accounting is Accounting.LESSON:
+        if est.total_bytes != est.peak_bytes:
+            return [f"  {'with overhead':<14}  {fmt(est.total_bytes, gib):>14}"]
+        return []
+    low, high = est.range_bytes
+    lines = [
+        "",
+        f"  allocated   {fmt(est.peak_bytes, gib):>12}   max_memory_allocated",
+        f"  reserved    {fmt(est.reserved_bytes, gib):>12}   max_memory_reserved: + the caching allocator's segments",
+        f"  nvidia-smi  {fmt(est.total_bytes, gib):>12}   + CUDA context, NCCL; judged (range {fmt(low, gib)} – "
+        f"{fmt(high, gib)})",
+        f"  judged on nvidia-smi: {JUDGED_WHY}",
+    ]
+    if est.confidence is not None and est.confidence.text:
+        lines.append(f"  how sure: {est.confidence.text}")
+    return lines
 
 
 def _step_lines(est: Estimate) -> list[str]:

@@ -86,9 +86,21 @@ OPTIONAL_KEYS: Final = (
     )
     | frozenset((Plan, name) for name in ("checkpoint_policy", "checkpoint_every", "precision", "stack", "float8"))
     | frozenset(
-        (Hardware, name)
-        for name in ("measured_tokens_per_s", "measured_step_s", "calibration", "custom_bandwidth_gb_s")
+        (Plan, name)
+        for name in (
+            "fused_loss",
+            "grad_clip",
+            "optimizer_in_backward",
+            "activation_offload",
+            "bnb_legacy",
+            "kbit_upcast",
+        )
     )
+    | frozenset(
+        (Hardware, name)
+        for name in ("measured_tokens_per_s", "measured_step_s", "calibration", "custom_bandwidth_gb_s", "alloc_conf")
+    )
+    | frozenset({(LoraSettings, "dropout")})
 )
 # Of the parallelism (version 4), only the GPU count and the strategy must be written; the
 # degrees and the frameworks' knobs default to one GPU's split and the frameworks' defaults.

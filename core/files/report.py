@@ -47,6 +47,7 @@ BUCKET_COLOURS: Final = colours.BUCKET_COLOURS
 VERDICT_COLOURS: Final = {
     Verdict.FITS: colours.FITS,
     Verdict.OVER_HEADROOM: colours.CAUTION,
+    Verdict.BORDERLINE: colours.UNCERTAIN,
     Verdict.OOM: colours.PROBLEM,
 }
 

@@ -107,6 +107,9 @@ class RankState:
     # rank holds them and the reduce-scatter input, its parameters resharded (``root_reduce``).
     root_pending: list[Term] = field(default_factory=list)
     root_reduce: list[Term] = field(default_factory=list)
+    # What the framework's communication streams keep cached beyond what is allocated at the
+    # peak: the caching allocator reuses a block only on the stream that freed it.
+    stream_cache: list[Term] = field(default_factory=list)
     notes: tuple[str, ...] = ()
 
 
@@ -281,7 +284,16 @@ def _fsdp(rank: _Rank) -> RankState:
             Term("root's unsharded gradients (embedding, head)", f"{sci(root)} × {gather:g} B", root * gather),
             Term("root's reduce-scatter input", f"{sci(root)} × {reduce_b:g} B", root * reduce_b),
         ]
+    # FSDP2 gathers on its all-gather stream and reduces on its reduce-scatter stream
+    # (_fsdp_param_group.py); the caching allocator keeps each stream's freed blocks for that
+    # stream (CUDACachingAllocator.cpp get_free_block), so outside a block's backward the
+    # second gathered block and the reduce-scatter input stay reserved.
+    stream_cache = [
+        Term("all-gather stream's cache: a second block's gathered parameters", one, block * gather),
+        *[Term(f"reduce-scatter stream's cache: {t.label}", t.formula, t.bytes) for t in backward_grads[1:]],
+    ]
     state = RankState(
+        stream_cache=stream_cache,
         root_pending=root_pending,
         root_reduce=root_reduce,
         weights=_sharded(rank.weights, dp),

@@ -14,7 +14,7 @@ from dataclasses import dataclass, replace
 from typing import Final
 
 from core.breakdown import LayerActs, Term
-from core.dtypes import DTYPE_BYTES, Dtype
+from core.dtypes import DTYPE_BYTES, Dtype, Quant
 from core.format import sci
 from core.model import ModelSpec, normalise_lora_targets
 from core.plan import Attention, CheckpointPolicy, Method, Plan
@@ -44,6 +44,7 @@ class _Ctx:
     compute_dtype: Dtype
     adapter_dtype: Dtype
     autocast: bool
+    dropout: bool = False  # LoRA dropout > 0 on the adapters
 
     def saves(self, name: str) -> bool:
         """A projection keeps its input only when its weight, or an adapter on it, trains."""
@@ -56,12 +57,16 @@ class _Ctx:
         (``_cast_input_dtype``, also under autocast); under autocast lora_A's matmul then
         casts it to the autocast dtype. Either cast makes a new tensor, which lora_A keeps.
         """
+        if self.dropout:
+            return True
         return self.adapter_dtype is not x or (self.autocast and x is not self.compute_dtype)
 
     @property
     def adapter_in(self) -> float:
-        """Bytes of the copy an adapter keeps: the autocast dtype under autocast."""
-        return self.ca if self.autocast else self.adapter
+        """Bytes of the copy an adapter keeps: the autocast dtype under autocast. With LoRA
+        dropout (PEFT: ``lora_B(lora_A(dropout(x)))``, one nn.Dropout per adapted layer) each
+        adapter keeps the dropped tensor and dropout keeps its mask (one byte per element)."""
+        return (self.ca if self.autocast else self.adapter) + (1.0 if self.dropout else 0.0)
 
 
 def _context(plan: Plan, trainable: bool, lora: tuple[str, ...]) -> _Ctx:
@@ -82,6 +87,7 @@ def _context(plan: Plan, trainable: bool, lora: tuple[str, ...]) -> _Ctx:
         compute_dtype=compute_dtype(plan),
         adapter_dtype=plan.adapter_dtype,
         autocast=dt.autocast,
+        dropout=bool(lora) and plan.lora.dropout > 0,
     )
 
 
@@ -371,7 +377,41 @@ def layer_activations(plan: Plan, trainable_block: bool) -> LayerActs:
     elif model.norms_per_layer == 4:
         outside_tp(_norm(model, ctx, "post-MLP norm", []))
     items += _adapters(plan, ctx)
+    items += _bnb_kept_inputs(plan, ctx)
     return LayerActs(tuple(items), tuple(replicated))
+
+
+def _bnb_kept_inputs(plan: Plan, ctx: _Ctx) -> list[Term]:
+    """bitsandbytes before 0.43.2: ``MatMul4Bit.forward`` set ``ctx.tensors = (A, B)`` whenever
+    its input needs a gradient (bitsandbytes 0.43.1, bitsandbytes/autograd/_functions.py;
+    0.43.2 keeps ``(None, B)``): every 4-bit layer keeps its input until the backward. Only the
+    inputs nothing else keeps are added: the attention and MLP norms' outputs when no adapter
+    keeps them as they are, the attention output under eager attention (the fused kernels keep
+    it anyway), and down_proj's input. A reference on ``ctx`` is not a saved tensor, so
+    non-reentrant checkpointing does not drop it; the reentrant checkpointing QLoRA recipes use
+    runs the forward under no_grad, and only the recomputed block keeps them (as this block)."""
+    model = plan.model
+    if plan.method is not Method.QLORA or not plan.bnb_legacy or plan.quant is Quant.INT8 or model.num_experts > 1:
+        return []
+    n, d, i = ctx.n, model.hidden_size, model.intermediate_size
+    res = ctx.res
+
+    def kept_by_adapter(names: tuple[str, ...]) -> bool:
+        return any(nm in ctx.lora for nm in names) and not ctx.adapter_copies(ctx.model_dtype)
+
+    items = []
+    if not kept_by_adapter(("q_proj", "k_proj", "v_proj")):
+        items.append(Term("4-bit q/k/v input kept (bitsandbytes < 0.43.2)", f"N·d × {res:g}", n * d * res))
+    if sdpa_kernel(plan) is Kernel.EAGER and "o_proj" not in ctx.lora:
+        items.append(
+            Term("4-bit o_proj input kept (bitsandbytes < 0.43.2)", f"N·q × {ctx.ca:g}", n * model.q_width * ctx.ca)
+        )
+    mlp_in = ("gate_proj", "up_proj") if model.gated_mlp else ("up_proj",)
+    if not kept_by_adapter(mlp_in):
+        items.append(Term("4-bit MLP input kept (bitsandbytes < 0.43.2)", f"N·d × {res:g}", n * d * res))
+    if "down_proj" not in ctx.lora or ctx.adapter_copies(ctx.compute_dtype):
+        items.append(Term("4-bit down_proj input kept (bitsandbytes < 0.43.2)", f"N·I × {ctx.ca:g}", n * i * ctx.ca))
+    return items
 
 
 @dataclass(frozen=True)
@@ -392,6 +432,8 @@ def loss_memory(plan: Plan) -> LossMemory:
     n = plan.workload.micro_batch * plan.workload.seq_len
     v = model.vocab_size
     nv = n * v
+    if plan.fused_loss:
+        return _fused_loss(plan, n)
     if plan.chunked_loss:
         chunk = -(-nv // 8)
         fwd = [Term("loss chunk: logits and log-softmax (float32), 1/8 of N·V", "2 × (N·V/8) × 4", chunk * 8)]
@@ -412,6 +454,33 @@ def loss_memory(plan: Plan) -> LossMemory:
     if model.final_softcap:
         bwd.append(Term("soft-capped logits (tanh, kept)", f"N·V × {ca:g}", nv * ca))
     return LossMemory(fwd, bwd)
+
+
+def _fused_loss(plan: Plan, n: int) -> LossMemory:
+    """Liger's fused linear cross-entropy (linkedin/Liger-Kernel ead96b61,
+    ``ops/fused_linear_cross_entropy.py``): the forward runs the head and the loss on chunks
+    of ``next_power_of_2(⌈N / ⌈V/d⌉⌉)`` rows, so a chunk's logits are about the size of the
+    hidden states, computes the input's gradient (``grad_input``, N·d in the input's dtype)
+    chunk by chunk and keeps it for the backward, with the head's gradient when it trains
+    (counted with the gradients). Cut Cross-Entropy keeps less still (no logits chunk in
+    global memory): it is counted as Liger, an upper bound."""
+    model = plan.model
+    d, v = model.hidden_size, model.vocab_size
+    ca = dtypes_for(plan).compute
+    factor = -(-v // d)
+    rows = min(n, 1 << max(0, (-(-n // factor) - 1).bit_length()))
+    chunk = rows * v
+    grad_input = Term("fused loss: input gradient formed in the forward (kept)", f"N·d × {ca:g}", n * d * ca)
+    fwd = [
+        Term("fused loss: one chunk's logits", f"{rows:,} rows × V × {ca:g}", chunk * ca),
+        grad_input,
+        Term("fused loss: per-token loss (float32)", "N × 4", n * 4),
+    ]
+    head_trains = plan.method is Method.FULL or (plan.method is Method.FROZEN and not model.tie_embeddings)
+    if head_trains:
+        g = dtypes_for(plan).grad
+        fwd.append(Term("fused loss: the head's gradient, formed in the forward", f"V·d × {g:g}", v * d * g))
+    return LossMemory(fwd, [grad_input])
 
 
 def outside_blocks(plan: Plan) -> list[Term]:

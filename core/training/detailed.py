@@ -37,10 +37,9 @@ from core.parallel.acts import (
 from core.parallel.layout import Layout, Stage
 from core.parallel.layout import trainable_layers as stage_trainable_layers
 from core.parallel.state import RankState, compute_plan, rank_copies, rank_state
-from core.params import ParamCounts
-from core.plan import CheckpointPolicy, Float8, Method, Offload, Optimizer, Plan, Strategy
+from core.params import ParamCounts, param_counts
+from core.plan import CheckpointPolicy, Float8, Method, Offload, Plan, Strategy
 from core.roles import Dtypes, dtypes_for
-from core.runtime import ALLOCATOR_RESERVE_FRACTION, CUBLAS_WORKSPACE_BYTES, CUDA_CONTEXT_BYTES
 from core.training.activations import (
     LossMemory,
     core_attention_bytes,
@@ -50,8 +49,15 @@ from core.training.activations import (
     selective_saved,
 )
 from core.training.attention import backward_workspace, kernel_note
+from core.training.device import card_terms
 from core.training.flops import block_gemms
-from core.training.optimizer import optimizer_step_temporary, optimizer_terms
+from core.training.optimizer import (
+    PAGED,
+    clip_terms,
+    optimizer_step_temporary,
+    optimizer_terms,
+    paged_state_bytes,
+)
 from core.training.storage import copy_terms, gradient_terms, weight_terms
 
 __all__ = ["dtypes_for", "layer_activations", "loss_memory", "training_breakdown"]
@@ -249,6 +255,8 @@ def _parts(plan: Plan, counts: ParamCounts, dt: Dtypes, rank: Rank | None = None
         nd_divisor, nd_why = sequence_region(rank.layout)
         in_flight = rank.stage.in_flight
     kept, recomputed = _kept_activations(plan, c, layers, trainable_layers, (nd_divisor, nd_why), in_flight)
+    if plan.activation_offload:
+        kept = _offloaded(plan, c, kept, nd_divisor)
     embed_grad = model.embedding_params() * dt.grad if plan.method is Method.FULL else 0.0
     root_grads: list[Term] = []
     if rank is not None:
@@ -361,6 +369,48 @@ def _attention_recompute_kept(
     return terms, recomputed if inner else []
 
 
+# torchtune OffloadActivations (torchtune/training/_activation_offloading.py, pytorch/torchtune
+# bd2a0fc7): max_fwd_stash_size = 5 saved tensors stay on the GPU while their copy to pinned
+# host memory runs; the output head's input is never offloaded (a no-op context around it).
+OFFLOAD_STASH_TENSORS = 5
+
+
+def _offloaded(plan: Plan, c: _Common, kept: list[Term], nd_divisor: float) -> list[Term]:
+    """The blocks' saved tensors under activation offloading: in host memory, but for the last
+    few in flight (each block's input under checkpointing, else a block's tensors at most)."""
+    total = sum(t.bytes for t in kept)
+    if plan.checkpointing:
+        one = plan.workload.micro_batch * plan.workload.seq_len * plan.model.hidden_size / nd_divisor * c.adt.residual
+        stash, how = OFFLOAD_STASH_TENSORS * one, f"{OFFLOAD_STASH_TENSORS} block inputs"
+    else:
+        stash, how = c.block.bytes, "one block's saved tensors (the stash holds 5 tensors)"
+    stash = min(total, stash)
+    return [
+        Term(
+            f"saved activations offloaded to host memory ({gb(total)} GB there): the last in flight",
+            f"{how} on the GPU",
+            stash,
+        )
+    ]
+
+
+def _step_in_backward(plan: Plan, parts: _Parts) -> list[Term]:
+    """torchtune optimizer_in_bwd (torchtune/training/memory.py register_optim_in_bwd_hooks: a
+    post-accumulate-grad hook steps and zeroes each parameter): the gradients alive are those
+    of the block being differentiated, each freed once applied."""
+    model = plan.model
+    per_block = model.layer_params() * model.params_scale / parts.tp
+    shards = parts.state.step_share if parts.state is not None else 1.0
+    g = dtypes_for(plan).grad
+    return [
+        Term(
+            "one block's gradients (each applied and freed by its hook)",
+            f"{sci(per_block)} × {g:g} B",
+            per_block * g * shards,
+        )
+    ]
+
+
 def _held_gradients(plan: Plan, parts: _Parts) -> Bucket:
     """Gradients alive during the forward: only those accumulated over earlier micro-batches."""
     held = parts.backward_grads if plan.workload.grad_accum > 1 else []
@@ -446,7 +496,9 @@ def backward_phases(plan: Plan, parts: _Parts, dt: Dtypes) -> list[Phase]:
             weights.in_block,
             make_bucket(
                 BucketKey.GRADIENTS,
-                (parts.backward_grads + parts.root_grads if accumulating else parts.head_grad) + buffers,
+                _step_in_backward(plan, parts) + buffers
+                if plan.optimizer_in_backward
+                else (parts.backward_grads + parts.root_grads if accumulating else parts.head_grad) + buffers,
             ),
             optim,
             make_bucket(BucketKey.ACTIVATIONS, parts.kept + parts.outside + parts.recomputed + [parts.layer_grads]),
@@ -454,6 +506,8 @@ def backward_phases(plan: Plan, parts: _Parts, dt: Dtypes) -> list[Phase]:
         "backward through the last block: its activations (recomputed with checkpointing) and gradients",
         StepPhase.BACKWARD_BLOCK,
     )
+    if plan.optimizer_in_backward:
+        return [start, last_block]
     first = _first_block_backward(parts, weights.first_block_copy, optim, buffers)
     embedding = _embedding_gradient_formed(plan, parts, dt, optim, buffers)
     return [start, last_block, max((first, embedding), key=lambda p: p.allocated_bytes)]
@@ -522,6 +576,18 @@ def _embedding_gradient_formed(plan: Plan, parts: _Parts, dt: Dtypes, optim: Buc
 
 
 def optimizer_phase(plan: Plan, counts: ParamCounts, parts: _Parts, dt: Dtypes) -> Phase:
+    if plan.optimizer_in_backward:
+        return Phase(
+            "optimizer step",
+            (
+                make_bucket(BucketKey.WEIGHTS, parts.weights),
+                make_bucket(BucketKey.GRADIENTS, parts.extra("persistent")),
+                make_bucket(BucketKey.OPTIMIZER, parts.optim + parts.extra("step")),
+                make_bucket(BucketKey.ACTIVATIONS, []),
+            ),
+            "no step of its own: each parameter was updated in the backward as its gradient formed",
+            StepPhase.OPTIMIZER,
+        )
     temp = optimizer_step_temporary(plan, counts, dt)
     if temp and parts.state is not None:
         temp = (
@@ -532,7 +598,9 @@ def optimizer_phase(plan: Plan, counts: ParamCounts, parts: _Parts, dt: Dtypes) 
         (
             make_bucket(BucketKey.WEIGHTS, parts.weights),
             make_bucket(BucketKey.GRADIENTS, parts.grads + parts.extra("persistent")),
-            make_bucket(BucketKey.OPTIMIZER, parts.optim + ([temp] if temp else []) + parts.extra("step")),
+            make_bucket(
+                BucketKey.OPTIMIZER, parts.optim + ([temp] if temp else []) + clip_terms(plan) + parts.extra("step")
+            ),
             make_bucket(BucketKey.ACTIVATIONS, []),
         ),
         "optimizer step: every gradient, the state, and the step's temporaries",
@@ -568,23 +636,14 @@ def evaluation_phase(plan: Plan, parts: _Parts, rank: Rank | None) -> Phase:
     )
 
 
-def overhead_bucket(peak: float) -> Bucket:
-    return make_bucket(
-        BucketKey.OVERHEAD,
-        [
-            Term("CUDA context", "≈ 512 MiB per process", CUDA_CONTEXT_BYTES),
-            Term("cuBLAS workspace", "≈ 32 MiB", CUBLAS_WORKSPACE_BYTES),
-            Term("allocator reserve", f"5 % of the {gb(peak)} GB peak", peak * ALLOCATOR_RESERVE_FRACTION),
-        ],
-        note="outside max_memory_allocated(); nvidia-smi shows it",
-    )
-
-
 def _notes(plan: Plan) -> tuple[str, ...]:
     notes = []
-    if plan.optimizer in (Optimizer.PAGED_ADAMW, Optimizer.PAGED_ADAMW_8BIT):
+    paged = paged_state_bytes(plan, param_counts(plan)) if plan.optimizer in PAGED else 0.0
+    if paged:
         notes.append(
-            "Paged optimizer: its state can be evicted to CPU memory under pressure, so the card may hold less."
+            f"Paged optimizer: {gb(paged)} GB of its state lives in CUDA managed memory (bitsandbytes get_paged: "
+            "cudaMallocManaged), outside PyTorch's allocator and outside these figures; the driver pages it to "
+            "host memory when the card is full, so it slows a tight run rather than stopping it."
         )
     if plan.grad_scaler:
         notes.append(
@@ -609,7 +668,10 @@ def training_breakdown(plan: Plan, counts: ParamCounts, rank: Rank | None = None
     peak = peak_phase.allocated_bytes
     summary = " + ".join(gb(b.bytes) for b in peak_phase.buckets) + f" = {gb(peak)} GB at the {peak_phase.name}"
     notes = _notes(plan) + (parts.state.notes if parts.state is not None else ())
-    overhead = overhead_bucket(peak)
+    where = (rank.stage.layers, rank.stage.embedding, rank.stage.head) if rank is not None else None
+    cycle = _reference_cycle(plan, parts)
+    card = card_terms(plan, phases, parts.extra("stream_cache"), where)
+    overhead = card.bucket()
     # The evaluation runs between steps, inside what the steps made the allocator reserve:
     # the step's overhead stays on top of it.
     return Breakdown(
@@ -619,7 +681,22 @@ def training_breakdown(plan: Plan, counts: ParamCounts, rank: Rank | None = None
         notes=notes,
         evaluation=evaluation_phase(plan, parts, rank),
         evaluation_overhead=overhead,
+        reserve_bytes=card.reserve_bytes,
+        fragmentation_basis=card.basis,
+        fragmentation=card.fragmentation,
+        may_be_freed_bytes=cycle,
     )
+
+
+def _reference_cycle(plan: Plan, parts: _Parts) -> float:
+    """DoRA's identity matrices held by a reference cycle at the peak (see
+    core.training.activations._adapters): every block's without checkpointing, the recomputed
+    one's with it. The cyclic collector may free them mid-step: the bottom of the range."""
+    eye = sum(t.bytes for t in parts.block.items if t.label.startswith("DoRA: eye"))
+    if not eye:
+        return 0.0
+    blocks = 1 if plan.checkpointing else plan.model.num_layers
+    return eye * blocks
 
 
 def _optimizer_at(plan: Plan, counts: ParamCounts) -> Callable[[Dtypes], list[Term]]:

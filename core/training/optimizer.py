@@ -26,6 +26,16 @@ OPT8_BLOCK: Final = 256
 OPT8_MIN_SIZE: Final = 4096
 OPT8_SMALL_STATE_BYTES: Final = 2 * 4.0  # state1 and state2 in float32
 
+# bitsandbytes' paged optimizers (0.43.3, bitsandbytes/optim/optimizer.py get_state_buffer):
+# the state of a tensor of 1e5 elements or more is made by F.get_paged, i.e. cudaMallocManaged
+# (csrc/pythonInterface.cpp cget_managed_ptr), outside PyTorch's caching allocator: neither
+# max_memory_allocated nor max_memory_reserved sees it, and the driver pages it out to host
+# memory when the card is full, so it never makes the run fail. Smaller tensors' state is an
+# ordinary GPU tensor (torch.zeros_like).
+PAGED_MIN_SIZE: Final = 100_000
+PAGED: Final = (Optimizer.PAGED_ADAMW, Optimizer.PAGED_ADAMW_8BIT)
+PAGED_STATE_BYTES: Final = 2 * 4.0  # state1 and state2 of the 32-bit optimizer, float32
+
 ADAM_FAMILY: Final = (Optimizer.ADAMW, Optimizer.ADAM)
 # The caching allocator's smallest block (c10/cuda/CUDACachingAllocator.cpp kMinBlockSize):
 # what a one-element tensor on the GPU occupies.
@@ -57,6 +67,17 @@ def small_state_terms(plan: Plan) -> list[Term]:
     return terms
 
 
+def clip_terms(plan: Plan) -> list[Term]:
+    """clip_grad_norm_ before the step (torch/nn/utils/clip_grad.py): ``_get_total_norm`` makes
+    one 0-dim norm per gradient tensor with ``torch._foreach_norm`` and stacks them, and
+    ``_clip_grads_with_norm_`` scales the gradients in place (``torch._foreach_mul_``): no
+    gradient-sized temporary, one 512-byte block per norm."""
+    if not plan.grad_clip:
+        return []
+    n = trainable_tensors(plan)
+    return [Term("gradient clipping: one norm per gradient tensor", f"{n:,} × 512 B", n * MIN_BLOCK_BYTES)]
+
+
 def optimizer_terms(plan: Plan, counts: ParamCounts, dt: Dtypes) -> list[Term]:
     """The state torch.optim / bitsandbytes allocate, in the trainable parameters' dtype
     (``torch.zeros_like(param)`` in adam.py / sgd.py ``_init_group``), and the one-element
@@ -68,9 +89,21 @@ def _state_terms(plan: Plan, counts: ParamCounts, dt: Dtypes) -> list[Term]:
     t = counts.trainable
     b = dt.grad
     opt = plan.optimizer
-    if opt in (*ADAM_FAMILY, Optimizer.PAGED_ADAMW):
+    if opt in ADAM_FAMILY:
         return [Term("Adam moments m, v", f"2 × T × {b:g} B = 2 × {sci(t)} × {b:g} B", 2 * t * b)]
-    if opt in (Optimizer.ADAMW_8BIT, Optimizer.PAGED_ADAMW_8BIT):
+    if opt is Optimizer.PAGED_ADAMW:
+        small = min(t, small_state_elements(plan, PAGED_MIN_SIZE))
+        return [
+            Term(
+                f"Adam moments of tensors under {PAGED_MIN_SIZE:,} elements (the rest is paged)",
+                f"2 × {sci(small)} × 4 B",
+                small * PAGED_STATE_BYTES,
+            )
+        ]
+    if opt is Optimizer.PAGED_ADAMW_8BIT:
+        on_gpu = min(t, small_state_elements(plan, PAGED_MIN_SIZE))
+        return _eight_bit_state_terms(plan, on_gpu)
+    if opt is Optimizer.ADAMW_8BIT:
         return _eight_bit_state_terms(plan, t)
     if opt is Optimizer.SGD_MOMENTUM:
         return [Term("momentum buffer", f"T × {b:g} B = {sci(t)} × {b:g} B", t * b)]
@@ -102,7 +135,16 @@ def _eight_bit_state_terms(plan: Plan, trainable: int) -> list[Term]:
     ]
 
 
-def small_state_elements(plan: Plan) -> int:
+def paged_state_bytes(plan: Plan, counts: ParamCounts) -> float:
+    """The paged optimizers' state in CUDA managed memory (not the caching allocator's)."""
+    if plan.optimizer not in PAGED:
+        return 0.0
+    paged = max(0, counts.trainable - small_state_elements(plan, PAGED_MIN_SIZE))
+    per = PAGED_STATE_BYTES if plan.optimizer is Optimizer.PAGED_ADAMW else 2 * (1 + 4 / OPT8_BLOCK)
+    return paged * per
+
+
+def small_state_elements(plan: Plan, below: int = OPT8_MIN_SIZE) -> int:
     """Trainable parameters in tensors of fewer than OPT8_MIN_SIZE elements (bitsandbytes keeps
     their state in float32), from the shapes of the tensors that train: the adapters' lora_A,
     lora_B and DoRA magnitudes, or the blocks' and the outside tensors (norms, biases, small
@@ -115,15 +157,15 @@ def small_state_elements(plan: Plan) -> int:
         for fan_in, fan_out, copies in model.adapted_matrices(plan.lora.targets):
             per_matrix = [r * fan_in, r * fan_out] + ([fan_out] if plan.method is Method.DORA else [])
             sizes += per_matrix * copies
-        return model.num_layers * _small(sizes)
+        return model.num_layers * _small(sizes, below)
     layers = model.num_layers - (plan.frozen_layers if plan.method is Method.FROZEN else 0)
     outside = model.outside_tensor_sizes(embedding=plan.method is Method.FULL)
-    small = layers * _small(model.layer_tensor_sizes()) + _small(outside)
+    small = layers * _small(model.layer_tensor_sizes(), below) + _small(outside, below)
     return round(small * model.params_scale) if model.params_override else small
 
 
-def _small(sizes: list[int] | tuple[int, ...]) -> int:
-    return sum(n for n in sizes if n < OPT8_MIN_SIZE)
+def _small(sizes: list[int] | tuple[int, ...], below: int = OPT8_MIN_SIZE) -> int:
+    return sum(n for n in sizes if n < below)
 
 
 def adafactor_state_elements(plan: Plan) -> int:
@@ -167,12 +209,11 @@ def optimizer_step_temporary(plan: Plan, counts: ParamCounts, dt: Dtypes) -> Ter
       copies of one parameter's moment at a time, the largest parameter's at the peak.
 
     SGD's three implementations update in place (``_foreach_add_``, ``_fused_sgd_``).
-    bitsandbytes' paged AdamW is counted with the foreach temporary, as before.
+    bitsandbytes' optimizers (8-bit and paged) update in place in one CUDA kernel per tensor
+    (bitsandbytes/optim/optimizer.py update_step: F.optimizer_update_32bit / _8bit_blockwise).
     """
     b = dt.grad
     t = counts.trainable
-    if plan.optimizer is Optimizer.PAGED_ADAMW:
-        return Term("AdamW sqrt(v) temporary", f"T × {b:g} B = {sci(t)} × {b:g} B", t * b)
     if plan.optimizer not in ADAM_FAMILY:
         return None
     impl = plan.optimizer_impl

@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from core.breakdown import Breakdown, Bucket, Phase
+from core.evidence import Confidence, confidence
 from core.parallel.layout import layout
 from core.params import ParamCounts
 from core.plan import Accounting, Plan
@@ -29,7 +30,7 @@ class RankMemory:
     buckets: tuple[Bucket, ...]  # the composition at the peak, overhead last
     peak_phase: str
     peak_bytes: float  # allocator peak (max_memory_allocated on that rank)
-    total_bytes: float  # peak + overhead
+    total_bytes: float  # peak + overhead: what nvidia-smi shows (core.training.device)
     verdict: Verdict
     margin_bytes: float  # usable - total
     summary_formula: str
@@ -37,12 +38,32 @@ class RankMemory:
     count: int  # GPUs that are ranks of this kind
     evaluation: Phase | None = None  # an evaluation forward between steps, on this rank
     evaluation_bytes: float = 0.0  # its allocated bytes + overhead
+    reserved_bytes: float = 0.0  # peak + the caching allocator's reserve (max_memory_reserved)
+    low_bytes: float = 0.0  # the bottom of total_bytes's range (cache given back, evidence's low end)
+    high_bytes: float = 0.0  # its top (the evidence's high end)
+    fragmentation_basis: float = 0.0  # the activations' high point the reserve's fitted term scales
+    fragmentation: float = 0.0  # that term's fraction
 
 
-def _rank(label: str, breakdown: Breakdown, count: int, capacity: float, headroom: float) -> RankMemory:
+def total_range(breakdown: Breakdown, peak: float, total: float, band: Confidence | None) -> tuple[float, float]:
+    """The range of a rank's nvidia-smi figure: the published figures' band around it and, at
+    the bottom, what the card holds once the caching allocator has given its cached blocks back
+    (it does so before it fails: c10/cuda/CUDACachingAllocator.cpp ``malloc``), less the
+    allocated bytes a run may not hold. No band (lesson accounting): the total itself."""
+    if band is None:
+        return total, total
+    runtime = breakdown.overhead.bytes - breakdown.reserve_bytes
+    released = (peak - breakdown.may_be_freed_bytes) * (1 + band.low) + runtime
+    return min(total * (1 + band.low), released), total * (1 + band.high)
+
+
+def _rank(
+    label: str, breakdown: Breakdown, count: int, capacity: float, headroom: float, band: Confidence | None = None
+) -> RankMemory:
     peak = max(breakdown.phases, key=lambda p: p.allocated_bytes)
     total = peak.allocated_bytes + breakdown.overhead.bytes
-    judged = judge(total, capacity, headroom)
+    low, high = total_range(breakdown, peak.allocated_bytes, total, band)
+    judged = judge(total, capacity, headroom, low_bytes=low, high_bytes=high)
     return RankMemory(
         label=label,
         phases=breakdown.phases,
@@ -57,6 +78,11 @@ def _rank(label: str, breakdown: Breakdown, count: int, capacity: float, headroo
         count=count,
         evaluation=breakdown.evaluation,
         evaluation_bytes=breakdown.evaluation_bytes,
+        reserved_bytes=peak.allocated_bytes + breakdown.reserve_bytes,
+        low_bytes=low,
+        high_bytes=high,
+        fragmentation_basis=breakdown.fragmentation_basis,
+        fragmentation=breakdown.fragmentation,
     )
 
 
@@ -66,9 +92,10 @@ def rank_memories(plan: Plan, counts: ParamCounts, capacity: float) -> tuple[tup
     if plan.accounting is Accounting.LESSON:
         one = _rank("every GPU", lesson.training_breakdown(plan, counts), plan.world_size, capacity, headroom)
         return (one,), 0
+    band = confidence(plan)
     lay = layout(plan)
     if not lay.ranked:
-        return (_rank("the GPU", detailed.training_breakdown(plan, counts), 1, capacity, headroom),), 0
+        return (_rank("the GPU", detailed.training_breakdown(plan, counts), 1, capacity, headroom, band),), 0
     ranks = tuple(
         _rank(
             stage.label,
@@ -76,6 +103,7 @@ def rank_memories(plan: Plan, counts: ParamCounts, capacity: float) -> tuple[tup
             stage.ranks,
             capacity,
             headroom,
+            band,
         )
         for stage in lay.stages
     )

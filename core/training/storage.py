@@ -39,8 +39,13 @@ def weight_terms(plan: Plan, counts: ParamCounts, dt: Dtypes) -> list[Term]:
             per = nf4_bytes_per_weight(plan.double_quant)
             how = "0.5 + 1/64 + 4/(64·256)" if plan.double_quant else "0.5 + 4/64"
             terms.append(Term(f"{plan.quant.value} block weights", f"{sci(quantised)} × ({how}) B", quantised * per))
-        # bitsandbytes leaves embeddings, the output head and norms in the compute dtype.
-        terms.append(Term("unquantised (embeddings, head, norms)", f"{sci(rest)} × 2 B", rest * 2))
+        # bitsandbytes leaves embeddings, the output head and norms in the compute dtype;
+        # prepare_model_for_kbit_training casts them to float32 (core.roles.kbit_float32).
+        unq = 4 if plan.kbit_upcast else 2
+        label = "unquantised (embeddings, head, norms)" + (
+            ", float32 (prepare_model_for_kbit_training)" if unq == 4 else ""
+        )
+        terms.append(Term(label, f"{sci(rest)} × {unq} B", rest * unq))
     elif plan.method is Method.FROZEN and dt.param != dt.base:
         t, f = counts.trainable, counts.frozen_base
         terms.append(Term("trainable weights", f"{sci(t)} × {dt.param:g} B", t * dt.param))
@@ -56,10 +61,20 @@ def weight_terms(plan: Plan, counts: ParamCounts, dt: Dtypes) -> list[Term]:
 
 
 def autocast_copies(plan: Plan) -> float:
-    """Elements of the 16-bit weight copies autocast makes and autograd keeps until the backward."""
+    """Elements of the 16-bit weight copies autocast makes and autograd keeps until the backward.
+
+    Trainable weights are leaves that need a gradient: autocast's cache keeps their casts until
+    the forward ends (aten/src/ATen/autocast_mode.cpp ``cached_cast``: ``arg.requires_grad()
+    && arg.is_leaf()``), checkpointing or not. A frozen base (LoRA, DoRA) is cast anew at each
+    use and only autograd keeps the cast, for the input's gradient: a checkpointed block keeps
+    nothing of its forward (reentrant checkpointing runs it under no_grad, non-reentrant drops
+    what it would save; per-op SAC saves matmul outputs, not the casts), so only the blocks that
+    are not checkpointed and the head, outside every block, keep theirs."""
     model = plan.model
     per_layer = model.matmul_params() // model.num_layers
     layers = model.num_layers - (plan.frozen_layers if plan.method is Method.FROZEN else 0)
+    if plan.adapter_based and plan.checkpointing:
+        layers -= plan.checkpointed_blocks(model.num_layers)
     return (layers * per_layer + model.vocab_size * model.hidden_size) * model.params_scale
 
 

@@ -489,6 +489,46 @@ class CountField(QLineEdit):
             self.setText("" if self._blank_means is not None and value == self._blank_means else f"{value:,}")
 
 
+class SettingField(QLineEdit):
+    """A settings string (PYTORCH_CUDA_ALLOC_CONF): applied on Enter or when the box is left;
+    the plan checks it as the library would, and a refusal marks the box with its reason."""
+
+    edited = Signal(str)
+    restoreRequested = Signal()
+
+    def __init__(self, name: str, tooltip: str, placeholder: str = "", parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        _describe(self, name, tooltip)
+        self.setPlaceholderText(placeholder)
+        self.setClearButtonEnabled(True)
+        self._shown = ""
+        self.editingFinished.connect(self._commit)
+
+    def _commit(self) -> None:
+        if self.text() != self._shown:
+            self.edited.emit(self.text())
+
+    def keyPressEvent(self, event: QKeyEvent) -> None:
+        if _typing_keys(event) == "restore":
+            self.restoreRequested.emit()
+            event.accept()
+            return
+        super().keyPressEvent(event)
+
+    def focusOutEvent(self, event: QFocusEvent) -> None:
+        super().focusOutEvent(event)
+        # Qt 6 emits editingFinished on focus-out only when the text changed since the last
+        # emission: refused text confirmed with Enter, then left, would stay (marked) for good.
+        if event.reason() is not Qt.FocusReason.PopupFocusReason and is_marked_invalid(self):
+            self.restoreRequested.emit()
+
+    def show_value(self, value: str) -> None:
+        self._shown = value
+        if self.text() != value:
+            with QSignalBlocker(self):
+                self.setText(value)
+
+
 class ChoiceField(QComboBox):
     """A fixed list of (label, value) choices; ``edited`` carries the value."""
 

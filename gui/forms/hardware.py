@@ -188,6 +188,7 @@ class HardwareForm(PlanForm):
         self.headroom = self.add_input("hardware.headroom")
         self.price = self.add_input("hardware.price_per_gpu_hour")
         self.peak_override = self.add_input("hardware.peak_tflops_override")
+        self.alloc_conf = self.add_input("hardware.alloc_conf")
         if local is not None:
             self.attach_local(local)
 

@@ -10,11 +10,11 @@ from __future__ import annotations
 from PySide6.QtWidgets import QCheckBox, QWidget
 
 from core.inputs import Input, Kind
-from gui.forms.fields import ChoiceField, CountField, FloatField, IntField
+from gui.forms.fields import ChoiceField, CountField, FloatField, IntField, SettingField
 
 
 def field_for(spec: Input) -> QWidget:
-    """A new field for ``spec``: IntField, CountField, FloatField, ChoiceField or QCheckBox."""
+    """A new field for ``spec``: IntField, CountField, FloatField, ChoiceField, SettingField or QCheckBox."""
     if spec.kind is Kind.BOOL:
         return check_box(spec)
     if spec.kind is Kind.ENUM:
@@ -25,6 +25,8 @@ def field_for(spec: Input) -> QWidget:
         return count_field(spec)
     if spec.kind is Kind.FLOAT:
         return float_field(spec)
+    if spec.kind is Kind.SETTING:
+        return SettingField(spec.name, spec.tooltip, "PyTorch's defaults")
     raise ValueError(f"{spec.path}: a {spec.kind.value} input has a field of its own form's making")
 
 

@@ -84,6 +84,13 @@ class MethodForm(PlanForm):
         self.chunked = self.add_input("chunked_loss")
         self.stack = self.add_input("stack")
         self.float8 = self.add_input("float8")
+        self.fused_loss = self.add_input("fused_loss")
+        self.dropout = self.add_input("lora.dropout")
+        self.bnb_legacy = self.add_input("bnb_legacy")
+        self.kbit_upcast = self.add_input("kbit_upcast")
+        self.optimizer_in_backward = self.add_input("optimizer_in_backward")
+        self.activation_offload = self.add_input("activation_offload")
+        self.grad_clip = self.add_input("grad_clip")
 
     def show_plan(self, plan: Plan) -> None:
         if self.frozen.maximum() != plan.model.num_layers:  # at most the model's blocks

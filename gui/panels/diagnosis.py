@@ -127,7 +127,13 @@ class DiagnosisPanel(QScrollArea):
         self.figures: dict[str, QLabel] = {}
         for key, label, tip in (
             ("state", "State before activations", "Weights + gradients + optimizer state + overhead"),
-            ("total", "Peak + overhead", "The training step's peak plus the framework's overhead"),
+            (
+                "total",
+                "nvidia-smi (judged)",
+                "The training step's allocated peak plus what the caching allocator "
+                "reserves beyond it and the runtime's own memory (CUDA context, NCCL): what nvidia-smi shows, the "
+                "figure the verdict reads",
+            ),
             ("eval", "Evaluation pass", "An evaluation forward with the plan's evaluation batch"),
             ("usable", "Usable", "The card's capacity less the headroom kept free"),
         ):
@@ -406,7 +412,7 @@ class DiagnosisPanel(QScrollArea):
                 " padding: 6px 12px; font-size: 13pt; font-weight: 600; }"
             )
         margin = margin_text(judged, est.plan.hardware.headroom, u)
-        what = "serving total" if d.mode is Mode.INFERENCE else "peak + overhead"
+        what = "serving total" if d.mode is Mode.INFERENCE else "nvidia-smi figure"
         largest, largest_bytes = d.largest
         card = escape(est.gpu.name)
         self.headline.setText(
@@ -414,8 +420,9 @@ class DiagnosisPanel(QScrollArea):
             f"<br>Largest part: <b>{largest}</b>, {memory(largest_bytes, u)}"
         )
 
-        # Over-headroom runs may start: they fail later, on fragmentation, if at all.
-        fails = "Likely to fail" if d.verdict is Verdict.OVER_HEADROOM else "Fails"
+        # Over-headroom runs may start: they fail later, on fragmentation, if at all; a borderline
+        # one lies within the estimate's uncertainty.
+        fails = {Verdict.OVER_HEADROOM: "Likely to fail", Verdict.BORDERLINE: "May fail"}.get(d.verdict, "Fails")
         if d.symptom is None:
             everything = "the training step, evaluation and serving all fit"
             nothing = "serving fits" if d.mode is Mode.INFERENCE else everything

@@ -69,8 +69,9 @@ def _verdict_text(verdict: Verdict) -> str:
 
 def _verdict_html(verdict: Verdict) -> str:
     _, colour = VERDICT_STYLE[verdict]
-    # Over-headroom's orange is too light for text on a light background: a darker shade of it.
-    colour = "#B07800" if verdict is Verdict.OVER_HEADROOM else colour
+    # Over-headroom's orange and borderline's yellow are too light for text on a light
+    # background: a darker shade of each.
+    colour = {Verdict.OVER_HEADROOM: "#B07800", Verdict.BORDERLINE: "#7A6A00"}.get(verdict, colour)
     return f"<span style='color:{colour}; font-weight:600'>{_verdict_text(verdict)}</span>"
 
 
@@ -145,7 +146,7 @@ class _RemedyRow(QFrame):
         self.updates += 1
         self.title.setText(entry.title)
         self.total.setText(memory(entry.total_bytes, unit))
-        self.total.setToolTip("New serving total" if entry.serving else "New peak + overhead")
+        self.total.setToolTip("New serving total" if entry.serving else "New nvidia-smi figure (judged)")
         self.status.setText(_verdict_html(entry.verdict))
         self.cost.setText(entry.cost)
         self.apply.setAccessibleName(f"Apply: {entry.title}")

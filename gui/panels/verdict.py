@@ -1,4 +1,5 @@
-"""The verdict: Fits / Over headroom / Out of memory, in words and symbol as well as colour.
+"""The verdict: Fits / Over headroom / Borderline / Out of memory, in words and symbol as well
+as colour.
 
 The verdict and its figures are the core's (``Estimate.judgement(mode)``, one rule for
 training and serving); this panel only words and colours them."""
@@ -8,7 +9,7 @@ from __future__ import annotations
 from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QFrame, QGridLayout, QLabel, QWidget
 
-from core.estimate import Estimate
+from core.estimate import JUDGED_SHORT, JUDGED_WHY, Estimate
 from core.files.measurement import Measurement
 from core.plan import Offload
 from core.verdict import VERDICT_LABELS, Judgement, Mode, Verdict
@@ -20,11 +21,13 @@ from gui.plaintext import html as escape  # the one escape for text shown in ric
 VERDICT_STYLE = {
     Verdict.FITS: ("✔", colours.FITS),
     Verdict.OVER_HEADROOM: ("⚠", colours.CAUTION),
+    Verdict.BORDERLINE: ("≈", colours.UNCERTAIN),
     Verdict.OOM: ("✖", colours.PROBLEM),
 }
 SERVING_LABELS = {
     Verdict.FITS: "Serving fits",
     Verdict.OVER_HEADROOM: "Serving: over headroom",
+    Verdict.BORDERLINE: "Serving: borderline",
     Verdict.OOM: "Serving: out of memory",
 }
 
@@ -41,12 +44,20 @@ HEADLINE_TEMPLATES = {
 
 
 def badge_text_colour(verdict: Verdict) -> str:
-    """Black on the light orange of over-headroom, white on the darker green and vermillion."""
-    return "#000000" if verdict is Verdict.OVER_HEADROOM else "#FFFFFF"
+    """Black on the light orange of over-headroom and the yellow of borderline, white on the
+    darker green and vermillion."""
+    return "#000000" if verdict in (Verdict.OVER_HEADROOM, Verdict.BORDERLINE) else "#FFFFFF"
 
 
 def margin_text(judged: Judgement, headroom: float, unit: Unit) -> str:
-    """The margin in words: to spare, into the headroom (and how far under the card), or over."""
+    """The margin in words: to spare, into the headroom (and how far under the card), over, or
+    (borderline) the card's capacity inside the estimate's range."""
+    if judged.verdict is Verdict.BORDERLINE:
+        low, high = judged.range_bytes
+        return (
+            f"the card's {memory(judged.capacity_bytes, unit)} lies within the range "
+            f"{memory(low, unit)}–{memory(high, unit)}: it may or may not fit"
+        )
     if judged.margin_bytes >= 0:
         return f"{memory(judged.margin_bytes, unit)} to spare"
     over = f"{memory(-judged.margin_bytes, unit)} over the usable memory"
@@ -62,6 +73,17 @@ def badge_style(verdict: Verdict) -> str:
     return (
         f"QLabel {{ background: {VERDICT_STYLE[verdict][1]}; color: {badge_text_colour(verdict)};"
         " border-radius: 6px; padding: 8px 14px; font-size: 17pt; font-weight: 600; }"
+    )
+
+
+def card_figures_text(estimate: Estimate, unit: Unit) -> str:
+    """The reserved and nvidia-smi figures, which one the verdict reads, and its range, ending
+    a line and opening the next (the detail's tooltip says why that figure and how sure).
+    Lesson accounting has one figure, the lesson's sum, and shows none of this."""
+    low, high = estimate.range_bytes
+    return (
+        f"{memory(estimate.reserved_bytes, unit)} reserved · <b>{memory(estimate.total_bytes, unit)}</b> "
+        f"nvidia-smi, judged<br>range {memory(low, unit)}–{memory(high, unit)} · "
     )
 
 
@@ -193,14 +215,16 @@ class VerdictPanel(QFrame):
         self.headline.setText(_headline(memory(judged.total_bytes, u), memory(judged.usable_bytes, u), margin))
         plan = estimate.plan
         gpus = f" × {plan.world_size}" if plan.world_size > 1 else ""
-        text = (
-            f"Peak at the <b>{estimate.peak_phase}</b>: {memory(estimate.peak_bytes, u)} allocated · "
+        text = f"Peak at the <b>{estimate.peak_phase}</b>: {memory(estimate.peak_bytes, u)} allocated"
+        figures = card_figures_text(estimate, u)
+        text += " · " + figures if estimate.confidence is not None else "<br>"
+        text += (
             f"{estimate.gpu.name}{gpus}: {memory(estimate.capacity_bytes, u)}, "
             f"{plan.hardware.headroom:.0%} kept as headroom"
         )
         if len(estimate.ranks) > 1:
             worst = estimate.worst
-            text += f"<br>The worst rank decides: <b>{escape(worst.label)}</b> ({counted(worst.count, 'GPU')})"
+            text += f" · The worst rank decides: <b>{escape(worst.label)}</b> ({counted(worst.count, 'GPU')})"
         host = estimate.host
         if host is not None and (plan.world_size > 1 or plan.parallel.offload is not Offload.NONE):
             line = f"host RAM {memory(host.bytes, u)} of {memory(host.capacity_bytes, u)} per node"
@@ -209,9 +233,14 @@ class VerdictPanel(QFrame):
             elif host.verdict is not Verdict.FITS:
                 problem = f"⚠ {line}: {VERDICT_LABELS[host.verdict].lower()}"
                 line = f"<span style='color:{colours.PROBLEM}'><b>{problem}</b></span>"
-            text += ("<br>" if len(estimate.ranks) <= 1 else " · ") + line
+            text += " · " + line
         if self.measurement is not None:
             text += f"<br>Measured peak: <b>{memory(self.measurement.peak_allocated_bytes, u)}</b> allocated"
             text += f" — {escape(measurement_label(self.measurement))}"
         self.detail.setText(text)
+        how_sure = f"Judged on nvidia-smi, {JUDGED_SHORT}: {JUDGED_WHY}."
+        if estimate.confidence is not None:
+            how_sure += f"\nHow sure: {estimate.confidence.text}."
+        if self.detail.toolTip() != how_sure:
+            self.detail.setToolTip(how_sure)
         self._describe(f"{label}. {memory(estimate.total_bytes, u)}; {margin}.")

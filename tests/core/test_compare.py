@@ -26,7 +26,7 @@ def four_plans() -> list[tuple[str, object]]:
     return [
         ("LoRA on a 4090", base.with_hardware(gpu="rtx-4090")),
         ("QLoRA on a 3060", base.with_changes(method=Method.QLORA).with_hardware(gpu="rtx-3060-12gb")),
-        ("Full on 2 × A100", base.with_changes(method=Method.FULL).on_gpus(2, Strategy.ZERO3)),
+        ("Full on 4 × A100", base.with_changes(method=Method.FULL).on_gpus(4, Strategy.ZERO3)),
         ("Lesson 7B, 16-bit full", lesson_plan(Method.FULL, Precision.BF16)),
     ]
 

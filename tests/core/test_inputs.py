@@ -133,9 +133,13 @@ def _value_for(spec: Input) -> Any:
     """A value the flag can take that differs from the default (the low end where it does)."""
     if spec.kind is Kind.BOOL:
         return not spec.default
-    if spec.kind in (Kind.INT, Kind.COUNT, Kind.FLOAT):
-        low = int(spec.low) if spec.kind is not Kind.FLOAT else spec.low
+    if spec.kind in (Kind.INT, Kind.COUNT):
+        low = int(spec.low)
         return low if low != spec.default else low + 1
+    if spec.kind is Kind.FLOAT:
+        return spec.low if spec.low != spec.default else (spec.low + spec.high) / 2
+    if spec.kind is Kind.SETTING:
+        return "expandable_segments:True"
     if spec.kind is Kind.ENUM:
         return next(c for c in (spec.cli_choices or [e.value for e in spec.enum]) if c != spec.default)
     if spec.kind is Kind.TARGETS:

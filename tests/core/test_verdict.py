@@ -39,4 +39,6 @@ def test_serving_is_judged_by_the_same_rule_with_three_states() -> None:
         assert inf.verdict is expected.verdict and est.judgement(Mode.INFERENCE) == expected
         assert inf.fits == expected.fits and inf.margin_bytes == expected.margin_bytes
         seen.add(inf.verdict)
-    assert seen == set(Verdict)  # the serving verdict has the over-headroom band too
+    # The serving verdict has the over-headroom band too; no borderline: an engine's total
+    # carries no range (the range is the training step's, from real-GPU figures).
+    assert seen == set(Verdict) - {Verdict.BORDERLINE}

@@ -26,7 +26,7 @@ def test_the_geometry_imports_neither_qt_nor_pyqtgraph() -> None:
 def test_training_bars_are_the_phases_then_the_peak_and_stack_to_their_totals() -> None:
     est = estimate(default_plan())
     bars = geometry.bars_for(est, "training", None, None)
-    assert [bar.label for bar in bars] == [*(phase.name for phase in est.phases), "peak + overhead"]
+    assert [bar.label for bar in bars] == [*(phase.name for phase in est.phases), "nvidia-smi"]
     stacked = geometry.stack(bars, geometry.series_for("training"), GB)
     assert list(stacked) == [*geometry.TRAINING_SERIES, "measured"]
     for index, bar in enumerate(bars):

@@ -27,9 +27,11 @@ LESSON_7B_ON_4090 = lesson_plan(Method.FULL, Precision.BF16, gpu="rtx-4090")
 
 
 def _no_single_fix() -> Plan:
-    """A 24B full fine-tune on a 24 GB card: no one change fits, a combination does.
+    """A 24B full fine-tune on a 32 GB card: no one change fits, a combination does.
 
-    (A 14B one no longer serves: the catalogue's 256 GB MI325X holds it alone.)
+    (A 14B one no longer serves: the catalogue's 256 GB MI325X holds it alone. On a 24 GB card
+    the combination, QLoRA on one GPU, is borderline since the estimate carries the range of
+    published QLoRA figures, issue 22: the card's capacity lies within it.)
     """
     base = default_plan()
     return plan_for_model(
@@ -37,7 +39,7 @@ def _no_single_fix() -> Plan:
         method=Method.FULL,
         precision=base.precision,
         workload=base.workload,
-        hardware=Hardware(gpu="rtx-4090"),
+        hardware=Hardware(gpu="rtx-5090"),
     )
 
 
@@ -137,7 +139,7 @@ def test_every_row_states_the_core_total(qtbot: Any, shown: MainWindow, unit: st
 
 def test_applying_the_combination(qtbot: Any, shown: MainWindow) -> None:
     plan = _no_single_fix()
-    # On this card alone: enough RTX 4090s (FSDP2 + TP 8 over 48 of them) would be one change that fits.
+    # On this card alone: enough RTX 5090s (FSDP2 + TP 8 over 48 of them) would be one change that fits.
     shown.diagnosis.pin_boxes[Pin.GPU_COUNT].setChecked(True)
     panel = show_plan(qtbot, shown, plan)
     expected = diagnose(plan, pins=frozenset({Pin.GPU_COUNT}))
@@ -229,9 +231,11 @@ def test_updates_while_visible_coalesced(qtbot: Any, shown: MainWindow) -> None:
     settle(qtbot, panel)
     count = panel.refresh_count
     form = shown.workload_form.micro_batch
-    for value in (17, 18, 19, 20):  # a burst of edits: one diagnosis once it settles
+    # A burst of edits: one diagnosis once it settles. (At 20 the card's capacity lies within
+    # the estimate's range since issue 22: borderline; at 28 even its low end is over.)
+    for value in (25, 26, 27, 28):
         form.setValue(value)
-    assert shown.controller.plan.workload.micro_batch == 20
+    assert shown.controller.plan.workload.micro_batch == 28
     assert panel.stale and panel.refresh_count == count
     # The rest of the window is live: it redrew on every edit.
     assert shown.chart.bars()[-1].total_bytes == shown.controller.estimate.total_bytes
@@ -240,7 +244,7 @@ def test_updates_while_visible_coalesced(qtbot: Any, shown: MainWindow) -> None:
     assert panel.refresh_count == count + 1
     assert panel.diagnosis is not None and panel.diagnosis.estimate.plan == shown.controller.plan
     assert "Out of memory" in panel.badge.text()
-    assert "(now 20)" in panel.limits["micro_batch"].text()
+    assert "(now 28)" in panel.limits["micro_batch"].text()
     assert all(row.apply.isEnabled() for row in panel.remedy_list.rows)
 
 

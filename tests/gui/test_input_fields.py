@@ -14,7 +14,7 @@ from PySide6.QtWidgets import QCheckBox, QLabel
 from core.inputs import INPUTS, Input, Kind, input_at
 from core.plan import Accounting, Engine, Method, Plan, Strategy
 from core.presets import default_plan, plan_for_model
-from gui.forms.fields import ChoiceField, CountField, FloatField, IntField
+from gui.forms.fields import ChoiceField, CountField, FloatField, IntField, is_marked_invalid
 from gui.main_window import MainWindow
 
 
@@ -122,3 +122,24 @@ def test_an_edit_reaches_the_plan_at_the_fields_path(window: MainWindow) -> None
     assert window.controller.plan.inference.engine is Engine.VLLM
     window.accounting_form.params.edited.emit(0)  # an empty box: derived from the architecture
     assert window.controller.plan.model.params_override is None
+
+
+def test_an_advanced_input_lives_only_in_a_form_with_a_disclosure(window: MainWindow) -> None:
+    """An input marked advanced in a form without an "advanced" toggle could never be shown:
+    PYTORCH_CUDA_ALLOC_CONF and gradient clipping (issue 22) were such inputs."""
+    for form in window.forms:
+        if getattr(form, "advanced", None) is None:
+            hidden = [path for path in form._input_rows if form.inputs[path].advanced]
+            assert hidden == [], type(form).__name__
+
+
+def test_the_allocator_setting_is_typed_refused_with_pytorchs_reason_and_applied(window: MainWindow) -> None:
+    window.controller.set_plan(default_plan())
+    form = window.hardware_form
+    field = form.fields["hardware.alloc_conf"]
+    assert form.form.isRowVisible(field)
+    field.edited.emit("max_split_size_mb:4")  # PyTorch: "must be >= 20"
+    assert window.controller.plan.hardware.alloc_conf == ""
+    assert is_marked_invalid(field) and ">= 20" in field.toolTip()
+    field.edited.emit("expandable_segments:True")
+    assert window.controller.plan.hardware.alloc_conf == "expandable_segments:True"

@@ -33,7 +33,15 @@ from core.plan import Plan
 from core.units import GB, GiB
 from core.verdict import Mode
 from gui.chart.geometry import inference_bars, training_bars
-from gui.forms.fields import CatalogueField, ChoiceField, CountField, FloatField, IntField, is_marked_invalid
+from gui.forms.fields import (
+    CatalogueField,
+    ChoiceField,
+    CountField,
+    FloatField,
+    IntField,
+    SettingField,
+    is_marked_invalid,
+)
 from gui.main_window import MainWindow
 from tests.gui.test_chart import heights
 
@@ -219,6 +227,8 @@ def check_forms(window: MainWindow) -> None:
             assert widget.currentIndex() == index, key
         elif isinstance(widget, QCheckBox):
             assert widget.isChecked() == want, key
+        elif isinstance(widget, SettingField):
+            assert widget.text() == want, key
         else:
             assert widget.value() == want, key  # type: ignore[attr-defined]
 
@@ -247,6 +257,14 @@ def expected_values(window: MainWindow, plan: Plan) -> dict[str, Any]:
         "chunked_loss": plan.chunked_loss,
         "stack": plan.stack.value,
         "float8": plan.float8.value,
+        "fused_loss": plan.fused_loss,
+        "grad_clip": plan.grad_clip,
+        "optimizer_in_backward": plan.optimizer_in_backward,
+        "activation_offload": plan.activation_offload,
+        "bnb_legacy": plan.bnb_legacy,
+        "kbit_upcast": plan.kbit_upcast,
+        "lora.dropout": plan.lora.dropout,
+        "hardware.alloc_conf": h.alloc_conf,
         "workload.micro_batch": w.micro_batch,
         "workload.seq_len": w.seq_len,
         "workload.grad_accum": w.grad_accum,
@@ -377,6 +395,8 @@ class Monkey:
             return f"{key}: " + self.edit_spin(widget)
         if isinstance(widget, CountField):
             return f"{key}: " + self.type_text(widget, widget)
+        if isinstance(widget, SettingField):
+            return f"{key}: " + self.type_setting(widget)
         raise AssertionError(f"no monkey for {key}: {type(widget).__name__}")
 
     def type_text(self, widget: QWidget, line: QLineEdit) -> str:
@@ -388,6 +408,15 @@ class Monkey:
             line.end(False)
         type_keys(self.qtbot, line, text)
         return f"typed {text!r} then " + self.finish(widget, line)
+
+    def type_setting(self, line: SettingField) -> str:
+        """PYTORCH_CUDA_ALLOC_CONF: a setting PyTorch takes, one it refuses, or junk."""
+        settings = ("expandable_segments:True", "max_split_size_mb:512", "max_split_size_mb:4", "", junk(self.rng))
+        text = self.rng.choice(settings)
+        line.setFocus()
+        line.selectAll()
+        type_keys(self.qtbot, line, text)
+        return f"typed {text!r} then " + self.finish(line, line)
 
     def finish(self, widget: QWidget, line: QWidget) -> str:
         how = self.rng.choice(("enter", "tab", "focus-out", "escape", "stay", "backspace"))

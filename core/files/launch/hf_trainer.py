@@ -116,12 +116,16 @@ def trainer_keys(draft: Draft) -> dict[str, Any]:
     """TrainingArguments keys: workload, AMP flags, optimizer, memory savers and sharding."""
     plan = draft.plan
     full_checkpointing(draft)
+    if plan.chunked_loss and not plan.fused_loss:
+        draft.cannot(
+            "method.chunked_loss", "transformers has no chunked cross-entropy; Liger's fused one is --fused-loss"
+        )
     return {
         **batch_keys(draft),
         "bf16": plan.autocast is Autocast.BF16,
         "fp16": plan.autocast is Autocast.FP16,
         "gradient_checkpointing": plan.checkpointing,
-        "use_liger_kernel": plan.chunked_loss,
+        "use_liger_kernel": plan.fused_loss,
         **sharding(draft),
     }
 

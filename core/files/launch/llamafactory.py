@@ -86,6 +86,10 @@ def _precision(draft: Draft) -> dict[str, Any]:
 def export_llamafactory(plan: Plan, model_ref: str | None = None) -> Export:
     draft = Draft(plan)
     full_checkpointing(draft)
+    if plan.chunked_loss and not plan.fused_loss:
+        draft.cannot(
+            "method.chunked_loss", "LLaMA-Factory has no chunked cross-entropy; Liger's fused one is --fused-loss"
+        )
     document: dict[str, Any] = {
         "model_name_or_path": model_reference(draft, model_ref),
         "stage": "sft",
@@ -96,7 +100,7 @@ def export_llamafactory(plan: Plan, model_ref: str | None = None) -> Export:
         **_precision(draft),
         "disable_gradient_checkpointing": not plan.checkpointing,
         "flash_attn": FLASH_ATTN[plan.attention],
-        "enable_liger_kernel": plan.chunked_loss,
+        "enable_liger_kernel": plan.fused_loss,
         **sharding(draft),
     }
     lines = ["LLaMA-Factory config written by VRAM Planner. Add dataset, template and output_dir, then:",

@@ -13,19 +13,19 @@ from __future__ import annotations
 
 from typing import Any, Final
 
-from core.files.runconfig.common import OddValues, finish, hf_optimizer, lora_targets, sharding
+from core.files.runconfig.common import OddValues, finish, hf_optimizer, lora_targets, recipe_numbers, sharding
 from core.files.runconfig.reading import Taker
 from core.files.runconfig.result import ConfigKind, RunConfig
 
 IRRELEVANT: Final = (
     "model_type", "tokenizer_type", "tokenizer_config", "base_model_config", "strict", "datasets",
     "test_datasets", "dataset_prepared_path", "val_set_size", "output_dir", "lora_model_dir",
-    "lora_dropout", "lora_fan_in_fan_out", "wandb_project", "wandb_entity", "wandb_watch", "wandb_name",
+    "lora_fan_in_fan_out", "wandb_project", "wandb_entity", "wandb_watch", "wandb_name",
     "wandb_log_model", "num_epochs", "max_steps", "lr_scheduler", "learning_rate", "train_on_inputs",
     "group_by_length", "early_stopping_patience", "resume_from_checkpoint", "local_rank", "logging_steps",
     "warmup_steps", "warmup_ratio", "evals_per_epoch", "eval_table_size", "saves_per_epoch", "save_steps",
     "debug", "weight_decay", "special_tokens", "hub_model_id", "eval_sample_packing", "pad_to_sequence_len",
-    "max_grad_norm", "seed", "chat_template", "trust_remote_code", "save_total_limit",
+    "seed", "chat_template", "trust_remote_code", "save_total_limit",
     "eval_steps", "save_strategy", "eval_strategy", "adam_beta1", "adam_beta2", "adam_epsilon",
     "lr_scheduler_kwargs", "cosine_min_lr_ratio", "gradient_checkpointing_kwargs", "dataset_processes",
     "shuffle_merged_datasets", "tokens", "auto_resume_from_checkpoints", "save_safetensors",
@@ -172,7 +172,10 @@ ATTENTION_KEYS: Final = (
     ("flex_attention", "sdpa"),
     ("eager_attention", "eager"),
 )
-CHUNKED_LOSS_KEYS: Final = ("chunked_cross_entropy", "liger_fused_linear_cross_entropy", "cut_cross_entropy")
+# chunked_cross_entropy computes the loss in chunks; Liger's fused linear cross-entropy and
+# Cut Cross-Entropy run the head and the loss together, never making the logits whole.
+CHUNKED_LOSS_KEYS: Final = ("chunked_cross_entropy",)
+FUSED_LOSS_KEYS: Final = ("liger_fused_linear_cross_entropy", "cut_cross_entropy")
 
 
 def _memory_savers(taker: Taker) -> dict[str, Any]:
@@ -194,4 +197,11 @@ def _memory_savers(taker: Taker) -> dict[str, Any]:
         if taker.flag(key):
             s["chunked_loss"] = True
             taker.record("chunked_loss", True, key)
+    for key in FUSED_LOSS_KEYS:
+        if taker.flag(key):
+            s["fused_loss"] = True
+            taker.record("fused_loss", True, key)
+    if taker.flag("activation_offloading", "activation_offload"):
+        s["activation_offload"] = True
+    s.update(recipe_numbers(taker, "max_grad_norm", "lora_dropout"))
     return s

@@ -11,6 +11,7 @@ from core.files.runconfig.mapping import DTYPES, HF_DEFAULT_OPTIM, HF_OPTIMIZERS
 from core.files.runconfig.reading import Taker, read_json_document
 from core.files.runconfig.result import ConfigKind, RunConfig, RunSettings
 from core.model import normalise_lora_targets
+from core.units import finite_number
 
 # Names some frameworks use for the same matrices that core.model does not list.
 _EXTRA_TARGETS = {"output_proj": "o_proj"}  # torchtune's attention output
@@ -206,3 +207,21 @@ def _confined(folder: Path, value: str) -> tuple[Path | None, str]:
         reason = error.strerror if isinstance(error, OSError) and error.strerror else str(error)
         return None, f"skipped: the path cannot be opened ({reason})"
     return target, ""
+
+
+def recipe_numbers(taker: Taker, clip_key: str | None, dropout_key: str | None) -> dict[str, Any]:
+    """Gradient clipping (a max norm: 0 turns it off) and LoRA dropout (0 to 0.99), read where a
+    framework names them."""
+    s: dict[str, Any] = {}
+    for key, setting, high in ((clip_key, "grad_clip", 1e12), (dropout_key, "lora_dropout", 0.99)):
+        if key is None:
+            continue
+        value = taker.raw(key)
+        if value is None:
+            continue
+        number = finite_number(value)
+        if number is None or not 0 <= number <= high:
+            raise taker.fail(key, value, f"a number from 0 to {high:g}")
+        s[setting] = number > 0 if setting == "grad_clip" else float(number)
+        taker.record(setting, s[setting], key)
+    return s

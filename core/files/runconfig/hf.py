@@ -11,7 +11,15 @@ from __future__ import annotations
 
 from typing import Any, Final
 
-from core.files.runconfig.common import OddValues, dtype, finish, hf_optimizer, lora_targets, sharding
+from core.files.runconfig.common import (
+    OddValues,
+    dtype,
+    finish,
+    hf_optimizer,
+    lora_targets,
+    recipe_numbers,
+    sharding,
+)
 from core.files.runconfig.mapping import ATTENTION_KERNELS
 from core.files.runconfig.reading import Taker
 from core.files.runconfig.result import ConfigKind, RunConfig
@@ -24,7 +32,7 @@ DEFAULT_EVAL_BATCH: Final = 8
 IRRELEVANT: Final = (
     "output_dir", "overwrite_output_dir", "do_train", "do_eval", "do_predict", "eval_strategy",
     "evaluation_strategy", "prediction_loss_only", "eval_accumulation_steps", "eval_delay",
-    "learning_rate", "weight_decay", "adam_beta1", "adam_beta2", "adam_epsilon", "max_grad_norm",
+    "learning_rate", "weight_decay", "adam_beta1", "adam_beta2", "adam_epsilon",
     "num_train_epochs", "max_steps", "lr_scheduler_type", "lr_scheduler_kwargs", "warmup_ratio",
     "warmup_steps", "log_level", "log_level_replica", "log_on_each_node", "logging_dir",
     "logging_strategy", "logging_first_step", "logging_steps", "logging_nan_inf_filter",
@@ -53,7 +61,7 @@ IRRELEVANT: Final = (
     "model_revision", "trust_remote_code", "dataset_name", "dataset_config", "dataset_train_split",
     "dataset_test_split", "dataset_text_field", "dataset_kwargs", "dataset_num_proc",
     "dataset_mixer", "dataset_splits", "preprocessing_num_workers", "chat_template",
-    "lora_dropout", "lora_task_type", "use_rslora", "eos_token", "pad_token", "completion_only_loss",
+    "lora_task_type", "use_rslora", "eos_token", "pad_token", "completion_only_loss",
     "assistant_only_loss", "model_init_kwargs", "env", "beta", "temperature", "reward_weights",
     "sync_ref_model", "ref_model_mixup_alpha", "ref_model_sync_steps", "log_completions",
     "ds3_gather_for_generation", "vllm_device", "vllm_gpu_memory_utilization", "vllm_dtype",
@@ -91,8 +99,9 @@ def take_trainer_args(taker: Taker, odd: OddValues, framework: str) -> dict[str,
         s["checkpointing"] = checkpointing
     if taker.flag("use_liger_kernel"):
         # Liger's fused linear cross-entropy never materialises the full logits.
-        s["chunked_loss"] = True
-        taker.record("chunked_loss", True, "use_liger_kernel")
+        s["fused_loss"] = True
+        taker.record("fused_loss", True, "use_liger_kernel")
+    s.update(recipe_numbers(taker, "max_grad_norm", "lora_dropout"))
     taker.note("tf32", "TF32 matmuls change speed, not memory")
     taker.note("torch_compile", "torch.compile can lower activation memory; not modelled")
     s.update(sharding(taker, odd))

@@ -26,7 +26,7 @@ FLASH_ATTN: Final = {"fa2": "flash", "sdpa": "sdpa", "disabled": "eager"}
 IRRELEVANT: Final = (
     "stage", "do_train", "dataset", "eval_dataset", "dataset_dir", "template", "max_samples",
     "overwrite_cache", "preprocessing_num_workers", "plot_loss", "val_size", "trust_remote_code",
-    "lora_dropout", "use_rslora", "quantization_method", "flash_attn", "packing", "neat_packing",
+    "use_rslora", "quantization_method", "flash_attn", "packing", "neat_packing",
     "tokenized_path", "streaming", "buffer_size", "mix_strategy", "interleave_probs", "media_dir",
     "image_max_pixels", "video_max_pixels", "adapter_name_or_path", "export_dir",
 )  # fmt: skip
@@ -154,6 +154,6 @@ def _memory_savers(taker: Taker) -> dict[str, Any]:
         s["attention"] = FLASH_ATTN[flash]
         taker.record("attention", s["attention"], "flash_attn")
     if taker.flag("enable_liger_kernel"):
-        s["chunked_loss"] = True
-        taker.record("chunked_loss", True, "enable_liger_kernel")
+        s["fused_loss"] = True  # Liger's fused linear cross-entropy: no logits tensor
+        taker.record("fused_loss", True, "enable_liger_kernel")
     return s

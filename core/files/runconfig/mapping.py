@@ -118,6 +118,8 @@ def apply_settings(plan: Plan, settings: RunSettings, *, model_dtype: str | None
         lora["alpha"] = float(s.lora_alpha)
     if s.lora_targets is not None:
         lora["targets"] = s.lora_targets
+    if s.lora_dropout is not None:
+        lora["dropout"] = float(s.lora_dropout)
     if lora:
         changes["lora"] = replace(plan.lora, **lora) if plan.lora else LoraSettings(**lora)  # type: ignore[arg-type]
     roles = roles_for(plan, s.model_dtype or model_dtype, s)
@@ -138,6 +140,9 @@ def apply_settings(plan: Plan, settings: RunSettings, *, model_dtype: str | None
         changes["attention"] = Attention(s.attention)
     if s.chunked_loss is not None:
         changes["chunked_loss"] = s.chunked_loss
+    for recipe in ("fused_loss", "grad_clip", "optimizer_in_backward", "activation_offload", "kbit_upcast"):
+        if getattr(s, recipe) is not None:
+            changes[recipe] = getattr(s, recipe)
     workload = {
         name: getattr(s, name)
         for name in ("micro_batch", "seq_len", "grad_accum", "eval_batch")

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any, Final
 
-from core.files.runconfig.common import OddValues, finish, lora_targets
+from core.files.runconfig.common import OddValues, finish, lora_targets, recipe_numbers
 from core.files.runconfig.reading import Taker
 from core.files.runconfig.result import ConfigKind, RunConfig
 
@@ -19,7 +19,7 @@ DEFAULT_ALPHA: Final = 8
 
 IRRELEVANT: Final = (
     "peft_type", "task_type", "inference_mode", "init_lora_weights", "revision", "fan_in_fan_out",
-    "auto_mapping", "peft_version", "megatron_config", "megatron_core", "lora_dropout", "use_rslora",
+    "auto_mapping", "peft_version", "megatron_config", "megatron_core", "use_rslora",
     "loftq_config", "eva_config", "corda_config", "lora_ga_config", "layers_pattern", "use_qalora",
     "qalora_group_size", "ensure_weight_tying", "use_bdlora",
 )  # fmt: skip
@@ -45,6 +45,7 @@ def read_peft(document: dict[str, Any], where: str) -> RunConfig:
         alpha = DEFAULT_ALPHA
         taker.record("lora_alpha", alpha, f"default: LoraConfig.lora_alpha = {DEFAULT_ALPHA}")
     s["lora_rank"], s["lora_alpha"] = rank, alpha
+    s.update(recipe_numbers(taker, None, "lora_dropout"))
     s["lora_targets"] = lora_targets(taker, "target_modules", taker.names("target_modules"), odd)
     model_ref = taker.text("base_model_name_or_path")
     if model_ref:

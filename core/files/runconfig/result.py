@@ -50,6 +50,12 @@ SETTING_LABELS: Final = {
     "checkpoint_every": "Checkpoint every Nth block",
     "attention": "Attention kernel",
     "chunked_loss": "Loss in chunks",
+    "fused_loss": "Fused linear cross-entropy",
+    "grad_clip": "Gradient clipping",
+    "optimizer_in_backward": "Optimizer step in the backward",
+    "activation_offload": "Activation offloading",
+    "kbit_upcast": "prepare_model_for_kbit_training",
+    "lora_dropout": "LoRA dropout",
     "micro_batch": "Micro-batch per GPU",
     "grad_accum": "Gradient accumulation",
     "seq_len": "Sequence length",
@@ -83,6 +89,12 @@ class RunSettings:
     checkpoint_every: int | None = None  # layer policy: every Nth block
     attention: str | None = None  # a core.plan.Attention value
     chunked_loss: bool | None = None
+    fused_loss: bool | None = None  # Liger / Cut Cross-Entropy: head + loss fused
+    grad_clip: bool | None = None  # max_grad_norm / clip_grad_norm set
+    optimizer_in_backward: bool | None = None  # torchtune optimizer_in_bwd
+    activation_offload: bool | None = None  # torchtune / axolotl activation offloading
+    kbit_upcast: bool | None = None  # peft prepare_model_for_kbit_training
+    lora_dropout: float | None = None
     micro_batch: int | None = None
     grad_accum: int | None = None
     seq_len: int | None = None

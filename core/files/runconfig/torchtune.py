@@ -14,7 +14,7 @@ from __future__ import annotations
 import re
 from typing import Any, Final
 
-from core.files.runconfig.common import OddValues, finish, lora_targets
+from core.files.runconfig.common import OddValues, finish, lora_targets, recipe_numbers
 from core.files.runconfig.reading import Taker
 from core.files.runconfig.result import ConfigKind, RunConfig
 from core.units import finite_number
@@ -74,8 +74,8 @@ IRRELEVANT: Final = (
     "output_dir", "tokenizer._component_", "tokenizer.path", "checkpointer", "resume_from_checkpoint",
     "save_adapter_weights_only", "save_last_epoch_only", "epochs_to_save", "dataset", "seed", "shuffle",
     "lr_scheduler", "optimizer.lr", "optimizer.weight_decay", "optimizer.betas", "optimizer.eps",
-    "epochs", "max_steps_per_epoch", "clip_grad_norm", "metric_logger", "log_every_n_steps",
-    "log_peak_memory_stats", "log_level", "device", "profiler", "low_cpu_ram", "model.lora_dropout",
+    "epochs", "max_steps_per_epoch", "metric_logger", "log_every_n_steps",
+    "log_peak_memory_stats", "log_level", "device", "profiler", "low_cpu_ram",
     "tokenizer.prompt_template", "valid_data_files", "run_val_every_n_steps", "dataset_val",
 )  # fmt: skip
 
@@ -87,6 +87,23 @@ def _component(taker: Taker, key: str) -> str | None:
     if not isinstance(value, str) or not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_.]*", value):
         raise taker.fail(key, value, "a dotted Python name")
     return value
+
+
+def _memory_savers(taker: Taker) -> dict[str, Any]:
+    """Activation checkpointing and offloading, the chunked loss, optimizer-in-backward, gradient
+    clipping and the adapters' dropout, as torchtune's recipes name them."""
+    s: dict[str, Any] = {"checkpointing": taker.flag("enable_activation_checkpointing", "checkpointing")}
+    loss = _component(taker, "loss._component_")
+    if loss is not None:
+        s["chunked_loss"] = loss.rsplit(".", 1)[-1] in CHUNKED_LOSSES
+        taker.record("chunked_loss", s["chunked_loss"], "loss._component_")
+    if taker.flag("enable_activation_offloading", "activation_offload"):
+        s["activation_offload"] = True
+    taker.note("compile", "torch.compile can lower activation memory; not modelled")
+    if taker.flag("optimizer_in_bwd", "optimizer_in_backward"):
+        s["optimizer_in_backward"] = True
+    s.update(recipe_numbers(taker, "clip_grad_norm", "model.lora_dropout"))
+    return s
 
 
 def read_torchtune(document: dict[str, Any], where: str) -> RunConfig:
@@ -156,14 +173,7 @@ def read_torchtune(document: dict[str, Any], where: str) -> RunConfig:
                     if fused is not None
                     else "default: torch.optim.AdamW takes the foreach path on CUDA",
                 )
-    s["checkpointing"] = taker.flag("enable_activation_checkpointing", "checkpointing")
-    loss = _component(taker, "loss._component_")
-    if loss is not None:
-        s["chunked_loss"] = loss.rsplit(".", 1)[-1] in CHUNKED_LOSSES
-        taker.record("chunked_loss", s["chunked_loss"], "loss._component_")
-    taker.note("enable_activation_offloading", "activations offloaded to CPU: less GPU memory than modelled")
-    taker.note("compile", "torch.compile can lower activation memory; not modelled")
-    taker.note("optimizer_in_bwd", "optimizer step fused into backward: gradients are not all held at once")
+    s.update(_memory_savers(taker))
     taker.note("dataset.packed", "packing fills every sequence to max_seq_len")
     taker.note("fsdp_cpu_offload", "parameters offloaded to CPU are not modelled")
     model_dir = taker.text("checkpointer.checkpoint_dir")

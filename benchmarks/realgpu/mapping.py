@@ -1,0 +1,346 @@
+"""Each published real-GPU memory figure (memory_figures.json) as a Plan, or why it cannot be one.
+
+One function, :func:`map_figure`, reads a record's recipe and returns a :class:`Mapped`: the
+Plan the app would be given for that run, or the capabilities the app lacks to express it
+(each named, never dropped), plus whether the figure can be scored at all (a metric the
+source does not state, a padded batch whose length at the peak is unknown).
+
+The mapping's own choices are written here once, with their reason:
+
+- a recipe's unstated optimizer implementation is torch.optim's default on CUDA, foreach
+  (every source here runs torch.optim.AdamW directly or through HF Trainer's ``adamw_torch``,
+  transformers < 4.55 with torch < 2.8, where the fused default did not exist yet);
+- an unstated attention kernel is SDPA (lit-gpt and transformers' default);
+- FSDP1 (FULL_SHARD) is planned as FSDP2: both keep 1/N of every parameter, gradient and
+  optimizer state and gather one wrapped unit at a time (the flat-parameter bookkeeping
+  differs, not the bytes a rank holds);
+- a card outside the catalogue is a custom card of the memory its driver reports (A10G:
+  23,028 MiB; the 96 GB H100 of Grand Teton: 96 GiB; an unnamed "48 GB GPU": 48 GiB).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, Final
+
+from core.catalogue import find_model
+from core.dtypes import Autocast, Dtype, MpDtype, Quant
+from core.errors import PlanError
+from core.plan import (
+    Attention,
+    CheckpointPolicy,
+    Hardware,
+    LoraSettings,
+    Method,
+    Offload,
+    Optimizer,
+    OptimizerImpl,
+    Parallelism,
+    Plan,
+    Preset,
+    Strategy,
+    Workload,
+)
+from core.units import MiB
+
+GiB: Final = 2**30
+
+# Families for leave-one-source-out: figures written by the same people share a family, and a
+# constant is never fitted on the family it is scored on. torchtune's four entries are one
+# team; torchtitan is a different team, code and cluster; Trainy ran torchtitan's code on its
+# own machines; PEFT's method comparison and its accelerate docs are one organisation.
+FAMILY: Final = {
+    "torchtune-readme-flags-2024-11": "torchtune",
+    "torchtune-readme-llama31-2024-09": "torchtune",
+    "torchtune-tutorials-llama2-2024-04": "torchtune",
+    "torchtune-readme-llama2-2024-05": "torchtune",
+    "litgpt-resource-tables-2023": "lightning",
+    "litgpt-config-hub-2024": "lightning",
+    "peft-method-comparison-metamathqa": "huggingface",
+    "peft-docs-accelerate-2024-03": "huggingface",
+    "answerai-fsdp-qlora-bench-2024-03": "answerai",
+    "torchtitan-perf-2024-12": "torchtitan",
+    "trainy-whitefiber-h200-2025-06": "trainy",
+    "axolotl-example-readmes-2025": "axolotl",
+    "liger-hf-example-2024-08": "linkedin",
+    "ibm-fms-acceleration-a100-2025-02": "ibm",
+}
+
+# Cards outside gpus.json, by the memory their driver reports (decimal GB for custom_gpu).
+_CUSTOM_CARDS: Final = {
+    "NVIDIA A10G": 23_028 * MiB / 1e9,  # nvidia-smi on AWS g5: 23028MiB
+    "NVIDIA H100 SXM HBM2e 96 GB (Grand Teton, 500 W)": 96 * GiB / 1e9,
+    "48 GB GPU (unnamed)": 48 * GiB / 1e9,
+    "24 GB GPU (unnamed)": 24 * GiB / 1e9,
+    "80 GB GPU (unnamed)": 80 * GiB / 1e9,
+}
+# Cards named without their memory: the size the record's assumptions settle on.
+_NAMED_CARDS: Final = {
+    "A100": "a100-80gb-sxm",  # torchtune rows: the 60 GiB reading needs the 80 GB card
+    "NVIDIA A100 80GB": "a100-80gb-sxm",
+    "NVIDIA A100 40GB": "a100-40gb-sxm",
+}
+# An unnamed card: the figure does not depend on it (it only sets the verdict).
+_PLACEHOLDER_CARD: Final = "a100-80gb-sxm"
+
+_OPTIMIZERS: Final = {
+    "adamw": Optimizer.ADAMW,
+    "adamw8bit": Optimizer.ADAMW_8BIT,
+    "paged_adamw_32bit": Optimizer.PAGED_ADAMW,
+    "paged_adamw_8bit": Optimizer.PAGED_ADAMW_8BIT,
+}
+_ATTENTION: Final = {
+    None: Attention.SDPA,
+    "sdpa": Attention.SDPA,
+    "flash2": Attention.FLASH,
+    "flash3": Attention.FLASH,
+}
+_STRATEGY: Final = {
+    "fsdp1": Strategy.FSDP,
+    "fsdp2": Strategy.FSDP,
+    "ddp": Strategy.DDP,
+    "zero3": Strategy.ZERO3,
+    "single": Strategy.DDP,
+}
+# Target names of lit-gpt and torchtune, as the matrices they adapt.
+_TARGETS: Final = {
+    "query": ("q_proj",),
+    "key": ("k_proj",),
+    "value": ("v_proj",),
+    "projection": ("o_proj",),
+    "mlp": ("gate_proj", "up_proj", "down_proj"),
+    "output_proj": ("o_proj",),
+    "w1": ("gate_proj",),
+    "w2": ("down_proj",),
+    "w3": ("up_proj",),
+    "all linear": ("all-linear",),
+}
+_HEAD_TARGETS: Final = ("head", "output")
+# Scopes that are readings after the model is built and wrapped, before the first step.
+_INIT_SCOPES: Final = ("after model initialisation", "torch.cuda.memory_reserved right after fsdp wrapping")
+
+
+@dataclass(frozen=True)
+class Mapped:
+    """One figure: the plan the app is given for it, or what the app lacks to express it."""
+
+    figure: Mapping[str, Any]
+    plan: Plan | None
+    missing: tuple[str, ...] = ()  # capabilities the app lacks (empty: expressed)
+    unscored: str = ""  # why the figure is listed but not scored ("" when it is scored)
+    notes: tuple[str, ...] = field(default_factory=tuple)
+
+    @property
+    def id(self) -> str:
+        return str(self.figure["id"])
+
+    @property
+    def source(self) -> str:
+        return str(self.figure["source_id"])
+
+    @property
+    def family(self) -> str:
+        return FAMILY[self.source]
+
+    @property
+    def metric(self) -> str:
+        return str(self.figure["metric"])
+
+    @property
+    def expressible(self) -> bool:
+        return self.plan is not None and not self.missing
+
+    @property
+    def scored(self) -> bool:
+        return self.expressible and not self.unscored
+
+    @property
+    def model_init(self) -> bool:
+        """A reading taken after the model is built, before any step (weights only)."""
+        scope = str(self.figure["scope"]).lower()
+        return self.figure["recipe"]["micro_batch"] is None or scope.startswith(_INIT_SCOPES)
+
+
+def _missing(recipe: Mapping[str, Any]) -> list[str]:
+    """The capabilities a recipe needs that the app does not have."""
+    out = []
+    if recipe["catalogue_id"] is None:
+        out.append(f"model not in the catalogue ({recipe['model']})")
+    if recipe["method"] == "other":
+        out.append("PEFT / lit-gpt method other than LoRA, QLoRA or DoRA")
+    if recipe["compile"]:
+        out.append("torch.compile (issue 24)")
+    if recipe["float8"]:
+        out.append("float8 linears (issue 24)")
+    if recipe["optimizer"] is not None and recipe["optimizer"] not in _OPTIMIZERS:
+        out.append(f"optimizer {recipe['optimizer']}")
+    lora = recipe["lora"] or {}
+    if any(t in _HEAD_TARGETS for t in lora.get("targets", ())):
+        out.append("LoRA on the output head")
+    if any("target_parameters" in t for t in lora.get("targets", ())):
+        out.append("LoRA on MoE expert parameters (target_parameters)")
+    return out
+
+
+def _card(recipe: Mapping[str, Any]) -> Hardware:
+    gpu = recipe["gpu"]
+    if recipe["gpu_catalogue_id"]:
+        return Hardware(gpu=recipe["gpu_catalogue_id"], headroom=0.0)
+    if gpu in _CUSTOM_CARDS:
+        return Hardware(gpu="custom", custom_memory_gb=round(_CUSTOM_CARDS[gpu], 3), headroom=0.0)
+    return Hardware(gpu=_NAMED_CARDS.get(gpu, _PLACEHOLDER_CARD), headroom=0.0)
+
+
+def _targets(names: list[str]) -> tuple[str, ...]:
+    out: list[str] = []
+    for name in names:
+        out.extend(_TARGETS.get(name, (name,)))
+    return tuple(dict.fromkeys(out))
+
+
+def _roles(recipe: Mapping[str, Any], method: Method) -> dict[str, Any]:
+    stored = Dtype(recipe["weights_dtype"])
+    autocast = Autocast.NONE if _fsdp_mixed(recipe) is not None else Autocast(recipe["autocast"] or "none")
+    if _deepspeed_bf16(recipe):
+        stored = Dtype.BF16
+    adapter = Dtype(recipe["adapter_dtype"]) if recipe["adapter_dtype"] else Dtype.FP32
+    return {
+        "preset": Preset.CUSTOM,
+        "weight_dtype": stored,
+        "base_dtype": stored,
+        "adapter_dtype": adapter if method is not Method.FULL else Dtype.FP32,
+        "autocast": autocast,
+    }
+
+
+def _fsdp_mixed(recipe: Mapping[str, Any]) -> MpDtype | None:
+    """FSDP with float32 weights and bf16 compute gathers the weights in bf16 rather than
+    autocast them: FSDP2 as torchtitan runs it, MixedPrecisionPolicy(param_dtype=bf16,
+    reduce_dtype=fp32); FSDP1 under accelerate's bf16, MixedPrecision(param_dtype=bf16,
+    reduce_dtype=bf16) (accelerate sets the FSDP policy from its own mixed_precision). The
+    reduce dtype is returned; None when the recipe is not such a run."""
+    if recipe["weights_dtype"] != "fp32" or recipe["autocast"] != "bf16":
+        return None
+    return {"fsdp2": MpDtype.FP32, "fsdp1": MpDtype.BF16}.get(recipe["parallel"]["strategy"])
+
+
+def _deepspeed_bf16(recipe: Mapping[str, Any]) -> bool:
+    """DeepSpeed with ``bf16.enabled`` casts the model to bf16 and keeps float32 masters in the
+    optimizer: a float32-loaded model with bf16 autocast runs as bf16 weights under ZeRO."""
+    return (
+        recipe["parallel"]["strategy"].startswith("zero")
+        and recipe["weights_dtype"] == "fp32"
+        and recipe["autocast"] == "bf16"
+    )
+
+
+def _parallel(recipe: Mapping[str, Any]) -> Parallelism:
+    par = recipe["parallel"]
+    reduce = _fsdp_mixed(recipe)
+    gpus = int(par["gpus"] or 1)
+    nodes = int(par.get("nodes") or 1)
+    offload = {"none": Offload.NONE, "params": Offload.PARAMS, "optimizer": Offload.OPTIMIZER}[
+        recipe["cpu_offload"] or "none"
+    ]
+    return Parallelism(
+        nodes=nodes,
+        gpus_per_node=gpus // nodes,
+        strategy=_STRATEGY[par["strategy"]],
+        tensor_parallel=int(par.get("tp") or 1),
+        pipeline_parallel=int(par.get("pp") or 1),
+        context_parallel=int(par.get("cp") or 1),
+        offload=offload,
+        fsdp_param_dtype=MpDtype.BF16 if reduce is not None else MpDtype.STORED,
+        fsdp_reduce_dtype=reduce if reduce is not None else MpDtype.STORED,
+    )
+
+
+def _checkpointing(recipe: Mapping[str, Any]) -> dict[str, Any]:
+    mode = recipe["checkpointing"]
+    if mode in (None, "none"):
+        return {"checkpointing": False}
+    if mode == "op-sac":
+        return {"checkpointing": True, "checkpoint_policy": CheckpointPolicy.OP}
+    return {"checkpointing": True, "checkpoint_policy": CheckpointPolicy.FULL}
+
+
+def _bnb_legacy(recipe: Mapping[str, Any]) -> bool:
+    """bitsandbytes before 0.43.2 (its 4-bit matmul kept its input). A version given as
+    ">=0.43.0" is the release current when the figure was published (the record says which)."""
+    text = str(recipe["versions"].get("bitsandbytes") or "")
+    found = re.search(r"(\d+)\.(\d+)\.(\d+)", text)
+    if recipe["method"] != "qlora" or found is None:
+        return False
+    return tuple(int(g) for g in found.groups()) < (0, 43, 2)
+
+
+def _loss(recipe: Mapping[str, Any], family: str) -> dict[str, bool]:
+    """lit-gpt's head in 128-token chunks and torchtune's chunked output are chunked
+    cross-entropy; Liger, Cut Cross-Entropy and fms-acceleration's fused kernels are fused."""
+    if not recipe["fused_ce_or_liger"]:
+        return {}
+    return {"chunked_loss": True} if family in ("lightning", "torchtune") else {"fused_loss": True}
+
+
+def _plan(recipe: Mapping[str, Any], family: str) -> Plan:
+    method = Method(recipe["method"])
+    lora = recipe["lora"] or {}
+    model = find_model(recipe["catalogue_id"])
+    impl = recipe["optimizer_impl"] or "foreach"
+    workload = Workload(
+        micro_batch=int(recipe["micro_batch"] or 1),
+        seq_len=int(recipe["seq_len"] or 1),
+        grad_accum=int(recipe["grad_accum"] or 1),
+    )
+    return Plan(
+        model=model.spec,
+        model_id=model.id,
+        method=method,
+        lora=LoraSettings(
+            rank=int(lora.get("r", 8)),
+            alpha=float(lora.get("alpha", 16)),
+            dropout=float(lora.get("dropout") or 0.0),
+            targets=_targets(lora.get("targets", ["q_proj", "v_proj"])),
+        )
+        if lora
+        else LoraSettings(),
+        quant=Quant(recipe["quant"]) if recipe["quant"] else Quant.NF4,
+        double_quant=bool(recipe["double_quant"]),
+        optimizer=_OPTIMIZERS.get(recipe["optimizer"] or "adamw", Optimizer.ADAMW),
+        optimizer_impl=OptimizerImpl(impl),
+        attention=_ATTENTION[recipe["attention"]],
+        workload=workload,
+        optimizer_in_backward=bool(recipe["optimizer_in_backward"]),
+        activation_offload=bool(recipe["activation_offload"]),
+        bnb_legacy=_bnb_legacy(recipe),
+        kbit_upcast=bool(recipe["prepare_model_for_kbit_training"]) and method is Method.QLORA,
+        **_loss(recipe, family),
+        hardware=_card(recipe),
+        parallel=_parallel(recipe),
+        **_checkpointing(recipe),
+        **_roles(recipe, method),
+    )
+
+
+def _unscored(figure: Mapping[str, Any]) -> str:
+    if figure["not_comparable_reason"]:
+        return "not comparable: " + str(figure["not_comparable_reason"])
+    if figure["metric"] == "unknown":
+        return "metric not stated by the source (allocated, active or reserved)"
+    return ""
+
+
+def map_figure(figure: Mapping[str, Any]) -> Mapped:
+    """The plan for one figure of memory_figures.json, or the capabilities it lacks."""
+    recipe = figure["recipe"]
+    missing = _missing(recipe)
+    unscored = _unscored(figure)
+    if missing:
+        return Mapped(figure, None, tuple(missing), unscored)
+    try:
+        plan = _plan(recipe, FAMILY[str(figure["source_id"])])
+    except PlanError as error:
+        return Mapped(figure, None, (f"the plan refuses it: {error}",), unscored)
+    return Mapped(figure, plan, (), unscored)

@@ -1,0 +1,155 @@
+"""What the card holds beyond the allocated peak: the caching allocator's reserve and the
+runtime's own memory, each term with its arithmetic.
+
+Three figures describe one training step on one rank:
+
+- **allocated** (``torch.cuda.max_memory_allocated``): the tensors, phase by phase
+  (:mod:`core.training.detailed`);
+- **reserved** (``max_memory_reserved``, what the frameworks log as "reserved"): allocated
+  plus what the caching allocator keeps in its segments — the rounding of the segments the
+  weights were loaded into, the free blocks the activations leave in partly used segments,
+  the caches of the communication streams, cuBLAS's workspace (see :mod:`core.allocator`);
+- **nvidia-smi** (what the card has given the process): reserved plus the CUDA context and
+  NCCL's buffers, which PyTorch's allocator never sees.
+
+The card runs out of memory when the process cannot get more from it: when the nvidia-smi
+figure would pass the card's capacity. That figure is the one judged. Near the limit the
+allocator frees its cached blocks and retries before it fails (``malloc`` in
+CUDACachingAllocator.cpp), so the lowest the process can hold is the allocated peak plus
+the runtime: the bottom of the range the verdict reads (:mod:`core.estimate`).
+
+Every constant is in :mod:`core.runtime`, with its source.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from core.allocator import AllocatorConfig, parse_alloc_conf
+from core.breakdown import Bucket, BucketKey, Phase, Term, make_bucket
+from core.catalogue import intra_link_of
+from core.errors import PlanError
+from core.format import gb
+from core.plan import Plan
+from core.runtime import (
+    ALLOCATOR_FRAGMENTATION,
+    CUBLAS_WORKSPACE_BYTES,
+    CUDA_CONTEXT_BYTES,
+    EXPANDABLE_FRAGMENTATION,
+    NCCL_CHANNELS_FAST_LINK,
+    NCCL_CHANNELS_PCIE,
+    NCCL_CONNECTION_BYTES,
+    NCCL_CONNECTIONS_PER_CHANNEL,
+    SEGMENT_ROUNDING_PER_TENSOR_BYTES,
+)
+from core.units import MiB
+
+__all__ = ["CardTerms", "card_terms", "nccl_bytes", "weight_tensors"]
+
+_FAST_LINKS = ("nvlink", "xgmi")
+
+
+@dataclass(frozen=True)
+class CardTerms:
+    """Reserved − allocated, and nvidia-smi − reserved, itemised; ``basis`` is the activations'
+    high point the fragmentation term is a fraction of (the benchmark refits that fraction)."""
+
+    reserve: tuple[Term, ...]
+    runtime: tuple[Term, ...]
+    basis: float
+    fragmentation: float
+
+    @property
+    def reserve_bytes(self) -> float:
+        return float(sum(t.bytes for t in self.reserve))
+
+    @property
+    def runtime_bytes(self) -> float:
+        return float(sum(t.bytes for t in self.runtime))
+
+    def bucket(self) -> Bucket:
+        return make_bucket(
+            BucketKey.OVERHEAD,
+            [*self.reserve, *self.runtime],
+            note="reserved by the caching allocator beyond the allocated peak, and the runtime's own memory "
+            "(CUDA context, NCCL): nvidia-smi shows it, max_memory_allocated() does not",
+        )
+
+
+def allocator_config(plan: Plan) -> AllocatorConfig:
+    """The plan's PYTORCH_CUDA_ALLOC_CONF, already checked when the plan was built."""
+    try:
+        return parse_alloc_conf(plan.hardware.alloc_conf)
+    except PlanError:  # pragma: no cover - the Plan refuses it first
+        return AllocatorConfig()
+
+
+def nccl_bytes(plan: Plan) -> tuple[float, str]:
+    """NCCL's own buffers on one GPU of a multi-GPU plan, with the arithmetic."""
+    if plan.world_size <= 1:
+        return 0.0, ""
+    link = intra_link_of(plan.parallel.intra_link, plan.hardware.gpu)
+    fast = any(link.id.startswith(kind) for kind in _FAST_LINKS)
+    channels = NCCL_CHANNELS_FAST_LINK if fast else NCCL_CHANNELS_PCIE
+    total = channels * NCCL_CONNECTIONS_PER_CHANNEL * NCCL_CONNECTION_BYTES
+    formula = (
+        f"{channels} channels ({link.id}) × {NCCL_CONNECTIONS_PER_CHANNEL} connections × "
+        f"{NCCL_CONNECTION_BYTES / MiB:.2f} MiB (Simple 4 MiB + LL 0.5 MiB + LL128 4.69 MiB)"
+    )
+    return total, formula
+
+
+def weight_tensors(plan: Plan, layers: int | None = None, embedding: bool = True, head: bool = True) -> int:
+    """Parameter tensors of the model (or of ``layers`` blocks and the outside parts a rank holds)."""
+    model = plan.model
+    blocks = model.num_layers if layers is None else layers
+    return model.layer_tensors() * blocks + model.outside_tensors(embedding=embedding, head=head)
+
+
+def card_terms(
+    plan: Plan,
+    phases: tuple[Phase, ...],
+    stream_cache: list[Term],
+    where: tuple[int, bool, bool] | None = None,
+) -> CardTerms:
+    """The reserve and runtime terms of one rank whose step has ``phases``. ``stream_cache``:
+    what the framework's communication streams keep cached (FSDP2's reduce-scatter and
+    all-gather pools); ``where``: the rank's blocks and whether it holds the embedding and
+    the head (None: the whole model)."""
+    config = allocator_config(plan)
+    layers, embedding, head = where if where is not None else (plan.model.num_layers, True, True)
+    basis = max((p.bucket(BucketKey.ACTIVATIONS).bytes for p in phases), default=0.0)
+    tensors = weight_tensors(plan, layers, embedding, head)
+    reserve = [
+        Term(
+            "cuBLAS workspace (taken from the caching allocator at the first matmul)",
+            "≈ 32 MiB",
+            CUBLAS_WORKSPACE_BYTES,
+        )
+    ]
+    if config.expandable_segments:
+        fraction = EXPANDABLE_FRAGMENTATION
+        reserve.append(Term("expandable segments: one growing segment per stream", "20 MiB page per pool", 20 * MiB))
+    else:
+        fraction = ALLOCATOR_FRAGMENTATION
+        reserve.append(
+            Term(
+                "segment rounding of the weights (2 MiB segments)",
+                f"{tensors:,} tensors × ≈ 1 MiB",
+                tensors * SEGMENT_ROUNDING_PER_TENSOR_BYTES,
+            )
+        )
+    if basis and fraction:
+        reserve.append(
+            Term(
+                "free blocks the activations leave in partly used segments",
+                f"{fraction:g} × {gb(basis)} GB (the step's largest activations; fitted on real-GPU figures)",
+                fraction * basis,
+            )
+        )
+    reserve.extend(stream_cache)
+    runtime = [Term("CUDA context (driver, kernels)", "≈ 512 MiB per process", CUDA_CONTEXT_BYTES)]
+    nccl, formula = nccl_bytes(plan)
+    if nccl:
+        runtime.append(Term("NCCL buffers", formula, nccl))
+    return CardTerms(tuple(t for t in reserve if t.bytes), tuple(runtime), basis, fraction)

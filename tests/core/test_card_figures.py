@@ -1,0 +1,132 @@
+"""The three figures of a card (allocated, reserved, nvidia-smi), the range and the borderline
+verdict (issue 22). Constants: core.runtime (CUDA context 512 MiB, cuBLAS 32 MiB, NCCL's
+buffers per connection from NVIDIA/nccl src/init.cc, the fitted fragmentation fraction)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from core.catalogue import find_model
+from core.cli.app import main
+from core.estimate import JUDGED_FIGURE, estimate
+from core.plan import Accounting, Hardware, Method, Plan, Strategy, Workload
+from core.runtime import (
+    ALLOCATOR_FRAGMENTATION,
+    CUBLAS_WORKSPACE_BYTES,
+    CUDA_CONTEXT_BYTES,
+    NCCL_CONNECTION_BYTES,
+)
+from core.units import MiB
+from core.verdict import SEVERITY, VERDICT_LABELS, VERDICT_MEANINGS, Verdict, judge
+
+
+def lora_1b(**changes: object) -> Plan:
+    return Plan(
+        model=find_model("llama-3.2-1b").spec,
+        method=Method.LORA,
+        workload=Workload(micro_batch=4, seq_len=2048),
+        **changes,  # type: ignore[arg-type]
+    )
+
+
+def test_allocated_then_reserved_then_nvidia_smi() -> None:
+    est = estimate(lora_1b())
+    assert est.peak_bytes < est.reserved_bytes < est.total_bytes
+    terms = {t.label: t.bytes for t in est.buckets[-1].terms}
+    assert terms["CUDA context (driver, kernels)"] == CUDA_CONTEXT_BYTES == 512 * MiB
+    assert terms["cuBLAS workspace (taken from the caching allocator at the first matmul)"] == CUBLAS_WORKSPACE_BYTES
+    basis = est.worst.fragmentation_basis
+    assert terms["free blocks the activations leave in partly used segments"] == pytest.approx(
+        ALLOCATOR_FRAGMENTATION * basis
+    )
+    # What nvidia-smi adds over reserved is the runtime's own memory, outside PyTorch's allocator.
+    assert est.total_bytes - est.reserved_bytes == pytest.approx(CUDA_CONTEXT_BYTES)
+    # The overhead bucket is reserved − allocated plus the runtime, term by term.
+    assert est.buckets[-1].bytes == pytest.approx(est.total_bytes - est.peak_bytes)
+
+
+def test_nccl_buffers_on_more_than_one_gpu() -> None:
+    one = estimate(lora_1b(hardware=Hardware(gpu="h100-sxm")))
+    eight = estimate(lora_1b(hardware=Hardware(gpu="h100-sxm")).on_gpus(8, Strategy.DDP))
+    nccl = next(t for t in eight.buckets[-1].terms if t.label == "NCCL buffers")
+    # NVLink 4 between H100 SXMs: 16 channels × 2 connections × (4 MiB + 512 KiB + 4,915,200 B).
+    assert nccl.bytes == 16 * 2 * NCCL_CONNECTION_BYTES == 16 * 2 * (4 * MiB + 512 * 1024 + 4_915_200)
+    assert not any(t.label == "NCCL buffers" for t in one.buckets[-1].terms)
+    pcie = estimate(lora_1b(hardware=Hardware(gpu="rtx-4090")).on_gpus(2, Strategy.DDP))
+    assert next(t for t in pcie.buckets[-1].terms if t.label == "NCCL buffers").bytes == 2 * 2 * NCCL_CONNECTION_BYTES
+
+
+def test_fsdp_keeps_its_communication_streams_cached() -> None:
+    plan = lora_1b(hardware=Hardware(gpu="h100-sxm")).with_method(Method.FULL).on_gpus(8, Strategy.FSDP)
+    labels = [t.label for t in estimate(plan).buckets[-1].terms]
+    assert any(label.startswith("all-gather stream's cache") for label in labels)
+    assert any(label.startswith("reduce-scatter stream's cache") for label in labels)
+
+
+def test_the_verdict_reads_the_nvidia_smi_figure_and_its_range() -> None:
+    est = estimate(lora_1b())
+    judged = est.judgement()
+    assert judged.total_bytes == est.total_bytes
+    low, high = judged.range_bytes
+    assert low <= est.peak_bytes + CUDA_CONTEXT_BYTES + 1 < est.total_bytes < high
+    assert est.confidence is not None and est.confidence.text
+
+
+def test_borderline_when_the_capacity_lies_within_the_range() -> None:
+    # The rule on its own: 90 of 100 with a range of 80-110 is borderline; 70 (range 60-85)
+    # fits; 115 whose range starts at 104 is out of memory.
+    assert judge(90, 100, 0.0, low_bytes=80, high_bytes=110).verdict is Verdict.BORDERLINE
+    assert judge(70, 100, 0.1, low_bytes=60, high_bytes=85).verdict is Verdict.FITS
+    assert judge(95, 100, 0.1, low_bytes=90, high_bytes=99).verdict is Verdict.OVER_HEADROOM
+    assert judge(115, 100, 0.1, low_bytes=104, high_bytes=130).verdict is Verdict.OOM
+    assert judge(115, 100, 0.1, low_bytes=95, high_bytes=130).verdict is Verdict.BORDERLINE
+    assert SEVERITY[Verdict.OVER_HEADROOM] < SEVERITY[Verdict.BORDERLINE] < SEVERITY[Verdict.OOM]
+    assert VERDICT_LABELS[Verdict.BORDERLINE] == "Borderline" and "uncertainty" in VERDICT_MEANINGS[Verdict.BORDERLINE]
+
+
+def test_a_plan_near_the_card_is_borderline() -> None:
+    plan = lora_1b()
+    est = estimate(plan)
+    _, high = est.range_bytes
+    card = (est.total_bytes + high) / 2 / 1e9  # between the estimate and the top of its range
+    near = estimate(plan.with_hardware(gpu="custom", custom_memory_gb=card))
+    assert near.verdict is Verdict.BORDERLINE and not near.fits
+
+
+def test_lesson_accounting_has_no_range() -> None:
+    est = estimate(lora_1b(accounting=Accounting.LESSON))
+    assert est.confidence is None and est.range_bytes == (est.total_bytes, est.total_bytes)
+
+
+def test_dora_range_reaches_below_its_reference_cycle() -> None:
+    # DoRA's identity matrices (a reference cycle) stay in the figure, the bottom of the range
+    # leaves them out: what a run whose cyclic collector ran holds.
+    for method, below in ((Method.DORA, True), (Method.LORA, False)):
+        est = estimate(lora_1b().with_method(method))
+        assert est.confidence is not None
+        grow = 1 + est.confidence.low
+        released = est.peak_bytes * grow + CUDA_CONTEXT_BYTES  # every cached block given back
+        expected = min(est.total_bytes * grow, released)
+        if below:
+            assert est.range_bytes[0] < expected
+        else:
+            assert est.range_bytes[0] == pytest.approx(expected)
+
+
+def test_json_gives_the_three_figures_and_the_range(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["estimate", "--model", "llama-3.2-1b", "--method", "lora", "-b", "4", "-s", "2048", "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["judged_figure"] == JUDGED_FIGURE == "nvidia-smi"
+    assert data["peak_bytes"] < data["reserved_bytes"] < data["nvidia_smi_bytes"] == data["total_bytes"]
+    low, high = data["range_bytes"]
+    assert low < data["total_bytes"] < high and data["judgement"]["range_bytes"] == [low, high]
+    assert data["confidence"]["validated"] and data["overhead_terms"]
+
+
+def test_text_output_names_the_judged_figure(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["estimate", "--model", "llama-3.2-1b", "--method", "lora"]) == 0
+    out = capsys.readouterr().out
+    assert "max_memory_allocated" in out and "max_memory_reserved" in out and "judged on nvidia-smi" in out
+    assert "how sure:" in out

@@ -1,0 +1,94 @@
+"""The estimate against published real-GPU memory figures (benchmarks/realgpu/memory.py), whole:
+the benchmark runs in about a second, so CI runs all of it, not a light version.
+
+Issue 22's targets are not all met (docs/REAL_GPU_MEMORY.md says which and why), so this test
+does not assert them; ``python benchmarks/realgpu/memory.py --check`` exits 1 while they are
+missed. What it holds: every figure is mapped or listed with the capability it lacks, the
+scoring is leave-one-source-out, the shipped constant and the evidence table are the
+benchmark's own, and no metric gets worse than it was when this test was written (a ratchet:
+lower the ceilings when the estimate improves).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import sys
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+
+from core.runtime import ALLOCATOR_FRAGMENTATION
+
+ROOT = Path(__file__).resolve().parents[2]
+FOLDER = ROOT / "benchmarks" / "realgpu"
+# Median and worst |error| per metric, percent, leave-one-source-out (measured 2025-12 with the
+# estimate of this commit); a regression past them fails.
+CEILINGS = {"allocated": (8.0, 43.0), "reserved": (13.0, 41.0), "nvidia-smi": (10.0, 30.0), "boundary": (0.5, 0.5)}
+
+
+def _benchmark() -> ModuleType:
+    sys.path.insert(0, str(FOLDER))
+    try:
+        spec = importlib.util.spec_from_file_location("realgpu_memory_benchmark", FOLDER / "memory.py")
+        assert spec and spec.loader
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[spec.name] = module
+        spec.loader.exec_module(module)
+        return module
+    finally:
+        sys.path.remove(str(FOLDER))
+
+
+@pytest.fixture(scope="module")
+def bench() -> ModuleType:
+    return _benchmark()
+
+
+@pytest.fixture(scope="module")
+def result(bench: ModuleType) -> object:
+    return bench.run()
+
+
+def test_the_corpus_is_the_one_issue_22_asks_for() -> None:
+    corpus = json.loads((FOLDER / "memory_figures.json").read_text())
+    assert len(corpus["figures"]) >= 80 and len(corpus["sources"]) >= 8
+    for figure in corpus["figures"]:
+        assert figure["metric"] in ("allocated", "active", "reserved", "nvidia-smi", "boundary", "unknown")
+        assert figure["location"] and figure["quote"] and figure["recipe"]
+
+
+def test_every_figure_is_expressed_or_says_what_is_missing(result: object) -> None:
+    mapped = result.mapped  # type: ignore[attr-defined]
+    assert len(mapped) >= 300
+    for m in mapped:
+        assert m.expressible or m.missing, m.id
+        assert m.scored or m.missing or m.unscored, m.id
+    scored = result.rows  # type: ignore[attr-defined]
+    assert len(scored) >= 60 and len({r.mapped.source for r in scored}) >= 8
+
+
+def test_each_family_is_scored_with_the_constant_fitted_without_it(bench: ModuleType, result: object) -> None:
+    first = [bench.score_one(m, ALLOCATOR_FRAGMENTATION) for m in result.mapped if m.scored and m.metric != "boundary"]  # type: ignore[attr-defined]
+    for row in result.rows:  # type: ignore[attr-defined]
+        family = row.mapped.family
+        expected = bench.fit_fraction(r for r in first if r.mapped.family != family)
+        assert row.fitted == expected == result.fitted_without[family]  # type: ignore[attr-defined]
+
+
+def test_the_shipped_constant_is_the_fit_on_every_family(result: object) -> None:
+    assert abs(result.fitted_all - ALLOCATOR_FRAGMENTATION) < 0.0005  # type: ignore[attr-defined]
+
+
+def test_the_evidence_table_is_the_benchmarks(bench: ModuleType, result: object) -> None:
+    assert (ROOT / "core" / "evidence.py").read_text() == bench.evidence_source(result.rows), (  # type: ignore[attr-defined]
+        "run python benchmarks/realgpu/memory.py --write-evidence"
+    )
+
+
+def test_no_metric_gets_worse(bench: ModuleType, result: object) -> None:
+    summaries = bench.summaries(result.rows)  # type: ignore[attr-defined]
+    for metric, (median_ceiling, worst_ceiling) in CEILINGS.items():
+        _, median, worst, _ = summaries[metric]
+        assert median <= median_ceiling and worst <= worst_ceiling, (metric, median, worst)

@@ -1,0 +1,74 @@
+"""The config importers read the recipes of issue 22 where the tools name them, and never drop
+one silently: torchtune's optimizer_in_bwd, enable_activation_offloading, clip_grad_norm and
+model.lora_dropout; TrainingArguments' use_liger_kernel and max_grad_norm; axolotl's
+cut_cross_entropy / liger_fused_linear_cross_entropy, activation_offloading, max_grad_norm and
+lora_dropout; LLaMA-Factory's enable_liger_kernel; PEFT's adapter_config lora_dropout."""
+
+from __future__ import annotations
+
+from core.catalogue import find_model
+from core.files.runconfig import loads_run_config, plan_from_run
+from core.plan import Method, Plan
+
+BASE = Plan(model=find_model("llama-3.2-1b").spec)
+
+
+def read(text: str, name: str) -> tuple[Plan, dict[str, object]]:
+    run = loads_run_config(text.encode(), name)
+    assert not run.unknown, run.unknown
+    return plan_from_run(run, BASE, None), {f.setting: f.value for f in run.fields}
+
+
+def test_torchtune_recipes() -> None:
+    plan, fields = read(
+        "model:\n  _component_: torchtune.models.llama3_2.lora_llama3_2_1b\n  lora_rank: 8\n  lora_dropout: 0.05\n"
+        "batch_size: 2\noptimizer_in_bwd: false\nenable_activation_offloading: true\nclip_grad_norm: 1.0\n"
+        "enable_activation_checkpointing: true\n",
+        "lora.yaml",
+    )
+    assert plan.activation_offload and plan.grad_clip and plan.lora.dropout == 0.05
+    assert fields["activation_offload"] is True and fields["grad_clip"] is True
+    plan, _ = read(
+        "model:\n  _component_: torchtune.models.llama3_2.llama3_2_1b\nbatch_size: 2\noptimizer_in_bwd: true\n",
+        "full.yaml",
+    )
+    assert plan.optimizer_in_backward and plan.method is Method.FULL
+
+
+def test_trainer_arguments_liger_and_clipping() -> None:
+    plan, fields = read(
+        '{"model_name_or_path": "meta-llama/Llama-3.2-1B", "use_liger_kernel": true, "max_grad_norm": 0.0, '
+        '"lora_dropout": 0.1, "use_peft": true, "lora_r": 8}',
+        "sft.json",
+    )
+    assert plan.fused_loss and not plan.chunked_loss and not plan.grad_clip and plan.lora.dropout == 0.1
+    assert fields["fused_loss"] is True and fields["grad_clip"] is False
+
+
+def test_axolotl_fused_losses_and_offloading() -> None:
+    plan, _ = read(
+        "base_model: meta-llama/Llama-3.2-1B\nadapter: lora\nlora_r: 8\nlora_dropout: 0.05\n"
+        "cut_cross_entropy: true\nactivation_offloading: true\nmax_grad_norm: 1.0\nmicro_batch_size: 1\n"
+        "sequence_len: 2048\n",
+        "axolotl.yaml",
+    )
+    assert plan.fused_loss and plan.activation_offload and plan.grad_clip and plan.lora.dropout == 0.05
+    plan, _ = read("base_model: meta-llama/Llama-3.2-1B\nchunked_cross_entropy: true\n", "axolotl.yaml")
+    assert plan.chunked_loss and not plan.fused_loss
+
+
+def test_llamafactory_liger_is_the_fused_loss() -> None:
+    plan, _ = read(
+        "model_name_or_path: meta-llama/Llama-3.2-1B\nstage: sft\nfinetuning_type: lora\nenable_liger_kernel: true\n"
+        "lora_dropout: 0.1\nmax_grad_norm: 1.0\n",
+        "llamafactory.yaml",
+    )
+    assert plan.fused_loss and plan.lora.dropout == 0.1 and plan.grad_clip
+
+
+def test_peft_adapter_config_dropout() -> None:
+    plan, _ = read(
+        '{"peft_type": "LORA", "r": 16, "lora_alpha": 32, "lora_dropout": 0.05, "target_modules": ["q_proj"]}',
+        "adapter_config.json",
+    )
+    assert plan.lora.dropout == 0.05
