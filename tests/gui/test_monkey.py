@@ -273,6 +273,7 @@ def expected_values(window: MainWindow, plan: Plan) -> dict[str, Any]:
         "hardware.gpu": h.gpu,
         "hardware.custom_memory_gb": h.custom_memory_gb,
         "hardware.custom_tflops": h.custom_tflops,
+        "hardware.custom_bandwidth_gb_s": h.custom_bandwidth_gb_s,
         "hardware.utilisation": h.utilisation,
         "hardware.headroom": h.headroom,
         "hardware.price_per_gpu_hour": h.price_per_gpu_hour,
