@@ -24,6 +24,7 @@ from typing import Any, Final
 from PySide6.QtCore import QByteArray, QSettings, QStandardPaths
 
 from core.errors import PlanError
+from core.inputs import DEFAULTS
 from core.model import model_from_dict
 from gui.format import UNITS, Unit
 
@@ -62,6 +63,9 @@ class CustomGpu:
     name: str
     memory_gb: float  # decimal GB, as its driver reports it
     tflops: float  # dense 16-bit peak
+    # Decimal GB/s; cards saved before it was kept read as the plan's default (the A100 80GB
+    # SXM's 2,039 GB/s, core/inputs.py), as a plan file without it does.
+    bandwidth_gb_s: float = DEFAULTS["hardware.custom_bandwidth_gb_s"]
 
 
 def _entry_name(value: object) -> str | None:
@@ -97,7 +101,8 @@ def _card(item: object) -> CustomGpu | None:
     name = _entry_name(item.get("name"))
     memory = _positive(item.get("memory_gb"), 1e6)
     tflops = _positive(item.get("tflops"), 1e7)
-    return CustomGpu(name, memory, tflops) if name and memory and tflops else None
+    bandwidth = _positive(item.get("bandwidth_gb_s", DEFAULTS["hardware.custom_bandwidth_gb_s"]), 1e6)
+    return CustomGpu(name, memory, tflops, bandwidth) if name and memory and tflops and bandwidth else None
 
 
 def _readable_model(data: object) -> bool:
@@ -278,7 +283,10 @@ class Settings:
         self._store_cards([c for c in self.custom_gpus if c.name != name])
 
     def _store_cards(self, cards: list[CustomGpu]) -> None:
-        data = [{"name": c.name, "memory_gb": c.memory_gb, "tflops": c.tflops} for c in cards]
+        data = [
+            {"name": c.name, "memory_gb": c.memory_gb, "tflops": c.tflops, "bandwidth_gb_s": c.bandwidth_gb_s}
+            for c in cards
+        ]
         self.store.setValue("catalogue/custom_gpus", json.dumps(data))
 
     def _custom_model_items(self) -> tuple[dict[str, dict[str, Any]], int]:

@@ -97,7 +97,7 @@ def gpu_sections(cards: list[CustomGpu]) -> list[tuple[str, list[Entry]]]:
     for group in GROUP_ORDER:
         members = sorted((g for g in gpus if g.group is group), key=lambda g: (g.memory_bytes, g.name))
         sections.append((GROUP_LABELS[group], [(gpu_label(g), g.id) for g in members]))
-    mine = [(f"{c.name} · {c.memory_gb:g} GB (yours)", MINE + c.name) for c in cards]
+    mine = [(f"{c.name} · {c.memory_gb:g} GB · {c.bandwidth_gb_s:,.0f} GB/s (yours)", MINE + c.name) for c in cards]
     sections.append((GROUP_LABELS[GpuGroup.CUSTOM], [*mine, (CUSTOM_LABEL, CUSTOM)]))
     return sections
 
@@ -311,7 +311,12 @@ class HardwareForm(PlanForm):
         if entry_id.startswith(MINE):
             for card in self._saved_cards():
                 if MINE + card.name == entry_id:
-                    return plan.with_hardware(gpu=CUSTOM, custom_memory_gb=card.memory_gb, custom_tflops=card.tflops)
+                    return plan.with_hardware(
+                        gpu=CUSTOM,
+                        custom_memory_gb=card.memory_gb,
+                        custom_tflops=card.tflops,
+                        custom_bandwidth_gb_s=card.bandwidth_gb_s,
+                    )
         return plan.with_hardware(gpu=entry_id)
 
     def _shown_gpu_id(self, plan: Plan) -> str:
@@ -319,7 +324,11 @@ class HardwareForm(PlanForm):
         if hw.gpu != CUSTOM:
             return hw.gpu
         for card in self._saved_cards():  # a saved card is the custom card with its figures
-            if (card.memory_gb, card.tflops) == (hw.custom_memory_gb, hw.custom_tflops):
+            if (card.memory_gb, card.tflops, card.bandwidth_gb_s) == (
+                hw.custom_memory_gb,
+                hw.custom_tflops,
+                hw.custom_bandwidth_gb_s,
+            ):
                 return MINE + card.name
         return CUSTOM
 
@@ -332,7 +341,7 @@ class HardwareForm(PlanForm):
         name = ask_entry_name(self, title, "Name for this card:", f"My GPU ({hw.custom_memory_gb:g} GB)")
         if name is None:
             return
-        card = CustomGpu(name, hw.custom_memory_gb, hw.custom_tflops)
+        card = CustomGpu(name, hw.custom_memory_gb, hw.custom_tflops, hw.custom_bandwidth_gb_s)
         names = [c.name for c in settings.custom_gpus]
         if not store_entry(
             self, title, "card", names, lambda: settings.add_custom_gpu(card), settings.forget_custom_gpu

@@ -164,3 +164,22 @@ def test_a_saved_model_that_no_longer_reads_is_not_offered(qtbot: Any, settings:
     qtbot.addWidget(main)
     picker = main.model_form.picker
     assert picker.findData("mine:broken") < 0 and picker.findData("mine:fine") >= 0
+
+
+def test_a_saved_card_keeps_its_bandwidth(window: MainWindow, settings: Settings, fake_dialogs: Any) -> None:
+    # Issue 28 item 20, left over: a saved custom card kept memory and TFLOP/s but not the
+    # bandwidth, so picking it again decoded at the default card's 2,039 GB/s.
+    form = window.hardware_form
+    window.controller.update(
+        "hardware.gpu",
+        lambda p: p.with_hardware(gpu="custom", custom_memory_gb=24.0, custom_tflops=80.0, custom_bandwidth_gb_s=500.0),
+    )
+    fake_dialogs.paths.append("Slow card")
+    form.save_card.click()
+    assert settings.custom_gpus == [CustomGpu("Slow card", 24.0, 80.0, 500.0)]
+    assert Settings(settings.store.fileName()).custom_gpus[0].bandwidth_gb_s == 500.0  # read back from disk
+    entry = form.gpu.findData("mine:Slow card")
+    window.controller.update("hardware.gpu", lambda p: p.with_hardware(gpu="rtx-4090"))
+    form.gpu.setCurrentIndex(entry)
+    form.gpu.activated.emit(entry)
+    assert window.controller.plan.hardware.custom_bandwidth_gb_s == 500.0
