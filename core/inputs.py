@@ -585,7 +585,9 @@ INPUTS: Final[tuple[Input, ...]] = (
           high=1.0, scale=100, decimals=1, step=5, zero_means="modelled"),
     # Calibrate from a short real run: the speed it showed, per GPU as torchtitan, Megatron and
     # llm-foundry log it, or its time per optimizer step; the estimate solves the utilisation.
-    Input("hardware.measured_tokens_per_s", Kind.FLOAT, "Measured speed", "Measured tokens per second per GPU",
+    # Short form labels ("Run speed", "Run step"): a label longer than "Peak override" widens the
+    # Plan column, and at 1024 × 700 the chart is what gives the room.
+    Input("hardware.measured_tokens_per_s", Kind.FLOAT, "Run speed", "Measured tokens per second per GPU",
           0.0,
           "Tokens per second per GPU a short run of this plan showed (torchtitan's tps, Megatron's "
           "throughput ÷ GPUs). The time is then solved to match it; change the plan afterwards and the "
@@ -593,7 +595,7 @@ INPUTS: Final[tuple[Input, ...]] = (
           ("--measured-tokens-per-s",), "calibrate: tokens/s per GPU your run of this plan showed",
           unit="tokens/s/GPU", low=0.001, high=1e9, step=100, zero_means="not measured",
           matters=lambda p: p.accounting is Accounting.DETAILED),
-    Input("hardware.measured_step_s", Kind.FLOAT, "Measured step", "Measured seconds per optimizer step", 0.0,
+    Input("hardware.measured_step_s", Kind.FLOAT, "Run step", "Measured seconds per optimizer step", 0.0,
           "Seconds per optimizer step a short run of this plan showed (used when no speed is given). "
           "0: not measured.",
           ("--measured-step-s",), "calibrate: seconds per optimizer step your run of this plan showed",

@@ -189,12 +189,17 @@ def bar_names(bars: list[BarSpec], peak_phase: str) -> list[str]:
 
 
 def two_lines(label: str) -> str:
-    """``label`` broken at the space nearest its middle ("backward\n(peak)")."""
+    """``label`` broken at the space nearest its middle ("backward\n(peak)"), or, with no space,
+    after the hyphen nearest it ("nvidia-\nsmi": the judged bar's name in a narrow slot)."""
     spaces = [i for i, char in enumerate(label) if char == " "]
-    if not spaces:
+    if spaces:
+        middle = min(spaces, key=lambda i: abs(i - len(label) / 2))
+        return f"{label[:middle]}\n{label[middle + 1 :]}"
+    hyphens = [i for i, char in enumerate(label) if char == "-" and 0 < i < len(label) - 1]
+    if not hyphens:
         return label
-    middle = min(spaces, key=lambda i: abs(i - len(label) / 2))
-    return f"{label[:middle]}\n{label[middle + 1 :]}"
+    middle = min(hyphens, key=lambda i: abs(i - len(label) / 2))
+    return f"{label[: middle + 1]}\n{label[middle + 1 :]}"
 
 
 def segment_at(stacked: dict[str, Segments], count: int, x: float, y: float) -> str:

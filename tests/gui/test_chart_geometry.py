@@ -73,6 +73,9 @@ def test_names_hit_testing_and_the_measured_mark() -> None:
     bars = [BarSpec("forward", {"weights": 10e9}, 10e9), BarSpec("backward", {"weights": 10e9, "gradients": 5e9}, 15e9)]
     assert geometry.bar_names(bars, "backward") == ["forward", "backward (peak)"]
     assert geometry.two_lines("peak + overhead") == "peak +\noverhead"
+    # The judged bar's name has no space: at 1024 x 700 it overran its 60 px slot by 2 px.
+    assert geometry.two_lines("nvidia-smi") == "nvidia-\nsmi"
+    assert geometry.two_lines("forward") == "forward" and geometry.two_lines("-x-") == "-x-"
     stacked = geometry.stack(bars, geometry.series_for("training"), GB)
     assert geometry.segment_at(stacked, 2, 1.0, 12.0) == "gradients"
     assert geometry.segment_at(stacked, 2, 1.0, 5.0) == "weights"
