@@ -13,7 +13,7 @@ from core.catalogue import GpuSpec, custom_gpu, find_gpu
 from core.checks import PlanWarning, plan_warnings
 from core.format import memory
 from core.params import ParamCounts, param_counts
-from core.plan import Offload, Plan
+from core.plan import Engine, Offload, Plan
 from core.serving.inference import InferenceEstimate, inference_estimate
 from core.training.compute import Compute, compute_estimate
 from core.training.host import HostMemory, host_memory
@@ -108,6 +108,10 @@ class Estimate:
         if mode is Mode.INFERENCE:
             inf = self.inference
             usable = self.capacity_bytes * (1.0 - headroom)
+            # llama.cpp's host part judged against the host RAM given: the verdict says which decides.
+            host = (Verdict.OOM if inf.host_ram_short else Verdict.FITS) if inf.host_ram_bytes else None
+            if inf.engine is Engine.LLAMACPP and host is not None:
+                return judge(inf.total_bytes, self.capacity_bytes, headroom, host)
             return Judgement(inf.verdict, inf.total_bytes, self.capacity_bytes, usable)
         host = self.host.verdict if self.host is not None else None  # None: RAM not given
         return judge(self.total_bytes, self.capacity_bytes, headroom, host)
@@ -146,6 +150,7 @@ def estimate(plan: Plan, gpu: GpuSpec | None = None) -> Estimate:
     ranks, worst_index = rank_memories(plan, counts, float(card.memory_bytes))
     worst = ranks[worst_index]
     host = host_memory(plan, counts)
+    serving = inference_estimate(plan, counts, card)
     return Estimate(
         plan=plan,
         gpu=card,
@@ -158,9 +163,9 @@ def estimate(plan: Plan, gpu: GpuSpec | None = None) -> Estimate:
         capacity_bytes=float(card.memory_bytes),
         summary_formula=worst.summary_formula,
         compute=compute_estimate(plan, counts, card),
-        inference=inference_estimate(plan, counts, card),
+        inference=serving,
         notes=worst.notes,
-        warnings=plan_warnings(plan) + _host_warnings(plan, host),
+        warnings=plan_warnings(plan) + _host_warnings(plan, host) + _llamacpp_host_warnings(serving),
         ranks=ranks,
         worst_rank=worst_index,
         host=host,
@@ -176,5 +181,20 @@ def _host_warnings(plan: Plan, host: HostMemory) -> tuple[PlanWarning, ...]:
             Mode.TRAINING,
             f"Host RAM is not given: each node needs {memory(host.bytes)} for the offloaded state and its "
             "processes; give the RAM (Host RAM per node, --host-ram-gb) to have it judged.",
+        ),
+    )
+
+
+def _llamacpp_host_warnings(serving: InferenceEstimate) -> tuple[PlanWarning, ...]:
+    """llama.cpp's host part (token embeddings, the layers not offloaded and their KV) judged
+    against the host RAM the plan gives."""
+    if not serving.host_ram_short:
+        return ()
+    return (
+        PlanWarning(
+            Mode.INFERENCE,
+            f"llama.cpp keeps {memory(serving.host_bytes)} in host memory (token embeddings, the layers not "
+            f"offloaded and their KV cache), more than the {memory(serving.host_ram_bytes)} of host RAM given: "
+            "offload more layers (--gpu-layers) or pick a smaller GGUF type.",
         ),
     )
