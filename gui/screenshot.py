@@ -4,7 +4,8 @@ Used for the README's docs/screenshot.png (the start-up plan) and, with ``--diag
 docs/diagnosis.png (the lesson's 7B model, full 16-bit fine-tuning, on a 24 GB card, with
 the Diagnosis tab open); ``--parallel`` renders docs/parallel.png (Llama 3.1 70B, full
 fine-tuning with FSDP2 on 16 H100s at 8,192 tokens); ``--serving`` renders docs/serving.png (Llama 3.1 8B on one H100
-with vLLM's defaults, Compute tab); ``--compare`` renders docs/comparison.png (four plans side
+with vLLM's defaults, Compute tab); ``--llamacpp`` Llama 3.1 8B as Q4_K_M on an RTX 4090 with 20 of
+32 layers offloaded (Serving tab); ``--compare`` renders docs/comparison.png (four plans side
 by side). ``--size 1280x720`` and ``--theme dark`` render the sizes and themes a README shows.
 No user settings are read or written (a temporary folder).
 """
@@ -33,6 +34,7 @@ def render(
     theme: str = "light",
     serving: bool = False,
     parallel: bool = False,
+    llamacpp: bool = False,
 ) -> None:
     os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
     from PySide6.QtCore import QSettings
@@ -68,6 +70,13 @@ def render(
             )
             window.controller.reset(plan.with_inference(engine="vllm", context=8192, concurrent=51))
             window.tabs.setCurrentWidget(window.compute_panel)
+        if llamacpp:
+            # A laptop-class case: Llama 3.1 8B as Q4_K_M on an RTX 4090, 20 of 32 layers offloaded.
+            from core.presets import plan_for_model
+
+            plan = plan_for_model("llama-3.1-8b").with_hardware(gpu="rtx-4090").with_parallel(host_ram_gb=32)
+            window.controller.reset(plan.with_inference(engine="llamacpp", context=8192, gpu_layers=20))
+            window.tabs.setCurrentWidget(window.inference_panel)
         if parallel:
             window.controller.reset(parallel_plan())
             window.tabs.setCurrentWidget(window.compute_panel)
@@ -174,7 +183,7 @@ def render_comparison(path: str, width: int = 1300, height: int = 1060) -> None:
 
 USAGE = (
     "usage: python -m gui.screenshot OUT.png [--size WIDTHxHEIGHT] [--theme light|dark]"
-    " [--inference] [--diagnosis] [--serving] [--parallel] [--compare]"
+    " [--inference] [--diagnosis] [--serving] [--llamacpp] [--parallel] [--compare]"
 )
 
 
@@ -214,11 +223,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         args[0],
         width,
         height,
-        mode="inference" if "--inference" in args or serving else "training",
+        mode="inference" if "--inference" in args or serving or "--llamacpp" in args else "training",
         diagnosis="--diagnosis" in args,
         theme=theme,
         serving=serving,
         parallel="--parallel" in args,
+        llamacpp="--llamacpp" in args,
     )
     return 0
 
