@@ -19,7 +19,8 @@ from typing import Any, Final
 
 from core.dtypes import CacheType, GgufQuant, KvDtype, WeightFormat
 from core.files.launch.common import Draft, Export, Target, command_words, header, model_reference
-from core.plan import DEFAULTS, ENGINE_LABELS, Engine, Plan
+from core.inputs import DEFAULTS
+from core.plan import ENGINE_LABELS, Engine, Plan
 
 MAX_CONTEXT: Final = 2**31 - 1  # common_params.n_ctx is an int32_t
 DEFAULT_UBATCH: Final = DEFAULTS["inference.ubatch"]  # -ub's default, 512 (common/common.h n_ubatch)
