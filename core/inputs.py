@@ -678,7 +678,7 @@ INPUTS: Final[tuple[Input, ...]] = (
     Input("inference.ubatch", Kind.INT, "Micro-batch", "llama.cpp micro-batch (n_ubatch)", 512,
           "llama.cpp's -ub: tokens one forward takes at most (512 by default); the compute buffer is sized for it.",
           ("--ubatch",), "llama.cpp: physical batch in tokens (512)", unit="tokens", low=1, high=MAX_SEQ,
-          advanced=True, matters=lambda p: p.inference.engine is Engine.LLAMACPP),
+          matters=lambda p: p.inference.engine is Engine.LLAMACPP),
     Input("inference.kv_dtype", Kind.ENUM, "KV cache", "KV cache storage", KvDtype.BF16,
           "Element type of the cached keys and values.",
           ("--kv-dtype",), "element type of the KV cache", labels=KV_LABELS,
