@@ -21,20 +21,27 @@ __all__ = [
     "DTYPE_BYTES",
     "DTYPE_LABELS",
     "ELEMENT_BYTES",
+    "GGML_BLOCKS",
+    "GGUF_LABELS",
     "HALF",
     "KV_BYTES",
     "MP_BYTES",
     "WEIGHT_LABELS",
     "Autocast",
+    "CacheType",
     "Dtype",
+    "GgmlType",
+    "GgufQuant",
     "KvDtype",
     "MpDtype",
     "Quant",
     "WeightFormat",
     "compute_dtype",
+    "ggml_row_bytes",
     "int4_group_bytes_per_weight",
     "matmul_dtype",
     "matrix_output_rows",
+    "mxfp4_bytes_per_weight",
     "nf4_bytes_per_weight",
     "quantised_matrix_bytes",
     "weight_bytes",
@@ -85,6 +92,7 @@ class WeightFormat(StrEnum):
     AWQ_INT4 = "awq-int4"
     GPTQ_INT4 = "gptq-int4"
     NF4 = "nf4"  # bitsandbytes 4-bit NormalFloat with double quantisation
+    MXFP4 = "mxfp4"  # OCP microscaling FP4: the MoE experts in 4 bits + one E8M0 scale per 32 (gpt-oss)
 
 
 class KvDtype(StrEnum):
@@ -107,6 +115,7 @@ WEIGHT_LABELS: Final = {
     WeightFormat.AWQ_INT4: "AWQ int4 (g128)",
     WeightFormat.GPTQ_INT4: "GPTQ int4 (g128)",
     WeightFormat.NF4: "bitsandbytes NF4",
+    WeightFormat.MXFP4: "MXFP4 experts (gpt-oss)",
 }
 
 # --- the one table ---------------------------------------------------------------------
@@ -206,11 +215,156 @@ def quantised_matrix_bytes(model: ModelSpec, fmt: WeightFormat, quantised: int, 
     return quantised * DENSE_BYTES[fmt]
 
 
+def mlp_matrix_params(model: ModelSpec) -> int:
+    """The MLP (every expert's) projection matrices: what an MXFP4 checkpoint stores in 4 bits."""
+    per_expert = (3 if model.gated_mlp else 2) * model.hidden_size * model.intermediate_size
+    return min(model.total_params(), round(model.num_layers * model.num_experts * per_expert * model.params_scale))
+
+
 def weight_bytes(model: ModelSpec, total_params: int, fmt: WeightFormat) -> float:
     """Stored weights: quantised formats cover the blocks' matrices; embeddings, the
     output head and norms stay in 16 bits (bitsandbytes, AWQ, GPTQ and vLLM's FP8 all
-    leave ``lm_head`` and ``embed_tokens`` unquantised by default)."""
+    leave ``lm_head`` and ``embed_tokens`` unquantised by default). MXFP4 covers the experts'
+    MLP matrices only: gpt-oss keeps attention, router, embeddings and head in bf16 (its
+    config's ``quantization_config.modules_to_not_convert``)."""
     if fmt in DENSE_BYTES:
         return total_params * DENSE_BYTES[fmt]
+    if fmt is WeightFormat.MXFP4:
+        mlp = mlp_matrix_params(model)
+        return mlp * mxfp4_bytes_per_weight() + (total_params - mlp) * HALF
     quantised = model.stored_matmul_params()
     return quantised_matrix_bytes(model, fmt, quantised) + (total_params - quantised) * HALF
+
+
+# --- MXFP4 (OCP Microscaling FP4, as gpt-oss checkpoints store their experts) ----------------
+# 32 E2M1 values (4 bits each) share one E8M0 scale byte: ggml's block_mxfp4 is
+# ``uint8_t e; uint8_t qs[QK_MXFP4/2]`` with QK_MXFP4 = 32 (ggml/src/ggml-common.h,
+# ggml-org/llama.cpp 01243c58), the layout vLLM's Mxfp4MoEMethod allocates too (uint8 weights
+# of hidden/2 bytes per row and one uint8 scale per 32).
+MXFP4_BLOCK: Final = 32
+
+
+def mxfp4_bytes_per_weight() -> float:
+    return ELEMENT_BYTES["fp4"] + 1 / MXFP4_BLOCK
+
+
+# --- GGUF: llama.cpp's storage types ----------------------------------------------------------
+class GgmlType(StrEnum):
+    """The storage type of one tensor in a GGUF file (``enum ggml_type``)."""
+
+    F32 = "f32"
+    F16 = "f16"
+    BF16 = "bf16"
+    Q4_0 = "q4_0"
+    Q4_1 = "q4_1"
+    Q5_0 = "q5_0"
+    Q5_1 = "q5_1"
+    Q8_0 = "q8_0"
+    Q2_K = "q2_k"
+    Q3_K = "q3_k"
+    Q4_K = "q4_k"
+    Q5_K = "q5_k"
+    Q6_K = "q6_k"
+    IQ1_S = "iq1_s"
+    IQ1_M = "iq1_m"
+    IQ2_XXS = "iq2_xxs"
+    IQ2_XS = "iq2_xs"
+    IQ2_S = "iq2_s"
+    IQ3_XXS = "iq3_xxs"
+    IQ3_S = "iq3_s"
+    IQ4_NL = "iq4_nl"
+    IQ4_XS = "iq4_xs"
+    MXFP4 = "mxfp4"
+
+
+# (values per block, bytes per block), each the struct of ggml/src/ggml-common.h at
+# ggml-org/llama.cpp commit 01243c587feceaa5d6a6c2305535ef2f549c48b8 (its static_asserts give
+# the sizes): ggml_half is 2 bytes, QK_K = 256.
+GGML_BLOCKS: Final[dict[GgmlType, tuple[int, int]]] = {
+    GgmlType.F32: (1, 4),
+    GgmlType.F16: (1, 2),
+    GgmlType.BF16: (1, 2),
+    GgmlType.Q4_0: (32, 2 + 16),  # d, qs[16]
+    GgmlType.Q4_1: (32, 2 + 2 + 16),  # d, m, qs[16]
+    GgmlType.Q5_0: (32, 2 + 4 + 16),  # d, qh[4], qs[16]
+    GgmlType.Q5_1: (32, 2 + 2 + 4 + 16),  # d, m, qh[4], qs[16]
+    GgmlType.Q8_0: (32, 2 + 32),  # d, qs[32]
+    GgmlType.Q2_K: (256, 16 + 64 + 2 + 2),  # scales[16], qs[64], d, dmin: 2.625 bits
+    GgmlType.Q3_K: (256, 32 + 64 + 12 + 2),  # hmask[32], qs[64], scales[12], d: 3.4375 bits
+    GgmlType.Q4_K: (256, 2 + 2 + 12 + 128),  # d, dmin, scales[12], qs[128]: 4.5 bits
+    GgmlType.Q5_K: (256, 2 + 2 + 12 + 32 + 128),  # d, dmin, scales[12], qh[32], qs[128]: 5.5 bits
+    GgmlType.Q6_K: (256, 128 + 64 + 16 + 2),  # ql[128], qh[64], scales[16], d: 6.5625 bits
+    GgmlType.IQ1_S: (256, 2 + 32 + 16),  # d, qs[32], qh[8] (uint16): 1.5625 bits
+    GgmlType.IQ1_M: (256, 32 + 16 + 8),  # qs[32], qh[16], scales[8]: 1.75 bits
+    GgmlType.IQ2_XXS: (256, 2 + 64),  # d, qs[32] (uint16): 2.0625 bits
+    GgmlType.IQ2_XS: (256, 2 + 64 + 8),  # d, qs[32] (uint16), scales[8]: 2.3125 bits
+    GgmlType.IQ2_S: (256, 2 + 64 + 8 + 8),  # d, qs[64], qh[8], scales[8]: 2.5625 bits
+    GgmlType.IQ3_XXS: (256, 2 + 96),  # d, qs[96]: 3.0625 bits
+    GgmlType.IQ3_S: (256, 2 + 64 + 8 + 32 + 4),  # d, qs[64], qh[8], signs[32], scales[4]: 3.4375 bits
+    GgmlType.IQ4_NL: (32, 2 + 16),  # d, qs[16]
+    GgmlType.IQ4_XS: (256, 2 + 2 + 4 + 128),  # d, scales_h, scales_l[4], qs[128]: 4.25 bits
+    GgmlType.MXFP4: (MXFP4_BLOCK, 1 + 16),  # e (E8M0), qs[16]
+}
+
+
+def ggml_row_bytes(kind: GgmlType, row: int) -> float:
+    """Bytes of one row of ``row`` values stored as ``kind`` (ggml_row_size)."""
+    values, size = GGML_BLOCKS[kind]
+    return row / values * size
+
+
+class GgufQuant(StrEnum):
+    """The file types ``llama-quantize`` writes (``enum llama_ftype``): each a default tensor
+    type and a mix of others per tensor (core.serving.llamacpp applies the mix)."""
+
+    F32 = "F32"
+    F16 = "F16"
+    BF16 = "BF16"
+    Q8_0 = "Q8_0"
+    Q6_K = "Q6_K"
+    Q5_K_M = "Q5_K_M"
+    Q5_K_S = "Q5_K_S"
+    Q5_1 = "Q5_1"
+    Q5_0 = "Q5_0"
+    Q4_K_M = "Q4_K_M"
+    Q4_K_S = "Q4_K_S"
+    Q4_1 = "Q4_1"
+    Q4_0 = "Q4_0"
+    IQ4_XS = "IQ4_XS"
+    IQ4_NL = "IQ4_NL"
+    Q3_K_L = "Q3_K_L"
+    Q3_K_M = "Q3_K_M"
+    Q3_K_S = "Q3_K_S"
+    IQ3_M = "IQ3_M"
+    IQ3_S = "IQ3_S"
+    IQ3_XS = "IQ3_XS"
+    IQ3_XXS = "IQ3_XXS"
+    Q2_K = "Q2_K"
+    Q2_K_S = "Q2_K_S"
+    IQ2_M = "IQ2_M"
+    IQ2_S = "IQ2_S"
+    IQ2_XS = "IQ2_XS"
+    IQ2_XXS = "IQ2_XXS"
+    IQ1_M = "IQ1_M"
+    IQ1_S = "IQ1_S"
+    MXFP4_MOE = "MXFP4_MOE"
+
+
+GGUF_LABELS: Final = {q: q.value for q in GgufQuant}
+
+
+class CacheType(StrEnum):
+    """llama.cpp's KV cache types (``-ctk`` / ``-ctv``, common/arg.cpp ``kv_cache_types``)."""
+
+    F16 = "f16"
+    BF16 = "bf16"
+    F32 = "f32"
+    Q8_0 = "q8_0"
+    Q5_1 = "q5_1"
+    Q5_0 = "q5_0"
+    Q4_1 = "q4_1"
+    Q4_0 = "q4_0"
+    IQ4_NL = "iq4_nl"
+
+
+CACHE_GGML: Final = {c: GgmlType(c.value) for c in CacheType}

@@ -16,7 +16,7 @@ from core.errors import PlanError
 from core.evidence import Confidence, confidence
 from core.format import memory
 from core.params import ParamCounts, param_counts
-from core.plan import Accounting, Offload, Plan
+from core.plan import Accounting, Engine, Offload, Plan
 from core.serving.inference import InferenceEstimate, inference_estimate
 from core.training.compute import MFU_CONVENTION, Compute, UtilisationSource, compute_estimate
 from core.training.host import HostMemory, host_memory
@@ -129,6 +129,10 @@ class Estimate:
         if mode is Mode.INFERENCE:
             inf = self.inference
             usable = self.capacity_bytes * (1.0 - headroom)
+            # llama.cpp's host part judged against the host RAM given: the verdict says which decides.
+            host = (Verdict.OOM if inf.host_ram_short else Verdict.FITS) if inf.host_ram_bytes else None
+            if inf.engine is Engine.LLAMACPP and host is not None:
+                return judge(inf.total_bytes, self.capacity_bytes, headroom, host)
             return Judgement(inf.verdict, inf.total_bytes, self.capacity_bytes, usable)
         host = self.host.verdict if self.host is not None else None  # None: RAM not given
         worst = self.worst
@@ -177,6 +181,7 @@ def estimate(plan: Plan, gpu: GpuSpec | None = None) -> Estimate:
     ranks, worst_index = rank_memories(plan, counts, float(card.memory_bytes))
     worst = ranks[worst_index]
     host = host_memory(plan, counts)
+    serving = inference_estimate(plan, counts, card)
     return Estimate(
         plan=plan,
         gpu=card,
@@ -189,9 +194,9 @@ def estimate(plan: Plan, gpu: GpuSpec | None = None) -> Estimate:
         capacity_bytes=float(card.memory_bytes),
         summary_formula=worst.summary_formula,
         compute=compute_estimate(plan, counts, card),
-        inference=inference_estimate(plan, counts, card),
+        inference=serving,
         notes=worst.notes,
-        warnings=plan_warnings(plan) + _host_warnings(plan, host),
+        warnings=plan_warnings(plan) + _host_warnings(plan, host) + _llamacpp_host_warnings(serving),
         ranks=ranks,
         worst_rank=worst_index,
         host=host,
@@ -235,3 +240,18 @@ def keep_calibration(before: Estimate, after: Plan) -> Plan:
     except PlanError:
         return modelled
     return calibrated
+
+
+def _llamacpp_host_warnings(serving: InferenceEstimate) -> tuple[PlanWarning, ...]:
+    """llama.cpp's host part (token embeddings, the layers not offloaded and their KV) judged
+    against the host RAM the plan gives."""
+    if not serving.host_ram_short:
+        return ()
+    return (
+        PlanWarning(
+            Mode.INFERENCE,
+            f"llama.cpp keeps {memory(serving.host_bytes)} in host memory (token embeddings, the layers not "
+            f"offloaded and their KV cache), more than the {memory(serving.host_ram_bytes)} of host RAM given: "
+            "offload more layers (--gpu-layers) or pick a smaller GGUF type.",
+        ),
+    )

@@ -52,6 +52,11 @@ def count(n: float) -> str:
     return f"{n:g}"
 
 
+def counted(n: int, noun: str, plural: str = "") -> str:
+    """A count with its noun in the number it takes: "1 request", "32 requests", "2,048 tokens"."""
+    return f"{n:,} {noun if n == 1 else plural or noun + 's'}"
+
+
 def hours(value: float) -> str:
     """Hours as every view gives them: two decimals under one hour (0.72 h), else one (6.7 h,
     1,234.5 h); no finite value (no compute throughput) reads as such."""

@@ -34,9 +34,12 @@ from core.allocator import parse_alloc_conf
 from core.dtypes import (
     AUTOCAST_LABELS,
     DTYPE_LABELS,
+    GGUF_LABELS,
     WEIGHT_LABELS,
     Autocast,
+    CacheType,
     Dtype,
+    GgufQuant,
     KvDtype,
     MpDtype,
     Quant,
@@ -174,10 +177,47 @@ class Engine(StrEnum):
     HF = "hf"  # Hugging Face transformers model.generate(): one static batch
     VLLM = "vllm"  # vLLM: paged KV pool sized at start-up, continuous batching
     SGLANG = "sglang"  # SGLang: token pool of mem_fraction_static less the weights
+    LLAMACPP = "llamacpp"  # llama.cpp's llama-server (and Ollama's runner): a GGUF file, layers offloaded
+
+
+class VllmVersion(StrEnum):
+    """The vLLM release line whose start-up rules apply (core.serving.vllm_versions: one era
+    of rules per range of releases, each citing where it was read)."""
+
+    V0_6 = "0.6"
+    V0_7 = "0.7"
+    V0_8 = "0.8"
+    V0_9 = "0.9"
+    V0_10 = "0.10"
+    V0_11 = "0.11"
+    V0_12 = "0.12"
+    V0_13 = "0.13"
+    V0_14 = "0.14"
+    V0_15 = "0.15"
+    V0_16 = "0.16"
+    V0_17 = "0.17"
+    V0_18 = "0.18"
+    V0_19 = "0.19"
+    V0_20 = "0.20"
+    V0_21 = "0.21"
+    V0_22 = "0.22"
+    V0_23 = "0.23"
+    V0_24 = "0.24"
+    V0_25 = "0.25"
+    V0_26 = "0.26"
+    V0_27 = "0.27"
+    V0_28 = "0.28"
 
 
 # Display labels, in the order the forms list them.
-ENGINE_LABELS: Final = {Engine.HF: "Hugging Face generate", Engine.VLLM: "vLLM", Engine.SGLANG: "SGLang"}
+ENGINE_LABELS: Final = {
+    Engine.HF: "Hugging Face generate",
+    Engine.VLLM: "vLLM",
+    Engine.SGLANG: "SGLang",
+    Engine.LLAMACPP: "llama.cpp / Ollama",
+}
+VLLM_VERSION_LABELS: Final = {v: v.value for v in VllmVersion}
+CACHE_TYPE_LABELS: Final = {c: c.value for c in CacheType}
 METHOD_LABELS: Final = {
     Method.FULL: "Full fine-tuning",
     Method.LORA: "LoRA",
@@ -274,6 +314,7 @@ MAX_GPUS: Final = 1_000_000
 MAX_RANK: Final = 65_536
 MAX_DEGREE: Final = 4096
 MAX_PARALLEL: Final = 1024  # a serving split's degree
+MAX_LAYERS_FLAG: Final = 100_000  # -ngl: any count past the model's layers means "all of them"
 MAX_BUCKET_ELEMENTS: Final = 10**13  # DeepSpeed bucket / prefetch / live sizes, in elements
 # Layer SAC's N: past the block count it checkpoints nothing, so any bound above the deepest
 # model works; 1024 is far above every catalogue model's layer count.
@@ -685,7 +726,8 @@ INPUTS: Final[tuple[Input, ...]] = (
           "is shown but not judged.",
           ("--host-ram-gb",), "RAM per node in GB (default: not given, not judged)", unit="GB", low=0.01,
           high=1e9, step=64, zero_means="not given",
-          matters=lambda p: p.parallel.offload is not Offload.NONE or _node_split(p)),
+          matters=lambda p: p.parallel.offload is not Offload.NONE or _node_split(p)
+          or p.inference.engine is Engine.LLAMACPP),
     Input("parallel.intra_link", Kind.TEXT, "In a node", "Link within a node", "auto",
           "How the GPUs of one node talk to each other (per GPU and direction, the catalogue's peak); "
           "auto: the card's own (NVLink on SXM parts, else its PCIe generation).",
@@ -740,14 +782,47 @@ INPUTS: Final[tuple[Input, ...]] = (
           matters=lambda p: p.parallel.strategy is Strategy.ZERO3),
     # ---- serving ------------------------------------------------------------------------
     Input("inference.engine", Kind.ENUM, "Engine", "Engine", Engine.HF,
-          "Hugging Face generate runs one static batch; vLLM sizes a paged KV pool at start-up.",
-          ("--engine",), "hf: transformers generate; vllm: vLLM; sglang: SGLang", labels=ENGINE_LABELS),
+          "Hugging Face generate runs one static batch; vLLM and SGLang size a paged KV pool at start-up; "
+          "llama.cpp (and Ollama's runner) loads a GGUF file and offloads its layers to the GPU.",
+          ("--engine",), "hf: transformers generate; vllm: vLLM; sglang: SGLang; llamacpp: llama.cpp / Ollama",
+          labels=ENGINE_LABELS),
+    Input("inference.vllm_version", Kind.ENUM, "vLLM version", "vLLM version", VllmVersion.V0_19,
+          "The vLLM release whose start-up rules apply: how it profiles, what it counts outside PyTorch, "
+          "whether it sets CUDA-graph memory aside before the KV cache (0.21 on), its default memory share.",
+          ("--vllm-version",), "vLLM release line (default 0.19, the release the rules were read from)",
+          labels=VLLM_VERSION_LABELS, matters=lambda p: p.inference.engine is Engine.VLLM),
     Input("inference.weight_dtype", Kind.ENUM, "Weights", "Weight storage", WeightFormat.BF16,
           "How the served weights are stored; quantised formats keep embeddings, head and norms in 16 bits.",
-          ("--weights",), "weight storage", labels=WEIGHT_LABELS),
+          ("--weights",), "weight storage", labels=WEIGHT_LABELS,
+          matters=lambda p: p.inference.engine is not Engine.LLAMACPP),
+    Input("inference.gguf_quant", Kind.ENUM, "GGUF type", "GGUF quantisation", GgufQuant.Q4_K_M,
+          "The GGUF file's type as llama-quantize names it: a default storage type and, for the K-quant "
+          "mixes, more bits for some tensors (the output matrix, half the attention V and FFN down matrices).",
+          ("--gguf",), "llama.cpp: the GGUF file type (Q4_K_M, Q8_0, IQ4_XS, F16, ...)", labels=GGUF_LABELS,
+          matters=lambda p: p.inference.engine is Engine.LLAMACPP),
+    Input("inference.gpu_layers", Kind.INT, "GPU layers", "GPU layers (n_gpu_layers)", 999,
+          "llama.cpp's -ngl: the last N repeating layers run on the GPU; one more puts the output layer "
+          "there too. The rest (and the token embeddings, always) stay in host RAM. 999: everything.",
+          ("--gpu-layers", "--ngl"), "llama.cpp: layers on the GPU (-ngl; 999: all)", unit="layers", low=0,
+          high=MAX_LAYERS_FLAG, matters=lambda p: p.inference.engine is Engine.LLAMACPP),
+    Input("inference.cache_type", Kind.ENUM, "KV cache type", "llama.cpp KV cache type", CacheType.F16,
+          "llama.cpp's -ctk / -ctv: f16, or q8_0 / q4_0 blocks of 32 values with one fp16 scale "
+          "(34 and 18 bytes per 32). A quantised V cache needs flash attention.",
+          ("--cache-type",), "llama.cpp: KV cache type for K and V (f16, q8_0, q4_0, ...)", labels=CACHE_TYPE_LABELS,
+          matters=lambda p: p.inference.engine is Engine.LLAMACPP),
+    Input("inference.flash_attention", Kind.BOOL, "Flash attention", "llama.cpp flash attention", True,
+          "llama.cpp's -fa: without it each layer's attention scores (context × batch × heads, float32) "
+          "sit in the compute buffer. Current builds turn it on where the GPU supports it.",
+          ("--flash-attention",), "llama.cpp: flash attention (default on; --no-flash-attention: off)",
+          matters=lambda p: p.inference.engine is Engine.LLAMACPP),
+    Input("inference.ubatch", Kind.INT, "Micro-batch", "llama.cpp micro-batch (n_ubatch)", 512,
+          "llama.cpp's -ub: tokens one forward takes at most (512 by default); the compute buffer is sized for it.",
+          ("--ubatch",), "llama.cpp: physical batch in tokens (512)", unit="tokens", low=1, high=MAX_SEQ,
+          matters=lambda p: p.inference.engine is Engine.LLAMACPP),
     Input("inference.kv_dtype", Kind.ENUM, "KV cache", "KV cache storage", KvDtype.BF16,
           "Element type of the cached keys and values.",
-          ("--kv-dtype",), "element type of the KV cache", labels=KV_LABELS),
+          ("--kv-dtype",), "element type of the KV cache", labels=KV_LABELS,
+          matters=lambda p: p.inference.engine is not Engine.LLAMACPP),
     Input("inference.concurrent", Kind.INT, "Concurrent", "Concurrent requests", 1,
           "Requests served at once, each with its own KV cache.",
           ("--concurrent",), "requests served at once", unit="requests", low=1, high=MAX_BATCH),
@@ -767,11 +842,18 @@ INPUTS: Final[tuple[Input, ...]] = (
     Input("inference.replicas", Kind.INT, "Replicas", "Replicas", 1,
           "Independent copies of the served model.",
           ("--replicas",), "independent copies of the served model", low=1, high=MAX_GPUS),
-    # vLLM's default fraction of each GPU it may use is 0.9.
-    Input("inference.gpu_memory_utilization", Kind.FLOAT, "GPU memory use", "GPU memory utilisation", 0.9,
-          "vLLM's gpu_memory_utilization: the share of each GPU it may use (default 90 %).",
-          ("--gpu-memory-utilization",), "vLLM: fraction of each GPU it may use (0.9)", unit="%",
-          low=0.01, high=1.0, scale=100, decimals=0, matters=lambda p: p.inference.engine is Engine.VLLM),
+    Input("inference.link", Kind.TEXT, "GPU link", "Link between the serving GPUs", "auto",
+          "What carries the tensor-parallel all-reduce: auto is the card's own (NVLink on SXM parts, else "
+          "its PCIe); a network link (ib-ndr400, roce-100) for ranks on different nodes.",
+          ("--serving-link",), "link of the tensor-parallel GPUs (default auto: the card's own)",
+          expected="auto or a link id from the catalogue", metavar="LINK",
+          matters=lambda p: p.inference.tensor_parallel > 1 and p.inference.engine is not Engine.LLAMACPP),
+    # 0: the version's default (0.9; 0.92 from 0.21: core.serving.vllm_versions).
+    Input("inference.gpu_memory_utilization", Kind.FLOAT, "GPU memory use", "GPU memory utilisation", 0.0,
+          "vLLM's gpu_memory_utilization: the share of each GPU it may use (its default: 90 %, 92 % from 0.21).",
+          ("--gpu-memory-utilization",), "vLLM: fraction of each GPU it may use (0: the version's default)",
+          unit="%", low=0.01, high=1.0, zero_means="default", scale=100, decimals=0,
+          matters=lambda p: p.inference.engine is Engine.VLLM),
     Input("inference.max_num_seqs", Kind.INT, "max_num_seqs", "max_num_seqs", 0,
           "Most requests vLLM schedules at once; 0: its default for the card.",
           ("--max-num-seqs",), "vLLM: most requests scheduled at once (0: its default)", low=0, high=MAX_BATCH,

@@ -16,7 +16,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from typing import Any, Final
 
-from core.dtypes import Autocast, Dtype, KvDtype, MpDtype, Quant, WeightFormat
+from core.catalogue import find_link
+from core.dtypes import Autocast, CacheType, Dtype, GgufQuant, KvDtype, MpDtype, Quant, WeightFormat
 from core.errors import PlanError
 from core.inputs import (
     ATTENTION_LABELS,
@@ -46,11 +47,14 @@ from core.inputs import (
     Preset,
     Stack,
     Strategy,
+    VllmVersion,
     checks_of,
     input_at,
     run_checks,
 )
 from core.model import ModelSpec, check_text
+
+UNQUANTISED_CACHE: Final = (CacheType.F16, CacheType.BF16, CacheType.F32)
 
 # The enums, labels and ranges of the inputs live in core.inputs; the Plan re-exports them for
 # the code that has always imported them from here.
@@ -71,9 +75,11 @@ __all__ = [
     "STRATEGY_LABELS",
     "Accounting",
     "Attention",
+    "CacheType",
     "CheckpointPolicy",
     "Engine",
     "Float8",
+    "GgufQuant",
     "Hardware",
     "Inference",
     "LessonSettings",
@@ -90,6 +96,7 @@ __all__ = [
     "Preset",
     "Stack",
     "Strategy",
+    "VllmVersion",
     "Workload",
     "precision_fields",
     "precision_of",
@@ -307,6 +314,13 @@ class Inference:
     max_num_seqs: int = DEFAULTS["inference.max_num_seqs"]  # vLLM scheduler limit; 0: its default
     max_num_batched_tokens: int = DEFAULTS["inference.max_num_batched_tokens"]  # vLLM; 0: its default
     mem_fraction_static: float = DEFAULTS["inference.mem_fraction_static"]  # SGLang; 0: its default
+    vllm_version: VllmVersion = DEFAULTS["inference.vllm_version"]  # the release whose rules apply
+    link: str = DEFAULTS["inference.link"]  # what carries the TP all-reduce; "auto": the card's own
+    gguf_quant: GgufQuant = DEFAULTS["inference.gguf_quant"]  # llama.cpp: the GGUF file type
+    gpu_layers: int = DEFAULTS["inference.gpu_layers"]  # llama.cpp -ngl
+    cache_type: CacheType = DEFAULTS["inference.cache_type"]  # llama.cpp -ctk / -ctv
+    flash_attention: bool = DEFAULTS["inference.flash_attention"]  # llama.cpp -fa
+    ubatch: int = DEFAULTS["inference.ubatch"]  # llama.cpp -ub
 
     def __post_init__(self) -> None:
         run_checks(self, _INFERENCE_CHECKS)
@@ -490,6 +504,31 @@ class Plan:
                 inf.pipeline_parallel,
                 f"at most {model.num_layers} stages",
                 f"the model has {model.num_layers} layers",
+            )
+        if inf.engine is Engine.LLAMACPP:
+            self._check_llamacpp()
+        elif inf.link.strip().lower() != "auto":
+            find_link(inf.link, "inference.link")
+
+    def _check_llamacpp(self) -> None:
+        """Refuse what llama.cpp refuses (ggml-org/llama.cpp src/llama-context.cpp, the stored
+        commit 145b6280 the launch exporter reads: "V cache quantization requires flash_attn"), and
+        a split the planner does not model: llama.cpp spreads layers over GPUs (``-sm layer``, the
+        plan's pipeline stages); its row split keeps the whole KV cache on the main GPU."""
+        inf = self.inference
+        if inf.tensor_parallel > 1:
+            raise PlanError(
+                "inference.tensor_parallel",
+                inf.tensor_parallel,
+                "1 with llama.cpp",
+                "llama.cpp splits the layers across GPUs: give them as pipeline stages (-sm layer)",
+            )
+        if inf.cache_type not in UNQUANTISED_CACHE and not inf.flash_attention:
+            raise PlanError(
+                "inference.cache_type",
+                inf.cache_type.value,
+                "f16, bf16 or f32 without flash attention",
+                "llama.cpp refuses it: V cache quantization requires flash_attn",
             )
 
     def _reconcile_roles(self) -> None:

@@ -4,7 +4,8 @@ Used for the README's docs/screenshot.png (the start-up plan) and, with ``--diag
 docs/diagnosis.png (the lesson's 7B model, full 16-bit fine-tuning, on a 24 GB card, with
 the Diagnosis tab open); ``--parallel`` renders docs/parallel.png (Llama 3.1 70B, full
 fine-tuning with FSDP2 on 16 H100s at 8,192 tokens); ``--serving`` renders docs/serving.png (Llama 3.1 8B on one H100
-with vLLM's defaults, Compute tab); ``--compare`` renders docs/comparison.png (four plans side
+with vLLM's defaults, Compute tab); ``--llamacpp`` Llama 3.1 8B as Q4_K_M on an RTX 4090 with 20 of
+32 layers offloaded (Serving tab); ``--compare`` renders docs/comparison.png (four plans side
 by side). ``--size 1280x720`` and ``--theme dark`` render the sizes and themes a README shows.
 ``--local`` shows what this machine would report (a stubbed RTX 4090 with 3,000 MiB held by
 another process, and two downloaded models), as the first start plans on it;
@@ -38,6 +39,7 @@ def render(
     parallel: bool = False,
     local: bool = False,
     export_target: str = "",
+    llamacpp: bool = False,
 ) -> None:
     os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
     from PySide6.QtCore import QSettings
@@ -57,7 +59,14 @@ def render(
         window = MainWindow(settings=settings)
         window.set_chart_mode(mode)
         window.resize(width, height)
-        _stage(window, diagnosis=diagnosis, serving=serving, parallel=parallel, local=local or bool(export_target))
+        _stage(
+            window,
+            diagnosis=diagnosis,
+            serving=serving,
+            llamacpp=llamacpp,
+            parallel=parallel,
+            local=local or bool(export_target),
+        )
         # The window sizes its docks itself (a share of the width, never below what the forms
         # need): a fixed [330, 470] squeezed the Diagnosis at 1920 px and the forms at 1280 px.
         window.show()
@@ -90,7 +99,7 @@ def render(
         window.close()
 
 
-def _stage(window: Any, *, diagnosis: bool, serving: bool, parallel: bool, local: bool) -> None:
+def _stage(window: Any, *, diagnosis: bool, serving: bool, llamacpp: bool, parallel: bool, local: bool) -> None:
     """The plan and tab each picture shows."""
     if diagnosis:
         from core.plan import Method, Precision
@@ -106,6 +115,13 @@ def _stage(window: Any, *, diagnosis: bool, serving: bool, parallel: bool, local
         plan = Plan(model=find_model("llama-3.1-8b").spec, model_id="llama-3.1-8b", hardware=Hardware(gpu="h100-sxm"))
         window.controller.reset(plan.with_inference(engine="vllm", context=8192, concurrent=51))
         window.tabs.setCurrentWidget(window.compute_panel)
+    if llamacpp:
+        # A laptop-class case: Llama 3.1 8B as Q4_K_M on an RTX 4090, 20 of 32 layers offloaded.
+        from core.presets import plan_for_model
+
+        plan = plan_for_model("llama-3.1-8b").with_hardware(gpu="rtx-4090").with_parallel(host_ram_gb=32)
+        window.controller.reset(plan.with_inference(engine="llamacpp", context=8192, gpu_layers=20))
+        window.tabs.setCurrentWidget(window.inference_panel)
     if parallel:
         window.controller.reset(parallel_plan())
         window.tabs.setCurrentWidget(window.compute_panel)
@@ -225,7 +241,7 @@ def render_comparison(path: str, width: int = 1300, height: int = 1060) -> None:
 
 USAGE = (
     "usage: python -m gui.screenshot OUT.png [--size WIDTHxHEIGHT] [--theme light|dark]"
-    " [--inference] [--diagnosis] [--serving] [--parallel] [--compare] [--local] [--export TARGET]"
+    " [--inference] [--diagnosis] [--serving] [--llamacpp] [--parallel] [--compare] [--local] [--export TARGET]"
 )
 
 
@@ -270,13 +286,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         args[0],
         width,
         height,
-        mode="inference" if "--inference" in args or serving else "training",
+        mode="inference" if "--inference" in args or serving or "--llamacpp" in args else "training",
         diagnosis="--diagnosis" in args,
         theme=theme,
         serving=serving,
         parallel="--parallel" in args,
         local="--local" in args,
         export_target=export_target,
+        llamacpp="--llamacpp" in args,
     )
     return 0
 

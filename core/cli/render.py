@@ -23,7 +23,7 @@ from core.estimate import (
     Verdict,
 )
 from core.format import count as format_count
-from core.format import hours, money
+from core.format import counted, hours, money
 from core.format import memory as format_memory
 from core.plan import ENGINE_LABELS, Accounting, Engine
 
@@ -220,9 +220,12 @@ def render_serving(est: Estimate, gib: bool = False) -> str:
         if inf.gpus > 1
         else ""
     )
+    if inf.engine is Engine.LLAMACPP:
+        storage = f"GGUF {plan.gguf_quant.value} · KV {plan.cache_type.value}"
+    else:
+        storage = f"weights {plan.weight_dtype.value} · KV {plan.kv_dtype.value}"
     lines = [
-        f"{est.plan.model.name} served by {engine} · weights {plan.weight_dtype.value} · "
-        f"KV {plan.kv_dtype.value} · {gpus}",
+        f"{est.plan.model.name} served by {engine} · {storage} · {gpus}",
         "",
         f"  weights per GPU        {fmt(inf.weights_bytes, gib):>14}",
         f"  KV cache               {fmt(inf.kv_cache_bytes, gib):>14}   "
@@ -246,9 +249,8 @@ def render_serving(est: Estimate, gib: bool = False) -> str:
     lines += [
         "",
         verdict_line(est.judgement(Mode.INFERENCE), est.plan.hardware.headroom, gib),
-        f"  at most {inf.max_concurrent:,} requests of {plan.context:,} tokens at once, or "
-        f"{inf.max_context:,} tokens each at {plan.concurrent:,} "
-        + ("request" if plan.concurrent == 1 else "requests"),
+        f"  at most {counted(inf.max_concurrent, 'request')} of {plan.context:,} tokens at once, or "
+        f"{inf.max_context:,} tokens each at {counted(plan.concurrent, 'request')}",
     ]
     if inf.queued and inf.max_concurrent:
         lines.append(

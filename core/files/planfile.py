@@ -63,6 +63,9 @@ _NESTED: Final = {
 }
 
 
+# The serving inputs of issue 23: a file without them reads as vLLM 0.19 (the rules every earlier
+# release of this program applied), the card's own link, and llama.cpp's defaults.
+ISSUE_23_KEYS: Final = ("vllm_version", "link", "gguf_quant", "gpu_layers", "cache_type", "flash_attention", "ubatch")
 # Keys that may be absent, read as the field's default. The serving fields added after
 # version 2 (engine, parallelism, vLLM's scheduler limits) are optional so that files
 # written before them read as "Hugging Face generate on one GPU", what they meant.
@@ -79,6 +82,8 @@ OPTIONAL_KEYS: Final = (
             "max_num_seqs",
             "max_num_batched_tokens",
             "mem_fraction_static",
+            # issue 23: the vLLM release, the serving link and llama.cpp's settings
+            *ISSUE_23_KEYS,
         )
     )
     | frozenset(

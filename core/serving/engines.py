@@ -29,19 +29,21 @@ from dataclasses import dataclass
 from typing import Final
 
 from core.breakdown import Bucket, BucketKey, Term, make_bucket
-from core.catalogue import GpuSpec
-from core.dtypes import KV_BYTES, weight_bytes
+from core.catalogue import GpuSpec, LinkSpec, find_link, intra_link_of
+from core.dtypes import KV_BYTES, WeightFormat, mlp_matrix_params, mxfp4_bytes_per_weight, weight_bytes
 from core.format import gb
 from core.model import ModelSpec
-from core.plan import Attention, Inference, Plan
+from core.plan import Attention, Engine, Inference, Plan
 from core.runtime import CUBLAS_WORKSPACE_BYTES, CUDA_CONTEXT_BYTES
+from core.serving.fit import DEFAULT_FIT, ServingFit, link_class
 from core.serving.kv import cached_positions, kv_bytes_per_token_layer, kv_heads_per_rank
 from core.serving.vllm_rules import (
     VLLM_BLOCK_SIZE,
     VLLM_CUDA_GRAPH_BYTES,
-    VLLM_HIDDEN_COPIES,
+    KvGroups,
     activation_element_bytes,
     moe_workspace_bytes,
+    mxfp4_padding,
     vllm_blocks_per_request,
     vllm_kv_groups,
     vllm_non_torch_bytes,
@@ -49,6 +51,7 @@ from core.serving.vllm_rules import (
     vllm_scheduler,
     vllm_total_memory,
 )
+from core.serving.vllm_versions import era_of, profile_tokens, utilization
 from core.solve import largest_fitting
 from core.units import GiB
 from core.verdict import Verdict, judge
@@ -103,6 +106,10 @@ def rank_layout(plan: Plan) -> RankLayout:
     all_weights = weight_bytes(model, total, inf.weight_dtype)
     per_param = all_weights / total if total else 0.0
     layers = math.ceil(model.num_layers / pp)
+    padding = 0.0
+    if inf.weight_dtype is WeightFormat.MXFP4 and inf.engine is Engine.VLLM:
+        experts = mlp_matrix_params(model) * mxfp4_bytes_per_weight() * layers / model.num_layers / tp
+        padding = experts * (mxfp4_padding(model, tp) - 1)
     # KV projections are replicated, not split, once tp exceeds the KV heads.
     kv_rep = kv_heads_per_rank(model, tp) * tp / model.num_kv_heads
     kv_proj = 2 * model.hidden_size * model.kv_width * model.num_layers
@@ -113,7 +120,7 @@ def rank_layout(plan: Plan) -> RankLayout:
         ends = max(model.embedding_params(), model.head_params() or model.embedding_params()) * scale
     rank_params = (block_params * layers / model.num_layers + ends) / tp
     return RankLayout(
-        weights_bytes=rank_params * per_param,
+        weights_bytes=rank_params * per_param + padding,
         layers=layers,
         kv_token_layer_bytes=kv_bytes_per_token_layer(model, KV_BYTES[inf.kv_dtype], tp),
         kv_heads=kv_heads_per_rank(model, tp),
@@ -161,6 +168,7 @@ class EngineMemory:
     max_num_batched_tokens: int
     formula: str
     cuda_graph_bytes: float = 0.0  # vllm: graph pool captured after the KV pool, outside it
+    host_bytes: float = 0.0  # llama.cpp: what stays in host memory (embeddings, layers not offloaded)
     # What ``total_bytes`` is made of, in SERVING_BUCKET_ORDER: the figure judged, part by part.
     parts: tuple[Bucket, ...] = ()
 
@@ -192,7 +200,7 @@ def hf_peak_bytes(plan: Plan, layout: RankLayout, batch: int, context: int) -> t
     return peak, kv_end, working
 
 
-def hf_memory(plan: Plan, gpu: GpuSpec, layout: RankLayout) -> EngineMemory:
+def hf_memory(plan: Plan, gpu: GpuSpec, layout: RankLayout, fit: ServingFit = DEFAULT_FIT) -> EngineMemory:
     inf = plan.inference
     usable = gpu.memory_bytes * (1.0 - plan.hardware.headroom)
     peak, kv, working = hf_peak_bytes(plan, layout, inf.concurrent, inf.context)
@@ -264,94 +272,169 @@ def vllm_profile_peak(model: ModelSpec, layout: RankLayout, inf: Inference, batc
     """Torch peak increase of vLLM's profile run on the rank that decides (the last pipeline
     stage, which also runs the sampler): the forward, then the sampler, and cuBLAS's
     workspace; a later pipeline stage also holds the hidden states and residual it received
-    (IntermediateTensors)."""
+    (IntermediateTensors). The forward keeps the era's hidden-size copies
+    (core.serving.vllm_versions)."""
     element = activation_element_bytes(inf)
-    sampler = vllm_sampler_bytes(model, batched_tokens, seqs, element)
+    era = era_of(inf.vllm_version)
+    copies = era.hidden_copies
+    sampler = vllm_sampler_bytes(model, batched_tokens, seqs, element, era.v1)
     if model.num_experts > 1:
         # The fused-MoE scratch comes from the worker's WorkspaceManager and stays allocated
         # after the forward, so the sampler runs on top of it; the MLP's own transients are
         # that scratch.
-        hidden = batched_tokens * VLLM_HIDDEN_COPIES * model.hidden_size * element
+        hidden = batched_tokens * copies * model.hidden_size * element
         peak = moe_workspace_bytes(model, inf, batched_tokens, element) + max(hidden, sampler)
     else:
-        peak = max(forward_working_bytes(model, layout, batched_tokens, VLLM_HIDDEN_COPIES, element), sampler)
+        peak = max(forward_working_bytes(model, layout, batched_tokens, copies, element), sampler)
     if inf.pipeline_parallel > 1:
         peak += 2 * batched_tokens * model.hidden_size * element
     return peak + CUBLAS_WORKSPACE_BYTES
 
 
-def vllm_memory(plan: Plan, gpu: GpuSpec, layout: RankLayout) -> EngineMemory:
+def serving_link(inf: Inference, gpu: GpuSpec) -> LinkSpec:
+    """What carries the tensor-parallel all-reduce: the plan's link, or with "auto" the card's own."""
+    if inf.link.strip().lower() == "auto":
+        return intra_link_of("auto", gpu.id)
+    return find_link(inf.link, "inference.link")
+
+
+@dataclass(frozen=True)
+class VllmPool:
+    """What vLLM's start-up works out before any request: the budget and the blocks."""
+
+    requested: float  # total × gpu_memory_utilization
+    activation: float
+    non_torch: float
+    graphs_reserved: float  # the CUDA-graph estimate set aside before the pool (0.21 on)
+    blocks: int
+    groups: KvGroups
+    page_bytes: float  # one block of one layer
+    kv_tokens: int
+    per_request: int  # blocks one request of the plan's context takes
+    batched: int
+    seqs: int
+
+    @property
+    def block_bytes(self) -> float:
+        return self.page_bytes * self.groups.size
+
+    @property
+    def pool_bytes(self) -> float:
+        return self.blocks * self.block_bytes
+
+    @property
+    def concurrency(self) -> float:
+        return self.blocks / self.per_request if self.per_request > 0 else 0.0
+
+
+def vllm_pool(plan: Plan, gpu: GpuSpec, layout: RankLayout, fit: ServingFit) -> VllmPool:
+    """The KV pool vLLM sizes at start-up, under the rules of the plan's release."""
     model, inf = plan.model, plan.inference
+    era = era_of(inf.vllm_version)
     batched, seqs = vllm_scheduler(inf, gpu)
-    requested = math.ceil(vllm_total_memory(gpu) * inf.gpu_memory_utilization)  # request_memory
-    activation = vllm_profile_peak(model, layout, inf, batched, seqs)
-    non_torch = vllm_non_torch_bytes(inf)
-    budget = requested - layout.weights_bytes - activation - non_torch
-    groups = vllm_kv_groups(model, layout.layers)
-    page_bytes = VLLM_BLOCK_SIZE * layout.kv_token_layer_bytes  # one block of one layer
+    total = vllm_total_memory(gpu, fit)
+    requested = math.ceil(total * utilization(inf))  # request_memory
+    activation = vllm_profile_peak(model, layout, inf, profile_tokens(inf, batched), seqs)
+    non_torch = vllm_non_torch_bytes(inf, serving_link(inf, gpu), fit)
+    graphs = VLLM_CUDA_GRAPH_BYTES if era.graphs_before_kv else 0.0
+    budget = requested - layout.weights_bytes - activation - non_torch - graphs
+    groups = vllm_kv_groups(model, layout.layers, era.kv_groups)
+    page_bytes = VLLM_BLOCK_SIZE * layout.kv_token_layer_bytes
     # get_num_blocks: available // page // layers per group; every block serves one group.
     blocks = max(0, int(budget // page_bytes // groups.size)) if page_bytes > 0 else 0
-    pool = blocks * page_bytes * groups.size
-    kv_tokens = blocks // groups.count * VLLM_BLOCK_SIZE  # _report_kv_cache_config
-    per_request = vllm_blocks_per_request(groups, inf.context, batched)
-    concurrency = blocks / per_request if per_request > 0 else 0.0
+    return VllmPool(
+        requested=requested,
+        activation=activation,
+        non_torch=non_torch,
+        graphs_reserved=graphs,
+        blocks=blocks,
+        groups=groups,
+        page_bytes=page_bytes,
+        kv_tokens=blocks // groups.count * VLLM_BLOCK_SIZE,  # _report_kv_cache_config
+        per_request=vllm_blocks_per_request(groups, inf.context, batched),
+        batched=batched,
+        seqs=seqs,
+    )
 
+
+def vllm_memory(plan: Plan, gpu: GpuSpec, layout: RankLayout, fit: ServingFit = DEFAULT_FIT) -> EngineMemory:
+    model, inf = plan.model, plan.inference
+    pool = vllm_pool(plan, gpu, layout, fit)
+    blocks, groups, batched = pool.blocks, pool.groups, pool.batched
     # The longest context for the plan's concurrency: the requests vLLM runs at once (up to
     # max_num_seqs) each with that many tokens, within the pool and the model's context window.
-    at_once = max(1, min(inf.concurrent, seqs))
+    at_once = max(1, min(inf.concurrent, pool.seqs))
 
     def all_fit(context: int) -> bool:
         return blocks >= at_once * vllm_blocks_per_request(groups, context, batched)
 
-    max_c = min(max(0, largest_fitting(all_fit, MAX_CONTEXT, kv_tokens // at_once)), model.max_position_embeddings)
-    max_b = min(int(concurrency), seqs)
-    block_bytes = page_bytes * groups.size
+    max_c = min(max(0, largest_fitting(all_fit, MAX_CONTEXT, pool.kv_tokens // at_once)), model.max_position_embeddings)
+    max_b = min(int(pool.concurrency), pool.seqs)
     # What the plan holds at once: vLLM's non-KV memory plus the blocks of the requests that
     # run together (the rest wait in the queue and hold nothing); at least one request, so a
     # pool too small for it shows its shortfall (and a change that narrows it, its gain).
-    resident = max(1.0, min(float(inf.concurrent), math.floor(concurrency)))
-    running_kv = resident * per_request * block_bytes
-    need = layout.weights_bytes + activation + non_torch + running_kv
-    verdict = pooled_verdict(concurrency, need, gpu, plan.hardware.headroom)
-    peak = layout.weights_bytes + activation + pool
+    resident = max(1.0, min(float(inf.concurrent), math.floor(pool.concurrency)))
+    running_kv = resident * pool.per_request * pool.block_bytes
+    fixed = layout.weights_bytes + pool.activation + pool.non_torch + pool.graphs_reserved
+    verdict = pooled_verdict(pool.concurrency, fixed + running_kv, gpu, plan.hardware.headroom)
+    overhead_terms = [Term("non-torch memory", "NCCL, kernels' modules", pool.non_torch)]
+    if pool.graphs_reserved:
+        overhead_terms.append(Term("CUDA graphs (estimated)", "set aside before the KV cache", pool.graphs_reserved))
     parts = (
         make_bucket(BucketKey.WEIGHTS, [Term("weights on the rank", "stored weights", layout.weights_bytes)]),
         make_bucket(
             BucketKey.KV_CACHE,
-            [Term("blocks of the requests running together", f"{resident:g} × {per_request:,} blocks", running_kv)],
+            [
+                Term(
+                    "blocks of the requests running together", f"{resident:g} × {pool.per_request:,} blocks", running_kv
+                )
+            ],
         ),
-        make_bucket(BucketKey.ACTIVATIONS, [Term("profiled activation peak", "profile run", activation)]),
-        make_bucket(BucketKey.OVERHEAD, [Term("non-torch memory", "NCCL, kernels' modules", non_torch)]),
-    )
-    formula = (
-        f"KV pool = {vllm_total_memory(gpu) / GiB:.2f} GiB × {inf.gpu_memory_utilization:g} − weights "
-        f"{layout.weights_bytes / GiB:.2f} − activation peak {activation / GiB:.2f} − non-torch "
-        f"{non_torch / GiB:.2f} = {max(budget, 0) / GiB:.2f} GiB; {blocks:,} blocks of {groups.size} layers × 16 "
-        f"= GPU KV cache size {kv_tokens:,} tokens; maximum concurrency for {inf.context:,} tokens per request: "
-        f"{concurrency:.2f}x; CUDA graphs (captured afterwards, outside the pool) about "
-        f"{VLLM_CUDA_GRAPH_BYTES / GiB:.2f} GiB"
+        make_bucket(BucketKey.ACTIVATIONS, [Term("profiled activation peak", "profile run", pool.activation)]),
+        make_bucket(BucketKey.OVERHEAD, overhead_terms),
     )
     return EngineMemory(
         weights_bytes=layout.weights_bytes,
-        kv_cache_bytes=pool,
-        activation_bytes=activation,
-        non_torch_bytes=non_torch,
+        kv_cache_bytes=pool.pool_bytes,
+        activation_bytes=pool.activation,
+        non_torch_bytes=pool.non_torch,
         overhead_bytes=SERVING_OVERHEAD_BYTES,
-        peak_bytes=peak,
-        total_bytes=need,  # what the requests running together hold (vLLM itself takes card × utilisation)
-        footprint_bytes=requested + SERVING_OVERHEAD_BYTES + VLLM_CUDA_GRAPH_BYTES,
+        peak_bytes=layout.weights_bytes + pool.activation + pool.pool_bytes,
+        total_bytes=fixed + running_kv,  # what the requests running together hold (vLLM takes card × utilisation)
+        footprint_bytes=pool.requested
+        + SERVING_OVERHEAD_BYTES
+        + (0.0 if pool.graphs_reserved else VLLM_CUDA_GRAPH_BYTES),
         budget_bytes=float(gpu.memory_bytes),  # gpu_memory_utilization is vLLM's own headroom
-        kv_cache_tokens=kv_tokens,
-        max_concurrency=concurrency,
+        kv_cache_tokens=pool.kv_tokens,
+        max_concurrency=pool.concurrency,
         max_concurrent=max_b,
         max_context=max_c,
         verdict=verdict,
-        margin_bytes=(concurrency - inf.concurrent) * per_request * block_bytes,
-        max_num_seqs=seqs,
+        margin_bytes=(pool.concurrency - inf.concurrent) * pool.per_request * pool.block_bytes,
+        max_num_seqs=pool.seqs,
         max_num_batched_tokens=batched,
-        formula=formula,
+        formula=_vllm_formula(plan, gpu, layout, pool, fit),
         cuda_graph_bytes=VLLM_CUDA_GRAPH_BYTES,
         parts=parts,
+    )
+
+
+def _vllm_formula(plan: Plan, gpu: GpuSpec, layout: RankLayout, pool: VllmPool, fit: ServingFit) -> str:
+    inf = plan.inference
+    era = era_of(inf.vllm_version)
+    graphs = f" − CUDA graphs {pool.graphs_reserved / GiB:.2f}" if pool.graphs_reserved else ""
+    after = (
+        ""
+        if pool.graphs_reserved
+        else (f"; CUDA graphs (captured afterwards, outside the pool) about {VLLM_CUDA_GRAPH_BYTES / GiB:.2f} GiB")
+    )
+    budget = pool.requested - layout.weights_bytes - pool.activation - pool.non_torch - pool.graphs_reserved
+    return (
+        f"vLLM {inf.vllm_version.value} ({era.name}): KV pool = {vllm_total_memory(gpu, fit) / GiB:.2f} GiB × "
+        f"{utilization(inf):g} − weights {layout.weights_bytes / GiB:.2f} − activation peak "
+        f"{pool.activation / GiB:.2f} − non-torch {pool.non_torch / GiB:.2f}{graphs} = {max(budget, 0) / GiB:.2f} GiB; "
+        f"{pool.blocks:,} blocks of {pool.groups.size} layers × 16 = GPU KV cache size {pool.kv_tokens:,} tokens; "
+        f"maximum concurrency for {inf.context:,} tokens per request: {pool.concurrency:.2f}x{after}"
     )
 
 
@@ -361,14 +444,22 @@ def sglang_fraction(inf: Inference) -> float:
     return next(f for tp, f in SGLANG_FRACTIONS if inf.tensor_parallel >= tp)
 
 
-def sglang_memory(plan: Plan, gpu: GpuSpec, layout: RankLayout) -> EngineMemory:
-    """SGLang's token pool: what the static fraction leaves after the weights."""
+def sglang_memory(plan: Plan, gpu: GpuSpec, layout: RankLayout, fit: ServingFit = DEFAULT_FIT) -> EngineMemory:
+    """SGLang's token pool: what the static fraction leaves after the weights.
+
+    ``profile_max_num_token`` (python/sglang/srt/model_executor/model_runner.py): rest =
+    free memory after the weights − total × (1 − mem_fraction_static), where "total" is the
+    free memory SGLang measured after the distributed start (the CUDA context and, with tensor
+    parallelism, NCCL's buffers already taken), not the card. So pool = (card − driver −
+    context − communication buffers) × fraction − weights. The buffers are the tensor-parallel
+    ones vLLM's logs show (ServingFit.tp_comm_bytes): with NVLS on an H100 this is the 1.7 GiB
+    that SGLang's Qwen3-235B log on four H100s is short of a card-size total (vLLM issue #21348)."""
     inf = plan.inference
-    total = vllm_total_memory(gpu)  # SGLang reads the same cudaMemGetInfo total
+    comm = fit.tp_comm_bytes[link_class(serving_link(inf, gpu))] if inf.tensor_parallel > 1 else 0.0
+    total = max(0.0, vllm_total_memory(gpu, fit) - SERVING_OVERHEAD_BYTES - comm)
     fraction = sglang_fraction(inf)
-    # Free memory after loading = total - CUDA context - weights; the pool is that less
-    # the (1 - fraction) SGLang keeps for activations and CUDA graphs.
-    pool_budget = total * fraction - SERVING_OVERHEAD_BYTES - layout.weights_bytes
+    # The (1 - fraction) of that total is what SGLang keeps for activations and CUDA graphs.
+    pool_budget = total * fraction - layout.weights_bytes
     cell = layout.kv_token_layer_bytes * layout.layers
     tokens = max(0, int(pool_budget // cell)) if cell > 0 else 0
     per_request = cached_positions(plan.model, inf.context) / plan.model.num_layers
@@ -386,8 +477,8 @@ def sglang_memory(plan: Plan, gpu: GpuSpec, layout: RankLayout) -> EngineMemory:
         ),
     )
     formula = (
-        f"token pool = {total / GiB:.2f} GiB × mem_fraction_static {fraction:g} − CUDA context "
-        f"{SERVING_OVERHEAD_BYTES / GiB:.2f} − weights {layout.weights_bytes / GiB:.2f} = "
+        f"token pool = {total / GiB:.2f} GiB (free after start-up: CUDA context and NCCL taken) × "
+        f"mem_fraction_static {fraction:g} − weights {layout.weights_bytes / GiB:.2f} = "
         f"{max(pool_budget, 0) / GiB:.2f} GiB ÷ {cell:,.0f} B per token = {tokens:,} tokens; "
         f"{reserved / GiB:.2f} GiB left for activations and CUDA graphs"
     )

@@ -11,12 +11,24 @@ from dataclasses import dataclass
 
 from core.breakdown import Bucket
 from core.catalogue import GpuSpec
+from core.dtypes import CACHE_GGML, ggml_row_bytes
 from core.format import gb
 from core.params import ParamCounts
 from core.plan import Engine, Plan
-from core.serving.engines import SERVING_OVERHEAD_BYTES, hf_memory, rank_layout, sglang_memory, vllm_memory
+from core.serving.engines import (
+    SERVING_OVERHEAD_BYTES,
+    EngineMemory,
+    RankLayout,
+    hf_memory,
+    rank_layout,
+    sglang_memory,
+    vllm_memory,
+)
+from core.serving.fit import DEFAULT_FIT, ServingFit
 from core.serving.kv import kv_cache_bytes, lesson_kv_cache_bytes
+from core.serving.llamacpp import llamacpp_buffers, llamacpp_memory
 from core.serving.speed import ServingSpeed, SpeedPoint, serving_speed
+from core.units import GB
 from core.verdict import Verdict
 
 __all__ = [
@@ -28,14 +40,18 @@ __all__ = [
     "lesson_kv_cache_bytes",
 ]
 
+# SGLang prefills in chunks of chunked_prefill_size tokens (8,192 on cards of 80 GB and more
+# in its server_args defaults; the speed model uses it for every card).
+SGLANG_CHUNK = 8192
+
 
 @dataclass(frozen=True)
 class InferenceEstimate:
     engine: Engine
     weights_bytes: float  # on the rank that decides
     kv_bytes_per_token: float  # one sequence, across the rank's layers
-    kv_cache_bytes: float  # hf: the batch's cache at its longest; vllm: the whole pool
-    activation_bytes: float  # hf: prefill / decode working memory; vllm: profiled peak
+    kv_cache_bytes: float  # hf: the batch's cache at its longest; vllm: the whole pool; llama.cpp: its KV buffer
+    activation_bytes: float  # hf: prefill / decode working memory; vllm: profiled peak; llama.cpp: compute buffer
     non_torch_bytes: float  # vllm: memory allocated outside torch during the profile run
     cuda_graph_bytes: float  # vllm: CUDA-graph pool, captured after the KV pool and outside it
     overhead_bytes: float  # CUDA context
@@ -46,7 +62,7 @@ class InferenceEstimate:
     fits: bool
     verdict: Verdict  # core.verdict.judge: the same rule as training (a pool holding no request: OOM)
     margin_bytes: float
-    kv_cache_tokens: int  # vllm: "GPU KV cache size"; hf: concurrent × context
+    kv_cache_tokens: int  # vllm: "GPU KV cache size"; hf: concurrent × context; llama.cpp: n_ctx cells
     max_concurrency: float  # vllm: "Maximum concurrency for <context> tokens per request"
     max_concurrent: int  # most requests of the plan's context served at once (0: none)
     queued: int  # vllm/sglang: the plan's requests beyond those served at once, waiting
@@ -59,6 +75,8 @@ class InferenceEstimate:
     # What total_bytes (the figure judged) is made of, in SERVING_BUCKET_ORDER; a chart of
     # serving draws these, so its segments add up to the verdict's figure.
     buckets: tuple[Bucket, ...] = ()
+    host_bytes: float = 0.0  # llama.cpp: host memory (token embeddings, layers not offloaded, their KV)
+    host_ram_bytes: float = 0.0  # the plan's host RAM (0: not given)
 
     @property
     def summary_formula(self) -> str:
@@ -73,15 +91,67 @@ class InferenceEstimate:
     def decode_tokens_per_s(self) -> float:
         return self.speed.total_tokens_per_s
 
+    @property
+    def host_ram_short(self) -> bool:
+        """llama.cpp's host part exceeds the host RAM the plan gives."""
+        return bool(self.host_ram_bytes) and self.host_bytes > self.host_ram_bytes
+
 
 ENGINES = {Engine.HF: hf_memory, Engine.VLLM: vllm_memory, Engine.SGLANG: sglang_memory}
 
 
-def inference_estimate(plan: Plan, counts: ParamCounts, gpu: GpuSpec) -> InferenceEstimate:
+def _llamacpp_layout(plan: Plan, memory: EngineMemory) -> tuple[RankLayout, tuple[float, float]]:
+    """The decode's view of llama.cpp's buffers: every layer's KV per token, the weights read
+    from the host and from the GPUs each token (the token embeddings are a row lookup)."""
+    model, inf = plan.model, plan.inference
+    buffers = llamacpp_buffers(plan)
+    per_layer = 2 * ggml_row_bytes(CACHE_GGML[inf.cache_type], model.kv_width)
+    layout = RankLayout(
+        weights_bytes=memory.weights_bytes,
+        layers=model.num_layers,
+        kv_token_layer_bytes=per_layer,
+        kv_heads=model.num_kv_heads,
+        intermediate=model.intermediate_size,
+        q_heads=model.num_heads,
+    )
+    host = buffers.layout.host_weights - buffers.layout.embedding_bytes
+    return layout, (host, sum(buffers.layout.device_weights))
+
+
+def _slots(plan: Plan, memory: EngineMemory) -> int:
+    """Requests a pooled engine runs together: it hands out blocks as the tokens come, so on
+    average a request holds its prompt and half its answer (vLLM's scheduler admits while blocks
+    are free, up to max_num_seqs); a static batch or llama.cpp's slots hold the whole context."""
     inf = plan.inference
-    layout = rank_layout(plan)
-    memory = ENGINES[inf.engine](plan, gpu, layout)
-    speed = serving_speed(plan, counts, gpu, layout, memory.max_concurrent)
+    if inf.engine not in (Engine.VLLM, Engine.SGLANG):
+        return memory.max_concurrent
+    held = inf.prompt_tokens + inf.new_tokens / 2
+    return max(memory.max_concurrent, min(memory.max_num_seqs, int(memory.kv_cache_tokens / held)))
+
+
+def _chunk(plan: Plan, memory: EngineMemory) -> int:
+    inf = plan.inference
+    if inf.engine is Engine.VLLM:
+        return memory.max_num_batched_tokens
+    if inf.engine is Engine.SGLANG:
+        return inf.max_num_batched_tokens or SGLANG_CHUNK
+    if inf.engine is Engine.LLAMACPP:
+        return inf.ubatch
+    return inf.concurrent * inf.prompt_tokens
+
+
+def inference_estimate(
+    plan: Plan, counts: ParamCounts, gpu: GpuSpec, fit: ServingFit = DEFAULT_FIT
+) -> InferenceEstimate:
+    inf = plan.inference
+    offload = (0.0, 0.0)
+    if inf.engine is Engine.LLAMACPP:
+        memory = llamacpp_memory(plan, gpu)
+        layout, offload = _llamacpp_layout(plan, memory)
+    else:
+        layout = rank_layout(plan)
+        memory = ENGINES[inf.engine](plan, gpu, layout, fit)
+    speed = serving_speed(plan, counts, gpu, layout, _slots(plan, memory), fit, offload, _chunk(plan, memory))
     return InferenceEstimate(
         engine=inf.engine,
         weights_bytes=memory.weights_bytes,
@@ -101,7 +171,7 @@ def inference_estimate(plan: Plan, counts: ParamCounts, gpu: GpuSpec) -> Inferen
         kv_cache_tokens=memory.kv_cache_tokens,
         max_concurrency=memory.max_concurrency,
         max_concurrent=memory.max_concurrent,
-        queued=max(0, inf.concurrent - memory.max_concurrent) if inf.engine is not Engine.HF else 0,
+        queued=max(0, inf.concurrent - memory.max_concurrent) if inf.engine in (Engine.VLLM, Engine.SGLANG) else 0,
         max_context=memory.max_context,
         max_num_seqs=memory.max_num_seqs,
         max_num_batched_tokens=memory.max_num_batched_tokens,
@@ -109,4 +179,6 @@ def inference_estimate(plan: Plan, counts: ParamCounts, gpu: GpuSpec) -> Inferen
         speed=speed,
         formula=memory.formula,
         buckets=memory.parts,
+        host_bytes=memory.host_bytes,
+        host_ram_bytes=plan.parallel.host_ram_gb * GB,
     )

@@ -1,49 +1,70 @@
-"""Serving speed: time to first token and decode throughput from a roofline.
+"""Serving speed: decode from the bytes each step reads, prefill from its FLOPs, and a queue.
 
-Assumptions (stated in the window and the README):
-* Prefill is compute-bound: its FLOPs (2 · active parameters per token plus causal
-  attention, 2 · L · S² · query width) run at the card's dense peak × the plan's
-  utilisation, split across tensor-parallel ranks.
-* A decode step reads every weight on the rank once plus each running request's KV cache,
-  at the card's memory bandwidth × ``BANDWIDTH_EFFICIENCY``; it also needs
-  2 · active parameters FLOPs per request. The step takes the longer of the two.
-* Pipeline stages run one after another for one step (no micro-batch overlap);
-  replicas multiply the total.
-* Requests are at the middle of their answer on average: prompt + new tokens / 2 cached.
+The model, stated (the window shows it under "Assumptions"):
+
+* **A decode step** with ``n`` requests running reads the rank's weights (for a mixture of
+  experts, the experts some request routes to) and each request's KV cache (prompt + half the
+  answer cached, on average), at the card's bandwidth × its memory class's efficiency
+  (:class:`core.serving.fit.ServingFit`); it needs 2 · active parameters FLOPs per request at
+  the dense peak × utilisation; it takes the longer of the two, plus a fixed time per layer
+  (kernel launches: none when the engine replays CUDA graphs, as vLLM and SGLang do; fitted
+  for llama.cpp's eager launches), plus with tensor parallelism two all-reduces per layer over
+  the plan's link (ring: 2(t−1) hops of the link's latency and 2(t−1)/t of the hidden states
+  over its bandwidth × NCCL's bus efficiency). Pipeline stages run one after another.
+* **llama.cpp with partial offload** reads the layers left on the host at the host's memory
+  bandwidth (:data:`HOST_BANDWIDTH_GB_S`) and every GPU's layers at that GPU's, one after another.
+* **Prefill** of a prompt runs 2 · active parameters · tokens + causal attention FLOPs at the
+  dense peak × utilisation on the tensor-parallel GPUs, with its all-reduces.
+* **The queue** (``vllm bench serve --num-prompts N`` with no rate limit, or N users pressing
+  enter together): all N arrive at once; up to S (what the pool holds, max_num_seqs) run
+  together, the rest wait for a slot; prompts are prefilled first come first served in
+  chunks of max_num_batched_tokens shared with the running requests' decode tokens (chunked
+  prefill), so one request's first token comes after the prompts ahead of it, and each
+  request's decode steps carry, on average, half the prefills of the requests admitted with
+  it. Mean TTFT = wait for a slot + (S + 1) / 2 prompts' prefill + one step; mean time per
+  output token = step(S) + (S − 1) / 2 · prompt prefill ÷ answer length. Hugging Face
+  ``generate`` prefills its whole static batch at once.
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Final, NamedTuple
 
-from core.catalogue import GpuSpec
+from core.catalogue import GpuSpec, LinkSpec
 from core.dtypes import matmul_dtype
+from core.format import counted
 from core.params import ParamCounts
-from core.plan import Plan
-from core.serving.engines import RankLayout
+from core.plan import Engine, Plan
+from core.serving.engines import RankLayout, serving_link
+from core.serving.fit import DEFAULT_FIT, EngineFamily, ServingFit, bandwidth_key
 
-# Share of the datasheet memory bandwidth a decode step achieves. A vLLM sweep of
-# Llama-3.1-8B on one A100 40GB measured 75 tokens/s at one request, "roughly 77 % of the
-# GPU's memory-bandwidth ceiling" (John Musgrave, "vLLM throughput-latency sweep on
-# NVIDIA A100", johnmusgrave.com/p/vllm-throughput-latency-sweep-on, vLLM 0.23.0).
-BANDWIDTH_EFFICIENCY: Final = 0.77
+# Host memory a CPU reads llama.cpp's host layers from: dual-channel DDR4-3200, 2 × 8 bytes ×
+# 3.2 GT/s = 51.2 GB/s (JEDEC JESD79-4), the common desktop and workstation case.
+HOST_BANDWIDTH_GB_S: Final = 51.2
+# The hidden state one all-reduce carries is in 16 bits.
+ACTIVATION_BYTES: Final = 2
+# The catalogue's segments of GeForce cards (their tensor rates listed at FP32 accumulate).
+GEFORCE_SEGMENTS: Final = frozenset({"consumer", "laptop"})
 
 
 class SpeedPoint(NamedTuple):  # a tuple: a curve of them is built on every estimate
     concurrent: int
-    step_s: float  # time per output token
+    step_s: float  # one decode step (all running requests advance one token)
     per_request_tokens_per_s: float
     total_tokens_per_s: float  # all replicas
     memory_bound: bool
+    ttft_s: float = 0.0  # mean time to first token with this many requests sent together
+    token_latency_s: float = 0.0  # mean time per output token, prefill stalls included
 
 
 @dataclass(frozen=True)
 class ServingSpeed:
-    ttft_s: float  # first token of a request (hf: of the whole static batch)
+    ttft_s: float  # mean time to first token at the plan's concurrency (queue and chunked prefill)
     prefill_flops: float  # one request's prompt
-    step_s: float  # at the plan's concurrency (capped at what fits)
-    per_request_tokens_per_s: float
+    step_s: float  # one decode step at the requests running together
+    per_request_tokens_per_s: float  # 1 / mean time per output token
     total_tokens_per_s: float
     running: int  # requests decoding together
     curve: tuple[SpeedPoint, ...]
@@ -51,11 +72,20 @@ class ServingSpeed:
     bandwidth_gb_s: float
     formula: str
     assumptions: str
+    ttft_alone_s: float = 0.0  # one request's prompt on an idle server
+    token_latency_s: float = 0.0  # mean time per output token at the plan's concurrency
+    queue_wait_s: float = 0.0  # mean wait for a slot of the requests beyond the ones running
+    allreduce_s: float = 0.0  # one decode step's tensor-parallel all-reduces
 
 
 # Prefill and decode compute when no utilisation is typed: the lesson's 40 % (what serving has
-# always used; the modelled utilisation of core.training.speed is fitted on training steps).
+# always used; the modelled utilisation of core.training.speed is fitted on training steps,
+# and 0, the plan's default since then, means "modelled" there).
 SERVING_UTILISATION: Final = 0.4
+
+
+def serving_utilisation(plan: Plan) -> float:
+    return plan.hardware.utilisation or SERVING_UTILISATION
 
 
 def prefill_flops(plan: Plan, counts: ParamCounts, prompt: int) -> float:
@@ -63,59 +93,68 @@ def prefill_flops(plan: Plan, counts: ParamCounts, prompt: int) -> float:
     return 2.0 * counts.active * prompt + 2.0 * model.num_layers * prompt * prompt * model.q_width
 
 
-def serving_speed(plan: Plan, counts: ParamCounts, gpu: GpuSpec, layout: RankLayout, fits_at_once: int) -> ServingSpeed:
-    inf, model = plan.inference, plan.model
-    tp, pp = inf.tensor_parallel, inf.pipeline_parallel
-    override = plan.hardware.peak_tflops_override
-    peak = override if override > 0 else gpu.peak_tflops(matmul_dtype(inf.weight_dtype))
-    utilisation = plan.hardware.utilisation or SERVING_UTILISATION
-    achieved = peak * 1e12 * utilisation * tp
-    bandwidth = gpu.memory_bandwidth_gb_s * 1e9 * BANDWIDTH_EFFICIENCY
-    prompt = inf.prompt_tokens
-    flops = prefill_flops(plan, counts, prompt)
-    static_batch = inf.concurrent if inf.engine == "hf" else 1
-    ttft = static_batch * flops / achieved if achieved > 0 else float("inf")
-    mean_cached = prompt + inf.new_tokens / 2
-    kv_per_request = layout.kv_token_layer_bytes * layout.layers * mean_cached
-    expert_share = _expert_share(plan, counts)
+def allreduce_seconds(plan: Plan, link: LinkSpec, tokens: int) -> float:
+    """Two all-reduces per layer of ``tokens`` hidden states over ``link`` (ring)."""
+    tp = plan.inference.tensor_parallel
+    if tp <= 1:
+        return 0.0
+    hops = 2 * (tp - 1)
+    volume = hops / tp * tokens * plan.model.hidden_size * ACTIVATION_BYTES
+    one = hops * link.latency_us * 1e-6 + volume / link.bus_bytes_per_second
+    layers = math.ceil(plan.model.num_layers / plan.inference.pipeline_parallel)
+    return 2 * layers * one
 
-    def point(n: int) -> SpeedPoint:
+
+@dataclass(frozen=True)
+class StepModel:
+    """What one decode step of ``n`` requests costs on this plan (see the module docstring)."""
+
+    plan: Plan
+    counts: ParamCounts
+    layout: RankLayout
+    link: LinkSpec
+    achieved_flops: float  # per rank, FLOP/s
+    bandwidth: float  # bytes/s the decode reads reach
+    layer_overhead_s: float
+    kv_per_request: float
+    expert_share: float
+    host_bytes: float  # llama.cpp: weights read from host memory each token
+    device_bytes: float  # llama.cpp: weights read from the GPUs each token (all of them)
+
+    def memory_seconds(self, n: int) -> float:
+        model = self.plan.model
         touched = 1.0 - (1.0 - model.experts_per_token / model.num_experts) ** n if model.num_experts > 1 else 1.0
-        weights_read = layout.weights_bytes * ((1.0 - expert_share) + expert_share * touched)
-        memory_s = (weights_read + n * kv_per_request) / bandwidth if bandwidth > 0 else float("inf")
-        step_flops = n * (2.0 * counts.active + 4.0 * model.num_layers * mean_cached * model.q_width) / tp
-        compute_s = step_flops / (achieved / tp) if achieved > 0 else float("inf")
-        step = pp * max(memory_s, compute_s)
-        per = 1.0 / step if step > 0 else 0.0
-        return SpeedPoint(n, step, per, per * n * inf.replicas, memory_s >= compute_s)
+        share = (1.0 - self.expert_share) + self.expert_share * touched
+        if self.bandwidth <= 0:  # a custom card given no bandwidth: no decode speed to speak of
+            return math.inf
+        if self.plan.inference.engine is Engine.LLAMACPP:
+            device = (self.device_bytes * share + n * self.kv_per_request) / self.bandwidth
+            return device + self.host_bytes * share / (HOST_BANDWIDTH_GB_S * 1e9)
+        return (self.layout.weights_bytes * share + n * self.kv_per_request) / self.bandwidth
 
-    running = max(1, min(inf.concurrent, fits_at_once)) if fits_at_once >= 1 else 1
-    top = max(1, fits_at_once)
-    sizes = sorted({1, running, *(1 << k for k in range(top.bit_length()))})
-    curve = tuple(point(n) for n in sizes)
-    here = point(running)
-    formula = (
-        f"TTFT = {static_batch} × {flops:.2e} FLOPs ÷ ({peak:g} TFLOP/s × {utilisation:.0%} × {tp}) "
-        f"= {ttft * 1e3:,.0f} ms; step = max(bytes read ÷ {gpu.memory_bandwidth_gb_s:g} GB/s × "
-        f"{BANDWIDTH_EFFICIENCY:.0%}, FLOPs ÷ compute) = {here.step_s * 1e3:.1f} ms at {running} requests"
-    )
-    return ServingSpeed(
-        ttft_s=ttft,
-        prefill_flops=flops,
-        step_s=here.step_s,
-        per_request_tokens_per_s=here.per_request_tokens_per_s,
-        total_tokens_per_s=here.total_tokens_per_s,
-        running=running,
-        curve=curve,
-        peak_tflops=peak,
-        bandwidth_gb_s=gpu.memory_bandwidth_gb_s,
-        formula=formula,
-        assumptions=(
-            f"prefill at {utilisation:.0%} of the dense peak; each decode step reads every weight "
-            f"and each request's cache once, at {BANDWIDTH_EFFICIENCY:.0%} of the memory bandwidth; requests are "
-            "half-way through their answer; pipeline stages do not overlap"
-        ),
-    )
+    def compute_seconds(self, n: int) -> float:
+        model, inf = self.plan.model, self.plan.inference
+        cached = inf.prompt_tokens + inf.new_tokens / 2
+        flops = n * (2.0 * self.counts.active + 4.0 * model.num_layers * cached * model.q_width) / inf.tensor_parallel
+        return flops / self.achieved_flops if self.achieved_flops > 0 else math.inf
+
+    def step(self, n: int) -> float:
+        inf = self.plan.inference
+        stages = 1 if inf.engine is Engine.LLAMACPP else inf.pipeline_parallel  # llama.cpp: bytes already summed
+        layers = self.plan.model.num_layers if inf.engine is Engine.LLAMACPP else self.layout.layers
+        body = max(self.memory_seconds(n), self.compute_seconds(n)) + layers * self.layer_overhead_s
+        return stages * (body + allreduce_seconds(self.plan, self.link, n))
+
+    def prefill_per_token(self, chunk: int) -> float:
+        """Seconds per prompt token when prompts are prefilled ``chunk`` tokens at a time."""
+        inf = self.plan.inference
+        flops = (
+            2.0 * self.counts.active + 2.0 * self.plan.model.num_layers * inf.prompt_tokens * self.plan.model.q_width
+        )
+        compute = chunk * flops / inf.tensor_parallel / self.achieved_flops if self.achieved_flops > 0 else math.inf
+        stages = inf.pipeline_parallel if inf.engine is not Engine.LLAMACPP else 1
+        one = max(compute, self.memory_seconds(1)) + self.layout.layers * self.layer_overhead_s
+        return stages * (one + allreduce_seconds(self.plan, self.link, chunk)) / chunk
 
 
 def _expert_share(plan: Plan, counts: ParamCounts) -> float:
@@ -125,3 +164,159 @@ def _expert_share(plan: Plan, counts: ParamCounts) -> float:
         return 0.0
     experts = model.num_layers * model.num_experts * model.expert_mlp_params() * model.params_scale
     return min(1.0, experts / counts.total)
+
+
+def engine_family(plan: Plan) -> EngineFamily:
+    eager = plan.inference.engine in (Engine.LLAMACPP, Engine.HF)
+    return EngineFamily.EAGER if eager else EngineFamily.GRAPHS
+
+
+def matmul_peak(plan: Plan, gpu: GpuSpec) -> float:
+    """Dense TFLOP/s the engine's matmuls run at. llama.cpp multiplies through cuBLAS with
+    ``CUBLAS_COMPUTE_16F`` (ggml/src/ggml-cuda/ggml-cuda.cu, ``ggml_cuda_op_mul_mat_cublas``):
+    half-precision accumulation, which GeForce cards run at twice the FP32-accumulate rate the
+    catalogue lists for them (its notes)."""
+    override = plan.hardware.peak_tflops_override
+    if override > 0:
+        return override
+    if plan.inference.engine is Engine.LLAMACPP:
+        geforce = gpu.vendor == "nvidia" and gpu.segment in GEFORCE_SEGMENTS
+        return gpu.peak_tflops("fp16") * (2 if geforce and gpu.tflops_dense.get("fp16") else 1)
+    return gpu.peak_tflops(matmul_dtype(plan.inference.weight_dtype))
+
+
+def step_model(
+    plan: Plan, counts: ParamCounts, gpu: GpuSpec, layout: RankLayout, fit: ServingFit, offload: tuple[float, float]
+) -> StepModel:
+    inf = plan.inference
+    family = engine_family(plan)
+    mean_cached = inf.prompt_tokens + inf.new_tokens / 2
+    return StepModel(
+        plan=plan,
+        counts=counts,
+        layout=layout,
+        link=serving_link(inf, gpu),
+        achieved_flops=matmul_peak(plan, gpu) * 1e12 * serving_utilisation(plan),
+        bandwidth=gpu.memory_bandwidth_gb_s * 1e9 * fit.bandwidth_efficiency[bandwidth_key(family, gpu)],
+        layer_overhead_s=fit.layer_overhead_s[family],
+        kv_per_request=layout.kv_token_layer_bytes * layout.layers * mean_cached,
+        expert_share=_expert_share(plan, counts),
+        host_bytes=offload[0],
+        device_bytes=offload[1],
+    )
+
+
+@dataclass(frozen=True)
+class Queue:
+    """The queueing model's figures at N requests sent together (see the module docstring)."""
+
+    ttft_s: float
+    token_latency_s: float
+    wait_s: float
+    total_tokens_per_s: float
+
+
+def queue(model: StepModel, requests: int, slots: int, chunk: int) -> Queue:
+    inf = model.plan.inference
+    running = max(1, min(requests, slots))
+    step = model.step(running)
+    prompt, answer = inf.prompt_tokens, max(1, inf.new_tokens)
+    per_token = model.prefill_per_token(max(1, min(chunk, prompt * running)))
+    if inf.engine is Engine.HF:  # one static batch, prefilled at once
+        ttft = running * prompt * per_token
+        latency = step
+    else:
+        ttft = (running + 1) / 2 * prompt * per_token + step
+        latency = step + (running - 1) / 2 * prompt * per_token / answer
+    lifetime = running * prompt * per_token + answer * latency  # one wave, first prompt to last token
+    waves = math.ceil(requests / running)
+    wait = (waves - 1) / 2 * lifetime  # mean over the waves of the ones before them
+    total = requests * answer / (waves * lifetime) * inf.replicas if lifetime > 0 else 0.0
+    return Queue(ttft_s=wait + ttft, token_latency_s=latency, wait_s=wait, total_tokens_per_s=total)
+
+
+def serving_speed(
+    plan: Plan,
+    counts: ParamCounts,
+    gpu: GpuSpec,
+    layout: RankLayout,
+    fits_at_once: int,
+    fit: ServingFit = DEFAULT_FIT,
+    offload: tuple[float, float] = (0.0, 0.0),
+    chunk: int = 0,
+) -> ServingSpeed:
+    """Speed at the plan's concurrency and along a curve of concurrencies. ``offload``: for
+    llama.cpp, the weight bytes read from host memory and from the GPUs each token; ``chunk``:
+    the tokens one step prefills (vLLM's max_num_batched_tokens, llama.cpp's n_ubatch)."""
+    inf = plan.inference
+    model = step_model(plan, counts, gpu, layout, fit, offload)
+    chunk = chunk or inf.prompt_tokens
+    slots = max(1, fits_at_once)
+    running = max(1, min(inf.concurrent, slots))
+
+    def point(n: int) -> SpeedPoint:
+        q = queue(model, n, slots, chunk)
+        step = model.step(min(n, slots))
+        per = 1.0 / q.token_latency_s if q.token_latency_s > 0 else 0.0
+        bound = model.memory_seconds(min(n, slots)) >= model.compute_seconds(min(n, slots))
+        return SpeedPoint(n, step, per, q.total_tokens_per_s, bound, q.ttft_s, q.token_latency_s)
+
+    sizes = sorted({1, running, *(1 << k for k in range(slots.bit_length()))})
+    curve = tuple(point(n) for n in sizes)
+    here = queue(model, inf.concurrent, slots, chunk)
+    step = model.step(running)
+    alone = queue(model, 1, 1, chunk).ttft_s
+    flops = prefill_flops(plan, counts, inf.prompt_tokens)
+    allreduce = allreduce_seconds(plan, model.link, running) * (
+        1 if inf.engine is Engine.LLAMACPP else inf.pipeline_parallel
+    )
+    return ServingSpeed(
+        ttft_s=here.ttft_s,
+        prefill_flops=flops,
+        step_s=step,
+        per_request_tokens_per_s=1.0 / here.token_latency_s if here.token_latency_s > 0 else 0.0,
+        total_tokens_per_s=here.total_tokens_per_s,
+        running=running,
+        curve=curve,
+        peak_tflops=matmul_peak(plan, gpu),
+        bandwidth_gb_s=gpu.memory_bandwidth_gb_s,
+        formula=_formula(plan, gpu, model, here, step, alone, allreduce, running, fit),
+        assumptions=(
+            f"{counted(inf.concurrent, 'request')} sent together, {running:,} running at once"
+            + (", the rest waiting for a slot; " if inf.concurrent > running else "; ")
+            + f"prompts prefilled in turn in chunks of {chunk:,} tokens at {serving_utilisation(plan):.0%} of the "
+            f"dense peak, sharing steps with the decodes; each step reads the weights and every running request's "
+            f"cache at {fit.bandwidth_efficiency[bandwidth_key(engine_family(plan), gpu)]:.0%} of the bandwidth"
+            + (f", host layers at {HOST_BANDWIDTH_GB_S:g} GB/s" if model.host_bytes else "")
+            + ("; two all-reduces per layer over " + model.link.name if inf.tensor_parallel > 1 else "")
+            + "; requests half-way through their answer; pipeline stages do not overlap"
+        ),
+        ttft_alone_s=alone,
+        token_latency_s=here.token_latency_s,
+        queue_wait_s=here.wait_s,
+        allreduce_s=allreduce,
+    )
+
+
+def _formula(
+    plan: Plan,
+    gpu: GpuSpec,
+    model: StepModel,
+    here: Queue,
+    step: float,
+    alone: float,
+    allreduce: float,
+    running: int,
+    fit: ServingFit,
+) -> str:
+    inf = plan.inference
+    efficiency = fit.bandwidth_efficiency[bandwidth_key(engine_family(plan), gpu)]
+    tp = f" + all-reduces {allreduce * 1e3:.2f} ms" if allreduce else ""
+    bandwidth = f"{gpu.memory_bandwidth_gb_s:g} GB/s × {efficiency:.0%}"
+    sent = counted(inf.concurrent, "request")
+    return (
+        f"step at {counted(running, 'request')} = max(bytes read ÷ ({bandwidth}), FLOPs ÷ compute) + layers × "
+        f"{model.layer_overhead_s * 1e6:.0f} µs{tp} = {step * 1e3:.2f} ms; TTFT alone {alone * 1e3:,.0f} ms, "
+        f"with {sent} sent together {here.ttft_s * 1e3:,.0f} ms (waiting for a slot {here.wait_s * 1e3:,.0f} ms); "
+        f"time per output token {here.token_latency_s * 1e3:.2f} ms"
+    )

@@ -15,10 +15,10 @@ margin. The pool is cut into blocks of 16 tokens per layer; sliding-window model
 it between padded groups of layers, and ``GPU KV cache size`` and ``Maximum
 concurrency`` are derived as ``_report_kv_cache_config`` does.
 
-Versions: the rules follow 0.19 (what people run today). The 0.6.x start-up logs in
-benchmarks/serving/vllm_logs.json stay in the validation table marked with why that
-line differs (V0 profiler: CUDA context and NCCL inside "non-torch", eager forward);
-no version knob, because a plan describes a card and a model, not an engine release.
+Versions: these are the 0.19 rules; :mod:`core.serving.vllm_versions` says how the other
+release lines differ (the plan's ``inference.vllm_version``), and :mod:`core.serving.fit`
+holds the constants set from start-up logs (non-torch memory by era and link, what the
+driver keeps by card class).
 """
 
 from __future__ import annotations
@@ -27,11 +27,13 @@ import math
 from dataclasses import dataclass
 from typing import Final
 
-from core.catalogue import GpuSpec
+from core.catalogue import GpuSpec, LinkSpec
 from core.dtypes import WeightFormat
 from core.model import ModelSpec
 from core.plan import Inference
+from core.serving.fit import DEFAULT_FIT, ServingFit, link_class, memory_class
 from core.serving.kv import window_split
+from core.serving.vllm_versions import Accounting, era_of, profile_tokens
 from core.units import GiB
 
 # --- vLLM constants (source: vllm 0.19.0, the files named above) ------------------------
@@ -61,20 +63,16 @@ VLLM_TRITON_SAMPLER_ROWS: Final = 132
 # The first matmul of the profile run allocates cuBLAS's workspace from torch's caching
 # allocator (core.runtime.CUBLAS_WORKSPACE_BYTES), so it is part of the torch peak.
 # Memory allocated outside torch during the profile run, as vLLM 0.19.0 logs it
-# ("non-torch forward increase memory") on H100 in the tuning set of
-# benchmarks/serving/vllm_logs.json: 0.24-0.26 GiB on one GPU, 2.07-2.21 GiB with tensor
-# parallelism, 0.07 GiB with pipeline parallelism only. The logs do not itemise it; kernel
-# libraries loading their modules and workspaces, and with tensor parallelism the buffers
-# NCCL and the custom all-reduce set up at the first all-reduce, are what runs there first.
-VLLM_NON_TORCH_BYTES: Final = 0.25 * GiB
-VLLM_NON_TORCH_TP_BYTES: Final = 2.1 * GiB
+# ("non-torch forward increase memory") on H100: 0.24-0.26 GiB on one GPU, 2.07-2.21 GiB with
+# tensor parallelism, 0.07 GiB with pipeline parallelism only (benchmarks/serving/vllm_logs.json).
+# The one-GPU and tensor-parallel parts are fitted per era and link (core.serving.fit); the
+# pipeline-only figure is the H100 logs' own.
 VLLM_NON_TORCH_PP_BYTES: Final = 0.07 * GiB
 # vLLM sizes everything from torch.cuda.mem_get_info()'s total, which is below what
-# nvidia-smi reports (the catalogue's memory_bytes) by what the driver keeps: vLLM 0.19.0
-# logged total_memory=79.19GiB on H100 80GB (llm-d-planner logs) against 79.65 GiB in
-# nvidia-smi; older drivers kept 0.42-0.43 GiB (PR #10511: 79.22 GiB; issue #10517: 23.58 GiB
-# on an RTX 3090).
-DRIVER_RESERVED_BYTES: Final = 0.46 * GiB
+# nvidia-smi reports (the catalogue's memory_bytes) by what the driver keeps: fitted per card
+# class (core.serving.fit.ServingFit.driver_reserved_bytes) from the logs that print the total
+# (vLLM 0.19.0: total_memory=79.19GiB on H100 80GB against 79.65 GiB in nvidia-smi; PR #10511:
+# 79.22 GiB; issue #10517: 23.58 GiB on an RTX 3090).
 # CUDA graphs: 0.19.0 captures them after the pool is sized, outside the requested memory
 # (VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS=0), so they add to the process footprint, not
 # to the pool's deductions. vLLM's own estimate ("Estimated CUDA graph memory") in the
@@ -83,18 +81,25 @@ VLLM_CUDA_GRAPH_BYTES: Final = 0.84 * GiB
 
 
 def vllm_defaults(gpu: GpuSpec) -> tuple[int, int]:
-    """(max_num_batched_tokens, max_num_seqs) that `vllm serve` picks for this card."""
+    """(max_num_batched_tokens, max_num_seqs) that `vllm serve` (V1) picks for this card."""
     large = gpu.memory_bytes >= VLLM_LARGE_CARD_BYTES and "a100" not in gpu.id.lower()
     return VLLM_DEFAULTS_LARGE if large else VLLM_DEFAULTS_SMALL
 
 
-def vllm_total_memory(gpu: GpuSpec) -> float:
-    """The total vLLM reads from the driver: the card less what the driver keeps."""
-    return max(0.0, gpu.memory_bytes - DRIVER_RESERVED_BYTES)
+def vllm_total_memory(gpu: GpuSpec, fit: ServingFit = DEFAULT_FIT) -> float:
+    """The total vLLM reads from the driver: the card less what the driver keeps (fitted per
+    card where a log shows it, else per memory class: core.serving.fit)."""
+    reserved = fit.driver_reserved_bytes
+    return max(0.0, gpu.memory_bytes - reserved.get(gpu.id, reserved[memory_class(gpu)]))
 
 
 def vllm_scheduler(inf: Inference, gpu: GpuSpec) -> tuple[int, int]:
-    batched, seqs = vllm_defaults(gpu)
+    """The scheduler's limits: V1's defaults for the card, V0's 2,048 tokens (at least one
+    max_model_len without chunked prefill) and 256 sequences."""
+    if era_of(inf.vllm_version).v1:
+        batched, seqs = vllm_defaults(gpu)
+    else:
+        batched, seqs = profile_tokens(inf, VLLM_DEFAULTS_SMALL[0]), VLLM_DEFAULTS_SMALL[1]
     return inf.max_num_batched_tokens or batched, inf.max_num_seqs or seqs
 
 
@@ -103,15 +108,21 @@ def activation_element_bytes(inf: Inference) -> float:
     return 4.0 if inf.weight_dtype is WeightFormat.FP32 else 2.0
 
 
-def vllm_sampler_bytes(model: ModelSpec, batched_tokens: int, seqs: int, element_bytes: float) -> float:
+def vllm_sampler_bytes(
+    model: ModelSpec, batched_tokens: int, seqs: int, element_bytes: float, v1: bool = True
+) -> float:
     """Torch memory live during profile_run's sampler step (_dummy_sampler_run): the
     forward's hidden states of every batched token, the random hidden states of the sampled
-    rows, their logits in the model dtype and the sampler's float32 rows."""
+    rows, their logits in the model dtype and the sampler's float32 rows. V0's profile (the
+    0.6-0.7 line) kept one float32 copy of the sampled rows' logits and no Triton top-k rows:
+    vLLM 0.7 logged 0.19 GiB for DeepSeek-R1-Distill-Qwen-14B on two RTX 4090s (issue #13061),
+    256 rows × 152,064 × 6 bytes = 0.22 GiB with the forward's 0.15 GiB not on top."""
     rows = min(seqs, batched_tokens)
     # Float32 logits need no copy: Tensor.to returns the same tensor.
-    float32_rows = SAMPLER_FLOAT32_COPIES if element_bytes < 4 else SAMPLER_FLOAT32_COPIES - 1
+    copies = SAMPLER_FLOAT32_COPIES if v1 else 1
+    float32_rows = copies if element_bytes < 4 else copies - 1
     logit_bytes = element_bytes + float32_rows * 4.0
-    triton_rows = min(rows, VLLM_TRITON_SAMPLER_ROWS)
+    triton_rows = min(rows, VLLM_TRITON_SAMPLER_ROWS) if v1 else 0
     hidden = (batched_tokens + rows) * model.hidden_size * element_bytes
     return rows * model.vocab_size * logit_bytes + triton_rows * model.vocab_size * 4.0 + hidden
 
@@ -125,10 +136,28 @@ def moe_workspace_bytes(model: ModelSpec, inf: Inference, tokens: int, element_b
     return tokens * k * (max(width, d) + max(2 * width, d)) * element_bytes
 
 
-def vllm_non_torch_bytes(inf: Inference) -> float:
+def vllm_non_torch_bytes(inf: Inference, link: LinkSpec, fit: ServingFit = DEFAULT_FIT) -> float:
+    """Memory the profile run counts outside torch: kernel libraries (and, in the 0.8-0.9
+    accounting, the CUDA context), fitted per accounting era; with tensor parallelism the
+    communication buffers, fitted per link class (NCCL's NVLS buffers on NVSwitch systems are
+    most of the 2.1 GiB the 0.19.0 H100 logs show). Pipeline parallelism alone sends point to
+    point and adds nothing measurable beyond the H100 logs' 0.07 GiB."""
+    era = era_of(inf.vllm_version)
     if inf.tensor_parallel > 1:
-        return VLLM_NON_TORCH_TP_BYTES
-    return VLLM_NON_TORCH_PP_BYTES if inf.pipeline_parallel > 1 else VLLM_NON_TORCH_BYTES
+        return fit.vllm_non_torch_bytes[era.accounting] + fit.tp_comm_bytes[link_class(link)]
+    if inf.pipeline_parallel > 1 and era.accounting is Accounting.INCREASE:
+        return VLLM_NON_TORCH_PP_BYTES
+    return fit.vllm_non_torch_bytes[era.accounting]
+
+
+def mxfp4_padding(model: ModelSpec, tensor_parallel: int) -> float:
+    """How much vLLM's MXFP4 experts grow in memory: Mxfp4MoEMethod.create_weights
+    (vllm/model_executor/layers/quantization/mxfp4.py, the 0.10 line) rounds each rank's
+    expert width up to a multiple of 128 and the hidden size up to 256 (gpt-oss: 2,880 becomes
+    2,944 and 3,072). The 0.10.1.1 log of gpt-oss-120b on four A100s, 17.22 GiB per GPU, is that."""
+    width = math.ceil(model.intermediate_size / tensor_parallel)
+    padded = math.ceil(width / 128) * 128 * math.ceil(model.hidden_size / 256) * 256
+    return padded / (width * model.hidden_size)
 
 
 @dataclass(frozen=True)
@@ -147,8 +176,12 @@ class KvGroups:
         return self.full + self.windowed
 
 
-def vllm_kv_groups(model: ModelSpec, layers: int) -> KvGroups:
+def vllm_kv_groups(model: ModelSpec, layers: int, hybrid: bool = True) -> KvGroups:
+    """The rank's KV groups; before the hybrid allocator (``hybrid`` False: the 0.8-0.9 line)
+    every layer kept a full-length cache in one group."""
     full, windowed, window = window_split(model)
+    if not hybrid:
+        full, windowed, window = model.num_layers, 0, 0
     # The rank's share of each type (a pipeline stage holds a slice of the layers).
     full = min(layers, round(full * layers / model.num_layers))
     windowed = layers - full

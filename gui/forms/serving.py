@@ -4,23 +4,38 @@ from __future__ import annotations
 
 from PySide6.QtWidgets import QWidget
 
+from core.catalogue import LinkKind
+from core.inputs import input_at
 from gui.controller import PlanController
 from gui.forms.base import PlanForm
+from gui.forms.parallel import LinkField, link_choices
 
 
 class ServingForm(PlanForm):
-    """Rows only one engine reads (vLLM's scheduler limits, SGLang's static fraction) show
-    for that engine only: the input table says which."""
+    """Rows only one engine reads (vLLM's release and scheduler limits, SGLang's static
+    fraction, llama.cpp's GGUF type, GPU layers and cache type) show for that engine only: the
+    input table says which."""
 
     def __init__(self, controller: PlanController, parent: QWidget | None = None) -> None:
         super().__init__("Serving", controller, parent)
         self.engine = self.add_input("inference.engine")
+        self.vllm_version = self.add_input("inference.vllm_version")
         self.weights = self.add_input("inference.weight_dtype")
+        self.gguf = self.add_input("inference.gguf_quant")
         self.kv = self.add_input("inference.kv_dtype")
+        self.cache_type = self.add_input("inference.cache_type")
+        self.gpu_layers = self.add_input("inference.gpu_layers")
+        self.flash_attention = self.add_input("inference.flash_attention")
+        self.ubatch = self.add_input("inference.ubatch")
         self.concurrent = self.add_input("inference.concurrent")
         self.context = self.add_input("inference.context")
         self.new_tokens = self.add_input("inference.new_tokens")
         self.tensor_parallel = self.add_input("inference.tensor_parallel")
+        # The all-reduce's link: the card's own, another within a node, or a network between nodes.
+        link = input_at("inference.link")
+        choices = link_choices(LinkKind.INTRA) + link_choices(LinkKind.INTER)
+        self.link = LinkField(link.name, choices, link.tooltip)
+        self.add_input("inference.link", widget=self.link)
         self.pipeline_parallel = self.add_input("inference.pipeline_parallel")
         self.replicas = self.add_input("inference.replicas")
         self.utilisation = self.add_input("inference.gpu_memory_utilization")

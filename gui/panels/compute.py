@@ -49,7 +49,12 @@ _SOURCES = {
 SERVING_ROWS = (
     ("ttft", "Time to first token", "Prefill FLOPs ÷ (peak × utilisation × tensor-parallel GPUs)."),
     ("running", "Requests decoding", "The plan's requests, or as many as fit."),
-    ("step", "Time per output token", "The longer of: bytes read per step ÷ bandwidth, FLOPs ÷ compute."),
+    (
+        "step",
+        "Time per output token",
+        "One decode step (the longer of bytes read ÷ bandwidth and FLOPs ÷ compute, plus all-reduces) and the "
+        "prefills of the requests admitted alongside, averaged over the answer.",
+    ),
     ("per_request", "Per request", "Output tokens per second one request sees."),
     ("total", "In total", "Output tokens per second over all requests and replicas."),
     ("bound", "Bound by", "Memory bandwidth (weights + KV read each step) or compute."),
@@ -144,7 +149,7 @@ class ServingSpeedPanel(FiguresPanel):
         v = self.values
         v["ttft"].setText(f"{speed.ttft_s * 1e3:,.0f} ms")
         v["running"].setText(f"{speed.running:,}")
-        v["step"].setText(f"{speed.step_s * 1e3:,.1f} ms")
+        v["step"].setText(f"{speed.token_latency_s * 1e3:,.1f} ms (decode step {speed.step_s * 1e3:,.1f} ms)")
         v["per_request"].setText(f"{speed.per_request_tokens_per_s:,.0f} tokens/s")
         v["total"].setText(f"<b>{speed.total_tokens_per_s:,.0f} tokens/s</b>")
         here = next((p for p in speed.curve if p.concurrent == speed.running), None)

@@ -20,6 +20,11 @@ ROWS = (
     ("kv_per_token", "KV per token", "2 · layers · KV heads per GPU · head width · bytes."),
     ("activations", "Activations", "generate: prefill working memory; vLLM: the peak of its profiling forward."),
     ("non_torch", "Outside torch", "vLLM: what its profiling run adds outside PyTorch (NCCL at TP > 1)."),
+    (
+        "host",
+        "Host memory",
+        "llama.cpp: the token embeddings, the layers not offloaded to the GPU and their KV cache, in host RAM.",
+    ),
     ("overhead", "CUDA context", "The process's CUDA context, outside the allocator."),
     ("peak", "Peak (allocator)", "What torch.cuda.max_memory_allocated would report on one GPU."),
     ("total", "Needed at once", "What the requests running together hold: the figure the verdict judges."),
@@ -54,7 +59,7 @@ class InferencePanel(FiguresPanel):
         u = self.unit
         plan = estimate.plan.inference
         vllm = inf.engine is Engine.VLLM
-        pooled = inf.engine is not Engine.HF  # vLLM and SGLang size a pool at start-up
+        pooled = inf.engine in (Engine.VLLM, Engine.SGLANG)  # they size a pool at start-up
         v = self.values
         v["engine"].setText(ENGINE_LABELS[inf.engine])
         split = (
@@ -70,6 +75,7 @@ class InferencePanel(FiguresPanel):
         v["kv_per_token"].setText(f"{inf.kv_bytes_per_token:,.0f} bytes")
         v["activations"].setText(memory(inf.activation_bytes, u))
         v["non_torch"].setText(memory(inf.non_torch_bytes, u) if vllm else "— (vLLM only)")
+        v["host"].setText(_host(estimate, u) if inf.engine is Engine.LLAMACPP else "— (llama.cpp only)")
         v["overhead"].setText(memory(inf.overhead_bytes, u))
         v["peak"].setText(memory(inf.peak_bytes, u))
         v["total"].setText(f"<b>{memory(inf.total_bytes, u)}</b>")
@@ -95,7 +101,7 @@ class InferencePanel(FiguresPanel):
 def _headline(estimate: Estimate, u: Unit) -> str:
     inf = estimate.inference
     plan = estimate.plan.inference
-    if inf.engine is not Engine.HF:
+    if inf.engine in (Engine.VLLM, Engine.SGLANG):
         name = ENGINE_LABELS[inf.engine]
         if inf.max_concurrency < 1:
             return (
@@ -105,11 +111,18 @@ def _headline(estimate: Estimate, u: Unit) -> str:
         queue = f"; {inf.queued:,} of the {plan.concurrent:,} requests wait in the queue" if inf.queued else ""
         return (
             f"<b>{'✔' if inf.fits else '▲'} {name} holds {inf.kv_cache_tokens:,} tokens of KV cache</b>: "
-            f"{min(inf.max_concurrent, plan.concurrent):,} requests of {plan.context:,} tokens at once{queue}."
+            f"{counted(min(inf.max_concurrent, plan.concurrent), 'request')} of {plan.context:,} tokens at once{queue}."
         )
     # The core's serving verdict, three states as for training (core.verdict.judge).
     verdict = f"{VERDICT_STYLE[inf.verdict][0]} {VERDICT_LABELS[inf.verdict].lower()}"
+    host = f"; host memory {_host(estimate, u)}" if inf.engine is Engine.LLAMACPP else ""
     return (
         f"<b>{verdict}</b>: {counted(plan.concurrent, 'request')} of {plan.context:,} tokens need "
-        f"{memory(inf.total_bytes, u)} of {memory(inf.budget_bytes, u)} usable."
+        f"{memory(inf.total_bytes, u)} of {memory(inf.budget_bytes, u)} usable{host}."
     )
+
+
+def _host(estimate: Estimate, u: Unit) -> str:
+    inf = estimate.inference
+    ram = f" of {memory(inf.host_ram_bytes, u)} RAM" if inf.host_ram_bytes else " (host RAM not given)"
+    return memory(inf.host_bytes, u) + ram + (" — too much" if inf.host_ram_short else "")

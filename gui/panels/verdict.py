@@ -197,7 +197,7 @@ class VerdictPanel(QFrame):
         queue = f" · ⚠ {counted(inf.queued, 'request')} wait in the queue" if inf.queued else ""
         self.detail.setText(
             f"{counted(plan.concurrent, 'request')} × {plan.context:,} tokens · "
-            f"at most {inf.max_concurrent:,} requests "
+            f"at most {counted(inf.max_concurrent, 'request')} "
             f"of this context, or {inf.max_context:,} tokens each at this concurrency · {estimate.gpu.name}{queue}"
         )
         self._describe(f"{SERVING_LABELS[verdict]}. {memory(judged.total_bytes, u)}; {margin}.")

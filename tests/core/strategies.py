@@ -7,7 +7,7 @@ from dataclasses import replace
 from hypothesis import strategies as st
 
 from core.catalogue import load_gpus, load_models
-from core.dtypes import Autocast, Dtype, KvDtype, Quant, WeightFormat
+from core.dtypes import Autocast, CacheType, Dtype, GgufQuant, KvDtype, Quant, WeightFormat
 from core.model import LORA_TARGETS, ModelSpec
 from core.plan import (
     Accounting,
@@ -26,6 +26,7 @@ from core.plan import (
     Precision,
     Preset,
     Strategy,
+    VllmVersion,
     Workload,
     precision_fields,
 )
@@ -46,6 +47,7 @@ gpu_ids = st.sampled_from([g.id for g in load_gpus()] + ["custom"])
 @st.composite
 def plans(draw: st.DrawFn) -> Plan:
     spec = draw(models)
+    engine = draw(st.sampled_from(list(Engine)))
     if draw(st.booleans()):
         spec = replace(spec, params_override=draw(st.integers(1, 10**15)))
     method = draw(st.sampled_from(list(Method)))
@@ -96,9 +98,16 @@ def plans(draw: st.DrawFn) -> Plan:
             kv_dtype=draw(st.sampled_from(list(KvDtype))),
             concurrent=draw(st.integers(1, 4096)),
             context=draw(st.integers(1, 1_000_000)),
-            engine=draw(st.sampled_from(list(Engine))),
+            engine=engine,
             new_tokens=draw(st.integers(0, 100_000)),
-            tensor_parallel=draw(st.sampled_from(serving_tensor_parallel(spec, 64))),
+            # llama.cpp splits layers, not tensors (Plan refuses tensor parallelism with it).
+            tensor_parallel=1
+            if engine is Engine.LLAMACPP
+            else draw(st.sampled_from(serving_tensor_parallel(spec, 64))),
+            vllm_version=draw(st.sampled_from(list(VllmVersion))),
+            gguf_quant=draw(st.sampled_from(list(GgufQuant))),
+            gpu_layers=draw(st.integers(0, 1000)),
+            cache_type=draw(st.sampled_from(list(CacheType))),  # flash attention on: every type allowed
             pipeline_parallel=draw(st.integers(1, min(16, spec.num_layers))),
             replicas=draw(st.integers(1, 1000)),
             gpu_memory_utilization=draw(st.floats(0.01, 1.0)),

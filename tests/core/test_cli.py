@@ -315,13 +315,30 @@ def test_inference_mode_answers_the_serving_question_everywhere(capsys: pytest.C
 
 
 def test_a_pooled_engine_shares_its_pool_among_the_requests() -> None:
-    # Issue 26, item 5: vLLM on an H100 with Llama 3.1 8B holds 443,872 tokens (27,742 blocks of
-    # 16); at 32 requests each may hold 27,742 // 32 = 866 blocks = 13,856 tokens, not the whole
+    # Issue 26, item 5: vLLM on an H100 with Llama 3.1 8B holds 443,536 tokens (27,721 blocks of
+    # 16; issue 23's fitted non-torch 0.29 GiB); at 32 requests each may hold 27,721 // 32 = 866
+    # blocks = 13,856 tokens, not the whole
     # pool; one request never more than the model's 131,072-token window (its config.json).
     from core.estimate import estimate
     from core.presets import plan_for_model
 
     plan = plan_for_model("llama-3.1-8b").with_hardware(gpu="h100-sxm")
     inf = estimate(plan.with_inference(engine="vllm", concurrent=32, context=8192)).inference
-    assert inf.kv_cache_tokens == 443_872 and inf.max_context == 13_856
+    assert inf.kv_cache_tokens == 443_536 and inf.max_context == 13_856
     assert estimate(plan.with_inference(engine="vllm", concurrent=1, context=8192)).inference.max_context == 131_072
+
+
+def test_llama_cpp_on_the_command_line(capsys: pytest.CaptureFixture[str]) -> None:
+    # The header names the GGUF type and cache type llama.cpp was judged with (it read "weights
+    # bf16 · KV bf16", settings that engine ignores), the counts take their noun's number ("at most
+    # 1 requests" before), and the host part is judged against the RAM given.
+    args = ("estimate", "--model", "llama-3.1-8b", "--gpu", "rtx-4090", "--mode", "inference", "--engine", "llamacpp")
+    code, out, _ = run(capsys, *args, "--gguf", "Q4_K_M", "--context", "8192", "--gpu-layers", "20")
+    assert code == 0 and "GGUF Q4_K_M · KV f16" in out and "1 requests" not in out
+    assert "at most 1 request of 8,192 tokens" in out and "12 layers not offloaded" in out
+    code, out, _ = run(capsys, *args, "--gpu-layers", "20", "--host-ram-gb", "2")
+    assert "a node's RAM does not" in out and "more than the 2.00 GB of host RAM given" in out
+    code, _, err = run(capsys, *args, "--cache-type", "q8_0", "--no-flash-attention")
+    assert code != 0 and "V cache quantization requires flash_attn" in err and "Traceback" not in err
+    code, _, err = run(capsys, "estimate", "--model", "llama-3.1-8b", "--mode", "inference", "--vllm-version", "0.5")
+    assert code != 0 and "0.28" in err and "Traceback" not in err

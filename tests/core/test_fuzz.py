@@ -22,12 +22,12 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from core.catalogue import load_gpus, load_models
-from core.dtypes import KvDtype, Quant, WeightFormat
+from core.dtypes import CacheType, GgufQuant, KvDtype, Quant, WeightFormat
 from core.errors import PlanError, PlanFileError
 from core.estimate import Estimate, estimate
 from core.files import planfile
 from core.hfconfig import model_from_hf_config
-from core.inputs import MAX_BATCH, MAX_GPUS, MAX_PARALLEL, MAX_SEQ, MAX_TOKENS, input_at
+from core.inputs import MAX_BATCH, MAX_GPUS, MAX_LAYERS_FLAG, MAX_PARALLEL, MAX_SEQ, MAX_TOKENS, input_at
 from core.model import LIMITS, LORA_TARGETS, MAX_PARAMS, ModelSpec
 from core.plan import (
     Accounting,
@@ -44,6 +44,7 @@ from core.plan import (
     Plan,
     Precision,
     Strategy,
+    VllmVersion,
     Workload,
     precision_fields,
 )
@@ -266,6 +267,7 @@ def _random_plan(rng: random.Random) -> Plan:
     model = _random_model(rng)
     method = rng.choice(list(Method))
     frozen_low = 1 if method is Method.FROZEN else 0
+    engine = rng.choice(list(Engine))
     return Plan(
         model=model,
         method=method,
@@ -293,7 +295,7 @@ def _random_plan(rng: random.Random) -> Plan:
             gpu=rng.choice(_GPUS),
             utilisation=rng.choice([*_ends("hardware.utilisation"), rng.uniform(0.01, 1.0)]),
             headroom=rng.choice([0.0, 0.9, rng.uniform(0, 0.9)]),
-            price_per_gpu_hour=rng.choice([0.0, 1e6, rng.uniform(0, 10)]),
+            price_per_gpu_hour=rng.choice([0.0, 1e6, rng.uniform(0.01, 10)]),  # 0 or at least 0.0001
             custom_memory_gb=rng.choice([*_ends("hardware.custom_memory_gb"), rng.uniform(1, 200)]),
             custom_tflops=rng.choice([*_ends("hardware.custom_tflops"), rng.uniform(1, 2000)]),
             peak_tflops_override=rng.choice([0.0, *_ends("hardware.peak_tflops_override")]),
@@ -309,10 +311,18 @@ def _random_plan(rng: random.Random) -> Plan:
             kv_dtype=rng.choice(list(KvDtype)),
             concurrent=_pick(rng, 1, MAX_BATCH),
             context=_pick(rng, 1, MAX_SEQ),
-            engine=rng.choice(list(Engine)),
+            engine=engine,
             new_tokens=_pick(rng, 0, MAX_SEQ),
-            # Serving splits vLLM accepts for the model (Plan validation refuses the rest).
-            tensor_parallel=rng.choice(serving_tensor_parallel(model, MAX_PARALLEL)),
+            # Serving splits vLLM accepts for the model (Plan validation refuses the rest);
+            # llama.cpp splits layers only.
+            tensor_parallel=1
+            if engine is Engine.LLAMACPP
+            else rng.choice(serving_tensor_parallel(model, MAX_PARALLEL)),
+            vllm_version=rng.choice(list(VllmVersion)),
+            gguf_quant=rng.choice(list(GgufQuant)),
+            gpu_layers=_pick(rng, 0, MAX_LAYERS_FLAG),
+            cache_type=rng.choice(list(CacheType)),
+            ubatch=_pick(rng, 1, MAX_SEQ),
             pipeline_parallel=_pick(rng, 1, min(MAX_PARALLEL, model.num_layers)),
             replicas=_pick(rng, 1, MAX_GPUS),
             gpu_memory_utilization=rng.choice([*_ends("inference.gpu_memory_utilization"), rng.uniform(0.01, 1.0)]),

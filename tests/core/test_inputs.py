@@ -146,6 +146,8 @@ def _value_for(spec: Input) -> Any:
         return "all-linear"
     if spec.path == "hardware.gpu":
         return "h100-sxm"
+    if spec.path == "inference.link":  # any link: the serving GPUs may be on different nodes
+        return "nvlink4"
     return next(link.id for link in load_links() if link.kind.value in spec.path and link.id != spec.default)
 
 

@@ -137,7 +137,7 @@ def test_serving_commands() -> None:
     vllm = export(served, Target.VLLM)
     assert vllm.text.splitlines()[-1] == (
         "vllm serve meta-llama/Llama-3.1-8B --dtype bfloat16 --kv-cache-dtype fp8 --max-model-len 8192 "
-        "--tensor-parallel-size 1 --gpu-memory-utilization 0.9"
+        "--tensor-parallel-size 1"  # no --gpu-memory-utilization: the release's default
     )
     assert [u.field for u in vllm.unexpressed] == ["inference.concurrent"]  # the clients' load
     llama = export(served.with_inference(kv_dtype=KvDtype.INT8), Target.LLAMA_SERVER)
@@ -145,6 +145,13 @@ def test_serving_commands() -> None:
         "llama-server -m Llama-3.1-8B-BF16.gguf -c 131072 -np 16 -n 256 -ngl 999 -fa on -ctk q8_0 -ctv q8_0 -sm none"
     )
     assert [u.field for u in llama.unexpressed] == ["model", "inference.engine"]
+    # A plan judged under llama.cpp's own rules writes its GGUF type, GPU layers and cache type.
+    own = served.with_inference(engine=Engine.LLAMACPP, gguf_quant="Q4_K_M", gpu_layers=20, cache_type="q8_0")
+    llama = export(own, Target.LLAMA_SERVER)
+    assert llama.text.splitlines()[-1] == (
+        "llama-server -m Llama-3.1-8B-Q4_K_M.gguf -c 131072 -np 16 -n 256 -ngl 20 -fa on -ctk q8_0 -ctv q8_0 -sm none"
+    )
+    assert [u.field for u in llama.unexpressed] == ["model"]
     awq = export(served.with_inference(weight_dtype=WeightFormat.AWQ_INT4, kv_dtype=KvDtype.FP16), Target.VLLM)
     assert "--dtype float16 --quantization awq" in awq.text and "Serve an AWQ checkpoint" in awq.text
 

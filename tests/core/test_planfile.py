@@ -47,6 +47,17 @@ def test_missing_key_is_named() -> None:
         planfile.plan_from_dict(doc)
 
 
+def test_a_file_from_before_the_serving_engines_reads_as_vllm_0_19() -> None:
+    # Files written before issue 23 have no vLLM release, serving link or llama.cpp settings;
+    # they failed to load ("plan.inference.vllm_version ... the key is missing") and must read
+    # as the defaults: vLLM 0.19's rules, what this program applied to them.
+    doc = _document()
+    for key in ("vllm_version", "link", "gguf_quant", "gpu_layers", "cache_type", "flash_attention", "ubatch"):
+        del doc["plan"]["inference"][key]
+    plan = planfile.plan_from_dict(doc)
+    assert plan == default_plan() and plan.inference.vllm_version.value == "0.19"
+
+
 def test_wrong_type_is_named() -> None:
     doc = _document()
     doc["plan"]["workload"]["micro_batch"] = "four"

@@ -211,11 +211,12 @@ def test_decode_at_one_request_is_bandwidth_bound() -> None:
     inf = estimate(vllm_plan(context=8192)).inference
     first = inf.speed.curve[0]
     assert first.concurrent == 1 and first.memory_bound
-    # One step reads 16 GB of weights plus one request's cache at 3,350 GB/s × 77 %.
-    from core.serving.speed import BANDWIDTH_EFFICIENCY
+    # One step reads 16 GB of weights plus one request's cache at 3,350 GB/s × the HBM
+    # efficiency (a CUDA-graph engine adds no per-layer launch time).
+    from core.serving.fit import DEFAULT_BANDWIDTH
 
     read = inf.weights_bytes + 131_072 * (8192 - 256 + 128)
-    assert first.step_s == pytest.approx(read / (3350e9 * BANDWIDTH_EFFICIENCY))
+    assert first.step_s == pytest.approx(read / (3350e9 * DEFAULT_BANDWIDTH["cuda-graphs/hbm"]))
 
 
 def test_throughput_curve_rises_while_each_request_slows() -> None:
@@ -226,9 +227,11 @@ def test_throughput_curve_rises_while_each_request_slows() -> None:
 
 
 def test_ttft_scales_with_the_prompt() -> None:
-    short = estimate(vllm_plan(context=2048 + 256)).inference.ttft_s
-    long = estimate(vllm_plan(context=4096 + 256)).inference.ttft_s
-    assert 2.0 < long / short < 2.2  # linear in S plus the quadratic attention term
+    short = estimate(vllm_plan(context=2048 + 256)).inference.speed
+    long = estimate(vllm_plan(context=4096 + 256)).inference.speed
+    # The prefill (TTFT alone less the first decode step) is linear in S plus the quadratic
+    # attention term.
+    assert 2.0 < (long.ttft_alone_s - long.step_s) / (short.ttft_alone_s - short.step_s) < 2.2
 
 
 # --- plan files -----------------------------------------------------------------------------
@@ -270,7 +273,9 @@ def test_sglang_pool_is_the_static_fraction_less_the_weights() -> None:
     # ServerArgs default for one GPU: mem_fraction_static 0.88; 0.85 from four.
     assert sglang_fraction(plan.inference) == 0.88
     assert sglang_fraction(plan.inference.__class__(tensor_parallel=4)) == 0.85
-    expected = (total * 0.88 - SERVING_OVERHEAD_BYTES - inf.weights_bytes) // 131_072
+    # profile_max_num_token (python/sglang/srt/model_executor/model_runner.py): the total is the
+    # free memory after start-up (CUDA context taken; one GPU: no NCCL buffers), × the fraction.
+    expected = ((total - SERVING_OVERHEAD_BYTES) * 0.88 - inf.weights_bytes) // 131_072
     assert inf.kv_cache_tokens == expected
     half = estimate(plan.with_inference(mem_fraction_static=0.5)).inference
     assert half.kv_cache_tokens < inf.kv_cache_tokens
@@ -313,3 +318,13 @@ def test_pipeline_parallel_splits_layers_and_the_largest_stage_decides() -> None
     assert layout.weights_bytes == pytest.approx(expected_params * 2)
     # Its KV cache holds 27 of the 80 layers.
     assert estimate(plan).inference.kv_bytes_per_token == 27 * 2 * 8 * 128 * 2
+
+
+def test_speed_text_says_one_request_in_the_singular() -> None:
+    # The formula read "step = ... at 1 requests" for a lone request (core/serving/speed.py
+    # before issue 23); counts take their noun's number (core.format.counted).
+    speed = estimate(vllm_plan(context=8192)).inference.speed
+    assert speed.running == 1
+    for text in (speed.formula, speed.assumptions):
+        assert "1 requests" not in text
+    assert "1 request " in speed.formula

@@ -59,3 +59,18 @@ def test_vllm_figures_come_from_the_estimate(window: MainWindow) -> None:
         == f"{min(plan.concurrent, inf.max_concurrent):,} × {plan.context:,} tokens at once"
     )
     assert window.chart.bars()[0].total_bytes == inf.total_bytes
+
+
+def test_llama_cpp_on_the_serving_tab_and_banner(window: MainWindow) -> None:
+    # The banner read "at most 1 requests"; llama.cpp's host part has its own row; the Compute
+    # tab's time per output token is the queue's latency that tokens/s per request comes from.
+    window.show()
+    window.inference_action.trigger()
+    plan = Plan(model=find_model("llama-3.1-8b").spec, model_id="llama-3.1-8b", hardware=Hardware(gpu="rtx-4090"))
+    window.controller.reset(plan.with_inference(engine="llamacpp", context=8192, gpu_layers=20))
+    window.tabs.setCurrentWidget(window.inference_panel)
+    assert "host RAM not given" in window.inference_panel.values["host"].text()
+    assert "at most 1 request of this context" in window.verdict.detail.text()
+    window.tabs.setCurrentWidget(window.compute_panel)
+    speed = window.controller.estimate.inference.speed
+    assert window.compute_panel.serving.values["step"].text().startswith(f"{speed.token_latency_s * 1e3:,.1f} ms")

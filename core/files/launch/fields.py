@@ -164,11 +164,26 @@ TRAINING_FIELDS: Final = (
 )
 
 _VLLM = "inference.engine"
+
+
+def _llamacpp(plan: Plan) -> bool:
+    return plan.inference.engine is Engine.LLAMACPP
+
+
+def _not_llamacpp(plan: Plan) -> bool:
+    return plan.inference.engine is not Engine.LLAMACPP
+
+
 SERVING_FIELDS: Final = (
     _f("model", lambda p: p.model),
     _f("inference.engine", lambda p: p.inference.engine),
-    _f("inference.weight_dtype", lambda p: p.inference.weight_dtype),
-    _f("inference.kv_dtype", lambda p: p.inference.kv_dtype),
+    _f("inference.weight_dtype", lambda p: p.inference.weight_dtype, _not_llamacpp, _VLLM),
+    _f("inference.kv_dtype", lambda p: p.inference.kv_dtype, _not_llamacpp, _VLLM),
+    _f("inference.gguf_quant", lambda p: p.inference.gguf_quant, _llamacpp, _VLLM),
+    _f("inference.gpu_layers", lambda p: p.inference.gpu_layers, _llamacpp, _VLLM),
+    _f("inference.cache_type", lambda p: p.inference.cache_type, _llamacpp, _VLLM),
+    _f("inference.flash_attention", lambda p: p.inference.flash_attention, _llamacpp, _VLLM),
+    _f("inference.ubatch", lambda p: p.inference.ubatch, _llamacpp, _VLLM),
     _f("inference.concurrent", lambda p: p.inference.concurrent),
     _f("inference.context", lambda p: p.inference.context),
     _f("inference.new_tokens", lambda p: p.inference.new_tokens),

@@ -17,11 +17,13 @@ from __future__ import annotations
 import shlex
 from typing import Any, Final
 
-from core.dtypes import KvDtype, WeightFormat
+from core.dtypes import CacheType, GgufQuant, KvDtype, WeightFormat
 from core.files.launch.common import Draft, Export, Target, command_words, header, model_reference
-from core.plan import ENGINE_LABELS, Plan
+from core.inputs import DEFAULTS
+from core.plan import ENGINE_LABELS, Engine, Plan
 
 MAX_CONTEXT: Final = 2**31 - 1  # common_params.n_ctx is an int32_t
+DEFAULT_UBATCH: Final = DEFAULTS["inference.ubatch"]  # -ub's default, 512 (common/common.h n_ubatch)
 GGUF_TYPES: Final = {WeightFormat.BF16: "BF16", WeightFormat.FP16: "F16", WeightFormat.FP32: "F32"}
 NEAREST_GGUF: Final = {
     WeightFormat.INT8: "Q8_0",
@@ -29,6 +31,7 @@ NEAREST_GGUF: Final = {
     WeightFormat.NF4: "Q4_0",
     WeightFormat.AWQ_INT4: "Q4_0",
     WeightFormat.GPTQ_INT4: "Q4_0",
+    WeightFormat.MXFP4: "MXFP4_MOE",  # llama-quantize's gpt-oss type (LLAMA_FTYPE_MOSTLY_MXFP4_MOE)
 }
 CACHE_TYPES: Final = {
     KvDtype.FP32: "f32",
@@ -40,17 +43,41 @@ CACHE_TYPES: Final = {
 
 
 def _model_file(draft: Draft, model_ref: str | None) -> str:
-    fmt = draft.plan.inference.weight_dtype
-    kind = GGUF_TYPES.get(fmt) or NEAREST_GGUF[fmt]
-    if fmt not in GGUF_TYPES:
-        draft.cannot(
-            "inference.weight_dtype", f"a GGUF file stores {fmt.value} weights as none of its types ({kind} is named)"
-        )
+    inf = draft.plan.inference
+    if inf.engine is Engine.LLAMACPP:  # the plan names the GGUF type it was judged with
+        kind = inf.gguf_quant.value
+    else:
+        fmt = inf.weight_dtype
+        kind = GGUF_TYPES.get(fmt) or NEAREST_GGUF[fmt]
+        if fmt not in GGUF_TYPES:
+            draft.cannot(
+                "inference.weight_dtype",
+                f"a GGUF file stores {fmt.value} weights as none of its types ({kind} is named)",
+            )
     stem = model_reference(draft, model_ref).rstrip("/").rsplit("/", 1)[-1]
     draft.cannot(
         "model", f"llama-server reads a GGUF file: {stem}-{kind}.gguf stands for the one converted or downloaded"
     )
     return f"{stem}-{kind}.gguf"
+
+
+def _engine_flags(draft: Draft) -> list[str]:
+    """-ngl, -fa, -ctk / -ctv and -ub: the llama.cpp engine's own settings, or for a plan judged
+    under another engine every layer on the GPU, flash attention and the nearest cache type."""
+    inf = draft.plan.inference
+    if inf.engine is Engine.LLAMACPP:
+        cache = inf.cache_type.value
+        flags = ["-ngl", str(inf.gpu_layers), "-fa", "on" if inf.flash_attention else "off"]
+        flags += ["-ctk", cache, "-ctv", cache]
+        return flags + (["-ub", str(inf.ubatch)] if inf.ubatch != DEFAULT_UBATCH else [])
+    cache = CACHE_TYPES.get(inf.kv_dtype, "q8_0")
+    if inf.kv_dtype not in CACHE_TYPES:
+        draft.cannot("inference.kv_dtype", "llama.cpp has no fp8 KV cache (q8_0 is written)")
+    draft.cannot(
+        "inference.engine",
+        f"the plan was judged under {ENGINE_LABELS[inf.engine]}'s memory rules, not llama.cpp's",
+    )
+    return ["-ngl", "999", "-fa", "on", "-ctk", cache, "-ctv", cache]
 
 
 def _split(draft: Draft) -> list[str]:
@@ -70,21 +97,13 @@ def _split(draft: Draft) -> list[str]:
 def export_llama_server(plan: Plan, model_ref: str | None = None) -> Export:
     draft = Draft(plan)
     inf = plan.inference
-    cache = CACHE_TYPES.get(inf.kv_dtype, "q8_0")
-    if inf.kv_dtype not in CACHE_TYPES:
-        draft.cannot("inference.kv_dtype", "llama.cpp has no fp8 KV cache (q8_0 is written)")
     total = inf.context * inf.concurrent
     if total > MAX_CONTEXT:
         draft.cannot(
             "inference.context", f"llama.cpp's -c is a 32-bit count: {total:,} tokens over all slots is past it"
         )
     argv = ["llama-server", "-m", _model_file(draft, model_ref), "-c", str(total)]
-    argv += ["-np", str(inf.concurrent), "-n", str(inf.new_tokens), "-ngl", "999", "-fa", "on"]
-    argv += ["-ctk", cache, "-ctv", cache, *_split(draft)]
-    draft.cannot(
-        "inference.engine",
-        f"llama.cpp's memory is not modelled: the plan was judged under {ENGINE_LABELS[inf.engine]}'s rules",
-    )
+    argv += ["-np", str(inf.concurrent), "-n", str(inf.new_tokens), *_engine_flags(draft), *_split(draft)]
     if inf.replicas > 1:
         draft.cannot("inference.replicas", "one llama-server serves one copy: start one per replica")
     draft.outside(
@@ -92,7 +111,8 @@ def export_llama_server(plan: Plan, model_ref: str | None = None) -> Export:
         "vLLM's, not llama.cpp's",
     )
     draft.outside(["inference.mem_fraction_static"], "SGLang's, not llama.cpp's")
-    lines = ["llama-server written by VRAM Planner: every layer on the GPU, one slot per concurrent request"]
+    layers = "the plan's GPU layers" if inf.engine is Engine.LLAMACPP else "every layer on the GPU"
+    lines = [f"llama-server written by VRAM Planner: {layers}, one slot per concurrent request"]
     return draft.finish(Target.LLAMA_SERVER, header(lines) + " ".join(shlex.quote(w) for w in argv) + "\n")
 
 
@@ -104,9 +124,23 @@ def read_llama_server(text: str) -> dict[str, Any]:
     gpus = len(flags.get("-ts", "1").split(","))
     kind = flags["-m"].rsplit("-", 1)[-1].removesuffix(".gguf")
     weights = {**{v: k for k, v in NEAREST_GGUF.items()}, **{v: k for k, v in GGUF_TYPES.items()}}
+    cache = flags["-ctk"]
+    fields: dict[str, Any] = {
+        "inference.gpu_layers": int(flags["-ngl"]),
+        "inference.cache_type": CacheType(cache),
+        "inference.flash_attention": flags.get("-fa") != "off",
+        "inference.ubatch": int(flags.get("-ub", DEFAULT_UBATCH)),
+    }
+    if flags["-sm"] != "row":  # llama.cpp as the engine (its row split is the plan's tensor parallel)
+        fields["inference.engine"] = Engine.LLAMACPP
+    if kind in set(GgufQuant):
+        fields["inference.gguf_quant"] = GgufQuant(kind)
+    if kind in weights:
+        fields["inference.weight_dtype"] = weights[kind]
+    if cache in CACHE_TYPES.values():
+        fields["inference.kv_dtype"] = {v: k for k, v in CACHE_TYPES.items()}[cache]
     return {
-        "inference.weight_dtype": weights[kind],
-        "inference.kv_dtype": {v: k for k, v in CACHE_TYPES.items()}[flags["-ctk"]],
+        **fields,
         "inference.concurrent": slots,
         "inference.context": int(flags["-c"]) // slots,
         "inference.new_tokens": int(flags["-n"]),

@@ -26,6 +26,7 @@ QUANTIZATION: Final = {
     WeightFormat.AWQ_INT4: "awq",
     WeightFormat.GPTQ_INT4: "gptq",
     WeightFormat.NF4: "bitsandbytes",
+    WeightFormat.MXFP4: "mxfp4",  # vllm/model_executor/layers/quantization/mxfp4.py, get_name()
 }
 CLIENT_WHY: Final = "the clients' (requests at once, max_tokens per answer), not the server's"
 
@@ -62,7 +63,8 @@ def export_vllm(plan: Plan, model_ref: str | None = None) -> Export:
         argv += ["--pipeline-parallel-size", str(inf.pipeline_parallel)]
     if inf.replicas > 1:
         argv += ["--data-parallel-size", str(inf.replicas)]
-    argv += ["--gpu-memory-utilization", repr(float(inf.gpu_memory_utilization))]
+    if inf.gpu_memory_utilization:  # 0: the release's own default (0.9; 0.92 from 0.21), so no flag
+        argv += ["--gpu-memory-utilization", repr(float(inf.gpu_memory_utilization))]
     if inf.max_num_seqs:
         argv += ["--max-num-seqs", str(inf.max_num_seqs)]
     if inf.max_num_batched_tokens:
@@ -96,7 +98,7 @@ def read_vllm(text: str) -> tuple[str, dict[str, Any]]:
         "inference.tensor_parallel": int(flags.get("--tensor-parallel-size", 1)),
         "inference.pipeline_parallel": int(flags.get("--pipeline-parallel-size", 1)),
         "inference.replicas": int(flags.get("--data-parallel-size", 1)),
-        "inference.gpu_memory_utilization": float(flags["--gpu-memory-utilization"]),
+        "inference.gpu_memory_utilization": float(flags.get("--gpu-memory-utilization", 0.0)),
         "inference.max_num_seqs": int(flags.get("--max-num-seqs", 0)),
         "inference.max_num_batched_tokens": int(flags.get("--max-num-batched-tokens", 0)),
     }

@@ -1,0 +1,1380 @@
+"""Serving rules against published start-up logs and speed measurements, leave one source out.
+
+Corpora: benchmarks/realgpu/engine_logs.json (start-up logs of vLLM 0.2 - 0.19, SGLang,
+llama.cpp, Ollama), benchmarks/realgpu/serving_speed.json (llama-bench tables, a vLLM A100
+sweep, an SGLang run), and the vLLM start-up logs the 0.19 rules were first read against
+(benchmarks/serving/vllm_logs.json: llm-d-planner's H100 logs and four 0.6.x logs).
+
+Each record is mapped to a plan (the mapping, with every assumption, is :data:`MAPPING` and
+the functions below) or listed with why it cannot be (:func:`unexpressed`). The constants
+of core.serving.fit are set by one rule each (:func:`fit_constants`: the median of what the
+records that show a constant imply) and every source is scored with the constants set
+*without* it; a constant no other source shows falls back to its prior (:data:`PRIORS`) and
+the table says so.
+
+Tables: vLLM / SGLang "GPU KV cache size" (target: within 5 % on 90 % of logs, none past
+10 %); llama.cpp's printed buffers, model, KV and compute, per GPU (target: within 3 %);
+decode tokens/s per user (target: median |error| ≤ 15 %, worst ≤ 35 %); time to first token
+where the source measured a cold prefill (target: within × 1.5); weights and total
+throughput for information.
+
+    python benchmarks/realgpu/serving.py [--check] [--markdown FILE]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import re
+import statistics
+import sys
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field, replace
+from functools import cache
+from pathlib import Path
+from types import MappingProxyType
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT))
+
+from core.catalogue import find_gpu, find_model  # noqa: E402
+from core.hfconfig import model_from_hf_config  # noqa: E402
+from core.model import ModelSpec  # noqa: E402
+from core.params import param_counts  # noqa: E402
+from core.plan import Hardware, Plan  # noqa: E402
+from core.runtime import CUDA_CONTEXT_BYTES  # noqa: E402
+from core.serving.engines import serving_link  # noqa: E402
+from core.serving.fit import DEFAULT_FIT, ServingFit, bandwidth_key, link_class, memory_class  # noqa: E402
+from core.serving.inference import InferenceEstimate, inference_estimate  # noqa: E402
+from core.serving.llamacpp import llamacpp_buffers  # noqa: E402
+from core.serving.speed import engine_family  # noqa: E402
+from core.serving.vllm_rules import VLLM_BLOCK_SIZE  # noqa: E402
+from core.serving.vllm_versions import era_of  # noqa: E402
+from core.units import GiB, MiB  # noqa: E402
+
+REALGPU = ROOT / "benchmarks" / "realgpu"
+ENGINE_LOGS = REALGPU / "engine_logs.json"
+SPEED = REALGPU / "serving_speed.json"
+OLD_LOGS = ROOT / "benchmarks" / "serving" / "vllm_logs.json"
+CONFIGS = ROOT / "benchmarks" / "accuracy" / "configs"
+
+KV_TARGET, KV_SHARE, KV_WORST = 5.0, 0.90, 10.0  # issue 23
+BUFFER_TARGET = 3.0
+DECODE_MEDIAN, DECODE_WORST = 15.0, 35.0
+TTFT_RATIO = 1.5
+
+# The links whose tensor-parallel buffers are fitted: NCCL's NVLS (multicast) buffers on NVSwitch
+# systems and the network transport's. Over PCIe or plain NVLink the buffers are NCCL's ring ones,
+# tens of MiB: held at 0, so a TP log on those links sets its era's non-torch base instead.
+LARGE_COMM = ("nvlink-nvswitch", "network")
+# Values a constant takes when no record outside the scored source shows it: what one would
+# assume with no log at all (nothing outside torch, no driver reserve, no launch cost), or an
+# outside figure (bandwidth: 77 % on an A100, John Musgrave's vLLM sweep, cited in the old
+# core.serving.speed). The CUDA context is core.runtime's.
+PRIORS: Mapping[str, float] = MappingProxyType(
+    {
+        "non_torch:v0": CUDA_CONTEXT_BYTES,
+        "non_torch:v1-early": CUDA_CONTEXT_BYTES,
+        "non_torch:v1": 0.0,
+        "tp_comm": 0.0,
+        "driver": 0.0,
+        "bandwidth": 0.77,
+        "overhead": 0.0,
+    }
+)
+
+
+# The rules before issue 23 (main at 311d2af, core/serving/vllm_rules.py): 0.25 GiB outside torch on
+# one GPU and 2.1 GiB with tensor parallelism whatever the link, 0.46 GiB kept by the driver on every
+# card, 77 % of the bandwidth and no launch time in decode. Scored under this branch's version rules,
+# so the "before" column isolates what fitting by link and card class changed.
+BEFORE_FIT = ServingFit(
+    vllm_non_torch_bytes=MappingProxyType({"v0": 0.25 * GiB, "v1-early": 0.25 * GiB, "v1": 0.25 * GiB}),
+    tp_comm_bytes=MappingProxyType({k: 1.85 * GiB for k in ("nvlink-nvswitch", "nvlink", "pcie", "network")}),
+    driver_reserved_bytes=MappingProxyType({"hbm": 0.46 * GiB, "gddr": 0.46 * GiB, "unified": 0.46 * GiB}),
+    bandwidth_efficiency=MappingProxyType({k: 0.77 for k in DEFAULT_FIT.bandwidth_efficiency}),
+    layer_overhead_s=MappingProxyType({k: 0.0 for k in DEFAULT_FIT.layer_overhead_s}),
+)
+
+
+# ---- what is scored -----------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Case:
+    """One published figure and the plan's prediction of it under a set of constants."""
+
+    id: str
+    source: str
+    table: str  # kv | buffers | decode | ttft | weights | throughput
+    what: str
+    logged: float
+    predict: Callable[[ServingFit], float] = field(compare=False)
+    identifies: str = ""  # the constant this record can set (see fit_constants), "" none
+    note: str = ""
+    plan: Plan | None = field(default=None, compare=False)  # decode cases: their card and engine
+
+    def error_pct(self, fit: ServingFit) -> float:
+        return 100.0 * (self.predict(fit) - self.logged) / self.logged
+
+
+@dataclass(frozen=True)
+class Unexpressed:
+    id: str
+    source: str
+    engine: str
+    reason: str
+
+
+@dataclass(frozen=True)
+class Row:
+    case: Case
+    predicted: float
+    priors: tuple[str, ...]  # constants this source was scored with at their prior
+
+    @property
+    def error_pct(self) -> float:
+        return 100.0 * (self.predicted - self.case.logged) / self.case.logged
+
+    @property
+    def ratio(self) -> float:
+        return self.predicted / self.case.logged
+
+
+# ---- corpora --------------------------------------------------------------------------------
+@cache
+def engine_logs() -> dict[str, Any]:
+    return json.loads(ENGINE_LOGS.read_text(encoding="utf-8"))
+
+
+@cache
+def speed_corpus() -> dict[str, Any]:
+    return json.loads(SPEED.read_text(encoding="utf-8"))
+
+
+@cache
+def old_logs() -> dict[str, Any]:
+    return json.loads(OLD_LOGS.read_text(encoding="utf-8"))
+
+
+def number(text: Any) -> float:
+    """The first number of a logged field ("14.2488 GiB", "93,872", "5.73x")."""
+    if isinstance(text, (int, float)):
+        return float(text)
+    match = re.match(r"[\d,.]+", str(text).strip())
+    assert match, text
+    return float(match.group().replace(",", ""))
+
+
+@cache
+def config_model(name: str) -> ModelSpec:
+    return model_from_hf_config(json.loads((CONFIGS / f"{name}.json").read_text(encoding="utf-8")), name=name)
+
+
+def catalogue(model_id: str) -> ModelSpec:
+    return find_model(model_id).spec
+
+
+def mistral_v02() -> ModelSpec:
+    """Mistral-7B-Instruct-v0.2: v0.1's shapes without the sliding window (its config drops
+    it and raises rope_theta to 1e6, which changes no tensor)."""
+    return replace(catalogue("mistral-7b-v0.1"), name="Mistral 7B v0.2", sliding_window=None, sliding_window_layers=0)
+
+
+def command_r() -> ModelSpec:
+    """c4ai-command-r-v01 as the log shows it: 40 layers, 5,120 MiB of f16 KV at 4,096 cells is
+    8,192 KV values per token and layer (no grouped heads: 64 heads of 128 = the hidden size);
+    vocabulary 256,000 and MLP 22,528 as its config (neither decides the first GPU's buffer)."""
+    return ModelSpec(
+        name="Command-R v01",
+        family="cohere",
+        vocab_size=256000,
+        hidden_size=8192,
+        num_layers=40,
+        num_heads=64,
+        num_kv_heads=64,
+        head_dim=128,
+        intermediate_size=22528,
+        tie_embeddings=True,
+        norm="layernorm",
+        norms_per_layer=1,
+        max_position_embeddings=131072,
+    )
+
+
+def tinyllama() -> ModelSpec:
+    """TinyLlama-1.1B (its config: 22 layers, hidden 2048, 32 heads / 4 KV heads, MLP 5632,
+    vocabulary 32000); llama-bench prints it as 1.10 B parameters, 636.18 MiB in Q4_K_M."""
+    return ModelSpec(
+        name="TinyLlama 1.1B",
+        family="llama",
+        vocab_size=32000,
+        hidden_size=2048,
+        num_layers=22,
+        num_heads=32,
+        num_kv_heads=4,
+        head_dim=64,
+        intermediate_size=5632,
+        max_position_embeddings=2048,
+    )
+
+
+# ---- predictions ----------------------------------------------------------------------------
+def estimate_with(plan: Plan, fit: ServingFit) -> InferenceEstimate:
+    return inference_estimate(plan, param_counts(plan), find_gpu(plan.hardware.gpu), fit)
+
+
+def serving_plan(model: ModelSpec, model_id: str, gpu: str, **inference: Any) -> Plan:
+    return Plan(model=model, model_id=model_id, hardware=Hardware(gpu=gpu)).with_inference(**inference)
+
+
+def kv_tokens_case(case_id: str, source: str, plan: Plan, logged: float, note: str = "", what: str = "") -> Case:
+    inf = plan.inference
+    identifies = ""
+    link = link_class(serving_link(inf, find_gpu(plan.hardware.gpu))).value
+    if inf.tensor_parallel > 1 and link in LARGE_COMM:  # vLLM and SGLang both take these buffers
+        identifies = "tp_comm:" + link
+    elif inf.engine.value == "vllm" and inf.pipeline_parallel == 1:
+        identifies = "non_torch:" + era_of(inf.vllm_version).accounting.value
+    return Case(
+        id=case_id,
+        source=source,
+        table="kv",
+        what=what or f"{inf.engine.value} KV tokens",
+        logged=logged,
+        predict=lambda fit: float(estimate_with(plan, fit).kv_cache_tokens),
+        identifies=identifies,
+        note=note,
+        plan=plan,
+    )
+
+
+def tokens_from_gib(plan: Plan, gib: float) -> float:
+    """Whole 16-token blocks of a logged KV size, for logs that print only the GiB."""
+    per_token = estimate_with(plan, DEFAULT_FIT).kv_bytes_per_token
+    return float(int(gib * GiB // (VLLM_BLOCK_SIZE * per_token)) * VLLM_BLOCK_SIZE)
+
+
+# ---- vLLM and SGLang start-up logs --------------------------------------------------------------
+def _qwen2_7b() -> tuple[ModelSpec, str]:
+    # Qwen2-7B(-Instruct) has Qwen2.5-7B's shapes: 28 layers, hidden 3584, 28 / 4 heads, MLP 18944,
+    # vocabulary 152064, untied (both configs).
+    return catalogue("qwen2.5-7b"), "qwen2.5-7b"
+
+
+# Per engine-log record: the plan's inputs beyond what the record's settings give directly,
+# with why. Records not here are listed by unexpressed() with their reason.
+MAPPING: Mapping[str, dict[str, Any]] = MappingProxyType(
+    {
+        # dennislee22: vLLM 0.10.1.1, Qwen2-7B-Instruct, 16,384 tokens, the scheduler printed 2,048.
+        "dennislee22-vllm-7B-1gpuA10080GB-0.25GRAM": {"util": 0.25, "tp": 1},
+        "dennislee22-vllm-7B-1gpuA10080GB-0.5GRAM": {"util": 0.5, "tp": 1},
+        "dennislee22-vllm-7B-2gpuA10080GB-0.25GRAM-same-node": {"util": 0.25, "tp": 2},
+        "dennislee22-vllm-7B-2gpuA10080GB-0.5GRAM-same-node": {"util": 0.5, "tp": 2},
+        # TP across two nodes: the memory rule needs only the link's class (a network).
+        "dennislee22-vllm-7B-2gpuA10040GB-0.5GRAM-diff-nodes": {"util": 0.5, "tp": 2, "link": "roce-100"},
+        "dennislee22-vllm-120B-4gpuA10080GB-0.8GRAM-diff-nodes": {"util": 0.8, "tp": 4, "link": "roce-100"},
+    }
+)
+
+
+def dennislee_cases() -> list[Case]:
+    cases = []
+    for log in engine_logs()["logs"]:
+        if log["id"] not in MAPPING:
+            continue
+        m = MAPPING[log["id"]]
+        gpt = "120B" in log["id"]
+        model, model_id = (catalogue("gpt-oss-120b"), "gpt-oss-120b") if gpt else _qwen2_7b()
+        plan = serving_plan(
+            model,
+            model_id,
+            log["gpu_catalogue_id"],
+            engine="vllm",
+            vllm_version="0.10",
+            context=16384,
+            tensor_parallel=m["tp"],
+            gpu_memory_utilization=m["util"],
+            max_num_batched_tokens=2048,
+            max_num_seqs=256,
+            weight_dtype="mxfp4" if gpt else "bf16",
+            link=m.get("link", "auto"),
+        )
+        cases.append(kv_tokens_case(log["id"], log["source_id"], plan, number(log["logged"]["kv_cache_tokens"])))
+        cases.append(weights_case(log, plan))
+    return cases
+
+
+def weights_case(log: dict[str, Any], plan: Plan) -> Case:
+    logged = log["logged"]
+    gib = number(logged.get("weights_gib") or logged.get("weights_gb"))
+    return Case(
+        id=log["id"],
+        source=log["source_id"],
+        table="weights",
+        what="weights per GPU (GiB)",
+        logged=gib,
+        predict=lambda fit: estimate_with(plan, fit).weights_bytes / GiB,
+    )
+
+
+def other_vllm_cases() -> list[Case]:
+    """The single vLLM / SGLang logs of other threads, each mapped by hand."""
+    logs = {log["id"]: log for log in engine_logs()["logs"]}
+    qwen235 = config_model("qwen3-235b-a22b")
+    cases: list[Case] = []
+    # Issue #21348's SGLang run: mem_fraction_static 0.93 given, the config's 40,960 tokens, FP8
+    # weights (block-scaled FP8: scales under 0.1 %).
+    log = logs["vllm21348-qwen3-235b-fp8-h100-tp4-sglang"]
+    plan = serving_plan(
+        qwen235,
+        "qwen3-235b-a22b",
+        "h100-sxm",
+        engine="sglang",
+        context=40960,
+        tensor_parallel=4,
+        weight_dtype="fp8",
+        mem_fraction_static=0.93,
+    )
+    cases.append(kv_tokens_case(log["id"], log["source_id"], plan, number(log["logged"]["kv_cache_tokens"])))
+    # Issue #13061: vLLM 0.7 (V0), 2 × RTX 4090, utilisation 0.98, the model's 131,072 tokens, so
+    # chunked prefill on (past 32,768) with 2,048 tokens a step.
+    log = logs["vllm13061-r1-distill-qwen14b-2x4090-tp2"]
+    plan = serving_plan(
+        catalogue("deepseek-r1-distill-qwen-14b"),
+        "deepseek-r1-distill-qwen-14b",
+        "rtx-4090",
+        engine="vllm",
+        vllm_version="0.7",
+        context=131072,
+        tensor_parallel=2,
+        gpu_memory_utilization=0.98,
+        max_num_batched_tokens=2048,
+    )
+    cases.append(
+        kv_tokens_case(
+            log["id"],
+            log["source_id"],
+            plan,
+            tokens_from_gib(plan, number(log["logged"]["kv_cache_gib"])),
+            "tokens: whole blocks of the logged 8.69 GiB (the record's doubt: its 81,536 is not)",
+        )
+    )
+    cases.append(weights_case(log, plan))
+    # PR #24577: ~0.10.2, lm-eval's offline LLM class (its defaults on an A100: 8,192 tokens,
+    # 256 sequences), utilisation 0.9, 4,096 tokens.
+    log = logs["vllm24577-qwen3-0.6b-a100-bf16kv"]
+    plan = serving_plan(
+        config_model("qwen3-0.6b"),
+        "qwen3-0.6b",
+        "a100-80gb-sxm",
+        engine="vllm",
+        vllm_version="0.10",
+        context=4096,
+        gpu_memory_utilization=0.9,
+        max_num_batched_tokens=8192,
+        max_num_seqs=256,
+    )
+    cases.append(kv_tokens_case(log["id"], log["source_id"], plan, number(log["logged"]["kv_cache_tokens"])))
+    cases.append(weights_case(log, plan))
+    # myoceane: vLLM 0.19.0, gpt-oss-20b (MXFP4) on an A100 80GB, utilisation 0.65, 131,072 tokens;
+    # the page is cut before the token line: whole blocks of the 36.56 GiB printed.
+    log = logs["myoceane-gpt-oss-20b-a100-0.65"]
+    plan = serving_plan(
+        catalogue("gpt-oss-20b"),
+        "gpt-oss-20b",
+        "a100-80gb-sxm",
+        engine="vllm",
+        vllm_version="0.19",
+        context=131072,
+        gpu_memory_utilization=0.65,
+        weight_dtype="mxfp4",
+    )
+    cases.append(
+        kv_tokens_case(
+            log["id"],
+            log["source_id"],
+            plan,
+            tokens_from_gib(plan, number(log["logged"]["kv_cache_gib"])),
+            "tokens: whole blocks of the logged 36.56 GiB",
+        )
+    )
+    cases.append(weights_case(log, plan))
+    # Issue #27508: ~0.11.0 (gpu_worker.py:298), one H100, utilisation 0.95, 1,024 batched tokens,
+    # the model's 131,072; the pool is printed in GiB only.
+    log = logs["vllm27508-gpt-oss-120b-h100-gmu095-mnbt1024"]
+    plan = serving_plan(
+        catalogue("gpt-oss-120b"),
+        "gpt-oss-120b",
+        "h100-sxm",
+        engine="vllm",
+        vllm_version="0.11",
+        context=131072,
+        gpu_memory_utilization=0.95,
+        max_num_batched_tokens=1024,
+        weight_dtype="mxfp4",
+    )
+    cases.append(
+        kv_tokens_case(
+            log["id"],
+            log["source_id"],
+            plan,
+            tokens_from_gib(plan, number(log["logged"]["kv_cache_gib"])),
+            "tokens: whole blocks of the logged 1.71 GiB; the engine then refused 131,072 tokens",
+        )
+    )
+    # Issue #33155: 0.14.1, one H100, only the weights line (the start ran out of memory).
+    log = logs["vllm33155-gpt-oss-120b-h100-v0141-weights"]
+    plan = serving_plan(
+        catalogue("gpt-oss-120b"),
+        "gpt-oss-120b",
+        "h100-sxm",
+        engine="vllm",
+        vllm_version="0.14",
+        context=8192,
+        weight_dtype="mxfp4",
+    )
+    cases.append(weights_case(log, plan))
+    return cases
+
+
+def old_corpus_cases() -> list[Case]:
+    """The logs the 0.19 rules were read against: llm-d-planner's (vLLM 0.19.0, H100) and the
+    0.6.x ones of vLLM's threads, each its own source."""
+    cases: list[Case] = []
+    for entry in old_logs()["entries"]:
+        if "image-text" in entry.get("outside_target", "") or entry["id"] in OLD_NOT_EXPRESSIBLE:
+            continue  # listed by unexpressed()
+        source = old_source(entry)
+        version = "0.19" if entry["vllm_version"].startswith("0.19") else "0.6"
+        if "model_config" in entry:
+            path = ROOT / entry["model_config"]
+            model, model_id = config_model(path.stem), path.stem
+        else:
+            model, model_id = catalogue(entry["model"]), entry["model"]
+        plan = serving_plan(
+            model,
+            model_id,
+            entry["gpu"],
+            engine="vllm",
+            vllm_version=version,
+            context=entry["max_model_len"],
+            tensor_parallel=entry["tensor_parallel"],
+            pipeline_parallel=entry.get("pipeline_parallel", 1),
+            gpu_memory_utilization=entry["gpu_memory_utilization"],
+            max_num_batched_tokens=entry["max_num_batched_tokens"],
+            max_num_seqs=entry["max_num_seqs"],
+            weight_dtype=entry.get("weights", "bf16"),
+            kv_dtype=entry.get("kv_dtype", "bf16"),
+        )
+        logged = entry["logged"]
+        tokens = logged.get("kv_cache_tokens") or tokens_from_gib(plan, logged["kv_cache_gib"])
+        cases.append(kv_tokens_case(entry["id"], source, plan, float(tokens), entry.get("model_note", "")))
+        cases.append(
+            Case(
+                entry["id"],
+                source,
+                "weights",
+                "weights per GPU (GiB)",
+                logged["weights_gib"],
+                lambda fit, plan=plan: estimate_with(plan, fit).weights_bytes / GiB,
+            )
+        )
+    return cases
+
+
+def old_source(entry: dict[str, Any]) -> str:
+    url = entry["url"]
+    if "llm-d-planner" in url:
+        return "llm-d-planner"
+    return "vllm-pr-10511" if "10511" in url else "vllm-issue-10517"
+
+
+# What the driver keeps (card − torch's total), where a log shows the total: printed, or
+# implied by two runs at two utilisations ((KV₂ − KV₁) ÷ (u₂ − u₁), weights and the rest equal).
+def driver_observations() -> list[tuple[str, str, float]]:
+    """(source, card, bytes the driver keeps)."""
+    seen: list[tuple[str, str, float]] = []
+    for entry in old_logs()["entries"]:
+        total = entry["logged"].get("total_gib")
+        if total:
+            seen.append((old_source(entry), entry["gpu"], find_gpu(entry["gpu"]).memory_bytes - total * GiB))
+    logs = {log["id"]: log for log in engine_logs()["logs"]}
+    quarter = number(logs["dennislee22-vllm-7B-1gpuA10080GB-0.25GRAM"]["logged"]["kv_cache_gib"])
+    half = number(logs["dennislee22-vllm-7B-1gpuA10080GB-0.5GRAM"]["logged"]["kv_cache_gib"])
+    total = (half - quarter) / 0.25 * GiB
+    seen.append(("dennislee22-vllm-benchmarking", "a100-80gb-sxm", find_gpu("a100-80gb-sxm").memory_bytes - total))
+    total_b200 = number(logs["vllm21489-gemma3-4b-b200-bench-latency"]["logged"]["total_gib"]) * GiB
+    seen.append(("vllm-pr-21489", "b200", find_gpu("b200").memory_bytes - total_b200))
+    return seen
+
+
+# ---- llama.cpp's printed buffers ------------------------------------------------------------------
+# XiongjieDai's Apple machines missing from the catalogue: the buffers do not depend on the card,
+# and the speed only on its bandwidth, which these catalogue parts share (M1: 68.25 GB/s; the
+# 64 GB M3 Max is the 40-core part, 400 GB/s like the 128 GB one).
+APPLE_STAND_INS: Mapping[str, str] = MappingProxyType({"M1 8GB": "apple-m1-16gb", "M3max 64GB": "apple-m3-max-128gb"})
+
+
+def xd_card(record: dict[str, Any]) -> str:
+    if record.get("gpu_catalogue_id"):
+        return str(record["gpu_catalogue_id"])
+    return APPLE_STAND_INS[record["gpu"]]
+
+
+def llama_plan(model: ModelSpec, model_id: str, gpu: str, **inference: Any) -> Plan:
+    return serving_plan(model, model_id, gpu, engine="llamacpp", **inference)
+
+
+def buffer_cases(
+    case_id: str, source: str, plan: Plan, logged: Mapping[str, Any], kinds: Iterable[str] = ("model", "kv", "compute")
+) -> list[Case]:
+    """One case per printed GPU buffer. Model buffers are compared as sorted lists: llama.cpp
+    prints them in the order of a std::map keyed by buffer-type pointers, not by GPU."""
+    cases = []
+    names = {"model": "model_buffer_mib", "kv": "kv_buffer_mib", "compute": "compute_buffer_mib"}
+    for kind in kinds:
+        printed = {
+            dev: number(v) for dev, v in logged.get(names[kind], {}).items() if dev == "Metal" or dev[4:].isdigit()
+        }
+        if kind == "model" and printed:
+            order = sorted(printed.values())
+            for rank, value in enumerate(order):
+                cases.append(
+                    _buffer(
+                        case_id,
+                        source,
+                        plan,
+                        kind,
+                        f"GPU buffer {rank + 1} of {len(order)} by size",
+                        value,
+                        lambda b, rank=rank: sorted(b.layout.device_weights)[rank],
+                    )
+                )
+            continue
+        for dev, value in printed.items():
+            index = 0 if dev == "Metal" else int(dev[4:])
+            cases.append(_buffer(case_id, source, plan, kind, dev, value, _device_getter(kind, index)))
+    host = logged.get("model_buffer_mib", {}).get("CPU")
+    if host and "model" in kinds:
+        cases.append(_buffer(case_id, source, plan, "model", "CPU", number(host), lambda b: b.layout.host_weights))
+    return cases
+
+
+def _device_getter(kind: str, index: int) -> Callable[[Any], float]:
+    if kind == "kv":
+        return lambda b: b.device_kv[index]
+    return lambda b: b.device_compute[index]
+
+
+def _buffer(
+    case_id: str, source: str, plan: Plan, kind: str, dev: str, mib: float, get: Callable[[Any], float]
+) -> Case:
+    return Case(
+        f"{case_id} {kind} {dev}",
+        source,
+        "buffers",
+        f"{kind} buffer (MiB)",
+        mib,
+        lambda fit: get(llamacpp_buffers(plan)) / MiB,
+    )
+
+
+def xiongjiedai_buffer_cases() -> list[Case]:
+    cases = []
+    for log in engine_logs()["logs"]:
+        if log["source_id"] != "xiongjiedai-gpu-benchmarks":
+            continue
+        n_ctx = int(log["logged"]["n_ctx"])  # printed; the M1 8 GB run had no -c 0 and took 512
+        plan = llama_plan(
+            catalogue("llama-3.1-8b"),
+            "llama-3.1-8b",
+            xd_card(log),
+            context=n_ctx,
+            pipeline_parallel=log["gpu_count"],
+            gguf_quant="Q4_K_M",
+            cache_type="f16",
+            flash_attention=False,
+            ubatch=512,
+        )
+        cases += buffer_cases(log["id"], log["source_id"], plan, log["logged"])
+    return cases
+
+
+def other_llamacpp_cases() -> list[Case]:
+    logs = {log["id"]: log for log in engine_logs()["logs"]}
+    cases: list[Case] = []
+    for case_id, ctx in (
+        ("logdetective106-mistral7b-v0.2-q4ks-ctx2048", 2048),
+        ("logdetective106-mistral7b-v0.2-q4ks-ctx32768", 32768),
+    ):
+        plan = llama_plan(mistral_v02(), "", "rtx-4090", context=ctx, gguf_quant="Q4_K_S", flash_attention=False)
+        cases += buffer_cases(case_id, logs[case_id]["source_id"], plan, logs[case_id]["logged"], ("kv", "compute"))
+    # Command-R on a 4070 Ti + 3090 Ti: the layers split by free memory (12 / 28 by the KV lines),
+    # which equal shares cannot give; the first GPU's compute buffer does not depend on the split
+    # (it holds no output layer) and the KV buffers' sum does not either.
+    log = logs["llamacpp6122-commandr-4070ti-3090ti-4k"]
+    plan = llama_plan(
+        command_r(), "", "rtx-3090-ti", context=4096, pipeline_parallel=2, gguf_quant="Q4_K_M", flash_attention=False
+    )
+    cases += buffer_cases(
+        log["id"], log["source_id"], plan, {"compute_buffer_mib": {"CUDA0": "672.01 MiB"}}, ("compute",)
+    )
+    cases.append(
+        Case(
+            f"{log['id']} kv GPUs together",
+            log["source_id"],
+            "buffers",
+            "KV buffer (MiB)",
+            number(log["logged"]["kv_self_mib"]),
+            lambda fit, plan=plan: sum(llamacpp_buffers(plan).device_kv) / MiB,
+        )
+    )
+    # Qwen2.5-Coder-32B with q8_0 KV and flash attention on two GPUs split by free memory
+    # (41 / 23 layers): the KV together, and each GPU's compute buffer (the second holds the output).
+    log = logs["llamacpp11200-qwen25coder32b-q8kv-32k-2gpu"]
+    plan = llama_plan(
+        catalogue("qwen2.5-32b"),
+        "qwen2.5-32b",
+        "rtx-3090-ti",
+        context=32768,
+        pipeline_parallel=2,
+        gguf_quant="Q8_0",
+        cache_type="q8_0",
+        flash_attention=True,
+    )
+    cases.append(
+        Case(
+            f"{log['id']} kv GPUs together",
+            log["source_id"],
+            "buffers",
+            "KV buffer (MiB)",
+            number(log["logged"]["kv_self_mib"]),
+            lambda fit, plan=plan: sum(llamacpp_buffers(plan).device_kv) / MiB,
+        )
+    )
+    cases += buffer_cases(log["id"], log["source_id"], plan, log["logged"], ("compute",))
+    # Ollama's new engine, Mistral Small 3.1 (architecture mistral3) in Q8_0 on two GPUs: only the
+    # model buffers were printed; their sum (the split is Ollama's own, by free memory) and the host's.
+    log = logs["ollama11090-mistral3-q8-2gpu-weights"]
+    plan = llama_plan(
+        catalogue("mistral-small-24b"),
+        "mistral-small-24b",
+        "rtx-3090",
+        context=4096,
+        pipeline_parallel=2,
+        gguf_quant="Q8_0",
+    )
+    gpus = sum(number(v) for dev, v in log["logged"]["model_buffer"].items() if dev.startswith("CUDA"))
+    cases.append(
+        Case(
+            f"{log['id']} model GPUs together",
+            log["source_id"],
+            "buffers",
+            "model buffer (GiB)",
+            gpus,
+            lambda fit, plan=plan: sum(llamacpp_buffers(plan).layout.device_weights) / GiB,
+            note="printed to 0.1 GiB",
+        )
+    )
+    cases.append(
+        Case(
+            f"{log['id']} model CPU",
+            log["source_id"],
+            "buffers",
+            "model buffer (MiB)",
+            680.0,
+            lambda fit, plan=plan: llamacpp_buffers(plan).layout.host_weights / MiB,
+        )
+    )
+    return cases + llama_bench_size_cases()
+
+
+MODEL_SIZES: Mapping[str, tuple[str, str, str]] = MappingProxyType(
+    {  # the size column of llama-bench's table, per (model, type): (catalogue id, GGUF type, card)
+        "llama 8B Q4_K - Medium": ("llama-3.1-8b", "Q4_K_M", "rtx-4090"),
+        "llama 8B F16": ("llama-3.1-8b", "F16", "rtx-4090"),
+        "llama 70B Q4_K - Medium": ("llama-3.1-70b", "Q4_K_M", "a100-80gb-sxm"),
+        "llama 70B F16": ("llama-3.1-70b", "F16", "apple-m2-ultra-192gb"),
+        "llama 3B Q4_K - Medium": ("llama-3.2-3b", "Q4_K_M", "rtx-4090"),
+        "llama 1B Q4_K - Medium": ("tinyllama", "Q4_K_M", "rtx-4090"),
+    }
+)
+
+
+def llama_bench_size_cases() -> list[Case]:
+    """llama-bench prints each file's size (llama_model_size: every tensor): once per source and file."""
+    seen: dict[tuple[str, str], Case] = {}
+    for record in speed_corpus()["measurements"]:
+        quote = record["quote"]
+        if not quote.startswith("| llama"):
+            continue
+        cells = [c.strip() for c in quote.strip("|").split("|")]
+        name, size = cells[0], cells[1]
+        if name not in MODEL_SIZES or (record["source_id"], name) in seen:
+            continue
+        model_id, quant, card = MODEL_SIZES[name]
+        model = tinyllama() if model_id == "tinyllama" else catalogue(model_id)
+        plan = llama_plan(
+            model,
+            "" if model_id == "tinyllama" else model_id,
+            card,
+            context=512,
+            gguf_quant=quant,
+            flash_attention=False,
+        )
+        unit = MiB if size.endswith("MiB") else GiB
+        seen[(record["source_id"], name)] = Case(
+            f"{record['source_id']} {name}",
+            record["source_id"],
+            "buffers",
+            f"model size ({size.split()[-1]})",
+            number(size),
+            lambda fit, plan=plan, unit=unit: _file_bytes(plan) / unit,
+            note="llama-bench's size column",
+        )
+    return list(seen.values())
+
+
+def _file_bytes(plan: Plan) -> float:
+    layout = llamacpp_buffers(plan).layout
+    duplicated = layout.embedding_bytes if plan.model.tie_embeddings else 0.0  # the tied head is one tensor
+    return sum(layout.device_weights) + layout.host_weights - duplicated
+
+
+# ---- speed --------------------------------------------------------------------------------------
+def _decode(plan: Plan, fit: ServingFit) -> float:
+    return estimate_with(plan, fit).speed.per_request_tokens_per_s
+
+
+def _prefill_seconds(plan: Plan, fit: ServingFit) -> float:
+    return estimate_with(plan, fit).speed.ttft_alone_s
+
+
+def llama_bench_cases() -> list[Case]:
+    """llama-bench's tg (tokens generated one at a time from an empty context) and pp (a cold
+    prompt of n tokens in one batch) rows: decode tokens/s and a cold prefill's time."""
+    cases = []
+    for record in speed_corpus()["measurements"]:
+        if record["engine"] != "llama.cpp" or record["id"] == "geerling43-1b-pp512":
+            continue
+        plan = bench_plan(record)
+        if record["metric"] == "tg_tok_s":
+            cases.append(
+                Case(
+                    record["id"],
+                    record["source_id"],
+                    "decode",
+                    "decode tokens/s per user",
+                    record["value"],
+                    lambda fit, plan=plan: _decode(plan, fit),
+                    identifies="speed",
+                    plan=plan,
+                )
+            )
+        else:
+            tokens = int(record["input_len"])
+            cases.append(
+                Case(
+                    record["id"],
+                    record["source_id"],
+                    "ttft",
+                    f"cold prefill of {tokens} tokens (s)",
+                    tokens / record["value"],
+                    lambda fit, plan=plan: _prefill_seconds(plan, fit),
+                    note="llama-bench pp: a cold prompt in one batch",
+                )
+            )
+    return cases
+
+
+def bench_plan(record: dict[str, Any]) -> Plan:
+    """The plan of one llama-bench row: all layers on the GPUs (-ngl 99), f16 KV, no flash
+    attention (the defaults of those builds), one request."""
+    model_text = record["model"]
+    if "TinyLlama" in model_text:
+        model, model_id = tinyllama(), ""
+    elif "3.2-3B" in model_text:
+        model, model_id = catalogue("llama-3.2-3b"), "llama-3.2-3b"
+    elif "70B" in model_text:
+        model, model_id = catalogue("llama-3.1-70b"), "llama-3.1-70b"
+    else:
+        model, model_id = catalogue("llama-3.1-8b"), "llama-3.1-8b"
+    quant = "F16" if "F16" in record["quant"] else "Q4_K_M"
+    prompt, generated = int(record["input_len"]), int(record["output_len"])
+    return llama_plan(
+        model,
+        model_id,
+        xd_card(record),
+        context=max(1, prompt + generated),
+        new_tokens=generated,
+        pipeline_parallel=record["gpu_count"],
+        gguf_quant=quant,
+        cache_type="f16",
+        flash_attention=False,
+        ubatch=512,
+    )
+
+
+# dennislee22's runs: `benchmark_serving.py --num-prompts N` (all N at once), 1,024 tokens in and out.
+DENNISLEE_RUNS: Mapping[str, tuple[str, str, int, float]] = MappingProxyType(
+    {  # test: (model id, card, TP, gpu_memory_utilization)
+        "test2": ("qwen2.5-7b", "a100-80gb-sxm", 2, 0.25),
+        "test3": ("qwen2.5-7b", "a100-80gb-sxm", 2, 0.5),
+        "test4": ("qwen2.5-7b", "a100-80gb-sxm", 1, 0.25),
+        "test5": ("qwen2.5-7b", "a100-80gb-sxm", 1, 0.5),
+        "test6": ("qwen2.5-32b", "a100-80gb-sxm", 2, 0.9),  # utilisation not stated: the default
+        "test7": ("qwen2.5-32b", "a100-80gb-sxm", 1, 0.9),
+        "test8": ("qwen2.5-72b", "a100-80gb-sxm", 2, 0.9),  # Qwen2-72B: Qwen2.5-72B's shapes
+    }
+)
+
+
+def dennislee_speed_cases() -> list[Case]:
+    cases = []
+    for record in speed_corpus()["measurements"]:
+        if record["source_id"] != "dennislee22-vllm-benchmarking":
+            continue
+        test = record["id"].split("-")[1]
+        if test not in DENNISLEE_RUNS:
+            continue  # across nodes: listed by unexpressed()
+        model_id, card, tp, util = DENNISLEE_RUNS[test]
+        plan = serving_plan(
+            catalogue(model_id),
+            model_id,
+            card,
+            engine="vllm",
+            vllm_version="0.10",
+            context=2048,
+            new_tokens=1024,
+            concurrent=int(record["concurrency"]),
+            tensor_parallel=tp,
+            gpu_memory_utilization=util,
+            max_num_batched_tokens=2048,
+            max_num_seqs=256,
+        )
+        if record["metric"] == "itl_ms":
+            cases.append(
+                Case(
+                    record["id"],
+                    record["source_id"],
+                    "decode",
+                    "decode tokens/s per user (1000 / ITL)",
+                    1000.0 / record["value"],
+                    lambda fit, plan=plan: _decode(plan, fit),
+                    identifies="speed",
+                    plan=plan,
+                )
+            )
+        elif record["metric"] == "output_tok_s_total":
+            cases.append(
+                Case(
+                    record["id"],
+                    record["source_id"],
+                    "throughput",
+                    "output tokens/s, all requests",
+                    record["value"],
+                    lambda fit, plan=plan: estimate_with(plan, fit).speed.total_tokens_per_s,
+                )
+            )
+    return cases
+
+
+def sglang_speed_cases() -> list[Case]:
+    record = next(r for r in speed_corpus()["measurements"] if r["id"] == "achatbot183-gpt-oss-20b-h100-c4-otps")
+    plan = serving_plan(
+        catalogue("gpt-oss-20b"),
+        "gpt-oss-20b",
+        "h100-sxm",
+        engine="sglang",
+        context=1536,
+        new_tokens=1024,
+        concurrent=4,
+        weight_dtype="mxfp4",
+    )
+    return [
+        Case(
+            record["id"],
+            record["source_id"],
+            "throughput",
+            "output tokens/s, all requests",
+            record["value"],
+            lambda fit: estimate_with(plan, fit).speed.total_tokens_per_s,
+            note="20 prompts at most 4 at a time: the closed-batch model runs 5 waves of 4",
+        )
+    ]
+
+
+def all_cases() -> list[Case]:
+    return (
+        dennislee_cases()
+        + other_vllm_cases()
+        + old_corpus_cases()
+        + xiongjiedai_buffer_cases()
+        + other_llamacpp_cases()
+        + llama_bench_cases()
+        + dennislee_speed_cases()
+        + sglang_speed_cases()
+    )
+
+
+# ---- what is not expressible ------------------------------------------------------------------
+NOT_EXPRESSIBLE: Mapping[str, str] = MappingProxyType(
+    {
+        "vllm25350-fp8kv-100k": "neither the model nor the card is in the excerpt",
+        "myoceane-gemma4-26b-a4b-a100-0.9-eager": "Gemma 4 (a sliding-window / global MoE) has no config in the "
+        "catalogue or committed, and no public copy was found",
+        "recipes-kimi-k2-thinking-h200-tp8": "multi-head latent attention (Kimi K2, DeepSeek-V3 style): its KV cache "
+        "holds a compressed latent, which the model spec cannot describe",
+        "recipes-kimi-k2-thinking-h200-tp8-dcp8": "multi-head latent attention, and decode context parallelism "
+        "multiplies the reported tokens (not a plan input)",
+        "sglang4826-gemma3-4b-h200": "image-text checkpoint (Gemma3ForConditionalGeneration): SGLang loads the vision "
+        "tower and lowers mem_fraction_static for multimodal models; the plan describes the language model only",
+        "sglang18039-mimo-v2-flash-tp4-main": "card not in the excerpt, and the log shows the pre-fix sliding-window "
+        "accounting the PR corrects",
+        "llamafile552-trilm-4080-ctx512": "the TriLM model's size and quantisation are not in the excerpt",
+        "vllm2031-llama2-7b-a100-tp1-main": "vLLM 0.2.4: older than the releases the rules cover (0.6 on)",
+        "vllm2031-llama2-7b-a100-tp1-pr": "vLLM 0.2.5: older than the releases the rules cover (0.6 on)",
+        "vllm2031-llama2-70b-a100-tp4-main": "vLLM 0.2.4 (and its profiler bug at TP > 1, the PR's subject)",
+        "vllm2031-llama2-70b-a100-tp4-pr": "vLLM 0.2.5: older than the releases the rules cover (0.6 on)",
+        "vllm12569-llama31-70b-w8a8-v1-2048": "the card is not stated (an 80 GB part, from the weights)",
+        "vllm7553-yi15-34b-4x4090-tp4-cudagraph": "nvidia-smi totals of vLLM 0.5.4, not a start-up split; 0.5 is "
+        "older than the releases covered",
+        "vllm7553-yi15-34b-4x4090-tp4-eager": "nvidia-smi totals of vLLM 0.5.4, not a start-up split; 0.5 is older "
+        "than the releases covered",
+        "vllm21489-gemma3-4b-b200-bench-latency": "image-text Gemma 3 under `vllm bench latency`: its 9.96 GiB peak "
+        "is the vision encoder's profile, which the plan does not describe",
+        "qwen16-qwen15-7b-gptq-int4-3090": "vLLM ~0.3 (February 2024): older than the releases covered",
+        "vllm21348-qwen3-235b-fp8-h100-tp4-vllm": "run with an LMCache KV connector (--kv-transfer-config), which "
+        "sets up its own GPU buffers (not a plan input), on an unstated release (0.9.2 or 0.10.0 by the date)",
+    }
+)
+# Old-corpus logs left out with the reason (the rest of benchmarks/serving/vllm_logs.json is scored).
+OLD_NOT_EXPRESSIBLE: Mapping[str, str] = MappingProxyType(
+    {
+        "llama3-8b-h100-tp1": "a development build of the PR that rewrote the profiler's accounting (0.6.5.dev): "
+        "its non-torch 1.79 GiB at TP 1 is five times what the 0.6.4 and 0.7 releases print (0.35, 0.25 GiB), and "
+        "which release's rule it shows is unknown",
+        "llama3-8b-h100-tp2": "the same development build (0.6.5.dev), and its KV size is derived, not printed",
+    }
+)
+SPEED_NOT_EXPRESSIBLE: Mapping[str, str] = MappingProxyType(
+    {
+        "dennislee22 test1 / test9": "tensor parallel across Kubernetes nodes through Ray over the pod network (TCP): "
+        "no catalogue link is that (its all-reduces take about 0.7 ms, against 10 µs for InfiniBand)",
+        "dennislee22 TTFT": "not a cold prefill: vLLM's log shows 40-54 % prefix-cache hits on the random prompts",
+        "achatbot183 TTFT": "2.7 s for a 512-token prompt at concurrency 4 is a hundred times its prefill: the "
+        "client's queue or the Modal cold start, not the engine's prefill",
+        "vllm-recipes-kimi-k2-thinking": "multi-head latent attention (Kimi K2): not describable by the model spec",
+        "geerling43-1b-pp512": "±9,881 on 10,802 tokens/s: the record itself calls it unreliable",
+    }
+)
+
+
+def unexpressed() -> list[Unexpressed]:
+    logs = {log["id"]: log for log in engine_logs()["logs"]}
+    out = [Unexpressed(i, logs[i]["source_id"], logs[i]["engine"], why) for i, why in NOT_EXPRESSIBLE.items()]
+    for entry in old_logs()["entries"]:
+        if "image-text" in entry.get("outside_target", ""):
+            out.append(Unexpressed(entry["id"], old_source(entry), "vllm", entry["outside_target"]))
+        if entry["id"] in OLD_NOT_EXPRESSIBLE:
+            out.append(Unexpressed(entry["id"], old_source(entry), "vllm", OLD_NOT_EXPRESSIBLE[entry["id"]]))
+    for excluded in old_logs()["excluded"]:
+        out.append(Unexpressed(excluded["log"], "llm-d-planner", "vllm", excluded["why"]))
+    out += [Unexpressed(what, what.split()[0], "speed", why) for what, why in SPEED_NOT_EXPRESSIBLE.items()]
+    return out
+
+
+# ---- fitting the constants, leaving one source out -----------------------------------------------
+def with_constant(fit: ServingFit, key: str, value: float) -> ServingFit:
+    group, _, name = key.partition(":")
+    attribute = {
+        "non_torch": "vllm_non_torch_bytes",
+        "tp_comm": "tp_comm_bytes",
+        "driver": "driver_reserved_bytes",
+        "bandwidth": "bandwidth_efficiency",
+        "overhead": "layer_overhead_s",
+    }[group]
+    values = dict(getattr(fit, attribute))
+    values[name] = value
+    return replace(fit, **{attribute: MappingProxyType(values)})
+
+
+def implied(case: Case, fit: ServingFit, key: str, low: float, high: float) -> float:
+    """The value of constant ``key`` that makes ``case``'s prediction its logged figure: a
+    secant through two values, then once more through the guess and the nearer of them (the
+    predictions are linear in these constants, or nearly: whole blocks, a bandwidth term)."""
+    f_low = case.predict(with_constant(fit, key, low)) - case.logged
+    f_high = case.predict(with_constant(fit, key, high)) - case.logged
+    if f_high == f_low:
+        return low
+    guess = low - f_low * (high - low) / (f_high - f_low)
+    f_guess = case.predict(with_constant(fit, key, guess)) - case.logged
+    near, f_near = (low, f_low) if abs(guess - low) < abs(guess - high) else (high, f_high)
+    if f_guess == f_near:
+        return guess
+    return guess - f_guess * (guess - near) / (f_guess - f_near)
+
+
+def _median(values: list[float], prior: float) -> tuple[float, bool]:
+    return (statistics.median(values), False) if values else (prior, True)
+
+
+def fit_constants(cases: list[Case], drivers: list[tuple[str, str, float]]) -> tuple[ServingFit, tuple[str, ...]]:
+    """The constants from ``cases`` (and the driver observations), one rule each; returns the
+    fit and the constants that had no record and took their prior."""
+    fit, priors = DEFAULT_FIT, []
+    by_card: dict[str, list[float]] = {}
+    for _, card, reserve in drivers:
+        by_card.setdefault(card, []).append(reserve)
+    classes: dict[str, list[float]] = {}
+    for card, values in by_card.items():
+        fit = with_constant(fit, f"driver:{card}", statistics.median(values))
+        classes.setdefault(memory_class(find_gpu(card)).value, []).append(statistics.median(values))
+    every_card = [statistics.median(v) for v in by_card.values()]
+    for cls in ("hbm", "gddr"):
+        # A class no log shows takes every card's median: drivers keep about the same everywhere.
+        value, prior = _median(classes.get(cls, []), statistics.median(every_card) if every_card else PRIORS["driver"])
+        fit = with_constant(fit, f"driver:{cls}", value)
+        priors += [f"driver:{cls} (every card's)"] if prior else []
+    fit = _drop_cards(fit, set(by_card))
+    for era in ("v0", "v1-early", "v1"):
+        key = f"non_torch:{era}"
+        values = [implied(c, fit, key, 0.0, 2 * GiB) for c in cases if c.identifies == key]
+        value, prior = _median(values, PRIORS[key])
+        fit, priors = with_constant(fit, key, value), priors + ([key] if prior else [])
+    for cls in ("nvlink", "pcie"):
+        fit = with_constant(fit, f"tp_comm:{cls}", 0.0)
+    for cls in LARGE_COMM:
+        key = f"tp_comm:{cls}"
+        values = [implied(c, fit, key, 0.0, 2 * GiB) for c in cases if c.identifies == key]
+        value, prior = _median(values, PRIORS["tp_comm"])
+        fit, priors = with_constant(fit, key, value), priors + ([key] if prior else [])
+    fit, speed_priors = fit_speed(fit, [c for c in cases if c.identifies == "speed"])
+    return fit, tuple(priors + speed_priors)
+
+
+def _drop_cards(fit: ServingFit, keep: set[str]) -> ServingFit:
+    """Only the cards this fit saw keep a value of their own (a held-out card falls back to its class)."""
+    classes = {"hbm", "gddr", "unified"}
+    values = {k: v for k, v in fit.driver_reserved_bytes.items() if k in classes or k in keep}
+    return replace(fit, driver_reserved_bytes=MappingProxyType(values))
+
+
+def speed_keys(case: Case) -> tuple[str, str]:
+    """(bandwidth key, engine family) of a decode case's plan (core.serving.fit's keys)."""
+    assert case.plan is not None, case.id
+    family = engine_family(case.plan)
+    return bandwidth_key(family, find_gpu(case.plan.hardware.gpu)), family.value
+
+
+@dataclass(frozen=True)
+class Linear:
+    """A decode case's time per output token as A · (1 / efficiency) + B · per-layer time + D:
+    the speed model is linear in both while the step is bound by memory (all these are)."""
+
+    case: Case
+    bandwidth: str
+    family: str
+    a: float
+    b: float
+    d: float
+
+    @property
+    def seconds(self) -> float:
+        return 1.0 / self.case.logged
+
+
+@cache
+def linearise(case: Case) -> Linear:
+    key, family = speed_keys(case)
+
+    def seconds(efficiency: float, overhead: float) -> float:
+        fit = with_constant(with_constant(DEFAULT_FIT, f"bandwidth:{key}", efficiency), f"overhead:{family}", overhead)
+        return 1.0 / case.predict(fit)
+
+    base, slow, launch = seconds(0.8, 0.0), seconds(0.4, 0.0), seconds(0.8, 1e-4)
+    a = (slow - base) / (1 / 0.4 - 1 / 0.8)
+    return Linear(case, key, family, a, (launch - base) / 1e-4, base - a / 0.8)
+
+
+def fit_speed(fit: ServingFit, cases: list[Case]) -> tuple[ServingFit, list[str]]:
+    """Bandwidth efficiency per engine family and memory class, and the per-layer time of eager
+    engines, by least squares on the relative error of the time per token (the model is linear
+    in 1 / efficiency and in the per-layer time); without records, the priors."""
+    rows = [linearise(c) for c in cases]
+    keys = sorted({r.bandwidth for r in rows})
+    eager = any(r.family == "eager" for r in rows)
+    names = [f"bandwidth:{k}" for k in keys] + (["overhead:eager"] if eager else [])
+    matrix = []
+    for r in rows:
+        row = [r.a / r.seconds if r.bandwidth == k else 0.0 for k in keys]
+        row += [r.b / r.seconds if r.family == "eager" else 0.0] if eager else []
+        matrix.append((row, 1.0 - r.d / r.seconds))
+    solution = least_squares(matrix, len(names))
+    for name, value in zip(names, solution, strict=True):
+        if name.startswith("bandwidth"):
+            fit = with_constant(fit, name, min(1.2, max(0.1, 1.0 / value if value > 0 else 1.2)))
+        else:
+            fit = with_constant(fit, name, max(0.0, value))
+    fit = with_constant(fit, "overhead:cuda-graphs", 0.0)
+    priors = []
+    for family, other in (("eager", "cuda-graphs"), ("cuda-graphs", "eager")):
+        for cls in ("hbm", "gddr", "unified"):
+            if f"{family}/{cls}" in keys:
+                continue
+            # No record of this engine family on this memory: the other family's (the memory
+            # decides most of it), else the prior.
+            if f"{other}/{cls}" in keys:
+                value = fit.bandwidth_efficiency[f"{other}/{cls}"]
+                priors.append(f"bandwidth:{family}/{cls} (as {other})")
+            else:
+                value = PRIORS["bandwidth"]
+                priors.append(f"bandwidth:{family}/{cls}")
+            fit = with_constant(fit, f"bandwidth:{family}/{cls}", value)
+    if not eager:
+        fit, priors = with_constant(fit, "overhead:eager", PRIORS["overhead"]), [*priors, "overhead:eager"]
+    return fit, priors
+
+
+def least_squares(rows: list[tuple[list[float], float]], n: int) -> list[float]:
+    """argmin ‖Xb − y‖² by the normal equations (n is a handful)."""
+    xtx = [[sum(r[0][i] * r[0][j] for r in rows) for j in range(n)] for i in range(n)]
+    xty = [sum(r[0][i] * r[1] for r in rows) for i in range(n)]
+    for i in range(n):  # Gauss-Jordan with partial pivoting
+        pivot = max(range(i, n), key=lambda k: abs(xtx[k][i]))
+        xtx[i], xtx[pivot], xty[i], xty[pivot] = xtx[pivot], xtx[i], xty[pivot], xty[i]
+        if abs(xtx[i][i]) < 1e-30:
+            continue
+        for k in range(n):
+            if k != i:
+                factor = xtx[k][i] / xtx[i][i]
+                xtx[k] = [a - factor * b for a, b in zip(xtx[k], xtx[i], strict=True)]
+                xty[k] -= factor * xty[i]
+    return [xty[i] / xtx[i][i] if abs(xtx[i][i]) > 1e-30 else 0.0 for i in range(n)]
+
+
+def score(cases: list[Case]) -> tuple[list[Row], dict[str, tuple[str, ...]], ServingFit]:
+    """Every case predicted with the constants fitted without its source; and the fit on all."""
+    drivers = driver_observations()
+    rows, priors = [], {}
+    for source in sorted({c.source for c in cases}):
+        fit, prior = fit_constants([c for c in cases if c.source != source], [d for d in drivers if d[0] != source])
+        priors[source] = prior
+        for case in cases:
+            if case.source == source:
+                rows.append(Row(case, case.predict(fit), _used(case, prior)))
+    everything, _ = fit_constants(cases, drivers)
+    return rows, priors, everything
+
+
+def _used(case: Case, priors: tuple[str, ...]) -> tuple[str, ...]:
+    """The priors this case's prediction reads (the table's last column)."""
+    plan = case.plan or _case_plan(case)
+    if plan is None or case.table in ("buffers", "weights"):
+        return ()
+    inf, gpu = plan.inference, find_gpu(plan.hardware.gpu)
+    wanted = set()
+    if case.table == "kv":
+        wanted.add(f"driver:{memory_class(gpu).value}")
+        wanted.add(f"non_torch:{era_of(inf.vllm_version).accounting.value}")
+        if inf.tensor_parallel > 1:
+            wanted.add(f"tp_comm:{link_class(serving_link(inf, gpu)).value}")
+    else:
+        wanted.add(f"bandwidth:{bandwidth_key(engine_family(plan), gpu)}")
+        wanted.add(f"overhead:{engine_family(plan).value}")
+    return tuple(p for p in priors if p.split(" ")[0] in wanted or p.split(" (")[0] in wanted)
+
+
+def _case_plan(case: Case) -> Plan | None:
+    defaults = getattr(case.predict, "__defaults__", None) or ()
+    return next((d for d in defaults if isinstance(d, Plan)), None)
+
+
+# ---- tables ------------------------------------------------------------------------------------
+def pct(values: list[float], q: float) -> float:
+    return sorted(values)[min(len(values) - 1, max(0, math.ceil(q * len(values)) - 1))] if values else math.nan
+
+
+@dataclass(frozen=True)
+class Summary:
+    name: str
+    line: str
+    met: bool
+
+
+def kv_summary(rows: list[Row]) -> Summary:
+    kv = [r for r in rows if r.case.table == "kv"]
+    errors = [abs(r.error_pct) for r in kv]
+    within = sum(e <= KV_TARGET for e in errors)
+    share = within / len(kv) if kv else 0.0
+    worst = max(errors, default=math.nan)
+    line = (
+        f"KV-cache tokens (vLLM, SGLang): {within} of {len(kv)} logs within {KV_TARGET:g} % ({share:.0%}; target "
+        f"{KV_SHARE:.0%}), median |error| {statistics.median(errors):.2f} %, worst {worst:.1f} % "
+        f"(target ≤ {KV_WORST:g} %)"
+    )
+    return Summary("kv", line, share >= KV_SHARE and worst <= KV_WORST)
+
+
+def buffer_summary(rows: list[Row]) -> Summary:
+    buf = [r for r in rows if r.case.table == "buffers"]
+    errors = [abs(r.error_pct) for r in buf]
+    within = sum(e <= BUFFER_TARGET for e in errors)
+    line = (
+        f"llama.cpp buffers (model, KV, compute, file size): {within} of {len(buf)} within {BUFFER_TARGET:g} %, "
+        f"median |error| {statistics.median(errors):.2f} %, worst {max(errors):.1f} %"
+    )
+    return Summary("buffers", line, within == len(buf))
+
+
+def decode_summary(rows: list[Row]) -> Summary:
+    dec = [r for r in rows if r.case.table == "decode"]
+    errors = [abs(r.error_pct) for r in dec]
+    med, worst = statistics.median(errors), max(errors)
+    line = (
+        f"Decode tokens/s per user: {len(dec)} points, median |error| {med:.1f} % (target ≤ {DECODE_MEDIAN:g} %), "
+        f"worst {worst:.1f} % (target ≤ {DECODE_WORST:g} %), within 35 %: {sum(e <= DECODE_WORST for e in errors)}"
+    )
+    return Summary("decode", line, med <= DECODE_MEDIAN and worst <= DECODE_WORST)
+
+
+def ttft_summary(rows: list[Row]) -> Summary:
+    ttft = [r for r in rows if r.case.table == "ttft"]
+    ratios = [max(r.ratio, 1 / r.ratio) for r in ttft]
+    within = sum(x <= TTFT_RATIO for x in ratios)
+    line = (
+        f"TTFT, cold prefill: {within} of {len(ttft)} within × {TTFT_RATIO:g}, median ratio "
+        f"{statistics.median(r.ratio for r in ttft):.2f}, worst × {max(ratios):.2f}"
+    )
+    return Summary("ttft", line, within == len(ttft))
+
+
+def summaries(rows: list[Row]) -> list[Summary]:
+    return [kv_summary(rows), buffer_summary(rows), decode_summary(rows), ttft_summary(rows)]
+
+
+def source_table(rows: list[Row], priors: dict[str, tuple[str, ...]]) -> str:
+    lines = [
+        "| source (left out) | records | median |error| | worst | constants no other source sets (fallback used) |",
+        "|---|---:|---:|---:|---|",
+    ]
+    for source in sorted({r.case.source for r in rows}):
+        mine = [r for r in rows if r.case.source == source]
+        errors = [abs(r.error_pct) for r in mine]
+        used = sorted({p for r in mine for p in r.priors})
+        lines.append(
+            f"| {source} | {len(mine)} | {statistics.median(errors):.1f} % | {max(errors):.1f} % | "
+            f"{', '.join(used) or '—'} |"
+        )
+    return "\n".join(lines)
+
+
+def before_after_table(rows: list[Row], table: str) -> str:
+    """Per source: median and worst |error| with the constants before issue 23 (BEFORE_FIT) and
+    with the constants fitted without that source (leave one source out)."""
+    lines = [
+        "| source (left out) | records | before: median | before: worst | after: median | after: worst |",
+        "|---|---:|---:|---:|---:|---:|",
+    ]
+    mine = [r for r in rows if r.case.table == table]
+    groups = {source: [r for r in mine if r.case.source == source] for source in sorted({r.case.source for r in mine})}
+    groups["all"] = mine
+    for source, group in groups.items():
+        before = [abs(r.case.error_pct(BEFORE_FIT)) for r in group]
+        after = [abs(r.error_pct) for r in group]
+        lines.append(
+            f"| {source} | {len(group)} | {statistics.median(before):.2f} % | {max(before):.1f} % | "
+            f"{statistics.median(after):.2f} % | {max(after):.1f} % |"
+        )
+    return "\n".join(lines)
+
+
+def case_table(rows: list[Row], table: str, digits: int = 2) -> str:
+    lines = ["| record | source | figure | logged | predicted | error |", "|---|---|---|---:|---:|---:|"]
+    for r in sorted((r for r in rows if r.case.table == table), key=lambda r: -abs(r.error_pct)):
+        note = f" ({r.case.note})" if r.case.note else ""
+        lines.append(
+            f"| {r.case.id}{note} | {r.case.source} | {r.case.what} | {r.case.logged:,.{digits}f} | "
+            f"{r.predicted:,.{digits}f} | {r.error_pct:+.1f} % |"
+        )
+    return "\n".join(lines)
+
+
+def fit_table(fit: ServingFit) -> str:
+    lines = ["| constant | fitted on every source | core.serving.fit |", "|---|---:|---:|"]
+    for name, mine, core in fit_pairs(fit):
+        lines.append(f"| {name} | {mine:.4g} | {core:.4g} |")
+    return "\n".join(lines)
+
+
+def fit_pairs(fit: ServingFit) -> list[tuple[str, float, float]]:
+    pairs = []
+    for attribute, scale in (
+        ("vllm_non_torch_bytes", GiB),
+        ("tp_comm_bytes", GiB),
+        ("driver_reserved_bytes", GiB),
+        ("bandwidth_efficiency", 1.0),
+        ("layer_overhead_s", 1e-6),
+    ):
+        mine, core = getattr(fit, attribute), getattr(DEFAULT_FIT, attribute)
+        for key in sorted(set(mine) | set(core)):
+            pairs.append((f"{attribute}[{key}]", mine.get(key, math.nan) / scale, core.get(key, math.nan) / scale))
+    return pairs
+
+
+def fit_agrees(fit: ServingFit) -> bool:
+    """core.serving.fit holds the all-source fit (to the rounding it is written with)."""
+    return all(
+        math.isclose(mine, core, rel_tol=0.02, abs_tol=0.02) for _, mine, core in fit_pairs(fit) if not math.isnan(mine)
+    )
+
+
+def unexpressed_table(items: list[Unexpressed]) -> str:
+    lines = ["| record | source | engine | why it is not scored |", "|---|---|---|---|"]
+    lines += [f"| {u.id} | {u.source} | {u.engine} | {u.reason} |" for u in items]
+    return "\n".join(lines)
+
+
+def report(rows: list[Row], priors: dict[str, tuple[str, ...]], fit: ServingFit) -> str:
+    parts = ["## Summary (each source scored with constants fitted without it)\n"]
+    parts += [f"- {s.line} — {'met' if s.met else 'MISSED'}" for s in summaries(rows)]
+    parts += ["\n## Per source, left out\n", source_table(rows, priors)]
+    parts += ["\n## KV-cache tokens per source: before issue 23's constants, after (left out)\n"]
+    parts += [before_after_table(rows, "kv")]
+    parts += ["\n## Decode tokens/s per source: before, after (left out)\n", before_after_table(rows, "decode")]
+    for table, title, digits in (
+        ("kv", "vLLM / SGLang: GPU KV cache size (tokens)", 0),
+        ("buffers", "llama.cpp: printed buffers", 2),
+        ("decode", "Decode tokens/s per user", 1),
+        ("ttft", "Cold prefill (s)", 3),
+        ("weights", "Weights per GPU, as logged (information)", 2),
+        ("throughput", "Output tokens/s in total (information)", 0),
+    ):
+        parts += [f"\n## {title}\n", case_table(rows, table, digits)]
+    parts += ["\n## Not expressible\n", unexpressed_table(unexpressed())]
+    parts += ["\n## Constants fitted on every source\n", fit_table(fit)]
+    return "\n".join(parts)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
+    parser.add_argument("--check", action="store_true", help="exit 1 when a target of issue 23 is missed")
+    parser.add_argument("--markdown", type=Path, help="also write the tables to this file")
+    args = parser.parse_args(argv)
+    rows, priors, fit = score(all_cases())
+    text = report(rows, priors, fit)
+    print(text)
+    if args.markdown:
+        args.markdown.write_text(text + "\n", encoding="utf-8")
+    if not args.check:
+        return 0
+    missed = [s.name for s in summaries(rows) if not s.met]
+    if not fit_agrees(fit):
+        missed.append("core.serving.fit differs from the all-source fit")
+    print(f"\ncheck: {'missed: ' + ', '.join(missed) if missed else 'every target met'}")
+    return 1 if missed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,131 @@
+"""The serving constants set from published measurements, and the classes they are set per.
+
+Everything else in :mod:`core.serving` is read from an engine's source or a datasheet. These
+few numbers are not written down anywhere; they are what start-up logs and speed tables show,
+and each is *fitted*: benchmarks/realgpu/serving.py sets them from the corpora in
+benchmarks/realgpu (and benchmarks/serving/vllm_logs.json) with one rule per constant (the
+median of what each record implies), and scores every source with the constants set
+without it (leave one source out). The values below are that rule applied to every source;
+the benchmark checks they still are (``--check``), so a new record that moves one moves it
+here in the same change.
+
+Classes, so a constant set on one card or link carries to the others of its kind:
+
+* a link's class (:func:`link_class`): NVLink with NVSwitch multicast (Hopper and Blackwell
+  SXM: NCCL's NVLS buffers), NVLink or Infinity Fabric without it, PCIe, and a network between
+  nodes;
+* a card's memory class (:func:`memory_class`): HBM (data-centre parts), GDDR (GeForce,
+  RTX workstation and laptop parts), and Apple's unified memory.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from enum import StrEnum
+from types import MappingProxyType
+from typing import Final
+
+from core.catalogue import GpuSpec, LinkSpec
+from core.units import GiB
+
+
+class LinkClass(StrEnum):
+    NVLS = "nvlink-nvswitch"  # NVLink 4/5 through NVSwitch: NCCL sets up NVLS (multicast) buffers
+    NVLINK = "nvlink"  # NVLink 2/3, Infinity Fabric: peer-to-peer, no multicast buffers
+    PCIE = "pcie"
+    NETWORK = "network"  # ranks on different nodes
+
+
+class MemoryClass(StrEnum):
+    HBM = "hbm"
+    GDDR = "gddr"
+    UNIFIED = "unified"  # Apple silicon
+
+
+class EngineFamily(StrEnum):
+    GRAPHS = "cuda-graphs"  # vLLM, SGLang: a decode step replays one captured graph
+    EAGER = "eager"  # llama.cpp (the builds in the corpus) and HF generate: one launch per kernel
+
+
+NVLS_LINKS: Final = frozenset({"nvlink4", "nvlink5"})
+
+
+def link_class(link: LinkSpec) -> LinkClass:
+    if link.kind == "inter":
+        return LinkClass.NETWORK
+    if link.id in NVLS_LINKS:
+        return LinkClass.NVLS
+    if link.id.startswith(("nvlink", "xgmi")):
+        return LinkClass.NVLINK
+    return LinkClass.PCIE
+
+
+def bandwidth_key(family: EngineFamily, gpu: GpuSpec) -> str:
+    """The key of ServingFit.bandwidth_efficiency for an engine family on a card."""
+    return f"{family.value}/{memory_class(gpu).value}"
+
+
+def memory_class(gpu: GpuSpec) -> MemoryClass:
+    if gpu.vendor == "apple":
+        return MemoryClass.UNIFIED
+    return MemoryClass.HBM if gpu.segment == "datacenter" and gpu.memory_bandwidth_gb_s >= 1000 else MemoryClass.GDDR
+
+
+def _frozen(values: dict[str, float]) -> Mapping[str, float]:
+    return MappingProxyType(values)
+
+
+# The rule of benchmarks/realgpu/serving.py on every source (its "fitted on every source"
+# table); a class no record shows holds its fallback (the CUDA context for the 0.8-0.9 era).
+DEFAULT_NON_TORCH: Final = _frozen({"v0": 0.36 * GiB, "v1-early": 0.5 * GiB, "v1": 0.29 * GiB})
+# NVLS on NVSwitch H100s: 1.88 GiB (vLLM 0.19.0's logs and SGLang's on four H100s agree); the
+# ring buffers over PCIe or plain NVLink are held at 0 (tens of MiB); across nodes, two
+# dennislee22 logs through Ray.
+DEFAULT_TP_COMM: Final = _frozen({"nvlink-nvswitch": 1.88 * GiB, "nvlink": 0.0, "pcie": 0.0, "network": 0.19 * GiB})
+# Per card where a log prints torch's total (or two runs imply it), else the class's median.
+DEFAULT_DRIVER: Final = _frozen(
+    {
+        "h100-sxm": 0.46 * GiB,
+        "a100-80gb-sxm": 0.72 * GiB,
+        "b200": 0.70 * GiB,
+        "rtx-3090": 0.42 * GiB,
+        "hbm": 0.70 * GiB,
+        "gddr": 0.42 * GiB,
+        "unified": 0.0,
+    }
+)
+DEFAULT_BANDWIDTH: Final = _frozen(
+    {
+        "cuda-graphs/hbm": 0.56,
+        "cuda-graphs/gddr": 0.83,
+        "cuda-graphs/unified": 0.71,
+        "eager/hbm": 0.47,
+        "eager/gddr": 0.83,
+        "eager/unified": 0.71,
+    }
+)
+DEFAULT_LAYER_OVERHEAD: Final = _frozen({"cuda-graphs": 0.0, "eager": 54e-6})
+
+
+@dataclass(frozen=True)
+class ServingFit:
+    """The fitted constants (bytes, seconds, fractions), by the class each is set per."""
+
+    # What vLLM's profile counts outside torch on one GPU, by its accounting era
+    # (core.serving.vllm_versions.Accounting).
+    vllm_non_torch_bytes: Mapping[str, float] = field(default_factory=lambda: DEFAULT_NON_TORCH)
+    # What tensor parallelism adds outside torch on each GPU (NCCL's and the custom all-reduce's
+    # buffers), by link class.
+    tp_comm_bytes: Mapping[str, float] = field(default_factory=lambda: DEFAULT_TP_COMM)
+    # What the driver keeps of the card before torch.cuda.mem_get_info's total, by memory class.
+    driver_reserved_bytes: Mapping[str, float] = field(default_factory=lambda: DEFAULT_DRIVER)
+    # Share of the datasheet bandwidth a decode step's reads achieve, by engine family and memory
+    # class ("eager/hbm": llama.cpp's kernels on an A100 reach half of it; vLLM's more).
+    bandwidth_efficiency: Mapping[str, float] = field(default_factory=lambda: DEFAULT_BANDWIDTH)
+    # Time per layer per decode step outside the reads (kernel launches, synchronisation), by
+    # engine family.
+    layer_overhead_s: Mapping[str, float] = field(default_factory=lambda: DEFAULT_LAYER_OVERHEAD)
+
+
+DEFAULT_FIT: Final = ServingFit()

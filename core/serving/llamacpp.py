@@ -1,0 +1,578 @@
+"""llama.cpp (``llama-server``, and Ollama's runner built on it): memory as it prints it.
+
+At start-up llama.cpp prints one buffer per backend: the model's tensors (``CUDA0 model
+buffer size``, the rest ``CPU``), the KV cache (``CUDA0 KV buffer size``) and the compute
+buffer the graph allocator reserves for the worst batch (``CUDA0 compute buffer size``).
+Each is modelled from the source:
+
+* **Tensors.** A GGUF file's type (Q4_K_M, IQ4_XS, ...) is a default ggml type and a mix:
+  ``llama_tensor_get_type`` (ggml-org/llama.cpp commit 8784689f, ``src/llama-quant.cpp``)
+  gives the output matrix Q6_K, half the layers' attention-V and FFN-down matrices Q6_K in
+  Q4_K_M (``use_more_bits``), and so on; a row whose length is not a multiple of the type's
+  block falls back to another type. Bytes are ``ggml_row_size``: whole blocks of
+  :data:`core.dtypes.GGML_BLOCKS`. Norms, biases and the MoE router stay float32. IQ types
+  are assumed made with an importance matrix (llama-quantize asks for one), the others without.
+* **Where they live.** ``-ngl N`` puts the last N repeating layers on the GPUs and, when N
+  exceeds the layer count, the output layer too; the token embeddings always stay in host
+  memory. With several GPUs (``-sm layer``, the plan's pipeline stages) layer ``i`` of the
+  ``a`` offloaded goes to the first GPU whose cumulative share exceeds ``i / a``
+  (``llm_load_tensors``), the output layer to the last.
+* **KV cache.** ``n_ctx`` cells (the context of every slot together, padded to 256 with flash
+  attention, else 32) × (K + V) rows of the KV width in the cache type, on the device of each
+  layer; a sliding-window layer keeps ``min(n_ctx, pad(window × slots + n_ubatch))`` cells
+  (``llama_kv_cache_unified_iswa``).
+* **Compute buffer.** The graph of one ``n_ubatch`` forward at a full cache, its largest
+  moment: without flash attention the float32 scores ``n_kv × n_ubatch × heads`` with the mask
+  and four hidden-state tensors; with it the FFN's two float32 intermediates; on the output
+  device the float32 logits of ``n_ubatch`` rows; with several GPUs the scheduler's four
+  copies of each split's inputs (``pipeline parallelism enabled (n_copies=4)``). This is the
+  ggml graph's arithmetic, checked on the printed buffers of four sources (benchmarks/realgpu).
+* **Overhead.** Each GPU holds its CUDA context (:data:`core.runtime.CUDA_CONTEXT_BYTES`).
+"""
+
+from __future__ import annotations
+
+import bisect
+import math
+from dataclasses import dataclass
+from functools import lru_cache
+from typing import Final
+
+from core.breakdown import BucketKey, Term, make_bucket
+from core.catalogue import GpuSpec
+from core.dtypes import (
+    CACHE_GGML,
+    GGML_BLOCKS,
+    GgmlType,
+    GgufQuant,
+    ggml_row_bytes,
+)
+from core.format import gb
+from core.model import ModelSpec
+from core.plan import Plan
+from core.runtime import CUDA_CONTEXT_BYTES
+from core.serving.engines import MAX_CONTEXT, EngineMemory
+from core.solve import largest_fitting
+from core.units import GB, MiB
+from core.verdict import Verdict, judge
+
+# ggml's scheduler keeps this many copies of each split's inputs with pipeline parallelism
+# (GGML_SCHED_MAX_COPIES, ggml/include/ggml-backend.h; the logs print "n_copies=4").
+SCHED_COPIES: Final = 4
+# The attention mask's token dimension is padded to GGML_KQ_MASK_PAD (32) tokens.
+KQ_MASK_PAD: Final = 32
+# Hidden-state tensors (float32, n_ubatch × n_embd) live at the attention's widest moment: the
+# layer's input, its normed copy, Q and the split input. Four reproduce Llama 3 8B's 560 MiB at
+# n_ctx 8192 (512 + 16 + 32), Mistral 7B's 164 and 2,144 MiB at 2,048 and 32,768 and Command-R's
+# 672 MiB with two GPUs (benchmarks/realgpu/engine_logs.json).
+HIDDEN_LIVE: Final = 4
+# llama_kv_cache's padding of n_ctx: 256 cells with flash attention, else 32.
+KV_PAD_FA: Final = 256
+KV_PAD: Final = 32
+
+
+# ---- the GGUF mix: llama_tensor_get_type ------------------------------------------------------
+_DEFAULT_TYPE: Final = {
+    GgufQuant.F32: GgmlType.F32,
+    GgufQuant.F16: GgmlType.F16,
+    GgufQuant.BF16: GgmlType.BF16,
+    GgufQuant.Q8_0: GgmlType.Q8_0,
+    GgufQuant.Q6_K: GgmlType.Q6_K,
+    GgufQuant.Q5_K_M: GgmlType.Q5_K,
+    GgufQuant.Q5_K_S: GgmlType.Q5_K,
+    GgufQuant.Q5_1: GgmlType.Q5_1,
+    GgufQuant.Q5_0: GgmlType.Q5_0,
+    GgufQuant.Q4_K_M: GgmlType.Q4_K,
+    GgufQuant.Q4_K_S: GgmlType.Q4_K,
+    GgufQuant.Q4_1: GgmlType.Q4_1,
+    GgufQuant.Q4_0: GgmlType.Q4_0,
+    GgufQuant.IQ4_XS: GgmlType.IQ4_XS,
+    GgufQuant.IQ4_NL: GgmlType.IQ4_NL,
+    GgufQuant.Q3_K_L: GgmlType.Q3_K,
+    GgufQuant.Q3_K_M: GgmlType.Q3_K,
+    GgufQuant.Q3_K_S: GgmlType.Q3_K,
+    GgufQuant.IQ3_M: GgmlType.IQ3_S,
+    GgufQuant.IQ3_S: GgmlType.IQ3_S,
+    GgufQuant.IQ3_XS: GgmlType.IQ3_S,
+    GgufQuant.IQ3_XXS: GgmlType.IQ3_XXS,
+    GgufQuant.Q2_K: GgmlType.Q2_K,
+    GgufQuant.Q2_K_S: GgmlType.Q2_K,
+    GgufQuant.IQ2_M: GgmlType.IQ2_S,
+    GgufQuant.IQ2_S: GgmlType.IQ2_XS,
+    GgufQuant.IQ2_XS: GgmlType.IQ2_XS,
+    GgufQuant.IQ2_XXS: GgmlType.IQ2_XXS,
+    GgufQuant.IQ1_M: GgmlType.IQ1_M,
+    GgufQuant.IQ1_S: GgmlType.IQ1_S,
+    GgufQuant.MXFP4_MOE: GgmlType.MXFP4,
+}
+_UNMIXED: Final = (GgufQuant.F32, GgufQuant.F16, GgufQuant.BF16)
+_LOW_IQ: Final = frozenset(
+    {GgufQuant.IQ2_XXS, GgufQuant.IQ2_XS, GgufQuant.IQ1_S, GgufQuant.IQ2_S, GgufQuant.IQ2_M, GgufQuant.IQ1_M}
+)
+_IQ2_SM: Final = (GgufQuant.IQ2_S, GgufQuant.IQ2_M)
+# llama_tensor_get_type's fallback when a row is not whole blocks of the chosen type.
+_FALLBACK: Final = {
+    GgmlType.Q2_K: GgmlType.IQ4_NL,
+    GgmlType.Q3_K: GgmlType.IQ4_NL,
+    GgmlType.IQ2_XXS: GgmlType.IQ4_NL,
+    GgmlType.IQ2_XS: GgmlType.IQ4_NL,
+    GgmlType.IQ2_S: GgmlType.IQ4_NL,
+    GgmlType.IQ3_XXS: GgmlType.IQ4_NL,
+    GgmlType.IQ3_S: GgmlType.IQ4_NL,
+    GgmlType.IQ1_S: GgmlType.IQ4_NL,
+    GgmlType.IQ1_M: GgmlType.IQ4_NL,
+    GgmlType.IQ4_XS: GgmlType.IQ4_NL,
+    GgmlType.Q4_K: GgmlType.Q5_0,
+    GgmlType.Q5_K: GgmlType.Q5_1,
+    GgmlType.Q6_K: GgmlType.Q8_0,
+}
+
+
+def use_more_bits(i_layer: int, n_layers: int) -> bool:
+    return i_layer < n_layers // 8 or i_layer >= 7 * n_layers // 8 or (i_layer - n_layers // 8) % 3 == 2
+
+
+@dataclass(frozen=True)
+class Quantiser:
+    """What llama_tensor_get_type reads of the model (quantize_state_impl)."""
+
+    quant: GgufQuant
+    n_layer: int
+    n_gqa: int
+    n_expert: int
+    is_70b: bool  # LLM_TYPE_70B: a Llama-architecture model of 80 layers with grouped KV heads
+
+    @property
+    def imatrix(self) -> bool:
+        return self.quant.value.startswith("IQ")
+
+
+def quantiser(model: ModelSpec, quant: GgufQuant) -> Quantiser:
+    return Quantiser(
+        quant=quant,
+        n_layer=model.num_layers,
+        n_gqa=model.num_heads // model.num_kv_heads,
+        n_expert=model.num_experts,
+        is_70b=model.family.startswith("llama") and model.num_layers == 80 and model.num_kv_heads < model.num_heads,
+    )
+
+
+def _output_type(q: Quantiser, row: int) -> GgmlType:
+    base = _DEFAULT_TYPE[q.quant]
+    if q.quant is GgufQuant.MXFP4_MOE or row % GGML_BLOCKS[base][0]:
+        return GgmlType.Q8_0
+    if q.quant in _LOW_IQ or q.quant is GgufQuant.IQ3_XXS:
+        return GgmlType.Q5_K
+    return base if base is GgmlType.Q8_0 else GgmlType.Q6_K
+
+
+def _embedding_type(q: Quantiser) -> GgmlType:
+    if q.quant in (GgufQuant.IQ2_XXS, GgufQuant.IQ2_XS, GgufQuant.IQ1_S, GgufQuant.IQ1_M):
+        return GgmlType.Q2_K
+    if q.quant in (*_IQ2_SM, GgufQuant.IQ3_XXS):
+        return GgmlType.IQ3_S
+    return _DEFAULT_TYPE[q.quant]
+
+
+def _low_iq_type(q: Quantiser, kind: str, layer: int, base: GgmlType) -> GgmlType:
+    """The IQ1 / IQ2 branch of llama_tensor_get_type."""
+    better = GgmlType.IQ3_S if q.quant in _IQ2_SM else GgmlType.Q2_K
+    if kind == "attn_v":
+        return GgmlType.Q4_K if q.n_gqa >= 4 or q.n_expert >= 4 else better
+    if kind == "attn_k" and q.n_expert == 8:
+        return GgmlType.Q4_K
+    if kind == "ffn_down":
+        return better if layer < q.n_layer // 8 else base
+    if kind == "attn_output":
+        if q.n_expert == 8:
+            return GgmlType.Q5_K
+        if q.quant in (GgufQuant.IQ1_S, GgufQuant.IQ1_M):
+            return GgmlType.IQ2_XXS
+        return GgmlType.IQ3_S if q.quant in _IQ2_SM else base
+    return base
+
+
+def _attn_v_type(q: Quantiser, layer: int, base: GgmlType) -> GgmlType:
+    f, gqa4 = q.quant, q.n_gqa >= 4
+    kind = base
+    if f is GgufQuant.Q2_K:
+        kind = GgmlType.Q4_K if gqa4 else GgmlType.Q3_K
+    elif f is GgufQuant.Q2_K_S and gqa4:
+        kind = GgmlType.Q4_K
+    elif f is GgufQuant.IQ3_XXS:
+        kind = GgmlType.Q4_K if gqa4 else (GgmlType.IQ3_XXS if q.imatrix else GgmlType.IQ3_S)
+    elif (f in (GgufQuant.IQ3_XS, GgufQuant.IQ3_S) and gqa4) or f is GgufQuant.IQ3_M:
+        kind = GgmlType.Q4_K
+    elif f is GgufQuant.Q3_K_M:
+        kind = GgmlType.Q5_K if layer < 2 else GgmlType.Q4_K
+    elif f is GgufQuant.Q3_K_L or (f in (GgufQuant.IQ4_NL, GgufQuant.IQ4_XS) and gqa4):
+        kind = GgmlType.Q5_K
+    elif f in (GgufQuant.Q4_K_M, GgufQuant.Q5_K_M) and use_more_bits(layer, q.n_layer):
+        kind = GgmlType.Q6_K
+    elif f is GgufQuant.Q4_K_S and layer < 4:
+        kind = GgmlType.Q5_K
+    if q.is_70b and kind in (GgmlType.Q3_K, GgmlType.Q4_K):
+        kind = GgmlType.Q5_K
+    return GgmlType.Q8_0 if q.n_expert == 8 else kind
+
+
+def _ffn_down_type(q: Quantiser, layer: int, base: GgmlType) -> GgmlType:
+    f, n = q.quant, q.n_layer
+    if f is GgufQuant.Q2_K:
+        return GgmlType.Q3_K
+    if f is GgufQuant.Q2_K_S:
+        return GgmlType.Q4_K if layer < n // 8 else base
+    if f is GgufQuant.IQ3_XXS and not q.imatrix:
+        return GgmlType.Q4_K if layer < n // 8 else GgmlType.Q3_K
+    if f is GgufQuant.Q3_K_M:
+        return GgmlType.Q5_K if layer < n // 16 else GgmlType.Q4_K
+    if f is GgufQuant.IQ3_M and (layer < n // 8 or (q.n_expert == 8 and use_more_bits(layer, n))):
+        return GgmlType.Q4_K
+    if f is GgufQuant.Q3_K_L:
+        return GgmlType.Q5_K
+    if f in (GgufQuant.Q4_K_M, GgufQuant.Q5_K_M):
+        return GgmlType.Q6_K if use_more_bits(layer, n) else base
+    if f in (GgufQuant.IQ4_NL, GgufQuant.IQ4_XS) and layer < n // 8 and not q.imatrix:
+        return GgmlType.Q5_K
+    if f is GgufQuant.Q4_K_S and layer < n // 8:
+        return GgmlType.Q5_K
+    return base
+
+
+_ATTN_OUTPUT_EIGHT: Final = frozenset(
+    {GgufQuant.Q2_K, GgufQuant.IQ3_XS, GgufQuant.IQ3_XXS, GgufQuant.Q3_K_S, GgufQuant.Q3_K_M, GgufQuant.IQ4_NL}
+    | {GgufQuant.Q4_K_S, GgufQuant.Q4_K_M, GgufQuant.IQ3_S, GgufQuant.IQ3_M, GgufQuant.IQ4_XS}
+)
+_ATTN_OUTPUT: Final = {
+    GgufQuant.Q2_K: GgmlType.Q3_K,
+    GgufQuant.IQ3_XXS: GgmlType.IQ3_S,
+    GgufQuant.Q3_K_M: GgmlType.Q4_K,
+    GgufQuant.Q3_K_L: GgmlType.Q5_K,
+    GgufQuant.IQ3_M: GgmlType.Q4_K,
+}
+_ATTN_QKV: Final = {
+    GgufQuant.Q3_K_M: GgmlType.Q4_K,
+    GgufQuant.Q3_K_L: GgmlType.Q4_K,
+    GgufQuant.IQ3_M: GgmlType.Q4_K,
+    GgufQuant.Q4_K_M: GgmlType.Q5_K,
+    GgufQuant.Q5_K_M: GgmlType.Q6_K,
+}
+
+
+def _mixed_type(q: Quantiser, kind: str, layer: int) -> GgmlType:
+    """llama_tensor_get_type for a tensor of a repeating layer."""
+    base = _DEFAULT_TYPE[q.quant]
+    if q.quant is GgufQuant.MXFP4_MOE:
+        return GgmlType.MXFP4 if kind.endswith("_exps") else GgmlType.Q8_0
+    plain = kind.removesuffix("_exps")
+    if q.quant in _LOW_IQ:
+        return _low_iq_type(q, plain, layer, base)
+    if plain == "attn_v":
+        return _attn_v_type(q, layer, base)
+    if plain == "ffn_down":
+        return _ffn_down_type(q, layer, base)
+    if plain == "attn_k":
+        if q.n_expert == 8:
+            return GgmlType.Q8_0
+        return {GgufQuant.IQ3_XS: GgmlType.IQ3_XXS, GgufQuant.IQ3_XXS: GgmlType.IQ2_S}.get(q.quant, base)
+    if plain == "attn_q":
+        return {GgufQuant.IQ3_XS: GgmlType.IQ3_XXS, GgufQuant.IQ3_XXS: GgmlType.IQ2_S}.get(q.quant, base)
+    if plain == "attn_output":
+        if q.n_expert == 8:
+            return GgmlType.Q5_K if q.quant in _ATTN_OUTPUT_EIGHT else base
+        return _ATTN_OUTPUT.get(q.quant, base)
+    if plain == "attn_qkv":
+        return _ATTN_QKV.get(q.quant, base)
+    if plain in ("ffn_gate", "ffn_up") and q.quant is GgufQuant.IQ3_XS:
+        return GgmlType.IQ3_XXS if q.n_layer // 8 <= layer < 7 * q.n_layer // 8 else base
+    return base
+
+
+def fitted_type(kind: GgmlType, row: int) -> GgmlType:
+    """The type llama-quantize stores a row of ``row`` values in: ``kind``, or its fallback
+    when the row is not whole blocks (F16 when neither fits)."""
+    if row % GGML_BLOCKS[kind][0] == 0:
+        return kind
+    fallback = _FALLBACK.get(kind, GgmlType.F16)
+    return fallback if row % GGML_BLOCKS[fallback][0] == 0 else GgmlType.F16
+
+
+def tensor_type(q: Quantiser, kind: str, layer: int, row: int) -> GgmlType:
+    """The ggml type of one 2-D weight of a ``q.quant`` GGUF file (``layer`` -1: not a block's)."""
+    if q.quant in _UNMIXED:
+        return _DEFAULT_TYPE[q.quant]
+    if kind == "output":
+        return fitted_type(_output_type(q, row), row)
+    if kind == "token_embd":
+        return fitted_type(_embedding_type(q), row)
+    return fitted_type(_mixed_type(q, kind, layer), row)
+
+
+# ---- the tensors of a GGUF file ----------------------------------------------------------------
+def layer_matrices(model: ModelSpec) -> tuple[tuple[str, int, int], ...]:
+    """(kind, row length ne[0], rows) of one block's 2-D weights, as convert_hf_to_gguf names them."""
+    d, i, q, kv = model.hidden_size, model.intermediate_size, model.q_width, model.kv_width
+    attn: tuple[tuple[str, int, int], ...]
+    if model.fused_qkv:
+        attn = (("attn_qkv", d, q + 2 * kv),)
+    else:
+        attn = (("attn_q", d, q), ("attn_k", d, kv), ("attn_v", d, kv))
+    attn += (("attn_output", q, d),)
+    suffix = "_exps" if model.num_experts > 1 else ""
+    experts = model.num_experts
+    mlp: tuple[tuple[str, int, int], ...] = (("ffn_up" + suffix, d, i * experts), ("ffn_down" + suffix, i, d * experts))
+    if model.gated_mlp:
+        mlp += (("ffn_gate" + suffix, d, i * experts),)
+    if model.shared_expert_size:
+        s = model.shared_expert_size
+        mlp += (("ffn_up_shexp", d, s), ("ffn_gate_shexp", d, s), ("ffn_down_shexp", s, d))
+    return attn + mlp
+
+
+def layer_float32_params(model: ModelSpec) -> int:
+    """Norms, biases, the router and attention sinks: llama.cpp keeps 1-D tensors and the MoE
+    router (``ffn_gate_inp``) in float32."""
+    matrices = sum(rows * row for _, row, rows in layer_matrices(model))
+    return max(0, model.layer_params() - matrices)
+
+
+@dataclass(frozen=True)
+class GgufLayout:
+    """Bytes of the GGUF's tensors where llama.cpp puts them (index 0.. the GPUs; host apart)."""
+
+    device_weights: tuple[float, ...]
+    host_weights: float
+    device_layers: tuple[tuple[int, ...], ...]  # the repeating layers on each GPU
+    host_layers: tuple[int, ...]
+    output_device: int  # -1: the output layer stays in host memory
+    layer_bytes: tuple[float, ...]
+    output_bytes: float
+    embedding_bytes: float
+
+
+def layer_bytes(q: Quantiser, layer: int, matrices: tuple[tuple[str, int, int], ...], float32: int) -> float:
+    """One layer's bytes: its ``matrices`` (layer_matrices) in their types, ``float32`` values beside."""
+    stored = sum(ggml_row_bytes(tensor_type(q, kind, layer, row), row) * rows for kind, row, rows in matrices)
+    return stored + float32 * 4.0
+
+
+def device_of_layers(n_layer: int, gpu_layers: int, gpus: int) -> tuple[list[int], int]:
+    """llm_load_tensors' split: each repeating layer's GPU (-1: host) and the output layer's,
+    for equal shares of ``gpus`` cards."""
+    start = max(n_layer - gpu_layers, 0)
+    offloaded = min(gpu_layers, n_layer + 1)
+    shares = [(k + 1) / gpus for k in range(gpus)]
+    devices = [-1] * n_layer
+    for i in range(start, n_layer):
+        devices[i] = min(gpus - 1, bisect.bisect_right(shares, (i - start) / offloaded))
+    output = min(gpus - 1, bisect.bisect_right(shares, (offloaded - 1) / offloaded)) if gpu_layers > n_layer else -1
+    return devices, output
+
+
+@lru_cache(maxsize=128)
+def gguf_tensor_bytes(model: ModelSpec, quant: GgufQuant) -> tuple[tuple[float, ...], float, float]:
+    """(each layer's bytes, the token embeddings', the output layer's) of a ``quant`` file; the
+    same for every plan of the model, so kept (an edit of the context reuses it)."""
+    q = quantiser(model, quant)
+    scale = model.params_scale
+    d, vocab = model.hidden_size, model.vocab_size
+    matrices, float32 = layer_matrices(model), layer_float32_params(model)
+    per_layer = tuple(layer_bytes(q, i, matrices, float32) * scale for i in range(model.num_layers))
+    embed_type = tensor_type(q, "token_embd" if not model.tie_embeddings else "output", -1, d)
+    embedding = ggml_row_bytes(embed_type, d) * vocab * scale
+    # A tied head is llama.cpp's output tensor duplicated from token_embd (TENSOR_DUPLICATED).
+    output = embedding
+    if not model.tie_embeddings:
+        output = ggml_row_bytes(tensor_type(q, "output", -1, d), d) * vocab * scale
+    return per_layer, embedding, output + model.norm_params() * 4.0  # and output_norm
+
+
+def gguf_layout(plan: Plan) -> GgufLayout:
+    model, inf = plan.model, plan.inference
+    per_layer, embedding, output = gguf_tensor_bytes(model, inf.gguf_quant)
+    gpus = inf.pipeline_parallel
+    devices, out_dev = device_of_layers(model.num_layers, inf.gpu_layers, gpus)
+    device_weights = [0.0] * gpus
+    for layer, dev in enumerate(devices):
+        if dev >= 0:
+            device_weights[dev] += per_layer[layer]
+    host = embedding + sum(b for b, dev in zip(per_layer, devices, strict=True) if dev < 0)
+    if out_dev >= 0:
+        device_weights[out_dev] += output
+    else:
+        host += output
+    on_device: list[list[int]] = [[] for _ in range(gpus)]
+    for layer, dev in enumerate(devices):  # one pass: a deep model on many GPUs stays linear
+        if dev >= 0:
+            on_device[dev].append(layer)
+    return GgufLayout(
+        device_weights=tuple(device_weights),
+        host_weights=host,
+        device_layers=tuple(tuple(layers) for layers in on_device),
+        host_layers=tuple(i for i, dev in enumerate(devices) if dev < 0),
+        output_device=out_dev,
+        layer_bytes=per_layer,
+        output_bytes=output,
+        embedding_bytes=embedding,
+    )
+
+
+# ---- KV cache and compute buffer ---------------------------------------------------------------
+def context_cells(plan: Plan, context: int | None = None) -> int:
+    """n_ctx: every slot's context together, padded as llama_kv_cache pads it."""
+    inf = plan.inference
+    pad = KV_PAD_FA if inf.flash_attention else KV_PAD
+    total = (inf.context if context is None else context) * inf.concurrent
+    return math.ceil(total / pad) * pad
+
+
+def windowed(model: ModelSpec, layer: int) -> bool:
+    """Whether ``layer`` attends within the sliding window: the model spec gives how many layers
+    do, spread evenly through the stack (gpt-oss: every other one; Gemma 3: five of six)."""
+    count, n = model.sliding_window_layers if model.sliding_window else 0, model.num_layers
+    return (layer + 1) * count // n > layer * count // n
+
+
+def kv_bytes_of_layers(plan: Plan, layers: tuple[int, ...], cells: int) -> float:
+    """K and V of ``layers`` in the cache type; a sliding-window layer keeps only
+    ``min(n_ctx, pad(window × slots + n_ubatch))`` cells (llama_kv_cache_unified_iswa)."""
+    model, inf = plan.model, plan.inference
+    row = 2 * ggml_row_bytes(CACHE_GGML[inf.cache_type], model.kv_width)
+    swa_layers = sum(windowed(model, i) for i in layers) if model.sliding_window else 0
+    pad = KV_PAD_FA if inf.flash_attention else KV_PAD
+    swa_cells = min(cells, math.ceil(((model.sliding_window or 0) * inf.concurrent + inf.ubatch) / pad) * pad)
+    return row * ((len(layers) - swa_layers) * cells + swa_layers * swa_cells)
+
+
+def compute_buffer_bytes(plan: Plan, cells: int, *, output: bool, split: bool) -> float:
+    """The compute buffer of one GPU (see the module's docstring)."""
+    model, inf = plan.model, plan.inference
+    tokens = min(inf.ubatch, cells)
+    padded = math.ceil(tokens / KQ_MASK_PAD) * KQ_MASK_PAD
+    hidden = tokens * model.hidden_size * 4.0
+    mask = cells * padded * (2.0 if inf.flash_attention else 4.0)
+    ffn_width = model.intermediate_size * max(1, model.experts_per_token) + model.shared_expert_size
+    ffn = 2 * tokens * ffn_width * 4.0 + 2 * hidden + mask
+    attention = mask + HIDDEN_LIVE * hidden
+    if not inf.flash_attention:
+        attention += cells * tokens * model.num_heads * 4.0
+    peak = max(attention, ffn)
+    if output:
+        peak = max(peak, model.vocab_size * tokens * 4.0 + hidden)
+    if split:
+        peak += (SCHED_COPIES - 1) * mask + SCHED_COPIES * hidden
+    return peak
+
+
+@dataclass(frozen=True)
+class LlamaCppMemory:
+    layout: GgufLayout
+    cells: int
+    device_kv: tuple[float, ...]
+    device_compute: tuple[float, ...]
+    host_kv: float
+    host_compute: float
+
+    @property
+    def device_totals(self) -> tuple[float, ...]:
+        return tuple(
+            w + k + c + CUDA_CONTEXT_BYTES
+            for w, k, c in zip(self.layout.device_weights, self.device_kv, self.device_compute, strict=True)
+        )
+
+    @property
+    def deciding(self) -> int:
+        totals = self.device_totals
+        return totals.index(max(totals))
+
+    @property
+    def host_bytes(self) -> float:
+        return self.layout.host_weights + self.host_kv + self.host_compute
+
+
+def llamacpp_buffers(plan: Plan, context: int | None = None, layout: GgufLayout | None = None) -> LlamaCppMemory:
+    """Every buffer llama.cpp allocates for the plan (at ``context`` tokens per slot)."""
+    model, inf = plan.model, plan.inference
+    layout = layout or gguf_layout(plan)
+    cells = context_cells(plan, context)
+    gpus = inf.pipeline_parallel
+    kv = [kv_bytes_of_layers(plan, layers, cells) for layers in layout.device_layers]
+    host_kv = kv_bytes_of_layers(plan, layout.host_layers, cells)
+    split = gpus > 1 and inf.gpu_layers > model.num_layers
+    compute = [
+        compute_buffer_bytes(plan, cells, output=layout.output_device == g, split=split)
+        if layout.device_layers[g]
+        else 0.0
+        for g in range(gpus)
+    ]
+    # The host computes the embedding lookup (and any layer left there): a few hidden states.
+    host_compute = min(inf.ubatch, cells) * model.hidden_size * 4.0 * (3 if not layout.host_layers else HIDDEN_LIVE)
+    if layout.host_layers or layout.output_device < 0:
+        host_compute = max(
+            host_compute, compute_buffer_bytes(plan, cells, output=layout.output_device < 0, split=False)
+        )
+    return LlamaCppMemory(layout, cells, tuple(kv), tuple(compute), host_kv, host_compute)
+
+
+def llamacpp_memory(plan: Plan, gpu: GpuSpec, _layout: object = None, _fit: object = None) -> EngineMemory:
+    """llama.cpp's memory on the GPU that holds the most, and the host part beside it."""
+    model, inf = plan.model, plan.inference
+    buffers = llamacpp_buffers(plan)
+    g = buffers.deciding
+    weights, kv, compute = buffers.layout.device_weights[g], buffers.device_kv[g], buffers.device_compute[g]
+    total = weights + kv + compute + CUDA_CONTEXT_BYTES
+    usable = gpu.memory_bytes * (1.0 - plan.hardware.headroom)
+    verdict = judge(total, gpu.memory_bytes, plan.hardware.headroom).verdict
+    host_ram = plan.parallel.host_ram_gb * GB
+    if host_ram and buffers.host_bytes > host_ram:
+        verdict = Verdict.OOM
+
+    def fits(context: int) -> bool:
+        other = llamacpp_buffers(plan, context, buffers.layout)
+        return max(other.device_totals) <= usable and (not host_ram or other.host_bytes <= host_ram)
+
+    max_c = min(max(0, largest_fitting(fits, MAX_CONTEXT, inf.context)), model.max_position_embeddings)
+    fits_slots = total <= usable and (not host_ram or buffers.host_bytes <= host_ram)
+    cells = buffers.cells
+    parts = (
+        make_bucket(BucketKey.WEIGHTS, [Term("model buffer", f"{inf.gguf_quant.value} tensors on this GPU", weights)]),
+        make_bucket(BucketKey.KV_CACHE, [Term("KV buffer", f"{cells:,} cells × {inf.cache_type.value}", kv)]),
+        make_bucket(
+            BucketKey.ACTIVATIONS, [Term("compute buffer", f"one {min(inf.ubatch, cells)}-token batch", compute)]
+        ),
+        make_bucket(BucketKey.OVERHEAD, [Term("CUDA context", "per process and GPU", CUDA_CONTEXT_BYTES)]),
+    )
+    host = buffers.host_bytes
+    formula = (
+        f"llama.cpp, GPU {g}: model {weights / MiB:,.2f} MiB + KV {kv / MiB:,.2f} MiB ({cells:,} cells) + compute "
+        f"{compute / MiB:,.2f} MiB + CUDA context = {gb(total)} GB; host memory: {host / MiB:,.2f} MiB "
+        f"(token embeddings{_host_layers(buffers)})"
+        + (f" of {plan.parallel.host_ram_gb:g} GB" if host_ram else ", host RAM not given")
+    )
+    return EngineMemory(
+        weights_bytes=weights,
+        kv_cache_bytes=kv,
+        activation_bytes=compute,
+        non_torch_bytes=0.0,
+        overhead_bytes=CUDA_CONTEXT_BYTES,
+        peak_bytes=weights + kv + compute,
+        total_bytes=total,
+        footprint_bytes=total,
+        budget_bytes=usable,
+        kv_cache_tokens=cells,
+        max_concurrency=float(inf.concurrent if fits_slots else 0),
+        max_concurrent=inf.concurrent if fits_slots else 0,
+        max_context=max_c,
+        verdict=verdict,
+        margin_bytes=usable - total,
+        max_num_seqs=inf.concurrent,
+        max_num_batched_tokens=inf.ubatch,
+        formula=formula,
+        parts=parts,
+        host_bytes=host,
+    )
+
+
+def _host_layers(buffers: LlamaCppMemory) -> str:
+    count = len(buffers.layout.host_layers)
+    return f", {count} layers not offloaded" if count else ""

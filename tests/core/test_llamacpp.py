@@ -1,0 +1,79 @@
+"""llama.cpp / Ollama as a serving engine (issue 23, item 3): GGUF bytes, buffers, offload."""
+
+from __future__ import annotations
+
+import pytest
+
+from core.dtypes import GGML_BLOCKS, GgmlType, ggml_row_bytes
+from core.errors import PlanError
+from core.estimate import estimate
+from core.plan import Plan
+from core.presets import plan_for_model
+from core.serving.llamacpp import llamacpp_buffers
+from core.units import GB, MiB
+from core.verdict import Mode, Verdict
+
+
+def llama_plan(**changes: object) -> Plan:
+    plan = plan_for_model("llama-3.1-8b").with_hardware(gpu="rtx-4090")
+    return plan.with_inference(engine="llamacpp", **changes)
+
+
+def test_ggml_blocks_are_the_structs_of_ggml_common() -> None:
+    # ggml/src/ggml-common.h (ggml-org/llama.cpp 01243c58), its static_asserts: block_q4_K is
+    # 2·2 + 12 + 128 = 144 bytes per 256 values (4.5 bits), block_q6_K 210 (6.5625 bits),
+    # block_q8_0 2 + 32 = 34 per 32, block_iq4_xs 136 per 256 (4.25 bits).
+    assert GGML_BLOCKS[GgmlType.Q4_K] == (256, 144)
+    assert GGML_BLOCKS[GgmlType.Q6_K] == (256, 210)
+    assert GGML_BLOCKS[GgmlType.Q8_0] == (32, 34)
+    assert ggml_row_bytes(GgmlType.IQ4_XS, 4096) * 8 / 4096 == 4.25
+    assert ggml_row_bytes(GgmlType.Q2_K, 256) * 8 / 256 == 2.625
+
+
+def test_buffers_are_the_ones_llama_cpp_printed() -> None:
+    # benchmarks/realgpu/engine_logs.json "xd-4090-x1-llama3-8b-q4km-c8192" (llama.cpp build 2824,
+    # Meta-Llama-3-8B Q4_K_M on an RTX 4090, -ngl 10000, n_ctx 8192, no flash attention):
+    # CUDA0 buffer 4403.49 MiB, CPU 281.81 MiB (the token embeddings), KV 1024.00 MiB,
+    # CUDA0 compute 560.00 MiB.
+    buffers = llamacpp_buffers(llama_plan(gguf_quant="Q4_K_M", context=8192, flash_attention=False, gpu_layers=10000))
+    assert buffers.layout.device_weights[0] / MiB == pytest.approx(4403.49, abs=0.01)
+    assert buffers.layout.host_weights / MiB == pytest.approx(281.81, abs=0.01)
+    assert buffers.device_kv[0] / MiB == 1024.0
+    assert buffers.device_compute[0] / MiB == 560.0
+
+
+def test_a_quantised_cache_is_its_blocks() -> None:
+    # q8_0: 34 bytes per 32 values against f16's 64; q4_0: 18 (ggml-common.h).
+    f16 = llamacpp_buffers(llama_plan(context=8192)).device_kv[0]
+    assert llamacpp_buffers(llama_plan(context=8192, cache_type="q8_0")).device_kv[0] == f16 * 34 / 64
+    assert llamacpp_buffers(llama_plan(context=8192, cache_type="q4_0")).device_kv[0] == f16 * 18 / 64
+
+
+def test_partial_offload_keeps_the_first_layers_in_host_memory() -> None:
+    # -ngl 20 of Llama 3.1 8B's 32 layers: the last 20 on the GPU, the first 12 and the output
+    # layer (-ngl not past the layer count) on the host, beside the token embeddings.
+    full = llamacpp_buffers(llama_plan(context=8192))
+    part = llamacpp_buffers(llama_plan(context=8192, gpu_layers=20))
+    assert part.layout.host_layers == tuple(range(12))
+    assert part.layout.output_device < 0
+    assert part.device_kv[0] == full.device_kv[0] * 20 / 32
+    assert part.host_bytes > full.host_bytes + 12 / 32 * full.layout.device_weights[0] * 0.9
+
+
+def test_host_part_past_the_host_ram_is_out_of_memory_and_says_why() -> None:
+    est = estimate(llama_plan(context=8192, gpu_layers=20).with_parallel(host_ram_gb=2))
+    assert est.inference.host_bytes > 2 * GB
+    judged = est.judgement(Mode.INFERENCE)
+    assert judged.verdict is Verdict.OOM and judged.gpu_verdict is Verdict.FITS and judged.host_limits
+    assert any("host memory" in w for w in est.warnings_for(Mode.INFERENCE))
+    roomy = estimate(llama_plan(context=8192, gpu_layers=20).with_parallel(host_ram_gb=64))
+    assert roomy.judgement(Mode.INFERENCE).verdict is Verdict.FITS
+
+
+def test_llama_cpp_refuses_what_it_refuses() -> None:
+    # src/llama-context.cpp: "V cache quantization requires flash_attn".
+    with pytest.raises(PlanError, match="flash_attn"):
+        llama_plan(cache_type="q8_0", flash_attention=False)
+    # llama.cpp splits layers across GPUs (-sm layer): tensor parallelism is refused with why.
+    with pytest.raises(PlanError, match=r"inference\.tensor_parallel: 2 .*pipeline stages"):
+        llama_plan(tensor_parallel=2)
