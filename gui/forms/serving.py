@@ -25,6 +25,9 @@ class ServingForm(PlanForm):
         self.kv = self.add_input("inference.kv_dtype")
         self.cache_type = self.add_input("inference.cache_type")
         self.gpu_layers = self.add_input("inference.gpu_layers")
+        # llama.cpp judges its host part against the host RAM, whose field is the Parallelism
+        # form's, hidden in Inference mode: the same input here (one plan value, two fields).
+        self.host_ram = self.add_input("parallel.host_ram_gb")
         self.flash_attention = self.add_input("inference.flash_attention")
         self.ubatch = self.add_input("inference.ubatch")
         self.concurrent = self.add_input("inference.concurrent")

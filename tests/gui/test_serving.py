@@ -74,3 +74,20 @@ def test_llama_cpp_on_the_serving_tab_and_banner(window: MainWindow) -> None:
     window.tabs.setCurrentWidget(window.compute_panel)
     speed = window.controller.estimate.inference.speed
     assert window.compute_panel.serving.values["step"].text().startswith(f"{speed.token_latency_s * 1e3:,.1f} ms")
+
+
+def test_llama_cpp_host_ram_is_set_from_the_serving_form(window: MainWindow) -> None:
+    # Issue 23: llama.cpp's host part is judged against the host RAM, but its only field was in
+    # the Parallelism form, which Inference mode hides: the window could not set it.
+    window.show()
+    window.inference_action.trigger()
+    plan = Plan(model=find_model("llama-3.1-8b").spec, model_id="llama-3.1-8b", hardware=Hardware(gpu="rtx-4090"))
+    window.controller.reset(plan.with_inference(engine="llamacpp", context=8192, gpu_layers=20))
+    field = window.serving_form.fields["parallel.host_ram_gb"]
+    assert field.isVisibleTo(window) and window.parallel_form.isHidden()
+    field.setValue(32.0)
+    assert window.controller.plan.parallel.host_ram_gb == 32.0
+    window.tabs.setCurrentWidget(window.inference_panel)
+    assert "host RAM not given" not in window.inference_panel.values["host"].text()
+    window.controller.reset(window.controller.plan.with_inference(engine="vllm"))
+    assert not field.isVisibleTo(window)  # vLLM keeps nothing on the host
