@@ -522,11 +522,14 @@ def _first_block_backward(parts: _Parts, copy: Term | None, optim: Bucket, buffe
         BucketKey.ACTIVATIONS,
         [Term("the first block's saved tensors", "Σ of one block", parts.block.bytes), parts.layer_grads],
     )
+    held = [*parts.backward_grads, *parts.root_grads, *parts.extra("root_pending")]
+    # Never more than the gradients held: where they live outside whole .grad tensors (DeepSpeed's
+    # buckets on one GPU) the embedding's is not among them (the GUI monkey found a negative
+    # gradients bucket: ZeRO-3 on one GPU, 40 frozen layers).
+    embedding = min(parts.embed_grad, max(0.0, sum(t.bytes for t in held)))
     before_embedding = [
-        *parts.backward_grads,
-        *parts.root_grads,
-        *parts.extra("root_pending"),
-        Term("less the embedding gradient, formed last", "−V·d", -parts.embed_grad),
+        *held,
+        Term("less the embedding gradient, formed last", "−V·d", -embedding),
         *buffers,
     ]
     return Phase(

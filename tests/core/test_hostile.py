@@ -1062,7 +1062,9 @@ def test_a_custom_card_decodes_at_its_bandwidth(capsys: pytest.CaptureFixture[st
         code, out, err = run(capsys, *base, "--custom-bandwidth", bandwidth)
         assert code == 0, err
         rates.append(json.loads(out)["inference"]["decode_tokens_per_s"])
-    assert rates[0] > 0 and rates[1] > 0 and math.isclose(rates[0] / rates[1], 2.039, rel_tol=0.15)
+    # Faster with 2.04 x the bandwidth, though less than 2.04 x: the serving model (issue 23) adds
+    # a fixed launch time per layer and the prompt's prefill to what the bandwidth decides.
+    assert rates[1] > 0 and 1.3 < rates[0] / rates[1] < 2.039
     code, _, err = run(capsys, *base, "--custom-bandwidth", "0")
     assert code == 2 and "custom_bandwidth_gb_s" in err
 

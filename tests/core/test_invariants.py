@@ -250,3 +250,17 @@ def test_time_runs_in_the_compute_dtype_memory_uses(plan: Plan) -> None:
     # Issue 26: the time model once read the legacy one-word precision while memory read the roles.
     est = estimate(plan.with_hardware(peak_tflops_override=0.0))
     assert est.compute.dtype == compute_dtype(plan).value
+
+
+def test_no_bucket_is_negative_for_zero3_on_one_gpu_with_frozen_layers() -> None:
+    """The GUI monkey's find (seed 20240611, edit 3164): ZeRO-3 on one GPU with 40 frozen layers
+    gave a gradients bucket of −5.6 GB, the embedding gradient subtracted from gradients that did
+    not hold it."""
+    from pathlib import Path
+
+    from core.files.planfile import loads
+
+    plan = loads((Path(__file__).parent.parent / "data/plans/monkey-zero3-one-gpu-frozen40.json").read_text())
+    est = estimate(plan)
+    assert all(b.bytes >= 0 for b in est.buckets)
+    assert all(b.bytes >= 0 for phase in est.phases for b in phase.buckets)
