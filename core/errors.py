@@ -37,6 +37,10 @@ class PlanError(ValueError):
             text += f" ({one_line(reason)})"
         super().__init__(text)
 
+    def __reduce__(self) -> tuple[type[PlanError], tuple[str, object, str, str]]:
+        # Rebuilt from its own arguments when it crosses from the worker process to the window.
+        return (type(self), (self.field, self.value, self.allowed, self.reason))
+
 
 class PlanFileError(ValueError):
     """A plan, config, measurement or catalogue file could not be read."""
@@ -45,6 +49,10 @@ class PlanFileError(ValueError):
         self.path = path
         self.reason = reason
         super().__init__(f"{one_line(path)}: {one_line(reason)}")
+
+    def __reduce__(self) -> tuple[type[PlanFileError], tuple[str, str]]:
+        # Rebuilt from its own arguments when it crosses from the worker process to the window.
+        return (type(self), (self.path, self.reason))
 
 
 class ImportCancelled(Exception):

@@ -18,12 +18,21 @@ from core.files import planfile
 from core.files.importer import ImportedModel
 from core.plan import Plan
 from core.presets import default_plan
-from gui import dialogs, plaintext, saving
+from gui import dialogs, offthread, plaintext, saving
 from gui.controller import PlanController
 from gui.model_import import ModelImporter
 from gui.settings import Settings
+from gui.worker.runner import JobFailed
 
 UNTITLED = "Untitled plan"
+
+
+def _larger_than_a_plan(path: str) -> bool:
+    """More than a plan the app writes (a few kB) could be: start-up does not read it."""
+    try:
+        return os.stat(path).st_size > offthread.SMALL_BYTES
+    except OSError:
+        return False  # the read says why
 
 
 class Document(QObject):
@@ -96,11 +105,22 @@ class Document(QObject):
             self.open_path(path)
 
     def open_path(self, path: str) -> bool:
-        try:
-            plan = planfile.load(path)
-        except (PlanFileError, PlanError) as error:
+        try:  # a large file is parsed in the worker process: the window keeps running
+            plan = offthread.read_off_the_gui_thread(
+                self.dialog_parent,
+                planfile.load,
+                path,
+                lane="files",
+                title="Open plan",
+                text=f"Reading {Path(path).name}…",
+                name="openProgress",
+                worker=offthread.worker_for([path]),
+            )
+        except (PlanFileError, PlanError, JobFailed) as error:
             dialogs.error(self.dialog_parent, "Cannot open the plan", str(error))
             return False
+        if plan is None:
+            return False  # cancelled
         if self.set_document(plan, path):
             self.settings.add_recent(os.path.abspath(path))
             return True
@@ -192,6 +212,8 @@ class Document(QObject):
         except (PlanFileError, PlanError):
             return  # a stale or damaged stored plan: start from the default one
         path = self.settings.last_path or None
+        if path is not None and _larger_than_a_plan(path):
+            path = None  # replaced by something else since: not read on the GUI thread at start
         if path is not None:
             try:
                 if planfile.load(path) != plan:

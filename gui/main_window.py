@@ -33,7 +33,7 @@ from core.files.measurement import Measurement, load_measurement
 from core.plan import Accounting, Plan
 from core.presets import LESSON_EXAMPLES, default_plan
 from core.verdict import Mode
-from gui import collector, colours, dialogs, plaintext, saving
+from gui import collector, colours, dialogs, offthread, plaintext, saving
 from gui.actions import make_action
 from gui.chart.widget import MemoryChart
 from gui.controller import PlanController
@@ -61,6 +61,7 @@ from gui.theme import apply_theme
 from gui.toolbar import add_follower as toolbar_follower
 from gui.tools.context import ToolContext
 from gui.tools.menu import PlanTools
+from gui.worker.runner import JobFailed
 
 if TYPE_CHECKING:  # this machine is looked at once the window has painted: not imported before
     from core.files.local_gpus import LocalGpus
@@ -811,12 +812,22 @@ class MainWindow(QMainWindow):
         path = dialogs.open_file(self, "Load measurement", dialogs.MEASUREMENT_FILTER, self.document.folder())
         if not path:
             return
-        try:
-            measurement = load_measurement(path)
-        except PlanFileError as error:
+        try:  # a large file is parsed in the worker process: the window keeps running
+            measurement = offthread.read_off_the_gui_thread(
+                self,
+                load_measurement,
+                path,
+                lane="files",
+                title="Load measurement",
+                text=f"Reading {Path(path).name}…",
+                name="measurementProgress",
+                worker=offthread.worker_for([path]),
+            )
+        except (PlanFileError, JobFailed) as error:
             dialogs.error(self, "Cannot read the measurement", str(error))
             return
-        self.set_measurement(measurement)
+        if measurement is not None:
+            self.set_measurement(measurement)
 
     def export_chart(self, kind: str) -> bool:
         name_filter = dialogs.PNG_FILTER if kind == "png" else dialogs.SVG_FILTER

@@ -101,6 +101,13 @@ def _typing_keys(event: QKeyEvent) -> str:
     return ""
 
 
+# The most characters a number field takes, its unit included: the largest count, 10¹⁶ tokens,
+# is 22 characters with group separators. Qt's own check of a spin box's text grows faster than
+# its length: 4,000 digits pasted into "GPUs per node" blocked the window 0.4 s, 32,767 for
+# minutes (benchmarks/gui_input_audit.py).
+MAX_TYPED_CHARS = 100
+
+
 class _TypedNumber:
     """What IntField and FloatField share: a value applies when it is committed (Enter, focus
     leaving, an arrow step), never per keystroke, and typing is never rewritten.
@@ -120,6 +127,7 @@ class _TypedNumber:
 
     def _start_typing_rules(self) -> None:
         box: Any = self
+        box.lineEdit().setMaxLength(MAX_TYPED_CHARS)
         box.setKeyboardTracking(False)
         box.setCorrectionMode(QAbstractSpinBox.CorrectionMode.CorrectToPreviousValue)
         self._typing = False
@@ -402,6 +410,7 @@ class CountField(QLineEdit):
         self._unit = unit
         self._blank_means = blank_means
         self.setPlaceholderText(placeholder)
+        self.setMaxLength(MAX_TYPED_CHARS)
         self.setClearButtonEnabled(blank_means is not None)
         _describe(
             self,

@@ -34,6 +34,11 @@ USER_PREFIX = "mine:"  # ids of the user's own saved entries
 CACHED_PREFIX = "hf:"  # ids of models in this machine's Hugging Face cache ("hf:Qwen/Qwen3-8B")
 # Entries named from outside the catalogue: however long, their names never widen the plan column.
 _OUTSIDE_PREFIXES = (USER_PREFIX, CACHED_PREFIX)
+# A search reads this much of the typed text: every entry is matched against every word, so a
+# pasted 32,767 characters (a line edit's most) of one-letter words took 0.4 s per keystroke in
+# the GPU picker (benchmarks/gui_input_audit.py). The longest label (an 80-character saved name
+# and its figures) fits.
+MAX_QUERY_CHARS = 300
 
 
 def words_match(entry_id: str, label: str, text: str) -> bool:
@@ -48,12 +53,13 @@ class _SearchFilter(QSortFilterProxyModel):
         self._text = ""
 
     def set_text(self, text: str) -> None:
+        text = text.strip()[:MAX_QUERY_CHARS]
         if hasattr(self, "beginFilterChange"):  # Qt 6.10+: invalidateFilter() is deprecated there
             self.beginFilterChange()
-            self._text = text.strip()
+            self._text = text
             self.endFilterChange(QSortFilterProxyModel.Direction.Rows)
         else:
-            self._text = text.strip()
+            self._text = text
             self.invalidateFilter()
 
     def filterAcceptsRow(self, row: int, parent: QModelIndex | QPersistentModelIndex) -> bool:

@@ -37,11 +37,12 @@ from core.estimate import Estimate, gpu_for
 from core.files import comparison as comparison_file
 from core.files.report import VERDICT_COLOURS, Report, chart_svg, report_for_comparison
 from core.plan import METHOD_LABELS, Plan
-from gui import dialogs, plaintext, saving
+from gui import dialogs, offthread, plaintext, saving
 from gui.display_state import Display
 from gui.format import Unit, hours, memory, money
 from gui.tools import report_export
 from gui.tools.context import ToolContext
+from gui.worker.runner import JobFailed
 
 COMPARISON_FILTER = "VRAM Planner comparisons (*.json);;All files (*)"
 PLANS_FILTER = "VRAM Planner plans or comparisons (*.json);;All files (*)"
@@ -243,11 +244,29 @@ class ComparePanel(QWidget):
         paths = dialogs.open_files(self, "Open plans to compare", PLANS_FILTER)
         if not paths:
             return False
-        try:
-            named = comparison_file.load_named(paths)
+        room = MAX_PLANS - len(self.pinned)
+        if len(paths) > room:  # each file holds a plan at least: refused before any is read
+            dialogs.error(
+                self, "Compare plans", f"{len(paths)} files do not fit: a comparison holds {MAX_PLANS} ({room} free)."
+            )
+            return False
+        try:  # large files are parsed in the worker process: the window keeps running
+            loaded = offthread.read_off_the_gui_thread(
+                self,
+                comparison_file.load_named,
+                list(paths),
+                lane="files",
+                title="Open plans to compare",
+                text=f"Reading {len(paths)} file(s)…",
+                name="compareProgress",
+                worker=offthread.worker_for(paths),
+            )
+            if loaded is None:
+                return False  # cancelled
+            named = loaded
             for name, plan in named:  # a plan the estimator refuses (an unknown GPU id) never gets in
                 comparisons.compare([(name, plan)])
-        except (PlanFileError, PlanError) as error:
+        except (PlanFileError, PlanError, JobFailed) as error:
             dialogs.error(self, "Cannot open the plans", str(error))
             return False
         return self.add_plans(named, f"Open {len(named)} plan(s) for comparison")

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from PySide6.QtCore import QEventLoop, Qt
 from PySide6.QtWidgets import (
     QAbstractItemView,
     QComboBox,
@@ -20,7 +19,6 @@ from PySide6.QtWidgets import (
     QHeaderView,
     QLabel,
     QListWidget,
-    QProgressDialog,
     QTableWidget,
     QTableWidgetItem,
     QVBoxLayout,
@@ -37,17 +35,14 @@ from core.files.runconfig import (
     read_run_config,
 )
 from core.plan import Plan
-from gui import colours, dialogs, plaintext
+from gui import colours, dialogs, offthread, plaintext
 from gui.tools.context import ToolContext
-from gui.worker.runner import JobFailed, LatestJobRunner
+from gui.worker.runner import JobFailed
 
 TRAINING_CONFIG_FILTER = (
     "Training configs (*.json *.yaml *.yml *.toml);;PEFT adapter_config.json (adapter_config.json);;All files (*)"
 )
 KEEP = "__keep__"
-# Reading a config is capped (1 MB, 20,000 entries, 32 levels); one not read after this is stuck.
-READ_DEADLINE_S = 60.0
-SHOW_PROGRESS_AFTER_MS = 250  # a quick read never flashes a dialog
 LOCAL = "__local__"
 
 
@@ -222,41 +217,20 @@ def open_training_config(context: ToolContext, path: str | None = None) -> bool:
 
 def read_off_the_gui_thread(parent: QWidget, path: str) -> tuple[RunConfig, ModelChoice | None] | None:
     """:func:`read_run_config` in a worker thread while the window keeps painting, with a
-    progress dialog and Cancel after :data:`SHOW_PROGRESS_AFTER_MS`; None when cancelled.
+    progress dialog and Cancel after 250 ms; None when cancelled.
 
     Parsing a 1 MB YAML file took 0.5-0.6 s with libyaml and several seconds without it, all
-    on the GUI thread (issue 28 item 15). A thread, not a process: the parse is bounded, and
-    a thread starts at once where a new worker process would take a second to import.
+    on the GUI thread (issue 28 item 15). The one pattern is :mod:`gui.offthread`: a file over
+    its :data:`~gui.offthread.SMALL_BYTES` is read in the worker process.
     """
-    runner: LatestJobRunner[str, tuple[RunConfig, ModelChoice | None]] = LatestJobRunner(
-        lambda request: read_run_config(request), lane="training-config", deadline_s=READ_DEADLINE_S, worker="thread"
+    return offthread.read_off_the_gui_thread(
+        parent,
+        read_run_config,  # looked up now: tests substitute it
+        path,
+        lane="training-config",
+        title="Open training config",
+        text=f"Reading {Path(path).name}…",
+        name="configProgress",
+        # A large JSON config parsed in a thread would hold the interpreter lock (1 MB: 0.1-0.25 s).
+        worker=offthread.worker_for([path]) or "thread",
     )
-    loop = QEventLoop()
-    outcome: list[object] = []
-
-    def ended(_request: object, value: object) -> None:
-        outcome.append(value)
-        loop.quit()
-
-    runner.finished.connect(ended)
-    runner.failed.connect(ended)
-    progress = QProgressDialog(f"Reading {Path(path).name}…", "Cancel", 0, 0, parent)
-    progress.setObjectName("configProgress")
-    progress.setWindowTitle("Open training config")
-    progress.setWindowModality(Qt.WindowModality.WindowModal)
-    progress.setMinimumDuration(SHOW_PROGRESS_AFTER_MS)
-    progress.canceled.connect(loop.quit)
-    runner.submit(path)
-    try:
-        if not outcome:
-            loop.exec()
-    finally:
-        progress.close()
-        progress.deleteLater()
-        runner.cancel()
-        runner.deleteLater()
-    if not outcome:
-        return None
-    if isinstance(outcome[0], BaseException):
-        raise outcome[0]
-    return outcome[0]  # type: ignore[return-value]

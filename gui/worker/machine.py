@@ -17,6 +17,7 @@ from dataclasses import dataclass
 
 from core.errors import PlanError, PlanFileError
 from core.files.hfcache import CachedModel, CacheScan, Skipped, read_weights, scan_cache
+from core.files.importer import ImportedModel, import_model
 from core.files.local_gpus import LocalGpus, detect_local_gpus
 from core.files.model_source import NamedModel, cached_how, model_named
 from gui.worker.process import report_progress
@@ -72,3 +73,9 @@ def read_model(request: ModelRequest) -> ModelAnswer:
         return ModelAnswer(request, model_named(request.hub_id, request.root))
     except (PlanError, PlanFileError) as error:
         return ModelAnswer(request, None, str(error))
+
+
+def import_folder(path: str) -> ImportedModel:
+    """A model folder's config.json and safetensors headers (Import model folder), with progress:
+    shards read of shards in all."""
+    return import_model(path, progress=report_progress)
