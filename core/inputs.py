@@ -467,11 +467,14 @@ INPUTS: Final[tuple[Input, ...]] = (
           low=1, high=MAX_CHECKPOINT_EVERY,
           matters=lambda p: p.checkpointing and p.checkpoint_policy is CheckpointPolicy.LAYER),
     # The software stack and float8 decide how fast the step runs (core.training.speed);
-    # float8 also what the linears hold (core.training.detailed, torchao Float8Linear).
+    # float8 also what the linears hold (core.training.detailed, torchao Float8Linear), and
+    # torch.compile what a block saves (core.training.activations, COMPILE_NOTE).
     Input("stack", Kind.ENUM, "Software", "Software stack", Stack.EAGER,
           "What runs the step. Eager PyTorch (Hugging Face Trainer, PEFT, torchtune) launches every "
           "elementwise op as its own kernel; torch.compile fuses them; Megatron-LM / NeMo use Transformer "
-          "Engine's fused kernels. The matmuls are the same: the stack decides the time spent around them.",
+          "Engine's fused kernels. The matmuls are the same: the stack decides the time spent around them. "
+          "torch.compile also saves less for the backward: it recomputes the norms' float32 copies and the "
+          "MLP's activation.",
           ("--stack",), "eager (PyTorch), compile (torch.compile) or megatron (Megatron-LM / NeMo fused kernels)",
           labels=STACK_LABELS),
     Input("float8", Kind.ENUM, "Float8", "Float8 training", Float8.NONE,
