@@ -707,6 +707,14 @@ INPUTS: Final[tuple[Input, ...]] = (
           "MixedPrecisionPolicy.param_dtype: the dtype of the gathered weights.",
           ("--fsdp-param-dtype",), "FSDP2 MixedPrecisionPolicy", labels=MP_DTYPE_LABELS,
           matters=lambda p: p.parallel.strategy is Strategy.FSDP),
+    # torchao Float8LinearConfig(enable_fsdp_float8_all_gather=True) (pytorch/ao 36027d8,
+    # torchao/float8/config.py; fsdp_utils.py fsdp_pre_all_gather sends the float8 data).
+    Input("parallel.fsdp_float8_all_gather", Kind.BOOL, "Float8 all-gather", "FSDP float8 all-gather", False,
+          "torchao's enable_fsdp_float8_all_gather (torchtitan --float8.enable_fsdp_float8_all_gather): "
+          "FSDP2 gathers the float8 linears' weights as float8, one byte per element instead of two.",
+          ("--fsdp-float8-all-gather",), "FSDP2 + float8 tensorwise: gather the linears' weights in float8",
+          advanced=True,
+          matters=lambda p: p.parallel.strategy is Strategy.FSDP and p.float8 is Float8.TENSORWISE),
     Input("parallel.fsdp_reduce_dtype", Kind.ENUM, "FSDP reduce", "FSDP reduce dtype", MpDtype.STORED,
           "MixedPrecisionPolicy.reduce_dtype: the dtype gradients are reduced in.",
           ("--fsdp-reduce-dtype",), "FSDP2 MixedPrecisionPolicy", labels=MP_DTYPE_LABELS,

@@ -237,7 +237,13 @@ def _deepspeed_bf16(recipe: Mapping[str, Any]) -> bool:
     )
 
 
-def _parallel(recipe: Mapping[str, Any]) -> Parallelism:
+def _float8_all_gather(figure: Mapping[str, Any]) -> bool:
+    """FSDP2's float8 all-gather, on when the command the record quotes turns it on
+    (torchtitan's default is off; torchtitan-perf-2024-12 does not say, so off there)."""
+    return any("enable_fsdp_float8_all_gather" in a and "Command:" in a for a in figure.get("assumptions", ()))
+
+
+def _parallel(recipe: Mapping[str, Any], float8_all_gather: bool = False) -> Parallelism:
     par = recipe["parallel"]
     reduce = _fsdp_mixed(recipe)
     gpus = int(par["gpus"] or 1)
@@ -255,6 +261,7 @@ def _parallel(recipe: Mapping[str, Any]) -> Parallelism:
         offload=offload,
         fsdp_param_dtype=MpDtype.BF16 if reduce is not None else MpDtype.STORED,
         fsdp_reduce_dtype=reduce if reduce is not None else MpDtype.STORED,
+        fsdp_float8_all_gather=float8_all_gather and bool(recipe["float8"]) and par["strategy"] == "fsdp2",
     )
 
 
@@ -285,7 +292,7 @@ def _loss(recipe: Mapping[str, Any], family: str) -> dict[str, bool]:
     return {"chunked_loss": True} if family in ("lightning", "torchtune") else {"fused_loss": True}
 
 
-def _plan(recipe: Mapping[str, Any], family: str) -> Plan:
+def _plan(recipe: Mapping[str, Any], family: str, float8_all_gather: bool = False) -> Plan:
     method = Method(recipe["method"])
     lora = recipe["lora"] or {}
     model = find_model(recipe["catalogue_id"])
@@ -321,7 +328,7 @@ def _plan(recipe: Mapping[str, Any], family: str) -> Plan:
         stack=Stack.COMPILE if recipe["compile"] else Stack.EAGER,
         float8=Float8.TENSORWISE if recipe["float8"] else Float8.NONE,
         hardware=_card(recipe),
-        parallel=_parallel(recipe),
+        parallel=_parallel(recipe, float8_all_gather),
         **_checkpointing(recipe),
         **_roles(recipe, method),
     )
@@ -343,7 +350,7 @@ def map_figure(figure: Mapping[str, Any]) -> Mapped:
     if missing:
         return Mapped(figure, None, tuple(missing), unscored)
     try:
-        plan = _plan(recipe, FAMILY[str(figure["source_id"])])
+        plan = _plan(recipe, FAMILY[str(figure["source_id"])], _float8_all_gather(figure))
     except PlanError as error:
         return Mapped(figure, None, (f"the plan refuses it: {error}",), unscored)
     return Mapped(figure, plan, (), unscored)
