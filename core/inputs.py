@@ -508,11 +508,14 @@ INPUTS: Final[tuple[Input, ...]] = (
           low=1, high=MAX_CHECKPOINT_EVERY,
           matters=lambda p: p.checkpointing and p.checkpoint_policy is CheckpointPolicy.LAYER),
     # The software stack and float8 decide how fast the step runs (core.training.speed);
-    # float8 also what the linears hold (core.training.detailed, torchao Float8Linear).
+    # float8 also what the linears hold (core.training.detailed, torchao Float8Linear), and
+    # torch.compile what a block saves (core.training.activations, COMPILE_NOTE).
     Input("stack", Kind.ENUM, "Software", "Software stack", Stack.EAGER,
           "What runs the step. Eager PyTorch (Hugging Face Trainer, PEFT, torchtune) launches every "
           "elementwise op as its own kernel; torch.compile fuses them; Megatron-LM / NeMo use Transformer "
-          "Engine's fused kernels. The matmuls are the same: the stack decides the time spent around them.",
+          "Engine's fused kernels. The matmuls are the same: the stack decides the time spent around them. "
+          "torch.compile also saves less for the backward: it recomputes the norms' float32 copies and the "
+          "MLP's activation.",
           ("--stack",), "eager (PyTorch), compile (torch.compile) or megatron (Megatron-LM / NeMo fused kernels)",
           labels=STACK_LABELS),
     Input("float8", Kind.ENUM, "Float8", "Float8 training", Float8.NONE,
@@ -748,6 +751,14 @@ INPUTS: Final[tuple[Input, ...]] = (
           "MixedPrecisionPolicy.param_dtype: the dtype of the gathered weights.",
           ("--fsdp-param-dtype",), "FSDP2 MixedPrecisionPolicy", labels=MP_DTYPE_LABELS,
           matters=lambda p: p.parallel.strategy is Strategy.FSDP),
+    # torchao Float8LinearConfig(enable_fsdp_float8_all_gather=True) (pytorch/ao 36027d8,
+    # torchao/float8/config.py; fsdp_utils.py fsdp_pre_all_gather sends the float8 data).
+    Input("parallel.fsdp_float8_all_gather", Kind.BOOL, "Float8 all-gather", "FSDP float8 all-gather", False,
+          "torchao's enable_fsdp_float8_all_gather (torchtitan --float8.enable_fsdp_float8_all_gather): "
+          "FSDP2 gathers the float8 linears' weights as float8, one byte per element instead of two.",
+          ("--fsdp-float8-all-gather",), "FSDP2 + float8 tensorwise: gather the linears' weights in float8",
+          advanced=True,
+          matters=lambda p: p.parallel.strategy is Strategy.FSDP and p.float8 is Float8.TENSORWISE),
     Input("parallel.fsdp_reduce_dtype", Kind.ENUM, "FSDP reduce", "FSDP reduce dtype", MpDtype.STORED,
           "MixedPrecisionPolicy.reduce_dtype: the dtype gradients are reduced in.",
           ("--fsdp-reduce-dtype",), "FSDP2 MixedPrecisionPolicy", labels=MP_DTYPE_LABELS,

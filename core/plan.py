@@ -242,6 +242,7 @@ class Parallelism:
     reshard_after_forward: bool = DEFAULTS["parallel.reshard_after_forward"]
     fsdp_param_dtype: MpDtype = DEFAULTS["parallel.fsdp_param_dtype"]  # MixedPrecisionPolicy.param_dtype
     fsdp_reduce_dtype: MpDtype = DEFAULTS["parallel.fsdp_reduce_dtype"]  # MixedPrecisionPolicy.reduce_dtype
+    fsdp_float8_all_gather: bool = DEFAULTS["parallel.fsdp_float8_all_gather"]  # torchao float8 all-gather
     ddp_bucket_mb: float = DEFAULTS["parallel.ddp_bucket_mb"]
     ddp_bucket_view: bool = DEFAULTS["parallel.ddp_bucket_view"]  # gradient_as_bucket_view
     zero_bucket_elements: int = DEFAULTS["parallel.zero_bucket_elements"]
@@ -424,6 +425,15 @@ class Plan:
                 True,
                 "off with gradient accumulation",
                 "torchtune refuses it: each gradient is applied and freed as soon as it is formed",
+            )
+        if self.parallel.fsdp_float8_all_gather and self.float8 is Float8.ROWWISE:
+            # Float8LinearConfig.__post_init__ asserts it (pytorch/ao 36027d8 torchao/float8/config.py);
+            # without torchao's float8 linears the setting has nothing to gather and changes nothing.
+            raise PlanError(
+                "parallel.fsdp_float8_all_gather",
+                True,
+                "off with rowwise float8",
+                "torchao: enable_fsdp_float8_all_gather only supports tensorwise scaling granularity",
             )
         if self.method is Method.FROZEN and self.frozen_layers == 0:
             raise PlanError(

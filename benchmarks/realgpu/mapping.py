@@ -14,6 +14,9 @@ The mapping's own choices are written here once, with their reason:
 - FSDP1 (FULL_SHARD) is planned as FSDP2: both keep 1/N of every parameter, gradient and
   optimizer state and gather one wrapped unit at a time (the flat-parameter bookkeeping
   differs, not the bytes a rank holds);
+- a recipe's ``float8`` is torchao's Float8Linear with dynamic tensorwise scaling, the
+  default recipe and the one torchtitan's float8 converter ran in every record here (no
+  record names rowwise); ``compile`` is torch.compile over the model (stack "compile");
 - a card outside the catalogue is a custom card of the memory its driver reports (A10G:
   23,028 MiB; the 96 GB H100 of Grand Teton: 96 GiB; an unnamed "48 GB GPU": 48 GiB).
 """
@@ -31,6 +34,7 @@ from core.errors import PlanError
 from core.plan import (
     Attention,
     CheckpointPolicy,
+    Float8,
     Hardware,
     LoraSettings,
     Method,
@@ -40,6 +44,7 @@ from core.plan import (
     Parallelism,
     Plan,
     Preset,
+    Stack,
     Strategy,
     Workload,
 )
@@ -170,10 +175,6 @@ def _missing(recipe: Mapping[str, Any]) -> list[str]:
         out.append(f"model not in the catalogue ({recipe['model']})")
     if recipe["method"] == "other":
         out.append("PEFT / lit-gpt method other than LoRA, QLoRA or DoRA")
-    if recipe["compile"]:
-        out.append("torch.compile (issue 24)")
-    if recipe["float8"]:
-        out.append("float8 linears (issue 24)")
     if recipe["optimizer"] is not None and recipe["optimizer"] not in _OPTIMIZERS:
         out.append(f"optimizer {recipe['optimizer']}")
     lora = recipe["lora"] or {}
@@ -236,7 +237,13 @@ def _deepspeed_bf16(recipe: Mapping[str, Any]) -> bool:
     )
 
 
-def _parallel(recipe: Mapping[str, Any]) -> Parallelism:
+def _float8_all_gather(figure: Mapping[str, Any]) -> bool:
+    """FSDP2's float8 all-gather, on when the command the record quotes turns it on
+    (torchtitan's default is off; torchtitan-perf-2024-12 does not say, so off there)."""
+    return any("enable_fsdp_float8_all_gather" in a and "Command:" in a for a in figure.get("assumptions", ()))
+
+
+def _parallel(recipe: Mapping[str, Any], float8_all_gather: bool = False) -> Parallelism:
     par = recipe["parallel"]
     reduce = _fsdp_mixed(recipe)
     gpus = int(par["gpus"] or 1)
@@ -254,6 +261,7 @@ def _parallel(recipe: Mapping[str, Any]) -> Parallelism:
         offload=offload,
         fsdp_param_dtype=MpDtype.BF16 if reduce is not None else MpDtype.STORED,
         fsdp_reduce_dtype=reduce if reduce is not None else MpDtype.STORED,
+        fsdp_float8_all_gather=float8_all_gather and bool(recipe["float8"]) and par["strategy"] == "fsdp2",
     )
 
 
@@ -284,7 +292,7 @@ def _loss(recipe: Mapping[str, Any], family: str) -> dict[str, bool]:
     return {"chunked_loss": True} if family in ("lightning", "torchtune") else {"fused_loss": True}
 
 
-def _plan(recipe: Mapping[str, Any], family: str) -> Plan:
+def _plan(recipe: Mapping[str, Any], family: str, float8_all_gather: bool = False) -> Plan:
     method = Method(recipe["method"])
     lora = recipe["lora"] or {}
     model = find_model(recipe["catalogue_id"])
@@ -317,8 +325,10 @@ def _plan(recipe: Mapping[str, Any], family: str) -> Plan:
         bnb_legacy=_bnb_legacy(recipe),
         kbit_upcast=bool(recipe["prepare_model_for_kbit_training"]) and method is Method.QLORA,
         **_loss(recipe, family),
+        stack=Stack.COMPILE if recipe["compile"] else Stack.EAGER,
+        float8=Float8.TENSORWISE if recipe["float8"] else Float8.NONE,
         hardware=_card(recipe),
-        parallel=_parallel(recipe),
+        parallel=_parallel(recipe, float8_all_gather),
         **_checkpointing(recipe),
         **_roles(recipe, method),
     )
@@ -340,7 +350,7 @@ def map_figure(figure: Mapping[str, Any]) -> Mapped:
     if missing:
         return Mapped(figure, None, tuple(missing), unscored)
     try:
-        plan = _plan(recipe, FAMILY[str(figure["source_id"])])
+        plan = _plan(recipe, FAMILY[str(figure["source_id"])], _float8_all_gather(figure))
     except PlanError as error:
         return Mapped(figure, None, (f"the plan refuses it: {error}",), unscored)
     return Mapped(figure, plan, (), unscored)

@@ -192,10 +192,17 @@ def fit_fraction(rows: Iterable[Scored]) -> float:
     """The fragmentation fraction with the smallest error on reserved and nvidia-smi figures,
     each family weighing one: the fraction in [0, 1] (steps of 0.005) that minimises the mean
     over families of the family's median |error| (a family of seventeen figures counts as
-    much as a family of two; a median, so one odd figure does not move it)."""
+    much as a family of two; a median, so one odd figure does not move it).
+
+    A figure whose implied fraction is below zero (published below the estimate's allocated
+    peak plus the runtime's own memory, with no fragmentation at all) is scored but not fitted
+    on: no fraction in [0, 1] reaches it, so it says the allocated peak is over-estimated, not
+    how the allocator fragments (Trainy's two torchtitan runs on H200s, +49 %, would otherwise
+    pull the fraction from 0.185 to 0.040 for every plan)."""
     by_family: dict[str, list[Scored]] = {}
     for row in rows:
-        if row.implied_fraction is not None:
+        implied = row.implied_fraction
+        if implied is not None and implied >= 0:
             by_family.setdefault(row.mapped.family, []).append(row)
     if not by_family:
         return ALLOCATOR_FRAGMENTATION

@@ -64,7 +64,7 @@ from core.dtypes import MP_BYTES, Dtype, MpDtype
 from core.format import sci
 from core.parallel.layout import Layout, Stage, block_params_per_rank, outside_params, train_share, weight_share
 from core.params import ParamCounts
-from core.plan import Method, Offload, Plan, Strategy
+from core.plan import Float8, Method, Offload, Plan, Strategy
 from core.roles import Dtypes
 from core.units import MiB
 
@@ -238,6 +238,22 @@ def _block_gradients(rank: _Rank, block: float, gather: float, reduce_b: float) 
     ]
 
 
+def _gathered_block(plan: Plan, lay: Layout, block: float, gather: float) -> tuple[str, float]:
+    """One block's all-gather output: its formula and bytes. With torchao's float8 all-gather
+    (pytorch/ao 36027d8, torchao/float8/fsdp_utils.py: WeightWithDynamicFloat8CastTensor
+    ``fsdp_pre_all_gather`` returns the float8 data, ``fsdp_post_all_gather`` wraps the gathered
+    bytes as the float8 weight) the block's Float8Linear weights arrive in one byte per element;
+    its norms (and a mixture's experts, not nn.Linear) in the gathered dtype."""
+    if not (plan.parallel.fsdp_float8_all_gather and plan.float8 is Float8.TENSORWISE):
+        return f"{sci(block)} × {gather:g} B", block * gather
+    model = plan.model
+    shapes = model.linear_shapes()
+    names = ("q_proj", "k_proj", "v_proj", "o_proj") if model.num_experts > 1 else tuple(shapes)
+    linears = min(block, sum(shapes[nm][0] * shapes[nm][1] for nm in names) / lay.tensor_parallel * model.params_scale)
+    formula = f"{sci(linears)} float8 × 1 B + {sci(block - linears)} × {gather:g} B"
+    return formula, linears + (block - linears) * gather
+
+
 def _fsdp(rank: _Rank) -> RankState:
     plan, dt, lay, stage, dp = rank.plan, rank.dt, rank.lay, rank.stage, rank.dp
     par, model = plan.parallel, plan.model
@@ -255,12 +271,13 @@ def _fsdp(rank: _Rank) -> RankState:
     # the backward starts only the root is gathered and one block's all-gather output is in
     # flight (the last block, prefetched for its backward); inside a block's backward that
     # block is gathered and the next one's all-gather is in flight.
-    one = f"{sci(block)} × {gather:g} B"
-    in_flight = Term("one block's all-gather output in flight (prefetch)", one, block * gather)
+    one, gathered = _gathered_block(plan, lay, block, gather)
+    times = one if "float8" not in one else f"({one})"
+    in_flight = Term("one block's all-gather output in flight (prefetch)", one, gathered)
     computing = Term(
         f"{GATHERED_UNITS} blocks gathered (the one computing + the one prefetched)",
-        f"{GATHERED_UNITS} × {sci(block)} × {gather:g} B",
-        GATHERED_UNITS * block * gather,
+        f"{GATHERED_UNITS} × {times}",
+        GATHERED_UNITS * gathered,
     )
     forward = [root_term, in_flight]
     backward = [root_term, in_flight]
@@ -268,8 +285,8 @@ def _fsdp(rank: _Rank) -> RankState:
     if not par.reshard_after_forward:
         every = Term(
             f"all {stage.layers} blocks gathered (reshard_after_forward=False)",
-            f"{stage.layers} × {sci(block)} × {gather:g} B",
-            stage.layers * block * gather,
+            f"{stage.layers} × {times}",
+            stage.layers * gathered,
         )
         forward = [root_term, every, in_flight]
         backward = backward_block = [root_term, every]
@@ -289,7 +306,7 @@ def _fsdp(rank: _Rank) -> RankState:
     # stream (CUDACachingAllocator.cpp get_free_block), so outside a block's backward the
     # second gathered block and the reduce-scatter input stay reserved.
     stream_cache = [
-        Term("all-gather stream's cache: a second block's gathered parameters", one, block * gather),
+        Term("all-gather stream's cache: a second block's gathered parameters", one, gathered),
         *[Term(f"reduce-scatter stream's cache: {t.label}", t.formula, t.bytes) for t in backward_grads[1:]],
     ]
     state = RankState(

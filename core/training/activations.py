@@ -17,9 +17,27 @@ from core.breakdown import LayerActs, Term
 from core.dtypes import DTYPE_BYTES, Dtype, Quant
 from core.format import sci
 from core.model import ModelSpec, normalise_lora_targets
-from core.plan import Attention, CheckpointPolicy, Method, Plan
+from core.plan import Attention, CheckpointPolicy, Method, Plan, Stack
 from core.roles import compute_dtype, dtypes_for, model_dtype
 from core.training.attention import Kernel, needs_mask, sdpa_kernel
+
+# torch.compile's default partitioner for training, min_cut_rematerialization_partition
+# (pytorch/pytorch 00c07b93, torch/_functorch/partitioners.py), decides what the compiled
+# forward saves: matmuls and the flash / efficient attention kernels are never recomputed
+# (compute_intensive_ops), nor is a tensor the backward must materialise anyway for an op it
+# cannot fuse into (is_materialized_backwards: every projection's input, read again by its
+# weight-gradient matmul), nor a reduction whose output is 4x smaller than its input (a norm's
+# 1/rms); every other pointwise op, dtype cast and view is recomputable, and a minimum cut
+# picks the cheapest tensors to save from which the backward recomputes the rest. In a
+# block that means, and this is all the model applies (each a cut no larger than eager's):
+# - an RMSNorm keeps its input in the input's own dtype and its 1/rms, not the float32 copy
+#   (x.float() is recomputed) nor the normalised value before the weight multiply;
+# - a gated MLP keeps gate and up (matmul outputs), not act(gate); GELU's tanh-form
+#   intermediates are recomputed from the fc output;
+# - the projections' inputs (norm outputs, attention output, the down projection's input),
+#   q/k/v, attention's saved tensors and the experts' tensors stay as eager keeps them.
+# LayerNorm (one native_layer_norm op, its saved mean and 1/std) is left as eager keeps it.
+COMPILE_NOTE: Final = "torch.compile recomputes it"
 
 # Families whose RMSNorm multiplies by its weight in float32 (modeling_gemma*.py,
 # modeling_olmo2.py), so the tensor that multiply keeps is float32 whatever the input.
@@ -45,6 +63,7 @@ class _Ctx:
     adapter_dtype: Dtype
     autocast: bool
     dropout: bool = False  # LoRA dropout > 0 on the adapters
+    compiled: bool = False  # torch.compile's partitioner recomputes cheap elementwise ops (above)
 
     def saves(self, name: str) -> bool:
         """A projection keeps its input only when its weight, or an adapter on it, trains."""
@@ -88,6 +107,7 @@ def _context(plan: Plan, trainable: bool, lora: tuple[str, ...]) -> _Ctx:
         adapter_dtype=plan.adapter_dtype,
         autocast=dt.autocast,
         dropout=bool(lora) and plan.lora.dropout > 0,
+        compiled=plan.stack is Stack.COMPILE,
     )
 
 
@@ -147,6 +167,11 @@ def _norm(
         x_bytes = 4.0 if ctx.mode in ("mixed", "autocast16") else x
         items.append(Term(f"{label}: input", f"N·{w} × {x_bytes:g}", n * d * x_bytes))
         items.append(Term(f"{label}: mean, 1/std (float32)", "2 × N × 4", n * 8))
+    elif ctx.compiled:
+        # Compiled (see COMPILE_NOTE): the input in its own dtype and 1/rms are the cut; the
+        # float32 copy and the normalised value are recomputed in the backward.
+        items.append(Term(f"{label}: input ({COMPILE_NOTE} in float32)", f"N·{w} × {x:g}", n * d * x))
+        items.append(Term(f"{label}: 1/rms (float32)", "rows × 4", n * 4))
     else:
         # x.float() is kept by pow() and the scaling mul; the normalised value is kept by
         # the weight multiply only when the weight trains: cast back to the input's dtype
@@ -240,8 +265,13 @@ def _mlp(plan: Plan, ctx: _Ctx) -> list[Term]:
     n, ca, i = ctx.n, ctx.ca, model.intermediate_size
     items: list[Term] = []
     mlp_el = n * i
-    if model.gated_mlp:
+    if model.gated_mlp and ctx.compiled:
+        formula = f"2 × N·I × {ca:g} = 2 × {sci(mlp_el)} × {ca:g}"
+        items.append(Term(f"gate, up (act(gate): {COMPILE_NOTE})", formula, 2 * mlp_el * ca))
+    elif model.gated_mlp:
         items.append(Term("gate, act(gate), up", f"3 × N·I × {ca:g} = 3 × {sci(mlp_el)} × {ca:g}", 3 * mlp_el * ca))
+    elif model.activation == "gelu_new" and ctx.compiled:
+        items.append(Term(f"fc output (GELU's intermediates: {COMPILE_NOTE})", f"N·I × {ca:g}", mlp_el * ca))
     elif model.activation == "gelu_new":
         # NewGELUActivation is plain tensor code: pow, tanh and two multiplies each keep a
         # tensor; under autocast pow runs in float32 (it is on autocast's float32 list).

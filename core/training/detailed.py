@@ -205,23 +205,27 @@ def _with_float8_casts(plan: Plan, layer_grads: Term, lay: Layout | None) -> Ter
     that linear's backward runs: the largest linear's casts join the block's backward. (torchao
     0.9-0.12 kept each linear's float8 weight from the forward to the backward, and before
     Feb 2025 delayed scaling kept a 16-entry amax history per tensor: d37019636.) Transformer
-    Engine's float8 buffers are not modelled: its plans hold what 16-bit linears hold."""
+    Engine's float8 buffers are not modelled: its plans hold what 16-bit linears hold. With
+    FSDP2's float8 all-gather the gathered weight is already float8 (``tensor_already_casted_to_fp8``):
+    the backward casts no weight."""
     if plan.float8 not in (Float8.TENSORWISE, Float8.ROWWISE):
         return layer_grads
     tp = lay.tensor_parallel if lay is not None else 1
     cp = lay.context_parallel if lay is not None else 1
     tokens = plan.workload.micro_batch * plan.workload.seq_len / cp
     largest = 0.0
+    fp8_gathered = lay is not None and plan.parallel.fsdp_float8_all_gather and plan.parallel.strategy is Strategy.FSDP
+    weight_cast = 0 if fp8_gathered else 1
     for gemm in block_gemms(plan):
         if gemm.name.endswith(("LoRA A", "LoRA B")):
             continue
         k = gemm.k / tp if gemm.split == "row" else gemm.k
         n = gemm.n / tp if gemm.split == "column" else gemm.n
         m = tokens * gemm.share
-        largest = max(largest, m * k + 2 * m * n + k * n)
+        largest = max(largest, m * k + 2 * m * n + weight_cast * k * n)
     return Term(
         layer_grads.label + " + float8 casts of the largest linear",
-        layer_grads.formula + " + (N·in + 2·N·out + in·out) × 1 B",
+        layer_grads.formula + (" + (N·in + 2·N·out) × 1 B" if fp8_gathered else " + (N·in + 2·N·out + in·out) × 1 B"),
         layer_grads.bytes + largest,
     )
 

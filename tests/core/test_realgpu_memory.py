@@ -24,8 +24,12 @@ from core.runtime import ALLOCATOR_FRAGMENTATION
 ROOT = Path(__file__).resolve().parents[2]
 FOLDER = ROOT / "benchmarks" / "realgpu"
 # Median and worst |error| per metric, percent, leave-one-source-out (measured 2025-12 with the
-# estimate of this commit); a regression past them fails.
-CEILINGS = {"allocated": (8.0, 43.0), "reserved": (13.0, 41.0), "nvidia-smi": (10.0, 30.0), "boundary": (0.5, 0.5)}
+# estimate of this commit); a regression past them fails. Raised when torch.compile and float8
+# became plan settings: 8 allocated and 12 reserved figures joined the scored set (allocated
+# 27 -> 35 figures, median 7.7 -> 9.4 %; reserved 32 -> 44, median 12.9 -> 14.5 %, worst 40.4 ->
+# 48.7 %, Trainy's two H200 runs at +49 %), and torchtitan's new figures moved the fractions
+# fitted without each family (docs/REAL_GPU_MEMORY.md, "torch.compile and float8").
+CEILINGS = {"allocated": (9.5, 43.0), "reserved": (14.6, 49.0), "nvidia-smi": (10.0, 30.0), "boundary": (0.5, 0.5)}
 
 
 def _benchmark() -> ModuleType:

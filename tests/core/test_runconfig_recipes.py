@@ -6,11 +6,14 @@ lora_dropout; LLaMA-Factory's enable_liger_kernel; PEFT's adapter_config lora_dr
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from core.catalogue import find_model
 from core.files.runconfig import loads_run_config, plan_from_run
 from core.plan import Method, Plan
 
 BASE = Plan(model=find_model("llama-3.2-1b").spec)
+RUNCONFIGS = Path(__file__).resolve().parents[1] / "data" / "runconfigs"
 
 
 def read(text: str, name: str) -> tuple[Plan, dict[str, object]]:
@@ -72,3 +75,30 @@ def test_peft_adapter_config_dropout() -> None:
         "adapter_config.json",
     )
     assert plan.lora.dropout == 0.05
+
+
+def test_torch_compile_and_float8_reach_the_plan() -> None:
+    # torchtune `compile: true`, the Trainer's `torch_compile`, axolotl's `torch_compile`: stack
+    # "compile" (the blocks save less: core.training.activations COMPILE_NOTE).
+    plan, fields = read(
+        "model:\n  _component_: torchtune.models.llama3_2.llama3_2_1b\nbatch_size: 2\ncompile: true\n", "full.yaml"
+    )
+    assert plan.stack.value == "compile" and fields["stack"] == "compile"
+    plan, _ = read('{"model_name_or_path": "meta-llama/Llama-3.2-1B", "torch_compile": true}', "sft.json")
+    assert plan.stack.value == "compile"
+    plan, _ = read("base_model: meta-llama/Llama-3.2-1B\ntorch_compile: true\n", "axolotl.yaml")
+    assert plan.stack.value == "compile"
+
+
+
+def test_torchtitans_float8_converter_is_the_float8_setting() -> None:
+    # torchtitan's llama3_8b.toml (tests/data/runconfigs) with its commented converter line turned on:
+    # model.converters = ["quantize.linear.float8"] is torchao's Float8Linear, tensorwise unless the
+    # float8 section names the rowwise recipe; compile.enable = true is stack "compile".
+    text = (RUNCONFIGS / "torchtitan_llama3_8b.toml").read_text()
+    text = text.replace('# converters = ["float8"]', 'converters = ["quantize.linear.float8"]')
+    text = text.replace("enable=false", "enable=true")
+    plan = plan_from_run(loads_run_config(text.encode(), "llama3_8b.toml"), BASE, None)
+    assert plan.float8.value == "tensorwise" and plan.stack.value == "compile"
+    rowwise = text.replace("[quantize.linear.float8]\n", '[quantize.linear.float8]\nrecipe_name = "rowwise"\n')
+    assert plan_from_run(loads_run_config(rowwise.encode(), "llama3_8b.toml"), BASE, None).float8.value == "rowwise"

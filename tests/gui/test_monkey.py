@@ -320,6 +320,8 @@ def expected_values(window: MainWindow, plan: Plan) -> dict[str, Any]:
         values[f"parallel.{name}"] = getattr(par, name)
     for name in ("sequence_parallel", "reshard_after_forward", "ddp_bucket_view", "tp_overlap"):
         values[f"parallel.{name}"] = getattr(par, name)
+    for name in ("fsdp_float8_all_gather",):
+        values[f"parallel.{name}"] = getattr(par, name)
     for name in ("strategy", "schedule", "offload", "fsdp_param_dtype", "fsdp_reduce_dtype"):
         values[f"parallel.{name}"] = getattr(par, name).value
     for name in ("num_layers", "hidden_size", "num_heads", "num_kv_heads", "head_dim", "intermediate_size"):

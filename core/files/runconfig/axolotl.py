@@ -105,7 +105,9 @@ def read_axolotl(document: dict[str, Any], where: str) -> RunConfig:
     s.update(_memory_savers(taker))
     taker.note("sample_packing", "packing fills every micro-batch row to sequence_len, as the plan assumes")
     taker.note("tf32", "TF32 matmuls change speed, not memory")
-    taker.note("torch_compile", "torch.compile can lower activation memory; not modelled")
+    if taker.flag("torch_compile"):  # torch.compile: the blocks save less (core.training.activations, COMPILE_NOTE)
+        s["stack"] = "compile"
+        taker.record("stack", "compile", "torch_compile")
     s.update(sharding(taker, odd))
     if "sharding" not in s:
         s.update(_fsdp_config(taker))

@@ -103,7 +103,9 @@ def take_trainer_args(taker: Taker, odd: OddValues, framework: str) -> dict[str,
         taker.record("fused_loss", True, "use_liger_kernel")
     s.update(recipe_numbers(taker, "max_grad_norm", "lora_dropout"))
     taker.note("tf32", "TF32 matmuls change speed, not memory")
-    taker.note("torch_compile", "torch.compile can lower activation memory; not modelled")
+    if taker.flag("torch_compile"):  # torch.compile: the blocks save less (core.training.activations, COMPILE_NOTE)
+        s["stack"] = "compile"
+        taker.record("stack", "compile", "torch_compile")
     s.update(sharding(taker, odd))
     taker.irrelevant("fsdp_config")
     taker.note("auto_find_batch_size", "the Trainer halves the batch after an OOM; the plan uses the given batch")

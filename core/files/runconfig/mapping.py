@@ -17,6 +17,7 @@ from core.plan import (
     ROLE_FIELDS,
     Attention,
     CheckpointPolicy,
+    Float8,
     LoraSettings,
     Method,
     Offload,
@@ -24,6 +25,7 @@ from core.plan import (
     OptimizerImpl,
     Plan,
     PrecisionRoles,
+    Stack,
     Strategy,
     preset_matching,
 )
@@ -140,6 +142,10 @@ def apply_settings(plan: Plan, settings: RunSettings, *, model_dtype: str | None
         changes["attention"] = Attention(s.attention)
     if s.chunked_loss is not None:
         changes["chunked_loss"] = s.chunked_loss
+    if s.stack is not None:
+        changes["stack"] = Stack(s.stack)
+    if s.float8 is not None:
+        changes["float8"] = Float8(s.float8)
     for recipe in ("fused_loss", "grad_clip", "optimizer_in_backward", "activation_offload", "kbit_upcast"):
         if getattr(s, recipe) is not None:
             changes[recipe] = getattr(s, recipe)

@@ -54,6 +54,8 @@ SETTING_LABELS: Final = {
     "grad_clip": "Gradient clipping",
     "optimizer_in_backward": "Optimizer step in the backward",
     "activation_offload": "Activation offloading",
+    "stack": "Software stack",
+    "float8": "Float8 linears",
     "kbit_upcast": "prepare_model_for_kbit_training",
     "lora_dropout": "LoRA dropout",
     "micro_batch": "Micro-batch per GPU",
@@ -93,6 +95,8 @@ class RunSettings:
     grad_clip: bool | None = None  # max_grad_norm / clip_grad_norm set
     optimizer_in_backward: bool | None = None  # torchtune optimizer_in_bwd
     activation_offload: bool | None = None  # torchtune / axolotl activation offloading
+    stack: str | None = None  # a core.plan.Stack value: "compile" when the file turns torch.compile on
+    float8: str | None = None  # a core.plan.Float8 value: torchtitan's float8 converter
     kbit_upcast: bool | None = None  # peft prepare_model_for_kbit_training
     lora_dropout: float | None = None
     micro_batch: int | None = None

@@ -23,6 +23,24 @@ IMPLEMENTATIONS: Final = {"fused": "fused", "foreach": "foreach", "for-loop": "f
 DEFAULT_AC_MODE: Final = "selective"
 DEFAULT_AC_OPTION: Final = "2"
 
+def _float8(taker: Taker) -> dict[str, Any]:
+    """torchtitan's float8 converter (model.converters = ["float8"], or
+    "quantize.linear.float8" in later releases): torchao's Float8Linear, tensorwise unless the
+    float8 section names the rowwise recipe. Its FSDP float8 all-gather is listed, not set."""
+    converters = taker.raw("model.converters")
+    names = converters if isinstance(converters, list) else [converters] if converters else []
+    if not any(isinstance(n, str) and n.split(".")[-1] == "float8" for n in names):
+        if converters is not None:
+            taker.note("model.converters", "only the float8 converter changes the plan")
+        return {}
+    recipe = taker.raw("float8.recipe_name") or taker.raw("quantize.linear.float8.recipe_name")
+    value = "rowwise" if isinstance(recipe, str) and recipe.startswith("rowwise") else "tensorwise"
+    taker.record("float8", value, "model.converters")
+    for key in ("float8.enable_fsdp_float8_all_gather", "quantize.linear.float8.enable_fsdp_float8_all_gather"):
+        taker.note(key, "set FSDP float8 all-gather in the Parallelism section")
+    return {"float8": value}
+
+
 IRRELEVANT: Final = (
     "job", "profiling", "metrics", "lr_scheduler", "checkpoint", "validation", "comm", "experimental",
     "optimizer.lr", "optimizer.eps", "optimizer.weight_decay", "optimizer.beta1", "optimizer.beta2",
@@ -108,8 +126,10 @@ def read_torchtitan(document: dict[str, Any], where: str) -> RunConfig:
         taker.note("parallelism.data_parallel_replicate_degree", "set the GPU count in the Parallelism section")
     taker.note("training.mixed_precision_param", "FSDP2's parameter dtype: set it in the Parallelism section")
     taker.note("training.global_batch_size", "gradient accumulation follows from it and the data-parallel degree")
-    taker.note("compile.enable", "torch.compile can lower activation memory; not modelled")
-    taker.note("model.converters", "float8 training is not modelled")
+    if taker.flag("compile.enable"):  # torch.compile: the blocks save less (core.training.activations)
+        s["stack"] = "compile"
+        taker.record("stack", "compile", "compile.enable")
+    s.update(_float8(taker))
     taker.irrelevant(*IRRELEVANT, "compile.components", "activation_checkpoint.preserve_rng_state", "model.name")
     taker.irrelevant("model.flavor", "model.hf_assets_path", "parallelism")
     return finish(ConfigKind.TORCHTITAN, taker, odd, model_ref, s)

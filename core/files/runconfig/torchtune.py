@@ -99,7 +99,9 @@ def _memory_savers(taker: Taker) -> dict[str, Any]:
         taker.record("chunked_loss", s["chunked_loss"], "loss._component_")
     if taker.flag("enable_activation_offloading", "activation_offload"):
         s["activation_offload"] = True
-    taker.note("compile", "torch.compile can lower activation memory; not modelled")
+    if taker.flag("compile"):  # torch.compile: the blocks save less (core.training.activations, COMPILE_NOTE)
+        s["stack"] = "compile"
+        taker.record("stack", "compile", "compile")
     if taker.flag("optimizer_in_bwd", "optimizer_in_backward"):
         s["optimizer_in_backward"] = True
     s.update(recipe_numbers(taker, "clip_grad_norm", "model.lora_dropout"))
