@@ -32,7 +32,7 @@ from typing import Final
 
 from core import roles
 from core.catalogue import GpuSpec
-from core.dtypes import Quant
+from core.dtypes import ELEMENT_BYTES, NF4_BLOCK, Quant
 from core.parallel.layout import Stage, layout, train_share, trainable_layers
 from core.params import ParamCounts
 from core.plan import CheckpointPolicy, Float8, Method, Offload, Plan, Stack, Strategy
@@ -126,9 +126,10 @@ SCORE_BYTES: Final = 28.0
 # A float8 cast reads the 16-bit tensor twice (its amax, then the scaled cast) and writes one
 # byte per element (torchao float8_scaling_utils.hp_tensor_to_float8_dynamic).
 FLOAT8_CAST_BYTES: Final = 5.0
-# bitsandbytes' dequantisation of a 4-bit weight: reads ½ byte plus the block's absmax (1/64
-# of a byte with double quantisation, 4/64 without), writes 2 bytes.
-DEQUANT_BYTES: Final = 2.5625
+# bitsandbytes' dequantisation of a 4-bit weight: reads ½ byte plus its block's float32 absmax
+# (4 bytes per NF4 block of 64; with double quantisation 1, taken as 4 here), writes 2 bytes.
+# The block and the bytes are core.dtypes' (the one table): 0.5 + 4/64 + 2 = 2.5625.
+DEQUANT_BYTES: Final = ELEMENT_BYTES["nf4"] + 4.0 / NF4_BLOCK + ELEMENT_BYTES["bf16"]
 # A custom card has no bandwidth figure: the A100's bytes per FLOP (2,039 GB/s for 312
 # dense 16-bit TFLOP/s, NVIDIA A100 datasheet) is assumed.
 BYTES_PER_FLOP_ASSUMED: Final = 2039e9 / 312e12
