@@ -6,7 +6,9 @@ fast enough to run on every keystroke.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
+from functools import cached_property, partial
 from typing import Final
 
 from core.breakdown import Bucket, BucketKey, Phase
@@ -65,7 +67,6 @@ class Estimate:
     capacity_bytes: float
     summary_formula: str
     compute: Compute
-    inference: InferenceEstimate
     notes: tuple[str, ...]
     warnings: tuple[PlanWarning, ...] = ()  # core.checks.plan_warnings: valid, but doubtful
     # Every kind of rank (one on a single GPU); the fields above are ranks[worst_rank]'s.
@@ -76,6 +77,16 @@ class Estimate:
     # How sure total_bytes is: the published real-GPU figures of plans of this kind (None in
     # lesson accounting, which is the lesson's arithmetic, not a prediction of a card).
     confidence: Confidence | None = None
+    # The serving estimate, worked out when first read (:attr:`inference`): a training plan's
+    # views seldom read it. A partial of inference_estimate, so an estimate still pickles.
+    _inference_of: Callable[[], InferenceEstimate] | None = field(default=None, compare=False, repr=False)
+
+    @cached_property
+    def inference(self) -> InferenceEstimate:
+        """The plan served by its engine on this card (:mod:`core.serving`)."""
+        if self._inference_of is None:
+            raise ValueError("this estimate was built without its serving estimate")
+        return self._inference_of()
 
     @property
     def worst(self) -> RankMemory:
@@ -181,8 +192,12 @@ def estimate(plan: Plan, gpu: GpuSpec | None = None) -> Estimate:
     ranks, worst_index = rank_memories(plan, counts, float(card.memory_bytes))
     worst = ranks[worst_index]
     host = host_memory(plan, counts)
-    serving = inference_estimate(plan, counts, card)
-    return Estimate(
+    serving = partial(inference_estimate, plan, counts, card)
+    warnings = plan_warnings(plan) + _host_warnings(plan, host)
+    served = serving() if plan.inference.engine is Engine.LLAMACPP else None
+    if served is not None:  # llama.cpp's host part is judged against the host RAM given
+        warnings += _llamacpp_host_warnings(served)
+    result = Estimate(
         plan=plan,
         gpu=card,
         params=counts,
@@ -194,15 +209,18 @@ def estimate(plan: Plan, gpu: GpuSpec | None = None) -> Estimate:
         capacity_bytes=float(card.memory_bytes),
         summary_formula=worst.summary_formula,
         compute=compute_estimate(plan, counts, card),
-        inference=serving,
         notes=worst.notes,
-        warnings=plan_warnings(plan) + _host_warnings(plan, host) + _llamacpp_host_warnings(serving),
+        warnings=warnings,
         ranks=ranks,
         worst_rank=worst_index,
         host=host,
         reserved_bytes=worst.reserved_bytes,
         confidence=confidence(plan) if plan.accounting is Accounting.DETAILED else None,
+        _inference_of=serving,
     )
+    if served is not None:
+        result.__dict__["inference"] = served  # worked out already: the cached_property's slot
+    return result
 
 
 def _host_warnings(plan: Plan, host: HostMemory) -> tuple[PlanWarning, ...]:
