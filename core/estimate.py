@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from functools import cached_property, partial
-from typing import Final
+from typing import TYPE_CHECKING, Final
 
 from core.breakdown import Bucket, BucketKey, Phase
 from core.catalogue import GpuSpec, custom_gpu, find_gpu
@@ -19,11 +19,13 @@ from core.evidence import Confidence, confidence
 from core.format import memory
 from core.params import ParamCounts, param_counts
 from core.plan import Accounting, Engine, Offload, Plan
-from core.serving.inference import InferenceEstimate, inference_estimate
 from core.training.compute import MFU_CONVENTION, Compute, UtilisationSource, compute_estimate
 from core.training.host import HostMemory, host_memory
 from core.training.ranks import RankMemory, rank_memories
 from core.verdict import VERDICT_LABELS, Judgement, Mode, Verdict, judge
+
+if TYPE_CHECKING:
+    from core.serving.inference import InferenceEstimate
 
 # Which figure the verdict reads, and why: every view that shows it says so in these words.
 JUDGED_FIGURE: Final = "nvidia-smi"
@@ -78,7 +80,7 @@ class Estimate:
     # lesson accounting, which is the lesson's arithmetic, not a prediction of a card).
     confidence: Confidence | None = None
     # The serving estimate, worked out when first read (:attr:`inference`): a training plan's
-    # views seldom read it. A partial of inference_estimate, so an estimate still pickles.
+    # views seldom read it. A partial of _serving, so an estimate still pickles.
     _inference_of: Callable[[], InferenceEstimate] | None = field(default=None, compare=False, repr=False)
 
     @cached_property
@@ -192,7 +194,7 @@ def estimate(plan: Plan, gpu: GpuSpec | None = None) -> Estimate:
     ranks, worst_index = rank_memories(plan, counts, float(card.memory_bytes))
     worst = ranks[worst_index]
     host = host_memory(plan, counts)
-    serving = partial(inference_estimate, plan, counts, card)
+    serving = partial(_serving, plan, counts, card)
     warnings = plan_warnings(plan) + _host_warnings(plan, host)
     served = serving() if plan.inference.engine is Engine.LLAMACPP else None
     if served is not None:  # llama.cpp's host part is judged against the host RAM given
@@ -258,6 +260,14 @@ def keep_calibration(before: Estimate, after: Plan) -> Plan:
     except PlanError:
         return modelled
     return calibrated
+
+
+def _serving(plan: Plan, counts: ParamCounts, card: GpuSpec) -> InferenceEstimate:
+    """The plan served (:mod:`core.serving`): its engines' rules are loaded when a serving
+    figure is first read, not at start-up (a training window reads none)."""
+    from core.serving.inference import inference_estimate
+
+    return inference_estimate(plan, counts, card)
 
 
 def _llamacpp_host_warnings(serving: InferenceEstimate) -> tuple[PlanWarning, ...]:

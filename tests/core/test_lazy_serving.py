@@ -12,7 +12,6 @@ from typing import Any
 
 import pytest
 
-import core.estimate as estimate_module
 import core.serving.inference as inference_module
 from core.estimate import estimate
 from core.presets import plan_for_model
@@ -31,9 +30,9 @@ class Counted:
 
 
 def test_a_training_estimate_works_out_serving_once_and_only_when_read(monkeypatch: pytest.MonkeyPatch) -> None:
-    serving = Counted(estimate_module.inference_estimate)
+    serving = Counted(inference_module.inference_estimate)
     speed = Counted(inference_module.serving_speed)
-    monkeypatch.setattr(estimate_module, "inference_estimate", serving)
+    monkeypatch.setattr(inference_module, "inference_estimate", serving)
     monkeypatch.setattr(inference_module, "serving_speed", speed)
     est = estimate(plan_for_model("llama-3.1-8b"))
     assert (serving.calls, speed.calls) == (0, 0)
@@ -48,8 +47,8 @@ def test_a_training_estimate_works_out_serving_once_and_only_when_read(monkeypat
 def test_llama_cpp_works_out_serving_at_once_for_its_host_warning(monkeypatch: pytest.MonkeyPatch) -> None:
     # Its host part (layers not offloaded) is judged against the host RAM given, a warning of
     # the estimate itself: serving is worked out in estimate(), and not again when read.
-    serving = Counted(estimate_module.inference_estimate)
-    monkeypatch.setattr(estimate_module, "inference_estimate", serving)
+    serving = Counted(inference_module.inference_estimate)
+    monkeypatch.setattr(inference_module, "inference_estimate", serving)
     plan = plan_for_model("llama-3.1-8b").with_hardware(gpu="rtx-4090")
     plan = plan.with_inference(engine="llamacpp", context=8192, gpu_layers=20).with_parallel(host_ram_gb=2)
     est = estimate(plan)
