@@ -6,8 +6,10 @@ fast enough to run on every keystroke.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
-from typing import Final
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
+from functools import cached_property, partial
+from typing import TYPE_CHECKING, Final
 
 from core.breakdown import Bucket, BucketKey, Phase
 from core.catalogue import GpuSpec, custom_gpu, find_gpu
@@ -17,11 +19,13 @@ from core.evidence import Confidence, confidence
 from core.format import memory
 from core.params import ParamCounts, param_counts
 from core.plan import Accounting, Engine, Offload, Plan
-from core.serving.inference import InferenceEstimate, inference_estimate
 from core.training.compute import MFU_CONVENTION, Compute, UtilisationSource, compute_estimate
 from core.training.host import HostMemory, host_memory
 from core.training.ranks import RankMemory, rank_memories
 from core.verdict import VERDICT_LABELS, Judgement, Mode, Verdict, judge
+
+if TYPE_CHECKING:
+    from core.serving.inference import InferenceEstimate
 
 # Which figure the verdict reads, and why: every view that shows it says so in these words.
 JUDGED_FIGURE: Final = "nvidia-smi"
@@ -65,7 +69,6 @@ class Estimate:
     capacity_bytes: float
     summary_formula: str
     compute: Compute
-    inference: InferenceEstimate
     notes: tuple[str, ...]
     warnings: tuple[PlanWarning, ...] = ()  # core.checks.plan_warnings: valid, but doubtful
     # Every kind of rank (one on a single GPU); the fields above are ranks[worst_rank]'s.
@@ -76,6 +79,16 @@ class Estimate:
     # How sure total_bytes is: the published real-GPU figures of plans of this kind (None in
     # lesson accounting, which is the lesson's arithmetic, not a prediction of a card).
     confidence: Confidence | None = None
+    # The serving estimate, worked out when first read (:attr:`inference`): a training plan's
+    # views seldom read it. A partial of _serving, so an estimate still pickles.
+    _inference_of: Callable[[], InferenceEstimate] | None = field(default=None, compare=False, repr=False)
+
+    @cached_property
+    def inference(self) -> InferenceEstimate:
+        """The plan served by its engine on this card (:mod:`core.serving`)."""
+        if self._inference_of is None:
+            raise ValueError("this estimate was built without its serving estimate")
+        return self._inference_of()
 
     @property
     def worst(self) -> RankMemory:
@@ -181,8 +194,12 @@ def estimate(plan: Plan, gpu: GpuSpec | None = None) -> Estimate:
     ranks, worst_index = rank_memories(plan, counts, float(card.memory_bytes))
     worst = ranks[worst_index]
     host = host_memory(plan, counts)
-    serving = inference_estimate(plan, counts, card)
-    return Estimate(
+    serving = partial(_serving, plan, counts, card)
+    warnings = plan_warnings(plan) + _host_warnings(plan, host)
+    served = serving() if plan.inference.engine is Engine.LLAMACPP else None
+    if served is not None:  # llama.cpp's host part is judged against the host RAM given
+        warnings += _llamacpp_host_warnings(served)
+    result = Estimate(
         plan=plan,
         gpu=card,
         params=counts,
@@ -194,15 +211,18 @@ def estimate(plan: Plan, gpu: GpuSpec | None = None) -> Estimate:
         capacity_bytes=float(card.memory_bytes),
         summary_formula=worst.summary_formula,
         compute=compute_estimate(plan, counts, card),
-        inference=serving,
         notes=worst.notes,
-        warnings=plan_warnings(plan) + _host_warnings(plan, host) + _llamacpp_host_warnings(serving),
+        warnings=warnings,
         ranks=ranks,
         worst_rank=worst_index,
         host=host,
         reserved_bytes=worst.reserved_bytes,
         confidence=confidence(plan) if plan.accounting is Accounting.DETAILED else None,
+        _inference_of=serving,
     )
+    if served is not None:
+        result.__dict__["inference"] = served  # worked out already: the cached_property's slot
+    return result
 
 
 def _host_warnings(plan: Plan, host: HostMemory) -> tuple[PlanWarning, ...]:
@@ -240,6 +260,14 @@ def keep_calibration(before: Estimate, after: Plan) -> Plan:
     except PlanError:
         return modelled
     return calibrated
+
+
+def _serving(plan: Plan, counts: ParamCounts, card: GpuSpec) -> InferenceEstimate:
+    """The plan served (:mod:`core.serving`): its engines' rules are loaded when a serving
+    figure is first read, not at start-up (a training window reads none)."""
+    from core.serving.inference import inference_estimate
+
+    return inference_estimate(plan, counts, card)
 
 
 def _llamacpp_host_warnings(serving: InferenceEstimate) -> tuple[PlanWarning, ...]:

@@ -8,14 +8,18 @@ Every plot item is built once; an update only calls ``setData``/``setValue``/``s
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import pyqtgraph as pg
 from PySide6.QtCore import QEvent, Qt
 from PySide6.QtGui import QColor
 from PySide6.QtWidgets import QLabel, QVBoxLayout, QWidget
 
-from core.advice.diagnosis import Curve
 from gui.format import Unit, memory, unit_scale
 from gui.plotstyle import OKABE_ITO, style_plot
+
+if TYPE_CHECKING:
+    from core.advice.diagnosis import Curve
 
 PLOT_MIN_HEIGHT = 220
 AXIS_LABELS = {"micro_batch": "micro-batch", "seq_len": "sequence length (tokens)"}

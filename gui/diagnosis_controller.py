@@ -14,22 +14,28 @@ the Diagnosis tab only renders it.
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 from PySide6.QtCore import QObject, QTimer, Signal
 
-from core.advice.diagnosis import DiagnosisReport, DiagnosisRequest, Failure, Pin, report
+from core.advice.request import DiagnosisRequest, Pin, run_report
+from core.advice.symptoms import Failure
 from gui.controller import PlanController
 from gui.display_state import Display, DisplayState
 from gui.worker.runner import JobFailed, LatestJobRunner, Worker
 
-__all__ = ["DiagnosisController", "DiagnosisReport", "DiagnosisRequest", "run_request"]
+if TYPE_CHECKING:
+    from core.advice.diagnosis import DiagnosisReport
+
+__all__ = ["DiagnosisController", "DiagnosisRequest", "run_request"]
 
 # Coalesces a burst of edits (typing, a spin box held down) into one request.
 SETTLE_MS = 120
 # A diagnosis takes tens of milliseconds to a second or two; one still running after this is
 # stuck, and its worker is killed (the window says so; the next edit asks again).
 DEADLINE_S = 30.0
-run_request = report  # the work itself, pure: core.advice.diagnosis.report
+# The work itself, pure: core.advice.diagnosis.report, loaded (in the worker) when first run.
+run_request = run_report
 
 
 class DiagnosisController(QObject):

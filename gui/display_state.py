@@ -9,13 +9,15 @@ a copy that could drift (the window's menus, the chart, the panels all follow it
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from PySide6.QtCore import QObject, Signal
 
-from core.files.measurement import Measurement
 from core.verdict import Mode
 from gui.format import Unit
+
+if TYPE_CHECKING:
+    from core.files.measurement import Measurement
 
 
 @dataclass(frozen=True)

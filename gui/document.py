@@ -9,20 +9,23 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from PySide6.QtCore import QObject, Signal
 from PySide6.QtWidgets import QWidget
 
 from core.errors import PlanError, PlanFileError
 from core.files import planfile
-from core.files.importer import ImportedModel
 from core.plan import Plan
 from core.presets import default_plan
 from gui import dialogs, offthread, plaintext, saving
 from gui.controller import PlanController
-from gui.model_import import ModelImporter
 from gui.settings import Settings
 from gui.worker.runner import JobFailed
+
+if TYPE_CHECKING:
+    from core.files.importer import ImportedModel
+    from gui.model_import import ModelImporter
 
 UNTITLED = "Untitled plan"
 
@@ -54,12 +57,21 @@ class Document(QObject):
         self.settings = settings
         self.dialog_parent = dialog_parent
         self.path: str | None = None
-        # A folder's safetensors headers are read in a worker, with progress and Cancel.
-        self.model_importer = ModelImporter(dialog_parent)
-        self.model_importer.imported.connect(self._use_imported)
-        self.model_importer.failed.connect(
-            lambda message: dialogs.error(self.dialog_parent, "Cannot read the model", message)
-        )
+        self._model_importer: ModelImporter | None = None
+
+    @property
+    def model_importer(self) -> ModelImporter:
+        """Reads a model folder's safetensors headers in a worker, with progress and Cancel;
+        made (its modules loaded) when a folder is first opened, not at start-up."""
+        if self._model_importer is None:
+            from gui import model_import
+
+            self._model_importer = model_import.ModelImporter(self.dialog_parent)
+            self._model_importer.imported.connect(self._use_imported)
+            self._model_importer.failed.connect(
+                lambda message: dialogs.error(self.dialog_parent, "Cannot read the model", message)
+            )
+        return self._model_importer
 
     # ---- reading -------------------------------------------------------------------
     @property
@@ -193,7 +205,7 @@ class Document(QObject):
 
     @property
     def importing(self) -> bool:
-        return self.model_importer.running
+        return self._model_importer is not None and self._model_importer.running
 
     def _use_imported(self, imported: ImportedModel) -> None:
         model = imported.spec

@@ -4,14 +4,16 @@ rules are core.format's, so the window reads as the command line and the reports
 from __future__ import annotations
 
 import math
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
-from core.files.measurement import Measurement
 from core.format import count as format_count
 from core.format import hours as hours  # re-exported: the views format through gui.format
 from core.format import memory as format_memory
 from core.format import money as money
 from core.units import GB, GiB
+
+if TYPE_CHECKING:
+    from core.files.measurement import Measurement
 
 Unit = Literal["GB", "GiB"]
 UNITS: tuple[Unit, ...] = ("GB", "GiB")

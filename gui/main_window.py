@@ -29,7 +29,6 @@ from PySide6.QtWidgets import (
 
 from core.errors import PlanFileError
 from core.estimate import Estimate
-from core.files.measurement import Measurement, load_measurement
 from core.plan import Accounting, Plan
 from core.presets import LESSON_EXAMPLES, default_plan
 from core.verdict import Mode
@@ -63,8 +62,9 @@ from gui.tools.context import ToolContext
 from gui.tools.menu import PlanTools
 from gui.worker.runner import JobFailed
 
-if TYPE_CHECKING:  # this machine is looked at once the window has painted: not imported before
+if TYPE_CHECKING:  # looked at once the window has painted, or when a file is opened: not imported before
     from core.files.local_gpus import LocalGpus
+    from core.files.measurement import Measurement
     from gui.local_machine import LocalMachine
 
 APP_NAME = "VRAM Planner"
@@ -812,6 +812,8 @@ class MainWindow(QMainWindow):
         path = dialogs.open_file(self, "Load measurement", dialogs.MEASUREMENT_FILTER, self.document.folder())
         if not path:
             return
+        from core.files.measurement import load_measurement
+
         try:  # a large file is parsed in the worker process: the window keeps running
             measurement = offthread.read_off_the_gui_thread(
                 self,

@@ -3,9 +3,10 @@
 A toolbar re-lays itself out whenever one of its actions changes, and that asks the main
 window to lay out its docks again: with the undo stack's own actions on the toolbar, whose
 text names the last change, every edit re-laid out the window and repainted the toolbar.
-A button here has its own action, of fixed text; it follows the stack's action's enabled
-state (which changes only at the first and the last step), and its tooltip names the change
-when it is asked for, not at every edit.
+A button here has its own action, of fixed text, and its tooltip names the change when it is
+asked for, not at every edit. The button itself, not its action, follows the stack's action's
+enabled state: that changes whenever an edit merges back to the value before it (a spin box
+nudged up and down again), and an action's change re-lays out the toolbar and the window.
 """
 
 from __future__ import annotations
@@ -34,11 +35,11 @@ class _LiveToolTip(QObject):
 def add_follower(toolbar: QToolBar, source: QAction, text: str) -> QAction:
     """Add a button labelled ``text`` to ``toolbar`` that triggers ``source``."""
     follower = QAction(text, toolbar)
-    follower.setEnabled(source.isEnabled())
-    source.enabledChanged.connect(follower.setEnabled)
     follower.triggered.connect(lambda _checked=False: source.trigger())
     toolbar.addAction(follower)
     button = toolbar.widgetForAction(follower)
     if button is not None:
+        button.setEnabled(source.isEnabled())
+        source.enabledChanged.connect(button.setEnabled)
         button.installEventFilter(_LiveToolTip(source, button))
     return follower

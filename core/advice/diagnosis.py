@@ -11,21 +11,19 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from enum import StrEnum
 from typing import Final
 
 from core.advice.limits import AXES, Curve, Limits, limits, max_micro_batch, max_sequence, memory_curve
 from core.advice.remedies import (
     MAX_COMBINED,
-    PIN_LABELS,
     TRAINING_KINDS,
     Combination,
-    Pin,
     Remedy,
     RemedyKind,
     cheapest_combination,
     remedies_for,
 )
+from core.advice.request import PIN_LABELS, AdviceKind, DiagnosisRequest, Pin
 from core.advice.serving_remedies import SERVING_KINDS
 from core.advice.symptoms import SYMPTOM_BY_FAILURE, SYMPTOMS, Failure, Symptom
 from core.breakdown import BUCKET_LABELS, BucketKey
@@ -56,19 +54,6 @@ __all__ = [
     "remedies_for_symptom",
     "report",
 ]
-
-
-class AdviceKind(StrEnum):
-    """What the diagnosis advises, as the Diagnosis tab, reports and the command line word it."""
-
-    FITS = "fits"  # nothing needs to change
-    FITS_QUEUED = "fits-queued"  # serving fits, but some of the plan's requests wait in the queue
-    STEP_FITS_BUT = "step-fits-but"  # the training step fits; the evaluation or serving does not
-    NO_CHANGE_KNOWN = "no-change-known"  # no change the planner knows lowers the memory
-    ONLY_TOGETHER = "only-together"  # no single change fits; the combination does
-    TOGETHER_CHEAPEST = "together-cheapest"  # the combination fits for less than any single change
-    SOME_FIT = "some-fit"  # some single changes fit
-    NONE_FITS = "none-fits"  # nothing fits, alone or combined
 
 
 @dataclass(frozen=True)
@@ -251,16 +236,6 @@ def remedies_for_symptom(
         return symptom, tuple(r for r in found if failure in r.addresses)
     found = remedies if remedies is not None else remedies_for(plan, TRAINING_KINDS, pins=pins)
     return symptom, tuple(r for r in found if failure in r.addresses)
-
-
-@dataclass(frozen=True)
-class DiagnosisRequest:
-    """Everything a diagnosis for the Diagnosis tab depends on."""
-
-    plan: Plan
-    mode: Mode = Mode.TRAINING
-    pins: frozenset[Pin] = frozenset()
-    symptom: Failure | None = None  # a symptom the user picked: its remedies are found too
 
 
 @dataclass(frozen=True)

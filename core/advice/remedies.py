@@ -18,6 +18,7 @@ from typing import Final
 
 from core.advice.fit import fewest_gpus, layout_name
 from core.advice.limits import max_micro_batch, max_sequence, sequence_step
+from core.advice.request import Pin
 from core.advice.symptoms import Failure
 from core.catalogue import GpuSpec, load_gpus, load_models
 from core.dtypes import Quant
@@ -54,26 +55,6 @@ class RemedyKind(StrEnum):
     MORE_TENSOR_PARALLEL = "more-tensor-parallel"
     SMALLER_BATCHED_TOKENS = "smaller-batched-tokens"
 
-
-class Pin(StrEnum):
-    """What the user says must not change; remedies that change it are left out."""
-
-    MODEL = "model"
-    SEQUENCE = "sequence"  # training sequence length and serving context
-    GPU = "gpu"  # the card
-    GPU_COUNT = "gpu-count"
-    LAYOUT = "layout"  # the data-parallel strategy and degree, the tensor / pipeline degrees
-    NO_OFFLOAD = "no-offload"  # nothing moves to host memory
-
-
-PIN_LABELS: Final = {
-    Pin.MODEL: "Keep the model",
-    Pin.SEQUENCE: "Keep the sequence length",
-    Pin.GPU: "Keep the card",
-    Pin.GPU_COUNT: "Keep the GPU count",
-    Pin.LAYOUT: "Keep the parallel layout",
-    Pin.NO_OFFLOAD: "No CPU offload",
-}
 
 Transform = Callable[[Plan], "tuple[Plan, str] | None"]
 

@@ -11,7 +11,8 @@ from __future__ import annotations
 
 from typing import Final
 
-from core.advice.remedies import Pin, RemedyKind, RemedySpec
+from core.advice.remedies import RemedyKind, RemedySpec
+from core.advice.request import Pin
 from core.advice.symptoms import Failure
 from core.estimate import estimate
 from core.plan import Plan

@@ -7,7 +7,9 @@ diagnosis read.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from functools import cached_property, partial
 
 from core.breakdown import Bucket
 from core.catalogue import GpuSpec
@@ -70,13 +72,30 @@ class InferenceEstimate:
     max_num_seqs: int  # effective (vllm defaults resolved)
     max_num_batched_tokens: int
     gpus: int  # tensor × pipeline × replicas
-    speed: ServingSpeed
     formula: str
     # What total_bytes (the figure judged) is made of, in SERVING_BUCKET_ORDER; a chart of
     # serving draws these, so its segments add up to the verdict's figure.
     buckets: tuple[Bucket, ...] = ()
     host_bytes: float = 0.0  # llama.cpp: host memory (token embeddings, layers not offloaded, their KV)
     host_ram_bytes: float = 0.0  # the plan's host RAM (0: not given)
+    # The serving speed, worked out when first read (:attr:`speed`): its queue curve is a third
+    # of an estimate's cost, and a training plan's views never read it. A partial of
+    # serving_speed, so an estimate still pickles to the worker process.
+    _speed_of: Callable[[], ServingSpeed] | None = field(default=None, compare=False, repr=False)
+
+    @cached_property
+    def speed(self) -> ServingSpeed:
+        """Time to first token, decode speed and the throughput curve (:mod:`core.serving.speed`)."""
+        if self._speed_of is None:
+            raise ValueError("this serving estimate was built without its speed")
+        return self._speed_of()
+
+    def __getstate__(self) -> dict[str, object]:
+        """Pickled with its speed worked out: the fit behind it holds read-only mappings."""
+        state = dict(self.__dict__)
+        state["speed"] = self.speed
+        state["_speed_of"] = None
+        return state
 
     @property
     def summary_formula(self) -> str:
@@ -151,7 +170,7 @@ def inference_estimate(
     else:
         layout = rank_layout(plan)
         memory = ENGINES[inf.engine](plan, gpu, layout, fit)
-    speed = serving_speed(plan, counts, gpu, layout, _slots(plan, memory), fit, offload, _chunk(plan, memory))
+    speed = partial(serving_speed, plan, counts, gpu, layout, _slots(plan, memory), fit, offload, _chunk(plan, memory))
     return InferenceEstimate(
         engine=inf.engine,
         weights_bytes=memory.weights_bytes,
@@ -176,9 +195,9 @@ def inference_estimate(
         max_num_seqs=memory.max_num_seqs,
         max_num_batched_tokens=memory.max_num_batched_tokens,
         gpus=inf.gpus,
-        speed=speed,
         formula=memory.formula,
         buckets=memory.parts,
         host_bytes=memory.host_bytes,
         host_ram_bytes=plan.parallel.host_ram_gb * GB,
+        _speed_of=speed,
     )

@@ -11,15 +11,17 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 from core.breakdown import BUCKET_LABELS, BUCKET_ORDER, BucketKey
 from core.estimate import VERDICT_LABELS, Estimate
-from core.files.measurement import Measurement
 from core.plan import ENGINE_LABELS, METHOD_LABELS
 from core.verdict import Mode as Judged
 from gui.colours import OKABE_ITO
 from gui.format import Unit, memory
+
+if TYPE_CHECKING:
+    from core.files.measurement import Measurement
 
 Mode = Literal["training", "inference"]
 

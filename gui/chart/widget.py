@@ -15,6 +15,7 @@ so that a typical edit repaints the bars that moved and leaves the axes alone.
 from __future__ import annotations
 
 import math
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pyqtgraph as pg
@@ -23,7 +24,6 @@ from PySide6.QtGui import QBrush, QColor, QFont, QFontMetricsF
 from PySide6.QtWidgets import QComboBox, QHBoxLayout, QLabel, QVBoxLayout, QWidget
 
 from core.estimate import Estimate
-from core.files.measurement import Measurement
 from gui.chart import export
 from gui.chart.axis import ChartAxis
 from gui.chart.geometry import (
@@ -53,6 +53,9 @@ from gui.chart.legend import ChartLegend
 from gui.colours import OKABE_ITO
 from gui.format import Unit, memory, unit_scale
 from gui.plotstyle import style_plot
+
+if TYPE_CHECKING:
+    from core.files.measurement import Measurement
 
 
 class MemoryChart(QWidget):

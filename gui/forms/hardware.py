@@ -354,6 +354,10 @@ class HardwareForm(PlanForm):
     def _use_fp16(self) -> None:
         self.controller.update("preset", lambda p: p.with_changes(preset=Preset.FP16_AMP), text="Use fp16 AMP")
 
+    def shown_key(self, plan: Plan) -> tuple[object, ...]:
+        # This machine's card and its free memory read the layout too (gui.local_machine).
+        return (*super().shown_key(plan), plan.hardware, plan.parallel, plan.world_size)
+
     def show_plan(self, plan: Plan) -> None:
         self.gpu.show_value(self._shown_gpu_id(plan), plan.hardware.gpu)
         self.show_inputs(plan)

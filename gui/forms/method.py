@@ -92,6 +92,10 @@ class MethodForm(PlanForm):
         self.activation_offload = self.add_input("activation_offload")
         self.grad_clip = self.add_input("grad_clip")
 
+    def shown_key(self, plan: Plan) -> tuple[object, ...]:
+        model = plan.model
+        return (*super().shown_key(plan), model.num_layers, model.gated_mlp, plan.lora.targets)
+
     def show_plan(self, plan: Plan) -> None:
         if self.frozen.maximum() != plan.model.num_layers:  # at most the model's blocks
             self.frozen.setMaximum(plan.model.num_layers)

@@ -376,6 +376,9 @@ class ModelForm(PlanForm):
         for key in self._dimension_keys:
             self.set_row_visible(key, shown)
 
+    def shown_key(self, plan: Plan) -> tuple[object, ...]:
+        return (*super().shown_key(plan), plan.model_id, plan.model)
+
     def show_plan(self, plan: Plan) -> None:
         shown = plan.model_id
         if not shown and plan.model.name in saved_models(self.settings):

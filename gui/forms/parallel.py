@@ -179,6 +179,10 @@ class ParallelForm(PlanForm):
             self.problem.clear()
             self.set_widget_row_visible(self.problem, False)
 
+    def shown_key(self, plan: Plan) -> tuple[object, ...]:
+        # The advanced rows' disclosure and a refused layout's reason redraw when they change.
+        return (*super().shown_key(plan), plan.parallel, plan.world_size, self.advanced.isChecked())
+
     def show_plan(self, plan: Plan) -> None:
         self.show_inputs(plan, advanced=self.advanced.isChecked())
         world = plan.world_size

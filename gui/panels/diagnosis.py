@@ -1,7 +1,7 @@
 """Diagnosis: why a plan does not fit, where it would fail, and what to change.
 
 This view only renders. Every figure, verdict and cost comes from a
-:class:`gui.diagnosis_controller.DiagnosisReport`, which the diagnosis controller computes
+:class:`core.advice.diagnosis.DiagnosisReport`, which the diagnosis controller computes
 off the GUI thread (only while this tab is visible; the latest plan wins) and hands over in
 one signal; a report or a unit switch that comes while the tab is hidden is drawn when it is
 shown again. The pins ("keep the model"...) and the picked symptom are requests to that
@@ -13,6 +13,7 @@ are in :mod:`gui.panels.remedy_list`.
 from __future__ import annotations
 
 import itertools
+from typing import TYPE_CHECKING
 
 from PySide6.QtCore import QSignalBlocker, Qt
 from PySide6.QtGui import QHideEvent, QResizeEvent, QShowEvent
@@ -32,18 +33,22 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from core.advice.diagnosis import PIN_LABELS, SYMPTOMS, AdviceKind, Curve, Diagnosis, Failure, Pin, Symptom
+from core.advice.request import PIN_LABELS, AdviceKind, Pin
+from core.advice.symptoms import SYMPTOMS, Failure, Symptom
 from core.estimate import Estimate
 from core.plan import Accounting
 from core.verdict import VERDICT_LABELS, Mode, Verdict
 from gui.curve import MemoryCurve
-from gui.diagnosis_controller import DiagnosisController, DiagnosisReport
+from gui.diagnosis_controller import DiagnosisController
 from gui.display_state import Display, DisplayState
 from gui.format import Unit, counted, memory
 from gui.layout import settle_layouts
 from gui.panels.remedy_list import RemedyEntry, RemedyList
 from gui.panels.verdict import VERDICT_STYLE, badge_text_colour, margin_text
 from gui.plaintext import html as escape  # the one escape for text shown in rich labels
+
+if TYPE_CHECKING:  # the diagnosis itself is loaded when it first runs (core.advice.request)
+    from core.advice.diagnosis import Curve, Diagnosis, DiagnosisReport
 
 AXES = (("micro_batch", "Memory against micro-batch"), ("seq_len", "Memory against sequence"))
 

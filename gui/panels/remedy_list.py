@@ -9,6 +9,7 @@ only formats a :class:`RemedyEntry`, made from a core :class:`core.advice.diagno
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from PySide6.QtCore import Qt, Signal
 from PySide6.QtGui import QPalette, QResizeEvent
@@ -23,12 +24,14 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from core.advice.diagnosis import Combination, Remedy
 from core.plan import Plan
 from core.verdict import VERDICT_LABELS, Verdict
 from gui.format import Unit, memory
 from gui.panels.verdict import VERDICT_STYLE
 from gui.plaintext import tooltip as plain_tooltip
+
+if TYPE_CHECKING:
+    from core.advice.diagnosis import Combination, Remedy
 
 
 @dataclass(frozen=True)

@@ -6,16 +6,20 @@ training and serving); this panel only words and colours them."""
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QFrame, QGridLayout, QLabel, QWidget
 
 from core.estimate import JUDGED_SHORT, JUDGED_WHY, Estimate
-from core.files.measurement import Measurement
 from core.plan import Offload
 from core.verdict import VERDICT_LABELS, Judgement, Mode, Verdict
 from gui import colours
 from gui.format import Unit, counted, measurement_label, memory
 from gui.plaintext import html as escape  # the one escape for text shown in rich labels
+
+if TYPE_CHECKING:
+    from core.files.measurement import Measurement
 
 # Okabe-Ito bluish green / orange / vermillion, with a symbol so colour is never the only cue.
 VERDICT_STYLE = {

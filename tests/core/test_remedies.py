@@ -10,7 +10,8 @@ from core.advice import remedies
 from core.advice.diagnosis import Failure, diagnose, max_micro_batch, max_sequence
 from core.advice.fit import fewest_gpus
 from core.advice.limits import memory_curve
-from core.advice.remedies import Pin, RemedyKind
+from core.advice.remedies import RemedyKind
+from core.advice.request import Pin
 from core.catalogue import find_gpu, find_model, load_gpus
 from core.estimate import estimate
 from core.format import hours as format_hours

@@ -8,11 +8,12 @@ import os
 import threading
 from typing import Any
 
+from core.advice.diagnosis import DiagnosisReport
 from core.presets import default_plan
 from core.verdict import Mode
 from gui import collector
 from gui.controller import PlanController
-from gui.diagnosis_controller import DiagnosisController, DiagnosisReport, DiagnosisRequest, run_request
+from gui.diagnosis_controller import DiagnosisController, DiagnosisRequest, run_request
 from gui.display_state import DisplayState
 from tests.gui import worker_jobs
 

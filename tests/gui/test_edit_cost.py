@@ -21,6 +21,7 @@ from PySide6.QtCore import QEvent, QObject, QPoint, Qt
 from PySide6.QtGui import QHelpEvent
 from PySide6.QtWidgets import QApplication, QToolBar, QToolButton, QToolTip, QWidget
 
+from core.catalogue import find_model
 from core.plan import Strategy
 from gui.layout import LayoutFence
 from gui.main_window import MainWindow
@@ -89,6 +90,54 @@ def test_an_edit_lays_out_the_panels_but_not_the_window(qtbot: Any, window: Main
     assert watched.counts[window] == 0
     # The Details tabs: the page repainted, not the tab bar above it.
     assert painted.counts[window.arithmetic] >= 1 and painted.counts[window.tabs.tabBar()] == 0
+
+
+def test_undo_becoming_possible_or_not_lays_out_neither_the_toolbar_nor_the_window(
+    qtbot: Any, window: MainWindow
+) -> None:
+    """An edit that returns a field to its value merges away with the one before it, so Undo
+    turns off and on again as a user nudges a spin box back and forth: the toolbar button
+    follows it without the toolbar (and so the main window and every dock) re-laid out."""
+    shown(qtbot, window)
+    toolbar = window.findChild(QToolBar, "mainToolbar")
+    assert isinstance(toolbar, QToolBar)
+    button = toolbar.widgetForAction(window.undo_button_action)
+    assert isinstance(button, QToolButton)
+    quiet(qtbot, window)
+    watched = LayoutRequests(window, toolbar)
+    old = window.controller.plan.workload.micro_batch
+    states = []
+    for value in (old + 1, old, old + 1, old):  # the second edit of the field merges with the first
+        window.workload_form.micro_batch.setValue(value)
+        settle(qtbot)
+        states.append(button.isEnabled())
+    assert states == [True, False, True, False]  # the button followed the stack each time
+    assert watched.counts[toolbar] == 0 and watched.counts[window] == 0
+
+
+def test_an_edit_sets_again_only_the_forms_whose_fields_show_something_else(
+    qtbot: Any, window: MainWindow, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Setting every field of every form again at each edit was a sixth of its time."""
+    shown(qtbot, window)
+    redrawn: Counter[str] = Counter()
+    for form in window.forms:
+        original = form.show_plan
+
+        def counted(plan: Any, original: Any = original, name: str = type(form).__name__) -> None:
+            redrawn[name] += 1
+            original(plan)
+
+        monkeypatch.setattr(form, "show_plan", counted)
+    window.workload_form.micro_batch.setValue(window.controller.plan.workload.micro_batch + 1)
+    assert redrawn == Counter({"WorkloadForm": 1})
+    # A change other forms read (the model: the method form's layer count and LoRA targets,
+    # the hardware and parallel forms' rows) sets those again too.
+    redrawn.clear()
+    qwen = find_model("qwen2.5-3b")  # 36 layers (its config.json), Llama 3.1 8B's 32
+    window.controller.set_plan(window.controller.plan.with_changes(model=qwen.spec, model_id=qwen.id))
+    assert {"ModelForm", "MethodForm"} <= set(redrawn)
+    assert window.method_form.frozen.maximum() == window.controller.plan.model.num_layers
 
 
 def test_a_dock_still_follows_its_contents_least_size(qtbot: Any, window: MainWindow) -> None:

@@ -16,9 +16,10 @@ from typing import Any
 
 import pytest
 
+from core.advice.diagnosis import DiagnosisReport
 from core.presets import default_plan
 from gui.controller import PlanController
-from gui.diagnosis_controller import DiagnosisController, DiagnosisReport
+from gui.diagnosis_controller import DiagnosisController
 from gui.display_state import DisplayState
 from tests.gui import worker_jobs
 

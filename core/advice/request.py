@@ -1,0 +1,73 @@
+"""What the Diagnosis tab asks of a diagnosis and how its advice is worded: the window's
+side of :mod:`core.advice.diagnosis`, light enough to load at start-up.
+
+The diagnosis itself (its remedies, limits and curves, dozens of estimates) is loaded when
+the first one is run — in the app, in its worker process (:func:`run_report`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import TYPE_CHECKING, Final
+
+from core.advice.symptoms import Failure
+from core.plan import Plan
+from core.verdict import Mode
+
+if TYPE_CHECKING:
+    from core.advice.diagnosis import DiagnosisReport
+
+__all__ = ["PIN_LABELS", "AdviceKind", "DiagnosisRequest", "Pin", "run_report"]
+
+
+class Pin(StrEnum):
+    """What the user says must not change; remedies that change it are left out."""
+
+    MODEL = "model"
+    SEQUENCE = "sequence"  # training sequence length and serving context
+    GPU = "gpu"  # the card
+    GPU_COUNT = "gpu-count"
+    LAYOUT = "layout"  # the data-parallel strategy and degree, the tensor / pipeline degrees
+    NO_OFFLOAD = "no-offload"  # nothing moves to host memory
+
+
+PIN_LABELS: Final = {
+    Pin.MODEL: "Keep the model",
+    Pin.SEQUENCE: "Keep the sequence length",
+    Pin.GPU: "Keep the card",
+    Pin.GPU_COUNT: "Keep the GPU count",
+    Pin.LAYOUT: "Keep the parallel layout",
+    Pin.NO_OFFLOAD: "No CPU offload",
+}
+
+
+class AdviceKind(StrEnum):
+    """What the diagnosis advises, as the Diagnosis tab, reports and the command line word it."""
+
+    FITS = "fits"  # nothing needs to change
+    FITS_QUEUED = "fits-queued"  # serving fits, but some of the plan's requests wait in the queue
+    STEP_FITS_BUT = "step-fits-but"  # the training step fits; the evaluation or serving does not
+    NO_CHANGE_KNOWN = "no-change-known"  # no change the planner knows lowers the memory
+    ONLY_TOGETHER = "only-together"  # no single change fits; the combination does
+    TOGETHER_CHEAPEST = "together-cheapest"  # the combination fits for less than any single change
+    SOME_FIT = "some-fit"  # some single changes fit
+    NONE_FITS = "none-fits"  # nothing fits, alone or combined
+
+
+@dataclass(frozen=True)
+class DiagnosisRequest:
+    """Everything a diagnosis for the Diagnosis tab depends on."""
+
+    plan: Plan
+    mode: Mode = Mode.TRAINING
+    pins: frozenset[Pin] = frozenset()
+    symptom: Failure | None = None  # a symptom the user picked: its remedies are found too
+
+
+def run_report(request: DiagnosisRequest) -> DiagnosisReport:
+    """:func:`core.advice.diagnosis.report`, its modules loaded at the first call (picklable by
+    reference, so the worker process runs it)."""
+    from core.advice.diagnosis import report
+
+    return report(request)
