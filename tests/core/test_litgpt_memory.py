@@ -15,9 +15,9 @@ from pathlib import Path
 
 from core.breakdown import BucketKey, StepPhase
 from core.catalogue import find_model
-from core.dtypes import nf4_bytes_per_weight
+from core.dtypes import Quant, nf4_bytes_per_weight
 from core.estimate import estimate
-from core.plan import LoraSettings, Method, Plan, Quant, Workload
+from core.plan import LoraSettings, Method, Plan, Workload
 from core.training.activations import layer_activations, loss_memory
 
 ROOT = Path(__file__).resolve().parents[2]
