@@ -553,6 +553,14 @@ INPUTS: Final[tuple[Input, ...]] = (
           "keeps only the recomputed block's).",
           ("--bnb-legacy",), "QLoRA on bitsandbytes < 0.43.2 (4-bit matmul keeps its input)",
           matters=lambda p: p.method is Method.QLORA and p.quant is not Quant.INT8),
+    Input("litgpt", Kind.BOOL, "LitGPT fine-tuning script", "LitGPT fine-tuning script", False,
+          "litgpt finetune/lora.py and full.py (Lightning-AI/litgpt 00af8b0): the head runs on 128-token "
+          "chunks and the loss in the compute dtype, every chunk's logits and log-probabilities alive until "
+          "the backward; the loop's logits keep the previous micro-batch's graph until the next forward "
+          "returns; under QLoRA Lightning's bitsandbytes precision quantises the head too. LitGPT's "
+          "fine-tuning never ties the head to the embedding: choose a model with its own head.",
+          ("--litgpt",), "litgpt's fine-tuning loop (chunked 16-bit loss, previous logits kept, 4-bit head)",
+          matters=lambda p: not p.fused_loss),
     Input("kbit_upcast", Kind.BOOL, "prepare_model_for_kbit_training", "prepare_model_for_kbit_training", False,
           "PEFT's prepare_model_for_kbit_training casts every 16-bit parameter that is not quantised (embedding, "
           "head, norms) to float32; the float32 norms turn the hidden states float32, and bitsandbytes casts "

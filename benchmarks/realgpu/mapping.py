@@ -17,6 +17,8 @@ The mapping's own choices are written here once, with their reason:
 - a recipe's ``float8`` is torchao's Float8Linear with dynamic tensorwise scaling, the
   default recipe and the one torchtitan's float8 converter ran in every record here (no
   record names rowwise); ``compile`` is torch.compile over the model (stack "compile");
+- lit-gpt / litgpt figures run the plan setting ``litgpt`` (its loss and loop) on the model
+  with its own head (LitGPT never ties it when fine-tuning);
 - a card outside the catalogue is a custom card of the memory its driver reports (A10G:
   23,028 MiB; the 96 GB H100 of Grand Teton: 96 GiB; an unnamed "48 GB GPU": 48 GiB).
 """
@@ -25,12 +27,13 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Final
 
 from core.catalogue import find_model
 from core.dtypes import Autocast, Dtype, MpDtype, Quant
 from core.errors import PlanError
+from core.model import ModelSpec
 from core.plan import (
     Attention,
     CheckpointPolicy,
@@ -285,11 +288,26 @@ def _bnb_legacy(recipe: Mapping[str, Any]) -> bool:
 
 
 def _loss(recipe: Mapping[str, Any], family: str) -> dict[str, bool]:
-    """lit-gpt's head in 128-token chunks and torchtune's chunked output are chunked
-    cross-entropy; Liger, Cut Cross-Entropy and fms-acceleration's fused kernels are fused."""
+    """lit-gpt's fine-tuning scripts are the plan setting ``litgpt`` (their head in 128-token
+    slices, the loss in the compute dtype, the loop's logits kept: not torchtune's float32
+    chunks, which is what ``chunked_loss`` models; mapped as chunked_loss before issue 22's
+    third pass); torchtune's chunked output is chunked cross-entropy; Liger, Cut
+    Cross-Entropy and fms-acceleration's fused kernels are fused."""
+    if family == "lightning":
+        return {"litgpt": True}
     if not recipe["fused_ce_or_liger"]:
         return {}
-    return {"chunked_loss": True} if family in ("lightning", "torchtune") else {"fused_loss": True}
+    return {"chunked_loss": True} if family == "torchtune" else {"fused_loss": True}
+
+
+def _litgpt_model(model: ModelSpec, family: str) -> ModelSpec:
+    """LitGPT's GPT has its own ``lm_head = nn.Linear(...)`` (litgpt/model.py at 00af8b0 and
+    lit-gpt 8641822) and its fine-tuning scripts never tie it to the embedding (only
+    pretrain.py reads ``train.tie_embeddings``): a tied catalogue model (Llama 3.2 1B / 3B)
+    runs there with a head of its own, V·d more weights."""
+    if family != "lightning" or not model.tie_embeddings:
+        return model
+    return replace(model, tie_embeddings=False)
 
 
 def _plan(recipe: Mapping[str, Any], family: str, float8_all_gather: bool = False) -> Plan:
@@ -303,7 +321,7 @@ def _plan(recipe: Mapping[str, Any], family: str, float8_all_gather: bool = Fals
         grad_accum=int(recipe["grad_accum"] or 1),
     )
     return Plan(
-        model=model.spec,
+        model=_litgpt_model(model.spec, family),
         model_id=model.id,
         method=method,
         lora=LoraSettings(

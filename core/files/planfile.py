@@ -99,6 +99,7 @@ OPTIONAL_KEYS: Final = (
             "activation_offload",
             "bnb_legacy",
             "kbit_upcast",
+            "litgpt",
         )
     )
     | frozenset(

@@ -20,6 +20,7 @@ from core.model import ModelSpec, normalise_lora_targets
 from core.plan import Attention, CheckpointPolicy, Method, Plan, Stack
 from core.roles import compute_dtype, dtypes_for, model_dtype
 from core.training.attention import Kernel, needs_mask, sdpa_kernel
+from core.training.storage import litgpt_quantised_head
 
 # torch.compile's default partitioner for training, min_cut_rematerialization_partition
 # (pytorch/pytorch 00c07b93, torch/_functorch/partitioners.py), decides what the compiled
@@ -213,8 +214,10 @@ def _attention(plan: Plan, ctx: _Ctx) -> list[Term]:
         items.append(Term("q, k, v (the fused projection's output)", f"N·(q + 2kv) × {ca:g}", (q_el + 2 * kv_el) * ca))
     elif kernel is not Kernel.MATH:  # the math kernel keeps its own scaled q, k and repeated v instead
         items.append(Term("q after RoPE", f"N·H·hd × {ca:g} = {sci(q_el)} × {ca:g}", q_el * ca))
-        # Eager attention, and SDPA with a mask (no enable_gqa then), repeat k and v to every head.
-        repeated = kernel is Kernel.EAGER or (needs_mask(plan) and kernel is not Kernel.FLASH)
+        # Eager attention, and SDPA with a mask (no enable_gqa then), repeat k and v to every head;
+        # so does LitGPT in training (litgpt/model.py 00af8b0, CausalSelfAttention.forward:
+        # ``k.expand(...)`` then ``reshape``, a copy, "training: flash attention requires it").
+        repeated = kernel is Kernel.EAGER or (needs_mask(plan) and kernel is not Kernel.FLASH) or plan.litgpt
         kv_saved = n * model.q_width if repeated else kv_el
         label = "k, v repeated to every head" if repeated and model.num_kv_heads != h else "k, v"
         items.append(Term(label, f"2 × {sci(kv_saved)} × {ca:g}", 2 * kv_saved * ca))
@@ -464,6 +467,8 @@ def loss_memory(plan: Plan) -> LossMemory:
     nv = n * v
     if plan.fused_loss:
         return _fused_loss(plan, n)
+    if plan.litgpt:
+        return _litgpt_loss(plan, n)
     if plan.chunked_loss:
         chunk = -(-nv // 8)
         fwd = [Term("loss chunk: logits and log-softmax (float32), 1/8 of N·V", "2 × (N·V/8) × 4", chunk * 8)]
@@ -484,6 +489,62 @@ def loss_memory(plan: Plan) -> LossMemory:
     if model.final_softcap:
         bwd.append(Term("soft-capped logits (tanh, kept)", f"N·V × {ca:g}", nv * ca))
     return LossMemory(fwd, bwd)
+
+
+# litgpt/finetune/lora.py and full.py (Lightning-AI/litgpt 00af8b0): ``model(input_ids, lm_head_chunk_size=128)``.
+LITGPT_HEAD_CHUNK: Final = 128
+
+
+def _litgpt_loss(plan: Plan, n: int) -> LossMemory:
+    """LitGPT's fine-tuning loss (Lightning-AI/litgpt 00af8b0, ``finetune/lora.py`` ``fit`` and
+    ``utils.py`` ``chunked_cross_entropy``). The head runs on 128-token slices of the sequence
+    and returns a list of logits in the compute dtype; ``F.cross_entropy`` on each slice keeps
+    its log-softmax output, in the same dtype (no float32 upcast). The loop's ``logits`` keeps
+    every slice's logits through the backward, and is rebound only when the next forward has
+    returned: until then the previous micro-batch's logits, and the whole graph they lead back
+    to, stay alive. So the forward ends with two N·V tensors (this batch's logits and the last
+    batch's, then its log-probabilities), and the backward starts with the logits, the
+    log-probabilities (freed slice by slice) and one slice's two gradients.
+
+    With bitsandbytes before 0.43.2 that old graph still holds every 4-bit layer's input
+    (``MatMul4Bit`` keeps ``ctx.tensors = (A, B)``, bitsandbytes 0.42.0
+    ``autograd/_functions.py``, an attribute of the node, not a saved tensor that the backward
+    releases). With the head quantised (:func:`litgpt_quantised_head`) its backward
+    dequantises the whole head for each slice's input gradient (``MatMul4Bit.backward``:
+    ``F.dequantize_4bit(B, ctx.state)``), one V·d tensor in the compute dtype."""
+    model = plan.model
+    v, d = model.vocab_size, model.hidden_size
+    ca = dtypes_for(plan).compute
+    nv = n * v
+    rows = min(n, plan.workload.micro_batch * LITGPT_HEAD_CHUNK)
+    logits = Term("logits of every 128-token slice (kept by the loop)", f"N·V × {ca:g} = {sci(nv)} × {ca:g}", nv * ca)
+    fwd = [
+        logits,
+        Term("the previous batch's logits, then the log-probabilities", f"N·V × {ca:g}", nv * ca),
+        *_litgpt_stale_inputs(plan, n, ca),
+    ]
+    bwd = [
+        logits,
+        Term("log-probabilities of every slice (freed slice by slice)", f"N·V × {ca:g}", nv * ca),
+        Term("one slice's gradients (log-probabilities, logits)", f"2 × {rows:,} × V × {ca:g}", 2 * rows * v * ca),
+    ]
+    if litgpt_quantised_head(plan):
+        bwd.append(Term("4-bit head dequantised for its backward", f"V·d × {ca:g}", v * d * ca))
+    return LossMemory(fwd, bwd)
+
+
+def _litgpt_stale_inputs(plan: Plan, n: int, ca: float) -> list[Term]:
+    """The previous micro-batch's 4-bit layer inputs that LitGPT's loop keeps alive through its
+    ``logits`` until the next forward returns (bitsandbytes < 0.43.2, see :func:`_litgpt_loss`):
+    each block's q/k/v input, o_proj input, MLP input and down_proj input, and the head's."""
+    model = plan.model
+    if plan.method is not Method.QLORA or not plan.bnb_legacy or plan.quant is Quant.INT8 or model.num_experts > 1:
+        return []
+    per_block = 2 * model.hidden_size + model.q_width + model.intermediate_size
+    head = model.hidden_size if litgpt_quantised_head(plan) else 0
+    total = n * (model.num_layers * per_block + head) * ca
+    label = "the previous batch's 4-bit layer inputs (bitsandbytes < 0.43.2)"
+    return [Term(label, f"N·(L·(2d + q + I) + d) × {ca:g}", total)]
 
 
 def _fused_loss(plan: Plan, n: int) -> LossMemory:

@@ -12,7 +12,7 @@ from core.params import ParamCounts
 from core.plan import Method, Plan
 from core.roles import Dtypes
 
-__all__ = ["autocast_copies", "copy_terms", "gradient_terms", "weight_terms"]
+__all__ = ["autocast_copies", "copy_terms", "gradient_terms", "litgpt_quantised_head", "weight_terms"]
 
 # NF4/FP4 and LLM.int8 storage: core.dtypes (one home for quantised weights).
 
@@ -27,7 +27,7 @@ def weight_terms(plan: Plan, counts: ParamCounts, dt: Dtypes) -> list[Term]:
     p = counts.total
     terms: list[Term] = []
     if plan.method is Method.QLORA:
-        quantised = model.stored_matmul_params()
+        quantised = model.stored_matmul_params() + litgpt_quantised_head(plan)
         rest = p - quantised
         if plan.quant is Quant.INT8:
             rows = matrix_output_rows(model)
@@ -39,7 +39,8 @@ def weight_terms(plan: Plan, counts: ParamCounts, dt: Dtypes) -> list[Term]:
             per = nf4_bytes_per_weight(plan.double_quant)
             how = "0.5 + 1/64 + 4/(64·256)" if plan.double_quant else "0.5 + 4/64"
             terms.append(Term(f"{plan.quant.value} block weights", f"{sci(quantised)} × ({how}) B", quantised * per))
-        # bitsandbytes leaves embeddings, the output head and norms in the compute dtype;
+        # bitsandbytes leaves embeddings, the output head and norms in the compute dtype (not
+        # LitGPT's head: litgpt_quantised_head);
         # prepare_model_for_kbit_training casts them to float32 (core.roles.kbit_float32).
         unq = 4 if plan.kbit_upcast else 2
         label = "unquantised (embeddings, head, norms)" + (
@@ -58,6 +59,17 @@ def weight_terms(plan: Plan, counts: ParamCounts, dt: Dtypes) -> list[Term]:
         label = "DoRA adapters + magnitudes" if plan.method is Method.DORA else "LoRA adapters"
         terms.append(Term(f"{label} ({_dtype_name(a)})", f"{sci(counts.adapter)} × {a:g} B", counts.adapter * a))
     return terms
+
+
+def litgpt_quantised_head(plan: Plan) -> int:
+    """The head's weights that LitGPT's QLoRA quantises: Lightning's ``BitsandbytesPrecision``
+    (lightning 2.4, ``fabric/plugins/precision/bitsandbytes.py``, pinned by litgpt 00af8b0)
+    replaces every ``torch.nn.Linear`` of the model by its 4-bit class, ``lm_head`` included,
+    unless ``ignore_modules`` names it, and ``litgpt/finetune/lora.py`` passes none. NF4 / FP4
+    only (LLM.int8 is not a QLoRA recipe of LitGPT's config hub); 0 for a tied head."""
+    if not plan.litgpt or plan.method is not Method.QLORA or plan.quant is Quant.INT8:
+        return 0
+    return plan.model.head_params()
 
 
 def autocast_copies(plan: Plan) -> float:

@@ -267,6 +267,7 @@ def expected_values(window: MainWindow, plan: Plan) -> dict[str, Any]:
         "activation_offload": plan.activation_offload,
         "bnb_legacy": plan.bnb_legacy,
         "kbit_upcast": plan.kbit_upcast,
+        "litgpt": plan.litgpt,
         "lora.dropout": plan.lora.dropout,
         "hardware.alloc_conf": h.alloc_conf,
         "workload.micro_batch": w.micro_batch,
