@@ -264,13 +264,17 @@ def _qwen2_7b() -> tuple[ModelSpec, str]:
 
 # Per engine-log record: the plan's inputs beyond what the record's settings give directly,
 # with why. Records not here are listed by unexpressed() with their reason.
+DENNISLEE_SAME_NODE: Final = "pcie4-x16"
 MAPPING: Mapping[str, dict[str, Any]] = MappingProxyType(
     {
         # dennislee22: vLLM 0.10.1.1, Qwen2-7B-Instruct, 16,384 tokens, the scheduler printed 2,048.
         "dennislee22-vllm-7B-1gpuA10080GB-0.25GRAM": {"util": 0.25, "tp": 1},
         "dennislee22-vllm-7B-1gpuA10080GB-0.5GRAM": {"util": 0.5, "tp": 1},
-        "dennislee22-vllm-7B-2gpuA10080GB-0.25GRAM-same-node": {"util": 0.25, "tp": 2},
-        "dennislee22-vllm-7B-2gpuA10080GB-0.5GRAM-same-node": {"util": 0.5, "tp": 2},
+        # Same node, but no NVLink: the log prints "Custom allreduce is disabled because your
+        # platform lacks GPU P2P capability" (log/vllm-7B-2gpuA10080GB-0.25GRAM-same-node.log,
+        # line 23): NCCL carries the all-reduce over PCIe; the nearest catalogue link is PCIe 4.
+        "dennislee22-vllm-7B-2gpuA10080GB-0.25GRAM-same-node": {"util": 0.25, "tp": 2, "link": DENNISLEE_SAME_NODE},
+        "dennislee22-vllm-7B-2gpuA10080GB-0.5GRAM-same-node": {"util": 0.5, "tp": 2, "link": DENNISLEE_SAME_NODE},
         # TP across two nodes: the memory rule needs only the link's class (a network).
         "dennislee22-vllm-7B-2gpuA10040GB-0.5GRAM-diff-nodes": {"util": 0.5, "tp": 2, "link": "roce-100"},
         "dennislee22-vllm-120B-4gpuA10080GB-0.8GRAM-diff-nodes": {"util": 0.8, "tp": 4, "link": "roce-100"},
@@ -836,6 +840,7 @@ def dennislee_speed_cases() -> list[Case]:
             gpu_memory_utilization=util,
             max_num_batched_tokens=2048,
             max_num_seqs=256,
+            link=DENNISLEE_SAME_NODE if tp > 1 else "auto",  # no GPU P2P on that node (see MAPPING)
         )
         if record["metric"] == "itl_ms":
             cases.append(
