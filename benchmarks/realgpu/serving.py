@@ -34,7 +34,7 @@ from dataclasses import dataclass, field, replace
 from functools import cache
 from pathlib import Path
 from types import MappingProxyType
-from typing import Any
+from typing import Any, Final
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
@@ -50,7 +50,7 @@ from core.serving.fit import DEFAULT_FIT, ServingFit, bandwidth_key, link_class,
 from core.serving.inference import InferenceEstimate, inference_estimate  # noqa: E402
 from core.serving.llamacpp import llamacpp_buffers  # noqa: E402
 from core.serving.speed import engine_family  # noqa: E402
-from core.serving.vllm_rules import VLLM_BLOCK_SIZE  # noqa: E402
+from core.serving.vllm_rules import VLLM_BLOCK_SIZE, non_torch_line_key  # noqa: E402
 from core.serving.vllm_versions import era_of  # noqa: E402
 from core.units import GiB, MiB  # noqa: E402
 
@@ -264,13 +264,17 @@ def _qwen2_7b() -> tuple[ModelSpec, str]:
 
 # Per engine-log record: the plan's inputs beyond what the record's settings give directly,
 # with why. Records not here are listed by unexpressed() with their reason.
+DENNISLEE_SAME_NODE: Final = "pcie4-x16"
 MAPPING: Mapping[str, dict[str, Any]] = MappingProxyType(
     {
         # dennislee22: vLLM 0.10.1.1, Qwen2-7B-Instruct, 16,384 tokens, the scheduler printed 2,048.
         "dennislee22-vllm-7B-1gpuA10080GB-0.25GRAM": {"util": 0.25, "tp": 1},
         "dennislee22-vllm-7B-1gpuA10080GB-0.5GRAM": {"util": 0.5, "tp": 1},
-        "dennislee22-vllm-7B-2gpuA10080GB-0.25GRAM-same-node": {"util": 0.25, "tp": 2},
-        "dennislee22-vllm-7B-2gpuA10080GB-0.5GRAM-same-node": {"util": 0.5, "tp": 2},
+        # Same node, but no NVLink: the log prints "Custom allreduce is disabled because your
+        # platform lacks GPU P2P capability" (log/vllm-7B-2gpuA10080GB-0.25GRAM-same-node.log,
+        # line 23): NCCL carries the all-reduce over PCIe; the nearest catalogue link is PCIe 4.
+        "dennislee22-vllm-7B-2gpuA10080GB-0.25GRAM-same-node": {"util": 0.25, "tp": 2, "link": DENNISLEE_SAME_NODE},
+        "dennislee22-vllm-7B-2gpuA10080GB-0.5GRAM-same-node": {"util": 0.5, "tp": 2, "link": DENNISLEE_SAME_NODE},
         # TP across two nodes: the memory rule needs only the link's class (a network).
         "dennislee22-vllm-7B-2gpuA10040GB-0.5GRAM-diff-nodes": {"util": 0.5, "tp": 2, "link": "roce-100"},
         "dennislee22-vllm-120B-4gpuA10080GB-0.8GRAM-diff-nodes": {"util": 0.8, "tp": 4, "link": "roce-100"},
@@ -400,29 +404,7 @@ def other_vllm_cases() -> list[Case]:
         )
     )
     cases.append(weights_case(log, plan))
-    # Issue #27508: ~0.11.0 (gpu_worker.py:298), one H100, utilisation 0.95, 1,024 batched tokens,
-    # the model's 131,072; the pool is printed in GiB only.
-    log = logs["vllm27508-gpt-oss-120b-h100-gmu095-mnbt1024"]
-    plan = serving_plan(
-        catalogue("gpt-oss-120b"),
-        "gpt-oss-120b",
-        "h100-sxm",
-        engine="vllm",
-        vllm_version="0.11",
-        context=131072,
-        gpu_memory_utilization=0.95,
-        max_num_batched_tokens=1024,
-        weight_dtype="mxfp4",
-    )
-    cases.append(
-        kv_tokens_case(
-            log["id"],
-            log["source_id"],
-            plan,
-            tokens_from_gib(plan, number(log["logged"]["kv_cache_gib"])),
-            "tokens: whole blocks of the logged 1.71 GiB; the engine then refused 131,072 tokens",
-        )
-    )
+    # Issue #27508 (gpt-oss-120b, ~0.11.0, one H100): listed in NOT_EXPRESSIBLE with why.
     # Issue #33155: 0.14.1, one H100, only the weights line (the start ran out of memory).
     log = logs["vllm33155-gpt-oss-120b-h100-v0141-weights"]
     plan = serving_plan(
@@ -653,7 +635,7 @@ def other_llamacpp_cases() -> list[Case]:
             lambda fit, plan=plan: sum(llamacpp_buffers(plan).device_kv) / MiB,
         )
     )
-    cases += buffer_cases(log["id"], log["source_id"], plan, log["logged"], ("compute",))
+    # Its compute buffers: listed in FIGURES_NOT_COMPARABLE with why.
     # Ollama's new engine, Mistral Small 3.1 (architecture mistral3) in Q8_0 on two GPUs: only the
     # model buffers were printed; their sum (the split is Ollama's own, by free memory) and the host's.
     log = logs["ollama11090-mistral3-q8-2gpu-weights"]
@@ -665,18 +647,7 @@ def other_llamacpp_cases() -> list[Case]:
         pipeline_parallel=2,
         gguf_quant="Q8_0",
     )
-    gpus = sum(number(v) for dev, v in log["logged"]["model_buffer"].items() if dev.startswith("CUDA"))
-    cases.append(
-        Case(
-            f"{log['id']} model GPUs together",
-            log["source_id"],
-            "buffers",
-            "model buffer (GiB)",
-            gpus,
-            lambda fit, plan=plan: sum(llamacpp_buffers(plan).layout.device_weights) / GiB,
-            note="printed to 0.1 GiB",
-        )
-    )
+    # The GPUs' model buffers: listed in FIGURES_NOT_COMPARABLE with why.
     cases.append(
         Case(
             f"{log['id']} model CPU",
@@ -758,6 +729,8 @@ def llama_bench_cases() -> list[Case]:
     for record in speed_corpus()["measurements"]:
         if record["engine"] != "llama.cpp" or record["id"] == "geerling43-1b-pp512":
             continue
+        if record["id"] in F16_PREFILL_OFF_TENSOR_CORES:
+            continue  # listed by unexpressed()
         plan = bench_plan(record)
         if record["metric"] == "tg_tok_s":
             cases.append(
@@ -786,6 +759,21 @@ def llama_bench_cases() -> list[Case]:
                 )
             )
     return cases
+
+
+# llama-bench F16 prefill rows a tenth to a third of the same chip's in the same table, where the
+# card's own Q4_K_M prefill matches that chip's: the F16 GEMMs of those runs did not reach the
+# tensor cores (a machine or build state no plan input expresses). Listed by unexpressed().
+F16_PREFILL_OFF_TENSOR_CORES: Final = frozenset(
+    {"xd-a100-sxm-x1-8b-f16-pp512", "xd-a100-sxm-x4-8b-f16-pp512", "xd-l40s-x1-8b-f16-pp512", "xd-l40s-x4-8b-f16-pp512"}
+)
+F16_PREFILL_WHY: Final = (
+    "F16 pp512 far below the same chip's in the same table while the card's Q4_K_M pp512 matches it: A100 SXM4 "
+    "604 and 627 t/s against the A100 PCIe's 7,741 (both GA100; one-GPU Q4_K_M 5,948 and 5,981), i.e. 9.7 "
+    "TFLOP/s, the CUDA-core rate, not the tensor cores'; L40S 2,254 and 2,211 t/s against the RTX 6000 Ada's "
+    "6,663 (both AD102 with 142 SMs; one-GPU Q4_K_M 6,035 and 5,792). The F16 GEMMs of those runs did not use "
+    "the tensor cores"
+)
 
 
 def bench_plan(record: dict[str, Any]) -> Plan:
@@ -852,6 +840,7 @@ def dennislee_speed_cases() -> list[Case]:
             gpu_memory_utilization=util,
             max_num_batched_tokens=2048,
             max_num_seqs=256,
+            link=DENNISLEE_SAME_NODE if tp > 1 else "auto",  # no GPU P2P on that node (see MAPPING)
         )
         if record["metric"] == "itl_ms":
             cases.append(
@@ -947,6 +936,13 @@ NOT_EXPRESSIBLE: Mapping[str, str] = MappingProxyType(
         "qwen16-qwen15-7b-gptq-int4-3090": "vLLM ~0.3 (February 2024): older than the releases covered",
         "vllm21348-qwen3-235b-fp8-h100-tp4-vllm": "run with an LMCache KV connector (--kv-transfer-config), which "
         "sets up its own GPU buffers (not a plan input), on an unstated release (0.9.2 or 0.10.0 by the date)",
+        "vllm27508-gpt-oss-120b-h100-gmu095-mnbt1024": "only 'Available KV cache memory: 1.71 GiB' is in the excerpt, "
+        "and two unstated inputs each move more than that: the weights (not printed; the same model on one H100 "
+        "loads 65.97 GiB with 0.10.1's Marlin MXFP4 path, issue #23278, and 64.38 GiB with 0.14.1's Triton path, "
+        "issue #33155: 1.59 GiB apart) and the sampler of the profile run (1,024 rows x 201,088 logits: 14 B a "
+        "logit with the Triton top-k/top-p of PR #33538, Feb. 2026, which the planner follows, 2.7 GiB; about 40 B "
+        "with the sort-based path before it, PR #32558's 1.25 GB for 256 x 131,072, 7.7 GiB; issue #23278's 0.10.1 "
+        "log of this model implies 7.4 GiB outside the weights). The planner's 0.19 sampler gives 6.15 GiB of pool",
     }
 )
 # Old-corpus logs left out with the reason (the rest of benchmarks/serving/vllm_logs.json is scored).
@@ -971,6 +967,22 @@ SPEED_NOT_EXPRESSIBLE: Mapping[str, str] = MappingProxyType(
 )
 
 
+# Single figures of logs whose other figures are scored: (log id, figure) -> why not this one.
+FIGURES_NOT_COMPARABLE: Mapping[tuple[str, str], str] = MappingProxyType(
+    {
+        ("llamacpp11200-qwen25coder32b-q8kv-32k-2gpu", "compute CUDA0 / CUDA1"): "the ubatch of the run is not in "
+        "the excerpt and was not the default 512: CUDA1 holds the output layer, and with flash attention the reserve "
+        "graph's logits alone are 152,064 x 512 x 4 B = 297 MiB, above the 237.51 MiB printed (the same model and "
+        "cache on one GPU print 307 MiB in issue #11337, two GPUs at n_copies=4 print 459 / 472 MiB in #10547)",
+        ("ollama11090-mistral3-q8-2gpu-weights", "model GPUs together"): "the GGUF holds Mistral Small 3.1's "
+        "vision encoder: 585 tensors against the text model's 363 (40 layers x 9 + embedding, output norm and "
+        "head), and 23.4 GiB on the GPUs against 22.66 GiB for the text weights, the 0.74 GiB an f16 Pixtral "
+        "encoder of about 0.4 B parameters takes; the plan describes the language model only (as for vLLM's "
+        "Mistral Small 3.1 logs)",
+    }
+)
+
+
 def unexpressed() -> list[Unexpressed]:
     logs = {log["id"]: log for log in engine_logs()["logs"]}
     out = [Unexpressed(i, logs[i]["source_id"], logs[i]["engine"], why) for i, why in NOT_EXPRESSIBLE.items()]
@@ -981,7 +993,15 @@ def unexpressed() -> list[Unexpressed]:
             out.append(Unexpressed(entry["id"], old_source(entry), "vllm", OLD_NOT_EXPRESSIBLE[entry["id"]]))
     for excluded in old_logs()["excluded"]:
         out.append(Unexpressed(excluded["log"], "llm-d-planner", "vllm", excluded["why"]))
+    out += [
+        Unexpressed(f"{log_id} {figure}", logs[log_id]["source_id"], logs[log_id]["engine"], why)
+        for (log_id, figure), why in FIGURES_NOT_COMPARABLE.items()
+    ]
     out += [Unexpressed(what, what.split()[0], "speed", why) for what, why in SPEED_NOT_EXPRESSIBLE.items()]
+    out += [
+        Unexpressed(record, "xiongjiedai-gpu-benchmarks", "llama.cpp", F16_PREFILL_WHY)
+        for record in sorted(F16_PREFILL_OFF_TENSOR_CORES)
+    ]
     return out
 
 
@@ -1038,11 +1058,20 @@ def fit_constants(cases: list[Case], drivers: list[tuple[str, str, float]]) -> t
         fit = with_constant(fit, f"driver:{cls}", value)
         priors += [f"driver:{cls} (every card's)"] if prior else []
     fit = _drop_cards(fit, set(by_card))
+    fit, line_values = _eras_only(fit), {}
     for era in ("v0", "v1-early", "v1"):
         key = f"non_torch:{era}"
-        values = [implied(c, fit, key, 0.0, 2 * GiB) for c in cases if c.identifies == key]
+        shown = [c for c in cases if c.identifies == key]
+        values = [implied(c, fit, key, 0.0, 2 * GiB) for c in shown]
         value, prior = _median(values, PRIORS[key])
         fit, priors = with_constant(fit, key, value), priors + ([key] if prior else [])
+        for case, implied_value in zip(shown, values, strict=True):
+            assert case.plan is not None, case.id
+            line_values.setdefault(non_torch_line_key(case.plan.inference), []).append(implied_value)
+    # A release line with logs of its own takes their median (the 0.10 logs show almost nothing
+    # outside torch, the 0.19.0 ones a quarter of a GiB); the others, their era's.
+    for line, values in sorted(line_values.items()):
+        fit = with_constant(fit, f"non_torch:{line}", statistics.median(values))
     for cls in ("nvlink", "pcie"):
         fit = with_constant(fit, f"tp_comm:{cls}", 0.0)
     for cls in LARGE_COMM:
@@ -1052,6 +1081,13 @@ def fit_constants(cases: list[Case], drivers: list[tuple[str, str, float]]) -> t
         fit, priors = with_constant(fit, key, value), priors + ([key] if prior else [])
     fit, speed_priors = fit_speed(fit, [c for c in cases if c.identifies == "speed"])
     return fit, tuple(priors + speed_priors)
+
+
+def _eras_only(fit: ServingFit) -> ServingFit:
+    """The non-torch constants of the accounting eras only: a release line's own value is set
+    by the fold's logs of that line, never carried from the all-source fit."""
+    values = {k: v for k, v in fit.vllm_non_torch_bytes.items() if "@" not in k}
+    return replace(fit, vllm_non_torch_bytes=MappingProxyType(values))
 
 
 def _drop_cards(fit: ServingFit, keep: set[str]) -> ServingFit:
@@ -1178,6 +1214,7 @@ def _used(case: Case, priors: tuple[str, ...]) -> tuple[str, ...]:
     if case.table == "kv":
         wanted.add(f"driver:{memory_class(gpu).value}")
         wanted.add(f"non_torch:{era_of(inf.vllm_version).accounting.value}")
+        wanted.add(f"non_torch:{non_torch_line_key(inf)}")
         if inf.tensor_parallel > 1:
             wanted.add(f"tp_comm:{link_class(serving_link(inf, gpu)).value}")
     else:

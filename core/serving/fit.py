@@ -78,11 +78,25 @@ def _frozen(values: dict[str, float]) -> Mapping[str, float]:
 
 # The rule of benchmarks/realgpu/serving.py on every source (its "fitted on every source"
 # table); a class no record shows holds its fallback (the CUDA context for the 0.8-0.9 era).
-DEFAULT_NON_TORCH: Final = _frozen({"v0": 0.36 * GiB, "v1-early": 0.5 * GiB, "v1": 0.29 * GiB})
+# "era@line": a release line whose own start-up logs set it (the median of what they imply),
+# before its era's value: the 0.10.1.1 and 0.10.2 logs (dennislee22, vLLM PR #24577) show
+# -0.04 to 0.08 GiB outside torch, the 0.19.0 ones (llm-d-planner on H100, myoceane on A100)
+# 0.24-0.67 GiB, so one V1 constant missed the 0.10 line by a quarter of a GiB.
+DEFAULT_NON_TORCH: Final = _frozen(
+    {
+        "v0": 0.36 * GiB,
+        "v1-early": 0.5 * GiB,
+        "v1": 0.29 * GiB,
+        "v0@0.6": 0.36 * GiB,
+        "v0@0.7": 0.38 * GiB,
+        "v1@0.10": 0.0,
+        "v1@0.19": 0.29 * GiB,
+    }
+)
 # NVLS on NVSwitch H100s: 1.88 GiB (vLLM 0.19.0's logs and SGLang's on four H100s agree); the
 # ring buffers over PCIe or plain NVLink are held at 0 (tens of MiB); across nodes, two
 # dennislee22 logs through Ray.
-DEFAULT_TP_COMM: Final = _frozen({"nvlink-nvswitch": 1.88 * GiB, "nvlink": 0.0, "pcie": 0.0, "network": 0.19 * GiB})
+DEFAULT_TP_COMM: Final = _frozen({"nvlink-nvswitch": 1.88 * GiB, "nvlink": 0.0, "pcie": 0.0, "network": 0.48 * GiB})
 # Per card where a log prints torch's total (or two runs imply it), else the class's median.
 DEFAULT_DRIVER: Final = _frozen(
     {
@@ -113,7 +127,7 @@ class ServingFit:
     """The fitted constants (bytes, seconds, fractions), by the class each is set per."""
 
     # What vLLM's profile counts outside torch on one GPU, by its accounting era
-    # (core.serving.vllm_versions.Accounting).
+    # (core.serving.vllm_versions.Accounting), or "era@release line" where that line's logs set it.
     vllm_non_torch_bytes: Mapping[str, float] = field(default_factory=lambda: DEFAULT_NON_TORCH)
     # What tensor parallelism adds outside torch on each GPU (NCCL's and the custom all-reduce's
     # buffers), by link class.

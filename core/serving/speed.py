@@ -21,7 +21,8 @@ The model, stated (the window shows it under "Assumptions"):
   chunks of max_num_batched_tokens shared with the running requests' decode tokens (chunked
   prefill), so one request's first token comes after the prompts ahead of it, and each
   request's decode steps carry, on average, half the prefills of the requests admitted with
-  it. Mean TTFT = wait for a slot + (S + 1) / 2 prompts' prefill + one step; mean time per
+  it. Mean TTFT = wait for a slot + (S + 1) / 2 prompts' prefill (the step that completes a
+  prompt samples its first token from the prompt's own logits); mean time per
   output token = step(S) + (S − 1) / 2 · prompt prefill ÷ answer length. Hugging Face
   ``generate`` prefills its whole static batch at once.
 """
@@ -226,7 +227,9 @@ def queue(model: StepModel, requests: int, slots: int, chunk: int) -> Queue:
         ttft = running * prompt * per_token
         latency = step
     else:
-        ttft = (running + 1) / 2 * prompt * per_token + step
+        # The first token is sampled from the logits the prompt's own forward gives its last
+        # position (the step that completes the prompt samples it): no decode step before it.
+        ttft = (running + 1) / 2 * prompt * per_token
         latency = step + (running - 1) / 2 * prompt * per_token / answer
     lifetime = running * prompt * per_token + answer * latency  # one wave, first prompt to last token
     waves = math.ceil(requests / running)

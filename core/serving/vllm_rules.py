@@ -143,11 +143,24 @@ def vllm_non_torch_bytes(inf: Inference, link: LinkSpec, fit: ServingFit = DEFAU
     most of the 2.1 GiB the 0.19.0 H100 logs show). Pipeline parallelism alone sends point to
     point and adds nothing measurable beyond the H100 logs' 0.07 GiB."""
     era = era_of(inf.vllm_version)
+    base = non_torch_base(inf, fit)
     if inf.tensor_parallel > 1:
-        return fit.vllm_non_torch_bytes[era.accounting] + fit.tp_comm_bytes[link_class(link)]
+        return base + fit.tp_comm_bytes[link_class(link)]
     if inf.pipeline_parallel > 1 and era.accounting is Accounting.INCREASE:
         return VLLM_NON_TORCH_PP_BYTES
-    return fit.vllm_non_torch_bytes[era.accounting]
+    return base
+
+
+def non_torch_line_key(inf: Inference) -> str:
+    """The key of ServingFit.vllm_non_torch_bytes for the plan's own release line ("v1@0.19")."""
+    return f"{era_of(inf.vllm_version).accounting.value}@{inf.vllm_version.value}"
+
+
+def non_torch_base(inf: Inference, fit: ServingFit = DEFAULT_FIT) -> float:
+    """One GPU's non-torch memory: the release line's own where start-up logs of that line set
+    it (core.serving.fit), else its accounting era's."""
+    values = fit.vllm_non_torch_bytes
+    return values.get(non_torch_line_key(inf), values[era_of(inf.vllm_version).accounting])
 
 
 def mxfp4_padding(model: ModelSpec, tensor_parallel: int) -> float:

@@ -183,3 +183,22 @@ def test_a_card_without_fp8_runs_fp8_at_its_16_bit_rate_not_its_int8_rate() -> N
     a100 = find_gpu("a100-80gb-sxm")
     assert a100.peak_tflops("fp8") == 312.0
     assert find_gpu("h100-sxm").peak_tflops("fp8") == 1978.9  # H100 SXM datasheet, dense
+
+
+def test_rtx_4000_ada_has_its_tensor_rate() -> None:
+    # NVIDIA RTX 4000 Ada datasheet: tensor 306.8 TFLOPS FP8 with sparsity -> dense FP16 76.7
+    # (the RTX 5000 Ada entry's rule). Null rates made every estimate fall back to the 26.7
+    # FP32 CUDA-core rate: llama.cpp's cold prefill of 512 tokens of Llama 3 8B Q4_K_M was
+    # predicted 0.80 s against the 0.209 s XiongjieDai's llama-bench measured on this card
+    # (benchmarks/realgpu/serving_speed.json "xd-4000-ada-x1-8b-q4_kmedium-pp512", 2,448 t/s).
+    from core.estimate import estimate
+    from core.presets import plan_for_model
+
+    card = find_gpu("rtx-4000-ada")
+    assert card.peak_tflops("fp16") == pytest.approx(306.8 / 4)
+    plan = plan_for_model("llama-3.1-8b").with_hardware(gpu="rtx-4000-ada")
+    plan = plan.with_inference(
+        engine="llamacpp", gguf_quant="Q4_K_M", context=512, new_tokens=1, cache_type="f16", flash_attention=False
+    )
+    prefill = estimate(plan).inference.speed.ttft_alone_s
+    assert 0.209 / 1.5 < prefill < 0.209 * 1.5

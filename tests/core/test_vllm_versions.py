@@ -58,3 +58,26 @@ def test_a_release_not_covered_is_refused_with_the_ones_that_are() -> None:
         Plan(model=vllm_plan().model, hardware=Hardware(gpu="h100-sxm")).with_inference(vllm_version="0.5")
     text = str(caught.value)
     assert "0.5" in text and "0.6" in text and "0.28" in text
+
+
+def test_the_0_10_line_counts_almost_nothing_outside_torch() -> None:
+    # dennislee22/vLLM-benchmarking (engine_logs.json "dennislee22-vllm-7B-1gpuA10080GB-0.25GRAM"):
+    # vLLM 0.10.1.1, Qwen2.5-7B-Instruct on one A100 80GB at gpu_memory_utilization 0.25 logged
+    # "GPU KV cache size: 93,872 tokens". One V1 constant (0.29 GiB, set by the 0.19.0 logs) gave
+    # 88,976 (-5.2 %): the 0.10 logs imply -0.04 to 0.08 GiB outside torch, the 0.19.0 ones 0.24-0.67.
+    plan = plan_for_model("qwen2.5-7b").with_hardware(gpu="a100-80gb-sxm")
+    plan = plan.with_inference(
+        engine="vllm", vllm_version="0.10", context=2048, gpu_memory_utilization=0.25, max_num_seqs=256
+    )
+    assert estimate(plan).inference.kv_cache_tokens == pytest.approx(93_872, rel=0.02)
+    assert estimate(plan).inference.non_torch_bytes < 0.1 * 2**30
+
+
+def test_a_release_line_without_logs_takes_its_eras_value() -> None:
+    # No start-up log of the 0.15 line is in the corpus: it takes the V1 era's median, which
+    # the 0.19 line's own value rounds to (core.serving.fit.DEFAULT_NON_TORCH).
+    from core.serving.fit import DEFAULT_NON_TORCH
+
+    v015 = estimate(vllm_plan(vllm_version="0.15")).inference
+    assert v015.non_torch_bytes == pytest.approx(DEFAULT_NON_TORCH["v1"])
+    assert "v1@0.15" not in DEFAULT_NON_TORCH and "v1@0.10" in DEFAULT_NON_TORCH
