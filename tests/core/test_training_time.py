@@ -266,3 +266,26 @@ def test_attention_only_recompute_frees_the_scores_and_keeps_the_rest() -> None:
         freed = none - estimate(selective).peak_bytes
         assert full < estimate(selective).peak_bytes <= none
         assert (freed > 0.2 * none) is saves_much
+
+
+def test_a_model_with_learned_positions_moves_no_rotary_embedding_traffic() -> None:
+    # GPT-2 (transformers GPT2Model: a wpe position table added once at the input) and MPT with
+    # learned_pos_emb (llm-foundry's benchmark configs, e.g. throughput record
+    # mosaic-a10080gb-amp_bf16-125m-s2048-g8-mb32) rotate no q or k: ROPE_PASSES (9 passes of
+    # q and k per block) apply to RoPE models only (learned_positions == 0).
+    from core.params import param_counts
+    from core.roles import dtypes_for
+    from core.training.speed import ROPE_PASSES, step_work
+
+    learned = plan_for_model("gpt2", method=Method.FULL, hardware=Hardware(gpu="h100-sxm"))
+    rotary = learned.with_changes(model=replace(learned.model, learned_positions=0))
+    gpu = find_gpu("h100-sxm")
+
+    def eager(plan: Plan) -> float:
+        return step_work(plan, param_counts(plan), gpu).features["elementwise:eager"]
+
+    model, work = learned.model, learned.workload
+    tokens = work.micro_batch * work.seq_len * work.grad_accum
+    passes = model.num_layers * 3  # forward, and the backward's twice as much
+    rope = ROPE_PASSES * (model.q_width + model.kv_width) * dtypes_for(learned).compute * tokens * passes
+    assert eager(rotary) - eager(learned) == pytest.approx(rope / (gpu.memory_bandwidth_gb_s * 1e9))
