@@ -107,6 +107,9 @@ class Attention(StrEnum):
     EAGER = "eager"  # materialises batch·heads·seq² scores and probabilities
     SDPA = "sdpa"  # PyTorch scaled_dot_product_attention: flash / memory-efficient kernels
     FLASH = "flash"  # the flash-attn package (FlashAttention-2)
+    # FlashAttention 1 (flash-attn < 2.0) or its Triton kernel (flash_attn_triton.py, as MPT's
+    # attn_impl: triton ran it): the same memory as FlashAttention-2, about half its speed.
+    FLASH1 = "flash1"
 
 
 class CheckpointPolicy(StrEnum):
@@ -269,6 +272,7 @@ ATTENTION_LABELS: Final = {
     Attention.EAGER: "eager (scores kept)",
     Attention.SDPA: "SDPA (fused)",
     Attention.FLASH: "FlashAttention-2",
+    Attention.FLASH1: "FlashAttention 1 / Triton",
 }
 STRATEGY_LABELS: Final = {
     Strategy.DDP: "DDP (full replica)",
@@ -486,8 +490,10 @@ INPUTS: Final[tuple[Input, ...]] = (
           labels=OPTIMIZER_IMPL_LABELS, matters=lambda p: p.optimizer in TORCH_OPTIMIZERS),
     Input("attention", Kind.ENUM, "Attention", "Attention kernel", Attention.SDPA,
           "Eager attention keeps the batch × heads × seq² score matrix for the backward pass; fused kernels "
-          "(SDPA, FlashAttention-2) do not.",
-          ("--attention",), "eager keeps the score matrix; sdpa and flash do not", labels=ATTENTION_LABELS),
+          "(SDPA, FlashAttention-2) do not. FlashAttention 1 and its Triton kernel (before July 2023) keep the same "
+          "memory but run about half as fast as FlashAttention-2.",
+          ("--attention",), "eager keeps the score matrix; sdpa, flash and flash1 (FlashAttention 1 / Triton, "
+          "slower) do not", labels=ATTENTION_LABELS),
     Input("checkpointing", Kind.BOOL, "Gradient checkpointing", "Gradient checkpointing", False,
           "Keep only each block's input and recompute the block in the backward pass: far fewer activations, "
           "about a third more compute.",

@@ -228,6 +228,25 @@ def _float8(record: Mapping[str, Any]) -> Float8:
     return Float8.TE  # NeMo / Megatron (Transformer Engine), llm-foundry amp_fp8 (Transformer Engine)
 
 
+# llm-foundry's benchmark runs: submit_benchmarks.py's --attn_impl defaults to triton (MPT's
+# flash_attn_triton.py, built with triton-pre-mlir; setup.py pins flash-attn 1.0.9) in every
+# table of 2023 (mosaicml/llm-foundry@b2a43a147); the Jan-2024 large-scale table's sweep.py
+# passes --attn_impl flash (FlashAttention-2) for 1b, 3b, 7b and 70b and triton for 13b and 30b
+# (mosaicml/llm-foundry@5e85bd62d scripts/train/benchmarking/sweep.py).
+MOSAIC_FLASH2_LARGE_SCALE = ("-1b-", "-3b-", "-7b-", "-70b-")
+
+
+def _attention(record: Mapping[str, Any]) -> Attention:
+    source = record["source_id"]
+    if source == "bigscience-bloom":
+        return Attention.EAGER  # 2022: Megatron-DeepSpeed's fused scale-mask-softmax, no flash attention
+    if source == "mosaicml-llm-foundry":
+        large_scale = "Large Scale" in str(record.get("location", ""))
+        flash2 = large_scale and any(size in record["id"] for size in MOSAIC_FLASH2_LARGE_SCALE)
+        return Attention.SDPA if flash2 else Attention.FLASH1
+    return Attention.SDPA
+
+
 def _method(record: Mapping[str, Any]) -> dict[str, Any]:
     task = record.get("task")
     if task in ("lora", "qlora"):
@@ -245,6 +264,11 @@ def _parallel(record: Mapping[str, Any], gpus: int, notes: list[str]) -> Paralle
     sharding = record.get("sharding")
     inter = "ib-hdr200" if str(record.get("gpu_catalogue_id", "")).startswith("a100") else "ib-ndr400"
     overlap = record.get("async_tp_or_overlap")
+    if overlap is None and record.get("stack") == "deepspeed":
+        # Megatron-DeepSpeed (BigScience, 2022) predates Megatron's tensor-parallel overlap
+        # (--tp-comm-overlap, Transformer Engine's userbuffers, Megatron-Core 2023): every
+        # tensor-parallel all-reduce waits.
+        overlap = False
     if overlap is None and _STACK.get(record.get("stack") or "") is Stack.MEGATRON:
         overlap = True
         notes.append("tensor-parallel overlap on (NeMo's performance recipes)")
@@ -294,8 +318,7 @@ def case_of(record: Mapping[str, Any]) -> Case:
             parallel=par,
             stack=stack,
             float8=_float8(record),
-            # BigScience 2022: Megatron-DeepSpeed's fused scale-mask-softmax, no flash attention.
-            attention=Attention.EAGER if record["source_id"] == "bigscience-bloom" else Attention.SDPA,
+            attention=_attention(record),
             **_method(record),
             **_checkpointing(record, notes),
         )

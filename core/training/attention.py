@@ -17,7 +17,7 @@ from core.plan import Attention, Method, Plan
 
 class Kernel(StrEnum):
     EAGER = "eager"  # transformers' eager_attention_forward: scores and probabilities kept
-    FLASH = "flash"  # FlashAttention-2 (flash-attn, or SDPA's flash backend)
+    FLASH = "flash"  # FlashAttention-2 (flash-attn, or SDPA's flash backend); FlashAttention 1 / Triton alike
     EFFICIENT = "efficient"  # SDPA's memory-efficient backend (xformers-style cutlass kernel)
     MATH = "math"  # SDPA's math fallback: plain tensor code
 
@@ -53,7 +53,7 @@ def sdpa_kernel(plan: Plan) -> Kernel:
     model = plan.model
     masked = needs_mask(plan)
     sixteen = sixteen_bit_inputs(plan)
-    if plan.attention is Attention.FLASH or (sixteen and not masked and model.head_dim <= 256):
+    if plan.attention in (Attention.FLASH, Attention.FLASH1) or (sixteen and not masked and model.head_dim <= 256):
         return Kernel.FLASH
     gqa = model.num_kv_heads != model.num_heads and not masked
     if not gqa and model.head_dim % (8 if sixteen else 4) == 0:

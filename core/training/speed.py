@@ -35,7 +35,7 @@ from core.catalogue import GpuSpec
 from core.dtypes import ELEMENT_BYTES, NF4_BLOCK, Quant
 from core.parallel.layout import Stage, layout, train_share, trainable_layers
 from core.params import ParamCounts
-from core.plan import CheckpointPolicy, Float8, Method, Offload, Plan, Stack, Strategy
+from core.plan import Attention, CheckpointPolicy, Float8, Method, Offload, Plan, Stack, Strategy
 from core.roles import dtypes_for
 from core.training.activations import recomputed_share
 from core.training.attention import Kernel, sdpa_kernel
@@ -95,9 +95,13 @@ def gemm_kind(plan: Plan, gpu: GpuSpec) -> str:
 
 
 def attention_kernel(plan: Plan) -> str:
-    """The attention kernel family the stack runs: Megatron / NeMo use Transformer Engine's
-    fused attention (cuDNN, FlashAttention-3 class on Hopper); PyTorch stacks run SDPA's
-    flash backend or the flash-attn package (FlashAttention-2)."""
+    """The attention kernel family the step runs: FlashAttention 1 or its Triton kernel when the
+    plan names it (``flash1``: MPT's ``attn_impl: triton`` and flash-attn < 2.0, about half
+    FlashAttention-2's speed); else Megatron / NeMo use Transformer Engine's fused attention
+    (cuDNN, FlashAttention-3 class on Hopper) and PyTorch stacks SDPA's flash backend or the
+    flash-attn package (FlashAttention-2)."""
+    if plan.attention is Attention.FLASH1:
+        return "flash1"
     return "fused" if plan.stack is Stack.MEGATRON else "flash"
 
 
@@ -250,7 +254,10 @@ def _elementwise_bytes(rank: _Rank) -> float:
     mlp += model.shared_expert_size
     sp = rank.tp if plan.parallel.sequence_parallel else 1
     norms = (model.norms_per_layer * NORM_PASSES * d + 2 * RESIDUAL_PASSES * d) / sp
-    inner = ROPE_PASSES * (q + kv) + TRANSPOSE_PASSES * (2 * q + 2 * kv)
+    # Rotary embeddings only where the model has them: a learned position table (GPT-2's wpe,
+    # MPT's learned_pos_emb) is added once at the input and rotates no q or k.
+    rope = 0.0 if model.learned_positions else ROPE_PASSES
+    inner = rope * (q + kv) + TRANSPOSE_PASSES * (2 * q + 2 * kv)
     inner += ACTIVATION_PASSES * mlp * (1 if model.gated_mlp else 0.6)
     per_layer = (norms + inner / rank.tp) * dt.compute * rank.tokens
     again = _recomputed_blocks(plan, rank)

@@ -5,8 +5,8 @@ The whole benchmark runs here (about 2 s: the fit is a small least-squares probl
 - the FLOPs per token within 2 % of each source's own formula (issue 24's target, met);
 - the coefficients in core/training/efficiency.py are the script's all-source fit;
 - the leave-one-source-out error table no worse than it is today. Issue 24's targets
-  (median |error| ≤ 10 %, worst ≤ 25 % up to 8k, ≤ 35 % beyond, every scaling pair within 3
-  points) are not all met: ``--check`` exits 1 and names the misses, which
+  (median |error| ≤ 10 %, met; worst ≤ 25 % up to 8k, ≤ 35 % beyond, every scaling pair within 3
+  points, not met): ``--check`` exits 1 and names the misses, which
   docs/TRAINING_TIME.md diagnoses. This test is the ratchet that keeps them from widening.
 """
 
@@ -57,9 +57,9 @@ def test_the_leave_one_source_out_errors_do_not_widen(bench: ModuleType, report)
     # Today's figures (docs/TRAINING_TIME.md), each with a little room for floating point.
     summary = bench.summary(report.scored)
     assert summary["n"] >= 330
-    assert summary["median"] <= 11.8
-    assert summary["worst_short"] <= 76.0
-    assert summary["worst_long"] <= 183.0
+    assert summary["median"] <= 9.6
+    assert summary["worst_short"] <= 63.7
+    assert summary["worst_long"] <= 94.1
     families = {r.case.family for r in report.scored}
     assert len(families) >= 8  # at least 6 independent sources (issue 24): 8 families scored
 
@@ -74,7 +74,10 @@ def test_the_corpus_has_the_issues_breadth(report) -> None:  # type: ignore[no-u
 def test_check_mode_names_the_missed_targets(bench: ModuleType, capsys: pytest.CaptureFixture[str]) -> None:
     assert bench.main(["--check"]) == 1
     out = capsys.readouterr().out
-    assert "Targets missed" in out and "median |error|" in out
+    # The median target (10 %) is met since the FlashAttention 1 / Triton and learned-position
+    # rules (9.5 %); the worst-case targets are not.
+    missed = out.split("Targets missed", 1)[1]
+    assert "worst |error|" in missed and "median |error|" not in missed
 
 
 def test_the_model_beats_the_rule_it_replaced_on_the_same_figures(bench: ModuleType, report) -> None:  # type: ignore[no-untyped-def]
@@ -84,3 +87,25 @@ def test_the_model_beats_the_rule_it_replaced_on_the_same_figures(bench: ModuleT
     assert before["n"] == after["n"]
     assert before["median"] > 25.0 and after["median"] < before["median"] / 2
     assert after["worst_short"] < before["worst_short"] and after["worst_long"] < before["worst_long"] / 5
+
+
+def test_mosaicmls_2023_tables_ran_the_triton_kernel_and_its_2024_table_flash_attention_2(report) -> None:  # type: ignore[no-untyped-def]
+    # llm-foundry's submit_benchmarks.py defaults to --attn_impl triton (mosaicml/llm-foundry@
+    # b2a43a147); the Jan-2024 sweep.py passes flash for 1b/3b/7b/70b, triton for 13b/30b (5e85bd62d).
+    from core.plan import Attention
+
+    kernels = {s.case.id: s.case.plan.attention for s in report.scored}
+    assert kernels["mosaic-a10080gb-amp_bf16-125m-s65536-g8-mb1"] is Attention.FLASH1
+    assert kernels["mosaic-h10080gb-amp_bf16-7b-s2048-g256-mb6"] is Attention.SDPA
+    assert kernels["mosaic-h10080gb-amp_bf16-13b-s2048-g256-mb16"] is Attention.FLASH1
+    # The rule's effect on the record that was 182 % too fast (docs/TRAINING_TIME.md, before).
+    worst = {s.case.id: s.error for s in report.scored}
+    assert abs(worst["mosaic-a10080gb-amp_bf16-350m-s65536-g8-mb1"]) < 40.0
+
+
+def test_megatron_deepspeed_waits_for_every_tensor_parallel_all_reduce(report) -> None:  # type: ignore[no-untyped-def]
+    # BigScience's 2022 Megatron-DeepSpeed predates Megatron's --tp-comm-overlap (Megatron-Core,
+    # Transformer Engine userbuffers, 2023); NeMo's recipes turn it on.
+    plans = {s.case.id: s.case.plan for s in report.scored}
+    assert not plans["bigscience-prequel-bf16-200b-160gpu"].parallel.tp_overlap
+    assert plans["nemo2407-pretrain-gpt3-175b-128gpu"].parallel.tp_overlap

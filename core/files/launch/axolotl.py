@@ -35,6 +35,7 @@ from core.plan import Attention, Method, Offload, Plan
 
 ATTENTION: Final = {
     Attention.FLASH: "flash_attention",
+    Attention.FLASH1: "flash_attention",  # axolotl's flash-attn is version 2: same memory, faster
     Attention.SDPA: "sdp_attention",
     Attention.EAGER: "eager_attention",
 }

@@ -16,7 +16,7 @@ from core.catalogue import CatalogueModel, load_models
 from core.dtypes import Dtype
 from core.errors import PlanFileError, one_line
 from core.files.launch.fields import TRAINING_FIELDS, differs_from_default
-from core.plan import Method, Optimizer, OptimizerImpl, Plan
+from core.plan import Attention, Method, Optimizer, OptimizerImpl, Plan
 from core.roles import model_dtype
 
 
@@ -89,12 +89,20 @@ class Export:
         return any(u.field == field for u in self.unexpressed)
 
 
+FLASH1_WHY: Final = (
+    "FlashAttention 1 / Triton (MPT's attn_impl: triton) is not a kernel this target offers: its "
+    "FlashAttention-2 setting is written (the same memory, a faster step)"
+)
+
+
 class Draft:
     """What an exporter gathers while it writes: the fields it cannot express, first reason kept."""
 
     def __init__(self, plan: Plan) -> None:
         self.plan = plan
         self._why: dict[str, str] = {}
+        if plan.attention is Attention.FLASH1:
+            self.cannot("method.attention", FLASH1_WHY)
 
     def cannot(self, field: str, why: str) -> None:
         self._why.setdefault(field, one_line(why)[:300])

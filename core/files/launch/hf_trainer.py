@@ -36,7 +36,14 @@ from core.files.launch.common import (
 from core.files.launch.deepspeed import inline_config
 from core.plan import Attention, CheckpointPolicy, Method, Offload, Plan, Strategy
 
-ATTENTION: Final = {Attention.EAGER: "eager", Attention.SDPA: "sdpa", Attention.FLASH: "flash_attention_2"}
+# transformers 5 has no FlashAttention 1 / Triton kernel: a plan that names it gets FlashAttention-2,
+# the same memory and a faster kernel.
+ATTENTION: Final = {
+    Attention.EAGER: "eager",
+    Attention.SDPA: "sdpa",
+    Attention.FLASH: "flash_attention_2",
+    Attention.FLASH1: "flash_attention_2",
+}
 FSDP_WORDS: Final = {True: "full_shard auto_wrap", False: "shard_grad_op auto_wrap"}
 SPLIT_WHY: Final = {
     "parallel.tensor_parallel": "the Trainer's config has no tensor-parallel degree: set it in accelerate's config",

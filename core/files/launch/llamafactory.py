@@ -32,7 +32,13 @@ from core.files.launch.hf_trainer import batch_keys, full_checkpointing, shardin
 from core.model import LORA_TARGETS
 from core.plan import Attention, Method, Plan
 
-FLASH_ATTN: Final = {Attention.EAGER: "disabled", Attention.SDPA: "sdpa", Attention.FLASH: "fa2"}
+# No FlashAttention 1 in LLaMA-Factory: a plan that names it gets fa2 (same memory, faster).
+FLASH_ATTN: Final = {
+    Attention.EAGER: "disabled",
+    Attention.SDPA: "sdpa",
+    Attention.FLASH: "fa2",
+    Attention.FLASH1: "fa2",
+}
 
 
 def _method(draft: Draft) -> dict[str, Any]:
