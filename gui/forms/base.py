@@ -200,6 +200,10 @@ class PlanForm(QGroupBox):
             tuple(self.inputs[path].matters(plan) for path in self._input_rows),
         )
 
+    def show_estimate_now(self, estimate: Estimate) -> None:
+        """Show ``estimate``'s plan and figures (a form built after the estimate came)."""
+        self._on_estimate(estimate)
+
     def _on_estimate(self, estimate: Estimate) -> None:
         # An edit elsewhere leaves most forms showing what they show: setting every field of
         # seven forms again was a sixth of an edit's time. A field marked invalid keeps its
