@@ -258,6 +258,7 @@ class MainWindow(QMainWindow):
     def _make_serving_form(self) -> ServingForm:
         form = ServingForm(self.controller)
         form.setVisible(False)  # explicitly: a widget put into a shown layout would show itself
+        form.mode = self.display.mode.value
         after = self.parallel_form
         self._form_column.insertWidget(self._form_column.indexOf(after) + 1, form)
         self._forms.insert(self._forms.index(after) + 1, form)
@@ -752,6 +753,8 @@ class MainWindow(QMainWindow):
         serving = mode == "inference"
         if serving or self._serving_form is not None:
             self.serving_form.setVisible(serving)
+        for form in self._forms:
+            form.set_mode(mode)
         for form in (self.method_form, self.workload_form, self.parallel_form, self.accounting_form):
             form.setVisible(not serving)
 

@@ -125,3 +125,18 @@ def test_the_serving_form_is_built_when_first_wanted_and_tabbed_to_in_column_ord
     assert visited == forms
     window.training_action.trigger()
     assert form.isHidden() and window.findChildren(ServingForm) == [form]
+
+
+def test_inference_mode_hides_the_inputs_only_training_reads(window: MainWindow) -> None:
+    # A measured training run, its calibration and PyTorch's allocator settings change the
+    # training estimate only (core.serving reads none of them: core/inputs.py, training_only).
+    hardware = window.hardware_form
+    training_only = ("hardware.measured_tokens_per_s", "hardware.calibration", "hardware.alloc_conf")
+    assert all(hardware.form.isRowVisible(hardware.fields[path]) for path in training_only)
+    window.inference_action.trigger()
+    assert not any(hardware.form.isRowVisible(hardware.fields[path]) for path in training_only)
+    # Serving reads the utilisation, the headroom and the peak override: they stay.
+    for path in ("hardware.utilisation", "hardware.headroom", "hardware.peak_tflops_override"):
+        assert hardware.form.isRowVisible(hardware.fields[path])
+    window.training_action.trigger()
+    assert all(hardware.form.isRowVisible(hardware.fields[path]) for path in training_only)
