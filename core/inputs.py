@@ -375,6 +375,9 @@ class Input:
     expected: str = ""  # TEXT: what an acceptable value is
     matters: Callable[[Plan], bool] = _always
     advanced: bool = False
+    # Changes only the training estimate (its time or memory), never serving's: the window's
+    # Inference mode hides its field.
+    training_only: bool = False
     scale: float = 1.0
     decimals: int = 2
     step: float = 1.0
@@ -652,19 +655,20 @@ INPUTS: Final[tuple[Input, ...]] = (
           "measurement becomes a calibration factor for it. 0: not measured.",
           ("--measured-tokens-per-s",), "calibrate: tokens/s per GPU your run of this plan showed",
           unit="tokens/s/GPU", low=0.001, high=1e9, step=100, zero_means="not measured",
-          matters=lambda p: p.accounting is Accounting.DETAILED),
+          matters=lambda p: p.accounting is Accounting.DETAILED, training_only=True),
     Input("hardware.measured_step_s", Kind.FLOAT, "Run step", "Measured seconds per optimizer step", 0.0,
           "Seconds per optimizer step a short run of this plan showed (used when no speed is given). "
           "0: not measured.",
           ("--measured-step-s",), "calibrate: seconds per optimizer step your run of this plan showed",
           unit="s", low=1e-6, high=1e7, step=0.1, decimals=3, zero_means="not measured",
-          matters=lambda p: p.accounting is Accounting.DETAILED and not p.hardware.measured_tokens_per_s),
+          matters=lambda p: p.accounting is Accounting.DETAILED and not p.hardware.measured_tokens_per_s,
+          training_only=True),
     Input("hardware.calibration", Kind.FLOAT, "Calibration", "Calibration factor", 0.0,
           "Your runs' compute speed ÷ the modelled one on this card and stack (1.1: 10 % faster), from a "
           "measured run; every plan on the same card and stack can use it. 0: none.",
           ("--calibration",), "calibration factor from a measured run (speed ÷ modelled speed)", unit="×",
           low=0.01, high=100.0, step=0.05, decimals=3, zero_means="none",
-          matters=lambda p: p.accounting is Accounting.DETAILED),
+          matters=lambda p: p.accounting is Accounting.DETAILED, training_only=True),
     # The lesson advises keeping 10-20 % of the card free.
     Input("hardware.headroom", Kind.FLOAT, "Headroom", "Headroom", 0.10,
           "Share of the card kept free for fragmentation and spikes; the lesson advises 10-20 %.",
@@ -683,7 +687,7 @@ INPUTS: Final[tuple[Input, ...]] = (
           "max_split_size_mb:512. Empty: PyTorch's defaults. A setting PyTorch would refuse is refused here.",
           ("--alloc-conf",), "PYTORCH_CUDA_ALLOC_CONF, e.g. expandable_segments:True (default: PyTorch's)",
           expected="a PYTORCH_CUDA_ALLOC_CONF value PyTorch accepts", metavar="CONF",
-          parse=parse_alloc_conf),
+          parse=parse_alloc_conf, training_only=True),
     Input("hardware.peak_tflops_override", Kind.FLOAT, "Peak override", "Peak TFLOP/s override", 0.0,
           "Dense peak to use instead of the card's datasheet figure for the plan's precision; 0 uses the card's.",
           ("--peak-tflops",), "override the card's dense peak TFLOP/s", unit="TFLOP/s", low=0.01, high=1e7,

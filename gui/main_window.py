@@ -177,7 +177,7 @@ class MainWindow(QMainWindow):
 
         self.controller.estimateChanged.connect(self._on_estimate)
         self.controller.editRejected.connect(self._on_rejected)
-        for form in self.forms:
+        for form in self._forms:
             form.problemCleared.connect(self._problem_cleared)
         self.controller.undo_stack.cleanChanged.connect(self._clean_changed)
         self.document.pathChanged.connect(self._update_title)
@@ -205,14 +205,15 @@ class MainWindow(QMainWindow):
         self.hardware_form = HardwareForm(c, settings=self.settings)
         self.parallel_form = ParallelForm(c)
         self.parallel_form.fewestRequested.connect(self.show_fewest_gpus)
-        self.serving_form = ServingForm(c)
-        self.forms: list[PlanForm] = [
+        # The Serving form shows in Inference mode only: built when first wanted (start-up).
+        self._serving_form: ServingForm | None = None
+        # The forms built so far, in the column's order (Serving goes after Parallelism).
+        self._forms: list[PlanForm] = [
             self.model_form,
             self.method_form,
             self.workload_form,
             self.hardware_form,
             self.parallel_form,
-            self.serving_form,
             self.accounting_form,
         ]
         holder = QWidget()
@@ -223,7 +224,7 @@ class MainWindow(QMainWindow):
         column = QVBoxLayout(holder)
         column.setContentsMargins(8, 8, 8, 8)
         column.setSpacing(10)
-        for form in self.forms:
+        for form in self._forms:
             column.addWidget(form)
         column.addStretch(1)
         scroll = _FormColumn()
@@ -240,6 +241,47 @@ class MainWindow(QMainWindow):
         )
         self._form_column = column
         self.addDockWidget(Qt.DockWidgetArea.LeftDockWidgetArea, self.plan_dock)
+
+    @property
+    def forms(self) -> list[PlanForm]:
+        """Every plan form, in the column's order (the Serving form built if it was not yet)."""
+        self.serving_form  # noqa: B018 - built on first use
+        return list(self._forms)
+
+    @property
+    def serving_form(self) -> ServingForm:
+        """The Serving form, built the first time it is wanted: Inference mode, or a caller."""
+        if self._serving_form is None:
+            self._serving_form = self._make_serving_form()
+        return self._serving_form
+
+    def _make_serving_form(self) -> ServingForm:
+        form = ServingForm(self.controller)
+        form.setVisible(False)  # explicitly: a widget put into a shown layout would show itself
+        form.mode = self.display.mode.value
+        after = self.parallel_form
+        self._form_column.insertWidget(self._form_column.indexOf(after) + 1, form)
+        self._forms.insert(self._forms.index(after) + 1, form)
+        form.problemCleared.connect(self._problem_cleared)
+        # Tab goes from the Parallelism form's fields to the Serving form's, as if built in order.
+        stops = [w for w in self._focus_chain(after) if w.focusPolicy() & Qt.FocusPolicy.TabFocus]
+        last = stops[-1] if stops else None
+        for widget in self._focus_chain(form):
+            if last is not None and widget.focusPolicy() & Qt.FocusPolicy.TabFocus:
+                QWidget.setTabOrder(last, widget)
+                last = widget
+        form.show_estimate_now(self.controller.estimate)
+        return form
+
+    @staticmethod
+    def _focus_chain(widget: QWidget) -> list[QWidget]:
+        """``widget``'s descendants in the order Tab visits them."""
+        found: list[QWidget] = []
+        following = widget.nextInFocusChain()
+        while following is not None and following is not widget and widget.isAncestorOf(following):
+            found.append(following)
+            following = following.nextInFocusChain()
+        return found
 
     def _build_centre(self) -> None:
         # The verdict sits in a top dock: the top area spans the window's whole width, above
@@ -610,7 +652,7 @@ class MainWindow(QMainWindow):
     def _place_accounting(self, lesson: bool) -> None:
         """Lesson accounting asks for P and T: its form moves up, under the model, to be seen."""
         index = self._form_column.indexOf(self.accounting_form)
-        wanted = 1 if lesson else len(self.forms) - 1
+        wanted = 1 if lesson else len(self._forms) - 1
         if index != wanted:
             self._form_column.removeWidget(self.accounting_form)
             self._form_column.insertWidget(wanted, self.accounting_form)
@@ -680,7 +722,7 @@ class MainWindow(QMainWindow):
 
     def _problem_field_marked(self) -> bool:
         """The field the status-bar warning is about still holds the refused text."""
-        for form in self.forms:
+        for form in self._forms:
             widget = form.fields.get(self._problem_key)
             if widget is not None:
                 return is_marked_invalid(widget) and widget.hasFocus()
@@ -709,7 +751,10 @@ class MainWindow(QMainWindow):
     def _show_forms_for(self, mode: str) -> None:
         """Inference mode: the serving form, no training-only forms; Training mode the reverse."""
         serving = mode == "inference"
-        self.serving_form.setVisible(serving)
+        if serving or self._serving_form is not None:
+            self.serving_form.setVisible(serving)
+        for form in self._forms:
+            form.set_mode(mode)
         for form in (self.method_form, self.workload_form, self.parallel_form, self.accounting_form):
             form.setVisible(not serving)
 

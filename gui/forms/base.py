@@ -48,6 +48,7 @@ class PlanForm(QGroupBox):
         self.inputs: dict[str, Input] = {}  # the fields add_input made, by attribute path
         self._input_rows: list[str] = []  # those of them on a row of their own
         self._shown: tuple[object, ...] | None = None  # shown_key of the plan the fields show
+        self.mode = "training"  # the window's mode: Inference hides training-only inputs
         controller.estimateChanged.connect(self._on_estimate)
         controller.editRejected.connect(self._on_rejected)
 
@@ -106,9 +107,11 @@ class PlanForm(QGroupBox):
                 widget.setChecked(value)
             else:
                 widget.show_value(value)  # type: ignore[attr-defined]
+        serving = self.mode == "inference"
         for path in self._input_rows:
             spec = self.inputs[path]
-            self.set_row_visible(path, spec.matters(plan) and (advanced or not spec.advanced))
+            shown = spec.matters(plan) and (advanced or not spec.advanced) and not (serving and spec.training_only)
+            self.set_row_visible(path, shown)
 
     def set_row_visible(self, key: str, visible: bool) -> None:
         self.set_widget_row_visible(self.fields[key], visible)
@@ -192,13 +195,24 @@ class PlanForm(QGroupBox):
             self.form.invalidate()
         self._shown = key if key is not None else self.shown_key(plan)
 
+    def set_mode(self, mode: str) -> None:
+        """The window's mode: in Inference mode the inputs only training reads are hidden."""
+        if mode != self.mode:
+            self.mode = mode
+            self._redraw(self.controller.plan)
+
     def shown_key(self, plan: Plan) -> tuple[object, ...]:
         """What of ``plan`` the form shows: its inputs' values and which of their rows show.
         A form whose :meth:`show_plan` reads more of the plan adds that."""
         return (
+            self.mode,
             tuple(plan.input_value(path) for path in self.inputs),
             tuple(self.inputs[path].matters(plan) for path in self._input_rows),
         )
+
+    def show_estimate_now(self, estimate: Estimate) -> None:
+        """Show ``estimate``'s plan and figures (a form built after the estimate came)."""
+        self._on_estimate(estimate)
 
     def _on_estimate(self, estimate: Estimate) -> None:
         # An edit elsewhere leaves most forms showing what they show: setting every field of

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+from PySide6.QtCore import Qt
 
 from core.catalogue import find_model
 from core.plan import Engine, Hardware, Plan
@@ -91,3 +92,51 @@ def test_llama_cpp_host_ram_is_set_from_the_serving_form(window: MainWindow) -> 
     assert "host RAM not given" not in window.inference_panel.values["host"].text()
     window.controller.reset(window.controller.plan.with_inference(engine="vllm"))
     assert not field.isVisibleTo(window)  # vLLM keeps nothing on the host
+
+
+def test_the_serving_form_is_built_when_first_wanted_and_tabbed_to_in_column_order(
+    qtbot: object, window: MainWindow
+) -> None:
+    """Start-up (issue 25) builds no Serving form in Training mode; built later, it shows the
+    plan as the others do, and Tab reaches its fields in the column's order, not last."""
+    from gui.forms.serving import ServingForm
+
+    window.show()
+    assert window.findChildren(ServingForm) == []  # the training window never built it
+    plan = window.controller.plan.with_inference(concurrent=7, context=3000)
+    window.controller.set_plan(plan)
+    window.inference_action.trigger()
+    form = window.serving_form
+    assert window.findChildren(ServingForm) == [form] and not form.isHidden()
+    assert form.concurrent.value() == 7 and form.context.value() == 3000
+    # Tab visits the forms' fields in the column's order (each form's fields together).
+    column = [window._form_column.itemAt(i).widget() for i in range(window._form_column.count())]
+    forms = [w for w in column if w in window.forms]
+    visited: list[object] = []
+    widget = window.model_form.nextInFocusChain()
+    for _ in range(2000):
+        stop = bool(widget.focusPolicy() & Qt.FocusPolicy.TabFocus)
+        owner = next((f for f in forms if stop and f.isAncestorOf(widget)), None)
+        if owner is not None and (not visited or visited[-1] is not owner):
+            visited.append(owner)
+        widget = widget.nextInFocusChain()
+        if widget is window.model_form:
+            break
+    assert visited == forms
+    window.training_action.trigger()
+    assert form.isHidden() and window.findChildren(ServingForm) == [form]
+
+
+def test_inference_mode_hides_the_inputs_only_training_reads(window: MainWindow) -> None:
+    # A measured training run, its calibration and PyTorch's allocator settings change the
+    # training estimate only (core.serving reads none of them: core/inputs.py, training_only).
+    hardware = window.hardware_form
+    training_only = ("hardware.measured_tokens_per_s", "hardware.calibration", "hardware.alloc_conf")
+    assert all(hardware.form.isRowVisible(hardware.fields[path]) for path in training_only)
+    window.inference_action.trigger()
+    assert not any(hardware.form.isRowVisible(hardware.fields[path]) for path in training_only)
+    # Serving reads the utilisation, the headroom and the peak override: they stay.
+    for path in ("hardware.utilisation", "hardware.headroom", "hardware.peak_tflops_override"):
+        assert hardware.form.isRowVisible(hardware.fields[path])
+    window.training_action.trigger()
+    assert all(hardware.form.isRowVisible(hardware.fields[path]) for path in training_only)
