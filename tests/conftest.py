@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import importlib.util
 import os
+from pathlib import Path
 
 import pytest
 
@@ -25,3 +26,13 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     for item in items:
         if "tests/gui/" in str(item.fspath).replace(os.sep, "/") or "qtbot" in getattr(item, "fixturenames", ()):
             item.add_marker(pytest.mark.gui)
+
+
+@pytest.fixture
+def tools(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A folder that is the whole PATH: only the stub tools a test writes there exist
+    (tests/stub_tools.py)."""
+    folder = tmp_path / "bin"
+    folder.mkdir()
+    monkeypatch.setenv("PATH", str(folder))
+    return folder

@@ -23,6 +23,7 @@ from core.files.planfile import save as save_plan
 from core.files.runconfig import load_run_config, resolve_model
 from core.plan import Plan
 from tests.core.test_hfcache import CONFIG, add_model, safetensors
+from tests.stub_tools import stub
 
 posix_only = pytest.mark.skipif(os.name != "posix", reason="stub tools and links as POSIX has them")
 
@@ -31,21 +32,6 @@ def run(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
     code = main(list(args))
     out, err = capsys.readouterr()
     return code, out, err
-
-
-@pytest.fixture
-def tools(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    """A folder that is the whole PATH: only the stubs a test writes there exist."""
-    folder = tmp_path / "bin"
-    folder.mkdir()
-    monkeypatch.setenv("PATH", str(folder))
-    return folder
-
-
-def stub(folder: Path, name: str, body: str) -> None:
-    script = folder / name
-    script.write_text("#!/bin/sh\nPATH=/usr/bin:/bin\n" + body + "\n")
-    script.chmod(0o755)
 
 
 @pytest.fixture

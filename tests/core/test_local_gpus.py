@@ -20,34 +20,13 @@ from core.catalogue import find_gpu, load_gpus
 from core.files.gpu_match import match_catalogue, name_words
 from core.files.local_gpus import LocalGpu, LocalGpus, detect_local_gpus
 from core.units import GiB, MiB
+from tests.stub_tools import printing, stub
 
 posix_only = pytest.mark.skipif(os.name != "posix", reason="stub tools are shell scripts")
 
 
 def no_nvml() -> None:
     return None
-
-
-@pytest.fixture
-def tools(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    """A folder that is the whole PATH: only the stubs a test writes there exist."""
-    folder = tmp_path / "bin"
-    folder.mkdir()
-    monkeypatch.setenv("PATH", str(folder))
-    return folder
-
-
-def stub(folder: Path, name: str, body: str) -> Path:
-    script = folder / name
-    script.write_text("#!/bin/sh\nPATH=/usr/bin:/bin\n" + body + "\n")
-    script.chmod(0o755)
-    return script
-
-
-def printing(folder: Path, name: str, output: str, status: int = 0) -> Path:
-    data = folder / f"{name}.out"
-    data.write_text(output)
-    return stub(folder, name, f'cat "{data}"\nexit {status}')
 
 
 def detect(**kwargs: Any) -> LocalGpus:

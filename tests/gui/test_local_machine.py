@@ -33,24 +33,10 @@ from gui.settings import Settings
 from gui.tools.launch_export import LaunchExportDialog
 from tests.core.test_hfcache import CONFIG, add_model
 from tests.gui import worker_jobs
+from tests.stub_tools import stub
 
 posix_only = pytest.mark.skipif(os.name != "posix", reason="stub tools and links as POSIX has them")
 RTX_4090_MIB = 24564  # what nvidia-smi reports for an RTX 4090 (the catalogue's rtx-4090 entry)
-
-
-@pytest.fixture
-def tools(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    """A folder that is the whole PATH: only the stubs a test writes there exist."""
-    folder = tmp_path / "bin"
-    folder.mkdir()
-    monkeypatch.setenv("PATH", str(folder))
-    return folder
-
-
-def stub(folder: Path, name: str, body: str) -> None:
-    script = folder / name
-    script.write_text("#!/bin/sh\nPATH=/usr/bin:/bin\n" + body + "\n")
-    script.chmod(0o755)
 
 
 def one_4090(folder: Path, used_mib: int = 4000) -> None:
