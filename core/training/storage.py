@@ -69,7 +69,11 @@ def litgpt_quantised_head(plan: Plan) -> int:
     only (LLM.int8 is not a QLoRA recipe of LitGPT's config hub); 0 for a tied head."""
     if not plan.litgpt or plan.method is not Method.QLORA or plan.quant is Quant.INT8:
         return 0
-    return plan.model.head_params()
+    model = plan.model
+    # Scaled with a typed P as the matrices are (core.model.params_scale): never more than what
+    # the matrices leave of the whole.
+    head = round(model.head_params() * model.params_scale)
+    return min(head, model.total_params() - model.stored_matmul_params())
 
 
 def autocast_copies(plan: Plan) -> float:

@@ -144,11 +144,19 @@ class PlanForm(QGroupBox):
     # ---- edits ---------------------------------------------------------------------
     def apply(self, key: str, widget: QWidget, change: Callable[[Plan], Plan], label: str) -> None:
         error = self.controller.update(key, change, text=f"Change {label.lower()}")
-        if error is not None and isinstance(widget, (QCheckBox, QComboBox)) and not isinstance(widget, CatalogueField):
-            # A choice is not "being typed": show the plan's value again at once, keep the mark.
+        # A catalogue picker with the focus is being typed in: its text stays, marked, until
+        # the user leaves it. An entry chosen from its list is a choice, as any other box's.
+        typed = isinstance(widget, CatalogueField) and widget.hasFocus()
+        chosen = isinstance(widget, (QCheckBox, QComboBox)) and not typed
+        if error is not None and chosen:
+            # A choice is not "being typed": show the plan's value again at once; the status
+            # bar says why (a picker keeps no mark: it shows the plan's entry, not the refused one).
             self._redraw(self.controller.plan)
         if error is None:
             self._clear_mark(key, widget)
+        elif chosen and isinstance(widget, CatalogueField):
+            if is_marked_invalid(widget):
+                mark_invalid(widget, None)  # unmarked; the status bar keeps saying why
         else:
             mark_invalid(widget, str(error))
 

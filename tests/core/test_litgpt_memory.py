@@ -125,3 +125,25 @@ def test_litgpt_figures_map_to_the_litgpt_loop_on_an_untied_head() -> None:
     assert abs(estimate(one_b).peak_bytes / figures["litgpt-hub-llama-3.2-1b-lora"]["value_bytes"] - 1) < 0.10
     torchtune = mapping.map_figure(figures["torchtune-flags-3b-chunked-cross-entropy"]).plan  # type: ignore[attr-defined]
     assert torchtune.chunked_loss and not torchtune.litgpt
+
+
+def test_a_typed_parameter_count_scales_litgpts_4bit_head_with_the_rest() -> None:
+    # A typed P keeps the architecture's proportions (core.model.params_scale): the quantised
+    # head is scaled with the matrices, so no weight term goes negative (the GUI monkey found a
+    # QLoRA + LitGPT plan with P typed as 6 whose "unquantised" term was -17.9 GB).
+    from dataclasses import replace
+
+    from core.params import param_counts
+    from core.presets import plan_for_model
+    from core.roles import dtypes_for
+    from core.training.storage import litgpt_quantised_head, weight_terms
+
+    base = plan_for_model("llama-3.2-1b", method=Method.QLORA, litgpt=True)
+    spec = replace(base.model, tie_embeddings=False)
+    typed = replace(spec, params_override=spec.architecture_params() // 100)
+    plan = replace(base, model=typed)
+    head = litgpt_quantised_head(plan)
+    assert 0 < head <= typed.total_params() - typed.stored_matmul_params()
+    assert head == round(spec.head_params() * typed.params_scale)
+    terms = weight_terms(plan, param_counts(plan), dtypes_for(plan))
+    assert all(term.bytes >= 0 for term in terms)

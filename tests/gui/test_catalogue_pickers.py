@@ -183,3 +183,22 @@ def test_a_saved_card_keeps_its_bandwidth(window: MainWindow, settings: Settings
     form.gpu.setCurrentIndex(entry)
     form.gpu.activated.emit(entry)
     assert window.controller.plan.hardware.custom_bandwidth_gb_s == 500.0
+
+
+def test_a_refused_choice_from_the_list_puts_the_plans_card_back(window: MainWindow) -> None:
+    # A typed calibration of 1.5 holds on the custom card (100 TFLOP/s) but implies more than
+    # the RTX 4000 Ada's whole peak for this plan: the estimate refuses that card
+    # (core.estimate.keep_calibration keeps a typed factor). Chosen from the list, not typed, the
+    # picker must show the card the plan still has, unmarked; the status bar says why.
+    from gui.forms.fields import is_marked_invalid
+
+    plan = window.controller.plan.with_hardware(gpu="custom", calibration=1.5)
+    assert window.controller.set_plan(plan) is None
+    picker = window.hardware_form.gpu
+    assert not picker.hasFocus()
+    ada = picker.findData("rtx-4000-ada")
+    picker.setCurrentIndex(ada)
+    picker.activated.emit(ada)
+    assert window.controller.plan.hardware.gpu == "custom"
+    assert picker.currentData() == "custom" and not is_marked_invalid(picker)
+    assert "calibration" in window.problem.text()
