@@ -90,7 +90,7 @@ class ModelSpec:
     mlp_bias: bool = False
     norm: str = "rmsnorm"
     norms_per_layer: int = 2
-    learned_positions: int = 0  # rows of a learned position table (GPT-2); 0 for RoPE
+    learned_positions: int = 0  # rows of a learned position table (GPT-2); 0 for RoPE or ALiBi
     num_experts: int = 1
     experts_per_token: int = 1
     sliding_window: int | None = None
@@ -108,6 +108,11 @@ class ModelSpec:
     shared_expert_size: int = 0  # Qwen2-MoE: intermediate size of the always-on shared expert (0: none)
     router_bias: bool = False  # gpt-oss: GptOssTopKRouter.bias, one per expert
     attention_sinks: bool = False  # gpt-oss: GptOssAttention.sinks, one learned logit per head
+    # ALiBi (Press et al. 2021, arXiv:2108.12409): a fixed per-head linear bias added to the
+    # attention scores instead of rotating q and k (BLOOM: transformers BloomAttention's alibi;
+    # MPT: attn_config.alibi). No parameters, so it moves no memory figure; only the training
+    # time's rotary-embedding traffic (speed._elementwise_bytes) depends on it.
+    alibi: bool = False
     # A parameter count given instead of derived: typed by the user (the lesson's
     # P = 6.7·10⁹) or read exactly from a checkpoint's safetensors headers. The
     # architecture-derived count stays available beside it.
@@ -437,6 +442,7 @@ _FLAGS: Final = (
     "post_norm",
     "router_bias",
     "attention_sinks",
+    "alibi",
 )
 
 

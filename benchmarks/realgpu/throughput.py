@@ -128,8 +128,9 @@ class NotExpressible(Exception):
 
 def model_of(record: Mapping[str, Any]) -> tuple[ModelSpec, list[str]]:
     """A catalogue model, or one built from the record's dimensions: a feed-forward of 4·d is
-    a GELU MLP (MPT, GPT-3, Nemotron, BLOOM: LayerNorm, and MPT's and BLOOM's tied embeddings
-    and MPT's learned positions), any other width a gated SwiGLU (Llama-like, RMSNorm)."""
+    a GELU MLP (MPT, GPT-3, Nemotron, BLOOM: LayerNorm, and MPT's and BLOOM's tied embeddings,
+    MPT's learned positions, BLOOM-176B's ALiBi), any other width a gated SwiGLU (Llama-like,
+    RMSNorm)."""
     notes: list[str] = []
     if record.get("catalogue_id"):
         return find_model(record["catalogue_id"]).spec, notes
@@ -154,6 +155,7 @@ def model_of(record: Mapping[str, Any]) -> tuple[ModelSpec, list[str]]:
         tie_embeddings=tied,
         norm="rmsnorm" if gated else "layernorm",
         learned_positions=int(dims.get("learned_pos_emb_rows") or 0),
+        alibi=bool(dims.get("alibi")),  # BLOOM-176B: --position-embedding-type alibi (alibi_note)
         max_position_embeddings=max(4096, int(record.get("seq_len") or 0)),
     )
     published = dims.get("params")

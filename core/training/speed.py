@@ -255,8 +255,9 @@ def _elementwise_bytes(rank: _Rank) -> float:
     sp = rank.tp if plan.parallel.sequence_parallel else 1
     norms = (model.norms_per_layer * NORM_PASSES * d + 2 * RESIDUAL_PASSES * d) / sp
     # Rotary embeddings only where the model has them: a learned position table (GPT-2's wpe,
-    # MPT's learned_pos_emb) is added once at the input and rotates no q or k.
-    rope = 0.0 if model.learned_positions else ROPE_PASSES
+    # MPT's learned_pos_emb) is added once at the input and ALiBi (BLOOM) biases the scores
+    # inside attention; neither rotates q or k.
+    rope = 0.0 if model.learned_positions or model.alibi else ROPE_PASSES
     inner = rope * (q + kv) + TRANSPOSE_PASSES * (2 * q + 2 * kv)
     inner += ACTIVATION_PASSES * mlp * (1 if model.gated_mlp else 0.6)
     per_layer = (norms + inner / rank.tp) * dt.compute * rank.tokens

@@ -109,3 +109,13 @@ def test_megatron_deepspeed_waits_for_every_tensor_parallel_all_reduce(report) -
     plans = {s.case.id: s.case.plan for s in report.scored}
     assert not plans["bigscience-prequel-bf16-200b-160gpu"].parallel.tp_overlap
     assert plans["nemo2407-pretrain-gpt3-175b-128gpu"].parallel.tp_overlap
+
+
+def test_bloom_176b_is_an_alibi_model_and_the_prequel_test_models_are_not_assumed_so(report) -> None:  # type: ignore[no-untyped-def]
+    # BLOOM-176B: --position-embedding-type alibi (bigscience-workshop/bigscience@39ed8110482e9
+    # train/tr11-176B-ml/README.md L338-341; record bloom-176b-384gpu's alibi_note). The
+    # chronicles-prequel benchmarks do not state their position encoding: left as RoPE.
+    models = {s.case.id: s.case.plan.model for s in report.scored}
+    assert models["bloom-176b-384gpu"].alibi
+    assert not models["bloom-176b-384gpu"].learned_positions
+    assert not models["bigscience-prequel-bf16-200b-160gpu"].alibi

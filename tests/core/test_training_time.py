@@ -289,3 +289,39 @@ def test_a_model_with_learned_positions_moves_no_rotary_embedding_traffic() -> N
     passes = model.num_layers * 3  # forward, and the backward's twice as much
     rope = ROPE_PASSES * (model.q_width + model.kv_width) * dtypes_for(learned).compute * tokens * passes
     assert eager(rotary) - eager(learned) == pytest.approx(rope / (gpu.memory_bandwidth_gb_s * 1e9))
+
+
+def test_an_alibi_model_moves_no_rotary_embedding_traffic_and_no_memory() -> None:
+    # ALiBi (Press et al. 2021, arXiv:2108.12409) biases the attention scores and rotates no q or
+    # k: BLOOM (transformers BloomAttention, every BloomConfig; BLOOM-176B trained with
+    # --position-embedding-type alibi, bigscience-workshop/bigscience@39ed8110482e9
+    # train/tr11-176B-ml/README.md L338-341), MPT with attn_config.alibi. The slopes are no
+    # parameters and FlashAttention-2's alibi_slopes keep no extra activation, so the memory
+    # figures stay; the time drops by exactly ROPE_PASSES x (q + kv) per block.
+    from core.params import param_counts
+    from core.roles import dtypes_for
+    from core.training.speed import ROPE_PASSES, step_work
+
+    rotary = plan_for_model("llama-2-7b", method=Method.FULL, hardware=Hardware(gpu="h100-sxm"))
+    alibi = rotary.with_changes(model=replace(rotary.model, alibi=True))
+    gpu = find_gpu("h100-sxm")
+
+    def eager(plan: Plan) -> float:
+        return step_work(plan, param_counts(plan), gpu).features["elementwise:eager"]
+
+    model, work = rotary.model, rotary.workload
+    tokens = work.micro_batch * work.seq_len * work.grad_accum
+    passes = model.num_layers * 3  # forward, and the backward's twice as much
+    rope = ROPE_PASSES * (model.q_width + model.kv_width) * dtypes_for(rotary).compute * tokens * passes
+    assert eager(rotary) - eager(alibi) == pytest.approx(rope / (gpu.memory_bandwidth_gb_s * 1e9))
+    assert estimate(alibi).peak_bytes == estimate(rotary).peak_bytes
+    assert estimate(alibi).compute.tokens_per_second > estimate(rotary).compute.tokens_per_second
+
+
+def test_alibi_round_trips_through_a_plan_file_and_bad_values_get_one_line() -> None:
+    from core.model import model_from_dict
+
+    spec = replace(plan_for_model("llama-2-7b").model, alibi=True)
+    assert model_from_dict(json.loads(json.dumps(spec.to_dict()))) == spec
+    with pytest.raises(PlanError, match="model.alibi"):
+        model_from_dict({**spec.to_dict(), "alibi": "yes"})
