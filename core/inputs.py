@@ -570,6 +570,13 @@ INPUTS: Final[tuple[Input, ...]] = (
           "fine-tuning never ties the head to the embedding: choose a model with its own head.",
           ("--litgpt",), "litgpt's fine-tuning loop (chunked 16-bit loss, previous logits kept, 4-bit head)",
           matters=lambda p: not p.fused_loss),
+    Input("compiled_loss", Kind.BOOL, "Loss under torch.compile", "Cross-entropy under torch.compile", False,
+          "The cross-entropy runs compiled (torchtitan since Feb 2025 compiles its loss with --training.compile; "
+          "a model whose forward computes the loss compiles it with the model): Inductor keeps the 16-bit "
+          "logits and two numbers per row instead of the float32 log-softmax, and the backward forms the "
+          "logits' gradient in one fused kernel, in the logits' dtype.",
+          ("--compiled-loss",), "cross-entropy under torch.compile (no float32 N·V tensors)",
+          matters=lambda p: not p.fused_loss and not p.litgpt and not p.chunked_loss),
     Input("kbit_upcast", Kind.BOOL, "prepare_model_for_kbit_training", "prepare_model_for_kbit_training", False,
           "PEFT's prepare_model_for_kbit_training casts every 16-bit parameter that is not quantised (embedding, "
           "head, norms) to float32; the float32 norms turn the hidden states float32, and bitsandbytes casts "

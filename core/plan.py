@@ -398,6 +398,7 @@ class Plan:
     activation_offload: bool = DEFAULTS["activation_offload"]  # saved activations to pinned host memory
     bnb_legacy: bool = DEFAULTS["bnb_legacy"]  # bitsandbytes < 0.43.2: the 4-bit matmul keeps its input
     kbit_upcast: bool = DEFAULTS["kbit_upcast"]  # peft prepare_model_for_kbit_training
+    compiled_loss: bool = DEFAULTS["compiled_loss"]  # cross-entropy under torch.compile (fused, 16-bit)
     litgpt: bool = DEFAULTS["litgpt"]  # litgpt finetune loop: chunked 16-bit loss, previous logits kept
     workload: Workload = field(default_factory=Workload)
     hardware: Hardware = field(default_factory=Hardware)

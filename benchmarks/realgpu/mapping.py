@@ -16,7 +16,8 @@ The mapping's own choices are written here once, with their reason:
   differs, not the bytes a rank holds);
 - a recipe's ``float8`` is torchao's Float8Linear with dynamic tensorwise scaling, the
   default recipe and the one torchtitan's float8 converter ran in every record here (no
-  record names rowwise); ``compile`` is torch.compile over the model (stack "compile");
+  record names rowwise); ``compile`` is torch.compile over the model (stack "compile"), and over
+  the loss too (``compiled_loss``) where the torchtitan commit that ran compiles it;
 - lit-gpt / litgpt figures run the plan setting ``litgpt`` (its loss and loop) on the model
   with its own head (LitGPT never ties it when fine-tuning);
 - a card outside the catalogue is a custom card of the memory its driver reports (A10G:
@@ -296,8 +297,20 @@ def _loss(recipe: Mapping[str, Any], family: str) -> dict[str, bool]:
     if family == "lightning":
         return {"litgpt": True}
     if not recipe["fused_ce_or_liger"]:
-        return {}
+        return {"compiled_loss": True} if _torchtitan_compiles_loss(recipe) else {}
     return {"chunked_loss": True} if family == "torchtune" else {"fused_loss": True}
+
+
+# torchtitan compiled its loss with --training.compile until e8977b00 (2024-12-18, "turning off
+# compile on loss function": the Dec 2024 performance table ran without it) and again from d1f62be7
+# (2025-02-20, TrainSpec's loss_fn; torchtitan/components/loss.py at e7c0cae: build_cross_entropy_loss).
+# A torchtitan run is said to compile its loss when its recorded commit is one of these, newer.
+_TORCHTITAN_LOSS_COMPILED: Final = ("e7c0cae",)
+
+
+def _torchtitan_compiles_loss(recipe: Mapping[str, Any]) -> bool:
+    version = str((recipe.get("versions") or {}).get("torchtitan", ""))
+    return bool(recipe["compile"]) and version.startswith(_TORCHTITAN_LOSS_COMPILED)
 
 
 def _litgpt_model(model: ModelSpec, family: str) -> ModelSpec:

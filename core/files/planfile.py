@@ -100,6 +100,7 @@ OPTIONAL_KEYS: Final = (
             "bnb_legacy",
             "kbit_upcast",
             "litgpt",
+            "compiled_loss",
         )
     )
     | frozenset(

@@ -475,6 +475,8 @@ def loss_memory(plan: Plan) -> LossMemory:
         bwd = [Term("loss chunk gradients (float32), 1/8 of N·V", "3 × (N·V/8) × 4", chunk * 12)]
         return LossMemory(fwd, bwd)
     ca = dtypes_for(plan).compute
+    if plan.compiled_loss and not model.final_softcap:
+        return _compiled_loss(nv, ca)
     fwd = [Term("logits", f"N·V × {ca:g} = {sci(nv)} × {ca:g}", nv * ca)]
     if model.final_softcap:
         fwd.append(Term("soft-capped logits (tanh, kept)", f"N·V × {ca:g}", nv * ca))
@@ -489,6 +491,27 @@ def loss_memory(plan: Plan) -> LossMemory:
     if model.final_softcap:
         bwd.append(Term("soft-capped logits (tanh, kept)", f"N·V × {ca:g}", nv * ca))
     return LossMemory(fwd, bwd)
+
+
+# The cross-entropy under torch.compile, as torchtitan runs it since d1f62be7 (Feb 2025,
+# pytorch/torchtitan torchtitan/components/loss.py at e7c0cae: ``cross_entropy(pred.flatten(0, 1).float(),
+# labels)`` wrapped in ``torch.compile`` when ``training.compile``). In the compiled graph the
+# float32 upcast and log_softmax are pointwise ops and row reductions (amax, sum of exp), which
+# Inductor's min-cut partitioner (pytorch/pytorch 00c07b93 torch/_functorch/partitioners.py)
+# may recompute: the cheapest cut is the 16-bit logits (the graph's input) and one max and one
+# log-sum per row, not the float32 log-softmax. The backward's nll_loss scatter into zeros is
+# rewritten as a pointwise ``where`` (``scatter_upon_const_tensor``, torch/_inductor/fx_passes,
+# written for cross-entropy's backward), so one fused kernel reads the logits and the row stats and
+# writes the logits' gradient in their dtype (the ``.float()`` cast's backward is fused in too).
+COMPILED_LOSS_NOTE: Final = "cross-entropy under torch.compile"
+
+
+def _compiled_loss(nv: int, ca: float) -> LossMemory:
+    """The logits and the compiled cross-entropy (see COMPILED_LOSS_NOTE): the forward keeps the
+    logits only; the backward holds them and their gradient, both in the logits' dtype."""
+    logits = Term(f"logits, kept by the {COMPILED_LOSS_NOTE}", f"N·V × {ca:g} = {sci(nv)} × {ca:g}", nv * ca)
+    grad = Term(f"gradient of the logits (one fused kernel, {ca:g} B)", f"N·V × {ca:g}", nv * ca)
+    return LossMemory([logits], [logits, grad])
 
 
 # litgpt/finetune/lora.py and full.py (Lightning-AI/litgpt 00af8b0): ``model(input_ids, lm_head_chunk_size=128)``.

@@ -30,8 +30,12 @@ FOLDER = ROOT / "benchmarks" / "realgpu"
 # 48.7 %, Trainy's two H200 runs at +49 %), and torchtitan's new figures moved the fractions
 # fitted without each family (docs/REAL_GPU_MEMORY.md, "torch.compile and float8"). Lowered
 # when LitGPT's loop became a plan setting (allocated median 9.4 -> 4.3 %, worst 42.7 -> 21.3 %;
-# docs/REAL_GPU_MEMORY.md, "LitGPT's fine-tuning loop").
-CEILINGS = {"allocated": (4.4, 21.5), "reserved": (14.6, 49.0), "nvidia-smi": (10.0, 30.0), "boundary": (0.5, 0.5)}
+# docs/REAL_GPU_MEMORY.md, "LitGPT's fine-tuning loop"). Reserved lowered when torchtitan's compiled
+# loss became a plan setting (median 14.5 -> 11.9 %, worst 48.7 -> 40.4 %); nvidia-smi's median ceiling
+# raised 10.0 -> 10.2 then: Trainy's runs now enter the fit and compile under op SAC leaves it, which
+# moved the fraction fitted without PEFT's family 0.375 -> 0.245 (median 9.0 -> 10.1 %, worst 22.0 ->
+# 27.9 %; docs/REAL_GPU_MEMORY.md, "The cross-entropy under torch.compile").
+CEILINGS = {"allocated": (4.4, 21.5), "reserved": (12.0, 40.5), "nvidia-smi": (10.2, 30.0), "boundary": (0.5, 0.5)}
 
 
 def _benchmark() -> ModuleType:

@@ -100,5 +100,10 @@ def test_torchtitans_float8_converter_is_the_float8_setting() -> None:
     text = text.replace("enable=false", "enable=true")
     plan = plan_from_run(loads_run_config(text.encode(), "llama3_8b.toml"), BASE, None)
     assert plan.float8.value == "tensorwise" and plan.stack.value == "compile"
+    # compile.components = ["model", "loss"] (the file's, and CompileConfig's default): the loss is
+    # compiled too (torchtitan/components/loss.py at e7c0cae); without "loss" it is eager.
+    assert plan.compiled_loss
+    model_only = text.replace('components = ["model", "loss"]', 'components = ["model"]')
+    assert not plan_from_run(loads_run_config(model_only.encode(), "llama3_8b.toml"), BASE, None).compiled_loss
     rowwise = text.replace("[quantize.linear.float8]\n", '[quantize.linear.float8]\nrecipe_name = "rowwise"\n')
     assert plan_from_run(loads_run_config(rowwise.encode(), "llama3_8b.toml"), BASE, None).float8.value == "rowwise"

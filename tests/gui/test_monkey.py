@@ -270,6 +270,7 @@ def expected_values(window: MainWindow, plan: Plan) -> dict[str, Any]:
         "bnb_legacy": plan.bnb_legacy,
         "kbit_upcast": plan.kbit_upcast,
         "litgpt": plan.litgpt,
+        "compiled_loss": plan.compiled_loss,
         "lora.dropout": plan.lora.dropout,
         "hardware.alloc_conf": h.alloc_conf,
         "workload.micro_batch": w.micro_batch,

@@ -146,7 +146,8 @@ def apply_settings(plan: Plan, settings: RunSettings, *, model_dtype: str | None
         changes["stack"] = Stack(s.stack)
     if s.float8 is not None:
         changes["float8"] = Float8(s.float8)
-    for recipe in ("fused_loss", "grad_clip", "optimizer_in_backward", "activation_offload", "kbit_upcast"):
+    recipes = ("fused_loss", "compiled_loss", "grad_clip", "optimizer_in_backward", "activation_offload", "kbit_upcast")
+    for recipe in recipes:
         if getattr(s, recipe) is not None:
             changes[recipe] = getattr(s, recipe)
     workload = {

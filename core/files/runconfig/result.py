@@ -51,6 +51,7 @@ SETTING_LABELS: Final = {
     "attention": "Attention kernel",
     "chunked_loss": "Loss in chunks",
     "fused_loss": "Fused linear cross-entropy",
+    "compiled_loss": "Loss under torch.compile",
     "grad_clip": "Gradient clipping",
     "optimizer_in_backward": "Optimizer step in the backward",
     "activation_offload": "Activation offloading",
@@ -92,6 +93,7 @@ class RunSettings:
     attention: str | None = None  # a core.plan.Attention value
     chunked_loss: bool | None = None
     fused_loss: bool | None = None  # Liger / Cut Cross-Entropy: head + loss fused
+    compiled_loss: bool | None = None  # torchtitan compile.components names "loss"
     grad_clip: bool | None = None  # max_grad_norm / clip_grad_norm set
     optimizer_in_backward: bool | None = None  # torchtune optimizer_in_bwd
     activation_offload: bool | None = None  # torchtune / axolotl activation offloading

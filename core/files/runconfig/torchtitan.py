@@ -23,6 +23,22 @@ IMPLEMENTATIONS: Final = {"fused": "fused", "foreach": "foreach", "for-loop": "f
 DEFAULT_AC_MODE: Final = "selective"
 DEFAULT_AC_OPTION: Final = "2"
 
+def _loss_compiled(taker: Taker) -> bool:
+    """Whether torchtitan compiles its loss: ``compile.components`` names "loss" (CompileConfig's
+    default is ["model", "loss"], torchtitan/config/configs.py; the loss is compiled with
+    training.compile since d1f62be7, torchtitan/components/loss.py at e7c0cae)."""
+    components = taker.raw("compile.components")
+    if components is None:
+        components = ["model", "loss"]
+    elif isinstance(components, str):
+        components = [components]
+    if not isinstance(components, list) or not all(isinstance(c, str) for c in components):
+        raise taker.fail("compile.components", components, 'a list of names such as ["model", "loss"]')
+    compiled = "loss" in components
+    taker.record("compiled_loss", compiled, "compile.components")
+    return compiled
+
+
 def _float8(taker: Taker) -> dict[str, Any]:
     """torchtitan's float8 converter (model.converters = ["float8"], or
     "quantize.linear.float8" in later releases): torchao's Float8Linear, tensorwise unless the
@@ -129,6 +145,7 @@ def read_torchtitan(document: dict[str, Any], where: str) -> RunConfig:
     if taker.flag("compile.enable"):  # torch.compile: the blocks save less (core.training.activations)
         s["stack"] = "compile"
         taker.record("stack", "compile", "compile.enable")
+        s["compiled_loss"] = _loss_compiled(taker)
     s.update(_float8(taker))
     taker.irrelevant(*IRRELEVANT, "compile.components", "activation_checkpoint.preserve_rng_state", "model.name")
     taker.irrelevant("model.flavor", "model.hf_assets_path", "parallelism")
