@@ -8,12 +8,11 @@ median |error| ≤ 1.0 %, worst ≤ 3 %. Nothing in the estimator is fitted per 
 
 from __future__ import annotations
 
-import importlib.util
 import json
-import sys
 from pathlib import Path
 
 from core.files.measurement import load_measurement
+from tests.scripts import load_script
 
 ROOT = Path(__file__).resolve().parents[2]
 MEASURED = ROOT / "benchmarks" / "accuracy" / "measured"
@@ -22,12 +21,7 @@ HOLDOUT = ROOT / "benchmarks" / "accuracy" / "cases_holdout.json"
 
 
 def _benchmark():  # type: ignore[no-untyped-def]
-    spec = importlib.util.spec_from_file_location("accuracy_benchmark", ROOT / "benchmarks" / "accuracy.py")
-    assert spec and spec.loader
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # dataclasses look their module up while the class is built
-    spec.loader.exec_module(module)
-    return module
+    return load_script(ROOT / "benchmarks" / "accuracy.py", "accuracy_benchmark")
 
 
 def test_every_case_has_a_committed_measurement() -> None:

@@ -5,15 +5,14 @@ and the published figure it is scored on."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
-import sys
 from pathlib import Path
 
 from core.catalogue import find_model
 from core.estimate import estimate
 from core.plan import Method, Plan, Preset, Stack
 from core.training.activations import COMPILE_NOTE, layer_activations
+from tests.scripts import load_script
 
 ROOT = Path(__file__).resolve().parents[2]
 FOLDER = ROOT / "benchmarks" / "realgpu"
@@ -56,7 +55,8 @@ def test_compile_leaves_layernorm_and_a_frozen_block_as_eager_keeps_them() -> No
     gpt2 = plan("gpt2")
     assert block_bytes(gpt2.with_changes(stack=Stack.COMPILE)) < block_bytes(gpt2)  # GELU's tanh intermediates
     layer_norm_terms = [
-        t for t in layer_activations(gpt2.with_changes(stack=Stack.COMPILE), trainable_block=True).items
+        t
+        for t in layer_activations(gpt2.with_changes(stack=Stack.COMPILE), trainable_block=True).items
         if "norm" in t.label
     ]
     assert layer_norm_terms == [t for t in layer_activations(gpt2, trainable_block=True).items if "norm" in t.label]
@@ -67,15 +67,7 @@ def test_torchtunes_compile_row_is_now_within_five_percent() -> None:
     # batch 2 × 4096 on an A100: "+ compile" holds 51.0 GiB active (54.76 GB) against
     # 60.0 GiB (64.42 GB) without. Eager the estimate read +13.5 % here; no constant is fitted
     # on this figure (the partitioner's rules are the whole model).
-    sys.path.insert(0, str(FOLDER))
-    try:
-        spec = importlib.util.spec_from_file_location("realgpu_mapping_compile", FOLDER / "mapping.py")
-        assert spec and spec.loader
-        mapping = importlib.util.module_from_spec(spec)
-        sys.modules[spec.name] = mapping
-        spec.loader.exec_module(mapping)
-    finally:
-        sys.path.remove(str(FOLDER))
+    mapping = load_script(FOLDER / "mapping.py", "realgpu_mapping_compile")
     figures = json.loads((FOLDER / "memory_figures.json").read_text())["figures"]
     figure = next(f for f in figures if f["id"] == "torchtune-flags-3b-compile")
     mapped = mapping.map_figure(figure)

@@ -12,15 +12,14 @@ e7c0cae, Llama 3.1 8B, local batch 2 × 8,192, compile + float8 + op SAC, 32 / 6
 
 from __future__ import annotations
 
-import importlib.util
 import json
-import sys
 from pathlib import Path
 
 from core.catalogue import find_model
 from core.estimate import estimate
 from core.plan import CheckpointPolicy, Plan, Stack, Workload
 from core.training.activations import loss_memory
+from tests.scripts import load_script
 
 ROOT = Path(__file__).resolve().parents[2]
 FOLDER = ROOT / "benchmarks" / "realgpu"
@@ -58,16 +57,7 @@ def test_a_compiled_loss_lowers_the_peak_by_what_the_loss_held() -> None:
 
 
 def _mapping() -> object:
-    sys.path.insert(0, str(FOLDER))
-    try:
-        spec = importlib.util.spec_from_file_location("realgpu_mapping_compiled_loss", FOLDER / "mapping.py")
-        assert spec and spec.loader
-        module = importlib.util.module_from_spec(spec)
-        sys.modules[spec.name] = module
-        spec.loader.exec_module(module)
-        return module
-    finally:
-        sys.path.remove(str(FOLDER))
+    return load_script(FOLDER / "mapping.py", "realgpu_mapping_compiled_loss")
 
 
 def test_only_torchtitan_runs_that_compiled_their_loss_map_to_it() -> None:

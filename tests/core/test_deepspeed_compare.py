@@ -10,8 +10,6 @@ last ones hold this estimator to the terms both count the same way.
 
 from __future__ import annotations
 
-import importlib.util
-import sys
 from pathlib import Path
 from types import ModuleType
 
@@ -20,18 +18,14 @@ import pytest
 from core.breakdown import BucketKey, StepPhase
 from core.catalogue import find_model
 from core.estimate import estimate
+from tests.scripts import load_script
 
 ROOT = Path(__file__).resolve().parents[2]
 GIB = 2**30
 
 
 def _module() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("deepspeed_compare", ROOT / "benchmarks" / "deepspeed_compare.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # its dataclasses look their module up while being built
-    spec.loader.exec_module(module)
-    return module
+    return load_script(ROOT / "benchmarks" / "deepspeed_compare.py", "deepspeed_compare")
 
 
 DS = _module()

@@ -8,9 +8,7 @@ bf16-true, 512 tokens) and ``litgpt-rt-*`` (lit-gpt 8641822, the same loop)."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
-import sys
 from pathlib import Path
 
 from core.breakdown import BucketKey, StepPhase
@@ -19,6 +17,7 @@ from core.dtypes import Quant, nf4_bytes_per_weight
 from core.estimate import estimate
 from core.plan import LoraSettings, Method, Plan, Workload
 from core.training.activations import layer_activations, loss_memory
+from tests.scripts import load_script
 
 ROOT = Path(__file__).resolve().parents[2]
 FOLDER = ROOT / "benchmarks" / "realgpu"
@@ -67,9 +66,10 @@ def test_litgpts_qlora_quantises_the_head_and_dequantises_it_in_the_backward() -
     # The head moves from the 16-bit rest (2 B a weight) to NF4 (double-quantised here, the
     # plan's default: 0.5 + 1/64 + 4/(64·256) B a weight, core.dtypes).
     moved = 262_668_288
-    assert plain_weights["unquantised (embeddings, head, norms)"] - weights[
-        "unquantised (embeddings, head, norms)"
-    ] == moved * 2
+    assert (
+        plain_weights["unquantised (embeddings, head, norms)"] - weights["unquantised (embeddings, head, norms)"]
+        == moved * 2
+    )
     assert weights["nf4 block weights"] - plain_weights["nf4 block weights"] == moved * nf4_bytes_per_weight(True)
     # A tied head is the embedding, which stays 16-bit: nothing to quantise or dequantise.
     assert "dequantised" not in loss_memory(hub_plan()).backward[-1].label
@@ -101,16 +101,7 @@ def test_litgpt_repeats_k_and_v_to_every_head_in_training() -> None:
 
 
 def _mapping() -> object:
-    sys.path.insert(0, str(FOLDER))
-    try:
-        spec = importlib.util.spec_from_file_location("realgpu_mapping_litgpt", FOLDER / "mapping.py")
-        assert spec and spec.loader
-        module = importlib.util.module_from_spec(spec)
-        sys.modules[spec.name] = module
-        spec.loader.exec_module(module)
-        return module
-    finally:
-        sys.path.remove(str(FOLDER))
+    return load_script(FOLDER / "mapping.py", "realgpu_mapping_litgpt")
 
 
 def test_litgpt_figures_map_to_the_litgpt_loop_on_an_untied_head() -> None:

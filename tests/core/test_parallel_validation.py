@@ -10,12 +10,12 @@ Skipped while no measurement is committed.
 
 from __future__ import annotations
 
-import importlib.util
 import json
-import sys
 from pathlib import Path
 
 import pytest
+
+from tests.scripts import load_script
 
 ROOT = Path(__file__).resolve().parents[2]
 DATA = ROOT / "benchmarks" / "parallel"
@@ -25,12 +25,7 @@ pytestmark = pytest.mark.skipif(not MEASURED, reason="no multi-GPU measurement c
 
 
 def _benchmark():  # type: ignore[no-untyped-def]
-    spec = importlib.util.spec_from_file_location("parallel_benchmark", ROOT / "benchmarks" / "parallel.py")
-    assert spec and spec.loader
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # dataclasses look their module up while the class is built
-    spec.loader.exec_module(module)
-    return module
+    return load_script(ROOT / "benchmarks" / "parallel.py", "parallel_benchmark")
 
 
 def test_every_measurement_is_a_listed_case() -> None:

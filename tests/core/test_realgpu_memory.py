@@ -11,15 +11,14 @@ lower the ceilings when the estimate improves).
 
 from __future__ import annotations
 
-import importlib.util
 import json
-import sys
 from pathlib import Path
 from types import ModuleType
 
 import pytest
 
 from core.runtime import ALLOCATOR_FRAGMENTATION
+from tests.scripts import load_script
 
 ROOT = Path(__file__).resolve().parents[2]
 FOLDER = ROOT / "benchmarks" / "realgpu"
@@ -39,16 +38,7 @@ CEILINGS = {"allocated": (4.4, 21.5), "reserved": (12.0, 40.5), "nvidia-smi": (1
 
 
 def _benchmark() -> ModuleType:
-    sys.path.insert(0, str(FOLDER))
-    try:
-        spec = importlib.util.spec_from_file_location("realgpu_memory_benchmark", FOLDER / "memory.py")
-        assert spec and spec.loader
-        module = importlib.util.module_from_spec(spec)
-        sys.modules[spec.name] = module
-        spec.loader.exec_module(module)
-        return module
-    finally:
-        sys.path.remove(str(FOLDER))
+    return load_script(FOLDER / "memory.py", "realgpu_memory_benchmark")
 
 
 @pytest.fixture(scope="module")

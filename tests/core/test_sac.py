@@ -10,9 +10,7 @@ measured_sac (tools/measure, ``_enable_selective``).
 
 from __future__ import annotations
 
-import importlib.util
 import json
-import sys
 from dataclasses import replace
 from pathlib import Path
 
@@ -33,6 +31,7 @@ from core.plan import Attention, CheckpointPolicy, Hardware, Method, Plan, Preci
 from core.presets import default_plan
 from core.training.activations import recomputed_share, selective_saved
 from core.training.compute import flops_per_token
+from tests.scripts import load_script
 
 ROOT = Path(__file__).resolve().parents[2]
 DATA = ROOT / "tests" / "data" / "runconfigs"
@@ -236,12 +235,7 @@ def test_torchtitan_mode_none_and_the_default_and_a_bad_option() -> None:
 
 
 def _benchmark():  # type: ignore[no-untyped-def]
-    spec = importlib.util.spec_from_file_location("sac_benchmark", ROOT / "benchmarks" / "sac_accuracy.py")
-    assert spec and spec.loader
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
+    return load_script(ROOT / "benchmarks" / "sac_accuracy.py", "sac_benchmark")
 
 
 def test_every_sac_case_is_measured_held_out_ones_included() -> None:

@@ -11,13 +11,13 @@ Nothing in the estimator is fitted per case.
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import statistics
-import sys
 from pathlib import Path
 
 import pytest
+
+from tests.scripts import load_script
 
 ROOT = Path(__file__).resolve().parents[2]
 # Where the v0.19.0 start-up logs were read (llm-d-incubation/llm-d-planner, commit d3121e05).
@@ -27,12 +27,7 @@ LLM_D_LOGS = (
 
 
 def _benchmark():  # type: ignore[no-untyped-def]
-    spec = importlib.util.spec_from_file_location("serving_benchmark", ROOT / "benchmarks" / "serving.py")
-    assert spec and spec.loader
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # dataclasses look their module up while the class is built
-    spec.loader.exec_module(module)
-    return module
+    return load_script(ROOT / "benchmarks" / "serving.py", "serving_benchmark")
 
 
 def test_hf_generate_peaks_within_target() -> None:
@@ -104,10 +99,7 @@ def test_every_log_left_out_says_why() -> None:
 
 
 def test_log_reader_takes_vllms_own_lines() -> None:
-    spec = importlib.util.spec_from_file_location("read_vllm_log", ROOT / "benchmarks" / "serving" / "read_vllm_log.py")
-    assert spec and spec.loader
-    reader = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(reader)
+    reader = load_script(ROOT / "benchmarks" / "serving" / "read_vllm_log.py", "read_vllm_log")
     # Ten lines of the Llama-3.1-8B 16k log, verbatim (LLM_D_LOGS +
     # meta-llama-llama-3-1-8b--h100-80gb--tp1pp1dp1--16384.log).
     excerpt = (ROOT / "tests" / "data" / "vllm-0.19.0-llama-3.1-8b-16k-excerpt.log").read_text(encoding="utf-8")

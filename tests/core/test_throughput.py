@@ -12,28 +12,20 @@ The whole benchmark runs here (about 2 s: the fit is a small least-squares probl
 
 from __future__ import annotations
 
-import importlib.util
-import sys
 from pathlib import Path
 from types import ModuleType
 
 import pytest
 
 from core.training.efficiency import FITTED
+from tests.scripts import load_script
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture(scope="module")
 def bench() -> ModuleType:
-    spec = importlib.util.spec_from_file_location(
-        "throughput_benchmark", ROOT / "benchmarks" / "realgpu" / "throughput.py"
-    )
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # dataclasses look their module up while the class is built
-    spec.loader.exec_module(module)
-    return module
+    return load_script(ROOT / "benchmarks" / "realgpu" / "throughput.py", "throughput_benchmark")
 
 
 @pytest.fixture(scope="module")
