@@ -39,6 +39,7 @@ from typing import Any, Final
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
+from benchmarks.serving import vllm_plan  # noqa: E402
 from core.catalogue import find_gpu, find_model  # noqa: E402
 from core.hfconfig import model_from_hf_config  # noqa: E402
 from core.model import ModelSpec  # noqa: E402
@@ -429,26 +430,8 @@ def old_corpus_cases() -> list[Case]:
             continue  # listed by unexpressed()
         source = old_source(entry)
         version = "0.19" if entry["vllm_version"].startswith("0.19") else "0.6"
-        if "model_config" in entry:
-            path = ROOT / entry["model_config"]
-            model, model_id = config_model(path.stem), path.stem
-        else:
-            model, model_id = catalogue(entry["model"]), entry["model"]
-        plan = serving_plan(
-            model,
-            model_id,
-            entry["gpu"],
-            engine="vllm",
-            vllm_version=version,
-            context=entry["max_model_len"],
-            tensor_parallel=entry["tensor_parallel"],
-            pipeline_parallel=entry.get("pipeline_parallel", 1),
-            gpu_memory_utilization=entry["gpu_memory_utilization"],
-            max_num_batched_tokens=entry["max_num_batched_tokens"],
-            max_num_seqs=entry["max_num_seqs"],
-            weight_dtype=entry.get("weights", "bf16"),
-            kv_dtype=entry.get("kv_dtype", "bf16"),
-        )
+        # The entry's plan as benchmarks/serving.py reads it (the rules' own scoring), at its release.
+        plan = vllm_plan(entry).with_inference(vllm_version=version)
         logged = entry["logged"]
         tokens = logged.get("kv_cache_tokens") or tokens_from_gib(plan, logged["kv_cache_gib"])
         cases.append(kv_tokens_case(entry["id"], source, plan, float(tokens), entry.get("model_note", "")))
