@@ -118,16 +118,7 @@ class Document(QObject):
 
     def open_path(self, path: str) -> bool:
         try:  # a large file is parsed in the worker process: the window keeps running
-            plan = offthread.read_off_the_gui_thread(
-                self.dialog_parent,
-                planfile.load,
-                path,
-                lane="files",
-                title="Open plan",
-                text=f"Reading {Path(path).name}…",
-                name="openProgress",
-                worker=offthread.worker_for([path]),
-            )
+            plan = offthread.read_file(self.dialog_parent, planfile.load, path, title="Open plan", name="openProgress")
         except (PlanFileError, PlanError, JobFailed) as error:
             dialogs.error(self.dialog_parent, "Cannot open the plan", str(error))
             return False

@@ -860,15 +860,8 @@ class MainWindow(QMainWindow):
         from core.files.measurement import load_measurement
 
         try:  # a large file is parsed in the worker process: the window keeps running
-            measurement = offthread.read_off_the_gui_thread(
-                self,
-                load_measurement,
-                path,
-                lane="files",
-                title="Load measurement",
-                text=f"Reading {Path(path).name}…",
-                name="measurementProgress",
-                worker=offthread.worker_for([path]),
+            measurement = offthread.read_file(
+                self, load_measurement, path, title="Load measurement", name="measurementProgress"
             )
         except (PlanFileError, JobFailed) as error:
             dialogs.error(self, "Cannot read the measurement", str(error))

@@ -105,15 +105,8 @@ class ModelImporter(QObject):
         shards = _shard_count(path)
         if shards == 0:
             try:
-                result = offthread.read_off_the_gui_thread(
-                    self._parent,
-                    import_model,
-                    path,
-                    lane="files",
-                    title="Import model",
-                    text=f"Reading {Path(path).name}…",
-                    name="importConfigProgress",
-                    worker=offthread.worker_for([path]),
+                result = offthread.read_file(
+                    self._parent, import_model, path, title="Import model", name="importConfigProgress"
                 )
             except (PlanFileError, PlanError, JobFailed) as error:
                 self.failed.emit(str(error))

@@ -61,6 +61,23 @@ def worker_for(paths: Iterable[str]) -> Worker | None:
     return None
 
 
+def read_file(
+    parent: QWidget | None, read: Callable[[Any], Answer], path: str, *, title: str, name: str
+) -> Answer | None:
+    """``read(path)`` of one file the user opened, as :func:`read_off_the_gui_thread` does it for
+    files: a large one in the worker process, "Reading <file>…" in the progress dialog."""
+    return read_off_the_gui_thread(
+        parent,
+        read,
+        path,
+        lane="files",
+        title=title,
+        text=f"Reading {os.path.basename(path)}…",
+        name=name,
+        worker=worker_for([path]),
+    )
+
+
 def read_off_the_gui_thread(
     parent: QWidget | None,
     read: Callable[[Any], Answer],
