@@ -273,22 +273,9 @@ def test_a_model_with_learned_positions_moves_no_rotary_embedding_traffic() -> N
     # learned_pos_emb (llm-foundry's benchmark configs, e.g. throughput record
     # mosaic-a10080gb-amp_bf16-125m-s2048-g8-mb32) rotate no q or k: ROPE_PASSES (9 passes of
     # q and k per block) apply to RoPE models only (learned_positions == 0).
-    from core.params import param_counts
-    from core.roles import dtypes_for
-    from core.training.speed import ROPE_PASSES, step_work
-
     learned = plan_for_model("gpt2", method=Method.FULL, hardware=Hardware(gpu="h100-sxm"))
     rotary = learned.with_changes(model=replace(learned.model, learned_positions=0))
-    gpu = find_gpu("h100-sxm")
-
-    def eager(plan: Plan) -> float:
-        return step_work(plan, param_counts(plan), gpu).features["elementwise:eager"]
-
-    model, work = learned.model, learned.workload
-    tokens = work.micro_batch * work.seq_len * work.grad_accum
-    passes = model.num_layers * 3  # forward, and the backward's twice as much
-    rope = ROPE_PASSES * (model.q_width + model.kv_width) * dtypes_for(learned).compute * tokens * passes
-    assert eager(rotary) - eager(learned) == pytest.approx(rope / (gpu.memory_bandwidth_gb_s * 1e9))
+    assert _eager_seconds(rotary) - _eager_seconds(learned) == pytest.approx(_rope_seconds(learned))
 
 
 def test_an_alibi_model_moves_no_rotary_embedding_traffic_and_no_memory() -> None:
@@ -298,22 +285,9 @@ def test_an_alibi_model_moves_no_rotary_embedding_traffic_and_no_memory() -> Non
     # train/tr11-176B-ml/README.md L338-341), MPT with attn_config.alibi. The slopes are no
     # parameters and FlashAttention-2's alibi_slopes keep no extra activation, so the memory
     # figures stay; the time drops by exactly ROPE_PASSES x (q + kv) per block.
-    from core.params import param_counts
-    from core.roles import dtypes_for
-    from core.training.speed import ROPE_PASSES, step_work
-
     rotary = plan_for_model("llama-2-7b", method=Method.FULL, hardware=Hardware(gpu="h100-sxm"))
     alibi = rotary.with_changes(model=replace(rotary.model, alibi=True))
-    gpu = find_gpu("h100-sxm")
-
-    def eager(plan: Plan) -> float:
-        return step_work(plan, param_counts(plan), gpu).features["elementwise:eager"]
-
-    model, work = rotary.model, rotary.workload
-    tokens = work.micro_batch * work.seq_len * work.grad_accum
-    passes = model.num_layers * 3  # forward, and the backward's twice as much
-    rope = ROPE_PASSES * (model.q_width + model.kv_width) * dtypes_for(rotary).compute * tokens * passes
-    assert eager(rotary) - eager(alibi) == pytest.approx(rope / (gpu.memory_bandwidth_gb_s * 1e9))
+    assert _eager_seconds(rotary) - _eager_seconds(alibi) == pytest.approx(_rope_seconds(rotary))
     assert estimate(alibi).peak_bytes == estimate(rotary).peak_bytes
     assert estimate(alibi).compute.tokens_per_second > estimate(rotary).compute.tokens_per_second
 
@@ -325,3 +299,24 @@ def test_alibi_round_trips_through_a_plan_file_and_bad_values_get_one_line() -> 
     assert model_from_dict(json.loads(json.dumps(spec.to_dict()))) == spec
     with pytest.raises(PlanError, match="model.alibi"):
         model_from_dict({**spec.to_dict(), "alibi": "yes"})
+
+
+def _eager_seconds(plan: Plan) -> float:
+    """The step's element-wise traffic time on the plan's card (core.training.speed)."""
+    from core.params import param_counts
+    from core.training.speed import step_work
+
+    return step_work(plan, param_counts(plan), find_gpu(plan.hardware.gpu)).features["elementwise:eager"]
+
+
+def _rope_seconds(plan: Plan) -> float:
+    """RoPE's ROPE_PASSES reads and writes of q and k in every block, forward and the backward's
+    twice as much, at the card's bandwidth: what a model without rotary embeddings saves."""
+    from core.roles import dtypes_for
+    from core.training.speed import ROPE_PASSES
+
+    model, work = plan.model, plan.workload
+    tokens = work.micro_batch * work.seq_len * work.grad_accum
+    passes = model.num_layers * 3
+    rope = ROPE_PASSES * (model.q_width + model.kv_width) * dtypes_for(plan).compute * tokens * passes
+    return rope / (find_gpu(plan.hardware.gpu).memory_bandwidth_gb_s * 1e9)
