@@ -7,6 +7,7 @@ import math
 from typing import TYPE_CHECKING, Literal
 
 from core.format import count as format_count
+from core.format import counted as counted  # re-exported: the views count through gui.format
 from core.format import hours as hours  # re-exported: the views format through gui.format
 from core.format import memory as format_memory
 from core.format import money as money
@@ -52,11 +53,6 @@ def _superscript(n: int) -> str:
 def count(value: float) -> str:
     """Short form for big counts: 8.03B, 3.41M, 20M (the command line's too)."""
     return format_count(value)
-
-
-def counted(n: int, noun: str) -> str:
-    """``n`` with its noun in English number: "1 request", "51 requests"."""
-    return f"{n:,} {noun}" if n == 1 else f"{n:,} {noun}s"
 
 
 def measurement_label(measurement: Measurement) -> str:

@@ -27,7 +27,7 @@ from core.advice.compare import SERVING, TOTAL, Comparison, Row, RowKind, compar
 from core.advice.diagnosis import Diagnosis, diagnose
 from core.breakdown import BUCKET_LABELS, BUCKET_ORDER, SERVING_BUCKET_ORDER, Bucket, BucketKey
 from core.estimate import VERDICT_LABELS, Estimate, Mode, Verdict
-from core.format import hours, memory, money
+from core.format import counted, hours, memory, money
 from core.plan import ENGINE_LABELS, Plan
 from core.units import GB, GiB
 
@@ -137,7 +137,8 @@ def _verdict_line(est: Estimate, unit: str, mode: Mode = Mode.TRAINING) -> str:
     plan = est.plan
     judged = est.judgement(mode)
     where = (
-        f"{est.inference.max_concurrent:,} of {plan.inference.concurrent:,} requests at once"
+        f"{counted(plan.inference.concurrent, 'request')} × {plan.inference.context:,} tokens, "
+        f"at most {counted(est.inference.max_concurrent, 'request')} of this context"
         if mode is Mode.INFERENCE
         else f"peak at the {est.peak_phase}"
     )

@@ -191,3 +191,21 @@ def test_cli_report_and_compare_take_the_mode(tmp_path: Path, capsys: pytest.Cap
     assert doc["mode"] == "inference" and doc["cheapest_fit"] == "p"
     verdict = next(row for row in doc["rows"] if row["key"] == "verdict")
     assert verdict["values"] == ["Fits"]
+
+
+def test_an_inference_report_counts_the_requests_as_the_window_does() -> None:
+    # One request on an H100 with room for dozens (Hugging Face generate: a static batch). The
+    # report read "62 of 1 requests at once"; the window says "1 request × 4,096 tokens · at most
+    # N requests of this context" (gui/panels/verdict.py).
+    plan = default_plan().with_hardware(gpu="h100-sxm").with_inference(concurrent=1)
+    est = estimate(plan)
+    room = est.inference.max_concurrent
+    assert room > 1
+    text = to_markdown(build_report([("p", plan)], mode=Mode.INFERENCE, generated="2026-12-02T00:00:00Z"))
+    line = next(
+        line
+        for line in text.splitlines()
+        if line.startswith(VERDICT_LABELS[est.judgement(Mode.INFERENCE).verdict] + ":")
+    )
+    assert f"{room:,} of 1 requests" not in line
+    assert f"1 request × {plan.inference.context:,} tokens, at most {room:,} requests of this context" in line
