@@ -242,7 +242,7 @@ def remedies_for_symptom(
 class DiagnosisReport:
     request: DiagnosisRequest
     diagnosis: Diagnosis
-    curves: Mapping[str, Curve]  # "micro_batch" and "seq_len", crossing at the limits
+    curves: Mapping[str, Curve]  # training: "micro_batch" and "seq_len", crossing at the limits; serving: none
     symptom: Symptom | None
     symptom_remedies: tuple[Remedy, ...]
 
@@ -254,7 +254,12 @@ def report(request: DiagnosisRequest) -> DiagnosisReport:
     """
     plan = request.plan
     diagnosis = diagnose(plan, request.mode, request.pins)
-    curves = {axis: memory_curve(plan, axis, crossing=diagnosis.limits.largest(axis)) for axis in AXES}
+    # The curves are the training step's memory against its micro-batch and sequence: none for serving.
+    curves = (
+        {axis: memory_curve(plan, axis, crossing=diagnosis.limits.largest(axis)) for axis in AXES}
+        if request.mode is Mode.TRAINING
+        else {}
+    )
     symptom: Symptom | None = None
     found: tuple[Remedy, ...] = ()
     if request.symptom is not None and request.symptom is not Failure.NONE:

@@ -397,8 +397,12 @@ class DiagnosisPanel(QScrollArea):
         if self.report is None:
             return
         plan = self.report.request.plan
-        self.curve = self.report.curves[self.axis]
-        self.curve_view.show_curve(self.curve, getattr(plan.workload, self.axis))
+        drawn = self.axis in self.report.curves  # training only: serving has no such curve
+        self.axis_picker.setVisible(drawn)
+        self.curve_view.setVisible(drawn)
+        if drawn:
+            self.curve = self.report.curves[self.axis]
+            self.curve_view.show_curve(self.curve, getattr(plan.workload, self.axis))
 
     def _show_diagnosis(self) -> None:
         d = self.diagnosis

@@ -420,6 +420,21 @@ def test_each_mode_shows_its_own_limits(qtbot: Any, shown: MainWindow) -> None:
     assert form.isRowVisible(panel.limits["concurrent"])
 
 
+def test_inference_mode_draws_no_training_memory_curve(qtbot: Any, shown: MainWindow) -> None:
+    # The curve is the training step's memory against its micro-batch or sequence: in Inference
+    # mode it read "no micro-batch fits, not even 1" under a "Serving fits" badge.
+    panel = show_plan(qtbot, shown, LESSON_7B_ON_4090)
+    assert not panel.curve_view.isHidden() and not panel.axis_picker.isHidden()
+    shown.display.set_mode(Mode.INFERENCE)
+    settle(qtbot, panel)
+    assert panel.diagnosis is not None and panel.diagnosis.mode is Mode.INFERENCE
+    assert panel.curve_view.isHidden() and panel.axis_picker.isHidden()
+    assert panel.report is not None and not panel.report.curves  # nor worked out for nothing
+    shown.display.set_mode(Mode.TRAINING)
+    settle(qtbot, panel)
+    assert not panel.curve_view.isHidden() and panel.curve_view.curve == panel.report.curves[panel.axis]
+
+
 def test_tab_reaches_the_together_apply_before_the_single_changes(qtbot: Any, shown: MainWindow) -> None:
     # Issue 26, cosmetic: the combination ("Together", shown above the list) was reached last.
     # Llama 3.2 3B LoRA, 8 × 4,096 tokens on an RTX 4090: three changes together are cheapest.
