@@ -532,9 +532,10 @@ def _litgpt_loss(plan: Plan, n: int) -> LossMemory:
     With bitsandbytes before 0.43.2 that old graph still holds every 4-bit layer's input
     (``MatMul4Bit`` keeps ``ctx.tensors = (A, B)``, bitsandbytes 0.42.0
     ``autograd/_functions.py``, an attribute of the node, not a saved tensor that the backward
-    releases). With the head quantised (:func:`litgpt_quantised_head`) its backward
-    dequantises the whole head for each slice's input gradient (``MatMul4Bit.backward``:
-    ``F.dequantize_4bit(B, ctx.state)``), one V·d tensor in the compute dtype."""
+    releases). With the head quantised (:func:`litgpt_quantised_head`) every slice's forward
+    and input gradient dequantise the whole head (:func:`_litgpt_head_dequantised`): the last
+    slice's forward does it on top of everything the forward keeps, the first slice's
+    backward on top of what the backward starts with."""
     model = plan.model
     v, d = model.vocab_size, model.hidden_size
     ca = dtypes_for(plan).compute
@@ -552,8 +553,35 @@ def _litgpt_loss(plan: Plan, n: int) -> LossMemory:
         Term("one slice's gradients (log-probabilities, logits)", f"2 × {rows:,} × V × {ca:g}", 2 * rows * v * ca),
     ]
     if litgpt_quantised_head(plan):
-        bwd.append(Term("4-bit head dequantised for its backward", f"V·d × {ca:g}", v * d * ca))
+        fwd += _litgpt_head_dequantised(plan, "forward")
+        bwd += _litgpt_head_dequantised(plan, "backward")
     return LossMemory(fwd, bwd)
+
+
+# Lightning's BitsandbytesPrecision quantises every 4-bit weight from a float16 copy
+# (Lightning-AI/pytorch-lightning 2.1.0 to 2.4.0, src/lightning/fabric/plugins/precision/bitsandbytes.py,
+# _Linear4bit: ``w = weight.contiguous().to(device=..., dtype=torch.half)`` before
+# ``bnb.functional.quantize_4bit(w, ...)``), and bitsandbytes records the input's dtype in the
+# QuantState (0.42.0 functional.py quantize_4bit: ``QuantState(..., dtype=A.dtype, ...)``).
+LIGHTNING_4BIT_SOURCE_DTYPE: Final = Dtype.FP16
+
+
+def _litgpt_head_dequantised(plan: Plan, phase: str) -> list[Term]:
+    """The 4-bit head, dequantised for one slice's matmul (bitsandbytes 0.42.0
+    ``autograd/_functions.py`` ``MatMul4Bit``: ``F.dequantize_4bit(B, quant_state).to(A.dtype)`` in
+    the forward, ``.to(grad_output.dtype)`` in the backward). ``dequantize_4bit`` returns the
+    QuantState's dtype, float16 under Lightning (LIGHTNING_4BIT_SOURCE_DTYPE), and ``.to`` copies
+    it into the compute dtype while the float16 tensor is still alive: two V·d tensors at once,
+    one when the compute dtype is float16 itself."""
+    model = plan.model
+    vd = model.vocab_size * model.hidden_size
+    src = DTYPE_BYTES[LIGHTNING_4BIT_SOURCE_DTYPE]
+    terms = [Term(f"4-bit head dequantised for a slice's {phase} (float16)", f"V·d × {src:g}", vd * src)]
+    compute = compute_dtype(plan)
+    if compute is not LIGHTNING_4BIT_SOURCE_DTYPE:
+        ca = DTYPE_BYTES[compute]
+        terms.append(Term(f"its copy in the compute dtype ({phase})", f"V·d × {ca:g}", vd * ca))
+    return terms
 
 
 def _litgpt_stale_inputs(plan: Plan, n: int, ca: float) -> list[Term]:
