@@ -537,7 +537,7 @@ def _litgpt_loss(plan: Plan, n: int) -> LossMemory:
     slice's forward does it on top of everything the forward keeps, the first slice's
     backward on top of what the backward starts with."""
     model = plan.model
-    v, d = model.vocab_size, model.hidden_size
+    v = model.vocab_size
     ca = dtypes_for(plan).compute
     nv = n * v
     rows = min(n, plan.workload.micro_batch * LITGPT_HEAD_CHUNK)
