@@ -75,6 +75,8 @@ DETAILS_MIN_WIDTH = 270  # the tabs' short names fit (SHORT_TAB_NAMES: 265 px of
 SHORT_TAB_NAMES = {"Arithmetic": "Sums", "Compute && time": "Time"}
 DOCK_SHARES = (0.25, 0.35)
 CHART_SHARE = 0.36
+FIRST_LEAST = QSize(1024, 700)  # the smallest window the layout is checked at (tests/gui/test_window_layout.py)
+FIRST_SHARE = 0.8  # of the screen's free area, at a first start
 # How long the edits pause before the verdict's banner gives back room it no longer needs.
 BANNER_SHRINK_DELAY_MS = 1200
 # This machine is looked at once the window has painted: its GPUs at once (a thread, waiting
@@ -142,6 +144,17 @@ class _FirstPaint(QObject):
             app.removeEventFilter(self)
         if then is not None:
             then()
+
+
+def first_size(screen: QSize) -> QSize:
+    """The window's size at a first start (no saved geometry): FIRST_SHARE of the screen, at
+    least the 1024 × 700 the layout is made for, never larger than the screen.
+
+    Left to Qt, the window took its size hint, 780 × 533: the two side docks' least widths
+    left the chart 9 pixels."""
+    width = max(FIRST_LEAST.width(), round(screen.width() * FIRST_SHARE))
+    height = max(FIRST_LEAST.height(), round(screen.height() * FIRST_SHARE))
+    return QSize(min(width, screen.width()), min(height, screen.height()))
 
 
 class MainWindow(QMainWindow):
@@ -945,8 +958,8 @@ class MainWindow(QMainWindow):
     def restore_session(self) -> None:
         """Window geometry and docks, and the last plan, as they were at the last close."""
         geometry = self.settings.geometry
-        if geometry is not None:
-            self.restoreGeometry(geometry)
+        if geometry is None or not self.restoreGeometry(geometry):
+            self.resize(first_size(self.screen().availableGeometry().size()))
         state = self.settings.window_state
         if state is not None:
             self.restoreState(state)
