@@ -51,9 +51,6 @@ from gui.forms.serving import ServingForm
 from gui.forms.workload import WorkloadForm
 from gui.layout import LayoutFence, quiet_tab_layouts, settle_layouts
 from gui.panels.arithmetic import ArithmeticPanel
-from gui.panels.compute import ComputePanel
-from gui.panels.diagnosis import DiagnosisPanel
-from gui.panels.inference import InferencePanel
 from gui.panels.verdict import VerdictPanel
 from gui.settings import Settings
 from gui.theme import apply_theme
@@ -66,6 +63,9 @@ if TYPE_CHECKING:  # looked at once the window has painted, or when a file is op
     from core.files.local_gpus import LocalGpus
     from core.files.measurement import Measurement
     from gui.local_machine import LocalMachine
+    from gui.panels.compute import ComputePanel
+    from gui.panels.diagnosis import DiagnosisPanel
+    from gui.panels.inference import InferencePanel
 
 APP_NAME = "VRAM Planner"
 # Side docks: least widths that keep every form row and the tab names readable, and the share
@@ -359,13 +359,23 @@ class MainWindow(QMainWindow):
         self.tabs.tabBar().setAccessibleName("Details tabs")
         self.tabs.setDocumentMode(True)
         self.arithmetic = ArithmeticPanel()
-        self.compute_panel = ComputePanel()
-        self.inference_panel = InferencePanel()
         self.add_panel(self.arithmetic, "Arithmetic")
-        self.add_panel(self.compute_panel, "Compute && time")
-        self.add_panel(self.inference_panel, "Serving")
-        self.diagnosis = DiagnosisPanel(self.diagnoser, self.display)
-        self.add_panel(self.diagnosis, "Diagnosis")
+        # The other tabs are hidden at start-up: each panel is built when its tab is first
+        # shown or the panel is first asked for (compute_panel, inference_panel, diagnosis).
+        self._compute_panel: ComputePanel | None = None
+        self._inference_panel: InferencePanel | None = None
+        self._diagnosis: DiagnosisPanel | None = None
+        self._unbuilt: dict[QWidget, Callable[[], QWidget]] = {}
+        for title, build in (
+            ("Compute && time", lambda: self.compute_panel),
+            ("Serving", lambda: self.inference_panel),
+            ("Diagnosis", lambda: self.diagnosis),
+        ):
+            page = QWidget()
+            page.setAccessibleName(title.replace("&&", "&"))
+            self._unbuilt[page] = build
+            self.add_panel(page, title)
+        self.tabs.currentChanged.connect(self._build_current_tab)
         self.details_dock = QDockWidget("Details", self)
         self.details_dock.setObjectName("detailsDock")
         self.details_dock.setWidget(LayoutFence(self.tabs))
@@ -382,6 +392,63 @@ class MainWindow(QMainWindow):
         self._full_tabs_width = bar.sizeHint().width()
         self.tabs.installEventFilter(self)  # short names when the dock is narrow (1024 × 700)
         self.addDockWidget(Qt.DockWidgetArea.RightDockWidgetArea, self.details_dock)
+
+    @property
+    def compute_panel(self) -> ComputePanel:
+        """The "Compute & time" panel, built when first wanted (its tab shown, or a caller)."""
+        if self._compute_panel is None:
+            from gui.panels.compute import ComputePanel
+
+            panel = self._compute_panel = ComputePanel()
+            panel.set_mode(self.display.mode.value)
+            panel.show_estimate(self.controller.estimate)
+            self._put_in_tab(panel, "Compute && time")
+        return self._compute_panel
+
+    @property
+    def inference_panel(self) -> InferencePanel:
+        """The "Serving" panel, built when first wanted."""
+        if self._inference_panel is None:
+            from gui.panels.inference import InferencePanel
+
+            panel = self._inference_panel = InferencePanel()
+            panel.set_unit(self.display.unit)
+            panel.show_estimate(self.controller.estimate)
+            self._put_in_tab(panel, "Serving")
+        return self._inference_panel
+
+    @property
+    def diagnosis(self) -> DiagnosisPanel:
+        """The "Diagnosis" panel, built when first wanted (the diagnosis itself runs only while
+        its tab is shown: gui.diagnosis_controller)."""
+        if self._diagnosis is None:
+            from gui.panels.diagnosis import DiagnosisPanel
+
+            panel = self._diagnosis = DiagnosisPanel(self.diagnoser, self.display)
+            self._put_in_tab(panel, "Diagnosis")
+        return self._diagnosis
+
+    def _put_in_tab(self, panel: QWidget, title: str) -> None:
+        """``panel`` takes the place of its tab's empty page, the tab staying current if it was."""
+        page = next((p for p, _ in self._unbuilt.items() if p.accessibleName() == title.replace("&&", "&")), None)
+        if page is None:
+            return  # the page was replaced (add_panel) before the panel was wanted
+        del self._unbuilt[page]
+        index = self.tabs.indexOf(page)
+        current = self.tabs.currentIndex() == index
+        text, tip = self.tabs.tabText(index), self.tabs.tabToolTip(index)
+        with QSignalBlocker(self.tabs):
+            self.tabs.removeTab(index)
+            self.tabs.insertTab(index, panel, text)
+            self.tabs.setTabToolTip(index, tip)
+            if current:
+                self.tabs.setCurrentIndex(index)
+        page.deleteLater()
+
+    def _build_current_tab(self, index: int) -> None:
+        build = self._unbuilt.get(self.tabs.widget(index))
+        if build is not None:
+            build()
 
     def _fit_tab_names(self) -> None:
         """The tabs' full names when they fit the dock, else their short ones (never scrolled
@@ -407,6 +474,7 @@ class MainWindow(QMainWindow):
         for index in range(self.tabs.count()):
             if self.tabs.tabText(index).replace("&&", "&") == plain:
                 old = self.tabs.widget(index)
+                self._unbuilt.pop(old, None)  # an empty page's panel goes with it
                 self.tabs.removeTab(index)
                 if old is not None:
                     old.deleteLater()
@@ -610,8 +678,10 @@ class MainWindow(QMainWindow):
         self.verdict.show_estimate(estimate)
         self.chart.show_estimate(estimate)
         self.arithmetic.show_estimate(estimate.for_rank(self.chart.rank))  # the rank the chart shows
-        self.compute_panel.show_estimate(estimate)
-        self.inference_panel.show_estimate(estimate)
+        if self._compute_panel is not None:
+            self._compute_panel.show_estimate(estimate)
+        if self._inference_panel is not None:
+            self._inference_panel.show_estimate(estimate)
         with QSignalBlocker(self.lesson_action):
             self.lesson_action.setChecked(estimate.plan.accounting is Accounting.LESSON)
         self._show_warnings(estimate)
@@ -785,7 +855,8 @@ class MainWindow(QMainWindow):
             (self.inference_action if mode is Mode.INFERENCE else self.training_action).setChecked(True)
             self.chart.set_mode(mode.value)
             self.verdict.set_mode(mode.value)
-            self.compute_panel.set_mode(mode.value)
+            if self._compute_panel is not None:
+                self._compute_panel.set_mode(mode.value)
             self.arithmetic.set_mode(mode)
             self._show_forms_for(mode.value)
             self.settings.chart_mode = mode.value
@@ -798,7 +869,8 @@ class MainWindow(QMainWindow):
             self.chart.set_unit(unit)
             self.verdict.set_unit(unit)
             self.arithmetic.set_unit(unit)
-            self.inference_panel.set_unit(unit)
+            if self._inference_panel is not None:
+                self._inference_panel.set_unit(unit)
             self.settings.unit = unit
         if shown is None or display.measurement is not shown.measurement:
             self.chart.set_measurement(display.measurement)
