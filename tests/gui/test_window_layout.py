@@ -275,3 +275,16 @@ def test_a_first_start_opens_the_window_at_a_usable_size(qtbot: Any, window: Mai
     # The offscreen test screen is 800 px wide: the plan column's least width (~420 px) and the
     # Details dock's (270) leave the chart ~90 px there, 9 before; >= 300 from 1024 px up (above).
     assert window.chart.plot.width() >= 60
+
+
+def test_the_cards_notes_are_as_tall_as_their_lines(qtbot: Any, window: MainWindow) -> None:
+    """The Hardware form's notes under the GPU picker (the card's memory and speed, what it
+    cannot run, its price) take the height of their lines at the width they have.
+
+    Before: a form row gave each wrapped note its size hint, worked out for a narrow width:
+    the card's two lines got four lines' height, a blank line above and below them."""
+    shown_at(qtbot, window, 1280, 900)
+    form = window.hardware_form
+    for note in (form.card, form.limits):
+        assert note.text()  # the default card has both: its speed, and fp8 it cannot run
+        assert note.height() == note.heightForWidth(note.width()), note.accessibleName()
