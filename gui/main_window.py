@@ -163,11 +163,16 @@ class MainWindow(QMainWindow):
         controller: PlanController | None = None,
         settings: Settings | None = None,
         parent: QWidget | None = None,
+        *,
+        plan: Plan | None = None,
     ) -> None:
+        """``plan``: the plan to open with (the default plan if None), when no ``controller``."""
         super().__init__(parent)
         collector.install()  # before the diagnosis worker's threads exist (gui/collector.py)
         self.settings = settings if settings is not None else Settings()
-        self.controller = controller if controller is not None else PlanController(default_plan(), self)
+        if controller is None:
+            controller = PlanController(plan if plan is not None else default_plan(), self)
+        self.controller = controller
         self.document = Document(self.controller, self.settings, dialog_parent=self, parent=self)
         self.display = DisplayState(Display(unit=self.settings.unit, mode=Mode(self.settings.chart_mode)), self)
         self._shown: Display | None = None
