@@ -114,34 +114,31 @@ class _FormColumn(QScrollArea):
 
 
 class _FirstPaint(QObject):
-    """Calls ``then`` once, just after the first paint of ``window`` (or of any of its widgets:
-    a window covered by opaque children never gets a Paint event of its own), or after
-    :data:`FIRST_PAINT_FALLBACK_MS` if none comes."""
+    """Calls ``then`` once, just after the first paint of ``widget``, or after
+    :data:`FIRST_PAINT_FALLBACK_MS` if none comes.
 
-    def __init__(self, window: QWidget, then: Callable[[], None]) -> None:
-        super().__init__(window)
-        self._window = window
+    ``widget`` is one the first paint pass always covers (the verdict banner: opaque, on top):
+    a window covered by opaque children never gets a Paint event of its own. Watched alone,
+    not through an application-wide filter, which ran Python for each of the ~2,500 events
+    before the first paint."""
+
+    def __init__(self, widget: QWidget, then: Callable[[], None]) -> None:
+        super().__init__(widget)
+        self._widget = widget
         self._then: Callable[[], None] | None = then
-        app = QApplication.instance()
-        if app is not None:
-            app.installEventFilter(self)
+        widget.installEventFilter(self)
         QTimer.singleShot(FIRST_PAINT_FALLBACK_MS, self._fire)
 
     def eventFilter(self, watched: QObject, event: QEvent) -> bool:
-        if (
-            self._then is not None
-            and event.type() == QEvent.Type.Paint
-            and isinstance(watched, QWidget)
-            and watched.window() is self._window
-        ):
-            QTimer.singleShot(LOOK_AFTER_PAINT_MS, self._fire)  # after the whole paint pass
+        if watched is self._widget and event.type() == QEvent.Type.Paint:
+            self._widget.removeEventFilter(self)
+            if self._then is not None:
+                QTimer.singleShot(LOOK_AFTER_PAINT_MS, self._fire)  # after the whole paint pass
         return False
 
     def _fire(self) -> None:
         then, self._then = self._then, None
-        app = QApplication.instance()
-        if app is not None:
-            app.removeEventFilter(self)
+        self._widget.removeEventFilter(self)
         if then is not None:
             then()
 
@@ -363,14 +360,15 @@ class MainWindow(QMainWindow):
         self.tabs.setAccessibleName("Details")
         self.tabs.tabBar().setAccessibleName("Details tabs")
         self.tabs.setDocumentMode(True)
-        self.arithmetic = ArithmeticPanel()
-        self.add_panel(self.arithmetic, "Arithmetic")
-        # The other tabs are hidden at start-up: each panel is built when its tab is first
-        # shown or the panel is first asked for (compute_panel, inference_panel, diagnosis).
+        # The tabs other than the Arithmetic are hidden at start-up: each panel is built when
+        # its tab is first shown or the panel first asked for (compute_panel, inference_panel,
+        # diagnosis); until then its tab holds an empty page.
         self._compute_panel: ComputePanel | None = None
         self._inference_panel: InferencePanel | None = None
         self._diagnosis: DiagnosisPanel | None = None
         self._unbuilt: dict[QWidget, Callable[[], QWidget]] = {}
+        self.arithmetic = ArithmeticPanel()
+        self.add_panel(self.arithmetic, "Arithmetic")
         for title, build in (
             ("Compute && time", lambda: self.compute_panel),
             ("Serving", lambda: self.inference_panel),
@@ -451,7 +449,8 @@ class MainWindow(QMainWindow):
         page.deleteLater()
 
     def _build_current_tab(self, index: int) -> None:
-        build = self._unbuilt.get(self.tabs.widget(index))
+        page = self.tabs.widget(index)
+        build = self._unbuilt.get(page) if page is not None else None
         if build is not None:
             build()
 
@@ -479,9 +478,9 @@ class MainWindow(QMainWindow):
         for index in range(self.tabs.count()):
             if self.tabs.tabText(index).replace("&&", "&") == plain:
                 old = self.tabs.widget(index)
-                self._unbuilt.pop(old, None)  # an empty page's panel goes with it
                 self.tabs.removeTab(index)
                 if old is not None:
+                    self._unbuilt.pop(old, None)  # an empty page's panel goes with it
                     old.deleteLater()
                 return self.tabs.insertTab(index, widget, title)
         return self.tabs.addTab(widget, title)
@@ -656,7 +655,7 @@ class MainWindow(QMainWindow):
         painted, so that neither delays the first paint."""
         if self._first_paint is not None:
             return
-        self._first_paint = _FirstPaint(self, self._look_at_machine)
+        self._first_paint = _FirstPaint(self._banner, self._look_at_machine)
 
     def _look_at_machine(self) -> None:
         self.local.detect()

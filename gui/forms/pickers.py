@@ -107,8 +107,9 @@ class SearchingPicker(CatalogueField):
         self._lists_fitted = False
         self.set_sections(sections)
         completer = self.completer()
-        if completer is not None:
-            completer.popup().installEventFilter(self)
+        popup = completer.popup() if completer is not None else None
+        if popup is not None:
+            popup.installEventFilter(self)
 
     def set_sections(self, sections: Iterable[tuple[str, list[Entry]]]) -> None:
         """Replace the list (the user added a card); the shown entry is kept by the caller."""
