@@ -371,6 +371,8 @@ class Input:
     low: float = 0
     high: float = 0
     zero_means: str = ""
+    # What 0 means to the serving figures when that differs (the window's Inference mode says it).
+    zero_means_serving: str = ""
     labels: Mapping[Any, str] | None = None
     expected: str = ""  # TEXT: what an acceptable value is
     matters: Callable[[Plan], bool] = _always
@@ -650,7 +652,9 @@ INPUTS: Final[tuple[Input, ...]] = (
           "sizes and the software stack; a typed value replaces the model (the lesson: 30-50 % for "
           "well-tuned code). Exposed communication and the pipeline bubble come on top.",
           ("--utilisation",), "compute utilisation, 0.4 = 40 % (default: modelled)", unit="%", low=0.001,
-          high=1.0, scale=100, decimals=1, step=5, zero_means="modelled"),
+          high=1.0, scale=100, decimals=1, step=5, zero_means="modelled",
+          # core.serving.speed.SERVING_UTILISATION: serving's prefill and decode compute when none is typed
+          zero_means_serving="40 % (serving)"),
     # Calibrate from a short real run: the speed it showed, per GPU as torchtitan, Megatron and
     # llm-foundry log it, or its time per optimizer step; the estimate solves the utilisation.
     # Short form labels ("Run speed", "Run step"): a label longer than "Peak override" widens the

@@ -75,10 +75,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         follow_system(app)
 
         from gui.autosave import FILE_NAME, Autosave, offer_recovery, report_problems
+        from gui.document import Document
         from gui.main_window import MainWindow
         from gui.settings import data_folder
 
-        window = MainWindow(settings=settings)
+        # Built on the last session's plan: restore_session then has nothing to estimate again
+        # (built on the default one, a returning user's window worked out and drew two plans).
+        window = MainWindow(settings=settings, plan=Document.stored_plan(settings))
         gc.freeze()  # what start-up made stays for the process: later collections skip it
         report.plan = lambda: window.controller.plan
         report.parent_widget = lambda: window

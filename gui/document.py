@@ -205,15 +205,22 @@ class Document(QObject):
             dialogs.error(self.dialog_parent, "Cannot use the model", str(refused))
 
     # ---- session -------------------------------------------------------------------
+    @staticmethod
+    def stored_plan(settings: Settings) -> Plan | None:
+        """The last session's plan, or None (none stored, or stale or damaged: the default then)."""
+        text = settings.last_plan
+        if not text:
+            return None
+        try:
+            return planfile.loads(text, "last session")
+        except (PlanFileError, PlanError):
+            return None
+
     def restore(self) -> None:
         """The last session's plan, titled with its file only if the file still holds it."""
-        text = self.settings.last_plan
-        if not text:
+        plan = self.stored_plan(self.settings)
+        if plan is None:
             return
-        try:
-            plan = planfile.loads(text, "last session")
-        except (PlanFileError, PlanError):
-            return  # a stale or damaged stored plan: start from the default one
         path = self.settings.last_path or None
         if path is not None and _larger_than_a_plan(path):
             path = None  # replaced by something else since: not read on the GUI thread at start

@@ -4,7 +4,6 @@ anything else opens the desktop application."""
 
 from __future__ import annotations
 
-import difflib
 import os
 import sys
 from collections.abc import Sequence
@@ -43,6 +42,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 def not_a_command(word: str) -> str | None:
     """The usage error for a first argument that reads as a mistyped subcommand (``estimat``:
     a bare word, no option, no existing file), or None: the window opens it as a plan."""
+    import difflib  # only for a mistyped command: not at every start
+
     if word.startswith("-") or any(c in word for c in "./\\") or os.path.exists(word):
         return None
     commands = sorted(c for c in CLI_COMMANDS if not c.startswith("-"))

@@ -51,9 +51,6 @@ from gui.forms.serving import ServingForm
 from gui.forms.workload import WorkloadForm
 from gui.layout import LayoutFence, quiet_tab_layouts, settle_layouts
 from gui.panels.arithmetic import ArithmeticPanel
-from gui.panels.compute import ComputePanel
-from gui.panels.diagnosis import DiagnosisPanel
-from gui.panels.inference import InferencePanel
 from gui.panels.verdict import VerdictPanel
 from gui.settings import Settings
 from gui.theme import apply_theme
@@ -66,6 +63,9 @@ if TYPE_CHECKING:  # looked at once the window has painted, or when a file is op
     from core.files.local_gpus import LocalGpus
     from core.files.measurement import Measurement
     from gui.local_machine import LocalMachine
+    from gui.panels.compute import ComputePanel
+    from gui.panels.diagnosis import DiagnosisPanel
+    from gui.panels.inference import InferencePanel
 
 APP_NAME = "VRAM Planner"
 # Side docks: least widths that keep every form row and the tab names readable, and the share
@@ -75,6 +75,8 @@ DETAILS_MIN_WIDTH = 270  # the tabs' short names fit (SHORT_TAB_NAMES: 265 px of
 SHORT_TAB_NAMES = {"Arithmetic": "Sums", "Compute && time": "Time"}
 DOCK_SHARES = (0.25, 0.35)
 CHART_SHARE = 0.36
+FIRST_LEAST = QSize(1024, 700)  # the smallest window the layout is checked at (tests/gui/test_window_layout.py)
+FIRST_SHARE = 0.8  # of the screen's free area, at a first start
 # How long the edits pause before the verdict's banner gives back room it no longer needs.
 BANNER_SHRINK_DELAY_MS = 1200
 # This machine is looked at once the window has painted: its GPUs at once (a thread, waiting
@@ -112,36 +114,44 @@ class _FormColumn(QScrollArea):
 
 
 class _FirstPaint(QObject):
-    """Calls ``then`` once, just after the first paint of ``window`` (or of any of its widgets:
-    a window covered by opaque children never gets a Paint event of its own), or after
-    :data:`FIRST_PAINT_FALLBACK_MS` if none comes."""
+    """Calls ``then`` once, just after the first paint of ``widget``, or after
+    :data:`FIRST_PAINT_FALLBACK_MS` if none comes.
 
-    def __init__(self, window: QWidget, then: Callable[[], None]) -> None:
-        super().__init__(window)
-        self._window = window
+    ``widget`` is one the first paint pass always covers (the verdict banner: opaque, on top):
+    a window covered by opaque children never gets a Paint event of its own. Watched alone,
+    not through an application-wide filter, which ran Python for each of the ~2,500 events
+    before the first paint."""
+
+    def __init__(self, widget: QWidget, then: Callable[[], None]) -> None:
+        super().__init__(widget)
+        self._widget = widget
         self._then: Callable[[], None] | None = then
-        app = QApplication.instance()
-        if app is not None:
-            app.installEventFilter(self)
+        widget.installEventFilter(self)
         QTimer.singleShot(FIRST_PAINT_FALLBACK_MS, self._fire)
 
     def eventFilter(self, watched: QObject, event: QEvent) -> bool:
-        if (
-            self._then is not None
-            and event.type() == QEvent.Type.Paint
-            and isinstance(watched, QWidget)
-            and watched.window() is self._window
-        ):
-            QTimer.singleShot(LOOK_AFTER_PAINT_MS, self._fire)  # after the whole paint pass
+        if watched is self._widget and event.type() == QEvent.Type.Paint:
+            self._widget.removeEventFilter(self)
+            if self._then is not None:
+                QTimer.singleShot(LOOK_AFTER_PAINT_MS, self._fire)  # after the whole paint pass
         return False
 
     def _fire(self) -> None:
         then, self._then = self._then, None
-        app = QApplication.instance()
-        if app is not None:
-            app.removeEventFilter(self)
+        self._widget.removeEventFilter(self)
         if then is not None:
             then()
+
+
+def first_size(screen: QSize) -> QSize:
+    """The window's size at a first start (no saved geometry): FIRST_SHARE of the screen, at
+    least the 1024 × 700 the layout is made for, never larger than the screen.
+
+    Left to Qt, the window took its size hint, 780 × 533: the two side docks' least widths
+    left the chart 9 pixels."""
+    width = max(FIRST_LEAST.width(), round(screen.width() * FIRST_SHARE))
+    height = max(FIRST_LEAST.height(), round(screen.height() * FIRST_SHARE))
+    return QSize(min(width, screen.width()), min(height, screen.height()))
 
 
 class MainWindow(QMainWindow):
@@ -150,11 +160,16 @@ class MainWindow(QMainWindow):
         controller: PlanController | None = None,
         settings: Settings | None = None,
         parent: QWidget | None = None,
+        *,
+        plan: Plan | None = None,
     ) -> None:
+        """``plan``: the plan to open with (the default plan if None), when no ``controller``."""
         super().__init__(parent)
         collector.install()  # before the diagnosis worker's threads exist (gui/collector.py)
         self.settings = settings if settings is not None else Settings()
-        self.controller = controller if controller is not None else PlanController(default_plan(), self)
+        if controller is None:
+            controller = PlanController(plan if plan is not None else default_plan(), self)
+        self.controller = controller
         self.document = Document(self.controller, self.settings, dialog_parent=self, parent=self)
         self.display = DisplayState(Display(unit=self.settings.unit, mode=Mode(self.settings.chart_mode)), self)
         self._shown: Display | None = None
@@ -345,14 +360,25 @@ class MainWindow(QMainWindow):
         self.tabs.setAccessibleName("Details")
         self.tabs.tabBar().setAccessibleName("Details tabs")
         self.tabs.setDocumentMode(True)
+        # The tabs other than the Arithmetic are hidden at start-up: each panel is built when
+        # its tab is first shown or the panel first asked for (compute_panel, inference_panel,
+        # diagnosis); until then its tab holds an empty page.
+        self._compute_panel: ComputePanel | None = None
+        self._inference_panel: InferencePanel | None = None
+        self._diagnosis: DiagnosisPanel | None = None
+        self._unbuilt: dict[QWidget, Callable[[], QWidget]] = {}
         self.arithmetic = ArithmeticPanel()
-        self.compute_panel = ComputePanel()
-        self.inference_panel = InferencePanel()
         self.add_panel(self.arithmetic, "Arithmetic")
-        self.add_panel(self.compute_panel, "Compute && time")
-        self.add_panel(self.inference_panel, "Serving")
-        self.diagnosis = DiagnosisPanel(self.diagnoser, self.display)
-        self.add_panel(self.diagnosis, "Diagnosis")
+        for title, build in (
+            ("Compute && time", lambda: self.compute_panel),
+            ("Serving", lambda: self.inference_panel),
+            ("Diagnosis", lambda: self.diagnosis),
+        ):
+            page = QWidget()
+            page.setAccessibleName(title.replace("&&", "&"))
+            self._unbuilt[page] = build
+            self.add_panel(page, title)
+        self.tabs.currentChanged.connect(self._build_current_tab)
         self.details_dock = QDockWidget("Details", self)
         self.details_dock.setObjectName("detailsDock")
         self.details_dock.setWidget(LayoutFence(self.tabs))
@@ -369,6 +395,64 @@ class MainWindow(QMainWindow):
         self._full_tabs_width = bar.sizeHint().width()
         self.tabs.installEventFilter(self)  # short names when the dock is narrow (1024 × 700)
         self.addDockWidget(Qt.DockWidgetArea.RightDockWidgetArea, self.details_dock)
+
+    @property
+    def compute_panel(self) -> ComputePanel:
+        """The "Compute & time" panel, built when first wanted (its tab shown, or a caller)."""
+        if self._compute_panel is None:
+            from gui.panels.compute import ComputePanel
+
+            panel = self._compute_panel = ComputePanel()
+            panel.set_mode(self.display.mode.value)
+            panel.show_estimate(self.controller.estimate)
+            self._put_in_tab(panel, "Compute && time")
+        return self._compute_panel
+
+    @property
+    def inference_panel(self) -> InferencePanel:
+        """The "Serving" panel, built when first wanted."""
+        if self._inference_panel is None:
+            from gui.panels.inference import InferencePanel
+
+            panel = self._inference_panel = InferencePanel()
+            panel.set_unit(self.display.unit)
+            panel.show_estimate(self.controller.estimate)
+            self._put_in_tab(panel, "Serving")
+        return self._inference_panel
+
+    @property
+    def diagnosis(self) -> DiagnosisPanel:
+        """The "Diagnosis" panel, built when first wanted (the diagnosis itself runs only while
+        its tab is shown: gui.diagnosis_controller)."""
+        if self._diagnosis is None:
+            from gui.panels.diagnosis import DiagnosisPanel
+
+            panel = self._diagnosis = DiagnosisPanel(self.diagnoser, self.display)
+            self._put_in_tab(panel, "Diagnosis")
+        return self._diagnosis
+
+    def _put_in_tab(self, panel: QWidget, title: str) -> None:
+        """``panel`` takes the place of its tab's empty page, the tab staying current if it was."""
+        page = next((p for p, _ in self._unbuilt.items() if p.accessibleName() == title.replace("&&", "&")), None)
+        if page is None:
+            return  # the page was replaced (add_panel) before the panel was wanted
+        del self._unbuilt[page]
+        index = self.tabs.indexOf(page)
+        current = self.tabs.currentIndex() == index
+        text, tip = self.tabs.tabText(index), self.tabs.tabToolTip(index)
+        with QSignalBlocker(self.tabs):
+            self.tabs.removeTab(index)
+            self.tabs.insertTab(index, panel, text)
+            self.tabs.setTabToolTip(index, tip)
+            if current:
+                self.tabs.setCurrentIndex(index)
+        page.deleteLater()
+
+    def _build_current_tab(self, index: int) -> None:
+        page = self.tabs.widget(index)
+        build = self._unbuilt.get(page) if page is not None else None
+        if build is not None:
+            build()
 
     def _fit_tab_names(self) -> None:
         """The tabs' full names when they fit the dock, else their short ones (never scrolled
@@ -396,6 +480,7 @@ class MainWindow(QMainWindow):
                 old = self.tabs.widget(index)
                 self.tabs.removeTab(index)
                 if old is not None:
+                    self._unbuilt.pop(old, None)  # an empty page's panel goes with it
                     old.deleteLater()
                 return self.tabs.insertTab(index, widget, title)
         return self.tabs.addTab(widget, title)
@@ -570,7 +655,7 @@ class MainWindow(QMainWindow):
         painted, so that neither delays the first paint."""
         if self._first_paint is not None:
             return
-        self._first_paint = _FirstPaint(self, self._look_at_machine)
+        self._first_paint = _FirstPaint(self._banner, self._look_at_machine)
 
     def _look_at_machine(self) -> None:
         self.local.detect()
@@ -597,8 +682,10 @@ class MainWindow(QMainWindow):
         self.verdict.show_estimate(estimate)
         self.chart.show_estimate(estimate)
         self.arithmetic.show_estimate(estimate.for_rank(self.chart.rank))  # the rank the chart shows
-        self.compute_panel.show_estimate(estimate)
-        self.inference_panel.show_estimate(estimate)
+        if self._compute_panel is not None:
+            self._compute_panel.show_estimate(estimate)
+        if self._inference_panel is not None:
+            self._inference_panel.show_estimate(estimate)
         with QSignalBlocker(self.lesson_action):
             self.lesson_action.setChecked(estimate.plan.accounting is Accounting.LESSON)
         self._show_warnings(estimate)
@@ -772,7 +859,8 @@ class MainWindow(QMainWindow):
             (self.inference_action if mode is Mode.INFERENCE else self.training_action).setChecked(True)
             self.chart.set_mode(mode.value)
             self.verdict.set_mode(mode.value)
-            self.compute_panel.set_mode(mode.value)
+            if self._compute_panel is not None:
+                self._compute_panel.set_mode(mode.value)
             self.arithmetic.set_mode(mode)
             self._show_forms_for(mode.value)
             self.settings.chart_mode = mode.value
@@ -785,7 +873,8 @@ class MainWindow(QMainWindow):
             self.chart.set_unit(unit)
             self.verdict.set_unit(unit)
             self.arithmetic.set_unit(unit)
-            self.inference_panel.set_unit(unit)
+            if self._inference_panel is not None:
+                self._inference_panel.set_unit(unit)
             self.settings.unit = unit
         if shown is None or display.measurement is not shown.measurement:
             self.chart.set_measurement(display.measurement)
@@ -945,8 +1034,8 @@ class MainWindow(QMainWindow):
     def restore_session(self) -> None:
         """Window geometry and docks, and the last plan, as they were at the last close."""
         geometry = self.settings.geometry
-        if geometry is not None:
-            self.restoreGeometry(geometry)
+        if geometry is None or not self.restoreGeometry(geometry):
+            self.resize(first_size(self.screen().availableGeometry().size()))
         state = self.settings.window_state
         if state is not None:
             self.restoreState(state)

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 import pyqtgraph as pg
 from PySide6.QtCore import QCoreApplication, QEvent, QPointF, QRectF, QSignalBlocker, Qt, Signal
-from PySide6.QtGui import QBrush, QColor, QFont, QFontMetricsF
+from PySide6.QtGui import QBrush, QColor, QFont, QFontMetricsF, QShowEvent
 from PySide6.QtWidgets import QComboBox, QHBoxLayout, QLabel, QVBoxLayout, QWidget
 
 from core.estimate import Estimate
@@ -78,6 +78,7 @@ class MemoryChart(QWidget):
         self._geometry_drawn: dict[str, Segments] = {}
         self._view_range: tuple[int, float, str] = (0, 0.0, "")
         self._view_height = 0  # the plot's height when its axis top was chosen
+        self._fit_when_shown = False  # resized while hidden: fitted when shown
         self._axis_label = ""
         self._bar_outline = QColor()
 
@@ -381,11 +382,23 @@ class MemoryChart(QWidget):
         left, right, level = measured_mark(self._bars, peak_phase, self.measurement.peak_allocated_bytes, scale)
         self.measured_mark.setData([left, right], [level, level])
 
+    def showEvent(self, event: QShowEvent) -> None:
+        super().showEvent(event)
+        if self._fit_when_shown:
+            self._fit_when_shown = False
+            self._fit_to_width()
+
     def _fit_to_width(self, *_: object) -> None:
         """A narrower plot: bar names on two lines, the legend in fewer columns (and the axis
         top raised so that it covers no bar). A new height chooses the axis top afresh; a new
         width alone keeps it while it still leaves the legend its room (a new top redraws the
         y axis)."""
+        if not self.isVisible():
+            # Sizes a window goes through before it is first shown are never painted: the
+            # chart is fitted when it shows (showEvent), not once per layout pass before.
+            self._fit_when_shown = True
+            return
+        self._fit_when_shown = False  # fitted now, at the size it shows at
         self._fit_legend()
         height = round(self.view.height())
         if height != self._view_height:

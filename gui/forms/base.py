@@ -6,7 +6,16 @@ from collections.abc import Callable
 from typing import Any
 
 from PySide6.QtCore import QSignalBlocker, Qt, Signal
-from PySide6.QtWidgets import QApplication, QCheckBox, QComboBox, QFormLayout, QGroupBox, QLabel, QWidget
+from PySide6.QtWidgets import (
+    QAbstractSpinBox,
+    QApplication,
+    QCheckBox,
+    QComboBox,
+    QFormLayout,
+    QGroupBox,
+    QLabel,
+    QWidget,
+)
 
 from core.estimate import Estimate
 from core.inputs import Input, input_at
@@ -108,6 +117,13 @@ class PlanForm(QGroupBox):
             else:
                 widget.show_value(value)  # type: ignore[attr-defined]
         serving = self.mode == "inference"
+        for path in self.inputs:
+            spec = self.inputs[path]
+            if spec.zero_means_serving:  # 0 means another thing to serving's figures
+                field = self.fields[path]
+                zero = spec.zero_means_serving if serving else spec.zero_means
+                if isinstance(field, QAbstractSpinBox) and field.specialValueText() != zero:
+                    field.setSpecialValueText(zero)
         for path in self._input_rows:
             spec = self.inputs[path]
             shown = spec.matters(plan) and (advanced or not spec.advanced) and not (serving and spec.training_only)

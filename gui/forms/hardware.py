@@ -11,7 +11,8 @@ from __future__ import annotations
 from functools import cache
 from typing import TYPE_CHECKING
 
-from PySide6.QtCore import QSignalBlocker, Qt
+from PySide6.QtCore import QSignalBlocker, QSize, Qt
+from PySide6.QtGui import QResizeEvent
 from PySide6.QtWidgets import QCheckBox, QHBoxLayout, QLabel, QPushButton, QToolButton, QVBoxLayout, QWidget
 
 from core.catalogue import GROUP_LABELS, GpuGroup, GpuSpec, load_gpus, search
@@ -134,9 +135,27 @@ def limits_text(gpu: GpuSpec) -> tuple[str, str]:
     return "\n".join(lines), "\n".join(details)
 
 
+class _Note(QLabel):
+    """A wrapped label as tall as its lines at the width it has.
+
+    A form row takes a label's size hint, which wraps the text for a narrow width: the card's
+    two lines got four lines' height, a blank line above and below the text."""
+
+    def sizeHint(self) -> QSize:
+        hint = super().sizeHint()
+        if self.wordWrap() and self.width() > 0:
+            return QSize(hint.width(), self.heightForWidth(self.width()))
+        return hint
+
+    def resizeEvent(self, event: QResizeEvent) -> None:
+        super().resizeEvent(event)
+        if event.size().width() != event.oldSize().width():
+            self.updateGeometry()  # as many lines as the new width takes
+
+
 def _note(name: str) -> QLabel:
     """A read-only line under the picker: plain text (it quotes the catalogue), selectable."""
-    label = QLabel()
+    label = _Note()
     label.setAccessibleName(name)
     label.setTextFormat(Qt.TextFormat.PlainText)
     label.setWordWrap(True)

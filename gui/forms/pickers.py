@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 
 from PySide6.QtCore import (
+    QEvent,
     QModelIndex,
     QObject,
     QPersistentModelIndex,
@@ -103,7 +104,12 @@ class SearchingPicker(CatalogueField):
             completer.setModel(self._filter)
             completer.setCompletionMode(QCompleter.CompletionMode.UnfilteredPopupCompletion)
             line.textEdited.connect(self._filter.set_text)
+        self._lists_fitted = False
         self.set_sections(sections)
+        completer = self.completer()
+        popup = completer.popup() if completer is not None else None
+        if popup is not None:
+            popup.installEventFilter(self)
 
     def set_sections(self, sections: Iterable[tuple[str, list[Entry]]]) -> None:
         """Replace the list (the user added a card); the shown entry is kept by the caller."""
@@ -128,14 +134,30 @@ class SearchingPicker(CatalogueField):
                     self.setItemData(self.count() - 1, plaintext.tooltip(label), Qt.ItemDataRole.ToolTipRole)
         finally:
             self.blockSignals(False)
-        # The lists show names in full ("Apple M4 Max (40-core GPU, 128 GB) · 96.0 GB for the GPU")
-        # though the box itself stays narrow.
+        self._lists_fitted = False  # measured when a list is first shown (fit_lists)
+
+    def fit_lists(self) -> None:
+        """The lists show names in full ("Apple M4 Max (40-core GPU, 128 GB) · 96.0 GB for the
+        GPU") though the box itself stays narrow. Measured when a list is about to show, not
+        for every new set of entries: measuring every name took ~3 ms per picker at start-up."""
+        if self._lists_fitted:
+            return
+        self._lists_fitted = True
         width = self.view().sizeHintForColumn(0) + 2 * self.view().frameWidth() + 24
         self.view().setMinimumWidth(width)
         completer = self.completer()
         popup = completer.popup() if completer is not None else None
         if popup is not None:
             popup.setMinimumWidth(width)
+
+    def showPopup(self) -> None:
+        self.fit_lists()
+        super().showPopup()
+
+    def eventFilter(self, watched: QObject, event: QEvent) -> bool:
+        if event.type() == QEvent.Type.Show:
+            self.fit_lists()  # the completer's list, shown as the user types
+        return super().eventFilter(watched, event)
 
     def minimumSizeHint(self) -> QSize:
         """Wide enough for every catalogue name, not for the figures after " · " nor the user's names.

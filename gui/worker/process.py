@@ -30,7 +30,6 @@ from __future__ import annotations
 import _thread
 import contextlib
 import gc
-import multiprocessing
 import os
 import pickle
 import signal
@@ -38,9 +37,11 @@ import sys
 import threading
 import traceback
 from collections.abc import Callable
-from multiprocessing.connection import Connection, wait
-from multiprocessing.context import BaseContext
-from typing import Any, Final, TypeVar
+from typing import TYPE_CHECKING, Any, Final, TypeVar
+
+if TYPE_CHECKING:  # multiprocessing is imported when a first worker process starts, not at start-up
+    from multiprocessing.connection import Connection
+    from multiprocessing.context import BaseContext
 
 __all__ = [
     "DONE",
@@ -147,6 +148,8 @@ class WorkerProcess:
     def __init__(
         self, name: str, on_message: Callable[[WorkerProcess, Message], None], main: Callable[..., None] | None = None
     ) -> None:
+        import multiprocessing
+
         context = multiprocessing.get_context("spawn")
         self.channel = StopChannel(context)
         self.ready = False  # set by the owner when READY arrives
@@ -171,6 +174,8 @@ class WorkerProcess:
             self.process.kill()
 
     def _read(self) -> None:
+        from multiprocessing.connection import wait
+
         conn, sentinel = self._conn, self.process.sentinel
         try:
             while True:
@@ -210,6 +215,8 @@ def start_worker(channel: StopChannel) -> None:
     # watcher waits without the lock, so the job pays nothing for it otherwise.
     sys.setswitchinterval(_SWITCH_INTERVAL_S)
     threading.Thread(target=_watch, args=(channel,), name="worker-stop", daemon=True).start()
+    import multiprocessing
+
     parent = multiprocessing.parent_process()
     if parent is not None:
         threading.Thread(target=_exit_with, args=(parent.sentinel,), name="worker-parent", daemon=True).start()
@@ -223,6 +230,8 @@ def _watch(channel: StopChannel) -> None:
 
 def _exit_with(parent_sentinel: int) -> None:
     """Exit the worker, at once, when the GUI's process has ended (however it ended)."""
+    from multiprocessing.connection import wait
+
     wait([parent_sentinel])
     os._exit(0)
 

@@ -203,3 +203,30 @@ def test_app_main_recovers_and_quits_cleanly(
     assert (sys.excepthook, sys.stderr) == hooks
     assert not (data / autosave.FILE_NAME).exists()
     assert Settings().last_plan and planfile.loads(Settings().last_plan) == lost
+
+
+def test_app_main_builds_a_returning_window_on_its_last_plan(
+    qtbot: Any, tmp_path: Path, asked: Asked, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A returning user's start works out one plan, the last session's: before, the window was
+    built on the default plan (estimated, every view drawn) and then restored to the last one."""
+    import gui.controller
+
+    monkeypatch.setattr(settings_module, "data_folder", lambda: tmp_path / "data")
+    last = edited(default_plan())
+    Settings().last_plan = planfile.dumps(last)
+    estimated: list[Plan] = []
+    real = gui.controller.estimate
+    monkeypatch.setattr(gui.controller, "estimate", lambda plan: (estimated.append(plan), real(plan))[1])
+    seen: dict[str, Any] = {}
+
+    def quit_soon() -> None:
+        window = next(w for w in QApplication.topLevelWidgets() if isinstance(w, MainWindow) and w.isVisible())
+        seen["plan"] = window.controller.plan
+        window.close()
+        QApplication.quit()
+
+    QTimer.singleShot(0, quit_soon)
+    assert app.main([]) == 0
+    assert seen["plan"] == last
+    assert estimated[:1] == [last] and default_plan() not in estimated

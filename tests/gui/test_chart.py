@@ -289,3 +289,28 @@ def test_a_narrow_charts_export_wraps_its_caption(window: MainWindow, tmp_path: 
         y for y in range(image.height()) if any(image.pixel(x, y) != background for x in range(0, image.width(), 2))
     ]
     assert max(inked) > unwrapped_bottom  # the wrapped last line is drawn, below where it used to stop
+
+
+def test_a_hidden_chart_is_fitted_once_when_shown(qtbot: Any, monkeypatch: Any) -> None:
+    """Sizes the chart takes before the window is first shown are never painted: it is not
+    redrawn for them (start-up laid the hidden chart out at 603 then 581 px and drew it each
+    time), and it is drawn at the width it shows at."""
+    from gui.chart.widget import MemoryChart
+
+    drawn: list[tuple[bool, float]] = []
+    real = MemoryChart._redraw
+
+    def counted(self: MemoryChart) -> None:
+        if self._estimate is not None:
+            drawn.append((self.isVisible(), self.view.width()))
+        real(self)
+
+    monkeypatch.setattr(MemoryChart, "_redraw", counted)
+    window = MainWindow()
+    qtbot.addWidget(window)
+    hidden = [width for visible, width in drawn if not visible]
+    assert len(hidden) == 1  # the first estimate; no redraw per hidden layout pass
+    window.resize(1280, 720)
+    window.show()
+    qtbot.waitExposed(window)
+    assert drawn[-1] == (True, window.chart.view.width())

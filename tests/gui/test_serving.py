@@ -140,3 +140,19 @@ def test_inference_mode_hides_the_inputs_only_training_reads(window: MainWindow)
         assert hardware.form.isRowVisible(hardware.fields[path])
     window.training_action.trigger()
     assert all(hardware.form.isRowVisible(hardware.fields[path]) for path in training_only)
+
+
+def test_the_utilisation_says_what_0_means_in_each_mode(window: MainWindow) -> None:
+    """Utilisation 0 is modelled for training (core.training.speed) but is the fixed serving
+    share for prefill and decode (core.serving.speed.SERVING_UTILISATION). Before, Inference
+    mode's field read "modelled" while serving's figures took 40 %."""
+    from core.serving.speed import SERVING_UTILISATION, serving_utilisation
+
+    field = window.hardware_form.utilisation
+    assert window.controller.plan.hardware.utilisation == 0
+    assert field.text() == "modelled"
+    window.inference_action.trigger()
+    assert serving_utilisation(window.controller.plan) == SERVING_UTILISATION
+    assert field.text() == f"{SERVING_UTILISATION * 100:.0f} % (serving)"
+    window.training_action.trigger()
+    assert field.text() == "modelled"

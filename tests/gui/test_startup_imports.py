@@ -1,7 +1,8 @@
 """What the window loads before its first paint (issue 25: start-up under 1.5 × a bare window).
 
-The diagnosis (remedies, limits, curves), the serving engines' rules, model-folder import and
-measurement files are loaded when they are first used, not at start-up: in a fresh process,
+The diagnosis (remedies, limits, curves), the serving engines' rules, model-folder import,
+measurement files and the panels of the tabs hidden at start-up (Compute & time, Serving,
+Diagnosis) are loaded when they are first used, not at start-up: in a fresh process,
 building and painting the training window must not import them. A module-level import added
 back to any view would fail here.
 """
@@ -13,6 +14,7 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -39,6 +41,11 @@ LATER = {
     "core.files.importer": "opening a model folder or config.json",
     "core.files.measurement": "loading a measurement",
     "gui.model_import": "opening a model folder or config.json",
+    "gui.panels.diagnosis": "the Diagnosis tab first shown",
+    "gui.panels.remedy_list": "the Diagnosis tab first shown",
+    "gui.curve": "the Diagnosis tab first shown",
+    "gui.panels.compute": "the Compute & time tab first shown",
+    "gui.panels.inference": "the Serving tab first shown",
 }
 
 
@@ -51,3 +58,27 @@ def test_the_training_window_paints_without_loading_what_it_does_not_show() -> N
     assert "gui.main_window" in loaded and "core.estimate" in loaded  # the probe built the window
     early = {module: when for module, when in LATER.items() if module in loaded}
     assert not early, f"loaded at start-up, wanted only at: {early}"
+
+
+def test_a_hidden_tab_gets_its_panel_when_first_shown(qtbot: Any) -> None:
+    """The empty page of a tab hidden at start-up is replaced by its panel, in place, when the
+    tab is chosen; the panel shows the plan's estimate and the window's unit and mode."""
+    from gui.main_window import MainWindow
+
+    window = MainWindow()
+    qtbot.addWidget(window)
+    window.show()
+    titles = [window.tabs.tabToolTip(i) for i in range(window.tabs.count())]  # full names
+    assert window._compute_panel is None and window._diagnosis is None  # not built before shown
+    index = titles.index("Compute & time")
+    window.tabs.setCurrentIndex(index)
+    panel = window.tabs.widget(index)
+    assert panel is window.compute_panel and window.tabs.currentIndex() == index
+    assert [window.tabs.tabToolTip(i) for i in range(window.tabs.count())] == titles
+    batch = window.controller.plan.workload.micro_batch
+    window.controller.update("workload.micro_batch", lambda p: p.with_input("workload.micro_batch", batch + 1), "batch")
+    assert window.compute_panel.training._estimate is window.controller.estimate  # shown the edit
+    assert window._inference_panel is None  # an edit builds no hidden panel
+    window.tabs.setCurrentWidget(window.diagnosis)  # asked for by a caller: built, then shown
+    assert window.tabs.currentWidget() is window.diagnosis
+    assert window.diagnoser.active

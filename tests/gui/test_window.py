@@ -128,6 +128,28 @@ def test_session_is_restored(qtbot: Any, settings: Settings, tmp_path: Path) -> 
     assert second.controller.undo_stack.count() == 0
 
 
+def test_a_returning_window_is_built_on_its_last_plan(qtbot: Any, settings: Settings) -> None:
+    """gui.app builds the window on the last session's plan: restoring the session then
+    estimates and draws nothing again. Before, the window worked out and drew the default
+    plan, then the restored one, before its first paint."""
+    from gui.document import Document
+
+    first = MainWindow(settings=settings)
+    qtbot.addWidget(first)
+    first.workload_form.micro_batch.setValue(7)
+    first.save_session()
+    stored = Document.stored_plan(settings)
+    assert stored is not None and stored.workload.micro_batch == 7
+    second = MainWindow(settings=Settings(settings.store.fileName()), plan=stored)
+    qtbot.addWidget(second)
+    assert second.controller.plan == stored
+    redrawn: list[object] = []
+    second.controller.estimateChanged.connect(redrawn.append)
+    second.restore_session()
+    assert redrawn == [] and second.controller.plan == stored
+    assert second.controller.undo_stack.count() == 0
+
+
 def test_damaged_stored_plan_falls_back_to_the_default(qtbot: Any, settings: Settings) -> None:
     settings.last_plan = '{"format": "vramplan-plan", "version": 99}'
     settings.store.setValue("display/unit", "furlongs")

@@ -252,3 +252,39 @@ def test_at_1024_by_700_the_details_show_whole(qtbot: Any, window: MainWindow) -
     # At a normal width the tabs keep their full names.
     shown_at(qtbot, window, 1600, 900)
     assert "Compute && time" in [bar.tabText(i) for i in range(bar.count())]
+
+
+def test_a_first_start_opens_the_window_at_a_usable_size(qtbot: Any, window: MainWindow) -> None:
+    """No saved geometry: 80 % of the screen, at least 1024 × 700 where the screen has room.
+
+    Before: the window took its size hint, 780 × 533, and the two side docks' least widths
+    left the chart 9 pixels wide in the first painted frame."""
+    from PySide6.QtCore import QSize
+
+    from gui.main_window import first_size
+
+    assert first_size(QSize(1920, 1040)) == QSize(1536, 832)
+    assert first_size(QSize(1280, 760)) == QSize(1024, 700)  # the least the layout is made for
+    assert first_size(QSize(800, 600)) == QSize(800, 600)  # never past the screen
+    assert window.settings.geometry is None
+    window.restore_session()
+    window.show()
+    qtbot.waitExposed(window)
+    assert window.size() == first_size(window.screen().availableGeometry().size())
+    assert window.width() >= min(1024, window.screen().availableGeometry().width())
+    # The offscreen test screen is 800 px wide: the plan column's least width (~420 px) and the
+    # Details dock's (270) leave the chart ~90 px there, 9 before; >= 300 from 1024 px up (above).
+    assert window.chart.plot.width() >= 60
+
+
+def test_the_cards_notes_are_as_tall_as_their_lines(qtbot: Any, window: MainWindow) -> None:
+    """The Hardware form's notes under the GPU picker (the card's memory and speed, what it
+    cannot run, its price) take the height of their lines at the width they have.
+
+    Before: a form row gave each wrapped note its size hint, worked out for a narrow width:
+    the card's two lines got four lines' height, a blank line above and below them."""
+    shown_at(qtbot, window, 1280, 900)
+    form = window.hardware_form
+    for note in (form.card, form.limits):
+        assert note.text()  # the default card has both: its speed, and fp8 it cannot run
+        assert note.height() == note.heightForWidth(note.width()), note.accessibleName()
