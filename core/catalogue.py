@@ -103,6 +103,10 @@ class GpuSpec:
     # others talk over their PCIe generation (3.0: T4, GeForce RTX 20; 5.0: RTX 50, H100 PCIe /
     # NVL, RTX PRO 6000 Blackwell; 4.0: the rest). What "auto" means for parallel.intra_link.
     intra_link: str = "pcie4-x16"
+    # The GPU's boost clock (GHz) from its product page or whitepaper; None where the vendor
+    # prints none (Apple) or it varies with the power limit (laptop parts). Read by the serving
+    # speed model: a kernel's fixed cost is counted in the SM's cycles.
+    boost_clock_ghz: float | None = None
 
     @property
     def group(self) -> GpuGroup:
@@ -282,6 +286,7 @@ def load_gpus(path: str | None = None) -> tuple[GpuSpec, ...]:
                     unified_memory_gb=_optional_number(entry.get("unified_memory_gb")),
                     gpu_share=_optional_number(entry.get("gpu_share")),
                     intra_link=str(entry.get("intra_link") or "pcie4-x16"),
+                    boost_clock_ghz=_optional_number(entry.get("boost_clock_ghz")),
                 )
             )
         except (KeyError, TypeError, ValueError, OverflowError) as exc:

@@ -96,7 +96,7 @@ BEFORE_FIT = ServingFit(
     tp_comm_bytes=MappingProxyType({k: 1.85 * GiB for k in ("nvlink-nvswitch", "nvlink", "pcie", "network")}),
     driver_reserved_bytes=MappingProxyType({"hbm": 0.46 * GiB, "gddr": 0.46 * GiB, "unified": 0.46 * GiB}),
     bandwidth_efficiency=MappingProxyType({k: 0.77 for k in DEFAULT_FIT.bandwidth_efficiency}),
-    layer_overhead_s=MappingProxyType({k: 0.0 for k in DEFAULT_FIT.layer_overhead_s}),
+    kernel_cycles=MappingProxyType({k: 0.0 for k in DEFAULT_FIT.kernel_cycles}),
 )
 
 
@@ -265,7 +265,7 @@ def _qwen2_7b() -> tuple[ModelSpec, str]:
 
 # Per engine-log record: the plan's inputs beyond what the record's settings give directly,
 # with why. Records not here are listed by unexpressed() with their reason.
-DENNISLEE_SAME_NODE: Final = "pcie4-x16"
+DENNISLEE_SAME_NODE: Final = "pcie4-host"
 MAPPING: Mapping[str, dict[str, Any]] = MappingProxyType(
     {
         # dennislee22: vLLM 0.10.1.1, Qwen2-7B-Instruct, 16,384 tokens, the scheduler printed 2,048.
@@ -273,7 +273,8 @@ MAPPING: Mapping[str, dict[str, Any]] = MappingProxyType(
         "dennislee22-vllm-7B-1gpuA10080GB-0.5GRAM": {"util": 0.5, "tp": 1},
         # Same node, but no NVLink: the log prints "Custom allreduce is disabled because your
         # platform lacks GPU P2P capability" (log/vllm-7B-2gpuA10080GB-0.25GRAM-same-node.log,
-        # line 23): NCCL carries the all-reduce over PCIe; the nearest catalogue link is PCIe 4.
+        # line 23): NCCL carries the all-reduce through host memory (its SHM transport), the
+        # catalogue's PCIe 4.0 link without P2P (resources/links.json cites NCCL's figures).
         "dennislee22-vllm-7B-2gpuA10080GB-0.25GRAM-same-node": {"util": 0.25, "tp": 2, "link": DENNISLEE_SAME_NODE},
         "dennislee22-vllm-7B-2gpuA10080GB-0.5GRAM-same-node": {"util": 0.5, "tp": 2, "link": DENNISLEE_SAME_NODE},
         # TP across two nodes: the memory rule needs only the link's class (a network).
@@ -996,7 +997,7 @@ def with_constant(fit: ServingFit, key: str, value: float) -> ServingFit:
         "tp_comm": "tp_comm_bytes",
         "driver": "driver_reserved_bytes",
         "bandwidth": "bandwidth_efficiency",
-        "overhead": "layer_overhead_s",
+        "overhead": "kernel_cycles",
     }[group]
     values = dict(getattr(fit, attribute))
     values[name] = value
@@ -1112,9 +1113,9 @@ def linearise(case: Case) -> Linear:
         fit = with_constant(with_constant(DEFAULT_FIT, f"bandwidth:{key}", efficiency), f"overhead:{family}", overhead)
         return 1.0 / case.predict(fit)
 
-    base, slow, launch = seconds(0.8, 0.0), seconds(0.4, 0.0), seconds(0.8, 1e-4)
+    base, slow, launch = seconds(0.8, 0.0), seconds(0.4, 0.0), seconds(0.8, 1000.0)
     a = (slow - base) / (1 / 0.4 - 1 / 0.8)
-    return Linear(case, key, family, a, (launch - base) / 1e-4, base - a / 0.8)
+    return Linear(case, key, family, a, (launch - base) / 1000.0, base - a / 0.8)
 
 
 def fit_speed(fit: ServingFit, cases: list[Case]) -> tuple[ServingFit, list[str]]:
@@ -1335,7 +1336,7 @@ def fit_pairs(fit: ServingFit) -> list[tuple[str, float, float]]:
         ("tp_comm_bytes", GiB),
         ("driver_reserved_bytes", GiB),
         ("bandwidth_efficiency", 1.0),
-        ("layer_overhead_s", 1e-6),
+        ("kernel_cycles", 1.0),
     ):
         mine, core = getattr(fit, attribute), getattr(DEFAULT_FIT, attribute)
         for key in sorted(set(mine) | set(core)):

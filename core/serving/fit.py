@@ -111,15 +111,18 @@ DEFAULT_DRIVER: Final = _frozen(
 )
 DEFAULT_BANDWIDTH: Final = _frozen(
     {
-        "cuda-graphs/hbm": 0.56,
+        "cuda-graphs/hbm": 0.59,
         "cuda-graphs/gddr": 0.83,
         "cuda-graphs/unified": 0.71,
-        "eager/hbm": 0.47,
+        "eager/hbm": 0.50,
         "eager/gddr": 0.83,
         "eager/unified": 0.71,
     }
 )
-DEFAULT_LAYER_OVERHEAD: Final = _frozen({"cuda-graphs": 0.0, "eager": 54e-6})
+# GPU cycles a kernel of an eager decode step costs beyond its reads (core.serving.speed's
+# kernel_seconds: launch, ramp-up and drain, counted in the SM's clock); a replayed CUDA graph's
+# kernels are held at none.
+DEFAULT_KERNEL_CYCLES: Final = _frozen({"cuda-graphs": 0.0, "eager": 3820.0})
 
 
 @dataclass(frozen=True)
@@ -137,9 +140,9 @@ class ServingFit:
     # Share of the datasheet bandwidth a decode step's reads achieve, by engine family and memory
     # class ("eager/hbm": llama.cpp's kernels on an A100 reach half of it; vLLM's more).
     bandwidth_efficiency: Mapping[str, float] = field(default_factory=lambda: DEFAULT_BANDWIDTH)
-    # Time per layer per decode step outside the reads (kernel launches, synchronisation), by
-    # engine family.
-    layer_overhead_s: Mapping[str, float] = field(default_factory=lambda: DEFAULT_LAYER_OVERHEAD)
+    # GPU cycles per kernel of a decode step outside the reads (launch, ramp-up and drain of a
+    # short kernel), by engine family.
+    kernel_cycles: Mapping[str, float] = field(default_factory=lambda: DEFAULT_KERNEL_CYCLES)
 
 
 DEFAULT_FIT: Final = ServingFit()

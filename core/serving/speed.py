@@ -6,11 +6,13 @@ The model, stated (the window shows it under "Assumptions"):
   experts, the experts some request routes to) and each request's KV cache (prompt + half the
   answer cached, on average), at the card's bandwidth × its memory class's efficiency
   (:class:`core.serving.fit.ServingFit`); it needs 2 · active parameters FLOPs per request at
-  the dense peak × utilisation; it takes the longer of the two, plus a fixed time per layer
-  (kernel launches: none when the engine replays CUDA graphs, as vLLM and SGLang do; fitted
-  for llama.cpp's eager launches), plus with tensor parallelism two all-reduces per layer over
-  the plan's link (ring: 2(t−1) hops of the link's latency and 2(t−1)/t of the hidden states
-  over its bandwidth × NCCL's bus efficiency). Pipeline stages run one after another.
+  the dense peak × utilisation; it takes the longer of the two, plus a fixed cost per kernel
+  it launches (:func:`kernel_seconds`: none when the engine replays CUDA graphs, as vLLM and
+  SGLang do; for llama.cpp's eager kernels a number of GPU cycles each, fitted, at the card's
+  boost clock: a short kernel's launch, ramp-up and drain are counted in the SM's clock),
+  plus with tensor parallelism two all-reduces per layer over the plan's link (ring: 2(t−1)
+  hops of the link's latency and 2(t−1)/t of the hidden states over its bandwidth × NCCL's
+  bus efficiency). Pipeline stages run one after another.
 * **llama.cpp with partial offload** reads the layers left on the host at the host's memory
   bandwidth (:data:`HOST_BANDWIDTH_GB_S`) and every GPU's layers at that GPU's, one after another.
 * **Prefill** of a prompt runs 2 · active parameters · tokens + causal attention FLOPs at the
@@ -34,7 +36,7 @@ from dataclasses import dataclass
 from typing import Final, NamedTuple
 
 from core.catalogue import GpuSpec, LinkSpec
-from core.dtypes import matmul_dtype
+from core.dtypes import GgufQuant, matmul_dtype
 from core.format import counted
 from core.params import ParamCounts
 from core.plan import Engine, Plan
@@ -46,6 +48,20 @@ from core.serving.fit import DEFAULT_FIT, EngineFamily, ServingFit, bandwidth_ke
 HOST_BANDWIDTH_GB_S: Final = 51.2
 # The hidden state one all-reduce carries is in 16 bits.
 ACTIVATION_BYTES: Final = 2
+# llama.cpp's decode graph of one Llama layer (llm_build_llama; the ggml-cuda of the corpus's 2024
+# builds) launches one kernel per node that computes: RMS_NORM, MUL (the norm's weight), MUL_MAT
+# q, k, v, ROPE q, k, CPY of k and v into the cache, MUL_MAT kq, SOFT_MAX (scale and mask fused),
+# MUL_MAT kqv, CONT (heads merged), MUL_MAT o, ADD; RMS_NORM, MUL, MUL_MAT gate, up, SILU, MUL,
+# MUL_MAT down, ADD: 23 (views, permutes and reshapes launch none). HF generate's eager layer
+# launches more; 23 is its floor.
+KERNELS_PER_LAYER: Final = 23
+# With quantised weights on CUDA each weight MUL_MAT first quantises its activations to q8_1 for
+# the mmvq kernels (ggml/src/ggml-cuda/ggml-cuda.cu, ggml_cuda_op_mul_mat: convert_src1_to_q8_1 ->
+# quantize_row_q8_1_cuda): 7 kernels more. Metal's mul_mv kernels read float activations.
+WEIGHT_MATMULS_PER_LAYER: Final = 7
+# A card whose catalogue entry prints no boost clock (Apple, laptop parts) counts its kernels'
+# cycles at this clock.
+FALLBACK_CLOCK_GHZ: Final = 1.5
 # The catalogue's segments of GeForce cards (their tensor rates listed at FP32 accumulate).
 GEFORCE_SEGMENTS: Final = frozenset({"consumer", "laptop"})
 
@@ -116,7 +132,7 @@ class StepModel:
     link: LinkSpec
     achieved_flops: float  # per rank, FLOP/s
     bandwidth: float  # bytes/s the decode reads reach
-    layer_overhead_s: float
+    layer_overhead_s: float  # kernels per layer x kernel_seconds
     kv_per_request: float
     expert_share: float
     host_bytes: float  # llama.cpp: weights read from host memory each token
@@ -172,6 +188,18 @@ def engine_family(plan: Plan) -> EngineFamily:
     return EngineFamily.EAGER if eager else EngineFamily.GRAPHS
 
 
+def kernels_per_layer(plan: Plan, gpu: GpuSpec) -> int:
+    """Kernels one decode step launches per layer (:data:`KERNELS_PER_LAYER`)."""
+    quant = plan.inference.gguf_quant
+    quantised = plan.inference.engine is Engine.LLAMACPP and quant not in (GgufQuant.F32, GgufQuant.F16, GgufQuant.BF16)
+    return KERNELS_PER_LAYER + (WEIGHT_MATMULS_PER_LAYER if quantised and gpu.vendor != "apple" else 0)
+
+
+def kernel_seconds(gpu: GpuSpec, fit: ServingFit, family: EngineFamily) -> float:
+    """One kernel's fixed cost: the family's cycles (core.serving.fit) at the card's boost clock."""
+    return fit.kernel_cycles[family] / ((gpu.boost_clock_ghz or FALLBACK_CLOCK_GHZ) * 1e9)
+
+
 def matmul_peak(plan: Plan, gpu: GpuSpec) -> float:
     """Dense TFLOP/s the engine's matmuls run at. llama.cpp multiplies through cuBLAS with
     ``CUBLAS_COMPUTE_16F`` (ggml/src/ggml-cuda/ggml-cuda.cu, ``ggml_cuda_op_mul_mat_cublas``):
@@ -199,7 +227,7 @@ def step_model(
         link=serving_link(inf, gpu),
         achieved_flops=matmul_peak(plan, gpu) * 1e12 * serving_utilisation(plan),
         bandwidth=gpu.memory_bandwidth_gb_s * 1e9 * fit.bandwidth_efficiency[bandwidth_key(family, gpu)],
-        layer_overhead_s=fit.layer_overhead_s[family],
+        layer_overhead_s=kernels_per_layer(plan, gpu) * kernel_seconds(gpu, fit, family),
         kv_per_request=layout.kv_token_layer_bytes * layout.layers * mean_cached,
         expert_share=_expert_share(plan, counts),
         host_bytes=offload[0],
