@@ -61,7 +61,7 @@ from core.plan import (  # noqa: E402
 )
 from core.training.activations import recomputed_share  # noqa: E402
 from core.training.compute import compute_dtype  # noqa: E402
-from core.training.efficiency import PRIORS, TIES, coefficient  # noqa: E402
+from core.training.efficiency import FIXED, PRIORS, TIES, coefficient  # noqa: E402
 from core.training.flops import token_flops  # noqa: E402
 from core.training.speed import Work, step_work  # noqa: E402
 
@@ -409,7 +409,10 @@ def before_step(case: Case) -> float:
 # ---- the fit ------------------------------------------------------------------------------
 def bounds(name: str) -> tuple[float, float]:
     """What a coefficient may be: no matmul or attention faster than the peak, no stack moving
-    less than a tenth of eager's bytes, no optimizer faster than the bandwidth."""
+    less than a tenth of eager's bytes, no optimizer faster than the bandwidth; the fixed ones
+    (efficiency.FIXED) at their priors."""
+    if name in FIXED:
+        return PRIORS[name], PRIORS[name]
     if name.startswith(("gemm:", "attention:")):
         return 1.0, 6.0
     if name.startswith("elementwise:"):

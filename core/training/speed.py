@@ -134,6 +134,28 @@ FLOAT8_CAST_BYTES: Final = 5.0
 # (4 bytes per NF4 block of 64; with double quantisation 1, taken as 4 here), writes 2 bytes.
 # The block and the bytes are core.dtypes' (the one table): 0.5 + 4/64 + 2 = 2.5625.
 DEQUANT_BYTES: Final = ELEMENT_BYTES["nf4"] + 4.0 / NF4_BLOCK + ELEMENT_BYTES["bf16"]
+# PyTorch's ring attention (context parallel > 1 outside Megatron): the per-step merge of partial
+# outputs and the backward's gradient accumulation, in float32, eagerly, as bytes per element of
+# one ring call's local queries × the attention width (torch.distributed.tensor.experimental.
+# _attention, pytorch/pytorch@0123248a484ffe531edb5098b986c1bac08cd296; the round-robin load
+# balancing and the all-gather rotation torchtitan 9dec370 sets: enable_load_balance defaults
+# to True, torchtitan/utils.py set_rotate_method("allgather")). Counted on the last CP rank,
+# which merges whole outputs at every step (the others merge half, ``partial``):
+# forward (_templated_ring_attention): K and V made contiguous (2 × 2 B read + write), the
+# result cast back to 16 bits (4 read + 2 written) and the first step's cast to float32 (2 + 4):
+# 20 once; at each further step the K/V concatenation sent on (8), the block output cast to
+# float32 (6) and _SDPAMerger._merge_one's three full-size float32 ops (out − block_out,
+# sigmoid(Δlse) × that, out − that: 12 + 8 + 12): 46 per step.
+RING_FORWARD_ONCE: Final = 20.0
+RING_FORWARD_PER_STEP: Final = 46.0
+# backward (_templated_ring_attention_backward): three float32 zero buffers (12), K and V made
+# contiguous (8), the first step's dK/dV accumulation (fp32 += 16-bit: 10 each, 20), its
+# concatenation sent on (16) and dQ's accumulation (10), and the final casts of dQ (6) and
+# dK/dV (12) to 16 bits: 84 once; each further step the K/V concatenation (8), dK/dV's half
+# update and re-concatenation in _partial_update (10 + 16), the float32 dK/dV concatenation
+# sent on (16) and dQ's accumulation (10): 60 per step.
+RING_BACKWARD_ONCE: Final = 84.0
+RING_BACKWARD_PER_STEP: Final = 60.0
 # A custom card has no bandwidth figure: the A100's bytes per FLOP (2,039 GB/s for 312
 # dense 16-bit TFLOP/s, NVIDIA A100 datasheet) is assumed.
 BYTES_PER_FLOP_ASSUMED: Final = 2039e9 / 312e12
@@ -237,12 +259,34 @@ def _attention_flops(rank: _Rank) -> tuple[float, float]:
     model = plan.model
     keys = attended_keys(model, plan.workload.seq_len, fused_attention(plan))
     forward = 4.0 * rank.tokens * keys * model.q_width / rank.tp
-    recompute = rank.backward_layers if plan.checkpointing else 0.0
-    if plan.checkpointing and plan.checkpoint_policy is CheckpointPolicy.OP:
-        recompute = 0.0  # torchtitan's op SAC saves the attention kernel's output
-    elif plan.checkpointing and plan.checkpoint_policy is CheckpointPolicy.LAYER:
-        recompute = _recomputed_blocks(plan, rank)
+    recompute = _attention_recompute(rank)
     return forward * (rank.layers + 2 * rank.backward_layers + recompute), forward * rank.layers
+
+
+def _attention_recompute(rank: _Rank) -> float:
+    """Blocks whose attention the backward runs again: every one under full checkpointing,
+    none under torchtitan's op SAC (it saves the attention kernel's output), the checkpointed
+    share under layer SAC."""
+    plan = rank.plan
+    if not plan.checkpointing or plan.checkpoint_policy is CheckpointPolicy.OP:
+        return 0.0
+    if plan.checkpoint_policy is CheckpointPolicy.LAYER:
+        return _recomputed_blocks(plan, rank)
+    return float(rank.backward_layers)
+
+
+def ring_attention_bytes(rank: _Rank) -> float:
+    """Bytes PyTorch's ring attention moves beside its attention kernels for one micro-batch on
+    the rank (the RING_* constants): 0 without context parallelism, and under Megatron, whose
+    Transformer Engine ring merges inside its fused kernels."""
+    plan = rank.plan
+    cp = plan.parallel.context_parallel
+    if cp <= 1 or plan.stack is Stack.MEGATRON:
+        return 0.0
+    elements = rank.tokens * plan.model.q_width / rank.tp
+    forward = RING_FORWARD_ONCE + RING_FORWARD_PER_STEP * (cp - 1)
+    backward = RING_BACKWARD_ONCE + RING_BACKWARD_PER_STEP * (cp - 1)
+    return elements * (forward * (rank.layers + _attention_recompute(rank)) + backward * rank.backward_layers)
 
 
 def _elementwise_bytes(rank: _Rank) -> float:
@@ -330,6 +374,12 @@ def _rank_of(plan: Plan, stage: Stage, fp8: bool) -> _Rank:
     )
 
 
+def _ring_feature(rank: _Rank, micro: int, bandwidth: float) -> dict[str, float]:
+    """The ring attention's merge traffic as a feature of its own (none without it)."""
+    ring = ring_attention_bytes(rank)
+    return {"ring_merge": micro * ring / bandwidth} if ring else {}
+
+
 def step_work(plan: Plan, counts: ParamCounts, gpu: GpuSpec) -> Work:
     """The step's compute on the pipeline stage with the most of it."""
     kind = gemm_kind(plan, gpu)
@@ -352,6 +402,7 @@ def step_work(plan: Plan, counts: ParamCounts, gpu: GpuSpec) -> Work:
                 micro * attention / (attention_peak * 1e12) if attention_peak else math.inf
             ),
             f"elementwise:{plan.stack.value}": micro * _elementwise_bytes(rank) / bandwidth,
+            **_ring_feature(rank, micro, bandwidth),
             "optimizer": _optimizer_bytes(plan, counts, stage) / bandwidth,
         }
         flops = micro * (mm.flops + attention)

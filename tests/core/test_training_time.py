@@ -320,3 +320,31 @@ def _rope_seconds(plan: Plan) -> float:
     passes = model.num_layers * 3
     rope = ROPE_PASSES * (model.q_width + model.kv_width) * dtypes_for(plan).compute * tokens * passes
     return rope / (find_gpu(plan.hardware.gpu).memory_bandwidth_gb_s * 1e9)
+
+
+# ---- context parallel: PyTorch's ring attention --------------------------------------------
+def test_ring_attention_merges_grow_with_the_context_parallel_degree() -> None:
+    # torch.distributed.tensor.experimental._attention (pytorch/pytorch@0123248a): every ring step
+    # after the first merges its block output into a float32 accumulator (_SDPAMerger) and the
+    # backward accumulates dQ, dK, dV in float32: bytes per local query element × width are
+    # 20 + 46 (c − 1) forward and 84 + 60 (c − 1) backward (core.training.speed RING_*).
+    from core.params import param_counts
+    from core.training.speed import step_work
+
+    def ring(cp: int, stack: Stack = Stack.COMPILE) -> float:
+        plan = _h100(seq_len=8192 * cp, micro_batch=1).with_changes(stack=stack)
+        plan = plan.on_gpus(8, Strategy.FSDP).with_parallel(context_parallel=cp)
+        return step_work(plan, param_counts(plan), find_gpu("h100-sxm")).features.get("ring_merge", 0.0)
+
+    assert ring(1) == 0.0
+    assert ring(2, Stack.MEGATRON) == 0.0  # Transformer Engine merges inside its kernels
+    plan = _h100(seq_len=8192 * 4, micro_batch=1).with_changes(stack=Stack.COMPILE)
+    plan = plan.on_gpus(8, Strategy.FSDP).with_parallel(context_parallel=4)
+    model, gpu = plan.model, find_gpu("h100-sxm")
+    elements = 8192 * model.q_width  # the local queries (32k ÷ CP 4) × the attention width
+    recompute = model.num_layers if plan.checkpointing and plan.checkpoint_policy is CheckpointPolicy.FULL else 0
+    per_layer = (20 + 46 * 3) * (model.num_layers + recompute) + (84 + 60 * 3) * model.num_layers
+    expected = elements * per_layer * plan.workload.grad_accum / (gpu.memory_bandwidth_gb_s * 1e9)
+    assert ring(4) == pytest.approx(expected)
+    assert ring(8) / ring(4) > 1.8  # the per-step part dominates and grows with c
+    assert FITTED["ring_merge"] == pytest.approx(PRIORS["ring_merge"], abs=1e-4)  # from the source, never fitted
