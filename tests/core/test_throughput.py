@@ -49,9 +49,9 @@ def test_the_leave_one_source_out_errors_do_not_widen(bench: ModuleType, report)
     # Today's figures (docs/TRAINING_TIME.md), each with a little room for floating point.
     summary = bench.summary(report.scored)
     assert summary["n"] >= 330
-    assert summary["median"] <= 9.6
-    assert summary["worst_short"] <= 63.7
-    assert summary["worst_long"] <= 94.1
+    assert summary["median"] <= 9.9
+    assert summary["worst_short"] <= 64.1
+    assert summary["worst_long"] <= 79.4
     families = {r.case.family for r in report.scored}
     assert len(families) >= 8  # at least 6 independent sources (issue 24): 8 families scored
 
