@@ -37,9 +37,13 @@ _ATTENTION: Final = {"ampere": 1 / 0.50, "ada": 1 / 0.45, "hopper": 1 / 0.35, "b
 # class: 600-750 TFLOP/s forward on an H100 (Shah et al. 2024, fig. 5), backward slower.
 _FUSED_ATTENTION: Final = {"ampere": 1 / 0.50, "ada": 1 / 0.45, "hopper": 1 / 0.55, "blackwell": 1 / 0.55}
 # FlashAttention 1 and its Triton kernel (flash_attn_triton.py, MPT's attn_impl: triton, 2022-23)
-# take about twice FlashAttention-2's time (Dao 2023, arXiv:2307.08691, abstract: "around 2x
-# speedup compared to FlashAttention"; §4.1: FlashAttention-2 is 1.7-3.0x faster than
-# FlashAttention and 1.3-2.5x faster than FlashAttention in Triton, A100, forward + backward).
+# take about twice FlashAttention-2's time (Dao 2023, arXiv:2307.08691, checked against its text:
+# abstract "around 2× speedup compared to FlashAttention"; §4's summary "1.7-3.0× faster than
+# FlashAttention, 1.3-2.5× faster than FlashAttention in Triton"; §4.1, A100 80GB: "around 2×
+# faster than FlashAttention", "around 1.3-1.5× faster than FlashAttention in Triton in the
+# forward pass and around 2× faster in the backward pass"). With the backward's 2.5× the
+# forward's FLOPs (§4.1), the Triton kernel's ratio is about (1.4 + 2 × 2.5) / 3.5 ≈ 1.8; 2.0 is
+# FlashAttention 1's, kept for both (the corpus' MosaicML rows cannot tell them apart).
 # A fixed multiple of the same card's flash coefficient (a tie below): the corpus' one user of
 # the old kernels (MosaicML's 2023 tables) never sets it for itself.
 FLASH1_OVER_FLASH: Final = 2.0
