@@ -61,7 +61,7 @@ from core.plan import (  # noqa: E402
 )
 from core.training.activations import recomputed_share  # noqa: E402
 from core.training.compute import compute_dtype  # noqa: E402
-from core.training.efficiency import PRIORS, TIES, coefficient  # noqa: E402
+from core.training.efficiency import FIXED, PRIORS, TIES, coefficient  # noqa: E402
 from core.training.flops import token_flops  # noqa: E402
 from core.training.speed import Work, step_work  # noqa: E402
 
@@ -265,12 +265,18 @@ def _parallel(record: Mapping[str, Any], gpus: int, notes: list[str]) -> Paralle
     vp = record.get("vp") or 1
     sharding = record.get("sharding")
     inter = "ib-hdr200" if str(record.get("gpu_catalogue_id", "")).startswith("a100") else "ib-ndr400"
+    if record["source_id"] == "bigscience-bloom":
+        inter = "opa-100-4-per-node"  # Jean Zay's A100 nodes: 4 Omni-Path links per 8 GPUs (jz/hpc-specs.md)
     overlap = record.get("async_tp_or_overlap")
     if overlap is None and record.get("stack") == "deepspeed":
         # Megatron-DeepSpeed (BigScience, 2022) predates Megatron's tensor-parallel overlap
         # (--tp-comm-overlap, Transformer Engine's userbuffers, Megatron-Core 2023): every
         # tensor-parallel all-reduce waits.
         overlap = False
+    # ... and sequence parallelism (Korthikanti et al., arXiv:2205.05198, May 2022, after the
+    # Feb-2022 prequel logs and BLOOM's launch in March): the norms and dropouts run on every
+    # tensor-parallel rank whole, and each stage sends its whole activation on.
+    sequence_parallel = record.get("stack") != "deepspeed"
     if overlap is None and _STACK.get(record.get("stack") or "") is Stack.MEGATRON:
         overlap = True
         notes.append("tensor-parallel overlap on (NeMo's performance recipes)")
@@ -286,6 +292,7 @@ def _parallel(record: Mapping[str, Any], gpus: int, notes: list[str]) -> Paralle
         schedule=PipelineSchedule.INTERLEAVED if vp > 1 else PipelineSchedule.ONE_F_ONE_B,
         virtual_stages=int(vp),
         tp_overlap=bool(overlap),
+        sequence_parallel=sequence_parallel,
         inter_link=inter,
         fsdp_param_dtype=MpDtype.BF16,
         fsdp_reduce_dtype=MpDtype.FP32,
@@ -409,7 +416,10 @@ def before_step(case: Case) -> float:
 # ---- the fit ------------------------------------------------------------------------------
 def bounds(name: str) -> tuple[float, float]:
     """What a coefficient may be: no matmul or attention faster than the peak, no stack moving
-    less than a tenth of eager's bytes, no optimizer faster than the bandwidth."""
+    less than a tenth of eager's bytes, no optimizer faster than the bandwidth; the fixed ones
+    (efficiency.FIXED) at their priors."""
+    if name in FIXED:
+        return PRIORS[name], PRIORS[name]
     if name.startswith(("gemm:", "attention:")):
         return 1.0, 6.0
     if name.startswith("elementwise:"):

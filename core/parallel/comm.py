@@ -20,7 +20,7 @@ in a node.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from enum import StrEnum
 from typing import Final
 
@@ -29,7 +29,7 @@ from core.dtypes import ELEMENT_BYTES, MP_BYTES, MpDtype
 from core.format import memory
 from core.parallel.layout import layout, train_share, weight_share
 from core.params import ParamCounts
-from core.plan import Method, Offload, PipelineSchedule, Plan, Stack, Strategy
+from core.plan import CheckpointPolicy, Method, Offload, PipelineSchedule, Plan, Stack, Strategy
 from core.roles import Dtypes, dtypes_for
 from core.units import MiB
 
@@ -558,10 +558,61 @@ def _pipeline_traffic(step: _Step) -> _Traffic | None:
 
 def _context_parallel_traffic(step: _Step) -> _Traffic | None:
     plan = step.plan
+    par = plan.parallel
+    if par.context_parallel <= 1:
+        return None
+    if plan.stack is not Stack.MEGATRON:
+        return _torch_ring_traffic(step)
+    return _megatron_ring_traffic(step)
+
+
+def _torch_ring_traffic(step: _Step) -> _Traffic:
+    """PyTorch's ring attention as torchtitan drives it (torch.distributed.tensor.experimental.
+    _attention, pytorch/pytorch@0123248a484ffe531edb5098b986c1bac08cd296; torchtitan 9dec370
+    sets the "allgather" rotation): each ring call (forward, its recompute, backward) gathers
+    every rank's K and V at once, issued before the first step's attention and waited for at
+    the second; the backward passes dK/dV on, in float32, after every step, and waits for the
+    last one after its loop. torchtitan repeats the grouped K/V heads before SDPA
+    (torchtitan/models/llama/model.py, repeat_kv), so K/V travel at the query heads' width."""
+    plan = step.plan
     par, model = plan.parallel, plan.model
     cp = par.context_parallel
-    if cp <= 1:
-        return None
+    width = step.tokens_micro * model.q_width / par.tensor_parallel
+    span = group_span(cp, par.tensor_parallel, par.gpus_per_node, par.nodes)
+    recompute = plan.checkpointing and plan.checkpoint_policy is not CheckpointPolicy.OP
+    calls = (3 if recompute else 2) * step.layers * step.micro
+    gather = _collective(
+        "context-parallel K/V all-gather",
+        Collective.ALL_GATHER,
+        2 * width * step.dt.compute * cp,
+        span,
+        step.links,
+        count=calls,
+        overlapped=True,
+        window_seconds=step.compute_seconds,
+    )
+    link = step.links.intra if span.nodes <= 1 else step.links.inter
+    grads = _point_to_point(
+        "context-parallel dK/dV ring (float32)",
+        2 * width * 4.0,
+        cp * step.layers * step.micro,
+        link,
+        overlapped=True,
+        window=step.compute_seconds,
+    )
+    grads = replace(grads, unhidden_seconds=grads.seconds / cp)  # the last send of each ring waits
+    return _Traffic(
+        (gather, grads),
+        "Context parallel (PyTorch ring attention): K/V all-gathered once per ring call and hidden under "
+        "the first step's attention; dK/dV passed on in float32 after every backward step, the last "
+        "of each layer waited for.",
+    )
+
+
+def _megatron_ring_traffic(step: _Step) -> _Traffic:
+    plan = step.plan
+    par, model = plan.parallel, plan.model
+    cp = par.context_parallel
     kv_chunk = 2 * step.tokens_micro * model.num_kv_heads / par.tensor_parallel * model.head_dim * step.dt.compute
     cp_span = group_span(cp, par.tensor_parallel, par.gpus_per_node, par.nodes)
     link = step.links.intra if cp_span.nodes <= 1 else step.links.inter

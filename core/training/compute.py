@@ -139,6 +139,7 @@ def _parts(work: Work) -> tuple[ComputePart, ...]:
         "attention:": "attention scores and values",
         "elementwise:": "elementwise ops (norms, rotary, activation, loss)",
         "optimizer": "optimizer step",
+        "ring_merge": "ring attention's float32 merges (context parallel)",
     }
     parts = []
     for name, seconds in work.features.items():

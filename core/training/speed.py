@@ -39,7 +39,7 @@ from core.plan import Attention, CheckpointPolicy, Float8, Method, Offload, Plan
 from core.roles import dtypes_for
 from core.training.activations import recomputed_share
 from core.training.attention import Kernel, sdpa_kernel
-from core.training.flops import attended_keys, block_gemms, head_trains
+from core.training.flops import Gemm, attended_keys, block_gemms, head_trains
 from core.training.optimizer import optimizer_terms
 
 
@@ -130,10 +130,46 @@ SCORE_BYTES: Final = 28.0
 # A float8 cast reads the 16-bit tensor twice (its amax, then the scaled cast) and writes one
 # byte per element (torchao float8_scaling_utils.hp_tensor_to_float8_dynamic).
 FLOAT8_CAST_BYTES: Final = 5.0
+# Float8 rowwise on a linear too small for it: torchao converts every nn.Linear unless told
+# otherwise (torchtitan's filter_fqns, its auto filter opt-in), and a rowwise linear whose local
+# weight (N out × K in) is below torchao's rowwise thresholds runs slower than in bf16: "approx
+# 40%" slower for Llama 3 8B's wk / wv under TP (pytorch/ao#2410, the RCA of torchtitan#1207).
+# The thresholds are torchao's _auto_filter_for_rowwise (pytorch/ao 36027d8,
+# torchao/float8/float8_linear_utils.py: N <= 2048, K <= 1024, or N <= 4096 and K <= 2048).
+ROWWISE_SMALL_SLOWDOWN: Final = 1.4
+
+
+def rowwise_too_small(k: float, n: float) -> bool:
+    """torchao's rule for a linear (K in, N out features) rowwise float8 makes slower."""
+    return n <= 2048 or k <= 1024 or (n <= 4096 and k <= 2048)
+
+
 # bitsandbytes' dequantisation of a 4-bit weight: reads ½ byte plus its block's float32 absmax
 # (4 bytes per NF4 block of 64; with double quantisation 1, taken as 4 here), writes 2 bytes.
 # The block and the bytes are core.dtypes' (the one table): 0.5 + 4/64 + 2 = 2.5625.
 DEQUANT_BYTES: Final = ELEMENT_BYTES["nf4"] + 4.0 / NF4_BLOCK + ELEMENT_BYTES["bf16"]
+# PyTorch's ring attention (context parallel > 1 outside Megatron): the per-step merge of partial
+# outputs and the backward's gradient accumulation, in float32, eagerly, as bytes per element of
+# one ring call's local queries × the attention width (torch.distributed.tensor.experimental.
+# _attention, pytorch/pytorch@0123248a484ffe531edb5098b986c1bac08cd296; the round-robin load
+# balancing and the all-gather rotation torchtitan 9dec370 sets: enable_load_balance defaults
+# to True, torchtitan/utils.py set_rotate_method("allgather")). Counted on the last CP rank,
+# which merges whole outputs at every step (the others merge half, ``partial``):
+# forward (_templated_ring_attention): K and V made contiguous (2 × 2 B read + write), the
+# result cast back to 16 bits (4 read + 2 written) and the first step's cast to float32 (2 + 4):
+# 20 once; at each further step the K/V concatenation sent on (8), the block output cast to
+# float32 (6) and _SDPAMerger._merge_one's three full-size float32 ops (out − block_out,
+# sigmoid(Δlse) × that, out − that: 12 + 8 + 12): 46 per step.
+RING_FORWARD_ONCE: Final = 20.0
+RING_FORWARD_PER_STEP: Final = 46.0
+# backward (_templated_ring_attention_backward): three float32 zero buffers (12), K and V made
+# contiguous (8), the first step's dK/dV accumulation (fp32 += 16-bit: 10 each, 20), its
+# concatenation sent on (16) and dQ's accumulation (10), and the final casts of dQ (6) and
+# dK/dV (12) to 16 bits: 84 once; each further step the K/V concatenation (8), dK/dV's half
+# update and re-concatenation in _partial_update (10 + 16), the float32 dK/dV concatenation
+# sent on (16) and dQ's accumulation (10): 60 per step.
+RING_BACKWARD_ONCE: Final = 84.0
+RING_BACKWARD_PER_STEP: Final = 60.0
 # A custom card has no bandwidth figure: the A100's bytes per FLOP (2,039 GB/s for 312
 # dense 16-bit TFLOP/s, NVIDIA A100 datasheet) is assumed.
 BYTES_PER_FLOP_ASSUMED: Final = 2039e9 / 312e12
@@ -194,6 +230,11 @@ class _Tally:
     flops: float = 0.0  # matmul FLOPs
     bytes: float = 0.0  # matmul operand bytes
     forward_flops: float = 0.0
+    # Of the FLOPs, in a float8 plan: the 16-bit ones (the output head, which torchtitan's
+    # filter_fqns keeps in bf16, and LoRA adapters), and the float8 rowwise linears too small to
+    # gain (ROWWISE_SMALL_SLOWDOWN); both at the 16-bit peak.
+    wide_flops: float = 0.0
+    slow_flops: float = 0.0
 
 
 def _matmul(tally: _Tally, m: float, k: float, n: float, passes: float, fp8: bool, forward: float = 0.0) -> None:
@@ -215,12 +256,29 @@ def _matmuls(rank: _Rank) -> _Tally:
         m = rank.tokens * gemm.share
         lora = gemm.name.endswith(("LoRA A", "LoRA B"))
         passes = rank.layers + rank.backward_layers * (2 if gemm.trains else 1) + again
-        _matmul(tally, m, k * (1.0 if lora else scale), n, passes * gemm.count, rank.fp8 and not lora, rank.layers)
+        slow = rank.fp8 and not lora and _rowwise_slow(rank, gemm, k, n)
+        fp8 = rank.fp8 and not lora and not slow
+        before = tally.flops
+        _matmul(tally, m, k * (1.0 if lora else scale), n, passes * gemm.count, fp8, rank.layers)
+        if slow:
+            tally.slow_flops += tally.flops - before
+        elif rank.fp8 and not fp8:
+            tally.wide_flops += tally.flops - before
     if rank.head:
         model = plan.model
         passes = 3 if head_trains(plan) else 2
+        before = tally.flops
         _matmul(tally, rank.tokens, model.hidden_size, model.vocab_size / rank.tp, passes, False, 1)
+        if rank.fp8:
+            tally.wide_flops += tally.flops - before
     return tally
+
+
+def _rowwise_slow(rank: _Rank, gemm: Gemm, k: float, n: float) -> bool:
+    """A float8 rowwise linear whose local shape torchao's rowwise filter would leave in bf16
+    (a gated MLP's gate and up are two nn.Linear of half the pair's width each)."""
+    width = n / 2 if "gate|up" in gemm.name else n
+    return rank.fp8 and rank.plan.float8 is Float8.ROWWISE and rowwise_too_small(k, width)
 
 
 def fused_attention(plan: Plan) -> bool:
@@ -237,12 +295,34 @@ def _attention_flops(rank: _Rank) -> tuple[float, float]:
     model = plan.model
     keys = attended_keys(model, plan.workload.seq_len, fused_attention(plan))
     forward = 4.0 * rank.tokens * keys * model.q_width / rank.tp
-    recompute = rank.backward_layers if plan.checkpointing else 0.0
-    if plan.checkpointing and plan.checkpoint_policy is CheckpointPolicy.OP:
-        recompute = 0.0  # torchtitan's op SAC saves the attention kernel's output
-    elif plan.checkpointing and plan.checkpoint_policy is CheckpointPolicy.LAYER:
-        recompute = _recomputed_blocks(plan, rank)
+    recompute = _attention_recompute(rank)
     return forward * (rank.layers + 2 * rank.backward_layers + recompute), forward * rank.layers
+
+
+def _attention_recompute(rank: _Rank) -> float:
+    """Blocks whose attention the backward runs again: every one under full checkpointing,
+    none under torchtitan's op SAC (it saves the attention kernel's output), the checkpointed
+    share under layer SAC."""
+    plan = rank.plan
+    if not plan.checkpointing or plan.checkpoint_policy is CheckpointPolicy.OP:
+        return 0.0
+    if plan.checkpoint_policy is CheckpointPolicy.LAYER:
+        return _recomputed_blocks(plan, rank)
+    return float(rank.backward_layers)
+
+
+def ring_attention_bytes(rank: _Rank) -> float:
+    """Bytes PyTorch's ring attention moves beside its attention kernels for one micro-batch on
+    the rank (the RING_* constants): 0 without context parallelism, and under Megatron, whose
+    Transformer Engine ring merges inside its fused kernels."""
+    plan = rank.plan
+    cp = plan.parallel.context_parallel
+    if cp <= 1 or plan.stack is Stack.MEGATRON:
+        return 0.0
+    elements = rank.tokens * plan.model.q_width / rank.tp
+    forward = RING_FORWARD_ONCE + RING_FORWARD_PER_STEP * (cp - 1)
+    backward = RING_BACKWARD_ONCE + RING_BACKWARD_PER_STEP * (cp - 1)
+    return elements * (forward * (rank.layers + _attention_recompute(rank)) + backward * rank.backward_layers)
 
 
 def _elementwise_bytes(rank: _Rank) -> float:
@@ -284,6 +364,8 @@ def _float8_cast_bytes(rank: _Rank) -> float:
         if gemm.name.endswith(("LoRA A", "LoRA B")):
             continue
         k, n = _split(gemm.k, gemm.n, gemm.split, rank.tp)
+        if _rowwise_slow(rank, gemm, k, n):
+            continue  # its casts are in the measured slowdown
         m = rank.tokens * gemm.share
         forward = (m * k + k * n) * gemm.count
         backward = (2 * m * n + k * n + m * k) * gemm.count
@@ -330,6 +412,21 @@ def _rank_of(plan: Plan, stage: Stage, fp8: bool) -> _Rank:
     )
 
 
+def _wide_feature(mm: _Tally, micro: int, family: Generation, peak: float) -> dict[str, float]:
+    """A float8 plan's 16-bit matmuls (the head, LoRA adapters) at the 16-bit peak, and its
+    rowwise linears too small to gain at their 16-bit time × ROWWISE_SMALL_SLOWDOWN."""
+    flops = mm.wide_flops + mm.slow_flops * ROWWISE_SMALL_SLOWDOWN
+    if not flops or not peak:
+        return {}
+    return {f"gemm:{family.value}/16-bit": micro * flops / (peak * 1e12)}
+
+
+def _ring_feature(rank: _Rank, micro: int, bandwidth: float) -> dict[str, float]:
+    """The ring attention's merge traffic as a feature of its own (none without it)."""
+    ring = ring_attention_bytes(rank)
+    return {"ring_merge": micro * ring / bandwidth} if ring else {}
+
+
 def step_work(plan: Plan, counts: ParamCounts, gpu: GpuSpec) -> Work:
     """The step's compute on the pipeline stage with the most of it."""
     kind = gemm_kind(plan, gpu)
@@ -346,12 +443,16 @@ def step_work(plan: Plan, counts: ParamCounts, gpu: GpuSpec) -> Work:
         mm = _matmuls(rank)
         attention, attention_forward = _attention_flops(rank)
         features = {
-            f"gemm:{family.value}/{kind}": micro * mm.flops / (gemm_peak * 1e12) if gemm_peak else math.inf,
+            f"gemm:{family.value}/{kind}": micro * (mm.flops - mm.wide_flops - mm.slow_flops) / (gemm_peak * 1e12)
+            if gemm_peak
+            else math.inf,
+            **_wide_feature(mm, micro, family, attention_peak),
             "gemm_bytes": micro * mm.bytes / bandwidth,
             f"attention:{family.value}/{attention_kernel(plan)}": (
                 micro * attention / (attention_peak * 1e12) if attention_peak else math.inf
             ),
             f"elementwise:{plan.stack.value}": micro * _elementwise_bytes(rank) / bandwidth,
+            **_ring_feature(rank, micro, bandwidth),
             "optimizer": _optimizer_bytes(plan, counts, stage) / bandwidth,
         }
         flops = micro * (mm.flops + attention)

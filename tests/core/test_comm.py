@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import math
+from dataclasses import replace
 
 import pytest
 
@@ -22,7 +23,18 @@ from core.errors import PlanError, PlanFileError
 from core.estimate import estimate
 from core.parallel.comm import Collective, Span, bubble_fraction, group_span, plan_links, ring_factor
 from core.params import param_counts
-from core.plan import Hardware, Method, Offload, Parallelism, PipelineSchedule, Plan, Strategy, Workload
+from core.plan import (
+    CheckpointPolicy,
+    Hardware,
+    Method,
+    Offload,
+    Parallelism,
+    PipelineSchedule,
+    Plan,
+    Stack,
+    Strategy,
+    Workload,
+)
 from core.presets import plan_for_model
 from core.roles import dtypes_for
 from core.training.compute import compute_estimate
@@ -260,10 +272,32 @@ def test_context_parallel_ranks_reduce_and_shard_with_the_data_parallel_ones() -
     # torchtitan parallel_dims.py: fully_shard's mesh is dp_shard × cp (CP ranks hold the
     # same parameters and see other tokens of the same sequences).
     plan = _full(seq_len=8192).on_gpus(8, Strategy.FSDP).with_parallel(context_parallel=2)
-    _gather, reduce, ring = _compute(plan).comm_terms
+    _gather, reduce, ring, ring_grads = _compute(plan).comm_terms
     grads = param_counts(plan).trainable * dtypes_for(plan).grad
     assert reduce.bytes == pytest.approx(7 / 8 * grads)  # over 4 DP × 2 CP ranks, not 4
-    assert "K/V" in ring.label
+    assert "K/V" in ring.label and "dK/dV" in ring_grads.label
     # Only context parallel (DP 1): DDP still all-reduces the gradients over the CP ranks.
     ddp = _compute(_full(seq_len=8192).on_gpus(2, Strategy.DDP).with_parallel(context_parallel=2))
     assert ddp.comm_terms[0].bytes == pytest.approx(2 * 1 / 2 * grads)
+
+
+def test_pytorch_ring_attention_gathers_kv_per_call_and_waits_for_the_last_dkv_send() -> None:
+    # torch.distributed.tensor.experimental._attention (pytorch/pytorch@0123248a): with the
+    # "allgather" rotation torchtitan 9dec370 sets, each ring call gathers every rank's K and V
+    # once; the backward sends dK/dV on in float32 after each of its CP steps and waits for the
+    # last after the loop. torchtitan repeats the K/V heads before SDPA (model.py repeat_kv),
+    # so both travel at the query heads' width.
+    plan = _full(seq_len=32768).on_gpus(8, Strategy.FSDP).with_parallel(context_parallel=4)
+    plan = replace(plan, checkpointing=True, checkpoint_policy=CheckpointPolicy.FULL)
+    terms = {t.label: t for t in _compute(plan).comm_terms}
+    gather = terms["context-parallel K/V all-gather"]
+    grads = terms["context-parallel dK/dV ring (float32)"]
+    model, layers = plan.model, plan.model.num_layers
+    local = plan.workload.micro_batch * 32768 / 4 * model.q_width
+    calls = 3 * layers * plan.workload.grad_accum  # forward, its recompute, backward
+    assert gather.bytes == pytest.approx(3 / 4 * (2 * local * 2 * 4) * calls)
+    assert grads.bytes == pytest.approx(2 * local * 4 * 4 * layers * plan.workload.grad_accum)
+    assert grads.unhidden_seconds == pytest.approx(grads.seconds / 4)
+    # Megatron's Transformer Engine ring keeps its point-to-point K/V sends.
+    megatron = _compute(replace(plan, stack=Stack.MEGATRON)).comm_terms
+    assert [t.label for t in megatron if "context" in t.label] == ["context-parallel K/V ring"]

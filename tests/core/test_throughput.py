@@ -49,9 +49,9 @@ def test_the_leave_one_source_out_errors_do_not_widen(bench: ModuleType, report)
     # Today's figures (docs/TRAINING_TIME.md), each with a little room for floating point.
     summary = bench.summary(report.scored)
     assert summary["n"] >= 330
-    assert summary["median"] <= 9.6
-    assert summary["worst_short"] <= 63.7
-    assert summary["worst_long"] <= 94.1
+    assert summary["median"] <= 9.5
+    assert summary["worst_short"] <= 47.1
+    assert summary["worst_long"] <= 79.1
     families = {r.case.family for r in report.scored}
     assert len(families) >= 8  # at least 6 independent sources (issue 24): 8 families scored
 
@@ -67,7 +67,8 @@ def test_check_mode_names_the_missed_targets(bench: ModuleType, capsys: pytest.C
     assert bench.main(["--check"]) == 1
     out = capsys.readouterr().out
     # The median target (10 %) is met since the FlashAttention 1 / Triton and learned-position
-    # rules (9.5 %); the worst-case targets are not.
+    # rules (9.5 %; 9.4 % with the ring-attention, rowwise and Jean Zay rules); the worst-case
+    # targets are not.
     missed = out.split("Targets missed", 1)[1]
     assert "worst |error|" in missed and "median |error|" not in missed
 
@@ -111,3 +112,17 @@ def test_bloom_176b_is_an_alibi_model_and_the_prequel_test_models_are_not_assume
     assert models["bloom-176b-384gpu"].alibi
     assert not models["bloom-176b-384gpu"].learned_positions
     assert not models["bigscience-prequel-bf16-200b-160gpu"].alibi
+
+
+def test_bigscience_runs_are_laid_out_as_jean_zay_and_2022_megatron_deepspeed_ran_them(report) -> None:  # type: ignore[no-untyped-def]
+    # Jean Zay's A100 nodes: 4 Omni-Path links per 8 GPUs (bigscience-workshop/bigscience@39ed811
+    # jz/hpc-specs.md); Megatron-DeepSpeed in Feb-Mar 2022 had no sequence parallelism (Korthikanti
+    # et al., arXiv:2205.05198, May 2022): each pipeline stage sends its whole activation on.
+    rows = [r for r in report.scored if r.case.record["source_id"] == "bigscience-bloom"]
+    assert len(rows) == 7
+    for row in rows:
+        parallel = row.case.plan.parallel
+        assert parallel.inter_link == "opa-100-4-per-node"
+        assert not parallel.sequence_parallel
+    others = [r for r in report.scored if r.case.record["source_id"] == "torchtitan"]
+    assert all(r.case.plan.parallel.sequence_parallel for r in others)

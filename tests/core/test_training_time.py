@@ -116,6 +116,14 @@ def test_float8_runs_the_linears_at_the_fp8_rate_on_a_card_that_has_one() -> Non
     assert fp8.float8_problem is None
 
 
+def test_float8_leaves_the_output_head_at_the_16_bit_rate() -> None:
+    # torchtitan's float8 converter skips filter_fqns (default ["output"]): the head's matmuls
+    # run in bf16 (torchtitan/components/quantization/float8.py). They were timed at the fp8 peak.
+    parts = estimate(_h100().with_changes(float8=Float8.TENSORWISE)).compute.compute_parts
+    head = [p for p in parts if p.formula.endswith("(gemm:hopper/16-bit)")]
+    assert len(head) == 1 and head[0].seconds > 0
+
+
 def test_float8_on_a_card_without_fp8_is_flagged_and_gains_nothing() -> None:
     plan = _h100().with_hardware(gpu="a100-80gb-sxm")
     bf16 = estimate(plan).compute
@@ -320,3 +328,58 @@ def _rope_seconds(plan: Plan) -> float:
     passes = model.num_layers * 3
     rope = ROPE_PASSES * (model.q_width + model.kv_width) * dtypes_for(plan).compute * tokens * passes
     return rope / (find_gpu(plan.hardware.gpu).memory_bandwidth_gb_s * 1e9)
+
+
+# ---- context parallel: PyTorch's ring attention --------------------------------------------
+def test_ring_attention_merges_grow_with_the_context_parallel_degree() -> None:
+    # torch.distributed.tensor.experimental._attention (pytorch/pytorch@0123248a): every ring step
+    # after the first merges its block output into a float32 accumulator (_SDPAMerger) and the
+    # backward accumulates dQ, dK, dV in float32: bytes per local query element × width are
+    # 20 + 46 (c − 1) forward and 84 + 60 (c − 1) backward (core.training.speed RING_*).
+    from core.params import param_counts
+    from core.training.speed import step_work
+
+    def ring(cp: int, stack: Stack = Stack.COMPILE) -> float:
+        plan = _h100(seq_len=8192 * cp, micro_batch=1).with_changes(stack=stack)
+        plan = plan.on_gpus(8, Strategy.FSDP).with_parallel(context_parallel=cp)
+        return step_work(plan, param_counts(plan), find_gpu("h100-sxm")).features.get("ring_merge", 0.0)
+
+    assert ring(1) == 0.0
+    assert ring(2, Stack.MEGATRON) == 0.0  # Transformer Engine merges inside its kernels
+    plan = _h100(seq_len=8192 * 4, micro_batch=1).with_changes(stack=Stack.COMPILE)
+    plan = plan.on_gpus(8, Strategy.FSDP).with_parallel(context_parallel=4)
+    model, gpu = plan.model, find_gpu("h100-sxm")
+    elements = 8192 * model.q_width  # the local queries (32k ÷ CP 4) × the attention width
+    recompute = model.num_layers if plan.checkpointing and plan.checkpoint_policy is CheckpointPolicy.FULL else 0
+    per_layer = (20 + 46 * 3) * (model.num_layers + recompute) + (84 + 60 * 3) * model.num_layers
+    expected = elements * per_layer * plan.workload.grad_accum / (gpu.memory_bandwidth_gb_s * 1e9)
+    assert ring(4) == pytest.approx(expected)
+    assert ring(8) / ring(4) > 1.8  # the per-step part dominates and grows with c
+    assert FITTED["ring_merge"] == pytest.approx(PRIORS["ring_merge"], abs=1e-4)  # from the source, never fitted
+
+
+def test_float8_rowwise_linears_too_small_for_it_run_slower_than_bf16() -> None:
+    # pytorch/ao#2410 (the RCA of torchtitan#1207): Llama 3 8B's small linears under TP ran
+    # "approx 40%" slower in float8 rowwise than in bf16; torchao's _auto_filter_for_rowwise
+    # (pytorch/ao 36027d8 float8_linear_utils.py) names the shapes: N <= 2048, K <= 1024, or
+    # N <= 4096 and K <= 2048 (N out, K in features).
+    from core.training.speed import ROWWISE_SMALL_SLOWDOWN, rowwise_too_small
+
+    assert ROWWISE_SMALL_SLOWDOWN == 1.4
+    assert rowwise_too_small(4096, 1024 / 8)  # 8B's wk under TP 8
+    assert rowwise_too_small(4096, 14336 / 8)  # 8B's w1 under TP 8 (1,792 out)
+    assert not rowwise_too_small(8192, 28672 / 8)  # 70B's w1 under TP 8 (3,584 out, 8,192 in)
+    assert not rowwise_too_small(4096, 14336)  # 8B's w1 unsharded
+
+    def parts(recipe: Float8, tp: int) -> dict[str, float]:
+        plan = _h100().on_gpus(8, Strategy.FSDP).with_parallel(tensor_parallel=tp).with_changes(float8=recipe)
+        return {p.formula.split("(")[-1]: p.seconds for p in estimate(plan).compute.compute_parts}
+
+    sharded = parts(Float8.ROWWISE, 8)  # every linear of the 8B is below the thresholds at TP 8
+    assert not any("fp8-rowwise" in name and seconds > 0 for name, seconds in sharded.items())
+    bf16 = parts(Float8.NONE, 8)["gemm:hopper/16-bit)"]
+    head = parts(Float8.TENSORWISE, 8)["gemm:hopper/16-bit)"]  # the output head stays in bf16 (filter_fqns)
+    assert 0 < head < bf16
+    assert sharded["gemm:hopper/16-bit)"] == pytest.approx(ROWWISE_SMALL_SLOWDOWN * (bf16 - head) + head)
+    whole = parts(Float8.ROWWISE, 1)  # unsharded, only wk / wv (1,024 out) stay slow
+    assert whole["gemm:hopper/fp8-rowwise)"] > whole["gemm:hopper/16-bit)"] > 0
