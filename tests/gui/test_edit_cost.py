@@ -310,3 +310,19 @@ def test_a_new_verdict_text_repaints_its_labels_not_the_banner_beneath(qtbot: An
         texts.add(window.verdict.headline.text())
     assert len(texts) == 2  # the headline was redrawn each time...
     assert painted.counts[window._banner] == 0 and painted.counts[window.verdict] == 0  # ...on its own
+
+
+def test_a_new_sum_repaints_its_label_not_the_details_tabs_beneath(qtbot: Any, window: MainWindow) -> None:
+    """The Arithmetic tab's sum line is opaque: a new sum repaints it alone. Before, each edit
+    repainted the panel, the tab widget, its page stack and the dock's fence under it as well."""
+    shown(qtbot, window)
+    window.workload_form.seq_len.setValue(1024)
+    settle(qtbot)
+    painted = LayoutRequests(window.arithmetic, window.tabs, kind=QEvent.Type.Paint)
+    sums = set()
+    for micro_batch in (2, 3):
+        window.workload_form.micro_batch.setValue(micro_batch)
+        settle(qtbot)
+        sums.add(window.arithmetic.summary.text())
+    assert len(sums) == 2  # the sum was redrawn each time...
+    assert painted.counts[window.arithmetic] == 0 and painted.counts[window.tabs] == 0  # ...on its own
