@@ -35,6 +35,7 @@ class ArithmeticPanel(QWidget):
         self.summary.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
         mono = QFontDatabase.systemFont(QFontDatabase.SystemFont.FixedFont)
         self.summary.setFont(mono)
+        self.summary.setAutoFillBackground(True)  # opaque: a new sum repaints the label alone
         self.summary_title = QLabel("<b>The sum at the peak</b>")
         layout.addWidget(self.summary_title)
         layout.addWidget(self.summary)

@@ -125,11 +125,13 @@ class VerdictPanel(QFrame):
         self.headline.setMinimumWidth(self._headline_widths["training"])
         self.headline.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
         grid.addWidget(self.headline, 0, 1)
+        self.headline.setAutoFillBackground(True)  # opaque: new text repaints the label alone
         self.detail = QLabel()
         self.detail.setAccessibleName("Verdict figures")
         self.detail.setWordWrap(True)
         self.detail.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
         grid.addWidget(self.detail, 1, 1)
+        self.detail.setAutoFillBackground(True)
         grid.setColumnStretch(1, 1)
         # Room the banner keeps for a while after a longer verdict (see MainWindow._fit_banner)
         # lies under the text, not between the headline and its figures.

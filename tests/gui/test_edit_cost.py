@@ -293,3 +293,36 @@ def test_an_edit_does_not_repaint_the_main_window_under_its_panels(qtbot: Any, w
     assert window.verdict.headline.text()  # the verdict was redrawn...
     assert painted.counts[window] == 0  # ...over its own background
     assert painted.counts[window.plan_dock] == 0 and painted.counts[window.verdict_dock] == 0
+
+
+def test_a_new_verdict_text_repaints_its_labels_not_the_banner_beneath(qtbot: Any, window: MainWindow) -> None:
+    """The verdict's headline and figures are opaque: their new text repaints them alone. Before,
+    each edit repainted the banner and the verdict panel under them as well (three layers of
+    the banner's ~80,000 pixels; benchmarks/gui_latency.py counts paints)."""
+    shown(qtbot, window)
+    window.workload_form.seq_len.setValue(1024)
+    settle(qtbot)
+    painted = LayoutRequests(window._banner, window.verdict, kind=QEvent.Type.Paint)
+    texts = set()
+    for micro_batch in (2, 3):  # the same verdict (Fits): only the figures change
+        window.workload_form.micro_batch.setValue(micro_batch)
+        settle(qtbot)
+        texts.add(window.verdict.headline.text())
+    assert len(texts) == 2  # the headline was redrawn each time...
+    assert painted.counts[window._banner] == 0 and painted.counts[window.verdict] == 0  # ...on its own
+
+
+def test_a_new_sum_repaints_its_label_not_the_details_tabs_beneath(qtbot: Any, window: MainWindow) -> None:
+    """The Arithmetic tab's sum line is opaque: a new sum repaints it alone. Before, each edit
+    repainted the panel, the tab widget, its page stack and the dock's fence under it as well."""
+    shown(qtbot, window)
+    window.workload_form.seq_len.setValue(1024)
+    settle(qtbot)
+    painted = LayoutRequests(window.arithmetic, window.tabs, kind=QEvent.Type.Paint)
+    sums = set()
+    for micro_batch in (2, 3):
+        window.workload_form.micro_batch.setValue(micro_batch)
+        settle(qtbot)
+        sums.add(window.arithmetic.summary.text())
+    assert len(sums) == 2  # the sum was redrawn each time...
+    assert painted.counts[window.arithmetic] == 0 and painted.counts[window.tabs] == 0  # ...on its own
