@@ -21,7 +21,7 @@ from core.estimate import Estimate
 from core.inputs import Input, input_at
 from core.plan import Plan
 from gui.controller import PlanController
-from gui.forms.fields import CatalogueField, any_marked, is_marked_invalid, mark_invalid
+from gui.forms.fields import CatalogueField, any_marked, describe, is_marked_invalid, mark_invalid
 from gui.forms.guards import guard
 from gui.forms.inputs import field_for
 
@@ -124,6 +124,10 @@ class PlanForm(QGroupBox):
                 zero = spec.zero_means_serving if serving else spec.zero_means
                 if isinstance(field, QAbstractSpinBox) and field.specialValueText() != zero:
                     field.setSpecialValueText(zero)
+                    tip = spec.tooltip
+                    if serving:
+                        tip += f"\nIn Inference mode 0 is {spec.zero_means_serving}: the share serving's figures take."
+                    describe(field, spec.name, tip)
         for path in self._input_rows:
             spec = self.inputs[path]
             shown = spec.matters(plan) and (advanced or not spec.advanced) and not (serving and spec.training_only)

@@ -67,7 +67,8 @@ def any_marked() -> bool:
     return _marked > 0
 
 
-def _describe(widget: QWidget, name: str, tooltip: str) -> None:
+def describe(widget: QWidget, name: str, tooltip: str) -> None:
+    """A field's name and tooltip, for the eye and for a screen reader (its inner text box too)."""
     widget.setAccessibleName(name)
     widget.setToolTip(tooltip)
     widget.setProperty("plainToolTip", tooltip)
@@ -260,7 +261,7 @@ class IntField(_TypedNumber, QSpinBox):
         self.setSuffix(self._units[1])
         self.setGroupSeparatorShown(True)
         self.setAccelerated(True)
-        _describe(self, name, f"{tooltip}\nRange {minimum:,} to {maximum:,}{' ' + suffix if suffix else ''}.")
+        describe(self, name, f"{tooltip}\nRange {minimum:,} to {maximum:,}{' ' + suffix if suffix else ''}.")
         self._name = name
         self._start_typing_rules()
         self.valueChanged.connect(self._agree_unit)
@@ -330,7 +331,7 @@ class FloatField(_TypedNumber, QDoubleSpinBox):
         self.setSingleStep(step)
         self.setSuffix(f" {suffix}" if suffix else "")
         self.setGroupSeparatorShown(True)
-        _describe(
+        describe(
             self, name, f"{tooltip}\nRange {minimum * scale:g} to {maximum * scale:g}{' ' + suffix if suffix else ''}."
         )
         self._start_typing_rules()
@@ -412,7 +413,7 @@ class CountField(QLineEdit):
         self.setPlaceholderText(placeholder)
         self.setMaxLength(MAX_TYPED_CHARS)
         self.setClearButtonEnabled(blank_means is not None)
-        _describe(
+        describe(
             self,
             name,
             f"{tooltip}\nType 6.7e9, 6,700,000,000, 20M or 1.5B; range {minimum:,} to {maximum:.3g} {unit}.",
@@ -507,7 +508,7 @@ class SettingField(QLineEdit):
 
     def __init__(self, name: str, tooltip: str, placeholder: str = "", parent: QWidget | None = None) -> None:
         super().__init__(parent)
-        _describe(self, name, tooltip)
+        describe(self, name, tooltip)
         self.setPlaceholderText(placeholder)
         self.setClearButtonEnabled(True)
         self._shown = ""
@@ -545,7 +546,7 @@ class ChoiceField(QComboBox):
 
     def __init__(self, name: str, choices: Iterable[tuple[str, Any]], tooltip: str, parent: QWidget | None = None):
         super().__init__(parent)
-        _describe(self, name, tooltip)
+        describe(self, name, tooltip)
         _let_shrink(self)
         for label, value in choices:
             self.addItem(label, value)
@@ -593,7 +594,7 @@ class CatalogueField(QComboBox):
         completer.setFilterMode(Qt.MatchFlag.MatchContains)
         completer.setCaseSensitivity(Qt.CaseSensitivity.CaseInsensitive)
         self.setCompleter(completer)
-        _describe(self, name, tooltip + "\nType part of a name to search.")
+        describe(self, name, tooltip + "\nType part of a name to search.")
         self.activated.connect(self._chosen)
         completer.activated[str].connect(self._chosen_text)  # type: ignore[index]  # PySide6's overload index
         self._line().returnPressed.connect(lambda: self._chosen_text(self.currentText()))
