@@ -60,7 +60,9 @@ KERNELS_PER_LAYER: Final = 23
 # quantize_row_q8_1_cuda): 7 kernels more. Metal's mul_mv kernels read float activations.
 WEIGHT_MATMULS_PER_LAYER: Final = 7
 # A card whose catalogue entry prints no boost clock (Apple, laptop parts) counts its kernels'
-# cycles at this clock.
+# cycles at this clock. An assumption, not a sourced figure: Apple publishes no GPU clock, and a
+# laptop part's clock follows the power limit its maker set; 1.5 GHz sits among the 1.2-2.0 GHz
+# such parts run at. Their llama.cpp decode rows in benchmarks/realgpu/serving.py are the check.
 FALLBACK_CLOCK_GHZ: Final = 1.5
 # The catalogue's segments of GeForce cards (their tensor rates listed at FP32 accumulate).
 GEFORCE_SEGMENTS: Final = frozenset({"consumer", "laptop"})
