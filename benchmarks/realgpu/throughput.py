@@ -61,7 +61,7 @@ from core.plan import (  # noqa: E402
 )
 from core.training.activations import recomputed_share  # noqa: E402
 from core.training.compute import compute_dtype  # noqa: E402
-from core.training.efficiency import FIXED, PRIORS, TIES, coefficient  # noqa: E402
+from core.training.efficiency import FIXED, PRIORS, TIES, coefficient, derived  # noqa: E402
 from core.training.flops import token_flops  # noqa: E402
 from core.training.speed import Work, step_work  # noqa: E402
 
@@ -454,7 +454,7 @@ def fit(prepared: Sequence[Prepared], iterations: int = 6) -> dict[str, float]:
     """Coefficients minimising Σ weight × (predicted/observed − 1)² + ridge towards the priors,
     each family's records sharing one unit of weight. The communication's exposed part and
     the bubble depend on the compute; they are held from the previous iteration."""
-    names = sorted({n for p in prepared for n in p.work.features} | set(PRIORS))
+    names = sorted({n for p in prepared for n in p.work.features if derived(n) is None} | set(PRIORS))
     index = {n: i for i, n in enumerate(names)}
     families: dict[str, int] = {}
     for p in prepared:
@@ -468,8 +468,10 @@ def fit(prepared: Sequence[Prepared], iterations: int = 6) -> dict[str, float]:
             exposed, bubble, tp = p.comm(_compute(p, table))
             row = [0.0] * len(names)
             for name, seconds in p.work.features.items():
+                tie = derived(name)  # a fixed multiple of another coefficient: that one's column
+                name, ratio = tie if tie is not None else (name, 1.0)
                 key = name if name in index else name.replace(":other", ":ampere")
-                row[index[key]] += seconds * (1.0 if name == "optimizer" else 1 + bubble)
+                row[index[key]] += ratio * seconds * (1.0 if name == "optimizer" else 1 + bubble)
             row[index["tp_overlap"]] += tp
             target = p.case.observed_step - exposed
             scale = 1.0 / p.case.observed_step

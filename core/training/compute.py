@@ -140,6 +140,7 @@ def _parts(work: Work) -> tuple[ComputePart, ...]:
         "elementwise:": "elementwise ops (norms, rotary, activation, loss)",
         "optimizer": "optimizer step",
         "ring_merge": "ring attention's float32 merges (context parallel)",
+        "te_casts": "Transformer Engine's float8 casts",
     }
     parts = []
     for name, seconds in work.features.items():

@@ -130,6 +130,17 @@ SCORE_BYTES: Final = 28.0
 # A float8 cast reads the 16-bit tensor twice (its amax, then the scaled cast) and writes one
 # byte per element (torchao float8_scaling_utils.hp_tensor_to_float8_dynamic).
 FLOAT8_CAST_BYTES: Final = 5.0
+# Transformer Engine's per-tensor casts: one fused kernel reads the 16-bit tensor (2 bytes), takes
+# its amax on the way and writes the fp8 copy and its transpose (1 + 1: Hopper's fp8 GEMMs take
+# only the TN layout), at the memory bandwidth; the forward casts the input and the weight of each
+# linear, the backward the output gradient only (the forward's fp8 input and weight transposes
+# are saved for the weight and input gradients). Measured: NVIDIA's GEMM profiling guide
+# (NVIDIA/TransformerEngine@1609c890, docs/examples/gemm_profiling/gemm_profiling.rst, 5B model
+# on an H200 NVL) times te.Linear under DelayedScaling at 18.978 ms per layer against 16.785 ms
+# for the pre-quantized fp8 kernel: 2.19 ms for 2.48e9 cast input and weight elements, 4.24
+# bytes each at 4.8 TB/s (its CurrentScaling, with a separate amax pass: 6.8; its B300 run,
+# 187.2 vs 163.5 ms at 8 TB/s: 3.2).
+TE_CAST_BYTES: Final = 4.0
 # Float8 rowwise on a linear too small for it: torchao converts every nn.Linear unless told
 # otherwise (torchtitan's filter_fqns, its auto filter opt-in), and a rowwise linear whose local
 # weight (N out × K in) is below torchao's rowwise thresholds runs slower than in bf16: "approx
@@ -357,8 +368,8 @@ def _float8_cast_bytes(rank: _Rank) -> float:
     ``matmul_with_hp_or_float8_args``): the input and the weight cast in the forward; in the
     backward the output gradient twice (for each of its matmuls), the weight and the input
     again (the forward saved them in high precision)."""
-    if not rank.fp8:
-        return 0.0
+    if not rank.fp8 or rank.plan.float8 is Float8.TE:
+        return 0.0  # Transformer Engine's casts: te_cast_bytes
     plan, total = rank.plan, 0.0
     for gemm in block_gemms(plan):
         if gemm.name.endswith(("LoRA A", "LoRA B")):
@@ -371,6 +382,21 @@ def _float8_cast_bytes(rank: _Rank) -> float:
         backward = (2 * m * n + k * n + m * k) * gemm.count
         total += (forward * rank.layers + backward * rank.backward_layers) * FLOAT8_CAST_BYTES
     return total
+
+
+def te_cast_bytes(rank: _Rank) -> float:
+    """Transformer Engine's casts for one micro-batch on the rank (TE_CAST_BYTES): each float8
+    linear's input and weight in the forward, its output gradient in the backward."""
+    if not rank.fp8 or rank.plan.float8 is not Float8.TE:
+        return 0.0
+    total = 0.0
+    for gemm in block_gemms(rank.plan):
+        if gemm.name.endswith(("LoRA A", "LoRA B")):
+            continue
+        k, n = _split(gemm.k, gemm.n, gemm.split, rank.tp)
+        m = rank.tokens * gemm.share
+        total += ((m * k + k * n) * rank.layers + m * n * rank.backward_layers) * gemm.count
+    return total * TE_CAST_BYTES
 
 
 def _dequant_bytes(rank: _Rank) -> float:
@@ -422,9 +448,14 @@ def _wide_feature(mm: _Tally, micro: int, family: Generation, peak: float) -> di
 
 
 def _ring_feature(rank: _Rank, micro: int, bandwidth: float) -> dict[str, float]:
-    """The ring attention's merge traffic as a feature of its own (none without it)."""
+    """The ring attention's merge traffic and Transformer Engine's float8 casts, each a feature
+    of its own at the pointwise rate (none without them)."""
     ring = ring_attention_bytes(rank)
-    return {"ring_merge": micro * ring / bandwidth} if ring else {}
+    casts = te_cast_bytes(rank)
+    return {
+        **({"ring_merge": micro * ring / bandwidth} if ring else {}),
+        **({"te_casts": micro * casts / bandwidth} if casts else {}),
+    }
 
 
 def step_work(plan: Plan, counts: ParamCounts, gpu: GpuSpec) -> Work:

@@ -50,8 +50,10 @@ def test_the_leave_one_source_out_errors_do_not_widen(bench: ModuleType, report)
     summary = bench.summary(report.scored)
     assert summary["n"] >= 330
     assert summary["median"] <= 9.5
-    assert summary["worst_short"] <= 47.1
-    assert summary["worst_long"] <= 79.1
+    # 47.0 -> 48.6 % with Transformer Engine's fp8 rate taken from its source (not fitted on
+    # NVIDIA's rows, whose miss then moves into the shared Hopper coefficients).
+    assert summary["worst_short"] <= 48.7
+    assert summary["worst_long"] <= 78.5
     families = {r.case.family for r in report.scored}
     assert len(families) >= 8  # at least 6 independent sources (issue 24): 8 families scored
 
