@@ -60,7 +60,7 @@ from dataclasses import dataclass, field, replace
 from typing import Final
 
 from core.breakdown import Term
-from core.dtypes import MP_BYTES, Dtype, MpDtype
+from core.dtypes import ELEMENT_BYTES, MP_BYTES, Dtype, MpDtype, Quant, nf4_bytes_per_weight
 from core.format import sci
 from core.parallel.layout import Layout, Stage, block_params_per_rank, outside_params, train_share, weight_share
 from core.params import ParamCounts
@@ -254,7 +254,40 @@ def _gathered_block(plan: Plan, lay: Layout, block: float, gather: float) -> tup
     return formula, linears + (block - linears) * gather
 
 
+def _bnb_quant_state(rank: _Rank) -> tuple[_Rank, list[Term]]:
+    """bitsandbytes' 4-bit quantisation state, which FSDP neither shards nor offloads: the
+    rank without it, and the state as every rank holds it on its GPU.
+
+    bitsandbytes 0.43.0 (4876324, ``bitsandbytes/nn/modules.py``): ``Params4bit._quantize``
+    puts the packed weight in the parameter's data and the ``QuantState`` (the per-64 absmax,
+    with double quantisation its 8-bit codes and the per-256 float32 absmax of those) on the
+    GPU it quantised on, and keeps it as a plain attribute of the parameter and of its
+    ``Linear4bit`` (``self.module.quant_state``); ``Linear4bit.forward`` restores it from the
+    module "when the parameter got converted. This happens for example for fsdp". FSDP
+    flattens, shards, gathers and offloads parameters' data only (FSDP1 ``FlatParamHandle``,
+    FSDP2 ``FSDPParam``), so each rank keeps the whole state, on the GPU even under CPU
+    offload, and the all-gather moves only the packed 4-bit data."""
+    plan = rank.plan
+    if plan.method is not Method.QLORA or plan.quant not in (Quant.NF4, Quant.FP4):
+        return rank, []
+    per = nf4_bytes_per_weight(plan.double_quant)
+    state_per = per - ELEMENT_BYTES["nf4"]
+    how = "1/64 + 4/(64·256)" if plan.double_quant else "4/64"
+    weights: list[Term] = []
+    state: list[Term] = []
+    for t in rank.weights:
+        if not t.label.startswith(f"{plan.quant.value} block weights"):
+            weights.append(t)
+            continue
+        n = t.bytes / per
+        weights.append(Term(t.label, f"{sci(n)} × 0.5 B (packed 4-bit data)", n * ELEMENT_BYTES["nf4"]))
+        label = f"{plan.quant.value} quantisation state (absmax), on every rank: FSDP shards parameters only"
+        state.append(Term(label, f"{sci(n)} × ({how}) B", n * state_per))
+    return replace(rank, weights=weights), state
+
+
 def _fsdp(rank: _Rank) -> RankState:
+    rank, quant_state = _bnb_quant_state(rank)
     plan, dt, lay, stage, dp = rank.plan, rank.dt, rank.lay, rank.stage, rank.dp
     par, model = plan.parallel, plan.model
     gather = MP_BYTES.get(par.fsdp_param_dtype, rank.stored_bytes)
@@ -313,7 +346,7 @@ def _fsdp(rank: _Rank) -> RankState:
         stream_cache=stream_cache,
         root_pending=root_pending,
         root_reduce=root_reduce,
-        weights=_sharded(rank.weights, dp),
+        weights=_sharded(rank.weights, dp) + quant_state,
         grads=_sharded(rank.grads, dp),
         optim=_sharded(rank.optim, dp),
         forward=forward,
@@ -323,14 +356,14 @@ def _fsdp(rank: _Rank) -> RankState:
     )
     if par.offload is Offload.NONE:
         return state
-    host = state.optim if par.offload is Offload.OPTIMIZER else state.weights + state.grads + state.optim
+    host = state.optim if par.offload is Offload.OPTIMIZER else _sharded(rank.weights, dp) + state.grads + state.optim
     note = (
         "FSDP2 CPUOffloadPolicy: sharded parameters, gradients and optimizer state live on the host; "
         "the GPU holds the gathered units and the reduction buffers, the optimizer step runs on the CPU."
     )
     if par.offload is Offload.OPTIMIZER:
         return replace(state, optim=[], host=host, step_temporary=False, notes=(_OPTIM_NOTE,))
-    return replace(state, weights=[], grads=[], optim=[], host=host, step_temporary=False, notes=(note,))
+    return replace(state, weights=quant_state, grads=[], optim=[], host=host, step_temporary=False, notes=(note,))
 
 
 _OPTIM_NOTE: Final = "Optimizer offload: the optimizer state and its step live on the host (CPU Adam)."

@@ -265,3 +265,27 @@ def test_an_offloaded_qlora_base_loads_packed_on_the_host() -> None:
     assert est.host is not None
     loaded = [t for t in est.host.terms if t.label.startswith("checkpoint loaded")]
     assert all(t.bytes < 0.6 * est.params.total for t in loaded)
+
+
+def test_fsdp_keeps_bitsandbytes_quant_state_whole_on_every_gpu() -> None:
+    # bitsandbytes 0.43.0 (4876324, bitsandbytes/nn/modules.py): Params4bit._quantize leaves the
+    # QuantState (absmax per 64 weights; with double quantisation 8-bit codes plus a float32
+    # absmax per 256 blocks) on the GPU as a plain attribute, and Linear4bit.forward restores it
+    # from the module "when the parameter got converted. This happens for example for fsdp".
+    # FSDP shards, gathers and offloads parameters' data only, so every rank holds the whole
+    # state on its GPU, with CPU offload too (AnswerDotAI/fsdp_qlora e877dda train.py: "FSDP only
+    # syncs parameters and buffers, so the quant_state isn't copied"). Before, it was sharded
+    # with the packed weights and moved to the host under offload.
+    block = 2 * 8192 * 8192 + 2 * 8192 * 1024 + 3 * 8192 * 28672  # Llama 2 70B config.json
+    state = 80 * block * (1 / 64 + 4 / (64 * 256))  # 1.086 GB
+    base = plan_for_model("llama-2-70b", method=Method.QLORA, preset=Preset.TRAINER_BF16)
+    assert base.double_quant
+    for gpus in (2, 8):
+        for offload in (Offload.NONE, Offload.PARAMS):
+            est = estimate(base.on_gpus(gpus, Strategy.FSDP).with_parallel(offload=offload))
+            for phase in est.phases:
+                held = [t for t in phase.bucket(BucketKey.WEIGHTS).terms if "quantisation state" in t.label]
+                assert [t.bytes for t in held] == pytest.approx([state], rel=1e-9), (gpus, offload, phase.name)
+            assert est.host is not None or offload is Offload.NONE
+            if est.host is not None:
+                assert not any("quantisation state" in t.label for t in est.host.terms)
