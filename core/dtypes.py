@@ -351,6 +351,8 @@ class GgufQuant(StrEnum):
 
 
 GGUF_LABELS: Final = {q: q.value for q in GgufQuant}
+# The file types that store every weight as floats: no per-tensor mix, no quantised matmul.
+GGUF_FLOAT: Final = frozenset({GgufQuant.F32, GgufQuant.F16, GgufQuant.BF16})
 
 
 class CacheType(StrEnum):

@@ -43,6 +43,7 @@ from core.catalogue import GpuSpec
 from core.dtypes import (
     CACHE_GGML,
     GGML_BLOCKS,
+    GGUF_FLOAT,
     GgmlType,
     GgufQuant,
     ggml_row_bytes,
@@ -105,7 +106,6 @@ _DEFAULT_TYPE: Final = {
     GgufQuant.IQ1_S: GgmlType.IQ1_S,
     GgufQuant.MXFP4_MOE: GgmlType.MXFP4,
 }
-_UNMIXED: Final = (GgufQuant.F32, GgufQuant.F16, GgufQuant.BF16)
 _LOW_IQ: Final = frozenset(
     {GgufQuant.IQ2_XXS, GgufQuant.IQ2_XS, GgufQuant.IQ1_S, GgufQuant.IQ2_S, GgufQuant.IQ2_M, GgufQuant.IQ1_M}
 )
@@ -299,7 +299,7 @@ def fitted_type(kind: GgmlType, row: int) -> GgmlType:
 
 def tensor_type(q: Quantiser, kind: str, layer: int, row: int) -> GgmlType:
     """The ggml type of one 2-D weight of a ``q.quant`` GGUF file (``layer`` -1: not a block's)."""
-    if q.quant in _UNMIXED:
+    if q.quant in GGUF_FLOAT:
         return _DEFAULT_TYPE[q.quant]
     if kind == "output":
         return fitted_type(_output_type(q, row), row)

@@ -36,7 +36,7 @@ from dataclasses import dataclass
 from typing import Final, NamedTuple
 
 from core.catalogue import GpuSpec, LinkSpec
-from core.dtypes import GgufQuant, matmul_dtype
+from core.dtypes import GGUF_FLOAT, matmul_dtype
 from core.format import counted
 from core.params import ParamCounts
 from core.plan import Engine, Plan
@@ -193,7 +193,7 @@ def engine_family(plan: Plan) -> EngineFamily:
 def kernels_per_layer(plan: Plan, gpu: GpuSpec) -> int:
     """Kernels one decode step launches per layer (:data:`KERNELS_PER_LAYER`)."""
     quant = plan.inference.gguf_quant
-    quantised = plan.inference.engine is Engine.LLAMACPP and quant not in (GgufQuant.F32, GgufQuant.F16, GgufQuant.BF16)
+    quantised = plan.inference.engine is Engine.LLAMACPP and quant not in GGUF_FLOAT
     return KERNELS_PER_LAYER + (WEIGHT_MATMULS_PER_LAYER if quantised and gpu.vendor != "apple" else 0)
 
 
