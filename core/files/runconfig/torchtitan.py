@@ -23,6 +23,7 @@ IMPLEMENTATIONS: Final = {"fused": "fused", "foreach": "foreach", "for-loop": "f
 DEFAULT_AC_MODE: Final = "selective"
 DEFAULT_AC_OPTION: Final = "2"
 
+
 def _loss_compiled(taker: Taker) -> bool:
     """Whether torchtitan compiles its loss: ``compile.components`` names "loss" (CompileConfig's
     default is ["model", "loss"], torchtitan/config/configs.py; the loss is compiled with
