@@ -81,11 +81,12 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         # Built on the last session's plan: restore_session then has nothing to estimate again
         # (built on the default one, a returning user's window worked out and drew two plans).
-        window = MainWindow(settings=settings, plan=Document.stored_plan(settings))
+        stored = Document.stored_plan(settings)
+        window = MainWindow(settings=settings, plan=stored)
         gc.freeze()  # what start-up made stays for the process: later collections skip it
         report.plan = lambda: window.controller.plan
         report.parent_widget = lambda: window
-        window.restore_session()
+        window.restore_session(stored)  # the plan read once
         plan_path = next((a for a in args[1:] if not a.startswith("-")), None)
         if plan_path:
             window.open_path(plan_path)

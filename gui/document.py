@@ -216,9 +216,10 @@ class Document(QObject):
         except (PlanFileError, PlanError):
             return None
 
-    def restore(self) -> None:
-        """The last session's plan, titled with its file only if the file still holds it."""
-        plan = self.stored_plan(self.settings)
+    def restore(self, stored: Plan | None = None) -> None:
+        """The last session's plan, titled with its file only if the file still holds it;
+        ``stored``: that plan when the caller has read it already (:meth:`stored_plan`)."""
+        plan = stored if stored is not None else self.stored_plan(self.settings)
         if plan is None:
             return
         path = self.settings.last_path or None

@@ -1031,15 +1031,16 @@ class MainWindow(QMainWindow):
         )
 
     # ---- session -------------------------------------------------------------------
-    def restore_session(self) -> None:
-        """Window geometry and docks, and the last plan, as they were at the last close."""
+    def restore_session(self, stored: Plan | None = None) -> None:
+        """Window geometry and docks, and the last plan, as they were at the last close
+        (``stored``: the last plan, when the caller has read it already)."""
         geometry = self.settings.geometry
         if geometry is None or not self.restoreGeometry(geometry):
             self.resize(first_size(self.screen().availableGeometry().size()))
         state = self.settings.window_state
         if state is not None:
             self.restoreState(state)
-        self.document.restore()
+        self.document.restore(stored)
 
     def save_session(self) -> None:
         self.settings.geometry = self.saveGeometry()
