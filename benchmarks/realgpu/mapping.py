@@ -46,6 +46,7 @@ from core.plan import (
     Optimizer,
     OptimizerImpl,
     Parallelism,
+    PipelineSchedule,
     Plan,
     Preset,
     Stack,
@@ -247,7 +248,41 @@ def _float8_all_gather(figure: Mapping[str, Any]) -> bool:
     return any("enable_fsdp_float8_all_gather" in a and "Command:" in a for a in figure.get("assumptions", ()))
 
 
-def _parallel(recipe: Mapping[str, Any], float8_all_gather: bool = False) -> Parallelism:
+# torchtitan cuts a rank's batch into as many pipeline micro-batches as there are pipeline ranks
+# unless told otherwise (pytorch/torchtitan@9dec370 torchtitan/parallelisms/pipeline_llama.py:
+# ``job_config.experimental.pipeline_parallel_microbatches or parallel_dims.pp``), and a
+# multi-stage schedule (interleaved 1F1B) gets two stages per rank when no split points are given
+# (torchtitan/parallelisms/pipelining_utils.py, generate_split_points: num_stages_per_rank = 2).
+TORCHTITAN_STAGES_PER_RANK_INTERLEAVED: Final = 2
+
+
+def _interleaved(figure: Mapping[str, Any]) -> bool:
+    """The record names the interleaved 1F1B schedule (its quote or its assumptions)."""
+    text = " ".join([str(figure.get("quote", "")), *map(str, figure.get("assumptions", ()))])
+    return "interleaved 1f1b" in text.lower()
+
+
+def _pipeline(recipe: Mapping[str, Any], family: str, interleaved: bool) -> dict[str, Any]:
+    """Micro-batch size, micro-batch count and schedule of a pipelined torchtitan run: the
+    recorded micro_batch is the rank's whole batch (the tables' "local batch size"), which the
+    pipeline splits into ``pp`` micro-batches."""
+    pp = int(recipe["parallel"].get("pp") or 1)
+    local = int(recipe["micro_batch"] or 1)
+    accum = int(recipe["grad_accum"] or 1)
+    if pp == 1 or family not in ("torchtitan", "trainy"):
+        return {"micro_batch": local, "grad_accum": accum, "parallel": {}}
+    if local % pp:
+        raise PlanError(f"a local batch of {local} does not split into {pp} pipeline micro-batches")
+    schedule = {"schedule": PipelineSchedule.ONE_F_ONE_B}
+    if interleaved:
+        schedule = {
+            "schedule": PipelineSchedule.INTERLEAVED,
+            "virtual_stages": TORCHTITAN_STAGES_PER_RANK_INTERLEAVED,
+        }
+    return {"micro_batch": local // pp, "grad_accum": accum * pp, "parallel": schedule}
+
+
+def _parallel(recipe: Mapping[str, Any], float8_all_gather: bool = False, **pipeline: Any) -> Parallelism:
     par = recipe["parallel"]
     reduce = _fsdp_mixed(recipe)
     gpus = int(par["gpus"] or 1)
@@ -266,6 +301,7 @@ def _parallel(recipe: Mapping[str, Any], float8_all_gather: bool = False) -> Par
         fsdp_param_dtype=MpDtype.BF16 if reduce is not None else MpDtype.STORED,
         fsdp_reduce_dtype=reduce if reduce is not None else MpDtype.STORED,
         fsdp_float8_all_gather=float8_all_gather and bool(recipe["float8"]) and par["strategy"] == "fsdp2",
+        **pipeline,
     )
 
 
@@ -323,15 +359,16 @@ def _litgpt_model(model: ModelSpec, family: str) -> ModelSpec:
     return replace(model, tie_embeddings=False)
 
 
-def _plan(recipe: Mapping[str, Any], family: str, float8_all_gather: bool = False) -> Plan:
+def _plan(recipe: Mapping[str, Any], family: str, float8_all_gather: bool = False, interleaved: bool = False) -> Plan:
     method = Method(recipe["method"])
     lora = recipe["lora"] or {}
     model = find_model(recipe["catalogue_id"])
     impl = recipe["optimizer_impl"] or "foreach"
+    pipeline = _pipeline(recipe, family, interleaved)
     workload = Workload(
-        micro_batch=int(recipe["micro_batch"] or 1),
+        micro_batch=pipeline["micro_batch"],
         seq_len=int(recipe["seq_len"] or 1),
-        grad_accum=int(recipe["grad_accum"] or 1),
+        grad_accum=pipeline["grad_accum"],
     )
     return Plan(
         model=_litgpt_model(model.spec, family),
@@ -359,7 +396,7 @@ def _plan(recipe: Mapping[str, Any], family: str, float8_all_gather: bool = Fals
         stack=Stack.COMPILE if recipe["compile"] else Stack.EAGER,
         float8=Float8.TENSORWISE if recipe["float8"] else Float8.NONE,
         hardware=_card(recipe),
-        parallel=_parallel(recipe, float8_all_gather),
+        parallel=_parallel(recipe, float8_all_gather, **pipeline["parallel"]),
         **_checkpointing(recipe),
         **_roles(recipe, method),
     )
@@ -381,7 +418,7 @@ def map_figure(figure: Mapping[str, Any]) -> Mapped:
     if missing:
         return Mapped(figure, None, tuple(missing), unscored)
     try:
-        plan = _plan(recipe, FAMILY[str(figure["source_id"])], _float8_all_gather(figure))
+        plan = _plan(recipe, FAMILY[str(figure["source_id"])], _float8_all_gather(figure), _interleaved(figure))
     except PlanError as error:
         return Mapped(figure, None, (f"the plan refuses it: {error}",), unscored)
     return Mapped(figure, plan, (), unscored)

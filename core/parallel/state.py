@@ -238,6 +238,33 @@ def _block_gradients(rank: _Rank, block: float, gather: float, reduce_b: float) 
     ]
 
 
+def _pipeline_accumulated(rank: _Rank, block: float, root: float, reduce_b: float) -> list[Term] | None:
+    """What a pipelined FSDP2 rank's backward accumulates into (None: its sharded gradients, as
+    without a pipeline). torch.distributed.pipelining runs every micro-batch's backward but the
+    last with ``set_requires_gradient_sync(False)`` and ``set_reshard_after_backward(False)``
+    (pytorch/pytorch 88fa1e71, torch/distributed/pipelining/stage.py, _PipelineStageBase.
+    backward_maybe_with_nosync), and torchtitan wraps every unit with reshard_after_forward=False
+    under pipeline parallel (pytorch/torchtitan 9dec370, torchtitan/parallelisms/
+    parallelize_llama.py apply_fsdp): the stage's parameters stay gathered and its gradients stay
+    unsharded, accumulated across micro-batches in the reduce dtype (FSDPParam.
+    to_accumulated_grad_if_needed upcasts them to MixedPrecisionPolicy.reduce_dtype), until the
+    last micro-batch's backward reduce-scatters them."""
+    plan, stage = rank.plan, rank.stage
+    if plan.parallel.pipeline_parallel == 1 or plan.workload.grad_accum == 1 or rank.trainable <= 0:
+        return None
+    if plan.adapter_based:
+        elements, what = rank.trainable, "adapter gradients"
+    else:
+        elements, what = stage.layers * block + root, f"gradients of all {stage.layers} blocks and the root unit"
+    return [
+        Term(
+            f"unsharded {what}, accumulated over the pipeline's micro-batches (synced at the last)",
+            f"{sci(elements)} × {reduce_b:g} B",
+            elements * reduce_b,
+        )
+    ]
+
+
 def _gathered_block(plan: Plan, lay: Layout, block: float, gather: float) -> tuple[str, float]:
     """One block's all-gather output: its formula and bytes. With torchao's float8 all-gather
     (pytorch/ao 36027d8, torchao/float8/fsdp_utils.py: WeightWithDynamicFloat8CastTensor
@@ -286,6 +313,30 @@ def _bnb_quant_state(rank: _Rank) -> tuple[_Rank, list[Term]]:
     return replace(rank, weights=weights), state
 
 
+def _fsdp_gathered(
+    plan: Plan, layers: int, root_term: Term, one: str, gathered: float
+) -> tuple[list[Term], list[Term], list[Term]]:
+    """The gathered parameters at the end of the forward, as the backward starts, and while a
+    block runs its backward. Measured (benchmarks/parallel, fake process group): at the end of
+    the forward and as the backward starts only the root is gathered and one block's all-gather
+    output is in flight (the last block, prefetched for its backward); inside a block's backward
+    that block is gathered and the next one's all-gather is in flight. Without resharding after
+    the forward, or under a pipeline (:func:`_pipeline_accumulated`), every block stays gathered."""
+    par = plan.parallel
+    times = one if "float8" not in one else f"({one})"
+    in_flight = Term("one block's all-gather output in flight (prefetch)", one, gathered)
+    if par.reshard_after_forward and par.pipeline_parallel == 1:
+        computing = Term(
+            f"{GATHERED_UNITS} blocks gathered (the one computing + the one prefetched)",
+            f"{GATHERED_UNITS} × {times}",
+            GATHERED_UNITS * gathered,
+        )
+        return [root_term, in_flight], [root_term, in_flight], [root_term, computing]
+    why = "kept through the pipeline's micro-batches" if par.pipeline_parallel > 1 else "reshard_after_forward=False"
+    every = Term(f"all {layers} blocks gathered ({why})", f"{layers} × {times}", layers * gathered)
+    return [root_term, every, in_flight], [root_term, every], [root_term, every]
+
+
 def _fsdp(rank: _Rank) -> RankState:
     rank, quant_state = _bnb_quant_state(rank)
     plan, dt, lay, stage, dp = rank.plan, rank.dt, rank.lay, rank.stage, rank.dp
@@ -300,29 +351,8 @@ def _fsdp(rank: _Rank) -> RankState:
         f"{sci(root)} × {gather:g} B",
         root * gather,
     )
-    # Measured (benchmarks/parallel, fake process group): at the end of the forward and as
-    # the backward starts only the root is gathered and one block's all-gather output is in
-    # flight (the last block, prefetched for its backward); inside a block's backward that
-    # block is gathered and the next one's all-gather is in flight.
     one, gathered = _gathered_block(plan, lay, block, gather)
-    times = one if "float8" not in one else f"({one})"
-    in_flight = Term("one block's all-gather output in flight (prefetch)", one, gathered)
-    computing = Term(
-        f"{GATHERED_UNITS} blocks gathered (the one computing + the one prefetched)",
-        f"{GATHERED_UNITS} × {times}",
-        GATHERED_UNITS * gathered,
-    )
-    forward = [root_term, in_flight]
-    backward = [root_term, in_flight]
-    backward_block = [root_term, computing]
-    if not par.reshard_after_forward:
-        every = Term(
-            f"all {stage.layers} blocks gathered (reshard_after_forward=False)",
-            f"{stage.layers} × {times}",
-            stage.layers * gathered,
-        )
-        forward = [root_term, every, in_flight]
-        backward = backward_block = [root_term, every]
+    forward, backward, backward_block = _fsdp_gathered(plan, stage.layers, root_term, one, gathered)
     backward_grads = _block_gradients(rank, block, gather, reduce_b)
     root_pending: list[Term] = []
     root_reduce: list[Term] = []
@@ -348,6 +378,7 @@ def _fsdp(rank: _Rank) -> RankState:
         root_reduce=root_reduce,
         weights=_sharded(rank.weights, dp) + quant_state,
         grads=_sharded(rank.grads, dp),
+        grads_in_backward=_pipeline_accumulated(rank, block, root, reduce_b),
         optim=_sharded(rank.optim, dp),
         forward=forward,
         backward=backward,

@@ -227,7 +227,10 @@ def test_with_a_paged_optimizer_lora_can_exceed_full_fine_tuning_by_its_adapters
     weights, while LoRA's holds its adapters beside them: in the forward the judged total can
     be above full fine-tuning's by at most the adapters' own weights, gradients and state.
     The counterexample hypothesis found (GPT-2 small, rank 1 on every target, float32 weights
-    under bf16 autocast, 320 tokens, RTX 3060): 84 kB above, 0.004 %."""
+    under bf16 autocast, 320 tokens, RTX 3060): 84 kB above, 0.004 %, with the allocator's
+    fragmentation fraction at 0.230; at 0.215 (refitted on the 405B pipeline rows) the judged
+    totals fall the other way by 0.4 MB, while the forward still holds the adapters beside the
+    weights: the bound is what the invariant keeps."""
     plan = plan_for_model("gpt2", attention=Attention.EAGER, accounting=Accounting.DETAILED).with_changes(
         optimizer=Optimizer.PAGED_ADAMW, preset=Preset.FP32_AUTOCAST_BF16, checkpointing=False
     )
@@ -238,7 +241,8 @@ def test_with_a_paged_optimizer_lora_can_exceed_full_fine_tuning_by_its_adapters
     step, full_step = lora.phases[-1], full.phases[-1]
     adapters = step.bucket(BucketKey.WEIGHTS).bytes - full_step.bucket(BucketKey.WEIGHTS).bytes
     own = adapters + step.bucket(BucketKey.GRADIENTS).bytes + step.bucket(BucketKey.OPTIMIZER).bytes
-    assert 0 < lora.total_bytes - full.total_bytes <= own
+    assert lora.phases[0].allocated_bytes > full.phases[0].allocated_bytes  # the adapters, in the forward
+    assert lora.total_bytes - full.total_bytes <= own
     plain = replace(plan, optimizer=Optimizer.ADAMW)  # moments on the card: LoRA below again
     lora_plain, full_plain = (estimate(replace(plain, method=m)) for m in (Method.LORA, Method.FULL))
     assert lora_plain.total_bytes < full_plain.total_bytes
