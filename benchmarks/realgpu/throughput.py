@@ -126,6 +126,15 @@ class NotExpressible(Exception):
     """A record the plan cannot describe, with the missing capability."""
 
 
+# ALiBi: BLOOM-176B's README trains with --position-embedding-type alibi (the record's alibi_note);
+# so did the Feb-2022 prequel runs: the slurm script of the same day as their logs (10 nodes, TP 8,
+# PP 10, MBS 1, GBS 2048, NLAYERS=80, NHIDDEN=14400, NHEADS=96) passes "--position-embedding-type
+# alibi" with --checkpoint-activations and ZeRO stage 1 (bigscience-workshop/bigscience@217dc6c,
+# 2022-02-17 "a100", train/tr11-200B-ml/tr11-200B-ml.slurm); the one-node 20B rows are that script
+# with 8 layers, 32 heads and PP 1 (chronicles-prequel.md '## Best TFLOPs').
+PREQUEL = "bigscience-prequel-"
+
+
 def model_of(record: Mapping[str, Any]) -> tuple[ModelSpec, list[str]]:
     """A catalogue model, or one built from the record's dimensions: a feed-forward of 4·d is
     a GELU MLP (MPT, GPT-3, Nemotron, BLOOM: LayerNorm, and MPT's and BLOOM's tied embeddings,
@@ -155,7 +164,7 @@ def model_of(record: Mapping[str, Any]) -> tuple[ModelSpec, list[str]]:
         tie_embeddings=tied,
         norm="rmsnorm" if gated else "layernorm",
         learned_positions=int(dims.get("learned_pos_emb_rows") or 0),
-        alibi=bool(dims.get("alibi")),  # BLOOM-176B: --position-embedding-type alibi (alibi_note)
+        alibi=bool(dims.get("alibi")) or str(record["id"]).startswith(PREQUEL),
         max_position_embeddings=max(4096, int(record.get("seq_len") or 0)),
     )
     published = dims.get("params")

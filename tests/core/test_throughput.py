@@ -54,8 +54,9 @@ def test_the_leave_one_source_out_errors_do_not_widen(bench: ModuleType, report)
     # NVIDIA's rows, whose miss then moves into the shared Hopper coefficients); 48.6 -> 50.2 %
     # and 78.4 -> 79.1 % with the data-parallel contention (the same BigScience and
     # context-parallel rows: the other families' fit leaves Ampere's matmuls and Hopper's
-    # attention a little faster once part of the FSDP rows' time is contention).
-    assert summary["worst_short"] <= 50.3
+    # attention a little faster once part of the FSDP rows' time is contention); 50.2 -> 50.4 %
+    # with the prequel runs' ALiBi (their slurm script), which drops their rotary traffic.
+    assert summary["worst_short"] <= 50.5
     assert summary["worst_long"] <= 79.2
     families = {r.case.family for r in report.scored}
     assert len(families) >= 8  # at least 6 independent sources (issue 24): 8 families scored
@@ -111,14 +112,17 @@ def test_megatron_deepspeed_waits_for_every_tensor_parallel_all_reduce(report) -
     assert plans["nemo2407-pretrain-gpt3-175b-128gpu"].parallel.tp_overlap
 
 
-def test_bloom_176b_is_an_alibi_model_and_the_prequel_test_models_are_not_assumed_so(report) -> None:  # type: ignore[no-untyped-def]
+def test_bloom_176b_and_the_prequel_test_models_are_alibi_models(report) -> None:  # type: ignore[no-untyped-def]
     # BLOOM-176B: --position-embedding-type alibi (bigscience-workshop/bigscience@39ed8110482e9
     # train/tr11-176B-ml/README.md L338-341; record bloom-176b-384gpu's alibi_note). The
-    # chronicles-prequel benchmarks do not state their position encoding: left as RoPE.
+    # chronicles-prequel logs do not state their position encoding; the slurm script committed the
+    # day of their logs (bigscience-workshop/bigscience@217dc6c train/tr11-200B-ml/tr11-200B-ml.slurm,
+    # the same layout) passes --position-embedding-type alibi.
     models = {s.case.id: s.case.plan.model for s in report.scored}
     assert models["bloom-176b-384gpu"].alibi
     assert not models["bloom-176b-384gpu"].learned_positions
-    assert not models["bigscience-prequel-bf16-200b-160gpu"].alibi
+    assert models["bigscience-prequel-bf16-200b-160gpu"].alibi
+    assert models["bigscience-prequel-fp16-20b-8gpu"].alibi
 
 
 def test_bigscience_runs_are_laid_out_as_jean_zay_and_2022_megatron_deepspeed_ran_them(report) -> None:  # type: ignore[no-untyped-def]
