@@ -15,7 +15,9 @@ two H200 rows run torchtitan's code and are scored with torchtitan (its stack fa
 independent of them); torchtune is its own family (different code, team and cards).
 
 Also printed: the FLOPs per token against each source's own formula (target within 2 %), the
-published scaling pairs (predicted vs published ratio of per-GPU speed, within 3 points).
+published scaling pairs (predicted vs published ratio of per-GPU speed, within 3 points) — only
+the listed pairs that change the GPU count alone (``scaling_difference``); the others are
+printed with what else they change.
 
     python benchmarks/realgpu/throughput.py             # the tables
     python benchmarks/realgpu/throughput.py --check     # exit 1 when a target is missed
