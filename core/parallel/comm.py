@@ -363,7 +363,13 @@ def _contended(traffic: _Traffic | None, share: float) -> _Traffic | None:
         )
         for term in traffic.terms
     )
-    return replace(traffic, terms=terms)
+    assumption = traffic.assumption
+    if share > 0 and any(term.overlapped for term in traffic.terms):
+        assumption += (
+            f" While they run beside the compute, {share:.0%} of their time still slows it "
+            "(NCCL's kernels hold SMs; fitted on published runs)."
+        )
+    return replace(traffic, terms=terms, assumption=assumption)
 
 
 def _data_parallel_traffic(step: _Step) -> _Traffic | None:
