@@ -638,14 +638,22 @@ def _blocks_only(plan: Plan) -> float:
 
 
 # ---- scaling pairs --------------------------------------------------------------------------
-def _differences(a: Any, b: Any, prefix: str = "") -> list[str]:
-    """The fields (nested dataclasses walked into) where ``a`` and ``b`` differ."""
+def _differences(a: Any, b: Any, ignore: frozenset[str] = frozenset(), prefix: str = "") -> list[str]:
+    """The fields (nested dataclasses walked into) where ``a`` and ``b`` differ, but those in
+    ``ignore`` (dotted paths)."""
     if not (is_dataclass(a) and is_dataclass(b)) or type(a) is not type(b):
-        return [] if a == b else [f"{prefix or 'value'} {a} vs {b}"]
+        return [] if a == b else [f"{prefix.rstrip('.') or 'value'} {a} vs {b}"]
     out: list[str] = []
     for f in fields(a):
-        out += _differences(getattr(a, f.name), getattr(b, f.name), f"{prefix}{f.name}.")
-    return [d.replace(". ", " ", 1) for d in out]
+        path = f"{prefix}{f.name}"
+        if path not in ignore:
+            out += _differences(getattr(a, f.name), getattr(b, f.name), ignore, f"{path}.")
+    return out
+
+
+# What a scaling pair may change: the GPU count (nodes × GPUs per node) and, with the global
+# batch kept, the accumulation (checked in scaling_difference).
+_SCALING_MOVES = frozenset({"parallel.nodes", "parallel.gpus_per_node", "workload.grad_accum"})
 
 
 def scaling_difference(a: Case, b: Case) -> str | None:
@@ -669,12 +677,7 @@ def scaling_difference(a: Case, b: Case) -> str | None:
             f"gradient accumulation {accum_a} vs {accum_b} with global batch "
             f"{pa.effective_batch} vs {pb.effective_batch} (neither kept)"
         )
-    moved = replace(
-        pb,
-        workload=replace(pb.workload, grad_accum=accum_a),
-        parallel=replace(pb.parallel, nodes=pa.parallel.nodes, gpus_per_node=pa.parallel.gpus_per_node),
-    )
-    differences = _differences(pa, moved)
+    differences = _differences(pa, pb, _SCALING_MOVES)
     return "; ".join(differences) if differences else None
 
 

@@ -154,6 +154,10 @@ def test_a_scaling_pair_changes_the_gpu_count_and_nothing_else(bench: ModuleType
     assert len(kept) + len(refused) == 63
     by_id = {s.case.id: s.case for s in report.scored}
     assert all(bench.scaling_difference(by_id[a], by_id[b]) is None for a, b in kept)
+    # Any two figures can be asked, whatever their layouts (a 64-GPU layout of TP 4 × PP 4 does
+    # not fit on 8 GPUs: the rule names the differences, it builds no plan).
+    why = bench.scaling_difference(by_id["nemo2407-lora-llama2-70b-8gpu"], by_id["nemo2407-pretrain-llama2-70b-64gpu"])
+    assert "method lora vs full" in why and "parallel.tensor_parallel 2 vs 4" in why
 
 
 def test_llm_foundrys_shard_grad_op_gathers_once_per_micro_batch_beside_the_compute(report) -> None:  # type: ignore[no-untyped-def]
