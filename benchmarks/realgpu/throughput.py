@@ -15,7 +15,9 @@ two H200 rows run torchtitan's code and are scored with torchtitan (its stack fa
 independent of them); torchtune is its own family (different code, team and cards).
 
 Also printed: the FLOPs per token against each source's own formula (target within 2 %), the
-published scaling pairs (predicted vs published ratio of per-GPU speed, within 3 points).
+published scaling pairs (predicted vs published ratio of per-GPU speed, within 3 points) — only
+the listed pairs that change the GPU count alone (``scaling_difference``); the others are
+printed with what else they change.
 
     python benchmarks/realgpu/throughput.py             # the tables
     python benchmarks/realgpu/throughput.py --check     # exit 1 when a target is missed
@@ -31,7 +33,7 @@ import math
 import statistics
 import sys
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field, fields, is_dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -126,6 +128,15 @@ class NotExpressible(Exception):
     """A record the plan cannot describe, with the missing capability."""
 
 
+# ALiBi: BLOOM-176B's README trains with --position-embedding-type alibi (the record's alibi_note);
+# so did the Feb-2022 prequel runs: the slurm script of the same day as their logs (10 nodes, TP 8,
+# PP 10, MBS 1, GBS 2048, NLAYERS=80, NHIDDEN=14400, NHEADS=96) passes "--position-embedding-type
+# alibi" with --checkpoint-activations and ZeRO stage 1 (bigscience-workshop/bigscience@217dc6c,
+# 2022-02-17 "a100", train/tr11-200B-ml/tr11-200B-ml.slurm); the one-node 20B rows are that script
+# with 8 layers, 32 heads and PP 1 (chronicles-prequel.md '## Best TFLOPs').
+PREQUEL = "bigscience-prequel-"
+
+
 def model_of(record: Mapping[str, Any]) -> tuple[ModelSpec, list[str]]:
     """A catalogue model, or one built from the record's dimensions: a feed-forward of 4·d is
     a GELU MLP (MPT, GPT-3, Nemotron, BLOOM: LayerNorm, and MPT's and BLOOM's tied embeddings,
@@ -155,7 +166,7 @@ def model_of(record: Mapping[str, Any]) -> tuple[ModelSpec, list[str]]:
         tie_embeddings=tied,
         norm="rmsnorm" if gated else "layernorm",
         learned_positions=int(dims.get("learned_pos_emb_rows") or 0),
-        alibi=bool(dims.get("alibi")),  # BLOOM-176B: --position-embedding-type alibi (alibi_note)
+        alibi=bool(dims.get("alibi")) or str(record["id"]).startswith(PREQUEL),
         max_position_embeddings=max(4096, int(record.get("seq_len") or 0)),
     )
     published = dims.get("params")
@@ -281,11 +292,21 @@ def _parallel(record: Mapping[str, Any], gpus: int, notes: list[str]) -> Paralle
         overlap = True
         notes.append("tensor-parallel overlap on (NeMo's performance recipes)")
     offload = Offload.PARAMS if any("cpu_offload=True" in a for a in record.get("assumptions", ())) else Offload.NONE
+    strategy, reshard = _STRATEGY[sharding], True
+    if sharding == "zero2" and record["source_id"] == "mosaicml-llm-foundry":
+        # FSDP1's SHARD_GRAD_OP (the table's Sharding Strategy column) is not DeepSpeed's ZeRO-2:
+        # it "unshards before the forward, does not reshard them after the forward, and only
+        # reshards them after the backward" (torch/distributed/fsdp/api.py, ShardingStrategy,
+        # torch 2.1-2.2 as llm-foundry pinned them), its gathers and reduce-scatters prefetched
+        # beside the compute: FSDP without resharding after the forward (FSDP2's
+        # reshard_after_forward=False).
+        strategy, reshard = Strategy.FSDP, False
     return Parallelism(
         offload=offload,
         nodes=max(1, gpus // per_node),
         gpus_per_node=per_node,
-        strategy=_STRATEGY[sharding],
+        strategy=strategy,
+        reshard_after_forward=reshard,
         tensor_parallel=int(record.get("tp") or 1),
         pipeline_parallel=int(record.get("pp") or 1),
         context_parallel=int(record.get("cp") or 1),
@@ -349,8 +370,9 @@ class Prepared:
 
     case: Case
     work: Work
-    # compute seconds -> (exposed but the overlapped TP traffic, bubble, overlapped TP traffic)
-    comm: Callable[[float], tuple[float, float, float]]
+    # compute seconds -> (exposed but the overlapped TP traffic and the DP contention, bubble,
+    # overlapped TP traffic, overlapped DP traffic)
+    comm: Callable[[float], tuple[float, float, float, float]]
 
 
 # Meta's Grand Teton H100 (torchtitan's H100 rows): HBM2e at 2.4 TB/s, "custom to Meta's H100
@@ -371,10 +393,11 @@ def prepare(case: Case) -> Prepared:
     counts = param_counts(plan)
     work = step_work(plan, counts, card_of(case))
 
-    def comm(compute: float) -> tuple[float, float, float]:
-        result = step_communication(plan, counts, compute, work.forward_share, 0.0)
+    def comm(compute: float) -> tuple[float, float, float, float]:
+        result = step_communication(plan, counts, compute, work.forward_share, 0.0, 0.0)
         tp = sum(t.seconds for t in result.terms if t.overlapped and t.label.startswith("tensor-parallel"))
-        return result.exposed_seconds, result.bubble_fraction, tp
+        dp = sum(t.seconds - t.unhidden_seconds for t in result.terms if t.overlapped and t.data_parallel)
+        return result.exposed_seconds, result.bubble_fraction, tp, dp
 
     return Prepared(case, work, comm)
 
@@ -387,8 +410,14 @@ def predicted_step(p: Prepared, table: Mapping[str, float]) -> float:
     features = p.work.features
     optimizer = features.get("optimizer", 0.0) * coefficient("optimizer", table)
     compute = _compute(p, table)
-    exposed, bubble, tp = p.comm(compute)
-    return compute * (1 + bubble) + optimizer + exposed + tp * coefficient("tp_overlap", table)
+    exposed, bubble, tp, dp = p.comm(compute)
+    return (
+        compute * (1 + bubble)
+        + optimizer
+        + exposed
+        + tp * coefficient("tp_overlap", table)
+        + dp * coefficient("dp_contention", table)
+    )
 
 
 # ---- the rule before issue 24, for the before/after line ----------------------------------
@@ -428,6 +457,8 @@ def bounds(name: str) -> tuple[float, float]:
         return 0.25, 4.0
     if name == "tp_overlap":
         return 0.05, 1.0
+    if name == "dp_contention":
+        return 0.0, 1.0
     return 1.0, 6.0
 
 
@@ -465,7 +496,7 @@ def fit(prepared: Sequence[Prepared], iterations: int = 6) -> dict[str, float]:
         atb = [0.0] * len(names)
         for p in prepared:
             w = 1.0 / families[p.case.family]
-            exposed, bubble, tp = p.comm(_compute(p, table))
+            exposed, bubble, tp, dp = p.comm(_compute(p, table))
             row = [0.0] * len(names)
             for name, seconds in p.work.features.items():
                 tie = derived(name)  # a fixed multiple of another coefficient: that one's column
@@ -473,6 +504,7 @@ def fit(prepared: Sequence[Prepared], iterations: int = 6) -> dict[str, float]:
                 key = name if name in index else name.replace(":other", ":ampere")
                 row[index[key]] += ratio * seconds * (1.0 if name == "optimizer" else 1 + bubble)
             row[index["tp_overlap"]] += tp
+            row[index["dp_contention"]] += dp
             target = p.case.observed_step - exposed
             scale = 1.0 / p.case.observed_step
             for i, x in enumerate(row):
@@ -605,6 +637,69 @@ def _blocks_only(plan: Plan) -> float:
     return terms["block matmuls"]
 
 
+# ---- scaling pairs --------------------------------------------------------------------------
+def _differences(a: Any, b: Any, ignore: frozenset[str] = frozenset(), prefix: str = "") -> list[str]:
+    """The fields (nested dataclasses walked into) where ``a`` and ``b`` differ, but those in
+    ``ignore`` (dotted paths)."""
+    if not (is_dataclass(a) and is_dataclass(b)) or type(a) is not type(b):
+        return [] if a == b else [f"{prefix.rstrip('.') or 'value'} {a} vs {b}"]
+    out: list[str] = []
+    for f in fields(a):
+        path = f"{prefix}{f.name}"
+        if path not in ignore:
+            out += _differences(getattr(a, f.name), getattr(b, f.name), ignore, f"{path}.")
+    return out
+
+
+# What a scaling pair may change: the GPU count (nodes × GPUs per node) and, with the global
+# batch kept, the accumulation (checked in scaling_difference).
+_SCALING_MOVES = frozenset({"parallel.nodes", "parallel.gpus_per_node", "workload.grad_accum"})
+
+
+def scaling_difference(a: Case, b: Case) -> str | None:
+    """Why two figures are not a scaling pair between GPU counts, or None when they are.
+
+    The rule: a pair runs the same plan on another number of GPUs — same source, model, card,
+    precision, sequence, micro-batch, checkpointing, stack and every parallel degree but the
+    data-parallel one, which is what the GPU count moves. Gradient accumulation may differ only
+    as the global batch is kept (accumulation × data parallel the same: the per-GPU work of a
+    micro-batch is unchanged). A pair that also changes the micro-batch (MosaicML's tables pick
+    the largest that fits each GPU count) compares two plans, not two GPU counts."""
+    if a.record["source_id"] != b.record["source_id"]:
+        return f"different sources ({a.record['source_id']} vs {b.record['source_id']})"
+    pa, pb = a.plan, b.plan
+    if pa.world_size == pb.world_size:
+        return "the same GPU count"
+    accum_a, accum_b = pa.workload.grad_accum, pb.workload.grad_accum
+    dp_a, dp_b = pa.parallel.data_parallel, pb.parallel.data_parallel
+    if accum_a != accum_b and accum_a * dp_a != accum_b * dp_b:
+        return (
+            f"gradient accumulation {accum_a} vs {accum_b} with global batch "
+            f"{pa.effective_batch} vs {pb.effective_batch} (neither kept)"
+        )
+    differences = _differences(pa, pb, _SCALING_MOVES)
+    return "; ".join(differences) if differences else None
+
+
+def scaling_pairs(
+    listed: Sequence[Sequence[str]], by_id: Mapping[str, Scored]
+) -> tuple[list[tuple[str, str, float, float]], list[tuple[str, str, str]]]:
+    """The listed pairs that are scaling pairs (a, b, published ratio, predicted ratio of the
+    per-GPU speed of b over a), and those that are not (a, b, why)."""
+    pairs: list[tuple[str, str, float, float]] = []
+    refused: list[tuple[str, str, str]] = []
+    for a, b in listed:
+        if a not in by_id or b not in by_id:
+            continue
+        pa, pb = by_id[a], by_id[b]
+        why = scaling_difference(pa.case, pb.case)
+        if why:
+            refused.append((a, b, why))
+        else:
+            pairs.append((a, b, pb.published / pa.published, pb.predicted / pa.predicted))
+    return pairs, refused
+
+
 # ---- report -------------------------------------------------------------------------------
 def load(path: Path = CORPUS) -> dict[str, Any]:
     data: dict[str, Any] = json.loads(path.read_text())
@@ -620,6 +715,7 @@ class Report:
     tables: dict[str, dict[str, float]] = field(default_factory=dict)
     all_sources: dict[str, float] = field(default_factory=dict)
     before: list[Scored] = field(default_factory=list)  # the same figures, the rule before issue 24
+    not_pairs: list[tuple[str, str, str]] = field(default_factory=list)  # listed pairs that are not, and why
 
 
 def build(data: Mapping[str, Any]) -> Report:
@@ -637,14 +733,9 @@ def build(data: Mapping[str, Any]) -> Report:
         pair = source_flops(c)
         if pair:
             flops.setdefault(c.record["source_id"], []).append(pair[0] / pair[1])
-    by_id = {s.case.id: s for s in scored}
-    pairs = []
-    for a, b in data["scaling_pairs"]:
-        if a in by_id and b in by_id:
-            pa, pb = by_id[a], by_id[b]
-            pairs.append((a, b, pb.published / pa.published, pb.predicted / pa.predicted))
+    pairs, not_pairs = scaling_pairs(data["scaling_pairs"], {s.case.id: s for s in scored})
     before = [Scored(c, c.per_gpu(before_step(c)), c.per_gpu(c.observed_step)) for c in cases]
-    return Report(scored, skipped, flops, pairs, tables, fit(prepared), before)
+    return Report(scored, skipped, flops, pairs, tables, fit(prepared), before, not_pairs)
 
 
 def before_after(report: Report) -> list[str]:
@@ -705,6 +796,8 @@ def text(report: Report) -> str:
     lines += ["", "Scaling pairs (per-GPU speed of the larger run ÷ the smaller):"]
     worst_pair = max((abs(p - q) * 100 for _, _, p, q in report.pairs), default=0.0)
     lines.append(f"  {len(report.pairs)} pairs, worst {worst_pair:.1f} points")
+    lines.append(f"  {len(report.not_pairs)} listed pairs are not scaling pairs (they change more than the GPU count):")
+    lines += [f"    {a} → {b}: {why}" for a, b, why in report.not_pairs]
     lines += ["", f"Not expressible or not comparable: {len(report.skipped)}"]
     reasons: dict[str, int] = {}
     for _, source, why in report.skipped:
@@ -754,6 +847,8 @@ def markdown(report: Report) -> str:
     out += ["", "| scaling pair | published | predicted | points |", "|---|---:|---:|---:|"]
     for a, b, published, predicted in sorted(report.pairs, key=lambda p: -abs(p[3] - p[2])):
         out.append(f"| {a} → {b} | {published:.3f} | {predicted:.3f} | {100 * (predicted - published):+.1f} |")
+    out += ["", "| listed pair, not a scaling pair | what else changes |", "|---|---|"]
+    out += [f"| {a} → {b} | {why} |" for a, b, why in report.not_pairs]
     out += ["", "| not expressed | figures |", "|---|---:|"]
     reasons: dict[str, int] = {}
     for _, source, why in report.skipped:

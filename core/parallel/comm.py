@@ -126,6 +126,7 @@ class CommTerm:
     overlapped: bool = False  # runs beside the compute; only what the compute cannot hide is exposed
     window_seconds: float = 0.0  # the compute it can hide under (overlapped terms)
     unhidden_seconds: float = 0.0  # the part no schedule hides (first gather, last bucket)
+    data_parallel: bool = False  # a data-parallel collective (gradients, sharded state)
 
 
 @dataclass(frozen=True)
@@ -302,13 +303,19 @@ def _step_sizes(
 
 
 def step_communication(
-    plan: Plan, counts: ParamCounts, compute_seconds: float, forward_share: float, tp_overlap_exposed: float = 0.5
+    plan: Plan,
+    counts: ParamCounts,
+    compute_seconds: float,
+    forward_share: float,
+    tp_overlap_exposed: float = 0.5,
+    dp_contention: float = 0.0,
 ) -> StepComm:
     """The traffic of one optimizer step of ``plan`` and how much of it the step waits for.
 
     ``compute_seconds`` is the compute of the step on the rank that sets its pace and
     ``forward_share`` the forward's part of it; ``tp_overlap_exposed`` the share of overlapped
-    tensor-parallel traffic the step still waits for (core.training.efficiency: fitted).
+    tensor-parallel traffic the step still waits for, ``dp_contention`` the share of overlapped
+    data-parallel traffic (core.training.efficiency: both fitted).
     """
     if plan.world_size <= 1 and plan.parallel.offload is Offload.NONE:
         return StepComm((), 0.0, 0.0, 0.0, ())
@@ -316,7 +323,7 @@ def step_communication(
     found = [
         traffic
         for traffic in (
-            _data_parallel_traffic(step),
+            _contended(_data_parallel_traffic(step), dp_contention),
             _tensor_parallel_traffic(step),
             _pipeline_traffic(step),
             _context_parallel_traffic(step),
@@ -330,6 +337,39 @@ def step_communication(
         assumptions.append("Mixture of experts: expert-parallel all-to-all is not modelled.")
     comm = sum(term.seconds for term in terms)
     return StepComm(tuple(terms), comm, _exposed(terms), bubble_fraction(plan), tuple(assumptions))
+
+
+def _contended(traffic: _Traffic | None, share: float) -> _Traffic | None:
+    """Data-parallel collectives, of whose overlapped time ``share`` still delays the step.
+
+    A collective that runs beside the compute is not free: NCCL's kernels take SMs (a
+    24-block ncclAllGather on a 132-SM H100 pushes a one-wave GEMM into a second wave and
+    nearly doubles it: NVIDIA developer forum, "Compute-Communication Overlap Causes Severe
+    GEMM Performance Degradation because of Tail Effect", 2025) and memory bandwidth from the
+    kernels they overlap; contention is one of the two main slowdowns of overlapped schedules
+    (Design Space Exploration of DMA based Finer-Grain Compute Communication Overlap,
+    arXiv:2512.10236). The longer the collectives run — more ranks, more latency per ring,
+    slower links — the more of the compute they slow: what a weak-scaling run loses per GPU
+    as it doubles its GPUs with the same per-GPU work (MosaicML's 128 → 512-GPU tables)."""
+    if traffic is None:
+        return None
+    terms = tuple(
+        replace(
+            term,
+            data_parallel=True,
+            unhidden_seconds=term.unhidden_seconds + share * (term.seconds - term.unhidden_seconds)
+            if term.overlapped
+            else term.unhidden_seconds,
+        )
+        for term in traffic.terms
+    )
+    assumption = traffic.assumption
+    if share > 0 and any(term.overlapped for term in traffic.terms):
+        assumption += (
+            f" While they run beside the compute, {share:.0%} of their time still slows it "
+            "(NCCL's kernels hold SMs; fitted on published runs)."
+        )
+    return replace(traffic, terms=terms, assumption=assumption)
 
 
 def _data_parallel_traffic(step: _Step) -> _Traffic | None:

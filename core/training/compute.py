@@ -164,7 +164,9 @@ class _Timing:
 def _step(plan: Plan, counts: ParamCounts, timing: _Timing, forward_share: float) -> tuple[float, StepComm]:
     """Seconds per optimizer step for ``timing``'s compute, and the communication it sees."""
     overlappable = timing.compute - timing.optimizer
-    comm = step_communication(plan, counts, overlappable, forward_share, coefficient("tp_overlap"))
+    comm = step_communication(
+        plan, counts, overlappable, forward_share, coefficient("tp_overlap"), coefficient("dp_contention")
+    )
     step = overlappable * (1.0 + comm.bubble_fraction) + timing.optimizer + comm.exposed_seconds
     return step, comm
 

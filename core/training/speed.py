@@ -127,6 +127,13 @@ LOSS_BYTES_PER_LOGIT: Final = 40.0
 # matmul (2), the mask added (2 + 2), the float32 softmax with its casts (2 + 4 + 4 + 4 + 4 + 2)
 # and the probabilities read by the second matmul (2) (transformers eager_attention_forward).
 SCORE_BYTES: Final = 28.0
+# ALiBi in eager attention adds its bias as the GEMM's C: torch.baddbmm(alibi, q, kᵀ, beta=1)
+# (BigScience's Megatron-DeepSpeed, bigscience-workshop/Megatron-DeepSpeed@541b967
+# megatron/model/transformer.py; transformers' BloomAttention alike). With beta ≠ 0 PyTorch first
+# copies the broadcast bias into the whole score tensor (aten/src/ATen/native/LinearAlgebra.cpp,
+# common_checks_baddbmm_bmm: "if (beta.toComplexDouble() != 0.0) result.copy_(self)") and the
+# GEMM then reads it back: 2 + 2 bytes per score, forward only (the bias takes no gradient).
+ALIBI_SCORE_BYTES: Final = 4.0
 # A float8 cast reads the 16-bit tensor twice (its amax, then the scaled cast) and writes one
 # byte per element (torchao float8_scaling_utils.hp_tensor_to_float8_dynamic).
 FLOAT8_CAST_BYTES: Final = 5.0
@@ -360,6 +367,8 @@ def _elementwise_bytes(rank: _Rank) -> float:
         keys = attended_keys(model, plan.workload.seq_len, causal=False)
         scores = rank.tokens * keys * model.num_heads / rank.tp  # one micro-batch's B·H·S² (÷ CP: its queries)
         total += scores * SCORE_BYTES * (rank.layers + BACKWARD_OVER_FORWARD * rank.backward_layers + again)
+        if model.alibi:
+            total += scores * ALIBI_SCORE_BYTES * (rank.layers + again)
     return total + _float8_cast_bytes(rank) + _dequant_bytes(rank)
 
 

@@ -272,14 +272,23 @@ def test_a_card_fits_only_where_the_host_holds_the_offloaded_state() -> None:
 def test_the_fastest_and_the_cheapest_are_shown_beside_the_fewest() -> None:
     # Issue 26, item 16: Llama 3.1 70B, full fine-tuning with checkpointing, 8,192 tokens, 1B
     # tokens on H100s: the fewest is 16 GPUs (8 before the verdict read the range of real-GPU
-    # figures, issue 22), but more finish sooner and for less, and the search stopped at the fewest.
+    # figures, issue 22), but more finish sooner, and the search stopped at the fewest.
     plan = plan_for_model("llama-3.1-70b", method=Method.FULL, checkpointing=True).with_changes(preset="trainer-bf16")
     plan = plan.with_workload(seq_len=8192, tokens=10**9).with_hardware(gpu="h100-sxm")
     answer = fewest_gpus(plan.on_gpus(8, Strategy.FSDP))
     found, cheapest, fastest = answer.found, answer.cheapest, answer.fastest
     assert found is not None and cheapest is not None and fastest is not None
-    assert found.count == 16 and cheapest.count > 16 and fastest.count >= cheapest.count
-    assert cheapest.estimate.compute.cost < found.estimate.compute.cost
+    assert found.count == 16 and fastest.count > 16
     assert fastest.estimate.compute.hours < found.estimate.compute.hours
     assert all(found.count < row.count <= 4 * found.count and row.fits for row in answer.beyond)
-    assert f"cheapest: {cheapest.count} GPUs" in answer.summary()
+    # Every count runs the same FSDP layout at micro-batch 1: more GPUs finish sooner but, with
+    # the overlapped gathers contending for the SMs (core.parallel.comm._contended: each
+    # doubling loses a little per GPU, as MosaicML's and torchtitan's published scaling does),
+    # no longer for less — the fewest is the cheapest (by 0.1 %), and the summary names none.
+    assert cheapest.count == found.count and "cheapest:" not in answer.summary()
+    # Without checkpointing 16 GPUs need TP 8 × PP 2 (the pipeline bubble) and 24 run TP 8
+    # alone: more GPUs are then cheaper too, and the summary shows it.
+    bare = fewest_gpus(plan.with_changes(checkpointing=False).on_gpus(8, Strategy.FSDP))
+    assert bare.found is not None and bare.cheapest is not None and bare.found.count == 16
+    assert bare.cheapest.count > 16 and bare.cheapest.estimate.compute.cost < bare.found.estimate.compute.cost
+    assert f"cheapest: {bare.cheapest.count} GPUs" in bare.summary()

@@ -49,11 +49,15 @@ def test_the_leave_one_source_out_errors_do_not_widen(bench: ModuleType, report)
     # Today's figures (docs/TRAINING_TIME.md), each with a little room for floating point.
     summary = bench.summary(report.scored)
     assert summary["n"] >= 330
-    assert summary["median"] <= 9.5
+    assert summary["median"] <= 9.4
     # 47.0 -> 48.6 % with Transformer Engine's fp8 rate taken from its source (not fitted on
-    # NVIDIA's rows, whose miss then moves into the shared Hopper coefficients).
-    assert summary["worst_short"] <= 48.7
-    assert summary["worst_long"] <= 78.5
+    # NVIDIA's rows, whose miss then moves into the shared Hopper coefficients); 48.6 -> 50.2 %
+    # and 78.4 -> 79.1 % with the data-parallel contention (the same BigScience and
+    # context-parallel rows: the other families' fit leaves Ampere's matmuls and Hopper's
+    # attention a little faster once part of the FSDP rows' time is contention); 50.2 -> 50.4 %
+    # with the prequel runs' ALiBi (their slurm script), which drops their rotary traffic.
+    assert summary["worst_short"] <= 50.5
+    assert summary["worst_long"] <= 79.2
     families = {r.case.family for r in report.scored}
     assert len(families) >= 8  # at least 6 independent sources (issue 24): 8 families scored
 
@@ -62,7 +66,9 @@ def test_the_corpus_has_the_issues_breadth(report) -> None:  # type: ignore[no-u
     # At least 50 figures from at least 6 independent sources, each with its layout.
     assert len(report.scored) >= 50
     assert len({r.case.record["source_id"] for r in report.scored}) >= 6
-    assert len(report.pairs) >= 60
+    # 63 pairs listed; 42 change the GPU count only (21 also change the micro-batch or the
+    # accumulation with the global batch: test_a_scaling_pair_changes_the_gpu_count_and_nothing_else).
+    assert len(report.pairs) >= 42
 
 
 def test_check_mode_names_the_missed_targets(bench: ModuleType, capsys: pytest.CaptureFixture[str]) -> None:
@@ -106,14 +112,17 @@ def test_megatron_deepspeed_waits_for_every_tensor_parallel_all_reduce(report) -
     assert plans["nemo2407-pretrain-gpt3-175b-128gpu"].parallel.tp_overlap
 
 
-def test_bloom_176b_is_an_alibi_model_and_the_prequel_test_models_are_not_assumed_so(report) -> None:  # type: ignore[no-untyped-def]
+def test_bloom_176b_and_the_prequel_test_models_are_alibi_models(report) -> None:  # type: ignore[no-untyped-def]
     # BLOOM-176B: --position-embedding-type alibi (bigscience-workshop/bigscience@39ed8110482e9
     # train/tr11-176B-ml/README.md L338-341; record bloom-176b-384gpu's alibi_note). The
-    # chronicles-prequel benchmarks do not state their position encoding: left as RoPE.
+    # chronicles-prequel logs do not state their position encoding; the slurm script committed the
+    # day of their logs (bigscience-workshop/bigscience@217dc6c train/tr11-200B-ml/tr11-200B-ml.slurm,
+    # the same layout) passes --position-embedding-type alibi.
     models = {s.case.id: s.case.plan.model for s in report.scored}
     assert models["bloom-176b-384gpu"].alibi
     assert not models["bloom-176b-384gpu"].learned_positions
-    assert not models["bigscience-prequel-bf16-200b-160gpu"].alibi
+    assert models["bigscience-prequel-bf16-200b-160gpu"].alibi
+    assert models["bigscience-prequel-fp16-20b-8gpu"].alibi
 
 
 def test_bigscience_runs_are_laid_out_as_jean_zay_and_2022_megatron_deepspeed_ran_them(report) -> None:  # type: ignore[no-untyped-def]
@@ -128,3 +137,51 @@ def test_bigscience_runs_are_laid_out_as_jean_zay_and_2022_megatron_deepspeed_ra
         assert not parallel.sequence_parallel
     others = [r for r in report.scored if r.case.record["source_id"] == "torchtitan"]
     assert all(r.case.plan.parallel.sequence_parallel for r in others)
+
+
+def test_a_scaling_pair_changes_the_gpu_count_and_nothing_else(bench: ModuleType, report) -> None:  # type: ignore[no-untyped-def]
+    # MosaicML's tables pick the largest micro-batch that fits each GPU count (llm-foundry
+    # scripts/train/benchmarking/README.md @4952183): 70b on 32 H100s runs micro-batch 2, on 64
+    # micro-batch 8. Such a "pair" compares two plans, not two GPU counts.
+    refused = {(a, b): why for a, b, why in report.not_pairs}
+    why = refused[("mosaic-h10080gb-amp_bf16-70b-s2048-g32-mb2", "mosaic-h10080gb-amp_bf16-70b-s2048-g64-mb8")]
+    assert "accumulation 16 vs 4" in why
+    assert "micro_batch 1 vs 2" in refused[("nemo2407-pretrain-gpt3-175b-128gpu", "nemo2407-pretrain-gpt3-175b-512gpu")]
+    kept = {(a, b) for a, b, _, _ in report.pairs}
+    # Strong scaling (the global batch kept, the accumulation halved) is a pair.
+    assert ("bigscience-prequel-bf16-200b-80gpu", "bigscience-prequel-bf16-200b-160gpu") in kept
+    assert not kept & set(refused)
+    assert len(kept) + len(refused) == 63
+    by_id = {s.case.id: s.case for s in report.scored}
+    assert all(bench.scaling_difference(by_id[a], by_id[b]) is None for a, b in kept)
+    # Any two figures can be asked, whatever their layouts (a 64-GPU layout of TP 4 × PP 4 does
+    # not fit on 8 GPUs: the rule names the differences, it builds no plan).
+    why = bench.scaling_difference(by_id["nemo2407-lora-llama2-70b-8gpu"], by_id["nemo2407-pretrain-llama2-70b-64gpu"])
+    assert "method lora vs full" in why and "parallel.tensor_parallel 2 vs 4" in why
+
+
+def test_llm_foundrys_shard_grad_op_gathers_once_per_micro_batch_beside_the_compute(report) -> None:  # type: ignore[no-untyped-def]
+    # FSDP1's SHARD_GRAD_OP "unshards before the forward, does not reshard them after the forward"
+    # (torch/distributed/fsdp/api.py ShardingStrategy): not DeepSpeed's ZeRO-2, whose reduction
+    # waits after the backward.
+    from core.plan import Strategy
+
+    plans = {s.case.id: s.case.plan for s in report.scored}
+    par = plans["mosaic-h10080gb-amp_bf16-1b-s2048-g512-mb12"].parallel
+    assert par.strategy is Strategy.FSDP and not par.reshard_after_forward
+    assert plans["mosaic-h10080gb-amp_bf16-7b-s2048-g512-mb6"].parallel.reshard_after_forward
+
+
+def test_weak_scaling_loses_what_the_overlapped_data_parallel_traffic_contends_for(report) -> None:  # type: ignore[no-untyped-def]
+    # MosaicML's H100 7b (FULL_SHARD, micro-batch 6) loses 3.4 % per GPU from 128 to 256 GPUs
+    # and 4.4 % from 256 to 512; torchtitan's 8b 2.7 % from 8 to 128. With every overlapped
+    # gather hidden the model lost none (3.3, 4.3 and 3.2 points off); with NCCL's kernels
+    # contending for the SMs they run beside (core.parallel.comm._contended) each is within 3.
+    points = {(a, b): 100 * abs(predicted - published) for a, b, published, predicted in report.pairs}
+    for a, b in (
+        ("mosaic-h10080gb-amp_bf16-7b-s2048-g128-mb6", "mosaic-h10080gb-amp_bf16-7b-s2048-g256-mb6"),
+        ("mosaic-h10080gb-amp_bf16-7b-s2048-g256-mb6", "mosaic-h10080gb-amp_bf16-7b-s2048-g512-mb6"),
+        ("mosaic-h10080gb-amp_bf16-3b-s2048-g256-mb8", "mosaic-h10080gb-amp_bf16-3b-s2048-g512-mb8"),
+        ("tt-202412-8b-8gpu-eager", "tt-202412-8b-128gpu-eager"),
+    ):
+        assert points[(a, b)] <= 3.0, (a, b)

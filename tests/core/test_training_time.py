@@ -17,6 +17,7 @@ from core.errors import PlanError
 from core.estimate import UtilisationSource, estimate, keep_calibration
 from core.files import planfile
 from core.plan import (
+    Attention,
     CheckpointPolicy,
     Float8,
     Hardware,
@@ -316,6 +317,25 @@ def test_an_alibi_model_moves_no_rotary_embedding_traffic_and_no_memory() -> Non
     assert _eager_seconds(rotary) - _eager_seconds(alibi) == pytest.approx(_rope_seconds(rotary))
     assert estimate(alibi).peak_bytes == estimate(rotary).peak_bytes
     assert estimate(alibi).compute.tokens_per_second > estimate(rotary).compute.tokens_per_second
+
+
+def test_alibi_in_eager_attention_writes_and_reads_the_bias_across_every_score() -> None:
+    # torch.baddbmm(alibi, q, kᵀ, beta=1) (BigScience's Megatron-DeepSpeed@541b967, transformers'
+    # BloomAttention) copies the broadcast bias into the score tensor before the GEMM, which
+    # reads it back as C (PyTorch LinearAlgebra.cpp common_checks_baddbmm_bmm): 4 bytes per
+    # score, forward only. A flash kernel's alibi_slopes add no such traffic.
+    from core.training.speed import ALIBI_SCORE_BYTES
+
+    base = plan_for_model("gpt2", method=Method.FULL, hardware=Hardware(gpu="h100-sxm"))  # learned positions
+    eager = base.with_changes(attention=Attention.EAGER)
+    alibi = eager.with_changes(model=replace(eager.model, alibi=True))
+    model, work = eager.model, eager.workload
+    scores = work.micro_batch * work.seq_len * work.seq_len * model.num_heads * work.grad_accum
+    bandwidth = find_gpu("h100-sxm").memory_bandwidth_gb_s * 1e9
+    extra = scores * ALIBI_SCORE_BYTES * model.num_layers / bandwidth
+    assert _eager_seconds(alibi) - _eager_seconds(eager) == pytest.approx(extra)
+    flash = base.with_changes(model=replace(base.model, alibi=True))
+    assert _eager_seconds(flash) == pytest.approx(_eager_seconds(base))
 
 
 def test_alibi_round_trips_through_a_plan_file_and_bad_values_get_one_line() -> None:
