@@ -227,11 +227,14 @@ def test_with_a_paged_optimizer_lora_can_exceed_full_fine_tuning_by_its_adapters
     weights, while LoRA's holds its adapters beside them: in the forward the judged total can
     be above full fine-tuning's by at most the adapters' own weights, gradients and state.
     The counterexample hypothesis found (GPT-2 small, rank 1 on every target, float32 weights
-    under bf16 autocast, 320 tokens, RTX 3060): 84 kB above, 0.004 %."""
+    under bf16 autocast, 320 tokens, RTX 3060): 84 kB above, 0.004 %, with the fitted
+    fragmentation fraction at 0.23; at 0.175 (FSDP2's gradients became a term of their own)
+    rank 1 falls 1.7 MB below, so the case is held at rank 2 (0.46 MB above at 0.175, 2.2 MB at
+    0.23)."""
     plan = plan_for_model("gpt2", attention=Attention.EAGER, accounting=Accounting.DETAILED).with_changes(
         optimizer=Optimizer.PAGED_ADAMW, preset=Preset.FP32_AUTOCAST_BF16, checkpointing=False
     )
-    plan = plan.with_lora(rank=1, targets=("all-linear",)).with_workload(micro_batch=1, seq_len=320)
+    plan = plan.with_lora(rank=2, targets=("all-linear",)).with_workload(micro_batch=1, seq_len=320)
     plan = plan.with_hardware(gpu="rtx-3060-12gb").with_changes(base_dtype=plan.weight_dtype)
     lora, full = estimate(replace(plan, method=Method.LORA)), estimate(replace(plan, method=Method.FULL))
     assert lora.peak_bytes < full.peak_bytes  # full fine-tuning's gradients still peak higher
