@@ -56,10 +56,12 @@ SEGMENT_ROUNDING_PER_TENSOR_BYTES: Final = 1 * MiB
 # activations, fitted on the published reserved and nvidia-smi figures of
 # benchmarks/realgpu/memory_figures.json (all sources; the benchmark scores each source with
 # the value fitted without it: benchmarks/realgpu/memory.py, docs/REAL_GPU_MEMORY.md). Not fitted on
-# figures whose allocated peak is known to miss a term (compile under per-op SAC): 0.185 -> 0.230;
-# with torchtitan's Llama 3.1 405B pipeline rows (their FSDP2 units kept gathered, their
-# gradients accumulated unsharded: core.parallel.state._pipeline_accumulated): 0.230 -> 0.215.
-ALLOCATOR_FRAGMENTATION: Final = 0.215
+# figures whose allocated peak is known to miss a term (compile under per-op SAC): 0.185 -> 0.230.
+# 0.230 -> 0.175 when FSDP2's sharded gradients became a reserved term of their own (cached for the
+# reduce-scatter stream: core.training.detailed._gradients_cached); 0.175 -> 0.170 with torchtitan's
+# Llama 3.1 405B pipeline rows (their FSDP2 units kept gathered, their gradients accumulated unsharded:
+# core.parallel.state._pipeline_accumulated) and Answer.AI's Yi 34B rows in the corpus.
+ALLOCATOR_FRAGMENTATION: Final = 0.170
 # With expandable_segments:True each stream's pool is one segment that grows by 20 MiB pages:
 # the slivers of partly used segments do not form, and only a page per pool is left over
 # (the note "Expandable Segments" in CUDACachingAllocator.cpp). Not measured in the corpus.

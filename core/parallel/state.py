@@ -110,6 +110,10 @@ class RankState:
     # What the framework's communication streams keep cached beyond what is allocated at the
     # peak: the caching allocator reuses a block only on the stream that freed it.
     stream_cache: list[Term] = field(default_factory=list)
+    # FSDP2 allocates each sharded gradient in the reduce-scatter stream (``foreach_reduce``):
+    # freed by the next step's zero_grad, its blocks stay cached for that stream, beside the
+    # default stream's next peak (core.training.detailed.training_breakdown).
+    grads_on_reduce_stream: bool = False
     notes: tuple[str, ...] = ()
 
 
@@ -374,6 +378,7 @@ def _fsdp(rank: _Rank) -> RankState:
     ]
     state = RankState(
         stream_cache=stream_cache,
+        grads_on_reduce_stream=True,
         root_pending=root_pending,
         root_reduce=root_reduce,
         weights=_sharded(rank.weights, dp) + quant_state,

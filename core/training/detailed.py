@@ -677,7 +677,7 @@ def training_breakdown(plan: Plan, counts: ParamCounts, rank: Rank | None = None
     notes = _notes(plan) + (parts.state.notes if parts.state is not None else ())
     where = (rank.stage.layers, rank.stage.embedding, rank.stage.head) if rank is not None else None
     cycle = _reference_cycle(plan, parts)
-    card = card_terms(plan, phases, parts.extra("stream_cache"), where)
+    card = card_terms(plan, phases, parts.extra("stream_cache") + _gradients_cached(parts, peak_phase), where)
     overhead = card.bucket()
     # The evaluation runs between steps, inside what the steps made the allocator reserve:
     # the step's overhead stays on top of it.
@@ -693,6 +693,33 @@ def training_breakdown(plan: Plan, counts: ParamCounts, rank: Rank | None = None
         fragmentation=card.fragmentation,
         may_be_freed_bytes=cycle,
     )
+
+
+def _gradients_cached(parts: _Parts, peak: Phase) -> list[Term]:
+    """FSDP2's sharded gradients, cached for the reduce-scatter stream at a peak they are not
+    alive at. ``foreach_reduce`` allocates the reduce-scatter output, which each sharded
+    gradient is a view of, in the reduce-scatter stream ("Since the GPU sharded gradient is
+    allocated in the RS stream", pytorch/pytorch 8fc2039
+    torch/distributed/fsdp/_fully_shard/_fsdp_collectives.py; the same allocation at 415cc26,
+    torch/distributed/_composable/fsdp/, December 2024). The step's zero_grad frees them, and
+    the caching allocator gives a freed block back to the stream that allocated it only
+    (c10/cuda/CUDACachingAllocator.cpp at 001074d, ``get_free_block`` matches the stream), so
+    the next forward and backward, on the default stream, cannot use their segments: at a
+    peak outside the optimizer step they are reserved on top of the allocated tensors."""
+    state = parts.state
+    if state is None or not state.grads_on_reduce_stream:
+        return []
+    sharded = sum(t.bytes for t in state.grads)
+    cached = sharded - peak.bucket(BucketKey.GRADIENTS).bytes
+    if cached <= 0:
+        return []
+    return [
+        Term(
+            "reduce-scatter stream's cache: the last step's sharded gradients",
+            f"{gb(sharded)} GB sharded gradients − {gb(sharded - cached)} GB alive at the {peak.name}",
+            cached,
+        )
+    ]
 
 
 def _reference_cycle(plan: Plan, parts: _Parts) -> float:

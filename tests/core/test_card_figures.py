@@ -8,6 +8,7 @@ import json
 
 import pytest
 
+from core.breakdown import BucketKey
 from core.catalogue import find_model
 from core.cli.app import main
 from core.estimate import JUDGED_FIGURE, estimate
@@ -63,6 +64,26 @@ def test_fsdp_keeps_its_communication_streams_cached() -> None:
     labels = [t.label for t in estimate(plan).buckets[-1].terms]
     assert any(label.startswith("all-gather stream's cache") for label in labels)
     assert any(label.startswith("reduce-scatter stream's cache") for label in labels)
+
+
+def test_fsdp_keeps_the_last_steps_sharded_gradients_reserved_for_its_reduce_scatter_stream() -> None:
+    # FSDP2's foreach_reduce allocates the reduce-scatter output, which every sharded gradient
+    # is a view of, in the reduce-scatter stream ("Since the GPU sharded gradient is allocated
+    # in the RS stream", pytorch/pytorch 8fc2039 torch/distributed/fsdp/_fully_shard/
+    # _fsdp_collectives.py); zero_grad frees them, and a freed block serves only the stream it
+    # was allocated on (CUDACachingAllocator.cpp get_free_block), so at a peak in the forward or
+    # the backward they are reserved on top of what is allocated.
+    plan = lora_1b(hardware=Hardware(gpu="h100-sxm")).with_method(Method.FULL).on_gpus(8, Strategy.FSDP)
+    est = estimate(plan)
+    assert est.peak_phase != "optimizer step"
+    cached = next(t for t in est.buckets[-1].terms if t.label.endswith("the last step's sharded gradients"))
+    step = next(p for p in est.phases if p.kind.value == "optimizer")
+    sharded = step.bucket(BucketKey.GRADIENTS).bytes  # the sharded gradients the step reads
+    assert sharded == pytest.approx(est.params.trainable * 4 / 8)  # float32 (the default roles), ÷ 8 ranks
+    assert cached.bytes == pytest.approx(sharded)
+    # DDP's gradients are allocated on the default stream: no such term.
+    ddp = estimate(plan.on_gpus(8, Strategy.DDP))
+    assert not any("sharded gradients" in t.label for t in ddp.buckets[-1].terms)
 
 
 def test_the_verdict_reads_the_nvidia_smi_figure_and_its_range() -> None:
