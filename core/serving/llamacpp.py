@@ -501,6 +501,9 @@ class LlamaCppMemory:
 # 7.0 on, every NVIDIA card of the catalogue): the product then goes through
 # ggml_cuda_op_mul_mat_cublas, which converts the quantised src0 to F16 (to_fp16_cuda) into a
 # pool buffer before cublasGemmEx.
+# Not modelled: HIP builds of that time kept MMQ at every batch except on RDNA3 (the rule above sits
+# in the non-HIP branch), and PR #8075 left cuBLAS in place where there is no int8 tensor-core MMQ
+# but FP16 tensor cores (V100, RDNA3); whether later builds still do is not read here.
 CUBLAS_PROMPT_BEFORE_BUILD: Final = 3216
 # ggml-cuda.cu: #define MMQ_MAX_BATCH_SIZE 32 ("max batch size to use MMQ kernels when tensor
 # cores are available"); a micro-batch of more tokens goes to cuBLAS in those builds.
