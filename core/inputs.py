@@ -319,6 +319,7 @@ MAX_RANK: Final = 65_536
 MAX_DEGREE: Final = 4096
 MAX_PARALLEL: Final = 1024  # a serving split's degree
 MAX_LAYERS_FLAG: Final = 100_000  # -ngl: any count past the model's layers means "all of them"
+MAX_LLAMACPP_BUILD: Final = 1_000_000  # llama.cpp's build numbers count commits on master (b7474 in Dec. 2025)
 MAX_BUCKET_ELEMENTS: Final = 10**13  # DeepSpeed bucket / prefetch / live sizes, in elements
 # Layer SAC's N: past the block count it checkpoints nothing, so any bound above the deepest
 # model works; 1024 is far above every catalogue model's layer count.
@@ -653,8 +654,9 @@ INPUTS: Final[tuple[Input, ...]] = (
           "well-tuned code). Exposed communication and the pipeline bubble come on top.",
           ("--utilisation",), "compute utilisation, 0.4 = 40 % (default: modelled)", unit="%", low=0.001,
           high=1.0, scale=100, decimals=1, step=5, zero_means="modelled",
-          # core.serving.speed.SERVING_UTILISATION: serving's prefill and decode compute when none is typed
-          zero_means_serving="40 % (serving)"),
+          # core.serving.speed.SERVING_UTILISATION and APPLE_MATMUL_UTILISATION: serving's prefill and
+          # decode compute when none is typed
+          zero_means_serving="40 % (serving; 78 % on Apple GPUs)"),
     # Calibrate from a short real run: the speed it showed, per GPU as torchtitan, Megatron and
     # llm-foundry log it, or its time per optimizer step; the estimate solves the utilisation.
     # Short form labels ("Run speed", "Run step"): a label longer than "Peak override" widens the
@@ -858,6 +860,14 @@ INPUTS: Final[tuple[Input, ...]] = (
     Input("inference.ubatch", Kind.INT, "Micro-batch", "llama.cpp micro-batch (n_ubatch)", 512,
           "llama.cpp's -ub: tokens one forward takes at most (512 by default); the compute buffer is sized for it.",
           ("--ubatch",), "llama.cpp: physical batch in tokens (512)", unit="tokens", low=1, high=MAX_SEQ,
+          matters=lambda p: p.inference.engine is Engine.LLAMACPP),
+    Input("inference.llamacpp_build", Kind.INT, "llama.cpp build", "llama.cpp build number", 0,
+          "The llama.cpp build (the N of bN) whose prompt kernels apply: CUDA builds before b3216 "
+          "(June 2024) turn a quantised weight into F16 before cuBLAS for every prompt micro-batch "
+          "above 32 tokens, a read and a write of the weights each time; later builds multiply the "
+          "quantised weights directly. 0: a current build.",
+          ("--llamacpp-build",), "llama.cpp: build number bN the speed follows (0: a current build)",
+          low=0, high=MAX_LLAMACPP_BUILD, zero_means="a current build", metavar="N",
           matters=lambda p: p.inference.engine is Engine.LLAMACPP),
     Input("inference.kv_dtype", Kind.ENUM, "KV cache", "KV cache storage", KvDtype.BF16,
           "Element type of the cached keys and values.",

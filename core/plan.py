@@ -322,6 +322,7 @@ class Inference:
     cache_type: CacheType = DEFAULTS["inference.cache_type"]  # llama.cpp -ctk / -ctv
     flash_attention: bool = DEFAULTS["inference.flash_attention"]  # llama.cpp -fa
     ubatch: int = DEFAULTS["inference.ubatch"]  # llama.cpp -ub
+    llamacpp_build: int = DEFAULTS["inference.llamacpp_build"]  # llama.cpp bN whose kernels apply; 0: current
 
     def __post_init__(self) -> None:
         run_checks(self, _INFERENCE_CHECKS)

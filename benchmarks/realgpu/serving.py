@@ -760,6 +760,15 @@ F16_PREFILL_WHY: Final = (
 )
 
 
+def llamacpp_build(version: str) -> int:
+    """The build number a record's engine_version states: "llama.cpp build 2837 (d11afd66)" (XiongjieDai's
+    llama-bench header) or "build 93bc3839 (3622)" (llama-bench's "build: <commit> (<number>)" line)."""
+    found = re.search(r"\((\d+)\)", version) or re.search(r"build (\d+)\b", version)
+    if found is None:
+        raise ValueError(f"no build number in {version!r}")
+    return int(found.group(1))
+
+
 def bench_plan(record: dict[str, Any]) -> Plan:
     """The plan of one llama-bench row: all layers on the GPUs (-ngl 99), f16 KV, no flash
     attention (the defaults of those builds), one request."""
@@ -785,6 +794,7 @@ def bench_plan(record: dict[str, Any]) -> Plan:
         cache_type="f16",
         flash_attention=False,
         ubatch=512,
+        llamacpp_build=llamacpp_build(record["engine_version"]),
     )
 
 

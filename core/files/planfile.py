@@ -65,7 +65,16 @@ _NESTED: Final = {
 
 # The serving inputs of issue 23: a file without them reads as vLLM 0.19 (the rules every earlier
 # release of this program applied), the card's own link, and llama.cpp's defaults.
-ISSUE_23_KEYS: Final = ("vllm_version", "link", "gguf_quant", "gpu_layers", "cache_type", "flash_attention", "ubatch")
+ISSUE_23_KEYS: Final = (
+    "vllm_version",
+    "link",
+    "gguf_quant",
+    "gpu_layers",
+    "cache_type",
+    "flash_attention",
+    "ubatch",
+    "llamacpp_build",
+)
 # Keys that may be absent, read as the field's default. The serving fields added after
 # version 2 (engine, parallelism, vLLM's scheduler limits) are optional so that files
 # written before them read as "Hugging Face generate on one GPU", what they meant.

@@ -121,8 +121,9 @@ DEFAULT_BANDWIDTH: Final = _frozen(
 )
 # GPU cycles a kernel of an eager decode step costs beyond its reads (core.serving.speed's
 # kernel_seconds: launch, ramp-up and drain, counted in the SM's clock); a replayed CUDA graph's
-# kernels are held at none.
-DEFAULT_KERNEL_CYCLES: Final = _frozen({"cuda-graphs": 0.0, "eager": 3820.0})
+# kernels are held at none. Fitted by benchmarks/realgpu/serving.py on every source (3,187 since the
+# attention products count their batched-cuBLAS kernels; 3,820 when they counted one each).
+DEFAULT_KERNEL_CYCLES: Final = _frozen({"cuda-graphs": 0.0, "eager": 3190.0})
 
 
 @dataclass(frozen=True)

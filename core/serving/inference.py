@@ -28,7 +28,7 @@ from core.serving.engines import (
 )
 from core.serving.fit import DEFAULT_FIT, ServingFit
 from core.serving.kv import kv_cache_bytes, lesson_kv_cache_bytes
-from core.serving.llamacpp import llamacpp_buffers, llamacpp_memory
+from core.serving.llamacpp import llamacpp_buffers, llamacpp_memory, prompt_dequant_bytes
 from core.serving.speed import ServingSpeed, SpeedPoint, serving_speed
 from core.units import GB
 from core.verdict import Verdict
@@ -119,7 +119,7 @@ class InferenceEstimate:
 ENGINES = {Engine.HF: hf_memory, Engine.VLLM: vllm_memory, Engine.SGLANG: sglang_memory}
 
 
-def _llamacpp_layout(plan: Plan, memory: EngineMemory) -> tuple[RankLayout, tuple[float, float]]:
+def _llamacpp_layout(plan: Plan, gpu: GpuSpec, memory: EngineMemory) -> tuple[RankLayout, tuple[float, float], float]:
     """The decode's view of llama.cpp's buffers: every layer's KV per token, the weights read
     from the host and from the GPUs each token (the token embeddings are a row lookup)."""
     model, inf = plan.model, plan.inference
@@ -134,7 +134,7 @@ def _llamacpp_layout(plan: Plan, memory: EngineMemory) -> tuple[RankLayout, tupl
         q_heads=model.num_heads,
     )
     host = buffers.layout.host_weights - buffers.layout.embedding_bytes
-    return layout, (host, sum(buffers.layout.device_weights))
+    return layout, (host, sum(buffers.layout.device_weights)), prompt_dequant_bytes(plan, gpu, buffers.layout)
 
 
 def _slots(plan: Plan, memory: EngineMemory) -> int:
@@ -163,14 +163,16 @@ def inference_estimate(
     plan: Plan, counts: ParamCounts, gpu: GpuSpec, fit: ServingFit = DEFAULT_FIT
 ) -> InferenceEstimate:
     inf = plan.inference
-    offload = (0.0, 0.0)
+    offload, dequant = (0.0, 0.0), 0.0
     if inf.engine is Engine.LLAMACPP:
         memory = llamacpp_memory(plan, gpu)
-        layout, offload = _llamacpp_layout(plan, memory)
+        layout, offload, dequant = _llamacpp_layout(plan, gpu, memory)
     else:
         layout = rank_layout(plan)
         memory = ENGINES[inf.engine](plan, gpu, layout, fit)
-    speed = partial(serving_speed, plan, counts, gpu, layout, _slots(plan, memory), fit, offload, _chunk(plan, memory))
+    speed = partial(
+        serving_speed, plan, counts, gpu, layout, _slots(plan, memory), fit, offload, _chunk(plan, memory), dequant
+    )
     return InferenceEstimate(
         engine=inf.engine,
         weights_bytes=memory.weights_bytes,

@@ -490,6 +490,46 @@ class LlamaCppMemory:
         return self.layout.host_weights + self.host_kv + self.host_compute
 
 
+# ---- the prompt's matrix products by build ------------------------------------------------------
+# The first build whose CUDA backend multiplies a prompt's quantised weights directly (MMQ) on
+# cards with int8 tensor cores: b3216, commit a818f3028 (ggml-org/llama.cpp PR #8075, "CUDA: use
+# MMQ instead of cuBLAS by default", merged 2024-06-24; Homebrew's llama.cpp formula pins tag
+# b3216 to revision a818f3028d1497a51cb2b8eb7d993ad58784940e). Before it, ggml-cuda.cu's
+# ggml_cuda_mul_mat (read at ggerganov/llama.cpp 005de593, the rule of PR #3776 that held until
+# #8075) defined CUDA_USE_TENSOR_CORES unless built with GGML_CUDA_FORCE_MMQ and turned MMQ off
+# when ``fp16_performance_good && src1->ne[1] > MMQ_MAX_BATCH_SIZE`` (compute capability 6.0 or
+# 7.0 on, every NVIDIA card of the catalogue): the product then goes through
+# ggml_cuda_op_mul_mat_cublas, which converts the quantised src0 to F16 (to_fp16_cuda) into a
+# pool buffer before cublasGemmEx.
+# Not modelled: HIP builds of that time kept MMQ at every batch except on RDNA3 (the rule above sits
+# in the non-HIP branch), and PR #8075 left cuBLAS in place where there is no int8 tensor-core MMQ
+# but FP16 tensor cores (V100, RDNA3); whether later builds still do is not read here.
+CUBLAS_PROMPT_BEFORE_BUILD: Final = 3216
+# ggml-cuda.cu: #define MMQ_MAX_BATCH_SIZE 32 ("max batch size to use MMQ kernels when tensor
+# cores are available"); a micro-batch of more tokens goes to cuBLAS in those builds.
+MMQ_MAX_BATCH_SIZE: Final = 32
+F16_BYTES: Final = 2.0
+
+
+def prompt_dequant_bytes(plan: Plan, gpu: GpuSpec, layout: GgufLayout) -> float:
+    """Bytes one prompt micro-batch of more than :data:`MMQ_MAX_BATCH_SIZE` tokens moves, in a
+    build before :data:`CUBLAS_PROMPT_BEFORE_BUILD` on an NVIDIA card, to turn the GPU layers'
+    quantised matrices into F16 for cuBLAS: each matrix read in its GGUF type and written in F16
+    (cuBLAS's own read of the F16 copy is the F16 model's, inside the product's time). The output
+    matrix is left out: a prompt's logits are computed for its last token only (llama.cpp PR
+    #6122, before these builds), a matrix-vector product. A mixture of experts is counted whole,
+    every expert as if more than 32 tokens were routed to it: an upper bound. 0 otherwise."""
+    inf = plan.inference
+    build = inf.llamacpp_build
+    if not 0 < build < CUBLAS_PROMPT_BEFORE_BUILD or gpu.vendor != "nvidia" or inf.gguf_quant in GGUF_FLOAT:
+        return 0.0
+    model = plan.model
+    weights = sum(rows * row for _, row, rows in layer_matrices(model)) * model.params_scale
+    float32 = layer_float32_params(model) * model.params_scale * 4.0
+    layers = [i for device in layout.device_layers for i in device]
+    return sum(layout.layer_bytes[i] - float32 + weights * F16_BYTES for i in layers)
+
+
 def llamacpp_buffers(plan: Plan, context: int | None = None, layout: GgufLayout | None = None) -> LlamaCppMemory:
     """Every buffer llama.cpp allocates for the plan (at ``context`` tokens per slot)."""
     model, inf = plan.model, plan.inference

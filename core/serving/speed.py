@@ -37,11 +37,12 @@ from typing import Final, NamedTuple
 
 from core.catalogue import GpuSpec, LinkSpec
 from core.dtypes import GGUF_FLOAT, matmul_dtype
-from core.format import counted
+from core.format import counted, gb
 from core.params import ParamCounts
 from core.plan import Engine, Plan
 from core.serving.engines import RankLayout, serving_link
 from core.serving.fit import DEFAULT_FIT, EngineFamily, ServingFit, bandwidth_key
+from core.serving.llamacpp import MMQ_MAX_BATCH_SIZE
 
 # Host memory a CPU reads llama.cpp's host layers from: dual-channel DDR4-3200, 2 × 8 bytes ×
 # 3.2 GT/s = 51.2 GB/s (JEDEC JESD79-4), the common desktop and workstation case.
@@ -59,6 +60,15 @@ KERNELS_PER_LAYER: Final = 23
 # the mmvq kernels (ggml/src/ggml-cuda/ggml-cuda.cu, ggml_cuda_op_mul_mat: convert_src1_to_q8_1 ->
 # quantize_row_q8_1_cuda): 7 kernels more. Metal's mul_mv kernels read float activations.
 WEIGHT_MATMULS_PER_LAYER: Final = 7
+# Without flash attention the two attention products (KQ, KQV: an F16 cache view times float
+# activations, one batch per head) go through ggml_cuda_mul_mat_batched_cublas on every card with
+# fast FP16 (ggml-cuda.cu at ggerganov/llama.cpp 005de593, ggml_cuda_mul_mat: "KQ + KQV
+# multi-batch"): to_fp16_cuda converts the float operand, cuBLAS multiplies in F16, and with the
+# default precision to_fp32_cuda converts the F16 result back: 3 kernels where the graph has one
+# node, 4 with grouped-query attention, whose head broadcast (r2 > 1) takes cublasGemmBatchedEx
+# after a k_compute_batched_ptrs kernel instead of the strided call. Metal multiplies the F16 cache
+# by float activations in one kernel (kernel_mul_mv_f16_f32).
+ATTENTION_PRODUCT_KERNELS: Final = 3
 # A card whose catalogue entry prints no boost clock (Apple, laptop parts) counts its kernels'
 # cycles at this clock. An assumption, not a sourced figure: Apple publishes no GPU clock, and a
 # laptop part's clock follows the power limit its maker set; 1.5 GHz sits among the 1.2-2.0 GHz
@@ -103,8 +113,24 @@ class ServingSpeed:
 SERVING_UTILISATION: Final = 0.4
 
 
-def serving_utilisation(plan: Plan) -> float:
-    return plan.hardware.utilisation or SERVING_UTILISATION
+# Apple's GPUs (M1-M4) multiply matrices on their ALUs: simdgroup_matrix products (llama.cpp's
+# Metal kernel_mul_mm, ggml-metal.metal at ggerganov/llama.cpp 1d900212: simdgroup_multiply_accumulate
+# over 8x8 tiles; Apple's MPS) run at the ALU rate the catalogue lists (F16 and F32 alike on the
+# Apple 7-9 families: philipturner/metal-benchmarks README, GFLOPS F16 = F32). A GEMM on the ALUs
+# keeps them busier than serving's tensor-core lesson of 40 %: Apple's own MPS reaches 8,270 GFLOPS
+# in F32 at 4096 x 4096 x 4096 on the 32-core Apple 7 GPU (M1 Max, 10,620 GFLOPS peak), 78 %
+# (philipturner/metal-flash-attention 01e41e6 README, "GFLOPS during general matrix
+# multiplication"; MFA's own kernel 9,247, 87 %). Used when no utilisation is typed.
+APPLE_MATMUL_UTILISATION: Final = 0.78
+
+
+def serving_utilisation(plan: Plan, gpu: GpuSpec | None = None) -> float:
+    """The share of the matmul peak serving's prefill and decode compute reach: the typed
+    utilisation, else :data:`APPLE_MATMUL_UTILISATION` on Apple GPUs, else
+    :data:`SERVING_UTILISATION`."""
+    if plan.hardware.utilisation:
+        return plan.hardware.utilisation
+    return APPLE_MATMUL_UTILISATION if gpu is not None and gpu.vendor == "apple" else SERVING_UTILISATION
 
 
 def prefill_flops(plan: Plan, counts: ParamCounts, prompt: int) -> float:
@@ -139,6 +165,9 @@ class StepModel:
     expert_share: float
     host_bytes: float  # llama.cpp: weights read from host memory each token
     device_bytes: float  # llama.cpp: weights read from the GPUs each token (all of them)
+    # llama.cpp before b3216 on CUDA: bytes each prompt micro-batch of more than 32 tokens moves to
+    # turn the quantised matrices into F16 for cuBLAS (core.serving.llamacpp.prompt_dequant_bytes)
+    prompt_dequant_bytes: float = 0.0
 
     def memory_seconds(self, n: int) -> float:
         model = self.plan.model
@@ -173,6 +202,8 @@ class StepModel:
         compute = chunk * flops / inf.tensor_parallel / self.achieved_flops if self.achieved_flops > 0 else math.inf
         stages = inf.pipeline_parallel if inf.engine is not Engine.LLAMACPP else 1
         one = max(compute, self.memory_seconds(1)) + self.layout.layers * self.layer_overhead_s
+        if chunk > MMQ_MAX_BATCH_SIZE and self.bandwidth > 0:
+            one += self.prompt_dequant_bytes / self.bandwidth
         return stages * (one + allreduce_seconds(self.plan, self.link, chunk)) / chunk
 
 
@@ -194,7 +225,23 @@ def kernels_per_layer(plan: Plan, gpu: GpuSpec) -> int:
     """Kernels one decode step launches per layer (:data:`KERNELS_PER_LAYER`)."""
     quant = plan.inference.gguf_quant
     quantised = plan.inference.engine is Engine.LLAMACPP and quant not in GGUF_FLOAT
-    return KERNELS_PER_LAYER + (WEIGHT_MATMULS_PER_LAYER if quantised and gpu.vendor != "apple" else 0)
+    cuda = gpu.vendor != "apple"
+    return (
+        KERNELS_PER_LAYER
+        + (WEIGHT_MATMULS_PER_LAYER if quantised and cuda else 0)
+        + (batched_attention_kernels(plan) if cuda else 0)
+    )
+
+
+def batched_attention_kernels(plan: Plan) -> int:
+    """Kernels beyond one each that llama.cpp's CUDA backend launches for a layer's two attention
+    products without flash attention (:data:`ATTENTION_PRODUCT_KERNELS`); 0 for other engines
+    and with flash attention (its kernel count is not read here)."""
+    inf, model = plan.inference, plan.model
+    if inf.engine is not Engine.LLAMACPP or inf.flash_attention:
+        return 0
+    broadcast = 1 if model.num_heads > model.num_kv_heads else 0
+    return 2 * (ATTENTION_PRODUCT_KERNELS - 1 + broadcast)
 
 
 def kernel_seconds(gpu: GpuSpec, fit: ServingFit, family: EngineFamily) -> float:
@@ -217,7 +264,13 @@ def matmul_peak(plan: Plan, gpu: GpuSpec) -> float:
 
 
 def step_model(
-    plan: Plan, counts: ParamCounts, gpu: GpuSpec, layout: RankLayout, fit: ServingFit, offload: tuple[float, float]
+    plan: Plan,
+    counts: ParamCounts,
+    gpu: GpuSpec,
+    layout: RankLayout,
+    fit: ServingFit,
+    offload: tuple[float, float],
+    prompt_dequant: float = 0.0,
 ) -> StepModel:
     inf = plan.inference
     family = engine_family(plan)
@@ -227,13 +280,14 @@ def step_model(
         counts=counts,
         layout=layout,
         link=serving_link(inf, gpu),
-        achieved_flops=matmul_peak(plan, gpu) * 1e12 * serving_utilisation(plan),
+        achieved_flops=matmul_peak(plan, gpu) * 1e12 * serving_utilisation(plan, gpu),
         bandwidth=gpu.memory_bandwidth_gb_s * 1e9 * fit.bandwidth_efficiency[bandwidth_key(family, gpu)],
         layer_overhead_s=kernels_per_layer(plan, gpu) * kernel_seconds(gpu, fit, family),
         kv_per_request=layout.kv_token_layer_bytes * layout.layers * mean_cached,
         expert_share=_expert_share(plan, counts),
         host_bytes=offload[0],
         device_bytes=offload[1],
+        prompt_dequant_bytes=prompt_dequant,
     )
 
 
@@ -277,12 +331,14 @@ def serving_speed(
     fit: ServingFit = DEFAULT_FIT,
     offload: tuple[float, float] = (0.0, 0.0),
     chunk: int = 0,
+    prompt_dequant: float = 0.0,
 ) -> ServingSpeed:
     """Speed at the plan's concurrency and along a curve of concurrencies. ``offload``: for
     llama.cpp, the weight bytes read from host memory and from the GPUs each token; ``chunk``:
-    the tokens one step prefills (vLLM's max_num_batched_tokens, llama.cpp's n_ubatch)."""
+    the tokens one step prefills (vLLM's max_num_batched_tokens, llama.cpp's n_ubatch);
+    ``prompt_dequant``: llama.cpp's bytes per prompt micro-batch to dequantise its weights (old builds)."""
     inf = plan.inference
-    model = step_model(plan, counts, gpu, layout, fit, offload)
+    model = step_model(plan, counts, gpu, layout, fit, offload, prompt_dequant)
     chunk = chunk or inf.prompt_tokens
     slots = max(1, fits_at_once)
     running = max(1, min(inf.concurrent, slots))
@@ -317,10 +373,16 @@ def serving_speed(
         assumptions=(
             f"{counted(inf.concurrent, 'request')} sent together, {running:,} running at once"
             + (", the rest waiting for a slot; " if inf.concurrent > running else "; ")
-            + f"prompts prefilled in turn in chunks of {chunk:,} tokens at {serving_utilisation(plan):.0%} of the "
+            + f"prompts prefilled in turn in chunks of {chunk:,} tokens at {serving_utilisation(plan, gpu):.0%} of the "
             f"dense peak, sharing steps with the decodes; each step reads the weights and every running request's "
             f"cache at {fit.bandwidth_efficiency[bandwidth_key(engine_family(plan), gpu)]:.0%} of the bandwidth"
             + (f", host layers at {HOST_BANDWIDTH_GB_S:g} GB/s" if model.host_bytes else "")
+            + (
+                f"; each prompt micro-batch of more than {MMQ_MAX_BATCH_SIZE} tokens first turns the quantised "
+                f"weights into F16 for cuBLAS ({gb(model.prompt_dequant_bytes)} GB moved: llama.cpp before b3216)"
+                if model.prompt_dequant_bytes
+                else ""
+            )
             + ("; two all-reduces per layer over " + model.link.name if inf.tensor_parallel > 1 else "")
             + "; requests half-way through their answer; pipeline stages do not overlap"
         ),

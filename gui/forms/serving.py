@@ -30,6 +30,7 @@ class ServingForm(PlanForm):
         self.host_ram = self.add_input("parallel.host_ram_gb")
         self.flash_attention = self.add_input("inference.flash_attention")
         self.ubatch = self.add_input("inference.ubatch")
+        self.llamacpp_build = self.add_input("inference.llamacpp_build")
         self.concurrent = self.add_input("inference.concurrent")
         self.context = self.add_input("inference.context")
         self.new_tokens = self.add_input("inference.new_tokens")

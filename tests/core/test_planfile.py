@@ -58,6 +58,15 @@ def test_a_file_from_before_the_serving_engines_reads_as_vllm_0_19() -> None:
     assert plan == default_plan() and plan.inference.vllm_version.value == "0.19"
 
 
+def test_a_file_from_before_the_llamacpp_build_reads_as_a_current_build() -> None:
+    # Files written before llama.cpp's build became an input read as 0, a current build (the
+    # rules every earlier release applied: no F16 dequantisation before cuBLAS for prompts).
+    doc = _document()
+    del doc["plan"]["inference"]["llamacpp_build"]
+    plan = planfile.plan_from_dict(doc)
+    assert plan == default_plan() and plan.inference.llamacpp_build == 0
+
+
 def test_wrong_type_is_named() -> None:
     doc = _document()
     doc["plan"]["workload"]["micro_batch"] = "four"

@@ -1,6 +1,8 @@
 """Serving speed against published measurements (benchmarks/realgpu/serving.py), whole, and the
-rules issue 23's fourth round added: an eager kernel's fixed cost in GPU cycles at the card's
-boost clock, and tensor parallelism without GPU peer-to-peer through host memory.
+rules issue 23's fourth and fifth rounds added: an eager kernel's fixed cost in GPU cycles at the
+card's boost clock, tensor parallelism without GPU peer-to-peer through host memory, llama.cpp
+builds before b3216 dequantising a prompt's quantised weights to F16 for cuBLAS, and Apple GPUs'
+matmuls on their ALUs at MPS's share of the peak.
 
 The benchmark runs in about a second, so CI runs all of it. Issue 23's decode and TTFT targets
 are not all met (docs/SERVING.md says which and why); what is held: the targets that are met stay
@@ -20,7 +22,16 @@ from core.catalogue import find_gpu, find_model
 from core.estimate import estimate
 from core.plan import Hardware, Plan
 from core.serving.fit import DEFAULT_FIT, EngineFamily
-from core.serving.speed import KERNELS_PER_LAYER, WEIGHT_MATMULS_PER_LAYER, kernel_seconds, kernels_per_layer
+from core.serving.llamacpp import CUBLAS_PROMPT_BEFORE_BUILD, gguf_layout, prompt_dequant_bytes
+from core.serving.speed import (
+    APPLE_MATMUL_UTILISATION,
+    KERNELS_PER_LAYER,
+    SERVING_UTILISATION,
+    WEIGHT_MATMULS_PER_LAYER,
+    kernel_seconds,
+    kernels_per_layer,
+    serving_utilisation,
+)
 from tests.scripts import load_script
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -32,12 +43,25 @@ KNOWN_DECODE_MISSES = {
     "xd-a100-sxm-x4-8b-q4_kmedium-tg512",
     "xd-a100-sxm-x4-8b-f16-tg512",
     "xd-a100-pcie-x4-8b-q4_kmedium-tg512",
-    "xd-a100-pcie-x4-8b-f16-tg512",
     "xd-a100-sxm-x1-8b-q4_kmedium-tg512",
     "xd-a100-sxm-x1-8b-f16-tg512",
     "xd-m1max-64gb-x1-8b-q4_kmedium-tg512",
     "xd-m1max-64gb-x1-70b-q4_kmedium-tg512",
     "xd-m2ultra-192gb-x1-8b-q4_kmedium-tg512",
+}
+
+# The cold-prefill rows past x 1.5 (leave one source out), measured with the estimate of this
+# commit; docs/SERVING.md ("Still missed") gives each one's arithmetic. A ratchet, like the above.
+KNOWN_TTFT_MISSES = {
+    "xd-4000-ada-x1-8b-f16-pp512",
+    "xd-4000-ada-x4-8b-f16-pp512",
+    "xd-4000-ada-x1-8b-q4_kmedium-pp512",
+    "xd-4000-ada-x4-8b-q4_kmedium-pp512",
+    "xd-4000-ada-x4-70b-q4_kmedium-pp512",
+    "xd-4080-x1-8b-f16-pp512-cell14",
+    "xd-5000-ada-x4-8b-f16-pp512",
+    "xd-a40-x1-70b-q4_kmedium-pp512",
+    "xd-m1max-64gb-x1-70b-q4_kmedium-pp512",
 }
 
 
@@ -52,18 +76,19 @@ def scored(bench: ModuleType) -> tuple[list, object]:
     return rows, everything
 
 
-def _llamacpp(gpu: str, quant: str) -> Plan:
+def _llamacpp(gpu: str, quant: str, fa: bool = False) -> Plan:
     model = find_model("llama-3.1-8b").spec
     return Plan(model=model, model_id="llama-3.1-8b", hardware=Hardware(gpu=gpu)).with_inference(
-        engine="llamacpp", gguf_quant=quant, context=640, new_tokens=128, cache_type="f16", flash_attention=False
+        engine="llamacpp", gguf_quant=quant, context=640, new_tokens=128, cache_type="f16", flash_attention=fa
     )
 
 
 def test_llamacpp_launches_a_q8_1_quantise_before_each_quantised_weight_matmul_on_cuda() -> None:
     # ggml-cuda's ggml_cuda_op_mul_mat quantises the activations to q8_1 for mmvq; F16 weights
     # and Metal's mul_mv kernels read float activations.
-    assert kernels_per_layer(_llamacpp("rtx-4090", "Q4_K_M"), find_gpu("rtx-4090")) == 30
-    assert kernels_per_layer(_llamacpp("rtx-4090", "F16"), find_gpu("rtx-4090")) == KERNELS_PER_LAYER == 23
+    # (Flash attention on: the attention products' batched cuBLAS kernels are not counted.)
+    assert kernels_per_layer(_llamacpp("rtx-4090", "Q4_K_M", fa=True), find_gpu("rtx-4090")) == 30
+    assert kernels_per_layer(_llamacpp("rtx-4090", "F16", fa=True), find_gpu("rtx-4090")) == KERNELS_PER_LAYER == 23
     mac = find_gpu("apple-m1-max-64gb")
     assert kernels_per_layer(_llamacpp("apple-m1-max-64gb", "Q4_K_M"), mac) == 23
     assert WEIGHT_MATMULS_PER_LAYER == 7
@@ -114,3 +139,80 @@ def test_met_targets_stay_met_and_the_decode_misses_do_not_grow(bench: ModuleTyp
 def test_core_holds_the_benchmarks_fit(bench: ModuleType, scored: tuple) -> None:
     _, everything = scored
     assert bench.fit_agrees(everything)
+
+
+def _cold_prefill(bench: ModuleType, record: dict, **changes: object) -> tuple[float, float]:
+    """(the record's seconds for its prompt, the estimate's, with ``changes`` to its plan)."""
+    plan = bench.bench_plan(record)
+    if changes:
+        plan = plan.with_inference(**changes)
+    return int(record["input_len"]) / record["value"], estimate(plan).inference.speed.ttft_alone_s
+
+
+def test_builds_before_b3216_dequantise_a_prompts_quantised_weights_to_f16(bench: ModuleType) -> None:
+    # XiongjieDai's llama-bench (aa72e0e, RTX_6000_Ada notebook, build 2833): Llama 3 70B Q4_K_M
+    # pp512 at 565.76 t/s, 0.905 s. ggml-cuda.cu (ggerganov/llama.cpp 005de593, the rule of
+    # PR #3776 until PR #8075 = b3216) sends a product of more than 32 tokens to cuBLAS after
+    # to_fp16_cuda: the Q4_K weights are read and written in F16 once per micro-batch. Counted
+    # as tensor-core FLOPs alone the prompt took 0.50 s (x 0.55).
+    record = _record(bench, "xd-6000-ada-x1-70b-q4_kmedium-pp512")
+    assert bench.llamacpp_build(record["engine_version"]) == 2833 < CUBLAS_PROMPT_BEFORE_BUILD == 3216
+    logged, predicted = _cold_prefill(bench, record)
+    _, current = _cold_prefill(bench, record, llamacpp_build=0)
+    assert logged / predicted < 1.5 < logged / current
+    plan = bench.bench_plan(record)
+    gpu = find_gpu(plan.hardware.gpu)
+    layout = gguf_layout(plan)
+    moved = prompt_dequant_bytes(plan, gpu, layout)
+    weights = 80 * (8192 * (8192 + 2 * 1024 + 8192) + 3 * 8192 * 28672)  # Llama 3 70B's layer matrices
+    quantised = sum(layout.layer_bytes) - 80 * (2 * 8192) * 4  # less each layer's two float32 norms
+    assert moved == pytest.approx(quantised + 2 * weights)
+    # cuBLAS in both eras for F16 weights; MMQ from b3216; Metal has no cuBLAS.
+    assert prompt_dequant_bytes(plan.with_inference(gguf_quant="F16"), gpu, layout) == 0.0
+    assert prompt_dequant_bytes(plan.with_inference(llamacpp_build=3216), gpu, layout) == 0.0
+    assert prompt_dequant_bytes(plan, find_gpu("apple-m2-ultra-192gb"), layout) == 0.0
+    # A micro-batch of 32 tokens or fewer still runs MMQ in those builds.
+    _, small = _cold_prefill(bench, record, ubatch=32)
+    _, small_now = _cold_prefill(bench, record, ubatch=32, llamacpp_build=0)
+    assert small == pytest.approx(small_now)
+
+
+def test_apple_gpus_multiply_on_their_alus_at_mps_share_of_the_peak(bench: ModuleType) -> None:
+    # XiongjieDai's M2 Ultra (build 2796): Llama 3 70B F16 pp512 at 147.6 t/s, 3.469 s. At
+    # serving's 40 % of the 27.2 TFLOP/s ALU peak the estimate read 6.68 s (x 1.92); MPS's F32
+    # GEMM reaches 78 % of the Apple 7 GPU's peak (metal-flash-attention 01e41e6 README).
+    record = _record(bench, "xd-m2ultra-192gb-x1-70b-f16-pp512")
+    logged, predicted = _cold_prefill(bench, record)
+    assert predicted / logged < 1.5
+    plan = bench.bench_plan(record)
+    assert serving_utilisation(plan, find_gpu(plan.hardware.gpu)) == APPLE_MATMUL_UTILISATION == 0.78
+    assert serving_utilisation(plan, find_gpu("rtx-4090")) == SERVING_UTILISATION
+    typed = plan.with_hardware(utilisation=0.5)
+    assert serving_utilisation(typed, find_gpu(plan.hardware.gpu)) == 0.5
+
+
+def test_the_cold_prefill_misses_do_not_grow(bench: ModuleType, scored: tuple) -> None:
+    rows, _ = scored
+    ttft = [r for r in rows if r.case.table == "ttft"]
+    missed = {r.case.id for r in ttft if max(r.ratio, 1 / r.ratio) > bench.TTFT_RATIO}
+    assert missed <= KNOWN_TTFT_MISSES
+
+
+def test_attention_products_without_flash_attention_launch_batched_cublas_kernels_on_cuda() -> None:
+    # ggml-cuda.cu (ggerganov/llama.cpp 005de593) ggml_cuda_mul_mat_batched_cublas, taken by KQ and
+    # KQV on cards with fast FP16: to_fp16 of the float operand, k_compute_batched_ptrs (grouped-query
+    # heads are broadcast: Llama 3.1 8B has 32 query heads on 8 KV heads), cublasGemmBatchedEx, and
+    # to_fp32 of the F16 result: 4 kernels each where llama.cpp's graph has one node.
+    rtx = find_gpu("rtx-4090")
+    assert kernels_per_layer(_llamacpp("rtx-4090", "Q4_K_M"), rtx) == 30 + 2 * 3 == 36
+    assert kernels_per_layer(_llamacpp("rtx-4090", "F16"), rtx) == 23 + 6 == 29
+    # Metal's kernel_mul_mv_f16_f32 reads the F16 cache and float activations in one kernel.
+    mac = find_gpu("apple-m1-max-64gb")
+    assert kernels_per_layer(_llamacpp("apple-m1-max-64gb", "F16"), mac) == 23
+    # Without grouped-query attention the strided cuBLAS call needs no pointer kernel: 3 each.
+    mha = find_model("llama-2-7b").spec
+    plan = Plan(model=mha, model_id="llama-2-7b", hardware=Hardware(gpu="rtx-4090")).with_inference(
+        engine="llamacpp", gguf_quant="F16", context=640, new_tokens=128, cache_type="f16", flash_attention=False
+    )
+    assert mha.num_heads == mha.num_kv_heads
+    assert kernels_per_layer(plan, rtx) == 23 + 2 * 2
