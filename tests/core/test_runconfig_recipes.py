@@ -90,7 +90,6 @@ def test_torch_compile_and_float8_reach_the_plan() -> None:
     assert plan.stack.value == "compile"
 
 
-
 def test_torchtitans_float8_converter_is_the_float8_setting() -> None:
     # torchtitan's llama3_8b.toml (tests/data/runconfigs) with its commented converter line turned on:
     # model.converters = ["quantize.linear.float8"] is torchao's Float8Linear, tensorwise unless the
