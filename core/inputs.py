@@ -790,6 +790,19 @@ INPUTS: Final[tuple[Input, ...]] = (
           ("--fsdp-float8-all-gather",), "FSDP2 + float8 tensorwise: gather the linears' weights in float8",
           advanced=True,
           matters=lambda p: p.parallel.strategy is Strategy.FSDP and p.float8 is Float8.TENSORWISE),
+    # FSDP1 FullyShardedDataParallel(device_id=..., sync_module_states=True) over a model held on
+    # the CPU or the meta device (Answer.AI fsdp_qlora's low_memory loading; accelerate's
+    # fsdp_cpu_ram_efficient_loading): each unit is moved to the GPU, broadcast and flattened
+    # there, and the freed originals and flat parameters stay cached
+    # (core.parallel.state._fsdp1_wrap_cache).
+    Input("parallel.fsdp1_wrap", Kind.BOOL, "FSDP1 wrap on GPU", "FSDP1 wrap from CPU/meta", False,
+          "FSDP1 (FullyShardedDataParallel) wrapping a model held on the CPU or the meta device, with "
+          "device_id and sync_module_states (Answer.AI fsdp_qlora low_memory, accelerate "
+          "fsdp_cpu_ram_efficient_loading): the largest units' original tensors and flat parameters "
+          "stay cached by the allocator after the wrap.",
+          ("--fsdp1-wrap",), "FSDP1 wrap of a model on the CPU/meta device (sync_module_states)",
+          advanced=True,
+          matters=lambda p: p.parallel.strategy is Strategy.FSDP),
     Input("parallel.fsdp_reduce_dtype", Kind.ENUM, "FSDP reduce", "FSDP reduce dtype", MpDtype.STORED,
           "MixedPrecisionPolicy.reduce_dtype: the dtype gradients are reduced in.",
           ("--fsdp-reduce-dtype",), "FSDP2 MixedPrecisionPolicy", labels=MP_DTYPE_LABELS,

@@ -14,6 +14,8 @@ The mapping's own choices are written here once, with their reason:
 - FSDP1 (FULL_SHARD) is planned as FSDP2: both keep 1/N of every parameter, gradient and
   optimizer state and gather one wrapped unit at a time (the flat-parameter bookkeeping
   differs, not the bytes a rank holds);
+- Answer.AI's FSDP1 runs wrap a model held on the CPU (rank 0) or the meta device with
+  ``sync_module_states``: planned with ``parallel.fsdp1_wrap`` (``FSDP1_WRAP_FAMILIES``);
 - a recipe's ``float8`` is torchao's Float8Linear with dynamic tensorwise scaling, the
   default recipe and the one torchtitan's float8 converter ran in every record here (no
   record names rowwise); ``compile`` is torch.compile over the model (stack "compile"), and over
@@ -282,7 +284,9 @@ def _pipeline(recipe: Mapping[str, Any], family: str, interleaved: bool) -> dict
     return {"micro_batch": local // pp, "grad_accum": accum * pp, "parallel": schedule}
 
 
-def _parallel(recipe: Mapping[str, Any], float8_all_gather: bool = False, **pipeline: Any) -> Parallelism:
+def _parallel(
+    recipe: Mapping[str, Any], float8_all_gather: bool = False, fsdp1_wrap: bool = False, **pipeline: Any
+) -> Parallelism:
     par = recipe["parallel"]
     reduce = _fsdp_mixed(recipe)
     gpus = int(par["gpus"] or 1)
@@ -301,6 +305,7 @@ def _parallel(recipe: Mapping[str, Any], float8_all_gather: bool = False, **pipe
         fsdp_param_dtype=MpDtype.BF16 if reduce is not None else MpDtype.STORED,
         fsdp_reduce_dtype=reduce if reduce is not None else MpDtype.STORED,
         fsdp_float8_all_gather=float8_all_gather and bool(recipe["float8"]) and par["strategy"] == "fsdp2",
+        fsdp1_wrap=fsdp1_wrap and par["strategy"] == "fsdp1",
         **pipeline,
     )
 
@@ -359,6 +364,13 @@ def _litgpt_model(model: ModelSpec, family: str) -> ModelSpec:
     return replace(model, tie_embeddings=False)
 
 
+# Families whose FSDP1 runs wrap a model held on the CPU / meta device with sync_module_states:
+# Answer.AI's train.py defaults to low_memory=True (rank 0 loads on the CPU, the others on meta)
+# and passes sync_module_states=args["low_memory"], param_init_fn=to_empty on the other ranks
+# (AnswerDotAI/fsdp_qlora e877dda, train.py); the benchmark's template command keeps it.
+FSDP1_WRAP_FAMILIES: Final = ("answerai",)
+
+
 def _plan(recipe: Mapping[str, Any], family: str, float8_all_gather: bool = False, interleaved: bool = False) -> Plan:
     method = Method(recipe["method"])
     lora = recipe["lora"] or {}
@@ -396,7 +408,7 @@ def _plan(recipe: Mapping[str, Any], family: str, float8_all_gather: bool = Fals
         stack=Stack.COMPILE if recipe["compile"] else Stack.EAGER,
         float8=Float8.TENSORWISE if recipe["float8"] else Float8.NONE,
         hardware=_card(recipe),
-        parallel=_parallel(recipe, float8_all_gather, **pipeline["parallel"]),
+        parallel=_parallel(recipe, float8_all_gather, family in FSDP1_WRAP_FAMILIES, **pipeline["parallel"]),
         **_checkpointing(recipe),
         **_roles(recipe, method),
     )

@@ -163,7 +163,7 @@ def score_one(m: Mapped, fraction: float) -> Scored:
     if m.model_init:
         weights = _init_weights(est)
         rounding = weight_tensors(plan) * SEGMENT_ROUNDING_PER_TENSOR_BYTES / max(1, _shards(est))
-        predicted = weights if metric == "allocated" else weights + rounding
+        predicted = weights if metric == "allocated" else weights + rounding + _wrap_cache(est)
         return Scored(m, measured, predicted, 0.0, fraction, "model built", before=weights)
     if metric == "allocated":
         return Scored(m, measured, est.peak_bytes, 0.0, fraction, est.peak_phase, before=est.peak_bytes)
@@ -171,6 +171,15 @@ def score_one(m: Mapped, fraction: float) -> Scored:
     return Scored(
         m, measured, predicted + shift, worst.fragmentation_basis, fraction, est.peak_phase, before=before_figure(est)
     )
+
+
+def _wrap_cache(est: Estimate) -> float:
+    """What an FSDP1 wrap from the CPU leaves cached (core.parallel.state._fsdp1_wrap_cache):
+    reserved from the wrap on, so part of the figure read right after it."""
+    overhead = next((b for b in est.worst.buckets if b.key is BucketKey.OVERHEAD), None)
+    if overhead is None:
+        return 0.0
+    return float(sum(t.bytes for t in overhead.terms if t.label.startswith("FSDP1 wrap")))
 
 
 def _shards(est: Estimate) -> int:

@@ -376,6 +376,7 @@ def _fsdp(rank: _Rank) -> RankState:
         Term("all-gather stream's cache: a second block's gathered parameters", one, gathered),
         *[Term(f"reduce-scatter stream's cache: {t.label}", t.formula, t.bytes) for t in backward_grads[1:]],
     ]
+    stream_cache += _fsdp1_wrap_cache(rank, block, root)
     state = RankState(
         stream_cache=stream_cache,
         grads_on_reduce_stream=True,
@@ -400,6 +401,50 @@ def _fsdp(rank: _Rank) -> RankState:
     if par.offload is Offload.OPTIMIZER:
         return replace(state, optim=[], host=host, step_temporary=False, notes=(_OPTIM_NOTE,))
     return replace(state, weights=quant_state, grads=[], optim=[], host=host, step_temporary=False, notes=(note,))
+
+
+def _fsdp1_wrap_cache(rank: _Rank, block: float, root: float) -> list[Term]:
+    """What an FSDP1 wrap of a model held on the CPU (or the meta device) leaves cached.
+
+    torch 2.2's FSDP1 initialises one unit at a time, innermost first and the root last
+    (pytorch/pytorch 00743e70, torch/distributed/fsdp/_init_utils.py
+    ``_init_param_handle_from_module``): ``_move_states_to_device`` copies the unit's own
+    parameters to the GPU (``param_init_fn``'s ``to_empty`` allocates them on the ranks that
+    hold the meta copy), ``sync_module_states`` broadcasts them from rank 0 in 250 MiB buckets
+    (``PARAM_BROADCAST_BUCKET_SIZE``; a bucket of several tensors is flattened into a new
+    tensor), ``FlatParamHandle`` concatenates them into a new unsharded flat parameter
+    (``flatten_tensors``: ``torch.cat``) while ``managed_params`` still holds the originals,
+    and ``shard`` clones this rank's chunk before it frees the unsharded storage
+    (torch/distributed/fsdp/_flat_param.py at 01caf79). The caching allocator keeps every freed
+    block (c10/cuda/CUDACachingAllocator.cpp): the next unit of the same shape takes the cached
+    originals and flat parameter again and each new shard needs a block of its own, so after
+    the wrap one block unit's and the root unit's originals and flat parameter, twice each
+    unit's unsharded bytes, stay reserved. A replay of this order through the allocator's
+    rules (benchmarks/realgpu/fsdp1_wrap_replay.py) leaves 1,273 MiB (QLoRA) and 1,752 MiB
+    (LoRA) cached on rank 0 of two for Llama-2-7B, against 2 × (root + block) = 1,193 and
+    1,772 MiB. The wrap runs on the default stream, and FSDP1 gathers on its unshard stream
+    (torch/distributed/fsdp/_runtime_utils.py ``_unshard``), whose allocations never take a
+    block cached for another stream: the training step's gathered units do not reuse it.
+    Answer.AI's train.py resets the peak statistics after the wrap (AnswerDotAI/fsdp_qlora
+    e877dda, ``reset_peak_memory_stats``), which keeps the reserved figure; docs/REAL_GPU_MEMORY.md."""
+    plan = rank.plan
+    if not plan.parallel.fsdp1_wrap:
+        return []
+    quantised = plan.method is Method.QLORA and plan.quant in (Quant.NF4, Quant.FP4)
+    block_b = ELEMENT_BYTES["nf4"] if quantised else (rank.dt.base if plan.adapter_based else rank.dt.param)
+    root_b = rank.dt.base if plan.adapter_based else rank.dt.param
+    unit = f"{sci(block)} × {block_b:g} B"
+    label = "FSDP1 wrap: a block's original tensors and flat parameter, cached"
+    terms = [Term(label, f"2 × {unit}", 2 * block * block_b)]
+    if root:
+        terms.append(
+            Term(
+                "FSDP1 wrap: the root's original tensors and flat parameter, cached",
+                f"2 × {sci(root)} × {root_b:g} B",
+                2 * root * root_b,
+            )
+        )
+    return terms
 
 
 _OPTIM_NOTE: Final = "Optimizer offload: the optimizer state and its step live on the host (CPU Adam)."

@@ -105,6 +105,7 @@ class ParallelForm(PlanForm):
         self.zero3_prefetch = self.add_input("parallel.zero3_prefetch_elements")
         self.zero3_live = self.add_input("parallel.zero3_max_live_elements")
         self.float8_gather = self.add_input("parallel.fsdp_float8_all_gather")
+        self.fsdp1_wrap = self.add_input("parallel.fsdp1_wrap")
         controller.editRejected.connect(self._rejected)
         self.problemCleared.connect(self._cleared)
 

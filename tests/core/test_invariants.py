@@ -32,6 +32,7 @@ from core.plan import (
 )
 from core.presets import plan_for_model
 from core.roles import compute_dtype
+from core.training.attention import Kernel, sdpa_kernel
 from core.verdict import Mode
 from tests.core.strategies import plans
 
@@ -87,6 +88,11 @@ def test_more_micro_batch_never_needs_less(plan: Plan, more: int) -> None:
 @given(valid_plans, st.integers(1, 100_000))
 def test_longer_sequence_never_needs_less(plan: Plan, more: int) -> None:
     longer = plan.with_workload(seq_len=min(MAX_SEQ, plan.workload.seq_len + more))
+    # Reaching a sliding window can change the attention kernel (core.training.attention:
+    # transformers then passes a mask and repeats k and v, so float32 grouped-query attention
+    # moves from the math kernel to the memory-efficient one): a longer sequence may then need
+    # less. The invariant holds for one kernel (test_reaching_the_window_can_need_less below).
+    assume(sdpa_kernel(plan) is sdpa_kernel(longer))
     _assert_no_more(plan, longer, _peak, "peak")
     _assert_no_more(plan, longer, _total, "total")
 
@@ -301,3 +307,24 @@ def test_no_bucket_is_negative_for_zero3_on_one_gpu_with_frozen_layers() -> None
     est = estimate(plan)
     assert all(b.bytes >= 0 for b in est.buckets)
     assert all(b.bytes >= 0 for phase in est.phases for b in phase.buckets)
+
+
+def test_reaching_the_window_can_need_less() -> None:
+    """Mistral 7B v0.1 (sliding window 4,096, grouped-query heads) fully fine-tuned in float32
+    without autocast: below the window SDPA gets grouped-query heads with no mask, which only
+    the math kernel takes, and keeps the B·H·S² scores; at the window transformers passes a
+    mask and repeats k and v, and the memory-efficient kernel runs (sdp_utils.cpp's order, as
+    core.training.attention.sdpa_kernel has it). Found by the property test above."""
+    plan = Plan(
+        model=plan_for_model("mistral-7b-v0.1").model,
+        method=Method.FULL,
+        preset=Preset.FP32,
+        weight_dtype=Dtype.FP32,
+        base_dtype=Dtype.FP32,
+        adapter_dtype=Dtype.FP32,
+        checkpointing=False,
+        accounting=Accounting.DETAILED,
+    )
+    below, at = plan.with_workload(seq_len=4000), plan.with_workload(seq_len=4096)
+    assert sdpa_kernel(below) is Kernel.MATH and sdpa_kernel(at) is Kernel.EFFICIENT
+    assert estimate(at).peak_bytes < estimate(below).peak_bytes
