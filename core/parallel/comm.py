@@ -27,7 +27,7 @@ from typing import Final
 from core.catalogue import LinkSpec, find_link, intra_link_of
 from core.dtypes import ELEMENT_BYTES, MP_BYTES, MpDtype
 from core.format import memory
-from core.parallel.layout import layout, train_share, weight_share
+from core.parallel.layout import fsdp_held_through_step, layout, train_share, weight_share
 from core.params import ParamCounts
 from core.plan import CheckpointPolicy, Method, Offload, PipelineSchedule, Plan, Stack, Strategy
 from core.roles import Dtypes, dtypes_for
@@ -430,15 +430,10 @@ def _sharded_parameter_traffic(step: _Step, span: Span) -> _Traffic:
             reduce_dtype = par.fsdp_param_dtype
         reduce_bytes = step.trainable * _mp_bytes(reduce_dtype, dt.grad)
     name = "FSDP2" if fsdp else "ZeRO-3"
-    piped = fsdp and par.pipeline_parallel > 1
+    # Under pipeline parallel FSDP gathers once per step and reduces once (layout.fsdp_held_through_step).
+    piped = fsdp_held_through_step(par)
     regather = (par.reshard_after_forward or not fsdp) and not piped
     gathers = 2 if regather else 1
-    # Under pipeline parallel FSDP gathers once per step and reduces once: torchtitan keeps
-    # the gathered weights through the step (fsdp_reshard_after_forward "default" = not
-    # pp_enabled: torchtitan/distributed/fsdp.py, pytorch/torchtitan b5bcd76) and
-    # torch.distributed.pipelining runs every backward but the last with
-    # set_requires_gradient_sync(False) and set_reshard_after_backward(False)
-    # (_PipelineStageBase.backward_maybe_with_nosync).
     per_step = 1 if piped else step.micro
     when = "once per step" if piped else "forward + backward" if regather else "forward"
     gather = _collective(

@@ -115,6 +115,20 @@ def in_flight(par: Parallelism, stage: int, micro_batches: int) -> float:
     return min(warmup + 1, m * v) / v
 
 
+def fsdp_held_through_step(par: Parallelism) -> bool:
+    """FSDP under pipeline parallel keeps every unit gathered through the step and its gradients
+    unsharded until the last micro-batch: torchtitan wraps each unit with
+    ``reshard_after_forward=False`` when pipeline parallel is on (pytorch/torchtitan 9dec370,
+    ``torchtitan/parallelisms/parallelize_llama.py`` apply_fsdp; b5bcd76
+    ``torchtitan/distributed/fsdp.py``: "default" = not pp_enabled), and
+    ``torch.distributed.pipelining`` runs every micro-batch's backward but the last with
+    ``set_reshard_after_backward(False)`` and ``set_requires_gradient_sync(False)``
+    (pytorch/pytorch 88fa1e71, ``torch/distributed/pipelining/stage.py``,
+    ``_PipelineStageBase.backward_maybe_with_nosync``). The memory (core.parallel.state) and
+    the traffic (core.parallel.comm: one gather and one reduce-scatter per step) both read it."""
+    return par.strategy is Strategy.FSDP and par.pipeline_parallel > 1
+
+
 def _stage_label(i: int, pp: int) -> str:
     if pp == 1:
         return "every rank"

@@ -62,7 +62,15 @@ from typing import Final
 from core.breakdown import Term
 from core.dtypes import ELEMENT_BYTES, MP_BYTES, Dtype, MpDtype, Quant, nf4_bytes_per_weight
 from core.format import sci
-from core.parallel.layout import Layout, Stage, block_params_per_rank, outside_params, train_share, weight_share
+from core.parallel.layout import (
+    Layout,
+    Stage,
+    block_params_per_rank,
+    fsdp_held_through_step,
+    outside_params,
+    train_share,
+    weight_share,
+)
 from core.params import ParamCounts
 from core.plan import Float8, Method, Offload, Plan, Strategy
 from core.roles import Dtypes
@@ -244,17 +252,12 @@ def _block_gradients(rank: _Rank, block: float, gather: float, reduce_b: float) 
 
 def _pipeline_accumulated(rank: _Rank, block: float, root: float, reduce_b: float) -> list[Term] | None:
     """What a pipelined FSDP2 rank's backward accumulates into (None: its sharded gradients, as
-    without a pipeline). torch.distributed.pipelining runs every micro-batch's backward but the
-    last with ``set_requires_gradient_sync(False)`` and ``set_reshard_after_backward(False)``
-    (pytorch/pytorch 88fa1e71, torch/distributed/pipelining/stage.py, _PipelineStageBase.
-    backward_maybe_with_nosync), and torchtitan wraps every unit with reshard_after_forward=False
-    under pipeline parallel (pytorch/torchtitan 9dec370, torchtitan/parallelisms/
-    parallelize_llama.py apply_fsdp): the stage's parameters stay gathered and its gradients stay
-    unsharded, accumulated across micro-batches in the reduce dtype (FSDPParam.
-    to_accumulated_grad_if_needed upcasts them to MixedPrecisionPolicy.reduce_dtype), until the
-    last micro-batch's backward reduce-scatters them."""
+    without a pipeline). Under a pipeline the stage's gradients stay unsharded
+    (layout.fsdp_held_through_step), accumulated across micro-batches in the reduce dtype
+    (FSDPParam.to_accumulated_grad_if_needed upcasts them to MixedPrecisionPolicy.reduce_dtype),
+    until the last micro-batch's backward reduce-scatters them."""
     plan, stage = rank.plan, rank.stage
-    if plan.parallel.pipeline_parallel == 1 or plan.workload.grad_accum == 1 or rank.trainable <= 0:
+    if not fsdp_held_through_step(plan.parallel) or plan.workload.grad_accum == 1 or rank.trainable <= 0:
         return None
     if plan.adapter_based:
         elements, what = rank.trainable, "adapter gradients"
@@ -325,18 +328,19 @@ def _fsdp_gathered(
     the forward and as the backward starts only the root is gathered and one block's all-gather
     output is in flight (the last block, prefetched for its backward); inside a block's backward
     that block is gathered and the next one's all-gather is in flight. Without resharding after
-    the forward, or under a pipeline (:func:`_pipeline_accumulated`), every block stays gathered."""
+    the forward, or under a pipeline (layout.fsdp_held_through_step), every block stays gathered."""
     par = plan.parallel
+    piped = fsdp_held_through_step(par)
     times = one if "float8" not in one else f"({one})"
     in_flight = Term("one block's all-gather output in flight (prefetch)", one, gathered)
-    if par.reshard_after_forward and par.pipeline_parallel == 1:
+    if par.reshard_after_forward and not piped:
         computing = Term(
             f"{GATHERED_UNITS} blocks gathered (the one computing + the one prefetched)",
             f"{GATHERED_UNITS} × {times}",
             GATHERED_UNITS * gathered,
         )
         return [root_term, in_flight], [root_term, in_flight], [root_term, computing]
-    why = "kept through the pipeline's micro-batches" if par.pipeline_parallel > 1 else "reshard_after_forward=False"
+    why = "kept through the pipeline's micro-batches" if piped else "reshard_after_forward=False"
     every = Term(f"all {layers} blocks gathered ({why})", f"{layers} × {times}", layers * gathered)
     return [root_term, every, in_flight], [root_term, every], [root_term, every]
 
