@@ -42,6 +42,7 @@ from core.breakdown import BucketKey, Term, make_bucket
 from core.catalogue import GpuSpec
 from core.dtypes import (
     CACHE_GGML,
+    ELEMENT_BYTES,
     GGML_BLOCKS,
     GGUF_FLOAT,
     GgmlType,
@@ -508,7 +509,6 @@ CUBLAS_PROMPT_BEFORE_BUILD: Final = 3216
 # ggml-cuda.cu: #define MMQ_MAX_BATCH_SIZE 32 ("max batch size to use MMQ kernels when tensor
 # cores are available"); a micro-batch of more tokens goes to cuBLAS in those builds.
 MMQ_MAX_BATCH_SIZE: Final = 32
-F16_BYTES: Final = 2.0
 
 
 def prompt_dequant_bytes(plan: Plan, gpu: GpuSpec, layout: GgufLayout) -> float:
@@ -527,7 +527,7 @@ def prompt_dequant_bytes(plan: Plan, gpu: GpuSpec, layout: GgufLayout) -> float:
     weights = sum(rows * row for _, row, rows in layer_matrices(model)) * model.params_scale
     float32 = layer_float32_params(model) * model.params_scale * 4.0
     layers = [i for device in layout.device_layers for i in device]
-    return sum(layout.layer_bytes[i] - float32 + weights * F16_BYTES for i in layers)
+    return sum(layout.layer_bytes[i] - float32 + weights * ELEMENT_BYTES["fp16"] for i in layers)
 
 
 def llamacpp_buffers(plan: Plan, context: int | None = None, layout: GgufLayout | None = None) -> LlamaCppMemory:
