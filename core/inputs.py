@@ -538,7 +538,9 @@ INPUTS: Final[tuple[Input, ...]] = (
           labels=FLOAT8_LABELS),
     Input("chunked_loss", Kind.BOOL, "Chunked cross-entropy loss", "Chunked cross-entropy loss", False,
           "Compute the loss in chunks so the full float32 logits never exist at once.",
-          ("--chunked-loss",), "cross-entropy in chunks: no full float32 logits"),
+          ("--chunked-loss",), "cross-entropy in chunks: no full float32 logits",
+          # A fused linear cross-entropy or LitGPT's own loss replaces it (core.training.activations.loss_memory).
+          matters=lambda p: not p.fused_loss and not p.litgpt),
     # ---- recipes (issue 22): each read from the library's source, see core/training ------
     Input("fused_loss", Kind.BOOL, "Fused linear cross-entropy", "Fused linear cross-entropy", False,
           "Liger's fused linear cross-entropy (use_liger_kernel) or Cut Cross-Entropy: the output head and the "

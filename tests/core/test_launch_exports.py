@@ -21,10 +21,12 @@ from hypothesis import strategies as st
 from core.catalogue import find_model
 from core.dtypes import KvDtype, Quant, WeightFormat
 from core.files.launch import SERVING_TARGETS, TARGET_LABELS, Target, export
+from core.files.launch.accelerate import read_accelerate_config
 from core.files.launch.common import optimizer_steps
 from core.files.launch.deepspeed import read_deepspeed
 from core.files.launch.toml_writer import dumps_toml
 from core.files.runconfig import loads_run_config
+from core.inputs import Float8, Stack
 from core.plan import (
     Engine,
     Inference,
@@ -79,6 +81,9 @@ def test_qlora_for_trl() -> None:
         "lora_r": 16,
         "lora_alpha": 32,
         "lora_target_modules": ["q_proj", "k_proj", "v_proj", "o_proj"],
+        # TRL's ModelConfig defaults lora_dropout to 0.05 and TrainingArguments max_grad_norm to
+        # 1.0: the plan's no-dropout, no-clipping run must say both.
+        "lora_dropout": 0.0,
         "use_dora": False,
         "load_in_4bit": True,
         "bnb_4bit_quant_type": "nf4",
@@ -92,6 +97,8 @@ def test_qlora_for_trl() -> None:
         "fp16": False,
         "gradient_checkpointing": True,
         "use_liger_kernel": False,
+        "torch_compile": False,
+        "max_grad_norm": 0.0,
     }
     assert exported.unexpressed == () and exported.suffix == ".json"
 
@@ -130,6 +137,81 @@ def test_fsdp_on_two_nodes_for_the_launchers() -> None:
     assert "--use_fsdp" in launch and launch[-1] == "train.py"
     one_node = export(llama_plan(parallel=Parallelism(gpus_per_node=4)), Target.TORCHRUN).text.splitlines()[-1]
     assert one_node == "torchrun --standalone --nnodes=1 --nproc_per_node=4 train.py"
+
+
+def test_the_recipes_reach_torchtitan_torchtune_and_the_trainers() -> None:
+    """A float8 + torch.compile + async-TP plan on 8 H100s: torchtitan gets every key (its job
+    config at 238fa995: model.converters "quantize.linear.float8", quantize.linear.float8.recipe_name,
+    enable_fsdp_float8_all_gather, compile.components, parallelism.enable_async_tensor_parallel,
+    optimizer.early_step_in_backward); before, all of them were dropped without a word."""
+    layout = Parallelism(gpus_per_node=8, strategy=Strategy.FSDP, tensor_parallel=2, tp_overlap=True)
+    layout = replace(layout, fsdp_float8_all_gather=True)
+    plan = llama_plan(
+        hardware=replace(llama_plan().hardware, gpu="h100-80gb-sxm"),
+        parallel=layout,
+        stack=Stack.COMPILE,
+        float8=Float8.TENSORWISE,
+        compiled_loss=True,
+        grad_clip=True,
+        optimizer_in_backward=True,
+    )
+    titan = export(plan, Target.TORCHTITAN)
+    doc = tomllib.loads(titan.text)
+    assert doc["model"]["converters"] == ["quantize.linear.float8"]
+    assert doc["quantize"]["linear"]["float8"] == {"recipe_name": "tensorwise", "enable_fsdp_float8_all_gather": True}
+    assert doc["compile"] == {"enable": True, "components": ["model", "loss"]}
+    assert doc["parallelism"]["enable_async_tensor_parallel"] is True
+    assert doc["optimizer"]["early_step_in_backward"] is True and doc["training"]["max_norm"] == 1.0
+    assert not {u.field for u in titan.unexpressed} & {"method.float8", "method.stack", "parallel.tp_overlap"}
+    # torchtune: compile (the loss with it), optimizer_in_bwd; it refuses clipping alongside.
+    single = replace(plan, parallel=Parallelism(), float8=Float8.NONE)
+    tune = export(single, Target.TORCHTUNE)
+    keys = yaml.safe_load(tune.text)
+    assert (keys["compile"], keys["optimizer_in_bwd"], keys["clip_grad_norm"]) == (True, True, None)
+    assert tune.cannot("method.grad_clip")
+    # The HF trainers: torch_compile and max_grad_norm; what they have no key for is listed.
+    trl = export(replace(single, optimizer_in_backward=False, activation_offload=True), Target.TRL)
+    keys = json.loads(trl.text)
+    assert (keys["torch_compile"], keys["max_grad_norm"]) == (True, 1.0)
+    assert trl.cannot("method.activation_offload") and trl.cannot("method.compiled_loss")
+    axolotl = yaml.safe_load(export(replace(single, activation_offload=True, fused_loss=True), Target.AXOLOTL).text)
+    assert axolotl["activation_offloading"] is True and axolotl["liger_fused_linear_cross_entropy"] is True
+    assert axolotl["plugins"] == ["axolotl.integrations.liger.LigerPlugin"]
+
+
+def test_fsdp1_wrap_and_allocator_settings_reach_accelerate_and_torchrun() -> None:
+    """The plan's FSDP1 wrap is accelerate's fsdp_version 1 with fsdp_cpu_ram_efficient_loading
+    (which forces fsdp_sync_module_states: huggingface/accelerate 16cb6eb8 utils/dataclasses.py);
+    PYTORCH_CUDA_ALLOC_CONF goes in front of the launch commands and reads back."""
+    layout = Parallelism(gpus_per_node=2, strategy=Strategy.FSDP, reshard_after_forward=False, fsdp1_wrap=True)
+    plan = llama_plan(parallel=layout, hardware=replace(llama_plan().hardware, alloc_conf="expandable_segments:True"))
+    config = yaml.safe_load(export(plan, Target.ACCELERATE).text)["fsdp_config"]
+    assert (config["fsdp_version"], config["fsdp_reshard_after_forward"]) == (1, "SHARD_GRAD_OP")
+    assert config["fsdp_cpu_ram_efficient_loading"] is True and config["fsdp_sync_module_states"] is True
+    back = read_accelerate_config(export(plan, Target.ACCELERATE).text)
+    assert back["parallel.fsdp1_wrap"] is True and back["parallel.reshard_after_forward"] is False
+    for target in (Target.TORCHRUN, Target.ACCELERATE_LAUNCH):
+        exported = export(plan, target)
+        assert exported.text.splitlines()[-1].startswith("PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True ")
+        assert not exported.cannot("hardware.alloc_conf")
+    assert export(plan, Target.ACCELERATE).cannot("hardware.alloc_conf")  # a file: the variable is listed
+    trl = json.loads(export(plan, Target.TRL).text)
+    assert trl["fsdp_config"] == {"version": 1, "cpu_ram_efficient_loading": True, "sync_module_states": True}
+
+
+@pytest.mark.parametrize(
+    ("strategy", "reshards"),
+    [("FULL_SHARD", True), ("SHARD_GRAD_OP", False), ("1", True), ("2", False), ("HYBRID_SHARD", True)],
+)
+def test_an_fsdp1_accelerate_config_reads_its_sharding_strategy(strategy: str, reshards: bool) -> None:
+    """accelerate's FSDP1 files name a ShardingStrategy (accelerate 16cb6eb8: a name or its number
+    1-5, in fsdp_reshard_after_forward or the older fsdp_sharding_strategy). Before, the name was
+    read as a boolean: FULL_SHARD came back as "keeps the parameters gathered"."""
+    for key in ("fsdp_reshard_after_forward", "fsdp_sharding_strategy"):
+        text = yaml.safe_dump({"distributed_type": "FSDP", "fsdp_config": {key: strategy}})
+        fields = read_accelerate_config(text)
+        assert fields["parallel.reshard_after_forward"] is reshards
+        assert fields["parallel.fsdp1_wrap"] is False  # FSDP1, but no CPU-held model named
 
 
 def test_serving_commands() -> None:
@@ -264,7 +346,15 @@ def test_hostile_model_names_stay_inside_their_strings(target: Target) -> None:
         ):
             assert exported.cannot("model")  # launch-only files name no model: the script's config does
         if target is Target.TORCHTITAN:
-            assert set(parsed) == {"job", "model", "optimizer", "training", "activation_checkpoint", "parallelism"}
+            assert set(parsed) == {
+                "job",
+                "model",
+                "optimizer",
+                "training",
+                "activation_checkpoint",
+                "parallelism",
+                "compile",
+            }
             assert parsed["job"]["description"] == f"VRAM Planner plan for {HOSTILE}"
         if target is Target.VLLM and given_ref is not None:
             assert parsed[2] == HOSTILE

@@ -12,6 +12,7 @@ text by the structural tests below instead.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 from dataclasses import replace
@@ -33,6 +34,7 @@ from core.files.launch.llamacpp import read_llama_server
 from core.files.launch.torchrun import read_torchrun
 from core.files.launch.vllm import read_vllm
 from core.files.runconfig import ConfigKind, loads_run_config, plan_from_run, resolve_model
+from core.inputs import Float8, Stack
 from core.plan import Offload, PipelineSchedule, Plan
 from tests.core.strategies import plans
 
@@ -117,10 +119,39 @@ def launch_plans(draw: st.DrawFn) -> Plan:
         zero3_prefetch_elements=draw(st.sampled_from([50_000_000, 10_000_000])),
         zero3_max_live_elements=draw(st.sampled_from([1_000_000_000, 300_000_000])),
     )
-    try:
-        return replace(plan, parallel=layout, workload=replace(plan.workload, seq_len=seq))
-    except PlanError:  # a layout this model cannot take: keep the plan as drawn
-        return plan
+    with contextlib.suppress(PlanError):  # a layout this model cannot take: keep the plan as drawn
+        plan = replace(plan, parallel=layout, workload=replace(plan.workload, seq_len=seq))
+    return draw(with_recipes(plan))
+
+
+@st.composite
+def with_recipes(draw: st.DrawFn, plan: Plan) -> Plan:
+    """The recipes a framework turns on by a key (torch.compile, float8, offloading, clipping,
+    LoRA dropout, the allocator's settings, the FSDP1 wrap...): each must be written or listed."""
+    recipes = {
+        "stack": draw(st.sampled_from(list(Stack))),
+        "float8": draw(st.sampled_from(list(Float8))),
+        "fused_loss": draw(st.booleans()),
+        "compiled_loss": draw(st.booleans()),
+        "grad_clip": draw(st.booleans()),
+        "optimizer_in_backward": draw(st.booleans()),
+        "activation_offload": draw(st.booleans()),
+        "bnb_legacy": draw(st.booleans()),
+        "kbit_upcast": draw(st.booleans()),
+        "litgpt": draw(st.booleans()),
+        "lora": replace(plan.lora, dropout=draw(st.sampled_from([0.0, 0.05, 0.1]))),
+        "hardware": replace(plan.hardware, alloc_conf=draw(st.sampled_from(["", "expandable_segments:True"]))),
+        "parallel": replace(
+            plan.parallel,
+            tp_overlap=draw(st.booleans()),
+            fsdp_float8_all_gather=draw(st.booleans()),
+            fsdp1_wrap=draw(st.booleans()),
+        ),
+    }
+    for attempt in (recipes, {**recipes, "float8": Float8.NONE}):  # float8 needs a card that has it
+        with contextlib.suppress(PlanError):
+            return plan.with_changes(**attempt)
+    return plan
 
 
 def skipped(exported: Export, target: Target) -> set[str]:

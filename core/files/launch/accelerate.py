@@ -21,12 +21,22 @@ from typing import Any, Final
 import yaml
 
 from core.dtypes import Autocast
-from core.files.launch.common import TRAINING_NAMES, Draft, Export, Target, command_words, dump_yaml, header
+from core.files.launch.common import (
+    RECIPE_WHY,
+    TRAINING_NAMES,
+    Draft,
+    Export,
+    Target,
+    command_words,
+    dump_yaml,
+    header,
+)
 from core.plan import CheckpointPolicy, Offload, Plan, Strategy
 
 MIXED: Final = {Autocast.NONE: "no", Autocast.BF16: "bf16", Autocast.FP16: "fp16"}
 AUTOCAST: Final = {v: k for k, v in MIXED.items()}
 PORT: Final = 29500
+ALLOC_ENV: Final = "PYTORCH_CUDA_ALLOC_CONF"
 ZERO_STAGES: Final = {Strategy.ZERO1: 1, Strategy.ZERO2: 2, Strategy.ZERO3: 3}
 SCRIPT_WHY: Final = "the training script's, not accelerate's: pair this with a trainer config export"
 
@@ -38,6 +48,18 @@ def _fsdp(draft: Draft, expressed: set[str]) -> dict[str, Any]:
     if plan.checkpointing and plan.checkpoint_policy is not CheckpointPolicy.FULL:
         draft.cannot("method.checkpoint_policy", "fsdp_activation_checkpointing checkpoints every block")
     expressed.update({"parallel.reshard_after_forward", "method.checkpointing", "method.checkpoint_policy"})
+    expressed.add("parallel.fsdp1_wrap")
+    if par.fsdp1_wrap:
+        return {
+            "fsdp_version": 1,
+            "fsdp_reshard_after_forward": "FULL_SHARD" if par.reshard_after_forward else "SHARD_GRAD_OP",
+            "fsdp_offload_params": par.offload is Offload.PARAMS,
+            "fsdp_activation_checkpointing": plan.checkpointing,
+            "fsdp_auto_wrap_policy": "TRANSFORMER_BASED_WRAP",
+            "fsdp_state_dict_type": "SHARDED_STATE_DICT",
+            "fsdp_cpu_ram_efficient_loading": True,
+            "fsdp_sync_module_states": True,
+        }
     return {
         "fsdp_version": 2,
         "fsdp_reshard_after_forward": par.reshard_after_forward,
@@ -82,10 +104,18 @@ def _parallelism(draft: Draft, distributed: str) -> dict[str, Any] | None:
     }
 
 
-def settings(draft: Draft) -> dict[str, Any]:
-    """What accelerate is told, as its config file names it (the command's flags are the same keys)."""
+def settings(draft: Draft, written: tuple[str, ...] = ()) -> dict[str, Any]:
+    """What accelerate is told, as its config file names it (the command's flags are the same keys);
+    ``written``: the fields the caller writes besides (the launch command's allocator settings)."""
     plan, par = draft.plan, draft.plan.parallel
-    expressed = {"parallel.nodes", "parallel.gpus_per_node", "parallel.strategy", "parallel.offload", "method.autocast"}
+    expressed = {
+        *written,
+        "parallel.nodes",
+        "parallel.gpus_per_node",
+        "parallel.strategy",
+        "parallel.offload",
+        "method.autocast",
+    }
     expressed.update({"parallel.tensor_parallel", "parallel.context_parallel"})
     found: dict[str, Any] = {
         "num_machines": par.nodes,
@@ -108,6 +138,8 @@ def settings(draft: Draft) -> dict[str, Any]:
         ["parallel.zero_bucket_elements", "parallel.zero3_prefetch_elements", "parallel.zero3_max_live_elements"],
         "accelerate's deepspeed_config holds no bucket sizes: give it the DeepSpeed export as deepspeed_config_file",
     )
+    if "hardware.alloc_conf" not in expressed:
+        draft.outside(["hardware.alloc_conf"], RECIPE_WHY["hardware.alloc_conf"])
     draft.outside([n for n in TRAINING_NAMES if n not in expressed], SCRIPT_WHY)
     return found
 
@@ -142,7 +174,8 @@ def _flag(value: Any) -> str:
 def export_accelerate_launch(plan: Plan, command: tuple[str, ...] = ("train.py",)) -> Export:
     """``accelerate launch`` with every setting as a flag, then ``command`` (the script and its arguments)."""
     draft = Draft(plan)
-    found = settings(draft)
+    found = settings(draft, ("hardware.alloc_conf",))
+    env = alloc_env(draft)
     argv = [
         "accelerate",
         "launch",
@@ -169,7 +202,7 @@ def export_accelerate_launch(plan: Plan, command: tuple[str, ...] = ("train.py",
             argv.append("--use_parallelism_config")
         for key, value in found.get(section, {}).items():
             argv += [f"--{key}", _flag(value)]
-    words = [w if w.startswith("$") else shlex.quote(w) for w in argv] + [shlex.quote(c) for c in command]
+    words = env + [w if w.startswith("$") else shlex.quote(w) for w in argv] + [shlex.quote(c) for c in command]
     lines = ["accelerate launch written by VRAM Planner"]
     if plan.parallel.nodes > 1:
         lines.append(
@@ -198,9 +231,11 @@ def _fields(found: dict[str, Any]) -> dict[str, Any]:
     fsdp, deepspeed = found.get("fsdp_config") or {}, found.get("deepspeed_config") or {}
     if kind == "FSDP":
         fields["parallel.strategy"] = Strategy.FSDP
-        fields["parallel.reshard_after_forward"] = _true(fsdp.get("fsdp_reshard_after_forward", True))
+        fields["parallel.reshard_after_forward"] = _reshards(fsdp)
         fields["parallel.offload"] = Offload.PARAMS if _true(fsdp.get("fsdp_offload_params")) else Offload.NONE
         fields["method.checkpointing"] = _true(fsdp.get("fsdp_activation_checkpointing"))
+        loading = _true(fsdp.get("fsdp_cpu_ram_efficient_loading")) or _true(fsdp.get("fsdp_sync_module_states"))
+        fields["parallel.fsdp1_wrap"] = str(fsdp.get("fsdp_version", 1)).strip() == "1" and loading
     elif kind == "DEEPSPEED":
         fields["parallel.strategy"] = {1: Strategy.ZERO1, 2: Strategy.ZERO2, 3: Strategy.ZERO3}[
             int(deepspeed["zero_stage"])
@@ -218,6 +253,44 @@ def _fields(found: dict[str, Any]) -> dict[str, Any]:
     return fields
 
 
+# torch.distributed.fsdp.ShardingStrategy, in accelerate's FSDP_SHARDING_STRATEGY order (1-5):
+# whether each frees the gathered parameters after the forward.
+FSDP1_RESHARDS: Final = {
+    "FULL_SHARD": True,
+    "SHARD_GRAD_OP": False,
+    "NO_SHARD": False,
+    "HYBRID_SHARD": True,
+    "_HYBRID_SHARD_ZERO2": False,
+}
+
+
+def _reshards(fsdp: dict[str, Any]) -> bool:
+    """Reshard after forward: FSDP2's boolean, or FSDP1's strategy name (or number) in
+    ``fsdp_reshard_after_forward`` or the older ``fsdp_sharding_strategy``."""
+    value = fsdp.get("fsdp_reshard_after_forward", fsdp.get("fsdp_sharding_strategy", True))
+    word = str(value).strip().upper()
+    if word.isdigit() and 1 <= int(word) <= len(FSDP1_RESHARDS):
+        word = list(FSDP1_RESHARDS)[int(word) - 1]
+    return FSDP1_RESHARDS[word] if word in FSDP1_RESHARDS else _true(value)
+
+
+def alloc_env(draft: Draft) -> list[str]:
+    """``PYTORCH_CUDA_ALLOC_CONF=...`` in front of a launch command, when the plan sets it."""
+    conf = draft.plan.hardware.alloc_conf
+    return [f"{ALLOC_ENV}={shlex.quote(conf)}"] if conf else []
+
+
+def read_alloc_env(words: list[str]) -> tuple[dict[str, Any], list[str]]:
+    """The allocator settings in front of a command, and the command's words after them."""
+    found: dict[str, Any] = {}
+    while words and "=" in words[0] and not words[0].startswith("-"):
+        name, value = words[0].split("=", 1)
+        if name == ALLOC_ENV:
+            found["hardware.alloc_conf"] = value
+        words = words[1:]
+    return found, words
+
+
 def _true(value: Any) -> bool:
     return value is True or str(value).lower() == "true"
 
@@ -228,7 +301,7 @@ def read_accelerate_config(text: str) -> dict[str, Any]:
 
 def read_accelerate_launch(text: str) -> dict[str, Any]:
     """Plan fields from an ``accelerate launch`` line (the inverse of :func:`export_accelerate_launch`)."""
-    words = command_words(text)
+    env, words = read_alloc_env(command_words(text))
     found: dict[str, Any] = {"distributed_type": "NO"}
     kinds = {"--use_fsdp": "FSDP", "--use_deepspeed": "DEEPSPEED", "--multi_gpu": "MULTI_GPU"}
     index = 2
@@ -243,4 +316,4 @@ def read_accelerate_launch(text: str) -> dict[str, Any]:
         section = "deepspeed_config" if key in _DEEPSPEED_KEYS else section
         (found.setdefault(section, {}) if section else found)[key] = value
         index += 2
-    return _fields(found)
+    return {**_fields(found), **env}

@@ -8,7 +8,10 @@ Keys read from axolotl v0.12 (``src/axolotl/utils/schemas/``: ``model.py`` ``bas
 ``bfloat16`` / ``float16`` (the model in that dtype, no AMP), ``gradient_checkpointing``,
 ``flash_attention`` / ``sdp_attention`` / ``eager_attention``, ``chunked_cross_entropy``,
 ``max_steps``, ``deepspeed`` (a path or a dict), ``fsdp_version`` with ``fsdp_config``
-(``reshard_after_forward``, ``offload_params``), ``ddp_bucket_cap_mb``). axolotl builds its
+(``reshard_after_forward``, ``offload_params``), ``ddp_bucket_cap_mb``, ``torch_compile``,
+``max_grad_norm``, ``activation_offloading``, ``lora_dropout``; Liger's fused linear
+cross-entropy is a plugin: ``plugins: [axolotl.integrations.liger.LigerPlugin]`` with
+``liger_fused_linear_cross_entropy``). axolotl builds its
 QLoRA base as NF4 with double quantisation (``bnb_4bit_use_double_quant``) and loads an
 8-bit base with float16 around it unless bf16 is on (``utils/config/__init__.py``
 ``normalize_config``). Datasets and the output folder are the user's to add.
@@ -28,8 +31,9 @@ from core.files.launch.common import (
     integer_alpha,
     loaded_dtype,
     model_reference,
+    recipes_outside,
 )
-from core.files.launch.hf_trainer import batch_keys, full_checkpointing, sharding
+from core.files.launch.hf_trainer import HF_RECIPES, batch_keys, full_checkpointing, recipe_keys, sharding
 from core.model import LORA_TARGETS
 from core.plan import Attention, Method, Offload, Plan
 
@@ -39,6 +43,7 @@ ATTENTION: Final = {
     Attention.SDPA: "sdp_attention",
     Attention.EAGER: "eager_attention",
 }
+LIGER_PLUGIN: Final = "axolotl.integrations.liger.LigerPlugin"
 # (dtype the model is loaded in, AMP) -> axolotl's precision keys.
 PRECISION: Final = {
     (Dtype.BF16, Autocast.BF16): {"bf16": True},
@@ -81,7 +86,7 @@ def _adapter(draft: Draft) -> dict[str, Any]:
                 draft.cannot("method.quant", "axolotl's 4-bit base is NF4 (an NF4 base is written)")
             if not plan.double_quant:
                 draft.cannot("method.double_quant", "axolotl always quantises the 4-bit scales (double quantisation)")
-    keys.update(lora_r=plan.lora.rank, lora_alpha=integer_alpha(draft))
+    keys.update(lora_r=plan.lora.rank, lora_alpha=integer_alpha(draft), lora_dropout=plan.lora.dropout)
     if plan.lora.targets == LORA_TARGETS:
         keys["lora_target_linear"] = True
     else:
@@ -120,10 +125,16 @@ def export_axolotl(plan: Plan, model_ref: str | None = None) -> Export:
         "gradient_checkpointing": plan.checkpointing,
         ATTENTION[plan.attention]: True,
         "chunked_cross_entropy": plan.chunked_loss,
+        "activation_offloading": plan.activation_offload,
+        **recipe_keys(draft),
     }
+    if plan.fused_loss:
+        document.update(plugins=[LIGER_PLUGIN], liger_fused_linear_cross_entropy=True)
     full_checkpointing(draft)
     if "max_steps" in batch:
         document["max_steps"] = batch["max_steps"]
     document.update(sharding(draft, _fsdp))
+    written = (*HF_RECIPES, "method.fused_loss", "method.activation_offload", "method.lora.dropout")
+    recipes_outside(draft, [n for n in written if n != "parallel.fsdp1_wrap"])
     lines = ["axolotl config written by VRAM Planner. Add datasets and output_dir, then: axolotl train <this file>"]
     return draft.finish(Target.AXOLOTL, header(lines) + dump_yaml(document))

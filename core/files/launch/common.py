@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import math
 import shlex
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
 from enum import StrEnum
 from typing import Any, Final
@@ -17,7 +17,6 @@ from core.dtypes import Dtype
 from core.errors import PlanFileError, one_line
 from core.files.launch.fields import TRAINING_FIELDS, differs_from_default
 from core.plan import Attention, Method, Optimizer, OptimizerImpl, Plan
-from core.roles import model_dtype
 
 
 class Target(StrEnum):
@@ -120,6 +119,40 @@ class Draft:
 
 
 TRAINING_NAMES: Final = tuple(f.name for f in TRAINING_FIELDS)
+# Why a target's config cannot carry a recipe the plan turns on: each exporter writes the ones
+# its framework has a key for and lists the rest with these reasons (or its own).
+RECIPE_WHY: Final = {
+    "method.lora.dropout": "no LoRA dropout setting in this target",
+    "method.stack": "no torch.compile setting in this target's config",
+    "method.float8": "no float8 training setting in this target's config",
+    "method.fused_loss": "no fused linear cross-entropy (Liger) setting in this target",
+    "method.compiled_loss": "whether torch.compile covers the loss is not a setting of this target",
+    "method.grad_clip": "no gradient-clipping setting in this target's config",
+    "method.optimizer_in_backward": "no optimizer-step-in-the-backward setting in this target",
+    "method.activation_offload": "no activation offloading setting in this target",
+    "method.bnb_legacy": "the bitsandbytes version installed, not a config key (pin bitsandbytes<0.43.2 for it)",
+    "method.kbit_upcast": "prepare_model_for_kbit_training is a call in the training script, not a config key",
+    "method.litgpt": "LitGPT's fine-tuning scripts, not this target",
+    "hardware.alloc_conf": (
+        "an environment variable: set PYTORCH_CUDA_ALLOC_CONF where the run starts "
+        "(the torchrun and accelerate launch exports write it)"
+    ),
+    "parallel.tp_overlap": "no tensor-parallel overlap setting in this target",
+    "parallel.fsdp_float8_all_gather": "no float8 all-gather setting in this target",
+    "parallel.fsdp1_wrap": (
+        "this target wraps with FSDP2; FSDP1 over a CPU-held model is accelerate's fsdp_version 1 "
+        "with fsdp_cpu_ram_efficient_loading"
+    ),
+}
+
+
+def recipes_outside(draft: Draft, written: Iterable[str], why: Mapping[str, str] | None = None) -> None:
+    """List the recipes the plan turns on that ``written`` does not carry, each with its reason."""
+    for name, reason in RECIPE_WHY.items():
+        if name not in written:
+            draft.outside([name], (why or {}).get(name, reason))
+
+
 GPU_COUNT: Final = ("parallel.nodes", "parallel.gpus_per_node")
 LAUNCHER_WHY: Final = "the GPU count is the launcher's: see the torchrun or accelerate launch export"
 
@@ -176,11 +209,13 @@ def hf_optim(draft: Draft) -> str:
 
 def loaded_dtype(draft: Draft) -> Dtype:
     """The one dtype HF-based trainers load the model in: the frozen base's for adapter methods,
-    the weights' otherwise; frozen layers need both the same."""
+    the weights' otherwise; frozen layers need both the same. PEFT's prepare_model_for_kbit_training
+    casts to float32 after loading (a call in the script, listed as such): the loaded dtype is the
+    base's."""
     plan = draft.plan
     if plan.method is Method.FROZEN and plan.weight_dtype is not plan.base_dtype:
         draft.cannot("method.base_dtype", "the trainer loads the whole model in one dtype (the weights' is written)")
-    return model_dtype(plan)
+    return plan.base_dtype if plan.adapter_based else plan.weight_dtype
 
 
 def optimizer_steps(plan: Plan) -> int | None:
@@ -227,7 +262,7 @@ def apply_fields(plan: Plan, changes: dict[str, Any]) -> Plan:
     for name, value in changes.items():
         if name.startswith("method.lora."):
             nested.setdefault("lora", {})[name.rsplit(".", 1)[1]] = value
-        elif name.split(".", 1)[0] in ("workload", "parallel", "inference"):
+        elif name.split(".", 1)[0] in ("workload", "parallel", "inference", "hardware"):
             section, key = name.split(".", 1)
             nested.setdefault(section, {})[key] = value
         else:

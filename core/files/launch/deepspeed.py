@@ -5,7 +5,8 @@ Keys read from deepspeed v0.17 (``deepspeed/runtime/config.py``, ``deepspeed/run
 ``bf16.enabled`` / ``fp16.enabled``, ``zero_optimization.stage`` with ``offload_optimizer`` /
 ``offload_param`` (``device``: none | cpu | nvme; parameters offload only under stage 3),
 ``reduce_bucket_size`` and ``allgather_bucket_size`` (elements, default 5e8),
-``stage3_prefetch_bucket_size`` (5e7) and ``stage3_max_live_parameters`` (1e9). Inside a
+``stage3_prefetch_bucket_size`` (5e7) and ``stage3_max_live_parameters`` (1e9),
+``gradient_clipping`` (default 0.0: no clipping; 1.0 is written for a plan that clips). Inside a
 transformers / TRL / axolotl / LLaMA-Factory config the batch and precision keys are "auto"
 (transformers ``integrations/deepspeed.py`` fills them from TrainingArguments). The
 ``train_batch_size`` is left to DeepSpeed (micro-batch × accumulation × ranks), so the file
@@ -18,12 +19,13 @@ import json
 from typing import Any, Final
 
 from core.dtypes import Autocast
-from core.files.launch.common import GPU_COUNT, LAUNCHER_WHY, TRAINING_NAMES, Draft, Export, Target
+from core.files.launch.common import GPU_COUNT, LAUNCHER_WHY, RECIPE_WHY, TRAINING_NAMES, Draft, Export, Target
 from core.plan import Offload, Plan, Strategy
 
 STAGES: Final = {Strategy.DDP: 0, Strategy.ZERO1: 1, Strategy.ZERO2: 2, Strategy.ZERO3: 3}
 STRATEGIES: Final = {stage: strategy for strategy, stage in STAGES.items()}
 EXPRESSED: Final = (
+    "method.grad_clip",
     "parallel.strategy",
     "parallel.offload",
     "parallel.zero_bucket_elements",
@@ -81,6 +83,7 @@ def inline_config(draft: Draft) -> dict[str, Any]:
         "train_batch_size": "auto",
         "bf16": {"enabled": "auto"},
         "fp16": {"enabled": "auto"},
+        "gradient_clipping": "auto",  # transformers fills it from max_grad_norm
         "zero_optimization": zero_section(draft),
     }
 
@@ -93,8 +96,10 @@ def export_deepspeed(plan: Plan) -> Export:
         "bf16": {"enabled": plan.autocast is Autocast.BF16},
         "fp16": {"enabled": plan.autocast is Autocast.FP16},
         "zero_optimization": zero_section(draft),
+        "gradient_clipping": 1.0 if plan.grad_clip else 0.0,
     }
     draft.outside(GPU_COUNT, LAUNCHER_WHY)
+    draft.outside(["hardware.alloc_conf"], RECIPE_WHY["hardware.alloc_conf"])
     rest = [n for n in TRAINING_NAMES if n not in EXPRESSED and n not in GPU_COUNT]
     draft.outside(
         rest, "not DeepSpeed's: the trainer's config carries it (see the TRL, axolotl or LLaMA-Factory export)"
@@ -114,6 +119,9 @@ def read_deepspeed(document: dict[str, Any]) -> dict[str, Any]:
     bf16 = (document.get("bf16") or {}).get("enabled") is True
     fp16 = (document.get("fp16") or {}).get("enabled") is True
     found["method.autocast"] = Autocast.BF16 if bf16 else Autocast.FP16 if fp16 else Autocast.NONE
+    clipping = document.get("gradient_clipping")
+    if isinstance(clipping, (int, float)) and not isinstance(clipping, bool):
+        found["method.grad_clip"] = clipping > 0
     zero = document.get("zero_optimization") or {}
     found["parallel.strategy"] = STRATEGIES[int(zero.get("stage", 0))]
     devices = {k: (zero.get(k) or {}).get("device") for k in ("offload_param", "offload_optimizer")}

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import Final
 
 from core.dtypes import Quant
+from core.inputs import input_at
 from core.plan import CheckpointPolicy, Engine, Method, Optimizer, Plan, Strategy
 
 ADAM_FAMILY: Final = (Optimizer.ADAMW, Optimizer.ADAM)  # the optimizers whose code path (impl) matters
@@ -42,6 +43,12 @@ def _f(name: str, value: Callable[[Plan], object], relevant: Callable[[Plan], bo
 
 _ADAPTER = "method.kind"
 
+
+def _matters(path: str) -> Callable[[Plan], bool]:
+    """When a setting matters, as the window and the CLI decide it (core.inputs): one answer."""
+    return input_at(path).matters
+
+
 TRAINING_FIELDS: Final = (
     _f("model", lambda p: p.model),
     _f("method.kind", lambda p: p.method),
@@ -49,6 +56,7 @@ TRAINING_FIELDS: Final = (
     _f("method.lora.rank", lambda p: p.lora.rank, lambda p: p.adapter_based, _ADAPTER),
     _f("method.lora.alpha", lambda p: p.lora.alpha, lambda p: p.adapter_based, _ADAPTER),
     _f("method.lora.targets", lambda p: p.lora.targets, lambda p: p.adapter_based, _ADAPTER),
+    _f("method.lora.dropout", lambda p: p.lora.dropout, lambda p: p.adapter_based, _ADAPTER),
     _f("method.quant", lambda p: p.quant, lambda p: p.method is Method.QLORA, _ADAPTER),
     _f(
         "method.double_quant",
@@ -73,7 +81,26 @@ TRAINING_FIELDS: Final = (
         "method.checkpoint_policy",
     ),
     _f("method.attention", lambda p: p.attention),
-    _f("method.chunked_loss", lambda p: p.chunked_loss),
+    _f("method.chunked_loss", lambda p: p.chunked_loss, _matters("chunked_loss"), "method.fused_loss", "method.litgpt"),
+    # The recipes a framework turns on by a key of its config (or cannot): each exporter writes
+    # them or lists them, so a plan with torch.compile or float8 never leaves without saying so.
+    _f("method.stack", lambda p: p.stack),
+    _f("method.float8", lambda p: p.float8),
+    _f("method.fused_loss", lambda p: p.fused_loss),
+    _f(
+        "method.compiled_loss",
+        lambda p: p.compiled_loss,
+        _matters("compiled_loss"),
+        "method.fused_loss",
+        "method.litgpt",
+        "method.chunked_loss",
+    ),
+    _f("method.grad_clip", lambda p: p.grad_clip),
+    _f("method.optimizer_in_backward", lambda p: p.optimizer_in_backward),
+    _f("method.activation_offload", lambda p: p.activation_offload),
+    _f("method.bnb_legacy", lambda p: p.bnb_legacy, _matters("bnb_legacy"), _ADAPTER, "method.quant"),
+    _f("method.kbit_upcast", lambda p: p.kbit_upcast, _matters("kbit_upcast"), _ADAPTER),
+    _f("method.litgpt", lambda p: p.litgpt, _matters("litgpt"), "method.fused_loss"),
     _f("workload.micro_batch", lambda p: p.workload.micro_batch),
     _f("workload.seq_len", lambda p: p.workload.seq_len),
     _f("workload.grad_accum", lambda p: p.workload.grad_accum),
@@ -84,6 +111,7 @@ TRAINING_FIELDS: Final = (
         "workload.micro_batch",
     ),
     _f("workload.tokens", lambda p: p.workload.tokens),
+    _f("hardware.alloc_conf", lambda p: p.hardware.alloc_conf),
     _f("parallel.nodes", lambda p: p.parallel.nodes),
     _f("parallel.gpus_per_node", lambda p: p.parallel.gpus_per_node),
     _f("parallel.strategy", lambda p: p.parallel.strategy),
@@ -108,6 +136,12 @@ TRAINING_FIELDS: Final = (
         lambda p: p.parallel.pipeline_parallel > 1,
         "parallel.pipeline_parallel",
     ),
+    _f(
+        "parallel.tp_overlap",
+        lambda p: p.parallel.tp_overlap,
+        _matters("parallel.tp_overlap"),
+        "parallel.tensor_parallel",
+    ),
     _f("parallel.offload", lambda p: p.parallel.offload),
     _f(
         "parallel.reshard_after_forward",
@@ -125,6 +159,19 @@ TRAINING_FIELDS: Final = (
         "parallel.fsdp_reduce_dtype",
         lambda p: p.parallel.fsdp_reduce_dtype,
         lambda p: p.parallel.strategy is Strategy.FSDP,
+        "parallel.strategy",
+    ),
+    _f(
+        "parallel.fsdp_float8_all_gather",
+        lambda p: p.parallel.fsdp_float8_all_gather,
+        _matters("parallel.fsdp_float8_all_gather"),
+        "parallel.strategy",
+        "method.float8",
+    ),
+    _f(
+        "parallel.fsdp1_wrap",
+        lambda p: p.parallel.fsdp1_wrap,
+        _matters("parallel.fsdp1_wrap"),
         "parallel.strategy",
     ),
     _f(

@@ -9,7 +9,10 @@ name since TRL 0.23; :mod:`core.files.runconfig.hf` reads it and the older ``tor
 (``per_device_train_batch_size``, ``per_device_eval_batch_size``, ``gradient_accumulation_steps``,
 ``bf16``, ``fp16``, ``optim``, ``gradient_checkpointing``, ``use_liger_kernel``, ``max_steps``,
 ``fsdp`` words with ``fsdp_config.version`` 2 (FSDP2; full_shard reshards after forward,
-shard_grad_op does not), ``deepspeed`` (a dict is accepted), ``ddp_bucket_cap_mb``).
+shard_grad_op does not) or 1 with ``cpu_ram_efficient_loading`` and ``sync_module_states`` (FSDP1
+over a model held on the CPU: the plan's FSDP1 wrap), ``deepspeed`` (a dict is accepted),
+``ddp_bucket_cap_mb``, ``torch_compile``, ``max_grad_norm`` (default 1.0; the Trainer clips only
+when it is above 0)); TRL's ``lora_dropout`` (default 0.05, so it is always written).
 The dataset and output folder are the user's to add.
 """
 
@@ -32,8 +35,10 @@ from core.files.launch.common import (
     loaded_dtype,
     model_reference,
     optimizer_steps,
+    recipes_outside,
 )
 from core.files.launch.deepspeed import inline_config
+from core.inputs import Stack
 from core.plan import Attention, CheckpointPolicy, Method, Offload, Plan, Strategy
 
 # transformers 5 has no FlashAttention 1 / Triton kernel: a plan that names it gets FlashAttention-2,
@@ -60,6 +65,11 @@ def hf_fsdp(draft: Draft) -> dict[str, Any]:
         words += " offload"
     elif par.offload is Offload.OPTIMIZER:
         draft.cannot("parallel.offload", "FSDP's CPU offload moves parameters, gradients and optimizer state together")
+    if par.fsdp1_wrap:
+        # FSDP1 over the model held on the CPU (rank 0) or the meta device (the others), as the
+        # plan's FSDP1 wrap assumes: accelerate forces sync_module_states on with it.
+        config = {"version": 1, "cpu_ram_efficient_loading": True, "sync_module_states": True}
+        return {"fsdp": words, "fsdp_config": config}
     return {"fsdp": words, "fsdp_config": {"version": 2}}
 
 
@@ -113,6 +123,19 @@ def batch_keys(draft: Draft) -> dict[str, Any]:
     return keys
 
 
+# The recipes TrainingArguments carries (and the trainers built on it: TRL, axolotl, LLaMA-Factory).
+HF_RECIPES: Final = ("method.stack", "method.grad_clip", "parallel.fsdp1_wrap")
+MEGATRON_WHY: Final = "Megatron-LM / NeMo's fused kernels are not a setting here (eager PyTorch is written)"
+
+
+def recipe_keys(draft: Draft) -> dict[str, Any]:
+    """``torch_compile`` and ``max_grad_norm`` (0 turns clipping off; the default 1.0 clips)."""
+    plan = draft.plan
+    if plan.stack is Stack.MEGATRON:
+        draft.cannot("method.stack", MEGATRON_WHY)
+    return {"torch_compile": plan.stack is Stack.COMPILE, "max_grad_norm": 1.0 if plan.grad_clip else 0.0}
+
+
 def full_checkpointing(draft: Draft) -> None:
     plan = draft.plan
     if plan.checkpointing and plan.checkpoint_policy is not CheckpointPolicy.FULL:
@@ -127,14 +150,17 @@ def trainer_keys(draft: Draft) -> dict[str, Any]:
         draft.cannot(
             "method.chunked_loss", "transformers has no chunked cross-entropy; Liger's fused one is --fused-loss"
         )
-    return {
+    keys = {
         **batch_keys(draft),
         "bf16": plan.autocast is Autocast.BF16,
         "fp16": plan.autocast is Autocast.FP16,
         "gradient_checkpointing": plan.checkpointing,
         "use_liger_kernel": plan.fused_loss,
+        **recipe_keys(draft),
         **sharding(draft),
     }
+    recipes_outside(draft, (*HF_RECIPES, "method.fused_loss", "method.lora.dropout"))
+    return keys
 
 
 def peft_keys(draft: Draft) -> dict[str, Any]:
@@ -152,6 +178,7 @@ def peft_keys(draft: Draft) -> dict[str, Any]:
         "lora_r": plan.lora.rank,
         "lora_alpha": integer_alpha(draft),
         "lora_target_modules": list(plan.lora.targets),
+        "lora_dropout": plan.lora.dropout,
         "use_dora": plan.method is Method.DORA,
     }
     if plan.method is Method.QLORA:

@@ -6,7 +6,8 @@ train), ``lora_rank``, ``lora_alpha`` (an int), ``lora_target`` (names joined by
 ``all``), ``use_dora``, ``pure_bf16``; ``model_args.py`` ``quantization_bit`` (4 | 8),
 ``quantization_method``, ``quantization_type`` (nf4 | fp4), ``double_quantization``,
 ``flash_attn`` (disabled | sdpa | fa2), ``enable_liger_kernel``, ``disable_gradient_checkpointing``;
-``data_args.py`` ``cutoff_len``) and the transformers TrainingArguments it passes through.
+``data_args.py`` ``cutoff_len``, ``lora_dropout``) and the transformers TrainingArguments it passes
+through (``torch_compile``, ``max_grad_norm``, ``fsdp`` / ``fsdp_config``).
 ``parser.py`` loads the model in bf16 under ``bf16`` or ``pure_bf16`` and in fp16 under ``fp16``;
 with neither it infers the dtype from the card, so float32 training has no key. Gradient
 checkpointing is on unless disabled. Dataset, template and output folder are the user's.
@@ -26,9 +27,10 @@ from core.files.launch.common import (
     integer_alpha,
     loaded_dtype,
     model_reference,
+    recipes_outside,
 )
 from core.files.launch.fields import FIELDS_BY_NAME
-from core.files.launch.hf_trainer import batch_keys, full_checkpointing, sharding
+from core.files.launch.hf_trainer import HF_RECIPES, batch_keys, full_checkpointing, recipe_keys, sharding
 from core.model import LORA_TARGETS
 from core.plan import Attention, Method, Plan
 
@@ -54,6 +56,7 @@ def _method(draft: Draft) -> dict[str, Any]:
         "finetuning_type": "lora",
         "lora_rank": plan.lora.rank,
         "lora_alpha": integer_alpha(draft),
+        "lora_dropout": plan.lora.dropout,
         "lora_target": "all" if plan.lora.targets == LORA_TARGETS else ",".join(plan.lora.targets),
         "use_dora": plan.method is Method.DORA,
     }
@@ -107,8 +110,10 @@ def export_llamafactory(plan: Plan, model_ref: str | None = None) -> Export:
         "disable_gradient_checkpointing": not plan.checkpointing,
         "flash_attn": FLASH_ATTN[plan.attention],
         "enable_liger_kernel": plan.fused_loss,
+        **recipe_keys(draft),
         **sharding(draft),
     }
+    recipes_outside(draft, (*HF_RECIPES, "method.fused_loss", "method.lora.dropout"))
     lines = ["LLaMA-Factory config written by VRAM Planner. Add dataset, template and output_dir, then:",
              "llamafactory-cli train <this file>"]  # fmt: skip
     return draft.finish(Target.LLAMA_FACTORY, header(lines) + dump_yaml(document))

@@ -3,7 +3,8 @@
 Flags read from PyTorch 2.13 ``torch/distributed/run.py``: ``--nnodes``, ``--nproc_per_node``,
 ``--node_rank``, ``--master_addr``, ``--master_port`` (static rendezvous across nodes) and
 ``--standalone`` (one node, a local rendezvous). What each process trains is the script's
-(and its config's): the command carries the GPU count only.
+(and its config's): the command carries the GPU count, and ``PYTORCH_CUDA_ALLOC_CONF`` in front of
+it when the plan sets the caching allocator's settings.
 """
 
 from __future__ import annotations
@@ -11,7 +12,16 @@ from __future__ import annotations
 import shlex
 from typing import Any, Final
 
-from core.files.launch.common import GPU_COUNT, TRAINING_NAMES, Draft, Export, Target, command_words, header
+from core.files.launch.accelerate import alloc_env, read_alloc_env
+from core.files.launch.common import (
+    GPU_COUNT,
+    TRAINING_NAMES,
+    Draft,
+    Export,
+    Target,
+    command_words,
+    header,
+)
 from core.plan import Plan
 
 PORT: Final = 29500
@@ -28,12 +38,14 @@ def export_torchrun(plan: Plan, command: tuple[str, ...] = ("train.py",)) -> Exp
         lines.append("Run on every node with NODE_RANK (0 on the first) and MASTER_ADDR (the first node's address).")
     else:
         argv.insert(1, "--standalone")
-    draft.outside([n for n in TRAINING_NAMES if n not in GPU_COUNT], SCRIPT_WHY)
-    words = argv + [shlex.quote(c) for c in command]
+    written = (*GPU_COUNT, "hardware.alloc_conf")
+    draft.outside([n for n in TRAINING_NAMES if n not in written], SCRIPT_WHY)
+    words = alloc_env(draft) + argv + [shlex.quote(c) for c in command]
     return draft.finish(Target.TORCHRUN, header(lines) + " ".join(words) + "\n")
 
 
 def read_torchrun(text: str) -> dict[str, Any]:
     """The GPU count a ``torchrun`` line gives (the inverse of :func:`export_torchrun`)."""
-    found = dict(w[2:].split("=", 1) for w in command_words(text) if w.startswith(("--nnodes=", "--nproc_per_node=")))
-    return {"parallel.nodes": int(found["nnodes"]), "parallel.gpus_per_node": int(found["nproc_per_node"])}
+    env, words = read_alloc_env(command_words(text))
+    found = dict(w[2:].split("=", 1) for w in words if w.startswith(("--nnodes=", "--nproc_per_node=")))
+    return {"parallel.nodes": int(found["nnodes"]), "parallel.gpus_per_node": int(found["nproc_per_node"]), **env}

@@ -13,8 +13,12 @@ foreach | for-loop); ``[activation_checkpoint]`` ``mode`` (none | full | selecti
 ``data_parallel_replicate_degree`` (DDP), ``data_parallel_shard_degree`` (FSDP2; -1: the ranks
 left), ``fsdp_reshard_after_forward`` (always | never), ``tensor_parallel_degree``,
 ``pipeline_parallel_degree``, ``pipeline_parallel_schedule`` (GPipe | 1F1B | Interleaved1F1B),
-``context_parallel_degree``. torchtitan trains every weight of its own model definitions
-(``torchtitan/models``: llama3 8B / 70B / 405B, qwen3 0.6B to 32B and 30B-A3B).
+``context_parallel_degree``, ``enable_async_tensor_parallel``; ``[compile]`` ``enable``,
+``components`` ("model", "loss"); ``[model] converters`` with ``quantize.linear.float8``
+(``recipe_name`` tensorwise | rowwise, ``enable_fsdp_float8_all_gather``);
+``[optimizer] early_step_in_backward``; ``[training] max_norm`` (torchtitan clips the gradients
+every step: ``train.py`` calls ``clip_grad_norm_`` unconditionally). torchtitan trains every
+weight of its own model definitions (``torchtitan/models``: llama3 8B / 70B / 405B, qwen3 0.6B to 32B and 30B-A3B).
 """
 
 from __future__ import annotations
@@ -30,8 +34,10 @@ from core.files.launch.common import (
     header,
     model_reference,
     optimizer_steps,
+    recipes_outside,
 )
 from core.files.launch.toml_writer import dumps_toml
+from core.inputs import Float8, Stack
 from core.plan import CheckpointPolicy, Method, Offload, Optimizer, OptimizerImpl, PipelineSchedule, Plan, Strategy
 
 MODELS: Final = {
@@ -53,6 +59,10 @@ IMPLEMENTATIONS: Final = {
     OptimizerImpl.FOREACH: "foreach",
     OptimizerImpl.FORLOOP: "for-loop",
 }
+# torchtitan 238fa995: the converter registered as "quantize.linear.float8"
+# (torchtitan/components/quantization/float8.py) and the recipe names of Float8Linear.recipe_name.
+FLOAT8_CONVERTER: Final = "quantize.linear.float8"
+FLOAT8_RECIPES: Final = {Float8.TENSORWISE: "tensorwise", Float8.ROWWISE: "rowwise"}
 SCHEDULES: Final = {
     PipelineSchedule.GPIPE: "GPipe",
     PipelineSchedule.ONE_F_ONE_B: "1F1B",
@@ -73,7 +83,34 @@ def _model(draft: Draft, model_ref: str | None) -> dict[str, Any]:
     table["hf_assets_path"] = "./assets/hf/" + reference.rstrip("/").rsplit("/", 1)[-1]
     if plan.method is not Method.FULL:
         draft.cannot("method.kind", "torchtitan trains every weight (no adapters, no frozen layers)")
+    if plan.float8 in FLOAT8_RECIPES:
+        table["converters"] = [FLOAT8_CONVERTER]
+    elif plan.float8 is not Float8.NONE:
+        draft.cannot(
+            "method.float8", "torchtitan's float8 is torchao's (tensorwise or rowwise), not Transformer Engine"
+        )
     return table
+
+
+def _float8(draft: Draft) -> dict[str, Any] | None:
+    """``[quantize.linear.float8]``: the recipe and FSDP2's float8 all-gather."""
+    plan = draft.plan
+    if plan.float8 not in FLOAT8_RECIPES:
+        return None
+    table: dict[str, Any] = {"recipe_name": FLOAT8_RECIPES[plan.float8]}
+    if plan.parallel.strategy is Strategy.FSDP:
+        table["enable_fsdp_float8_all_gather"] = plan.parallel.fsdp_float8_all_gather
+    return {"linear": {"float8": table}}
+
+
+def _compile(draft: Draft) -> dict[str, Any]:
+    plan = draft.plan
+    if plan.stack is Stack.MEGATRON:
+        draft.cannot("method.stack", "torchtitan runs PyTorch kernels, eager or compiled (eager is written)")
+    if plan.stack is not Stack.COMPILE:
+        draft.outside(["method.compiled_loss"], "torchtitan compiles the loss only with the model (compile.enable)")
+        return {"enable": False}
+    return {"enable": True, "components": ["model", "loss"] if plan.compiled_loss else ["model"]}
 
 
 def _precision(draft: Draft) -> dict[str, Any]:
@@ -116,6 +153,9 @@ def _training(draft: Draft) -> dict[str, Any]:
     table.update(_precision(draft))
     offload = plan.parallel.offload
     table["enable_cpu_offload"] = offload is Offload.PARAMS
+    table["max_norm"] = 1.0
+    if not plan.grad_clip:
+        draft.cannot("method.grad_clip", "torchtitan clips the gradients every step (training.max_norm)")
     if offload is Offload.OPTIMIZER:
         draft.cannot("parallel.offload", "torchtitan offloads parameters, gradients and optimizer state together")
     if plan.workload.eval_batch not in (0, work.micro_batch):
@@ -133,7 +173,11 @@ def _optimizer(draft: Draft) -> dict[str, Any]:
     name = OPTIMIZERS.get(plan.optimizer)
     if name is None:
         draft.cannot("method.optimizer", "torchtitan's optimizers here are AdamW and Adam (AdamW is written)")
-    return {"name": name or "AdamW", "implementation": IMPLEMENTATIONS[plan.optimizer_impl]}
+    return {
+        "name": name or "AdamW",
+        "implementation": IMPLEMENTATIONS[plan.optimizer_impl],
+        "early_step_in_backward": plan.optimizer_in_backward,
+    }
 
 
 def _checkpoint(draft: Draft) -> dict[str, Any]:
@@ -161,6 +205,7 @@ def _parallelism(draft: Draft) -> dict[str, Any]:
         "pipeline_parallel_degree": par.pipeline_parallel,
         "pipeline_parallel_schedule": SCHEDULES[par.schedule],
         "context_parallel_degree": par.context_parallel,
+        "enable_async_tensor_parallel": par.tensor_parallel > 1 and par.tp_overlap,
     }
     if par.strategy not in (Strategy.DDP, Strategy.FSDP):
         draft.cannot(
@@ -189,7 +234,23 @@ def export_torchtitan(plan: Plan, model_ref: str | None = None) -> Export:
         "training": _training(draft),
         "activation_checkpoint": _checkpoint(draft),
         "parallelism": _parallelism(draft),
+        "compile": _compile(draft),
     }
+    quantize = _float8(draft)
+    if quantize is not None:
+        document["quantize"] = quantize
+    recipes_outside(
+        draft,
+        (
+            "method.stack",
+            "method.compiled_loss",
+            "method.float8",
+            "method.grad_clip",
+            "method.optimizer_in_backward",
+            "parallel.tp_overlap",
+            "parallel.fsdp_float8_all_gather",
+        ),
+    )
     nodes, gpus = plan.parallel.nodes, plan.parallel.gpus_per_node
     launch = f"torchrun --nnodes={nodes} --nproc_per_node={gpus} -m torchtitan.train --job.config_file <this file>"
     lines = [f"torchtitan job config written by VRAM Planner for {nodes} node(s) x {gpus} GPU(s):", launch]

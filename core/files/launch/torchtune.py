@@ -10,8 +10,10 @@ Keys read from torchtune v0.7 (``recipes/configs/*/*.yaml``, ``recipes/*_finetun
 ``dtype`` (bf16 | fp32: every weight, adapters too; no autocast; the recipes refuse fp16),
 ``optimizer._component_`` (+ ``fused``, ``momentum``), ``enable_activation_checkpointing``,
 ``loss._component_`` (``LinearCrossEntropyLoss`` never holds the full logits),
-``max_steps_per_epoch`` with ``epochs``, and for ``*_distributed`` recipes (FSDP2)
-``fsdp_reshard_after_forward`` and ``fsdp_cpu_offload``.
+``max_steps_per_epoch`` with ``epochs``, ``compile`` (the model and the loss:
+``training.compile_loss``), ``optimizer_in_bwd``, ``enable_activation_offloading``,
+``clip_grad_norm`` (null: no clipping), ``model.lora_dropout``, and for ``*_distributed`` recipes
+(FSDP2) ``fsdp_reshard_after_forward`` and ``fsdp_cpu_offload``.
 """
 
 from __future__ import annotations
@@ -29,9 +31,11 @@ from core.files.launch.common import (
     catalogue_entry,
     dump_yaml,
     header,
+    recipes_outside,
 )
 from core.files.launch.fields import FIELDS_BY_NAME
 from core.files.runconfig.torchtune import BUILDERS
+from core.inputs import Stack
 from core.plan import Attention, CheckpointPolicy, Method, Offload, Optimizer, OptimizerImpl, Plan, Strategy
 
 DTYPES: Final = {Dtype.BF16: "bf16", Dtype.FP32: "fp32"}
@@ -84,6 +88,7 @@ def _model(draft: Draft) -> dict[str, Any]:
         apply_lora_to_output=False,
         lora_rank=plan.lora.rank,
         lora_alpha=plan.lora.alpha,
+        lora_dropout=plan.lora.dropout,
         use_dora=plan.method is Method.DORA,
     )
     if plan.method is Method.QLORA:
@@ -126,6 +131,44 @@ def _optimizer(draft: Draft) -> dict[str, Any]:
     return section
 
 
+def _recipes(draft: Draft) -> dict[str, Any]:
+    """torch.compile (which compiles the loss with the model), optimizer-in-backward, activation
+    offloading and gradient clipping, as the recipes' configs name them."""
+    plan = draft.plan
+    compiled = plan.stack is Stack.COMPILE
+    if plan.stack is Stack.MEGATRON:
+        draft.cannot("method.stack", "torchtune runs PyTorch kernels, eager or compiled (eager is written)")
+    if FIELDS_BY_NAME["method.compiled_loss"].relevant(plan) and plan.compiled_loss is not compiled:
+        draft.cannot("method.compiled_loss", "torchtune's compile covers the model and the loss together")
+    recipes_outside(
+        draft,
+        (
+            "method.stack",
+            "method.compiled_loss",
+            "method.optimizer_in_backward",
+            "method.activation_offload",
+            "method.grad_clip",
+            "method.lora.dropout",
+        ),
+        {"method.fused_loss": "torchtune's memory-saving loss is the chunked one (--chunked-loss)"},
+    )
+    # The recipes refuse optimizer_in_bwd with clip_grad_norm or with gradient accumulation
+    # (recipes/full_finetune_single_device.py: "Gradient clipping is not supported with optimizer in bwd").
+    in_backward, clip = plan.optimizer_in_backward, plan.grad_clip
+    if in_backward and plan.workload.grad_accum > 1:
+        draft.cannot("method.optimizer_in_backward", "torchtune refuses it with gradient accumulation")
+        in_backward = False
+    if clip and in_backward:
+        draft.cannot("method.grad_clip", "torchtune refuses gradient clipping with the optimizer in the backward")
+        clip = False
+    return {
+        "compile": compiled,
+        "optimizer_in_bwd": in_backward,
+        "enable_activation_offloading": plan.activation_offload,
+        "clip_grad_norm": 1.0 if clip else None,
+    }
+
+
 def _distributed(draft: Draft) -> dict[str, Any]:
     plan, par = draft.plan, draft.plan.parallel
     draft.outside(GPU_COUNT, "the GPU count is tune run's: --nnodes and --nproc_per_node")
@@ -160,6 +203,7 @@ def export_torchtune(plan: Plan, model_ref: str | None = None) -> Export:
         "optimizer": _optimizer(draft),
         "loss": {"_component_": CHUNKED_LOSS if plan.chunked_loss else PLAIN_LOSS},
         "enable_activation_checkpointing": plan.checkpointing,
+        **_recipes(draft),
         **_distributed(draft),
     }
     if work.tokens > 0:

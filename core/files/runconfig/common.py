@@ -149,10 +149,32 @@ def sharding(taker: Taker, odd: OddValues) -> dict[str, Any]:
             if "offload" in words:  # CPUOffload(offload_params=True): parameters, gradients, optimizer
                 taker.record("offload", "params", "fsdp: offload")
                 found["offload"] = "params"
+            found.update(_fsdp1_wrap(taker))
             return found
     if fsdp:
         odd.add("fsdp", fsdp, "full_shard, shard_grad_op, hybrid_shard or no_shard")
     return found
+
+
+def _fsdp1_wrap(taker: Taker) -> dict[str, Any]:
+    """FSDP1 wrapping a model held on the CPU or the meta device (``parallel.fsdp1_wrap``):
+    TrainingArguments' ``fsdp_config`` with ``version`` 1 (accelerate's default when the key is
+    absent: huggingface/accelerate 16cb6eb8 utils/dataclasses.py ``FullyShardedDataParallelPlugin``
+    reads FSDP_VERSION, default "1") and ``cpu_ram_efficient_loading`` or ``sync_module_states``
+    (accelerate forces the second on with the first)."""
+    config = taker.raw("fsdp_config")
+    if not isinstance(config, dict):
+        return {}
+    version = config.get("version", config.get("fsdp_version", 1))
+    loading = [k for k in ("cpu_ram_efficient_loading", "sync_module_states") if _true_word(config.get(k))]
+    if str(version).strip() != "1" or not loading:
+        return {}
+    taker.record("fsdp1_wrap", True, f"fsdp_config: version 1 with {loading[0]}")
+    return {"fsdp1_wrap": True}
+
+
+def _true_word(value: Any) -> bool:
+    return value is True or (isinstance(value, str) and value.strip().lower() == "true")
 
 
 def _deepspeed_stage(taker: Taker, odd: OddValues, out: dict[str, Any]) -> str | None:

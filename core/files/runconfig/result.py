@@ -67,6 +67,9 @@ SETTING_LABELS: Final = {
     "sharding": "Data-parallel strategy",
     "reshard_after_forward": "Reshard after forward (FSDP)",
     "offload": "Offload to CPU",
+    "tp_overlap": "Tensor-parallel overlap",
+    "fsdp_float8_all_gather": "FSDP float8 all-gather",
+    "fsdp1_wrap": "FSDP1 wrap from CPU/meta",
     "model": "Model",
     "note": "Noted (not modelled)",
 }
@@ -109,6 +112,9 @@ class RunSettings:
     sharding: str | None = None  # a core.plan.Strategy value: ddp | fsdp | zero1 | zero2 | zero3
     reshard_after_forward: bool | None = None  # FSDP: full_shard True, shard_grad_op False
     offload: str | None = None  # a core.plan.Offload value
+    tp_overlap: bool | None = None  # torchtitan enable_async_tensor_parallel
+    fsdp_float8_all_gather: bool | None = None  # torchtitan float8 enable_fsdp_float8_all_gather
+    fsdp1_wrap: bool | None = None  # FSDP1 over a CPU/meta model (cpu_ram_efficient_loading)
 
 
 @dataclass(frozen=True)

@@ -43,7 +43,8 @@ def _loss_compiled(taker: Taker) -> bool:
 def _float8(taker: Taker) -> dict[str, Any]:
     """torchtitan's float8 converter (model.converters = ["float8"], or
     "quantize.linear.float8" in later releases): torchao's Float8Linear, tensorwise unless the
-    float8 section names the rowwise recipe. Its FSDP float8 all-gather is listed, not set."""
+    float8 section names the rowwise recipe, with its FSDP float8 all-gather
+    (``enable_fsdp_float8_all_gather``, Float8Linear at 238fa995)."""
     converters = taker.raw("model.converters")
     names = converters if isinstance(converters, list) else [converters] if converters else []
     if not any(isinstance(n, str) and n.split(".")[-1] == "float8" for n in names):
@@ -53,15 +54,34 @@ def _float8(taker: Taker) -> dict[str, Any]:
     recipe = taker.raw("float8.recipe_name") or taker.raw("quantize.linear.float8.recipe_name")
     value = "rowwise" if isinstance(recipe, str) and recipe.startswith("rowwise") else "tensorwise"
     taker.record("float8", value, "model.converters")
+    found: dict[str, Any] = {"float8": value}
     for key in ("float8.enable_fsdp_float8_all_gather", "quantize.linear.float8.enable_fsdp_float8_all_gather"):
-        taker.note(key, "set FSDP float8 all-gather in the Parallelism section")
-    return {"float8": value}
+        gather = taker.flag(key, "fsdp_float8_all_gather")
+        if gather is not None:
+            found["fsdp_float8_all_gather"] = gather
+    return found
+
+
+def _step_keys(taker: Taker) -> dict[str, Any]:
+    """What torchtitan's step does at 238fa995 (torchtitan/train.py): it clips the gradients every
+    step (``dist_utils.clip_grad_norm_`` with ``training.max_norm``, default 1.0, no switch to turn
+    it off), steps the optimizer in the backward with ``optimizer.early_step_in_backward``, and
+    overlaps tensor-parallel communication with ``parallelism.enable_async_tensor_parallel``
+    (torchtitan/distributed/tensor_parallel.py)."""
+    s: dict[str, Any] = {"grad_clip": True}
+    source = "training.max_norm" if taker.raw("training.max_norm") is not None else "default"
+    taker.record("grad_clip", True, f"{source}: torchtitan clips the gradients every step")
+    if taker.flag("optimizer.early_step_in_backward", "optimizer_in_backward"):
+        s["optimizer_in_backward"] = True
+    if taker.flag("parallelism.enable_async_tensor_parallel", "tp_overlap"):
+        s["tp_overlap"] = True
+    return s
 
 
 IRRELEVANT: Final = (
     "job", "profiling", "metrics", "lr_scheduler", "checkpoint", "validation", "comm", "experimental",
     "optimizer.lr", "optimizer.eps", "optimizer.weight_decay", "optimizer.beta1", "optimizer.beta2",
-    "training.steps", "training.dataset", "training.dataset_path", "training.max_norm", "training.seed",
+    "training.steps", "training.dataset", "training.dataset_path", "training.seed",
     "training.deterministic", "model.tokenizer_path", "quantize", "fault_tolerance", "memory_estimation",
 )  # fmt: skip
 
@@ -148,6 +168,7 @@ def read_torchtitan(document: dict[str, Any], where: str) -> RunConfig:
         taker.record("stack", "compile", "compile.enable")
         s["compiled_loss"] = _loss_compiled(taker)
     s.update(_float8(taker))
+    s.update(_step_keys(taker))
     taker.irrelevant(*IRRELEVANT, "compile.components", "activation_checkpoint.preserve_rng_state", "model.name")
     taker.irrelevant("model.flavor", "model.hf_assets_path", "parallelism")
     return finish(ConfigKind.TORCHTITAN, taker, odd, model_ref, s)

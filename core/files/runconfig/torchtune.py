@@ -102,6 +102,11 @@ def _memory_savers(taker: Taker) -> dict[str, Any]:
     if taker.flag("compile"):  # torch.compile: the blocks save less (core.training.activations, COMPILE_NOTE)
         s["stack"] = "compile"
         taker.record("stack", "compile", "compile")
+        # The recipes compile the loss with the model (pytorch/torchtune recipes/
+        # full_finetune_*.py and lora_finetune_*.py: ``if self._compile:
+        # training.compile_loss(self._loss_fn, ...)``).
+        s["compiled_loss"] = True
+        taker.record("compiled_loss", True, "compile: the recipe compiles the loss too")
     if taker.flag("optimizer_in_bwd", "optimizer_in_backward"):
         s["optimizer_in_backward"] = True
     s.update(recipe_numbers(taker, "clip_grad_norm", "model.lora_dropout"))
