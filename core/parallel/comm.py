@@ -27,7 +27,7 @@ from typing import Final
 from core.catalogue import LinkSpec, find_link, intra_link_of
 from core.dtypes import ELEMENT_BYTES, MP_BYTES, MpDtype
 from core.format import memory
-from core.parallel.layout import fsdp_held_through_step, layout, train_share, weight_share
+from core.parallel.layout import fsdp_held_through_step, fsdp_reduce_bytes, layout, train_share, weight_share
 from core.params import ParamCounts
 from core.plan import CheckpointPolicy, Method, Offload, PipelineSchedule, Plan, Stack, Strategy
 from core.roles import Dtypes, dtypes_for
@@ -210,10 +210,6 @@ def plan_links(plan: Plan) -> Links:
     par = plan.parallel
     intra = intra_link_of(par.intra_link, plan.hardware.gpu)
     return Links(intra, find_link(par.inter_link, "parallel.inter_link"))
-
-
-def _mp_bytes(dtype: MpDtype, stored: float) -> float:
-    return stored if dtype is MpDtype.STORED else MP_BYTES[dtype]
 
 
 # What every multi-GPU step assumes, whatever its parallelism.
@@ -424,11 +420,7 @@ def _sharded_parameter_traffic(step: _Step, span: Span) -> _Traffic:
         base = step.base_bytes if plan.method is Method.QLORA else cast  # a quantised base stays quantised
         gather_bytes = counts.total * base * step.w_share + counts.adapter * cast * step.t_share
     if fsdp:
-        # MixedPrecisionPolicy(reduce_dtype=None) reduces in param_dtype.
-        reduce_dtype = par.fsdp_reduce_dtype
-        if reduce_dtype is MpDtype.STORED:
-            reduce_dtype = par.fsdp_param_dtype
-        reduce_bytes = step.trainable * _mp_bytes(reduce_dtype, dt.grad)
+        reduce_bytes = step.trainable * fsdp_reduce_bytes(par, dt.grad)
     name = "FSDP2" if fsdp else "ZeRO-3"
     # Under pipeline parallel FSDP gathers once per step and reduces once (layout.fsdp_held_through_step).
     piped = fsdp_held_through_step(par)

@@ -29,6 +29,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from functools import lru_cache
 
+from core.dtypes import MP_BYTES, MpDtype
 from core.model import ModelSpec
 from core.params import param_counts
 from core.plan import Method, Offload, Parallelism, PipelineSchedule, Plan, Strategy
@@ -127,6 +128,18 @@ def fsdp_held_through_step(par: Parallelism) -> bool:
     ``_PipelineStageBase.backward_maybe_with_nosync``). The memory (core.parallel.state) and
     the traffic (core.parallel.comm: one gather and one reduce-scatter per step) both read it."""
     return par.strategy is Strategy.FSDP and par.pipeline_parallel > 1
+
+
+def fsdp_reduce_bytes(par: Parallelism, grad_bytes: float) -> float:
+    """Bytes per element FSDP2 reduce-scatters gradients in: ``MixedPrecisionPolicy.reduce_dtype``,
+    which falls back to ``param_dtype`` when unset (the MixedPrecisionPolicy docstring in
+    torch/distributed/fsdp/_fully_shard/_fsdp_api.py: the reduction then uses the compute dtype),
+    and with neither set the gradients' own dtype. The memory (core.parallel.state) and the
+    traffic (core.parallel.comm) both read it."""
+    for dtype in (par.fsdp_reduce_dtype, par.fsdp_param_dtype):
+        if dtype is not MpDtype.STORED:
+            return MP_BYTES[dtype]
+    return grad_bytes
 
 
 def _stage_label(i: int, pp: int) -> str:

@@ -67,6 +67,7 @@ from core.parallel.layout import (
     Stage,
     block_params_per_rank,
     fsdp_held_through_step,
+    fsdp_reduce_bytes,
     outside_params,
     train_share,
     weight_share,
@@ -240,7 +241,7 @@ def _block_gradients(rank: _Rank, block: float, gather: float, reduce_b: float) 
         elements = rank.trainable / max(1, stage.layers)
         par = plan.parallel
         gather = MP_BYTES.get(par.fsdp_param_dtype, rank.dt.grad)
-        reduce_b = MP_BYTES.get(par.fsdp_reduce_dtype, gather)
+        reduce_b = fsdp_reduce_bytes(par, rank.dt.grad)
         what = "one block's adapter gradients"
     else:
         elements, what = block, "one block's unsharded gradients"
@@ -350,7 +351,7 @@ def _fsdp(rank: _Rank) -> RankState:
     plan, dt, lay, stage, dp = rank.plan, rank.dt, rank.lay, rank.stage, rank.dp
     par, model = plan.parallel, plan.model
     gather = MP_BYTES.get(par.fsdp_param_dtype, rank.stored_bytes)
-    reduce_b = MP_BYTES.get(par.fsdp_reduce_dtype, gather if par.fsdp_param_dtype is not MpDtype.STORED else dt.grad)
+    reduce_b = fsdp_reduce_bytes(par, dt.grad)
     scale = model.params_scale
     block = block_params_per_rank(model, lay.tensor_parallel) * scale
     root = outside_params(model, stage, lay.tensor_parallel) * scale

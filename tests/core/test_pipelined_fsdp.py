@@ -22,7 +22,8 @@ import pytest
 
 from core.catalogue import find_model
 from core.estimate import estimate
-from core.plan import MpDtype, PipelineSchedule, Plan, Strategy, Workload
+from core.parallel.layout import fsdp_reduce_bytes
+from core.plan import MpDtype, Parallelism, PipelineSchedule, Plan, Strategy, Workload
 from tests.scripts import load_script
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -120,3 +121,19 @@ def test_torchtitan_405b_pipeline_rows_reserved_within_10_percent(figure_id: str
     plan = mapping.map_figure(figure).plan  # type: ignore[attr-defined]
     reserved = estimate(plan).reserved_bytes
     assert abs(reserved / float(figure["value_bytes"]) - 1) <= 0.10  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    ("reduce", "param", "expected"),
+    [
+        (MpDtype.STORED, MpDtype.STORED, 4.0),  # neither set: the gradients' own dtype (float32 here)
+        (MpDtype.STORED, MpDtype.BF16, 2.0),  # reduce_dtype None: the compute (param) dtype
+        (MpDtype.FP32, MpDtype.BF16, 4.0),  # torchtitan's mixed_precision_reduce = float32
+        (MpDtype.BF16, MpDtype.FP32, 2.0),
+    ],
+)
+def test_the_reduce_dtype_has_one_answer(reduce: MpDtype, param: MpDtype, expected: float) -> None:
+    """MixedPrecisionPolicy: "If reduce_dtype is None but param_dtype is not None, then the reduction
+    uses the compute dtype" (torch fully_shard docs). Memory and traffic read the same function."""
+    par = Parallelism(gpus_per_node=8, strategy=Strategy.FSDP, fsdp_reduce_dtype=reduce, fsdp_param_dtype=param)
+    assert fsdp_reduce_bytes(par, 4.0) == expected
