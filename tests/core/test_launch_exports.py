@@ -174,6 +174,9 @@ def test_the_recipes_reach_torchtitan_torchtune_and_the_trainers() -> None:
     keys = json.loads(trl.text)
     assert (keys["torch_compile"], keys["max_grad_norm"]) == (True, 1.0)
     assert trl.cannot("method.activation_offload") and trl.cannot("method.compiled_loss")
+    # accelerate compiles the prepared model with its dynamo backend (commands/launch.py --dynamo_backend).
+    assert yaml.safe_load(export(single, Target.ACCELERATE).text)["dynamo_config"] == {"dynamo_backend": "INDUCTOR"}
+    assert "--dynamo_backend inductor" in export(single, Target.ACCELERATE_LAUNCH).text
     axolotl = yaml.safe_load(export(replace(single, activation_offload=True, fused_loss=True), Target.AXOLOTL).text)
     assert axolotl["activation_offloading"] is True and axolotl["liger_fused_linear_cross_entropy"] is True
     assert axolotl["plugins"] == ["axolotl.integrations.liger.LigerPlugin"]

@@ -31,6 +31,7 @@ from core.files.launch.common import (
     dump_yaml,
     header,
 )
+from core.inputs import Stack
 from core.plan import CheckpointPolicy, Offload, Plan, Strategy
 
 MIXED: Final = {Autocast.NONE: "no", Autocast.BF16: "bf16", Autocast.FP16: "fp16"}
@@ -122,6 +123,11 @@ def settings(draft: Draft, written: tuple[str, ...] = ()) -> dict[str, Any]:
         "num_processes": plan.world_size,
         "mixed_precision": MIXED[plan.autocast],
     }
+    expressed.add("method.stack")
+    if plan.stack is Stack.COMPILE:
+        found["dynamo_config"] = {"dynamo_backend": "INDUCTOR"}
+    elif plan.stack is Stack.MEGATRON:
+        draft.cannot("method.stack", "Megatron-LM / NeMo's fused kernels are not accelerate's (eager is written)")
     if par.strategy is Strategy.FSDP:
         found.update(distributed_type="FSDP", fsdp_config=_fsdp(draft, expressed))
     elif par.strategy in ZERO_STAGES:
@@ -197,11 +203,11 @@ def export_accelerate_launch(plan: Plan, command: tuple[str, ...] = ("train.py",
     switch = {"FSDP": "--use_fsdp", "DEEPSPEED": "--use_deepspeed", "MULTI_GPU": "--multi_gpu"}
     if found["distributed_type"] in switch:
         argv.append(switch[found["distributed_type"]])
-    for section in ("fsdp_config", "deepspeed_config", "parallelism_config"):
+    for section in ("fsdp_config", "deepspeed_config", "parallelism_config", "dynamo_config"):
         if section == "parallelism_config" and section in found:
             argv.append("--use_parallelism_config")
         for key, value in found.get(section, {}).items():
-            argv += [f"--{key}", _flag(value)]
+            argv += [f"--{key}", _flag(value).lower() if key == "dynamo_backend" else _flag(value)]
     words = env + [w if w.startswith("$") else shlex.quote(w) for w in argv] + [shlex.quote(c) for c in command]
     lines = ["accelerate launch written by VRAM Planner"]
     if plan.parallel.nodes > 1:
@@ -212,7 +218,7 @@ def export_accelerate_launch(plan: Plan, command: tuple[str, ...] = ("train.py",
 
 
 # ---- reading them back ---------------------------------------------------------------------
-_SECTIONS: Final = {"fsdp_": "fsdp_config", "parallelism_config_": "parallelism_config"}
+_SECTIONS: Final = {"fsdp_": "fsdp_config", "parallelism_config_": "parallelism_config", "dynamo_": "dynamo_config"}
 _DEEPSPEED_KEYS: Final = (
     "zero_stage",
     "offload_optimizer_device",
@@ -247,6 +253,8 @@ def _fields(found: dict[str, Any]) -> dict[str, Any]:
         fields["workload.grad_accum"] = int(deepspeed.get("gradient_accumulation_steps", 1))
     else:
         fields.update({"parallel.strategy": Strategy.DDP, "parallel.offload": Offload.NONE})
+    backend = str((found.get("dynamo_config") or {}).get("dynamo_backend", "NO")).upper()
+    fields["method.stack"] = Stack.EAGER if backend == "NO" else Stack.COMPILE
     split = found.get("parallelism_config") or {}
     fields["parallel.tensor_parallel"] = int(split.get("parallelism_config_tp_size", 1))
     fields["parallel.context_parallel"] = int(split.get("parallelism_config_cp_size", 1))
