@@ -18,6 +18,7 @@ from core.cli.parser import UsageError, text_arg
 from core.cli.plans import plan_from_args, plan_from_config, without_model
 from core.cli.render import json_text
 from core.errors import one_line
+from core.estimate import gpu_for
 from core.files.fileio import write_file
 from core.files.launch import DEFAULT_COMMAND, TARGET_LABELS, Export, Target, export
 from core.files.model_source import default_model_ref
@@ -63,6 +64,7 @@ def run(args: argparse.Namespace) -> str:
     if args.out and os.path.lexists(args.out) and not args.force:
         raise UsageError(f"--out: {one_line(args.out)} exists; --force replaces it")
     plan = _plan(args)
+    gpu_for(plan)  # an unknown card is refused here as the estimate refuses it, not written out
     result = export(plan, target, model_ref=_model_ref(args, plan), command=_command(args.launch_command))
     if args.save:
         save_plan(plan, args.save)

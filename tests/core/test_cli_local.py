@@ -240,6 +240,8 @@ def test_launch_commands_take_the_script(capsys: pytest.CaptureFixture[str]) -> 
         (["--to", "torchrun", "--command", "x " * 201], "--command: 1 to 200 words are expected"),
         (["--to", "trl", "--model-ref", "a\nb"], "--model-ref: one line of at most 500 characters is expected"),
         (["--to", "trl", "--model-ref", "m" * 501], "--model-ref: one line of at most 500 characters is expected"),
+        # A mistyped card was written out as if it were one (the estimate refused it, the export did not).
+        (["--to", "trl", "--gpu", "h100-80gb-sxm"], "hardware.gpu: 'h100-80gb-sxm' is not allowed"),
     ],
 )
 def test_export_bad_input_is_one_line(args: list[str], message: str, capsys: pytest.CaptureFixture[str]) -> None:
