@@ -3,7 +3,9 @@
 # DoRA (a known real/fake gap on CPU, NOTES.md), fused vs foreach AdamW, GradScaler, an MoE
 # through grouped_mm, and two serving cases. Needs a CUDA build of torch 2.13.0 with
 # transformers 5.24.0 and peft 0.21.2 (not this repo's CPU pin). Writes to $OUT (default
-# /tmp/measured-gpu) and prints each case's peak beside the committed fake-CUDA one.
+# /tmp/measured-gpu) and prints, per training case, the card's allocated and reserved peaks beside
+# the estimate's and the committed fake-CUDA peak (tools/measure/gpu_report.py); per serving case,
+# the card's peak beside the fake-CUDA one.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 OUT="${OUT:-/tmp/measured-gpu}"
@@ -17,10 +19,17 @@ $PY -m tools.measure benchmarks/accuracy/cases.json --backend cuda --out "$OUT/a
   --only qwen15moe-a27b-lora-r16-qkvo-trainerbf16-adamw-sdpa-b2-s2048
 $PY -m tools.measure benchmarks/serving/cases.json --backend cuda --out "$OUT/serving" \
   --only hf-llama32-1b-b4-s8192 --only hf-mistral-7b-b2-s8192
+# Allocated and reserved peaks against the estimate's (and the fake-CUDA twin), per case.
+CARD="$(nvidia-smi --query-gpu=name,memory.total --format=csv,noheader,nounits 2>/dev/null | head -1 || true)"
+CARD_ARGS=()
+if [ -n "$CARD" ]; then
+  CARD_ARGS=(--gpu-name "${CARD%%,*}" --gpu-memory-mib "$(echo "${CARD##*,}" | tr -d ' ')")
+fi
+$PY -m tools.measure.gpu_report "$OUT/accuracy" "${CARD_ARGS[@]}"
 $PY - "$OUT" <<'PYEOF'
 import json, pathlib, sys
 out = pathlib.Path(sys.argv[1])
-for kind, key in (("accuracy", "peak_allocated_bytes"), ("serving", "peak_bytes")):
+for kind, key in (("serving", "peak_bytes"),):
     for f in sorted((out / kind).glob("*.json")):
         gpu = json.loads(f.read_text())
         fake = json.loads((pathlib.Path("benchmarks") / kind / "measured" / f.name).read_text())
