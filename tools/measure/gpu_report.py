@@ -121,7 +121,8 @@ def main(argv: list[str] | None = None) -> int:
     if not table:
         print(f"gpu_report: no measurement in {args.folder}", file=sys.stderr)
         return 1
-    print(f"card: {gpu or "the plans' default card"}")
+    where = gpu or "the plans' default card"
+    print(f"card: {where}")
     print(render(table))
     return 0
 
