@@ -12,6 +12,7 @@ The whole benchmark runs here (about 2 s: the fit is a small least-squares probl
 
 from __future__ import annotations
 
+import statistics
 from pathlib import Path
 from types import ModuleType
 
@@ -49,7 +50,9 @@ def test_the_leave_one_source_out_errors_do_not_widen(bench: ModuleType, report)
     # Today's figures (docs/TRAINING_TIME.md), each with a little room for floating point.
     summary = bench.summary(report.scored)
     assert summary["n"] >= 330
-    assert summary["median"] <= 9.2  # 9.38 -> 9.13 % with Meta's H100 at its quoted peak (below)
+    # 9.38 -> 9.13 % with Meta's H100 at its quoted peak (below); 9.13 -> 7.12 % with the Megatron
+    # stack's Hopper matmuls at TE's GEMM guide rate (NVIDIA -17.6 -> -5.8 % median signed).
+    assert summary["median"] <= 7.2
     # 47.0 -> 48.6 % with Transformer Engine's fp8 rate taken from its source (not fitted on
     # NVIDIA's rows, whose miss then moves into the shared Hopper coefficients); 48.6 -> 50.2 %
     # and 78.4 -> 79.1 % with the data-parallel contention (the same BigScience and
@@ -57,9 +60,14 @@ def test_the_leave_one_source_out_errors_do_not_widen(bench: ModuleType, report)
     # attention a little faster once part of the FSDP rows' time is contention); 50.2 -> 50.4 %
     # with the prequel runs' ALiBi (their slurm script), which drops their rotary traffic;
     # 50.4 -> 50.1 % and 79.1 -> 66.6 % with Meta's 500 W H100 timed inside its quoted peak
-    # interval (test_metas_grand_teton_h100_is_timed_between_the_sxm_and_nvl_peaks).
-    assert summary["worst_short"] <= 50.2
-    assert summary["worst_long"] <= 66.7
+    # interval (test_metas_grand_teton_h100_is_timed_between_the_sxm_and_nvl_peaks); 50.1 -> 45.3 %
+    # and 66.6 -> 68.2 % with the Megatron stack's Hopper matmuls at TE's GEMM guide rate: NVIDIA's
+    # residual no longer lands on the shared coefficients (BigScience +48.8 -> +44.0 %), which had
+    # also slowed torchtitan's context-parallel rows when torchtitan was left out.
+    assert summary["worst_short"] <= 45.4
+    assert summary["worst_long"] <= 68.2
+    nvidia = [abs(r.error) for r in report.scored if r.case.family == "NVIDIA"]
+    assert statistics.median(nvidia) <= 6.2  # 18.3 % before the guide's rate
     families = {r.case.family for r in report.scored}
     assert len(families) >= 8  # at least 6 independent sources (issue 24): 8 families scored
 
