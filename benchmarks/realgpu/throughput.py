@@ -370,9 +370,9 @@ class Prepared:
 
     case: Case
     work: Work
-    # compute seconds -> (exposed but the overlapped TP traffic and the DP contention, bubble,
-    # overlapped TP traffic, overlapped DP traffic)
-    comm: Callable[[float], tuple[float, float, float, float]]
+    # (compute seconds, attention's share of them) -> (exposed but the overlapped TP traffic and
+    # the DP contention, bubble, overlapped TP traffic, overlapped DP traffic)
+    comm: Callable[[float, float], tuple[float, float, float, float]]
 
 
 # Meta's Grand Teton H100 (torchtitan's H100 rows): HBM2e at 2.4 TB/s, "custom to Meta's H100
@@ -411,8 +411,8 @@ def prepare(case: Case) -> Prepared:
     counts = param_counts(plan)
     work = step_work(plan, counts, card_of(case))
 
-    def comm(compute: float) -> tuple[float, float, float, float]:
-        result = step_communication(plan, counts, compute, work.forward_share, 0.0, 0.0)
+    def comm(compute: float, attention_share: float) -> tuple[float, float, float, float]:
+        result = step_communication(plan, counts, compute, work.forward_share, 0.0, 0.0, attention_share)
         tp = sum(t.seconds for t in result.terms if t.overlapped and t.label.startswith("tensor-parallel"))
         dp = sum(t.seconds - t.unhidden_seconds for t in result.terms if t.overlapped and t.data_parallel)
         return result.exposed_seconds, result.bubble_fraction, tp, dp
@@ -424,11 +424,18 @@ def _compute(p: Prepared, table: Mapping[str, float]) -> float:
     return sum(s * coefficient(n, table) for n, s in p.work.features.items() if n != "optimizer")
 
 
+def _comm(p: Prepared, table: Mapping[str, float]) -> tuple[float, float, float, float]:
+    """The step's communication with the compute, and attention's share of it, at ``table``."""
+    compute = _compute(p, table)
+    attention = sum(s * coefficient(n, table) for n, s in p.work.features.items() if n.startswith("attention:"))
+    return p.comm(compute, attention / compute if compute else 0.0)
+
+
 def predicted_step(p: Prepared, table: Mapping[str, float]) -> float:
     features = p.work.features
     optimizer = features.get("optimizer", 0.0) * coefficient("optimizer", table)
     compute = _compute(p, table)
-    exposed, bubble, tp, dp = p.comm(compute)
+    exposed, bubble, tp, dp = _comm(p, table)
     return (
         compute * (1 + bubble)
         + optimizer
@@ -514,7 +521,7 @@ def fit(prepared: Sequence[Prepared], iterations: int = 6) -> dict[str, float]:
         atb = [0.0] * len(names)
         for p in prepared:
             w = 1.0 / families[p.case.family]
-            exposed, bubble, tp, dp = p.comm(_compute(p, table))
+            exposed, bubble, tp, dp = _comm(p, table)
             row = [0.0] * len(names)
             for name, seconds in p.work.features.items():
                 tie = derived(name)  # a fixed multiple of another coefficient: that one's column
