@@ -52,7 +52,7 @@ def test_the_leave_one_source_out_errors_do_not_widen(bench: ModuleType, report)
     assert summary["n"] >= 330
     # 9.38 -> 9.13 % with Meta's H100 at its quoted peak (below); 9.13 -> 7.12 % with the Megatron
     # stack's Hopper matmuls at TE's GEMM guide rate (NVIDIA -17.6 -> -5.8 % median signed).
-    assert summary["median"] <= 7.2
+    assert summary["median"] <= 7.1  # 7.12 -> 7.07 % with the ring all-gather's real window
     # 47.0 -> 48.6 % with Transformer Engine's fp8 rate taken from its source (not fitted on
     # NVIDIA's rows, whose miss then moves into the shared Hopper coefficients); 48.6 -> 50.2 %
     # and 78.4 -> 79.1 % with the data-parallel contention (the same BigScience and
