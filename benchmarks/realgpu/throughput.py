@@ -35,7 +35,7 @@ import sys
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, fields, is_dataclass, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, Final
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
@@ -370,21 +370,39 @@ class Prepared:
 
     case: Case
     work: Work
-    # compute seconds -> (exposed but the overlapped TP traffic and the DP contention, bubble,
-    # overlapped TP traffic, overlapped DP traffic)
-    comm: Callable[[float], tuple[float, float, float, float]]
+    # (compute seconds, attention's share of them) -> (exposed but the overlapped TP traffic and
+    # the DP contention, bubble, overlapped TP traffic, overlapped DP traffic)
+    comm: Callable[[float, float], tuple[float, float, float, float]]
 
 
 # Meta's Grand Teton H100 (torchtitan's H100 rows): HBM2e at 2.4 TB/s, "custom to Meta's H100
-# variant" (torchao/testing/training/roofline_utils.py, pytorch/ao 36027d8); its compute peak
-# is kept at the SXM figure torchao's roofline also uses.
+# variant" (torchao/testing/training/roofline_utils.py, pytorch/ao 36027d8; the Dec-2024 file
+# itself: "96GB HBM2e with 2.4 TB/sec peak memory bandwidth").
 META_H100_BANDWIDTH_GB_S = 2400.0
+# Its compute peak is not the SXM card's: the same card runs at "the default 500W power limit"
+# (pytorch/torchtitan@820504e benchmarks/llama3_h100_202412_torchtitan.md, Hardware) and "the
+# actual peak TFLOPs number is between SXM and NVL, and we don't know its exact value" (its
+# footnote 2; docs/performance.md at 3faaa1a, footnote 1, says the same of the 95 GB card of its
+# 405B rows). With only the interval known, the card is timed at its middle, per dtype, from the
+# catalogue's two datasheet cards (h100-sxm 989.4, h100-nvl 835.5 dense bf16 TFLOP/s: 912.5).
+# Not fitted: the interval's ends are printed in docs/TRAINING_TIME.md with the scores they give.
+META_H100_PEAK_BETWEEN: Final = ("h100-sxm", "h100-nvl")
+
+
+def meta_h100(gpu: GpuSpec) -> GpuSpec:
+    """Meta's Grand Teton H100: its bandwidth, and its peak at the middle of the quoted interval."""
+    high, low = (find_gpu(name) for name in META_H100_PEAK_BETWEEN)
+    peaks: dict[str, float | None] = {}
+    for dtype, top in high.tflops_dense.items():
+        bottom = low.tflops_dense.get(dtype)
+        peaks[dtype] = None if top is None or bottom is None else (top + bottom) / 2
+    return replace(gpu, memory_bandwidth_gb_s=META_H100_BANDWIDTH_GB_S, tflops_dense=peaks)
 
 
 def card_of(case: Case) -> GpuSpec:
     gpu = find_gpu(case.plan.hardware.gpu)
     if case.record["source_id"] == "torchtitan" and gpu.id == "h100-sxm":
-        return replace(gpu, memory_bandwidth_gb_s=META_H100_BANDWIDTH_GB_S)
+        return meta_h100(gpu)
     return gpu
 
 
@@ -393,8 +411,8 @@ def prepare(case: Case) -> Prepared:
     counts = param_counts(plan)
     work = step_work(plan, counts, card_of(case))
 
-    def comm(compute: float) -> tuple[float, float, float, float]:
-        result = step_communication(plan, counts, compute, work.forward_share, 0.0, 0.0)
+    def comm(compute: float, attention_share: float) -> tuple[float, float, float, float]:
+        result = step_communication(plan, counts, compute, work.forward_share, 0.0, 0.0, attention_share)
         tp = sum(t.seconds for t in result.terms if t.overlapped and t.label.startswith("tensor-parallel"))
         dp = sum(t.seconds - t.unhidden_seconds for t in result.terms if t.overlapped and t.data_parallel)
         return result.exposed_seconds, result.bubble_fraction, tp, dp
@@ -406,11 +424,18 @@ def _compute(p: Prepared, table: Mapping[str, float]) -> float:
     return sum(s * coefficient(n, table) for n, s in p.work.features.items() if n != "optimizer")
 
 
+def _comm(p: Prepared, table: Mapping[str, float]) -> tuple[float, float, float, float]:
+    """The step's communication with the compute, and attention's share of it, at ``table``."""
+    compute = _compute(p, table)
+    attention = sum(s * coefficient(n, table) for n, s in p.work.features.items() if n.startswith("attention:"))
+    return p.comm(compute, attention / compute if compute else 0.0)
+
+
 def predicted_step(p: Prepared, table: Mapping[str, float]) -> float:
     features = p.work.features
     optimizer = features.get("optimizer", 0.0) * coefficient("optimizer", table)
     compute = _compute(p, table)
-    exposed, bubble, tp, dp = p.comm(compute)
+    exposed, bubble, tp, dp = _comm(p, table)
     return (
         compute * (1 + bubble)
         + optimizer
@@ -496,7 +521,7 @@ def fit(prepared: Sequence[Prepared], iterations: int = 6) -> dict[str, float]:
         atb = [0.0] * len(names)
         for p in prepared:
             w = 1.0 / families[p.case.family]
-            exposed, bubble, tp, dp = p.comm(_compute(p, table))
+            exposed, bubble, tp, dp = _comm(p, table)
             row = [0.0] * len(names)
             for name, seconds in p.work.features.items():
                 tie = derived(name)  # a fixed multiple of another coefficient: that one's column

@@ -247,6 +247,7 @@ class _Step:
     tokens_micro: float  # tokens of one micro-batch on one context-parallel rank
     layers: int  # blocks of the deepest stage, the one the others wait for
     tp_overlap_exposed: float = 0.5  # overlapped tensor-parallel traffic the step still waits for
+    attention_seconds: float | None = None  # of the compute, attention's (None: not known)
 
     @property
     def micro(self) -> int:
@@ -271,7 +272,12 @@ class _Step:
 
 
 def _step_sizes(
-    plan: Plan, counts: ParamCounts, compute_seconds: float, forward_share: float, tp_overlap_exposed: float
+    plan: Plan,
+    counts: ParamCounts,
+    compute_seconds: float,
+    forward_share: float,
+    tp_overlap_exposed: float,
+    attention_share: float | None = None,
 ) -> _Step:
     links = plan_links(plan)
     dt = dtypes_for(plan)
@@ -295,6 +301,7 @@ def _step_sizes(
         tokens_micro=plan.workload.micro_batch * plan.workload.seq_len / plan.parallel.context_parallel,
         layers=max(s.layers for s in stages),
         tp_overlap_exposed=tp_overlap_exposed,
+        attention_seconds=None if attention_share is None else compute_seconds * attention_share,
     )
 
 
@@ -305,17 +312,20 @@ def step_communication(
     forward_share: float,
     tp_overlap_exposed: float = 0.5,
     dp_contention: float = 0.0,
+    attention_share: float | None = None,
 ) -> StepComm:
     """The traffic of one optimizer step of ``plan`` and how much of it the step waits for.
 
     ``compute_seconds`` is the compute of the step on the rank that sets its pace and
     ``forward_share`` the forward's part of it; ``tp_overlap_exposed`` the share of overlapped
     tensor-parallel traffic the step still waits for, ``dp_contention`` the share of overlapped
-    data-parallel traffic (core.training.efficiency: both fitted).
+    data-parallel traffic (core.training.efficiency: both fitted); ``attention_share`` attention's
+    part of the compute (what PyTorch's ring attention hides its K/V all-gather under; None: the
+    whole compute).
     """
     if plan.world_size <= 1 and plan.parallel.offload is Offload.NONE:
         return StepComm((), 0.0, 0.0, 0.0, ())
-    step = _step_sizes(plan, counts, compute_seconds, forward_share, tp_overlap_exposed)
+    step = _step_sizes(plan, counts, compute_seconds, forward_share, tp_overlap_exposed, attention_share)
     found = [
         traffic
         for traffic in (
@@ -598,7 +608,10 @@ def _torch_ring_traffic(step: _Step) -> _Traffic:
     _attention, pytorch/pytorch@0123248a484ffe531edb5098b986c1bac08cd296; torchtitan 9dec370
     sets the "allgather" rotation): each ring call (forward, its recompute, backward) gathers
     every rank's K and V at once, issued before the first step's attention and waited for at
-    the second; the backward passes dK/dV on, in float32, after every step, and waits for the
+    the second (``_AllGatherRotater.next_buffer`` at i = 1), so it hides only under the first
+    step's kernel: 1/CP of each call's balanced attention (the causal 2c × 2c block against CP − 1
+    blocks of 2c²), nothing else — the layer's K/V do not exist before its projections; the
+    backward passes dK/dV on, in float32, after every step, and waits for the
     last one after its loop. torchtitan repeats the grouped K/V heads before SDPA
     (torchtitan/models/llama/model.py, repeat_kv), so K/V travel at the query heads' width."""
     plan = step.plan
@@ -616,7 +629,7 @@ def _torch_ring_traffic(step: _Step) -> _Traffic:
         step.links,
         count=calls,
         overlapped=True,
-        window_seconds=step.compute_seconds,
+        window_seconds=step.compute_seconds if step.attention_seconds is None else step.attention_seconds / cp,
     )
     link = step.links.intra if span.nodes <= 1 else step.links.inter
     grads = _point_to_point(
@@ -630,8 +643,8 @@ def _torch_ring_traffic(step: _Step) -> _Traffic:
     grads = replace(grads, unhidden_seconds=grads.seconds / cp)  # the last send of each ring waits
     return _Traffic(
         (gather, grads),
-        "Context parallel (PyTorch ring attention): K/V all-gathered once per ring call and hidden under "
-        "the first step's attention; dK/dV passed on in float32 after every backward step, the last "
+        "Context parallel (PyTorch ring attention): K/V all-gathered once per ring call, hidden only under "
+        "the first step's attention (1/CP of it); dK/dV passed on in float32 after every backward step, the last "
         "of each layer waited for.",
     )
 

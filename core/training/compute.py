@@ -161,11 +161,25 @@ class _Timing:
     factor: float  # compute speed ÷ modelled
 
 
-def _step(plan: Plan, counts: ParamCounts, timing: _Timing, forward_share: float) -> tuple[float, StepComm]:
+def _attention_share(work: Work) -> float:
+    """Attention's part of the modelled compute but the optimizer (what the ring attention's K/V
+    all-gather can hide under: core.parallel.comm)."""
+    parts = [(name, seconds * coefficient(name)) for name, seconds in work.features.items() if name != "optimizer"]
+    total = sum(seconds for _, seconds in parts)
+    return sum(seconds for name, seconds in parts if name.startswith("attention:")) / total if total else 0.0
+
+
+def _step(plan: Plan, counts: ParamCounts, timing: _Timing, work: Work) -> tuple[float, StepComm]:
     """Seconds per optimizer step for ``timing``'s compute, and the communication it sees."""
     overlappable = timing.compute - timing.optimizer
     comm = step_communication(
-        plan, counts, overlappable, forward_share, coefficient("tp_overlap"), coefficient("dp_contention")
+        plan,
+        counts,
+        overlappable,
+        work.forward_share,
+        coefficient("tp_overlap"),
+        coefficient("dp_contention"),
+        _attention_share(work),
     )
     step = overlappable * (1.0 + comm.bubble_fraction) + timing.optimizer + comm.exposed_seconds
     return step, comm
@@ -233,7 +247,7 @@ def _solve_calibration(
 
     def step_at(factor: float) -> float:
         timing = replace(base, compute=base.modelled / factor, optimizer=base.optimizer / factor)
-        return _step(plan, counts, timing, work.forward_share)[0]
+        return _step(plan, counts, timing, work)[0]
 
     fastest = step_at(top)
     if target < fastest * (1 - 1e-9):
@@ -268,7 +282,7 @@ def compute_estimate(plan: Plan, counts: ParamCounts, gpu: GpuSpec) -> Compute:
     steps = -(-tokens // tokens_per_step) if tokens_per_step else 0
     step_flops = per_token * tokens_per_step / gpus  # one GPU's share of the step's FLOPs
     timing = _timing(plan, counts, work, step_flops, gemm_peak)
-    step, comm = _step(plan, counts, timing, work.forward_share)
+    step, comm = _step(plan, counts, timing, work)
     tokens_per_second = tokens_per_step / step if step > 0 and math.isfinite(step) else 0.0
     seconds = tokens / tokens_per_second if tokens_per_second > 0 else (0.0 if tokens == 0 else math.inf)
     hours = seconds / 3600

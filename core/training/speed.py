@@ -88,10 +88,19 @@ def generation(gpu: GpuSpec) -> Generation:
 
 def gemm_kind(plan: Plan, gpu: GpuSpec) -> str:
     """What the linears' matmuls run as: the float8 recipe on a card with fp8 tensor cores,
-    else the 16-bit (or float32) compute dtype."""
+    else the 16-bit (or float32) compute dtype; under the Megatron stack on Hopper its 16-bit and
+    Transformer Engine fp8 matmuls at the rate TE's GEMM guide measured (efficiency.MEGATRON_HOPPER)."""
     if plan.float8 is not Float8.NONE and gpu.tflops_dense.get("fp8"):
-        return f"fp8-{plan.float8.value}"
-    return "fp32" if dtypes_for(plan).compute == 4 else "16-bit"
+        kind = f"fp8-{plan.float8.value}"
+    else:
+        kind = "fp32" if dtypes_for(plan).compute == 4 else "16-bit"
+    return _stack_kind(plan, generation(gpu), kind)
+
+
+def _stack_kind(plan: Plan, family: Generation, kind: str) -> str:
+    if plan.stack is Stack.MEGATRON and family is Generation.HOPPER and kind in ("16-bit", "fp8-te"):
+        return f"megatron-{kind}"
+    return kind
 
 
 def attention_kernel(plan: Plan) -> str:
@@ -447,13 +456,13 @@ def _rank_of(plan: Plan, stage: Stage, fp8: bool) -> _Rank:
     )
 
 
-def _wide_feature(mm: _Tally, micro: int, family: Generation, peak: float) -> dict[str, float]:
+def _wide_feature(mm: _Tally, micro: int, family: Generation, peak: float, plan: Plan) -> dict[str, float]:
     """A float8 plan's 16-bit matmuls (the head, LoRA adapters) at the 16-bit peak, and its
     rowwise linears too small to gain at their 16-bit time × ROWWISE_SMALL_SLOWDOWN."""
     flops = mm.wide_flops + mm.slow_flops * ROWWISE_SMALL_SLOWDOWN
     if not flops or not peak:
         return {}
-    return {f"gemm:{family.value}/16-bit": micro * flops / (peak * 1e12)}
+    return {f"gemm:{family.value}/{_stack_kind(plan, family, '16-bit')}": micro * flops / (peak * 1e12)}
 
 
 def _ring_feature(rank: _Rank, micro: int, bandwidth: float) -> dict[str, float]:
@@ -470,7 +479,7 @@ def _ring_feature(rank: _Rank, micro: int, bandwidth: float) -> dict[str, float]
 def step_work(plan: Plan, counts: ParamCounts, gpu: GpuSpec) -> Work:
     """The step's compute on the pipeline stage with the most of it."""
     kind = gemm_kind(plan, gpu)
-    fp8 = kind.startswith("fp8")
+    fp8 = "fp8" in kind  # fp8-<recipe>, or megatron-fp8-te
     compute = roles.compute_dtype(plan).value
     gemm_peak = gpu.peak_tflops("fp8" if fp8 else compute)
     attention_peak = gpu.peak_tflops(compute)
@@ -486,7 +495,7 @@ def step_work(plan: Plan, counts: ParamCounts, gpu: GpuSpec) -> Work:
             f"gemm:{family.value}/{kind}": micro * (mm.flops - mm.wide_flops - mm.slow_flops) / (gemm_peak * 1e12)
             if gemm_peak
             else math.inf,
-            **_wide_feature(mm, micro, family, attention_peak),
+            **_wide_feature(mm, micro, family, attention_peak, plan),
             "gemm_bytes": micro * mm.bytes / bandwidth,
             f"attention:{family.value}/{attention_kernel(plan)}": (
                 micro * attention / (attention_peak * 1e12) if attention_peak else math.inf

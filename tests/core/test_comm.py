@@ -328,3 +328,26 @@ def test_pytorch_ring_attention_gathers_kv_per_call_and_waits_for_the_last_dkv_s
     # Megatron's Transformer Engine ring keeps its point-to-point K/V sends.
     megatron = _compute(replace(plan, stack=Stack.MEGATRON)).comm_terms
     assert [t.label for t in megatron if "context" in t.label] == ["context-parallel K/V ring"]
+
+
+def test_the_ring_attentions_kv_all_gather_hides_only_under_the_first_steps_kernel() -> None:
+    # pytorch/pytorch@0123248a _templated_ring_attention: the all-gather is issued before the
+    # first step's SDPA (exchange_buffers at i = 0) and waited for at the second
+    # (_AllGatherRotater.next_buffer at i = 1): its window is the first step's attention, 1/CP
+    # of the call's balanced work, not the whole step. Across nodes (TP 8 inside each node, CP 8
+    # over 400 Gb/s links) part of it now waits; one node's NVLink still hides it.
+    plan = _full(seq_len=262144).on_gpus(64, Strategy.FSDP).with_parallel(tensor_parallel=8, context_parallel=8)
+    plan = replace(plan, checkpointing=True, checkpoint_policy=CheckpointPolicy.FULL)
+    counts = param_counts(plan)
+    whole = step_communication(plan, counts, 6.0, 1 / 3)
+    first = step_communication(plan, counts, 6.0, 1 / 3, attention_share=0.9)
+    gather = next(t for t in first.terms if t.label == "context-parallel K/V all-gather")
+    assert gather.window_seconds == pytest.approx(6.0 * 0.9 / 8)
+    assert gather.seconds > gather.window_seconds  # ~1 s of gathers over the 0.68 s window
+    assert first.exposed_seconds > whole.exposed_seconds
+    one_node = _full(seq_len=262144).on_gpus(8, Strategy.FSDP).with_parallel(context_parallel=8)
+    one_node = replace(one_node, checkpointing=True, checkpoint_policy=CheckpointPolicy.FULL)
+    counts = param_counts(one_node)  # its step: ~35 s of compute, 85 % attention (TRAINING_TIME.md)
+    assert step_communication(one_node, counts, 35.0, 1 / 3, attention_share=0.85).exposed_seconds == pytest.approx(
+        step_communication(one_node, counts, 35.0, 1 / 3).exposed_seconds
+    )

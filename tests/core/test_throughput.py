@@ -12,6 +12,7 @@ The whole benchmark runs here (about 2 s: the fit is a small least-squares probl
 
 from __future__ import annotations
 
+import statistics
 from pathlib import Path
 from types import ModuleType
 
@@ -49,15 +50,24 @@ def test_the_leave_one_source_out_errors_do_not_widen(bench: ModuleType, report)
     # Today's figures (docs/TRAINING_TIME.md), each with a little room for floating point.
     summary = bench.summary(report.scored)
     assert summary["n"] >= 330
-    assert summary["median"] <= 9.4
+    # 9.38 -> 9.13 % with Meta's H100 at its quoted peak (below); 9.13 -> 7.12 % with the Megatron
+    # stack's Hopper matmuls at TE's GEMM guide rate (NVIDIA -17.6 -> -5.8 % median signed).
+    assert summary["median"] <= 7.1  # 7.12 -> 7.07 % with the ring all-gather's real window
     # 47.0 -> 48.6 % with Transformer Engine's fp8 rate taken from its source (not fitted on
     # NVIDIA's rows, whose miss then moves into the shared Hopper coefficients); 48.6 -> 50.2 %
     # and 78.4 -> 79.1 % with the data-parallel contention (the same BigScience and
     # context-parallel rows: the other families' fit leaves Ampere's matmuls and Hopper's
     # attention a little faster once part of the FSDP rows' time is contention); 50.2 -> 50.4 %
-    # with the prequel runs' ALiBi (their slurm script), which drops their rotary traffic.
-    assert summary["worst_short"] <= 50.5
-    assert summary["worst_long"] <= 79.2
+    # with the prequel runs' ALiBi (their slurm script), which drops their rotary traffic;
+    # 50.4 -> 50.1 % and 79.1 -> 66.6 % with Meta's 500 W H100 timed inside its quoted peak
+    # interval (test_metas_grand_teton_h100_is_timed_between_the_sxm_and_nvl_peaks); 50.1 -> 45.3 %
+    # and 66.6 -> 68.2 % with the Megatron stack's Hopper matmuls at TE's GEMM guide rate: NVIDIA's
+    # residual no longer lands on the shared coefficients (BigScience +48.8 -> +44.0 %), which had
+    # also slowed torchtitan's context-parallel rows when torchtitan was left out.
+    assert summary["worst_short"] <= 45.4
+    assert summary["worst_long"] <= 68.2
+    nvidia = [abs(r.error) for r in report.scored if r.case.family == "NVIDIA"]
+    assert statistics.median(nvidia) <= 6.2  # 18.3 % before the guide's rate
     families = {r.case.family for r in report.scored}
     assert len(families) >= 8  # at least 6 independent sources (issue 24): 8 families scored
 
@@ -185,3 +195,20 @@ def test_weak_scaling_loses_what_the_overlapped_data_parallel_traffic_contends_f
         ("tt-202412-8b-8gpu-eager", "tt-202412-8b-128gpu-eager"),
     ):
         assert points[(a, b)] <= 3.0, (a, b)
+
+
+def test_metas_grand_teton_h100_is_timed_between_the_sxm_and_nvl_peaks(bench: ModuleType, report) -> None:  # type: ignore[no-untyped-def]
+    # pytorch/torchtitan@820504e benchmarks/llama3_h100_202412_torchtitan.md: "96GB HBM2e with 2.4
+    # TB/sec peak memory bandwidth", "the default 500W power limit", and (footnote 2) "the actual
+    # peak TFLOPs number is between SXM and NVL, and we don't know its exact value". The catalogue's
+    # datasheet peaks: h100-sxm 989.4 and h100-nvl 835.5 dense bf16 TFLOP/s (fp8 1978.9 / 1670.5).
+    cases = {s.case.id: s.case for s in report.scored}
+    meta = bench.card_of(cases["tt-202412-8b-cp8-s262144"])
+    assert meta.peak_tflops("bf16") == pytest.approx((989.4 + 835.5) / 2)
+    assert meta.peak_tflops("fp8") == pytest.approx((1978.9 + 1670.5) / 2)
+    assert meta.memory_bandwidth_gb_s == 2400.0
+    # docs/performance.md at 3faaa1a says the same of its 95 GB card (the 405B rows).
+    assert bench.card_of(cases["tt-h100-405b-128gpu-float8"]).peak_tflops("bf16") == pytest.approx(912.45)
+    # Another source's H100 is the datasheet's SXM card.
+    nvidia = bench.card_of(cases["nemo2407-pretrain-gpt3-175b-128gpu"])
+    assert nvidia.peak_tflops("bf16") == 989.4 and nvidia.memory_bandwidth_gb_s == 3350
