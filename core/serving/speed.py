@@ -42,7 +42,7 @@ from core.params import ParamCounts
 from core.plan import Engine, Plan
 from core.serving.engines import RankLayout, serving_link
 from core.serving.fit import DEFAULT_FIT, EngineFamily, ServingFit, bandwidth_key
-from core.serving.llamacpp import MMQ_MAX_BATCH_SIZE
+from core.serving.llamacpp import MMQ_MAX_BATCH_SIZE, cuda_graphs_replayed
 
 # Host memory a CPU reads llama.cpp's host layers from: dual-channel DDR4-3200, 2 × 8 bytes ×
 # 3.2 GT/s = 51.2 GB/s (JEDEC JESD79-4), the common desktop and workstation case.
@@ -168,6 +168,14 @@ class StepModel:
     # llama.cpp before b3216 on CUDA: bytes each prompt micro-batch of more than 32 tokens moves to
     # turn the quantised matrices into F16 for cuBLAS (core.serving.llamacpp.prompt_dequant_bytes)
     prompt_dequant_bytes: float = 0.0
+    # kernels per layer x the host's launch time (launch_seconds), paid unless a CUDA graph replays them
+    layer_launch_s: float = 0.0
+    graphs_alone: bool = False  # llama.cpp replays a lone sequence's decode step as a CUDA graph
+
+    def layer_seconds(self, n: int) -> float:
+        """One layer's fixed time at ``n`` tokens a step: its kernels' cycles, and their host
+        launches unless the step is one CUDA graph (a lone token, :attr:`graphs_alone`)."""
+        return self.layer_overhead_s + (0.0 if self.graphs_alone and n == 1 else self.layer_launch_s)
 
     def memory_seconds(self, n: int) -> float:
         model = self.plan.model
@@ -190,7 +198,7 @@ class StepModel:
         inf = self.plan.inference
         stages = 1 if inf.engine is Engine.LLAMACPP else inf.pipeline_parallel  # llama.cpp: bytes already summed
         layers = self.plan.model.num_layers if inf.engine is Engine.LLAMACPP else self.layout.layers
-        body = max(self.memory_seconds(n), self.compute_seconds(n)) + layers * self.layer_overhead_s
+        body = max(self.memory_seconds(n), self.compute_seconds(n)) + layers * self.layer_seconds(n)
         return stages * (body + allreduce_seconds(self.plan, self.link, n))
 
     def prefill_per_token(self, chunk: int) -> float:
@@ -201,7 +209,7 @@ class StepModel:
         )
         compute = chunk * flops / inf.tensor_parallel / self.achieved_flops if self.achieved_flops > 0 else math.inf
         stages = inf.pipeline_parallel if inf.engine is not Engine.LLAMACPP else 1
-        one = max(compute, self.memory_seconds(1)) + self.layout.layers * self.layer_overhead_s
+        one = max(compute, self.memory_seconds(1)) + self.layout.layers * self.layer_seconds(chunk)
         if chunk > MMQ_MAX_BATCH_SIZE and self.bandwidth > 0:
             one += self.prompt_dequant_bytes / self.bandwidth
         return stages * (one + allreduce_seconds(self.plan, self.link, chunk)) / chunk
@@ -249,6 +257,12 @@ def kernel_seconds(gpu: GpuSpec, fit: ServingFit, family: EngineFamily) -> float
     return fit.kernel_cycles[family] / ((gpu.boost_clock_ghz or FALLBACK_CLOCK_GHZ) * 1e9)
 
 
+def launch_seconds(gpu: GpuSpec, fit: ServingFit, family: EngineFamily) -> float:
+    """The host's time to launch one kernel that no CUDA graph replays (core.serving.fit's
+    ``launch_seconds``); none on Apple GPUs, whose Metal command buffers are not modelled so."""
+    return 0.0 if gpu.vendor == "apple" else fit.launch_seconds[family]
+
+
 def matmul_peak(plan: Plan, gpu: GpuSpec) -> float:
     """Dense TFLOP/s the engine's matmuls run at. llama.cpp multiplies through cuBLAS with
     ``CUBLAS_COMPUTE_16F`` (ggml/src/ggml-cuda/ggml-cuda.cu, ``ggml_cuda_op_mul_mat_cublas``):
@@ -283,6 +297,8 @@ def step_model(
         achieved_flops=matmul_peak(plan, gpu) * 1e12 * serving_utilisation(plan, gpu),
         bandwidth=gpu.memory_bandwidth_gb_s * 1e9 * fit.bandwidth_efficiency[bandwidth_key(family, gpu)],
         layer_overhead_s=kernels_per_layer(plan, gpu) * kernel_seconds(gpu, fit, family),
+        layer_launch_s=kernels_per_layer(plan, gpu) * launch_seconds(gpu, fit, family),
+        graphs_alone=cuda_graphs_replayed(plan, gpu, 1),
         kv_per_request=layout.kv_token_layer_bytes * layout.layers * mean_cached,
         expert_share=_expert_share(plan, counts),
         host_bytes=offload[0],
@@ -411,7 +427,7 @@ def _formula(
     sent = counted(inf.concurrent, "request")
     return (
         f"step at {counted(running, 'request')} = max(bytes read ÷ ({bandwidth}), FLOPs ÷ compute) + layers × "
-        f"{model.layer_overhead_s * 1e6:.0f} µs{tp} = {step * 1e3:.2f} ms; TTFT alone {alone * 1e3:,.0f} ms, "
+        f"{model.layer_seconds(running) * 1e6:.0f} µs{tp} = {step * 1e3:.2f} ms; TTFT alone {alone * 1e3:,.0f} ms, "
         f"with {sent} sent together {here.ttft_s * 1e3:,.0f} ms (waiting for a slot {here.wait_s * 1e3:,.0f} ms); "
         f"time per output token {here.token_latency_s * 1e3:.2f} ms"
     )
