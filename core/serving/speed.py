@@ -399,6 +399,7 @@ def serving_speed(
                 if model.prompt_dequant_bytes
                 else ""
             )
+            + _launch_text(plan, gpu, model, running)
             + ("; two all-reduces per layer over " + model.link.name if inf.tensor_parallel > 1 else "")
             + "; requests half-way through their answer; pipeline stages do not overlap"
         ),
@@ -407,6 +408,15 @@ def serving_speed(
         queue_wait_s=here.wait_s,
         allreduce_s=allreduce,
     )
+
+
+def _launch_text(plan: Plan, gpu: GpuSpec, model: StepModel, running: int) -> str:
+    """How llama.cpp's CUDA backend issues a decode step's kernels (:func:`cuda_graphs_replayed`)."""
+    if plan.inference.engine is not Engine.LLAMACPP or gpu.vendor == "apple":
+        return ""
+    if model.graphs_alone and running == 1:
+        return "; the decode step is replayed as one CUDA graph"
+    return f"; each kernel launched from the host ({model.layer_launch_s * 1e6:.0f} µs a layer: no CUDA graph)"
 
 
 def _formula(
