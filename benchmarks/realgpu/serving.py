@@ -768,14 +768,21 @@ def speed_role(record: dict[str, Any]) -> str:
 # card's own Q4_K_M prefill matches that chip's: the F16 GEMMs of those runs did not reach the
 # tensor cores (a machine or build state no plan input expresses). Listed by unexpressed().
 F16_PREFILL_OFF_TENSOR_CORES: Final = frozenset(
-    {"xd-a100-sxm-x1-8b-f16-pp512", "xd-a100-sxm-x4-8b-f16-pp512", "xd-l40s-x1-8b-f16-pp512", "xd-l40s-x4-8b-f16-pp512"}
+    {
+        "xd-a100-sxm-x1-8b-f16-pp512",
+        "xd-a100-sxm-x4-8b-f16-pp512",
+        "xd-l40s-x1-8b-f16-pp512",
+        "xd-l40s-x4-8b-f16-pp512",
+        "xd-5000-ada-x4-8b-f16-pp512",
+    }
 )
 F16_PREFILL_WHY: Final = (
     "F16 pp512 far below the same chip's in the same table while the card's Q4_K_M pp512 matches it: A100 SXM4 "
     "604 and 627 t/s against the A100 PCIe's 7,741 (both GA100; one-GPU Q4_K_M 5,948 and 5,981), i.e. 9.7 "
     "TFLOP/s, the CUDA-core rate, not the tensor cores'; L40S 2,254 and 2,211 t/s against the RTX 6000 Ada's "
-    "6,663 (both AD102 with 142 SMs; one-GPU Q4_K_M 6,035 and 5,792). The F16 GEMMs of those runs did not use "
-    "the tensor cores"
+    "6,663 (both AD102 with 142 SMs; one-GPU Q4_K_M 6,035 and 5,792); RTX 5000 Ada on four GPUs 2,428 t/s against "
+    "the same card's 6,161 on one (Q4_K_M: 4,671 on four, 4,761 on one; a layer split runs the same FLOPs), "
+    "39 TFLOP/s, below its 65 TFLOP/s CUDA-core peak. The F16 GEMMs of those runs did not use the tensor cores"
 )
 
 
