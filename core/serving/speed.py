@@ -7,9 +7,11 @@ The model, stated (the window shows it under "Assumptions"):
   answer cached, on average), at the card's bandwidth × its memory class's efficiency
   (:class:`core.serving.fit.ServingFit`); it needs 2 · active parameters FLOPs per request at
   the dense peak × utilisation; it takes the longer of the two, plus a fixed cost per kernel
-  it launches (:func:`kernel_seconds`: none when the engine replays CUDA graphs, as vLLM and
-  SGLang do; for llama.cpp's eager kernels a number of GPU cycles each, fitted, at the card's
-  boost clock: a short kernel's launch, ramp-up and drain are counted in the SM's clock),
+  it runs (:func:`kernel_seconds`: none for the graphs vLLM and SGLang capture; for llama.cpp's
+  kernels a number of GPU cycles each, fitted, at the card's boost clock: a short kernel's
+  ramp-up and drain are counted in the SM's clock), and the host's time to launch each kernel no
+  CUDA graph replays (:func:`launch_seconds`; llama.cpp replays a lone sequence's step on one
+  GPU, :func:`core.serving.llamacpp.cuda_graphs_replayed`),
   plus with tensor parallelism two all-reduces per layer over the plan's link (ring: 2(t−1)
   hops of the link's latency and 2(t−1)/t of the hidden states over its bandwidth × NCCL's
   bus efficiency). Pipeline stages run one after another.
