@@ -749,13 +749,13 @@ def llama_bench_cases() -> list[Case]:
 
 # Sources that time one setup with and without CUDA graphs (core.serving.llamacpp.cuda_graphs_replayed)
 # with ./main, whose eval rate also holds the CPU's sampling between tokens and the April 2024
-# kernels: their difference sets the host's launch time per kernel (graph_pairs); their levels are
+# kernels: their difference sets the launch overhead per kernel (graph_pairs); their levels are
 # scored, not fitted on.
 GRAPH_PAIR_SOURCES: Final = frozenset({"llamacpp-issue-6763", "llamacpp-pr-6766"})
 
 
 def speed_role(record: dict[str, Any]) -> str:
-    """What a llama.cpp decode row sets: the host's launch time (a graph on / off pair, by its
+    """What a llama.cpp decode row sets: the launch overhead (a graph on / off pair, by its
     difference), nothing (a Vulkan build: the kernel counts and their cycles are ggml-cuda's, and
     Vulkan records a step's dispatches into command buffers; scored, not fitted on), or the
     bandwidth efficiency and cycles (the rest)."""
@@ -1118,7 +1118,7 @@ def fit_constants(cases: list[Case], drivers: list[tuple[str, str, float]]) -> t
         values = [implied(c, fit, key, 0.0, 2 * GiB) for c in cases if c.identifies == key]
         value, prior = _median(values, PRIORS["tp_comm"])
         fit, priors = with_constant(fit, key, value), priors + ([key] if prior else [])
-    # The host's launch time per kernel: the median of what the graph on / off pairs imply.
+    # The launch overhead per kernel: the median of what the graph on / off pairs imply.
     value, prior = _median([implied_launch(*pair) for pair in graph_pairs(cases)], PRIORS["launch"])
     fit, priors = with_constant(fit, "launch:eager", value), priors + (["launch:eager"] if prior else [])
     fit, speed_priors = fit_speed(fit, [c for c in cases if c.identifies == "speed"])
@@ -1149,7 +1149,7 @@ def speed_keys(case: Case) -> tuple[str, str]:
 @dataclass(frozen=True)
 class Linear:
     """A decode case's time per output token as A · (1 / efficiency) + B · cycles per kernel +
-    C · host launch per kernel + D: the speed model is linear in all three while the step is
+    C · launch overhead per kernel + D: the speed model is linear in all three while the step is
     bound by memory (all these are)."""
 
     case: Case
@@ -1179,7 +1179,7 @@ def linearise(case: Case) -> Linear:
 
 
 def graph_pairs(cases: list[Case]) -> list[tuple[Case, Case]]:
-    """The records that time one setup twice, each kernel launched from the host ("-master-")
+    """The records that time one setup twice, each kernel launched on its own ("-master-")
     and the step replayed as one CUDA graph ("-graphs-"): same machine, build, model and
     program, so their difference is the launches alone."""
     by_id = {c.id: c for c in cases}
@@ -1192,7 +1192,7 @@ def graph_pairs(cases: list[Case]) -> list[tuple[Case, Case]]:
 
 
 def implied_launch(launched: Case, replayed: Case) -> float:
-    """Host seconds per kernel a pair implies: the measured time per token the graph saves over
+    """Launch overhead per kernel a pair implies: the measured time per token the graph saves over
     the kernels the model launches one by one in the first and not in the second."""
     kernels = linearise(launched).c - linearise(replayed).c
     return (1.0 / launched.logged - 1.0 / replayed.logged) / kernels
@@ -1201,7 +1201,7 @@ def implied_launch(launched: Case, replayed: Case) -> float:
 def fit_speed(fit: ServingFit, cases: list[Case]) -> tuple[ServingFit, list[str]]:
     """Bandwidth efficiency per engine family and memory class, and the per-kernel cycles of
     eager engines, by least squares on the relative error of the time per token (the model is
-    linear in 1 / efficiency and in the cycles), the host launch time already set (by
+    linear in 1 / efficiency and in the cycles), the launch overhead already set (by
     :func:`graph_pairs`); without records, the priors."""
     rows = [linearise(c) for c in cases]
     keys = sorted({r.bandwidth for r in rows})

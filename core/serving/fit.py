@@ -121,14 +121,14 @@ DEFAULT_BANDWIDTH: Final = _frozen(
 )
 # GPU cycles a kernel of an eager engine's decode step costs beyond its reads (core.serving.speed's
 # kernel_seconds: ramp-up and drain of a short kernel, counted in the SM's clock), whether launched
-# from the host or replayed from llama.cpp's CUDA graph; vLLM's and SGLang's graph-captured steps
+# one by one or replayed from llama.cpp's CUDA graph; vLLM's and SGLang's graph-captured steps
 # are held at none. Fitted by benchmarks/realgpu/serving.py on every source (4,245 since llama.cpp's
-# single-GPU decode replays a CUDA graph and the host's launches are counted apart; 3,187 when every
+# single-GPU decode replays a CUDA graph and the launch overhead is counted apart; 3,187 when every
 # kernel was taken as launched, launch included; 3,820 before the batched-cuBLAS kernels).
 DEFAULT_KERNEL_CYCLES: Final = _frozen({"cuda-graphs": 0.0, "eager": 4250.0})
-# Seconds the host adds per kernel of a step that is not replayed as a CUDA graph (core.serving.speed's
-# launch_seconds: cudaLaunchKernel and the backend's work per node, left in series with the GPU's
-# short kernels). The median of what the published graph on / off pairs imply (benchmarks/realgpu/
+# Seconds each kernel launched one by one into a stream adds over one replayed from a CUDA graph
+# (core.serving.speed's launch_seconds: the launch overhead a graph removes, CPU submission and the
+# GPU's gap between kernels). The median of what the published graph on / off pairs imply (benchmarks/realgpu/
 # serving.py graph_pairs), Llama 2 7B, 1,088 kernels a token: ggml-org/llama.cpp issue #6763 (H100
 # PCIe, 143.35 -> 163.83 tokens/s: 0.80 us), PR #6766 (RTX 3090 116.31 -> 128.27: 0.74 us; RTX 4090
 # 138.31 -> 146.81: 0.39 us); vLLM's and SGLang's replayed steps are held at none.
@@ -153,7 +153,7 @@ class ServingFit:
     # GPU cycles per kernel of a decode step outside the reads (launch, ramp-up and drain of a
     # short kernel), by engine family.
     kernel_cycles: Mapping[str, float] = field(default_factory=lambda: DEFAULT_KERNEL_CYCLES)
-    # Host seconds per kernel launched one by one (not replayed from a CUDA graph), by engine family.
+    # Launch overhead (s) per kernel launched one by one (not replayed from a CUDA graph), by engine family.
     launch_seconds: Mapping[str, float] = field(default_factory=lambda: DEFAULT_LAUNCH)
 
 

@@ -562,7 +562,7 @@ def cuda_graphs_replayed(plan: Plan, gpu: GpuSpec, running: int) -> bool:
     token's nodes read their inputs at another address, the node-property check requires a
     graph update every token, and four consecutive updates set
     ``disable_due_to_too_many_updates`` for good: a layer split across GPUs launches every
-    kernel from the host."""
+    kernel on its own."""
     inf = plan.inference
     return (
         inf.engine is Engine.LLAMACPP

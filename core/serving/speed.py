@@ -9,8 +9,8 @@ The model, stated (the window shows it under "Assumptions"):
   the dense peak × utilisation; it takes the longer of the two, plus a fixed cost per kernel
   it runs (:func:`kernel_seconds`: none for the graphs vLLM and SGLang capture; for llama.cpp's
   kernels a number of GPU cycles each, fitted, at the card's boost clock: a short kernel's
-  ramp-up and drain are counted in the SM's clock), and the host's time to launch each kernel no
-  CUDA graph replays (:func:`launch_seconds`; llama.cpp replays a lone sequence's step on one
+  ramp-up and drain are counted in the SM's clock), and the launch overhead of each kernel no CUDA
+  graph replays (:func:`launch_seconds`; llama.cpp replays a lone sequence's step on one
   GPU, :func:`core.serving.llamacpp.cuda_graphs_replayed`),
   plus with tensor parallelism two all-reduces per layer over the plan's link (ring: 2(t−1)
   hops of the link's latency and 2(t−1)/t of the hidden states over its bandwidth × NCCL's
@@ -170,13 +170,13 @@ class StepModel:
     # llama.cpp before b3216 on CUDA: bytes each prompt micro-batch of more than 32 tokens moves to
     # turn the quantised matrices into F16 for cuBLAS (core.serving.llamacpp.prompt_dequant_bytes)
     prompt_dequant_bytes: float = 0.0
-    # kernels per layer x the host's launch time (launch_seconds), paid unless a CUDA graph replays them
+    # kernels per layer x the launch overhead (launch_seconds), paid unless a CUDA graph replays them
     layer_launch_s: float = 0.0
     graphs_alone: bool = False  # llama.cpp replays a lone sequence's decode step as a CUDA graph
 
     def layer_seconds(self, n: int) -> float:
-        """One layer's fixed time at ``n`` tokens a step: its kernels' cycles, and their host
-        launches unless the step is one CUDA graph (a lone token, :attr:`graphs_alone`)."""
+        """One layer's fixed time at ``n`` tokens a step: its kernels' cycles, and their launch
+        overhead unless the step is one CUDA graph (a lone token, :attr:`graphs_alone`)."""
         return self.layer_overhead_s + (0.0 if self.graphs_alone and n == 1 else self.layer_launch_s)
 
     def memory_seconds(self, n: int) -> float:
@@ -260,7 +260,7 @@ def kernel_seconds(gpu: GpuSpec, fit: ServingFit, family: EngineFamily) -> float
 
 
 def launch_seconds(gpu: GpuSpec, fit: ServingFit, family: EngineFamily) -> float:
-    """The host's time to launch one kernel that no CUDA graph replays (core.serving.fit's
+    """The launch overhead of one kernel that no CUDA graph replays (core.serving.fit's
     ``launch_seconds``); none on Apple GPUs, whose Metal command buffers are not modelled so."""
     return 0.0 if gpu.vendor == "apple" else fit.launch_seconds[family]
 
@@ -418,7 +418,7 @@ def _launch_text(plan: Plan, gpu: GpuSpec, model: StepModel, running: int) -> st
         return ""
     if model.graphs_alone and running == 1:
         return "; the decode step is replayed as one CUDA graph"
-    return f"; each kernel launched from the host ({model.layer_launch_s * 1e6:.0f} µs a layer: no CUDA graph)"
+    return f"; each kernel launched on its own ({model.layer_launch_s * 1e6:.0f} µs a layer: no CUDA graph)"
 
 
 def _formula(

@@ -3,7 +3,7 @@ rules issue 23's fourth to sixth rounds added: an eager kernel's fixed cost in G
 card's boost clock, tensor parallelism without GPU peer-to-peer through host memory, llama.cpp
 builds before b3216 dequantising a prompt's quantised weights to F16 for cuBLAS, Apple GPUs'
 matmuls on their ALUs at MPS's share of the peak, and llama.cpp replaying a lone sequence's
-decode step as one CUDA graph on one GPU (a layer split launching every kernel from the host).
+decode step as one CUDA graph on one GPU (a layer split launching every kernel on its own).
 
 The benchmark runs in about a second, so CI runs all of it. Issue 23's decode and TTFT targets
 are not all met (docs/SERVING.md says which and why); what is held: the targets that are met stay
@@ -251,10 +251,10 @@ def test_llamacpp_replays_a_lone_sequences_decode_step_as_one_cuda_graph() -> No
     assert not cuda_graphs_replayed(one.with_inference(engine="vllm"), rtx, 1)
 
 
-def test_a_layer_split_launches_every_kernel_from_the_host(bench: ModuleType) -> None:
+def test_a_layer_split_launches_every_kernel_on_its_own(bench: ModuleType) -> None:
     # XiongjieDai (aa72e0e), build 2824, Llama 3 8B Q4_K_M tg512 on RTX 4090s: 130.58 tokens/s on one
     # GPU, 120.32 on four (layer split): 0.65 ms a token more. One GPU replays the step as a CUDA
-    # graph; four launch 32 layers x 36 kernels from the host at 0.74 us (the graph on / off pairs of
+    # graph; four launch 32 layers x 36 kernels one by one at 0.74 us (the graph on / off pairs of
     # llama.cpp #6763 and #6766): 0.85 ms. Before, the two were estimated alike.
     one, four = (_record(bench, f"xd-4090-x{n}-8b-q4_kmedium-tg512") for n in (1, 4))
     t1, t4 = (1 / estimate(bench.bench_plan(r)).inference.speed.per_request_tokens_per_s for r in (one, four))
@@ -263,7 +263,7 @@ def test_a_layer_split_launches_every_kernel_from_the_host(bench: ModuleType) ->
     assert 0.5e-3 < 1 / four["value"] - 1 / one["value"] < launches
 
 
-def test_the_hosts_launch_time_is_what_the_published_graph_pairs_save(bench: ModuleType) -> None:
+def test_the_launch_overhead_is_what_the_published_graph_pairs_save(bench: ModuleType) -> None:
     # ggml-org/llama.cpp #6763 (agray3, H100 PCIe, Llama 2 7B Q4_K_M): 143.35 -> 163.83 tokens/s;
     # PR #6766 (JohannesGaessler, LLaMA 2 7B q4_0): RTX 3090 116.31 -> 128.27, RTX 4090 138.31 ->
     # 146.81. Each pair is one machine and build with and without CUDA graphs; 1,088 kernels a token
@@ -280,7 +280,7 @@ def test_the_hosts_launch_time_is_what_the_published_graph_pairs_save(bench: Mod
 
 def test_llamacpp_on_one_a100_is_within_35_percent_held_out(scored: tuple) -> None:
     # XiongjieDai's A100 SXM4 (build 2837), one GPU: Llama 3 8B Q4_K_M 135.04 tokens/s, F16 53.49.
-    # Taken as launching every kernel from the host (its build replays one CUDA graph), they were
+    # Taken as launching every kernel on its own (its build replays one CUDA graph), they were
     # estimated at +38 % and +36 % with that source held out.
     rows, _ = scored
     errors = {r.case.id: r.error_pct for r in rows}
