@@ -535,9 +535,9 @@ def prompt_dequant_bytes(plan: Plan, gpu: GpuSpec, layout: GgufLayout) -> float:
 # message: "updated Makefile build to enable CUDA graphs", "removed the check for multiple devices
 # ... instead checks for split buffers"). The earliest build whose compile line we read with
 # -DGGML_CUDA_USE_GRAPHS is b2824 (XiongjieDai/GPU-Benchmarks-on-LLM-Inference aa72e0e, "LLaMA 3/
-# Gaming GPUs/3070_v3.ipynb", `LLAMA_CUBLAS=1 make -j`; every CUDA notebook of that table, b2824-
-# b2843, shows it); the build number of bc4bba36 itself is not read, so the builds between it and
-# b2824 are counted as launching each kernel.
+# Gaming GPUs/3070_v3.ipynb", `LLAMA_CUBLAS=1 make -j`; every CUDA notebook of that table whose build cell kept
+# its output, b2824-b2843, shows it: all but the RTX 3080's, also b2824); the build number of
+# bc4bba36 itself is not read, so the builds between it and b2824 are counted as launching each kernel.
 CUDA_GRAPHS_FROM_BUILD: Final = 2824
 
 
