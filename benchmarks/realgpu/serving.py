@@ -49,7 +49,7 @@ from core.runtime import CUDA_CONTEXT_BYTES  # noqa: E402
 from core.serving.engines import serving_link  # noqa: E402
 from core.serving.fit import DEFAULT_FIT, ServingFit, bandwidth_key, link_class, memory_class  # noqa: E402
 from core.serving.inference import InferenceEstimate, inference_estimate  # noqa: E402
-from core.serving.llamacpp import llamacpp_buffers  # noqa: E402
+from core.serving.llamacpp import CUDA_GRAPHS_FROM_BUILD, llamacpp_buffers  # noqa: E402
 from core.serving.speed import engine_family  # noqa: E402
 from core.serving.vllm_rules import VLLM_BLOCK_SIZE, non_torch_line_key  # noqa: E402
 from core.serving.vllm_versions import era_of  # noqa: E402
@@ -83,6 +83,7 @@ PRIORS: Mapping[str, float] = MappingProxyType(
         "driver": 0.0,
         "bandwidth": 0.77,
         "overhead": 0.0,
+        "launch": 0.0,
     }
 )
 
@@ -97,6 +98,7 @@ BEFORE_FIT = ServingFit(
     driver_reserved_bytes=MappingProxyType({"hbm": 0.46 * GiB, "gddr": 0.46 * GiB, "unified": 0.46 * GiB}),
     bandwidth_efficiency=MappingProxyType({k: 0.77 for k in DEFAULT_FIT.bandwidth_efficiency}),
     kernel_cycles=MappingProxyType({k: 0.0 for k in DEFAULT_FIT.kernel_cycles}),
+    launch_seconds=MappingProxyType({k: 0.0 for k in DEFAULT_FIT.launch_seconds}),
 )
 
 
@@ -725,7 +727,7 @@ def llama_bench_cases() -> list[Case]:
                     "decode tokens/s per user",
                     record["value"],
                     lambda fit, plan=plan: _decode(plan, fit),
-                    identifies="speed",
+                    identifies=speed_role(record),
                     plan=plan,
                 )
             )
@@ -745,24 +747,64 @@ def llama_bench_cases() -> list[Case]:
     return cases
 
 
+# Sources that time one setup with and without CUDA graphs (core.serving.llamacpp.cuda_graphs_replayed)
+# with ./main, whose eval rate also holds the CPU's sampling between tokens and the April 2024
+# kernels: their difference sets the launch overhead per kernel (graph_pairs); their levels are
+# scored, not fitted on.
+GRAPH_PAIR_SOURCES: Final = frozenset({"llamacpp-issue-6763", "llamacpp-pr-6766"})
+
+
+def speed_role(record: dict[str, Any]) -> str:
+    """What a llama.cpp decode row sets: the launch overhead (a graph on / off pair, by its
+    difference), nothing (a Vulkan build: the kernel counts and their cycles are ggml-cuda's, and
+    Vulkan records a step's dispatches into command buffers; scored, not fitted on), or the
+    bandwidth efficiency and cycles (the rest)."""
+    if record["source_id"] in GRAPH_PAIR_SOURCES:
+        return "launch"
+    return "" if "Vulkan" in record["engine_version"] else "speed"
+
+
 # llama-bench F16 prefill rows a tenth to a third of the same chip's in the same table, where the
 # card's own Q4_K_M prefill matches that chip's: the F16 GEMMs of those runs did not reach the
 # tensor cores (a machine or build state no plan input expresses). Listed by unexpressed().
 F16_PREFILL_OFF_TENSOR_CORES: Final = frozenset(
-    {"xd-a100-sxm-x1-8b-f16-pp512", "xd-a100-sxm-x4-8b-f16-pp512", "xd-l40s-x1-8b-f16-pp512", "xd-l40s-x4-8b-f16-pp512"}
+    {
+        "xd-a100-sxm-x1-8b-f16-pp512",
+        "xd-a100-sxm-x4-8b-f16-pp512",
+        "xd-l40s-x1-8b-f16-pp512",
+        "xd-l40s-x4-8b-f16-pp512",
+        "xd-5000-ada-x4-8b-f16-pp512",
+    }
 )
 F16_PREFILL_WHY: Final = (
     "F16 pp512 far below the same chip's in the same table while the card's Q4_K_M pp512 matches it: A100 SXM4 "
     "604 and 627 t/s against the A100 PCIe's 7,741 (both GA100; one-GPU Q4_K_M 5,948 and 5,981), i.e. 9.7 "
     "TFLOP/s, the CUDA-core rate, not the tensor cores'; L40S 2,254 and 2,211 t/s against the RTX 6000 Ada's "
-    "6,663 (both AD102 with 142 SMs; one-GPU Q4_K_M 6,035 and 5,792). The F16 GEMMs of those runs did not use "
-    "the tensor cores"
+    "6,663 (both AD102 with 142 SMs; one-GPU Q4_K_M 6,035 and 5,792); RTX 5000 Ada on four GPUs 2,428 t/s against "
+    "the same card's 6,161 on one (Q4_K_M: 4,671 on four, 4,761 on one; a layer split runs the same FLOPs), "
+    "39 TFLOP/s, below its 65 TFLOP/s CUDA-core peak. The F16 GEMMs of those runs did not use the tensor cores"
+)
+
+
+# Records that name a branch or a date instead of a build number, mapped to a build on the same side
+# of the rule the record is about: CUDA graphs (core.serving.llamacpp.CUDA_GRAPHS_FROM_BUILD). Their
+# other build rule (cuBLAS prompts before b3216) reads no decode row.
+NAMED_BUILDS: Mapping[str, int] = MappingProxyType(
+    {
+        "master of 2024-04-19, before PR #6766 (no CUDA graphs)": CUDA_GRAPHS_FROM_BUILD - 1,
+        "agray3's CUDA-graph branch of 2024-04-19 (the code merged as PR #6766)": CUDA_GRAPHS_FROM_BUILD,
+        "PR #6766 branch of 2024-04-19 (CUDA graphs)": CUDA_GRAPHS_FROM_BUILD,
+        "master of 2024-05-15, after PR #6766 (CUDA graphs)": CUDA_GRAPHS_FROM_BUILD,
+    }
 )
 
 
 def llamacpp_build(version: str) -> int:
     """The build number a record's engine_version states: "llama.cpp build 2837 (d11afd66)" (XiongjieDai's
-    llama-bench header) or "build 93bc3839 (3622)" (llama-bench's "build: <commit> (<number>)" line)."""
+    llama-bench header) or "build 93bc3839 (3622)" (llama-bench's "build: <commit> (<number>)" line), or
+    :data:`NAMED_BUILDS`'s for a branch named by its date."""
+    if version in NAMED_BUILDS:
+        return NAMED_BUILDS[version]
     found = re.search(r"\((\d+)\)", version) or re.search(r"build (\d+)\b", version)
     if found is None:
         raise ValueError(f"no build number in {version!r}")
@@ -779,9 +821,11 @@ def bench_plan(record: dict[str, Any]) -> Plan:
         model, model_id = catalogue("llama-3.2-3b"), "llama-3.2-3b"
     elif "70B" in model_text:
         model, model_id = catalogue("llama-3.1-70b"), "llama-3.1-70b"
+    elif "Llama-2-7b" in model_text:
+        model, model_id = catalogue("llama-2-7b"), "llama-2-7b"
     else:
         model, model_id = catalogue("llama-3.1-8b"), "llama-3.1-8b"
-    quant = "F16" if "F16" in record["quant"] else "Q4_K_M"
+    quant = "F16" if "F16" in record["quant"] else "Q4_0" if record["quant"] == "Q4_0" else "Q4_K_M"
     prompt, generated = int(record["input_len"]), int(record["output_len"])
     return llama_plan(
         model,
@@ -1008,6 +1052,7 @@ def with_constant(fit: ServingFit, key: str, value: float) -> ServingFit:
         "driver": "driver_reserved_bytes",
         "bandwidth": "bandwidth_efficiency",
         "overhead": "kernel_cycles",
+        "launch": "launch_seconds",
     }[group]
     values = dict(getattr(fit, attribute))
     values[name] = value
@@ -1073,6 +1118,9 @@ def fit_constants(cases: list[Case], drivers: list[tuple[str, str, float]]) -> t
         values = [implied(c, fit, key, 0.0, 2 * GiB) for c in cases if c.identifies == key]
         value, prior = _median(values, PRIORS["tp_comm"])
         fit, priors = with_constant(fit, key, value), priors + ([key] if prior else [])
+    # The launch overhead per kernel: the median of what the graph on / off pairs imply.
+    value, prior = _median([implied_launch(*pair) for pair in graph_pairs(cases)], PRIORS["launch"])
+    fit, priors = with_constant(fit, "launch:eager", value), priors + (["launch:eager"] if prior else [])
     fit, speed_priors = fit_speed(fit, [c for c in cases if c.identifies == "speed"])
     return fit, tuple(priors + speed_priors)
 
@@ -1100,8 +1148,9 @@ def speed_keys(case: Case) -> tuple[str, str]:
 
 @dataclass(frozen=True)
 class Linear:
-    """A decode case's time per output token as A · (1 / efficiency) + B · per-layer time + D:
-    the speed model is linear in both while the step is bound by memory (all these are)."""
+    """A decode case's time per output token as A · (1 / efficiency) + B · cycles per kernel +
+    C · launch overhead per kernel + D: the speed model is linear in all three while the step is
+    bound by memory (all these are)."""
 
     case: Case
     bandwidth: str
@@ -1109,6 +1158,7 @@ class Linear:
     a: float
     b: float
     d: float
+    c: float = 0.0
 
     @property
     def seconds(self) -> float:
@@ -1119,19 +1169,40 @@ class Linear:
 def linearise(case: Case) -> Linear:
     key, family = speed_keys(case)
 
-    def seconds(efficiency: float, overhead: float) -> float:
+    def seconds(efficiency: float, overhead: float, host: float = 0.0) -> float:
         fit = with_constant(with_constant(DEFAULT_FIT, f"bandwidth:{key}", efficiency), f"overhead:{family}", overhead)
-        return 1.0 / case.predict(fit)
+        return 1.0 / case.predict(with_constant(fit, f"launch:{family}", host))
 
-    base, slow, launch = seconds(0.8, 0.0), seconds(0.4, 0.0), seconds(0.8, 1000.0)
+    base, slow, cycles, host = seconds(0.8, 0.0), seconds(0.4, 0.0), seconds(0.8, 1000.0), seconds(0.8, 0.0, 1e-6)
     a = (slow - base) / (1 / 0.4 - 1 / 0.8)
-    return Linear(case, key, family, a, (launch - base) / 1000.0, base - a / 0.8)
+    return Linear(case, key, family, a, (cycles - base) / 1000.0, base - a / 0.8, (host - base) / 1e-6)
+
+
+def graph_pairs(cases: list[Case]) -> list[tuple[Case, Case]]:
+    """The records that time one setup twice, each kernel launched on its own ("-master-")
+    and the step replayed as one CUDA graph ("-graphs-"): same machine, build, model and
+    program, so their difference is the launches alone."""
+    by_id = {c.id: c for c in cases}
+    pairs = []
+    for case in cases:
+        partner = by_id.get(case.id.replace("-master-", "-graphs-"))
+        if case.identifies == "launch" and "-master-" in case.id and partner is not None:
+            pairs.append((case, partner))
+    return pairs
+
+
+def implied_launch(launched: Case, replayed: Case) -> float:
+    """Launch overhead per kernel a pair implies: the measured time per token the graph saves over
+    the kernels the model launches one by one in the first and not in the second."""
+    kernels = linearise(launched).c - linearise(replayed).c
+    return (1.0 / launched.logged - 1.0 / replayed.logged) / kernels
 
 
 def fit_speed(fit: ServingFit, cases: list[Case]) -> tuple[ServingFit, list[str]]:
-    """Bandwidth efficiency per engine family and memory class, and the per-layer time of eager
-    engines, by least squares on the relative error of the time per token (the model is linear
-    in 1 / efficiency and in the per-layer time); without records, the priors."""
+    """Bandwidth efficiency per engine family and memory class, and the per-kernel cycles of
+    eager engines, by least squares on the relative error of the time per token (the model is
+    linear in 1 / efficiency and in the cycles), the launch overhead already set (by
+    :func:`graph_pairs`); without records, the priors."""
     rows = [linearise(c) for c in cases]
     keys = sorted({r.bandwidth for r in rows})
     eager = any(r.family == "eager" for r in rows)
@@ -1140,7 +1211,8 @@ def fit_speed(fit: ServingFit, cases: list[Case]) -> tuple[ServingFit, list[str]
     for r in rows:
         row = [r.a / r.seconds if r.bandwidth == k else 0.0 for k in keys]
         row += [r.b / r.seconds if r.family == "eager" else 0.0] if eager else []
-        matrix.append((row, 1.0 - r.d / r.seconds))
+        launches = r.c * fit.launch_seconds[r.family]
+        matrix.append((row, 1.0 - (r.d + launches) / r.seconds))
     solution = least_squares(matrix, len(names))
     for name, value in zip(names, solution, strict=True):
         if name.startswith("bandwidth"):
@@ -1148,6 +1220,7 @@ def fit_speed(fit: ServingFit, cases: list[Case]) -> tuple[ServingFit, list[str]
         else:
             fit = with_constant(fit, name, max(0.0, value))
     fit = with_constant(fit, "overhead:cuda-graphs", 0.0)
+    fit = with_constant(fit, "launch:cuda-graphs", 0.0)
     priors = []
     for family, other in (("eager", "cuda-graphs"), ("cuda-graphs", "eager")):
         for cls in ("hbm", "gddr", "unified"):
@@ -1214,6 +1287,7 @@ def _used(case: Case, priors: tuple[str, ...]) -> tuple[str, ...]:
     else:
         wanted.add(f"bandwidth:{bandwidth_key(engine_family(plan), gpu)}")
         wanted.add(f"overhead:{engine_family(plan).value}")
+        wanted.add(f"launch:{engine_family(plan).value}")
     return tuple(p for p in priors if p.split(" ")[0] in wanted or p.split(" (")[0] in wanted)
 
 
@@ -1347,6 +1421,7 @@ def fit_pairs(fit: ServingFit) -> list[tuple[str, float, float]]:
         ("driver_reserved_bytes", GiB),
         ("bandwidth_efficiency", 1.0),
         ("kernel_cycles", 1.0),
+        ("launch_seconds", 1e-6),
     ):
         mine, core = getattr(fit, attribute), getattr(DEFAULT_FIT, attribute)
         for key in sorted(set(mine) | set(core)):

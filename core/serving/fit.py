@@ -112,18 +112,27 @@ DEFAULT_DRIVER: Final = _frozen(
 DEFAULT_BANDWIDTH: Final = _frozen(
     {
         "cuda-graphs/hbm": 0.59,
-        "cuda-graphs/gddr": 0.83,
-        "cuda-graphs/unified": 0.71,
-        "eager/hbm": 0.50,
-        "eager/gddr": 0.83,
-        "eager/unified": 0.71,
+        "cuda-graphs/gddr": 0.88,
+        "cuda-graphs/unified": 0.72,
+        "eager/hbm": 0.55,
+        "eager/gddr": 0.88,
+        "eager/unified": 0.72,
     }
 )
-# GPU cycles a kernel of an eager decode step costs beyond its reads (core.serving.speed's
-# kernel_seconds: launch, ramp-up and drain, counted in the SM's clock); a replayed CUDA graph's
-# kernels are held at none. Fitted by benchmarks/realgpu/serving.py on every source (3,187 since the
-# attention products count their batched-cuBLAS kernels; 3,820 when they counted one each).
-DEFAULT_KERNEL_CYCLES: Final = _frozen({"cuda-graphs": 0.0, "eager": 3190.0})
+# GPU cycles a kernel of an eager engine's decode step costs beyond its reads (core.serving.speed's
+# kernel_seconds: ramp-up and drain of a short kernel, counted in the SM's clock), whether launched
+# one by one or replayed from llama.cpp's CUDA graph; vLLM's and SGLang's graph-captured steps
+# are held at none. Fitted by benchmarks/realgpu/serving.py on every source (4,245 since llama.cpp's
+# single-GPU decode replays a CUDA graph and the launch overhead is counted apart; 3,187 when every
+# kernel was taken as launched, launch included; 3,820 before the batched-cuBLAS kernels).
+DEFAULT_KERNEL_CYCLES: Final = _frozen({"cuda-graphs": 0.0, "eager": 4250.0})
+# Seconds each kernel launched one by one into a stream adds over one replayed from a CUDA graph
+# (core.serving.speed's launch_seconds: the launch overhead a graph removes, CPU submission and the
+# GPU's gap between kernels). The median of what the published graph on / off pairs imply (benchmarks/realgpu/
+# serving.py graph_pairs), Llama 2 7B, 1,088 kernels a token: ggml-org/llama.cpp issue #6763 (H100
+# PCIe, 143.35 -> 163.83 tokens/s: 0.80 us), PR #6766 (RTX 3090 116.31 -> 128.27: 0.74 us; RTX 4090
+# 138.31 -> 146.81: 0.39 us); vLLM's and SGLang's replayed steps are held at none.
+DEFAULT_LAUNCH: Final = _frozen({"cuda-graphs": 0.0, "eager": 0.74e-6})
 
 
 @dataclass(frozen=True)
@@ -144,6 +153,8 @@ class ServingFit:
     # GPU cycles per kernel of a decode step outside the reads (launch, ramp-up and drain of a
     # short kernel), by engine family.
     kernel_cycles: Mapping[str, float] = field(default_factory=lambda: DEFAULT_KERNEL_CYCLES)
+    # Launch overhead (s) per kernel launched one by one (not replayed from a CUDA graph), by engine family.
+    launch_seconds: Mapping[str, float] = field(default_factory=lambda: DEFAULT_LAUNCH)
 
 
 DEFAULT_FIT: Final = ServingFit()

@@ -51,7 +51,7 @@ from core.dtypes import (
 )
 from core.format import gb
 from core.model import ModelSpec
-from core.plan import Plan
+from core.plan import Engine, Plan
 from core.runtime import CUDA_CONTEXT_BYTES
 from core.serving.engines import MAX_CONTEXT, EngineMemory
 from core.solve import largest_fitting
@@ -530,6 +530,50 @@ def prompt_dequant_bytes(plan: Plan, gpu: GpuSpec, layout: GgufLayout) -> float:
     return sum(layout.layer_bytes[i] - float32 + weights * ELEMENT_BYTES["fp16"] for i in layers)
 
 
+# ---- a decode step's kernels: one CUDA graph or one launch each ---------------------------------
+# CUDA graphs came with ggml-org/llama.cpp PR #6766 (commit bc4bba36, merged 2024-05-08; its squash
+# message: "updated Makefile build to enable CUDA graphs", "removed the check for multiple devices
+# ... instead checks for split buffers"). The earliest build whose compile line we read with
+# -DGGML_CUDA_USE_GRAPHS is b2824 (XiongjieDai/GPU-Benchmarks-on-LLM-Inference aa72e0e, "LLaMA 3/
+# Gaming GPUs/3070_v3.ipynb", `LLAMA_CUBLAS=1 make -j`; every CUDA notebook of that table whose build cell kept
+# its output, b2824-b2843, shows it: all but the RTX 3080's, also b2824); the build number of
+# bc4bba36 itself is not read, so the builds between it and b2824 are counted as launching each kernel.
+CUDA_GRAPHS_FROM_BUILD: Final = 2824
+
+
+def pipeline_parallel(plan: Plan) -> bool:
+    """llama.cpp's scheduler keeps :data:`SCHED_COPIES` copies of every split's inputs
+    when the model is split by layers over more than one GPU with every layer offloaded
+    (llama.cpp's ``pipeline_parallel``: device count > 1, n_gpu_layers > n_layer, split mode
+    layer, KV offloaded); otherwise one."""
+    inf = plan.inference
+    return inf.pipeline_parallel > 1 and inf.gpu_layers > plan.model.num_layers
+
+
+def cuda_graphs_replayed(plan: Plan, gpu: GpuSpec, running: int) -> bool:
+    """Whether llama.cpp's CUDA backend replays a decode step's kernels as one CUDA graph
+    (``ggml_backend_cuda_graph_compute``, read at agray3/llama.cpp a5fd1931, the PR's author's
+    branch): a build from :data:`CUDA_GRAPHS_FROM_BUILD` (0, a current build, included), an
+    NVIDIA card of compute capability 8.0 or more (``cc < CC_AMPERE`` disables them; the
+    catalogue's pre-Ampere cards are the ones without bf16 tensor cores), one sequence decoding
+    (an ADD node whose ``src1->ne[1] > 1`` disables them: "batch size > 1"), and one copy of the
+    scheduler's inputs. With pipeline parallelism ``ggml_backend_sched_compute_splits`` advances
+    ``cur_copy`` after every graph (ggml-backend.c at ggerganov/llama.cpp 0054f368), so each
+    token's nodes read their inputs at another address, the node-property check requires a
+    graph update every token, and four consecutive updates set
+    ``disable_due_to_too_many_updates`` for good: a layer split across GPUs launches every
+    kernel on its own."""
+    inf = plan.inference
+    return (
+        inf.engine is Engine.LLAMACPP
+        and gpu.vendor == "nvidia"
+        and (inf.llamacpp_build == 0 or inf.llamacpp_build >= CUDA_GRAPHS_FROM_BUILD)
+        and bool(gpu.tflops_dense.get("bf16"))
+        and running == 1
+        and not pipeline_parallel(plan)
+    )
+
+
 def llamacpp_buffers(plan: Plan, context: int | None = None, layout: GgufLayout | None = None) -> LlamaCppMemory:
     """Every buffer llama.cpp allocates for the plan (at ``context`` tokens per slot)."""
     model, inf = plan.model, plan.inference
@@ -538,7 +582,7 @@ def llamacpp_buffers(plan: Plan, context: int | None = None, layout: GgufLayout 
     gpus = inf.pipeline_parallel
     kv = [kv_bytes_of_layers(plan, layers, cells) for layers in layout.device_layers]
     host_kv = kv_bytes_of_layers(plan, layout.host_layers, cells)
-    split = gpus > 1 and inf.gpu_layers > model.num_layers
+    split = pipeline_parallel(plan)
     compute = [
         compute_buffer_bytes(plan, cells, output=layout.output_device == g, split=split)
         if layout.device_layers[g]

@@ -7,9 +7,11 @@ The model, stated (the window shows it under "Assumptions"):
   answer cached, on average), at the card's bandwidth × its memory class's efficiency
   (:class:`core.serving.fit.ServingFit`); it needs 2 · active parameters FLOPs per request at
   the dense peak × utilisation; it takes the longer of the two, plus a fixed cost per kernel
-  it launches (:func:`kernel_seconds`: none when the engine replays CUDA graphs, as vLLM and
-  SGLang do; for llama.cpp's eager kernels a number of GPU cycles each, fitted, at the card's
-  boost clock: a short kernel's launch, ramp-up and drain are counted in the SM's clock),
+  it runs (:func:`kernel_seconds`: none for the graphs vLLM and SGLang capture; for llama.cpp's
+  kernels a number of GPU cycles each, fitted, at the card's boost clock: a short kernel's
+  ramp-up and drain are counted in the SM's clock), and the launch overhead of each kernel no CUDA
+  graph replays (:func:`launch_seconds`; llama.cpp replays a lone sequence's step on one
+  GPU, :func:`core.serving.llamacpp.cuda_graphs_replayed`),
   plus with tensor parallelism two all-reduces per layer over the plan's link (ring: 2(t−1)
   hops of the link's latency and 2(t−1)/t of the hidden states over its bandwidth × NCCL's
   bus efficiency). Pipeline stages run one after another.
@@ -42,7 +44,7 @@ from core.params import ParamCounts
 from core.plan import Engine, Plan
 from core.serving.engines import RankLayout, serving_link
 from core.serving.fit import DEFAULT_FIT, EngineFamily, ServingFit, bandwidth_key
-from core.serving.llamacpp import MMQ_MAX_BATCH_SIZE
+from core.serving.llamacpp import MMQ_MAX_BATCH_SIZE, cuda_graphs_replayed
 
 # Host memory a CPU reads llama.cpp's host layers from: dual-channel DDR4-3200, 2 × 8 bytes ×
 # 3.2 GT/s = 51.2 GB/s (JEDEC JESD79-4), the common desktop and workstation case.
@@ -168,6 +170,14 @@ class StepModel:
     # llama.cpp before b3216 on CUDA: bytes each prompt micro-batch of more than 32 tokens moves to
     # turn the quantised matrices into F16 for cuBLAS (core.serving.llamacpp.prompt_dequant_bytes)
     prompt_dequant_bytes: float = 0.0
+    # kernels per layer x the launch overhead (launch_seconds), paid unless a CUDA graph replays them
+    layer_launch_s: float = 0.0
+    graphs_alone: bool = False  # llama.cpp replays a lone sequence's decode step as a CUDA graph
+
+    def layer_seconds(self, n: int) -> float:
+        """One layer's fixed time at ``n`` tokens a step: its kernels' cycles, and their launch
+        overhead unless the step is one CUDA graph (a lone token, :attr:`graphs_alone`)."""
+        return self.layer_overhead_s + (0.0 if self.graphs_alone and n == 1 else self.layer_launch_s)
 
     def memory_seconds(self, n: int) -> float:
         model = self.plan.model
@@ -190,7 +200,7 @@ class StepModel:
         inf = self.plan.inference
         stages = 1 if inf.engine is Engine.LLAMACPP else inf.pipeline_parallel  # llama.cpp: bytes already summed
         layers = self.plan.model.num_layers if inf.engine is Engine.LLAMACPP else self.layout.layers
-        body = max(self.memory_seconds(n), self.compute_seconds(n)) + layers * self.layer_overhead_s
+        body = max(self.memory_seconds(n), self.compute_seconds(n)) + layers * self.layer_seconds(n)
         return stages * (body + allreduce_seconds(self.plan, self.link, n))
 
     def prefill_per_token(self, chunk: int) -> float:
@@ -201,7 +211,7 @@ class StepModel:
         )
         compute = chunk * flops / inf.tensor_parallel / self.achieved_flops if self.achieved_flops > 0 else math.inf
         stages = inf.pipeline_parallel if inf.engine is not Engine.LLAMACPP else 1
-        one = max(compute, self.memory_seconds(1)) + self.layout.layers * self.layer_overhead_s
+        one = max(compute, self.memory_seconds(1)) + self.layout.layers * self.layer_seconds(chunk)
         if chunk > MMQ_MAX_BATCH_SIZE and self.bandwidth > 0:
             one += self.prompt_dequant_bytes / self.bandwidth
         return stages * (one + allreduce_seconds(self.plan, self.link, chunk)) / chunk
@@ -249,6 +259,12 @@ def kernel_seconds(gpu: GpuSpec, fit: ServingFit, family: EngineFamily) -> float
     return fit.kernel_cycles[family] / ((gpu.boost_clock_ghz or FALLBACK_CLOCK_GHZ) * 1e9)
 
 
+def launch_seconds(gpu: GpuSpec, fit: ServingFit, family: EngineFamily) -> float:
+    """The launch overhead of one kernel that no CUDA graph replays (core.serving.fit's
+    ``launch_seconds``); none on Apple GPUs, whose Metal command buffers are not modelled so."""
+    return 0.0 if gpu.vendor == "apple" else fit.launch_seconds[family]
+
+
 def matmul_peak(plan: Plan, gpu: GpuSpec) -> float:
     """Dense TFLOP/s the engine's matmuls run at. llama.cpp multiplies through cuBLAS with
     ``CUBLAS_COMPUTE_16F`` (ggml/src/ggml-cuda/ggml-cuda.cu, ``ggml_cuda_op_mul_mat_cublas``):
@@ -283,6 +299,8 @@ def step_model(
         achieved_flops=matmul_peak(plan, gpu) * 1e12 * serving_utilisation(plan, gpu),
         bandwidth=gpu.memory_bandwidth_gb_s * 1e9 * fit.bandwidth_efficiency[bandwidth_key(family, gpu)],
         layer_overhead_s=kernels_per_layer(plan, gpu) * kernel_seconds(gpu, fit, family),
+        layer_launch_s=kernels_per_layer(plan, gpu) * launch_seconds(gpu, fit, family),
+        graphs_alone=cuda_graphs_replayed(plan, gpu, 1),
         kv_per_request=layout.kv_token_layer_bytes * layout.layers * mean_cached,
         expert_share=_expert_share(plan, counts),
         host_bytes=offload[0],
@@ -383,6 +401,7 @@ def serving_speed(
                 if model.prompt_dequant_bytes
                 else ""
             )
+            + _launch_text(plan, gpu, model, running)
             + ("; two all-reduces per layer over " + model.link.name if inf.tensor_parallel > 1 else "")
             + "; requests half-way through their answer; pipeline stages do not overlap"
         ),
@@ -391,6 +410,15 @@ def serving_speed(
         queue_wait_s=here.wait_s,
         allreduce_s=allreduce,
     )
+
+
+def _launch_text(plan: Plan, gpu: GpuSpec, model: StepModel, running: int) -> str:
+    """How llama.cpp's CUDA backend issues a decode step's kernels (:func:`cuda_graphs_replayed`)."""
+    if plan.inference.engine is not Engine.LLAMACPP or gpu.vendor == "apple":
+        return ""
+    if model.graphs_alone and running == 1:
+        return "; the decode step is replayed as one CUDA graph"
+    return f"; each kernel launched on its own ({model.layer_launch_s * 1e6:.0f} µs a layer: no CUDA graph)"
 
 
 def _formula(
@@ -411,7 +439,7 @@ def _formula(
     sent = counted(inf.concurrent, "request")
     return (
         f"step at {counted(running, 'request')} = max(bytes read ÷ ({bandwidth}), FLOPs ÷ compute) + layers × "
-        f"{model.layer_overhead_s * 1e6:.0f} µs{tp} = {step * 1e3:.2f} ms; TTFT alone {alone * 1e3:,.0f} ms, "
+        f"{model.layer_seconds(running) * 1e6:.0f} µs{tp} = {step * 1e3:.2f} ms; TTFT alone {alone * 1e3:,.0f} ms, "
         f"with {sent} sent together {here.ttft_s * 1e3:,.0f} ms (waiting for a slot {here.wait_s * 1e3:,.0f} ms); "
         f"time per output token {here.token_latency_s * 1e3:.2f} ms"
     )
