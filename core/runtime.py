@@ -61,7 +61,10 @@ SEGMENT_ROUNDING_PER_TENSOR_BYTES: Final = 1 * MiB
 # reduce-scatter stream: core.training.detailed._gradients_cached); 0.175 -> 0.170 with torchtitan's
 # Llama 3.1 405B pipeline rows (their FSDP2 units kept gathered, their gradients accumulated unsharded:
 # core.parallel.state._pipeline_accumulated) and Answer.AI's Yi 34B rows in the corpus.
-ALLOCATOR_FRAGMENTATION: Final = 0.170
+# 0.170 -> 0.115 when Answer.AI's loop kept its model output's float32 logits through the backward
+# (plan setting loop_keeps_output, core.training.activations.loss_memory): the fraction no longer stands
+# in for those bytes on that family's large-batch rows.
+ALLOCATOR_FRAGMENTATION: Final = 0.115
 # With expandable_segments:True each stream's pool is one segment that grows by 20 MiB pages:
 # the slivers of partly used segments do not form, and only a page per pool is left over
 # (the note "Expandable Segments" in CUDACachingAllocator.cpp). Not measured in the corpus.

@@ -369,6 +369,11 @@ def _litgpt_model(model: ModelSpec, family: str) -> ModelSpec:
 # and passes sync_module_states=args["low_memory"], param_init_fn=to_empty on the other ranks
 # (AnswerDotAI/fsdp_qlora e877dda, train.py); the benchmark's template command keeps it.
 FSDP1_WRAP_FAMILIES: Final = ("answerai",)
+# Families whose training loop keeps the model output (its float32 logits) until after backward():
+# Answer.AI's train.py binds ``output = model(input_ids, labels=..., attention_mask=None)``, calls
+# ``loss.backward()`` and the optimizer step, and sets ``output = None`` only after them
+# (AnswerDotAI/fsdp_qlora e877dda, train.py lines 841-894); the "ddp" rows run the same loop.
+KEEPS_OUTPUT_FAMILIES: Final = ("answerai",)
 
 
 def _plan(recipe: Mapping[str, Any], family: str, float8_all_gather: bool = False, interleaved: bool = False) -> Plan:
@@ -405,6 +410,7 @@ def _plan(recipe: Mapping[str, Any], family: str, float8_all_gather: bool = Fals
         bnb_legacy=_bnb_legacy(recipe),
         kbit_upcast=bool(recipe["prepare_model_for_kbit_training"]) and method is Method.QLORA,
         **_loss(recipe, family),
+        loop_keeps_output=family in KEEPS_OUTPUT_FAMILIES,
         stack=Stack.COMPILE if recipe["compile"] else Stack.EAGER,
         float8=Float8.TENSORWISE if recipe["float8"] else Float8.NONE,
         hardware=_card(recipe),

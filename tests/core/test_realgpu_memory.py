@@ -58,7 +58,13 @@ FOLDER = ROOT / "benchmarks" / "realgpu"
 # (axolotl's offloaded gpt-oss row is now the worst); nvidia-smi median 12.3 -> 10.6 %, worst
 # 26.0 -> 24.4 % (no PEFT-docs estimate has the wrap: the fraction fitted without the Hugging Face
 # family moved with Answer.AI's figures); docs/REAL_GPU_MEMORY.md, "What an FSDP1 wrap leaves".
-CEILINGS = {"allocated": (3.9, 9.9), "reserved": (9.3, 32.2), "nvidia-smi": (10.7, 24.5), "boundary": (0.5, 0.5)}
+# When Answer.AI's loop kept its model output's float32 logits through the backward (loop_keeps_output):
+# reserved median 9.2 -> 5.5 % (ceiling lowered), worst 32.1 -> 32.5 % (axolotl's offloaded row, read with
+# the lower fraction fitted without its family: 0.170 -> 0.105), nvidia-smi median 10.6 -> 12.6 %, worst
+# 24.4 -> 26.3 % (the fraction fitted without the Hugging Face family 0.205 -> 0.165: Answer.AI's rows no
+# longer ask for more), boundary worst 0.0 -> 3.9 % (Mistral 7B's longest context 24,576 -> 23,607 tokens);
+# docs/REAL_GPU_MEMORY.md, "Answer.AI's loop keeps the model output".
+CEILINGS = {"allocated": (3.9, 9.9), "reserved": (5.6, 32.6), "nvidia-smi": (12.7, 26.4), "boundary": (0.5, 4.0)}
 
 
 def _benchmark() -> ModuleType:

@@ -272,6 +272,7 @@ def expected_values(window: MainWindow, plan: Plan) -> dict[str, Any]:
         "kbit_upcast": plan.kbit_upcast,
         "litgpt": plan.litgpt,
         "compiled_loss": plan.compiled_loss,
+        "loop_keeps_output": plan.loop_keeps_output,
         "lora.dropout": plan.lora.dropout,
         "hardware.alloc_conf": h.alloc_conf,
         "workload.micro_batch": w.micro_batch,
