@@ -72,6 +72,11 @@ class Scored:
     phase: str
     note: str = ""
     before: float = 0.0  # the figure the estimate gave before the card model (see before_figure)
+    limit: float = float("inf")  # the most the card lets the reading show (card_limit)
+
+    def predicted_at(self, fraction: float) -> float:
+        """The figure with the fragmentation fraction ``fraction`` instead of :attr:`fitted`."""
+        return min(self.predicted + (fraction - self.fitted) * self.basis, self.limit)
 
     @property
     def metric(self) -> str:
@@ -86,7 +91,7 @@ class Scored:
             top = float(failing) - 1 if failing else self.measured
             nearest = min(max(self.predicted, self.measured), top)
             return (self.predicted - nearest) / nearest * 100
-        return (self.predicted - self.measured) / self.measured * 100
+        return (min(self.predicted, self.limit) - self.measured) / self.measured * 100
 
     @property
     def before_error_pct(self) -> float:
@@ -169,8 +174,26 @@ def score_one(m: Mapped, fraction: float) -> Scored:
         return Scored(m, measured, est.peak_bytes, 0.0, fraction, est.peak_phase, before=est.peak_bytes)
     predicted = worst.reserved_bytes if metric == "reserved" else est.total_bytes
     return Scored(
-        m, measured, predicted + shift, worst.fragmentation_basis, fraction, est.peak_phase, before=before_figure(est)
+        m,
+        measured,
+        predicted + shift,
+        worst.fragmentation_basis,
+        fraction,
+        est.peak_phase,
+        before=before_figure(est),
+        limit=card_limit(est, metric),
     )
+
+
+def card_limit(est: Estimate, metric: str) -> float:
+    """The most a reserved (or nvidia-smi) reading can show on the plan's card: its capacity, less
+    the CUDA context and NCCL's buffers for a reserved reading. When a new segment does not fit, the
+    caching allocator frees every unused cached segment and retries (c10/cuda/CUDACachingAllocator.cpp
+    at 001074d, ``malloc``: ``release_cached_blocks`` then ``alloc_block`` again) before it reports
+    an out-of-memory error, so its cache never takes the card past that; the estimate's verdict reads
+    the same retry as the bottom of its range (core.training.device)."""
+    runtime = est.total_bytes - est.worst.reserved_bytes
+    return est.capacity_bytes - (runtime if metric == "reserved" else 0.0)
 
 
 def _wrap_cache(est: Estimate) -> float:
@@ -233,7 +256,7 @@ def fit_fraction(rows: Iterable[Scored]) -> float:
     def cost(f: float) -> float:
         total = 0.0
         for fam in by_family.values():
-            errs = [abs(r.predicted + (f - r.fitted) * r.basis - r.measured) / r.measured for r in fam]
+            errs = [abs(r.predicted_at(f) - r.measured) / r.measured for r in fam]
             total += statistics.median(errs)
         return total / len(by_family)
 
@@ -311,7 +334,7 @@ def worst_five(rows: Sequence[Scored]) -> list[Scored]:
 def _value(r: Scored) -> tuple[str, str]:
     if r.metric == "boundary":
         return f"{r.measured:,.0f}", f"{r.predicted:,.0f}"
-    return f"{r.measured / 1e9:.2f}", f"{r.predicted / 1e9:.2f}"
+    return f"{r.measured / 1e9:.2f}", f"{min(r.predicted, r.limit) / 1e9:.2f}"
 
 
 def print_tables(result: Result, markdown: bool, every: bool) -> None:
@@ -388,7 +411,7 @@ def evidence_table(rows: Sequence[Scored]) -> dict[str, tuple[int, int, float, f
             by_kind.setdefault(kind, []).append(r)
     table = {}
     for kind, mine in sorted(by_kind.items()):
-        ratios = sorted(r.measured / r.predicted - 1 for r in mine)
+        ratios = sorted(r.measured / min(r.predicted, r.limit) - 1 for r in mine)
         table[kind] = (
             len(mine),
             len({r.mapped.source for r in mine}),

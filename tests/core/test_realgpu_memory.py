@@ -63,8 +63,10 @@ FOLDER = ROOT / "benchmarks" / "realgpu"
 # the lower fraction fitted without its family: 0.170 -> 0.105), nvidia-smi median 10.6 -> 12.6 %, worst
 # 24.4 -> 26.3 % (the fraction fitted without the Hugging Face family 0.205 -> 0.165: Answer.AI's rows no
 # longer ask for more), boundary worst 0.0 -> 3.9 % (Mistral 7B's longest context 24,576 -> 23,607 tokens);
-# docs/REAL_GPU_MEMORY.md, "Answer.AI's loop keeps the model output".
-CEILINGS = {"allocated": (3.9, 9.9), "reserved": (5.6, 32.6), "nvidia-smi": (12.7, 26.4), "boundary": (0.5, 4.0)}
+# docs/REAL_GPU_MEMORY.md, "Answer.AI's loop keeps the model output". Reserved median 5.5 -> 5.2 % when a
+# predicted reading was capped at what the card can show (memory.py card_limit; Yi 34B's and Mistral 7B's
+# longest-context Answer.AI rows +7.8 / +8.2 % -> +1.8 / +4.0 %).
+CEILINGS = {"allocated": (3.9, 9.9), "reserved": (5.3, 32.5), "nvidia-smi": (12.7, 26.4), "boundary": (0.5, 4.0)}
 
 
 def _benchmark() -> ModuleType:
@@ -122,3 +124,17 @@ def test_no_metric_gets_worse(bench: ModuleType, result: object) -> None:
     for metric, (median_ceiling, worst_ceiling) in CEILINGS.items():
         _, median, worst, _ = summaries[metric]
         assert median <= median_ceiling and worst <= worst_ceiling, (metric, median, worst)
+
+
+def test_a_predicted_reading_never_passes_the_card(result: object) -> None:
+    # Yi 34B QLoRA at batch 2 × 2,048 on an RTX 3090 (Answer.AI benchmarks_03_2024.md: 23.05 GiB
+    # reserved): the estimate's reserved peak is above what a 24 GiB card holds beside the CUDA context
+    # and NCCL's buffers. The caching allocator frees its unused cached segments and retries before it
+    # fails (CUDACachingAllocator.cpp malloc: release_cached_blocks), so the reading it is compared with
+    # is that limit, not the uncapped figure.
+    rows = {r.mapped.id: r for r in result.rows}  # type: ignore[attr-defined]
+    yi = rows["answerai-3090-yi34b-qlora-bs2"]
+    context, nccl = 512 * 2**20, 2 * 2 * (4 * 2**20 + 512 * 1024 + 4_915_200)  # core.runtime, PCIe: 2 channels
+    assert yi.limit == 24 * 2**30 - context - nccl
+    assert yi.predicted > yi.limit >= yi.measured
+    assert yi.error_pct == (yi.limit - yi.measured) / yi.measured * 100
