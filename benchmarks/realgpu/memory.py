@@ -73,6 +73,7 @@ class Scored:
     note: str = ""
     before: float = 0.0  # the figure the estimate gave before the card model (see before_figure)
     limit: float = float("inf")  # the most the card lets the reading show (card_limit)
+    at_capacity: bool = False  # a reading the card's capacity may have bounded (capacity_bound)
 
     def predicted_at(self, fraction: float) -> float:
         """The figure with the fragmentation fraction ``fraction`` instead of :attr:`fitted`."""
@@ -182,7 +183,34 @@ def score_one(m: Mapped, fraction: float) -> Scored:
         est.peak_phase,
         before=before_figure(est),
         limit=card_limit(est, metric),
+        at_capacity=capacity_bound(est, measured, metric),
     )
+
+
+def largest_request(plan: Plan) -> float | None:
+    """The step's largest single allocation: one float32 N·V tensor of transformers' unfused loss
+    (the log-softmax and its gradients, core.training.activations.loss_memory), else one N·I tensor
+    of the MLP in 16 bits. None under tensor, context or pipeline parallelism, which cut those
+    tensors in ways this does not follow."""
+    par = plan.parallel
+    if max(par.tensor_parallel, par.context_parallel, par.pipeline_parallel) > 1:
+        return None
+    n = plan.workload.micro_batch * plan.workload.seq_len
+    mlp = float(n * plan.model.intermediate_size * 2)
+    if plan.fused_loss or plan.chunked_loss or plan.litgpt or plan.compiled_loss:
+        return mlp
+    return max(mlp, float(n * plan.model.vocab_size * 4))
+
+
+def capacity_bound(est: Estimate, measured: float, metric: str) -> bool:
+    """A reserved (or nvidia-smi) reading within one of the step's largest allocations of what the
+    card can show (:func:`card_limit`). There the next such request may not fit, and the caching
+    allocator then frees its unused cached segments and retries (CUDACachingAllocator.cpp
+    ``malloc``: ``release_cached_blocks``) instead of caching more: the reading may be what the card
+    held, not what the step would have cached, so it bounds the reserve from below. Such a reading
+    is scored but the fragmentation fraction is not fitted on it."""
+    request = largest_request(est.plan)
+    return request is not None and card_limit(est, metric) - measured < request
 
 
 def card_limit(est: Estimate, metric: str) -> float:
@@ -248,7 +276,7 @@ def fit_fraction(rows: Iterable[Scored]) -> float:
     by_family: dict[str, list[Scored]] = {}
     for row in rows:
         implied = row.implied_fraction
-        if implied is not None and implied >= 0 and not compiled_op_sac(row.mapped.plan):
+        if implied is not None and implied >= 0 and not compiled_op_sac(row.mapped.plan) and not row.at_capacity:
             by_family.setdefault(row.mapped.family, []).append(row)
     if not by_family:
         return ALLOCATOR_FRAGMENTATION
@@ -348,11 +376,12 @@ def print_tables(result: Result, markdown: bool, every: bool) -> None:
             print("|---|---|---:|---:|---:|---|")
         for r in mine:
             pub, est = _value(r)
+            phase = f"{r.phase} (at capacity: not fitted)" if r.at_capacity else r.phase
             if markdown:
-                print(f"| {r.mapped.id} | {r.mapped.metric} | {pub} | {est} | {_pct(r.error_pct)} | {r.phase} |")
+                print(f"| {r.mapped.id} | {r.mapped.metric} | {pub} | {est} | {_pct(r.error_pct)} | {phase} |")
             else:
                 err = _pct(r.error_pct)
-                print(f"  {r.mapped.id[:52]:52} {r.mapped.metric[:10]:10} {pub:>10} {est:>10} {err:>9}  {r.phase}")
+                print(f"  {r.mapped.id[:52]:52} {r.mapped.metric[:10]:10} {pub:>10} {est:>10} {err:>9}  {phase}")
         errs = [abs(r.error_pct) for r in mine]
         print(
             f"\n{source}: median |error| {statistics.median(errs):.1f} %, worst {max(errs):.1f} % ({len(mine)} figures)"

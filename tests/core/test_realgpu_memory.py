@@ -69,8 +69,12 @@ FOLDER = ROOT / "benchmarks" / "realgpu"
 # wrap its accelerate config runs (fsdp_cpu_ram_efficient_loading, sync_module_states: parallel.fsdp1_wrap):
 # nvidia-smi 12.6 / 26.3 -> 11.2 / 14.2 % (the 2 × 24 GB CPU-offload run -26.3 -> -11.2 %, its no-offload
 # twin -7.8 -> +0.4 %), boundary worst 3.9 -> 0.3 %, reserved 5.2 / 32.4 -> 5.2 / 32.5 % (the fraction
-# fitted without axolotl 0.120 -> 0.110).
-CEILINGS = {"allocated": (3.9, 9.9), "reserved": (5.3, 32.6), "nvidia-smi": (11.3, 14.3), "boundary": (0.5, 0.5)}
+# fitted without axolotl 0.120 -> 0.110). Reserved median raised 5.2 -> 6.5 % when readings within one of the
+# step's largest allocations of the card's limit left the fit (memory.py capacity_bound: six Answer.AI rows
+# whose batch was raised to fill the card, and torchtitan's 32K-token row): without them the fraction fitted
+# without torchtitan fell 0.105 -> 0.040 (Answer.AI's remaining rows and PEFT's method comparison ask for less),
+# and torchtitan's 70B 2-D rows read -23.9 / -19.0 % -> -27.9 / -23.3 %; nvidia-smi 11.2 / 14.2 -> 11.0 / 14.0 %.
+CEILINGS = {"allocated": (3.9, 9.9), "reserved": (6.6, 32.6), "nvidia-smi": (11.1, 14.1), "boundary": (0.5, 0.5)}
 
 
 def _benchmark() -> ModuleType:
@@ -142,3 +146,34 @@ def test_a_predicted_reading_never_passes_the_card(result: object) -> None:
     assert yi.limit == 24 * 2**30 - context - nccl
     assert yi.predicted > yi.limit >= yi.measured
     assert yi.error_pct == (yi.limit - yi.measured) / yi.measured * 100
+
+
+def test_readings_the_card_may_have_bounded_are_scored_but_not_fitted(bench: ModuleType, result: object) -> None:
+    # Answer.AI raised its batch sizes to fill its 24 GB cards (benchmarks_03_2024.md at e877dda: "let's
+    # scale up the batch size to fill that up a little more"; Yi 34B: "enough room on my 24GB cards for a
+    # batch size of 1 or 2 at most"). Within one of the step's largest allocations of what the card can
+    # show, a request that does not fit makes the allocator free its cache and retry
+    # (CUDACachingAllocator.cpp malloc: release_cached_blocks): such a reading bounds the reserve from
+    # below, so the fraction is not fitted on it.
+    rows = result.rows  # type: ignore[attr-defined]
+    bound = {r.mapped.id for r in rows if r.at_capacity}
+    assert bound == {
+        "answerai-3090-yi34b-qlora-bs2",
+        "answerai-3090-yi34b-qlora-cpuoff-bs4",
+        "answerai-4090-7b-lora-cpuoff-bs10",
+        "answerai-4090-7b-qlora-cpuoff-bs12",
+        "answerai-4090-mistral7b-qlora-cpuoff-bs12",
+        "answerai-4090-mistral7b-qlora-cpuoff-ctx24576",
+        "torchtitan-2412-8b-cp1-seq32768",
+    }
+    yi = next(r for r in rows if r.mapped.id == "answerai-3090-yi34b-qlora-bs2")
+    # Yi 34B (vocabulary 64,000), batch 2 × 2,048: one float32 N·V tensor is 1,048,576,000 bytes, more
+    # than the 0.44 GB the published 23.05 GiB leaves below the card's limit.
+    assert bench.largest_request(yi.mapped.plan) == 2 * 2_048 * 64_000 * 4
+    assert yi.limit - yi.measured < 2 * 2_048 * 64_000 * 4
+    # The 3090's batch-10 QLoRA row (20.97 GiB) leaves 2.67 GB below the limit, more than its float32
+    # N·V (10 × 2,048 × 32,000 × 4 B = 2.62 GB): not bound.
+    row = next(r for r in rows if r.mapped.id == "answerai-3090-7b-qlora-bs10")
+    assert not row.at_capacity and row.limit - row.measured > 10 * 2_048 * 32_000 * 4
+    first = [bench.score_one(m, ALLOCATOR_FRAGMENTATION) for m in result.mapped if m.scored and m.metric != "boundary"]  # type: ignore[attr-defined]
+    assert bench.fit_fraction(first) == bench.fit_fraction(r for r in first if not r.at_capacity)
