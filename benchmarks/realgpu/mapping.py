@@ -134,6 +134,16 @@ _TARGETS: Final = {
 _HEAD_TARGETS: Final = ("head", "output")
 # Scopes that are readings after the model is built and wrapped, before the first step.
 _INIT_SCOPES: Final = ("after model initialisation", "torch.cuda.memory_reserved right after fsdp wrapping")
+# Sources whose training loop empties the allocator's cache right before the step that sets the
+# peak, so no free block of an earlier step is left at it. PEFT's method comparison
+# (huggingface/peft 51c2ff6, method_comparison/MetaMathQA): run.py calls
+# ``torch_accelerator_module.empty_cache()`` after every step with ``step % 10 == 0``
+# (ACCELERATOR_EMPTY_CACHE_SCHEDULE); utils.py's BucketIterator yields buckets of batch_size ×
+# BUCKET_FACTOR = 4 × 20 samples, 20 steps, each sorted longest first ("sort long to short
+# instead to encounter possible OOM errors as early as possible"), and the steps count from 1;
+# so the longest batch of every bucket, where the peak is, is step 20k + 1, right after the
+# empty_cache of step 20k.
+_CACHE_EMPTIED_BEFORE_PEAK: Final = frozenset({"peft-method-comparison-metamathqa"})
 
 
 @dataclass(frozen=True)
@@ -169,6 +179,11 @@ class Mapped:
     @property
     def scored(self) -> bool:
         return self.expressible and not self.unscored
+
+    @property
+    def cache_emptied_before_peak(self) -> bool:
+        """The run empties the allocator's cache right before the step that sets its peak."""
+        return self.source in _CACHE_EMPTIED_BEFORE_PEAK
 
     @property
     def model_init(self) -> bool:

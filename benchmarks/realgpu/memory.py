@@ -13,7 +13,10 @@ lists what the app lacks to express it, and compares the right figure to the rig
 Leave one source out: the one constant fitted on the corpus (core.runtime.ALLOCATOR_FRAGMENTATION,
 the fraction of the step's largest activations the allocator holds as free blocks) is refitted
 for each family of sources without that family's figures, and the family is scored with it.
-The shipped value is the fit on every family (``--check`` fails when it is not).
+The shipped value is the fit on every family (``--check`` fails when it is not). A figure of
+a run that empties the allocator's cache right before its peak step, with no tensor of the
+large pool made after its first activations, is scored with no fragmentation term and not
+fitted on (:func:`carries_fragmentation`).
 
     python benchmarks/realgpu/memory.py [--check] [--markdown] [--all]
 
@@ -37,12 +40,15 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from mapping import FAMILY, Mapped, map_figure  # noqa: E402
 
+from core.allocator import is_small  # noqa: E402
 from core.breakdown import BucketKey, StepPhase  # noqa: E402
+from core.dtypes import DTYPE_BYTES  # noqa: E402
 from core.estimate import Estimate, estimate  # noqa: E402
 from core.plan import CheckpointPolicy, Plan, Stack  # noqa: E402
 from core.runtime import ALLOCATOR_FRAGMENTATION, SEGMENT_ROUNDING_PER_TENSOR_BYTES  # noqa: E402
 from core.solve import largest_fitting  # noqa: E402
 from core.training.device import weight_tensors  # noqa: E402
+from core.training.optimizer import largest_trainable_tensor  # noqa: E402
 
 CORPUS = ROOT / "benchmarks" / "realgpu" / "memory_figures.json"
 
@@ -153,10 +159,36 @@ def _boundary(m: Mapped, fraction: float | None) -> tuple[float, float, str]:
     return float(value), basis_at.get(value, 0.0), axis
 
 
+def carries_fragmentation(m: Mapped) -> bool:
+    """Whether the fitted fragmentation term applies to the figure ``m``.
+
+    The term stands for free blocks left inside segments that live tensors keep at the peak.
+    ``torch.cuda.empty_cache()`` gives back every segment that holds no live tensor
+    (c10/cuda/CUDACachingAllocator.cpp at 001074d, ``release_blocks``: "Frees all non-split
+    blocks", ``!block->prev && !block->next``), so a run that empties the cache right before its
+    peak step (mapping.py, ``cache_emptied_before_peak``) starts that step with no free block
+    but those of segments a tensor allocated after the first activations was carved from: the
+    gradients and the optimizer's state, which torch.optim creates at the first step. A trainable
+    tensor of at most 1 MiB (its state in its own dtype) is served from the small pool
+    (``kSmallSize``, ``get_pool``), whose 2 MiB segments the activations' large requests never
+    share; when every trainable tensor is that small (LoRA at these ranks: 64 × 3,072 × 4 B =
+    768 KiB), the peak step's activations start on no free block and the term is zero, not
+    fitted. Full fine-tuning's state (Llama 3.2 3B's 394 M-element embedding) is in the large
+    pool, so its segments may stay and the term applies as fitted."""
+    plan = m.plan
+    if plan is None or not m.cache_emptied_before_peak:
+        return True
+    dtype = plan.adapter_dtype if plan.adapter_based else plan.weight_dtype
+    return not is_small(int(largest_trainable_tensor(plan) * DTYPE_BYTES[dtype]))
+
+
 def score_one(m: Mapped, fraction: float) -> Scored:
-    """``m`` scored with the fragmentation fraction ``fraction``."""
+    """``m`` scored with the fragmentation fraction ``fraction`` (zero where the fitted term
+    does not apply: :func:`carries_fragmentation`)."""
     plan = m.plan
     assert plan is not None
+    if not carries_fragmentation(m):
+        fraction = 0.0
     measured = float(m.figure["value_bytes"] or m.figure["value"])
     if m.metric == "boundary":
         value, _, axis = _boundary(m, fraction)
@@ -272,11 +304,18 @@ def fit_fraction(rows: Iterable[Scored]) -> float:
     peak plus the runtime's own memory, with no fragmentation at all) is scored but not fitted
     on: no fraction in [0, 1] reaches it, so it says the allocated peak is over-estimated, not
     how the allocator fragments (Trainy's two torchtitan runs on H200s, +49 %, would otherwise
-    pull the fraction from 0.185 to 0.040 for every plan)."""
+    pull the fraction from 0.185 to 0.040 for every plan). Nor is a figure the term does not
+    apply to (:func:`carries_fragmentation`): it is scored with zero."""
     by_family: dict[str, list[Scored]] = {}
     for row in rows:
         implied = row.implied_fraction
-        if implied is not None and implied >= 0 and not compiled_op_sac(row.mapped.plan) and not row.at_capacity:
+        if (
+            implied is not None
+            and implied >= 0
+            and not compiled_op_sac(row.mapped.plan)
+            and carries_fragmentation(row.mapped)
+            and not row.at_capacity
+        ):
             by_family.setdefault(row.mapped.family, []).append(row)
     if not by_family:
         return ALLOCATOR_FRAGMENTATION

@@ -74,7 +74,11 @@ FOLDER = ROOT / "benchmarks" / "realgpu"
 # whose batch was raised to fill the card, and torchtitan's 32K-token row): without them the fraction fitted
 # without torchtitan fell 0.105 -> 0.040 (Answer.AI's remaining rows and PEFT's method comparison ask for less),
 # and torchtitan's 70B 2-D rows read -23.9 / -19.0 % -> -27.9 / -23.3 %; nvidia-smi 11.2 / 14.2 -> 11.0 / 14.0 %.
-CEILINGS = {"allocated": (3.9, 9.9), "reserved": (6.6, 32.6), "nvidia-smi": (11.1, 14.1), "boundary": (0.5, 0.5)}
+# When PEFT's method comparison was scored with the empty_cache() its loop runs before every peak step (its
+# seven LoRA figures with no fragmentation term, not fitted on; branch h-real 2d846be): reserved 6.5 / 32.3 ->
+# 5.6 / 32.1 % (those rows +6.6 ... +17.6 % -> -4.1 ... +4.9 %; the fraction fitted without torchtitan 0.040 ->
+# 0.330, so torchtitan's compiled 8B rows read +19 ... +26 %), boundary worst 0.3 -> 4.3 %.
+CEILINGS = {"allocated": (3.9, 9.9), "reserved": (5.7, 32.2), "nvidia-smi": (11.1, 14.1), "boundary": (0.5, 4.4)}
 
 
 def _benchmark() -> ModuleType:
@@ -114,7 +118,34 @@ def test_each_family_is_scored_with_the_constant_fitted_without_it(bench: Module
     for row in result.rows:  # type: ignore[attr-defined]
         family = row.mapped.family
         expected = bench.fit_fraction(r for r in first if r.mapped.family != family)
-        assert row.fitted == expected == result.fitted_without[family]  # type: ignore[attr-defined]
+        assert expected == result.fitted_without[family]  # type: ignore[attr-defined]
+        assert row.fitted == (expected if bench.carries_fragmentation(row.mapped) else 0.0)
+
+
+def test_a_run_that_empties_the_cache_before_its_peak_step_carries_no_fragmentation(
+    bench: ModuleType, result: object
+) -> None:
+    # PEFT's method comparison (huggingface/peft 51c2ff6, method_comparison/MetaMathQA run.py and
+    # utils.py) calls empty_cache() after every tenth step and sorts each 20-step bucket longest
+    # first, so every bucket's longest batch runs on an emptied cache (CUDACachingAllocator.cpp at
+    # 001074d, release_blocks: every segment with no live tensor goes back). A LoRA run's only
+    # tensors made after the first activations, its gradients and AdamW state, are at most
+    # 64 × 3,072 × 4 B = 768 KiB each: the small pool (kSmallSize, 1 MiB), never an activation's
+    # segment. So its figures are scored with no fragmentation term, and its full fine-tuning
+    # figure (Llama 3.2 3B's 128,256 × 3,072 embedding moments, large pool) with the fitted one.
+    rows = {r.mapped.id: r for r in result.rows}  # type: ignore[attr-defined]
+    peft = [r for r in rows.values() if r.mapped.source == "peft-method-comparison-metamathqa"]
+    lora = [r for r in peft if r.mapped.plan.adapter_based]
+    assert len(lora) == 7 and len(peft) == 8
+    for row in lora:
+        assert not bench.carries_fragmentation(row.mapped) and row.fitted == 0.0
+        # the published whole-run reserved peak (accelerator_memory_max) within ±5 %: it was
+        # +16 % to +28 % with the fitted term (docs/REAL_GPU_MEMORY.md).
+        assert abs(row.error_pct) <= 5.0, (row.mapped.id, row.error_pct)
+    full = rows["peft-mc-full-finetuning--llama-3.2-3B-lr_0.00001"]
+    assert bench.carries_fragmentation(full.mapped) and full.fitted == result.fitted_without["huggingface"]  # type: ignore[attr-defined]
+    # Other sources do not empty the cache: the fitted term applies to each of their figures.
+    assert all(bench.carries_fragmentation(r.mapped) for r in rows.values() if r.mapped.source != peft[0].mapped.source)
 
 
 def test_the_shipped_constant_is_the_fit_on_every_family(result: object) -> None:
