@@ -354,12 +354,13 @@ def _fsdp(rank: _Rank) -> RankState:
     scale = model.params_scale
     block = block_params_per_rank(model, lay.tensor_parallel) * scale
     root = outside_params(model, stage, lay.tensor_parallel) * scale
+    block_b, root_b = _unit_bytes(rank, block, gather)
     root_term = Term(
         "root unit gathered (embedding, final norm, head: not resharded after forward)",
-        f"{sci(root)} × {gather:g} B",
-        root * gather,
+        f"{sci(root)} × {root_b:g} B",
+        root * root_b,
     )
-    one, gathered = _gathered_block(plan, lay, block, gather)
+    one, gathered = _gathered_block(plan, lay, block, block_b)
     forward, backward, backward_block = _fsdp_gathered(plan, stage.layers, root_term, one, gathered)
     backward_grads = _block_gradients(rank, block, gather, reduce_b)
     root_pending: list[Term] = []
@@ -405,6 +406,24 @@ def _fsdp(rank: _Rank) -> RankState:
     if par.offload is Offload.OPTIMIZER:
         return replace(state, optim=[], host=host, step_temporary=False, notes=(_OPTIM_NOTE,))
     return replace(state, weights=quant_state, grads=[], optim=[], host=host, step_temporary=False, notes=(note,))
+
+
+def _unit_bytes(rank: _Rank, block: float, gather: float) -> tuple[float, float]:
+    """Bytes per parameter a block unit and the root unit gather. Under QLoRA only the blocks'
+    linear layers are 4-bit (bitsandbytes replaces ``nn.Linear`` modules; transformers'
+    ``BitsAndBytesConfig`` keeps ``lm_head`` out, and the embedding is no linear layer): a block
+    gathers its packed 4-bit data (and its norms in the base dtype), the root its embedding and head
+    in the base dtype. Otherwise, and under a mixed-precision policy that casts every gathered
+    parameter, both gather ``gather`` bytes (the rank's stored average)."""
+    plan = rank.plan
+    quantised = plan.method is Method.QLORA and plan.quant in (Quant.NF4, Quant.FP4)
+    if not quantised or plan.parallel.fsdp_param_dtype is not MpDtype.STORED or not block:
+        return gather, gather
+    packed = ELEMENT_BYTES["nf4"]
+    linear = sum(t.bytes for t in rank.weights if t.label.startswith(f"{plan.quant.value} block weights")) / packed
+    per_block = min(block, linear / max(1, rank.stage.layers))
+    base = rank.dt.base
+    return (per_block * packed + (block - per_block) * base) / block, base
 
 
 def _fsdp1_wrap_cache(rank: _Rank, block: float, root: float) -> list[Term]:
