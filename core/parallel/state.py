@@ -405,7 +405,17 @@ def _fsdp(rank: _Rank) -> RankState:
     )
     if par.offload is Offload.OPTIMIZER:
         return replace(state, optim=[], host=host, step_temporary=False, notes=(_OPTIM_NOTE,))
-    return replace(state, weights=quant_state, grads=[], optim=[], host=host, step_temporary=False, notes=(note,))
+    staged = stream_cache + _offload_staging(rank, (block, block_b), (root, root_b), gather)
+    return replace(
+        state,
+        weights=quant_state,
+        grads=[],
+        optim=[],
+        host=host,
+        step_temporary=False,
+        notes=(note,),
+        stream_cache=staged,
+    )
 
 
 def _unit_bytes(rank: _Rank, block: float, gather: float) -> tuple[float, float]:
@@ -424,6 +434,47 @@ def _unit_bytes(rank: _Rank, block: float, gather: float) -> tuple[float, float]
     per_block = min(block, linear / max(1, rank.stage.layers))
     base = rank.dt.base
     return (per_block * packed + (block - per_block) * base) / block, base
+
+
+def _offload_staging(
+    rank: _Rank, block_unit: tuple[float, float], root_unit: tuple[float, float], gather: float
+) -> list[Term]:
+    """Parameter CPU offload copies each unit's local shard to the GPU before its all-gather, on a
+    side stream, and the caching allocator keeps the freed copies for that stream.
+
+    FSDP1 (pytorch/pytorch 01caf79, torch/distributed/fsdp/_flat_param.py ``pre_unshard``:
+    ``self.flat_param_to(self.device, non_blocking=True)``, "This creates a new tensor distinct from
+    any attributes"; ``_all_gather_flat_param``: "``flat_param.data`` (i.e. sharded param) is created
+    on the pre-unshard stream", handed to the unshard stream with ``record_stream``) runs
+    ``pre_unshard`` under the pre-unshard stream ("allocations and writes for CPU offloading (H2D
+    copy) and mixed precision (low precision cast)", ``_runtime_utils.py`` ``_init_streams`` at
+    00ae0bc9); with mixed precision ``_use_low_precision_shard`` makes the low-precision shard from
+    the copied one there too. The copy is freed when the unit's flat parameter points at the
+    gathered one, and ``limit_all_gathers`` lets two all-gathers be in flight, so two block shards
+    (or the root's, copied alone at the step's start) are cached. FSDP2 (010ae4a8,
+    ``_fully_shard/_fsdp_collectives.py`` ``foreach_all_gather``) makes the same copy
+    (``FSDPParam.all_gather_inputs``: ``.to(self.device, non_blocking=True)``) under the all-gather
+    copy-in stream and drops it once copied into the all-gather output: one unit's at a time. A
+    block cached for one stream is never given to another (CUDACachingAllocator.cpp
+    ``get_free_block``), so the default stream's peak does not reuse them."""
+    plan = rank.plan
+    dp = rank.dp
+    (block, block_b), (root, root_b) = block_unit, root_unit
+    if dp <= 1 or not block:
+        return []
+    # Under a mixed-precision policy the shard is copied in its stored dtype and cast to the gathered one.
+    stored = rank.stored_bytes
+    cast = gather if plan.parallel.fsdp_param_dtype is not MpDtype.STORED and gather != stored else 0.0
+    in_flight = 2 if plan.parallel.fsdp1_wrap else 1  # FSDP1's limit_all_gathers; FSDP2 copies one unit at a time
+    blocks = in_flight * block * (stored + cast if cast else block_b) / dp
+    roots = root * (stored + cast if cast else root_b) / dp
+    if roots >= blocks:
+        how = f"({stored:g} + {cast:g}) B" if cast else f"{root_b:g} B"
+        label = "CPU offload: the root unit's shard copied to the GPU for its all-gather, cached for the copy stream"
+        return [Term(label, f"{sci(root)} × {how} ÷ {dp}", roots)]
+    how = f"({stored:g} + {cast:g}) B" if cast else f"{block_b:g} B"
+    label = "CPU offload: the blocks' shards copied to the GPU for their all-gather, cached for the copy stream"
+    return [Term(label, f"{in_flight} × {sci(block)} × {how} ÷ {dp}", blocks)]
 
 
 def _fsdp1_wrap_cache(rank: _Rank, block: float, root: float) -> list[Term]:

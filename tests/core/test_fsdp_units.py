@@ -10,6 +10,8 @@ intermediate 11008, 32 layers, vocabulary 32000, untied head)."""
 
 from __future__ import annotations
 
+import pytest
+
 from core.breakdown import BucketKey
 from core.catalogue import find_model
 from core.dtypes import Dtype
@@ -48,3 +50,20 @@ def test_a_qlora_root_unit_gathers_its_embedding_and_head_in_the_base_dtype() ->
     assert root == ROOT * 2 == 524_296_192  # it was ROOT × the rank's average stored bytes (≈ 0.51 B)
     in_flight = weights["one block's all-gather output in flight (prefetch)"]
     assert in_flight == LINEAR * 0.5 + NORMS * 2 == 101_203_968  # packed 4-bit linears, bf16 norms
+
+
+def test_cpu_offload_stages_the_local_shards_on_a_side_stream() -> None:
+    # FSDP1 (two all-gathers in flight): two blocks' local shards, each (LINEAR + NORMS) × 2 B ÷ 2 ranks,
+    # are more than the root's (ROOT × 2 B ÷ 2).
+    cache = _terms(_plan(Method.LORA, Offload.PARAMS, fsdp1=True), BucketKey.OVERHEAD)
+    staged = {k: v for k, v in cache.items() if k.startswith("CPU offload")}
+    block = LINEAR + NORMS
+    # (Bytes per parameter: the rank's stored average, bf16 with the adapters in it: within 0.1 % of 2 B.)
+    assert list(staged.values()) == [pytest.approx(2 * block * 2 / 2, rel=1e-3)]
+    assert 2 * block * 2 / 2 == 404_766_720
+    # FSDP2 drops each copy once it is in the all-gather output: the root's one shard is the largest.
+    cache = _terms(_plan(Method.LORA, Offload.PARAMS), BucketKey.OVERHEAD)
+    staged = {k: v for k, v in cache.items() if k.startswith("CPU offload")}
+    assert list(staged.values()) == [pytest.approx(ROOT * 2 / 2, rel=1e-3)]
+    # Without offload nothing is staged.
+    assert not [k for k in _terms(_plan(Method.LORA), BucketKey.OVERHEAD) if k.startswith("CPU offload")]

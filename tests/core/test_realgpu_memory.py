@@ -80,7 +80,9 @@ FOLDER = ROOT / "benchmarks" / "realgpu"
 # 0.330, so torchtitan's compiled 8B rows read +19 ... +26 %), boundary worst 0.3 -> 4.3 %. When a QLoRA root
 # unit gathered its embedding and head in the base dtype (core.parallel.state._unit_bytes; it took the rank's
 # average, ≈ 0.5 B): nvidia-smi median 11.0 -> 10.6 %, reserved median 5.6 -> 5.7 %, boundary worst 4.3 -> 5.6 %.
-CEILINGS = {"allocated": (3.9, 9.9), "reserved": (5.8, 32.2), "nvidia-smi": (10.7, 14.1), "boundary": (0.5, 5.7)}
+# When parameter CPU offload staged each unit's local shard on a side stream (core.parallel.state
+# _offload_staging): reserved worst 32.1 -> 27.0 % (axolotl's offloaded gpt-oss row), boundary worst 5.6 -> 6.6 %.
+CEILINGS = {"allocated": (3.9, 9.9), "reserved": (5.8, 27.1), "nvidia-smi": (10.7, 14.1), "boundary": (0.5, 6.7)}
 
 
 def _benchmark() -> ModuleType:
