@@ -584,7 +584,6 @@ INPUTS: Final[tuple[Input, ...]] = (
           "output = model(...); output.loss.backward(). The HF Trainer, torchtune and torchtitan drop the "
           "logits before the backward.",
           ("--loop-keeps-output",), "the loop holds the model output (float32 logits) through the backward",
-          advanced=True,
           matters=lambda p: not p.fused_loss and not p.litgpt and not p.chunked_loss and not p.compiled_loss),
     Input("compiled_loss", Kind.BOOL, "Loss under torch.compile", "Cross-entropy under torch.compile", False,
           "The cross-entropy runs compiled (torchtitan since Feb 2025 compiles its loss with --training.compile; "
