@@ -88,6 +88,10 @@ MASTER_BYTES: Final = 4.0
 # DeepSpeed stage 3 steps the optimizer one sub-group at a time (zero/config.py
 # sub_group_size, 1e9 elements): one group's float32 gradient exists at once.
 ZERO3_SUB_GROUP: Final = 1_000_000_000
+# DeepSpeed stage 3 keeps a module's gathered parameters when they are used again within
+# stage3_max_reuse_distance elements of the trace (deepspeed/runtime/zero/config.py at edaa7221:
+# max_reuse_distance default 1e9; partitioned_param_coordinator.py __params_to_release).
+ZERO3_MAX_REUSE_DISTANCE: Final = 1_000_000_000
 # FSDP2 with a unit per decoder block (torchtitan, accelerate's transformer wrap policy):
 # inside a block's backward two are gathered, the one computing and the one prefetched.
 GATHERED_UNITS: Final = 2
@@ -592,13 +596,37 @@ def _zero_stage(rank: _Rank) -> _ZeroStage:
     par = rank.plan.parallel
     stored = rank.stored_bytes
     largest = _largest_module(rank.plan, rank.lay, rank.stage) * rank.plan.model.params_scale
+    what = "the largest module"
+    kept = _zero3_kept_block(rank)
+    if kept > largest:
+        largest, what = kept, "a checkpointed block's modules, kept for its backward"
     prefetch = min(par.zero3_prefetch_elements, max(0, par.zero3_max_live_elements - largest))
     gathered = Term(
-        "gathered: the largest module + the prefetch bucket",
+        f"gathered: {what} + the prefetch bucket",
         f"({sci(largest)} + {sci(prefetch)}) × {stored:g} B",
         (largest + prefetch) * stored,
     )
     return _ZeroStage(_sharded(rank.weights, dp), [], [], persistent=persistent, gathered=[gathered])
+
+
+def _zero3_kept_block(rank: _Rank) -> float:
+    """Elements of one decoder block ZeRO-3 keeps gathered through a checkpointed block's backward.
+
+    DeepSpeed gathers a module's own parameters when it runs and, on release, keeps those that are
+    used again within ``stage3_max_reuse_distance`` elements of the recorded trace
+    (partitioned_param_coordinator.py at edaa7221, ``__params_to_release``: "if we see any of the
+    candidate parameters to be released reoccur while doing this, remove them from the set of
+    parameters to release"). Under activation checkpointing a block's modules run in its recomputed
+    forward and again, in reverse, in its backward: each is used again within the rest of the block,
+    less than the default 1e9 elements for a block that size, so the block stays gathered between the
+    two, capped by ``stage3_max_live_parameters`` (the coordinator fetches no more than that)."""
+    plan = rank.plan
+    if not plan.checkpointing or not rank.stage.layers:
+        return 0.0
+    block = block_params_per_rank(plan.model, rank.lay.tensor_parallel) * plan.model.params_scale
+    if block > ZERO3_MAX_REUSE_DISTANCE:
+        return 0.0
+    return float(min(block, plan.parallel.zero3_max_live_elements))
 
 
 def _zero_offloaded(rank: _Rank, state: RankState) -> RankState:
