@@ -575,6 +575,18 @@ INPUTS: Final[tuple[Input, ...]] = (
           "fine-tuning never ties the head to the embedding: choose a model with its own head.",
           ("--litgpt",), "litgpt's fine-tuning loop (chunked 16-bit loss, previous logits kept, 4-bit head)",
           matters=lambda p: not p.fused_loss),
+    # A loop that binds the model's output and drops it only after backward() (Answer.AI
+    # fsdp_qlora e877dda train.py: ``output = model(..., labels=...)``, ``loss.backward()``, then
+    # ``output = None``) keeps the output's logits through the backward (core.training.activations
+    # loss_memory). The HF Trainer, torchtune and torchtitan free them first (the default).
+    Input("loop_keeps_output", Kind.BOOL, "Output kept in backward", "Model output kept through the backward",
+          False,
+          "The training loop keeps the model's output (its float32 logits, as transformers 4.37 returns them "
+          "with labels) until after loss.backward(): Answer.AI's fsdp_qlora train.py, and any loop of the form "
+          "output = model(...); output.loss.backward(). The HF Trainer, torchtune and torchtitan drop the "
+          "logits before the backward.",
+          ("--loop-keeps-output",), "the loop holds the model output (float32 logits) through the backward",
+          matters=lambda p: not p.fused_loss and not p.litgpt and not p.chunked_loss and not p.compiled_loss),
     Input("compiled_loss", Kind.BOOL, "Loss under torch.compile", "Cross-entropy under torch.compile", False,
           "The cross-entropy runs compiled (torchtitan since Feb 2025 compiles its loss with --training.compile; "
           "a model whose forward computes the loss compiles it with the model): Inductor keeps the 16-bit "

@@ -402,6 +402,7 @@ class Plan:
     kbit_upcast: bool = DEFAULTS["kbit_upcast"]  # peft prepare_model_for_kbit_training
     compiled_loss: bool = DEFAULTS["compiled_loss"]  # cross-entropy under torch.compile (fused, 16-bit)
     litgpt: bool = DEFAULTS["litgpt"]  # litgpt finetune loop: chunked 16-bit loss, previous logits kept
+    loop_keeps_output: bool = DEFAULTS["loop_keeps_output"]  # the loop holds model(...)'s output through backward
     workload: Workload = field(default_factory=Workload)
     hardware: Hardware = field(default_factory=Hardware)
     parallel: Parallelism = field(default_factory=Parallelism)

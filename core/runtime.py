@@ -61,6 +61,15 @@ SEGMENT_ROUNDING_PER_TENSOR_BYTES: Final = 1 * MiB
 # reduce-scatter stream: core.training.detailed._gradients_cached); 0.175 -> 0.170 with torchtitan's
 # Llama 3.1 405B pipeline rows (their FSDP2 units kept gathered, their gradients accumulated unsharded:
 # core.parallel.state._pipeline_accumulated) and Answer.AI's Yi 34B rows in the corpus.
+# 0.170 -> 0.115 when Answer.AI's loop kept its model output's float32 logits through the backward
+# (plan setting loop_keeps_output, core.training.activations.loss_memory): the fraction no longer stands
+# in for those bytes on that family's large-batch rows. 0.115 -> 0.120 when a predicted reading was capped
+# at what the card can show (benchmarks/realgpu/memory.py card_limit: the allocator frees its cache and
+# retries rather than pass the card). 0.120 -> 0.145 when readings within one of the step's largest
+# allocations of that limit left the fit (memory.py capacity_bound: there the allocator may have freed
+# its cache and retried, so they bound the reserve from below; they had pulled the fraction down).
+# 0.145 -> 0.170 when PEFT's method comparison's LoRA figures, whose loop empties the cache before each
+# peak step, were scored with no fragmentation and left the fit (memory.py carries_fragmentation).
 ALLOCATOR_FRAGMENTATION: Final = 0.170
 # With expandable_segments:True each stream's pool is one segment that grows by 20 MiB pages:
 # the slivers of partly used segments do not form, and only a page per pool is left over

@@ -14,8 +14,10 @@ The mapping's own choices are written here once, with their reason:
 - FSDP1 (FULL_SHARD) is planned as FSDP2: both keep 1/N of every parameter, gradient and
   optimizer state and gather one wrapped unit at a time (the flat-parameter bookkeeping
   differs, not the bytes a rank holds);
-- Answer.AI's FSDP1 runs wrap a model held on the CPU (rank 0) or the meta device with
-  ``sync_module_states``: planned with ``parallel.fsdp1_wrap`` (``FSDP1_WRAP_FAMILIES``);
+- Answer.AI's FSDP1 runs, and PEFT's FSDP guide's (accelerate's ``fsdp_cpu_ram_efficient_loading``),
+  wrap a model held on the CPU (rank 0) or the meta device with ``sync_module_states``: planned
+  with ``parallel.fsdp1_wrap`` (``FSDP1_WRAP_FAMILIES``, ``FSDP1_WRAP_SOURCES``); Answer.AI's loop keeps
+  the model output through the backward (``loop_keeps_output``, ``KEEPS_OUTPUT_FAMILIES``);
 - a recipe's ``float8`` is torchao's Float8Linear with dynamic tensorwise scaling, the
   default recipe and the one torchtitan's float8 converter ran in every record here (no
   record names rowwise); ``compile`` is torch.compile over the model (stack "compile"), and over
@@ -132,6 +134,16 @@ _TARGETS: Final = {
 _HEAD_TARGETS: Final = ("head", "output")
 # Scopes that are readings after the model is built and wrapped, before the first step.
 _INIT_SCOPES: Final = ("after model initialisation", "torch.cuda.memory_reserved right after fsdp wrapping")
+# Sources whose training loop empties the allocator's cache right before the step that sets the
+# peak, so no free block of an earlier step is left at it. PEFT's method comparison
+# (huggingface/peft 51c2ff6, method_comparison/MetaMathQA): run.py calls
+# ``torch_accelerator_module.empty_cache()`` after every step with ``step % 10 == 0``
+# (ACCELERATOR_EMPTY_CACHE_SCHEDULE); utils.py's BucketIterator yields buckets of batch_size ×
+# BUCKET_FACTOR = 4 × 20 samples, 20 steps, each sorted longest first ("sort long to short
+# instead to encounter possible OOM errors as early as possible"), and the steps count from 1;
+# so the longest batch of every bucket, where the peak is, is step 20k + 1, right after the
+# empty_cache of step 20k.
+_CACHE_EMPTIED_BEFORE_PEAK: Final = frozenset({"peft-method-comparison-metamathqa"})
 
 
 @dataclass(frozen=True)
@@ -167,6 +179,11 @@ class Mapped:
     @property
     def scored(self) -> bool:
         return self.expressible and not self.unscored
+
+    @property
+    def cache_emptied_before_peak(self) -> bool:
+        """The run empties the allocator's cache right before the step that sets its peak."""
+        return self.source in _CACHE_EMPTIED_BEFORE_PEAK
 
     @property
     def model_init(self) -> bool:
@@ -369,9 +386,24 @@ def _litgpt_model(model: ModelSpec, family: str) -> ModelSpec:
 # and passes sync_module_states=args["low_memory"], param_init_fn=to_empty on the other ranks
 # (AnswerDotAI/fsdp_qlora e877dda, train.py); the benchmark's template command keeps it.
 FSDP1_WRAP_FAMILIES: Final = ("answerai",)
+# Sources whose FSDP1 runs load through accelerate's fsdp_cpu_ram_efficient_loading: PEFT's FSDP guide
+# (huggingface/peft 6008f272, docs/source/accelerate/fsdp.md) configures both of its runs with
+# ``fsdp_cpu_ram_efficient_loading: true`` and ``fsdp_sync_module_states: true`` ("We need to set
+# `fsdp_cpu_ram_efficient_loading=true`, `fsdp_use_orig_params=false` and `fsdp_offload_params=true`"):
+# rank 0 loads the model on the CPU, the others on the meta device, and FSDP1 wraps it with
+# sync_module_states, the wrap parallel.fsdp1_wrap describes; PEFT's ``fsdp_auto_wrap_policy`` makes the
+# LoRA layers units of their own beside each decoder layer, as Answer.AI's policy does.
+FSDP1_WRAP_SOURCES: Final = ("peft-docs-accelerate-2024-03",)
+# Families whose training loop keeps the model output (its float32 logits) until after backward():
+# Answer.AI's train.py binds ``output = model(input_ids, labels=..., attention_mask=None)``, calls
+# ``loss.backward()`` and the optimizer step, and sets ``output = None`` only after them
+# (AnswerDotAI/fsdp_qlora e877dda, train.py lines 841-894); the "ddp" rows run the same loop.
+KEEPS_OUTPUT_FAMILIES: Final = ("answerai",)
 
 
-def _plan(recipe: Mapping[str, Any], family: str, float8_all_gather: bool = False, interleaved: bool = False) -> Plan:
+def _plan(
+    recipe: Mapping[str, Any], family: str, float8_all_gather: bool = False, interleaved: bool = False, source: str = ""
+) -> Plan:
     method = Method(recipe["method"])
     lora = recipe["lora"] or {}
     model = find_model(recipe["catalogue_id"])
@@ -405,10 +437,16 @@ def _plan(recipe: Mapping[str, Any], family: str, float8_all_gather: bool = Fals
         bnb_legacy=_bnb_legacy(recipe),
         kbit_upcast=bool(recipe["prepare_model_for_kbit_training"]) and method is Method.QLORA,
         **_loss(recipe, family),
+        loop_keeps_output=family in KEEPS_OUTPUT_FAMILIES,
         stack=Stack.COMPILE if recipe["compile"] else Stack.EAGER,
         float8=Float8.TENSORWISE if recipe["float8"] else Float8.NONE,
         hardware=_card(recipe),
-        parallel=_parallel(recipe, float8_all_gather, family in FSDP1_WRAP_FAMILIES, **pipeline["parallel"]),
+        parallel=_parallel(
+            recipe,
+            float8_all_gather,
+            family in FSDP1_WRAP_FAMILIES or source in FSDP1_WRAP_SOURCES,
+            **pipeline["parallel"],
+        ),
         **_checkpointing(recipe),
         **_roles(recipe, method),
     )
@@ -430,7 +468,8 @@ def map_figure(figure: Mapping[str, Any]) -> Mapped:
     if missing:
         return Mapped(figure, None, tuple(missing), unscored)
     try:
-        plan = _plan(recipe, FAMILY[str(figure["source_id"])], _float8_all_gather(figure), _interleaved(figure))
+        source = str(figure["source_id"])
+        plan = _plan(recipe, FAMILY[source], _float8_all_gather(figure), _interleaved(figure), source)
     except PlanError as error:
         return Mapped(figure, None, (f"the plan refuses it: {error}",), unscored)
     return Mapped(figure, plan, (), unscored)

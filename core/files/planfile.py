@@ -110,6 +110,7 @@ OPTIONAL_KEYS: Final = (
             "kbit_upcast",
             "litgpt",
             "compiled_loss",
+            "loop_keeps_output",
         )
     )
     | frozenset(

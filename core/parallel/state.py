@@ -89,6 +89,10 @@ MASTER_BYTES: Final = 4.0
 # DeepSpeed stage 3 steps the optimizer one sub-group at a time (zero/config.py
 # sub_group_size, 1e9 elements): one group's float32 gradient exists at once.
 ZERO3_SUB_GROUP: Final = 1_000_000_000
+# DeepSpeed stage 3 keeps a module's gathered parameters when they are used again within
+# stage3_max_reuse_distance elements of the trace (deepspeed/runtime/zero/config.py at edaa7221:
+# max_reuse_distance default 1e9; partitioned_param_coordinator.py __params_to_release).
+ZERO3_MAX_REUSE_DISTANCE: Final = 1_000_000_000
 # FSDP2 with a unit per decoder block (torchtitan, accelerate's transformer wrap policy):
 # inside a block's backward two are gathered, the one computing and the one prefetched.
 GATHERED_UNITS: Final = 2
@@ -355,12 +359,13 @@ def _fsdp(rank: _Rank) -> RankState:
     scale = model.params_scale
     block = block_params_per_rank(model, lay.tensor_parallel) * scale
     root = outside_params(model, stage, lay.tensor_parallel) * scale
+    block_b, root_b = _unit_bytes(rank, block, gather)
     root_term = Term(
         "root unit gathered (embedding, final norm, head: not resharded after forward)",
-        f"{sci(root)} × {gather:g} B",
-        root * gather,
+        f"{sci(root)} × {root_b:g} B",
+        root * root_b,
     )
-    one, gathered = _gathered_block(plan, lay, block, gather)
+    one, gathered = _gathered_block(plan, lay, block, block_b)
     forward, backward, backward_block = _fsdp_gathered(plan, stage.layers, root_term, one, gathered)
     backward_grads = _block_gradients(rank, block, gather, reduce_b)
     root_pending: list[Term] = []
@@ -405,7 +410,76 @@ def _fsdp(rank: _Rank) -> RankState:
     )
     if par.offload is Offload.OPTIMIZER:
         return replace(state, optim=[], host=host, step_temporary=False, notes=(_OPTIM_NOTE,))
-    return replace(state, weights=quant_state, grads=[], optim=[], host=host, step_temporary=False, notes=(note,))
+    staged = stream_cache + _offload_staging(rank, (block, block_b), (root, root_b), gather)
+    return replace(
+        state,
+        weights=quant_state,
+        grads=[],
+        optim=[],
+        host=host,
+        step_temporary=False,
+        notes=(note,),
+        stream_cache=staged,
+    )
+
+
+def _unit_bytes(rank: _Rank, block: float, gather: float) -> tuple[float, float]:
+    """Bytes per parameter a block unit and the root unit gather. Under QLoRA only the blocks'
+    linear layers are 4-bit (bitsandbytes replaces ``nn.Linear`` modules; transformers'
+    ``BitsAndBytesConfig`` keeps ``lm_head`` out, and the embedding is no linear layer): a block
+    gathers its packed 4-bit data (and its norms in the base dtype), the root its embedding and head
+    in the base dtype. Otherwise, and under a mixed-precision policy that casts every gathered
+    parameter, both gather ``gather`` bytes (the rank's stored average)."""
+    plan = rank.plan
+    quantised = plan.method is Method.QLORA and plan.quant in (Quant.NF4, Quant.FP4)
+    if not quantised or plan.parallel.fsdp_param_dtype is not MpDtype.STORED or not block:
+        return gather, gather
+    packed = ELEMENT_BYTES["nf4"]
+    linear = sum(t.bytes for t in rank.weights if t.label.startswith(f"{plan.quant.value} block weights")) / packed
+    per_block = min(block, linear / max(1, rank.stage.layers))
+    base = rank.dt.base
+    return (per_block * packed + (block - per_block) * base) / block, base
+
+
+def _offload_staging(
+    rank: _Rank, block_unit: tuple[float, float], root_unit: tuple[float, float], gather: float
+) -> list[Term]:
+    """Parameter CPU offload copies each unit's local shard to the GPU before its all-gather, on a
+    side stream, and the caching allocator keeps the freed copies for that stream.
+
+    FSDP1 (pytorch/pytorch 01caf79, torch/distributed/fsdp/_flat_param.py ``pre_unshard``:
+    ``self.flat_param_to(self.device, non_blocking=True)``, "This creates a new tensor distinct from
+    any attributes"; ``_all_gather_flat_param``: "``flat_param.data`` (i.e. sharded param) is created
+    on the pre-unshard stream", handed to the unshard stream with ``record_stream``) runs
+    ``pre_unshard`` under the pre-unshard stream ("allocations and writes for CPU offloading (H2D
+    copy) and mixed precision (low precision cast)", ``_runtime_utils.py`` ``_init_streams`` at
+    00ae0bc9); with mixed precision ``_use_low_precision_shard`` makes the low-precision shard from
+    the copied one there too. The copy is freed when the unit's flat parameter points at the
+    gathered one, and ``limit_all_gathers`` lets two all-gathers be in flight, so two block shards
+    (or the root's, copied alone at the step's start) are cached. FSDP2 (010ae4a8,
+    ``_fully_shard/_fsdp_collectives.py`` ``foreach_all_gather``) makes the same copy
+    (``FSDPParam.all_gather_inputs``: ``.to(self.device, non_blocking=True)``) under the all-gather
+    copy-in stream and drops it once copied into the all-gather output: one unit's at a time. A
+    block cached for one stream is never given to another (CUDACachingAllocator.cpp
+    ``get_free_block``), so the default stream's peak does not reuse them."""
+    plan = rank.plan
+    dp = rank.dp
+    (block, block_b), (root, root_b) = block_unit, root_unit
+    if dp <= 1 or not block:
+        return []
+    # Under a mixed-precision policy the shard is copied in its stored dtype and cast to the gathered one.
+    stored = rank.stored_bytes
+    cast = gather if plan.parallel.fsdp_param_dtype is not MpDtype.STORED and gather != stored else 0.0
+    in_flight = 2 if plan.parallel.fsdp1_wrap else 1  # FSDP1's limit_all_gathers; FSDP2 copies one unit at a time
+    blocks = in_flight * block * (stored + cast if cast else block_b) / dp
+    roots = root * (stored + cast if cast else root_b) / dp
+    if roots >= blocks:
+        how = f"({stored:g} + {cast:g}) B" if cast else f"{root_b:g} B"
+        label = "CPU offload: the root unit's shard copied to the GPU for its all-gather, cached for the copy stream"
+        return [Term(label, f"{sci(root)} × {how} ÷ {dp}", roots)]
+    how = f"({stored:g} + {cast:g}) B" if cast else f"{block_b:g} B"
+    label = "CPU offload: the blocks' shards copied to the GPU for their all-gather, cached for the copy stream"
+    return [Term(label, f"{in_flight} × {sci(block)} × {how} ÷ {dp}", blocks)]
 
 
 def _fsdp1_wrap_cache(rank: _Rank, block: float, root: float) -> list[Term]:
@@ -523,13 +597,37 @@ def _zero_stage(rank: _Rank) -> _ZeroStage:
     par = rank.plan.parallel
     stored = rank.stored_bytes
     largest = _largest_module(rank.plan, rank.lay, rank.stage) * rank.plan.model.params_scale
+    what = "the largest module"
+    kept = _zero3_kept_block(rank)
+    if kept > largest:
+        largest, what = kept, "a checkpointed block's modules, kept for its backward"
     prefetch = min(par.zero3_prefetch_elements, max(0, par.zero3_max_live_elements - largest))
     gathered = Term(
-        "gathered: the largest module + the prefetch bucket",
+        f"gathered: {what} + the prefetch bucket",
         f"({sci(largest)} + {sci(prefetch)}) × {stored:g} B",
         (largest + prefetch) * stored,
     )
     return _ZeroStage(_sharded(rank.weights, dp), [], [], persistent=persistent, gathered=[gathered])
+
+
+def _zero3_kept_block(rank: _Rank) -> float:
+    """Elements of one decoder block ZeRO-3 keeps gathered through a checkpointed block's backward.
+
+    DeepSpeed gathers a module's own parameters when it runs and, on release, keeps those that are
+    used again within ``stage3_max_reuse_distance`` elements of the recorded trace
+    (partitioned_param_coordinator.py at edaa7221, ``__params_to_release``: "if we see any of the
+    candidate parameters to be released reoccur while doing this, remove them from the set of
+    parameters to release"). Under activation checkpointing a block's modules run in its recomputed
+    forward and again, in reverse, in its backward: each is used again within the rest of the block,
+    less than the default 1e9 elements for a block that size, so the block stays gathered between the
+    two, capped by ``stage3_max_live_parameters`` (the coordinator fetches no more than that)."""
+    plan = rank.plan
+    if not plan.checkpointing or not rank.stage.layers:
+        return 0.0
+    block = block_params_per_rank(plan.model, rank.lay.tensor_parallel) * plan.model.params_scale
+    if block > ZERO3_MAX_REUSE_DISTANCE:
+        return 0.0
+    return float(min(block, plan.parallel.zero3_max_live_elements))
 
 
 def _zero_offloaded(rank: _Rank, state: RankState) -> RankState:

@@ -460,6 +460,13 @@ def loss_memory(plan: Plan) -> LossMemory:
     float32 log-softmax the backward needs. The training loop drops the model output before
     ``backward()`` (as the HF Trainer does), so the backward starts with the log-softmax,
     the gradient flowing into it and the gradient it produces: three float32 N·V tensors.
+
+    A loop that keeps the output through the backward (``loop_keeps_output``) holds its logits
+    as a fourth: transformers 4.37.2 ``LlamaForCausalLM.forward`` rebinds ``logits =
+    logits.float()`` before the loss and returns that float32 tensor in
+    ``CausalLMOutputWithPast(logits=logits)``; Answer.AI's train.py (AnswerDotAI/fsdp_qlora e877dda)
+    runs ``output = model(..., labels=...)``, ``loss.backward()``, the optimizer step, and only
+    then ``output = None``, and its README pins ``transformers!=4.38.*,!=4.39.*``.
     """
     model = plan.model
     n = plan.workload.micro_batch * plan.workload.seq_len
@@ -490,6 +497,14 @@ def loss_memory(plan: Plan) -> LossMemory:
     ]
     if model.final_softcap:
         bwd.append(Term("soft-capped logits (tanh, kept)", f"N·V × {ca:g}", nv * ca))
+    if plan.loop_keeps_output:
+        bwd.append(
+            Term(
+                "the model output's float32 logits, kept by the loop through the backward",
+                f"N·V × 4 = {sci(nv)} × 4",
+                nv * 4,
+            )
+        )
     return LossMemory(fwd, bwd)
 
 

@@ -177,18 +177,17 @@ def test_the_answer_is_the_first_count_that_fits_with_the_estimators_figures() -
 
 
 def test_of_the_layouts_that_fit_on_the_fewest_gpus_the_fastest_is_the_answer() -> None:
-    # Qwen2.5 32B (config.json: 40 heads, 8 KV heads), full fine-tuning at 12,288 tokens, planned
-    # with TP 8 on H100s: on the fewest GPUs that hold it (16: the verdict reads the range
-    # real-GPU figures give such plans, issue 22) several splits fit, and the answer is the
-    # fastest of them. The search used to stop at the first that fitted. (At 2,048 tokens 8 GPUs
-    # hold it, with one split, since LitGPT's figures narrowed the every-figure band; at 6,144
-    # too since the fragmentation fraction was refitted without compile under op SAC, 0.185 -> 0.230,
-    # and the evidence table regenerated with it moved the range such plans are judged on; at
-    # 8,192 too since the 405B pipeline rows entered the fit, 0.230 -> 0.215.)
-    plan = _full("qwen2.5-32b", "h100-sxm", 12288).on_gpus(8, Strategy.FSDP).with_parallel(tensor_parallel=8)
+    # Llama 3.1 8B (config.json: 32 heads, 8 KV heads), full fine-tuning at 20,480 tokens, planned
+    # with TP 8 on L40S cards: on the fewest GPUs that hold it (8) several splits fit, and the
+    # answer is the fastest of them. The search used to stop at the first that fitted. (This
+    # scenario was Qwen2.5 32B on H100s at 2,048 to 12,288 tokens while the evidence band moved,
+    # issue 22; once issue 22's fourth pass narrowed the band for full fine-tuning on many GPUs
+    # (p90 +22.9 -> +10.9 %), that window shrank to a few hundred tokens near 27,400. Llama 3.1 8B
+    # on L40S holds the premise from 10,240 to 32,768 tokens.)
+    plan = _full("llama-3.1-8b", "l40s", 20480).on_gpus(8, Strategy.FSDP).with_parallel(tensor_parallel=8)
     answer = fewest_gpus(plan)
     found = answer.found
-    assert found is not None and found.count == 16
+    assert found is not None and found.count == 8
     running = [estimate(p) for p in candidate_layouts(plan, found.count)]
     running = [e for e in running if e.fits]
     assert len(running) >= 2 and found.layouts_fitting == len(running)
@@ -271,22 +270,22 @@ def test_a_card_fits_only_where_the_host_holds_the_offloaded_state() -> None:
 
 def test_the_fastest_and_the_cheapest_are_shown_beside_the_fewest() -> None:
     # Issue 26, item 16: Llama 3.1 70B, full fine-tuning with checkpointing, 8,192 tokens, 1B
-    # tokens on H100s: the fewest is 16 GPUs (8 before the verdict read the range of real-GPU
-    # figures, issue 22), but more finish sooner, and the search stopped at the fewest.
+    # tokens on H100s: the fewest is 8 GPUs with TP 8 (16 while the band real-GPU figures give
+    # full fine-tuning on many GPUs reached +23 %; +11 % since issue 22's fourth pass regenerated
+    # it), but more finish sooner, and the search stopped at the fewest.
     plan = plan_for_model("llama-3.1-70b", method=Method.FULL, checkpointing=True).with_changes(preset="trainer-bf16")
     plan = plan.with_workload(seq_len=8192, tokens=10**9).with_hardware(gpu="h100-sxm")
     answer = fewest_gpus(plan.on_gpus(8, Strategy.FSDP))
     found, cheapest, fastest = answer.found, answer.cheapest, answer.fastest
     assert found is not None and cheapest is not None and fastest is not None
-    assert found.count == 16 and fastest.count > 16
+    assert found.count == 8 and fastest.count > 8
     assert fastest.estimate.compute.hours < found.estimate.compute.hours
     assert all(found.count < row.count <= 4 * found.count and row.fits for row in answer.beyond)
-    # On 16 GPUs plain FSDP2 no longer fits since the last step's sharded gradients stay reserved
-    # for the reduce-scatter stream (core.training.detailed._gradients_cached): it takes TP 2, and
-    # 24 GPUs of plain FSDP2 cost less. From there every count runs the same layout; with the
-    # overlapped gathers contending for the SMs (core.parallel.comm._contended) each doubling
-    # loses a little per GPU, so the cheapest is the smallest of them, and the summary names it.
-    assert found.layout == "FSDP2 + TP 2" and cheapest.count == 24 and cheapest.layout == "FSDP2"
+    # On 8 GPUs only TP 8 holds it (the state is not sharded by FSDP there); 16 GPUs of plain
+    # FSDP2 cost less. From there every count runs the same layout; with the overlapped gathers
+    # contending for the SMs (core.parallel.comm._contended) each doubling loses a little per
+    # GPU, so the cheapest is the smallest of them, and the summary names it.
+    assert found.layout == "FSDP2 + TP 8" and cheapest.count == 16 and cheapest.layout == "FSDP2"
     assert cheapest.estimate.compute.cost < found.estimate.compute.cost
     assert all(cheapest.estimate.compute.cost <= row.estimate.compute.cost for row in answer.beyond)
     assert f"cheapest: {cheapest.count} GPUs" in answer.summary()

@@ -98,3 +98,28 @@ def test_the_closed_form_against_a_replay_of_the_wrap(quantised: bool) -> None:
     closed = replay.closed_form(shape, quantised)
     assert closed == 2 * BLOCK * (0.5 if quantised else 2) + 2 * ROOT * 2
     assert closed == pytest.approx(cached, rel=0.07)
+
+
+def test_the_mapping_wraps_answer_ai_and_peft_fsdp_guide_runs_from_the_cpu() -> None:
+    """Answer.AI's train.py (low_memory) and PEFT's FSDP guide (huggingface/peft 6008f272,
+    docs/source/accelerate/fsdp.md: both configs set ``fsdp_cpu_ram_efficient_loading: true`` and
+    ``fsdp_sync_module_states: true``) wrap a model held on the CPU / meta device; no other source
+    says so, and only FSDP1 records can."""
+    mapping = load_script(FOLDER / "mapping.py", "realgpu_mapping_wrap_sources")
+    figures = json.loads((FOLDER / "memory_figures.json").read_text())["figures"]
+    wrapped = {}
+    for figure in figures:
+        plan = mapping.map_figure(figure).plan
+        if plan is not None and plan.parallel.fsdp1_wrap:
+            wrapped[figure["id"]] = figure
+    assert {f["source_id"] for f in wrapped.values()} == {
+        "answerai-fsdp-qlora-bench-2024-03",
+        "peft-docs-accelerate-2024-03",
+    }
+    assert all(f["recipe"]["parallel"]["strategy"] == "fsdp1" for f in wrapped.values())
+    peft = sorted(i for i, f in wrapped.items() if f["source_id"] == "peft-docs-accelerate-2024-03")
+    assert peft == [
+        "peftdocs-llama2-70b-lora-fsdp-8xh100",
+        "peftdocs-llama2-70b-qlora-fsdp-cpuoffload-2x24",
+        "peftdocs-llama2-70b-qlora-fsdp-nooffload",
+    ]

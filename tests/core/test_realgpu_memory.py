@@ -58,7 +58,34 @@ FOLDER = ROOT / "benchmarks" / "realgpu"
 # (axolotl's offloaded gpt-oss row is now the worst); nvidia-smi median 12.3 -> 10.6 %, worst
 # 26.0 -> 24.4 % (no PEFT-docs estimate has the wrap: the fraction fitted without the Hugging Face
 # family moved with Answer.AI's figures); docs/REAL_GPU_MEMORY.md, "What an FSDP1 wrap leaves".
-CEILINGS = {"allocated": (3.9, 9.9), "reserved": (9.3, 32.2), "nvidia-smi": (10.7, 24.5), "boundary": (0.5, 0.5)}
+# When Answer.AI's loop kept its model output's float32 logits through the backward (loop_keeps_output):
+# reserved median 9.2 -> 5.5 % (ceiling lowered), worst 32.1 -> 32.5 % (axolotl's offloaded row, read with
+# the lower fraction fitted without its family: 0.170 -> 0.105), nvidia-smi median 10.6 -> 12.6 %, worst
+# 24.4 -> 26.3 % (the fraction fitted without the Hugging Face family 0.205 -> 0.165: Answer.AI's rows no
+# longer ask for more), boundary worst 0.0 -> 3.9 % (Mistral 7B's longest context 24,576 -> 23,607 tokens);
+# docs/REAL_GPU_MEMORY.md, "Answer.AI's loop keeps the model output". Reserved median 5.5 -> 5.2 % when a
+# predicted reading was capped at what the card can show (memory.py card_limit; Yi 34B's and Mistral 7B's
+# longest-context Answer.AI rows +7.8 / +8.2 % -> +1.8 / +4.0 %). When PEFT's FSDP guide was mapped with the
+# wrap its accelerate config runs (fsdp_cpu_ram_efficient_loading, sync_module_states: parallel.fsdp1_wrap):
+# nvidia-smi 12.6 / 26.3 -> 11.2 / 14.2 % (the 2 × 24 GB CPU-offload run -26.3 -> -11.2 %, its no-offload
+# twin -7.8 -> +0.4 %), boundary worst 3.9 -> 0.3 %, reserved 5.2 / 32.4 -> 5.2 / 32.5 % (the fraction
+# fitted without axolotl 0.120 -> 0.110). Reserved median raised 5.2 -> 6.5 % when readings within one of the
+# step's largest allocations of the card's limit left the fit (memory.py capacity_bound: six Answer.AI rows
+# whose batch was raised to fill the card, and torchtitan's 32K-token row): without them the fraction fitted
+# without torchtitan fell 0.105 -> 0.040 (Answer.AI's remaining rows and PEFT's method comparison ask for less),
+# and torchtitan's 70B 2-D rows read -23.9 / -19.0 % -> -27.9 / -23.3 %; nvidia-smi 11.2 / 14.2 -> 11.0 / 14.0 %.
+# When PEFT's method comparison was scored with the empty_cache() its loop runs before every peak step (its
+# seven LoRA figures with no fragmentation term, not fitted on; branch h-real 2d846be): reserved 6.5 / 32.3 ->
+# 5.6 / 32.1 % (those rows +6.6 ... +17.6 % -> -4.1 ... +4.9 %; the fraction fitted without torchtitan 0.040 ->
+# 0.330, so torchtitan's compiled 8B rows read +19 ... +26 %), boundary worst 0.3 -> 4.3 %. When a QLoRA root
+# unit gathered its embedding and head in the base dtype (core.parallel.state._unit_bytes; it took the rank's
+# average, ≈ 0.5 B): nvidia-smi median 11.0 -> 10.6 %, reserved median 5.6 -> 5.7 %, boundary worst 4.3 -> 5.6 %.
+# When parameter CPU offload staged each unit's local shard on a side stream (core.parallel.state
+# _offload_staging): reserved worst 32.1 -> 27.0 % (axolotl's offloaded gpt-oss row), boundary worst 5.6 -> 6.6 %.
+# When ZeRO-3 kept a checkpointed block gathered through its backward (core.parallel.state._zero3_kept_block):
+# nvidia-smi worst 14.0 -> 13.2 % (PEFT's ZeRO-3 runs -12.3 / -14.0 -> -10.6 / -13.2 %), reserved median
+# 5.7 -> 5.9 % (the fraction fitted without torchtitan moved with PEFT's rows).
+CEILINGS = {"allocated": (3.9, 9.9), "reserved": (6.0, 27.1), "nvidia-smi": (10.7, 13.3), "boundary": (0.5, 6.7)}
 
 
 def _benchmark() -> ModuleType:
@@ -98,7 +125,34 @@ def test_each_family_is_scored_with_the_constant_fitted_without_it(bench: Module
     for row in result.rows:  # type: ignore[attr-defined]
         family = row.mapped.family
         expected = bench.fit_fraction(r for r in first if r.mapped.family != family)
-        assert row.fitted == expected == result.fitted_without[family]  # type: ignore[attr-defined]
+        assert expected == result.fitted_without[family]  # type: ignore[attr-defined]
+        assert row.fitted == (expected if bench.carries_fragmentation(row.mapped) else 0.0)
+
+
+def test_a_run_that_empties_the_cache_before_its_peak_step_carries_no_fragmentation(
+    bench: ModuleType, result: object
+) -> None:
+    # PEFT's method comparison (huggingface/peft 51c2ff6, method_comparison/MetaMathQA run.py and
+    # utils.py) calls empty_cache() after every tenth step and sorts each 20-step bucket longest
+    # first, so every bucket's longest batch runs on an emptied cache (CUDACachingAllocator.cpp at
+    # 001074d, release_blocks: every segment with no live tensor goes back). A LoRA run's only
+    # tensors made after the first activations, its gradients and AdamW state, are at most
+    # 64 × 3,072 × 4 B = 768 KiB each: the small pool (kSmallSize, 1 MiB), never an activation's
+    # segment. So its figures are scored with no fragmentation term, and its full fine-tuning
+    # figure (Llama 3.2 3B's 128,256 × 3,072 embedding moments, large pool) with the fitted one.
+    rows = {r.mapped.id: r for r in result.rows}  # type: ignore[attr-defined]
+    peft = [r for r in rows.values() if r.mapped.source == "peft-method-comparison-metamathqa"]
+    lora = [r for r in peft if r.mapped.plan.adapter_based]
+    assert len(lora) == 7 and len(peft) == 8
+    for row in lora:
+        assert not bench.carries_fragmentation(row.mapped) and row.fitted == 0.0
+        # the published whole-run reserved peak (accelerator_memory_max) within ±5 %: it was
+        # +16 % to +28 % with the fitted term (docs/REAL_GPU_MEMORY.md).
+        assert abs(row.error_pct) <= 5.0, (row.mapped.id, row.error_pct)
+    full = rows["peft-mc-full-finetuning--llama-3.2-3B-lr_0.00001"]
+    assert bench.carries_fragmentation(full.mapped) and full.fitted == result.fitted_without["huggingface"]  # type: ignore[attr-defined]
+    # Other sources do not empty the cache: the fitted term applies to each of their figures.
+    assert all(bench.carries_fragmentation(r.mapped) for r in rows.values() if r.mapped.source != peft[0].mapped.source)
 
 
 def test_the_shipped_constant_is_the_fit_on_every_family(result: object) -> None:
@@ -116,3 +170,48 @@ def test_no_metric_gets_worse(bench: ModuleType, result: object) -> None:
     for metric, (median_ceiling, worst_ceiling) in CEILINGS.items():
         _, median, worst, _ = summaries[metric]
         assert median <= median_ceiling and worst <= worst_ceiling, (metric, median, worst)
+
+
+def test_a_predicted_reading_never_passes_the_card(result: object) -> None:
+    # Yi 34B QLoRA at batch 2 × 2,048 on an RTX 3090 (Answer.AI benchmarks_03_2024.md: 23.05 GiB
+    # reserved): the estimate's reserved peak is above what a 24 GiB card holds beside the CUDA context
+    # and NCCL's buffers. The caching allocator frees its unused cached segments and retries before it
+    # fails (CUDACachingAllocator.cpp malloc: release_cached_blocks), so the reading it is compared with
+    # is that limit, not the uncapped figure.
+    rows = {r.mapped.id: r for r in result.rows}  # type: ignore[attr-defined]
+    yi = rows["answerai-3090-yi34b-qlora-bs2"]
+    context, nccl = 512 * 2**20, 2 * 2 * (4 * 2**20 + 512 * 1024 + 4_915_200)  # core.runtime, PCIe: 2 channels
+    assert yi.limit == 24 * 2**30 - context - nccl
+    assert yi.predicted > yi.limit >= yi.measured
+    assert yi.error_pct == (yi.limit - yi.measured) / yi.measured * 100
+
+
+def test_readings_the_card_may_have_bounded_are_scored_but_not_fitted(bench: ModuleType, result: object) -> None:
+    # Answer.AI raised its batch sizes to fill its 24 GB cards (benchmarks_03_2024.md at e877dda: "let's
+    # scale up the batch size to fill that up a little more"; Yi 34B: "enough room on my 24GB cards for a
+    # batch size of 1 or 2 at most"). Within one of the step's largest allocations of what the card can
+    # show, a request that does not fit makes the allocator free its cache and retry
+    # (CUDACachingAllocator.cpp malloc: release_cached_blocks): such a reading bounds the reserve from
+    # below, so the fraction is not fitted on it.
+    rows = result.rows  # type: ignore[attr-defined]
+    bound = {r.mapped.id for r in rows if r.at_capacity}
+    assert bound == {
+        "answerai-3090-yi34b-qlora-bs2",
+        "answerai-3090-yi34b-qlora-cpuoff-bs4",
+        "answerai-4090-7b-lora-cpuoff-bs10",
+        "answerai-4090-7b-qlora-cpuoff-bs12",
+        "answerai-4090-mistral7b-qlora-cpuoff-bs12",
+        "answerai-4090-mistral7b-qlora-cpuoff-ctx24576",
+        "torchtitan-2412-8b-cp1-seq32768",
+    }
+    yi = next(r for r in rows if r.mapped.id == "answerai-3090-yi34b-qlora-bs2")
+    # Yi 34B (vocabulary 64,000), batch 2 × 2,048: one float32 N·V tensor is 1,048,576,000 bytes, more
+    # than the 0.44 GB the published 23.05 GiB leaves below the card's limit.
+    assert bench.largest_request(yi.mapped.plan) == 2 * 2_048 * 64_000 * 4
+    assert yi.limit - yi.measured < 2 * 2_048 * 64_000 * 4
+    # The 3090's batch-10 QLoRA row (20.97 GiB) leaves 2.67 GB below the limit, more than its float32
+    # N·V (10 × 2,048 × 32,000 × 4 B = 2.62 GB): not bound.
+    row = next(r for r in rows if r.mapped.id == "answerai-3090-7b-qlora-bs10")
+    assert not row.at_capacity and row.limit - row.measured > 10 * 2_048 * 32_000 * 4
+    first = [bench.score_one(m, ALLOCATOR_FRAGMENTATION) for m in result.mapped if m.scored and m.metric != "boundary"]  # type: ignore[attr-defined]
+    assert bench.fit_fraction(first) == bench.fit_fraction(r for r in first if not r.at_capacity)

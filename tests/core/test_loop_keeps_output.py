@@ -1,0 +1,77 @@
+"""A training loop that keeps the model output through the backward (``loop_keeps_output``, issue 22).
+
+Sources: AnswerDotAI/fsdp_qlora e877dda train.py (lines 841-894: ``output = model(input_ids,
+labels=..., attention_mask=None)``, ``loss = output.loss``, ``loss.backward()``, the optimizer step,
+then ``output = None``; its README pins ``transformers!=4.38.*,!=4.39.*``); transformers 4.37.2
+``models/llama/modeling_llama.py`` (``LlamaForCausalLM.forward``: ``logits = logits.float()`` before
+the loss, returned as ``CausalLMOutputWithPast(logits=logits)``). Llama-2-7B's vocabulary is 32,000
+(meta-llama/Llama-2-7b-hf config.json). Figure: benchmarks/realgpu/memory_figures.json
+``answerai-4090-7b-lora-cpuoff-bs10`` (batch 10 × 2,048 tokens, published 22.69 GiB reserved)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from core.catalogue import find_model
+from core.cli.app import main as cli_main
+from core.estimate import estimate
+from core.plan import Method, Plan, Workload
+from core.training.activations import loss_memory
+from tests.scripts import load_script
+
+FOLDER = Path(__file__).resolve().parents[2] / "benchmarks" / "realgpu"
+# Batch 10 × 2,048 tokens × 32,000: N·V = 655,360,000; float32: 2,621,440,000 bytes.
+NV = 10 * 2_048 * 32_000
+
+
+def _plan(keeps: bool) -> Plan:
+    return Plan(
+        model=find_model("llama-2-7b").spec,
+        method=Method.LORA,
+        workload=Workload(micro_batch=10, seq_len=2_048),
+        checkpointing=True,
+        loop_keeps_output=keeps,
+    )
+
+
+def test_the_kept_output_holds_its_float32_logits_at_the_start_of_the_backward() -> None:
+    kept, dropped = loss_memory(_plan(True)), loss_memory(_plan(False))
+    assert kept.forward == dropped.forward
+    extra = [t for t in kept.backward if t not in dropped.backward]
+    assert [t.bytes for t in extra] == [NV * 4] == [2_621_440_000]
+    # The backward starts with the log-softmax, its incoming gradient, the logits' gradient and now
+    # the output's logits: four float32 N·V tensors.
+    assert sum(t.bytes for t in kept.backward) == 4 * NV * 4
+
+
+def test_the_kept_logits_raise_the_backward_peak_by_their_size() -> None:
+    kept, dropped = estimate(_plan(True)), estimate(_plan(False))
+    assert kept.peak_phase == dropped.peak_phase == "backward"
+    assert kept.peak_bytes - dropped.peak_bytes == NV * 4
+
+
+def test_the_setting_does_not_apply_where_the_logits_never_exist_whole() -> None:
+    for recipe in ({"fused_loss": True}, {"chunked_loss": True}, {"litgpt": True}, {"compiled_loss": True}):
+        with_it = _plan(True).with_changes(**recipe)
+        assert loss_memory(with_it) == loss_memory(with_it.with_changes(loop_keeps_output=False))
+
+
+def test_the_command_line_sets_it(capsys: object) -> None:
+    args = ["estimate", "--model", "llama-2-7b", "--method", "lora", "--micro-batch", "10", "--seq", "2048"]
+    assert cli_main([*args, "--json"]) == 0
+    plain = json.loads(capsys.readouterr().out)  # type: ignore[attr-defined]
+    assert cli_main([*args, "--loop-keeps-output", "--json"]) == 0
+    kept = json.loads(capsys.readouterr().out)  # type: ignore[attr-defined]
+    assert kept["peak_bytes"] - plain["peak_bytes"] == NV * 4
+
+
+def test_the_mapping_plans_answerai_records_with_it_and_no_other_family() -> None:
+    mapping = load_script(FOLDER / "mapping.py", "realgpu_mapping_keeps_output")
+    figures = json.loads((FOLDER / "memory_figures.json").read_text())["figures"]
+    kept = {
+        mapping.FAMILY[f["source_id"]]
+        for f in figures
+        if (m := mapping.map_figure(f)).plan is not None and m.plan.loop_keeps_output
+    }
+    assert kept == {"answerai"}
