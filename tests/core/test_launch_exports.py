@@ -182,6 +182,14 @@ def test_the_recipes_reach_torchtitan_torchtune_and_the_trainers() -> None:
     assert axolotl["plugins"] == ["axolotl.integrations.liger.LigerPlugin"]
 
 
+def test_a_loop_that_keeps_the_output_is_listed_by_every_training_target() -> None:
+    """No trainer config has a key for Answer.AI's loop (train.py holds the output through the
+    backward): every training export says so rather than dropping it."""
+    plan = llama_plan(loop_keeps_output=True)
+    for target in (t for t in Target if t not in SERVING_TARGETS):
+        assert export(plan, target).cannot("method.loop_keeps_output"), target
+
+
 def test_fsdp1_wrap_and_allocator_settings_reach_accelerate_and_torchrun() -> None:
     """The plan's FSDP1 wrap is accelerate's fsdp_version 1 with fsdp_cpu_ram_efficient_loading
     (which forces fsdp_sync_module_states: huggingface/accelerate 16cb6eb8 utils/dataclasses.py);

@@ -139,6 +139,7 @@ def with_recipes(draw: st.DrawFn, plan: Plan) -> Plan:
         "bnb_legacy": draw(st.booleans()),
         "kbit_upcast": draw(st.booleans()),
         "litgpt": draw(st.booleans()),
+        "loop_keeps_output": draw(st.booleans()),
         "lora": replace(plan.lora, dropout=draw(st.sampled_from([0.0, 0.05, 0.1]))),
         "hardware": replace(plan.hardware, alloc_conf=draw(st.sampled_from(["", "expandable_segments:True"]))),
         "parallel": replace(

@@ -133,6 +133,10 @@ RECIPE_WHY: Final = {
     "method.bnb_legacy": "the bitsandbytes version installed, not a config key (pin bitsandbytes<0.43.2 for it)",
     "method.kbit_upcast": "prepare_model_for_kbit_training is a call in the training script, not a config key",
     "method.litgpt": "LitGPT's fine-tuning scripts, not this target",
+    "method.loop_keeps_output": (
+        "a training loop that holds the model output through the backward (Answer.AI's train.py); "
+        "this target's trainer drops it first"
+    ),
     "hardware.alloc_conf": (
         "an environment variable: set PYTORCH_CUDA_ALLOC_CONF where the run starts "
         "(the torchrun and accelerate launch exports write it)"
