@@ -16,6 +16,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Final
 
+from core.training.gemm_shape import shape_efficiency
+
 # ---- priors ------------------------------------------------------------------------------
 # Large matmuls reach 78 % of the dense peak on an H100, 16-bit and float8 alike, and
 # pointwise kernels 92 % of the memory bandwidth (torchao's roofline model,
@@ -71,13 +73,20 @@ _GUIDE_OPERAND_BYTES: Final = {"16-bit": 2.0, "fp8-te": 1.0}  # outputs in 2 byt
 _GUIDE_BANDWIDTH: Final = 4.8e12  # bytes/s, H200 NVL
 
 
+_GUIDE_SMS: Final = 132  # H200 NVL: the GH100 of H100 SXM5, 132 SMs (core.training.gemm_shape.SM_COUNT)
+
+
 def guide_coefficient(kind: str) -> float:
     """The matmul coefficient the TE GEMM guide's H200 NVL layer time gives (forward, input- and
-    weight-gradient GEMMs: three passes of the forward shapes, as core.training.speed counts them)."""
+    weight-gradient GEMMs: three passes of the forward shapes, as core.training.speed counts them,
+    each at its tile- and wave-quantized FLOPs, core.training.gemm_shape)."""
     m, inputs = _GUIDE_M, _GUIDE_OPERAND_BYTES[kind]
-    flops = 3 * sum(2.0 * m * k * n for k, n in _GUIDE_SHAPES)
+    padded = sum(
+        2.0 * m * k * n * sum(1 / shape_efficiency(a, b, _GUIDE_SMS) for a, b in ((m, n), (m, k), (k, n)))
+        for k, n in _GUIDE_SHAPES
+    )
     moved = 3 * sum((m * k + k * n) * inputs + m * n * 2.0 for k, n in _GUIDE_SHAPES)
-    at_peak = flops / (_GUIDE_PEAK_TFLOPS[kind] * 1e12)
+    at_peak = padded / (_GUIDE_PEAK_TFLOPS[kind] * 1e12)
     return (_GUIDE_LAYER_MS[kind] * 1e-3 - moved / _GUIDE_BANDWIDTH) / at_peak
 
 
@@ -151,45 +160,45 @@ FIXED: Final = frozenset({"ring_merge", "te_casts", *MEGATRON_HOPPER})
 # Written by that script's --fit (tests/core/test_throughput.py checks they are its output).
 # fmt: off
 FITTED: Final[Mapping[str, float]] = {
-    "attention:ada/flash": 2.1708,
-    "attention:ada/flash1": 4.3509,
+    "attention:ada/flash": 2.1734,
+    "attention:ada/flash1": 4.3557,
     "attention:ada/fused": 2.2222,
-    "attention:ampere/flash": 1.5839,
-    "attention:ampere/flash1": 3.2641,
-    "attention:ampere/fused": 2.2861,
-    "attention:blackwell/flash": 3.1012,
+    "attention:ampere/flash": 1.5972,
+    "attention:ampere/flash1": 3.2961,
+    "attention:ampere/fused": 2.1995,
+    "attention:blackwell/flash": 3.1005,
     "attention:blackwell/flash1": 6.0000,
-    "attention:blackwell/fused": 1.7434,
-    "attention:hopper/flash": 3.2268,
+    "attention:blackwell/fused": 1.7973,
+    "attention:hopper/flash": 3.2253,
     "attention:hopper/flash1": 6.0000,
-    "attention:hopper/fused": 1.7354,
-    "dp_contention": 0.1958,
-    "elementwise:compile": 0.5298,
-    "elementwise:eager": 0.5607,
-    "elementwise:megatron": 0.5784,
-    "gemm:ada/16-bit": 1.0518,
+    "attention:hopper/fused": 1.7946,
+    "dp_contention": 0.2005,
+    "elementwise:compile": 0.5156,
+    "elementwise:eager": 0.4924,
+    "elementwise:megatron": 0.5367,
+    "gemm:ada/16-bit": 1.0638,
     "gemm:ada/fp32": 1.2500,
-    "gemm:ada/fp8-rowwise": 1.4228,
-    "gemm:ada/fp8-tensorwise": 1.0698,
-    "gemm:ampere/16-bit": 1.4246,
+    "gemm:ada/fp8-rowwise": 1.4374,
+    "gemm:ada/fp8-tensorwise": 1.0807,
+    "gemm:ampere/16-bit": 1.3584,
     "gemm:ampere/fp32": 1.1765,
-    "gemm:ampere/fp8-rowwise": 1.8647,
-    "gemm:ampere/fp8-tensorwise": 1.4020,
-    "gemm:blackwell/16-bit": 1.6345,
+    "gemm:ampere/fp8-rowwise": 1.7847,
+    "gemm:ampere/fp8-tensorwise": 1.3419,
+    "gemm:blackwell/16-bit": 1.6169,
     "gemm:blackwell/fp32": 1.2821,
-    "gemm:blackwell/fp8-rowwise": 2.1313,
-    "gemm:blackwell/fp8-tensorwise": 1.6025,
-    "gemm:hopper/16-bit": 1.7444,
+    "gemm:blackwell/fp8-rowwise": 2.1099,
+    "gemm:blackwell/fp8-tensorwise": 1.5864,
+    "gemm:hopper/16-bit": 1.7225,
     "gemm:hopper/fp32": 1.2821,
-    "gemm:hopper/fp8-rowwise": 2.2720,
-    "gemm:hopper/fp8-tensorwise": 1.7330,
-    "gemm:hopper/megatron-16-bit": 1.3255,
-    "gemm:hopper/megatron-fp8-te": 1.3630,
-    "gemm_bytes": 1.2038,
-    "optimizer": 1.0168,
+    "gemm:hopper/fp8-rowwise": 2.2461,
+    "gemm:hopper/fp8-tensorwise": 1.7164,
+    "gemm:hopper/megatron-16-bit": 1.2761,
+    "gemm:hopper/megatron-fp8-te": 1.3123,
+    "gemm_bytes": 1.1095,
+    "optimizer": 1.0022,
     "ring_merge": 1.0870,
     "te_casts": 1.0870,
-    "tp_overlap": 0.4776,
+    "tp_overlap": 0.4912,
 }
 # fmt: on
 

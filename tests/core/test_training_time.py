@@ -147,11 +147,14 @@ def test_megatron_on_hopper_runs_its_matmuls_at_the_te_gemm_guides_measured_rate
     # The same guide's H200 NVL layer (hidden 4,096, MLP 16,384, M = 31 x 512; QKV, attention out,
     # MLP up and down, each as Fprop, Dgrad and Wgrad): 1.917e13 FLOPs in 31.968 ms bf16 (600 of
     # the NVL's 835.5 dense TFLOP/s) and 16.785 ms fp8 (1,670.5 dense). Through the roofline with
-    # the operand bytes at 4.8 TB/s (prior 1.0, not the fit): 1.326 and 1.363.
+    # the operand bytes at 4.8 TB/s (prior 1.0, not the fit): 1.326 and 1.363 at the FLOPs as
+    # counted; 1.276 and 1.312 at the FLOPs the H200 NVL's 132 SMs run in whole 256 x 128 tiles
+    # and waves (core.training.gemm_shape: the Fprop of M = 15,872 by 4,096 is 1,984 tiles, 15.03
+    # waves run as 16), as every other matmul is now timed.
     flops = 3 * 2 * 15872 * (4096 * 12288 + 4096 * 4096 + 2 * 4096 * 16384)
     assert flops == pytest.approx(1.917e13, rel=1e-3)
-    assert guide_coefficient("16-bit") == pytest.approx(1.3255, abs=1e-4)
-    assert guide_coefficient("fp8-te") == pytest.approx(1.3630, abs=1e-4)
+    assert guide_coefficient("16-bit") == pytest.approx(1.2761, abs=1e-4)
+    assert guide_coefficient("fp8-te") == pytest.approx(1.3123, abs=1e-4)
     assert guide_coefficient("fp8-te") / guide_coefficient("16-bit") == pytest.approx(1.03, abs=0.01)
     # Fixed, not fitted: NVIDIA's rows, the corpus' only Megatron-Core runs on Hopper, never set it.
     for name in ("gemm:hopper/megatron-16-bit", "gemm:hopper/megatron-fp8-te"):
