@@ -130,6 +130,28 @@ ROPE_PASSES: Final = 9.0
 TRANSPOSE_PASSES: Final = 2.0
 ACTIVATION_PASSES: Final = 5.0
 BACKWARD_OVER_FORWARD: Final = 2.0
+# The same work under torch.compile, per block (torchtitan compiles each TransformerBlock with
+# fullgraph=True: pytorch/torchtitan@9dec370 torchtitan/parallelisms/parallelize_llama.py
+# apply_compile; its block, torchtitan/models/llama/model.py: h = x + attention(attention_norm(x)),
+# out = h + feed_forward(ffn_norm(h)), RMSNorm as x.float() * rsqrt(mean(x²) + eps), cast back,
+# times the weight, torchtitan/models/norms.py; rotary by view_as_complex products; SwiGLU as
+# silu(w1(x)) * w3(x)). Inductor fuses each chain of pointwise ops and reductions between two
+# extern kernels (the matmuls, SDPA) into one kernel that reads its inputs and writes its outputs
+# once, the float32 intermediates staying in registers (pytorch/pytorch@0012d881
+# torch/_inductor/choices.py: can_fuse_vertical, "Hook for heuristics to prevent vertical
+# (producer/consumer) fusions", allows every one; can_fuse refuses only nodes sharing no data,
+# past config.max_fusion_size, raising the peak memory or reading too many buffers): a norm
+# reads x and writes the normed copy (2 passes); a residual add folded into the following norm
+# reads the branch and writes the sum (2 more), the block's last add, at the compiled region's
+# edge, reads both and writes (3): 2.5 per add; rotary reads q or k and writes it (2 passes);
+# the gated activation reads gate and up and writes their product (3 passes of the MLP width),
+# an ungated one reads and writes (2). The backward is taken as twice the forward, as in eager.
+# The head transposes (copies around SDPA) are counted as in eager.
+COMPILE_NORM_PASSES: Final = 2.0
+COMPILE_RESIDUAL_PASSES: Final = 2.5
+COMPILE_ROPE_PASSES: Final = 2.0
+COMPILE_GATED_PASSES: Final = 3.0
+COMPILE_ACTIVATION_PASSES: Final = 2.0
 # The loss over the vocabulary in float32 (upcast, log-softmax, its backward, the downcast):
 # about 10 passes of 4 bytes per logit, forward and backward together.
 LOSS_BYTES_PER_LOGIT: Final = 40.0
@@ -384,13 +406,18 @@ def _elementwise_bytes(rank: _Rank) -> float:
     mlp = model.intermediate_size * (model.experts_per_token if model.num_experts > 1 else 1)
     mlp += model.shared_expert_size
     sp = rank.tp if plan.parallel.sequence_parallel else 1
-    norms = (model.norms_per_layer * NORM_PASSES * d + 2 * RESIDUAL_PASSES * d) / sp
+    fused = plan.stack is Stack.COMPILE
+    norm, residual = (COMPILE_NORM_PASSES, COMPILE_RESIDUAL_PASSES) if fused else (NORM_PASSES, RESIDUAL_PASSES)
+    norms = (model.norms_per_layer * norm * d + 2 * residual * d) / sp
     # Rotary embeddings only where the model has them: a learned position table (GPT-2's wpe,
     # MPT's learned_pos_emb) is added once at the input and ALiBi (BLOOM) biases the scores
     # inside attention; neither rotates q or k.
-    rope = 0.0 if model.learned_positions or model.alibi else ROPE_PASSES
+    rope = 0.0 if model.learned_positions or model.alibi else (COMPILE_ROPE_PASSES if fused else ROPE_PASSES)
     inner = rope * (q + kv) + TRANSPOSE_PASSES * (2 * q + 2 * kv)
-    inner += ACTIVATION_PASSES * mlp * (1 if model.gated_mlp else 0.6)
+    if fused:
+        inner += (COMPILE_GATED_PASSES if model.gated_mlp else COMPILE_ACTIVATION_PASSES) * mlp
+    else:
+        inner += ACTIVATION_PASSES * mlp * (1 if model.gated_mlp else 0.6)
     per_layer = (norms + inner / rank.tp) * dt.compute * rank.tokens
     again = _recomputed_blocks(plan, rank)
     total = per_layer * (rank.layers + BACKWARD_OVER_FORWARD * rank.backward_layers + again)
