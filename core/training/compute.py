@@ -134,7 +134,7 @@ def _rated_card(plan: Plan, gpu: GpuSpec) -> GpuSpec:
 def _parts(work: Work) -> tuple[ComputePart, ...]:
     """The modelled compute by kind of work: each feature's seconds × its coefficient."""
     labels = {
-        "gemm:": "matmuls at the peak",
+        "gemm:": "matmuls at the peak, in whole tiles and waves",
         "gemm_bytes": "matmul operands to and from memory",
         "attention:": "attention scores and values",
         "elementwise:": "elementwise ops (norms, rotary, activation, loss)",

@@ -40,6 +40,7 @@ from core.roles import dtypes_for
 from core.training.activations import recomputed_share
 from core.training.attention import Kernel, sdpa_kernel
 from core.training.flops import Gemm, attended_keys, block_gemms, head_trains
+from core.training.gemm_shape import SM_COUNT, shape_efficiency
 from core.training.optimizer import optimizer_terms
 
 
@@ -129,6 +130,28 @@ ROPE_PASSES: Final = 9.0
 TRANSPOSE_PASSES: Final = 2.0
 ACTIVATION_PASSES: Final = 5.0
 BACKWARD_OVER_FORWARD: Final = 2.0
+# The same work under torch.compile, per block (torchtitan compiles each TransformerBlock with
+# fullgraph=True: pytorch/torchtitan@9dec370 torchtitan/parallelisms/parallelize_llama.py
+# apply_compile; its block, torchtitan/models/llama/model.py: h = x + attention(attention_norm(x)),
+# out = h + feed_forward(ffn_norm(h)), RMSNorm as x.float() * rsqrt(mean(x²) + eps), cast back,
+# times the weight, torchtitan/models/norms.py; rotary by view_as_complex products; SwiGLU as
+# silu(w1(x)) * w3(x)). Inductor fuses each chain of pointwise ops and reductions between two
+# extern kernels (the matmuls, SDPA) into one kernel that reads its inputs and writes its outputs
+# once, the float32 intermediates staying in registers (pytorch/pytorch@0012d881
+# torch/_inductor/choices.py: can_fuse_vertical, "Hook for heuristics to prevent vertical
+# (producer/consumer) fusions", allows every one; can_fuse refuses only nodes sharing no data,
+# past config.max_fusion_size, raising the peak memory or reading too many buffers): a norm
+# reads x and writes the normed copy (2 passes); a residual add folded into the following norm
+# reads the branch and writes the sum (2 more), the block's last add, at the compiled region's
+# edge, reads both and writes (3): 2.5 per add; rotary reads q or k and writes it (2 passes);
+# the gated activation reads gate and up and writes their product (3 passes of the MLP width),
+# an ungated one reads and writes (2). The backward is taken as twice the forward, as in eager.
+# The head transposes (copies around SDPA) are counted as in eager.
+COMPILE_NORM_PASSES: Final = 2.0
+COMPILE_RESIDUAL_PASSES: Final = 2.5
+COMPILE_ROPE_PASSES: Final = 2.0
+COMPILE_GATED_PASSES: Final = 3.0
+COMPILE_ACTIVATION_PASSES: Final = 2.0
 # The loss over the vocabulary in float32 (upcast, log-softmax, its backward, the downcast):
 # about 10 passes of 4 bytes per logit, forward and backward together.
 LOSS_BYTES_PER_LOGIT: Final = 40.0
@@ -233,6 +256,7 @@ class _Rank:
     backward_layers: int  # of which the backward runs through
     head: bool  # the rank holds the output head and the loss
     fp8: bool  # the linears run in float8
+    sms: int | None = None  # the card's SMs (gemm_shape.SM_COUNT): a wave of tiles; None: tiles only
 
 
 def _split(gemm_k: int, gemm_n: int, split: str, tp: int) -> tuple[float, float]:
@@ -257,19 +281,42 @@ class _Tally:
     flops: float = 0.0  # matmul FLOPs
     bytes: float = 0.0  # matmul operand bytes
     forward_flops: float = 0.0
-    # Of the FLOPs, in a float8 plan: the 16-bit ones (the output head, which torchtitan's
+    # The FLOPs the tensor cores spend, the tiles' and waves' empty slots included
+    # (core.training.gemm_shape): what the matmuls' time at the peak is counted from.
+    padded: float = 0.0
+    # Of the padded FLOPs, in a float8 plan: the 16-bit ones (the output head, which torchtitan's
     # filter_fqns keeps in bf16, and LoRA adapters), and the float8 rowwise linears too small to
     # gain (ROWWISE_SMALL_SLOWDOWN); both at the 16-bit peak.
     wide_flops: float = 0.0
     slow_flops: float = 0.0
 
 
-def _matmul(tally: _Tally, m: float, k: float, n: float, passes: float, fp8: bool, forward: float = 0.0) -> None:
-    """``passes`` matmuls of (m × k) by (k × n); operands in 1 byte under float8, outputs in 2."""
-    tally.flops += 2.0 * m * k * n * passes
-    tally.forward_flops += 2.0 * m * k * n * forward
+def _matmul(
+    tally: _Tally,
+    m: float,
+    k: float,
+    n: float,
+    passes: tuple[float, float, float],
+    fp8: bool,
+    sms: int | None,
+    forward_layers: float,
+) -> float:
+    """A linear's matmuls of (m × k) by (k × n): ``passes`` forward (recompute included), input-
+    and weight-gradient ones; operands in 1 byte under float8, outputs in 2. Each pass's output is
+    tile- and wave-quantized (forward m × n, input gradient m × k, weight gradient k × n).
+    ``forward_layers`` counts the forward's own share (what FSDP's gathers hide under). Returns the
+    padded FLOPs added."""
+    forward, dgrad, wgrad = passes
+    flops = 2.0 * m * k * n
+    tally.flops += flops * (forward + dgrad + wgrad)
+    tally.forward_flops += flops * forward_layers
+    padded = flops * (forward / shape_efficiency(m, n, sms) + dgrad / shape_efficiency(m, k, sms))
+    if wgrad:
+        padded += flops * wgrad / shape_efficiency(k, n, sms)
+    tally.padded += padded
     inputs = 1.0 if fp8 else 2.0
-    tally.bytes += ((m * k + k * n) * inputs + m * n * 2.0) * passes
+    tally.bytes += ((m * k + k * n) * inputs + m * n * 2.0) * (forward + dgrad + wgrad)
+    return padded
 
 
 def _matmuls(rank: _Rank) -> _Tally:
@@ -282,22 +329,21 @@ def _matmuls(rank: _Rank) -> _Tally:
         k, n = _split(gemm.k, gemm.n, gemm.split, rank.tp)
         m = rank.tokens * gemm.share
         lora = gemm.name.endswith(("LoRA A", "LoRA B"))
-        passes = rank.layers + rank.backward_layers * (2 if gemm.trains else 1) + again
+        c = float(gemm.count)
+        passes = ((rank.layers + again) * c, rank.backward_layers * c, rank.backward_layers * c if gemm.trains else 0.0)
         slow = rank.fp8 and not lora and _rowwise_slow(rank, gemm, k, n)
         fp8 = rank.fp8 and not lora and not slow
-        before = tally.flops
-        _matmul(tally, m, k * (1.0 if lora else scale), n, passes * gemm.count, fp8, rank.layers)
+        padded = _matmul(tally, m, k * (1.0 if lora else scale), n, passes, fp8, rank.sms, rank.layers)
         if slow:
-            tally.slow_flops += tally.flops - before
+            tally.slow_flops += padded
         elif rank.fp8 and not fp8:
-            tally.wide_flops += tally.flops - before
+            tally.wide_flops += padded
     if rank.head:
         model = plan.model
-        passes = 3 if head_trains(plan) else 2
-        before = tally.flops
-        _matmul(tally, rank.tokens, model.hidden_size, model.vocab_size / rank.tp, passes, False, 1)
+        head = (1.0, 1.0, 1.0 if head_trains(plan) else 0.0)
+        padded = _matmul(tally, rank.tokens, model.hidden_size, model.vocab_size / rank.tp, head, False, rank.sms, 1)
         if rank.fp8:
-            tally.wide_flops += tally.flops - before
+            tally.wide_flops += padded
     return tally
 
 
@@ -360,13 +406,18 @@ def _elementwise_bytes(rank: _Rank) -> float:
     mlp = model.intermediate_size * (model.experts_per_token if model.num_experts > 1 else 1)
     mlp += model.shared_expert_size
     sp = rank.tp if plan.parallel.sequence_parallel else 1
-    norms = (model.norms_per_layer * NORM_PASSES * d + 2 * RESIDUAL_PASSES * d) / sp
+    fused = plan.stack is Stack.COMPILE
+    norm, residual = (COMPILE_NORM_PASSES, COMPILE_RESIDUAL_PASSES) if fused else (NORM_PASSES, RESIDUAL_PASSES)
+    norms = (model.norms_per_layer * norm * d + 2 * residual * d) / sp
     # Rotary embeddings only where the model has them: a learned position table (GPT-2's wpe,
     # MPT's learned_pos_emb) is added once at the input and ALiBi (BLOOM) biases the scores
     # inside attention; neither rotates q or k.
-    rope = 0.0 if model.learned_positions or model.alibi else ROPE_PASSES
+    rope = 0.0 if model.learned_positions or model.alibi else (COMPILE_ROPE_PASSES if fused else ROPE_PASSES)
     inner = rope * (q + kv) + TRANSPOSE_PASSES * (2 * q + 2 * kv)
-    inner += ACTIVATION_PASSES * mlp * (1 if model.gated_mlp else 0.6)
+    if fused:
+        inner += (COMPILE_GATED_PASSES if model.gated_mlp else COMPILE_ACTIVATION_PASSES) * mlp
+    else:
+        inner += ACTIVATION_PASSES * mlp * (1 if model.gated_mlp else 0.6)
     per_layer = (norms + inner / rank.tp) * dt.compute * rank.tokens
     again = _recomputed_blocks(plan, rank)
     total = per_layer * (rank.layers + BACKWARD_OVER_FORWARD * rank.backward_layers + again)
@@ -442,7 +493,7 @@ def _optimizer_bytes(plan: Plan, counts: ParamCounts, stage: Stage) -> float:
     return trainable * (2.0 * dt.param + dt.grad) + 2.0 * state
 
 
-def _rank_of(plan: Plan, stage: Stage, fp8: bool) -> _Rank:
+def _rank_of(plan: Plan, stage: Stage, fp8: bool, sms: int | None = None) -> _Rank:
     par = plan.parallel
     backward = trainable_layers(plan, stage) if plan.method is Method.FROZEN else stage.layers
     return _Rank(
@@ -453,6 +504,7 @@ def _rank_of(plan: Plan, stage: Stage, fp8: bool) -> _Rank:
         backward_layers=backward,
         head=stage.head,
         fp8=fp8,
+        sms=sms,
     )
 
 
@@ -488,11 +540,11 @@ def step_work(plan: Plan, counts: ParamCounts, gpu: GpuSpec) -> Work:
     micro = plan.workload.grad_accum
     best: Work | None = None
     for stage in layout(plan).stages:
-        rank = _rank_of(plan, stage, fp8)
+        rank = _rank_of(plan, stage, fp8, SM_COUNT.get(gpu.id))
         mm = _matmuls(rank)
         attention, attention_forward = _attention_flops(rank)
         features = {
-            f"gemm:{family.value}/{kind}": micro * (mm.flops - mm.wide_flops - mm.slow_flops) / (gemm_peak * 1e12)
+            f"gemm:{family.value}/{kind}": micro * (mm.padded - mm.wide_flops - mm.slow_flops) / (gemm_peak * 1e12)
             if gemm_peak
             else math.inf,
             **_wide_feature(mm, micro, family, attention_peak, plan),

@@ -52,7 +52,11 @@ def test_the_leave_one_source_out_errors_do_not_widen(bench: ModuleType, report)
     assert summary["n"] >= 330
     # 9.38 -> 9.13 % with Meta's H100 at its quoted peak (below); 9.13 -> 7.12 % with the Megatron
     # stack's Hopper matmuls at TE's GEMM guide rate (NVIDIA -17.6 -> -5.8 % median signed).
-    assert summary["median"] <= 7.1  # 7.12 -> 7.07 % with the ring all-gather's real window
+    # 7.12 -> 7.07 % with the ring all-gather's real window; 7.07 -> 6.75 % with each matmul timed
+    # in whole tiles and waves (core.training.gemm_shape; BigScience +44.0 -> +29.2 % median).
+    # 6.75 -> 6.68 % with torch.compile's elementwise bytes counted from what inductor fuses and
+    # timed at the pointwise rate, not fitted (torchtitan +10.8 -> +8.0 %, torchtune -13.2 -> -11.6 %).
+    assert summary["median"] <= 6.7
     # 47.0 -> 48.6 % with Transformer Engine's fp8 rate taken from its source (not fitted on
     # NVIDIA's rows, whose miss then moves into the shared Hopper coefficients); 48.6 -> 50.2 %
     # and 78.4 -> 79.1 % with the data-parallel contention (the same BigScience and
@@ -64,8 +68,13 @@ def test_the_leave_one_source_out_errors_do_not_widen(bench: ModuleType, report)
     # and 66.6 -> 68.2 % with the Megatron stack's Hopper matmuls at TE's GEMM guide rate: NVIDIA's
     # residual no longer lands on the shared coefficients (BigScience +48.8 -> +44.0 %), which had
     # also slowed torchtitan's context-parallel rows when torchtitan was left out.
-    assert summary["worst_short"] <= 45.4
-    assert summary["worst_long"] <= 68.2
+    # 45.3 -> 30.3 % and 68.2 -> 68.5 % with tile and wave quantization: BigScience's 14,400-wide
+    # layers at 2,048 tokens a micro-batch run 3-5 waves of tiles on 108 SMs, the last partly empty;
+    # the refit leaves Hopper's shared coefficients a little faster for torchtitan's CP rows.
+    # 30.4 -> 28.8 % and 68.5 -> 67.7 % with torch.compile's counted bytes (the refit moves the
+    # shared coefficients: BigScience +29.2 -> +27.6 %).
+    assert summary["worst_short"] <= 28.9
+    assert summary["worst_long"] <= 67.8
     nvidia = [abs(r.error) for r in report.scored if r.case.family == "NVIDIA"]
     assert statistics.median(nvidia) <= 6.2  # 18.3 % before the guide's rate
     families = {r.case.family for r in report.scored}

@@ -1,0 +1,79 @@
+"""How much of a matmul's tensor-core work its shape wastes: tile and wave quantization.
+
+NVIDIA's "Matrix Multiplication Background User's Guide"
+(docs.nvidia.com/deeplearning/performance/dl-performance-matrix-multiplication, §"Dimension
+Quantization Effects" and §"Typical Tile Dimensions In cuBLAS And Performance") says how a GEMM's
+output (M × N) is cut into thread-block tiles, one tile per SM at a time:
+
+- **tile quantization**: a dimension that is not a multiple of the tile leaves the last tile
+  partly empty, and the empty part costs as much as the full one;
+- **wave quantization**: the tiles run in waves of one per SM; the last wave, partly full,
+  costs a whole one.
+
+cuBLAS's most efficient tiles are 256 × 128 and 128 × 256 (the guide's list, "most efficient"
+first: 256x128 and 128x256, 128x128, 256x64 and 64x256, 128x64 and 64x128, 64x64 "least
+efficient"); the guide's A100 example runs one 256 × 128 tile per SM, a wave of 108 tiles. The
+share of the launched tile slots the output fills is the matmul's shape efficiency; its time at
+the peak is its FLOPs ÷ that share. Calculon (calculon-ai/calculon@caa4b11, calculon/processor.py,
+systems/*.json ``gflops_efficiency``) sizes the same effect by a step curve of each op's FLOPs; the
+tile count says which shapes lose, not only how big they are.
+
+An output of fewer tiles than the card has SMs is split along its reduction: "For small problems,
+however, there are too few threadblocks to efficiently occupy the entire GPU. As a recourse,
+parallelizing the reduction performed during the inner product computation enables more
+threadblocks to execute concurrently" (CUTLASS, media/docs/efficient_gemm.md, "Parallelized
+Reductions: Split K"; cuBLASLt's ``CUBLASLT_ALGO_CONFIG_SPLITK_NUM``): a training step's weight
+gradient (hidden × hidden, reduced over every token of the micro-batch) is such a matmul in a
+small model. It is split into as many parts as whole copies of its tiles fit in one wave.
+
+A matmul with an output side under a tile (a LoRA adapter's rank, a router's experts) is not
+counted: it moves far more bytes than it computes, and its time is the roofline's bytes
+(core.training.speed), which the tile does not change.
+"""
+
+from __future__ import annotations
+
+import math
+from functools import lru_cache
+from typing import Final
+
+# The guide's two most efficient cuBLAS tiles (rows × columns of the output), both orientations.
+TILES: Final = ((256, 128), (128, 256))
+# Below this on either output side the matmul is bandwidth-bound and left unquantized (above).
+SMALLEST_SIDE: Final = 128
+
+# Streaming multiprocessors of the cards the throughput corpus ran on, from their architecture
+# whitepapers and datasheets (one tile per SM per wave). A card not listed is tile-quantized only.
+SM_COUNT: Final = {
+    "a100-40gb-sxm": 108,  # NVIDIA A100 Tensor Core GPU Architecture whitepaper (2020): 108 SMs
+    "a100-80gb-sxm": 108,  # the same GA100 configuration
+    "a100-80gb-pcie": 108,
+    "h100-sxm": 132,  # NVIDIA H100 Tensor Core GPU Architecture whitepaper (2022): H100 SXM5, 132 SMs
+    "h100-nvl": 132,  # H100 NVL product brief: the SXM5's 132-SM configuration
+    "h100-pcie": 114,  # H100 whitepaper: H100 PCIe, 114 SMs
+    "h200-sxm": 132,  # H200 is the GH100 of H100 SXM5 with HBM3e (H200 datasheet)
+    "gh200-96gb": 132,  # NVIDIA GH200 Grace Hopper Superchip datasheet: the H100's 132 SMs
+    "b200": 148,  # NVIDIA Blackwell architecture technical brief: B200, 2 dies × 74 SMs
+    "l40s": 142,  # NVIDIA L40S datasheet / Ada Lovelace whitepaper: AD102 with 142 SMs
+    "rtx-4090": 128,  # NVIDIA Ada Lovelace GPU Architecture whitepaper: RTX 4090, 128 SMs
+    "rtx-a6000": 84,  # NVIDIA Ampere GA102 whitepaper / RTX A6000 datasheet: 84 SMs
+}
+
+
+@lru_cache(maxsize=4096)
+def shape_efficiency(m: float, n: float, sms: int | None) -> float:
+    """The share of its launched tile slots an (m × n) output fills, with the better of the two
+    orientations of cuBLAS's most efficient tile; 1.0 for a side under SMALLEST_SIDE. An output
+    of less than one wave is split along its reduction (split-K, above) into as many parts as
+    whole copies of it fit in a wave."""
+    if m < SMALLEST_SIDE or n < SMALLEST_SIDE:
+        return 1.0
+    best = 0.0
+    for rows, cols in TILES:
+        tiles = math.ceil(m / rows) * math.ceil(n / cols)
+        fill = m * n / (tiles * rows * cols)  # tile quantization
+        if sms:
+            blocks = tiles * max(1, sms // tiles)  # split-K below one wave
+            fill *= blocks / (math.ceil(blocks / sms) * sms)  # wave quantization
+        best = max(best, fill)
+    return best

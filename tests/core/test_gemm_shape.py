@@ -1,0 +1,79 @@
+"""A matmul's shape efficiency: tile and wave quantization (core.training.gemm_shape).
+
+Sources: NVIDIA's "Matrix Multiplication Background User's Guide" (docs.nvidia.com/deeplearning/
+performance/dl-performance-matrix-multiplication: cuBLAS's 256 x 128 tiles, one per SM, a wave of
+108 on an A100); CUTLASS's efficient_gemm.md ("Split K"); BigScience's chronicle of the prequel
+runs (bigscience-workshop/bigscience@39ed811 train/tr11-176B-ml/chronicles-prequel.md, 02-20:
+NHIDDEN 13824 at 120.05 TFLOPs against 14400 at 94.39 on the same 40 nodes, TP 8, MBS 1).
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import pytest
+
+from core.catalogue import find_gpu
+from core.params import param_counts
+from core.plan import Hardware, Method, Parallelism, Workload
+from core.presets import plan_for_model
+from core.training.gemm_shape import SM_COUNT, shape_efficiency
+from core.training.speed import step_work
+
+A100_SMS = 108  # the guide's A100 wave: 108 tiles of 256 x 128
+
+
+def test_an_output_of_whole_tiles_and_whole_waves_wastes_nothing() -> None:
+    # 12 x 9 tiles of 256 x 128 = 108: exactly one wave on the A100.
+    assert shape_efficiency(12 * 256, 9 * 128, A100_SMS) == pytest.approx(1.0)
+    assert shape_efficiency(8192, 8192, A100_SMS) < 1.0  # 32 x 64 = 2048 tiles: 18.96 waves run as 19
+    assert shape_efficiency(8192, 8192, A100_SMS) == pytest.approx(2048 / (19 * 108))
+
+
+def test_a_dimension_off_the_tile_pays_for_the_whole_last_tile() -> None:
+    # Tile quantization alone (no SM count): 1,800 columns fill 14.06 of 15 tiles of 128, and the
+    # 128 x 256 orientation does no better (2048 rows are whole either way).
+    assert shape_efficiency(2048, 1800, None) == pytest.approx(1800 / (15 * 128))
+    assert shape_efficiency(2048, 1792, None) == pytest.approx(1.0)  # 14 x 128
+
+
+def test_an_output_under_one_wave_is_split_along_its_reduction() -> None:
+    # A 125M model's QKV weight gradient (768 x 2,304, reduced over every token): 54 tiles, half an
+    # A100's wave; split-K runs it as 2 x 54 = 108 blocks, a full wave (0.5 without the split).
+    assert shape_efficiency(768, 2304, A100_SMS) == pytest.approx(1.0)
+    # On an H100's 132 SMs the same 2 parts fill 108 of 132.
+    assert shape_efficiency(768, 2304, SM_COUNT["h100-sxm"]) == pytest.approx(108 / 132)
+
+
+def test_adapters_and_routers_are_left_to_the_bytes() -> None:
+    assert shape_efficiency(65536, 16, A100_SMS) == 1.0  # a LoRA A of rank 16
+    assert shape_efficiency(65536, 8, A100_SMS) == 1.0  # a router of 8 experts
+
+
+def test_bigscience_s_14400_wide_layers_waste_more_than_13824_as_its_chronicle_measured() -> None:
+    # The chronicle's 02-20 pair: the same cluster and layout, only NHIDDEN changed, and 13824 (a
+    # multiple of 128 after TP 8) ran 1.272x the TFLOPs. Tiles and waves give part of it: the
+    # prequel's 4h-wide MLP at TP 8, 2,048 tokens a micro-batch, on the A100's 108 SMs.
+    def matmul_seconds(hidden: int) -> float:
+        plan = plan_for_model(
+            "llama-2-7b",
+            method=Method.FULL,
+            workload=Workload(micro_batch=1, seq_len=2048, grad_accum=1, tokens=10**9),
+            hardware=Hardware(gpu="a100-80gb-sxm"),
+        )
+        model = replace(
+            plan.model,
+            hidden_size=hidden,
+            intermediate_size=4 * hidden,
+            num_heads=96,
+            num_kv_heads=96,
+            head_dim=hidden // 96,
+            gated_mlp=False,
+        )
+        plan = plan.with_changes(model=model, parallel=Parallelism(tensor_parallel=8, gpus_per_node=8))
+        work = step_work(plan, param_counts(plan), find_gpu("a100-80gb-sxm"))
+        return work.features["gemm:ampere/16-bit"] / work.hardware_flops
+
+    wide, round_ = matmul_seconds(14400), matmul_seconds(13824)
+    assert wide > round_ * 1.05  # per FLOP, 14400's matmuls take longer (1.07x)
+    assert wide < round_ * 1.272  # and less than all of the measured gap
