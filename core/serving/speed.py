@@ -71,10 +71,11 @@ WEIGHT_MATMULS_PER_LAYER: Final = 7
 # after a k_compute_batched_ptrs kernel instead of the strided call. Metal multiplies the F16 cache
 # by float activations in one kernel (kernel_mul_mv_f16_f32).
 ATTENTION_PRODUCT_KERNELS: Final = 3
-# A card whose catalogue entry prints no boost clock (Apple, laptop parts) counts its kernels'
-# cycles at this clock. An assumption, not a sourced figure: Apple publishes no GPU clock, and a
-# laptop part's clock follows the power limit its maker set; 1.5 GHz sits among the 1.2-2.0 GHz
-# such parts run at. Their llama.cpp decode rows in benchmarks/realgpu/serving.py are the check.
+# A card whose catalogue entry prints no boost clock (laptop parts, custom cards) counts its
+# kernels' cycles at this clock. An assumption, not a sourced figure: a laptop part's clock follows
+# the power limit its maker set; 1.5 GHz sits among the 1.2-2.0 GHz such parts run at. Apple's
+# entries carry their GPU clock (resources/gpus.json: philipturner/metal-benchmarks dc2adc6 for
+# M1 and M2, 1.278-1.398 GHz; the hmc-tech clock of their FP32 figure for M3 and M4).
 FALLBACK_CLOCK_GHZ: Final = 1.5
 # The catalogue's segments of GeForce cards (their tensor rates listed at FP32 accumulate).
 GEFORCE_SEGMENTS: Final = frozenset({"consumer", "laptop"})

@@ -112,6 +112,19 @@ def test_a_kernels_fixed_cost_is_counted_at_the_cards_clock() -> None:
     assert kernel_seconds(a100, DEFAULT_FIT, EngineFamily.GRAPHS) == 0.0
 
 
+def test_an_apple_gpus_kernels_are_counted_at_its_own_clock() -> None:
+    # philipturner/metal-benchmarks dc2adc6 README, GPU table: M1 Max 1.296 GHz, M2 Max (two of
+    # them make the M2 Ultra) 1.398 GHz; each reproduces Apple's TFLOPS as cores x 128 x 2 x clock
+    # (32 x 256 x 1.296 = 10.6, Apple 10.4; 76 x 256 x 1.398 = 27.2, Apple 27.2). Before, Apple
+    # entries had no clock and took the 1.5 GHz fallback, so an M1 Max kernel cost 2.8 us, not 3.3.
+    m1max, m2ultra = find_gpu("apple-m1-max-64gb"), find_gpu("apple-m2-ultra-192gb")
+    assert m1max.boost_clock_ghz == 1.296 and m2ultra.boost_clock_ghz == 1.398
+    assert m1max.peak_tflops("fp32") == pytest.approx(32 * 256 * 1.296e-3, rel=0.03)
+    assert m2ultra.peak_tflops("fp32") == pytest.approx(76 * 256 * 1.398e-3, rel=0.01)
+    cycles = DEFAULT_FIT.kernel_cycles[EngineFamily.EAGER]
+    assert kernel_seconds(m1max, DEFAULT_FIT, EngineFamily.EAGER) == pytest.approx(cycles / 1.296e9)
+
+
 def _record(bench: ModuleType, record_id: str) -> dict:
     return next(r for r in bench.speed_corpus()["measurements"] if r["id"] == record_id)
 
