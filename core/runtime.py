@@ -70,7 +70,10 @@ SEGMENT_ROUNDING_PER_TENSOR_BYTES: Final = 1 * MiB
 # its cache and retried, so they bound the reserve from below; they had pulled the fraction down).
 # 0.145 -> 0.170 when PEFT's method comparison's LoRA figures, whose loop empties the cache before each
 # peak step, were scored with no fragmentation and left the fit (memory.py carries_fragmentation).
-ALLOCATOR_FRAGMENTATION: Final = 0.170
+# 0.170 -> 0.165 when a block compiled under per-op SAC no longer kept the saved outputs its backward
+# never reads (core.training.activations.SAC_COMPILED_NOTE) and those figures (torchtitan's and Trainy's
+# compiled 8B runs) entered the fit again.
+ALLOCATOR_FRAGMENTATION: Final = 0.165
 # With expandable_segments:True each stream's pool is one segment that grows by 20 MiB pages:
 # the slivers of partly used segments do not form, and only a page per pool is left over
 # (the note "Expandable Segments" in CUDACachingAllocator.cpp). Not measured in the corpus.

@@ -44,7 +44,7 @@ from core.allocator import is_small  # noqa: E402
 from core.breakdown import BucketKey, StepPhase  # noqa: E402
 from core.dtypes import DTYPE_BYTES  # noqa: E402
 from core.estimate import Estimate, estimate  # noqa: E402
-from core.plan import CheckpointPolicy, Plan, Stack  # noqa: E402
+from core.plan import Plan  # noqa: E402
 from core.runtime import ALLOCATOR_FRAGMENTATION, SEGMENT_ROUNDING_PER_TENSOR_BYTES  # noqa: E402
 from core.solve import largest_fitting  # noqa: E402
 from core.training.device import weight_tensors  # noqa: E402
@@ -281,19 +281,6 @@ def weighted_median(values: Sequence[tuple[float, float]]) -> float:
     return ordered[-1][0]
 
 
-def compiled_op_sac(plan: Plan | None) -> bool:
-    """A plan whose allocated peak is known to miss a term: torch.compile over blocks under
-    per-op selective checkpointing (torchtitan's Dec 2024 table: compile alone took 5.0-5.4 GiB
-    off the reserved peak, of which the estimate models 0.3 GB; docs/REAL_GPU_MEMORY.md). Such
-    a figure is scored, but a fraction fitted on it would stand in for that missing term."""
-    return (
-        plan is not None
-        and plan.stack is Stack.COMPILE
-        and plan.checkpointing
-        and plan.checkpoint_policy is CheckpointPolicy.OP
-    )
-
-
 def fit_fraction(rows: Iterable[Scored]) -> float:
     """The fragmentation fraction with the smallest error on reserved and nvidia-smi figures,
     each family weighing one: the fraction in [0, 1] (steps of 0.005) that minimises the mean
@@ -304,18 +291,13 @@ def fit_fraction(rows: Iterable[Scored]) -> float:
     peak plus the runtime's own memory, with no fragmentation at all) is scored but not fitted
     on: no fraction in [0, 1] reaches it, so it says the allocated peak is over-estimated, not
     how the allocator fragments (Trainy's two torchtitan runs on H200s, +49 %, would otherwise
-    pull the fraction from 0.185 to 0.040 for every plan). Nor is a figure the term does not
-    apply to (:func:`carries_fragmentation`): it is scored with zero."""
+    pull the fraction from 0.185 to 0.040 for every plan, before compile's op-SAC saved set
+    was modelled). Nor is a figure the term does not apply to (:func:`carries_fragmentation`):
+    it is scored with zero."""
     by_family: dict[str, list[Scored]] = {}
     for row in rows:
         implied = row.implied_fraction
-        if (
-            implied is not None
-            and implied >= 0
-            and not compiled_op_sac(row.mapped.plan)
-            and carries_fragmentation(row.mapped)
-            and not row.at_capacity
-        ):
+        if implied is not None and implied >= 0 and carries_fragmentation(row.mapped) and not row.at_capacity:
             by_family.setdefault(row.mapped.family, []).append(row)
     if not by_family:
         return ALLOCATOR_FRAGMENTATION

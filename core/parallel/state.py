@@ -293,9 +293,10 @@ def _gathered_block(plan: Plan, lay: Layout, block: float, gather: float) -> tup
     return formula, linears + (block - linears) * gather
 
 
-def _bnb_quant_state(rank: _Rank) -> tuple[_Rank, list[Term]]:
+def _bnb_quant_state(rank: _Rank, why: str = "FSDP shards parameters only") -> tuple[_Rank, list[Term]]:
     """bitsandbytes' 4-bit quantisation state, which FSDP neither shards nor offloads: the
-    rank without it, and the state as every rank holds it on its GPU.
+    rank without it, and the state as every rank holds it on its GPU. DeepSpeed ZeRO-3 holds
+    it the same way (see :func:`_zero_stage`).
 
     bitsandbytes 0.43.0 (4876324, ``bitsandbytes/nn/modules.py``): ``Params4bit._quantize``
     puts the packed weight in the parameter's data and the ``QuantState`` (the per-64 absmax,
@@ -320,7 +321,7 @@ def _bnb_quant_state(rank: _Rank) -> tuple[_Rank, list[Term]]:
             continue
         n = t.bytes / per
         weights.append(Term(t.label, f"{sci(n)} × 0.5 B (packed 4-bit data)", n * ELEMENT_BYTES["nf4"]))
-        label = f"{plan.quant.value} quantisation state (absmax), on every rank: FSDP shards parameters only"
+        label = f"{plan.quant.value} quantisation state (absmax), on every rank: {why}"
         state.append(Term(label, f"{sci(n)} × ({how}) B", n * state_per))
     return replace(rank, weights=weights), state
 
@@ -590,6 +591,15 @@ def _zero_stage(rank: _Rank) -> _ZeroStage:
         return _ZeroStage(rank.weights, reduced, reduced, backward_grads=[bucket])
     # Stage 3: the gradient partition and the bucket are allocated at start-up; the 16-bit
     # parameters are partitioned too and gathered a module at a time, with a prefetch.
+    # bitsandbytes' quantisation state is not a parameter's data: transformers quantises each
+    # weight on the GPU and, under ZeRO-3, moves only its data to the CPU for DeepSpeed to
+    # partition (huggingface/transformers, modeling_utils.py ``_load_state_dict_into_meta_model``,
+    # since v4.39: ``type(value)(value.data.to("cpu"), **value.__dict__)``, "For quantized modules
+    # with FSDP/DeepSpeed Stage 3, we need to quantize the parameter on the GPU and then cast it
+    # to CPU"), and DeepSpeed partitions and gathers ``param.data`` with no case for bitsandbytes
+    # (deepspeedai/DeepSpeed edaa7221: neither ``quant_state`` nor ``Params4bit`` appears under
+    # deepspeed/). So every rank keeps the whole state on its GPU, as under FSDP.
+    rank, quant_state = _bnb_quant_state(rank, "ZeRO-3 partitions parameters' data only")
     persistent = [
         Term("gradient partition (grad_partitions_flat_buffer)", f"T ÷ {dp} × {g:g} B", part * g),
         Term("ipg reduce bucket (allocated at start-up)", f"{sci(bucket_el)} × {g:g} B", bucket_el * g),
@@ -607,7 +617,8 @@ def _zero_stage(rank: _Rank) -> _ZeroStage:
         f"({sci(largest)} + {sci(prefetch)}) × {stored:g} B",
         (largest + prefetch) * stored,
     )
-    return _ZeroStage(_sharded(rank.weights, dp), [], [], persistent=persistent, gathered=[gathered])
+    weights = _sharded(rank.weights, dp) + quant_state
+    return _ZeroStage(weights, [], [], persistent=persistent, gathered=[gathered])
 
 
 def _zero3_kept_block(rank: _Rank) -> float:
@@ -644,9 +655,11 @@ def _zero_offloaded(rank: _Rank, state: RankState) -> RankState:
         host.insert(0, replace(partition, label=partition.label + ", pinned"))
         state = replace(state, persistent=[bucket])
     if par.offload is Offload.PARAMS and strategy is Strategy.ZERO3:
-        host = [*state.weights, *host]
+        # offload_param moves the partitions (parameters' data); the quantisation state stays (_zero_stage).
+        on_gpu = [t for t in state.weights if "quantisation state" in t.label]
+        host = [*(t for t in state.weights if t not in on_gpu), *host]
         note = "ZeRO-Infinity offload_param: 16-bit partitions, float32 master and state on the host."
-        return replace(state, weights=[], optim=[], step=[], host=host, notes=(note,))
+        return replace(state, weights=on_gpu, optim=[], step=[], host=host, notes=(note,))
     if strategy is Strategy.ZERO2 and trainable:
         # stage_1_and_2.py (v0.19.6, edaa7221) ``copy_grads_in_partition``: with cpu_offload
         # each reduced gradient is copied straight into the float32 host partition

@@ -708,6 +708,34 @@ def _sac_matmuls(model: ModelSpec, adapted: tuple[str, ...] = (), rank: int = 0)
     return mms
 
 
+# torch.compile over a block under per-op SAC (torchtitan 9dec370 and e7c0cae, ``apply_compile``
+# compiles each block after ``apply_ac`` wrapped it, ``fullgraph=True``). Eager SAC caches the
+# output of every op its policy marks MUST_SAVE, whether or not a backward reads it
+# (torch/utils/checkpoint.py ``_CachingTorchDispatchMode``: ``storage[...] = ...`` for a SAVE
+# policy; pytorch/pytorch 0008d771). Under compile the same mode only tags the traced nodes
+# (``node.meta["recompute"] = policy``), and Inductor's min-cut partitioner
+# (torch/_functorch/partitioners.py at c28ba8e5, ``solve_min_cut``) saves a node only where it
+# cuts a path from the forward to a node the backward needs (``required_bw_nodes``): a MUST_SAVE
+# node is barred from recomputation, not forced into the saved set, and ``_extract_fwd_bwd_modules``
+# drops any saved value the backward graph does not use. In a pre-norm block the MLP's last
+# projection feeds only the residual add that makes the block's output (``out = h +
+# self.feed_forward(...)``, torchtitan's TransformerBlock), whose backward passes the gradient on
+# without reading its inputs; the output itself is the next block's input, kept there. So the down
+# projection's output (and its LoRA B's) is cached by eager op SAC and not kept when compiled. A
+# norm on the MLP output (OLMo-2's post-norm, Gemma-2/3's post-feed-forward norm) reads it in its
+# backward, and a mixture of experts' shared-expert gate multiplies it: kept there.
+SAC_COMPILED_NOTE: Final = "torch.compile keeps only what the backward reads"
+
+
+def _unread_by_backward(plan: Plan) -> frozenset[str]:
+    """The op-SAC matmul outputs (``_sac_matmuls`` names) a compiled block does not keep because
+    no backward reads them (see SAC_COMPILED_NOTE): empty unless compiled."""
+    model = plan.model
+    if plan.stack is not Stack.COMPILE or model.num_experts > 1 or model.post_norm or model.norms_per_layer == 4:
+        return frozenset()
+    return frozenset({"down", "down LoRA B"})
+
+
 def selective_saved(plan: Plan) -> LayerActs:
     """What torchtitan's per-op selective checkpointing caches for one block, beside the
     block's input (pytorch/torchtitan commit 1f029641, ``_apply_op_sac`` in
@@ -715,7 +743,8 @@ def selective_saved(plan: Plan) -> LayerActs:
     torchtitan/models/llama3/parallelize.py): the output of every mm except every second
     one (the 1st, 3rd, 5th … of the block are saved), and the SDPA flash / efficient kernel's
     output with its float32 log-sum-exp. Eager attention's bmm / softmax, the flash-attn
-    package's own op, norms, RoPE and activations are recomputed.
+    package's own op, norms, RoPE and activations are recomputed. Compiled, the down
+    projection's output is not kept (SAC_COMPILED_NOTE).
     """
     model = plan.model
     b, s = plan.workload.micro_batch, plan.workload.seq_len
@@ -724,10 +753,13 @@ def selective_saved(plan: Plan) -> LayerActs:
     ca = dt.compute
     adapter_out = dt.compute if dt.autocast else dt.adapter
     adapted = plan.lora.targets if plan.adapter_based else ()
+    unread = _unread_by_backward(plan)
     items: list[Term] = []
     replicated: list[int] = []
     for k, (name, width, outside, adapter) in enumerate(_sac_matmuls(model, adapted, plan.lora.rank)):
         if k % 2:  # the 2nd, 4th … matmul is recomputed
+            continue
+        if name in unread:  # compiled: a saved output no backward reads is not kept (SAC_COMPILED_NOTE)
             continue
         if outside:
             replicated.append(len(items))

@@ -289,3 +289,29 @@ def test_fsdp_keeps_bitsandbytes_quant_state_whole_on_every_gpu() -> None:
             assert est.host is not None or offload is Offload.NONE
             if est.host is not None:
                 assert not any("quantisation state" in t.label for t in est.host.terms)
+
+
+def test_zero3_keeps_bitsandbytes_quant_state_whole_on_every_gpu() -> None:
+    # transformers (modeling_utils.py _load_state_dict_into_meta_model, since v4.39) quantises each
+    # weight on the GPU and, under DeepSpeed ZeRO-3, moves only its data to the CPU:
+    # ``type(value)(value.data.to("cpu"), **value.__dict__)`` keeps the QuantState where it was made.
+    # DeepSpeed partitions, gathers and offloads ``param.data`` and has no case for bitsandbytes
+    # (deepspeedai/DeepSpeed edaa7221: no ``quant_state`` or ``Params4bit`` under deepspeed/). So, as
+    # under FSDP, every rank holds the whole state on its GPU, offload_param included; the partitions
+    # hold the packed data only. Llama 2 70B with double quantisation: 1.086 GB (it was halved on 2 GPUs).
+    block = 2 * 8192 * 8192 + 2 * 8192 * 1024 + 3 * 8192 * 28672  # Llama 2 70B config.json
+    quantised = 80 * block
+    state = quantised * (1 / 64 + 4 / (64 * 256))
+    base = plan_for_model("llama-2-70b", method=Method.QLORA, preset=Preset.TRAINER_BF16)
+    for gpus in (2, 8):
+        for offload in (Offload.NONE, Offload.PARAMS):
+            est = estimate(base.on_gpus(gpus, Strategy.ZERO3).with_parallel(offload=offload))
+            for phase in est.phases:
+                terms = phase.bucket(BucketKey.WEIGHTS).terms
+                held = [t for t in terms if "quantisation state" in t.label]
+                assert [t.bytes for t in held] == pytest.approx([state], rel=1e-9), (gpus, offload, phase.name)
+                packed = [t for t in terms if t.label.startswith("nf4 block weights")]
+                expected = [] if offload is Offload.PARAMS else [quantised * 0.5 / gpus]
+                assert [t.bytes for t in packed] == pytest.approx(expected, rel=1e-9), (gpus, offload, phase.name)
+            if est.host is not None:
+                assert not any("quantisation state" in t.label for t in est.host.terms)

@@ -15,8 +15,10 @@ PP 8, local batch 32 × 8,192 or 8 × 32,768..262,144, full activation checkpoin
 
 from __future__ import annotations
 
+import functools
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -115,12 +117,18 @@ def test_torchtitan_pipeline_records_map_to_its_micro_batches_and_schedule() -> 
     ],
 )
 def test_torchtitan_405b_pipeline_rows_reserved_within_10_percent(figure_id: str) -> None:
-    # Before the rule the estimate's reserved peak was 39-48 % under every one of these rows.
-    mapping = load_script(FOLDER / "mapping.py", "realgpu_mapping_pipelined_fsdp")
-    figure = _figures()[figure_id]
-    plan = mapping.map_figure(figure).plan  # type: ignore[attr-defined]
-    reserved = estimate(plan).reserved_bytes
-    assert abs(reserved / float(figure["value_bytes"]) - 1) <= 0.10  # type: ignore[arg-type]
+    # Before the rule the estimate's reserved peak was 39-48 % under every one of these rows. Scored as
+    # the benchmark scores them, leave-one-source-out (the fragmentation fraction fitted without
+    # torchtitan's family, shared/EVIDENCE.md), not with the shipped fraction, which is fitted on them too.
+    row = _scored_leave_one_source_out()[figure_id]
+    assert row.mapped.plan.parallel.pipeline_parallel == 8
+    assert abs(row.error_pct) <= 10.0, row.error_pct
+
+
+@functools.cache
+def _scored_leave_one_source_out() -> dict[str, Any]:
+    bench = load_script(FOLDER / "memory.py", "realgpu_memory_pipelined_fsdp")
+    return {r.mapped.id: r for r in bench.run().rows}  # type: ignore[attr-defined]
 
 
 @pytest.mark.parametrize(

@@ -84,8 +84,13 @@ FOLDER = ROOT / "benchmarks" / "realgpu"
 # _offload_staging): reserved worst 32.1 -> 27.0 % (axolotl's offloaded gpt-oss row), boundary worst 5.6 -> 6.6 %.
 # When ZeRO-3 kept a checkpointed block gathered through its backward (core.parallel.state._zero3_kept_block):
 # nvidia-smi worst 14.0 -> 13.2 % (PEFT's ZeRO-3 runs -12.3 / -14.0 -> -10.6 / -13.2 %), reserved median
-# 5.7 -> 5.9 % (the fraction fitted without torchtitan moved with PEFT's rows).
-CEILINGS = {"allocated": (3.9, 9.9), "reserved": (6.0, 27.1), "nvidia-smi": (10.7, 13.3), "boundary": (0.5, 6.7)}
+# 5.7 -> 5.9 % (the fraction fitted without torchtitan moved with PEFT's rows). When a block compiled under
+# per-op SAC kept only the saved outputs its backward reads (core.training.activations.SAC_COMPILED_NOTE) and
+# those figures entered the fit: reserved median 5.9 -> 4.1 % (the fraction fitted without torchtitan 0.300 ->
+# 0.185, Trainy's runs +10.6 / +8.9 -> +0.4 / -1.4 %), nvidia-smi worst 13.2 -> 13.3 % (the fraction fitted on
+# every family 0.170 -> 0.165), boundary worst 6.6 -> 6.3 %. When ZeRO-3 kept bitsandbytes' quantisation state
+# whole on every rank (core.parallel.state._zero_stage): nvidia-smi worst 13.3 -> 11.8 % (PEFT's ZeRO-3 QLoRA run).
+CEILINGS = {"allocated": (3.9, 9.9), "reserved": (4.2, 27.1), "nvidia-smi": (10.7, 11.9), "boundary": (0.5, 6.4)}
 
 
 def _benchmark() -> ModuleType:
@@ -215,3 +220,24 @@ def test_readings_the_card_may_have_bounded_are_scored_but_not_fitted(bench: Mod
     assert not row.at_capacity and row.limit - row.measured > 10 * 2_048 * 32_000 * 4
     first = [bench.score_one(m, ALLOCATOR_FRAGMENTATION) for m in result.mapped if m.scored and m.metric != "boundary"]  # type: ignore[attr-defined]
     assert bench.fit_fraction(first) == bench.fit_fraction(r for r in first if not r.at_capacity)
+
+
+def test_compile_under_op_sac_takes_off_what_torchtitans_table_shows(result: object) -> None:
+    # torchtitan's Dec 2024 table (benchmarks/llama3_h100_202412_torchtitan.md at b5bcd76c, Tables 1
+    # and 3): Llama 3.1 8B, local batch 2 × 8,192, per-op SAC, reserved 82.4 -> 77.0 GiB with
+    # torch.compile on 8 GPUs and 67.0 -> 62.0 GiB on 128. The same activations per rank on both
+    # layouts, so compile's effect is a per-rank activation term (not the sharded state's): eager op SAC
+    # caches every block's down-projection output, the compiled block does not (SAC_COMPILED_NOTE),
+    # 31 × 134,217,728 B plus the fragmentation on it. Both rows of a pair are scored with the same
+    # fraction, so the estimated gap is the rule's, not the fit's.
+    rows = {r.mapped.id: r for r in result.rows}  # type: ignore[attr-defined]
+    for gpus in (8, 128):
+        eager = rows[f"torchtitan-2412-8b-{gpus}gpu-fsdp"]
+        compiled = rows[f"torchtitan-2412-8b-{gpus}gpu-fsdp-compile"]
+        published = eager.measured - compiled.measured  # 5.80 GB, 5.37 GB
+        assert eager.fitted == compiled.fitted
+        assert abs((eager.predicted - compiled.predicted) / published - 1) < 0.10, gpus
+    # Trainy's two H200 runs (torchtitan e7c0cae, the same recipe measured by other people on other
+    # machines, scored with the fraction fitted without them) were +10.6 / +8.9 % without the rule.
+    for name in ("trainy-h200-8b-4nodes", "trainy-h200-8b-8nodes"):
+        assert abs(rows[name].error_pct) < 3.0, (name, rows[name].error_pct)

@@ -27,7 +27,17 @@ from core.files.planfile import dumps, loads
 from core.files.runconfig import load_run_config, loads_run_config, plan_from_run, resolve_model
 from core.parallel.comm import step_communication
 from core.params import param_counts
-from core.plan import Attention, CheckpointPolicy, Hardware, Method, Plan, Precision, Workload, precision_fields
+from core.plan import (
+    Attention,
+    CheckpointPolicy,
+    Hardware,
+    Method,
+    Plan,
+    Precision,
+    Stack,
+    Workload,
+    precision_fields,
+)
 from core.presets import default_plan
 from core.training.activations import recomputed_share, selective_saved
 from core.training.compute import flops_per_token
@@ -291,3 +301,50 @@ def test_lora_adapters_add_their_two_matmuls_after_each_base_projection() -> Non
     n = 2048
     expected = n * (2048 + 512 + 8192 + 2048) * 2 + n * (2048 + 512) * a + n * 2048 * 2 + 32 * 2048 * 4
     assert selective_saved(plan).bytes == expected
+
+
+# ---- per-op SAC under torch.compile (core.training.activations.SAC_COMPILED_NOTE) -------------
+
+
+def test_compiled_op_sac_does_not_keep_the_down_projections_output() -> None:
+    # Eager op SAC caches every MUST_SAVE output (torch/utils/checkpoint.py
+    # _CachingTorchDispatchMode); compiled, Inductor's min-cut partitioner keeps only what the
+    # backward reads (torch/_functorch/partitioners.py at c28ba8e5, solve_min_cut /
+    # _extract_fwd_bwd_modules). Llama 3.1 8B (config.json: d 4096, 32 heads of 128, kv width
+    # 1024, I 14336) as torchtitan's Dec 2024 table ran it, 2 × 8,192 tokens: the 7th mm, w2,
+    # feeds only ``out = h + feed_forward(...)``, so N·d × 2 B less per block.
+    n = 2 * 8192
+    eager = _plan("llama-3.1-8b", b=2, s=8192, checkpoint_policy=CheckpointPolicy.OP)
+    compiled = eager.with_changes(stack=Stack.COMPILE)
+    q, v, gate, down, attention_out, lse = 4096, 1024, 14336, 4096, 4096, 2 * 32 * 8192 * 4
+    assert selective_saved(eager).bytes == n * (q + v + gate + down + attention_out) * 2 + lse
+    assert selective_saved(compiled).bytes == n * (q + v + gate + attention_out) * 2 + lse
+    assert selective_saved(eager).bytes - selective_saved(compiled).bytes == 134_217_728
+
+
+@pytest.mark.parametrize("model", ["olmo-2-1b", "gemma-2-2b"])
+def test_compiled_op_sac_keeps_an_mlp_output_a_norm_reads(model: str) -> None:
+    # OLMo-2 normalises the MLP output before the residual add (post_norm), Gemma-2 has a
+    # post-feed-forward norm: the norm's backward reads the down projection's output.
+    eager = _plan(model, checkpoint_policy=CheckpointPolicy.OP)
+    assert selective_saved(eager.with_changes(stack=Stack.COMPILE)).bytes == selective_saved(eager).bytes
+
+
+def test_compiled_op_sac_keeps_no_blocks_down_output_in_the_estimate() -> None:
+    # 32 blocks × 134,217,728 B kept by eager op SAC, less the one block whose backward recomputes
+    # what it did not keep (the recompute term is the block's saved tensors less its SAC outputs).
+    eager = _plan("llama-3.1-8b", b=2, s=8192, checkpoint_policy=CheckpointPolicy.OP, stack=Stack.COMPILE)
+    eager_sac = replace(eager, stack=Stack.EAGER)
+    saved = {p.stack: selective_saved(p).bytes for p in (eager, eager_sac)}
+    drop = saved[Stack.EAGER] - saved[Stack.COMPILE]
+    activations = {
+        p.stack: sum(
+            t.bytes
+            for t in next(ph for ph in estimate(p).phases if ph.kind is StepPhase.FORWARD)
+            .bucket(BucketKey.ACTIVATIONS)
+            .terms
+            if t.label.startswith("outputs saved by op SAC")
+        )
+        for p in (eager, eager_sac)
+    }
+    assert drop == 134_217_728 and activations[Stack.EAGER] - activations[Stack.COMPILE] == 32 * drop
