@@ -47,6 +47,13 @@ _FP8_OVER_16BIT: Final = {"fp8-tensorwise": 1.0, "fp8-rowwise": 1.33}
 FP8_TE_OVER_16BIT: Final = 1.03
 # Coefficients that are a fixed multiple of another (name suffix -> (the other's suffix, ratio)).
 DERIVED: Final = {"/fp8-te": ("/16-bit", FP8_TE_OVER_16BIT)}
+# Eager attention's QKᵀ and PV are cuBLAS batched GEMMs (torch.baddbmm / torch.bmm in
+# Megatron-DeepSpeed's CoreAttention, bigscience-workshop/Megatron-DeepSpeed@8387ae1
+# megatron/model/transformer.py; at::cuda::blas::bgemm, pytorch/pytorch@0040fe0
+# aten/src/ATen/cuda/CUDABlas.cpp): they run at the same card's matmul coefficient of their dtype
+# (their shape's waste counted in whole tiles, core.training.speed._attention_padding), not at a
+# fused attention kernel's. Kernel name -> the matmul kind it takes.
+EAGER_ATTENTION: Final = {"eager": "16-bit", "eager-fp32": "fp32"}
 
 
 # The Megatron / NeMo stack's matmuls on Hopper, at the rate the same GEMM guide measures them in
@@ -162,45 +169,45 @@ FIXED: Final = frozenset({"ring_merge", "te_casts", "elementwise:compile", *MEGA
 # Written by that script's --fit (tests/core/test_throughput.py checks they are its output).
 # fmt: off
 FITTED: Final[Mapping[str, float]] = {
-    "attention:ada/flash": 2.1762,
-    "attention:ada/flash1": 4.3607,
+    "attention:ada/flash": 2.1763,
+    "attention:ada/flash1": 4.3609,
     "attention:ada/fused": 2.2222,
-    "attention:ampere/flash": 1.6088,
-    "attention:ampere/flash1": 3.3103,
-    "attention:ampere/fused": 2.1945,
-    "attention:blackwell/flash": 3.0944,
+    "attention:ampere/flash": 1.6046,
+    "attention:ampere/flash1": 3.3044,
+    "attention:ampere/fused": 2.0000,
+    "attention:blackwell/flash": 3.0945,
     "attention:blackwell/flash1": 6.0000,
-    "attention:blackwell/fused": 1.8028,
-    "attention:hopper/flash": 3.2126,
+    "attention:blackwell/fused": 1.8035,
+    "attention:hopper/flash": 3.2127,
     "attention:hopper/flash1": 6.0000,
-    "attention:hopper/fused": 1.8009,
-    "dp_contention": 0.2012,
+    "attention:hopper/fused": 1.8017,
+    "dp_contention": 0.2010,
     "elementwise:compile": 1.0870,
-    "elementwise:eager": 0.4791,
-    "elementwise:megatron": 0.5355,
-    "gemm:ada/16-bit": 1.0769,
+    "elementwise:eager": 0.4761,
+    "elementwise:megatron": 0.5356,
+    "gemm:ada/16-bit": 1.0773,
     "gemm:ada/fp32": 1.2500,
-    "gemm:ada/fp8-rowwise": 1.4532,
-    "gemm:ada/fp8-tensorwise": 1.0926,
-    "gemm:ampere/16-bit": 1.3665,
+    "gemm:ada/fp8-rowwise": 1.4537,
+    "gemm:ada/fp8-tensorwise": 1.0930,
+    "gemm:ampere/16-bit": 1.3696,
     "gemm:ampere/fp32": 1.1765,
-    "gemm:ampere/fp8-rowwise": 1.7944,
-    "gemm:ampere/fp8-tensorwise": 1.3492,
-    "gemm:blackwell/16-bit": 1.6245,
+    "gemm:ampere/fp8-rowwise": 1.7982,
+    "gemm:ampere/fp8-tensorwise": 1.3520,
+    "gemm:blackwell/16-bit": 1.6252,
     "gemm:blackwell/fp32": 1.2821,
-    "gemm:blackwell/fp8-rowwise": 2.1192,
-    "gemm:blackwell/fp8-tensorwise": 1.5934,
-    "gemm:hopper/16-bit": 1.7327,
+    "gemm:blackwell/fp8-rowwise": 2.1200,
+    "gemm:blackwell/fp8-tensorwise": 1.5940,
+    "gemm:hopper/16-bit": 1.7336,
     "gemm:hopper/fp32": 1.2821,
-    "gemm:hopper/fp8-rowwise": 2.2572,
-    "gemm:hopper/fp8-tensorwise": 1.6975,
+    "gemm:hopper/fp8-rowwise": 2.2583,
+    "gemm:hopper/fp8-tensorwise": 1.6983,
     "gemm:hopper/megatron-16-bit": 1.2761,
     "gemm:hopper/megatron-fp8-te": 1.3123,
-    "gemm_bytes": 1.1001,
-    "optimizer": 1.0105,
+    "gemm_bytes": 1.0958,
+    "optimizer": 1.0091,
     "ring_merge": 1.0870,
     "te_casts": 1.0870,
-    "tp_overlap": 0.4762,
+    "tp_overlap": 0.4765,
 }
 # fmt: on
 
@@ -223,6 +230,10 @@ TIES: Final = (
 
 def derived(name: str) -> tuple[str, float] | None:
     """The coefficient ``name`` is a fixed multiple of (``DERIVED``), and the ratio; None if free."""
+    if name.startswith("attention:"):
+        family, _, kernel = name.removeprefix("attention:").partition("/")
+        if kernel in EAGER_ATTENTION:
+            return f"gemm:{family}/{EAGER_ATTENTION[kernel]}", 1.0
     for suffix, (other, ratio) in DERIVED.items():
         if name.endswith(suffix):
             return name[: -len(suffix)] + other, ratio

@@ -61,17 +61,21 @@ SM_COUNT: Final = {
 
 
 @lru_cache(maxsize=4096)
-def shape_efficiency(m: float, n: float, sms: int | None) -> float:
+def shape_efficiency(m: float, n: float, sms: int | None, batch: int = 1) -> float:
     """The share of its launched tile slots an (m × n) output fills, with the better of the two
     orientations of cuBLAS's most efficient tile; 1.0 for a side under SMALLEST_SIDE. An output
     of less than one wave is split along its reduction (split-K, above) into as many parts as
-    whole copies of it fit in a wave."""
+    whole copies of it fit in a wave.
+
+    ``batch`` outputs of the same shape launched as one batched GEMM (torch.bmm / baddbmm:
+    cuBLAS's strided-batched GEMM, one grid over every matrix's tiles) share the waves: each
+    matrix is tile-quantized alone, and the batch's tiles together fill the waves."""
     if m < SMALLEST_SIDE or n < SMALLEST_SIDE:
         return 1.0
     best = 0.0
     for rows, cols in TILES:
-        tiles = math.ceil(m / rows) * math.ceil(n / cols)
-        fill = m * n / (tiles * rows * cols)  # tile quantization
+        tiles = math.ceil(m / rows) * math.ceil(n / cols) * batch
+        fill = m * n * batch / (tiles * rows * cols)  # tile quantization
         if sms:
             blocks = tiles * max(1, sms // tiles)  # split-K below one wave
             fill *= blocks / (math.ceil(blocks / sms) * sms)  # wave quantization

@@ -109,7 +109,11 @@ def attention_kernel(plan: Plan) -> str:
     plan names it (``flash1``: MPT's ``attn_impl: triton`` and flash-attn < 2.0, about half
     FlashAttention-2's speed); else Megatron / NeMo use Transformer Engine's fused attention
     (cuDNN, FlashAttention-3 class on Hopper) and PyTorch stacks SDPA's flash backend or the
-    flash-attn package (FlashAttention-2)."""
+    flash-attn package (FlashAttention-2). Eager attention (and SDPA's math fallback) is no
+    attention kernel: its QKᵀ and PV are cuBLAS batched GEMMs (``_attention_padding``), ``eager``
+    (``eager-fp32`` in float32), at the card's matmul coefficient (efficiency.derived)."""
+    if not fused_attention(plan):
+        return "eager-fp32" if dtypes_for(plan).compute == 4 else "eager"
     if plan.attention is Attention.FLASH1:
         return "flash1"
     return "fused" if plan.stack is Stack.MEGATRON else "flash"
@@ -372,6 +376,36 @@ def _attention_flops(rank: _Rank) -> tuple[float, float]:
     return forward * (rank.layers + 2 * rank.backward_layers + recompute), forward * rank.layers
 
 
+def _attention_padding(rank: _Rank, sms: int | None) -> tuple[float, float]:
+    """Eager attention's tensor-core FLOPs over its counted ones, forward and backward: it runs
+    as cuBLAS batched GEMMs (Megatron-DeepSpeed's CoreAttention: ``torch.baddbmm`` for QKᵀ and
+    ``torch.bmm`` for PV, one [sq × hn] · [hn × sk] matrix per micro-batch sequence and local
+    head, bigscience-workshop/Megatron-DeepSpeed@8387ae1 megatron/model/transformer.py;
+    transformers' eager_attention_forward alike), each timed in whole tiles with the batch's
+    matrices filling the waves (gemm_shape.shape_efficiency). Forward: QKᵀ's output is sq × sk,
+    PV's sq × hn; backward: dP = dO·Vᵀ sq × sk, dV = Pᵀ·dO sk × hn, dQ = dS·K sq × hn,
+    dK = dSᵀ·Q sk × hn, each of the same FLOPs. A head dimension off the tile (BigScience's
+    prequel: 14,400 ÷ 96 heads = 150, two tiles of 128 for 150 columns) pays for the whole last
+    tile. A fused kernel (FlashAttention, cuDNN) has its own tiling: (1.0, 1.0)."""
+    plan = rank.plan
+    if fused_attention(plan):
+        return 1.0, 1.0
+    model = plan.model
+    micro = plan.workload.micro_batch
+    queries = rank.tokens / micro
+    keys = float(plan.workload.seq_len)  # the bmm multiplies every key; the mask is added after
+    batch = micro * max(1, model.num_heads // rank.tp)
+    head = float(model.head_dim)
+
+    def waste(m: float, n: float) -> float:
+        return 1.0 / shape_efficiency(m, n, sms, batch)
+
+    scores, values = waste(queries, keys), waste(queries, head)
+    forward = (scores + values) / 2
+    backward = (scores + 2 * waste(keys, head) + values) / 4
+    return forward, backward
+
+
 def _attention_recompute(rank: _Rank) -> float:
     """Blocks whose attention the backward runs again: every one under full checkpointing,
     none under torchtitan's op SAC (it saves the attention kernel's output), the checkpointed
@@ -543,6 +577,14 @@ def step_work(plan: Plan, counts: ParamCounts, gpu: GpuSpec) -> Work:
         rank = _rank_of(plan, stage, fp8, SM_COUNT.get(gpu.id))
         mm = _matmuls(rank)
         attention, attention_forward = _attention_flops(rank)
+        # Seconds at the peak from the FLOPs the tensor cores spend (eager's batched GEMMs in
+        # whole tiles and waves); the hardware FLOPs and the MFU stay the counted ones.
+        forward_waste, backward_waste = _attention_padding(rank, rank.sms)
+        passes = attention_forward / rank.layers if rank.layers else 0.0
+        again = passes * _attention_recompute(rank)
+        attention_padded = (attention_forward + again) * forward_waste + (
+            attention - attention_forward - again
+        ) * backward_waste
         features = {
             f"gemm:{family.value}/{kind}": micro * (mm.padded - mm.wide_flops - mm.slow_flops) / (gemm_peak * 1e12)
             if gemm_peak
@@ -550,7 +592,7 @@ def step_work(plan: Plan, counts: ParamCounts, gpu: GpuSpec) -> Work:
             **_wide_feature(mm, micro, family, attention_peak, plan),
             "gemm_bytes": micro * mm.bytes / bandwidth,
             f"attention:{family.value}/{attention_kernel(plan)}": (
-                micro * attention / (attention_peak * 1e12) if attention_peak else math.inf
+                micro * attention_padded / (attention_peak * 1e12) if attention_peak else math.inf
             ),
             f"elementwise:{plan.stack.value}": micro * _elementwise_bytes(rank) / bandwidth,
             **_ring_feature(rank, micro, bandwidth),

@@ -15,8 +15,9 @@ import pytest
 
 from core.catalogue import find_gpu
 from core.params import param_counts
-from core.plan import Hardware, Method, Parallelism, Workload
+from core.plan import Attention, Hardware, Method, Parallelism, Plan, Preset, Workload
 from core.presets import plan_for_model
+from core.training.efficiency import coefficient
 from core.training.gemm_shape import SM_COUNT, shape_efficiency
 from core.training.speed import step_work
 
@@ -77,3 +78,86 @@ def test_bigscience_s_14400_wide_layers_waste_more_than_13824_as_its_chronicle_m
     wide, round_ = matmul_seconds(14400), matmul_seconds(13824)
     assert wide > round_ * 1.05  # per FLOP, 14400's matmuls take longer (1.07x)
     assert wide < round_ * 1.272  # and less than all of the measured gap
+
+
+def test_a_batched_matmul_is_tile_quantized_per_matrix_and_its_batch_fills_the_waves() -> None:
+    # BigScience's 200B prequel (chronicles-prequel.md: NHIDDEN=14400, NHEADS=96, TP=8, MBS=1,
+    # SEQ_LEN=2048): eager attention's PV is one batched GEMM of 12 matrices (96 heads / TP 8) of
+    # 2,048 x 150 (Megatron-DeepSpeed's torch.bmm). 150 columns fill 150 / 256 of two tiles of 128;
+    # 12 x 16 = 192 tiles run 1.78 waves of 108 as 2.
+    assert shape_efficiency(2048, 150, A100_SMS, 12) == pytest.approx(150 / 256 * 192 / 216)
+    # Its QK^T (baddbmm): 2,048 x 2,048 is 128 whole tiles a matrix, 1,536 tiles: 14.2 waves as 15.
+    assert shape_efficiency(2048, 2048, A100_SMS, 12) == pytest.approx(1536 / (15 * 108))
+    assert shape_efficiency(2048, 2048, A100_SMS) == pytest.approx(128 / 216)  # one matrix alone: 2 waves
+
+
+def _prequel_200b(attention: Attention, head_dim: int) -> Plan:
+    # The 200B prequel's layer (NHIDDEN 14400 = 96 heads x 150) at TP 8, MBS 1, 2,048 tokens.
+    plan = plan_for_model(
+        "llama-2-7b",
+        method=Method.FULL,
+        workload=Workload(micro_batch=1, seq_len=2048, grad_accum=1, tokens=10**9),
+        hardware=Hardware(gpu="a100-80gb-sxm"),
+    )
+    hidden = 96 * head_dim
+    model = replace(
+        plan.model,
+        hidden_size=hidden,
+        intermediate_size=4 * hidden,
+        num_heads=96,
+        num_kv_heads=96,
+        head_dim=head_dim,
+        gated_mlp=False,
+        num_layers=8,
+    )
+    return plan.with_changes(
+        model=model,
+        attention=attention,
+        checkpointing=False,
+        parallel=Parallelism(tensor_parallel=8, gpus_per_node=8),
+    )
+
+
+def test_eager_attention_runs_as_cublas_matmuls_at_their_rate_in_whole_tiles() -> None:
+    # Megatron-DeepSpeed's CoreAttention (bigscience-workshop/Megatron-DeepSpeed@8387ae1
+    # megatron/model/transformer.py) computes QK^T with torch.baddbmm and PV with torch.bmm:
+    # cuBLAS batched GEMMs (pytorch/pytorch@0040fe0 aten/src/ATen/cuda/CUDABlas.cpp bgemm), timed
+    # as matmuls: at the card's matmul coefficient, not a fused attention kernel's.
+    gpu = find_gpu("a100-80gb-sxm")
+    plan = _prequel_200b(Attention.EAGER, 150)
+    work = step_work(plan, param_counts(plan), gpu)
+    assert "attention:ampere/eager" in work.features
+    assert coefficient("attention:ampere/eager") == coefficient("gemm:ampere/16-bit")
+    # Its seconds at the peak are the counted FLOPs over the tiles' fill: QK^T and dP = dO V^T
+    # fill 2,048 x 2,048 tiles (a), PV, dV, dQ, dK 2,048 x 150 (c); forward (a + c) / 2, backward
+    # (a + 3c) / 4 of waste, the backward twice the forward's FLOPs.
+    a = 1 / shape_efficiency(2048, 2048, A100_SMS, 12)
+    c = 1 / shape_efficiency(2048, 150, A100_SMS, 12)
+    per_layer = 4.0 * 2048 * 2048 * 14400 / 8  # forward: 2 matmuls of 2·s·s·hd per local head
+    counted = per_layer * plan.model.num_layers * 3
+    at_peak = work.features["attention:ampere/eager"] * gpu.peak_tflops("bf16") * 1e12
+    assert at_peak == pytest.approx(per_layer * plan.model.num_layers * ((a + c) / 2 + 2 * (a + 3 * c) / 4))
+    assert at_peak > counted * 1.5  # a head dimension of 150 wastes most of its second tile of 128
+    # A head dimension of 128 fills whole tiles: only the waves are partly empty.
+    round_ = _prequel_200b(Attention.EAGER, 128)
+    round_work = step_work(round_, param_counts(round_), gpu)
+    round_counted = 4.0 * 2048 * 2048 * 96 * 128 / 8 * 8 * 3
+    round_at_peak = round_work.features["attention:ampere/eager"] * gpu.peak_tflops("bf16") * 1e12
+    assert round_at_peak / round_counted < at_peak / counted / 1.4
+
+
+def test_a_fused_attention_kernel_keeps_its_own_rate_and_is_not_tiled_as_cublas() -> None:
+    gpu = find_gpu("a100-80gb-sxm")
+    plan = _prequel_200b(Attention.FLASH, 150)
+    work = step_work(plan, param_counts(plan), gpu)
+    assert "attention:ampere/flash" in work.features and "attention:ampere/eager" not in work.features
+    causal = 4.0 * 2048 * (2048 + 1) / 2 * 14400 / 8 * 8 * 3
+    assert work.features["attention:ampere/flash"] * gpu.peak_tflops("bf16") * 1e12 == pytest.approx(causal)
+
+
+def test_eager_attention_in_float32_takes_the_float32_matmul_coefficient() -> None:
+    # A float32 plan's bmm runs cuBLAS's float32 (TF32) GEMM: the card's fp32 matmul coefficient.
+    plan = _prequel_200b(Attention.EAGER, 128).with_changes(preset=Preset.FP32)
+    work = step_work(plan, param_counts(plan), find_gpu("a100-80gb-sxm"))
+    assert "attention:ampere/eager-fp32" in work.features
+    assert coefficient("attention:ampere/eager-fp32") == coefficient("gemm:ampere/fp32")
