@@ -147,10 +147,16 @@ class LayerActs:
     5as/(ht))): the norms and what they keep, the inputs of q/k/v and of the MLP (the full
     sequence each rank reads before the column-parallel matmuls), the router and the
     dropout masks. Every other item is per head or per MLP column, so ÷ t under TP.
+
+    ``gathered`` indexes the replicated items that are the inputs of the column-parallel
+    matmuls (q/k/v and the MLP's gate/up): Megatron-LM's sequence parallel keeps only the
+    rank's sequence shard of them, PyTorch's DTensor tensor parallel keeps the all-gathered
+    whole (see :func:`core.parallel.acts.block_per_rank`).
     """
 
     items: tuple[Term, ...]
     replicated: tuple[int, ...] = ()
+    gathered: tuple[int, ...] = ()
 
     @property
     def replicated_bytes(self) -> float:

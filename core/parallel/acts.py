@@ -21,8 +21,17 @@ from __future__ import annotations
 from core.breakdown import LayerActs, Term
 from core.format import sci
 from core.parallel.layout import Layout
+from core.plan import Plan, Stack
 
-__all__ = ["block_per_rank", "pipeline_buffers", "ring_attention_buffers", "sequence_region", "split", "vocab_region"]
+__all__ = [
+    "block_per_rank",
+    "keeps_gathered_inputs",
+    "pipeline_buffers",
+    "ring_attention_buffers",
+    "sequence_region",
+    "split",
+    "vocab_region",
+]
 
 
 def split(terms: list[Term], divisor: float, why: str) -> list[Term]:
@@ -41,18 +50,51 @@ def _why(lay: Layout, tp_split: bool) -> str:
     return ", ".join(parts)
 
 
-def block_per_rank(block: LayerActs, lay: Layout) -> LayerActs:
+def block_per_rank(block: LayerActs, lay: Layout, keeps_gathered: bool = False) -> LayerActs:
     """One block's saved tensors on one rank: items inside the TP regions ÷ t, the
-    replicated ones ÷ t only with sequence parallelism; everything ÷ cp."""
+    replicated ones ÷ t only with sequence parallelism; everything ÷ cp.
+
+    ``keeps_gathered``: the inputs of the column-parallel matmuls stay whole on every TP rank
+    even with sequence parallelism. PyTorch's DTensor TP (torchtitan 9dec370,
+    torchtitan/parallelisms/parallelize_llama.py ``apply_tp``) all-gathers the sequence shard
+    in ``PrepareModuleInput(input_layouts=Shard(1), desired_input_layouts=Replicate())``
+    before ``attention`` and ``feed_forward``; the ColwiseParallel wq/wk/wv and w1/w3 then
+    run a plain matmul on that replicated tensor, which autograd keeps for the weight
+    gradient. Megatron-LM keeps the shard instead and gathers it again in the backward
+    (NVIDIA/Megatron-LM 000c4ac2, megatron/core/tensor_parallel/layers.py
+    ``LinearWithGradAccumulationAndAsyncCommunication.forward``: ``ctx.save_for_backward(input,
+    weight)`` of the un-gathered input when ``sequence_parallel``).
+    """
     tp, cp = lay.tensor_parallel, lay.context_parallel
     if tp == 1 and cp == 1:
         return block
+    whole = set(block.gathered) if keeps_gathered else set()
     items = []
     for i, t in enumerate(block.items):
-        tp_split = i not in block.replicated or lay.sequence_parallel
+        tp_split = (i not in block.replicated or lay.sequence_parallel) and i not in whole
         divisor = (tp if tp_split else 1) * cp
-        items.extend(split([t], divisor, _why(lay, tp_split)))
-    return LayerActs(tuple(items), block.replicated)
+        why = _why(lay, tp_split)
+        if i in whole and lay.sequence_parallel:
+            why = ", ".join(w for w in ("all-gathered: the whole sequence on every TP rank", why) if w)
+        items.extend(split([t], divisor, why) if divisor > 1 else [_relabel(t, why)])
+    return LayerActs(tuple(items), block.replicated, block.gathered)
+
+
+def keeps_gathered_inputs(plan: Plan) -> bool:
+    """Whether the column-parallel matmuls keep their all-gathered input (PyTorch's DTensor
+    TP: eager or compiled, as torchtitan runs it) rather than the sequence shard (Megatron-LM).
+
+    Compiled plans are taken to keep it as well: the gathered tensor is the ``mm``'s own
+    input, and dropping it would mean running the all-gather again in the backward (an
+    assumption, not read from inductor's partitioner; the corpus's compiled 70B/405B rows
+    run full activation checkpointing, where it holds for the recomputed block either way).
+    Per-op SAC's saved items carry no ``gathered`` marks, so they are unchanged.
+    """
+    return plan.stack is not Stack.MEGATRON
+
+
+def _relabel(t: Term, why: str) -> Term:
+    return Term(f"{t.label} ({why})", t.formula, t.bytes) if why else t
 
 
 def sequence_region(lay: Layout) -> tuple[float, str]:

@@ -374,29 +374,34 @@ def layer_activations(plan: Plan, trainable_block: bool) -> LayerActs:
     mlp_in = ("gate_proj", "up_proj") if model.gated_mlp else ("up_proj",)
     items: list[Term] = []
     replicated: list[int] = []
+    gathered: list[int] = []
 
-    def outside_tp(terms: list[Term]) -> None:
+    def outside_tp(terms: list[Term], readers: list[Term] | None = None) -> None:
+        """Replicated terms; ``readers`` (the column-parallel matmuls' inputs) go last."""
+        terms = terms + (readers or [])
         replicated.extend(range(len(items), len(items) + len(terms)))
+        if readers:
+            gathered.extend(range(len(items) + len(terms) - len(readers), len(items) + len(terms)))
         items.extend(terms)
 
     if model.post_norm:
         # OLMo-2: q/k/v and the MLP read the residual stream itself; the norms sit on the
         # sub-block outputs (o_proj's and down_proj's, in the compute dtype).
-        outside_tp(_consumer_inputs(ctx, d, qkv, model.fused_qkv, "block input (q/k/v input)"))
+        outside_tp([], _consumer_inputs(ctx, d, qkv, model.fused_qkv, "block input (q/k/v input)"))
     else:
         attn_readers = _consumer_inputs(ctx, d, qkv, model.fused_qkv, "attention norm output")
-        outside_tp(_norm(model, ctx, "attention norm", attn_readers))
+        outside_tp(_norm(model, ctx, "attention norm", []), attn_readers)
     items += _attention(plan, ctx)
     if model.dropout:
         outside_tp([Term("residual dropout mask", "N·d × 1", n * d)])
     mlp_readers = [] if model.num_experts > 1 else _consumer_inputs(ctx, d, mlp_in, model.fused_gate_up, "MLP input")
     if model.post_norm:
         outside_tp(_norm(model, ctx, "post-attention norm", [], in_bytes=ctx.ca))
-        outside_tp(mlp_readers)
+        outside_tp([], mlp_readers)
     else:
         if model.norms_per_layer == 4:  # Gemma-2/3's post-attention norm on the attention output
             outside_tp(_norm(model, ctx, "post-attention norm", []))
-        outside_tp(_norm(model, ctx, "MLP norm", mlp_readers))
+        outside_tp(_norm(model, ctx, "MLP norm", []), mlp_readers)
     mlp = _mlp(plan, ctx)
     if model.num_experts > 1:  # the router's input and probabilities are not split (_experts puts them first)
         routed = next(i for i, t in enumerate(mlp) if t.label.startswith("router")) + 1
@@ -411,7 +416,7 @@ def layer_activations(plan: Plan, trainable_block: bool) -> LayerActs:
         outside_tp(_norm(model, ctx, "post-MLP norm", []))
     items += _adapters(plan, ctx)
     items += _bnb_kept_inputs(plan, ctx)
-    return LayerActs(tuple(items), tuple(replicated))
+    return LayerActs(tuple(items), tuple(replicated), tuple(gathered))
 
 
 def _bnb_kept_inputs(plan: Plan, ctx: _Ctx) -> list[Term]:
@@ -640,8 +645,11 @@ def _fused_loss(plan: Plan, n: int) -> LossMemory:
     return LossMemory(fwd, [grad_input])
 
 
-def outside_blocks(plan: Plan) -> list[Term]:
-    """Saved tensors outside the blocks: embedding dropout, the final norm and its reader."""
+def outside_blocks(plan: Plan) -> LayerActs:
+    """Saved tensors outside the blocks: embedding dropout, the final norm and its reader.
+
+    All lie in the sequence region (replicated under TP without sequence parallelism); the
+    head's input is the column-parallel head's ``gathered`` input (see LayerActs)."""
     model = plan.model
     n = plan.workload.micro_batch * plan.workload.seq_len
     d = model.hidden_size
@@ -650,6 +658,7 @@ def outside_blocks(plan: Plan) -> list[Term]:
     head_ctx = replace(ctx, trainable=head_trains)
     readers = _consumer_inputs(head_ctx, d, ("lm_head",), False, "final norm output (head input)")
     items = _norm(model, ctx, "final norm", readers)
+    gathered = tuple(range(len(items) - len(readers), len(items)))
     if model.dropout:
         items.append(Term("embedding dropout mask", "N·d × 1", n * d))
     dt = dtypes_for(plan)
@@ -657,7 +666,7 @@ def outside_blocks(plan: Plan) -> list[Term]:
         s = plan.workload.seq_len
         mask = plan.workload.micro_batch * s * s * dt.compute
         items.append(Term("sliding-window mask kept by the attention kernel", f"B·S² × {dt.compute:g}", mask))
-    return items
+    return LayerActs(tuple(items), tuple(range(len(items))), gathered)
 
 
 def _sac_matmuls(model: ModelSpec, adapted: tuple[str, ...] = (), rank: int = 0) -> list[tuple[str, int, bool, bool]]:

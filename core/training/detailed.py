@@ -28,6 +28,7 @@ from core.dtypes import Dtype
 from core.format import gb, sci
 from core.parallel.acts import (
     block_per_rank,
+    keeps_gathered_inputs,
     pipeline_buffers,
     ring_attention_buffers,
     sequence_region,
@@ -161,9 +162,12 @@ def _common(plan: Plan, counts: ParamCounts, dt: Dtypes, lay: Layout | None) -> 
     head_grad = [Term("output-head gradient", f"V·d × {adt.grad:g}", vd * adt.grad)] if head_trains else []
     op_sac = plan.checkpointing and plan.checkpoint_policy is CheckpointPolicy.OP
     sac_saved = selective_saved(ap) if op_sac else LayerActs(())
+    outside = outside_blocks(ap)
     if lay is not None:
-        block = block_per_rank(block, lay)
-        sac_saved = block_per_rank(sac_saved, lay)
+        gathered = keeps_gathered_inputs(plan)
+        block = block_per_rank(block, lay, gathered)
+        sac_saved = block_per_rank(sac_saved, lay, gathered)
+        outside = block_per_rank(outside, lay, gathered)
         split_by = lay.tensor_parallel * lay.context_parallel
         if split_by > 1:
             layer_grads = Term(
@@ -189,7 +193,7 @@ def _common(plan: Plan, counts: ParamCounts, dt: Dtypes, lay: Layout | None) -> 
         sac_saved=sac_saved,
         layer_grads=layer_grads,
         head_grad=head_grad,
-        outside=outside_blocks(ap),
+        outside=list(outside.items),
         loss=loss_memory(ap),
     )
     _LAST_COMMON = (plan, lay is not None, common)
@@ -265,7 +269,7 @@ def _parts(plan: Plan, counts: ParamCounts, dt: Dtypes, rank: Rank | None = None
     root_grads: list[Term] = []
     if rank is not None:
         lay, stage = rank.layout, rank.stage
-        outside = split(outside, nd_divisor, nd_why) if stage.head else []
+        outside = outside if stage.head else []
         outside = outside + pipeline_buffers(n * model.hidden_size / nd_divisor, adt.residual, lay)
         v_div, v_why = vocab_region(lay)
         if stage.head:
@@ -627,7 +631,7 @@ def evaluation_phase(plan: Plan, parts: _Parts, rank: Rank | None) -> Phase:
     block = layer_activations(ap, trainable_block=True)
     loss = loss_memory(ap).forward
     if rank is not None:
-        block = block_per_rank(block, rank.layout)
+        block = block_per_rank(block, rank.layout, keeps_gathered_inputs(plan))
         v_div, v_why = vocab_region(rank.layout)
         loss = split(loss, v_div, v_why) if rank.stage.head else []
     one_block = Term(f"one block's tensors at a time (batch {batch})", "Σ of one block's tensors", block.bytes)

@@ -14,7 +14,7 @@ from core.catalogue import load_gpus
 from core.cli.app import main
 from core.estimate import Verdict, estimate
 from core.files.planfile import load, save
-from core.plan import Method, Offload, Plan, Precision, Strategy
+from core.plan import Method, Offload, Plan, Precision, Stack, Strategy
 from core.presets import default_plan, lesson_plan, plan_for_model
 
 
@@ -290,9 +290,17 @@ def test_the_fastest_and_the_cheapest_are_shown_beside_the_fewest() -> None:
     assert cheapest.estimate.compute.cost < found.estimate.compute.cost
     assert all(cheapest.estimate.compute.cost <= row.estimate.compute.cost for row in answer.beyond)
     assert f"cheapest: {cheapest.count} GPUs" in answer.summary()
-    # Without checkpointing 16 GPUs need TP 8 × PP 2 (the pipeline bubble) and 24 run TP 8
-    # alone: more GPUs are then cheaper too, and the summary shows it.
+    # Without checkpointing, under Megatron-LM 16 GPUs hold it with TP 8 × PP 2 (its sequence
+    # parallel keeps each column-parallel matmul's input as the rank's shard). PyTorch's TP, the
+    # plan's eager stack, keeps those inputs whole (torchtitan 9dec370 apply_tp; core.parallel.acts
+    # keeps_gathered_inputs): 2 × 8,192 × 8,192 × 2 B a block, 40 blocks and 2 micro-batches in
+    # flight on the first stage, so the fewest is 32 (TP 8 × PP 2 × FSDP 2). More GPUs running TP 8
+    # alone (no pipeline bubble) are then cheaper too, and the summary shows it.
     bare = fewest_gpus(plan.with_changes(checkpointing=False).on_gpus(8, Strategy.FSDP))
-    assert bare.found is not None and bare.cheapest is not None and bare.found.count == 16
-    assert bare.cheapest.count > 16 and bare.cheapest.estimate.compute.cost < bare.found.estimate.compute.cost
+    assert bare.found is not None and bare.cheapest is not None
+    assert bare.found.count == 32 and bare.found.layout == "FSDP2 + TP 8 + PP 2"
+    assert bare.cheapest.count > 32 and bare.cheapest.estimate.compute.cost < bare.found.estimate.compute.cost
     assert f"cheapest: {bare.cheapest.count} GPUs" in bare.summary()
+    megatron = fewest_gpus(plan.with_changes(checkpointing=False, stack=Stack.MEGATRON).on_gpus(8, Strategy.FSDP))
+    assert megatron.found is not None and megatron.found.count == 16
+    assert megatron.found.layout == "FSDP2 + TP 8 + PP 2"
