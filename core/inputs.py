@@ -455,7 +455,7 @@ INPUTS: Final[tuple[Input, ...]] = (
     Input("double_quant", Kind.BOOL, "Double quantisation", "Double quantisation", True,
           "Store the 4-bit block scales in 8 bits (QLoRA paper §3): ≈ 0.37 bits per weight less.",
           ("--double-quant",), "QLoRA: 4-bit block scales stored in 8 bits (default on)",
-          matters=lambda p: p.method is Method.QLORA and p.quant is not Quant.INT8),
+          matters=lambda p: p.four_bit_base),
     Input("frozen_layers", Kind.INT, "Frozen layers", "Frozen layers", 0,
           "Bottom transformer blocks (and the embeddings) that get no gradients.",
           ("--frozen-layers",), "frozen layers method: bottom blocks without gradients", unit="blocks",
@@ -566,7 +566,7 @@ INPUTS: Final[tuple[Input, ...]] = (
           "every 4-bit layer's input stays until the backward, checkpointing or not (reentrant checkpointing "
           "keeps only the recomputed block's).",
           ("--bnb-legacy",), "QLoRA on bitsandbytes < 0.43.2 (4-bit matmul keeps its input)",
-          matters=lambda p: p.method is Method.QLORA and p.quant is not Quant.INT8),
+          matters=lambda p: p.four_bit_base),
     Input("litgpt", Kind.BOOL, "LitGPT fine-tuning script", "LitGPT fine-tuning script", False,
           "litgpt finetune/lora.py and full.py (Lightning-AI/litgpt 00af8b0): the head runs on 128-token "
           "chunks and the loss in the compute dtype, every chunk's logits and log-probabilities alive until "

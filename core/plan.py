@@ -579,6 +579,11 @@ class Plan:
         return self.method in (Method.LORA, Method.QLORA, Method.DORA)
 
     @property
+    def four_bit_base(self) -> bool:
+        """QLoRA over a bitsandbytes 4-bit base (NF4 / FP4): packed data plus a quantisation state."""
+        return self.method is Method.QLORA and self.quant in (Quant.NF4, Quant.FP4)
+
+    @property
     def grad_scaler(self) -> bool:
         """fp16 autocast runs with a GradScaler (Trainer(fp16=True), torch.amp recipes)."""
         return self.autocast is Autocast.FP16

@@ -60,7 +60,7 @@ from dataclasses import dataclass, field, replace
 from typing import Final
 
 from core.breakdown import Term
-from core.dtypes import ELEMENT_BYTES, MP_BYTES, Dtype, MpDtype, Quant, nf4_bytes_per_weight
+from core.dtypes import ELEMENT_BYTES, MP_BYTES, Dtype, MpDtype, nf4_bytes_per_weight
 from core.format import sci
 from core.parallel.layout import (
     Layout,
@@ -308,7 +308,7 @@ def _bnb_quant_state(rank: _Rank, why: str = "FSDP shards parameters only") -> t
     FSDP2 ``FSDPParam``), so each rank keeps the whole state, on the GPU even under CPU
     offload, and the all-gather moves only the packed 4-bit data."""
     plan = rank.plan
-    if plan.method is not Method.QLORA or plan.quant not in (Quant.NF4, Quant.FP4):
+    if not plan.four_bit_base:
         return rank, []
     per = nf4_bytes_per_weight(plan.double_quant)
     state_per = per - ELEMENT_BYTES["nf4"]
@@ -432,7 +432,7 @@ def _unit_bytes(rank: _Rank, block: float, gather: float) -> tuple[float, float]
     in the base dtype. Otherwise, and under a mixed-precision policy that casts every gathered
     parameter, both gather ``gather`` bytes (the rank's stored average)."""
     plan = rank.plan
-    quantised = plan.method is Method.QLORA and plan.quant in (Quant.NF4, Quant.FP4)
+    quantised = plan.four_bit_base
     if not quantised or plan.parallel.fsdp_param_dtype is not MpDtype.STORED or not block:
         return gather, gather
     packed = ELEMENT_BYTES["nf4"]
@@ -510,7 +510,7 @@ def _fsdp1_wrap_cache(rank: _Rank, block: float, root: float) -> list[Term]:
     plan = rank.plan
     if not plan.parallel.fsdp1_wrap:
         return []
-    quantised = plan.method is Method.QLORA and plan.quant in (Quant.NF4, Quant.FP4)
+    quantised = plan.four_bit_base
     block_b = ELEMENT_BYTES["nf4"] if quantised else (rank.dt.base if plan.adapter_based else rank.dt.param)
     root_b = rank.dt.base if plan.adapter_based else rank.dt.param
     unit = f"{sci(block)} × {block_b:g} B"

@@ -14,7 +14,6 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Final
 
-from core.dtypes import Quant
 from core.inputs import input_at
 from core.plan import CheckpointPolicy, Engine, Method, Optimizer, Plan, Strategy
 
@@ -61,7 +60,7 @@ TRAINING_FIELDS: Final = (
     _f(
         "method.double_quant",
         lambda p: p.double_quant,
-        lambda p: p.method is Method.QLORA and p.quant in (Quant.NF4, Quant.FP4),
+        lambda p: p.four_bit_base,
         _ADAPTER,
         "method.quant",
     ),
