@@ -107,6 +107,9 @@ class GpuSpec:
     # prints none (Apple) or it varies with the power limit (laptop parts). Read by the serving
     # speed model: a kernel's fixed cost is counted in the SM's cycles.
     boost_clock_ghz: float | None = None
+    # Streaming multiprocessors (the architecture whitepaper's count): how many matmul tiles run at
+    # once, one wave (core.training.gemm_shape). None: tile quantization only.
+    sm_count: int | None = None
 
     @property
     def group(self) -> GpuGroup:
@@ -287,6 +290,7 @@ def load_gpus(path: str | None = None) -> tuple[GpuSpec, ...]:
                     gpu_share=_optional_number(entry.get("gpu_share")),
                     intra_link=str(entry.get("intra_link") or "pcie4-x16"),
                     boost_clock_ghz=_optional_number(entry.get("boost_clock_ghz")),
+                    sm_count=_optional_count(entry.get("sm_count")),
                 )
             )
         except (KeyError, TypeError, ValueError, OverflowError) as exc:
@@ -300,6 +304,14 @@ def _optional_number(value: object) -> float | None:
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value < 0:
         raise ValueError(f"{value!r} is not a non-negative number or null")
     return float(value)
+
+
+def _optional_count(value: object) -> int | None:
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ValueError(f"{value!r} is not a positive whole number or null")
+    return value
 
 
 class LinkKind(StrEnum):

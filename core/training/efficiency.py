@@ -80,7 +80,7 @@ _GUIDE_OPERAND_BYTES: Final = {"16-bit": 2.0, "fp8-te": 1.0}  # outputs in 2 byt
 _GUIDE_BANDWIDTH: Final = 4.8e12  # bytes/s, H200 NVL
 
 
-_GUIDE_SMS: Final = 132  # H200 NVL: the GH100 of H100 SXM5, 132 SMs (core.training.gemm_shape.SM_COUNT)
+_GUIDE_SMS: Final = 132  # H200 NVL: the GH100 of H100 SXM5, 132 SMs (resources/gpus.json sm_count)
 
 
 def guide_coefficient(kind: str) -> float:

@@ -42,23 +42,6 @@ TILES: Final = ((256, 128), (128, 256))
 # Below this on either output side the matmul is bandwidth-bound and left unquantized (above).
 SMALLEST_SIDE: Final = 128
 
-# Streaming multiprocessors of the cards the throughput corpus ran on, from their architecture
-# whitepapers and datasheets (one tile per SM per wave). A card not listed is tile-quantized only.
-SM_COUNT: Final = {
-    "a100-40gb-sxm": 108,  # NVIDIA A100 Tensor Core GPU Architecture whitepaper (2020): 108 SMs
-    "a100-80gb-sxm": 108,  # the same GA100 configuration
-    "a100-80gb-pcie": 108,
-    "h100-sxm": 132,  # NVIDIA H100 Tensor Core GPU Architecture whitepaper (2022): H100 SXM5, 132 SMs
-    "h100-nvl": 132,  # H100 NVL product brief: the SXM5's 132-SM configuration
-    "h100-pcie": 114,  # H100 whitepaper: H100 PCIe, 114 SMs
-    "h200-sxm": 132,  # H200 is the GH100 of H100 SXM5 with HBM3e (H200 datasheet)
-    "gh200-96gb": 132,  # NVIDIA GH200 Grace Hopper Superchip datasheet: the H100's 132 SMs
-    "b200": 148,  # NVIDIA Blackwell architecture technical brief: B200, 2 dies × 74 SMs
-    "l40s": 142,  # NVIDIA L40S datasheet / Ada Lovelace whitepaper: AD102 with 142 SMs
-    "rtx-4090": 128,  # NVIDIA Ada Lovelace GPU Architecture whitepaper: RTX 4090, 128 SMs
-    "rtx-a6000": 84,  # NVIDIA Ampere GA102 whitepaper / RTX A6000 datasheet: 84 SMs
-}
-
 
 @lru_cache(maxsize=4096)
 def shape_efficiency(m: float, n: float, sms: int | None, batch: int = 1) -> float:

@@ -40,7 +40,7 @@ from core.roles import dtypes_for
 from core.training.activations import recomputed_share
 from core.training.attention import Kernel, sdpa_kernel
 from core.training.flops import Gemm, attended_keys, block_gemms, head_trains
-from core.training.gemm_shape import SM_COUNT, shape_efficiency
+from core.training.gemm_shape import shape_efficiency
 from core.training.optimizer import optimizer_terms
 
 
@@ -260,7 +260,7 @@ class _Rank:
     backward_layers: int  # of which the backward runs through
     head: bool  # the rank holds the output head and the loss
     fp8: bool  # the linears run in float8
-    sms: int | None = None  # the card's SMs (gemm_shape.SM_COUNT): a wave of tiles; None: tiles only
+    sms: int | None = None  # the card's SMs (GpuSpec.sm_count): a wave of tiles; None: tiles only
 
 
 def _split(gemm_k: int, gemm_n: int, split: str, tp: int) -> tuple[float, float]:
@@ -574,7 +574,7 @@ def step_work(plan: Plan, counts: ParamCounts, gpu: GpuSpec) -> Work:
     micro = plan.workload.grad_accum
     best: Work | None = None
     for stage in layout(plan).stages:
-        rank = _rank_of(plan, stage, fp8, SM_COUNT.get(gpu.id))
+        rank = _rank_of(plan, stage, fp8, gpu.sm_count)
         mm = _matmuls(rank)
         attention, attention_forward = _attention_flops(rank)
         # Seconds at the peak from the FLOPs the tensor cores spend (eager's batched GEMMs in

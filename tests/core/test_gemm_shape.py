@@ -18,7 +18,7 @@ from core.params import param_counts
 from core.plan import Attention, Hardware, Method, Parallelism, Plan, Preset, Workload
 from core.presets import plan_for_model
 from core.training.efficiency import coefficient
-from core.training.gemm_shape import SM_COUNT, shape_efficiency
+from core.training.gemm_shape import shape_efficiency
 from core.training.speed import step_work
 
 A100_SMS = 108  # the guide's A100 wave: 108 tiles of 256 x 128
@@ -43,7 +43,7 @@ def test_an_output_under_one_wave_is_split_along_its_reduction() -> None:
     # A100's wave; split-K runs it as 2 x 54 = 108 blocks, a full wave (0.5 without the split).
     assert shape_efficiency(768, 2304, A100_SMS) == pytest.approx(1.0)
     # On an H100's 132 SMs the same 2 parts fill 108 of 132.
-    assert shape_efficiency(768, 2304, SM_COUNT["h100-sxm"]) == pytest.approx(108 / 132)
+    assert shape_efficiency(768, 2304, find_gpu("h100-sxm").sm_count) == pytest.approx(108 / 132)
 
 
 def test_adapters_and_routers_are_left_to_the_bytes() -> None:
