@@ -10,6 +10,7 @@ NHIDDEN 13824 at 120.05 TFLOPs against 14400 at 94.39 on the same 40 nodes, TP 8
 from __future__ import annotations
 
 from dataclasses import replace
+from typing import Any
 
 import pytest
 
@@ -56,22 +57,7 @@ def test_bigscience_s_14400_wide_layers_waste_more_than_13824_as_its_chronicle_m
     # multiple of 128 after TP 8) ran 1.272x the TFLOPs. Tiles and waves give part of it: the
     # prequel's 4h-wide MLP at TP 8, 2,048 tokens a micro-batch, on the A100's 108 SMs.
     def matmul_seconds(hidden: int) -> float:
-        plan = plan_for_model(
-            "llama-2-7b",
-            method=Method.FULL,
-            workload=Workload(micro_batch=1, seq_len=2048, grad_accum=1, tokens=10**9),
-            hardware=Hardware(gpu="a100-80gb-sxm"),
-        )
-        model = replace(
-            plan.model,
-            hidden_size=hidden,
-            intermediate_size=4 * hidden,
-            num_heads=96,
-            num_kv_heads=96,
-            head_dim=hidden // 96,
-            gated_mlp=False,
-        )
-        plan = plan.with_changes(model=model, parallel=Parallelism(tensor_parallel=8, gpus_per_node=8))
+        plan = _prequel(hidden)
         work = step_work(plan, param_counts(plan), find_gpu("a100-80gb-sxm"))
         return work.features["gemm:ampere/16-bit"] / work.hardware_flops
 
@@ -91,31 +77,31 @@ def test_a_batched_matmul_is_tile_quantized_per_matrix_and_its_batch_fills_the_w
     assert shape_efficiency(2048, 2048, A100_SMS) == pytest.approx(128 / 216)  # one matrix alone: 2 waves
 
 
-def _prequel_200b(attention: Attention, head_dim: int) -> Plan:
-    # The 200B prequel's layer (NHIDDEN 14400 = 96 heads x 150) at TP 8, MBS 1, 2,048 tokens.
+def _prequel(hidden: int, num_layers: int | None = None, **changes: Any) -> Plan:
+    """BigScience's prequel layer shape (chronicles-prequel.md: 96 heads, a 4h ungated MLP) at
+    TP 8, MBS 1, 2,048 tokens on an A100 80GB, hidden width ``hidden``."""
     plan = plan_for_model(
         "llama-2-7b",
         method=Method.FULL,
         workload=Workload(micro_batch=1, seq_len=2048, grad_accum=1, tokens=10**9),
         hardware=Hardware(gpu="a100-80gb-sxm"),
     )
-    hidden = 96 * head_dim
     model = replace(
         plan.model,
         hidden_size=hidden,
         intermediate_size=4 * hidden,
         num_heads=96,
         num_kv_heads=96,
-        head_dim=head_dim,
+        head_dim=hidden // 96,
         gated_mlp=False,
-        num_layers=8,
+        num_layers=num_layers or plan.model.num_layers,
     )
-    return plan.with_changes(
-        model=model,
-        attention=attention,
-        checkpointing=False,
-        parallel=Parallelism(tensor_parallel=8, gpus_per_node=8),
-    )
+    return plan.with_changes(model=model, parallel=Parallelism(tensor_parallel=8, gpus_per_node=8), **changes)
+
+
+def _prequel_200b(attention: Attention, head_dim: int) -> Plan:
+    # The 200B prequel's layer (NHIDDEN 14400 = 96 heads x 150) at TP 8, MBS 1, 2,048 tokens.
+    return _prequel(96 * head_dim, 8, attention=attention, checkpointing=False)
 
 
 def test_eager_attention_runs_as_cublas_matmuls_at_their_rate_in_whole_tiles() -> None:
