@@ -27,9 +27,11 @@ from core.files.launch.common import (
     Draft,
     Export,
     Target,
+    alloc_env,
     command_words,
     dump_yaml,
     header,
+    read_alloc_env,
 )
 from core.inputs import Stack
 from core.plan import CheckpointPolicy, Offload, Plan, Strategy
@@ -37,7 +39,6 @@ from core.plan import CheckpointPolicy, Offload, Plan, Strategy
 MIXED: Final = {Autocast.NONE: "no", Autocast.BF16: "bf16", Autocast.FP16: "fp16"}
 AUTOCAST: Final = {v: k for k, v in MIXED.items()}
 PORT: Final = 29500
-ALLOC_ENV: Final = "PYTORCH_CUDA_ALLOC_CONF"
 ZERO_STAGES: Final = {Strategy.ZERO1: 1, Strategy.ZERO2: 2, Strategy.ZERO3: 3}
 SCRIPT_WHY: Final = "the training script's, not accelerate's: pair this with a trainer config export"
 
@@ -280,23 +281,6 @@ def _reshards(fsdp: dict[str, Any]) -> bool:
     if word.isdigit() and 1 <= int(word) <= len(FSDP1_RESHARDS):
         word = list(FSDP1_RESHARDS)[int(word) - 1]
     return FSDP1_RESHARDS[word] if word in FSDP1_RESHARDS else _true(value)
-
-
-def alloc_env(draft: Draft) -> list[str]:
-    """``PYTORCH_CUDA_ALLOC_CONF=...`` in front of a launch command, when the plan sets it."""
-    conf = draft.plan.hardware.alloc_conf
-    return [f"{ALLOC_ENV}={shlex.quote(conf)}"] if conf else []
-
-
-def read_alloc_env(words: list[str]) -> tuple[dict[str, Any], list[str]]:
-    """The allocator settings in front of a command, and the command's words after them."""
-    found: dict[str, Any] = {}
-    while words and "=" in words[0] and not words[0].startswith("-"):
-        name, value = words[0].split("=", 1)
-        if name == ALLOC_ENV:
-            found["hardware.alloc_conf"] = value
-        words = words[1:]
-    return found, words
 
 
 def _true(value: Any) -> bool:

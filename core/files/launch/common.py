@@ -274,3 +274,24 @@ def apply_fields(plan: Plan, changes: dict[str, Any]) -> Plan:
     for section, values in nested.items():
         top[section] = replace(getattr(plan, section), **values)
     return plan.with_changes(**top)
+
+
+# ---- the caching allocator's settings in front of a launch command ----------------------------
+ALLOC_ENV: Final = "PYTORCH_CUDA_ALLOC_CONF"
+
+
+def alloc_env(draft: Draft) -> list[str]:
+    """``PYTORCH_CUDA_ALLOC_CONF=...`` in front of a launch command, when the plan sets it."""
+    conf = draft.plan.hardware.alloc_conf
+    return [f"{ALLOC_ENV}={shlex.quote(conf)}"] if conf else []
+
+
+def read_alloc_env(words: list[str]) -> tuple[dict[str, Any], list[str]]:
+    """The allocator settings in front of a command, and the command's words after them."""
+    found: dict[str, Any] = {}
+    while words and "=" in words[0] and not words[0].startswith("-"):
+        name, value = words[0].split("=", 1)
+        if name == ALLOC_ENV:
+            found["hardware.alloc_conf"] = value
+        words = words[1:]
+    return found, words

@@ -12,15 +12,16 @@ from __future__ import annotations
 import shlex
 from typing import Any, Final
 
-from core.files.launch.accelerate import alloc_env, read_alloc_env
 from core.files.launch.common import (
     GPU_COUNT,
     TRAINING_NAMES,
     Draft,
     Export,
     Target,
+    alloc_env,
     command_words,
     header,
+    read_alloc_env,
 )
 from core.plan import Plan
 
