@@ -50,6 +50,14 @@ def kbit_float32(plan: Plan) -> bool:
     return plan.method is Method.QLORA and plan.kbit_upcast
 
 
+def qlora_unquantised_bytes(plan: Plan) -> float:
+    """Bytes per parameter of what bitsandbytes leaves unquantised under QLoRA (embeddings, the
+    output head, norms): the 16-bit dtype the model is loaded in, float32 after
+    prepare_model_for_kbit_training (:func:`kbit_float32`). Stored so (core.training.storage) and
+    gathered so by FSDP (core.parallel.state)."""
+    return 4.0 if plan.kbit_upcast else 2.0
+
+
 def model_dtype(plan: Plan) -> Dtype:
     """The dtype the model is loaded and runs in: the base's for adapter methods."""
     if kbit_float32(plan):

@@ -74,7 +74,7 @@ from core.parallel.layout import (
 )
 from core.params import ParamCounts
 from core.plan import Float8, Method, Offload, Plan, Strategy
-from core.roles import Dtypes
+from core.roles import Dtypes, qlora_unquantised_bytes
 from core.units import MiB
 
 # The single-GPU optimizer terms at given dtypes (core.training.optimizer.optimizer_terms of
@@ -428,9 +428,10 @@ def _unit_bytes(rank: _Rank, block: float, gather: float) -> tuple[float, float]
     """Bytes per parameter a block unit and the root unit gather. Under QLoRA only the blocks'
     linear layers are 4-bit (bitsandbytes replaces ``nn.Linear`` modules; transformers'
     ``BitsAndBytesConfig`` keeps ``lm_head`` out, and the embedding is no linear layer): a block
-    gathers its packed 4-bit data (and its norms in the base dtype), the root its embedding and head
-    in the base dtype. Otherwise, and under a mixed-precision policy that casts every gathered
-    parameter, both gather ``gather`` bytes (the rank's stored average)."""
+    gathers its packed 4-bit data (and its norms), the root its embedding and head, unquantised
+    as they are stored (core.roles.qlora_unquantised_bytes). Otherwise, and under a
+    mixed-precision policy that casts every gathered parameter, both gather ``gather`` bytes
+    (the rank's stored average)."""
     plan = rank.plan
     quantised = plan.four_bit_base
     if not quantised or plan.parallel.fsdp_param_dtype is not MpDtype.STORED or not block:
@@ -438,7 +439,7 @@ def _unit_bytes(rank: _Rank, block: float, gather: float) -> tuple[float, float]
     packed = ELEMENT_BYTES["nf4"]
     linear = sum(t.bytes for t in rank.weights if t.label.startswith(f"{plan.quant.value} block weights")) / packed
     per_block = min(block, linear / max(1, rank.stage.layers))
-    base = rank.dt.base
+    base = qlora_unquantised_bytes(plan)
     return (per_block * packed + (block - per_block) * base) / block, base
 
 
@@ -511,8 +512,9 @@ def _fsdp1_wrap_cache(rank: _Rank, block: float, root: float) -> list[Term]:
     if not plan.parallel.fsdp1_wrap:
         return []
     quantised = plan.four_bit_base
-    block_b = ELEMENT_BYTES["nf4"] if quantised else (rank.dt.base if plan.adapter_based else rank.dt.param)
-    root_b = rank.dt.base if plan.adapter_based else rank.dt.param
+    stored = rank.dt.base if plan.adapter_based else rank.dt.param
+    root_b = qlora_unquantised_bytes(plan) if plan.method is Method.QLORA else stored
+    block_b = ELEMENT_BYTES["nf4"] if quantised else root_b
     unit = f"{sci(block)} × {block_b:g} B"
     label = "FSDP1 wrap: a block's original tensors and flat parameter, cached"
     terms = [Term(label, f"2 × {unit}", 2 * block * block_b)]

@@ -10,7 +10,7 @@ from core.dtypes import Dtype, Quant, WeightFormat, matrix_output_rows, nf4_byte
 from core.format import sci
 from core.params import ParamCounts
 from core.plan import Method, Plan
-from core.roles import Dtypes
+from core.roles import Dtypes, qlora_unquantised_bytes
 
 __all__ = ["autocast_copies", "copy_terms", "gradient_terms", "litgpt_quantised_head", "weight_terms"]
 
@@ -42,11 +42,11 @@ def weight_terms(plan: Plan, counts: ParamCounts, dt: Dtypes) -> list[Term]:
         # bitsandbytes leaves embeddings, the output head and norms in the compute dtype (not
         # LitGPT's head: litgpt_quantised_head);
         # prepare_model_for_kbit_training casts them to float32 (core.roles.kbit_float32).
-        unq = 4 if plan.kbit_upcast else 2
+        unq = qlora_unquantised_bytes(plan)
         label = "unquantised (embeddings, head, norms)" + (
             ", float32 (prepare_model_for_kbit_training)" if unq == 4 else ""
         )
-        terms.append(Term(label, f"{sci(rest)} × {unq} B", rest * unq))
+        terms.append(Term(label, f"{sci(rest)} × {unq:g} B", rest * unq))
     elif plan.method is Method.FROZEN and dt.param != dt.base:
         t, f = counts.trainable, counts.frozen_base
         terms.append(Term("trainable weights", f"{sci(t)} × {dt.param:g} B", t * dt.param))

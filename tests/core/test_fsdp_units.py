@@ -52,6 +52,20 @@ def test_a_qlora_root_unit_gathers_its_embedding_and_head_in_the_base_dtype() ->
     assert in_flight == LINEAR * 0.5 + NORMS * 2 == 101_203_968  # packed 4-bit linears, bf16 norms
 
 
+def test_a_qlora_root_unit_gathers_what_is_stored_whatever_the_preset_says() -> None:
+    # The app's default preset (float32 weights + bf16 autocast) on a QLoRA plan: bitsandbytes still
+    # leaves the embedding, head and norms in the 16-bit load dtype, as the weights bucket stores
+    # them (2 B), and FSDP gathers what it stores. The root was gathered at the base dtype's 4 B.
+    plan = _plan(Method.QLORA).with_changes(
+        preset=Preset.FP32_AUTOCAST_BF16, weight_dtype=Dtype.FP32, base_dtype=Dtype.FP32, adapter_dtype=Dtype.FP32
+    )
+    weights = _terms(plan, BucketKey.WEIGHTS)
+    root = weights["root unit gathered (embedding, final norm, head: not resharded after forward)"]
+    stored = weights["unquantised (embeddings, head, norms) ÷ 2 ranks"] * 2
+    assert root == ROOT * 2 == 524_296_192
+    assert root / ROOT == stored / (ROOT + LAYERS * NORMS)  # the same bytes per parameter as stored
+
+
 def test_cpu_offload_stages_the_local_shards_on_a_side_stream() -> None:
     # FSDP1 (two all-gathers in flight): two blocks' local shards, each (LINEAR + NORMS) × 2 B ÷ 2 ranks,
     # are more than the root's (ROOT × 2 B ÷ 2).
