@@ -493,6 +493,8 @@ def loss_memory(plan: Plan, loss_parallel: bool = False) -> LossMemory:
     ca = dtypes_for(plan).compute
     if plan.compiled_loss and not model.final_softcap:
         return _compiled_loss(nv, ca)
+    if plan.stack is Stack.MEGATRON and not model.final_softcap:
+        return _megatron_loss(nv, ca)
     fwd = [Term("logits", f"N·V × {ca:g} = {sci(nv)} × {ca:g}", nv * ca)]
     if model.final_softcap:
         fwd.append(Term("soft-capped logits (tanh, kept)", f"N·V × {ca:g}", nv * ca))
@@ -549,6 +551,27 @@ def _loss_parallel(nv: int) -> tuple[list[Term], list[Term]]:
         Term("gradient of the logits: that times the loss gradient (float32)", f, nv * 4),
     ]
     return fwd, bwd
+
+
+def _megatron_loss(nv: int, ca: float) -> LossMemory:
+    """Megatron-LM's cross-entropy, ``tensor_parallel.vocab_parallel_cross_entropy`` (NVIDIA/Megatron-LM
+    000c4ac2, ``megatron/core/tensor_parallel/cross_entropy.py``), which GPTModel uses at any TP:
+    ``_VocabParallelCrossEntropy.forward`` upcasts the logits with ``.float()`` (a copy when they
+    are 16-bit), subtracts the maximum, takes the exponential (``torch.exp(..., out=exp_logits)``)
+    and divides by its sum, all in place, and saves that softmax; ``backward`` turns the saved
+    softmax into the gradient in place (``grad_2d[arange_1d, masked_target_1d] -=``,
+    ``grad_input.mul_``), which autograd casts to the logits' dtype (``validate_outputs``). One
+    float32 N·V tensor where aten's kernels hold three."""
+    f = f"N·V × 4 = {sci(nv)} × 4"
+    logits = Term("logits", f"N·V × {ca:g} = {sci(nv)} × {ca:g}", nv * ca)
+    if ca == 4:  # float32 logits: .float() returns them, and they become the softmax in place
+        softmax = Term("logits turned into the softmax in place (float32, kept)", f, nv * 4)
+        grad = Term("the softmax turned into the logits' gradient in place (float32)", f, nv * 4)
+        return LossMemory([softmax], [grad])
+    softmax = Term("float32 copy turned into the softmax in place (kept)", f, nv * 4)
+    grad = Term("the softmax turned into the logits' gradient in place (float32)", f, nv * 4)
+    cast = Term(f"the logits' gradient cast to {ca:g} B (autograd)", f"N·V × {ca:g}", nv * ca)
+    return LossMemory([logits, softmax], [grad, cast])
 
 
 # The cross-entropy under torch.compile, as torchtitan runs it since d1f62be7 (Feb 2025,

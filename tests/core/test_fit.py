@@ -292,9 +292,11 @@ def test_the_fastest_and_the_cheapest_are_shown_beside_the_fewest() -> None:
     assert cheapest.estimate.compute.cost < found.estimate.compute.cost
     assert all(cheapest.estimate.compute.cost <= row.estimate.compute.cost for row in answer.beyond)
     assert f"cheapest: {cheapest.count} GPUs" in answer.summary()
-    # Without checkpointing, under Megatron-LM 16 GPUs hold it with TP 8 × PP 2 (its sequence
-    # parallel keeps each column-parallel matmul's input as the rank's shard). PyTorch's TP, the
-    # plan's eager stack, keeps those inputs whole (torchtitan 9dec370 apply_tp; core.parallel.acts
+    # Without checkpointing, under Megatron-LM 16 GPUs hold it with TP 8 (its sequence parallel
+    # keeps each column-parallel matmul's input as the rank's shard, and its vocabulary-parallel
+    # cross-entropy works in place: one float32 logits shard where aten's kernels hold three,
+    # NVIDIA/Megatron-LM 000c4ac2 cross_entropy.py; TP 8 × PP 2 before that was modelled).
+    # PyTorch's TP, the plan's eager stack, keeps those inputs whole (torchtitan 9dec370 apply_tp; core.parallel.acts
     # keeps_gathered_inputs): 2 × 8,192 × 8,192 × 2 B a block, 40 blocks and 2 micro-batches in
     # flight on the first stage, so the fewest is 32 (TP 8 × PP 2 × FSDP 2). More GPUs running TP 8
     # alone (no pipeline bubble) are then cheaper too, and the summary shows it.
@@ -305,4 +307,4 @@ def test_the_fastest_and_the_cheapest_are_shown_beside_the_fewest() -> None:
     assert f"cheapest: {bare.cheapest.count} GPUs" in bare.summary()
     megatron = fewest_gpus(plan.with_changes(checkpointing=False, stack=Stack.MEGATRON).on_gpus(8, Strategy.FSDP))
     assert megatron.found is not None and megatron.found.count == 16
-    assert megatron.found.layout == "FSDP2 + TP 8 + PP 2"
+    assert megatron.found.layout == "FSDP2 + TP 8"
