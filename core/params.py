@@ -22,6 +22,15 @@ def frozen_params(plan: Plan) -> int:
     return model.embedding_params() + plan.frozen_layers * model.layer_params()
 
 
+def quantised_block_params(plan: Plan) -> int:
+    """The blocks' parameters a QLoRA base stores quantised: their projection matrices
+    (bitsandbytes replaces the ``nn.Linear`` modules, and transformers' ``BitsAndBytesConfig`` keeps
+    ``lm_head`` out; the norms and the embedding are no linear layers). 0 for other methods. LitGPT
+    quantises its head as well (core.training.storage.litgpt_quantised_head): a root parameter, not
+    a block's."""
+    return plan.model.stored_matmul_params() if plan.method is Method.QLORA else 0
+
+
 def param_counts(plan: Plan) -> ParamCounts:
     model = plan.model
     total = model.total_params()

@@ -162,7 +162,7 @@ def replay_llama(shape: Shape, quantised: bool, world: int = 2) -> Allocator:
 def closed_form(shape: Shape, quantised: bool) -> float:
     """2 × (one block's own bytes + the root's bytes), as core.parallel.state has it."""
     h, f = shape.hidden, shape.ffn
-    block = (4 * h * h + 3 * h * f + 2 * h) * (0.5 if quantised else 2.0)
+    block = (4 * h * h + 3 * h * f) * (0.5 if quantised else 2.0) + 2 * h * 2.0  # the norms stay bf16
     root = (2 * shape.vocab * h + h) * 2.0
     return 2 * (block + root)
 

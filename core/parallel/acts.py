@@ -26,6 +26,7 @@ from core.plan import Plan, Stack
 __all__ = [
     "block_per_rank",
     "keeps_gathered_inputs",
+    "loss_parallel",
     "pipeline_buffers",
     "ring_attention_buffers",
     "sequence_region",
@@ -91,6 +92,15 @@ def keeps_gathered_inputs(plan: Plan) -> bool:
     Per-op SAC's saved items carry no ``gathered`` marks, so they are unchanged.
     """
     return plan.stack is not Stack.MEGATRON
+
+
+def loss_parallel(plan: Plan, lay: Layout) -> bool:
+    """Whether the rank computes the cross-entropy of its vocabulary shard under PyTorch's
+    ``loss_parallel()``: torchtitan enters it whenever TP > 1 (pytorch/torchtitan 9dec370,
+    ``parallel_dims.loss_parallel_enabled``: ``self.tp > 1 and self.enable_loss_parallel``, on unless
+    ``--training.disable_loss_parallel``), with the head's output left sharded on the vocabulary.
+    Megatron-LM has its own vocabulary-parallel cross-entropy (not this one)."""
+    return lay.tensor_parallel > 1 and plan.stack is not Stack.MEGATRON
 
 
 def _relabel(t: Term, why: str) -> Term:

@@ -72,7 +72,7 @@ from core.parallel.layout import (
     train_share,
     weight_share,
 )
-from core.params import ParamCounts
+from core.params import ParamCounts, quantised_block_params
 from core.plan import Float8, Method, Offload, Plan, Strategy
 from core.roles import Dtypes, qlora_unquantised_bytes
 from core.units import MiB
@@ -425,22 +425,25 @@ def _fsdp(rank: _Rank) -> RankState:
 
 
 def _unit_bytes(rank: _Rank, block: float, gather: float) -> tuple[float, float]:
-    """Bytes per parameter a block unit and the root unit gather. Under QLoRA only the blocks'
-    linear layers are 4-bit (bitsandbytes replaces ``nn.Linear`` modules; transformers'
-    ``BitsAndBytesConfig`` keeps ``lm_head`` out, and the embedding is no linear layer): a block
-    gathers its packed 4-bit data (and its norms), the root its embedding and head, unquantised
-    as they are stored (core.roles.qlora_unquantised_bytes). Otherwise, and under a
-    mixed-precision policy that casts every gathered parameter, both gather ``gather`` bytes
-    (the rank's stored average)."""
+    """Bytes per parameter a block unit and the root unit gather: under a 4-bit QLoRA base, as
+    they are stored (:func:`_four_bit_unit_bytes`). Otherwise, and under a mixed-precision policy
+    that casts every gathered parameter, both gather ``gather`` bytes (the rank's stored average)."""
     plan = rank.plan
-    quantised = plan.four_bit_base
-    if not quantised or plan.parallel.fsdp_param_dtype is not MpDtype.STORED or not block:
+    if not plan.four_bit_base or plan.parallel.fsdp_param_dtype is not MpDtype.STORED or not block:
         return gather, gather
+    return _four_bit_unit_bytes(plan, rank.lay, block)
+
+
+def _four_bit_unit_bytes(plan: Plan, lay: Layout, block: float) -> tuple[float, float]:
+    """Bytes per parameter of a block unit (``block`` parameters on the rank) and of the root unit
+    as a 4-bit QLoRA model stores them. Only the blocks' projection matrices are 4-bit
+    (core.params.quantised_block_params, ÷ TP as the rank's block is): a block holds their packed
+    data (the quantisation state apart) and its norms unquantised, the root its embedding and
+    head unquantised (core.roles.qlora_unquantised_bytes)."""
     packed = ELEMENT_BYTES["nf4"]
-    linear = sum(t.bytes for t in rank.weights if t.label.startswith(f"{plan.quant.value} block weights")) / packed
-    per_block = min(block, linear / max(1, rank.stage.layers))
     base = qlora_unquantised_bytes(plan)
-    return (per_block * packed + (block - per_block) * base) / block, base
+    linear = min(block, quantised_block_params(plan) / plan.model.num_layers / lay.tensor_parallel)
+    return (linear * packed + (block - linear) * base) / block, base
 
 
 def _offload_staging(
@@ -511,11 +514,12 @@ def _fsdp1_wrap_cache(rank: _Rank, block: float, root: float) -> list[Term]:
     plan = rank.plan
     if not plan.parallel.fsdp1_wrap:
         return []
-    quantised = plan.four_bit_base
     stored = rank.dt.base if plan.adapter_based else rank.dt.param
     root_b = qlora_unquantised_bytes(plan) if plan.method is Method.QLORA else stored
-    block_b = ELEMENT_BYTES["nf4"] if quantised else root_b
-    unit = f"{sci(block)} × {block_b:g} B"
+    block_b = root_b
+    if plan.four_bit_base and block:
+        block_b, root_b = _four_bit_unit_bytes(plan, rank.lay, block)
+    unit = f"{sci(block)} × {block_b:.4g} B"
     label = "FSDP1 wrap: a block's original tensors and flat parameter, cached"
     terms = [Term(label, f"2 × {unit}", 2 * block * block_b)]
     if root:

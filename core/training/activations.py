@@ -458,7 +458,7 @@ class LossMemory:
     backward: list[Term]  # live at the start of the backward pass
 
 
-def loss_memory(plan: Plan) -> LossMemory:
+def loss_memory(plan: Plan, loss_parallel: bool = False) -> LossMemory:
     """The logits and the cross-entropy, as transformers' ForCausalLMLoss computes it.
 
     The forward keeps the logits (16 bits under autocast), their float32 upcast and the
@@ -472,6 +472,10 @@ def loss_memory(plan: Plan) -> LossMemory:
     ``CausalLMOutputWithPast(logits=logits)``; Answer.AI's train.py (AnswerDotAI/fsdp_qlora e877dda)
     runs ``output = model(..., labels=...)``, ``loss.backward()``, the optimizer step, and only
     then ``output = None``, and its README pins ``transformers!=4.38.*,!=4.39.*``.
+
+    ``loss_parallel``: the cross-entropy of vocabulary-sharded logits under PyTorch's
+    ``loss_parallel()`` (see :func:`_loss_parallel`), which holds one float32 N·V tensor more
+    in the forward and in the backward.
     """
     model = plan.model
     n = plan.workload.micro_batch * plan.workload.seq_len
@@ -489,17 +493,23 @@ def loss_memory(plan: Plan) -> LossMemory:
     ca = dtypes_for(plan).compute
     if plan.compiled_loss and not model.final_softcap:
         return _compiled_loss(nv, ca)
+    if plan.stack is Stack.MEGATRON and not model.final_softcap:
+        return _megatron_loss(nv, ca)
     fwd = [Term("logits", f"N·V × {ca:g} = {sci(nv)} × {ca:g}", nv * ca)]
     if model.final_softcap:
         fwd.append(Term("soft-capped logits (tanh, kept)", f"N·V × {ca:g}", nv * ca))
     if ca == 2:
         fwd.append(Term("logits upcast to float32", f"N·V × 4 = {sci(nv)} × 4", nv * 4))
-    fwd.append(Term("log-softmax kept for the backward (float32)", f"N·V × 4 = {sci(nv)} × 4", nv * 4))
-    bwd = [
-        Term("log-softmax kept for the backward (float32)", f"N·V × 4 = {sci(nv)} × 4", nv * 4),
-        Term("gradient into the log-softmax (float32)", f"N·V × 4 = {sci(nv)} × 4", nv * 4),
-        Term("gradient of the logits (float32)", f"N·V × 4 = {sci(nv)} × 4", nv * 4),
-    ]
+    if loss_parallel:
+        fwd_loss, bwd = _loss_parallel(nv)
+        fwd += fwd_loss
+    else:
+        fwd.append(Term("log-softmax kept for the backward (float32)", f"N·V × 4 = {sci(nv)} × 4", nv * 4))
+        bwd = [
+            Term("log-softmax kept for the backward (float32)", f"N·V × 4 = {sci(nv)} × 4", nv * 4),
+            Term("gradient into the log-softmax (float32)", f"N·V × 4 = {sci(nv)} × 4", nv * 4),
+            Term("gradient of the logits (float32)", f"N·V × 4 = {sci(nv)} × 4", nv * 4),
+        ]
     if model.final_softcap:
         bwd.append(Term("soft-capped logits (tanh, kept)", f"N·V × {ca:g}", nv * ca))
     if plan.loop_keeps_output:
@@ -511,6 +521,57 @@ def loss_memory(plan: Plan) -> LossMemory:
             )
         )
     return LossMemory(fwd, bwd)
+
+
+def _loss_parallel(nv: int) -> tuple[list[Term], list[Term]]:
+    """The float32 cross-entropy of one rank's vocabulary shard under PyTorch's
+    ``torch.distributed.tensor.parallel.loss_parallel()``, which torchtitan enters whenever TP > 1
+    (pytorch/torchtitan 9dec370: ``train.py`` ``get_train_context(parallel_dims.loss_parallel_enabled)``,
+    the head ``ColwiseParallel(output_layouts=Shard(-1), use_local_output=False)``). Its handlers
+    (pytorch/pytorch 3be1238 and 02eef6b alike, ``torch/distributed/tensor/parallel/loss.py``) replace
+    aten's kernels:
+
+    - ``_log_softmax`` is the decomposition with all-reduces inserted: ``shifted = x - x_max``,
+      ``torch.sum(torch.exp(shifted))``, then ``result = shifted - shifted_logsumexp``; the float32
+      input, ``shifted`` and ``exp(shifted)`` (or ``result``) are alive at once, two N·V tensors
+      beside the input where aten's fused kernel writes one;
+    - ``_nll_loss_and_log_softmax_backward`` fuses both backwards: ``grad_input =
+      torch.zeros_like(x)``, the scatter of −1 into it, then ``(grad_input + torch.exp(x)) *
+      grad_output``; with the kept log-softmax ``x`` that is four N·V tensors alive when the
+      product is allocated (``_log_softmax_backward_handler`` only returns it), where aten's
+      ``nll_loss_backward`` and ``_log_softmax_backward_data`` hold three.
+
+    Returns the forward's loss terms (after the logits and their float32 copy) and the backward's."""
+    f = f"N·V × 4 = {sci(nv)} × 4"
+    fwd = [Term("loss parallel's log-softmax: x − max, then its exp or the result (float32)", f"2 × {f}", 2 * nv * 4)]
+    bwd = [
+        Term("log-softmax kept for the backward (float32)", f, nv * 4),
+        Term("loss parallel's backward: zeros the target's −1 is scattered into (float32)", f, nv * 4),
+        Term("loss parallel's backward: that plus exp(log-softmax) (float32)", f, nv * 4),
+        Term("gradient of the logits: that times the loss gradient (float32)", f, nv * 4),
+    ]
+    return fwd, bwd
+
+
+def _megatron_loss(nv: int, ca: float) -> LossMemory:
+    """Megatron-LM's cross-entropy, ``tensor_parallel.vocab_parallel_cross_entropy`` (NVIDIA/Megatron-LM
+    000c4ac2, ``megatron/core/tensor_parallel/cross_entropy.py``), which GPTModel uses at any TP:
+    ``_VocabParallelCrossEntropy.forward`` upcasts the logits with ``.float()`` (a copy when they
+    are 16-bit), subtracts the maximum, takes the exponential (``torch.exp(..., out=exp_logits)``)
+    and divides by its sum, all in place, and saves that softmax; ``backward`` turns the saved
+    softmax into the gradient in place (``grad_2d[arange_1d, masked_target_1d] -=``,
+    ``grad_input.mul_``), which autograd casts to the logits' dtype (``validate_outputs``). One
+    float32 N·V tensor where aten's kernels hold three."""
+    f = f"N·V × 4 = {sci(nv)} × 4"
+    logits = Term("logits", f"N·V × {ca:g} = {sci(nv)} × {ca:g}", nv * ca)
+    if ca == 4:  # float32 logits: .float() returns them, and they become the softmax in place
+        softmax = Term("logits turned into the softmax in place (float32, kept)", f, nv * 4)
+        grad = Term("the softmax turned into the logits' gradient in place (float32)", f, nv * 4)
+        return LossMemory([softmax], [grad])
+    softmax = Term("float32 copy turned into the softmax in place (kept)", f, nv * 4)
+    grad = Term("the softmax turned into the logits' gradient in place (float32)", f, nv * 4)
+    cast = Term(f"the logits' gradient cast to {ca:g} B (autograd)", f"N·V × {ca:g}", nv * ca)
+    return LossMemory([logits, softmax], [grad, cast])
 
 
 # The cross-entropy under torch.compile, as torchtitan runs it since d1f62be7 (Feb 2025,

@@ -29,6 +29,7 @@ from core.format import gb, sci
 from core.parallel.acts import (
     block_per_rank,
     keeps_gathered_inputs,
+    loss_parallel,
     pipeline_buffers,
     ring_attention_buffers,
     sequence_region,
@@ -194,7 +195,7 @@ def _common(plan: Plan, counts: ParamCounts, dt: Dtypes, lay: Layout | None) -> 
         layer_grads=layer_grads,
         head_grad=head_grad,
         outside=list(outside.items),
-        loss=loss_memory(ap),
+        loss=loss_memory(ap, lay is not None and loss_parallel(plan, lay)),
     )
     _LAST_COMMON = (plan, lay is not None, common)
     return common
@@ -629,7 +630,7 @@ def evaluation_phase(plan: Plan, parts: _Parts, rank: Rank | None) -> Phase:
     lay = rank.layout if rank is not None else None
     ap = compute_plan(eval_plan, lay) if lay is not None else eval_plan
     block = layer_activations(ap, trainable_block=True)
-    loss = loss_memory(ap).forward
+    loss = loss_memory(ap, rank is not None and loss_parallel(plan, rank.layout)).forward
     if rank is not None:
         block = block_per_rank(block, rank.layout, keeps_gathered_inputs(plan))
         v_div, v_why = vocab_region(rank.layout)

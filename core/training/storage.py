@@ -8,7 +8,7 @@ from __future__ import annotations
 from core.breakdown import Term
 from core.dtypes import Dtype, Quant, WeightFormat, matrix_output_rows, nf4_bytes_per_weight, quantised_matrix_bytes
 from core.format import sci
-from core.params import ParamCounts
+from core.params import ParamCounts, quantised_block_params
 from core.plan import Method, Plan
 from core.roles import Dtypes, qlora_unquantised_bytes
 
@@ -27,7 +27,7 @@ def weight_terms(plan: Plan, counts: ParamCounts, dt: Dtypes) -> list[Term]:
     p = counts.total
     terms: list[Term] = []
     if plan.method is Method.QLORA:
-        quantised = model.stored_matmul_params() + litgpt_quantised_head(plan)
+        quantised = quantised_block_params(plan) + litgpt_quantised_head(plan)
         rest = p - quantised
         if plan.quant is Quant.INT8:
             rows = matrix_output_rows(model)

@@ -94,7 +94,12 @@ FOLDER = ROOT / "benchmarks" / "realgpu"
 # keeps_gathered_inputs): torchtitan's 70B 2-D rows -19.0 / -13.8 -> -16.1 / -10.8 %; their implied fractions
 # fell, so the fraction fitted without huggingface 0.165 -> 0.155 and nvidia-smi worst 11.8 -> 12.1 % (PEFT's
 # ZeRO-3 QLoRA run, -11.8 -> -12.1 %); boundary worst 6.3 -> 5.9 %.
-CEILINGS = {"allocated": (3.9, 9.9), "reserved": (4.2, 27.1), "nvidia-smi": (10.7, 12.2), "boundary": (0.5, 6.4)}
+# When the cross-entropy under PyTorch's loss_parallel() held its fourth float32 N·V/t tensor
+# (core.training.activations._loss_parallel): torchtitan's 70B 2-D rows -16.1 / -10.8 -> -3.2 / +3.0 %;
+# their implied fractions rose, so the fraction fitted without Answer.AI 0.160 -> 0.185 and boundary worst
+# 5.9 -> 7.8 % (ceiling raised: Answer.AI's 4090 Mistral 7B longest context, 23,129 -> 22,666 tokens of
+# 24,576), nvidia-smi worst 12.1 -> 12.0 % (without the Hugging Face family 0.155 -> 0.160).
+CEILINGS = {"allocated": (3.9, 9.9), "reserved": (4.2, 27.1), "nvidia-smi": (10.7, 12.1), "boundary": (0.5, 7.9)}
 
 
 def _benchmark() -> ModuleType:
@@ -245,3 +250,14 @@ def test_compile_under_op_sac_takes_off_what_torchtitans_table_shows(result: obj
     # machines, scored with the fraction fitted without them) were +10.6 / +8.9 % without the rule.
     for name in ("trainy-h200-8b-4nodes", "trainy-h200-8b-8nodes"):
         assert abs(rows[name].error_pct) < 3.0, (name, rows[name].error_pct)
+
+
+def test_torchtitans_70b_2d_rows_hold_loss_parallels_fourth_logits_shard(result: object) -> None:
+    # torchtitan's Dec 2024 table (benchmarks/llama3_h100_202412_torchtitan.md at b5bcd76c): Llama 3.1 70B,
+    # FSDP 32 x TP 8, local batch 16 x 8,192, full AC, 71.9 GiB reserved (67.6 GiB with async TP). Under
+    # loss_parallel() (core.training.activations._loss_parallel) the backward starts with four float32
+    # shards of the logits, 131,072 tokens x 128,256 / 8 x 4 B = 8.4 GB each (three before the rule:
+    # -16.1 / -10.8 %); each row is scored with the fraction fitted without torchtitan.
+    rows = {r.mapped.id: r for r in result.rows}  # type: ignore[attr-defined]
+    for name in ("torchtitan-2412-70b-2d", "torchtitan-2412-70b-2d-asynctp"):
+        assert abs(rows[name].error_pct) < 5.0, (name, rows[name].error_pct)
