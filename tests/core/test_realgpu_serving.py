@@ -3,7 +3,8 @@ rules issue 23's fourth to sixth rounds added: an eager kernel's fixed cost in G
 card's boost clock, tensor parallelism without GPU peer-to-peer through host memory, llama.cpp
 builds before b3216 dequantising a prompt's quantised weights to F16 for cuBLAS, Apple GPUs'
 matmuls on their ALUs at MPS's share of the peak, and llama.cpp replaying a lone sequence's
-decode step as one CUDA graph on one GPU (a layer split launching every kernel on its own).
+decode step as one CUDA graph on one GPU (a layer split launching every kernel on its own), and
+(eighth round) llama.cpp's Vulkan backend dispatching its own fused kernels from command buffers.
 
 The benchmark runs in about a second, so CI runs all of it. Issue 23's decode and TTFT targets
 are not all met (docs/SERVING.md says which and why); what is held: the targets that are met stay
