@@ -370,3 +370,10 @@ class CacheType(StrEnum):
 
 
 CACHE_GGML: Final = {c: GgmlType(c.value) for c in CacheType}
+
+
+class LlamaCppBackend(StrEnum):
+    """The ggml backend llama.cpp runs the GPU layers with (llama-bench's ``backend`` column)."""
+
+    NATIVE = "native"  # the card's own: ggml-cuda on NVIDIA (and HIP on AMD), ggml-metal on Apple
+    VULKAN = "vulkan"  # ggml-vulkan, on any card with a Vulkan driver

@@ -41,6 +41,7 @@ from core.dtypes import (
     Dtype,
     GgufQuant,
     KvDtype,
+    LlamaCppBackend,
     MpDtype,
     Quant,
     WeightFormat,
@@ -221,6 +222,10 @@ ENGINE_LABELS: Final = {
 }
 VLLM_VERSION_LABELS: Final = {v: v.value for v in VllmVersion}
 CACHE_TYPE_LABELS: Final = {c: c.value for c in CacheType}
+LLAMACPP_BACKEND_LABELS: Final = {
+    LlamaCppBackend.NATIVE: "CUDA / Metal (the card's own)",
+    LlamaCppBackend.VULKAN: "Vulkan",
+}
 METHOD_LABELS: Final = {
     Method.FULL: "Full fine-tuning",
     Method.LORA: "LoRA",
@@ -896,6 +901,13 @@ INPUTS: Final[tuple[Input, ...]] = (
           ("--llamacpp-build",), "llama.cpp: build number bN the speed follows (0: a current build)",
           low=0, high=MAX_LLAMACPP_BUILD, zero_means="a current build", metavar="N",
           matters=lambda p: p.inference.engine is Engine.LLAMACPP),
+    Input("inference.llamacpp_backend", Kind.ENUM, "llama.cpp backend", "llama.cpp GPU backend",
+          LlamaCppBackend.NATIVE,
+          "The ggml backend that runs the GPU layers: the card's own (CUDA on NVIDIA, Metal on Apple) or "
+          "Vulkan. Vulkan records a token's kernels into command buffers (no launch each), fuses some of "
+          "them and multiplies float activations where CUDA first quantises them: fewer kernels a layer.",
+          ("--llamacpp-backend",), "llama.cpp: GPU backend (native: CUDA / Metal; vulkan)",
+          labels=LLAMACPP_BACKEND_LABELS, matters=lambda p: p.inference.engine is Engine.LLAMACPP),
     Input("inference.kv_dtype", Kind.ENUM, "KV cache", "KV cache storage", KvDtype.BF16,
           "Element type of the cached keys and values.",
           ("--kv-dtype",), "element type of the KV cache", labels=KV_LABELS,

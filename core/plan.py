@@ -17,7 +17,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Final
 
 from core.catalogue import find_link
-from core.dtypes import Autocast, CacheType, Dtype, GgufQuant, KvDtype, MpDtype, Quant, WeightFormat
+from core.dtypes import Autocast, CacheType, Dtype, GgufQuant, KvDtype, LlamaCppBackend, MpDtype, Quant, WeightFormat
 from core.errors import PlanError
 from core.inputs import (
     ATTENTION_LABELS,
@@ -324,6 +324,7 @@ class Inference:
     flash_attention: bool = DEFAULTS["inference.flash_attention"]  # llama.cpp -fa
     ubatch: int = DEFAULTS["inference.ubatch"]  # llama.cpp -ub
     llamacpp_build: int = DEFAULTS["inference.llamacpp_build"]  # llama.cpp bN whose kernels apply; 0: current
+    llamacpp_backend: LlamaCppBackend = DEFAULTS["inference.llamacpp_backend"]  # ggml backend of the GPU layers
 
     def __post_init__(self) -> None:
         run_checks(self, _INFERENCE_CHECKS)

@@ -756,8 +756,8 @@ GRAPH_PAIR_SOURCES: Final = frozenset({"llamacpp-issue-6763", "llamacpp-pr-6766"
 
 def speed_role(record: dict[str, Any]) -> str:
     """What a llama.cpp decode row sets: the launch overhead (a graph on / off pair, by its
-    difference), nothing (a Vulkan build: the kernel counts and their cycles are ggml-cuda's, and
-    Vulkan records a step's dispatches into command buffers; scored, not fitted on), or the
+    difference), nothing (a Vulkan build: scored with ggml-vulkan's dispatches,
+    core.serving.speed.VULKAN_KERNELS_PER_LAYER, not fitted on), or the
     bandwidth efficiency and cycles (the rest)."""
     if record["source_id"] in GRAPH_PAIR_SOURCES:
         return "launch"
@@ -839,6 +839,7 @@ def bench_plan(record: dict[str, Any]) -> Plan:
         flash_attention=False,
         ubatch=512,
         llamacpp_build=llamacpp_build(record["engine_version"]),
+        llamacpp_backend="vulkan" if "Vulkan" in record["engine_version"] else "native",
     )
 
 

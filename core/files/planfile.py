@@ -74,6 +74,7 @@ ISSUE_23_KEYS: Final = (
     "flash_attention",
     "ubatch",
     "llamacpp_build",
+    "llamacpp_backend",
 )
 # Keys that may be absent, read as the field's default. The serving fields added after
 # version 2 (engine, parallelism, vLLM's scheduler limits) are optional so that files

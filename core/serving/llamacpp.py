@@ -47,6 +47,7 @@ from core.dtypes import (
     GGUF_FLOAT,
     GgmlType,
     GgufQuant,
+    LlamaCppBackend,
     ggml_row_bytes,
 )
 from core.format import gb
@@ -521,7 +522,13 @@ def prompt_dequant_bytes(plan: Plan, gpu: GpuSpec, layout: GgufLayout) -> float:
     every expert as if more than 32 tokens were routed to it: an upper bound. 0 otherwise."""
     inf = plan.inference
     build = inf.llamacpp_build
-    if not 0 < build < CUBLAS_PROMPT_BEFORE_BUILD or gpu.vendor != "nvidia" or inf.gguf_quant in GGUF_FLOAT:
+    native = inf.llamacpp_backend is LlamaCppBackend.NATIVE
+    if (
+        not 0 < build < CUBLAS_PROMPT_BEFORE_BUILD
+        or gpu.vendor != "nvidia"
+        or not native
+        or inf.gguf_quant in GGUF_FLOAT
+    ):
         return 0.0
     model = plan.model
     weights = sum(rows * row for _, row, rows in layer_matrices(model)) * model.params_scale
@@ -556,7 +563,8 @@ def cuda_graphs_replayed(plan: Plan, gpu: GpuSpec, running: int) -> bool:
     branch): a build from :data:`CUDA_GRAPHS_FROM_BUILD` (0, a current build, included), an
     NVIDIA card of compute capability 8.0 or more (``cc < CC_AMPERE`` disables them; the
     catalogue's pre-Ampere cards are the ones without bf16 tensor cores), one sequence decoding
-    (an ADD node whose ``src1->ne[1] > 1`` disables them: "batch size > 1"), and one copy of the
+    (an ADD node whose ``src1->ne[1] > 1`` disables them: "batch size > 1"), the CUDA backend (not
+    Vulkan), and one copy of the
     scheduler's inputs. With pipeline parallelism ``ggml_backend_sched_compute_splits`` advances
     ``cur_copy`` after every graph (ggml-backend.c at ggerganov/llama.cpp 0054f368), so each
     token's nodes read their inputs at another address, the node-property check requires a
@@ -567,11 +575,71 @@ def cuda_graphs_replayed(plan: Plan, gpu: GpuSpec, running: int) -> bool:
     return (
         inf.engine is Engine.LLAMACPP
         and gpu.vendor == "nvidia"
+        and inf.llamacpp_backend is LlamaCppBackend.NATIVE
         and (inf.llamacpp_build == 0 or inf.llamacpp_build >= CUDA_GRAPHS_FROM_BUILD)
         and bool(gpu.tflops_dense.get("bf16"))
         and running == 1
         and not pipeline_parallel(plan)
     )
+
+
+# ---- the Vulkan backend's q8_1 activations ---------------------------------------------------
+# ggml-vulkan (read at ggml-org/ggml 400b9294, 2025-12-13, the ggml of llama.cpp's b7340 week:
+# src/ggml-vulkan/ggml-vulkan.cpp) multiplies a lone token's activations in float
+# (ggml_vk_mul_mat_vec_q_f16, the "dequantize_mul_mat_vec" shaders) unless
+# ggml_vk_should_use_mmvq picks the integer-dot path (MMVQ), which first quantises the
+# activations to q8_1 in a dispatch of its own (ggml_vk_quantize_q8_1). The q8_1 copy is kept for
+# the next product of the same input (prealloc_y_last_tensor_used): q, k and v share one, as do
+# gate and up. Only these types have a q8_1 mat-vec (ggml_vk_get_dequantize_mul_mat_vec, b_type
+# Q8_1); of them Q3_K and Q6_K never take it ("performance issue ... due to 2-byte alignment").
+VULKAN_MMVQ_TYPES: Final = frozenset(
+    {
+        GgmlType.Q4_0,
+        GgmlType.Q4_1,
+        GgmlType.Q5_0,
+        GgmlType.Q5_1,
+        GgmlType.Q8_0,
+        GgmlType.MXFP4,
+        GgmlType.Q2_K,
+        GgmlType.Q4_K,
+        GgmlType.Q5_K,
+    }
+)
+# ggml_vk_should_use_mmvq for one token (n == 1): on NVIDIA only for rows longer than 4,096 ("Quantization
+# overhead is not worth it for small k"; Q2_K always; Q8_0 and MXFP4 only before Turing, not modelled:
+# never), on AMD from 2,048 (Q8_0 only on GCN, not modelled: never); other vendors always.
+VULKAN_MMVQ_MIN_K: Final = {"nvidia": 4097, "amd": 2048}
+# The weight matrices that read one input (one q8_1 copy each group).
+_SHARED_INPUT: Final = {"attn_q": "attn", "attn_k": "attn", "attn_v": "attn", "attn_qkv": "attn", "ffn_gate": "ffn_up"}
+
+
+def vulkan_uses_mmvq(vendor: str, k: int, kind: GgmlType) -> bool:
+    """Whether ggml-vulkan multiplies a row of ``k`` values of type ``kind`` by one token's q8_1
+    activations (:data:`VULKAN_MMVQ_TYPES`, :data:`VULKAN_MMVQ_MIN_K`)."""
+    if kind not in VULKAN_MMVQ_TYPES:
+        return False
+    if kind is GgmlType.Q2_K:
+        return True
+    if kind in (GgmlType.Q8_0, GgmlType.MXFP4) and vendor in VULKAN_MMVQ_MIN_K:
+        return False
+    return k >= VULKAN_MMVQ_MIN_K.get(vendor, 0)
+
+
+def vulkan_quantise_dispatches(plan: Plan, vendor: str) -> float:
+    """Mean q8_1 quantisations a layer of a lone token's decode dispatches on ggml-vulkan: one per
+    input whose products take the integer-dot path (:func:`vulkan_uses_mmvq`)."""
+    model = plan.model
+    q = quantiser(model, plan.inference.gguf_quant)
+    matrices = layer_matrices(model)
+    total = 0
+    for layer in range(model.num_layers):
+        inputs = {
+            _SHARED_INPUT.get(kind, kind)
+            for kind, row, _ in matrices
+            if vulkan_uses_mmvq(vendor, row, tensor_type(q, kind, layer, row))
+        }
+        total += len(inputs)
+    return total / max(1, model.num_layers)
 
 
 def llamacpp_buffers(plan: Plan, context: int | None = None, layout: GgufLayout | None = None) -> LlamaCppMemory:

@@ -38,13 +38,13 @@ from dataclasses import dataclass
 from typing import Final, NamedTuple
 
 from core.catalogue import GpuSpec, LinkSpec
-from core.dtypes import GGUF_FLOAT, matmul_dtype
+from core.dtypes import GGUF_FLOAT, LlamaCppBackend, matmul_dtype
 from core.format import counted, gb
 from core.params import ParamCounts
 from core.plan import Engine, Plan
 from core.serving.engines import RankLayout, serving_link
 from core.serving.fit import DEFAULT_FIT, EngineFamily, ServingFit, bandwidth_key
-from core.serving.llamacpp import MMQ_MAX_BATCH_SIZE, cuda_graphs_replayed
+from core.serving.llamacpp import MMQ_MAX_BATCH_SIZE, cuda_graphs_replayed, vulkan_quantise_dispatches
 
 # Host memory a CPU reads llama.cpp's host layers from: dual-channel DDR4-3200, 2 × 8 bytes ×
 # 3.2 GT/s = 51.2 GB/s (JEDEC JESD79-4), the common desktop and workstation case.
@@ -71,6 +71,18 @@ WEIGHT_MATMULS_PER_LAYER: Final = 7
 # after a k_compute_batched_ptrs kernel instead of the strided call. Metal multiplies the F16 cache
 # by float activations in one kernel (kernel_mul_mv_f16_f32).
 ATTENTION_PRODUCT_KERNELS: Final = 3
+# ggml-vulkan (ggml-org/ggml 400b9294, 2025-12-13, src/ggml-vulkan/ggml-vulkan.cpp,
+# ggml_backend_vk_graph_compute) dispatches a Llama layer of the 2025 graph (llama.cpp's
+# src/llama-graph.cpp at 434f71a5: the KV writes are SET_ROWS, ggml-org/ggml a1938493; the FFN's
+# SiLU and product one GLU node, ggml_swiglu_split, ggml-org/ggml 2560b6c5): 22 nodes that compute,
+# the 23 above with SILU and MUL as one. Its fusions take five away: RMS_NORM + MUL twice
+# ("RMS_NORM_MUL"), the k ROPE with its cache write ("ROPE_VIEW_SET_ROWS"), and the o and down
+# mat-vecs with the residual ADD that follows each ("MUL_MAT_ADD": a one-row product whose addend has
+# its shape): 17. With flash attention kq, softmax, kqv and the heads' CONT are one flash-attention
+# dispatch and, for a lone token's grouped-query heads, its split-k reduce (ggml_vk_flash_attn):
+# 15. Beside them the q8_1 quantisations of core.serving.llamacpp.vulkan_quantise_dispatches.
+VULKAN_KERNELS_PER_LAYER: Final = 17
+VULKAN_FLASH_KERNELS_PER_LAYER: Final = 15
 # A card whose catalogue entry prints no boost clock (laptop parts, custom cards) counts its
 # kernels' cycles at this clock. An assumption, not a sourced figure: a laptop part's clock follows
 # the power limit its maker set; 1.5 GHz sits among the 1.2-2.0 GHz such parts run at. Apple's
@@ -232,8 +244,18 @@ def engine_family(plan: Plan) -> EngineFamily:
     return EngineFamily.EAGER if eager else EngineFamily.GRAPHS
 
 
-def kernels_per_layer(plan: Plan, gpu: GpuSpec) -> int:
-    """Kernels one decode step launches per layer (:data:`KERNELS_PER_LAYER`)."""
+def vulkan(plan: Plan) -> bool:
+    """Whether llama.cpp runs the plan's GPU layers on ggml-vulkan."""
+    inf = plan.inference
+    return inf.engine is Engine.LLAMACPP and inf.llamacpp_backend is LlamaCppBackend.VULKAN
+
+
+def kernels_per_layer(plan: Plan, gpu: GpuSpec) -> float:
+    """Kernels one decode step launches per layer (:data:`KERNELS_PER_LAYER`; on Vulkan
+    :data:`VULKAN_KERNELS_PER_LAYER` and its q8_1 quantisations, a mean over the layers)."""
+    if vulkan(plan):
+        base = VULKAN_FLASH_KERNELS_PER_LAYER if plan.inference.flash_attention else VULKAN_KERNELS_PER_LAYER
+        return base + vulkan_quantise_dispatches(plan, gpu.vendor)
     quant = plan.inference.gguf_quant
     quantised = plan.inference.engine is Engine.LLAMACPP and quant not in GGUF_FLOAT
     cuda = gpu.vendor != "apple"
@@ -260,10 +282,13 @@ def kernel_seconds(gpu: GpuSpec, fit: ServingFit, family: EngineFamily) -> float
     return fit.kernel_cycles[family] / ((gpu.boost_clock_ghz or FALLBACK_CLOCK_GHZ) * 1e9)
 
 
-def launch_seconds(gpu: GpuSpec, fit: ServingFit, family: EngineFamily) -> float:
+def launch_seconds(plan: Plan, gpu: GpuSpec, fit: ServingFit, family: EngineFamily) -> float:
     """The launch overhead of one kernel that no CUDA graph replays (core.serving.fit's
-    ``launch_seconds``); none on Apple GPUs, whose Metal command buffers are not modelled so."""
-    return 0.0 if gpu.vendor == "apple" else fit.launch_seconds[family]
+    ``launch_seconds``); none on Apple GPUs, whose Metal command buffers are not modelled so, and
+    none on Vulkan, which records a step's dispatches into command buffers and submits them in
+    batches, every 100 nodes or about 100 MB of weights, "to overlap CPU cmdbuffer generation with
+    GPU execution" (ggml_backend_vk_graph_compute at ggml-org/ggml 400b9294)."""
+    return 0.0 if gpu.vendor == "apple" or vulkan(plan) else fit.launch_seconds[family]
 
 
 def matmul_peak(plan: Plan, gpu: GpuSpec) -> float:
@@ -300,7 +325,7 @@ def step_model(
         achieved_flops=matmul_peak(plan, gpu) * 1e12 * serving_utilisation(plan, gpu),
         bandwidth=gpu.memory_bandwidth_gb_s * 1e9 * fit.bandwidth_efficiency[bandwidth_key(family, gpu)],
         layer_overhead_s=kernels_per_layer(plan, gpu) * kernel_seconds(gpu, fit, family),
-        layer_launch_s=kernels_per_layer(plan, gpu) * launch_seconds(gpu, fit, family),
+        layer_launch_s=kernels_per_layer(plan, gpu) * launch_seconds(plan, gpu, fit, family),
         graphs_alone=cuda_graphs_replayed(plan, gpu, 1),
         kv_per_request=layout.kv_token_layer_bytes * layout.layers * mean_cached,
         expert_share=_expert_share(plan, counts),
@@ -417,6 +442,8 @@ def _launch_text(plan: Plan, gpu: GpuSpec, model: StepModel, running: int) -> st
     """How llama.cpp's CUDA backend issues a decode step's kernels (:func:`cuda_graphs_replayed`)."""
     if plan.inference.engine is not Engine.LLAMACPP or gpu.vendor == "apple":
         return ""
+    if vulkan(plan):
+        return f"; Vulkan: {kernels_per_layer(plan, gpu):.1f} dispatches a layer recorded into command buffers"
     if model.graphs_alone and running == 1:
         return "; the decode step is replayed as one CUDA graph"
     return f"; each kernel launched on its own ({model.layer_launch_s * 1e6:.0f} µs a layer: no CUDA graph)"

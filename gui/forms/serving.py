@@ -31,6 +31,7 @@ class ServingForm(PlanForm):
         self.flash_attention = self.add_input("inference.flash_attention")
         self.ubatch = self.add_input("inference.ubatch")
         self.llamacpp_build = self.add_input("inference.llamacpp_build")
+        self.llamacpp_backend = self.add_input("inference.llamacpp_backend")
         self.concurrent = self.add_input("inference.concurrent")
         self.context = self.add_input("inference.context")
         self.new_tokens = self.add_input("inference.new_tokens")

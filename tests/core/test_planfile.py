@@ -67,6 +67,17 @@ def test_a_file_from_before_the_llamacpp_build_reads_as_a_current_build() -> Non
     assert plan == default_plan() and plan.inference.llamacpp_build == 0
 
 
+def test_a_file_from_before_the_llamacpp_backend_reads_as_the_cards_own() -> None:
+    # Files written before the backend became an input read as the card's own (CUDA / Metal),
+    # the kernels every earlier release counted; "vulkan" round-trips.
+    doc = _document()
+    del doc["plan"]["inference"]["llamacpp_backend"]
+    plan = planfile.plan_from_dict(doc)
+    assert plan == default_plan() and plan.inference.llamacpp_backend.value == "native"
+    vulkan = default_plan().with_inference(llamacpp_backend="vulkan")
+    assert planfile.plan_from_dict(planfile.plan_to_dict(vulkan)) == vulkan
+
+
 def test_wrong_type_is_named() -> None:
     doc = _document()
     doc["plan"]["workload"]["micro_batch"] = "four"

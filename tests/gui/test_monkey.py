@@ -313,6 +313,7 @@ def expected_values(window: MainWindow, plan: Plan) -> dict[str, Any]:
         "inference.flash_attention": inf.flash_attention,
         "inference.ubatch": inf.ubatch,
         "inference.llamacpp_build": inf.llamacpp_build,
+        "inference.llamacpp_backend": inf.llamacpp_backend,
         "accounting": plan.accounting.value,
         "lesson.activations_gb": plan.lesson.activations_gb,
         "lesson.trainable_override": plan.lesson.trainable_override,
