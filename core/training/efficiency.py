@@ -104,7 +104,9 @@ MEGATRON_HOPPER: Final = {
 }
 # FlashAttention-2 forward + backward: ~50 % of an A100's peak (Dao 2023, arXiv:2307.08691,
 # fig. 6: 187-225 TFLOP/s of 312 causal, backward slower); PyTorch's SDPA flash kernel (FA2)
-# on an H100 ~35 % (FlashAttention-3, Shah et al. 2024, fig. 5: FA2 at 325-370 of 989).
+# on an H100 ~35 % (FlashAttention-3, Shah et al. 2024, fig. 5: FA2 at 325-370 of 989). Both
+# papers' TFLOP/s count the backward at 2.5 x the forward (its recompute of the scores), as the
+# time does for a fused kernel (core.training.speed.FUSED_BACKWARD_OVER_COUNTED).
 _ATTENTION: Final = {"ampere": 1 / 0.50, "ada": 1 / 0.45, "hopper": 1 / 0.35, "blackwell": 1 / 0.35}
 # Transformer Engine's fused attention (cuDNN) on Hopper and Blackwell is FlashAttention-3
 # class: 600-750 TFLOP/s forward on an H100 (Shah et al. 2024, fig. 5), backward slower.
