@@ -191,6 +191,18 @@ TE_CAST_BYTES: Final = 4.0
 # The thresholds are torchao's _auto_filter_for_rowwise (pytorch/ao 36027d8,
 # torchao/float8/float8_linear_utils.py: N <= 2048, K <= 1024, or N <= 4096 and K <= 2048).
 ROWWISE_SMALL_SLOWDOWN: Final = 1.4
+# A fused attention kernel's backward runs five matmuls, not four: it keeps no score matrix, so it
+# recomputes S = QKᵀ (and P from the saved log-sum-exp) before dP = dO·Vᵀ, dV = Pᵀ·dO, dQ = dS·K and
+# dK = dSᵀ·Q. FlashAttention counts its backward at 2.5 × the forward's FLOPs for that reason
+# (Dao-AILab/flash-attention@0469c72 benchmarks/benchmark_flash_attention.py ``flops``: ``f`` for
+# "fwd", ``2.5 * f`` for "bwd"; the FlashAttention-2 paper's benchmark section, Dao 2023,
+# arXiv:2307.08691 §4.1, states the same count), and the rates the attention priors are read from
+# (core.training.efficiency._ATTENTION: FlashAttention-2's and -3's papers) are per FLOP of that
+# count. The counted FLOPs (the Megatron / Narayanan convention, 2 × the forward for the backward)
+# stay what the MFU and the hardware FLOPs report; the kernel's time is charged for the matmuls it
+# runs. cuDNN's fused attention (Transformer Engine) and FlashAttention 1 / Triton run the same
+# algorithm. Eager attention saves its probabilities and runs four (no recompute).
+FUSED_BACKWARD_OVER_COUNTED: Final = 2.5 / 2.0
 
 
 def rowwise_too_small(k: float, n: float) -> bool:
@@ -386,10 +398,11 @@ def _attention_padding(rank: _Rank, sms: int | None) -> tuple[float, float]:
     PV's sq × hn; backward: dP = dO·Vᵀ sq × sk, dV = Pᵀ·dO sk × hn, dQ = dS·K sq × hn,
     dK = dSᵀ·Q sk × hn, each of the same FLOPs. A head dimension off the tile (BigScience's
     prequel: 14,400 ÷ 96 heads = 150, two tiles of 128 for 150 columns) pays for the whole last
-    tile. A fused kernel (FlashAttention, cuDNN) has its own tiling: (1.0, 1.0)."""
+    tile. A fused kernel (FlashAttention, cuDNN) has its own tiling, and its backward recomputes
+    the scores: (1.0, FUSED_BACKWARD_OVER_COUNTED)."""
     plan = rank.plan
     if fused_attention(plan):
-        return 1.0, 1.0
+        return 1.0, FUSED_BACKWARD_OVER_COUNTED
     model = plan.model
     micro = plan.workload.micro_batch
     queries = rank.tokens / micro
@@ -579,6 +592,7 @@ def step_work(plan: Plan, counts: ParamCounts, gpu: GpuSpec) -> Work:
         attention, attention_forward = _attention_flops(rank)
         # Seconds at the peak from the FLOPs the tensor cores spend (eager's batched GEMMs in
         # whole tiles and waves); the hardware FLOPs and the MFU stay the counted ones.
+        # A fused kernel's backward at the five matmuls it runs (FUSED_BACKWARD_OVER_COUNTED).
         forward_waste, backward_waste = _attention_padding(rank, rank.sms)
         passes = attention_forward / rank.layers if rank.layers else 0.0
         again = passes * _attention_recompute(rank)

@@ -137,8 +137,12 @@ def test_a_fused_attention_kernel_keeps_its_own_rate_and_is_not_tiled_as_cublas(
     plan = _prequel_200b(Attention.FLASH, 150)
     work = step_work(plan, param_counts(plan), gpu)
     assert "attention:ampere/flash" in work.features and "attention:ampere/eager" not in work.features
-    causal = 4.0 * 2048 * (2048 + 1) / 2 * 14400 / 8 * 8 * 3
-    assert work.features["attention:ampere/flash"] * gpu.peak_tflops("bf16") * 1e12 == pytest.approx(causal)
+    # The causal count, forward once and the backward at the five matmuls it runs (2.5 x the
+    # forward: FlashAttention's own count, Dao-AILab/flash-attention@0469c72
+    # benchmarks/benchmark_flash_attention.py; core.training.speed.FUSED_BACKWARD_OVER_COUNTED).
+    forward = 4.0 * 2048 * (2048 + 1) / 2 * 14400 / 8 * 8
+    at_peak = work.features["attention:ampere/flash"] * gpu.peak_tflops("bf16") * 1e12
+    assert at_peak == pytest.approx(forward * (1 + 2.5))
 
 
 def test_eager_attention_in_float32_takes_the_float32_matmul_coefficient() -> None:

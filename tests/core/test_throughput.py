@@ -59,7 +59,11 @@ def test_the_leave_one_source_out_errors_do_not_widen(bench: ModuleType, report)
     # 6.68 -> 6.68 % with eager attention's batched GEMMs at the matmul rate in whole tiles (only
     # BigScience runs eager attention: +27.6 % either way, its head dimension 150's waste replacing
     # the Ampere fused-attention coefficient its rows had set).
-    assert summary["median"] <= 6.7
+    # 6.68 -> 6.85 % with a fused attention kernel's backward timed at the five matmuls it runs
+    # (2.5 x the forward, FlashAttention's own count, which the attention priors' rates are per
+    # FLOP of): MosaicML's rows, mostly without recompute, take a larger backward share (-3.9 ->
+    # -5.3 % median signed) than the refit gives back.
+    assert summary["median"] <= 6.86
     # 47.0 -> 48.6 % with Transformer Engine's fp8 rate taken from its source (not fitted on
     # NVIDIA's rows, whose miss then moves into the shared Hopper coefficients); 48.6 -> 50.2 %
     # and 78.4 -> 79.1 % with the data-parallel contention (the same BigScience and
@@ -76,8 +80,12 @@ def test_the_leave_one_source_out_errors_do_not_widen(bench: ModuleType, report)
     # the refit leaves Hopper's shared coefficients a little faster for torchtitan's CP rows.
     # 30.4 -> 28.8 % and 68.5 -> 67.7 % with torch.compile's counted bytes (the refit moves the
     # shared coefficients: BigScience +29.2 -> +27.6 %).
-    assert summary["worst_short"] <= 28.9
-    assert summary["worst_long"] <= 67.8
+    # 28.8 -> 29.4 % and 67.7 -> 54.6 % with the fused backward's five matmuls (above): the
+    # context-parallel rows' attention is ~90 % of their step (torchtitan's 8B CP 8 +67.7 ->
+    # +54.6 %); the refit leaves the shared Hopper matmul and byte coefficients a little faster,
+    # so BigScience (Megatron-DeepSpeed's eager attention, not a fused kernel) +27.6 -> +28.2 %.
+    assert summary["worst_short"] <= 29.4
+    assert summary["worst_long"] <= 54.6
     nvidia = [abs(r.error) for r in report.scored if r.case.family == "NVIDIA"]
     assert statistics.median(nvidia) <= 6.2  # 18.3 % before the guide's rate
     families = {r.case.family for r in report.scored}

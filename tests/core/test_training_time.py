@@ -114,6 +114,32 @@ def test_eager_attention_runs_every_score_and_moves_them_through_memory() -> Non
     assert eager.flops_per_token == fused.flops_per_token  # the count shown stays the causal one
 
 
+def test_a_fused_attention_backward_is_timed_at_the_five_matmuls_it_runs() -> None:
+    # FlashAttention's backward recomputes the scores (S = QK^T) it never stored, then runs dP, dV,
+    # dQ and dK: five matmuls to the forward's two, 2.5 x the forward's FLOPs, the count its own
+    # benchmark divides by (Dao-AILab/flash-attention@0469c72 benchmarks/benchmark_flash_attention.py
+    # ``flops``) and so the count the attention rates of the priors are per FLOP of. The counted
+    # FLOPs (the Megatron / Narayanan convention: the backward at 2 x the forward) and the MFU stay.
+    from core.params import param_counts
+    from core.training.speed import FUSED_BACKWARD_OVER_COUNTED, step_work
+
+    assert FUSED_BACKWARD_OVER_COUNTED == 2.5 / 2
+    gpu = find_gpu("h100-sxm")
+    for checkpointing, forwards in ((False, 1), (True, 2)):  # full recompute runs the forward twice
+        plan = _h100(seq_len=32768, micro_batch=1).with_changes(checkpointing=checkpointing)
+        work = step_work(plan, param_counts(plan), gpu)
+        model = plan.model
+        forward = 4.0 * 32768 * (32768 + 1) / 2 * model.q_width * model.num_layers  # causal, one pass
+        at_peak = work.features["attention:hopper/flash"] * gpu.peak_tflops("bf16") * 1e12
+        assert at_peak == pytest.approx(forward * (forwards + 2.5))
+    # The FLOPs per token and the MFU convention do not change with the kernel's recompute.
+    fused = estimate(_h100(seq_len=32768, micro_batch=1)).compute
+    flops = 4.0 * (32768 + 1) / 2 * model.q_width * model.num_layers * 3  # forward + 2 x forward
+    assert fused.causal_flops_per_token - fused.model_flops_per_token == pytest.approx(
+        flops - 4.0 * 32768 * model.q_width * model.num_layers * 3
+    )
+
+
 def test_flash_attention_1_or_triton_takes_twice_flash_attention_2s_attention_time() -> None:
     # FlashAttention-2 is "around 2x" FlashAttention (Dao 2023, arXiv:2307.08691); MPT's
     # attn_impl: triton ran the Triton kernel in llm-foundry's 2023 tables (benchmarks/realgpu/
