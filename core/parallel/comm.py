@@ -730,7 +730,9 @@ def _expert_parallel_traffic(step: _Step) -> _Traffic | None:
         (term,),
         f"Expert parallel {ep}: each MoE layer all-to-alls its tokens' top-{model.experts_per_token} copies to "
         "the experts' ranks and back, twice in the forward and twice in the backward per micro-batch "
-        "(Megatron-Core's alltoall dispatcher), balanced routing, not overlapped (Megatron's default).",
+        "(Megatron-Core's alltoall dispatcher), balanced routing, not overlapped (Megatron's default). "
+        "The rank's expert gradients are reduced with its dense ones over the data-parallel ranks "
+        "(Megatron reduces them over the DP × CP ÷ EP expert-data-parallel group: not told apart).",
     )
 
 
