@@ -747,6 +747,14 @@ INPUTS: Final[tuple[Input, ...]] = (
           "GPUs each sequence is split across (ring attention), in 2 × CP chunks.",
           ("--context-parallel", "--cp"), "context-parallel degree", low=1, high=MAX_DEGREE, metavar="N",
           matters=_node_split),
+    # Megatron-Core's expert_model_parallel_size (default 1): the experts of each MoE layer split
+    # across EP ranks of the data × context parallel ones (NVIDIA/Megatron-LM d98e8a64,
+    # megatron/core/parallel_state.py initialize_model_parallel: expert TP defaults to TP).
+    Input("parallel.expert_parallel", Kind.INT, "Expert parallel", "Expert parallel", 1,
+          "GPUs each MoE layer's experts are split across (E ÷ EP experts per GPU), taken from the data × "
+          "context parallel GPUs; tokens reach their experts by an all-to-all.",
+          ("--expert-parallel", "--ep"), "expert-parallel degree (MoE models)", low=1, high=MAX_DEGREE, metavar="N",
+          matters=lambda p: p.parallel.world_size > 1 and p.model.num_experts > 1),
     # Megatron sequence parallelism alongside tensor parallel.
     Input("parallel.sequence_parallel", Kind.BOOL, "Sequence parallel", "Sequence parallel", True,
           "Megatron sequence parallelism with tensor parallel: norms and dropout on 1/TP of the tokens each.",

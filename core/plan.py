@@ -234,6 +234,7 @@ class Parallelism:
     tensor_parallel: int = DEFAULTS["parallel.tensor_parallel"]
     pipeline_parallel: int = DEFAULTS["parallel.pipeline_parallel"]
     context_parallel: int = DEFAULTS["parallel.context_parallel"]
+    expert_parallel: int = DEFAULTS["parallel.expert_parallel"]  # Megatron --expert-model-parallel-size
     sequence_parallel: bool = DEFAULTS["parallel.sequence_parallel"]
     tp_overlap: bool = DEFAULTS["parallel.tp_overlap"]  # async TP / Megatron --tp-comm-overlap
     schedule: PipelineSchedule = DEFAULTS["parallel.schedule"]
@@ -279,6 +280,19 @@ class Parallelism:
                     f"TP {self.tensor_parallel} × PP {self.pipeline_parallel} × CP {self.context_parallel} "
                     f"= {self.tensor_parallel * self.pipeline_parallel * self.context_parallel}",
                 )
+        ep, shards = self.expert_parallel, self.data_parallel * self.context_parallel
+        if shards % ep:
+            # Megatron-Core builds the experts' grid from the same GPUs: expert TP (= TP unless set)
+            # × EP × PP must divide the world size, so EP divides DP × CP (NVIDIA/Megatron-LM
+            # d98e8a64, megatron/core/parallel_state.py initialize_model_parallel: "world_size (...)
+            # is not divisible by expert_tensor_model_pipeline_parallel size").
+            raise PlanError(
+                "parallel.expert_parallel",
+                ep,
+                f"a divisor of DP × CP = {shards}",
+                "Megatron-Core: the GPUs must divide by expert TP (= TP) × EP × PP, "
+                f"here {self.tensor_parallel} × {ep} × {self.pipeline_parallel} into {world}",
+            )
 
     @property
     def world_size(self) -> int:
@@ -292,10 +306,11 @@ class Parallelism:
     @property
     def split(self) -> str:
         """How the GPUs factor, as the window and the command line print it."""
-        return (
+        text = (
             f"TP {self.tensor_parallel} × PP {self.pipeline_parallel} × CP {self.context_parallel} "
             f"× DP {self.data_parallel}"
         )
+        return text + (f" (EP {self.expert_parallel})" if self.expert_parallel > 1 else "")
 
 
 @dataclass(frozen=True)
@@ -481,6 +496,22 @@ class Plan:
                 f"the model has {model.num_layers} layers for {chunks} pipeline chunks",
             )
         self._check_serving_layout()
+        ep = par.expert_parallel
+        if ep > 1 and model.num_experts % ep:
+            # Megatron-LM d98e8a64, megatron/training/arguments.py: "num_experts must be non None
+            # to use expert model parallelism"; "Number of experts should be a multiple of expert
+            # model parallel_size." (moe_layer.py: num_local_experts = num_moe_experts // ep_size).
+            allowed = (
+                "1 (the model has no experts)"
+                if model.num_experts == 1
+                else (f"a divisor of the model's {model.num_experts} experts")
+            )
+            raise PlanError(
+                "parallel.expert_parallel",
+                ep,
+                allowed,
+                "Megatron-LM: the number of experts must be a multiple of the expert-parallel size",
+            )
         cp = par.context_parallel
         if cp > 1 and self.workload.seq_len % (2 * cp):
             raise PlanError(
@@ -682,22 +713,29 @@ class Plan:
         changes: dict[str, Any] = {"nodes": nodes, "gpus_per_node": gpus}
         if strategy is not None:
             changes["strategy"] = strategy
-        if count % (par.tensor_parallel * par.pipeline_parallel * par.context_parallel):
+        split = par.tensor_parallel * par.pipeline_parallel * par.context_parallel
+        if count % split:
             changes.update(tensor_parallel=1, pipeline_parallel=1, context_parallel=1, virtual_stages=1)
+            split = 1
+        if (count // split) % par.expert_parallel:  # EP divides DP × CP (Parallelism._check_split)
+            changes["expert_parallel"] = 1
         return self.with_parallel(**changes)
 
     def on_model(self, model: ModelSpec, model_id: str = "") -> Plan:
         """This plan on another model; frozen layers are kept within the new model's depth, and
         a tensor or pipeline split the new model cannot take (heads that TP does not divide,
         fewer layers than pipeline chunks), for training or serving, drops to 1 on the same GPUs,
-        as :meth:`on_gpus` does."""
+        as :meth:`on_gpus` does; so does an expert-parallel degree the new model's experts do not
+        divide."""
         frozen = min(self.frozen_layers, model.num_layers)
         plan = self
-        for _ in range(2):  # the training split, then the serving split
+        for _ in range(3):  # the training split, the experts' split, then the serving split
             try:
                 return replace(plan, model=model, model_id=model_id, frozen_layers=frozen)
             except PlanError as error:
-                if error.field in ("parallel.tensor_parallel", "parallel.pipeline_parallel"):
+                if error.field == "parallel.expert_parallel":
+                    plan = replace(plan, parallel=replace(plan.parallel, expert_parallel=1))
+                elif error.field in ("parallel.tensor_parallel", "parallel.pipeline_parallel"):
                     flat = replace(plan.parallel, tensor_parallel=1, pipeline_parallel=1, virtual_stages=1)
                     plan = replace(plan, parallel=flat) if plan.parallel != flat else plan
                 elif error.field in ("inference.tensor_parallel", "inference.pipeline_parallel"):

@@ -333,14 +333,15 @@ def step_communication(
             _tensor_parallel_traffic(step),
             _pipeline_traffic(step),
             _context_parallel_traffic(step),
+            _expert_parallel_traffic(step),
             _offload_traffic(step),
         )
         if traffic is not None
     ]
     terms = [term for traffic in found for term in traffic.terms]
     assumptions = [*_RING_ASSUMPTIONS, *(traffic.assumption for traffic in found)]
-    if counts.active < counts.total:
-        assumptions.append("Mixture of experts: expert-parallel all-to-all is not modelled.")
+    if counts.active < counts.total and plan.parallel.expert_parallel == 1:
+        assumptions.append("Mixture of experts: every rank holds every expert (no expert parallel, no all-to-all).")
     comm = sum(term.seconds for term in terms)
     return StepComm(tuple(terms), comm, _exposed(terms), bubble_fraction(plan), tuple(assumptions))
 
@@ -671,6 +672,70 @@ def _megatron_ring_traffic(step: _Step) -> _Traffic:
     )
 
 
+def all_to_all_seconds(buffer_bytes: float, span: Span, links: Links) -> float:
+    """One all-to-all of ``buffer_bytes`` per rank over ``span``: each rank keeps 1/n of its
+    buffer and sends the rest, (n−1)/n (nccl-tests' alltoall bus-bandwidth factor,
+    NVIDIA/nccl-tests doc/PERFORMANCE.md); the part bound for other nodes leaves through the
+    GPU's own NIC while the rest crosses NVLink at the same time, so the slower of the two sets
+    the time, plus one launch's latency (NCCL's base and one hop of the slowest link)."""
+    n = span.ranks
+    if n <= 1:
+        return 0.0
+    if span.nodes <= 1:
+        return (
+            buffer_bytes * (n - 1) / n / links.intra.bus_bytes_per_second
+            + NCCL_BASE_LATENCY_S
+            + (links.intra.latency_us * 1e-6)
+        )
+    off_node = buffer_bytes * (n - span.local) / n / links.inter.bus_bytes_per_second
+    on_node = buffer_bytes * (span.local - 1) / n / links.intra.bus_bytes_per_second
+    return max(off_node, on_node) + NCCL_BASE_LATENCY_S + links.inter.latency_us * 1e-6
+
+
+def _expert_parallel_traffic(step: _Step) -> _Traffic | None:
+    """Megatron-Core's alltoall token dispatcher (NVIDIA/Megatron-LM d98e8a64, megatron/core/
+    transformer/moe/token_dispatcher.py MoEAlltoAllTokenDispatcher): each MoE layer permutes its
+    tokens' top-k copies by expert and all-to-alls them to the experts' ranks (token_dispatch),
+    and all-to-alls the experts' outputs back (token_combine): two in the forward, their two
+    gradients in the backward, two more for a recomputed block, per micro-batch. A rank's buffer
+    is its N·k routed copies × d in the compute dtype (N its tokens: ÷ CP, ÷ TP with sequence
+    parallel, as the dispatcher receives them); balanced routing (dropless; Megatron-Bridge's
+    benchmark recipes set moe_router_force_load_balancing). The EP group is EP ranks TP apart
+    (Megatron's expert order "tp-ep-dp-pp", expert TP = TP). Blocking: Megatron overlaps the
+    all-to-all only with overlap_moe_expert_parallel_comm, off by default
+    (megatron/core/model_parallel_config.py at d98e8a64), as in the Qwen3-30B-A3B benchmark
+    recipe (NVIDIA-NeMo/Megatron-Bridge 067f987d, perf_recipes/qwen/b200/qwen3_moe.py:
+    moe_token_dispatcher_type "alltoall", moe_a2a_overlap False)."""
+    plan = step.plan
+    par, model = plan.parallel, plan.model
+    ep = par.expert_parallel
+    if ep <= 1 or model.num_experts <= 1:
+        return None
+    tokens = step.tokens_micro / (par.tensor_parallel if par.sequence_parallel else 1)
+    buffer = tokens * model.experts_per_token * model.hidden_size * step.dt.compute
+    span = group_span(ep, par.tensor_parallel, par.gpus_per_node, par.nodes)
+    recomputed = plan.checkpointed_blocks(step.layers)
+    count = (4 * step.layers + 2 * recomputed) * step.micro
+    one = all_to_all_seconds(buffer, span, step.links)
+    sent = buffer * (ep - 1) / ep * count
+    where = step.links.where(span)
+    term = CommTerm(
+        "expert-parallel all-to-all (dispatch and combine)",
+        f"{count:g} × all-to-all of {memory(buffer)} (N·k·d): (n−1)/n = {(ep - 1) / ep:.3g} × "
+        f"{memory(buffer * count)}, {one * 1e3:.3g} ms each ({where})",
+        sent,
+        one * count,
+    )
+    return _Traffic(
+        (term,),
+        f"Expert parallel {ep}: each MoE layer all-to-alls its tokens' top-{model.experts_per_token} copies to "
+        "the experts' ranks and back, twice in the forward and twice in the backward per micro-batch "
+        "(Megatron-Core's alltoall dispatcher), balanced routing, not overlapped (Megatron's default). "
+        "The rank's expert gradients are reduced with its dense ones over the data-parallel ranks "
+        "(Megatron reduces them over the DP × CP ÷ EP expert-data-parallel group: not told apart).",
+    )
+
+
 def _offload_traffic(step: _Step) -> _Traffic | None:
     plan = step.plan
     if plan.parallel.offload is Offload.NONE:
@@ -691,7 +756,8 @@ def _offload_terms(
     sharded = par.strategy is not Strategy.DDP
     stage = max(layout(plan).stages, key=lambda s: weight_share(plan, s, par.tensor_parallel))
     shards = par.data_parallel * par.context_parallel if sharded else 1  # Layout.state_shards
-    trainable = counts.trainable * train_share(plan, stage, par.tensor_parallel) / shards
+    # Sharded, a rank's part is its share without the EP split ÷ DP × CP (Layout.state_shards_of).
+    trainable = counts.trainable * train_share(plan, stage, par.tensor_parallel, experts_split=not sharded) / shards
     per_micro = par.strategy in (Strategy.ZERO2, Strategy.ZERO3, Strategy.FSDP)
     terms = [
         _host_transfer(
@@ -702,7 +768,7 @@ def _offload_terms(
         _host_transfer("updated parameters back to the GPU", trainable * param_bytes, host),
     ]
     if par.offload is Offload.PARAMS:
-        params = counts.total * weight_share(plan, stage, par.tensor_parallel) / shards
+        params = counts.total * weight_share(plan, stage, par.tensor_parallel, experts_split=not sharded) / shards
         fetches = (2 if par.reshard_after_forward or par.strategy is Strategy.ZERO3 else 1) * micro
         terms.append(_host_transfer("parameters fetched from the host", params * param_bytes * fetches, host))
     return terms

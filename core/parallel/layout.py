@@ -22,6 +22,16 @@ the communication model (:mod:`core.parallel.comm`). Sources:
   microbatch_group_size_per_vp_stage = pp), each 1/v of the stage's blocks, which on the
   first stage is pp·(1 + (pp − 1)/(pp·v)) stages' worth (Korthikanti et al. 2022,
   arXiv:2205.05198 §4.2.3).
+- Expert parallel (Megatron-LM d98e8a64, megatron/core/parallel_state.py
+  initialize_model_parallel: the experts' grid is expert TP × EP × expert DP × PP over the
+  same GPUs, expert TP = TP unless set, in "tp-cp-ep-dp-pp" order; megatron/core/transformer/
+  moe/moe_layer.py: each rank builds num_moe_experts ÷ EP local experts): a MoE block's
+  expert matrices are ÷ (TP · EP) on a rank, the experts' row-parallel biases ÷ EP; the
+  attention, router, norms and a shared expert as without EP. The experts' gradients and
+  optimizer state are sharded over the expert-data-parallel group, DP · CP ÷ EP ranks
+  (megatron/core/distributed: the expert parameters' own buffers and distributed-optimizer
+  instance over the expert-data-parallel group), so a rank's sharded state is the same
+  dense ÷ (DP · CP) + experts ÷ EP ÷ (DP · CP ÷ EP) as without EP (Layout.state_shards_of).
 """
 
 from __future__ import annotations
@@ -69,6 +79,7 @@ class Layout:
         return self.tensor_parallel * self.pipeline_parallel * self.context_parallel
 
     engine: bool = False  # one GPU, but a framework holds the state (ZeRO, or offload)
+    expert_parallel: int = 1  # the experts of each MoE layer ÷ EP, within the DP × CP ranks
 
     @property
     def distributed(self) -> bool:
@@ -89,6 +100,17 @@ class Layout:
         b5bcd76c, torchtitan/distributed/parallel_dims.py: the "fsdp" mesh is dp_shard × cp;
         Megatron-LM's distributed optimizer uses the data-parallel group with CP)."""
         return self.data_parallel * self.context_parallel
+
+    def state_shards_of(self, share_split: float, share_whole: float) -> float:
+        """The ranks a rank's state is sharded over, as one divisor of what it holds.
+
+        ``share_split`` is the rank's share of the parameters with the experts ÷ EP and
+        ``share_whole`` without: the dense part is sharded over DP · CP ranks and the rank's
+        experts over DP · CP ÷ EP, so the shard is ``share_whole ÷ (DP · CP)`` of the model,
+        ``share_split`` ÷ this. Without expert parallelism it is :attr:`state_shards`."""
+        if self.expert_parallel == 1 or not share_split:
+            return self.state_shards
+        return self.state_shards * share_split / share_whole
 
 
 def stage_layer_counts(num_layers: int, stages: int, chunks_per_stage: int = 1) -> tuple[int, ...]:
@@ -188,6 +210,7 @@ def _layout(par: Parallelism, num_layers: int, micro_batches: int) -> Layout:
         micro_batches=micro_batches,
         stages=tuple(kinds),
         engine=_engine_on_one_gpu(par),
+        expert_parallel=par.expert_parallel,
     )
 
 
@@ -214,10 +237,17 @@ def layout(plan: Plan) -> Layout:
 
 
 # --- parameters per rank -------------------------------------------------------------
-def block_params_per_rank(model: ModelSpec, tp: int) -> float:
+def block_params_per_rank(model: ModelSpec, tp: int, ep: int = 1) -> float:
     """One decoder block's parameters on one tensor-parallel rank: the split matrices (and
     the biases of column-parallel ones) ÷ t; norms, per-head q/k norms, the router and
-    row-parallel biases replicated."""
+    row-parallel biases replicated. With expert parallel ``ep`` the rank holds E ÷ ep of the
+    experts: their matrices ÷ (t · ep), their row-parallel biases ÷ ep."""
+    if ep > 1 and model.num_experts > 1:
+        whole = block_params_per_rank(model, tp)
+        experts = model.num_experts * model.expert_mlp_params()
+        expert_bias = model.hidden_size * model.num_experts if model.mlp_bias else 0
+        on_rank = (experts - expert_bias) / tp + expert_bias
+        return whole - on_rank + on_rank / ep
     replicated = model.norms_per_layer * model.norm_params() + model.router_params()
     if model.qk_norm == "head":
         replicated += model.qk_norm_params()
@@ -245,17 +275,25 @@ def outside_params(model: ModelSpec, stage: Stage, tp: int) -> float:
     return n
 
 
-def stage_params(model: ModelSpec, stage: Stage, tp: int) -> float:
+def stage_params(model: ModelSpec, stage: Stage, tp: int, ep: int = 1) -> float:
     """Parameters one rank of ``stage`` holds before any data-parallel sharding."""
-    return stage.layers * block_params_per_rank(model, tp) + outside_params(model, stage, tp)
+    return stage.layers * block_params_per_rank(model, tp, ep) + outside_params(model, stage, tp)
 
 
-def weight_share(plan: Plan, stage: Stage, tp: int) -> float:
-    """The rank's fraction of the whole model's parameters (1 on a single GPU)."""
-    if tp == 1 and plan.parallel.pipeline_parallel == 1:
+def _experts_split(plan: Plan) -> int:
+    """The expert-parallel degree that applies: EP on a mixture of experts, else 1."""
+    ep = plan.parallel.expert_parallel
+    return ep if plan.model.num_experts > 1 else 1
+
+
+def weight_share(plan: Plan, stage: Stage, tp: int, *, experts_split: bool = True) -> float:
+    """The rank's fraction of the whole model's parameters (1 on a single GPU); with
+    ``experts_split`` off, as if the experts were not split by EP (for the sharded state)."""
+    ep = _experts_split(plan) if experts_split else 1
+    if tp == 1 and plan.parallel.pipeline_parallel == 1 and ep == 1:
         return 1.0
     model = plan.model
-    return stage_params(model, stage, tp) / model.architecture_params()
+    return stage_params(model, stage, tp, ep) / model.architecture_params()
 
 
 def trainable_layers(plan: Plan, stage: Stage) -> int:
@@ -266,17 +304,19 @@ def trainable_layers(plan: Plan, stage: Stage) -> int:
     return max(0, end - max(stage.first_layer, plan.frozen_layers))
 
 
-def train_share(plan: Plan, stage: Stage, tp: int) -> float:
-    """The rank's fraction of the trainable parameters (1 on a single GPU)."""
-    if tp == 1 and plan.parallel.pipeline_parallel == 1:
+def train_share(plan: Plan, stage: Stage, tp: int, *, experts_split: bool = True) -> float:
+    """The rank's fraction of the trainable parameters (1 on a single GPU); ``experts_split``
+    as in :func:`weight_share`. Adapters are taken as on every rank (not split by EP)."""
+    ep = _experts_split(plan) if experts_split else 1
+    if tp == 1 and plan.parallel.pipeline_parallel == 1 and (ep == 1 or plan.adapter_based):
         return 1.0
     model = plan.model
     if plan.method is Method.FULL:
-        return weight_share(plan, stage, tp)
+        return weight_share(plan, stage, tp, experts_split=experts_split)
     if plan.adapter_based:  # adapters sit on every block, split with the matrix they adapt
         return stage.layers / model.num_layers / tp
     layers = model.num_layers - plan.frozen_layers
-    block = block_params_per_rank(model, tp)
+    block = block_params_per_rank(model, tp, ep)
     head = model.head_params() / tp + model.norm_params() if stage.head else 0.0
     whole = layers * model.layer_params() + model.head_params() + model.norm_params()
     return (trainable_layers(plan, stage) * block + head) / whole if whole else 0.0
@@ -301,6 +341,6 @@ def holding(plan: Plan, stage: Stage) -> Holding:
     return Holding(
         params=counts.total * weight_share(plan, stage, tp),
         trainable=counts.trainable * train_share(plan, stage, tp),
-        block=block_params_per_rank(model, tp) * scale,
+        block=block_params_per_rank(model, tp, _experts_split(plan)) * scale,
         root=outside_params(model, stage, tp) * scale,
     )

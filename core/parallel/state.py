@@ -136,8 +136,8 @@ def _scaled(terms: list[Term], share: float, why: str) -> list[Term]:
     return [Term(f"{t.label} ({why})", f"({t.formula}) × {share:.4g}", t.bytes * share) for t in terms]
 
 
-def _sharded(terms: list[Term], dp: int) -> list[Term]:
-    return [Term(f"{t.label} ÷ {dp} ranks", f"({t.formula}) ÷ {dp}", t.bytes / dp) for t in terms]
+def _sharded(terms: list[Term], dp: float) -> list[Term]:
+    return [Term(f"{t.label} ÷ {dp:g} ranks", f"({t.formula}) ÷ {dp:g}", t.bytes / dp) for t in terms]
 
 
 def _total(terms: list[Term]) -> float:
@@ -150,6 +150,8 @@ def _split_label(lay: Layout, stage: Stage) -> str:
         parts.append(f"matrices ÷ TP {lay.tensor_parallel}")
     if lay.pipeline_parallel > 1:
         parts.append(f"{stage.layers} of the blocks")
+    if lay.expert_parallel > 1:
+        parts.append(f"experts ÷ EP {lay.expert_parallel}")
     return ", ".join(parts)
 
 
@@ -173,9 +175,23 @@ class _Rank:
         return self.counts.trainable * self.t_share
 
     @property
-    def dp(self) -> int:
-        """Ranks the state is replicated on, or sharded over (data × context parallel)."""
-        return self.lay.state_shards
+    def dp(self) -> float:
+        """Ranks the state is replicated on, or sharded over (data × context parallel): with
+        expert parallel, the one divisor of the rank's trainable share that shards the dense
+        part over DP · CP and the rank's experts over DP · CP ÷ EP (Layout.state_shards_of)."""
+        if self.lay.expert_parallel == 1:
+            return self.lay.state_shards
+        tp = self.lay.tensor_parallel
+        return self.lay.state_shards_of(self.t_share, train_share(self.plan, self.stage, tp, experts_split=False))
+
+    @property
+    def weight_dp(self) -> float:
+        """The same divisor for the rank's stored weights (``dp`` for full training)."""
+        if self.lay.expert_parallel == 1:
+            return self.lay.state_shards
+        plan, stage, tp = self.plan, self.stage, self.lay.tensor_parallel
+        whole = weight_share(plan, stage, tp, experts_split=False)
+        return self.lay.state_shards_of(weight_share(plan, stage, tp), whole)
 
     @property
     def stored_bytes(self) -> float:
@@ -204,13 +220,27 @@ def rank_state(
     optim = _scaled(optim, t_share, why)
     rank = _Rank(plan, counts, dt, lay, stage, weights, grads, optim, t_share, optimizer_at)
     strategy = plan.parallel.strategy
-    if rank.dp == 1 and strategy is Strategy.DDP:
+    if lay.state_shards == 1 and strategy is Strategy.DDP:
         return _offloaded(plan, RankState(weights, grads, optim, step_share=t_share))
     if strategy is Strategy.DDP:
         return _offloaded(plan, replace(_ddp(rank), step_share=t_share))
     if strategy is Strategy.FSDP:
-        return replace(_fsdp(rank), step_share=t_share / rank.dp)
-    return _zero(rank)
+        return _expert_note(rank, replace(_fsdp(rank), step_share=t_share / rank.dp))
+    return _expert_note(rank, _zero(rank))
+
+
+def _expert_note(rank: _Rank, state: RankState) -> RankState:
+    """Why a sharded term of an expert-parallel rank divides by a fraction of ranks."""
+    lay = rank.lay
+    if lay.expert_parallel == 1:
+        return state
+    shards, ep = lay.state_shards, lay.expert_parallel
+    note = (
+        f"Expert parallel {ep}: each rank holds 1/{ep} of the experts; the dense state is sharded over "
+        f"DP × CP = {shards} ranks and the rank's experts over DP × CP ÷ EP = {shards // ep} "
+        f"(Megatron-Core's expert-data-parallel group), one divisor of {rank.dp:.3g} of the rank's share."
+    )
+    return replace(state, notes=(*state.notes, note))
 
 
 # --- DDP -----------------------------------------------------------------------------
@@ -358,7 +388,7 @@ def _fsdp(rank: _Rank) -> RankState:
     gather = MP_BYTES.get(par.fsdp_param_dtype, rank.stored_bytes)
     reduce_b = fsdp_reduce_bytes(par, dt.grad)
     scale = model.params_scale
-    block = block_params_per_rank(model, lay.tensor_parallel) * scale
+    block = block_params_per_rank(model, lay.tensor_parallel, lay.expert_parallel) * scale
     root = outside_params(model, stage, lay.tensor_parallel) * scale
     block_b, root_b = _unit_bytes(rank, block, gather)
     root_term = Term(
@@ -374,7 +404,10 @@ def _fsdp(rank: _Rank) -> RankState:
     if plan.method is Method.FULL and root and plan.workload.grad_accum == 1:  # else last micro-batch's exist
         # _fsdp_param_group.py post_backward: the unit reshards, then foreach_reduce copies
         # its gradients into the reduce-scatter input and only then frees them.
-        root_pending = [Term("less the root's sharded gradients (reduced last)", f"−root ÷ {dp}", -root * dt.grad / dp)]
+        shards = lay.state_shards  # the root holds no experts: sharded over DP × CP
+        root_pending = [
+            Term("less the root's sharded gradients (reduced last)", f"−root ÷ {shards:g}", -root * dt.grad / shards)
+        ]
         root_reduce = [
             Term("root's unsharded gradients (embedding, head)", f"{sci(root)} × {gather:g} B", root * gather),
             Term("root's reduce-scatter input", f"{sci(root)} × {reduce_b:g} B", root * reduce_b),
@@ -393,7 +426,7 @@ def _fsdp(rank: _Rank) -> RankState:
         grads_on_reduce_stream=True,
         root_pending=root_pending,
         root_reduce=root_reduce,
-        weights=_sharded(rank.weights, dp) + quant_state,
+        weights=_sharded(rank.weights, rank.weight_dp) + quant_state,
         grads=_sharded(rank.grads, dp),
         grads_in_backward=_pipeline_accumulated(rank, block, root, reduce_b),
         optim=_sharded(rank.optim, dp),
@@ -404,7 +437,11 @@ def _fsdp(rank: _Rank) -> RankState:
     )
     if par.offload is Offload.NONE:
         return state
-    host = state.optim if par.offload is Offload.OPTIMIZER else _sharded(rank.weights, dp) + state.grads + state.optim
+    host = (
+        state.optim
+        if par.offload is Offload.OPTIMIZER
+        else _sharded(rank.weights, rank.weight_dp) + state.grads + state.optim
+    )
     note = (
         "FSDP2 CPUOffloadPolicy: sharded parameters, gradients and optimizer state live on the host; "
         "the GPU holds the gathered units and the reduction buffers, the optimizer step runs on the CPU."
@@ -481,10 +518,10 @@ def _offload_staging(
     if roots >= blocks:
         how = f"({stored:g} + {cast:g}) B" if cast else f"{root_b:g} B"
         label = "CPU offload: the root unit's shard copied to the GPU for its all-gather, cached for the copy stream"
-        return [Term(label, f"{sci(root)} × {how} ÷ {dp}", roots)]
+        return [Term(label, f"{sci(root)} × {how} ÷ {dp:g}", roots)]
     how = f"({stored:g} + {cast:g}) B" if cast else f"{block_b:g} B"
     label = "CPU offload: the blocks' shards copied to the GPU for their all-gather, cached for the copy stream"
-    return [Term(label, f"{in_flight} × {sci(block)} × {how} ÷ {dp}", blocks)]
+    return [Term(label, f"{in_flight} × {sci(block)} × {how} ÷ {dp:g}", blocks)]
 
 
 def _fsdp1_wrap_cache(rank: _Rank, block: float, root: float) -> list[Term]:
@@ -568,7 +605,7 @@ def _zero_optimizer_partition(rank: _Rank) -> list[Term]:
         return []
     fp32 = replace(rank.dt, grad=MASTER_BYTES)
     state32 = _scaled(rank.optimizer_at(fp32), rank.t_share, _split_label(rank.lay, rank.stage))
-    master = Term("float32 master partition", f"T ÷ {dp} × 4 B = {sci(trainable)} ÷ {dp} × 4 B", trainable * 4 / dp)
+    master = Term("float32 master partition", f"T ÷ {dp:g} × 4 B = {sci(trainable)} ÷ {dp:g} × 4 B", trainable * 4 / dp)
     return [master, *_sharded(state32, dp)]
 
 
@@ -589,10 +626,10 @@ def _zero_stage(rank: _Rank) -> _ZeroStage:
     bucket_el = min(rank.plan.parallel.zero_bucket_elements, rank.trainable)
     strategy = rank.plan.parallel.strategy
     if strategy is Strategy.ZERO1:
-        flattened = Term("16-bit gradient partition (flattened)", f"T ÷ {dp} × {g:g} B", part * g)
+        flattened = Term("16-bit gradient partition (flattened)", f"T ÷ {dp:g} × {g:g} B", part * g)
         return _ZeroStage(rank.weights, [flattened], rank.grads)  # param.grad accumulates whole
     if strategy is Strategy.ZERO2:
-        reduced = [Term("reduced gradient partition (grads_in_partition)", f"T ÷ {dp} × {g:g} B", part * g)]
+        reduced = [Term("reduced gradient partition (grads_in_partition)", f"T ÷ {dp:g} × {g:g} B", part * g)]
         bucket = Term("ipg reduce bucket", f"{sci(bucket_el)} × {g:g} B", bucket_el * g)
         return _ZeroStage(rank.weights, reduced, reduced, backward_grads=[bucket])
     # Stage 3: the gradient partition and the bucket are allocated at start-up; the 16-bit
@@ -607,7 +644,7 @@ def _zero_stage(rank: _Rank) -> _ZeroStage:
     # deepspeed/). So every rank keeps the whole state on its GPU, as under FSDP.
     rank, quant_state = _bnb_quant_state(rank, "ZeRO-3 partitions parameters' data only")
     persistent = [
-        Term("gradient partition (grad_partitions_flat_buffer)", f"T ÷ {dp} × {g:g} B", part * g),
+        Term("gradient partition (grad_partitions_flat_buffer)", f"T ÷ {dp:g} × {g:g} B", part * g),
         Term("ipg reduce bucket (allocated at start-up)", f"{sci(bucket_el)} × {g:g} B", bucket_el * g),
     ]
     par = rank.plan.parallel
@@ -623,7 +660,7 @@ def _zero_stage(rank: _Rank) -> _ZeroStage:
         f"({sci(largest)} + {sci(prefetch)}) × {stored:g} B",
         (largest + prefetch) * stored,
     )
-    weights = _sharded(rank.weights, dp) + quant_state
+    weights = _sharded(rank.weights, rank.weight_dp) + quant_state
     return _ZeroStage(weights, [], [], persistent=persistent, gathered=[gathered])
 
 
@@ -641,7 +678,9 @@ def _zero3_kept_block(rank: _Rank) -> float:
     plan = rank.plan
     if not plan.checkpointing or not rank.stage.layers:
         return 0.0
-    block = block_params_per_rank(plan.model, rank.lay.tensor_parallel) * plan.model.params_scale
+    block = (
+        block_params_per_rank(plan.model, rank.lay.tensor_parallel, rank.lay.expert_parallel) * plan.model.params_scale
+    )
     if block > ZERO3_MAX_REUSE_DISTANCE:
         return 0.0
     return float(min(block, plan.parallel.zero3_max_live_elements))
@@ -679,7 +718,7 @@ def _zero_offloaded(rank: _Rank, state: RankState) -> RankState:
     # stage_1_and_2.py keeps a 16-bit copy of the partition on the host to stage the updated
     # parameters back (param_buffer_of_bit16_for_cpu_offload_groups).
     if strategy is not Strategy.ZERO3 and trainable:
-        host.append(Term("16-bit partition staging buffer", f"T ÷ {dp} × 2 B", trainable / dp * 2))
+        host.append(Term("16-bit partition staging buffer", f"T ÷ {dp:g} × 2 B", trainable / dp * 2))
     notes = ["ZeRO-Offload: float32 master, optimizer state and float32 gradients on the host (DeepSpeedCPUAdam)."]
     if par.offload is Offload.PARAMS:
         notes.append("DeepSpeed offloads parameters only at stage 3 (offload_param): stages 1-2 move the optimizer.")
@@ -692,8 +731,8 @@ def _largest_module(plan: Plan, lay: Layout, stage: Stage) -> float:
     model, tp = plan.model, lay.tensor_parallel
     shapes = model.linear_shapes()
     linear = max(fi * fo for fi, fo in shapes.values()) / tp
-    if model.num_experts > 1:
-        linear = model.num_experts * model.hidden_size * model.intermediate_size * 2 / tp
+    if model.num_experts > 1:  # the rank's experts (÷ EP) as one grouped module
+        linear = model.num_experts * model.hidden_size * model.intermediate_size * 2 / tp / lay.expert_parallel
     vocab = model.vocab_size * model.hidden_size / tp if stage.embedding or stage.head else 0.0
     return max(linear, vocab)
 

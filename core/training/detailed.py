@@ -183,6 +183,7 @@ def _common(plan: Plan, counts: ParamCounts, dt: Dtypes, lay: Layout | None) -> 
                 layer_grads.formula + " + K/V chunks + accumulators",
                 layer_grads.bytes + sum(t.bytes for t in ring),
             )
+        layer_grads = _with_all_to_all_buffer(plan, layer_grads, lay, ca)
     layer_grads = _with_float8_casts(plan, layer_grads, lay)
     common = _Common(
         weights=weight_terms(plan, counts, dt),
@@ -199,6 +200,29 @@ def _common(plan: Plan, counts: ParamCounts, dt: Dtypes, lay: Layout | None) -> 
     )
     _LAST_COMMON = (plan, lay is not None, common)
     return common
+
+
+def _with_all_to_all_buffer(plan: Plan, layer_grads: Term, lay: Layout, ca: float) -> Term:
+    """Expert parallel: the all-to-all's second copy of a MoE layer's routed tokens. Megatron-Core's
+    alltoall dispatcher (NVIDIA/Megatron-LM d98e8a64, megatron/core/transformer/moe/
+    token_dispatcher.py) permutes the N·k routed copies by expert, then all-to-alls them into a new
+    buffer of the tokens routed to this rank's experts (N·k of them under balanced routing, so the
+    experts' saved tensors are as without EP); until the send completes both exist, and the
+    combine's all-to-all does the same backwards, in the forward and in the backward. One N·k·d
+    buffer in the compute dtype beside the block's other transients (N the rank's tokens: ÷ CP, and
+    ÷ TP with sequence parallel, as the dispatcher receives them)."""
+    model = plan.model
+    if lay.expert_parallel <= 1 or model.num_experts <= 1:
+        return layer_grads
+    tokens = plan.workload.micro_batch * plan.workload.seq_len / lay.context_parallel
+    if lay.sequence_parallel:
+        tokens /= lay.tensor_parallel
+    buffer = tokens * model.experts_per_token * model.hidden_size * ca
+    return Term(
+        layer_grads.label + " + expert-parallel all-to-all buffer",
+        layer_grads.formula + f" + N·k·d × {ca:g}",
+        layer_grads.bytes + buffer,
+    )
 
 
 def _with_float8_casts(plan: Plan, layer_grads: Term, lay: Layout | None) -> Term:

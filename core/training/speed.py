@@ -283,6 +283,18 @@ def _split(gemm_k: int, gemm_n: int, split: str, tp: int) -> tuple[float, float]
     return float(gemm_k), float(gemm_n)
 
 
+def _rows(rank: _Rank, gemm: Gemm) -> tuple[float, float]:
+    """Tokens each copy of ``gemm`` multiplies on the rank, and its copies. Under expert
+    parallel a rank runs E ÷ EP experts on the tokens all EP ranks route to them, EP times
+    the rows each (balanced routing, dropless: Megatron-Core's alltoall dispatcher gathers
+    them, NVIDIA/Megatron-LM d98e8a64 megatron/core/transformer/moe/token_dispatcher.py): the
+    same FLOPs in larger, fewer matmuls."""
+    ep = rank.plan.parallel.expert_parallel
+    if gemm.count > 1 and ep > 1:
+        return rank.tokens * gemm.share * ep, gemm.count / ep
+    return rank.tokens * gemm.share, float(gemm.count)
+
+
 def _recomputed_blocks(plan: Plan, rank: _Rank) -> float:
     """Blocks (of the rank's) whose forward the backward runs again, as a share of each."""
     if not plan.checkpointing or plan.checkpoint_policy is CheckpointPolicy.ATTENTION:
@@ -343,9 +355,8 @@ def _matmuls(rank: _Rank) -> _Tally:
     again = _recomputed_blocks(plan, rank)
     for gemm in block_gemms(plan):
         k, n = _split(gemm.k, gemm.n, gemm.split, rank.tp)
-        m = rank.tokens * gemm.share
+        m, c = _rows(rank, gemm)
         lora = gemm.name.endswith(("LoRA A", "LoRA B"))
-        c = float(gemm.count)
         passes = ((rank.layers + again) * c, rank.backward_layers * c, rank.backward_layers * c if gemm.trains else 0.0)
         slow = rank.fp8 and not lora and _rowwise_slow(rank, gemm, k, n)
         fp8 = rank.fp8 and not lora and not slow
@@ -493,9 +504,9 @@ def _float8_cast_bytes(rank: _Rank) -> float:
         k, n = _split(gemm.k, gemm.n, gemm.split, rank.tp)
         if _rowwise_slow(rank, gemm, k, n):
             continue  # its casts are in the measured slowdown
-        m = rank.tokens * gemm.share
-        forward = (m * k + k * n) * gemm.count
-        backward = (2 * m * n + k * n + m * k) * gemm.count
+        m, c = _rows(rank, gemm)
+        forward = (m * k + k * n) * c
+        backward = (2 * m * n + k * n + m * k) * c
         total += (forward * rank.layers + backward * rank.backward_layers) * FLOAT8_CAST_BYTES
     return total
 
@@ -510,8 +521,8 @@ def te_cast_bytes(rank: _Rank) -> float:
         if gemm.name.endswith(("LoRA A", "LoRA B")):
             continue
         k, n = _split(gemm.k, gemm.n, gemm.split, rank.tp)
-        m = rank.tokens * gemm.share
-        total += ((m * k + k * n) * rank.layers + m * n * rank.backward_layers) * gemm.count
+        m, c = _rows(rank, gemm)
+        total += ((m * k + k * n) * rank.layers + m * n * rank.backward_layers) * c
     return total * TE_CAST_BYTES
 
 
@@ -533,8 +544,10 @@ def _optimizer_bytes(plan: Plan, counts: ParamCounts, stage: Stage) -> float:
     if par.offload is not Offload.NONE:
         return 0.0  # the step runs on the host (its transfers are communication)
     dt = dtypes_for(plan)
-    share = train_share(plan, stage, par.tensor_parallel)
-    shards = par.data_parallel * par.context_parallel if par.strategy is not Strategy.DDP else 1
+    sharded = par.strategy is not Strategy.DDP
+    # Sharded, a rank's part is its share without the EP split ÷ DP × CP (Layout.state_shards_of).
+    share = train_share(plan, stage, par.tensor_parallel, experts_split=not sharded)
+    shards = par.data_parallel * par.context_parallel if sharded else 1
     trainable = counts.trainable * share / shards
     state = sum(t.bytes for t in optimizer_terms(plan, counts, dt)) * share / shards
     return trainable * (2.0 * dt.param + dt.grad) + 2.0 * state

@@ -82,6 +82,7 @@ class ParallelForm(PlanForm):
         self.context_parallel = self._degree("parallel.context_parallel", "CP ")
         self.split_row = _pair(self.tensor_parallel, "", self.pipeline_parallel, self.context_parallel)
         self._add_row("Split:", self.split_row, self.tensor_parallel)
+        self.expert_parallel = self.add_input("parallel.expert_parallel")  # its row shows for MoE models
         self._add_split_notes()
         self.sequence_parallel = self.add_input("parallel.sequence_parallel")
         self.tp_overlap = self.add_input("parallel.tp_overlap")

@@ -48,6 +48,7 @@ COMPANIONS: dict[str, dict[str, Any]] = {
     "parallel.tensor_parallel": {"gpus_per_node": MAX_DEGREE},
     "parallel.pipeline_parallel": {"gpus_per_node": MAX_DEGREE},
     "parallel.context_parallel": {"gpus_per_node": MAX_DEGREE},
+    "parallel.expert_parallel": {"gpus_per_node": MAX_DEGREE},
     "parallel.virtual_stages": {"schedule": PipelineSchedule.INTERLEAVED},
 }
 # The deepest model the model description allows (LIMITS["num_layers"]): frozen layers up to it.
@@ -171,6 +172,8 @@ def test_every_input_has_a_flag_or_takes_another_inputs_flag() -> None:
 def test_every_flag_reaches_its_input_in_the_plan(spec: Input) -> None:
     value = _value_for(spec)
     model = [] if spec.path == "model.params_override" else ["--model", "gpt2"]  # --params is a model source
+    if spec.path == "parallel.expert_parallel":  # experts to split: a mixture of experts (Qwen3-30B-A3B's 128)
+        model = ["--model", "qwen3-30b-a3b"]
     context = ["--gpus", "4"] if spec.path.endswith("_parallel") and spec.kind is Kind.INT else []
     args = build_parser().parse_args(["estimate", *model, *context, *_argv(spec, value)])
     plan = plan_from_args(args)

@@ -47,8 +47,9 @@ def test_the_coefficients_in_core_are_the_all_source_fit(report) -> None:  # typ
 
 
 def test_the_leave_one_source_out_errors_do_not_widen(bench: ModuleType, report) -> None:  # type: ignore[no-untyped-def]
-    # Today's figures (docs/TRAINING_TIME.md), each with a little room for floating point.
-    summary = bench.summary(report.scored)
+    # Today's figures (docs/TRAINING_TIME.md), each with a little room for floating point; the
+    # expert-parallel figures have their own (test_the_expert_parallel_figures_are_scored).
+    summary = bench.summary([r for r in report.scored if bench.fitted_on(r.case)])
     assert summary["n"] >= 330
     # 9.38 -> 9.13 % with Meta's H100 at its quoted peak (below); 9.13 -> 7.12 % with the Megatron
     # stack's Hopper matmuls at TE's GEMM guide rate (NVIDIA -17.6 -> -5.8 % median signed).
@@ -86,10 +87,43 @@ def test_the_leave_one_source_out_errors_do_not_widen(bench: ModuleType, report)
     # so BigScience (Megatron-DeepSpeed's eager attention, not a fused kernel) +27.6 -> +28.2 %.
     assert summary["worst_short"] <= 29.4
     assert summary["worst_long"] <= 54.6
-    nvidia = [abs(r.error) for r in report.scored if r.case.family == "NVIDIA"]
-    assert statistics.median(nvidia) <= 6.2  # 18.3 % before the guide's rate
+    # NVIDIA's dense rows (its expert-parallel ones are checked in the next test): 18.3 % before
+    # the guide's rate.
+    nvidia = [
+        abs(r.error)
+        for r in report.scored
+        if r.case.family == "NVIDIA" and r.case.plan.parallel.expert_parallel == 1
+    ]
+    assert statistics.median(nvidia) <= 6.2
     families = {r.case.family for r in report.scored}
     assert len(families) >= 8  # at least 6 independent sources (issue 24): 8 families scored
+
+
+def test_the_expert_parallel_figures_are_scored(bench: ModuleType, report) -> None:  # type: ignore[no-untyped-def]
+    # Megatron-Bridge's 21 MoE figures (Qwen3-30B-A3B, gpt-oss-120b, EP 8-64) are plans now,
+    # scored leave one source out (NVIDIA's fit leaves them out) and fitted on by nothing
+    # (throughput.fitted_on): median 10.8 %, 77.5 % without the all-to-all (docs/TRAINING_TIME.md);
+    # 10.8 -> 11.3 % with a fused attention backward timed at its five matmuls (the refit leaves the
+    # shared Hopper coefficients a little faster, and these rows are mostly predicted too fast).
+    rows = [r for r in report.scored if r.case.plan.parallel.expert_parallel > 1]
+    assert len(rows) == 21
+    assert not any(bench.fitted_on(r.case) for r in rows)
+    assert statistics.median(abs(r.error) for r in rows) <= 11.4
+    # The two-node EP 16 rows: 8,826-8,960 published, 8,728 predicted (+150 % without the traffic
+    # that crosses the nodes' NICs); 8,628 with the fused backward's five matmuls (-3.7 % the worst).
+    for r in rows:
+        if r.case.plan.parallel.expert_parallel == 16:
+            assert abs(r.error) < 4.0, r.case.id
+    # No expert-parallel row is left out for its layout.
+    assert not [why for _, source, why in report.skipped if "expert" in why]
+
+
+def test_a_records_accumulation_follows_the_quoted_global_batch(report) -> None:  # type: ignore[no-untyped-def]
+    # Megatron-Bridge 25.11, H100 gpt-oss-120b: GBS 512, MBS 4, PP 4 on 64 GPUs is DP 16, so 8
+    # micro-batches a step; the record's grad_accum 2 divided by the GPUs instead.
+    plans = {s.case.id: s.case.plan for s in report.scored}
+    plan = plans["mbridge-25.11-pretrain-h100-gptoss120b-bf16-64gpu-tp1pp4cp1-mbs4"]
+    assert plan.parallel.data_parallel == 16 and plan.workload.grad_accum == 8
 
 
 def test_the_corpus_has_the_issues_breadth(report) -> None:  # type: ignore[no-untyped-def]
@@ -114,7 +148,9 @@ def test_check_mode_names_the_missed_targets(bench: ModuleType, capsys: pytest.C
 def test_the_model_beats_the_rule_it_replaced_on_the_same_figures(bench: ModuleType, report) -> None:  # type: ignore[no-untyped-def]
     # The rule before issue 24 (6·P / 8·P FLOPs, one 40 % utilisation) on the same figures:
     # median 29.0 %, worst 104.7 % up to 8k and 1,023 % beyond (the attention it left out).
-    before, after = bench.summary(report.before), bench.summary(report.scored)
+    # (The rule before could not plan expert parallel: the same figures are the others.)
+    same = {r.case.id for r in report.before}
+    before, after = bench.summary(report.before), bench.summary([r for r in report.scored if r.case.id in same])
     assert before["n"] == after["n"]
     assert before["median"] > 25.0 and after["median"] < before["median"] / 2
     assert after["worst_short"] < before["worst_short"] and after["worst_long"] < before["worst_long"] / 5

@@ -322,7 +322,14 @@ def expected_values(window: MainWindow, plan: Plan) -> dict[str, Any]:
         "model.gated_mlp": m.gated_mlp,
     }
     par = plan.parallel
-    for name in ("nodes", "gpus_per_node", "tensor_parallel", "pipeline_parallel", "context_parallel"):
+    for name in (
+        "nodes",
+        "gpus_per_node",
+        "tensor_parallel",
+        "pipeline_parallel",
+        "context_parallel",
+        "expert_parallel",
+    ):
         values[f"parallel.{name}"] = getattr(par, name)
     for name in ("virtual_stages", "host_ram_gb", "intra_link", "inter_link", "ddp_bucket_mb"):
         values[f"parallel.{name}"] = getattr(par, name)

@@ -142,6 +142,7 @@ RECIPE_WHY: Final = {
         "(the torchrun and accelerate launch exports write it)"
     ),
     "parallel.tp_overlap": "no tensor-parallel overlap setting in this target",
+    "parallel.expert_parallel": "no expert-parallel setting in this target (Megatron: --expert-model-parallel-size)",
     "parallel.fsdp_float8_all_gather": "no float8 all-gather setting in this target",
     "parallel.fsdp1_wrap": (
         "this target wraps with FSDP2; FSDP1 over a CPU-held model is accelerate's fsdp_version 1 "

@@ -127,6 +127,13 @@ TRAINING_FIELDS: Final = (
     _f("parallel.pipeline_parallel", lambda p: p.parallel.pipeline_parallel),
     _f("parallel.context_parallel", lambda p: p.parallel.context_parallel),
     _f(
+        "parallel.expert_parallel",
+        lambda p: p.parallel.expert_parallel,
+        _matters("parallel.expert_parallel"),
+        "parallel.nodes",
+        "parallel.gpus_per_node",
+    ),
+    _f(
         "parallel.sequence_parallel",
         lambda p: p.parallel.sequence_parallel,
         lambda p: p.parallel.tensor_parallel > 1,

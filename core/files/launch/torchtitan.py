@@ -206,7 +206,15 @@ def _parallelism(draft: Draft) -> dict[str, Any]:
         "pipeline_parallel_schedule": SCHEDULES[par.schedule],
         "context_parallel_degree": par.context_parallel,
         "enable_async_tensor_parallel": par.tensor_parallel > 1 and par.tp_overlap,
+        "expert_parallel_degree": par.expert_parallel,
     }
+    if par.expert_parallel > 1 and par.tensor_parallel > 1:
+        draft.cannot(
+            "parallel.expert_parallel",
+            "torchtitan's EP borrows the TP ranks too (pytorch/torchtitan b5bcd76 parallel_dims.py: "
+            "efsdp = dp_shard·cp·tp ÷ ep, experts not split by TP); the plan splits experts by TP × EP "
+            "as Megatron does",
+        )
     if par.strategy not in (Strategy.DDP, Strategy.FSDP):
         draft.cannot(
             "parallel.strategy", "torchtitan shards with FSDP2 (ZeRO is DeepSpeed's): data_parallel_shard_degree"
@@ -248,6 +256,7 @@ def export_torchtitan(plan: Plan, model_ref: str | None = None) -> Export:
             "method.grad_clip",
             "method.optimizer_in_backward",
             "parallel.tp_overlap",
+            "parallel.expert_parallel",
             "parallel.fsdp_float8_all_gather",
         ),
     )

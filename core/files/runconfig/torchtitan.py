@@ -156,7 +156,12 @@ def read_torchtitan(document: dict[str, Any], where: str) -> RunConfig:
     if shard is not None and shard != 1:
         s["sharding"] = "fsdp"
         taker.record("sharding", "fsdp", "parallelism.data_parallel_shard_degree")
-    for key in ("tensor_parallel_degree", "pipeline_parallel_degree", "context_parallel_degree"):
+    for key in (
+        "tensor_parallel_degree",
+        "pipeline_parallel_degree",
+        "context_parallel_degree",
+        "expert_parallel_degree",
+    ):
         if taker.raw(f"parallelism.{key}") not in (None, 1):  # 1: no split, nothing to say
             taker.note(f"parallelism.{key}", "set the split in the plan's Parallelism section")
     if taker.raw("parallelism.data_parallel_replicate_degree") not in (None, 1):

@@ -1,0 +1,179 @@
+"""Expert parallelism (issue 24 item 4): the layout, the memory split, the all-to-all, the files.
+
+The numbers are arithmetic on Qwen3-30B-A3B's own dimensions (Qwen/Qwen3-30B-A3B config.json:
+hidden_size 2048, num_hidden_layers 48, num_experts 128, num_experts_per_tok 8,
+moe_intermediate_size 768, a gated MLP), the rules Megatron-Core's (NVIDIA/Megatron-LM
+d98e8a64: megatron/core/parallel_state.py, megatron/training/arguments.py,
+megatron/core/transformer/moe/token_dispatcher.py).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from core.breakdown import BucketKey
+from core.catalogue import find_model
+from core.errors import PlanError
+from core.estimate import estimate
+from core.files import planfile
+from core.files.launch import Target, export
+from core.parallel.comm import NCCL_BASE_LATENCY_S, plan_links, step_communication
+from core.parallel.layout import block_params_per_rank, layout
+from core.params import param_counts
+from core.plan import Parallelism, Plan, Stack, Strategy, Workload
+from core.training.detailed import Rank, training_breakdown
+
+QWEN3_MOE = find_model("qwen3-30b-a3b").spec
+D, LAYERS, EXPERTS, TOP_K, EXPERT_I = 2048, 48, 128, 8, 768
+EXPERT_PARAMS = LAYERS * EXPERTS * 3 * D * EXPERT_I  # gate, up, down of every expert, no biases
+
+
+def _plan(ep: int, strategy: Strategy = Strategy.ZERO1, nodes: int = 2, **workload: int) -> Plan:
+    work = {"micro_batch": 1, "seq_len": 4096, "grad_accum": 64} | workload
+    return Plan(
+        model=QWEN3_MOE,
+        model_id="qwen3-30b-a3b",
+        parallel=Parallelism(nodes=nodes, gpus_per_node=8, strategy=strategy, expert_parallel=ep),
+        workload=Workload(**work),
+        stack=Stack.MEGATRON,
+    )
+
+
+def _bucket(plan: Plan, key: BucketKey) -> float:
+    return next(b.bytes for b in estimate(plan).buckets if b.key is key)
+
+
+def test_the_catalogue_model_has_the_model_cards_dimensions() -> None:
+    m = QWEN3_MOE
+    assert (m.hidden_size, m.num_layers, m.num_experts, m.experts_per_token) == (D, LAYERS, EXPERTS, TOP_K)
+    assert m.intermediate_size == EXPERT_I and m.gated_mlp and not m.mlp_bias
+    assert m.num_layers * m.num_experts * m.expert_mlp_params() == EXPERT_PARAMS
+
+
+# ---- the layout ---------------------------------------------------------------------------
+def test_ep_must_divide_the_data_times_context_parallel_gpus() -> None:
+    # Megatron-Core: expert TP (= TP) × EP × PP divides the world size. 16 GPUs, TP 2: DP 8.
+    Parallelism(nodes=2, gpus_per_node=8, tensor_parallel=2, expert_parallel=8)
+    with pytest.raises(PlanError, match=r"^parallel\.expert_parallel: 16 .*a divisor of DP × CP = 8.*Megatron"):
+        Parallelism(nodes=2, gpus_per_node=8, tensor_parallel=2, expert_parallel=16)
+    # CP ranks count: 16 GPUs, CP 2, DP 8, EP 16 divides DP × CP.
+    Parallelism(nodes=2, gpus_per_node=8, context_parallel=2, expert_parallel=16)
+
+
+def test_the_experts_must_divide_by_ep_and_a_dense_model_has_none_to_split() -> None:
+    with pytest.raises(PlanError, match=r"^parallel\.expert_parallel: 3 .*divisor of the model's 128 experts"):
+        Plan(model=QWEN3_MOE, parallel=Parallelism(gpus_per_node=6, expert_parallel=3))
+    with pytest.raises(PlanError, match=r"^parallel\.expert_parallel: 2 .*the model has no experts"):
+        Plan(model=find_model("llama-3.1-8b").spec, parallel=Parallelism(gpus_per_node=2, expert_parallel=2))
+
+
+def test_a_plan_moved_to_fewer_gpus_or_a_dense_model_drops_ep_to_one() -> None:
+    plan = _plan(16)
+    assert plan.on_gpus(8).parallel.expert_parallel == 1
+    assert plan.on_gpus(32).parallel.expert_parallel == 16
+    assert plan.on_model(find_model("llama-3.1-8b").spec).parallel.expert_parallel == 1
+
+
+# ---- the memory ---------------------------------------------------------------------------
+def test_a_rank_holds_its_share_of_the_experts_and_every_dense_parameter() -> None:
+    block = block_params_per_rank(QWEN3_MOE, 1)
+    expert_block = EXPERT_PARAMS / LAYERS
+    assert block_params_per_rank(QWEN3_MOE, 1, 8) == pytest.approx(block - expert_block * 7 / 8)
+    # TP 2 as well: the experts' matrices ÷ (TP · EP), the rest as TP alone splits it.
+    assert block_params_per_rank(QWEN3_MOE, 2, 8) == pytest.approx(
+        block_params_per_rank(QWEN3_MOE, 2) - expert_block / 2 * 7 / 8
+    )
+
+
+def test_zero1_shards_the_experts_state_over_the_expert_data_parallel_ranks() -> None:
+    # 16 GPUs, ZeRO-1 (Megatron's distributed optimizer): the weights and the whole gradients a
+    # rank keeps lose 7/8 of the experts; the float32 master and Adam state, sharded over DP = 16
+    # for the dense part and over DP ÷ EP = 2 for the rank's 1/8 of the experts, are unchanged.
+    total = QWEN3_MOE.architecture_params()
+    kept = (total - EXPERT_PARAMS * 7 / 8) / total
+    one, eight = _plan(1), _plan(8)
+    assert _bucket(eight, BucketKey.WEIGHTS) == pytest.approx(_bucket(one, BucketKey.WEIGHTS) * kept, rel=1e-9)
+    assert _bucket(eight, BucketKey.GRADIENTS) == pytest.approx(_bucket(one, BucketKey.GRADIENTS) * kept, rel=1e-9)
+    assert _bucket(eight, BucketKey.OPTIMIZER) == pytest.approx(_bucket(one, BucketKey.OPTIMIZER), rel=1e-9)
+
+
+def test_fsdp_shards_the_same_total_and_gathers_smaller_units() -> None:
+    one, eight = _plan(1, Strategy.FSDP), _plan(8, Strategy.FSDP)
+    assert _bucket(eight, BucketKey.OPTIMIZER) == pytest.approx(_bucket(one, BucketKey.OPTIMIZER), rel=1e-9)
+    assert _bucket(eight, BucketKey.WEIGHTS) < _bucket(one, BucketKey.WEIGHTS)
+
+
+def test_the_all_to_all_adds_one_routed_copy_of_the_tokens_to_a_blocks_backward() -> None:
+    # The dispatcher's permuted tokens and the all-to-all's output coexist: N·k·d × 2 B beside a
+    # block's backward (a fused loss, so that the block's backward is the backward's high point).
+    def block_backward(ep: int) -> float:
+        plan = _plan(ep).with_changes(fused_loss=True)
+        lay = layout(plan)
+        phases = training_breakdown(plan, param_counts(plan), Rank(lay, lay.stages[0])).phases
+        terms = [
+            t for p in phases for b in p.buckets for t in b.terms if t.label.startswith("gradients through a block")
+        ]
+        assert ("all-to-all" in terms[0].label) is (ep > 1)
+        return terms[0].bytes
+
+    assert block_backward(8) - block_backward(1) == 4096 * TOP_K * D * 2
+
+
+# ---- the time -----------------------------------------------------------------------------
+def _a2a(plan: Plan, compute: float = 10.0):  # type: ignore[no-untyped-def]
+    comm = step_communication(plan, param_counts(plan), compute, 1 / 3)
+    return [t for t in comm.terms if t.label.startswith("expert-parallel all-to-all")]
+
+
+def test_each_moe_layer_all_to_alls_twice_forward_and_twice_backward() -> None:
+    (term,) = _a2a(_plan(8, nodes=1, grad_accum=4))
+    count = 4 * LAYERS * 4  # 4 per layer, 4 micro-batches
+    buffer = 4096 * TOP_K * D * 2  # N·k·d in bf16
+    assert term.bytes == pytest.approx(buffer * 7 / 8 * count)
+    assert not term.overlapped  # Megatron's overlap_moe_expert_parallel_comm is off by default
+    # Full recompute runs the forward's two again.
+    recomputed = _plan(8, nodes=1, grad_accum=4).with_changes(checkpointing=True)
+    (again,) = _a2a(recomputed)
+    assert again.bytes == pytest.approx(buffer * 7 / 8 * 6 * LAYERS * 4)
+
+
+def test_across_nodes_the_all_to_all_waits_for_the_nics() -> None:
+    # EP 8 within a node: 7/8 of each buffer over NVLink; EP 16 over two nodes: 8/16 of it leaves
+    # through each GPU's own NIC (the 7/16 over NVLink meanwhile is faster), one launch's latency.
+    buffer, count = 4096 * TOP_K * D * 2, 4 * LAYERS * 64
+    links = plan_links(_plan(16))
+    intra, inter = links.intra, links.inter
+    inside, across = _a2a(_plan(8))[0], _a2a(_plan(16))[0]
+    one_inside = buffer * 7 / 8 / intra.bus_bytes_per_second + NCCL_BASE_LATENCY_S + intra.latency_us * 1e-6
+    one_across = buffer * 8 / 16 / inter.bus_bytes_per_second + NCCL_BASE_LATENCY_S + inter.latency_us * 1e-6
+    assert inside.seconds == pytest.approx(count * one_inside)
+    assert across.seconds == pytest.approx(count * one_across)
+    assert "over ib-" in across.formula and "nvlink" in inside.formula
+
+
+def test_ep_one_has_no_all_to_all_and_the_same_step() -> None:
+    assert not _a2a(_plan(1))
+    plan = _plan(1)
+    assert estimate(plan).compute == estimate(plan.with_parallel(expert_parallel=1)).compute
+
+
+# ---- the files ----------------------------------------------------------------------------
+def test_a_plan_file_keeps_ep_and_an_older_file_reads_as_one(tmp_path: Path) -> None:
+    path = tmp_path / "moe.json"
+    planfile.save(_plan(8), path)
+    assert planfile.load(path) == _plan(8)
+    document = json.loads(path.read_text())
+    del document["plan"]["parallel"]["expert_parallel"]  # a file written before the field
+    assert planfile.loads(json.dumps(document)) == _plan(1)
+
+
+def test_torchtitan_carries_ep_and_the_others_list_it() -> None:
+    plan = _plan(8, Strategy.FSDP)
+    titan = export(plan, Target.TORCHTITAN)
+    assert "expert_parallel_degree = 8" in titan.text
+    assert "parallel.expert_parallel" not in {u.field for u in titan.unexpressed}
+    trl = export(plan, Target.TRL)
+    assert "parallel.expert_parallel" in {u.field for u in trl.unexpressed}
