@@ -626,7 +626,7 @@ def _zero_stage(rank: _Rank) -> _ZeroStage:
     bucket_el = min(rank.plan.parallel.zero_bucket_elements, rank.trainable)
     strategy = rank.plan.parallel.strategy
     if strategy is Strategy.ZERO1:
-        flattened = Term("16-bit gradient partition (flattened)", f"T ÷ {dp:g} × {g:g} B", part * g)
+        flattened = Term(f"{g * 8:g}-bit gradient partition (flattened)", f"T ÷ {dp:g} × {g:g} B", part * g)
         return _ZeroStage(rank.weights, [flattened], rank.grads)  # param.grad accumulates whole
     if strategy is Strategy.ZERO2:
         reduced = [Term("reduced gradient partition (grads_in_partition)", f"T ÷ {dp:g} × {g:g} B", part * g)]

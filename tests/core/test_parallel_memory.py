@@ -113,6 +113,19 @@ def test_zero_stages_shard_one_more_kind_of_state_each() -> None:
     assert peaks[Strategy.ZERO3].peak_bytes < peaks[Strategy.ZERO2].peak_bytes <= peaks[Strategy.ZERO1].peak_bytes
 
 
+def test_zero1s_flattened_gradient_partition_is_labelled_at_its_own_width() -> None:
+    # ZeRO-1 flattens the gradients in their own dtype (DeepSpeed edaa7221 stage_1_and_2.py,
+    # the partition is a view of the flat buffer): float32 under bf16-mixed (float32 parameters),
+    # bf16 when the model is loaded in bf16. The label said "16-bit" for both.
+    for preset, width, size in ((Preset.FP32_AUTOCAST_BF16, "32-bit", 4), (Preset.TRAINER_BF16, "16-bit", 2)):
+        plan = _plan(gpus_per_node=8, strategy=Strategy.ZERO1).with_changes(preset=preset)
+        est = estimate(plan)
+        step = next(ph for ph in est.phases if ph.kind is StepPhase.OPTIMIZER)
+        (term,) = [t for t in step.bucket(BucketKey.GRADIENTS).terms if "gradient partition" in t.label]
+        assert term.label.startswith(width), term.label
+        assert term.bytes == pytest.approx(est.params.trainable * size / 8)
+
+
 def test_optimizer_offload_moves_the_state_to_the_host() -> None:
     on_gpu = estimate(_plan(gpus_per_node=8, strategy=Strategy.FSDP))
     off = estimate(_plan(gpus_per_node=8, strategy=Strategy.FSDP, offload=Offload.OPTIMIZER))
