@@ -755,6 +755,15 @@ INPUTS: Final[tuple[Input, ...]] = (
           "context parallel GPUs; tokens reach their experts by an all-to-all.",
           ("--expert-parallel", "--ep"), "expert-parallel degree (MoE models)", low=1, high=MAX_DEGREE, metavar="N",
           matters=lambda p: p.parallel.world_size > 1 and p.model.num_experts > 1),
+    # HSDP: torchtitan's data_parallel_replicate_degree (default 1; pytorch/torchtitan b5bcd76
+    # torchtitan/config/configs.py), FSDP2 fully_shard on a 2-D (replicate, shard) DeviceMesh, FSDP1
+    # ShardingStrategy.HYBRID_SHARD (whose default shard group is one node).
+    Input("parallel.dp_replicate", Kind.INT, "HSDP replicas", "HSDP replicas", 1,
+          "Hybrid sharding (FSDP only): the data-parallel GPUs form this many replicas, each sharding the "
+          "state over DP ÷ R GPUs; gradient shards are all-reduced across the replicas. 1: plain FSDP.",
+          ("--dp-replicate", "--hsdp"), "HSDP replica groups (FSDP; 1 = shard over all DP)", low=1,
+          high=MAX_DEGREE, metavar="R",
+          matters=lambda p: _node_split(p) and p.parallel.strategy is Strategy.FSDP),
     # Megatron sequence parallelism alongside tensor parallel.
     Input("parallel.sequence_parallel", Kind.BOOL, "Sequence parallel", "Sequence parallel", True,
           "Megatron sequence parallelism with tensor parallel: norms and dropout on 1/TP of the tokens each.",

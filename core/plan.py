@@ -235,6 +235,10 @@ class Parallelism:
     pipeline_parallel: int = DEFAULTS["parallel.pipeline_parallel"]
     context_parallel: int = DEFAULTS["parallel.context_parallel"]
     expert_parallel: int = DEFAULTS["parallel.expert_parallel"]  # Megatron --expert-model-parallel-size
+    # HSDP: FSDP shards within groups of DP ÷ R ranks, replicated across R of them (torchtitan's
+    # data_parallel_replicate_degree, FSDP2 fully_shard on a 2-D (replicate, shard) mesh, FSDP1
+    # ShardingStrategy.HYBRID_SHARD). 1: plain FSDP, sharded over every data-parallel rank.
+    dp_replicate: int = DEFAULTS["parallel.dp_replicate"]
     sequence_parallel: bool = DEFAULTS["parallel.sequence_parallel"]
     tp_overlap: bool = DEFAULTS["parallel.tp_overlap"]  # async TP / Megatron --tp-comm-overlap
     schedule: PipelineSchedule = DEFAULTS["parallel.schedule"]
@@ -294,6 +298,41 @@ class Parallelism:
                 f"here {self.tensor_parallel} × {ep} × {self.pipeline_parallel} into {world}",
             )
 
+        self._check_replicate()
+
+    def _check_replicate(self) -> None:
+        """HSDP (``dp_replicate`` > 1) is FSDP's: R divides DP and leaves a shard group of more
+        than one rank; not modelled beside expert parallel."""
+        r = self.dp_replicate
+        if r == 1:
+            return
+        if self.strategy is not Strategy.FSDP:
+            # PyTorch's hybrid sharding is FSDP's (FSDP1 ShardingStrategy.HYBRID_SHARD, FSDP2
+            # fully_shard on a 2-D mesh); DeepSpeed's ZeRO++ hpZ keeps a secondary partition and is
+            # not this.
+            raise PlanError("parallel.dp_replicate", r, "1", "hybrid sharding (HSDP) replicates FSDP's shards")
+        if self.data_parallel % r:
+            # torchtitan b5bcd76 parallel_dims.py _validate: dp_replicate · dp_shard · cp · tp · pp
+            # must equal the world size.
+            raise PlanError(
+                "parallel.dp_replicate", r, f"a divisor of DP = {self.data_parallel}", "torchtitan: R × shard = DP"
+            )
+        if self.fsdp_shards == 1:
+            raise PlanError(
+                "parallel.dp_replicate",
+                r,
+                f"a divisor of DP = {self.data_parallel} that leaves a shard group of 2 or more",
+                "a shard group of one rank is DDP (choose the DDP strategy)",
+            )
+        if self.expert_parallel > 1:
+            raise PlanError("parallel.dp_replicate", r, "1 with expert parallel", "HSDP beside EP is not modelled")
+
+    @property
+    def fsdp_shards(self) -> int:
+        """The ranks a sharded strategy shards the state over: data × context parallel ÷ the HSDP
+        replicas (torchtitan b5bcd76 parallel_dims.py: the "fsdp" mesh is dp_shard × cp)."""
+        return self.data_parallel * self.context_parallel // self.dp_replicate
+
     @property
     def world_size(self) -> int:
         return self.nodes * self.gpus_per_node
@@ -310,7 +349,8 @@ class Parallelism:
             f"TP {self.tensor_parallel} × PP {self.pipeline_parallel} × CP {self.context_parallel} "
             f"× DP {self.data_parallel}"
         )
-        return text + (f" (EP {self.expert_parallel})" if self.expert_parallel > 1 else "")
+        text += f" (EP {self.expert_parallel})" if self.expert_parallel > 1 else ""
+        return text + (f" (HSDP: {self.dp_replicate} replicas)" if self.dp_replicate > 1 else "")
 
 
 @dataclass(frozen=True)
@@ -719,6 +759,9 @@ class Plan:
             split = 1
         if (count // split) % par.expert_parallel:  # EP divides DP × CP (Parallelism._check_split)
             changes["expert_parallel"] = 1
+        r, dp = par.dp_replicate, count // split
+        if r > 1 and ((strategy or par.strategy) is not Strategy.FSDP or dp % r or dp == r):  # _check_replicate
+            changes["dp_replicate"] = 1
         return self.with_parallel(**changes)
 
     def on_model(self, model: ModelSpec, model_id: str = "") -> Plan:

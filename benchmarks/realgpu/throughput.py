@@ -307,6 +307,15 @@ def _parallel(record: Mapping[str, Any], gpus: int, notes: list[str]) -> Paralle
         # beside the compute: FSDP without resharding after the forward (FSDP2's
         # reshard_after_forward=False).
         strategy, reshard = Strategy.FSDP, False
+    replicas = 1
+    if sharding == "hsdp":
+        # IBM fms-fsdp (foundation-model-stack/fms-fsdp@4ffb9bd main_training.py, fms_fsdp/utils/
+        # train_utils.py get_policies) wraps with FSDP1 ShardingStrategy.HYBRID_SHARD and passes no
+        # process group or device mesh, so FSDP1 shards within each node and replicates across
+        # nodes (torch/distributed/fsdp/_init_utils.py: "we shard across intra-node", the
+        # inter-node group "to allreduce across"): one replica per node.
+        replicas = max(1, gpus // per_node)
+        notes.append(f"HSDP: FSDP1's default hybrid groups, sharded within a node of {per_node}, {replicas} replicas")
     return Parallelism(
         offload=offload,
         nodes=max(1, gpus // per_node),
@@ -317,6 +326,7 @@ def _parallel(record: Mapping[str, Any], gpus: int, notes: list[str]) -> Paralle
         pipeline_parallel=int(record.get("pp") or 1),
         context_parallel=int(record.get("cp") or 1),
         expert_parallel=int(record.get("ep") or 1),  # the table's EP column (Megatron's expert_model_parallel_size)
+        dp_replicate=replicas,
         schedule=PipelineSchedule.INTERLEAVED if vp > 1 else PipelineSchedule.ONE_F_ONE_B,
         virtual_stages=int(vp),
         tp_overlap=bool(overlap),
@@ -331,8 +341,6 @@ def case_of(record: Mapping[str, Any]) -> Case:
     """The record as a Plan and the step time it implies (NotExpressible when it cannot be)."""
     if record.get("not_comparable_reason"):
         raise NotExpressible(f"not comparable: {record['not_comparable_reason']}")
-    if record.get("sharding") == "hsdp":
-        raise NotExpressible("HSDP (sharded within a node, replicated across nodes): not a strategy of the plan")
     spec, notes = model_of(record)
     gpus = record.get("gpus")
     if gpus is None:
@@ -516,8 +524,13 @@ def fitted_on(case: Case) -> bool:
     tables) are scored, not fitted: their step holds costs the model does not time yet (the
     alltoall dispatcher's permutes and its host synchronisations per layer, see
     docs/TRAINING_TIME.md), which a fit would move into the dense coefficients every plan uses.
-    They are NVIDIA's, so their own leave-one-source-out score is the same either way."""
-    return (case.record.get("ep") or 1) == 1
+    They are NVIDIA's, so their own leave-one-source-out score is the same either way.
+    HSDP rows (IBM fms-fsdp's four 7B rows, planned since ``parallel.dp_replicate``) are scored,
+    not yet fitted on: fitting them would move efficiency.FITTED, so every plan's time, in the
+    change that adds the input (plans without HSDP stay exactly as they were); a refit can take
+    them in. Their own leave-one-source-out score does not depend on it (IBM's coefficients are
+    fitted on the other sources)."""
+    return (case.record.get("ep") or 1) == 1 and case.plan.parallel.dp_replicate == 1
 
 
 def fit(prepared: Sequence[Prepared], iterations: int = 6) -> dict[str, float]:
@@ -799,7 +812,7 @@ def build(data: Mapping[str, Any]) -> Report:
         if pair:
             flops.setdefault(c.record["source_id"], []).append(pair[0] / pair[1])
     pairs, not_pairs = scaling_pairs(data["scaling_pairs"], {s.case.id: s for s in scored})
-    # The rule before issue 24 could not plan expert parallel: its line covers the other figures.
+    # The rule before issue 24 could not plan expert parallel or HSDP: its line covers the other figures.
     before = [Scored(c, c.per_gpu(before_step(c)), c.per_gpu(c.observed_step)) for c in cases if fitted_on(c)]
     return Report(scored, skipped, flops, pairs, tables, fit(prepared), before, not_pairs)
 
@@ -811,7 +824,7 @@ def before_after(report: Report) -> list[str]:
     rows_of = (
         ("before (6·P / 8·P, 40 %)", report.before),
         ("after, the same figures", [r for r in report.scored if r.case.id in same]),
-        ("after, with expert parallel", report.scored),
+        ("after, with EP and HSDP rows", report.scored),
     )
     for name, rows in rows_of:
         s = summary(rows)

@@ -154,6 +154,8 @@ def layout_name(plan: Plan) -> str:
     """The split in words: "FSDP2", "FSDP2 + TP 8 + PP 2", "ZeRO-3 + optimizer offload"."""
     par = plan.parallel
     parts = [STRATEGY_NAMES[par.strategy] if plan.world_size > 1 else "one GPU"]
+    if par.dp_replicate > 1:
+        parts[0] = f"HSDP ({par.dp_replicate} replicas)"
     for degree, name in ((par.tensor_parallel, "TP"), (par.pipeline_parallel, "PP"), (par.context_parallel, "CP")):
         if degree > 1:
             parts.append(f"{name} {degree}")
@@ -172,10 +174,13 @@ STRATEGY_NAMES: Final = {
 
 
 def _laid_out(plan: Plan, **changes: object) -> Plan | None:
-    """``plan`` with these parallel settings, or None where the model or the count refuse them."""
+    """``plan`` with these parallel settings, or None where the model or the count refuse them
+    (HSDP replicas that no longer fit the data-parallel GPUs drop to 1, plain FSDP)."""
     try:
         return plan.with_parallel(**changes)
-    except PlanError:
+    except PlanError as error:
+        if error.field == "parallel.dp_replicate":
+            return _laid_out(plan, **{**changes, "dp_replicate": 1})
         return None
 
 

@@ -384,17 +384,48 @@ def _data_parallel_traffic(step: _Step) -> _Traffic | None:
     parameters. Context-parallel ranks hold the same parameters and see other tokens of the
     same sequences: gradients are reduced, and state sharded, over data × context parallel
     ranks (torchtitan parallel_dims.py: the "fsdp" mesh is dp_shard × cp; core.parallel.layout
-    Layout.state_shards). In "tp-cp-dp-pp" order that group has stride tp."""
+    Layout.state_shards). In "tp-cp-dp-pp" order that group has stride tp. Under HSDP the
+    shard group is DP · CP ÷ R of them, the R replicas beyond it (torchtitan's mesh order
+    "pp", "dp_replicate", "fsdp", "tp": pytorch/torchtitan b5bcd76 parallel_dims.py)."""
     par = step.plan.parallel
-    shards = par.data_parallel * par.context_parallel
+    shards = par.fsdp_shards
     if shards <= 1:
         return None
     span = group_span(shards, par.tensor_parallel, par.gpus_per_node, par.nodes)
     if par.strategy is Strategy.DDP:
         return _ddp_traffic(step, span)
     if par.strategy in (Strategy.FSDP, Strategy.ZERO3):
-        return _sharded_parameter_traffic(step, span)
+        traffic = _sharded_parameter_traffic(step, span)
+        return traffic if par.dp_replicate == 1 else _hsdp_traffic(step, traffic, shards)
     return _zero12_traffic(step, span)
+
+
+def _hsdp_traffic(step: _Step, fsdp: _Traffic, shards: int) -> _Traffic:
+    """HSDP: FSDP's gathers and reduce-scatters within the shard group (``fsdp``), plus an
+    all-reduce of each unit's reduced gradient shard across the R replicas.
+
+    PyTorch FSDP2 (pytorch/pytorch 8fc2039d, torch/distributed/fsdp/_fully_shard/
+    _fsdp_collectives.py foreach_reduce): after a unit's reduce-scatter, ``all_reduce_stream``
+    waits for it and runs ``dist.all_reduce(reduce_output, group=all_reduce_group)`` on the
+    shard, beside the rest of the backward; it does so every backward unless
+    ``set_requires_all_reduce(False)`` (``all_reduce_grads``), which torchtitan does not call
+    (pytorch/torchtitan b5bcd76), so once per micro-batch as the reduce-scatter is, once per
+    step under pipeline parallel. FSDP1's HYBRID_SHARD also all-reduces each unit's shard over
+    its inter-node group after its reduce-scatter. The replicate group's members are a whole
+    shard group apart (stride TP · shards); the last unit's all-reduce cannot overlap."""
+    par = step.plan.parallel
+    buffer = step.trainable * fsdp_reduce_bytes(par, step.dt.grad) / shards  # the reduced shard
+    r = par.dp_replicate
+    span = group_span(r, par.tensor_parallel * shards, par.gpus_per_node, par.nodes)
+    per_step = 1 if fsdp_held_through_step(par) else step.micro
+    label = "HSDP gradient-shard all-reduce across replicas"
+    all_reduce = _per_unit(step, label, Collective.ALL_REDUCE, buffer, span, per_step)
+    why = (
+        f" HSDP: sharded within groups of {shards} GPUs, replicated {r} times; each unit's reduced "
+        f"gradient shard is all-reduced across the {r} replicas after its reduce-scatter, beside the "
+        "backward (FSDP2's all-reduce stream)."
+    )
+    return _Traffic((*fsdp.terms, all_reduce), fsdp.assumption + why)
 
 
 def _ddp_traffic(step: _Step, span: Span) -> _Traffic:
@@ -451,18 +482,7 @@ def _sharded_parameter_traffic(step: _Step, span: Span) -> _Traffic:
         window_seconds=step.compute_seconds,
         unhidden_share=1.0 / (step.units * gathers),
     )
-    reduce = _collective(
-        f"{name} gradient reduce-scatter",
-        Collective.REDUCE_SCATTER,
-        reduce_bytes,
-        span,
-        step.links,
-        count=per_step,
-        launches=step.units,
-        overlapped=True,
-        window_seconds=step.compute_seconds,
-        unhidden_share=1.0 / step.units,
-    )
+    reduce = _per_unit(step, f"{name} gradient reduce-scatter", Collective.REDUCE_SCATTER, reduce_bytes, span, per_step)
     if piped:
         why = (
             f"{name} under pipeline parallel gathers each block's parameters once per step and keeps them, and "
@@ -476,6 +496,23 @@ def _sharded_parameter_traffic(step: _Step, span: Span) -> _Traffic:
         + (" and again before its backward" if regather else "")
         + " and reduce-scatters its gradients, every micro-batch, prefetched beside the compute; "
         "the first gather and the last reduce-scatter of each micro-batch cannot overlap.",
+    )
+
+
+def _per_unit(step: _Step, label: str, kind: Collective, buffer: float, span: Span, count: float) -> CommTerm:
+    """``count`` collectives of the gradients, each issued unit by unit after the unit's backward,
+    beside the compute; the last unit's cannot overlap."""
+    return _collective(
+        label,
+        kind,
+        buffer,
+        span,
+        step.links,
+        count=count,
+        launches=step.units,
+        overlapped=True,
+        window_seconds=step.compute_seconds,
+        unhidden_share=1.0 / step.units,
     )
 
 
@@ -755,7 +792,7 @@ def _offload_terms(
     host = find_link(links.intra.host_link or "pcie5-x16", "parallel.intra_link")
     sharded = par.strategy is not Strategy.DDP
     stage = max(layout(plan).stages, key=lambda s: weight_share(plan, s, par.tensor_parallel))
-    shards = par.data_parallel * par.context_parallel if sharded else 1  # Layout.state_shards
+    shards = par.fsdp_shards if sharded else 1  # Layout.state_shards
     # Sharded, a rank's part is its share without the EP split ÷ DP × CP (Layout.state_shards_of).
     trainable = counts.trainable * train_share(plan, stage, par.tensor_parallel, experts_split=not sharded) / shards
     per_micro = par.strategy in (Strategy.ZERO2, Strategy.ZERO3, Strategy.FSDP)

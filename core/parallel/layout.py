@@ -32,6 +32,14 @@ the communication model (:mod:`core.parallel.comm`). Sources:
   (megatron/core/distributed: the expert parameters' own buffers and distributed-optimizer
   instance over the expert-data-parallel group), so a rank's sharded state is the same
   dense ÷ (DP · CP) + experts ÷ EP ÷ (DP · CP ÷ EP) as without EP (Layout.state_shards_of).
+- Hybrid sharding, HSDP (PyTorch FSDP2 at pytorch/pytorch 8fc2039d, torch/distributed/fsdp/
+  _fully_shard/_fsdp_collectives.py foreach_reduce: the gradients are reduce-scattered over the
+  shard group, then the shard is all-reduced over the replicate group, "not `None` iff HSDP";
+  pytorch/torchtitan b5bcd76 torchtitan/distributed/parallel_dims.py: meshes ("dp_replicate",
+  "fsdp") with fsdp = dp_shard × cp, torchtitan/distributed/fsdp.py: "HSDP when the
+  data-parallel mesh carries a replicate axis"): a rank's parameters, gradients and optimizer
+  state are ÷ (DP · CP ÷ R), its shard group; each of the R replicas holds the whole state; a
+  unit gathered for compute is the same whole unit as under FSDP.
 """
 
 from __future__ import annotations
@@ -80,6 +88,7 @@ class Layout:
 
     engine: bool = False  # one GPU, but a framework holds the state (ZeRO, or offload)
     expert_parallel: int = 1  # the experts of each MoE layer ÷ EP, within the DP × CP ranks
+    dp_replicate: int = 1  # HSDP: replicas of the sharded state (Parallelism.dp_replicate)
 
     @property
     def distributed(self) -> bool:
@@ -98,8 +107,9 @@ class Layout:
         context parallel. Context-parallel ranks see different tokens of the same sequences,
         so their gradients are summed and sharded like data-parallel ones (torchtitan commit
         b5bcd76c, torchtitan/distributed/parallel_dims.py: the "fsdp" mesh is dp_shard × cp;
-        Megatron-LM's distributed optimizer uses the data-parallel group with CP)."""
-        return self.data_parallel * self.context_parallel
+        Megatron-LM's distributed optimizer uses the data-parallel group with CP). Under HSDP
+        the state is sharded over one replica's ranks only, DP · CP ÷ R (Parallelism.fsdp_shards)."""
+        return self.data_parallel * self.context_parallel // self.dp_replicate
 
     def state_shards_of(self, share_split: float, share_whole: float) -> float:
         """The ranks a rank's state is sharded over, as one divisor of what it holds.
@@ -211,6 +221,7 @@ def _layout(par: Parallelism, num_layers: int, micro_batches: int) -> Layout:
         stages=tuple(kinds),
         engine=_engine_on_one_gpu(par),
         expert_parallel=par.expert_parallel,
+        dp_replicate=par.dp_replicate,
     )
 
 

@@ -547,7 +547,7 @@ def _optimizer_bytes(plan: Plan, counts: ParamCounts, stage: Stage) -> float:
     sharded = par.strategy is not Strategy.DDP
     # Sharded, a rank's part is its share without the EP split ÷ DP × CP (Layout.state_shards_of).
     share = train_share(plan, stage, par.tensor_parallel, experts_split=not sharded)
-    shards = par.data_parallel * par.context_parallel if sharded else 1
+    shards = par.fsdp_shards if sharded else 1  # Layout.state_shards
     trainable = counts.trainable * share / shards
     state = sum(t.bytes for t in optimizer_terms(plan, counts, dt)) * share / shards
     return trainable * (2.0 * dt.param + dt.grad) + 2.0 * state

@@ -16,7 +16,7 @@ from PySide6.QtWidgets import QHBoxLayout, QLabel, QPushButton, QToolButton, QWi
 from core.catalogue import CARD_LINK, LinkKind, load_links
 from core.estimate import Estimate
 from core.inputs import input_at
-from core.plan import PipelineSchedule, Plan
+from core.plan import PipelineSchedule, Plan, Strategy
 from gui import colours
 from gui.controller import PlanController
 from gui.forms.base import PlanForm
@@ -76,13 +76,14 @@ class ParallelForm(PlanForm):
         self.gpus_per_node = self.add_input("parallel.gpus_per_node", row=False)
         self.gpus_row = _pair(self.nodes, "×", self.gpus_per_node)
         self._add_row("GPUs:", self.gpus_row, self.nodes)
-        self.strategy = self.add_input("parallel.strategy")
+        self.strategy = self.add_input("parallel.strategy", _with_strategy)
         self.tensor_parallel = self._degree("parallel.tensor_parallel", "TP ")
         self.pipeline_parallel = self._degree("parallel.pipeline_parallel", "PP ")
         self.context_parallel = self._degree("parallel.context_parallel", "CP ")
         self.split_row = _pair(self.tensor_parallel, "", self.pipeline_parallel, self.context_parallel)
         self._add_row("Split:", self.split_row, self.tensor_parallel)
         self.expert_parallel = self.add_input("parallel.expert_parallel")  # its row shows for MoE models
+        self.dp_replicate = self.add_input("parallel.dp_replicate")  # its row shows for FSDP on 2+ GPUs
         self._add_split_notes()
         self.sequence_parallel = self.add_input("parallel.sequence_parallel")
         self.tp_overlap = self.add_input("parallel.tp_overlap")
@@ -199,6 +200,13 @@ class ParallelForm(PlanForm):
         if self.problem.text():
             self.problem.clear()
             self.set_widget_row_visible(self.problem, False)
+
+
+def _with_strategy(plan: Plan, value: object) -> Plan:
+    """Another strategy; HSDP replicas are FSDP's, so any other strategy drops them to 1."""
+    strategy = Strategy(str(value))
+    replicas = plan.parallel.dp_replicate if strategy is Strategy.FSDP else 1
+    return plan.with_parallel(strategy=strategy, dp_replicate=replicas)
 
 
 def _virtual(plan: Plan, schedule: object) -> int:

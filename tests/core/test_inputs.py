@@ -29,6 +29,7 @@ from core.plan import (
     Parallelism,
     PipelineSchedule,
     Plan,
+    Strategy,
     Workload,
 )
 from core.presets import plan_for_model
@@ -49,6 +50,8 @@ COMPANIONS: dict[str, dict[str, Any]] = {
     "parallel.pipeline_parallel": {"gpus_per_node": MAX_DEGREE},
     "parallel.context_parallel": {"gpus_per_node": MAX_DEGREE},
     "parallel.expert_parallel": {"gpus_per_node": MAX_DEGREE},
+    # HSDP: FSDP's, R replicas each sharding over 2 or more GPUs (torchtitan's dp_replicate × dp_shard).
+    "parallel.dp_replicate": {"strategy": Strategy.FSDP, "gpus_per_node": MAX_DEGREE, "nodes": 2},
     "parallel.virtual_stages": {"schedule": PipelineSchedule.INTERLEAVED},
 }
 # The deepest model the model description allows (LIMITS["num_layers"]): frozen layers up to it.
@@ -175,6 +178,8 @@ def test_every_flag_reaches_its_input_in_the_plan(spec: Input) -> None:
     if spec.path == "parallel.expert_parallel":  # experts to split: a mixture of experts (Qwen3-30B-A3B's 128)
         model = ["--model", "qwen3-30b-a3b"]
     context = ["--gpus", "4"] if spec.path.endswith("_parallel") and spec.kind is Kind.INT else []
+    if spec.path == "parallel.dp_replicate":  # HSDP replicas are FSDP's, 2 of 2 GPUs each
+        context = ["--gpus", "4", "--strategy", "fsdp"]
     args = build_parser().parse_args(["estimate", *model, *context, *_argv(spec, value)])
     plan = plan_from_args(args)
     if spec.cli_switch:

@@ -329,6 +329,7 @@ def expected_values(window: MainWindow, plan: Plan) -> dict[str, Any]:
         "pipeline_parallel",
         "context_parallel",
         "expert_parallel",
+        "dp_replicate",
     ):
         values[f"parallel.{name}"] = getattr(par, name)
     for name in ("virtual_stages", "host_ram_gb", "intra_link", "inter_link", "ddp_bucket_mb"):

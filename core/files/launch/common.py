@@ -143,6 +143,10 @@ RECIPE_WHY: Final = {
     ),
     "parallel.tp_overlap": "no tensor-parallel overlap setting in this target",
     "parallel.expert_parallel": "no expert-parallel setting in this target (Megatron: --expert-model-parallel-size)",
+    "parallel.dp_replicate": (
+        "no hybrid-sharding (HSDP) setting in this target (torchtitan: data_parallel_replicate_degree; "
+        "FSDP1: ShardingStrategy.HYBRID_SHARD)"
+    ),
     "parallel.fsdp_float8_all_gather": "no float8 all-gather setting in this target",
     "parallel.fsdp1_wrap": (
         "this target wraps with FSDP2; FSDP1 over a CPU-held model is accelerate's fsdp_version 1 "

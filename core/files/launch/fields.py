@@ -134,6 +134,14 @@ TRAINING_FIELDS: Final = (
         "parallel.gpus_per_node",
     ),
     _f(
+        "parallel.dp_replicate",
+        lambda p: p.parallel.dp_replicate,
+        _matters("parallel.dp_replicate"),
+        "parallel.strategy",
+        "parallel.nodes",
+        "parallel.gpus_per_node",
+    ),
+    _f(
         "parallel.sequence_parallel",
         lambda p: p.parallel.sequence_parallel,
         lambda p: p.parallel.tensor_parallel > 1,

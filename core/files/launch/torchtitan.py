@@ -198,7 +198,8 @@ def _checkpoint(draft: Draft) -> dict[str, Any]:
 def _parallelism(draft: Draft) -> dict[str, Any]:
     par = draft.plan.parallel
     table: dict[str, Any] = {
-        "data_parallel_replicate_degree": par.data_parallel if par.strategy is Strategy.DDP else 1,
+        # HSDP: R replicas of FSDP2's shards, the shard degree derived (-1) as world ÷ (R·cp·tp·pp).
+        "data_parallel_replicate_degree": par.data_parallel if par.strategy is Strategy.DDP else par.dp_replicate,
         "data_parallel_shard_degree": 1 if par.strategy is Strategy.DDP else -1,  # ZeRO: FSDP2, the nearest
         "fsdp_reshard_after_forward": "always" if par.reshard_after_forward else "never",
         "tensor_parallel_degree": par.tensor_parallel,
@@ -257,6 +258,7 @@ def export_torchtitan(plan: Plan, model_ref: str | None = None) -> Export:
             "method.optimizer_in_backward",
             "parallel.tp_overlap",
             "parallel.expert_parallel",
+            "parallel.dp_replicate",
             "parallel.fsdp_float8_all_gather",
         ),
     )

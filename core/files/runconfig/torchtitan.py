@@ -165,7 +165,9 @@ def read_torchtitan(document: dict[str, Any], where: str) -> RunConfig:
         if taker.raw(f"parallelism.{key}") not in (None, 1):  # 1: no split, nothing to say
             taker.note(f"parallelism.{key}", "set the split in the plan's Parallelism section")
     if taker.raw("parallelism.data_parallel_replicate_degree") not in (None, 1):
-        taker.note("parallelism.data_parallel_replicate_degree", "set the GPU count in the Parallelism section")
+        hsdp = shard is not None and shard != 1  # replicas of FSDP2's shards (torchtitan b5bcd76 fsdp.py)
+        why = "HSDP: set the GPU count, then HSDP replicas in the Parallelism section" if hsdp else ""
+        taker.note("parallelism.data_parallel_replicate_degree", why or "set the GPU count in the Parallelism section")
     taker.note("training.mixed_precision_param", "FSDP2's parameter dtype: set it in the Parallelism section")
     taker.note("training.global_batch_size", "gradient accumulation follows from it and the data-parallel degree")
     if taker.flag("compile.enable"):  # torch.compile: the blocks save less (core.training.activations)
