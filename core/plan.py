@@ -422,6 +422,10 @@ _NESTED: Final = (
 )
 
 
+# Degrees a change of GPUs or strategy drops to 1 when their rules refuse it (Plan.with_layout).
+_LAYOUT_DROPS: Final = ("parallel.expert_parallel", "parallel.dp_replicate")
+
+
 @dataclass(frozen=True)
 class Plan:
     model: ModelSpec
@@ -757,11 +761,19 @@ class Plan:
         if count % split:
             changes.update(tensor_parallel=1, pipeline_parallel=1, context_parallel=1, virtual_stages=1)
             split = 1
-        if (count // split) % par.expert_parallel:  # EP divides DP × CP (Parallelism._check_split)
-            changes["expert_parallel"] = 1
-        r, dp = par.dp_replicate, count // split
-        if r > 1 and ((strategy or par.strategy) is not Strategy.FSDP or dp % r or dp == r):  # _check_replicate
-            changes["dp_replicate"] = 1
+        return self.with_layout(**changes)
+
+    def with_layout(self, **changes: Any) -> Plan:
+        """These parallel settings; an expert-parallel degree or HSDP replicas that the new
+        layout's own rules refuse (Parallelism's checks) drop to 1: every expert on each rank,
+        FSDP over every data-parallel rank. Any other refusal is raised."""
+        for _ in range(len(_LAYOUT_DROPS)):
+            try:
+                return self.with_parallel(**changes)
+            except PlanError as error:
+                if error.field not in _LAYOUT_DROPS:
+                    raise
+                changes = {**changes, error.field.removeprefix("parallel."): 1}
         return self.with_parallel(**changes)
 
     def on_model(self, model: ModelSpec, model_id: str = "") -> Plan:

@@ -177,10 +177,8 @@ def _laid_out(plan: Plan, **changes: object) -> Plan | None:
     """``plan`` with these parallel settings, or None where the model or the count refuse them
     (HSDP replicas that no longer fit the data-parallel GPUs drop to 1, plain FSDP)."""
     try:
-        return plan.with_parallel(**changes)
-    except PlanError as error:
-        if error.field == "parallel.dp_replicate":
-            return _laid_out(plan, **{**changes, "dp_replicate": 1})
+        return plan.with_layout(**changes)
+    except PlanError:
         return None
 
 

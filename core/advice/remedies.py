@@ -259,7 +259,7 @@ def _offload_optimizer(plan: Plan) -> tuple[Plan, str] | None:
     strategy = plan.parallel.strategy
     if strategy in (Strategy.DDP, Strategy.FSDP):
         strategy = Strategy.ZERO2
-    new = plan.with_parallel(strategy=strategy, offload=Offload.OPTIMIZER, dp_replicate=1)  # HSDP is FSDP's
+    new = plan.with_layout(strategy=strategy, offload=Offload.OPTIMIZER)  # HSDP is FSDP's: drops to 1
     if not estimate(new).host_holds:
         return None  # the nodes' memory cannot hold the state either
     return new, f"Optimizer state on the CPU ({layout_name(new)}, DeepSpeed ZeRO-Offload)"

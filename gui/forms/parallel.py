@@ -203,10 +203,8 @@ class ParallelForm(PlanForm):
 
 
 def _with_strategy(plan: Plan, value: object) -> Plan:
-    """Another strategy; HSDP replicas are FSDP's, so any other strategy drops them to 1."""
-    strategy = Strategy(str(value))
-    replicas = plan.parallel.dp_replicate if strategy is Strategy.FSDP else 1
-    return plan.with_parallel(strategy=strategy, dp_replicate=replicas)
+    """Another strategy; settings it refuses (HSDP replicas are FSDP's) drop to 1 (Plan.with_layout)."""
+    return plan.with_layout(strategy=Strategy(str(value)))
 
 
 def _virtual(plan: Plan, schedule: object) -> int:
