@@ -9,7 +9,6 @@ megatron/core/transformer/moe/token_dispatcher.py).
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import pytest
@@ -18,13 +17,13 @@ from core.breakdown import BucketKey
 from core.catalogue import find_model
 from core.errors import PlanError
 from core.estimate import estimate
-from core.files import planfile
 from core.files.launch import Target, export
 from core.parallel.comm import NCCL_BASE_LATENCY_S, plan_links, step_communication
 from core.parallel.layout import block_params_per_rank, layout
 from core.params import param_counts
 from core.plan import Parallelism, Plan, Stack, Strategy, Workload
 from core.training.detailed import Rank, training_breakdown
+from tests.core.planfile_compat import reload_and_without
 
 QWEN3_MOE = find_model("qwen3-30b-a3b").spec
 D, LAYERS, EXPERTS, TOP_K, EXPERT_I = 2048, 48, 128, 8, 768
@@ -162,12 +161,9 @@ def test_ep_one_has_no_all_to_all_and_the_same_step() -> None:
 
 # ---- the files ----------------------------------------------------------------------------
 def test_a_plan_file_keeps_ep_and_an_older_file_reads_as_one(tmp_path: Path) -> None:
-    path = tmp_path / "moe.json"
-    planfile.save(_plan(8), path)
-    assert planfile.load(path) == _plan(8)
-    document = json.loads(path.read_text())
-    del document["plan"]["parallel"]["expert_parallel"]  # a file written before the field
-    assert planfile.loads(json.dumps(document)) == _plan(1)
+    loaded, older = reload_and_without(_plan(8), tmp_path, "parallel", "expert_parallel")
+    assert loaded == _plan(8)
+    assert older == _plan(1)  # a file written before the field
 
 
 def test_torchtitan_carries_ep_and_the_others_list_it() -> None:

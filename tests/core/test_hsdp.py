@@ -14,7 +14,6 @@ cp × tp × pp = world, the "fsdp" mesh dp_shard × cp).
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import pytest
@@ -24,12 +23,12 @@ from core.catalogue import find_model
 from core.dtypes import MpDtype
 from core.errors import PlanError
 from core.estimate import estimate
-from core.files import planfile
 from core.files.launch import Target, export
 from core.parallel.comm import CommTerm, plan_links, step_communication
 from core.parallel.layout import layout
 from core.params import param_counts
 from core.plan import Parallelism, Plan, Strategy, Workload
+from tests.core.planfile_compat import reload_and_without
 
 LLAMA2_7B = find_model("llama-2-7b").spec
 
@@ -126,12 +125,9 @@ def test_one_replica_has_no_all_reduce_and_fsdp_is_unchanged() -> None:
 
 # ---- the files ----------------------------------------------------------------------------
 def test_a_plan_file_keeps_the_replicas_and_an_older_file_reads_as_one(tmp_path: Path) -> None:
-    path = tmp_path / "hsdp.json"
-    planfile.save(_plan(16), path)
-    assert planfile.load(path) == _plan(16)
-    document = json.loads(path.read_text())
-    del document["plan"]["parallel"]["dp_replicate"]  # a file written before the field
-    assert planfile.loads(json.dumps(document)) == _plan(1)
+    loaded, older = reload_and_without(_plan(16), tmp_path, "parallel", "dp_replicate")
+    assert loaded == _plan(16)
+    assert older == _plan(1)  # a file written before the field
 
 
 def test_torchtitan_carries_the_replicas_and_the_others_list_them() -> None:
