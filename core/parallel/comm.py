@@ -27,7 +27,14 @@ from typing import Final
 from core.catalogue import LinkSpec, find_link, intra_link_of
 from core.dtypes import ELEMENT_BYTES, MP_BYTES, MpDtype
 from core.format import memory
-from core.parallel.layout import fsdp_held_through_step, fsdp_reduce_bytes, layout, train_share, weight_share
+from core.parallel.layout import (
+    dispatched_copies,
+    fsdp_held_through_step,
+    fsdp_reduce_bytes,
+    layout,
+    train_share,
+    weight_share,
+)
 from core.params import ParamCounts
 from core.plan import CheckpointPolicy, Method, Offload, PipelineSchedule, Plan, Stack, Strategy
 from core.roles import Dtypes, dtypes_for
@@ -745,11 +752,10 @@ def _expert_parallel_traffic(step: _Step) -> _Traffic | None:
     moe_token_dispatcher_type "alltoall", moe_a2a_overlap False)."""
     plan = step.plan
     par, model = plan.parallel, plan.model
-    ep = par.expert_parallel
-    if ep <= 1 or model.num_experts <= 1:
+    ep, copies = par.expert_parallel, dispatched_copies(plan)
+    if not copies:
         return None
-    tokens = step.tokens_micro / (par.tensor_parallel if par.sequence_parallel else 1)
-    buffer = tokens * model.experts_per_token * model.hidden_size * step.dt.compute
+    buffer = copies * model.hidden_size * step.dt.compute
     span = group_span(ep, par.tensor_parallel, par.gpus_per_node, par.nodes)
     recomputed = plan.checkpointed_blocks(step.layers)
     count = (4 * step.layers + 2 * recomputed) * step.micro

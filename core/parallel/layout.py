@@ -291,6 +291,21 @@ def stage_params(model: ModelSpec, stage: Stage, tp: int, ep: int = 1) -> float:
     return stage.layers * block_params_per_rank(model, tp, ep) + outside_params(model, stage, tp)
 
 
+def dispatched_copies(plan: Plan) -> float:
+    """The routed token copies a rank's MoE layer all-to-alls per micro-batch under expert
+    parallel, N·k (N the tokens Megatron-Core's alltoall dispatcher receives: ÷ CP, and ÷ TP with
+    sequence parallel; balanced routing); 0 without expert parallel. Times d and the element
+    bytes, one all-to-all buffer: the memory (core.training.detailed) and the time
+    (core.parallel.comm) both take it from here."""
+    par, model = plan.parallel, plan.model
+    if par.expert_parallel <= 1 or model.num_experts <= 1:
+        return 0.0
+    tokens = plan.workload.micro_batch * plan.workload.seq_len / par.context_parallel
+    if par.sequence_parallel:
+        tokens /= par.tensor_parallel
+    return tokens * model.experts_per_token
+
+
 def _experts_split(plan: Plan) -> int:
     """The expert-parallel degree that applies: EP on a mixture of experts, else 1."""
     ep = plan.parallel.expert_parallel

@@ -36,7 +36,7 @@ from core.parallel.acts import (
     split,
     vocab_region,
 )
-from core.parallel.layout import Layout, Stage
+from core.parallel.layout import Layout, Stage, dispatched_copies
 from core.parallel.layout import trainable_layers as stage_trainable_layers
 from core.parallel.state import RankState, compute_plan, rank_copies, rank_state
 from core.params import ParamCounts, param_counts
@@ -183,7 +183,7 @@ def _common(plan: Plan, counts: ParamCounts, dt: Dtypes, lay: Layout | None) -> 
                 layer_grads.formula + " + K/V chunks + accumulators",
                 layer_grads.bytes + sum(t.bytes for t in ring),
             )
-        layer_grads = _with_all_to_all_buffer(plan, layer_grads, lay, ca)
+        layer_grads = _with_all_to_all_buffer(plan, layer_grads, ca)
     layer_grads = _with_float8_casts(plan, layer_grads, lay)
     common = _Common(
         weights=weight_terms(plan, counts, dt),
@@ -202,7 +202,7 @@ def _common(plan: Plan, counts: ParamCounts, dt: Dtypes, lay: Layout | None) -> 
     return common
 
 
-def _with_all_to_all_buffer(plan: Plan, layer_grads: Term, lay: Layout, ca: float) -> Term:
+def _with_all_to_all_buffer(plan: Plan, layer_grads: Term, ca: float) -> Term:
     """Expert parallel: the all-to-all's second copy of a MoE layer's routed tokens. Megatron-Core's
     alltoall dispatcher (NVIDIA/Megatron-LM d98e8a64, megatron/core/transformer/moe/
     token_dispatcher.py) permutes the N·k routed copies by expert, then all-to-alls them into a new
@@ -211,13 +211,10 @@ def _with_all_to_all_buffer(plan: Plan, layer_grads: Term, lay: Layout, ca: floa
     combine's all-to-all does the same backwards, in the forward and in the backward. One N·k·d
     buffer in the compute dtype beside the block's other transients (N the rank's tokens: ÷ CP, and
     ÷ TP with sequence parallel, as the dispatcher receives them)."""
-    model = plan.model
-    if lay.expert_parallel <= 1 or model.num_experts <= 1:
+    copies = dispatched_copies(plan)
+    if not copies:
         return layer_grads
-    tokens = plan.workload.micro_batch * plan.workload.seq_len / lay.context_parallel
-    if lay.sequence_parallel:
-        tokens /= lay.tensor_parallel
-    buffer = tokens * model.experts_per_token * model.hidden_size * ca
+    buffer = copies * plan.model.hidden_size * ca
     return Term(
         layer_grads.label + " + expert-parallel all-to-all buffer",
         layer_grads.formula + f" + N·k·d × {ca:g}",
