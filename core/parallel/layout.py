@@ -88,7 +88,7 @@ class Layout:
 
     engine: bool = False  # one GPU, but a framework holds the state (ZeRO, or offload)
     expert_parallel: int = 1  # the experts of each MoE layer ÷ EP, within the DP × CP ranks
-    dp_replicate: int = 1  # HSDP: replicas of the sharded state (Parallelism.dp_replicate)
+    shard_group: int = 1  # the ranks the state is sharded over (Parallelism.fsdp_shards: DP · CP ÷ HSDP replicas)
 
     @property
     def distributed(self) -> bool:
@@ -109,7 +109,7 @@ class Layout:
         b5bcd76c, torchtitan/distributed/parallel_dims.py: the "fsdp" mesh is dp_shard × cp;
         Megatron-LM's distributed optimizer uses the data-parallel group with CP). Under HSDP
         the state is sharded over one replica's ranks only, DP · CP ÷ R (Parallelism.fsdp_shards)."""
-        return self.data_parallel * self.context_parallel // self.dp_replicate
+        return self.shard_group
 
     def state_shards_of(self, share_split: float, share_whole: float) -> float:
         """The ranks a rank's state is sharded over, as one divisor of what it holds.
@@ -221,7 +221,7 @@ def _layout(par: Parallelism, num_layers: int, micro_batches: int) -> Layout:
         stages=tuple(kinds),
         engine=_engine_on_one_gpu(par),
         expert_parallel=par.expert_parallel,
-        dp_replicate=par.dp_replicate,
+        shard_group=par.fsdp_shards,
     )
 
 
