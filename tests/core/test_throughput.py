@@ -90,9 +90,7 @@ def test_the_leave_one_source_out_errors_do_not_widen(bench: ModuleType, report)
     # NVIDIA's dense rows (its expert-parallel ones are checked in the next test): 18.3 % before
     # the guide's rate.
     nvidia = [
-        abs(r.error)
-        for r in report.scored
-        if r.case.family == "NVIDIA" and r.case.plan.parallel.expert_parallel == 1
+        abs(r.error) for r in report.scored if r.case.family == "NVIDIA" and r.case.plan.parallel.expert_parallel == 1
     ]
     assert statistics.median(nvidia) <= 6.2
     families = {r.case.family for r in report.scored}
@@ -116,6 +114,33 @@ def test_the_expert_parallel_figures_are_scored(bench: ModuleType, report) -> No
             assert abs(r.error) < 4.0, r.case.id
     # No expert-parallel row is left out for its layout.
     assert not [why for _, source, why in report.skipped if "expert" in why]
+
+
+def test_each_expert_parallel_record_says_what_its_releases_recipe_ran(report) -> None:  # type: ignore[no-untyped-def]
+    # The archive's tables give the layout, not the recipe: each MoE record quotes its release's
+    # scripts/performance configs at the release's Megatron-Bridge tag (docs/TRAINING_TIME.md, "The
+    # Megatron-Bridge MoE rows"), and says whether the tag's layout is the table's.
+    tags = {"25.11": "v0.2.0", "26.02": "v0.3.0", "26.02.01": "v0.3.1", "26.04": "v0.4.0", "26.04.01": "v0.4.2"}
+    tags["26.06"] = "v0.5.0"
+    recipes: dict[str, str] = {}
+    for r in report.scored:
+        if r.case.plan.parallel.expert_parallel > 1:
+            lines = [a for a in r.case.record["assumptions"] if a.startswith("recipe at the release's tag")]
+            assert len(lines) == 1, r.case.id
+            assert f"Megatron-Bridge@{tags[r.case.id.split('-')[1]]} " in lines[0], r.case.id
+            assert ("Agrees with the table's layout" in lines[0]) != ("DISAGREES with the table" in lines[0])
+            recipes[r.case.id] = lines[0]
+    # The two worst rows (25.11 and 26.02 B200 Qwen3-30B-A3B at micro-batch 1) ran the alltoall
+    # dispatcher with CUDA graphs over the router and its preprocessing only, not over attention
+    # (v0.2.0 / v0.3.0 qwen3 workload configs); the releases after ran HybridEP at micro-batch 4
+    # with attention graphed too (v0.3.1, PR #2499).
+    for release in ("25.11", "26.02"):
+        line = next(v for k, v in recipes.items() if k.startswith(f"mbridge-{release}-pretrain-b200-qwen3"))
+        assert '"alltoall"' in line and 'cuda_graph_scope=["moe_router", "moe_preprocess"]' in line
+    line = recipes["mbridge-26.02.01-pretrain-b200-qwen3_30b_a3b-mxfp8-8gpu-tp1pp1cp1-mbs4"]
+    assert '"hybridep"' in line and 'cuda_graph_scope=["attn", "moe_router", "moe_preprocess"]' in line
+    # Five records' tables state another layout than their tag's configs set.
+    assert sum("DISAGREES" in v for v in recipes.values()) == 5
 
 
 def test_a_records_accumulation_follows_the_quoted_global_batch(report) -> None:  # type: ignore[no-untyped-def]
