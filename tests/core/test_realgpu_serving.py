@@ -63,11 +63,6 @@ KNOWN_DECODE_MISSES = {
 # The cold-prefill rows past x 1.5 (leave one source out), measured with the estimate of this
 # commit; docs/SERVING.md ("Still missed") gives each one's arithmetic. A ratchet, like the above.
 KNOWN_TTFT_MISSES = {
-    "xd-4000-ada-x1-8b-f16-pp512",
-    "xd-4000-ada-x4-8b-f16-pp512",
-    "xd-4000-ada-x1-8b-q4_kmedium-pp512",
-    "xd-4000-ada-x4-8b-q4_kmedium-pp512",
-    "xd-4000-ada-x4-70b-q4_kmedium-pp512",
     "xd-4080-x1-8b-f16-pp512",
     "xd-4080-x1-8b-f16-pp512-cell14",
     "xd-a40-x1-70b-q4_kmedium-pp512",
