@@ -21,7 +21,11 @@ torch's FSDP1 allocates and frees while it initialises each unit on rank 0:
   nothing given back.
 
 Usage: ``python benchmarks/realgpu/fsdp1_wrap_replay.py`` prints the replay for Llama-2-7B
-(QLoRA and LoRA, two ranks, Answer.AI's wrapping policy) beside the closed form.
+(QLoRA and LoRA, two ranks, Answer.AI's wrapping policy) beside the closed form, then the free
+blocks the wrap leaves cached and which of the training step's default-stream tensors each
+Answer.AI workload could place in them (``cached_blocks``, ``hosted``: a cached block serves a
+request no larger than itself, ``get_free_block``'s best fit; docs/REAL_GPU_MEMORY.md, "The wrap
+cache's blocks against the step's tensors").
 """
 
 from __future__ import annotations
@@ -167,6 +171,29 @@ def closed_form(shape: Shape, quantised: bool) -> float:
     return 2 * (block + root)
 
 
+def cached_blocks(alloc: Allocator) -> list[int]:
+    """The free blocks of the large pool after the replay, largest first: what a later request
+    of the same stream can take without a new segment."""
+    free = [b.size for small, blocks in alloc.segments if not small for b in blocks if not b.handle]
+    return sorted(free, reverse=True)
+
+
+# The step's default-stream tensors of one Answer.AI workload (Llama-2-7B, bf16 activations):
+# a hidden-size activation (N·H·2 B), an MLP activation (N·I·2 B) and transformers 4.37's float32
+# logits (N·V·4 B, ``logits.float()`` in LlamaForCausalLM.forward), N = batch × sequence.
+WORKLOADS: tuple[tuple[int, int], ...] = ((1, 512), (1, 2048), (4, 2048), (6, 2048), (10, 2048))
+
+
+def step_tensors(shape: Shape, batch: int, seq: int) -> dict[str, int]:
+    n = batch * seq
+    return {"hidden": n * shape.hidden * 2, "mlp": n * shape.ffn * 2, "logits fp32": n * shape.vocab * 4}
+
+
+def hosted(blocks: list[int], request: int) -> int:
+    """Bytes of cached blocks at least as large as ``request`` (each could serve it)."""
+    return sum(b for b in blocks if b >= round_size(request))
+
+
 def main() -> int:
     shape = Shape()
     for quantised in (True, False):
@@ -177,6 +204,14 @@ def main() -> int:
             f"allocated {alloc.allocated / MiB:,.0f} MiB, reserved {alloc.reserved / MiB:,.0f} MiB, "
             f"cached {cached / MiB:,.0f} MiB; closed form {closed_form(shape, quantised) / MiB:,.0f} MiB"
         )
+        blocks = cached_blocks(alloc)
+        print("  free large blocks (MiB): " + ", ".join(f"{b / MiB:,.1f}" for b in blocks if b >= 2 * MiB))
+        for batch, seq in WORKLOADS:
+            parts = [
+                f"{name} {size / MiB:,.0f} MiB fits {hosted(blocks, size) / MiB:,.0f}"
+                for name, size in step_tensors(shape, batch, seq).items()
+            ]
+            print(f"  batch {batch:>2} × {seq:,}: " + "; ".join(parts))
     return 0
 
 

@@ -105,6 +105,34 @@ def test_the_closed_form_against_a_replay_of_the_wrap(quantised: bool) -> None:
     assert closed == pytest.approx(cached, rel=0.07)
 
 
+def test_the_wraps_cached_blocks_can_serve_the_steps_activations_at_every_batch() -> None:
+    """What the wrap leaves cached is a list of free blocks the training step's default-stream
+    requests can take (``get_free_block``: the smallest free block at least as large; docs/
+    REAL_GPU_MEMORY.md, "The wrap cache's blocks against the step's tensors"). The largest is the
+    root's flat parameter (embedding, head and final norm in bf16, 524,296,192 B) in its own segment,
+    rounded to 2 MiB: 502 MiB. A hidden-size activation of Answer.AI's batch 4 × 2,048 tokens
+    (4 × 2,048 × 4,096 × 2 B = 64 MiB) still fits most of the cache; its float32 logits
+    (4 × 2,048 × 32,000 × 4 B = 1,000 MiB) fit none of it. Sizes: Llama-2-7B's config (module
+    docstring); the replay is the QLoRA wrap on rank 0 of two."""
+    replay = load_script(FOLDER / "fsdp1_wrap_replay.py", "fsdp1_wrap_replay_blocks")
+    shape = replay.Shape()
+    alloc = replay.replay_llama(shape, True)
+    blocks = replay.cached_blocks(alloc)
+    small_free = sum(b.size for small, bs in alloc.segments if small for b in bs if not b.handle)
+    assert sum(blocks) + small_free == alloc.reserved - alloc.allocated
+    mib = 1 << 20
+    assert blocks == sorted(blocks, reverse=True)
+    assert blocks[0] == -(-(ROOT * 2) // (2 * mib)) * 2 * mib == 502 * mib
+    tensors = replay.step_tensors(shape, 4, 2048)
+    assert tensors == {"hidden": 4 * 2048 * HIDDEN * 2, "mlp": 4 * 2048 * FFN * 2, "logits fp32": 4 * 2048 * VOCAB * 4}
+    assert replay.hosted(blocks, tensors["hidden"]) > 0.8 * sum(blocks)
+    assert replay.hosted(blocks, tensors["logits fp32"]) == 0
+    batch_one = replay.step_tensors(shape, 1, 2048)
+    # At batch 1 every one of them, the 250 MiB logits too, fits the root's three cached blocks
+    # (its flat parameter and its embedding's and head's originals: 502 + 250 + 250 MiB).
+    assert all(replay.hosted(blocks, size) >= sum(blocks[:3]) for size in batch_one.values())
+
+
 def test_the_mapping_wraps_answer_ai_and_peft_fsdp_guide_runs_from_the_cpu() -> None:
     """Answer.AI's train.py (low_memory) and PEFT's FSDP guide (huggingface/peft 6008f272,
     docs/source/accelerate/fsdp.md: both configs set ``fsdp_cpu_ram_efficient_loading: true`` and
