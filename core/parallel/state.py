@@ -235,10 +235,13 @@ def _expert_note(rank: _Rank, state: RankState) -> RankState:
     if lay.expert_parallel == 1:
         return state
     shards, ep = lay.state_shards, lay.expert_parallel
+    whole = rank.counts.trainable * train_share(rank.plan, rank.stage, lay.tensor_parallel, experts_split=False)
     note = (
         f"Expert parallel {ep}: each rank holds 1/{ep} of the experts; the dense state is sharded over "
         f"DP × CP = {shards} ranks and the rank's experts over DP × CP ÷ EP = {shards // ep} "
-        f"(Megatron-Core's expert-data-parallel group), one divisor of {rank.dp:.3g} of the rank's share."
+        f"(Megatron-Core's expert-data-parallel group). Both come to the rank's share with every expert "
+        f"÷ DP × CP: {sci(whole)} ÷ {shards} = {sci(whole / shards)}, which the formulas write as one divisor "
+        f"of the rank's share T = {sci(rank.trainable)}: T ÷ {rank.dp:g}."
     )
     return replace(state, notes=(*state.notes, note))
 
