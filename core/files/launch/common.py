@@ -27,6 +27,7 @@ class Target(StrEnum):
     LLAMA_FACTORY = "llamafactory"
     TORCHTUNE = "torchtune"  # recipe config overrides, YAML
     TORCHTITAN = "torchtitan"  # job config, TOML
+    MEGATRON_BRIDGE = "megatron-bridge"  # ConfigContainer overrides, YAML
     TORCHRUN = "torchrun"  # command line
     ACCELERATE_LAUNCH = "accelerate-launch"  # command line
     VLLM = "vllm"  # `vllm serve` command line
@@ -41,6 +42,7 @@ TARGET_LABELS: Final = {
     Target.LLAMA_FACTORY: "LLaMA-Factory config (YAML)",
     Target.TORCHTUNE: "torchtune config overrides (YAML)",
     Target.TORCHTITAN: "torchtitan job config (TOML)",
+    Target.MEGATRON_BRIDGE: "Megatron-Bridge config overrides (YAML)",
     Target.TORCHRUN: "torchrun command",
     Target.ACCELERATE_LAUNCH: "accelerate launch command",
     Target.VLLM: "vllm serve command",
@@ -54,6 +56,7 @@ TARGET_SUFFIXES: Final = {
     Target.LLAMA_FACTORY: ".yaml",
     Target.TORCHTUNE: ".yaml",
     Target.TORCHTITAN: ".toml",
+    Target.MEGATRON_BRIDGE: ".yaml",
     Target.TORCHRUN: ".sh",
     Target.ACCELERATE_LAUNCH: ".sh",
     Target.VLLM: ".sh",

@@ -76,7 +76,7 @@ IRRELEVANT: Final = (
     "model.freeze_vision_projection", "model.use_hf_vision_model", "model.calculate_per_token_loss",
     "model.cp_comm_type", "model.gradient_accumulation_fusion", "ddp.average_in_collective",
     "ddp.check_for_nan_in_grad", "ddp.overlap_grad_reduce", "ddp.overlap_param_gather",
-    "peft._target_",
+    "peft._target_", "model.hf_model_id",
 )  # fmt: skip
 
 
@@ -271,6 +271,10 @@ def read_megatron_bridge(document: dict[str, Any], where: str) -> RunConfig:
     s.update(_recompute(taker, odd))
     s.update(_precision(taker, odd))
     s.update(_optimizer(taker, odd))
+    if s.get("method") in ("lora", "dora") and "model_dtype" in s:
+        # LoRA(lora_dtype=None): the adapters take the base linear's dtype (peft/lora_layers.py)
+        s["adapter_dtype"] = s["model_dtype"]
+        taker.record("adapter_dtype", s["model_dtype"], "peft: adapters in the model's dtype (lora_dtype unset)")
     if taker.flag("comm_overlap.tp_comm_overlap", "tp_overlap"):
         s["tp_overlap"] = True
     for key in _PARALLEL_KEYS:
