@@ -32,10 +32,10 @@ from core.files.launch.common import (
     dump_yaml,
     header,
     model_reference,
+    one_model_dtype,
     optimizer_steps,
     recipes_outside,
 )
-from core.files.launch.fields import FIELDS_BY_NAME
 from core.inputs import Float8, Stack
 from core.plan import CheckpointPolicy, Method, Offload, Optimizer, OptimizerImpl, PipelineSchedule, Plan, Strategy
 
@@ -122,12 +122,11 @@ def _peft(draft: Draft, mode: str) -> dict[str, Any] | None:
 def _precision(draft: Draft) -> str:
     """Megatron-Core keeps the model (adapters included) in one 16-bit dtype and no autocast."""
     plan = draft.plan
-    dtype = plan.base_dtype if plan.adapter_based else plan.weight_dtype
-    written = dtype if dtype in PRECISION else Dtype.BF16
-    for name in ("method.weight_dtype", "method.base_dtype", "method.adapter_dtype"):
-        field = FIELDS_BY_NAME[name]
-        if field.relevant(plan) and field.value(plan) is not written:
-            draft.cannot(name, f"Megatron-Core keeps every weight, adapters too, in one 16-bit dtype ({written.value})")
+    written = one_model_dtype(
+        draft,
+        PRECISION,
+        lambda _, kept: f"Megatron-Core keeps every weight, adapters too, in one 16-bit dtype ({kept.value})",
+    )
     if plan.autocast is not Autocast.NONE:
         draft.cannot("method.autocast", "Megatron-Core casts the model itself (Float16Module): no torch autocast")
     return PRECISION[written]
