@@ -425,6 +425,17 @@ _NESTED: Final = (
 # Degrees a change of GPUs or strategy drops to 1 when their rules refuse it (Plan.with_layout).
 _LAYOUT_DROPS: Final = ("parallel.expert_parallel", "parallel.dp_replicate")
 
+# What a change of model drops when the new model refuses a split (Plan.on_model): the refused
+# field -> the section and the degrees that go back to 1 (a tensor or pipeline split goes whole).
+_SPLIT_WHOLE: Final = {"tensor_parallel": 1, "pipeline_parallel": 1}
+_MODEL_DROPS: Final[dict[str, tuple[str, dict[str, int]]]] = {
+    "parallel.expert_parallel": ("parallel", {"expert_parallel": 1}),
+    "parallel.tensor_parallel": ("parallel", {**_SPLIT_WHOLE, "virtual_stages": 1}),
+    "parallel.pipeline_parallel": ("parallel", {**_SPLIT_WHOLE, "virtual_stages": 1}),
+    "inference.tensor_parallel": ("inference", _SPLIT_WHOLE),
+    "inference.pipeline_parallel": ("inference", _SPLIT_WHOLE),
+}
+
 
 @dataclass(frozen=True)
 class Plan:
@@ -788,16 +799,13 @@ class Plan:
             try:
                 return replace(plan, model=model, model_id=model_id, frozen_layers=frozen)
             except PlanError as error:
-                if error.field == "parallel.expert_parallel":
-                    plan = replace(plan, parallel=replace(plan.parallel, expert_parallel=1))
-                elif error.field in ("parallel.tensor_parallel", "parallel.pipeline_parallel"):
-                    flat = replace(plan.parallel, tensor_parallel=1, pipeline_parallel=1, virtual_stages=1)
-                    plan = replace(plan, parallel=flat) if plan.parallel != flat else plan
-                elif error.field in ("inference.tensor_parallel", "inference.pipeline_parallel"):
-                    served = replace(plan.inference, tensor_parallel=1, pipeline_parallel=1)
-                    plan = replace(plan, inference=served) if plan.inference != served else plan
-                else:
+                if error.field not in _MODEL_DROPS:
                     raise
+                section, degrees = _MODEL_DROPS[error.field]
+                held = getattr(plan, section)
+                if replace(held, **degrees) == held:
+                    raise  # already whole: the model refuses something else about it
+                plan = replace(plan, **{section: replace(held, **degrees)})
         return replace(plan, model=model, model_id=model_id, frozen_layers=frozen)
 
     def with_method(self, method: Method, **changes: Any) -> Plan:

@@ -29,8 +29,9 @@ def register(sub: Any) -> argparse.ArgumentParser:
         dest="from_file",
         type=text_arg,
         metavar="FILE",
-        help="a training config: PEFT adapter_config.json, TrainingArguments/TRL, axolotl, LLaMA-Factory "
-        "or torchtune (JSON/YAML); --model or --config names the model when the file's is not found",
+        help="a training config: PEFT adapter_config.json, TrainingArguments/TRL, axolotl, LLaMA-Factory, "
+        "torchtune, Megatron-Bridge (JSON/YAML) or torchtitan (TOML); --model or --config names the model "
+        "when the file's is not found",
     )
     return est
 

@@ -721,19 +721,18 @@ def all_to_all_seconds(buffer_bytes: float, span: Span, links: Links) -> float:
     buffer and sends the rest, (n−1)/n (nccl-tests' alltoall bus-bandwidth factor,
     NVIDIA/nccl-tests doc/PERFORMANCE.md); the part bound for other nodes leaves through the
     GPU's own NIC while the rest crosses NVLink at the same time, so the slower of the two sets
-    the time, plus one launch's latency (NCCL's base and one hop of the slowest link)."""
+    the time, plus one launch's latency: NCCL runs an all-to-all as grouped sends and receives
+    (NVIDIA/nccl-tests src/alltoall.cu: ncclGroupStart, ncclSend / ncclRecv per peer), one
+    step of a point-to-point transfer (:meth:`Links.latency` of a send over ``span``)."""
     n = span.ranks
     if n <= 1:
         return 0.0
+    latency = links.latency(Collective.SEND, span)
     if span.nodes <= 1:
-        return (
-            buffer_bytes * (n - 1) / n / links.intra.bus_bytes_per_second
-            + NCCL_BASE_LATENCY_S
-            + (links.intra.latency_us * 1e-6)
-        )
+        return buffer_bytes * (n - 1) / n / links.intra.bus_bytes_per_second + latency
     off_node = buffer_bytes * (n - span.local) / n / links.inter.bus_bytes_per_second
     on_node = buffer_bytes * (span.local - 1) / n / links.intra.bus_bytes_per_second
-    return max(off_node, on_node) + NCCL_BASE_LATENCY_S + links.inter.latency_us * 1e-6
+    return max(off_node, on_node) + latency
 
 
 def _expert_parallel_traffic(step: _Step) -> _Traffic | None:

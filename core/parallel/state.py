@@ -176,22 +176,22 @@ class _Rank:
 
     @property
     def dp(self) -> float:
-        """Ranks the state is replicated on, or sharded over (data × context parallel): with
-        expert parallel, the one divisor of the rank's trainable share that shards the dense
-        part over DP · CP and the rank's experts over DP · CP ÷ EP (Layout.state_shards_of)."""
-        if self.lay.expert_parallel == 1:
-            return self.lay.state_shards
-        tp = self.lay.tensor_parallel
-        return self.lay.state_shards_of(self.t_share, train_share(self.plan, self.stage, tp, experts_split=False))
+        """Ranks the trainable state is replicated on, or sharded over (data × context parallel)."""
+        return self._shards_of(train_share)
 
     @property
     def weight_dp(self) -> float:
         """The same divisor for the rank's stored weights (``dp`` for full training)."""
+        return self._shards_of(weight_share)
+
+    def _shards_of(self, share: Callable[..., float]) -> float:
+        """One divisor of the rank's ``share`` (train_share or weight_share): with expert
+        parallel the dense part is sharded over DP · CP and the rank's experts over
+        DP · CP ÷ EP (Layout.state_shards_of); without, DP · CP."""
         if self.lay.expert_parallel == 1:
             return self.lay.state_shards
         plan, stage, tp = self.plan, self.stage, self.lay.tensor_parallel
-        whole = weight_share(plan, stage, tp, experts_split=False)
-        return self.lay.state_shards_of(weight_share(plan, stage, tp), whole)
+        return self.lay.state_shards_of(share(plan, stage, tp), share(plan, stage, tp, experts_split=False))
 
     @property
     def stored_bytes(self) -> float:
@@ -235,10 +235,13 @@ def _expert_note(rank: _Rank, state: RankState) -> RankState:
     if lay.expert_parallel == 1:
         return state
     shards, ep = lay.state_shards, lay.expert_parallel
+    whole = rank.counts.trainable * train_share(rank.plan, rank.stage, lay.tensor_parallel, experts_split=False)
     note = (
         f"Expert parallel {ep}: each rank holds 1/{ep} of the experts; the dense state is sharded over "
         f"DP × CP = {shards} ranks and the rank's experts over DP × CP ÷ EP = {shards // ep} "
-        f"(Megatron-Core's expert-data-parallel group), one divisor of {rank.dp:.3g} of the rank's share."
+        f"(Megatron-Core's expert-data-parallel group). Both come to the rank's share with every expert "
+        f"÷ DP × CP: {sci(whole)} ÷ {shards} = {sci(whole / shards)}, which the formulas write as one divisor "
+        f"of the rank's share T = {sci(rank.trainable)}: T ÷ {rank.dp:g}."
     )
     return replace(state, notes=(*state.notes, note))
 

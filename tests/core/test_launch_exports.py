@@ -313,6 +313,45 @@ def test_torchtitan_carries_the_layout_and_precision(plan: Plan) -> None:
 
 @STRUCTURE
 @given(plan=launch_plans())
+def test_megatron_bridge_carries_the_layout_and_its_header_command_says_the_same(plan: Plan) -> None:
+    # Megatron-Bridge 067f987d: model.*_parallel_size (ModelParallelConfig), train.global_batch_size
+    # (micro × data-parallel × accumulation), train.train_iters; scripts/training/run_recipe.py takes
+    # the same keys as trailing KEY=VALUE overrides.
+    exported = export(plan, Target.MEGATRON_BRIDGE)
+    document = yaml.safe_load(exported.text)
+    par, work = plan.parallel, plan.workload
+    model, train = document["model"], document["train"]
+    assert (model["tensor_model_parallel_size"], model["pipeline_model_parallel_size"]) == (
+        par.tensor_parallel,
+        par.pipeline_parallel,
+    )
+    assert (model["context_parallel_size"], model["expert_model_parallel_size"]) == (
+        par.context_parallel,
+        par.expert_parallel,
+    )
+    assert model["sequence_parallel"] is (par.tensor_parallel > 1 and par.sequence_parallel)
+    assert train["global_batch_size"] == work.micro_batch * par.data_parallel * work.grad_accum
+    assert train.get("train_iters") == optimizer_steps(plan)
+    command = shlex.split(exported.text.splitlines()[1].removeprefix("# "))
+    assert command[:3] == ["torchrun", f"--nnodes={par.nodes}", f"--nproc_per_node={par.gpus_per_node}"]
+    overrides = dict(word.split("=", 1) for word in command if "=" in word and not word.startswith("--"))
+    assert overrides["model.tensor_model_parallel_size"] == str(par.tensor_parallel)
+    assert overrides["train.global_batch_size"] == str(train["global_batch_size"])
+    assert overrides["model.recompute_granularity"] == str(model["recompute_granularity"] or "null")
+
+
+def test_megatron_bridge_lists_a_split_fused_group_and_a_4bit_base() -> None:
+    # Megatron-Core fuses q, k, v into linear_qkv (and gate, up into linear_fc1): LoRA on q and v
+    # alone cannot be said; Megatron-Bridge's PEFT adapts a 16-bit base.
+    lora_qv = replace(QLORA, method=Method.LORA, lora=replace(QLORA.lora, targets=("q_proj", "v_proj")))
+    exported = export(lora_qv, Target.MEGATRON_BRIDGE)
+    assert exported.cannot("method.lora.targets")
+    assert yaml.safe_load(exported.text)["peft"]["target_modules"] == ["linear_qkv"]
+    assert export(QLORA, Target.MEGATRON_BRIDGE).cannot("method.kind")
+
+
+@STRUCTURE
+@given(plan=launch_plans())
 def test_torchtune_carries_eval_batch_sharding_and_steps(plan: Plan) -> None:
     document = yaml.safe_load(export(plan, Target.TORCHTUNE).text)
     assert document["batch_size_val"] == (plan.workload.eval_batch or plan.workload.micro_batch)

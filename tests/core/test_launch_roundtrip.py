@@ -46,6 +46,7 @@ IMPORTED = {
     Target.LLAMA_FACTORY: ConfigKind.LLAMA_FACTORY,
     Target.TORCHTUNE: ConfigKind.TORCHTUNE,
     Target.TORCHTITAN: ConfigKind.TORCHTITAN,
+    Target.MEGATRON_BRIDGE: ConfigKind.MEGATRON_BRIDGE,
 }
 _HF_UNREAD = {
     "workload.tokens",  # max_steps
@@ -82,6 +83,20 @@ NOT_READ_BACK: dict[Target, set[str]] = {
         "parallel.virtual_stages",
         "parallel.reshard_after_forward",
         "parallel.offload",  # training.enable_cpu_offload
+    },
+    Target.MEGATRON_BRIDGE: {
+        "workload.tokens",  # train.train_iters
+        "workload.grad_accum",  # train.global_batch_size, read as a note
+        "parallel.nodes",  # the torchrun line in the header
+        "parallel.gpus_per_node",
+        "parallel.tensor_parallel",  # model.*_parallel_size, read as notes
+        "parallel.pipeline_parallel",
+        "parallel.context_parallel",
+        "parallel.expert_parallel",
+        "parallel.sequence_parallel",
+        "parallel.schedule",
+        "parallel.virtual_stages",
+        "parallel.reshard_after_forward",
     },
 }
 OWN_READERS = (Target.DEEPSPEED, Target.ACCELERATE, Target.ACCELERATE_LAUNCH, Target.TORCHRUN)

@@ -12,6 +12,7 @@ axolotl                 :mod:`~core.files.launch.axolotl`            :mod:`core.
 llamafactory            :mod:`~core.files.launch.llamafactory`       :mod:`core.files.runconfig.llamafactory`
 torchtune               :mod:`~core.files.launch.torchtune`          :mod:`core.files.runconfig.torchtune`
 torchtitan              :mod:`~core.files.launch.torchtitan`         :mod:`core.files.runconfig.torchtitan`
+megatron-bridge         :mod:`~core.files.launch.megatron`           :mod:`core.files.runconfig.megatron`
 deepspeed               :mod:`~core.files.launch.deepspeed`          its ``read_deepspeed`` (and the
                                                                      trainers' ``deepspeed`` key)
 accelerate              :mod:`~core.files.launch.accelerate`         its ``read_accelerate_config``
@@ -38,6 +39,7 @@ from core.files.launch.deepspeed import export_deepspeed
 from core.files.launch.hf_trainer import export_trl
 from core.files.launch.llamacpp import export_llama_server
 from core.files.launch.llamafactory import export_llamafactory
+from core.files.launch.megatron import export_megatron_bridge
 from core.files.launch.torchrun import export_torchrun
 from core.files.launch.torchtitan import export_torchtitan
 from core.files.launch.torchtune import export_torchtune
@@ -74,6 +76,7 @@ def export(
         Target.LLAMA_FACTORY: export_llamafactory,
         Target.TORCHTUNE: export_torchtune,
         Target.TORCHTITAN: export_torchtitan,
+        Target.MEGATRON_BRIDGE: export_megatron_bridge,
         Target.VLLM: export_vllm,
         Target.LLAMA_SERVER: export_llama_server,
     }

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import math
 import shlex
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Collection, Iterable, Mapping
 from dataclasses import dataclass, replace
 from enum import StrEnum
 from typing import Any, Final
@@ -15,7 +15,7 @@ import yaml
 from core.catalogue import CatalogueModel, load_models
 from core.dtypes import Dtype
 from core.errors import PlanFileError, one_line
-from core.files.launch.fields import TRAINING_FIELDS, differs_from_default
+from core.files.launch.fields import FIELDS_BY_NAME, TRAINING_FIELDS, differs_from_default
 from core.plan import Attention, Method, Optimizer, OptimizerImpl, Plan
 
 
@@ -27,6 +27,7 @@ class Target(StrEnum):
     LLAMA_FACTORY = "llamafactory"
     TORCHTUNE = "torchtune"  # recipe config overrides, YAML
     TORCHTITAN = "torchtitan"  # job config, TOML
+    MEGATRON_BRIDGE = "megatron-bridge"  # ConfigContainer overrides, YAML
     TORCHRUN = "torchrun"  # command line
     ACCELERATE_LAUNCH = "accelerate-launch"  # command line
     VLLM = "vllm"  # `vllm serve` command line
@@ -41,6 +42,7 @@ TARGET_LABELS: Final = {
     Target.LLAMA_FACTORY: "LLaMA-Factory config (YAML)",
     Target.TORCHTUNE: "torchtune config overrides (YAML)",
     Target.TORCHTITAN: "torchtitan job config (TOML)",
+    Target.MEGATRON_BRIDGE: "Megatron-Bridge config overrides (YAML)",
     Target.TORCHRUN: "torchrun command",
     Target.ACCELERATE_LAUNCH: "accelerate launch command",
     Target.VLLM: "vllm serve command",
@@ -54,6 +56,7 @@ TARGET_SUFFIXES: Final = {
     Target.LLAMA_FACTORY: ".yaml",
     Target.TORCHTUNE: ".yaml",
     Target.TORCHTITAN: ".toml",
+    Target.MEGATRON_BRIDGE: ".yaml",
     Target.TORCHRUN: ".sh",
     Target.ACCELERATE_LAUNCH: ".sh",
     Target.VLLM: ".sh",
@@ -225,6 +228,20 @@ def loaded_dtype(draft: Draft) -> Dtype:
     if plan.method is Method.FROZEN and plan.weight_dtype is not plan.base_dtype:
         draft.cannot("method.base_dtype", "the trainer loads the whole model in one dtype (the weights' is written)")
     return plan.base_dtype if plan.adapter_based else plan.weight_dtype
+
+
+def one_model_dtype(draft: Draft, allowed: Collection[Dtype], why: Callable[[Dtype, Dtype], str]) -> Dtype:
+    """The one dtype a framework keeps every weight in, adapters too (torchtune, Megatron-Core):
+    the base's for adapter methods, else the weights'; bf16 where that is not in ``allowed``.
+    Each precision role the plan holds in another dtype is listed with ``why(dtype, written)``."""
+    plan = draft.plan
+    dtype = plan.base_dtype if plan.adapter_based else plan.weight_dtype
+    written = dtype if dtype in allowed else Dtype.BF16
+    for name in ("method.weight_dtype", "method.base_dtype", "method.adapter_dtype"):
+        field = FIELDS_BY_NAME[name]
+        if field.relevant(plan) and field.value(plan) is not written:
+            draft.cannot(name, why(dtype, written))
+    return written
 
 
 def optimizer_steps(plan: Plan) -> int | None:

@@ -31,6 +31,7 @@ from core.files.launch.common import (
     catalogue_entry,
     dump_yaml,
     header,
+    one_model_dtype,
     recipes_outside,
 )
 from core.files.launch.fields import FIELDS_BY_NAME
@@ -103,13 +104,12 @@ def _model(draft: Draft) -> dict[str, Any]:
 def _precision(draft: Draft) -> str:
     """torchtune casts the whole model, adapters included, to ``dtype`` and runs no autocast."""
     plan = draft.plan
-    dtype = plan.base_dtype if plan.adapter_based else plan.weight_dtype
-    written = dtype if dtype in DTYPES else Dtype.BF16
-    for name in ("method.weight_dtype", "method.base_dtype", "method.adapter_dtype"):
-        field = FIELDS_BY_NAME[name]
-        if field.relevant(plan) and field.value(plan) is not written:
-            why = "bf16 or fp32, not fp16" if dtype not in DTYPES else f"one dtype, {dtype.value}"
-            draft.cannot(name, f"torchtune keeps every weight, adapters too, in {why} ({written.value} is written)")
+
+    def why(dtype: Dtype, written: Dtype) -> str:
+        kept = "bf16 or fp32, not fp16" if dtype not in DTYPES else f"one dtype, {dtype.value}"
+        return f"torchtune keeps every weight, adapters too, in {kept} ({written.value} is written)"
+
+    written = one_model_dtype(draft, DTYPES, why)
     if plan.autocast is not Autocast.NONE:
         draft.cannot("method.autocast", "torchtune runs no autocast: the model computes in its dtype")
     return DTYPES[written]

@@ -1,5 +1,5 @@
 """Open the training configs people already have: PEFT, transformers/TRL, axolotl, LLaMA-Factory,
-torchtune, torchtitan.
+torchtune, torchtitan, Megatron-Bridge.
 
 ``load_run_config(path)`` reads a file as data and returns a :class:`RunConfig`: the run's
 settings, every field read with its source, and every key not understood.
@@ -26,6 +26,7 @@ from core.files.runconfig.axolotl import read_axolotl
 from core.files.runconfig.hf import read_hf
 from core.files.runconfig.llamafactory import read_llamafactory
 from core.files.runconfig.mapping import DTYPES, apply_settings
+from core.files.runconfig.megatron import read_megatron_bridge
 from core.files.runconfig.peft import read_peft
 from core.files.runconfig.reading import MAX_CONFIG_BYTES, parse_text, read_config_file
 from core.files.runconfig.result import CONFIG_KIND_LABELS, ConfigKind, FieldRead, RunConfig, RunSettings
@@ -58,6 +59,7 @@ READERS: Final[dict[ConfigKind, Callable[[dict[str, Any], str], RunConfig]]] = {
     ConfigKind.LLAMA_FACTORY: read_llamafactory,
     ConfigKind.TORCHTUNE: read_torchtune,
     ConfigKind.TORCHTITAN: read_torchtitan,
+    ConfigKind.MEGATRON_BRIDGE: read_megatron_bridge,
 }
 
 # Keys that only one framework writes, checked in this order (LLaMA-Factory also writes
@@ -77,11 +79,36 @@ _SIGNS: Final = (
 _TORCHTITAN_TABLES: Final = ("activation_checkpoint", "parallelism", "job")
 
 
+# A Megatron-Bridge ConfigContainer's sections and keys only Megatron-Core names
+# (NVIDIA-NeMo/Megatron-Bridge 067f987d, src/megatron/bridge/training/config.py).
+_MEGATRON_KEYS: Final = {
+    "train": ("micro_batch_size", "global_batch_size", "train_iters"),
+    "model": ("tensor_model_parallel_size", "pipeline_model_parallel_size", "recompute_granularity", "seq_length"),
+    "optimizer": ("use_distributed_optimizer", "optimizer_cpu_offload"),
+    "ddp": ("use_distributed_optimizer", "grad_reduce_in_fp32", "overlap_grad_reduce"),
+    "dist": ("use_megatron_fsdp", "use_torch_fsdp2"),
+    "peft": ("dim", "_target_", "target_modules"),
+}
+
+
+def _is_megatron_bridge(document: Mapping[str, Any]) -> bool:
+    """A section with a Megatron-Core key, or one a run's dump names by its Megatron class."""
+    targets = (v.get("_target_") for v in document.values() if isinstance(v, Mapping))
+    if any(isinstance(t, str) and t.startswith("megatron.") for t in targets):
+        return True
+    return any(
+        isinstance(document.get(section), Mapping) and any(k in document[section] for k in keys)
+        for section, keys in _MEGATRON_KEYS.items()
+    )
+
+
 def detect_kind(document: Mapping[str, Any]) -> ConfigKind | None:
     if any(isinstance(document.get(t), Mapping) for t in _TORCHTITAN_TABLES):
         return ConfigKind.TORCHTITAN
     if any(isinstance(v, Mapping) and "_component_" in v for v in document.values()):
         return ConfigKind.TORCHTUNE
+    if _is_megatron_bridge(document):
+        return ConfigKind.MEGATRON_BRIDGE
     if "r" in document and "target_modules" in document:
         return ConfigKind.PEFT
     for kind, keys in _SIGNS:
@@ -96,7 +123,7 @@ def parse_run_config(document: dict[str, Any], where: str, kind: ConfigKind | No
         raise PlanFileError(
             where,
             "is not a training config the planner reads (PEFT adapter_config.json, transformers/TRL, "
-            "axolotl, LLaMA-Factory, torchtune or torchtitan)",
+            "axolotl, LLaMA-Factory, torchtune, torchtitan or Megatron-Bridge)",
         )
     try:
         return READERS[found](document, where)

@@ -21,6 +21,7 @@ class ConfigKind(StrEnum):
     LLAMA_FACTORY = "llamafactory"
     TORCHTUNE = "torchtune"
     TORCHTITAN = "torchtitan"
+    MEGATRON_BRIDGE = "megatron-bridge"  # Megatron-Bridge / NeMo 2 ConfigContainer YAML
 
 
 CONFIG_KIND_LABELS: Final = {
@@ -30,6 +31,7 @@ CONFIG_KIND_LABELS: Final = {
     ConfigKind.LLAMA_FACTORY: "LLaMA-Factory config",
     ConfigKind.TORCHTUNE: "torchtune recipe config",
     ConfigKind.TORCHTITAN: "torchtitan job config (TOML)",
+    ConfigKind.MEGATRON_BRIDGE: "Megatron-Bridge / NeMo config (YAML)",
 }
 
 # Display names of the settings, in the order a dialog lists them.

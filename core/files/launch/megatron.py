@@ -1,0 +1,276 @@
+"""Megatron-Bridge config overrides (YAML), for a recipe of NVIDIA-NeMo/Megatron-Bridge.
+
+Keys of the ``ConfigContainer`` as NVIDIA-NeMo/Megatron-Bridge 067f987d names them
+(``src/megatron/bridge/training/config.py``; the model's fields are Megatron-Core's
+TransformerConfig / ModelParallelConfig, NVIDIA/Megatron-LM d98e8a64), read back by
+:mod:`core.files.runconfig.megatron`: ``model`` (the parallel sizes, ``sequence_parallel``,
+``seq_length``, ``recompute_granularity`` / ``recompute_method`` / ``recompute_num_layers`` /
+``recompute_modules``, ``fp8``), ``train`` (``micro_batch_size``, ``global_batch_size`` = micro ×
+data-parallel × accumulation, ``train_iters``), ``dataset.seq_length``, ``mixed_precision``
+(the registered recipe ``bf16_mixed`` / ``fp16_mixed``: 16-bit parameters, float32 main copies in
+the optimizer), ``optimizer`` (``optimizer`` adam | sgd, ``use_distributed_optimizer``,
+``optimizer_cpu_offload``, ``clip_grad``), ``ddp.use_distributed_optimizer``,
+``dist.use_torch_fsdp2``, ``peft`` (``megatron.bridge.peft.lora.LoRA`` / ``dora.DoRA``: ``dim``,
+``alpha``, ``dropout``, ``target_modules`` over Megatron's fused projections) and
+``comm_overlap.tp_comm_overlap``.
+
+The header gives the launch: ``scripts/training/run_recipe.py`` with the model's recipe stem
+and mode, every key below as a ``KEY=VALUE`` override (the runner reads no YAML); a recipe script
+that takes ``--config-file`` (``tutorials/recipes/llama/03_finetune_with_yaml.py``) reads the file.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Final
+
+from core.dtypes import Autocast, Dtype
+from core.files.launch.common import (
+    Draft,
+    Export,
+    Target,
+    catalogue_entry,
+    dump_yaml,
+    header,
+    model_reference,
+    one_model_dtype,
+    optimizer_steps,
+    recipes_outside,
+)
+from core.inputs import Float8, Stack
+from core.plan import CheckpointPolicy, Method, Offload, Optimizer, OptimizerImpl, PipelineSchedule, Plan, Strategy
+
+# Catalogue models with a Megatron-Bridge recipe (the stems its recipes' __init__ export at
+# 067f987d: src/megatron/bridge/recipes/*/__init__.py, "<stem>_sft_config" / "_peft_config").
+RECIPES: Final = {
+    "llama-3.1-8b": "llama31_8b",
+    "llama-3.1-70b": "llama31_70b",
+    "llama-3.1-405b": "llama31_405b",
+    "llama-3.2-1b": "llama32_1b",
+    "llama-3.2-3b": "llama32_3b",
+    "gemma-2-2b": "gemma2_2b",
+    "gemma-2-9b": "gemma2_9b",
+    "gemma-2-27b": "gemma2_27b",
+    "gemma-3-1b": "gemma3_1b",
+    "qwen2.5-0.5b": "qwen25_500m",
+    "qwen2.5-1.5b": "qwen25_1p5b",
+    "qwen2.5-7b": "qwen25_7b",
+    "qwen2.5-14b": "qwen25_14b",
+    "qwen2.5-32b": "qwen25_32b",
+    "qwen2.5-72b": "qwen25_72b",
+    "qwen3-0.6b": "qwen3_600m",
+    "qwen3-1.7b": "qwen3_1p7b",
+    "qwen3-4b": "qwen3_4b",
+    "qwen3-8b": "qwen3_8b",
+    "qwen3-14b": "qwen3_14b",
+    "qwen3-32b": "qwen3_32b",
+    "qwen3-30b-a3b": "qwen3_30b_a3b",
+    "gpt-oss-20b": "gpt_oss_20b",
+    "gpt-oss-120b": "gpt_oss_120b",
+}
+# The planner's matrices -> Megatron-Core's fused projections (the inverse of the importer's).
+FUSED: Final = {
+    "linear_qkv": ("q_proj", "k_proj", "v_proj"),
+    "linear_proj": ("o_proj",),
+    "linear_fc1": ("gate_proj", "up_proj"),
+    "linear_fc2": ("down_proj",),
+}
+PRECISION: Final = {Dtype.BF16: "bf16_mixed", Dtype.FP16: "fp16_mixed"}
+OPTIMIZERS: Final = {Optimizer.ADAMW: "adam", Optimizer.SGD_MOMENTUM: "sgd"}
+
+
+def _mode(draft: Draft) -> str:
+    plan = draft.plan
+    if plan.method is Method.QLORA:
+        draft.cannot("method.kind", "Megatron-Bridge's PEFT adapts a 16-bit base: no 4-bit base (LoRA is written)")
+        for name in ("method.quant", "method.double_quant"):
+            draft.cannot(name, "Megatron-Bridge has no bitsandbytes base")
+        return "lora"
+    if plan.method is Method.FROZEN:
+        draft.cannot("method.kind", "Megatron-Bridge trains every weight or adapters (full is written)")
+        draft.cannot("method.frozen_layers", "no frozen-layers setting in Megatron-Bridge")
+        return "sft"
+    return {Method.LORA: "lora", Method.DORA: "dora"}.get(plan.method, "sft")
+
+
+def _peft(draft: Draft, mode: str) -> dict[str, Any] | None:
+    plan = draft.plan
+    if mode == "sft":
+        return None
+    chosen = set(plan.lora.targets)
+    modules = [name for name, ours in FUSED.items() if chosen & set(ours)]
+    if any(not set(ours) <= chosen for name, ours in FUSED.items() if name in modules):
+        draft.cannot(
+            "method.lora.targets",
+            "Megatron-Core fuses q/k/v into linear_qkv and gate/up into linear_fc1: all of a fused group or none",
+        )
+    if not modules:
+        draft.cannot("method.lora.targets", "Megatron-Bridge's LoRA adapts its fused projections (all are written)")
+        modules = list(FUSED)
+    scheme = "dora.DoRA" if mode == "dora" else "lora.LoRA"
+    alpha = plan.lora.alpha
+    if not float(alpha).is_integer():
+        draft.cannot("method.lora.alpha", "Megatron-Bridge's LoRA alpha is an integer")
+    return {
+        "_target_": f"megatron.bridge.peft.{scheme}",
+        "dim": plan.lora.rank,
+        "alpha": max(1, round(alpha)),
+        "dropout": plan.lora.dropout,
+        "target_modules": modules,
+    }
+
+
+def _precision(draft: Draft) -> str:
+    """Megatron-Core keeps the model (adapters included) in one 16-bit dtype and no autocast."""
+    plan = draft.plan
+    written = one_model_dtype(
+        draft,
+        PRECISION,
+        lambda _, kept: f"Megatron-Core keeps every weight, adapters too, in one 16-bit dtype ({kept.value})",
+    )
+    if plan.autocast is not Autocast.NONE:
+        draft.cannot("method.autocast", "Megatron-Core casts the model itself (Float16Module): no torch autocast")
+    return PRECISION[written]
+
+
+def _recompute(draft: Draft) -> dict[str, Any]:
+    plan = draft.plan
+    if not plan.checkpointing:
+        return {"recompute_granularity": None}
+    if plan.checkpoint_policy is CheckpointPolicy.ATTENTION:
+        return {"recompute_granularity": "selective", "recompute_modules": ["core_attn"]}
+    if plan.checkpoint_policy is not CheckpointPolicy.FULL:
+        draft.cannot(
+            "method.checkpoint_policy", "Megatron-Core recomputes whole blocks or core attention (full is written)"
+        )
+    return {"recompute_granularity": "full", "recompute_method": "uniform", "recompute_num_layers": 1}
+
+
+def _model(draft: Draft) -> dict[str, Any]:
+    plan, par = draft.plan, draft.plan.parallel
+    section: dict[str, Any] = {
+        "tensor_model_parallel_size": par.tensor_parallel,
+        "pipeline_model_parallel_size": par.pipeline_parallel,
+        "virtual_pipeline_model_parallel_size": par.virtual_stages if par.virtual_stages > 1 else None,
+        "context_parallel_size": par.context_parallel,
+        "expert_model_parallel_size": par.expert_parallel,
+        "sequence_parallel": par.tensor_parallel > 1 and par.sequence_parallel,
+        "seq_length": plan.workload.seq_len,
+        **_recompute(draft),
+    }
+    if plan.float8 is Float8.TE:
+        section["fp8"] = "hybrid"
+    elif plan.float8 is not Float8.NONE:
+        draft.cannot("method.float8", "Megatron's fp8 is Transformer Engine's, not torchao's Float8Linear")
+    if par.pipeline_parallel > 1 and par.schedule is PipelineSchedule.GPIPE:
+        draft.cannot("parallel.schedule", "Megatron-Core runs 1F1B, interleaved with virtual stages")
+    return section
+
+
+def _optimizer(draft: Draft) -> dict[str, Any]:
+    plan, par = draft.plan, draft.plan.parallel
+    name = OPTIMIZERS.get(plan.optimizer)
+    if name is None:
+        draft.cannot("method.optimizer", "Megatron-Core's optimizers here are Adam (AdamW mode) and SGD (adam written)")
+    if (name or "adam") == "adam" and plan.optimizer_impl is not OptimizerImpl.FUSED:
+        draft.cannot("method.optimizer_impl", "Megatron-Core's Adam is Transformer Engine / Apex FusedAdam")
+    if par.strategy in (Strategy.ZERO2, Strategy.ZERO3):
+        draft.cannot(
+            "parallel.strategy",
+            "Megatron's distributed optimizer shards the optimizer state (ZeRO-1); FSDP shards the rest",
+        )
+    if par.offload is Offload.PARAMS:
+        draft.cannot("parallel.offload", "Megatron-Core offloads the optimizer only (optimizer_cpu_offload)")
+    return {
+        "optimizer": name or "adam",
+        "use_distributed_optimizer": par.strategy is Strategy.ZERO1,
+        "optimizer_cpu_offload": par.offload is Offload.OPTIMIZER,
+        "clip_grad": 1.0 if plan.grad_clip else 0.0,
+    }
+
+
+def _stack(draft: Draft) -> None:
+    if draft.plan.stack is not Stack.MEGATRON:
+        draft.cannot("method.stack", "Megatron-Bridge runs Megatron-Core's fused kernels (the Megatron stack)")
+
+
+def export_megatron_bridge(plan: Plan, model_ref: str | None = None) -> Export:
+    draft = Draft(plan)
+    par, work = plan.parallel, plan.workload
+    entry = catalogue_entry(plan)
+    stem = RECIPES.get(entry.id) if entry is not None else None
+    if stem is None:
+        draft.cannot("model", "Megatron-Bridge has no recipe for this model here: <recipe stem> is a placeholder")
+    mode = _mode(draft)
+    _stack(draft)
+    document: dict[str, Any] = {
+        "model": {"hf_model_id": model_reference(draft, model_ref), **_model(draft)},
+        "train": {
+            "micro_batch_size": work.micro_batch,
+            "global_batch_size": work.micro_batch * par.data_parallel * work.grad_accum,
+        },
+        "dataset": {"seq_length": work.seq_len},
+        "mixed_precision": _precision(draft),
+        "optimizer": _optimizer(draft),
+        "ddp": {"use_distributed_optimizer": par.strategy is Strategy.ZERO1},
+        "dist": {"use_torch_fsdp2": par.strategy is Strategy.FSDP},
+        "peft": _peft(draft, mode),
+        "comm_overlap": {"tp_comm_overlap": par.tensor_parallel > 1 and par.tp_overlap},
+    }
+    steps = optimizer_steps(plan)
+    if steps is not None:
+        document["train"]["train_iters"] = steps
+    if par.strategy is Strategy.FSDP and not par.reshard_after_forward:
+        draft.cannot("parallel.reshard_after_forward", "Megatron-Bridge's FSDP2 reshards after the forward")
+    for name, why in (
+        ("method.attention", "Megatron-Core picks Transformer Engine's fused attention"),
+        ("method.chunked_loss", "Megatron's loss is its vocabulary-parallel cross-entropy"),
+        ("workload.eval_batch", "Megatron-Bridge validates with the training micro-batch"),
+        ("parallel.dp_replicate", "Megatron-Bridge's FSDP shards over every data-parallel rank here"),
+    ):
+        draft.outside([name], why)
+    draft.outside(
+        ["parallel.ddp_bucket_mb", "parallel.ddp_bucket_view", "parallel.zero_bucket_elements"],
+        "Megatron-Core's DDP sizes its own buckets",
+    )
+    draft.outside(
+        ["parallel.zero3_prefetch_elements", "parallel.zero3_max_live_elements"], "DeepSpeed's, not Megatron's"
+    )
+    draft.outside(["parallel.fsdp_param_dtype", "parallel.fsdp_reduce_dtype"], "the precision recipe sets them")
+    recipes_outside(
+        draft,
+        ("method.stack", "method.float8", "method.grad_clip", "method.lora.dropout", "parallel.tp_overlap",
+         "parallel.expert_parallel"),
+    )  # fmt: skip
+    overrides = " ".join(_flat(document))
+    nodes, gpus = par.nodes, par.gpus_per_node
+    lines = [
+        f"Megatron-Bridge config overrides written by VRAM Planner for {nodes} node(s) x {gpus} GPU(s).",
+        f"torchrun --nnodes={nodes} --nproc_per_node={gpus} scripts/training/run_recipe.py "
+        f"--model {stem or '<recipe stem>'} --mode {mode} --dataset <dataset> {overrides}",
+        "or pass this file to a recipe script that takes --config-file "
+        "(tutorials/recipes/llama/03_finetune_with_yaml.py)",
+    ]
+    return draft.finish(Target.MEGATRON_BRIDGE, header(lines) + dump_yaml(document))
+
+
+def _flat(document: dict[str, Any], prefix: str = "") -> list[str]:
+    """``KEY=VALUE`` overrides, as run_recipe.py takes them (the PEFT scheme is its --mode)."""
+    words: list[str] = []
+    for key, value in document.items():
+        if key == "_target_":
+            continue
+        if isinstance(value, dict):
+            words.extend(_flat(value, f"{prefix}{key}."))
+        elif not (prefix == "" and key == "peft"):
+            words.append(f"{prefix}{key}={_value(value)}")
+    return words
+
+
+def _value(value: Any) -> str:
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return str(value).lower()
+    if isinstance(value, list):
+        return "[" + ",".join(map(str, value)) + "]"
+    return str(value)
