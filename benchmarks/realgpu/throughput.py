@@ -333,8 +333,24 @@ def _parallel(record: Mapping[str, Any], gpus: int, notes: list[str]) -> Paralle
         sequence_parallel=sequence_parallel,
         inter_link=inter,
         fsdp_param_dtype=MpDtype.BF16,
-        fsdp_reduce_dtype=MpDtype.FP32,
+        fsdp_reduce_dtype=_reduce_dtype(record),
     )
+
+
+def _reduce_dtype(record: Mapping[str, Any]) -> MpDtype:
+    """The dtype each source's FSDP reduce-scatters gradients in (float32 where none is read):
+    - IBM fms-fsdp: ``get_policies`` picks ``bfSixteen`` on bf16-capable cards
+      (foundation-model-stack/fms-fsdp@4ffb9bd fms_fsdp/utils/train_utils.py), whose
+      ``reduce_dtype`` is ``torch.bfloat16`` (fms_fsdp/policies/mixed_precision.py);
+    - MosaicML's table, MP Mode column: composer's ``get_mixed_precision`` reduces in float32
+      under DEFAULT and in the run's precision under PURE (mosaicml/composer v0.17.0
+      composer/trainer/mosaic_fsdp_utils.py; unchanged at 640518880
+      composer/distributed/mosaic_parallelism.py)."""
+    if record["source_id"] == "ibm-fms-fsdp":
+        return MpDtype.BF16
+    if (record.get("co_reported") or {}).get("mp_mode") == "PURE":
+        return MpDtype.FP16 if record.get("precision") == "fp16" else MpDtype.BF16
+    return MpDtype.FP32
 
 
 def case_of(record: Mapping[str, Any]) -> Case:

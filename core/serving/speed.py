@@ -465,9 +465,13 @@ def _formula(
     tp = f" + all-reduces {allreduce * 1e3:.2f} ms" if allreduce else ""
     bandwidth = f"{gpu.memory_bandwidth_gb_s:g} GB/s × {efficiency:.0%}"
     sent = counted(inf.concurrent, "request")
+    per_layer = model.layer_seconds(running)
+    # A fixed per-layer time only where the engine has one: vLLM replays its decode as CUDA graphs
+    # and its fit carries no per-layer term, which read "+ layers × 0 µs" before.
+    layers = f" + layers × {per_layer * 1e6:.0f} µs" if per_layer * 1e6 >= 0.5 else ""
     return (
-        f"step at {counted(running, 'request')} = max(bytes read ÷ ({bandwidth}), FLOPs ÷ compute) + layers × "
-        f"{model.layer_seconds(running) * 1e6:.0f} µs{tp} = {step * 1e3:.2f} ms; TTFT alone {alone * 1e3:,.0f} ms, "
+        f"step at {counted(running, 'request')} = max(bytes read ÷ ({bandwidth}), FLOPs ÷ compute){layers}"
+        f"{tp} = {step * 1e3:.2f} ms; TTFT alone {alone * 1e3:,.0f} ms, "
         f"with {sent} sent together {here.ttft_s * 1e3:,.0f} ms (waiting for a slot {here.wait_s * 1e3:,.0f} ms); "
         f"time per output token {here.token_latency_s * 1e3:.2f} ms"
     )

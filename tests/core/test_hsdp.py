@@ -14,9 +14,11 @@ cp × tp × pp = world, the "fsdp" mesh dp_shard × cp).
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
+import yaml
 
 from core.breakdown import BucketKey
 from core.catalogue import find_model
@@ -24,6 +26,7 @@ from core.dtypes import MpDtype
 from core.errors import PlanError
 from core.estimate import estimate
 from core.files.launch import Target, export
+from core.files.launch.accelerate import read_accelerate_config, read_accelerate_launch
 from core.parallel.comm import CommTerm, plan_links, step_communication
 from core.parallel.layout import layout
 from core.params import param_counts
@@ -137,6 +140,43 @@ def test_torchtitan_carries_the_replicas_and_the_others_list_them() -> None:
     assert "parallel.dp_replicate" not in {u.field for u in titan.unexpressed}
     trl = export(_plan(16), Target.TRL)
     assert "parallel.dp_replicate" in {u.field for u in trl.unexpressed}
+
+
+def test_accelerate_writes_fsdp2_hsdp_as_its_parallelism_config_and_reads_it_back() -> None:
+    # accelerate 16cb6eb8 parallelism_config.py: "dp_replicate_size > 1 and dp_shard_size > 1, we
+    # obtain Hybrid Sharded Data Parallel (HSDP)"; the sizes' product is the process count (128).
+    config = yaml.safe_load(export(_plan(16), Target.ACCELERATE).text)
+    split = config["parallelism_config"]
+    assert (split["parallelism_config_dp_replicate_size"], split["parallelism_config_dp_shard_size"]) == (16, 8)
+    assert "parallel.dp_replicate" not in {u.field for u in export(_plan(16), Target.ACCELERATE).unexpressed}
+    assert read_accelerate_config(export(_plan(16), Target.ACCELERATE).text)["parallel.dp_replicate"] == 16
+    launch = export(_plan(4), Target.ACCELERATE_LAUNCH).text
+    assert (
+        "--use_parallelism_config --parallelism_config_dp_replicate_size 4 --parallelism_config_dp_shard_size 32"
+        in launch
+    )
+    assert read_accelerate_launch(launch)["parallel.dp_replicate"] == 4
+
+
+def test_accelerate_writes_fsdp1_hybrid_shard_only_for_one_node_per_shard_group() -> None:
+    # fms-fsdp's 7B row ran FSDP1 HYBRID_SHARD: shard within a node of 8, one replica per node
+    # (torch/distributed/fsdp/_init_utils.py _init_process_group_state_for_hybrid_shard: "we shard
+    # across intra-node"). accelerate's FSDP1 plugin passes no process group, so only that split.
+    fsdp1 = _plan(16).with_changes(parallel=replace(_plan(16).parallel, fsdp1_wrap=True))
+    exported = export(fsdp1, Target.ACCELERATE)
+    assert yaml.safe_load(exported.text)["fsdp_config"]["fsdp_reshard_after_forward"] == "HYBRID_SHARD"
+    assert "parallelism_config" not in yaml.safe_load(exported.text)  # FSDP2's only (accelerate refuses it on FSDP1)
+    assert read_accelerate_config(exported.text)["parallel.dp_replicate"] == 16
+    kept = fsdp1.with_changes(parallel=replace(fsdp1.parallel, reshard_after_forward=False))
+    assert yaml.safe_load(export(kept, Target.ACCELERATE).text)["fsdp_config"]["fsdp_reshard_after_forward"] == (
+        "_HYBRID_SHARD_ZERO2"
+    )
+    # 4 replicas of 32 ranks span four nodes each: FSDP1's default groups cannot say it.
+    wide = _plan(4).with_changes(parallel=replace(_plan(4).parallel, fsdp1_wrap=True))
+    refused = export(wide, Target.ACCELERATE)
+    why = {u.field: u.why for u in refused.unexpressed}
+    assert "one node's 8 GPUs" in why["parallel.dp_replicate"]
+    assert yaml.safe_load(refused.text)["fsdp_config"]["fsdp_reshard_after_forward"] == "FULL_SHARD"
 
 
 # ---- the advice ---------------------------------------------------------------------------

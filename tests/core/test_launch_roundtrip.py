@@ -136,6 +136,10 @@ def launch_plans(draw: st.DrawFn) -> Plan:
     )
     with contextlib.suppress(PlanError):  # a layout this model cannot take: keep the plan as drawn
         plan = replace(plan, parallel=layout, workload=replace(plan.workload, seq_len=seq))
+    # HSDP: replicas across nodes (FSDP1's HYBRID_SHARD split) or any divisor of DP (FSDP2's)
+    replicas = draw(st.sampled_from([1, 2, plan.parallel.nodes]))
+    with contextlib.suppress(PlanError):  # only FSDP takes replicas, and only a divisor of DP
+        plan = replace(plan, parallel=replace(plan.parallel, dp_replicate=replicas))
     return draw(with_recipes(plan))
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 
 import pytest
 
@@ -20,7 +21,7 @@ from core.dtypes import (
 from core.estimate import estimate
 from core.files import planfile
 from core.params import param_counts
-from core.plan import Hardware, Method, Plan
+from core.plan import Engine, Hardware, Method, Plan
 from core.serving.engines import rank_layout, vllm_profile_peak
 from core.serving.kv import kv_bytes_per_token, kv_cache_bytes, lesson_kv_cache_bytes
 from core.serving.vllm_rules import (
@@ -224,6 +225,18 @@ def test_throughput_curve_rises_while_each_request_slows() -> None:
     totals = [p.total_tokens_per_s for p in curve]
     each = [p.per_request_tokens_per_s for p in curve]
     assert totals == sorted(totals) and each == sorted(each, reverse=True)
+
+
+def test_the_step_formula_names_a_per_layer_time_only_where_the_engine_has_one() -> None:
+    # vLLM replays its decode step as CUDA graphs: its fit has no fixed per-layer time, so the
+    # formula shows none (it read "+ layers × 0 µs" before).
+    vllm = estimate(vllm_plan(context=4096, concurrent=8)).inference.speed
+    assert "layers ×" not in vllm.formula
+    # llama.cpp's CUDA backend launches each kernel on its own once more than one sequence runs
+    # (core.serving.speed.cuda_graphs_replayed): a per-layer time that the formula names.
+    own = vllm_plan(context=4096, concurrent=8).with_inference(engine=Engine.LLAMACPP, gguf_quant="Q4_K_M")
+    llama = estimate(own).inference.speed
+    assert re.search(r"\+ layers × [1-9][0-9]* µs", llama.formula)
 
 
 def test_ttft_scales_with_the_prompt() -> None:

@@ -64,7 +64,10 @@ def test_the_leave_one_source_out_errors_do_not_widen(bench: ModuleType, report)
     # (2.5 x the forward, FlashAttention's own count, which the attention priors' rates are per
     # FLOP of): MosaicML's rows, mostly without recompute, take a larger backward share (-3.9 ->
     # -5.3 % median signed) than the refit gives back.
-    assert summary["median"] <= 6.86
+    # 6.85 -> 6.96 % with each source's FSDP reduce dtype read from its code (fms-fsdp's bfSixteen
+    # and composer's PURE mode reduce in bf16, not float32: throughput.py _reduce_dtype): a
+    # mapping made faithful, not a fit; IBM's eager 7B HSDP row on 96 H100s +29.1 -> +32.5 %.
+    assert summary["median"] <= 6.97
     # 47.0 -> 48.6 % with Transformer Engine's fp8 rate taken from its source (not fitted on
     # NVIDIA's rows, whose miss then moves into the shared Hopper coefficients); 48.6 -> 50.2 %
     # and 78.4 -> 79.1 % with the data-parallel contention (the same BigScience and
@@ -85,8 +88,9 @@ def test_the_leave_one_source_out_errors_do_not_widen(bench: ModuleType, report)
     # context-parallel rows' attention is ~90 % of their step (torchtitan's 8B CP 8 +67.7 ->
     # +54.6 %); the refit leaves the shared Hopper matmul and byte coefficients a little faster,
     # so BigScience (Megatron-DeepSpeed's eager attention, not a fused kernel) +27.6 -> +28.2 %.
+    # 54.6 -> 54.62 % with the sources' FSDP reduce dtypes (above): the refit's Hopper coefficients.
     assert summary["worst_short"] <= 29.4
-    assert summary["worst_long"] <= 54.6
+    assert summary["worst_long"] <= 54.63
     # NVIDIA's dense rows (its expert-parallel ones are checked in the next test): 18.3 % before
     # the guide's rate.
     nvidia = [
@@ -293,3 +297,26 @@ def test_metas_grand_teton_h100_is_timed_between_the_sxm_and_nvl_peaks(bench: Mo
     # Another source's H100 is the datasheet's SXM card.
     nvidia = bench.card_of(cases["nemo2407-pretrain-gpt3-175b-128gpu"])
     assert nvidia.peak_tflops("bf16") == 989.4 and nvidia.memory_bandwidth_gb_s == 3350
+
+
+def test_each_sources_fsdp_reduces_in_the_dtype_its_code_sets(bench: ModuleType) -> None:
+    """fms-fsdp's bfSixteen policy (fms-fsdp@4ffb9bd fms_fsdp/policies/mixed_precision.py) and
+    composer's PURE mode (composer v0.17.0 mosaic_fsdp_utils.py get_mixed_precision) reduce in
+    bf16; composer's DEFAULT reduces in float32. Before, every row reduced in float32."""
+    from core.dtypes import MpDtype
+
+    records = bench.load()["figures"]
+    wanted = {
+        "ibm-fms-fsdp": MpDtype.BF16,
+        ("mosaicml-llm-foundry", "PURE"): MpDtype.BF16,
+        ("mosaicml-llm-foundry", "DEFAULT"): MpDtype.FP32,
+    }
+    seen = set()
+    for record in records:
+        mode = (record.get("co_reported") or {}).get("mp_mode")
+        key = record["source_id"] if record["source_id"] == "ibm-fms-fsdp" else (record["source_id"], mode)
+        if key not in wanted or record.get("not_comparable_reason"):
+            continue
+        assert bench.case_of(record).plan.parallel.fsdp_reduce_dtype is wanted[key], record["id"]
+        seen.add(key)
+    assert seen == set(wanted)

@@ -52,9 +52,13 @@ def _fsdp(draft: Draft, expressed: set[str]) -> dict[str, Any]:
     expressed.update({"parallel.reshard_after_forward", "method.checkpointing", "method.checkpoint_policy"})
     expressed.add("parallel.fsdp1_wrap")
     if par.fsdp1_wrap:
+        strategy = "FULL_SHARD" if par.reshard_after_forward else "SHARD_GRAD_OP"
+        if par.dp_replicate > 1:
+            strategy = _fsdp1_hybrid(draft, strategy)
+        expressed.add("parallel.dp_replicate")
         return {
             "fsdp_version": 1,
-            "fsdp_reshard_after_forward": "FULL_SHARD" if par.reshard_after_forward else "SHARD_GRAD_OP",
+            "fsdp_reshard_after_forward": strategy,
             "fsdp_offload_params": par.offload is Offload.PARAMS,
             "fsdp_activation_checkpointing": plan.checkpointing,
             "fsdp_auto_wrap_policy": "TRANSFORMER_BASED_WRAP",
@@ -62,6 +66,7 @@ def _fsdp(draft: Draft, expressed: set[str]) -> dict[str, Any]:
             "fsdp_cpu_ram_efficient_loading": True,
             "fsdp_sync_module_states": True,
         }
+    expressed.add("parallel.dp_replicate")  # FSDP2: parallelism_config_dp_replicate_size (_parallelism)
     return {
         "fsdp_version": 2,
         "fsdp_reshard_after_forward": par.reshard_after_forward,
@@ -71,6 +76,25 @@ def _fsdp(draft: Draft, expressed: set[str]) -> dict[str, Any]:
         "fsdp_state_dict_type": "SHARDED_STATE_DICT",
         "fsdp_cpu_ram_efficient_loading": True,
     }
+
+
+def _fsdp1_hybrid(draft: Draft, strategy: str) -> str:
+    """FSDP1's hybrid sharding: HYBRID_SHARD (or _HYBRID_SHARD_ZERO2, which keeps the gathered
+    parameters after the forward). Given no process group, as accelerate's FSDP1 plugin gives it,
+    FSDP1 shards within a node and replicates across nodes (pytorch/pytorch
+    ``torch/distributed/fsdp/_init_utils.py`` ``_init_process_group_state_for_hybrid_shard``:
+    ``_init_intra_and_inter_node_groups(default_group, device_count())``, "we shard across
+    intra-node"), so the plan's shard group must be one node's GPUs."""
+    par = draft.plan.parallel
+    if par.fsdp_shards != par.gpus_per_node or par.tensor_parallel * par.pipeline_parallel > 1:
+        draft.cannot(
+            "parallel.dp_replicate",
+            f"FSDP1's HYBRID_SHARD shards over one node's {par.gpus_per_node} GPUs and replicates across the "
+            f"{par.nodes} nodes; this plan shards over {par.fsdp_shards} ranks in {par.dp_replicate} replicas "
+            "(FSDP2 with parallelism_config_dp_replicate_size sets any split)",
+        )
+        return strategy
+    return "HYBRID_SHARD" if strategy == "FULL_SHARD" else "_HYBRID_SHARD_ZERO2"
 
 
 def _deepspeed(draft: Draft, expressed: set[str]) -> dict[str, Any]:
@@ -90,8 +114,13 @@ def _deepspeed(draft: Draft, expressed: set[str]) -> dict[str, Any]:
 
 
 def _parallelism(draft: Draft, distributed: str) -> dict[str, Any] | None:
+    """accelerate's ParallelismConfig (FSDP2 or DDP): tensor and context parallel, and HSDP as
+    ``dp_replicate_size`` > 1 beside ``dp_shard_size`` > 1 (accelerate 16cb6eb8
+    ``parallelism_config.py``: "dp_replicate_size > 1 and dp_shard_size > 1, we obtain Hybrid
+    Sharded Data Parallel (HSDP)"; the sizes' product must be the process count)."""
     par = draft.plan.parallel
-    if par.tensor_parallel == 1 and par.context_parallel == 1:
+    hybrid = distributed == "FSDP" and not par.fsdp1_wrap and par.dp_replicate > 1
+    if par.tensor_parallel == 1 and par.context_parallel == 1 and not hybrid:
         return None
     if distributed == "DEEPSPEED":
         for name in ("parallel.tensor_parallel", "parallel.context_parallel"):
@@ -99,8 +128,8 @@ def _parallelism(draft: Draft, distributed: str) -> dict[str, Any] | None:
         return None
     fsdp = distributed == "FSDP"
     return {
-        "parallelism_config_dp_replicate_size": 1 if fsdp else par.data_parallel,
-        "parallelism_config_dp_shard_size": par.data_parallel if fsdp else 1,
+        "parallelism_config_dp_replicate_size": par.dp_replicate if fsdp else par.data_parallel,
+        "parallelism_config_dp_shard_size": par.data_parallel // par.dp_replicate if fsdp else 1,
         "parallelism_config_tp_size": par.tensor_parallel,
         "parallelism_config_cp_size": par.context_parallel,
     }
@@ -259,7 +288,17 @@ def _fields(found: dict[str, Any]) -> dict[str, Any]:
     split = found.get("parallelism_config") or {}
     fields["parallel.tensor_parallel"] = int(split.get("parallelism_config_tp_size", 1))
     fields["parallel.context_parallel"] = int(split.get("parallelism_config_cp_size", 1))
+    if kind == "FSDP":
+        fields["parallel.dp_replicate"] = _replicas(fsdp, split, machines)
     return fields
+
+
+def _replicas(fsdp: dict[str, Any], split: dict[str, Any], machines: int) -> int:
+    """HSDP's replicas: FSDP2's ``parallelism_config_dp_replicate_size``, or one per node under
+    FSDP1's HYBRID_SHARD / _HYBRID_SHARD_ZERO2 (see :func:`_fsdp1_hybrid`)."""
+    if str(fsdp.get("fsdp_version", 1)).strip() == "2":
+        return int(split.get("parallelism_config_dp_replicate_size", 1))
+    return machines if _strategy(fsdp) in ("HYBRID_SHARD", "_HYBRID_SHARD_ZERO2") else 1
 
 
 # torch.distributed.fsdp.ShardingStrategy, in accelerate's FSDP_SHARDING_STRATEGY order (1-5):
@@ -273,14 +312,19 @@ FSDP1_RESHARDS: Final = {
 }
 
 
-def _reshards(fsdp: dict[str, Any]) -> bool:
-    """Reshard after forward: FSDP2's boolean, or FSDP1's strategy name (or number) in
-    ``fsdp_reshard_after_forward`` or the older ``fsdp_sharding_strategy``."""
-    value = fsdp.get("fsdp_reshard_after_forward", fsdp.get("fsdp_sharding_strategy", True))
-    word = str(value).strip().upper()
+def _strategy(fsdp: dict[str, Any]) -> str:
+    """FSDP1's sharding strategy as its name: ``fsdp_reshard_after_forward`` or the older
+    ``fsdp_sharding_strategy``, a name or accelerate's number; FSDP2's boolean comes back as it is."""
+    word = str(fsdp.get("fsdp_reshard_after_forward", fsdp.get("fsdp_sharding_strategy", True))).strip().upper()
     if word.isdigit() and 1 <= int(word) <= len(FSDP1_RESHARDS):
-        word = list(FSDP1_RESHARDS)[int(word) - 1]
-    return FSDP1_RESHARDS[word] if word in FSDP1_RESHARDS else _true(value)
+        return list(FSDP1_RESHARDS)[int(word) - 1]
+    return word
+
+
+def _reshards(fsdp: dict[str, Any]) -> bool:
+    """Reshard after forward: FSDP2's boolean, or what FSDP1's strategy does."""
+    word = _strategy(fsdp)
+    return FSDP1_RESHARDS[word] if word in FSDP1_RESHARDS else _true(word)
 
 
 def _true(value: Any) -> bool:
