@@ -332,9 +332,18 @@ def _parallel(record: Mapping[str, Any], gpus: int, notes: list[str]) -> Paralle
         tp_overlap=bool(overlap),
         sequence_parallel=sequence_parallel,
         inter_link=inter,
-        fsdp_param_dtype=MpDtype.BF16,
+        fsdp_param_dtype=_param_dtype(record),
         fsdp_reduce_dtype=_reduce_dtype(record),
     )
+
+
+def _param_dtype(record: Mapping[str, Any]) -> MpDtype:
+    """The dtype FSDP gathers parameters in (bf16 where none is read). TinyLlama ran Lightning
+    2.1.2 (jzhang38/TinyLlama@8148930 requirements.txt) at its default "bf16-mixed"
+    (lit_gpt/utils.py get_default_supported_precision), whose FSDP policy keeps float32
+    parameters under autocast (Lightning-AI/pytorch-lightning 2.1.2
+    src/lightning/fabric/plugins/precision/fsdp.py mixed_precision_config: param_dtype float32)."""
+    return MpDtype.FP32 if record["source_id"] == "tinyllama" else MpDtype.BF16
 
 
 def _reduce_dtype(record: Mapping[str, Any]) -> MpDtype:
@@ -345,8 +354,9 @@ def _reduce_dtype(record: Mapping[str, Any]) -> MpDtype:
     - MosaicML's table, MP Mode column: composer's ``get_mixed_precision`` reduces in float32
       under DEFAULT and in the run's precision under PURE (mosaicml/composer v0.17.0
       composer/trainer/mosaic_fsdp_utils.py; unchanged at 640518880
-      composer/distributed/mosaic_parallelism.py)."""
-    if record["source_id"] == "ibm-fms-fsdp":
+      composer/distributed/mosaic_parallelism.py);
+    - TinyLlama: Lightning 2.1.2's "bf16-mixed" FSDP policy reduces in bf16 (see _param_dtype)."""
+    if record["source_id"] in ("ibm-fms-fsdp", "tinyllama"):
         return MpDtype.BF16
     if (record.get("co_reported") or {}).get("mp_mode") == "PURE":
         return MpDtype.FP16 if record.get("precision") == "fp16" else MpDtype.BF16

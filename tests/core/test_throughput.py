@@ -320,3 +320,8 @@ def test_each_sources_fsdp_reduces_in_the_dtype_its_code_sets(bench: ModuleType)
         assert bench.case_of(record).plan.parallel.fsdp_reduce_dtype is wanted[key], record["id"]
         seen.add(key)
     assert seen == set(wanted)
+    # TinyLlama: Lightning 2.1.2's "bf16-mixed" FSDP policy (TinyLlama@8148930 requirements.txt;
+    # lightning 2.1.2 fabric/plugins/precision/fsdp.py): float32 parameters gathered, bf16 reduce.
+    tiny = next(r for r in records if r["source_id"] == "tinyllama")
+    layout = bench.case_of(tiny).plan.parallel
+    assert (layout.fsdp_param_dtype, layout.fsdp_reduce_dtype) == (MpDtype.FP32, MpDtype.BF16)
