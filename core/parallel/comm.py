@@ -613,10 +613,15 @@ def _zero12_traffic(step: _Step, span: Span) -> _Traffic:
         window_seconds=step.backward_micro if megatron else 0.0,
         unhidden_share=1.0 / launches if megatron else 0.0,
     )
+    # Megatron's distributed optimizer all-gathers the model's own parameters, in their dtype (bf16
+    # under --bf16: the fp32 copies are the optimizer's), "NOT grad dtype" (NVIDIA/Megatron-LM
+    # d98e8a64, megatron/core/distributed/param_and_grad_buffer.py start_param_sync; the buffer's
+    # param_data is allocated in param.dtype: _ParamAndGradBuffer, group_params_for_buffers).
+    param_bytes = step.dt.compute if megatron else step.dt.param
     gather = _collective(
         "ZeRO updated-parameter all-gather",
         Collective.ALL_GATHER,
-        step.trainable * step.dt.param,
+        step.trainable * param_bytes,
         span,
         step.links,
         launches=launches,

@@ -64,7 +64,10 @@ def test_the_leave_one_source_out_errors_do_not_widen(bench: ModuleType, report)
     # (2.5 x the forward, FlashAttention's own count, which the attention priors' rates are per
     # FLOP of): MosaicML's rows, mostly without recompute, take a larger backward share (-3.9 ->
     # -5.3 % median signed) than the refit gives back.
-    assert summary["median"] <= 6.86
+    # 6.85 -> 6.87 % with Megatron's distributed optimizer gathering the bf16 model parameters
+    # (param_and_grad_buffer.py start_param_sync), not 4 B ones: NVIDIA's family 6.3 -> 5.5 %
+    # median (its dense rows 4.96 -> 4.93 %), and the refit moves the shared coefficients.
+    assert summary["median"] <= 6.88
     # 47.0 -> 48.6 % with Transformer Engine's fp8 rate taken from its source (not fitted on
     # NVIDIA's rows, whose miss then moves into the shared Hopper coefficients); 48.6 -> 50.2 %
     # and 78.4 -> 79.1 % with the data-parallel contention (the same BigScience and
@@ -85,8 +88,10 @@ def test_the_leave_one_source_out_errors_do_not_widen(bench: ModuleType, report)
     # context-parallel rows' attention is ~90 % of their step (torchtitan's 8B CP 8 +67.7 ->
     # +54.6 %); the refit leaves the shared Hopper matmul and byte coefficients a little faster,
     # so BigScience (Megatron-DeepSpeed's eager attention, not a fused kernel) +27.6 -> +28.2 %.
-    assert summary["worst_short"] <= 29.4
-    assert summary["worst_long"] <= 54.6
+    # 29.37 -> 29.44 % and 54.58 -> 54.74 % with Megatron's bf16 parameter all-gather (the refit:
+    # BigScience's prequel 200B row, torchtitan's 8B CP 8 row).
+    assert summary["worst_short"] <= 29.44
+    assert summary["worst_long"] <= 54.75
     # NVIDIA's dense rows (its expert-parallel ones are checked in the next test): 18.3 % before
     # the guide's rate.
     nvidia = [
@@ -110,7 +115,9 @@ def test_the_expert_parallel_figures_are_scored(bench: ModuleType, report) -> No
     # expert-data-parallel group (Megatron-Core's expert buffers): gpt-oss-120b's EP 8 rows on 64
     # GPUs move each rank's 1/8 of the experts (14.3e9 parameters) over 8 ranks one per node, one
     # NIC each, where the whole model's 64-rank ring had 8 NICs a node (+7 -> -17 % on B200).
-    assert statistics.median(abs(r.error) for r in rows) <= 17.3
+    # 17.3 -> 11.3 % with Megatron's distributed optimizer gathering the bf16 model parameters, not
+    # 4 B ones (param_and_grad_buffer.py start_param_sync): those rows' expert all-gather halves.
+    assert statistics.median(abs(r.error) for r in rows) <= 11.3
     # The two-node EP 16 rows: 8,826-8,960 published, 8,728 predicted (+150 % without the traffic
     # that crosses the nodes' NICs); 8,628 with the fused backward's five matmuls (-3.7 % the worst).
     for r in rows:
