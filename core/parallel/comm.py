@@ -266,8 +266,8 @@ class _Step:
         )
 
     def experts(self) -> _Step:
-        """The rank's routed experts alone."""
-        return replace(self, w_share=self.w_experts, t_share=self.t_experts)
+        """The rank's routed experts alone: one FSDP unit per block, the root holds none."""
+        return replace(self, w_share=self.w_experts, t_share=self.t_experts, units=self.units - 1)
 
     @property
     def micro(self) -> int:

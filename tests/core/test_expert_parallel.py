@@ -221,6 +221,10 @@ def test_fsdp_gathers_and_reduces_the_experts_over_torchtitans_efsdp_mesh() -> N
     assert gather.bytes == pytest.approx(2 * EXPERT_PARAMS / 8 * 4 / 2, rel=1e-9)  # forward + backward, 1/2 sent
     assert reduce.bytes == pytest.approx(EXPERT_PARAMS / 8 * 4 / 2, rel=1e-9)
     assert dense.bytes == pytest.approx((total - EXPERT_PARAMS) * 4 * 15 / 16, rel=1e-9)
+    # One collective per block for the experts (the root, embedding and head, holds none), one
+    # per block and the root for the dense part; the last one's is the part no schedule hides.
+    assert reduce.unhidden_seconds == pytest.approx(reduce.seconds / LAYERS)
+    assert dense.unhidden_seconds == pytest.approx(dense.seconds / (LAYERS + 1))
 
 
 def test_expert_shares_are_the_experts_part_of_the_ranks_share() -> None:
