@@ -29,6 +29,7 @@ from core.dtypes import ELEMENT_BYTES, MP_BYTES, MpDtype
 from core.format import memory
 from core.parallel.layout import (
     dispatched_copies,
+    expert_shares,
     fsdp_held_through_step,
     fsdp_reduce_bytes,
     layout,
@@ -255,6 +256,18 @@ class _Step:
     layers: int  # blocks of the deepest stage, the one the others wait for
     tp_overlap_exposed: float = 0.5  # overlapped tensor-parallel traffic the step still waits for
     attention_seconds: float | None = None  # of the compute, attention's (None: not known)
+    w_experts: float = 0.0  # of w_share, the rank's routed experts under expert parallel
+    t_experts: float = 0.0  # of t_share, the trainable ones (layout.expert_shares)
+
+    def dense(self) -> _Step:
+        """The step's parameters without the rank's routed experts."""
+        return replace(
+            self, w_share=self.w_share - self.w_experts, t_share=self.t_share - self.t_experts, w_experts=0, t_experts=0
+        )
+
+    def experts(self) -> _Step:
+        """The rank's routed experts alone: one FSDP unit per block, the root holds none."""
+        return replace(self, w_share=self.w_experts, t_share=self.t_experts, units=self.units - 1)
 
     @property
     def micro(self) -> int:
@@ -294,6 +307,7 @@ def _step_sizes(
     stages = layout(plan).stages
     stage = max(stages, key=lambda s: weight_share(plan, s, tp))
     per_micro = compute_seconds / plan.workload.grad_accum
+    w_experts, t_experts = expert_shares(plan, stage, tp)
     return _Step(
         plan=plan,
         counts=counts,
@@ -309,6 +323,8 @@ def _step_sizes(
         layers=max(s.layers for s in stages),
         tp_overlap_exposed=tp_overlap_exposed,
         attention_seconds=None if attention_share is None else compute_seconds * attention_share,
+        w_experts=w_experts,
+        t_experts=t_experts,
     )
 
 
@@ -399,12 +415,64 @@ def _data_parallel_traffic(step: _Step) -> _Traffic | None:
     if shards <= 1:
         return None
     span = group_span(shards, par.tensor_parallel, par.gpus_per_node, par.nodes)
+    if step.w_experts or step.t_experts:
+        return _expert_data_parallel_traffic(step, span)
+    return _group_traffic(step, span)
+
+
+def _group_traffic(step: _Step, span: Span, label: str = "") -> _Traffic:
+    """The strategy's data-parallel collectives of ``step``'s parameters over ``span``
+    (``label`` added to each term's: whose parameters they move)."""
+    par = step.plan.parallel
     if par.strategy is Strategy.DDP:
-        return _ddp_traffic(step, span)
-    if par.strategy in (Strategy.FSDP, Strategy.ZERO3):
+        traffic = _ddp_traffic(step, span)
+    elif par.strategy in (Strategy.FSDP, Strategy.ZERO3):
         traffic = _sharded_parameter_traffic(step, span)
-        return traffic if par.dp_replicate == 1 else _hsdp_traffic(step, traffic, shards)
-    return _zero12_traffic(step, span)
+        if par.dp_replicate > 1:
+            traffic = _hsdp_traffic(step, traffic, par.fsdp_shards)
+    else:
+        traffic = _zero12_traffic(step, span)
+    if not label:
+        return traffic
+    return replace(traffic, terms=tuple(replace(t, label=f"{t.label} ({label})") for t in traffic.terms))
+
+
+def _expert_data_parallel_traffic(step: _Step, span: Span) -> _Traffic:
+    """Expert parallel: the dense parameters' collectives over the DP · CP ranks, the rank's
+    routed experts' over the expert-data-parallel group of DP · CP ÷ EP ranks, TP · EP apart.
+
+    Megatron-Core (NVIDIA/Megatron-LM d98e8a64): an expert's weights carry ``allreduce = False``
+    (megatron/core/extensions/transformer_engine.py _set_expert_parameter_attributes: "selects
+    the expert topology, including EDP for gradient reduction"); DistributedDataParallel puts
+    them in their own buffers whose collective group is the expert-data-parallel one
+    (megatron/core/distributed/distributed_data_parallel.py: ``intra_expt_dp_group`` for
+    ``buffer_key.is_expert_parallel``, ``intra_dp_cp_group`` otherwise), and the buffer's
+    bucket groups reduce-scatter the gradients (all-reduce without the distributed optimizer)
+    and all-gather the updated parameters over it (param_and_grad_buffer.py start_grad_sync,
+    start_param_sync), overlapped as the dense buckets are. The group: megatron/core/
+    parallel_state.py initialize_model_parallel, expert_data_parallel_size = world ÷ (expert TP
+    × EP × PP) = DP · CP ÷ EP with expert TP = TP, ranks in "tp-ep-dp-pp" order, so TP · EP
+    apart. torchtitan (pytorch/torchtitan b5bcd76) does the same under FSDP2: the routed experts
+    are fully_shard-ed on the "efsdp" mesh of dp_shard · cp · tp ÷ ep ranks
+    (torchtitan/distributed/parallel_dims.py build_mesh, sparse mesh ("pp", "dp_replicate",
+    "efsdp", "ep"); torchtitan/distributed/fsdp.py: "routed experts use edp_mesh, other params
+    use dp_mesh"), its efsdp EP apart, TP · EP at TP 1 — the only TP the export carries.
+    A group of one rank (EP = DP · CP) moves nothing: each expert's weights live on one rank."""
+    par = step.plan.parallel
+    ep = par.expert_parallel
+    edp = par.fsdp_shards // ep
+    dense = _group_traffic(step.dense(), span, f"dense, over DP × CP = {par.fsdp_shards}")
+    why = (
+        f" Expert parallel {ep}: the routed experts' gradients are reduced, and their state sharded, over "
+        f"the expert-data-parallel group of DP × CP ÷ EP = {edp} GPU{'s' if edp > 1 else ''} "
+        "(Megatron-Core's expert buffers, torchtitan's efsdp mesh), the dense parameters' over DP × CP"
+    )
+    if edp <= 1:
+        return _Traffic(dense.terms, dense.assumption + why + ": one GPU holds each expert, nothing to reduce.")
+    expert_span = group_span(edp, par.tensor_parallel * ep, par.gpus_per_node, par.nodes)
+    experts = _group_traffic(step.experts(), expert_span, f"experts, over DP × CP ÷ EP = {edp}")
+    moved = [t for t in experts.terms if t.bytes > 0]
+    return _Traffic((*dense.terms, *moved), dense.assumption + why + ".")
 
 
 def _hsdp_traffic(step: _Step, fsdp: _Traffic, shards: int) -> _Traffic:
@@ -545,10 +613,15 @@ def _zero12_traffic(step: _Step, span: Span) -> _Traffic:
         window_seconds=step.backward_micro if megatron else 0.0,
         unhidden_share=1.0 / launches if megatron else 0.0,
     )
+    # Megatron's distributed optimizer all-gathers the model's own parameters, in their dtype (bf16
+    # under --bf16: the fp32 copies are the optimizer's), "NOT grad dtype" (NVIDIA/Megatron-LM
+    # d98e8a64, megatron/core/distributed/param_and_grad_buffer.py start_param_sync; the buffer's
+    # param_data is allocated in param.dtype: _ParamAndGradBuffer, group_params_for_buffers).
+    param_bytes = step.dt.compute if megatron else step.dt.param
     gather = _collective(
         "ZeRO updated-parameter all-gather",
         Collective.ALL_GATHER,
-        step.trainable * step.dt.param,
+        step.trainable * param_bytes,
         span,
         step.links,
         launches=launches,
@@ -772,9 +845,7 @@ def _expert_parallel_traffic(step: _Step) -> _Traffic | None:
         (term,),
         f"Expert parallel {ep}: each MoE layer all-to-alls its tokens' top-{model.experts_per_token} copies to "
         "the experts' ranks and back, twice in the forward and twice in the backward per micro-batch "
-        "(Megatron-Core's alltoall dispatcher), balanced routing, not overlapped (Megatron's default). "
-        "The rank's expert gradients are reduced with its dense ones over the data-parallel ranks "
-        "(Megatron reduces them over the DP × CP ÷ EP expert-data-parallel group: not told apart).",
+        "(Megatron-Core's alltoall dispatcher), balanced routing, not overlapped (Megatron's default).",
     )
 
 

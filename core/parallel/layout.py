@@ -254,11 +254,8 @@ def block_params_per_rank(model: ModelSpec, tp: int, ep: int = 1) -> float:
     row-parallel biases replicated. With expert parallel ``ep`` the rank holds E ÷ ep of the
     experts: their matrices ÷ (t · ep), their row-parallel biases ÷ ep."""
     if ep > 1 and model.num_experts > 1:
-        whole = block_params_per_rank(model, tp)
-        experts = model.num_experts * model.expert_mlp_params()
-        expert_bias = model.hidden_size * model.num_experts if model.mlp_bias else 0
-        on_rank = (experts - expert_bias) / tp + expert_bias
-        return whole - on_rank + on_rank / ep
+        on_rank = _experts_per_block(model, tp)
+        return block_params_per_rank(model, tp) - on_rank + on_rank / ep
     replicated = model.norms_per_layer * model.norm_params() + model.router_params()
     if model.qk_norm == "head":
         replicated += model.qk_norm_params()
@@ -270,6 +267,14 @@ def block_params_per_rank(model: ModelSpec, tp: int, ep: int = 1) -> float:
         replicated += model.hidden_size  # the shared expert's sigmoid gate (d → 1)
     split = model.layer_params() - replicated
     return replicated + split / tp
+
+
+def _experts_per_block(model: ModelSpec, tp: int) -> float:
+    """One block's routed experts on a tensor-parallel rank before expert parallel splits
+    them: their matrices ÷ t, their row-parallel biases whole."""
+    experts = model.num_experts * model.expert_mlp_params()
+    expert_bias = model.hidden_size * model.num_experts if model.mlp_bias else 0
+    return (experts - expert_bias) / tp + expert_bias
 
 
 def outside_params(model: ModelSpec, stage: Stage, tp: int) -> float:
@@ -341,11 +346,37 @@ def train_share(plan: Plan, stage: Stage, tp: int, *, experts_split: bool = True
         return weight_share(plan, stage, tp, experts_split=experts_split)
     if plan.adapter_based:  # adapters sit on every block, split with the matrix they adapt
         return stage.layers / model.num_layers / tp
-    layers = model.num_layers - plan.frozen_layers
     block = block_params_per_rank(model, tp, ep)
     head = model.head_params() / tp + model.norm_params() if stage.head else 0.0
-    whole = layers * model.layer_params() + model.head_params() + model.norm_params()
+    whole = _frozen_plan_trainable(plan)
     return (trainable_layers(plan, stage) * block + head) / whole if whole else 0.0
+
+
+def _frozen_plan_trainable(plan: Plan) -> float:
+    """A plan with frozen blocks: the parameters that train (its last blocks, final norm and head)."""
+    model = plan.model
+    layers = model.num_layers - plan.frozen_layers
+    return layers * model.layer_params() + model.head_params() + model.norm_params()
+
+
+def expert_shares(plan: Plan, stage: Stage, tp: int) -> tuple[float, float]:
+    """The rank's routed experts under expert parallel, as fractions of the whole model's
+    parameters and of the trainable ones — the part of :func:`weight_share` and
+    :func:`train_share` that Megatron-Core reduces and shards over the expert-data-parallel
+    group, not over DP · CP (see the module's notes); (0, 0) without expert parallel.
+    Adapters are not split by EP (:func:`train_share`): an adapter plan's experts train nothing."""
+    ep = _experts_split(plan)
+    if ep == 1:
+        return 0.0, 0.0
+    model = plan.model
+    block = _experts_per_block(model, tp) / ep
+    weights = stage.layers * block / model.architecture_params()
+    if plan.method is Method.FULL:
+        return weights, weights
+    if plan.adapter_based:
+        return weights, 0.0
+    whole = _frozen_plan_trainable(plan)
+    return weights, (trainable_layers(plan, stage) * block / whole if whole else 0.0)
 
 
 @dataclass(frozen=True)

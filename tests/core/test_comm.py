@@ -169,6 +169,17 @@ def test_zero_stages_reduce_and_regather_what_deepspeed_does() -> None:
     assert gather.bytes == pytest.approx(7 / 8 * param_counts(plan).trainable * dtypes_for(plan).param)
 
 
+def test_megatrons_distributed_optimizer_gathers_the_bf16_model_parameters() -> None:
+    # NVIDIA/Megatron-LM d98e8a64 param_and_grad_buffer.py start_param_sync: "Use param dtype (e.g.,
+    # bf16), NOT grad dtype"; the model's parameters are bf16 under --bf16, the fp32 copy is the
+    # optimizer's. 8 GPUs: 7/8 of the trainable parameters × 2 B; the gradients stay 4 B here.
+    plan = replace(_full().on_gpus(8, Strategy.ZERO1), stack=Stack.MEGATRON)
+    reduce, gather = _compute(plan).comm_terms
+    trainable = param_counts(plan).trainable
+    assert gather.bytes == pytest.approx(7 / 8 * trainable * 2)
+    assert reduce.bytes == pytest.approx(7 / 8 * trainable * dtypes_for(plan).grad)
+
+
 def test_tensor_parallel_moves_four_activations_per_layer_and_micro_batch() -> None:
     plan = _full(micro_batch=2, grad_accum=3).on_gpus(8).with_parallel(tensor_parallel=8)
     (term,) = _compute(plan).comm_terms

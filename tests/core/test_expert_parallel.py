@@ -19,7 +19,7 @@ from core.errors import PlanError
 from core.estimate import estimate
 from core.files.launch import Target, export
 from core.parallel.comm import NCCL_BASE_LATENCY_S, plan_links, step_communication
-from core.parallel.layout import block_params_per_rank, layout
+from core.parallel.layout import block_params_per_rank, expert_shares, layout, weight_share
 from core.params import param_counts
 from core.plan import Parallelism, Plan, Stack, Strategy, Workload
 from core.training.detailed import Rank, training_breakdown
@@ -166,6 +166,76 @@ def test_across_nodes_the_all_to_all_waits_for_the_nics() -> None:
     assert inside.seconds == pytest.approx(count * one_inside)
     assert across.seconds == pytest.approx(count * one_across)
     assert "over ib-" in across.formula and "nvlink" in inside.formula
+
+
+def _dp_terms(plan: Plan):  # type: ignore[no-untyped-def]
+    comm = step_communication(plan, param_counts(plan), 10.0, 1 / 3)
+    return {t.label: t for t in comm.terms if t.data_parallel}
+
+
+def test_zero1_reduces_the_experts_gradients_over_the_expert_data_parallel_group() -> None:
+    # Megatron-Core d98e8a64: the experts' buffers reduce-scatter (and all-gather) over the
+    # expert-data-parallel group, world ÷ (TP · EP · PP) = 16 ÷ 8 = 2 ranks, TP · EP = 8 apart (one
+    # per node); the dense buffers over DP × CP = 16. Float32 gradients (bf16-mixed), 4 B each.
+    total = QWEN3_MOE.architecture_params()
+    terms = _dp_terms(_plan(8))
+    dense = terms["ZeRO-1 gradient reduce-scatter (dense, over DP × CP = 16)"]
+    experts = terms["ZeRO-1 gradient reduce-scatter (experts, over DP × CP ÷ EP = 2)"]
+    assert dense.bytes == pytest.approx((total - EXPERT_PARAMS) * 4 * 15 / 16, rel=1e-9)
+    assert experts.bytes == pytest.approx(EXPERT_PARAMS / 8 * 4 * 1 / 2, rel=1e-9)
+    assert "1 per node × 2 nodes" in experts.formula and "8 per node × 2 nodes" in dense.formula
+    assert dense.overlapped and experts.overlapped  # both groups' buckets overlap the backward (Megatron)
+    gathers = [t for label, t in terms.items() if label.startswith("ZeRO updated-parameter all-gather")]
+    # Megatron gathers the bf16 model parameters (param_and_grad_buffer.py start_param_sync), 2 B each.
+    assert sum(t.bytes for t in gathers) == pytest.approx((dense.bytes + experts.bytes) / 2, rel=1e-9)
+
+
+def test_ep_over_every_data_parallel_rank_leaves_the_experts_nothing_to_reduce() -> None:
+    # EP 16 on 16 GPUs: the expert-data-parallel group is one GPU, each expert's weights live on one
+    # rank; only the dense gradients are reduced (over 16).
+    total = QWEN3_MOE.architecture_params()
+    terms = _dp_terms(_plan(16))
+    assert set(terms) == {
+        "ZeRO-1 gradient reduce-scatter (dense, over DP × CP = 16)",
+        "ZeRO updated-parameter all-gather (dense, over DP × CP = 16)",
+    }
+    assert terms["ZeRO-1 gradient reduce-scatter (dense, over DP × CP = 16)"].bytes == pytest.approx(
+        (total - EXPERT_PARAMS) * 4 * 15 / 16, rel=1e-9
+    )
+    assert any(
+        "one GPU holds each expert" in a
+        for a in step_communication(_plan(16), param_counts(_plan(16)), 10.0, 1 / 3).assumptions
+    )
+
+
+def test_fsdp_gathers_and_reduces_the_experts_over_torchtitans_efsdp_mesh() -> None:
+    # torchtitan b5bcd76: the routed experts are fully_shard-ed on efsdp = dp_shard · cp · tp ÷ ep
+    # = 16 ÷ 8 = 2 ranks; gathered as stored (float32: fsdp_param_dtype's default), reduced in float32.
+    total = QWEN3_MOE.architecture_params()
+    terms = _dp_terms(_plan(8, Strategy.FSDP, grad_accum=1))
+    gather = next(
+        t for label, t in terms.items() if "all-gather" in label and "(experts, over DP × CP ÷ EP = 2)" in label
+    )
+    reduce = terms["FSDP2 gradient reduce-scatter (experts, over DP × CP ÷ EP = 2)"]
+    dense = terms["FSDP2 gradient reduce-scatter (dense, over DP × CP = 16)"]
+    assert gather.bytes == pytest.approx(2 * EXPERT_PARAMS / 8 * 4 / 2, rel=1e-9)  # forward + backward, 1/2 sent
+    assert reduce.bytes == pytest.approx(EXPERT_PARAMS / 8 * 4 / 2, rel=1e-9)
+    assert dense.bytes == pytest.approx((total - EXPERT_PARAMS) * 4 * 15 / 16, rel=1e-9)
+    # One collective per block for the experts (the root, embedding and head, holds none), one
+    # per block and the root for the dense part; the last one's is the part no schedule hides.
+    assert reduce.unhidden_seconds == pytest.approx(reduce.seconds / LAYERS)
+    assert dense.unhidden_seconds == pytest.approx(dense.seconds / (LAYERS + 1))
+
+
+def test_expert_shares_are_the_experts_part_of_the_ranks_share() -> None:
+    # The rank's experts under EP are what EP removes from its share, once per EP − 1 others.
+    plan = _plan(8)
+    stage = layout(plan).stages[0]
+    w, t = expert_shares(plan, stage, 1)
+    split, whole = weight_share(plan, stage, 1), weight_share(plan, stage, 1, experts_split=False)
+    assert w == pytest.approx(EXPERT_PARAMS / 8 / QWEN3_MOE.architecture_params(), rel=1e-12)
+    assert whole - split == pytest.approx(7 * w, rel=1e-12) and t == w
+    assert expert_shares(_plan(1), stage, 1) == (0.0, 0.0)
 
 
 def test_ep_one_has_no_all_to_all_and_the_same_step() -> None:

@@ -67,7 +67,10 @@ def test_the_leave_one_source_out_errors_do_not_widen(bench: ModuleType, report)
     # 6.85 -> 6.96 % with each source's FSDP reduce dtype read from its code (fms-fsdp's bfSixteen
     # and composer's PURE mode reduce in bf16, not float32: throughput.py _reduce_dtype): a
     # mapping made faithful, not a fit; IBM's eager 7B HSDP row on 96 H100s +29.1 -> +32.5 %.
-    assert summary["median"] <= 6.97
+    # 6.96 -> 6.84 % with Megatron's distributed optimizer gathering the bf16 model parameters
+    # (param_and_grad_buffer.py start_param_sync), not 4 B ones: NVIDIA's family 6.3 -> 5.6 %
+    # median, and the refit moves the shared coefficients.
+    assert summary["median"] <= 6.85
     # 47.0 -> 48.6 % with Transformer Engine's fp8 rate taken from its source (not fitted on
     # NVIDIA's rows, whose miss then moves into the shared Hopper coefficients); 48.6 -> 50.2 %
     # and 78.4 -> 79.1 % with the data-parallel contention (the same BigScience and
@@ -88,9 +91,11 @@ def test_the_leave_one_source_out_errors_do_not_widen(bench: ModuleType, report)
     # context-parallel rows' attention is ~90 % of their step (torchtitan's 8B CP 8 +67.7 ->
     # +54.6 %); the refit leaves the shared Hopper matmul and byte coefficients a little faster,
     # so BigScience (Megatron-DeepSpeed's eager attention, not a fused kernel) +27.6 -> +28.2 %.
-    # 54.6 -> 54.62 % with the sources' FSDP reduce dtypes (above): the refit's Hopper coefficients.
-    assert summary["worst_short"] <= 29.4
-    assert summary["worst_long"] <= 54.63
+    # 54.6 -> 54.62 % with the sources' FSDP reduce dtypes (above): the refit's Hopper coefficients;
+    # 29.4 -> 29.13 % and 54.62 -> 54.75 % with Megatron's bf16 parameter all-gather (the refit:
+    # BigScience's prequel 200B row, torchtitan's 8B CP 8 row).
+    assert summary["worst_short"] <= 29.14
+    assert summary["worst_long"] <= 54.76
     # NVIDIA's dense rows (its expert-parallel ones are checked in the next test): 18.3 % before
     # the guide's rate.
     nvidia = [
@@ -110,7 +115,13 @@ def test_the_expert_parallel_figures_are_scored(bench: ModuleType, report) -> No
     rows = [r for r in report.scored if r.case.plan.parallel.expert_parallel > 1]
     assert len(rows) == 21
     assert not any(bench.fitted_on(r.case) for r in rows)
-    assert statistics.median(abs(r.error) for r in rows) <= 11.4
+    # 11.3 -> 17.3 % with the experts' gradients reduced, and their parameters gathered, over the
+    # expert-data-parallel group (Megatron-Core's expert buffers): gpt-oss-120b's EP 8 rows on 64
+    # GPUs move each rank's 1/8 of the experts (14.3e9 parameters) over 8 ranks one per node, one
+    # NIC each, where the whole model's 64-rank ring had 8 NICs a node (+7 -> -17 % on B200).
+    # 17.3 -> 11.3 % with Megatron's distributed optimizer gathering the bf16 model parameters, not
+    # 4 B ones (param_and_grad_buffer.py start_param_sync): those rows' expert all-gather halves.
+    assert statistics.median(abs(r.error) for r in rows) <= 11.3
     # The two-node EP 16 rows: 8,826-8,960 published, 8,728 predicted (+150 % without the traffic
     # that crosses the nodes' NICs); 8,628 with the fused backward's five matmuls (-3.7 % the worst).
     for r in rows:
