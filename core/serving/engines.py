@@ -53,7 +53,7 @@ from core.serving.vllm_rules import (
     vllm_scheduler,
     vllm_total_memory,
 )
-from core.serving.vllm_versions import era_of, profile_tokens, utilization
+from core.serving.vllm_versions import CAPACITY_TOKENS_FROM, at_least, era_of, profile_tokens, utilization
 from core.solve import largest_fitting
 from core.units import GiB
 from core.verdict import Verdict, judge
@@ -355,6 +355,10 @@ def vllm_pool(plan: Plan, gpu: GpuSpec, layout: RankLayout, fit: ServingFit) -> 
     page_bytes = era.block_size * layout.kv_token_layer_bytes
     # get_num_blocks: available // page // layers per group; every block serves one group.
     blocks = max(0, int(budget // page_bytes // groups.size)) if page_bytes > 0 else 0
+    per_request = vllm_blocks_per_request(groups, inf.context, batched, era.block_size)
+    kv_tokens = blocks // groups.count * era.block_size  # _report_kv_cache_config (up to 0.23)
+    if at_least(inf.vllm_version, CAPACITY_TOKENS_FROM) and per_request > 0:
+        kv_tokens = int(blocks / per_request * inf.context)  # get_kv_cache_capacity (0.24 on)
     return VllmPool(
         requested=requested,
         activation=activation,
@@ -363,8 +367,8 @@ def vllm_pool(plan: Plan, gpu: GpuSpec, layout: RankLayout, fit: ServingFit) -> 
         blocks=blocks,
         groups=groups,
         page_bytes=page_bytes,
-        kv_tokens=blocks // groups.count * era.block_size,  # _report_kv_cache_config
-        per_request=vllm_blocks_per_request(groups, inf.context, batched, era.block_size),
+        kv_tokens=kv_tokens,
+        per_request=per_request,
         batched=batched,
         seqs=seqs,
         margin=margin,

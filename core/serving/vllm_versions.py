@@ -47,6 +47,10 @@ or, where the source could not be read, the start-up lines that show the rule):
   (``vllm/config/cache.py`` ``resolved_gpu_memory_utilization``), so the free memory bounds
   the pool: the CUDA context and NCCL's buffers are taken as well. Blocks are 64 tokens
   (``CacheConfig.DEFAULT_BLOCK_SIZE``, kept by FlashAttention, which takes any multiple of 16).
+  From 0.24.0 (ee0da84ab) the logged *GPU KV cache size* is the maximum concurrency times
+  ``max_model_len`` (``kv_cache_utils.get_kv_cache_capacity``), not blocks per group times the
+  block size: the same for full attention at a multiple of the block size, larger for
+  sliding-window models, whose requests take fewer blocks.
   Not checked against a start-up log: none of 0.34 is in the corpus.
 """
 
@@ -121,6 +125,10 @@ ERAS: Final = (
 # get_batch_defaults (vllm/engine/arg_utils.py) gives cards of 160 GiB or more 16,384 batched
 # tokens under `vllm serve` from the 0.28.0 release (2cf0a6915; 0.27.0, 4bdc8a788, has no such tier).
 HUGE_CARD_DEFAULTS_FROM: Final = VllmVersion.V0_28
+# "GPU KV cache size" is max_concurrency x max_model_len from the 0.24.0 release (ee0da84ab,
+# vllm/v1/core/kv_cache_utils.py get_kv_cache_capacity: "handles hybrid layouts correctly");
+# up to 0.23.0 (0fc695fc6) _report_kv_cache_config printed num_blocks // groups x block size.
+CAPACITY_TOKENS_FROM: Final = VllmVersion.V0_24
 # V0 without chunked prefill: chunked prefill is on by default only past this max_model_len.
 V0_CHUNKED_PREFILL_FROM: Final = 32_768
 _ORDER: Final = list(VllmVersion)
