@@ -53,7 +53,14 @@ from core.serving.vllm_rules import (
     vllm_scheduler,
     vllm_total_memory,
 )
-from core.serving.vllm_versions import CAPACITY_TOKENS_FROM, at_least, era_of, profile_tokens, utilization
+from core.serving.vllm_versions import (
+    CAPACITY_TOKENS_FROM,
+    at_least,
+    era_of,
+    graphs_before_kv,
+    profile_tokens,
+    utilization,
+)
 from core.solve import largest_fitting
 from core.units import GiB
 from core.verdict import Verdict, judge
@@ -340,7 +347,7 @@ def vllm_pool(plan: Plan, gpu: GpuSpec, layout: RankLayout, fit: ServingFit) -> 
     requested = math.ceil(total * utilization(inf))  # request_memory
     activation = vllm_profile_peak(model, layout, inf, profile_tokens(inf, batched), seqs)
     non_torch = vllm_non_torch_bytes(inf, serving_link(inf, gpu), fit)
-    graphs = VLLM_CUDA_GRAPH_BYTES if era.graphs_before_kv else 0.0
+    graphs = VLLM_CUDA_GRAPH_BYTES if graphs_before_kv(inf, model) else 0.0
     budget = requested - layout.weights_bytes - activation - non_torch - graphs
     margin = 0.0
     if era.measured:

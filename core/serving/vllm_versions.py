@@ -52,6 +52,9 @@ or, where the source could not be read, the start-up lines that show the rule):
   block size: the same for full attention at a multiple of the block size, larger for
   sliding-window models, whose requests take fewer blocks.
   Not checked against a start-up log: none of 0.34 is in the corpus.
+* **Model Runner V2 (0.22 – 0.28)**: the models these releases run on Model Runner V2 by
+  default get no CUDA-graph estimate before the KV cache (its ``profile_cudagraph_memory``
+  returned 0 until 0.29.0, 98dff2a81): :func:`v2_runner_without_graph_estimate`.
 """
 
 from __future__ import annotations
@@ -60,6 +63,8 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Final
 
+from core.dtypes import WeightFormat
+from core.model import ModelSpec
 from core.plan import Inference, VllmVersion
 
 
@@ -142,6 +147,44 @@ def era_of(version: VllmVersion) -> VllmEra:
 def at_least(version: VllmVersion, first: VllmVersion) -> bool:
     """Whether ``version`` is ``first`` or a later release line."""
     return _ORDER.index(version) >= _ORDER.index(first)
+
+
+# Model Runner V2 (vllm/v1/worker/gpu/model_runner.py) became the default runner for some
+# models from 0.22.0 on, and up to 0.28.0 its profile_cudagraph_memory returned 0 ("It is TBD
+# whether we keep this API or not"), so for those models no CUDA-graph estimate is set aside
+# before the KV cache; from 0.29.0 (98dff2a81) it estimates the graphs like the V1 runner.
+# Which models default to it (vllm/config/vllm.py VllmConfig._is_default_v2_model_runner_model,
+# DEFAULT_V2_MODEL_RUNNER_ARCHITECTURES), by the Hugging Face model_type of the architecture:
+# 0.22.0 (0b3ba88f1): Qwen3ForCausalLM, neither MoE nor quantised; 0.23.0 (0fc695fc6): also
+# Llama and Mistral; 0.24.0 (ee0da84ab): those three and DeepseekV2 / Qwen2Moe / GraniteMoe,
+# quantised or not; 0.25.0 (dd10e03f9) to 0.28.0 (2cf0a6915): those three MoE architectures and
+# every model that is not MoE (nor hybrid, which the planner cannot express).
+V2_RUNNER_DENSE_0_22: Final = frozenset({"qwen3"})
+V2_RUNNER_DENSE_0_23: Final = frozenset({"llama", "mistral", "qwen3"})
+V2_RUNNER_MOE: Final = frozenset({"deepseek_v2", "qwen2_moe", "granitemoe"})
+_UNQUANTISED: Final = frozenset({WeightFormat.BF16, WeightFormat.FP16, WeightFormat.FP32})
+
+
+def v2_runner_without_graph_estimate(inf: Inference, model: ModelSpec) -> bool:
+    """Whether this release runs the model on Model Runner V2 before it estimated CUDA graphs
+    (0.22-0.28, the architectures above): no estimate is set aside before the KV cache."""
+    version = inf.vllm_version
+    if not at_least(version, VllmVersion.V0_22) or at_least(version, VllmVersion.V0_29):
+        return False
+    moe, family = model.num_experts > 1, model.family
+    plain = inf.weight_dtype in _UNQUANTISED
+    if version is VllmVersion.V0_22:
+        return family in V2_RUNNER_DENSE_0_22 and not moe and plain
+    if version is VllmVersion.V0_23:
+        return family in V2_RUNNER_DENSE_0_23 and not moe and plain
+    if version is VllmVersion.V0_24:
+        return family in V2_RUNNER_DENSE_0_23 | V2_RUNNER_MOE
+    return not moe or family in V2_RUNNER_MOE
+
+
+def graphs_before_kv(inf: Inference, model: ModelSpec) -> bool:
+    """Whether the CUDA-graph estimate is set aside before the KV cache for this model."""
+    return era_of(inf.vllm_version).graphs_before_kv and not v2_runner_without_graph_estimate(inf, model)
 
 
 def utilization(inf: Inference) -> float:

@@ -165,3 +165,26 @@ def test_kv_size_is_concurrency_times_length_from_0_24() -> None:
     # Full attention at a multiple of 16: the two counts agree.
     full = [estimate(vllm_plan(vllm_version=v)).inference.kv_cache_tokens for v in ("0.23", "0.24")]
     assert full[0] == full[1]
+
+
+def test_model_runner_v2_set_no_graph_estimate_aside_until_0_29() -> None:
+    # vllm/v1/worker/gpu/model_runner.py profile_cudagraph_memory returns 0 in the 0.22.0-0.28.0
+    # wheels and estimates from 0.29.0 (98dff2a81); VllmConfig._is_default_v2_model_runner_model
+    # sends Llama (unquantised) to it from 0.23.0 (0fc695fc6) and every dense model from 0.25.0
+    # (dd10e03f9); Qwen2 (Qwen2ForCausalLM) not before 0.25, Mixtral (MoE) not up to 0.28.
+    from core.model import ModelSpec
+    from core.serving.vllm_versions import graphs_before_kv
+
+    def uses(model: str, version: str, **changes: object) -> bool:
+        plan = plan_for_model(model).with_inference(engine="vllm", vllm_version=version, **changes)
+        spec: ModelSpec = plan.model
+        return graphs_before_kv(plan.inference, spec)
+
+    assert uses("llama-3.1-8b", "0.22") and not uses("llama-3.1-8b", "0.23")
+    assert uses("llama-3.1-8b", "0.23", weight_dtype="fp8") and not uses("llama-3.1-8b", "0.24", weight_dtype="fp8")
+    assert uses("qwen2.5-7b", "0.24") and not uses("qwen2.5-7b", "0.25")
+    assert uses("mixtral-8x7b-v0.1", "0.28")
+    assert uses("llama-3.1-8b", "0.29") and not uses("llama-3.1-8b", "0.19")
+    v023 = estimate(vllm_plan(vllm_version="0.23", gpu_memory_utilization=0.9)).inference
+    v019 = estimate(vllm_plan(vllm_version="0.19", gpu_memory_utilization=0.9)).inference
+    assert v023.kv_cache_tokens == v019.kv_cache_tokens  # the 0.19 arithmetic: graphs after the pool
