@@ -211,6 +211,12 @@ class VllmVersion(StrEnum):
     V0_26 = "0.26"
     V0_27 = "0.27"
     V0_28 = "0.28"
+    V0_29 = "0.29"
+    V0_30 = "0.30"
+    V0_31 = "0.31"
+    V0_32 = "0.32"
+    V0_33 = "0.33"
+    V0_34 = "0.34"
 
 
 # Display labels, in the order the forms list them.
@@ -879,7 +885,8 @@ INPUTS: Final[tuple[Input, ...]] = (
           labels=ENGINE_LABELS),
     Input("inference.vllm_version", Kind.ENUM, "vLLM version", "vLLM version", VllmVersion.V0_19,
           "The vLLM release whose start-up rules apply: how it profiles, what it counts outside PyTorch, "
-          "whether it sets CUDA-graph memory aside before the KV cache (0.21 on), its default memory share.",
+          "whether it sets CUDA-graph memory aside before the KV cache (0.20 on), its default memory share, "
+          "and 0.34's KV cache sized from the memory measured after warm-up.",
           ("--vllm-version",), "vLLM release line (default 0.19, the release the rules were read from)",
           labels=VLLM_VERSION_LABELS, matters=lambda p: p.inference.engine is Engine.VLLM),
     Input("inference.weight_dtype", Kind.ENUM, "Weights", "Weight storage", WeightFormat.BF16,
@@ -954,9 +961,10 @@ INPUTS: Final[tuple[Input, ...]] = (
           ("--serving-link",), "link of the tensor-parallel GPUs (default auto: the card's own)",
           expected="auto or a link id from the catalogue", metavar="LINK",
           matters=lambda p: p.inference.tensor_parallel > 1 and p.inference.engine is not Engine.LLAMACPP),
-    # 0: the version's default (0.9; 0.92 from 0.21: core.serving.vllm_versions).
+    # 0: the version's default (0.9; 0.92 from 0.20; 1.0 in 0.34: core.serving.vllm_versions).
     Input("inference.gpu_memory_utilization", Kind.FLOAT, "GPU memory use", "GPU memory utilisation", 0.0,
-          "vLLM's gpu_memory_utilization: the share of each GPU it may use (its default: 90 %, 92 % from 0.21).",
+          "vLLM's gpu_memory_utilization: the share of each GPU it may use "
+          "(its default: 90 %, 92 % from 0.20, all of it in 0.34).",
           ("--gpu-memory-utilization",), "vLLM: fraction of each GPU it may use (0: the version's default)",
           unit="%", low=0.01, high=1.0, zero_means="default", scale=100, decimals=0,
           matters=lambda p: p.inference.engine is Engine.VLLM),

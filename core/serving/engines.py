@@ -40,6 +40,8 @@ from core.serving.kv import cached_positions, kv_bytes_per_token_layer, kv_heads
 from core.serving.vllm_rules import (
     VLLM_BLOCK_SIZE,
     VLLM_CUDA_GRAPH_BYTES,
+    VLLM_KV_MARGIN_FLOOR_BYTES,
+    VLLM_KV_MARGIN_FRACTION,
     KvGroups,
     activation_element_bytes,
     moe_workspace_bytes,
@@ -51,7 +53,14 @@ from core.serving.vllm_rules import (
     vllm_scheduler,
     vllm_total_memory,
 )
-from core.serving.vllm_versions import era_of, profile_tokens, utilization
+from core.serving.vllm_versions import (
+    CAPACITY_TOKENS_FROM,
+    at_least,
+    era_of,
+    graphs_before_kv,
+    profile_tokens,
+    utilization,
+)
 from core.solve import largest_fitting
 from core.units import GiB
 from core.verdict import Verdict, judge
@@ -313,6 +322,8 @@ class VllmPool:
     per_request: int  # blocks one request of the plan's context takes
     batched: int
     seqs: int
+    margin: float = 0.0  # 0.34's sizing margin kept free beside the reserve
+    block_size: int = VLLM_BLOCK_SIZE  # tokens per block
 
     @property
     def block_bytes(self) -> float:
@@ -336,12 +347,25 @@ def vllm_pool(plan: Plan, gpu: GpuSpec, layout: RankLayout, fit: ServingFit) -> 
     requested = math.ceil(total * utilization(inf))  # request_memory
     activation = vllm_profile_peak(model, layout, inf, profile_tokens(inf, batched), seqs)
     non_torch = vllm_non_torch_bytes(inf, serving_link(inf, gpu), fit)
-    graphs = VLLM_CUDA_GRAPH_BYTES if era.graphs_before_kv else 0.0
+    graphs = VLLM_CUDA_GRAPH_BYTES if graphs_before_kv(inf, model) else 0.0
     budget = requested - layout.weights_bytes - activation - non_torch - graphs
+    margin = 0.0
+    if era.measured:
+        # measure_kv_cache_bytes (0.34): min(requested - held, free - margin) - reserve, where
+        # held = weights + non-torch + the captured graphs, reserve = the profiled peak plus the
+        # graph estimate, and free is what start-up left (the CUDA context already taken).
+        reserve = activation + graphs
+        margin = max(VLLM_KV_MARGIN_FLOOR_BYTES, VLLM_KV_MARGIN_FRACTION * reserve)
+        bound = min(float(requested), total - CUDA_CONTEXT_BYTES - margin)
+        budget = bound - layout.weights_bytes - non_torch - graphs - reserve
     groups = vllm_kv_groups(model, layout.layers, era.kv_groups)
-    page_bytes = VLLM_BLOCK_SIZE * layout.kv_token_layer_bytes
+    page_bytes = era.block_size * layout.kv_token_layer_bytes
     # get_num_blocks: available // page // layers per group; every block serves one group.
     blocks = max(0, int(budget // page_bytes // groups.size)) if page_bytes > 0 else 0
+    per_request = vllm_blocks_per_request(groups, inf.context, batched, era.block_size)
+    kv_tokens = blocks // groups.count * era.block_size  # _report_kv_cache_config (up to 0.23)
+    if at_least(inf.vllm_version, CAPACITY_TOKENS_FROM) and per_request > 0:
+        kv_tokens = int(blocks / per_request * inf.context)  # get_kv_cache_capacity (0.24 on)
     return VllmPool(
         requested=requested,
         activation=activation,
@@ -350,10 +374,12 @@ def vllm_pool(plan: Plan, gpu: GpuSpec, layout: RankLayout, fit: ServingFit) -> 
         blocks=blocks,
         groups=groups,
         page_bytes=page_bytes,
-        kv_tokens=blocks // groups.count * VLLM_BLOCK_SIZE,  # _report_kv_cache_config
-        per_request=vllm_blocks_per_request(groups, inf.context, batched),
+        kv_tokens=kv_tokens,
+        per_request=per_request,
         batched=batched,
         seqs=seqs,
+        margin=margin,
+        block_size=era.block_size,
     )
 
 
@@ -366,7 +392,7 @@ def vllm_memory(plan: Plan, gpu: GpuSpec, layout: RankLayout, fit: ServingFit = 
     at_once = max(1, min(inf.concurrent, pool.seqs))
 
     def all_fit(context: int) -> bool:
-        return blocks >= at_once * vllm_blocks_per_request(groups, context, batched)
+        return blocks >= at_once * vllm_blocks_per_request(groups, context, batched, pool.block_size)
 
     max_c = min(max(0, largest_fitting(all_fit, MAX_CONTEXT, pool.kv_tokens // at_once)), model.max_position_embeddings)
     max_b = min(int(pool.concurrency), pool.seqs)
@@ -401,9 +427,7 @@ def vllm_memory(plan: Plan, gpu: GpuSpec, layout: RankLayout, fit: ServingFit = 
         overhead_bytes=SERVING_OVERHEAD_BYTES,
         peak_bytes=layout.weights_bytes + pool.activation + pool.pool_bytes,
         total_bytes=fixed + running_kv,  # what the requests running together hold (vLLM takes card × utilisation)
-        footprint_bytes=pool.requested
-        + SERVING_OVERHEAD_BYTES
-        + (0.0 if pool.graphs_reserved else VLLM_CUDA_GRAPH_BYTES),
+        footprint_bytes=_vllm_footprint(layout, pool),
         budget_bytes=float(gpu.memory_bytes),  # gpu_memory_utilization is vLLM's own headroom
         kv_cache_tokens=pool.kv_tokens,
         max_concurrency=pool.concurrency,
@@ -419,6 +443,17 @@ def vllm_memory(plan: Plan, gpu: GpuSpec, layout: RankLayout, fit: ServingFit = 
     )
 
 
+def _vllm_footprint(layout: RankLayout, pool: VllmPool) -> float:
+    """What the process holds on the card: up to 0.33 the requested share (card x utilisation),
+    the CUDA context and the graphs captured after the pool where they were not set aside;
+    0.34's measured pool: what it holds (weights, non-torch, graphs, the pool, the activation
+    peak when it runs) and the context, never the whole requested share."""
+    if pool.margin:
+        held = layout.weights_bytes + pool.non_torch + pool.graphs_reserved + pool.pool_bytes + pool.activation
+        return min(float(pool.requested), held) + SERVING_OVERHEAD_BYTES
+    return pool.requested + SERVING_OVERHEAD_BYTES + (0.0 if pool.graphs_reserved else VLLM_CUDA_GRAPH_BYTES)
+
+
 def _vllm_formula(plan: Plan, gpu: GpuSpec, layout: RankLayout, pool: VllmPool, fit: ServingFit) -> str:
     inf = plan.inference
     era = era_of(inf.vllm_version)
@@ -429,11 +464,21 @@ def _vllm_formula(plan: Plan, gpu: GpuSpec, layout: RankLayout, pool: VllmPool, 
         else (f"; CUDA graphs (captured afterwards, outside the pool) about {VLLM_CUDA_GRAPH_BYTES / GiB:.2f} GiB")
     )
     budget = pool.requested - layout.weights_bytes - pool.activation - pool.non_torch - pool.graphs_reserved
+    share = f"{vllm_total_memory(gpu, fit) / GiB:.2f} GiB × {utilization(inf):g}"
+    if pool.margin:  # 0.34: the free memory after start-up bounds it, less the margin and the reserve
+        free = vllm_total_memory(gpu, fit) - CUDA_CONTEXT_BYTES - pool.margin
+        share = f"min({share}, free after start-up less margin {pool.margin / GiB:.2f} = {free / GiB:.2f} GiB)"
+        budget = min(float(pool.requested), free) - layout.weights_bytes - pool.non_torch - 2 * pool.graphs_reserved
+        budget -= pool.activation
+        graphs = (
+            f" − CUDA graphs {pool.graphs_reserved / GiB:.2f} held and {pool.graphs_reserved / GiB:.2f} in the reserve"
+        )
     return (
-        f"vLLM {inf.vllm_version.value} ({era.name}): KV pool = {vllm_total_memory(gpu, fit) / GiB:.2f} GiB × "
-        f"{utilization(inf):g} − weights {layout.weights_bytes / GiB:.2f} − activation peak "
+        f"vLLM {inf.vllm_version.value} ({era.name}): KV pool = {share}"
+        f" − weights {layout.weights_bytes / GiB:.2f} − activation peak "
         f"{pool.activation / GiB:.2f} − non-torch {pool.non_torch / GiB:.2f}{graphs} = {max(budget, 0) / GiB:.2f} GiB; "
-        f"{pool.blocks:,} blocks of {pool.groups.size} layers × 16 = GPU KV cache size {pool.kv_tokens:,} tokens; "
+        f"{pool.blocks:,} blocks of {pool.groups.size} layers × {pool.block_size} = GPU KV cache size "
+        f"{pool.kv_tokens:,} tokens; "
         f"maximum concurrency for {inf.context:,} tokens per request: {pool.concurrency:.2f}x{after}"
     )
 

@@ -30,20 +30,24 @@ from typing import Final
 from core.catalogue import GpuSpec, LinkSpec
 from core.dtypes import WeightFormat
 from core.model import ModelSpec
-from core.plan import Inference
+from core.plan import Inference, VllmVersion
 from core.serving.fit import DEFAULT_FIT, ServingFit, link_class, memory_class
 from core.serving.kv import window_split
-from core.serving.vllm_versions import Accounting, era_of, profile_tokens
+from core.serving.vllm_versions import HUGE_CARD_DEFAULTS_FROM, Accounting, at_least, era_of, profile_tokens
 from core.units import GiB
 
 # --- vLLM constants (source: vllm 0.19.0, the files named above) ------------------------
-VLLM_BLOCK_SIZE: Final = 16  # CacheConfig.block_size default on CUDA
+VLLM_BLOCK_SIZE: Final = 16  # CacheConfig.block_size default on CUDA (64 from 0.34: VllmEra.block_size)
 # EngineArgs.get_batch_defaults, usage context OPENAI_API_SERVER (`vllm serve`): cards of
 # 70 GiB or more that are not A100s get 8192 batched tokens and 1024 sequences, others
 # 2048 and 256 (unchanged from 0.11 to 0.19.0).
 VLLM_LARGE_CARD_BYTES: Final = 70 * GiB
 VLLM_DEFAULTS_LARGE: Final = (8192, 1024)
 VLLM_DEFAULTS_SMALL: Final = (2048, 256)
+# From 0.28.0 (2cf0a6915, same function): cards of 160 GiB or more (B200, B300) get 16,384
+# batched tokens and 1,024 sequences (core.serving.vllm_versions.HUGE_CARD_DEFAULTS_FROM).
+VLLM_HUGE_CARD_BYTES: Final = 160 * GiB
+VLLM_DEFAULTS_HUGE: Final = (16384, 1024)
 # Torch peak of the profiling forward, per token: the gated MLP's gate|up output (2·I) and
 # activation output (I) live with four hidden-size tensors. Four, not the three of the
 # 0.6 line's eager forward: the 0.19.0 logs whose peak the forward decides (small
@@ -78,10 +82,18 @@ VLLM_NON_TORCH_PP_BYTES: Final = 0.07 * GiB
 # to the pool's deductions. vLLM's own estimate ("Estimated CUDA graph memory") in the
 # tuning logs runs 0.49-1.92 GiB; 0.84 GiB is its median there (Llama-3.1-8B logs it).
 VLLM_CUDA_GRAPH_BYTES: Final = 0.84 * GiB
+# 0.34.0's extensible KV cache (62d4bc3c7, vllm/v1/worker/extensible_kv_cache.py): after
+# warm-up and capture it keeps free a margin of max(1 GiB, 0.75 x the reserve) on top of the
+# reserve itself (the profiled activation peak plus the CUDA-graph estimate) on CUDA.
+VLLM_KV_MARGIN_FLOOR_BYTES: Final = 1 * GiB  # KV_CACHE_MARGIN_FLOOR_BYTES (3 GiB on ROCm)
+VLLM_KV_MARGIN_FRACTION: Final = 0.75  # KV_CACHE_MARGIN_FRACTION
 
 
-def vllm_defaults(gpu: GpuSpec) -> tuple[int, int]:
-    """(max_num_batched_tokens, max_num_seqs) that `vllm serve` (V1) picks for this card."""
+def vllm_defaults(gpu: GpuSpec, version: VllmVersion = VllmVersion.V0_19) -> tuple[int, int]:
+    """(max_num_batched_tokens, max_num_seqs) that `vllm serve` (V1) of this release picks for
+    this card."""
+    if gpu.memory_bytes >= VLLM_HUGE_CARD_BYTES and at_least(version, HUGE_CARD_DEFAULTS_FROM):
+        return VLLM_DEFAULTS_HUGE
     large = gpu.memory_bytes >= VLLM_LARGE_CARD_BYTES and "a100" not in gpu.id.lower()
     return VLLM_DEFAULTS_LARGE if large else VLLM_DEFAULTS_SMALL
 
@@ -97,7 +109,7 @@ def vllm_scheduler(inf: Inference, gpu: GpuSpec) -> tuple[int, int]:
     """The scheduler's limits: V1's defaults for the card, V0's 2,048 tokens (at least one
     max_model_len without chunked prefill) and 256 sequences."""
     if era_of(inf.vllm_version).v1:
-        batched, seqs = vllm_defaults(gpu)
+        batched, seqs = vllm_defaults(gpu, inf.vllm_version)
     else:
         batched, seqs = profile_tokens(inf, VLLM_DEFAULTS_SMALL[0]), VLLM_DEFAULTS_SMALL[1]
     return inf.max_num_batched_tokens or batched, inf.max_num_seqs or seqs
@@ -208,12 +220,15 @@ def vllm_kv_groups(model: ModelSpec, layers: int, hybrid: bool = True) -> KvGrou
     return KvGroups(size=size, full=math.ceil(full / size), windowed=math.ceil(windowed / size), window=window)
 
 
-def vllm_blocks_per_request(groups: KvGroups, context: int, batched_tokens: int) -> int:
+def vllm_blocks_per_request(
+    groups: KvGroups, context: int, batched_tokens: int, block_size: int = VLLM_BLOCK_SIZE
+) -> int:
     """Blocks one request of ``context`` tokens takes (get_max_concurrency_for_kv_cache_config):
-    cdiv(context, 16) in each full-attention group; in each sliding-window group the window
-    less one plus one step's tokens, capped at the context, plus one block
-    (SlidingWindowSpec.max_memory_usage_bytes)."""
-    full_blocks = math.ceil(context / VLLM_BLOCK_SIZE)
+    cdiv(context, block size) in each full-attention group; in each sliding-window group the
+    window less one plus one step's tokens, capped at the context, plus one block
+    (SlidingWindowSpec.max_memory_usage_bytes). Blocks are 16 tokens up to 0.33, 64 in 0.34
+    (core.serving.vllm_versions)."""
+    full_blocks = math.ceil(context / block_size)
     win_tokens = min(context, groups.window - 1 + batched_tokens)
-    win_blocks = math.ceil(win_tokens / VLLM_BLOCK_SIZE) + 1 if groups.windowed else 0
+    win_blocks = math.ceil(win_tokens / block_size) + 1 if groups.windowed else 0
     return groups.full * full_blocks + groups.windowed * win_blocks

@@ -15,18 +15,46 @@ or, where the source could not be read, the start-up lines that show the rule):
   0012cf691b7e69423244d2b1405f4b6832156e19, ``vllm/v1/worker/gpu_worker.py``
   ``determine_available_memory``: ``non_torch_allocations = (total - free) -
   torch_allocated``). Sliding-window layers hold a full-length cache (one KV group).
-* **V1 (0.10 – 0.20)**: a baseline snapshot after start-up, so only what the profile run
+* **V1 (0.10 – 0.19)**: a baseline snapshot after start-up, so only what the profile run
   adds outside torch is taken; sliding-window and full layers in padded KV groups (the
-  hybrid allocator). The 0.19.0 release (commit 2a69949bd) is where
-  :mod:`core.serving.vllm_rules` was read; ``VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS`` is 0,
-  so the CUDA-graph pool is captured after the KV cache, outside it.
-* **V1 with CUDA-graph profiling (0.21 – 0.28)**: vLLM estimates the CUDA-graph pool and
-  sets it aside before the KV cache ("CUDA graph memory profiling is enabled (default since
-  v0.21.0)", printed by ``gpu_worker.py`` in the 0.27.1 log of gpustack/runner pull request 251: "The
-  current --gpu-memory-utilization=0.8200 is equivalent to --gpu-memory-utilization=0.8048
-  without CUDA graph memory profiling"), and ``gpu_memory_utilization`` defaults to 0.92
-  (docs.vllm.ai/en/stable/cli/serve, quoted in maximhq/bifrost PR #7175). Not checked against
-  a start-up log with a KV size: none in the corpus is of these releases.
+  hybrid allocator). The 0.19.0 release (commit 2a69949bd, as the wheel's
+  ``vllm/_version.py`` records) is where :mod:`core.serving.vllm_rules` was read;
+  ``VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS`` is 0 there, so the CUDA-graph pool is captured
+  after the KV cache, outside it.
+* **V1 with CUDA-graph profiling (0.20 – 0.33)**: vLLM estimates the CUDA-graph pool
+  (``gpu_model_runner.py`` ``profile_cudagraph_memory``: per capture mode the first graph's
+  bytes plus the second's times the remaining sizes) and sets it aside before the KV cache,
+  and ``gpu_memory_utilization`` defaults to 0.92. Read in the released wheels: 0.20.0
+  (b8160878f: ``vllm/envs.py`` ``VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS`` defaults to "1",
+  ``vllm/config/cache.py`` ``gpu_memory_utilization`` ``default=0.92``; its start-up message
+  says "default since v0.21.0", but the 0.20.0 release already ships both), 0.21.0
+  (ad7125a43), 0.28.0 (2cf0a6915) and 0.33.0 (4ba787ec9): ``gpu_worker.py``
+  ``determine_available_memory`` takes ``requested_memory - non_kv_cache_memory -
+  cudagraph_memory_estimate``. From 0.27.0 (4bdc8a788, ``vllm/utils/mem_utils.py``
+  ``memory_profiling``) the non-KV memory is what ``mem_get_info`` lost since the baseline plus
+  the torch peak's transient headroom, which also counts the model runner's persistent
+  buffers (not modelled: tens of MiB). From 0.28.0 (2cf0a6915, ``vllm/engine/arg_utils.py``
+  ``get_batch_defaults``) cards of 160 GiB or more get 16,384 batched tokens under ``vllm
+  serve``.
+* **V1 with the extensible KV cache (0.34)**: 0.34.0 (62d4bc3c7) reserves the KV cache's
+  address range and sizes it after warm-up and CUDA-graph capture from the memory then free
+  (``vllm/v1/worker/extensible_kv_cache.py`` ``measure_kv_cache_bytes``): the budget is
+  ``min(requested - what the engine holds, free - margin) - reserve``, where the reserve is
+  the profiled activation peak plus the CUDA-graph estimate (``gpu_worker.py``
+  ``initialize_from_config``: ``reserved_headroom_bytes = peak_activation_memory``) and the
+  margin ``max(1 GiB, 0.75 x reserve)`` (``KV_CACHE_MARGIN_FLOOR_BYTES``,
+  ``KV_CACHE_MARGIN_FRACTION``). ``gpu_memory_utilization`` unset resolves to 1.0 with it
+  (``vllm/config/cache.py`` ``resolved_gpu_memory_utilization``), so the free memory bounds
+  the pool: the CUDA context and NCCL's buffers are taken as well. Blocks are 64 tokens
+  (``CacheConfig.DEFAULT_BLOCK_SIZE``, kept by FlashAttention, which takes any multiple of 16).
+  From 0.24.0 (ee0da84ab) the logged *GPU KV cache size* is the maximum concurrency times
+  ``max_model_len`` (``kv_cache_utils.get_kv_cache_capacity``), not blocks per group times the
+  block size: the same for full attention at a multiple of the block size, larger for
+  sliding-window models, whose requests take fewer blocks.
+  Not checked against a start-up log: none of 0.34 is in the corpus.
+* **Model Runner V2 (0.22 – 0.28)**: the models these releases run on Model Runner V2 by
+  default get no CUDA-graph estimate before the KV cache (its ``profile_cudagraph_memory``
+  returned 0 until 0.29.0, 98dff2a81): :func:`v2_runner_without_graph_estimate`.
 """
 
 from __future__ import annotations
@@ -35,6 +63,8 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Final
 
+from core.dtypes import WeightFormat
+from core.model import ModelSpec
 from core.plan import Inference, VllmVersion
 
 
@@ -57,6 +87,8 @@ class VllmEra:
     kv_groups: bool  # sliding-window layers in their own padded groups (hybrid allocator)
     graphs_before_kv: bool  # the CUDA-graph estimate is set aside before the KV cache
     default_utilization: float
+    block_size: int = 16  # CacheConfig.DEFAULT_BLOCK_SIZE
+    measured: bool = False  # the extensible KV cache: sized after warm-up from the free memory
 
 
 # V1 (torch.compile) keeps four hidden-size tensors (core.serving.vllm_rules.VLLM_HIDDEN_COPIES);
@@ -67,11 +99,11 @@ ERAS: Final = (
         "V0 (0.6-0.7)", VllmVersion.V0_6, VllmVersion.V0_7, False, Accounting.V0, V0_HIDDEN_COPIES, False, False, 0.9
     ),
     VllmEra("V1 (0.8-0.9)", VllmVersion.V0_8, VllmVersion.V0_9, True, Accounting.CONTEXT, 4, False, False, 0.9),
-    VllmEra("V1 (0.10-0.20)", VllmVersion.V0_10, VllmVersion.V0_20, True, Accounting.INCREASE, 4, True, False, 0.9),
+    VllmEra("V1 (0.10-0.19)", VllmVersion.V0_10, VllmVersion.V0_19, True, Accounting.INCREASE, 4, True, False, 0.9),
     VllmEra(
-        "V1 with CUDA-graph profiling (0.21-0.28)",
-        VllmVersion.V0_21,
-        VllmVersion.V0_28,
+        "V1 with CUDA-graph profiling (0.20-0.33)",
+        VllmVersion.V0_20,
+        VllmVersion.V0_33,
         True,
         Accounting.INCREASE,
         4,
@@ -79,7 +111,29 @@ ERAS: Final = (
         True,
         0.92,
     ),
+    # 0.34.0 (62d4bc3c7): CacheConfig.DEFAULT_BLOCK_SIZE 64; resolved_gpu_memory_utilization 1.0
+    # with the extensible KV cache, which is on by default on CUDA.
+    VllmEra(
+        "V1 with the extensible KV cache (0.34)",
+        VllmVersion.V0_34,
+        VllmVersion.V0_34,
+        True,
+        Accounting.INCREASE,
+        4,
+        True,
+        True,
+        1.0,
+        block_size=64,
+        measured=True,
+    ),
 )
+# get_batch_defaults (vllm/engine/arg_utils.py) gives cards of 160 GiB or more 16,384 batched
+# tokens under `vllm serve` from the 0.28.0 release (2cf0a6915; 0.27.0, 4bdc8a788, has no such tier).
+HUGE_CARD_DEFAULTS_FROM: Final = VllmVersion.V0_28
+# "GPU KV cache size" is max_concurrency x max_model_len from the 0.24.0 release (ee0da84ab,
+# vllm/v1/core/kv_cache_utils.py get_kv_cache_capacity: "handles hybrid layouts correctly");
+# up to 0.23.0 (0fc695fc6) _report_kv_cache_config printed num_blocks // groups x block size.
+CAPACITY_TOKENS_FROM: Final = VllmVersion.V0_24
 # V0 without chunked prefill: chunked prefill is on by default only past this max_model_len.
 V0_CHUNKED_PREFILL_FROM: Final = 32_768
 _ORDER: Final = list(VllmVersion)
@@ -88,6 +142,49 @@ _ORDER: Final = list(VllmVersion)
 def era_of(version: VllmVersion) -> VllmEra:
     index = _ORDER.index(version)
     return next(e for e in ERAS if _ORDER.index(e.first) <= index <= _ORDER.index(e.last))
+
+
+def at_least(version: VllmVersion, first: VllmVersion) -> bool:
+    """Whether ``version`` is ``first`` or a later release line."""
+    return _ORDER.index(version) >= _ORDER.index(first)
+
+
+# Model Runner V2 (vllm/v1/worker/gpu/model_runner.py) became the default runner for some
+# models from 0.22.0 on, and up to 0.28.0 its profile_cudagraph_memory returned 0 ("It is TBD
+# whether we keep this API or not"), so for those models no CUDA-graph estimate is set aside
+# before the KV cache; from 0.29.0 (98dff2a81) it estimates the graphs like the V1 runner.
+# Which models default to it (vllm/config/vllm.py VllmConfig._is_default_v2_model_runner_model,
+# DEFAULT_V2_MODEL_RUNNER_ARCHITECTURES), by the Hugging Face model_type of the architecture:
+# 0.22.0 (0b3ba88f1): Qwen3ForCausalLM, neither MoE nor quantised; 0.23.0 (0fc695fc6): also
+# Llama and Mistral; 0.24.0 (ee0da84ab): those three and DeepseekV2 / Qwen2Moe / GraniteMoe,
+# quantised or not; 0.25.0 (dd10e03f9) to 0.28.0 (2cf0a6915): those three MoE architectures and
+# every model that is not MoE (nor hybrid, which the planner cannot express).
+V2_RUNNER_DENSE_0_22: Final = frozenset({"qwen3"})
+V2_RUNNER_DENSE_0_23: Final = frozenset({"llama", "mistral", "qwen3"})
+V2_RUNNER_MOE: Final = frozenset({"deepseek_v2", "qwen2_moe", "granitemoe"})
+_UNQUANTISED: Final = frozenset({WeightFormat.BF16, WeightFormat.FP16, WeightFormat.FP32})
+
+
+def v2_runner_without_graph_estimate(inf: Inference, model: ModelSpec) -> bool:
+    """Whether this release runs the model on Model Runner V2 before it estimated CUDA graphs
+    (0.22-0.28, the architectures above): no estimate is set aside before the KV cache."""
+    version = inf.vllm_version
+    if not at_least(version, VllmVersion.V0_22) or at_least(version, VllmVersion.V0_29):
+        return False
+    moe, family = model.num_experts > 1, model.family
+    plain = inf.weight_dtype in _UNQUANTISED
+    if version is VllmVersion.V0_22:
+        return family in V2_RUNNER_DENSE_0_22 and not moe and plain
+    if version is VllmVersion.V0_23:
+        return family in V2_RUNNER_DENSE_0_23 and not moe and plain
+    if version is VllmVersion.V0_24:
+        return family in V2_RUNNER_DENSE_0_23 | V2_RUNNER_MOE
+    return not moe or family in V2_RUNNER_MOE
+
+
+def graphs_before_kv(inf: Inference, model: ModelSpec) -> bool:
+    """Whether the CUDA-graph estimate is set aside before the KV cache for this model."""
+    return era_of(inf.vllm_version).graphs_before_kv and not v2_runner_without_graph_estimate(inf, model)
 
 
 def utilization(inf: Inference) -> float:

@@ -53,8 +53,9 @@ SEED = int(os.environ.get("MONKEY_SEED", "20240611"))
 # missed the serving link (shown only for a multi-GPU vLLM plan) once the attention kernel
 # gained a fourth choice (flash1) and the seeded path changed; 45 missed it again once the serving
 # form gained llama.cpp's build number (the seeded path changed once more); 50 missed FSDP2's float8
-# all-gather again once the Method form gained loop_keeps_output (55 too).
-EDITS = int(os.environ.get("MONKEY_EDITS", str(60 * len(INPUTS))))
+# all-gather again once the Method form gained loop_keeps_output (55 too); 60 missed the serving
+# link once the vLLM version choice gained 0.29-0.34 (a choice gets turns by its entry count).
+EDITS = int(os.environ.get("MONKEY_EDITS", str(65 * len(INPUTS))))
 FULL_CHECK_EVERY = int(os.environ.get("MONKEY_FULL_CHECK_EVERY", "1"))
 
 # Text a person (or a cat) might type: numbers in every spelling the fields accept, numbers
