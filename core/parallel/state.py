@@ -315,9 +315,12 @@ def _reduce_stream_cache(
     sharded parameters' dtype (``_to_dtype_if_needed`` when ``reduce_dtype`` differs), added to
     an earlier micro-batch's gradient (``sharded_param.grad._local_tensor += new_sharded_grad``),
     or copied to the host under ``CPUOffloadPolicy`` ("Since the GPU sharded gradient is
-    allocated in the RS stream, we can free it here by not keeping a ref"). The next unit's
-    output takes that block again, so the stream keeps the largest unit's output (and its cast,
-    when that is freed too).
+    allocated in the RS stream, we can free it here by not keeping a ref"); or stepped at once
+    under an optimizer in the backward: ``foreach_reduce`` runs the sharded parameters'
+    ``_post_accumulate_grad_hooks`` (torch 2.5.0 onwards), and torchtune's hook steps and calls
+    ``zero_grad()`` (pytorch/torchtune 0331778, torchtune/training/memory.py
+    ``register_optim_in_bwd_hooks``). The next unit's output takes that block again, so the
+    stream keeps the largest unit's output (and its cast, when that is freed too).
 
     FSDP1 (``parallel.fsdp1_wrap``) keeps its term as before: its ``_post_backward_hook`` casts
     the flat gradient to the reduce dtype under the post-backward stream and
@@ -333,7 +336,8 @@ def _reduce_stream_cache(
     cast = reduce_b != dt.grad
     accumulated = plan.workload.grad_accum > 1 and not fsdp_held_through_step(plan.parallel)
     offloaded = plan.parallel.offload is Offload.PARAMS
-    if not (cast or accumulated or offloaded):
+    stepped = plan.optimizer_in_backward
+    if not (cast or accumulated or offloaded or stepped):
         return []
     block, root = units
     if plan.adapter_based:
@@ -342,8 +346,16 @@ def _reduce_stream_cache(
         largest, what = root / rank.lay.state_shards, "the root unit's"
     else:
         largest, what = block / rank.dp, "one block's"
-    per = reduce_b + (dt.grad if cast and (accumulated or offloaded) else 0.0)
-    why = "offloaded to the host" if offloaded else "added to the accumulated gradient" if accumulated else "cast"
+    per = reduce_b + (dt.grad if cast and (accumulated or offloaded or stepped) else 0.0)
+    why = (
+        "offloaded to the host"
+        if offloaded
+        else "stepped in the backward"
+        if stepped
+        else "added to the accumulated gradient"
+        if accumulated
+        else "cast"
+    )
     how = f"({reduce_b:g} + {dt.grad:g}) B" if per != reduce_b else f"{reduce_b:g} B"
     return [
         Term(
@@ -493,7 +505,9 @@ def _fsdp(rank: _Rank) -> RankState:
     stream_cache += _fsdp1_wrap_cache(rank, block, root)
     state = RankState(
         stream_cache=stream_cache,
-        grads_on_reduce_stream=True,
+        # An optimizer in the backward frees each unit's gradients as it steps them
+        # (_reduce_stream_cache): none is left for the next zero_grad.
+        grads_on_reduce_stream=not plan.optimizer_in_backward,
         root_pending=root_pending,
         root_reduce=root_reduce,
         weights=_sharded(rank.weights, rank.weight_dp) + quant_state,

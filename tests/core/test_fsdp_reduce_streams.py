@@ -98,3 +98,14 @@ def test_fsdp1_keeps_its_post_backward_streams_reduce_scatter_input() -> None:
     # reduce dtype under the post-backward stream and _get_reduce_scatter_tensors pads it there.
     reserve = _reserve(estimate(_fsdp(fsdp1_wrap=True)))
     assert reserve["post-backward stream's cache (FSDP1): reduce-scatter input (one block)"] == BLOCK * 2
+
+
+def test_fsdp2_with_the_optimizer_in_the_backward_keeps_one_units_output_not_the_gradients() -> None:
+    # foreach_reduce runs the sharded parameters' post-accumulate-grad hooks (torch 2.5.0 onwards), and
+    # torchtune's hook steps and zero_grad()s each parameter there (pytorch/torchtune 0331778,
+    # torchtune/training/memory.py register_optim_in_bwd_hooks): every unit's output is freed in the
+    # backward, so the stream keeps the largest one's, not the step's sharded gradients. Before, the
+    # reserve counted the whole model's sharded gradients as left for the next zero_grad.
+    reserve = _reserve(estimate(_fsdp().with_changes(optimizer_in_backward=True)))
+    assert reserve[OUTPUT.format("stepped in the backward")] == pytest.approx(ROOT / 8 * 2)
+    assert not any("sharded gradients" in label for label in reserve)
