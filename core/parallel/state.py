@@ -480,6 +480,14 @@ def _fsdp(rank: _Rank) -> RankState:
     one, gathered = _gathered_block(plan, lay, block, block_b)
     forward, backward, backward_block = _fsdp_gathered(plan, stage.layers, root_term, one, gathered)
     backward_grads = _block_gradients(rank, block, gather, reduce_b)
+    accumulated = _pipeline_accumulated(rank, block, root, reduce_b)
+    if accumulated is not None:
+        # A pipelined stage reduces only in its last micro-batch's backward: before it,
+        # post_backward finds reduce_grads off and only accumulates the block's gradients
+        # (_fsdp_param_group.py, torch 2.5.0-2.8.0: "if not self.reduce_grads: ...
+        # to_accumulated_grad_if_needed(); return"), so no reduce-scatter input exists in the
+        # backwards that hold the most micro-batches.
+        backward_grads = backward_grads[:1]
     root_pending: list[Term] = []
     root_reduce: list[Term] = []
     if plan.method is Method.FULL and root and plan.workload.grad_accum == 1:  # else last micro-batch's exist
@@ -512,7 +520,7 @@ def _fsdp(rank: _Rank) -> RankState:
         root_reduce=root_reduce,
         weights=_sharded(rank.weights, rank.weight_dp) + quant_state,
         grads=_sharded(rank.grads, dp),
-        grads_in_backward=_pipeline_accumulated(rank, block, root, reduce_b),
+        grads_in_backward=accumulated,
         optim=_sharded(rank.optim, dp),
         forward=forward,
         backward=backward,
