@@ -366,6 +366,23 @@ def _reduce_stream_cache(
     ]
 
 
+def _backward_reduction(
+    rank: _Rank, units: tuple[float, float], gather: float, reduce_b: float
+) -> tuple[list[Term], list[Term] | None]:
+    """One block's gradients and reduce-scatter input in the backward (:func:`_block_gradients`)
+    and what a pipelined stage accumulates into (:func:`_pipeline_accumulated`). A pipelined
+    stage reduces only after its last micro-batch's backward: before, ``post_backward`` finds
+    ``reduce_grads`` off and only accumulates (``_fsdp_param_group.py``, torch 2.5.0-2.8.0: "if not
+    self.reduce_grads: ... to_accumulated_grad_if_needed(); return"; torch 2.6.0
+    ``pipelining/stage.py`` ``backward_maybe_with_nosync`` turns sync off for every backward and
+    runs ``post_backward`` after the last), so the backwards that hold the most micro-batches
+    make no reduce-scatter input."""
+    block, root = units
+    grads = _block_gradients(rank, block, gather, reduce_b)
+    accumulated = _pipeline_accumulated(rank, block, root, reduce_b)
+    return (grads if accumulated is None else grads[:1]), accumulated
+
+
 def _pipeline_accumulated(rank: _Rank, block: float, root: float, reduce_b: float) -> list[Term] | None:
     """What a pipelined FSDP2 rank's backward accumulates into (None: its sharded gradients, as
     without a pipeline). Under a pipeline the stage's gradients stay unsharded
@@ -479,15 +496,7 @@ def _fsdp(rank: _Rank) -> RankState:
     )
     one, gathered = _gathered_block(plan, lay, block, block_b)
     forward, backward, backward_block = _fsdp_gathered(plan, stage.layers, root_term, one, gathered)
-    backward_grads = _block_gradients(rank, block, gather, reduce_b)
-    accumulated = _pipeline_accumulated(rank, block, root, reduce_b)
-    if accumulated is not None:
-        # A pipelined stage reduces only in its last micro-batch's backward: before it,
-        # post_backward finds reduce_grads off and only accumulates the block's gradients
-        # (_fsdp_param_group.py, torch 2.5.0-2.8.0: "if not self.reduce_grads: ...
-        # to_accumulated_grad_if_needed(); return"), so no reduce-scatter input exists in the
-        # backwards that hold the most micro-batches.
-        backward_grads = backward_grads[:1]
+    backward_grads, accumulated = _backward_reduction(rank, (block, root), gather, reduce_b)
     root_pending: list[Term] = []
     root_reduce: list[Term] = []
     if plan.method is Method.FULL and root and plan.workload.grad_accum == 1:  # else last micro-batch's exist
@@ -501,11 +510,9 @@ def _fsdp(rank: _Rank) -> RankState:
             Term("root's unsharded gradients (embedding, head)", f"{sci(root)} × {gather:g} B", root * gather),
             Term("root's reduce-scatter input", f"{sci(root)} × {reduce_b:g} B", root * reduce_b),
         ]
-    # FSDP2 gathers on its all-gather stream and reduces on its reduce-scatter stream
-    # (_fsdp_param_group.py); the caching allocator keeps each stream's freed blocks for that
-    # stream (CUDACachingAllocator.cpp get_free_block), so outside a block's backward the
-    # second gathered block stays reserved, and what the reduction frees on its own stream
-    # (:func:`_reduce_stream_cache`).
+    # FSDP2 gathers on its all-gather stream (_fsdp_param_group.py); the caching allocator keeps a
+    # stream's freed blocks for it (CUDACachingAllocator.cpp get_free_block): outside a block's
+    # backward the second gathered block stays reserved, beside what the reduction frees there.
     stream_cache = [
         Term("all-gather stream's cache: a second block's gathered parameters", one, gathered),
         *_reduce_stream_cache(rank, backward_grads, (block, root), reduce_b),
@@ -513,9 +520,7 @@ def _fsdp(rank: _Rank) -> RankState:
     stream_cache += _fsdp1_wrap_cache(rank, block, root)
     state = RankState(
         stream_cache=stream_cache,
-        # An optimizer in the backward frees each unit's gradients as it steps them
-        # (_reduce_stream_cache): none is left for the next zero_grad.
-        grads_on_reduce_stream=not plan.optimizer_in_backward,
+        grads_on_reduce_stream=not plan.optimizer_in_backward,  # stepped and freed: _reduce_stream_cache
         root_pending=root_pending,
         root_reduce=root_reduce,
         weights=_sharded(rank.weights, rank.weight_dp) + quant_state,
