@@ -72,8 +72,10 @@ SEGMENT_ROUNDING_PER_TENSOR_BYTES: Final = 1 * MiB
 # peak step, were scored with no fragmentation and left the fit (memory.py carries_fragmentation).
 # 0.170 -> 0.165 when a block compiled under per-op SAC no longer kept the saved outputs its backward
 # never reads (core.training.activations.SAC_COMPILED_NOTE) and those figures (torchtitan's and Trainy's
-# compiled 8B runs) entered the fit again.
-ALLOCATOR_FRAGMENTATION: Final = 0.165
+# compiled 8B runs) entered the fit again. 0.165 -> 0.185 when FSDP2's reduce-scatter input left the
+# reduce-scatter stream's cache (torch 2.5+ allocates it on the default stream, which reuses its block:
+# core.parallel.state._reduce_stream_cache): the fraction no longer shares those bytes on torchtitan's rows.
+ALLOCATOR_FRAGMENTATION: Final = 0.185
 # With expandable_segments:True each stream's pool is one segment that grows by 20 MiB pages:
 # the slivers of partly used segments do not form, and only a page per pool is left over
 # (the note "Expandable Segments" in CUDACachingAllocator.cpp). Not measured in the corpus.

@@ -288,6 +288,101 @@ def _block_gradients(rank: _Rank, block: float, gather: float, reduce_b: float) 
     ]
 
 
+def _reduce_stream_cache(
+    rank: _Rank, backward_grads: list[Term], units: tuple[float, float], reduce_b: float
+) -> list[Term]:
+    """What the gradients' reduction leaves cached for a stream other than the default one,
+    beside the sharded gradients themselves (core.training.detailed._gradients_cached).
+
+    FSDP2 allocates the reduce-scatter input on the current (default) stream, before it enters
+    the reduce-scatter stream, and hands it back; ``post_backward`` keeps it in
+    ``comm_ctx.reduce_scatter_state`` until the next unit's ``post_backward`` (or the backward's
+    final callback) makes the default stream wait on the reduce-scatter's event and drops it
+    (torch 2.5.0 32f585d, 2.6.0 2236df1, 2.7.0 1341794 and 2.8.0 a1cb3cc, the wheels'
+    ``_fsdp_collectives.py`` ``foreach_reduce`` and ``_fsdp_param_group.py`` ``post_backward``;
+    pytorch/pytorch 8fc2039 the same). A block freed on the stream that allocated it serves that
+    stream again (CUDACachingAllocator.cpp ``get_free_block``): the one input alive while a block
+    runs its backward is in the allocated peak (:func:`_block_gradients`), and none stays cached
+    apart. (torch 2.4.0, e4ee3be, allocated it inside ``torch.cuda.stream(reduce_scatter_stream)``,
+    where it did.) ProcessGroupNCCL records no stream on it either: torchtitan 9dec370 sets
+    ``TORCH_NCCL_AVOID_RECORD_STREAMS=1`` (torchtitan/utils.py), which PyTorch made the default
+    by April 2025 (torchtitan 681c66f drops the setting, quoting "TORCH_NCCL_AVOID_RECORD_STREAMS
+    is the default now"); before that a recorded input could not be reused until its
+    reduce-scatter finished, which this does not model.
+
+    Only the reduce-scatter output is allocated in the reduce-scatter stream. It stays there as
+    the unit's sharded gradients (views of it), unless it is freed mid-backward: cast to the
+    sharded parameters' dtype (``_to_dtype_if_needed`` when ``reduce_dtype`` differs), added to
+    an earlier micro-batch's gradient (``sharded_param.grad._local_tensor += new_sharded_grad``),
+    or copied to the host under ``CPUOffloadPolicy`` ("Since the GPU sharded gradient is
+    allocated in the RS stream, we can free it here by not keeping a ref"); or stepped at once
+    under an optimizer in the backward: ``foreach_reduce`` runs the sharded parameters'
+    ``_post_accumulate_grad_hooks`` (torch 2.5.0 onwards), and torchtune's hook steps and calls
+    ``zero_grad()`` (pytorch/torchtune 0331778, torchtune/training/memory.py
+    ``register_optim_in_bwd_hooks``). The next unit's output takes that block again, so the
+    stream keeps the largest unit's output (and its cast, when that is freed too).
+
+    FSDP1 (``parallel.fsdp1_wrap``) keeps its term as before: its ``_post_backward_hook`` casts
+    the flat gradient to the reduce dtype under the post-backward stream and
+    ``_get_reduce_scatter_tensors`` pads it there (torch 2.4.0 ``fsdp/_runtime_utils.py``), or
+    records that stream on the autograd gradient (``_no_dispatch_record_stream``)."""
+    plan, dt = rank.plan, rank.dt
+    if plan.parallel.fsdp1_wrap:
+        return [
+            Term(f"post-backward stream's cache (FSDP1): {t.label}", t.formula, t.bytes) for t in backward_grads[1:]
+        ]
+    if rank.trainable <= 0:
+        return []
+    cast = reduce_b != dt.grad
+    accumulated = plan.workload.grad_accum > 1 and not fsdp_held_through_step(plan.parallel)
+    offloaded = plan.parallel.offload is Offload.PARAMS
+    stepped = plan.optimizer_in_backward
+    if not (cast or accumulated or offloaded or stepped):
+        return []
+    block, root = units
+    if plan.adapter_based:
+        largest, what = rank.trainable / max(1, rank.stage.layers) / rank.dp, "one block's adapters'"
+    elif plan.method is Method.FULL and root / rank.lay.state_shards > block / rank.dp:
+        largest, what = root / rank.lay.state_shards, "the root unit's"
+    else:
+        largest, what = block / rank.dp, "one block's"
+    per = reduce_b + (dt.grad if cast and (accumulated or offloaded or stepped) else 0.0)
+    why = (
+        "offloaded to the host"
+        if offloaded
+        else "stepped in the backward"
+        if stepped
+        else "added to the accumulated gradient"
+        if accumulated
+        else "cast"
+    )
+    how = f"({reduce_b:g} + {dt.grad:g}) B" if per != reduce_b else f"{reduce_b:g} B"
+    return [
+        Term(
+            f"reduce-scatter stream's cache: {what} reduce-scatter output ({why}, then freed)",
+            f"{sci(largest)} × {how}",
+            largest * per,
+        )
+    ]
+
+
+def _backward_reduction(
+    rank: _Rank, units: tuple[float, float], gather: float, reduce_b: float
+) -> tuple[list[Term], list[Term] | None]:
+    """One block's gradients and reduce-scatter input in the backward (:func:`_block_gradients`)
+    and what a pipelined stage accumulates into (:func:`_pipeline_accumulated`). A pipelined
+    stage reduces only after its last micro-batch's backward: before, ``post_backward`` finds
+    ``reduce_grads`` off and only accumulates (``_fsdp_param_group.py``, torch 2.5.0-2.8.0: "if not
+    self.reduce_grads: ... to_accumulated_grad_if_needed(); return"; torch 2.6.0
+    ``pipelining/stage.py`` ``backward_maybe_with_nosync`` turns sync off for every backward and
+    runs ``post_backward`` after the last), so the backwards that hold the most micro-batches
+    make no reduce-scatter input."""
+    block, root = units
+    grads = _block_gradients(rank, block, gather, reduce_b)
+    accumulated = _pipeline_accumulated(rank, block, root, reduce_b)
+    return (grads if accumulated is None else grads[:1]), accumulated
+
+
 def _pipeline_accumulated(rank: _Rank, block: float, root: float, reduce_b: float) -> list[Term] | None:
     """What a pipelined FSDP2 rank's backward accumulates into (None: its sharded gradients, as
     without a pipeline). Under a pipeline the stage's gradients stay unsharded
@@ -401,7 +496,7 @@ def _fsdp(rank: _Rank) -> RankState:
     )
     one, gathered = _gathered_block(plan, lay, block, block_b)
     forward, backward, backward_block = _fsdp_gathered(plan, stage.layers, root_term, one, gathered)
-    backward_grads = _block_gradients(rank, block, gather, reduce_b)
+    backward_grads, accumulated = _backward_reduction(rank, (block, root), gather, reduce_b)
     root_pending: list[Term] = []
     root_reduce: list[Term] = []
     if plan.method is Method.FULL and root and plan.workload.grad_accum == 1:  # else last micro-batch's exist
@@ -415,23 +510,22 @@ def _fsdp(rank: _Rank) -> RankState:
             Term("root's unsharded gradients (embedding, head)", f"{sci(root)} × {gather:g} B", root * gather),
             Term("root's reduce-scatter input", f"{sci(root)} × {reduce_b:g} B", root * reduce_b),
         ]
-    # FSDP2 gathers on its all-gather stream and reduces on its reduce-scatter stream
-    # (_fsdp_param_group.py); the caching allocator keeps each stream's freed blocks for that
-    # stream (CUDACachingAllocator.cpp get_free_block), so outside a block's backward the
-    # second gathered block and the reduce-scatter input stay reserved.
+    # FSDP2 gathers on its all-gather stream (_fsdp_param_group.py); the caching allocator keeps a
+    # stream's freed blocks for it (CUDACachingAllocator.cpp get_free_block): outside a block's
+    # backward the second gathered block stays reserved, beside what the reduction frees there.
     stream_cache = [
         Term("all-gather stream's cache: a second block's gathered parameters", one, gathered),
-        *[Term(f"reduce-scatter stream's cache: {t.label}", t.formula, t.bytes) for t in backward_grads[1:]],
+        *_reduce_stream_cache(rank, backward_grads, (block, root), reduce_b),
     ]
     stream_cache += _fsdp1_wrap_cache(rank, block, root)
     state = RankState(
         stream_cache=stream_cache,
-        grads_on_reduce_stream=True,
+        grads_on_reduce_stream=not plan.optimizer_in_backward,  # stepped and freed: _reduce_stream_cache
         root_pending=root_pending,
         root_reduce=root_reduce,
         weights=_sharded(rank.weights, rank.weight_dp) + quant_state,
         grads=_sharded(rank.grads, dp),
-        grads_in_backward=_pipeline_accumulated(rank, block, root, reduce_b),
+        grads_in_backward=accumulated,
         optim=_sharded(rank.optim, dp),
         forward=forward,
         backward=backward,

@@ -305,6 +305,9 @@ def test_the_fastest_and_the_cheapest_are_shown_beside_the_fewest() -> None:
     assert bare.found.count == 32 and bare.found.layout == "FSDP2 + TP 8 + PP 2"
     assert bare.cheapest.count > 32 and bare.cheapest.estimate.compute.cost < bare.found.estimate.compute.cost
     assert f"cheapest: {bare.cheapest.count} GPUs" in bare.summary()
+    # Of the 16-GPU layouts, TP 8 alone (77.15 GB) is over the 10 % headroom of the 85.5 GB card (77.0 GB)
+    # since the fitted fragmentation fraction rose 0.165 -> 0.185 (FSDP2's reduce-scatter input left the
+    # reserve, branch h22g, docs/REAL_GPU_MEMORY.md): TP 8 × PP 2 (66.1 GB) is the one that holds it.
     megatron = fewest_gpus(plan.with_changes(checkpointing=False, stack=Stack.MEGATRON).on_gpus(8, Strategy.FSDP))
     assert megatron.found is not None and megatron.found.count == 16
-    assert megatron.found.layout == "FSDP2 + TP 8"
+    assert megatron.found.layout == "FSDP2 + TP 8 + PP 2"

@@ -65,7 +65,12 @@ def test_the_wrap_leaves_the_largest_units_originals_and_flat_parameters_reserve
         "FSDP1 wrap: the root's original tensors and flat parameter, cached": 2 * ROOT * 2,
     }
     with_wrap, without = estimate(qlora_7b(True)), estimate(qlora_7b(False))
-    added = with_wrap.reserved_bytes - without.reserved_bytes
+    # FSDP1 also keeps its post-backward stream's reduce-scatter input, which FSDP2 allocates on the
+    # default stream (core.parallel.state._reduce_stream_cache): one block's adapter gradients.
+    overhead = next(b for b in with_wrap.worst.buckets if b.key is BucketKey.OVERHEAD)
+    post_backward = sum(t.bytes for t in overhead.terms if t.label.startswith("post-backward stream's cache (FSDP1)"))
+    assert post_backward > 0
+    added = with_wrap.reserved_bytes - without.reserved_bytes - post_backward
     assert added == pytest.approx(2 * block + 2 * ROOT * 2) and round(added) == 1_251_000_320
     # A cache, not tensors: the allocated peak does not move.
     assert with_wrap.peak_bytes == without.peak_bytes
