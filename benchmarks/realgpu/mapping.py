@@ -80,6 +80,7 @@ FAMILY: Final = {
     "axolotl-example-readmes-2025": "axolotl",
     "liger-hf-example-2024-08": "linkedin",
     "ibm-fms-acceleration-a100-2025-02": "ibm",
+    "unsloth-readme-context-2025-01": "unsloth",
 }
 
 # Cards outside gpus.json, by the memory their driver reports (decimal GB for custom_gpu).
@@ -206,6 +207,8 @@ def _missing(recipe: Mapping[str, Any]) -> list[str]:
         out.append("LoRA on the output head")
     if any("target_parameters" in t for t in lora.get("targets", ())):
         out.append("LoRA on MoE expert parameters (target_parameters)")
+    if recipe["checkpointing"] == "unsloth":
+        out.append("Unsloth's offloaded checkpointing and fused loss (not modelled: docs/UNSLOTH.md)")
     return out
 
 

@@ -180,6 +180,27 @@ CHUNKED_LOSS_KEYS: Final = ("chunked_cross_entropy",)
 FUSED_LOSS_KEYS: Final = ("liger_fused_linear_cross_entropy", "cut_cross_entropy")
 
 
+# What axolotl did with the offloading spellings of gradient_checkpointing, and what the plan reads:
+# to 7fa1089 (2025-05) "unsloth" was a deprecated alias of "offload" (utils/schemas/config.py,
+# check_offload_grad_checkpointing), which swapped transformers' checkpoint for Unsloth's legacy
+# Unsloth_Offloaded_Gradient_Checkpointer (utils/gradient_checkpointing/unsloth.py: each decoder
+# layer's input hidden states moved to the CPU); c0a0c75 (2025-05-13) dropped "unsloth" from the
+# schema, and at 067b021 "offload" becomes gradient_checkpointing: true + activation_offloading: true
+# (utils/schemas/validation.py, check_gradient_checkpointing_w_offload). docs/UNSLOTH.md.
+CHECKPOINT_OFFLOAD_NOTES: Final = {
+    "unsloth": (
+        "read as full checkpointing with every block's input kept on the GPU; axolotl took 'unsloth' as "
+        "'offload' (Unsloth's offloaded checkpointer: block inputs moved to the CPU) until c0a0c75 and "
+        "rejects it since. The offload is not modelled, so the estimate is high by those inputs "
+        "(docs/UNSLOTH.md)"
+    ),
+    "offload": (
+        "read as full checkpointing with every block's input kept on the GPU; axolotl now turns it into "
+        "activation_offloading: true, which the plan models only when that key is given (docs/UNSLOTH.md)"
+    ),
+}
+
+
 def _memory_savers(taker: Taker) -> dict[str, Any]:
     """Gradient checkpointing, the attention kernel and a chunked loss."""
     s: dict[str, Any] = {}
@@ -190,7 +211,7 @@ def _memory_savers(taker: Taker) -> dict[str, Any]:
         s["checkpointing"] = checkpointing is not False
         taker.record("checkpointing", s["checkpointing"], "gradient_checkpointing")
         if checkpointing in ("unsloth", "offload"):
-            taker.note("gradient_checkpointing", "checkpoints offloaded to CPU: less GPU memory than modelled")
+            taker.note("gradient_checkpointing", CHECKPOINT_OFFLOAD_NOTES[checkpointing])
     for key, kernel in ATTENTION_KEYS:
         if taker.flag(key):
             s["attention"] = kernel

@@ -32,6 +32,16 @@ IRRELEVANT: Final = (
 )  # fmt: skip
 
 
+# LLaMA-Factory loads through FastLanguageModel with use_gradient_checkpointing="unsloth"
+# (hiyouga/LLaMA-Factory@1212919:src/llamafactory/model/model_utils/unsloth.py,
+# _get_unsloth_kwargs / get_unsloth_peft_model); the plan models none of Unsloth (docs/UNSLOTH.md).
+USE_UNSLOTH_NOTE: Final = (
+    "read as the Transformers + PEFT run the other keys describe (each checkpointed block's input kept "
+    "on the GPU, PEFT's saved tensors, the loss as set); Unsloth's offloaded checkpointing, fused loss "
+    "and LoRA kernels are not modelled, so the estimate is an upper bound (docs/UNSLOTH.md)"
+)
+
+
 def read_llamafactory(document: dict[str, Any], where: str) -> RunConfig:
     taker = Taker(document, where)
     odd = OddValues()
@@ -50,7 +60,7 @@ def read_llamafactory(document: dict[str, Any], where: str) -> RunConfig:
     s["seq_len"] = cutoff
     s.update(_model_dtype(taker, s["autocast"]))
     s.update(_memory_savers(taker))
-    taker.note("use_unsloth", "Unsloth's kernels use less memory than modelled")
+    taker.note("use_unsloth", USE_UNSLOTH_NOTE)
     if taker.word("stage", "sft, pt, rm, ppo, dpo or kto") not in (None, "sft", "pt"):
         taker.note("stage", "preference and RL stages keep a reference or reward model: not modelled")
     taker.irrelevant(*IRRELEVANT)

@@ -1,0 +1,54 @@
+"""What the importers say they assume when a file asks for Unsloth (docs/UNSLOTH.md).
+
+LLaMA-Factory's ``use_unsloth`` loads through Unsloth with use_gradient_checkpointing="unsloth"
+(hiyouga/LLaMA-Factory@1212919:src/llamafactory/model/model_utils/unsloth.py); axolotl took
+``gradient_checkpointing: unsloth`` as ``offload`` (Unsloth's offloaded checkpointer) until c0a0c75
+and turns ``offload`` into ``activation_offloading: true`` at 067b021
+(src/axolotl/utils/schemas/validation.py). The plan models none of Unsloth: the notes say what is
+read instead, and the plan itself is the ordinary checkpointed run."""
+
+from __future__ import annotations
+
+from core.files.runconfig import ConfigKind, RunConfig, loads_run_config
+
+
+def _load(text: str, kind: ConfigKind) -> RunConfig:
+    return loads_run_config(text.encode(), "a.yaml", kind)
+
+
+def _note(run: RunConfig, key: str) -> str:
+    found = [n.source for n in run.notes if n.source.startswith(key + ":")]
+    assert len(found) == 1, found
+    return found[0]
+
+
+def test_llamafactory_use_unsloth_note_says_what_is_read_instead() -> None:
+    run = _load(
+        "model_name_or_path: meta-llama/Llama-3.1-8B\nstage: sft\nfinetuning_type: lora\n"
+        "quantization_bit: 4\nuse_unsloth: true\n",
+        ConfigKind.LLAMA_FACTORY,
+    )
+    note = _note(run, "use_unsloth")
+    assert "Transformers + PEFT" in note and "block's input kept on the GPU" in note
+    assert "upper bound" in note and "docs/UNSLOTH.md" in note
+    assert run.settings.checkpointing is True and not run.settings.activation_offload
+
+
+def test_llamafactory_without_use_unsloth_has_no_unsloth_note() -> None:
+    run = _load("model_name_or_path: meta-llama/Llama-3.1-8B\nstage: sft\n", ConfigKind.LLAMA_FACTORY)
+    assert not any("unsloth" in n.source.lower() for n in run.notes)
+
+
+def test_axolotl_unsloth_checkpointing_note_says_what_is_read_instead() -> None:
+    run = _load("base_model: meta-llama/Llama-3.1-8B\ngradient_checkpointing: unsloth\n", ConfigKind.AXOLOTL)
+    note = _note(run, "gradient_checkpointing")
+    assert "full checkpointing with every block's input kept on the GPU" in note
+    assert "'unsloth' as 'offload'" in note and "c0a0c75" in note and "docs/UNSLOTH.md" in note
+    assert run.settings.checkpointing is True and not run.settings.activation_offload
+
+
+def test_axolotl_offload_checkpointing_note_points_at_activation_offloading() -> None:
+    run = _load("base_model: meta-llama/Llama-3.1-8B\ngradient_checkpointing: offload\n", ConfigKind.AXOLOTL)
+    note = _note(run, "gradient_checkpointing")
+    assert "every block's input kept on the GPU" in note and "activation_offloading: true" in note
+    assert run.settings.checkpointing is True and not run.settings.activation_offload
