@@ -26,6 +26,9 @@ import pytest
 from core.cli.app import main
 from core.estimate import Estimate, estimate
 from core.files import planfile
+from core.files.launch import Target, export
+from core.files.launch.accelerate import read_accelerate_launch
+from core.files.launch.torchrun import read_torchrun
 from core.inputs import input_at
 from core.plan import Method, Plan, Preset, Strategy, TorchVersion
 from core.presets import default_plan, plan_for_model
@@ -157,3 +160,21 @@ def test_the_corpus_runs_map_to_the_release_each_ran() -> None:
     assert hardware("torchtitan-2412-8b-8gpu-fsdp") == (TorchVersion.V2_5_TO_2_7, True)
     # Trainy: torch 2.8.0a0 (NGC 25.05).
     assert hardware("trainy-h200-8b-4nodes") == (TorchVersion.V2_8, False)
+
+
+def test_the_launch_exports_write_the_variable_and_list_the_release() -> None:
+    # torchrun and accelerate launch put TORCH_NCCL_AVOID_RECORD_STREAMS=1 in front of the command
+    # (where the plan's release reads it) and read it back; the release itself is the installed
+    # torch, which no target's config can set: it is listed with the reason.
+    plan = _fsdp(TorchVersion.V2_5_TO_2_7, avoid=True)
+    for target, read in ((Target.TORCHRUN, read_torchrun), (Target.ACCELERATE_LAUNCH, read_accelerate_launch)):
+        exported = export(plan, target)
+        assert exported.text.splitlines()[-1].startswith("TORCH_NCCL_AVOID_RECORD_STREAMS=1 ")
+        assert not exported.cannot("hardware.nccl_avoid_record_streams")
+        assert exported.cannot("hardware.torch_version")
+        assert read(exported.text)["hardware.nccl_avoid_record_streams"] is True
+    assert export(plan, Target.ACCELERATE).cannot("hardware.nccl_avoid_record_streams")  # a file: listed
+    assert export(plan, Target.DEEPSPEED).cannot("hardware.nccl_avoid_record_streams")
+    # Under 2.8 the variable changes nothing, so nothing is written or listed for it.
+    newest = export(_fsdp(avoid=True), Target.TORCHRUN)
+    assert "TORCH_NCCL_AVOID_RECORD_STREAMS" not in newest.text and not newest.cannot("hardware.torch_version")
