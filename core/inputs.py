@@ -219,6 +219,15 @@ class VllmVersion(StrEnum):
     V0_34 = "0.34"
 
 
+class TorchVersion(StrEnum):
+    """The PyTorch releases whose rules for the collectives' buffers differ (docs/REAL_GPU_MEMORY.md
+    "The PyTorch release and TORCH_NCCL_AVOID_RECORD_STREAMS"; core.parallel.state._release_cache)."""
+
+    V2_4 = "2.4"  # FSDP2 allocates the reduce-scatter input inside the reduce-scatter stream (e4ee3be)
+    V2_5_TO_2_7 = "2.5-2.7"  # on the default stream; ProcessGroupNCCL records its stream on inputs
+    V2_8 = "2.8+"  # record_stream gone from ProcessGroupNCCL's collectives (a1cb3cc)
+
+
 # Display labels, in the order the forms list them.
 ENGINE_LABELS: Final = {
     Engine.HF: "Hugging Face generate",
@@ -227,6 +236,11 @@ ENGINE_LABELS: Final = {
     Engine.LLAMACPP: "llama.cpp / Ollama",
 }
 VLLM_VERSION_LABELS: Final = {v: v.value for v in VllmVersion}
+TORCH_VERSION_LABELS: Final = {
+    TorchVersion.V2_4: "2.4",
+    TorchVersion.V2_5_TO_2_7: "2.5 – 2.7",
+    TorchVersion.V2_8: "2.8 and later",
+}
 CACHE_TYPE_LABELS: Final = {c: c.value for c in CacheType}
 LLAMACPP_BACKEND_LABELS: Final = {
     LlamaCppBackend.NATIVE: "CUDA / Metal (the card's own)",
@@ -726,6 +740,26 @@ INPUTS: Final[tuple[Input, ...]] = (
           ("--alloc-conf",), "PYTORCH_CUDA_ALLOC_CONF, e.g. expandable_segments:True (default: PyTorch's)",
           expected="a PYTORCH_CUDA_ALLOC_CONF value PyTorch accepts", metavar="CONF",
           parse=parse_alloc_conf, training_only=True),
+    # The PyTorch release whose FSDP2 and ProcessGroupNCCL rules apply; the default is the newest
+    # rules (a plan file written before the setting reads as it): core.parallel.state._release_cache.
+    Input("hardware.torch_version", Kind.ENUM, "PyTorch", "PyTorch release", TorchVersion.V2_8,
+          "The PyTorch release the run uses, where its memory rules differ: 2.4's FSDP2 allocates each "
+          "reduce-scatter input on its reduce-scatter stream, which keeps it cached; from 2.5 it is a "
+          "default-stream tensor; before 2.8 ProcessGroupNCCL holds a collective's input block until the "
+          "collective ends unless TORCH_NCCL_AVOID_RECORD_STREAMS=1.",
+          ("--torch-version",), "PyTorch release whose rules apply: 2.4, 2.5-2.7, 2.8+ (default 2.8+)",
+          labels=TORCH_VERSION_LABELS, training_only=True,
+          matters=lambda p: p.parallel.strategy is Strategy.FSDP and not p.parallel.fsdp1_wrap),
+    Input("hardware.nccl_avoid_record_streams", Kind.BOOL, "Avoid record streams",
+          "TORCH_NCCL_AVOID_RECORD_STREAMS=1", False,
+          "The environment variable TORCH_NCCL_AVOID_RECORD_STREAMS=1 (torchtitan set it until PyTorch "
+          "2.8 made it the default): ProcessGroupNCCL keeps a reference to a collective's input instead "
+          "of recording its stream on it, so the freed block is reused at once.",
+          ("--nccl-avoid-record-streams",), "TORCH_NCCL_AVOID_RECORD_STREAMS=1 is set (PyTorch before 2.8)",
+          training_only=True,
+          matters=lambda p: p.parallel.strategy is Strategy.FSDP
+          and not p.parallel.fsdp1_wrap
+          and p.hardware.torch_version is not TorchVersion.V2_8),
     Input("hardware.peak_tflops_override", Kind.FLOAT, "Peak override", "Peak TFLOP/s override", 0.0,
           "Dense peak to use instead of the card's datasheet figure for the plan's precision; 0 uses the card's.",
           ("--peak-tflops",), "override the card's dense peak TFLOP/s", unit="TFLOP/s", low=0.01, high=1e7,

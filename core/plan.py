@@ -47,6 +47,7 @@ from core.inputs import (
     Preset,
     Stack,
     Strategy,
+    TorchVersion,
     VllmVersion,
     checks_of,
     input_at,
@@ -96,6 +97,7 @@ __all__ = [
     "Preset",
     "Stack",
     "Strategy",
+    "TorchVersion",
     "VllmVersion",
     "Workload",
     "precision_fields",
@@ -213,6 +215,8 @@ class Hardware:
     measured_step_s: float = DEFAULTS["hardware.measured_step_s"]  # seconds per optimizer step
     calibration: float = DEFAULTS["hardware.calibration"]  # measured ÷ modelled compute speed; 0: none
     alloc_conf: str = DEFAULTS["hardware.alloc_conf"]  # PYTORCH_CUDA_ALLOC_CONF; "": PyTorch's defaults
+    torch_version: TorchVersion = DEFAULTS["hardware.torch_version"]  # the release whose rules apply
+    nccl_avoid_record_streams: bool = DEFAULTS["hardware.nccl_avoid_record_streams"]  # the env variable set
 
     def __post_init__(self) -> None:
         run_checks(self, _HARDWARE_CHECKS)

@@ -24,6 +24,9 @@ The mapping's own choices are written here once, with their reason:
   the loss too (``compiled_loss``) where the torchtitan commit that ran compiles it;
 - lit-gpt / litgpt figures run the plan setting ``litgpt`` (its loss and loop) on the model
   with its own head (LitGPT never ties it when fine-tuning);
+- the PyTorch release (``hardware.torch_version``) and ``TORCH_NCCL_AVOID_RECORD_STREAMS`` are set
+  where the record or its source says which ran (``TORCH_RELEASES``); elsewhere the default
+  (2.8 and later), which only FSDP2 plans read;
 - a card outside the catalogue is a custom card of the memory its driver reports (A10G:
   23,028 MiB; the 96 GB H100 of Grand Teton: 96 GiB; an unnamed "48 GB GPU": 48 GiB).
 """
@@ -55,6 +58,7 @@ from core.plan import (
     Preset,
     Stack,
     Strategy,
+    TorchVersion,
     Workload,
 )
 from core.units import MiB
@@ -404,8 +408,44 @@ FSDP1_WRAP_SOURCES: Final = ("peft-docs-accelerate-2024-03",)
 KEEPS_OUTPUT_FAMILIES: Final = ("answerai",)
 
 
+# The PyTorch release each source ran, where the record or its source says, and whether
+# TORCH_NCCL_AVOID_RECORD_STREAMS=1 was set (core.parallel.state._release_cache); keyed by source,
+# and by the commit of the record's location where one source spans several runs:
+# - torchtitan's December 2024 runs: the torch nightly 1963fc8 of 2024-12-23 (the record's
+#   versions), a 2.6 pre-release; torchtitan 9dec370 torchtitan/utils.py ``init_distributed`` sets
+#   TORCH_NCCL_AVOID_RECORD_STREAMS=1 (dropped in 681c66f once PyTorch made it the default);
+# - Trainy's June 2025 runs: torch 2.8.0a0+5228986c39 (NGC 25.05; the record's versions), taken as
+#   after the change that made avoiding record_stream the default (torchtitan e7c0cae, which ran
+#   them, no longer sets the variable);
+# - axolotl's gpt-oss README (ca796fb) points to "our latest Docker images": at ca796fb
+#   .github/workflows/main.yml tags the torch 2.7.1 (cu126) image ``is_latest``; neither axolotl
+#   nor accelerate 9359a01 sets the variable. Its Magistral and Devstral READMEs (other commits)
+#   are left at the default: no image is read for them, and they run on one GPU.
+TORCH_RELEASES: Final[dict[tuple[str, str], tuple[TorchVersion, bool]]] = {
+    ("torchtitan-perf-2024-12", ""): (TorchVersion.V2_5_TO_2_7, True),
+    ("trainy-whitefiber-h200-2025-06", ""): (TorchVersion.V2_8, False),
+    ("axolotl-example-readmes-2025", "ca796fb56e5bfa02ddd30464cfa5aabba4dd5f66"): (TorchVersion.V2_5_TO_2_7, False),
+}
+
+
+def _torch_release(figure: Mapping[str, Any]) -> dict[str, Any]:
+    """The Hardware fields for the PyTorch release the figure's run used (``TORCH_RELEASES``)."""
+    source = str(figure["source_id"])
+    location = figure.get("location")
+    commit = str(location.get("commit") or "") if isinstance(location, Mapping) else ""
+    found = TORCH_RELEASES.get((source, commit)) or TORCH_RELEASES.get((source, ""))
+    if found is None:
+        return {}
+    return {"torch_version": found[0], "nccl_avoid_record_streams": found[1]}
+
+
 def _plan(
-    recipe: Mapping[str, Any], family: str, float8_all_gather: bool = False, interleaved: bool = False, source: str = ""
+    recipe: Mapping[str, Any],
+    family: str,
+    float8_all_gather: bool = False,
+    interleaved: bool = False,
+    source: str = "",
+    release: Mapping[str, Any] | None = None,
 ) -> Plan:
     method = Method(recipe["method"])
     lora = recipe["lora"] or {}
@@ -443,7 +483,7 @@ def _plan(
         loop_keeps_output=family in KEEPS_OUTPUT_FAMILIES,
         stack=Stack.COMPILE if recipe["compile"] else Stack.EAGER,
         float8=Float8.TENSORWISE if recipe["float8"] else Float8.NONE,
-        hardware=_card(recipe),
+        hardware=replace(_card(recipe), **(release or {})),
         parallel=_parallel(
             recipe,
             float8_all_gather,
@@ -472,7 +512,9 @@ def map_figure(figure: Mapping[str, Any]) -> Mapped:
         return Mapped(figure, None, tuple(missing), unscored)
     try:
         source = str(figure["source_id"])
-        plan = _plan(recipe, FAMILY[source], _float8_all_gather(figure), _interleaved(figure), source)
+        plan = _plan(
+            recipe, FAMILY[source], _float8_all_gather(figure), _interleaved(figure), source, _torch_release(figure)
+        )
     except PlanError as error:
         return Mapped(figure, None, (f"the plan refuses it: {error}",), unscored)
     return Mapped(figure, plan, (), unscored)

@@ -116,7 +116,17 @@ OPTIONAL_KEYS: Final = (
     )
     | frozenset(
         (Hardware, name)
-        for name in ("measured_tokens_per_s", "measured_step_s", "calibration", "custom_bandwidth_gb_s", "alloc_conf")
+        for name in (
+            "measured_tokens_per_s",
+            "measured_step_s",
+            "calibration",
+            "custom_bandwidth_gb_s",
+            "alloc_conf",
+            # issue 22: the PyTorch release and TORCH_NCCL_AVOID_RECORD_STREAMS; a file without
+            # them reads as the newest release's rules, what the estimate followed before.
+            "torch_version",
+            "nccl_avoid_record_streams",
+        )
     )
     | frozenset({(LoraSettings, "dropout")})
 )

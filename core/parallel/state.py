@@ -73,7 +73,7 @@ from core.parallel.layout import (
     weight_share,
 )
 from core.params import ParamCounts, quantised_block_params
-from core.plan import Float8, Method, Offload, Plan, Strategy
+from core.plan import Float8, Method, Offload, Plan, Strategy, TorchVersion
 from core.roles import Dtypes, qlora_unquantised_bytes
 from core.units import MiB
 
@@ -308,7 +308,8 @@ def _reduce_stream_cache(
     ``TORCH_NCCL_AVOID_RECORD_STREAMS=1`` (torchtitan/utils.py), which PyTorch made the default
     by April 2025 (torchtitan 681c66f drops the setting, quoting "TORCH_NCCL_AVOID_RECORD_STREAMS
     is the default now"); before that a recorded input could not be reused until its
-    reduce-scatter finished, which this does not model.
+    reduce-scatter finished, and torch 2.4 allocated it on the reduce-scatter stream: the plan's
+    release says which (:func:`_release_cache`).
 
     Only the reduce-scatter output is allocated in the reduce-scatter stream. It stays there as
     the unit's sharded gradients (views of it), unless it is freed mid-backward: cast to the
@@ -362,6 +363,67 @@ def _reduce_stream_cache(
             f"reduce-scatter stream's cache: {what} reduce-scatter output ({why}, then freed)",
             f"{sci(largest)} × {how}",
             largest * per,
+        )
+    ]
+
+
+def _release_cache(rank: _Rank, block: float, gather: float, reduce_b: float, pipelined: bool) -> list[Term]:
+    """The reduce-scatter inputs the PyTorch release keeps reserved beside the allocated peak
+    (``hardware.torch_version``, ``hardware.nccl_avoid_record_streams``).
+
+    - torch 2.4 (wheel 2.4.0, e4ee3be, ``torch/distributed/_composable/fsdp/_fsdp_collectives.py``
+      ``foreach_reduce``) allocates the input inside ``with torch.cuda.stream(reduce_scatter_stream)``
+      and drops it when the function returns: its block is cached for that stream, which the
+      default stream never takes (CUDACachingAllocator.cpp ``get_free_block`` matches the stream).
+    - torch 2.5-2.7 (wheels 2.5.0 32f585d ... 2.7.1 e2d141d, ``foreach_reduce``) allocate it on the
+      default stream and free it there (:func:`_reduce_stream_cache`): nothing of its own.
+    - Before 2.8, unless ``TORCH_NCCL_AVOID_RECORD_STREAMS=1``, ProcessGroupNCCL records its NCCL
+      stream on a collective's input (the 2.4.0 and 2.7.1 wheels' ``ProcessGroupNCCL.hpp``:
+      ``avoidRecordStreams_ = false`` unless the variable is set, "If set, ProcessGroupNCCL doesn't
+      use recordStream calls"). A block freed with a recorded stream is returned only once that
+      stream's event has completed (``free`` -> ``insert_events``), and the CPU that runs ahead
+      allocates the next block's input first: one more input-sized block (torchtitan 9dec370
+      ``docs/composability.md``: "any allocations made from the CPU for future ops cannot reuse
+      that memory ... unexpected memory stacking"). Under 2.4 it is the reduce-scatter stream's
+      second block; under 2.5-2.7 a default-stream block, free again once the reduce-scatter
+      ends, so a pipelined stage, which reduce-scatters only after its peak backwards
+      (:func:`_backward_reduction`), does not hold it at its peak.
+    - torch 2.8 (wheel 2.8.0, a1cb3cc, ``ProcessGroupNCCL.hpp`` ``TensorShelf``, ``asyncOp``) stashes
+      an asynchronous collective's tensors until ``wait()`` instead and runs a synchronous one on
+      the current stream; setting the variable only warns ("TORCH_NCCL_AVOID_RECORD_STREAMS is the
+      default now", torchtitan 681c66f drops it): nothing either way.
+
+    FSDP1 (``parallel.fsdp1_wrap``) keeps its own post-backward stream term."""
+    plan = rank.plan
+    release, recorded = plan.hardware.torch_version, not plan.hardware.nccl_avoid_record_streams
+    if plan.parallel.fsdp1_wrap or release is TorchVersion.V2_8:
+        return []
+    inputs = _block_gradients(rank, block, gather, reduce_b)[1:]
+    if not inputs:
+        return []
+    one = inputs[0]
+    if release is TorchVersion.V2_4:
+        terms = [
+            Term("reduce-scatter stream's cache: reduce-scatter input (one block, torch 2.4)", one.formula, one.bytes)
+        ]
+        if recorded:
+            terms.append(
+                Term(
+                    "reduce-scatter stream's cache: the previous block's input, held for its reduce-scatter "
+                    "(record_stream, torch 2.4)",
+                    one.formula,
+                    one.bytes,
+                )
+            )
+        return terms
+    if pipelined or not recorded:
+        return []
+    return [
+        Term(
+            "default stream's cache: the previous block's reduce-scatter input, held until its reduce-scatter "
+            "ends (record_stream, torch 2.5-2.7)",
+            one.formula,
+            one.bytes,
         )
     ]
 
@@ -516,6 +578,7 @@ def _fsdp(rank: _Rank) -> RankState:
     stream_cache = [
         Term("all-gather stream's cache: a second block's gathered parameters", one, gathered),
         *_reduce_stream_cache(rank, backward_grads, (block, root), reduce_b),
+        *_release_cache(rank, block, gather, reduce_b, pipelined=accumulated is not None),
     ]
     stream_cache += _fsdp1_wrap_cache(rank, block, root)
     state = RankState(

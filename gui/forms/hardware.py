@@ -208,6 +208,8 @@ class HardwareForm(PlanForm):
         self.price = self.add_input("hardware.price_per_gpu_hour")
         self.peak_override = self.add_input("hardware.peak_tflops_override")
         self.alloc_conf = self.add_input("hardware.alloc_conf")
+        self.torch_version = self.add_input("hardware.torch_version")
+        self.avoid_record_streams = self.add_input("hardware.nccl_avoid_record_streams")
         if local is not None:
             self.attach_local(local)
 

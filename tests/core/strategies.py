@@ -26,6 +26,7 @@ from core.plan import (
     Precision,
     Preset,
     Strategy,
+    TorchVersion,
     VllmVersion,
     Workload,
     precision_fields,
@@ -87,6 +88,8 @@ def plans(draw: st.DrawFn) -> Plan:
             custom_memory_gb=draw(st.floats(1.0, 1000.0)),
             custom_tflops=draw(st.floats(1.0, 5000.0)),
             peak_tflops_override=draw(st.sampled_from([0.0, 100.0])),
+            torch_version=draw(st.sampled_from(list(TorchVersion))),
+            nccl_avoid_record_streams=draw(st.booleans()),
         ),
         parallel=Parallelism(
             nodes=draw(st.integers(1, 512)),

@@ -293,6 +293,8 @@ def expected_values(window: MainWindow, plan: Plan) -> dict[str, Any]:
         "hardware.measured_tokens_per_s": h.measured_tokens_per_s,
         "hardware.measured_step_s": h.measured_step_s,
         "hardware.calibration": h.calibration,
+        "hardware.torch_version": h.torch_version.value,
+        "hardware.nccl_avoid_record_streams": h.nccl_avoid_record_streams,
         "inference.weight_dtype": inf.weight_dtype,
         "inference.kv_dtype": inf.kv_dtype,
         "inference.concurrent": inf.concurrent,

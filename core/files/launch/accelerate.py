@@ -22,6 +22,7 @@ import yaml
 
 from core.dtypes import Autocast
 from core.files.launch.common import (
+    ENV_SETTINGS,
     RECIPE_WHY,
     TRAINING_NAMES,
     Draft,
@@ -174,8 +175,9 @@ def settings(draft: Draft, written: tuple[str, ...] = ()) -> dict[str, Any]:
         ["parallel.zero_bucket_elements", "parallel.zero3_prefetch_elements", "parallel.zero3_max_live_elements"],
         "accelerate's deepspeed_config holds no bucket sizes: give it the DeepSpeed export as deepspeed_config_file",
     )
-    if "hardware.alloc_conf" not in expressed:
-        draft.outside(["hardware.alloc_conf"], RECIPE_WHY["hardware.alloc_conf"])
+    for name in ENV_SETTINGS:
+        if name not in expressed:
+            draft.outside([name], RECIPE_WHY[name])
     draft.outside([n for n in TRAINING_NAMES if n not in expressed], SCRIPT_WHY)
     return found
 
@@ -210,7 +212,7 @@ def _flag(value: Any) -> str:
 def export_accelerate_launch(plan: Plan, command: tuple[str, ...] = ("train.py",)) -> Export:
     """``accelerate launch`` with every setting as a flag, then ``command`` (the script and its arguments)."""
     draft = Draft(plan)
-    found = settings(draft, ("hardware.alloc_conf",))
+    found = settings(draft, ENV_SETTINGS)
     env = alloc_env(draft)
     argv = [
         "accelerate",

@@ -144,6 +144,11 @@ RECIPE_WHY: Final = {
         "an environment variable: set PYTORCH_CUDA_ALLOC_CONF where the run starts "
         "(the torchrun and accelerate launch exports write it)"
     ),
+    "hardware.torch_version": "the PyTorch release installed, not a config key (pin torch to it)",
+    "hardware.nccl_avoid_record_streams": (
+        "an environment variable: set TORCH_NCCL_AVOID_RECORD_STREAMS=1 where the run starts "
+        "(the torchrun and accelerate launch exports write it)"
+    ),
     "parallel.tp_overlap": "no tensor-parallel overlap setting in this target",
     "parallel.expert_parallel": "no expert-parallel setting in this target (Megatron: --expert-model-parallel-size)",
     "parallel.dp_replicate": (
@@ -300,12 +305,21 @@ def apply_fields(plan: Plan, changes: dict[str, Any]) -> Plan:
 
 # ---- the caching allocator's settings in front of a launch command ----------------------------
 ALLOC_ENV: Final = "PYTORCH_CUDA_ALLOC_CONF"
+# ProcessGroupNCCL reads it at construction (ProcessGroupNCCL.hpp, torch 2.4.0-2.8.0 wheels);
+# from 2.8 it only warns that it is the default (core.parallel.state._release_cache).
+RECORD_STREAMS_ENV: Final = "TORCH_NCCL_AVOID_RECORD_STREAMS"
+ENV_SETTINGS: Final = ("hardware.alloc_conf", "hardware.nccl_avoid_record_streams")
 
 
 def alloc_env(draft: Draft) -> list[str]:
-    """``PYTORCH_CUDA_ALLOC_CONF=...`` in front of a launch command, when the plan sets it."""
-    conf = draft.plan.hardware.alloc_conf
-    return [f"{ALLOC_ENV}={shlex.quote(conf)}"] if conf else []
+    """``PYTORCH_CUDA_ALLOC_CONF=...`` and ``TORCH_NCCL_AVOID_RECORD_STREAMS=1`` in front of a
+    launch command, where the plan sets them (the variable where its release reads it)."""
+    plan = draft.plan
+    conf = plan.hardware.alloc_conf
+    words = [f"{ALLOC_ENV}={shlex.quote(conf)}"] if conf else []
+    if differs_from_default(plan, "hardware.nccl_avoid_record_streams"):
+        words.append(f"{RECORD_STREAMS_ENV}=1")
+    return words
 
 
 def read_alloc_env(words: list[str]) -> tuple[dict[str, Any], list[str]]:
@@ -315,5 +329,7 @@ def read_alloc_env(words: list[str]) -> tuple[dict[str, Any], list[str]]:
         name, value = words[0].split("=", 1)
         if name == ALLOC_ENV:
             found["hardware.alloc_conf"] = value
+        elif name == RECORD_STREAMS_ENV:
+            found["hardware.nccl_avoid_record_streams"] = value == "1"
         words = words[1:]
     return found, words

@@ -19,7 +19,16 @@ import json
 from typing import Any, Final
 
 from core.dtypes import Autocast
-from core.files.launch.common import GPU_COUNT, LAUNCHER_WHY, RECIPE_WHY, TRAINING_NAMES, Draft, Export, Target
+from core.files.launch.common import (
+    ENV_SETTINGS,
+    GPU_COUNT,
+    LAUNCHER_WHY,
+    RECIPE_WHY,
+    TRAINING_NAMES,
+    Draft,
+    Export,
+    Target,
+)
 from core.plan import Offload, Plan, Strategy
 
 STAGES: Final = {Strategy.DDP: 0, Strategy.ZERO1: 1, Strategy.ZERO2: 2, Strategy.ZERO3: 3}
@@ -99,7 +108,8 @@ def export_deepspeed(plan: Plan) -> Export:
         "gradient_clipping": 1.0 if plan.grad_clip else 0.0,
     }
     draft.outside(GPU_COUNT, LAUNCHER_WHY)
-    draft.outside(["hardware.alloc_conf"], RECIPE_WHY["hardware.alloc_conf"])
+    for name in ENV_SETTINGS:
+        draft.outside([name], RECIPE_WHY[name])
     rest = [n for n in TRAINING_NAMES if n not in EXPRESSED and n not in GPU_COUNT]
     draft.outside(
         rest, "not DeepSpeed's: the trainer's config carries it (see the TRL, axolotl or LLaMA-Factory export)"

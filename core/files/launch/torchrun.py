@@ -13,6 +13,7 @@ import shlex
 from typing import Any, Final
 
 from core.files.launch.common import (
+    ENV_SETTINGS,
     GPU_COUNT,
     TRAINING_NAMES,
     Draft,
@@ -39,7 +40,7 @@ def export_torchrun(plan: Plan, command: tuple[str, ...] = ("train.py",)) -> Exp
         lines.append("Run on every node with NODE_RANK (0 on the first) and MASTER_ADDR (the first node's address).")
     else:
         argv.insert(1, "--standalone")
-    written = (*GPU_COUNT, "hardware.alloc_conf")
+    written = (*GPU_COUNT, *ENV_SETTINGS)
     draft.outside([n for n in TRAINING_NAMES if n not in written], SCRIPT_WHY)
     words = alloc_env(draft) + argv + [shlex.quote(c) for c in command]
     return draft.finish(Target.TORCHRUN, header(lines) + " ".join(words) + "\n")
