@@ -228,6 +228,47 @@ class TorchVersion(StrEnum):
     V2_8 = "2.8+"  # record_stream gone from ProcessGroupNCCL's collectives (a1cb3cc)
 
 
+class SglangVersion(StrEnum):
+    """The SGLang release whose default mem_fraction_static applies (core.serving.sglang_versions:
+    the rule of each range of releases, read in the released wheels). There was no 0.5.0 on PyPI;
+    a .postN release follows its release's rules."""
+
+    V0_4_0 = "0.4.0"
+    V0_4_1 = "0.4.1"
+    V0_4_2 = "0.4.2"
+    V0_4_3 = "0.4.3"
+    V0_4_4 = "0.4.4"
+    V0_4_5 = "0.4.5"
+    V0_4_6 = "0.4.6"
+    V0_4_7 = "0.4.7"
+    V0_4_8 = "0.4.8"
+    V0_4_9 = "0.4.9"
+    V0_4_10 = "0.4.10"
+    V0_5_1 = "0.5.1"
+    V0_5_2 = "0.5.2"
+    V0_5_3 = "0.5.3"
+    V0_5_4 = "0.5.4"
+    V0_5_5 = "0.5.5"
+    V0_5_6 = "0.5.6"
+    V0_5_7 = "0.5.7"
+    V0_5_8 = "0.5.8"
+    V0_5_9 = "0.5.9"
+    V0_5_10 = "0.5.10"
+    V0_5_11 = "0.5.11"
+    V0_5_12 = "0.5.12"
+    V0_5_13 = "0.5.13"
+    V0_5_14 = "0.5.14"
+    V0_5_15 = "0.5.15"
+    V0_5_16 = "0.5.16"
+    V0_5_17 = "0.5.17"
+    V0_5_18 = "0.5.18"
+    V0_5_19 = "0.5.19"
+    V0_5_20 = "0.5.20"
+    V0_5_21 = "0.5.21"
+    V0_5_22 = "0.5.22"
+    V0_5_23 = "0.5.23"
+
+
 # Display labels, in the order the forms list them.
 ENGINE_LABELS: Final = {
     Engine.HF: "Hugging Face generate",
@@ -241,6 +282,9 @@ TORCH_VERSION_LABELS: Final = {
     TorchVersion.V2_5_TO_2_7: "2.5 – 2.7",
     TorchVersion.V2_8: "2.8 and later",
 }
+
+
+SGLANG_VERSION_LABELS: Final = {v: v.value for v in SglangVersion}
 CACHE_TYPE_LABELS: Final = {c: c.value for c in CacheType}
 LLAMACPP_BACKEND_LABELS: Final = {
     LlamaCppBackend.NATIVE: "CUDA / Metal (the card's own)",
@@ -923,6 +967,12 @@ INPUTS: Final[tuple[Input, ...]] = (
           "and 0.34's KV cache sized from the memory measured after warm-up.",
           ("--vllm-version",), "vLLM release line (default 0.19, the release the rules were read from)",
           labels=VLLM_VERSION_LABELS, matters=lambda p: p.inference.engine is Engine.VLLM),
+    Input("inference.sglang_version", Kind.ENUM, "SGLang version", "SGLang version", SglangVersion.V0_5_23,
+          "The SGLang release whose default mem_fraction_static applies: a table by tensor-parallel size "
+          "up to 0.4.5, by card size from 0.4.6, and from 0.5.3 the card less a reserve for the prefill "
+          "chunk's activations and the CUDA graphs (at least 10 GiB on cards above 60 GiB).",
+          ("--sglang-version",), "SGLang release (default 0.5.23, the newest the rules were read from)",
+          labels=SGLANG_VERSION_LABELS, matters=lambda p: p.inference.engine is Engine.SGLANG),
     Input("inference.weight_dtype", Kind.ENUM, "Weights", "Weight storage", WeightFormat.BF16,
           "How the served weights are stored; quantised formats keep embeddings, head and norms in 16 bits.",
           ("--weights",), "weight storage", labels=WEIGHT_LABELS,
@@ -1011,7 +1061,7 @@ INPUTS: Final[tuple[Input, ...]] = (
           ("--max-num-batched-tokens",), "vLLM: tokens per step (0: its default)", low=0, high=MAX_SEQ,
           zero_means="default", matters=lambda p: p.inference.engine is Engine.VLLM),
     Input("inference.mem_fraction_static", Kind.FLOAT, "Static fraction", "mem_fraction_static", 0.0,
-          "SGLang's share of the GPU for weights and the token pool; 0: its default for the tensor-parallel size.",
+          "SGLang's share of the GPU for weights and the token pool; 0: its release's default for the card and layout.",
           ("--mem-fraction-static",), "SGLang: weights + KV pool share (0: its default)", unit="%",
           low=0.01, high=1.0, zero_means="default", scale=100, decimals=0,
           matters=lambda p: p.inference.engine is Engine.SGLANG),

@@ -45,6 +45,7 @@ from core.inputs import (
     PipelineSchedule,
     Precision,
     Preset,
+    SglangVersion,
     Stack,
     Strategy,
     TorchVersion,
@@ -95,6 +96,7 @@ __all__ = [
     "Precision",
     "PrecisionRoles",
     "Preset",
+    "SglangVersion",
     "Stack",
     "Strategy",
     "TorchVersion",
@@ -376,6 +378,7 @@ class Inference:
     max_num_batched_tokens: int = DEFAULTS["inference.max_num_batched_tokens"]  # vLLM; 0: its default
     mem_fraction_static: float = DEFAULTS["inference.mem_fraction_static"]  # SGLang; 0: its default
     vllm_version: VllmVersion = DEFAULTS["inference.vllm_version"]  # the release whose rules apply
+    sglang_version: SglangVersion = DEFAULTS["inference.sglang_version"]  # the release whose fraction applies
     link: str = DEFAULTS["inference.link"]  # what carries the TP all-reduce; "auto": the card's own
     gguf_quant: GgufQuant = DEFAULTS["inference.gguf_quant"]  # llama.cpp: the GGUF file type
     gpu_layers: int = DEFAULTS["inference.gpu_layers"]  # llama.cpp -ngl

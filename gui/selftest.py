@@ -117,7 +117,7 @@ def _check_plans(folder: Path) -> tuple[Any, Any, Path]:
     """The lesson plans estimate to the lesson's numbers; the plan file round-trips."""
     from core.estimate import Verdict, estimate
     from core.files import planfile
-    from core.plan import Method, OptimizerImpl, Precision
+    from core.plan import Method, OptimizerImpl, Precision, SglangVersion
     from core.presets import lesson_plan
 
     full = lesson_plan(Method.FULL, Precision.BF16)
@@ -128,8 +128,10 @@ def _check_plans(folder: Path) -> tuple[Any, Any, Path]:
     # The bundled file is a version-1 plan: it proves old files still open in the frozen app.
     # Files from before the optimizer implementation existed migrate to foreach, what
     # torch.optim ran for them (core.files.planfile); today's plans default to fused.
-    # It also wrote the price of its day, 2 per GPU-hour, where today's plans leave it unset.
+    # It also wrote the price of its day, 2 per GPU-hour, where today's plans leave it unset,
+    # and names no SGLang release: it reads as 0.4.0, the rule of its day (core.files.planfile).
     expected = qlora.with_changes(optimizer_impl=OptimizerImpl.FOREACH).with_hardware(price_per_gpu_hour=2.0)
+    expected = expected.with_inference(sglang_version=SglangVersion.V0_4_0)
     from_file = planfile.load(selftest_plan_path())
     check(from_file == expected, f"{selftest_plan_path().name} does not hold lesson_plan(QLORA, BF16, {QLORA_GPU})")
     saved = folder / "selftest.vramplan.json"

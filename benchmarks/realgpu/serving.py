@@ -343,6 +343,9 @@ def other_vllm_cases() -> list[Case]:
         tensor_parallel=4,
         weight_dtype="fp8",
         mem_fraction_static=0.93,
+        # "not stated (2025-07)": the releases of that month, 0.4.9 (2025-07-06) and 0.4.10
+        # (2025-07-31), share one rule (core.serving.sglang_versions); the fraction is given anyway.
+        sglang_version="0.4.10",
     )
     cases.append(kv_tokens_case(log["id"], log["source_id"], plan, number(log["logged"]["kv_cache_tokens"])))
     # Issue #13061: vLLM 0.7 (V0), 2 × RTX 4090, utilisation 0.98, the model's 131,072 tokens, so
@@ -934,6 +937,8 @@ def sglang_speed_cases() -> list[Case]:
         new_tokens=1024,
         concurrent=4,
         weight_dtype="mxfp4",
+        # "not stated (2025-08-10)": the release then current was 0.4.10 (2025-07-31; 0.5.1 is of 2025-08-23).
+        sglang_version="0.4.10",
     )
     return [
         Case(
@@ -972,7 +977,10 @@ NOT_EXPRESSIBLE: Mapping[str, str] = MappingProxyType(
         "recipes-kimi-k2-thinking-h200-tp8-dcp8": "multi-head latent attention, and decode context parallelism "
         "multiplies the reported tokens (not a plan input)",
         "sglang4826-gemma3-4b-h200": "image-text checkpoint (Gemma3ForConditionalGeneration): SGLang loads the vision "
-        "tower and lowers mem_fraction_static for multimodal models; the plan describes the language model only",
+        "tower and lowers mem_fraction_static for multimodal models; the plan describes the language model only. "
+        "The stated build (main of 2025-03-27, between the 0.4.4 and 0.4.5 wheels) takes the 0.4 table's 0.88, "
+        "and 0.4.4's model_runner.py multiplies it by 0.95 for a multimodal model: 0.836, the fraction the log "
+        "implies ((131.08 + 8.13 - (131.08 - 108.24)) / 139.21 = 0.836)",
         "sglang18039-mimo-v2-flash-tp4-main": "card not in the excerpt, and the log shows the pre-fix sliding-window "
         "accounting the PR corrects",
         "llamafile552-trilm-4080-ctx512": "the TriLM model's size and quantisation are not in the excerpt",

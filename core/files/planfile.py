@@ -44,6 +44,7 @@ from core.plan import (
     Plan,
     Precision,
     Preset,
+    SglangVersion,
     Workload,
 )
 from core.units import finite_number
@@ -76,6 +77,11 @@ ISSUE_23_KEYS: Final = (
     "llamacpp_build",
     "llamacpp_backend",
 )
+# A file without SGLang's release was written when every release had the one default the
+# program knew, the table by tensor-parallel size: it reads as the releases that used it
+# (core.serving.sglang_versions, 0.4.0-0.4.5), not as the newest release's default.
+SGLANG_VERSION_KEY: Final = "sglang_version"
+SGLANG_VERSION_OF_OLD_FILES: Final = SglangVersion.V0_4_0
 # Keys that may be absent, read as the field's default. The serving fields added after
 # version 2 (engine, parallelism, vLLM's scheduler limits) are optional so that files
 # written before them read as "Hugging Face generate on one GPU", what they meant.
@@ -94,6 +100,7 @@ OPTIONAL_KEYS: Final = (
             "mem_fraction_static",
             # issue 23: the vLLM release, the serving link and llama.cpp's settings
             *ISSUE_23_KEYS,
+            SGLANG_VERSION_KEY,
         )
     )
     | frozenset(
@@ -333,7 +340,7 @@ def plan_from_dict(document: Any) -> Plan:
         raise PlanError(extra[0], doc[extra[0]], "only format, version and plan", "unknown key")
     if "plan" not in doc:
         raise PlanError("plan", None, "a plan object", "the key is missing")
-    result: Plan = _build(Plan, _modelled_utilisation(doc["plan"]), "plan")
+    result: Plan = _build(Plan, _old_sglang_rule(_modelled_utilisation(doc["plan"])), "plan")
     return result
 
 
@@ -351,6 +358,17 @@ def _modelled_utilisation(plan: Any) -> Any:
     if hardware.get("utilisation") != _OLD_DEFAULT_UTILISATION:
         return plan
     return dict(plan, hardware=dict(hardware, utilisation=0.0))
+
+
+def _old_sglang_rule(plan: Any) -> Any:
+    """A file without ``inference.sglang_version`` reads as the release of the rule it was
+    estimated with (SGLANG_VERSION_OF_OLD_FILES)."""
+    if not isinstance(plan, Mapping) or not isinstance(plan.get("inference"), Mapping):
+        return plan
+    inference = plan["inference"]
+    if SGLANG_VERSION_KEY in inference:
+        return plan
+    return dict(plan, inference=dict(inference, **{SGLANG_VERSION_KEY: SGLANG_VERSION_OF_OLD_FILES.value}))
 
 
 def loads(text: str | bytes, where: str = "(text)") -> Plan:

@@ -37,6 +37,7 @@ from core.plan import Attention, Engine, Inference, Plan
 from core.runtime import CUBLAS_WORKSPACE_BYTES, CUDA_CONTEXT_BYTES
 from core.serving.fit import DEFAULT_FIT, ServingFit, link_class
 from core.serving.kv import cached_positions, kv_bytes_per_token_layer, kv_heads_per_rank
+from core.serving.sglang_versions import default_fraction
 from core.serving.vllm_rules import (
     VLLM_BLOCK_SIZE,
     VLLM_CUDA_GRAPH_BYTES,
@@ -70,14 +71,10 @@ from core.verdict import Verdict, judge
 # (core.runtime.CUDA_CONTEXT_BYTES, the same constant training uses).
 SERVING_OVERHEAD_BYTES: Final = CUDA_CONTEXT_BYTES
 
-# --- SGLang (python/sglang/srt/server_args.py and model_executor/model_runner.py,
-# the v0.4 line) -----------------------------------------------------------------------------
-# profile_max_num_token: pool = memory free after the weights load - total × (1 -
-# mem_fraction_static), in tokens of 2 · KV heads per rank · head width · layers · bytes;
-# activations and CUDA graphs live in the (1 - mem_fraction_static) left over. Default
-# mem_fraction_static by tensor-parallel size (ServerArgs.__post_init__): 0.88 at 1,
-# 0.87 from 2, 0.85 from 4, 0.81 from 8, 0.79 from 16.
-SGLANG_FRACTIONS: Final = ((16, 0.79), (8, 0.81), (4, 0.85), (2, 0.87), (1, 0.88))
+# --- SGLang: the default mem_fraction_static by release lives in core.serving.sglang_versions.
+# profile_max_num_token (python/sglang/srt/model_executor/model_runner.py): pool = memory free
+# after the weights load - total × (1 - mem_fraction_static), in tokens of 2 · KV heads per rank
+# · head width · layers · bytes; activations and CUDA graphs live in the (1 - fraction) left over.
 
 # --- Hugging Face generate -----------------------------------------------------------
 # Hugging Face's eager-mode decoder layer keeps four hidden-size tensors alive at the MLP
@@ -483,10 +480,11 @@ def _vllm_formula(plan: Plan, gpu: GpuSpec, layout: RankLayout, pool: VllmPool, 
     )
 
 
-def sglang_fraction(inf: Inference) -> float:
+def sglang_fraction(inf: Inference, gpu: GpuSpec) -> float:
+    """mem_fraction_static as given, or the plan's SGLang release's default for the card."""
     if inf.mem_fraction_static > 0:
         return inf.mem_fraction_static
-    return next(f for tp, f in SGLANG_FRACTIONS if inf.tensor_parallel >= tp)
+    return default_fraction(inf, gpu)
 
 
 def sglang_memory(plan: Plan, gpu: GpuSpec, layout: RankLayout, fit: ServingFit = DEFAULT_FIT) -> EngineMemory:
@@ -502,7 +500,8 @@ def sglang_memory(plan: Plan, gpu: GpuSpec, layout: RankLayout, fit: ServingFit 
     inf = plan.inference
     comm = fit.tp_comm_bytes[link_class(serving_link(inf, gpu))] if inf.tensor_parallel > 1 else 0.0
     total = max(0.0, vllm_total_memory(gpu, fit) - SERVING_OVERHEAD_BYTES - comm)
-    fraction = sglang_fraction(inf)
+    fraction = sglang_fraction(inf, gpu)
+    given = "" if inf.mem_fraction_static > 0 else f" (SGLang {inf.sglang_version.value}'s default)"
     # The (1 - fraction) of that total is what SGLang keeps for activations and CUDA graphs.
     pool_budget = total * fraction - layout.weights_bytes
     cell = layout.kv_token_layer_bytes * layout.layers
@@ -523,7 +522,7 @@ def sglang_memory(plan: Plan, gpu: GpuSpec, layout: RankLayout, fit: ServingFit 
     )
     formula = (
         f"token pool = {total / GiB:.2f} GiB (free after start-up: CUDA context and NCCL taken) × "
-        f"mem_fraction_static {fraction:g} − weights {layout.weights_bytes / GiB:.2f} = "
+        f"mem_fraction_static {fraction:g}{given} − weights {layout.weights_bytes / GiB:.2f} = "
         f"{max(pool_budget, 0) / GiB:.2f} GiB ÷ {cell:,.0f} B per token = {tokens:,} tokens; "
         f"{reserved / GiB:.2f} GiB left for activations and CUDA graphs"
     )

@@ -25,6 +25,7 @@ from core.plan import (
     Plan,
     Precision,
     Preset,
+    SglangVersion,
     Strategy,
     TorchVersion,
     VllmVersion,
@@ -108,6 +109,7 @@ def plans(draw: st.DrawFn) -> Plan:
             if engine is Engine.LLAMACPP
             else draw(st.sampled_from(serving_tensor_parallel(spec, 64))),
             vllm_version=draw(st.sampled_from(list(VllmVersion))),
+            sglang_version=draw(st.sampled_from(list(SglangVersion))),
             gguf_quant=draw(st.sampled_from(list(GgufQuant))),
             gpu_layers=draw(st.integers(0, 1000)),
             cache_type=draw(st.sampled_from(list(CacheType))),  # flash attention on: every type allowed

@@ -16,7 +16,18 @@ import pytest
 from core.dtypes import Autocast, Dtype
 from core.errors import PlanError, PlanFileError
 from core.files import planfile
-from core.plan import PRESET_ROLES, Attention, Method, Optimizer, OptimizerImpl, Plan, Precision, Preset, Strategy
+from core.plan import (
+    PRESET_ROLES,
+    Attention,
+    Method,
+    Optimizer,
+    OptimizerImpl,
+    Plan,
+    Precision,
+    Preset,
+    SglangVersion,
+    Strategy,
+)
 from core.presets import default_plan, plan_for_model
 
 V1_EXAMPLE = Path(__file__).resolve().parent.parent / "data" / "plans" / "v1_example.json"
@@ -35,6 +46,9 @@ def expected_v1_plan() -> Plan:
     )
     plan = plan.with_lora(rank=16, alpha=32.0, targets=("all-linear",))
     plan = plan.with_workload(micro_batch=2, seq_len=4096, grad_accum=8, tokens=50_000_000, eval_batch=0)
+    # A file without SGLang's release reads as 0.4.0, the table it was estimated with
+    # (core.files.planfile.SGLANG_VERSION_OF_OLD_FILES).
+    plan = plan.with_inference(sglang_version=SglangVersion.V0_4_0)
     return plan.with_hardware(gpu="rtx-4090", price_per_gpu_hour=0.7).on_gpus(2, Strategy.ZERO2)
 
 

@@ -292,17 +292,21 @@ def test_bad_serving_values_name_the_field() -> None:
 
 # --- SGLang ------------------------------------------------------------------------------------
 def test_sglang_pool_is_the_static_fraction_less_the_weights() -> None:
+    from core.plan import SglangVersion
     from core.serving.engines import SERVING_OVERHEAD_BYTES, sglang_fraction
 
     plan = vllm_plan(context=8192).with_inference(engine="sglang")
     inf = estimate(plan).inference
     total = vllm_total_memory(find_gpu("h100-sxm"))
-    # ServerArgs default for one GPU: mem_fraction_static 0.88; 0.85 from four.
-    assert sglang_fraction(plan.inference) == 0.88
-    assert sglang_fraction(plan.inference.__class__(tensor_parallel=4)) == 0.85
+    # SGLang 0.5.23's default on one H100 (core.serving.sglang_versions; tests/core/test_sglang_versions.py):
+    # 0.83; the 0.4 line's ServerArgs default: 0.88 on one GPU, 0.85 from four.
+    gpu = find_gpu("h100-sxm")
+    assert sglang_fraction(plan.inference, gpu) == 0.83
+    old = plan.inference.__class__(sglang_version=SglangVersion.V0_4_0, tensor_parallel=4)
+    assert sglang_fraction(old, gpu) == 0.85
     # profile_max_num_token (python/sglang/srt/model_executor/model_runner.py): the total is the
     # free memory after start-up (CUDA context taken; one GPU: no NCCL buffers), × the fraction.
-    expected = ((total - SERVING_OVERHEAD_BYTES) * 0.88 - inf.weights_bytes) // 131_072
+    expected = ((total - SERVING_OVERHEAD_BYTES) * 0.83 - inf.weights_bytes) // 131_072
     assert inf.kv_cache_tokens == expected
     half = estimate(plan.with_inference(mem_fraction_static=0.5)).inference
     assert half.kv_cache_tokens < inf.kv_cache_tokens

@@ -309,6 +309,7 @@ def expected_values(window: MainWindow, plan: Plan) -> dict[str, Any]:
         "inference.max_num_batched_tokens": inf.max_num_batched_tokens,
         "inference.mem_fraction_static": inf.mem_fraction_static,
         "inference.vllm_version": inf.vllm_version,
+        "inference.sglang_version": inf.sglang_version,
         "inference.link": inf.link,
         "inference.gguf_quant": inf.gguf_quant,
         "inference.gpu_layers": inf.gpu_layers,
