@@ -490,6 +490,12 @@ class Input:
         return self.expected or "a list of module names"
 
 
+def megatron_grad_buffer(plan: Plan) -> bool:
+    """Whether the plan's gradients live in Megatron-Core's gradient buffer: the Megatron stack
+    under its DDP or its distributed optimizer (ZeRO-1)."""
+    return plan.stack is Stack.MEGATRON and plan.parallel.strategy in (Strategy.DDP, Strategy.ZERO1)
+
+
 def _node_split(plan: Plan) -> bool:
     return plan.parallel.world_size > 1
 
@@ -927,6 +933,20 @@ INPUTS: Final[tuple[Input, ...]] = (
           "MixedPrecisionPolicy.reduce_dtype: the dtype gradients are reduced in.",
           ("--fsdp-reduce-dtype",), "FSDP2 MixedPrecisionPolicy", labels=MP_DTYPE_LABELS,
           matters=lambda p: p.parallel.strategy is Strategy.FSDP),
+    # Megatron-Core's DistributedDataParallelConfig.grad_reduce_in_fp32: the dtype of the gradient
+    # buffer (main_grad) and of its reduce-scatter / all-reduce, torch.float when on, else the
+    # parameters' own 16-bit dtype (NVIDIA/Megatron-LM d98e8a64, megatron/core/distributed/
+    # param_and_grad_buffer.py: "grad_dtype = torch.float if grad_reduce_in_fp32 else param.dtype").
+    # On: Megatron-LM's --bf16 (arguments.py turns accumulate_allreduce_grads_in_fp32 on unless
+    # --grad-reduce-in-bf16) and Megatron-Bridge's bf16_mixed recipe; off: the performance recipes
+    # (Megatron-Bridge scripts/performance/configs: cfg.ddp.grad_reduce_in_fp32 = False).
+    Input("parallel.grad_reduce_in_fp32", Kind.BOOL, "Reduce gradients in fp32", "Megatron gradient reduce in fp32",
+          True,
+          "Megatron-Core grad_reduce_in_fp32: its gradient buffer and the gradient reduce-scatter / "
+          "all-reduce in float32 (on: Megatron-LM --bf16, Megatron-Bridge bf16_mixed) or, off, in the "
+          "model's 16-bit dtype (--grad-reduce-in-bf16, NVIDIA's performance recipes).",
+          ("--grad-reduce-in-fp32",), "Megatron: gradient buffer and reduction in float32 (default on)",
+          advanced=True, matters=megatron_grad_buffer),
     Input("parallel.ddp_bucket_mb", Kind.FLOAT, "DDP bucket", "DDP bucket size", DDP_BUCKET_MB,
           "DistributedDataParallel(bucket_cap_mb=...): 25 MiB by default.",
           ("--ddp-bucket-mb",), "DDP bucket_cap_mb (25)", unit="MiB", low=0.01, high=1e6, advanced=True,

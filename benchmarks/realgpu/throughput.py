@@ -334,6 +334,7 @@ def _parallel(record: Mapping[str, Any], gpus: int, notes: list[str]) -> Paralle
         inter_link=inter,
         fsdp_param_dtype=_param_dtype(record),
         fsdp_reduce_dtype=_reduce_dtype(record),
+        grad_reduce_in_fp32=_grad_reduce_in_fp32(record),
     )
 
 
@@ -361,6 +362,23 @@ def _reduce_dtype(record: Mapping[str, Any]) -> MpDtype:
     if (record.get("co_reported") or {}).get("mp_mode") == "PURE":
         return MpDtype.FP16 if record.get("precision") == "fp16" else MpDtype.BF16
     return MpDtype.FP32
+
+
+def _grad_reduce_in_fp32(record: Mapping[str, Any]) -> bool:
+    """Megatron-Core's gradient buffer dtype (``grad_reduce_in_fp32``) each NVIDIA release ran:
+    - Megatron-Bridge's archive (25.09 ... 26.06.01): every performance config of the models here
+      sets ``cfg.ddp.grad_reduce_in_fp32 = False`` and ``cfg.mixed_precision.grad_reduce_in_fp32 =
+      False`` (NVIDIA-NeMo/Megatron-Bridge at the records' tags, scripts/performance/configs: v0.2.0
+      llama3/llama3_llm_pretrain.py set_llama3_common_configs, llama3_llm_finetune.py,
+      llama31/llama31_llm_pretrain.py, qwen3/qwen3_llm_pretrain.py, gpt_oss/gpt_oss_llm_pretrain.py;
+      the same in llama/, qwen/, gpt_oss/ at v0.3.0, v0.3.1, v0.4.0, v0.4.2, v0.5.0, v0.5.1; 25.09's
+      v0.1.0rc3 YAML, llama3_8b / llama3_70b / llama31_405b / qwen3_30b_a3b_llm_pretrain.yaml:
+      ``grad_reduce_in_fp32: false``);
+    - Megatron-LM's Llama example (bd32927 examples/llama/train_llama3_8b_h100_fp8.sh passes
+      ``--bf16 --grad-reduce-in-bf16``; its README: "This configuration follows those defined in
+      NeMo Framework's performance scripts", taken for its 70B and 405B rows too);
+    - NeMo 24.07 (NeMo 1 YAML, not read here): float32, as before."""
+    return record["source_id"] not in ("nvidia-megatron-bridge", "nvidia-megatron-lm-llama-example")
 
 
 def case_of(record: Mapping[str, Any]) -> Case:

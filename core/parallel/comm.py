@@ -33,6 +33,7 @@ from core.parallel.layout import (
     fsdp_held_through_step,
     fsdp_reduce_bytes,
     layout,
+    megatron_grad_bytes,
     train_share,
     weight_share,
 )
@@ -279,7 +280,8 @@ class _Step:
 
     @property
     def grad_bytes(self) -> float:
-        return self.trainable * self.dt.grad
+        """The rank's gradients as DDP / ZeRO reduce them (Megatron's buffer in its dtype)."""
+        return self.trainable * megatron_grad_bytes(self.plan, self.dt.grad, self.dt.compute)
 
     @property
     def stored_param_bytes(self) -> float:

@@ -48,6 +48,7 @@ from dataclasses import dataclass, replace
 from functools import lru_cache
 
 from core.dtypes import MP_BYTES, MpDtype
+from core.inputs import megatron_grad_buffer
 from core.model import ModelSpec
 from core.params import param_counts
 from core.plan import Method, Offload, Parallelism, PipelineSchedule, Plan, Strategy
@@ -172,6 +173,19 @@ def fsdp_reduce_bytes(par: Parallelism, grad_bytes: float) -> float:
         if dtype is not MpDtype.STORED:
             return MP_BYTES[dtype]
     return grad_bytes
+
+
+def megatron_grad_bytes(plan: Plan, grad_bytes: float, compute_bytes: float) -> float:
+    """Bytes per element of Megatron-Core's gradient buffer, which its DDP reduce-scatters or
+    all-reduces in place: ``grad_dtype = torch.float if grad_reduce_in_fp32 else param.dtype``
+    (NVIDIA/Megatron-LM d98e8a64, megatron/core/distributed/param_and_grad_buffer.py
+    ``_ParamAndGradBuffer`` / ``group_params_for_buffers``), where ``param.dtype`` is the 16-bit
+    dtype Float16Module casts the model to (the plan's compute dtype). On, or off the Megatron
+    stack's DDP / distributed optimizer, the gradients' own dtype, as before. The memory
+    (core.parallel.state) and the traffic (core.parallel.comm) both read it."""
+    if plan.parallel.grad_reduce_in_fp32 or not megatron_grad_buffer(plan):
+        return grad_bytes
+    return min(grad_bytes, compute_bytes)
 
 
 def _stage_label(i: int, pp: int) -> str:

@@ -68,6 +68,7 @@ from core.parallel.layout import (
     block_params_per_rank,
     fsdp_held_through_step,
     fsdp_reduce_bytes,
+    megatron_grad_bytes,
     outside_params,
     train_share,
     weight_share,
@@ -250,9 +251,17 @@ def _expert_note(rank: _Rank, state: RankState) -> RankState:
 def _ddp(rank: _Rank) -> RankState:
     plan, dt, trainable = rank.plan, rank.dt, rank.trainable
     cap = plan.parallel.ddp_bucket_mb * MiB
-    size = trainable * dt.grad
+    g = megatron_grad_bytes(plan, dt.grad, dt.compute)
+    size = trainable * g
     n_buckets = 1 + max(0, -(-(size - DDP_FIRST_BUCKET_BYTES) // cap)) if size > DDP_FIRST_BUCKET_BYTES else 1
-    formula = f"T × {dt.grad:g} B = {sci(trainable)} × {dt.grad:g} B"
+    formula = f"T × {g:g} B = {sci(trainable)} × {g:g} B"
+    if g != dt.grad:
+        # Megatron-Core without grad_reduce_in_fp32: the buffer (main_grad) is 16-bit, and the
+        # optimizer's step reads a float32 copy of it (Float16OptimizerWithFloat16Params
+        # _copy_model_grads_to_main_grads: "main_param.grad = model_param.main_grad.float()",
+        # NVIDIA/Megatron-LM d98e8a64 megatron/core/optimizer/optimizer.py): the gradient terms.
+        buffer = Term(f"Megatron gradient buffer ({g * 8:g}-bit main_grad, grad_reduce_in_fp32 off)", formula, size)
+        return RankState(rank.weights, rank.grads, rank.optim, persistent=[buffer])
     if plan.parallel.ddp_bucket_view:
         # gradient_as_bucket_view=True: param.grad is a view into its bucket, so the buckets
         # are the gradients, allocated at construction and never freed (zero_grad with
@@ -787,6 +796,21 @@ def _zero_stage(rank: _Rank) -> _ZeroStage:
     strategy = rank.plan.parallel.strategy
     if strategy is Strategy.ZERO1:
         flattened = Term(f"{g * 8:g}-bit gradient partition (flattened)", f"T ÷ {dp:g} × {g:g} B", part * g)
+        buffer_b = megatron_grad_bytes(rank.plan, g, rank.dt.compute)
+        if buffer_b != g:
+            # Megatron's distributed optimizer without grad_reduce_in_fp32: the whole gradient
+            # buffer is 16-bit and the step reads a float32 copy of the rank's shard
+            # ("shard_main_param.grad = shard_model_grad.float()", NVIDIA/Megatron-LM d98e8a64
+            # megatron/core/optimizer/distrib_optimizer.py _copy_model_grads_to_main_grads).
+            whole = [
+                Term(
+                    f"{t.label} (Megatron's {buffer_b * 8:g}-bit gradient buffer)",
+                    f"{t.formula} × {buffer_b:g} ÷ {g:g}",
+                    t.bytes * buffer_b / g,
+                )
+                for t in rank.grads
+            ]
+            return _ZeroStage(rank.weights, [flattened], whole)
         return _ZeroStage(rank.weights, [flattened], rank.grads)  # param.grad accumulates whole
     if strategy is Strategy.ZERO2:
         reduced = [Term("reduced gradient partition (grads_in_partition)", f"T ÷ {dp:g} × {g:g} B", part * g)]

@@ -47,12 +47,12 @@ def test_the_llama_tutorials_lora_override_is_read_with_its_model() -> None:
 def test_the_qwen3_vl_override_checkpoints_every_block_and_keeps_data_parallel() -> None:
     # examples/models/qwen/qwen_vl/conf/qwen3_vl_pretrain_override_example.yaml:
     # recompute_granularity full, recompute_method uniform, recompute_num_layers 1; micro-batch 4;
-    # dist.use_megatron_fsdp / use_torch_fsdp2 false; ddp.grad_reduce_in_fp32 true (noted).
+    # dist.use_megatron_fsdp / use_torch_fsdp2 false; ddp.grad_reduce_in_fp32 true (read).
     run = load_run_config(DATA / "megatron_bridge_qwen3_vl_pretrain_override_example.yaml")
     s = run.settings
     assert (s.checkpointing, s.checkpoint_policy, s.micro_batch, s.seq_len) == (True, "full", 4, 4096)
     assert s.sharding is None and s.method is None  # the recipe's: an override does not say
-    assert any(n.source.startswith("ddp.grad_reduce_in_fp32") for n in run.notes)
+    assert s.grad_reduce_in_fp32 is True  # the plan's Megatron gradient buffer in float32
     assert run.unknown == ()
 
 

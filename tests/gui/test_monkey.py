@@ -342,7 +342,7 @@ def expected_values(window: MainWindow, plan: Plan) -> dict[str, Any]:
         values[f"parallel.{name}"] = getattr(par, name)
     for name in ("sequence_parallel", "reshard_after_forward", "ddp_bucket_view", "tp_overlap"):
         values[f"parallel.{name}"] = getattr(par, name)
-    for name in ("fsdp_float8_all_gather", "fsdp1_wrap"):
+    for name in ("fsdp_float8_all_gather", "fsdp1_wrap", "grad_reduce_in_fp32"):
         values[f"parallel.{name}"] = getattr(par, name)
     for name in ("strategy", "schedule", "offload", "fsdp_param_dtype", "fsdp_reduce_dtype"):
         values[f"parallel.{name}"] = getattr(par, name).value

@@ -156,6 +156,10 @@ RECIPE_WHY: Final = {
         "FSDP1: ShardingStrategy.HYBRID_SHARD)"
     ),
     "parallel.fsdp_float8_all_gather": "no float8 all-gather setting in this target",
+    "parallel.grad_reduce_in_fp32": (
+        "Megatron-Core's gradient buffer dtype: no such setting in this target (Megatron-Bridge: "
+        "ddp.grad_reduce_in_fp32; Megatron-LM: --grad-reduce-in-bf16)"
+    ),
     "parallel.fsdp1_wrap": (
         "this target wraps with FSDP2; FSDP1 over a CPU-held model is accelerate's fsdp_version 1 "
         "with fsdp_cpu_ram_efficient_loading"

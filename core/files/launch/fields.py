@@ -207,6 +207,13 @@ TRAINING_FIELDS: Final = (
         "method.float8",
     ),
     _f(
+        "parallel.grad_reduce_in_fp32",
+        lambda p: p.parallel.grad_reduce_in_fp32,
+        _matters("parallel.grad_reduce_in_fp32"),
+        "method.stack",
+        "parallel.strategy",
+    ),
+    _f(
         "parallel.fsdp1_wrap",
         lambda p: p.parallel.fsdp1_wrap,
         _matters("parallel.fsdp1_wrap"),

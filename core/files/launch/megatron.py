@@ -188,6 +188,23 @@ def _optimizer(draft: Draft) -> dict[str, Any]:
     }
 
 
+def _grad_reduce(draft: Draft, recipe: str) -> dict[str, Any]:
+    """``ddp.grad_reduce_in_fp32``, Megatron-Core's gradient buffer dtype. The precision recipe
+    written beside it copies its own value over ``ddp``'s when the run starts (NVIDIA-NeMo/
+    Megatron-Bridge 067f987d training/config.py: ``cfg.mixed_precision.setup(..., cfg.ddp)``;
+    training/mixed_precision.py: ``bf16_mixed`` True, ``fp16_mixed`` False), so a value the
+    recipe does not hold is written and listed: the recipe script must set
+    ``cfg.mixed_precision.grad_reduce_in_fp32`` too, as NVIDIA's performance scripts do."""
+    value = draft.plan.parallel.grad_reduce_in_fp32
+    if value != recipe.startswith("bf16"):
+        draft.cannot(
+            "parallel.grad_reduce_in_fp32",
+            f"written to ddp, but the {recipe} precision recipe sets grad_reduce_in_fp32 = "
+            f"{not value} over it: set cfg.mixed_precision.grad_reduce_in_fp32 = {value} in the recipe script",
+        )
+    return {"grad_reduce_in_fp32": value}
+
+
 def _stack(draft: Draft) -> None:
     if draft.plan.stack is not Stack.MEGATRON:
         draft.cannot("method.stack", "Megatron-Bridge runs Megatron-Core's fused kernels (the Megatron stack)")
@@ -202,6 +219,7 @@ def export_megatron_bridge(plan: Plan, model_ref: str | None = None) -> Export:
         draft.cannot("model", "Megatron-Bridge has no recipe for this model here: <recipe stem> is a placeholder")
     mode = _mode(draft)
     _stack(draft)
+    precision = _precision(draft)
     document: dict[str, Any] = {
         "model": {"hf_model_id": model_reference(draft, model_ref), **_model(draft)},
         "train": {
@@ -209,9 +227,9 @@ def export_megatron_bridge(plan: Plan, model_ref: str | None = None) -> Export:
             "global_batch_size": work.micro_batch * par.data_parallel * work.grad_accum,
         },
         "dataset": {"seq_length": work.seq_len},
-        "mixed_precision": _precision(draft),
+        "mixed_precision": precision,
         "optimizer": _optimizer(draft),
-        "ddp": {"use_distributed_optimizer": par.strategy is Strategy.ZERO1},
+        "ddp": {"use_distributed_optimizer": par.strategy is Strategy.ZERO1, **_grad_reduce(draft, precision)},
         "dist": {"use_torch_fsdp2": par.strategy is Strategy.FSDP},
         "peft": _peft(draft, mode),
         "comm_overlap": {"tp_comm_overlap": par.tensor_parallel > 1 and par.tp_overlap},
@@ -239,7 +257,7 @@ def export_megatron_bridge(plan: Plan, model_ref: str | None = None) -> Export:
     recipes_outside(
         draft,
         ("method.stack", "method.float8", "method.grad_clip", "method.lora.dropout", "parallel.tp_overlap",
-         "parallel.expert_parallel"),
+         "parallel.expert_parallel", "parallel.grad_reduce_in_fp32"),
     )  # fmt: skip
     overrides = " ".join(_flat(document))
     nodes, gpus = par.nodes, par.gpus_per_node

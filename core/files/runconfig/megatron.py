@@ -254,6 +254,30 @@ def _optimizer(taker: Taker, odd: OddValues) -> dict[str, Any]:
     return s
 
 
+def _grad_reduce(taker: Taker) -> dict[str, Any]:
+    """Megatron-Core's gradient buffer dtype (``grad_reduce_in_fp32``). The precision recipe's
+    value is copied over ``ddp``'s when the run starts (067f987d training/config.py runtime setup:
+    ``cfg.mixed_precision.setup(cfg.model, cfg.optimizer, cfg.ddp)`` →
+    ``update_config_with_precision_overrides``), so it wins: a ``mixed_precision`` section's own
+    key, else a named recipe's (training/mixed_precision.py: ``bf16_mixed`` and the bf16 fp8 / fp4
+    recipes built on it True, ``fp16_mixed`` and its fp8 recipes False), else ``ddp``'s."""
+    recipe = taker.raw("mixed_precision")
+    ddp = taker.flag("ddp.grad_reduce_in_fp32")
+    if isinstance(recipe, dict) and taker.raw("mixed_precision.grad_reduce_in_fp32") is not None:
+        return {"grad_reduce_in_fp32": taker.flag("mixed_precision.grad_reduce_in_fp32", "grad_reduce_in_fp32")}
+    if isinstance(recipe, str):
+        name = recipe.strip().lower()
+        for prefix, value in (("bf16", True), ("fp16", False)):
+            if name.startswith(prefix):
+                why = f"mixed_precision: {recipe.strip()} sets grad_reduce_in_fp32 = {value} over ddp's"
+                taker.record("grad_reduce_in_fp32", value, why)
+                return {"grad_reduce_in_fp32": value}
+    if ddp is None:
+        return {}
+    taker.record("grad_reduce_in_fp32", ddp, "ddp.grad_reduce_in_fp32")
+    return {"grad_reduce_in_fp32": ddp}
+
+
 def read_megatron_bridge(document: dict[str, Any], where: str) -> RunConfig:
     taker = Taker(document, where)
     odd = OddValues()
@@ -282,7 +306,7 @@ def read_megatron_bridge(document: dict[str, Any], where: str) -> RunConfig:
             taker.note(f"model.{key}", "set the split in the plan's Parallelism section")
     taker.note("model.sequence_parallel", "set it in the plan's Parallelism section")
     taker.note("train.global_batch_size", "gradient accumulation follows from it and the data-parallel degree")
-    taker.note("ddp.grad_reduce_in_fp32", "the gradient buffers' dtype: not a setting of the plan")
+    s.update(_grad_reduce(taker))
     taker.note("model.cross_entropy_loss_fusion", "Megatron's fused cross-entropy: the stack's, not a setting")
     taker.irrelevant(*IRRELEVANT)
     settings = {k: v for k, v in s.items() if v is not None}
