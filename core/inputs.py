@@ -985,7 +985,7 @@ INPUTS: Final[tuple[Input, ...]] = (
           "The vLLM release whose start-up rules apply: how it profiles, what it counts outside PyTorch, "
           "whether it sets CUDA-graph memory aside before the KV cache (0.20 on), its default memory share, "
           "and 0.34's KV cache sized from the memory measured after warm-up.",
-          ("--vllm-version",), "vLLM release line (default 0.19, the release the rules were read from)",
+          ("--vllm-version",), "vLLM release line (default 0.19, the newest checked against start-up logs)",
           labels=VLLM_VERSION_LABELS, matters=lambda p: p.inference.engine is Engine.VLLM),
     Input("inference.sglang_version", Kind.ENUM, "SGLang version", "SGLang version", SglangVersion.V0_5_23,
           "The SGLang release whose default mem_fraction_static applies: a table by tensor-parallel size "

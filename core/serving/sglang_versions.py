@@ -40,6 +40,7 @@ from typing import Final
 
 from core.catalogue import GpuSpec
 from core.plan import Inference, SglangVersion
+from core.serving import releases
 from core.units import MiB
 
 
@@ -66,7 +67,6 @@ ERAS: Final = (
     SglangEra("0.4.8-0.5.2", SglangVersion.V0_4_8, SglangVersion.V0_5_2, FractionRule.CARD_CLASS),
     SglangEra("0.5.3-0.5.23", SglangVersion.V0_5_3, SglangVersion.V0_5_23, FractionRule.RESERVE),
 )
-_ORDER: Final = list(SglangVersion)
 
 # sglang 0.4.0-0.4.7 server_args.py: the default fraction by (TP, or from 0.4.7 TP x PP) size.
 TP_TABLE: Final = ((16, 0.79), (8, 0.81), (4, 0.85), (2, 0.87), (1, 0.88))
@@ -96,12 +96,11 @@ SMALL_CARD_4K_FROM: Final = SglangVersion.V0_5_20
 
 
 def era_of(version: SglangVersion) -> SglangEra:
-    index = _ORDER.index(version)
-    return next(e for e in ERAS if _ORDER.index(e.first) <= index <= _ORDER.index(e.last))
+    return releases.era_of(version, ERAS)
 
 
 def at_least(version: SglangVersion, first: SglangVersion) -> bool:
-    return _ORDER.index(version) >= _ORDER.index(first)
+    return releases.at_least(version, first)
 
 
 def card_mib(gpu: GpuSpec) -> float:

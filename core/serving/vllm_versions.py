@@ -66,6 +66,7 @@ from typing import Final
 from core.dtypes import WeightFormat
 from core.model import ModelSpec
 from core.plan import Inference, VllmVersion
+from core.serving import releases
 
 
 class Accounting(StrEnum):
@@ -136,17 +137,15 @@ HUGE_CARD_DEFAULTS_FROM: Final = VllmVersion.V0_28
 CAPACITY_TOKENS_FROM: Final = VllmVersion.V0_24
 # V0 without chunked prefill: chunked prefill is on by default only past this max_model_len.
 V0_CHUNKED_PREFILL_FROM: Final = 32_768
-_ORDER: Final = list(VllmVersion)
 
 
 def era_of(version: VllmVersion) -> VllmEra:
-    index = _ORDER.index(version)
-    return next(e for e in ERAS if _ORDER.index(e.first) <= index <= _ORDER.index(e.last))
+    return releases.era_of(version, ERAS)
 
 
 def at_least(version: VllmVersion, first: VllmVersion) -> bool:
     """Whether ``version`` is ``first`` or a later release line."""
-    return _ORDER.index(version) >= _ORDER.index(first)
+    return releases.at_least(version, first)
 
 
 # Model Runner V2 (vllm/v1/worker/gpu/model_runner.py) became the default runner for some
