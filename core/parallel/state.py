@@ -376,9 +376,10 @@ def _reduce_stream_cache(
     ]
 
 
-def _release_cache(rank: _Rank, block: float, gather: float, reduce_b: float, pipelined: bool) -> list[Term]:
+def _release_cache(rank: _Rank, block_grads: list[Term], pipelined: bool) -> list[Term]:
     """The reduce-scatter inputs the PyTorch release keeps reserved beside the allocated peak
-    (``hardware.torch_version``, ``hardware.nccl_avoid_record_streams``).
+    (``hardware.torch_version``, ``hardware.nccl_avoid_record_streams``); ``block_grads`` is one
+    block's gradients and reduce-scatter input (:func:`_block_gradients`).
 
     - torch 2.4 (wheel 2.4.0, e4ee3be, ``torch/distributed/_composable/fsdp/_fsdp_collectives.py``
       ``foreach_reduce``) allocates the input inside ``with torch.cuda.stream(reduce_scatter_stream)``
@@ -407,7 +408,7 @@ def _release_cache(rank: _Rank, block: float, gather: float, reduce_b: float, pi
     release, recorded = plan.hardware.torch_version, not plan.hardware.nccl_avoid_record_streams
     if plan.parallel.fsdp1_wrap or release is TorchVersion.V2_8:
         return []
-    inputs = _block_gradients(rank, block, gather, reduce_b)[1:]
+    inputs = block_grads[1:]
     if not inputs:
         return []
     one = inputs[0]
@@ -438,7 +439,7 @@ def _release_cache(rank: _Rank, block: float, gather: float, reduce_b: float, pi
 
 
 def _backward_reduction(
-    rank: _Rank, units: tuple[float, float], gather: float, reduce_b: float
+    rank: _Rank, units: tuple[float, float], grads: list[Term], reduce_b: float
 ) -> tuple[list[Term], list[Term] | None]:
     """One block's gradients and reduce-scatter input in the backward (:func:`_block_gradients`)
     and what a pipelined stage accumulates into (:func:`_pipeline_accumulated`). A pipelined
@@ -449,7 +450,6 @@ def _backward_reduction(
     runs ``post_backward`` after the last), so the backwards that hold the most micro-batches
     make no reduce-scatter input."""
     block, root = units
-    grads = _block_gradients(rank, block, gather, reduce_b)
     accumulated = _pipeline_accumulated(rank, block, root, reduce_b)
     return (grads if accumulated is None else grads[:1]), accumulated
 
@@ -567,7 +567,8 @@ def _fsdp(rank: _Rank) -> RankState:
     )
     one, gathered = _gathered_block(plan, lay, block, block_b)
     forward, backward, backward_block = _fsdp_gathered(plan, stage.layers, root_term, one, gathered)
-    backward_grads, accumulated = _backward_reduction(rank, (block, root), gather, reduce_b)
+    block_grads = _block_gradients(rank, block, gather, reduce_b)
+    backward_grads, accumulated = _backward_reduction(rank, (block, root), block_grads, reduce_b)
     root_pending: list[Term] = []
     root_reduce: list[Term] = []
     if plan.method is Method.FULL and root and plan.workload.grad_accum == 1:  # else last micro-batch's exist
@@ -587,7 +588,7 @@ def _fsdp(rank: _Rank) -> RankState:
     stream_cache = [
         Term("all-gather stream's cache: a second block's gathered parameters", one, gathered),
         *_reduce_stream_cache(rank, backward_grads, (block, root), reduce_b),
-        *_release_cache(rank, block, gather, reduce_b, pipelined=accumulated is not None),
+        *_release_cache(rank, block_grads, pipelined=accumulated is not None),
     ]
     stream_cache += _fsdp1_wrap_cache(rank, block, root)
     state = RankState(
