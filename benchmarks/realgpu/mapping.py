@@ -27,6 +27,9 @@ The mapping's own choices are written here once, with their reason:
 - the PyTorch release (``hardware.torch_version``) and ``TORCH_NCCL_AVOID_RECORD_STREAMS`` are set
   where the record or its source says which ran (``TORCH_RELEASES``); elsewhere the default
   (2.8 and later), which only FSDP2 plans read;
+- Megatron-LM's CI cases (``megatron_ci.py``) run a GPTModel given by its dimensions, in bf16
+  with no autocast (Megatron-Core's Float16Module), on the plan's Megatron stack under its DDP
+  or distributed optimizer (``_megatron_plan``): Megatron's own state, not a torch DDP's;
 - a card outside the catalogue is a custom card of the memory its driver reports (A10G:
   23,028 MiB; the 96 GB H100 of Grand Teton: 96 GiB; an unnamed "48 GB GPU": 48 GiB).
 """
@@ -85,6 +88,7 @@ FAMILY: Final = {
     "liger-hf-example-2024-08": "linkedin",
     "ibm-fms-acceleration-a100-2025-02": "ibm",
     "unsloth-readme-context-2025-01": "unsloth",
+    "megatron-lm-ci-golden-values": "megatron",
 }
 
 # Cards outside gpus.json, by the memory their driver reports (decimal GB for custom_gpu).
@@ -176,6 +180,13 @@ class Mapped:
     @property
     def metric(self) -> str:
         return str(self.figure["metric"])
+
+    @property
+    def reading_rank(self) -> str:
+        """Whose reading the source publishes: "last" (the last rank, the last pipeline stage:
+        Megatron-LM's tensorboard writer, megatron/training/global_vars.py at d98e8a64,
+        ``args.rank == (args.world_size - 1)``) or "worst" (the rank the estimate judges)."""
+        return "last" if self.family == "megatron" else "worst"
 
     @property
     def expressible(self) -> bool:
@@ -503,9 +514,103 @@ def _unscored(figure: Mapping[str, Any]) -> str:
     return ""
 
 
+# Megatron-LM's functional tests (megatron_ci.py): the strategy each case's recipe names.
+_MEGATRON_STRATEGY: Final = {"megatron-ddp": Strategy.DDP, "megatron-distopt": Strategy.ZERO1}
+# --recompute-granularity as the plan's checkpointing: full recomputes every block (the cases
+# here: --recompute-method uniform, --recompute-num-layers 1); selective recomputes core attention.
+_MEGATRON_RECOMPUTE: Final = {
+    "none": {"checkpointing": False},
+    "full": {"checkpointing": True, "checkpoint_policy": CheckpointPolicy.FULL},
+    "selective": {"checkpointing": True, "checkpoint_policy": CheckpointPolicy.ATTENTION},
+}
+
+
+def megatron_model(recipe: Mapping[str, Any]) -> ModelSpec:
+    """Megatron-Core's GPTModel from a record's dimensions (``model_dims``, defaults resolved by
+    megatron_ci.py): the padded vocabulary, one fused q|k|v matrix (TE's
+    LayerNormColumnParallelLinear ``linear_qkv``), learned absolute positions of
+    ``max_positions`` rows unless RoPE, biases on the linear layers unless
+    --disable-bias-linear, a GeLU MLP or a SwiGLU one, hidden and attention dropout."""
+    dims = recipe["model_dims"]
+    hidden, heads = int(dims["hidden"]), int(dims["heads"])
+    swiglu = bool(dims["swiglu"])
+    bias = bool(dims["bias_linear"])
+    return ModelSpec(
+        name=str(recipe["model"]),
+        family="gpt",
+        vocab_size=int(dims["padded_vocab"]),
+        hidden_size=hidden,
+        num_layers=int(dims["layers"]),
+        num_heads=heads,
+        num_kv_heads=int(dims["kv_heads"]),
+        head_dim=hidden // heads,
+        intermediate_size=int(dims["ffn"]),
+        gated_mlp=swiglu,
+        tie_embeddings=not dims["untied"],
+        qkv_bias=bias,
+        o_bias=bias,
+        mlp_bias=bias,
+        norm="rmsnorm" if dims["normalization"] == "RMSNorm" else "layernorm",
+        learned_positions=int(dims["max_positions"]) if dims["position_embedding"] == "learned_absolute" else 0,
+        max_position_embeddings=int(dims["max_positions"]),
+        fused_qkv=True,
+        activation="silu" if swiglu else "gelu",
+        dropout=float(dims["hidden_dropout"]),
+        attention_dropout=float(dims["attention_dropout"]),
+        num_experts=int(dims["num_experts"]),
+        experts_per_token=int(dims["router_topk"]),
+    )
+
+
+def _megatron_plan(recipe: Mapping[str, Any]) -> Plan:
+    par = recipe["parallel"]
+    vp = int(par["vp"])
+    return Plan(
+        model=megatron_model(recipe),
+        preset=Preset.PURE_BF16,
+        stack=Stack.MEGATRON,
+        attention=_ATTENTION_MEGATRON[recipe["attention"]],
+        optimizer=Optimizer.ADAMW,
+        optimizer_impl=OptimizerImpl.FUSED,
+        grad_clip=True,  # every case passes --clip-grad 1.0
+        float8=Float8.TE if recipe["float8"] else Float8.NONE,
+        workload=Workload(
+            micro_batch=int(recipe["micro_batch"]), seq_len=int(recipe["seq_len"]), grad_accum=int(recipe["grad_accum"])
+        ),
+        hardware=Hardware(gpu=str(recipe["gpu_catalogue_id"]), headroom=0.0),
+        parallel=Parallelism(
+            nodes=int(par["nodes"]),
+            gpus_per_node=int(par["gpus"]) // int(par["nodes"]),
+            strategy=_MEGATRON_STRATEGY[par["strategy"]],
+            tensor_parallel=int(par["tp"]),
+            pipeline_parallel=int(par["pp"]),
+            context_parallel=int(par["cp"]),
+            expert_parallel=int(par["ep"]),
+            sequence_parallel=bool(par["sequence_parallel"]),
+            schedule=PipelineSchedule.INTERLEAVED if vp > 1 else PipelineSchedule.ONE_F_ONE_B,
+            virtual_stages=vp,
+            grad_reduce_in_fp32=bool(par["grad_reduce_in_fp32"]),
+        ),
+        **_MEGATRON_RECOMPUTE[recipe["checkpointing"]],
+    )
+
+
+# TE's flash / fused attention keeps no scores; its unfused backend and the local spec's
+# DotProductAttention keep the softmax's probabilities as eager attention does.
+_ATTENTION_MEGATRON: Final = {"flash": Attention.FLASH, "eager": Attention.EAGER}
+
+
 def map_figure(figure: Mapping[str, Any]) -> Mapped:
     """The plan for one figure of memory_figures.json, or the capabilities it lacks."""
     recipe = figure["recipe"]
+    if FAMILY[str(figure["source_id"])] == "megatron":
+        if recipe["fused_ce_or_liger"]:
+            why = "Megatron's fused cross-entropy (--cross-entropy-loss-fusion): not a plan setting"
+            return Mapped(figure, None, (why,), _unscored(figure))
+        try:
+            return Mapped(figure, _megatron_plan(recipe), (), _unscored(figure))
+        except PlanError as error:
+            return Mapped(figure, None, (f"the plan refuses it: {error}",), _unscored(figure))
     missing = _missing(recipe)
     unscored = _unscored(figure)
     if missing:

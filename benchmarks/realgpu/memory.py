@@ -8,7 +8,13 @@ lists what the app lacks to express it, and compares the right figure to the rig
 - ``reserved`` (max_memory_reserved): the predicted reserved peak;
 - ``nvidia-smi``: the predicted nvidia-smi figure (reserved + CUDA context + NCCL);
 - ``boundary`` (the longest context / largest micro-batch that ran): the largest value whose
-  judged figure the card holds, with no headroom.
+  judged figure the card holds, with no headroom;
+- ``resident`` (allocated_bytes.all.current read after an iteration, its optimizer step done:
+  what the allocator holds between steps): the optimizer phase's allocated bytes less what the
+  step frees as it returns (:func:`between_steps`).
+
+A source that reads one rank names it (mapping.py ``Mapped.reading_rank``: Megatron-LM's CI logs
+the last rank's, the last pipeline stage); the others are read on the estimate's worst rank.
 
 Leave one source out: the one constant fitted on the corpus (core.runtime.ALLOCATOR_FRAGMENTATION,
 the fraction of the step's largest activations the allocator holds as free blocks) is refitted
@@ -44,11 +50,14 @@ from core.allocator import is_small  # noqa: E402
 from core.breakdown import BucketKey, StepPhase  # noqa: E402
 from core.dtypes import DTYPE_BYTES  # noqa: E402
 from core.estimate import Estimate, estimate  # noqa: E402
+from core.params import param_counts  # noqa: E402
 from core.plan import Plan  # noqa: E402
+from core.roles import dtypes_for  # noqa: E402
 from core.runtime import ALLOCATOR_FRAGMENTATION, SEGMENT_ROUNDING_PER_TENSOR_BYTES  # noqa: E402
 from core.solve import largest_fitting  # noqa: E402
 from core.training.device import weight_tensors  # noqa: E402
-from core.training.optimizer import largest_trainable_tensor  # noqa: E402
+from core.training.optimizer import clip_terms, largest_trainable_tensor, optimizer_step_temporary  # noqa: E402
+from core.training.ranks import RankMemory  # noqa: E402
 
 CORPUS = ROOT / "benchmarks" / "realgpu" / "memory_figures.json"
 
@@ -57,13 +66,17 @@ ALLOCATED_MEDIAN, ALLOCATED_WORST = 4.0, 10.0
 RESERVED_MEDIAN, RESERVED_WORST = 5.0, 10.0
 SMI_WORST = 12.0
 BOUNDARY_WORST = 10.0
+# The state between steps is an allocated figure: the allocated targets.
+RESIDENT_MEDIAN, RESIDENT_WORST = ALLOCATED_MEDIAN, ALLOCATED_WORST
 METRIC_OF = {
     "allocated": "allocated",
     "active": "allocated",
     "reserved": "reserved",
     "nvidia-smi": "nvidia-smi",
     "boundary": "boundary",
+    "resident": "resident",
 }
+METRICS = ("allocated", "reserved", "nvidia-smi", "boundary", "resident")
 
 
 @dataclass(frozen=True)
@@ -159,6 +172,24 @@ def _boundary(m: Mapped, fraction: float | None) -> tuple[float, float, str]:
     return float(value), basis_at.get(value, 0.0), axis
 
 
+def between_steps(rank: RankMemory, plan: Plan) -> float:
+    """What ``rank`` holds between steps: its optimizer phase's allocated bytes less the step's own
+    temporaries, freed as the step returns (torch.optim's foreach / for-loop copies,
+    core.training.optimizer.optimizer_step_temporary, and clip_grad_norm_'s norms, clip_terms).
+    What the step leaves behind stays: a Megatron run's float32 copy of a 16-bit gradient buffer
+    lives until the next train_step's zero_grad (core.parallel.state._megatron)."""
+    step = next(p for p in rank.phases if p.kind is StepPhase.OPTIMIZER)
+    temporary = optimizer_step_temporary(plan, param_counts(plan), dtypes_for(plan))
+    freed = {t.label for t in clip_terms(plan)} | ({temporary.label} if temporary is not None else set())
+    return step.allocated_bytes - sum(t.bytes for b in step.buckets for t in b.terms if t.label in freed)
+
+
+def reading_rank(m: Mapped, est: Estimate) -> RankMemory:
+    """The rank whose reading the source publishes: the last one (the last pipeline stage) for a
+    source that logs the last rank's, else the estimate's worst."""
+    return est.ranks[-1] if m.reading_rank == "last" else est.worst
+
+
 def carries_fragmentation(m: Mapped) -> bool:
     """Whether the fitted fragmentation term applies to the figure ``m``.
 
@@ -198,6 +229,10 @@ def score_one(m: Mapped, fraction: float) -> Scored:
     worst = est.worst
     shift = (fraction - worst.fragmentation) * worst.fragmentation_basis
     metric = METRIC_OF[m.metric]
+    if m.reading_rank == "last" and metric in ("allocated", "resident"):
+        rank = reading_rank(m, est)
+        value = rank.peak_bytes if metric == "allocated" else between_steps(rank, plan)
+        return Scored(m, measured, value, 0.0, fraction, rank.label, before=value)
     if m.model_init:
         weights = _init_weights(est)
         rounding = weight_tensors(plan) * SEGMENT_ROUNDING_PER_TENSOR_BYTES / max(1, _shards(est))
@@ -343,7 +378,7 @@ def summaries(rows: Sequence[Scored], before: bool = False) -> dict[str, tuple[i
     """metric -> (figures, median |error|, worst |error|, sources); ``before``: of the figure
     before the card model."""
     out = {}
-    for metric in ("allocated", "reserved", "nvidia-smi", "boundary"):
+    for metric in METRICS:
         errs = [abs(r.before_error_pct if before else r.error_pct) for r in rows if r.metric == metric]
         if errs:
             sources = len({r.mapped.source for r in rows if r.metric == metric})
@@ -359,6 +394,7 @@ def targets(rows: Sequence[Scored]) -> list[tuple[str, bool]]:
         ("reserved", RESERVED_MEDIAN, RESERVED_WORST),
         ("nvidia-smi", None, SMI_WORST),
         ("boundary", None, BOUNDARY_WORST),
+        ("resident", RESIDENT_MEDIAN, RESIDENT_WORST),
     ):
         if metric not in s:
             checks.append((f"{metric}: no scored figure", False))
@@ -450,12 +486,13 @@ _END = "# --- end of generated table -------------------------------------------
 
 def evidence_table(rows: Sequence[Scored]) -> dict[str, tuple[int, int, float, float, float, float]]:
     """kind -> (figures, sources, lowest and highest measured ÷ estimated − 1), over the memory
-    figures scored leave-one-source-out (boundaries are not memory figures); "all": every one."""
+    figures scored leave-one-source-out (boundaries are not memory figures, and the state between
+    steps is not a peak); "all": every one."""
     from core.evidence import plan_kinds
 
     by_kind: dict[str, list[Scored]] = {}
     for r in rows:
-        if r.metric == "boundary" or r.mapped.plan is None:
+        if r.metric in ("boundary", "resident") or r.mapped.plan is None:
             continue
         for kind in ("all", *plan_kinds(r.mapped.plan)):
             by_kind.setdefault(kind, []).append(r)

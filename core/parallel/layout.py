@@ -47,7 +47,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from functools import lru_cache
 
-from core.dtypes import MP_BYTES, MpDtype
+from core.dtypes import DTYPE_BYTES, MP_BYTES, Dtype, MpDtype
 from core.inputs import megatron_grad_buffer
 from core.model import ModelSpec
 from core.params import param_counts
@@ -181,10 +181,14 @@ def megatron_grad_bytes(plan: Plan, grad_bytes: float, compute_bytes: float) -> 
     (NVIDIA/Megatron-LM d98e8a64, megatron/core/distributed/param_and_grad_buffer.py
     ``_ParamAndGradBuffer`` / ``group_params_for_buffers``), where ``param.dtype`` is the 16-bit
     dtype Float16Module casts the model to (the plan's compute dtype). On, or off the Megatron
-    stack's DDP / distributed optimizer, the gradients' own dtype, as before. The memory
+    stack's DDP / distributed optimizer, the gradients' own dtype, as before. On, the buffer is
+    float32 whatever dtype the parameters are stored in: a 16-bit model's (a ``--bf16`` run's
+    Float16Module) buffer is 4 B a gradient, not its parameters' 2 B. The memory
     (core.parallel.state) and the traffic (core.parallel.comm) both read it."""
-    if plan.parallel.grad_reduce_in_fp32 or not megatron_grad_buffer(plan):
+    if not megatron_grad_buffer(plan):
         return grad_bytes
+    if plan.parallel.grad_reduce_in_fp32:
+        return DTYPE_BYTES[Dtype.FP32]
     return min(grad_bytes, compute_bytes)
 
 

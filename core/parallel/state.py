@@ -60,8 +60,9 @@ from dataclasses import dataclass, field, replace
 from typing import Final
 
 from core.breakdown import Term
-from core.dtypes import ELEMENT_BYTES, MP_BYTES, Dtype, MpDtype, nf4_bytes_per_weight
+from core.dtypes import DTYPE_BYTES, ELEMENT_BYTES, MP_BYTES, Dtype, MpDtype, nf4_bytes_per_weight
 from core.format import sci
+from core.inputs import megatron_grad_buffer
 from core.parallel.layout import (
     Layout,
     Stage,
@@ -221,6 +222,10 @@ def rank_state(
     optim = _scaled(optim, t_share, why)
     rank = _Rank(plan, counts, dt, lay, stage, weights, grads, optim, t_share, optimizer_at)
     strategy = plan.parallel.strategy
+    if megatron_grad_buffer(plan) and strategy is Strategy.DDP:
+        return _expert_note(rank, _offloaded(plan, _megatron(rank)))
+    if megatron_grad_buffer(plan) and plan.parallel.offload is Offload.NONE:  # CPU offload: as DeepSpeed's, below
+        return _expert_note(rank, _megatron(rank))
     if lay.state_shards == 1 and strategy is Strategy.DDP:
         return _offloaded(plan, RankState(weights, grads, optim, step_share=t_share))
     if strategy is Strategy.DDP:
@@ -251,17 +256,10 @@ def _expert_note(rank: _Rank, state: RankState) -> RankState:
 def _ddp(rank: _Rank) -> RankState:
     plan, dt, trainable = rank.plan, rank.dt, rank.trainable
     cap = plan.parallel.ddp_bucket_mb * MiB
-    g = megatron_grad_bytes(plan, dt.grad, dt.compute)
+    g = dt.grad
     size = trainable * g
     n_buckets = 1 + max(0, -(-(size - DDP_FIRST_BUCKET_BYTES) // cap)) if size > DDP_FIRST_BUCKET_BYTES else 1
     formula = f"T × {g:g} B = {sci(trainable)} × {g:g} B"
-    if g != dt.grad:
-        # Megatron-Core without grad_reduce_in_fp32: the buffer (main_grad) is 16-bit, and the
-        # optimizer's step reads a float32 copy of it (Float16OptimizerWithFloat16Params
-        # _copy_model_grads_to_main_grads: "main_param.grad = model_param.main_grad.float()",
-        # NVIDIA/Megatron-LM d98e8a64 megatron/core/optimizer/optimizer.py): the gradient terms.
-        buffer = Term(f"Megatron gradient buffer ({g * 8:g}-bit main_grad, grad_reduce_in_fp32 off)", formula, size)
-        return RankState(rank.weights, rank.grads, rank.optim, persistent=[buffer])
     if plan.parallel.ddp_bucket_view:
         # gradient_as_bucket_view=True: param.grad is a view into its bucket, so the buckets
         # are the gradients, allocated at construction and never freed (zero_grad with
@@ -272,6 +270,73 @@ def _ddp(rank: _Rank) -> RankState:
         f"DDP gradient buckets ({n_buckets:.0f} flat buffers, a second copy of the gradients)", formula, size
     )
     return RankState(rank.weights, rank.grads, rank.optim, persistent=[buckets])
+
+
+# --- Megatron-Core's DDP and distributed optimizer --------------------------------------
+def _megatron(rank: _Rank) -> RankState:
+    """A rank under Megatron-Core's DistributedDataParallel, with its Float16 optimizer (DDP) or
+    its distributed optimizer (ZeRO-1), as NVIDIA/Megatron-LM d98e8a64 holds them:
+
+    - megatron/core/distributed/param_and_grad_buffer.py ``_ParamAndGradBuffer``: one gradient
+      buffer of every trainable element (``grad_data = torch.zeros(numel, dtype=grad_dtype)``,
+      ``grad_dtype`` float32 under grad_reduce_in_fp32, else the parameters' dtype:
+      :func:`core.parallel.layout.megatron_grad_bytes`), allocated when the model is wrapped and
+      never freed; ``param.main_grad`` is a view into it. Under the distributed optimizer the
+      16-bit parameters are remapped into a ``param_data`` buffer (``param.data =
+      new_param_data``, the old storage deleted): that buffer is the parameters, not a copy.
+    - distributed_data_parallel.py ``_make_backward_post_hook``: ``param.main_grad.add_(
+      param.grad.data)`` then ``param.grad = None`` (with gradient_accumulation_fusion Transformer
+      Engine writes the weight gradient into main_grad itself): the backward accumulates into
+      the buffer and holds no whole gradient set of its own.
+    - optimizer/optimizer.py ``Float16OptimizerWithFloat16Params`` (DDP): a float32 main copy of
+      every 16-bit parameter (``param.detach().clone().float()``) and ``main_param.grad =
+      model_param.main_grad.float()`` at the step; optimizer/distrib_optimizer.py: the rank's
+      shard of it (``shard_model_param.clone().float()``; ``shard_main_param.grad =
+      shard_model_grad.float()``), a float32 parameter's shard a view (``model_param.view(-1)``).
+      ``.float()`` of a float32 buffer is the buffer itself; of a 16-bit one a float32 copy, alive
+      from the step to the next train_step's ``optimizer.zero_grad()`` (training/training.py).
+    - optimizer/__init__.py: Adam is Transformer Engine's or Apex's FusedAdam, one fused kernel
+      per tensor list: none of torch.optim's foreach / for-loop temporaries.
+    """
+    plan, dt, trainable = rank.plan, rank.dt, rank.trainable
+    zero = plan.parallel.strategy is Strategy.ZERO1
+    dp = rank.dp if zero else 1.0
+    shard = f" ÷ {dp:g}" if zero else ""
+    b = megatron_grad_bytes(plan, dt.grad, dt.compute)
+    fp32 = DTYPE_BYTES[Dtype.FP32]
+    if not trainable:
+        return RankState(rank.weights, [], [], grads_in_backward=[], step_temporary=False)
+    buffer = Term(
+        f"Megatron gradient buffer ({b * 8:g}-bit main_grad, allocated at start-up)",
+        f"T × {b:g} B = {sci(trainable)} × {b:g} B",
+        trainable * b,
+    )
+    if dt.grad < fp32:
+        # 16-bit parameters: a float32 main copy (÷ DP under the distributed optimizer) and the
+        # optimizer's state priced at float32, as the main parameters hold it.
+        state32 = _scaled(rank.optimizer_at(replace(dt, grad=fp32)), rank.t_share, _split_label(rank.lay, rank.stage))
+        master = Term(
+            "float32 main parameters" + (" (the rank's shard)" if zero else ""),
+            f"T{shard} × 4 B = {sci(trainable)}{shard} × 4 B",
+            trainable * fp32 / dp,
+        )
+        optim = [master, *(_sharded(state32, dp) if zero else state32)]
+    else:
+        optim = _sharded(rank.optim, dp) if zero else rank.optim  # float32 parameters are their own main ones
+    step = []
+    if b < fp32:
+        what = "float32 copy of the gradients the step reads (main_grad.float())"
+        what += ", the rank's shard" if zero else ""
+        step = [Term(what, f"T{shard} × 4 B = {sci(trainable)}{shard} × 4 B", trainable * fp32 / dp)]
+    return RankState(
+        rank.weights,
+        step,
+        optim,
+        grads_in_backward=[],
+        persistent=[buffer],
+        step_temporary=False,
+        step_share=rank.t_share / dp,
+    )
 
 
 # --- FSDP2 ---------------------------------------------------------------------------
@@ -797,21 +862,6 @@ def _zero_stage(rank: _Rank) -> _ZeroStage:
     strategy = rank.plan.parallel.strategy
     if strategy is Strategy.ZERO1:
         flattened = Term(f"{g * 8:g}-bit gradient partition (flattened)", f"T ÷ {dp:g} × {g:g} B", part * g)
-        buffer_b = megatron_grad_bytes(rank.plan, g, rank.dt.compute)
-        if buffer_b != g:
-            # Megatron's distributed optimizer without grad_reduce_in_fp32: the whole gradient
-            # buffer is 16-bit and the step reads a float32 copy of the rank's shard
-            # ("shard_main_param.grad = shard_model_grad.float()", NVIDIA/Megatron-LM d98e8a64
-            # megatron/core/optimizer/distrib_optimizer.py _copy_model_grads_to_main_grads).
-            whole = [
-                Term(
-                    f"{t.label} (Megatron's {buffer_b * 8:g}-bit gradient buffer)",
-                    f"{t.formula} × {buffer_b:g} ÷ {g:g}",
-                    t.bytes * buffer_b / g,
-                )
-                for t in rank.grads
-            ]
-            return _ZeroStage(rank.weights, [flattened], whole)
         return _ZeroStage(rank.weights, [flattened], rank.grads)  # param.grad accumulates whole
     if strategy is Strategy.ZERO2:
         reduced = [Term("reduced gradient partition (grads_in_partition)", f"T ÷ {dp:g} × {g:g} B", part * g)]

@@ -102,16 +102,17 @@ def test_zero1_shards_the_experts_state_over_the_expert_data_parallel_ranks() ->
 def test_the_expert_note_gives_the_shard_as_every_expert_over_dp_times_cp() -> None:
     # The shard's divisor on 16 GPUs at EP 8 is fractional (T ÷ 2.7066...); the note must show
     # where it comes from: the dense part ÷ 16 and the rank's 1/8 of the experts ÷ 2 make the
-    # whole model's trainable parameters ÷ 16, which is what the float32 master partition holds
-    # at 4 B each (Megatron's distributed optimizer, megatron/core/optimizer/distrib_optimizer.py).
+    # whole model's trainable parameters ÷ 16, which is what Adam's two float32 moments hold at 4 B
+    # each (Megatron's distributed optimizer, megatron/core/optimizer/distrib_optimizer.py; the
+    # float32 parameters' shard is a view of them, ``model_param.view(-1)[...]``, no master copy).
     est = estimate(_plan(8))
     (note,) = [n for n in est.notes if n.startswith("Expert parallel 8")]
     total = QWEN3_MOE.architecture_params()
     shard = total / 16
     assert f"÷ 16 = {shard / 1e9:.4g}e9" in note
     optimizer = next(b for b in est.buckets if b.key is BucketKey.OPTIMIZER)
-    master = next(t for t in optimizer.terms if t.label.startswith("float32 master"))
-    assert master.bytes == pytest.approx(shard * 4, rel=1e-9)
+    moments = next(t for t in optimizer.terms if t.label.startswith("Adam moments"))
+    assert moments.bytes == pytest.approx(shard * 2 * 4, rel=1e-9)
 
 
 def test_fsdp_shards_the_same_total_and_gathers_smaller_units() -> None:

@@ -82,8 +82,8 @@ def test_the_distributed_optimizers_whole_buffer_is_16_bit_and_its_shard_is_copi
 
 
 def test_megatron_ddp_keeps_a_16_bit_buffer_beside_the_steps_float32_copy() -> None:
-    # DDP: the buffer (main_grad) at 2 B, and the float32 main_param.grad the step reads at 4 B: 6 B
-    # a gradient, where the float32 buffer and its second copy were 8 B.
+    # DDP: at the peak (the forward / backward) the buffer alone, 4 B a gradient on, 2 B off; the
+    # float32 main_param.grad the step reads off is made at the step (tests/core/test_megatron_state.py).
     plan = _plan(Strategy.DDP)
     trainable = param_counts(plan).trainable
     saved = _bucket(plan, BucketKey.GRADIENTS) - _bucket(_plan(Strategy.DDP, fp32=False), BucketKey.GRADIENTS)
@@ -98,10 +98,18 @@ def test_other_stacks_and_16_bit_gradients_are_untouched() -> None:
         on, off = _plan(strategy, stack=stack), _plan(strategy, False, stack)
         assert estimate(on).total_bytes == estimate(off).total_bytes
         assert _dp_terms(on) == _dp_terms(off)
-    # A bf16 model's gradients are 2 B already.
+
+
+def test_a_16_bit_models_buffer_is_float32_when_on() -> None:
+    # A bf16 model (a --bf16 run's Float16Module, as the Megatron-Bridge importer plans it): the
+    # buffer is ``torch.float if grad_reduce_in_fp32 else param.dtype`` (param_and_grad_buffer.py),
+    # so on it reduce-scatters 4 B a gradient, off 2 B. (It read the parameters' 2 B either way.)
     bf16 = _plan(fp32=False).with_changes(preset=Preset.PURE_BF16)
     assert bf16.weight_dtype is Dtype.BF16
-    assert _dp_terms(bf16) == _dp_terms(bf16.with_parallel(grad_reduce_in_fp32=True))
+    trainable = param_counts(bf16).trainable
+    on, off = _dp_terms(bf16.with_parallel(grad_reduce_in_fp32=True)), _dp_terms(bf16)
+    assert on["ZeRO-1 gradient reduce-scatter"] == pytest.approx(trainable * 4 * 15 / 16, rel=1e-9)
+    assert off["ZeRO-1 gradient reduce-scatter"] == pytest.approx(trainable * 2 * 15 / 16, rel=1e-9)
 
 
 def test_plan_files_keep_it_and_older_files_reduce_in_float32(tmp_path: Path) -> None:

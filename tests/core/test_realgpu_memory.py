@@ -106,7 +106,19 @@ FOLDER = ROOT / "benchmarks" / "realgpu"
 # offloaded gpt-oss row, -27.0 -> -29.0 %, lost the 1.65 GB input term for its root's 1.16 GB output), and a
 # pipelined stage's peak backward no longer holds an input it never makes there (torchtitan's 405B rows
 # -1.6 GB each, the cp8 row -7.1 -> -10.2 %: 46 -> 45 of 52 within ±10 %). Landed as the source reads.
-CEILINGS = {"allocated": (3.9, 9.9), "reserved": (4.1, 29.1), "nvidia-smi": (10.2, 11.6), "boundary": (0.5, 7.9)}
+# Megatron-LM's CI golden values joined as a family of their own (benchmarks/realgpu/megatron_ci.py, branch
+# h22m): 15 allocated peaks (allocated 35 -> 50 figures, median 3.8 -> 4.4 %, worst 9.8 -> 14.9 %: the small
+# CI models' peaks read -13.7 ... +14.9 %, the 7B memory tests -0.9 / -0.7 %) and 15 readings between steps, a
+# metric of their own ("resident": median 18.6 %, worst 35.5 %, every one below: the runtime's allocated
+# workspaces and what docs/REAL_GPU_MEMORY.md, "Megatron-LM's CI", lists); with Megatron's state as its source
+# holds it (core.parallel.state._megatron) — before it the family read 27.0 / 59.6 %. No other figure moved.
+CEILINGS = {
+    "allocated": (4.5, 15.0),
+    "reserved": (4.1, 29.1),
+    "nvidia-smi": (10.2, 11.6),
+    "boundary": (0.5, 7.9),
+    "resident": (18.7, 35.6),
+}
 
 
 def _benchmark() -> ModuleType:
@@ -127,7 +139,7 @@ def test_the_corpus_is_the_one_issue_22_asks_for() -> None:
     corpus = json.loads((FOLDER / "memory_figures.json").read_text())
     assert len(corpus["figures"]) >= 80 and len(corpus["sources"]) >= 8
     for figure in corpus["figures"]:
-        assert figure["metric"] in ("allocated", "active", "reserved", "nvidia-smi", "boundary", "unknown")
+        assert figure["metric"] in ("allocated", "active", "reserved", "nvidia-smi", "boundary", "resident", "unknown")
         assert figure["location"] and figure["quote"] and figure["recipe"]
 
 
