@@ -43,7 +43,7 @@ from core.format import counted, gb
 from core.params import ParamCounts
 from core.plan import Engine, Plan
 from core.serving.engines import RankLayout, serving_link
-from core.serving.fit import DEFAULT_FIT, EngineFamily, ServingFit, bandwidth_key
+from core.serving.fit import DEFAULT_FIT, METAL_KERNELS, EngineFamily, ServingFit, bandwidth_key
 from core.serving.llamacpp import MMQ_MAX_BATCH_SIZE, cuda_graphs_replayed, vulkan_quantise_dispatches
 
 # Host memory a CPU reads llama.cpp's host layers from: dual-channel DDR4-3200, 2 × 8 bytes ×
@@ -277,9 +277,17 @@ def batched_attention_kernels(plan: Plan) -> int:
     return 2 * (ATTENTION_PRODUCT_KERNELS - 1 + broadcast)
 
 
+def cycles_key(gpu: GpuSpec, family: EngineFamily) -> str:
+    """The key of core.serving.fit's ``kernel_cycles`` a kernel of this family pays on this card:
+    ``metal`` for an eager engine's dispatch on an Apple GPU (:data:`core.serving.fit.METAL_KERNELS`),
+    else the family's."""
+    return METAL_KERNELS if gpu.vendor == "apple" and family is EngineFamily.EAGER else family.value
+
+
 def kernel_seconds(gpu: GpuSpec, fit: ServingFit, family: EngineFamily) -> float:
-    """One kernel's fixed cost: the family's cycles (core.serving.fit) at the card's boost clock."""
-    return fit.kernel_cycles[family] / ((gpu.boost_clock_ghz or FALLBACK_CLOCK_GHZ) * 1e9)
+    """One kernel's fixed cost: the family's cycles (core.serving.fit; a Metal dispatch's on an
+    Apple GPU) at the card's boost clock."""
+    return fit.kernel_cycles[cycles_key(gpu, family)] / ((gpu.boost_clock_ghz or FALLBACK_CLOCK_GHZ) * 1e9)
 
 
 def launch_seconds(plan: Plan, gpu: GpuSpec, fit: ServingFit, family: EngineFamily) -> float:
