@@ -292,7 +292,8 @@ def kernel_seconds(gpu: GpuSpec, fit: ServingFit, family: EngineFamily) -> float
 
 def launch_seconds(plan: Plan, gpu: GpuSpec, fit: ServingFit, family: EngineFamily) -> float:
     """The launch overhead of one kernel that no CUDA graph replays (core.serving.fit's
-    ``launch_seconds``); none on Apple GPUs, whose Metal command buffers are not modelled so, and
+    ``launch_seconds``); none on Apple GPUs, whose Metal dispatches are costed whole in their own
+    cycles (:func:`kernel_seconds`, core.serving.fit's ``metal``), and
     none on Vulkan, which records a step's dispatches into command buffers and submits them in
     batches, every 100 nodes or about 100 MB of weights, "to overlap CPU cmdbuffer generation with
     GPU execution" (ggml_backend_vk_graph_compute at ggml-org/ggml 400b9294)."""
@@ -447,9 +448,12 @@ def serving_speed(
 
 
 def _launch_text(plan: Plan, gpu: GpuSpec, model: StepModel, running: int) -> str:
-    """How llama.cpp's CUDA backend issues a decode step's kernels (:func:`cuda_graphs_replayed`)."""
-    if plan.inference.engine is not Engine.LLAMACPP or gpu.vendor == "apple":
+    """How llama.cpp's GPU backend issues a decode step's kernels (:func:`cuda_graphs_replayed`)."""
+    if plan.inference.engine is not Engine.LLAMACPP:
         return ""
+    if gpu.vendor == "apple":
+        dispatches, per_layer = kernels_per_layer(plan, gpu), model.layer_overhead_s * 1e6
+        return f"; Metal: {dispatches:.0f} dispatches a layer, encoded again each token ({per_layer:.0f} µs)"
     if vulkan(plan):
         return f"; Vulkan: {kernels_per_layer(plan, gpu):.1f} dispatches a layer recorded into command buffers"
     if model.graphs_alone and running == 1:

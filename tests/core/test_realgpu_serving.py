@@ -141,7 +141,10 @@ def test_a_metal_dispatch_costs_its_own_cycles_not_a_cuda_kernels() -> None:
     per_dispatch = statistics.median(cycles.values()) / (32 * KERNELS_PER_LAYER)
     assert per_dispatch == pytest.approx(DEFAULT_FIT.kernel_cycles[METAL_KERNELS], rel=0.1)
     assert DEFAULT_FIT.kernel_cycles[METAL_KERNELS] > 2 * DEFAULT_FIT.kernel_cycles[EngineFamily.EAGER]
-    assert kernels_per_layer(_llamacpp("apple-m1-max-64gb", "Q4_0"), find_gpu("apple-m1-max-64gb")) == 23
+    plan = _llamacpp("apple-m1-max-64gb", "Q4_0")
+    assert kernels_per_layer(plan, find_gpu("apple-m1-max-64gb")) == 23
+    speed = estimate(plan).inference.speed
+    assert "Metal: 23 dispatches a layer, encoded again each token" in speed.assumptions
 
 
 def _record(bench: ModuleType, record_id: str) -> dict:
