@@ -398,5 +398,16 @@ def test_m2_ultra_and_m3_max_k_quant_decode_within_35_percent_held_out(scored: t
     errors = {r.case.id: r.error_pct for r in rows}
     for record_id in ("xd-m2ultra-192gb-x1-8b-q4_kmedium-tg512", "xd-m3max-64gb-x1-8b-q4_kmedium-tg512"):
         assert abs(errors[record_id]) < 15
-    discussion = [e for k, e in errors.items() if k.startswith("gg4167-")]
+    discussion = [e for k, e in errors.items() if k.startswith("gg4167-") and k.endswith("-tg128")]
     assert len(discussion) == 28 and max(abs(e) for e in discussion) < 20
+
+
+def test_apple_prompts_of_the_second_source_are_within_x_1_3(bench: ModuleType, scored: tuple) -> None:
+    # llama.cpp discussion #4167 (build 1550), Llama 2 7B pp512 on twelve chips in F16, Q8_0 and Q4_0
+    # (e.g. M1 Max 599.53 / 537.37 / 530.06 t/s, M1 8-core Q8_0 117.25): cold prompts on the ALUs at
+    # APPLE_MATMUL_UTILISATION (78 %, from MPS's GEMM in philipturner/metal-flash-attention, not fitted
+    # on any row). Scored only: estimated -21 % (M1 8-core) to +1 % (M1 Max F16).
+    rows, _ = scored
+    prompts = [r for r in rows if r.case.id.startswith("gg4167-") and r.case.id.endswith("-pp512")]
+    assert len(prompts) == 28
+    assert all(1 / 1.3 < r.ratio < 1.3 for r in prompts)
