@@ -153,14 +153,33 @@ def prefill_flops(plan: Plan, counts: ParamCounts, prompt: int) -> float:
     return 2.0 * counts.active * prompt + 2.0 * model.num_layers * prompt * prompt * model.q_width
 
 
+# Links over which vLLM's and SGLang's all-reduce is NCCL's: without GPU peer-to-peer their custom
+# all-reduce is off (vLLM logs "Custom allreduce is disabled because your platform lacks GPU P2P
+# capability"), so NCCL runs it through host memory.
+NCCL_CARRIED_LINKS: Final = frozenset({"pcie4-host"})
+# NCCL's own cost model of a ring all-reduce on a PCI path (NVIDIA/nccl b6475625,
+# src/graph/tuning.cc: ncclTopoTuneModel, ncclTopoGetAlgoTime): time = baseLat + nsteps x hwLat +
+# bytes / (bus bandwidth x nRanks / nsteps), for each protocol, and NCCL runs the one its model
+# makes fastest. (base latency s, latency a step s, share of the bus bandwidth): LL 6.6 us, 1.0 us,
+# a quarter ("busBw * 1.0/4.0" for an all-reduce: 8-byte stores carrying 4 bytes and a flag); Simple
+# 8.4 us, 5.7 us, all of it. LL128 is enabled over NVLink only ("typeIntra <= PATH_NVB"). A lone
+# token's hidden state (7 KiB for a 3,584-wide model) goes by LL, ten tokens' by Simple.
+NCCL_PCI_PROTOCOLS: Final = ((6.6e-6, 1.0e-6, 0.25), (8.4e-6, 5.7e-6, 1.0))
+
+
 def allreduce_seconds(plan: Plan, link: LinkSpec, tokens: int) -> float:
-    """Two all-reduces per layer of ``tokens`` hidden states over ``link`` (ring)."""
+    """Two all-reduces per layer of ``tokens`` hidden states over ``link`` (ring): per hop the
+    link's latency and the volume at its bus bandwidth, or over a link NCCL carries
+    (:data:`NCCL_CARRIED_LINKS`) NCCL's own model of its fastest protocol."""
     tp = plan.inference.tensor_parallel
     if tp <= 1:
         return 0.0
     hops = 2 * (tp - 1)
     volume = hops / tp * tokens * plan.model.hidden_size * ACTIVATION_BYTES
     one = hops * link.latency_us * 1e-6 + volume / link.bus_bytes_per_second
+    if link.id in NCCL_CARRIED_LINKS:
+        bus = link.bus_bytes_per_second
+        one = min(base + hops * step + volume / (bus * share) for base, step, share in NCCL_PCI_PROTOCOLS)
     layers = math.ceil(plan.model.num_layers / plan.inference.pipeline_parallel)
     return 2 * layers * one
 
