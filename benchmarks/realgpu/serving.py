@@ -47,10 +47,10 @@ from core.params import param_counts  # noqa: E402
 from core.plan import Hardware, Plan  # noqa: E402
 from core.runtime import CUDA_CONTEXT_BYTES  # noqa: E402
 from core.serving.engines import serving_link  # noqa: E402
-from core.serving.fit import DEFAULT_FIT, ServingFit, bandwidth_key, link_class, memory_class  # noqa: E402
+from core.serving.fit import DEFAULT_FIT, METAL_KERNELS, ServingFit, bandwidth_key, link_class, memory_class  # noqa: E402
 from core.serving.inference import InferenceEstimate, inference_estimate  # noqa: E402
 from core.serving.llamacpp import CUDA_GRAPHS_FROM_BUILD, llamacpp_buffers  # noqa: E402
-from core.serving.speed import engine_family  # noqa: E402
+from core.serving.speed import cycles_key, engine_family  # noqa: E402
 from core.serving.vllm_rules import VLLM_BLOCK_SIZE, non_torch_line_key  # noqa: E402
 from core.serving.vllm_versions import era_of  # noqa: E402
 from core.units import GiB, MiB  # noqa: E402
@@ -843,7 +843,7 @@ def bench_plan(record: dict[str, Any]) -> Plan:
         model, model_id = catalogue("llama-2-7b"), "llama-2-7b"
     else:
         model, model_id = catalogue("llama-3.1-8b"), "llama-3.1-8b"
-    quant = "F16" if "F16" in record["quant"] else "Q4_0" if record["quant"] == "Q4_0" else "Q4_K_M"
+    quant = "F16" if "F16" in record["quant"] else record["quant"] if record["quant"] in ("Q4_0", "Q8_0") else "Q4_K_M"
     prompt, generated = int(record["input_len"]), int(record["output_len"])
     return llama_plan(
         model,
@@ -1167,11 +1167,11 @@ def _drop_cards(fit: ServingFit, keep: set[str]) -> ServingFit:
     return replace(fit, driver_reserved_bytes=MappingProxyType(values))
 
 
-def speed_keys(case: Case) -> tuple[str, str]:
-    """(bandwidth key, engine family) of a decode case's plan (core.serving.fit's keys)."""
+def speed_keys(case: Case) -> tuple[str, str, str]:
+    """(bandwidth key, engine family, kernel-cycles key) of a decode case's plan (core.serving.fit's keys)."""
     assert case.plan is not None, case.id
-    family = engine_family(case.plan)
-    return bandwidth_key(family, find_gpu(case.plan.hardware.gpu)), family.value
+    family, gpu = engine_family(case.plan), find_gpu(case.plan.hardware.gpu)
+    return bandwidth_key(family, gpu), family.value, cycles_key(gpu, family)
 
 
 @dataclass(frozen=True)
@@ -1187,6 +1187,7 @@ class Linear:
     b: float
     d: float
     c: float = 0.0
+    cycles: str = ""  # the kernel-cycles key its kernels pay (core.serving.speed.cycles_key)
 
     @property
     def seconds(self) -> float:
@@ -1195,15 +1196,16 @@ class Linear:
 
 @cache
 def linearise(case: Case) -> Linear:
-    key, family = speed_keys(case)
+    key, family, cycles_name = speed_keys(case)
 
     def seconds(efficiency: float, overhead: float, host: float = 0.0) -> float:
-        fit = with_constant(with_constant(DEFAULT_FIT, f"bandwidth:{key}", efficiency), f"overhead:{family}", overhead)
+        fit = with_constant(DEFAULT_FIT, f"bandwidth:{key}", efficiency)
+        fit = with_constant(fit, f"overhead:{cycles_name}", overhead)
         return 1.0 / case.predict(with_constant(fit, f"launch:{family}", host))
 
     base, slow, cycles, host = seconds(0.8, 0.0), seconds(0.4, 0.0), seconds(0.8, 1000.0), seconds(0.8, 0.0, 1e-6)
     a = (slow - base) / (1 / 0.4 - 1 / 0.8)
-    return Linear(case, key, family, a, (cycles - base) / 1000.0, base - a / 0.8, (host - base) / 1e-6)
+    return Linear(case, key, family, a, (cycles - base) / 1000.0, base - a / 0.8, (host - base) / 1e-6, cycles_name)
 
 
 def graph_pairs(cases: list[Case]) -> list[tuple[Case, Case]]:
@@ -1233,12 +1235,14 @@ def fit_speed(fit: ServingFit, cases: list[Case]) -> tuple[ServingFit, list[str]
     :func:`graph_pairs`); without records, the priors."""
     rows = [linearise(c) for c in cases]
     keys = sorted({r.bandwidth for r in rows})
-    eager = any(r.family == "eager" for r in rows)
-    names = [f"bandwidth:{k}" for k in keys] + (["overhead:eager"] if eager else [])
+    # Kernel cycles per key: CUDA's eager kernels ("eager") and Metal's dispatches ("metal") apart.
+    cycle_keys = sorted({r.cycles for r in rows if r.family == "eager"})
+    eager = "eager" in cycle_keys
+    names = [f"bandwidth:{k}" for k in keys] + [f"overhead:{k}" for k in cycle_keys]
     matrix = []
     for r in rows:
         row = [r.a / r.seconds if r.bandwidth == k else 0.0 for k in keys]
-        row += [r.b / r.seconds if r.family == "eager" else 0.0] if eager else []
+        row += [r.b / r.seconds if r.family == "eager" and r.cycles == k else 0.0 for k in cycle_keys]
         launches = r.c * fit.launch_seconds[r.family]
         matrix.append((row, 1.0 - (r.d + launches) / r.seconds))
     solution = least_squares(matrix, len(names))
@@ -1265,6 +1269,10 @@ def fit_speed(fit: ServingFit, cases: list[Case]) -> tuple[ServingFit, list[str]
             fit = with_constant(fit, f"bandwidth:{family}/{cls}", value)
     if not eager:
         fit, priors = with_constant(fit, "overhead:eager", PRIORS["overhead"]), [*priors, "overhead:eager"]
+    if METAL_KERNELS not in cycle_keys:
+        # No Apple decode row: Metal's dispatches take CUDA's kernels' cycles.
+        fit = with_constant(fit, f"overhead:{METAL_KERNELS}", fit.kernel_cycles["eager"])
+        priors = [*priors, f"overhead:{METAL_KERNELS} (as eager)"]
     return fit, priors
 
 

@@ -109,23 +109,39 @@ DEFAULT_DRIVER: Final = _frozen(
         "unified": 0.0,
     }
 )
+# Unified memory: 0.88 with Metal's dispatches costed apart ("metal" below) and llama.cpp
+# discussion #4167's Apple table beside XiongjieDai's Macs; 0.72 when XiongjieDai's Macs alone set
+# it with CUDA's kernel cycles.
 DEFAULT_BANDWIDTH: Final = _frozen(
     {
         "cuda-graphs/hbm": 0.59,
         "cuda-graphs/gddr": 0.88,
-        "cuda-graphs/unified": 0.72,
-        "eager/hbm": 0.55,
+        "cuda-graphs/unified": 0.88,
+        "eager/hbm": 0.54,
         "eager/gddr": 0.88,
-        "eager/unified": 0.72,
+        "eager/unified": 0.88,
     }
 )
 # GPU cycles a kernel of an eager engine's decode step costs beyond its reads (core.serving.speed's
 # kernel_seconds: ramp-up and drain of a short kernel, counted in the SM's clock), whether launched
 # one by one or replayed from llama.cpp's CUDA graph; vLLM's and SGLang's graph-captured steps
-# are held at none. Fitted by benchmarks/realgpu/serving.py on every source (4,245 since llama.cpp's
-# single-GPU decode replays a CUDA graph and the launch overhead is counted apart; 3,187 when every
-# kernel was taken as launched, launch included; 3,820 before the batched-cuBLAS kernels).
-DEFAULT_KERNEL_CYCLES: Final = _frozen({"cuda-graphs": 0.0, "eager": 4250.0})
+# are held at none. Fitted by benchmarks/realgpu/serving.py on every source (4,070 since the Apple
+# rows set Metal's dispatches apart; 4,245 while they shared CUDA's; 3,187 when every kernel was
+# taken as launched, launch included; 3,820 before the batched-cuBLAS kernels).
+#
+# "metal": llama.cpp's kernels on an Apple GPU, where each token's graph is dispatched by Metal and
+# nothing is replayed: ggml_metal_graph_compute (ggml-metal.m, read at ggerganov/llama.cpp
+# 006e74a4) encodes every node of the graph again each token, one dispatchThreadgroups per node
+# into n_cb command buffers, a memoryBarrierWithScope between nodes that depend on each other,
+# commits the buffers and waits for them. Its fixed cost per dispatch is fitted apart from CUDA's
+# kernels, on the Apple decode rows alone, with the unified-memory efficiency (least squares: one
+# chip's F16, Q8_0 and Q4_0 rows of one model, llama.cpp discussion #4167, or its 8B and 70B rows,
+# XiongjieDai, tell a cost per token apart from a rate per byte); each Apple source is scored with
+# the other's. In cycles at the GPU's clock: the time per token beyond the reads that #4167's rows
+# imply is about the same number of cycles on every chip (M1 Max at 1.296 GHz 5.6 ms, M4 Max at
+# 1.678 GHz 4.3 ms: 7.2 million cycles each for 32 layers' dispatches).
+METAL_KERNELS: Final = "metal"
+DEFAULT_KERNEL_CYCLES: Final = _frozen({"cuda-graphs": 0.0, "eager": 4070.0, METAL_KERNELS: 10520.0})
 # Seconds each kernel launched one by one into a stream adds over one replayed from a CUDA graph
 # (core.serving.speed's launch_seconds: the launch overhead a graph removes, CPU submission and the
 # GPU's gap between kernels). The median of what the published graph on / off pairs imply (benchmarks/realgpu/

@@ -43,7 +43,7 @@ from core.format import counted, gb
 from core.params import ParamCounts
 from core.plan import Engine, Plan
 from core.serving.engines import RankLayout, serving_link
-from core.serving.fit import DEFAULT_FIT, EngineFamily, ServingFit, bandwidth_key
+from core.serving.fit import DEFAULT_FIT, METAL_KERNELS, EngineFamily, ServingFit, bandwidth_key
 from core.serving.llamacpp import MMQ_MAX_BATCH_SIZE, cuda_graphs_replayed, vulkan_quantise_dispatches
 
 # Host memory a CPU reads llama.cpp's host layers from: dual-channel DDR4-3200, 2 × 8 bytes ×
@@ -153,14 +153,33 @@ def prefill_flops(plan: Plan, counts: ParamCounts, prompt: int) -> float:
     return 2.0 * counts.active * prompt + 2.0 * model.num_layers * prompt * prompt * model.q_width
 
 
+# Links over which vLLM's and SGLang's all-reduce is NCCL's: without GPU peer-to-peer their custom
+# all-reduce is off (vLLM logs "Custom allreduce is disabled because your platform lacks GPU P2P
+# capability"), so NCCL runs it through host memory.
+NCCL_CARRIED_LINKS: Final = frozenset({"pcie4-host"})
+# NCCL's own cost model of a ring all-reduce on a PCI path (NVIDIA/nccl b6475625,
+# src/graph/tuning.cc: ncclTopoTuneModel, ncclTopoGetAlgoTime): time = baseLat + nsteps x hwLat +
+# bytes / (bus bandwidth x nRanks / nsteps), for each protocol, and NCCL runs the one its model
+# makes fastest. (base latency s, latency a step s, share of the bus bandwidth): LL 6.6 us, 1.0 us,
+# a quarter ("busBw * 1.0/4.0" for an all-reduce: 8-byte stores carrying 4 bytes and a flag); Simple
+# 8.4 us, 5.7 us, all of it. LL128 is enabled over NVLink only ("typeIntra <= PATH_NVB"). A lone
+# token's hidden state (7 KiB for a 3,584-wide model) goes by LL, ten tokens' by Simple.
+NCCL_PCI_PROTOCOLS: Final = ((6.6e-6, 1.0e-6, 0.25), (8.4e-6, 5.7e-6, 1.0))
+
+
 def allreduce_seconds(plan: Plan, link: LinkSpec, tokens: int) -> float:
-    """Two all-reduces per layer of ``tokens`` hidden states over ``link`` (ring)."""
+    """Two all-reduces per layer of ``tokens`` hidden states over ``link`` (ring): per hop the
+    link's latency and the volume at its bus bandwidth, or over a link NCCL carries
+    (:data:`NCCL_CARRIED_LINKS`) NCCL's own model of its fastest protocol."""
     tp = plan.inference.tensor_parallel
     if tp <= 1:
         return 0.0
     hops = 2 * (tp - 1)
     volume = hops / tp * tokens * plan.model.hidden_size * ACTIVATION_BYTES
     one = hops * link.latency_us * 1e-6 + volume / link.bus_bytes_per_second
+    if link.id in NCCL_CARRIED_LINKS:
+        bus = link.bus_bytes_per_second
+        one = min(base + hops * step + volume / (bus * share) for base, step, share in NCCL_PCI_PROTOCOLS)
     layers = math.ceil(plan.model.num_layers / plan.inference.pipeline_parallel)
     return 2 * layers * one
 
@@ -277,14 +296,23 @@ def batched_attention_kernels(plan: Plan) -> int:
     return 2 * (ATTENTION_PRODUCT_KERNELS - 1 + broadcast)
 
 
+def cycles_key(gpu: GpuSpec, family: EngineFamily) -> str:
+    """The key of core.serving.fit's ``kernel_cycles`` a kernel of this family pays on this card:
+    ``metal`` for an eager engine's dispatch on an Apple GPU (:data:`core.serving.fit.METAL_KERNELS`),
+    else the family's."""
+    return METAL_KERNELS if gpu.vendor == "apple" and family is EngineFamily.EAGER else family.value
+
+
 def kernel_seconds(gpu: GpuSpec, fit: ServingFit, family: EngineFamily) -> float:
-    """One kernel's fixed cost: the family's cycles (core.serving.fit) at the card's boost clock."""
-    return fit.kernel_cycles[family] / ((gpu.boost_clock_ghz or FALLBACK_CLOCK_GHZ) * 1e9)
+    """One kernel's fixed cost: the family's cycles (core.serving.fit; a Metal dispatch's on an
+    Apple GPU) at the card's boost clock."""
+    return fit.kernel_cycles[cycles_key(gpu, family)] / ((gpu.boost_clock_ghz or FALLBACK_CLOCK_GHZ) * 1e9)
 
 
 def launch_seconds(plan: Plan, gpu: GpuSpec, fit: ServingFit, family: EngineFamily) -> float:
     """The launch overhead of one kernel that no CUDA graph replays (core.serving.fit's
-    ``launch_seconds``); none on Apple GPUs, whose Metal command buffers are not modelled so, and
+    ``launch_seconds``); none on Apple GPUs, whose Metal dispatches are costed whole in their own
+    cycles (:func:`kernel_seconds`, core.serving.fit's ``metal``), and
     none on Vulkan, which records a step's dispatches into command buffers and submits them in
     batches, every 100 nodes or about 100 MB of weights, "to overlap CPU cmdbuffer generation with
     GPU execution" (ggml_backend_vk_graph_compute at ggml-org/ggml 400b9294)."""
@@ -439,9 +467,12 @@ def serving_speed(
 
 
 def _launch_text(plan: Plan, gpu: GpuSpec, model: StepModel, running: int) -> str:
-    """How llama.cpp's CUDA backend issues a decode step's kernels (:func:`cuda_graphs_replayed`)."""
-    if plan.inference.engine is not Engine.LLAMACPP or gpu.vendor == "apple":
+    """How llama.cpp's GPU backend issues a decode step's kernels (:func:`cuda_graphs_replayed`)."""
+    if plan.inference.engine is not Engine.LLAMACPP:
         return ""
+    if gpu.vendor == "apple":
+        dispatches, per_layer = kernels_per_layer(plan, gpu), model.layer_overhead_s * 1e6
+        return f"; Metal: {dispatches:.0f} dispatches a layer, encoded again each token ({per_layer:.0f} µs)"
     if vulkan(plan):
         return f"; Vulkan: {kernels_per_layer(plan, gpu):.1f} dispatches a layer recorded into command buffers"
     if model.graphs_alone and running == 1:
