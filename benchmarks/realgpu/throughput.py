@@ -65,6 +65,7 @@ from core.training.activations import recomputed_share  # noqa: E402
 from core.training.compute import compute_dtype  # noqa: E402
 from core.training.efficiency import FIXED, PRIORS, TIES, coefficient, derived  # noqa: E402
 from core.training.flops import token_flops  # noqa: E402
+from core.training.host import host_step  # noqa: E402
 from core.training.speed import Work, step_work  # noqa: E402
 
 CORPUS = ROOT / "benchmarks" / "realgpu" / "throughput_figures.json"
@@ -428,7 +429,8 @@ class Prepared:
     case: Case
     work: Work
     # (compute seconds, attention's share of them) -> (exposed but the overlapped TP traffic and
-    # the DP contention, bubble, overlapped TP traffic, overlapped DP traffic)
+    # the DP contention, plus the host optimizer step of an offloaded plan; bubble, overlapped TP
+    # traffic, overlapped DP traffic)
     comm: Callable[[float, float], tuple[float, float, float, float]]
 
 
@@ -467,12 +469,14 @@ def prepare(case: Case) -> Prepared:
     plan = case.plan
     counts = param_counts(plan)
     work = step_work(plan, counts, card_of(case))
+    host = host_step(plan, counts)  # an offloaded plan's CPU optimizer step: waited for whole, not fitted
+    host_seconds = host.seconds if host else 0.0
 
     def comm(compute: float, attention_share: float) -> tuple[float, float, float, float]:
         result = step_communication(plan, counts, compute, work.forward_share, 0.0, 0.0, attention_share)
         tp = sum(t.seconds for t in result.terms if t.overlapped and t.label.startswith("tensor-parallel"))
         dp = sum(t.seconds - t.unhidden_seconds for t in result.terms if t.overlapped and t.data_parallel)
-        return result.exposed_seconds, result.bubble_fraction, tp, dp
+        return result.exposed_seconds + host_seconds, result.bubble_fraction, tp, dp
 
     return Prepared(case, work, comm)
 

@@ -74,7 +74,10 @@ def test_the_leave_one_source_out_errors_do_not_widen(bench: ModuleType, report)
     # set grad_reduce_in_fp32 = False (Megatron-Bridge's archive and Megatron-LM's Llama example:
     # throughput.py _grad_reduce_in_fp32): their reduce-scatters carry 2 B, not 4 B, a gradient
     # (B200 405B -7.6 -> -3.9 %), and the refit moves the shared coefficients.
-    assert summary["median"] <= 6.64
+    # 6.64 -> 6.66 % with an offloaded plan's CPU optimizer step timed (core.training.host.host_step)
+    # and FSDP2's offload copies overlapped as its streams run them: torchtune's 70B CPU-offload row
+    # (+17.2 -> +14.9 %) is in the other families' fits, and moves the shared Ampere coefficients.
+    assert summary["median"] <= 6.66
     # 47.0 -> 48.6 % with Transformer Engine's fp8 rate taken from its source (not fitted on
     # NVIDIA's rows, whose miss then moves into the shared Hopper coefficients); 48.6 -> 50.2 %
     # and 78.4 -> 79.1 % with the data-parallel contention (the same BigScience and
@@ -101,7 +104,8 @@ def test_the_leave_one_source_out_errors_do_not_widen(bench: ModuleType, report)
     # 29.13 -> 29.10 % and 54.75 -> 54.89 % with Megatron's bf16 gradient buffer (above): a
     # faithful mapping, not a fit; the refit leaves the shared Hopper attention coefficient a
     # little faster (3.1952 -> 3.1940), so torchtitan's 8B CP 8 row at 262k +54.8 -> +54.9 %.
-    assert summary["worst_short"] <= 29.10
+    # 29.10 -> 29.16 % with the host optimizer step (above): the refit, BigScience's worst row.
+    assert summary["worst_short"] <= 29.16
     assert summary["worst_long"] <= 54.90
     # NVIDIA's dense rows (its expert-parallel ones are checked in the next test): 18.3 % before
     # the guide's rate.
@@ -109,7 +113,8 @@ def test_the_leave_one_source_out_errors_do_not_widen(bench: ModuleType, report)
         abs(r.error) for r in report.scored if r.case.family == "NVIDIA" and r.case.plan.parallel.expert_parallel == 1
     ]
     # 4.90 -> 4.86 % with the bf16 gradient buffer NVIDIA's recipes ran (above).
-    assert statistics.median(nvidia) <= 4.86
+    # 4.86 -> 4.87 % with the host optimizer step of offloaded plans (the refit, above).
+    assert statistics.median(nvidia) <= 4.87
     families = {r.case.family for r in report.scored}
     assert len(families) >= 8  # at least 6 independent sources (issue 24): 8 families scored
 
@@ -133,7 +138,9 @@ def test_the_expert_parallel_figures_are_scored(bench: ModuleType, report) -> No
     # (cfg.ddp.grad_reduce_in_fp32 = False at every release's tag): the B200 gpt-oss EP 8 rows' slow
     # expert reduction halves (26.02.01 -10.0 -> -3.2 %, 26.04 -5.3 -> +1.8 %), though 25.11's, whose
     # table says EP 8 where its tag ran EP 64, goes +20.2 -> +39.6 %.
-    assert statistics.median(abs(r.error) for r in rows) <= 10.84
+    # 10.83 -> 10.85 % with the host optimizer step of offloaded plans (the refit of the shared
+    # coefficients: torchtune's 70B CPU-offload row is fitted on).
+    assert statistics.median(abs(r.error) for r in rows) <= 10.86
     # The two-node EP 16 rows: 8,826-8,960 published, 8,728 predicted (+150 % without the traffic
     # that crosses the nodes' NICs); 8,628 with the fused backward's five matmuls (-3.7 % the worst).
     for r in rows:
