@@ -339,6 +339,18 @@ def _parallel(record: Mapping[str, Any], gpus: int, notes: list[str]) -> Paralle
     )
 
 
+def _preset(record: Mapping[str, Any]) -> Preset:
+    """The precision each source trained in. torchtune's recipes build the model in the config's
+    ``dtype`` (``with training.set_default_dtype(self._dtype), torch.device("meta")``), with no
+    autocast and no FSDP ``MixedPrecisionPolicy``: ``dtype: bf16`` (every row here) is pure bf16,
+    parameters, gradients and AdamW's moments alike (pytorch/torchtune@015b39c
+    recipes/full_finetune_distributed.py ``_setup_model``; the same in the single-device and LoRA
+    recipes). The others: autocast over float32 masters (fp16 with a loss scaler where stated)."""
+    if record["source_id"] == "torchtune":
+        return Preset.PURE_BF16
+    return Preset.FP16_AMP if record.get("precision") == "fp16" else Preset.FP32_AUTOCAST_BF16
+
+
 def _param_dtype(record: Mapping[str, Any]) -> MpDtype:
     """The dtype FSDP gathers parameters in (bf16 where none is read). TinyLlama ran Lightning
     2.1.2 (jzhang38/TinyLlama@8148930 requirements.txt) at its default "bf16-mixed"
@@ -357,8 +369,9 @@ def _reduce_dtype(record: Mapping[str, Any]) -> MpDtype:
       under DEFAULT and in the run's precision under PURE (mosaicml/composer v0.17.0
       composer/trainer/mosaic_fsdp_utils.py; unchanged at 640518880
       composer/distributed/mosaic_parallelism.py);
-    - TinyLlama: Lightning 2.1.2's "bf16-mixed" FSDP policy reduces in bf16 (see _param_dtype)."""
-    if record["source_id"] in ("ibm-fms-fsdp", "tinyllama"):
+    - TinyLlama: Lightning 2.1.2's "bf16-mixed" FSDP policy reduces in bf16 (see _param_dtype);
+    - torchtune: no ``MixedPrecisionPolicy``, so FSDP2 reduces in the bf16 parameters' dtype (_preset)."""
+    if record["source_id"] in ("ibm-fms-fsdp", "tinyllama", "torchtune"):
         return MpDtype.BF16
     if (record.get("co_reported") or {}).get("mp_mode") == "PURE":
         return MpDtype.FP16 if record.get("precision") == "fp16" else MpDtype.BF16
@@ -395,7 +408,7 @@ def case_of(record: Mapping[str, Any]) -> Case:
     par = _parallel(record, gpus, notes)
     micro, accum = _batch(record, par.data_parallel, notes)
     stack = _STACK.get(record.get("stack") or "", Stack.COMPILE if record.get("compile") else Stack.EAGER)
-    preset = Preset.FP16_AMP if record.get("precision") == "fp16" else Preset.FP32_AUTOCAST_BF16
+    preset = _preset(record)
     seq = int(record["seq_len"])
     try:
         plan = Plan(
