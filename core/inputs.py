@@ -888,6 +888,17 @@ INPUTS: Final[tuple[Input, ...]] = (
           high=1e9, step=64, zero_means="not given",
           matters=lambda p: p.parallel.offload is not Offload.NONE or _node_split(p)
           or p.inference.engine is Engine.LLAMACPP),
+    # The node's peak DRAM bandwidth, what a CPU optimizer step streams its state through
+    # (core.training.host.host_step). Default: a DGX A100's two AMD EPYC 7742 sockets, each 8 channels
+    # of DDR4-3200 (NVIDIA DGX A100 datasheet: "Dual AMD Rome 7742"; AMD EPYC 7742 product page:
+    # 8 channels DDR4-3200, 204.8 GB/s per socket).
+    Input("parallel.host_memory_gbs", Kind.FLOAT, "Host memory bandwidth", "Host memory bandwidth per node", 409.6,
+          "Peak DRAM bandwidth of each node's CPUs (channels × transfer rate × 8 bytes, all sockets): "
+          "the CPU optimizer step of an offloaded plan streams its state through it. Default 409.6: "
+          "a DGX A100's two EPYC 7742 (8 × DDR4-3200 each); a DGX H100's two Xeon 8480C: 614.4.",
+          ("--host-memory-gbs",), "host DRAM bandwidth per node in GB/s (default 409.6)", unit="GB/s", low=1.0,
+          high=1e5, step=50, advanced=True,
+          matters=lambda p: p.parallel.offload is not Offload.NONE),
     Input("parallel.intra_link", Kind.TEXT, "In a node", "Link within a node", "auto",
           "How the GPUs of one node talk to each other (per GPU and direction, the catalogue's peak); "
           "auto: the card's own (NVLink on SXM parts, else its PCIe generation).",

@@ -264,6 +264,7 @@ class Parallelism:
     intra_link: str = DEFAULTS["parallel.intra_link"]  # id in resources/links.json: GPU to GPU within a node
     inter_link: str = DEFAULTS["parallel.inter_link"]  # id in resources/links.json: between nodes
     host_ram_gb: float = DEFAULTS["parallel.host_ram_gb"]  # RAM per node
+    host_memory_gbs: float = DEFAULTS["parallel.host_memory_gbs"]  # peak DRAM bandwidth per node
 
     def __post_init__(self) -> None:
         run_checks(self, _PARALLEL_CHECKS)

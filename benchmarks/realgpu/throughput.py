@@ -65,6 +65,7 @@ from core.training.activations import recomputed_share  # noqa: E402
 from core.training.compute import compute_dtype  # noqa: E402
 from core.training.efficiency import FIXED, PRIORS, TIES, coefficient, derived  # noqa: E402
 from core.training.flops import token_flops  # noqa: E402
+from core.training.host import host_step  # noqa: E402
 from core.training.speed import Work, step_work  # noqa: E402
 
 CORPUS = ROOT / "benchmarks" / "realgpu" / "throughput_figures.json"
@@ -338,6 +339,18 @@ def _parallel(record: Mapping[str, Any], gpus: int, notes: list[str]) -> Paralle
     )
 
 
+def _preset(record: Mapping[str, Any]) -> Preset:
+    """The precision each source trained in. torchtune's recipes build the model in the config's
+    ``dtype`` (``with training.set_default_dtype(self._dtype), torch.device("meta")``), with no
+    autocast and no FSDP ``MixedPrecisionPolicy``: ``dtype: bf16`` (every row here) is pure bf16,
+    parameters, gradients and AdamW's moments alike (pytorch/torchtune@015b39c
+    recipes/full_finetune_distributed.py ``_setup_model``; the same in the single-device and LoRA
+    recipes). The others: autocast over float32 masters (fp16 with a loss scaler where stated)."""
+    if record["source_id"] == "torchtune":
+        return Preset.PURE_BF16
+    return Preset.FP16_AMP if record.get("precision") == "fp16" else Preset.FP32_AUTOCAST_BF16
+
+
 def _param_dtype(record: Mapping[str, Any]) -> MpDtype:
     """The dtype FSDP gathers parameters in (bf16 where none is read). TinyLlama ran Lightning
     2.1.2 (jzhang38/TinyLlama@8148930 requirements.txt) at its default "bf16-mixed"
@@ -356,8 +369,9 @@ def _reduce_dtype(record: Mapping[str, Any]) -> MpDtype:
       under DEFAULT and in the run's precision under PURE (mosaicml/composer v0.17.0
       composer/trainer/mosaic_fsdp_utils.py; unchanged at 640518880
       composer/distributed/mosaic_parallelism.py);
-    - TinyLlama: Lightning 2.1.2's "bf16-mixed" FSDP policy reduces in bf16 (see _param_dtype)."""
-    if record["source_id"] in ("ibm-fms-fsdp", "tinyllama"):
+    - TinyLlama: Lightning 2.1.2's "bf16-mixed" FSDP policy reduces in bf16 (see _param_dtype);
+    - torchtune: no ``MixedPrecisionPolicy``, so FSDP2 reduces in the bf16 parameters' dtype (_preset)."""
+    if record["source_id"] in ("ibm-fms-fsdp", "tinyllama", "torchtune"):
         return MpDtype.BF16
     if (record.get("co_reported") or {}).get("mp_mode") == "PURE":
         return MpDtype.FP16 if record.get("precision") == "fp16" else MpDtype.BF16
@@ -394,7 +408,7 @@ def case_of(record: Mapping[str, Any]) -> Case:
     par = _parallel(record, gpus, notes)
     micro, accum = _batch(record, par.data_parallel, notes)
     stack = _STACK.get(record.get("stack") or "", Stack.COMPILE if record.get("compile") else Stack.EAGER)
-    preset = Preset.FP16_AMP if record.get("precision") == "fp16" else Preset.FP32_AUTOCAST_BF16
+    preset = _preset(record)
     seq = int(record["seq_len"])
     try:
         plan = Plan(
@@ -428,7 +442,8 @@ class Prepared:
     case: Case
     work: Work
     # (compute seconds, attention's share of them) -> (exposed but the overlapped TP traffic and
-    # the DP contention, bubble, overlapped TP traffic, overlapped DP traffic)
+    # the DP contention, plus the host optimizer step of an offloaded plan; bubble, overlapped TP
+    # traffic, overlapped DP traffic)
     comm: Callable[[float, float], tuple[float, float, float, float]]
 
 
@@ -467,12 +482,14 @@ def prepare(case: Case) -> Prepared:
     plan = case.plan
     counts = param_counts(plan)
     work = step_work(plan, counts, card_of(case))
+    host = host_step(plan, counts)  # an offloaded plan's CPU optimizer step: waited for whole, not fitted
+    host_seconds = host.seconds if host else 0.0
 
     def comm(compute: float, attention_share: float) -> tuple[float, float, float, float]:
         result = step_communication(plan, counts, compute, work.forward_share, 0.0, 0.0, attention_share)
         tp = sum(t.seconds for t in result.terms if t.overlapped and t.label.startswith("tensor-parallel"))
         dp = sum(t.seconds - t.unhidden_seconds for t in result.terms if t.overlapped and t.data_parallel)
-        return result.exposed_seconds, result.bubble_fraction, tp, dp
+        return result.exposed_seconds + host_seconds, result.bubble_fraction, tp, dp
 
     return Prepared(case, work, comm)
 

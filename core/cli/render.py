@@ -123,6 +123,8 @@ def compute_to_json(est: Estimate) -> dict[str, Any]:
         "bubble_fraction": est.compute.bubble_fraction,
         "step_seconds": est.compute.step_seconds,
         "optimizer_seconds_per_step": est.compute.optimizer_seconds_per_step,
+        "host_step_seconds_per_step": est.compute.host_step_seconds_per_step,
+        "host_step_formula": est.compute.host_step_formula,
         "tokens_per_second_per_gpu": est.compute.tokens_per_second_per_gpu,
         "model_flops_per_token": est.compute.model_flops_per_token,
         "causal_flops_per_token": est.compute.causal_flops_per_token,
@@ -400,8 +402,17 @@ def _step_lines(est: Estimate) -> list[str]:
         f"  step     {c.step_seconds:.3g} s = {c.compute_seconds_per_step:.3g} s compute × "
         f"(1 + {c.bubble_fraction:.3g} bubble) + {c.exposed_comm_seconds_per_step:.3g} s exposed "
         f"of {c.comm_seconds_per_step:.3g} s communication"
+        + (
+            f" + {c.host_step_seconds_per_step:.3g} s optimizer step on the host"
+            if c.host_step_seconds_per_step
+            else ""
+        )
     ]
     lines += [f"    {t.label}: {t.seconds:.3g} s ({t.formula})" for t in c.comm_terms]
+    if c.host_step_seconds_per_step:
+        lines.append(
+            f"    optimizer step on the host (CPU): {c.host_step_seconds_per_step:.3g} s ({c.host_step_formula})"
+        )
     return lines
 
 

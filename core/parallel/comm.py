@@ -853,39 +853,107 @@ def _expert_parallel_traffic(step: _Step) -> _Traffic | None:
 
 def _offload_traffic(step: _Step) -> _Traffic | None:
     plan = step.plan
-    if plan.parallel.offload is Offload.NONE:
+    par = plan.parallel
+    if par.offload is Offload.NONE:
         return None
-    terms = _offload_terms(plan, step.counts, step.links, step.dt.grad, step.dt.param, step.micro)
+    if par.strategy is Strategy.FSDP and par.offload is Offload.PARAMS:
+        return _Traffic(
+            tuple(_fsdp_offload_terms(step)),
+            "FSDP2 CPUOffloadPolicy: each unit's shard is copied to the GPU before its all-gather, on the "
+            "all-gather's copy-in stream (prefetched beside the compute), and each reduced gradient is copied "
+            "to pinned host memory on the reduce-scatter stream without blocking, but for an accumulated "
+            "micro-batch (the CPU adds it to the host gradient, so the copy blocks); the optimizer steps on "
+            "the CPU after the backward (the host step, timed apart).",
+        )
+    terms = _offload_terms(step)
+    zero12 = par.strategy in (Strategy.ZERO1, Strategy.ZERO2)
     return _Traffic(
         tuple(terms),
-        "Offload: the host↔GPU copies of the offloaded state run over the GPU's PCIe link and are counted "
-        "as exposed; the CPU optimizer step itself is not modelled.",
+        "ZeRO-Offload: each reduced gradient is cast to float32 and copied to the host without blocking during "
+        "the backward; after the CPU step the 16-bit partition is copied back before the parameters' all-gather "
+        "(nothing overlaps it)."
+        if zero12
+        else "Offload: the host↔GPU copies of the offloaded state run over the GPU's PCIe link and are counted "
+        "as exposed; the CPU optimizer step is timed apart (the host step).",
     )
 
 
-def _offload_terms(
-    plan: Plan, counts: ParamCounts, links: Links, grad_bytes: float, param_bytes: float, micro: int
-) -> list[CommTerm]:
+def _offload_rank(step: _Step) -> tuple[LinkSpec, float, float]:
+    """The GPU's host link, and the rank's trainable and stored parameters (its shard when sharded)."""
+    plan, counts = step.plan, step.counts
     par = plan.parallel
-    host = find_link(links.intra.host_link or "pcie5-x16", "parallel.intra_link")
+    host = find_link(step.links.intra.host_link or "pcie5-x16", "parallel.intra_link")
     sharded = par.strategy is not Strategy.DDP
     stage = max(layout(plan).stages, key=lambda s: weight_share(plan, s, par.tensor_parallel))
     shards = par.fsdp_shards if sharded else 1  # Layout.state_shards
     # Sharded, a rank's part is its share without the EP split ÷ DP × CP (Layout.state_shards_of).
     trainable = counts.trainable * train_share(plan, stage, par.tensor_parallel, experts_split=not sharded) / shards
-    per_micro = par.strategy in (Strategy.ZERO2, Strategy.ZERO3, Strategy.FSDP)
+    params = counts.total * weight_share(plan, stage, par.tensor_parallel, experts_split=not sharded) / shards
+    return host, trainable, params
+
+
+def _fsdp_offload_terms(step: _Step) -> list[CommTerm]:
+    """FSDP2 ``CPUOffloadPolicy`` (pytorch/pytorch@010ae4a8 torch/distributed/fsdp/_fully_shard/):
+    ``FSDPParam.all_gather_inputs`` copies the host shard ``.to(self.device, non_blocking=True)``
+    inside ``foreach_all_gather``'s copy-in, before every all-gather (forward, and again before the
+    backward when resharded), so it is prefetched with the gather; ``foreach_reduce`` copies each
+    reduced gradient ``.to(torch.device("cpu"), non_blocking=...)``, non-blocking only when the host
+    memory is pinned (``CPUOffloadPolicy.pin_memory``, default True), no gradient is accumulated and no
+    post-accumulate-grad hook reads it. The parameters live on the host: nothing else comes back."""
+    plan, dt, micro = step.plan, step.dt, step.micro
+    par = plan.parallel
+    host, trainable, params = _offload_rank(step)
+    fetches = (2 if par.reshard_after_forward else 1) * micro
+    units = max(1, step.units)
+    fetch = _host_transfer("shards copied to the GPU before each all-gather", params * dt.param * fetches, host)
+    first = _host_transfer("gradients copied to the host after each reduce-scatter", trainable * dt.grad, host)
     terms = [
-        _host_transfer(
-            "gradients to the host" + (" (every micro-batch)" if per_micro and micro > 1 else ""),
-            trainable * grad_bytes * (micro if per_micro else 1),
-            host,
+        replace(
+            fetch,
+            overlapped=True,
+            window_seconds=step.compute_seconds,
+            unhidden_seconds=fetch.seconds / (units * fetches),
         ),
-        _host_transfer("updated parameters back to the GPU", trainable * param_bytes, host),
+        replace(first, overlapped=True, window_seconds=step.compute_seconds, unhidden_seconds=first.seconds / units),
     ]
+    if micro > 1:
+        terms.append(
+            _host_transfer(
+                f"accumulated gradients copied to the host, blocking ({micro - 1} later micro-batches)",
+                trainable * dt.grad * (micro - 1),
+                host,
+            )
+        )
+    return terms
+
+
+def _offload_terms(step: _Step) -> list[CommTerm]:
+    """ZeRO-Offload, a CPU optimizer beside DDP, ZeRO-3 offload: gradients down, parameters back.
+
+    ZeRO-1/2 (deepspeedai/DeepSpeed@edaa7221 deepspeed/runtime/zero/stage_1_and_2.py):
+    ``async_inplace_copy_grad_to_fp32_buffer_from_gpu`` casts each reduced gradient to float32
+    (``master_weights_and_grads_dtype``) and copies it ``non_blocking=True`` during the backward;
+    ``step`` runs the CPU optimizer, fills the 16-bit staging buffer and copies it to the GPU
+    partition before ``all_gather_dp_groups``: that copy waits for the step and the gather waits
+    for it. Other strategies keep both copies whole (not read)."""
+    plan, dt, micro = step.plan, step.dt, step.micro
+    par = plan.parallel
+    host, trainable, params = _offload_rank(step)
+    per_micro = par.strategy in (Strategy.ZERO2, Strategy.ZERO3, Strategy.FSDP)
+    zero12 = par.strategy in (Strategy.ZERO1, Strategy.ZERO2)
+    down_bytes = 4.0 if zero12 else dt.grad  # ZeRO-Offload copies float32 gradients
+    down = _host_transfer(
+        "gradients to the host" + (" (every micro-batch)" if per_micro and micro > 1 else ""),
+        trainable * down_bytes * (micro if per_micro else 1),
+        host,
+    )
+    if zero12:
+        down = replace(down, overlapped=True, window_seconds=step.compute_seconds, unhidden_seconds=0.0)
+    up_bytes = 2.0 if zero12 else dt.param  # the 16-bit partition (param_buffer_of_bit16_for_cpu_offload_groups)
+    terms = [down, _host_transfer("updated parameters back to the GPU", trainable * up_bytes, host)]
     if par.offload is Offload.PARAMS:
-        params = counts.total * weight_share(plan, stage, par.tensor_parallel, experts_split=not sharded) / shards
         fetches = (2 if par.reshard_after_forward or par.strategy is Strategy.ZERO3 else 1) * micro
-        terms.append(_host_transfer("parameters fetched from the host", params * param_bytes * fetches, host))
+        terms.append(_host_transfer("parameters fetched from the host", params * dt.param * fetches, host))
     return terms
 
 

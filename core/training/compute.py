@@ -2,7 +2,8 @@
 at the utilisation the card, the matmul sizes and the stack reach (:mod:`core.training.speed`),
 and what several GPUs add: the communication the compute cannot hide and the pipeline bubble.
 
-One optimizer step takes compute × (1 + bubble) + the optimizer step + exposed communication.
+One optimizer step takes compute × (1 + bubble) + the optimizer step + exposed communication
+(+ the host optimizer step of an offloaded plan: :func:`core.training.host.host_step`).
 The compute is modelled (0 in the utilisation input), or the FLOPs ÷ (peak × a typed
 utilisation), or the modelled one scaled by a calibration: the factor a measured run gave, or
 the one solved here from a measurement of this very plan (:func:`_solve_calibration`).
@@ -24,6 +25,7 @@ from core.params import ParamCounts
 from core.plan import Accounting, Float8, Plan
 from core.training.efficiency import coefficient
 from core.training.flops import FlopTerm, token_flops
+from core.training.host import HostStep, host_step
 from core.training.speed import Work, step_work
 
 # What the MFU figure counts, as the window and the command line say it.
@@ -74,6 +76,9 @@ class Compute:
     bubble_fraction: float = 0.0  # pipeline idle time over ideal compute (Narayanan et al. 2021)
     step_seconds: float = 0.0  # (compute − optimizer) × (1 + bubble) + optimizer + exposed communication
     optimizer_seconds_per_step: float = 0.0  # the optimizer step's part of the compute (not under the bubble)
+    # Offload: the optimizer step on the node's CPUs (core.training.host.host_step), which the GPUs wait for.
+    host_step_seconds_per_step: float = 0.0
+    host_step_formula: str = ""
     comm_terms: tuple[CommTerm, ...] = ()
     assumptions: tuple[str, ...] = ()
     # Issue 24: the FLOPs term by term, the utilisation and where it comes from, MFU.
@@ -169,8 +174,11 @@ def _attention_share(work: Work) -> float:
     return sum(seconds for name, seconds in parts if name.startswith("attention:")) / total if total else 0.0
 
 
-def _step(plan: Plan, counts: ParamCounts, timing: _Timing, work: Work) -> tuple[float, StepComm]:
-    """Seconds per optimizer step for ``timing``'s compute, and the communication it sees."""
+def _step(
+    plan: Plan, counts: ParamCounts, timing: _Timing, work: Work, host: HostStep | None = None
+) -> tuple[float, StepComm]:
+    """Seconds per optimizer step for ``timing``'s compute, and the communication it sees; an
+    offloaded plan's host optimizer step (``host``) adds whole: nothing overlaps it."""
     overlappable = timing.compute - timing.optimizer
     comm = step_communication(
         plan,
@@ -182,7 +190,7 @@ def _step(plan: Plan, counts: ParamCounts, timing: _Timing, work: Work) -> tuple
         _attention_share(work),
     )
     step = overlappable * (1.0 + comm.bubble_fraction) + timing.optimizer + comm.exposed_seconds
-    return step, comm
+    return step + (host.seconds if host else 0.0), comm
 
 
 def _timing(plan: Plan, counts: ParamCounts, work: Work, step_flops: float, peak: float) -> _Timing:
@@ -194,7 +202,7 @@ def _timing(plan: Plan, counts: ParamCounts, work: Work, step_flops: float, peak
     measured = hw.measured_tokens_per_s > 0 or hw.measured_step_s > 0
     if measured and plan.accounting is Accounting.DETAILED:
         base = _Timing(modelled, optimizer, modelled, UtilisationSource.MEASURED, 1.0)
-        factor = _solve_calibration(plan, counts, base, work, peak, step_flops)
+        factor = _solve_calibration(plan, counts, base, work, peak, step_flops, host_step(plan, counts))
         return replace(base, compute=modelled / factor, optimizer=optimizer / factor, factor=factor)
     if hw.utilisation > 0:
         typed = step_flops / (peak * 1e12 * hw.utilisation) if peak > 0 else math.inf
@@ -236,7 +244,7 @@ def _target_step(plan: Plan) -> tuple[float, str, float]:
 
 
 def _solve_calibration(
-    plan: Plan, counts: ParamCounts, base: _Timing, work: Work, peak: float, step_flops: float
+    plan: Plan, counts: ParamCounts, base: _Timing, work: Work, peak: float, step_flops: float, host: HostStep | None
 ) -> float:
     """The factor on the modelled compute speed that makes the step take what the run
     measured: the step time falls as the factor grows (bisection on its logarithm), up to
@@ -247,7 +255,7 @@ def _solve_calibration(
 
     def step_at(factor: float) -> float:
         timing = replace(base, compute=base.modelled / factor, optimizer=base.optimizer / factor)
-        return _step(plan, counts, timing, work)[0]
+        return _step(plan, counts, timing, work, host)[0]
 
     fastest = step_at(top)
     if target < fastest * (1 - 1e-9):
@@ -282,7 +290,8 @@ def compute_estimate(plan: Plan, counts: ParamCounts, gpu: GpuSpec) -> Compute:
     steps = -(-tokens // tokens_per_step) if tokens_per_step else 0
     step_flops = per_token * tokens_per_step / gpus  # one GPU's share of the step's FLOPs
     timing = _timing(plan, counts, work, step_flops, gemm_peak)
-    step, comm = _step(plan, counts, timing, work)
+    host = host_step(plan, counts)
+    step, comm = _step(plan, counts, timing, work, host)
     tokens_per_second = tokens_per_step / step if step > 0 and math.isfinite(step) else 0.0
     seconds = tokens / tokens_per_second if tokens_per_second > 0 else (0.0 if tokens == 0 else math.inf)
     hours = seconds / 3600
@@ -300,13 +309,15 @@ def compute_estimate(plan: Plan, counts: ParamCounts, gpu: GpuSpec) -> Compute:
         cost=hours * gpus * price,
         energy_kwh=hours * gpus * gpu.board_power_w / 1000.0,
         steps=steps,
-        formula=_formula(plan, flops.terms, per_token, tokens, timing, step, comm, utilisation, gemm_peak),
+        formula=_formula(plan, flops.terms, per_token, tokens, timing, step, comm, utilisation, gemm_peak, host),
         dtype=dtype,
         price_per_gpu_hour=price,
         price_source=price_source,
         dtype_problem=gpu.dtype_problem(dtype),
         compute_seconds_per_step=timing.compute,
         optimizer_seconds_per_step=timing.optimizer,
+        host_step_seconds_per_step=host.seconds if host else 0.0,
+        host_step_formula=host.formula if host else "",
         comm_seconds_per_step=comm.comm_seconds,
         exposed_comm_seconds_per_step=comm.exposed_seconds,
         bubble_fraction=comm.bubble_fraction,
@@ -347,6 +358,7 @@ def _formula(
     comm: StepComm,
     utilisation: float,
     peak: float,
+    host: HostStep | None = None,
 ) -> str:
     """The arithmetic as one line of text: FLOPs, then the step, then the time."""
     how = " + ".join(f"{sci(t.per_token)} ({t.label})" for t in terms) if len(terms) > 1 else terms[0].formula
@@ -361,6 +373,8 @@ def _formula(
     text += f"; per step {timing.compute:.3g} s compute ({utilisation:.1%} of {peak:g} TFLOP/s per GPU, {source})"
     if comm.bubble_fraction or comm.exposed_seconds:
         text += f" × (1 + {comm.bubble_fraction:.3g} bubble) + {comm.exposed_seconds:.3g} s exposed communication"
+    if host:
+        text += f" + {host.seconds:.3g} s optimizer step on the host"
     steps = tokens / (plan.effective_batch * plan.workload.seq_len) if plan.effective_batch else 0.0
     text += f" = {step:.3g} s; {steps:,.1f} steps = {format_hours(steps * step / 3600)}"
     return text

@@ -1,4 +1,5 @@
-"""Host memory of one node: what the node's ranks keep in RAM, against ``parallel.host_ram_gb``.
+"""Host memory of one node: what the node's ranks keep in RAM, against ``parallel.host_ram_gb``,
+and the time of the optimizer step an offloaded plan runs on the node's CPUs (:func:`host_step`).
 
 Per node: every rank process's baseline, what offload moves off the GPUs (optimizer state,
 with parameter offload also parameters and gradients), the data loader's batches, and the
@@ -15,14 +16,15 @@ from core.breakdown import Term
 from core.format import gb, sci
 from core.parallel.layout import Layout, layout
 from core.params import ParamCounts
-from core.plan import Accounting, Method, Plan, Strategy
+from core.plan import Accounting, Method, Offload, Plan, Strategy
 from core.roles import dtypes_for
 from core.training import detailed
+from core.training.speed import optimizer_step_bytes, rank_trainable
 from core.training.storage import weight_terms
 from core.units import GB
 from core.verdict import Verdict, judge
 
-__all__ = ["HostMemory", "host_memory"]
+__all__ = ["HostMemory", "HostStep", "host_memory", "host_step"]
 
 # Host resident set of one process with PyTorch and a CUDA context, lazy module loading:
 # 2,056,600 KiB measured with /usr/bin/time -v in pytorch/pytorch issue #113326
@@ -103,3 +105,76 @@ def _offloaded(plan: Plan, counts: ParamCounts, lay: Layout, per_node: int) -> l
         Term(f"{t.label}, pinned, × {per_node} ranks", f"{per_node} × {gb(t.bytes)} GB", t.bytes * per_node)
         for t in worst
     ]
+
+
+# --- the optimizer step on the host --------------------------------------------------------
+# A CPU optimizer step streams each parameter, its gradient and its state through DRAM once
+# (a memory-bound kernel: a handful of FLOPs per 14-28 bytes), so it is timed at the node's
+# DRAM bandwidth (``parallel.host_memory_gbs``, its peak) × the share a streaming kernel reaches:
+# AMD's own STREAM Triad binary, 250 GB/s on a two-socket EPYC 7601 whose 2 × 8 channels of
+# DDR4-2400 peak at 307 GB/s (AnandTech, "Sizing Up Servers: Intel's Skylake-SP Xeon versus AMD's
+# EPYC 7000", July 2017, "Memory Subsystem: Bandwidth"): 250 / 307.2.
+HOST_STREAM_SHARE: Final = 250.0 / 307.2
+# DeepSpeed ZeRO-Offload (stages 1-2), beside CPU Adam's own pass (deepspeedai/DeepSpeed@edaa7221
+# deepspeed/runtime/zero/stage_1_and_2.py ``step``): the gradient norm reads the float32 host
+# gradients (``complete_grad_norm_calculation_for_cpu_offload``), and the updated float32 master
+# is copied into the pinned 16-bit staging buffer (``bit16_partition_buffer.data.copy_(
+# fp32_partition.data)``) before it goes back to the GPU: 4 + (4 + 2) bytes a parameter.
+ZERO_OFFLOAD_EXTRA_BYTES: Final = 4.0 + 4.0 + 2.0
+
+
+@dataclass(frozen=True)
+class HostStep:
+    """The optimizer step of an offloaded plan, on the node's CPUs: the GPUs wait for it."""
+
+    seconds: float
+    bytes: float  # DRAM traffic of the node's ranks' steps
+    label: str
+    formula: str
+
+
+def host_step(plan: Plan, counts: ParamCounts) -> HostStep | None:
+    """The host optimizer step of every rank of a node, run at once and sharing its DRAM.
+
+    Where it runs and what waits for it, read from the frameworks:
+    - FSDP2 ``CPUOffloadPolicy`` (pytorch/pytorch@010ae4a8 torch/distributed/fsdp/_fully_shard/
+      _fsdp_collectives.py ``foreach_reduce``): the sharded gradient is copied to pinned host
+      memory after its reduce-scatter and the optimizer (torch.optim on CPU tensors) steps there
+      after the backward; with ``fused=True`` (torchtune's offload configs) it is ATen's CPU
+      ``_fused_adamw_`` (aten/src/ATen/native/cpu/FusedAdamKernel.cpp: one vectorised pass,
+      ``at::parallel_for`` over the tensor). With accumulation each later micro-batch's gradient
+      is added to the host one on the CPU (``grad._local_tensor += new_sharded_grad``): read two,
+      write one.
+    - DeepSpeed ZeRO-Offload: ``DeepSpeedCPUAdam`` (csrc/adam/cpu_adam_impl.cpp: AVX512 / AVX2,
+      ``#pragma omp parallel for``) runs inside ``step()`` before the 16-bit copy goes back and the
+      parameters are all-gathered: nothing overlaps it (ZenFlow / Twin-Flow aside).
+    No framework overlaps the step with the GPU's next forward, so its time adds to the step."""
+    par = plan.parallel
+    if par.offload is Offload.NONE or counts.trainable <= 0:
+        return None
+    stages = layout(plan).stages
+    stage = max(stages, key=lambda s: optimizer_step_bytes(plan, counts, s))
+    per_rank = optimizer_step_bytes(plan, counts, stage)
+    trainable = rank_trainable(plan, counts, stage)
+    parts = [f"optimizer pass {_gb_text(per_rank)}"]
+    if par.strategy in (Strategy.ZERO1, Strategy.ZERO2):
+        per_rank += trainable * ZERO_OFFLOAD_EXTRA_BYTES
+        parts.append(f"ZeRO-Offload's norm and 16-bit copy {ZERO_OFFLOAD_EXTRA_BYTES:g} B × {sci(trainable)}")
+    micro = plan.workload.grad_accum
+    if par.strategy is Strategy.FSDP and par.offload is Offload.PARAMS and micro > 1:
+        g = dtypes_for(plan).grad
+        per_rank += trainable * 3 * g * (micro - 1)
+        parts.append(f"gradient accumulation on the host 3 × {g:g} B × {sci(trainable)} × {micro - 1}")
+    ranks = min(par.gpus_per_node, plan.world_size)
+    node = per_rank * ranks
+    rate = par.host_memory_gbs * 1e9 * HOST_STREAM_SHARE
+    seconds = node / rate
+    formula = (
+        f"{ranks} ranks × ({' + '.join(parts)}) = {_gb_text(node)} ÷ ({par.host_memory_gbs:g} GB/s × "
+        f"{HOST_STREAM_SHARE:.3g} STREAM share) = {seconds:.3g} s"
+    )
+    return HostStep(seconds, node, "optimizer step on the host (CPU)", formula)
+
+
+def _gb_text(n_bytes: float) -> str:
+    return f"{gb(n_bytes)} GB"

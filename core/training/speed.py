@@ -538,19 +538,33 @@ def _dequant_bytes(rank: _Rank) -> float:
 
 
 def _optimizer_bytes(plan: Plan, counts: ParamCounts, stage: Stage) -> float:
-    """The optimizer step's traffic on the rank: each trainable parameter, its gradient and
-    its state read, the parameter and the state written (sharded strategies: the rank's part)."""
+    """The optimizer step's traffic on the GPU: none when it runs on the host (offload:
+    core.training.host.host_step times it there, the transfers are communication)."""
+    if plan.parallel.offload is not Offload.NONE:
+        return 0.0
+    return optimizer_step_bytes(plan, counts, stage)
+
+
+def rank_trainable(plan: Plan, counts: ParamCounts, stage: Stage) -> float:
+    """The trainable parameters whose step the rank runs (sharded strategies: the rank's part)."""
     par = plan.parallel
-    if par.offload is not Offload.NONE:
-        return 0.0  # the step runs on the host (its transfers are communication)
-    dt = dtypes_for(plan)
     sharded = par.strategy is not Strategy.DDP
     # Sharded, a rank's part is its share without the EP split ÷ DP × CP (Layout.state_shards_of).
     share = train_share(plan, stage, par.tensor_parallel, experts_split=not sharded)
     shards = par.fsdp_shards if sharded else 1  # Layout.state_shards
-    trainable = counts.trainable * share / shards
+    return counts.trainable * share / shards
+
+
+def optimizer_step_bytes(plan: Plan, counts: ParamCounts, stage: Stage) -> float:
+    """The optimizer step's memory traffic for the rank's part, wherever it runs: each trainable
+    parameter, its gradient and its state read, the parameter and the state written."""
+    par = plan.parallel
+    dt = dtypes_for(plan)
+    sharded = par.strategy is not Strategy.DDP
+    share = train_share(plan, stage, par.tensor_parallel, experts_split=not sharded)
+    shards = par.fsdp_shards if sharded else 1
     state = sum(t.bytes for t in optimizer_terms(plan, counts, dt)) * share / shards
-    return trainable * (2.0 * dt.param + dt.grad) + 2.0 * state
+    return rank_trainable(plan, counts, stage) * (2.0 * dt.param + dt.grad) + 2.0 * state
 
 
 def _rank_of(plan: Plan, stage: Stage, fp8: bool, sms: int | None = None) -> _Rank:

@@ -94,7 +94,8 @@ class TrainingComputePanel(FiguresPanel):
         v["energy"].setText(f"{c.energy_kwh:,.1f} kWh" if c.energy_kwh else "— (board power unknown)")
         parts = "; ".join(f"{p.label} {p.seconds:.3g} s" for p in c.compute_parts)
         problem = f"\n⚠ {c.float8_problem}" if c.float8_problem else ""
-        self.formula.setText(c.formula + (f"\nCompute per step: {parts}." if parts else "") + problem)
+        host = f"\nOptimizer step on the host (CPU offload): {c.host_step_formula}." if c.host_step_formula else ""
+        self.formula.setText(c.formula + (f"\nCompute per step: {parts}." if parts else "") + host + problem)
         self.setToolTip(f"{count(c.flops)} FLOPs")
 
 

@@ -74,7 +74,12 @@ def test_the_leave_one_source_out_errors_do_not_widen(bench: ModuleType, report)
     # set grad_reduce_in_fp32 = False (Megatron-Bridge's archive and Megatron-LM's Llama example:
     # throughput.py _grad_reduce_in_fp32): their reduce-scatters carry 2 B, not 4 B, a gradient
     # (B200 405B -7.6 -> -3.9 %), and the refit moves the shared coefficients.
-    assert summary["median"] <= 6.64
+    # 6.64 -> 6.66 % with an offloaded plan's CPU optimizer step timed (core.training.host.host_step)
+    # and FSDP2's offload copies overlapped as its streams run them: torchtune's 70B CPU-offload row
+    # (+17.2 -> +14.9 %) is in the other families' fits, and moves the shared Ampere coefficients.
+    # 6.66 -> 6.59 % with torchtune's rows in pure bf16, as its recipes build the model (throughput.py
+    # _preset): its optimizer state and FSDP reductions are 2 B, not 4 B (torchtune -12.0 -> -11.1 %).
+    assert summary["median"] <= 6.59
     # 47.0 -> 48.6 % with Transformer Engine's fp8 rate taken from its source (not fitted on
     # NVIDIA's rows, whose miss then moves into the shared Hopper coefficients); 48.6 -> 50.2 %
     # and 78.4 -> 79.1 % with the data-parallel contention (the same BigScience and
@@ -101,7 +106,12 @@ def test_the_leave_one_source_out_errors_do_not_widen(bench: ModuleType, report)
     # 29.13 -> 29.10 % and 54.75 -> 54.89 % with Megatron's bf16 gradient buffer (above): a
     # faithful mapping, not a fit; the refit leaves the shared Hopper attention coefficient a
     # little faster (3.1952 -> 3.1940), so torchtitan's 8B CP 8 row at 262k +54.8 -> +54.9 %.
-    assert summary["worst_short"] <= 29.10
+    # 29.10 -> 29.16 % with the host optimizer step (above): the refit, BigScience's worst row.
+    # 29.16 -> 38.43 % with torchtune's rows in pure bf16 (above): its 70B CPU-offload row's host step
+    # halves with its bytes (5.9 -> 3.0 s), +14.9 -> +38.4 %, now the worst. Its recipe runs torch's
+    # fused CPU AdamW under torchrun, whose default OMP_NUM_THREADS=1 leaves each rank one core; no
+    # source here gives a per-core rate, so that is not modelled (docs/TRAINING_TIME.md).
+    assert summary["worst_short"] <= 38.43
     assert summary["worst_long"] <= 54.90
     # NVIDIA's dense rows (its expert-parallel ones are checked in the next test): 18.3 % before
     # the guide's rate.
@@ -109,7 +119,8 @@ def test_the_leave_one_source_out_errors_do_not_widen(bench: ModuleType, report)
         abs(r.error) for r in report.scored if r.case.family == "NVIDIA" and r.case.plan.parallel.expert_parallel == 1
     ]
     # 4.90 -> 4.86 % with the bf16 gradient buffer NVIDIA's recipes ran (above).
-    assert statistics.median(nvidia) <= 4.86
+    # 4.86 -> 4.87 % with the host optimizer step of offloaded plans (the refit, above).
+    assert statistics.median(nvidia) <= 4.87
     families = {r.case.family for r in report.scored}
     assert len(families) >= 8  # at least 6 independent sources (issue 24): 8 families scored
 
@@ -133,7 +144,10 @@ def test_the_expert_parallel_figures_are_scored(bench: ModuleType, report) -> No
     # (cfg.ddp.grad_reduce_in_fp32 = False at every release's tag): the B200 gpt-oss EP 8 rows' slow
     # expert reduction halves (26.02.01 -10.0 -> -3.2 %, 26.04 -5.3 -> +1.8 %), though 25.11's, whose
     # table says EP 8 where its tag ran EP 64, goes +20.2 -> +39.6 %.
-    assert statistics.median(abs(r.error) for r in rows) <= 10.84
+    # 10.83 -> 10.85 % with the host optimizer step of offloaded plans (the refit of the shared
+    # coefficients: torchtune's 70B CPU-offload row is fitted on).
+    # 10.85 -> 10.48 % with torchtune's rows in pure bf16 (the refit of the shared coefficients).
+    assert statistics.median(abs(r.error) for r in rows) <= 10.49
     # The two-node EP 16 rows: 8,826-8,960 published, 8,728 predicted (+150 % without the traffic
     # that crosses the nodes' NICs); 8,628 with the fused backward's five matmuls (-3.7 % the worst).
     for r in rows:
@@ -348,3 +362,33 @@ def test_each_sources_fsdp_reduces_in_the_dtype_its_code_sets(bench: ModuleType)
     tiny = next(r for r in records if r["source_id"] == "tinyllama")
     layout = bench.case_of(tiny).plan.parallel
     assert (layout.fsdp_param_dtype, layout.fsdp_reduce_dtype) == (MpDtype.FP32, MpDtype.BF16)
+
+
+def test_torchtune_rows_train_in_pure_bf16_as_its_recipes_build_the_model(bench: ModuleType) -> None:
+    """torchtune builds the model under ``training.set_default_dtype(self._dtype)`` with no autocast and
+    no FSDP ``MixedPrecisionPolicy`` (pytorch/torchtune@015b39c recipes/full_finetune_distributed.py
+    ``_setup_model``); every row's config says ``dtype: bf16``. Before, they were mapped to autocast
+    over float32 masters, and their FSDP rows reduced in float32."""
+    from core.dtypes import MpDtype
+    from core.inputs import Preset
+
+    rows = [r for r in bench.load()["figures"] if r["source_id"] == "torchtune" and not r.get("not_comparable_reason")]
+    assert len(rows) == 15
+    for record in rows:
+        plan = bench.case_of(record).plan
+        assert plan.preset is Preset.PURE_BF16, record["id"]
+        assert plan.parallel.fsdp_reduce_dtype is MpDtype.BF16, record["id"]
+
+
+def test_the_cpu_offload_row_is_timed_with_its_host_step(bench: ModuleType, report) -> None:  # type: ignore[no-untyped-def]
+    """torchtune's 70B full fine-tune (fsdp_cpu_offload: True, fused AdamW on the CPU; recipes/configs/
+    llama3_1/70B_full.yaml) waits for its host optimizer step: 14 B of bf16 state a parameter through the
+    DGX A100's DRAM (core.training.host.host_step), 2.97 s of the predicted step."""
+    from core.params import param_counts
+    from core.training.host import host_step
+
+    row = next(r for r in report.scored if r.case.id == "torchtune-70b-full-finetune-8xa100")
+    host = host_step(row.case.plan, param_counts(row.case.plan))
+    assert host is not None and host.seconds == pytest.approx(2.97, abs=0.01)
+    # +17.2 % before the host step (autocast mapping), +14.9 % with it; +38.4 % in pure bf16, its recipe's.
+    assert row.error < 38.5

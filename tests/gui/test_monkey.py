@@ -336,7 +336,7 @@ def expected_values(window: MainWindow, plan: Plan) -> dict[str, Any]:
         "dp_replicate",
     ):
         values[f"parallel.{name}"] = getattr(par, name)
-    for name in ("virtual_stages", "host_ram_gb", "intra_link", "inter_link", "ddp_bucket_mb"):
+    for name in ("virtual_stages", "host_ram_gb", "host_memory_gbs", "intra_link", "inter_link", "ddp_bucket_mb"):
         values[f"parallel.{name}"] = getattr(par, name)
     for name in ("zero_bucket_elements", "zero3_prefetch_elements", "zero3_max_live_elements"):
         values[f"parallel.{name}"] = getattr(par, name)

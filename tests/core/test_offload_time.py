@@ -1,0 +1,103 @@
+"""The time of CPU-offload plans: the optimizer step on the host, and the PCIe copies overlapped
+only where the frameworks' code overlaps them.
+
+Sources, read where the numbers are used:
+- torch's CPU fused AdamW (pytorch/pytorch aten/src/ATen/native/cpu/FusedAdamKernel.cpp
+  ``adam_fused_step_impl``): one pass reading the parameter, its gradient and both moments and
+  writing the parameter and both moments, all in the parameter's dtype;
+- FSDP2 ``CPUOffloadPolicy`` (pytorch/pytorch@010ae4a8 torch/distributed/fsdp/_fully_shard/
+  _fsdp_collectives.py ``foreach_reduce``; ``FSDPParam.all_gather_inputs``): shards copied to the
+  GPU inside the all-gather's copy-in, gradients copied to pinned host memory without blocking
+  unless accumulated;
+- DeepSpeed ZeRO-Offload (deepspeedai/DeepSpeed@edaa7221 deepspeed/runtime/zero/stage_1_and_2.py):
+  float32 gradients copied ``non_blocking=True`` in the backward; ``step`` runs CPU Adam, computes
+  the norm of the float32 host gradients, fills the 16-bit staging buffer and copies it back;
+- the host DRAM default: two AMD EPYC 7742 of a DGX A100, 8 channels of DDR4-3200 each
+  (NVIDIA DGX A100 datasheet; AMD's EPYC 7742 page: 204.8 GB/s per socket); the STREAM share
+  250 / 307.2 (AnandTech's 2017 EPYC 7601 review: AMD's STREAM Triad binary, 250 GB/s of 307).
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from core.estimate import estimate
+from core.inputs import Preset
+from core.params import param_counts
+from core.plan import Hardware, Method, Offload, Plan, Strategy, Workload
+from core.presets import plan_for_model
+from core.training.host import HOST_STREAM_SHARE, ZERO_OFFLOAD_EXTRA_BYTES
+
+DGX_A100_HOST_GBS = 2 * 8 * 3200e6 * 8 / 1e9  # 409.6 GB/s: 2 sockets × 8 channels × 3200 MT/s × 8 B
+
+
+def _offloaded(strategy: Strategy, offload: Offload, grad_accum: int = 1) -> Plan:
+    plan = plan_for_model(
+        "llama-3.1-8b",
+        method=Method.FULL,
+        preset=Preset.PURE_BF16,
+        workload=Workload(micro_batch=1, seq_len=2048, grad_accum=grad_accum, tokens=10**9),
+        hardware=Hardware(gpu="a100-80gb-sxm"),
+    )
+    return plan.on_gpus(8, strategy).with_parallel(offload=offload)
+
+
+def test_the_default_host_bandwidth_is_a_dgx_a100s() -> None:
+    assert plan_for_model("llama-3.1-8b").parallel.host_memory_gbs == pytest.approx(DGX_A100_HOST_GBS)
+
+
+def test_fsdp2_cpu_offload_waits_for_the_fused_adamw_pass_on_the_host() -> None:
+    plan = _offloaded(Strategy.FSDP, Offload.PARAMS)
+    c = estimate(plan).compute
+    trainable = param_counts(plan).trainable
+    # bf16 everywhere: read p, g, m, v and write p, m, v, 2 bytes each = 14 B a parameter; the
+    # node's 8 ranks each step their eighth at once, sharing its DRAM.
+    expected = 14 * trainable / (DGX_A100_HOST_GBS * 1e9 * HOST_STREAM_SHARE)
+    assert c.host_step_seconds_per_step == pytest.approx(expected, rel=1e-4)  # + the one-element step counters
+    # Nothing overlaps it: half the bandwidth adds the same again to the step, nothing else moves.
+    slower = estimate(plan.with_parallel(host_memory_gbs=DGX_A100_HOST_GBS / 2)).compute
+    assert slower.step_seconds - c.step_seconds == pytest.approx(c.host_step_seconds_per_step, rel=1e-9)
+    assert "optimizer step on the host" in c.formula
+
+
+def test_plans_without_offload_have_no_host_step() -> None:
+    c = estimate(_offloaded(Strategy.FSDP, Offload.NONE)).compute
+    assert c.host_step_seconds_per_step == 0.0
+    same = estimate(_offloaded(Strategy.FSDP, Offload.NONE).with_parallel(host_memory_gbs=1.0)).compute
+    assert same.step_seconds == c.step_seconds
+
+
+def test_fsdp2_offload_copies_run_on_side_streams_and_nothing_comes_back() -> None:
+    c = estimate(_offloaded(Strategy.FSDP, Offload.PARAMS)).compute
+    offload = {t.label: t for t in c.comm_terms if "host" in t.label or "GPU before" in t.label}
+    assert set(offload) == {
+        "shards copied to the GPU before each all-gather",
+        "gradients copied to the host after each reduce-scatter",
+    }
+    assert all(t.overlapped for t in offload.values())
+
+
+def test_fsdp2_offload_blocks_and_adds_on_the_cpu_when_accumulating() -> None:
+    one = estimate(_offloaded(Strategy.FSDP, Offload.PARAMS)).compute
+    four = estimate(_offloaded(Strategy.FSDP, Offload.PARAMS, grad_accum=4)).compute
+    blocking = [t for t in four.comm_terms if "accumulated gradients" in t.label]
+    assert len(blocking) == 1 and not blocking[0].overlapped
+    trainable = param_counts(_offloaded(Strategy.FSDP, Offload.PARAMS)).trainable
+    assert blocking[0].bytes == pytest.approx(trainable / 8 * 2 * 3)  # 3 later micro-batches, bf16
+    # The host adds each later micro-batch's gradient: read two, write one, 2 B each, on 8 ranks.
+    added = 3 * 3 * 2 * trainable / (DGX_A100_HOST_GBS * 1e9 * HOST_STREAM_SHARE)
+    assert four.host_step_seconds_per_step - one.host_step_seconds_per_step == pytest.approx(added, rel=1e-9)
+
+
+def test_zero_offload_copies_16_bit_parameters_back_after_the_step() -> None:
+    plan = _offloaded(Strategy.ZERO2, Offload.OPTIMIZER)
+    c = estimate(plan).compute
+    trainable = param_counts(plan).trainable / 8
+    terms = {t.label: t for t in c.comm_terms}
+    down, up = terms["gradients to the host"], terms["updated parameters back to the GPU"]
+    assert (down.bytes, down.overlapped) == (pytest.approx(trainable * 4), True)  # float32, in the backward
+    assert (up.bytes, up.overlapped) == (pytest.approx(trainable * 2), False)  # 16-bit, after the step
+    # DeepSpeed's norm of the host gradients and its 16-bit staging copy come on top of CPU Adam.
+    fsdp = estimate(_offloaded(Strategy.FSDP, Offload.PARAMS)).compute
+    extra = ZERO_OFFLOAD_EXTRA_BYTES * trainable * 8 / (DGX_A100_HOST_GBS * 1e9 * HOST_STREAM_SHARE)
+    assert c.host_step_seconds_per_step - fsdp.host_step_seconds_per_step == pytest.approx(extra, rel=1e-6)
