@@ -106,7 +106,9 @@ FOLDER = ROOT / "benchmarks" / "realgpu"
 # offloaded gpt-oss row, -27.0 -> -29.0 %, lost the 1.65 GB input term for its root's 1.16 GB output), and a
 # pipelined stage's peak backward no longer holds an input it never makes there (torchtitan's 405B rows
 # -1.6 GB each, the cp8 row -7.1 -> -10.2 %: 46 -> 45 of 52 within ±10 %). Landed as the source reads.
-CEILINGS = {"allocated": (3.9, 9.9), "reserved": (4.1, 29.1), "nvidia-smi": (10.2, 11.6), "boundary": (0.5, 7.9)}
+# The boundary median rose from 0.0 to 1.8 % when Unsloth's README 70B context figure became
+# expressible and scored (-3.5 %, branch h22k): a fourth figure, no earlier one moved.
+CEILINGS = {"allocated": (3.9, 9.9), "reserved": (4.1, 29.1), "nvidia-smi": (10.2, 11.6), "boundary": (1.9, 7.9)}
 
 
 def _benchmark() -> ModuleType:

@@ -13,6 +13,8 @@ fast_dequantize). Dimensions are the catalogue's (resources/models.json)."""
 from __future__ import annotations
 
 import json
+from pathlib import Path
+from types import ModuleType
 
 import pytest
 
@@ -20,10 +22,15 @@ from core.breakdown import BucketKey
 from core.catalogue import find_model
 from core.cli.app import main as cli_main
 from core.estimate import estimate
+from core.evidence import confidence
 from core.files import planfile
 from core.files.launch import Target, export
+from core.files.runconfig import ConfigKind, loads_run_config
 from core.plan import CheckpointPolicy, LoraSettings, Method, Optimizer, Plan, Preset, Workload
 from core.training.activations import layer_activations, loss_memory, unsloth_ce_chunks, unsloth_kernels
+from tests.scripts import load_script
+
+ROOT = Path(__file__).resolve().parents[2]
 
 ALL_LINEAR = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
 GiB = 1024**3
@@ -196,3 +203,47 @@ def test_the_command_line_sets_both(capsys: object) -> None:
 def test_exports_that_cannot_run_unsloth_list_it(target: Target) -> None:
     fields = {u.field for u in export(notebook(), target).unexpressed}
     assert "method.unsloth" in fields and "method.checkpoint_policy" in fields
+
+
+def test_llamafactory_writes_use_unsloth_and_reads_it_back() -> None:
+    exported = export(notebook(), Target.LLAMA_FACTORY)
+    fields = {u.field for u in exported.unexpressed}
+    assert "use_unsloth: true" in exported.text
+    assert "method.unsloth" not in fields and "method.checkpoint_policy" not in fields
+    run = loads_run_config(exported.text.encode(), "a.yaml", ConfigKind.LLAMA_FACTORY)
+    assert run.settings.unsloth is True and run.settings.checkpoint_policy == "unsloth"
+    full = export(notebook(checkpoint_policy=CheckpointPolicy.FULL), Target.LLAMA_FACTORY)
+    assert "method.checkpoint_policy" in {u.field for u in full.unexpressed}
+
+
+def test_an_unsloth_plan_says_it_was_never_validated() -> None:
+    # No scored real-GPU figure is of an Unsloth plan (the notebooks' are upper-bound checks).
+    text = confidence(notebook()).text
+    assert "never validated against a real GPU" in text and "Unsloth FastLanguageModel" in text
+
+
+# ---- the evidence: Unsloth's figures in benchmarks/realgpu -----------------------------------
+def _mapping() -> ModuleType:
+    return load_script(ROOT / "benchmarks" / "realgpu" / "mapping.py", "realgpu_mapping_unsloth")
+
+
+def test_unsloth_figures_map_to_unsloth_plans_by_release() -> None:
+    mapping = _mapping()
+    corpus = json.loads((ROOT / "benchmarks" / "realgpu" / "memory_figures.json").read_text())
+    mapped = {f["id"]: mapping.map_figure(f) for f in corpus["figures"] if f["id"].startswith("unsloth")}
+    readme = mapped["unsloth-readme-ctx-llama33-70b-a100-80-unsloth"]
+    assert readme.scored and readme.plan.unsloth and readme.plan.fused_loss  # Dec 2024: Cut Cross-Entropy
+    assert readme.plan.checkpoint_policy is CheckpointPolicy.UNSLOTH and not readme.plan.activation_offload
+    new = mapped["unsloth-nb-llama33-70b-a100-80"].plan  # Unsloth 2025.9.1: its own fused loss
+    assert new.unsloth and not new.fused_loss and new.workload.micro_batch == 2
+    assert mapped["unsloth-nb-qwen3-14b-alpaca-t4"].plan.fused_loss  # 2025.4.4: Cut Cross-Entropy
+    notebooks = [m for i, m in mapped.items() if i.startswith("unsloth-nb-")]
+    assert notebooks and not any(m.scored for m in notebooks)  # padded batches: upper-bound checks only
+
+
+def test_a_release_before_cut_cross_entropy_is_not_expressed() -> None:
+    mapping = _mapping()
+    assert mapping._unsloth_era({"versions": {"unsloth": "2024.8"}}) == "fast-ce"
+    assert mapping._unsloth_era({"versions": {"unsloth": "2025.8.5"}}) == "2025.8"
+    assert mapping._unsloth_era({"versions": {"unsloth": "2025.9.1"}}) == "fused"
+    assert mapping._unsloth_era({"versions": {}}) == ""
