@@ -103,6 +103,7 @@ KIND_LABELS: Final = {
     "checkpointing:full": "full checkpointing",
     "checkpointing:op": "per-op selective checkpointing",
     "checkpointing:layer": "every-Nth-block checkpointing",
+    "checkpointing:unsloth": "Unsloth's offloaded checkpointing",
     "loss:chunked": "chunked cross-entropy",
     "loss:fused": "fused linear cross-entropy",
     "loss:litgpt": "LitGPT's fine-tuning loop",
@@ -111,6 +112,7 @@ KIND_LABELS: Final = {
     "recipe:kbit_upcast": "prepare_model_for_kbit_training",
     "recipe:optimizer_in_backward": "optimizer step in the backward",
     "recipe:activation_offload": "activation offloading",
+    "recipe:unsloth": "Unsloth FastLanguageModel",
     "allocator:expandable_segments": "expandable segments",
     "allocator:settings": "allocator settings",
     "stack:compile": "torch.compile",
@@ -158,6 +160,8 @@ def plan_kinds(plan: Plan) -> tuple[str, ...]:
         kinds.append("recipe:optimizer_in_backward")
     if plan.activation_offload:
         kinds.append("recipe:activation_offload")
+    if plan.unsloth:
+        kinds.append("recipe:unsloth")
     if plan.stack is Stack.COMPILE:
         kinds.append("stack:compile")
     if plan.float8 is not Float8.NONE:

@@ -128,6 +128,11 @@ class CheckpointPolicy(StrEnum):
     # Megatron-LM --recompute-granularity selective (--recompute-modules core_attn, its
     # default): only the core attention (scores, softmax, dropout, × values) is recomputed.
     ATTENTION = "attention"
+    # Unsloth's use_gradient_checkpointing="unsloth" (unslothai/unsloth-zoo ce232d6,
+    # unsloth_zoo/gradient_checkpointing.py UnslothCheckpointFunction): every block is
+    # recomputed as under FULL, but the block inputs go to pinned host memory; the GPU keeps
+    # the last block's input and the reload buffers (core.training.detailed._unsloth_offloaded).
+    UNSLOTH = "unsloth"
 
 
 class Stack(StrEnum):
@@ -320,6 +325,7 @@ CHECKPOINT_POLICY_LABELS: Final = {
     CheckpointPolicy.OP: "selective per op (torchtitan)",
     CheckpointPolicy.LAYER: "every Nth block (torchtitan)",
     CheckpointPolicy.ATTENTION: "attention only (Megatron selective)",
+    CheckpointPolicy.UNSLOTH: "offloaded to the CPU (Unsloth)",
 }
 STACK_LABELS: Final = {
     Stack.EAGER: "eager PyTorch",
@@ -584,9 +590,13 @@ INPUTS: Final[tuple[Input, ...]] = (
           "Selective per op: each block also keeps every other matmul output and the attention output "
           "(torchtitan selective_ac_option op). Every Nth block: those blocks are checkpointed, the rest keep "
           "everything (selective_ac_option N). Attention only: every block keeps everything but the core "
-          "attention's scores, which its backward recomputes (Megatron-LM --recompute-granularity selective).",
+          "attention's scores, which its backward recomputes (Megatron-LM --recompute-granularity selective). "
+          "Offloaded (Unsloth's use_gradient_checkpointing=\"unsloth\"): every block recomputed, the block inputs "
+          "kept in pinned host memory; the GPU keeps the last block's input and one or two reload buffers "
+          "(below 512 tokens Unsloth checkpoints plainly).",
           ("--checkpoint-policy",), "full (every block recomputed), op (torchtitan selective per op), layer "
-          "(every Nth block) or attention (Megatron selective: core attention only); turns checkpointing on",
+          "(every Nth block), attention (Megatron selective: core attention only) or unsloth (block inputs "
+          "offloaded to the CPU); turns checkpointing on",
           labels=CHECKPOINT_POLICY_LABELS,
           matters=lambda p: p.checkpointing),
     Input("checkpoint_every", Kind.INT, "Checkpoint every", "Checkpoint every", 1,
@@ -615,7 +625,7 @@ INPUTS: Final[tuple[Input, ...]] = (
           "Compute the loss in chunks so the full float32 logits never exist at once.",
           ("--chunked-loss",), "cross-entropy in chunks: no full float32 logits",
           # A fused linear cross-entropy or LitGPT's own loss replaces it (core.training.activations.loss_memory).
-          matters=lambda p: not p.fused_loss and not p.litgpt),
+          matters=lambda p: not p.unsloth and not p.fused_loss and not p.litgpt),
     # ---- recipes (issue 22): each read from the library's source, see core/training ------
     Input("fused_loss", Kind.BOOL, "Fused linear cross-entropy", "Fused linear cross-entropy", False,
           "Liger's fused linear cross-entropy (use_liger_kernel) or Cut Cross-Entropy: the output head and the "
@@ -649,7 +659,18 @@ INPUTS: Final[tuple[Input, ...]] = (
           "returns; under QLoRA Lightning's bitsandbytes precision quantises the head too. LitGPT's "
           "fine-tuning never ties the head to the embedding: choose a model with its own head.",
           ("--litgpt",), "litgpt's fine-tuning loop (chunked 16-bit loss, previous logits kept, 4-bit head)",
-          matters=lambda p: not p.fused_loss),
+          matters=lambda p: not p.unsloth and not p.fused_loss),
+    # Unsloth (unslothai/unsloth 015bdef, unslothai/unsloth-zoo ce232d6; docs/UNSLOTH.md): its
+    # FastLanguageModel's fused cross-entropy, fast LoRA kernels and 4-bit dequantisation buffer
+    # (core.training.activations, core.training.storage). Its checkpointing is the policy above.
+    Input("unsloth", Kind.BOOL, "Unsloth FastLanguageModel", "Unsloth FastLanguageModel", False,
+          "Unsloth's FastLanguageModel (unsloth 2026.8): the loss is its fused cross-entropy, chunked over "
+          "tokens so a chunk's float32 logits stay under 4 GiB, with the input's gradient formed in the "
+          "forward; with LoRA dropout 0 its LoRA kernels keep only each projection group's input and the "
+          "MLP's gate and up outputs; under QLoRA one dequantised weight buffer stays on the card. "
+          "Unsloth's own checkpointing is the policy \"offloaded to the CPU (Unsloth)\"; Unsloth before "
+          "2025.8 called Cut Cross-Entropy: turn on the fused linear cross-entropy for it.",
+          ("--unsloth",), "Unsloth FastLanguageModel: fused chunked loss, fast LoRA kernels, dequant buffer"),
     # A loop that binds the model's output and drops it only after backward() (Answer.AI
     # fsdp_qlora e877dda train.py: ``output = model(..., labels=...)``, ``loss.backward()``, then
     # ``output = None``) keeps the output's logits through the backward (core.training.activations
@@ -661,14 +682,16 @@ INPUTS: Final[tuple[Input, ...]] = (
           "output = model(...); output.loss.backward(). The HF Trainer, torchtune and torchtitan drop the "
           "logits before the backward.",
           ("--loop-keeps-output",), "the loop holds the model output (float32 logits) through the backward",
-          matters=lambda p: not p.fused_loss and not p.litgpt and not p.chunked_loss and not p.compiled_loss),
+          matters=lambda p: (
+              not p.unsloth and not p.fused_loss and not p.litgpt and not p.chunked_loss and not p.compiled_loss
+          )),
     Input("compiled_loss", Kind.BOOL, "Loss under torch.compile", "Cross-entropy under torch.compile", False,
           "The cross-entropy runs compiled (torchtitan since Feb 2025 compiles its loss with --training.compile; "
           "a model whose forward computes the loss compiles it with the model): Inductor keeps the 16-bit "
           "logits and two numbers per row instead of the float32 log-softmax, and the backward forms the "
           "logits' gradient in one fused kernel, in the logits' dtype.",
           ("--compiled-loss",), "cross-entropy under torch.compile (no float32 N·V tensors)",
-          matters=lambda p: not p.fused_loss and not p.litgpt and not p.chunked_loss),
+          matters=lambda p: not p.unsloth and not p.fused_loss and not p.litgpt and not p.chunked_loss),
     Input("kbit_upcast", Kind.BOOL, "prepare_model_for_kbit_training", "prepare_model_for_kbit_training", False,
           "PEFT's prepare_model_for_kbit_training casts every 16-bit parameter that is not quantised (embedding, "
           "head, norms) to float32; the float32 norms turn the hidden states float32, and bitsandbytes casts "

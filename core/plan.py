@@ -483,6 +483,7 @@ class Plan:
     compiled_loss: bool = DEFAULTS["compiled_loss"]  # cross-entropy under torch.compile (fused, 16-bit)
     litgpt: bool = DEFAULTS["litgpt"]  # litgpt finetune loop: chunked 16-bit loss, previous logits kept
     loop_keeps_output: bool = DEFAULTS["loop_keeps_output"]  # the loop holds model(...)'s output through backward
+    unsloth: bool = DEFAULTS["unsloth"]  # Unsloth FastLanguageModel: fused chunked loss, fast LoRA kernels
     workload: Workload = field(default_factory=Workload)
     hardware: Hardware = field(default_factory=Hardware)
     parallel: Parallelism = field(default_factory=Parallelism)
@@ -539,6 +540,8 @@ class Plan:
             return f"every {self.checkpoint_every} block(s)"
         if self.checkpoint_policy is CheckpointPolicy.ATTENTION:
             return "attention only"
+        if self.checkpoint_policy is CheckpointPolicy.UNSLOTH:
+            return "offloaded (Unsloth)"
         return "on"
 
     def _check_layout(self) -> None:

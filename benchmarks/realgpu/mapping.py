@@ -30,6 +30,9 @@ The mapping's own choices are written here once, with their reason:
 - Megatron-LM's CI cases (``megatron_ci.py``) run a GPTModel given by its dimensions, in bf16
   with no autocast (Megatron-Core's Float16Module), on the plan's Megatron stack under its DDP
   or distributed optimizer (``_megatron_plan``): Megatron's own state, not a torch DDP's;
+- an Unsloth run (``framework`` "Unsloth ...") is the plan setting ``unsloth`` with its checkpointing
+  policy "unsloth"; a run of the Cut Cross-Entropy releases (2024.12 to 2025.7) or the README's
+  Dec 2024 table also has ``fused_loss`` (its record's ``fused_ce_or_liger``), which comes first;
 - a card outside the catalogue is a custom card of the memory its driver reports (A10G:
   23,028 MiB; the 96 GB H100 of Grand Teton: 96 GiB; an unnamed "48 GB GPU": 48 GiB).
 """
@@ -89,6 +92,7 @@ FAMILY: Final = {
     "ibm-fms-acceleration-a100-2025-02": "ibm",
     "unsloth-readme-context-2025-01": "unsloth",
     "megatron-lm-ci-golden-values": "megatron",
+    "unsloth-notebooks-2025": "unsloth",
 }
 
 # Cards outside gpus.json, by the memory their driver reports (decimal GB for custom_gpu).
@@ -222,9 +226,29 @@ def _missing(recipe: Mapping[str, Any]) -> list[str]:
         out.append("LoRA on the output head")
     if any("target_parameters" in t for t in lora.get("targets", ())):
         out.append("LoRA on MoE expert parameters (target_parameters)")
-    if recipe["checkpointing"] == "unsloth":
-        out.append("Unsloth's offloaded checkpointing and fused loss (not modelled: docs/UNSLOTH.md)")
+    era = _unsloth_era(recipe)
+    if era == "fast-ce":
+        out.append("Unsloth before 2024.12: Fast_CrossEntropyLoss over the whole logits (not modelled)")
+    elif era == "2025.8":
+        out.append("Unsloth 2025.8.x: Cut Cross-Entropy or its own fused loss (806bee2, 2025-08-13): not known which")
     return out
+
+
+# Unsloth's loss by release (unslothai/unsloth, unsloth/models/llama.py CausalLM_fast_forward):
+# Apple's Cut Cross-Entropy from fa8e59e (2024-11-17), its own chunked fused loss from 806bee2
+# (2025-08-13). Releases are named year.month.n: a release of those months cannot be placed.
+def _unsloth_era(recipe: Mapping[str, Any]) -> str:
+    """``"cce"``, ``"fused"``, ``"fast-ce"`` (before Cut Cross-Entropy) or ``"2025.8"`` / ``""``
+    (unknown) for an Unsloth run; ``""`` for any other framework."""
+    found = re.match(r"(\d{4})\.(\d+)", str((recipe.get("versions") or {}).get("unsloth", "")))
+    if found is None:
+        return ""
+    release = (int(found.group(1)), int(found.group(2)))
+    if release < (2024, 12):
+        return "fast-ce"
+    if release < (2025, 8):
+        return "cce"
+    return "2025.8" if release == (2025, 8) else "fused"
 
 
 def _card(recipe: Mapping[str, Any]) -> Hardware:
@@ -351,6 +375,8 @@ def _checkpointing(recipe: Mapping[str, Any]) -> dict[str, Any]:
         return {"checkpointing": False}
     if mode == "op-sac":
         return {"checkpointing": True, "checkpoint_policy": CheckpointPolicy.OP}
+    if mode == "unsloth":
+        return {"checkpointing": True, "checkpoint_policy": CheckpointPolicy.UNSLOTH}
     return {"checkpointing": True, "checkpoint_policy": CheckpointPolicy.FULL}
 
 
@@ -487,7 +513,9 @@ def _plan(
         attention=_ATTENTION[recipe["attention"]],
         workload=workload,
         optimizer_in_backward=bool(recipe["optimizer_in_backward"]),
-        activation_offload=bool(recipe["activation_offload"]),
+        # Unsloth's own offload is its checkpointing policy, not torchtune's activation offloading.
+        activation_offload=bool(recipe["activation_offload"]) and recipe["checkpointing"] != "unsloth",
+        unsloth=str(recipe["framework"]).startswith("Unsloth"),
         bnb_legacy=_bnb_legacy(recipe),
         kbit_upcast=bool(recipe["prepare_model_for_kbit_training"]) and method is Method.QLORA,
         **_loss(recipe, family),

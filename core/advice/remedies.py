@@ -176,8 +176,8 @@ def _optimizer(target: Optimizer, label: str) -> Transform:
 
 def _checkpointing(plan: Plan) -> tuple[Plan, str] | None:
     """Full checkpointing: turned on, or in place of a selective policy (which keeps more)."""
-    if plan.checkpointing and plan.checkpoint_policy is CheckpointPolicy.FULL:
-        return None
+    if plan.checkpointing and plan.checkpoint_policy in (CheckpointPolicy.FULL, CheckpointPolicy.UNSLOTH):
+        return None  # Unsloth's offloaded checkpointing keeps less than full
     label = "Full gradient checkpointing (every block)" if plan.checkpointing else "Gradient checkpointing"
     return replace(plan, checkpointing=True, checkpoint_policy=CheckpointPolicy.FULL), label
 

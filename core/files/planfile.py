@@ -119,6 +119,8 @@ OPTIONAL_KEYS: Final = (
             "litgpt",
             "compiled_loss",
             "loop_keeps_output",
+            # Unsloth (branch h22k): a file without it reads as before, no Unsloth.
+            "unsloth",
         )
     )
     | frozenset(

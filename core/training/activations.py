@@ -45,6 +45,42 @@ COMPILE_NOTE: Final = "torch.compile recomputes it"
 FLOAT32_NORM_SCALE: Final = ("gemma", "gemma2", "gemma3_text", "olmo2")
 
 
+# Unsloth (docs/UNSLOTH.md). FastLanguageModel dispatches these model types to its own
+# forward (unslothai/unsloth 015bdef, unsloth/models/loader.py FastLanguageModel.from_pretrained);
+# every other type, 8-bit loading and full fine-tuning go through FastModel and its compiler,
+# whose LoRA path was not read: there only the loss and the checkpointing rules apply.
+UNSLOTH_FAST_FAMILIES: Final = ("llama", "mistral", "qwen2", "qwen3", "gemma", "gemma2")
+
+
+def unsloth_fast_path(plan: Plan) -> bool:
+    """Whether the plan runs Unsloth's FastLanguageModel forward (its RMSNorm and LoRA kernels)."""
+    if not plan.unsloth or plan.method not in (Method.LORA, Method.QLORA, Method.DORA):
+        return False
+    if plan.method is Method.QLORA and plan.quant is Quant.INT8:
+        return False
+    return plan.model.family in UNSLOTH_FAST_FAMILIES and plan.model.num_experts <= 1
+
+
+def unsloth_kernels(plan: Plan) -> frozenset[str]:
+    """The projection groups Unsloth's fast LoRA kernels run (unslothai/unsloth 015bdef,
+    unsloth/models/llama.py FastLlamaModel.patch_peft_model): none unless ``lora_dropout == 0``
+    (PEFT's bias is "none" in every plan); per group only when every projection of it carries
+    LoRA, has no base bias and no DoRA magnitude: "qkv" (LoRA_QKV), "o" (LoRA_W), "mlp"
+    (LoRA_MLP, gated MLPs: SwiGLU / GeGLU)."""
+    if not unsloth_fast_path(plan) or plan.method is Method.DORA or plan.lora.dropout > 0:
+        return frozenset()
+    model, targets = plan.model, set(plan.lora.targets)
+    groups = set()
+    if {"q_proj", "k_proj", "v_proj"} <= targets and not model.qkv_bias and not model.fused_qkv:
+        groups.add("qkv")
+    if "o_proj" in targets and not model.o_bias:
+        groups.add("o")
+    mlp = {"gate_proj", "up_proj", "down_proj"}
+    if model.gated_mlp and not model.fused_gate_up and not model.mlp_bias and mlp <= targets:
+        groups.add("mlp")
+    return frozenset(groups)
+
+
 @dataclass(frozen=True)
 class _Ctx:
     """What decides the saved tensors: sizes, dtypes and which weights train."""
@@ -65,6 +101,7 @@ class _Ctx:
     autocast: bool
     dropout: bool = False  # LoRA dropout > 0 on the adapters
     compiled: bool = False  # torch.compile's partitioner recomputes cheap elementwise ops (above)
+    unsloth_norm: bool = False  # Unsloth's Triton RMSNorm (see UNSLOTH_FAST_FAMILIES)
 
     def saves(self, name: str) -> bool:
         """A projection keeps its input only when its weight, or an adapter on it, trains."""
@@ -109,6 +146,7 @@ def _context(plan: Plan, trainable: bool, lora: tuple[str, ...]) -> _Ctx:
         autocast=dt.autocast,
         dropout=bool(lora) and plan.lora.dropout > 0,
         compiled=plan.stack is Stack.COMPILE,
+        unsloth_norm=unsloth_fast_path(plan),
     )
 
 
@@ -168,6 +206,12 @@ def _norm(
         x_bytes = 4.0 if ctx.mode in ("mixed", "autocast16") else x
         items.append(Term(f"{label}: input", f"N·{w} × {x_bytes:g}", n * d * x_bytes))
         items.append(Term(f"{label}: mean, 1/std (float32)", "2 × N × 4", n * 8))
+    elif ctx.unsloth_norm:
+        # Unsloth's Fast_RMS_Layernorm.forward (unslothai/unsloth 015bdef,
+        # unsloth/kernels/rms_layernorm.py): save_for_backward(X, W, r), X in its own dtype and
+        # r = 1/rms in float32; no float32 copy of the input.
+        items.append(Term(f"{label}: input (Unsloth RMSNorm kernel)", f"N·{w} × {x:g}", n * d * x))
+        items.append(Term(f"{label}: 1/rms (float32)", "rows × 4", n * 4))
     elif ctx.compiled:
         # Compiled (see COMPILE_NOTE): the input in its own dtype and 1/rms are the cut; the
         # float32 copy and the normalised value are recomputed in the backward.
@@ -370,6 +414,7 @@ def layer_activations(plan: Plan, trainable_block: bool) -> LayerActs:
     model = plan.model
     ctx = _context(plan, trainable_block, plan.lora.targets if plan.adapter_based else ())
     n, d = ctx.n, model.hidden_size
+    kernels = unsloth_kernels(plan)
     qkv = ("q_proj", "k_proj", "v_proj")
     mlp_in = ("gate_proj", "up_proj") if model.gated_mlp else ("up_proj",)
     items: list[Term] = []
@@ -390,11 +435,15 @@ def layer_activations(plan: Plan, trainable_block: bool) -> LayerActs:
         outside_tp([], _consumer_inputs(ctx, d, qkv, model.fused_qkv, "block input (q/k/v input)"))
     else:
         attn_readers = _consumer_inputs(ctx, d, qkv, model.fused_qkv, "attention norm output")
+        if "qkv" in kernels:
+            attn_readers = [_unsloth_input("q/k/v input (Unsloth LoRA_QKV keeps X only)", ctx, d)]
         outside_tp(_norm(model, ctx, "attention norm", []), attn_readers)
-    items += _attention(plan, ctx)
+    items += _unsloth_o(plan, ctx, _attention(plan, ctx)) if "o" in kernels else _attention(plan, ctx)
     if model.dropout:
         outside_tp([Term("residual dropout mask", "N·d × 1", n * d)])
     mlp_readers = [] if model.num_experts > 1 else _consumer_inputs(ctx, d, mlp_in, model.fused_gate_up, "MLP input")
+    if "mlp" in kernels:
+        mlp_readers = [_unsloth_input("MLP input (Unsloth LoRA_MLP keeps X)", ctx, d)]
     if model.post_norm:
         outside_tp(_norm(model, ctx, "post-attention norm", [], in_bytes=ctx.ca))
         outside_tp([], mlp_readers)
@@ -402,7 +451,7 @@ def layer_activations(plan: Plan, trainable_block: bool) -> LayerActs:
         if model.norms_per_layer == 4:  # Gemma-2/3's post-attention norm on the attention output
             outside_tp(_norm(model, ctx, "post-attention norm", []))
         outside_tp(_norm(model, ctx, "MLP norm", []), mlp_readers)
-    mlp = _mlp(plan, ctx)
+    mlp = _unsloth_mlp(plan, ctx) if "mlp" in kernels else _mlp(plan, ctx)
     if model.num_experts > 1:  # the router's input and probabilities are not split (_experts puts them first)
         routed = next(i for i, t in enumerate(mlp) if t.label.startswith("router")) + 1
         outside_tp(mlp[:routed])
@@ -414,9 +463,48 @@ def layer_activations(plan: Plan, trainable_block: bool) -> LayerActs:
         outside_tp(_norm(model, ctx, "post-MLP norm", [], in_bytes=ctx.ca))
     elif model.norms_per_layer == 4:
         outside_tp(_norm(model, ctx, "post-MLP norm", []))
-    items += _adapters(plan, ctx)
+    items += _adapters(plan, replace(ctx, lora=_unpatched(ctx.lora, kernels)) if kernels else ctx)
     items += _bnb_kept_inputs(plan, ctx)
     return LayerActs(tuple(items), tuple(replicated), tuple(gathered))
+
+
+_KERNEL_GROUPS: Final = {
+    "qkv": ("q_proj", "k_proj", "v_proj"),
+    "o": ("o_proj",),
+    "mlp": ("gate_proj", "up_proj", "down_proj"),
+}
+
+
+def _unpatched(lora: tuple[str, ...], kernels: frozenset[str]) -> tuple[str, ...]:
+    """The adapted projections PEFT's own forward still runs (their N·r intermediates kept):
+    Unsloth's kernels recompute X·A in the backward and keep no N·r tensor."""
+    patched = {name for group in kernels for name in _KERNEL_GROUPS[group]}
+    return tuple(name for name in lora if name not in patched)
+
+
+def _unsloth_input(label: str, ctx: _Ctx, d: int) -> Term:
+    """A fast LoRA kernel's saved input X: the norm's output, in the hidden states' dtype
+    (unslothai/unsloth 015bdef, unsloth/kernels/fast_lora.py: ``ctx.save_for_backward(..., X)``)."""
+    return Term(label, f"N·d × {ctx.res:g}", ctx.n * d * ctx.res)
+
+
+def _unsloth_o(plan: Plan, ctx: _Ctx, attention: list[Term]) -> list[Term]:
+    """With Unsloth's LoRA_W on o_proj the projection keeps its input (the attention output)
+    itself, not PEFT's cast copy for the adapter (unsloth/kernels/fast_lora.py LoRA_W.forward)."""
+    kept = [t for t in attention if t.label != "o_proj input cast for its adapter"]
+    if sdpa_kernel(plan) is Kernel.EAGER and not any(t.label == "attention output (o_proj input)" for t in kept):
+        q_el = ctx.n * plan.model.q_width
+        kept.append(Term("attention output (o_proj input)", f"N·H·hd × {ctx.ca:g}", q_el * ctx.ca))
+    return kept
+
+
+def _unsloth_mlp(plan: Plan, ctx: _Ctx) -> list[Term]:
+    """Unsloth's LoRA_MLP.forward saves X, e = gate output and g = up output, all in X's dtype;
+    h = act(e)·g, the down projection's input, is recomputed in place by the backward
+    (unslothai/unsloth 015bdef, unsloth/kernels/fast_lora.py LoRA_MLP.forward/backward)."""
+    el = ctx.n * plan.model.intermediate_size
+    formula = f"2 × N·I × {ctx.ca:g} = 2 × {sci(el)} × {ctx.ca:g}"
+    return [Term("gate, up outputs (Unsloth LoRA_MLP; act(gate)·up recomputed)", formula, 2 * el * ctx.ca)]
 
 
 def _bnb_kept_inputs(plan: Plan, ctx: _Ctx) -> list[Term]:
@@ -483,6 +571,8 @@ def loss_memory(plan: Plan, loss_parallel: bool = False) -> LossMemory:
     nv = n * v
     if plan.fused_loss:
         return _fused_loss(plan, n)
+    if plan.unsloth:
+        return _unsloth_loss(plan, n)
     if plan.litgpt:
         return _litgpt_loss(plan, n)
     if plan.chunked_loss:
@@ -704,6 +794,69 @@ def _fused_loss(plan: Plan, n: int) -> LossMemory:
         g = dtypes_for(plan).grad
         fwd.append(Term("fused loss: the head's gradient, formed in the forward", f"V·d × {g:g}", v * d * g))
     return LossMemory(fwd, [grad_input])
+
+
+# Unsloth's fused cross-entropy (unslothai/unsloth-zoo ce232d6,
+# unsloth_zoo/fused_losses/cross_entropy_loss.py _get_chunk_multiplier, get_chunk_size): the
+# target of one chunk's float32 logits is min(½ × free memory at the first call, 4 GiB). Half
+# the free memory depends on the run (it is read once, on the card, before the first loss): the
+# 4 GiB cap is the documented upper bound, which the estimate takes.
+UNSLOTH_CE_TARGET_BYTES: Final = 4 * 1024**3
+# Inside a chunk, what the eager ops would hold at once per logit: the logits in the head's
+# dtype, their float32 copy, the float32 log-softmax, its float32 gradient and the gradient in
+# the head's dtype (unsloth-zoo ce232d6, UnslothFusedLoss.forward: ``F.linear``, ``.float()``,
+# ``F.cross_entropy`` under ``torch.func.grad_and_value``). The chunk runs under torch.compile
+# when it can, whose live set was not measured: this eager set is the upper bound.
+UNSLOTH_CE_FLOAT32_PER_LOGIT: Final = 3
+
+
+def unsloth_ce_chunks(n: int, vocab: int) -> int:
+    """How many token chunks Unsloth's fused loss splits N·V into (``get_chunk_size`` with the
+    4 GiB target): 1 when the float32 logits fit the target, else the exact ratio rounded up
+    to a multiple of 4."""
+    logits = n * vocab * 4
+    if logits <= UNSLOTH_CE_TARGET_BYTES:
+        return 1
+    return -(-logits // (4 * UNSLOTH_CE_TARGET_BYTES)) * 4
+
+
+def _unsloth_loss(plan: Plan, n: int) -> LossMemory:
+    """Unsloth's fused cross-entropy (unsloth-zoo ce232d6, ``UnslothFusedLoss``; the loss of
+    FastLanguageModel's ``CausalLM_fast_forward`` in unslothai/unsloth 015bdef whenever labels are
+    given): the hidden states are split into token chunks (:func:`unsloth_ce_chunks`, ``torch.chunk``
+    rounds a chunk up), each chunk's head, loss and input gradient computed in the forward; the
+    input gradient (``torch.empty_like(hidden_states)``, N·d in their dtype) is kept for the
+    backward, which returns a new scaled N·d tensor. Unsloth before 2025.8 (unsloth 806bee2 moved
+    ``CausalLM_fast_forward`` from Cut Cross-Entropy to this loss) and FastModel with a frozen
+    head call Cut Cross-Entropy instead: that is the plan's ``fused_loss``, which comes first."""
+    model = plan.model
+    head_trains = plan.method is Method.FULL or (plan.method is Method.FROZEN and not model.tie_embeddings)
+    if not unsloth_fast_path(plan) and not head_trains:
+        # FastModel's rewritten forward calls Cut Cross-Entropy when the head is frozen
+        # (unsloth-zoo ce232d6, unsloth_zoo/compiler.py cross_entropy_replacement_1 ->
+        # loss_utils.py fused_linear_cross_entropy): counted as Liger, an upper bound.
+        return _fused_loss(plan, n)
+    d, v = model.hidden_size, model.vocab_size
+    dt = dtypes_for(plan)
+    ca, res = dt.compute, dt.residual
+    chunks = unsloth_ce_chunks(n, v)
+    rows = -(-n // chunks)
+    per_logit = 2 * ca + 4 * UNSLOTH_CE_FLOAT32_PER_LOGIT
+    grad_input = Term("Unsloth fused loss: input gradient formed in the forward (kept)", f"N·d × {res:g}", n * d * res)
+    fwd = [
+        Term(
+            f"Unsloth fused loss: one chunk of {chunks} ({rows:,} rows × V): logits, float32 copy, "
+            "log-softmax and gradients (eager, upper bound)",
+            f"{rows:,} × V × ({2 * ca:g} + 3 × 4)",
+            rows * v * per_logit,
+        ),
+        grad_input,
+    ]
+    if head_trains:
+        g = dt.grad
+        fwd.append(Term("Unsloth fused loss: the head's gradient, formed in the forward", f"V·d × {g:g}", v * d * g))
+    scaled = Term("Unsloth fused loss: the backward's scaled input gradient", f"N·d × {res:g}", n * d * res)
+    return LossMemory(fwd, [grad_input, scaled])
 
 
 def outside_blocks(plan: Plan) -> LayerActs:

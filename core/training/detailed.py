@@ -22,9 +22,10 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Final
 
 from core.breakdown import Breakdown, Bucket, BucketKey, LayerActs, Phase, StepPhase, Term, make_bucket
-from core.dtypes import Dtype
+from core.dtypes import NF4_BLOCK, Dtype
 from core.format import gb, sci
 from core.parallel.acts import (
     block_per_rank,
@@ -49,6 +50,7 @@ from core.training.activations import (
     loss_memory,
     outside_blocks,
     selective_saved,
+    unsloth_kernels,
 )
 from core.training.attention import backward_workspace, kernel_note
 from core.training.device import card_terms
@@ -156,6 +158,9 @@ def _common(plan: Plan, counts: ParamCounts, dt: Dtypes, lay: Layout | None) -> 
             f"3 × N·I × {ca:g} + kernel scratch",
             layer_grads.bytes + workspace,
         )
+    kernels = unsloth_kernels(plan)
+    if kernels:
+        layer_grads = _unsloth_layer_grads(plan, kernels, i_el, ca, workspace)
     head_trains = plan.method is Method.FULL or (plan.method is Method.FROZEN and not model.tie_embeddings)
     vd = model.vocab_size * model.hidden_size
     # The head's gradient as autograd forms it: in the dtype the rank computes the head in
@@ -200,6 +205,52 @@ def _common(plan: Plan, counts: ParamCounts, dt: Dtypes, lay: Layout | None) -> 
     )
     _LAST_COMMON = (plan, lay is not None, common)
     return common
+
+
+def _largest_matrix(plan: Plan) -> int:
+    """Elements of the block's largest projection matrix (out × in)."""
+    return max(i * o for i, o in plan.model.linear_shapes().values())
+
+
+def _unsloth_layer_grads(plan: Plan, kernels: frozenset[str], i_el: int, ca: float, workspace: float) -> Term:
+    """The gradients through a block under Unsloth's LoRA kernels (unslothai/unsloth 015bdef,
+    unsloth/kernels/fast_lora.py): LoRA_MLP.backward forms one new N·I tensor (DW, the down
+    projection's input gradient), then overwrites DW, e and g in place and writes dX into X's
+    storage; under QLoRA each backward matmul dequantises its weight into a fresh out·in
+    tensor with its float32 absmax (``fast_dequantize(W.t(), quant)`` without the global
+    buffer), freed after use: one at a time, the largest counted. ``workspace``: the attention
+    backward's scratch (core.training.attention), as for every plan."""
+    mlp = "mlp" in kernels
+    grads = i_el * ca if mlp else 3 * i_el * ca
+    formula = f"{1 if mlp else 3} × N·I × {ca:g}"
+    label = "gradients through a block's MLP" + (" (Unsloth LoRA_MLP: DW, the rest in place)" if mlp else "")
+    if plan.method is Method.QLORA:
+        el = _largest_matrix(plan)
+        grads += el * ca + el / NF4_BLOCK * 4
+        formula += f" + largest out·in × {ca:g} + absmax (float32, one per {NF4_BLOCK})"
+        label += " + one weight dequantised by the backward"
+    if workspace:
+        formula += " + kernel scratch"
+        label += " + attention backward workspace"
+    return Term(label, formula, grads + workspace)
+
+
+def _unsloth_dequant_buffer(plan: Plan) -> list[Term]:
+    """Unsloth's forward dequantises every 4-bit weight into one global buffer per GPU
+    (unslothai/unsloth 015bdef, unsloth/kernels/utils.py ``fast_dequantize(...,
+    use_global_buffer=True)``: ``WEIGHT_BUFFERS`` in the compute dtype grown to the largest
+    out·in, ``ABSMAX_BUFFERS`` in float32), which stays for the whole run."""
+    if plan.method is not Method.QLORA or not unsloth_kernels(plan):
+        return []
+    el = _largest_matrix(plan)
+    ca = dtypes_for(plan).compute
+    return [
+        Term(
+            "Unsloth dequantisation buffer (largest 4-bit matrix, persistent)",
+            f"{sci(el)} × {ca:g} + {sci(el / NF4_BLOCK)} × 4",
+            el * ca + el / NF4_BLOCK * 4,
+        )
+    ]
 
 
 def _with_all_to_all_buffer(plan: Plan, layer_grads: Term, ca: float) -> Term:
@@ -284,6 +335,7 @@ def _parts(plan: Plan, counts: ParamCounts, dt: Dtypes, rank: Rank | None = None
         trainable_layers, layers = stage_trainable_layers(plan, rank.stage), rank.stage.layers
         nd_divisor, nd_why = sequence_region(rank.layout)
         in_flight = rank.stage.in_flight
+    weights = weights + _unsloth_dequant_buffer(plan)
     kept, recomputed = _kept_activations(plan, c, layers, trainable_layers, (nd_divisor, nd_why), in_flight)
     if plan.activation_offload:
         kept = _offloaded(plan, c, kept, nd_divisor)
@@ -352,7 +404,9 @@ def _kept_activations(
     if policy is CheckpointPolicy.LAYER:  # the checkpointed ones counted among the trainable (frozen at the bottom)
         whole = max(0, trainable_layers - ckpt)
     kept: list[Term] = []
-    if ckpt:
+    if ckpt and unsloth_offloads(plan):
+        kept += _unsloth_offloaded(plan, n * model.hidden_size / nd_divisor * adt.residual * in_flight)
+    elif ckpt:
         # Every checkpointed block holds on to its input, frozen blocks included (measured:
         # the non-reentrant checkpoint keeps its arguments even when nothing needs a gradient).
         nd = n * model.hidden_size / nd_divisor
@@ -397,6 +451,48 @@ def _attention_recompute_kept(
     ]
     recomputed = [Term("one block's core attention recomputed in the backward", "scores / log-sum-exp", inner)]
     return terms, recomputed if inner else []
+
+
+# Unsloth's offloaded checkpointing (use_gradient_checkpointing="unsloth"):
+# - below 512 tokens of max_seq_length Unsloth checkpoints plainly (unslothai/unsloth 015bdef,
+#   unsloth/models/_utils.py apply_unsloth_gradient_checkpointing: ``max_seq_length < 512``
+#   returns True);
+UNSLOTH_OFFLOAD_MIN_SEQ: Final = 512
+# - a block input goes to pinned host memory only when it has more than 2 MiB of elements' bytes
+#   (unslothai/unsloth-zoo ce232d6, unsloth_zoo/gradient_checkpointing.py
+#   ``MINIMUM_SIZE = 2 * 1024 * 1024 // n_bytes`` elements, ``new_size > MINIMUM_SIZE``);
+UNSLOTH_OFFLOAD_MIN_BYTES: Final = 2 * 1024 * 1024
+# - after the first step the last checkpointed block's input stays on the GPU (LAST_GC_INDEX),
+#   and the backward reloads each input into a persistent GPU buffer sized to the largest, with
+#   a second one (double buffering) when more than DOUBLE_BUFFER_HEADROOM = 512 MiB is free after
+#   the first step (UnslothCheckpointFunction.forward). Whether it is free depends on the run;
+#   the two buffers are the documented upper bound, which the estimate takes.
+UNSLOTH_RELOAD_BUFFERS: Final = 2
+
+
+def unsloth_offloads(plan: Plan) -> bool:
+    """Whether Unsloth's checkpointing offloads the block inputs (else it is plain full
+    checkpointing: every block input stays on the GPU)."""
+    if not plan.checkpointing or plan.checkpoint_policy is not CheckpointPolicy.UNSLOTH:
+        return False
+    w = plan.workload
+    one = w.micro_batch * w.seq_len * plan.model.hidden_size * dtypes_for(plan).residual
+    return w.seq_len >= UNSLOTH_OFFLOAD_MIN_SEQ and one > UNSLOTH_OFFLOAD_MIN_BYTES
+
+
+def _unsloth_offloaded(plan: Plan, one: float) -> list[Term]:
+    """On the GPU under Unsloth's offloaded checkpointing: the last block's input and the reload
+    buffers (``one`` is a block input's bytes); the other inputs are in pinned host memory
+    (:func:`host_terms`)."""
+    res = dtypes_for(plan).residual
+    return [
+        Term("last block's input, kept on the GPU (Unsloth checkpointing)", f"N·d × {res:g}", one),
+        Term(
+            "reload buffers of Unsloth checkpointing (double buffering: upper bound)",
+            f"{UNSLOTH_RELOAD_BUFFERS} × N·d × {res:g}",
+            UNSLOTH_RELOAD_BUFFERS * one,
+        ),
+    ]
 
 
 # torchtune OffloadActivations (torchtune/training/_activation_offloading.py, pytorch/torchtune
@@ -766,7 +862,20 @@ def _optimizer_at(plan: Plan, counts: ParamCounts) -> Callable[[Dtypes], list[Te
 def host_terms(plan: Plan, counts: ParamCounts, rank: Rank) -> list[Term]:
     """What one rank keeps in host memory instead of on its GPU (offload)."""
     if plan.parallel.offload is Offload.NONE:
-        return []
+        return _unsloth_host(plan, rank)
     dt = dtypes_for(plan)
     single = (weight_terms(plan, counts, dt), gradient_terms(counts, dt), optimizer_terms(plan, counts, dt))
-    return rank_state(plan, counts, dt, rank.layout, rank.stage, single, _optimizer_at(plan, counts)).host
+    state = rank_state(plan, counts, dt, rank.layout, rank.stage, single, _optimizer_at(plan, counts))
+    return list(state.host) + _unsloth_host(plan, rank)
+
+
+def _unsloth_host(plan: Plan, rank: Rank) -> list[Term]:
+    """The pinned host buffers of Unsloth's checkpointing: one per block (unsloth-zoo ce232d6,
+    ``CPU_BUFFERS``, grown to the block input and never shrunk during training; the first step
+    offloads every block's input, the last one's included)."""
+    if not unsloth_offloads(plan):
+        return []
+    w, res = plan.workload, dtypes_for(plan).residual
+    layers = rank.stage.layers
+    one = w.micro_batch * w.seq_len * plan.model.hidden_size * res
+    return [Term("block inputs offloaded by Unsloth checkpointing", f"L × N·d × {res:g}", layers * one)]

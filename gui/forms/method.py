@@ -90,6 +90,7 @@ class MethodForm(PlanForm):
         self.bnb_legacy = self.add_input("bnb_legacy")
         self.kbit_upcast = self.add_input("kbit_upcast")
         self.litgpt = self.add_input("litgpt")
+        self.unsloth = self.add_input("unsloth")
         self.loop_keeps_output = self.add_input("loop_keeps_output")
         self.optimizer_in_backward = self.add_input("optimizer_in_backward")
         self.activation_offload = self.add_input("activation_offload")

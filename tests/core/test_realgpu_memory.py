@@ -112,11 +112,13 @@ FOLDER = ROOT / "benchmarks" / "realgpu"
 # metric of their own ("resident": median 18.6 %, worst 35.5 %, every one below: the runtime's allocated
 # workspaces and what docs/REAL_GPU_MEMORY.md, "Megatron-LM's CI", lists); with Megatron's state as its source
 # holds it (core.parallel.state._megatron) — before it the family read 27.0 / 59.6 %. No other figure moved.
+# The boundary median rose from 0.0 to 1.8 % when Unsloth's README 70B context figure became
+# expressible and scored (-3.5 %, branch h22k): a fourth figure, no earlier one moved.
 CEILINGS = {
     "allocated": (4.5, 15.0),
     "reserved": (4.1, 29.1),
     "nvidia-smi": (10.2, 11.6),
-    "boundary": (0.5, 7.9),
+    "boundary": (1.9, 7.9),
     "resident": (18.7, 35.6),
 }
 

@@ -275,6 +275,7 @@ def expected_values(window: MainWindow, plan: Plan) -> dict[str, Any]:
         "litgpt": plan.litgpt,
         "compiled_loss": plan.compiled_loss,
         "loop_keeps_output": plan.loop_keeps_output,
+        "unsloth": plan.unsloth,
         "lora.dropout": plan.lora.dropout,
         "hardware.alloc_conf": h.alloc_conf,
         "workload.micro_batch": w.micro_batch,

@@ -136,6 +136,7 @@ RECIPE_WHY: Final = {
     "method.bnb_legacy": "the bitsandbytes version installed, not a config key (pin bitsandbytes<0.43.2 for it)",
     "method.kbit_upcast": "prepare_model_for_kbit_training is a call in the training script, not a config key",
     "method.litgpt": "LitGPT's fine-tuning scripts, not this target",
+    "method.unsloth": "Unsloth's FastLanguageModel is its own training script, not a key of this target",
     "method.loop_keeps_output": (
         "a training loop that holds the model output through the backward (Answer.AI's train.py); "
         "this target's trainer drops it first"

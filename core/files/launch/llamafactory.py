@@ -5,7 +5,7 @@ Keys read from LLaMA-Factory v0.9.4 (``src/llamafactory/hparams/``: ``finetuning
 train), ``lora_rank``, ``lora_alpha`` (an int), ``lora_target`` (names joined by commas, or
 ``all``), ``use_dora``, ``pure_bf16``; ``model_args.py`` ``quantization_bit`` (4 | 8),
 ``quantization_method``, ``quantization_type`` (nf4 | fp4), ``double_quantization``,
-``flash_attn`` (disabled | sdpa | fa2), ``enable_liger_kernel``, ``disable_gradient_checkpointing``;
+``flash_attn`` (disabled | sdpa | fa2), ``enable_liger_kernel``, ``use_unsloth``, ``disable_gradient_checkpointing``;
 ``data_args.py`` ``cutoff_len``, ``lora_dropout``) and the transformers TrainingArguments it passes
 through (``torch_compile``, ``max_grad_norm``, ``fsdp`` / ``fsdp_config``).
 ``parser.py`` loads the model in bf16 under ``bf16`` or ``pure_bf16`` and in fp16 under ``fp16``;
@@ -32,7 +32,7 @@ from core.files.launch.common import (
 from core.files.launch.fields import FIELDS_BY_NAME
 from core.files.launch.hf_trainer import HF_RECIPES, batch_keys, full_checkpointing, recipe_keys, sharding
 from core.model import LORA_TARGETS
-from core.plan import Attention, Method, Plan
+from core.plan import Attention, CheckpointPolicy, Method, Plan
 
 # No FlashAttention 1 in LLaMA-Factory: a plan that names it gets fa2 (same memory, faster).
 FLASH_ATTN: Final = {
@@ -92,9 +92,24 @@ def _precision(draft: Draft) -> dict[str, Any]:
     return {"bf16": True, "fp16": False}
 
 
+def _unsloth(draft: Draft) -> dict[str, Any]:
+    """``use_unsloth``: LLaMA-Factory loads through Unsloth's FastLanguageModel and always asks for
+    use_gradient_checkpointing="unsloth" (hiyouga/LLaMA-Factory@1212919,
+    src/llamafactory/model/model_utils/unsloth.py): the plan's Unsloth switch with that policy."""
+    plan = draft.plan
+    if not plan.unsloth:
+        if plan.checkpointing and plan.checkpoint_policy is CheckpointPolicy.UNSLOTH:
+            draft.cannot("method.checkpoint_policy", "Unsloth's checkpointing comes with use_unsloth only")
+        return {}
+    if plan.checkpointing and plan.checkpoint_policy is not CheckpointPolicy.UNSLOTH:
+        draft.cannot("method.checkpoint_policy", 'use_unsloth always asks for use_gradient_checkpointing="unsloth"')
+    return {"use_unsloth": True}
+
+
 def export_llamafactory(plan: Plan, model_ref: str | None = None) -> Export:
     draft = Draft(plan)
-    full_checkpointing(draft)
+    if not plan.unsloth:
+        full_checkpointing(draft)
     if plan.chunked_loss and not plan.fused_loss:
         draft.cannot(
             "method.chunked_loss", "LLaMA-Factory has no chunked cross-entropy; Liger's fused one is --fused-loss"
@@ -110,10 +125,11 @@ def export_llamafactory(plan: Plan, model_ref: str | None = None) -> Export:
         "disable_gradient_checkpointing": not plan.checkpointing,
         "flash_attn": FLASH_ATTN[plan.attention],
         "enable_liger_kernel": plan.fused_loss,
+        **_unsloth(draft),
         **recipe_keys(draft),
         **sharding(draft),
     }
-    recipes_outside(draft, (*HF_RECIPES, "method.fused_loss", "method.lora.dropout"))
+    recipes_outside(draft, (*HF_RECIPES, "method.fused_loss", "method.lora.dropout", "method.unsloth"))
     lines = ["LLaMA-Factory config written by VRAM Planner. Add dataset, template and output_dir, then:",
              "llamafactory-cli train <this file>"]  # fmt: skip
     return draft.finish(Target.LLAMA_FACTORY, header(lines) + dump_yaml(document))

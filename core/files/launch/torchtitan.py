@@ -189,6 +189,9 @@ def _checkpoint(draft: Draft) -> dict[str, Any]:
         return {"mode": "full"}
     if not plan.checkpointing:
         return {"mode": "none"}
+    if plan.checkpoint_policy is CheckpointPolicy.UNSLOTH:
+        draft.cannot("method.checkpoint_policy", "torchtitan has no offloaded checkpointing (Unsloth's)")
+        return {"mode": "full"}
     if plan.checkpoint_policy is CheckpointPolicy.FULL:
         return {"mode": "full"}
     option = "op" if plan.checkpoint_policy is CheckpointPolicy.OP else str(plan.checkpoint_every)

@@ -189,9 +189,9 @@ FUSED_LOSS_KEYS: Final = ("liger_fused_linear_cross_entropy", "cut_cross_entropy
 # (utils/schemas/validation.py, check_gradient_checkpointing_w_offload). docs/UNSLOTH.md.
 CHECKPOINT_OFFLOAD_NOTES: Final = {
     "unsloth": (
-        "read as full checkpointing with every block's input kept on the GPU; axolotl took 'unsloth' as "
-        "'offload' (Unsloth's offloaded checkpointer: block inputs moved to the CPU) until c0a0c75 and "
-        "rejects it since. The offload is not modelled, so the estimate is high by those inputs "
+        "read as Unsloth's offloaded checkpointing (the plan's policy 'unsloth'); axolotl took 'unsloth' as "
+        "'offload' (Unsloth's older checkpointer: every block input moved to the CPU, none kept) until "
+        "c0a0c75 and rejects it since, so the estimate is high by at most three block inputs "
         "(docs/UNSLOTH.md)"
     ),
     "offload": (
@@ -212,6 +212,9 @@ def _memory_savers(taker: Taker) -> dict[str, Any]:
         taker.record("checkpointing", s["checkpointing"], "gradient_checkpointing")
         if checkpointing in ("unsloth", "offload"):
             taker.note("gradient_checkpointing", CHECKPOINT_OFFLOAD_NOTES[checkpointing])
+        if checkpointing == "unsloth":
+            s["checkpoint_policy"] = "unsloth"
+            taker.record("checkpoint_policy", "unsloth", "gradient_checkpointing")
     for key, kernel in ATTENTION_KEYS:
         if taker.flag(key):
             s["attention"] = kernel

@@ -34,11 +34,12 @@ IRRELEVANT: Final = (
 
 # LLaMA-Factory loads through FastLanguageModel with use_gradient_checkpointing="unsloth"
 # (hiyouga/LLaMA-Factory@1212919:src/llamafactory/model/model_utils/unsloth.py,
-# _get_unsloth_kwargs / get_unsloth_peft_model); the plan models none of Unsloth (docs/UNSLOTH.md).
+# _get_unsloth_kwargs / get_unsloth_peft_model): read as the plan's Unsloth setting and its
+# offloaded checkpointing (docs/UNSLOTH.md). What the plan still does not model is said.
 USE_UNSLOTH_NOTE: Final = (
-    "read as the Transformers + PEFT run the other keys describe (each checkpointed block's input kept "
-    "on the GPU, PEFT's saved tensors, the loss as set); Unsloth's offloaded checkpointing, fused loss "
-    "and LoRA kernels are not modelled, so the estimate is an upper bound (docs/UNSLOTH.md)"
+    "read as Unsloth's FastLanguageModel with its offloaded checkpointing; Unsloth's padding-free batches "
+    "(real tokens rather than batch × cutoff_len) are not modelled, so the estimate stays an upper bound "
+    "there (docs/UNSLOTH.md)"
 )
 
 
@@ -60,11 +61,24 @@ def read_llamafactory(document: dict[str, Any], where: str) -> RunConfig:
     s["seq_len"] = cutoff
     s.update(_model_dtype(taker, s["autocast"]))
     s.update(_memory_savers(taker))
-    taker.note("use_unsloth", USE_UNSLOTH_NOTE)
+    s.update(_unsloth(taker, s["checkpointing"]))
     if taker.word("stage", "sft, pt, rm, ppo, dpo or kto") not in (None, "sft", "pt"):
         taker.note("stage", "preference and RL stages keep a reference or reward model: not modelled")
     taker.irrelevant(*IRRELEVANT)
     return finish(ConfigKind.LLAMA_FACTORY, taker, odd, model_ref, s)
+
+
+def _unsloth(taker: Taker, checkpointing: bool) -> dict[str, Any]:
+    """``use_unsloth``: Unsloth's FastLanguageModel, whose PEFT model LLaMA-Factory always asks for
+    ``use_gradient_checkpointing="unsloth"`` (the offloaded policy, when checkpointing is on)."""
+    s: dict[str, Any] = {}
+    if taker.flag("use_unsloth", "unsloth"):
+        s["unsloth"] = True
+        taker.note("use_unsloth", USE_UNSLOTH_NOTE)
+        if checkpointing:
+            s["checkpoint_policy"] = "unsloth"
+            taker.record("checkpoint_policy", "unsloth", 'use_unsloth: use_gradient_checkpointing="unsloth"')
+    return s
 
 
 def _finetuning(taker: Taker) -> dict[str, Any]:

@@ -94,6 +94,18 @@ def roles_for(plan: Plan, model_dtype: str | None, settings: RunSettings) -> Pre
     )
 
 
+# The recipe switches a config file may turn on, each a plan input of the same name.
+_RECIPES: Final = (
+    "fused_loss",
+    "compiled_loss",
+    "grad_clip",
+    "optimizer_in_backward",
+    "activation_offload",
+    "kbit_upcast",
+    "unsloth",
+)
+
+
 def apply_settings(plan: Plan, settings: RunSettings, *, model_dtype: str | None = None) -> Plan:
     """``plan`` with every setting the file gave; ``model_dtype`` is the model's own torch_dtype,
     used when the file does not say how the model is loaded. Raises PlanError on a value
@@ -146,8 +158,7 @@ def apply_settings(plan: Plan, settings: RunSettings, *, model_dtype: str | None
         changes["stack"] = Stack(s.stack)
     if s.float8 is not None:
         changes["float8"] = Float8(s.float8)
-    recipes = ("fused_loss", "compiled_loss", "grad_clip", "optimizer_in_backward", "activation_offload", "kbit_upcast")
-    for recipe in recipes:
+    for recipe in _RECIPES:
         if getattr(s, recipe) is not None:
             changes[recipe] = getattr(s, recipe)
     workload = {

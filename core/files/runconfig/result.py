@@ -60,6 +60,7 @@ SETTING_LABELS: Final = {
     "stack": "Software stack",
     "float8": "Float8 linears",
     "kbit_upcast": "prepare_model_for_kbit_training",
+    "unsloth": "Unsloth FastLanguageModel",
     "lora_dropout": "LoRA dropout",
     "micro_batch": "Micro-batch per GPU",
     "grad_accum": "Gradient accumulation",
@@ -94,7 +95,7 @@ class RunSettings:
     optimizer: str | None = None  # a core.plan.Optimizer value
     optimizer_impl: str | None = None  # fused | foreach | forloop
     checkpointing: bool | None = None
-    checkpoint_policy: str | None = None  # a core.plan.CheckpointPolicy value: full | op | layer
+    checkpoint_policy: str | None = None  # a core.plan.CheckpointPolicy value: full | op | layer | attention | unsloth
     checkpoint_every: int | None = None  # layer policy: every Nth block
     attention: str | None = None  # a core.plan.Attention value
     chunked_loss: bool | None = None
@@ -106,6 +107,7 @@ class RunSettings:
     stack: str | None = None  # a core.plan.Stack value: "compile" when the file turns torch.compile on
     float8: str | None = None  # a core.plan.Float8 value: torchtitan's float8 converter
     kbit_upcast: bool | None = None  # peft prepare_model_for_kbit_training
+    unsloth: bool | None = None  # LLaMA-Factory use_unsloth: Unsloth's FastLanguageModel
     lora_dropout: float | None = None
     micro_batch: int | None = None
     grad_accum: int | None = None
