@@ -58,7 +58,7 @@ def rows(folder: Path = MEASURED) -> list[Row]:
         config = json.loads(path.read_text()).get("model_config")
         plan = plan_for_case(m.case, config)
         est = estimate(plan)
-        out.append(Row(m.case_id, m.peak_allocated_bytes, est.peak_bytes, m.peak_phase, est.peak_phase))
+        out.append(Row(m.case_id, m.peak_allocated_bytes, est.tensor_peak_bytes, m.peak_phase, est.peak_phase))
     return out
 
 
@@ -95,7 +95,7 @@ def twins(folder: Path = MEASURED) -> list[Twin]:
                     twin,
                     str(case.get("isolates", "")),
                     (docs[0]["peak_allocated_bytes"], docs[1]["peak_allocated_bytes"]),
-                    (ests[0].peak_bytes, ests[1].peak_bytes),
+                    (ests[0].tensor_peak_bytes, ests[1].tensor_peak_bytes),
                     (steps[0], steps[1]),
                     (_optimizer_phase(ests[0]), _optimizer_phase(ests[1])),
                 )

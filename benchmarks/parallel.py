@@ -83,7 +83,7 @@ def rows(data: Path = DATA) -> list[Row]:
             Row(
                 case_id,
                 int(doc["peak_allocated_bytes"]),
-                est.peak_bytes,
+                est.tensor_peak_bytes,
                 str(doc.get("peak_phase", "")),
                 est.peak_phase,
             )

@@ -123,6 +123,9 @@ class Breakdown:
     # is the runtime's own memory, outside PyTorch's allocator), and the activations' high
     # point its fragmentation term is a fraction of (:mod:`core.training.device`).
     reserve_bytes: float = 0.0
+    # Of ``overhead``: the libraries' workspaces taken from the caching allocator (cuBLAS, Transformer
+    # Engine), held from the first matmul on: part of the allocated peak, not of the phases' tensors.
+    workspace_bytes: float = 0.0
     fragmentation_basis: float = 0.0
     fragmentation: float = 0.0
     # Of the allocated peak: bytes a run may not hold (DoRA's identity matrices, which live in a

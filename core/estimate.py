@@ -99,6 +99,13 @@ class Estimate:
         return tuple(w.text for w in self.warnings if w.mode is mode)
 
     @property
+    def tensor_peak_bytes(self) -> float:
+        """The allocated peak less the libraries' workspaces (core.training.device.allocator_workspaces):
+        the peak phase's tensors, what a fake-tensor measurement (tools/measure), which runs no cuBLAS,
+        records as its peak."""
+        return max((p.allocated_bytes for p in self.phases), default=self.peak_bytes)
+
+    @property
     def evaluation_bytes(self) -> float:
         """An evaluation forward with the eval batch, between steps, on the rank where it is
         largest: its allocated bytes plus overhead (judged against the same usable memory)."""

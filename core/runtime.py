@@ -22,13 +22,33 @@ from core.units import MiB
 # keeps it near the low end. 512 MiB is used for every card; the spread is part of the range.
 CUDA_CONTEXT_BYTES: Final = 512 * MiB
 CUDA_CONTEXT_SPREAD_BYTES: Final = (200 * MiB, 768 * MiB)
-# cuBLAS workspace PyTorch keeps per handle and takes from its caching allocator at the first
-# matmul (aten/src/ATen/cuda/CublasHandlePool.cpp): ":4096:8" = 8 × 4 MiB on Hopper and newer,
-# 4096 KiB × 2 + 16 KiB × 8 elsewhere; 32 MiB, the size the cuBLAS documentation recommends
-# for Hopper (cublasSetWorkspace), is used for every card. On a real card max_memory_allocated
-# counts it; the measured (fake-tensor) peaks this project fits its allocated figure on do not,
-# so it is a term of the reserved figure.
+# cuBLAS workspace PyTorch keeps per (cuBLAS handle, stream) and takes from its caching allocator
+# at the handle's first matmul on that stream (pytorch/pytorch 26a39059
+# aten/src/ATen/cuda/CublasHandlePool.cpp: setWorkspaceForHandle -> getNewWorkspace ->
+# CUDACachingAllocator::get()->allocate, kept in cublas_handle_stream_to_workspace until the
+# process ends). Its size: CUBLAS_WORKSPACE_CONFIG ":SIZE_KiB:COUNT" summed, else 4096 KiB × 8 =
+# 32 MiB on sm90 (Hopper) and 4096 KiB × 2 + 16 KiB × 8 = 8.125 MiB on other cards
+# (parseChosenWorkspaceSize); Megatron-LM's CI sets ":4096:8" = 32 MiB (model_config.yaml at
+# NVIDIA/Megatron-LM d98e8a64). 32 MiB is used for every card. cuBLASLt's workspace (1 MiB by
+# default, CUBLASLT_WORKSPACE_SIZE, a map of its own unless TORCH_CUBLASLT_UNIFIED_WORKSPACE=1) is
+# left out. Because max_memory_allocated counts it and the fake-tensor measurements do not, it is a
+# term of the allocated peak (core.training.device.allocator_workspaces) which those suites take off.
 CUBLAS_WORKSPACE_BYTES: Final = 32 * MiB
+# The handles a training step's matmuls run on: DeviceThreadHandlePool gives each host thread its
+# own handle (aten/src/ATen/cuda/detail/DeviceThreadHandles.h, PoolWindow::reserve), and the
+# backward runs on autograd's worker thread for the device, not the thread that called backward()
+# (torch/csrc/autograd/engine.cpp, Note [Allocating GPUs to autograd threads]: "a thread per CUDA
+# device"), so the forward's handle and the backward's are two keys of the workspace map: two
+# workspaces on the default stream.
+CUBLAS_TRAINING_HANDLES: Final = 2
+# Transformer Engine's own cuBLAS workspace, a torch.empty (so from the caching allocator) cached
+# for the process by functools.lru_cache: 32 MiB + 1,024 B on compute capability 9 and newer, 4 MiB
+# before (NVIDIA/TransformerEngine 4329ff84, the commit Megatron-LM d98e8a64 pins in pyproject.toml,
+# transformer_engine/pytorch/cpp_extensions/gemm.py get_cublas_workspace_size_bytes /
+# get_cublas_workspace). The Hopper size is used for every card. Its grouped GEMM takes one more such
+# workspace per compute stream (tex.get_num_cublas_streams: 4, common/util/multi_stream.cpp), which
+# no plan setting says it runs (Megatron's --moe-grouped-gemm).
+TE_CUBLAS_WORKSPACE_BYTES: Final = 32 * MiB + 1024
 
 # NCCL's buffers, allocated by NCCL itself (not through PyTorch's allocator) when a
 # communicator connects: per connection (a peer on a channel), one buffer per protocol

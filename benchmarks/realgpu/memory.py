@@ -177,11 +177,13 @@ def between_steps(rank: RankMemory, plan: Plan) -> float:
     temporaries, freed as the step returns (torch.optim's foreach / for-loop copies,
     core.training.optimizer.optimizer_step_temporary, and clip_grad_norm_'s norms, clip_terms).
     What the step leaves behind stays: a Megatron run's float32 copy of a 16-bit gradient buffer
-    lives until the next train_step's zero_grad (core.parallel.state._megatron)."""
+    lives until the next train_step's zero_grad (core.parallel.state._megatron), and so do the libraries'
+    workspaces, kept for the process (core.training.device.allocator_workspaces)."""
     step = next(p for p in rank.phases if p.kind is StepPhase.OPTIMIZER)
     temporary = optimizer_step_temporary(plan, param_counts(plan), dtypes_for(plan))
     freed = {t.label for t in clip_terms(plan)} | ({temporary.label} if temporary is not None else set())
-    return step.allocated_bytes - sum(t.bytes for b in step.buckets for t in b.terms if t.label in freed)
+    kept = step.allocated_bytes - sum(t.bytes for b in step.buckets for t in b.terms if t.label in freed)
+    return kept + rank.workspace_bytes
 
 
 def reading_rank(m: Mapped, est: Estimate) -> RankMemory:

@@ -68,6 +68,8 @@ def estimate_to_json(est: Estimate, mode: Mode = Mode.TRAINING) -> dict[str, Any
         "phases_bytes": {p.name: round(p.allocated_bytes) for p in est.phases},
         "peak_phase": est.peak_phase,
         "peak_bytes": round(est.peak_bytes),
+        # Of peak_bytes: the libraries' workspaces (cuBLAS, Transformer Engine) beside the peak phase's tensors.
+        "workspace_bytes": round(est.peak_bytes - est.tensor_peak_bytes),
         "reserved_bytes": round(est.reserved_bytes),
         "nvidia_smi_bytes": round(est.total_bytes),
         "judged_figure": JUDGED_FIGURE if plan.accounting is Accounting.DETAILED else "peak",

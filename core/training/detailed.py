@@ -795,11 +795,15 @@ def training_breakdown(plan: Plan, counts: ParamCounts, rank: Rank | None = None
     phases = (forward_phase(plan, parts), backward, optimizer_phase(plan, counts, parts, dt))
     peak_phase = max(phases, key=lambda p: p.allocated_bytes)
     peak = peak_phase.allocated_bytes
-    summary = " + ".join(gb(b.bytes) for b in peak_phase.buckets) + f" = {gb(peak)} GB at the {peak_phase.name}"
     notes = _notes(plan) + (parts.state.notes if parts.state is not None else ())
     where = (rank.stage.layers, rank.stage.embedding, rank.stage.head) if rank is not None else None
     cycle = _reference_cycle(plan, parts)
     card = card_terms(plan, phases, parts.extra("stream_cache") + _gradients_cached(parts, peak_phase), where)
+    # The libraries' workspaces sit in the allocated peak beside the phase's tensors.
+    summary = (
+        " + ".join(gb(b.bytes) for b in peak_phase.buckets)
+        + f" + {gb(card.workspace_bytes)} (workspaces) = {gb(peak + card.workspace_bytes)} GB at the {peak_phase.name}"
+    )
     overhead = card.bucket()
     # The evaluation runs between steps, inside what the steps made the allocator reserve:
     # the step's overhead stays on top of it.
@@ -811,6 +815,7 @@ def training_breakdown(plan: Plan, counts: ParamCounts, rank: Rank | None = None
         evaluation=evaluation_phase(plan, parts, rank),
         evaluation_overhead=overhead,
         reserve_bytes=card.reserve_bytes,
+        workspace_bytes=card.workspace_bytes,
         fragmentation_basis=card.basis,
         fragmentation=card.fragmentation,
         may_be_freed_bytes=cycle,

@@ -4,11 +4,12 @@ runtime's own memory, each term with its arithmetic.
 Three figures describe one training step on one rank:
 
 - **allocated** (``torch.cuda.max_memory_allocated``): the tensors, phase by phase
-  (:mod:`core.training.detailed`);
+  (:mod:`core.training.detailed`), and the libraries' workspaces taken from the caching allocator
+  at the first matmul and kept for the process (:func:`allocator_workspaces`);
 - **reserved** (``max_memory_reserved``, what the frameworks log as "reserved"): allocated
   plus what the caching allocator keeps in its segments — the rounding of the segments the
   weights were loaded into, the free blocks the activations leave in partly used segments,
-  the caches of the communication streams, cuBLAS's workspace (see :mod:`core.allocator`);
+  the caches of the communication streams (see :mod:`core.allocator`);
 - **nvidia-smi** (what the card has given the process): reserved plus the CUDA context and
   NCCL's buffers, which PyTorch's allocator never sees.
 
@@ -30,9 +31,10 @@ from core.breakdown import Bucket, BucketKey, Phase, Term, make_bucket
 from core.catalogue import intra_link_of
 from core.errors import PlanError
 from core.format import gb
-from core.plan import Plan
+from core.plan import Float8, Plan, Stack
 from core.runtime import (
     ALLOCATOR_FRAGMENTATION,
+    CUBLAS_TRAINING_HANDLES,
     CUBLAS_WORKSPACE_BYTES,
     CUDA_CONTEXT_BYTES,
     EXPANDABLE_FRAGMENTATION,
@@ -41,23 +43,30 @@ from core.runtime import (
     NCCL_CONNECTION_BYTES,
     NCCL_CONNECTIONS_PER_CHANNEL,
     SEGMENT_ROUNDING_PER_TENSOR_BYTES,
+    TE_CUBLAS_WORKSPACE_BYTES,
 )
 from core.units import MiB
 
-__all__ = ["CardTerms", "card_terms", "nccl_bytes", "weight_tensors"]
+__all__ = ["CardTerms", "allocator_workspaces", "card_terms", "nccl_bytes", "weight_tensors"]
 
 _FAST_LINKS = ("nvlink", "xgmi")
 
 
 @dataclass(frozen=True)
 class CardTerms:
-    """Reserved − allocated, and nvidia-smi − reserved, itemised; ``basis`` is the activations'
-    high point the fragmentation term is a fraction of (the benchmark refits that fraction)."""
+    """Beyond the phases' tensors, itemised: the libraries' workspaces (in the allocated peak),
+    reserved − allocated, and nvidia-smi − reserved; ``basis`` is the activations' high point the
+    fragmentation term is a fraction of (the benchmark refits that fraction)."""
 
     reserve: tuple[Term, ...]
     runtime: tuple[Term, ...]
     basis: float
     fragmentation: float
+    workspace: tuple[Term, ...] = ()
+
+    @property
+    def workspace_bytes(self) -> float:
+        return float(sum(t.bytes for t in self.workspace))
 
     @property
     def reserve_bytes(self) -> float:
@@ -70,9 +79,10 @@ class CardTerms:
     def bucket(self) -> Bucket:
         return make_bucket(
             BucketKey.OVERHEAD,
-            [*self.reserve, *self.runtime],
-            note="reserved by the caching allocator beyond the allocated peak, and the runtime's own memory "
-            "(CUDA context, NCCL): nvidia-smi shows it, max_memory_allocated() does not",
+            [*self.workspace, *self.reserve, *self.runtime],
+            note="the libraries' workspaces (counted in the allocated peak: max_memory_allocated() shows them), "
+            "what the caching allocator reserves beyond the allocated peak, and the runtime's own memory "
+            "(CUDA context, NCCL): nvidia-smi shows it all",
         )
 
 
@@ -99,6 +109,30 @@ def nccl_bytes(plan: Plan) -> tuple[float, str]:
     return total, formula
 
 
+def allocator_workspaces(plan: Plan) -> tuple[Term, ...]:
+    """The workspaces libraries take from PyTorch's caching allocator at their first matmul and keep
+    for the process: max_memory_allocated() counts them from the first step's forward on, and
+    between steps (:mod:`core.runtime` for the sources). PyTorch's cuBLAS workspace per handle
+    (the forward's thread and autograd's device thread); Transformer Engine's own where the plan
+    runs it (the Megatron stack's TE modules, TE's float8 linears)."""
+    terms = [
+        Term(
+            "cuBLAS workspaces (PyTorch: one per handle, the forward's and the backward's thread)",
+            f"{CUBLAS_TRAINING_HANDLES} handles × {CUBLAS_WORKSPACE_BYTES / MiB:g} MiB",
+            CUBLAS_TRAINING_HANDLES * CUBLAS_WORKSPACE_BYTES,
+        )
+    ]
+    if plan.stack is Stack.MEGATRON or plan.float8 is Float8.TE:
+        terms.append(
+            Term(
+                "Transformer Engine's cuBLAS workspace (one per process)",
+                "32 MiB + 1 KiB",
+                TE_CUBLAS_WORKSPACE_BYTES,
+            )
+        )
+    return tuple(terms)
+
+
 def weight_tensors(plan: Plan, layers: int | None = None, embedding: bool = True, head: bool = True) -> int:
     """Parameter tensors of the model (or of ``layers`` blocks and the outside parts a rank holds)."""
     model = plan.model
@@ -120,13 +154,7 @@ def card_terms(
     layers, embedding, head = where if where is not None else (plan.model.num_layers, True, True)
     basis = max((p.bucket(BucketKey.ACTIVATIONS).bytes for p in phases), default=0.0)
     tensors = weight_tensors(plan, layers, embedding, head)
-    reserve = [
-        Term(
-            "cuBLAS workspace (taken from the caching allocator at the first matmul)",
-            "≈ 32 MiB",
-            CUBLAS_WORKSPACE_BYTES,
-        )
-    ]
+    reserve: list[Term] = []
     if config.expandable_segments:
         fraction = EXPANDABLE_FRAGMENTATION
         reserve.append(Term("expandable segments: one growing segment per stream", "20 MiB page per pool", 20 * MiB))
@@ -152,4 +180,4 @@ def card_terms(
     nccl, formula = nccl_bytes(plan)
     if nccl:
         runtime.append(Term("NCCL buffers", formula, nccl))
-    return CardTerms(tuple(t for t in reserve if t.bytes), tuple(runtime), basis, fraction)
+    return CardTerms(tuple(t for t in reserve if t.bytes), tuple(runtime), basis, fraction, allocator_workspaces(plan))

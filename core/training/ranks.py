@@ -29,7 +29,7 @@ class RankMemory:
     phases: tuple[Phase, ...]
     buckets: tuple[Bucket, ...]  # the composition at the peak, overhead last
     peak_phase: str
-    peak_bytes: float  # allocator peak (max_memory_allocated on that rank)
+    peak_bytes: float  # allocator peak (max_memory_allocated on that rank): the peak phase's tensors + workspaces
     total_bytes: float  # peak + overhead: what nvidia-smi shows (core.training.device)
     verdict: Verdict
     margin_bytes: float  # usable - total
@@ -43,6 +43,7 @@ class RankMemory:
     high_bytes: float = 0.0  # its top (the evidence's high end)
     fragmentation_basis: float = 0.0  # the activations' high point the reserve's fitted term scales
     fragmentation: float = 0.0  # that term's fraction
+    workspace_bytes: float = 0.0  # of peak_bytes: the libraries' workspaces (core.training.device.allocator_workspaces)
 
 
 def total_range(breakdown: Breakdown, peak: float, total: float, band: Confidence | None) -> tuple[float, float]:
@@ -61,6 +62,7 @@ def _rank(
     label: str, breakdown: Breakdown, count: int, capacity: float, headroom: float, band: Confidence | None = None
 ) -> RankMemory:
     peak = max(breakdown.phases, key=lambda p: p.allocated_bytes)
+    allocated = peak.allocated_bytes + breakdown.workspace_bytes
     total = peak.allocated_bytes + breakdown.overhead.bytes
     low, high = total_range(breakdown, peak.allocated_bytes, total, band)
     judged = judge(total, capacity, headroom, low_bytes=low, high_bytes=high)
@@ -69,7 +71,7 @@ def _rank(
         phases=breakdown.phases,
         buckets=(*peak.buckets, breakdown.overhead),
         peak_phase=peak.name,
-        peak_bytes=peak.allocated_bytes,
+        peak_bytes=allocated,
         total_bytes=total,
         verdict=judged.verdict,
         margin_bytes=judged.margin_bytes,
@@ -78,11 +80,12 @@ def _rank(
         count=count,
         evaluation=breakdown.evaluation,
         evaluation_bytes=breakdown.evaluation_bytes,
-        reserved_bytes=peak.allocated_bytes + breakdown.reserve_bytes,
+        reserved_bytes=allocated + breakdown.reserve_bytes,
         low_bytes=low,
         high_bytes=high,
         fragmentation_basis=breakdown.fragmentation_basis,
         fragmentation=breakdown.fragmentation,
+        workspace_bytes=breakdown.workspace_bytes,
     )
 
 

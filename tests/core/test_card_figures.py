@@ -12,7 +12,7 @@ from core.breakdown import BucketKey
 from core.catalogue import find_model
 from core.cli.app import main
 from core.estimate import JUDGED_FIGURE, estimate
-from core.plan import Accounting, Hardware, Method, Plan, Strategy, Workload
+from core.plan import Accounting, Float8, Hardware, Method, Plan, Stack, Strategy, Workload
 from core.runtime import (
     ALLOCATOR_FRAGMENTATION,
     CUBLAS_WORKSPACE_BYTES,
@@ -37,15 +37,61 @@ def test_allocated_then_reserved_then_nvidia_smi() -> None:
     assert est.peak_bytes < est.reserved_bytes < est.total_bytes
     terms = {t.label: t.bytes for t in est.buckets[-1].terms}
     assert terms["CUDA context (driver, kernels)"] == CUDA_CONTEXT_BYTES == 512 * MiB
-    assert terms["cuBLAS workspace (taken from the caching allocator at the first matmul)"] == CUBLAS_WORKSPACE_BYTES
+    assert terms[CUBLAS_LABEL] == 2 * CUBLAS_WORKSPACE_BYTES
     basis = est.worst.fragmentation_basis
     assert terms["free blocks the activations leave in partly used segments"] == pytest.approx(
         ALLOCATOR_FRAGMENTATION * basis
     )
     # What nvidia-smi adds over reserved is the runtime's own memory, outside PyTorch's allocator.
     assert est.total_bytes - est.reserved_bytes == pytest.approx(CUDA_CONTEXT_BYTES)
-    # The overhead bucket is reserved − allocated plus the runtime, term by term.
-    assert est.buckets[-1].bytes == pytest.approx(est.total_bytes - est.peak_bytes)
+    # The overhead bucket is the workspaces (in the allocated peak), reserved − allocated and the
+    # runtime, term by term: on top of the peak phase's tensors it makes the nvidia-smi figure.
+    assert est.buckets[-1].bytes == pytest.approx(est.total_bytes - est.tensor_peak_bytes)
+
+
+CUBLAS_LABEL = "cuBLAS workspaces (PyTorch: one per handle, the forward's and the backward's thread)"
+TE_LABEL = "Transformer Engine's cuBLAS workspace (one per process)"
+
+
+def test_cublas_workspaces_are_in_the_allocated_peak_not_only_in_reserved() -> None:
+    # PyTorch takes a cuBLAS workspace from its caching allocator per (handle, stream)
+    # (pytorch/pytorch 26a39059 aten/src/ATen/cuda/CublasHandlePool.cpp, setWorkspaceForHandle):
+    # the forward's thread and autograd's device thread hold two handles, 32 MiB each (":4096:8",
+    # the sm90 default). max_memory_allocated counts them, so the allocated peak does.
+    est = estimate(lora_1b(hardware=Hardware(gpu="h100-sxm")))
+    assert est.peak_bytes - est.tensor_peak_bytes == 2 * 32 * MiB == est.worst.workspace_bytes
+    # Counted once: the reserve (reserved − allocated) no longer carries a cuBLAS term.
+    reserve = est.reserved_bytes - est.peak_bytes
+    assert reserve == pytest.approx(est.worst.reserved_bytes - est.worst.peak_bytes)
+    labels = [t.label for t in est.buckets[-1].terms]
+    assert labels.count(CUBLAS_LABEL) == 1 and not any(label.startswith("cuBLAS workspace (") for label in labels)
+    assert TE_LABEL not in labels
+
+
+def test_reserved_and_nvidia_smi_move_only_by_the_newly_counted_workspace() -> None:
+    # The one 32 MiB workspace the reserved figure carried moved into the allocated peak; the
+    # backward thread's second one is new: reserved and nvidia-smi move by that one alone.
+    est = estimate(lora_1b(hardware=Hardware(gpu="h100-sxm")))
+    tensors = est.tensor_peak_bytes
+    rest = {t.label: t.bytes for t in est.buckets[-1].terms}
+    runtime = rest["CUDA context (driver, kernels)"]
+    reserve_without_cublas = sum(b for label, b in rest.items() if label not in (CUBLAS_LABEL,)) - runtime
+    old_reserved = tensors + reserve_without_cublas + CUBLAS_WORKSPACE_BYTES
+    assert est.reserved_bytes == pytest.approx(old_reserved + CUBLAS_WORKSPACE_BYTES)
+    assert est.total_bytes == pytest.approx(old_reserved + runtime + CUBLAS_WORKSPACE_BYTES)
+
+
+def test_transformer_engine_workspace_where_the_plan_runs_it() -> None:
+    # Transformer Engine keeps one cuBLAS workspace of its own, a torch.empty of 32 MiB + 1,024 B
+    # on Hopper (NVIDIA/TransformerEngine 4329ff84 transformer_engine/pytorch/cpp_extensions/gemm.py
+    # get_cublas_workspace_size_bytes): the Megatron stack and TE's float8 linears run it.
+    plain = estimate(lora_1b(hardware=Hardware(gpu="h100-sxm")).with_method(Method.FULL))
+    for changes in ({"stack": Stack.MEGATRON}, {"float8": Float8.TE}):
+        est = estimate(lora_1b(hardware=Hardware(gpu="h100-sxm")).with_method(Method.FULL).with_changes(**changes))
+        te = next(t for t in est.buckets[-1].terms if t.label == TE_LABEL)
+        assert te.bytes == 32 * MiB + 1024
+        assert est.worst.workspace_bytes == 2 * 32 * MiB + 32 * MiB + 1024
+    assert plain.worst.workspace_bytes == 2 * 32 * MiB
 
 
 def test_nccl_buffers_on_more_than_one_gpu() -> None:

@@ -114,12 +114,19 @@ FOLDER = ROOT / "benchmarks" / "realgpu"
 # holds it (core.parallel.state._megatron) — before it the family read 27.0 / 59.6 %. No other figure moved.
 # The boundary median rose from 0.0 to 1.8 % when Unsloth's README 70B context figure became
 # expressible and scored (-3.5 %, branch h22k): a fourth figure, no earlier one moved.
+# The libraries' workspaces taken from the caching allocator became terms of the allocated peak (branch h22w:
+# core.training.device.allocator_workspaces, PyTorch's cuBLAS workspace per handle, the forward's and the
+# backward's thread, and Transformer Engine's on the Megatron stack): allocated median 4.4 -> 3.6 %, worst
+# 14.9 -> 17.0 % (the Megatron CI peaks already above the card, +14.9 -> +17.0 %, rose with every other peak:
+# their excess is not these workspaces); resident 18.6 / 35.5 -> 3.8 / 14.3 % (the MoE row's -14.3 % is four
+# grouped-GEMM workspaces no plan setting says it runs). The backward thread's workspace is newly counted, so
+# reserved / nvidia-smi / boundary move by its 32 MiB: boundary worst 7.8 -> 7.9 %, PEFT's DoRA row +4.9 -> +5.0 %.
 CEILINGS = {
-    "allocated": (4.5, 15.0),
-    "reserved": (4.1, 29.1),
-    "nvidia-smi": (10.2, 11.6),
-    "boundary": (1.9, 7.9),
-    "resident": (18.7, 35.6),
+    "allocated": (3.7, 17.1),
+    "reserved": (4.0, 29.1),
+    "nvidia-smi": (10.2, 11.5),
+    "boundary": (1.9, 8.0),
+    "resident": (3.9, 14.4),
 }
 
 
@@ -181,9 +188,10 @@ def test_a_run_that_empties_the_cache_before_its_peak_step_carries_no_fragmentat
     assert len(lora) == 7 and len(peft) == 8
     for row in lora:
         assert not bench.carries_fragmentation(row.mapped) and row.fitted == 0.0
-        # the published whole-run reserved peak (accelerator_memory_max) within ±5 %: it was
-        # +16 % to +28 % with the fitted term (docs/REAL_GPU_MEMORY.md).
-        assert abs(row.error_pct) <= 5.0, (row.mapped.id, row.error_pct)
+        # the published whole-run reserved peak (accelerator_memory_max) within ±5 % (±5.1 % since the
+        # backward thread's cuBLAS workspace is counted: DoRA's row +4.9 -> +5.0 %): it was +16 % to +28 %
+        # with the fitted term (docs/REAL_GPU_MEMORY.md).
+        assert abs(row.error_pct) <= 5.1, (row.mapped.id, row.error_pct)
     full = rows["peft-mc-full-finetuning--llama-3.2-3B-lr_0.00001"]
     assert bench.carries_fragmentation(full.mapped) and full.fitted == result.fitted_without["huggingface"]  # type: ignore[attr-defined]
     # Other sources do not empty the cache: the fitted term applies to each of their figures.

@@ -254,8 +254,9 @@ def test_torchao_float8_adds_the_largest_linears_casts_to_the_block_backward() -
     fp8 = estimate(plan.with_changes(float8=Float8.TENSORWISE))
     n = 8192
     assert fp8.peak_bytes - plain.peak_bytes == pytest.approx(n * 4096 + 2 * n * 28672 + 4096 * 28672)
-    # Transformer Engine's buffers are not modelled: its plan holds what 16-bit linears hold.
-    assert estimate(plan.with_changes(float8=Float8.TE)).peak_bytes == plain.peak_bytes
+    # Transformer Engine's buffers are not modelled: its plan holds what 16-bit linears hold, and TE's own
+    # cuBLAS workspace (32 MiB + 1 KiB on Hopper: NVIDIA/TransformerEngine 4329ff84 cpp_extensions/gemm.py).
+    assert estimate(plan.with_changes(float8=Float8.TE)).peak_bytes == plain.peak_bytes + 32 * 2**20 + 1024
 
 
 # ---- communication --------------------------------------------------------------------------
