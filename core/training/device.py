@@ -126,7 +126,9 @@ _WORKSPACES_BY_GENERATION: Final = {
     Generation.ADA: (_CUBLAS_OTHER, _TE_BEFORE),
     Generation.AMPERE: (_CUBLAS_OTHER, _TE_BEFORE),
 }
-_ASSUMED: Final = " — the card's architecture is not known: the larger size assumed, an upper bound"
+# ROCm builds size PyTorch's workspace otherwise (CublasHandlePool.cpp, USE_ROCM: 32 MiB, 128 MiB on gfx94x /
+# gfx95x, MI300X / MI325X): not told apart here, so the bound holds for NVIDIA cards only.
+_ASSUMED: Final = " — the card's architecture is not known: the larger size assumed, an upper bound on NVIDIA cards"
 
 
 def allocator_workspaces(plan: Plan) -> tuple[Term, ...]:
