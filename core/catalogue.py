@@ -74,6 +74,51 @@ _SEGMENT_GROUPS: Final = {
 }
 
 
+class Generation(StrEnum):
+    """A card's architecture, as far as the estimates tell families apart: the training speed
+    fit's efficiency tables (core.training.speed) and the libraries' workspace sizes
+    (core.training.device.allocator_workspaces)."""
+
+    AMPERE = "ampere"  # sm80 / sm86
+    ADA = "ada"  # sm89
+    HOPPER = "hopper"  # sm90
+    BLACKWELL = "blackwell"  # sm100 (B200), sm120 (RTX 50, RTX PRO 6000 Blackwell)
+    OTHER = "other"  # Volta, Turing, AMD, Apple, a custom card: not told apart
+
+
+# Catalogue ids by family (NVIDIA's architecture of each product, its datasheet).
+_GENERATION_PREFIXES: Final = (
+    ("h100", Generation.HOPPER),
+    ("h200", Generation.HOPPER),
+    ("gh200", Generation.HOPPER),
+    ("h20", Generation.HOPPER),
+    ("b200", Generation.BLACKWELL),
+    ("rtx-50", Generation.BLACKWELL),
+    ("rtx-pro-6000-blackwell", Generation.BLACKWELL),
+    ("a100", Generation.AMPERE),
+    ("a10", Generation.AMPERE),
+    ("a30", Generation.AMPERE),
+    ("a40", Generation.AMPERE),
+    ("rtx-30", Generation.AMPERE),
+    ("rtx-a", Generation.AMPERE),
+    ("rtx-40", Generation.ADA),
+    ("l40", Generation.ADA),
+    ("l4", Generation.ADA),
+    ("l20", Generation.ADA),
+)
+
+
+def generation(gpu_id: str) -> Generation:
+    """The architecture of the catalogue card ``gpu_id`` (OTHER for a custom card, one the
+    catalogue lacks, or a family the table does not name)."""
+    if gpu_id.endswith("-ada"):  # RTX 4000/5000/6000 Ada: a suffix, read before the prefixes ("rtx-50…")
+        return Generation.ADA
+    for prefix, family in _GENERATION_PREFIXES:
+        if gpu_id.startswith(prefix):
+            return family
+    return Generation.OTHER
+
+
 @dataclass(frozen=True)
 class GpuSpec:
     id: str

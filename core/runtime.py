@@ -26,14 +26,19 @@ CUDA_CONTEXT_SPREAD_BYTES: Final = (200 * MiB, 768 * MiB)
 # at the handle's first matmul on that stream (pytorch/pytorch 26a39059
 # aten/src/ATen/cuda/CublasHandlePool.cpp: setWorkspaceForHandle -> getNewWorkspace ->
 # CUDACachingAllocator::get()->allocate, kept in cublas_handle_stream_to_workspace until the
-# process ends). Its size: CUBLAS_WORKSPACE_CONFIG ":SIZE_KiB:COUNT" summed, else 4096 KiB × 8 =
-# 32 MiB on sm90 (Hopper) and 4096 KiB × 2 + 16 KiB × 8 = 8.125 MiB on other cards
-# (parseChosenWorkspaceSize); Megatron-LM's CI sets ":4096:8" = 32 MiB (model_config.yaml at
-# NVIDIA/Megatron-LM d98e8a64). 32 MiB is used for every card. cuBLASLt's workspace (1 MiB by
-# default, CUBLASLT_WORKSPACE_SIZE, a map of its own unless TORCH_CUBLASLT_UNIFIED_WORKSPACE=1) is
-# left out. Because max_memory_allocated counts it and the fake-tensor measurements do not, it is a
-# term of the allocated peak (core.training.device.allocator_workspaces) which those suites take off.
-CUBLAS_WORKSPACE_BYTES: Final = 32 * MiB
+# process ends). Its size: CUBLAS_WORKSPACE_CONFIG ":SIZE_KiB:COUNT" summed, else
+# (parseChosenWorkspaceSize, `properties->major == 9 && properties->minor == 0`: sm90 only, so
+# Blackwell's sm100 / sm120 take the other size) 4096 KiB × 8 = 32 MiB on Hopper and
+# 4096 KiB × 2 + 16 KiB × 8 = 8.125 MiB on every other card; Megatron-LM's CI sets ":4096:8" =
+# 32 MiB (model_config.yaml at NVIDIA/Megatron-LM d98e8a64), which the default on Hopper equals.
+# Which size a card gets: core.training.device.allocator_workspaces by its architecture
+# (core.catalogue.generation); a card whose architecture is not known is given the larger, an
+# upper bound. cuBLASLt's workspace (1 MiB by default, CUBLASLT_WORKSPACE_SIZE, a map of its own
+# unless TORCH_CUBLASLT_UNIFIED_WORKSPACE=1) is left out. Because max_memory_allocated counts it
+# and the fake-tensor measurements do not, it is a term of the allocated peak which those suites
+# take off.
+CUBLAS_WORKSPACE_BYTES: Final = 32 * MiB  # sm90
+CUBLAS_WORKSPACE_OTHER_BYTES: Final = 4096 * 1024 * 2 + 16 * 1024 * 8  # every card but sm90
 # The handles a training step's matmuls run on: DeviceThreadHandlePool gives each host thread its
 # own handle (aten/src/ATen/cuda/detail/DeviceThreadHandles.h, PoolWindow::reserve), and the
 # backward runs on autograd's worker thread for the device, not the thread that called backward()
@@ -42,13 +47,15 @@ CUBLAS_WORKSPACE_BYTES: Final = 32 * MiB
 # workspaces on the default stream.
 CUBLAS_TRAINING_HANDLES: Final = 2
 # Transformer Engine's own cuBLAS workspace, a torch.empty (so from the caching allocator) cached
-# for the process by functools.lru_cache: 32 MiB + 1,024 B on compute capability 9 and newer, 4 MiB
-# before (NVIDIA/TransformerEngine 4329ff84, the commit Megatron-LM d98e8a64 pins in pyproject.toml,
+# for the process by functools.lru_cache: 32 MiB + 1,024 B on compute capability 9 and newer
+# (`major >= 9`: Hopper and Blackwell), 4 MiB (4,194,304 B) before (NVIDIA/TransformerEngine
+# 4329ff84, the commit Megatron-LM d98e8a64 pins in pyproject.toml,
 # transformer_engine/pytorch/cpp_extensions/gemm.py get_cublas_workspace_size_bytes /
-# get_cublas_workspace). The Hopper size is used for every card. Its grouped GEMM takes one more such
-# workspace per compute stream (tex.get_num_cublas_streams: 4, common/util/multi_stream.cpp), which
-# no plan setting says it runs (Megatron's --moe-grouped-gemm).
-TE_CUBLAS_WORKSPACE_BYTES: Final = 32 * MiB + 1024
+# get_cublas_workspace). A card whose architecture is not known is given the larger. Its grouped
+# GEMM takes one more such workspace per compute stream (tex.get_num_cublas_streams: 4,
+# common/util/multi_stream.cpp), which no plan setting says it runs (Megatron's --moe-grouped-gemm).
+TE_CUBLAS_WORKSPACE_BYTES: Final = 32 * MiB + 1024  # compute capability >= 9
+TE_CUBLAS_WORKSPACE_PRE_HOPPER_BYTES: Final = 4_194_304  # compute capability < 9
 
 # NCCL's buffers, allocated by NCCL itself (not through PyTorch's allocator) when a
 # communicator connects: per connection (a peer on a channel), one buffer per protocol

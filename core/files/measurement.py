@@ -11,7 +11,7 @@ import json
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
 from core.catalogue import find_model
 from core.dtypes import Autocast, Dtype
@@ -33,6 +33,9 @@ from core.plan import (
 )
 from core.units import finite_number
 
+if TYPE_CHECKING:
+    from core.estimate import Estimate
+
 FORMAT: Final = "vramplan-measurement"
 MAX_BYTES: Final = 10_000_000
 
@@ -52,6 +55,13 @@ _OPTIMIZERS: Final = {
     "adafactor": Optimizer.ADAFACTOR,
 }
 
+# The backend tools/measure ran a step on (tools/measure/__main__.py --backend: fake-cuda, cuda,
+# cpu, fake-cpu) that runs it on a card: its peak is the running maximum of
+# torch.cuda.memory_allocated (tools/measure/runner.py _peak_fields), which counts the workspaces
+# cuBLAS and Transformer Engine take from the caching allocator (core.training.device
+# allocator_workspaces). The fake-tensor and CPU backends run no cuBLAS on a card: no workspace.
+REAL_GPU_BACKEND: Final = "cuda"
+
 
 @dataclass(frozen=True)
 class Measurement:
@@ -64,6 +74,11 @@ class Measurement:
     breakdown: Mapping[str, int]
     backend: str
     source: str
+
+    @property
+    def on_real_gpu(self) -> bool:
+        """Whether the step ran on a card, so that its peak holds the libraries' workspaces."""
+        return self.backend == REAL_GPU_BACKEND
 
 
 def _int(doc: Mapping[str, Any], key: str, where: str, optional: bool = False) -> int | None:
@@ -180,15 +195,37 @@ class Comparison:
     """An estimate beside a measurement of the same run."""
 
     measured_bytes: int
-    estimated_bytes: float
+    estimated_bytes: float  # the estimate's figure of the same kind (estimated_peak)
     error_bytes: float  # estimated - measured
     error_pct: float  # relative to the measurement
     same_plan: bool  # whether the measured case describes the estimated plan
+    figure: str = "allocated peak"  # which of the estimate's figures: "allocated peak" or "tensor peak"
 
 
-def compare(estimate_peak_bytes: float, measurement: Measurement, same_plan: bool = True) -> Comparison:
-    """Signed error of an allocator-level estimate against a measured peak."""
+def estimated_peak(estimate: Estimate, measurement: Measurement) -> tuple[float, str]:
+    """The estimate's figure a measured peak is of, and its name: on a card (backend "cuda"), the
+    allocated peak (the peak phase's tensors and the libraries' workspaces, as
+    max_memory_allocated counts them); on a fake-tensor or CPU backend, which takes no workspace,
+    the tensor peak (Estimate.tensor_peak_bytes). ``estimate`` is the rank's view
+    (Estimate.for_rank) that was measured."""
+    if measurement.on_real_gpu:
+        return estimate.peak_bytes, "allocated peak"
+    return estimate.tensor_peak_bytes, "tensor peak"
+
+
+def measured_tensor_level(estimate: Estimate, measurement: Measurement) -> float:
+    """The measured peak on the scale of the peak phase's tensors (the chart's peak-phase bar):
+    a run on a card less the workspaces the estimate counts beside those tensors, so that the
+    level stands against the bar as the measurement stands against its figure (estimated_peak)."""
+    if measurement.on_real_gpu:
+        return measurement.peak_allocated_bytes - (estimate.peak_bytes - estimate.tensor_peak_bytes)
+    return float(measurement.peak_allocated_bytes)
+
+
+def compare(estimate: Estimate, measurement: Measurement, same_plan: bool = True) -> Comparison:
+    """Signed error of the estimate's matching figure (:func:`estimated_peak`) against a measured peak."""
+    estimated, figure = estimated_peak(estimate, measurement)
     measured = measurement.peak_allocated_bytes
-    error = estimate_peak_bytes - measured
+    error = estimated - measured
     pct = error / measured * 100 if measured else 0.0
-    return Comparison(measured, estimate_peak_bytes, error, pct, same_plan)
+    return Comparison(measured, estimated, error, pct, same_plan, figure)

@@ -27,11 +27,10 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass
-from enum import StrEnum
 from typing import Final
 
 from core import roles
-from core.catalogue import GpuSpec
+from core.catalogue import Generation, GpuSpec, generation
 from core.dtypes import ELEMENT_BYTES, NF4_BLOCK, Quant
 from core.parallel.layout import Stage, layout, train_share, trainable_layers
 from core.params import ParamCounts
@@ -44,49 +43,6 @@ from core.training.gemm_shape import shape_efficiency
 from core.training.optimizer import optimizer_terms
 
 
-class Generation(StrEnum):
-    """The card families whose efficiency the fit tells apart."""
-
-    AMPERE = "ampere"
-    ADA = "ada"
-    HOPPER = "hopper"
-    BLACKWELL = "blackwell"
-    OTHER = "other"  # Volta, Turing, AMD, Apple, a custom card: no published run in the corpus
-
-
-# Catalogue ids by family (NVIDIA's architecture of each product, its datasheet).
-_GENERATION_PREFIXES: Final = (
-    ("-ada", Generation.ADA),  # RTX 4000/5000/6000 Ada (a suffix: read before the prefixes)
-    ("h100", Generation.HOPPER),
-    ("h200", Generation.HOPPER),
-    ("gh200", Generation.HOPPER),
-    ("h20", Generation.HOPPER),
-    ("b200", Generation.BLACKWELL),
-    ("rtx-50", Generation.BLACKWELL),
-    ("rtx-pro-6000-blackwell", Generation.BLACKWELL),
-    ("a100", Generation.AMPERE),
-    ("a10", Generation.AMPERE),
-    ("a30", Generation.AMPERE),
-    ("a40", Generation.AMPERE),
-    ("rtx-30", Generation.AMPERE),
-    ("rtx-a", Generation.AMPERE),
-    ("rtx-40", Generation.ADA),
-    ("l40", Generation.ADA),
-    ("l4", Generation.ADA),
-    ("l20", Generation.ADA),
-)
-
-
-def generation(gpu: GpuSpec) -> Generation:
-    """The card's family for the efficiency tables (OTHER for a card the corpus has no run on)."""
-    if gpu.id.endswith("-ada"):
-        return Generation.ADA
-    for prefix, family in _GENERATION_PREFIXES[1:]:
-        if gpu.id.startswith(prefix):
-            return family
-    return Generation.OTHER
-
-
 def gemm_kind(plan: Plan, gpu: GpuSpec) -> str:
     """What the linears' matmuls run as: the float8 recipe on a card with fp8 tensor cores,
     else the 16-bit (or float32) compute dtype; under the Megatron stack on Hopper its 16-bit and
@@ -95,7 +51,7 @@ def gemm_kind(plan: Plan, gpu: GpuSpec) -> str:
         kind = f"fp8-{plan.float8.value}"
     else:
         kind = "fp32" if dtypes_for(plan).compute == 4 else "16-bit"
-    return _stack_kind(plan, generation(gpu), kind)
+    return _stack_kind(plan, generation(gpu.id), kind)
 
 
 def _stack_kind(plan: Plan, family: Generation, kind: str) -> str:
@@ -610,7 +566,7 @@ def step_work(plan: Plan, counts: ParamCounts, gpu: GpuSpec) -> Work:
     gemm_peak = gpu.peak_tflops("fp8" if fp8 else compute)
     attention_peak = gpu.peak_tflops(compute)
     bandwidth = _bandwidth(gpu, attention_peak)
-    family = generation(gpu)
+    family = generation(gpu.id)
     micro = plan.workload.grad_accum
     best: Work | None = None
     for stage in layout(plan).stages:

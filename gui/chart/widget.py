@@ -378,8 +378,13 @@ class MemoryChart(QWidget):
                 self.measured_mark.setData([], [])
             return
         self._measured_mark_shown = True
-        peak_phase = self._estimate.for_rank(self.rank).peak_phase
-        left, right, level = measured_mark(self._bars, peak_phase, self.measurement.peak_allocated_bytes, scale)
+        from core.files.measurement import measured_tensor_level  # loaded with the measurement
+
+        shown = self._estimate.for_rank(self.rank)
+        # The peak-phase bar is the phase's tensors: a run on a card is levelled without the
+        # workspaces its peak holds (core.files.measurement.measured_tensor_level).
+        level_bytes = measured_tensor_level(shown, self.measurement)
+        left, right, level = measured_mark(self._bars, shown.peak_phase, level_bytes, scale)
         self.measured_mark.setData([left, right], [level, level])
 
     def showEvent(self, event: QShowEvent) -> None:

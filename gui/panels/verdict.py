@@ -241,8 +241,14 @@ class VerdictPanel(QFrame):
                 line = f"<span style='color:{colours.PROBLEM}'><b>{problem}</b></span>"
             text += " · " + line
         if self.measurement is not None:
-            text += f"<br>Measured peak: <b>{memory(self.measurement.peak_allocated_bytes, u)}</b> allocated"
+            from core.files.measurement import compare  # loaded with the measurement
+
+            # A fake-tensor run is compared with the tensor peak, a run on a card with the
+            # allocated peak (its workspaces included): core.files.measurement.estimated_peak.
+            c = compare(estimate, self.measurement)
+            text += f"<br>Measured peak: <b>{memory(c.measured_bytes, u)}</b> allocated"
             text += f" — {escape(measurement_label(self.measurement))}"
+            text += f"; the estimate's {c.figure}: {memory(c.estimated_bytes, u)} ({c.error_pct:+.1f} %)"
         self.detail.setText(text)
         how_sure = f"Judged on nvidia-smi, {JUDGED_SHORT}: {JUDGED_WHY}."
         if estimate.confidence is not None:

@@ -16,6 +16,7 @@ from core.plan import Accounting, Float8, Hardware, Method, Plan, Stack, Strateg
 from core.runtime import (
     ALLOCATOR_FRAGMENTATION,
     CUBLAS_WORKSPACE_BYTES,
+    CUBLAS_WORKSPACE_OTHER_BYTES,
     CUDA_CONTEXT_BYTES,
     NCCL_CONNECTION_BYTES,
 )
@@ -37,7 +38,9 @@ def test_allocated_then_reserved_then_nvidia_smi() -> None:
     assert est.peak_bytes < est.reserved_bytes < est.total_bytes
     terms = {t.label: t.bytes for t in est.buckets[-1].terms}
     assert terms["CUDA context (driver, kernels)"] == CUDA_CONTEXT_BYTES == 512 * MiB
-    assert terms[CUBLAS_LABEL] == 2 * CUBLAS_WORKSPACE_BYTES
+    # The default card is an A100 (sm80): PyTorch's default is 4096 KiB × 2 + 16 KiB × 8 per handle
+    # off sm90 (pytorch/pytorch 26a39059 CublasHandlePool.cpp, parseChosenWorkspaceSize).
+    assert terms[CUBLAS_LABEL] == 2 * CUBLAS_WORKSPACE_OTHER_BYTES == 2 * (8 * MiB + 128 * 1024)
     basis = est.worst.fragmentation_basis
     assert terms["free blocks the activations leave in partly used segments"] == pytest.approx(
         ALLOCATOR_FRAGMENTATION * basis
@@ -92,6 +95,52 @@ def test_transformer_engine_workspace_where_the_plan_runs_it() -> None:
         assert te.bytes == 32 * MiB + 1024
         assert est.worst.workspace_bytes == 2 * 32 * MiB + 32 * MiB + 1024
     assert plain.worst.workspace_bytes == 2 * 32 * MiB
+
+
+# The workspace sizes by the card's architecture (issue 22): PyTorch's cuBLAS default is
+# ":4096:8" = 32 MiB only where `major == 9 && minor == 0` and 4096 KiB × 2 + 16 KiB × 8 on every
+# other card, Blackwell included (pytorch/pytorch 26a39059 aten/src/ATen/cuda/CublasHandlePool.cpp,
+# parseChosenWorkspaceSize); Transformer Engine's is 32 MiB + 1,024 B where `major >= 9` and
+# 4,194,304 B before (NVIDIA/TransformerEngine 4329ff84 transformer_engine/pytorch/cpp_extensions/
+# gemm.py, get_cublas_workspace_size_bytes).
+_OFF_SM90 = 4096 * 1024 * 2 + 16 * 1024 * 8
+_WORKSPACES_BY_CARD = [
+    # card, its class, PyTorch's per handle, TE's
+    ("h100-sxm", "Hopper sm90", 32 * MiB, 32 * MiB + 1024),
+    ("h20", "Hopper sm90", 32 * MiB, 32 * MiB + 1024),
+    ("gh200-96gb", "Hopper sm90", 32 * MiB, 32 * MiB + 1024),
+    ("b200", "Blackwell sm100", _OFF_SM90, 32 * MiB + 1024),
+    ("rtx-5090", "Blackwell sm120", _OFF_SM90, 32 * MiB + 1024),
+    ("a100-80gb-sxm", "Ampere sm80", _OFF_SM90, 4_194_304),
+    ("rtx-3090", "Ampere sm86", _OFF_SM90, 4_194_304),
+    ("l40s", "Ada sm89", _OFF_SM90, 4_194_304),
+    ("rtx-6000-ada", "Ada sm89", _OFF_SM90, 4_194_304),
+]
+
+
+@pytest.mark.parametrize(("gpu", "family", "cublas", "te"), _WORKSPACES_BY_CARD)
+def test_workspace_sizes_follow_the_cards_architecture(gpu: str, family: str, cublas: int, te: int) -> None:
+    plan = lora_1b(hardware=Hardware(gpu=gpu)).with_method(Method.FULL)
+    plain = estimate(plan)
+    assert plain.worst.workspace_bytes == 2 * cublas, family
+    assert plain.peak_bytes - plain.tensor_peak_bytes == 2 * cublas
+    terms = {t.label: t for t in plain.buckets[-1].terms}
+    assert CUBLAS_LABEL in terms and "assumed" not in " ".join(terms)  # a known card says no assumption
+    megatron = estimate(plan.with_changes(stack=Stack.MEGATRON))
+    assert megatron.worst.workspace_bytes == 2 * cublas + te, family
+    assert next(t for t in megatron.buckets[-1].terms if t.label == TE_LABEL).bytes == te
+
+
+@pytest.mark.parametrize("gpu", ["custom", "v100-sxm2-32gb", "t4"])
+def test_an_unknown_architecture_is_given_the_larger_workspaces_and_says_so(gpu: str) -> None:
+    # A custom card, or a family the architecture table does not tell apart (Volta, Turing): the
+    # larger of each library's sizes, an upper bound, and the term's label says it was assumed.
+    plan = lora_1b(hardware=Hardware(gpu=gpu)).with_method(Method.FULL).with_changes(stack=Stack.MEGATRON)
+    est = estimate(plan)
+    assert est.worst.workspace_bytes == 2 * 32 * MiB + 32 * MiB + 1024
+    labels = [t.label for t in est.buckets[-1].terms]
+    assumed = [label for label in labels if "larger size assumed" in label]
+    assert len(assumed) == 2 and assumed[0].startswith(CUBLAS_LABEL) and assumed[1].startswith(TE_LABEL)
 
 
 def test_nccl_buffers_on_more_than_one_gpu() -> None:

@@ -12,7 +12,7 @@ from dataclasses import replace
 
 import pytest
 
-from core.catalogue import find_gpu
+from core.catalogue import Generation, find_gpu, generation
 from core.errors import PlanError
 from core.estimate import UtilisationSource, estimate, keep_calibration
 from core.files import planfile
@@ -30,7 +30,6 @@ from core.plan import (
 )
 from core.presets import plan_for_model
 from core.training.efficiency import FITTED, FIXED, PRIORS, coefficient, guide_coefficient
-from core.training.speed import Generation, generation
 
 
 def _h100(model: str = "llama-3.1-8b", **workload: int) -> Plan:
@@ -57,11 +56,11 @@ def test_a_utilisation_outside_zero_to_one_is_refused_with_the_reason() -> None:
 
 
 def test_every_catalogue_card_has_a_family_and_the_others_take_amperes_figures() -> None:
-    assert generation(find_gpu("h100-sxm")) is Generation.HOPPER
-    assert generation(find_gpu("rtx-5000-ada")) is Generation.ADA  # an Ada card, despite its "50"
-    assert generation(find_gpu("rtx-5090")) is Generation.BLACKWELL
-    assert generation(find_gpu("rtx-a6000")) is Generation.AMPERE
-    assert generation(find_gpu("v100-sxm2-32gb")) is Generation.OTHER
+    assert generation("h100-sxm") is Generation.HOPPER
+    assert generation("rtx-5000-ada") is Generation.ADA  # an Ada card, despite its "50"
+    assert generation("rtx-5090") is Generation.BLACKWELL
+    assert generation("rtx-a6000") is Generation.AMPERE
+    assert generation("v100-sxm2-32gb") is Generation.OTHER
     assert coefficient("gemm:other/16-bit") == FITTED["gemm:ampere/16-bit"]
     assert set(FITTED) == set(PRIORS)  # every coefficient the model uses was fitted
 

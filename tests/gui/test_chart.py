@@ -129,6 +129,42 @@ def test_measurement_is_drawn_beside_the_estimate(window: MainWindow, tmp_path: 
     assert window.chart.bars()[-1].label == "nvidia-smi"
 
 
+@pytest.mark.parametrize("backend", ["fake-cuda", "cuda"])
+def test_a_measurement_is_set_against_the_estimates_figure_of_its_backend(
+    window: MainWindow, tmp_path: Path, fake_dialogs: Any, backend: str
+) -> None:
+    # A fake-tensor run holds no cuBLAS workspace, a run on a card does (tools/measure/runner.py
+    # _peak_fields: torch.cuda.memory_allocated): the verdict names the figure it is compared with,
+    # and the mark across the peak phase's bar (its tensors) leaves out the workspaces on a card.
+    path = tmp_path / "m.json"
+    measured = 70_000_000_000
+    doc = {
+        "format": "vramplan-measurement",
+        "version": 1,
+        "case": {"id": "llama-lora", "model": "llama-3.1-8b", "method": "lora"},
+        "peak_allocated_bytes": measured,
+        "backend": backend,
+    }
+    path.write_text(json.dumps(doc))
+    fake_dialogs.paths.append(str(path))
+    window.measure_action.trigger()
+    est = window.controller.estimate
+    assert est is not None
+    workspaces = est.peak_bytes - est.tensor_peak_bytes
+    assert workspaces > 0
+    text = window.verdict.detail.text()
+    if backend == "cuda":
+        assert "the estimate's allocated peak" in text
+        expected_level = measured - workspaces
+    else:
+        assert "the estimate's tensor peak" in text
+        expected_level = measured
+    ys = window.chart.measured_mark.getData()[1]
+    assert ys is not None and len(ys) == 2
+    scale = measured / heights(window.chart, "measured")[len(window.chart.bars()) - 1]
+    assert ys[0] * scale == pytest.approx(expected_level, rel=1e-9)
+
+
 @pytest.mark.parametrize(
     "content",
     [b"{not json", b'{"format": "vramplan-plan"}', b'{"format": "vramplan-measurement", "case": {}}', b"\xff\xfe"],
