@@ -660,11 +660,14 @@ def _megatron_loss(nv: int, ca: float, fusion: MegatronCeFusion = MegatronCeFusi
     ``jit_fuser``, which is ``torch.compile`` on torch >= 2.2 (``megatron/core/jit.py``). The
     backward's ``calculate_gradients`` does the indexed ``-=`` on a view of the saved softmax, a graph
     input: functionalised it is an out-of-place ``index_put`` whose result is multiplied and only then
-    copied back, which Inductor's reinplacing (it takes an input's mutation in place only when the op's
-    own result is what is copied back) leaves as a new float32 N·V buffer beside the softmax, alive
-    while the fused multiply writes the softmax and ``grad_input.to(torch.bfloat16)``. One float32
-    N·V tensor more than off in the backward; the forward's steps (the ``.float()`` copy, then
-    ``-=``, ``exp(out=)`` and ``div_`` written back into it) keep what off keeps.
+    copied back. Inductor's reinplacing takes an op on a view of a graph input in place only when a
+    ``copy_`` writes that op's own result (or a view of it) back into the input (pytorch/pytorch
+    010c65b0 ``torch/_inductor/fx_passes/reinplace.py`` ``can_inplace``); here the copy's source is the
+    product, so the ``index_put`` is lowered as a clone of the softmax scattered into: a new float32
+    N·V buffer beside it, alive while the fused multiply writes the softmax and
+    ``grad_input.to(torch.bfloat16)``. One float32 N·V tensor more than off in the backward; the
+    forward's steps (the ``.float()`` copy, then ``-=``, ``exp(out=)`` and ``div_`` on the copy itself,
+    pointwise results Inductor writes into the mutated input) keep what off keeps.
 
     Transformer Engine's (``te_parallel_cross_entropy``: NVIDIA/TransformerEngine 4329ff84, the
     revision d98e8a64 pins, ``transformer_engine/pytorch/cross_entropy.py`` and
