@@ -153,6 +153,16 @@ class Float8(StrEnum):
     TE = "te"  # NVIDIA Transformer Engine fp8 linears (Megatron-LM / NeMo --fp8-format hybrid)
 
 
+class MegatronCeFusion(StrEnum):
+    """Megatron-Core's cross-entropy (``cross_entropy_loss_fusion`` and ``cross_entropy_fusion_impl``,
+    NVIDIA/Megatron-LM d98e8a64 megatron/core/models/common/language_module/language_module.py
+    ``compute_language_model_loss``; core.training.activations reads what each keeps)."""
+
+    OFF = "off"  # tensor_parallel.vocab_parallel_cross_entropy (eager, the default)
+    NATIVE = "native"  # fusions/fused_cross_entropy.py: the same steps under jit_fuser (torch.compile)
+    TE = "te"  # Transformer Engine's parallel_cross_entropy (Triton, gradient written into the logits)
+
+
 class Strategy(StrEnum):
     """How the data-parallel ranks hold the model state."""
 
@@ -337,6 +347,11 @@ FLOAT8_LABELS: Final = {
     Float8.TENSORWISE: "torchao, tensorwise scaling",
     Float8.ROWWISE: "torchao, rowwise scaling",
     Float8.TE: "Transformer Engine",
+}
+MEGATRON_CE_FUSION_LABELS: Final = {
+    MegatronCeFusion.OFF: "off (vocab-parallel cross-entropy)",
+    MegatronCeFusion.NATIVE: "fused, Megatron-Core's (native)",
+    MegatronCeFusion.TE: "fused, Transformer Engine's (te)",
 }
 OPTIMIZER_IMPL_LABELS: Final = {
     OptimizerImpl.FUSED: "HF Trainer default (fused)",
@@ -632,6 +647,24 @@ INPUTS: Final[tuple[Input, ...]] = (
           "loss run chunk by chunk, so the logits never exist whole; the input's gradient is formed in the "
           "forward and kept.",
           ("--fused-loss",), "Liger / Cut Cross-Entropy fused linear cross-entropy: no logits tensor"),
+    # Megatron-Core's cross-entropy fusion (cross_entropy_loss_fusion / cross_entropy_fusion_impl): what
+    # its loss keeps, read from source (core.training.activations._megatron_loss). A plan file without
+    # it reads as off, the unfused loss every earlier release of this program priced.
+    Input("megatron_ce_fusion", Kind.ENUM, "Megatron CE fusion", "Megatron cross-entropy fusion",
+          MegatronCeFusion.OFF,
+          "Megatron-Core's --cross-entropy-loss-fusion (Megatron-Bridge: model.cross_entropy_loss_fusion, on by "
+          "default there) and its implementation. Off: the vocabulary-parallel cross-entropy keeps one float32 "
+          "copy of the logits shard, turned into the softmax in place. Native: the same steps compiled with "
+          "torch.compile, which writes each in-place step's result beside its input before copying it back: "
+          "one float32 logits shard more while they run. Transformer Engine's (te, what NVIDIA's performance "
+          "scripts set): a Triton kernel writes the gradient into the 16-bit logits in the forward: no float32 "
+          "copy at all.",
+          ("--megatron-ce-fusion",), "Megatron cross-entropy fusion: off, native or te (Megatron stack only)",
+          labels=MEGATRON_CE_FUSION_LABELS,
+          matters=lambda p: (
+              p.stack is Stack.MEGATRON
+              and not p.fused_loss and not p.unsloth and not p.litgpt and not p.chunked_loss and not p.compiled_loss
+          )),
     Input("grad_clip", Kind.BOOL, "Gradient clipping", "Gradient clipping", False,
           "clip_grad_norm_ before the step (max_grad_norm): a norm per gradient tensor and an in-place "
           "multiply, no gradient-sized temporary.",

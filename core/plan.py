@@ -25,6 +25,7 @@ from core.inputs import (
     ENGINE_LABELS,
     FLOAT8_LABELS,
     MAX_GPUS,
+    MEGATRON_CE_FUSION_LABELS,
     METHOD_LABELS,
     OPTIMIZER_IMPL_LABELS,
     OPTIMIZER_LABELS,
@@ -38,6 +39,7 @@ from core.inputs import (
     Engine,
     Float8,
     Kind,
+    MegatronCeFusion,
     Method,
     Offload,
     Optimizer,
@@ -65,6 +67,7 @@ __all__ = [
     "ENGINE_LABELS",
     "FLOAT8_LABELS",
     "GPUS_PER_NODE",
+    "MEGATRON_CE_FUSION_LABELS",
     "METHOD_LABELS",
     "OPTIMIZER_IMPL_LABELS",
     "OPTIMIZER_LABELS",
@@ -86,6 +89,7 @@ __all__ = [
     "Inference",
     "LessonSettings",
     "LoraSettings",
+    "MegatronCeFusion",
     "Method",
     "Offload",
     "Optimizer",
@@ -484,6 +488,7 @@ class Plan:
     litgpt: bool = DEFAULTS["litgpt"]  # litgpt finetune loop: chunked 16-bit loss, previous logits kept
     loop_keeps_output: bool = DEFAULTS["loop_keeps_output"]  # the loop holds model(...)'s output through backward
     unsloth: bool = DEFAULTS["unsloth"]  # Unsloth FastLanguageModel: fused chunked loss, fast LoRA kernels
+    megatron_ce_fusion: MegatronCeFusion = DEFAULTS["megatron_ce_fusion"]  # Megatron-Core's fused cross-entropy
     workload: Workload = field(default_factory=Workload)
     hardware: Hardware = field(default_factory=Hardware)
     parallel: Parallelism = field(default_factory=Parallelism)

@@ -54,6 +54,7 @@ from core.plan import (
     Float8,
     Hardware,
     LoraSettings,
+    MegatronCeFusion,
     Method,
     Offload,
     Optimizer,
@@ -601,6 +602,9 @@ def _megatron_plan(recipe: Mapping[str, Any]) -> Plan:
         optimizer=Optimizer.ADAMW,
         optimizer_impl=OptimizerImpl.FUSED,
         grad_clip=True,  # every case passes --clip-grad 1.0
+        # --cross-entropy-loss-fusion runs Megatron-Core's native fused loss: Megatron-LM's arguments reject
+        # the te implementation (NVIDIA/Megatron-LM d98e8a64 megatron/training/arguments.py, lines 1697-1702).
+        megatron_ce_fusion=MegatronCeFusion.NATIVE if recipe["fused_ce_or_liger"] else MegatronCeFusion.OFF,
         float8=Float8.TE if recipe["float8"] else Float8.NONE,
         workload=Workload(
             micro_batch=int(recipe["micro_batch"]), seq_len=int(recipe["seq_len"]), grad_accum=int(recipe["grad_accum"])
@@ -632,9 +636,6 @@ def map_figure(figure: Mapping[str, Any]) -> Mapped:
     """The plan for one figure of memory_figures.json, or the capabilities it lacks."""
     recipe = figure["recipe"]
     if FAMILY[str(figure["source_id"])] == "megatron":
-        if recipe["fused_ce_or_liger"]:
-            why = "Megatron's fused cross-entropy (--cross-entropy-loss-fusion): not a plan setting"
-            return Mapped(figure, None, (why,), _unscored(figure))
         try:
             return Mapped(figure, _megatron_plan(recipe), (), _unscored(figure))
         except PlanError as error:

@@ -65,6 +65,14 @@ DEFAULTS: Final = {
     "--moe-router-topk": 2,
     "--attention-backend": "auto",
 }
+# --cross-entropy-loss-fusion: Megatron-Core's native fused loss, the default --cross-entropy-fusion-impl
+# (megatron/core/model_parallel_config.py cross_entropy_fusion_impl = 'native'); Megatron-LM's arguments
+# reject te (megatron/training/arguments.py, lines 1697-1702).
+FUSED_CE: Final = (
+    "--cross-entropy-loss-fusion: Megatron-Core's native fused cross-entropy (megatron/core/fusions/"
+    "fused_cross_entropy.py, its functions compiled by jit_fuser = torch.compile), the default implementation; "
+    "Megatron-LM's arguments reject te (megatron/training/arguments.py, lines 1697-1702)."
+)
 GPT2_BPE_VOCAB: Final = 50257  # openai-community/gpt2 vocab.json (the CI's bpe/vocab.json)
 ASSUMED: Final = (
     "Megatron defaults for arguments not given, read at d98e8a64: hidden and attention dropout 0.1, "
@@ -102,7 +110,11 @@ READ: Final = (
         "TP 4, distributed optimizer, unfused attention",
     ),
     ("gpt", "gpt3_mcore_te_tp2_pp2_cp2", "TP 2 × PP 2 × CP 2 with sequence parallelism, DDP"),
-    ("gpt", "gpt3_mcore_te_tp2_pp2_cross_entropy_loss_fusion", "TP 2 × PP 2, DDP, fused cross-entropy"),
+    (
+        "gpt",
+        "gpt3_mcore_te_tp2_pp2_cross_entropy_loss_fusion",
+        "TP 2 × PP 2, DDP, Megatron-Core's native fused cross-entropy (plan setting megatron_ce_fusion)",
+    ),
     ("gpt", "gpt3_mcore_te_tp2_pp2_resume_torch_dist", "TP 2 × PP 2, DDP (checkpoint-resume test)"),
     (
         "gpt",
@@ -369,6 +381,7 @@ def records(mirror: str) -> list[dict[str, Any]]:
                         f"Why this case: {why}.",
                         *ASSUMED,
                         f"Arguments the case gives: {', '.join(given)}.",
+                        *([FUSED_CE] if args.get("--cross-entropy-loss-fusion") else []),
                     ],
                     "not_comparable_reason": None,
                     "quote": f'"{key}": {{ ... {quote} }}',

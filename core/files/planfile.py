@@ -121,6 +121,9 @@ OPTIONAL_KEYS: Final = (
             "loop_keeps_output",
             # Unsloth (branch h22k): a file without it reads as before, no Unsloth.
             "unsloth",
+            # Megatron's cross-entropy fusion (branch h22y): a file without it reads as off, the
+            # unfused loss every earlier release priced.
+            "megatron_ce_fusion",
         )
     )
     | frozenset(

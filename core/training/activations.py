@@ -17,7 +17,7 @@ from core.breakdown import LayerActs, Term
 from core.dtypes import DTYPE_BYTES, Dtype, Quant
 from core.format import sci
 from core.model import ModelSpec, normalise_lora_targets
-from core.plan import Attention, CheckpointPolicy, Method, Plan, Stack
+from core.plan import Attention, CheckpointPolicy, MegatronCeFusion, Method, Plan, Stack
 from core.roles import compute_dtype, dtypes_for, model_dtype
 from core.training.attention import Kernel, needs_mask, sdpa_kernel
 from core.training.storage import litgpt_quantised_head
@@ -584,7 +584,7 @@ def loss_memory(plan: Plan, loss_parallel: bool = False) -> LossMemory:
     if plan.compiled_loss and not model.final_softcap:
         return _compiled_loss(nv, ca)
     if plan.stack is Stack.MEGATRON and not model.final_softcap:
-        return _megatron_loss(nv, ca)
+        return _megatron_loss(nv, ca, plan.megatron_ce_fusion)
     fwd = [Term("logits", f"N·V × {ca:g} = {sci(nv)} × {ca:g}", nv * ca)]
     if model.final_softcap:
         fwd.append(Term("soft-capped logits (tanh, kept)", f"N·V × {ca:g}", nv * ca))
@@ -643,25 +643,64 @@ def _loss_parallel(nv: int) -> tuple[list[Term], list[Term]]:
     return fwd, bwd
 
 
-def _megatron_loss(nv: int, ca: float) -> LossMemory:
-    """Megatron-LM's cross-entropy, ``tensor_parallel.vocab_parallel_cross_entropy`` (NVIDIA/Megatron-LM
-    000c4ac2, ``megatron/core/tensor_parallel/cross_entropy.py``), which GPTModel uses at any TP:
-    ``_VocabParallelCrossEntropy.forward`` upcasts the logits with ``.float()`` (a copy when they
-    are 16-bit), subtracts the maximum, takes the exponential (``torch.exp(..., out=exp_logits)``)
-    and divides by its sum, all in place, and saves that softmax; ``backward`` turns the saved
-    softmax into the gradient in place (``grad_2d[arange_1d, masked_target_1d] -=``,
-    ``grad_input.mul_``), which autograd casts to the logits' dtype (``validate_outputs``). One
-    float32 N·V tensor where aten's kernels hold three."""
+def _megatron_loss(nv: int, ca: float, fusion: MegatronCeFusion = MegatronCeFusion.OFF) -> LossMemory:
+    """Megatron-Core's cross-entropy of one rank's vocabulary shard, as ``compute_language_model_loss``
+    picks it (NVIDIA/Megatron-LM d98e8a64, ``megatron/core/models/common/language_module/
+    language_module.py``; GPTModel calls it with the output layer's 16-bit logits at any TP).
+
+    Off, ``tensor_parallel.vocab_parallel_cross_entropy`` (``megatron/core/tensor_parallel/
+    cross_entropy.py``, the same at 000c4ac2 and d98e8a64): ``_VocabParallelCrossEntropy.forward``
+    upcasts the logits with ``.float()`` (a copy when they are 16-bit), subtracts the maximum, takes
+    the exponential (``torch.exp(..., out=exp_logits)``) and divides by its sum, all in place, and
+    saves that softmax; ``backward`` turns the saved softmax into the gradient in place
+    (``grad_2d[arange_1d, masked_target_1d] -=``, ``grad_input.mul_``), which autograd casts to the
+    logits' dtype (``validate_outputs``). One float32 N·V tensor where aten's kernels hold three.
+
+    Native (``megatron/core/fusions/fused_cross_entropy.py``): the same steps, each function wrapped in
+    ``jit_fuser``, which is ``torch.compile`` on torch >= 2.2 (``megatron/core/jit.py``). The
+    backward's ``calculate_gradients`` does the indexed ``-=`` on a view of the saved softmax, a graph
+    input: functionalised it is an out-of-place ``index_put`` whose result is multiplied and only then
+    copied back. Inductor's reinplacing takes an op on a view of a graph input in place only when a
+    ``copy_`` writes that op's own result (or a view of it) back into the input (pytorch/pytorch
+    010c65b0 ``torch/_inductor/fx_passes/reinplace.py`` ``can_inplace``); here the copy's source is the
+    product, so the ``index_put`` is lowered as a clone of the softmax scattered into: a new float32
+    N·V buffer beside it, alive while the fused multiply writes the softmax and
+    ``grad_input.to(torch.bfloat16)``. One float32 N·V tensor more than off in the backward; the
+    forward's steps (the ``.float()`` copy, then ``-=``, ``exp(out=)`` and ``div_`` on the copy itself,
+    pointwise results Inductor writes into the mutated input) keep what off keeps.
+
+    Transformer Engine's (``te_parallel_cross_entropy``: NVIDIA/TransformerEngine 4329ff84, the
+    revision d98e8a64 pins, ``transformer_engine/pytorch/cross_entropy.py`` and
+    ``pytorch/triton/cross_entropy.py``): ``online_softmax_kernel`` reads the logits for each row's
+    max and sum, ``cross_entropy_kernel`` writes the gradient into the logits themselves
+    (``tl.store(X_ptr + X_offsets, X_block.to(grad_dtype))``) and the logits are saved; the backward
+    scales them in place (``element_mul_kernel``) and returns them. No float32 N·V tensor: the
+    16-bit logits, kept from the forward through the backward."""
     f = f"N·V × 4 = {sci(nv)} × 4"
     logits = Term("logits", f"N·V × {ca:g} = {sci(nv)} × {ca:g}", nv * ca)
+    if fusion is MegatronCeFusion.TE:
+        kept = Term(
+            "logits, turned into their gradient in place by Transformer Engine's kernel (kept)",
+            f"N·V × {ca:g} = {sci(nv)} × {ca:g}",
+            nv * ca,
+        )
+        return LossMemory([kept], [kept])
+    grad = Term("the softmax turned into the logits' gradient in place (float32)", f, nv * 4)
+    if fusion is MegatronCeFusion.NATIVE:
+        copy = Term("the compiled index_put's result beside the softmax (float32, torch.compile)", f, nv * 4)
+        bf16 = Term(
+            "the logits' gradient cast to bfloat16 in the compiled function", f"N·V × 2 = {sci(nv)} × 2", nv * 2
+        )
+        backward = [grad, copy, bf16]
+    else:
+        backward = [grad]
+        if ca != 4:
+            backward.append(Term(f"the logits' gradient cast to {ca:g} B (autograd)", f"N·V × {ca:g}", nv * ca))
     if ca == 4:  # float32 logits: .float() returns them, and they become the softmax in place
         softmax = Term("logits turned into the softmax in place (float32, kept)", f, nv * 4)
-        grad = Term("the softmax turned into the logits' gradient in place (float32)", f, nv * 4)
-        return LossMemory([softmax], [grad])
+        return LossMemory([softmax], backward)
     softmax = Term("float32 copy turned into the softmax in place (kept)", f, nv * 4)
-    grad = Term("the softmax turned into the logits' gradient in place (float32)", f, nv * 4)
-    cast = Term(f"the logits' gradient cast to {ca:g} B (autograd)", f"N·V × {ca:g}", nv * ca)
-    return LossMemory([logits, softmax], [grad, cast])
+    return LossMemory([logits, softmax], backward)
 
 
 # The cross-entropy under torch.compile, as torchtitan runs it since d1f62be7 (Feb 2025,

@@ -86,6 +86,7 @@ class MethodForm(PlanForm):
         self.float8 = self.add_input("float8")
         self.fused_loss = self.add_input("fused_loss")
         self.compiled_loss = self.add_input("compiled_loss")
+        self.megatron_ce_fusion = self.add_input("megatron_ce_fusion")
         self.dropout = self.add_input("lora.dropout")
         self.bnb_legacy = self.add_input("bnb_legacy")
         self.kbit_upcast = self.add_input("kbit_upcast")

@@ -16,7 +16,7 @@ import pytest
 
 from core.breakdown import BucketKey, StepPhase
 from core.estimate import estimate
-from core.plan import Attention, PipelineSchedule, Preset, Stack, Strategy
+from core.plan import Attention, MegatronCeFusion, PipelineSchedule, Preset, Stack, Strategy
 from tests.scripts import load_script
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -79,12 +79,15 @@ def test_the_7b_state_between_steps_is_megatrons_hand_count(bench: ModuleType, f
     assert abs(row.error_pct) < 2.5
 
 
-def test_a_megatron_run_with_a_fused_cross_entropy_says_it_is_not_a_plan_setting(
+def test_a_megatron_run_with_a_fused_cross_entropy_maps_to_the_native_fused_loss(
     bench: ModuleType,
     figures: dict[str, dict],  # type: ignore[type-arg]
 ) -> None:
+    # --cross-entropy-loss-fusion with Megatron-LM's default implementation, native (arguments.py
+    # rejects te at d98e8a64); scored since branch h22y (tests/core/test_megatron_ce_fusion.py).
     fused = [f for f in figures.values() if f["recipe"]["fused_ce_or_liger"]]
-    assert fused
+    assert len(fused) == 2
     for figure in fused:
         mapped = bench.map_figure(figure)  # type: ignore[attr-defined]
-        assert not mapped.expressible and "--cross-entropy-loss-fusion" in mapped.missing[0]
+        assert mapped.expressible and mapped.scored
+        assert mapped.plan.megatron_ce_fusion is MegatronCeFusion.NATIVE

@@ -36,7 +36,7 @@ from core.files.launch.common import (
     optimizer_steps,
     recipes_outside,
 )
-from core.inputs import Float8, Stack
+from core.inputs import Float8, MegatronCeFusion, Stack
 from core.plan import CheckpointPolicy, Method, Offload, Optimizer, OptimizerImpl, PipelineSchedule, Plan, Strategy
 
 # Catalogue models with a Megatron-Bridge recipe (the stems its recipes' __init__ export at
@@ -157,6 +157,11 @@ def _model(draft: Draft) -> dict[str, Any]:
         "seq_length": plan.workload.seq_len,
         **_recompute(draft),
     }
+    # Megatron-Core's cross-entropy (language_module.py compute_language_model_loss, NVIDIA/Megatron-LM
+    # d98e8a64): written either way, since Megatron-Bridge's GPTModelProvider turns the fusion on by default.
+    section["cross_entropy_loss_fusion"] = plan.megatron_ce_fusion is not MegatronCeFusion.OFF
+    if plan.megatron_ce_fusion is not MegatronCeFusion.OFF:
+        section["cross_entropy_fusion_impl"] = plan.megatron_ce_fusion.value
     if plan.float8 is Float8.TE:
         section["fp8"] = "hybrid"
     elif plan.float8 is not Float8.NONE:
@@ -257,7 +262,7 @@ def export_megatron_bridge(plan: Plan, model_ref: str | None = None) -> Export:
     recipes_outside(
         draft,
         ("method.stack", "method.float8", "method.grad_clip", "method.lora.dropout", "parallel.tp_overlap",
-         "parallel.expert_parallel", "parallel.grad_reduce_in_fp32"),
+         "parallel.expert_parallel", "parallel.grad_reduce_in_fp32", "method.megatron_ce_fusion"),
     )  # fmt: skip
     overrides = " ".join(_flat(document))
     nodes, gpus = par.nodes, par.gpus_per_node

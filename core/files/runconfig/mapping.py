@@ -19,6 +19,7 @@ from core.plan import (
     CheckpointPolicy,
     Float8,
     LoraSettings,
+    MegatronCeFusion,
     Method,
     Offload,
     Optimizer,
@@ -158,6 +159,8 @@ def apply_settings(plan: Plan, settings: RunSettings, *, model_dtype: str | None
         changes["stack"] = Stack(s.stack)
     if s.float8 is not None:
         changes["float8"] = Float8(s.float8)
+    if s.megatron_ce_fusion is not None:
+        changes["megatron_ce_fusion"] = MegatronCeFusion(s.megatron_ce_fusion)
     for recipe in _RECIPES:
         if getattr(s, recipe) is not None:
             changes[recipe] = getattr(s, recipe)

@@ -278,6 +278,35 @@ def _grad_reduce(taker: Taker) -> dict[str, Any]:
     return {"grad_reduce_in_fp32": ddp}
 
 
+# Megatron-Core's cross-entropy implementations (ModelParallelConfig.cross_entropy_fusion_impl, NVIDIA/Megatron-LM
+# d98e8a64 megatron/core/model_parallel_config.py: Literal['native', 'te'], default 'native').
+CE_FUSION_IMPLS: Final = ("native", "te")
+
+
+def _ce_fusion(taker: Taker, odd: OddValues) -> dict[str, Any]:
+    """Megatron-Core's cross-entropy (``model.cross_entropy_loss_fusion``, ``model.cross_entropy_fusion_impl``;
+    language_module.py ``compute_language_model_loss`` at d98e8a64): off, or the fused loss of the named
+    implementation, ``native`` when the file names none (Megatron-Core's default). A file that does not say
+    keeps the plan's: the recipe decides (Megatron-Bridge's GPTModelProvider turns the fusion on, 4ab94dfa
+    src/megatron/bridge/models/gpt_provider.py; NVIDIA's performance scripts set ``te``,
+    scripts/performance/utils/overrides.py ``_set_common_perf_overrides``)."""
+    fused = taker.flag("model.cross_entropy_loss_fusion")
+    impl = taker.word("model.cross_entropy_fusion_impl", "native or te")
+    if impl is not None and impl.lower() not in CE_FUSION_IMPLS:
+        odd.add("model.cross_entropy_fusion_impl", impl, "Megatron-Core's implementations are native and te")
+        impl = None
+    if fused is None:
+        taker.missing(
+            "megatron_ce_fusion",
+            "model.cross_entropy_loss_fusion not given: the recipe's (GPTModelProvider turns it on; NVIDIA's "
+            "performance scripts pick te); the plan keeps its own",
+        )
+        return {}
+    value = ("native" if impl is None else impl.lower()) if fused else "off"
+    taker.record("megatron_ce_fusion", value, "model.cross_entropy_loss_fusion, model.cross_entropy_fusion_impl")
+    return {"megatron_ce_fusion": value}
+
+
 def read_megatron_bridge(document: dict[str, Any], where: str) -> RunConfig:
     taker = Taker(document, where)
     odd = OddValues()
@@ -307,7 +336,7 @@ def read_megatron_bridge(document: dict[str, Any], where: str) -> RunConfig:
     taker.note("model.sequence_parallel", "set it in the plan's Parallelism section")
     taker.note("train.global_batch_size", "gradient accumulation follows from it and the data-parallel degree")
     s.update(_grad_reduce(taker))
-    taker.note("model.cross_entropy_loss_fusion", "Megatron's fused cross-entropy: the stack's, not a setting")
+    s.update(_ce_fusion(taker, odd))
     taker.irrelevant(*IRRELEVANT)
     settings = {k: v for k, v in s.items() if v is not None}
     return finish(ConfigKind.MEGATRON_BRIDGE, taker, odd, model_ref, settings)

@@ -54,6 +54,7 @@ SETTING_LABELS: Final = {
     "chunked_loss": "Loss in chunks",
     "fused_loss": "Fused linear cross-entropy",
     "compiled_loss": "Loss under torch.compile",
+    "megatron_ce_fusion": "Megatron cross-entropy fusion",
     "grad_clip": "Gradient clipping",
     "optimizer_in_backward": "Optimizer step in the backward",
     "activation_offload": "Activation offloading",
@@ -101,6 +102,7 @@ class RunSettings:
     chunked_loss: bool | None = None
     fused_loss: bool | None = None  # Liger / Cut Cross-Entropy: head + loss fused
     compiled_loss: bool | None = None  # torchtitan compile.components names "loss"
+    megatron_ce_fusion: str | None = None  # a core.plan.MegatronCeFusion value: off | native | te
     grad_clip: bool | None = None  # max_grad_norm / clip_grad_norm set
     optimizer_in_backward: bool | None = None  # torchtune optimizer_in_bwd
     activation_offload: bool | None = None  # torchtune / axolotl activation offloading
