@@ -77,7 +77,7 @@ _SEGMENT_GROUPS: Final = {
 class Generation(StrEnum):
     """A card's architecture, as far as the estimates tell families apart: the training speed
     fit's efficiency tables (core.training.speed) and the libraries' workspace sizes
-    (core.training.device.allocator_workspaces)."""
+    (core.runtime.cublas_workspace / te_workspace, read by training and serving)."""
 
     AMPERE = "ampere"  # sm80 / sm86
     ADA = "ada"  # sm89

@@ -9,8 +9,9 @@ every serving engine's rules, and for the one constant fitted on published real-
 
 from __future__ import annotations
 
-from typing import Final
+from typing import Final, NamedTuple
 
+from core.catalogue import Generation, generation
 from core.units import MiB
 
 # The CUDA context of a PyTorch process (driver, kernels of the loaded libraries) sits outside
@@ -31,7 +32,7 @@ CUDA_CONTEXT_SPREAD_BYTES: Final = (200 * MiB, 768 * MiB)
 # Blackwell's sm100 / sm120 take the other size) 4096 KiB × 8 = 32 MiB on Hopper and
 # 4096 KiB × 2 + 16 KiB × 8 = 8.125 MiB on every other card; Megatron-LM's CI sets ":4096:8" =
 # 32 MiB (model_config.yaml at NVIDIA/Megatron-LM d98e8a64), which the default on Hopper equals.
-# Which size a card gets: core.training.device.allocator_workspaces by its architecture
+# Which size a card gets: cublas_workspace below, by its architecture
 # (core.catalogue.generation); a card whose architecture is not known is given the larger, an
 # upper bound. cuBLASLt's workspace (1 MiB by default, CUBLASLT_WORKSPACE_SIZE, a map of its own
 # unless TORCH_CUBLASLT_UNIFIED_WORKSPACE=1) is left out. Because max_memory_allocated counts it
@@ -56,6 +57,56 @@ CUBLAS_TRAINING_HANDLES: Final = 2
 # common/util/multi_stream.cpp), which no plan setting says it runs (Megatron's --moe-grouped-gemm).
 TE_CUBLAS_WORKSPACE_BYTES: Final = 32 * MiB + 1024  # compute capability >= 9
 TE_CUBLAS_WORKSPACE_PRE_HOPPER_BYTES: Final = 4_194_304  # compute capability < 9
+
+
+class Workspace(NamedTuple):
+    """One library workspace at the size its default gives a card, and how that size reads."""
+
+    bytes: int
+    label: str
+    known: bool  # False: the card's architecture is not told apart, so the larger size is assumed
+
+
+# The size each library's default gives a card of each architecture (the sources above): PyTorch's
+# cuBLAS workspace is 32 MiB on sm90 alone, Transformer Engine's 32 MiB + 1 KiB from compute
+# capability 9 on. ROCm builds size PyTorch's workspace otherwise (CublasHandlePool.cpp, USE_ROCM:
+# 32 MiB, 128 MiB on gfx94x / gfx95x, MI300X / MI325X): not told apart here, so the bound holds for
+# NVIDIA cards only.
+_CUBLAS_SM90: Final = (CUBLAS_WORKSPACE_BYTES, "32 MiB (sm90's default)")
+_CUBLAS_OTHER: Final = (CUBLAS_WORKSPACE_OTHER_BYTES, "8.125 MiB (4096 KiB × 2 + 16 KiB × 8: not sm90)")
+_TE_CC9: Final = (TE_CUBLAS_WORKSPACE_BYTES, "32 MiB + 1 KiB (compute capability ≥ 9)")
+_TE_BEFORE: Final = (TE_CUBLAS_WORKSPACE_PRE_HOPPER_BYTES, "4 MiB (compute capability < 9)")
+_WORKSPACES_BY_GENERATION: Final = {
+    Generation.HOPPER: (_CUBLAS_SM90, _TE_CC9),
+    Generation.BLACKWELL: (_CUBLAS_OTHER, _TE_CC9),  # sm100 / sm120: not sm90
+    Generation.ADA: (_CUBLAS_OTHER, _TE_BEFORE),
+    Generation.AMPERE: (_CUBLAS_OTHER, _TE_BEFORE),
+}
+# A card whose architecture is not known (a custom card, a family the catalogue does not tell
+# apart) is given the larger size of each: an upper bound on NVIDIA cards.
+_ASSUMED_SIZES: Final = (_CUBLAS_SM90, _TE_CC9)
+WORKSPACE_ASSUMED_NOTE: Final = (
+    " — the card's architecture is not known: the larger size assumed, an upper bound on NVIDIA cards"
+)
+
+
+def _workspaces(gpu_id: str) -> tuple[Workspace, Workspace]:
+    sizes = _WORKSPACES_BY_GENERATION.get(generation(gpu_id))
+    known = sizes is not None
+    (cublas, cublas_label), (te, te_label) = sizes if sizes is not None else _ASSUMED_SIZES
+    return Workspace(cublas, cublas_label, known), Workspace(te, te_label, known)
+
+
+def cublas_workspace(gpu_id: str) -> Workspace:
+    """PyTorch's cuBLAS workspace per (handle, stream) on the catalogue card ``gpu_id``: the one
+    home of the size every engine and the training step read."""
+    return _workspaces(gpu_id)[0]
+
+
+def te_workspace(gpu_id: str) -> Workspace:
+    """Transformer Engine's cuBLAS workspace (one per process) on the catalogue card ``gpu_id``."""
+    return _workspaces(gpu_id)[1]
+
 
 # NCCL's buffers, allocated by NCCL itself (not through PyTorch's allocator) when a
 # communicator connects: per connection (a peer on a channel), one buffer per protocol

@@ -34,7 +34,7 @@ from core.dtypes import KV_BYTES, WeightFormat, mlp_matrix_params, mxfp4_bytes_p
 from core.format import gb
 from core.model import ModelSpec
 from core.plan import Attention, Engine, Inference, Plan
-from core.runtime import CUBLAS_WORKSPACE_BYTES, CUDA_CONTEXT_BYTES
+from core.runtime import CUDA_CONTEXT_BYTES, WORKSPACE_ASSUMED_NOTE, cublas_workspace
 from core.serving.fit import DEFAULT_FIT, ServingFit, link_class
 from core.serving.kv import cached_positions, kv_bytes_per_token_layer, kv_heads_per_rank
 from core.serving.sglang_versions import default_fraction
@@ -159,7 +159,7 @@ class EngineMemory:
     kv_cache_bytes: float  # hf: the batch's cache at its longest; vllm: the whole pool
     activation_bytes: float  # hf: prefill/decode working memory; vllm: profiled peak
     non_torch_bytes: float
-    overhead_bytes: float  # CUDA context
+    overhead_bytes: float  # CUDA context (generate: and its cuBLAS workspace)
     peak_bytes: float  # allocator level (torch)
     total_bytes: float  # what the plan needs at once (judged by core.verdict)
     footprint_bytes: float  # what the process holds on the card (vllm: card × utilisation + context)
@@ -210,14 +210,21 @@ def hf_memory(plan: Plan, gpu: GpuSpec, layout: RankLayout, fit: ServingFit = DE
     inf = plan.inference
     usable = gpu.memory_bytes * (1.0 - plan.hardware.headroom)
     peak, kv, working = hf_peak_bytes(plan, layout, inf.concurrent, inf.context)
-    total = peak + SERVING_OVERHEAD_BYTES
+    # Beside the tensors: the CUDA context, and the cuBLAS workspace PyTorch takes from its
+    # caching allocator at the first matmul of the generating thread's one handle, at the size
+    # the card gets (core.runtime.cublas_workspace). A real card's max_memory_allocated counts the
+    # workspace, the fake-tensor measurements (benchmarks/serving/measured) do not: it is kept
+    # out of peak_bytes, which those measurements score, and in the total the verdict reads.
+    workspace = cublas_workspace(gpu.id)
+    overhead = SERVING_OVERHEAD_BYTES + workspace.bytes
+    total = peak + overhead
 
     def fits(batch: int, context: int) -> bool:
-        return hf_peak_bytes(plan, layout, batch, context)[0] + SERVING_OVERHEAD_BYTES <= usable
+        return hf_peak_bytes(plan, layout, batch, context)[0] + overhead <= usable
 
     # Every term of the peak but the weights is proportional to the batch: the largest batch
     # has a closed form, which the solver confirms in a call or two.
-    room = usable - SERVING_OVERHEAD_BYTES - layout.weights_bytes
+    room = usable - overhead - layout.weights_bytes
     one = hf_peak_bytes(plan, layout, 1, inf.context)[0] - layout.weights_bytes
     max_b = max(0, largest_fitting(lambda b: fits(b, inf.context), MAX_CONCURRENT, room / one if one > 0 else 1))
     # In the context the peak is close to linear (attention scores and windows bend it):
@@ -238,7 +245,7 @@ def hf_memory(plan: Plan, gpu: GpuSpec, layout: RankLayout, fit: ServingFit = DE
         kv_cache_bytes=kv,
         activation_bytes=working,
         non_torch_bytes=0.0,
-        overhead_bytes=SERVING_OVERHEAD_BYTES,
+        overhead_bytes=overhead,
         peak_bytes=peak,
         total_bytes=total,
         footprint_bytes=total,
@@ -259,7 +266,18 @@ def hf_memory(plan: Plan, gpu: GpuSpec, layout: RankLayout, fit: ServingFit = DE
                 [Term("the batch's KV cache at its longest", f"{inf.concurrent} × {inf.context:,} tokens", kv)],
             ),
             make_bucket(BucketKey.ACTIVATIONS, [Term("working memory at the peak", "prefill or decode", working)]),
-            make_bucket(BucketKey.OVERHEAD, [Term("CUDA context", "per process", SERVING_OVERHEAD_BYTES)]),
+            make_bucket(
+                BucketKey.OVERHEAD,
+                [
+                    Term("CUDA context", "per process", SERVING_OVERHEAD_BYTES),
+                    Term(
+                        "cuBLAS workspace (PyTorch: the generating thread's handle)"
+                        + ("" if workspace.known else WORKSPACE_ASSUMED_NOTE),
+                        f"1 handle × {workspace.label}",
+                        workspace.bytes,
+                    ),
+                ],
+            ),
         ),
     )
 
@@ -274,10 +292,13 @@ def pooled_verdict(concurrency: float, need: float, gpu: GpuSpec, headroom: floa
     return judge(need, gpu.memory_bytes, headroom).verdict
 
 
-def vllm_profile_peak(model: ModelSpec, layout: RankLayout, inf: Inference, batched_tokens: int, seqs: int) -> float:
+def vllm_profile_peak(
+    model: ModelSpec, layout: RankLayout, inf: Inference, batched_tokens: int, seqs: int, gpu_id: str
+) -> float:
     """Torch peak increase of vLLM's profile run on the rank that decides (the last pipeline
-    stage, which also runs the sampler): the forward, then the sampler, and cuBLAS's
-    workspace; a later pipeline stage also holds the hidden states and residual it received
+    stage, which also runs the sampler): the forward, then the sampler, and the cuBLAS
+    workspace of the worker's one handle at the size the card ``gpu_id`` gets
+    (core.runtime.cublas_workspace); a later pipeline stage also holds the hidden states and residual it received
     (IntermediateTensors). The forward keeps the era's hidden-size copies
     (core.serving.vllm_versions)."""
     element = activation_element_bytes(inf)
@@ -294,7 +315,7 @@ def vllm_profile_peak(model: ModelSpec, layout: RankLayout, inf: Inference, batc
         peak = max(forward_working_bytes(model, layout, batched_tokens, copies, element), sampler)
     if inf.pipeline_parallel > 1:
         peak += 2 * batched_tokens * model.hidden_size * element
-    return peak + CUBLAS_WORKSPACE_BYTES
+    return peak + cublas_workspace(gpu_id).bytes
 
 
 def serving_link(inf: Inference, gpu: GpuSpec) -> LinkSpec:
@@ -342,7 +363,7 @@ def vllm_pool(plan: Plan, gpu: GpuSpec, layout: RankLayout, fit: ServingFit) -> 
     batched, seqs = vllm_scheduler(inf, gpu)
     total = vllm_total_memory(gpu, fit)
     requested = math.ceil(total * utilization(inf))  # request_memory
-    activation = vllm_profile_peak(model, layout, inf, profile_tokens(inf, batched), seqs)
+    activation = vllm_profile_peak(model, layout, inf, profile_tokens(inf, batched), seqs, gpu.id)
     non_torch = vllm_non_torch_bytes(inf, serving_link(inf, gpu), fit)
     graphs = VLLM_CUDA_GRAPH_BYTES if graphs_before_kv(inf, model) else 0.0
     budget = requested - layout.weights_bytes - activation - non_torch - graphs

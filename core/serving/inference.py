@@ -56,7 +56,7 @@ class InferenceEstimate:
     activation_bytes: float  # hf: prefill / decode working memory; vllm: profiled peak; llama.cpp: compute buffer
     non_torch_bytes: float  # vllm: memory allocated outside torch during the profile run
     cuda_graph_bytes: float  # vllm: CUDA-graph pool, captured after the KV pool and outside it
-    overhead_bytes: float  # CUDA context
+    overhead_bytes: float  # CUDA context (generate: and its cuBLAS workspace)
     peak_bytes: float  # allocator level
     total_bytes: float  # what the plan needs at once on one card (judged by core.verdict)
     footprint_bytes: float  # what the process holds on the card (pooled engines take their budget)

@@ -25,19 +25,16 @@ Every constant is in :mod:`core.runtime`, with its source.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Final
 
 from core.allocator import AllocatorConfig, parse_alloc_conf
 from core.breakdown import Bucket, BucketKey, Phase, Term, make_bucket
-from core.catalogue import Generation, generation, intra_link_of
+from core.catalogue import intra_link_of
 from core.errors import PlanError
 from core.format import gb
 from core.plan import Float8, Plan, Stack
 from core.runtime import (
     ALLOCATOR_FRAGMENTATION,
     CUBLAS_TRAINING_HANDLES,
-    CUBLAS_WORKSPACE_BYTES,
-    CUBLAS_WORKSPACE_OTHER_BYTES,
     CUDA_CONTEXT_BYTES,
     EXPANDABLE_FRAGMENTATION,
     NCCL_CHANNELS_FAST_LINK,
@@ -45,8 +42,9 @@ from core.runtime import (
     NCCL_CONNECTION_BYTES,
     NCCL_CONNECTIONS_PER_CHANNEL,
     SEGMENT_ROUNDING_PER_TENSOR_BYTES,
-    TE_CUBLAS_WORKSPACE_BYTES,
-    TE_CUBLAS_WORKSPACE_PRE_HOPPER_BYTES,
+    WORKSPACE_ASSUMED_NOTE,
+    cublas_workspace,
+    te_workspace,
 )
 from core.units import MiB
 
@@ -112,45 +110,25 @@ def nccl_bytes(plan: Plan) -> tuple[float, str]:
     return total, formula
 
 
-# The size each library's default gives a card of each architecture (core.runtime for the
-# sources): PyTorch's cuBLAS workspace is 32 MiB on sm90 alone, Transformer Engine's 32 MiB + 1 KiB
-# from compute capability 9 on. A family not listed (a custom card, one not told apart) is given
-# the larger size, an upper bound, and its term's label says so.
-_CUBLAS_SM90: Final = (CUBLAS_WORKSPACE_BYTES, "32 MiB (sm90's default)")
-_CUBLAS_OTHER: Final = (CUBLAS_WORKSPACE_OTHER_BYTES, "8.125 MiB (4096 KiB × 2 + 16 KiB × 8: not sm90)")
-_TE_CC9: Final = (TE_CUBLAS_WORKSPACE_BYTES, "32 MiB + 1 KiB (compute capability ≥ 9)")
-_TE_BEFORE: Final = (TE_CUBLAS_WORKSPACE_PRE_HOPPER_BYTES, "4 MiB (compute capability < 9)")
-_WORKSPACES_BY_GENERATION: Final = {
-    Generation.HOPPER: (_CUBLAS_SM90, _TE_CC9),
-    Generation.BLACKWELL: (_CUBLAS_OTHER, _TE_CC9),  # sm100 / sm120: not sm90
-    Generation.ADA: (_CUBLAS_OTHER, _TE_BEFORE),
-    Generation.AMPERE: (_CUBLAS_OTHER, _TE_BEFORE),
-}
-# ROCm builds size PyTorch's workspace otherwise (CublasHandlePool.cpp, USE_ROCM: 32 MiB, 128 MiB on gfx94x /
-# gfx95x, MI300X / MI325X): not told apart here, so the bound holds for NVIDIA cards only.
-_ASSUMED: Final = " — the card's architecture is not known: the larger size assumed, an upper bound on NVIDIA cards"
-
-
 def allocator_workspaces(plan: Plan) -> tuple[Term, ...]:
     """The workspaces libraries take from PyTorch's caching allocator at their first matmul and keep
     for the process: max_memory_allocated() counts them from the first step's forward on, and
     between steps (:mod:`core.runtime` for the sources). PyTorch's cuBLAS workspace per handle
     (the forward's thread and autograd's device thread); Transformer Engine's own where the plan
     runs it (the Megatron stack's TE modules, TE's float8 linears). Each at the size its library
-    gives the card's architecture (:func:`core.catalogue.generation`); for a custom card or one
+    gives the card's architecture (:func:`core.runtime.cublas_workspace`); for a custom card or one
     whose family is not told apart, the larger size, said in the term's label."""
-    sizes = _WORKSPACES_BY_GENERATION.get(generation(plan.hardware.gpu))
-    assumed = "" if sizes is not None else _ASSUMED
-    (cublas, cublas_size), (te, te_size) = sizes if sizes is not None else (_CUBLAS_SM90, _TE_CC9)
+    cublas, te = cublas_workspace(plan.hardware.gpu), te_workspace(plan.hardware.gpu)
+    assumed = "" if cublas.known else WORKSPACE_ASSUMED_NOTE
     terms = [
         Term(
             f"cuBLAS workspaces (PyTorch: one per handle, the forward's and the backward's thread){assumed}",
-            f"{CUBLAS_TRAINING_HANDLES} handles × {cublas_size}",
-            CUBLAS_TRAINING_HANDLES * cublas,
+            f"{CUBLAS_TRAINING_HANDLES} handles × {cublas.label}",
+            CUBLAS_TRAINING_HANDLES * cublas.bytes,
         )
     ]
     if plan.stack is Stack.MEGATRON or plan.float8 is Float8.TE:
-        terms.append(Term(f"Transformer Engine's cuBLAS workspace (one per process){assumed}", te_size, te))
+        terms.append(Term(f"Transformer Engine's cuBLAS workspace (one per process){assumed}", te.label, te.bytes))
     return tuple(terms)
 
 

@@ -8,6 +8,7 @@ import re
 
 import pytest
 
+from core.breakdown import BucketKey
 from core.catalogue import find_gpu, find_model
 from core.dtypes import (
     KV_BYTES,
@@ -22,6 +23,7 @@ from core.estimate import estimate
 from core.files import planfile
 from core.params import param_counts
 from core.plan import Engine, Hardware, Method, Plan
+from core.runtime import CUDA_CONTEXT_BYTES
 from core.serving.engines import rank_layout, vllm_profile_peak
 from core.serving.kv import kv_bytes_per_token, kv_cache_bytes, lesson_kv_cache_bytes
 from core.serving.vllm_rules import (
@@ -137,8 +139,36 @@ def test_vllm_weights_split_by_tensor_parallel() -> None:
 def test_vllm_profile_peak_matches_the_logged_torch_peak(model_id: str, logged_gib: float, source: str) -> None:
     spec = find_model(model_id).spec
     plan = Plan(model=spec, model_id=model_id, hardware=Hardware(gpu="h100-sxm")).with_inference(engine="vllm")
-    peak = vllm_profile_peak(spec, rank_layout(plan), plan.inference, 8192, 1024)
+    peak = vllm_profile_peak(spec, rank_layout(plan), plan.inference, 8192, 1024, "h100-sxm")
     assert peak / GiB == pytest.approx(logged_gib, rel=0.03), source
+
+
+# PyTorch's cuBLAS workspace per handle (pytorch/pytorch 26a39059,
+# aten/src/ATen/cuda/CublasHandlePool.cpp, parseChosenWorkspaceSize): 4096 KiB × 8 = 32 MiB on
+# sm90 alone, 4096 KiB × 2 + 16 KiB × 8 = 8.125 MiB on every other card. Serving runs one handle
+# (the worker's or the generating thread's), sized like training's (core.runtime.cublas_workspace).
+SM90_WORKSPACE = 4096 * 1024 * 8
+OTHER_WORKSPACE = 4096 * 1024 * 2 + 16 * 1024 * 8
+
+
+def test_vllm_profile_peak_takes_the_cublas_workspace_of_the_card() -> None:
+    spec = find_model("llama-3.1-8b").spec
+    plan = Plan(model=spec, model_id="llama-3.1-8b", hardware=Hardware(gpu="h100-sxm")).with_inference(engine="vllm")
+    layout, inf = rank_layout(plan), plan.inference
+    hopper = vllm_profile_peak(spec, layout, inf, 8192, 1024, "h100-sxm")
+    ampere = vllm_profile_peak(spec, layout, inf, 8192, 1024, "a100-80gb-sxm")
+    ada = vllm_profile_peak(spec, layout, inf, 8192, 1024, "rtx-4090")
+    assert hopper - ampere == SM90_WORKSPACE - OTHER_WORKSPACE
+    assert ada == ampere
+
+
+@pytest.mark.parametrize(("gpu", "workspace"), [("h100-sxm", SM90_WORKSPACE), ("rtx-4090", OTHER_WORKSPACE)])
+def test_generate_counts_one_cublas_workspace_beside_the_cuda_context(gpu: str, workspace: int) -> None:
+    plan = Plan(model=find_model("llama-3.2-1b").spec, model_id="llama-3.2-1b", hardware=Hardware(gpu=gpu))
+    inf = estimate(plan.with_inference(engine="hf", context=2048)).inference
+    assert inf.total_bytes - inf.peak_bytes == pytest.approx(CUDA_CONTEXT_BYTES + workspace)
+    overhead = next(b for b in inf.buckets if b.key is BucketKey.OVERHEAD)
+    assert any("cuBLAS workspace" in t.label and t.bytes == workspace for t in overhead.terms)
 
 
 def test_vllm_kv_groups_pad_sliding_window_layers() -> None:
