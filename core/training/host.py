@@ -24,7 +24,7 @@ from core.training.storage import weight_terms
 from core.units import GB
 from core.verdict import Verdict, judge
 
-__all__ = ["HostMemory", "HostStep", "host_memory", "host_step"]
+__all__ = ["HostMemory", "HostStep", "host_memory", "host_step", "host_threads_per_rank"]
 
 # Host resident set of one process with PyTorch and a CUDA context, lazy module loading:
 # 2,056,600 KiB measured with /usr/bin/time -v in pytorch/pytorch issue #113326
@@ -132,6 +132,16 @@ HOST_THREAD_STREAM_GBS: Final = 18.0
 ZERO_OFFLOAD_EXTRA_BYTES: Final = 4.0 + 4.0 + 2.0
 
 
+def host_threads_per_rank(plan: Plan) -> int:
+    """OMP_NUM_THREADS of each rank: the plan's, else the launcher's default — torchrun's 1 when a
+    node runs several ranks (torch/distributed/run.py ``config_from_args``), else 0: OpenMP's own,
+    every core, which the node's DRAM bounds before its threads do."""
+    typed = plan.parallel.host_threads_per_rank
+    if typed:
+        return typed
+    return 1 if min(plan.parallel.gpus_per_node, plan.world_size) > 1 else 0
+
+
 @dataclass(frozen=True)
 class HostStep:
     """The optimizer step of an offloaded plan, on the node's CPUs: the GPUs wait for it."""
@@ -177,12 +187,13 @@ def host_step(plan: Plan, counts: ParamCounts) -> HostStep | None:
     ranks = min(par.gpus_per_node, plan.world_size)
     node = per_rank * ranks
     dram = par.host_memory_gbs * HOST_STREAM_SHARE
-    threads = ranks * par.host_threads_per_rank
-    rate_gbs = min(dram, threads * HOST_THREAD_STREAM_GBS)
+    per_rank_threads = host_threads_per_rank(plan)
+    threads = ranks * per_rank_threads if per_rank_threads else 0
+    rate_gbs = min(dram, threads * HOST_THREAD_STREAM_GBS) if threads else dram
     seconds = node / (rate_gbs * 1e9)
     if rate_gbs < dram:
         limit = (
-            f"{threads} threads ({ranks} ranks × {par.host_threads_per_rank}) × {HOST_THREAD_STREAM_GBS:g} GB/s "
+            f"{threads} threads ({ranks} ranks × {per_rank_threads}) × {HOST_THREAD_STREAM_GBS:g} GB/s "
             f"a thread, under the node's {dram:.0f} GB/s of DRAM"
         )
     else:

@@ -30,7 +30,13 @@ from core.inputs import Preset
 from core.params import param_counts
 from core.plan import Hardware, Method, Offload, Plan, Strategy, Workload
 from core.presets import plan_for_model
-from core.training.host import HOST_STREAM_SHARE, HOST_THREAD_STREAM_GBS, ZERO_OFFLOAD_EXTRA_BYTES, host_step
+from core.training.host import (
+    HOST_STREAM_SHARE,
+    HOST_THREAD_STREAM_GBS,
+    ZERO_OFFLOAD_EXTRA_BYTES,
+    host_step,
+    host_threads_per_rank,
+)
 
 DGX_A100_HOST_GBS = 2 * 8 * 3200e6 * 8 / 1e9  # 409.6 GB/s: 2 sockets × 8 channels × 3200 MT/s × 8 B
 
@@ -69,8 +75,9 @@ def test_fsdp2_cpu_offload_waits_for_the_fused_adamw_pass_on_the_host() -> None:
 def test_under_torchrun_each_rank_steps_on_one_thread() -> None:
     # torchrun's default OMP_NUM_THREADS=1: the node's 8 ranks stream 8 × 18 GB/s = 144 GB/s, under
     # the 333 GB/s its DRAM reaches, so the pass takes 333 / 144 = 2.3 times what DRAM allows.
-    assert plan_for_model("llama-3.1-8b").parallel.host_threads_per_rank == 1
-    plan = _offloaded(Strategy.FSDP, Offload.PARAMS, threads=1)
+    assert plan_for_model("llama-3.1-8b").parallel.host_threads_per_rank == 0  # the launcher's default
+    plan = _offloaded(Strategy.FSDP, Offload.PARAMS, threads=0)
+    assert host_threads_per_rank(plan) == 1  # torchrun's, with 8 ranks on the node
     one = estimate(plan).compute
     trainable = param_counts(plan).trainable
     assert one.host_step_seconds_per_step == pytest.approx(
@@ -84,6 +91,23 @@ def test_under_torchrun_each_rank_steps_on_one_thread() -> None:
     many = [estimate(plan.with_parallel(host_threads_per_rank=n)).compute.host_step_seconds_per_step for n in (8, 32)]
     dram = 14 * trainable / (DGX_A100_HOST_GBS * 1e9 * HOST_STREAM_SHARE)
     assert many == pytest.approx([dram, dram], rel=1e-4)
+
+
+def test_one_process_a_node_keeps_every_core() -> None:
+    # torchrun sets OMP_NUM_THREADS=1 only when it starts more than one process (nproc_per_node > 1):
+    # a single offloaded GPU's optimizer step keeps OpenMP's default, so the DRAM bounds it.
+    plan = plan_for_model(
+        "llama-3.1-8b",
+        method=Method.FULL,
+        preset=Preset.PURE_BF16,
+        workload=Workload(micro_batch=1, seq_len=2048, tokens=10**9),
+        hardware=Hardware(gpu="a100-80gb-sxm"),
+    ).with_parallel(offload=Offload.OPTIMIZER)
+    assert host_threads_per_rank(plan) == 0
+    step = host_step(plan, param_counts(plan))
+    assert step is not None and "STREAM share" in step.formula
+    typed = host_step(plan.with_parallel(host_threads_per_rank=1), param_counts(plan))
+    assert typed is not None and typed.seconds > step.seconds  # one typed thread: 18 GB/s, not 333
 
 
 def test_plans_without_offload_have_no_host_step() -> None:
