@@ -955,6 +955,21 @@ INPUTS: Final[tuple[Input, ...]] = (
           ("--host-memory-gbs",), "host DRAM bandwidth per node in GB/s (default 409.6)", unit="GB/s", low=1.0,
           high=1e5, step=50, advanced=True,
           matters=lambda p: p.parallel.offload is not Offload.NONE),
+    # The CPU threads each rank's optimizer step runs on (core.training.host.host_step): torchrun sets
+    # OMP_NUM_THREADS=1 for each process when it starts more than one on a node and the user has not
+    # set it (pytorch/pytorch torch/distributed/run.py, config_from_args: "Setting OMP_NUM_THREADS
+    # environment variable for each process to be 1 in default"; `tune run` and `accelerate launch`
+    # start their ranks through it); one process alone keeps OpenMP's default, every core. torch's CPU
+    # AdamW runs at::parallel_for on those threads. 0: that launcher default.
+    Input("parallel.host_threads_per_rank", Kind.INT, "Host threads per rank", "CPU threads per rank", 0,
+          "CPU threads each rank's offloaded optimizer step runs on (OMP_NUM_THREADS). 0: the launcher's "
+          "default — torchrun (and tune run, accelerate launch) gives each of several ranks on a node one "
+          "thread, which streams far less than the node's DRAM allows; one process a node uses every core. "
+          "DeepSpeed's own launcher leaves it to OpenMP (every core): type the cores per rank then.",
+          ("--host-threads-per-rank",), "CPU threads per rank for an offloaded optimizer step "
+          "(default 0: torchrun's 1 with several ranks a node, else every core)",
+          unit="threads", low=0, high=1024, step=1, zero_means="launcher default", advanced=True,
+          training_only=True, matters=lambda p: p.parallel.offload is not Offload.NONE),
     Input("parallel.intra_link", Kind.TEXT, "In a node", "Link within a node", "auto",
           "How the GPUs of one node talk to each other (per GPU and direction, the catalogue's peak); "
           "auto: the card's own (NVLink on SXM parts, else its PCIe generation).",

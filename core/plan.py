@@ -269,6 +269,7 @@ class Parallelism:
     inter_link: str = DEFAULTS["parallel.inter_link"]  # id in resources/links.json: between nodes
     host_ram_gb: float = DEFAULTS["parallel.host_ram_gb"]  # RAM per node
     host_memory_gbs: float = DEFAULTS["parallel.host_memory_gbs"]  # peak DRAM bandwidth per node
+    host_threads_per_rank: int = DEFAULTS["parallel.host_threads_per_rank"]  # OMP_NUM_THREADS (0: launcher default)
 
     def __post_init__(self) -> None:
         run_checks(self, _PARALLEL_CHECKS)

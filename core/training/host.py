@@ -24,7 +24,7 @@ from core.training.storage import weight_terms
 from core.units import GB
 from core.verdict import Verdict, judge
 
-__all__ = ["HostMemory", "HostStep", "host_memory", "host_step"]
+__all__ = ["HostMemory", "HostStep", "host_memory", "host_step", "host_threads_per_rank"]
 
 # Host resident set of one process with PyTorch and a CUDA context, lazy module loading:
 # 2,056,600 KiB measured with /usr/bin/time -v in pytorch/pytorch issue #113326
@@ -110,17 +110,36 @@ def _offloaded(plan: Plan, counts: ParamCounts, lay: Layout, per_node: int) -> l
 # --- the optimizer step on the host --------------------------------------------------------
 # A CPU optimizer step streams each parameter, its gradient and its state through DRAM once
 # (a memory-bound kernel: a handful of FLOPs per 14-28 bytes), so it is timed at the node's
-# DRAM bandwidth (``parallel.host_memory_gbs``, its peak) × the share a streaming kernel reaches:
+# DRAM bandwidth (``parallel.host_memory_gbs``, its peak) × the share a streaming kernel reaches,
+# or at what the ranks' threads stream, whichever is less (HOST_THREAD_STREAM_GBS below):
 # AMD's own STREAM Triad binary, 250 GB/s on a two-socket EPYC 7601 whose 2 × 8 channels of
 # DDR4-2400 peak at 307 GB/s (AnandTech, "Sizing Up Servers: Intel's Skylake-SP Xeon versus AMD's
 # EPYC 7000", July 2017, "Memory Subsystem: Bandwidth"): 250 / 307.2.
 HOST_STREAM_SHARE: Final = 250.0 / 307.2
+# What one thread streams: a core's outstanding cache misses over the memory latency bound it far
+# below the socket's DRAM (Little's law; John McCalpin, Intel Developer Zone forum "single core
+# bandwidth: haswell vs. broadwell vs. skylake": single-thread STREAM Triad 19.9 GB/s on a
+# two-socket Xeon E5-2690 v3). AnandTech's same 2017 article ("Memory Subsystem: Bandwidth"):
+# 12 GB/s for one Skylake-SP thread on DDR4-2666, Broadwell-EP about 50 % more (~18 GB/s). The
+# median of the three server figures, 18 GB/s, is used; the step takes the lesser of the node's
+# DRAM and its ranks' threads (parallel.host_threads_per_rank).
+HOST_THREAD_STREAM_GBS: Final = 18.0
 # DeepSpeed ZeRO-Offload (stages 1-2), beside CPU Adam's own pass (deepspeedai/DeepSpeed@edaa7221
 # deepspeed/runtime/zero/stage_1_and_2.py ``step``): the gradient norm reads the float32 host
 # gradients (``complete_grad_norm_calculation_for_cpu_offload``), and the updated float32 master
 # is copied into the pinned 16-bit staging buffer (``bit16_partition_buffer.data.copy_(
 # fp32_partition.data)``) before it goes back to the GPU: 4 + (4 + 2) bytes a parameter.
 ZERO_OFFLOAD_EXTRA_BYTES: Final = 4.0 + 4.0 + 2.0
+
+
+def host_threads_per_rank(plan: Plan) -> int:
+    """OMP_NUM_THREADS of each rank: the plan's, else the launcher's default — torchrun's 1 when a
+    node runs several ranks (torch/distributed/run.py ``config_from_args``), else 0: OpenMP's own,
+    every core, which the node's DRAM bounds before its threads do."""
+    typed = plan.parallel.host_threads_per_rank
+    if typed:
+        return typed
+    return 1 if min(plan.parallel.gpus_per_node, plan.world_size) > 1 else 0
 
 
 @dataclass(frozen=True)
@@ -167,12 +186,19 @@ def host_step(plan: Plan, counts: ParamCounts) -> HostStep | None:
         parts.append(f"gradient accumulation on the host 3 × {g:g} B × {sci(trainable)} × {micro - 1}")
     ranks = min(par.gpus_per_node, plan.world_size)
     node = per_rank * ranks
-    rate = par.host_memory_gbs * 1e9 * HOST_STREAM_SHARE
-    seconds = node / rate
-    formula = (
-        f"{ranks} ranks × ({' + '.join(parts)}) = {_gb_text(node)} ÷ ({par.host_memory_gbs:g} GB/s × "
-        f"{HOST_STREAM_SHARE:.3g} STREAM share) = {seconds:.3g} s"
-    )
+    dram = par.host_memory_gbs * HOST_STREAM_SHARE
+    per_rank_threads = host_threads_per_rank(plan)
+    threads = ranks * per_rank_threads if per_rank_threads else 0
+    rate_gbs = min(dram, threads * HOST_THREAD_STREAM_GBS) if threads else dram
+    seconds = node / (rate_gbs * 1e9)
+    if rate_gbs < dram:
+        limit = (
+            f"{threads} threads ({ranks} ranks × {per_rank_threads}) × {HOST_THREAD_STREAM_GBS:g} GB/s "
+            f"a thread, under the node's {dram:.0f} GB/s of DRAM"
+        )
+    else:
+        limit = f"{par.host_memory_gbs:g} GB/s × {HOST_STREAM_SHARE:.3g} STREAM share"
+    formula = f"{ranks} ranks × ({' + '.join(parts)}) = {_gb_text(node)} ÷ ({limit}) = {seconds:.3g} s"
     return HostStep(seconds, node, "optimizer step on the host (CPU)", formula)
 
 

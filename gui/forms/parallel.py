@@ -104,6 +104,7 @@ class ParallelForm(PlanForm):
         self.ddp_bucket = self.add_input("parallel.ddp_bucket_mb")
         self.bucket_view = self.add_input("parallel.ddp_bucket_view")
         self.host_memory = self.add_input("parallel.host_memory_gbs")
+        self.host_threads = self.add_input("parallel.host_threads_per_rank")
         self.zero_bucket = self.add_input("parallel.zero_bucket_elements")
         self.zero3_prefetch = self.add_input("parallel.zero3_prefetch_elements")
         self.zero3_live = self.add_input("parallel.zero3_max_live_elements")

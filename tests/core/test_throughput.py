@@ -79,7 +79,12 @@ def test_the_leave_one_source_out_errors_do_not_widen(bench: ModuleType, report)
     # (+17.2 -> +14.9 %) is in the other families' fits, and moves the shared Ampere coefficients.
     # 6.66 -> 6.59 % with torchtune's rows in pure bf16, as its recipes build the model (throughput.py
     # _preset): its optimizer state and FSDP reductions are 2 B, not 4 B (torchtune -12.0 -> -11.1 %).
-    assert summary["median"] <= 6.59
+    # 6.59 -> 6.70 % with the host step bounded by one thread a rank (torchrun's OMP_NUM_THREADS=1,
+    # 18 GB/s a server thread: core.training.host.HOST_THREAD_STREAM_GBS): torchtune's 70B CPU-offload
+    # row +38.4 -> +10.0 %, and, being fitted on by the other families, it moves the shared Ampere
+    # coefficients (gemm:ampere/16-bit 1.3857 -> 1.3798): MosaicML's and IBM's medians move by 0.1.
+    # A faithful step time, not a fit; the ratchet loosens by what the refit moved.
+    assert summary["median"] <= 6.70
     # 47.0 -> 48.6 % with Transformer Engine's fp8 rate taken from its source (not fitted on
     # NVIDIA's rows, whose miss then moves into the shared Hopper coefficients); 48.6 -> 50.2 %
     # and 78.4 -> 79.1 % with the data-parallel contention (the same BigScience and
@@ -111,7 +116,9 @@ def test_the_leave_one_source_out_errors_do_not_widen(bench: ModuleType, report)
     # halves with its bytes (5.9 -> 3.0 s), +14.9 -> +38.4 %, now the worst. Its recipe runs torch's
     # fused CPU AdamW under torchrun, whose default OMP_NUM_THREADS=1 leaves each rank one core; no
     # source here gives a per-core rate, so that is not modelled (docs/TRAINING_TIME.md).
-    assert summary["worst_short"] <= 38.43
+    # 38.43 -> 28.63 % with the one-thread-a-rank host step (above): that row +10.0 %; the worst is
+    # BigScience's prequel 200B row again.
+    assert summary["worst_short"] <= 28.63
     assert summary["worst_long"] <= 54.90
     # NVIDIA's dense rows (its expert-parallel ones are checked in the next test): 18.3 % before
     # the guide's rate.
@@ -147,7 +154,8 @@ def test_the_expert_parallel_figures_are_scored(bench: ModuleType, report) -> No
     # 10.83 -> 10.85 % with the host optimizer step of offloaded plans (the refit of the shared
     # coefficients: torchtune's 70B CPU-offload row is fitted on).
     # 10.85 -> 10.48 % with torchtune's rows in pure bf16 (the refit of the shared coefficients).
-    assert statistics.median(abs(r.error) for r in rows) <= 10.49
+    # 10.48 -> 10.70 % with the one-thread-a-rank host step (the refit of the shared coefficients).
+    assert statistics.median(abs(r.error) for r in rows) <= 10.71
     # The two-node EP 16 rows: 8,826-8,960 published, 8,728 predicted (+150 % without the traffic
     # that crosses the nodes' NICs); 8,628 with the fused backward's five matmuls (-3.7 % the worst).
     for r in rows:
@@ -383,12 +391,14 @@ def test_torchtune_rows_train_in_pure_bf16_as_its_recipes_build_the_model(bench:
 def test_the_cpu_offload_row_is_timed_with_its_host_step(bench: ModuleType, report) -> None:  # type: ignore[no-untyped-def]
     """torchtune's 70B full fine-tune (fsdp_cpu_offload: True, fused AdamW on the CPU; recipes/configs/
     llama3_1/70B_full.yaml) waits for its host optimizer step: 14 B of bf16 state a parameter through the
-    DGX A100's DRAM (core.training.host.host_step), 2.97 s of the predicted step."""
+    DGX A100's node, 2.97 s at its DRAM's rate; under torchrun (OMP_NUM_THREADS=1) each rank's pass runs on
+    one thread, 8 × 18 GB/s (core.training.host.HOST_THREAD_STREAM_GBS): 6.86 s of the predicted step."""
     from core.params import param_counts
     from core.training.host import host_step
 
     row = next(r for r in report.scored if r.case.id == "torchtune-70b-full-finetune-8xa100")
     host = host_step(row.case.plan, param_counts(row.case.plan))
-    assert host is not None and host.seconds == pytest.approx(2.97, abs=0.01)
-    # +17.2 % before the host step (autocast mapping), +14.9 % with it; +38.4 % in pure bf16, its recipe's.
-    assert row.error < 38.5
+    assert host is not None and host.seconds == pytest.approx(123.47e9 / 18e9, abs=0.01)
+    # +17.2 % before the host step (autocast mapping), +14.9 % with it; +38.4 % in pure bf16, its recipe's;
+    # +10.0 % with one thread a rank.
+    assert row.error < 10.1

@@ -338,7 +338,15 @@ def expected_values(window: MainWindow, plan: Plan) -> dict[str, Any]:
         "dp_replicate",
     ):
         values[f"parallel.{name}"] = getattr(par, name)
-    for name in ("virtual_stages", "host_ram_gb", "host_memory_gbs", "intra_link", "inter_link", "ddp_bucket_mb"):
+    for name in (
+        "virtual_stages",
+        "host_ram_gb",
+        "host_memory_gbs",
+        "host_threads_per_rank",
+        "intra_link",
+        "inter_link",
+        "ddp_bucket_mb",
+    ):
         values[f"parallel.{name}"] = getattr(par, name)
     for name in ("zero_bucket_elements", "zero3_prefetch_elements", "zero3_max_live_elements"):
         values[f"parallel.{name}"] = getattr(par, name)
@@ -592,6 +600,14 @@ class Monkey:
             field.lineEdit().selectAll()
             type_keys(self.qtbot, field.lineEdit(), str(value))
             self.qtbot.keyClick(field.lineEdit(), Qt.Key.Key_Return)
+        # Serving splits the model over its own tensor-parallel degree (the Serving form's, shown in
+        # Inference mode): typed too, so the rows only a split shows (its GPU link) get their turns.
+        serving = self.window.serving_form
+        if serving.isVisibleTo(self.window) and serving.tensor_parallel.isEnabled():
+            serving.tensor_parallel.setFocus()
+            serving.tensor_parallel.lineEdit().selectAll()
+            type_keys(self.qtbot, serving.tensor_parallel.lineEdit(), str(tp))
+            self.qtbot.keyClick(serving.tensor_parallel.lineEdit(), Qt.Key.Key_Return)
         strategy = self.rng.randrange(form.strategy.count())
         form.strategy.setCurrentIndex(strategy)
         if pp > 1:
