@@ -25,6 +25,7 @@ from core.files.launch.accelerate import read_accelerate_config
 from core.files.launch.common import optimizer_steps
 from core.files.launch.deepspeed import read_deepspeed
 from core.files.launch.toml_writer import dumps_toml
+from core.files.launch.torchrun import read_torchrun
 from core.files.runconfig import loads_run_config
 from core.inputs import Float8, Stack
 from core.plan import (
@@ -208,6 +209,24 @@ def test_fsdp1_wrap_and_allocator_settings_reach_accelerate_and_torchrun() -> No
     assert export(plan, Target.ACCELERATE).cannot("hardware.alloc_conf")  # a file: the variable is listed
     trl = json.loads(export(plan, Target.TRL).text)
     assert trl["fsdp_config"] == {"version": 1, "cpu_ram_efficient_loading": True, "sync_module_states": True}
+
+
+def test_the_offloaded_steps_threads_reach_the_launch_commands() -> None:
+    """A typed OMP_NUM_THREADS (the host optimizer step's threads a rank, core.training.host) goes in
+    front of the torchrun and accelerate launch commands and reads back; torchrun keeps a value the
+    user set (torch/distributed/run.py config_from_args defaults it only when unset). A trainer's
+    config file cannot carry it: listed."""
+    layout = Parallelism(gpus_per_node=8, strategy=Strategy.FSDP, offload=Offload.PARAMS, host_threads_per_rank=12)
+    plan = llama_plan(parallel=layout)
+    for target in (Target.TORCHRUN, Target.ACCELERATE_LAUNCH):
+        exported = export(plan, target)
+        assert "OMP_NUM_THREADS=12 " in exported.text.splitlines()[-1]
+        assert not exported.cannot("parallel.host_threads_per_rank")
+    assert read_torchrun(export(plan, Target.TORCHRUN).text)["parallel.host_threads_per_rank"] == 12
+    assert export(plan, Target.AXOLOTL).cannot("parallel.host_threads_per_rank")
+    # The launcher's default (0) writes nothing.
+    default = llama_plan(parallel=replace(layout, host_threads_per_rank=0))
+    assert "OMP_NUM_THREADS" not in export(default, Target.TORCHRUN).text
 
 
 @pytest.mark.parametrize(

@@ -147,6 +147,10 @@ RECIPE_WHY: Final = {
         "(the torchrun and accelerate launch exports write it)"
     ),
     "hardware.torch_version": "the PyTorch release installed, not a config key (pin torch to it)",
+    "parallel.host_threads_per_rank": (
+        "an environment variable: set OMP_NUM_THREADS where the run starts "
+        "(the torchrun and accelerate launch exports write it)"
+    ),
     "hardware.nccl_avoid_record_streams": (
         "an environment variable: set TORCH_NCCL_AVOID_RECORD_STREAMS=1 where the run starts "
         "(the torchrun and accelerate launch exports write it)"
@@ -314,17 +318,22 @@ ALLOC_ENV: Final = "PYTORCH_CUDA_ALLOC_CONF"
 # ProcessGroupNCCL reads it at construction (ProcessGroupNCCL.hpp, torch 2.4.0-2.8.0 wheels);
 # from 2.8 it only warns that it is the default (core.parallel.state._release_cache).
 RECORD_STREAMS_ENV: Final = "TORCH_NCCL_AVOID_RECORD_STREAMS"
-ENV_SETTINGS: Final = ("hardware.alloc_conf", "hardware.nccl_avoid_record_streams")
+# The CPU threads of each rank (the offloaded optimizer step's): torchrun keeps a value the user set
+# and only defaults it to 1 when it is unset (torch/distributed/run.py config_from_args).
+THREADS_ENV: Final = "OMP_NUM_THREADS"
+ENV_SETTINGS: Final = ("hardware.alloc_conf", "hardware.nccl_avoid_record_streams", "parallel.host_threads_per_rank")
 
 
 def alloc_env(draft: Draft) -> list[str]:
-    """``PYTORCH_CUDA_ALLOC_CONF=...`` and ``TORCH_NCCL_AVOID_RECORD_STREAMS=1`` in front of a
-    launch command, where the plan sets them (the variable where its release reads it)."""
+    """``PYTORCH_CUDA_ALLOC_CONF=...``, ``TORCH_NCCL_AVOID_RECORD_STREAMS=1`` and ``OMP_NUM_THREADS=N``
+    in front of a launch command, where the plan sets them (the variable where its release reads it)."""
     plan = draft.plan
     conf = plan.hardware.alloc_conf
     words = [f"{ALLOC_ENV}={shlex.quote(conf)}"] if conf else []
     if differs_from_default(plan, "hardware.nccl_avoid_record_streams"):
         words.append(f"{RECORD_STREAMS_ENV}=1")
+    if differs_from_default(plan, "parallel.host_threads_per_rank"):
+        words.append(f"{THREADS_ENV}={plan.parallel.host_threads_per_rank}")
     return words
 
 
@@ -337,5 +346,7 @@ def read_alloc_env(words: list[str]) -> tuple[dict[str, Any], list[str]]:
             found["hardware.alloc_conf"] = value
         elif name == RECORD_STREAMS_ENV:
             found["hardware.nccl_avoid_record_streams"] = value == "1"
+        elif name == THREADS_ENV and value.isdigit():
+            found["parallel.host_threads_per_rank"] = int(value)
         words = words[1:]
     return found, words

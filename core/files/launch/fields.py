@@ -203,6 +203,12 @@ TRAINING_FIELDS: Final = (
     ),
     _f("parallel.offload", lambda p: p.parallel.offload),
     _f(
+        "parallel.host_threads_per_rank",
+        lambda p: p.parallel.host_threads_per_rank,
+        _matters("parallel.host_threads_per_rank"),
+        "parallel.offload",
+    ),
+    _f(
         "parallel.reshard_after_forward",
         lambda p: p.parallel.reshard_after_forward,
         lambda p: p.parallel.strategy is Strategy.FSDP,
