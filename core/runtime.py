@@ -9,9 +9,10 @@ every serving engine's rules, and for the one constant fitted on published real-
 
 from __future__ import annotations
 
+from functools import lru_cache
 from typing import Final, NamedTuple
 
-from core.catalogue import Generation, generation
+from core.catalogue import Generation, generation, load_gpus
 from core.units import MiB
 
 # The CUDA context of a PyTorch process (driver, kernels of the loaded libraries) sits outside
@@ -82,9 +83,18 @@ _WORKSPACES_BY_GENERATION: Final = {
     Generation.ADA: (_CUBLAS_OTHER, _TE_BEFORE),
     Generation.AMPERE: (_CUBLAS_OTHER, _TE_BEFORE),
 }
-# A card whose architecture is not known (a custom card, a family the catalogue does not tell
-# apart) is given the larger size of each: an upper bound on NVIDIA cards.
+# An NVIDIA card of the catalogue whose family the speed tables do not tell apart (Volta's V100,
+# Turing's T4 and RTX 20 series) is still not sm90 and below compute capability 9, so both rules
+# give it the smaller sizes: every Hopper card of the catalogue is named by core.catalogue's
+# prefixes. A card whose architecture is not known (a custom card, an AMD or Apple one) is given
+# the larger size of each: an upper bound on NVIDIA cards.
 _ASSUMED_SIZES: Final = (_CUBLAS_SM90, _TE_CC9)
+_BEFORE_HOPPER_SIZES: Final = (_CUBLAS_OTHER, _TE_BEFORE)
+
+
+@lru_cache(maxsize=1)
+def _catalogue_nvidia_ids() -> frozenset[str]:
+    return frozenset(gpu.id for gpu in load_gpus() if gpu.vendor == "nvidia")
 WORKSPACE_ASSUMED_NOTE: Final = (
     " — the card's architecture is not known: the larger size assumed, an upper bound on NVIDIA cards"
 )
@@ -92,6 +102,8 @@ WORKSPACE_ASSUMED_NOTE: Final = (
 
 def _workspaces(gpu_id: str) -> tuple[Workspace, Workspace]:
     sizes = _WORKSPACES_BY_GENERATION.get(generation(gpu_id))
+    if sizes is None and gpu_id in _catalogue_nvidia_ids():
+        sizes = _BEFORE_HOPPER_SIZES
     known = sizes is not None
     (cublas, cublas_label), (te, te_label) = sizes if sizes is not None else _ASSUMED_SIZES
     return Workspace(cublas, cublas_label, known), Workspace(te, te_label, known)
