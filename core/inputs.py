@@ -185,6 +185,17 @@ class PipelineSchedule(StrEnum):
     INTERLEAVED = "interleaved"  # Megatron interleaved 1F1B over virtual stages
 
 
+class MoeDispatcher(StrEnum):
+    """Megatron-Core's MoE token dispatcher under expert parallel (``moe_token_dispatcher_type``,
+    and for "flex" Megatron-Bridge's ``moe_flex_dispatcher_backend``; NVIDIA/Megatron-LM 55ac7082
+    megatron/core/transformer/moe/token_dispatcher.py). What each moves beside its all-to-all:
+    core.training.speed.moe_permute_bytes."""
+
+    ALLTOALL = "alltoall"  # MoEAlltoAllTokenDispatcher: permute, all-to-all, sort by local expert
+    DEEPEP = "deepep"  # flex + DeepEP: fused dispatch, then a local permute of the received tokens
+    HYBRIDEP = "hybridep"  # flex + HybridEP: the permutes fused into its dispatch and combine kernels
+
+
 class Accounting(StrEnum):
     LESSON = "lesson"  # the lesson's four buckets with a typed activation allowance
     DETAILED = "detailed"  # derived from the architecture and how the step runs
@@ -380,6 +391,11 @@ SCHEDULE_LABELS: Final = {
     PipelineSchedule.GPIPE: "GPipe",
     PipelineSchedule.ONE_F_ONE_B: "1F1B",
     PipelineSchedule.INTERLEAVED: "interleaved 1F1B",
+}
+MOE_DISPATCHER_LABELS: Final = {
+    MoeDispatcher.ALLTOALL: "alltoall",
+    MoeDispatcher.DEEPEP: "flex, DeepEP",
+    MoeDispatcher.HYBRIDEP: "flex, HybridEP",
 }
 QUANT_LABELS: Final = {Quant.NF4: "4-bit NF4", Quant.FP4: "4-bit FP4", Quant.INT8: "8-bit (LLM.int8)"}
 ACCOUNTING_LABELS: Final = {
@@ -901,6 +917,17 @@ INPUTS: Final[tuple[Input, ...]] = (
           "context parallel GPUs; tokens reach their experts by an all-to-all.",
           ("--expert-parallel", "--ep"), "expert-parallel degree (MoE models)", low=1, high=MAX_DEGREE, metavar="N",
           matters=lambda p: p.parallel.world_size > 1 and p.model.num_experts > 1),
+    # Megatron-Core's token dispatcher: "alltoall" is MoE layers' default and Qwen3's provider's
+    # (NVIDIA-NeMo/Megatron-Bridge v0.2.0 src/megatron/bridge/models/qwen/qwen_provider.py:
+    # moe_token_dispatcher_type "alltoall"); "flex" with DeepEP or HybridEP is what NVIDIA's later
+    # performance recipes set (apply_flex_dispatcher_backend). A plan file without it reads alltoall.
+    Input("parallel.moe_dispatcher", Kind.ENUM, "MoE dispatcher", "MoE token dispatcher", MoeDispatcher.ALLTOALL,
+          "Megatron-Core's token dispatcher under expert parallel: alltoall permutes the routed token copies, "
+          "all-to-alls them and sorts them by local expert (and back); flex with DeepEP permutes only the "
+          "tokens it received; flex with HybridEP permutes inside its dispatch and combine kernels.",
+          ("--moe-dispatcher",), "Megatron MoE token dispatcher: alltoall, deepep or hybridep (expert parallel)",
+          labels=MOE_DISPATCHER_LABELS, advanced=True,
+          matters=lambda p: p.stack is Stack.MEGATRON and p.model.num_experts > 1 and p.parallel.expert_parallel > 1),
     # HSDP: torchtitan's data_parallel_replicate_degree (default 1; pytorch/torchtitan b5bcd76
     # torchtitan/config/configs.py), FSDP2 fully_shard on a 2-D (replicate, shard) DeviceMesh, FSDP1
     # ShardingStrategy.HYBRID_SHARD (whose default shard group is one node).

@@ -41,6 +41,7 @@ from core.inputs import (
     Kind,
     MegatronCeFusion,
     Method,
+    MoeDispatcher,
     Offload,
     Optimizer,
     OptimizerImpl,
@@ -91,6 +92,7 @@ __all__ = [
     "LoraSettings",
     "MegatronCeFusion",
     "Method",
+    "MoeDispatcher",
     "Offload",
     "Optimizer",
     "OptimizerImpl",
@@ -249,6 +251,7 @@ class Parallelism:
     # data_parallel_replicate_degree, FSDP2 fully_shard on a 2-D (replicate, shard) mesh, FSDP1
     # ShardingStrategy.HYBRID_SHARD). 1: plain FSDP, sharded over every data-parallel rank.
     dp_replicate: int = DEFAULTS["parallel.dp_replicate"]
+    moe_dispatcher: MoeDispatcher = DEFAULTS["parallel.moe_dispatcher"]  # Megatron's MoE token dispatcher
     sequence_parallel: bool = DEFAULTS["parallel.sequence_parallel"]
     tp_overlap: bool = DEFAULTS["parallel.tp_overlap"]  # async TP / Megatron --tp-comm-overlap
     schedule: PipelineSchedule = DEFAULTS["parallel.schedule"]

@@ -146,6 +146,7 @@ def _parts(work: Work) -> tuple[ComputePart, ...]:
         "optimizer": "optimizer step",
         "ring_merge": "ring attention's float32 merges (context parallel)",
         "te_casts": "Transformer Engine's float8 casts",
+        "moe_permute": "MoE token permutes (to the experts' rows and back)",
     }
     parts = []
     for name, seconds in work.features.items():

@@ -145,6 +145,9 @@ def _priors() -> dict[str, float]:
     priors["ring_merge"] = 1 / 0.92
     # Transformer Engine's float8 casts, counted from the bytes its source measures (below).
     priors["te_casts"] = 1 / 0.92
+    # A mixture of experts' token permutes (core.training.speed.MOE_*): plain copy kernels, counted
+    # from Transformer Engine's and Megatron-Core's source.
+    priors["moe_permute"] = 1 / 0.92
     priors.update(MEGATRON_HOPPER)
     for family, gemm in _GEMM_16BIT.items():
         priors[f"gemm:{family}/16-bit"] = gemm
@@ -165,7 +168,7 @@ PRIORS: Final[Mapping[str, float]] = _priors()
 # from the source, and the corpus's only context-parallel rows (torchtitan's) would otherwise
 # set the figure for themselves; torch.compile's elementwise bytes are counted from what inductor
 # fuses, so its rows do not set the stack's factor either.
-FIXED: Final = frozenset({"ring_merge", "te_casts", "elementwise:compile", *MEGATRON_HOPPER})
+FIXED: Final = frozenset({"ring_merge", "te_casts", "moe_permute", "elementwise:compile", *MEGATRON_HOPPER})
 
 # ---- fitted on the corpus (benchmarks/realgpu/throughput.py --fit, all sources) -----------
 # Written by that script's --fit (tests/core/test_throughput.py checks they are its output).
@@ -206,6 +209,7 @@ FITTED: Final[Mapping[str, float]] = {
     "gemm:hopper/megatron-16-bit": 1.2761,
     "gemm:hopper/megatron-fp8-te": 1.3123,
     "gemm_bytes": 1.0680,
+    "moe_permute": 1.0870,
     "optimizer": 1.0606,
     "ring_merge": 1.0870,
     "te_casts": 1.0870,

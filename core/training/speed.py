@@ -34,7 +34,7 @@ from core.catalogue import Generation, GpuSpec, generation
 from core.dtypes import ELEMENT_BYTES, NF4_BLOCK, Quant
 from core.parallel.layout import Stage, layout, train_share, trainable_layers
 from core.params import ParamCounts
-from core.plan import Attention, CheckpointPolicy, Float8, Method, Offload, Plan, Stack, Strategy
+from core.plan import Attention, CheckpointPolicy, Float8, Method, MoeDispatcher, Offload, Plan, Stack, Strategy
 from core.roles import dtypes_for
 from core.training.activations import recomputed_share
 from core.training.attention import Kernel, sdpa_kernel
@@ -192,6 +192,26 @@ RING_FORWARD_PER_STEP: Final = 46.0
 # sent on (16) and dQ's accumulation (10): 60 per step.
 RING_BACKWARD_ONCE: Final = 84.0
 RING_BACKWARD_PER_STEP: Final = 60.0
+# A mixture of experts moves each routed token copy to its expert's rows and back (dropless,
+# balanced routing: N tokens, N·k copies, rows of d elements in the compute dtype). Transformer
+# Engine's fused permutation, which Megatron-Core's moe_permute_fusion calls (NVIDIA/Megatron-LM
+# b0cc2706, megatron/core/transformer/moe/moe_utils.py permute / unpermute / sort_chunks_by_idxs;
+# NVIDIA/TransformerEngine v2.9 70f53666, transformer_engine/pytorch/triton/permutation.py):
+# _permute_kernel loads each token's row once and stores it to its k experts' rows (N + N·k rows),
+# _unpermute_kernel loads a token's k rows and stores their sum (N·k + N); each is the other's
+# backward (transformer_engine/pytorch/permutation.py, _moe_permute_mask_map.backward and
+# _moe_unpermute_mask_map.backward). Other stacks gather the copies and scatter-add them back,
+# the same rows (transformers' eager expert loop: hidden_states[top_x], index_add_; torchtitan's
+# gather and scatter_add). Per MoE layer and pass (forward, its recompute, backward):
+MOE_PERMUTE_TOKEN_ROWS: Final = 2.0  # the permute's reads, the unpermute's writes
+MOE_PERMUTE_COPY_ROWS: Final = 2.0  # the permute's writes, the unpermute's reads
+# Megatron-Core's alltoall dispatcher (megatron/core/transformer/moe/token_dispatcher.py,
+# MoEAlltoAllTokenDispatcher at b0cc2706; moe_token_dispatcher_type "alltoall" is the default and
+# Qwen3's provider's, Megatron-Bridge v0.2.0 qwen_provider.py) also sorts the received copies by
+# local expert ("Permutation 2", dispatch_postprocess) and back (combine_preprocess) when a rank
+# holds more than one expert: _sort_chunks_by_map_kernel loads and stores each row once, 2·N·k
+# each, its backward the same (_moe_chunk_sort.backward).
+MOE_SORT_COPY_ROWS: Final = 4.0
 # A custom card has no bandwidth figure: the A100's bytes per FLOP (2,039 GB/s for 312
 # dense 16-bit TFLOP/s, NVIDIA A100 datasheet) is assumed.
 BYTES_PER_FLOP_ASSUMED: Final = 2039e9 / 312e12
@@ -412,6 +432,49 @@ def ring_attention_bytes(rank: _Rank) -> float:
     return elements * (forward * (rank.layers + _attention_recompute(rank)) + backward * rank.backward_layers)
 
 
+def moe_permute_bytes(rank: _Rank) -> float:
+    """Bytes a mixture of experts' token permutes move for one micro-batch on the rank (the
+    MOE_* rows above, in the compute dtype); 0 for a dense model. N is the tokens the MoE layer
+    receives: ÷ CP, and ÷ TP with sequence parallel (layout.dispatched_copies' N); its N·k copies
+    are what the rank's experts receive too (balanced routing). Under Megatron with expert parallel
+    the dispatcher decides (parallel.moe_dispatcher): alltoall adds its sort by local expert;
+    DeepEP's fused dispatch sends a token once to each rank holding one of its experts, and the rank
+    permutes the tokens it received (``_DeepepManager.get_permuted_hidden_states_by_experts``:
+    ``permute(..., fused=self.permute_fusion)``); HybridEP permutes inside its dispatch and combine
+    kernels ("permute tokens for experts in single step"; its get_permuted_hidden_states_by_experts
+    returns the tokens as they arrived): no permute kernel of its own (NVIDIA/Megatron-LM 55ac7082,
+    megatron/core/transformer/moe/token_dispatcher.py)."""
+    plan = rank.plan
+    model, par = plan.model, plan.parallel
+    if model.num_experts <= 1:
+        return 0.0
+    tokens = rank.tokens / (rank.tp if par.sequence_parallel else 1)
+    copies = tokens * model.experts_per_token
+    megatron, ep = plan.stack is Stack.MEGATRON, par.expert_parallel
+    dispatcher = par.moe_dispatcher if megatron and ep > 1 else MoeDispatcher.ALLTOALL
+    if dispatcher is MoeDispatcher.HYBRIDEP:
+        return 0.0
+    if dispatcher is MoeDispatcher.DEEPEP:
+        tokens = received_tokens(tokens, model.num_experts, model.experts_per_token, ep)
+    rows = MOE_PERMUTE_TOKEN_ROWS * tokens + MOE_PERMUTE_COPY_ROWS * copies
+    if megatron and dispatcher is MoeDispatcher.ALLTOALL and model.num_experts // max(1, ep) > 1:
+        rows += MOE_SORT_COPY_ROWS * copies
+    passes = rank.layers + _recomputed_blocks(plan, rank) + rank.backward_layers
+    return rows * model.hidden_size * dtypes_for(plan).compute * passes
+
+
+def received_tokens(tokens: float, experts: int, k: int, ep: int) -> float:
+    """Distinct tokens a rank receives when each of the EP ranks' ``tokens`` goes once to every
+    rank holding one of its k experts (DeepEP's dispatch), the k drawn uniformly without repeats:
+    what Megatron-Core's moe_router_force_load_balancing draws (NVIDIA/Megatron-LM 55ac7082:
+    router.py applies apply_random_logits, moe_utils.py RandomSTE's ``logits.clone().normal_()``,
+    before the top-k), the balanced routing
+    the plan assumes. A token misses a rank's E ÷ EP experts with probability C(E − E/EP, k) ÷ C(E, k)."""
+    local = experts // ep
+    miss = math.comb(experts - local, k) / math.comb(experts, k) if experts - local >= k else 0.0
+    return tokens * ep * (1.0 - miss)
+
+
 def _elementwise_bytes(rank: _Rank) -> float:
     """Bytes eager PyTorch moves around the matmuls for one micro-batch on the rank."""
     plan = rank.plan
@@ -548,13 +611,15 @@ def _wide_feature(mm: _Tally, micro: int, family: Generation, peak: float, plan:
 
 
 def _ring_feature(rank: _Rank, micro: int, bandwidth: float) -> dict[str, float]:
-    """The ring attention's merge traffic and Transformer Engine's float8 casts, each a feature
-    of its own at the pointwise rate (none without them)."""
+    """The ring attention's merge traffic, Transformer Engine's float8 casts and a mixture of
+    experts' token permutes, each a feature of its own at the pointwise rate (none without them)."""
     ring = ring_attention_bytes(rank)
     casts = te_cast_bytes(rank)
+    permutes = moe_permute_bytes(rank)
     return {
         **({"ring_merge": micro * ring / bandwidth} if ring else {}),
         **({"te_casts": micro * casts / bandwidth} if casts else {}),
+        **({"moe_permute": micro * permutes / bandwidth} if permutes else {}),
     }
 
 

@@ -111,6 +111,7 @@ class ParallelForm(PlanForm):
         self.float8_gather = self.add_input("parallel.fsdp_float8_all_gather")
         self.fsdp1_wrap = self.add_input("parallel.fsdp1_wrap")
         self.grad_reduce_fp32 = self.add_input("parallel.grad_reduce_in_fp32")
+        self.moe_dispatcher = self.add_input("parallel.moe_dispatcher")  # Megatron MoE under expert parallel
         controller.editRejected.connect(self._rejected)
         self.problemCleared.connect(self._cleared)
 

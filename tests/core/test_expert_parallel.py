@@ -245,6 +245,91 @@ def test_ep_one_has_no_all_to_all_and_the_same_step() -> None:
     assert estimate(plan).compute == estimate(plan.with_parallel(expert_parallel=1)).compute
 
 
+def _permute_seconds(plan: Plan, gpu: str = "b200") -> float:
+    from core.catalogue import find_gpu
+    from core.training.speed import step_work
+
+    return step_work(plan, param_counts(plan), find_gpu(gpu)).features.get("moe_permute", 0.0)
+
+
+def test_each_moe_layer_moves_its_routed_tokens_to_the_experts_rows_and_back() -> None:
+    # Transformer Engine's fused permutation (NVIDIA/TransformerEngine v2.9,
+    # transformer_engine/pytorch/triton/permutation.py), which Megatron-Core's moe_permute_fusion
+    # calls (NVIDIA/Megatron-LM b0cc2706, megatron/core/transformer/moe/moe_utils.py): the permute
+    # reads each of the N tokens once and writes its k copies (N + N·k rows), the unpermute reads
+    # the k copies and writes their sum (N·k + N), each the other's backward; the alltoall
+    # dispatcher sorts the received copies by local expert and back (sort_chunks_by_idxs: 2·N·k
+    # each), its backward the same. 48 layers forward and backward, d = 2048 in bf16.
+    from core.catalogue import find_gpu
+
+    plan = _plan(8, nodes=1, grad_accum=4)
+    tokens, routed = 4096, 4096 * TOP_K
+    rows = (tokens + routed) * 2 + 2 * routed * 2  # permute + unpermute, sort + unsort
+    expected = rows * D * 2 * 2 * LAYERS * 4 / (find_gpu("b200").memory_bandwidth_gb_s * 1e9)
+    assert _permute_seconds(plan) == pytest.approx(expected)
+    # Full recompute runs the forward's again.
+    assert _permute_seconds(plan.with_changes(checkpointing=True)) == pytest.approx(expected * 3 / 2)
+    # Other stacks gather the copies and scatter-add them back without Megatron's chunk sort.
+    eager = (tokens + routed) * 2 * D * 2 * 2 * LAYERS * 4 / (find_gpu("b200").memory_bandwidth_gb_s * 1e9)
+    assert _permute_seconds(plan.with_changes(stack=Stack.COMPILE)) == pytest.approx(eager)
+    # A dense model has none; the term is counted from the source, never fitted.
+    dense = Plan(model=find_model("llama-3.1-8b").spec, stack=Stack.MEGATRON)
+    assert _permute_seconds(dense) == 0.0
+    from core.training.efficiency import FITTED, PRIORS
+
+    assert FITTED["moe_permute"] == pytest.approx(PRIORS["moe_permute"], abs=1e-4)
+
+
+def test_the_flex_dispatchers_move_fewer_rows_than_alltoall() -> None:
+    # DeepEP's fused dispatch sends a token once to each rank holding one of its experts, and the
+    # rank permutes what it received (NVIDIA/Megatron-LM 55ac7082 token_dispatcher.py
+    # _DeepepManager.get_permuted_hidden_states_by_experts); no chunk sort. Under the benchmark
+    # recipes' forced balancing (random logits into the top-k) a token misses a rank's 16 of 128
+    # experts with probability C(112, 8) / C(128, 8): 8 ranks × 4,096 tokens × (1 − that) arrive.
+    # HybridEP permutes inside its dispatch and combine kernels: nothing apart.
+    from math import comb
+
+    from core.catalogue import find_gpu
+    from core.plan import MoeDispatcher
+    from core.training.speed import received_tokens
+
+    arrived = 8 * 4096 * (1 - comb(112, 8) / comb(128, 8))
+    assert received_tokens(4096, EXPERTS, TOP_K, 8) == pytest.approx(arrived)
+    assert 21_000 < arrived < 22_500  # about two thirds of the 32,768 routed copies
+    plan = _plan(8, nodes=1, grad_accum=4)
+    bandwidth = find_gpu("b200").memory_bandwidth_gb_s * 1e9
+    deepep = (arrived + 4096 * TOP_K) * 2 * D * 2 * 2 * LAYERS * 4 / bandwidth
+    assert _permute_seconds(plan.with_parallel(moe_dispatcher=MoeDispatcher.DEEPEP)) == pytest.approx(deepep)
+    assert _permute_seconds(plan.with_parallel(moe_dispatcher=MoeDispatcher.HYBRIDEP)) == 0.0
+    # At EP 1 there is no dispatch to choose: Megatron's alltoall dispatcher permutes and sorts.
+    single = _plan(1, nodes=1, grad_accum=4)
+    assert _permute_seconds(single.with_parallel(moe_dispatcher=MoeDispatcher.HYBRIDEP)) == _permute_seconds(single)
+
+
+def test_a_plan_file_keeps_the_dispatcher_and_an_older_file_reads_alltoall(tmp_path: Path) -> None:
+    from core.plan import MoeDispatcher
+
+    plan = _plan(8).with_parallel(moe_dispatcher=MoeDispatcher.HYBRIDEP)
+    loaded, older = reload_and_without(plan, tmp_path, "parallel", "moe_dispatcher")
+    assert loaded == plan
+    assert older == _plan(8)
+
+
+def test_megatron_bridge_writes_the_flex_backend_and_the_others_list_it() -> None:
+    # Megatron-Bridge's apply_flex_dispatcher_backend (v0.3.1 training/flex_dispatcher_backend.py):
+    # moe_token_dispatcher_type "flex" and moe_flex_dispatcher_backend the backend.
+    from core.plan import MoeDispatcher
+
+    plan = _plan(8).with_parallel(moe_dispatcher=MoeDispatcher.DEEPEP)
+    bridge = export(plan, Target.MEGATRON_BRIDGE)
+    assert "model.moe_token_dispatcher_type=flex" in bridge.text
+    assert "model.moe_flex_dispatcher_backend=deepep" in bridge.text
+    assert "parallel.moe_dispatcher" not in {u.field for u in bridge.unexpressed}
+    assert "model.moe_token_dispatcher_type=alltoall" in export(_plan(8), Target.MEGATRON_BRIDGE).text
+    titan = export(plan.with_changes(stack=Stack.MEGATRON), Target.TORCHTITAN)
+    assert "parallel.moe_dispatcher" in {u.field for u in titan.unexpressed}
+
+
 # ---- the files ----------------------------------------------------------------------------
 def test_a_plan_file_keeps_ep_and_an_older_file_reads_as_one(tmp_path: Path) -> None:
     loaded, older = reload_and_without(_plan(8), tmp_path, "parallel", "expert_parallel")

@@ -155,7 +155,16 @@ def test_the_expert_parallel_figures_are_scored(bench: ModuleType, report) -> No
     # coefficients: torchtune's 70B CPU-offload row is fitted on).
     # 10.85 -> 10.48 % with torchtune's rows in pure bf16 (the refit of the shared coefficients).
     # 10.48 -> 10.70 % with the one-thread-a-rank host step (the refit of the shared coefficients).
-    assert statistics.median(abs(r.error) for r in rows) <= 10.71
+    # 10.70 -> 12.40 % (loosened, with the reason; 10.48 -> 12.19 % on its own) with the MoE token permutes timed
+    # (core.training.speed.moe_permute_bytes, from Transformer Engine's permutation kernels and
+    # Megatron-Core's alltoall dispatcher): the rows at the median are gpt-oss-120b's H100 rows,
+    # which ran the alltoall dispatcher and were already predicted too slow (-10.5 -> -12.2 %); their
+    # permute and sort kernels run in the source, so the time is charged. The rows it was for move
+    # the other way: the four worst Qwen3-30B-A3B rows +249.9 / +235.7 / +174.0 / +155.9 % ->
+    # +221.9 / +208.9 / +161.5 / +135.6 %; the HybridEP rows, whose permutes are inside the
+    # dispatch kernels, do not move.
+    assert statistics.median(abs(r.error) for r in rows) <= 12.41
+    assert max(abs(r.error) for r in rows) <= 221.95
     # The two-node EP 16 rows: 8,826-8,960 published, 8,728 predicted (+150 % without the traffic
     # that crosses the nodes' NICs); 8,628 with the fused backward's five matmuls (-3.7 % the worst).
     for r in rows:
@@ -190,6 +199,17 @@ def test_each_expert_parallel_record_says_what_its_releases_recipe_ran(report) -
     assert '"hybridep"' in line and 'cuda_graph_scope=["attn", "moe_router", "moe_preprocess"]' in line
     # Five records' tables state another layout than their tag's configs set.
     assert sum("DISAGREES" in v for v in recipes.values()) == 5
+    # Each row is planned with the token dispatcher its recipe line names: the flex backend where the
+    # tag sets one (DeepEP at 26.02 on H100, HybridEP after), alltoall where it sets none.
+    for r in report.scored:
+        if r.case.id in recipes:
+            dispatcher = r.case.plan.parallel.moe_dispatcher.value
+            if dispatcher == "alltoall":
+                assert '"alltoall"' in recipes[r.case.id] or "flex" not in recipes[r.case.id], r.case.id
+            else:
+                assert dispatcher in recipes[r.case.id].lower(), r.case.id
+    dispatchers = [r.case.plan.parallel.moe_dispatcher.value for r in report.scored if r.case.id in recipes]
+    assert (dispatchers.count("deepep"), dispatchers.count("hybridep")) == (1, 8)
 
 
 def test_a_records_accumulation_follows_the_quoted_global_batch(report) -> None:  # type: ignore[no-untyped-def]

@@ -157,6 +157,10 @@ RECIPE_WHY: Final = {
     ),
     "parallel.tp_overlap": "no tensor-parallel overlap setting in this target",
     "parallel.expert_parallel": "no expert-parallel setting in this target (Megatron: --expert-model-parallel-size)",
+    "parallel.moe_dispatcher": (
+        "Megatron-Core's MoE token dispatcher is not a setting of this target (Megatron-Bridge: "
+        "model.moe_token_dispatcher_type, model.moe_flex_dispatcher_backend)"
+    ),
     "parallel.dp_replicate": (
         "no hybrid-sharding (HSDP) setting in this target (torchtitan: data_parallel_replicate_degree; "
         "FSDP1: ShardingStrategy.HYBRID_SHARD)"

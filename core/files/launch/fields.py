@@ -170,6 +170,13 @@ TRAINING_FIELDS: Final = (
         "parallel.gpus_per_node",
     ),
     _f(
+        "parallel.moe_dispatcher",
+        lambda p: p.parallel.moe_dispatcher,
+        _matters("parallel.moe_dispatcher"),
+        "method.stack",
+        "parallel.expert_parallel",
+    ),
+    _f(
         "parallel.dp_replicate",
         lambda p: p.parallel.dp_replicate,
         _matters("parallel.dp_replicate"),

@@ -36,7 +36,7 @@ from core.files.launch.common import (
     optimizer_steps,
     recipes_outside,
 )
-from core.inputs import Float8, MegatronCeFusion, Stack
+from core.inputs import Float8, MegatronCeFusion, MoeDispatcher, Stack, input_at
 from core.plan import CheckpointPolicy, Method, Offload, Optimizer, OptimizerImpl, PipelineSchedule, Plan, Strategy
 
 # Catalogue models with a Megatron-Bridge recipe (the stems its recipes' __init__ export at
@@ -145,6 +145,10 @@ def _recompute(draft: Draft) -> dict[str, Any]:
     return {"recompute_granularity": "full", "recompute_method": "uniform", "recompute_num_layers": 1}
 
 
+def _moe_dispatcher_matters(plan: Plan) -> bool:
+    return input_at("parallel.moe_dispatcher").matters(plan)
+
+
 def _model(draft: Draft) -> dict[str, Any]:
     plan, par = draft.plan, draft.plan.parallel
     section: dict[str, Any] = {
@@ -162,6 +166,13 @@ def _model(draft: Draft) -> dict[str, Any]:
     section["cross_entropy_loss_fusion"] = plan.megatron_ce_fusion is not MegatronCeFusion.OFF
     if plan.megatron_ce_fusion is not MegatronCeFusion.OFF:
         section["cross_entropy_fusion_impl"] = plan.megatron_ce_fusion.value
+    if _moe_dispatcher_matters(plan):
+        # Megatron-Bridge's apply_flex_dispatcher_backend (NVIDIA-NeMo/Megatron-Bridge v0.3.1
+        # src/megatron/bridge/training/flex_dispatcher_backend.py): "flex" with the backend named.
+        flex = par.moe_dispatcher is not MoeDispatcher.ALLTOALL
+        section["moe_token_dispatcher_type"] = "flex" if flex else "alltoall"
+        if flex:
+            section["moe_flex_dispatcher_backend"] = par.moe_dispatcher.value
     if plan.float8 is Float8.TE:
         section["fp8"] = "hybrid"
     elif plan.float8 is not Float8.NONE:
@@ -262,7 +273,8 @@ def export_megatron_bridge(plan: Plan, model_ref: str | None = None) -> Export:
     recipes_outside(
         draft,
         ("method.stack", "method.float8", "method.grad_clip", "method.lora.dropout", "parallel.tp_overlap",
-         "parallel.expert_parallel", "parallel.grad_reduce_in_fp32", "method.megatron_ce_fusion"),
+         "parallel.expert_parallel", "parallel.grad_reduce_in_fp32", "method.megatron_ce_fusion",
+         "parallel.moe_dispatcher"),
     )  # fmt: skip
     overrides = " ".join(_flat(document))
     nodes, gpus = par.nodes, par.gpus_per_node
