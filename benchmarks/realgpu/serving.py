@@ -761,7 +761,7 @@ def speed_role(record: dict[str, Any], plan: Plan | None = None) -> str:
     """What a llama.cpp decode row sets: the launch overhead (a graph on / off pair, by its
     difference), nothing (a Vulkan build: scored with ggml-vulkan's dispatches,
     core.serving.speed.VULKAN_KERNELS_PER_LAYER, not fitted on; a step bound by an Apple GPU's
-    K-quant mat-vec ALUs, core.serving.speed.APPLE_KQUANT_MATVEC_CYCLES, whose time says nothing
+    K-quant mat-vec ALUs, core.serving.speed.APPLE_MATVEC_CYCLES, whose time says nothing
     of the bandwidth), or the bandwidth efficiency and cycles (the rest)."""
     if record["source_id"] in GRAPH_PAIR_SOURCES:
         return "launch"

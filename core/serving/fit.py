@@ -112,7 +112,7 @@ DEFAULT_DRIVER: Final = _frozen(
     }
 )
 # Unified memory: 0.89 since the M1 Max's K-quant decode rows, bound by its ALUs
-# (core.serving.speed.APPLE_KQUANT_MATVEC_CYCLES), no longer set it (0.88 while they did); with
+# (core.serving.speed.APPLE_MATVEC_CYCLES), no longer set it (0.88 while they did); with
 # Metal's dispatches costed apart ("metal" below) and llama.cpp discussion #4167's Apple table
 # beside XiongjieDai's Macs; 0.72 when XiongjieDai's Macs alone set it with CUDA's kernel cycles.
 DEFAULT_BANDWIDTH: Final = _frozen(
