@@ -170,7 +170,7 @@ APPLE_MATMUL_UTILISATION: Final = 0.78
 #   Q5_K_S 22.8 / 39.3 / 97.0 / 181.1 ms, Q6_K 24.6 / 44.3 / 111.0 ms (no 65B: "does not run" in
 #   64 GB); with the Q4_K fit's a = 0.188 ms a layer (three sizes do not separate it), b = 2.57
 #   and 3.05 ps a weight: 13.8 and 16.4.
-# No byte rate explains them: 1.935 ps a Q4_K_S weight (about 4.6 bits) is 294 GB/s, 73 % of 400,
+# No byte rate explains them: 1.935 ps a Q4_K weight (4.5 bits a super-block) is 294 GB/s, 73 % of 400,
 # while XiongjieDai's M2 Ultra and M3 Max move their Q4_K_M files at 85 % and 83 % of their
 # memory; per byte a second of bandwidth the 30-core M2 Max has 13.4 lanes a clock, like the
 # 32-core M1 Max (13.3), where the M2 Ultra has 17.0 and the M3 Max 17.9. Read from sources that
