@@ -730,7 +730,7 @@ def llama_bench_cases() -> list[Case]:
                     "decode tokens/s per user",
                     record["value"],
                     lambda fit, plan=plan: _decode(plan, fit),
-                    identifies=speed_role(record),
+                    identifies=speed_role(record, plan),
                     plan=plan,
                 )
             )
@@ -757,14 +757,23 @@ def llama_bench_cases() -> list[Case]:
 GRAPH_PAIR_SOURCES: Final = frozenset({"llamacpp-issue-6763", "llamacpp-pr-6766"})
 
 
-def speed_role(record: dict[str, Any]) -> str:
+def speed_role(record: dict[str, Any], plan: Plan | None = None) -> str:
     """What a llama.cpp decode row sets: the launch overhead (a graph on / off pair, by its
     difference), nothing (a Vulkan build: scored with ggml-vulkan's dispatches,
-    core.serving.speed.VULKAN_KERNELS_PER_LAYER, not fitted on), or the
-    bandwidth efficiency and cycles (the rest)."""
+    core.serving.speed.VULKAN_KERNELS_PER_LAYER, not fitted on; a step bound by an Apple GPU's
+    K-quant mat-vec ALUs, core.serving.speed.APPLE_MATVEC_CYCLES, whose time says nothing
+    of the bandwidth), or the bandwidth efficiency and cycles (the rest)."""
     if record["source_id"] in GRAPH_PAIR_SOURCES:
         return "launch"
-    return "" if "Vulkan" in record["engine_version"] else "speed"
+    if "Vulkan" in record["engine_version"]:
+        return ""
+    return "" if plan is not None and alu_bound(plan) else "speed"
+
+
+def alu_bound(plan: Plan) -> bool:
+    """Whether a lone token's decode step is bound by its compute (for llama.cpp on an Apple GPU,
+    the K-quant mat-vecs' ALU work) rather than its reads, with core.serving.fit's constants."""
+    return not estimate_with(plan, DEFAULT_FIT).speed.curve[0].memory_bound
 
 
 # llama-bench F16 prefill rows a tenth to a third of the same chip's in the same table, where the

@@ -111,17 +111,18 @@ DEFAULT_DRIVER: Final = _frozen(
         "unified": 0.0,
     }
 )
-# Unified memory: 0.88 with Metal's dispatches costed apart ("metal" below) and llama.cpp
-# discussion #4167's Apple table beside XiongjieDai's Macs; 0.72 when XiongjieDai's Macs alone set
-# it with CUDA's kernel cycles.
+# Unified memory: 0.89 since the M1 Max's K-quant decode rows, bound by its ALUs
+# (core.serving.speed.APPLE_MATVEC_CYCLES), no longer set it (0.88 while they did); with
+# Metal's dispatches costed apart ("metal" below) and llama.cpp discussion #4167's Apple table
+# beside XiongjieDai's Macs; 0.72 when XiongjieDai's Macs alone set it with CUDA's kernel cycles.
 DEFAULT_BANDWIDTH: Final = _frozen(
     {
         "cuda-graphs/hbm": 0.59,
         "cuda-graphs/gddr": 0.88,
-        "cuda-graphs/unified": 0.88,
+        "cuda-graphs/unified": 0.89,
         "eager/hbm": 0.54,
         "eager/gddr": 0.88,
-        "eager/unified": 0.88,
+        "eager/unified": 0.89,
     }
 )
 # GPU cycles a kernel of an eager engine's decode step costs beyond its reads (core.serving.speed's
@@ -141,9 +142,10 @@ DEFAULT_BANDWIDTH: Final = _frozen(
 # XiongjieDai, tell a cost per token apart from a rate per byte); each Apple source is scored with
 # the other's. In cycles at the GPU's clock: the time per token beyond the reads that #4167's rows
 # imply is about the same number of cycles on every chip (M1 Max at 1.296 GHz 5.6 ms, M4 Max at
-# 1.678 GHz 4.3 ms: 7.2 million cycles each for 32 layers' dispatches).
+# 1.678 GHz 4.3 ms: 7.2 million cycles each for 32 layers' dispatches). 10,390 since the M1 Max's
+# K-quant rows, bound by its ALUs, no longer set it (10,520 while they did).
 METAL_KERNELS: Final = "metal"
-DEFAULT_KERNEL_CYCLES: Final = _frozen({"cuda-graphs": 0.0, "eager": 4070.0, METAL_KERNELS: 10520.0})
+DEFAULT_KERNEL_CYCLES: Final = _frozen({"cuda-graphs": 0.0, "eager": 4070.0, METAL_KERNELS: 10390.0})
 # Seconds each kernel launched one by one into a stream adds over one replayed from a CUDA graph
 # (core.serving.speed's launch_seconds: the launch overhead a graph removes, CPU submission and the
 # GPU's gap between kernels). The median of what the published graph on / off pairs imply (benchmarks/realgpu/

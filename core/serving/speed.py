@@ -6,7 +6,9 @@ The model, stated (the window shows it under "Assumptions"):
   experts, the experts some request routes to) and each request's KV cache (prompt + half the
   answer cached, on average), at the card's bandwidth × its memory class's efficiency
   (:class:`core.serving.fit.ServingFit`); it needs 2 · active parameters FLOPs per request at
-  the dense peak × utilisation; it takes the longer of the two, plus a fixed cost per kernel
+  the dense peak × utilisation (and, for one token of a K-quant file on an Apple GPU, the
+  mat-vecs' ALU cycles per weight, :data:`APPLE_MATVEC_CYCLES`); it takes the longer of
+  the two, plus a fixed cost per kernel
   it runs (:func:`kernel_seconds`: none for the graphs vLLM and SGLang capture; for llama.cpp's
   kernels a number of GPU cycles each, fitted, at the card's boost clock: a short kernel's
   ramp-up and drain are counted in the SM's clock), and the launch overhead of each kernel no CUDA
@@ -34,17 +36,24 @@ The model, stated (the window shows it under "Assumptions"):
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass
+from types import MappingProxyType
 from typing import Final, NamedTuple
 
 from core.catalogue import GpuSpec, LinkSpec
-from core.dtypes import GGUF_FLOAT, LlamaCppBackend, matmul_dtype
+from core.dtypes import GGUF_FLOAT, GgmlType, LlamaCppBackend, matmul_dtype
 from core.format import counted, gb
 from core.params import ParamCounts
 from core.plan import Engine, Plan
 from core.serving.engines import RankLayout, serving_link
 from core.serving.fit import DEFAULT_FIT, METAL_KERNELS, EngineFamily, ServingFit, bandwidth_key
-from core.serving.llamacpp import MMQ_MAX_BATCH_SIZE, cuda_graphs_replayed, vulkan_quantise_dispatches
+from core.serving.llamacpp import (
+    MMQ_MAX_BATCH_SIZE,
+    cuda_graphs_replayed,
+    matvec_weights_by_type,
+    vulkan_quantise_dispatches,
+)
 
 # Host memory a CPU reads llama.cpp's host layers from: dual-channel DDR4-3200, 2 × 8 bytes ×
 # 3.2 GT/s = 51.2 GB/s (JEDEC JESD79-4), the common desktop and workstation case.
@@ -139,6 +148,53 @@ SERVING_UTILISATION: Final = 0.4
 APPLE_MATMUL_UTILISATION: Final = 0.78
 
 
+# Apple GPU ALU cycles (one lane's instruction slot: 128 lanes a GPU core, the catalogue's FP32
+# TFLOP/s = cores x 128 x 2 x clock) that llama.cpp's Metal mat-vec of a K-quant tensor spends per
+# weight. kernel_mul_mv_q4_K_f32 (ggml-metal.metal at ggerganov/llama.cpp 1d900212, the QK_K == 256
+# branch) unpacks each 256-weight super-block's 6-bit scales and mins (kmask shifts, byte
+# extractions), masks every 4-bit weight out of a 16-bit word and converts it to float before its
+# FMA; the q5_K and q6_K kernels add the high bits (byte loads, shifts, ORs, a select or an offset):
+# integer and conversion work per weight that Q4_0's block_q_n_dot_y mostly avoids (one half
+# scale per 32 weights, the activations' sum carrying the -8 offset). Where the GPU has few ALU
+# lanes per byte of bandwidth the mat-vec is bound by them, not by its reads. The figures are the
+# slopes of the kernels' author's published times on a 30-core M2 Max, by model size (LLaMA 7B /
+# 13B / 33B / 65B: 32 / 40 / 60 / 80 layers, 6.61 / 12.86 / 32.32 / 65.03 billion weights through
+# the mat-vecs, the 6.74-65.29 billion parameters less the 32,000-row token embedding, a lookup):
+# - Q4_K: ggml-org/llama.cpp PR #2290 ("Faster Q4_K on Metal", ikawrakow, 2023-07-20), 19.5 /
+#   31.9 / 73.6 / 141.0 ms a token; least squares of t = layers x a + weights x b: a = 0.188 ms a
+#   layer (the 23 Metal dispatches the fit charges: 0.171 ms), b = 1.935 ps a weight, x 30 cores
+#   x 128 lanes x 1.398 GHz (philipturner/metal-benchmarks dc2adc6, M2 family clock) = 10.4. The
+#   PR names the type, not the file: taken as Q4_K_S (every block matrix in Q4_K; the author's
+#   next PR names its files Q5_K_S and Q6_K).
+# - Q5_K and Q6_K: PR #2294 ("Faster Q5_K and Q6_K on Metal", the same author and Mac, 2023-07-20):
+#   Q5_K_S 22.8 / 39.3 / 97.0 / 181.1 ms, Q6_K 24.6 / 44.3 / 111.0 ms (no 65B: "does not run" in
+#   64 GB); with the Q4_K fit's a = 0.188 ms a layer (three sizes do not separate it), b = 2.57
+#   and 3.05 ps a weight: 13.8 and 16.4.
+# No byte rate explains them: 1.935 ps a Q4_K weight (4.5 bits a super-block) is 294 GB/s, 73 % of 400,
+# while XiongjieDai's M2 Ultra and M3 Max move their Q4_K_M files at 85 % and 83 % of their
+# memory; per byte a second of bandwidth the 30-core M2 Max has 13.4 lanes a clock, like the
+# 32-core M1 Max (13.3), where the M2 Ultra has 17.0 and the M3 Max 17.9. Read from sources that
+# are not scored; other types (Q2_K, Q3_K, IQ, Q4_0, Q8_0) are not costed here.
+APPLE_MATVEC_CYCLES: Final[Mapping[GgmlType, float]] = MappingProxyType(
+    {GgmlType.Q4_K: 10.4, GgmlType.Q5_K: 13.8, GgmlType.Q6_K: 16.4}
+)
+
+
+def kquant_matvec_seconds(plan: Plan, gpu: GpuSpec, device_share: float = 1.0) -> float:
+    """Seconds one token's mat-vecs keep an Apple GPU's ALUs busy: the weights they read of each
+    type (core.serving.llamacpp.matvec_weights_by_type) x :data:`APPLE_MATVEC_CYCLES`, the share
+    on the GPU; 0 for other engines and cards and for files of no costed type."""
+    inf = plan.inference
+    if inf.engine is not Engine.LLAMACPP or gpu.vendor != "apple" or inf.gguf_quant in GGUF_FLOAT:
+        return 0.0
+    lanes = gpu.peak_tflops("fp32") * 1e12 / 2  # lane-cycles a second: FP32 peak / 2 FLOPs a lane-cycle
+    if lanes <= 0:
+        return 0.0
+    weights = matvec_weights_by_type(plan.model, inf.gguf_quant)
+    cycles = sum(count * APPLE_MATVEC_CYCLES.get(kind, 0.0) for kind, count in weights)
+    return cycles * device_share / lanes
+
+
 def serving_utilisation(plan: Plan, gpu: GpuSpec | None = None) -> float:
     """The share of the matmul peak serving's prefill and decode compute reach: the typed
     utilisation, else :data:`APPLE_MATMUL_UTILISATION` on Apple GPUs, else
@@ -205,6 +261,8 @@ class StepModel:
     # kernels per layer x the launch overhead (launch_seconds), paid unless a CUDA graph replays them
     layer_launch_s: float = 0.0
     graphs_alone: bool = False  # llama.cpp replays a lone sequence's decode step as a CUDA graph
+    # llama.cpp on an Apple GPU: one token's K-quant mat-vecs on the ALUs (kquant_matvec_seconds)
+    matvec_alu_s: float = 0.0
 
     def layer_seconds(self, n: int) -> float:
         """One layer's fixed time at ``n`` tokens a step: its kernels' cycles, and their launch
@@ -226,7 +284,11 @@ class StepModel:
         model, inf = self.plan.model, self.plan.inference
         cached = inf.prompt_tokens + inf.new_tokens / 2
         flops = n * (2.0 * self.counts.active + 4.0 * model.num_layers * cached * model.q_width) / inf.tensor_parallel
-        return flops / self.achieved_flops if self.achieved_flops > 0 else math.inf
+        matmuls = flops / self.achieved_flops if self.achieved_flops > 0 else math.inf
+        # Metal runs the mat-vec for one token a step only: above ne11_mm_min = 1 rows of activations
+        # ggml_metal_graph_compute takes the mat-mat kernel (ggml-metal.m, GGML_OP_MUL_MAT, spring 2024),
+        # which dequantises a weight tile once for all of them (not costed by this rule).
+        return max(matmuls, self.matvec_alu_s if n == 1 else 0.0)
 
     def step(self, n: int) -> float:
         inf = self.plan.inference
@@ -360,7 +422,15 @@ def step_model(
         host_bytes=offload[0],
         device_bytes=offload[1],
         prompt_dequant_bytes=prompt_dequant,
+        matvec_alu_s=kquant_matvec_seconds(plan, gpu, _device_share(offload)),
     )
+
+
+def _device_share(offload: tuple[float, float]) -> float:
+    """The share of llama.cpp's weight bytes on the GPUs (``offload`` = host bytes, GPU bytes); all
+    of them when none are given."""
+    host, device = offload
+    return device / (host + device) if host > 0 else 1.0
 
 
 @dataclass(frozen=True)
@@ -472,7 +542,13 @@ def _launch_text(plan: Plan, gpu: GpuSpec, model: StepModel, running: int) -> st
         return ""
     if gpu.vendor == "apple":
         dispatches, per_layer = kernels_per_layer(plan, gpu), model.layer_overhead_s * 1e6
-        return f"; Metal: {dispatches:.0f} dispatches a layer, encoded again each token ({per_layer:.0f} µs)"
+        alu = (
+            f"; the K-quant mat-vecs keep the ALUs {model.matvec_alu_s * 1e3:.1f} ms a token "
+            f"(Q4_K / Q5_K / Q6_K: {' / '.join(f'{c:g}' for c in APPLE_MATVEC_CYCLES.values())} cycles a weight)"
+            if model.matvec_alu_s
+            else ""
+        )
+        return f"; Metal: {dispatches:.0f} dispatches a layer, encoded again each token ({per_layer:.0f} µs){alu}"
     if vulkan(plan):
         return f"; Vulkan: {kernels_per_layer(plan, gpu):.1f} dispatches a layer recorded into command buffers"
     if model.graphs_alone and running == 1:
