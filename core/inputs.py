@@ -718,6 +718,22 @@ INPUTS: Final[tuple[Input, ...]] = (
           matters=lambda p: (
               not p.unsloth and not p.fused_loss and not p.litgpt and not p.chunked_loss and not p.compiled_loss
           )),
+    # transformers 4.55's GptOssExperts in training mode loops over the experts and indexes each one's
+    # weights out of the stacked [E, ...] parameters (huggingface/transformers v4.55.0,
+    # models/gpt_oss/modeling_gpt_oss.py ``GptOssExperts.forward``, ``if self.training``); the hub's
+    # MegaBlocks kernel replaces it only when kernels' kernelize ran on a CUDA model (kernels 0.9.0
+    # layer.py ``kernelize``: no mapping for the device type, the original forward). What it keeps:
+    # core.training.activations._experts; its backward's gradient: core.training.detailed.
+    Input("experts_loop", Kind.BOOL, "Experts looped (stacked weights)", "Experts run one at a time from stacked "
+          "weights", False,
+          "The mixture of experts runs one expert at a time, indexing its weights out of the stacked "
+          "[experts, ...] parameters: transformers 4.55's gpt-oss in training (GptOssExperts), unless the hub's "
+          "MegaBlocks kernel replaced it (use_kernels on a model loaded on the GPU; a model loaded on the CPU "
+          "for FSDP keeps the loop). Each indexed weight is a copy the matmuls keep for the backward, and each "
+          "expert's weight gradient is scattered into a zero tensor of the whole stacked weight. Off: the "
+          "experts run as grouped matmuls (transformers 5, MegaBlocks, Megatron-Core).",
+          ("--experts-loop",), "MoE experts looped over stacked weights (transformers 4.55 gpt-oss training)",
+          matters=lambda p: p.model.num_experts > 1 and p.stack is not Stack.MEGATRON, training_only=True),
     Input("compiled_loss", Kind.BOOL, "Loss under torch.compile", "Cross-entropy under torch.compile", False,
           "The cross-entropy runs compiled (torchtitan since Feb 2025 compiles its loss with --training.compile; "
           "a model whose forward computes the loss compiles it with the model): Inductor keeps the 16-bit "

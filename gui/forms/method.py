@@ -93,6 +93,7 @@ class MethodForm(PlanForm):
         self.litgpt = self.add_input("litgpt")
         self.unsloth = self.add_input("unsloth")
         self.loop_keeps_output = self.add_input("loop_keeps_output")
+        self.experts_loop = self.add_input("experts_loop")
         self.optimizer_in_backward = self.add_input("optimizer_in_backward")
         self.activation_offload = self.add_input("activation_offload")
         self.grad_clip = self.add_input("grad_clip")
