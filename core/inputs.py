@@ -665,6 +665,17 @@ INPUTS: Final[tuple[Input, ...]] = (
               p.stack is Stack.MEGATRON
               and not p.fused_loss and not p.unsloth and not p.litgpt and not p.chunked_loss and not p.compiled_loss
           )),
+    # Megatron-LM's --moe-grouped-gemm (Megatron-Bridge: model.moe_grouped_gemm): the experts run as
+    # Transformer Engine's GroupedLinear (NVIDIA/Megatron-LM d98e8a64, megatron/core/extensions/
+    # transformer_engine_spec_provider.py grouped_mlp_modules: TEGroupedMLP), whose grouped GEMM keeps
+    # one cuBLAS workspace per compute stream for the process (core.training.device.allocator_workspaces).
+    Input("moe_grouped_gemm", Kind.BOOL, "MoE grouped GEMM", "Megatron MoE grouped GEMM", False,
+          "Megatron-Core's --moe-grouped-gemm: each MoE layer's local experts run as Transformer Engine's "
+          "grouped linear layers, whose grouped GEMM keeps one cuBLAS workspace per compute stream (4 × 32 MiB "
+          "on Hopper and Blackwell) from its first call to the end of the process. Off: one linear layer per "
+          "expert (SequentialMLP), on TE's one workspace.",
+          ("--moe-grouped-gemm",), "Megatron MoE experts as TE grouped GEMMs (four more TE workspaces)",
+          matters=lambda p: p.stack is Stack.MEGATRON and p.model.num_experts > 1, training_only=True),
     Input("grad_clip", Kind.BOOL, "Gradient clipping", "Gradient clipping", False,
           "clip_grad_norm_ before the step (max_grad_norm): a norm per gradient tensor and an in-place "
           "multiply, no gradient-sized temporary.",

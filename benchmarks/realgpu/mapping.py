@@ -626,6 +626,8 @@ def _megatron_plan(recipe: Mapping[str, Any]) -> Plan:
         # --cross-entropy-loss-fusion runs Megatron-Core's native fused loss: Megatron-LM's arguments reject
         # the te implementation (NVIDIA/Megatron-LM d98e8a64 megatron/training/arguments.py, lines 1697-1702).
         megatron_ce_fusion=MegatronCeFusion.NATIVE if recipe["fused_ce_or_liger"] else MegatronCeFusion.OFF,
+        # --moe-grouped-gemm: the experts as Transformer Engine's grouped linear layers (megatron_ci.py reads it).
+        moe_grouped_gemm=bool(recipe.get("moe_grouped_gemm")),
         float8=Float8.TE if recipe["float8"] else Float8.NONE,
         workload=Workload(
             micro_batch=int(recipe["micro_batch"]), seq_len=int(recipe["seq_len"]), grad_accum=int(recipe["grad_accum"])

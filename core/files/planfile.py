@@ -127,6 +127,8 @@ OPTIONAL_KEYS: Final = (
             # The experts' loop over stacked weights (branch h22p): a file without it reads as off, the
             # grouped matmuls every earlier release priced.
             "experts_loop",
+            # Megatron's MoE grouped GEMM (branch h22p): a file without it reads as off.
+            "moe_grouped_gemm",
         )
     )
     | frozenset(

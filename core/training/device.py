@@ -47,6 +47,7 @@ from core.runtime import (
     SEGMENT_ROUNDING_PER_TENSOR_BYTES,
     TE_CUBLAS_WORKSPACE_BYTES,
     TE_CUBLAS_WORKSPACE_PRE_HOPPER_BYTES,
+    TE_GROUPED_GEMM_STREAMS,
 )
 from core.units import MiB
 
@@ -136,7 +137,8 @@ def allocator_workspaces(plan: Plan) -> tuple[Term, ...]:
     for the process: max_memory_allocated() counts them from the first step's forward on, and
     between steps (:mod:`core.runtime` for the sources). PyTorch's cuBLAS workspace per handle
     (the forward's thread and autograd's device thread); Transformer Engine's own where the plan
-    runs it (the Megatron stack's TE modules, TE's float8 linears). Each at the size its library
+    runs it (the Megatron stack's TE modules, TE's float8 linears), and TE's grouped GEMM's one per compute
+    stream where a Megatron MoE plan runs it (``moe_grouped_gemm``). Each at the size its library
     gives the card's architecture (:func:`core.catalogue.generation`); for a custom card or one
     whose family is not told apart, the larger size, said in the term's label."""
     sizes = _WORKSPACES_BY_GENERATION.get(generation(plan.hardware.gpu))
@@ -151,6 +153,14 @@ def allocator_workspaces(plan: Plan) -> tuple[Term, ...]:
     ]
     if plan.stack is Stack.MEGATRON or plan.float8 is Float8.TE:
         terms.append(Term(f"Transformer Engine's cuBLAS workspace (one per process){assumed}", te_size, te))
+    if plan.moe_grouped_gemm and plan.stack is Stack.MEGATRON and plan.model.num_experts > 1:
+        terms.append(
+            Term(
+                f"Transformer Engine's grouped-GEMM workspaces (one per compute stream){assumed}",
+                f"{TE_GROUPED_GEMM_STREAMS} streams × {te_size}",
+                TE_GROUPED_GEMM_STREAMS * te,
+            )
+        )
     return tuple(terms)
 
 

@@ -87,6 +87,7 @@ class MethodForm(PlanForm):
         self.fused_loss = self.add_input("fused_loss")
         self.compiled_loss = self.add_input("compiled_loss")
         self.megatron_ce_fusion = self.add_input("megatron_ce_fusion")
+        self.moe_grouped_gemm = self.add_input("moe_grouped_gemm")
         self.dropout = self.add_input("lora.dropout")
         self.bnb_legacy = self.add_input("bnb_legacy")
         self.kbit_upcast = self.add_input("kbit_upcast")

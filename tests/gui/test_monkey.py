@@ -277,6 +277,7 @@ def expected_values(window: MainWindow, plan: Plan) -> dict[str, Any]:
         "megatron_ce_fusion": plan.megatron_ce_fusion,
         "loop_keeps_output": plan.loop_keeps_output,
         "experts_loop": plan.experts_loop,
+        "moe_grouped_gemm": plan.moe_grouped_gemm,
         "unsloth": plan.unsloth,
         "lora.dropout": plan.lora.dropout,
         "hardware.alloc_conf": h.alloc_conf,

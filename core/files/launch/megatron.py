@@ -162,6 +162,8 @@ def _model(draft: Draft) -> dict[str, Any]:
     section["cross_entropy_loss_fusion"] = plan.megatron_ce_fusion is not MegatronCeFusion.OFF
     if plan.megatron_ce_fusion is not MegatronCeFusion.OFF:
         section["cross_entropy_fusion_impl"] = plan.megatron_ce_fusion.value
+    if plan.model.num_experts > 1:
+        section["moe_grouped_gemm"] = plan.moe_grouped_gemm
     if plan.float8 is Float8.TE:
         section["fp8"] = "hybrid"
     elif plan.float8 is not Float8.NONE:
@@ -262,7 +264,8 @@ def export_megatron_bridge(plan: Plan, model_ref: str | None = None) -> Export:
     recipes_outside(
         draft,
         ("method.stack", "method.float8", "method.grad_clip", "method.lora.dropout", "parallel.tp_overlap",
-         "parallel.expert_parallel", "parallel.grad_reduce_in_fp32", "method.megatron_ce_fusion"),
+         "parallel.expert_parallel", "parallel.grad_reduce_in_fp32", "method.megatron_ce_fusion",
+         "method.moe_grouped_gemm"),
     )  # fmt: skip
     overrides = " ".join(_flat(document))
     nodes, gpus = par.nodes, par.gpus_per_node
