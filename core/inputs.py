@@ -681,6 +681,17 @@ INPUTS: Final[tuple[Input, ...]] = (
               p.stack is Stack.MEGATRON
               and not p.fused_loss and not p.unsloth and not p.litgpt and not p.chunked_loss and not p.compiled_loss
           )),
+    # Megatron-LM's --moe-grouped-gemm (Megatron-Bridge: model.moe_grouped_gemm): the experts run as
+    # Transformer Engine's GroupedLinear (NVIDIA/Megatron-LM d98e8a64, megatron/core/extensions/
+    # transformer_engine_spec_provider.py grouped_mlp_modules: TEGroupedMLP), whose grouped GEMM keeps
+    # one cuBLAS workspace per compute stream for the process (core.training.device.allocator_workspaces).
+    Input("moe_grouped_gemm", Kind.BOOL, "MoE grouped GEMM", "Megatron MoE grouped GEMM", False,
+          "Megatron-Core's --moe-grouped-gemm: each MoE layer's local experts run as Transformer Engine's "
+          "grouped linear layers, whose grouped GEMM keeps one cuBLAS workspace per compute stream (4 × 32 MiB "
+          "on Hopper and Blackwell) from its first call to the end of the process. Off: one linear layer per "
+          "expert (SequentialMLP), on TE's one workspace.",
+          ("--moe-grouped-gemm",), "Megatron MoE experts as TE grouped GEMMs (four more TE workspaces)",
+          matters=lambda p: p.stack is Stack.MEGATRON and p.model.num_experts > 1, training_only=True),
     Input("grad_clip", Kind.BOOL, "Gradient clipping", "Gradient clipping", False,
           "clip_grad_norm_ before the step (max_grad_norm): a norm per gradient tensor and an in-place "
           "multiply, no gradient-sized temporary.",
@@ -734,6 +745,22 @@ INPUTS: Final[tuple[Input, ...]] = (
           matters=lambda p: (
               not p.unsloth and not p.fused_loss and not p.litgpt and not p.chunked_loss and not p.compiled_loss
           )),
+    # transformers 4.55's GptOssExperts in training mode loops over the experts and indexes each one's
+    # weights out of the stacked [E, ...] parameters (huggingface/transformers v4.55.0,
+    # models/gpt_oss/modeling_gpt_oss.py ``GptOssExperts.forward``, ``if self.training``); the hub's
+    # MegaBlocks kernel replaces it only when kernels' kernelize ran on a CUDA model (kernels 0.9.0
+    # layer.py ``kernelize``: no mapping for the device type, the original forward). What it keeps:
+    # core.training.activations._experts; its backward's gradient: core.training.detailed.
+    Input("experts_loop", Kind.BOOL, "Experts looped (stacked weights)", "Experts run one at a time from stacked "
+          "weights", False,
+          "The mixture of experts runs one expert at a time, indexing its weights out of the stacked "
+          "[experts, ...] parameters: transformers 4.55's gpt-oss in training (GptOssExperts), unless the hub's "
+          "MegaBlocks kernel replaced it (use_kernels on a model loaded on the GPU; a model loaded on the CPU "
+          "for FSDP keeps the loop). Each indexed weight is a copy the matmuls keep for the backward, and each "
+          "expert's weight gradient is scattered into a zero tensor of the whole stacked weight. Off: the "
+          "experts run as grouped matmuls (transformers 5, MegaBlocks, Megatron-Core).",
+          ("--experts-loop",), "MoE experts looped over stacked weights (transformers 4.55 gpt-oss training)",
+          matters=lambda p: p.model.num_experts > 1 and p.stack is not Stack.MEGATRON, training_only=True),
     Input("compiled_loss", Kind.BOOL, "Loss under torch.compile", "Cross-entropy under torch.compile", False,
           "The cross-entropy runs compiled (torchtitan since Feb 2025 compiles its loss with --training.compile; "
           "a model whose forward computes the loss compiles it with the model): Inductor keeps the 16-bit "

@@ -54,10 +54,13 @@ CUBLAS_TRAINING_HANDLES: Final = 2
 # 4329ff84, the commit Megatron-LM d98e8a64 pins in pyproject.toml,
 # transformer_engine/pytorch/cpp_extensions/gemm.py get_cublas_workspace_size_bytes /
 # get_cublas_workspace). A card whose architecture is not known is given the larger. Its grouped
-# GEMM takes one more such workspace per compute stream (tex.get_num_cublas_streams: 4,
-# common/util/multi_stream.cpp), which no plan setting says it runs (Megatron's --moe-grouped-gemm).
+# GEMM (Megatron's --moe-grouped-gemm: TEGroupedMLP, TE's GroupedLinear, general_grouped_gemm, whose
+# get_cublas_workspace(device, False, True) is a second lru_cache entry) takes one more such
+# workspace per compute stream: tex.get_num_cublas_streams(), common/util/multi_stream.cpp
+# ``num_compute_streams = 4`` (plan setting moe_grouped_gemm).
 TE_CUBLAS_WORKSPACE_BYTES: Final = 32 * MiB + 1024  # compute capability >= 9
 TE_CUBLAS_WORKSPACE_PRE_HOPPER_BYTES: Final = 4_194_304  # compute capability < 9
+TE_GROUPED_GEMM_STREAMS: Final = 4
 
 
 class Workspace(NamedTuple):
@@ -95,6 +98,8 @@ _BEFORE_HOPPER_SIZES: Final = (_CUBLAS_OTHER, _TE_BEFORE)
 @lru_cache(maxsize=1)
 def _catalogue_nvidia_ids() -> frozenset[str]:
     return frozenset(gpu.id for gpu in load_gpus() if gpu.vendor == "nvidia")
+
+
 WORKSPACE_ASSUMED_NOTE: Final = (
     " — the card's architecture is not known: the larger size assumed, an upper bound on NVIDIA cards"
 )

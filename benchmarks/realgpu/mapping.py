@@ -18,6 +18,8 @@ The mapping's own choices are written here once, with their reason:
   wrap a model held on the CPU (rank 0) or the meta device with ``sync_module_states``: planned
   with ``parallel.fsdp1_wrap`` (``FSDP1_WRAP_FAMILIES``, ``FSDP1_WRAP_SOURCES``); Answer.AI's loop keeps
   the model output through the backward (``loop_keeps_output``, ``KEEPS_OUTPUT_FAMILIES``);
+- gpt-oss under transformers 4.x held on the CPU when kernels ran (FSDP) loops over its experts
+  (``experts_loop``, :func:`_experts_loop`); on one GPU the hub's MegaBlocks layer runs them grouped;
 - a recipe's ``float8`` is torchao's Float8Linear with dynamic tensorwise scaling, the
   default recipe and the one torchtitan's float8 converter ran in every record here (no
   record names rowwise); ``compile`` is torch.compile over the model (stack "compile"), and over
@@ -466,6 +468,24 @@ TORCH_RELEASES: Final[dict[tuple[str, str], tuple[TorchVersion, bool]]] = {
 }
 
 
+# transformers 4.55's gpt-oss runs its experts as a loop over stacked weights in training (plan setting
+# ``experts_loop``) unless kernels' kernelize swapped in the hub's MegaBlocks layer. transformers v4.55.0
+# modeling_utils.py ``from_pretrained`` kernelizes once, for ``Device(type=model.device.type)``, and
+# kernels 0.9.0 (axolotl ca796fb requirements.txt) keeps a layer's own forward where the mapping has no
+# entry for that device type (layer.py ``kernelize``; integrations/hub_kernels.py maps MegaBlocksMoeMLP for
+# "cuda" and "rocm" only). axolotl ca796fb passes ``use_kernels`` to from_pretrained and sets no
+# device_map under FSDP (src/axolotl/loaders/model.py ``_set_device_map_config``: "For other FSDP cases,
+# don't set device_map at all"; its gpt-oss FSDP configs add experimental_skip_move_to_device), so the model
+# is on the CPU when kernelized and keeps the loop; a one-GPU run loads on the GPU (device_map "auto")
+# and gets MegaBlocks.
+def _experts_loop(recipe: Mapping[str, Any]) -> bool:
+    """Whether the run's experts loop over stacked weights (see the comment above)."""
+    versions = recipe.get("versions") or {}
+    transformers = str(versions.get("transformers") or "")
+    on_cpu = recipe["parallel"]["strategy"] in ("fsdp", "fsdp2")
+    return str(recipe["catalogue_id"] or "").startswith("gpt-oss") and transformers.startswith("4.") and on_cpu
+
+
 def _torch_release(figure: Mapping[str, Any]) -> dict[str, Any]:
     """The Hardware fields for the PyTorch release the figure's run used (``TORCH_RELEASES``)."""
     source = str(figure["source_id"])
@@ -521,6 +541,7 @@ def _plan(
         kbit_upcast=bool(recipe["prepare_model_for_kbit_training"]) and method is Method.QLORA,
         **_loss(recipe, family),
         loop_keeps_output=family in KEEPS_OUTPUT_FAMILIES,
+        experts_loop=_experts_loop(recipe),
         stack=Stack.COMPILE if recipe["compile"] else Stack.EAGER,
         float8=Float8.TENSORWISE if recipe["float8"] else Float8.NONE,
         hardware=replace(_card(recipe), **(release or {})),
@@ -605,6 +626,8 @@ def _megatron_plan(recipe: Mapping[str, Any]) -> Plan:
         # --cross-entropy-loss-fusion runs Megatron-Core's native fused loss: Megatron-LM's arguments reject
         # the te implementation (NVIDIA/Megatron-LM d98e8a64 megatron/training/arguments.py, lines 1697-1702).
         megatron_ce_fusion=MegatronCeFusion.NATIVE if recipe["fused_ce_or_liger"] else MegatronCeFusion.OFF,
+        # --moe-grouped-gemm: the experts as Transformer Engine's grouped linear layers (megatron_ci.py reads it).
+        moe_grouped_gemm=bool(recipe.get("moe_grouped_gemm")),
         float8=Float8.TE if recipe["float8"] else Float8.NONE,
         workload=Workload(
             micro_batch=int(recipe["micro_batch"]), seq_len=int(recipe["seq_len"]), grad_accum=int(recipe["grad_accum"])

@@ -320,6 +320,7 @@ def _recipe(model: str, case: str, args: dict[str, Any]) -> dict[str, Any]:
         "activation_offload": False,
         "cpu_offload": "none",
         "fused_ce_or_liger": bool(args.get("--cross-entropy-loss-fusion")),
+        "moe_grouped_gemm": bool(args.get("--moe-grouped-gemm")),
         "prepare_model_for_kbit_training": False,
         "parallel": {
             "strategy": "megatron-distopt" if args.get("--use-distributed-optimizer") else "megatron-ddp",

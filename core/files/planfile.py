@@ -124,6 +124,11 @@ OPTIONAL_KEYS: Final = (
             # Megatron's cross-entropy fusion (branch h22y): a file without it reads as off, the
             # unfused loss every earlier release priced.
             "megatron_ce_fusion",
+            # The experts' loop over stacked weights (branch h22p): a file without it reads as off, the
+            # grouped matmuls every earlier release priced.
+            "experts_loop",
+            # Megatron's MoE grouped GEMM (branch h22p): a file without it reads as off.
+            "moe_grouped_gemm",
         )
     )
     | frozenset(

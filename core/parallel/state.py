@@ -333,10 +333,47 @@ def _megatron(rank: _Rank) -> RankState:
         step,
         optim,
         grads_in_backward=[],
-        persistent=[buffer],
+        persistent=[buffer, *_megatron_global_buffer(rank)],
         step_temporary=False,
         step_share=rank.t_share / dp,
     )
+
+
+def _megatron_global_buffer(rank: _Rank) -> list[Term]:
+    """Megatron-Core's ``GlobalMemoryBuffer`` (NVIDIA/Megatron-LM d98e8a64, megatron/core/utils.py): one
+    tensor per (name, dtype), replaced only by a larger request and never freed, so it holds the largest
+    tensor its users asked for under the name "mpu", from the first forward to the end of the process:
+
+    - with sequence parallelism, Megatron's own ColumnParallelLinear all-gathers its input into it
+      (tensor_parallel/layers.py ``LinearWithGradAccumulationAndAsyncCommunication``:
+      ``get_global_memory_buffer().get_tensor(dim_size, input.dtype, "mpu")``): GPTModel's output layer
+      on the stage holding the head (the TE spec's other linears gather inside TE), s·b·h;
+    - an MoE layer's token dispatcher, Megatron-Core's default ``allgather``
+      (transformer_config.py ``moe_token_dispatcher_type = "allgather"``; transformer/moe/
+      token_dispatcher.py ``MoEAllGatherTokenDispatcher.token_dispatch``:
+      ``gather_from_sequence_parallel_region(hidden_states, group=self.tp_ep_group,
+      use_global_buffer=True)``) gathers the (s/TP)·b tokens of every rank of the TP × EP group: s·b·EP·h.
+    """
+    plan, lay = rank.plan, rank.lay
+    model, w = plan.model, plan.workload
+    tokens = w.seq_len // max(1, lay.context_parallel) * w.micro_batch
+    tp, ep = lay.tensor_parallel, lay.expert_parallel
+    uses: list[tuple[str, float]] = []
+    if tp > 1 and lay.sequence_parallel and rank.stage.head:
+        uses.append(("the output layer's gathered input, s·b·h", tokens))
+    if model.num_experts > 1 and tp * ep > 1:
+        uses.append((f"the MoE dispatcher's tokens gathered over TP × EP, s·b·{ep}·h", tokens * ep))
+    if not uses:
+        return []
+    what, rows = max(uses, key=lambda u: u[1])
+    c = rank.dt.compute
+    return [
+        Term(
+            f'Megatron\'s global memory buffer ("mpu", kept for the process): {what}',
+            f"{sci(rows * model.hidden_size)} × {c:g} B",
+            rows * model.hidden_size * c,
+        )
+    ]
 
 
 # --- FSDP2 ---------------------------------------------------------------------------

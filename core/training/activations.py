@@ -357,11 +357,16 @@ def _experts(plan: Plan, ctx: _Ctx) -> list[Term]:
     )
     items = _consumer_inputs(ctx, d, readers, False, "MLP norm output (router, shared expert)")
     items.append(Term("router probabilities (float32) and top-k indices", "N·E × 4 + N·k × 8", n * e * 4 + pairs * 8))
-    items.append(
-        Term(
-            "experts: gate|up output and act(gate)", f"N·k·3I × {w:g} = {sci(pairs * 3 * i)} × {w:g}", pairs * 3 * i * w
+    if plan.experts_loop:
+        items += _experts_loop(plan, ctx, pairs, w)
+    else:
+        items.append(
+            Term(
+                "experts: gate|up output and act(gate)",
+                f"N·k·3I × {w:g} = {sci(pairs * 3 * i)} × {w:g}",
+                pairs * 3 * i * w,
+            )
         )
-    )
     items.append(Term("experts: output kept for the routing weights", f"N·k·d × {w:g}", pairs * d * w))
     if ctx.trainable:
         items.append(Term("experts: gathered input and down input", f"N·k·(d + I) × {w:g}", pairs * (d + i) * w))
@@ -371,6 +376,44 @@ def _experts(plan: Plan, ctx: _Ctx) -> list[Term]:
         formula = f"{per} × N·I_s × {ca:g} + N·d × {ca:g}"
         items.append(Term("shared expert: MLP tensors and its gated output", formula, per * shared * ca + n * d * ca))
     return items
+
+
+def _experts_loop(plan: Plan, ctx: _Ctx, pairs: int, w: float) -> list[Term]:
+    """What transformers 4.55's GptOssExperts keeps in training (plan setting ``experts_loop``):
+    it loops over the experts hit and runs each on its rows (huggingface/transformers v4.55.0,
+    src/transformers/models/gpt_oss/modeling_gpt_oss.py ``GptOssExperts.forward``, ``if self.training``).
+
+    - ``self.gate_up_proj[expert_idx]`` and ``self.down_proj[expert_idx]`` index the stacked
+      parameters with a one-element index tensor: advanced indexing, a copy of that expert's
+      [d, 2I] and [I, d] weights, which the matmuls keep for their input's gradient. One copy per
+      expert hit (every expert once the N·k routed rows outnumber them).
+    - The gate|up output (2I per row) is kept by the two clamps (their inputs are its views); the
+      clamped gate and its sigmoid by their product (glu), ``up + 1`` and glu by the gated product:
+      four I-wide tensors beside it, where a fused activation keeps act(gate) alone (_experts).
+    - ``next_states.index_add_(0, token_idx, weighted_output)`` keeps its source, the weighted
+      output (derivatives.yaml, ``index_add``: the source's gradient is formed ``expand_as(source)``).
+
+    Checked on the CPU against transformers 4.55.0 and torch 2.13 (a pack hook over a small
+    GptOssMLP, docs/REAL_GPU_MEMORY.md "transformers 4.55's gpt-oss experts loop"): 7I + 3d per routed
+    row and the 2E weight copies with the experts trained, 6I + 2d and the copies with them frozen.
+    """
+    model = plan.model
+    d, i, e = model.hidden_size, model.intermediate_size, model.num_experts
+    hit = min(e, pairs)
+    copies = hit * 3 * d * i
+    return [
+        Term(
+            "experts (looped): gate|up output, clamped gate, its sigmoid, glu, up + 1",
+            f"N·k·6I × {w:g} = {sci(pairs * 6 * i)} × {w:g}",
+            pairs * 6 * i * w,
+        ),
+        Term("experts (looped): weighted output (index_add_ keeps its source)", f"N·k·d × {w:g}", pairs * d * w),
+        Term(
+            "experts (looped): each expert's weights indexed out of the stacked parameters (copies kept)",
+            f"{hit} experts × 3·d·I × {w:g} = {sci(copies)} × {w:g}",
+            copies * w,
+        ),
+    ]
 
 
 def _adapters(plan: Plan, ctx: _Ctx) -> list[Term]:

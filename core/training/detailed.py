@@ -190,6 +190,7 @@ def _common(plan: Plan, counts: ParamCounts, dt: Dtypes, lay: Layout | None) -> 
             )
         layer_grads = _with_all_to_all_buffer(plan, layer_grads, ca)
     layer_grads = _with_float8_casts(plan, layer_grads, lay)
+    layer_grads = _with_experts_loop_gradient(plan, layer_grads, adt.grad)
     common = _Common(
         weights=weight_terms(plan, counts, dt),
         grads=gradient_terms(counts, dt),
@@ -251,6 +252,27 @@ def _unsloth_dequant_buffer(plan: Plan) -> list[Term]:
             el * ca + el / NF4_BLOCK * 4,
         )
     ]
+
+
+def _with_experts_loop_gradient(plan: Plan, layer_grads: Term, grad: float) -> Term:
+    """The experts' loop over stacked weights (plan setting ``experts_loop``) when they train: each
+    expert's weight gradient reaches the stacked parameter through the indexing's backward, which
+    scatters it into a zero tensor of the whole parameter (PyTorch's derivatives.yaml, ``index``:
+    ``index_backward(grad.new_zeros_symint(self.sym_sizes(), ...), indices, grad)``), and autograd
+    adds each into the gradient accumulated so far (torch/csrc/autograd/input_buffer.cpp
+    ``accumulate``, in place once it holds the only reference). So while the next expert's
+    gradient is added, a second whole gate|up gradient [E, d, 2I] sits beside the accumulated one,
+    which the block's gradients already count (transformers v4.55.0, models/gpt_oss/
+    modeling_gpt_oss.py ``GptOssExperts.forward``)."""
+    model = plan.model
+    if not plan.experts_loop or model.num_experts <= 1 or plan.method not in (Method.FULL, Method.FROZEN):
+        return layer_grads
+    el = model.num_experts * model.hidden_size * 2 * model.intermediate_size
+    return Term(
+        layer_grads.label + " + one expert's gradient scattered into the stacked gate|up weight",
+        layer_grads.formula + f" + E·d·2I × {grad:g}",
+        layer_grads.bytes + el * grad,
+    )
 
 
 def _with_all_to_all_buffer(plan: Plan, layer_grads: Term, ca: float) -> Term:

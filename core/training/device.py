@@ -42,6 +42,7 @@ from core.runtime import (
     NCCL_CONNECTION_BYTES,
     NCCL_CONNECTIONS_PER_CHANNEL,
     SEGMENT_ROUNDING_PER_TENSOR_BYTES,
+    TE_GROUPED_GEMM_STREAMS,
     WORKSPACE_ASSUMED_NOTE,
     cublas_workspace,
     te_workspace,
@@ -115,7 +116,8 @@ def allocator_workspaces(plan: Plan) -> tuple[Term, ...]:
     for the process: max_memory_allocated() counts them from the first step's forward on, and
     between steps (:mod:`core.runtime` for the sources). PyTorch's cuBLAS workspace per handle
     (the forward's thread and autograd's device thread); Transformer Engine's own where the plan
-    runs it (the Megatron stack's TE modules, TE's float8 linears). Each at the size its library
+    runs it (the Megatron stack's TE modules, TE's float8 linears), and TE's grouped GEMM's one per compute
+    stream where a Megatron MoE plan runs it (``moe_grouped_gemm``). Each at the size its library
     gives the card's architecture (:func:`core.runtime.cublas_workspace`); for a custom card or one
     whose family is not told apart, the larger size, said in the term's label."""
     cublas, te = cublas_workspace(plan.hardware.gpu), te_workspace(plan.hardware.gpu)
@@ -129,6 +131,14 @@ def allocator_workspaces(plan: Plan) -> tuple[Term, ...]:
     ]
     if plan.stack is Stack.MEGATRON or plan.float8 is Float8.TE:
         terms.append(Term(f"Transformer Engine's cuBLAS workspace (one per process){assumed}", te.label, te.bytes))
+    if plan.moe_grouped_gemm and plan.stack is Stack.MEGATRON and plan.model.num_experts > 1:
+        terms.append(
+            Term(
+                f"Transformer Engine's grouped-GEMM workspaces (one per compute stream){assumed}",
+                f"{TE_GROUPED_GEMM_STREAMS} streams × {te.label}",
+                TE_GROUPED_GEMM_STREAMS * te.bytes,
+            )
+        )
     return tuple(terms)
 
 

@@ -95,8 +95,21 @@ def test_zero1_shards_the_experts_state_over_the_expert_data_parallel_ranks() ->
     kept = (total - EXPERT_PARAMS * 7 / 8) / total
     one, eight = _plan(1), _plan(8)
     assert _bucket(eight, BucketKey.WEIGHTS) == pytest.approx(_bucket(one, BucketKey.WEIGHTS) * kept, rel=1e-9)
-    assert _bucket(eight, BucketKey.GRADIENTS) == pytest.approx(_bucket(one, BucketKey.GRADIENTS) * kept, rel=1e-9)
+    assert _gradients(eight) == pytest.approx(_gradients(one) * kept, rel=1e-9)
     assert _bucket(eight, BucketKey.OPTIMIZER) == pytest.approx(_bucket(one, BucketKey.OPTIMIZER), rel=1e-9)
+    # Beside them, Megatron's global memory buffer holds the allgather dispatcher's tokens gathered over the
+    # EP group (core.parallel.state._megatron_global_buffer; TP 1, no sequence parallelism): s·b·EP·d × 2 B.
+    assert _global_buffer(one) == 0 and _global_buffer(eight) == 4096 * 8 * D * 2
+
+
+def _global_buffer(plan: Plan) -> float:
+    gradients = next(b for b in estimate(plan).buckets if b.key is BucketKey.GRADIENTS)
+    return sum(t.bytes for t in gradients.terms if "global memory buffer" in t.label)
+
+
+def _gradients(plan: Plan) -> float:
+    """The gradients bucket less Megatron's global memory buffer, which the Megatron stack keeps there."""
+    return _bucket(plan, BucketKey.GRADIENTS) - _global_buffer(plan)
 
 
 def test_the_expert_note_gives_the_shard_as_every_expert_over_dp_times_cp() -> None:

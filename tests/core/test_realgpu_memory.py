@@ -126,12 +126,20 @@ FOLDER = ROOT / "benchmarks" / "realgpu"
 # an A100 / RTX 3090 / 4090 lost 2 x 23.875 MiB. nvidia-smi worst 11.4 -> 11.53 % (ceiling raised: PEFT's
 # QLoRA ZeRO-3 row on two A100 40GB, already below its reading, -11.4 -> -11.5 %), reserved 3.9 / 22.2 ->
 # 4.0 / 21.6 %, boundary 1.8 / 7.9 -> 1.7 / 7.7 %; allocated (3.6 / 17.0) and resident (3.8 / 14.3) unchanged.
+# When transformers 4.55's gpt-oss experts loop became a plan setting (experts_loop, branch h22p: each expert's
+# indexed weight copies and unfused activation kept, one whole stacked gate|up gradient scattered in the
+# backward), axolotl's FSDP2 gpt-oss rows -21.6 / -18.7 / -3.9 -> -5.8 / -9.5 / +3.3 %: reserved 4.0 / 21.6 ->
+# 3.8 / 21.3 % (ceiling lowered; the worst is now Answer.AI's 7B QLoRA row at 2,048 tokens, over the figure).
+# When a Megatron MoE rank kept Transformer Engine's grouped-GEMM workspaces (plan setting moe_grouped_gemm) and
+# Megatron's global memory buffer (core.parallel.state._megatron_global_buffer), branch h22p: resident 3.2 / 14.3
+# -> 2.4 / 5.7 % (the MoE case -14.3 -> -0.4 %; ceiling lowered); the MoE case's peak +8.9 -> +13.3 % (under the
+# allocated worst, Megatron's fim-dataset peak +17.0 %).
 CEILINGS = {
     "allocated": (3.7, 17.1),
-    "reserved": (4.0, 29.1),
+    "reserved": (3.9, 21.4),
     "nvidia-smi": (10.2, 11.6),
     "boundary": (1.9, 8.0),
-    "resident": (3.9, 14.4),
+    "resident": (2.5, 5.8),
 }
 
 

@@ -276,6 +276,8 @@ def expected_values(window: MainWindow, plan: Plan) -> dict[str, Any]:
         "compiled_loss": plan.compiled_loss,
         "megatron_ce_fusion": plan.megatron_ce_fusion,
         "loop_keeps_output": plan.loop_keeps_output,
+        "experts_loop": plan.experts_loop,
+        "moe_grouped_gemm": plan.moe_grouped_gemm,
         "unsloth": plan.unsloth,
         "lora.dropout": plan.lora.dropout,
         "hardware.alloc_conf": h.alloc_conf,

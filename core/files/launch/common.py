@@ -142,6 +142,11 @@ RECIPE_WHY: Final = {
         "a training loop that holds the model output through the backward (Answer.AI's train.py); "
         "this target's trainer drops it first"
     ),
+    "method.moe_grouped_gemm": "Megatron-Core's MoE grouped GEMM is not a setting of this target",
+    "method.experts_loop": (
+        "which experts' forward runs follows the transformers release and where kernels' kernelize found the "
+        "model (transformers 4.55 gpt-oss loaded on the CPU for FSDP loops), not a key of this target"
+    ),
     "hardware.alloc_conf": (
         "an environment variable: set PYTORCH_CUDA_ALLOC_CONF where the run starts "
         "(the torchrun and accelerate launch exports write it)"

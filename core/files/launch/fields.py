@@ -130,6 +130,8 @@ TRAINING_FIELDS: Final = (
         "method.chunked_loss",
         "method.compiled_loss",
     ),
+    _f("method.moe_grouped_gemm", lambda p: p.moe_grouped_gemm, _matters("moe_grouped_gemm"), "model", "method.stack"),
+    _f("method.experts_loop", lambda p: p.experts_loop, _matters("experts_loop"), "model", "method.stack"),
     _f("workload.micro_batch", lambda p: p.workload.micro_batch),
     _f("workload.seq_len", lambda p: p.workload.seq_len),
     _f("workload.grad_accum", lambda p: p.workload.grad_accum),

@@ -173,6 +173,8 @@ def _model(draft: Draft) -> dict[str, Any]:
         section["moe_token_dispatcher_type"] = "flex" if flex else "alltoall"
         if flex:
             section["moe_flex_dispatcher_backend"] = par.moe_dispatcher.value
+    if plan.model.num_experts > 1:
+        section["moe_grouped_gemm"] = plan.moe_grouped_gemm
     if plan.float8 is Float8.TE:
         section["fp8"] = "hybrid"
     elif plan.float8 is not Float8.NONE:
@@ -274,7 +276,7 @@ def export_megatron_bridge(plan: Plan, model_ref: str | None = None) -> Export:
         draft,
         ("method.stack", "method.float8", "method.grad_clip", "method.lora.dropout", "parallel.tp_overlap",
          "parallel.expert_parallel", "parallel.grad_reduce_in_fp32", "method.megatron_ce_fusion",
-         "parallel.moe_dispatcher"),
+         "parallel.moe_dispatcher", "method.moe_grouped_gemm"),
     )  # fmt: skip
     overrides = " ".join(_flat(document))
     nodes, gpus = par.nodes, par.gpus_per_node

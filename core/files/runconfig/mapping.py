@@ -104,6 +104,7 @@ _RECIPES: Final = (
     "activation_offload",
     "kbit_upcast",
     "unsloth",
+    "moe_grouped_gemm",
 )
 
 

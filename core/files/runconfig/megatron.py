@@ -337,6 +337,9 @@ def read_megatron_bridge(document: dict[str, Any], where: str) -> RunConfig:
     taker.note("train.global_batch_size", "gradient accumulation follows from it and the data-parallel degree")
     s.update(_grad_reduce(taker))
     s.update(_ce_fusion(taker, odd))
+    # TransformerConfig.moe_grouped_gemm (NVIDIA/Megatron-LM d98e8a64 transformer_config.py, default False):
+    # the experts as Transformer Engine's grouped linear layers (core.training.device.allocator_workspaces).
+    s["moe_grouped_gemm"] = taker.flag("model.moe_grouped_gemm", "moe_grouped_gemm")
     taker.irrelevant(*IRRELEVANT)
     settings = {k: v for k, v in s.items() if v is not None}
     return finish(ConfigKind.MEGATRON_BRIDGE, taker, odd, model_ref, settings)

@@ -55,6 +55,7 @@ SETTING_LABELS: Final = {
     "fused_loss": "Fused linear cross-entropy",
     "compiled_loss": "Loss under torch.compile",
     "megatron_ce_fusion": "Megatron cross-entropy fusion",
+    "moe_grouped_gemm": "Megatron MoE grouped GEMM",
     "grad_clip": "Gradient clipping",
     "optimizer_in_backward": "Optimizer step in the backward",
     "activation_offload": "Activation offloading",
@@ -103,6 +104,7 @@ class RunSettings:
     fused_loss: bool | None = None  # Liger / Cut Cross-Entropy: head + loss fused
     compiled_loss: bool | None = None  # torchtitan compile.components names "loss"
     megatron_ce_fusion: str | None = None  # a core.plan.MegatronCeFusion value: off | native | te
+    moe_grouped_gemm: bool | None = None  # Megatron-Bridge model.moe_grouped_gemm
     grad_clip: bool | None = None  # max_grad_norm / clip_grad_norm set
     optimizer_in_backward: bool | None = None  # torchtune optimizer_in_bwd
     activation_offload: bool | None = None  # torchtune / axolotl activation offloading
