@@ -82,6 +82,8 @@ class Estimate:
     # The serving estimate, worked out when first read (:attr:`inference`): a training plan's
     # views seldom read it. A partial of _serving, so an estimate still pickles.
     _inference_of: Callable[[], InferenceEstimate] | None = field(default=None, compare=False, repr=False)
+    # The rank whose figures the single-rank fields carry when seen from one (:meth:`for_rank`); None: the worst.
+    seen_rank: int | None = None
 
     @cached_property
     def inference(self) -> InferenceEstimate:
@@ -132,6 +134,7 @@ class Estimate:
             reserved_bytes=rank.reserved_bytes,
             summary_formula=rank.summary_formula,
             notes=rank.notes,
+            seen_rank=index,
         )
 
     def bucket(self, key: BucketKey) -> Bucket:
@@ -155,8 +158,9 @@ class Estimate:
                 return judge(inf.total_bytes, self.capacity_bytes, headroom, host)
             return Judgement(inf.verdict, inf.total_bytes, self.capacity_bytes, usable)
         host = self.host.verdict if self.host is not None else None  # None: RAM not given
-        worst = self.worst
-        return judge(self.total_bytes, self.capacity_bytes, headroom, host, worst.low_bytes, worst.high_bytes)
+        # The range of the rank whose total is judged: the worst's, or the one this estimate is seen from.
+        rank = self.worst if self.seen_rank is None else self.ranks[self.seen_rank]
+        return judge(self.total_bytes, self.capacity_bytes, headroom, host, rank.low_bytes, rank.high_bytes)
 
     @property
     def range_bytes(self) -> tuple[float, float]:

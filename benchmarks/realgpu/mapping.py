@@ -651,7 +651,8 @@ def _megatron_plan(recipe: Mapping[str, Any]) -> Plan:
 
 
 # TE's flash / fused attention keeps no scores; its unfused backend and the local spec's
-# DotProductAttention keep the softmax's probabilities as eager attention does.
+# DotProductAttention keep the softmax's probabilities as eager attention does, in 16 bits where the fused
+# scale-mask-softmax kernel runs (core.training.attention.megatron_fused_softmax).
 _ATTENTION_MEGATRON: Final = {"flash": Attention.FLASH, "eager": Attention.EAGER}
 
 

@@ -55,7 +55,8 @@ GPUS: Final = 8  # tests/test_utils/recipes/h100/{gpt,moe}.yaml spec: nodes 1, g
 #   null_tokenizer.py), GPT2BPETokenizer's the vocab.json of GPT-2, 50,257 entries;
 # - --moe-router-topk 2 (megatron/core/transformer/transformer_config.py moe_router_topk);
 # - --attention-backend auto: Transformer Engine's flash / fused kernels; ``unfused`` and the local
-#   spec's DotProductAttention keep the softmax's probabilities (and their dropout mask).
+#   spec's DotProductAttention keep the softmax's probabilities (and their dropout mask), in 16 bits where their
+#   fused scale-mask-softmax kernel runs (core.training.attention.megatron_fused_softmax).
 DEFAULTS: Final = {
     "--hidden-dropout": 0.1,
     "--attention-dropout": 0.1,

@@ -55,7 +55,7 @@ from core.plan import CheckpointPolicy, Plan  # noqa: E402
 from core.roles import dtypes_for  # noqa: E402
 from core.runtime import ALLOCATOR_FRAGMENTATION, SEGMENT_ROUNDING_PER_TENSOR_BYTES  # noqa: E402
 from core.solve import largest_fitting  # noqa: E402
-from core.training.device import weight_tensors  # noqa: E402
+from core.training.device import weight_segments, weight_tensors  # noqa: E402
 from core.training.optimizer import clip_terms, largest_trainable_tensor, optimizer_step_temporary  # noqa: E402
 from core.training.ranks import RankMemory  # noqa: E402
 
@@ -237,7 +237,10 @@ def score_one(m: Mapped, fraction: float) -> Scored:
         return Scored(m, measured, value, 0.0, fraction, rank.label, before=value)
     if m.model_init:
         weights = _init_weights(est)
-        rounding = weight_tensors(plan) * SEGMENT_ROUNDING_PER_TENSOR_BYTES / max(1, _shards(est))
+        if plan.parallel.fsdp1_wrap:  # the rank's own unit shards (core.training.device.weight_segments)
+            rounding = weight_segments(plan)[0] * SEGMENT_ROUNDING_PER_TENSOR_BYTES
+        else:
+            rounding = weight_tensors(plan) * SEGMENT_ROUNDING_PER_TENSOR_BYTES / max(1, _shards(est))
         predicted = weights if metric == "allocated" else weights + rounding + _wrap_cache(est)
         return Scored(m, measured, predicted, 0.0, fraction, "model built", before=weights)
     if metric == "allocated":

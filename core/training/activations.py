@@ -19,7 +19,7 @@ from core.format import sci
 from core.model import ModelSpec, normalise_lora_targets
 from core.plan import Attention, CheckpointPolicy, MegatronCeFusion, Method, Plan, Stack
 from core.roles import compute_dtype, dtypes_for, model_dtype
-from core.training.attention import Kernel, needs_mask, sdpa_kernel
+from core.training.attention import Kernel, megatron_fused_softmax, needs_mask, sdpa_kernel
 from core.training.storage import litgpt_quantised_head
 
 # torch.compile's default partitioner for training, min_cut_rematerialization_partition
@@ -267,14 +267,21 @@ def _attention(plan: Plan, ctx: _Ctx) -> list[Term]:
         items.append(Term(label, f"2 × {sci(kv_saved)} × {ca:g}", 2 * kv_saved * ca))
     if kernel is Kernel.EAGER:
         scores = b * h * s * s
-        items.append(Term("attention probabilities (float32)", f"B·H·S² × 4 = {sci(scores)} × 4", scores * 4))
+        fused_softmax = megatron_fused_softmax(plan)
+        if fused_softmax:
+            # Megatron's fused scale-mask-softmax kernel keeps its 16-bit output, no float32 softmax (see
+            # core.training.attention.megatron_fused_softmax); without dropout the second matmul keeps that tensor.
+            label = "attention probabilities (16 bits, Megatron's fused softmax kernel)"
+            items.append(Term(label, f"B·H·S² × {ca:g} = {sci(scores)} × {ca:g}", scores * ca))
+        else:
+            items.append(Term("attention probabilities (float32)", f"B·H·S² × 4 = {sci(scores)} × 4", scores * 4))
         if model.attn_softcap:
             items.append(Term("soft-capped scores (tanh)", f"B·H·S² × {ca:g}", scores * ca))
         if model.attention_dropout:
             items.append(
                 Term("attention dropout mask + dropped probabilities", f"B·H·S² × (1 + {ca:g})", scores * (1 + ca))
             )
-        elif ca == 2:
+        elif ca == 2 and not fused_softmax:
             items.append(Term("probabilities cast to 16 bits", f"B·H·S² × 2 = {sci(scores)} × 2", scores * 2))
         if ctx.saves("o_proj") and not o_adapter_copy:  # else the adapter's copy below is what is kept
             items.append(Term("attention output (o_proj input)", f"N·H·hd × {ca:g}", q_el * ca))

@@ -12,7 +12,7 @@ from __future__ import annotations
 from enum import StrEnum
 
 from core.dtypes import Autocast, Dtype
-from core.plan import Attention, Method, Plan
+from core.plan import Attention, Method, Plan, Stack
 
 
 class Kernel(StrEnum):
@@ -59,6 +59,39 @@ def sdpa_kernel(plan: Plan) -> Kernel:
     if not gqa and model.head_dim % (8 if sixteen else 4) == 0:
         return Kernel.EFFICIENT
     return Kernel.MATH
+
+
+# The fused scale-mask-softmax kernel Megatron's core attention runs in 16 bits (both Megatron stacks' eager
+# paths): Transformer Engine's UnfusedDotProductAttention, what ``--attention-backend unfused`` selects under the
+# TE spec, calls TE's FusedScaleMaskSoftmax (NVIDIA/TransformerEngine 4329ff84, the revision NVIDIA/Megatron-LM
+# d98e8a64 pins: transformer_engine/pytorch/attention/dot_product_attention/softmax.py ``is_kernel_available``:
+# 16-bit input, 16 < sk < 16384, sk % 8 == 0, sq % 4 == 0, b·np % 4 == 0, sq % batch_per_block == 0); the local
+# spec's DotProductAttention calls Megatron-Core's own (megatron/core/fusions/fused_softmax.py at d98e8a64:
+# 16 < sk <= 4096, sq and sk % 4 == 0, b·np % 4 == 0; ``--no-masked-softmax-fusion`` is off by default,
+# megatron/training/arguments.py). Both kernels write the probabilities in the input's 16 bits and save that
+# output for their backward (``ctx.save_for_backward(softmax_results, scale_t)``), where the PyTorch fallback
+# keeps a float32 softmax (``attention_softmax_in_fp32``). The plan does not say which spec ran, so the bounds
+# both kernels accept are the rule: past 4,096 tokens the float32 fallback is assumed (an upper bound under TE).
+MEGATRON_FUSED_SOFTMAX_MAX_SEQ = 4096  # Megatron-Core fused_softmax.py is_kernel_available: sk <= 4096
+
+
+def _softmax_batch_per_block(sk: int) -> int:
+    """TE's FusedScaleMaskSoftmax.get_batch_per_block: 128 threads a block, one warp (≤ 32 threads) a row,
+    two rows a warp up to 128 keys (softmax.py THREADS_PER_BLOCK / THREADS_PER_WARP at 4329ff84)."""
+    pow2 = 1 << (sk - 1).bit_length()
+    warp = min(pow2, 32)
+    return (128 // warp) * (2 if pow2 <= 128 else 1)
+
+
+def megatron_fused_softmax(plan: Plan) -> bool:
+    """Whether a Megatron plan's eager core attention runs the fused 16-bit softmax kernel (see above)."""
+    if plan.stack is not Stack.MEGATRON or plan.attention is not Attention.EAGER or not sixteen_bit_inputs(plan):
+        return False
+    s, b = plan.workload.seq_len, plan.workload.micro_batch
+    heads, tp = plan.model.num_heads, max(1, plan.parallel.tensor_parallel)
+    if heads % tp or not 16 < s <= MEGATRON_FUSED_SOFTMAX_MAX_SEQ or s % 8:
+        return False
+    return (b * heads // tp) % 4 == 0 and s % _softmax_batch_per_block(s) == 0
 
 
 def kernel_note(plan: Plan) -> str:

@@ -26,12 +26,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from core.allocator import AllocatorConfig, parse_alloc_conf
+from core.allocator import AllocatorConfig, is_small, parse_alloc_conf
 from core.breakdown import Bucket, BucketKey, Phase, Term, make_bucket
 from core.catalogue import intra_link_of
+from core.dtypes import DTYPE_BYTES
 from core.errors import PlanError
 from core.format import gb
-from core.plan import Float8, Plan, Stack
+from core.plan import Float8, Plan, Stack, Strategy
 from core.runtime import (
     ALLOCATOR_FRAGMENTATION,
     CUBLAS_TRAINING_HANDLES,
@@ -49,7 +50,7 @@ from core.runtime import (
 )
 from core.units import MiB
 
-__all__ = ["CardTerms", "allocator_workspaces", "card_terms", "nccl_bytes", "weight_tensors"]
+__all__ = ["CardTerms", "allocator_workspaces", "card_terms", "nccl_bytes", "weight_segments", "weight_tensors"]
 
 _FAST_LINKS = ("nvlink", "xgmi")
 
@@ -149,6 +150,38 @@ def weight_tensors(plan: Plan, layers: int | None = None, embedding: bool = True
     return model.layer_tensors() * blocks + model.outside_tensors(embedding=embedding, head=head)
 
 
+def weight_segments(
+    plan: Plan, layers: int | None = None, embedding: bool = True, head: bool = True
+) -> tuple[int, str]:
+    """How many tensors of the large pool a rank's weights are allocated as (each in a segment of its own,
+    rounded to 2 MiB), and what they are.
+
+    Every parameter tensor, except after an FSDP1 wrap (``parallel.fsdp1_wrap``): FSDP1 flattens each
+    unit's parameters into one flat parameter and keeps this rank's chunk as one tensor (pytorch/pytorch
+    01caf79, torch/distributed/fsdp/_flat_param.py ``shard``: ``_get_shard`` clones the chunk), so the
+    rank's weights are one tensor per unit: each decoder block, the root (embedding, final norm, head),
+    and each LoRA A / B linear the wrapping policy makes a unit of its own (Answer.AI's
+    ``get_wrapping_policy``, PEFT's ``fsdp_auto_wrap_policy``) whose chunk is larger than 1 MiB; a smaller
+    chunk is served from the small pool's shared 2 MiB segments (c10/cuda/CUDACachingAllocator.cpp
+    ``kSmallSize``, :func:`core.allocator.is_small`). A replay of that wrap through the allocator's rules
+    (benchmarks/realgpu/fsdp1_wrap_replay.py) leaves 11-80 MiB beyond the shards and the wrap's cache on
+    Llama-2-7B, against 291 MiB at one per parameter tensor."""
+    par = plan.parallel
+    if not (par.fsdp1_wrap and par.strategy is Strategy.FSDP):
+        return weight_tensors(plan, layers, embedding, head), "tensors"
+    model = plan.model
+    blocks = model.num_layers if layers is None else layers
+    shards = max(1, par.fsdp_shards)
+    adapter = DTYPE_BYTES[plan.adapter_dtype]
+    large_adapters = 0
+    if plan.adapter_based:
+        for fan_in, fan_out, copies in model.adapted_matrices(plan.lora.targets):
+            for elements in (plan.lora.rank * fan_in, fan_out * plan.lora.rank):
+                large_adapters += copies * (not is_small(int(elements * adapter / shards)))
+    units = blocks * (1 + large_adapters) + (1 if embedding or head else 0)
+    return units, "FSDP1 unit shards"
+
+
 def card_terms(
     plan: Plan,
     phases: tuple[Phase, ...],
@@ -162,7 +195,7 @@ def card_terms(
     config = allocator_config(plan)
     layers, embedding, head = where if where is not None else (plan.model.num_layers, True, True)
     basis = max((p.bucket(BucketKey.ACTIVATIONS).bytes for p in phases), default=0.0)
-    tensors = weight_tensors(plan, layers, embedding, head)
+    tensors, what = weight_segments(plan, layers, embedding, head)
     reserve: list[Term] = []
     if config.expandable_segments:
         fraction = EXPANDABLE_FRAGMENTATION
@@ -172,7 +205,7 @@ def card_terms(
         reserve.append(
             Term(
                 "segment rounding of the weights (2 MiB segments)",
-                f"{tensors:,} tensors × ≈ 1 MiB",
+                f"{tensors:,} {what} × ≈ 1 MiB",
                 tensors * SEGMENT_ROUNDING_PER_TENSOR_BYTES,
             )
         )
