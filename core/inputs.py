@@ -192,6 +192,10 @@ class MoeDispatcher(StrEnum):
     core.training.speed.moe_permute_bytes."""
 
     ALLTOALL = "alltoall"  # MoEAlltoAllTokenDispatcher: permute, all-to-all, sort by local expert
+    # MoEAllGatherTokenDispatcher, Megatron-Core's own default (transformer_config.py at d98e8a64 and
+    # 55ac7082: moe_token_dispatcher_type = "allgather"): all-gathers every TP × EP rank's tokens into
+    # the global memory buffer, permutes those its local experts take, reduce-scatters the outputs back.
+    ALLGATHER = "allgather"
     DEEPEP = "deepep"  # flex + DeepEP: fused dispatch, then a local permute of the received tokens
     HYBRIDEP = "hybridep"  # flex + HybridEP: the permutes fused into its dispatch and combine kernels
 
@@ -394,6 +398,7 @@ SCHEDULE_LABELS: Final = {
 }
 MOE_DISPATCHER_LABELS: Final = {
     MoeDispatcher.ALLTOALL: "alltoall",
+    MoeDispatcher.ALLGATHER: "allgather (Megatron-Core's default)",
     MoeDispatcher.DEEPEP: "flex, DeepEP",
     MoeDispatcher.HYBRIDEP: "flex, HybridEP",
 }
@@ -944,17 +949,24 @@ INPUTS: Final[tuple[Input, ...]] = (
           "context parallel GPUs; tokens reach their experts by an all-to-all.",
           ("--expert-parallel", "--ep"), "expert-parallel degree (MoE models)", low=1, high=MAX_DEGREE, metavar="N",
           matters=lambda p: p.parallel.world_size > 1 and p.model.num_experts > 1),
-    # Megatron-Core's token dispatcher: "alltoall" is MoE layers' default and Qwen3's provider's
-    # (NVIDIA-NeMo/Megatron-Bridge v0.2.0 src/megatron/bridge/models/qwen/qwen_provider.py:
-    # moe_token_dispatcher_type "alltoall"); "flex" with DeepEP or HybridEP is what NVIDIA's later
-    # performance recipes set (apply_flex_dispatcher_backend). A plan file without it reads alltoall.
+    # Megatron-Core's token dispatcher: "alltoall" is what Megatron-Bridge's MoE providers set (Qwen3's:
+    # NVIDIA-NeMo/Megatron-Bridge v0.2.0 src/megatron/bridge/models/qwen/qwen_provider.py:
+    # moe_token_dispatcher_type "alltoall"), the plan's default; "allgather" is Megatron-Core's own
+    # default (a Megatron-LM run that does not pass --moe-token-dispatcher-type); "flex" with DeepEP or
+    # HybridEP is what NVIDIA's later performance recipes set (apply_flex_dispatcher_backend). A plan
+    # file without it reads alltoall.
     Input("parallel.moe_dispatcher", Kind.ENUM, "MoE dispatcher", "MoE token dispatcher", MoeDispatcher.ALLTOALL,
           "Megatron-Core's token dispatcher under expert parallel: alltoall permutes the routed token copies, "
-          "all-to-alls them and sorts them by local expert (and back); flex with DeepEP permutes only the "
-          "tokens it received; flex with HybridEP permutes inside its dispatch and combine kernels.",
-          ("--moe-dispatcher",), "Megatron MoE token dispatcher: alltoall, deepep or hybridep (expert parallel)",
+          "all-to-alls them and sorts them by local expert (and back); allgather (Megatron-Core's own default) "
+          "gathers every rank's tokens into a buffer kept for the run and permutes those its experts take; "
+          "flex with DeepEP permutes only the tokens it received; flex with HybridEP permutes inside its "
+          "dispatch and combine kernels.",
+          ("--moe-dispatcher",),
+          "Megatron MoE token dispatcher: alltoall, allgather, deepep or hybridep (expert parallel)",
           labels=MOE_DISPATCHER_LABELS, advanced=True,
-          matters=lambda p: p.stack is Stack.MEGATRON and p.model.num_experts > 1 and p.parallel.expert_parallel > 1),
+          matters=lambda p: p.stack is Stack.MEGATRON
+          and p.model.num_experts > 1
+          and p.parallel.expert_parallel * p.parallel.tensor_parallel > 1),
     # HSDP: torchtitan's data_parallel_replicate_degree (default 1; pytorch/torchtitan b5bcd76
     # torchtitan/config/configs.py), FSDP2 fully_shard on a 2-D (replicate, shard) DeviceMesh, FSDP1
     # ShardingStrategy.HYBRID_SHARD (whose default shard group is one node).

@@ -58,6 +58,7 @@ from core.plan import (
     LoraSettings,
     MegatronCeFusion,
     Method,
+    MoeDispatcher,
     Offload,
     Optimizer,
     OptimizerImpl,
@@ -645,6 +646,9 @@ def _megatron_plan(recipe: Mapping[str, Any]) -> Plan:
             schedule=PipelineSchedule.INTERLEAVED if vp > 1 else PipelineSchedule.ONE_F_ONE_B,
             virtual_stages=vp,
             grad_reduce_in_fp32=bool(par["grad_reduce_in_fp32"]),
+            # The MoE cases pass no --moe-token-dispatcher-type: Megatron-Core's default, allgather
+            # (transformer_config.py at d98e8a64), which megatron_ci.py writes into the record.
+            moe_dispatcher=MoeDispatcher(recipe.get("moe_token_dispatcher") or "alltoall"),
         ),
         **_MEGATRON_RECOMPUTE[recipe["checkpointing"]],
     )

@@ -322,6 +322,9 @@ def _recipe(model: str, case: str, args: dict[str, Any]) -> dict[str, Any]:
         "cpu_offload": "none",
         "fused_ce_or_liger": bool(args.get("--cross-entropy-loss-fusion")),
         "moe_grouped_gemm": bool(args.get("--moe-grouped-gemm")),
+        # Megatron-Core's default when the case does not pass it (transformer_config.py at d98e8a64:
+        # moe_token_dispatcher_type = "allgather").
+        "moe_token_dispatcher": str(args.get("--moe-token-dispatcher-type", "allgather")) if experts > 1 else None,
         "prepare_model_for_kbit_training": False,
         "parallel": {
             "strategy": "megatron-distopt" if args.get("--use-distributed-optimizer") else "megatron-ddp",

@@ -38,7 +38,7 @@ from core.parallel.layout import (
     weight_share,
 )
 from core.params import ParamCounts
-from core.plan import CheckpointPolicy, Method, Offload, PipelineSchedule, Plan, Stack, Strategy
+from core.plan import CheckpointPolicy, Method, MoeDispatcher, Offload, PipelineSchedule, Plan, Stack, Strategy
 from core.roles import Dtypes, dtypes_for
 from core.units import MiB
 
@@ -829,7 +829,13 @@ def _expert_parallel_traffic(step: _Step) -> _Traffic | None:
     ep, copies = par.expert_parallel, dispatched_copies(plan)
     if not copies:
         return None
-    buffer = copies * model.hidden_size * step.dt.compute
+    gather = plan.stack is Stack.MEGATRON and par.moe_dispatcher is MoeDispatcher.ALLGATHER
+    # The allgather dispatcher all-gathers the EP group's N·d tokens (N·EP·d gathered) and
+    # reduce-scatters the outputs back (MoEAllGatherTokenDispatcher, over the TP × EP group): per
+    # collective each rank sends (EP−1)·N·d, the bytes of an all-to-all of N·EP·d.
+    what, shape = ("all-gather and reduce-scatter", "N·EP·d") if gather else ("all-to-all", "N·k·d")
+    rows = copies / model.experts_per_token * ep if gather else copies
+    buffer = rows * model.hidden_size * step.dt.compute
     span = group_span(ep, par.tensor_parallel, par.gpus_per_node, par.nodes)
     recomputed = plan.checkpointed_blocks(step.layers)
     count = (4 * step.layers + 2 * recomputed) * step.micro
@@ -837,17 +843,25 @@ def _expert_parallel_traffic(step: _Step) -> _Traffic | None:
     sent = buffer * (ep - 1) / ep * count
     where = step.links.where(span)
     term = CommTerm(
-        "expert-parallel all-to-all (dispatch and combine)",
-        f"{count:g} × all-to-all of {memory(buffer)} (N·k·d): (n−1)/n = {(ep - 1) / ep:.3g} × "
+        f"expert-parallel {what} (dispatch and combine)",
+        f"{count:g} × {what} of {memory(buffer)} ({shape}): (n−1)/n = {(ep - 1) / ep:.3g} × "
         f"{memory(buffer * count)}, {one * 1e3:.3g} ms each ({where})",
         sent,
         one * count,
     )
     return _Traffic(
         (term,),
-        f"Expert parallel {ep}: each MoE layer all-to-alls its tokens' top-{model.experts_per_token} copies to "
-        "the experts' ranks and back, twice in the forward and twice in the backward per micro-batch "
-        "(Megatron-Core's alltoall dispatcher), balanced routing, not overlapped (Megatron's default).",
+        (
+            f"Expert parallel {ep}: each MoE layer all-gathers the group's tokens and reduce-scatters the "
+            "experts' outputs, twice in the forward and twice in the backward per micro-batch (Megatron-Core's "
+            "allgather dispatcher), balanced routing, not overlapped (Megatron's default)."
+        )
+        if gather
+        else (
+            f"Expert parallel {ep}: each MoE layer all-to-alls its tokens' top-{model.experts_per_token} copies "
+            "to the experts' ranks and back, twice in the forward and twice in the backward per micro-batch "
+            "(Megatron-Core's alltoall dispatcher), balanced routing, not overlapped (Megatron's default)."
+        ),
     )
 
 

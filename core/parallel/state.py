@@ -62,7 +62,7 @@ from typing import Final
 from core.breakdown import Term
 from core.dtypes import DTYPE_BYTES, ELEMENT_BYTES, MP_BYTES, Dtype, MpDtype, nf4_bytes_per_weight
 from core.format import sci
-from core.inputs import megatron_grad_buffer
+from core.inputs import MoeDispatcher, megatron_grad_buffer
 from core.parallel.layout import (
     Layout,
     Stage,
@@ -348,7 +348,8 @@ def _megatron_global_buffer(rank: _Rank) -> list[Term]:
       (tensor_parallel/layers.py ``LinearWithGradAccumulationAndAsyncCommunication``:
       ``get_global_memory_buffer().get_tensor(dim_size, input.dtype, "mpu")``): GPTModel's output layer
       on the stage holding the head (the TE spec's other linears gather inside TE), s·b·h;
-    - an MoE layer's token dispatcher, Megatron-Core's default ``allgather``
+    - an MoE layer's token dispatcher where the plan runs ``allgather``, Megatron-Core's default
+      (parallel.moe_dispatcher; the alltoall and flex dispatchers do not use the buffer)
       (transformer_config.py ``moe_token_dispatcher_type = "allgather"``; transformer/moe/
       token_dispatcher.py ``MoEAllGatherTokenDispatcher.token_dispatch``:
       ``gather_from_sequence_parallel_region(hidden_states, group=self.tp_ep_group,
@@ -361,7 +362,7 @@ def _megatron_global_buffer(rank: _Rank) -> list[Term]:
     uses: list[tuple[str, float]] = []
     if tp > 1 and lay.sequence_parallel and rank.stage.head:
         uses.append(("the output layer's gathered input, s·b·h", tokens))
-    if model.num_experts > 1 and tp * ep > 1:
+    if model.num_experts > 1 and tp * ep > 1 and plan.parallel.moe_dispatcher is MoeDispatcher.ALLGATHER:
         uses.append((f"the MoE dispatcher's tokens gathered over TP × EP, s·b·{ep}·h", tokens * ep))
     if not uses:
         return []

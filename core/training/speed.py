@@ -438,6 +438,7 @@ def moe_permute_bytes(rank: _Rank) -> float:
     receives: ÷ CP, and ÷ TP with sequence parallel (layout.dispatched_copies' N); its N·k copies
     are what the rank's experts receive too (balanced routing). Under Megatron with expert parallel
     the dispatcher decides (parallel.moe_dispatcher): alltoall adds its sort by local expert;
+    allgather permutes from the EP group's gathered tokens (``MoEAllGatherTokenDispatcher``);
     DeepEP's fused dispatch sends a token once to each rank holding one of its experts, and the rank
     permutes the tokens it received (``_DeepepManager.get_permuted_hidden_states_by_experts``:
     ``permute(..., fused=self.permute_fusion)``); HybridEP permutes inside its dispatch and combine
@@ -456,6 +457,10 @@ def moe_permute_bytes(rank: _Rank) -> float:
         return 0.0
     if dispatcher is MoeDispatcher.DEEPEP:
         tokens = received_tokens(tokens, model.num_experts, model.experts_per_token, ep)
+    if dispatcher is MoeDispatcher.ALLGATHER:
+        # MoEAllGatherTokenDispatcher permutes from the gathered tokens of the EP group (N·EP rows
+        # read) the copies its local experts take (N·k written, balanced), and back: no sort.
+        tokens *= ep
     rows = MOE_PERMUTE_TOKEN_ROWS * tokens + MOE_PERMUTE_COPY_ROWS * copies
     if megatron and dispatcher is MoeDispatcher.ALLTOALL and model.num_experts // max(1, ep) > 1:
         rows += MOE_SORT_COPY_ROWS * copies

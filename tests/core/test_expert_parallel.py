@@ -21,7 +21,7 @@ from core.files.launch import Target, export
 from core.parallel.comm import NCCL_BASE_LATENCY_S, plan_links, step_communication
 from core.parallel.layout import block_params_per_rank, expert_shares, layout, weight_share
 from core.params import param_counts
-from core.plan import Parallelism, Plan, Stack, Strategy, Workload
+from core.plan import MoeDispatcher, Parallelism, Plan, Stack, Strategy, Workload
 from core.training.detailed import Rank, training_breakdown
 from tests.core.planfile_compat import reload_and_without
 
@@ -97,9 +97,14 @@ def test_zero1_shards_the_experts_state_over_the_expert_data_parallel_ranks() ->
     assert _bucket(eight, BucketKey.WEIGHTS) == pytest.approx(_bucket(one, BucketKey.WEIGHTS) * kept, rel=1e-9)
     assert _gradients(eight) == pytest.approx(_gradients(one) * kept, rel=1e-9)
     assert _bucket(eight, BucketKey.OPTIMIZER) == pytest.approx(_bucket(one, BucketKey.OPTIMIZER), rel=1e-9)
-    # Beside them, Megatron's global memory buffer holds the allgather dispatcher's tokens gathered over the
-    # EP group (core.parallel.state._megatron_global_buffer; TP 1, no sequence parallelism): s·b·EP·d × 2 B.
-    assert _global_buffer(one) == 0 and _global_buffer(eight) == 4096 * 8 * D * 2
+    # Beside them, under Megatron-Core's own default dispatcher (allgather), Megatron's global memory buffer
+    # holds the tokens gathered over the EP group (core.parallel.state._megatron_global_buffer; TP 1, no
+    # sequence parallelism): s·b·EP·d × 2 B. The alltoall dispatcher (the plan's default, Megatron-Bridge's
+    # recipes') never asks for the buffer (token_dispatcher.py at d98e8a64: only MoEAllGatherTokenDispatcher
+    # passes use_global_buffer=True).
+    gathered = eight.with_parallel(moe_dispatcher=MoeDispatcher.ALLGATHER)
+    assert _global_buffer(one) == 0 and _global_buffer(gathered) == 4096 * 8 * D * 2
+    assert _global_buffer(eight) == 0
 
 
 def _global_buffer(plan: Plan) -> float:
@@ -166,6 +171,23 @@ def test_each_moe_layer_all_to_alls_twice_forward_and_twice_backward() -> None:
     recomputed = _plan(8, nodes=1, grad_accum=4).with_changes(checkpointing=True)
     (again,) = _a2a(recomputed)
     assert again.bytes == pytest.approx(buffer * 7 / 8 * 6 * LAYERS * 4)
+
+
+def test_the_allgather_dispatcher_gathers_the_groups_tokens_instead() -> None:
+    # Megatron-Core's own default dispatcher (NVIDIA/Megatron-LM d98e8a64 token_dispatcher.py
+    # MoEAllGatherTokenDispatcher): all-gather of the EP group's N·d tokens (N·EP·d gathered), a
+    # reduce-scatter back; each rank sends (EP − 1)·N·d a collective, the bytes of an all-to-all of
+    # N·EP·d. Qwen3-30B-A3B routes to k = 8 experts, so at EP 16 it sends twice the alltoall's.
+    plan = _plan(16, nodes=2, grad_accum=4)
+    gathered = plan.with_parallel(moe_dispatcher=MoeDispatcher.ALLGATHER)
+    comm = step_communication(gathered, param_counts(gathered), 10.0, 1 / 3)
+    (term,) = [t for t in comm.terms if t.label.startswith("expert-parallel all-gather and reduce-scatter")]
+    count = 4 * LAYERS * 4
+    assert term.bytes == pytest.approx(4096 * 16 * D * 2 * 15 / 16 * count)
+    assert term.bytes == pytest.approx(_a2a(plan)[0].bytes * 16 / TOP_K)
+    assert any("allgather dispatcher" in a for a in comm.assumptions)
+    # The Megatron-Bridge export names it as Megatron-Core does.
+    assert "model.moe_token_dispatcher_type=allgather" in export(gathered, Target.MEGATRON_BRIDGE).text
 
 
 def test_across_nodes_the_all_to_all_waits_for_the_nics() -> None:

@@ -169,8 +169,8 @@ def _model(draft: Draft) -> dict[str, Any]:
     if _moe_dispatcher_matters(plan):
         # Megatron-Bridge's apply_flex_dispatcher_backend (NVIDIA-NeMo/Megatron-Bridge v0.3.1
         # src/megatron/bridge/training/flex_dispatcher_backend.py): "flex" with the backend named.
-        flex = par.moe_dispatcher is not MoeDispatcher.ALLTOALL
-        section["moe_token_dispatcher_type"] = "flex" if flex else "alltoall"
+        flex = par.moe_dispatcher in (MoeDispatcher.DEEPEP, MoeDispatcher.HYBRIDEP)
+        section["moe_token_dispatcher_type"] = "flex" if flex else par.moe_dispatcher.value
         if flex:
             section["moe_flex_dispatcher_backend"] = par.moe_dispatcher.value
     if plan.model.num_experts > 1:
