@@ -538,6 +538,16 @@ def megatron_grad_buffer(plan: Plan) -> bool:
     return plan.stack is Stack.MEGATRON and plan.parallel.strategy in (Strategy.DDP, Strategy.ZERO1)
 
 
+def megatron_dispatcher(plan: Plan) -> MoeDispatcher | None:
+    """The MoE token dispatcher the plan runs (``parallel.moe_dispatcher``) where Megatron-Core
+    dispatches tokens at all — the Megatron stack, a mixture of experts, TP × EP > 1 — else None.
+    The one rule the memory (the global buffer), the time (the permutes), the traffic and the
+    export read, and the window's row shows by."""
+    par = plan.parallel
+    split = par.expert_parallel * par.tensor_parallel > 1
+    return par.moe_dispatcher if plan.stack is Stack.MEGATRON and plan.model.num_experts > 1 and split else None
+
+
 def _node_split(plan: Plan) -> bool:
     return plan.parallel.world_size > 1
 
@@ -964,9 +974,7 @@ INPUTS: Final[tuple[Input, ...]] = (
           ("--moe-dispatcher",),
           "Megatron MoE token dispatcher: alltoall, allgather, deepep or hybridep (expert parallel)",
           labels=MOE_DISPATCHER_LABELS, advanced=True,
-          matters=lambda p: p.stack is Stack.MEGATRON
-          and p.model.num_experts > 1
-          and p.parallel.expert_parallel * p.parallel.tensor_parallel > 1),
+          matters=lambda p: megatron_dispatcher(p) is not None),
     # HSDP: torchtitan's data_parallel_replicate_degree (default 1; pytorch/torchtitan b5bcd76
     # torchtitan/config/configs.py), FSDP2 fully_shard on a 2-D (replicate, shard) DeviceMesh, FSDP1
     # ShardingStrategy.HYBRID_SHARD (whose default shard group is one node).

@@ -105,6 +105,7 @@ WORKSPACE_ASSUMED_NOTE: Final = (
 )
 
 
+@lru_cache(maxsize=64)
 def _workspaces(gpu_id: str) -> tuple[Workspace, Workspace]:
     sizes = _WORKSPACES_BY_GENERATION.get(generation(gpu_id))
     if sizes is None and gpu_id in _catalogue_nvidia_ids():

@@ -27,6 +27,7 @@ from typing import Final
 from core.catalogue import LinkSpec, find_link, intra_link_of
 from core.dtypes import ELEMENT_BYTES, MP_BYTES, MpDtype
 from core.format import memory
+from core.inputs import megatron_dispatcher
 from core.parallel.layout import (
     dispatched_copies,
     expert_shares,
@@ -829,7 +830,7 @@ def _expert_parallel_traffic(step: _Step) -> _Traffic | None:
     ep, copies = par.expert_parallel, dispatched_copies(plan)
     if not copies:
         return None
-    gather = plan.stack is Stack.MEGATRON and par.moe_dispatcher is MoeDispatcher.ALLGATHER
+    gather = megatron_dispatcher(plan) is MoeDispatcher.ALLGATHER
     # The allgather dispatcher all-gathers the EP group's N·d tokens (N·EP·d gathered) and
     # reduce-scatters the outputs back (MoEAllGatherTokenDispatcher, over the TP × EP group): per
     # collective each rank sends (EP−1)·N·d, the bytes of an all-to-all of N·EP·d.

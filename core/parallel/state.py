@@ -62,7 +62,7 @@ from typing import Final
 from core.breakdown import Term
 from core.dtypes import DTYPE_BYTES, ELEMENT_BYTES, MP_BYTES, Dtype, MpDtype, nf4_bytes_per_weight
 from core.format import sci
-from core.inputs import MoeDispatcher, megatron_grad_buffer
+from core.inputs import MoeDispatcher, megatron_dispatcher, megatron_grad_buffer
 from core.parallel.layout import (
     Layout,
     Stage,
@@ -362,7 +362,7 @@ def _megatron_global_buffer(rank: _Rank) -> list[Term]:
     uses: list[tuple[str, float]] = []
     if tp > 1 and lay.sequence_parallel and rank.stage.head:
         uses.append(("the output layer's gathered input, s·b·h", tokens))
-    if model.num_experts > 1 and tp * ep > 1 and plan.parallel.moe_dispatcher is MoeDispatcher.ALLGATHER:
+    if megatron_dispatcher(plan) is MoeDispatcher.ALLGATHER:
         uses.append((f"the MoE dispatcher's tokens gathered over TP × EP, s·b·{ep}·h", tokens * ep))
     if not uses:
         return []

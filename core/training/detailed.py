@@ -213,6 +213,12 @@ def _largest_matrix(plan: Plan) -> int:
     return max(i * o for i, o in plan.model.linear_shapes().values())
 
 
+def _dequantised(el: float, ca: float) -> float:
+    """A 4-bit matrix of ``el`` elements dequantised: the weight in the compute dtype and its
+    float32 absmax, one per NF4 block (bitsandbytes' block of :data:`core.dtypes.NF4_BLOCK`)."""
+    return el * ca + el / NF4_BLOCK * 4
+
+
 def _unsloth_layer_grads(plan: Plan, kernels: frozenset[str], i_el: int, ca: float, workspace: float) -> Term:
     """The gradients through a block under Unsloth's LoRA kernels (unslothai/unsloth 015bdef,
     unsloth/kernels/fast_lora.py): LoRA_MLP.backward forms one new N·I tensor (DW, the down
@@ -227,7 +233,7 @@ def _unsloth_layer_grads(plan: Plan, kernels: frozenset[str], i_el: int, ca: flo
     label = "gradients through a block's MLP" + (" (Unsloth LoRA_MLP: DW, the rest in place)" if mlp else "")
     if plan.method is Method.QLORA:
         el = _largest_matrix(plan)
-        grads += el * ca + el / NF4_BLOCK * 4
+        grads += _dequantised(el, ca)
         formula += f" + largest out·in × {ca:g} + absmax (float32, one per {NF4_BLOCK})"
         label += " + one weight dequantised by the backward"
     if workspace:
@@ -249,7 +255,7 @@ def _unsloth_dequant_buffer(plan: Plan) -> list[Term]:
         Term(
             "Unsloth dequantisation buffer (largest 4-bit matrix, persistent)",
             f"{sci(el)} × {ca:g} + {sci(el / NF4_BLOCK)} × 4",
-            el * ca + el / NF4_BLOCK * 4,
+            _dequantised(el, ca),
         )
     ]
 

@@ -32,6 +32,7 @@ from typing import Final
 from core import roles
 from core.catalogue import Generation, GpuSpec, generation
 from core.dtypes import ELEMENT_BYTES, NF4_BLOCK, Quant
+from core.inputs import megatron_dispatcher
 from core.parallel.layout import Stage, layout, train_share, trainable_layers
 from core.params import ParamCounts
 from core.plan import Attention, CheckpointPolicy, Float8, Method, MoeDispatcher, Offload, Plan, Stack, Strategy
@@ -451,8 +452,10 @@ def moe_permute_bytes(rank: _Rank) -> float:
         return 0.0
     tokens = rank.tokens / (rank.tp if par.sequence_parallel else 1)
     copies = tokens * model.experts_per_token
-    megatron, ep = plan.stack is Stack.MEGATRON, par.expert_parallel
-    dispatcher = par.moe_dispatcher if megatron and ep > 1 else MoeDispatcher.ALLTOALL
+    ep = par.expert_parallel
+    # Under expert parallel the plan's Megatron dispatcher decides; elsewhere (no Megatron
+    # dispatcher, or EP 1) the permute pair alone.
+    dispatcher = megatron_dispatcher(plan) if ep > 1 else None
     if dispatcher is MoeDispatcher.HYBRIDEP:
         return 0.0
     if dispatcher is MoeDispatcher.DEEPEP:
@@ -462,7 +465,7 @@ def moe_permute_bytes(rank: _Rank) -> float:
         # read) the copies its local experts take (N·k written, balanced), and back: no sort.
         tokens *= ep
     rows = MOE_PERMUTE_TOKEN_ROWS * tokens + MOE_PERMUTE_COPY_ROWS * copies
-    if megatron and dispatcher is MoeDispatcher.ALLTOALL and model.num_experts // max(1, ep) > 1:
+    if dispatcher is MoeDispatcher.ALLTOALL and model.num_experts // max(1, ep) > 1:
         rows += MOE_SORT_COPY_ROWS * copies
     passes = rank.layers + _recomputed_blocks(plan, rank) + rank.backward_layers
     return rows * model.hidden_size * dtypes_for(plan).compute * passes

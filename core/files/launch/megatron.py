@@ -36,7 +36,7 @@ from core.files.launch.common import (
     optimizer_steps,
     recipes_outside,
 )
-from core.inputs import Float8, MegatronCeFusion, MoeDispatcher, Stack, input_at
+from core.inputs import Float8, MegatronCeFusion, MoeDispatcher, Stack, megatron_dispatcher
 from core.plan import CheckpointPolicy, Method, Offload, Optimizer, OptimizerImpl, PipelineSchedule, Plan, Strategy
 
 # Catalogue models with a Megatron-Bridge recipe (the stems its recipes' __init__ export at
@@ -145,10 +145,6 @@ def _recompute(draft: Draft) -> dict[str, Any]:
     return {"recompute_granularity": "full", "recompute_method": "uniform", "recompute_num_layers": 1}
 
 
-def _moe_dispatcher_matters(plan: Plan) -> bool:
-    return input_at("parallel.moe_dispatcher").matters(plan)
-
-
 def _model(draft: Draft) -> dict[str, Any]:
     plan, par = draft.plan, draft.plan.parallel
     section: dict[str, Any] = {
@@ -166,7 +162,7 @@ def _model(draft: Draft) -> dict[str, Any]:
     section["cross_entropy_loss_fusion"] = plan.megatron_ce_fusion is not MegatronCeFusion.OFF
     if plan.megatron_ce_fusion is not MegatronCeFusion.OFF:
         section["cross_entropy_fusion_impl"] = plan.megatron_ce_fusion.value
-    if _moe_dispatcher_matters(plan):
+    if megatron_dispatcher(plan) is not None:
         # Megatron-Bridge's apply_flex_dispatcher_backend (NVIDIA-NeMo/Megatron-Bridge v0.3.1
         # src/megatron/bridge/training/flex_dispatcher_backend.py): "flex" with the backend named.
         flex = par.moe_dispatcher in (MoeDispatcher.DEEPEP, MoeDispatcher.HYBRIDEP)
