@@ -108,6 +108,26 @@ _GENERATION_PREFIXES: Final = (
 )
 
 
+# AMD Instinct cards by LLVM target (AMD's "GPU hardware specifications" table in the ROCm
+# documentation, rocm.docs.amd.com reference/gpu-arch-specs: MI300X / MI325X gfx942, MI250X /
+# MI210 gfx90a): PyTorch's ROCm build picks its BLAS library and workspace by this target
+# (core.runtime).
+_AMD_TARGET_PREFIXES: Final = (
+    ("mi300x", "gfx942"),
+    ("mi325x", "gfx942"),
+    ("mi250x", "gfx90a"),
+    ("mi210", "gfx90a"),
+)
+
+
+def amd_target(gpu_id: str) -> str | None:
+    """The LLVM target (gfx…) of the catalogue's AMD card ``gpu_id``; None for any other card."""
+    for prefix, target in _AMD_TARGET_PREFIXES:
+        if gpu_id.startswith(prefix):
+            return target
+    return None
+
+
 def generation(gpu_id: str) -> Generation:
     """The architecture of the catalogue card ``gpu_id`` (OTHER for a custom card, one the
     catalogue lacks, or a family the table does not name)."""

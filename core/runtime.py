@@ -12,7 +12,7 @@ from __future__ import annotations
 from functools import lru_cache
 from typing import Final, NamedTuple
 
-from core.catalogue import Generation, generation, load_gpus
+from core.catalogue import Generation, amd_target, generation, load_gpus
 from core.units import MiB
 
 # The CUDA context of a PyTorch process (driver, kernels of the loaded libraries) sits outside
@@ -69,13 +69,26 @@ class Workspace(NamedTuple):
     bytes: int
     label: str
     known: bool  # False: the card's architecture is not told apart, so the larger size is assumed
+    library: str = "cuBLAS"  # whose workspace a matmul takes: cuBLAS, or hipBLASLt on an Instinct card
 
+
+# ROCm builds of PyTorch (the same CublasHandlePool.cpp, USE_ROCM): hipBLAS's per-(handle, stream)
+# workspace is 32 MiB, 128 MiB on gfx94x / gfx95x (parseChosenWorkspaceSize), and hipBLASLt has a
+# pool of its own, a handle per host thread (getCurrentCUDABlasLtHandle's DeviceThreadHandlePool)
+# whose workspace per (handle, stream) is 76 MiB (parseCUDABlasLtWorkspaceSize, "Use 76 MB for
+# hipBLASLt"; HIPBLASLT_WORKSPACE_SIZE in KiB moves it). Which of the two a matmul takes:
+# at::globalContext().blasPreferredBackend() (aten/src/ATen/Context.cpp: "AMD Instinct targets
+# prefer hipblaslt": gfx90a and gfx942, gfx950 from ROCm 6.5) is hipBLASLt on every Instinct card
+# unless TORCH_BLAS_PREFER_HIPBLASLT=0, and CUDABlas.cpp's gemm / bgemm then call the Lt path
+# (gemm_internal_cublaslt, bgemm_internal_cublaslt), which never takes the hipBLAS handle: so an
+# Instinct card's matmuls hold the 76 MiB workspace per handle where NVIDIA cards hold cuBLAS's.
+HIPBLASLT_WORKSPACE_BYTES: Final = 76 * MiB
+_INSTINCT_LT_TARGETS: Final = frozenset({"gfx90a", "gfx942", "gfx950"})
 
 # The size each library's default gives a card of each architecture (the sources above): PyTorch's
 # cuBLAS workspace is 32 MiB on sm90 alone, Transformer Engine's 32 MiB + 1 KiB from compute
-# capability 9 on. ROCm builds size PyTorch's workspace otherwise (CublasHandlePool.cpp, USE_ROCM:
-# 32 MiB, 128 MiB on gfx94x / gfx95x, MI300X / MI325X): not told apart here, so the bound holds for
-# NVIDIA cards only.
+# capability 9 on; an AMD Instinct card's matmul workspace is hipBLASLt's 76 MiB (ROCm's
+# Transformer Engine port is not read here: the larger NVIDIA size stands in for it, said so).
 _CUBLAS_SM90: Final = (CUBLAS_WORKSPACE_BYTES, "32 MiB (sm90's default)")
 _CUBLAS_OTHER: Final = (CUBLAS_WORKSPACE_OTHER_BYTES, "8.125 MiB (4096 KiB × 2 + 16 KiB × 8: not sm90)")
 _TE_CC9: Final = (TE_CUBLAS_WORKSPACE_BYTES, "32 MiB + 1 KiB (compute capability ≥ 9)")
@@ -90,7 +103,7 @@ _WORKSPACES_BY_GENERATION: Final = {
 # Turing's T4 and RTX 20 series) is still not sm90 and below compute capability 9, so both rules
 # give it the smaller sizes: every Hopper card of the catalogue is named by core.catalogue's
 # prefixes. A card whose architecture is not known (a custom card, an AMD or Apple one) is given
-# the larger size of each: an upper bound on NVIDIA cards.
+# the larger size of each: an upper bound on NVIDIA cards (an AMD Instinct card is told apart above).
 _ASSUMED_SIZES: Final = (_CUBLAS_SM90, _TE_CC9)
 _BEFORE_HOPPER_SIZES: Final = (_CUBLAS_OTHER, _TE_BEFORE)
 
@@ -105,8 +118,14 @@ WORKSPACE_ASSUMED_NOTE: Final = (
 )
 
 
+_HIPBLASLT: Final = (HIPBLASLT_WORKSPACE_BYTES, "76 MiB (hipBLASLt's default: an Instinct card's matmuls run on it)")
+
+
 @lru_cache(maxsize=64)
 def _workspaces(gpu_id: str) -> tuple[Workspace, Workspace]:
+    if amd_target(gpu_id) in _INSTINCT_LT_TARGETS:
+        (lt, lt_label), (te, te_label) = _HIPBLASLT, _TE_CC9
+        return Workspace(lt, lt_label, True, "hipBLASLt"), Workspace(te, te_label, False)
     sizes = _WORKSPACES_BY_GENERATION.get(generation(gpu_id))
     if sizes is None and gpu_id in _catalogue_nvidia_ids():
         sizes = _BEFORE_HOPPER_SIZES

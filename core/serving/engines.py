@@ -271,7 +271,7 @@ def hf_memory(plan: Plan, gpu: GpuSpec, layout: RankLayout, fit: ServingFit = DE
                 [
                     Term("CUDA context", "per process", SERVING_OVERHEAD_BYTES),
                     Term(
-                        "cuBLAS workspace (PyTorch: the generating thread's handle)"
+                        f"{workspace.library} workspace (PyTorch: the generating thread's handle)"
                         + ("" if workspace.known else WORKSPACE_ASSUMED_NOTE),
                         f"1 handle × {workspace.label}",
                         workspace.bytes,

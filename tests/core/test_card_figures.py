@@ -135,10 +135,33 @@ def test_workspace_sizes_follow_the_cards_architecture(gpu: str, family: str, cu
     assert next(t for t in megatron.buckets[-1].terms if t.label == TE_LABEL).bytes == te
 
 
-@pytest.mark.parametrize("gpu", ["custom", "mi300x"])
+# An AMD Instinct card's matmuls run on hipBLASLt (aten/src/ATen/Context.cpp blasPreferredBackend:
+# "AMD Instinct targets prefer hipblaslt", gfx90a and gfx942), whose workspace per (handle, stream)
+# is 76 MiB (pytorch/pytorch 26a39059 CublasHandlePool.cpp parseCUDABlasLtWorkspaceSize); the LLVM
+# targets from AMD's ROCm "GPU hardware specifications" table.
+HIPBLASLT_LABEL = "hipBLASLt workspaces (PyTorch: one per handle, the forward's and the backward's thread)"
+
+
+@pytest.mark.parametrize(
+    ("gpu", "target"), [("mi300x", "gfx942"), ("mi325x", "gfx942"), ("mi250x-gcd", "gfx90a"), ("mi210", "gfx90a")]
+)
+def test_an_instinct_cards_matmuls_hold_hipblaslt_workspaces(gpu: str, target: str) -> None:
+    plan = lora_1b(hardware=Hardware(gpu=gpu)).with_method(Method.FULL)
+    est = estimate(plan)
+    assert est.worst.workspace_bytes == 2 * 76 * MiB, target
+    labels = [t.label for t in est.buckets[-1].terms]
+    assert HIPBLASLT_LABEL in labels and not any(label.startswith("cuBLAS") for label in labels)
+    # ROCm's Transformer Engine port is not read: its workspace is still the assumed upper bound, said so.
+    megatron = estimate(plan.with_changes(stack=Stack.MEGATRON))
+    assert megatron.worst.workspace_bytes == 2 * 76 * MiB + 32 * MiB + 1024
+    assumed = [t.label for t in megatron.buckets[-1].terms if "larger size assumed" in t.label]
+    assert len(assumed) == 1 and assumed[0].startswith(TE_LABEL)
+
+
+@pytest.mark.parametrize("gpu", ["custom", "apple-m2-ultra-192gb"])
 def test_an_unknown_architecture_is_given_the_larger_workspaces_and_says_so(gpu: str) -> None:
-    # A custom card, or one these NVIDIA rules do not describe (an AMD card: ROCm sizes its own): the
-    # larger of each library's sizes, an upper bound, and the term's label says it was assumed.
+    # A custom card, or one these rules do not describe: the larger of each library's NVIDIA sizes,
+    # and the term's label says it was assumed.
     plan = lora_1b(hardware=Hardware(gpu=gpu)).with_method(Method.FULL).with_changes(stack=Stack.MEGATRON)
     est = estimate(plan)
     assert est.worst.workspace_bytes == 2 * 32 * MiB + 32 * MiB + 1024

@@ -149,6 +149,10 @@ def test_vllm_profile_peak_matches_the_logged_torch_peak(model_id: str, logged_g
 # (the worker's or the generating thread's), sized like training's (core.runtime.cublas_workspace).
 SM90_WORKSPACE = 4096 * 1024 * 8
 OTHER_WORKSPACE = 4096 * 1024 * 2 + 16 * 1024 * 8
+# An AMD Instinct card's matmuls run on hipBLASLt (aten/src/ATen/Context.cpp blasPreferredBackend,
+# "AMD Instinct targets prefer hipblaslt"), 76 MiB a handle (CublasHandlePool.cpp,
+# parseCUDABlasLtWorkspaceSize).
+HIPBLASLT_WORKSPACE = 76 * 1024 * 1024
 
 
 def test_vllm_profile_peak_takes_the_cublas_workspace_of_the_card() -> None:
@@ -160,15 +164,24 @@ def test_vllm_profile_peak_takes_the_cublas_workspace_of_the_card() -> None:
     ada = vllm_profile_peak(spec, layout, inf, 8192, 1024, "rtx-4090")
     assert hopper - ampere == SM90_WORKSPACE - OTHER_WORKSPACE
     assert ada == ampere
+    instinct = vllm_profile_peak(spec, layout, inf, 8192, 1024, "mi300x")
+    assert instinct - ampere == HIPBLASLT_WORKSPACE - OTHER_WORKSPACE
 
 
-@pytest.mark.parametrize(("gpu", "workspace"), [("h100-sxm", SM90_WORKSPACE), ("rtx-4090", OTHER_WORKSPACE)])
-def test_generate_counts_one_cublas_workspace_beside_the_cuda_context(gpu: str, workspace: int) -> None:
+@pytest.mark.parametrize(
+    ("gpu", "workspace", "library"),
+    [
+        ("h100-sxm", SM90_WORKSPACE, "cuBLAS"),
+        ("rtx-4090", OTHER_WORKSPACE, "cuBLAS"),
+        ("mi300x", HIPBLASLT_WORKSPACE, "hipBLASLt"),
+    ],
+)
+def test_generate_counts_one_cublas_workspace_beside_the_cuda_context(gpu: str, workspace: int, library: str) -> None:
     plan = Plan(model=find_model("llama-3.2-1b").spec, model_id="llama-3.2-1b", hardware=Hardware(gpu=gpu))
     inf = estimate(plan.with_inference(engine="hf", context=2048)).inference
     assert inf.total_bytes - inf.peak_bytes == pytest.approx(CUDA_CONTEXT_BYTES + workspace)
     overhead = next(b for b in inf.buckets if b.key is BucketKey.OVERHEAD)
-    assert any("cuBLAS workspace" in t.label and t.bytes == workspace for t in overhead.terms)
+    assert any(t.label.startswith(f"{library} workspace") and t.bytes == workspace for t in overhead.terms)
 
 
 def test_vllm_kv_groups_pad_sliding_window_layers() -> None:
