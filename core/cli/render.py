@@ -127,6 +127,7 @@ def compute_to_json(est: Estimate) -> dict[str, Any]:
         "optimizer_seconds_per_step": est.compute.optimizer_seconds_per_step,
         "host_step_seconds_per_step": est.compute.host_step_seconds_per_step,
         "host_step_formula": est.compute.host_step_formula,
+        "host_step_advice": est.compute.host_step_advice,
         "tokens_per_second_per_gpu": est.compute.tokens_per_second_per_gpu,
         "model_flops_per_token": est.compute.model_flops_per_token,
         "causal_flops_per_token": est.compute.causal_flops_per_token,
@@ -415,6 +416,8 @@ def _step_lines(est: Estimate) -> list[str]:
         lines.append(
             f"    optimizer step on the host (CPU): {c.host_step_seconds_per_step:.3g} s ({c.host_step_formula})"
         )
+        if c.host_step_advice:
+            lines.append(f"      {c.host_step_advice}")
     return lines
 
 

@@ -79,6 +79,7 @@ class Compute:
     # Offload: the optimizer step on the node's CPUs (core.training.host.host_step), which the GPUs wait for.
     host_step_seconds_per_step: float = 0.0
     host_step_formula: str = ""
+    host_step_advice: str = ""  # how many host threads would let DRAM bound the step (when threads bound it)
     comm_terms: tuple[CommTerm, ...] = ()
     assumptions: tuple[str, ...] = ()
     # Issue 24: the FLOPs term by term, the utilisation and where it comes from, MFU.
@@ -319,6 +320,7 @@ def compute_estimate(plan: Plan, counts: ParamCounts, gpu: GpuSpec) -> Compute:
         optimizer_seconds_per_step=timing.optimizer,
         host_step_seconds_per_step=host.seconds if host else 0.0,
         host_step_formula=host.formula if host else "",
+        host_step_advice=host.advice if host else "",
         comm_seconds_per_step=comm.comm_seconds,
         exposed_comm_seconds_per_step=comm.exposed_seconds,
         bubble_fraction=comm.bubble_fraction,

@@ -9,6 +9,7 @@ copy is freed once the model is on the GPUs, before offloaded state is built).
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Final
 
@@ -150,6 +151,9 @@ class HostStep:
     bytes: float  # DRAM traffic of the node's ranks' steps
     label: str
     formula: str
+    # Where the ranks' threads, not the node's DRAM, bound the step: how many threads a rank needs
+    # for the DRAM to bound it, and the step's time then ("" when DRAM already bounds it).
+    advice: str = ""
 
 
 def host_step(plan: Plan, counts: ParamCounts) -> HostStep | None:
@@ -191,15 +195,22 @@ def host_step(plan: Plan, counts: ParamCounts) -> HostStep | None:
     threads = ranks * per_rank_threads if per_rank_threads else 0
     rate_gbs = min(dram, threads * HOST_THREAD_STREAM_GBS) if threads else dram
     seconds = node / (rate_gbs * 1e9)
+    advice = ""
     if rate_gbs < dram:
         limit = (
             f"{threads} threads ({ranks} ranks × {per_rank_threads}) × {HOST_THREAD_STREAM_GBS:g} GB/s "
             f"a thread, under the node's {dram:.0f} GB/s of DRAM"
         )
+        needed = math.ceil(dram / (ranks * HOST_THREAD_STREAM_GBS))
+        advice = (
+            f"the ranks' threads bound it: {needed} threads a rank (Host threads per rank, "
+            f"OMP_NUM_THREADS={needed}: {ranks * needed} cores on the node) would let the node's DRAM bound it, "
+            f"{node / (dram * 1e9):.3g} s instead of {seconds:.3g} s"
+        )
     else:
         limit = f"{par.host_memory_gbs:g} GB/s × {HOST_STREAM_SHARE:.3g} STREAM share"
     formula = f"{ranks} ranks × ({' + '.join(parts)}) = {_gb_text(node)} ÷ ({limit}) = {seconds:.3g} s"
-    return HostStep(seconds, node, "optimizer step on the host (CPU)", formula)
+    return HostStep(seconds, node, "optimizer step on the host (CPU)", formula, advice)
 
 
 def _gb_text(n_bytes: float) -> str:

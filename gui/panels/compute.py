@@ -95,6 +95,8 @@ class TrainingComputePanel(FiguresPanel):
         parts = "; ".join(f"{p.label} {p.seconds:.3g} s" for p in c.compute_parts)
         problem = f"\n⚠ {c.float8_problem}" if c.float8_problem else ""
         host = f"\nOptimizer step on the host (CPU offload): {c.host_step_formula}." if c.host_step_formula else ""
+        if c.host_step_advice:
+            host += f"\n⚑ Host threads: {c.host_step_advice}."
         self.formula.setText(c.formula + (f"\nCompute per step: {parts}." if parts else "") + host + problem)
         self.setToolTip(f"{count(c.flops)} FLOPs")
 

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import pytest
 
+from core.cli.render import compute_to_json, render_estimate
 from core.estimate import estimate
 from core.inputs import Preset
 from core.params import param_counts
@@ -91,6 +92,24 @@ def test_under_torchrun_each_rank_steps_on_one_thread() -> None:
     many = [estimate(plan.with_parallel(host_threads_per_rank=n)).compute.host_step_seconds_per_step for n in (8, 32)]
     dram = 14 * trainable / (DGX_A100_HOST_GBS * 1e9 * HOST_STREAM_SHARE)
     assert many == pytest.approx([dram, dram], rel=1e-4)
+
+
+def test_a_thread_bound_host_step_says_how_many_threads_would_let_dram_bound_it() -> None:
+    # torchrun's one thread a rank: 8 × 18 GB/s under the DGX A100's 409.6 × 250 / 307.2 = 333 GB/s.
+    # ceil(333 / (8 × 18)) = 3 threads a rank reach the DRAM's bound, and the step then takes what
+    # DRAM allows; the advice travels to the CLI's step lines and its JSON.
+    plan = _offloaded(Strategy.FSDP, Offload.PARAMS, threads=0)
+    est = estimate(plan)
+    c = est.compute
+    assert "3 threads a rank (Host threads per rank, OMP_NUM_THREADS=3: 24 cores on the node)" in c.host_step_advice
+    dram = estimate(plan.with_parallel(host_threads_per_rank=3)).compute
+    assert (
+        f"{dram.host_step_seconds_per_step:.3g} s instead of {c.host_step_seconds_per_step:.3g} s" in c.host_step_advice
+    )
+    assert dram.host_step_advice == ""  # DRAM bounds it: nothing to advise
+    assert estimate(_offloaded(Strategy.FSDP, Offload.PARAMS)).compute.host_step_advice == ""  # 16 threads
+    assert c.host_step_advice in render_estimate(est)
+    assert compute_to_json(est)["host_step_advice"] == c.host_step_advice
 
 
 def test_one_process_a_node_keeps_every_core() -> None:
