@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Final
 
+from core.catalogue import load_gpus
 from core.inputs import Method, Offload
 from core.plan import Float8, Plan, Stack
 
@@ -119,7 +120,19 @@ KIND_LABELS: Final = {
     "float8:tensorwise": "float8 linears (tensorwise)",
     "float8:rowwise": "float8 linears (rowwise)",
     "float8:te": "float8 linears (Transformer Engine)",
+    "runtime:rocm": "an AMD card (ROCm's allocator and libraries)",
+    "runtime:mps": "an Apple GPU (PyTorch's MPS allocator)",
 }
+
+# A card whose runtime is not CUDA's: every figure of the corpus is from an NVIDIA card, so a plan
+# on an AMD card (ROCm: HIP's caching allocator, hipBLASLt, RCCL) or an Apple GPU (PyTorch's MPS
+# allocator) is a kind no figure covers, named as never validated and given every figure's band.
+_RUNTIME_KINDS: Final = {"amd": "runtime:rocm", "apple": "runtime:mps"}
+
+
+@lru_cache(maxsize=1)
+def _vendors() -> dict[str, str]:
+    return {gpu.id: gpu.vendor for gpu in load_gpus()}
 
 
 def primary_kind(plan: Plan) -> str:
@@ -166,6 +179,9 @@ def plan_kinds(plan: Plan) -> tuple[str, ...]:
         kinds.append("stack:compile")
     if plan.float8 is not Float8.NONE:
         kinds.append(f"float8:{plan.float8.value}")
+    runtime = _RUNTIME_KINDS.get(_vendors().get(plan.hardware.gpu, ""))
+    if runtime:
+        kinds.append(runtime)
     conf = plan.hardware.alloc_conf.replace(" ", "")
     if "expandable_segments:True" in conf:
         kinds.append("allocator:expandable_segments")

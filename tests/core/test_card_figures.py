@@ -12,6 +12,7 @@ from core.breakdown import BucketKey
 from core.catalogue import find_model
 from core.cli.app import main
 from core.estimate import JUDGED_FIGURE, estimate
+from core.evidence import EVIDENCE, confidence
 from core.plan import Accounting, Float8, Hardware, Method, Plan, Stack, Strategy, Workload
 from core.runtime import (
     ALLOCATOR_FRAGMENTATION,
@@ -273,3 +274,17 @@ def test_text_output_names_the_judged_figure(capsys: pytest.CaptureFixture[str])
     out = capsys.readouterr().out
     assert "max_memory_allocated" in out and "max_memory_reserved" in out and "judged on nvidia-smi" in out
     assert "how sure:" in out
+
+
+# Every published real-GPU figure of the corpus (benchmarks/realgpu/memory_figures.json) is from an
+# NVIDIA card: a plan on an AMD card (ROCm) or an Apple GPU (MPS) says it was never validated and
+# takes every figure's band, where the same plan on an NVIDIA card takes its method's.
+@pytest.mark.parametrize(("gpu", "label"), [("mi300x", "an AMD card"), ("apple-m2-ultra-192gb", "an Apple GPU")])
+def test_a_card_outside_cuda_is_named_as_never_validated(gpu: str, label: str) -> None:
+    nvidia = confidence(lora_1b(hardware=Hardware(gpu="h100-sxm")))
+    other = confidence(lora_1b(hardware=Hardware(gpu=gpu)))
+    assert "never validated" not in nvidia.text
+    assert f"never validated against a real GPU: {label}" in other.text
+    every = EVIDENCE["all"]
+    assert other.low <= every.p10 and other.high >= every.p90
+    assert (other.low, other.high) != (nvidia.low, nvidia.high)
