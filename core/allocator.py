@@ -31,6 +31,9 @@ This module holds the settings and the size arithmetic the estimator's closed fo
 (:mod:`core.training.device`). A replay of the measurement tool's allocation traces through
 these rules (issue 22, item 2's suggested route) is not built yet: the closed form's one
 fitted constant is fitted on published figures instead (benchmarks/realgpu/memory.py).
+benchmarks/realgpu/fsdp1_wrap_replay.py replays one case through them, written from the
+frameworks' source rather than recorded: an FSDP1 wrap and Answer.AI's training step after it
+(docs/REAL_GPU_MEMORY.md, "A whole step after the FSDP1 wrap, replayed").
 """
 
 from __future__ import annotations

@@ -18,27 +18,62 @@ torch's FSDP1 allocates and frees while it initialises each unit on rank 0:
 - the allocator's rules as core.allocator holds them (c10/cuda/CUDACachingAllocator.cpp):
   requests rounded to 512 B, small (≤ 1 MiB) and large pools, 2 MiB / 20 MiB / rounded
   segments, best fit, a split when the rest is large enough, merging of free neighbours, and
-  nothing given back.
+  nothing given back while memory lasts.
+
+Then a whole step after the wrap (``replay_run``, ``replay_figures``): the wrap, the peak statistics
+reset, and two training steps of Answer.AI's loop on rank 0, each stream with its own pool
+(``get_free_block`` compares the stream: the wrap and the step's activations share the default
+stream's, FSDP1's all-gathers and reduce-scatters have their own):
+
+- AnswerDotAI/fsdp_qlora e877dda train.py: the only ``torch.cuda.empty_cache()`` runs after the
+  QLoRA weights are loaded and quantised, before the wrap; ``reset_peak_memory_stats`` before the
+  loop; ``output = model(...)`` with the labels, ``loss.backward()``, ``optimizer.step()``,
+  ``zero_grad()``, and ``output = None`` only then; each ``LlamaDecoderLayer`` wrapped by
+  ``checkpoint_wrapper`` (reentrant for QLoRA, the template command); FSDP1 with
+  ``limit_all_gathers=True`` and the default ``BACKWARD_PRE`` prefetch, no mixed precision;
+- the step's tensors are the estimator's: a block's saved tensors in the order
+  core.training.activations.layer_activations lists them, the loss as ``loss_memory`` holds it
+  (transformers' ``logits = logits.float()``, then ``shift_logits = logits[..., :-1, :].contiguous()``,
+  the float32 log-softmax and its gradients), bitsandbytes 0.43.0's ``MatMul4Bit`` dequantising each
+  4-bit weight to bf16 for its matmul and again for its input gradient; the first forward of a
+  block runs under no_grad, each op's output freed once read (transformers' LlamaRMSNorm, LlamaAttention,
+  LlamaMLP; PEFT's LoRA ``B(A(dropout(x)))``);
+- a card limit (``Card.limit``): when a new segment does not fit, the allocator frees every cached
+  segment with no live block, of every stream, and retries (c10/cuda/CUDACachingAllocator.cpp at
+  001074d, the stored version: "If the cudaMalloc fails, the allocator will attempt to free one
+  cached block of sufficient size that is not split and retry the allocation. If this also fails,
+  the allocator will attempt to free all cached blocks that are not split"; the first attempt,
+  ``release_available_cached_blocks``, frees only blocks above ``max_split_size``, none by default).
+  ``garbage_collection_threshold`` acts only under a set memory fraction (core.allocator), which
+  Answer.AI's loop does not set. The records name torch ">= 2.2"; its own copy of the file is not
+  stored here.
 
 Usage: ``python benchmarks/realgpu/fsdp1_wrap_replay.py`` prints the replay for Llama-2-7B
 (QLoRA and LoRA, two ranks, Answer.AI's wrapping policy) beside the closed form, then the free
 blocks the wrap leaves cached and which of the training step's default-stream tensors each
 Answer.AI workload could place in them (``cached_blocks``, ``hosted``: a cached block serves a
 request no larger than itself, ``get_free_block``'s best fit; docs/REAL_GPU_MEMORY.md, "The wrap
-cache's blocks against the step's tensors").
+cache's blocks against the step's tensors"), then the whole-step replay of Answer.AI's Llama-2-7B
+rows beside their readings and the estimate (docs/REAL_GPU_MEMORY.md, "A whole step after the FSDP1
+wrap, replayed").
 """
 
 from __future__ import annotations
 
 import sys
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
-if str(ROOT) not in sys.path:
-    sys.path.insert(0, str(ROOT))
+for _path in (ROOT, Path(__file__).resolve().parent):
+    if str(_path) not in sys.path:
+        sys.path.insert(0, str(_path))
 
 from core.allocator import AllocatorConfig, is_small, round_size, segment_size, splits  # noqa: E402
+from core.estimate import estimate  # noqa: E402
+from core.plan import Method, Plan  # noqa: E402
+from core.training.activations import layer_activations  # noqa: E402
 
 MiB = 1 << 20
 BROADCAST_BUCKET_BYTES = 250 * MiB  # PARAM_BROADCAST_BUCKET_SIZE
@@ -57,52 +92,66 @@ class Allocator:
 
     config: AllocatorConfig = field(default_factory=AllocatorConfig)
     segments: list[tuple[bool, list[_Block]]] = field(default_factory=list)  # (small pool, blocks)
+    reserved: int = 0  # the segments' bytes (memory_reserved)
+    allocated: int = 0  # the handed-out blocks' bytes (memory_allocated)
     _next: int = 0
+    _segment_of: dict[int, list[_Block]] = field(default_factory=dict)
 
-    def malloc(self, size: int) -> int:
-        size = round_size(size)
-        small = is_small(size)
-        best: tuple[int, int, int] | None = None
-        for si, (pool_small, blocks) in enumerate(self.segments):
+    def _best(self, size: int, small: bool) -> tuple[int, list[_Block], int] | None:
+        """``get_free_block``: the smallest free block of the pool at least ``size`` bytes large."""
+        best: tuple[int, list[_Block], int] | None = None
+        for pool_small, blocks in self.segments:
             if pool_small != small:
                 continue
             for bi, block in enumerate(blocks):
                 if not block.handle and block.size >= size and (best is None or block.size < best[0]):
-                    best = (block.size, si, bi)
+                    best = (block.size, blocks, bi)
+        return best
+
+    def new_segment(self, size: int) -> int:
+        """The bytes ``cudaMalloc`` would be asked for to serve ``size`` (0: a cached block serves it)."""
+        size = round_size(size)
+        return 0 if self._best(size, is_small(size)) else segment_size(size)
+
+    def release_free_segments(self) -> int:
+        """``release_cached_blocks``: every segment with no live block is given back; returns the bytes."""
+        kept = [(small, blocks) for small, blocks in self.segments if len(blocks) > 1 or blocks[0].handle]
+        freed = self.reserved - sum(b.size for _, blocks in kept for b in blocks)
+        self.segments = kept
+        self.reserved -= freed
+        return freed
+
+    def malloc(self, size: int) -> int:
+        size = round_size(size)
+        small = is_small(size)
+        best = self._best(size, small)
         if best is None:
-            self.segments.append((small, [_Block(segment_size(size))]))
-            si, bi = len(self.segments) - 1, 0
+            blocks = [_Block(segment_size(size))]
+            self.segments.append((small, blocks))
+            self.reserved += blocks[0].size
+            bi = 0
         else:
-            _, si, bi = best
-        blocks = self.segments[si][1]
+            _, blocks, bi = best
         block = blocks[bi]
         if splits(block.size, size, small, self.config):
             blocks.insert(bi + 1, _Block(block.size - size))
             block.size = size
         self._next += 1
         block.handle = self._next
+        self.allocated += block.size
+        self._segment_of[self._next] = blocks
         return self._next
 
     def free(self, handle: int) -> None:
-        for _, blocks in self.segments:
-            for bi, block in enumerate(blocks):
-                if block.handle != handle:
-                    continue
-                block.handle = 0
-                if bi + 1 < len(blocks) and not blocks[bi + 1].handle:
-                    block.size += blocks.pop(bi + 1).size
-                if bi > 0 and not blocks[bi - 1].handle:
-                    blocks[bi - 1].size += blocks.pop(bi).size
-                return
-        raise KeyError(handle)
-
-    @property
-    def reserved(self) -> int:
-        return sum(b.size for _, blocks in self.segments for b in blocks)
-
-    @property
-    def allocated(self) -> int:
-        return sum(b.size for _, blocks in self.segments for b in blocks if b.handle)
+        blocks = self._segment_of.pop(handle)
+        bi = next(i for i, block in enumerate(blocks) if block.handle == handle)
+        block = blocks[bi]
+        block.handle = 0
+        self.allocated -= block.size
+        if bi + 1 < len(blocks) and not blocks[bi + 1].handle:
+            block.size += blocks.pop(bi + 1).size
+        if bi > 0 and not blocks[bi - 1].handle:
+            blocks[bi - 1].size += blocks.pop(bi).size
 
 
 def wrap_unit(alloc: Allocator, params: list[int], world: int) -> int:
@@ -194,6 +243,401 @@ def hosted(blocks: list[int], request: int) -> int:
     return sum(b for b in blocks if b >= round_size(request))
 
 
+# --- One training step after the wrap ---------------------------------------------------------
+# The caching allocator keeps a pool per stream (get_free_block compares the stream); the wrap ran on
+# the default stream, so the step's default-stream requests may take its cached blocks, while FSDP1's
+# all-gathers (the unshard stream, _runtime_utils.py ``_unshard``) and its reduce-scatters (the
+# post-backward stream) cache blocks of their own.
+DEFAULT, UNSHARD, POST_BACKWARD = "default", "unshard", "post-backward"
+
+
+@dataclass
+class Card:
+    """The caching allocator of one GPU: one :class:`Allocator` per stream, and the peaks."""
+
+    streams: dict[str, Allocator] = field(default_factory=dict)
+    where: dict[int, tuple[str, int]] = field(default_factory=dict)
+    peak_allocated: int = 0
+    peak_reserved: int = 0
+    limit: float = float("inf")  # what cudaMalloc can still give the process (the card less the runtime)
+    released: int = 0  # bytes release_cached_blocks gave back
+    out_of_memory: bool = False
+    stream_peaks: dict[str, int] = field(default_factory=dict)  # each stream's allocated peak
+    _next: int = 0
+
+    def malloc(self, stream: str, size: int) -> int:
+        pool = self.streams.setdefault(stream, Allocator())
+        segment = pool.new_segment(size)
+        if segment and self.reserved + segment > self.limit:
+            # c10/cuda/CUDACachingAllocator.cpp ``malloc``: when cudaMalloc fails, free the cached
+            # segments of every stream (``release_cached_blocks``) and retry.
+            self.released += sum(a.release_free_segments() for a in self.streams.values())
+            if self.reserved + segment > self.limit:
+                self.out_of_memory = True
+        handle = pool.malloc(size)
+        self.stream_peaks[stream] = max(self.stream_peaks.get(stream, 0), pool.allocated)
+        self._next += 1
+        self.where[self._next] = (stream, handle)
+        self.peak_allocated = max(self.peak_allocated, self.allocated)
+        self.peak_reserved = max(self.peak_reserved, self.reserved)
+        return self._next
+
+    def free(self, handle: int) -> None:
+        stream, own = self.where.pop(handle)
+        self.streams[stream].free(own)
+
+    @property
+    def reserved(self) -> int:
+        return sum(a.reserved for a in self.streams.values())
+
+    @property
+    def allocated(self) -> int:
+        return sum(a.allocated for a in self.streams.values())
+
+    def reset_peaks(self) -> None:
+        """``torch.cuda.reset_peak_memory_stats``: the peaks restart from what is held now."""
+        self.peak_allocated, self.peak_reserved = self.allocated, self.reserved
+        self.stream_peaks = {name: pool.allocated for name, pool in self.streams.items()}
+
+
+@dataclass(frozen=True)
+class Step:
+    """One Answer.AI training step's sizes (bytes) on rank 0 of ``world``."""
+
+    batch: int
+    seq: int
+    quantised: bool
+    saved: tuple[tuple[str, int], ...]  # one recomputed block's saved tensors, in the estimator's order
+    shape: Shape = field(default_factory=Shape)
+    world: int = 2
+
+    @property
+    def tokens(self) -> int:
+        return self.batch * self.seq
+
+    @property
+    def hidden(self) -> int:
+        return self.tokens * self.shape.hidden * 2
+
+    @property
+    def mlp(self) -> int:
+        return self.tokens * self.shape.ffn * 2
+
+    def linears(self) -> list[tuple[str, int, int]]:
+        h, f = self.shape.hidden, self.shape.ffn
+        return [("q", h, h), ("k", h, h), ("v", h, h), ("o", h, h), ("gate", h, f), ("up", h, f), ("down", f, h)]
+
+    def block_flat(self) -> int:
+        per_weight = 0.5 if self.quantised else 2.0
+        own = sum(int(i * o * per_weight) for _, i, o in self.linears()) + 2 * self.shape.hidden * 2
+        return own + -own % (2 * self.world)
+
+    def root_flat(self) -> int:
+        own = (2 * self.shape.vocab * self.shape.hidden + self.shape.hidden) * 2
+        return own + -own % (2 * self.world)
+
+    def adapters(self) -> list[int]:
+        """Each LoRA A / B unit's unsharded flat parameter (bytes), in a block's order."""
+        r = self.shape.rank
+        return [n for name, i, o in self.linears() if name in self.shape.targets for n in (r * i * 2, o * r * 2)]
+
+
+def _linear(card: Card, step: Step, n_in: int, n_out: int, out: int) -> int:
+    """A projection's output; a 4-bit one dequantises its weight to bf16 first and frees it after the
+    matmul (bitsandbytes 0.43.0 ``MatMul4Bit.forward``: ``F.dequantize_4bit(B, quant_state)``)."""
+    weight = card.malloc(DEFAULT, n_in * n_out * 2) if step.quantised else 0
+    handle = card.malloc(DEFAULT, out)
+    if weight:
+        card.free(weight)
+    return handle
+
+
+def _block_forward(card: Card, step: Step, x: int) -> int:
+    """One checkpointed block's first forward (reentrant checkpointing runs it under no_grad, so each
+    op's output lives until the next op has read it); returns the block's output, which the next
+    checkpoint keeps as its input. transformers' LlamaRMSNorm: float32 input, squared, normalised,
+    cast back, times the weight; LlamaAttention: q/k/v, RoPE, SDPA, o; LlamaMLP: down(act(gate) * up);
+    a PEFT LoRA projection adds B(A(dropout(x)))."""
+    n, h, f, r = step.tokens, step.shape.hidden * 2, step.mlp // step.tokens, step.shape.rank
+
+    def norm(inp: int) -> int:
+        f32 = card.malloc(DEFAULT, n * h * 2)
+        sq = card.malloc(DEFAULT, n * h * 2)
+        card.free(sq)
+        normed = card.malloc(DEFAULT, n * h * 2)
+        card.free(f32)
+        cast = card.malloc(DEFAULT, n * h)
+        card.free(normed)
+        out = card.malloc(DEFAULT, n * h)
+        card.free(cast)
+        return out
+
+    def project(name: str, n_in: int, n_out: int, inp_bytes: int) -> int:
+        out = _linear(card, step, n_in, n_out, n * n_out * 2)
+        if name not in step.shape.targets:
+            return out
+        drop = card.malloc(DEFAULT, inp_bytes)
+        a = card.malloc(DEFAULT, n * r * 2)
+        card.free(drop)
+        b = card.malloc(DEFAULT, n * n_out * 2)
+        card.free(a)
+        total = card.malloc(DEFAULT, n * n_out * 2)
+        card.free(b)
+        card.free(out)
+        return total
+
+    hd, fd = step.shape.hidden, step.shape.ffn
+    normed = norm(x)
+    q, k, v = (project(name, hd, hd, n * h) for name in ("q", "k", "v"))
+    card.free(normed)
+    q_rot = card.malloc(DEFAULT, n * h)
+    card.free(q)
+    k_rot = card.malloc(DEFAULT, n * h)
+    card.free(k)
+    attn = card.malloc(DEFAULT, n * h)
+    for t in (q_rot, k_rot, v):
+        card.free(t)
+    o = project("o", hd, hd, n * h)
+    card.free(attn)
+    resid = card.malloc(DEFAULT, n * h)
+    card.free(o)
+    normed = norm(resid)
+    gate = project("gate", hd, fd, n * h)
+    up = project("up", hd, fd, n * h)
+    card.free(normed)
+    act = card.malloc(DEFAULT, n * f)
+    card.free(gate)
+    prod = card.malloc(DEFAULT, n * f)
+    card.free(act)
+    card.free(up)
+    down = project("down", fd, hd, n * f)
+    card.free(prod)
+    out = card.malloc(DEFAULT, n * h)
+    card.free(resid)
+    card.free(down)
+    return out
+
+
+def _block_backward(card: Card, step: Step, grad_out: int, sharded: list[int]) -> int:
+    """One block's backward under reentrant checkpointing: the block runs again with grad, keeping
+    its saved tensors (the estimator's list, in its order: core.training.activations.layer_activations;
+    a 4-bit projection dequantises its weight again on the way), then autograd walks it back: the
+    MLP's three N·I gradients (down's input, then act's two: gate and up), the MLP's saved tensors
+    freed, the attention's gradients, the rest freed, the LoRA units' gradients reduce-scattered on
+    the post-backward stream (FSDP1 ``_post_backward_hook``: the sharded gradient is allocated there and
+    kept as the flat parameter's ``.grad``, appended to ``sharded``); returns the block input's gradient."""
+    n, h = step.tokens, step.shape.hidden * 2
+    dequantise = list(step.linears()) if step.quantised else []
+    saved: list[tuple[str, int]] = []
+    for label, size in step.saved:
+        if dequantise and size >= n * h // 2 and not label.startswith(("attention norm", "MLP norm")):
+            _, i, o = dequantise.pop(0)
+            card.free(card.malloc(DEFAULT, i * o * 2))
+        saved.append((label, card.malloc(DEFAULT, size)))
+    weights = {name: (i, o) for name, i, o in step.linears()}
+
+    def dequantised(name: str) -> None:
+        if step.quantised:
+            i, o = weights[name]
+            card.free(card.malloc(DEFAULT, i * o * 2))
+
+    mlp_share = next((k for k, (label, _) in enumerate(saved) if label.startswith("MLP norm")), len(saved))
+    dequantised("down")
+    g_prod = card.malloc(DEFAULT, step.mlp)
+    g_gate, g_up = card.malloc(DEFAULT, step.mlp), card.malloc(DEFAULT, step.mlp)
+    card.free(g_prod)
+    dequantised("gate")
+    dequantised("up")
+    g_mlp = card.malloc(DEFAULT, n * h)
+    card.free(g_gate)
+    card.free(g_up)
+    for _, t in reversed(saved[mlp_share:]):
+        card.free(t)
+    g_resid = card.malloc(DEFAULT, n * h)
+    card.free(g_mlp)
+    for name in ("o", "v", "k", "q"):
+        dequantised(name)
+    g_attn = card.malloc(DEFAULT, n * h)
+    for _, t in reversed(saved[:mlp_share]):
+        card.free(t)
+    grad_in = card.malloc(DEFAULT, n * h)
+    for t in (g_attn, g_resid, grad_out):
+        card.free(t)
+    for unit in step.adapters():  # the unsharded gradient, reduce-scattered into this rank's shard
+        g = card.malloc(DEFAULT, unit)
+        sharded.append(card.malloc(POST_BACKWARD, unit // step.world))  # the flat parameter's .grad
+        card.free(g)
+    return grad_in
+
+
+def replay_step(card: Card, step: Step, state: list[int]) -> None:
+    """One forward, backward and optimizer step of Answer.AI's loop (AnswerDotAI/fsdp_qlora e877dda
+    train.py: ``output = model(...)``, ``loss.backward()``, ``optimizer.step()``, ``zero_grad()``,
+    ``output = None`` after the step) on rank 0. ``state``: the optimizer's state, made at the first
+    step and kept (torch.optim.AdamW: two moments per flat parameter shard)."""
+    n, h, v = step.tokens, step.shape.hidden * 2, step.shape.vocab * 4
+    rows = step.batch * (step.seq - 1)  # transformers' shifted logits
+    root = card.malloc(UNSHARD, step.root_flat())  # FSDP1's root is not resharded after its forward
+    x = card.malloc(DEFAULT, n * h)  # the embedding's output: the first checkpoint's input
+    kept = [x]
+    for _ in range(step.shape.layers):
+        block = card.malloc(UNSHARD, step.block_flat())
+        for unit in step.adapters():
+            card.free(card.malloc(UNSHARD, unit))
+        x = _block_forward(card, step, x)
+        kept.append(x)
+        card.free(block)
+    norm_in = card.malloc(DEFAULT, n * h * 2)  # the final norm keeps its float32 input
+    hidden = card.malloc(DEFAULT, n * h)
+    logits16 = card.malloc(DEFAULT, n * v // 2)
+    logits = card.malloc(DEFAULT, n * v)  # logits.float(), kept by ``output`` through the backward
+    card.free(logits16)
+    shifted = card.malloc(DEFAULT, rows * v)  # logits[..., :-1, :].contiguous()
+    log_softmax = card.malloc(DEFAULT, rows * v)
+    card.free(shifted)
+    # backward: nll_loss's gradient, log_softmax's, the slice's (zeros of the logits' shape), the cast's
+    g_nll = card.malloc(DEFAULT, rows * v)
+    g_ls = card.malloc(DEFAULT, rows * v)
+    card.free(g_nll)
+    card.free(log_softmax)
+    g_logits = card.malloc(DEFAULT, n * v)
+    card.free(g_ls)
+    g16 = card.malloc(DEFAULT, n * v // 2)
+    card.free(g_logits)
+    g = card.malloc(DEFAULT, n * h)  # the head's input gradient (the head is frozen)
+    card.free(g16)
+    card.free(hidden)
+    g_norm = card.malloc(DEFAULT, n * h)
+    card.free(g)
+    card.free(norm_in)
+    g = g_norm
+    kept.pop()  # the last block's output: the final norm's input, freed with it
+    card.free(x)
+    prefetched: int | None = None
+    sharded: list[int] = []
+    for i in reversed(range(step.shape.layers)):
+        block = prefetched if prefetched is not None else card.malloc(UNSHARD, step.block_flat())
+        prefetched = card.malloc(UNSHARD, step.block_flat()) if i else None  # BACKWARD_PRE, limit_all_gathers
+        for unit in step.adapters():
+            card.free(card.malloc(UNSHARD, unit))
+        g = _block_backward(card, step, g, sharded)
+        card.free(kept.pop())
+        card.free(block)
+    card.free(g)
+    card.free(root)
+    if not state:  # AdamW's two moments per flat parameter shard, made at the first step
+        state.extend(
+            card.malloc(DEFAULT, unit // step.world) for _ in range(2) for unit in step.adapters() * step.shape.layers
+        )
+    for t in sharded:  # zero_grad(set_to_none=True)
+        card.free(t)
+    card.free(logits)  # output = None
+
+
+def replay_run(step: Step, steps: int = 2, limit: float = float("inf"), wrap: bool = True) -> tuple[Card, int]:
+    """The wrap, the peak statistics reset, then ``steps`` training steps on a card that lets the
+    allocator reserve at most ``limit`` bytes; returns the card and what it reserved right after the
+    wrap. ``wrap=False``: the same unit shards, allocated as if nothing had been cached before them
+    (the step's own reserve, for comparison)."""
+    wrapped = replay_llama(step.shape, step.quantised, step.world)
+    default = wrapped
+    if not wrap:
+        default = Allocator()
+        for _, blocks in wrapped.segments:
+            for block in blocks:
+                if block.handle:
+                    default.malloc(block.size)
+    card = Card(limit=limit)
+    card.streams[DEFAULT] = default
+    after_wrap = card.reserved
+    card.reset_peaks()
+    state: list[int] = []
+    for _ in range(steps):
+        replay_step(card, step, state)
+    return card, after_wrap
+
+
+# Answer.AI's Llama-2-7B rows on 2 × RTX 3090 (benchmarks/realgpu/memory_figures.json, max_memory_reserved
+# on rank 0 over epoch 0; AnswerDotAI/fsdp_qlora e877dda benchmarks_03_2024.md).
+ANSWERAI_ROWS: tuple[str, ...] = (
+    "answerai-3090-7b-qlora-ctx512",
+    "answerai-3090-7b-qlora-ctx2048",
+    "answerai-3090-7b-qlora-bs4",
+    "answerai-3090-7b-qlora-bs10",
+    "answerai-3090-7b-lora-ctx512",
+    "answerai-3090-7b-lora-ctx2048",
+    "answerai-3090-7b-lora-bs4",
+    "answerai-3090-7b-lora-bs6",
+)
+
+
+@dataclass(frozen=True)
+class StepReplay:
+    """One figure's whole-step replay beside the estimate (bytes)."""
+
+    figure: str
+    published: float
+    reserved: int  # the replay's reserved peak, the wrap's cache in place
+    own: int  # the same step on the same shards with nothing cached before it
+    allocated: int  # the replay's allocated peak
+    after_wrap: int
+    wrap_cached: int  # what the wrap leaves cached (its reserved less its shards)
+    free_at_peak: int  # the default stream's reserved less its allocated peak
+    estimate_reserved: float
+    estimate_allocated: float
+    basis: float  # the estimate's step's largest activations
+    wrap_term: float  # the estimate's FSDP1 wrap terms
+    at_limit: bool  # the replay met the card's limit and released cached segments
+
+    @property
+    def wrap_adds(self) -> int:
+        """What the wrap's cache adds to the step's reserved peak in the replay."""
+        return self.reserved - self.own
+
+
+def step_for(plan: Plan) -> Step:
+    """The :class:`Step` of a mapped Answer.AI plan (Llama-2-7B, FSDP1 on two ranks)."""
+    saved = tuple((t.label, int(t.bytes)) for t in layer_activations(plan, True).items if t.bytes)
+    return Step(plan.workload.micro_batch, plan.workload.seq_len, plan.method is Method.QLORA, saved)
+
+
+def replay_figures(ids: Sequence[str] = ANSWERAI_ROWS) -> list[StepReplay]:
+    """Each figure of ``ids`` replayed (the wrap, then two steps) and estimated."""
+    from memory import card_limit, load, map_figure  # benchmarks/realgpu/memory.py
+
+    out = []
+    for figure in load():
+        if figure["id"] not in ids:
+            continue
+        plan = map_figure(figure).plan
+        assert plan is not None
+        est = estimate(plan)
+        limit = card_limit(est, "reserved")
+        step = step_for(plan)
+        card, after_wrap = replay_run(step, limit=limit)
+        own, _ = replay_run(step, limit=limit, wrap=False)
+        wrapped = replay_llama(step.shape, step.quantised, step.world)
+        wrap_term = sum(t.bytes for b in est.worst.buckets for t in b.terms if t.label.startswith("FSDP1 wrap"))
+        out.append(
+            StepReplay(
+                figure["id"],
+                float(figure["value_bytes"]),
+                card.peak_reserved,
+                own.peak_reserved,
+                card.peak_allocated,
+                after_wrap,
+                wrapped.reserved - wrapped.allocated,
+                card.streams[DEFAULT].reserved - card.stream_peaks[DEFAULT],
+                est.worst.reserved_bytes,
+                est.peak_bytes,
+                est.worst.fragmentation_basis,
+                wrap_term,
+                card.released > 0,
+            )
+        )
+    return sorted(out, key=lambda r: ids.index(r.figure))
+
+
 def main() -> int:
     shape = Shape()
     for quantised in (True, False):
@@ -212,6 +656,22 @@ def main() -> int:
                 for name, size in step_tensors(shape, batch, seq).items()
             ]
             print(f"  batch {batch:>2} × {seq:,}: " + "; ".join(parts))
+    print()
+    print("The wrap, then two training steps (Answer.AI's loop), rank 0 of 2, MiB; 'own': the same step with")
+    print("nothing cached before it; 'free': the default stream's reserved less its allocated peak; the")
+    print("estimate's basis (its step's largest activations), wrap term and reserved figure (fraction 0.2):")
+    print(
+        f"  {'figure':32} {'published':>9} {'replay':>7} {'error':>7} {'own':>7} {'wrap adds':>9} "
+        f"{'alloc':>6} {'est alloc':>9} {'free':>6} {'free/basis':>10} {'est wrap':>8} {'estimate':>8}"
+    )
+    for r in replay_figures():
+        err = (r.reserved - r.published) / r.published * 100
+        print(
+            f"  {r.figure:32} {r.published / MiB:9,.0f} {r.reserved / MiB:7,.0f} {err:+6.1f}% {r.own / MiB:7,.0f} "
+            f"{r.wrap_adds / MiB:+9,.0f} {r.allocated / MiB:6,.0f} {r.estimate_allocated / MiB:9,.0f} "
+            f"{r.free_at_peak / MiB:6,.0f} {r.free_at_peak / r.basis:10.2f} {r.wrap_term / MiB:8,.0f} "
+            f"{r.estimate_reserved / MiB:8,.0f}{'  (at the card limit)' if r.at_limit else ''}"
+        )
     return 0
 
 
