@@ -177,7 +177,7 @@ _INIT_SCOPES: Final = ("after model initialisation", "torch.cuda.memory_reserved
 _CACHE_EMPTIED_BEFORE_PEAK: Final = frozenset({"peft-method-comparison-metamathqa"})
 # Sources held out of every fit: scored with the constant fitted on the other families and never
 # fitted on, so a source added to check the estimate moves no constant and no other family's
-# score (issue 22's independent evidence; docs/REAL_GPU_MEMORY.md, "Held-out sources").
+# score (issue 22's independent evidence; docs/REAL_GPU_MEMORY.md, "torchao's float8 tables, held out").
 HELD_OUT_SOURCES: Final = frozenset({"torchao-float8-torchtitan-2025"})
 
 
