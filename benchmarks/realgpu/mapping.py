@@ -102,6 +102,8 @@ FAMILY: Final = {
     # torchao's float8 / MX READMEs: the torchao team ran torchtitan's code on its own H100, MI300X and
     # B200 nodes (other people and runs than the torchtitan team's table or Trainy's).
     "torchao-float8-torchtitan-2025": "torchao",
+    # ModelScope SWIFT's benchmark tables: its own trainer, scripts and A100s (Alibaba).
+    "ms-swift-benchmark-2024-01": "modelscope",
 }
 
 # Cards outside gpus.json, by the memory their driver reports (decimal GB for custom_gpu).
@@ -178,7 +180,7 @@ _CACHE_EMPTIED_BEFORE_PEAK: Final = frozenset({"peft-method-comparison-metamathq
 # Sources held out of every fit: scored with the constant fitted on the other families and never
 # fitted on, so a source added to check the estimate moves no constant and no other family's
 # score (issue 22's independent evidence; docs/REAL_GPU_MEMORY.md, "torchao's float8 tables, held out").
-HELD_OUT_SOURCES: Final = frozenset({"torchao-float8-torchtitan-2025"})
+HELD_OUT_SOURCES: Final = frozenset({"torchao-float8-torchtitan-2025", "ms-swift-benchmark-2024-01"})
 
 
 @dataclass(frozen=True)
@@ -261,6 +263,8 @@ def _missing(recipe: Mapping[str, Any]) -> list[str]:
         out.append(f"low-precision training recipe {recipe['float8_recipe']} (torchao)")
     if recipe["catalogue_id"] is None:
         out.append(f"model not in the catalogue ({recipe['model']})")
+    if recipe["parallel"]["strategy"] == "device-map":
+        out.append("layers split over GPUs in one process (transformers device_map)")
     if recipe["method"] == "other":
         out.append("PEFT / lit-gpt method other than LoRA, QLoRA or DoRA")
     if recipe["optimizer"] is not None and recipe["optimizer"] not in _OPTIMIZERS:
