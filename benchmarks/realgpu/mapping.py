@@ -21,8 +21,10 @@ The mapping's own choices are written here once, with their reason:
 - gpt-oss under transformers 4.x held on the CPU when kernels ran (FSDP) loops over its experts
   (``experts_loop``, :func:`_experts_loop`); on one GPU the hub's MegaBlocks layer runs them grouped;
 - a recipe's ``float8`` is torchao's Float8Linear with dynamic tensorwise scaling, the
-  default recipe and the one torchtitan's float8 converter ran in every record here (no
-  record names rowwise); ``compile`` is torch.compile over the model (stack "compile"), and over
+  default recipe, unless its ``float8_recipe`` names another: "rowwise" is the plan's rowwise
+  scaling (torchtitan's ``--float8.recipe_name=rowwise``), and a recipe the plan does not have
+  (torchao's "rowwise_with_gw_hp", the MX recipes "mxfp8_cublas...") is listed as missing
+  (:data:`_FLOAT8_RECIPES`); ``compile`` is torch.compile over the model (stack "compile"), and over
   the loss too (``compiled_loss``) where the torchtitan commit that ran compiles it;
 - lit-gpt / litgpt figures run the plan setting ``litgpt`` (its loss and loop) on the model
   with its own head (LitGPT never ties it when fine-tuning);
@@ -97,6 +99,11 @@ FAMILY: Final = {
     "unsloth-readme-context-2025-01": "unsloth",
     "megatron-lm-ci-golden-values": "megatron",
     "unsloth-notebooks-2025": "unsloth",
+    # torchao's float8 / MX READMEs: the torchao team ran torchtitan's code on its own H100, MI300X and
+    # B200 nodes (other people and runs than the torchtitan team's table or Trainy's).
+    "torchao-float8-torchtitan-2025": "torchao",
+    # ModelScope SWIFT's benchmark tables: its own trainer, scripts and A100s (Alibaba).
+    "ms-swift-benchmark-2024-01": "modelscope",
 }
 
 # Cards outside gpus.json, by the memory their driver reports (decimal GB for custom_gpu).
@@ -127,6 +134,15 @@ _ATTENTION: Final = {
     "sdpa": Attention.SDPA,
     "flash2": Attention.FLASH,
     "flash3": Attention.FLASH,
+    # cuDNN's SDPA kernel, which torchtitan puts first on compute capability 10.0 (pytorch/torchtitan
+    # 6fc499f6 torchtitan/models/attention.py: ``if has_cuda_capability(10, 0):
+    # cls.backends.insert(0, SDPBackend.CUDNN_ATTENTION)``), keeps O(N) memory like flash; torchtitan's
+    # op-SAC save list did not name it until b39377f9 (2025-12-01, "add all SDPA backends to
+    # op_sac_save_list"), so per-op SAC recomputed it and kept no output or log-sum-exp, as it does for
+    # the flash-attn package's own op: planned as Attention.FLASH, whose op SAC keeps no attention
+    # output (core.training.activations.selective_saved). Only torchao's B200 rows (torchtitan
+    # 6fc499f6) are recorded with it.
+    "sdpa-cudnn": Attention.FLASH,
 }
 _STRATEGY: Final = {
     "fsdp1": Strategy.FSDP,
@@ -161,6 +177,10 @@ _INIT_SCOPES: Final = ("after model initialisation", "torch.cuda.memory_reserved
 # so the longest batch of every bucket, where the peak is, is step 20k + 1, right after the
 # empty_cache of step 20k.
 _CACHE_EMPTIED_BEFORE_PEAK: Final = frozenset({"peft-method-comparison-metamathqa"})
+# Sources held out of every fit: scored with the constant fitted on the other families and never
+# fitted on, so a source added to check the estimate moves no constant and no other family's
+# score (issue 22's independent evidence; docs/REAL_GPU_MEMORY.md, "torchao's float8 tables, held out").
+HELD_OUT_SOURCES: Final = frozenset({"torchao-float8-torchtitan-2025", "ms-swift-benchmark-2024-01"})
 
 
 @dataclass(frozen=True)
@@ -205,6 +225,11 @@ class Mapped:
         return self.expressible and not self.unscored
 
     @property
+    def held_out(self) -> bool:
+        """The figure's source is held out of every fit (``HELD_OUT_SOURCES``)."""
+        return self.source in HELD_OUT_SOURCES
+
+    @property
     def cache_emptied_before_peak(self) -> bool:
         """The run empties the allocator's cache right before the step that sets its peak."""
         return self.source in _CACHE_EMPTIED_BEFORE_PEAK
@@ -216,11 +241,30 @@ class Mapped:
         return self.figure["recipe"]["micro_batch"] is None or scope.startswith(_INIT_SCOPES)
 
 
+# The low-precision recipes a record's ``float8_recipe`` may name, as the plan's Float8 (None: the
+# record's ``float8`` flag alone, tensorwise). torchtitan's ``--float8.recipe_name`` takes "tensorwise",
+# "rowwise" and "rowwise_with_gw_hp" (pytorch/torchtitan 2c8b5947 torchtitan/config/job_config.py, class
+# Float8); "rowwise_with_gw_hp" keeps the weight gradient's matmul in high precision, which the plan
+# cannot say, and torchtitan's ``--model.converters=mx`` recipes are MX formats (torchao mx_formats).
+_FLOAT8_RECIPES: Final = {None: Float8.TENSORWISE, "tensorwise": Float8.TENSORWISE, "rowwise": Float8.ROWWISE}
+
+
+def _float8(recipe: Mapping[str, Any]) -> Float8:
+    """The plan's float8 setting for a recipe (see :data:`_FLOAT8_RECIPES`)."""
+    if not recipe["float8"]:
+        return Float8.NONE
+    return _FLOAT8_RECIPES[recipe.get("float8_recipe")]
+
+
 def _missing(recipe: Mapping[str, Any]) -> list[str]:
     """The capabilities a recipe needs that the app does not have."""
     out = []
+    if recipe["float8"] and recipe.get("float8_recipe") not in _FLOAT8_RECIPES:
+        out.append(f"low-precision training recipe {recipe['float8_recipe']} (torchao)")
     if recipe["catalogue_id"] is None:
         out.append(f"model not in the catalogue ({recipe['model']})")
+    if recipe["parallel"]["strategy"] == "device-map":
+        out.append("layers split over GPUs in one process (transformers device_map)")
     if recipe["method"] == "other":
         out.append("PEFT / lit-gpt method other than LoRA, QLoRA or DoRA")
     if recipe["optimizer"] is not None and recipe["optimizer"] not in _OPTIMIZERS:
@@ -408,10 +452,15 @@ def _loss(recipe: Mapping[str, Any], family: str) -> dict[str, bool]:
 
 
 # torchtitan compiled its loss with --training.compile until e8977b00 (2024-12-18, "turning off
-# compile on loss function": the Dec 2024 performance table ran without it) and again from d1f62be7
-# (2025-02-20, TrainSpec's loss_fn; torchtitan/components/loss.py at e7c0cae: build_cross_entropy_loss).
-# A torchtitan run is said to compile its loss when its recorded commit is one of these, newer.
-_TORCHTITAN_LOSS_COMPILED: Final = ("e7c0cae",)
+# compile on loss function": the Dec 2024 performance table ran without it) and again from bbb1b616
+# (2025-04-02, "refactor train_spec.loss_fn to build_loss_fn": build_cross_entropy_loss compiles it
+# when job_config.training.compile; torchtitan/components/loss.py at e7c0cae, 2c8b5947 and 6fc499f6).
+# Between them torchtitan/components/loss.py keeps "# compiled_cross_entropy_loss = torch.compile(...)"
+# commented out ("compiling loss function causes CUDA errors, turning off for now"; at 069bae28 and
+# 54ef4222, the window of torchao's H100 float8 table). A torchtitan run is said to compile its loss
+# when its recorded commit is one of these, newer than bbb1b616: Trainy's (e7c0cae) and torchao's
+# MI300X (2c8b5947) and B200 (6fc499f6) runs.
+_TORCHTITAN_LOSS_COMPILED: Final = ("e7c0cae", "2c8b5947", "6fc499f6")
 
 
 def _torchtitan_compiles_loss(recipe: Mapping[str, Any]) -> bool:
@@ -461,11 +510,16 @@ KEEPS_OUTPUT_FAMILIES: Final = ("answerai",)
 # - axolotl's gpt-oss README (ca796fb) points to "our latest Docker images": at ca796fb
 #   .github/workflows/main.yml tags the torch 2.7.1 (cu126) image ``is_latest``; neither axolotl
 #   nor accelerate 9359a01 sets the variable. Its Magistral and Devstral READMEs (other commits)
-#   are left at the default: no image is read for them, and they run on one GPU.
+#   are left at the default: no image is read for them, and they run on one GPU;
+# - torchao's H100 float8 table (pytorch/ao 8c81863b): torch 2.7.0a0+gitb98af95 (its README), on a
+#   torchtitan commit between 069bae28 and 54ef4222, whose torchtitan/distributed/utils.py sets
+#   TORCH_NCCL_AVOID_RECORD_STREAMS=1; its MI300X and B200 tables ran torch 2.9 nightlies on torchtitan
+#   after 681c66f2 (which stopped setting it): the default.
 TORCH_RELEASES: Final[dict[tuple[str, str], tuple[TorchVersion, bool]]] = {
     ("torchtitan-perf-2024-12", ""): (TorchVersion.V2_5_TO_2_7, True),
     ("trainy-whitefiber-h200-2025-06", ""): (TorchVersion.V2_8, False),
     ("axolotl-example-readmes-2025", "ca796fb56e5bfa02ddd30464cfa5aabba4dd5f66"): (TorchVersion.V2_5_TO_2_7, False),
+    ("torchao-float8-torchtitan-2025", "8c81863ba85cce742244c0151c6683c5696bbe04"): (TorchVersion.V2_5_TO_2_7, True),
 }
 
 
@@ -544,7 +598,7 @@ def _plan(
         loop_keeps_output=family in KEEPS_OUTPUT_FAMILIES,
         experts_loop=_experts_loop(recipe),
         stack=Stack.COMPILE if recipe["compile"] else Stack.EAGER,
-        float8=Float8.TENSORWISE if recipe["float8"] else Float8.NONE,
+        float8=_float8(recipe),
         hardware=replace(_card(recipe), **(release or {})),
         parallel=_parallel(
             recipe,

@@ -19,7 +19,8 @@ the last rank's, the last pipeline stage); the others are read on the estimate's
 Leave one source out: the one constant fitted on the corpus (core.runtime.ALLOCATOR_FRAGMENTATION,
 the fraction of the step's largest activations the allocator holds as free blocks) is refitted
 for each family of sources without that family's figures, and the family is scored with it.
-The shipped value is the fit on every family (``--check`` fails when it is not). A figure of
+The shipped value is the fit on every family (``--check`` fails when it is not); a held-out
+source (mapping.py ``HELD_OUT_SOURCES``) is scored with it and never fitted on. A figure of
 a run that empties the allocator's cache right before its peak step, with no tensor of the
 large pool made after its first activations, is scored with no fragmentation term and not
 fitted on (:func:`carries_fragmentation`).
@@ -333,11 +334,17 @@ def fit_fraction(rows: Iterable[Scored]) -> float:
     how the allocator fragments (Trainy's two torchtitan runs on H200s, +49 %, would otherwise
     pull the fraction from 0.185 to 0.040 for every plan, before compile's op-SAC saved set
     was modelled). Nor is a figure the term does not apply to (:func:`carries_fragmentation`):
-    it is scored with zero."""
+    it is scored with zero. Nor is a held-out source's (mapping.py ``HELD_OUT_SOURCES``)."""
     by_family: dict[str, list[Scored]] = {}
     for row in rows:
         implied = row.implied_fraction
-        if implied is not None and implied >= 0 and carries_fragmentation(row.mapped) and not row.at_capacity:
+        if (
+            implied is not None
+            and implied >= 0
+            and carries_fragmentation(row.mapped)
+            and not row.at_capacity
+            and not row.mapped.held_out
+        ):
             by_family.setdefault(row.mapped.family, []).append(row)
     if not by_family:
         return ALLOCATOR_FRAGMENTATION
@@ -432,7 +439,10 @@ def print_tables(result: Result, markdown: bool, every: bool) -> None:
     for source in dict.fromkeys(r.mapped.source for r in rows):
         mine = [r for r in rows if r.mapped.source == source]
         fam = mine[0].mapped.family
-        print(f"\n### {source} (family {fam}; fragmentation fitted without it: {result.fitted_without[fam]:.3f})\n")
+        held = ", held out of every fit" if mine[0].mapped.held_out else ""
+        print(
+            f"\n### {source} (family {fam}{held}; fragmentation fitted without it: {result.fitted_without[fam]:.3f})\n"
+        )
         if markdown:
             print("| figure | metric | published (GB / value) | estimate | error | phase |")
             print("|---|---|---:|---:|---:|---|")

@@ -276,15 +276,23 @@ def test_text_output_names_the_judged_figure(capsys: pytest.CaptureFixture[str])
     assert "how sure:" in out
 
 
-# Every published real-GPU figure of the corpus (benchmarks/realgpu/memory_figures.json) is from an
-# NVIDIA card: a plan on an AMD card (ROCm) or an Apple GPU (MPS) says it was never validated and
-# takes every figure's band, where the same plan on an NVIDIA card takes its method's.
-@pytest.mark.parametrize(("gpu", "label"), [("mi300x", "an AMD card"), ("apple-m2-ultra-192gb", "an Apple GPU")])
-def test_a_card_outside_cuda_is_named_as_never_validated(gpu: str, label: str) -> None:
+# The published real-GPU figures of the corpus (benchmarks/realgpu/memory_figures.json) are from NVIDIA
+# cards but for torchao's three MI300X runs (pytorch/ao 853f87d1 torchao/float8/README.md, held out of
+# every fit): a plan on an AMD card (ROCm) says it is thinly validated, one on an Apple GPU (MPS) that
+# it was never validated; both take every figure's band, where the same plan on an NVIDIA card takes
+# its method's.
+@pytest.mark.parametrize(
+    ("gpu", "said"),
+    [
+        ("mi300x", "thinly validated: an AMD card (ROCm's allocator and libraries) (3)"),
+        ("apple-m2-ultra-192gb", "never validated against a real GPU: an Apple GPU"),
+    ],
+)
+def test_a_card_outside_cuda_says_how_little_it_was_validated(gpu: str, said: str) -> None:
     nvidia = confidence(lora_1b(hardware=Hardware(gpu="h100-sxm")))
     other = confidence(lora_1b(hardware=Hardware(gpu=gpu)))
-    assert "never validated" not in nvidia.text
-    assert f"never validated against a real GPU: {label}" in other.text
+    assert "validated against a real GPU" not in nvidia.text and "thinly" not in nvidia.text
+    assert said in other.text
     every = EVIDENCE["all"]
     assert other.low <= every.p10 and other.high >= every.p90
     assert (other.low, other.high) != (nvidia.low, nvidia.high)
