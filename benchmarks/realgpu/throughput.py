@@ -63,7 +63,7 @@ from core.plan import (  # noqa: E402
     Workload,
 )
 from core.training.activations import recomputed_share  # noqa: E402
-from core.training.compute import compute_dtype  # noqa: E402
+from core.training.compute import compute_dtype, host_floor_step  # noqa: E402
 from core.training.efficiency import FIXED, PRIORS, TIES, coefficient, derived  # noqa: E402
 from core.training.flops import token_flops  # noqa: E402
 from core.training.host import host_step  # noqa: E402
@@ -544,13 +544,16 @@ def predicted_step(p: Prepared, table: Mapping[str, float]) -> float:
     optimizer = features.get("optimizer", 0.0) * coefficient("optimizer", table)
     compute = _compute(p, table)
     exposed, bubble, tp, dp = _comm(p, table)
-    return (
+    device = (
         compute * (1 + bubble)
         + optimizer
         + exposed
         + tp * coefficient("tp_overlap", table)
         + dp * coefficient("dp_contention", table)
     )
+    # No faster than the host issues the MoE layers (core.training.compute.host_floor_step; the
+    # host optimizer step of an offloaded plan is inside ``exposed``, and no MoE plan offloads).
+    return max(device, host_floor_step(p.work, bubble, optimizer))
 
 
 # ---- the rule before issue 24, for the before/after line ----------------------------------

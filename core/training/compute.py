@@ -3,7 +3,9 @@ at the utilisation the card, the matmul sizes and the stack reach (:mod:`core.tr
 and what several GPUs add: the communication the compute cannot hide and the pipeline bubble.
 
 One optimizer step takes compute × (1 + bubble) + the optimizer step + exposed communication
-(+ the host optimizer step of an offloaded plan: :func:`core.training.host.host_step`).
+(+ the host optimizer step of an offloaded plan: :func:`core.training.host.host_step`). A
+modelled step is no shorter than the host's time to issue it where that is counted (a
+Megatron-Core mixture of experts: :func:`host_floor_step`).
 The compute is modelled (0 in the utilisation input), or the FLOPs ÷ (peak × a typed
 utilisation), or the modelled one scaled by a calibration: the factor a measured run gave, or
 the one solved here from a measurement of this very plan (:func:`_solve_calibration`).
@@ -192,7 +194,17 @@ def _step(
         _attention_share(work),
     )
     step = overlappable * (1.0 + comm.bubble_fraction) + timing.optimizer + comm.exposed_seconds
+    if timing.source is UtilisationSource.MODELLED:
+        step = max(step, host_floor_step(work, comm.bubble_fraction, timing.optimizer))
     return step + (host.seconds if host else 0.0), comm
+
+
+def host_floor_step(work: Work, bubble: float, optimizer: float) -> float:
+    """The step at the host's pace: the micro-batches' MoE layers as fast as the host issues them
+    (:func:`core.training.speed.moe_host_floor`), through the same pipeline bubble, then the
+    optimizer step. The device's compute and the communication run meanwhile; a step whose device
+    work is longer is not paced by the host (0: nothing counted)."""
+    return work.host_floor * (1.0 + bubble) + optimizer if work.host_floor > 0 else 0.0
 
 
 def _timing(plan: Plan, counts: ParamCounts, work: Work, step_flops: float, peak: float) -> _Timing:
@@ -311,7 +323,7 @@ def compute_estimate(plan: Plan, counts: ParamCounts, gpu: GpuSpec) -> Compute:
         cost=hours * gpus * price,
         energy_kwh=hours * gpus * gpu.board_power_w / 1000.0,
         steps=steps,
-        formula=_formula(plan, flops.terms, per_token, tokens, timing, step, comm, utilisation, gemm_peak, host),
+        formula=_formula(plan, flops.terms, per_token, tokens, timing, step, comm, utilisation, gemm_peak, host, work),
         dtype=dtype,
         price_per_gpu_hour=price,
         price_source=price_source,
@@ -362,6 +374,7 @@ def _formula(
     utilisation: float,
     peak: float,
     host: HostStep | None = None,
+    work: Work | None = None,
 ) -> str:
     """The arithmetic as one line of text: FLOPs, then the step, then the time."""
     how = " + ".join(f"{sci(t.per_token)} ({t.label})" for t in terms) if len(terms) > 1 else terms[0].formula
@@ -376,6 +389,13 @@ def _formula(
     text += f"; per step {timing.compute:.3g} s compute ({utilisation:.1%} of {peak:g} TFLOP/s per GPU, {source})"
     if comm.bubble_fraction or comm.exposed_seconds:
         text += f" × (1 + {comm.bubble_fraction:.3g} bubble) + {comm.exposed_seconds:.3g} s exposed communication"
+    if work is not None and timing.source is UtilisationSource.MODELLED:
+        floor = host_floor_step(work, comm.bubble_fraction, timing.optimizer)
+        if floor > 0 and floor >= step - (host.seconds if host else 0.0):
+            text += (
+                f", but no less than the host's {work.host_floor:.3g} s to issue the MoE layers"
+                f" × (1 + {comm.bubble_fraction:.3g} bubble) + the optimizer step ({floor:.3g} s)"
+            )
     if host:
         text += f" + {host.seconds:.3g} s optimizer step on the host"
     steps = tokens / (plan.effective_batch * plan.workload.seq_len) if plan.effective_batch else 0.0

@@ -213,6 +213,26 @@ MOE_PERMUTE_COPY_ROWS: Final = 2.0  # the permute's writes, the unpermute's read
 # holds more than one expert: _sort_chunks_by_map_kernel loads and stores each row once, 2·N·k
 # each, its backward the same (_moe_chunk_sort.backward).
 MOE_SORT_COPY_ROWS: Final = 4.0
+# The host's time to issue one Megatron-Core MoE layer's forward and backward for a micro-batch,
+# beyond a dense MLP's. The step cannot run faster than the host enqueues its kernels, and a
+# dropless MoE layer makes the host wait for the device every forward (the all-to-all's and the
+# grouped GEMM's split sizes are host lists: MoEAlltoAllTokenDispatcher._maybe_dtoh_and_synchronize,
+# NVIDIA/Megatron-LM b0cc2706 megatron/core/transformer/moe/token_dispatcher.py), so it cannot
+# queue the next layer behind the device's work. Measured by Megatron-LM's own CI on DGX H100, on
+# a model small enough (hidden 512) that the device's work is a small part of the step: two
+# functional tests that differ only in the MLP (NVIDIA/Megatron-LM d98e8a64,
+# tests/functional_tests/test_cases/, golden_values_dev_dgx_h100.json and its _2nd resumed run,
+# "iteration-time", each run's first logged step dropped: 146 steps each):
+# moe/gpt3_moe_mcore_te_ep8_resume_torch_dist_dist_optimizer (12 layers of 8 experts, EP 8, top-2,
+# grouped GEMM, allgather dispatcher, bf16, micro-batch 4 × 1,024 tokens, one micro-batch a step)
+# takes a median 0.15525 s a step, gpt/gpt3_mcore_te_tp1_pp1_resume_torch_dist_dist_optimizer (the
+# same 12 layers, dense) 0.05262 s: (0.15525 − 0.05262) ÷ 12 = 8.55 ms a MoE layer. A MoE model's
+# per-step extras (its aux-loss logging, the expert gradient buffers) are inside it; the dense
+# layer's own host time is not (the floor is the MoE increment). The measured run had no fused
+# router or permutes, no CUDA graphs over the router (Megatron-Bridge's recipes have them), no FP8
+# and one expert a rank: none is a plan input, none is scaled. The same pair's GB200 golden values
+# (a Grace host) give 6.96 ms; Megatron-Bridge's DGX H100 and DGX B200 have x86 hosts, as the CI's.
+MEGATRON_MOE_LAYER_HOST_S: Final = (0.15525 - 0.05262) / 12
 # A custom card has no bandwidth figure: the A100's bytes per FLOP (2,039 GB/s for 312
 # dense 16-bit TFLOP/s, NVIDIA A100 datasheet) is assumed.
 BYTES_PER_FLOP_ASSUMED: Final = 2039e9 / 312e12
@@ -229,6 +249,9 @@ class Work:
     gemm_peak_tflops: float  # the matmuls' peak (fp8 for float8 linears)
     generation: Generation
     gemm_kind: str
+    # Seconds per step the host takes to issue the pacing rank's MoE layers (Megatron-Core, eager):
+    # the compute takes no less (core.training.compute). 0 where nothing is counted.
+    host_floor: float = 0.0
 
 
 def _bandwidth(gpu: GpuSpec, peak_tflops: float) -> float:
@@ -631,6 +654,16 @@ def _ring_feature(rank: _Rank, micro: int, bandwidth: float) -> dict[str, float]
     }
 
 
+def moe_host_floor(plan: Plan, layers: int) -> float:
+    """Seconds the host takes to issue ``layers`` Megatron-Core MoE layers' forward and backward for
+    one micro-batch (MEGATRON_MOE_LAYER_HOST_S each); 0 for a dense model or another stack, whose
+    host time was not measured. Recomputed forwards are not counted (the measured run recomputed
+    nothing)."""
+    if plan.stack is not Stack.MEGATRON or plan.model.num_experts <= 1:
+        return 0.0
+    return layers * MEGATRON_MOE_LAYER_HOST_S
+
+
 def step_work(plan: Plan, counts: ParamCounts, gpu: GpuSpec) -> Work:
     """The step's compute on the pipeline stage with the most of it."""
     kind = gemm_kind(plan, gpu)
@@ -670,7 +703,7 @@ def step_work(plan: Plan, counts: ParamCounts, gpu: GpuSpec) -> Work:
         }
         flops = micro * (mm.flops + attention)
         forward = (mm.forward_flops + attention_forward) / (mm.flops + attention) if mm.flops + attention else 1 / 3
-        work = Work(features, flops, forward, gemm_peak, family, kind)
+        work = Work(features, flops, forward, gemm_peak, family, kind, micro * moe_host_floor(plan, rank.layers))
         if best is None or work.hardware_flops > best.hardware_flops:
             best = work
     assert best is not None

@@ -163,8 +163,15 @@ def test_the_expert_parallel_figures_are_scored(bench: ModuleType, report) -> No
     # the other way: the four worst Qwen3-30B-A3B rows +249.9 / +235.7 / +174.0 / +155.9 % ->
     # +221.9 / +208.9 / +161.5 / +135.6 %; the HybridEP rows, whose permutes are inside the
     # dispatch kernels, do not move.
-    assert statistics.median(abs(r.error) for r in rows) <= 12.41
-    assert max(abs(r.error) for r in rows) <= 221.95
+    # 12.19 -> 9.86 % and 221.7 -> 135.4 % with the step no faster than the host issues its MoE layers
+    # (core.training.speed.MEGATRON_MOE_LAYER_HOST_S, 8.55 ms a layer from Megatron-LM's own CI, not
+    # from these rows): the micro-batch-1 rows whose device work per layer is shorter than that move
+    # (B200 25.11 / 26.02 +221.7 / +208.7 -> +7.2 / +2.9 %, H100 26.02.01 +54.5 -> +10.0 %, 26.02
+    # +161.3 -> +94.9 %); the rows whose device takes longer (micro-batch 4, EP 16 across nodes,
+    # gpt-oss-120b) do not. The worst is now 25.11's H100 row (+135.4 %: its table's layout is not
+    # its tag's, and its device step, 12.7 ms a layer, is longer than the host's).
+    assert statistics.median(abs(r.error) for r in rows) <= 9.87
+    assert max(abs(r.error) for r in rows) <= 135.44
     # The two-node EP 16 rows: 8,826-8,960 published, 8,728 predicted (+150 % without the traffic
     # that crosses the nodes' NICs); 8,628 with the fused backward's five matmuls (-3.7 % the worst).
     for r in rows:
@@ -172,6 +179,21 @@ def test_the_expert_parallel_figures_are_scored(bench: ModuleType, report) -> No
             assert abs(r.error) < 4.0, r.case.id
     # No expert-parallel row is left out for its layout.
     assert not [why for _, source, why in report.skipped if "expert" in why]
+
+
+def test_the_micro_batch_1_moe_rows_run_at_the_hosts_pace(report) -> None:  # type: ignore[no-untyped-def]
+    # Megatron-Bridge's B200 Qwen3-30B-A3B rows at micro-batch 1 (25.11: 9,299, 26.02: 9,691 tokens/s
+    # a GPU) take 9.2 / 8.8 ms a layer forward and backward; the device's modelled work is 2.8 ms
+    # (+221.7 / +208.7 % before). At the host's 8.55 ms a MoE layer (Megatron-LM's CI) they are
+    # within 8 %; 26.02.01's H100 row at micro-batch 1 (9,058, modelled 6.1 ms a layer) within 11 %.
+    errors = {r.case.id: r.error for r in report.scored}
+    assert abs(errors["mbridge-25.11-pretrain-b200-qwen3_30b_a3b-fp8-mx-8gpu-tp1pp1cp1-mbs1"]) < 8.0
+    assert abs(errors["mbridge-26.02-pretrain-b200-qwen3_30b_a3b-mxfp8-8gpu-tp1pp1cp1-mbs1"]) < 8.0
+    assert abs(errors["mbridge-26.02.01-pretrain-h100-qwen3_30b_a3b-fp8-16gpu-tp1pp2cp1-mbs1"]) < 11.0
+    # Where the device's work per layer is longer than the host's, the floor does not bind: the
+    # micro-batch-4 B200 rows (HybridEP, attention graphed) keep their +26-29 %.
+    for release in ("26.02.01", "26.04", "26.04.01"):
+        assert 26.0 < errors[f"mbridge-{release}-pretrain-b200-qwen3_30b_a3b-mxfp8-8gpu-tp1pp1cp1-mbs4"] < 29.0
 
 
 def test_each_expert_parallel_record_says_what_its_releases_recipe_ran(report) -> None:  # type: ignore[no-untyped-def]
