@@ -196,6 +196,13 @@ _STACK = {
     "megatron": Stack.MEGATRON,
     "deepspeed": Stack.MEGATRON,  # Megatron-DeepSpeed: Megatron's fused kernels
 }
+# Sources that run hand-fused kernels without torch.compile: their elementwise passes are the ones
+# each fused kernel makes (read its inputs once, write its outputs once), which is what the compiled
+# stack counts (core.training.speed COMPILE_*), not eager PyTorch's op-by-op chains. TinyLlama:
+# "fused layernorm. fused swiglu. fused cross entropy loss. fused rotary positional embedding." from
+# the FlashAttention repo and xformers (jzhang38/TinyLlama@8148930 README.md; lit_gpt/model.py
+# imports flash_attn_func, xformers.ops.SwiGLU and fused_rotary_embedding.apply_rotary_emb_func).
+_FUSED_KERNELS = {"tinyllama": Stack.COMPILE}
 # LoRA settings the records state in their assumptions (the recipe configs they pin).
 _LORA = {
     "torchtune-8b-lora-1x4090": (8, ("q_proj", "v_proj")),
@@ -442,6 +449,7 @@ def case_of(record: Mapping[str, Any]) -> Case:
     par = _parallel(record, gpus, notes)
     micro, accum = _batch(record, par.data_parallel, notes)
     stack = _STACK.get(record.get("stack") or "", Stack.COMPILE if record.get("compile") else Stack.EAGER)
+    stack = _FUSED_KERNELS.get(record["source_id"], stack)
     preset = _preset(record)
     seq = int(record["seq_len"])
     try:

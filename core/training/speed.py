@@ -84,7 +84,18 @@ def attention_kernel(plan: Plan) -> str:
 # two residual adds (3 d each), rotary embeddings on q and k (rotate_half's slices and
 # concatenation, two products and a sum: 9 passes each), the head transposes around
 # attention (2 each of q, k, v and the output) and the gated activation (silu and the
-# product: 5 passes of the MLP width).
+# product: 5 passes of the MLP width). The transposes are copies around eager attention only
+# (its output, a batched GEMM's, is transposed back with .contiguous()). A fused kernel takes
+# strided views: PyTorch's SDPA wrappers hand the kernels ``query.transpose(1, 2)`` and return
+# the (batch, seq, heads, dim) output as a view, and the flash backward's ``grad_out.contiguous()``
+# and ``out.contiguous()`` copy nothing already in that layout (pytorch/pytorch@00afd8f2
+# aten/src/ATen/native/transformers/cuda/attention_backward.cu ``_flash_attention_backward``,
+# ``_scaled_dot_product_flash_attention_backward_cuda``; the forward wrapper in attention.cu the
+# same); the flash-attn package and its Triton kernel take (batch, seq, heads, dim) tensors, which
+# MPT gets by a view (mosaicml/llm-foundry@b2a43a147 llmfoundry/models/layers/attention.py
+# ``triton_flash_attn_fn``: rearrange 'b s (h d) -> b s h d'). So a fused-attention plan is
+# charged none (``_elementwise_bytes``). Not counted either way: the copies a caller makes to
+# repeat grouped k / v heads (torchtitan's repeat_kv) or to unpad a batch for a varlen kernel.
 NORM_PASSES: Final = 18.0
 RESIDUAL_PASSES: Final = 3.0
 ROPE_PASSES: Final = 9.0
@@ -107,7 +118,19 @@ BACKWARD_OVER_FORWARD: Final = 2.0
 # edge, reads both and writes (3): 2.5 per add; rotary reads q or k and writes it (2 passes);
 # the gated activation reads gate and up and writes their product (3 passes of the MLP width),
 # an ungated one reads and writes (2). The backward is taken as twice the forward, as in eager.
-# The head transposes (copies around SDPA) are counted as in eager.
+# The head transposes are counted as in eager: none around a fused attention kernel (above).
+# An eager LayerNorm is one native kernel, not a chain of pointwise ops: nn.LayerNorm and
+# F.layer_norm call aten::native_layer_norm, whose CUDA kernel reads each row once and writes the
+# normed row (its mean and rstd, a float32 pair per row, are negligible): 2 passes forward, the
+# backward taken at twice that as for every other pass here. NORM_PASSES' 18 count an RMSNorm
+# written in Python (transformers' LlamaRMSNorm, torchtitan's eager RMSNorm, fms' LayerNormParameterized),
+# which eager PyTorch runs op by op. The LayerNorm plans of the corpus under the eager stack are
+# llm-foundry's MPT runs, whose benchmark script sets ``norm_type = 'low_precision_layernorm'``
+# (mosaicml/llm-foundry@b2a43a147 scripts/train/benchmarking/submit_benchmarks.py), i.e. LPLayerNorm:
+# torch.nn.functional.layer_norm on the autocast-dtype input (llmfoundry/models/layers/norm.py).
+# Megatron's norms (apex's fused kernel, Transformer Engine's) keep the eager count and the Megatron
+# stack's fitted factor: their kernels are not read here.
+LAYERNORM_PASSES: Final = 2.0
 COMPILE_NORM_PASSES: Final = 2.0
 COMPILE_RESIDUAL_PASSES: Final = 2.5
 COMPILE_ROPE_PASSES: Final = 2.0
@@ -516,12 +539,18 @@ def _elementwise_bytes(rank: _Rank) -> float:
     sp = rank.tp if plan.parallel.sequence_parallel else 1
     fused = plan.stack is Stack.COMPILE
     norm, residual = (COMPILE_NORM_PASSES, COMPILE_RESIDUAL_PASSES) if fused else (NORM_PASSES, RESIDUAL_PASSES)
+    if plan.stack is Stack.EAGER and model.norm == "layernorm":
+        norm = LAYERNORM_PASSES
     norms = (model.norms_per_layer * norm * d + 2 * residual * d) / sp
     # Rotary embeddings only where the model has them: a learned position table (GPT-2's wpe,
     # MPT's learned_pos_emb) is added once at the input and ALiBi (BLOOM) biases the scores
     # inside attention; neither rotates q or k.
     rope = 0.0 if model.learned_positions or model.alibi else (COMPILE_ROPE_PASSES if fused else ROPE_PASSES)
-    inner = rope * (q + kv) + TRANSPOSE_PASSES * (2 * q + 2 * kv)
+    # The head transposes are copies only around eager attention (its batched GEMMs' output is
+    # transposed back with .contiguous()): a fused kernel takes and returns strided views
+    # (TRANSPOSE_PASSES, above).
+    transposes = 0.0 if fused_attention(plan) else TRANSPOSE_PASSES
+    inner = rope * (q + kv) + transposes * (2 * q + 2 * kv)
     if fused:
         inner += (COMPILE_GATED_PASSES if model.gated_mlp else COMPILE_ACTIVATION_PASSES) * mlp
     else:

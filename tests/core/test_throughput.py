@@ -18,6 +18,7 @@ from types import ModuleType
 
 import pytest
 
+from core.plan import Stack
 from core.training.efficiency import FITTED
 from tests.scripts import load_script
 
@@ -84,7 +85,12 @@ def test_the_leave_one_source_out_errors_do_not_widen(bench: ModuleType, report)
     # row +38.4 -> +10.0 %, and, being fitted on by the other families, it moves the shared Ampere
     # coefficients (gemm:ampere/16-bit 1.3857 -> 1.3798): MosaicML's and IBM's medians move by 0.1.
     # A faithful step time, not a fit; the ratchet loosens by what the refit moved.
-    assert summary["median"] <= 6.70
+    # 6.70 -> 6.68 % with the eager stack's passes counted per kernel that runs: a LayerNorm is one
+    # native kernel (2 passes, not a Python RMSNorm's 18: MPT's low_precision_layernorm), no head
+    # transposes around a fused attention kernel (strided views), TinyLlama's hand-fused kernels
+    # counted as fused (throughput.py _FUSED_KERNELS); the eager factor refits 0.45 -> 1.02, next to
+    # the pointwise prior 1.09 (IBM +6.2 -> +1.7 % median signed, MosaicML -5.4 -> -6.5 %).
+    assert summary["median"] <= 6.68
     # 47.0 -> 48.6 % with Transformer Engine's fp8 rate taken from its source (not fitted on
     # NVIDIA's rows, whose miss then moves into the shared Hopper coefficients); 48.6 -> 50.2 %
     # and 78.4 -> 79.1 % with the data-parallel contention (the same BigScience and
@@ -118,8 +124,12 @@ def test_the_leave_one_source_out_errors_do_not_widen(bench: ModuleType, report)
     # source here gives a per-core rate, so that is not modelled (docs/TRAINING_TIME.md).
     # 38.43 -> 28.63 % with the one-thread-a-rank host step (above): that row +10.0 %; the worst is
     # BigScience's prequel 200B row again.
-    assert summary["worst_short"] <= 28.63
-    assert summary["worst_long"] <= 54.90
+    # 28.63 -> 27.17 % and 54.90 -> 53.98 % with the eager passes per kernel (above): BigScience's
+    # prequel rows +28.6 -> +26.0 % (the Megatron factor refits as NVIDIA's fused attention sheds
+    # its transposes), the worst is MosaicML's 70B on 64 A100 40GB (-27.2 %); torchtitan's 8B CP 8
+    # row +54.9 -> +54.0 %.
+    assert summary["worst_short"] <= 27.17
+    assert summary["worst_long"] <= 53.98
     # NVIDIA's dense rows (its expert-parallel ones are checked in the next test): 18.3 % before
     # the guide's rate.
     nvidia = [
@@ -127,7 +137,8 @@ def test_the_leave_one_source_out_errors_do_not_widen(bench: ModuleType, report)
     ]
     # 4.90 -> 4.86 % with the bf16 gradient buffer NVIDIA's recipes ran (above).
     # 4.86 -> 4.87 % with the host optimizer step of offloaded plans (the refit, above).
-    assert statistics.median(nvidia) <= 4.87
+    # 4.87 -> 4.88 % with no head transposes around Transformer Engine's fused attention (above).
+    assert statistics.median(nvidia) <= 4.88
     families = {r.case.family for r in report.scored}
     assert len(families) >= 8  # at least 6 independent sources (issue 24): 8 families scored
 
@@ -163,6 +174,9 @@ def test_the_expert_parallel_figures_are_scored(bench: ModuleType, report) -> No
     # the other way: the four worst Qwen3-30B-A3B rows +249.9 / +235.7 / +174.0 / +155.9 % ->
     # +221.9 / +208.9 / +161.5 / +135.6 %; the HybridEP rows, whose permutes are inside the
     # dispatch kernels, do not move.
+    # 12.41 -> 12.57 % and 221.95 -> 223.97 % with no head transposes around a fused attention
+    # kernel (test_the_leave_one_source_out_errors_do_not_widen): these rows' attention is Transformer
+    # Engine's fused kernel, so their step loses those copies; the worst is the same B200 row.
     # 12.19 -> 9.86 % and 221.7 -> 135.4 % with the step no faster than the host issues its MoE layers
     # (core.training.speed.MEGATRON_MOE_LAYER_HOST_S, 8.55 ms a layer from Megatron-LM's own CI, not
     # from these rows): the micro-batch-1 rows whose device work per layer is shorter than that move
@@ -170,8 +184,10 @@ def test_the_expert_parallel_figures_are_scored(bench: ModuleType, report) -> No
     # +161.3 -> +94.9 %); the rows whose device takes longer (micro-batch 4, EP 16 across nodes,
     # gpt-oss-120b) do not. The worst is now 25.11's H100 row (+135.4 %: its table's layout is not
     # its tag's, and its device step, 12.7 ms a layer, is longer than the host's).
-    assert statistics.median(abs(r.error) for r in rows) <= 9.87
-    assert max(abs(r.error) for r in rows) <= 135.44
+    # Merged (both): 10.01 % and 137.18 % (the worst the same 25.11 H100 row, +135.4 -> +137.2 % once its
+    # fused attention lost its transposes).
+    assert statistics.median(abs(r.error) for r in rows) <= 10.02
+    assert max(abs(r.error) for r in rows) <= 137.19
     # The two-node EP 16 rows: 8,826-8,960 published, 8,728 predicted (+150 % without the traffic
     # that crosses the nodes' NICs); 8,628 with the fused backward's five matmuls (-3.7 % the worst).
     for r in rows:
@@ -191,9 +207,10 @@ def test_the_micro_batch_1_moe_rows_run_at_the_hosts_pace(report) -> None:  # ty
     assert abs(errors["mbridge-26.02-pretrain-b200-qwen3_30b_a3b-mxfp8-8gpu-tp1pp1cp1-mbs1"]) < 8.0
     assert abs(errors["mbridge-26.02.01-pretrain-h100-qwen3_30b_a3b-fp8-16gpu-tp1pp2cp1-mbs1"]) < 11.0
     # Where the device's work per layer is longer than the host's, the floor does not bind: the
-    # micro-batch-4 B200 rows (HybridEP, attention graphed) keep their +26-29 %.
+    # micro-batch-4 B200 rows (HybridEP, attention graphed) keep their +26-29 % (+27.6-29.7 % once
+    # their fused attention lost its head transposes, branch h24c).
     for release in ("26.02.01", "26.04", "26.04.01"):
-        assert 26.0 < errors[f"mbridge-{release}-pretrain-b200-qwen3_30b_a3b-mxfp8-8gpu-tp1pp1cp1-mbs4"] < 29.0
+        assert 26.0 < errors[f"mbridge-{release}-pretrain-b200-qwen3_30b_a3b-mxfp8-8gpu-tp1pp1cp1-mbs4"] < 30.0
 
 
 def test_each_expert_parallel_record_says_what_its_releases_recipe_ran(report) -> None:  # type: ignore[no-untyped-def]
@@ -430,6 +447,17 @@ def test_torchtune_rows_train_in_pure_bf16_as_its_recipes_build_the_model(bench:
         assert plan.parallel.fsdp_reduce_dtype is MpDtype.BF16, record["id"]
 
 
+def test_tinyllamas_hand_fused_kernels_are_counted_as_fused_passes(bench: ModuleType, report) -> None:  # type: ignore[no-untyped-def]
+    # jzhang38/TinyLlama@8148930 README.md: "fused layernorm. fused swiglu. fused cross entropy loss.
+    # fused rotary positional embedding." (FlashAttention's and xformers' kernels, no torch.compile):
+    # each reads its inputs and writes its outputs once, the compiled stack's count, not eager's chains.
+    row = next(r for r in report.scored if r.case.id == "tinyllama-a100-40g")
+    assert row.case.plan.stack is Stack.COMPILE
+    assert bench._FUSED_KERNELS == {"tinyllama": Stack.COMPILE}
+    # -8.6 % as eager PyTorch (its one row held the eager factor down for every other family); -1.8 %.
+    assert abs(row.error) < 2.0
+
+
 def test_the_cpu_offload_row_is_timed_with_its_host_step(bench: ModuleType, report) -> None:  # type: ignore[no-untyped-def]
     """torchtune's 70B full fine-tune (fsdp_cpu_offload: True, fused AdamW on the CPU; recipes/configs/
     llama3_1/70B_full.yaml) waits for its host optimizer step: 14 B of bf16 state a parameter through the
@@ -442,5 +470,6 @@ def test_the_cpu_offload_row_is_timed_with_its_host_step(bench: ModuleType, repo
     host = host_step(row.case.plan, param_counts(row.case.plan))
     assert host is not None and host.seconds == pytest.approx(123.47e9 / 18e9, abs=0.01)
     # +17.2 % before the host step (autocast mapping), +14.9 % with it; +38.4 % in pure bf16, its recipe's;
-    # +10.0 % with one thread a rank.
-    assert row.error < 10.1
+    # +10.0 % with one thread a rank; +11.1 % when the eager passes are counted per kernel (the refit of
+    # the eager factor, 0.45 -> 1.02, leaves the other families' Ampere matmul coefficient a little faster).
+    assert row.error < 11.2

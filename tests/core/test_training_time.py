@@ -79,15 +79,16 @@ def test_torch_compile_moves_the_bytes_inductor_leaves_and_its_rate_is_not_fitte
     # pointwise ops and reductions between the matmuls and SDPA into one kernel
     # (pytorch/pytorch@0012d881 torch/_inductor/choices.py can_fuse_vertical). Per block and token,
     # in elements: eager's count is 2 RMSNorms x 18 + 2 residual adds x 3 passes of d, rotary 9 of
-    # q + kv, head transposes 2 x (2q + 2kv), SwiGLU 5 of I; inductor's is 2 norms x 2 + 2 adds x
-    # 2.5 of d, rotary 2 of q + kv, the same transposes, SwiGLU 3 of I (core.training.speed).
+    # q + kv, SwiGLU 5 of I; inductor's is 2 norms x 2 + 2 adds x 2.5 of d, rotary 2 of q + kv,
+    # SwiGLU 3 of I (core.training.speed). SDPA's flash kernel takes the heads as strided views: no
+    # head transposes in either (test_head_transposes_are_copies_only_around_eager_attention).
     from core.params import param_counts
     from core.training.speed import step_work
 
     plan = _h100(micro_batch=1)
     d, q, kv, i = 4096, 4096, 1024, 14336  # Llama 3.1 8B's config.json
-    eager_block = 2 * 18 * d + 2 * 3 * d + 9 * (q + kv) + 2 * (2 * q + 2 * kv) + 5 * i
-    compile_block = 2 * 2 * d + 2 * 2.5 * d + 2 * (q + kv) + 2 * (2 * q + 2 * kv) + 3 * i
+    eager_block = 2 * 18 * d + 2 * 3 * d + 9 * (q + kv) + 5 * i
+    compile_block = 2 * 2 * d + 2 * 2.5 * d + 2 * (q + kv) + 3 * i
     vocab, layers = 128256, 32
     gpu = find_gpu("h100-sxm")
     bandwidth = gpu.memory_bandwidth_gb_s * 1e9
@@ -104,6 +105,46 @@ def test_torch_compile_moves_the_bytes_inductor_leaves_and_its_rate_is_not_fitte
     assert "elementwise:compile" in FIXED
     assert FITTED["elementwise:compile"] == pytest.approx(PRIORS["elementwise:compile"], abs=1e-4)
     assert PRIORS["elementwise:compile"] == pytest.approx(1 / 0.92)
+
+
+def _elementwise_seconds(plan: Plan) -> float:
+    from core.params import param_counts
+    from core.training.speed import step_work
+
+    return step_work(plan, param_counts(plan), find_gpu("h100-sxm")).features[f"elementwise:{plan.stack.value}"]
+
+
+def test_an_eager_layernorm_is_one_native_kernel() -> None:
+    # F.layer_norm (MPT's low_precision_layernorm, mosaicml/llm-foundry@b2a43a147
+    # llmfoundry/models/layers/norm.py) is aten::native_layer_norm, one kernel reading the row and
+    # writing the normed row: 2 passes of d, where a Python RMSNorm (transformers' LlamaRMSNorm)
+    # runs 18 op by op. The same model with either norm differs by 2 norms x 16 passes of d a block,
+    # 2 bytes each, over the forward and a backward of twice it.
+    rms = _h100(micro_batch=1)
+    layer = rms.with_changes(model=replace(rms.model, norm="layernorm"))
+    d, layers, tokens = 4096, 32, 8192
+    saved = 2 * (18 - 2) * d * 2 * tokens * layers * 3 / (find_gpu("h100-sxm").memory_bandwidth_gb_s * 1e9)
+    assert _elementwise_seconds(rms) - _elementwise_seconds(layer) == pytest.approx(saved, rel=1e-9)
+    # Under torch.compile both norms are one fused kernel already (2 passes): no difference.
+    compiled = rms.with_changes(stack=Stack.COMPILE)
+    compiled_layer = layer.with_changes(stack=Stack.COMPILE)
+    assert _elementwise_seconds(compiled) == pytest.approx(_elementwise_seconds(compiled_layer), rel=1e-12)
+
+
+def test_head_transposes_are_copies_only_around_eager_attention() -> None:
+    # Eager attention's output (a batched GEMM's) is transposed back with .contiguous(): 2 passes of
+    # each of q, k, v and the output. PyTorch's SDPA wrappers hand the flash kernel
+    # query.transpose(1, 2) views and copy no gradient already in its layout (pytorch/pytorch@00afd8f2
+    # aten/src/ATen/native/transformers/cuda/attention_backward.cu): a fused plan moves none.
+    from core.training.speed import SCORE_BYTES
+
+    fused = _h100(micro_batch=1, seq_len=2048)
+    eager = fused.with_changes(attention="eager")
+    d_q, d_kv, layers, tokens, heads = 4096, 1024, 32, 2048, 32
+    bandwidth = find_gpu("h100-sxm").memory_bandwidth_gb_s * 1e9
+    transposes = 2 * (2 * d_q + 2 * d_kv) * 2 * tokens * layers * 3 / bandwidth
+    scores = tokens * 2048 * heads * SCORE_BYTES * layers * 3 / bandwidth  # every score, not the causal half
+    assert _elementwise_seconds(eager) - _elementwise_seconds(fused) == pytest.approx(transposes + scores, rel=1e-9)
 
 
 def test_eager_attention_runs_every_score_and_moves_them_through_memory() -> None:
