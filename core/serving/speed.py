@@ -5,7 +5,9 @@ The model, stated (the window shows it under "Assumptions"):
 * **A decode step** with ``n`` requests running reads the rank's weights (for a mixture of
   experts, the experts some request routes to) and each request's KV cache (prompt + half the
   answer cached, on average), at the card's bandwidth × its memory class's efficiency
-  (:class:`core.serving.fit.ServingFit`); it needs 2 · active parameters FLOPs per request at
+  (:class:`core.serving.fit.ServingFit`; a lone token's F16 weights in a llama.cpp CUDA build before
+  b3916 on an HBM card take :data:`SCALAR_F16_MATVEC_SLOWDOWN` times as long, their mat-vec's scalar
+  loads); it needs 2 · active parameters FLOPs per request at
   the dense peak × utilisation (and, for one token of a K-quant file on an Apple GPU, the
   mat-vecs' ALU cycles per weight, :data:`APPLE_MATVEC_CYCLES`); it takes the longer of
   the two, plus a fixed cost per kernel
