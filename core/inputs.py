@@ -1181,7 +1181,8 @@ INPUTS: Final[tuple[Input, ...]] = (
           "The llama.cpp build (the N of bN) whose prompt kernels apply: CUDA builds before b3216 "
           "(June 2024) turn a quantised weight into F16 before cuBLAS for every prompt micro-batch "
           "above 32 tokens, a read and a write of the weights each time; later builds multiply the "
-          "quantised weights directly. 0: a current build.",
+          "quantised weights directly. CUDA builds before b3916 (October 2024) read a lone token's F16 weights "
+          "with scalar loads: 1.33 × the time on HBM cards. 0: a current build.",
           ("--llamacpp-build",), "llama.cpp: build number bN the speed follows (0: a current build)",
           low=0, high=MAX_LLAMACPP_BUILD, zero_means="a current build", metavar="N",
           matters=lambda p: p.inference.engine is Engine.LLAMACPP),

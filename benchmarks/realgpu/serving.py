@@ -822,6 +822,8 @@ NAMED_BUILDS: Mapping[str, int] = MappingProxyType(
         "agray3's CUDA-graph branch of 2024-04-19 (the code merged as PR #6766)": CUDA_GRAPHS_FROM_BUILD,
         "PR #6766 branch of 2024-04-19 (CUDA graphs)": CUDA_GRAPHS_FROM_BUILD,
         "master of 2024-05-15, after PR #6766 (CUDA graphs)": CUDA_GRAPHS_FROM_BUILD,
+        # An Apple GPU's row, which no build rule reads: XiongjieDai's Mac build of the same weeks.
+        "LM Studio of 2024-05 (llama.cpp's Metal backend, build not stated)": 2797,
     }
 )
 

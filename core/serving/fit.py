@@ -115,12 +115,15 @@ DEFAULT_DRIVER: Final = _frozen(
 # (core.serving.speed.APPLE_MATVEC_CYCLES), no longer set it (0.88 while they did); with
 # Metal's dispatches costed apart ("metal" below) and llama.cpp discussion #4167's Apple table
 # beside XiongjieDai's Macs; 0.72 when XiongjieDai's Macs alone set it with CUDA's kernel cycles.
+# llama.cpp on HBM: 0.65 since its A100 F16 rows pay the scalar-load F16 mat-vec of builds before
+# b3916 (core.serving.speed.SCALAR_F16_MATVEC_SLOWDOWN, read from another source); 0.54 while the
+# slow kernel's time was taken as the memory's.
 DEFAULT_BANDWIDTH: Final = _frozen(
     {
         "cuda-graphs/hbm": 0.59,
         "cuda-graphs/gddr": 0.88,
         "cuda-graphs/unified": 0.89,
-        "eager/hbm": 0.54,
+        "eager/hbm": 0.65,
         "eager/gddr": 0.88,
         "eager/unified": 0.89,
     }
@@ -128,7 +131,8 @@ DEFAULT_BANDWIDTH: Final = _frozen(
 # GPU cycles a kernel of an eager engine's decode step costs beyond its reads (core.serving.speed's
 # kernel_seconds: ramp-up and drain of a short kernel, counted in the SM's clock), whether launched
 # one by one or replayed from llama.cpp's CUDA graph; vLLM's and SGLang's graph-captured steps
-# are held at none. Fitted by benchmarks/realgpu/serving.py on every source (4,070 since the Apple
+# are held at none. Fitted by benchmarks/realgpu/serving.py on every source (4,540 since the A100
+# F16 rows pay the scalar-load F16 mat-vec of their builds; 4,070 since the Apple
 # rows set Metal's dispatches apart; 4,245 while they shared CUDA's; 3,187 when every kernel was
 # taken as launched, launch included; 3,820 before the batched-cuBLAS kernels).
 #
@@ -145,7 +149,7 @@ DEFAULT_BANDWIDTH: Final = _frozen(
 # 1.678 GHz 4.3 ms: 7.2 million cycles each for 32 layers' dispatches). 10,390 since the M1 Max's
 # K-quant rows, bound by its ALUs, no longer set it (10,520 while they did).
 METAL_KERNELS: Final = "metal"
-DEFAULT_KERNEL_CYCLES: Final = _frozen({"cuda-graphs": 0.0, "eager": 4070.0, METAL_KERNELS: 10390.0})
+DEFAULT_KERNEL_CYCLES: Final = _frozen({"cuda-graphs": 0.0, "eager": 4540.0, METAL_KERNELS: 10390.0})
 # Seconds each kernel launched one by one into a stream adds over one replayed from a CUDA graph
 # (core.serving.speed's launch_seconds: the launch overhead a graph removes, CPU submission and the
 # GPU's gap between kernels). The median of what the published graph on / off pairs imply (benchmarks/realgpu/
@@ -168,7 +172,8 @@ class ServingFit:
     # What the driver keeps of the card before torch.cuda.mem_get_info's total, by memory class.
     driver_reserved_bytes: Mapping[str, float] = field(default_factory=lambda: DEFAULT_DRIVER)
     # Share of the datasheet bandwidth a decode step's reads achieve, by engine family and memory
-    # class ("eager/hbm": llama.cpp's kernels on an A100 reach half of it; vLLM's more).
+    # class ("eager/hbm": llama.cpp's kernels on an A100 reach two thirds of it, its old F16 mat-vec
+    # less: core.serving.speed.weight_read_factor).
     bandwidth_efficiency: Mapping[str, float] = field(default_factory=lambda: DEFAULT_BANDWIDTH)
     # GPU cycles per kernel of a decode step outside the reads (launch, ramp-up and drain of a
     # short kernel), by engine family.

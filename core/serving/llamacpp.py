@@ -602,6 +602,35 @@ def cuda_graphs_replayed(plan: Plan, gpu: GpuSpec, running: int) -> bool:
     )
 
 
+# ---- a lone token's F16 mat-vec: scalar or vector loads, by build ------------------------------
+# In the CUDA backend of the spring-2024 builds (ggml_cuda_mul_mat in src/ggml-cuda.cu at
+# ggml-org/ggml e84c498b, 2024-05-12, the ggml of llama.cpp's b2797-b2837) a product of F16 weights
+# by one column of float activations takes dequantize_mul_mat_vec (use_dequantize_mul_mat_vec: F16
+# or quantised weights, src1->ne[1] == 1; only quantised weights have an mmvq kernel to take it
+# over). Its convert_f16 (src/ggml-cuda/dmmv.cu) reads each thread's two halves with two 2-byte
+# loads and the kernel its two activations with two 4-byte loads; one warp a row. ggml-org/llama.cpp
+# PR #9816 ("Vectorize load instructions in dmmv f16 CUDA kernel", agray3, merged 2024-10-14;
+# ggml-org/ggml 431305e1) reads them as one half2 and one float2. Its first release is b3916 (the
+# release notes of tag b3916, as OpenBMB/llama.cpp's copy of the tag lists them). Later builds
+# replaced the kernel (PR #10318, "CUDA: remove DMMV, consolidate F16 mult mat vec") and keep
+# vector loads. Products of more than one column (several sequences, prompts) go to cuBLAS.
+F16_VECTOR_LOADS_FROM_BUILD: Final = 3916
+
+
+def f16_matvec_scalar_loads(plan: Plan, gpu: GpuSpec) -> bool:
+    """Whether llama.cpp's CUDA backend multiplies a lone token by the plan's F16 weights with the
+    scalar loads of ``dequantize_mul_mat_vec`` (a build before :data:`F16_VECTOR_LOADS_FROM_BUILD`
+    on an NVIDIA card; 0, a current build, has vector loads)."""
+    inf = plan.inference
+    return (
+        inf.engine is Engine.LLAMACPP
+        and inf.llamacpp_backend is LlamaCppBackend.NATIVE
+        and gpu.vendor == "nvidia"
+        and inf.gguf_quant is GgufQuant.F16
+        and 0 < inf.llamacpp_build < F16_VECTOR_LOADS_FROM_BUILD
+    )
+
+
 # ---- the Vulkan backend's q8_1 activations ---------------------------------------------------
 # ggml-vulkan (read at ggml-org/ggml 400b9294, 2025-12-13, the ggml of llama.cpp's b7340 week:
 # src/ggml-vulkan/ggml-vulkan.cpp) multiplies a lone token's activations in float

@@ -5,7 +5,9 @@ The model, stated (the window shows it under "Assumptions"):
 * **A decode step** with ``n`` requests running reads the rank's weights (for a mixture of
   experts, the experts some request routes to) and each request's KV cache (prompt + half the
   answer cached, on average), at the card's bandwidth × its memory class's efficiency
-  (:class:`core.serving.fit.ServingFit`); it needs 2 · active parameters FLOPs per request at
+  (:class:`core.serving.fit.ServingFit`; a lone token's F16 weights in a llama.cpp CUDA build before
+  b3916 on an HBM card take :data:`SCALAR_F16_MATVEC_SLOWDOWN` times as long, their mat-vec's scalar
+  loads); it needs 2 · active parameters FLOPs per request at
   the dense peak × utilisation (and, for one token of a K-quant file on an Apple GPU, the
   mat-vecs' ALU cycles per weight, :data:`APPLE_MATVEC_CYCLES`); it takes the longer of
   the two, plus a fixed cost per kernel
@@ -47,10 +49,20 @@ from core.format import counted, gb
 from core.params import ParamCounts
 from core.plan import Engine, Plan
 from core.serving.engines import RankLayout, serving_link
-from core.serving.fit import DEFAULT_FIT, METAL_KERNELS, EngineFamily, ServingFit, bandwidth_key
+from core.serving.fit import (
+    DEFAULT_FIT,
+    METAL_KERNELS,
+    EngineFamily,
+    MemoryClass,
+    ServingFit,
+    bandwidth_key,
+    memory_class,
+)
 from core.serving.llamacpp import (
+    F16_VECTOR_LOADS_FROM_BUILD,
     MMQ_MAX_BATCH_SIZE,
     cuda_graphs_replayed,
+    f16_matvec_scalar_loads,
     matvec_weights_by_type,
     vulkan_quantise_dispatches,
 )
@@ -180,6 +192,28 @@ APPLE_MATVEC_CYCLES: Final[Mapping[GgmlType, float]] = MappingProxyType(
 )
 
 
+# How much longer llama.cpp's F16 mat-vec with scalar loads (core.serving.llamacpp
+# f16_matvec_scalar_loads: builds before b3916) takes on an HBM card than the same product with
+# the vector loads of later builds, whose reads the bandwidth efficiency of core.serving.fit
+# describes. Measured by the change's author on the kernel alone: ggml-org/llama.cpp issue #9817
+# (agray3, NVIDIA, 2024-10-10, "Optimization of matrix-vector kernel memory accesses for NVIDIA
+# CUDA High Bandwidth GPUs"), Meta-Llama-3-8B-Instruct-F16 at batch 1 on an H100-SXM-80GB-HBM3:
+# "MMV kernel speedup" 1.33X (the whole token 1.27X). "While the memory throughput of the matrix
+# vector CUDA kernels is already a high percentage of peak on GDDR GPUs, there is large room for
+# improvement on ... HBM GPUs"; PR #9816 measured 1.01X on GDDR cards, taken as none. Read on an
+# H100 (HBM3); the A100s (HBM2e) take the same factor, an assumption: no A100 figure was found.
+# Not from a scored source (XiongjieDai's rows are of the slow kernel and do not set it).
+SCALAR_F16_MATVEC_SLOWDOWN: Final = 1.33
+
+
+def weight_read_factor(plan: Plan, gpu: GpuSpec) -> float:
+    """How many times the datasheet-efficiency time a lone token's weight reads on the GPU take:
+    :data:`SCALAR_F16_MATVEC_SLOWDOWN` for llama.cpp's scalar-load F16 mat-vec on an HBM card,
+    else 1."""
+    slow = f16_matvec_scalar_loads(plan, gpu) and memory_class(gpu) is MemoryClass.HBM
+    return SCALAR_F16_MATVEC_SLOWDOWN if slow else 1.0
+
+
 def kquant_matvec_seconds(plan: Plan, gpu: GpuSpec, device_share: float = 1.0) -> float:
     """Seconds one token's mat-vecs keep an Apple GPU's ALUs busy: the weights they read of each
     type (core.serving.llamacpp.matvec_weights_by_type) x :data:`APPLE_MATVEC_CYCLES`, the share
@@ -263,20 +297,26 @@ class StepModel:
     graphs_alone: bool = False  # llama.cpp replays a lone sequence's decode step as a CUDA graph
     # llama.cpp on an Apple GPU: one token's K-quant mat-vecs on the ALUs (kquant_matvec_seconds)
     matvec_alu_s: float = 0.0
+    # a lone token's GPU weight reads take this many times their time at the bandwidth (weight_read_factor)
+    matvec_read_factor: float = 1.0
 
     def layer_seconds(self, n: int) -> float:
         """One layer's fixed time at ``n`` tokens a step: its kernels' cycles, and their launch
         overhead unless the step is one CUDA graph (a lone token, :attr:`graphs_alone`)."""
         return self.layer_overhead_s + (0.0 if self.graphs_alone and n == 1 else self.layer_launch_s)
 
-    def memory_seconds(self, n: int) -> float:
+    def memory_seconds(self, n: int, matvec: bool = True) -> float:
+        """Seconds a step of ``n`` tokens reads its weights and caches; ``matvec``: the step is a decode
+        step, whose lone token multiplies each weight matrix by one vector (:attr:`matvec_read_factor`),
+        not a prompt chunk read once for matrix-matrix products."""
         model = self.plan.model
         touched = 1.0 - (1.0 - model.experts_per_token / model.num_experts) ** n if model.num_experts > 1 else 1.0
         share = (1.0 - self.expert_share) + self.expert_share * touched
         if self.bandwidth <= 0:  # a custom card given no bandwidth: no decode speed to speak of
             return math.inf
         if self.plan.inference.engine is Engine.LLAMACPP:
-            device = (self.device_bytes * share + n * self.kv_per_request) / self.bandwidth
+            weights = self.device_bytes * share * (self.matvec_read_factor if matvec and n == 1 else 1.0)
+            device = (weights + n * self.kv_per_request) / self.bandwidth
             return device + self.host_bytes * share / (HOST_BANDWIDTH_GB_S * 1e9)
         return (self.layout.weights_bytes * share + n * self.kv_per_request) / self.bandwidth
 
@@ -305,7 +345,7 @@ class StepModel:
         )
         compute = chunk * flops / inf.tensor_parallel / self.achieved_flops if self.achieved_flops > 0 else math.inf
         stages = inf.pipeline_parallel if inf.engine is not Engine.LLAMACPP else 1
-        one = max(compute, self.memory_seconds(1)) + self.layout.layers * self.layer_seconds(chunk)
+        one = max(compute, self.memory_seconds(1, matvec=False)) + self.layout.layers * self.layer_seconds(chunk)
         if chunk > MMQ_MAX_BATCH_SIZE and self.bandwidth > 0:
             one += self.prompt_dequant_bytes / self.bandwidth
         return stages * (one + allreduce_seconds(self.plan, self.link, chunk)) / chunk
@@ -423,6 +463,7 @@ def step_model(
         device_bytes=offload[1],
         prompt_dequant_bytes=prompt_dequant,
         matvec_alu_s=kquant_matvec_seconds(plan, gpu, _device_share(offload)),
+        matvec_read_factor=weight_read_factor(plan, gpu),
     )
 
 
@@ -523,6 +564,12 @@ def serving_speed(
                 f"; each prompt micro-batch of more than {MMQ_MAX_BATCH_SIZE} tokens first turns the quantised "
                 f"weights into F16 for cuBLAS ({gb(model.prompt_dequant_bytes)} GB moved: llama.cpp before b3216)"
                 if model.prompt_dequant_bytes
+                else ""
+            )
+            + (
+                f"; a lone token's F16 mat-vec reads its weights with scalar loads, {model.matvec_read_factor:g}× "
+                f"the time (llama.cpp before b{F16_VECTOR_LOADS_FROM_BUILD} on an HBM card)"
+                if model.matvec_read_factor != 1.0
                 else ""
             )
             + _launch_text(plan, gpu, model, running)
