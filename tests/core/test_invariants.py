@@ -33,6 +33,7 @@ from core.plan import (
 from core.presets import plan_for_model
 from core.roles import compute_dtype
 from core.training.attention import Kernel, sdpa_kernel
+from core.training.detailed import unsloth_offloads
 from core.verdict import Mode
 from tests.core.strategies import plans
 
@@ -80,6 +81,9 @@ def _activations(e: Estimate) -> float:
 @given(valid_plans, st.integers(1, 64))
 def test_more_micro_batch_never_needs_less(plan: Plan, more: int) -> None:
     bigger = plan.with_workload(micro_batch=min(MAX_BATCH, plan.workload.micro_batch + more))
+    # Unsloth's checkpointing starts offloading the block inputs once one is over 2 MiB: a bigger
+    # batch may then need less (test_unsloth_starting_to_offload_can_need_less below).
+    assume(unsloth_offloads(plan) is unsloth_offloads(bigger))
     _assert_no_more(plan, bigger, _peak, "peak")
     _assert_no_more(plan, bigger, _total, "total")
 
@@ -93,6 +97,9 @@ def test_longer_sequence_never_needs_less(plan: Plan, more: int) -> None:
     # moves from the math kernel to the memory-efficient one): a longer sequence may then need
     # less. The invariant holds for one kernel (test_reaching_the_window_can_need_less below).
     assume(sdpa_kernel(plan) is sdpa_kernel(longer))
+    # Unsloth's checkpointing offloads only from 512 tokens: reaching them may need less
+    # (test_unsloth_starting_to_offload_can_need_less below).
+    assume(unsloth_offloads(plan) is unsloth_offloads(longer))
     _assert_no_more(plan, longer, _peak, "peak")
     _assert_no_more(plan, longer, _total, "total")
 
@@ -329,3 +336,18 @@ def test_reaching_the_window_can_need_less() -> None:
     below, at = plan.with_workload(seq_len=4000), plan.with_workload(seq_len=4096)
     assert sdpa_kernel(below) is Kernel.MATH and sdpa_kernel(at) is Kernel.EFFICIENT
     assert estimate(at).peak_bytes < estimate(below).peak_bytes
+
+
+def test_unsloth_starting_to_offload_can_need_less() -> None:
+    # Unsloth checkpoints plainly below 512 tokens and sends each block input over 2 MiB to host
+    # memory from there on (unslothai/unsloth 015bdef unsloth/models/_utils.py
+    # apply_unsloth_gradient_checkpointing; unsloth-zoo ce232d6 gradient_checkpointing.py
+    # MINIMUM_SIZE): GPT-2 large in float32 (width 1,280) keeps 36 block inputs on the GPU at 470
+    # tokens and one plus two reload buffers at 512, so the longer run's largest activations are
+    # smaller (a case Hypothesis found). The invariant above holds within one regime.
+    plan = plan_for_model("gpt2-large", method=Method.FULL, preset=Preset.FP32).with_workload(micro_batch=1)
+    plan = replace(plan, checkpointing=True, checkpoint_policy=CheckpointPolicy.UNSLOTH, accounting=Accounting.DETAILED)
+    short, long = plan.with_workload(seq_len=470), plan.with_workload(seq_len=512)
+    assert not unsloth_offloads(short) and unsloth_offloads(long)
+    assert _activations(estimate(long)) < _activations(estimate(short))
+    assert estimate(long).total_bytes < estimate(short).total_bytes
