@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from functools import lru_cache
 from pathlib import Path
-from typing import Any, Final
+from typing import Any, Final, TypeVar
 
 from core.errors import PlanError, PlanFileError
 from core.hfconfig import model_from_hf_config
@@ -120,12 +120,17 @@ _AMD_TARGET_PREFIXES: Final = (
 )
 
 
+_T = TypeVar("_T")
+
+
+def _by_prefix(table: tuple[tuple[str, _T], ...], gpu_id: str) -> _T | None:
+    """The value of the first of ``table``'s (prefix, value) rows whose prefix starts ``gpu_id``."""
+    return next((value for prefix, value in table if gpu_id.startswith(prefix)), None)
+
+
 def amd_target(gpu_id: str) -> str | None:
     """The LLVM target (gfx…) of the catalogue's AMD card ``gpu_id``; None for any other card."""
-    for prefix, target in _AMD_TARGET_PREFIXES:
-        if gpu_id.startswith(prefix):
-            return target
-    return None
+    return _by_prefix(_AMD_TARGET_PREFIXES, gpu_id)
 
 
 def generation(gpu_id: str) -> Generation:
@@ -133,10 +138,7 @@ def generation(gpu_id: str) -> Generation:
     catalogue lacks, or a family the table does not name)."""
     if gpu_id.endswith("-ada"):  # RTX 4000/5000/6000 Ada: a suffix, read before the prefixes ("rtx-50…")
         return Generation.ADA
-    for prefix, family in _GENERATION_PREFIXES:
-        if gpu_id.startswith(prefix):
-            return family
-    return Generation.OTHER
+    return _by_prefix(_GENERATION_PREFIXES, gpu_id) or Generation.OTHER
 
 
 @dataclass(frozen=True)

@@ -63,6 +63,11 @@ TE_CUBLAS_WORKSPACE_PRE_HOPPER_BYTES: Final = 4_194_304  # compute capability < 
 TE_GROUPED_GEMM_STREAMS: Final = 4
 
 
+WORKSPACE_ASSUMED_NOTE: Final = (
+    " — the card's architecture is not known: the larger size assumed, an upper bound on NVIDIA cards"
+)
+
+
 class Workspace(NamedTuple):
     """One library workspace at the size its default gives a card, and how that size reads."""
 
@@ -70,6 +75,11 @@ class Workspace(NamedTuple):
     label: str
     known: bool  # False: the card's architecture is not told apart, so the larger size is assumed
     library: str = "cuBLAS"  # whose workspace a matmul takes: cuBLAS, or hipBLASLt on an Instinct card
+
+    @property
+    def note(self) -> str:
+        """What a term's label adds when the size was assumed ("" when the card's rule is known)."""
+        return "" if self.known else WORKSPACE_ASSUMED_NOTE
 
 
 # ROCm builds of PyTorch (the same CublasHandlePool.cpp, USE_ROCM): hipBLAS's per-(handle, stream)
@@ -111,11 +121,6 @@ _BEFORE_HOPPER_SIZES: Final = (_CUBLAS_OTHER, _TE_BEFORE)
 @lru_cache(maxsize=1)
 def _catalogue_nvidia_ids() -> frozenset[str]:
     return frozenset(gpu.id for gpu in load_gpus() if gpu.vendor == "nvidia")
-
-
-WORKSPACE_ASSUMED_NOTE: Final = (
-    " — the card's architecture is not known: the larger size assumed, an upper bound on NVIDIA cards"
-)
 
 
 _HIPBLASLT: Final = (HIPBLASLT_WORKSPACE_BYTES, "76 MiB (hipBLASLt's default: an Instinct card's matmuls run on it)")

@@ -34,7 +34,7 @@ from core.dtypes import KV_BYTES, WeightFormat, mlp_matrix_params, mxfp4_bytes_p
 from core.format import gb
 from core.model import ModelSpec
 from core.plan import Attention, Engine, Inference, Plan
-from core.runtime import CUDA_CONTEXT_BYTES, WORKSPACE_ASSUMED_NOTE, cublas_workspace
+from core.runtime import CUDA_CONTEXT_BYTES, cublas_workspace
 from core.serving.fit import DEFAULT_FIT, ServingFit, link_class
 from core.serving.kv import cached_positions, kv_bytes_per_token_layer, kv_heads_per_rank
 from core.serving.sglang_versions import default_fraction
@@ -271,8 +271,7 @@ def hf_memory(plan: Plan, gpu: GpuSpec, layout: RankLayout, fit: ServingFit = DE
                 [
                     Term("CUDA context", "per process", SERVING_OVERHEAD_BYTES),
                     Term(
-                        f"{workspace.library} workspace (PyTorch: the generating thread's handle)"
-                        + ("" if workspace.known else WORKSPACE_ASSUMED_NOTE),
+                        f"{workspace.library} workspace (PyTorch: the generating thread's handle){workspace.note}",
                         f"1 handle × {workspace.label}",
                         workspace.bytes,
                     ),

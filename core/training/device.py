@@ -44,7 +44,6 @@ from core.runtime import (
     NCCL_CONNECTIONS_PER_CHANNEL,
     SEGMENT_ROUNDING_PER_TENSOR_BYTES,
     TE_GROUPED_GEMM_STREAMS,
-    WORKSPACE_ASSUMED_NOTE,
     cublas_workspace,
     te_workspace,
 )
@@ -122,21 +121,20 @@ def allocator_workspaces(plan: Plan) -> tuple[Term, ...]:
     gives the card's architecture (:func:`core.runtime.cublas_workspace`); for a custom card or one
     whose family is not told apart, the larger size, said in the term's label."""
     cublas, te = cublas_workspace(plan.hardware.gpu), te_workspace(plan.hardware.gpu)
-    assumed = "" if cublas.known else WORKSPACE_ASSUMED_NOTE
-    te_assumed = "" if te.known else WORKSPACE_ASSUMED_NOTE
     terms = [
         Term(
-            f"{cublas.library} workspaces (PyTorch: one per handle, the forward's and the backward's thread){assumed}",
+            f"{cublas.library} workspaces (PyTorch: one per handle, the forward's and the backward's thread)"
+            + cublas.note,
             f"{CUBLAS_TRAINING_HANDLES} handles × {cublas.label}",
             CUBLAS_TRAINING_HANDLES * cublas.bytes,
         )
     ]
     if plan.stack is Stack.MEGATRON or plan.float8 is Float8.TE:
-        terms.append(Term(f"Transformer Engine's cuBLAS workspace (one per process){te_assumed}", te.label, te.bytes))
+        terms.append(Term(f"Transformer Engine's cuBLAS workspace (one per process){te.note}", te.label, te.bytes))
     if plan.moe_grouped_gemm and plan.stack is Stack.MEGATRON and plan.model.num_experts > 1:
         terms.append(
             Term(
-                f"Transformer Engine's grouped-GEMM workspaces (one per compute stream){te_assumed}",
+                f"Transformer Engine's grouped-GEMM workspaces (one per compute stream){te.note}",
                 f"{TE_GROUPED_GEMM_STREAMS} streams × {te.label}",
                 TE_GROUPED_GEMM_STREAMS * te.bytes,
             )
