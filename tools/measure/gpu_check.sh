@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The cases whose fake-CUDA numbers most need a real GPU to confirm them, in one short run:
 # DoRA (a known real/fake gap on CPU, NOTES.md), fused vs foreach AdamW, GradScaler, an MoE
-# through grouped_mm, and two serving cases. Needs a CUDA build of torch 2.13.0 with
+# through grouped_mm, two serving cases, and one rank's ring-attention kernels for torchtitan's
+# context-parallel rows (tools/measure/ring_step_check.py, issue 24). Needs a CUDA build of torch 2.13.0 with
 # transformers 5.24.0 and peft 0.21.2 (not this repo's CPU pin). Writes to $OUT (default
 # /tmp/measured-gpu) and prints, per training case, the card's allocated and reserved peaks beside
 # the estimate's and the committed fake-CUDA peak (tools/measure/gpu_report.py); per serving case,
@@ -41,3 +42,7 @@ for kind, key in (("serving", "peak_bytes"),):
         print(f"{f.stem}: gpu {gpu[key]:,} fake {fake[key]:,} ({d:+.2f} %, {extra:+.1f} MiB; "
               "one cuBLAS workspace expected: 32 MiB on sm90, 8.125 MiB elsewhere)")
 PYEOF
+# Issue 24's context-parallel rows (docs/TRAINING_TIME.md): one rank's ring-attention kernels and
+# merges at CP 1 / 2 / 4 / 8 with Llama 3.1 8B's shapes, eager and with the merge compiled, beside
+# the step seconds the model and the published rows give attention (about 1 minute on an H100).
+$PY -m tools.measure.ring_step_check --compile --out "$OUT/ring"
