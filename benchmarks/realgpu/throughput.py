@@ -352,19 +352,17 @@ def _parallel(record: Mapping[str, Any], gpus: int, notes: list[str]) -> Paralle
 # (apply_flex_dispatcher_backend: moe_token_dispatcher_type "flex"); the rest ran "alltoall", the
 # providers' default (NVIDIA-NeMo/Megatron-Bridge v0.2.0 src/megatron/bridge/models/qwen/
 # qwen_provider.py; docs/TRAINING_TIME.md, "The Megatron-Bridge MoE rows", has each tag's line):
-# - 26.02 H100 Qwen3: v0.3.0 (21b02e0cf) scripts/performance/configs/qwen/
-#   qwen3_workload_base_configs.py QWEN3_30B_A3B_PRETRAIN_CONFIG_H100_FP8_CS_V1
-#   moe_flex_dispatcher_backend="deepep";
-# - 26.02.01 H100 and B200 Qwen3: v0.3.1 (9c9dd8489) the same file, H100_FP8_CS_V1 and B200_BF16_V1
-#   (which the B200 FP8 configs alias) moe_flex_dispatcher_backend="hybridep"; the same at v0.4.0 and
-#   v0.4.2 (26.04, 26.04.01) and v0.5.0 (26.06);
+# - 26.02.01 B200 Qwen3: v0.3.1 (9c9dd8489) scripts/performance/configs/qwen/
+#   qwen3_workload_base_configs.py QWEN3_30B_A3B_PRETRAIN_CONFIG_B200_BF16_V1 (which the B200 FP8
+#   configs alias) moe_flex_dispatcher_backend="hybridep"; the same, and H100_FP8_CS_V1's, at v0.4.0
+#   and v0.4.2 (26.04, 26.04.01) and v0.5.0 (26.06);
 # - 26.04 B200 gpt-oss: v0.4.0 (0fbfe7d3e) gpt_oss/gpt_oss_workload_base_configs.py
 #   GPT_OSS_120B_PRETRAIN_CONFIG_B200_BF16_V2 moe_flex_dispatcher_backend="hybridep" (v0.4.2, 26.04.01,
-#   drops it: alltoall). 26.02.01's B200 gpt-oss row keeps its tag's alltoall (v0.3.1 sets no backend;
-#   its table's EP 8 reached main with hybridep later, PR #2906).
+#   drops it: alltoall).
+# 26.02's H100 Qwen3 row (DeepEP, which its container lacks) and the rows whose table states another
+# layout than their tag (26.02.01 H100 Qwen3 among them) are not comparable: each record's
+# not_comparable_reason (docs/TRAINING_TIME.md, "The Megatron-Bridge MoE rows that are not comparable").
 _FLEX_ROWS: Final = {
-    "mbridge-26.02-pretrain-h100-qwen3_30b_a3b-fp8-16gpu-tp1pp2cp1-mbs1": MoeDispatcher.DEEPEP,
-    "mbridge-26.02.01-pretrain-h100-qwen3_30b_a3b-fp8-16gpu-tp1pp2cp1-mbs1": MoeDispatcher.HYBRIDEP,
     "mbridge-26.02.01-pretrain-b200-qwen3_30b_a3b-mxfp8-8gpu-tp1pp1cp1-mbs4": MoeDispatcher.HYBRIDEP,
     "mbridge-26.04-pretrain-b200-qwen3_30b_a3b-mxfp8-8gpu-tp1pp1cp1-mbs4": MoeDispatcher.HYBRIDEP,
     "mbridge-26.04-pretrain-h100-qwen3_30b_a3b-fp8-16gpu-tp1pp1cp1-mbs1": MoeDispatcher.HYBRIDEP,

@@ -150,7 +150,9 @@ def test_the_expert_parallel_figures_are_scored(bench: ModuleType, report) -> No
     # 10.8 -> 11.3 % with a fused attention backward timed at its five matmuls (the refit leaves the
     # shared Hopper coefficients a little faster, and these rows are mostly predicted too fast).
     rows = [r for r in report.scored if r.case.plan.parallel.expert_parallel > 1]
-    assert len(rows) == 21
+    # 21 -> 15 with the six records whose recipe is not what their table states listed not comparable
+    # (test_the_moe_rows_whose_recipe_is_not_their_tables_are_not_comparable).
+    assert len(rows) == 15
     assert not any(bench.fitted_on(r.case) for r in rows)
     # 11.3 -> 17.3 % with the experts' gradients reduced, and their parameters gathered, over the
     # expert-data-parallel group (Megatron-Core's expert buffers): gpt-oss-120b's EP 8 rows on 64
@@ -186,8 +188,11 @@ def test_the_expert_parallel_figures_are_scored(bench: ModuleType, report) -> No
     # its tag's, and its device step, 12.7 ms a layer, is longer than the host's).
     # Merged (both): 10.01 % and 137.18 % (the worst the same 25.11 H100 row, +135.4 -> +137.2 % once its
     # fused attention lost its transposes).
-    assert statistics.median(abs(r.error) for r in rows) <= 10.02
-    assert max(abs(r.error) for r in rows) <= 137.19
+    # 10.01 -> 7.24 % and 137.18 -> 29.72 % with those six out (25.11 H100 Qwen3 +137.2, 26.02 H100
+    # Qwen3 +94.9, 25.11 B200 gpt-oss +37.7, 25.11 H100 gpt-oss -23.2, 26.02.01 H100 Qwen3 +10.0,
+    # 26.02.01 B200 gpt-oss -4.9 %); the worst is now 26.02.01's micro-batch-4 B200 Qwen3 row.
+    assert statistics.median(abs(r.error) for r in rows) <= 7.25
+    assert max(abs(r.error) for r in rows) <= 29.73
     # The two-node EP 16 rows: 8,826-8,960 published, 8,728 predicted (+150 % without the traffic
     # that crosses the nodes' NICs); 8,628 with the fused backward's five matmuls (-3.7 % the worst).
     for r in rows:
@@ -201,11 +206,10 @@ def test_the_micro_batch_1_moe_rows_run_at_the_hosts_pace(report) -> None:  # ty
     # Megatron-Bridge's B200 Qwen3-30B-A3B rows at micro-batch 1 (25.11: 9,299, 26.02: 9,691 tokens/s
     # a GPU) take 9.2 / 8.8 ms a layer forward and backward; the device's modelled work is 2.8 ms
     # (+221.7 / +208.7 % before). At the host's 8.55 ms a MoE layer (Megatron-LM's CI) they are
-    # within 8 %; 26.02.01's H100 row at micro-batch 1 (9,058, modelled 6.1 ms a layer) within 11 %.
+    # within 8 % (26.02.01's H100 row at micro-batch 1, +10.0 %, is not comparable: its tag ran EP 16).
     errors = {r.case.id: r.error for r in report.scored}
     assert abs(errors["mbridge-25.11-pretrain-b200-qwen3_30b_a3b-fp8-mx-8gpu-tp1pp1cp1-mbs1"]) < 8.0
     assert abs(errors["mbridge-26.02-pretrain-b200-qwen3_30b_a3b-mxfp8-8gpu-tp1pp1cp1-mbs1"]) < 8.0
-    assert abs(errors["mbridge-26.02.01-pretrain-h100-qwen3_30b_a3b-fp8-16gpu-tp1pp2cp1-mbs1"]) < 11.0
     # Where the device's work per layer is longer than the host's, the floor does not bind: the
     # micro-batch-4 B200 rows (HybridEP, attention graphed) keep their +26-29 % (+27.6-29.7 % once
     # their fused attention lost its head transposes, branch h24c).
@@ -213,20 +217,21 @@ def test_the_micro_batch_1_moe_rows_run_at_the_hosts_pace(report) -> None:  # ty
         assert 26.0 < errors[f"mbridge-{release}-pretrain-b200-qwen3_30b_a3b-mxfp8-8gpu-tp1pp1cp1-mbs4"] < 30.0
 
 
-def test_each_expert_parallel_record_says_what_its_releases_recipe_ran(report) -> None:  # type: ignore[no-untyped-def]
+def test_each_expert_parallel_record_says_what_its_releases_recipe_ran(bench: ModuleType, report) -> None:  # type: ignore[no-untyped-def]
     # The archive's tables give the layout, not the recipe: each MoE record quotes its release's
     # scripts/performance configs at the release's Megatron-Bridge tag (docs/TRAINING_TIME.md, "The
     # Megatron-Bridge MoE rows"), and says whether the tag's layout is the table's.
     tags = {"25.11": "v0.2.0", "26.02": "v0.3.0", "26.02.01": "v0.3.1", "26.04": "v0.4.0", "26.04.01": "v0.4.2"}
     tags["26.06"] = "v0.5.0"
     recipes: dict[str, str] = {}
-    for r in report.scored:
-        if r.case.plan.parallel.expert_parallel > 1:
-            lines = [a for a in r.case.record["assumptions"] if a.startswith("recipe at the release's tag")]
-            assert len(lines) == 1, r.case.id
-            assert f"Megatron-Bridge@{tags[r.case.id.split('-')[1]]} " in lines[0], r.case.id
+    for record in bench.load()["figures"]:
+        if (record.get("ep") or 1) > 1 and "tokendrop" not in record["model"]:
+            lines = [a for a in record["assumptions"] if a.startswith("recipe at the release's tag")]
+            assert len(lines) == 1, record["id"]
+            assert f"Megatron-Bridge@{tags[record['id'].split('-')[1]]} " in lines[0], record["id"]
             assert ("Agrees with the table's layout" in lines[0]) != ("DISAGREES with the table" in lines[0])
-            recipes[r.case.id] = lines[0]
+            recipes[record["id"]] = lines[0]
+    assert len(recipes) == 21
     # The two worst rows (25.11 and 26.02 B200 Qwen3-30B-A3B at micro-batch 1) ran the alltoall
     # dispatcher with CUDA graphs over the router and its preprocessing only, not over attention
     # (v0.2.0 / v0.3.0 qwen3 workload configs); the releases after ran HybridEP at micro-batch 4
@@ -236,8 +241,10 @@ def test_each_expert_parallel_record_says_what_its_releases_recipe_ran(report) -
         assert '"alltoall"' in line and 'cuda_graph_scope=["moe_router", "moe_preprocess"]' in line
     line = recipes["mbridge-26.02.01-pretrain-b200-qwen3_30b_a3b-mxfp8-8gpu-tp1pp1cp1-mbs4"]
     assert '"hybridep"' in line and 'cuda_graph_scope=["attn", "moe_router", "moe_preprocess"]' in line
-    # Five records' tables state another layout than their tag's configs set.
+    # Five records' tables state another layout than their tag's configs set: none is scored.
     assert sum("DISAGREES" in v for v in recipes.values()) == 5
+    scored = {r.case.id for r in report.scored}
+    assert not [k for k, v in recipes.items() if "DISAGREES" in v and k in scored]
     # Each row is planned with the token dispatcher its recipe line names: the flex backend where the
     # tag sets one (DeepEP at 26.02 on H100, HybridEP after), alltoall where it sets none.
     for r in report.scored:
@@ -247,15 +254,44 @@ def test_each_expert_parallel_record_says_what_its_releases_recipe_ran(report) -
                 assert '"alltoall"' in recipes[r.case.id] or "flex" not in recipes[r.case.id], r.case.id
             else:
                 assert dispatcher in recipes[r.case.id].lower(), r.case.id
+    # The one DeepEP row (26.02 H100) is not comparable: its container had no DeepEP.
     dispatchers = [r.case.plan.parallel.moe_dispatcher.value for r in report.scored if r.case.id in recipes]
-    assert (dispatchers.count("deepep"), dispatchers.count("hybridep")) == (1, 8)
+    assert (dispatchers.count("deepep"), dispatchers.count("hybridep")) == (0, 7)
 
 
-def test_a_records_accumulation_follows_the_quoted_global_batch(report) -> None:  # type: ignore[no-untyped-def]
+# The Megatron-Bridge MoE records whose figure is not what their stated recipe produces
+# (docs/TRAINING_TIME.md, "The Megatron-Bridge MoE rows that are not comparable").
+NOT_THE_TABLES_RECIPE = {
+    # 26.02: v0.3.0 asks DeepEP; docs/releases/known-issues.md at v0.3.0: not in the 26.02 container.
+    "mbridge-26.02-pretrain-h100-qwen3_30b_a3b-fp8-16gpu-tp1pp2cp1-mbs1": "DeepEP is not supported in the current",
+    # The table's layout is not its tag's config (v0.2.0 / v0.3.1 scripts/performance/configs).
+    "mbridge-25.11-pretrain-h100-qwen3_30b_a3b-fp8-cs-16gpu-tp1pp2cp1-mbs2": "QWEN3_30B_A3B_H100_FP8_CS_BASE_CONFIG",
+    "mbridge-25.11-pretrain-b200-gptoss120b-bf16-64gpu-tp1pp1cp1-mbs4": "GPT_OSS_120B_B200_BF16_BASE_CONFIG runs EP 64",
+    "mbridge-25.11-pretrain-h100-gptoss120b-bf16-64gpu-tp1pp4cp1-mbs4": "GPT_OSS_120B_H100_BF16_BASE_CONFIG runs micro",
+    "mbridge-26.02.01-pretrain-h100-qwen3_30b_a3b-fp8-16gpu-tp1pp2cp1-mbs1": "FP8_CS_V1 runs EP 16 and PP 1",
+    "mbridge-26.02.01-pretrain-b200-gptoss120b-bf16-64gpu-tp1pp1cp1-mbs4": "B200_BF16_V1 / V2 run EP 64",
+}
+
+
+def test_the_moe_rows_whose_recipe_is_not_their_tables_are_not_comparable(report) -> None:  # type: ignore[no-untyped-def]
+    # Before: all six scored at their table's layout (+137.2, +94.9, +37.7, -23.2, +10.0, -4.9 %).
+    skipped = {i: why for i, _, why in report.skipped}
+    for key, cited in NOT_THE_TABLES_RECIPE.items():
+        assert key in skipped and skipped[key].startswith("not comparable: "), key
+        assert cited in skipped[key], key
+    assert not NOT_THE_TABLES_RECIPE.keys() & {r.case.id for r in report.scored}
+
+
+def test_a_records_accumulation_follows_the_quoted_global_batch(bench: ModuleType) -> None:
     # Megatron-Bridge 25.11, H100 gpt-oss-120b: GBS 512, MBS 4, PP 4 on 64 GPUs is DP 16, so 8
     # micro-batches a step; the record's grad_accum 2 divided by the GPUs instead.
-    plans = {s.case.id: s.case.plan for s in report.scored}
-    plan = plans["mbridge-25.11-pretrain-h100-gptoss120b-bf16-64gpu-tp1pp4cp1-mbs4"]
+    # (The record is not comparable, its tag's MBS is 1: its layout is planned here without that mark.)
+    record = next(
+        r
+        for r in bench.load()["figures"]
+        if r["id"] == "mbridge-25.11-pretrain-h100-gptoss120b-bf16-64gpu-tp1pp4cp1-mbs4"
+    )
+    plan = bench.case_of({**record, "not_comparable_reason": None}).plan
     assert plan.parallel.data_parallel == 16 and plan.workload.grad_accum == 8
 
 
