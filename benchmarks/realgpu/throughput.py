@@ -863,11 +863,21 @@ def scaling_difference(a: Case, b: Case) -> str | None:
     return "; ".join(differences) if differences else None
 
 
+def unlisted_pairs(data: Mapping[str, Any]) -> dict[tuple[str, str], str]:
+    """The corpus's ``unlisted_pairs``: listed pairs of one plan on two GPU counts whose published
+    figures cannot both be that plan's (a smaller run slower per GPU than larger runs of the same
+    sweep line, which no communication cost can make), each with the arithmetic that shows it."""
+    return {(u["pair"][0], u["pair"][1]): str(u["why"]) for u in data.get("unlisted_pairs", ())}
+
+
 def scaling_pairs(
-    listed: Sequence[Sequence[str]], by_id: Mapping[str, Scored]
+    listed: Sequence[Sequence[str]],
+    by_id: Mapping[str, Scored],
+    unlisted: Mapping[tuple[str, str], str] | None = None,
 ) -> tuple[list[tuple[str, str, float, float]], list[tuple[str, str, str]]]:
     """The listed pairs that are scaling pairs (a, b, published ratio, predicted ratio of the
-    per-GPU speed of b over a), and those that are not (a, b, why)."""
+    per-GPU speed of b over a), and those that are not (a, b, why): they change more than the
+    GPU count, or they are ``unlisted`` (:func:`unlisted_pairs`)."""
     pairs: list[tuple[str, str, float, float]] = []
     refused: list[tuple[str, str, str]] = []
     for a, b in listed:
@@ -875,6 +885,8 @@ def scaling_pairs(
             continue
         pa, pb = by_id[a], by_id[b]
         why = scaling_difference(pa.case, pb.case)
+        if why is None and unlisted and (a, b) in unlisted:
+            why = f"unlisted, the published figures cannot both be the plan's: {unlisted[(a, b)]}"
         if why:
             refused.append((a, b, why))
         else:
@@ -915,7 +927,7 @@ def build(data: Mapping[str, Any]) -> Report:
         pair = source_flops(c)
         if pair:
             flops.setdefault(c.record["source_id"], []).append(pair[0] / pair[1])
-    pairs, not_pairs = scaling_pairs(data["scaling_pairs"], {s.case.id: s for s in scored})
+    pairs, not_pairs = scaling_pairs(data["scaling_pairs"], {s.case.id: s for s in scored}, unlisted_pairs(data))
     # The rule before issue 24 could not plan expert parallel or HSDP: its line covers the other figures.
     before = [Scored(c, c.per_gpu(before_step(c)), c.per_gpu(c.observed_step)) for c in cases if fitted_on(c)]
     return Report(scored, skipped, flops, pairs, tables, fit(prepared), before, not_pairs)
@@ -985,7 +997,10 @@ def text(report: Report) -> str:
     lines += ["", "Scaling pairs (per-GPU speed of the larger run ÷ the smaller):"]
     worst_pair = max((abs(p - q) * 100 for _, _, p, q in report.pairs), default=0.0)
     lines.append(f"  {len(report.pairs)} pairs, worst {worst_pair:.1f} points")
-    lines.append(f"  {len(report.not_pairs)} listed pairs are not scaling pairs (they change more than the GPU count):")
+    lines.append(
+        f"  {len(report.not_pairs)} listed pairs are not scaling pairs "
+        "(they change more than the GPU count, or are unlisted):"
+    )
     lines += [f"    {a} → {b}: {why}" for a, b, why in report.not_pairs]
     lines += ["", f"Not expressible or not comparable: {len(report.skipped)}"]
     reasons: dict[str, int] = {}
