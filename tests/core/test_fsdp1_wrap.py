@@ -316,3 +316,22 @@ def test_the_after_wrap_reading_reads_the_cache_the_wrap_left(monkeypatch: pytes
     taken = next(iter(bench.run([record]).rows)).predicted
     assert taken == kept
     assert bench._wrap_cache(estimate(qlora_7b(True))) == pytest.approx(2 * (LINEAR * 0.5 + NORMS * 2) + 2 * ROOT * 2)
+
+
+@pytest.mark.parametrize("quantised", [True, False])
+def test_transformers_4_37_rotary_caches_stay_allocated_after_the_wrap(quantised: bool) -> None:
+    """transformers 4.37's LlamaRotaryEmbedding (one per layer) registers cos_cached and sin_cached,
+    4,096 × 128 in the default dtype, as non-persistent buffers; FSDP1 moves them with each layer's unit
+    (``_move_states_to_device``) and never flattens them. Answer.AI's QLoRA model is never cast (float32,
+    2 MiB each: large-pool requests carved beside the wrap's blocks), its LoRA model is cast to bf16
+    (1 MiB each: the small pool). The replay says what they add after the wrap: part of the 605 MiB the
+    QLoRA reading holds beyond it (docs/REAL_GPU_MEMORY.md)."""
+    replay = load_script(FOLDER / "fsdp1_wrap_replay.py", "fsdp1_wrap_replay_rotary")
+    shape = replay.Shape()
+    plain = replay.replay_llama(shape, quantised)
+    rotary = replay.replay_llama(shape, quantised, rotary=True)
+    each = 4096 * 128 * (4 if quantised else 2)
+    # 32 layers × (cos + sin + inv_freq: 64 float32, a 512-byte block).
+    assert rotary.allocated - plain.allocated == LAYERS * (2 * each + 512)
+    added = rotary.reserved - plain.reserved
+    assert added == (144 if quantised else 64) * 2**20
