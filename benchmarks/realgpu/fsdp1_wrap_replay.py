@@ -154,10 +154,13 @@ class Allocator:
             blocks[bi - 1].size += blocks.pop(bi).size
 
 
-def wrap_unit(alloc: Allocator, params: list[int], world: int) -> int:
+def wrap_unit(alloc: Allocator, params: list[int], world: int, buffers: Sequence[int] = ()) -> int:
     """One FSDP1 unit initialised on rank 0 (its own parameters' bytes, in order); returns the
-    handle of this rank's shard."""
+    handle of this rank's shard. ``buffers``: the unit's buffers, moved after its parameters
+    (``_move_states_to_device``) and never flattened: they stay allocated."""
     originals = [alloc.malloc(p) for p in params]
+    for b in buffers:
+        alloc.malloc(b)
     buckets: list[list[int]] = [[]]
     for p in params:
         if sum(buckets[-1]) >= BROADCAST_BUCKET_BYTES:
@@ -191,10 +194,24 @@ class Shape:
     targets: tuple[str, ...] = ("q", "k", "v", "up", "down", "gate")
 
 
-def replay_llama(shape: Shape, quantised: bool, world: int = 2) -> Allocator:
+def rotary_caches(shape: Shape, quantised: bool) -> list[int]:
+    """transformers 4.37's ``LlamaRotaryEmbedding`` (one per ``LlamaAttention``) registers ``inv_freq``
+    and, built in ``__init__`` by ``_set_cos_sin_cache(seq_len=max_position_embeddings,
+    dtype=torch.get_default_dtype())``, the non-persistent buffers ``cos_cached`` and ``sin_cached``
+    (max_position_embeddings × head_dim). Answer.AI's QLoRA path builds the model with
+    ``from_config(cfg)`` under ``init_empty_weights()`` (buffers stay real, float32, on the CPU) and
+    never casts it; its LoRA path ``model.to(dtype=torch_dtype)`` makes them bf16 (AnswerDotAI/fsdp_qlora
+    e877dda train.py). Llama-2-7B: 4,096 × 128."""
+    dtype = 4 if quantised else 2
+    head = shape.hidden // 32  # Llama-2-7B: 32 heads of 128
+    return [4096 * head * dtype, 4096 * head * dtype, head // 2 * 4]
+
+
+def replay_llama(shape: Shape, quantised: bool, world: int = 2, rotary: bool = False) -> Allocator:
     """Answer.AI's policy (AnswerDotAI/fsdp_qlora e877dda, train.py get_wrapping_policy): each
     LoRA A / B linear is a unit, each decoder layer is a unit, the root holds the embedding,
-    the final norm and the head (bf16). QLoRA's base weights are NF4 packed two to a byte."""
+    the final norm and the head (bf16). QLoRA's base weights are NF4 packed two to a byte.
+    ``rotary``: each decoder layer also moves transformers 4.37's rotary caches (:func:`rotary_caches`)."""
     h, f = shape.hidden, shape.ffn
     linears = {"q": (h, h), "k": (h, h), "v": (h, h), "o": (h, h), "gate": (h, f), "up": (h, f), "down": (f, h)}
     per_weight = 0.5 if quantised else 2.0
@@ -207,7 +224,7 @@ def replay_llama(shape: Shape, quantised: bool, world: int = 2) -> Allocator:
                 wrap_unit(alloc, [n_out * shape.rank * 2], world)
             block.append(int(n_in * n_out * per_weight))
         block += [h * 2, h * 2]
-        wrap_unit(alloc, block, world)
+        wrap_unit(alloc, block, world, rotary_caches(shape, quantised) if rotary else ())
     wrap_unit(alloc, [shape.vocab * h * 2, h * 2, shape.vocab * h * 2], world)
     return alloc
 
@@ -656,6 +673,12 @@ def main() -> int:
                 for name, size in step_tensors(shape, batch, seq).items()
             ]
             print(f"  batch {batch:>2} × {seq:,}: " + "; ".join(parts))
+        rotary = replay_llama(shape, quantised, rotary=True)
+        print(
+            "  with transformers 4.37's rotary caches moved with each layer: "
+            f"allocated {rotary.allocated / MiB:,.0f} MiB, "
+            f"reserved {rotary.reserved / MiB:,.0f} MiB ({(rotary.reserved - alloc.reserved) / MiB:+,.0f})"
+        )
     print()
     print("The wrap, then two training steps (Answer.AI's loop), rank 0 of 2, MiB; 'own': the same step with")
     print("nothing cached before it; 'free': the default stream's reserved less its allocated peak; the")

@@ -51,11 +51,13 @@ from core.allocator import is_small  # noqa: E402
 from core.breakdown import BucketKey, StepPhase  # noqa: E402
 from core.dtypes import DTYPE_BYTES  # noqa: E402
 from core.estimate import Estimate, estimate  # noqa: E402
+from core.parallel.layout import layout  # noqa: E402
 from core.params import param_counts  # noqa: E402
 from core.plan import CheckpointPolicy, Plan  # noqa: E402
 from core.roles import dtypes_for  # noqa: E402
 from core.runtime import ALLOCATOR_FRAGMENTATION, SEGMENT_ROUNDING_PER_TENSOR_BYTES  # noqa: E402
 from core.solve import largest_fitting  # noqa: E402
+from core.training.detailed import Rank, training_breakdown  # noqa: E402
 from core.training.device import weight_segments, weight_tensors  # noqa: E402
 from core.training.optimizer import clip_terms, largest_trainable_tensor, optimizer_step_temporary  # noqa: E402
 from core.training.ranks import RankMemory  # noqa: E402
@@ -298,12 +300,15 @@ def card_limit(est: Estimate, metric: str) -> float:
 
 
 def _wrap_cache(est: Estimate) -> float:
-    """What an FSDP1 wrap from the CPU leaves cached (core.parallel.state._fsdp1_wrap_cache):
-    reserved from the wrap on, so part of the figure read right after it."""
-    overhead = next((b for b in est.worst.buckets if b.key is BucketKey.OVERHEAD), None)
-    if overhead is None:
-        return 0.0
-    return float(sum(t.bytes for t in overhead.terms if t.label.startswith("FSDP1 wrap")))
+    """What an FSDP1 wrap from the CPU left cached on the reading's rank (core.parallel.state._fsdp1_wrap_cache):
+    reserved from the wrap on, so part of the figure read right after it. Read as the wrap left it
+    (``Breakdown.wrap_cache_bytes``), not from the step's reserve, whose terms say what the step's peak
+    holds once its own tensors have taken what they could of those blocks."""
+    plan = est.plan
+    lay = layout(plan)
+    stage = next((s for s in lay.stages if s.label == est.worst.label), None) if lay.ranked else None
+    rank = Rank(lay, stage) if stage is not None else None
+    return training_breakdown(plan, param_counts(plan), rank).wrap_cache_bytes
 
 
 def _shards(est: Estimate) -> int:

@@ -129,6 +129,9 @@ class RankState:
     # freed by the next step's zero_grad, its blocks stay cached for that stream, beside the
     # default stream's next peak (core.training.detailed.training_breakdown).
     grads_on_reduce_stream: bool = False
+    # What an FSDP1 wrap from the CPU left cached before the first step (:func:`_fsdp1_wrap_cache`):
+    # reserved from the wrap on, whatever the step then does with those blocks.
+    wrap_cache: list[Term] = field(default_factory=list)
     notes: tuple[str, ...] = ()
 
 
@@ -693,9 +696,9 @@ def _fsdp(rank: _Rank) -> RankState:
         *_reduce_stream_cache(rank, backward_grads, (block, root), reduce_b),
         *_release_cache(rank, block_grads, pipelined=accumulated is not None),
     ]
-    stream_cache += _fsdp1_wrap_cache(rank, block, root)
     state = RankState(
         stream_cache=stream_cache,
+        wrap_cache=_fsdp1_wrap_cache(rank, block, root),
         grads_on_reduce_stream=not plan.optimizer_in_backward,  # stepped and freed: _reduce_stream_cache
         root_pending=root_pending,
         root_reduce=root_reduce,

@@ -826,7 +826,8 @@ def training_breakdown(plan: Plan, counts: ParamCounts, rank: Rank | None = None
     notes = _notes(plan) + (parts.state.notes if parts.state is not None else ())
     where = (rank.stage.layers, rank.stage.embedding, rank.stage.head) if rank is not None else None
     cycle = _reference_cycle(plan, parts)
-    card = card_terms(plan, phases, parts.extra("stream_cache") + _gradients_cached(parts, peak_phase), where)
+    cached = parts.extra("stream_cache") + _gradients_cached(parts, peak_phase)
+    card = card_terms(plan, phases, cached, where, parts.extra("wrap_cache"))
     # The libraries' workspaces sit in the allocated peak beside the phase's tensors.
     summary = (
         " + ".join(gb(b.bytes) for b in peak_phase.buckets)
@@ -846,6 +847,7 @@ def training_breakdown(plan: Plan, counts: ParamCounts, rank: Rank | None = None
         workspace_bytes=card.workspace_bytes,
         fragmentation_basis=card.basis,
         fragmentation=card.fragmentation,
+        wrap_cache_bytes=card.wrap_cache,
         may_be_freed_bytes=cycle,
     )
 

@@ -65,6 +65,7 @@ class CardTerms:
     basis: float
     fragmentation: float
     workspace: tuple[Term, ...] = ()
+    wrap_cache: float = 0.0  # of ``reserve``'s terms: what an FSDP1 wrap left cached before the step
 
     @property
     def workspace_bytes(self) -> float:
@@ -186,11 +187,15 @@ def card_terms(
     phases: tuple[Phase, ...],
     stream_cache: list[Term],
     where: tuple[int, bool, bool] | None = None,
+    wrap_cache: list[Term] | None = None,
 ) -> CardTerms:
     """The reserve and runtime terms of one rank whose step has ``phases``. ``stream_cache``:
     what the framework's communication streams keep cached (FSDP2's reduce-scatter and
     all-gather pools); ``where``: the rank's blocks and whether it holds the embedding and
-    the head (None: the whole model)."""
+    the head (None: the whole model); ``wrap_cache``: what an FSDP1 wrap from the CPU left
+    cached before the first step (core.parallel.state._fsdp1_wrap_cache), kept apart in
+    :attr:`CardTerms.wrap_cache` so that a reading taken right after the wrap reads it whole."""
+    wrap = list(wrap_cache or [])
     config = allocator_config(plan)
     layers, embedding, head = where if where is not None else (plan.model.num_layers, True, True)
     basis = max((p.bucket(BucketKey.ACTIVATIONS).bytes for p in phases), default=0.0)
@@ -217,8 +222,16 @@ def card_terms(
             )
         )
     reserve.extend(stream_cache)
+    reserve.extend(wrap)
     runtime = [Term("CUDA context (driver, kernels)", "≈ 512 MiB per process", CUDA_CONTEXT_BYTES)]
     nccl, formula = nccl_bytes(plan)
     if nccl:
         runtime.append(Term("NCCL buffers", formula, nccl))
-    return CardTerms(tuple(t for t in reserve if t.bytes), tuple(runtime), basis, fraction, allocator_workspaces(plan))
+    return CardTerms(
+        tuple(t for t in reserve if t.bytes),
+        tuple(runtime),
+        basis,
+        fraction,
+        allocator_workspaces(plan),
+        float(sum(t.bytes for t in wrap)),
+    )

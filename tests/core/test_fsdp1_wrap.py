@@ -11,6 +11,7 @@ sync_module_states=True, the peak statistics reset after the wrap). Llama-2-7B's
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -286,3 +287,51 @@ def test_the_step_replay_reads_answer_ais_lora_rows(step_replays: dict[str, Any]
     for figure in ("answerai-3090-7b-lora-ctx512", "answerai-3090-7b-lora-ctx2048", "answerai-3090-7b-lora-bs4"):
         row = step_replays[figure]
         assert row.reserved == pytest.approx(row.published, rel=0.05), figure
+
+
+def test_the_after_wrap_reading_reads_the_cache_the_wrap_left(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Answer.AI logs memory_reserved right after the wrap, before any step (AnswerDotAI/fsdp_qlora
+    e877dda train.py, ``memory/reserved_after_model_wrap``), so that reading holds the wrap's whole
+    cache whatever a step later does with it. The step's reserve is another matter: at 2,048 tokens
+    its tensors take every cached block (docs/REAL_GPU_MEMORY.md "A whole step after the FSDP1 wrap,
+    replayed"). memory.py read the wrap's cache from the step's reserve terms, so a step that takes
+    the cache would have taken it out of the after-wrap reading too (−14.6 % → −25.0 % when tried)."""
+    figures = json.loads((FOLDER / "memory_figures.json").read_text())["figures"]
+    record = next(f for f in figures if f["id"] == "answerai-3090-7b-qlora-after-wrap")
+    bench = load_script(FOLDER / "memory.py", "realgpu_memory_benchmark_after_wrap")
+    kept = next(iter(bench.run([record]).rows)).predicted
+
+    import core.training.detailed as detailed
+
+    real = detailed.card_terms
+
+    def step_takes_the_cache(*args: Any, **kwargs: Any) -> Any:
+        card = real(*args, **kwargs)
+        return replace(card, reserve=tuple(t for t in card.reserve if not t.label.startswith("FSDP1 wrap")))
+
+    monkeypatch.setattr(detailed, "card_terms", step_takes_the_cache)
+    # The step's reserve no longer holds the cache ...
+    assert _wrap_terms(qlora_7b(True)) == {}
+    # ... and the reading taken before the step still does: 2 × (block + root) unsharded bytes.
+    taken = next(iter(bench.run([record]).rows)).predicted
+    assert taken == kept
+    assert bench._wrap_cache(estimate(qlora_7b(True))) == pytest.approx(2 * (LINEAR * 0.5 + NORMS * 2) + 2 * ROOT * 2)
+
+
+@pytest.mark.parametrize("quantised", [True, False])
+def test_transformers_4_37_rotary_caches_stay_allocated_after_the_wrap(quantised: bool) -> None:
+    """transformers 4.37's LlamaRotaryEmbedding (one per layer) registers cos_cached and sin_cached,
+    4,096 × 128 in the default dtype, as non-persistent buffers; FSDP1 moves them with each layer's unit
+    (``_move_states_to_device``) and never flattens them. Answer.AI's QLoRA model is never cast (float32,
+    2 MiB each: large-pool requests carved beside the wrap's blocks), its LoRA model is cast to bf16
+    (1 MiB each: the small pool). The replay says what they add after the wrap: part of the 605 MiB the
+    QLoRA reading holds beyond it (docs/REAL_GPU_MEMORY.md)."""
+    replay = load_script(FOLDER / "fsdp1_wrap_replay.py", "fsdp1_wrap_replay_rotary")
+    shape = replay.Shape()
+    plain = replay.replay_llama(shape, quantised)
+    rotary = replay.replay_llama(shape, quantised, rotary=True)
+    each = 4096 * 128 * (4 if quantised else 2)
+    # 32 layers × (cos + sin + inv_freq: 64 float32, a 512-byte block).
+    assert rotary.allocated - plain.allocated == LAYERS * (2 * each + 512)
+    added = rotary.reserved - plain.reserved
+    assert added == (144 if quantised else 64) * 2**20
