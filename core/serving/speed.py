@@ -275,6 +275,26 @@ def allreduce_seconds(plan: Plan, link: LinkSpec, tokens: int) -> float:
     return 2 * layers * one
 
 
+# vLLM replays a decode step of n requests as the CUDA graph captured for the next of its batch
+# sizes, 1, 2, 4 and the multiples of 8: V0's _BATCH_SIZES_TO_CAPTURE ("[1, 2, 4] +
+# [_BATCH_SIZE_ALIGNMENT * i ...]", vllm-project/vllm 002a0ba9 vllm/worker/model_runner.py), V1's
+# cudagraph_capture_sizes ([1, 2, 4] + range(8, cuda_graph_sizes[0] + 1, 8), padded to by
+# VllmConfig.pad_for_cudagraph; dennislee22's 0.10.1.1 start-up log prints them, 512 down to 1).
+# Above the largest size the step runs eagerly, unpadded.
+VLLM_GRAPH_SIZES_UP_TO: Final = 512
+
+
+def graph_batch(plan: Plan, n: int) -> int:
+    """The rows a vLLM decode step of ``n`` requests runs through its layers: ``n`` padded to the
+    captured CUDA-graph size (:data:`VLLM_GRAPH_SIZES_UP_TO`). The padded rows' all-reduces carry
+    their hidden states; their matmuls are not charged (a decode step is bound by its reads), nor
+    any attention or logits (V1 splits attention out of its piecewise graphs and takes logits at
+    the real rows). Other engines: ``n``."""
+    if plan.inference.engine is not Engine.VLLM or n <= 2 or n > VLLM_GRAPH_SIZES_UP_TO:
+        return n
+    return 4 if n <= 4 else 8 * math.ceil(n / 8)
+
+
 # NCCL's model of a ring all-gather on a PCI path (NVIDIA/nccl b6475625, src/graph/tuning.cc,
 # ncclTopoTuneModel): the all-reduce's latencies (:data:`NCCL_PCI_PROTOCOLS`), with LL at a third of
 # the bus bandwidth ("coll == ncclFuncAllReduce || coll == ncclFuncReduce ? 1.0/4.0 : 1.0/3.0").
@@ -367,9 +387,8 @@ class StepModel:
         stages = 1 if inf.engine is Engine.LLAMACPP else inf.pipeline_parallel  # llama.cpp: bytes already summed
         layers = self.plan.model.num_layers if inf.engine is Engine.LLAMACPP else self.layout.layers
         body = max(self.memory_seconds(n), self.compute_seconds(n)) + layers * self.layer_seconds(n)
-        return stages * (body + allreduce_seconds(self.plan, self.link, n)) + logits_gather_seconds(
-            self.plan, self.link, n
-        )
+        reduced = allreduce_seconds(self.plan, self.link, graph_batch(self.plan, n))
+        return stages * (body + reduced) + logits_gather_seconds(self.plan, self.link, n)
 
     def prefill_per_token(self, chunk: int) -> float:
         """Seconds per prompt token when prompts are prefilled ``chunk`` tokens at a time."""
@@ -573,7 +592,7 @@ def serving_speed(
     step = model.step(running)
     alone = queue(model, 1, 1, chunk).ttft_s
     flops = prefill_flops(plan, counts, inf.prompt_tokens)
-    allreduce = allreduce_seconds(plan, model.link, running) * (
+    allreduce = allreduce_seconds(plan, model.link, graph_batch(plan, running)) * (
         1 if inf.engine is Engine.LLAMACPP else inf.pipeline_parallel
     ) + logits_gather_seconds(plan, model.link, running)
     return ServingSpeed(
