@@ -18,7 +18,8 @@ The model, stated (the window shows it under "Assumptions"):
   GPU, :func:`core.serving.llamacpp.cuda_graphs_replayed`),
   plus with tensor parallelism two all-reduces per layer over the plan's link (ring: 2(t−1)
   hops of the link's latency and 2(t−1)/t of the hidden states over its bandwidth × NCCL's
-  bus efficiency). Pipeline stages run one after another.
+  bus efficiency), and vLLM and SGLang gather the step's logits, split by vocabulary, across
+  the ranks (:func:`logits_gather_seconds`). Pipeline stages run one after another.
 * **llama.cpp with partial offload** reads the layers left on the host at the host's memory
   bandwidth (:data:`HOST_BANDWIDTH_GB_S`) and every GPU's layers at that GPU's, one after another.
 * **Prefill** of a prompt runs 2 · active parameters · tokens + causal attention FLOPs at the
@@ -140,7 +141,7 @@ class ServingSpeed:
     ttft_alone_s: float = 0.0  # one request's prompt on an idle server
     token_latency_s: float = 0.0  # mean time per output token at the plan's concurrency
     queue_wait_s: float = 0.0  # mean wait for a slot of the requests beyond the ones running
-    allreduce_s: float = 0.0  # one decode step's tensor-parallel all-reduces
+    allreduce_s: float = 0.0  # one decode step's tensor-parallel all-reduces and logits gather
 
 
 # Prefill and decode compute when no utilisation is typed: the lesson's 40 % (what serving has
@@ -274,6 +275,57 @@ def allreduce_seconds(plan: Plan, link: LinkSpec, tokens: int) -> float:
     return 2 * layers * one
 
 
+# vLLM replays a decode step of n requests as the CUDA graph captured for the next of its batch
+# sizes, 1, 2, 4 and the multiples of 8: V0's _BATCH_SIZES_TO_CAPTURE ("[1, 2, 4] +
+# [_BATCH_SIZE_ALIGNMENT * i ...]", vllm-project/vllm 002a0ba9 vllm/worker/model_runner.py), V1's
+# cudagraph_capture_sizes ([1, 2, 4] + range(8, cuda_graph_sizes[0] + 1, 8), padded to by
+# VllmConfig.pad_for_cudagraph; dennislee22's 0.10.1.1 start-up log prints them, 512 down to 1).
+# Above the largest size the step runs eagerly, unpadded.
+VLLM_GRAPH_SIZES_UP_TO: Final = 512
+
+
+def graph_batch(plan: Plan, n: int) -> int:
+    """The rows a vLLM decode step of ``n`` requests runs through its layers: ``n`` padded to the
+    captured CUDA-graph size (:data:`VLLM_GRAPH_SIZES_UP_TO`). The padded rows' all-reduces carry
+    their hidden states; their matmuls are not charged (a decode step is bound by its reads), nor
+    any attention or logits (V1 splits attention out of its piecewise graphs and takes logits at
+    the real rows). Other engines: ``n``."""
+    if plan.inference.engine is not Engine.VLLM or n <= 2 or n > VLLM_GRAPH_SIZES_UP_TO:
+        return n
+    return 4 if n <= 4 else 8 * math.ceil(n / 8)
+
+
+# NCCL's model of a ring all-gather on a PCI path (NVIDIA/nccl b6475625, src/graph/tuning.cc,
+# ncclTopoTuneModel): the all-reduce's latencies (:data:`NCCL_PCI_PROTOCOLS`), with LL at a third of
+# the bus bandwidth ("coll == ncclFuncAllReduce || coll == ncclFuncReduce ? 1.0/4.0 : 1.0/3.0").
+NCCL_PCI_ALLGATHER_PROTOCOLS: Final = ((6.6e-6, 1.0e-6, 1.0 / 3.0), (8.4e-6, 5.7e-6, 1.0))
+
+
+def logits_gather_seconds(plan: Plan, link: LinkSpec, tokens: int) -> float:
+    """A decode step's logits gathered across the tensor-parallel ranks (vLLM and SGLang).
+
+    The LM head is split by vocabulary: each rank computes its share of the ``tokens`` rows of
+    logits, in the model's 16-bit type, and the step gathers them before sampling. vLLM V1
+    all-gathers, every rank sampling (vllm-project/vllm PR #9856: "All processes run the sampler.
+    This means that all workers need the logits so the logits_processor has an AllGather instead
+    of a Gather operation"; ``Platform.use_all_gather`` in vllm/platforms/interface.py at 005e8184,
+    ``LogitsProcessor._gather_logits``), V0 gathers to the driver rank; SGLang all-gathers
+    (sgl-project/sglang 009db01a python/sglang/srt/layers/logits_processor.py,
+    ``LogitsProcessor._get_logits``: ``tensor_model_parallel_all_gather(logits)``). Ring: t − 1
+    steps, (t − 1)/t of the rows through each rank's link (the vocabulary's padding to 64 rows
+    left out). A prompt chunk gathers only its completed prompts' last rows: not charged."""
+    inf = plan.inference
+    tp = inf.tensor_parallel
+    if tp <= 1 or inf.engine not in (Engine.VLLM, Engine.SGLANG):
+        return 0.0
+    hops = tp - 1
+    volume = hops / tp * tokens * plan.model.vocab_size * ACTIVATION_BYTES
+    if link.id in NCCL_CARRIED_LINKS:
+        bus = link.bus_bytes_per_second
+        return min(base + hops * step + volume / (bus * share) for base, step, share in NCCL_PCI_ALLGATHER_PROTOCOLS)
+    return hops * link.latency_us * 1e-6 + volume / link.bus_bytes_per_second
+
+
 @dataclass(frozen=True)
 class StepModel:
     """What one decode step of ``n`` requests costs on this plan (see the module docstring)."""
@@ -335,7 +387,8 @@ class StepModel:
         stages = 1 if inf.engine is Engine.LLAMACPP else inf.pipeline_parallel  # llama.cpp: bytes already summed
         layers = self.plan.model.num_layers if inf.engine is Engine.LLAMACPP else self.layout.layers
         body = max(self.memory_seconds(n), self.compute_seconds(n)) + layers * self.layer_seconds(n)
-        return stages * (body + allreduce_seconds(self.plan, self.link, n))
+        reduced = allreduce_seconds(self.plan, self.link, graph_batch(self.plan, n))
+        return stages * (body + reduced) + logits_gather_seconds(self.plan, self.link, n)
 
     def prefill_per_token(self, chunk: int) -> float:
         """Seconds per prompt token when prompts are prefilled ``chunk`` tokens at a time."""
@@ -539,9 +592,9 @@ def serving_speed(
     step = model.step(running)
     alone = queue(model, 1, 1, chunk).ttft_s
     flops = prefill_flops(plan, counts, inf.prompt_tokens)
-    allreduce = allreduce_seconds(plan, model.link, running) * (
+    allreduce = allreduce_seconds(plan, model.link, graph_batch(plan, running)) * (
         1 if inf.engine is Engine.LLAMACPP else inf.pipeline_parallel
-    )
+    ) + logits_gather_seconds(plan, model.link, running)
     return ServingSpeed(
         ttft_s=here.ttft_s,
         prefill_flops=flops,
@@ -574,6 +627,7 @@ def serving_speed(
             )
             + _launch_text(plan, gpu, model, running)
             + ("; two all-reduces per layer over " + model.link.name if inf.tensor_parallel > 1 else "")
+            + ("; the step's logits gathered across the ranks" if logits_gather_seconds(plan, model.link, 1) else "")
             + "; requests half-way through their answer; pipeline stages do not overlap"
         ),
         ttft_alone_s=alone,
@@ -616,7 +670,8 @@ def _formula(
 ) -> str:
     inf = plan.inference
     efficiency = fit.bandwidth_efficiency[bandwidth_key(engine_family(plan), gpu)]
-    tp = f" + all-reduces {allreduce * 1e3:.2f} ms" if allreduce else ""
+    gathers = " and logits gather" if logits_gather_seconds(plan, model.link, running) else ""
+    tp = f" + all-reduces{gathers} {allreduce * 1e3:.2f} ms" if allreduce else ""
     bandwidth = f"{gpu.memory_bandwidth_gb_s:g} GB/s × {efficiency:.0%}"
     sent = counted(inf.concurrent, "request")
     per_layer = model.layer_seconds(running)
