@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import Final
@@ -69,8 +70,8 @@ class Bucket:
 
 
 def make_bucket(key: BucketKey, terms: list[Term] | tuple[Term, ...], note: str = "") -> Bucket:
-    kept = tuple(t for t in terms if t.bytes)
-    return Bucket(key=key, bytes=float(sum(t.bytes for t in kept)), terms=kept, note=note)
+    kept = tuple([t for t in terms if t.bytes])
+    return Bucket(key=key, bytes=float(sum([t.bytes for t in kept])), terms=kept, note=note)
 
 
 class StepPhase(StrEnum):
@@ -98,9 +99,9 @@ class Phase:
     description: str = ""
     kind: StepPhase = StepPhase.STEP
 
-    @property
-    def allocated_bytes(self) -> float:
-        return float(sum(b.bytes for b in self.buckets))
+    @functools.cached_property
+    def allocated_bytes(self) -> float:  # read many times per estimate (peaks, ranks, margins): summed once
+        return float(sum([b.bytes for b in self.buckets]))
 
     def bucket(self, key: BucketKey) -> Bucket:
         for bucket in self.buckets:

@@ -89,6 +89,16 @@ HF_LOGIT_BYTES: Final = 10
 # Eager attention materialises scores (16-bit), their float32 softmax and the cast back.
 EAGER_SCORE_BYTES: Final = 8
 
+# GPTQ checkpoints under transformers run AutoGPTQ's ExLlama (v1) kernels: GPTQConfig's
+# ``exllama_config`` defaults to version 1 (transformers 4.46 utils/quantization_config.py
+# GPTQConfig.post_init), and AutoGPTQ's ``autogptq_post_init`` (AutoGPTQ/AutoGPTQ v0.7.1
+# auto_gptq/modeling/_utils.py) then allocates, per device and for as long as the model lives,
+# ``temp_dq``: float16 room for the largest quantised layer dequantised (qweight.numel() × 8
+# elements = in × out), which the prefill's cuBLAS path dequantises into; and ``temp_state``,
+# max_input_len × max_inner_outer_dim float16, 1 × 1 without act-order (Qwen's, Llama's GPTQ
+# checkpoints: desc_act false). vLLM's GPTQ kernels keep no such buffer.
+EXLLAMA_DQ_BYTES: Final = 2  # float16 per dequantised weight
+
 MAX_CONCURRENT: Final = 10_000_000
 MAX_CONTEXT: Final = 100_000_000
 
@@ -180,6 +190,17 @@ class EngineMemory:
 
 
 # --- Hugging Face generate -------------------------------------------------------------
+def exllama_buffer_bytes(plan: Plan, layout: RankLayout) -> float:
+    """AutoGPTQ's ExLlama dequantisation buffer on the rank (EXLLAMA_DQ_BYTES): a GPTQ model
+    served by transformers holds the largest quantised matrix of the rank once more in float16;
+    0 for every other weight format and engine."""
+    inf = plan.inference
+    if inf.engine is not Engine.HF or inf.weight_dtype is not WeightFormat.GPTQ_INT4:
+        return 0.0
+    largest = max(n_in * n_out for n_in, n_out in plan.model.linear_shapes().values())
+    return largest / inf.tensor_parallel * EXLLAMA_DQ_BYTES
+
+
 def hf_peak_bytes(plan: Plan, layout: RankLayout, batch: int, context: int) -> tuple[float, float, float]:
     """(peak, KV cache at the end, working memory at the peak) for a static batch."""
     model, inf = plan.model, plan.inference
@@ -202,7 +223,7 @@ def hf_peak_bytes(plan: Plan, layout: RankLayout, batch: int, context: int) -> t
     cat_transient = per_pos / 2 * batch * context
     decode = forward_working_bytes(model, layout, batch, HF_HIDDEN_COPIES) + logits + cat_transient
     working = max(prefill + kv_prompt, decode + kv_end) - kv_end
-    peak = layout.weights_bytes + kv_end + working
+    peak = layout.weights_bytes + exllama_buffer_bytes(plan, layout) + kv_end + working
     return peak, kv_end, working
 
 
@@ -224,19 +245,22 @@ def hf_memory(plan: Plan, gpu: GpuSpec, layout: RankLayout, fit: ServingFit = DE
 
     # Every term of the peak but the weights is proportional to the batch: the largest batch
     # has a closed form, which the solver confirms in a call or two.
-    room = usable - overhead - layout.weights_bytes
-    one = hf_peak_bytes(plan, layout, 1, inf.context)[0] - layout.weights_bytes
+    fixed = layout.weights_bytes + exllama_buffer_bytes(plan, layout)
+    room = usable - overhead - fixed
+    one = hf_peak_bytes(plan, layout, 1, inf.context)[0] - fixed
     max_b = max(0, largest_fitting(lambda b: fits(b, inf.context), MAX_CONCURRENT, room / one if one > 0 else 1))
     # In the context the peak is close to linear (attention scores and windows bend it):
     # a secant through the plan's context and half of it starts the search near the answer.
     half = max(1, inf.context // 2)
     slope = (peak - hf_peak_bytes(plan, layout, inf.concurrent, half)[0]) / max(1, inf.context - half)
-    guess_c = inf.context + (room - (peak - layout.weights_bytes)) / slope if slope > 0 else 1
+    guess_c = inf.context + (room - (peak - fixed)) / slope if slope > 0 else 1
     max_c = max(0, largest_fitting(lambda n: fits(inf.concurrent, n), MAX_CONTEXT, guess_c))
     max_c = min(max_c, plan.model.max_position_embeddings)  # no longer than the model reads
     verdict = judge(total, gpu.memory_bytes, plan.hardware.headroom).verdict
+    buffer = exllama_buffer_bytes(plan, layout)
+    weights = f"{gb(layout.weights_bytes)} + {gb(buffer)} (GPTQ buffer)" if buffer else gb(layout.weights_bytes)
     formula = (
-        f"peak = weights + KV cache + working = {gb(layout.weights_bytes)} + {gb(kv)} + {gb(working)} GB; "
+        f"peak = weights + KV cache + working = {weights} + {gb(kv)} + {gb(working)} GB; "
         f"KV = 2 · {layout.layers} layers · {layout.kv_heads} KV heads · {plan.model.head_dim} · "
         f"{inf.context:,} tokens · {inf.concurrent} · {KV_BYTES[inf.kv_dtype]:g} B"
     )
@@ -260,7 +284,17 @@ def hf_memory(plan: Plan, gpu: GpuSpec, layout: RankLayout, fit: ServingFit = DE
         max_num_batched_tokens=inf.concurrent * inf.prompt_tokens,
         formula=formula,
         parts=(
-            make_bucket(BucketKey.WEIGHTS, [Term("weights on the rank", "stored weights", layout.weights_bytes)]),
+            make_bucket(
+                BucketKey.WEIGHTS,
+                [
+                    Term("weights on the rank", "stored weights", layout.weights_bytes),
+                    Term(
+                        "GPTQ dequantisation buffer (AutoGPTQ's ExLlama kernels)",
+                        "the largest quantised matrix × 2 B (float16)",
+                        exllama_buffer_bytes(plan, layout),
+                    ),
+                ],
+            ),
             make_bucket(
                 BucketKey.KV_CACHE,
                 [Term("the batch's KV cache at its longest", f"{inf.concurrent} × {inf.context:,} tokens", kv)],

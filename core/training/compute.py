@@ -16,6 +16,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, replace
 from enum import StrEnum
+from typing import Final
 
 from core import roles
 from core.catalogue import GpuSpec
@@ -139,23 +140,33 @@ def _rated_card(plan: Plan, gpu: GpuSpec) -> GpuSpec:
     return replace(gpu, tflops_dense=rates)
 
 
+# Each kind of modelled work by its feature name's prefix (up to and including ":" where the name has one).
+_PART_LABELS: Final = {
+    "gemm:": "matmuls at the peak, in whole tiles and waves",
+    "gemm_bytes": "matmul operands to and from memory",
+    "attention:": "attention scores and values",
+    "elementwise:": "elementwise ops (norms, rotary, activation, loss)",
+    "optimizer": "optimizer step",
+    "ring_merge": "ring attention's float32 merges (context parallel)",
+    "te_casts": "Transformer Engine's float8 casts",
+    "moe_permute": "MoE token permutes (to the experts' rows and back)",
+}
+
+
+def _part_label(name: str) -> str:
+    head, colon, _ = name.partition(":")
+    label = _PART_LABELS.get(head + colon) if colon else None
+    return label or next(text for key, text in _PART_LABELS.items() if name.startswith(key))
+
+
 def _parts(work: Work) -> tuple[ComputePart, ...]:
     """The modelled compute by kind of work: each feature's seconds × its coefficient."""
-    labels = {
-        "gemm:": "matmuls at the peak, in whole tiles and waves",
-        "gemm_bytes": "matmul operands to and from memory",
-        "attention:": "attention scores and values",
-        "elementwise:": "elementwise ops (norms, rotary, activation, loss)",
-        "optimizer": "optimizer step",
-        "ring_merge": "ring attention's float32 merges (context parallel)",
-        "te_casts": "Transformer Engine's float8 casts",
-        "moe_permute": "MoE token permutes (to the experts' rows and back)",
-    }
     parts = []
     for name, seconds in work.features.items():
-        label = next(text for key, text in labels.items() if name.startswith(key))
         k = coefficient(name)
-        parts.append(ComputePart(label, seconds * k, f"{seconds:.3g} s at the ideal rate × {k:.3g} ({name})"))
+        parts.append(
+            ComputePart(_part_label(name), seconds * k, f"{seconds:.3g} s at the ideal rate × {k:.3g} ({name})")
+        )
     return tuple(parts)
 
 
@@ -207,9 +218,11 @@ def host_floor_step(work: Work, bubble: float, optimizer: float) -> float:
     return work.host_floor * (1.0 + bubble) + optimizer if work.host_floor > 0 else 0.0
 
 
-def _timing(plan: Plan, counts: ParamCounts, work: Work, step_flops: float, peak: float) -> _Timing:
-    """The compute per step: typed utilisation, a measured run, a calibration factor, or the model."""
-    parts = _parts(work)
+def _timing(
+    plan: Plan, counts: ParamCounts, work: Work, step_flops: float, peak: float, parts: tuple[ComputePart, ...]
+) -> _Timing:
+    """The compute per step (``parts``: the modelled work's, ``_parts``): typed utilisation, a
+    measured run, a calibration factor, or the model."""
     modelled = sum(p.seconds for p in parts)
     optimizer = next((p.seconds for p in parts if p.label == "optimizer step"), 0.0)
     hw = plan.hardware
@@ -303,7 +316,8 @@ def compute_estimate(plan: Plan, counts: ParamCounts, gpu: GpuSpec) -> Compute:
     tokens_per_step = plan.effective_batch * plan.workload.seq_len
     steps = -(-tokens // tokens_per_step) if tokens_per_step else 0
     step_flops = per_token * tokens_per_step / gpus  # one GPU's share of the step's FLOPs
-    timing = _timing(plan, counts, work, step_flops, gemm_peak)
+    parts = _parts(work)
+    timing = _timing(plan, counts, work, step_flops, gemm_peak, parts)
     host = host_step(plan, counts)
     step, comm = _step(plan, counts, timing, work, host)
     tokens_per_second = tokens_per_step / step if step > 0 and math.isfinite(step) else 0.0
@@ -349,7 +363,7 @@ def compute_estimate(plan: Plan, counts: ParamCounts, gpu: GpuSpec) -> Compute:
         calibration_factor=timing.factor,
         mfu=flops.model * per_gpu / (gemm_peak * 1e12) if gemm_peak else 0.0,
         tokens_per_second_per_gpu=per_gpu,
-        compute_parts=_parts(work) if timing.source is not UtilisationSource.TYPED else (),
+        compute_parts=parts if timing.source is not UtilisationSource.TYPED else (),
         float8_problem=_float8_problem(plan, gpu),
     )
 

@@ -13,6 +13,7 @@ fitted without it (leave one source out); the tables are in docs/TRAINING_TIME.m
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping
 from typing import Final
 
@@ -249,6 +250,17 @@ def derived(name: str) -> tuple[str, float] | None:
 def coefficient(name: str, table: Mapping[str, float] = FITTED) -> float:
     """The coefficient of feature ``name``; a card family the corpus has no run on (Volta,
     Turing, AMD, Apple, a custom card) takes the Ampere figures."""
+    if table is FITTED:  # the shipped table never changes: each name is looked up once
+        return _shipped(name)
+    return _coefficient(name, table)
+
+
+@functools.cache
+def _shipped(name: str) -> float:
+    return _coefficient(name, FITTED)
+
+
+def _coefficient(name: str, table: Mapping[str, float]) -> float:
     tie = derived(name)
     if tie is not None:
         return tie[1] * coefficient(tie[0], table)
