@@ -289,8 +289,8 @@ def hf_memory(plan: Plan, gpu: GpuSpec, layout: RankLayout, fit: ServingFit = DE
                 [
                     Term("weights on the rank", "stored weights", layout.weights_bytes),
                     Term(
-                        "GPTQ dequantisation buffer (AutoGPTQ's ExLlama kernels)",
-                        "the largest quantised matrix × 2 B (float16)",
+                        "GPTQ dequantisation buffer",
+                        "AutoGPTQ's ExLlama kernels: the largest quantised matrix × 2 B (float16)",
                         exllama_buffer_bytes(plan, layout),
                     ),
                 ],

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from PySide6.QtWidgets import QWidget
 
+from core.breakdown import BucketKey
 from core.estimate import Estimate
 from core.plan import ENGINE_LABELS, Engine
 from core.verdict import VERDICT_LABELS
@@ -69,7 +70,7 @@ class InferencePanel(FiguresPanel):
             else ""
         )
         v["gpus"].setText(f"{inf.gpus} × {estimate.gpu.name}{split}")
-        v["weights"].setText(memory(inf.weights_bytes, u))
+        v["weights"].setText(_weights(estimate, u))
         v["kv_cache"].setText(memory(inf.kv_cache_bytes, u) + (" (pool)" if pooled else ""))
         v["kv_tokens"].setText(f"{inf.kv_cache_tokens:,} tokens")
         v["kv_per_token"].setText(f"{inf.kv_bytes_per_token:,.0f} bytes")
@@ -96,6 +97,17 @@ class InferencePanel(FiguresPanel):
         assert self.headline is not None
         self.headline.setText(_headline(estimate, u))
         self.formula.setText(inf.formula)
+
+
+def _weights(estimate: Estimate, u: Unit) -> str:
+    """The weights bucket the chart draws; what it holds beside the stored weights (a GPTQ model's
+    dequantisation buffer under transformers) named with its size."""
+    inf = estimate.inference
+    bucket = next((b for b in inf.buckets if b.key is BucketKey.WEIGHTS), None)
+    if bucket is None or len(bucket.terms) < 2:
+        return memory(inf.weights_bytes, u)
+    extra = ", ".join(f"{memory(t.bytes, u)} {t.label}" for t in bucket.terms[1:])
+    return f"{memory(bucket.bytes, u)}, of which {extra}"
 
 
 def _headline(estimate: Estimate, u: Unit) -> str:

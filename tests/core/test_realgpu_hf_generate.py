@@ -70,7 +70,7 @@ def test_the_gptq_buffer_is_shown_with_the_weights() -> None:
     served = estimate(_plan(WeightFormat.GPTQ_INT4)).inference
     assert "GPTQ buffer" in served.formula
     weights = next(part for part in served.buckets if part.key.name == "WEIGHTS")
-    assert any("ExLlama" in term.label and term.bytes == 3584 * 18944 * 2 for term in weights.terms)
+    assert any("ExLlama" in term.formula and term.bytes == 3584 * 18944 * 2 for term in weights.terms)
 
 
 def test_a_row_that_grows_less_than_its_kv_cache_is_listed_with_the_arithmetic(bench: ModuleType) -> None:

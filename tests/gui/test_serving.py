@@ -7,6 +7,7 @@ from PySide6.QtCore import Qt
 
 from core.catalogue import find_model
 from core.plan import Engine, Hardware, Plan
+from gui.format import memory
 from gui.main_window import MainWindow
 
 
@@ -160,3 +161,21 @@ def test_the_utilisation_says_what_0_means_in_each_mode(window: MainWindow) -> N
     window.training_action.trigger()
     assert field.text() == "modelled"
     assert "Inference" not in field.toolTip()
+
+
+def test_the_weights_row_is_the_weights_bar_with_what_it_holds_beside_them(window: MainWindow) -> None:
+    """A GPTQ model under transformers holds AutoGPTQ's dequantisation buffer with its weights
+    (core.serving.engines.exllama_buffer_bytes): the Serving tab's weights row gives the bar's
+    figure, not the stored weights alone, and names the buffer (one answer everywhere)."""
+    window.show()
+    window.inference_action.trigger()
+    window.controller.reset(llama_on_h100(engine="hf", context=8192, weight_dtype="gptq-int4"))
+    window.tabs.setCurrentWidget(window.inference_panel)
+    bar = window.chart.bars()[0]
+    row = window.inference_panel.values["weights"].text()
+    assert row.startswith(memory(bar.parts["weights"], window.inference_panel.unit) + ", of which ")
+    assert "GPTQ dequantisation buffer" in row
+    window.controller.reset(llama_on_h100(engine="hf", context=8192))  # bf16: the stored weights alone
+    assert window.inference_panel.values["weights"].text() == memory(
+        window.controller.estimate.inference.weights_bytes, window.inference_panel.unit
+    )
