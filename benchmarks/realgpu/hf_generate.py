@@ -166,6 +166,16 @@ def summary(rows: Sequence[Row]) -> dict[str, float]:
     }
 
 
+def by_format(rows: Sequence[Row]) -> list[tuple[str, int, float, float]]:
+    """(weight format, figures scored, median |error|, worst signed error) per format scored."""
+    out = []
+    for fmt in FORMATS:
+        errors = [r.error for r in rows if r.predicted_gib is not None and r.record["quantization"] == fmt]
+        if errors:
+            out.append((fmt, len(errors), statistics.median(abs(e) for e in errors), max(errors, key=abs)))
+    return out
+
+
 def failures(rows: Sequence[Row]) -> list[str]:
     s = summary(rows)
     out = []
@@ -191,13 +201,8 @@ def text(rows: Sequence[Row]) -> str:
             lines.append(
                 f"{row.record['id']:34s} {row.record['value']:10.2f} {row.predicted_gib:10.2f} {row.error:+7.1f}%"
             )
-    for fmt in FORMATS:
-        errors = [r.error for r in rows if r.predicted_gib is not None and r.record["quantization"] == fmt]
-        if errors:
-            lines.append(
-                f"  {fmt:10s} n={len(errors):3d}  median |error| {statistics.median(abs(e) for e in errors):5.2f} %  "
-                f"worst {max(errors, key=abs):+6.1f} %"
-            )
+    for fmt, n, median, worst in by_format(rows):
+        lines.append(f"  {fmt:10s} n={n:3d}  median |error| {median:5.2f} %  worst {worst:+6.1f} %")
     lines += [
         f"all: {s['scored']:.0f} scored, median |error| {s['median']:.2f} % (target ≤ {TARGET_MEDIAN:g} %), "
         f"worst {s['worst']:+.1f} %, {s['within']:.0f} within ±{TARGET_EACH:g} %, median signed {s['signed']:+.2f} %",
@@ -215,13 +220,7 @@ def markdown(rows: Sequence[Row]) -> str:
         "| weight format | figures | median \\|error\\| | worst |",
         "|---|---:|---:|---:|",
     ]
-    for fmt in FORMATS:
-        errors = [r.error for r in rows if r.predicted_gib is not None and r.record["quantization"] == fmt]
-        if errors:
-            lines.append(
-                f"| {fmt} | {len(errors)} | {statistics.median(abs(e) for e in errors):.2f} % | "
-                f"{max(errors, key=abs):+.1f} % |"
-            )
+    lines += [f"| {fmt} | {n} | {median:.2f} % | {worst:+.1f} % |" for fmt, n, median, worst in by_format(rows)]
     lines.append(f"| all | {s['scored']:.0f} | {s['median']:.2f} % | {s['worst']:+.1f} % |")
     return "\n".join(lines)
 
