@@ -419,10 +419,11 @@ def targets(rows: Sequence[Scored]) -> list[tuple[str, bool]]:
         n, median, worst, sources = s[metric]
         ok = worst <= worst_t and (median_t is None or median <= median_t)
         want = f"median ≤ {median_t:g} %, " if median_t is not None else ""
+        within = sum(1 for r in rows if r.metric == metric and abs(r.error_pct) <= worst_t)
         checks.append(
             (
-                f"{metric}: {n} figures / {sources} sources, median {median:.1f} %, worst {worst:.1f} % "
-                f"(target {want}each within ±{worst_t:g} %)",
+                f"{metric}: {n} figures / {sources} sources, median {median:.1f} %, worst {worst:.1f} %, "
+                f"{within} within ±{worst_t:g} % (target {want}each within ±{worst_t:g} %)",
                 ok,
             )
         )
