@@ -151,6 +151,9 @@ class Float8(StrEnum):
     TENSORWISE = "tensorwise"  # torchao Float8Linear, dynamic tensorwise scaling (torchtitan's float8)
     ROWWISE = "rowwise"  # torchao Float8Linear, rowwise scaling (recipe "rowwise")
     TE = "te"  # NVIDIA Transformer Engine fp8 linears (Megatron-LM / NeMo --fp8-format hybrid)
+    # Transformer Engine's MXFP8 recipe (--fp8-recipe mxfp8, MXFP8BlockScaling): E8M0 scales per 1×32
+    # block, Blackwell's block-scaled fp8 GEMM; per-tensor scaling is "te"
+    TE_MXFP8 = "te-mxfp8"
 
 
 class MegatronCeFusion(StrEnum):
@@ -362,6 +365,7 @@ FLOAT8_LABELS: Final = {
     Float8.TENSORWISE: "torchao, tensorwise scaling",
     Float8.ROWWISE: "torchao, rowwise scaling",
     Float8.TE: "Transformer Engine",
+    Float8.TE_MXFP8: "Transformer Engine, MXFP8 blocks (Blackwell)",
 }
 MEGATRON_CE_FUSION_LABELS: Final = {
     MegatronCeFusion.OFF: "off (vocab-parallel cross-entropy)",
@@ -665,7 +669,8 @@ INPUTS: Final[tuple[Input, ...]] = (
           "Run the linear layers' matmuls in float8 (torchao Float8Linear as torchtitan uses it, or "
           "Transformer Engine in Megatron / NeMo) at the card's fp8 rate; attention, norms and the loss stay "
           "16-bit. Needs FP8 tensor cores (Ada, Hopper, Blackwell).",
-          ("--float8",), "float8 linears: none, tensorwise or rowwise (torchao) or te (Transformer Engine)",
+          ("--float8",), "float8 linears: none, tensorwise or rowwise (torchao), te (Transformer Engine, "
+          "per-tensor) or te-mxfp8 (its MXFP8 blocks, Blackwell)",
           labels=FLOAT8_LABELS),
     Input("chunked_loss", Kind.BOOL, "Chunked cross-entropy loss", "Chunked cross-entropy loss", False,
           "Compute the loss in chunks so the full float32 logits never exist at once.",

@@ -253,7 +253,15 @@ def _float8(record: Mapping[str, Any]) -> Float8:
         return Float8.NONE
     if record["source_id"] in ("torchtitan", "trainy-torchtitan-h200"):
         return Float8.ROWWISE if "rowwise" in record["id"] else Float8.TENSORWISE
-    return Float8.TE  # NeMo / Megatron (Transformer Engine), llm-foundry amp_fp8 (Transformer Engine)
+    # NeMo / Megatron (Transformer Engine), llm-foundry amp_fp8 (Transformer Engine); Megatron-Bridge's
+    # tables name the MXFP8 recipe in their precision column ("MXFP8", "FP8-MX"; "FP8-CS (FP8-MX)"
+    # gives the per-tensor current-scaling figure first, the one scored, MXFP8's in parentheses).
+    if any(a in MXFP8_COLUMNS for a in record.get("assumptions") or ()):
+        return Float8.TE_MXFP8
+    return Float8.TE
+
+
+MXFP8_COLUMNS: Final = ("precision column: MXFP8", "precision column: FP8-MX")
 
 
 # llm-foundry's benchmark runs: submit_benchmarks.py's --attn_impl defaults to triton (MPT's

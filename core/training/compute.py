@@ -29,7 +29,7 @@ from core.plan import Accounting, Float8, Plan
 from core.training.efficiency import coefficient
 from core.training.flops import FlopTerm, token_flops
 from core.training.host import HostStep, host_step
-from core.training.speed import Work, step_work
+from core.training.speed import Work, mxfp8_unsupported, step_work
 
 # What the MFU figure counts, as the window and the command line say it.
 MFU_CONVENTION = (
@@ -369,6 +369,11 @@ def compute_estimate(plan: Plan, counts: ParamCounts, gpu: GpuSpec) -> Compute:
 
 
 def _float8_problem(plan: Plan, gpu: GpuSpec) -> str | None:
+    if gpu.tflops_dense.get("fp8") and mxfp8_unsupported(plan, gpu):
+        return (
+            f"Transformer Engine's MXFP8 recipe needs Blackwell's block-scaled fp8 GEMMs; the {gpu.name} has "
+            "none (TE refuses it there), so the linears are timed as its per-tensor fp8 recipe"
+        )
     if plan.float8 is Float8.NONE or gpu.tflops_dense.get("fp8"):
         return None
     return (

@@ -130,7 +130,7 @@ def allocator_workspaces(plan: Plan) -> tuple[Term, ...]:
             CUBLAS_TRAINING_HANDLES * cublas.bytes,
         )
     ]
-    if plan.stack is Stack.MEGATRON or plan.float8 is Float8.TE:
+    if plan.stack is Stack.MEGATRON or plan.float8 in (Float8.TE, Float8.TE_MXFP8):
         terms.append(Term(f"Transformer Engine's cuBLAS workspace (one per process){te.note}", te.label, te.bytes))
     if plan.moe_grouped_gemm and plan.stack is Stack.MEGATRON and plan.model.num_experts > 1:
         terms.append(

@@ -46,8 +46,19 @@ _FP8_OVER_16BIT: Final = {"fp8-tensorwise": 1.0, "fp8-rowwise": 1.33}
 # set it for themselves.
 # The casts the recipe adds are counted as bytes (core.training.speed.TE_CAST_BYTES).
 FP8_TE_OVER_16BIT: Final = 1.03
+# Transformer Engine's MXFP8 GEMM (Blackwell's block-scaled fp8, cuBLASLt with E8M0 scales per 1×32
+# block) against its per-tensor fp8 GEMM at the same shapes on the same card: the same guide's
+# B300 pre-quantized run (NVIDIA/TransformerEngine@1609c890, gemm_profiling.rst, "Autocast vs
+# Pre-quantized", the kernels alone, the 5B model's 12 GEMMs a layer over 24 layers): 171.869 ms
+# MXFP8 against 163.493 ms FP8 CurrentScaling, 1.051 x (its operands are the same bytes, plus
+# 1/32 of scales). A hard tie, as FP8_TE_OVER_16BIT; its casts are counted apart
+# (core.training.speed.TE_MXFP8_CAST_BYTES).
+MXFP8_OVER_FP8_TE: Final = 171.869 / 163.493
 # Coefficients that are a fixed multiple of another (name suffix -> (the other's suffix, ratio)).
-DERIVED: Final = {"/fp8-te": ("/16-bit", FP8_TE_OVER_16BIT)}
+DERIVED: Final = {
+    "/fp8-te": ("/16-bit", FP8_TE_OVER_16BIT),
+    "/fp8-te-mxfp8": ("/16-bit", FP8_TE_OVER_16BIT * MXFP8_OVER_FP8_TE),
+}
 # Eager attention's QKᵀ and PV are cuBLAS batched GEMMs (torch.baddbmm / torch.bmm in
 # Megatron-DeepSpeed's CoreAttention, bigscience-workshop/Megatron-DeepSpeed@8387ae1
 # megatron/model/transformer.py; at::cuda::blas::bgemm, pytorch/pytorch@0040fe0

@@ -49,10 +49,24 @@ def gemm_kind(plan: Plan, gpu: GpuSpec) -> str:
     else the 16-bit (or float32) compute dtype; under the Megatron stack on Hopper its 16-bit and
     Transformer Engine fp8 matmuls at the rate TE's GEMM guide measured (efficiency.MEGATRON_HOPPER)."""
     if plan.float8 is not Float8.NONE and gpu.tflops_dense.get("fp8"):
-        kind = f"fp8-{plan.float8.value}"
+        kind = f"fp8-{_te_recipe(plan, gpu).value}"
     else:
         kind = "fp32" if dtypes_for(plan).compute == 4 else "16-bit"
     return _stack_kind(plan, generation(gpu.id), kind)
+
+
+def _te_recipe(plan: Plan, gpu: GpuSpec) -> Float8:
+    """The float8 recipe the linears run: Transformer Engine's MXFP8 only where the card has
+    block-scaled fp8 GEMMs (Blackwell: TE's MXFP8BlockScaling needs SM100+; on another card it is
+    timed as TE's per-tensor recipe, and the plan says why: core.training.compute)."""
+    if plan.float8 is Float8.TE_MXFP8 and generation(gpu.id) is not Generation.BLACKWELL:
+        return Float8.TE
+    return plan.float8
+
+
+def mxfp8_unsupported(plan: Plan, gpu: GpuSpec) -> bool:
+    """A plan asking Transformer Engine's MXFP8 recipe on a card without MXFP8 GEMMs."""
+    return plan.float8 is Float8.TE_MXFP8 and _te_recipe(plan, gpu) is not Float8.TE_MXFP8
 
 
 def _stack_kind(plan: Plan, family: Generation, kind: str) -> str:
@@ -164,6 +178,18 @@ FLOAT8_CAST_BYTES: Final = 5.0
 # bytes each at 4.8 TB/s (its CurrentScaling, with a separate amax pass: 6.8; its B300 run,
 # 187.2 vs 163.5 ms at 8 TB/s: 3.2).
 TE_CAST_BYTES: Final = 4.0
+# Transformer Engine's MXFP8 casts (MXFP8BlockScaling, Blackwell): one E8M0 scale per 1×32 block,
+# and the two copies a training linear needs are two quantisations, not a copy and its transpose
+# (the rowwise copy's blocks run along a row, the columnwise copy's down a column: each is scaled
+# from its own 32 values; TE v2.12 grouped_linear.py sets both usages on the input and, in the
+# backward, on the output gradient), so each cast reads the 16-bit tensor and writes 2 bytes plus
+# 2/32 of scales, swizzled for the GEMM. Measured in the same guide as TE_CAST_BYTES, on the B300
+# (NVIDIA/TransformerEngine@1609c890, docs/examples/gemm_profiling/gemm_profiling.rst, "Autocast vs
+# Pre-quantized", the 5B model's 12 GEMMs a layer, 24 layers, M = 15,872): MXFP8 through te.Linear
+# (autocast, its casts included) 215.608 ms against 171.869 ms pre-quantized, 43.739 ms for 24 ×
+# 2.482e9 cast input and weight elements at 8 TB/s (NVIDIA B300 datasheet), 5.87 bytes each where
+# the same run's per-tensor DelayedScaling gives 3.2 (TE_CAST_BYTES above).
+TE_MXFP8_CAST_BYTES: Final = (215.608 - 171.869) * 1e-3 / 24 * 8e12 / 2.482e9
 # Float8 rowwise on a linear too small for it: torchao converts every nn.Linear unless told
 # otherwise (torchtitan's filter_fqns, its auto filter opt-in), and a rowwise linear whose local
 # weight (N out × K in) is below torchao's rowwise thresholds runs slower than in bf16: "approx
@@ -296,6 +322,7 @@ class _Rank:
     head: bool  # the rank holds the output head and the loss
     fp8: bool  # the linears run in float8
     sms: int | None = None  # the card's SMs (GpuSpec.sm_count): a wave of tiles; None: tiles only
+    mxfp8: bool = False  # they run Transformer Engine's MXFP8 recipe (a card that has it)
 
 
 def _split(gemm_k: int, gemm_n: int, split: str, tp: int) -> tuple[float, float]:
@@ -574,7 +601,7 @@ def _float8_cast_bytes(rank: _Rank) -> float:
     ``matmul_with_hp_or_float8_args``): the input and the weight cast in the forward; in the
     backward the output gradient twice (for each of its matmuls), the weight and the input
     again (the forward saved them in high precision)."""
-    if not rank.fp8 or rank.plan.float8 is Float8.TE:
+    if not rank.fp8 or rank.plan.float8 in (Float8.TE, Float8.TE_MXFP8):
         return 0.0  # Transformer Engine's casts: te_cast_bytes
     plan, total = rank.plan, 0.0
     for gemm in block_gemms(plan):
@@ -591,10 +618,12 @@ def _float8_cast_bytes(rank: _Rank) -> float:
 
 
 def te_cast_bytes(rank: _Rank) -> float:
-    """Transformer Engine's casts for one micro-batch on the rank (TE_CAST_BYTES): each float8
-    linear's input and weight in the forward, its output gradient in the backward."""
-    if not rank.fp8 or rank.plan.float8 is not Float8.TE:
+    """Transformer Engine's casts for one micro-batch on the rank (TE_CAST_BYTES, and
+    TE_MXFP8_CAST_BYTES under the MXFP8 recipe): each float8 linear's input and weight in the
+    forward, its output gradient in the backward."""
+    if not rank.fp8 or rank.plan.float8 not in (Float8.TE, Float8.TE_MXFP8):
         return 0.0
+    per_element = TE_MXFP8_CAST_BYTES if rank.mxfp8 else TE_CAST_BYTES
     total = 0.0
     for gemm in block_gemms(rank.plan):
         if gemm.name.endswith(("LoRA A", "LoRA B")):
@@ -602,7 +631,7 @@ def te_cast_bytes(rank: _Rank) -> float:
         k, n = _split(gemm.k, gemm.n, gemm.split, rank.tp)
         m, c = _rows(rank, gemm)
         total += ((m * k + k * n) * rank.layers + m * n * rank.backward_layers) * c
-    return total * TE_CAST_BYTES
+    return total * per_element
 
 
 def _dequant_bytes(rank: _Rank) -> float:
@@ -646,7 +675,7 @@ def optimizer_step_bytes(plan: Plan, counts: ParamCounts, stage: Stage) -> float
     return rank_trainable(plan, counts, stage) * (2.0 * dt.param + dt.grad) + 2.0 * state
 
 
-def _rank_of(plan: Plan, stage: Stage, fp8: bool, sms: int | None = None) -> _Rank:
+def _rank_of(plan: Plan, stage: Stage, fp8: bool, sms: int | None = None, mxfp8: bool = False) -> _Rank:
     par = plan.parallel
     backward = trainable_layers(plan, stage) if plan.method is Method.FROZEN else stage.layers
     return _Rank(
@@ -658,6 +687,7 @@ def _rank_of(plan: Plan, stage: Stage, fp8: bool, sms: int | None = None) -> _Ra
         head=stage.head,
         fp8=fp8,
         sms=sms,
+        mxfp8=mxfp8,
     )
 
 
@@ -705,7 +735,7 @@ def step_work(plan: Plan, counts: ParamCounts, gpu: GpuSpec) -> Work:
     micro = plan.workload.grad_accum
     best: Work | None = None
     for stage in layout(plan).stages:
-        rank = _rank_of(plan, stage, fp8, gpu.sm_count)
+        rank = _rank_of(plan, stage, fp8, gpu.sm_count, fp8 and kind.endswith(Float8.TE_MXFP8.value))
         mm = _matmuls(rank)
         attention, attention_forward = _attention_flops(rank)
         # Seconds at the peak from the FLOPs the tensor cores spend (eager's batched GEMMs in

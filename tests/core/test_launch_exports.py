@@ -359,6 +359,17 @@ def test_megatron_bridge_carries_the_layout_and_its_header_command_says_the_same
     assert overrides["model.recompute_granularity"] == str(model["recompute_granularity"] or "null")
 
 
+def test_megatron_bridge_writes_the_mxfp8_recipe() -> None:
+    # Megatron-Core 55ac7082 TransformerConfig.fp8_recipe ("delayed", "tensorwise", "mxfp8", ...):
+    # the per-tensor recipe is its default, MXFP8 is asked by name (Megatron-Bridge v0.3.1
+    # bf16_with_mxfp8_mixed: fp8_recipe "mxfp8"). Before, both exported as fp8 "hybrid" alone.
+    plan = llama_plan(stack=Stack.MEGATRON)
+    mx = yaml.safe_load(export(replace(plan, float8=Float8.TE_MXFP8), Target.MEGATRON_BRIDGE).text)["model"]
+    assert (mx["fp8"], mx["fp8_recipe"]) == ("hybrid", "mxfp8")
+    te = yaml.safe_load(export(replace(plan, float8=Float8.TE), Target.MEGATRON_BRIDGE).text)["model"]
+    assert te["fp8"] == "hybrid" and "fp8_recipe" not in te
+
+
 def test_megatron_bridge_lists_a_split_fused_group_and_a_4bit_base() -> None:
     # Megatron-Core fuses q, k, v into linear_qkv (and gate, up into linear_fc1): LoRA on q and v
     # alone cannot be said; Megatron-Bridge's PEFT adapts a 16-bit base.

@@ -102,6 +102,23 @@ def test_fp8_and_the_distributed_optimizer_map_onto_te_and_zero1() -> None:
     assert plan.parallel.strategy is Strategy.ZERO1
 
 
+def test_the_mxfp8_recipe_maps_onto_transformer_engines_mxfp8() -> None:
+    # Megatron-Bridge v0.3.1 src/megatron/bridge/training/mixed_precision.py bf16_with_mxfp8_mixed:
+    # fp8 "e4m3", fp8_recipe "mxfp8"; Megatron-Core's TransformerConfig.fp8_recipe takes "mxfp8"
+    # (NVIDIA/Megatron-LM 55ac7082). Before, every fp8 recipe read as per-tensor "te".
+    named = _read({"mixed_precision": "bf16_with_mxfp8_mixed", "train": {"micro_batch_size": 1}}).settings
+    assert named.float8 == "te-mxfp8"
+    keyed = _read({"model": {"fp8": "e4m3", "fp8_recipe": "mxfp8"}, "train": {"micro_batch_size": 1}})
+    assert keyed.settings.float8 == "te-mxfp8" and not any("fp8_recipe" in u for u in keyed.unknown)
+    delayed = _read({"model": {"fp8": "hybrid", "fp8_recipe": "delayed"}, "train": {"micro_batch_size": 1}})
+    assert delayed.settings.float8 == "te"
+    plan = plan_from_run(
+        _read({"mixed_precision": "bf16_with_mxfp8_mixed", "train": {"micro_batch_size": 1}}),
+        plan_for_model("llama-3.1-8b").on_gpus(8),
+    )
+    assert plan.float8 is Float8.TE_MXFP8
+
+
 def test_fsdp_offload_dora_and_a_null_peft() -> None:
     fsdp = _read({"dist": {"use_torch_fsdp2": True}, "optimizer": {"optimizer_cpu_offload": True}}).settings
     assert (fsdp.sharding, fsdp.offload) == ("fsdp", "optimizer")

@@ -554,3 +554,31 @@ def test_float8_rowwise_linears_too_small_for_it_run_slower_than_bf16() -> None:
     assert sharded["gemm:hopper/16-bit)"] == pytest.approx(ROWWISE_SMALL_SLOWDOWN * (bf16 - head) + head)
     whole = parts(Float8.ROWWISE, 1)  # unsharded, only wk / wv (1,024 out) stay slow
     assert whole["gemm:hopper/fp8-rowwise)"] > whole["gemm:hopper/16-bit)"] > 0
+
+
+def test_transformer_engine_mxfp8_runs_its_own_gemm_and_casts_on_blackwell() -> None:
+    # NVIDIA/TransformerEngine@1609c890 docs/examples/gemm_profiling/gemm_profiling.rst, the 5B
+    # model on a B300 (12 GEMMs a layer, 24 layers, M = 15,872): pre-quantized, MXFP8 171.869 ms
+    # against FP8 CurrentScaling 163.493 ms (the GEMM 1.051 x); through te.Linear MXFP8 takes
+    # 215.608 ms, 43.739 ms of casts for 24 x 2.482e9 elements at 8 TB/s: 5.87 bytes each.
+    # Before, the MXFP8 recipe had no setting of its own: Transformer Engine's per-tensor time.
+    assert coefficient("gemm:blackwell/fp8-te-mxfp8") / coefficient("gemm:blackwell/fp8-te") == pytest.approx(
+        171.869 / 163.493, abs=1e-9
+    )
+    b200 = _h100().with_changes(stack=Stack.MEGATRON)
+    b200 = replace(b200, hardware=replace(b200.hardware, gpu="b200"))
+    te = estimate(b200.with_changes(float8=Float8.TE)).compute
+    mx = estimate(b200.with_changes(float8=Float8.TE_MXFP8)).compute
+
+    def part(result, name: str) -> float:  # type: ignore[no-untyped-def]
+        return sum(p.seconds for p in result.compute_parts if p.formula.endswith(f"({name})"))
+
+    assert part(mx, "gemm:blackwell/fp8-te-mxfp8") > 0 and part(mx, "gemm:blackwell/fp8-te") == 0
+    assert part(mx, "te_casts") == pytest.approx(part(te, "te_casts") * 5.8728 / 4.0, rel=1e-3)
+    assert mx.step_seconds > te.step_seconds and mx.float8_problem is None
+    # Hopper has no block-scaled fp8 GEMM (TE's MXFP8BlockScaling needs SM100+): timed as the
+    # per-tensor recipe, and the plan says why.
+    hopper = estimate(_h100().with_changes(stack=Stack.MEGATRON, float8=Float8.TE_MXFP8)).compute
+    per_tensor = estimate(_h100().with_changes(stack=Stack.MEGATRON, float8=Float8.TE)).compute
+    assert hopper.step_seconds == pytest.approx(per_tensor.step_seconds)
+    assert hopper.float8_problem is not None and "MXFP8" in hopper.float8_problem

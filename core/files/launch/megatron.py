@@ -171,8 +171,10 @@ def _model(draft: Draft) -> dict[str, Any]:
             section["moe_flex_dispatcher_backend"] = par.moe_dispatcher.value
     if plan.model.num_experts > 1:
         section["moe_grouped_gemm"] = plan.moe_grouped_gemm
-    if plan.float8 is Float8.TE:
+    if plan.float8 in (Float8.TE, Float8.TE_MXFP8):
         section["fp8"] = "hybrid"
+        if plan.float8 is Float8.TE_MXFP8:
+            section["fp8_recipe"] = "mxfp8"  # Megatron-Core TransformerConfig.fp8_recipe
     elif plan.float8 is not Float8.NONE:
         draft.cannot("method.float8", "Megatron's fp8 is Transformer Engine's, not torchao's Float8Linear")
     if par.pipeline_parallel > 1 and par.schedule is PipelineSchedule.GPIPE:

@@ -211,12 +211,22 @@ def _precision(taker: Taker, odd: OddValues) -> dict[str, Any]:
     if "model_dtype" in s:  # Megatron-Core casts the model itself (Float16Module): no torch autocast
         s["autocast"] = "none"
         taker.record("autocast", "none", "Megatron-Core runs the 16-bit model without torch autocast")
+    # Megatron-Core's fp8_recipe (TransformerConfig: "delayed", "tensorwise", "mxfp8", "blockwise"):
+    # MXFP8's block-scaled casts and GEMMs are timed apart (core.training.speed); Megatron-Bridge's
+    # precision recipes name it too ("bf16_with_mxfp8_mixed").
+    fp8_recipe = taker.word("model.fp8_recipe", "delayed, tensorwise, mxfp8, blockwise or null")
+    if isinstance(recipe, dict):
+        fp8_recipe = fp8_recipe or taker.word(
+            "mixed_precision.fp8_recipe", "delayed, tensorwise, mxfp8, blockwise or null"
+        )
+    mxfp8 = fp8_recipe == "mxfp8" or (isinstance(recipe, str) and "mxfp8" in recipe.lower())
     if fp8 is not None:
         if fp8 not in FP8_FORMATS:
             raise taker.fail("model.fp8", fp8, "e4m3, hybrid or null")
-        s["float8"] = "te"
-        taker.record("float8", "te", "fp8: Transformer Engine fp8 linears")
-    taker.irrelevant("mixed_precision", "model.fp8_recipe", "model.params_dtype", "model.autocast_dtype")
+        kind = "te-mxfp8" if mxfp8 else "te"
+        s["float8"] = kind
+        taker.record("float8", kind, "fp8: Transformer Engine fp8 linears" + (", MXFP8 recipe" if mxfp8 else ""))
+    taker.irrelevant("mixed_precision", "model.params_dtype", "model.autocast_dtype")
     return s
 
 
