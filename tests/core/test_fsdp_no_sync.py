@@ -137,3 +137,21 @@ def test_the_diagnosis_offers_sync_each_batch_where_no_sync_holds_the_gradients(
     assert estimate(plan).total_bytes - sync.total_bytes > 20e9  # 3/4 of 32.1 GB of float32 gradients
     assert remedies._sync_each_batch(_full_8b(wrap=True, sync=GradSync.EACH)) is None
     assert remedies._sync_each_batch(_full_8b(wrap=False)) is None
+
+
+def test_the_trainer_exports_say_it_and_read_it_back() -> None:
+    """Both accelerate defaults exist (FSDP1: no_sync; FSDP2: each before v1.11, no_sync from it), so
+    the TrainingArguments export writes sync_each_batch either way; a target without the setting
+    lists it when the plan differs from what that target does."""
+    from core.files.launch import Target, export
+
+    for wrap, sync, each in ((True, GradSync.AUTO, False), (True, GradSync.EACH, True), (False, GradSync.AUTO, True)):
+        text = export(_full_8b(wrap=wrap, sync=sync), Target.TRL).text
+        document = json.loads(text)
+        assert document["accelerator_config"] == {"gradient_accumulation_kwargs": {"sync_each_batch": each}}
+        back = loads_run_config(text.encode(), "trl.json")
+        assert back.settings.grad_sync == ("each" if each else "no_sync")
+    one_step = json.loads(export(_full_8b(wrap=True, accum=1), Target.TRL).text)
+    assert "accelerator_config" not in one_step
+    titan = export(_full_8b(wrap=False, sync=GradSync.NO_SYNC), Target.TORCHTITAN)
+    assert "parallel.grad_sync" in {u.field for u in titan.unexpressed}
