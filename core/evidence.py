@@ -59,7 +59,7 @@ EVIDENCE: Final[dict[str, KindEvidence]] = {
     "method:qlora": KindEvidence(27, 5, -0.054, 0.077, -0.144, 0.17),
     "method:qlora+gpus:many": KindEvidence(15, 2, -0.088, 0.108, -0.144, 0.17),
     "method:qlora+gpus:one": KindEvidence(12, 3, -0.048, 0.054, -0.048, 0.077),
-    "offload:params": KindEvidence(8, 3, -0.064, 0.064, -0.105, 0.076),
+    "offload:params": KindEvidence(8, 3, -0.064, 0.06, -0.105, 0.064),
     "parallel:context": KindEvidence(7, 2, -0.009, 0.054, -0.011, 0.111),
     "parallel:pipeline": KindEvidence(16, 2, -0.008, 0.05, -0.044, 0.111),
     "parallel:tensor": KindEvidence(15, 2, -0.027, 0.073, -0.044, 0.111),

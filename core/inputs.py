@@ -182,6 +182,15 @@ class Offload(StrEnum):
     PARAMS = "params"  # parameters, gradients and optimizer state on the host
 
 
+class GradSync(StrEnum):
+    """When a sharded (FSDP) rank reduce-scatters its gradients under gradient accumulation
+    (core.parallel.state._no_sync_accumulated; docs/REAL_GPU_MEMORY.md "FSDP1's no_sync")."""
+
+    AUTO = "auto"  # the loop's default: no_sync for FSDP1 (accelerate / HF Trainer), every micro-batch for FSDP2
+    NO_SYNC = "no_sync"  # only the last micro-batch: the others keep the whole model's gradients unsharded
+    EACH = "each"  # every micro-batch (accelerate sync_each_batch=True, torchtitan)
+
+
 class PipelineSchedule(StrEnum):
     GPIPE = "gpipe"  # every micro-batch's forward, then every backward
     ONE_F_ONE_B = "1f1b"  # PipeDream-flush / Megatron 1F1B
@@ -389,6 +398,11 @@ STRATEGY_LABELS: Final = {
     Strategy.ZERO1: "ZeRO-1 (optimizer)",
     Strategy.ZERO2: "ZeRO-2 (+ gradients)",
     Strategy.ZERO3: "ZeRO-3 (+ weights)",
+}
+GRAD_SYNC_LABELS: Final = {
+    GradSync.AUTO: "the loop's default",
+    GradSync.NO_SYNC: "last micro-batch only (no_sync)",
+    GradSync.EACH: "every micro-batch (sync_each_batch)",
 }
 OFFLOAD_LABELS: Final = {
     Offload.NONE: "none",
@@ -1090,6 +1104,24 @@ INPUTS: Final[tuple[Input, ...]] = (
           ("--fsdp1-wrap",), "FSDP1 wrap of a model on the CPU/meta device (sync_module_states)",
           advanced=True,
           matters=lambda p: p.parallel.strategy is Strategy.FSDP),
+    # accelerate's Accelerator.accumulate enters the model's no_sync() for every micro-batch but the
+    # last unless GradientAccumulationPlugin(sync_each_batch=True) (huggingface/accelerate v0.28.0
+    # 60bfdaa9 onwards; FSDP2 through set_requires_gradient_sync(False) from v1.11.0, ec92b1af);
+    # under it FSDP1's _post_backward_hook keeps flat_param.grad unsharded
+    # (core.parallel.state._no_sync_accumulated).
+    Input("parallel.grad_sync", Kind.ENUM, "Accumulation sync", "FSDP gradient sync under accumulation",
+          GradSync.AUTO,
+          "When an FSDP rank reduce-scatters its gradients under gradient accumulation. No_sync (accelerate "
+          "and HF Trainer with FSDP1, their default; FSDP2 from accelerate 1.11; Lightning Fabric's "
+          "no_backward_sync) reduces only on the last micro-batch: until then every rank holds the whole "
+          "model's trainable gradients unsharded. Every micro-batch (accelerate's sync_each_batch=True, "
+          "torchtitan) keeps them sharded at the cost of a reduce-scatter per micro-batch. The loop's "
+          "default: no_sync for FSDP1, every micro-batch for FSDP2.",
+          ("--grad-sync",), "FSDP under accumulation: auto, no_sync, each (default auto: no_sync for FSDP1)",
+          labels=GRAD_SYNC_LABELS, advanced=True, training_only=True,
+          matters=lambda p: p.parallel.strategy is Strategy.FSDP
+          and p.workload.grad_accum > 1
+          and p.parallel.pipeline_parallel == 1),
     Input("parallel.fsdp_reduce_dtype", Kind.ENUM, "FSDP reduce", "FSDP reduce dtype", MpDtype.STORED,
           "MixedPrecisionPolicy.reduce_dtype: the dtype gradients are reduced in.",
           ("--fsdp-reduce-dtype",), "FSDP2 MixedPrecisionPolicy", labels=MP_DTYPE_LABELS,

@@ -38,6 +38,7 @@ from core.inputs import (
     CheckpointPolicy,
     Engine,
     Float8,
+    GradSync,
     Kind,
     MegatronCeFusion,
     Method,
@@ -86,6 +87,7 @@ __all__ = [
     "Engine",
     "Float8",
     "GgufQuant",
+    "GradSync",
     "Hardware",
     "Inference",
     "LessonSettings",
@@ -262,6 +264,7 @@ class Parallelism:
     fsdp_reduce_dtype: MpDtype = DEFAULTS["parallel.fsdp_reduce_dtype"]  # MixedPrecisionPolicy.reduce_dtype
     fsdp_float8_all_gather: bool = DEFAULTS["parallel.fsdp_float8_all_gather"]  # torchao float8 all-gather
     fsdp1_wrap: bool = DEFAULTS["parallel.fsdp1_wrap"]  # FSDP1 wrap of a CPU/meta model (sync_module_states)
+    grad_sync: GradSync = DEFAULTS["parallel.grad_sync"]  # FSDP reduce-scatter under accumulation (no_sync)
     grad_reduce_in_fp32: bool = DEFAULTS["parallel.grad_reduce_in_fp32"]  # Megatron-Core DDP config
     ddp_bucket_mb: float = DEFAULTS["parallel.ddp_bucket_mb"]
     ddp_bucket_view: bool = DEFAULTS["parallel.ddp_bucket_view"]  # gradient_as_bucket_view

@@ -18,6 +18,9 @@ The mapping's own choices are written here once, with their reason:
   wrap a model held on the CPU (rank 0) or the meta device with ``sync_module_states``: planned
   with ``parallel.fsdp1_wrap`` (``FSDP1_WRAP_FAMILIES``, ``FSDP1_WRAP_SOURCES``); Answer.AI's loop keeps
   the model output through the backward (``loop_keeps_output``, ``KEEPS_OUTPUT_FAMILIES``);
+- those FSDP1 runs keep ``parallel.grad_sync`` at "auto": PEFT's guide trains through accelerate's
+  ``accumulate`` (no_sync for every micro-batch but the last, core.parallel.layout.fsdp_no_sync);
+  Answer.AI's rows run one micro-batch a step, where the setting has no effect;
 - gpt-oss under transformers 4.x held on the CPU when kernels ran (FSDP) loops over its experts
   (``experts_loop``, :func:`_experts_loop`); on one GPU the hub's MegaBlocks layer runs them grouped;
 - a recipe's ``float8`` is torchao's Float8Linear with dynamic tensorwise scaling, the

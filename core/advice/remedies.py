@@ -25,7 +25,18 @@ from core.dtypes import Quant
 from core.errors import PlanError
 from core.estimate import Estimate, estimate
 from core.format import hours as format_hours
-from core.plan import Attention, CheckpointPolicy, LoraSettings, Method, Offload, Optimizer, Plan, Strategy
+from core.parallel.layout import fsdp_no_sync
+from core.plan import (
+    Attention,
+    CheckpointPolicy,
+    GradSync,
+    LoraSettings,
+    Method,
+    Offload,
+    Optimizer,
+    Plan,
+    Strategy,
+)
 from core.verdict import Judgement, Mode, Verdict
 
 
@@ -42,6 +53,7 @@ class RemedyKind(StrEnum):
     PAGED_OPTIMIZER = "paged-optimizer"
     MORE_GPUS = "more-gpus"  # the fewest of this card that fit (core.advice.fit.fewest_gpus)
     FSDP = "fsdp"  # the same GPUs sharding everything instead of holding replicas
+    SYNC_EACH_BATCH = "sync-each-batch"  # FSDP reduces every micro-batch instead of holding unsharded gradients
     OFFLOAD_OPTIMIZER = "offload-optimizer"
     TENSOR_PARALLEL = "tensor-parallel"
     SHORTER_SEQUENCE = "shorter-sequence"
@@ -250,6 +262,17 @@ def _fsdp(plan: Plan) -> tuple[Plan, str] | None:
     return plan.with_parallel(strategy=Strategy.FSDP), f"FSDP2 instead of {was} on the same {plan.world_size} GPUs"
 
 
+def _sync_each_batch(plan: Plan) -> tuple[Plan, str] | None:
+    """An FSDP plan under no_sync (core.parallel.layout.fsdp_no_sync) holds the whole model's
+    trainable gradients unsharded through the accumulation; reducing every micro-batch keeps them
+    sharded (accelerate's GradientAccumulationPlugin(sync_each_batch=True), TrainingArguments'
+    accelerator_config gradient_accumulation_kwargs)."""
+    if not fsdp_no_sync(plan.parallel, plan.workload.grad_accum):
+        return None
+    new = plan.with_parallel(grad_sync=GradSync.EACH)
+    return new, "Reduce the gradients every micro-batch (accelerate sync_each_batch=True)"
+
+
 def _offload_optimizer(plan: Plan) -> tuple[Plan, str] | None:
     """Optimizer state and its step on the CPU. DeepSpeed's ZeRO-Offload (offload_optimizer,
     ZeRO stage 1-3, one GPU included); FSDP2's CPUOffloadPolicy moves the parameters too, and
@@ -385,6 +408,13 @@ TRAINING_KINDS: Final = (
         "gathers each layer's weights in the forward and backward: more communication",
         changes=frozenset({Pin.LAYOUT}),
         excludes=_STRATEGIES,
+    ),
+    RemedySpec(
+        K.SYNC_EACH_BATCH,
+        _sync_each_batch,
+        1,
+        FIRST,
+        "a reduce-scatter every micro-batch instead of one per step: more communication",
     ),
     RemedySpec(
         K.TENSOR_PARALLEL,

@@ -51,7 +51,7 @@ from core.dtypes import DTYPE_BYTES, MP_BYTES, Dtype, MpDtype
 from core.inputs import megatron_grad_buffer
 from core.model import ModelSpec
 from core.params import param_counts
-from core.plan import Method, Offload, Parallelism, PipelineSchedule, Plan, Strategy
+from core.plan import GradSync, Method, Offload, Parallelism, PipelineSchedule, Plan, Strategy
 
 __all__ = ["Holding", "Layout", "Stage", "block_params_per_rank", "holding", "layout", "stage_layer_counts"]
 
@@ -147,6 +147,24 @@ def in_flight(par: Parallelism, stage: int, micro_batches: int) -> float:
     v = par.virtual_stages
     warmup = 2 * (pp - stage - 1) + (v - 1) * pp
     return min(warmup + 1, m * v) / v
+
+
+def fsdp_no_sync(par: Parallelism, grad_accum: int) -> bool:
+    """Whether an FSDP rank holds its gradients unsharded through the accumulation, reducing them
+    only in the last micro-batch's backward (``parallel.grad_sync``; a pipeline does so anyway,
+    :func:`fsdp_held_through_step`). The loop's default ("auto") is what accelerate and the HF
+    Trainer give: ``Accelerator.accumulate`` enters ``Accelerator.no_sync(model)`` for every
+    micro-batch but the last (``contextlib.nullcontext() if self.sync_gradients else
+    self.no_sync(m)``; huggingface/accelerate v0.28.0 ``accelerator.py``), which enters FSDP1's
+    ``no_sync()``; ``GradientAccumulationPlugin(sync_each_batch=True)`` (v0.28.0 onwards, 60bfdaa9)
+    turns it off. An FSDP2 module has no ``no_sync``: accelerate before v1.11.0 finds none and
+    reduces every micro-batch (from v1.11.0, ec92b1af, it calls ``set_requires_gradient_sync(False)``:
+    "no_sync" says so), as torchtitan does. The plan's FSDP1 is ``parallel.fsdp1_wrap``."""
+    if par.strategy is not Strategy.FSDP or grad_accum <= 1 or fsdp_held_through_step(par):
+        return False
+    if par.grad_sync is GradSync.AUTO:
+        return par.fsdp1_wrap
+    return par.grad_sync is GradSync.NO_SYNC
 
 
 def fsdp_held_through_step(par: Parallelism) -> bool:

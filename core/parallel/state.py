@@ -68,6 +68,7 @@ from core.parallel.layout import (
     Stage,
     block_params_per_rank,
     fsdp_held_through_step,
+    fsdp_no_sync,
     fsdp_reduce_bytes,
     megatron_grad_bytes,
     outside_params,
@@ -450,7 +451,11 @@ def _reduce_stream_cache(
     if rank.trainable <= 0:
         return []
     cast = reduce_b != dt.grad
-    accumulated = plan.workload.grad_accum > 1 and not fsdp_held_through_step(plan.parallel)
+    accumulated = (
+        plan.workload.grad_accum > 1
+        and not fsdp_held_through_step(plan.parallel)
+        and not fsdp_no_sync(plan.parallel, plan.workload.grad_accum)
+    )
     offloaded = plan.parallel.offload is Offload.PARAMS
     stepped = plan.optimizer_in_backward
     if not (cast or accumulated or offloaded or stepped):
@@ -557,7 +562,49 @@ def _backward_reduction(
     make no reduce-scatter input."""
     block, root = units
     accumulated = _pipeline_accumulated(rank, block, root, reduce_b)
-    return (grads if accumulated is None else grads[:1]), accumulated
+    if accumulated is not None:
+        return grads[:1], accumulated
+    # Under no_sync the last micro-batch's backward still reduce-scatters unit by unit: it holds
+    # the block's new gradient and its reduce-scatter input beside the accumulated ones.
+    return grads, _no_sync_accumulated(rank, block, root, reduce_b)
+
+
+def _no_sync_accumulated(rank: _Rank, block: float, root: float, reduce_b: float) -> list[Term] | None:
+    """What an FSDP rank's backward accumulates into under no_sync (layout.fsdp_no_sync; None:
+    its sharded gradients). Every micro-batch but the last skips the reduce-scatter and keeps the
+    whole unsharded gradient, so the last one's forward and backward hold every unit's.
+
+    FSDP1 (pytorch/pytorch 2.x ``torch/distributed/fsdp/_runtime_utils.py``, as the search index holds it:
+    ``_post_backward_hook``): ``_post_backward_reshard`` frees the gathered parameters, then ``if not
+    state._sync_gradients: ... return`` before any cast to the reduce dtype or reduce-scatter, and
+    ``_finalize_params`` "Preserve[s] the gradient accumulation state if not synchronizing gradients:
+    `.grad` remains the unsharded gradient from prior `no_sync()` iterations"; autograd adds the next
+    micro-batch's gradient into it in place. It stays in the dtype autograd computed it in, the
+    gathered (``MixedPrecision.param_dtype``) dtype, on the GPU even under CPU offload
+    (``FullyShardedDataParallel.no_sync``: "FSDP will accumulate the full model gradients (instead of
+    gradient shards) until the eventual sync ... the gradients will not be offloaded to CPU when
+    inside the context manager"). FSDP2 under ``set_requires_gradient_sync(False)`` keeps them the
+    same way, upcast to ``reduce_dtype`` (``FSDPParam.to_accumulated_grad_if_needed``, as
+    :func:`_pipeline_accumulated`)."""
+    plan, stage = rank.plan, rank.stage
+    par = plan.parallel
+    if not fsdp_no_sync(par, plan.workload.grad_accum) or rank.trainable <= 0:
+        return None
+    if plan.adapter_based:
+        elements, what = rank.trainable, "adapter gradients"
+        computed = MP_BYTES.get(par.fsdp_param_dtype, rank.dt.grad)
+        per = computed if par.fsdp1_wrap else fsdp_reduce_bytes(par, rank.dt.grad)
+    else:
+        elements, what = stage.layers * block + root, f"gradients of all {stage.layers} blocks and the root unit"
+        per = MP_BYTES.get(par.fsdp_param_dtype, rank.stored_bytes) if par.fsdp1_wrap else reduce_b
+    how = "FSDP1 no_sync" if par.fsdp1_wrap else "set_requires_gradient_sync(False)"
+    return [
+        Term(
+            f"unsharded {what}, accumulated over the micro-batches ({how}: synced at the last)",
+            f"{sci(elements)} × {per:g} B",
+            elements * per,
+        )
+    ]
 
 
 def _pipeline_accumulated(rank: _Rank, block: float, root: float, reduce_b: float) -> list[Term] | None:
@@ -694,7 +741,7 @@ def _fsdp(rank: _Rank) -> RankState:
     stream_cache = [
         Term("all-gather stream's cache: a second block's gathered parameters", one, gathered),
         *_reduce_stream_cache(rank, backward_grads, (block, root), reduce_b),
-        *_release_cache(rank, block_grads, pipelined=accumulated is not None),
+        *_release_cache(rank, block_grads, pipelined=accumulated is not None and fsdp_held_through_step(par)),
     ]
     state = RankState(
         stream_cache=stream_cache,

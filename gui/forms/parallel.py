@@ -110,6 +110,7 @@ class ParallelForm(PlanForm):
         self.zero3_live = self.add_input("parallel.zero3_max_live_elements")
         self.float8_gather = self.add_input("parallel.fsdp_float8_all_gather")
         self.fsdp1_wrap = self.add_input("parallel.fsdp1_wrap")
+        self.grad_sync = self.add_input("parallel.grad_sync")  # FSDP no_sync under accumulation
         self.grad_reduce_fp32 = self.add_input("parallel.grad_reduce_in_fp32")
         self.moe_dispatcher = self.add_input("parallel.moe_dispatcher")  # Megatron MoE under expert parallel
         controller.editRejected.connect(self._rejected)

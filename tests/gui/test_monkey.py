@@ -356,7 +356,15 @@ def expected_values(window: MainWindow, plan: Plan) -> dict[str, Any]:
         values[f"parallel.{name}"] = getattr(par, name)
     for name in ("fsdp_float8_all_gather", "fsdp1_wrap", "grad_reduce_in_fp32"):
         values[f"parallel.{name}"] = getattr(par, name)
-    for name in ("strategy", "schedule", "offload", "fsdp_param_dtype", "fsdp_reduce_dtype", "moe_dispatcher"):
+    for name in (
+        "strategy",
+        "schedule",
+        "offload",
+        "fsdp_param_dtype",
+        "fsdp_reduce_dtype",
+        "moe_dispatcher",
+        "grad_sync",
+    ):
         values[f"parallel.{name}"] = getattr(par, name).value
     for name in ("num_layers", "hidden_size", "num_heads", "num_kv_heads", "head_dim", "intermediate_size"):
         values[f"model.{name}"] = getattr(m, name)

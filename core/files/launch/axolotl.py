@@ -135,6 +135,6 @@ def export_axolotl(plan: Plan, model_ref: str | None = None) -> Export:
         document["max_steps"] = batch["max_steps"]
     document.update(sharding(draft, _fsdp))
     written = (*HF_RECIPES, "method.fused_loss", "method.activation_offload", "method.lora.dropout")
-    recipes_outside(draft, [n for n in written if n != "parallel.fsdp1_wrap"])
+    recipes_outside(draft, [n for n in written if n not in ("parallel.fsdp1_wrap", "parallel.grad_sync")])
     lines = ["axolotl config written by VRAM Planner. Add datasets and output_dir, then: axolotl train <this file>"]
     return draft.finish(Target.AXOLOTL, header(lines) + dump_yaml(document))

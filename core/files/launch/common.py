@@ -175,6 +175,11 @@ RECIPE_WHY: Final = {
         "Megatron-Core's gradient buffer dtype: no such setting in this target (Megatron-Bridge: "
         "ddp.grad_reduce_in_fp32; Megatron-LM: --grad-reduce-in-bf16)"
     ),
+    "parallel.grad_sync": (
+        "when FSDP reduces under accumulation is accelerate's GradientAccumulationPlugin(sync_each_batch=...) "
+        "in the training loop (TrainingArguments: accelerator_config.gradient_accumulation_kwargs), not a key "
+        "of this target"
+    ),
     "parallel.fsdp1_wrap": (
         "this target wraps with FSDP2; FSDP1 over a CPU-held model is accelerate's fsdp_version 1 "
         "with fsdp_cpu_ram_efficient_loading"

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import Final
 
 from core.inputs import input_at
+from core.parallel.layout import fsdp_no_sync
 from core.plan import CheckpointPolicy, Engine, Method, Optimizer, Plan, Strategy
 
 ADAM_FAMILY: Final = (Optimizer.ADAMW, Optimizer.ADAM)  # the optimizers whose code path (impl) matters
@@ -254,6 +255,16 @@ TRAINING_FIELDS: Final = (
         lambda p: p.parallel.fsdp1_wrap,
         _matters("parallel.fsdp1_wrap"),
         "parallel.strategy",
+    ),
+    # What the loop does, not the word chosen: "auto" on FSDP1 and "no_sync" hold the same gradients.
+    _f(
+        "parallel.grad_sync",
+        lambda p: fsdp_no_sync(p.parallel, p.workload.grad_accum),
+        _matters("parallel.grad_sync"),
+        "parallel.strategy",
+        "parallel.fsdp1_wrap",
+        "parallel.pipeline_parallel",
+        "workload.grad_accum",
     ),
     _f(
         "parallel.ddp_bucket_mb",

@@ -38,7 +38,8 @@ from core.files.launch.common import (
     recipes_outside,
 )
 from core.files.launch.deepspeed import inline_config
-from core.inputs import Stack
+from core.inputs import Stack, input_at
+from core.parallel.layout import fsdp_no_sync
 from core.plan import Attention, CheckpointPolicy, Method, Offload, Plan, Strategy
 
 # transformers 5 has no FlashAttention 1 / Triton kernel: a plan that names it gets FlashAttention-2,
@@ -65,12 +66,17 @@ def hf_fsdp(draft: Draft) -> dict[str, Any]:
         words += " offload"
     elif par.offload is Offload.OPTIMIZER:
         draft.cannot("parallel.offload", "FSDP's CPU offload moves parameters, gradients and optimizer state together")
+    keys: dict[str, Any] = {"fsdp": words, "fsdp_config": {"version": 2}}
     if par.fsdp1_wrap:
         # FSDP1 over the model held on the CPU (rank 0) or the meta device (the others), as the
         # plan's FSDP1 wrap assumes: accelerate forces sync_module_states on with it.
-        config = {"version": 1, "cpu_ram_efficient_loading": True, "sync_module_states": True}
-        return {"fsdp": words, "fsdp_config": config}
-    return {"fsdp": words, "fsdp_config": {"version": 2}}
+        keys["fsdp_config"] = {"version": 1, "cpu_ram_efficient_loading": True, "sync_module_states": True}
+    if input_at("parallel.grad_sync").matters(draft.plan):
+        # Said either way: accelerate's default differs between FSDP1 (no_sync) and FSDP2 (before
+        # v1.11 each micro-batch, from it no_sync; core.parallel.layout.fsdp_no_sync).
+        each = not fsdp_no_sync(par, draft.plan.workload.grad_accum)
+        keys["accelerator_config"] = {"gradient_accumulation_kwargs": {"sync_each_batch": each}}
+    return keys
 
 
 def sharding(draft: Draft, fsdp: Callable[[Draft], dict[str, Any]] = hf_fsdp) -> dict[str, Any]:
@@ -124,7 +130,7 @@ def batch_keys(draft: Draft) -> dict[str, Any]:
 
 
 # The recipes TrainingArguments carries (and the trainers built on it: TRL, axolotl, LLaMA-Factory).
-HF_RECIPES: Final = ("method.stack", "method.grad_clip", "parallel.fsdp1_wrap")
+HF_RECIPES: Final = ("method.stack", "method.grad_clip", "parallel.fsdp1_wrap", "parallel.grad_sync")
 MEGATRON_WHY: Final = "Megatron-LM / NeMo's fused kernels are not a setting here (eager PyTorch is written)"
 
 

@@ -43,7 +43,7 @@ IRRELEVANT: Final = (
     "tpu_metrics_debug", "debug", "dataloader_drop_last", "eval_steps", "dataloader_num_workers",
     "dataloader_prefetch_factor", "past_index", "run_name", "disable_tqdm", "remove_unused_columns",
     "label_names", "load_best_model_at_end", "metric_for_best_model", "greater_is_better",
-    "ignore_data_skip", "accelerator_config", "label_smoothing_factor", "optim_args",
+    "ignore_data_skip", "label_smoothing_factor", "optim_args",
     "group_by_length", "length_column_name", "report_to", "ddp_find_unused_parameters",
     "ddp_bucket_cap_mb", "ddp_broadcast_buffers", "dataloader_pin_memory",
     "dataloader_persistent_workers", "skip_memory_metrics", "use_legacy_prediction_loop",
@@ -107,6 +107,7 @@ def take_trainer_args(taker: Taker, odd: OddValues, framework: str) -> dict[str,
         s["stack"] = "compile"
         taker.record("stack", "compile", "torch_compile")
     s.update(sharding(taker, odd))
+    s.update(_accelerator_config(taker, odd))
     taker.irrelevant("fsdp_config")
     taker.note("auto_find_batch_size", "the Trainer halves the batch after an OOM; the plan uses the given batch")
     taker.note("bf16_full_eval", "evaluation in pure bf16")
@@ -114,6 +115,35 @@ def take_trainer_args(taker: Taker, odd: OddValues, framework: str) -> dict[str,
     taker.note("packing", "packing fills every sequence to the full length")
     taker.irrelevant(*IRRELEVANT)
     return s
+
+
+# TrainingArguments' AcceleratorConfig keys with no effect on memory or time per step (transformers
+# trainer_pt_utils.py AcceleratorConfig); ``gradient_accumulation_kwargs`` is read, key by key.
+ACCELERATOR_IRRELEVANT: Final = (
+    "split_batches", "dispatch_batches", "even_batches", "use_seedable_sampler", "non_blocking",
+    "use_configured_state", "gradient_accumulation_kwargs.num_steps",
+    "gradient_accumulation_kwargs.adjust_scheduler", "gradient_accumulation_kwargs.sync_with_dataloader",
+)  # fmt: skip
+
+
+def _accelerator_config(taker: Taker, odd: OddValues) -> dict[str, Any]:
+    """``accelerator_config.gradient_accumulation_kwargs.sync_each_batch`` (``parallel.grad_sync``):
+    the Trainer hands it to accelerate's ``GradientAccumulationPlugin`` (transformers PR #29589,
+    v4.39.0; accelerate v0.28.0 60bfdaa9). True reduces every micro-batch; false, accelerate's
+    default, enters ``no_sync`` for all but the last (core.parallel.layout.fsdp_no_sync). A
+    config written on the command line as a JSON string is listed, not read."""
+    config = taker.document.get("accelerator_config")  # a table: its keys are taken one by one
+    if isinstance(config, str) and config.strip():
+        odd.add("accelerator_config", taker.raw("accelerator_config"), "a JSON string: write it as a table")
+        return {}
+    taker.irrelevant(*(f"accelerator_config.{key}" for key in ACCELERATOR_IRRELEVANT))
+    key = "accelerator_config.gradient_accumulation_kwargs.sync_each_batch"
+    each = taker.flag(key)
+    if each is None:
+        return {}
+    value = "each" if each else "no_sync"
+    taker.record("grad_sync", value, key)
+    return {"grad_sync": value}
 
 
 def _sequence(taker: Taker, s: dict[str, Any]) -> None:

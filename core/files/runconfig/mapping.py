@@ -18,6 +18,7 @@ from core.plan import (
     Attention,
     CheckpointPolicy,
     Float8,
+    GradSync,
     LoraSettings,
     MegatronCeFusion,
     Method,
@@ -183,6 +184,8 @@ def apply_settings(plan: Plan, settings: RunSettings, *, model_dtype: str | None
     for knob in ("tp_overlap", "fsdp_float8_all_gather", "fsdp1_wrap", "grad_reduce_in_fp32"):
         if getattr(s, knob) is not None:
             parallel[knob] = getattr(s, knob)
+    if s.grad_sync is not None:
+        parallel["grad_sync"] = GradSync(s.grad_sync)
     if parallel:
         changes["parallel"] = replace(plan.parallel, **parallel)
     return plan.with_changes(**changes)

@@ -75,6 +75,7 @@ SETTING_LABELS: Final = {
     "tp_overlap": "Tensor-parallel overlap",
     "fsdp_float8_all_gather": "FSDP float8 all-gather",
     "fsdp1_wrap": "FSDP1 wrap from CPU/meta",
+    "grad_sync": "FSDP gradient sync under accumulation",
     "grad_reduce_in_fp32": "Megatron gradient reduce in fp32",
     "model": "Model",
     "note": "Noted (not modelled)",
@@ -124,6 +125,7 @@ class RunSettings:
     tp_overlap: bool | None = None  # torchtitan enable_async_tensor_parallel
     fsdp_float8_all_gather: bool | None = None  # torchtitan float8 enable_fsdp_float8_all_gather
     fsdp1_wrap: bool | None = None  # FSDP1 over a CPU/meta model (cpu_ram_efficient_loading)
+    grad_sync: str | None = None  # a core.plan.GradSync value: accelerate's sync_each_batch (each) or not (no_sync)
     grad_reduce_in_fp32: bool | None = None  # Megatron-Core DistributedDataParallelConfig.grad_reduce_in_fp32
 
 
