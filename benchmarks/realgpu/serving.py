@@ -964,6 +964,84 @@ def sglang_speed_cases() -> list[Case]:
     ]
 
 
+# The Qwen team's Qwen2.5 speed table (QwenLM/Qwen3@a912d239 docs/source/benchmark/speed_benchmark.rst; the
+# scripts examples/speed-benchmark/speed_benchmark_{transformers,vllm}.py at 8205ba2a, unchanged at HEAD):
+# tokens/s = 2048 / the wall time of one generate call of batch 1, the prompt's prefill included.
+QWEN_SOURCE: Final = "qwen2.5-speed-benchmark"
+QWEN_FORMATS: Mapping[str, str] = MappingProxyType({"BF16": "bf16", "GPTQ-Int4": "gptq-int4", "AWQ": "awq-int4"})
+
+
+def qwen_generate_seconds(plan: Plan, fit: ServingFit) -> float:
+    """One generate call of batch 1: the prompt's prefill, then every new token at the decode rate."""
+    speed = estimate_with(plan, fit).speed
+    return speed.ttft_alone_s + plan.inference.new_tokens / speed.per_request_tokens_per_s
+
+
+def qwen_not_expressible(record: dict[str, Any]) -> str:
+    """Why a row of the Qwen2.5 table is not scored, "" when it is."""
+    settings = record["settings"]
+    if record["quant"] not in QWEN_FORMATS:
+        return f"{record['quant']} (8-bit GPTQ) is not a weight format of the plan"
+    if record["engine"] == "transformers" and record["gpu_count"] > 1:
+        return (
+            f"device_map='auto' over {record['gpu_count']} GPUs: the layers run one GPU after another "
+            "(accelerate's hooks move the activations), which the plan's engines do not describe"
+        )
+    if settings.get("enforce_eager"):
+        return (
+            "enforce_eager=True: vLLM launches every kernel of a decode step on its own; the plan's vLLM "
+            "always replays the step as a CUDA graph"
+        )
+    return ""
+
+
+def qwen_plan(record: dict[str, Any]) -> Plan:
+    settings = record["settings"]
+    inference: dict[str, Any] = {
+        "context": int(record["input_len"]) + int(record["output_len"]),
+        "new_tokens": int(record["output_len"]),
+        "concurrent": 1,
+        "weight_dtype": QWEN_FORMATS[record["quant"]],
+    }
+    if record["engine"] == "vllm":
+        inference |= {
+            "engine": "vllm",
+            "vllm_version": "0.6",
+            "tensor_parallel": int(record["tensor_parallel"]),
+            "gpu_memory_utilization": float(settings["gpu_memory_utilization"]),
+        }
+    else:
+        inference["engine"] = "hf"
+    model_id = str(record["catalogue_id"])
+    return serving_plan(catalogue(model_id), model_id, str(record["gpu_catalogue_id"]), **inference)
+
+
+def qwen_records() -> list[dict[str, Any]]:
+    return [r for r in speed_corpus()["measurements"] if r["source_id"] == QWEN_SOURCE]
+
+
+def qwen_speed_cases() -> list[Case]:
+    """Every expressible row of the Qwen2.5 table, scored held out and setting no constant."""
+    cases = []
+    for record in qwen_records():
+        if qwen_not_expressible(record):
+            continue  # listed by unexpressed()
+        plan = qwen_plan(record)
+        new = int(record["output_len"])
+        cases.append(
+            Case(
+                record["id"],
+                record["source_id"],
+                "generate",
+                f"{new} / (TTFT + {new} × time per token), batch 1",
+                record["value"],
+                lambda fit, plan=plan, new=new: new / qwen_generate_seconds(plan, fit),
+                plan=plan,
+            )
+        )
+    return cases
+
+
 def all_cases() -> list[Case]:
     return (
         dennislee_cases()
@@ -974,6 +1052,7 @@ def all_cases() -> list[Case]:
         + llama_bench_cases()
         + dennislee_speed_cases()
         + sglang_speed_cases()
+        + qwen_speed_cases()
     )
 
 
@@ -1078,6 +1157,11 @@ def unexpressed() -> list[Unexpressed]:
     out += [
         Unexpressed(record, "xiongjiedai-gpu-benchmarks", "llama.cpp", PREFILL_RUN_UNSTEADY_WHY)
         for record in sorted(PREFILL_RUN_UNSTEADY)
+    ]
+    out += [
+        Unexpressed(r["id"], QWEN_SOURCE, r["engine"], qwen_not_expressible(r))
+        for r in qwen_records()
+        if qwen_not_expressible(r)
     ]
     return out
 
@@ -1391,6 +1475,36 @@ def decode_summary(rows: list[Row]) -> Summary:
     return Summary("decode", line, med <= DECODE_MEDIAN and worst <= DECODE_WORST)
 
 
+def generate_summary(rows: list[Row]) -> Summary:
+    """The Qwen2.5 table's batch-1 generate calls (decode dominated: 2,048 new tokens), held to
+    the decode targets."""
+    gen = [r for r in rows if r.case.table == "generate"]
+    errors = [abs(r.error_pct) for r in gen]
+    med, worst = statistics.median(errors), max(errors)
+    line = (
+        f"Batch-1 generate tokens/s (Qwen2.5 table, prefill included): {len(gen)} points, median |error| {med:.1f} % "
+        f"(decode target ≤ {DECODE_MEDIAN:g} %), worst {worst:.1f} %, within 35 %: "
+        f"{sum(e <= DECODE_WORST for e in errors)}, median signed {statistics.median(r.error_pct for r in gen):+.1f} %"
+    )
+    return Summary("generate", line, med <= DECODE_MEDIAN and worst <= DECODE_WORST)
+
+
+def generate_groups_table(rows: list[Row]) -> str:
+    """The generate rows by engine and weight format: how many, median signed error and worst."""
+    lines = ["| engine | format | rows | median error | worst |", "|---|---|---:|---:|---:|"]
+    gen = [r for r in rows if r.case.table == "generate"]
+    groups: dict[tuple[str, str], list[float]] = {}
+    for r in gen:
+        assert r.case.plan is not None
+        inf = r.case.plan.inference
+        groups.setdefault((inf.engine.value, inf.weight_dtype.value), []).append(r.error_pct)
+    for (engine, fmt), errors in sorted(groups.items()):
+        lines.append(
+            f"| {engine} | {fmt} | {len(errors)} | {statistics.median(errors):+.1f} % | {max(errors, key=abs):+.1f} % |"
+        )
+    return "\n".join(lines)
+
+
 def ttft_summary(rows: list[Row]) -> Summary:
     ttft = [r for r in rows if r.case.table == "ttft"]
     ratios = [max(r.ratio, 1 / r.ratio) for r in ttft]
@@ -1403,7 +1517,7 @@ def ttft_summary(rows: list[Row]) -> Summary:
 
 
 def summaries(rows: list[Row]) -> list[Summary]:
-    return [kv_summary(rows), buffer_summary(rows), decode_summary(rows), ttft_summary(rows)]
+    return [kv_summary(rows), buffer_summary(rows), decode_summary(rows), generate_summary(rows), ttft_summary(rows)]
 
 
 def source_table(rows: list[Row], priors: dict[str, tuple[str, ...]]) -> str:
@@ -1496,10 +1610,12 @@ def report(rows: list[Row], priors: dict[str, tuple[str, ...]], fit: ServingFit)
     parts += ["\n## KV-cache tokens per source: before issue 23's constants, after (left out)\n"]
     parts += [before_after_table(rows, "kv")]
     parts += ["\n## Decode tokens/s per source: before, after (left out)\n", before_after_table(rows, "decode")]
+    parts += ["\n## Batch-1 generate tokens/s by engine and format (held out)\n", generate_groups_table(rows)]
     for table, title, digits in (
         ("kv", "vLLM / SGLang: GPU KV cache size (tokens)", 0),
         ("buffers", "llama.cpp: printed buffers", 2),
         ("decode", "Decode tokens/s per user", 1),
+        ("generate", "Batch-1 generate tokens/s, prefill included (Qwen2.5 table)", 2),
         ("ttft", "Cold prefill (s)", 3),
         ("weights", "Weights per GPU, as logged (information)", 2),
         ("throughput", "Output tokens/s in total (information)", 0),

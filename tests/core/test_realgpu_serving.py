@@ -667,3 +667,67 @@ def test_a_second_m1_max_runs_the_70b_q4_k_m_file_at_the_estimates_speed(bench: 
     errors = {r.case.id: r.error_pct for r in rows}
     assert abs(errors[record["id"]]) < 100 * 0.5 / 6.0  # within the list's rounding
     assert _record(bench, "xd-m1max-64gb-x1-70b-q4_kmedium-tg512")["value"] < 5.5
+
+
+# ---- the Qwen team's Qwen2.5 speed table (QwenLM/Qwen3@a912d239 docs/source/benchmark/speed_benchmark.rst) ----
+def test_every_qwen25_speed_row_is_scored_or_listed_with_its_reason(bench: ModuleType) -> None:
+    # The table's 259 speed figures: 112 transformers rows (A100 80GB, 4.46) and 147 vLLM rows (0.6.3 / 0.6.2).
+    records = bench.qwen_records()
+    assert len(records) == 259
+    scored = {c.id for c in bench.qwen_speed_cases()}
+    listed = {u.id: u.reason for u in bench.unexpressed() if u.source == bench.QWEN_SOURCE}
+    assert scored.isdisjoint(listed) and scored | set(listed) == {r["id"] for r in records}
+    assert all(reason for reason in listed.values())
+    for record in records:
+        assert f"{record['value']:.2f}" in record["quote"], record["id"]  # the figure is the quoted row's
+    # GPTQ-Int8 (no plan format), device_map='auto' splits and enforce_eager=True runs are listed, not scored.
+    assert "8-bit GPTQ" in listed["qwen25-vllm-7b-gptq-int8-in1-g1"]
+    assert "device_map='auto'" in listed["qwen25-hf-72b-bf16-in1-g2"]
+    assert "enforce_eager=True" in listed["qwen25-vllm-72b-bf16-in1-g2"]  # Setting 1 (0.98, 4096, eager)
+
+
+def test_the_qwen25_rows_set_no_constant(bench: ModuleType) -> None:
+    # Held out of every fit: the constants of core.serving.fit are set by the other sources alone.
+    cases = bench.qwen_speed_cases()
+    assert cases and all(c.identifies == "" and c.table == "generate" for c in cases)
+
+
+def test_a_generate_call_is_its_prefill_and_2048_decode_steps(bench: ModuleType) -> None:
+    # speed_benchmark_vllm.py (QwenLM/Qwen3@8205ba2a): tokens/s = 2048 / the wall time of one llm.generate of
+    # batch 1, the prompt's prefill included; the prompt's tokens are not counted.
+    case = next(c for c in bench.qwen_speed_cases() if c.id == "qwen25-vllm-7b-bf16-in30720-g1")
+    speed = estimate(case.plan).inference.speed
+    assert case.predict(DEFAULT_FIT) == pytest.approx(
+        2048 / (speed.ttft_alone_s + 2048 / speed.per_request_tokens_per_s)
+    )
+    assert case.predict(DEFAULT_FIT) < speed.per_request_tokens_per_s  # a 30,720-token prefill is in the time
+
+
+def test_vllm_bf16_on_a100s_from_7b_up_is_within_the_decode_targets_held_out(scored: tuple) -> None:
+    # Qwen2.5 table, vLLM 0.6.3, BF16, batch 1, 2,048 new tokens: e.g. 7B on one A100 84.28 tok/s (prompt 1),
+    # 72B on four 31.37. Step bound by the weights' reads: the bandwidth the other sources set carries over.
+    rows, _ = scored
+    errors = {r.case.id: r.error_pct for r in rows if r.case.table == "generate"}
+    big = [
+        e
+        for i, e in errors.items()
+        if i.startswith("qwen25-vllm-")
+        and "-bf16-" in i
+        and "-0.5b-" not in i
+        and "-1.5b-" not in i
+        and "-3b-" not in i
+    ]
+    # 21 rows: median |error| 11.8 %, worst -24.9 % (14B, 63,488-token prompt) with the estimate of this commit.
+    assert len(big) == 21 and statistics.median(abs(e) for e in big) <= 15 and max(abs(e) for e in big) <= 25
+
+
+# Ratchet (measured with the estimate of this commit): the Qwen2.5 generate rows miss issue 23's decode
+# target (median 147.8 %, worst +959.9 %): transformers' generate at batch 1 is bound by the host's Python
+# per layer, and vLLM 0.6.3's small models by its per-step host work; neither is modelled (docs/SERVING.md).
+GENERATE_MEDIAN_NOW = 148.0
+
+
+def test_the_generate_misses_do_not_grow(bench: ModuleType, scored: tuple) -> None:
+    rows, _ = scored
+    errors = sorted(abs(r.error_pct) for r in rows if r.case.table == "generate")
+    assert statistics.median(errors) <= GENERATE_MEDIAN_NOW
