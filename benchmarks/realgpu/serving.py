@@ -2,8 +2,9 @@
 
 Corpora: benchmarks/realgpu/engine_logs.json (start-up logs of vLLM 0.2 - 0.19, SGLang,
 llama.cpp, Ollama), benchmarks/realgpu/serving_speed.json (llama-bench tables, a vLLM A100
-sweep, an SGLang run), and the vLLM start-up logs the 0.19 rules were first read against
-(benchmarks/serving/vllm_logs.json: llm-d-planner's H100 logs and four 0.6.x logs).
+sweep, an SGLang run, the Qwen team's Qwen2.5 speed table), and the vLLM start-up logs the
+0.19 rules were first read against (benchmarks/serving/vllm_logs.json: llm-d-planner's H100
+logs and four 0.6.x logs).
 
 Each record is mapped to a plan (the mapping, with every assumption, is :data:`MAPPING` and
 the functions below) or listed with why it cannot be (:func:`unexpressed`). The constants
@@ -15,8 +16,9 @@ the table says so.
 Tables: vLLM / SGLang "GPU KV cache size" (target: within 5 % on 90 % of logs, none past
 10 %); llama.cpp's printed buffers, model, KV and compute, per GPU (target: within 3 %);
 decode tokens/s per user (target: median |error| ≤ 15 %, worst ≤ 35 %); time to first token
-where the source measured a cold prefill (target: within × 1.5); weights and total
-throughput for information.
+where the source measured a cold prefill (target: within × 1.5); the Qwen2.5 table's batch-1
+generate calls, 2,048 / (TTFT + 2,048 × time per token), held to the decode targets and setting
+no constant; weights and total throughput for information.
 
     python benchmarks/realgpu/serving.py [--check] [--markdown FILE]
 """
