@@ -966,11 +966,16 @@ def sglang_speed_cases() -> list[Case]:
     ]
 
 
-# The Qwen team's Qwen2.5 speed table (QwenLM/Qwen3@a912d239 docs/source/benchmark/speed_benchmark.rst; the
+# The Qwen team's speed tables. Qwen2.5 (QwenLM/Qwen3@a912d239 docs/source/benchmark/speed_benchmark.rst; the
 # scripts examples/speed-benchmark/speed_benchmark_{transformers,vllm}.py at 8205ba2a, unchanged at HEAD):
-# tokens/s = 2048 / the wall time of one generate call of batch 1, the prompt's prefill included.
+# tokens/s = 2048 / the wall time of one generate call of batch 1, the prompt's prefill included. Qwen3
+# (7a2f61ff docs/source/getting_started/speed_benchmark.md, H20): (prompt + 2048) / that time, by the page's
+# formula and its numbers (another tool than the published script).
 QWEN_SOURCE: Final = "qwen2.5-speed-benchmark"
-QWEN_FORMATS: Mapping[str, str] = MappingProxyType({"BF16": "bf16", "GPTQ-Int4": "gptq-int4", "AWQ": "awq-int4"})
+QWEN3_SOURCE: Final = "qwen3-speed-benchmark"
+QWEN_FORMATS: Mapping[str, str] = MappingProxyType(
+    {"BF16": "bf16", "FP8": "fp8", "GPTQ-INT4": "gptq-int4", "AWQ": "awq-int4", "AWQ-INT4": "awq-int4"}
+)
 
 
 def qwen_generate_seconds(plan: Plan, fit: ServingFit) -> float:
@@ -979,10 +984,19 @@ def qwen_generate_seconds(plan: Plan, fit: ServingFit) -> float:
     return speed.ttft_alone_s + plan.inference.new_tokens / speed.per_request_tokens_per_s
 
 
+def qwen_counted_tokens(record: dict[str, Any]) -> int:
+    """The tokens a record's speed divides by the time: the new ones (Qwen2.5's script), or the
+    prompt's too (the Qwen3 page's formula)."""
+    prompt = int(record["input_len"]) if record["metric"] == "generate_tok_s_with_prompt" else 0
+    return prompt + int(record["output_len"])
+
+
 def qwen_not_expressible(record: dict[str, Any]) -> str:
-    """Why a row of the Qwen2.5 table is not scored, "" when it is."""
+    """Why a row of the Qwen tables is not scored, "" when it is."""
     settings = record["settings"]
-    if record["quant"] not in QWEN_FORMATS:
+    if record["catalogue_id"] is None:
+        return f"{record['model']} is not in the model catalogue (no committed config)"
+    if record["quant"].upper() not in QWEN_FORMATS:
         return f"{record['quant']} (8-bit GPTQ) is not a weight format of the plan"
     if record["engine"] == "transformers" and record["gpu_count"] > 1:
         return (
@@ -1003,7 +1017,7 @@ def qwen_plan(record: dict[str, Any]) -> Plan:
         "context": int(record["input_len"]) + int(record["output_len"]),
         "new_tokens": int(record["output_len"]),
         "concurrent": 1,
-        "weight_dtype": QWEN_FORMATS[record["quant"]],
+        "weight_dtype": QWEN_FORMATS[record["quant"].upper()],
     }
     if record["engine"] == "vllm":
         inference |= {
@@ -1012,32 +1026,44 @@ def qwen_plan(record: dict[str, Any]) -> Plan:
             "tensor_parallel": int(record["tensor_parallel"]),
             "gpu_memory_utilization": float(settings["gpu_memory_utilization"]),
         }
+    elif record["engine"] == "sglang":
+        inference |= {
+            "engine": "sglang",
+            "sglang_version": "0.4.6",
+            "tensor_parallel": int(record["tensor_parallel"]),
+            "mem_fraction_static": float(settings["mem_fraction_static"]),
+        }
     else:
         inference["engine"] = "hf"
     model_id = str(record["catalogue_id"])
     return serving_plan(catalogue(model_id), model_id, str(record["gpu_catalogue_id"]), **inference)
 
 
-def qwen_records() -> list[dict[str, Any]]:
-    return [r for r in speed_corpus()["measurements"] if r["source_id"] == QWEN_SOURCE]
+def qwen_records(source: str = QWEN_SOURCE) -> list[dict[str, Any]]:
+    return [r for r in speed_corpus()["measurements"] if r["source_id"] == source]
 
 
 def qwen_speed_cases() -> list[Case]:
-    """Every expressible row of the Qwen2.5 table, scored held out and setting no constant."""
+    """Every expressible row of the Qwen tables, scored held out and setting no constant."""
     cases = []
-    for record in qwen_records():
+    for record in qwen_records(QWEN_SOURCE) + qwen_records(QWEN3_SOURCE):
         if qwen_not_expressible(record):
             continue  # listed by unexpressed()
         plan = qwen_plan(record)
-        new = int(record["output_len"])
+        counted, new = qwen_counted_tokens(record), int(record["output_len"])
+        what = (
+            f"{new} / (TTFT + {new} × time per token)"
+            if counted == new
+            else "(prompt + 2048) / (TTFT + 2048 × time per token)"
+        )
         cases.append(
             Case(
                 record["id"],
                 record["source_id"],
                 "generate",
-                f"{new} / (TTFT + {new} × time per token), batch 1",
+                f"{what}, batch 1",
                 record["value"],
-                lambda fit, plan=plan, new=new: new / qwen_generate_seconds(plan, fit),
+                lambda fit, plan=plan, counted=counted: counted / qwen_generate_seconds(plan, fit),
                 plan=plan,
             )
         )
@@ -1161,8 +1187,8 @@ def unexpressed() -> list[Unexpressed]:
         for record in sorted(PREFILL_RUN_UNSTEADY)
     ]
     out += [
-        Unexpressed(r["id"], QWEN_SOURCE, r["engine"], qwen_not_expressible(r))
-        for r in qwen_records()
+        Unexpressed(r["id"], r["source_id"], r["engine"], qwen_not_expressible(r))
+        for r in qwen_records(QWEN_SOURCE) + qwen_records(QWEN3_SOURCE)
         if qwen_not_expressible(r)
     ]
     return out
@@ -1478,13 +1504,14 @@ def decode_summary(rows: list[Row]) -> Summary:
 
 
 def generate_summary(rows: list[Row]) -> Summary:
-    """The Qwen2.5 table's batch-1 generate calls (decode dominated: 2,048 new tokens), held to
-    the decode targets."""
+    """The Qwen tables' batch-1 generate calls (decode dominated: 2,048 new tokens), held to the
+    decode targets."""
     gen = [r for r in rows if r.case.table == "generate"]
     errors = [abs(r.error_pct) for r in gen]
     med, worst = statistics.median(errors), max(errors)
     line = (
-        f"Batch-1 generate tokens/s (Qwen2.5 table, prefill included): {len(gen)} points, median |error| {med:.1f} % "
+        f"Batch-1 generate tokens/s (Qwen2.5 and Qwen3 tables, prefill included): {len(gen)} points, "
+        f"median |error| {med:.1f} % "
         f"(decode target ≤ {DECODE_MEDIAN:g} %), worst {worst:.1f} %, within 35 %: "
         f"{sum(e <= DECODE_WORST for e in errors)}, median signed {statistics.median(r.error_pct for r in gen):+.1f} %"
     )
@@ -1492,17 +1519,18 @@ def generate_summary(rows: list[Row]) -> Summary:
 
 
 def generate_groups_table(rows: list[Row]) -> str:
-    """The generate rows by engine and weight format: how many, median signed error and worst."""
-    lines = ["| engine | format | rows | median error | worst |", "|---|---|---:|---:|---:|"]
+    """The generate rows by source, engine and weight format: how many, median signed error, worst."""
+    lines = ["| source | engine | format | rows | median error | worst |", "|---|---|---|---:|---:|---:|"]
     gen = [r for r in rows if r.case.table == "generate"]
-    groups: dict[tuple[str, str], list[float]] = {}
+    groups: dict[tuple[str, str, str], list[float]] = {}
     for r in gen:
         assert r.case.plan is not None
         inf = r.case.plan.inference
-        groups.setdefault((inf.engine.value, inf.weight_dtype.value), []).append(r.error_pct)
-    for (engine, fmt), errors in sorted(groups.items()):
+        groups.setdefault((r.case.source, inf.engine.value, inf.weight_dtype.value), []).append(r.error_pct)
+    for (source, engine, fmt), errors in sorted(groups.items()):
         lines.append(
-            f"| {engine} | {fmt} | {len(errors)} | {statistics.median(errors):+.1f} % | {max(errors, key=abs):+.1f} % |"
+            f"| {source} | {engine} | {fmt} | {len(errors)} | {statistics.median(errors):+.1f} % | "
+            f"{max(errors, key=abs):+.1f} % |"
         )
     return "\n".join(lines)
 
@@ -1617,7 +1645,7 @@ def report(rows: list[Row], priors: dict[str, tuple[str, ...]], fit: ServingFit)
         ("kv", "vLLM / SGLang: GPU KV cache size (tokens)", 0),
         ("buffers", "llama.cpp: printed buffers", 2),
         ("decode", "Decode tokens/s per user", 1),
-        ("generate", "Batch-1 generate tokens/s, prefill included (Qwen2.5 table)", 2),
+        ("generate", "Batch-1 generate tokens/s, prefill included (Qwen2.5 and Qwen3 tables)", 2),
         ("ttft", "Cold prefill (s)", 3),
         ("weights", "Weights per GPU, as logged (information)", 2),
         ("throughput", "Output tokens/s in total (information)", 0),
