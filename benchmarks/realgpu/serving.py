@@ -49,7 +49,15 @@ from core.params import param_counts  # noqa: E402
 from core.plan import Hardware, Plan  # noqa: E402
 from core.runtime import CUDA_CONTEXT_BYTES  # noqa: E402
 from core.serving.engines import serving_link  # noqa: E402
-from core.serving.fit import DEFAULT_FIT, METAL_KERNELS, ServingFit, bandwidth_key, link_class, memory_class  # noqa: E402
+from core.serving.fit import (  # noqa: E402
+    DEFAULT_FIT,
+    HF_HOST_LAYER,
+    METAL_KERNELS,
+    ServingFit,
+    bandwidth_key,
+    link_class,
+    memory_class,
+)
 from core.serving.inference import InferenceEstimate, inference_estimate  # noqa: E402
 from core.serving.llamacpp import CUDA_GRAPHS_FROM_BUILD, llamacpp_buffers  # noqa: E402
 from core.serving.speed import cycles_key, engine_family  # noqa: E402
@@ -86,6 +94,7 @@ PRIORS: Mapping[str, float] = MappingProxyType(
         "bandwidth": 0.77,
         "overhead": 0.0,
         "launch": 0.0,
+        f"launch:{HF_HOST_LAYER}": 0.0,
     }
 )
 
@@ -1039,6 +1048,17 @@ def qwen_plan(record: dict[str, Any]) -> Plan:
     return serving_plan(catalogue(model_id), model_id, str(record["gpu_catalogue_id"]), **inference)
 
 
+def implied_host_layer(case: Case) -> float:
+    """Host seconds per layer a transformers row at a 1-token prompt implies: its time per new token
+    (the prefill of one token is a step like the others) over the model's layers. Dense BF16 rows on
+    one GPU only (:func:`qwen_speed_cases` marks them): a quantised layer launches its dequantising
+    kernels too, and transformers' MoE block loops over its experts."""
+    record = next(r for r in speed_corpus()["measurements"] if r["id"] == case.id)
+    assert case.plan is not None
+    per_token = qwen_counted_tokens(record) / record["value"] / int(record["output_len"])
+    return per_token / case.plan.model.num_layers
+
+
 def qwen_records(source: str = QWEN_SOURCE) -> list[dict[str, Any]]:
     return [r for r in speed_corpus()["measurements"] if r["source_id"] == source]
 
@@ -1051,6 +1071,8 @@ def qwen_speed_cases() -> list[Case]:
             continue  # listed by unexpressed()
         plan = qwen_plan(record)
         counted, new = qwen_counted_tokens(record), int(record["output_len"])
+        host = record["engine"] == "transformers" and record["quant"] == "BF16" and int(record["input_len"]) == 1
+        host = host and plan.model.num_experts <= 1
         what = (
             f"{new} / (TTFT + {new} × time per token)"
             if counted == new
@@ -1064,6 +1086,7 @@ def qwen_speed_cases() -> list[Case]:
                 f"{what}, batch 1",
                 record["value"],
                 lambda fit, plan=plan, counted=counted: counted / qwen_generate_seconds(plan, fit),
+                identifies="host" if host else "",
                 plan=plan,
             )
         )
@@ -1272,6 +1295,10 @@ def fit_constants(cases: list[Case], drivers: list[tuple[str, str, float]]) -> t
     # The launch overhead per kernel: the median of what the graph on / off pairs imply.
     value, prior = _median([implied_launch(*pair) for pair in graph_pairs(cases)], PRIORS["launch"])
     fit, priors = with_constant(fit, "launch:eager", value), priors + (["launch:eager"] if prior else [])
+    # Hugging Face generate's host time per layer: the median of what the transformers rows imply.
+    key = f"launch:{HF_HOST_LAYER}"
+    value, prior = _median([implied_host_layer(c) for c in cases if c.identifies == "host"], PRIORS[key])
+    fit, priors = with_constant(fit, key, value), priors + ([key] if prior else [])
     fit, speed_priors = fit_speed(fit, [c for c in cases if c.identifies == "speed"])
     return fit, tuple(priors + speed_priors)
 
@@ -1447,6 +1474,8 @@ def _used(case: Case, priors: tuple[str, ...]) -> tuple[str, ...]:
         wanted.add(f"bandwidth:{bandwidth_key(engine_family(plan), gpu)}")
         wanted.add(f"overhead:{engine_family(plan).value}")
         wanted.add(f"launch:{engine_family(plan).value}")
+        if inf.engine.value == "hf":
+            wanted.add(f"launch:{HF_HOST_LAYER}")
     return tuple(p for p in priors if p.split(" ")[0] in wanted or p.split(" (")[0] in wanted)
 
 
