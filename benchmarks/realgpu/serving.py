@@ -2,8 +2,9 @@
 
 Corpora: benchmarks/realgpu/engine_logs.json (start-up logs of vLLM 0.2 - 0.19, SGLang,
 llama.cpp, Ollama), benchmarks/realgpu/serving_speed.json (llama-bench tables, a vLLM A100
-sweep, an SGLang run), and the vLLM start-up logs the 0.19 rules were first read against
-(benchmarks/serving/vllm_logs.json: llm-d-planner's H100 logs and four 0.6.x logs).
+sweep, an SGLang run, the Qwen team's Qwen2.5 speed table), and the vLLM start-up logs the
+0.19 rules were first read against (benchmarks/serving/vllm_logs.json: llm-d-planner's H100
+logs and four 0.6.x logs).
 
 Each record is mapped to a plan (the mapping, with every assumption, is :data:`MAPPING` and
 the functions below) or listed with why it cannot be (:func:`unexpressed`). The constants
@@ -15,8 +16,9 @@ the table says so.
 Tables: vLLM / SGLang "GPU KV cache size" (target: within 5 % on 90 % of logs, none past
 10 %); llama.cpp's printed buffers, model, KV and compute, per GPU (target: within 3 %);
 decode tokens/s per user (target: median |error| ≤ 15 %, worst ≤ 35 %); time to first token
-where the source measured a cold prefill (target: within × 1.5); weights and total
-throughput for information.
+where the source measured a cold prefill (target: within × 1.5); the Qwen2.5 table's batch-1
+generate calls, 2,048 / (TTFT + 2,048 × time per token), held to the decode targets and setting
+no constant; weights and total throughput for information.
 
     python benchmarks/realgpu/serving.py [--check] [--markdown FILE]
 """
@@ -47,7 +49,15 @@ from core.params import param_counts  # noqa: E402
 from core.plan import Hardware, Plan  # noqa: E402
 from core.runtime import CUDA_CONTEXT_BYTES  # noqa: E402
 from core.serving.engines import serving_link  # noqa: E402
-from core.serving.fit import DEFAULT_FIT, METAL_KERNELS, ServingFit, bandwidth_key, link_class, memory_class  # noqa: E402
+from core.serving.fit import (  # noqa: E402
+    DEFAULT_FIT,
+    HF_HOST_LAYER,
+    METAL_KERNELS,
+    ServingFit,
+    bandwidth_key,
+    link_class,
+    memory_class,
+)
 from core.serving.inference import InferenceEstimate, inference_estimate  # noqa: E402
 from core.serving.llamacpp import CUDA_GRAPHS_FROM_BUILD, llamacpp_buffers  # noqa: E402
 from core.serving.speed import cycles_key, engine_family  # noqa: E402
@@ -84,6 +94,7 @@ PRIORS: Mapping[str, float] = MappingProxyType(
         "bandwidth": 0.77,
         "overhead": 0.0,
         "launch": 0.0,
+        f"launch:{HF_HOST_LAYER}": 0.0,
     }
 )
 
@@ -964,6 +975,124 @@ def sglang_speed_cases() -> list[Case]:
     ]
 
 
+# The Qwen team's speed tables. Qwen2.5 (QwenLM/Qwen3@a912d239 docs/source/benchmark/speed_benchmark.rst; the
+# scripts examples/speed-benchmark/speed_benchmark_{transformers,vllm}.py at 8205ba2a, unchanged at HEAD):
+# tokens/s = 2048 / the wall time of one generate call of batch 1, the prompt's prefill included. Qwen3
+# (7a2f61ff docs/source/getting_started/speed_benchmark.md, H20): (prompt + 2048) / that time, by the page's
+# formula and its numbers (another tool than the published script).
+QWEN_SOURCE: Final = "qwen2.5-speed-benchmark"
+QWEN3_SOURCE: Final = "qwen3-speed-benchmark"
+QWEN_FORMATS: Mapping[str, str] = MappingProxyType(
+    {"BF16": "bf16", "FP8": "fp8", "GPTQ-INT4": "gptq-int4", "AWQ": "awq-int4", "AWQ-INT4": "awq-int4"}
+)
+
+
+def qwen_generate_seconds(plan: Plan, fit: ServingFit) -> float:
+    """One generate call of batch 1: the prompt's prefill, then every new token at the decode rate."""
+    speed = estimate_with(plan, fit).speed
+    return speed.ttft_alone_s + plan.inference.new_tokens / speed.per_request_tokens_per_s
+
+
+def qwen_counted_tokens(record: dict[str, Any]) -> int:
+    """The tokens a record's speed divides by the time: the new ones (Qwen2.5's script), or the
+    prompt's too (the Qwen3 page's formula)."""
+    prompt = int(record["input_len"]) if record["metric"] == "generate_tok_s_with_prompt" else 0
+    return prompt + int(record["output_len"])
+
+
+def qwen_not_expressible(record: dict[str, Any]) -> str:
+    """Why a row of the Qwen tables is not scored, "" when it is."""
+    settings = record["settings"]
+    if record["catalogue_id"] is None:
+        return f"{record['model']} is not in the model catalogue (no committed config)"
+    if record["quant"].upper() not in QWEN_FORMATS:
+        return f"{record['quant']} (8-bit GPTQ) is not a weight format of the plan"
+    if record["engine"] == "transformers" and record["gpu_count"] > 1:
+        return (
+            f"device_map='auto' over {record['gpu_count']} GPUs: the layers run one GPU after another "
+            "(accelerate's hooks move the activations), which the plan's engines do not describe"
+        )
+    if settings.get("enforce_eager"):
+        return (
+            "enforce_eager=True: vLLM launches every kernel of a decode step on its own; the plan's vLLM "
+            "always replays the step as a CUDA graph"
+        )
+    return ""
+
+
+def qwen_plan(record: dict[str, Any]) -> Plan:
+    settings = record["settings"]
+    inference: dict[str, Any] = {
+        "context": int(record["input_len"]) + int(record["output_len"]),
+        "new_tokens": int(record["output_len"]),
+        "concurrent": 1,
+        "weight_dtype": QWEN_FORMATS[record["quant"].upper()],
+    }
+    if record["engine"] == "vllm":
+        inference |= {
+            "engine": "vllm",
+            "vllm_version": "0.6",
+            "tensor_parallel": int(record["tensor_parallel"]),
+            "gpu_memory_utilization": float(settings["gpu_memory_utilization"]),
+        }
+    elif record["engine"] == "sglang":
+        inference |= {
+            "engine": "sglang",
+            "sglang_version": "0.4.6",
+            "tensor_parallel": int(record["tensor_parallel"]),
+            "mem_fraction_static": float(settings["mem_fraction_static"]),
+        }
+    else:
+        inference["engine"] = "hf"
+    model_id = str(record["catalogue_id"])
+    return serving_plan(catalogue(model_id), model_id, str(record["gpu_catalogue_id"]), **inference)
+
+
+def implied_host_layer(case: Case) -> float:
+    """Host seconds per layer a transformers row at a 1-token prompt implies: its time per new token
+    (the prefill of one token is a step like the others) over the model's layers. Dense BF16 rows on
+    one GPU only (:func:`qwen_speed_cases` marks them): a quantised layer launches its dequantising
+    kernels too, and transformers' MoE block loops over its experts."""
+    record = next(r for r in speed_corpus()["measurements"] if r["id"] == case.id)
+    assert case.plan is not None
+    per_token = qwen_counted_tokens(record) / record["value"] / int(record["output_len"])
+    return per_token / case.plan.model.num_layers
+
+
+def qwen_records(source: str = QWEN_SOURCE) -> list[dict[str, Any]]:
+    return [r for r in speed_corpus()["measurements"] if r["source_id"] == source]
+
+
+def qwen_speed_cases() -> list[Case]:
+    """Every expressible row of the Qwen tables, scored held out and setting no constant."""
+    cases = []
+    for record in qwen_records(QWEN_SOURCE) + qwen_records(QWEN3_SOURCE):
+        if qwen_not_expressible(record):
+            continue  # listed by unexpressed()
+        plan = qwen_plan(record)
+        counted, new = qwen_counted_tokens(record), int(record["output_len"])
+        host = record["engine"] == "transformers" and record["quant"] == "BF16" and int(record["input_len"]) == 1
+        host = host and plan.model.num_experts <= 1
+        what = (
+            f"{new} / (TTFT + {new} × time per token)"
+            if counted == new
+            else "(prompt + 2048) / (TTFT + 2048 × time per token)"
+        )
+        cases.append(
+            Case(
+                record["id"],
+                record["source_id"],
+                "generate",
+                f"{what}, batch 1",
+                record["value"],
+                lambda fit, plan=plan, counted=counted: counted / qwen_generate_seconds(plan, fit),
+                identifies="host" if host else "",
+                plan=plan,
+            )
+        )
+    return cases
+
+
 def all_cases() -> list[Case]:
     return (
         dennislee_cases()
@@ -974,6 +1103,7 @@ def all_cases() -> list[Case]:
         + llama_bench_cases()
         + dennislee_speed_cases()
         + sglang_speed_cases()
+        + qwen_speed_cases()
     )
 
 
@@ -1079,6 +1209,11 @@ def unexpressed() -> list[Unexpressed]:
         Unexpressed(record, "xiongjiedai-gpu-benchmarks", "llama.cpp", PREFILL_RUN_UNSTEADY_WHY)
         for record in sorted(PREFILL_RUN_UNSTEADY)
     ]
+    out += [
+        Unexpressed(r["id"], r["source_id"], r["engine"], qwen_not_expressible(r))
+        for r in qwen_records(QWEN_SOURCE) + qwen_records(QWEN3_SOURCE)
+        if qwen_not_expressible(r)
+    ]
     return out
 
 
@@ -1160,6 +1295,10 @@ def fit_constants(cases: list[Case], drivers: list[tuple[str, str, float]]) -> t
     # The launch overhead per kernel: the median of what the graph on / off pairs imply.
     value, prior = _median([implied_launch(*pair) for pair in graph_pairs(cases)], PRIORS["launch"])
     fit, priors = with_constant(fit, "launch:eager", value), priors + (["launch:eager"] if prior else [])
+    # Hugging Face generate's host time per layer: the median of what the transformers rows imply.
+    key = f"launch:{HF_HOST_LAYER}"
+    value, prior = _median([implied_host_layer(c) for c in cases if c.identifies == "host"], PRIORS[key])
+    fit, priors = with_constant(fit, key, value), priors + ([key] if prior else [])
     fit, speed_priors = fit_speed(fit, [c for c in cases if c.identifies == "speed"])
     return fit, tuple(priors + speed_priors)
 
@@ -1335,6 +1474,8 @@ def _used(case: Case, priors: tuple[str, ...]) -> tuple[str, ...]:
         wanted.add(f"bandwidth:{bandwidth_key(engine_family(plan), gpu)}")
         wanted.add(f"overhead:{engine_family(plan).value}")
         wanted.add(f"launch:{engine_family(plan).value}")
+        if inf.engine.value == "hf":
+            wanted.add(f"launch:{HF_HOST_LAYER}")
     return tuple(p for p in priors if p.split(" ")[0] in wanted or p.split(" (")[0] in wanted)
 
 
@@ -1391,6 +1532,38 @@ def decode_summary(rows: list[Row]) -> Summary:
     return Summary("decode", line, med <= DECODE_MEDIAN and worst <= DECODE_WORST)
 
 
+def generate_summary(rows: list[Row]) -> Summary:
+    """The Qwen tables' batch-1 generate calls (decode dominated: 2,048 new tokens), held to the
+    decode targets."""
+    gen = [r for r in rows if r.case.table == "generate"]
+    errors = [abs(r.error_pct) for r in gen]
+    med, worst = statistics.median(errors), max(errors)
+    line = (
+        f"Batch-1 generate tokens/s (Qwen2.5 and Qwen3 tables, prefill included): {len(gen)} points, "
+        f"median |error| {med:.1f} % "
+        f"(decode target ≤ {DECODE_MEDIAN:g} %), worst {worst:.1f} %, within 35 %: "
+        f"{sum(e <= DECODE_WORST for e in errors)}, median signed {statistics.median(r.error_pct for r in gen):+.1f} %"
+    )
+    return Summary("generate", line, med <= DECODE_MEDIAN and worst <= DECODE_WORST)
+
+
+def generate_groups_table(rows: list[Row]) -> str:
+    """The generate rows by source, engine and weight format: how many, median signed error, worst."""
+    lines = ["| source | engine | format | rows | median error | worst |", "|---|---|---|---:|---:|---:|"]
+    gen = [r for r in rows if r.case.table == "generate"]
+    groups: dict[tuple[str, str, str], list[float]] = {}
+    for r in gen:
+        assert r.case.plan is not None
+        inf = r.case.plan.inference
+        groups.setdefault((r.case.source, inf.engine.value, inf.weight_dtype.value), []).append(r.error_pct)
+    for (source, engine, fmt), errors in sorted(groups.items()):
+        lines.append(
+            f"| {source} | {engine} | {fmt} | {len(errors)} | {statistics.median(errors):+.1f} % | "
+            f"{max(errors, key=abs):+.1f} % |"
+        )
+    return "\n".join(lines)
+
+
 def ttft_summary(rows: list[Row]) -> Summary:
     ttft = [r for r in rows if r.case.table == "ttft"]
     ratios = [max(r.ratio, 1 / r.ratio) for r in ttft]
@@ -1403,7 +1576,7 @@ def ttft_summary(rows: list[Row]) -> Summary:
 
 
 def summaries(rows: list[Row]) -> list[Summary]:
-    return [kv_summary(rows), buffer_summary(rows), decode_summary(rows), ttft_summary(rows)]
+    return [kv_summary(rows), buffer_summary(rows), decode_summary(rows), generate_summary(rows), ttft_summary(rows)]
 
 
 def source_table(rows: list[Row], priors: dict[str, tuple[str, ...]]) -> str:
@@ -1496,10 +1669,12 @@ def report(rows: list[Row], priors: dict[str, tuple[str, ...]], fit: ServingFit)
     parts += ["\n## KV-cache tokens per source: before issue 23's constants, after (left out)\n"]
     parts += [before_after_table(rows, "kv")]
     parts += ["\n## Decode tokens/s per source: before, after (left out)\n", before_after_table(rows, "decode")]
+    parts += ["\n## Batch-1 generate tokens/s by engine and format (held out)\n", generate_groups_table(rows)]
     for table, title, digits in (
         ("kv", "vLLM / SGLang: GPU KV cache size (tokens)", 0),
         ("buffers", "llama.cpp: printed buffers", 2),
         ("decode", "Decode tokens/s per user", 1),
+        ("generate", "Batch-1 generate tokens/s, prefill included (Qwen2.5 and Qwen3 tables)", 2),
         ("ttft", "Cold prefill (s)", 3),
         ("weights", "Weights per GPU, as logged (information)", 2),
         ("throughput", "Output tokens/s in total (information)", 0),

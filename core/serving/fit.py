@@ -156,7 +156,16 @@ DEFAULT_KERNEL_CYCLES: Final = _frozen({"cuda-graphs": 0.0, "eager": 4540.0, MET
 # serving.py graph_pairs), Llama 2 7B, 1,088 kernels a token: ggml-org/llama.cpp issue #6763 (H100
 # PCIe, 143.35 -> 163.83 tokens/s: 0.80 us), PR #6766 (RTX 3090 116.31 -> 128.27: 0.74 us; RTX 4090
 # 138.31 -> 146.81: 0.39 us); vLLM's and SGLang's replayed steps are held at none.
-DEFAULT_LAUNCH: Final = _frozen({"cuda-graphs": 0.0, "eager": 0.74e-6})
+# HF_HOST_LAYER: seconds of host (Python) time Hugging Face generate spends per decoder layer per
+# decode step, which the GPU's work overlaps (launches are asynchronous): at batch 1 a step takes the
+# longer of the two. The median of what the Qwen team's speed tables imply (dense BF16 models on one
+# GPU at a 1-token prompt, time per new token / layers; benchmarks/realgpu/serving.py
+# implied_host_layer): QwenLM/Qwen3@a912d239 speed_benchmark.rst, transformers 4.46 on an A100 host,
+# 0.84-0.90 ms (Qwen2.5 0.5B-32B); QwenLM/Qwen3@7a2f61ff speed_benchmark.md, transformers 4.51.3 on
+# an H20 host, 0.60-0.62 ms (Qwen3 0.6B-32B). Each table is scored with the other's; the figure
+# depends on the host's CPU.
+HF_HOST_LAYER: Final = "hf-host-layer"
+DEFAULT_LAUNCH: Final = _frozen({"cuda-graphs": 0.0, "eager": 0.74e-6, HF_HOST_LAYER: 0.7285e-3})
 
 
 @dataclass(frozen=True)

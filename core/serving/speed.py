@@ -52,6 +52,7 @@ from core.plan import Engine, Plan
 from core.serving.engines import RankLayout, serving_link
 from core.serving.fit import (
     DEFAULT_FIT,
+    HF_HOST_LAYER,
     METAL_KERNELS,
     EngineFamily,
     MemoryClass,
@@ -351,6 +352,9 @@ class StepModel:
     matvec_alu_s: float = 0.0
     # a lone token's GPU weight reads take this many times their time at the bandwidth (weight_read_factor)
     matvec_read_factor: float = 1.0
+    # Hugging Face generate: the host's Python time per layer per step (core.serving.fit.HF_HOST_LAYER),
+    # overlapped by the GPU's work: a step takes the longer of the two
+    host_layer_s: float = 0.0
 
     def layer_seconds(self, n: int) -> float:
         """One layer's fixed time at ``n`` tokens a step: its kernels' cycles, and their launch
@@ -387,6 +391,7 @@ class StepModel:
         stages = 1 if inf.engine is Engine.LLAMACPP else inf.pipeline_parallel  # llama.cpp: bytes already summed
         layers = self.plan.model.num_layers if inf.engine is Engine.LLAMACPP else self.layout.layers
         body = max(self.memory_seconds(n), self.compute_seconds(n)) + layers * self.layer_seconds(n)
+        body = max(body, layers * self.host_layer_s)
         reduced = allreduce_seconds(self.plan, self.link, graph_batch(self.plan, n))
         return stages * (body + reduced) + logits_gather_seconds(self.plan, self.link, n)
 
@@ -517,6 +522,7 @@ def step_model(
         prompt_dequant_bytes=prompt_dequant,
         matvec_alu_s=kquant_matvec_seconds(plan, gpu, _device_share(offload)),
         matvec_read_factor=weight_read_factor(plan, gpu),
+        host_layer_s=fit.launch_seconds.get(HF_HOST_LAYER, 0.0) if inf.engine is Engine.HF else 0.0,
     )
 
 
@@ -678,8 +684,11 @@ def _formula(
     # A fixed per-layer time only where the engine has one: vLLM replays its decode as CUDA graphs
     # and its fit carries no per-layer term, which read "+ layers × 0 µs" before.
     layers = f" + layers × {per_layer * 1e6:.0f} µs" if per_layer * 1e6 >= 0.5 else ""
+    device = f"max(bytes read ÷ ({bandwidth}), FLOPs ÷ compute){layers}"
+    if model.host_layer_s > 0:  # Hugging Face generate: the host's Python loop, overlapped by the GPU
+        device = f"max({device}, layers × {model.host_layer_s * 1e3:.2f} ms of host time)"
     return (
-        f"step at {counted(running, 'request')} = max(bytes read ÷ ({bandwidth}), FLOPs ÷ compute){layers}"
+        f"step at {counted(running, 'request')} = {device}"
         f"{tp} = {step * 1e3:.2f} ms; TTFT alone {alone * 1e3:,.0f} ms, "
         f"with {sent} sent together {here.ttft_s * 1e3:,.0f} ms (waiting for a slot {here.wait_s * 1e3:,.0f} ms); "
         f"time per output token {here.token_latency_s * 1e3:.2f} ms"

@@ -1058,13 +1058,15 @@ def test_a_custom_card_decodes_at_its_bandwidth(capsys: pytest.CaptureFixture[st
     """Issue 28 item 20: a custom GPU had no bandwidth, so it decoded 0 tokens/s."""
     base = ("estimate", "-m", "llama-3.1-8b", "--mode", "inference", "--gpu", "custom", "--json")
     rates = []
-    for bandwidth in ("2039", "1000"):
+    for bandwidth in ("1000", "500"):
         code, out, err = run(capsys, *base, "--custom-bandwidth", bandwidth)
         assert code == 0, err
         rates.append(json.loads(out)["inference"]["decode_tokens_per_s"])
-    # Faster with 2.04 x the bandwidth, though less than 2.04 x: the serving model (issue 23) adds
-    # a fixed launch time per layer and the prompt's prefill to what the bandwidth decides.
-    assert rates[1] > 0 and 1.3 < rates[0] / rates[1] < 2.039
+    # Faster with 2 x the bandwidth, though less than 2 x: the serving model (issue 23) adds a fixed
+    # launch time per layer and the prompt's prefill to what the bandwidth decides. (Bandwidths where
+    # the reads decide: above about 1,100 GB/s Hugging Face generate's step of an 8B model is its
+    # host's 32 layers x 0.73 ms, core.serving.fit.HF_HOST_LAYER, whatever the card.)
+    assert rates[1] > 0 and 1.3 < rates[0] / rates[1] < 2.0
     code, _, err = run(capsys, *base, "--custom-bandwidth", "0")
     assert code == 2 and "custom_bandwidth_gb_s" in err
 

@@ -27,7 +27,7 @@ from core.estimate import estimate
 from core.params import param_counts
 from core.plan import Hardware, Plan
 from core.serving.engines import rank_layout
-from core.serving.fit import DEFAULT_FIT, METAL_KERNELS, EngineFamily
+from core.serving.fit import DEFAULT_FIT, HF_HOST_LAYER, METAL_KERNELS, EngineFamily
 from core.serving.llamacpp import (
     CUBLAS_PROMPT_BEFORE_BUILD,
     CUDA_GRAPHS_FROM_BUILD,
@@ -667,3 +667,126 @@ def test_a_second_m1_max_runs_the_70b_q4_k_m_file_at_the_estimates_speed(bench: 
     errors = {r.case.id: r.error_pct for r in rows}
     assert abs(errors[record["id"]]) < 100 * 0.5 / 6.0  # within the list's rounding
     assert _record(bench, "xd-m1max-64gb-x1-70b-q4_kmedium-tg512")["value"] < 5.5
+
+
+# ---- the Qwen team's Qwen2.5 speed table (QwenLM/Qwen3@a912d239 docs/source/benchmark/speed_benchmark.rst) ----
+def test_every_qwen25_speed_row_is_scored_or_listed_with_its_reason(bench: ModuleType) -> None:
+    # The table's 259 speed figures: 112 transformers rows (A100 80GB, 4.46) and 147 vLLM rows (0.6.3 / 0.6.2).
+    records = bench.qwen_records()
+    assert len(records) == 259
+    scored = {c.id for c in bench.qwen_speed_cases() if c.source == bench.QWEN_SOURCE}
+    listed = {u.id: u.reason for u in bench.unexpressed() if u.source == bench.QWEN_SOURCE}
+    assert scored.isdisjoint(listed) and scored | set(listed) == {r["id"] for r in records}
+    assert all(reason for reason in listed.values())
+    for record in records:
+        assert f"{record['value']:.2f}" in record["quote"], record["id"]  # the figure is the quoted row's
+    # GPTQ-Int8 (no plan format), device_map='auto' splits and enforce_eager=True runs are listed, not scored.
+    assert "8-bit GPTQ" in listed["qwen25-vllm-7b-gptq-int8-in1-g1"]
+    assert "device_map='auto'" in listed["qwen25-hf-72b-bf16-in1-g2"]
+    assert "enforce_eager=True" in listed["qwen25-vllm-72b-bf16-in1-g2"]  # Setting 1 (0.98, 4096, eager)
+
+
+def test_the_qwen_rows_set_only_transformers_host_time(bench: ModuleType) -> None:
+    # Scored held out; the one constant they set (for the other Qwen table, leave one source out) is
+    # transformers' host time per layer, from the dense BF16 rows at a 1-token prompt on one GPU.
+    cases = bench.qwen_speed_cases()
+    assert cases and all(c.table == "generate" and c.identifies in ("", "host") for c in cases)
+    host = sorted(c.id for c in cases if c.identifies == "host")
+    assert len(host) == 12  # Qwen2.5 0.5B-32B (72B BF16 needs two GPUs), Qwen3 0.6B-32B (30B-A3B is MoE)
+    assert all("-hf-" in i and "-bf16-in1-g1" in i for i in host)
+
+
+def test_a_generate_call_is_its_prefill_and_2048_decode_steps(bench: ModuleType) -> None:
+    # speed_benchmark_vllm.py (QwenLM/Qwen3@8205ba2a): tokens/s = 2048 / the wall time of one llm.generate of
+    # batch 1, the prompt's prefill included; the prompt's tokens are not counted.
+    case = next(c for c in bench.qwen_speed_cases() if c.id == "qwen25-vllm-7b-bf16-in30720-g1")
+    speed = estimate(case.plan).inference.speed
+    assert case.predict(DEFAULT_FIT) == pytest.approx(
+        2048 / (speed.ttft_alone_s + 2048 / speed.per_request_tokens_per_s)
+    )
+    assert case.predict(DEFAULT_FIT) < speed.per_request_tokens_per_s  # a 30,720-token prefill is in the time
+
+
+def test_vllm_bf16_on_a100s_from_7b_up_is_within_the_decode_targets_held_out(scored: tuple) -> None:
+    # Qwen2.5 table, vLLM 0.6.3, BF16, batch 1, 2,048 new tokens: e.g. 7B on one A100 84.28 tok/s (prompt 1),
+    # 72B on four 31.37. Step bound by the weights' reads: the bandwidth the other sources set carries over.
+    rows, _ = scored
+    errors = {r.case.id: r.error_pct for r in rows if r.case.table == "generate"}
+    big = [
+        e
+        for i, e in errors.items()
+        if i.startswith("qwen25-vllm-")
+        and "-bf16-" in i
+        and "-0.5b-" not in i
+        and "-1.5b-" not in i
+        and "-3b-" not in i
+    ]
+    # 21 rows: median |error| 11.8 %, worst -24.9 % (14B, 63,488-token prompt) with the estimate of this commit.
+    assert len(big) == 21 and statistics.median(abs(e) for e in big) <= 15 and max(abs(e) for e in big) <= 25
+
+
+# Ratchet (measured with the estimate of this commit): the Qwen tables' generate rows miss issue 23's decode
+# target (Qwen2.5 183 rows median 44.7 %, Qwen3 178 rows median 60.6 %; together 361, median 50.9 %; 141.6 %
+# before transformers' host time per layer): vLLM 0.6.3's small models are bound by its per-step host work,
+# SGLang on the H20 reads at a third of the card's bandwidth, and each Qwen table's host CPU differs from the
+# other's (docs/SERVING.md).
+GENERATE_MEDIAN_NOW = 51.0
+
+
+def test_the_generate_misses_do_not_grow(bench: ModuleType, scored: tuple) -> None:
+    rows, _ = scored
+    errors = sorted(abs(r.error_pct) for r in rows if r.case.table == "generate")
+    assert statistics.median(errors) <= GENERATE_MEDIAN_NOW
+
+
+def test_the_qwen3_rows_count_the_prompt_as_their_page_says(bench: ModuleType) -> None:
+    # QwenLM/Qwen3@7a2f61ff docs/source/getting_started/speed_benchmark.md: "Speed = (tokens_prompt +
+    # tokens_generation) / time", and its numbers are that: Qwen3-0.6B (Transformers) BF16 58.57 tok/s at a
+    # 1-token prompt, 175.93 at 30,720 (2,048 / 175.93 s would be shorter than 2,049 / 58.57 s).
+    records = bench.qwen_records(bench.QWEN3_SOURCE)
+    assert len(records) == 212  # 216 rows less four with no figure ("MoE Kernel Unsupported")
+    long = next(r for r in records if r["id"] == "qwen3-hf-0.6b-bf16-in30720-g1")
+    assert long["value"] == 175.93 and bench.qwen_counted_tokens(long) == 30720 + 2048
+    case = next(c for c in bench.qwen_speed_cases() if c.id == long["id"])
+    seconds = bench.qwen_generate_seconds(case.plan, DEFAULT_FIT)
+    assert case.predict(DEFAULT_FIT) == pytest.approx((30720 + 2048) / seconds)
+    listed = {u.id: u.reason for u in bench.unexpressed() if u.source == bench.QWEN3_SOURCE}
+    assert "not in the model catalogue" in listed["qwen3-sglang-235b-a22b-bf16-in1-g8"]
+    assert all(c.identifies in ("", "host") for c in bench.qwen_speed_cases())
+
+
+def test_hf_generate_at_batch_1_takes_the_hosts_time_per_layer_when_it_is_longer() -> None:
+    # The Qwen team's transformers rows at a 1-token prompt: 0.84-0.90 ms a layer per new token on their
+    # A100 host (Qwen2.5-0.5B 47.40 tok/s over 24 layers, QwenLM/Qwen3@a912d239 speed_benchmark.rst), 0.60-0.62
+    # on their H20 host (Qwen3-0.6B 58.57 over 28 layers, @7a2f61ff speed_benchmark.md), whatever the layer's
+    # size; the GPU's reads of a 0.5B model take a tenth of that. The step is the longer of the two.
+    host = DEFAULT_FIT.launch_seconds[HF_HOST_LAYER]
+    assert host == pytest.approx(0.7285e-3)  # the median of both tables' 12 dense BF16 rows
+    small = find_model("qwen2.5-0.5b")
+    plan = Plan(model=small.spec, model_id=small.id, hardware=Hardware(gpu="a100-80gb-sxm")).with_inference(
+        engine="hf", context=2049, new_tokens=2048, concurrent=1
+    )
+    speed = estimate(plan).inference.speed
+    assert 1.0 / speed.per_request_tokens_per_s == pytest.approx(24 * host, rel=0.01)
+    assert "ms of host time" in speed.formula
+    # A 72B model's reads take longer than its 80 layers' host time: the reads decide.
+    big = find_model("qwen2.5-72b")
+    plan72 = Plan(model=big.spec, model_id=big.id, hardware=Hardware(gpu="a100-80gb-sxm")).with_inference(
+        engine="hf", context=2049, new_tokens=2048, concurrent=1
+    )
+    assert 1.0 / estimate(plan72).inference.speed.per_request_tokens_per_s > 1.5 * 80 * host  # 145 GB of reads
+
+
+def test_the_hf_host_time_is_set_by_the_other_qwen_table_held_out(bench: ModuleType, scored: tuple) -> None:
+    # Each Qwen table is scored with the constant the other sets: the Qwen2.5 rows (0.88 ms a layer on
+    # their host) are predicted with the Qwen3 table's 0.61 ms and the reverse.
+    cases = [c for c in bench.qwen_speed_cases() if c.identifies == "host"]
+    by_source = {s: [bench.implied_host_layer(c) for c in cases if c.source == s] for s in {c.source for c in cases}}
+    assert statistics.median(by_source[bench.QWEN_SOURCE]) == pytest.approx(0.8875e-3, rel=0.01)
+    assert statistics.median(by_source[bench.QWEN3_SOURCE]) == pytest.approx(0.61e-3, rel=0.01)
+    rows, _ = scored
+    errors = {r.case.id: r.error_pct for r in rows}
+    # Qwen2.5-0.5B BF16 at a 1-token prompt, 47.40 tok/s: +616 % before, held out at 24 x 0.61 ms now.
+    assert errors["qwen25-hf-0.5b-bf16-in1-g1"] == pytest.approx(
+        100 * (2048 / (2048 * 24 * 0.61e-3 + 0.003) / 47.40 - 1), abs=3
+    )
