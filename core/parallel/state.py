@@ -460,13 +460,7 @@ def _reduce_stream_cache(
     stepped = plan.optimizer_in_backward
     if not (cast or accumulated or offloaded or stepped):
         return []
-    block, root = units
-    if plan.adapter_based:
-        largest, what = rank.trainable / max(1, rank.stage.layers) / rank.dp, "one block's adapters'"
-    elif plan.method is Method.FULL and root / rank.lay.state_shards > block / rank.dp:
-        largest, what = root / rank.lay.state_shards, "the root unit's"
-    else:
-        largest, what = block / rank.dp, "one block's"
+    largest, what = _largest_reduce_output(rank, units)
     per = reduce_b + (dt.grad if cast and (accumulated or offloaded or stepped) else 0.0)
     why = (
         "offloaded to the host"
@@ -485,6 +479,17 @@ def _reduce_stream_cache(
             largest * per,
         )
     ]
+
+
+def _largest_reduce_output(rank: _Rank, units: tuple[float, float]) -> tuple[float, str]:
+    """(elements, which unit) of the largest reduce-scatter output on the rank: one block's adapters,
+    the root unit's shard (a full fine-tune whose root is larger), or one block's."""
+    block, root = units
+    if rank.plan.adapter_based:
+        return rank.trainable / max(1, rank.stage.layers) / rank.dp, "one block's adapters'"
+    if rank.plan.method is Method.FULL and root / rank.lay.state_shards > block / rank.dp:
+        return root / rank.lay.state_shards, "the root unit's"
+    return block / rank.dp, "one block's"
 
 
 def _release_cache(rank: _Rank, block_grads: list[Term], pipelined: bool) -> list[Term]:

@@ -34,7 +34,7 @@ from core.dtypes import KV_BYTES, WeightFormat, mlp_matrix_params, mxfp4_bytes_p
 from core.format import gb
 from core.model import ModelSpec
 from core.plan import Attention, Engine, Inference, Plan
-from core.runtime import CUDA_CONTEXT_BYTES, cublas_workspace
+from core.runtime import CUDA_CONTEXT_BYTES, Workspace, cublas_workspace
 from core.serving.fit import DEFAULT_FIT, ServingFit, link_class
 from core.serving.kv import cached_positions, kv_bytes_per_token_layer, kv_heads_per_rank
 from core.serving.sglang_versions import default_fraction
@@ -283,34 +283,40 @@ def hf_memory(plan: Plan, gpu: GpuSpec, layout: RankLayout, fit: ServingFit = DE
         max_num_seqs=inf.concurrent,
         max_num_batched_tokens=inf.concurrent * inf.prompt_tokens,
         formula=formula,
-        parts=(
-            make_bucket(
-                BucketKey.WEIGHTS,
-                [
-                    Term("weights on the rank", "stored weights", layout.weights_bytes),
-                    Term(
-                        "GPTQ dequantisation buffer",
-                        "AutoGPTQ's ExLlama kernels: the largest quantised matrix × 2 B (float16)",
-                        exllama_buffer_bytes(plan, layout),
-                    ),
-                ],
-            ),
-            make_bucket(
-                BucketKey.KV_CACHE,
-                [Term("the batch's KV cache at its longest", f"{inf.concurrent} × {inf.context:,} tokens", kv)],
-            ),
-            make_bucket(BucketKey.ACTIVATIONS, [Term("working memory at the peak", "prefill or decode", working)]),
-            make_bucket(
-                BucketKey.OVERHEAD,
-                [
-                    Term("CUDA context", "per process", SERVING_OVERHEAD_BYTES),
-                    Term(
-                        f"{workspace.library} workspace (PyTorch: the generating thread's handle){workspace.note}",
-                        f"1 handle × {workspace.label}",
-                        workspace.bytes,
-                    ),
-                ],
-            ),
+        parts=_hf_parts(plan, layout, kv, working, workspace),
+    )
+
+
+def _hf_parts(plan: Plan, layout: RankLayout, kv: float, working: float, workspace: Workspace) -> tuple[Bucket, ...]:
+    """What generate's total is made of, bucket by bucket (SERVING_BUCKET_ORDER)."""
+    inf = plan.inference
+    return (
+        make_bucket(
+            BucketKey.WEIGHTS,
+            [
+                Term("weights on the rank", "stored weights", layout.weights_bytes),
+                Term(
+                    "GPTQ dequantisation buffer",
+                    "AutoGPTQ's ExLlama kernels: the largest quantised matrix × 2 B (float16)",
+                    exllama_buffer_bytes(plan, layout),
+                ),
+            ],
+        ),
+        make_bucket(
+            BucketKey.KV_CACHE,
+            [Term("the batch's KV cache at its longest", f"{inf.concurrent} × {inf.context:,} tokens", kv)],
+        ),
+        make_bucket(BucketKey.ACTIVATIONS, [Term("working memory at the peak", "prefill or decode", working)]),
+        make_bucket(
+            BucketKey.OVERHEAD,
+            [
+                Term("CUDA context", "per process", SERVING_OVERHEAD_BYTES),
+                Term(
+                    f"{workspace.library} workspace (PyTorch: the generating thread's handle){workspace.note}",
+                    f"1 handle × {workspace.label}",
+                    workspace.bytes,
+                ),
+            ],
         ),
     )
 
