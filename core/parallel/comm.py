@@ -32,6 +32,7 @@ from core.parallel.layout import (
     dispatched_copies,
     expert_shares,
     fsdp_held_through_step,
+    fsdp_no_sync,
     fsdp_reduce_bytes,
     layout,
     megatron_grad_bytes,
@@ -488,14 +489,14 @@ def _hsdp_traffic(step: _Step, fsdp: _Traffic, shards: int) -> _Traffic:
     shard, beside the rest of the backward; it does so every backward unless
     ``set_requires_all_reduce(False)`` (``all_reduce_grads``), which torchtitan does not call
     (pytorch/torchtitan b5bcd76), so once per micro-batch as the reduce-scatter is, once per
-    step under pipeline parallel. FSDP1's HYBRID_SHARD also all-reduces each unit's shard over
+    step under pipeline parallel or no_sync. FSDP1's HYBRID_SHARD also all-reduces each unit's shard over
     its inter-node group after its reduce-scatter. The replicate group's members are a whole
     shard group apart (stride TP · shards); the last unit's all-reduce cannot overlap."""
     par = step.plan.parallel
     buffer = step.trainable * fsdp_reduce_bytes(par, step.dt.grad) / shards  # the reduced shard
     r = par.dp_replicate
     span = group_span(r, par.tensor_parallel * shards, par.gpus_per_node, par.nodes)
-    per_step = 1 if fsdp_held_through_step(par) else step.micro
+    per_step = 1 if _reduces_once(step) else step.micro
     label = "HSDP gradient-shard all-reduce across replicas"
     all_reduce = _per_unit(step, label, Collective.ALL_REDUCE, buffer, span, per_step)
     why = (
@@ -560,7 +561,10 @@ def _sharded_parameter_traffic(step: _Step, span: Span) -> _Traffic:
         window_seconds=step.compute_seconds,
         unhidden_share=1.0 / (step.units * gathers),
     )
-    reduce = _per_unit(step, f"{name} gradient reduce-scatter", Collective.REDUCE_SCATTER, reduce_bytes, span, per_step)
+    # Under no_sync (accelerate's FSDP1 default) only the last micro-batch's backward reduces:
+    # FSDP1's _post_backward_hook returns before the reduce-scatter while ``_sync_gradients`` is off.
+    reduces = 1 if _reduces_once(step) else step.micro
+    reduce = _per_unit(step, f"{name} gradient reduce-scatter", Collective.REDUCE_SCATTER, reduce_bytes, span, reduces)
     if piped:
         why = (
             f"{name} under pipeline parallel gathers each block's parameters once per step and keeps them, and "
@@ -572,9 +576,21 @@ def _sharded_parameter_traffic(step: _Step, span: Span) -> _Traffic:
         (gather, reduce),
         f"{name} gathers each block's parameters before its forward"
         + (" and again before its backward" if regather else "")
-        + " and reduce-scatters its gradients, every micro-batch, prefetched beside the compute; "
-        "the first gather and the last reduce-scatter of each micro-batch cannot overlap.",
+        + (
+            " and reduce-scatters its gradients in the last micro-batch only (no_sync)"
+            if reduces == 1 < step.micro
+            else " and reduce-scatters its gradients, every micro-batch"
+        )
+        + ", prefetched beside the compute; the first gather and the last reduce-scatter of each "
+        "micro-batch cannot overlap.",
     )
+
+
+def _reduces_once(step: _Step) -> bool:
+    """Whether FSDP reduces the gradients once per step rather than once per micro-batch: under
+    pipeline parallel (layout.fsdp_held_through_step) or no_sync (layout.fsdp_no_sync)."""
+    par = step.plan.parallel
+    return fsdp_held_through_step(par) or fsdp_no_sync(par, step.micro)
 
 
 def _per_unit(step: _Step, label: str, kind: Collective, buffer: float, span: Span, count: float) -> CommTerm:

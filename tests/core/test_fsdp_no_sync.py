@@ -23,6 +23,8 @@ from core.dtypes import MpDtype
 from core.estimate import estimate
 from core.files.runconfig import loads_run_config, plan_from_run
 from core.inputs import input_at
+from core.parallel.comm import step_communication
+from core.params import param_counts
 from core.plan import GradSync, Hardware, Method, Plan, Strategy, Workload
 from core.presets import default_plan
 
@@ -155,3 +157,35 @@ def test_the_trainer_exports_say_it_and_read_it_back() -> None:
     assert "accelerator_config" not in one_step
     titan = export(_full_8b(wrap=False, sync=GradSync.NO_SYNC), Target.TORCHTITAN)
     assert "parallel.grad_sync" in {u.field for u in titan.unexpressed}
+
+
+# ---- the time: one reduce-scatter per step under no_sync --------------------------------------
+def _reduce_scatter(plan: Plan) -> tuple[float, float]:
+    comm = step_communication(plan, param_counts(plan), 10.0, 1 / 3)
+    (term,) = [t for t in comm.terms if t.label.endswith("gradient reduce-scatter")]
+    return term.bytes, term.seconds
+
+
+def test_under_no_sync_the_gradients_are_reduce_scattered_once_per_step_not_per_micro_batch() -> None:
+    # FSDP1's _post_backward_hook returns before the reduce-scatter while no_sync() is on
+    # (``if not state._sync_gradients``), so of the 4 micro-batches only the last one reduces.
+    held_bytes, held_s = _reduce_scatter(_full_8b(wrap=True, accum=4))
+    each_bytes, each_s = _reduce_scatter(_full_8b(wrap=True, accum=4, sync=GradSync.EACH))
+    assert held_bytes == pytest.approx(each_bytes / 4)
+    assert held_s == pytest.approx(each_s / 4)
+    # Without accumulation there is nothing to skip: the same one reduce-scatter either way.
+    assert _reduce_scatter(_full_8b(wrap=True, accum=1)) == _reduce_scatter(
+        _full_8b(wrap=True, accum=1, sync=GradSync.EACH)
+    )
+
+
+def test_under_no_sync_hsdp_all_reduces_its_shard_once_per_step() -> None:
+    # FSDP1's HYBRID_SHARD all-reduces each unit's reduced shard after its reduce-scatter, so
+    # skipping the reduce-scatter skips it too.
+    def hsdp(sync: GradSync) -> float:
+        plan = _full_8b(wrap=True, accum=4, sync=sync, gpus=16).with_parallel(dp_replicate=2)
+        comm = step_communication(plan, param_counts(plan), 10.0, 1 / 3)
+        (term,) = [t for t in comm.terms if t.label.startswith("HSDP gradient-shard all-reduce")]
+        return term.bytes
+
+    assert hsdp(GradSync.NO_SYNC) == pytest.approx(hsdp(GradSync.EACH) / 4)
