@@ -126,8 +126,44 @@ def test_training_arguments_sync_each_batch_is_read() -> None:
     assert plan.parallel.grad_sync is GradSync.EACH and plan.parallel.fsdp1_wrap
     document["accelerator_config"] = {"gradient_accumulation_kwargs": {"sync_each_batch": False}}
     assert loads_run_config(json.dumps(document).encode(), "args.json").settings.grad_sync == "no_sync"
-    del document["accelerator_config"]
+    del document["accelerator_config"]  # accelerate's own default: no_sync (the next test)
+    assert loads_run_config(json.dumps(document).encode(), "args.json").settings.grad_sync == "no_sync"
+
+
+@pytest.mark.parametrize("version", [1, 2])
+def test_an_hf_trainer_fsdp_config_without_the_key_takes_accelerates_default_no_sync(version: int) -> None:
+    """accelerate's ``GradientAccumulationPlugin.sync_each_batch`` defaults to False, so
+    ``Accelerator.accumulate`` enters no_sync for every micro-batch but the last: FSDP1's
+    ``no_sync()`` whether or not the model was loaded on the CPU (v0.28.0), FSDP2's
+    ``set_requires_gradient_sync(False)`` from v1.11.0 (ec92b1af)."""
+    document = {
+        "per_device_train_batch_size": 1,
+        "gradient_accumulation_steps": 4,
+        "fsdp": "full_shard auto_wrap",
+        "fsdp_config": {"version": version},
+    }
+    run = loads_run_config(json.dumps(document).encode(), "args.json")
+    assert run.settings.grad_sync == "no_sync"
+    plan = plan_from_run(run, default_plan(), None)
+    assert not plan.parallel.fsdp1_wrap  # no CPU-RAM-efficient loading: not the wrap from the CPU
+    assert plan.parallel.grad_sync is GradSync.NO_SYNC
+    # DeepSpeed and DDP have no such setting: nothing is recorded for them.
+    del document["fsdp"], document["fsdp_config"]
     assert loads_run_config(json.dumps(document).encode(), "args.json").settings.grad_sync is None
+
+
+def test_an_axolotl_fsdp_config_takes_accelerates_default_no_sync() -> None:
+    # axolotl trains through the HF Trainer and accelerate (axolotl >= 0.10 fsdp_config table).
+    document = {
+        "base_model": "meta-llama/Llama-3.1-8B",
+        "micro_batch_size": 1,
+        "gradient_accumulation_steps": 4,
+        "sequence_len": 4096,
+        "fsdp_version": 2,
+        "fsdp_config": {"reshard_after_forward": True},
+    }
+    run = loads_run_config(json.dumps(document).encode(), "axolotl.json")
+    assert run.settings.grad_sync == "no_sync"
 
 
 def test_the_diagnosis_offers_sync_each_batch_where_no_sync_holds_the_gradients() -> None:

@@ -34,7 +34,9 @@ from core.files.launch.common import (
     recipes_outside,
 )
 from core.files.launch.hf_trainer import HF_RECIPES, batch_keys, full_checkpointing, recipe_keys, sharding
+from core.inputs import input_at
 from core.model import LORA_TARGETS
+from core.parallel.layout import fsdp_no_sync
 from core.plan import Attention, Method, Offload, Plan
 
 ATTENTION: Final = {
@@ -134,6 +136,13 @@ def export_axolotl(plan: Plan, model_ref: str | None = None) -> Export:
     if "max_steps" in batch:
         document["max_steps"] = batch["max_steps"]
     document.update(sharding(draft, _fsdp))
+    if input_at("parallel.grad_sync").matters(plan) and not fsdp_no_sync(plan.parallel, work.grad_accum):
+        draft.cannot(
+            "parallel.grad_sync",
+            "axolotl trains through accelerate, which reduces FSDP's gradients in the last micro-batch only "
+            "(no_sync; FSDP2 so from accelerate 1.11) unless GradientAccumulationPlugin(sync_each_batch=True): "
+            "this export writes no key for it",
+        )
     written = (*HF_RECIPES, "method.fused_loss", "method.activation_offload", "method.lora.dropout")
     recipes_outside(draft, [n for n in written if n not in ("parallel.fsdp1_wrap", "parallel.grad_sync")])
     lines = ["axolotl config written by VRAM Planner. Add datasets and output_dir, then: axolotl train <this file>"]

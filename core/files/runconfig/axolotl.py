@@ -13,7 +13,15 @@ from __future__ import annotations
 
 from typing import Any, Final
 
-from core.files.runconfig.common import OddValues, finish, hf_optimizer, lora_targets, recipe_numbers, sharding
+from core.files.runconfig.common import (
+    OddValues,
+    accelerate_grad_sync,
+    finish,
+    hf_optimizer,
+    lora_targets,
+    recipe_numbers,
+    sharding,
+)
 from core.files.runconfig.reading import Taker
 from core.files.runconfig.result import ConfigKind, RunConfig
 
@@ -111,6 +119,7 @@ def read_axolotl(document: dict[str, Any], where: str) -> RunConfig:
     s.update(sharding(taker, odd))
     if "sharding" not in s:
         s.update(_fsdp_config(taker))
+    s.update(accelerate_grad_sync(taker, s))
     taker.irrelevant("fsdp_config", "fsdp_version")
     taker.note("plugins", "plugins may change memory (Liger, Cut Cross Entropy); not modelled")
     taker.note("unfrozen_parameters", "partly frozen training by parameter name is not modelled")

@@ -173,6 +173,21 @@ def _fsdp1_wrap(taker: Taker) -> dict[str, Any]:
     return {"fsdp1_wrap": True}
 
 
+def accelerate_grad_sync(taker: Taker, found: dict[str, Any]) -> dict[str, Any]:
+    """accelerate's default under accumulation for an FSDP run trained through it (the HF Trainer,
+    TRL, LLaMA-Factory, axolotl) when the file does not set ``sync_each_batch``:
+    ``GradientAccumulationPlugin.sync_each_batch`` defaults to False, so ``Accelerator.accumulate``
+    enters ``no_sync`` for every micro-batch but the last: FSDP1's ``no_sync()`` (huggingface/
+    accelerate v0.28.0 ``accelerator.py``, whether or not the model was loaded on the CPU) and
+    FSDP2's ``set_requires_gradient_sync(False)`` from v1.11.0 (ec92b1af); earlier accelerate
+    reduced FSDP2 every micro-batch (the user sets "each"). ``parallel.grad_sync``."""
+    if found.get("sharding") != "fsdp" or "grad_sync" in found:
+        return {}
+    source = "default: accelerate's sync_each_batch=False (no_sync under accumulation; FSDP2 from accelerate 1.11)"
+    taker.record("grad_sync", "no_sync", source)
+    return {"grad_sync": "no_sync"}
+
+
 def _true_word(value: Any) -> bool:
     return value is True or (isinstance(value, str) and value.strip().lower() == "true")
 

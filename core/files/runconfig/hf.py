@@ -13,6 +13,7 @@ from typing import Any, Final
 
 from core.files.runconfig.common import (
     OddValues,
+    accelerate_grad_sync,
     dtype,
     finish,
     hf_optimizer,
@@ -108,6 +109,7 @@ def take_trainer_args(taker: Taker, odd: OddValues, framework: str) -> dict[str,
         taker.record("stack", "compile", "torch_compile")
     s.update(sharding(taker, odd))
     s.update(_accelerator_config(taker, odd))
+    s.update(accelerate_grad_sync(taker, s))
     taker.irrelevant("fsdp_config")
     taker.note("auto_find_batch_size", "the Trainer halves the batch after an OOM; the plan uses the given batch")
     taker.note("bf16_full_eval", "evaluation in pure bf16")
