@@ -48,6 +48,11 @@ stream's, FSDP1's all-gathers and reduce-scatters have their own):
   Answer.AI's loop does not set. The records name torch ">= 2.2"; its own copy of the file is not
   stored here.
 
+``--peft`` replays PEFT's FSDP-guide Llama-2-70B QLoRA runs instead (``peft_step_for``: grouped-query
+shapes, every linear adapted, the HF Trainer's loop, ``fsdp_offload_params``' staging and shards on the
+CPU, accelerate's ``no_sync`` accumulation; docs/REAL_GPU_MEMORY.md, "PEFT's FSDP-guide offload run,
+replayed").
+
 Usage: ``python benchmarks/realgpu/fsdp1_wrap_replay.py`` prints the replay for Llama-2-7B
 (QLoRA and LoRA, two ranks, Answer.AI's wrapping policy) beside the closed form, then the free
 blocks the wrap leaves cached and which of the training step's default-stream tensors each
@@ -72,7 +77,7 @@ for _path in (ROOT, Path(__file__).resolve().parent):
 
 from core.allocator import AllocatorConfig, is_small, round_size, segment_size, splits  # noqa: E402
 from core.estimate import estimate  # noqa: E402
-from core.plan import Method, Plan  # noqa: E402
+from core.plan import Method, Offload, Plan  # noqa: E402
 from core.training.activations import layer_activations  # noqa: E402
 
 MiB = 1 << 20
@@ -154,10 +159,14 @@ class Allocator:
             blocks[bi - 1].size += blocks.pop(bi).size
 
 
-def wrap_unit(alloc: Allocator, params: list[int], world: int, buffers: Sequence[int] = ()) -> int:
+def wrap_unit(
+    alloc: Allocator, params: list[int], world: int, buffers: Sequence[int] = (), offload: bool = False
+) -> int:
     """One FSDP1 unit initialised on rank 0 (its own parameters' bytes, in order); returns the
-    handle of this rank's shard. ``buffers``: the unit's buffers, moved after its parameters
-    (``_move_states_to_device``) and never flattened: they stay allocated."""
+    handle of this rank's shard (0 once offloaded). ``buffers``: the unit's buffers, moved after its
+    parameters (``_move_states_to_device``) and never flattened: they stay allocated. ``offload``:
+    ``CPUOffload(offload_params=True)``, under which ``_init_param_handle_from_params`` moves the
+    new shard to the CPU once sharded (``handle.flat_param_to(cpu_device)``), freeing its GPU block."""
     originals = [alloc.malloc(p) for p in params]
     for b in buffers:
         alloc.malloc(b)
@@ -181,6 +190,9 @@ def wrap_unit(alloc: Allocator, params: list[int], world: int, buffers: Sequence
     alloc.free(flat)
     for h in originals:
         alloc.free(h)
+    if offload:
+        alloc.free(shard)
+        return 0
     return shard
 
 
@@ -192,6 +204,15 @@ class Shape:
     vocab: int = 32000
     rank: int = 64
     targets: tuple[str, ...] = ("q", "k", "v", "up", "down", "gate")
+    kv: int = 0  # the k / v projections' width under grouped-query attention (0: hidden)
+
+    @property
+    def kv_width(self) -> int:
+        return self.kv or self.hidden
+
+    def linears(self) -> dict[str, tuple[int, int]]:
+        h, f, kv = self.hidden, self.ffn, self.kv_width
+        return {"q": (h, h), "k": (h, kv), "v": (h, kv), "o": (h, h), "gate": (h, f), "up": (h, f), "down": (f, h)}
 
 
 def rotary_caches(shape: Shape, quantised: bool) -> list[int]:
@@ -207,25 +228,28 @@ def rotary_caches(shape: Shape, quantised: bool) -> list[int]:
     return [4096 * head * dtype, 4096 * head * dtype, head // 2 * 4]
 
 
-def replay_llama(shape: Shape, quantised: bool, world: int = 2, rotary: bool = False) -> Allocator:
+def replay_llama(
+    shape: Shape, quantised: bool, world: int = 2, rotary: bool = False, offload: bool = False
+) -> Allocator:
     """Answer.AI's policy (AnswerDotAI/fsdp_qlora e877dda, train.py get_wrapping_policy): each
     LoRA A / B linear is a unit, each decoder layer is a unit, the root holds the embedding,
     the final norm and the head (bf16). QLoRA's base weights are NF4 packed two to a byte.
-    ``rotary``: each decoder layer also moves transformers 4.37's rotary caches (:func:`rotary_caches`)."""
-    h, f = shape.hidden, shape.ffn
-    linears = {"q": (h, h), "k": (h, h), "v": (h, h), "o": (h, h), "gate": (h, f), "up": (h, f), "down": (f, h)}
+    ``rotary``: each decoder layer also moves transformers 4.37's rotary caches (:func:`rotary_caches`);
+    ``offload``: each unit's shard goes to the CPU once made (:func:`wrap_unit`)."""
+    h = shape.hidden
+    linears = shape.linears()
     per_weight = 0.5 if quantised else 2.0
     alloc = Allocator()
     for _ in range(shape.layers):
         block: list[int] = []
         for name, (n_in, n_out) in linears.items():
             if name in shape.targets:
-                wrap_unit(alloc, [shape.rank * n_in * 2], world)
-                wrap_unit(alloc, [n_out * shape.rank * 2], world)
+                wrap_unit(alloc, [shape.rank * n_in * 2], world, offload=offload)
+                wrap_unit(alloc, [n_out * shape.rank * 2], world, offload=offload)
             block.append(int(n_in * n_out * per_weight))
         block += [h * 2, h * 2]
-        wrap_unit(alloc, block, world, rotary_caches(shape, quantised) if rotary else ())
-    wrap_unit(alloc, [shape.vocab * h * 2, h * 2, shape.vocab * h * 2], world)
+        wrap_unit(alloc, block, world, rotary_caches(shape, quantised) if rotary else (), offload)
+    wrap_unit(alloc, [shape.vocab * h * 2, h * 2, shape.vocab * h * 2], world, offload=offload)
     return alloc
 
 
@@ -265,7 +289,7 @@ def hosted(blocks: list[int], request: int) -> int:
 # the default stream, so the step's default-stream requests may take its cached blocks, while FSDP1's
 # all-gathers (the unshard stream, _runtime_utils.py ``_unshard``) and its reduce-scatters (the
 # post-backward stream) cache blocks of their own.
-DEFAULT, UNSHARD, POST_BACKWARD = "default", "unshard", "post-backward"
+DEFAULT, UNSHARD, POST_BACKWARD, PRE_UNSHARD = "default", "unshard", "post-backward", "pre-unshard"
 
 
 @dataclass
@@ -319,7 +343,7 @@ class Card:
 
 @dataclass(frozen=True)
 class Step:
-    """One Answer.AI training step's sizes (bytes) on rank 0 of ``world``."""
+    """One training step's sizes (bytes) on rank 0 of ``world``: Answer.AI's loop by default."""
 
     batch: int
     seq: int
@@ -327,6 +351,9 @@ class Step:
     saved: tuple[tuple[str, int], ...]  # one recomputed block's saved tensors, in the estimator's order
     shape: Shape = field(default_factory=Shape)
     world: int = 2
+    keeps_output: bool = True  # Answer.AI's loop keeps ``output`` (the float32 logits) through the backward
+    offload: bool = False  # CPUOffload(offload_params=True): shards on the CPU, staged on the pre-unshard stream
+    accumulation: int = 1  # micro-batches per optimizer step, all but the last under FSDP1's no_sync
 
     @property
     def tokens(self) -> int:
@@ -341,8 +368,7 @@ class Step:
         return self.tokens * self.shape.ffn * 2
 
     def linears(self) -> list[tuple[str, int, int]]:
-        h, f = self.shape.hidden, self.shape.ffn
-        return [("q", h, h), ("k", h, h), ("v", h, h), ("o", h, h), ("gate", h, f), ("up", h, f), ("down", f, h)]
+        return [(name, i, o) for name, (i, o) in self.shape.linears().items()]
 
     def block_flat(self) -> int:
         per_weight = 0.5 if self.quantised else 2.0
@@ -403,13 +429,13 @@ def _block_forward(card: Card, step: Step, x: int) -> int:
         card.free(out)
         return total
 
-    hd, fd = step.shape.hidden, step.shape.ffn
+    hd, fd, kv = step.shape.hidden, step.shape.ffn, step.shape.kv_width
     normed = norm(x)
-    q, k, v = (project(name, hd, hd, n * h) for name in ("q", "k", "v"))
+    q, k, v = (project(name, hd, width, n * h) for name, width in (("q", hd), ("k", kv), ("v", kv)))
     card.free(normed)
     q_rot = card.malloc(DEFAULT, n * h)
     card.free(q)
-    k_rot = card.malloc(DEFAULT, n * h)
+    k_rot = card.malloc(DEFAULT, n * kv * 2)
     card.free(k)
     attn = card.malloc(DEFAULT, n * h)
     for t in (q_rot, k_rot, v):
@@ -435,14 +461,27 @@ def _block_forward(card: Card, step: Step, x: int) -> int:
     return out
 
 
-def _block_backward(card: Card, step: Step, grad_out: int, sharded: list[int]) -> int:
+def _block_backward(
+    card: Card,
+    step: Step,
+    grad_out: int,
+    sharded: list[int],
+    kept_grads: dict[tuple[int, int], int] | None = None,
+    layer: int = 0,
+    sync: bool = True,
+) -> int:
     """One block's backward under reentrant checkpointing: the block runs again with grad, keeping
     its saved tensors (the estimator's list, in its order: core.training.activations.layer_activations;
     a 4-bit projection dequantises its weight again on the way), then autograd walks it back: the
     MLP's three N·I gradients (down's input, then act's two: gate and up), the MLP's saved tensors
     freed, the attention's gradients, the rest freed, the LoRA units' gradients reduce-scattered on
     the post-backward stream (FSDP1 ``_post_backward_hook``: the sharded gradient is allocated there and
-    kept as the flat parameter's ``.grad``, appended to ``sharded``); returns the block input's gradient."""
+    kept as the flat parameter's ``.grad``, appended to ``sharded``; freed at once under CPU offload, whose
+    ``_offload_grad`` copies it to the pinned ``_cpu_grad``); returns the block input's gradient.
+    ``kept_grads``: under FSDP1's ``no_sync`` (a micro-batch that is not the last of its step) the
+    ``_post_backward_hook`` returns before the reduce-scatter, and each LoRA unit's unsharded gradient
+    stays the flat parameter's ``.grad`` on the default stream, keyed by (layer, unit), until the last
+    micro-batch's backward adds into it and reduce-scatters it; ``None``: every micro-batch syncs."""
     n, h = step.tokens, step.shape.hidden * 2
     dequantise = list(step.linears()) if step.quantised else []
     saved: list[tuple[str, int]] = []
@@ -480,27 +519,72 @@ def _block_backward(card: Card, step: Step, grad_out: int, sharded: list[int]) -
     grad_in = card.malloc(DEFAULT, n * h)
     for t in (g_attn, g_resid, grad_out):
         card.free(t)
-    for unit in step.adapters():  # the unsharded gradient, reduce-scattered into this rank's shard
+    for u, unit in enumerate(step.adapters()):  # the unsharded gradient, reduce-scattered into this rank's shard
+        held = kept_grads.pop((layer, u), 0) if kept_grads is not None else 0
         g = card.malloc(DEFAULT, unit)
-        sharded.append(card.malloc(POST_BACKWARD, unit // step.world))  # the flat parameter's .grad
+        if held:  # accumulated into the gradient no_sync kept
+            card.free(g)
+            g = held
+        if kept_grads is not None and not sync:
+            kept_grads[(layer, u)] = g
+            continue
+        shard = card.malloc(POST_BACKWARD, unit // step.world)  # the flat parameter's .grad
+        if step.offload:
+            card.free(shard)
+        else:
+            sharded.append(shard)
         card.free(g)
     return grad_in
 
 
+def _gather(card: Card, step: Step, size: int) -> int:
+    """FSDP1's all-gather of one unit (``_runtime_utils.py`` ``_unshard``) into its unsharded flat
+    parameter on the unshard stream; under CPU offload ``pre_unshard`` first copies the local shard to
+    the GPU on the pre-unshard stream (``flat_param_to(self.device, non_blocking=True)``, "This creates
+    a new tensor distinct from any attributes"), freed once the flat parameter points at the gathered one."""
+    staged = card.malloc(PRE_UNSHARD, size // step.world) if step.offload else 0
+    gathered = card.malloc(UNSHARD, size)
+    if staged:
+        card.free(staged)
+    return gathered
+
+
 def replay_step(card: Card, step: Step, state: list[int]) -> None:
-    """One forward, backward and optimizer step of Answer.AI's loop (AnswerDotAI/fsdp_qlora e877dda
-    train.py: ``output = model(...)``, ``loss.backward()``, ``optimizer.step()``, ``zero_grad()``,
-    ``output = None`` after the step) on rank 0. ``state``: the optimizer's state, made at the first
-    step and kept (torch.optim.AdamW: two moments per flat parameter shard)."""
+    """One optimizer step of ``step.accumulation`` micro-batches on rank 0: Answer.AI's loop
+    (AnswerDotAI/fsdp_qlora e877dda train.py: ``output = model(...)``, ``loss.backward()``,
+    ``optimizer.step()``, ``zero_grad()``, ``output = None`` after the step) or, ``keeps_output`` off,
+    the HF Trainer's (transformers ``Trainer.compute_loss`` returns the loss alone, so the model output
+    goes before the backward). ``state``: the optimizer's state, made at the first step and kept
+    (torch.optim.AdamW: two moments per flat parameter shard; on the CPU under CPU offload)."""
+    kept_grads: dict[tuple[int, int], int] | None = {} if step.accumulation > 1 else None
+    sharded: list[int] = []
+    logits = 0
+    for micro in range(step.accumulation):
+        logits = _micro_batch(card, step, sharded, kept_grads, micro == step.accumulation - 1)
+    if not state and not step.offload:  # AdamW's two moments per flat parameter shard, made at the first step
+        state.extend(
+            card.malloc(DEFAULT, unit // step.world) for _ in range(2) for unit in step.adapters() * step.shape.layers
+        )
+    for t in sharded:  # zero_grad(set_to_none=True)
+        card.free(t)
+    if logits:
+        card.free(logits)  # output = None
+
+
+def _micro_batch(
+    card: Card, step: Step, sharded: list[int], kept_grads: dict[tuple[int, int], int] | None, sync: bool
+) -> int:
+    """One micro-batch's forward and backward (``sync``: the last of its step, which reduce-scatters);
+    returns the kept output's logits (0: none kept)."""
     n, h, v = step.tokens, step.shape.hidden * 2, step.shape.vocab * 4
     rows = step.batch * (step.seq - 1)  # transformers' shifted logits
-    root = card.malloc(UNSHARD, step.root_flat())  # FSDP1's root is not resharded after its forward
+    root = _gather(card, step, step.root_flat())  # FSDP1's root is not resharded after its forward
     x = card.malloc(DEFAULT, n * h)  # the embedding's output: the first checkpoint's input
     kept = [x]
     for _ in range(step.shape.layers):
-        block = card.malloc(UNSHARD, step.block_flat())
+        block = _gather(card, step, step.block_flat())
         for unit in step.adapters():
-            card.free(card.malloc(UNSHARD, unit))
+            card.free(_gather(card, step, unit))
         x = _block_forward(card, step, x)
         kept.append(x)
         card.free(block)
@@ -512,6 +596,9 @@ def replay_step(card: Card, step: Step, state: list[int]) -> None:
     shifted = card.malloc(DEFAULT, rows * v)  # logits[..., :-1, :].contiguous()
     log_softmax = card.malloc(DEFAULT, rows * v)
     card.free(shifted)
+    if not step.keeps_output:
+        card.free(logits)
+        logits = 0
     # backward: nll_loss's gradient, log_softmax's, the slice's (zeros of the logits' shape), the cast's
     g_nll = card.malloc(DEFAULT, rows * v)
     g_ls = card.malloc(DEFAULT, rows * v)
@@ -531,24 +618,17 @@ def replay_step(card: Card, step: Step, state: list[int]) -> None:
     kept.pop()  # the last block's output: the final norm's input, freed with it
     card.free(x)
     prefetched: int | None = None
-    sharded: list[int] = []
     for i in reversed(range(step.shape.layers)):
-        block = prefetched if prefetched is not None else card.malloc(UNSHARD, step.block_flat())
-        prefetched = card.malloc(UNSHARD, step.block_flat()) if i else None  # BACKWARD_PRE, limit_all_gathers
+        block = prefetched if prefetched is not None else _gather(card, step, step.block_flat())
+        prefetched = _gather(card, step, step.block_flat()) if i else None  # BACKWARD_PRE, limit_all_gathers
         for unit in step.adapters():
-            card.free(card.malloc(UNSHARD, unit))
-        g = _block_backward(card, step, g, sharded)
+            card.free(_gather(card, step, unit))
+        g = _block_backward(card, step, g, sharded, kept_grads, i, sync)
         card.free(kept.pop())
         card.free(block)
     card.free(g)
     card.free(root)
-    if not state:  # AdamW's two moments per flat parameter shard, made at the first step
-        state.extend(
-            card.malloc(DEFAULT, unit // step.world) for _ in range(2) for unit in step.adapters() * step.shape.layers
-        )
-    for t in sharded:  # zero_grad(set_to_none=True)
-        card.free(t)
-    card.free(logits)  # output = None
+    return logits
 
 
 def replay_run(step: Step, steps: int = 2, limit: float = float("inf"), wrap: bool = True) -> tuple[Card, int]:
@@ -556,7 +636,7 @@ def replay_run(step: Step, steps: int = 2, limit: float = float("inf"), wrap: bo
     allocator reserve at most ``limit`` bytes; returns the card and what it reserved right after the
     wrap. ``wrap=False``: the same unit shards, allocated as if nothing had been cached before them
     (the step's own reserve, for comparison)."""
-    wrapped = replay_llama(step.shape, step.quantised, step.world)
+    wrapped = replay_llama(step.shape, step.quantised, step.world, offload=step.offload)
     default = wrapped
     if not wrap:
         default = Allocator()
@@ -618,6 +698,45 @@ def step_for(plan: Plan) -> Step:
     return Step(plan.workload.micro_batch, plan.workload.seq_len, plan.method is Method.QLORA, saved)
 
 
+# PEFT's FSDP-guide QLoRA runs (huggingface/peft 6008f272 docs/source/accelerate/fsdp.md, nvidia-smi per
+# GPU): Llama-2-70B on two GPUs, HF Trainer under accelerate, micro-batch 2 × 2,048 with accumulation 2.
+PEFT_ROWS: tuple[str, ...] = (
+    "peftdocs-llama2-70b-qlora-fsdp-cpuoffload-2x24",
+    "peftdocs-llama2-70b-qlora-fsdp-nooffload",
+)
+
+
+def peft_step_for(plan: Plan) -> Step:
+    """The :class:`Step` of a mapped PEFT FSDP-guide plan: Llama-2-70B's grouped-query shapes, PEFT's
+    LoRA on every linear (each A / B linear a unit of its own: peft ``fsdp_auto_wrap_policy``), the HF
+    Trainer's loop (the output dropped before the backward), ``fsdp_offload_params`` as mapped, and
+    accelerate's ``no_sync`` on every micro-batch but the last (``Accelerator.accumulate``)."""
+    m = plan.model
+    names = {"q_proj": "q", "k_proj": "k", "v_proj": "v", "o_proj": "o", "gate_proj": "gate", "up_proj": "up"}
+    targets = tuple(names.get(t, "down") for t in plan.lora.targets)
+    shape = Shape(
+        m.hidden_size,
+        m.intermediate_size,
+        m.num_layers,
+        m.vocab_size,
+        plan.lora.rank,
+        targets,
+        m.num_kv_heads * m.head_dim,
+    )
+    saved = tuple((t.label, int(t.bytes)) for t in layer_activations(plan, True).items if t.bytes)
+    return Step(
+        plan.workload.micro_batch,
+        plan.workload.seq_len,
+        plan.method is Method.QLORA,
+        saved,
+        shape,
+        plan.parallel.data_parallel,
+        keeps_output=False,
+        offload=plan.parallel.offload is not Offload.NONE,
+        accumulation=plan.workload.grad_accum,
+    )
+
+
 def replay_figures(ids: Sequence[str] = ANSWERAI_ROWS) -> list[StepReplay]:
     """Each figure of ``ids`` replayed (the wrap, then two steps) and estimated."""
     from memory import card_limit, load, map_figure  # benchmarks/realgpu/memory.py
@@ -630,10 +749,10 @@ def replay_figures(ids: Sequence[str] = ANSWERAI_ROWS) -> list[StepReplay]:
         assert plan is not None
         est = estimate(plan)
         limit = card_limit(est, "reserved")
-        step = step_for(plan)
+        step = peft_step_for(plan) if figure["id"] in PEFT_ROWS else step_for(plan)
         card, after_wrap = replay_run(step, limit=limit)
         own, _ = replay_run(step, limit=limit, wrap=False)
-        wrapped = replay_llama(step.shape, step.quantised, step.world)
+        wrapped = replay_llama(step.shape, step.quantised, step.world, offload=step.offload)
         wrap_term = sum(t.bytes for b in est.worst.buckets for t in b.terms if t.label.startswith("FSDP1 wrap"))
         out.append(
             StepReplay(
@@ -655,7 +774,24 @@ def replay_figures(ids: Sequence[str] = ANSWERAI_ROWS) -> list[StepReplay]:
     return sorted(out, key=lambda r: ids.index(r.figure))
 
 
-def main() -> int:
+def print_peft_rows() -> None:
+    """PEFT's FSDP-guide rows replayed (about a minute each: 80 layers); docs/REAL_GPU_MEMORY.md,
+    "PEFT's FSDP-guide offload run, replayed (branch h27res)"."""
+    print("PEFT's FSDP-guide Llama-2-70B QLoRA runs, the wrap then two optimizer steps, rank 0 of 2, MiB")
+    print("(nvidia-smi published: the replay leaves out the CUDA context, NCCL and the quantisation state):")
+    for r in replay_figures(PEFT_ROWS):
+        print(
+            f"  {r.figure:48} published {r.published / MiB:7,.0f}  replay {r.reserved / MiB:7,.0f}  "
+            f"own {r.own / MiB:7,.0f}  wrap adds {r.wrap_adds / MiB:+6,.0f} of {r.wrap_cached / MiB:6,.0f} cached  "
+            f"allocated {r.allocated / MiB:7,.0f} (estimate {r.estimate_allocated / MiB:7,.0f})  "
+            f"estimate's wrap term {r.wrap_term / MiB:6,.0f}"
+        )
+
+
+def main(argv: Sequence[str] = ()) -> int:
+    if "--peft" in argv:
+        print_peft_rows()
+        return 0
     shape = Shape()
     for quantised in (True, False):
         alloc = replay_llama(shape, quantised)
@@ -699,4 +835,4 @@ def main() -> int:
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    raise SystemExit(main(sys.argv[1:]))

@@ -335,3 +335,49 @@ def test_transformers_4_37_rotary_caches_stay_allocated_after_the_wrap(quantised
     assert rotary.allocated - plain.allocated == LAYERS * (2 * each + 512)
     added = rotary.reserved - plain.reserved
     assert added == (144 if quantised else 64) * 2**20
+
+
+# Llama-2-70B (meta-llama/Llama-2-70b-hf config.json: hidden 8192, intermediate 28672, 80 layers,
+# vocabulary 32000, 64 heads of 128 with 8 key/value heads: k / v projections 8,192 → 1,024).
+def test_the_replay_follows_grouped_query_attention() -> None:
+    replay = load_script(FOLDER / "fsdp1_wrap_replay.py", "fsdp1_wrap_replay_gqa")
+    shape = replay.Shape(8192, 28672, 80, 32000, 8, ("q", "k", "v", "o", "gate", "up", "down"), 8 * 128)
+    linears = shape.linears()
+    assert linears["k"] == linears["v"] == (8192, 1024)
+    assert linears["q"] == linears["o"] == (8192, 8192)
+    assert replay.Shape().linears()["k"] == (4096, 4096)  # Llama-2-7B: no grouping
+
+
+def test_an_offloaded_wrap_frees_each_shard_and_leaves_it_cached() -> None:
+    """torch FSDP1 moves each unit to ``device_id`` even under ``CPUOffload(offload_params=True)``
+    (torch/distributed/fsdp/_init_utils.py ``_move_module_to_device``: "If ``device_from_device_id``
+    is not ``None``, then this moves ``module`` to the device") and moves the shard to the CPU once
+    made (``_init_param_handle_from_params``: ``handle.flat_param_to(cpu_device)``): an offloaded wrap
+    holds nothing on the GPU and leaves the shards' blocks cached beside the originals and flat
+    parameters - more cache than the wrap that keeps its shards, not none."""
+    replay = load_script(FOLDER / "fsdp1_wrap_replay.py", "fsdp1_wrap_replay_offload")
+    shape = replay.Shape()
+    kept = replay.replay_llama(shape, True)
+    offloaded = replay.replay_llama(shape, True, offload=True)
+    assert offloaded.allocated == 0
+    assert offloaded.reserved - offloaded.allocated > kept.reserved - kept.allocated
+
+
+def test_peft_fsdp_guide_steps_take_the_wraps_cache() -> None:
+    """PEFT's FSDP-guide runs (huggingface/peft 6008f272 docs/source/accelerate/fsdp.md), replayed
+    with eight of Llama-2-70B's 80 layers to keep the test short (the whole model: wrap adds
+    +608 / +572 MiB of 3,746 / 3,200 cached, ``fsdp1_wrap_replay.py --peft``): the step's tensors
+    take most of what the wrap left cached, with CPU offload as without it, so the offload run's
+    excess over the estimate is not a wrap cache the step cannot reuse."""
+    replay = load_script(FOLDER / "fsdp1_wrap_replay.py", "fsdp1_wrap_replay_peft")
+    memory = load_script(FOLDER / "memory.py", "memory_for_peft_replay")
+    figures = {f["id"]: f for f in memory.load()}
+    for figure in replay.PEFT_ROWS:
+        step = replay.peft_step_for(memory.map_figure(figures[figure]).plan)
+        step = replace(step, shape=replace(step.shape, layers=8))
+        card, _ = replay.replay_run(step)
+        own, _ = replay.replay_run(step, wrap=False)
+        wrapped = replay.replay_llama(step.shape, step.quantised, step.world, offload=step.offload)
+        cached = wrapped.reserved - wrapped.allocated
+        assert step.keeps_output is False and step.accumulation == 2
+        assert card.peak_reserved - own.peak_reserved < 0.2 * cached
