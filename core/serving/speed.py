@@ -289,10 +289,12 @@ def allreduce_seconds(plan: Plan, link: LinkSpec, tokens: int) -> float:
 # the next step (async output processing, 0.6.0). So a V0 step is the device's time plus the host's,
 # not the longer of the two. The host's share: "about 4ms of GPU bubble" on every decode step,
 # vLLM's own profile of V0 (vllm-project/vllm issue #6854, "[RFC]: Multi-Step Scheduling",
-# 2024-07-26, Llama 3 8B on an H100: "For baseline, this overhead is incurred on every decode"),
-# measured before async output processing took the output's Pythonisation off it and under a
-# served load, not at batch 1 on the Qwen team's A100 host: a figure from another source, not fitted
-# on a scored one. V1 (0.8 on) schedules in its own process and is not charged.
+# 2024-07-26: "For baseline, this overhead is incurred on every decode"; the work it names: the
+# sampled tokens' copy to the host, their Pythonisation, the next step's input metadata, the
+# scheduler; its screenshots are of vLLM serving, the model and card not stated in the issue's text,
+# PR #7000 that implemented it benchmarks Meta-Llama-3-8B on one GPU), profiled before async output
+# processing took the Pythonisation off the step and under a served load, not at batch 1 on the Qwen
+# team's A100 host: a figure from another source, not fitted on a scored one. V1 (0.8 on) schedules in its own process and is not charged.
 V0_STEP_HOST_S: Final = 4e-3
 
 
