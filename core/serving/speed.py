@@ -294,7 +294,8 @@ def allreduce_seconds(plan: Plan, link: LinkSpec, tokens: int) -> float:
 # scheduler; its screenshots are of vLLM serving, the model and card not stated in the text,
 # PR #7000 that implemented it benchmarks Meta-Llama-3-8B on one GPU), profiled before async output
 # processing took the Pythonisation off the step and under a served load, not at batch 1 on the Qwen
-# team's A100 host: a figure from another source, not fitted on a scored one. V1 (0.8 on) schedules in its own process and is not charged.
+# team's A100 host: a figure from another source, not fitted on a scored one. V1 (0.8 on) schedules
+# in its own process and is not charged.
 V0_STEP_HOST_S: Final = 4e-3
 
 
