@@ -60,6 +60,7 @@ from core.serving.fit import (
     bandwidth_key,
     memory_class,
 )
+from core.serving.hf_generate import fp8_launch_seconds_per_layer, fp8_synchronised, host_layer_ratio
 from core.serving.llamacpp import (
     F16_VECTOR_LOADS_FROM_BUILD,
     MMQ_MAX_BATCH_SIZE,
@@ -68,6 +69,7 @@ from core.serving.llamacpp import (
     matvec_weights_by_type,
     vulkan_quantise_dispatches,
 )
+from core.serving.vllm_versions import era_of
 
 # Host memory a CPU reads llama.cpp's host layers from: dual-channel DDR4-3200, 2 × 8 bytes ×
 # 3.2 GT/s = 51.2 GB/s (JEDEC JESD79-4), the common desktop and workstation case.
@@ -276,6 +278,27 @@ def allreduce_seconds(plan: Plan, link: LinkSpec, tokens: int) -> float:
     return 2 * layers * one
 
 
+# vLLM's V0 engine (the 0.6-0.7 release lines) does a decode step's host work while the device
+# waits: LLMEngine.step (vllm 0.6.3.post1, 93ec62b8, vllm/engine/llm_engine.py) runs the scheduler
+# (Scheduler.schedule), then model_executor.execute_model, whose model runner builds the step's
+# inputs on the host (prepare_model_input), replays the CUDA graph, and runs the sampler eagerly,
+# outside the graph, ending in a copy of the sampled tokens to the host (the sampler's
+# SamplingTensors are built from Python lists every step, and with presence / frequency
+# penalties the prompt's and the output's token ids too: model_executor/sampling_metadata.py
+# SamplingTensors.from_sampling_metadata); only the detokenisation and the output objects overlap
+# the next step (async output processing, 0.6.0). So a V0 step is the device's time plus the host's,
+# not the longer of the two. The host's share: "about 4ms of GPU bubble" on every decode step,
+# vLLM's own profile of V0 (vllm-project/vllm issue #6854, "[RFC]: Multi-Step Scheduling",
+# 2024-07-26: "For baseline, this overhead is incurred on every decode"; the work it names: the
+# sampled tokens' copy to the host, their Pythonisation, the next step's input metadata, the
+# scheduler; its screenshots are of vLLM serving, the model and card not stated in the issue's text,
+# PR #7000 that implemented it benchmarks Meta-Llama-3-8B on one GPU), profiled before async output
+# processing took the Pythonisation off the step and under a served load, not at batch 1 on the Qwen
+# team's A100 host: a figure from another source, not fitted on a scored one. V1 (0.8 on) schedules
+# in its own process and is not charged.
+V0_STEP_HOST_S: Final = 4e-3
+
+
 # vLLM replays a decode step of n requests as the CUDA graph captured for the next of its batch
 # sizes, 1, 2, 4 and the multiples of 8: V0's _BATCH_SIZES_TO_CAPTURE ("[1, 2, 4] +
 # [_BATCH_SIZE_ALIGNMENT * i ...]", vllm-project/vllm 002a0ba9 vllm/worker/model_runner.py), V1's
@@ -352,9 +375,15 @@ class StepModel:
     matvec_alu_s: float = 0.0
     # a lone token's GPU weight reads take this many times their time at the bandwidth (weight_read_factor)
     matvec_read_factor: float = 1.0
-    # Hugging Face generate: the host's Python time per layer per step (core.serving.fit.HF_HOST_LAYER),
-    # overlapped by the GPU's work: a step takes the longer of the two
+    # Hugging Face generate: the host's Python time per layer per step (core.serving.fit.HF_HOST_LAYER
+    # x core.serving.hf_generate.host_layer_ratio, plus the FP8 linears' Triton launches), overlapped by
+    # the GPU's work: a step takes the longer of the two, or their sum when ``host_serial``
     host_layer_s: float = 0.0
+    # transformers' fine-grained FP8 linears synchronise the device after each product
+    # (core.serving.hf_generate.fp8_synchronised): host and device no longer overlap
+    host_serial: bool = False
+    # vLLM's V0 engine: host seconds each step spends between the device's steps (V0_STEP_HOST_S)
+    step_host_s: float = 0.0
 
     def layer_seconds(self, n: int) -> float:
         """One layer's fixed time at ``n`` tokens a step: its kernels' cycles, and their launch
@@ -391,9 +420,10 @@ class StepModel:
         stages = 1 if inf.engine is Engine.LLAMACPP else inf.pipeline_parallel  # llama.cpp: bytes already summed
         layers = self.plan.model.num_layers if inf.engine is Engine.LLAMACPP else self.layout.layers
         body = max(self.memory_seconds(n), self.compute_seconds(n)) + layers * self.layer_seconds(n)
-        body = max(body, layers * self.host_layer_s)
+        host = layers * self.host_layer_s
+        body = body + host if self.host_serial else max(body, host)
         reduced = allreduce_seconds(self.plan, self.link, graph_batch(self.plan, n))
-        return stages * (body + reduced) + logits_gather_seconds(self.plan, self.link, n)
+        return stages * (body + reduced) + logits_gather_seconds(self.plan, self.link, n) + self.step_host_s
 
     def prefill_per_token(self, chunk: int) -> float:
         """Seconds per prompt token when prompts are prefilled ``chunk`` tokens at a time."""
@@ -522,8 +552,29 @@ def step_model(
         prompt_dequant_bytes=prompt_dequant,
         matvec_alu_s=kquant_matvec_seconds(plan, gpu, _device_share(offload)),
         matvec_read_factor=weight_read_factor(plan, gpu),
-        host_layer_s=fit.launch_seconds.get(HF_HOST_LAYER, 0.0) if inf.engine is Engine.HF else 0.0,
+        host_layer_s=hf_host_layer_seconds(plan, fit),
+        host_serial=fp8_synchronised(plan),
+        step_host_s=V0_STEP_HOST_S if v0_engine(plan) else 0.0,
     )
+
+
+def v0_engine(plan: Plan) -> bool:
+    """Whether the plan's vLLM runs the V0 engine (the 0.6-0.7 release lines), whose host work
+    between two decode steps the device waits for (:data:`V0_STEP_HOST_S`)."""
+    inf = plan.inference
+    return inf.engine is Engine.VLLM and not era_of(inf.vllm_version).v1
+
+
+def hf_host_layer_seconds(plan: Plan, fit: ServingFit) -> float:
+    """Host seconds per layer of a Hugging Face generate decode step: the dense layer's
+    (core.serving.fit.HF_HOST_LAYER) times the layer's host work in dense layers (an MoE block's
+    loop over its experts, core.serving.hf_generate.host_layer_ratio), plus the fine-grained FP8
+    linears' Triton launches; 0 for other engines."""
+    if plan.inference.engine is not Engine.HF:
+        return 0.0
+    model = plan.model
+    seconds = fit.launch_seconds.get(HF_HOST_LAYER, 0.0) * host_layer_ratio(model)
+    return seconds + (fp8_launch_seconds_per_layer(model) if fp8_synchronised(plan) else 0.0)
 
 
 def _device_share(offload: tuple[float, float]) -> float:
@@ -634,6 +685,12 @@ def serving_speed(
             + _launch_text(plan, gpu, model, running)
             + ("; two all-reduces per layer over " + model.link.name if inf.tensor_parallel > 1 else "")
             + ("; the step's logits gathered across the ranks" if logits_gather_seconds(plan, model.link, 1) else "")
+            + (
+                f"; vLLM V0 schedules, prepares the inputs and samples on the host while the GPU waits, "
+                f"{model.step_host_s * 1e3:g} ms a step"
+                if model.step_host_s
+                else ""
+            )
             + "; requests half-way through their answer; pipeline stages do not overlap"
         ),
         ttft_alone_s=alone,
@@ -678,6 +735,7 @@ def _formula(
     efficiency = fit.bandwidth_efficiency[bandwidth_key(engine_family(plan), gpu)]
     gathers = " and logits gather" if logits_gather_seconds(plan, model.link, running) else ""
     tp = f" + all-reduces{gathers} {allreduce * 1e3:.2f} ms" if allreduce else ""
+    v0 = f" + V0's host work between steps {model.step_host_s * 1e3:.2f} ms" if model.step_host_s else ""
     bandwidth = f"{gpu.memory_bandwidth_gb_s:g} GB/s × {efficiency:.0%}"
     sent = counted(inf.concurrent, "request")
     per_layer = model.layer_seconds(running)
@@ -685,11 +743,13 @@ def _formula(
     # and its fit carries no per-layer term, which read "+ layers × 0 µs" before.
     layers = f" + layers × {per_layer * 1e6:.0f} µs" if per_layer * 1e6 >= 0.5 else ""
     device = f"max(bytes read ÷ ({bandwidth}), FLOPs ÷ compute){layers}"
-    if model.host_layer_s > 0:  # Hugging Face generate: the host's Python loop, overlapped by the GPU
+    if model.host_layer_s > 0 and model.host_serial:  # fine-grained FP8: the host waits for each product
+        device = f"{device} + layers × {model.host_layer_s * 1e3:.2f} ms of host time (synchronised)"
+    elif model.host_layer_s > 0:  # Hugging Face generate: the host's Python loop, overlapped by the GPU
         device = f"max({device}, layers × {model.host_layer_s * 1e3:.2f} ms of host time)"
     return (
         f"step at {counted(running, 'request')} = {device}"
-        f"{tp} = {step * 1e3:.2f} ms; TTFT alone {alone * 1e3:,.0f} ms, "
+        f"{tp}{v0} = {step * 1e3:.2f} ms; TTFT alone {alone * 1e3:,.0f} ms, "
         f"with {sent} sent together {here.ttft_s * 1e3:,.0f} ms (waiting for a slot {here.wait_s * 1e3:,.0f} ms); "
         f"time per output token {here.token_latency_s * 1e3:.2f} ms"
     )

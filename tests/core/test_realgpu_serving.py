@@ -28,6 +28,7 @@ from core.params import param_counts
 from core.plan import Hardware, Plan
 from core.serving.engines import rank_layout
 from core.serving.fit import DEFAULT_FIT, HF_HOST_LAYER, METAL_KERNELS, EngineFamily
+from core.serving.hf_generate import fp8_linears_per_layer, fp8_synchronised, host_layer_ratio
 from core.serving.llamacpp import (
     CUBLAS_PROMPT_BEFORE_BUILD,
     CUDA_GRAPHS_FROM_BUILD,
@@ -47,6 +48,7 @@ from core.serving.speed import (
     NCCL_CARRIED_LINKS,
     SCALAR_F16_MATVEC_SLOWDOWN,
     SERVING_UTILISATION,
+    V0_STEP_HOST_S,
     VULKAN_FLASH_KERNELS_PER_LAYER,
     VULKAN_KERNELS_PER_LAYER,
     WEIGHT_MATMULS_PER_LAYER,
@@ -707,9 +709,11 @@ def test_a_generate_call_is_its_prefill_and_2048_decode_steps(bench: ModuleType)
     assert case.predict(DEFAULT_FIT) < speed.per_request_tokens_per_s  # a 30,720-token prefill is in the time
 
 
-def test_vllm_bf16_on_a100s_from_7b_up_is_within_the_decode_targets_held_out(scored: tuple) -> None:
+def test_vllm_bf16_on_a100s_from_7b_up_is_within_35_percent_held_out(scored: tuple) -> None:
     # Qwen2.5 table, vLLM 0.6.3, BF16, batch 1, 2,048 new tokens: e.g. 7B on one A100 84.28 tok/s (prompt 1),
-    # 72B on four 31.37. Step bound by the weights' reads: the bandwidth the other sources set carries over.
+    # 72B on four 31.37. Step bound by the weights' reads at the bandwidth the other sources set, plus V0's 4 ms
+    # of host work a step (vllm-project/vllm issue #6854), which over-charges them: the bandwidth efficiency was
+    # set on V1 sources whose own host time it absorbs.
     rows, _ = scored
     errors = {r.case.id: r.error_pct for r in rows if r.case.table == "generate"}
     big = [
@@ -721,16 +725,19 @@ def test_vllm_bf16_on_a100s_from_7b_up_is_within_the_decode_targets_held_out(sco
         and "-1.5b-" not in i
         and "-3b-" not in i
     ]
-    # 21 rows: median |error| 11.8 %, worst -24.9 % (14B, 63,488-token prompt) with the estimate of this commit.
-    assert len(big) == 21 and statistics.median(abs(e) for e in big) <= 15 and max(abs(e) for e in big) <= 25
+    # 21 rows: median |error| 23.3 %, worst -30.4 %, all under, with the estimate of this commit (11.8 % and
+    # -24.9 % before V0's host time).
+    assert len(big) == 21 and statistics.median(abs(e) for e in big) <= 24 and max(abs(e) for e in big) <= 31
+    assert max(big) < 0
 
 
 # Ratchet (measured with the estimate of this commit): the Qwen tables' generate rows miss issue 23's decode
-# target (Qwen2.5 183 rows median 44.7 %, Qwen3 178 rows median 60.6 %; together 361, median 50.9 %; 141.6 %
-# before transformers' host time per layer): vLLM 0.6.3's small models are bound by its per-step host work,
-# SGLang on the H20 reads at a third of the card's bandwidth, and each Qwen table's host CPU differs from the
-# other's (docs/SERVING.md).
-GENERATE_MEDIAN_NOW = 51.0
+# target (Qwen2.5 183 rows median 27.3 %, Qwen3 178 rows median 44.5 %; together 361, median 36.3 %; 50.9 %
+# before vLLM V0's host time, transformers' MoE expert loop and FP8 synchronisation, 141.6 % before
+# transformers' host time per layer): SGLang on the H20 reads at a third of the card's bandwidth, transformers'
+# FP8 linears cost more than their launches, and each Qwen table's host CPU differs from the other's
+# (docs/SERVING.md).
+GENERATE_MEDIAN_NOW = 36.5
 
 
 def test_the_generate_misses_do_not_grow(bench: ModuleType, scored: tuple) -> None:
@@ -775,6 +782,76 @@ def test_hf_generate_at_batch_1_takes_the_hosts_time_per_layer_when_it_is_longer
         engine="hf", context=2049, new_tokens=2048, concurrent=1
     )
     assert 1.0 / estimate(plan72).inference.speed.per_request_tokens_per_s > 1.5 * 80 * host  # 145 GB of reads
+
+
+def _hf_plan(model_id: str, weights: str = "bf16") -> Plan:
+    model = find_model(model_id)
+    return Plan(model=model.spec, model_id=model.id, hardware=Hardware(gpu="h20")).with_inference(
+        engine="hf", context=2049, new_tokens=2048, concurrent=1, weight_dtype=weights
+    )
+
+
+def test_hf_generate_runs_an_moe_blocks_loop_over_every_expert_on_the_host() -> None:
+    # transformers v4.51.3 Qwen3MoeSparseMoeBlock.forward loops over all 128 experts of each of Qwen3-30B-A3B's
+    # 48 layers, 13 torch calls each, where a dense layer issues 77 (core.serving.hf_generate's counts).
+    host = DEFAULT_FIT.launch_seconds[HF_HOST_LAYER]
+    moe = find_model("qwen3-30b-a3b").spec
+    assert moe.num_experts == 128 and moe.num_layers == 48
+    ratio = (77 - 5 + 11 + 128 * 13) / 77
+    assert host_layer_ratio(moe) == pytest.approx(ratio)
+    assert host_layer_ratio(find_model("qwen3-8b").spec) == 1.0
+    speed = estimate(_hf_plan("qwen3-30b-a3b")).inference.speed
+    assert 1.0 / speed.per_request_tokens_per_s == pytest.approx(48 * host * ratio, rel=0.01)
+    # The Qwen3 table (QwenLM/Qwen3@7a2f61ff speed_benchmark.md, H20, transformers 4.51.3) reads 1.89 tok/s
+    # for Qwen3-30B-A3B BF16 at a 1-token prompt, (1 + 2048) / 1.89 s / 2048 = 529 ms a token; the estimate
+    # read 23.48 tok/s (42.6 ms, 48 dense layers of host time) before the loop was counted.
+    assert 1.0 / speed.per_request_tokens_per_s > 0.5 * 0.529
+
+
+def test_the_qwen3_moe_rows_under_transformers_held_out(scored: tuple) -> None:
+    # Qwen3-30B-A3B under transformers 4.51.3 on the H20 (QwenLM/Qwen3@7a2f61ff speed_benchmark.md), scored with
+    # the Qwen2.5 table's host time (0.8875 ms a dense layer): BF16 read +1,142 % and FP8 +5,236 % at a 1-token
+    # prompt before the expert loop and the FP8 synchronisation were counted.
+    rows, _ = scored
+    errors = {r.case.id: r.error_pct for r in rows}
+    moe = [errors[f"qwen3-hf-30b-a3b-{w}-in{p}-g1"] for w in ("bf16", "fp8") for p in (1, 6144, 14336, 30720)]
+    assert max(abs(e) for e in moe) < 50
+    assert errors["qwen3-hf-30b-a3b-bf16-in1-g1"] < 0 < errors["qwen3-hf-30b-a3b-fp8-in1-g1"]
+
+
+def test_hf_fine_grained_fp8_synchronises_after_every_linear() -> None:
+    # transformers v4.51.3 FP8Linear.forward: act_quant_kernel and _w8a8_block_fp8_matmul (Triton), then
+    # torch.cuda.synchronize(): the device's reads add to the host's time and each linear pays two Triton
+    # launches of 18 us (triton-lang/triton PR #3648, "from 49us to 18us").
+    host = DEFAULT_FIT.launch_seconds[HF_HOST_LAYER]
+    assert fp8_linears_per_layer(find_model("qwen3-8b").spec) == 7
+    assert fp8_linears_per_layer(find_model("qwen3-30b-a3b").spec) == 4 + 3 * 128
+    bf16 = estimate(_hf_plan("qwen3-8b")).inference.speed
+    fp8 = estimate(_hf_plan("qwen3-8b", "fp8")).inference.speed
+    assert 1.0 / bf16.per_request_tokens_per_s == pytest.approx(36 * host, rel=0.01)  # host-bound, reads hidden
+    fp8_step = 1.0 / fp8.per_request_tokens_per_s
+    assert fp8_step > 36 * (host + 7 * 2 * 18e-6)  # plus the reads, no longer hidden
+    assert "synchronised" in fp8.formula
+    # vLLM's FP8 path has no such synchronisation.
+    assert not fp8_synchronised(_hf_plan("qwen3-8b", "fp8").with_inference(engine="vllm"))
+
+
+def test_vllm_v0_adds_its_host_work_to_every_decode_step() -> None:
+    # vLLM 0.6.3.post1 LLMEngine.step: schedule, prepare the inputs, replay the graph, sample eagerly and copy
+    # the tokens to the host, the device waiting: "about 4ms of GPU bubble" on every decode (vllm-project/vllm
+    # issue #6854). V1 (0.8 on) is not charged.
+    small = find_model("qwen2.5-0.5b")
+    plan = Plan(model=small.spec, model_id=small.id, hardware=Hardware(gpu="a100-80gb-sxm")).with_inference(
+        engine="vllm", vllm_version="0.6", context=2049, new_tokens=2048, concurrent=1
+    )
+    assert V0_STEP_HOST_S == 4e-3
+    v0 = estimate(plan).inference.speed
+    v1 = estimate(plan.with_inference(vllm_version="0.10")).inference.speed
+    assert v0.step_s == pytest.approx(v1.step_s + 4e-3, rel=1e-6)
+    assert "V0's host work" in v0.formula and "V0's host work" not in v1.formula
+    # The Qwen2.5 table reads 311.55 tok/s for this plan (QwenLM/Qwen3@a912d239 speed_benchmark.rst, vLLM
+    # 0.6.3, A100): 3.21 ms a token, where the device's reads alone were estimated at 0.83 ms (+295 %).
+    assert 3.21e-3 < v0.step_s < 1.6 * 3.21e-3
 
 
 def test_the_hf_host_time_is_set_by_the_other_qwen_table_held_out(bench: ModuleType, scored: tuple) -> None:
