@@ -91,7 +91,8 @@ def test_the_leave_one_source_out_errors_do_not_widen(bench: ModuleType, report)
     # transposes around a fused attention kernel (strided views), TinyLlama's hand-fused kernels
     # counted as fused (throughput.py _FUSED_KERNELS); the eager factor refits 0.45 -> 1.02, next to
     # the pointwise prior 1.09 (IBM +6.2 -> +1.7 % median signed, MosaicML -5.4 -> -6.5 %).
-    assert summary["median"] <= 6.68
+    # 6.68 -> 6.64 % with NCCL 2.18's 14 us network hop (resources/links.json; the 512-GPU pair 4.2 -> 3.9).
+    assert summary["median"] <= 6.65
     # 47.0 -> 48.6 % with Transformer Engine's fp8 rate taken from its source (not fitted on
     # NVIDIA's rows, whose miss then moves into the shared Hopper coefficients); 48.6 -> 50.2 %
     # and 78.4 -> 79.1 % with the data-parallel contention (the same BigScience and
