@@ -9,8 +9,8 @@ nodes runs at the slower of the NVLink ring and the NICs its GPUs have on each n
 NIC per GPU on DGX systems, so ``local`` GPUs of the group per node bring ``local`` NICs),
 which is the bandwidth NCCL's own model gives a multi-node ring. The latency of a
 collective is NCCL's model for the ring with the Simple protocol (src/graph/tuning.cc,
-NVIDIA/nccl commit 01afd20): a base of 8.4 µs plus one hop latency per ring step, the
-network's for the steps between nodes.
+NVIDIA/nccl v2.18.1-1, the release torch 2.1 ships, the same through v2.30.7-1): a base of
+8.4 µs plus one hop latency per ring step, the network's (14 µs) for the steps between nodes.
 
 Ranks are laid out as Megatron-LM orders them ("tp-cp-dp-pp": tensor parallel ranks are
 neighbours, then context, data and pipeline), so a group's stride decides whether it stays
@@ -45,7 +45,12 @@ from core.roles import Dtypes, dtypes_for
 from core.units import MiB
 
 # NCCL's base latency of a ring collective with the Simple protocol, in seconds
-# (src/graph/tuning.cc baseLat[Ring][Simple] = 8.4 µs, NVIDIA/nccl commit 01afd20).
+# (src/graph/tuning.cc baseLat[Ring][Simple] = 8.4 µs, NVIDIA/nccl commit 01afd20 and every
+# release since: v2.18.1-1 d97a32fa, v2.30.7-1). The per-hop figures are the links' own
+# (resources/links.json latency_us: hwLat[NVLINK / PCI / NET][Ring][Simple] = 3.4 / 5.7 / 14.0 µs
+# from v2.18.1-1, network 9.6 before it). On a ring that spans nodes NCCL also floors each
+# intra-node step at 3 × its network post overhead (getNetOverhead: 1 µs, 2 µs on an AMD host),
+# below every catalogue link's own hop on an Intel host, so it is not applied.
 NCCL_BASE_LATENCY_S: Final = 8.4e-6
 
 

@@ -208,6 +208,18 @@ def test_a_group_across_nodes_runs_at_its_nics() -> None:
 # ---- overlap, bubble, step time -------------------------------------------------------
 
 
+def test_a_ring_across_nodes_pays_nccls_network_hop_of_its_current_releases() -> None:
+    # NCCL's ring / Simple latency model (src/graph/tuning.cc, NVIDIA/nccl v2.18.1-1, the release
+    # torch 2.1 requires, through v2.30.7-1): baseLat 8.4 µs + (steps − inter-node steps) ×
+    # hwLat[NVLINK] 3.4 µs + inter-node steps × hwLat[NET] 14.0 µs; an all-gather over 512 ranks on
+    # 64 nodes takes 511 steps, 63 of them between nodes (llm-foundry's H100 1b on 512 GPUs).
+    # NCCL 2.7.5 (commit 01afd20) and 2.17 had 9.6 µs for the network hop.
+    links = plan_links(_full().on_gpus(512, Strategy.FSDP))
+    expected = (8.4 + 448 * 3.4 + 63 * 14.0) * 1e-6
+    assert links.latency(Collective.ALL_GATHER, Span(8, 64)) == pytest.approx(expected)
+    assert all(link.latency_us == 14.0 for link in load_links() if link.kind is LinkKind.INTER)
+
+
 def test_the_bubble_is_narayanans() -> None:
     plan = _full(grad_accum=8).on_gpus(8).with_parallel(pipeline_parallel=4)
     assert bubble_fraction(plan) == 3 / 8  # (p-1)/m

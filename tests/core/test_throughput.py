@@ -91,7 +91,8 @@ def test_the_leave_one_source_out_errors_do_not_widen(bench: ModuleType, report)
     # transposes around a fused attention kernel (strided views), TinyLlama's hand-fused kernels
     # counted as fused (throughput.py _FUSED_KERNELS); the eager factor refits 0.45 -> 1.02, next to
     # the pointwise prior 1.09 (IBM +6.2 -> +1.7 % median signed, MosaicML -5.4 -> -6.5 %).
-    assert summary["median"] <= 6.68
+    # 6.68 -> 6.64 % with NCCL 2.18's 14 us network hop (resources/links.json; the 512-GPU pair 4.2 -> 3.9).
+    assert summary["median"] <= 6.65
     # 47.0 -> 48.6 % with Transformer Engine's fp8 rate taken from its source (not fitted on
     # NVIDIA's rows, whose miss then moves into the shared Hopper coefficients); 48.6 -> 50.2 %
     # and 78.4 -> 79.1 % with the data-parallel contention (the same BigScience and
@@ -139,7 +140,8 @@ def test_the_leave_one_source_out_errors_do_not_widen(bench: ModuleType, report)
     # 4.90 -> 4.86 % with the bf16 gradient buffer NVIDIA's recipes ran (above).
     # 4.86 -> 4.87 % with the host optimizer step of offloaded plans (the refit, above).
     # 4.87 -> 4.88 % with no head transposes around Transformer Engine's fused attention (above).
-    assert statistics.median(nvidia) <= 4.88
+    # 4.88 -> 4.90 % with NCCL 2.18's 14 us network hop (resources/links.json; the refit).
+    assert statistics.median(nvidia) <= 4.91
     families = {r.case.family for r in report.scored}
     assert len(families) >= 8  # at least 6 independent sources (issue 24): 8 families scored
 
@@ -196,7 +198,8 @@ def test_the_expert_parallel_figures_are_scored(bench: ModuleType, report) -> No
     # 1.051 x the per-tensor one, its casts 5.87 bytes an element: TE's GEMM guide, B300): the three
     # micro-batch-4 B200 Qwen3 rows +29.7 / +28.9 / +27.6 -> +24.1 / +23.3 / +22.1 %; the median unmoved.
     assert statistics.median(abs(r.error) for r in rows) <= 7.25
-    assert max(abs(r.error) for r in rows) <= 24.10
+    # 24.10 -> 24.11 % with NCCL 2.18's 14 us network hop (the refit).
+    assert max(abs(r.error) for r in rows) <= 24.11
     # The two-node EP 16 rows: 8,826-8,960 published, 8,728 predicted (+150 % without the traffic
     # that crosses the nodes' NICs); 8,628 with the fused backward's five matmuls (-3.7 % the worst).
     for r in rows:
@@ -434,10 +437,11 @@ def test_a_pair_whose_figures_cannot_both_be_its_plan_is_unlisted_with_the_arith
     assert ("mosaic-a10040gb-bf16-1b-s2048-g64-mb10", "mosaic-a10040gb-bf16-1b-s2048-g128-mb10") in kept
     assert ("mosaic-h10080gb-amp_bf16-760m-s2048-g16-mb24", "mosaic-h10080gb-amp_bf16-760m-s2048-g32-mb24") in kept
     assert all(x in by_id for pair in unlisted for x in pair)
-    # The ratchet: 40 pairs, one outside 3 points, MosaicML's H100 1b g256 -> g512 (4.2, the
-    # model's miss: docs/TRAINING_TIME.md "Scaling pairs and data-parallel contention").
+    # The ratchet: 40 pairs, one outside 3 points, MosaicML's H100 1b g256 -> g512 (3.9, the
+    # model's miss: docs/TRAINING_TIME.md "Scaling pairs and data-parallel contention"; 4.2 before
+    # NCCL 2.18's 14 us network hop, resources/links.json).
     points = {(a, b): 100 * abs(q - p) for a, b, p, q in report.pairs}
-    assert max(points.values()) <= 4.3
+    assert max(points.values()) <= 4.0
     assert [k for k, v in points.items() if v > 3.0] == [
         ("mosaic-h10080gb-amp_bf16-1b-s2048-g256-mb12", "mosaic-h10080gb-amp_bf16-1b-s2048-g512-mb12")
     ]
