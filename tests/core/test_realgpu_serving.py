@@ -82,9 +82,17 @@ KNOWN_DECODE_MISSES = {
 
 # The cold-prefill rows past x 1.5 (leave one source out), measured with the estimate of this
 # commit; docs/SERVING.md ("Still missed") gives each one's arithmetic. A ratchet, like the above.
+# Since a prompt's FLOPs leave out the embedding lookup and take the head for its last token only
+# (core.serving.speed.prefill_flops; llama.cpp's inp_out_ids, vLLM's logits indices) with the
+# utilisations their sources give unchanged (the lesson's 40 %, MPS's 78 %), the RTX 4080 F16 pair
+# is within (x 1.53 / x 1.51 -> x 1.34 / x 1.32) and four rows whose estimate was already fast are
+# past x 1.5 the other way: Geerling's RTX 2080 Ti Vulkan 3B (x 0.68 -> x 0.60), XiongjieDai's M1
+# 8 GB 8B Q4_K_M (x 0.76 -> x 0.66), four-A100-SXM4 70B Q4_K_M (x 0.67 -> x 0.66), M1 Max 70B
+# (x 0.61 -> x 0.59).
 KNOWN_TTFT_MISSES = {
-    "xd-4080-x1-8b-f16-pp512",
-    "xd-4080-x1-8b-f16-pp512-cell14",
+    "geerling46-3b-pp512",
+    "xd-m1-8gb-x1-8b-q4_kmedium-pp512",
+    "xd-a100-sxm-x4-70b-q4_kmedium-pp512",
     "xd-m1max-64gb-x1-70b-q4_kmedium-pp512",
 }
 
@@ -422,15 +430,17 @@ def test_m2_ultra_and_m3_max_k_quant_decode_within_35_percent_held_out(scored: t
     assert len(discussion) == 28 and max(abs(e) for e in discussion) < 20
 
 
-def test_apple_prompts_of_the_second_source_are_within_x_1_3(bench: ModuleType, scored: tuple) -> None:
+def test_apple_prompts_of_the_second_source_are_within_x_1_35(bench: ModuleType, scored: tuple) -> None:
     # llama.cpp discussion #4167 (build 1550), Llama 2 7B pp512 on twelve chips in F16, Q8_0 and Q4_0
     # (e.g. M1 Max 599.53 / 537.37 / 530.06 t/s, M1 8-core Q8_0 117.25): cold prompts on the ALUs at
     # APPLE_MATMUL_UTILISATION (78 %, from MPS's GEMM in philipturner/metal-flash-attention, not fitted
-    # on any row). Scored only: estimated -21 % (M1 8-core) to +1 % (M1 Max F16).
+    # on any row). Scored only: estimated -24.2 % (M1 8-core) to -2.5 % (M1 Max F16) since the prompt's
+    # FLOPs leave out the embedding lookup and take the head for the last token only (-21.2 to +1.4 %
+    # with both counted for every prompt token; Llama 2 7B's two 32,000-row matrices are 3.9 % of it).
     rows, _ = scored
     prompts = [r for r in rows if r.case.id.startswith("gg4167-") and r.case.id.endswith("-pp512")]
     assert len(prompts) == 28
-    assert all(1 / 1.3 < r.ratio < 1.3 for r in prompts)
+    assert all(1 / 1.35 < r.ratio < 1.3 for r in prompts)
 
 
 def test_a_tensor_parallel_decode_step_gathers_its_logits_across_the_ranks(bench: ModuleType, scored: tuple) -> None:
@@ -747,11 +757,11 @@ def test_vllm_bf16_on_a100s_from_7b_up_is_within_the_decode_targets_held_out(sco
 
 
 # Ratchet (measured with the estimate of this commit): the Qwen tables' generate rows miss issue 23's decode
-# target (Qwen2.5 183 rows median 44.7 %, Qwen3 178 rows median 60.6 %; together 361, median 50.9 %; 141.6 %
-# before transformers' host time per layer): vLLM 0.6.3's small models are bound by its per-step host work,
-# SGLang on the H20 reads at a third of the card's bandwidth, and each Qwen table's host CPU differs from the
-# other's (docs/SERVING.md).
-GENERATE_MEDIAN_NOW = 51.0
+# target (Qwen2.5 183 rows median 44.8 %, Qwen3 178 rows median 62.0 %; together 361, median 52.4 %; 50.9 %
+# while a prompt's FLOPs counted its embedding and head for every token, 141.6 % before transformers' host
+# time per layer): vLLM 0.6.3's small models are bound by its per-step host work, SGLang on the H20 reads at a
+# third of the card's bandwidth, and each Qwen table's host CPU differs from the other's (docs/SERVING.md).
+GENERATE_MEDIAN_NOW = 52.5
 
 
 def test_the_generate_misses_do_not_grow(bench: ModuleType, scored: tuple) -> None:
