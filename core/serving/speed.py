@@ -252,12 +252,13 @@ def serving_utilisation(plan: Plan, gpu: GpuSpec | None = None) -> float:
 # sampling_metadata.selected_token_indices only (vllm-project/vllm 307e0861
 # vllm/model_executor/layers/logits_processor.py, _prune_hidden_states), V1 of logits_indices, one
 # row a request without speculative tokens (000fc94b vllm/v1/worker/gpu_model_runner.py,
-# _calc_spec_decode_metadata); SGLang's extend without input logprobs passes the last position of
-# each sequence to the head (sgl-project/sglang 009db01a python/sglang/srt/layers/logits_processor.py,
-# LogitsProcessor._get_logits: "hidden_states only contain the last position"); transformers'
-# generate passes num_logits_to_keep = 1 from 4.45 (huggingface/transformers PR #31292; logits_to_keep
-# from 4.50), so both Qwen tables' transformers 4.46 and 4.51.3 compute one row. A decode step
-# samples every row: its tokens each pass through the head.
+# execute_model: compute_logits(hidden_states[logits_indices])); SGLang's extend without input
+# logprobs passes the last position of each sequence to the head (sgl-project/sglang 009db01a
+# python/sglang/srt/layers/logits_processor.py, LogitsProcessor._get_logits: "hidden_states only
+# contain the last position"); transformers' generate passes num_logits_to_keep = 1 from 4.45
+# (huggingface/transformers PR #31292; logits_to_keep since PR #35757), so both Qwen tables'
+# transformers 4.46 and 4.51.3 compute one row. A decode step samples every row: its tokens each
+# pass through the head.
 PROMPT_HEAD_ROWS: Final = 1
 
 
