@@ -7,7 +7,7 @@ The model, stated (the window shows it under "Assumptions"):
   answer cached, on average), at the card's bandwidth × its memory class's efficiency
   (:class:`core.serving.fit.ServingFit`; a lone token's F16 weights in a llama.cpp CUDA build before
   b3916 on an HBM card take :data:`SCALAR_F16_MATVEC_SLOWDOWN` times as long, their mat-vec's scalar
-  loads); it needs 2 · active parameters FLOPs per request at
+  loads); it needs 2 · active parameters FLOPs per request (the token embedding, a lookup, left out) at
   the dense peak × utilisation (and, for one token of a K-quant file on an Apple GPU, the
   mat-vecs' ALU cycles per weight, :data:`APPLE_MATVEC_CYCLES`); it takes the longer of
   the two, plus a fixed cost per kernel
@@ -22,8 +22,10 @@ The model, stated (the window shows it under "Assumptions"):
   the ranks (:func:`logits_gather_seconds`). Pipeline stages run one after another.
 * **llama.cpp with partial offload** reads the layers left on the host at the host's memory
   bandwidth (:data:`HOST_BANDWIDTH_GB_S`) and every GPU's layers at that GPU's, one after another.
-* **Prefill** of a prompt runs 2 · active parameters · tokens + causal attention FLOPs at the
-  dense peak × utilisation on the tensor-parallel GPUs, with its all-reduces.
+* **Prefill** of a prompt runs 2 · the blocks' active parameters · tokens, the output head for its
+  last token only, and causal attention FLOPs (the token embedding is a lookup:
+  :data:`PROMPT_HEAD_ROWS`) at the dense peak × utilisation on the tensor-parallel GPUs, with its
+  all-reduces.
 * **The queue** (``vllm bench serve --num-prompts N`` with no rate limit, or N users pressing
   enter together): all N arrive at once; up to S (what the pool holds, max_num_seqs) run
   together, the rest wait for a slot; prompts are prefilled first come first served in
@@ -242,9 +244,58 @@ def serving_utilisation(plan: Plan, gpu: GpuSpec | None = None) -> float:
     return APPLE_MATMUL_UTILISATION if gpu is not None and gpu.vendor == "apple" else SERVING_UTILISATION
 
 
-def prefill_flops(plan: Plan, counts: ParamCounts, prompt: int) -> float:
+# A prompt's forward multiplies every prompt token through the blocks, but the token embedding is
+# a row lookup, not a product (llama.cpp's llm_build_inp_embd: ggml_get_rows of tok_embd; vLLM's and
+# transformers' nn.Embedding), and the output head is computed only for the rows whose logits are
+# sampled: the last token of each prompt. llama.cpp keeps the outputs wanted (inp_out_ids) before the
+# last layer's FFN and the head, one row for a prompt decoded without logits_all
+# (ggerganov/llama.cpp 0028010d llama.cpp: build_llama's "skip computing output for unused tokens",
+# llama_decode_internal's n_outputs = 1; PR #6122); vLLM V0 takes the logits of
+# sampling_metadata.selected_token_indices only (vllm-project/vllm 307e0861
+# vllm/model_executor/layers/logits_processor.py, _prune_hidden_states), V1 of logits_indices, one
+# row a request without speculative tokens (000fc94b vllm/v1/worker/gpu_model_runner.py,
+# execute_model: compute_logits(hidden_states[logits_indices])); SGLang's extend without input
+# logprobs passes the last position of each sequence to the head (sgl-project/sglang 009db01a
+# python/sglang/srt/layers/logits_processor.py, LogitsProcessor._get_logits: "hidden_states only
+# contain the last position"); transformers' generate passes num_logits_to_keep = 1 from 4.45
+# (huggingface/transformers PR #31292; logits_to_keep since PR #35757), so both Qwen tables'
+# transformers 4.46 and 4.51.3 compute one row. A decode step samples every row: its tokens each
+# pass through the head.
+PROMPT_HEAD_ROWS: Final = 1
+
+
+def head_params(plan: Plan) -> float:
+    """Weights of the output head's product (vocabulary × hidden, tied to the embedding or not)."""
     model = plan.model
-    return 2.0 * counts.active * prompt + 2.0 * model.num_layers * prompt * prompt * model.q_width
+    return model.vocab_size * model.hidden_size * model.params_scale
+
+
+def block_params(plan: Plan, counts: ParamCounts) -> float:
+    """The active parameters every token is multiplied through: all of them less the token (and
+    learned position) embedding, a row lookup, and an untied head, costed per sampled row
+    (:data:`PROMPT_HEAD_ROWS`)."""
+    model = plan.model
+    lookups = (model.embedding_params() + model.head_params()) * model.params_scale
+    return max(0.0, counts.active - lookups)
+
+
+def prompt_token_flops(plan: Plan, counts: ParamCounts) -> float:
+    """FLOPs of one prompt token outside attention: the blocks' products and its share of the
+    head, computed for :data:`PROMPT_HEAD_ROWS` of the prompt's rows."""
+    prompt = max(1, plan.inference.prompt_tokens)
+    return 2.0 * block_params(plan, counts) + 2.0 * head_params(plan) * PROMPT_HEAD_ROWS / prompt
+
+
+def decode_token_flops(plan: Plan, counts: ParamCounts) -> float:
+    """FLOPs of one decoded token outside attention: the blocks and the head (its logits are sampled)."""
+    return 2.0 * (block_params(plan, counts) + head_params(plan))
+
+
+def prefill_flops(plan: Plan, counts: ParamCounts, prompt: int) -> float:
+    """One prompt's FLOPs: the blocks for every token, the head for the sampled row, causal attention."""
+    model = plan.model
+    products = 2.0 * block_params(plan, counts) * prompt + 2.0 * head_params(plan) * PROMPT_HEAD_ROWS
+    return products + 2.0 * model.num_layers * prompt * prompt * model.q_width
 
 
 # Links over which vLLM's and SGLang's all-reduce is NCCL's: without GPU peer-to-peer their custom
@@ -408,7 +459,8 @@ class StepModel:
     def compute_seconds(self, n: int) -> float:
         model, inf = self.plan.model, self.plan.inference
         cached = inf.prompt_tokens + inf.new_tokens / 2
-        flops = n * (2.0 * self.counts.active + 4.0 * model.num_layers * cached * model.q_width) / inf.tensor_parallel
+        per_token = decode_token_flops(self.plan, self.counts) + 4.0 * model.num_layers * cached * model.q_width
+        flops = n * per_token / inf.tensor_parallel
         matmuls = flops / self.achieved_flops if self.achieved_flops > 0 else math.inf
         # Metal runs the mat-vec for one token a step only: above ne11_mm_min = 1 rows of activations
         # ggml_metal_graph_compute takes the mat-mat kernel (ggml-metal.m, GGML_OP_MUL_MAT, spring 2024),
@@ -428,9 +480,8 @@ class StepModel:
     def prefill_per_token(self, chunk: int) -> float:
         """Seconds per prompt token when prompts are prefilled ``chunk`` tokens at a time."""
         inf = self.plan.inference
-        flops = (
-            2.0 * self.counts.active + 2.0 * self.plan.model.num_layers * inf.prompt_tokens * self.plan.model.q_width
-        )
+        model = self.plan.model
+        flops = prompt_token_flops(self.plan, self.counts) + 2.0 * model.num_layers * inf.prompt_tokens * model.q_width
         compute = chunk * flops / inf.tensor_parallel / self.achieved_flops if self.achieved_flops > 0 else math.inf
         stages = inf.pipeline_parallel if inf.engine is not Engine.LLAMACPP else 1
         one = max(compute, self.memory_seconds(1, matvec=False)) + self.layout.layers * self.layer_seconds(chunk)
@@ -667,7 +718,8 @@ def serving_speed(
             f"{counted(inf.concurrent, 'request')} sent together, {running:,} running at once"
             + (", the rest waiting for a slot; " if inf.concurrent > running else "; ")
             + f"prompts prefilled in turn in chunks of {chunk:,} tokens at {serving_utilisation(plan, gpu):.0%} of the "
-            f"dense peak, sharing steps with the decodes; each step reads the weights and every running request's "
+            f"dense peak (the output head for each prompt's last token only, the embedding a lookup), sharing steps "
+            f"with the decodes; each step reads the weights and every running request's "
             f"cache at {fit.bandwidth_efficiency[bandwidth_key(engine_family(plan), gpu)]:.0%} of the bandwidth"
             + (f", host layers at {HOST_BANDWIDTH_GB_S:g} GB/s" if model.host_bytes else "")
             + (

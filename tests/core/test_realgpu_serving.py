@@ -84,9 +84,17 @@ KNOWN_DECODE_MISSES = {
 
 # The cold-prefill rows past x 1.5 (leave one source out), measured with the estimate of this
 # commit; docs/SERVING.md ("Still missed") gives each one's arithmetic. A ratchet, like the above.
+# Since a prompt's FLOPs leave out the embedding lookup and take the head for its last token only
+# (core.serving.speed.prefill_flops; llama.cpp's inp_out_ids, vLLM's logits indices) with the
+# utilisations their sources give unchanged (the lesson's 40 %, MPS's 78 %), the RTX 4080 F16 pair
+# is within (x 1.53 / x 1.51 -> x 1.34 / x 1.32) and four rows whose estimate was already fast are
+# past x 1.5 the other way: Geerling's RTX 2080 Ti Vulkan 3B (x 0.68 -> x 0.60), XiongjieDai's M1
+# 8 GB 8B Q4_K_M (x 0.76 -> x 0.66), four-A100-SXM4 70B Q4_K_M (x 0.67 -> x 0.66), M1 Max 70B
+# (x 0.61 -> x 0.59).
 KNOWN_TTFT_MISSES = {
-    "xd-4080-x1-8b-f16-pp512",
-    "xd-4080-x1-8b-f16-pp512-cell14",
+    "geerling46-3b-pp512",
+    "xd-m1-8gb-x1-8b-q4_kmedium-pp512",
+    "xd-a100-sxm-x4-70b-q4_kmedium-pp512",
     "xd-m1max-64gb-x1-70b-q4_kmedium-pp512",
 }
 
@@ -424,15 +432,17 @@ def test_m2_ultra_and_m3_max_k_quant_decode_within_35_percent_held_out(scored: t
     assert len(discussion) == 28 and max(abs(e) for e in discussion) < 20
 
 
-def test_apple_prompts_of_the_second_source_are_within_x_1_3(bench: ModuleType, scored: tuple) -> None:
+def test_apple_prompts_of_the_second_source_are_within_x_1_35(bench: ModuleType, scored: tuple) -> None:
     # llama.cpp discussion #4167 (build 1550), Llama 2 7B pp512 on twelve chips in F16, Q8_0 and Q4_0
     # (e.g. M1 Max 599.53 / 537.37 / 530.06 t/s, M1 8-core Q8_0 117.25): cold prompts on the ALUs at
     # APPLE_MATMUL_UTILISATION (78 %, from MPS's GEMM in philipturner/metal-flash-attention, not fitted
-    # on any row). Scored only: estimated -21 % (M1 8-core) to +1 % (M1 Max F16).
+    # on any row). Scored only: estimated -24.2 % (M1 8-core) to -2.5 % (M1 Max F16) since the prompt's
+    # FLOPs leave out the embedding lookup and take the head for the last token only (-21.2 to +1.4 %
+    # with both counted for every prompt token; Llama 2 7B's two 32,000-row matrices are 3.9 % of it).
     rows, _ = scored
     prompts = [r for r in rows if r.case.id.startswith("gg4167-") and r.case.id.endswith("-pp512")]
     assert len(prompts) == 28
-    assert all(1 / 1.3 < r.ratio < 1.3 for r in prompts)
+    assert all(1 / 1.35 < r.ratio < 1.3 for r in prompts)
 
 
 def test_a_tensor_parallel_decode_step_gathers_its_logits_across_the_ranks(bench: ModuleType, scored: tuple) -> None:
@@ -501,6 +511,27 @@ def test_an_all_reduce_without_p2p_is_nccls_fastest_protocol_by_its_own_model(be
     rows, _ = scored
     assert case.id in KNOWN_DECODE_MISSES
     assert abs(next(r for r in rows if r.case.id == case.id).error_pct) < 55
+
+
+def test_what_the_two_gpu_rows_leave_is_per_step_not_per_all_reduce(scored: tuple) -> None:
+    # dennislee22/vLLM-benchmarking b474d1e0 README, one request, TP 2 on a node without GPU P2P
+    # (NCCL through host memory): mean ITL Qwen2-7B (test 2) 8.82 ms, Qwen2.5-32B (test 6) 29.21 ms,
+    # Qwen2-72B (test 8) 58.00 ms; 28, 64 and 80 layers, two all-reduces each. Held out, the 7B and
+    # the 32B leave the same time beyond the estimate (2.21 and 2.16 ms), though the 32B runs 2.3
+    # times the all-reduces: a latency added to each all-reduce that closed the 7B's row (39 us) would
+    # overshoot the 32B's by 2.9 ms and the 72B's by 6.9 ms. What is left is per step (docs/SERVING.md,
+    # sixteenth round): a per-all-reduce charge fitted to the 7B is the wrong fix.
+    rows, _ = scored
+    by_id = {r.case.id: r for r in rows}
+    left = {}
+    for test, layers in (("test2", 28), ("test6", 64), ("test8", 80)):
+        row = by_id[f"dennislee22-{test}-n1-1024-1024-itl_ms"]
+        left[test] = (1000 / row.case.logged - 1000 / row.predicted, 2 * layers)
+    (small, small_reduces), (mid, mid_reduces), (large, large_reduces) = left["test2"], left["test6"], left["test8"]
+    assert small == pytest.approx(2.21, abs=0.1) and abs(small - mid) < 0.3
+    per_reduce = small / small_reduces
+    assert mid_reduces * per_reduce - mid > 2.0
+    assert large_reduces * per_reduce - large > 2.0
 
 
 # LLaMA (Touvron et al. 2023, table 2) 7B / 13B / 33B / 65B: layers, and the weights its mat-vecs
@@ -725,19 +756,21 @@ def test_vllm_bf16_on_a100s_from_7b_up_is_within_35_percent_held_out(scored: tup
         and "-1.5b-" not in i
         and "-3b-" not in i
     ]
-    # 21 rows: median |error| 23.3 %, worst -30.4 %, all under, with the estimate of this commit (11.8 % and
-    # -24.9 % before V0's host time).
-    assert len(big) == 21 and statistics.median(abs(e) for e in big) <= 24 and max(abs(e) for e in big) <= 31
+    # 21 rows: median |error| 24.1 %, worst -30.1 %, all under, with the estimate of this commit (23.3 % and
+    # -30.4 % before a prompt's FLOPs stopped counting the embedding and the head per token; 11.8 % and -24.9 %
+    # before V0's host time).
+    assert len(big) == 21 and statistics.median(abs(e) for e in big) <= 24.5 and max(abs(e) for e in big) <= 31
     assert max(big) < 0
 
 
 # Ratchet (measured with the estimate of this commit): the Qwen tables' generate rows miss issue 23's decode
-# target (Qwen2.5 183 rows median 27.3 %, Qwen3 178 rows median 44.5 %; together 361, median 36.3 %; 50.9 %
-# before vLLM V0's host time, transformers' MoE expert loop and FP8 synchronisation, 141.6 % before
+# target (together 361, median 36.6 %; 36.3 % before a prompt's FLOPs stopped counting its embedding and its
+# head for every token; 50.9 % before vLLM V0's host time, transformers' MoE expert loop and FP8
+# synchronisation, 141.6 % before
 # transformers' host time per layer): SGLang on the H20 reads at a third of the card's bandwidth, transformers'
 # FP8 linears cost more than their launches, and each Qwen table's host CPU differs from the other's
 # (docs/SERVING.md).
-GENERATE_MEDIAN_NOW = 36.5
+GENERATE_MEDIAN_NOW = 36.7
 
 
 def test_the_generate_misses_do_not_grow(bench: ModuleType, scored: tuple) -> None:

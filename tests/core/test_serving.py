@@ -26,6 +26,7 @@ from core.plan import Engine, Hardware, Method, Plan
 from core.runtime import CUDA_CONTEXT_BYTES
 from core.serving.engines import rank_layout, vllm_profile_peak
 from core.serving.kv import kv_bytes_per_token, kv_cache_bytes, lesson_kv_cache_bytes
+from core.serving.speed import decode_token_flops
 from core.serving.vllm_rules import (
     VLLM_BLOCK_SIZE,
     KvGroups,
@@ -302,6 +303,38 @@ def test_a_lone_requests_first_token_comes_with_its_prefill() -> None:
     speed = estimate(plan).inference.speed
     assert 0.055 / 1.5 < speed.ttft_alone_s < 0.055 * 1.5
     assert speed.ttft_alone_s < 0.055 + speed.step_s
+
+
+def test_a_prompt_looks_its_embedding_up_and_runs_the_head_for_its_last_token_only() -> None:
+    # llama.cpp: the token embedding is a row lookup (llm_build_inp_embd, ggml_get_rows of tok_embd)
+    # and the last layer keeps only the rows whose output is wanted (inp_out_ids) before its FFN and
+    # the head, one for llama-bench's prompt (ggerganov/llama.cpp 0028010d llama.cpp: build_llama,
+    # "skip computing output for unused tokens"; llama_decode_internal, n_outputs = 1). vLLM V0
+    # computes logits for sampling_metadata.selected_token_indices only (vllm-project/vllm 307e0861
+    # logits_processor.py, _prune_hidden_states), V1 for logits_indices; transformers' generate keeps
+    # one row from 4.45 (num_logits_to_keep, huggingface/transformers PR #31292).
+    # Llama 3.1 8B (config.json: vocab 128,256, hidden 4,096, 32 layers, untied head): 8,030,261,248
+    # parameters, 2 x 525,336,576 of them in the embedding and the head. pp512: the blocks for 512
+    # tokens, the head once, causal attention 2 x 32 x 512^2 x 4,096: 7.22 TFLOP, not 8.29.
+    plan = Plan(model=LLAMA_8B, model_id="llama-3.1-8b", hardware=Hardware(gpu="rtx-4090")).with_inference(
+        engine="llamacpp", gguf_quant="F16", context=512, new_tokens=0, cache_type="f16", flash_attention=False
+    )
+    blocks = 8_030_261_248 - 2 * 525_336_576
+    attention = 2 * 32 * 512**2 * 4096
+    speed = estimate(plan).inference.speed
+    assert speed.prefill_flops == pytest.approx(2 * blocks * 512 + 2 * 525_336_576 + attention, rel=1e-9)
+    assert speed.prefill_flops == pytest.approx(7.2169e12, rel=1e-4)
+    # Llama 3.2 3B ties its head to the embedding (config.json tie_word_embeddings: 3,212,749,824
+    # parameters, the 128,256 x 3,072 matrix counted once): the product with it still runs, once.
+    small = find_model("llama-3.2-3b").spec
+    tied = Plan(model=small, model_id="llama-3.2-3b", hardware=Hardware(gpu="rtx-4090")).with_inference(
+        engine="llamacpp", gguf_quant="F16", context=512, new_tokens=0, cache_type="f16", flash_attention=False
+    )
+    head = 128_256 * 3072
+    expected = 2 * (3_212_749_824 - head) * 512 + 2 * head + 2 * 28 * 512**2 * 3072
+    assert estimate(tied).inference.speed.prefill_flops == pytest.approx(expected, rel=1e-9)
+    # A decode step samples every row: each token runs the head, and looks its embedding up.
+    assert decode_token_flops(plan, param_counts(plan)) == pytest.approx(2 * (8_030_261_248 - 525_336_576))
 
 
 # --- plan files -----------------------------------------------------------------------------
