@@ -11,8 +11,9 @@ The model, stated (the window shows it under "Assumptions"):
   the dense peak × utilisation (and, for one token of a K-quant file on an Apple GPU, the
   mat-vecs' ALU cycles per weight, :data:`APPLE_MATVEC_CYCLES`); it takes the longer of
   the two, plus a fixed cost per kernel
-  it runs (:func:`kernel_seconds`: none for the graphs vLLM and SGLang capture; for llama.cpp's
-  kernels a number of GPU cycles each, fitted, at the card's boost clock: a short kernel's
+  it runs (:func:`kernel_seconds`: none for the graphs vLLM and SGLang capture, but for the empty
+  per-expert Marlin MoE kernels of SGLang 0.4.6's GPTQ MoE, :func:`marlin_moe_kernels_per_layer`; for
+  llama.cpp's kernels a number of GPU cycles each, fitted, at the card's boost clock: a short kernel's
   ramp-up and drain are counted in the SM's clock), and the launch overhead of each kernel no CUDA
   graph replays (:func:`launch_seconds`; llama.cpp replays a lone sequence's step on one
   GPU, :func:`core.serving.llamacpp.cuda_graphs_replayed`),
@@ -47,10 +48,10 @@ from types import MappingProxyType
 from typing import Final, NamedTuple
 
 from core.catalogue import GpuSpec, LinkSpec
-from core.dtypes import GGUF_FLOAT, GgmlType, LlamaCppBackend, matmul_dtype
+from core.dtypes import GGUF_FLOAT, GgmlType, LlamaCppBackend, WeightFormat, matmul_dtype
 from core.format import counted, gb
 from core.params import ParamCounts
-from core.plan import Engine, Plan
+from core.plan import Engine, Plan, SglangVersion
 from core.serving.engines import RankLayout, serving_link
 from core.serving.fit import (
     DEFAULT_FIT,
@@ -350,6 +351,37 @@ def allreduce_seconds(plan: Plan, link: LinkSpec, tokens: int) -> float:
 V0_STEP_HOST_S: Final = 4e-3
 
 
+# SGLang 0.4.6 runs a GPTQ int4 mixture-of-experts layer on vLLM's Marlin MoE kernel, launched once
+# per expert whether a token routes to it or not. sglang 0.4.6.post1 (the PyPI wheel)
+# sglang/srt/layers/quantization/gptq.py GPTQMarlinConfig.get_quant_method returns vLLM's
+# GPTQMarlinMoEMethod for every FusedMoE layer (the branch that sends MoEs of more than 32 experts
+# to the moe_wna16 kernel is commented out: "TODO: re-enable after SGLang syncs with vllm >= 0.7.3").
+# vLLM 0.7.2 (the release the Qwen3 speed page installs beside SGLang 0.4.6.post1; its sdist)
+# GPTQMarlinMoEMethod.apply calls fused_marlin_moe (model_executor/layers/fused_moe/
+# fused_marlin_moe.py), two torch.ops._moe_C.marlin_gemm_moe products a layer (gate-up, down), and
+# csrc/moe/marlin_moe_ops.cu marlin_mm_moe launches, for expert_idx = 0 .. num_experts - 1, one
+# MarlinMoE kernel of one block per SM each; an expert no token routes to returns at once
+# (marlin_kernels/marlin_moe_kernel.h: tot_its == 0). Each such kernel costs the fixed cycles of a
+# short kernel (core.serving.fit's "eager" kernel_cycles: ramp-up and drain, fitted on llama.cpp's
+# kernels, whether launched or replayed from a CUDA graph; SGLang replays these from its graph too),
+# not covered by the bandwidth efficiency its full-size kernels set. Qwen3-30B-A3B: 48 layers x 2 x 128
+# = 12,288 kernels a decode step. The releases read: 0.4.6 (0.4.6.post1's wheel); others not read.
+MARLIN_MOE_GEMMS_PER_LAYER: Final = 2
+MARLIN_MOE_PER_EXPERT_SGLANG: Final = frozenset({SglangVersion.V0_4_6})
+
+
+def marlin_moe_kernels_per_layer(plan: Plan) -> int:
+    """Marlin MoE kernels an MoE layer launches per decode step, one per expert and product, on SGLang
+    releases whose GPTQ int4 MoE runs vLLM 0.7.2's loop over the experts
+    (:data:`MARLIN_MOE_PER_EXPERT_SGLANG`); 0 otherwise."""
+    inf, model = plan.inference, plan.model
+    if inf.engine is not Engine.SGLANG or inf.weight_dtype is not WeightFormat.GPTQ_INT4 or model.num_experts <= 1:
+        return 0
+    if inf.sglang_version not in MARLIN_MOE_PER_EXPERT_SGLANG:
+        return 0
+    return MARLIN_MOE_GEMMS_PER_LAYER * model.num_experts
+
+
 # vLLM replays a decode step of n requests as the CUDA graph captured for the next of its batch
 # sizes, 1, 2, 4 and the multiples of 8: V0's _BATCH_SIZES_TO_CAPTURE ("[1, 2, 4] +
 # [_BATCH_SIZE_ALIGNMENT * i ...]", vllm-project/vllm 002a0ba9 vllm/worker/model_runner.py), V1's
@@ -435,6 +467,9 @@ class StepModel:
     host_serial: bool = False
     # vLLM's V0 engine: host seconds each step spends between the device's steps (V0_STEP_HOST_S)
     step_host_s: float = 0.0
+    # SGLang 0.4.6's GPTQ MoE: the per-expert Marlin MoE kernels' fixed cost per layer
+    # (marlin_moe_kernels_per_layer x the eager family's kernel_seconds)
+    moe_kernels_layer_s: float = 0.0
 
     def layer_seconds(self, n: int) -> float:
         """One layer's fixed time at ``n`` tokens a step: its kernels' cycles, and their launch
@@ -471,7 +506,9 @@ class StepModel:
         inf = self.plan.inference
         stages = 1 if inf.engine is Engine.LLAMACPP else inf.pipeline_parallel  # llama.cpp: bytes already summed
         layers = self.plan.model.num_layers if inf.engine is Engine.LLAMACPP else self.layout.layers
-        body = max(self.memory_seconds(n), self.compute_seconds(n)) + layers * self.layer_seconds(n)
+        body = max(self.memory_seconds(n), self.compute_seconds(n)) + layers * (
+            self.layer_seconds(n) + self.moe_kernels_layer_s
+        )
         host = layers * self.host_layer_s
         body = body + host if self.host_serial else max(body, host)
         reduced = allreduce_seconds(self.plan, self.link, graph_batch(self.plan, n))
@@ -606,6 +643,7 @@ def step_model(
         host_layer_s=hf_host_layer_seconds(plan, fit),
         host_serial=fp8_synchronised(plan),
         step_host_s=V0_STEP_HOST_S if v0_engine(plan) else 0.0,
+        moe_kernels_layer_s=marlin_moe_kernels_per_layer(plan) * kernel_seconds(gpu, fit, EngineFamily.EAGER),
     )
 
 
@@ -741,6 +779,12 @@ def serving_speed(
                 f"; vLLM V0 schedules, prepares the inputs and samples on the host while the GPU waits, "
                 f"{model.step_host_s * 1e3:g} ms a step"
                 if model.step_host_s
+                else ""
+            )
+            + (
+                f"; the GPTQ MoE layers launch vLLM 0.7.2's Marlin MoE kernel once per expert, "
+                f"{marlin_moe_kernels_per_layer(plan):,} a layer ({model.moe_kernels_layer_s * 1e3:.2f} ms)"
+                if model.moe_kernels_layer_s
                 else ""
             )
             + "; requests half-way through their answer; pipeline stages do not overlap"

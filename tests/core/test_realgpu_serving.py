@@ -58,6 +58,7 @@ from core.serving.speed import (
     kernels_per_layer,
     kquant_matvec_seconds,
     logits_gather_seconds,
+    marlin_moe_kernels_per_layer,
     serving_utilisation,
     step_model,
     weight_read_factor,
@@ -885,6 +886,42 @@ def test_vllm_v0_adds_its_host_work_to_every_decode_step() -> None:
     # The Qwen2.5 table reads 311.55 tok/s for this plan (QwenLM/Qwen3@a912d239 speed_benchmark.rst, vLLM
     # 0.6.3, A100): 3.21 ms a token, where the device's reads alone were estimated at 0.83 ms (+295 %).
     assert 3.21e-3 < v0.step_s < 1.6 * 3.21e-3
+
+
+def _sglang_plan(model_id: str, weights: str, version: str = "0.4.6") -> Plan:
+    model = find_model(model_id)
+    return Plan(model=model.spec, model_id=model.id, hardware=Hardware(gpu="h20")).with_inference(
+        engine="sglang", sglang_version=version, context=2049, new_tokens=2048, concurrent=1, weight_dtype=weights
+    )
+
+
+def test_sglang_046_gptq_moe_launches_the_marlin_kernel_once_per_expert() -> None:
+    # sglang 0.4.6.post1 gptq.py GPTQMarlinConfig.get_quant_method: vLLM's GPTQMarlinMoEMethod for every MoE
+    # layer; vLLM 0.7.2 fused_marlin_moe: two marlin_gemm_moe products, and csrc/moe/marlin_moe_ops.cu
+    # marlin_mm_moe launches one MarlinMoE kernel per expert (for expert_idx < num_experts), routed to or not.
+    assert marlin_moe_kernels_per_layer(_sglang_plan("qwen3-30b-a3b", "gptq-int4")) == 2 * 128
+    assert marlin_moe_kernels_per_layer(_sglang_plan("qwen3-30b-a3b", "gptq-int4", "0.4.10")) == 0  # not read
+    assert marlin_moe_kernels_per_layer(_sglang_plan("qwen3-30b-a3b", "awq-int4")) == 0
+    assert marlin_moe_kernels_per_layer(_sglang_plan("qwen3-32b", "gptq-int4")) == 0  # dense
+    gpu = find_gpu("h20")
+    per_kernel = kernel_seconds(gpu, DEFAULT_FIT, EngineFamily.EAGER)  # the fitted cycles of a short kernel
+    looped = estimate(_sglang_plan("qwen3-30b-a3b", "gptq-int4")).inference.speed
+    newer = estimate(_sglang_plan("qwen3-30b-a3b", "gptq-int4", "0.4.10")).inference.speed
+    assert looped.step_s == pytest.approx(newer.step_s + 48 * 256 * per_kernel, rel=1e-6)
+    assert "once per expert" in looped.assumptions and "once per expert" not in newer.assumptions
+    # The Qwen3 table reads 31.29 tok/s for Qwen3-30B-A3B GPTQ-Int4 under SGLang 0.4.6.post1 at a 1-token prompt
+    # (QwenLM/Qwen3@7a2f61ff speed_benchmark.md, H20): (1 + 2048) / 31.29 / 2048 = 32.0 ms a token, where the
+    # estimate read 0.8 ms (+3,867 %) before the per-expert launches were counted.
+    assert 0.5 * 32.0e-3 < looped.step_s < 1.5 * 32.0e-3
+
+
+def test_the_sglang_gptq_moe_rows_held_out(scored: tuple) -> None:
+    # SGLang 0.4.6.post1's Qwen3-30B-A3B GPTQ-Int4 rows (QwenLM/Qwen3@7a2f61ff speed_benchmark.md, H20): +808 %
+    # median, +3,867 % worst before vLLM 0.7.2's per-expert Marlin MoE launches were counted.
+    rows, _ = scored
+    gptq = [r.error_pct for r in rows if r.case.id.startswith("qwen3-sglang-30b-a3b-gptq-int4-")]
+    assert len(gptq) == 6
+    assert max(abs(e) for e in gptq) < 35
 
 
 def test_the_hf_host_time_is_set_by_the_other_qwen_table_held_out(bench: ModuleType, scored: tuple) -> None:
