@@ -150,10 +150,21 @@ class Float8(StrEnum):
     NONE = "none"
     TENSORWISE = "tensorwise"  # torchao Float8Linear, dynamic tensorwise scaling (torchtitan's float8)
     ROWWISE = "rowwise"  # torchao Float8Linear, rowwise scaling (recipe "rowwise")
-    TE = "te"  # NVIDIA Transformer Engine fp8 linears (Megatron-LM / NeMo --fp8-format hybrid)
+    # NVIDIA Transformer Engine's per-tensor fp8 linears with delayed scaling (DelayedScaling: the cast
+    # reads a scale from earlier steps' amax history): TE's own default recipe, Megatron-Core's
+    # TransformerConfig.fp8_recipe default "delayed" (NVIDIA/Megatron-LM d98e8a64), NeMo 24.07's
+    TE = "te"
+    # Its per-tensor current scaling (Float8CurrentScaling; Megatron's --fp8-recipe tensorwise): an amax
+    # pass over each tensor before its cast. Megatron-Bridge's MixedPrecisionConfig default
+    # (fp8_recipe "tensorwise", NVIDIA-NeMo/Megatron-Bridge v0.1.0rc3 .. v0.5.0 mixed_precision.py)
+    TE_CURRENT = "te-current"
     # Transformer Engine's MXFP8 recipe (--fp8-recipe mxfp8, MXFP8BlockScaling): E8M0 scales per 1×32
-    # block, Blackwell's block-scaled fp8 GEMM; per-tensor scaling is "te"
+    # block, Blackwell's block-scaled fp8 GEMM; per-tensor scaling is "te" / "te-current"
     TE_MXFP8 = "te-mxfp8"
+
+
+# The recipes Transformer Engine's linears run (its casts are te_cast_bytes, not torchao's).
+TE_FLOAT8: Final = frozenset({Float8.TE, Float8.TE_CURRENT, Float8.TE_MXFP8})
 
 
 class MegatronCeFusion(StrEnum):
@@ -373,8 +384,9 @@ FLOAT8_LABELS: Final = {
     Float8.NONE: "off (16-bit matmuls)",
     Float8.TENSORWISE: "torchao, tensorwise scaling",
     Float8.ROWWISE: "torchao, rowwise scaling",
-    Float8.TE: "Transformer Engine",
-    Float8.TE_MXFP8: "Transformer Engine, MXFP8 blocks (Blackwell)",
+    Float8.TE: "Transformer Engine, delayed scaling",
+    Float8.TE_CURRENT: "Transformer Engine, current scaling",
+    Float8.TE_MXFP8: "Transformer Engine, MXFP8 blocks",
 }
 MEGATRON_CE_FUSION_LABELS: Final = {
     MegatronCeFusion.OFF: "off (vocab-parallel cross-entropy)",
@@ -684,7 +696,8 @@ INPUTS: Final[tuple[Input, ...]] = (
           "Transformer Engine in Megatron / NeMo) at the card's fp8 rate; attention, norms and the loss stay "
           "16-bit. Needs FP8 tensor cores (Ada, Hopper, Blackwell).",
           ("--float8",), "float8 linears: none, tensorwise or rowwise (torchao), te (Transformer Engine, "
-          "per-tensor) or te-mxfp8 (its MXFP8 blocks, Blackwell)",
+          "per-tensor delayed scaling), te-current (its per-tensor current scaling, Megatron's tensorwise) "
+          "or te-mxfp8 (its MXFP8 blocks, Blackwell)",
           labels=FLOAT8_LABELS),
     Input("chunked_loss", Kind.BOOL, "Chunked cross-entropy loss", "Chunked cross-entropy loss", False,
           "Compute the loss in chunks so the full float32 logits never exist at once.",

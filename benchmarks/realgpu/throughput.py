@@ -258,6 +258,15 @@ def _float8(record: Mapping[str, Any]) -> Float8:
     # gives the per-tensor current-scaling figure first, the one scored, MXFP8's in parentheses).
     if any(a in MXFP8_COLUMNS for a in record.get("assumptions") or ()):
         return Float8.TE_MXFP8
+    # Transformer Engine's per-tensor recipe each source ran. Megatron-Bridge's performance scripts
+    # run per-tensor fp8 as current scaling: "fp8_cs" → bf16_with_fp8_current_scaling_mixed
+    # (NVIDIA-NeMo/Megatron-Bridge v0.2.0 .. v0.5.0 scripts/performance/utils/precision.py
+    # get_precision_config; the tables' "FP8-CS", the configs' *_FP8_CS_* names); 25.09's rows are
+    # inferred so (their records say why). NeMo 24.07 (fp8_amax_history_len 1024), Megatron-LM's
+    # Llama example (Megatron-Core's TransformerConfig.fp8_recipe default "delayed") and llm-foundry's
+    # amp_fp8 (Composer: TE's DelayedScaling) run delayed scaling.
+    if record["source_id"] == "nvidia-megatron-bridge":
+        return Float8.TE_CURRENT
     return Float8.TE
 
 

@@ -60,6 +60,7 @@ from dataclasses import dataclass, field, replace
 from typing import Final
 
 from core.breakdown import Term
+from core.catalogue import Generation, find_gpu, generation
 from core.dtypes import DTYPE_BYTES, ELEMENT_BYTES, MP_BYTES, Dtype, MpDtype, nf4_bytes_per_weight
 from core.format import sci
 from core.inputs import MoeDispatcher, megatron_dispatcher, megatron_grad_buffer
@@ -76,7 +77,7 @@ from core.parallel.layout import (
     weight_share,
 )
 from core.params import ParamCounts, quantised_block_params
-from core.plan import Float8, Method, Offload, Plan, Strategy, TorchVersion
+from core.plan import TE_FLOAT8, Float8, Method, Offload, Plan, Stack, Strategy, TorchVersion
 from core.roles import Dtypes, qlora_unquantised_bytes
 from core.units import MiB
 
@@ -225,6 +226,53 @@ def rank_state(
     grads = _scaled(grads, t_share, why)
     optim = _scaled(optim, t_share, why)
     rank = _Rank(plan, counts, dt, lay, stage, weights, grads, optim, t_share, optimizer_at)
+    return _strategy_state(rank)
+
+
+# Transformer Engine's cached fp8 weights: each linear's fp8 copy and its transpose (Float8Tensor: 1 + 1
+# byte an element, TE v2.12 pytorch/tensor/float8_tensor.py Float8Quantizer.make_empty allocates
+# data_transpose when the weight is used columnwise, which a training linear asks: module/linear.py
+# ``columnwise_usage = is_grad_enabled and inp.requires_grad``); MXFP8 keeps a rowwise and a columnwise
+# copy, each with one E8M0 scale a 32-element block (tensor/mxfp8_tensor.py).
+TE_WEIGHT_CACHE_BYTES: Final = 2.0
+TE_MXFP8_WEIGHT_CACHE_BYTES: Final = 2.0 + 2 / 32
+
+
+def te_weight_cache(plan: Plan, lay: Layout | None, stage: Stage | None) -> list[Term]:
+    """The fp8 weights Transformer Engine keeps from a step's first micro-batch on: under Megatron-Core
+    its linears pass ``is_first_microbatch`` (NVIDIA/Megatron-LM d98e8a64 megatron/core/extensions/
+    transformer_engine.py ``TELinear.forward``), and TE casts each weight into a workspace it caches in
+    the module (TE v2.12 module/linear.py ``get_weight_workspace(cache_name="weight")``; module/base.py
+    keeps it in ``_fp8_workspaces``, refreshed in place on each step's first micro-batch): alive in every
+    phase (with the weights). None without TE's fp8 linears under Megatron, or on a card without fp8 (the
+    plan runs 16-bit). ``lay`` and ``stage`` None: one GPU."""
+    if plan.stack is not Stack.MEGATRON or plan.float8 not in TE_FLOAT8:
+        return []
+    if not find_gpu(plan.hardware.gpu).tflops_dense.get("fp8"):
+        return []
+    model = plan.model
+    tp = lay.tensor_parallel if lay is not None else 1
+    ep = lay.expert_parallel if lay is not None and model.num_experts > 1 else 1
+    layers = stage.layers if stage is not None else model.num_layers
+    d, i = model.hidden_size, model.intermediate_size
+    dense = 2 * d * model.q_width + 2 * d * model.kv_width + 3 * d * model.shared_expert_size
+    experts = (3 if model.gated_mlp else 2) * d * i * model.num_experts
+    elements = layers * (dense / tp + experts / (tp * ep))
+    mx = plan.float8 is Float8.TE_MXFP8 and generation(plan.hardware.gpu) is Generation.BLACKWELL
+    per = TE_MXFP8_WEIGHT_CACHE_BYTES if mx else TE_WEIGHT_CACHE_BYTES
+    how = "an MXFP8 rowwise and columnwise copy" if mx else "an fp8 copy and its transpose"
+    return [
+        Term(
+            f"Transformer Engine's cached fp8 weights ({how}, kept for the step: Megatron-Core's is_first_microbatch)",
+            f"{sci(elements)} linear weights × {per:.4g} B",
+            elements * per,
+        )
+    ]
+
+
+def _strategy_state(rank: _Rank) -> RankState:
+    plan, lay = rank.plan, rank.lay
+    weights, grads, optim, t_share = rank.weights, rank.grads, rank.optim, rank.t_share
     strategy = plan.parallel.strategy
     if megatron_grad_buffer(plan) and strategy is Strategy.DDP:
         return _expert_note(rank, _offloaded(plan, _megatron(rank)))

@@ -39,7 +39,7 @@ from core.parallel.acts import (
 )
 from core.parallel.layout import Layout, Stage, dispatched_copies
 from core.parallel.layout import trainable_layers as stage_trainable_layers
-from core.parallel.state import RankState, compute_plan, rank_copies, rank_state
+from core.parallel.state import RankState, compute_plan, rank_copies, rank_state, te_weight_cache
 from core.params import ParamCounts, param_counts
 from core.plan import CheckpointPolicy, Float8, Method, Offload, Plan, Strategy
 from core.roles import Dtypes, dtypes_for
@@ -310,7 +310,8 @@ def _with_float8_casts(plan: Plan, layer_grads: Term, lay: Layout | None) -> Ter
     that linear's backward runs: the largest linear's casts join the block's backward. (torchao
     0.9-0.12 kept each linear's float8 weight from the forward to the backward, and before
     Feb 2025 delayed scaling kept a 16-entry amax history per tensor: d37019636.) Transformer
-    Engine's float8 buffers are not modelled: its plans hold what 16-bit linears hold. With
+    Engine's casts are not counted here (its cached fp8 weights under Megatron-Core are a weight term:
+    core.parallel.state.te_weight_cache). With
     FSDP2's float8 all-gather the gathered weight is already float8 (``tensor_already_casted_to_fp8``):
     the backward casts no weight."""
     if plan.float8 not in (Float8.TENSORWISE, Float8.ROWWISE):
@@ -364,6 +365,7 @@ def _parts(plan: Plan, counts: ParamCounts, dt: Dtypes, rank: Rank | None = None
         nd_divisor, nd_why = sequence_region(rank.layout)
         in_flight = rank.stage.in_flight
     weights = weights + _unsloth_dequant_buffer(plan)
+    weights = weights + te_weight_cache(plan, rank.layout if rank else None, rank.stage if rank else None)
     kept, recomputed = _kept_activations(plan, c, layers, trainable_layers, (nd_divisor, nd_why), in_flight)
     if plan.activation_offload:
         kept = _offloaded(plan, c, kept, nd_divisor)

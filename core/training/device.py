@@ -32,7 +32,7 @@ from core.catalogue import intra_link_of
 from core.dtypes import DTYPE_BYTES
 from core.errors import PlanError
 from core.format import gb
-from core.plan import Float8, Plan, Stack, Strategy
+from core.plan import TE_FLOAT8, Plan, Stack, Strategy
 from core.runtime import (
     ALLOCATOR_FRAGMENTATION,
     CUBLAS_TRAINING_HANDLES,
@@ -130,7 +130,7 @@ def allocator_workspaces(plan: Plan) -> tuple[Term, ...]:
             CUBLAS_TRAINING_HANDLES * cublas.bytes,
         )
     ]
-    if plan.stack is Stack.MEGATRON or plan.float8 in (Float8.TE, Float8.TE_MXFP8):
+    if plan.stack is Stack.MEGATRON or plan.float8 in TE_FLOAT8:
         terms.append(Term(f"Transformer Engine's cuBLAS workspace (one per process){te.note}", te.label, te.bytes))
     if plan.moe_grouped_gemm and plan.stack is Stack.MEGATRON and plan.model.num_experts > 1:
         terms.append(

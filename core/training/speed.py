@@ -35,7 +35,18 @@ from core.dtypes import ELEMENT_BYTES, NF4_BLOCK, Quant
 from core.inputs import megatron_dispatcher
 from core.parallel.layout import Stage, layout, train_share, trainable_layers
 from core.params import ParamCounts
-from core.plan import Attention, CheckpointPolicy, Float8, Method, MoeDispatcher, Offload, Plan, Stack, Strategy
+from core.plan import (
+    TE_FLOAT8,
+    Attention,
+    CheckpointPolicy,
+    Float8,
+    Method,
+    MoeDispatcher,
+    Offload,
+    Plan,
+    Stack,
+    Strategy,
+)
 from core.roles import dtypes_for
 from core.training.activations import recomputed_share
 from core.training.attention import Kernel, sdpa_kernel
@@ -49,7 +60,10 @@ def gemm_kind(plan: Plan, gpu: GpuSpec) -> str:
     else the 16-bit (or float32) compute dtype; under the Megatron stack on Hopper its 16-bit and
     Transformer Engine fp8 matmuls at the rate TE's GEMM guide measured (efficiency.MEGATRON_HOPPER)."""
     if plan.float8 is not Float8.NONE and gpu.tflops_dense.get("fp8"):
-        kind = f"fp8-{_te_recipe(plan, gpu).value}"
+        # TE's two per-tensor recipes run the same fp8 GEMM (a per-tensor scale each operand): they
+        # differ in their casts (te_cast_bytes), so current scaling is timed as "fp8-te".
+        recipe = _te_recipe(plan, gpu)
+        kind = f"fp8-{(Float8.TE if recipe is Float8.TE_CURRENT else recipe).value}"
     else:
         kind = "fp32" if dtypes_for(plan).compute == 4 else "16-bit"
     return _stack_kind(plan, generation(gpu.id), kind)
@@ -190,6 +204,14 @@ TE_CAST_BYTES: Final = 4.0
 # 2.482e9 cast input and weight elements at 8 TB/s (NVIDIA B300 datasheet), 5.87 bytes each where
 # the same run's per-tensor DelayedScaling gives 3.2 (TE_CAST_BYTES above).
 TE_MXFP8_CAST_BYTES: Final = (215.608 - 171.869) * 1e-3 / 24 * 8e12 / 2.482e9
+# Transformer Engine's per-tensor current scaling (Float8CurrentScaling; Megatron's --fp8-recipe
+# tensorwise, Megatron-Bridge's "fp8_cs"): the cast first takes the tensor's amax in a pass of its own,
+# then scales with it, so the 16-bit tensor is read twice (2 + 2 bytes) before the fp8 copy and its
+# transpose are written (1 + 1). Measured in the same guide, "Worked Example: 5B Model on H200" (H200
+# NVL, 4.8 TB/s): te.Linear under FP8 CurrentScaling 20.285 ms a layer (autocast, casts included)
+# against 16.785 ms pre-quantized, 3.500 ms for 2.482e9 cast input and weight elements: 6.77 bytes
+# each (DelayedScaling's 4.24 there is TE_CAST_BYTES).
+TE_CURRENT_CAST_BYTES: Final = (20.285 - 16.785) * 1e-3 * 4.8e12 / 2.482e9
 # Float8 rowwise on a linear too small for it: torchao converts every nn.Linear unless told
 # otherwise (torchtitan's filter_fqns, its auto filter opt-in), and a rowwise linear whose local
 # weight (N out × K in) is below torchao's rowwise thresholds runs slower than in bf16: "approx
@@ -601,7 +623,7 @@ def _float8_cast_bytes(rank: _Rank) -> float:
     ``matmul_with_hp_or_float8_args``): the input and the weight cast in the forward; in the
     backward the output gradient twice (for each of its matmuls), the weight and the input
     again (the forward saved them in high precision)."""
-    if not rank.fp8 or rank.plan.float8 in (Float8.TE, Float8.TE_MXFP8):
+    if not rank.fp8 or rank.plan.float8 in TE_FLOAT8:
         return 0.0  # Transformer Engine's casts: te_cast_bytes
     plan, total = rank.plan, 0.0
     for gemm in block_gemms(plan):
@@ -618,20 +640,43 @@ def _float8_cast_bytes(rank: _Rank) -> float:
 
 
 def te_cast_bytes(rank: _Rank) -> float:
-    """Transformer Engine's casts for one micro-batch on the rank (TE_CAST_BYTES, and
-    TE_MXFP8_CAST_BYTES under the MXFP8 recipe): each float8 linear's input and weight in the
-    forward, its output gradient in the backward."""
-    if not rank.fp8 or rank.plan.float8 not in (Float8.TE, Float8.TE_MXFP8):
+    """Transformer Engine's casts for one micro-batch on the rank, at its recipe's bytes an element
+    (TE_CAST_BYTES delayed, TE_CURRENT_CAST_BYTES current scaling, TE_MXFP8_CAST_BYTES MXFP8): each
+    float8 linear's input and weight in the forward, its output gradient in the backward. Under
+    Megatron-Core each weight is cast once a step, not once a micro-batch (te_weight_casts_per_micro)."""
+    if not rank.fp8 or rank.plan.float8 not in TE_FLOAT8:
         return 0.0
-    per_element = TE_MXFP8_CAST_BYTES if rank.mxfp8 else TE_CAST_BYTES
+    if rank.mxfp8:
+        per_element = TE_MXFP8_CAST_BYTES
+    elif rank.plan.float8 is Float8.TE_CURRENT:
+        per_element = TE_CURRENT_CAST_BYTES
+    else:
+        per_element = TE_CAST_BYTES
+    weights = te_weight_casts_per_micro(rank.plan)
     total = 0.0
     for gemm in block_gemms(rank.plan):
         if gemm.name.endswith(("LoRA A", "LoRA B")):
             continue
         k, n = _split(gemm.k, gemm.n, gemm.split, rank.tp)
         m, c = _rows(rank, gemm)
-        total += ((m * k + k * n) * rank.layers + m * n * rank.backward_layers) * c
+        total += ((m * k + k * n * weights) * rank.layers + m * n * rank.backward_layers) * c
     return total * per_element
+
+
+def te_weight_casts_per_micro(plan: Plan) -> float:
+    """How often a micro-batch casts each Transformer Engine weight to fp8. Megatron-Core's TE linears
+    pass ``is_first_microbatch`` (NVIDIA/Megatron-LM d98e8a64 megatron/core/extensions/
+    transformer_engine.py ``TELinear.forward``, set once a step by pipeline_parallel/schedules.py
+    ``forward_step`` through ``set_is_first_microbatch``), and TE then casts the weight on the step's
+    first micro-batch only and reuses the cached copy on the others (NVIDIA/TransformerEngine v2.12
+    pytorch/module/linear.py ``_Linear.forward``: ``update_workspace = is_first_microbatch is None or
+    is_first_microbatch``, ``get_weight_workspace(cache_name="weight")``; module/base.py
+    ``get_weight_workspace`` caches Float8 and MXFP8 storages alike, so every TE recipe does):
+    1 ÷ grad_accum. Another stack calls TE's linears without it (llm-foundry / Composer's amp_fp8):
+    one cast a micro-batch."""
+    if plan.stack is Stack.MEGATRON:
+        return 1.0 / max(1, plan.workload.grad_accum)
+    return 1.0
 
 
 def _dequant_bytes(rank: _Rank) -> float:

@@ -359,15 +359,24 @@ def test_megatron_bridge_carries_the_layout_and_its_header_command_says_the_same
     assert overrides["model.recompute_granularity"] == str(model["recompute_granularity"] or "null")
 
 
-def test_megatron_bridge_writes_the_mxfp8_recipe() -> None:
-    # Megatron-Core 55ac7082 TransformerConfig.fp8_recipe ("delayed", "tensorwise", "mxfp8", ...):
-    # the per-tensor recipe is its default, MXFP8 is asked by name (Megatron-Bridge v0.3.1
-    # bf16_with_mxfp8_mixed: fp8_recipe "mxfp8"). Before, both exported as fp8 "hybrid" alone.
+def test_megatron_bridge_writes_each_transformer_engine_recipe() -> None:
+    # Megatron-Core 55ac7082 TransformerConfig.fp8_recipe ("delayed", "tensorwise", "mxfp8", ...), and the
+    # precision recipe that runs it (NVIDIA-NeMo/Megatron-Bridge v0.2.0 .. v0.5.0 training/mixed_precision.py:
+    # MixedPrecisionConfig.setup copies its fields over the model's, so "bf16_mixed" beside model.fp8 would
+    # run no fp8 at all). Before, the per-tensor recipe exported as fp8 "hybrid" under bf16_mixed.
     plan = llama_plan(stack=Stack.MEGATRON)
-    mx = yaml.safe_load(export(replace(plan, float8=Float8.TE_MXFP8), Target.MEGATRON_BRIDGE).text)["model"]
-    assert (mx["fp8"], mx["fp8_recipe"]) == ("hybrid", "mxfp8")
-    te = yaml.safe_load(export(replace(plan, float8=Float8.TE), Target.MEGATRON_BRIDGE).text)["model"]
-    assert te["fp8"] == "hybrid" and "fp8_recipe" not in te
+    expected = {
+        Float8.TE: ("delayed", "bf16_with_fp8_delayed_scaling_mixed"),
+        Float8.TE_CURRENT: ("tensorwise", "bf16_with_fp8_current_scaling_mixed"),
+        Float8.TE_MXFP8: ("mxfp8", "bf16_with_mxfp8_mixed"),
+    }
+    for recipe, (name, precision) in expected.items():
+        written = export(replace(plan, float8=recipe), Target.MEGATRON_BRIDGE)
+        document = yaml.safe_load(written.text)
+        assert (document["model"]["fp8"], document["model"]["fp8_recipe"]) == ("hybrid", name)
+        assert document["mixed_precision"] == precision
+        # the recipe file is read back as the same plan input
+        assert loads_run_config(written.text.encode(), "megatron-bridge.yaml").settings.float8 == recipe.value
 
 
 def test_megatron_bridge_lists_a_split_fused_group_and_a_4bit_base() -> None:

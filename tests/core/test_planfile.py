@@ -139,3 +139,17 @@ def test_integer_beyond_float_range_is_a_clear_error() -> None:
     doc["plan"]["hardware"]["utilisation"] = 10**400
     with pytest.raises(PlanError, match=r"plan\.hardware\.utilisation"):
         planfile.plan_from_dict(doc)
+
+
+def test_an_old_files_transformer_engine_fp8_still_loads_as_delayed_scaling() -> None:
+    # "te" was Transformer Engine's one per-tensor recipe; it stays the delayed-scaling one (TE's and
+    # Megatron-Core's default recipe), and current scaling is a value of its own ("te-current").
+    from core.plan import Float8
+    from core.presets import plan_for_model
+
+    plan = plan_for_model("llama-3.1-8b")
+    document = json.loads(planfile.dumps(plan))
+    document["plan"]["float8"] = "te"
+    assert planfile.loads(json.dumps(document)).float8 is Float8.TE
+    current = plan.with_changes(float8=Float8.TE_CURRENT)
+    assert planfile.loads(planfile.dumps(current)).float8 is Float8.TE_CURRENT

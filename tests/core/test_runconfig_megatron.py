@@ -112,6 +112,14 @@ def test_the_mxfp8_recipe_maps_onto_transformer_engines_mxfp8() -> None:
     assert keyed.settings.float8 == "te-mxfp8" and not any("fp8_recipe" in u for u in keyed.unknown)
     delayed = _read({"model": {"fp8": "hybrid", "fp8_recipe": "delayed"}, "train": {"micro_batch_size": 1}})
     assert delayed.settings.float8 == "te"
+    # Current scaling is its own input (Megatron's tensorwise; Megatron-Bridge's MixedPrecisionConfig
+    # default, NVIDIA-NeMo/Megatron-Bridge v0.1.0rc3 .. v0.5.0). Before, it read as "te" (delayed).
+    tensorwise = _read({"model": {"fp8": "hybrid", "fp8_recipe": "tensorwise"}, "train": {"micro_batch_size": 1}})
+    assert tensorwise.settings.float8 == "te-current"
+    named = _read({"mixed_precision": "bf16_with_fp8_current_scaling_mixed", "train": {"micro_batch_size": 1}})
+    assert named.settings.float8 == "te-current"
+    default = _read({"mixed_precision": {"bf16": True, "fp8": "hybrid"}, "train": {"micro_batch_size": 1}})
+    assert default.settings.float8 == "te-current"
     plan = plan_from_run(
         _read({"mixed_precision": "bf16_with_mxfp8_mixed", "train": {"micro_batch_size": 1}}),
         plan_for_model("llama-3.1-8b").on_gpus(8),

@@ -29,7 +29,9 @@ from core.plan import (
     Workload,
 )
 from core.presets import plan_for_model
+from core.training import speed
 from core.training.efficiency import FITTED, FIXED, PRIORS, coefficient, guide_coefficient
+from core.training.speed import gemm_kind
 
 
 def _h100(model: str = "llama-3.1-8b", **workload: int) -> Plan:
@@ -294,9 +296,28 @@ def test_torchao_float8_adds_the_largest_linears_casts_to_the_block_backward() -
     fp8 = estimate(plan.with_changes(float8=Float8.TENSORWISE))
     n = 8192
     assert fp8.peak_bytes - plain.peak_bytes == pytest.approx(n * 4096 + 2 * n * 28672 + 4096 * 28672)
-    # Transformer Engine's buffers are not modelled: its plan holds what 16-bit linears hold, and TE's own
-    # cuBLAS workspace (32 MiB + 1 KiB on Hopper: NVIDIA/TransformerEngine 4329ff84 cpp_extensions/gemm.py).
+    # Outside Megatron-Core no fp8 weight is cached between micro-batches (no is_first_microbatch): its
+    # plan holds what 16-bit linears hold, and TE's own cuBLAS workspace (32 MiB + 1 KiB on Hopper:
+    # NVIDIA/TransformerEngine 4329ff84 cpp_extensions/gemm.py).
     assert estimate(plan.with_changes(float8=Float8.TE)).peak_bytes == plain.peak_bytes + 32 * 2**20 + 1024
+
+
+def test_megatron_core_keeps_transformer_engines_fp8_weights_through_the_step() -> None:
+    # Under Megatron-Core (is_first_microbatch, NVIDIA/Megatron-LM d98e8a64 TELinear.forward) TE caches each
+    # linear's fp8 weight in the module (TE v2.12 module/base.py get_weight_workspace, _fp8_workspaces):
+    # a Float8Tensor of 1 B an element plus its 1 B transpose (float8_tensor.py make_empty, columnwise
+    # usage in training), alive in every phase. Llama 3.1 8B's linears (config.json: 32 layers, q/o
+    # 4,096², k/v 4,096 × 1,024, gate/up/down 4,096 × 14,336): 6.98e9 elements, 13.96 GB. Before: 0.
+    plan = _h100(micro_batch=1, seq_len=4096, grad_accum=4).with_changes(stack=Stack.MEGATRON)
+    elements = 32 * (2 * 4096 * 4096 + 2 * 4096 * 1024 + 3 * 4096 * 14336)
+    plain = estimate(plan)
+    for recipe in (Float8.TE, Float8.TE_CURRENT):
+        fp8 = estimate(plan.with_changes(float8=recipe))
+        assert fp8.peak_bytes - plain.peak_bytes == pytest.approx(2 * elements, rel=1e-9)
+    # MXFP8 (Blackwell): a rowwise and a columnwise copy, each with a 1-byte scale a 32-element block
+    b200 = plan.with_changes(hardware=replace(plan.hardware, gpu="b200"))
+    mx = estimate(b200.with_changes(float8=Float8.TE_MXFP8)).peak_bytes - estimate(b200).peak_bytes
+    assert mx == pytest.approx((2 + 2 / 32) * elements, rel=1e-9)
 
 
 # ---- communication --------------------------------------------------------------------------
@@ -582,3 +603,36 @@ def test_transformer_engine_mxfp8_runs_its_own_gemm_and_casts_on_blackwell() -> 
     per_tensor = estimate(_h100().with_changes(stack=Stack.MEGATRON, float8=Float8.TE)).compute
     assert hopper.step_seconds == pytest.approx(per_tensor.step_seconds)
     assert hopper.float8_problem is not None and "MXFP8" in hopper.float8_problem
+
+
+def _te_casts(plan: Plan) -> float:
+    parts = {p.formula.rsplit("(", 1)[1].rstrip(")"): p.seconds for p in estimate(plan).compute.compute_parts}
+    return parts["te_casts"]
+
+
+def test_transformer_engines_current_scaling_pays_its_amax_pass() -> None:
+    # NVIDIA/TransformerEngine@1609c890 docs/examples/gemm_profiling/gemm_profiling.rst, "Worked
+    # Example: 5B Model on H200": te.Linear under FP8 CurrentScaling 20.285 ms a layer against 16.785 ms
+    # pre-quantized, 3.500 ms for 2.482e9 cast elements at 4.8 TB/s: 6.77 bytes each; DelayedScaling
+    # is charged 4. The same fp8 GEMM (one coefficient). Before, "te" was one recipe at 4 bytes.
+    assert pytest.approx(6.769, abs=1e-3) == speed.TE_CURRENT_CAST_BYTES
+    plan = _h100().with_changes(stack=Stack.EAGER, float8=Float8.TE)
+    current = plan.with_changes(float8=Float8.TE_CURRENT)
+    assert gemm_kind(current, find_gpu(plan.hardware.gpu)) == gemm_kind(plan, find_gpu(plan.hardware.gpu))
+    assert _te_casts(current) / _te_casts(plan) == pytest.approx(speed.TE_CURRENT_CAST_BYTES / speed.TE_CAST_BYTES)
+
+
+def test_megatron_core_casts_each_weight_once_a_step() -> None:
+    # Megatron-Core passes is_first_microbatch (NVIDIA/Megatron-LM d98e8a64 megatron/core/extensions/
+    # transformer_engine.py TELinear.forward) and TE caches the fp8 weight for the step's other
+    # micro-batches (NVIDIA/TransformerEngine v2.12 module/linear.py: update_workspace = is_first_microbatch
+    # is None or is_first_microbatch). Before, every micro-batch cast every weight.
+    for recipe in (Float8.TE, Float8.TE_CURRENT):
+        one = _h100().with_changes(stack=Stack.MEGATRON, float8=recipe)
+        eight = one.with_changes(workload=replace(one.workload, grad_accum=8))
+        assert speed.te_weight_casts_per_micro(eight) == 1 / 8
+        # eight micro-batches cast the inputs and output gradients eight times, the weights once
+        assert 1.0 < _te_casts(eight) / _te_casts(one) < 7.99
+        eager = eight.with_changes(stack=Stack.EAGER)
+        assert speed.te_weight_casts_per_micro(eager) == 1.0
+        assert _te_casts(eager) / _te_casts(one.with_changes(stack=Stack.EAGER)) == pytest.approx(8.0)

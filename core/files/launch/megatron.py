@@ -75,6 +75,17 @@ FUSED: Final = {
     "linear_fc2": ("down_proj",),
 }
 PRECISION: Final = {Dtype.BF16: "bf16_mixed", Dtype.FP16: "fp16_mixed"}
+# Transformer Engine's recipes as Megatron-Core's TransformerConfig.fp8_recipe names them, and the
+# Megatron-Bridge precision recipe that runs each (NVIDIA-NeMo/Megatron-Bridge v0.2.0 .. v0.5.0
+# src/megatron/bridge/training/mixed_precision.py). The named recipe must carry the fp8 setting:
+# MixedPrecisionConfig.setup copies every field it has over the model's
+# (update_config_with_precision_overrides), so bf16_mixed beside model.fp8 would switch fp8 off.
+FP8_RECIPES: Final = {Float8.TE: "delayed", Float8.TE_CURRENT: "tensorwise", Float8.TE_MXFP8: "mxfp8"}
+FP8_PRECISION: Final = {
+    Float8.TE: "{}_with_fp8_delayed_scaling_mixed",
+    Float8.TE_CURRENT: "{}_with_fp8_current_scaling_mixed",
+    Float8.TE_MXFP8: "{}_with_mxfp8_mixed",
+}
 OPTIMIZERS: Final = {Optimizer.ADAMW: "adam", Optimizer.SGD_MOMENTUM: "sgd"}
 
 
@@ -129,6 +140,17 @@ def _precision(draft: Draft) -> str:
     )
     if plan.autocast is not Autocast.NONE:
         draft.cannot("method.autocast", "Megatron-Core casts the model itself (Float16Module): no torch autocast")
+    if plan.float8 is Float8.TE_CURRENT:
+        # bf16_with_fp8_current_scaling_mixed keeps the first and last blocks in bf16
+        # (first_last_layers_bf16 = True); the plan times every block in fp8, as NVIDIA's performance
+        # scripts run it (scripts/performance/utils/precision.py sets it False).
+        draft.cannot(
+            "method.float8",
+            "the current-scaling recipe keeps the first and last blocks in bf16: set "
+            "cfg.mixed_precision.first_last_layers_bf16 = False in the recipe script",
+        )
+    if plan.float8 in FP8_PRECISION:
+        return FP8_PRECISION[plan.float8].format(PRECISION[written].split("_")[0])
     return PRECISION[written]
 
 
@@ -171,10 +193,9 @@ def _model(draft: Draft) -> dict[str, Any]:
             section["moe_flex_dispatcher_backend"] = par.moe_dispatcher.value
     if plan.model.num_experts > 1:
         section["moe_grouped_gemm"] = plan.moe_grouped_gemm
-    if plan.float8 in (Float8.TE, Float8.TE_MXFP8):
+    if plan.float8 in FP8_RECIPES:
         section["fp8"] = "hybrid"
-        if plan.float8 is Float8.TE_MXFP8:
-            section["fp8_recipe"] = "mxfp8"  # Megatron-Core TransformerConfig.fp8_recipe
+        section["fp8_recipe"] = FP8_RECIPES[plan.float8]  # Megatron-Core TransformerConfig.fp8_recipe
     elif plan.float8 is not Float8.NONE:
         draft.cannot("method.float8", "Megatron's fp8 is Transformer Engine's, not torchao's Float8Linear")
     if par.pipeline_parallel > 1 and par.schedule is PipelineSchedule.GPIPE:

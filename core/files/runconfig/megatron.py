@@ -212,20 +212,27 @@ def _precision(taker: Taker, odd: OddValues) -> dict[str, Any]:
         s["autocast"] = "none"
         taker.record("autocast", "none", "Megatron-Core runs the 16-bit model without torch autocast")
     # Megatron-Core's fp8_recipe (TransformerConfig: "delayed", "tensorwise", "mxfp8", "blockwise"):
-    # MXFP8's block-scaled casts and GEMMs are timed apart (core.training.speed); Megatron-Bridge's
-    # precision recipes name it too ("bf16_with_mxfp8_mixed").
-    fp8_recipe = taker.word("model.fp8_recipe", "delayed, tensorwise, mxfp8, blockwise or null")
+    # each per-tensor recipe's casts and MXFP8's block-scaled casts and GEMMs are timed apart
+    # (core.training.speed). Which one runs when none is named: a named recipe says it
+    # (Megatron-Bridge training/mixed_precision.py: bf16_with_fp8_delayed_scaling_mixed "delayed",
+    # bf16_with_fp8_current_scaling_mixed "tensorwise", bf16_with_mxfp8_mixed "mxfp8"); a
+    # mixed_precision section without one takes MixedPrecisionConfig's default "tensorwise"
+    # (NVIDIA-NeMo/Megatron-Bridge v0.1.0rc3 .. v0.5.0, copied over the model's by its setup); a
+    # model section alone, Megatron-Core's TransformerConfig default "delayed" (NVIDIA/Megatron-LM d98e8a64).
+    words = "delayed, tensorwise, mxfp8, blockwise or null"
+    fp8_recipe = taker.word("model.fp8_recipe", words)
     if isinstance(recipe, dict):
-        fp8_recipe = fp8_recipe or taker.word(
-            "mixed_precision.fp8_recipe", "delayed, tensorwise, mxfp8, blockwise or null"
-        )
-    mxfp8 = fp8_recipe == "mxfp8" or (isinstance(recipe, str) and "mxfp8" in recipe.lower())
+        fp8_recipe = taker.word("mixed_precision.fp8_recipe", words) or fp8_recipe or "tensorwise"
+    elif isinstance(recipe, str):
+        name = recipe.lower().replace("-", "_")
+        named = {"mxfp8": "mxfp8", "current_scaling": "tensorwise", "delayed_scaling": "delayed"}
+        fp8_recipe = next((v for k, v in named.items() if k in name), fp8_recipe)
     if fp8 is not None:
         if fp8 not in FP8_FORMATS:
             raise taker.fail("model.fp8", fp8, "e4m3, hybrid or null")
-        kind = "te-mxfp8" if mxfp8 else "te"
+        kind = {"mxfp8": "te-mxfp8", "tensorwise": "te-current"}.get(fp8_recipe or "delayed", "te")
         s["float8"] = kind
-        taker.record("float8", kind, "fp8: Transformer Engine fp8 linears" + (", MXFP8 recipe" if mxfp8 else ""))
+        taker.record("float8", kind, f"fp8: Transformer Engine fp8 linears, {fp8_recipe or 'delayed'} recipe")
     taker.irrelevant("mixed_precision", "model.params_dtype", "model.autocast_dtype")
     return s
 
