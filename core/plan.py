@@ -53,6 +53,7 @@ from core.inputs import (
     Stack,
     Strategy,
     TorchVersion,
+    TransformersVersion,
     VllmVersion,
     checks_of,
     input_at,
@@ -108,6 +109,7 @@ __all__ = [
     "Stack",
     "Strategy",
     "TorchVersion",
+    "TransformersVersion",
     "VllmVersion",
     "Workload",
     "precision_fields",
@@ -392,6 +394,8 @@ class Inference:
     mem_fraction_static: float = DEFAULTS["inference.mem_fraction_static"]  # SGLang; 0: its default
     vllm_version: VllmVersion = DEFAULTS["inference.vllm_version"]  # the release whose rules apply
     sglang_version: SglangVersion = DEFAULTS["inference.sglang_version"]  # the release whose fraction applies
+    # Hugging Face generate: the transformers release whose MoE and FP8 host rules apply
+    transformers_version: TransformersVersion = DEFAULTS["inference.transformers_version"]
     link: str = DEFAULTS["inference.link"]  # what carries the TP all-reduce; "auto": the card's own
     gguf_quant: GgufQuant = DEFAULTS["inference.gguf_quant"]  # llama.cpp: the GGUF file type
     gpu_layers: int = DEFAULTS["inference.gpu_layers"]  # llama.cpp -ngl
