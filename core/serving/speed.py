@@ -770,10 +770,12 @@ def _formula(
     layers = f" + layers × {per_layer * 1e6:.0f} µs" if per_layer * 1e6 >= 0.5 else ""
     device = f"max(bytes read ÷ ({bandwidth}), FLOPs ÷ compute){layers}"
     host_s = model.host_layer_seconds(running)
+    # Hugging Face generate: the host's rules are the plan's transformers release's
+    release = f"transformers {inf.transformers_version.value}"
     if host_s > 0 and model.host_serial:  # fine-grained FP8: the host waits for each product
-        device = f"{device} + layers × {host_s * 1e3:.2f} ms of host time (synchronised)"
-    elif host_s > 0:  # Hugging Face generate: the host's Python loop, overlapped by the GPU
-        device = f"max({device}, layers × {host_s * 1e3:.2f} ms of host time)"
+        device = f"{device} + layers × {host_s * 1e3:.2f} ms of {release} host time (synchronised)"
+    elif host_s > 0:  # the host's Python loop, overlapped by the GPU
+        device = f"max({device}, layers × {host_s * 1e3:.2f} ms of {release} host time)"
     return (
         f"step at {counted(running, 'request')} = {device}"
         f"{tp}{v0} = {step * 1e3:.2f} ms; TTFT alone {alone * 1e3:,.0f} ms, "

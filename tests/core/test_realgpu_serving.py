@@ -775,7 +775,7 @@ def test_hf_generate_at_batch_1_takes_the_hosts_time_per_layer_when_it_is_longer
     )
     speed = estimate(plan).inference.speed
     assert 1.0 / speed.per_request_tokens_per_s == pytest.approx(24 * host, rel=0.01)
-    assert "ms of host time" in speed.formula
+    assert "ms of transformers 5.25 host time" in speed.formula  # the default release names itself
     # A 72B model's reads take longer than its 80 layers' host time: the reads decide.
     big = find_model("qwen2.5-72b")
     plan72 = Plan(model=big.spec, model_id=big.id, hardware=Hardware(gpu="a100-80gb-sxm")).with_inference(

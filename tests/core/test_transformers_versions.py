@@ -102,6 +102,7 @@ def test_the_fp8_linear_synchronises_up_to_5_3() -> None:
     sync = estimate(hf_plan("qwen3-8b", weight_dtype="fp8", transformers_version="5.3")).inference.speed
     free = estimate(hf_plan("qwen3-8b", weight_dtype="fp8", transformers_version="5.4")).inference.speed
     assert "synchronised" in sync.formula and "synchronised" not in free.formula
+    assert "transformers 5.3 host time" in sync.formula and "transformers 5.4 host time" in free.formula
     assert free.per_request_tokens_per_s > sync.per_request_tokens_per_s
 
 
