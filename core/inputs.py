@@ -1240,7 +1240,7 @@ INPUTS: Final[tuple[Input, ...]] = (
           "The transformers release Hugging Face generate runs: how a mixture-of-experts block runs its experts "
           "(a Python loop over every expert up to 4.51, and 4.52's Qwen3-MoE; over the experts a token routes "
           "to from 4.53; one grouped product from 5.0) and whether the fine-grained FP8 linear synchronises "
-          "the device after each product (up to 5.3).",
+          "the device after each product (up to 5.3; FP8 weights load from 4.49).",
           ("--transformers-version",),
           "transformers release line for --engine hf (default 5.25, the newest the rules were read from)",
           labels=TRANSFORMERS_VERSION_LABELS, matters=lambda p: p.inference.engine is Engine.HF),

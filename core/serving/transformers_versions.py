@@ -6,11 +6,11 @@ wheel records no commit, so each rule cites the release, the file and the functi
 releases was read at both ends and found the same.
 
 * **The MoE block's loop over every expert (4.45 - 4.51).** 4.45.0 ``MixtralSparseMoeBlock.forward``
-  (``models/mixtral/modeling_mixtral.py``) and 4.51.3's ``Qwen3MoeSparseMoeBlock``,
-  ``MixtralSparseMoeBlock`` and ``Qwen2MoeSparseMoeBlock``: ``for expert_idx in
+  (``models/mixtral/modeling_mixtral.py``), 4.49.0's Mixtral and Qwen2-MoE blocks and 4.51.3's
+  ``Qwen3MoeSparseMoeBlock``, ``MixtralSparseMoeBlock`` and ``Qwen2MoeSparseMoeBlock``: ``for expert_idx in
   range(self.num_experts)``, every expert whether a token routes to it or not.
-* **4.52: Qwen3-MoE still over every expert, Mixtral and Qwen2-MoE over the experts hit.** 4.52.4
-  (4.52.0 was not published; 4.52.1 is the first): ``Qwen3MoeSparseMoeBlock.forward`` loops
+* **4.52: Qwen3-MoE still over every expert, Mixtral and Qwen2-MoE over the experts hit.** 4.52.1
+  and 4.52.4 (4.52.0 was not published): ``Qwen3MoeSparseMoeBlock.forward`` loops
   ``range(self.num_experts)``; ``MixtralSparseMoeBlock`` and ``Qwen2MoeSparseMoeBlock`` build
   ``expert_hitted = (expert_mask.sum(dim=(-1, -2)) > 0).nonzero(as_tuple=True)[0].tolist()`` and loop
   over it. Other MoE families are taken as Mixtral's block of the release.
@@ -33,8 +33,9 @@ releases was read at both ends and found the same.
   (read in 5.4.0, 5.5.0, 5.10.4, 5.14.0, 5.18.0, 5.25.0: ``fp8_linear`` through
   ``_apply_if_grad``).
 
-Not read here: the release the fine-grained FP8 integration first shipped in (absent in 4.45.0,
-present in 4.51.3); a plan for an earlier release with FP8 weights is estimated with it.
+The fine-grained FP8 integration is in the 4.49.0 wheel (``torch.cuda.synchronize(device=
+input.device)``; 4.50.0 the same) and not in 4.48.3's: core.plan refuses FP8 weights under
+Hugging Face generate before 4.49.
 """
 
 from __future__ import annotations

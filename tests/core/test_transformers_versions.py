@@ -159,3 +159,13 @@ def test_the_qwen_tables_records_carry_their_release() -> None:
         if r["engine"] == "transformers" and not bench.qwen_not_expressible(r)
     }
     assert lines == {V.V4_46, V.V4_51}
+
+
+def test_fp8_weights_under_a_transformers_without_fine_grained_fp8_are_refused() -> None:
+    # integrations/finegrained_fp8.py is in the 4.49.0 wheel, not in 4.48.3's.
+    with pytest.raises(PlanError) as caught:
+        hf_plan("qwen3-8b", weight_dtype="fp8", transformers_version="4.48")
+    assert "4.49" in str(caught.value)
+    assert hf_plan("qwen3-8b", weight_dtype="fp8", transformers_version="4.49").inference.weight_dtype.value == "fp8"
+    assert hf_plan("qwen3-8b", weight_dtype="bf16", transformers_version="4.45")  # BF16 loads in every line
+    assert list(V)[4] is V.V4_49  # tests/core/strategies.py draws from there
