@@ -322,6 +322,54 @@ class SglangVersion(StrEnum):
     V0_5_23 = "0.5.23"
 
 
+class TransformersVersion(StrEnum):
+    """The transformers release line whose Hugging Face generate rules apply
+    (core.serving.transformers_versions: the MoE block's loop and the fine-grained FP8 linear's
+    synchronisation, each range of releases read in the released wheels). It starts at 4.45, the
+    release whose Llama and Qwen2 forwards take ``num_logits_to_keep``; a patch release follows
+    its minor release's rules."""
+
+    V4_45 = "4.45"
+    V4_46 = "4.46"
+    V4_47 = "4.47"
+    V4_48 = "4.48"
+    V4_49 = "4.49"
+    V4_50 = "4.50"
+    V4_51 = "4.51"
+    V4_52 = "4.52"
+    V4_53 = "4.53"
+    V4_54 = "4.54"
+    V4_55 = "4.55"
+    V4_56 = "4.56"
+    V4_57 = "4.57"
+    V5_0 = "5.0"
+    V5_1 = "5.1"
+    V5_2 = "5.2"
+    V5_3 = "5.3"
+    V5_4 = "5.4"
+    V5_5 = "5.5"
+    V5_6 = "5.6"
+    V5_7 = "5.7"
+    V5_8 = "5.8"
+    V5_9 = "5.9"
+    V5_10 = "5.10"
+    V5_11 = "5.11"
+    V5_12 = "5.12"
+    V5_13 = "5.13"
+    V5_14 = "5.14"
+    V5_15 = "5.15"
+    V5_16 = "5.16"
+    V5_17 = "5.17"
+    V5_18 = "5.18"
+    V5_19 = "5.19"
+    V5_20 = "5.20"
+    V5_21 = "5.21"
+    V5_22 = "5.22"
+    V5_23 = "5.23"
+    V5_24 = "5.24"
+    V5_25 = "5.25"
+
+
 # Display labels, in the order the forms list them.
 ENGINE_LABELS: Final = {
     Engine.HF: "Hugging Face generate",
@@ -338,6 +386,7 @@ TORCH_VERSION_LABELS: Final = {
 
 
 SGLANG_VERSION_LABELS: Final = {v: v.value for v in SglangVersion}
+TRANSFORMERS_VERSION_LABELS: Final = {v: v.value for v in TransformersVersion}
 CACHE_TYPE_LABELS: Final = {c: c.value for c in CacheType}
 LLAMACPP_BACKEND_LABELS: Final = {
     LlamaCppBackend.NATIVE: "CUDA / Metal (the card's own)",
@@ -1199,6 +1248,15 @@ INPUTS: Final[tuple[Input, ...]] = (
           "chunk's activations and the CUDA graphs (at least 10 GiB on cards above 60 GiB).",
           ("--sglang-version",), "SGLang release (default 0.5.23, the newest the rules were read from)",
           labels=SGLANG_VERSION_LABELS, matters=lambda p: p.inference.engine is Engine.SGLANG),
+    Input("inference.transformers_version", Kind.ENUM, "transformers version", "transformers version",
+          TransformersVersion.V5_25,
+          "The transformers release Hugging Face generate runs: how a mixture-of-experts block runs its experts "
+          "(a Python loop over every expert up to 4.51, and 4.52's Qwen3-MoE; over the experts a token routes "
+          "to from 4.53; one grouped product from 5.0) and whether the fine-grained FP8 linear synchronises "
+          "the device after each product (up to 5.3; FP8 weights load from 4.49).",
+          ("--transformers-version",),
+          "transformers release line for --engine hf (default 5.25, the newest the rules were read from)",
+          labels=TRANSFORMERS_VERSION_LABELS, matters=lambda p: p.inference.engine is Engine.HF),
     Input("inference.weight_dtype", Kind.ENUM, "Weights", "Weight storage", WeightFormat.BF16,
           "How the served weights are stored; quantised formats keep embeddings, head and norms in 16 bits.",
           ("--weights",), "weight storage", labels=WEIGHT_LABELS,

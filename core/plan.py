@@ -54,6 +54,7 @@ from core.inputs import (
     Stack,
     Strategy,
     TorchVersion,
+    TransformersVersion,
     VllmVersion,
     checks_of,
     input_at,
@@ -110,6 +111,7 @@ __all__ = [
     "Stack",
     "Strategy",
     "TorchVersion",
+    "TransformersVersion",
     "VllmVersion",
     "Workload",
     "precision_fields",
@@ -394,6 +396,8 @@ class Inference:
     mem_fraction_static: float = DEFAULTS["inference.mem_fraction_static"]  # SGLang; 0: its default
     vllm_version: VllmVersion = DEFAULTS["inference.vllm_version"]  # the release whose rules apply
     sglang_version: SglangVersion = DEFAULTS["inference.sglang_version"]  # the release whose fraction applies
+    # Hugging Face generate: the transformers release whose MoE and FP8 host rules apply
+    transformers_version: TransformersVersion = DEFAULTS["inference.transformers_version"]
     link: str = DEFAULTS["inference.link"]  # what carries the TP all-reduce; "auto": the card's own
     gguf_quant: GgufQuant = DEFAULTS["inference.gguf_quant"]  # llama.cpp: the GGUF file type
     gpu_layers: int = DEFAULTS["inference.gpu_layers"]  # llama.cpp -ngl
@@ -635,10 +639,26 @@ class Plan:
                 f"at most {model.num_layers} stages",
                 f"the model has {model.num_layers} layers",
             )
+        if inf.engine is Engine.HF and inf.weight_dtype is WeightFormat.FP8:
+            self._check_transformers_fp8()
         if inf.engine is Engine.LLAMACPP:
             self._check_llamacpp()
         elif inf.link.strip().lower() != "auto":
             find_link(inf.link, "inference.link")
+
+    def _check_transformers_fp8(self) -> None:
+        """Refuse FP8 weights under a transformers that cannot load them: the fine-grained FP8
+        integration (``integrations/finegrained_fp8.py``, ``FP8Linear``) is in the 4.49.0 wheel
+        and not in 4.48.3's (core.serving.transformers_versions)."""
+        version = self.inference.transformers_version
+        first = TransformersVersion.V4_49
+        if list(TransformersVersion).index(version) < list(TransformersVersion).index(first):
+            raise PlanError(
+                "inference.transformers_version",
+                version.value,
+                f"{first.value} or later with FP8 weights",
+                "transformers loads fine-grained FP8 checkpoints from 4.49 (integrations/finegrained_fp8.py)",
+            )
 
     def _check_llamacpp(self) -> None:
         """Refuse what llama.cpp refuses (ggml-org/llama.cpp src/llama-context.cpp, the stored

@@ -1043,9 +1043,17 @@ def qwen_plan(record: dict[str, Any]) -> Plan:
             "mem_fraction_static": float(settings["mem_fraction_static"]),
         }
     else:
-        inference["engine"] = "hf"
+        inference |= {"engine": "hf", "transformers_version": transformers_line(record)}
     model_id = str(record["catalogue_id"])
     return serving_plan(catalogue(model_id), model_id, str(record["gpu_catalogue_id"]), **inference)
+
+
+def transformers_line(record: dict[str, Any]) -> str:
+    """The transformers release line a record ran ("transformers 4.46.0 (torch ...)" -> "4.46"):
+    the Qwen2.5 table ran 4.46.0, the Qwen3 table 4.51.3, whose MoE blocks loop over every expert
+    (core.serving.transformers_versions)."""
+    release = str(record["engine_version"]).split()[1]
+    return ".".join(release.split(".")[:2])
 
 
 def implied_host_layer(case: Case) -> float:

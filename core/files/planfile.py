@@ -101,6 +101,9 @@ OPTIONAL_KEYS: Final = (
             # issue 23: the vLLM release, the serving link and llama.cpp's settings
             *ISSUE_23_KEYS,
             SGLANG_VERSION_KEY,
+            # the transformers release of Hugging Face generate: a file without it reads as the
+            # default, the newest release line read (core.serving.transformers_versions)
+            "transformers_version",
         )
     )
     | frozenset(

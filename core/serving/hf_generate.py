@@ -1,25 +1,30 @@
-"""Hugging Face ``generate`` at batch 1: what the host's Python does per layer, read from transformers' source.
+"""Hugging Face ``generate``: what the host's Python does per layer of a decode step, read from transformers' source.
 
 The host time of a dense decoder layer is a fitted constant (core.serving.fit.HF_HOST_LAYER: the
 Qwen speed tables' dense BF16 rows, each table scored with the other's). Two code paths of
 transformers run far more host work per layer than a dense layer does, and both are counted here
 from the source, in units of that dense layer, so no new constant is fitted:
 
-* **A mixture-of-experts block loops over every expert in Python.** transformers v4.51.3
-  ``Qwen3MoeSparseMoeBlock.forward`` (src/transformers/models/qwen3_moe/modeling_qwen3_moe.py; the
-  Mixtral and Qwen2-MoE blocks of the same release loop the same way, ``for expert_idx in
-  range(self.num_experts)``) runs, for each of the ``num_experts`` experts whether a token routes
-  to it or not: ``expert_mask[expert_idx]``, ``torch.where`` (a nonzero: the host waits for the
-  device to learn how many rows), the gather ``hidden_states[None, top_x]``, ``reshape``, the
-  expert's MLP (gate, act, up, mul, down), the gather of its routing weights, the product,
-  ``.to`` and ``index_add_``: :data:`EXPERT_ITERATION_OPS` torch calls. A decode step's layer then
-  issues ``DENSE_LAYER_OPS - DENSE_MLP_OPS + MOE_ROUTER_OPS + num_experts x EXPERT_ITERATION_OPS``
-  calls where a dense layer issues :data:`DENSE_LAYER_OPS`, and its host time is the dense layer's
-  in that ratio (:func:`host_layer_ratio`). Each call is taken to cost the host the same; an empty
-  expert's calls launch no kernel (cuBLAS and the elementwise ops return on zero rows) and may cost
-  it less. Later releases loop over the experts some token routes to only (``expert_hitted``, read in
-  the 4.53.0 and 4.55.0 wheels): the plan has no transformers version, and the loop over every expert
-  is the one the scored table ran, so newer releases are over-charged here.
+* **A mixture-of-experts block loops over its experts in Python** (how, by release:
+  :mod:`core.serving.transformers_versions`). transformers v4.51.3 ``Qwen3MoeSparseMoeBlock.forward``
+  (src/transformers/models/qwen3_moe/modeling_qwen3_moe.py; the Mixtral and Qwen2-MoE blocks of the
+  same release loop the same way, ``for expert_idx in range(self.num_experts)``) runs, for each of
+  the ``num_experts`` experts whether a token routes to it or not: ``expert_mask[expert_idx]``,
+  ``torch.where`` (a nonzero: the host waits for the device to learn how many rows), the gather
+  ``hidden_states[None, top_x]``, ``reshape``, the expert's MLP (gate, act, up, mul, down), the
+  gather of its routing weights, the product, ``.to`` and ``index_add_``:
+  :data:`EXPERT_ITERATION_OPS` torch calls. A decode step's layer then issues ``DENSE_LAYER_OPS -
+  DENSE_MLP_OPS + MOE_ROUTER_OPS + num_experts x EXPERT_ITERATION_OPS`` calls where a dense layer
+  issues :data:`DENSE_LAYER_OPS`, and its host time is the dense layer's in that ratio
+  (:func:`host_layer_ratio`). Each call is taken to cost the host the same; an empty expert's calls
+  launch no kernel (cuBLAS and the elementwise ops return on zero rows) and may cost it less.
+  From 4.53.0 (4.52 for Mixtral and Qwen2-MoE) the loop runs over the experts some token routes to
+  only: :data:`HIT_SELECTION_OPS` more calls to find them, and :data:`HIT_EXPERT_EXTRA_OPS` more per
+  expert where the loop walks a tensor. How many experts a step hits is a model, stated:
+  each of the step's tokens routes to ``experts_per_token`` distinct experts, independently and
+  uniformly, so ``E x (1 - (1 - k / E) ** n)`` of the ``E`` experts are hit at ``n`` tokens
+  (:func:`experts_hit`): exactly ``k`` at batch 1. From 5.0 the experts are one module and its
+  default ``grouped_mm`` forward issues a fixed :data:`GROUPED_EXPERTS_OPS` calls, no loop.
 * **The fine-grained FP8 linear synchronises the device after every product.** transformers v4.51.3
   ``FP8Linear.forward`` (src/transformers/integrations/finegrained_fp8.py) quantises the
   activations with the Triton kernel ``act_quant_kernel``, multiplies with the Triton kernel
@@ -36,7 +41,8 @@ from typing import Final
 
 from core.dtypes import WeightFormat
 from core.model import ModelSpec
-from core.plan import Engine, Plan
+from core.plan import Engine, Plan, TransformersVersion
+from core.serving.transformers_versions import MoeLoop, era_of, moe_loop
 
 # torch calls one decoder layer issues per decode step of one token (transformers v4.51.3,
 # modeling_qwen3.py / modeling_qwen3_moe.py, attn_implementation "flash_attention_2", DynamicCache),
@@ -53,6 +59,22 @@ DENSE_MLP_OPS: Final = 5
 MOE_ROUTER_OPS: Final = 11
 # One pass of its loop over the experts (see the module docstring).
 EXPERT_ITERATION_OPS: Final = 13
+# 4.52's Mixtral / Qwen2-MoE and 4.53+'s blocks find the experts hit: expert_mask.sum, the comparison
+# (> or torch.greater), nonzero (the host waits for the device), then .tolist() (4.52) or the
+# iteration over the tensor (Tensor.__iter__: unbind).
+HIT_SELECTION_OPS: Final = 4
+# 4.53-4.57's loop walks a tensor: self.experts[expert_idx] turns the one-element tensor into an int
+# (ModuleList.__getitem__ -> operator.index -> Tensor.__index__, the host waits) and
+# expert_mask[expert_idx] takes a .squeeze(0); 4.52's list of ints needs neither.
+HIT_EXPERT_EXTRA_OPS: Final = 2
+# transformers 5.25.0: Qwen3MoeSparseMoeBlock.forward's view and reshape and Qwen3MoeTopKRouter.forward
+# (reshape, F.linear, softmax, topk, sum, in-place divide, .to).
+GROUPED_ROUTER_OPS: Final = 9
+# transformers 5.25.0 integrations/moe.py grouped_mm_experts_forward on CUDA (no bias, no expert
+# parallelism): two reshapes, sort, the floor division, two gathers, .int, histc, cumsum; per product
+# (gate_up, down) transpose, .to and grouped_mm; _default_apply_gate's chunk, act and mul; unsqueeze and
+# the routing product, empty_like, arange, the inverse permutation's index_put and gather, view, sum, .to.
+GROUPED_EXPERTS_OPS: Final = 27
 # FP8Linear.forward's Triton kernels per linear: act_quant_kernel and _w8a8_block_fp8_matmul.
 FP8_TRITON_KERNELS: Final = 2
 # Host time of one Triton launch from Python (JITFunction.run on a compiled kernel): 18 us after
@@ -66,31 +88,78 @@ MLP_LINEARS: Final = 3
 
 
 def moe_looped(model: ModelSpec) -> bool:
-    """Whether transformers runs the model's MLP as a Python loop over its experts."""
+    """Whether the model has an MoE block (its MLP is a router and experts)."""
     return model.num_experts > 1
 
 
-def host_layer_ratio(model: ModelSpec) -> float:
-    """A decoder layer's host time per decode step, in dense layers (1 for a dense model)."""
+def experts_hit(model: ModelSpec, tokens: int) -> float:
+    """Experts of one layer some token of a step routes to, expected: each token picks
+    ``experts_per_token`` distinct experts, independently and uniformly (a model; exactly top-k at one
+    token)."""
+    experts, k = model.num_experts, min(model.experts_per_token, model.num_experts)
+    return experts * (1.0 - (1.0 - k / experts) ** max(tokens, 1))
+
+
+def _layer_ops(model: ModelSpec, version: TransformersVersion, tokens: int) -> tuple[float, float]:
+    """(torch calls a decoder layer issues per decode step outside the loop over experts, calls per
+    expert the loop runs) under the release."""
+    base = DENSE_LAYER_OPS - DENSE_MLP_OPS
+    loop = moe_loop(version, model.family)
+    if loop is MoeLoop.EVERY_EXPERT:
+        return base + MOE_ROUTER_OPS + model.num_experts * EXPERT_ITERATION_OPS, 0.0
+    if loop is MoeLoop.GROUPED_MM:
+        return base + GROUPED_ROUTER_OPS + GROUPED_EXPERTS_OPS, 0.0
+    extra = HIT_EXPERT_EXTRA_OPS if loop is MoeLoop.EXPERTS_HIT else 0
+    return base + MOE_ROUTER_OPS + HIT_SELECTION_OPS, float(EXPERT_ITERATION_OPS + extra)
+
+
+def host_layer_ratio(model: ModelSpec, version: TransformersVersion, tokens: int = 1) -> float:
+    """A decoder layer's host time per decode step of ``tokens`` tokens, in dense layers (1 for a
+    dense model)."""
     if not moe_looped(model):
         return 1.0
-    ops = DENSE_LAYER_OPS - DENSE_MLP_OPS + MOE_ROUTER_OPS + model.num_experts * EXPERT_ITERATION_OPS
-    return ops / DENSE_LAYER_OPS
+    fixed, per_expert = _layer_ops(model, version, tokens)
+    return (fixed + per_expert * experts_hit(model, tokens)) / DENSE_LAYER_OPS
+
+
+def host_ratio_parts(model: ModelSpec, version: TransformersVersion) -> tuple[float, float]:
+    """(a layer's host time outside the loop over the experts hit, its host time per expert hit),
+    in dense layers: :func:`host_layer_ratio` is ``fixed + per_expert x experts_hit``."""
+    if not moe_looped(model):
+        return 1.0, 0.0
+    fixed, per_expert = _layer_ops(model, version, 1)
+    return fixed / DENSE_LAYER_OPS, per_expert / DENSE_LAYER_OPS
 
 
 def fp8_synchronised(plan: Plan) -> bool:
     """Whether the plan's linears are transformers' fine-grained FP8 ones, which synchronise the device."""
     inf = plan.inference
-    return inf.engine is Engine.HF and inf.weight_dtype is WeightFormat.FP8
+    return (
+        inf.engine is Engine.HF
+        and inf.weight_dtype is WeightFormat.FP8
+        and era_of(inf.transformers_version).fp8_synchronises
+    )
 
 
-def fp8_linears_per_layer(model: ModelSpec) -> int:
-    """FP8Linear modules one decode step runs per layer: attention's four and the MLP's three, every
-    expert's three in an MoE block's loop (the router stays in 16 bits)."""
-    experts = model.num_experts if moe_looped(model) else 1
-    return ATTENTION_LINEARS + MLP_LINEARS * experts
+def fp8_linears_parts(model: ModelSpec, version: TransformersVersion) -> tuple[int, int]:
+    """(FP8Linear modules one decode step runs per layer outside the loop over the experts hit, FP8
+    linears per expert hit): attention's four and the MLP's three; an MoE block's loop over every
+    expert runs every expert's three, a loop over the experts hit three per expert hit (the router
+    stays in 16 bits). From 5.0 the experts' FP8 products are counted as the loop over the experts hit
+    runs them (FP8Experts' eager forward; its grouped dispatch not read)."""
+    if not moe_looped(model):
+        return ATTENTION_LINEARS + MLP_LINEARS, 0
+    if moe_loop(version, model.family) is MoeLoop.EVERY_EXPERT:
+        return ATTENTION_LINEARS + MLP_LINEARS * model.num_experts, 0
+    return ATTENTION_LINEARS, MLP_LINEARS
 
 
-def fp8_launch_seconds_per_layer(model: ModelSpec) -> float:
+def fp8_linears_per_layer(model: ModelSpec, version: TransformersVersion, tokens: int = 1) -> float:
+    """FP8Linear modules one decode step of ``tokens`` tokens runs per layer."""
+    fixed, per_expert = fp8_linears_parts(model, version)
+    return fixed + per_expert * (experts_hit(model, tokens) if per_expert else 0.0)
+
+
+def fp8_launch_seconds_per_layer(model: ModelSpec, version: TransformersVersion, tokens: int = 1) -> float:
     """Host seconds per layer the FP8 linears' Triton launches add."""
-    return fp8_linears_per_layer(model) * FP8_TRITON_KERNELS * TRITON_LAUNCH_S
+    return fp8_linears_per_layer(model, version, tokens) * FP8_TRITON_KERNELS * TRITON_LAUNCH_S

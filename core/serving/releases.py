@@ -1,6 +1,7 @@
-"""Ordering of an engine's release lines (vLLM, SGLang): one home for "which era holds this
-release" and "is this release at or after that one". A release enum lists its members oldest
-first (core.inputs VllmVersion, SglangVersion), so its declaration order is the release order."""
+"""Ordering of an engine's release lines (vLLM, SGLang, transformers): one home for "which era
+holds this release" and "is this release at or after that one". A release enum lists its members
+oldest first (core.inputs VllmVersion, SglangVersion, TransformersVersion), so its declaration
+order is the release order."""
 
 from __future__ import annotations
 

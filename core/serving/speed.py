@@ -63,7 +63,14 @@ from core.serving.fit import (
     bandwidth_key,
     memory_class,
 )
-from core.serving.hf_generate import fp8_launch_seconds_per_layer, fp8_synchronised, host_layer_ratio
+from core.serving.hf_generate import (
+    FP8_TRITON_KERNELS,
+    TRITON_LAUNCH_S,
+    experts_hit,
+    fp8_linears_parts,
+    fp8_synchronised,
+    host_ratio_parts,
+)
 from core.serving.llamacpp import (
     F16_VECTOR_LOADS_FROM_BUILD,
     MMQ_MAX_BATCH_SIZE,
@@ -462,6 +469,9 @@ class StepModel:
     # x core.serving.hf_generate.host_layer_ratio, plus the FP8 linears' Triton launches), overlapped by
     # the GPU's work: a step takes the longer of the two, or their sum when ``host_serial``
     host_layer_s: float = 0.0
+    # and per expert the step's tokens route to, where the release's MoE loop runs the experts hit only
+    # (core.serving.transformers_versions): host_layer_seconds(n) adds it times experts_hit(n)
+    host_expert_s: float = 0.0
     # transformers' fine-grained FP8 linears synchronise the device after each product
     # (core.serving.hf_generate.fp8_synchronised): host and device no longer overlap
     host_serial: bool = False
@@ -470,6 +480,12 @@ class StepModel:
     # SGLang 0.4.6's GPTQ MoE: the per-expert Marlin MoE kernels' fixed cost per layer
     # (marlin_moe_kernels_per_layer x the eager family's kernel_seconds)
     moe_kernels_layer_s: float = 0.0
+
+    def host_layer_seconds(self, n: int) -> float:
+        """Hugging Face generate's host seconds per layer of a step of ``n`` tokens."""
+        if not self.host_expert_s:
+            return self.host_layer_s
+        return self.host_layer_s + self.host_expert_s * experts_hit(self.plan.model, n)
 
     def layer_seconds(self, n: int) -> float:
         """One layer's fixed time at ``n`` tokens a step: its kernels' cycles, and their launch
@@ -509,7 +525,7 @@ class StepModel:
         body = max(self.memory_seconds(n), self.compute_seconds(n)) + layers * (
             self.layer_seconds(n) + self.moe_kernels_layer_s
         )
-        host = layers * self.host_layer_s
+        host = layers * self.host_layer_seconds(n)
         body = body + host if self.host_serial else max(body, host)
         reduced = allreduce_seconds(self.plan, self.link, graph_batch(self.plan, n))
         return stages * (body + reduced) + logits_gather_seconds(self.plan, self.link, n) + self.step_host_s
@@ -623,6 +639,7 @@ def step_model(
     inf = plan.inference
     family = engine_family(plan)
     mean_cached = inf.prompt_tokens + inf.new_tokens / 2
+    host_fixed_s, host_expert_s = hf_host_layer_seconds(plan, fit)
     return StepModel(
         plan=plan,
         counts=counts,
@@ -640,7 +657,8 @@ def step_model(
         prompt_dequant_bytes=prompt_dequant,
         matvec_alu_s=kquant_matvec_seconds(plan, gpu, _device_share(offload)),
         matvec_read_factor=weight_read_factor(plan, gpu),
-        host_layer_s=hf_host_layer_seconds(plan, fit),
+        host_layer_s=host_fixed_s,
+        host_expert_s=host_expert_s,
         host_serial=fp8_synchronised(plan),
         step_host_s=V0_STEP_HOST_S if v0_engine(plan) else 0.0,
         moe_kernels_layer_s=marlin_moe_kernels_per_layer(plan) * kernel_seconds(gpu, fit, EngineFamily.EAGER),
@@ -654,16 +672,24 @@ def v0_engine(plan: Plan) -> bool:
     return inf.engine is Engine.VLLM and not era_of(inf.vllm_version).v1
 
 
-def hf_host_layer_seconds(plan: Plan, fit: ServingFit) -> float:
-    """Host seconds per layer of a Hugging Face generate decode step: the dense layer's
-    (core.serving.fit.HF_HOST_LAYER) times the layer's host work in dense layers (an MoE block's
-    loop over its experts, core.serving.hf_generate.host_layer_ratio), plus the fine-grained FP8
-    linears' Triton launches; 0 for other engines."""
-    if plan.inference.engine is not Engine.HF:
-        return 0.0
-    model = plan.model
-    seconds = fit.launch_seconds.get(HF_HOST_LAYER, 0.0) * host_layer_ratio(model)
-    return seconds + (fp8_launch_seconds_per_layer(model) if fp8_synchronised(plan) else 0.0)
+def hf_host_layer_seconds(plan: Plan, fit: ServingFit) -> tuple[float, float]:
+    """Host seconds per layer of a Hugging Face generate decode step, (outside the loop over the
+    experts hit, per expert hit): the dense layer's (core.serving.fit.HF_HOST_LAYER) times the layer's
+    host work in dense layers (an MoE block's loop over its experts by the plan's transformers release,
+    core.serving.hf_generate.host_ratio_parts), plus the fine-grained FP8 linears' Triton launches
+    where they synchronise; (0, 0) for other engines."""
+    inf = plan.inference
+    if inf.engine is not Engine.HF:
+        return 0.0, 0.0
+    model, version = plan.model, inf.transformers_version
+    dense = fit.launch_seconds.get(HF_HOST_LAYER, 0.0)
+    fixed, per_expert = host_ratio_parts(model, version)
+    fixed_s, per_expert_s = dense * fixed, dense * per_expert
+    if fp8_synchronised(plan):
+        linears, expert_linears = fp8_linears_parts(model, version)
+        fixed_s += linears * FP8_TRITON_KERNELS * TRITON_LAUNCH_S
+        per_expert_s += expert_linears * FP8_TRITON_KERNELS * TRITON_LAUNCH_S
+    return fixed_s, per_expert_s
 
 
 def _device_share(offload: tuple[float, float]) -> float:
@@ -839,10 +865,13 @@ def _formula(
     # and its fit carries no per-layer term, which read "+ layers × 0 µs" before.
     layers = f" + layers × {per_layer * 1e6:.0f} µs" if per_layer * 1e6 >= 0.5 else ""
     device = f"max(bytes read ÷ ({bandwidth}), FLOPs ÷ compute){layers}"
-    if model.host_layer_s > 0 and model.host_serial:  # fine-grained FP8: the host waits for each product
-        device = f"{device} + layers × {model.host_layer_s * 1e3:.2f} ms of host time (synchronised)"
-    elif model.host_layer_s > 0:  # Hugging Face generate: the host's Python loop, overlapped by the GPU
-        device = f"max({device}, layers × {model.host_layer_s * 1e3:.2f} ms of host time)"
+    host_s = model.host_layer_seconds(running)
+    # Hugging Face generate: the host's rules are the plan's transformers release's
+    release = f"transformers {inf.transformers_version.value}"
+    if host_s > 0 and model.host_serial:  # fine-grained FP8: the host waits for each product
+        device = f"{device} + layers × {host_s * 1e3:.2f} ms of {release} host time (synchronised)"
+    elif host_s > 0:  # the host's Python loop, overlapped by the GPU
+        device = f"max({device}, layers × {host_s * 1e3:.2f} ms of {release} host time)"
     return (
         f"step at {counted(running, 'request')} = {device}"
         f"{tp}{v0} = {step * 1e3:.2f} ms; TTFT alone {alone * 1e3:,.0f} ms, "

@@ -12,15 +12,16 @@ from gui.forms.parallel import LinkField, link_choices
 
 
 class ServingForm(PlanForm):
-    """Rows only one engine reads (vLLM's release and scheduler limits, SGLang's release and
-    static fraction, llama.cpp's GGUF type, GPU layers and cache type) show for that engine only: the
-    input table says which."""
+    """Rows only one engine reads (transformers' release, vLLM's release and scheduler limits,
+    SGLang's release and static fraction, llama.cpp's GGUF type, GPU layers and cache type) show
+    for that engine only: the input table says which."""
 
     def __init__(self, controller: PlanController, parent: QWidget | None = None) -> None:
         super().__init__("Serving", controller, parent)
         self.engine = self.add_input("inference.engine")
         self.vllm_version = self.add_input("inference.vllm_version")
         self.sglang_version = self.add_input("inference.sglang_version")
+        self.transformers_version = self.add_input("inference.transformers_version")
         self.weights = self.add_input("inference.weight_dtype")
         self.gguf = self.add_input("inference.gguf_quant")
         self.kv = self.add_input("inference.kv_dtype")

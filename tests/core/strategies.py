@@ -28,6 +28,7 @@ from core.plan import (
     SglangVersion,
     Strategy,
     TorchVersion,
+    TransformersVersion,
     VllmVersion,
     Workload,
     precision_fields,
@@ -110,6 +111,8 @@ def plans(draw: st.DrawFn) -> Plan:
             else draw(st.sampled_from(serving_tensor_parallel(spec, 64))),
             vllm_version=draw(st.sampled_from(list(VllmVersion))),
             sglang_version=draw(st.sampled_from(list(SglangVersion))),
+            # transformers loads FP8 weights from 4.49 (Plan refuses earlier releases with them).
+            transformers_version=draw(st.sampled_from(list(TransformersVersion)[4:])),
             gguf_quant=draw(st.sampled_from(list(GgufQuant))),
             gpu_layers=draw(st.integers(0, 1000)),
             cache_type=draw(st.sampled_from(list(CacheType))),  # flash attention on: every type allowed

@@ -25,7 +25,7 @@ from core.catalogue import find_gpu, find_link, find_model
 from core.dtypes import GgmlType, GgufQuant, LlamaCppBackend
 from core.estimate import estimate
 from core.params import param_counts
-from core.plan import Hardware, Plan
+from core.plan import Hardware, Plan, TransformersVersion
 from core.serving.engines import rank_layout
 from core.serving.fit import DEFAULT_FIT, HF_HOST_LAYER, METAL_KERNELS, EngineFamily
 from core.serving.hf_generate import fp8_linears_per_layer, fp8_synchronised, host_layer_ratio
@@ -809,7 +809,7 @@ def test_hf_generate_at_batch_1_takes_the_hosts_time_per_layer_when_it_is_longer
     )
     speed = estimate(plan).inference.speed
     assert 1.0 / speed.per_request_tokens_per_s == pytest.approx(24 * host, rel=0.01)
-    assert "ms of host time" in speed.formula
+    assert "ms of transformers 5.25 host time" in speed.formula  # the default release names itself
     # A 72B model's reads take longer than its 80 layers' host time: the reads decide.
     big = find_model("qwen2.5-72b")
     plan72 = Plan(model=big.spec, model_id=big.id, hardware=Hardware(gpu="a100-80gb-sxm")).with_inference(
@@ -818,10 +818,11 @@ def test_hf_generate_at_batch_1_takes_the_hosts_time_per_layer_when_it_is_longer
     assert 1.0 / estimate(plan72).inference.speed.per_request_tokens_per_s > 1.5 * 80 * host  # 145 GB of reads
 
 
-def _hf_plan(model_id: str, weights: str = "bf16") -> Plan:
+def _hf_plan(model_id: str, weights: str = "bf16", version: str = "4.51") -> Plan:
+    # The Qwen3 table's transformers, 4.51.3 (QwenLM/Qwen3@7a2f61ff speed_benchmark.md).
     model = find_model(model_id)
     return Plan(model=model.spec, model_id=model.id, hardware=Hardware(gpu="h20")).with_inference(
-        engine="hf", context=2049, new_tokens=2048, concurrent=1, weight_dtype=weights
+        engine="hf", context=2049, new_tokens=2048, concurrent=1, weight_dtype=weights, transformers_version=version
     )
 
 
@@ -832,8 +833,8 @@ def test_hf_generate_runs_an_moe_blocks_loop_over_every_expert_on_the_host() -> 
     moe = find_model("qwen3-30b-a3b").spec
     assert moe.num_experts == 128 and moe.num_layers == 48
     ratio = (77 - 5 + 11 + 128 * 13) / 77
-    assert host_layer_ratio(moe) == pytest.approx(ratio)
-    assert host_layer_ratio(find_model("qwen3-8b").spec) == 1.0
+    assert host_layer_ratio(moe, TransformersVersion.V4_51) == pytest.approx(ratio)
+    assert host_layer_ratio(find_model("qwen3-8b").spec, TransformersVersion.V4_51) == 1.0
     speed = estimate(_hf_plan("qwen3-30b-a3b")).inference.speed
     assert 1.0 / speed.per_request_tokens_per_s == pytest.approx(48 * host * ratio, rel=0.01)
     # The Qwen3 table (QwenLM/Qwen3@7a2f61ff speed_benchmark.md, H20, transformers 4.51.3) reads 1.89 tok/s
@@ -858,8 +859,8 @@ def test_hf_fine_grained_fp8_synchronises_after_every_linear() -> None:
     # torch.cuda.synchronize(): the device's reads add to the host's time and each linear pays two Triton
     # launches of 18 us (triton-lang/triton PR #3648, "from 49us to 18us").
     host = DEFAULT_FIT.launch_seconds[HF_HOST_LAYER]
-    assert fp8_linears_per_layer(find_model("qwen3-8b").spec) == 7
-    assert fp8_linears_per_layer(find_model("qwen3-30b-a3b").spec) == 4 + 3 * 128
+    assert fp8_linears_per_layer(find_model("qwen3-8b").spec, TransformersVersion.V4_51) == 7
+    assert fp8_linears_per_layer(find_model("qwen3-30b-a3b").spec, TransformersVersion.V4_51) == 4 + 3 * 128
     bf16 = estimate(_hf_plan("qwen3-8b")).inference.speed
     fp8 = estimate(_hf_plan("qwen3-8b", "fp8")).inference.speed
     assert 1.0 / bf16.per_request_tokens_per_s == pytest.approx(36 * host, rel=0.01)  # host-bound, reads hidden

@@ -314,6 +314,7 @@ def expected_values(window: MainWindow, plan: Plan) -> dict[str, Any]:
         "inference.mem_fraction_static": inf.mem_fraction_static,
         "inference.vllm_version": inf.vllm_version,
         "inference.sglang_version": inf.sglang_version,
+        "inference.transformers_version": inf.transformers_version,
         "inference.link": inf.link,
         "inference.gguf_quant": inf.gguf_quant,
         "inference.gpu_layers": inf.gpu_layers,

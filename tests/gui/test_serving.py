@@ -6,7 +6,7 @@ import pytest
 from PySide6.QtCore import Qt
 
 from core.catalogue import find_model
-from core.plan import Engine, Hardware, Plan
+from core.plan import Engine, Hardware, Plan, TransformersVersion
 from gui.format import memory
 from gui.main_window import MainWindow
 
@@ -37,6 +37,18 @@ def test_engine_choice_edits_the_plan_and_shows_vllm_fields(window: MainWindow) 
     assert form.form.isRowVisible(form.max_num_seqs) and form.form.isRowVisible(form.utilisation)
     form.tensor_parallel.setValue(2)
     assert window.controller.plan.inference.tensor_parallel == 2
+
+
+def test_the_transformers_release_shows_for_hugging_face_generate_only(window: MainWindow) -> None:
+    # core.serving.transformers_versions: the release decides how an MoE block runs its experts.
+    window.inference_action.trigger()
+    form = window.serving_form
+    assert form.form.isRowVisible(form.transformers_version)
+    assert window.controller.plan.inference.transformers_version is TransformersVersion.V5_25
+    form.transformers_version.setCurrentIndex(form.transformers_version.findData("4.51"))
+    assert window.controller.plan.inference.transformers_version is TransformersVersion.V4_51
+    form.engine.setCurrentIndex(form.engine.findData("vllm"))
+    assert not form.form.isRowVisible(form.transformers_version)
 
 
 def test_vllm_figures_come_from_the_estimate(window: MainWindow) -> None:
