@@ -778,47 +778,54 @@ def serving_speed(
         peak_tflops=matmul_peak(plan, gpu),
         bandwidth_gb_s=gpu.memory_bandwidth_gb_s,
         formula=_formula(plan, gpu, model, here, step, alone, allreduce, running, fit),
-        assumptions=(
-            f"{counted(inf.concurrent, 'request')} sent together, {running:,} running at once"
-            + (", the rest waiting for a slot; " if inf.concurrent > running else "; ")
-            + f"prompts prefilled in turn in chunks of {chunk:,} tokens at {serving_utilisation(plan, gpu):.0%} of the "
-            f"dense peak (the output head for each prompt's last token only, the embedding a lookup), sharing steps "
-            f"with the decodes; each step reads the weights and every running request's "
-            f"cache at {fit.bandwidth_efficiency[bandwidth_key(engine_family(plan), gpu)]:.0%} of the bandwidth"
-            + (f", host layers at {HOST_BANDWIDTH_GB_S:g} GB/s" if model.host_bytes else "")
-            + (
-                f"; each prompt micro-batch of more than {MMQ_MAX_BATCH_SIZE} tokens first turns the quantised "
-                f"weights into F16 for cuBLAS ({gb(model.prompt_dequant_bytes)} GB moved: llama.cpp before b3216)"
-                if model.prompt_dequant_bytes
-                else ""
-            )
-            + (
-                f"; a lone token's F16 mat-vec reads its weights with scalar loads, {model.matvec_read_factor:g}× "
-                f"the time (llama.cpp before b{F16_VECTOR_LOADS_FROM_BUILD} on an HBM card)"
-                if model.matvec_read_factor != 1.0
-                else ""
-            )
-            + _launch_text(plan, gpu, model, running)
-            + ("; two all-reduces per layer over " + model.link.name if inf.tensor_parallel > 1 else "")
-            + ("; the step's logits gathered across the ranks" if logits_gather_seconds(plan, model.link, 1) else "")
-            + (
-                f"; vLLM V0 schedules, prepares the inputs and samples on the host while the GPU waits, "
-                f"{model.step_host_s * 1e3:g} ms a step"
-                if model.step_host_s
-                else ""
-            )
-            + (
-                f"; the GPTQ MoE layers launch vLLM 0.7.2's Marlin MoE kernel once per expert, "
-                f"{marlin_moe_kernels_per_layer(plan):,} a layer ({model.moe_kernels_layer_s * 1e3:.2f} ms)"
-                if model.moe_kernels_layer_s
-                else ""
-            )
-            + "; requests half-way through their answer; pipeline stages do not overlap"
-        ),
+        assumptions=_assumptions(plan, gpu, model, fit, running, chunk),
         ttft_alone_s=alone,
         token_latency_s=here.token_latency_s,
         queue_wait_s=here.wait_s,
         allreduce_s=allreduce,
+    )
+
+
+def _assumptions(plan: Plan, gpu: GpuSpec, model: StepModel, fit: ServingFit, running: int, chunk: int) -> str:
+    """What the serving speed assumes, in words: the queue, the prompt's FLOPs, the reads and
+    every engine-specific cost the step model charges."""
+    inf = plan.inference
+    return (
+        f"{counted(inf.concurrent, 'request')} sent together, {running:,} running at once"
+        + (", the rest waiting for a slot; " if inf.concurrent > running else "; ")
+        + f"prompts prefilled in turn in chunks of {chunk:,} tokens at {serving_utilisation(plan, gpu):.0%} of the "
+        f"dense peak (the output head for each prompt's last token only, the embedding a lookup), sharing steps "
+        f"with the decodes; each step reads the weights and every running request's "
+        f"cache at {fit.bandwidth_efficiency[bandwidth_key(engine_family(plan), gpu)]:.0%} of the bandwidth"
+        + (f", host layers at {HOST_BANDWIDTH_GB_S:g} GB/s" if model.host_bytes else "")
+        + (
+            f"; each prompt micro-batch of more than {MMQ_MAX_BATCH_SIZE} tokens first turns the quantised "
+            f"weights into F16 for cuBLAS ({gb(model.prompt_dequant_bytes)} GB moved: llama.cpp before b3216)"
+            if model.prompt_dequant_bytes
+            else ""
+        )
+        + (
+            f"; a lone token's F16 mat-vec reads its weights with scalar loads, {model.matvec_read_factor:g}× "
+            f"the time (llama.cpp before b{F16_VECTOR_LOADS_FROM_BUILD} on an HBM card)"
+            if model.matvec_read_factor != 1.0
+            else ""
+        )
+        + _launch_text(plan, gpu, model, running)
+        + ("; two all-reduces per layer over " + model.link.name if inf.tensor_parallel > 1 else "")
+        + ("; the step's logits gathered across the ranks" if logits_gather_seconds(plan, model.link, 1) else "")
+        + (
+            f"; vLLM V0 schedules, prepares the inputs and samples on the host while the GPU waits, "
+            f"{model.step_host_s * 1e3:g} ms a step"
+            if model.step_host_s
+            else ""
+        )
+        + (
+            f"; the GPTQ MoE layers launch vLLM 0.7.2's Marlin MoE kernel once per expert, "
+            f"{marlin_moe_kernels_per_layer(plan):,} a layer ({model.moe_kernels_layer_s * 1e3:.2f} ms)"
+            if model.moe_kernels_layer_s
+            else ""
+        )
+        + "; requests half-way through their answer; pipeline stages do not overlap"
     )
 
 
