@@ -54,7 +54,9 @@ def shown(qtbot: Any, window: MainWindow) -> MainWindow:
 
 
 def settle(qtbot: Any, panel: DiagnosisPanel) -> None:
-    qtbot.waitUntil(lambda: not panel.stale, timeout=3000)
+    # The diagnosis runs in a worker process: on a loaded 2-core machine (five processes sharing it) one
+    # took over 3 s. The wait is a bound on a hang, not a speed target (benchmarks/gui_latency.py is).
+    qtbot.waitUntil(lambda: not panel.stale, timeout=15000)
 
 
 def show_plan(qtbot: Any, window: MainWindow, plan: Any) -> DiagnosisPanel:
