@@ -47,11 +47,12 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from functools import lru_cache
 
+from core.catalogue import Generation, generation
 from core.dtypes import DTYPE_BYTES, MP_BYTES, Dtype, MpDtype
 from core.inputs import megatron_grad_buffer
 from core.model import ModelSpec
 from core.params import param_counts
-from core.plan import GradSync, Method, Offload, Parallelism, PipelineSchedule, Plan, Strategy
+from core.plan import Float8, GradSync, Method, Offload, Parallelism, PipelineSchedule, Plan, Strategy
 
 __all__ = ["Holding", "Layout", "Stage", "block_params_per_rank", "holding", "layout", "stage_layer_counts"]
 
@@ -147,6 +148,16 @@ def in_flight(par: Parallelism, stage: int, micro_batches: int) -> float:
     v = par.virtual_stages
     warmup = 2 * (pp - stage - 1) + (v - 1) * pp
     return min(warmup + 1, m * v) / v
+
+
+def float8_recipe(float8: Float8, gpu_id: str) -> Float8:
+    """The float8 recipe the linears run on the card: Transformer Engine's MXFP8 only where the card
+    has block-scaled fp8 GEMMs (Blackwell: TE's MXFP8BlockScaling needs SM100+); on another card TE
+    runs it as its per-tensor recipe ("te"). The one home of that rule for the step time
+    (core.training.speed) and the cached fp8 weights (core.parallel.state)."""
+    if float8 is Float8.TE_MXFP8 and generation(gpu_id) is not Generation.BLACKWELL:
+        return Float8.TE
+    return float8
 
 
 def fsdp_no_sync(par: Parallelism, grad_accum: int) -> bool:

@@ -60,7 +60,7 @@ from dataclasses import dataclass, field, replace
 from typing import Final
 
 from core.breakdown import Term
-from core.catalogue import Generation, find_gpu, generation
+from core.catalogue import find_gpu
 from core.dtypes import DTYPE_BYTES, ELEMENT_BYTES, MP_BYTES, Dtype, MpDtype, nf4_bytes_per_weight
 from core.format import sci
 from core.inputs import MoeDispatcher, megatron_dispatcher, megatron_grad_buffer
@@ -68,6 +68,7 @@ from core.parallel.layout import (
     Layout,
     Stage,
     block_params_per_rank,
+    float8_recipe,
     fsdp_held_through_step,
     fsdp_no_sync,
     fsdp_reduce_bytes,
@@ -258,7 +259,7 @@ def te_weight_cache(plan: Plan, lay: Layout | None, stage: Stage | None) -> list
     dense = 2 * d * model.q_width + 2 * d * model.kv_width + 3 * d * model.shared_expert_size
     experts = (3 if model.gated_mlp else 2) * d * i * model.num_experts
     elements = layers * (dense / tp + experts / (tp * ep))
-    mx = plan.float8 is Float8.TE_MXFP8 and generation(plan.hardware.gpu) is Generation.BLACKWELL
+    mx = float8_recipe(plan.float8, plan.hardware.gpu) is Float8.TE_MXFP8
     per = TE_MXFP8_WEIGHT_CACHE_BYTES if mx else TE_WEIGHT_CACHE_BYTES
     how = "an MXFP8 rowwise and columnwise copy" if mx else "an fp8 copy and its transpose"
     return [

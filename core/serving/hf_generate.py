@@ -100,7 +100,7 @@ def experts_hit(model: ModelSpec, tokens: int) -> float:
     return experts * (1.0 - (1.0 - k / experts) ** max(tokens, 1))
 
 
-def _layer_ops(model: ModelSpec, version: TransformersVersion, tokens: int) -> tuple[float, float]:
+def _layer_ops(model: ModelSpec, version: TransformersVersion) -> tuple[float, float]:
     """(torch calls a decoder layer issues per decode step outside the loop over experts, calls per
     expert the loop runs) under the release."""
     base = DENSE_LAYER_OPS - DENSE_MLP_OPS
@@ -113,22 +113,20 @@ def _layer_ops(model: ModelSpec, version: TransformersVersion, tokens: int) -> t
     return base + MOE_ROUTER_OPS + HIT_SELECTION_OPS, float(EXPERT_ITERATION_OPS + extra)
 
 
-def host_layer_ratio(model: ModelSpec, version: TransformersVersion, tokens: int = 1) -> float:
-    """A decoder layer's host time per decode step of ``tokens`` tokens, in dense layers (1 for a
-    dense model)."""
-    if not moe_looped(model):
-        return 1.0
-    fixed, per_expert = _layer_ops(model, version, tokens)
-    return (fixed + per_expert * experts_hit(model, tokens)) / DENSE_LAYER_OPS
-
-
 def host_ratio_parts(model: ModelSpec, version: TransformersVersion) -> tuple[float, float]:
     """(a layer's host time outside the loop over the experts hit, its host time per expert hit),
-    in dense layers: :func:`host_layer_ratio` is ``fixed + per_expert x experts_hit``."""
+    in dense layers (1, 0 for a dense model)."""
     if not moe_looped(model):
         return 1.0, 0.0
-    fixed, per_expert = _layer_ops(model, version, 1)
+    fixed, per_expert = _layer_ops(model, version)
     return fixed / DENSE_LAYER_OPS, per_expert / DENSE_LAYER_OPS
+
+
+def host_layer_ratio(model: ModelSpec, version: TransformersVersion, tokens: int = 1) -> float:
+    """A decoder layer's host time per decode step of ``tokens`` tokens, in dense layers:
+    ``fixed + per_expert x experts_hit`` of :func:`host_ratio_parts` (1 for a dense model)."""
+    fixed, per_expert = host_ratio_parts(model, version)
+    return fixed + per_expert * experts_hit(model, tokens)
 
 
 def fp8_synchronised(plan: Plan) -> bool:
@@ -158,8 +156,3 @@ def fp8_linears_per_layer(model: ModelSpec, version: TransformersVersion, tokens
     """FP8Linear modules one decode step of ``tokens`` tokens runs per layer."""
     fixed, per_expert = fp8_linears_parts(model, version)
     return fixed + per_expert * (experts_hit(model, tokens) if per_expert else 0.0)
-
-
-def fp8_launch_seconds_per_layer(model: ModelSpec, version: TransformersVersion, tokens: int = 1) -> float:
-    """Host seconds per layer the FP8 linears' Triton launches add."""
-    return fp8_linears_per_layer(model, version, tokens) * FP8_TRITON_KERNELS * TRITON_LAUNCH_S

@@ -33,7 +33,7 @@ from core import roles
 from core.catalogue import Generation, GpuSpec, generation
 from core.dtypes import ELEMENT_BYTES, NF4_BLOCK, Quant
 from core.inputs import megatron_dispatcher
-from core.parallel.layout import Stage, layout, train_share, trainable_layers
+from core.parallel.layout import Stage, float8_recipe, layout, train_share, trainable_layers
 from core.params import ParamCounts
 from core.plan import (
     TE_FLOAT8,
@@ -62,25 +62,16 @@ def gemm_kind(plan: Plan, gpu: GpuSpec) -> str:
     if plan.float8 is not Float8.NONE and gpu.tflops_dense.get("fp8"):
         # TE's two per-tensor recipes run the same fp8 GEMM (a per-tensor scale each operand): they
         # differ in their casts (te_cast_bytes), so current scaling is timed as "fp8-te".
-        recipe = _te_recipe(plan, gpu)
+        recipe = float8_recipe(plan.float8, gpu.id)
         kind = f"fp8-{(Float8.TE if recipe is Float8.TE_CURRENT else recipe).value}"
     else:
         kind = "fp32" if dtypes_for(plan).compute == 4 else "16-bit"
     return _stack_kind(plan, generation(gpu.id), kind)
 
 
-def _te_recipe(plan: Plan, gpu: GpuSpec) -> Float8:
-    """The float8 recipe the linears run: Transformer Engine's MXFP8 only where the card has
-    block-scaled fp8 GEMMs (Blackwell: TE's MXFP8BlockScaling needs SM100+; on another card it is
-    timed as TE's per-tensor recipe, and the plan says why: core.training.compute)."""
-    if plan.float8 is Float8.TE_MXFP8 and generation(gpu.id) is not Generation.BLACKWELL:
-        return Float8.TE
-    return plan.float8
-
-
 def mxfp8_unsupported(plan: Plan, gpu: GpuSpec) -> bool:
     """A plan asking Transformer Engine's MXFP8 recipe on a card without MXFP8 GEMMs."""
-    return plan.float8 is Float8.TE_MXFP8 and _te_recipe(plan, gpu) is not Float8.TE_MXFP8
+    return plan.float8 is Float8.TE_MXFP8 and float8_recipe(plan.float8, gpu.id) is not Float8.TE_MXFP8
 
 
 def _stack_kind(plan: Plan, family: Generation, kind: str) -> str:
