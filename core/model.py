@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, fields, replace
+from functools import lru_cache
 from typing import Any, Final
 
 from core.errors import PlanError
@@ -52,6 +53,20 @@ _TARGET_ALIASES: Final[dict[str, tuple[str, ...]]] = {
 
 def normalise_lora_targets(names: tuple[str, ...] | list[str]) -> tuple[str, ...]:
     """Map any accepted spelling onto the canonical names, in canonical order."""
+    try:
+        return _normalised_targets(tuple(names))
+    except TypeError:  # an unhashable entry (a hostile file's list in the list): reported below
+        return _normalise_targets(names)
+
+
+@lru_cache(maxsize=256)
+def _normalised_targets(names: tuple[str, ...]) -> tuple[str, ...]:
+    # Every estimate asks several times for the same few target lists (flops, activations,
+    # the adapter's size): the answer depends only on the names, so it is kept.
+    return _normalise_targets(names)
+
+
+def _normalise_targets(names: tuple[str, ...] | list[str]) -> tuple[str, ...]:
     wanted: set[str] = set()
     for raw in names:
         name = str(raw).strip().lower()
@@ -266,12 +281,18 @@ class ModelSpec:
 
     def architecture_params(self) -> int:
         """Total parameters implied by the dimensions (what ``model.num_parameters()`` says)."""
-        return (
-            self.embedding_params()
-            + self.num_layers * self.layer_params()
-            + self.norm_params()  # final norm
-            + self.head_params()
-        )
+        # Asked for a dozen times per estimate; the spec is frozen, so the count is kept on the
+        # instance (outside the dataclass fields: equality, hashing and replace() ignore it).
+        cached = self.__dict__.get("_architecture_params")
+        if cached is None:
+            cached = (
+                self.embedding_params()
+                + self.num_layers * self.layer_params()
+                + self.norm_params()  # final norm
+                + self.head_params()
+            )
+            object.__setattr__(self, "_architecture_params", cached)
+        return cached
 
     def total_params(self) -> int:
         return self.params_override if self.params_override else self.architecture_params()

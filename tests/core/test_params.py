@@ -108,3 +108,25 @@ def test_tensor_sizes_agree_with_the_counts(entry) -> None:  # type: ignore[no-u
         outside = spec.outside_tensor_sizes()
         assert len(outside) == spec.outside_tensors()
         assert sum(outside) == spec.embedding_params() + spec.norm_params() + spec.head_params()
+
+
+def test_a_kept_count_follows_the_spec_it_was_computed_for() -> None:
+    # Llama 2 7B's 6,738,415,616 (safetensors metadata, PUBLISHED above); one more layer adds
+    # one layer's parameters. The count is kept on the instance after the first call, so a
+    # spec derived with replace() must compute its own, and the kept count must not make two
+    # otherwise-equal specs differ.
+    spec = find_model("llama-2-7b").spec
+    assert spec.architecture_params() == PUBLISHED["llama-2-7b"]
+    deeper = replace(spec, num_layers=spec.num_layers + 1)
+    assert deeper.architecture_params() == PUBLISHED["llama-2-7b"] + spec.layer_params()
+    fresh = replace(spec)
+    assert fresh == spec and hash(fresh) == hash(spec)
+
+
+def test_lora_targets_read_alike_from_a_list_a_tuple_and_a_hostile_list() -> None:
+    # PEFT's spellings (q_proj … down_proj, all-linear) in any container; an unhashable entry,
+    # as a hostile file can hold, is refused with the field named, not a TypeError.
+    assert normalise_lora_targets(["v_proj", "q_proj"]) == normalise_lora_targets(("q_proj", "v_proj"))
+    assert normalise_lora_targets(["v_proj", "q_proj"]) == ("q_proj", "v_proj")
+    with pytest.raises(PlanError, match="lora.targets"):
+        normalise_lora_targets([["q_proj"]])  # type: ignore[list-item]
