@@ -11,6 +11,7 @@ sync_module_states=True, the peak statistics reset after the wrap). Llama-2-7B's
 from __future__ import annotations
 
 import json
+import sys
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -248,8 +249,14 @@ STEP_ROWS = (
 
 @pytest.fixture(scope="module")
 def step_replays() -> dict[str, Any]:
+    """``replay_figures`` imports its neighbour ``memory`` when called, as the script does when run from
+    its folder: the folder is put on sys.path for the call, so the tests that read it also run alone."""
     replay = load_script(FOLDER / "fsdp1_wrap_replay.py", "fsdp1_wrap_replay_step")
-    return {r.figure: r for r in replay.replay_figures(STEP_ROWS)}
+    sys.path.insert(0, str(FOLDER))
+    try:
+        return {r.figure: r for r in replay.replay_figures(STEP_ROWS)}
+    finally:
+        sys.path.remove(str(FOLDER))
 
 
 def test_the_step_replay_holds_the_estimates_allocated_peak(step_replays: dict[str, Any]) -> None:
