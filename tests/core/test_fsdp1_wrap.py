@@ -364,6 +364,32 @@ def test_transformers_4_37_rotary_caches_stay_allocated_after_the_wrap(quantised
 
 # Llama-2-70B (meta-llama/Llama-2-70b-hf config.json: hidden 8192, intermediate 28672, 80 layers,
 # vocabulary 32000, 64 heads of 128 with 8 key/value heads: k / v projections 8,192 → 1,024).
+@pytest.mark.parametrize("workers", [1, 52])
+def test_the_qlora_loadings_quantisation_state_is_not_the_after_wrap_gap(workers: int) -> None:
+    """Answer.AI's QLoRA loading quantises each weight on the GPU and leaves its state there
+    (AnswerDotAI/fsdp_qlora e877dda ``load_and_quantize``, bitsandbytes 0.43.0 ``quantize_4bit``), PEFT
+    moves that state to the CPU with the whole LoRA layer on rank 0 (peft v0.9.0 ``update_layer``:
+    ``self.to(weight.device, ...)``; ``Params4bit.to`` → ``QuantState.to``) and the wrap brings it back
+    unit by unit. Replayed with 1 and 52 loading threads (train.py's ``n_loading_workers`` on a 3090 is at
+    most 52): it packs into its own bytes (Llama-2-7B's 224 weights: 6.476e9 / 64 uint8 codes + a float32
+    per 256 blocks + ``state2.code``, 98 MiB allocated, ≤ 110 MiB reserved), so the 3.72 GiB read after
+    the wrap (benchmarks_03_2024.md) stays more than 300 MiB above the replay. docs/REAL_GPU_MEMORY.md,
+    "The load and wrap as a phase of their own (branch h28ans)"."""
+    replay = load_script(FOLDER / "fsdp1_wrap_replay.py", "fsdp1_wrap_replay_loading")
+    shape = replay.Shape()
+    without = replay.replay_llama(shape, True, rotary=True)
+    loaded = replay.replay_llama(shape, True, rotary=True, loading_workers=workers)
+    state = sum(
+        replay.quant_state(n_in, n_out)[k]
+        for n_in, n_out in shape.linears().values()
+        for k in ("absmax codes", "absmax2", "state2 code")
+    )
+    assert LAYERS * state == pytest.approx(98 * 2**20, rel=0.02)
+    assert loaded.allocated - without.allocated == pytest.approx(LAYERS * state, rel=0.02)
+    assert 0 < loaded.reserved - without.reserved < 110 * 2**20
+    assert replay.AFTER_WRAP_READING - loaded.reserved > 300 * 2**20
+
+
 def test_the_replay_follows_grouped_query_attention() -> None:
     replay = load_script(FOLDER / "fsdp1_wrap_replay.py", "fsdp1_wrap_replay_gqa")
     shape = replay.Shape(8192, 28672, 80, 32000, 8, ("q", "k", "v", "o", "gate", "up", "down"), 8 * 128)
