@@ -228,18 +228,85 @@ def rotary_caches(shape: Shape, quantised: bool) -> list[int]:
     return [4096 * head * dtype, 4096 * head * dtype, head // 2 * 4]
 
 
+def quant_state(n_in: int, n_out: int) -> dict[str, int]:
+    """What bitsandbytes 0.43.0 allocates on the GPU to quantise one weight with double quantisation
+    (bitsandbytes-foundation/bitsandbytes 4876324 ``functional.quantize_4bit``): a float32 absmax per 64
+    weights (freed once quantised: ``del absmax``), the NF4 code (``get_4bit_type``: 16 floats), the
+    absmax's mean (``offset``) and ``quantize_blockwise``'s uint8 codes (one per 64 weights) and float32
+    absmax (one per 256 blocks); ``QuantState.to`` moves the last three and ``state2.code`` (the dynamic
+    map, 256 floats) and leaves ``code`` where it is."""
+    blocks = -(-n_in * n_out // 64)
+    return {
+        "absmax fp32": blocks * 4,
+        "code": 16 * 4,
+        "offset": 4,
+        "absmax codes": blocks,
+        "absmax2": -(-blocks // 256) * 4,
+        "state2 code": 256 * 4,
+    }
+
+
+_MOVED_STATE = ("absmax codes", "offset", "absmax2", "state2 code")
+LOADING_WORKERS = (1, 8, 52)
+# Answer.AI's reading after the QLoRA wrap, rank 0: 3.72 GiB (benchmarks_03_2024.md at e877dda;
+# memory_figures.json answerai-3090-7b-qlora-after-wrap, value_bytes).
+AFTER_WRAP_READING = 3_994_319_585
+
+
+def replay_qlora_loading(alloc: Allocator, shape: Shape, workers: int) -> None:
+    """Answer.AI's QLoRA loading on rank 0 (AnswerDotAI/fsdp_qlora e877dda train.py ``load_and_quantize``,
+    ``workers`` threads at a time, replayed as groups that each step together): each weight is copied to
+    the GPU in bf16, quantised (:func:`quant_state`; the packed output ``(n + 1) // 4`` bf16 elements) and
+    moved to the CPU, its quantisation state left on the GPU; then ``torch.cuda.empty_cache()``. PEFT then
+    moves the state to the CPU as well: peft v0.9.0 / v0.10.0 ``LoraLayer.update_layer`` calls
+    ``self.to(weight.device, dtype=weight.dtype)`` on the whole layer, its base ``Linear4bit`` included, and
+    ``Params4bit.to`` calls ``self.quant_state.to(device)`` (bitsandbytes 4876324 ``nn/modules.py``);
+    rank 0's weights are on the CPU (train.py's ``setup_quantized_meta_for_peft`` guards the other ranks
+    only). Its blocks stay cached: nothing empties the cache again before the wrap."""
+    weights = [dims for _ in range(shape.layers) for dims in shape.linears().values()]
+    moved: list[int] = []
+    for g in range(0, len(weights), workers):
+        group = weights[g : g + workers]
+        live = [[alloc.malloc(n_in * n_out * 2)] for n_in, n_out in group]
+        for handles, (n_in, n_out) in zip(live, group, strict=True):
+            handles.append(alloc.malloc(quant_state(n_in, n_out)["absmax fp32"]))
+        for handles, (n_in, n_out) in zip(live, group, strict=True):
+            handles.append(alloc.malloc((n_in * n_out + 1) // 4 * 2))
+        for n_in, n_out in group:
+            state = quant_state(n_in, n_out)
+            alloc.malloc(state["code"])
+            moved += [alloc.malloc(state[k]) for k in ("offset", "absmax codes", "absmax2")]
+        for handles in live:
+            for h in handles:
+                alloc.free(h)
+    alloc.release_free_segments()
+    for h in moved:
+        alloc.free(h)
+
+
 def replay_llama(
-    shape: Shape, quantised: bool, world: int = 2, rotary: bool = False, offload: bool = False
+    shape: Shape,
+    quantised: bool,
+    world: int = 2,
+    rotary: bool = False,
+    offload: bool = False,
+    loading_workers: int = 0,
 ) -> Allocator:
     """Answer.AI's policy (AnswerDotAI/fsdp_qlora e877dda, train.py get_wrapping_policy): each
     LoRA A / B linear is a unit, each decoder layer is a unit, the root holds the embedding,
     the final norm and the head (bf16). QLoRA's base weights are NF4 packed two to a byte.
     ``rotary``: each decoder layer also moves transformers 4.37's rotary caches (:func:`rotary_caches`);
-    ``offload``: each unit's shard goes to the CPU once made (:func:`wrap_unit`)."""
+    ``offload``: each unit's shard goes to the CPU once made (:func:`wrap_unit`); ``loading_workers``
+    (QLoRA, 0: left out): the loading and its quantisation state first (:func:`replay_qlora_loading`),
+    each decoder layer's ``_move_states_to_device`` then moving its weights' state back to the GPU
+    (``Params4bit.to``: ``quant_state.to(device)`` before the data)."""
     h = shape.hidden
     linears = shape.linears()
     per_weight = 0.5 if quantised else 2.0
     alloc = Allocator()
+    states = quantised and loading_workers > 0
+    if states:
+        replay_qlora_loading(alloc, shape, loading_workers)
     for _ in range(shape.layers):
         block: list[int] = []
         for name, (n_in, n_out) in linears.items():
@@ -247,6 +314,11 @@ def replay_llama(
                 wrap_unit(alloc, [shape.rank * n_in * 2], world, offload=offload)
                 wrap_unit(alloc, [n_out * shape.rank * 2], world, offload=offload)
             block.append(int(n_in * n_out * per_weight))
+        if states:
+            for n_in, n_out in linears.values():
+                state = quant_state(n_in, n_out)
+                for k in _MOVED_STATE:
+                    alloc.malloc(state[k])
         block += [h * 2, h * 2]
         wrap_unit(alloc, block, world, rotary_caches(shape, quantised) if rotary else (), offload)
     wrap_unit(alloc, [shape.vocab * h * 2, h * 2, shape.vocab * h * 2], world, offload=offload)
@@ -815,6 +887,15 @@ def main(argv: Sequence[str] = ()) -> int:
             f"allocated {rotary.allocated / MiB:,.0f} MiB, "
             f"reserved {rotary.reserved / MiB:,.0f} MiB ({(rotary.reserved - alloc.reserved) / MiB:+,.0f})"
         )
+        if quantised:  # train.py's n_loading_workers on a 3090: min(CPUs ÷ GPUs, 52)
+            for workers in LOADING_WORKERS:
+                loaded = replay_llama(shape, quantised, rotary=True, loading_workers=workers)
+                print(
+                    f"  and the loading's quantisation state ({workers} threads, moved to the CPU by PEFT and back "
+                    f"by the wrap): allocated {loaded.allocated / MiB:,.0f} MiB, reserved "
+                    f"{loaded.reserved / MiB:,.0f} MiB ({(loaded.reserved - rotary.reserved) / MiB:+,.0f}); "
+                    f"read: {AFTER_WRAP_READING / MiB:,.0f} MiB"
+                )
     print()
     print("The wrap, then two training steps (Answer.AI's loop), rank 0 of 2, MiB; 'own': the same step with")
     print("nothing cached before it; 'free': the default stream's reserved less its allocated peak; the")
