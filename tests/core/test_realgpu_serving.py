@@ -78,7 +78,8 @@ ROOT = Path(__file__).resolve().parents[2]
 # (0.54 -> 0.65; dennislee22's own rows set 0.60, and its one-GPU rows are now within 7 %); what is
 # left is the all-reduce through host memory, charged NCCL's model of PCIe (docs/SERVING.md). With
 # the step's logits gathered across the ranks (vLLM V1's all-gather) it is +48.5 %, with its
-# all-reduces carrying the 16 rows of the CUDA graph its ten requests run +42.0 %.
+# all-reduces carrying the 16 rows of the CUDA graph its ten requests run +42.0 % (+42.6 % with the
+# queue's prefill share, +41.9 % with the all-reduce after the vocabulary-split embedding lookup).
 KNOWN_DECODE_MISSES = {
     "dennislee22-test2-n10-1024-1024-itl_ms",
     "xd-m1max-64gb-x1-70b-q4_kmedium-tg512",
