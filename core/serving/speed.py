@@ -19,8 +19,9 @@ The model, stated (the window shows it under "Assumptions"):
   GPU, :func:`core.serving.llamacpp.cuda_graphs_replayed`),
   plus with tensor parallelism two all-reduces per layer over the plan's link (ring: 2(t−1)
   hops of the link's latency and 2(t−1)/t of the hidden states over its bandwidth × NCCL's
-  bus efficiency), and vLLM and SGLang gather the step's logits, split by vocabulary, across
-  the ranks (:func:`logits_gather_seconds`). Pipeline stages run one after another.
+  bus efficiency), and vLLM and SGLang all-reduce the embedding lookup, split by vocabulary
+  (:func:`embedding_allreduce_seconds`), and gather the step's logits across the ranks
+  (:func:`logits_gather_seconds`). Pipeline stages run one after another.
 * **llama.cpp with partial offload** reads the layers left on the host at the host's memory
   bandwidth (:data:`HOST_BANDWIDTH_GB_S`) and every GPU's layers at that GPU's, one after another.
 * **Prefill** of a prompt runs 2 · the blocks' active parameters · tokens, the output head for its
@@ -320,21 +321,44 @@ NCCL_CARRIED_LINKS: Final = frozenset({"pcie4-host"})
 NCCL_PCI_PROTOCOLS: Final = ((6.6e-6, 1.0e-6, 0.25), (8.4e-6, 5.7e-6, 1.0))
 
 
-def allreduce_seconds(plan: Plan, link: LinkSpec, tokens: int) -> float:
-    """Two all-reduces per layer of ``tokens`` hidden states over ``link`` (ring): per hop the
-    link's latency and the volume at its bus bandwidth, or over a link NCCL carries
-    (:data:`NCCL_CARRIED_LINKS`) NCCL's own model of its fastest protocol."""
+def one_allreduce_seconds(plan: Plan, link: LinkSpec, tokens: int) -> float:
+    """One ring all-reduce of ``tokens`` hidden states over ``link``: per hop the link's latency
+    and the volume at its bus bandwidth, or over a link NCCL carries (:data:`NCCL_CARRIED_LINKS`)
+    NCCL's own model of its fastest protocol."""
     tp = plan.inference.tensor_parallel
     if tp <= 1:
         return 0.0
     hops = 2 * (tp - 1)
     volume = hops / tp * tokens * plan.model.hidden_size * ACTIVATION_BYTES
-    one = hops * link.latency_us * 1e-6 + volume / link.bus_bytes_per_second
     if link.id in NCCL_CARRIED_LINKS:
         bus = link.bus_bytes_per_second
-        one = min(base + hops * step + volume / (bus * share) for base, step, share in NCCL_PCI_PROTOCOLS)
+        return min(base + hops * step + volume / (bus * share) for base, step, share in NCCL_PCI_PROTOCOLS)
+    return hops * link.latency_us * 1e-6 + volume / link.bus_bytes_per_second
+
+
+def allreduce_seconds(plan: Plan, link: LinkSpec, tokens: int) -> float:
+    """Two all-reduces per layer of ``tokens`` hidden states over ``link`` (ring), a pipeline
+    stage's layers: :func:`one_allreduce_seconds` each."""
     layers = math.ceil(plan.model.num_layers / plan.inference.pipeline_parallel)
-    return 2 * layers * one
+    return 2 * layers * one_allreduce_seconds(plan, link, tokens)
+
+
+# vLLM and SGLang split the token embedding by vocabulary across the tensor-parallel ranks, like
+# the LM head: each rank looks up the tokens its rows hold, zeroes the others and the ranks
+# all-reduce the step's hidden states before the first layer (VocabParallelEmbedding.forward:
+# "Reduce across all the model parallel GPUs", tensor_model_parallel_all_reduce(output_parallel);
+# vllm-project/vllm 00db0119 vllm/model_executor/layers/vocab_parallel_embedding.py,
+# sgl-project/sglang 04d5e392 python/sglang/srt/layers/vocab_parallel_embedding.py). One more
+# all-reduce a step (or prompt chunk) on the first pipeline stage, of the rows the layers carry.
+EMBEDDING_ALLREDUCE_ENGINES: Final = frozenset({Engine.VLLM, Engine.SGLANG})
+
+
+def embedding_allreduce_seconds(plan: Plan, link: LinkSpec, tokens: int) -> float:
+    """The all-reduce after a vocabulary-parallel embedding lookup of ``tokens`` rows
+    (:data:`EMBEDDING_ALLREDUCE_ENGINES`); 0 on one GPU or another engine."""
+    if plan.inference.engine not in EMBEDDING_ALLREDUCE_ENGINES:
+        return 0.0
+    return one_allreduce_seconds(plan, link, tokens)
 
 
 # vLLM's V0 engine (the 0.6-0.7 release lines) does a decode step's host work while the device
@@ -527,8 +551,10 @@ class StepModel:
         )
         host = layers * self.host_layer_seconds(n)
         body = body + host if self.host_serial else max(body, host)
-        reduced = allreduce_seconds(self.plan, self.link, graph_batch(self.plan, n))
-        return stages * (body + reduced) + logits_gather_seconds(self.plan, self.link, n) + self.step_host_s
+        rows = graph_batch(self.plan, n)
+        reduced = allreduce_seconds(self.plan, self.link, rows)
+        embedded = embedding_allreduce_seconds(self.plan, self.link, rows)
+        return stages * (body + reduced) + embedded + logits_gather_seconds(self.plan, self.link, n) + self.step_host_s
 
     def prefill_per_token(self, chunk: int) -> float:
         """Seconds per prompt token when prompts are prefilled ``chunk`` tokens at a time."""
@@ -540,7 +566,8 @@ class StepModel:
         one = max(compute, self.memory_seconds(1, matvec=False)) + self.layout.layers * self.layer_seconds(chunk)
         if chunk > MMQ_MAX_BATCH_SIZE and self.bandwidth > 0:
             one += self.prompt_dequant_bytes / self.bandwidth
-        return stages * (one + allreduce_seconds(self.plan, self.link, chunk)) / chunk
+        embedded = embedding_allreduce_seconds(self.plan, self.link, chunk)
+        return (stages * (one + allreduce_seconds(self.plan, self.link, chunk)) + embedded) / chunk
 
 
 def _expert_share(plan: Plan, counts: ParamCounts) -> float:
@@ -764,9 +791,12 @@ def serving_speed(
     step = model.step(running)
     alone = queue(model, 1, 1, chunk).ttft_s
     flops = prefill_flops(plan, counts, inf.prompt_tokens)
-    allreduce = allreduce_seconds(plan, model.link, graph_batch(plan, running)) * (
-        1 if inf.engine is Engine.LLAMACPP else inf.pipeline_parallel
-    ) + logits_gather_seconds(plan, model.link, running)
+    rows = graph_batch(plan, running)
+    allreduce = (
+        allreduce_seconds(plan, model.link, rows) * (1 if inf.engine is Engine.LLAMACPP else inf.pipeline_parallel)
+        + embedding_allreduce_seconds(plan, model.link, rows)
+        + logits_gather_seconds(plan, model.link, running)
+    )
     return ServingSpeed(
         ttft_s=here.ttft_s,
         prefill_flops=flops,
@@ -812,6 +842,11 @@ def _assumptions(plan: Plan, gpu: GpuSpec, model: StepModel, fit: ServingFit, ru
         )
         + _launch_text(plan, gpu, model, running)
         + ("; two all-reduces per layer over " + model.link.name if inf.tensor_parallel > 1 else "")
+        + (
+            "; one after the embedding lookup, split by vocabulary"
+            if embedding_allreduce_seconds(plan, model.link, 1)
+            else ""
+        )
         + ("; the step's logits gathered across the ranks" if logits_gather_seconds(plan, model.link, 1) else "")
         + (
             f"; vLLM V0 schedules, prepares the inputs and samples on the host while the GPU waits, "

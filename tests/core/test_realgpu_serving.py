@@ -53,6 +53,7 @@ from core.serving.speed import (
     VULKAN_KERNELS_PER_LAYER,
     WEIGHT_MATMULS_PER_LAYER,
     allreduce_seconds,
+    embedding_allreduce_seconds,
     graph_batch,
     kernel_seconds,
     kernels_per_layer,
@@ -77,7 +78,8 @@ ROOT = Path(__file__).resolve().parents[2]
 # (0.54 -> 0.65; dennislee22's own rows set 0.60, and its one-GPU rows are now within 7 %); what is
 # left is the all-reduce through host memory, charged NCCL's model of PCIe (docs/SERVING.md). With
 # the step's logits gathered across the ranks (vLLM V1's all-gather) it is +48.5 %, with its
-# all-reduces carrying the 16 rows of the CUDA graph its ten requests run +42.0 %.
+# all-reduces carrying the 16 rows of the CUDA graph its ten requests run +42.0 % (+42.6 % with the
+# queue's prefill share, +41.9 % with the all-reduce after the vocabulary-split embedding lookup).
 KNOWN_DECODE_MISSES = {
     "dennislee22-test2-n10-1024-1024-itl_ms",
     "xd-m1max-64gb-x1-70b-q4_kmedium-tg512",
@@ -471,6 +473,30 @@ def test_a_tensor_parallel_decode_step_gathers_its_logits_across_the_ranks(bench
     mine = {r.case.id: r.error_pct for r in rows}
     assert abs(mine["dennislee22-test2-n100-1024-1024-itl_ms"]) <= 15.0
     assert abs(mine["dennislee22-test3-n500-1024-1024-itl_ms"]) <= 15.0
+
+
+def test_a_tensor_parallel_step_all_reduces_its_vocabulary_split_embedding_lookup(bench: ModuleType) -> None:
+    # vLLM and SGLang split the token embedding by vocabulary like the LM head; each rank looks up the
+    # tokens it holds, zeroes the rest, and the ranks all-reduce the rows before the first layer
+    # (VocabParallelEmbedding.forward: vllm-project/vllm 00db0119, sgl-project/sglang 04d5e392). One
+    # more all-reduce a decode step: dennislee22 test 2 (Qwen2.5-7B's shapes, TP 2, no GPU P2P), ten
+    # requests in the CUDA graph of 16 rows: 16 x 3,584 x 2 bytes by NCCL's Simple protocol (NVIDIA/nccl
+    # b6475625 tuning.cc: 8.4 + 2 x 5.7 us) at pcie4-host's 31.5 GB/s x 0.19 (resources/links.json).
+    case = next(c for c in bench.dennislee_speed_cases() if c.id == "dennislee22-test2-n10-1024-1024-itl_ms")
+    plan = case.plan
+    assert plan is not None
+    link, bus = find_link("pcie4-host"), 31.5e9 * 0.19
+    one = 8.4e-6 + 2 * 5.7e-6 + 16 * 3_584 * 2 / bus  # 39.1 us
+    assert embedding_allreduce_seconds(plan, link, 16) == pytest.approx(one)
+    assert allreduce_seconds(plan, link, 16) == pytest.approx(2 * 28 * one)  # the layers' own, unchanged
+    layout = rank_layout(plan)
+    model = step_model(plan, param_counts(plan), find_gpu(plan.hardware.gpu), layout, DEFAULT_FIT, (0.0, 0.0))
+    # the step charges the layers' 56 all-reduces, the embedding's one and the logits' gather
+    device = max(model.memory_seconds(10), model.compute_seconds(10)) + layout.layers * model.layer_seconds(10)
+    comms = allreduce_seconds(plan, link, 16) + logits_gather_seconds(plan, link, 10)
+    assert model.step(10) - device - comms == pytest.approx(one, rel=1e-6)
+    assert embedding_allreduce_seconds(plan.with_inference(tensor_parallel=1, link="auto"), link, 16) == 0.0
+    assert embedding_allreduce_seconds(_llamacpp("rtx-4090", "Q4_K_M"), link, 16) == 0.0
 
 
 def test_a_vllm_decode_step_runs_the_cuda_graph_of_the_next_captured_size(bench: ModuleType, scored: tuple) -> None:
