@@ -46,7 +46,7 @@ from core.catalogue import find_gpu, find_model  # noqa: E402
 from core.hfconfig import model_from_hf_config  # noqa: E402
 from core.model import ModelSpec  # noqa: E402
 from core.params import param_counts  # noqa: E402
-from core.plan import Hardware, Plan  # noqa: E402
+from core.plan import Attention, Hardware, Plan  # noqa: E402
 from core.runtime import CUDA_CONTEXT_BYTES  # noqa: E402
 from core.serving.engines import serving_link  # noqa: E402
 from core.serving.fit import (  # noqa: E402
@@ -1045,7 +1045,21 @@ def qwen_plan(record: dict[str, Any]) -> Plan:
     else:
         inference |= {"engine": "hf", "transformers_version": transformers_line(record)}
     model_id = str(record["catalogue_id"])
-    return serving_plan(catalogue(model_id), model_id, str(record["gpu_catalogue_id"]), **inference)
+    plan = serving_plan(catalogue(model_id), model_id, str(record["gpu_catalogue_id"]), **inference)
+    return replace(plan, attention=qwen_attention(record)) if record["engine"] == "transformers" else plan
+
+
+# transformers' attn_implementation names, as the records give them.
+ATTN_IMPLEMENTATIONS: Final = {"flash_attention_2": Attention.FLASH, "sdpa": Attention.SDPA, "eager": Attention.EAGER}
+
+
+def qwen_attention(record: dict[str, Any]) -> Attention:
+    """The attention implementation a transformers row ran: the Qwen2.5 tool passes
+    ``attn_implementation='flash_attention_2'`` (examples/speed-benchmark/speed_benchmark_transformers.py at
+    8205ba2a, ``USE_FLASH_ATTN = True``), the record's setting; the Qwen3 page states none and lists
+    Flash Attention 2.7.4 in its environment, which its records take as flash_attention_2 (their
+    assumptions)."""
+    return ATTN_IMPLEMENTATIONS[str(record["settings"].get("attn_implementation", "flash_attention_2"))]
 
 
 def transformers_line(record: dict[str, Any]) -> str:

@@ -33,6 +33,11 @@ from the source, in units of that dense layer, so no new constant is fitted:
   step is the sum of the two, not the longer) and each linear pays two Triton launches from
   Python, :data:`TRITON_LAUNCH_S` each. The synchronisation is still there in 4.53.0 and 4.55.0
   (``torch_accelerator_module.synchronize()``).
+
+A decode step's device work also depends on the release: it moves each layer's KV cache more than once
+(:func:`decode_kv_passes`): ``DynamicCache.update``'s ``torch.cat`` copies it every step, and where the
+release's attention path calls ``repeat_kv`` (eager; SDPA to 4.53; the FlashAttention-2 classes of the
+Mistral-lineage families to 4.47, Qwen2-MoE's to 4.57) it is copied to every query head and read there.
 """
 
 from __future__ import annotations
@@ -41,8 +46,10 @@ from typing import Final
 
 from core.dtypes import WeightFormat
 from core.model import ModelSpec
-from core.plan import Engine, Plan, TransformersVersion
+from core.plan import Attention, Engine, Plan, TransformersVersion
+from core.serving.releases import at_least
 from core.serving.transformers_versions import MoeLoop, era_of, moe_loop
+from core.training.attention import sdpa_refused
 
 # torch calls one decoder layer issues per decode step of one token (transformers v4.51.3,
 # modeling_qwen3.py / modeling_qwen3_moe.py, attn_implementation "flash_attention_2", DynamicCache),
@@ -156,3 +163,80 @@ def fp8_linears_per_layer(model: ModelSpec, version: TransformersVersion, tokens
     """FP8Linear modules one decode step of ``tokens`` tokens runs per layer."""
     fixed, per_expert = fp8_linears_parts(model, version)
     return fixed + per_expert * (experts_hit(model, tokens) if per_expert else 0.0)
+
+
+# ---- the KV cache a decode step moves -----------------------------------------------------------
+# transformers' DynamicCache.update appends a step's key and value with ``torch.cat([cache,
+# new], dim=-2)`` (4.46.0 and 4.51.3 ``cache_utils.py`` ``DynamicCache.update``; 5.25.0
+# ``DynamicLayer.update``): a new tensor each step, so every layer's whole cache is read and written
+# once more per step, for K and for V: two passes over the layer's cached bytes.
+CACHE_CAT_PASSES: Final = 2.0
+# Model families whose own FlashAttention2 class calls repeat_kv before flash_attn_func in 4.45-4.47
+# (read in 4.45.0, 4.46.0 and 4.47.1: ``Qwen2FlashAttention2.forward``, ``key_states =
+# repeat_kv(key_states, self.num_key_value_groups)``; the same in Mistral's, Mixtral's, Phi-3's,
+# PhiMoE's, Qwen2-MoE's and Starcoder2's; Llama's and Gemma's do not). From 4.48 these families run
+# integrations/flash_attention.py, which passes the KV heads to flash-attn unrepeated; Qwen2-MoE keeps
+# its own class, repeat_kv included, through 4.57 (read in 4.48.3, 4.49.0, 4.50.0, 4.51.3, 4.52.4,
+# 4.53.0, 4.54.0, 4.55.0, 4.57.6; gone in 5.0.0).
+FLASH_REPEATS_FAMILIES_TO_4_47: Final = frozenset(
+    {"mistral", "mixtral", "phi3", "phimoe", "qwen2", "qwen2_moe", "starcoder2"}
+)
+FLASH_REPEATS_FAMILIES_TO_4_57: Final = frozenset({"qwen2_moe"})
+
+
+def _flash_repeats_kv(version: TransformersVersion, family: str) -> bool:
+    if at_least(version, TransformersVersion.V5_0):
+        return False
+    if at_least(version, TransformersVersion.V4_48):
+        return family in FLASH_REPEATS_FAMILIES_TO_4_57
+    return family in FLASH_REPEATS_FAMILIES_TO_4_47
+
+
+def _sdpa_repeats_kv(version: TransformersVersion, family: str) -> bool:
+    """integrations/sdpa_attention.py ``sdpa_attention_forward`` repeats K and V unconditionally up to
+    4.53.0; from 4.54.0 only when ``use_gqa_in_sdpa`` is false (it is true on CUDA with torch >= 2.5 and
+    no mask, a lone unpadded request's decode step: ``enable_gqa=True``); Qwen2-MoE's own SDPA class
+    repeats through 4.57 (4.57.6 ``Qwen2MoeSdpaAttention.forward``)."""
+    if at_least(version, TransformersVersion.V5_0):
+        return False
+    if at_least(version, TransformersVersion.V4_54):
+        return family in FLASH_REPEATS_FAMILIES_TO_4_57
+    return True
+
+
+def hf_attention(plan: Plan) -> Attention:
+    """The attention implementation transformers runs: the plan's, eager where the model refuses SDPA
+    (core.training.attention.sdpa_refused); FlashAttention 1 is taken as FlashAttention-2."""
+    if sdpa_refused(plan):
+        return Attention.EAGER
+    return Attention.FLASH if plan.attention is Attention.FLASH1 else plan.attention
+
+
+def repeats_kv(plan: Plan) -> bool:
+    """Whether a decode step materialises the cached K and V at the query head count
+    (``repeat_kv``: ``expand`` then ``reshape``, a copy) before attention reads them: eager attention
+    always (``eager_attention_forward``), SDPA and FlashAttention-2 by release and family (above)."""
+    model, version = plan.model, plan.inference.transformers_version
+    if model.num_heads <= model.num_kv_heads:
+        return False  # repeat_kv returns its input when n_rep == 1
+    attention = hf_attention(plan)
+    if attention is Attention.EAGER:
+        return True
+    if attention is Attention.SDPA:
+        return _sdpa_repeats_kv(version, model.family)
+    return _flash_repeats_kv(version, model.family)
+
+
+def decode_kv_passes(plan: Plan) -> float:
+    """Passes over each layer's cached K and V bytes one Hugging Face generate decode step makes: the
+    cache's ``torch.cat`` (:data:`CACHE_CAT_PASSES`), then attention's read of it — once where the
+    kernel takes the KV heads as they are, else ``repeat_kv`` reads it once and writes it ``r`` times
+    (``r`` query heads per KV head) and attention reads the ``r`` copies: ``1 + 2r``. 1 for other
+    engines (a paged cache read once)."""
+    if plan.inference.engine is not Engine.HF:
+        return 1.0
+    model = plan.model
+    read = 1.0
+    if repeats_kv(plan):
+        read = 1.0 + 2.0 * model.num_heads / model.num_kv_heads
+    return CACHE_CAT_PASSES + read

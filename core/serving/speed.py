@@ -67,10 +67,12 @@ from core.serving.fit import (
 from core.serving.hf_generate import (
     FP8_TRITON_KERNELS,
     TRITON_LAUNCH_S,
+    decode_kv_passes,
     experts_hit,
     fp8_linears_parts,
     fp8_synchronised,
     host_ratio_parts,
+    repeats_kv,
 )
 from core.serving.llamacpp import (
     F16_VECTOR_LOADS_FROM_BUILD,
@@ -504,6 +506,9 @@ class StepModel:
     # SGLang 0.4.6's GPTQ MoE: the per-expert Marlin MoE kernels' fixed cost per layer
     # (marlin_moe_kernels_per_layer x the eager family's kernel_seconds)
     moe_kernels_layer_s: float = 0.0
+    # Hugging Face generate: passes a decode step makes over each layer's cached K and V (the cache's
+    # torch.cat, repeat_kv's copies; core.serving.hf_generate.decode_kv_passes); 1 elsewhere
+    kv_decode_passes: float = 1.0
 
     def host_layer_seconds(self, n: int) -> float:
         """Hugging Face generate's host seconds per layer of a step of ``n`` tokens."""
@@ -529,7 +534,8 @@ class StepModel:
             weights = self.device_bytes * share * (self.matvec_read_factor if matvec and n == 1 else 1.0)
             device = (weights + n * self.kv_per_request) / self.bandwidth
             return device + self.host_bytes * share / (HOST_BANDWIDTH_GB_S * 1e9)
-        return (self.layout.weights_bytes * share + n * self.kv_per_request) / self.bandwidth
+        kv = n * self.kv_per_request * (self.kv_decode_passes if matvec else 1.0)
+        return (self.layout.weights_bytes * share + kv) / self.bandwidth
 
     def compute_seconds(self, n: int) -> float:
         model, inf = self.plan.model, self.plan.inference
@@ -689,6 +695,7 @@ def step_model(
         host_serial=fp8_synchronised(plan),
         step_host_s=V0_STEP_HOST_S if v0_engine(plan) else 0.0,
         moe_kernels_layer_s=marlin_moe_kernels_per_layer(plan) * kernel_seconds(gpu, fit, EngineFamily.EAGER),
+        kv_decode_passes=decode_kv_passes(plan),
     )
 
 
@@ -828,6 +835,7 @@ def _assumptions(plan: Plan, gpu: GpuSpec, model: StepModel, fit: ServingFit, ru
         f"with the decodes; each step reads the weights and every running request's "
         f"cache at {fit.bandwidth_efficiency[bandwidth_key(engine_family(plan), gpu)]:.0%} of the bandwidth"
         + (f", host layers at {HOST_BANDWIDTH_GB_S:g} GB/s" if model.host_bytes else "")
+        + _kv_passes_text(plan, model)
         + (
             f"; each prompt micro-batch of more than {MMQ_MAX_BATCH_SIZE} tokens first turns the quantised "
             f"weights into F16 for cuBLAS ({gb(model.prompt_dequant_bytes)} GB moved: llama.cpp before b3216)"
@@ -861,6 +869,18 @@ def _assumptions(plan: Plan, gpu: GpuSpec, model: StepModel, fit: ServingFit, ru
             else ""
         )
         + "; requests half-way through their answer; pipeline stages do not overlap"
+    )
+
+
+def _kv_passes_text(plan: Plan, model: StepModel) -> str:
+    """How often a Hugging Face generate decode step moves each layer's cache
+    (core.serving.hf_generate.decode_kv_passes)."""
+    if plan.inference.engine is not Engine.HF:
+        return ""
+    repeat = ", repeat_kv copies it to every query head and attention reads the copies" if repeats_kv(plan) else ""
+    return (
+        f"; transformers' DynamicCache copies each layer's cache with torch.cat every step{repeat}: "
+        f"{model.kv_decode_passes:g} passes over the cache a step"
     )
 
 

@@ -9,13 +9,16 @@ import json
 
 import pytest
 
-from core.catalogue import find_model
+from core.catalogue import find_gpu, find_model
 from core.errors import PlanError
 from core.estimate import estimate
 from core.files import planfile
-from core.plan import Hardware, Plan, TransformersVersion
+from core.params import param_counts
+from core.plan import Attention, Hardware, Plan, TransformersVersion
+from core.serving.engines import rank_layout
 from core.serving.fit import DEFAULT_FIT, HF_HOST_LAYER
-from core.serving.hf_generate import experts_hit, fp8_synchronised, host_layer_ratio
+from core.serving.hf_generate import decode_kv_passes, experts_hit, fp8_synchronised, host_layer_ratio, repeats_kv
+from core.serving.speed import step_model
 from core.serving.transformers_versions import ERAS, MoeLoop, era_of, moe_loop
 
 HOST = DEFAULT_FIT.launch_seconds[HF_HOST_LAYER]  # the dense layer's host time (core.serving.fit)
@@ -169,3 +172,59 @@ def test_fp8_weights_under_a_transformers_without_fine_grained_fp8_are_refused()
     assert hf_plan("qwen3-8b", weight_dtype="fp8", transformers_version="4.49").inference.weight_dtype.value == "fp8"
     assert hf_plan("qwen3-8b", weight_dtype="bf16", transformers_version="4.45")  # BF16 loads in every line
     assert list(V)[4] is V.V4_49  # tests/core/strategies.py draws from there
+
+
+def _kv_plan(model_id: str, attention: Attention, version: str, gpu: str = "a100-80gb-sxm") -> Plan:
+    model = find_model(model_id)
+    plan = Plan(model=model.spec, model_id=model.id, hardware=Hardware(gpu=gpu), attention=attention)
+    return plan.with_inference(engine="hf", context=32768, new_tokens=2048, concurrent=1, transformers_version=version)
+
+
+def test_dynamic_cache_s_torch_cat_moves_every_layer_s_cache_twice_a_step() -> None:
+    # The defect: a Hugging Face decode step was charged one read of the KV cache, where transformers'
+    # DynamicCache.update (4.46.0 / 4.51.3 cache_utils.py; 5.25.0 DynamicLayer.update) appends the step's key
+    # and value with torch.cat: a new tensor each step, the whole layer's cache read and written again.
+    # FlashAttention-2 from 4.48 takes the KV heads as they are: 2 (cat) + 1 (attention's read) passes.
+    plan = _kv_plan("llama-3.1-8b", Attention.FLASH, "5.25")
+    assert decode_kv_passes(plan) == 3
+    counts = param_counts(plan)
+    gpu = find_gpu(plan.hardware.gpu)
+    layout = rank_layout(plan)
+    step = step_model(plan, counts, gpu, layout, DEFAULT_FIT, (0.0, 0.0))
+    weights = layout.weights_bytes / step.bandwidth
+    cached = 32768 - 2048 + 2048 / 2  # the prompt and half the answer, on average
+    kv = layout.kv_token_layer_bytes * layout.layers * cached
+    assert step.memory_seconds(1) == pytest.approx(weights + 3 * kv / step.bandwidth)
+    # The prompt's forward is not a decode step: its chunk reads the cache once, as before.
+    assert step.memory_seconds(1, matvec=False) == pytest.approx(weights + kv / step.bandwidth)
+    # Other engines read their paged cache once.
+    assert decode_kv_passes(plan.with_inference(engine="vllm")) == 1
+
+
+def test_qwen2_s_flash_attention_2_repeats_kv_up_to_4_47() -> None:
+    # transformers 4.46.0 Qwen2FlashAttention2.forward: key_states = repeat_kv(key_states,
+    # self.num_key_value_groups) before flash_attn_func (4.45.0 and 4.47.1 the same; Llama's FA2 class does
+    # not): repeat_kv reads the cache once and writes it r times, flash attention reads the r copies.
+    # Qwen2.5-7B: 28 query heads over 4 KV heads, r = 7: 2 + 1 + 2 x 7 = 17 passes.
+    assert decode_kv_passes(_kv_plan("qwen2.5-7b", Attention.FLASH, "4.46")) == 17
+    assert decode_kv_passes(_kv_plan("qwen2.5-7b", Attention.FLASH, "4.47")) == 17
+    assert decode_kv_passes(_kv_plan("llama-3.1-8b", Attention.FLASH, "4.46")) == 3
+    # 4.48.3: Qwen2 runs integrations/flash_attention.py, no repeat_kv.
+    assert decode_kv_passes(_kv_plan("qwen2.5-7b", Attention.FLASH, "4.48")) == 3
+    assert repeats_kv(_kv_plan("qwen2.5-7b", Attention.FLASH, "4.46"))
+
+
+def test_sdpa_repeats_kv_to_4_53_and_eager_always() -> None:
+    # integrations/sdpa_attention.py: repeat_kv unconditionally in 4.51.3 and 4.53.0; from 4.54.0 only when
+    # use_gqa_in_sdpa is false (CUDA, torch >= 2.5, no mask: enable_gqa=True at a lone request's decode step).
+    # Llama 3.1 8B: 32 query heads over 8 KV heads, r = 4: 2 + 1 + 2 x 4 = 11.
+    assert decode_kv_passes(_kv_plan("llama-3.1-8b", Attention.SDPA, "4.51")) == 11
+    assert decode_kv_passes(_kv_plan("llama-3.1-8b", Attention.SDPA, "4.53")) == 11
+    assert decode_kv_passes(_kv_plan("llama-3.1-8b", Attention.SDPA, "4.54")) == 3
+    assert decode_kv_passes(_kv_plan("llama-3.1-8b", Attention.SDPA, "5.25")) == 3
+    # eager_attention_forward repeats in every release read (5.25.0 modeling_qwen2.py the same).
+    assert decode_kv_passes(_kv_plan("llama-3.1-8b", Attention.EAGER, "5.25")) == 11
+    # repeat_kv returns its input when every query head has its own KV head (Llama 2 7B: 32 and 32).
+    llama2 = find_model("llama-2-7b").spec
+    assert llama2.num_heads == llama2.num_kv_heads
+    assert decode_kv_passes(_kv_plan("llama-2-7b", Attention.EAGER, "5.25")) == 3
