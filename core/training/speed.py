@@ -31,11 +31,13 @@ from typing import Final
 
 from core import roles
 from core.catalogue import Generation, GpuSpec, generation
-from core.dtypes import ELEMENT_BYTES, NF4_BLOCK, Quant
+from core.dtypes import ELEMENT_BYTES, MP_BYTES, NF4_BLOCK, Quant
 from core.inputs import megatron_dispatcher, megatron_grad_buffer
 from core.parallel.layout import (
     Stage,
     float8_recipe,
+    fsdp_no_sync,
+    fsdp_reduce_bytes,
     layout,
     megatron_grad_bytes,
     train_share,
@@ -705,17 +707,24 @@ def _optimizer_bytes(plan: Plan, counts: ParamCounts, stage: Stage) -> float:
 # megatron/core/distributed/distributed_data_parallel.py: the new gradient in the model's 16-bit
 # dtype, the buffer in its own). Megatron-LM fuses it into the weight-gradient GEMM unless
 # --no-gradient-accumulation-fusion (``parallel.grad_accum_fusion``); Megatron-DeepSpeed of 2022
-# has no such fusion. Sharded gradients (FSDP, ZeRO-2/3) are reduced every micro-batch and
-# accumulated as 1/N shards: not counted. A plain pointwise kernel, timed at the prior 1/0.92 of
-# the bandwidth (efficiency.FIXED), not fitted.
+# has no such fusion. FSDP under no_sync (accelerate's and the HF Trainer's FSDP1 default,
+# layout.fsdp_no_sync) holds the unsharded gradient the same way. Sharded gradients (FSDP reducing
+# every micro-batch, ZeRO-2/3) are accumulated as 1/N shards: not counted. A plain pointwise
+# kernel, timed at the prior 1/0.92 of the bandwidth (efficiency.FIXED), not fitted.
 def grad_accum_bytes(plan: Plan, counts: ParamCounts, stage: Stage) -> float:
     """Bytes the rank moves per micro-batch after the first, adding its new gradients into the
     held ones; 0 where the accumulation is fused, sharded, or there is one micro-batch."""
     par = plan.parallel
-    if plan.workload.grad_accum <= 1 or par.strategy not in (Strategy.DDP, Strategy.ZERO1):
+    no_sync = fsdp_no_sync(par, plan.workload.grad_accum)
+    if plan.workload.grad_accum <= 1 or not (no_sync or par.strategy in (Strategy.DDP, Strategy.ZERO1)):
         return 0.0
     dt = dtypes_for(plan)
-    if megatron_grad_buffer(plan):
+    if no_sync:
+        # FSDP under no_sync holds the whole unsharded gradient (core.parallel.state._no_sync_accumulated):
+        # FSDP1 in the gathered dtype autograd computed it in, FSDP2 upcast to its reduce dtype.
+        new = MP_BYTES.get(par.fsdp_param_dtype, dt.grad)
+        held = new if par.fsdp1_wrap else fsdp_reduce_bytes(par, dt.grad)
+    elif megatron_grad_buffer(plan):
         if par.grad_accum_fusion:
             return 0.0
         held, new = megatron_grad_bytes(plan, dt.grad, dt.compute), dt.compute

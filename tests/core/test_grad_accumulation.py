@@ -17,7 +17,7 @@ import pytest
 from core.catalogue import find_gpu
 from core.parallel.layout import layout
 from core.params import param_counts
-from core.plan import Plan, Stack, Strategy
+from core.plan import GradSync, Plan, Stack, Strategy
 from core.presets import plan_for_model
 from core.roles import dtypes_for
 from core.training.speed import grad_accum_bytes, step_work
@@ -49,8 +49,21 @@ def test_ddp_adds_each_later_micro_batch_into_the_held_gradient() -> None:
 
 def test_one_micro_batch_or_sharded_gradients_add_nothing() -> None:
     assert _accumulate(_plan(Strategy.DDP, 1)) == 0.0
-    assert _accumulate(_plan(Strategy.FSDP, 4)) == 0.0  # reduce-scattered every micro-batch, 1/N shards
+    # FSDP2 reduce-scatters every micro-batch (no no_sync), ZeRO-2 likewise: 1/N shards accumulate.
+    assert _accumulate(_plan(Strategy.FSDP, 4, grad_sync=GradSync.EACH)) == 0.0
     assert _accumulate(_plan(Strategy.ZERO2, 4)) == 0.0
+
+
+def test_fsdp1_under_no_sync_accumulates_the_unsharded_gradient() -> None:
+    # accelerate's Accelerator.accumulate enters FSDP1's no_sync() for every micro-batch but the last
+    # (huggingface/accelerate v0.28.0 accelerator.py; layout.fsdp_no_sync): the whole gradient is held.
+    plan = _plan(Strategy.FSDP, 4, fsdp1_wrap=True, grad_sync=GradSync.AUTO)
+    counts = param_counts(plan)
+    ddp = _plan(Strategy.DDP, 4)
+    assert grad_accum_bytes(plan, counts, layout(plan).stages[0]) == pytest.approx(
+        grad_accum_bytes(ddp, param_counts(ddp), layout(ddp).stages[0])
+    )
+    assert _accumulate(plan) > 0.0
 
 
 def test_megatron_fuses_it_unless_told_not_to() -> None:
