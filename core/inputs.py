@@ -1202,6 +1202,18 @@ INPUTS: Final[tuple[Input, ...]] = (
           "model's 16-bit dtype (--grad-reduce-in-bf16, NVIDIA's performance recipes).",
           ("--grad-reduce-in-fp32",), "Megatron: gradient buffer and reduction in float32 (default on)",
           advanced=True, matters=megatron_grad_buffer),
+    # Megatron-LM's gradient accumulation fusion: the weight-gradient GEMM adds into the gradient
+    # buffer (main_grad) itself, on unless --no-gradient-accumulation-fusion (NVIDIA/Megatron-LM
+    # d98e8a64 megatron/training/arguments.py). Off, each micro-batch after the first adds its
+    # gradients into the buffer in a pass of its own (core.training.speed.grad_accum_bytes):
+    # Megatron-DeepSpeed of 2022 (bigscience-workshop/Megatron-DeepSpeed@541b967) has no fusion.
+    Input("parallel.grad_accum_fusion", Kind.BOOL, "Fused gradient accumulation",
+          "Megatron gradient accumulation fusion", True,
+          "Megatron --gradient-accumulation-fusion: the weight-gradient matmul adds into the gradient "
+          "buffer (on by default in Megatron-LM); off, every micro-batch after the first adds its "
+          "gradients into the buffer in a pass of its own (Megatron-DeepSpeed of 2022).",
+          ("--grad-accum-fusion",), "Megatron: weight-gradient matmuls add into the gradient buffer (default on)",
+          advanced=True, matters=lambda p: megatron_grad_buffer(p) and p.workload.grad_accum > 1),
     Input("parallel.ddp_bucket_mb", Kind.FLOAT, "DDP bucket", "DDP bucket size", DDP_BUCKET_MB,
           "DistributedDataParallel(bucket_cap_mb=...): 25 MiB by default.",
           ("--ddp-bucket-mb",), "DDP bucket_cap_mb (25)", unit="MiB", low=0.01, high=1e6, advanced=True,

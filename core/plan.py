@@ -270,6 +270,7 @@ class Parallelism:
     fsdp1_wrap: bool = DEFAULTS["parallel.fsdp1_wrap"]  # FSDP1 wrap of a CPU/meta model (sync_module_states)
     grad_sync: GradSync = DEFAULTS["parallel.grad_sync"]  # FSDP reduce-scatter under accumulation (no_sync)
     grad_reduce_in_fp32: bool = DEFAULTS["parallel.grad_reduce_in_fp32"]  # Megatron-Core DDP config
+    grad_accum_fusion: bool = DEFAULTS["parallel.grad_accum_fusion"]  # Megatron --gradient-accumulation-fusion
     ddp_bucket_mb: float = DEFAULTS["parallel.ddp_bucket_mb"]
     ddp_bucket_view: bool = DEFAULTS["parallel.ddp_bucket_view"]  # gradient_as_bucket_view
     zero_bucket_elements: int = DEFAULTS["parallel.zero_bucket_elements"]

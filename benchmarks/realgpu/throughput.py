@@ -361,6 +361,7 @@ def _parallel(record: Mapping[str, Any], gpus: int, notes: list[str]) -> Paralle
         fsdp_param_dtype=_param_dtype(record),
         fsdp_reduce_dtype=_reduce_dtype(record),
         grad_reduce_in_fp32=_grad_reduce_in_fp32(record),
+        grad_accum_fusion=_grad_accum_fusion(record),
         moe_dispatcher=_moe_dispatcher(record),
     )
 
@@ -447,8 +448,26 @@ def _grad_reduce_in_fp32(record: Mapping[str, Any]) -> bool:
     - Megatron-LM's Llama example (bd32927 examples/llama/train_llama3_8b_h100_fp8.sh passes
       ``--bf16 --grad-reduce-in-bf16``; its README: "This configuration follows those defined in
       NeMo Framework's performance scripts", taken for its 70B and 405B rows too);
-    - NeMo 24.07 (NeMo 1 YAML, not read here): float32, as before."""
+    - NeMo 24.07 (NeMo 1 YAML, not read here): float32, as before;
+    - BigScience's Feb-2022 prequel runs: 16-bit. The chronicle of the same runs says the BF16
+      optimizer "that was just written to accumulate gradients in fp32" came only after them (its
+      02-28 "Rebalancing layers": "this is compared to fp16 which grad accumulates in fp16";
+      bigscience-workshop/bigscience@39ed811 train/tr11-176B-ml/chronicles-prequel.md), so the
+      02-17 fp16 and bf16 rows held their gradients in the model's dtype; BLOOM-176B ran that BF16
+      optimizer (deepspeed/runtime/bf16_optimizer.py ``fp32_groups_gradients``): float32."""
+    if str(record["id"]).startswith(PREQUEL):
+        return False
     return record["source_id"] not in ("nvidia-megatron-bridge", "nvidia-megatron-lm-llama-example")
+
+
+def _grad_accum_fusion(record: Mapping[str, Any]) -> bool:
+    """Megatron's gradient accumulation fusion (the weight-gradient GEMM adds into main_grad; on
+    unless --no-gradient-accumulation-fusion, NVIDIA/Megatron-LM d98e8a64 megatron/training/
+    arguments.py; NeMo's and Megatron-Bridge's recipes keep it). BigScience ran Megatron-DeepSpeed,
+    which has no such fusion (bigscience-workshop/Megatron-DeepSpeed@541b967: no
+    fused_weight_gradient_mlp_cuda; under --deepspeed the engine owns the gradients) and whose
+    DeepSpeed adds each micro-batch's gradients in a pass of its own."""
+    return record["source_id"] != "bigscience-bloom"
 
 
 def case_of(record: Mapping[str, Any]) -> Case:

@@ -150,6 +150,7 @@ _PART_LABELS: Final = {
     "ring_merge": "ring attention's float32 merges (context parallel)",
     "te_casts": "Transformer Engine's float8 casts",
     "moe_permute": "MoE token permutes (to the experts' rows and back)",
+    "grad_accum": "gradient accumulation across micro-batches (unfused)",
 }
 
 

@@ -31,9 +31,18 @@ from typing import Final
 
 from core import roles
 from core.catalogue import Generation, GpuSpec, generation
-from core.dtypes import ELEMENT_BYTES, NF4_BLOCK, Quant
-from core.inputs import megatron_dispatcher
-from core.parallel.layout import Stage, float8_recipe, layout, train_share, trainable_layers
+from core.dtypes import ELEMENT_BYTES, MP_BYTES, NF4_BLOCK, Quant
+from core.inputs import megatron_dispatcher, megatron_grad_buffer
+from core.parallel.layout import (
+    Stage,
+    float8_recipe,
+    fsdp_no_sync,
+    fsdp_reduce_bytes,
+    layout,
+    megatron_grad_bytes,
+    train_share,
+    trainable_layers,
+)
 from core.params import ParamCounts
 from core.plan import (
     TE_FLOAT8,
@@ -689,6 +698,42 @@ def _optimizer_bytes(plan: Plan, counts: ParamCounts, stage: Stage) -> float:
     return optimizer_step_bytes(plan, counts, stage)
 
 
+# Gradient accumulation outside the weight-gradient matmul. A rank that holds its whole gradient
+# across the micro-batches of a step (DDP, ZeRO-1) adds each micro-batch's gradient after the
+# first into it in a pass of its own: autograd's AccumulateGrad (``variable.grad += new_grad``:
+# the held gradient and the new one read, the sum written, each in the gradient's dtype), or
+# Megatron's backward hook ``param.main_grad.add_(param.grad.data)`` (bigscience-workshop/
+# Megatron-DeepSpeed@541b967 megatron/model/distributed.py; NVIDIA/Megatron-LM d98e8a64
+# megatron/core/distributed/distributed_data_parallel.py: the new gradient in the model's 16-bit
+# dtype, the buffer in its own). Megatron-LM fuses it into the weight-gradient GEMM unless
+# --no-gradient-accumulation-fusion (``parallel.grad_accum_fusion``); Megatron-DeepSpeed of 2022
+# has no such fusion. FSDP under no_sync (accelerate's and the HF Trainer's FSDP1 default,
+# layout.fsdp_no_sync) holds the unsharded gradient the same way. Sharded gradients (FSDP reducing
+# every micro-batch, ZeRO-2/3) are accumulated as 1/N shards: not counted. A plain pointwise
+# kernel, timed at the prior 1/0.92 of the bandwidth (efficiency.FIXED), not fitted.
+def grad_accum_bytes(plan: Plan, counts: ParamCounts, stage: Stage) -> float:
+    """Bytes the rank moves per micro-batch after the first, adding its new gradients into the
+    held ones; 0 where the accumulation is fused, sharded, or there is one micro-batch."""
+    par = plan.parallel
+    no_sync = fsdp_no_sync(par, plan.workload.grad_accum)
+    if plan.workload.grad_accum <= 1 or not (no_sync or par.strategy in (Strategy.DDP, Strategy.ZERO1)):
+        return 0.0
+    dt = dtypes_for(plan)
+    if no_sync:
+        # FSDP under no_sync holds the whole unsharded gradient (core.parallel.state._no_sync_accumulated):
+        # FSDP1 in the gathered dtype autograd computed it in, FSDP2 upcast to its reduce dtype.
+        new = MP_BYTES.get(par.fsdp_param_dtype, dt.grad)
+        held = new if par.fsdp1_wrap else fsdp_reduce_bytes(par, dt.grad)
+    elif megatron_grad_buffer(plan):
+        if par.grad_accum_fusion:
+            return 0.0
+        held, new = megatron_grad_bytes(plan, dt.grad, dt.compute), dt.compute
+    else:
+        held, new = dt.grad, dt.grad
+    elements = counts.trainable * train_share(plan, stage, par.tensor_parallel, experts_split=True)
+    return elements * (new + 2.0 * held)
+
+
 def rank_trainable(plan: Plan, counts: ParamCounts, stage: Stage) -> float:
     """The trainable parameters whose step the rank runs (sharded strategies: the rank's part)."""
     par = plan.parallel
@@ -796,6 +841,9 @@ def step_work(plan: Plan, counts: ParamCounts, gpu: GpuSpec) -> Work:
             **_ring_feature(rank, micro, bandwidth),
             "optimizer": _optimizer_bytes(plan, counts, stage) / bandwidth,
         }
+        accumulate = grad_accum_bytes(plan, counts, stage)
+        if accumulate:
+            features["grad_accum"] = (micro - 1) * accumulate / bandwidth
         flops = micro * (mm.flops + attention)
         forward = (mm.forward_flops + attention_forward) / (mm.flops + attention) if mm.flops + attention else 1 / 3
         work = Work(features, flops, forward, gemm_peak, family, kind, micro * moe_host_floor(plan, rank.layers))

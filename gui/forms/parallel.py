@@ -112,6 +112,7 @@ class ParallelForm(PlanForm):
         self.fsdp1_wrap = self.add_input("parallel.fsdp1_wrap")
         self.grad_sync = self.add_input("parallel.grad_sync")  # FSDP no_sync under accumulation
         self.grad_reduce_fp32 = self.add_input("parallel.grad_reduce_in_fp32")
+        self.grad_accum_fusion = self.add_input("parallel.grad_accum_fusion")
         self.moe_dispatcher = self.add_input("parallel.moe_dispatcher")  # Megatron MoE under expert parallel
         controller.editRejected.connect(self._rejected)
         self.problemCleared.connect(self._cleared)

@@ -97,7 +97,11 @@ def test_the_leave_one_source_out_errors_do_not_widen(bench: ModuleType, report)
     # on an H200) and Megatron-Core casts each weight once a step (is_first_microbatch): both read from
     # the sources, neither fitted; NVIDIA's family 4.92 -> 5.45 %, and the refit of the shared
     # coefficients moves the other families (docs/TRAINING_TIME.md, "Transformer Engine's scaling recipes").
-    assert summary["median"] <= 6.91
+    # 6.90 -> 6.98 % (loosened, with the reason) with gradient accumulation outside the weight-gradient
+    # matmul timed (core.training.speed.grad_accum_bytes: Megatron-DeepSpeed has no accumulation fusion,
+    # the prequel runs held 16-bit gradients): BigScience's rows +23..26 -> +19..22 %, and, being in the
+    # other families' fits, they leave the shared Ampere matmul a little faster (1.3765 -> 1.3652).
+    assert summary["median"] <= 6.98
     # 47.0 -> 48.6 % with Transformer Engine's fp8 rate taken from its source (not fitted on
     # NVIDIA's rows, whose miss then moves into the shared Hopper coefficients); 48.6 -> 50.2 %
     # and 78.4 -> 79.1 % with the data-parallel contention (the same BigScience and
@@ -137,9 +141,13 @@ def test_the_leave_one_source_out_errors_do_not_widen(bench: ModuleType, report)
     # row +54.9 -> +54.0 %.
     # 27.17 -> 27.26 % with TE's scaling recipes (current scaling's casts, the weights cast once a step
     # under Megatron-Core): the refit of the shared coefficients moves MosaicML's 70B on 64 A100 40GB.
-    assert summary["worst_short"] <= 27.26
-    # 53.98 -> 54.03 % with TE's scaling recipes (the refit moves torchtitan's 8B CP 8 row).
-    assert summary["worst_long"] <= 54.04
+    # 27.26 -> 28.06 % with the gradient accumulation passes (above): BigScience's prequel rows leave the
+    # worst ten (+25.6 -> +22.4 % the worst), and the refit of the shared Ampere coefficients takes
+    # MosaicML's 70B on 64 A100 40GB +27.3 -> +28.1 %.
+    assert summary["worst_short"] <= 28.07
+    # 53.98 -> 54.03 % with TE's scaling recipes (the refit moves torchtitan's 8B CP 8 row); 54.09 % with
+    # the gradient accumulation passes (the refit).
+    assert summary["worst_long"] <= 54.09
     # NVIDIA's dense rows (its expert-parallel ones are checked in the next test): 18.3 % before
     # the guide's rate.
     nvidia = [
@@ -211,7 +219,9 @@ def test_the_expert_parallel_figures_are_scored(bench: ModuleType, report) -> No
     # 24.10 -> 24.11 % with NCCL 2.18's 14 us network hop (the refit).
     # 24.11 -> 24.97 % with the MXFP8 weights cast once a step under Megatron-Core (is_first_microbatch:
     # the micro-batch-4 B200 Qwen3 rows, predicted too fast already, get faster).
-    assert max(abs(r.error) for r in rows) <= 24.97
+    # 24.97 -> 25.51 % with the gradient accumulation passes: BigScience's rows, fitted on for NVIDIA,
+    # leave the shared Megatron elementwise factor lower (0.545 -> 0.526).
+    assert max(abs(r.error) for r in rows) <= 25.51
     # The two-node EP 16 rows: 8,826-8,960 published, 8,728 predicted (+150 % without the traffic
     # that crosses the nodes' NICs); 8,628 with the fused backward's five matmuls (-3.7 % the worst);
     # -3.7..-5.1 % once their per-tensor fp8 runs current scaling (Megatron-Bridge's H100_FP8_CS_V1
@@ -237,7 +247,7 @@ def test_the_micro_batch_1_moe_rows_run_at_the_hosts_pace(report) -> None:  # ty
     # recipe's GEMM and casts timed as its own, branch h26mxfp8: still predicted too fast).
     # +22.9-25.0 % with the MXFP8 weights cast once a step (Megatron-Core's is_first_microbatch).
     for release in ("26.02.01", "26.04", "26.04.01"):
-        assert 22.0 < errors[f"mbridge-{release}-pretrain-b200-qwen3_30b_a3b-mxfp8-8gpu-tp1pp1cp1-mbs4"] < 25.0
+        assert 22.0 < errors[f"mbridge-{release}-pretrain-b200-qwen3_30b_a3b-mxfp8-8gpu-tp1pp1cp1-mbs4"] < 25.6
 
 
 def test_each_expert_parallel_record_says_what_its_releases_recipe_ran(bench: ModuleType, report) -> None:  # type: ignore[no-untyped-def]
@@ -575,7 +585,7 @@ def test_the_cpu_offload_row_is_timed_with_its_host_step(bench: ModuleType, repo
     # +17.2 % before the host step (autocast mapping), +14.9 % with it; +38.4 % in pure bf16, its recipe's;
     # +10.0 % with one thread a rank; +11.1 % when the eager passes are counted per kernel (the refit of
     # the eager factor, 0.45 -> 1.02, leaves the other families' Ampere matmul coefficient a little faster).
-    assert row.error < 11.2
+    assert row.error < 11.8  # 11.2 before the gradient accumulation passes' refit (+11.2 -> +11.7 %)
 
 
 def test_megatron_bridge_mxfp8_rows_run_the_mxfp8_recipe(bench: ModuleType) -> None:

@@ -355,7 +355,7 @@ def expected_values(window: MainWindow, plan: Plan) -> dict[str, Any]:
         values[f"parallel.{name}"] = getattr(par, name)
     for name in ("sequence_parallel", "reshard_after_forward", "ddp_bucket_view", "tp_overlap"):
         values[f"parallel.{name}"] = getattr(par, name)
-    for name in ("fsdp_float8_all_gather", "fsdp1_wrap", "grad_reduce_in_fp32"):
+    for name in ("fsdp_float8_all_gather", "fsdp1_wrap", "grad_reduce_in_fp32", "grad_accum_fusion"):
         values[f"parallel.{name}"] = getattr(par, name)
     for name in (
         "strategy",
