@@ -353,8 +353,12 @@ def allreduce_seconds(plan: Plan, link: LinkSpec, tokens: int) -> float:
 # scheduler; its screenshots are of vLLM serving, the model and card not stated in the issue's text,
 # PR #7000 that implemented it benchmarks Meta-Llama-3-8B on one GPU), profiled before async output
 # processing took the Pythonisation off the step and under a served load, not at batch 1 on the Qwen
-# team's A100 host: a figure from another source, not fitted on a scored one. V1 (0.8 on) schedules
-# in its own process and is not charged.
+# team's A100 host: a figure from another source, not fitted on a scored one. V1 (0.8 on) is not
+# charged a host time of its own, though through 0.13 it also waits for the host between steps
+# (vllm 0.10.1.1 EngineCore.step: schedule, execute_model ending in .tolist(), update_from_output;
+# async scheduling on by default from 0.14.0): its gap is inside the HBM efficiency fitted on V1 rows
+# (docs/SERVING.md, "vLLM V1's host work and the fitted HBM efficiency": separating it was tried and
+# not adopted).
 V0_STEP_HOST_S: Final = 4e-3
 
 
