@@ -368,20 +368,47 @@ def embedding_allreduce_seconds(plan: Plan, link: LinkSpec, tokens: int) -> floa
 # (Scheduler.schedule), then model_executor.execute_model, whose model runner builds the step's
 # inputs on the host (prepare_model_input), replays the CUDA graph, and runs the sampler eagerly,
 # outside the graph, ending in a copy of the sampled tokens to the host (the sampler's
-# SamplingTensors are built from Python lists every step, and with presence / frequency
-# penalties the prompt's and the output's token ids too: model_executor/sampling_metadata.py
+# SamplingTensors are built from Python lists every step, and with presence / frequency penalties
+# the prompt's and the output's token ids too: model_executor/sampling_metadata.py
 # SamplingTensors.from_sampling_metadata); only the detokenisation and the output objects overlap
-# the next step (async output processing, 0.6.0). So a V0 step is the device's time plus the host's,
-# not the longer of the two. The host's share: "about 4ms of GPU bubble" on every decode step,
-# vLLM's own profile of V0 (vllm-project/vllm issue #6854, "[RFC]: Multi-Step Scheduling",
-# 2024-07-26: "For baseline, this overhead is incurred on every decode"; the work it names: the
-# sampled tokens' copy to the host, their Pythonisation, the next step's input metadata, the
-# scheduler; its screenshots are of vLLM serving, the model and card not stated in the issue's text,
-# PR #7000 that implemented it benchmarks Meta-Llama-3-8B on one GPU), profiled before async output
-# processing took the Pythonisation off the step and under a served load, not at batch 1 on the Qwen
-# team's A100 host: a figure from another source, not fitted on a scored one. V1 (0.8 on) schedules
-# in its own process and is not charged.
+# the next step (async output processing, 0.6.0: V0_OUTPUT_PROCESSING_S below). So a V0 step is
+# the device's time plus the host's, not the longer of the two. The host's share: "about 4ms of
+# GPU bubble" on every decode step, vLLM's own profile of V0 (vllm-project/vllm issue #6854,
+# "[RFC]: Multi-Step Scheduling", 2024-07-26: "For baseline, this overhead is incurred on every
+# decode"; the work it names: the sampled tokens' copy to the host, their Pythonisation, the next
+# step's input metadata, the scheduler; its screenshots are of vLLM serving, the model and card
+# not stated in the issue's text, PR #7000 that implemented it benchmarks Meta-Llama-3-8B on one
+# GPU), profiled before async output processing took the Pythonisation off the step and under a
+# served load, not at batch 1 on the Qwen team's A100 host: a figure from another source, not
+# fitted on a scored one. V1 (0.8 on) is not charged a host time of its own, though through 0.13
+# it also waits for the host between steps (vllm 0.10.1.1 EngineCore.step: schedule, execute_model
+# ending in .tolist(), update_from_output; async scheduling on by default from 0.14.0): its gap is
+# inside the HBM efficiency fitted on V1 rows (docs/SERVING.md, "vLLM V1's host work and the
+# fitted HBM efficiency": separating it was tried and not adopted).
 V0_STEP_HOST_S: Final = 4e-3
+
+# From 0.6.0 V0 processes the previous step's outputs while the device runs the next step's forward
+# (async output processing, vllm-project/vllm PR #7049): vllm-project/vllm@002a0ba9 (a 0.6-era V0
+# tree, MultiModalInputs; not checked at the v0.6.3 tag) vllm/worker/model_runner.py
+# ModelRunner.execute_model replays the graph, launches compute_logits, then calls
+# model_input.async_callback (LLMEngine._process_model_outputs for the step before: the sequences'
+# new tokens, stop checks, detokenisation, the request outputs) before the sampler waits for the
+# device. V0's config turns it off under enforce_eager ("Since, enforce-eager is enabled, async
+# output processor cannot be used"; the plan's vLLM always replays CUDA graphs; other cases not
+# read). So that work is hidden while it is shorter than the forward and bounds the step when longer.
+# Its time, vLLM's own profile of V0 (vllm-project/vllm issue #6913, "[RFC]: Asynchronous Output
+# Processor", 2024-07-29; Llama 3 70B FP8 on four H100s, 128-token prompts): _process_model_outputs
+# took 0.2 ms a step at batch 1 and 3.4 ms at batch 32. It walks the running sequences in Python
+# (LLMEngine._process_model_outputs loops over the scheduled sequence groups), so a fixed part and a
+# part per sequence, the line through those two points: 0.097 ms + 0.103 ms a sequence. Cross-check:
+# vllm-project/vllm issue #6801 (mpjlu, 2024-08-08, before 0.6.0): sampling, input preparation,
+# output processing and scheduling together "can be 20ms" at batch 200; this line alone gives
+# 20.7 ms there. Not set on a scored source: no scored V0 row runs more than one sequence.
+V0_OUTPUT_PROCESSING_S: Final = ((1, 0.2e-3), (32, 3.4e-3))  # issue #6913: (batch, seconds a step)
+V0_OUTPUT_PER_SEQUENCE_S: Final = (V0_OUTPUT_PROCESSING_S[1][1] - V0_OUTPUT_PROCESSING_S[0][1]) / (
+    V0_OUTPUT_PROCESSING_S[1][0] - V0_OUTPUT_PROCESSING_S[0][0]
+)
+V0_OUTPUT_FIXED_S: Final = V0_OUTPUT_PROCESSING_S[0][1] - V0_OUTPUT_PROCESSING_S[0][0] * V0_OUTPUT_PER_SEQUENCE_S
 
 
 # SGLang 0.4.6 runs a GPTQ int4 mixture-of-experts layer on vLLM's Marlin MoE kernel, launched once
@@ -503,12 +530,21 @@ class StepModel:
     host_serial: bool = False
     # vLLM's V0 engine: host seconds each step spends between the device's steps (V0_STEP_HOST_S)
     step_host_s: float = 0.0
+    # and its output processing, fixed and per running sequence, which overlaps the device's step
+    # (V0_OUTPUT_FIXED_S, V0_OUTPUT_PER_SEQUENCE_S): output_seconds(n)
+    output_host_s: float = 0.0
+    output_host_sequence_s: float = 0.0
     # SGLang 0.4.6's GPTQ MoE: the per-expert Marlin MoE kernels' fixed cost per layer
     # (marlin_moe_kernels_per_layer x the eager family's kernel_seconds)
     moe_kernels_layer_s: float = 0.0
     # Hugging Face generate: passes a decode step makes over each layer's cached K and V (the cache's
     # torch.cat, repeat_kv's copies; core.serving.hf_generate.decode_kv_passes); 1 elsewhere
     kv_decode_passes: float = 1.0
+
+    def output_seconds(self, n: int) -> float:
+        """vLLM V0's host seconds processing a step's outputs for ``n`` running sequences while the
+        device runs the next step (0 for other engines)."""
+        return self.output_host_s + self.output_host_sequence_s * n if self.output_host_s else 0.0
 
     def host_layer_seconds(self, n: int) -> float:
         """Hugging Face generate's host seconds per layer of a step of ``n`` tokens."""
@@ -560,7 +596,8 @@ class StepModel:
         rows = graph_batch(self.plan, n)
         reduced = allreduce_seconds(self.plan, self.link, rows)
         embedded = embedding_allreduce_seconds(self.plan, self.link, rows)
-        return stages * (body + reduced) + embedded + logits_gather_seconds(self.plan, self.link, n) + self.step_host_s
+        device = stages * (body + reduced) + embedded + logits_gather_seconds(self.plan, self.link, n)
+        return max(device, self.output_seconds(n)) + self.step_host_s
 
     def prefill_per_token(self, chunk: int) -> float:
         """Seconds per prompt token when prompts are prefilled ``chunk`` tokens at a time."""
@@ -694,6 +731,8 @@ def step_model(
         host_expert_s=host_expert_s,
         host_serial=fp8_synchronised(plan),
         step_host_s=V0_STEP_HOST_S if v0_engine(plan) else 0.0,
+        output_host_s=V0_OUTPUT_FIXED_S if v0_engine(plan) else 0.0,
+        output_host_sequence_s=V0_OUTPUT_PER_SEQUENCE_S if v0_engine(plan) else 0.0,
         moe_kernels_layer_s=marlin_moe_kernels_per_layer(plan) * kernel_seconds(gpu, fit, EngineFamily.EAGER),
         kv_decode_passes=decode_kv_passes(plan),
     )
@@ -858,7 +897,8 @@ def _assumptions(plan: Plan, gpu: GpuSpec, model: StepModel, fit: ServingFit, ru
         + ("; the step's logits gathered across the ranks" if logits_gather_seconds(plan, model.link, 1) else "")
         + (
             f"; vLLM V0 schedules, prepares the inputs and samples on the host while the GPU waits, "
-            f"{model.step_host_s * 1e3:g} ms a step"
+            f"{model.step_host_s * 1e3:g} ms a step, and processes the step before's outputs while the "
+            f"device runs ({model.output_seconds(running) * 1e3:.2f} ms at {counted(running, 'sequence')})"
             if model.step_host_s
             else ""
         )
@@ -934,9 +974,13 @@ def _formula(
         device = f"{device} + layers × {host_s * 1e3:.2f} ms of {release} host time (synchronised)"
     elif host_s > 0:  # the host's Python loop, overlapped by the GPU
         device = f"max({device}, layers × {host_s * 1e3:.2f} ms of {release} host time)"
+    output = model.output_seconds(running)
+    body = f"{device}{tp}"
+    if output > 0 and output >= step - model.step_host_s:  # V0's output processing outlasts the device's step
+        body = f"V0's output processing of the step before {output * 1e3:.2f} ms (longer than the device's {body})"
     return (
-        f"step at {counted(running, 'request')} = {device}"
-        f"{tp}{v0} = {step * 1e3:.2f} ms; TTFT alone {alone * 1e3:,.0f} ms, "
+        f"step at {counted(running, 'request')} = {body}"
+        f"{v0} = {step * 1e3:.2f} ms; TTFT alone {alone * 1e3:,.0f} ms, "
         f"with {sent} sent together {here.ttft_s * 1e3:,.0f} ms (waiting for a slot {here.wait_s * 1e3:,.0f} ms); "
         f"time per output token {here.token_latency_s * 1e3:.2f} ms"
     )

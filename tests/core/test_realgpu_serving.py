@@ -48,6 +48,8 @@ from core.serving.speed import (
     NCCL_CARRIED_LINKS,
     SCALAR_F16_MATVEC_SLOWDOWN,
     SERVING_UTILISATION,
+    V0_OUTPUT_FIXED_S,
+    V0_OUTPUT_PER_SEQUENCE_S,
     V0_STEP_HOST_S,
     VULKAN_FLASH_KERNELS_PER_LAYER,
     VULKAN_KERNELS_PER_LAYER,
@@ -913,6 +915,40 @@ def test_vllm_v0_adds_its_host_work_to_every_decode_step() -> None:
     # The Qwen2.5 table reads 311.55 tok/s for this plan (QwenLM/Qwen3@a912d239 speed_benchmark.rst, vLLM
     # 0.6.3, A100): 3.21 ms a token, where the device's reads alone were estimated at 0.83 ms (+295 %).
     assert 3.21e-3 < v0.step_s < 1.6 * 3.21e-3
+
+
+def test_vllm_v0_output_processing_overlaps_the_step_and_bounds_it_at_large_batches() -> None:
+    # V0 ModelRunner.execute_model (vllm-project/vllm@002a0ba9 worker/model_runner.py) launches the forward and logits,
+    # then calls model_input.async_callback, LLMEngine._process_model_outputs of the step before, while the device
+    # runs: hidden while shorter than the device's step, the step's length when longer. Its time: 0.2 ms a step at
+    # batch 1, 3.4 ms at batch 32 (vllm-project/vllm issue #6913, Llama 3 70B FP8 on four H100s).
+    fixed, per_sequence = V0_OUTPUT_FIXED_S, V0_OUTPUT_PER_SEQUENCE_S
+    assert per_sequence == pytest.approx((3.4e-3 - 0.2e-3) / 31)
+    assert fixed == pytest.approx(0.2e-3 - (3.4e-3 - 0.2e-3) / 31)
+    # Cross-check, vllm-project/vllm issue #6801 (mpjlu): V0's host work between steps "can be 20ms" at batch 200.
+    assert fixed + 200 * per_sequence == pytest.approx(20e-3, rel=0.05)
+
+    def plan(model_id: str, requests: int) -> Plan:
+        model = find_model(model_id)
+        return Plan(model=model.spec, model_id=model.id, hardware=Hardware(gpu="a100-80gb-sxm")).with_inference(
+            engine="vllm", vllm_version="0.6", context=2049, new_tokens=2048, concurrent=requests
+        )
+
+    # Qwen2.5-0.5B at 200 requests: the device's step (V1's, ~2.9 ms) is shorter than the output processing.
+    small = plan("qwen2.5-0.5b", 200)
+    v0 = estimate(small).inference.speed
+    v1 = estimate(small.with_inference(vllm_version="0.10")).inference.speed
+    output = fixed + 200 * per_sequence
+    assert v1.step_s < output
+    assert v0.step_s == pytest.approx(output + V0_STEP_HOST_S, rel=1e-6)
+    assert "output processing of the step before" in v0.formula
+    # Qwen2.5-7B at 32 requests: the device's step is the longer, the output processing hidden behind it.
+    big = plan("qwen2.5-7b", 32)
+    v0 = estimate(big).inference.speed
+    v1 = estimate(big.with_inference(vllm_version="0.10")).inference.speed
+    assert v1.step_s > fixed + 32 * per_sequence
+    assert v0.step_s == pytest.approx(v1.step_s + V0_STEP_HOST_S, rel=1e-6)
+    assert "output processing of the step before" not in v0.formula
 
 
 def _sglang_plan(model_id: str, weights: str, version: str = "0.4.6") -> Plan:
