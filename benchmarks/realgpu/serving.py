@@ -337,104 +337,128 @@ def weights_case(log: dict[str, Any], plan: Plan) -> Case:
     )
 
 
-def other_vllm_cases() -> list[Case]:
-    """The single vLLM / SGLang logs of other threads, each mapped by hand."""
-    logs = {log["id"]: log for log in engine_logs()["logs"]}
-    qwen235 = config_model("qwen3-235b-a22b")
-    cases: list[Case] = []
+@dataclass(frozen=True)
+class LogCase:
+    """One engine start-up log of another thread, mapped by hand onto a plan: the model (from the
+    catalogue, or from its config.json when ``config`` is set), the card, the engine settings the
+    log or its thread states, and how its KV figure is read (``kv``: "tokens" as printed, "gib"
+    as whole blocks of the printed GiB with ``note`` saying so, "" for a log without one)."""
+
+    log_id: str
+    model_id: str
+    gpu: str
+    settings: Mapping[str, Any]
+    kv: str = "tokens"
+    note: str = ""
+    weights: bool = True
+    config: bool = False
+
+
+OTHER_LOGS: Final = (
     # Issue #21348's SGLang run: mem_fraction_static 0.93 given, the config's 40,960 tokens, FP8
-    # weights (block-scaled FP8: scales under 0.1 %).
-    log = logs["vllm21348-qwen3-235b-fp8-h100-tp4-sglang"]
-    plan = serving_plan(
-        qwen235,
+    # weights (block-scaled FP8: scales under 0.1 %). SGLang "not stated (2025-07)": the releases
+    # of that month, 0.4.9 (2025-07-06) and 0.4.10 (2025-07-31), share one rule
+    # (core.serving.sglang_versions); the fraction is given anyway.
+    LogCase(
+        "vllm21348-qwen3-235b-fp8-h100-tp4-sglang",
         "qwen3-235b-a22b",
         "h100-sxm",
-        engine="sglang",
-        context=40960,
-        tensor_parallel=4,
-        weight_dtype="fp8",
-        mem_fraction_static=0.93,
-        # "not stated (2025-07)": the releases of that month, 0.4.9 (2025-07-06) and 0.4.10
-        # (2025-07-31), share one rule (core.serving.sglang_versions); the fraction is given anyway.
-        sglang_version="0.4.10",
-    )
-    cases.append(kv_tokens_case(log["id"], log["source_id"], plan, number(log["logged"]["kv_cache_tokens"])))
+        MappingProxyType(
+            dict(
+                engine="sglang",
+                context=40960,
+                tensor_parallel=4,
+                weight_dtype="fp8",
+                mem_fraction_static=0.93,
+                sglang_version="0.4.10",
+            )
+        ),
+        weights=False,
+        config=True,
+    ),
     # Issue #13061: vLLM 0.7 (V0), 2 × RTX 4090, utilisation 0.98, the model's 131,072 tokens, so
     # chunked prefill on (past 32,768) with 2,048 tokens a step.
-    log = logs["vllm13061-r1-distill-qwen14b-2x4090-tp2"]
-    plan = serving_plan(
-        catalogue("deepseek-r1-distill-qwen-14b"),
+    LogCase(
+        "vllm13061-r1-distill-qwen14b-2x4090-tp2",
         "deepseek-r1-distill-qwen-14b",
         "rtx-4090",
-        engine="vllm",
-        vllm_version="0.7",
-        context=131072,
-        tensor_parallel=2,
-        gpu_memory_utilization=0.98,
-        max_num_batched_tokens=2048,
-    )
-    cases.append(
-        kv_tokens_case(
-            log["id"],
-            log["source_id"],
-            plan,
-            tokens_from_gib(plan, number(log["logged"]["kv_cache_gib"])),
-            "tokens: whole blocks of the logged 8.69 GiB (the record's doubt: its 81,536 is not)",
-        )
-    )
-    cases.append(weights_case(log, plan))
+        MappingProxyType(
+            dict(
+                engine="vllm",
+                vllm_version="0.7",
+                context=131072,
+                tensor_parallel=2,
+                gpu_memory_utilization=0.98,
+                max_num_batched_tokens=2048,
+            )
+        ),
+        kv="gib",
+        note="tokens: whole blocks of the logged 8.69 GiB (the record's doubt: its 81,536 is not)",
+    ),
     # PR #24577: ~0.10.2, lm-eval's offline LLM class (its defaults on an A100: 8,192 tokens,
     # 256 sequences), utilisation 0.9, 4,096 tokens.
-    log = logs["vllm24577-qwen3-0.6b-a100-bf16kv"]
-    plan = serving_plan(
-        config_model("qwen3-0.6b"),
+    LogCase(
+        "vllm24577-qwen3-0.6b-a100-bf16kv",
         "qwen3-0.6b",
         "a100-80gb-sxm",
-        engine="vllm",
-        vllm_version="0.10",
-        context=4096,
-        gpu_memory_utilization=0.9,
-        max_num_batched_tokens=8192,
-        max_num_seqs=256,
-    )
-    cases.append(kv_tokens_case(log["id"], log["source_id"], plan, number(log["logged"]["kv_cache_tokens"])))
-    cases.append(weights_case(log, plan))
+        MappingProxyType(
+            dict(
+                engine="vllm",
+                vllm_version="0.10",
+                context=4096,
+                gpu_memory_utilization=0.9,
+                max_num_batched_tokens=8192,
+                max_num_seqs=256,
+            )
+        ),
+        config=True,
+    ),
     # myoceane: vLLM 0.19.0, gpt-oss-20b (MXFP4) on an A100 80GB, utilisation 0.65, 131,072 tokens;
     # the page is cut before the token line: whole blocks of the 36.56 GiB printed.
-    log = logs["myoceane-gpt-oss-20b-a100-0.65"]
-    plan = serving_plan(
-        catalogue("gpt-oss-20b"),
+    LogCase(
+        "myoceane-gpt-oss-20b-a100-0.65",
         "gpt-oss-20b",
         "a100-80gb-sxm",
-        engine="vllm",
-        vllm_version="0.19",
-        context=131072,
-        gpu_memory_utilization=0.65,
-        weight_dtype="mxfp4",
-    )
-    cases.append(
-        kv_tokens_case(
-            log["id"],
-            log["source_id"],
-            plan,
-            tokens_from_gib(plan, number(log["logged"]["kv_cache_gib"])),
-            "tokens: whole blocks of the logged 36.56 GiB",
-        )
-    )
-    cases.append(weights_case(log, plan))
+        MappingProxyType(
+            dict(
+                engine="vllm",
+                vllm_version="0.19",
+                context=131072,
+                gpu_memory_utilization=0.65,
+                weight_dtype="mxfp4",
+            )
+        ),
+        kv="gib",
+        note="tokens: whole blocks of the logged 36.56 GiB",
+    ),
     # Issue #27508 (gpt-oss-120b, ~0.11.0, one H100): listed in NOT_EXPRESSIBLE with why.
     # Issue #33155: 0.14.1, one H100, only the weights line (the start ran out of memory).
-    log = logs["vllm33155-gpt-oss-120b-h100-v0141-weights"]
-    plan = serving_plan(
-        catalogue("gpt-oss-120b"),
+    LogCase(
+        "vllm33155-gpt-oss-120b-h100-v0141-weights",
         "gpt-oss-120b",
         "h100-sxm",
-        engine="vllm",
-        vllm_version="0.14",
-        context=8192,
-        weight_dtype="mxfp4",
-    )
-    cases.append(weights_case(log, plan))
+        MappingProxyType(dict(engine="vllm", vllm_version="0.14", context=8192, weight_dtype="mxfp4")),
+        kv="",
+    ),
+)
+
+
+def other_vllm_cases() -> list[Case]:
+    """The single vLLM / SGLang logs of other threads, each mapped by hand (OTHER_LOGS)."""
+    logs = {log["id"]: log for log in engine_logs()["logs"]}
+    cases: list[Case] = []
+    for entry in OTHER_LOGS:
+        log = logs[entry.log_id]
+        model = config_model(entry.model_id) if entry.config else catalogue(entry.model_id)
+        plan = serving_plan(model, entry.model_id, entry.gpu, **entry.settings)
+        if entry.kv == "tokens":
+            logged = number(log["logged"]["kv_cache_tokens"])
+        elif entry.kv == "gib":
+            logged = tokens_from_gib(plan, number(log["logged"]["kv_cache_gib"]))
+        if entry.kv:
+            cases.append(kv_tokens_case(log["id"], log["source_id"], plan, logged, entry.note))
+        if entry.weights:
+            cases.append(weights_case(log, plan))
     return cases
 
 
@@ -583,6 +607,19 @@ def xiongjiedai_buffer_cases() -> list[Case]:
     return cases
 
 
+def kv_together_case(log: dict[str, Any], plan: Plan) -> Case:
+    """A log whose GPUs split the layers by free memory (a split equal shares cannot give): the KV
+    buffers' sum over the GPUs, which does not depend on the split."""
+    return Case(
+        f"{log['id']} kv GPUs together",
+        log["source_id"],
+        "buffers",
+        "KV buffer (MiB)",
+        number(log["logged"]["kv_self_mib"]),
+        lambda fit: sum(llamacpp_buffers(plan).device_kv) / MiB,
+    )
+
+
 def other_llamacpp_cases() -> list[Case]:
     logs = {log["id"]: log for log in engine_logs()["logs"]}
     cases: list[Case] = []
@@ -602,16 +639,7 @@ def other_llamacpp_cases() -> list[Case]:
     cases += buffer_cases(
         log["id"], log["source_id"], plan, {"compute_buffer_mib": {"CUDA0": "672.01 MiB"}}, ("compute",)
     )
-    cases.append(
-        Case(
-            f"{log['id']} kv GPUs together",
-            log["source_id"],
-            "buffers",
-            "KV buffer (MiB)",
-            number(log["logged"]["kv_self_mib"]),
-            lambda fit, plan=plan: sum(llamacpp_buffers(plan).device_kv) / MiB,
-        )
-    )
+    cases.append(kv_together_case(log, plan))
     # Qwen2.5-Coder-32B with q8_0 KV and flash attention on two GPUs split by free memory
     # (41 / 23 layers): the KV together, and each GPU's compute buffer (the second holds the output).
     log = logs["llamacpp11200-qwen25coder32b-q8kv-32k-2gpu"]
@@ -625,16 +653,7 @@ def other_llamacpp_cases() -> list[Case]:
         cache_type="q8_0",
         flash_attention=True,
     )
-    cases.append(
-        Case(
-            f"{log['id']} kv GPUs together",
-            log["source_id"],
-            "buffers",
-            "KV buffer (MiB)",
-            number(log["logged"]["kv_self_mib"]),
-            lambda fit, plan=plan: sum(llamacpp_buffers(plan).device_kv) / MiB,
-        )
-    )
+    cases.append(kv_together_case(log, plan))
     # Its compute buffers: listed in FIGURES_NOT_COMPARABLE with why.
     # Ollama's new engine, Mistral Small 3.1 (architecture mistral3) in Q8_0 on two GPUs: only the
     # model buffers were printed; their sum (the split is Ollama's own, by free memory) and the host's.
