@@ -40,6 +40,7 @@ from core.parallel.layout import (
     fsdp_reduce_bytes,
     layout,
     megatron_grad_bytes,
+    received_tokens,
     train_share,
     trainable_layers,
 )
@@ -564,18 +565,6 @@ def moe_permute_bytes(rank: _Rank) -> float:
         rows += MOE_SORT_COPY_ROWS * copies
     passes = rank.layers + _recomputed_blocks(plan, rank) + rank.backward_layers
     return rows * model.hidden_size * dtypes_for(plan).compute * passes
-
-
-def received_tokens(tokens: float, experts: int, k: int, ep: int) -> float:
-    """Distinct tokens a rank receives when each of the EP ranks' ``tokens`` goes once to every
-    rank holding one of its k experts (DeepEP's dispatch), the k drawn uniformly without repeats:
-    what Megatron-Core's moe_router_force_load_balancing draws (NVIDIA/Megatron-LM 55ac7082:
-    router.py applies apply_random_logits, moe_utils.py RandomSTE's ``logits.clone().normal_()``,
-    before the top-k), the balanced routing
-    the plan assumes. A token misses a rank's E ÷ EP experts with probability C(E − E/EP, k) ÷ C(E, k)."""
-    local = experts // ep
-    miss = math.comb(experts - local, k) / math.comb(experts, k) if experts - local >= k else 0.0
-    return tokens * ep * (1.0 - miss)
 
 
 def _elementwise_bytes(rank: _Rank) -> float:

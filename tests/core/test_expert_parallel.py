@@ -341,6 +341,38 @@ def test_the_flex_dispatchers_move_fewer_rows_than_alltoall() -> None:
     assert _permute_seconds(single.with_parallel(moe_dispatcher=MoeDispatcher.HYBRIDEP)) == _permute_seconds(single)
 
 
+def test_hybridep_inside_an_nvlink5_node_runs_at_its_measured_bandwidth() -> None:
+    # HybridEP sends a token once to each rank holding one of its experts; its measured algorithm
+    # bandwidth on 8 B200s (the received tokens' bytes ÷ the torch API's time, 16 SMs): dispatch
+    # BF16 535.94 GB/s, combine 530.86 GB/s (shifangx/DeepEP@1dddd194 Hybrid-EP_Implementation.md,
+    # "B200 Platform"; tests/test_hybrid_ep.py counts ``dispatched_hidden.numel() * 2``). A layer's
+    # forward dispatch and combine and their backward (a combine and a dispatch): two of each.
+    from math import comb
+
+    plan = _plan(8, nodes=1, grad_accum=4).with_hardware(gpu="b200")
+    hybrid = plan.with_parallel(moe_dispatcher=MoeDispatcher.HYBRIDEP)
+    comm = step_communication(hybrid, param_counts(hybrid), 10.0, 1 / 3)
+    (term,) = [t for t in comm.terms if t.label.startswith("expert-parallel")]
+    assert "HybridEP" in term.label
+    received = 8 * 4096 * (1 - comb(112, 8) / comb(128, 8)) * D * 2  # distinct tokens × d, bf16
+    per_layer = 2 * received / 535.94e9 + 2 * received / 530.86e9
+    assert term.seconds == pytest.approx(per_layer * LAYERS * 4)
+    # At the Megatron-Bridge B200 rows' micro-batch 4, NCCL's all-to-all of every routed copy at
+    # NVLink 5's assumed bus bandwidth (0.82 × 900 GB/s) was 3.6 % faster than HybridEP measures.
+    mb4 = _plan(8, nodes=1, grad_accum=4, micro_batch=4).with_hardware(gpu="b200")
+    flex4 = mb4.with_parallel(moe_dispatcher=MoeDispatcher.HYBRIDEP)
+    (measured,) = [
+        t for t in step_communication(flex4, param_counts(flex4), 10.0, 1 / 3).terms if "HybridEP" in t.label
+    ]
+    assert 1.02 < measured.seconds / _a2a(mb4)[0].seconds < 1.05
+    # Nothing measured across nodes or on NVLink 4: the all-to-all model stays.
+    for other in (_plan(16, nodes=2, grad_accum=4).with_hardware(gpu="b200"), _plan(8, nodes=1, grad_accum=4)):
+        flex = other.with_parallel(moe_dispatcher=MoeDispatcher.HYBRIDEP)
+        comm = step_communication(flex, param_counts(flex), 10.0, 1 / 3)
+        (kept,) = [t for t in comm.terms if t.label.startswith("expert-parallel")]
+        assert kept.seconds == pytest.approx(_a2a(other)[0].seconds)
+
+
 def test_a_plan_file_keeps_the_dispatcher_and_an_older_file_reads_alltoall(tmp_path: Path) -> None:
     from core.plan import MoeDispatcher
 
