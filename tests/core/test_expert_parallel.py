@@ -373,6 +373,32 @@ def test_hybridep_inside_an_nvlink5_node_runs_at_its_measured_bandwidth() -> Non
         assert kept.seconds == pytest.approx(_a2a(other)[0].seconds)
 
 
+def test_megatrons_router_stays_16_bit_under_transformer_engine_fp8() -> None:
+    # Megatron-Core's TopKRouter multiplies its gate with router_gating_linear (NVIDIA/Megatron-LM
+    # 55ac7082 megatron/core/transformer/moe/router.py TopKRouter.gating, moe_utils.py
+    # RouterGatingLinearFunction: TE's general_gemm on the 16-bit input and weight), not a TE linear
+    # under fp8_autocast: its GEMM runs at the 16-bit rate and TE casts nothing for it. Before, the
+    # router was timed as an fp8 linear with its input, weight and output gradient cast.
+    from core.plan import Float8
+    from core.training import speed
+    from core.training.flops import block_gemms
+
+    plan = _plan(8, nodes=1, grad_accum=1).with_hardware(gpu="b200").with_changes(float8=Float8.TE)
+    rank = speed._Rank(plan=plan, tokens=4096, tp=1, layers=LAYERS, backward_layers=LAYERS, head=False, fp8=True)
+    router = 2 * 4096 * D * EXPERTS * 3 * LAYERS  # forward, input and weight gradient; n = 128: no tile padding
+    assert speed._matmuls(rank).wide_flops == pytest.approx(router)
+    cast = 0.0
+    for gemm in block_gemms(plan):
+        if gemm.name != "router":
+            m, c = speed._rows(rank, gemm)
+            cast += ((m * gemm.k + gemm.k * gemm.n) * LAYERS + m * gemm.n * LAYERS) * c
+    assert speed.te_cast_bytes(rank) == pytest.approx(cast * speed.TE_CAST_BYTES)
+    # Another stack's TE conversion (te.Linear for every nn.Linear) casts the router too.
+    eager = speed._Rank(**{**rank.__dict__, "plan": plan.with_changes(stack=Stack.EAGER)})
+    assert speed.te_cast_bytes(eager) > speed.te_cast_bytes(rank)
+    assert speed._matmuls(eager).wide_flops == 0.0
+
+
 def test_a_plan_file_keeps_the_dispatcher_and_an_older_file_reads_alltoall(tmp_path: Path) -> None:
     from core.plan import MoeDispatcher
 
