@@ -36,6 +36,7 @@ from core.parallel.layout import (
     fsdp_reduce_bytes,
     layout,
     megatron_grad_bytes,
+    received_tokens,
     train_share,
     weight_share,
 )
@@ -832,6 +833,41 @@ def all_to_all_seconds(buffer_bytes: float, span: Span, links: Links) -> float:
     return max(off_node, on_node) + latency
 
 
+# HybridEP (the hybrid-ep branch of deepseek-ai/DeepEP, NVIDIA's; Megatron-Core's flex dispatcher
+# with moe_flex_dispatcher_backend "hybridep" calls its dispatch_with_permute / combine_with_unpermute,
+# NVIDIA/Megatron-LM 55ac7082 megatron/core/transformer/moe/fused_a2a.py, in BF16: "HybridEP
+# dispatcher does not support fp8 dispatch now") sends each token once to every rank that holds one
+# of its experts, not once per routed copy as NCCL's all-to-all does, and moves it with its own
+# TMA kernels on a few SMs, not NCCL. Its measured algorithm bandwidth inside one NVLink domain,
+# per rank, the received tokens' bytes (each distinct token once, the rank's own included:
+# tests/test_hybrid_ep.py ``dispatch_bf16_nvl_recv_bytes = dispatched_hidden.numel() * 2``) ÷ the
+# time through its torch API: B200, 8 ranks, 4,096 tokens of hidden 7,168, top-8, random uniform
+# routing, 8 local experts, 16 SMs — dispatch (BF16) 535.94 GB/s, combine 530.86 GB/s
+# (shifangx/DeepEP@1dddd194 Hybrid-EP_Implementation.md, "B200 Platform"; the same document's GB200
+# 8-rank rows, 16 SMs: 550.10 / 538.44, 32 SMs: 545.71 / 568.94). Keyed by the NVLink generation
+# the document measures (B200 and GB200 are NVLink 5); elsewhere, and across nodes, the all-to-all
+# model below (NCCL's bytes and bus bandwidth) stays.
+HYBRIDEP_ALGBW_GB_S: Final = {"nvlink5": (535.94, 530.86)}  # (dispatch BF16, combine)
+
+
+def hybridep_seconds(step: _Step, span: Span) -> tuple[float, float] | None:
+    """One HybridEP dispatch and one combine of a rank's micro-batch (seconds each), at the
+    measured algorithm bandwidth of ``HYBRIDEP_ALGBW_GB_S``: the distinct tokens the rank
+    receives (``received_tokens``: once per destination rank, balanced routing) × d × the compute
+    bytes. None where no measurement applies (another link, more than one node, another dispatcher)."""
+    plan = step.plan
+    if megatron_dispatcher(plan) is not MoeDispatcher.HYBRIDEP or span.nodes > 1:
+        return None
+    rates = HYBRIDEP_ALGBW_GB_S.get(step.links.intra.id)
+    if rates is None:
+        return None
+    model, ep = plan.model, plan.parallel.expert_parallel
+    tokens = dispatched_copies(plan) / model.experts_per_token
+    received = received_tokens(tokens, model.num_experts, model.experts_per_token, ep)
+    buffer = received * model.hidden_size * step.dt.compute
+    return buffer / (rates[0] * 1e9), buffer / (rates[1] * 1e9)
+
+
 def _expert_parallel_traffic(step: _Step) -> _Traffic | None:
     """Megatron-Core's alltoall token dispatcher (NVIDIA/Megatron-LM d98e8a64, megatron/core/
     transformer/moe/token_dispatcher.py MoEAlltoAllTokenDispatcher): each MoE layer permutes its
@@ -871,6 +907,20 @@ def _expert_parallel_traffic(step: _Step) -> _Traffic | None:
         sent,
         one * count,
     )
+    hybrid = hybridep_seconds(step, span)
+    if hybrid is not None:
+        # A dispatch's backward is a combine and a combine's a dispatch: half of each kind.
+        dispatch, combine = hybrid
+        received = dispatch * HYBRIDEP_ALGBW_GB_S[step.links.intra.id][0] * 1e9
+        term = CommTerm(
+            "expert-parallel HybridEP dispatch and combine",
+            f"{count / 2:g} dispatches and {count / 2:g} combines of {memory(received)} (the distinct tokens "
+            f"the rank receives × d), {dispatch * 1e3:.3g} / {combine * 1e3:.3g} ms each at HybridEP's measured "
+            f"{HYBRIDEP_ALGBW_GB_S[step.links.intra.id][0]:g} / {HYBRIDEP_ALGBW_GB_S[step.links.intra.id][1]:g} "
+            f"GB/s ({where})",
+            received * (ep - 1) / ep * count,
+            (dispatch + combine) * count / 2,
+        )
     return _Traffic(
         (term,),
         (

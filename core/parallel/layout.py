@@ -44,6 +44,7 @@ the communication model (:mod:`core.parallel.comm`). Sources:
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, replace
 from functools import lru_cache
 
@@ -356,6 +357,18 @@ def dispatched_copies(plan: Plan) -> float:
     if par.sequence_parallel:
         tokens /= par.tensor_parallel
     return tokens * model.experts_per_token
+
+
+def received_tokens(tokens: float, experts: int, k: int, ep: int) -> float:
+    """Distinct tokens a rank receives when each of the EP ranks' ``tokens`` goes once to every
+    rank holding one of its k experts (DeepEP's dispatch), the k drawn uniformly without repeats:
+    what Megatron-Core's moe_router_force_load_balancing draws (NVIDIA/Megatron-LM 55ac7082:
+    router.py applies apply_random_logits, moe_utils.py RandomSTE's ``logits.clone().normal_()``,
+    before the top-k), the balanced routing
+    the plan assumes. A token misses a rank's E ÷ EP experts with probability C(E − E/EP, k) ÷ C(E, k)."""
+    local = experts // ep
+    miss = math.comb(experts - local, k) / math.comb(experts, k) if experts - local >= k else 0.0
+    return tokens * ep * (1.0 - miss)
 
 
 def _experts_split(plan: Plan) -> int:

@@ -40,6 +40,7 @@ from core.parallel.layout import (
     fsdp_reduce_bytes,
     layout,
     megatron_grad_bytes,
+    received_tokens,
     train_share,
     trainable_layers,
 )
@@ -431,7 +432,7 @@ def _matmuls(rank: _Rank) -> _Tally:
         lora = gemm.name.endswith(("LoRA A", "LoRA B"))
         passes = ((rank.layers + again) * c, rank.backward_layers * c, rank.backward_layers * c if gemm.trains else 0.0)
         slow = rank.fp8 and not lora and _rowwise_slow(rank, gemm, k, n)
-        fp8 = rank.fp8 and not lora and not slow
+        fp8 = rank.fp8 and not lora and not slow and not megatron_router(rank.plan, gemm)
         padded = _matmul(tally, m, k * (1.0 if lora else scale), n, passes, fp8, rank.sms, rank.layers)
         if slow:
             tally.slow_flops += padded
@@ -444,6 +445,16 @@ def _matmuls(rank: _Rank) -> _Tally:
         if rank.fp8:
             tally.wide_flops += padded
     return tally
+
+
+def megatron_router(plan: Plan, gemm: Gemm) -> bool:
+    """Megatron-Core's MoE router under Transformer Engine float8: its gate is a plain parameter
+    multiplied by ``router_gating_linear`` (NVIDIA/Megatron-LM 55ac7082 megatron/core/transformer/
+    moe/router.py ``TopKRouter.gating``; moe_utils.py ``RouterGatingLinearFunction``: TE's
+    ``general_gemm`` on the 16-bit input and weight, output in ``moe_router_dtype``, the input's
+    dtype unless set — Qwen3-30B-A3B's provider leaves it, Megatron-Bridge v0.3.1 qwen_provider.py,
+    only Qwen3-Next sets "fp32"), not a TE linear under ``fp8_autocast``: no fp8 GEMM, no cast."""
+    return gemm.name == "router" and plan.stack is Stack.MEGATRON and plan.float8 in TE_FLOAT8
 
 
 def _rowwise_slow(rank: _Rank, gemm: Gemm, k: float, n: float) -> bool:
@@ -566,18 +577,6 @@ def moe_permute_bytes(rank: _Rank) -> float:
     return rows * model.hidden_size * dtypes_for(plan).compute * passes
 
 
-def received_tokens(tokens: float, experts: int, k: int, ep: int) -> float:
-    """Distinct tokens a rank receives when each of the EP ranks' ``tokens`` goes once to every
-    rank holding one of its k experts (DeepEP's dispatch), the k drawn uniformly without repeats:
-    what Megatron-Core's moe_router_force_load_balancing draws (NVIDIA/Megatron-LM 55ac7082:
-    router.py applies apply_random_logits, moe_utils.py RandomSTE's ``logits.clone().normal_()``,
-    before the top-k), the balanced routing
-    the plan assumes. A token misses a rank's E ÷ EP experts with probability C(E − E/EP, k) ÷ C(E, k)."""
-    local = experts // ep
-    miss = math.comb(experts - local, k) / math.comb(experts, k) if experts - local >= k else 0.0
-    return tokens * ep * (1.0 - miss)
-
-
 def _elementwise_bytes(rank: _Rank) -> float:
     """Bytes eager PyTorch moves around the matmuls for one micro-batch on the rank."""
     plan = rank.plan
@@ -655,7 +654,7 @@ def te_cast_bytes(rank: _Rank) -> float:
     weights = te_weight_casts_per_micro(rank.plan)
     total = 0.0
     for gemm in block_gemms(rank.plan):
-        if gemm.name.endswith(("LoRA A", "LoRA B")):
+        if gemm.name.endswith(("LoRA A", "LoRA B")) or megatron_router(rank.plan, gemm):
             continue
         k, n = _split(gemm.k, gemm.n, gemm.split, rank.tp)
         m, c = _rows(rank, gemm)

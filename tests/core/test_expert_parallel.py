@@ -341,6 +341,64 @@ def test_the_flex_dispatchers_move_fewer_rows_than_alltoall() -> None:
     assert _permute_seconds(single.with_parallel(moe_dispatcher=MoeDispatcher.HYBRIDEP)) == _permute_seconds(single)
 
 
+def test_hybridep_inside_an_nvlink5_node_runs_at_its_measured_bandwidth() -> None:
+    # HybridEP sends a token once to each rank holding one of its experts; its measured algorithm
+    # bandwidth on 8 B200s (the received tokens' bytes ÷ the torch API's time, 16 SMs): dispatch
+    # BF16 535.94 GB/s, combine 530.86 GB/s (shifangx/DeepEP@1dddd194 Hybrid-EP_Implementation.md,
+    # "B200 Platform"; tests/test_hybrid_ep.py counts ``dispatched_hidden.numel() * 2``). A layer's
+    # forward dispatch and combine and their backward (a combine and a dispatch): two of each.
+    from math import comb
+
+    plan = _plan(8, nodes=1, grad_accum=4).with_hardware(gpu="b200")
+    hybrid = plan.with_parallel(moe_dispatcher=MoeDispatcher.HYBRIDEP)
+    comm = step_communication(hybrid, param_counts(hybrid), 10.0, 1 / 3)
+    (term,) = [t for t in comm.terms if t.label.startswith("expert-parallel")]
+    assert "HybridEP" in term.label
+    received = 8 * 4096 * (1 - comb(112, 8) / comb(128, 8)) * D * 2  # distinct tokens × d, bf16
+    per_layer = 2 * received / 535.94e9 + 2 * received / 530.86e9
+    assert term.seconds == pytest.approx(per_layer * LAYERS * 4)
+    # At the Megatron-Bridge B200 rows' micro-batch 4, NCCL's all-to-all of every routed copy at
+    # NVLink 5's assumed bus bandwidth (0.82 × 900 GB/s) was 3.6 % faster than HybridEP measures.
+    mb4 = _plan(8, nodes=1, grad_accum=4, micro_batch=4).with_hardware(gpu="b200")
+    flex4 = mb4.with_parallel(moe_dispatcher=MoeDispatcher.HYBRIDEP)
+    (measured,) = [
+        t for t in step_communication(flex4, param_counts(flex4), 10.0, 1 / 3).terms if "HybridEP" in t.label
+    ]
+    assert 1.02 < measured.seconds / _a2a(mb4)[0].seconds < 1.05
+    # Nothing measured across nodes or on NVLink 4: the all-to-all model stays.
+    for other in (_plan(16, nodes=2, grad_accum=4).with_hardware(gpu="b200"), _plan(8, nodes=1, grad_accum=4)):
+        flex = other.with_parallel(moe_dispatcher=MoeDispatcher.HYBRIDEP)
+        comm = step_communication(flex, param_counts(flex), 10.0, 1 / 3)
+        (kept,) = [t for t in comm.terms if t.label.startswith("expert-parallel")]
+        assert kept.seconds == pytest.approx(_a2a(other)[0].seconds)
+
+
+def test_megatrons_router_stays_16_bit_under_transformer_engine_fp8() -> None:
+    # Megatron-Core's TopKRouter multiplies its gate with router_gating_linear (NVIDIA/Megatron-LM
+    # 55ac7082 megatron/core/transformer/moe/router.py TopKRouter.gating, moe_utils.py
+    # RouterGatingLinearFunction: TE's general_gemm on the 16-bit input and weight), not a TE linear
+    # under fp8_autocast: its GEMM runs at the 16-bit rate and TE casts nothing for it. Before, the
+    # router was timed as an fp8 linear with its input, weight and output gradient cast.
+    from core.plan import Float8
+    from core.training import speed
+    from core.training.flops import block_gemms
+
+    plan = _plan(8, nodes=1, grad_accum=1).with_hardware(gpu="b200").with_changes(float8=Float8.TE)
+    rank = speed._Rank(plan=plan, tokens=4096, tp=1, layers=LAYERS, backward_layers=LAYERS, head=False, fp8=True)
+    router = 2 * 4096 * D * EXPERTS * 3 * LAYERS  # forward, input and weight gradient; n = 128: no tile padding
+    assert speed._matmuls(rank).wide_flops == pytest.approx(router)
+    cast = 0.0
+    for gemm in block_gemms(plan):
+        if gemm.name != "router":
+            m, c = speed._rows(rank, gemm)
+            cast += ((m * gemm.k + gemm.k * gemm.n) * LAYERS + m * gemm.n * LAYERS) * c
+    assert speed.te_cast_bytes(rank) == pytest.approx(cast * speed.TE_CAST_BYTES)
+    # Another stack's TE conversion (te.Linear for every nn.Linear) casts the router too.
+    eager = speed._Rank(**{**rank.__dict__, "plan": plan.with_changes(stack=Stack.EAGER)})
+    assert speed.te_cast_bytes(eager) > speed.te_cast_bytes(rank)
+    assert speed._matmuls(eager).wide_flops == 0.0
+
+
 def test_a_plan_file_keeps_the_dispatcher_and_an_older_file_reads_alltoall(tmp_path: Path) -> None:
     from core.plan import MoeDispatcher
 

@@ -221,7 +221,13 @@ def test_the_expert_parallel_figures_are_scored(bench: ModuleType, report) -> No
     # the micro-batch-4 B200 Qwen3 rows, predicted too fast already, get faster).
     # 24.97 -> 25.51 % with the gradient accumulation passes: BigScience's rows, fitted on for NVIDIA,
     # leave the shared Megatron elementwise factor lower (0.545 -> 0.526).
-    assert max(abs(r.error) for r in rows) <= 25.51
+    # 25.51 -> 24.37 % with HybridEP's dispatch and combine timed at its measured algorithm bandwidth
+    # inside a B200 node (535.94 / 530.86 GB/s for the distinct tokens a rank receives, deep_ep's
+    # Hybrid-EP document), not NCCL's all-to-all of every copy at an assumed bus bandwidth: the
+    # micro-batch-4 B200 Qwen3 rows +25.5 / +24.7 / +23.5 -> +24.4 / +23.6 / +22.3 %.
+    # 24.37 -> 24.42 % (loosened, with the reason) with Megatron's router left in 16 bits under TE fp8
+    # (router_gating_linear is no TE linear: no fp8 GEMM, no cast): the same rows get 0.05 points faster.
+    assert max(abs(r.error) for r in rows) <= 24.42
     # The two-node EP 16 rows: 8,826-8,960 published, 8,728 predicted (+150 % without the traffic
     # that crosses the nodes' NICs); 8,628 with the fused backward's five matmuls (-3.7 % the worst);
     # -3.7..-5.1 % once their per-tensor fp8 runs current scaling (Megatron-Bridge's H100_FP8_CS_V1
@@ -246,8 +252,10 @@ def test_the_micro_batch_1_moe_rows_run_at_the_hosts_pace(report) -> None:  # ty
     # their fused attention lost its head transposes, branch h24c; +22.1-24.1 % with the MXFP8
     # recipe's GEMM and casts timed as its own, branch h26mxfp8: still predicted too fast).
     # +22.9-25.0 % with the MXFP8 weights cast once a step (Megatron-Core's is_first_microbatch).
+    # +22.3-24.4 % with HybridEP's measured bandwidth inside the node (comm.HYBRIDEP_ALGBW_GB_S);
+    # +22.4-24.4 % with the router in 16 bits (speed.megatron_router).
     for release in ("26.02.01", "26.04", "26.04.01"):
-        assert 22.0 < errors[f"mbridge-{release}-pretrain-b200-qwen3_30b_a3b-mxfp8-8gpu-tp1pp1cp1-mbs4"] < 25.6
+        assert 22.0 < errors[f"mbridge-{release}-pretrain-b200-qwen3_30b_a3b-mxfp8-8gpu-tp1pp1cp1-mbs4"] < 24.45
 
 
 def test_each_expert_parallel_record_says_what_its_releases_recipe_ran(bench: ModuleType, report) -> None:  # type: ignore[no-untyped-def]
