@@ -249,11 +249,15 @@ def _host_warnings(plan: Plan, host: HostMemory) -> tuple[PlanWarning, ...]:
     )
 
 
-def keep_calibration(before: Estimate, after: Plan) -> Plan:
+def keep_calibration(before: Estimate, after: Plan, estimator: Callable[[Plan], Estimate] | None = None) -> Plan:
     """A measured speed describes the plan it was measured on. When an edit changes anything
     else, the measurement becomes the calibration factor it gave, so the edited plan is
     modelled and scaled by it, not pinned to the old speed; on another card or software stack
-    the factor does not hold and is dropped. An edit of the measurement itself is kept."""
+    the factor does not hold and is dropped. An edit of the measurement itself is kept.
+
+    The calibrated plan is estimated to check that the factor holds, by ``estimator`` when
+    given: a caller that keeps its estimates (gui.controller) reuses that one for the plan
+    it then makes current, rather than estimating it twice."""
     old, new = before.plan.hardware, after.hardware
     if not (old.measured_tokens_per_s or old.measured_step_s) or after == before.plan:
         return after
@@ -267,7 +271,7 @@ def keep_calibration(before: Estimate, after: Plan) -> Plan:
     # at (past the card's peak), is dropped rather than refusing the edit: the plan is modelled.
     try:
         calibrated = modelled.with_hardware(calibration=before.compute.calibration_factor)
-        estimate(calibrated)
+        (estimator or estimate)(calibrated)
     except PlanError:
         return modelled
     return calibrated

@@ -94,7 +94,8 @@ class PlanController(QObject):
         valid plan; the current plan is then left exactly as it was.
         """
         try:
-            new_plan = keep_calibration(self.estimate, change(self.plan))
+            # The calibrated plan's check estimate is kept: set_plan finds it (one estimate() an edit).
+            new_plan = keep_calibration(self.estimate, change(self.plan), self._estimate_of)
         except PlanError as error:
             self.editRejected.emit(key, str(error))
             return error

@@ -199,9 +199,7 @@ class MainWindow(QMainWindow):
         self.document.message.connect(lambda text: self.statusBar().showMessage(text, 4000))
         self.diagnoser.failed.connect(lambda text: self.statusBar().showMessage(text, 8000))
         self.chart.bucketClicked.connect(self._bucket_clicked)
-        self.chart.rankChanged.connect(
-            lambda rank: self.arithmetic.show_estimate(self.controller.estimate.for_rank(rank))
-        )
+        self.chart.rankChanged.connect(lambda _rank: self._refresh_panel(self.tabs.currentWidget()))
         self.arithmetic.bucketSelected.connect(self.display.select_bucket)
         self._docks_sized = False
         self.display.changed.connect(self._show_display)
@@ -367,6 +365,11 @@ class MainWindow(QMainWindow):
         self._inference_panel: InferencePanel | None = None
         self._diagnosis: DiagnosisPanel | None = None
         self._unbuilt: dict[QWidget, Callable[[], QWidget]] = {}
+        # What each Details panel was last shown (the estimate, and the chart's rank): only the
+        # current tab's panel follows the edits; another is brought up to date when its tab is
+        # shown or the panel is asked for (with the Diagnosis tab shown, the hidden Arithmetic
+        # set its rich text at every edit).
+        self._panel_shown: dict[QWidget, tuple[Estimate, int | None]] = {}
         self.arithmetic = ArithmeticPanel()
         self.add_panel(self.arithmetic, "Arithmetic")
         for title, build in (
@@ -404,8 +407,8 @@ class MainWindow(QMainWindow):
 
             panel = self._compute_panel = ComputePanel()
             panel.set_mode(self.display.mode.value)
-            panel.show_estimate(self.controller.estimate)
             self._put_in_tab(panel, "Compute && time")
+        self._refresh_panel(self._compute_panel)
         return self._compute_panel
 
     @property
@@ -416,8 +419,8 @@ class MainWindow(QMainWindow):
 
             panel = self._inference_panel = InferencePanel()
             panel.set_unit(self.display.unit)
-            panel.show_estimate(self.controller.estimate)
             self._put_in_tab(panel, "Serving")
+        self._refresh_panel(self._inference_panel)
         return self._inference_panel
 
     @property
@@ -453,6 +456,27 @@ class MainWindow(QMainWindow):
         build = self._unbuilt.get(page) if page is not None else None
         if build is not None:
             build()
+        self._refresh_panel(self.tabs.widget(index))
+
+    def _refresh_panel(self, panel: QWidget | None) -> None:
+        """``panel`` (a Details tab's) shows the current estimate, unless it already does; the
+        Arithmetic shows the rank the chart shows."""
+        if panel is None:
+            return
+        estimate, rank = self.controller.estimate, self.chart.rank
+        shown = self._panel_shown.get(panel)
+        if shown is not None and shown[0] is estimate and shown[1] == rank:
+            return
+        compute, inference = self._compute_panel, self._inference_panel
+        if panel is self.arithmetic:
+            self.arithmetic.show_estimate(estimate.for_rank(rank))
+        elif compute is not None and panel is compute:
+            compute.show_estimate(estimate)
+        elif inference is not None and panel is inference:
+            inference.show_estimate(estimate)
+        else:
+            return  # an empty page, or the Diagnosis (which follows the plan itself)
+        self._panel_shown[panel] = (estimate, rank)
 
     def _fit_tab_names(self) -> None:
         """The tabs' full names when they fit the dock, else their short ones (never scrolled
@@ -681,11 +705,7 @@ class MainWindow(QMainWindow):
             self.problem.clear()  # QLabel.clear() repaints the status bar even when it is empty
         self.verdict.show_estimate(estimate)
         self.chart.show_estimate(estimate)
-        self.arithmetic.show_estimate(estimate.for_rank(self.chart.rank))  # the rank the chart shows
-        if self._compute_panel is not None:
-            self._compute_panel.show_estimate(estimate)
-        if self._inference_panel is not None:
-            self._inference_panel.show_estimate(estimate)
+        self._refresh_panel(self.tabs.currentWidget())  # the hidden tabs' panels when shown
         with QSignalBlocker(self.lesson_action):
             self.lesson_action.setChecked(estimate.plan.accounting is Accounting.LESSON)
         self._show_warnings(estimate)

@@ -4,9 +4,11 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
+
 from core.errors import PlanError
 from core.estimate import Estimate
-from core.plan import Method
+from core.plan import Method, Plan
 from core.presets import default_plan
 from gui.controller import PlanController
 
@@ -100,3 +102,30 @@ def test_a_plan_come_back_to_is_not_estimated_again(qtbot: Any, controller: Plan
     controller.update("workload.micro_batch", lambda p: p.with_workload(micro_batch=p.workload.micro_batch - 1))
     assert controller.estimate is first and len(calls) == 1
     assert controller.plan == first.plan
+
+
+def test_an_edit_of_a_plan_with_a_measured_speed_estimates_once(
+    qtbot: Any, controller: PlanController, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """keep_calibration estimates the calibrated plan to check the factor holds; the controller
+    then estimated the same plan again (two estimate() runs per edit of a measured plan)."""
+    import core.estimate
+    import gui.controller
+
+    modelled = controller.estimate.compute
+    speed = modelled.tokens_per_second_per_gpu * 0.8  # a plausible measurement: 80 % of the modelled speed
+    assert controller.set_plan(controller.plan.with_hardware(measured_tokens_per_s=speed)) is None
+    assert controller.estimate.compute.calibration_factor > 0
+    runs: list[Plan] = []
+    original = core.estimate.estimate
+
+    def counted(plan: Plan, gpu: Any = None) -> Estimate:
+        runs.append(plan)
+        return original(plan, gpu)
+
+    monkeypatch.setattr(core.estimate, "estimate", counted)
+    monkeypatch.setattr(gui.controller, "estimate", counted)
+    micro_batch = controller.plan.workload.micro_batch + 1
+    assert controller.update("workload.micro_batch", lambda p: p.with_workload(micro_batch=micro_batch)) is None
+    assert controller.plan.hardware.calibration > 0  # the measurement became a calibration
+    assert len(runs) == 1 and runs[0] == controller.plan

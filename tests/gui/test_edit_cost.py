@@ -327,3 +327,36 @@ def test_a_new_sum_repaints_its_label_not_the_details_tabs_beneath(qtbot: Any, w
         sums.add(window.arithmetic.summary.text())
     assert len(sums) == 2  # the sum was redrawn each time...
     assert painted.counts[window.arithmetic] == 0 and painted.counts[window.tabs] == 0  # ...on its own
+
+
+def test_a_hidden_details_tab_is_brought_up_to_date_when_shown_not_at_each_edit(
+    qtbot: Any, window: MainWindow, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With the Diagnosis tab shown, each edit set the hidden Arithmetic's rich text (a
+    thirtieth of an edit in benchmarks/gui_latency.py --diagnosis); now only the current tab's
+    panel follows the edits, and another is shown the current estimate when its tab is."""
+    shown(qtbot, window)
+    set_by: Counter[str] = Counter()
+    original = window.arithmetic.show_estimate
+
+    def counted(estimate: Any) -> None:
+        set_by["arithmetic"] += 1
+        original(estimate)
+
+    monkeypatch.setattr(window.arithmetic, "show_estimate", counted)
+    window.tabs.setCurrentWidget(window.diagnosis)
+    first = window.controller.plan.workload.micro_batch
+    for micro_batch in (first + 1, first + 2, first + 3):
+        window.workload_form.micro_batch.setValue(micro_batch)
+    assert set_by["arithmetic"] == 0
+    window.tabs.setCurrentWidget(window.arithmetic)
+    assert set_by["arithmetic"] == 1  # the last edit's estimate, once
+    assert window.arithmetic.summary.text() == window.controller.estimate.for_rank(window.chart.rank).summary_formula
+    window.workload_form.micro_batch.setValue(first + 4)  # the current tab follows each edit
+    assert set_by["arithmetic"] == 2
+    assert window.arithmetic.summary.text() == window.controller.estimate.for_rank(window.chart.rank).summary_formula
+    # A built panel of a hidden tab, asked for, shows the current estimate.
+    window.workload_form.micro_batch.setValue(first + 5)
+    assert window.compute_panel.training._estimate is window.controller.estimate
+    window.workload_form.micro_batch.setValue(first + 6)
+    assert window.compute_panel.training._estimate is window.controller.estimate
