@@ -16,7 +16,7 @@ import contextlib
 import json
 import math
 from dataclasses import replace
-from typing import Any
+from typing import Any, Final
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -35,7 +35,7 @@ from core.files.launch.torchrun import read_torchrun
 from core.files.launch.vllm import read_vllm
 from core.files.runconfig import ConfigKind, loads_run_config, plan_from_run, resolve_model
 from core.inputs import Float8, Stack
-from core.plan import Offload, PipelineSchedule, Plan
+from core.plan import Offload, PipelineSchedule, Plan, Strategy
 from tests.core.strategies import plans
 
 ROUND_TRIP = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -166,6 +166,8 @@ def with_recipes(draw: st.DrawFn, plan: Plan) -> Plan:
             tp_overlap=draw(st.booleans()),
             fsdp_float8_all_gather=draw(st.booleans()),
             fsdp1_wrap=draw(st.booleans()),
+            grad_reduce_in_fp32=draw(st.booleans()),
+            grad_accum_fusion=draw(st.booleans()),
         ),
     }
     for attempt in (recipes, {**recipes, "float8": Float8.NONE}):  # float8 needs a card that has it
@@ -220,6 +222,41 @@ def test_round_trip_through_the_importers(target: Target, plan: Plan) -> None:
         differences(plan, back, TRAINING_FIELDS, skip),
         exported.text,
     )
+
+
+@st.composite
+def megatron_buffer_plans(draw: st.DrawFn) -> Plan:
+    """``launch_plans()`` on the Megatron stack with its gradient buffer (DDP or the distributed
+    optimizer), where both of the buffer's knobs matter whenever the plan accumulates."""
+    plan = draw(launch_plans())
+    knobs = {
+        "strategy": draw(st.sampled_from([Strategy.DDP, Strategy.ZERO1])),
+        "grad_reduce_in_fp32": draw(st.booleans()),
+        "grad_accum_fusion": draw(st.booleans()),
+    }
+    with contextlib.suppress(PlanError):  # a split this strategy cannot take: keep the strategy drawn
+        plan = plan.with_changes(stack=Stack.MEGATRON, parallel=replace(plan.parallel, **knobs))
+    return plan
+
+
+MEGATRON_BUFFER: Final = ("parallel.grad_reduce_in_fp32", "parallel.grad_accum_fusion")
+
+
+@ROUND_TRIP
+@given(plan=megatron_buffer_plans())
+def test_megatron_bridge_carries_the_gradient_buffer_knobs(plan: Plan) -> None:
+    # The importer round trip skips a field hanging on one Megatron-Bridge only notes (the
+    # accumulation, from train.global_batch_size): read back here onto the plan's own layout and
+    # workload with the knobs at their defaults, as the notes ask the user to set them.
+    exported = export(plan, Target.MEGATRON_BRIDGE)
+    run = loads_run_config(exported.text.encode(), "plan.yaml")
+    base = replace(plan, parallel=replace(plan.parallel, grad_reduce_in_fp32=True, grad_accum_fusion=True))
+    back = plan_from_run(run, base, None)
+    listed = {u.field for u in exported.unexpressed}
+    for name in MEGATRON_BUFFER:
+        if name not in listed:
+            field = FIELDS_BY_NAME[name]
+            assert field.effective(plan) == field.effective(back), (name, exported.text)
 
 
 # ---- through the readers beside the exporters ----------------------------------------------------

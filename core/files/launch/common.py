@@ -175,6 +175,10 @@ RECIPE_WHY: Final = {
         "Megatron-Core's gradient buffer dtype: no such setting in this target (Megatron-Bridge: "
         "ddp.grad_reduce_in_fp32; Megatron-LM: --grad-reduce-in-bf16)"
     ),
+    "parallel.grad_accum_fusion": (
+        "Megatron's gradient accumulation fusion: no such setting in this target (Megatron-Bridge: "
+        "model.gradient_accumulation_fusion; Megatron-LM: --no-gradient-accumulation-fusion)"
+    ),
     "parallel.grad_sync": (
         "when FSDP reduces under accumulation is accelerate's GradientAccumulationPlugin(sync_each_batch=...) "
         "in the training loop (TrainingArguments: accelerator_config.gradient_accumulation_kwargs), not a key "

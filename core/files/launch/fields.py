@@ -251,6 +251,14 @@ TRAINING_FIELDS: Final = (
         "parallel.strategy",
     ),
     _f(
+        "parallel.grad_accum_fusion",
+        lambda p: p.parallel.grad_accum_fusion,
+        _matters("parallel.grad_accum_fusion"),
+        "method.stack",
+        "parallel.strategy",
+        "workload.grad_accum",
+    ),
+    _f(
         "parallel.fsdp1_wrap",
         lambda p: p.parallel.fsdp1_wrap,
         _matters("parallel.fsdp1_wrap"),

@@ -5,14 +5,14 @@ Keys of the ``ConfigContainer`` as NVIDIA-NeMo/Megatron-Bridge 067f987d names th
 TransformerConfig / ModelParallelConfig, NVIDIA/Megatron-LM d98e8a64), read back by
 :mod:`core.files.runconfig.megatron`: ``model`` (the parallel sizes, ``sequence_parallel``,
 ``seq_length``, ``recompute_granularity`` / ``recompute_method`` / ``recompute_num_layers`` /
-``recompute_modules``, ``fp8``), ``train`` (``micro_batch_size``, ``global_batch_size`` = micro ×
-data-parallel × accumulation, ``train_iters``), ``dataset.seq_length``, ``mixed_precision``
-(the registered recipe ``bf16_mixed`` / ``fp16_mixed``: 16-bit parameters, float32 main copies in
-the optimizer), ``optimizer`` (``optimizer`` adam | sgd, ``use_distributed_optimizer``,
-``optimizer_cpu_offload``, ``clip_grad``), ``ddp.use_distributed_optimizer``,
-``dist.use_torch_fsdp2``, ``peft`` (``megatron.bridge.peft.lora.LoRA`` / ``dora.DoRA``: ``dim``,
-``alpha``, ``dropout``, ``target_modules`` over Megatron's fused projections) and
-``comm_overlap.tp_comm_overlap``.
+``recompute_modules``, ``fp8``, ``gradient_accumulation_fusion``), ``train`` (``micro_batch_size``,
+``global_batch_size`` = micro × data-parallel × accumulation, ``train_iters``),
+``dataset.seq_length``, ``mixed_precision`` (the registered recipe ``bf16_mixed`` / ``fp16_mixed``:
+16-bit parameters, float32 main copies in the optimizer), ``optimizer`` (``optimizer`` adam | sgd,
+``use_distributed_optimizer``, ``optimizer_cpu_offload``, ``clip_grad``),
+``ddp.use_distributed_optimizer``, ``dist.use_torch_fsdp2``, ``peft``
+(``megatron.bridge.peft.lora.LoRA`` / ``dora.DoRA``: ``dim``, ``alpha``, ``dropout``,
+``target_modules`` over Megatron's fused projections) and ``comm_overlap.tp_comm_overlap``.
 
 The header gives the launch: ``scripts/training/run_recipe.py`` with the model's recipe stem
 and mode, every key below as a ``KEY=VALUE`` override (the runner reads no YAML); a recipe script
@@ -193,6 +193,7 @@ def _model(draft: Draft) -> dict[str, Any]:
             section["moe_flex_dispatcher_backend"] = par.moe_dispatcher.value
     if plan.model.num_experts > 1:
         section["moe_grouped_gemm"] = plan.moe_grouped_gemm
+    section["gradient_accumulation_fusion"] = _grad_accum_fusion(plan)
     if plan.float8 in FP8_RECIPES:
         section["fp8"] = "hybrid"
         section["fp8_recipe"] = FP8_RECIPES[plan.float8]  # Megatron-Core TransformerConfig.fp8_recipe
@@ -201,6 +202,16 @@ def _model(draft: Draft) -> dict[str, Any]:
     if par.pipeline_parallel > 1 and par.schedule is PipelineSchedule.GPIPE:
         draft.cannot("parallel.schedule", "Megatron-Core runs 1F1B, interleaved with virtual stages")
     return section
+
+
+def _grad_accum_fusion(plan: Plan) -> bool:
+    """``model.gradient_accumulation_fusion``: the plan's, written either way (Megatron-Bridge's
+    GPTModelProvider turns it on where the fused kernel is installed, NVIDIA-NeMo/Megatron-Bridge
+    067f987d src/megatron/bridge/models/gpt_provider.py). Off under FSDP, whose gradients are not
+    in Megatron's buffer: Megatron-LM refuses it with torch FSDP2 (NVIDIA/Megatron-LM d98e8a64
+    megatron/training/arguments.py: "--use-torch-fsdp2 is not supported with gradient accumulation
+    fusion") and Megatron-Bridge's Megatron-FSDP turns it off (training/config.py)."""
+    return plan.parallel.grad_accum_fusion and plan.parallel.strategy is not Strategy.FSDP
 
 
 def _optimizer(draft: Draft) -> dict[str, Any]:
@@ -294,7 +305,8 @@ def export_megatron_bridge(plan: Plan, model_ref: str | None = None) -> Export:
     recipes_outside(
         draft,
         ("method.stack", "method.float8", "method.grad_clip", "method.lora.dropout", "parallel.tp_overlap",
-         "parallel.expert_parallel", "parallel.grad_reduce_in_fp32", "method.megatron_ce_fusion",
+         "parallel.expert_parallel", "parallel.grad_reduce_in_fp32", "parallel.grad_accum_fusion",
+         "method.megatron_ce_fusion",
          "parallel.moe_dispatcher", "method.moe_grouped_gemm"),
     )  # fmt: skip
     overrides = " ".join(_flat(document))

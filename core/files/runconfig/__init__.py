@@ -83,7 +83,13 @@ _TORCHTITAN_TABLES: Final = ("activation_checkpoint", "parallelism", "job")
 # (NVIDIA-NeMo/Megatron-Bridge 067f987d, src/megatron/bridge/training/config.py).
 _MEGATRON_KEYS: Final = {
     "train": ("micro_batch_size", "global_batch_size", "train_iters"),
-    "model": ("tensor_model_parallel_size", "pipeline_model_parallel_size", "recompute_granularity", "seq_length"),
+    "model": (
+        "tensor_model_parallel_size",
+        "pipeline_model_parallel_size",
+        "recompute_granularity",
+        "seq_length",
+        "gradient_accumulation_fusion",
+    ),
     "optimizer": ("use_distributed_optimizer", "optimizer_cpu_offload"),
     "ddp": ("use_distributed_optimizer", "grad_reduce_in_fp32", "overlap_grad_reduce"),
     "dist": ("use_megatron_fsdp", "use_torch_fsdp2"),

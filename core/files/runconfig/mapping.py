@@ -181,7 +181,7 @@ def apply_settings(plan: Plan, settings: RunSettings, *, model_dtype: str | None
         parallel["reshard_after_forward"] = s.reshard_after_forward
     if s.offload is not None:
         parallel["offload"] = Offload(s.offload)
-    for knob in ("tp_overlap", "fsdp_float8_all_gather", "fsdp1_wrap", "grad_reduce_in_fp32"):
+    for knob in ("tp_overlap", "fsdp_float8_all_gather", "fsdp1_wrap", "grad_reduce_in_fp32", "grad_accum_fusion"):
         if getattr(s, knob) is not None:
             parallel[knob] = getattr(s, knob)
     if s.grad_sync is not None:

@@ -74,7 +74,7 @@ IRRELEVANT: Final = (
     "model._target_", "model.seq_length", "model.hidden_dropout", "model.attention_dropout",
     "model.init_method_std", "model.freeze_language_model", "model.freeze_vision_model",
     "model.freeze_vision_projection", "model.use_hf_vision_model", "model.calculate_per_token_loss",
-    "model.cp_comm_type", "model.gradient_accumulation_fusion", "ddp.average_in_collective",
+    "model.cp_comm_type", "ddp.average_in_collective",
     "ddp.check_for_nan_in_grad", "ddp.overlap_grad_reduce", "ddp.overlap_param_gather",
     "peft._target_", "model.hf_model_id",
 )  # fmt: skip
@@ -295,6 +295,21 @@ def _grad_reduce(taker: Taker) -> dict[str, Any]:
     return {"grad_reduce_in_fp32": ddp}
 
 
+def _grad_accum_fusion(taker: Taker) -> dict[str, Any]:
+    """Megatron's gradient accumulation fusion (``model.gradient_accumulation_fusion``,
+    ModelParallelConfig, NVIDIA/Megatron-LM d98e8a64 megatron/core/model_parallel_config.py): the
+    weight-gradient GEMM adds into ``main_grad`` itself; off, each later micro-batch adds its
+    gradients in a pass of its own (core.training.speed.grad_accum_bytes). A file that does not
+    say keeps the plan's: the provider decides (NVIDIA-NeMo/Megatron-Bridge 067f987d
+    src/megatron/bridge/models/gpt_provider.py: ``fusions.can_enable_gradient_accumulation_fusion``,
+    on where the fused kernel is installed; some performance recipes set it off)."""
+    value = taker.flag("model.gradient_accumulation_fusion")
+    if value is None:
+        return {}
+    taker.record("grad_accum_fusion", value, "model.gradient_accumulation_fusion")
+    return {"grad_accum_fusion": value}
+
+
 # Megatron-Core's cross-entropy implementations (ModelParallelConfig.cross_entropy_fusion_impl, NVIDIA/Megatron-LM
 # d98e8a64 megatron/core/model_parallel_config.py: Literal['native', 'te'], default 'native').
 CE_FUSION_IMPLS: Final = ("native", "te")
@@ -353,6 +368,7 @@ def read_megatron_bridge(document: dict[str, Any], where: str) -> RunConfig:
     taker.note("model.sequence_parallel", "set it in the plan's Parallelism section")
     taker.note("train.global_batch_size", "gradient accumulation follows from it and the data-parallel degree")
     s.update(_grad_reduce(taker))
+    s.update(_grad_accum_fusion(taker))
     s.update(_ce_fusion(taker, odd))
     # TransformerConfig.moe_grouped_gemm (NVIDIA/Megatron-LM d98e8a64 transformer_config.py, default False):
     # the experts as Transformer Engine's grouped linear layers (core.training.device.allocator_workspaces).

@@ -77,6 +77,7 @@ SETTING_LABELS: Final = {
     "fsdp1_wrap": "FSDP1 wrap from CPU/meta",
     "grad_sync": "FSDP gradient sync under accumulation",
     "grad_reduce_in_fp32": "Megatron gradient reduce in fp32",
+    "grad_accum_fusion": "Megatron gradient accumulation fusion",
     "model": "Model",
     "note": "Noted (not modelled)",
 }
@@ -127,6 +128,7 @@ class RunSettings:
     fsdp1_wrap: bool | None = None  # FSDP1 over a CPU/meta model (cpu_ram_efficient_loading)
     grad_sync: str | None = None  # a core.plan.GradSync value: accelerate's sync_each_batch (each) or not (no_sync)
     grad_reduce_in_fp32: bool | None = None  # Megatron-Core DistributedDataParallelConfig.grad_reduce_in_fp32
+    grad_accum_fusion: bool | None = None  # Megatron-Core ModelParallelConfig.gradient_accumulation_fusion
 
 
 @dataclass(frozen=True)
