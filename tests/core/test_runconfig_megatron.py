@@ -188,3 +188,14 @@ def test_the_selective_policy_reaches_the_plan() -> None:
     run = _read({"model": {"recompute_granularity": "selective"}, "train": {"micro_batch_size": 1}})
     plan = plan_from_run(run, plan_for_model("llama-3.1-8b"))
     assert plan.checkpointing and plan.checkpoint_policy is CheckpointPolicy.ATTENTION
+
+
+@pytest.mark.parametrize("section", ["dist", "ddp"])
+def test_megatron_fsdp_is_read_from_either_section(section: str) -> None:
+    # Megatron-Bridge 067f987d training/config.py, ConfigContainer.validate: "if
+    # self.dist.use_megatron_fsdp or self.ddp.use_megatron_fsdp" turns Megatron-FSDP on; NVIDIA's
+    # performance recipes set the ddp form. Either one is fully sharded data parallel.
+    run = _read({"model": {"tensor_model_parallel_size": 1}, section: {"use_megatron_fsdp": True}})
+    assert run.kind is ConfigKind.MEGATRON_BRIDGE
+    assert run.settings.sharding == "fsdp"
+    assert not any("use_megatron_fsdp" in u for u in run.unknown)

@@ -91,7 +91,7 @@ _MEGATRON_KEYS: Final = {
         "gradient_accumulation_fusion",
     ),
     "optimizer": ("use_distributed_optimizer", "optimizer_cpu_offload"),
-    "ddp": ("use_distributed_optimizer", "grad_reduce_in_fp32", "overlap_grad_reduce"),
+    "ddp": ("use_distributed_optimizer", "grad_reduce_in_fp32", "overlap_grad_reduce", "use_megatron_fsdp"),
     "dist": ("use_megatron_fsdp", "use_torch_fsdp2"),
     "peft": ("dim", "_target_", "target_modules"),
 }

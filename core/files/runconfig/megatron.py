@@ -22,7 +22,7 @@ Megatron-Core fields its sections inherit, NVIDIA/Megatron-LM d98e8a64:
 - ``peft``: ``megatron.bridge.peft.lora.LoRA`` (``dim`` 32, ``alpha`` 32, ``dropout`` 0,
   ``target_modules`` default ``linear_qkv``, ``linear_proj``, ``linear_fc1``, ``linear_fc2``) or
   ``...dora.DoRA``; an override file's ``peft`` section changes the recipe's LoRA.
-- ``dist.use_megatron_fsdp`` / ``use_torch_fsdp2``: fully sharded data parallel.
+- ``dist.use_megatron_fsdp`` (or ``ddp.use_megatron_fsdp``) / ``use_torch_fsdp2``: fully sharded data parallel.
 
 An override file changes a Python recipe: what it does not say stays as the plan has it.
 Parallel degrees are the launcher's GPU count's to divide, so they are noted, as torchtitan's.
@@ -257,7 +257,10 @@ def _optimizer(taker: Taker, odd: OddValues) -> dict[str, Any]:
             if found:
                 s["sharding"] = "zero1"
                 taker.record("sharding", "zero1", f"{key}: float32 main parameters and moments sharded")
-    for key in ("dist.use_megatron_fsdp", "dist.use_torch_fsdp2"):
+    # Megatron-Bridge turns Megatron-FSDP on from either section (ConfigContainer.validate:
+    # ``if self.dist.use_megatron_fsdp or self.ddp.use_megatron_fsdp``, 067f987d training/config.py);
+    # NVIDIA's performance recipes set the ddp one.
+    for key in ("dist.use_megatron_fsdp", "ddp.use_megatron_fsdp", "dist.use_torch_fsdp2"):
         if taker.flag(key):
             s["sharding"] = "fsdp"
             taker.record("sharding", "fsdp", key)
