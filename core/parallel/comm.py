@@ -850,11 +850,12 @@ def all_to_all_seconds(buffer_bytes: float, span: Span, links: Links) -> float:
 HYBRIDEP_ALGBW_GB_S: Final = {"nvlink5": (535.94, 530.86)}  # (dispatch BF16, combine)
 
 
-def hybridep_seconds(step: _Step, span: Span) -> tuple[float, float] | None:
-    """One HybridEP dispatch and one combine of a rank's micro-batch (seconds each), at the
-    measured algorithm bandwidth of ``HYBRIDEP_ALGBW_GB_S``: the distinct tokens the rank
-    receives (``received_tokens``: once per destination rank, balanced routing) × d × the compute
-    bytes. None where no measurement applies (another link, more than one node, another dispatcher)."""
+def hybridep_seconds(step: _Step, span: Span) -> tuple[float, float, float] | None:
+    """One HybridEP dispatch and one combine of a rank's micro-batch: (the bytes it receives, the
+    dispatch's seconds, the combine's), at the measured algorithm bandwidth of
+    ``HYBRIDEP_ALGBW_GB_S``: the distinct tokens the rank receives (``received_tokens``: once per
+    destination rank, balanced routing) × d × the compute bytes. None where no measurement applies
+    (another link, more than one node, another dispatcher)."""
     plan = step.plan
     if megatron_dispatcher(plan) is not MoeDispatcher.HYBRIDEP or span.nodes > 1:
         return None
@@ -865,7 +866,7 @@ def hybridep_seconds(step: _Step, span: Span) -> tuple[float, float] | None:
     tokens = dispatched_copies(plan) / model.experts_per_token
     received = received_tokens(tokens, model.num_experts, model.experts_per_token, ep)
     buffer = received * model.hidden_size * step.dt.compute
-    return buffer / (rates[0] * 1e9), buffer / (rates[1] * 1e9)
+    return buffer, buffer / (rates[0] * 1e9), buffer / (rates[1] * 1e9)
 
 
 def _expert_parallel_traffic(step: _Step) -> _Traffic | None:
@@ -910,13 +911,13 @@ def _expert_parallel_traffic(step: _Step) -> _Traffic | None:
     hybrid = hybridep_seconds(step, span)
     if hybrid is not None:
         # A dispatch's backward is a combine and a combine's a dispatch: half of each kind.
-        dispatch, combine = hybrid
-        received = dispatch * HYBRIDEP_ALGBW_GB_S[step.links.intra.id][0] * 1e9
+        received, dispatch, combine = hybrid
+        rates = HYBRIDEP_ALGBW_GB_S[step.links.intra.id]
         term = CommTerm(
             "expert-parallel HybridEP dispatch and combine",
             f"{count / 2:g} dispatches and {count / 2:g} combines of {memory(received)} (the distinct tokens "
             f"the rank receives × d), {dispatch * 1e3:.3g} / {combine * 1e3:.3g} ms each at HybridEP's measured "
-            f"{HYBRIDEP_ALGBW_GB_S[step.links.intra.id][0]:g} / {HYBRIDEP_ALGBW_GB_S[step.links.intra.id][1]:g} "
+            f"{rates[0]:g} / {rates[1]:g} "
             f"GB/s ({where})",
             received * (ep - 1) / ep * count,
             (dispatch + combine) * count / 2,

@@ -205,6 +205,17 @@ def fsdp_reduce_bytes(par: Parallelism, grad_bytes: float) -> float:
     return grad_bytes
 
 
+def no_sync_grad_bytes(par: Parallelism, grad_bytes: float) -> float:
+    """Bytes per element of the unsharded gradient an FSDP rank holds under no_sync
+    (:func:`fsdp_no_sync`): FSDP1 keeps it in the dtype autograd computed it in, the gathered
+    ``MixedPrecision.param_dtype``; FSDP2 upcasts it to its reduce dtype (:func:`fsdp_reduce_bytes`).
+    The memory (core.parallel.state) and the accumulation pass's time (core.training.speed) both
+    read it."""
+    if par.fsdp1_wrap:
+        return MP_BYTES.get(par.fsdp_param_dtype, grad_bytes)
+    return fsdp_reduce_bytes(par, grad_bytes)
+
+
 def megatron_grad_bytes(plan: Plan, grad_bytes: float, compute_bytes: float) -> float:
     """Bytes per element of Megatron-Core's gradient buffer, which its DDP reduce-scatters or
     all-reduces in place: ``grad_dtype = torch.float if grad_reduce_in_fp32 else param.dtype``

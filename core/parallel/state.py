@@ -73,6 +73,7 @@ from core.parallel.layout import (
     fsdp_no_sync,
     fsdp_reduce_bytes,
     megatron_grad_bytes,
+    no_sync_grad_bytes,
     outside_params,
     train_share,
     weight_share,
@@ -646,8 +647,7 @@ def _no_sync_accumulated(rank: _Rank, block: float, root: float, reduce_b: float
         return None
     if plan.adapter_based:
         elements, what = rank.trainable, "adapter gradients"
-        computed = MP_BYTES.get(par.fsdp_param_dtype, rank.dt.grad)
-        per = computed if par.fsdp1_wrap else fsdp_reduce_bytes(par, rank.dt.grad)
+        per = no_sync_grad_bytes(par, rank.dt.grad)
     else:
         elements, what = stage.layers * block + root, f"gradients of all {stage.layers} blocks and the root unit"
         per = MP_BYTES.get(par.fsdp_param_dtype, rank.stored_bytes) if par.fsdp1_wrap else reduce_b

@@ -584,19 +584,33 @@ class StepModel:
         # which dequantises a weight tile once for all of them (not costed by this rule).
         return max(matmuls, self.matvec_alu_s if n == 1 else 0.0)
 
+    @property
+    def stages(self) -> int:
+        """Pipeline stages run one after another (llama.cpp's layer split: its bytes already summed)."""
+        inf = self.plan.inference
+        return 1 if inf.engine is Engine.LLAMACPP else inf.pipeline_parallel
+
+    def collectives(self, n: int) -> tuple[float, float, float]:
+        """A step of ``n`` tokens' collectives: a stage's two all-reduces per layer, the embedding's
+        all-reduce and the logits' gather (seconds each; 0 on one GPU)."""
+        rows = graph_batch(self.plan, n)
+        return (
+            allreduce_seconds(self.plan, self.link, rows),
+            embedding_allreduce_seconds(self.plan, self.link, rows),
+            logits_gather_seconds(self.plan, self.link, n),
+        )
+
     def step(self, n: int) -> float:
         inf = self.plan.inference
-        stages = 1 if inf.engine is Engine.LLAMACPP else inf.pipeline_parallel  # llama.cpp: bytes already summed
+        stages = self.stages
         layers = self.plan.model.num_layers if inf.engine is Engine.LLAMACPP else self.layout.layers
         body = max(self.memory_seconds(n), self.compute_seconds(n)) + layers * (
             self.layer_seconds(n) + self.moe_kernels_layer_s
         )
         host = layers * self.host_layer_seconds(n)
         body = body + host if self.host_serial else max(body, host)
-        rows = graph_batch(self.plan, n)
-        reduced = allreduce_seconds(self.plan, self.link, rows)
-        embedded = embedding_allreduce_seconds(self.plan, self.link, rows)
-        device = stages * (body + reduced) + embedded + logits_gather_seconds(self.plan, self.link, n)
+        reduced, embedded, gathered = self.collectives(n)
+        device = stages * (body + reduced) + embedded + gathered
         return max(device, self.output_seconds(n)) + self.step_host_s
 
     def prefill_per_token(self, chunk: int) -> float:
@@ -605,7 +619,7 @@ class StepModel:
         model = self.plan.model
         flops = prompt_token_flops(self.plan, self.counts) + 2.0 * model.num_layers * inf.prompt_tokens * model.q_width
         compute = chunk * flops / inf.tensor_parallel / self.achieved_flops if self.achieved_flops > 0 else math.inf
-        stages = inf.pipeline_parallel if inf.engine is not Engine.LLAMACPP else 1
+        stages = self.stages
         one = max(compute, self.memory_seconds(1, matvec=False)) + self.layout.layers * self.layer_seconds(chunk)
         if chunk > MMQ_MAX_BATCH_SIZE and self.bandwidth > 0:
             one += self.prompt_dequant_bytes / self.bandwidth
@@ -837,12 +851,8 @@ def serving_speed(
     step = model.step(running)
     alone = queue(model, 1, 1, chunk).ttft_s
     flops = prefill_flops(plan, counts, inf.prompt_tokens)
-    rows = graph_batch(plan, running)
-    allreduce = (
-        allreduce_seconds(plan, model.link, rows) * (1 if inf.engine is Engine.LLAMACPP else inf.pipeline_parallel)
-        + embedding_allreduce_seconds(plan, model.link, rows)
-        + logits_gather_seconds(plan, model.link, running)
-    )
+    reduced, embedded, gathered = model.collectives(running)
+    allreduce = reduced * model.stages + embedded + gathered
     return ServingSpeed(
         ttft_s=here.ttft_s,
         prefill_flops=flops,

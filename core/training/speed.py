@@ -37,9 +37,9 @@ from core.parallel.layout import (
     Stage,
     float8_recipe,
     fsdp_no_sync,
-    fsdp_reduce_bytes,
     layout,
     megatron_grad_bytes,
+    no_sync_grad_bytes,
     received_tokens,
     train_share,
     trainable_layers,
@@ -721,8 +721,7 @@ def grad_accum_bytes(plan: Plan, counts: ParamCounts, stage: Stage) -> float:
     if no_sync:
         # FSDP under no_sync holds the whole unsharded gradient (core.parallel.state._no_sync_accumulated):
         # FSDP1 in the gathered dtype autograd computed it in, FSDP2 upcast to its reduce dtype.
-        new = MP_BYTES.get(par.fsdp_param_dtype, dt.grad)
-        held = new if par.fsdp1_wrap else fsdp_reduce_bytes(par, dt.grad)
+        new, held = MP_BYTES.get(par.fsdp_param_dtype, dt.grad), no_sync_grad_bytes(par, dt.grad)
     elif megatron_grad_buffer(plan):
         if par.grad_accum_fusion:
             return 0.0
