@@ -13,7 +13,9 @@ Context parallelism splits the sequence: every activation ÷ cp (torchtitan / Me
 load-balanced chunks); ring attention adds the K/V chunks in flight between neighbours
 (torch ``torch/distributed/tensor/experimental/_attention.py`` ring exchange: the chunk
 being used and the one being received, for keys and values) and a float32 output
-accumulator with its log-sum-exp while it merges the partial results.
+accumulator with its log-sum-exp while it merges the partial results. Its backward holds more
+(:func:`ring_attention_backward`): float32 gradient accumulators that travel round the ring,
+and the keys and values of every rank at once.
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ __all__ = [
     "keeps_gathered_inputs",
     "loss_parallel",
     "pipeline_buffers",
+    "ring_attention_backward",
     "ring_attention_buffers",
     "sequence_region",
     "split",
@@ -132,6 +135,42 @@ def ring_attention_buffers(tokens: int, kv_width: int, q_width: int, heads: int,
         ),
         Term("ring attention: float32 output + log-sum-exp accumulators", f"N/{cp}·(q + H) × 4", acc),
     ]
+
+
+# PyTorch's ring attention backward (pytorch/pytorch f2127dbd, torch/distributed/tensor/
+# experimental/_attention.py, _templated_ring_attention_backward; torchtitan's context_parallel
+# runs it), per element of the rank's chunk of the sequence at the attention's width (torchtitan's
+# Llama repeats K/V to every query head before SDPA, so K/V are as wide as Q):
+# - keys and values of every CP rank: the default rotater (_cp_options.rotate_method, ALL_GATHER:
+#   set_rotate_method's docstring) all-gathers the rank's torch.cat([key, value]) once and keeps
+#   the gathered buffer for the whole loop: 2 × cp elements in the compute dtype, plus the
+#   iteration's own torch.cat (next_kv) of 2;
+# - grad_query, a float32 accumulator (accum_dtype = float32 under the default convert_to_f32);
+# - grad_key / grad_value: float32, carried round the ring by an all-to-all rotater — the pair
+#   received (next_buffer), the pair re-concatenated after adding this step's part
+#   (next_grad_kv), and the permute's output buffer for the next rank: 3 × 2 float32 elements;
+# - the SDPA backward's own outputs for this step (grad_query_, grad_key_, grad_value_) in the
+#   compute dtype, alive until the next step replaces them: 3.
+RING_BACKWARD_FLOAT32 = 1 + 3 * 2  # grad_query, and three copies of the (grad_key, grad_value) pair
+RING_BACKWARD_COMPUTE = 2 + 3  # the step's torch.cat of K/V, and the kernel's three gradients
+
+
+def ring_attention_backward(tokens: int, q_width: int, ca: float, lay: Layout) -> Term | None:
+    """What PyTorch's ring attention holds inside an attention backward (cp > 1): the gathered
+    keys and values, the float32 gradient accumulators and the kernel's outputs (comment above).
+    Attention's backward runs after the MLP's, so this competes with the MLP's gradients for the
+    block backward's peak rather than adding to them."""
+    cp = lay.context_parallel
+    if cp == 1:
+        return None
+    elements = tokens / cp * q_width / lay.tensor_parallel
+    per_element = RING_BACKWARD_FLOAT32 * 4 + (2 * cp + RING_BACKWARD_COMPUTE) * ca
+    return Term(
+        "ring attention backward: gathered K/V, float32 gradient accumulators, kernel outputs",
+        f"N/{cp}·q/{lay.tensor_parallel} × ({RING_BACKWARD_FLOAT32} × 4 + ({2 * cp} + {RING_BACKWARD_COMPUTE})"
+        f" × {ca:g}) = {sci(elements)} × {per_element:g}",
+        elements * per_element,
+    )
 
 
 def pipeline_buffers(stage_tokens_width: float, res: float, lay: Layout) -> list[Term]:

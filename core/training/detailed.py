@@ -32,6 +32,7 @@ from core.parallel.acts import (
     keeps_gathered_inputs,
     loss_parallel,
     pipeline_buffers,
+    ring_attention_backward,
     ring_attention_buffers,
     sequence_region,
     split,
@@ -41,7 +42,7 @@ from core.parallel.layout import Layout, Stage, dispatched_copies
 from core.parallel.layout import trainable_layers as stage_trainable_layers
 from core.parallel.state import RankState, compute_plan, rank_copies, rank_state, te_weight_cache
 from core.params import ParamCounts, param_counts
-from core.plan import CheckpointPolicy, Float8, Method, Offload, Plan, Strategy
+from core.plan import CheckpointPolicy, Float8, Method, Offload, Plan, Stack, Strategy
 from core.roles import Dtypes, dtypes_for
 from core.training.activations import (
     LossMemory,
@@ -188,6 +189,7 @@ def _common(plan: Plan, counts: ParamCounts, dt: Dtypes, lay: Layout | None) -> 
                 layer_grads.formula + " + K/V chunks + accumulators",
                 layer_grads.bytes + sum(t.bytes for t in ring),
             )
+        layer_grads = _with_ring_backward(plan, layer_grads, n, ca, lay)
         layer_grads = _with_all_to_all_buffer(plan, layer_grads, ca)
     layer_grads = _with_float8_casts(plan, layer_grads, lay)
     layer_grads = _with_experts_loop_gradient(plan, layer_grads, adt.grad)
@@ -279,6 +281,17 @@ def _with_experts_loop_gradient(plan: Plan, layer_grads: Term, grad: float) -> T
         layer_grads.formula + f" + E·d·2I × {grad:g}",
         layer_grads.bytes + el * grad,
     )
+
+
+def _with_ring_backward(plan: Plan, layer_grads: Term, n: int, ca: float, lay: Layout) -> Term:
+    """The block backward's transient is the larger of the MLP's gradients (with the forward
+    ring's buffers a recompute brings) and PyTorch's ring attention backward (attention's
+    backward follows the MLP's; core.parallel.acts.ring_attention_backward). Megatron-LM runs
+    context parallelism through Transformer Engine's own attention, not this ring."""
+    ring = ring_attention_backward(n, plan.model.q_width, ca, lay) if plan.stack is not Stack.MEGATRON else None
+    if ring is None or ring.bytes <= layer_grads.bytes:
+        return layer_grads
+    return Term(f"{ring.label} (more than {layer_grads.label})", ring.formula, ring.bytes)
 
 
 def _with_all_to_all_buffer(plan: Plan, layer_grads: Term, ca: float) -> Term:
