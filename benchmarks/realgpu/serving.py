@@ -127,6 +127,7 @@ class Case:
     identifies: str = ""  # the constant this record can set (see fit_constants), "" none
     note: str = ""
     plan: Plan | None = field(default=None, compare=False)  # decode cases: their card and engine
+    held_out: bool = False  # a log no constant is fitted on (identifies nothing), summarised apart
 
     def error_pct(self, fit: ServingFit) -> float:
         return 100.0 * (self.predict(fit) - self.logged) / self.logged
@@ -242,11 +243,16 @@ def serving_plan(model: ModelSpec, model_id: str, gpu: str, **inference: Any) ->
     return Plan(model=model, model_id=model_id, hardware=Hardware(gpu=gpu)).with_inference(**inference)
 
 
-def kv_tokens_case(case_id: str, source: str, plan: Plan, logged: float, note: str = "", what: str = "") -> Case:
+def kv_tokens_case(
+    case_id: str, source: str, plan: Plan, logged: float, note: str = "", what: str = "", held_out: bool = False
+) -> Case:
+    """A logged KV-cache size; ``held_out`` logs set no constant in any fit (they only check it)."""
     inf = plan.inference
     identifies = ""
     link = link_class(serving_link(inf, find_gpu(plan.hardware.gpu))).value
-    if inf.tensor_parallel > 1 and link in LARGE_COMM:  # vLLM and SGLang both take these buffers
+    if held_out:
+        pass
+    elif inf.tensor_parallel > 1 and link in LARGE_COMM:  # vLLM and SGLang both take these buffers
         identifies = "tp_comm:" + link
     elif inf.engine.value == "vllm" and inf.pipeline_parallel == 1:
         identifies = "non_torch:" + era_of(inf.vllm_version).accounting.value
@@ -260,6 +266,7 @@ def kv_tokens_case(case_id: str, source: str, plan: Plan, logged: float, note: s
         identifies=identifies,
         note=note,
         plan=plan,
+        held_out=held_out,
     )
 
 
@@ -342,7 +349,9 @@ class LogCase:
     """One engine start-up log of another thread, mapped by hand onto a plan: the model (from the
     catalogue, or from its config.json when ``config`` is set), the card, the engine settings the
     log or its thread states, and how its KV figure is read (``kv``: "tokens" as printed, "gib"
-    as whole blocks of the printed GiB with ``note`` saying so, "" for a log without one)."""
+    as whole blocks of the printed GiB with ``note`` saying so, "" for a log without one).
+    ``held_out``: a log found after the constants were set and never used to fit any (issue 23's
+    held-out check): its KV case identifies no constant and the summary reports it on its own line."""
 
     log_id: str
     model_id: str
@@ -352,6 +361,7 @@ class LogCase:
     note: str = ""
     weights: bool = True
     config: bool = False
+    held_out: bool = False
 
 
 OTHER_LOGS: Final = (
@@ -431,6 +441,30 @@ OTHER_LOGS: Final = (
         kv="gib",
         note="tokens: whole blocks of the logged 36.56 GiB",
     ),
+    # Held out (found after the constants were set; fits nothing): issue #17327, bedovyy's RTX 3090
+    # with VLLM_USE_V1=0 (the V0 engine: 0.7's rules, the last release whose default it is),
+    # utilisation 0.9, 8 sequences, the model's 40,960 tokens (so V0's chunked prefill, 2,048 a
+    # step), W4A16 weights as GPTQ int4. The block count is cut in the excerpt: whole blocks of the
+    # 5.34 GiB printed.
+    LogCase(
+        "vllm17327-qwen3-30b-a3b-w4a16-3090-v0",
+        "qwen3-30b-a3b",
+        "rtx-3090",
+        MappingProxyType(
+            dict(
+                engine="vllm",
+                vllm_version="0.7",
+                context=40960,
+                gpu_memory_utilization=0.9,
+                max_num_seqs=8,
+                max_num_batched_tokens=2048,
+                weight_dtype="gptq-int4",
+            )
+        ),
+        kv="gib",
+        note="tokens: whole blocks of the logged 5.34 GiB (the excerpt cuts the block count)",
+        held_out=True,
+    ),
     # Issue #27508 (gpt-oss-120b, ~0.11.0, one H100): listed in NOT_EXPRESSIBLE with why.
     # Issue #33155: 0.14.1, one H100, only the weights line (the start ran out of memory).
     LogCase(
@@ -456,7 +490,7 @@ def other_vllm_cases() -> list[Case]:
         elif entry.kv == "gib":
             logged = tokens_from_gib(plan, number(log["logged"]["kv_cache_gib"]))
         if entry.kv:
-            cases.append(kv_tokens_case(log["id"], log["source_id"], plan, logged, entry.note))
+            cases.append(kv_tokens_case(log["id"], log["source_id"], plan, logged, entry.note, held_out=entry.held_out))
         if entry.weights:
             cases.append(weights_case(log, plan))
     return cases
@@ -1551,6 +1585,21 @@ def kv_summary(rows: list[Row]) -> Summary:
     return Summary("kv", line, share >= KV_SHARE and worst <= KV_WORST)
 
 
+def held_out_summary(rows: list[Row]) -> Summary:
+    """The KV logs no constant was fitted on (LogCase.held_out), on their own line; they are in
+    kv_summary's count too. Held to the same worst-case target."""
+    held = [r for r in rows if r.case.table == "kv" and r.case.held_out]
+    errors = [abs(r.error_pct) for r in held]
+    if not held:
+        return Summary("kv-held-out", "KV-cache tokens, held-out logs: none", True)
+    signed = ", ".join(f"{r.case.id} {r.error_pct:+.1f} %" for r in held)
+    line = (
+        f"KV-cache tokens, held-out logs (never fitted): {sum(e <= KV_TARGET for e in errors)} of {len(held)} "
+        f"within {KV_TARGET:g} %, worst {max(errors):.1f} % ({signed})"
+    )
+    return Summary("kv-held-out", line, max(errors) <= KV_WORST)
+
+
 def buffer_summary(rows: list[Row]) -> Summary:
     buf = [r for r in rows if r.case.table == "buffers"]
     errors = [abs(r.error_pct) for r in buf]
@@ -1617,7 +1666,14 @@ def ttft_summary(rows: list[Row]) -> Summary:
 
 
 def summaries(rows: list[Row]) -> list[Summary]:
-    return [kv_summary(rows), buffer_summary(rows), decode_summary(rows), generate_summary(rows), ttft_summary(rows)]
+    return [
+        kv_summary(rows),
+        held_out_summary(rows),
+        buffer_summary(rows),
+        decode_summary(rows),
+        generate_summary(rows),
+        ttft_summary(rows),
+    ]
 
 
 def source_table(rows: list[Row], priors: dict[str, tuple[str, ...]]) -> str:

@@ -75,6 +75,14 @@ SERVING_OVERHEAD_BYTES: Final = CUDA_CONTEXT_BYTES
 # profile_max_num_token (python/sglang/srt/model_executor/model_runner.py): pool = memory free
 # after the weights load - total × (1 - mem_fraction_static), in tokens of 2 · KV heads per rank
 # · head width · layers · bytes; activations and CUDA graphs live in the (1 - fraction) left over.
+# The rotary embedding's cos/sin table is built while the model loads, so it is taken before that
+# free memory is read, like the weights: sglang/srt/layers/rotary_embedding.py (sgl-project/sglang
+# 00a66ebe136b90479f9ccf9fc4f3d1c08251981c) RotaryEmbedding.__init__ keeps the cache in float32 on
+# CUDA ("cache needs to be in FP32 for numerical stability": `if not _is_cuda: cache =
+# cache.to(dtype)`), max_position rows of cos | sin (rotary_dim wide), one table per model
+# (get_rope's _ROPE_DICT shares it across layers). Releases before sgl-kernel's rope used vLLM's
+# RotaryEmbedding, which casts it to the model's dtype (half these bytes): not told apart.
+SGLANG_ROPE_CACHE_BYTES: Final = 4  # float32 per cos / sin entry
 
 # --- Hugging Face generate -----------------------------------------------------------
 # Hugging Face's eager-mode decoder layer keeps four hidden-size tensors alive at the MLP
@@ -547,6 +555,14 @@ def sglang_fraction(inf: Inference, gpu: GpuSpec) -> float:
     return default_fraction(inf, gpu)
 
 
+def sglang_rope_cache_bytes(model: ModelSpec) -> float:
+    """SGLang's float32 cos/sin table (SGLANG_ROPE_CACHE_BYTES): positions × head width, none
+    for a model without rotary embeddings (ALiBi, learned positions)."""
+    if model.alibi or model.learned_positions:
+        return 0.0
+    return float(model.max_position_embeddings * model.head_dim * SGLANG_ROPE_CACHE_BYTES)
+
+
 def sglang_memory(plan: Plan, gpu: GpuSpec, layout: RankLayout, fit: ServingFit = DEFAULT_FIT) -> EngineMemory:
     """SGLang's token pool: what the static fraction leaves after the weights.
 
@@ -563,7 +579,8 @@ def sglang_memory(plan: Plan, gpu: GpuSpec, layout: RankLayout, fit: ServingFit 
     fraction = sglang_fraction(inf, gpu)
     given = "" if inf.mem_fraction_static > 0 else f" (SGLang {inf.sglang_version.value}'s default)"
     # The (1 - fraction) of that total is what SGLang keeps for activations and CUDA graphs.
-    pool_budget = total * fraction - layout.weights_bytes
+    rope = sglang_rope_cache_bytes(plan.model)
+    pool_budget = total * fraction - layout.weights_bytes - rope
     cell = layout.kv_token_layer_bytes * layout.layers
     tokens = max(0, int(pool_budget // cell)) if cell > 0 else 0
     per_request = cached_positions(plan.model, inf.context) / plan.model.num_layers
@@ -582,7 +599,8 @@ def sglang_memory(plan: Plan, gpu: GpuSpec, layout: RankLayout, fit: ServingFit 
     )
     formula = (
         f"token pool = {total / GiB:.2f} GiB (free after start-up: CUDA context and NCCL taken) × "
-        f"mem_fraction_static {fraction:g}{given} − weights {layout.weights_bytes / GiB:.2f} = "
+        f"mem_fraction_static {fraction:g}{given} − weights {layout.weights_bytes / GiB:.2f} − rotary "
+        f"cos/sin table (float32) {rope / GiB:.2f} = "
         f"{max(pool_budget, 0) / GiB:.2f} GiB ÷ {cell:,.0f} B per token = {tokens:,} tokens; "
         f"{reserved / GiB:.2f} GiB left for activations and CUDA graphs"
     )

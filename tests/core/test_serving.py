@@ -382,7 +382,8 @@ def test_sglang_pool_is_the_static_fraction_less_the_weights() -> None:
     assert sglang_fraction(old, gpu) == 0.85
     # profile_max_num_token (python/sglang/srt/model_executor/model_runner.py): the total is the
     # free memory after start-up (CUDA context taken; one GPU: no NCCL buffers), × the fraction.
-    expected = ((total - SERVING_OVERHEAD_BYTES) * 0.83 - inf.weights_bytes) // 131_072
+    # Less the rotary cos/sin table the model load took (float32: 131,072 positions × 128 × 4 B).
+    expected = ((total - SERVING_OVERHEAD_BYTES) * 0.83 - inf.weights_bytes - 131_072 * 128 * 4) // 131_072
     assert inf.kv_cache_tokens == expected
     half = estimate(plan.with_inference(mem_fraction_static=0.5)).inference
     assert half.kv_cache_tokens < inf.kv_cache_tokens

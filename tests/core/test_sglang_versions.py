@@ -7,6 +7,7 @@ sglang/srt/arg_groups/memory_hook.py) worked by hand for the card sizes nvidia-s
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 
 import pytest
 
@@ -16,7 +17,7 @@ from core.estimate import estimate
 from core.files import planfile
 from core.plan import Hardware, Inference, Plan, SglangVersion
 from core.presets import plan_for_model
-from core.serving.engines import SERVING_OVERHEAD_BYTES, sglang_fraction
+from core.serving.engines import SERVING_OVERHEAD_BYTES, sglang_fraction, sglang_rope_cache_bytes
 from core.serving.sglang_versions import default_fraction, era_of, prefill_graph_sizes
 from core.serving.vllm_rules import vllm_total_memory
 
@@ -82,8 +83,9 @@ def test_the_default_release_is_the_newest_read_and_moves_the_pool() -> None:
     total = vllm_total_memory(gpu) - SERVING_OVERHEAD_BYTES
     new = estimate(plan).inference
     old = estimate(sglang_plan(sglang_version="0.4.4")).inference
-    assert new.kv_cache_tokens == (total * 0.83 - new.weights_bytes) // 131_072
-    assert old.kv_cache_tokens == (total * 0.88 - old.weights_bytes) // 131_072
+    rope = 131_072 * 128 * 4  # the float32 cos/sin table (test_the_rotary_table_is_taken_before_the_pool)
+    assert new.kv_cache_tokens == (total * 0.83 - new.weights_bytes - rope) // 131_072
+    assert old.kv_cache_tokens == (total * 0.88 - old.weights_bytes - rope) // 131_072
     assert "SGLang 0.5.23's default" in new.formula
     # A given fraction is kept whatever the release.
     given = sglang_plan(mem_fraction_static=0.8)
@@ -124,3 +126,21 @@ def test_the_command_line_takes_the_release_and_refuses_one_not_covered(capsys: 
     assert main([*args, "--sglang-version", "0.5.0"]) != 0
     err = capsys.readouterr().err
     assert "'0.5.0'" in err and "'0.4.0'" in err and "'0.5.23'" in err
+
+
+def test_the_rotary_table_is_taken_before_the_pool() -> None:
+    # sglang/srt/layers/rotary_embedding.py (sgl-project/sglang 00a66ebe): on CUDA the cos/sin
+    # table stays float32, max_position rows × rotary_dim, one per model, built while the model
+    # loads. Llama 3.1 8B: 131,072 positions × 128 × 4 B = 64 MiB, out of the pool like weights.
+    plan = sglang_plan(mem_fraction_static=0.8)
+    model = plan.model
+    assert sglang_rope_cache_bytes(model) == 131_072 * 128 * 4 == 64 * 2**20
+    gpu = find_gpu("h100-sxm")
+    total = vllm_total_memory(gpu) - SERVING_OVERHEAD_BYTES
+    inf = estimate(plan).inference
+    cell = 131_072  # 32 layers × 8 KV heads × 128 × 2 (K and V) × 2 B
+    assert inf.kv_cache_tokens == int((total * 0.8 - inf.weights_bytes - 64 * 2**20) // cell)
+    assert "rotary cos/sin table (float32) 0.06" in inf.formula
+    # No rotary embedding, no table: ALiBi (BLOOM, MPT) or learned positions (GPT-2).
+    assert sglang_rope_cache_bytes(replace(model, alibi=True)) == 0.0
+    assert sglang_rope_cache_bytes(replace(model, learned_positions=1024)) == 0.0
