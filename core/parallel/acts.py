@@ -34,6 +34,7 @@ __all__ = [
     "ring_attention_buffers",
     "sequence_region",
     "split",
+    "torch_ring_attention",
     "vocab_region",
 ]
 
@@ -135,6 +136,13 @@ def ring_attention_buffers(tokens: int, kv_width: int, q_width: int, heads: int,
         ),
         Term("ring attention: float32 output + log-sum-exp accumulators", f"N/{cp}·(q + H) × 4", acc),
     ]
+
+
+def torch_ring_attention(plan: Plan) -> bool:
+    """Context parallelism through PyTorch's ring attention (torchtitan's context_parallel): CP > 1
+    and not Megatron-LM, whose context parallelism is Transformer Engine's attention. Read by the
+    memory (ring_attention_backward's use) and the time (core.training.speed.ring_attention_bytes)."""
+    return plan.parallel.context_parallel > 1 and plan.stack is not Stack.MEGATRON
 
 
 # PyTorch's ring attention backward (pytorch/pytorch f2127dbd, torch/distributed/tensor/

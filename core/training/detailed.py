@@ -36,13 +36,14 @@ from core.parallel.acts import (
     ring_attention_buffers,
     sequence_region,
     split,
+    torch_ring_attention,
     vocab_region,
 )
 from core.parallel.layout import Layout, Stage, dispatched_copies
 from core.parallel.layout import trainable_layers as stage_trainable_layers
 from core.parallel.state import RankState, compute_plan, rank_copies, rank_state, te_weight_cache
 from core.params import ParamCounts, param_counts
-from core.plan import CheckpointPolicy, Float8, Method, Offload, Plan, Stack, Strategy
+from core.plan import CheckpointPolicy, Float8, Method, Offload, Plan, Strategy
 from core.roles import Dtypes, dtypes_for
 from core.training.activations import (
     LossMemory,
@@ -288,7 +289,7 @@ def _with_ring_backward(plan: Plan, layer_grads: Term, n: int, ca: float, lay: L
     ring's buffers a recompute brings) and PyTorch's ring attention backward (attention's
     backward follows the MLP's; core.parallel.acts.ring_attention_backward). Megatron-LM runs
     context parallelism through Transformer Engine's own attention, not this ring."""
-    ring = ring_attention_backward(n, plan.model.q_width, ca, lay) if plan.stack is not Stack.MEGATRON else None
+    ring = ring_attention_backward(n, plan.model.q_width, ca, lay) if torch_ring_attention(plan) else None
     if ring is None or ring.bytes <= layer_grads.bytes:
         return layer_grads
     return Term(f"{ring.label} (more than {layer_grads.label})", ring.formula, ring.bytes)

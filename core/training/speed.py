@@ -33,6 +33,7 @@ from core import roles
 from core.catalogue import Generation, GpuSpec, generation
 from core.dtypes import ELEMENT_BYTES, MP_BYTES, NF4_BLOCK, Quant
 from core.inputs import megatron_dispatcher, megatron_grad_buffer
+from core.parallel.acts import torch_ring_attention
 from core.parallel.layout import (
     Stage,
     float8_recipe,
@@ -530,9 +531,9 @@ def ring_attention_bytes(rank: _Rank) -> float:
     the rank (the RING_* constants): 0 without context parallelism, and under Megatron, whose
     Transformer Engine ring merges inside its fused kernels."""
     plan = rank.plan
-    cp = plan.parallel.context_parallel
-    if cp <= 1 or plan.stack is Stack.MEGATRON:
+    if not torch_ring_attention(plan):
         return 0.0
+    cp = plan.parallel.context_parallel
     elements = rank.tokens * plan.model.q_width / rank.tp
     forward = RING_FORWARD_ONCE + RING_FORWARD_PER_STEP * (cp - 1)
     backward = RING_BACKWARD_ONCE + RING_BACKWARD_PER_STEP * (cp - 1)
