@@ -11,6 +11,7 @@ the cost of a hit is one ``is`` per argument.
 from __future__ import annotations
 
 import functools
+import operator
 from collections.abc import Callable
 from typing import Any, TypeVar, cast
 
@@ -21,17 +22,29 @@ def last_answer(fn: F) -> F:
     """Wrap ``fn`` (positional arguments only, all immutable) to reuse its last result when called
     again with the very same argument objects."""
     last: list[Any] = [None]  # one (arguments, result) pair, replaced whole: a reader sees either pair
+    if fn.__code__.co_argcount == 1:  # the common case (a plan): no argument tuple to walk
 
-    @functools.wraps(fn)
-    def wrapper(*args: Any) -> Any:
-        kept = last[0]
-        if kept is not None:
-            kept_args, result = kept
-            if len(kept_args) == len(args) and all(a is b for a, b in zip(kept_args, args, strict=True)):
-                return result
-        result = fn(*args)
-        last[0] = (args, result)
-        return result
+        @functools.wraps(fn)
+        def one(arg: Any) -> Any:
+            kept = last[0]
+            if kept is not None and kept[0] is arg:
+                return kept[1]
+            result = fn(arg)
+            last[0] = (arg, result)
+            return result
 
-    wrapper.cache_clear = lambda: last.__setitem__(0, None)  # type: ignore[attr-defined]
+        wrapper: Any = one
+    else:
+
+        @functools.wraps(fn)
+        def many(*args: Any) -> Any:
+            kept = last[0]
+            if kept is not None and len(kept[0]) == len(args) and all(map(operator.is_, kept[0], args)):
+                return kept[1]
+            result = fn(*args)
+            last[0] = (args, result)
+            return result
+
+        wrapper = many
+    wrapper.cache_clear = lambda: last.__setitem__(0, None)
     return cast(F, wrapper)

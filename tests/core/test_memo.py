@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-from dataclasses import replace
+from dataclasses import FrozenInstanceError, replace
 
 import pytest
 
+from core.breakdown import Bucket, BucketKey, Term, make_bucket
 from core.catalogue import find_model
 from core.memo import last_answer
 from core.params import param_counts
@@ -81,3 +82,30 @@ def test_an_exception_is_not_cached() -> None:
         with pytest.raises(ValueError):
             fails(1)
     assert calls == 2
+
+
+def test_a_cache_of_several_arguments_compares_each() -> None:
+    calls = 0
+
+    @last_answer
+    def add(a: object, b: object) -> tuple[object, object]:
+        nonlocal calls
+        calls += 1
+        return (a, b)
+
+    x, y = object(), object()
+    assert add(x, y) == (x, y)
+    assert add(x, y) == (x, y)
+    assert add(x, x) == (x, x)  # the second argument differs: computed again
+    assert calls == 2
+
+
+def test_a_fast_built_bucket_is_frozen_equal_and_hashable() -> None:
+    terms = (Term("a", "1 + 1", 2.0), Term("none", "0", 0.0), Term("b", "3", 3))
+    fast = make_bucket(BucketKey.WEIGHTS, terms, note="n")
+    slow = Bucket(key=BucketKey.WEIGHTS, bytes=5.0, terms=(terms[0], terms[2]), note="n")
+    assert fast == slow and hash(fast) == hash(slow) and repr(fast) == repr(slow)
+    assert type(fast.bytes) is float
+    with pytest.raises(FrozenInstanceError):
+        fast.bytes = 1.0  # type: ignore[misc]
+    assert replace(fast, note="m").note == "m" and fast.note == "n"
