@@ -19,8 +19,8 @@ F = TypeVar("F", bound=Callable[..., Any])
 
 
 def last_answer(fn: F) -> F:
-    """Wrap ``fn`` (positional arguments only, all immutable) to reuse its last result when called
-    again with the very same argument objects."""
+    """Wrap ``fn`` (its arguments all immutable) to reuse its last result when called again with
+    the very same argument objects (compared by identity; keyword arguments by name too)."""
     last: list[Any] = [None]  # one (arguments, result) pair, replaced whole: a reader sees either pair
     if fn.__code__.co_argcount == 1:  # the common case (a plan): no argument tuple to walk
 
@@ -37,12 +37,18 @@ def last_answer(fn: F) -> F:
     else:
 
         @functools.wraps(fn)
-        def many(*args: Any) -> Any:
+        def many(*args: Any, **named: Any) -> Any:
             kept = last[0]
-            if kept is not None and len(kept[0]) == len(args) and all(map(operator.is_, kept[0], args)):
-                return kept[1]
-            result = fn(*args)
-            last[0] = (args, result)
+            values = (*args, *named.values()) if named else args
+            if (
+                kept is not None
+                and kept[1] == tuple(named)
+                and len(kept[0]) == len(values)
+                and all(map(operator.is_, kept[0], values))
+            ):
+                return kept[2]
+            result = fn(*args, **named)
+            last[0] = (values, tuple(named), result)
             return result
 
         wrapper = many

@@ -11,6 +11,7 @@ from core.catalogue import find_model
 from core.memo import last_answer
 from core.params import param_counts
 from core.plan import Method, Plan, Workload
+from core.training.activations import layer_activations, loss_memory
 from core.training.attention import sdpa_kernel
 from core.training.flops import block_gemms
 from core.training.speed import fused_attention
@@ -109,3 +110,13 @@ def test_a_fast_built_bucket_is_frozen_equal_and_hashable() -> None:
     with pytest.raises(FrozenInstanceError):
         fast.bytes = 1.0  # type: ignore[misc]
     assert replace(fast, note="m").note == "m" and fast.note == "n"
+
+
+def test_keyword_arguments_are_part_of_the_key() -> None:
+    one = plan()
+    for trainable in (True, False, True):
+        got = layer_activations(one, trainable_block=trainable)
+        assert got == layer_activations.__wrapped__(one, trainable_block=trainable)  # type: ignore[attr-defined]
+    assert layer_activations(one, trainable_block=True) == layer_activations(one, True)
+    for parallel in (False, True, False):
+        assert loss_memory(one, parallel) == loss_memory.__wrapped__(one, parallel)  # type: ignore[attr-defined]
