@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from core.memo import last_answer
 from core.plan import Accounting, Method, Plan
 
 
@@ -31,6 +32,7 @@ def quantised_block_params(plan: Plan) -> int:
     return plan.model.stored_matmul_params() if plan.method is Method.QLORA else 0
 
 
+@last_answer
 def param_counts(plan: Plan) -> ParamCounts:
     model = plan.model
     total = model.total_params()

@@ -16,6 +16,7 @@ from typing import Final
 from core.breakdown import LayerActs, Term
 from core.dtypes import DTYPE_BYTES, Dtype, Quant
 from core.format import sci
+from core.memo import last_answer
 from core.model import ModelSpec, normalise_lora_targets
 from core.plan import Attention, CheckpointPolicy, MegatronCeFusion, Method, Plan, Stack
 from core.roles import compute_dtype, dtypes_for, model_dtype
@@ -459,6 +460,7 @@ def _adapters(plan: Plan, ctx: _Ctx) -> list[Term]:
     return items
 
 
+@last_answer
 def layer_activations(plan: Plan, trainable_block: bool) -> LayerActs:
     """Saved tensors of one transformer block for micro-batch B and sequence S."""
     model = plan.model
@@ -596,6 +598,7 @@ class LossMemory:
     backward: list[Term]  # live at the start of the backward pass
 
 
+@last_answer
 def loss_memory(plan: Plan, loss_parallel: bool = False) -> LossMemory:
     """The logits and the cross-entropy, as transformers' ForCausalLMLoss computes it.
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 from enum import StrEnum
 
 from core.dtypes import Autocast, Dtype
+from core.memo import last_answer
 from core.plan import Attention, Method, Plan, Stack
 
 
@@ -42,6 +43,7 @@ def sixteen_bit_inputs(plan: Plan) -> bool:
     return plan.autocast is not Autocast.NONE or stored is not Dtype.FP32
 
 
+@last_answer
 def sdpa_kernel(plan: Plan) -> Kernel:
     """The kernel that runs on an A100/H100 (sdp_utils.cpp, priority order flash →
     memory-efficient → math): flash needs 16-bit inputs, no mask and head width ≤ 256 and

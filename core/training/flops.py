@@ -30,6 +30,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from core.format import sci
+from core.memo import last_answer
 from core.model import ModelSpec, normalise_lora_targets
 from core.params import param_counts
 from core.plan import Accounting, CheckpointPolicy, Method, Plan
@@ -55,6 +56,7 @@ class Gemm:
         return self.k * self.n * self.share * self.count
 
 
+@last_answer
 def block_gemms(plan: Plan) -> tuple[Gemm, ...]:
     """One block's matmuls (a mixture of experts: the router, the experts and a shared one)."""
     model = plan.model

@@ -33,6 +33,7 @@ from core import roles
 from core.catalogue import Generation, GpuSpec, generation
 from core.dtypes import ELEMENT_BYTES, MP_BYTES, NF4_BLOCK, Quant
 from core.inputs import megatron_dispatcher, megatron_grad_buffer
+from core.memo import last_answer
 from core.parallel.acts import torch_ring_attention
 from core.parallel.layout import (
     Stage,
@@ -465,6 +466,7 @@ def _rowwise_slow(rank: _Rank, gemm: Gemm, k: float, n: float) -> bool:
     return rank.fp8 and rank.plan.float8 is Float8.ROWWISE and rowwise_too_small(k, width)
 
 
+@last_answer
 def fused_attention(plan: Plan) -> bool:
     """A fused kernel (flash, memory-efficient) skips the masked half of causal attention and
     never writes the scores; eager attention (and SDPA's math fallback) computes every score

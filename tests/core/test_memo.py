@@ -1,0 +1,122 @@
+"""core.memo's identity caches: the same answers as uncached calls, never a stale one."""
+
+from __future__ import annotations
+
+from dataclasses import FrozenInstanceError, replace
+
+import pytest
+
+from core.breakdown import Bucket, BucketKey, Term, make_bucket
+from core.catalogue import find_model
+from core.memo import last_answer
+from core.params import param_counts
+from core.plan import Method, Plan, Workload
+from core.training.activations import layer_activations, loss_memory
+from core.training.attention import sdpa_kernel
+from core.training.flops import block_gemms
+from core.training.speed import fused_attention
+
+CACHED = (block_gemms, param_counts, sdpa_kernel, fused_attention)
+
+
+def plan(model: str = "llama-3.2-1b", **changes: object) -> Plan:
+    return Plan(model=find_model(model).spec, workload=Workload(micro_batch=2, seq_len=1024)).with_changes(**changes)
+
+
+def test_a_cached_function_answers_as_the_uncached_one() -> None:
+    for one in (plan(), plan(method=Method.LORA), plan("qwen3-30b-a3b"), plan(method=Method.QLORA)):
+        for fn in CACHED:
+            assert fn(one) == fn.__wrapped__(one)  # type: ignore[attr-defined]
+            assert fn(one) == fn.__wrapped__(one)  # the second call, served from the cache
+
+
+def test_a_replaced_plan_is_not_served_the_last_answer() -> None:
+    full = plan()
+    lora = replace(full, method=Method.LORA)
+    assert param_counts(full).trainable == param_counts(full).total
+    # replace() builds a new object: the cache sees another argument and computes again.
+    assert param_counts(lora).trainable < param_counts(lora).total
+    assert param_counts(lora) == param_counts.__wrapped__(lora)  # type: ignore[attr-defined]
+    assert block_gemms(lora) != block_gemms(full)
+
+
+def test_equal_but_distinct_arguments_are_computed_again() -> None:
+    calls: list[object] = []
+
+    @last_answer
+    def echo(value: object) -> object:
+        calls.append(value)
+        return value
+
+    first, second = [1], [1]
+    assert echo(first) is first
+    assert echo(first) is first
+    assert echo(second) is second  # equal, not the same object: no cached answer
+    assert len(calls) == 2
+
+
+def test_the_cache_keeps_its_arguments_alive() -> None:
+    # Identity is only a key while the object lives: the cache holds it, so its id is not reused.
+    calls = 0
+
+    @last_answer
+    def size(value: list[int]) -> int:
+        nonlocal calls
+        calls += 1
+        return len(value)
+
+    assert size([1, 2, 3]) == 3
+    assert size([1]) == 1  # a fresh list, even if it landed at the freed address, is computed
+    assert calls == 2
+
+
+def test_an_exception_is_not_cached() -> None:
+    calls = 0
+
+    @last_answer
+    def fails(value: int) -> int:
+        nonlocal calls
+        calls += 1
+        raise ValueError(value)
+
+    for _ in range(2):
+        with pytest.raises(ValueError):
+            fails(1)
+    assert calls == 2
+
+
+def test_a_cache_of_several_arguments_compares_each() -> None:
+    calls = 0
+
+    @last_answer
+    def add(a: object, b: object) -> tuple[object, object]:
+        nonlocal calls
+        calls += 1
+        return (a, b)
+
+    x, y = object(), object()
+    assert add(x, y) == (x, y)
+    assert add(x, y) == (x, y)
+    assert add(x, x) == (x, x)  # the second argument differs: computed again
+    assert calls == 2
+
+
+def test_a_fast_built_bucket_is_frozen_equal_and_hashable() -> None:
+    terms = (Term("a", "1 + 1", 2.0), Term("none", "0", 0.0), Term("b", "3", 3))
+    fast = make_bucket(BucketKey.WEIGHTS, terms, note="n")
+    slow = Bucket(key=BucketKey.WEIGHTS, bytes=5.0, terms=(terms[0], terms[2]), note="n")
+    assert fast == slow and hash(fast) == hash(slow) and repr(fast) == repr(slow)
+    assert type(fast.bytes) is float
+    with pytest.raises(FrozenInstanceError):
+        fast.bytes = 1.0  # type: ignore[misc]
+    assert replace(fast, note="m").note == "m" and fast.note == "n"
+
+
+def test_keyword_arguments_are_part_of_the_key() -> None:
+    one = plan()
+    for trainable in (True, False, True):
+        got = layer_activations(one, trainable_block=trainable)
+        assert got == layer_activations.__wrapped__(one, trainable_block=trainable)  # type: ignore[attr-defined]
+    assert layer_activations(one, trainable_block=True) == layer_activations(one, True)
+    for parallel in (False, True, False):
+        assert loss_memory(one, parallel) == loss_memory.__wrapped__(one, parallel)  # type: ignore[attr-defined]
