@@ -81,6 +81,9 @@ SHORT = 8192
 FAMILIES = {
     "torchtitan": "torchtitan (+ Trainy)",
     "trainy-torchtitan-h200": "torchtitan (+ Trainy)",
+    # torchao's float8 table: the PyTorch team again, trained with torchtitan on Meta's H100, so it
+    # is left out together with torchtitan, not scored on coefficients torchtitan's rows fitted.
+    "torchao-float8": "torchtitan (+ Trainy)",
     "torchtune": "torchtune",
     "mosaicml-llm-foundry": "MosaicML",
     "nvidia-nemo-24.07": "NVIDIA",
@@ -248,10 +251,15 @@ def _checkpointing(record: Mapping[str, Any], notes: list[str]) -> dict[str, Any
     return {"checkpointing": True, "checkpoint_policy": CheckpointPolicy.LAYER, "checkpoint_every": 2}
 
 
+# The sources that train float8 with torchao's Float8Linear (torchtitan's float8 converter): the
+# recipe is in the row's id (pytorch/ao@36027d82 benchmarks/float8/training/llama3.sh L34-39).
+TORCHAO_FLOAT8_SOURCES: Final = frozenset({"torchtitan", "trainy-torchtitan-h200", "torchao-float8"})
+
+
 def _float8(record: Mapping[str, Any]) -> Float8:
     if record.get("precision") != "fp8":
         return Float8.NONE
-    if record["source_id"] in ("torchtitan", "trainy-torchtitan-h200"):
+    if record["source_id"] in TORCHAO_FLOAT8_SOURCES:
         return Float8.ROWWISE if "rowwise" in record["id"] else Float8.TENSORWISE
     # NeMo / Megatron (Transformer Engine), llm-foundry amp_fp8 (Transformer Engine); Megatron-Bridge's
     # tables name the MXFP8 recipe in their precision column ("MXFP8", "FP8-MX"; "FP8-CS (FP8-MX)"
@@ -535,6 +543,10 @@ META_H100_BANDWIDTH_GB_S = 2400.0
 # catalogue's two datasheet cards (h100-sxm 989.4, h100-nvl 835.5 dense bf16 TFLOP/s: 912.5).
 # Not fitted: the interval's ends are printed in docs/TRAINING_TIME.md with the scores they give.
 META_H100_PEAK_BETWEEN: Final = ("h100-sxm", "h100-nvl")
+# The sources whose H100 is that card: torchtitan's tables, and torchao's float8 training table,
+# run by the same PyTorch team with torchtitan (pytorch/ao@36027d82
+# docs/source/workflows/training.md L56-63; benchmarks/float8/training/llama3.sh L56).
+META_H100_SOURCES: Final = frozenset({"torchtitan", "torchao-float8"})
 
 
 def meta_h100(gpu: GpuSpec) -> GpuSpec:
@@ -549,7 +561,7 @@ def meta_h100(gpu: GpuSpec) -> GpuSpec:
 
 def card_of(case: Case) -> GpuSpec:
     gpu = find_gpu(case.plan.hardware.gpu)
-    if case.record["source_id"] == "torchtitan" and gpu.id == "h100-sxm":
+    if case.record["source_id"] in META_H100_SOURCES and gpu.id == "h100-sxm":
         return meta_h100(gpu)
     return gpu
 

@@ -101,7 +101,11 @@ def test_the_leave_one_source_out_errors_do_not_widen(bench: ModuleType, report)
     # matmul timed (core.training.speed.grad_accum_bytes: Megatron-DeepSpeed has no accumulation fusion,
     # the prequel runs held 16-bit gradients): BigScience's rows +23..26 -> +19..22 %, and, being in the
     # other families' fits, they leave the shared Ampere matmul a little faster (1.3765 -> 1.3652).
-    assert summary["median"] <= 6.98
+    # 6.97 -> 7.07 % (loosened, with the reason) with torchao's float8 table added (pytorch/ao@36027d82
+    # docs/source/workflows/training.md: three Llama3-8b rows on Meta's H100, left out with torchtitan):
+    # new figures, +8.6 / +12.4 / +12.7 %, above the median; the refit moves the shared coefficients
+    # (worst <= 8k 28.06 -> 28.05 %).
+    assert summary["median"] <= 7.08
     # 47.0 -> 48.6 % with Transformer Engine's fp8 rate taken from its source (not fitted on
     # NVIDIA's rows, whose miss then moves into the shared Hopper coefficients); 48.6 -> 50.2 %
     # and 78.4 -> 79.1 % with the data-parallel contention (the same BigScience and
@@ -642,3 +646,28 @@ def test_mxfp8_over_per_tensor_fp8_matches_the_archives_pairs(bench: ModuleType)
         # B300 has current scaling dearer still (7.5 bytes), so the archive's MXFP8 is slower than the
         # casts the guide measures explain (docs/TRAINING_TIME.md).
         assert abs(ratio - published) < 0.04, (name, ratio, published)
+
+
+def test_torchaos_float8_table_is_scored_on_metas_h100_with_torchtitan_and_its_mi300x_rows_listed(
+    bench: ModuleType,
+    report,  # type: ignore[no-untyped-def]
+) -> None:
+    # pytorch/ao@36027d82 docs/source/workflows/training.md L56-75: Llama3-8b on 8xH100 and on 8xMI300X,
+    # batch 1, 8192 tokens, torch.compile, FSDP2, per-op SAC; bf16 6150, tensorwise 7689.5, rowwise
+    # 6768 median tokens/s (H100). The PyTorch team ran it with torchtitan on Meta's H100.
+    scored = {s.case.id: s for s in report.scored if s.case.record["source_id"] == "torchao-float8"}
+    assert sorted(scored) == [f"torchao-h100-8b-8gpu-compile-{r}" for r in ("bf16", "fp8-rowwise", "fp8-tensorwise")]
+    assert scored["torchao-h100-8b-8gpu-compile-fp8-tensorwise"].published == pytest.approx(7689.5)
+    assert {s.case.family for s in scored.values()} == {"torchtitan (+ Trainy)"}  # left out together
+    for name, recipe in (("bf16", Float8.NONE), ("fp8-rowwise", Float8.ROWWISE), ("fp8-tensorwise", Float8.TENSORWISE)):
+        case = scored[f"torchao-h100-8b-8gpu-compile-{name}"].case
+        assert (
+            case.plan.float8 is recipe
+            and case.plan.parallel.gpus_per_node == 8
+            and case.plan.parallel.tensor_parallel == 1
+            and case.plan.workload.seq_len == 8192
+        )
+        assert bench.card_of(case).peak_tflops("bf16") == pytest.approx((989.4 + 835.5) / 2)  # Meta's H100
+    # The MI300X rows: no coefficients for that card, so listed as not comparable, not scored.
+    mi300x = [s for s in report.skipped if s[0].startswith("torchao-mi300x-")]
+    assert len(mi300x) == 4 and all("card not modelled" in why for _, _, why in mi300x)
