@@ -12,6 +12,7 @@ from dataclasses import dataclass
 
 from core.dtypes import DTYPE_BYTES, Autocast, Dtype
 from core.dtypes import compute_dtype as matmul_output_dtype
+from core.memo import last_answer
 from core.plan import Method, Plan
 
 
@@ -72,19 +73,11 @@ def compute_dtype(plan: Plan) -> Dtype:
     return matmul_output_dtype(model_dtype(plan), plan.autocast)
 
 
-_LAST: tuple[Plan | None, Dtypes | None] = (None, None)
-
-
+@last_answer
 def dtypes_for(plan: Plan) -> Dtypes:
     """The dtypes of ``plan``; one estimate asks several times for the same (immutable)
-    plan, so the last answer is kept (one tuple, replaced whole: safe across threads)."""
-    global _LAST
-    last_plan, last = _LAST
-    if last_plan is plan and last is not None:
-        return last
-    result = _dtypes_for(plan)
-    _LAST = (plan, result)
-    return result
+    plan, so the last answer is kept (core.memo.last_answer)."""
+    return _dtypes_for(plan)
 
 
 def _dtypes_for(plan: Plan) -> Dtypes:
