@@ -250,12 +250,11 @@ def kv_tokens_case(
     inf = plan.inference
     identifies = ""
     link = link_class(serving_link(inf, find_gpu(plan.hardware.gpu))).value
-    if held_out:
-        pass
-    elif inf.tensor_parallel > 1 and link in LARGE_COMM:  # vLLM and SGLang both take these buffers
-        identifies = "tp_comm:" + link
-    elif inf.engine.value == "vllm" and inf.pipeline_parallel == 1:
-        identifies = "non_torch:" + era_of(inf.vllm_version).accounting.value
+    if not held_out:  # a held-out log checks the constants and sets none
+        if inf.tensor_parallel > 1 and link in LARGE_COMM:  # vLLM and SGLang both take these buffers
+            identifies = "tp_comm:" + link
+        elif inf.engine.value == "vllm" and inf.pipeline_parallel == 1:
+            identifies = "non_torch:" + era_of(inf.vllm_version).accounting.value
     return Case(
         id=case_id,
         source=source,
