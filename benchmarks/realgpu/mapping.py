@@ -113,6 +113,8 @@ FAMILY: Final = {
     "rasbt-llms-from-scratch-speed-2025-02": "rasbt",
     # torchao's low-bit optimizer README: its author's torchtune runs (other people than torchao's float8 team).
     "torchao-low-bit-optim-2024-09": "torchao-optim",
+    # AWS's torchtitan test case: torchtitan's code on AWS's own 32 H100s (not the torchtitan, Trainy or torchao runs).
+    "aws-awsome-distributed-torchtitan-2025-03": "aws",
 }
 
 # Cards outside gpus.json, by the memory their driver reports (decimal GB for custom_gpu).
@@ -196,6 +198,7 @@ HELD_OUT_SOURCES: Final = frozenset(
         "ms-swift-benchmark-2024-01",
         "rasbt-llms-from-scratch-speed-2025-02",
         "torchao-low-bit-optim-2024-09",
+        "aws-awsome-distributed-torchtitan-2025-03",
     }
 )
 
