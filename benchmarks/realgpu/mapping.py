@@ -40,6 +40,8 @@ The mapping's own choices are written here once, with their reason:
 - an Unsloth run (``framework`` "Unsloth ...") is the plan setting ``unsloth`` with its checkpointing
   policy "unsloth"; a run of the Cut Cross-Entropy releases (2024.12 to 2025.7) or the README's
   Dec 2024 table also has ``fused_loss`` (its record's ``fused_ce_or_liger``), which comes first;
+- a record's ``model_changes`` names the catalogue model's fields its code changes (LLMs-from-scratch's
+  hand-written GPT-2: untied head, no q/k/v bias, torch's GELU, no KV cache, a padded vocabulary);
 - a card outside the catalogue is a custom card of the memory its driver reports (A10G:
   23,028 MiB; the 96 GB H100 of Grand Teton: 96 GiB; an unnamed "48 GB GPU": 48 GiB).
 """
@@ -107,6 +109,12 @@ FAMILY: Final = {
     "torchao-float8-torchtitan-2025": "torchao",
     # ModelScope SWIFT's benchmark tables: its own trainer, scripts and A100s (Alibaba).
     "ms-swift-benchmark-2024-01": "modelscope",
+    # Sebastian Raschka's LLMs-from-scratch: his own hand-written GPT and loop on his own A100s.
+    "rasbt-llms-from-scratch-speed-2025-02": "rasbt",
+    # torchao's low-bit optimizer README: its author's torchtune runs (other people than torchao's float8 team).
+    "torchao-low-bit-optim-2024-09": "torchao-optim",
+    # AWS's torchtitan test case: torchtitan's code on AWS's own 32 H100s (not the torchtitan, Trainy or torchao runs).
+    "aws-awsome-distributed-torchtitan-2025-03": "aws",
 }
 
 # Cards outside gpus.json, by the memory their driver reports (decimal GB for custom_gpu).
@@ -135,6 +143,7 @@ _OPTIMIZERS: Final = {
 _ATTENTION: Final = {
     None: Attention.SDPA,
     "sdpa": Attention.SDPA,
+    "eager": Attention.EAGER,  # scores and probabilities kept (LLMs-from-scratch's hand-written attention)
     "flash2": Attention.FLASH,
     "flash3": Attention.FLASH,
     # cuDNN's SDPA kernel, which torchtitan puts first on compute capability 10.0 (pytorch/torchtitan
@@ -183,7 +192,15 @@ _CACHE_EMPTIED_BEFORE_PEAK: Final = frozenset({"peft-method-comparison-metamathq
 # Sources held out of every fit: scored with the constant fitted on the other families and never
 # fitted on, so a source added to check the estimate moves no constant and no other family's
 # score (issue 22's independent evidence; docs/REAL_GPU_MEMORY.md, "torchao's float8 tables, held out").
-HELD_OUT_SOURCES: Final = frozenset({"torchao-float8-torchtitan-2025", "ms-swift-benchmark-2024-01"})
+HELD_OUT_SOURCES: Final = frozenset(
+    {
+        "torchao-float8-torchtitan-2025",
+        "ms-swift-benchmark-2024-01",
+        "rasbt-llms-from-scratch-speed-2025-02",
+        "torchao-low-bit-optim-2024-09",
+        "aws-awsome-distributed-torchtitan-2025-03",
+    }
+)
 
 
 @dataclass(frozen=True)
@@ -277,12 +294,27 @@ def _missing(recipe: Mapping[str, Any]) -> list[str]:
         out.append("LoRA on the output head")
     if any("target_parameters" in t for t in lora.get("targets", ())):
         out.append("LoRA on MoE expert parameters (target_parameters)")
+    if recipe.get("loss") in _LOSSES_MISSING:
+        out.append(_LOSSES_MISSING[recipe["loss"]])
     era = _unsloth_era(recipe)
     if era == "fast-ce":
         out.append("Unsloth before 2024.12: Fast_CrossEntropyLoss over the whole logits (not modelled)")
     elif era == "2025.8":
         out.append("Unsloth 2025.8.x: Cut Cross-Entropy or its own fused loss (806bee2, 2025-08-13): not known which")
     return out
+
+
+# Losses a record's ``loss`` may name that the plan has no setting for. "eager-compute-dtype": a hand-written
+# loop's ``F.cross_entropy(logits.flatten(0, 1), targets.flatten())`` on 16-bit logits (rasbt/LLMs-from-scratch
+# 908dd2f ch05/10_llm-training-speed, ``calc_loss_batch``): log_softmax keeps 16-bit log-probabilities and the
+# backward makes 16-bit gradients, where the plan's default is transformers' ForCausalLMLoss (a float32 upcast,
+# float32 log-probabilities and gradients: core.training.activations.loss_memory) and its other settings are
+# other code (torchtune's float32 chunks, LitGPT's sliced head and kept logits, a compiled or fused loss).
+_LOSSES_MISSING: Final = {
+    "eager-compute-dtype": (
+        "cross-entropy on 16-bit logits with no float32 upcast (a hand-written loop's F.cross_entropy)"
+    ),
+}
 
 
 # Unsloth's loss by release (unslothai/unsloth, unsloth/models/llama.py CausalLM_fast_forward):
@@ -471,6 +503,14 @@ def _torchtitan_compiles_loss(recipe: Mapping[str, Any]) -> bool:
     return bool(recipe["compile"]) and version.startswith(_TORCHTITAN_LOSS_COMPILED)
 
 
+def model_changes(model: ModelSpec, recipe: Mapping[str, Any]) -> ModelSpec:
+    """The catalogue model as the record's code builds it: ``model_changes`` names the ModelSpec fields
+    it changes (LLMs-from-scratch's GPT-2: its own untied head, no query/key/value bias, a vocabulary
+    padded to 50,304)."""
+    changes = recipe.get("model_changes") or {}
+    return replace(model, **changes) if changes else model
+
+
 def _litgpt_model(model: ModelSpec, family: str) -> ModelSpec:
     """LitGPT's GPT has its own ``lm_head = nn.Linear(...)`` (litgpt/model.py at 00af8b0 and
     lit-gpt 8641822) and its fine-tuning scripts never tie it to the embedding (only
@@ -574,7 +614,7 @@ def _plan(
         grad_accum=pipeline["grad_accum"],
     )
     return Plan(
-        model=_litgpt_model(model.spec, family),
+        model=_litgpt_model(model_changes(model.spec, recipe), family),
         model_id=model.id,
         method=method,
         lora=LoraSettings(
