@@ -18,7 +18,7 @@ from functools import lru_cache
 from typing import Final
 
 from core.catalogue import load_gpus
-from core.inputs import Method, Offload
+from core.inputs import Method, Offload, loss_16bit_matters
 from core.plan import Float8, Plan, Stack
 
 
@@ -167,6 +167,8 @@ def plan_kinds(plan: Plan) -> tuple[str, ...]:
         kinds.append("loss:compiled")
     elif plan.chunked_loss:
         kinds.append("loss:chunked")
+    elif plan.loss_16bit and loss_16bit_matters(plan):
+        kinds.append("loss:16bit")
     if plan.method is Method.QLORA and plan.bnb_legacy:
         kinds.append("recipe:bnb_legacy")
     if plan.method is Method.QLORA and plan.kbit_upcast:
