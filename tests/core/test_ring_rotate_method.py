@@ -163,5 +163,11 @@ def test_torchtitans_export_writes_it_and_the_others_list_it() -> None:
     back = plan_from_run(loads_run_config(titan.text.encode(), "run.toml"), default_plan(), None)
     assert back.parallel.cp_rotate_method is CpRotate.ALLTOALL
     assert "parallel.cp_rotate_method" in {u.field for u in export(plan, Target.TORCHTUNE).unexpressed}
+    # accelerate 16cb6eb8: parallelism_config_cp_comm_strategy, passed on for CP > 1 (utils/launch.py)
+    # into TorchContextParallelConfig, which Accelerator._prepare_cp hands to set_rotate_method.
+    for target in (Target.ACCELERATE, Target.ACCELERATE_LAUNCH):
+        accelerate = export(plan, target)
+        assert "parallelism_config_cp_comm_strategy" in accelerate.text and "alltoall" in accelerate.text
+        assert "parallel.cp_rotate_method" not in {u.field for u in accelerate.unexpressed}
     # The default is not listed anywhere.
     assert "parallel.cp_rotate_method" not in {u.field for u in export(_cp_plan(cp=8), Target.TORCHTUNE).unexpressed}

@@ -169,7 +169,7 @@ RECIPE_WHY: Final = {
     "parallel.cp_rotate_method": (
         "PyTorch ring attention's K/V rotation (torch.distributed.tensor.experimental.set_rotate_method) is "
         "not a setting of this target (torchtitan: parallelism.context_parallel_rotate_method; accelerate: "
-        "TorchContextParallelConfig(cp_comm_strategy=...))"
+        "parallelism_config_cp_comm_strategy)"
     ),
     "parallel.dp_replicate": (
         "no hybrid-sharding (HSDP) setting in this target (torchtitan: data_parallel_replicate_degree; "
