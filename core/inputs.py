@@ -202,6 +202,19 @@ class GradSync(StrEnum):
     EACH = "each"  # every micro-batch (accelerate sync_each_batch=True, torchtitan)
 
 
+class CpRotate(StrEnum):
+    """How PyTorch's ring attention passes the keys and values round the context-parallel ranks
+    (torch.distributed.tensor.experimental ``set_rotate_method``; torchtitan's
+    ``parallelism.context_parallel_rotate_method``). What each holds and sends:
+    core.parallel.acts.ring_kv_elements, core.parallel.comm._torch_ring_traffic."""
+
+    # _AllGatherRotater, PyTorch's and torchtitan's default: every rank's K/V gathered once per
+    # ring call and kept for its loop.
+    ALLGATHER = "allgather"
+    # _AllToAllRotater: each step sends the K/V chunk in hand to the next rank (permute_tensor).
+    ALLTOALL = "alltoall"
+
+
 class PipelineSchedule(StrEnum):
     GPIPE = "gpipe"  # every micro-batch's forward, then every backward
     ONE_F_ONE_B = "1f1b"  # PipeDream-flush / Megatron 1F1B
@@ -465,6 +478,10 @@ GRAD_SYNC_LABELS: Final = {
     GradSync.NO_SYNC: "last micro-batch only (no_sync)",
     GradSync.EACH: "every micro-batch (sync_each_batch)",
 }
+CP_ROTATE_LABELS: Final = {
+    CpRotate.ALLGATHER: "allgather (every rank's K/V)",
+    CpRotate.ALLTOALL: "alltoall (one chunk at a time)",
+}
 OFFLOAD_LABELS: Final = {
     Offload.NONE: "none",
     Offload.OPTIMIZER: "optimizer state to CPU",
@@ -642,6 +659,16 @@ def loss_16bit_matters(plan: Plan) -> bool:
         and not other
         and plan.stack is not Stack.MEGATRON
     )
+
+
+def torch_ring_rotate(plan: Plan) -> CpRotate | None:
+    """The rotate method of the plan's ring attention (``parallel.cp_rotate_method``) where
+    PyTorch's ring attention runs at all — context parallel > 1 outside Megatron-LM, whose context
+    parallelism is Transformer Engine's attention — else None. The one rule the memory, the time,
+    the traffic, the export and the window's row read."""
+    if plan.parallel.context_parallel <= 1 or plan.stack is Stack.MEGATRON:
+        return None
+    return plan.parallel.cp_rotate_method
 
 
 def _node_split(plan: Plan) -> bool:
@@ -1070,6 +1097,21 @@ INPUTS: Final[tuple[Input, ...]] = (
           "context parallel GPUs; tokens reach their experts by an all-to-all.",
           ("--expert-parallel", "--ep"), "expert-parallel degree (MoE models)", low=1, high=MAX_DEGREE, metavar="N",
           matters=lambda p: p.parallel.world_size > 1 and p.model.num_experts > 1),
+    # PyTorch's ring attention's rotater (pytorch/pytorch f2127dbdb01fc9319ce42b92d60344d19cbd0137,
+    # torch/distributed/tensor/experimental/_attention.py: _ContextParallelOptions.rotate_method =
+    # ALL_GATHER, set_rotate_method accepts "allgather" and "alltoall"); torchtitan's
+    # parallelism.context_parallel_rotate_method, Literal["allgather", "alltoall"] = "allgather"
+    # (pytorch/torchtitan 000204a4 torchtitan/config/job_config.py Parallelism). A plan file without
+    # it reads allgather.
+    Input("parallel.cp_rotate_method", Kind.ENUM, "CP K/V rotation", "Context-parallel rotate method",
+          CpRotate.ALLGATHER,
+          "How PyTorch's ring attention (torchtitan's context parallel) passes keys and values round the "
+          "context-parallel ranks: allgather (the default) gathers every rank's K/V once and keeps them through "
+          "the attention's forward and backward; alltoall sends one chunk to the next rank at each step, "
+          "holding only the chunk in use, the one sent and the one arriving.",
+          ("--cp-rotate-method",), "PyTorch ring attention K/V rotation: allgather or alltoall (default allgather)",
+          labels=CP_ROTATE_LABELS, advanced=True, training_only=True,
+          matters=lambda p: torch_ring_rotate(p) is not None),
     # Megatron-Core's token dispatcher: "alltoall" is what Megatron-Bridge's MoE providers set (Qwen3's:
     # NVIDIA-NeMo/Megatron-Bridge v0.2.0 src/megatron/bridge/models/qwen/qwen_provider.py:
     # moe_token_dispatcher_type "alltoall"), the plan's default; "allgather" is Megatron-Core's own

@@ -37,6 +37,7 @@ from core.inputs import (
     Accounting,
     Attention,
     CheckpointPolicy,
+    CpRotate,
     Engine,
     Float8,
     GradSync,
@@ -87,6 +88,7 @@ __all__ = [
     "Attention",
     "CacheType",
     "CheckpointPolicy",
+    "CpRotate",
     "Engine",
     "Float8",
     "GgufQuant",
@@ -258,6 +260,7 @@ class Parallelism:
     # ShardingStrategy.HYBRID_SHARD). 1: plain FSDP, sharded over every data-parallel rank.
     dp_replicate: int = DEFAULTS["parallel.dp_replicate"]
     moe_dispatcher: MoeDispatcher = DEFAULTS["parallel.moe_dispatcher"]  # Megatron's MoE token dispatcher
+    cp_rotate_method: CpRotate = DEFAULTS["parallel.cp_rotate_method"]  # PyTorch ring attention's K/V rotater
     sequence_parallel: bool = DEFAULTS["parallel.sequence_parallel"]
     tp_overlap: bool = DEFAULTS["parallel.tp_overlap"]  # async TP / Megatron --tp-comm-overlap
     schedule: PipelineSchedule = DEFAULTS["parallel.schedule"]

@@ -364,6 +364,7 @@ def expected_values(window: MainWindow, plan: Plan) -> dict[str, Any]:
         "fsdp_param_dtype",
         "fsdp_reduce_dtype",
         "moe_dispatcher",
+        "cp_rotate_method",
         "grad_sync",
     ):
         values[f"parallel.{name}"] = getattr(par, name).value

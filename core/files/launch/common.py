@@ -170,6 +170,11 @@ RECIPE_WHY: Final = {
         "Megatron-Core's MoE token dispatcher is not a setting of this target (Megatron-Bridge: "
         "model.moe_token_dispatcher_type, model.moe_flex_dispatcher_backend)"
     ),
+    "parallel.cp_rotate_method": (
+        "PyTorch ring attention's K/V rotation (torch.distributed.tensor.experimental.set_rotate_method) is "
+        "not a setting of this target (torchtitan: parallelism.context_parallel_rotate_method; accelerate: "
+        "parallelism_config_cp_comm_strategy)"
+    ),
     "parallel.dp_replicate": (
         "no hybrid-sharding (HSDP) setting in this target (torchtitan: data_parallel_replicate_degree; "
         "FSDP1: ShardingStrategy.HYBRID_SHARD)"

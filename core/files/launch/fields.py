@@ -194,6 +194,13 @@ TRAINING_FIELDS: Final = (
         "parallel.expert_parallel",
     ),
     _f(
+        "parallel.cp_rotate_method",
+        lambda p: p.parallel.cp_rotate_method,
+        _matters("parallel.cp_rotate_method"),
+        "method.stack",
+        "parallel.context_parallel",
+    ),
+    _f(
         "parallel.dp_replicate",
         lambda p: p.parallel.dp_replicate,
         _matters("parallel.dp_replicate"),
