@@ -276,6 +276,7 @@ def expected_values(window: MainWindow, plan: Plan) -> dict[str, Any]:
         "compiled_loss": plan.compiled_loss,
         "megatron_ce_fusion": plan.megatron_ce_fusion,
         "loop_keeps_output": plan.loop_keeps_output,
+        "loss_16bit": plan.loss_16bit,
         "experts_loop": plan.experts_loop,
         "moe_grouped_gemm": plan.moe_grouped_gemm,
         "unsloth": plan.unsloth,
