@@ -820,6 +820,7 @@ INPUTS: Final[tuple[Input, ...]] = (
           matters=lambda p: (
               p.stack is Stack.MEGATRON
               and not p.fused_loss and not p.unsloth and not p.litgpt and not p.chunked_loss and not p.compiled_loss
+              and not p.flash_loss
           )),
     # Megatron-LM's --moe-grouped-gemm (Megatron-Bridge: model.moe_grouped_gemm): the experts run as
     # Transformer Engine's GroupedLinear (NVIDIA/Megatron-LM d98e8a64, megatron/core/extensions/
@@ -884,6 +885,7 @@ INPUTS: Final[tuple[Input, ...]] = (
           ("--loop-keeps-output",), "the loop holds the model output (float32 logits) through the backward",
           matters=lambda p: (
               not p.unsloth and not p.fused_loss and not p.litgpt and not p.chunked_loss and not p.compiled_loss
+              and not p.flash_loss
           )),
     # transformers 4.55's GptOssExperts in training mode loops over the experts and indexes each one's
     # weights out of the stacked [E, ...] parameters (huggingface/transformers v4.55.0,
@@ -907,6 +909,18 @@ INPUTS: Final[tuple[Input, ...]] = (
           "logits and two numbers per row instead of the float32 log-softmax, and the backward forms the "
           "logits' gradient in one fused kernel, in the logits' dtype.",
           ("--compiled-loss",), "cross-entropy under torch.compile (no float32 N·V tensors)",
+          matters=lambda p: (
+              not p.unsloth and not p.fused_loss and not p.litgpt and not p.chunked_loss and not p.flash_loss
+          )),
+    # flash-attn's fused cross-entropy (flash_attn.losses.cross_entropy.CrossEntropyLoss), llm-foundry's MPT
+    # default (loss_fn: fused_crossentropy): what it keeps, read from source (core.training.activations
+    # _flash_loss). It replaces the loss function, so under torch.compile it is still this kernel.
+    Input("flash_loss", Kind.BOOL, "flash-attn cross-entropy", "flash-attn fused cross-entropy", False,
+          "flash-attn's fused cross-entropy (flash_attn.losses.cross_entropy, llm-foundry's MPT default "
+          "loss_fn: fused_crossentropy): one kernel reads the 16-bit logits for each row's log-sum-exp and keeps "
+          "them for the backward, which writes the logits' gradient in their dtype: no float32 copy, "
+          "log-softmax or float32 gradient.",
+          ("--flash-loss",), "flash-attn's fused cross-entropy (llm-foundry MPT's loss_fn: fused_crossentropy)",
           matters=lambda p: not p.unsloth and not p.fused_loss and not p.litgpt and not p.chunked_loss),
     # A loop that calls F.cross_entropy on the 16-bit logits of a pure 16-bit model (no autocast, no
     # ``.float()``): rasbt/LLMs-from-scratch 908dd2f ch05/10_llm-training-speed ``calc_loss_batch``,

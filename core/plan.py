@@ -503,6 +503,7 @@ class Plan:
     kbit_upcast: bool = DEFAULTS["kbit_upcast"]  # peft prepare_model_for_kbit_training
     loss_16bit: bool = DEFAULTS["loss_16bit"]  # the loop's F.cross_entropy on 16-bit logits (no float32 upcast)
     compiled_loss: bool = DEFAULTS["compiled_loss"]  # cross-entropy under torch.compile (fused, 16-bit)
+    flash_loss: bool = DEFAULTS["flash_loss"]  # flash-attn's fused cross-entropy (llm-foundry MPT): 16-bit logits kept
     litgpt: bool = DEFAULTS["litgpt"]  # litgpt finetune loop: chunked 16-bit loss, previous logits kept
     loop_keeps_output: bool = DEFAULTS["loop_keeps_output"]  # the loop holds model(...)'s output through backward
     unsloth: bool = DEFAULTS["unsloth"]  # Unsloth FastLanguageModel: fused chunked loss, fast LoRA kernels

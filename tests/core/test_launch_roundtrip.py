@@ -152,6 +152,7 @@ def with_recipes(draw: st.DrawFn, plan: Plan) -> Plan:
         "float8": draw(st.sampled_from(list(Float8))),
         "fused_loss": draw(st.booleans()),
         "compiled_loss": draw(st.booleans()),
+        "flash_loss": draw(st.booleans()),
         "grad_clip": draw(st.booleans()),
         "optimizer_in_backward": draw(st.booleans()),
         "activation_offload": draw(st.booleans()),

@@ -130,6 +130,7 @@ RECIPE_WHY: Final = {
     "method.float8": "no float8 training setting in this target's config",
     "method.fused_loss": "no fused linear cross-entropy (Liger) setting in this target",
     "method.compiled_loss": "whether torch.compile covers the loss is not a setting of this target",
+    "method.flash_loss": "flash-attn's fused cross-entropy is llm-foundry's loss_fn, not a setting of this target",
     "method.megatron_ce_fusion": "Megatron-Core's cross-entropy fusion is not a setting of this target",
     "method.grad_clip": "no gradient-clipping setting in this target's config",
     "method.optimizer_in_backward": "no optimizer-step-in-the-backward setting in this target",

@@ -103,6 +103,16 @@ TRAINING_FIELDS: Final = (
         "method.fused_loss",
         "method.litgpt",
         "method.chunked_loss",
+        "method.flash_loss",
+    ),
+    _f(
+        "method.flash_loss",
+        lambda p: p.flash_loss,
+        _matters("flash_loss"),
+        "method.unsloth",
+        "method.fused_loss",
+        "method.litgpt",
+        "method.chunked_loss",
     ),
     _f(
         "method.megatron_ce_fusion",
@@ -114,6 +124,7 @@ TRAINING_FIELDS: Final = (
         "method.litgpt",
         "method.chunked_loss",
         "method.compiled_loss",
+        "method.flash_loss",
     ),
     _f("method.grad_clip", lambda p: p.grad_clip),
     _f("method.optimizer_in_backward", lambda p: p.optimizer_in_backward),
@@ -130,6 +141,7 @@ TRAINING_FIELDS: Final = (
         "method.litgpt",
         "method.chunked_loss",
         "method.compiled_loss",
+        "method.flash_loss",
     ),
     _f(
         "method.loss_16bit",
