@@ -648,9 +648,9 @@ def loss_16bit_matters(plan: Plan) -> bool:
     """Whether a loop's own F.cross_entropy would see 16-bit logits: no autocast (autocast runs the op
     in float32), a 16-bit model (the head's output dtype; not QLoRA after prepare_model_for_kbit_training,
     which runs it in float32: core.roles.kbit_float32), and no other loss code chosen (a fused, chunked,
-    compiled, LitGPT, Unsloth or Megatron loss is its own kernel)."""
+    compiled, flash-attn, LitGPT, Unsloth or Megatron loss is its own kernel)."""
     model = plan.base_dtype if plan.adapter_based else plan.weight_dtype
-    other = plan.unsloth or plan.fused_loss or plan.litgpt or plan.chunked_loss or plan.compiled_loss
+    other = plan.unsloth or plan.fused_loss or plan.litgpt or plan.chunked_loss or plan.compiled_loss or plan.flash_loss
     upcast = plan.method is Method.QLORA and plan.kbit_upcast
     return (
         plan.autocast is Autocast.NONE

@@ -64,6 +64,7 @@ def test_the_backward_peak_falls_by_three_float32_halves() -> None:
         {"fused_loss": True},
         {"chunked_loss": True},
         {"compiled_loss": True},
+        {"flash_loss": True},
         {"litgpt": True},
     ],
 )

@@ -156,6 +156,7 @@ TRAINING_FIELDS: Final = (
         "method.litgpt",
         "method.chunked_loss",
         "method.compiled_loss",
+        "method.flash_loss",
     ),
     _f("method.moe_grouped_gemm", lambda p: p.moe_grouped_gemm, _matters("moe_grouped_gemm"), "model", "method.stack"),
     _f("method.experts_loop", lambda p: p.experts_loop, _matters("experts_loop"), "model", "method.stack"),
