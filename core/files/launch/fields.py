@@ -147,6 +147,8 @@ TRAINING_FIELDS: Final = (
         "method.loss_16bit",
         lambda p: p.loss_16bit,
         _matters("loss_16bit"),
+        _ADAPTER,
+        "method.kbit_upcast",
         "method.autocast",
         "method.weight_dtype",
         "method.base_dtype",
