@@ -111,6 +111,7 @@ KIND_LABELS: Final = {
     "loss:fused": "fused linear cross-entropy",
     "loss:litgpt": "LitGPT's fine-tuning loop",
     "loss:compiled": "cross-entropy under torch.compile",
+    "loss:flash": "flash-attn's fused cross-entropy",
     "recipe:bnb_legacy": "bitsandbytes before 0.43.2",
     "recipe:kbit_upcast": "prepare_model_for_kbit_training",
     "recipe:optimizer_in_backward": "optimizer step in the backward",
@@ -163,6 +164,8 @@ def plan_kinds(plan: Plan) -> tuple[str, ...]:
         kinds.append("loss:fused")
     elif plan.litgpt:
         kinds.append("loss:litgpt")
+    elif plan.flash_loss and not plan.chunked_loss:
+        kinds.append("loss:flash")
     elif plan.compiled_loss and not plan.chunked_loss:
         kinds.append("loss:compiled")
     elif plan.chunked_loss:

@@ -202,6 +202,19 @@ class GradSync(StrEnum):
     EACH = "each"  # every micro-batch (accelerate sync_each_batch=True, torchtitan)
 
 
+class CpRotate(StrEnum):
+    """How PyTorch's ring attention passes the keys and values round the context-parallel ranks
+    (torch.distributed.tensor.experimental ``set_rotate_method``; torchtitan's
+    ``parallelism.context_parallel_rotate_method``). What each holds and sends:
+    core.parallel.acts.ring_kv_elements, core.parallel.comm._torch_ring_traffic."""
+
+    # _AllGatherRotater, PyTorch's and torchtitan's default: every rank's K/V gathered once per
+    # ring call and kept for its loop.
+    ALLGATHER = "allgather"
+    # _AllToAllRotater: each step sends the K/V chunk in hand to the next rank (permute_tensor).
+    ALLTOALL = "alltoall"
+
+
 class PipelineSchedule(StrEnum):
     GPIPE = "gpipe"  # every micro-batch's forward, then every backward
     ONE_F_ONE_B = "1f1b"  # PipeDream-flush / Megatron 1F1B
@@ -465,6 +478,10 @@ GRAD_SYNC_LABELS: Final = {
     GradSync.NO_SYNC: "last micro-batch only (no_sync)",
     GradSync.EACH: "every micro-batch (sync_each_batch)",
 }
+CP_ROTATE_LABELS: Final = {
+    CpRotate.ALLGATHER: "allgather (every rank's K/V)",
+    CpRotate.ALLTOALL: "alltoall (one chunk at a time)",
+}
 OFFLOAD_LABELS: Final = {
     Offload.NONE: "none",
     Offload.OPTIMIZER: "optimizer state to CPU",
@@ -627,6 +644,16 @@ def megatron_dispatcher(plan: Plan) -> MoeDispatcher | None:
     return par.moe_dispatcher if plan.stack is Stack.MEGATRON and plan.model.num_experts > 1 and split else None
 
 
+def torch_ring_rotate(plan: Plan) -> CpRotate | None:
+    """The rotate method of the plan's ring attention (``parallel.cp_rotate_method``) where
+    PyTorch's ring attention runs at all — context parallel > 1 outside Megatron-LM, whose context
+    parallelism is Transformer Engine's attention — else None. The one rule the memory, the time,
+    the traffic, the export and the window's row read."""
+    if plan.parallel.context_parallel <= 1 or plan.stack is Stack.MEGATRON:
+        return None
+    return plan.parallel.cp_rotate_method
+
+
 def _node_split(plan: Plan) -> bool:
     return plan.parallel.world_size > 1
 
@@ -776,6 +803,7 @@ INPUTS: Final[tuple[Input, ...]] = (
           matters=lambda p: (
               p.stack is Stack.MEGATRON
               and not p.fused_loss and not p.unsloth and not p.litgpt and not p.chunked_loss and not p.compiled_loss
+              and not p.flash_loss
           )),
     # Megatron-LM's --moe-grouped-gemm (Megatron-Bridge: model.moe_grouped_gemm): the experts run as
     # Transformer Engine's GroupedLinear (NVIDIA/Megatron-LM d98e8a64, megatron/core/extensions/
@@ -840,6 +868,7 @@ INPUTS: Final[tuple[Input, ...]] = (
           ("--loop-keeps-output",), "the loop holds the model output (float32 logits) through the backward",
           matters=lambda p: (
               not p.unsloth and not p.fused_loss and not p.litgpt and not p.chunked_loss and not p.compiled_loss
+              and not p.flash_loss
           )),
     # transformers 4.55's GptOssExperts in training mode loops over the experts and indexes each one's
     # weights out of the stacked [E, ...] parameters (huggingface/transformers v4.55.0,
@@ -863,6 +892,18 @@ INPUTS: Final[tuple[Input, ...]] = (
           "logits and two numbers per row instead of the float32 log-softmax, and the backward forms the "
           "logits' gradient in one fused kernel, in the logits' dtype.",
           ("--compiled-loss",), "cross-entropy under torch.compile (no float32 N·V tensors)",
+          matters=lambda p: (
+              not p.unsloth and not p.fused_loss and not p.litgpt and not p.chunked_loss and not p.flash_loss
+          )),
+    # flash-attn's fused cross-entropy (flash_attn.losses.cross_entropy.CrossEntropyLoss), llm-foundry's MPT
+    # default (loss_fn: fused_crossentropy): what it keeps, read from source (core.training.activations
+    # _flash_loss). It replaces the loss function, so under torch.compile it is still this kernel.
+    Input("flash_loss", Kind.BOOL, "flash-attn cross-entropy", "flash-attn fused cross-entropy", False,
+          "flash-attn's fused cross-entropy (flash_attn.losses.cross_entropy, llm-foundry's MPT default "
+          "loss_fn: fused_crossentropy): one kernel reads the 16-bit logits for each row's log-sum-exp and keeps "
+          "them for the backward, which writes the logits' gradient in their dtype: no float32 copy, "
+          "log-softmax or float32 gradient.",
+          ("--flash-loss",), "flash-attn's fused cross-entropy (llm-foundry MPT's loss_fn: fused_crossentropy)",
           matters=lambda p: not p.unsloth and not p.fused_loss and not p.litgpt and not p.chunked_loss),
     Input("kbit_upcast", Kind.BOOL, "prepare_model_for_kbit_training", "prepare_model_for_kbit_training", False,
           "PEFT's prepare_model_for_kbit_training casts every 16-bit parameter that is not quantised (embedding, "
@@ -1040,6 +1081,21 @@ INPUTS: Final[tuple[Input, ...]] = (
           "context parallel GPUs; tokens reach their experts by an all-to-all.",
           ("--expert-parallel", "--ep"), "expert-parallel degree (MoE models)", low=1, high=MAX_DEGREE, metavar="N",
           matters=lambda p: p.parallel.world_size > 1 and p.model.num_experts > 1),
+    # PyTorch's ring attention's rotater (pytorch/pytorch f2127dbdb01fc9319ce42b92d60344d19cbd0137,
+    # torch/distributed/tensor/experimental/_attention.py: _ContextParallelOptions.rotate_method =
+    # ALL_GATHER, set_rotate_method accepts "allgather" and "alltoall"); torchtitan's
+    # parallelism.context_parallel_rotate_method, Literal["allgather", "alltoall"] = "allgather"
+    # (pytorch/torchtitan 000204a4 torchtitan/config/job_config.py Parallelism). A plan file without
+    # it reads allgather.
+    Input("parallel.cp_rotate_method", Kind.ENUM, "CP K/V rotation", "Context-parallel rotate method",
+          CpRotate.ALLGATHER,
+          "How PyTorch's ring attention (torchtitan's context parallel) passes keys and values round the "
+          "context-parallel ranks: allgather (the default) gathers every rank's K/V once and keeps them through "
+          "the attention's forward and backward; alltoall sends one chunk to the next rank at each step, "
+          "holding only the chunk in use, the one sent and the one arriving.",
+          ("--cp-rotate-method",), "PyTorch ring attention K/V rotation: allgather or alltoall (default allgather)",
+          labels=CP_ROTATE_LABELS, advanced=True, training_only=True,
+          matters=lambda p: torch_ring_rotate(p) is not None),
     # Megatron-Core's token dispatcher: "alltoall" is what Megatron-Bridge's MoE providers set (Qwen3's:
     # NVIDIA-NeMo/Megatron-Bridge v0.2.0 src/megatron/bridge/models/qwen/qwen_provider.py:
     # moe_token_dispatcher_type "alltoall"), the plan's default; "allgather" is Megatron-Core's own

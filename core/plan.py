@@ -37,6 +37,7 @@ from core.inputs import (
     Accounting,
     Attention,
     CheckpointPolicy,
+    CpRotate,
     Engine,
     Float8,
     GradSync,
@@ -87,6 +88,7 @@ __all__ = [
     "Attention",
     "CacheType",
     "CheckpointPolicy",
+    "CpRotate",
     "Engine",
     "Float8",
     "GgufQuant",
@@ -258,6 +260,7 @@ class Parallelism:
     # ShardingStrategy.HYBRID_SHARD). 1: plain FSDP, sharded over every data-parallel rank.
     dp_replicate: int = DEFAULTS["parallel.dp_replicate"]
     moe_dispatcher: MoeDispatcher = DEFAULTS["parallel.moe_dispatcher"]  # Megatron's MoE token dispatcher
+    cp_rotate_method: CpRotate = DEFAULTS["parallel.cp_rotate_method"]  # PyTorch ring attention's K/V rotater
     sequence_parallel: bool = DEFAULTS["parallel.sequence_parallel"]
     tp_overlap: bool = DEFAULTS["parallel.tp_overlap"]  # async TP / Megatron --tp-comm-overlap
     schedule: PipelineSchedule = DEFAULTS["parallel.schedule"]
@@ -499,6 +502,7 @@ class Plan:
     bnb_legacy: bool = DEFAULTS["bnb_legacy"]  # bitsandbytes < 0.43.2: the 4-bit matmul keeps its input
     kbit_upcast: bool = DEFAULTS["kbit_upcast"]  # peft prepare_model_for_kbit_training
     compiled_loss: bool = DEFAULTS["compiled_loss"]  # cross-entropy under torch.compile (fused, 16-bit)
+    flash_loss: bool = DEFAULTS["flash_loss"]  # flash-attn's fused cross-entropy (llm-foundry MPT): 16-bit logits kept
     litgpt: bool = DEFAULTS["litgpt"]  # litgpt finetune loop: chunked 16-bit loss, previous logits kept
     loop_keeps_output: bool = DEFAULTS["loop_keeps_output"]  # the loop holds model(...)'s output through backward
     unsloth: bool = DEFAULTS["unsloth"]  # Unsloth FastLanguageModel: fused chunked loss, fast LoRA kernels

@@ -300,6 +300,17 @@ def _attention(record: Mapping[str, Any]) -> Attention:
     return Attention.SDPA
 
 
+# The sources whose loss is flash-attn's fused cross-entropy (the plan's ``flash_loss``): every MosaicML
+# table. MPT's ComposerMPTCausalLM (ComposerMosaicGPT before the rename) builds
+# flash_attn.losses.cross_entropy.CrossEntropyLoss(ignore_index=-100) unless the model config sets
+# ``loss_fn: torch_crossentropy`` (om_model_config.get('loss_fn', 'fused_crossentropy')): mosaicml/examples
+# 71dd21bd examples/llm/src/models/mosaic_gpt/mosaic_gpt.py (the A100 40GB table's commit, flash-attn 0.2.8),
+# mosaicml/llm-foundry b2a43a147 and 5e85bd62d llmfoundry/models/mpt/modeling_mpt.py (the later tables).
+# Only the CPU and testing YAMLs set torch_crossentropy; the benchmark scripts (submit_benchmarks.py)
+# build on the size YAMLs (125m ... 70b), which name no loss_fn.
+FLASH_LOSS_SOURCES: Final = frozenset({"mosaicml-llm-foundry"})
+
+
 def _method(record: Mapping[str, Any]) -> dict[str, Any]:
     task = record.get("task")
     if task in ("lora", "qlora"):
@@ -504,6 +515,7 @@ def case_of(record: Mapping[str, Any]) -> Case:
             stack=stack,
             float8=_float8(record),
             attention=_attention(record),
+            flash_loss=record["source_id"] in FLASH_LOSS_SOURCES,
             **_method(record),
             **_checkpointing(record, notes),
         )

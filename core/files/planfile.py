@@ -121,6 +121,9 @@ OPTIONAL_KEYS: Final = (
             "kbit_upcast",
             "litgpt",
             "compiled_loss",
+            # flash-attn's fused cross-entropy (branch h33thr): a file without it reads as off, the
+            # aten cross-entropy every earlier release priced.
+            "flash_loss",
             "loop_keeps_output",
             # Unsloth (branch h22k): a file without it reads as before, no Unsloth.
             "unsloth",

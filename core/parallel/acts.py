@@ -22,6 +22,7 @@ from __future__ import annotations
 
 from core.breakdown import LayerActs, Term
 from core.format import sci
+from core.inputs import CpRotate, torch_ring_rotate
 from core.parallel.layout import Layout
 from core.plan import Plan, Stack
 
@@ -32,6 +33,7 @@ __all__ = [
     "pipeline_buffers",
     "ring_attention_backward",
     "ring_attention_buffers",
+    "ring_kv_elements",
     "sequence_region",
     "split",
     "torch_ring_attention",
@@ -141,18 +143,19 @@ def ring_attention_buffers(tokens: int, kv_width: int, q_width: int, heads: int,
 def torch_ring_attention(plan: Plan) -> bool:
     """Context parallelism through PyTorch's ring attention (torchtitan's context_parallel): CP > 1
     and not Megatron-LM, whose context parallelism is Transformer Engine's attention. Read by the
-    memory (ring_attention_backward's use) and the time (core.training.speed.ring_attention_bytes)."""
-    return plan.parallel.context_parallel > 1 and plan.stack is not Stack.MEGATRON
+    memory (ring_attention_backward's use) and the time (core.training.speed.ring_attention_bytes);
+    its rotate method is ``parallel.cp_rotate_method`` (core.inputs.torch_ring_rotate)."""
+    return torch_ring_rotate(plan) is not None
 
 
 # PyTorch's ring attention backward (pytorch/pytorch f2127dbd, torch/distributed/tensor/
 # experimental/_attention.py, _templated_ring_attention_backward; torchtitan's context_parallel
 # runs it), per element of the rank's chunk of the sequence at the attention's width (torchtitan's
 # Llama repeats K/V to every query head before SDPA, so K/V are as wide as Q):
-# - keys and values of every CP rank: the default rotater (_cp_options.rotate_method, ALL_GATHER:
+# - keys and values (ring_kv_elements): the default rotater (_cp_options.rotate_method, ALL_GATHER:
 #   set_rotate_method's docstring) all-gathers the rank's torch.cat([key, value]) once and keeps
 #   the gathered buffer for the whole loop: 2 × cp elements in the compute dtype, plus the
-#   iteration's own torch.cat (next_kv) of 2;
+#   iteration's own torch.cat (next_kv) of 2; the all-to-all rotater holds three chunks instead;
 # - grad_query, a float32 accumulator (accum_dtype = float32 under the default convert_to_f32);
 # - grad_key / grad_value: float32, carried round the ring by an all-to-all rotater — the pair
 #   received (next_buffer), the pair re-concatenated after adding this step's part
@@ -160,22 +163,51 @@ def torch_ring_attention(plan: Plan) -> bool:
 # - the SDPA backward's own outputs for this step (grad_query_, grad_key_, grad_value_) in the
 #   compute dtype, alive until the next step replaces them: 3.
 RING_BACKWARD_FLOAT32 = 1 + 3 * 2  # grad_query, and three copies of the (grad_key, grad_value) pair
-RING_BACKWARD_COMPUTE = 2 + 3  # the step's torch.cat of K/V, and the kernel's three gradients
+RING_BACKWARD_KERNEL = 3  # the kernel's three gradients
+RING_BACKWARD_COMPUTE = 2 + RING_BACKWARD_KERNEL  # allgather: the step's torch.cat of K/V, and the kernel's
 
 
-def ring_attention_backward(tokens: int, q_width: int, ca: float, lay: Layout) -> Term | None:
-    """What PyTorch's ring attention holds inside an attention backward (cp > 1): the gathered
-    keys and values, the float32 gradient accumulators and the kernel's outputs (comment above).
-    Attention's backward runs after the MLP's, so this competes with the MLP's gradients for the
-    block backward's peak rather than adding to them."""
+def ring_kv_elements(cp: int, rotate: CpRotate) -> int:
+    """Keys and values a ring attention backward step holds beside its own chunk (the layer's
+    inputs, counted with the saved activations), in elements of the rank's chunk at the attention
+    width, compute dtype (pytorch/pytorch f2127dbdb01fc9319ce42b92d60344d19cbd0137,
+    torch/distributed/tensor/experimental/_attention.py, _templated_ring_attention_backward's
+    kv_rotater = _create_rotater(group, 2), the rotater ``set_rotate_method`` chose).
+
+    - allgather (_AllGatherRotater): ``exchange_buffers`` all-gathers the first torch.cat([key,
+      value]) into ``_aggregated_buffer``, kept for the loop (``next_buffer`` returns a chunk of it):
+      2 × cp, plus the step's own torch.cat (``next_kv``, alive until the next step's): 2.
+    - alltoall (_AllToAllRotater): ``exchange_buffers`` passes the step's torch.cat (2, held by
+      ``next_kv``) to ``ft_c.permute_tensor`` towards rank + 1, whose output (``_buffer``, 2) is
+      received while the step's kernel runs; key and value are views into the chunk received at the
+      previous step (``buffer = kv_rotater.next_buffer()``, 2): 6 at every step that both receives
+      and sends (1 to cp − 2). At CP 2 only step 0 sends, from the rank's own K/V, and step 1 only
+      receives: 4."""
+    if rotate is CpRotate.ALLTOALL:
+        return 3 * 2 if cp > 2 else 2 * 2
+    return 2 * cp + 2
+
+
+def ring_attention_backward(
+    tokens: int, q_width: int, ca: float, lay: Layout, rotate: CpRotate = CpRotate.ALLGATHER
+) -> Term | None:
+    """What PyTorch's ring attention holds inside an attention backward (cp > 1): the keys and
+    values of its rotater (:func:`ring_kv_elements`), the float32 gradient accumulators and the
+    kernel's outputs (comment above). Attention's backward runs after the MLP's, so this competes
+    with the MLP's gradients for the block backward's peak rather than adding to them."""
     cp = lay.context_parallel
     if cp == 1:
         return None
     elements = tokens / cp * q_width / lay.tensor_parallel
-    per_element = RING_BACKWARD_FLOAT32 * 4 + (2 * cp + RING_BACKWARD_COMPUTE) * ca
+    kv = ring_kv_elements(cp, rotate)
+    per_element = RING_BACKWARD_FLOAT32 * 4 + (kv + RING_BACKWARD_KERNEL) * ca
+    if rotate is CpRotate.ALLTOALL:
+        what, kv_text = "rotating K/V chunks (alltoall)", f"{kv} + {RING_BACKWARD_KERNEL}"
+    else:
+        what, kv_text = "gathered K/V", f"{2 * cp} + {RING_BACKWARD_COMPUTE}"
     return Term(
-        "ring attention backward: gathered K/V, float32 gradient accumulators, kernel outputs",
-        f"N/{cp}·q/{lay.tensor_parallel} × ({RING_BACKWARD_FLOAT32} × 4 + ({2 * cp} + {RING_BACKWARD_COMPUTE})"
+        f"ring attention backward: {what}, float32 gradient accumulators, kernel outputs",
+        f"N/{cp}·q/{lay.tensor_parallel} × ({RING_BACKWARD_FLOAT32} × 4 + ({kv_text})"
         f" × {ca:g}) = {sci(elements)} × {per_element:g}",
         elements * per_element,
     )

@@ -41,7 +41,17 @@ from core.parallel.layout import (
     weight_share,
 )
 from core.params import ParamCounts
-from core.plan import CheckpointPolicy, Method, MoeDispatcher, Offload, PipelineSchedule, Plan, Stack, Strategy
+from core.plan import (
+    CheckpointPolicy,
+    CpRotate,
+    Method,
+    MoeDispatcher,
+    Offload,
+    PipelineSchedule,
+    Plan,
+    Stack,
+    Strategy,
+)
 from core.roles import Dtypes, dtypes_for
 from core.units import MiB
 
@@ -749,32 +759,18 @@ def _context_parallel_traffic(step: _Step) -> _Traffic | None:
 def _torch_ring_traffic(step: _Step) -> _Traffic:
     """PyTorch's ring attention as torchtitan drives it (torch.distributed.tensor.experimental.
     _attention, pytorch/pytorch@0123248a484ffe531edb5098b986c1bac08cd296; torchtitan 9dec370
-    sets the "allgather" rotation): each ring call (forward, its recompute, backward) gathers
-    every rank's K and V at once, issued before the first step's attention and waited for at
-    the second (``_AllGatherRotater.next_buffer`` at i = 1), so it hides only under the first
-    step's kernel: 1/CP of each call's balanced attention (the causal 2c × 2c block against CP − 1
-    blocks of 2c²), nothing else — the layer's K/V do not exist before its projections; the
-    backward passes dK/dV on, in float32, after every step, and waits for the
-    last one after its loop. torchtitan repeats the grouped K/V heads before SDPA
-    (torchtitan/models/llama/model.py, repeat_kv), so K/V travel at the query heads' width."""
+    sets the "allgather" rotation, its default): the K/V as the rotate method moves them
+    (:func:`_ring_kv_term`); the backward passes dK/dV on, in float32, after every step, and waits
+    for the last one after its loop (its dkv_rotater is the all-to-all one whatever the method).
+    torchtitan repeats the grouped K/V heads before SDPA (torchtitan/models/llama/model.py,
+    repeat_kv), so K/V travel at the query heads' width."""
     plan = step.plan
     par, model = plan.parallel, plan.model
     cp = par.context_parallel
     width = step.tokens_micro * model.q_width / par.tensor_parallel
     span = group_span(cp, par.tensor_parallel, par.gpus_per_node, par.nodes)
-    recompute = plan.checkpointing and plan.checkpoint_policy is not CheckpointPolicy.OP
-    calls = (3 if recompute else 2) * step.layers * step.micro
-    gather = _collective(
-        "context-parallel K/V all-gather",
-        Collective.ALL_GATHER,
-        2 * width * step.dt.compute * cp,
-        span,
-        step.links,
-        count=calls,
-        overlapped=True,
-        window_seconds=step.compute_seconds if step.attention_seconds is None else step.attention_seconds / cp,
-    )
     link = step.links.intra if span.nodes <= 1 else step.links.inter
+    kv, how = _ring_kv_term(step, width, span, link)
     grads = _point_to_point(
         "context-parallel dK/dV ring (float32)",
         2 * width * 4.0,
@@ -785,11 +781,50 @@ def _torch_ring_traffic(step: _Step) -> _Traffic:
     )
     grads = replace(grads, unhidden_seconds=grads.seconds / cp)  # the last send of each ring waits
     return _Traffic(
-        (gather, grads),
-        "Context parallel (PyTorch ring attention): K/V all-gathered once per ring call, hidden only under "
-        "the first step's attention (1/CP of it); dK/dV passed on in float32 after every backward step, the last "
-        "of each layer waited for.",
+        (kv, grads),
+        f"Context parallel (PyTorch ring attention): {how}; dK/dV passed on in float32 after every backward "
+        "step, the last of each layer waited for.",
     )
+
+
+def _ring_kv_term(step: _Step, width: float, span: Span, link: LinkSpec) -> tuple[CommTerm, str]:
+    """The K/V of each ring call (forward, its recompute, backward), by ``parallel.cp_rotate_method``.
+
+    allgather (_AllGatherRotater): every rank's K and V gathered at once, issued before the first
+    step's attention and waited for at the second (``next_buffer`` at i = 1), so it hides only under
+    the first step's kernel: 1/CP of each call's balanced attention (the causal 2c × 2c block
+    against CP − 1 blocks of 2c²) — the layer's K/V do not exist before its projections.
+    alltoall (_AllToAllRotater, pytorch/pytorch f2127dbdb01fc9319ce42b92d60344d19cbd0137 same
+    file): at each of the first CP − 1 steps ``exchange_buffers`` sends the K/V chunk in hand to
+    rank + 1 through ``ft_c.permute_tensor`` (an all_to_all_single with one non-empty split each
+    way, which NCCL runs as one send and one receive) and ``next_buffer`` waits for it at the next
+    step: each send hides under its own step's attention, (CP − 1)/CP of the call's."""
+    plan = step.plan
+    cp = plan.parallel.context_parallel
+    recompute = plan.checkpointing and plan.checkpoint_policy is not CheckpointPolicy.OP
+    calls = (3 if recompute else 2) * step.layers * step.micro
+    attention = step.compute_seconds if step.attention_seconds is None else step.attention_seconds
+    if plan.parallel.cp_rotate_method is CpRotate.ALLTOALL:
+        sends = _point_to_point(
+            "context-parallel K/V ring (alltoall)",
+            2 * width * step.dt.compute,
+            (cp - 1) * calls,
+            link,
+            overlapped=True,
+            window=attention if step.attention_seconds is None else attention * (cp - 1) / cp,
+        )
+        return sends, "each step's K/V chunk sent on to the next rank (alltoall), hidden under that step's attention"
+    gather = _collective(
+        "context-parallel K/V all-gather",
+        Collective.ALL_GATHER,
+        2 * width * step.dt.compute * cp,
+        span,
+        step.links,
+        count=calls,
+        overlapped=True,
+        window_seconds=attention if step.attention_seconds is None else attention / cp,
+    )
+    return gather, "K/V all-gathered once per ring call, hidden only under the first step's attention (1/CP of it)"
 
 
 def _megatron_ring_traffic(step: _Step) -> _Traffic:

@@ -634,6 +634,8 @@ def loss_memory(plan: Plan, loss_parallel: bool = False) -> LossMemory:
         bwd = [Term("loss chunk gradients (float32), 1/8 of N·V", "3 × (N·V/8) × 4", chunk * 12)]
         return LossMemory(fwd, bwd)
     ca = dtypes_for(plan).compute
+    if plan.flash_loss and not model.final_softcap:
+        return _flash_loss(n, nv, ca)
     if plan.compiled_loss and not model.final_softcap:
         return _compiled_loss(nv, ca)
     if plan.stack is Stack.MEGATRON and not model.final_softcap:
@@ -775,6 +777,37 @@ def _compiled_loss(nv: int, ca: float) -> LossMemory:
     logits = Term(f"logits, kept by the {COMPILED_LOSS_NOTE}", f"N·V × {ca:g} = {sci(nv)} × {ca:g}", nv * ca)
     grad = Term(f"gradient of the logits (one fused kernel, {ca:g} B)", f"N·V × {ca:g}", nv * ca)
     return LossMemory([logits], [logits, grad])
+
+
+# flash-attn's fused cross-entropy, ``flash_attn.losses.cross_entropy.CrossEntropyLoss``: the loss of
+# llm-foundry's MPT by default (``loss_fn: fused_crossentropy``, constructed as
+# ``FusedCrossEntropyLoss(ignore_index=-100)``, no ``inplace_backward``): mosaicml/examples 71dd21bd
+# (the Apr 2023 A100 40GB table's commit) examples/llm/src/models/mosaic_gpt/mosaic_gpt.py
+# ComposerMosaicGPT.__init__ with flash-attn==0.2.8 and xentropy-cuda-lib@v0.2.8 (examples/llm/requirements.txt);
+# mosaicml/llm-foundry b2a43a147, 5e85bd62d and 495218376 llmfoundry/models/mpt/modeling_mpt.py
+# ComposerMPTCausalLM.__init__ the same (flash-attn 1.0.9 or 2.3.2 / 2.4.2 / 2.5.0 in setup.py). Its
+# ``loss`` passes ``outputs.logits.view(-1, V)``: the 16-bit logits, no float32 upcast.
+FLASH_LOSS_NOTE: Final = "flash-attn's fused cross-entropy"
+
+
+def _flash_loss(n: int, nv: int, ca: float) -> LossMemory:
+    """flash-attn's fused cross-entropy (see FLASH_LOSS_NOTE), the same in both of its kernels.
+
+    Dao-AILab/flash-attention v0.2.8 and v1.0.9 ``flash_attn/losses/cross_entropy.py``
+    ``SoftmaxCrossEntropyLossFn``: ``forward`` calls ``xentropy_cuda_lib.forward`` (``csrc/xentropy/
+    xentropy_kernel.cu`` ``host_softmax_xentropy``: ``losses`` and ``max_log_sum_exp``, N float32 each,
+    computed from the logits in their dtype) and ``ctx.save_for_backward(logits, lse, labels_local)``;
+    ``backward`` calls ``host_softmax_xentropy_backward``, whose ``Tensor gI = inplace ? logits_ :
+    at::empty_like(logits_)`` is the logits' gradient in their dtype. From v2.3.2 (v2.4.2, v2.5.0)
+    ``flash_attn/ops/triton/cross_entropy.py`` ``CrossEntropyLoss`` (an autograd Function) does the same:
+    ``losses``/``lse`` ``torch.empty(..., dtype=torch.float)``, ``ctx.save_for_backward(logits, lse,
+    labels)``, ``dlogits = logits if ctx.inplace_backward else torch.empty_like(logits)``.
+    ``inplace_backward`` is False by default in every one and llm-foundry never sets it: the forward
+    keeps the logits, the backward holds them and their gradient, both in the logits' dtype."""
+    logits = Term(f"logits, kept by {FLASH_LOSS_NOTE}", f"N·V × {ca:g} = {sci(nv)} × {ca:g}", nv * ca)
+    rows = Term("per-token loss and log-sum-exp (float32)", "2 × N × 4", 2 * n * 4)
+    grad = Term(f"gradient of the logits (empty_like the logits, {ca:g} B)", f"N·V × {ca:g}", nv * ca)
+    return LossMemory([logits, rows], [logits, grad, Term("log-sum-exp kept (float32)", "N × 4", n * 4)])
 
 
 # litgpt/finetune/lora.py and full.py (Lightning-AI/litgpt 00af8b0): ``model(input_ids, lm_head_chunk_size=128)``.

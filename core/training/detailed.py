@@ -287,9 +287,11 @@ def _with_experts_loop_gradient(plan: Plan, layer_grads: Term, grad: float) -> T
 def _with_ring_backward(plan: Plan, layer_grads: Term, n: int, ca: float, lay: Layout) -> Term:
     """The block backward's transient is the larger of the MLP's gradients (with the forward
     ring's buffers a recompute brings) and PyTorch's ring attention backward (attention's
-    backward follows the MLP's; core.parallel.acts.ring_attention_backward). Megatron-LM runs
+    backward follows the MLP's; core.parallel.acts.ring_attention_backward, with the K/V its rotate
+    method, ``parallel.cp_rotate_method``, holds). Megatron-LM runs
     context parallelism through Transformer Engine's own attention, not this ring."""
-    ring = ring_attention_backward(n, plan.model.q_width, ca, lay) if torch_ring_attention(plan) else None
+    rotate = plan.parallel.cp_rotate_method
+    ring = ring_attention_backward(n, plan.model.q_width, ca, lay, rotate) if torch_ring_attention(plan) else None
     if ring is None or ring.bytes <= layer_grads.bytes:
         return layer_grads
     return Term(f"{ring.label} (more than {layer_grads.label})", ring.formula, ring.bytes)

@@ -86,6 +86,7 @@ class MethodForm(PlanForm):
         self.float8 = self.add_input("float8")
         self.fused_loss = self.add_input("fused_loss")
         self.compiled_loss = self.add_input("compiled_loss")
+        self.flash_loss = self.add_input("flash_loss")
         self.megatron_ce_fusion = self.add_input("megatron_ce_fusion")
         self.moe_grouped_gemm = self.add_input("moe_grouped_gemm")
         self.dropout = self.add_input("lora.dropout")

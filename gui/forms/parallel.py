@@ -114,6 +114,7 @@ class ParallelForm(PlanForm):
         self.grad_reduce_fp32 = self.add_input("parallel.grad_reduce_in_fp32")
         self.grad_accum_fusion = self.add_input("parallel.grad_accum_fusion")
         self.moe_dispatcher = self.add_input("parallel.moe_dispatcher")  # Megatron MoE under expert parallel
+        self.cp_rotate = self.add_input("parallel.cp_rotate_method")  # PyTorch ring attention under CP > 1
         controller.editRejected.connect(self._rejected)
         self.problemCleared.connect(self._cleared)
 

@@ -35,7 +35,7 @@ from core.files.launch.torchrun import read_torchrun
 from core.files.launch.vllm import read_vllm
 from core.files.runconfig import ConfigKind, loads_run_config, plan_from_run, resolve_model
 from core.inputs import Float8, Stack
-from core.plan import Offload, PipelineSchedule, Plan, Strategy
+from core.plan import CpRotate, Offload, PipelineSchedule, Plan, Strategy
 from tests.core.strategies import plans
 
 ROUND_TRIP = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -152,6 +152,7 @@ def with_recipes(draw: st.DrawFn, plan: Plan) -> Plan:
         "float8": draw(st.sampled_from(list(Float8))),
         "fused_loss": draw(st.booleans()),
         "compiled_loss": draw(st.booleans()),
+        "flash_loss": draw(st.booleans()),
         "grad_clip": draw(st.booleans()),
         "optimizer_in_backward": draw(st.booleans()),
         "activation_offload": draw(st.booleans()),
@@ -168,6 +169,7 @@ def with_recipes(draw: st.DrawFn, plan: Plan) -> Plan:
             fsdp1_wrap=draw(st.booleans()),
             grad_reduce_in_fp32=draw(st.booleans()),
             grad_accum_fusion=draw(st.booleans()),
+            cp_rotate_method=draw(st.sampled_from(list(CpRotate))),
         ),
     }
     for attempt in (recipes, {**recipes, "float8": Float8.NONE}):  # float8 needs a card that has it

@@ -274,6 +274,7 @@ def expected_values(window: MainWindow, plan: Plan) -> dict[str, Any]:
         "kbit_upcast": plan.kbit_upcast,
         "litgpt": plan.litgpt,
         "compiled_loss": plan.compiled_loss,
+        "flash_loss": plan.flash_loss,
         "megatron_ce_fusion": plan.megatron_ce_fusion,
         "loop_keeps_output": plan.loop_keeps_output,
         "experts_loop": plan.experts_loop,
@@ -364,6 +365,7 @@ def expected_values(window: MainWindow, plan: Plan) -> dict[str, Any]:
         "fsdp_param_dtype",
         "fsdp_reduce_dtype",
         "moe_dispatcher",
+        "cp_rotate_method",
         "grad_sync",
     ):
         values[f"parallel.{name}"] = getattr(par, name).value

@@ -10,7 +10,9 @@ sections' key names: ``fsdp_version`` 2, ``fsdp_reshard_after_forward``, ``fsdp_
 (parameters, gradients and optimizer state), ``fsdp_activation_checkpointing`` (every block);
 ``zero_stage``, ``offload_optimizer_device`` / ``offload_param_device`` (none | cpu),
 ``gradient_accumulation_steps``, ``zero3_init_flag``; ``parallelism_config_tp_size`` /
-``_cp_size`` / ``_dp_shard_size`` / ``_dp_replicate_size`` (``--use_parallelism_config``).
+``_cp_size`` / ``_dp_shard_size`` / ``_dp_replicate_size`` (``--use_parallelism_config``),
+``_cp_comm_strategy`` (allgather | alltoall: ``TorchContextParallelConfig``, handed to torch's
+``set_rotate_method`` by ``Accelerator._prepare_cp``).
 """
 
 from __future__ import annotations
@@ -35,7 +37,7 @@ from core.files.launch.common import (
     read_alloc_env,
 )
 from core.inputs import Stack
-from core.plan import CheckpointPolicy, Offload, Plan, Strategy
+from core.plan import CheckpointPolicy, CpRotate, Offload, Plan, Strategy
 
 MIXED: Final = {Autocast.NONE: "no", Autocast.BF16: "bf16", Autocast.FP16: "fp16"}
 AUTOCAST: Final = {v: k for k, v in MIXED.items()}
@@ -124,16 +126,22 @@ def _parallelism(draft: Draft, distributed: str) -> dict[str, Any] | None:
     if par.tensor_parallel == 1 and par.context_parallel == 1 and not hybrid:
         return None
     if distributed == "DEEPSPEED":
-        for name in ("parallel.tensor_parallel", "parallel.context_parallel"):
+        for name in ("parallel.tensor_parallel", "parallel.context_parallel", "parallel.cp_rotate_method"):
             draft.outside([name], "accelerate's tensor / context parallel runs with FSDP2 or DDP, not DeepSpeed")
         return None
     fsdp = distributed == "FSDP"
-    return {
+    table: dict[str, Any] = {
         "parallelism_config_dp_replicate_size": par.dp_replicate if fsdp else par.data_parallel,
         "parallelism_config_dp_shard_size": par.data_parallel // par.dp_replicate if fsdp else 1,
         "parallelism_config_tp_size": par.tensor_parallel,
         "parallelism_config_cp_size": par.context_parallel,
     }
+    if par.context_parallel > 1:
+        # The ring's K/V rotation: launch passes it on only for CP > 1 (utils/launch.py:
+        # PARALLELISM_CONFIG_CP_COMM_STRATEGY), TorchContextParallelConfig reads it and
+        # Accelerator._prepare_cp calls torch's set_rotate_method with it.
+        table["parallelism_config_cp_comm_strategy"] = par.cp_rotate_method.value
+    return table
 
 
 def settings(draft: Draft, written: tuple[str, ...] = ()) -> dict[str, Any]:
@@ -148,7 +156,7 @@ def settings(draft: Draft, written: tuple[str, ...] = ()) -> dict[str, Any]:
         "parallel.offload",
         "method.autocast",
     }
-    expressed.update({"parallel.tensor_parallel", "parallel.context_parallel"})
+    expressed.update({"parallel.tensor_parallel", "parallel.context_parallel", "parallel.cp_rotate_method"})
     found: dict[str, Any] = {
         "num_machines": par.nodes,
         "num_processes": plan.world_size,
@@ -290,6 +298,7 @@ def _fields(found: dict[str, Any]) -> dict[str, Any]:
     split = found.get("parallelism_config") or {}
     fields["parallel.tensor_parallel"] = int(split.get("parallelism_config_tp_size", 1))
     fields["parallel.context_parallel"] = int(split.get("parallelism_config_cp_size", 1))
+    fields["parallel.cp_rotate_method"] = CpRotate(str(split.get("parallelism_config_cp_comm_strategy", "allgather")))
     if kind == "FSDP":
         fields["parallel.dp_replicate"] = _replicas(fsdp, split, machines)
     return fields

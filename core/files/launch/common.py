@@ -130,6 +130,7 @@ RECIPE_WHY: Final = {
     "method.float8": "no float8 training setting in this target's config",
     "method.fused_loss": "no fused linear cross-entropy (Liger) setting in this target",
     "method.compiled_loss": "whether torch.compile covers the loss is not a setting of this target",
+    "method.flash_loss": "flash-attn's fused cross-entropy is llm-foundry's loss_fn, not a setting of this target",
     "method.megatron_ce_fusion": "Megatron-Core's cross-entropy fusion is not a setting of this target",
     "method.grad_clip": "no gradient-clipping setting in this target's config",
     "method.optimizer_in_backward": "no optimizer-step-in-the-backward setting in this target",
@@ -165,6 +166,11 @@ RECIPE_WHY: Final = {
     "parallel.moe_dispatcher": (
         "Megatron-Core's MoE token dispatcher is not a setting of this target (Megatron-Bridge: "
         "model.moe_token_dispatcher_type, model.moe_flex_dispatcher_backend)"
+    ),
+    "parallel.cp_rotate_method": (
+        "PyTorch ring attention's K/V rotation (torch.distributed.tensor.experimental.set_rotate_method) is "
+        "not a setting of this target (torchtitan: parallelism.context_parallel_rotate_method; accelerate: "
+        "parallelism_config_cp_comm_strategy)"
     ),
     "parallel.dp_replicate": (
         "no hybrid-sharding (HSDP) setting in this target (torchtitan: data_parallel_replicate_degree; "

@@ -13,7 +13,8 @@ foreach | for-loop); ``[activation_checkpoint]`` ``mode`` (none | full | selecti
 ``data_parallel_replicate_degree`` (DDP), ``data_parallel_shard_degree`` (FSDP2; -1: the ranks
 left), ``fsdp_reshard_after_forward`` (always | never), ``tensor_parallel_degree``,
 ``pipeline_parallel_degree``, ``pipeline_parallel_schedule`` (GPipe | 1F1B | Interleaved1F1B),
-``context_parallel_degree``, ``enable_async_tensor_parallel``; ``[compile]`` ``enable``,
+``context_parallel_degree``, ``context_parallel_rotate_method`` (allgather | alltoall, read at
+torchtitan 000204a4), ``enable_async_tensor_parallel``; ``[compile]`` ``enable``,
 ``components`` ("model", "loss"); ``[model] converters`` with ``quantize.linear.float8``
 (``recipe_name`` tensorwise | rowwise, ``enable_fsdp_float8_all_gather``);
 ``[optimizer] early_step_in_backward``; ``[training] max_norm`` (torchtitan clips the gradients
@@ -209,6 +210,7 @@ def _parallelism(draft: Draft) -> dict[str, Any]:
         "pipeline_parallel_degree": par.pipeline_parallel,
         "pipeline_parallel_schedule": SCHEDULES[par.schedule],
         "context_parallel_degree": par.context_parallel,
+        "context_parallel_rotate_method": par.cp_rotate_method.value,
         "enable_async_tensor_parallel": par.tensor_parallel > 1 and par.tp_overlap,
         "expert_parallel_degree": par.expert_parallel,
     }
@@ -263,6 +265,7 @@ def export_torchtitan(plan: Plan, model_ref: str | None = None) -> Export:
             "parallel.expert_parallel",
             "parallel.dp_replicate",
             "parallel.fsdp_float8_all_gather",
+            "parallel.cp_rotate_method",
         ),
     )
     nodes, gpus = plan.parallel.nodes, plan.parallel.gpus_per_node

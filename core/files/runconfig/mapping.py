@@ -17,6 +17,7 @@ from core.plan import (
     ROLE_FIELDS,
     Attention,
     CheckpointPolicy,
+    CpRotate,
     Float8,
     GradSync,
     LoraSettings,
@@ -25,6 +26,7 @@ from core.plan import (
     Offload,
     Optimizer,
     OptimizerImpl,
+    Parallelism,
     Plan,
     PrecisionRoles,
     Stack,
@@ -109,6 +111,33 @@ _RECIPES: Final = (
 )
 
 
+# Run settings that set the Parallelism field of the same name: as given, or as the enum they name.
+_PARALLEL_KNOBS: Final = (
+    "reshard_after_forward",
+    "tp_overlap",
+    "fsdp_float8_all_gather",
+    "fsdp1_wrap",
+    "grad_reduce_in_fp32",
+    "grad_accum_fusion",
+)
+_PARALLEL_ENUMS: Final = {"offload": Offload, "grad_sync": GradSync, "cp_rotate_method": CpRotate}
+
+
+def _parallel(plan: Plan, s: RunSettings) -> Parallelism | None:
+    """The plan's Parallelism with what the file set (None: nothing)."""
+    parallel: dict[str, Any] = {}
+    if s.sharding is not None:
+        # The GPU count is the launcher's (torchrun, accelerate), not the config's: kept.
+        parallel["strategy"] = Strategy(s.sharding)
+    for knob in _PARALLEL_KNOBS:
+        if getattr(s, knob) is not None:
+            parallel[knob] = getattr(s, knob)
+    for name, enum in _PARALLEL_ENUMS.items():
+        if getattr(s, name) is not None:
+            parallel[name] = enum(getattr(s, name))
+    return replace(plan.parallel, **parallel) if parallel else None
+
+
 def apply_settings(plan: Plan, settings: RunSettings, *, model_dtype: str | None = None) -> Plan:
     """``plan`` with every setting the file gave; ``model_dtype`` is the model's own torch_dtype,
     used when the file does not say how the model is loaded. Raises PlanError on a value
@@ -173,19 +202,7 @@ def apply_settings(plan: Plan, settings: RunSettings, *, model_dtype: str | None
     }
     if workload:
         changes["workload"] = replace(plan.workload, **workload)
-    parallel: dict[str, Any] = {}
-    if s.sharding is not None:
-        # The GPU count is the launcher's (torchrun, accelerate), not the config's: kept.
-        parallel["strategy"] = Strategy(s.sharding)
-    if s.reshard_after_forward is not None:
-        parallel["reshard_after_forward"] = s.reshard_after_forward
-    if s.offload is not None:
-        parallel["offload"] = Offload(s.offload)
-    for knob in ("tp_overlap", "fsdp_float8_all_gather", "fsdp1_wrap", "grad_reduce_in_fp32", "grad_accum_fusion"):
-        if getattr(s, knob) is not None:
-            parallel[knob] = getattr(s, knob)
-    if s.grad_sync is not None:
-        parallel["grad_sync"] = GradSync(s.grad_sync)
-    if parallel:
-        changes["parallel"] = replace(plan.parallel, **parallel)
+    parallel = _parallel(plan, s)
+    if parallel is not None:
+        changes["parallel"] = parallel
     return plan.with_changes(**changes)

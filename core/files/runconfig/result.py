@@ -78,6 +78,7 @@ SETTING_LABELS: Final = {
     "grad_sync": "FSDP gradient sync under accumulation",
     "grad_reduce_in_fp32": "Megatron gradient reduce in fp32",
     "grad_accum_fusion": "Megatron gradient accumulation fusion",
+    "cp_rotate_method": "Context-parallel rotate method",
     "model": "Model",
     "note": "Noted (not modelled)",
 }
@@ -129,6 +130,7 @@ class RunSettings:
     grad_sync: str | None = None  # a core.plan.GradSync value: accelerate's sync_each_batch (each) or not (no_sync)
     grad_reduce_in_fp32: bool | None = None  # Megatron-Core DistributedDataParallelConfig.grad_reduce_in_fp32
     grad_accum_fusion: bool | None = None  # Megatron-Core ModelParallelConfig.gradient_accumulation_fusion
+    cp_rotate_method: str | None = None  # a core.plan.CpRotate value: torchtitan context_parallel_rotate_method
 
 
 @dataclass(frozen=True)

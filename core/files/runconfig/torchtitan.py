@@ -22,6 +22,7 @@ IMPLEMENTATIONS: Final = {"fused": "fused", "foreach": "foreach", "for-loop": "f
 # Defaults of torchtitan's ActivationCheckpoint dataclass at commit 238fa995.
 DEFAULT_AC_MODE: Final = "selective"
 DEFAULT_AC_OPTION: Final = "2"
+ROTATE_METHODS: Final = "allgather or alltoall"
 
 
 def _loss_compiled(taker: Taker) -> bool:
@@ -76,6 +77,21 @@ def _step_keys(taker: Taker) -> dict[str, Any]:
     if taker.flag("parallelism.enable_async_tensor_parallel", "tp_overlap"):
         s["tp_overlap"] = True
     return s
+
+
+def _rotate_method(taker: Taker) -> dict[str, Any]:
+    """``parallelism.context_parallel_rotate_method`` (``Literal["allgather", "alltoall"] =
+    "allgather"``, pytorch/torchtitan 000204a4 torchtitan/config/job_config.py Parallelism), which
+    torchtitan hands to torch's ``set_rotate_method`` (``parallel.cp_rotate_method``). Read whether
+    or not the file splits the context: the split itself is the plan's."""
+    key = "parallelism.context_parallel_rotate_method"
+    method = taker.word(key, ROTATE_METHODS)
+    if method is None:
+        return {}
+    if method not in ("allgather", "alltoall"):
+        raise taker.fail(key, method, ROTATE_METHODS)
+    taker.record("cp_rotate_method", method, key)
+    return {"cp_rotate_method": method}
 
 
 IRRELEVANT: Final = (
@@ -176,6 +192,7 @@ def read_torchtitan(document: dict[str, Any], where: str) -> RunConfig:
         s["compiled_loss"] = _loss_compiled(taker)
     s.update(_float8(taker))
     s.update(_step_keys(taker))
+    s.update(_rotate_method(taker))
     taker.irrelevant(*IRRELEVANT, "compile.components", "activation_checkpoint.preserve_rng_state", "model.name")
     taker.irrelevant("model.flavor", "model.hf_assets_path", "parallelism")
     return finish(ConfigKind.TORCHTITAN, taker, odd, model_ref, s)
