@@ -562,9 +562,12 @@ def sglang_memory(plan: Plan, gpu: GpuSpec, layout: RankLayout, fit: ServingFit 
     free memory after the weights − total × (1 − mem_fraction_static), where "total" is the
     free memory SGLang measured after the distributed start (the CUDA context and, with tensor
     parallelism, NCCL's buffers already taken), not the card. So pool = (card − driver −
-    context − communication buffers) × fraction − weights. The buffers are the tensor-parallel
-    ones vLLM's logs show (ServingFit.tp_comm_bytes): with NVLS on an H100 this is the 1.7 GiB
-    that SGLang's Qwen3-235B log on four H100s is short of a card-size total (vLLM issue #21348)."""
+    context − communication buffers) × fraction − weights. The buffers are taken as
+    ServingFit.tp_comm_bytes, shared with vLLM, though SGLang's pool depends on what its
+    distributed start takes (logged as "Init torch distributed ends. mem usage") and vLLM's on what
+    its profile's forward adds after that; SGLang's Qwen3-235B log on four H100s (vLLM issue
+    #21348) is 1.8 GiB short of a card-size total (docs/SERVING.md, "Is the gap NVLS? Read from
+    source: no")."""
     inf = plan.inference
     comm = fit.tp_comm_bytes[link_class(serving_link(inf, gpu))] if inf.tensor_parallel > 1 else 0.0
     total = max(0.0, vllm_total_memory(gpu, fit) - SERVING_OVERHEAD_BYTES - comm)

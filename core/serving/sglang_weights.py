@@ -27,7 +27,9 @@ held-out SGLang logs to -1.7 % and +5.8 % (from +6.1 % and +7.6 %), but the one 
 (Qwen3-235B FP8 on four H100s, vLLM issue #21348) then implies 0.35 GiB less tensor-parallel memory
 than vLLM's NVSwitch logs, and with llm-d-planner's logs left out that log alone sets the NVSwitch
 constant, which moves their Qwen2.5-72B TP 2 logs from +2.0 % to +14.4 % (docs/SERVING.md, "SGLang's
-weights are allocator segments: the rule, and why it is not wired in yet").
+weights are allocator segments: the rule, and why it is not wired in yet"). The gap is not NCCL's
+NVLS buffers (none on two GPUs, 128 MiB at TP 4): the engines measure different communicator
+memory ("Is the gap NVLS? Read from source: no").
 
 vLLM is not affected: its profile subtracts ``weights_memory`` measured by
 ``DeviceMemoryProfiler`` (``torch.cuda.max_memory_allocated``, the rounded tensors) and counts as
