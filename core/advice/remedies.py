@@ -25,6 +25,7 @@ from core.dtypes import Quant
 from core.errors import PlanError
 from core.estimate import Estimate, estimate
 from core.format import hours as format_hours
+from core.inputs import CpRotate, torch_ring_rotate
 from core.parallel.layout import fsdp_no_sync
 from core.plan import (
     Attention,
@@ -54,6 +55,7 @@ class RemedyKind(StrEnum):
     MORE_GPUS = "more-gpus"  # the fewest of this card that fit (core.advice.fit.fewest_gpus)
     FSDP = "fsdp"  # the same GPUs sharding everything instead of holding replicas
     SYNC_EACH_BATCH = "sync-each-batch"  # FSDP reduces every micro-batch instead of holding unsharded gradients
+    CP_ALLTOALL = "cp-alltoall"  # PyTorch's ring passes K/V one chunk at a time instead of gathering every rank's
     OFFLOAD_OPTIMIZER = "offload-optimizer"
     TENSOR_PARALLEL = "tensor-parallel"
     SHORTER_SEQUENCE = "shorter-sequence"
@@ -273,6 +275,16 @@ def _sync_each_batch(plan: Plan) -> tuple[Plan, str] | None:
     return new, "Reduce the gradients every micro-batch (accelerate sync_each_batch=True)"
 
 
+def _cp_alltoall(plan: Plan) -> tuple[Plan, str] | None:
+    """PyTorch's ring attention under its default all-gather rotation keeps every context-parallel
+    rank's K/V in the backward; the all-to-all rotation keeps three chunks (core.parallel.acts
+    ring_kv_elements; torchtitan's parallelism.context_parallel_rotate_method = "alltoall")."""
+    if torch_ring_rotate(plan) is not CpRotate.ALLGATHER or plan.parallel.context_parallel < 3:
+        return None  # at CP 2 both hold the same (ring_kv_elements)
+    new = plan.with_parallel(cp_rotate_method=CpRotate.ALLTOALL)
+    return new, "Context parallel's K/V passed one chunk at a time (rotate method alltoall)"
+
+
 def _offload_optimizer(plan: Plan) -> tuple[Plan, str] | None:
     """Optimizer state and its step on the CPU. DeepSpeed's ZeRO-Offload (offload_optimizer,
     ZeRO stage 1-3, one GPU included); FSDP2's CPUOffloadPolicy moves the parameters too, and
@@ -415,6 +427,13 @@ TRAINING_KINDS: Final = (
         1,
         FIRST,
         "a reduce-scatter every micro-batch instead of one per step: more communication",
+    ),
+    RemedySpec(
+        K.CP_ALLTOALL,
+        _cp_alltoall,
+        1,
+        ACTS,
+        "a point-to-point send per ring step instead of one all-gather, hidden under each step's attention",
     ),
     RemedySpec(
         K.TENSOR_PARALLEL,

@@ -171,3 +171,31 @@ def test_torchtitans_export_writes_it_and_the_others_list_it() -> None:
         assert "parallel.cp_rotate_method" not in {u.field for u in accelerate.unexpressed}
     # The default is not listed anywhere.
     assert "parallel.cp_rotate_method" not in {u.field for u in export(_cp_plan(cp=8), Target.TORCHTUNE).unexpressed}
+
+
+# ---- the diagnosis -------------------------------------------------------------------------
+def test_the_diagnosis_offers_the_alltoall_rotation_where_the_ring_backward_is_the_peak() -> None:
+    from core.advice import remedies
+
+    # Llama 3.1 8B, FSDP2 on 8 GPUs, CP 8 at 262,144 tokens (torchtitan's Dec 2024 CP row), full
+    # checkpointing, a fused linear cross-entropy (no logits): the block's ring backward is the peak.
+    plan = replace(
+        plan_for_model("llama-3.1-8b").on_gpus(8, Strategy.FSDP).with_parallel(context_parallel=8),
+        checkpointing=True,
+        fused_loss=True,
+    ).with_workload(micro_batch=1, seq_len=262_144)
+    before = estimate(plan)
+    assert before.peak_phase == "backward"
+    found = {r.kind: r for r in remedies.remedies_for(plan)}
+    alltoall = found[remedies.RemedyKind.CP_ALLTOALL]
+    assert alltoall.plan.parallel.cp_rotate_method is CpRotate.ALLTOALL
+    assert alltoall.plan.with_parallel(cp_rotate_method=CpRotate.ALLGATHER) == plan  # nothing else changes
+    # Every rank's K/V (2·8 + 2 chunks) against three (3 + 3) in the compute dtype, 2 bytes, at the
+    # query width over the rank's 32,768 tokens × 4,096: 12 × 2 B × 134,217,728 elements = 3.22 GB off the
+    # allocated peak (and the allocator's reserve on it off the judged total).
+    assert before.peak_bytes - estimate(alltoall.plan).peak_bytes == 12 * 2 * 32_768 * 4_096
+    assert before.total_bytes - alltoall.total_bytes > 12 * 2 * 32_768 * 4_096
+    # Not offered where it is already chosen, at CP 2 (both hold four chunks), or without PyTorch's ring.
+    assert remedies._cp_alltoall(alltoall.plan) is None
+    assert remedies._cp_alltoall(plan.with_parallel(context_parallel=2)) is None
+    assert remedies._cp_alltoall(replace(plan, stack=Stack.MEGATRON)) is None
