@@ -28,7 +28,9 @@ Source followed: pytorch/pytorch at commit 001074d25084fdb87a799823e395a50f5ec04
   out: the slivers of partly used segments that fragment memory do not form.
 
 This module holds the settings and the size arithmetic the estimator's closed form uses
-(:mod:`core.training.device`). A replay of the measurement tool's allocation traces through
+(:mod:`core.training.device`), and :func:`resident_segment_bytes`, the segments a run of
+allocations that are never freed leaves (a model's weights as an engine builds them on the card:
+:mod:`core.serving.sglang_weights`). A replay of the measurement tool's allocation traces through
 these rules (issue 22, item 2's suggested route) is not built yet: the closed form's one
 fitted constant is fitted on published figures instead (benchmarks/realgpu/memory.py).
 benchmarks/realgpu/fsdp1_wrap_replay.py replays one case through them, written from the
@@ -38,6 +40,8 @@ frameworks' source rather than recorded: an FSDP1 wrap and Answer.AI's training 
 
 from __future__ import annotations
 
+from bisect import bisect_left, insort
+from collections.abc import Iterable
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import Final
@@ -284,3 +288,33 @@ def fits_free_block(block_size: int, request: int, config: AllocatorConfig) -> b
     if request >= limit and block_size >= request + LARGE_SEGMENT_BYTES:
         return False
     return block_size >= request
+
+
+def resident_segment_bytes(requests: Iterable[int], config: AllocatorConfig | None = None) -> int:
+    """Bytes of the segments ``cudaMalloc`` holds after ``requests`` are allocated in order and
+    none is freed (a model's parameters as it builds them on the card): each request rounded
+    (``round_size``), placed in the smallest cached free block that takes it (``get_free_block``:
+    best fit, ``fits_free_block``), else in a new segment (``segment_size``), and the block cut
+    when ``splits`` says so; the small and large pools keep apart. What ``torch.cuda.mem_get_info``
+    loses, which ``memory_allocated`` (the rounded requests) does not show: the rest of each
+    1-10 MiB request's 20 MiB segment that later requests do not fill, the < 2 MiB tail of a
+    large one and the < 1 MiB slack never split off. Expandable segments are not replayed (the
+    default ``PYTORCH_CUDA_ALLOC_CONF`` is)."""
+    config = config or AllocatorConfig()
+    held = 0
+    free: dict[bool, list[int]] = {True: [], False: []}  # per pool, sorted
+    for nbytes in requests:
+        size = round_size(nbytes)
+        small = is_small(size)
+        pool = free[small]
+        i = bisect_left(pool, size)
+        while i < len(pool) and not fits_free_block(pool[i], size, config):
+            i += 1
+        if i < len(pool):
+            block = pool.pop(i)
+        else:
+            block = SMALL_SEGMENT_BYTES if small else segment_size(size)
+            held += block
+        if splits(block, size, small, config):
+            insort(pool, block - size)
+    return held

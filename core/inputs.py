@@ -644,6 +644,23 @@ def megatron_dispatcher(plan: Plan) -> MoeDispatcher | None:
     return par.moe_dispatcher if plan.stack is Stack.MEGATRON and plan.model.num_experts > 1 and split else None
 
 
+def loss_16bit_matters(plan: Plan) -> bool:
+    """Whether a loop's own F.cross_entropy would see 16-bit logits: no autocast (autocast runs the op
+    in float32), a 16-bit model (the head's output dtype; not QLoRA after prepare_model_for_kbit_training,
+    which runs it in float32: core.roles.kbit_float32), and no other loss code chosen (a fused, chunked,
+    compiled, flash-attn, LitGPT, Unsloth or Megatron loss is its own kernel)."""
+    model = plan.base_dtype if plan.adapter_based else plan.weight_dtype
+    other = plan.unsloth or plan.fused_loss or plan.litgpt or plan.chunked_loss or plan.compiled_loss or plan.flash_loss
+    upcast = plan.method is Method.QLORA and plan.kbit_upcast
+    return (
+        plan.autocast is Autocast.NONE
+        and model in (Dtype.BF16, Dtype.FP16)
+        and not upcast
+        and not other
+        and plan.stack is not Stack.MEGATRON
+    )
+
+
 def torch_ring_rotate(plan: Plan) -> CpRotate | None:
     """The rotate method of the plan's ring attention (``parallel.cp_rotate_method``) where
     PyTorch's ring attention runs at all — context parallel > 1 outside Megatron-LM, whose context
@@ -905,6 +922,19 @@ INPUTS: Final[tuple[Input, ...]] = (
           "log-softmax or float32 gradient.",
           ("--flash-loss",), "flash-attn's fused cross-entropy (llm-foundry MPT's loss_fn: fused_crossentropy)",
           matters=lambda p: not p.unsloth and not p.fused_loss and not p.litgpt and not p.chunked_loss),
+    # A loop that calls F.cross_entropy on the 16-bit logits of a pure 16-bit model (no autocast, no
+    # ``.float()``): rasbt/LLMs-from-scratch 908dd2f ch05/10_llm-training-speed ``calc_loss_batch``,
+    # nanoGPT-style loops, llm-foundry's torch_crossentropy under PURE precision. aten's log_softmax and
+    # nll_loss then run in the logits' dtype (core.training.activations._loss_16bit). Under autocast the
+    # op is on autocast's float32 list, so it upcasts as transformers' loss does and the setting is moot.
+    Input("loss_16bit", Kind.BOOL, "Cross-entropy in 16 bits", "Cross-entropy on 16-bit logits", False,
+          "The training loop calls F.cross_entropy on the model's 16-bit logits itself, with no float32 "
+          "upcast (a hand-written loop over a model cast to bf16 / fp16, as LLMs-from-scratch and nanoGPT-style "
+          "scripts do): the log-probabilities and their gradients are 16-bit. Off: the loss upcasts the "
+          "logits to float32 first, as transformers' models, torchtitan and torchtune do. Under autocast "
+          "F.cross_entropy runs in float32 either way, so the setting only matters without it.",
+          ("--loss-16bit",), "the loop's F.cross_entropy on 16-bit logits (no float32 upcast, no autocast)",
+          matters=loss_16bit_matters),
     Input("kbit_upcast", Kind.BOOL, "prepare_model_for_kbit_training", "prepare_model_for_kbit_training", False,
           "PEFT's prepare_model_for_kbit_training casts every 16-bit parameter that is not quantised (embedding, "
           "head, norms) to float32; the float32 norms turn the hidden states float32, and bitsandbytes casts "

@@ -501,6 +501,7 @@ class Plan:
     activation_offload: bool = DEFAULTS["activation_offload"]  # saved activations to pinned host memory
     bnb_legacy: bool = DEFAULTS["bnb_legacy"]  # bitsandbytes < 0.43.2: the 4-bit matmul keeps its input
     kbit_upcast: bool = DEFAULTS["kbit_upcast"]  # peft prepare_model_for_kbit_training
+    loss_16bit: bool = DEFAULTS["loss_16bit"]  # the loop's F.cross_entropy on 16-bit logits (no float32 upcast)
     compiled_loss: bool = DEFAULTS["compiled_loss"]  # cross-entropy under torch.compile (fused, 16-bit)
     flash_loss: bool = DEFAULTS["flash_loss"]  # flash-attn's fused cross-entropy (llm-foundry MPT): 16-bit logits kept
     litgpt: bool = DEFAULTS["litgpt"]  # litgpt finetune loop: chunked 16-bit loss, previous logits kept

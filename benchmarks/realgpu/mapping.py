@@ -304,17 +304,12 @@ def _missing(recipe: Mapping[str, Any]) -> list[str]:
     return out
 
 
-# Losses a record's ``loss`` may name that the plan has no setting for. "eager-compute-dtype": a hand-written
-# loop's ``F.cross_entropy(logits.flatten(0, 1), targets.flatten())`` on 16-bit logits (rasbt/LLMs-from-scratch
-# 908dd2f ch05/10_llm-training-speed, ``calc_loss_batch``): log_softmax keeps 16-bit log-probabilities and the
-# backward makes 16-bit gradients, where the plan's default is transformers' ForCausalLMLoss (a float32 upcast,
-# float32 log-probabilities and gradients: core.training.activations.loss_memory) and its other settings are
-# other code (torchtune's float32 chunks, LitGPT's sliced head and kept logits, a compiled or fused loss).
-_LOSSES_MISSING: Final = {
-    "eager-compute-dtype": (
-        "cross-entropy on 16-bit logits with no float32 upcast (a hand-written loop's F.cross_entropy)"
-    ),
-}
+# Losses a record's ``loss`` may name that the plan has no setting for (none today). "eager-compute-dtype", a
+# hand-written loop's ``F.cross_entropy(logits.flatten(0, 1), targets.flatten())`` on 16-bit logits
+# (rasbt/LLMs-from-scratch 908dd2f ch05/10_llm-training-speed, ``calc_loss_batch``), is the plan's
+# ``loss_16bit`` since 2026-12-04 (_loss below).
+_LOSSES_MISSING: Final[dict[str, str]] = {}
+_LOSS_16BIT: Final = "eager-compute-dtype"
 
 
 # Unsloth's loss by release (unslothai/unsloth, unsloth/models/llama.py CausalLM_fast_forward):
@@ -481,6 +476,8 @@ def _loss(recipe: Mapping[str, Any], family: str) -> dict[str, bool]:
     Cross-Entropy and fms-acceleration's fused kernels are fused."""
     if family == "lightning":
         return {"litgpt": True}
+    if recipe.get("loss") == _LOSS_16BIT:  # the loop's own F.cross_entropy on 16-bit logits
+        return {"loss_16bit": True}
     if not recipe["fused_ce_or_liger"]:
         return {"compiled_loss": True} if _torchtitan_compiles_loss(recipe) else {}
     return {"chunked_loss": True} if family == "torchtune" else {"fused_loss": True}

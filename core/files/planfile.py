@@ -135,6 +135,9 @@ OPTIONAL_KEYS: Final = (
             "experts_loop",
             # Megatron's MoE grouped GEMM (branch h22p): a file without it reads as off.
             "moe_grouped_gemm",
+            # A loop's own cross-entropy on 16-bit logits (2026-12-04): a file without it reads as off,
+            # the float32 upcast every earlier release priced.
+            "loss_16bit",
         )
     )
     | frozenset(

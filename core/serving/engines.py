@@ -38,6 +38,7 @@ from core.runtime import CUDA_CONTEXT_BYTES, Workspace, cublas_workspace
 from core.serving.fit import DEFAULT_FIT, ServingFit, link_class
 from core.serving.kv import cached_positions, kv_bytes_per_token_layer, kv_heads_per_rank
 from core.serving.sglang_versions import default_fraction
+from core.serving.sglang_weights import rope_bytes
 from core.serving.vllm_rules import (
     VLLM_BLOCK_SIZE,
     VLLM_CUDA_GRAPH_BYTES,
@@ -75,14 +76,7 @@ SERVING_OVERHEAD_BYTES: Final = CUDA_CONTEXT_BYTES
 # profile_max_num_token (python/sglang/srt/model_executor/model_runner.py): pool = memory free
 # after the weights load - total × (1 - mem_fraction_static), in tokens of 2 · KV heads per rank
 # · head width · layers · bytes; activations and CUDA graphs live in the (1 - fraction) left over.
-# The rotary embedding's cos/sin table is built while the model loads, so it is taken before that
-# free memory is read, like the weights: sglang/srt/layers/rotary_embedding.py (sgl-project/sglang
-# 00a66ebe136b90479f9ccf9fc4f3d1c08251981c) RotaryEmbedding.__init__ keeps the cache in float32 on
-# CUDA ("cache needs to be in FP32 for numerical stability": `if not _is_cuda: cache =
-# cache.to(dtype)`), max_position rows of cos | sin (rotary_dim wide), one table per model
-# (get_rope's _ROPE_DICT shares it across layers). Releases before sgl-kernel's rope used vLLM's
-# RotaryEmbedding, which casts it to the model's dtype (half these bytes): not told apart.
-SGLANG_ROPE_CACHE_BYTES: Final = 4  # float32 per cos / sin entry
+# The rotary cos/sin table it also subtracts: core.serving.sglang_weights (SGLANG_ROPE_CACHE_BYTES).
 
 # --- Hugging Face generate -----------------------------------------------------------
 # Hugging Face's eager-mode decoder layer keeps four hidden-size tensors alive at the MLP
@@ -558,9 +552,7 @@ def sglang_fraction(inf: Inference, gpu: GpuSpec) -> float:
 def sglang_rope_cache_bytes(model: ModelSpec) -> float:
     """SGLang's float32 cos/sin table (SGLANG_ROPE_CACHE_BYTES): positions × head width, none
     for a model without rotary embeddings (ALiBi, learned positions)."""
-    if model.alibi or model.learned_positions:
-        return 0.0
-    return float(model.max_position_embeddings * model.head_dim * SGLANG_ROPE_CACHE_BYTES)
+    return float(rope_bytes(model))
 
 
 def sglang_memory(plan: Plan, gpu: GpuSpec, layout: RankLayout, fit: ServingFit = DEFAULT_FIT) -> EngineMemory:
@@ -570,9 +562,12 @@ def sglang_memory(plan: Plan, gpu: GpuSpec, layout: RankLayout, fit: ServingFit 
     free memory after the weights − total × (1 − mem_fraction_static), where "total" is the
     free memory SGLang measured after the distributed start (the CUDA context and, with tensor
     parallelism, NCCL's buffers already taken), not the card. So pool = (card − driver −
-    context − communication buffers) × fraction − weights. The buffers are the tensor-parallel
-    ones vLLM's logs show (ServingFit.tp_comm_bytes): with NVLS on an H100 this is the 1.7 GiB
-    that SGLang's Qwen3-235B log on four H100s is short of a card-size total (vLLM issue #21348)."""
+    context − communication buffers) × fraction − weights. The buffers are taken as
+    ServingFit.tp_comm_bytes, shared with vLLM, though SGLang's pool depends on what its
+    distributed start takes (logged as "Init torch distributed ends. mem usage") and vLLM's on what
+    its profile's forward adds after that; SGLang's Qwen3-235B log on four H100s (vLLM issue
+    #21348) is 1.8 GiB short of a card-size total (docs/SERVING.md, "Is the gap NVLS? Read from
+    source: no")."""
     inf = plan.inference
     comm = fit.tp_comm_bytes[link_class(serving_link(inf, gpu))] if inf.tensor_parallel > 1 else 0.0
     total = max(0.0, vllm_total_memory(gpu, fit) - SERVING_OVERHEAD_BYTES - comm)

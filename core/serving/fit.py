@@ -11,9 +11,9 @@ here in the same change.
 
 Classes, so a constant set on one card or link carries to the others of its kind:
 
-* a link's class (:func:`link_class`): NVLink with NVSwitch multicast (Hopper and Blackwell
-  SXM: NCCL's NVLS buffers), NVLink or Infinity Fabric without it, PCIe, and a network between
-  nodes;
+* a link's class (:func:`link_class`): NVLink through NVSwitch (Hopper and Blackwell SXM, where
+  NCCL also sets up NVLS buffers on more than two GPUs), NVLink or Infinity Fabric without it,
+  PCIe, and a network between nodes;
 * a card's memory class (:func:`memory_class`): HBM (data-centre parts), GDDR (GeForce,
   RTX workstation and laptop parts), and Apple's unified memory.
 """
@@ -31,7 +31,7 @@ from core.units import GiB
 
 
 class LinkClass(StrEnum):
-    NVLS = "nvlink-nvswitch"  # NVLink 4/5 through NVSwitch: NCCL sets up NVLS (multicast) buffers
+    NVLS = "nvlink-nvswitch"  # NVLink 4/5 through NVSwitch (NCCL's NVLS multicast beyond 2 GPUs)
     NVLINK = "nvlink"  # NVLink 2/3, Infinity Fabric: peer-to-peer, no multicast buffers
     PCIE = "pcie"
     NETWORK = "network"  # ranks on different nodes
@@ -95,9 +95,12 @@ DEFAULT_NON_TORCH: Final = _frozen(
         "v1@0.19": 0.29 * GiB,
     }
 )
-# NVLS on NVSwitch H100s: 1.88 GiB (vLLM 0.19.0's logs and SGLang's on four H100s agree); the
-# ring buffers over PCIe or plain NVLink are held at 0 (tens of MiB); across nodes, two
-# dennislee22 logs through Ray.
+# NVSwitch H100s: 1.88 GiB, set by vLLM 0.19.0's logs and one SGLang log on four H100s. Not NVLS:
+# NCCL 2.27.5 sets up no NVLS on two GPUs (ncclNvlsInit: gpuCount <= 2) and 128 MiB at TP 4, while
+# the TP 2 logs already show 1.8 GiB; and the two engines measure different things (vLLM what its
+# profile's forward adds after a baseline taken past the distributed start, SGLang what that start
+# takes): docs/SERVING.md, "Is the gap NVLS? Read from source: no". The ring buffers over PCIe or
+# plain NVLink are held at 0 (tens of MiB); across nodes, two dennislee22 logs through Ray.
 DEFAULT_TP_COMM: Final = _frozen({"nvlink-nvswitch": 1.88 * GiB, "nvlink": 0.0, "pcie": 0.0, "network": 0.48 * GiB})
 # Per card where a log prints torch's total (or two runs imply it), else the class's median.
 DEFAULT_DRIVER: Final = _frozen(

@@ -151,8 +151,9 @@ def moe_workspace_bytes(model: ModelSpec, inf: Inference, tokens: int, element_b
 def vllm_non_torch_bytes(inf: Inference, link: LinkSpec, fit: ServingFit = DEFAULT_FIT) -> float:
     """Memory the profile run counts outside torch: kernel libraries (and, in the 0.8-0.9
     accounting, the CUDA context), fitted per accounting era; with tensor parallelism the
-    communication buffers, fitted per link class (NCCL's NVLS buffers on NVSwitch systems are
-    most of the 2.1 GiB the 0.19.0 H100 logs show). Pipeline parallelism alone sends point to
+    communication memory the profile's forward adds, fitted per link class (2.1 GiB in the 0.19.0
+    H100 logs at TP 2, where NCCL 2.27.5 sets up no NVLS; its NVLS buffers, 128 MiB at TP 4, are
+    the step to TP 4's 2.2 GiB). Pipeline parallelism alone sends point to
     point and adds nothing measurable beyond the H100 logs' 0.07 GiB."""
     era = era_of(inf.vllm_version)
     base = non_torch_base(inf, fit)

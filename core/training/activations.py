@@ -16,6 +16,7 @@ from typing import Final
 from core.breakdown import LayerActs, Term
 from core.dtypes import DTYPE_BYTES, Dtype, Quant
 from core.format import sci
+from core.inputs import loss_16bit_matters
 from core.memo import last_answer
 from core.model import ModelSpec, normalise_lora_targets
 from core.plan import Attention, CheckpointPolicy, MegatronCeFusion, Method, Plan, Stack
@@ -664,32 +665,51 @@ def loss_memory(plan: Plan, loss_parallel: bool = False) -> LossMemory:
         return _compiled_loss(nv, ca)
     if plan.stack is Stack.MEGATRON and not model.final_softcap:
         return _megatron_loss(nv, ca, plan.megatron_ce_fusion)
+    # The loop's own F.cross_entropy on 16-bit logits (plan.loss_16bit): aten's log_softmax and
+    # nll_loss in the logits' dtype, no float32 copy (see _aten_loss_terms).
+    half = plan.loss_16bit and not loss_parallel and loss_16bit_matters(plan)
+    lp, what = (int(ca), "16-bit") if half else (4, "float32")
     fwd = [Term("logits", f"N·V × {ca:g} = {sci(nv)} × {ca:g}", nv * ca)]
     if model.final_softcap:
         fwd.append(Term("soft-capped logits (tanh, kept)", f"N·V × {ca:g}", nv * ca))
-    if ca == 2:
+    if ca == 2 and not half:
         fwd.append(Term("logits upcast to float32", f"N·V × 4 = {sci(nv)} × 4", nv * 4))
     if loss_parallel:
         fwd_loss, bwd = _loss_parallel(nv)
         fwd += fwd_loss
     else:
-        fwd.append(Term("log-softmax kept for the backward (float32)", f"N·V × 4 = {sci(nv)} × 4", nv * 4))
-        bwd = [
-            Term("log-softmax kept for the backward (float32)", f"N·V × 4 = {sci(nv)} × 4", nv * 4),
-            Term("gradient into the log-softmax (float32)", f"N·V × 4 = {sci(nv)} × 4", nv * 4),
-            Term("gradient of the logits (float32)", f"N·V × 4 = {sci(nv)} × 4", nv * 4),
-        ]
+        fwd_loss, bwd = _aten_loss_terms(nv, lp, what)
+        fwd += fwd_loss
     if model.final_softcap:
         bwd.append(Term("soft-capped logits (tanh, kept)", f"N·V × {ca:g}", nv * ca))
     if plan.loop_keeps_output:
         bwd.append(
             Term(
-                "the model output's float32 logits, kept by the loop through the backward",
-                f"N·V × 4 = {sci(nv)} × 4",
-                nv * 4,
+                f"the model output's {what} logits, kept by the loop through the backward",
+                f"N·V × {lp:g} = {sci(nv)} × {lp:g}",
+                nv * lp,
             )
         )
     return LossMemory(fwd, bwd)
+
+
+def _aten_loss_terms(nv: int, lp: int, what: str) -> tuple[list[Term], list[Term]]:
+    """aten's cross-entropy (log_softmax, then nll_loss) on logits of ``lp`` bytes: the forward
+    keeps the log-softmax (``_log_softmax`` saves its result); the backward holds it, the
+    gradient into it (``nll_loss_backward``: zeros with the target's −1 scattered in) and the
+    logits' gradient (``_log_softmax_backward_data``), each in the input's dtype (pytorch/pytorch
+    aten/src/ATen/native/SoftMax.cpp, LossNLL.cpp; derivatives.yaml ``_log_softmax``: ``result``).
+    transformers' ForCausalLMLoss upcasts first (``logits.float()``), so there ``lp`` is 4; a loop's
+    own F.cross_entropy on a 16-bit model's logits runs in 2 bytes (rasbt/LLMs-from-scratch 908dd2f
+    ch05/10_llm-training-speed ``calc_loss_batch``, its model cast with ``.to(torch.bfloat16)``)."""
+    f = f"N·V × {lp:g} = {sci(nv)} × {lp:g}"
+    fwd = [Term(f"log-softmax kept for the backward ({what})", f, nv * lp)]
+    bwd = [
+        Term(f"log-softmax kept for the backward ({what})", f, nv * lp),
+        Term(f"gradient into the log-softmax ({what})", f, nv * lp),
+        Term(f"gradient of the logits ({what})", f, nv * lp),
+    ]
+    return fwd, bwd
 
 
 def _loss_parallel(nv: int) -> tuple[list[Term], list[Term]]:

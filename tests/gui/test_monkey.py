@@ -54,8 +54,11 @@ SEED = int(os.environ.get("MONKEY_SEED", "20240611"))
 # gained a fourth choice (flash1) and the seeded path changed; 45 missed it again once the serving
 # form gained llama.cpp's build number (the seeded path changed once more); 50 missed FSDP2's float8
 # all-gather again once the Method form gained loop_keeps_output (55 too); 60 missed the serving
-# link once the vLLM version choice gained 0.29-0.34 (a choice gets turns by its entry count).
-EDITS = int(os.environ.get("MONKEY_EDITS", str(65 * len(INPUTS))))
+# link once the vLLM version choice gained 0.29-0.34 (a choice gets turns by its entry count); 65 and 70
+# missed the 16-bit cross-entropy switch (shown only for pure bf16 with no other loss code: the
+# pick_precision action was added for it) and, as the path moved, FSDP2's float8 all-gather and the CP
+# rotation; 80 reaches every input.
+EDITS = int(os.environ.get("MONKEY_EDITS", str(80 * len(INPUTS))))
 FULL_CHECK_EVERY = int(os.environ.get("MONKEY_FULL_CHECK_EVERY", "1"))
 
 # Text a person (or a cat) might type: numbers in every spelling the fields accept, numbers
@@ -277,6 +280,7 @@ def expected_values(window: MainWindow, plan: Plan) -> dict[str, Any]:
         "flash_loss": plan.flash_loss,
         "megatron_ce_fusion": plan.megatron_ce_fusion,
         "loop_keeps_output": plan.loop_keeps_output,
+        "loss_16bit": plan.loss_16bit,
         "experts_loop": plan.experts_loop,
         "moe_grouped_gemm": plan.moe_grouped_gemm,
         "unsloth": plan.unsloth,
@@ -415,6 +419,8 @@ class Monkey:
             return self.toggle_dimensions
         if roll < 0.17:
             return self.spread_over_gpus
+        if roll < 0.18:
+            return self.pick_precision
         return self.edit_field
 
     def visible_fields(self) -> list[tuple[str, QWidget]]:
@@ -599,6 +605,23 @@ class Monkey:
         self.window.parallel_form.advanced.click()
         self.done["advanced"] += 1
         return "advanced parallel settings shown/hidden"
+
+    def pick_precision(self) -> str:
+        """A precision set-up picked from the Method form's list, as a user starting a run does: random
+        typing seldom lands on pure bf16 with no other loss code, the one set-up that shows the 16-bit
+        cross-entropy switch (core.inputs.loss_16bit_matters)."""
+        form = self.window.method_form
+        if not form.preset.isVisibleTo(self.window) or not form.preset.isEnabled():
+            return "precision (not shown)"
+        index = self.rng.randrange(form.preset.count())
+        form.preset.setCurrentIndex(index)
+        self.done["precision"] += 1
+        if self.rng.random() < 0.5:  # and their own loop: every framework's loss code unticked
+            for box in (form.fused_loss, form.chunked, form.compiled_loss, form.litgpt, form.unsloth, form.flash_loss):
+                if box.isVisibleTo(self.window) and box.isEnabled() and box.isChecked():
+                    box.setChecked(False)
+            return f"precision {form.preset.itemText(index)!r}, losses off"
+        return f"precision {form.preset.itemText(index)!r}"
 
     def spread_over_gpus(self) -> str:
         """What a user planning a multi-GPU run types: nodes, GPUs per node, a TP degree and a

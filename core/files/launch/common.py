@@ -143,6 +143,10 @@ RECIPE_WHY: Final = {
         "a training loop that holds the model output through the backward (Answer.AI's train.py); "
         "this target's trainer drops it first"
     ),
+    "method.loss_16bit": (
+        "a cross-entropy on 16-bit logits is the training script's own loss call, not a key of this target "
+        "(its trainer upcasts the logits to float32)"
+    ),
     "method.moe_grouped_gemm": "Megatron-Core's MoE grouped GEMM is not a setting of this target",
     "method.experts_loop": (
         "which experts' forward runs follows the transformers release and where kernels' kernelize found the "
