@@ -128,6 +128,14 @@ class ModelSpec:
     # MPT: attn_config.alibi). No parameters, so it moves no memory figure; only the training
     # time's rotary-embedding traffic (speed._elementwise_bytes) depends on it.
     alibi: bool = False
+    # MPT's LPLayerNorm (llm-foundry's ``norm_type: low_precision_layernorm``, MosaicGPT's
+    # ``low_precision_layernorm: true``): under autocast it casts the input, weight and bias to the
+    # autocast dtype and runs F.layer_norm with autocast off (mosaicml/composer v0.13.2
+    # composer/algorithms/low_precision_layernorm/low_precision_layernorm.py and mosaicml/llm-foundry
+    # b2a43a147 llmfoundry/models/layers/norm.py, LPLayerNorm.forward), so the norm keeps a 16-bit
+    # input and writes a 16-bit output where nn.LayerNorm, on autocast's float32 list, keeps and writes
+    # float32. A LayerNorm only; its memory in core.training.activations._norm. No parameters.
+    low_precision_layernorm: bool = False
     # A parameter count given instead of derived: typed by the user (the lesson's
     # P = 6.7·10⁹) or read exactly from a checkpoint's safetensors headers. The
     # architecture-derived count stays available beside it.
@@ -174,6 +182,8 @@ class ModelSpec:
         for name in _FLAGS:
             if not isinstance(getattr(self, name), bool):
                 raise PlanError(f"model.{name}", getattr(self, name), "true or false")
+        if self.low_precision_layernorm and self.norm != "layernorm":
+            raise PlanError("model.low_precision_layernorm", True, "false for an RMSNorm model (LPLayerNorm)")
         if not is_int(self.learned_positions) or not 0 <= self.learned_positions <= LIMITS["max_position_embeddings"]:
             raise PlanError(
                 "model.learned_positions",
@@ -464,6 +474,7 @@ _FLAGS: Final = (
     "router_bias",
     "attention_sinks",
     "alibi",
+    "low_precision_layernorm",
 )
 
 

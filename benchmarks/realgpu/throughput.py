@@ -140,6 +140,15 @@ class NotExpressible(Exception):
 # 2022-02-17 "a100", train/tr11-200B-ml/tr11-200B-ml.slurm); the one-node 20B rows are that script
 # with 8 layers, 32 heads and PP 1 (chronicles-prequel.md '## Best TFLOPs').
 PREQUEL = "bigscience-prequel-"
+# MPT's norms in every MosaicML table are LPLayerNorm (ModelSpec.low_precision_layernorm): the benchmark
+# script sets them for every run it submits, parameters['model']['low_precision_layernorm'] = True
+# (mosaicml/examples 71dd21bd examples/llm/throughput/submit_benchmarks.py L270, MosaicGPT's
+# layernorm_class, composer 0.13.2's LPLayerNorm) and parameters['model']['norm_type'] =
+# 'low_precision_layernorm' (mosaicml/llm-foundry b2a43a147, 5e85bd62d and 495218376
+# scripts/train/benchmarking/submit_benchmarks.py L307; norm_1, norm_2 and norm_f of MPTBlock / MPTModel,
+# llmfoundry/models/layers/norm.py LPLayerNorm); the Jan-2024 sweep.py calls that script, and its FP8 rows
+# change only fc_type.
+LOW_PRECISION_NORM_SOURCES: Final = frozenset({"mosaicml-llm-foundry"})
 
 
 def model_of(record: Mapping[str, Any]) -> tuple[ModelSpec, list[str]]:
@@ -172,6 +181,7 @@ def model_of(record: Mapping[str, Any]) -> tuple[ModelSpec, list[str]]:
         norm="rmsnorm" if gated else "layernorm",
         learned_positions=int(dims.get("learned_pos_emb_rows") or 0),
         alibi=bool(dims.get("alibi")) or str(record["id"]).startswith(PREQUEL),
+        low_precision_layernorm=not gated and record["source_id"] in LOW_PRECISION_NORM_SOURCES,
         max_position_embeddings=max(4096, int(record.get("seq_len") or 0)),
     )
     published = dims.get("params")

@@ -204,9 +204,17 @@ def _norm(
     w = "d" if width is None else str(d)
     items: list[Term] = []
     if model.norm == "layernorm":
-        # layer_norm is on autocast's float32 list: under autocast its input is cast up.
-        x_bytes = 4.0 if ctx.mode in ("mixed", "autocast16") else x
-        items.append(Term(f"{label}: input", f"N·{w} × {x_bytes:g}", n * d * x_bytes))
+        if _low_precision_norm(model, ctx):
+            # MPT's LPLayerNorm (ModelSpec.low_precision_layernorm): F.layer_norm on the input cast to
+            # the autocast dtype, autocast off. native_layer_norm saves that input, the weight and bias
+            # (cast too; d each, left out) and mean and rstd, float32 (pytorch/pytorch
+            # tools/autograd/derivatives.yaml native_layer_norm; aten/src/ATen/native/cuda/
+            # layer_norm_kernel.cu layer_norm_cuda: mean, rstd of toAccumulateType, Y empty_like the input).
+            label_in, x_bytes = f"{label}: input (LPLayerNorm, the autocast dtype)", ctx.ca
+        else:
+            # layer_norm is on autocast's float32 list: under autocast its input is cast up.
+            label_in, x_bytes = f"{label}: input", 4.0 if ctx.mode in ("mixed", "autocast16") else x
+        items.append(Term(label_in, f"N·{w} × {x_bytes:g}", n * d * x_bytes))
         items.append(Term(f"{label}: mean, 1/std (float32)", "2 × N × 4", n * 8))
     elif ctx.unsloth_norm:
         # Unsloth's Fast_RMS_Layernorm.forward (unslothai/unsloth 015bdef,
@@ -230,6 +238,20 @@ def _norm(
             h_bytes = 4.0 if model.family in FLOAT32_NORM_SCALE else x
             items.append(Term(f"{label}: normalised", f"N·{w} × {h_bytes:g}", n * d * h_bytes))
     return items + with_output_consumers
+
+
+def _low_precision_norm(model: ModelSpec, ctx: _Ctx) -> bool:
+    """Whether the model's LayerNorms run as MPT's LPLayerNorm (see ModelSpec.low_precision_layernorm):
+    only under autocast; without it LPLayerNorm is nn.LayerNorm."""
+    return model.low_precision_layernorm and ctx.autocast
+
+
+def _norm_output(model: ModelSpec, ctx: _Ctx) -> Dtype | None:
+    """The dtype a pre-norm's output reaches its readers in (``x`` of _consumer_inputs): the autocast
+    dtype under LPLayerNorm (native_layer_norm's output is empty_like its 16-bit input), so every
+    reading matmul keeps that one tensor (autocast's cast to its own dtype returns it); else None, the
+    model's dtype."""
+    return ctx.compute_dtype if _low_precision_norm(model, ctx) and not model.post_norm else None
 
 
 def _attention(plan: Plan, ctx: _Ctx) -> list[Term]:
@@ -487,14 +509,16 @@ def layer_activations(plan: Plan, trainable_block: bool) -> LayerActs:
         # sub-block outputs (o_proj's and down_proj's, in the compute dtype).
         outside_tp([], _consumer_inputs(ctx, d, qkv, model.fused_qkv, "block input (q/k/v input)"))
     else:
-        attn_readers = _consumer_inputs(ctx, d, qkv, model.fused_qkv, "attention norm output")
+        attn_readers = _consumer_inputs(ctx, d, qkv, model.fused_qkv, "attention norm output", _norm_output(model, ctx))
         if "qkv" in kernels:
             attn_readers = [_unsloth_input("q/k/v input (Unsloth LoRA_QKV keeps X only)", ctx, d)]
         outside_tp(_norm(model, ctx, "attention norm", []), attn_readers)
     items += _unsloth_o(plan, ctx, _attention(plan, ctx)) if "o" in kernels else _attention(plan, ctx)
     if model.dropout:
         outside_tp([Term("residual dropout mask", "N·d × 1", n * d)])
-    mlp_readers = [] if model.num_experts > 1 else _consumer_inputs(ctx, d, mlp_in, model.fused_gate_up, "MLP input")
+    mlp_readers = []
+    if model.num_experts == 1:
+        mlp_readers = _consumer_inputs(ctx, d, mlp_in, model.fused_gate_up, "MLP input", _norm_output(model, ctx))
     if "mlp" in kernels:
         mlp_readers = [_unsloth_input("MLP input (Unsloth LoRA_MLP keeps X)", ctx, d)]
     if model.post_norm:
@@ -1015,7 +1039,8 @@ def outside_blocks(plan: Plan) -> LayerActs:
     head_trains = plan.method is Method.FULL or (plan.method is Method.FROZEN and not model.tie_embeddings)
     ctx = _context(plan, plan.method in (Method.FULL, Method.FROZEN), ())
     head_ctx = replace(ctx, trainable=head_trains)
-    readers = _consumer_inputs(head_ctx, d, ("lm_head",), False, "final norm output (head input)")
+    head_input = _norm_output(model, ctx)
+    readers = _consumer_inputs(head_ctx, d, ("lm_head",), False, "final norm output (head input)", head_input)
     items = _norm(model, ctx, "final norm", readers)
     gathered = tuple(range(len(items) - len(readers), len(items)))
     if model.dropout:
