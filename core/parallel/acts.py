@@ -20,6 +20,8 @@ and the keys and values of every rank at once.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from core.breakdown import LayerActs, Term
 from core.format import sci
 from core.inputs import CpRotate, torch_ring_rotate
@@ -41,10 +43,11 @@ __all__ = [
 ]
 
 
-def split(terms: list[Term], divisor: float, why: str) -> list[Term]:
-    """Each term ÷ ``divisor`` (1 leaves them as they are)."""
+def split(terms: Sequence[Term], divisor: float, why: str) -> list[Term]:
+    """Each term ÷ ``divisor`` (1 leaves them as they are), in a new list: the caller's is never
+    the one it gave (which may be a cached answer's)."""
     if divisor == 1:
-        return terms
+        return list(terms)
     return [Term(f"{t.label} ({why})", f"({t.formula}) ÷ {divisor:g}", t.bytes / divisor) for t in terms]
 
 

@@ -619,8 +619,11 @@ def _bnb_kept_inputs(plan: Plan, ctx: _Ctx) -> list[Term]:
 
 @dataclass(frozen=True)
 class LossMemory:
-    forward: list[Term]  # live at the end of the forward pass (logits, their float32 copy, log-softmax)
-    backward: list[Term]  # live at the start of the backward pass
+    """The loss's tensors at its two moments. Tuples: ``loss_memory`` keeps its last answer
+    (core.memo.last_answer), so a caller that could append to it would change every later answer."""
+
+    forward: tuple[Term, ...]  # live at the end of the forward pass (logits, their float32 copy, log-softmax)
+    backward: tuple[Term, ...]  # live at the start of the backward pass
 
 
 @last_answer
@@ -657,7 +660,7 @@ def loss_memory(plan: Plan, loss_parallel: bool = False) -> LossMemory:
         chunk = -(-nv // 8)
         fwd = [Term("loss chunk: logits and log-softmax (float32), 1/8 of N·V", "2 × (N·V/8) × 4", chunk * 8)]
         bwd = [Term("loss chunk gradients (float32), 1/8 of N·V", "3 × (N·V/8) × 4", chunk * 12)]
-        return LossMemory(fwd, bwd)
+        return LossMemory(tuple(fwd), tuple(bwd))
     ca = dtypes_for(plan).compute
     if plan.flash_loss and not model.final_softcap:
         return _flash_loss(n, nv, ca)
@@ -690,7 +693,7 @@ def loss_memory(plan: Plan, loss_parallel: bool = False) -> LossMemory:
                 nv * lp,
             )
         )
-    return LossMemory(fwd, bwd)
+    return LossMemory(tuple(fwd), tuple(bwd))
 
 
 def _aten_loss_terms(nv: int, lp: int, what: str) -> tuple[list[Term], list[Term]]:
@@ -783,7 +786,7 @@ def _megatron_loss(nv: int, ca: float, fusion: MegatronCeFusion = MegatronCeFusi
             f"N·V × {ca:g} = {sci(nv)} × {ca:g}",
             nv * ca,
         )
-        return LossMemory([kept], [kept])
+        return LossMemory((kept,), (kept,))
     grad = Term("the softmax turned into the logits' gradient in place (float32)", f, nv * 4)
     if fusion is MegatronCeFusion.NATIVE:
         copy = Term("the compiled index_put's result beside the softmax (float32, torch.compile)", f, nv * 4)
@@ -797,9 +800,9 @@ def _megatron_loss(nv: int, ca: float, fusion: MegatronCeFusion = MegatronCeFusi
             backward.append(Term(f"the logits' gradient cast to {ca:g} B (autograd)", f"N·V × {ca:g}", nv * ca))
     if ca == 4:  # float32 logits: .float() returns them, and they become the softmax in place
         softmax = Term("logits turned into the softmax in place (float32, kept)", f, nv * 4)
-        return LossMemory([softmax], backward)
+        return LossMemory((softmax,), tuple(backward))
     softmax = Term("float32 copy turned into the softmax in place (kept)", f, nv * 4)
-    return LossMemory([logits, softmax], backward)
+    return LossMemory((logits, softmax), tuple(backward))
 
 
 # The cross-entropy under torch.compile, as torchtitan runs it since d1f62be7 (Feb 2025,
@@ -820,7 +823,7 @@ def _compiled_loss(nv: int, ca: float) -> LossMemory:
     logits only; the backward holds them and their gradient, both in the logits' dtype."""
     logits = Term(f"logits, kept by the {COMPILED_LOSS_NOTE}", f"N·V × {ca:g} = {sci(nv)} × {ca:g}", nv * ca)
     grad = Term(f"gradient of the logits (one fused kernel, {ca:g} B)", f"N·V × {ca:g}", nv * ca)
-    return LossMemory([logits], [logits, grad])
+    return LossMemory((logits,), (logits, grad))
 
 
 # flash-attn's fused cross-entropy, ``flash_attn.losses.cross_entropy.CrossEntropyLoss``: the loss of
@@ -851,7 +854,7 @@ def _flash_loss(n: int, nv: int, ca: float) -> LossMemory:
     logits = Term(f"logits, kept by {FLASH_LOSS_NOTE}", f"N·V × {ca:g} = {sci(nv)} × {ca:g}", nv * ca)
     rows = Term("per-token loss and log-sum-exp (float32)", "2 × N × 4", 2 * n * 4)
     grad = Term(f"gradient of the logits (empty_like the logits, {ca:g} B)", f"N·V × {ca:g}", nv * ca)
-    return LossMemory([logits, rows], [logits, grad, Term("log-sum-exp kept (float32)", "N × 4", n * 4)])
+    return LossMemory((logits, rows), (logits, grad, Term("log-sum-exp kept (float32)", "N × 4", n * 4)))
 
 
 # litgpt/finetune/lora.py and full.py (Lightning-AI/litgpt 00af8b0): ``model(input_ids, lm_head_chunk_size=128)``.
@@ -895,7 +898,7 @@ def _litgpt_loss(plan: Plan, n: int) -> LossMemory:
     if litgpt_quantised_head(plan):
         fwd += _litgpt_head_dequantised(plan, "forward")
         bwd += _litgpt_head_dequantised(plan, "backward")
-    return LossMemory(fwd, bwd)
+    return LossMemory(tuple(fwd), tuple(bwd))
 
 
 # Lightning's BitsandbytesPrecision quantises every 4-bit weight from a float16 copy
@@ -962,7 +965,7 @@ def _fused_loss(plan: Plan, n: int) -> LossMemory:
     if head_trains:
         g = dtypes_for(plan).grad
         fwd.append(Term("fused loss: the head's gradient, formed in the forward", f"V·d × {g:g}", v * d * g))
-    return LossMemory(fwd, [grad_input])
+    return LossMemory(tuple(fwd), (grad_input,))
 
 
 # Unsloth's fused cross-entropy (unslothai/unsloth-zoo ce232d6,
@@ -1025,7 +1028,7 @@ def _unsloth_loss(plan: Plan, n: int) -> LossMemory:
         g = dt.grad
         fwd.append(Term("Unsloth fused loss: the head's gradient, formed in the forward", f"V·d × {g:g}", v * d * g))
     scaled = Term("Unsloth fused loss: the backward's scaled input gradient", f"N·d × {res:g}", n * d * res)
-    return LossMemory(fwd, [grad_input, scaled])
+    return LossMemory(tuple(fwd), (grad_input, scaled))
 
 
 def outside_blocks(plan: Plan) -> LayerActs:

@@ -393,9 +393,9 @@ def _parts(plan: Plan, counts: ParamCounts, dt: Dtypes, rank: Rank | None = None
         outside = outside + pipeline_buffers(n * model.hidden_size / nd_divisor, adt.residual, lay)
         v_div, v_why = vocab_region(lay)
         if stage.head:
-            loss = LossMemory(split(loss.forward, v_div, v_why), split(loss.backward, v_div, v_why))
+            loss = LossMemory(tuple(split(loss.forward, v_div, v_why)), tuple(split(loss.backward, v_div, v_why)))
         else:
-            loss = LossMemory([], [])
+            loss = LossMemory((), ())
         tp_why = f"÷ TP {lay.tensor_parallel}" if lay.tensor_parallel > 1 else ""
         head_grad = split(head_grad, lay.tensor_parallel, tp_why) if stage.head else []
         # The "embedding gradient formed last" correction applies where every gradient is
@@ -590,7 +590,7 @@ def _held_gradients(plan: Plan, parts: _Parts) -> Bucket:
 
 
 def forward_phase(plan: Plan, parts: _Parts) -> Phase:
-    activations = parts.kept + parts.outside + parts.loss.forward
+    activations = [*parts.kept, *parts.outside, *parts.loss.forward]
     return Phase(
         "forward + loss",
         (
@@ -656,7 +656,7 @@ def backward_phases(plan: Plan, parts: _Parts, dt: Dtypes) -> list[Phase]:
             weights.start,
             _held_gradients(plan, parts),
             optim,
-            make_bucket(BucketKey.ACTIVATIONS, parts.kept + parts.outside + parts.loss.backward),
+            make_bucket(BucketKey.ACTIVATIONS, [*parts.kept, *parts.outside, *parts.loss.backward]),
         ),
         "start of the backward pass: activations still held, the loss gradient being formed",
         StepPhase.BACKWARD_START,
@@ -793,7 +793,7 @@ def evaluation_phase(plan: Plan, parts: _Parts, rank: Rank | None) -> Phase:
     lay = rank.layout if rank is not None else None
     ap = compute_plan(eval_plan, lay) if lay is not None else eval_plan
     block = layer_activations(ap, trainable_block=True)
-    loss = loss_memory(ap, rank is not None and loss_parallel(plan, rank.layout)).forward
+    loss = list(loss_memory(ap, rank is not None and loss_parallel(plan, rank.layout)).forward)
     if rank is not None:
         block = block_per_rank(block, rank.layout, keeps_gathered_inputs(plan))
         v_div, v_why = vocab_region(rank.layout)

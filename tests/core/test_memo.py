@@ -9,6 +9,7 @@ import pytest
 from core.breakdown import Bucket, BucketKey, Term, make_bucket
 from core.catalogue import find_model
 from core.memo import last_answer
+from core.parallel.acts import split
 from core.params import param_counts
 from core.plan import Method, Plan, Workload
 from core.training.activations import layer_activations, loss_memory
@@ -120,3 +121,15 @@ def test_keyword_arguments_are_part_of_the_key() -> None:
     assert layer_activations(one, trainable_block=True) == layer_activations(one, True)
     for parallel in (False, True, False):
         assert loss_memory(one, parallel) == loss_memory.__wrapped__(one, parallel)  # type: ignore[attr-defined]
+
+
+def test_a_kept_loss_answer_cannot_be_changed_by_its_reader() -> None:
+    # loss_memory keeps its last answer; its terms are tuples, and split() with nothing to divide
+    # hands back a new list, so a reader that appends (as the rank's phases do) leaves the answer as it was.
+    one = plan()
+    kept = loss_memory(one)
+    assert isinstance(kept.forward, tuple) and isinstance(kept.backward, tuple)
+    mine = split(kept.forward, 1, "no split")
+    assert mine == list(kept.forward) and mine is not kept.forward
+    mine.append(Term("mine", "0", 0.0))
+    assert loss_memory(one) is kept and len(kept.forward) == len(mine) - 1
