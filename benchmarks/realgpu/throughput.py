@@ -149,6 +149,19 @@ PREQUEL = "bigscience-prequel-"
 # llmfoundry/models/layers/norm.py LPLayerNorm); the Jan-2024 sweep.py calls that script, and its FP8 rows
 # change only fc_type.
 LOW_PRECISION_NORM_SOURCES: Final = frozenset({"mosaicml-llm-foundry"})
+# MPT computes q, k and v with one fused Wqkv linear (ModelSpec.fused_qkv: one d × 3d GEMM, one output
+# kept for the backward) in every MosaicML table: MosaicGPT's MultiheadAttention
+# ``self.Wqkv = nn.Linear(self.d_model, 3 * self.d_model, device=device)`` and ``qkv = self.Wqkv(x)``
+# (mosaicml/examples 71dd21bd examples/llm/src/models/layers/attention.py L267, L307: both A100 tables);
+# MPT's GroupedQueryAttention (MultiheadAttention with kv_n_heads = n_heads, the default attn_type)
+# ``self.Wqkv = FC_CLASS_REGISTRY[fc_type](self.d_model, self.d_model + 2 * self.kv_n_heads * self.head_dim)``
+# and ``qkv = self.Wqkv(x)`` (mosaicml/llm-foundry b2a43a147 llmfoundry/models/layers/attention.py L518, L562:
+# the H100 BF16 / FP8 tables; 5e85bd62d L559, L606: the large-scale table; build_fc at 495218376 L423, L474).
+# Its MLP is not gated and not fused: mlp_up / mlp_down (71dd21bd examples/llm/src/models/layers/gpt_blocks.py
+# L23, L25), MPTMLP up_proj / down_proj (llmfoundry/models/layers/ffn.py b2a43a147 L35, L41; 5e85bd62d L103,
+# L109), ffn_type 'mptmlp' by default (configuration_mpt.py b2a43a147 L25, 5e85bd62d L24), which the size
+# YAMLs and submit_benchmarks.py keep.
+FUSED_QKV_SOURCES: Final = frozenset({"mosaicml-llm-foundry"})
 
 
 def model_of(record: Mapping[str, Any]) -> tuple[ModelSpec, list[str]]:
@@ -182,6 +195,7 @@ def model_of(record: Mapping[str, Any]) -> tuple[ModelSpec, list[str]]:
         learned_positions=int(dims.get("learned_pos_emb_rows") or 0),
         alibi=bool(dims.get("alibi")) or str(record["id"]).startswith(PREQUEL),
         low_precision_layernorm=not gated and record["source_id"] in LOW_PRECISION_NORM_SOURCES,
+        fused_qkv=record["source_id"] in FUSED_QKV_SOURCES,
         max_position_embeddings=max(4096, int(record.get("seq_len") or 0)),
     )
     published = dims.get("params")

@@ -29,7 +29,7 @@ from core.dtypes import Autocast
 from core.errors import PlanError
 from core.estimate import estimate
 from core.inputs import Preset
-from core.model import model_from_dict
+from core.model import ModelSpec, model_from_dict
 from core.plan import Plan
 from core.training.activations import layer_activations, outside_blocks
 from core.verdict import Verdict
@@ -60,13 +60,20 @@ def _without(plan: Plan) -> Plan:
     return plan.with_changes(model=replace(plan.model, low_precision_layernorm=False))
 
 
-def test_every_mosaicml_model_runs_lplayernorm_and_no_other_source_does() -> None:
+def _models() -> list[tuple[dict, ModelSpec]]:  # type: ignore[type-arg]
+    """Every throughput row the benchmark can express, with the model it builds for it."""
     throughput = _throughput()
+    found = []
     for row in _figures():
         try:
-            model = throughput.model_of(row)[0]
+            found.append((row, throughput.model_of(row)[0]))
         except throughput.NotExpressible:
             continue
+    return found
+
+
+def test_every_mosaicml_model_runs_lplayernorm_and_no_other_source_does() -> None:
+    for row, model in _models():
         assert model.low_precision_layernorm is (row["source_id"] == "mosaicml-llm-foundry"), row["id"]
 
 
@@ -122,3 +129,12 @@ def test_the_flag_round_trips_through_a_plan_file_and_is_refused_on_an_rmsnorm_m
         model_from_dict({**model.to_dict(), "low_precision_layernorm": "yes"})
     with pytest.raises(PlanError, match="model.low_precision_layernorm"):
         replace(model, norm="rmsnorm")
+
+
+def test_every_mosaicml_model_computes_q_k_v_in_one_fused_linear() -> None:
+    # MPT's attention: ``self.Wqkv = nn.Linear(self.d_model, 3 * self.d_model)`` and ``qkv = self.Wqkv(x)``
+    # (mosaicml/examples 71dd21bd examples/llm/src/models/layers/attention.py L267, L307; llm-foundry b2a43a147
+    # llmfoundry/models/layers/attention.py L518, L562): one d × 3d GEMM where unfused q, k, v are three.
+    for row, model in _models():
+        if row["source_id"] == "mosaicml-llm-foundry":
+            assert model.fused_qkv and not model.gated_mlp, row["id"]

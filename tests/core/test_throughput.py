@@ -105,7 +105,8 @@ def test_the_leave_one_source_out_errors_do_not_widen(bench: ModuleType, report)
     # docs/source/workflows/training.md: three Llama3-8b rows on Meta's H100, left out with torchtitan):
     # new figures, +8.6 / +12.4 / +12.7 %, above the median; the refit moves the shared coefficients
     # (worst <= 8k 28.06 -> 28.05 %).
-    assert summary["median"] <= 7.08
+    # 7.07 -> 6.39 % with MPT's fused Wqkv in the MosaicML rows' model (read from source: one d x 3d GEMM).
+    assert summary["median"] <= 6.40
     # 47.0 -> 48.6 % with Transformer Engine's fp8 rate taken from its source (not fitted on
     # NVIDIA's rows, whose miss then moves into the shared Hopper coefficients); 48.6 -> 50.2 %
     # and 78.4 -> 79.1 % with the data-parallel contention (the same BigScience and
@@ -148,10 +149,15 @@ def test_the_leave_one_source_out_errors_do_not_widen(bench: ModuleType, report)
     # 27.26 -> 28.06 % with the gradient accumulation passes (above): BigScience's prequel rows leave the
     # worst ten (+25.6 -> +22.4 % the worst), and the refit of the shared Ampere coefficients takes
     # MosaicML's 70B on 64 A100 40GB +27.3 -> +28.1 %.
-    assert summary["worst_short"] <= 28.07
+    # 28.06 -> 28.88 % (loosened, with the reason) with MPT's fused Wqkv: a faithful model of the MosaicML rows
+    # (mosaicml/examples 71dd21bd attention.py L267; llm-foundry b2a43a147 attention.py L518) whose faster fused
+    # GEMM takes the already too-fast 70B on 64 A100 40GB row +28.05 -> +28.87 %, while the median falls
+    # 7.07 -> 6.39 % and the worst beyond 8k 54.09 -> 53.77 % (docs/TRAINING_TIME.md, "MPT's fused Wqkv").
+    assert summary["worst_short"] <= 28.88
     # 53.98 -> 54.03 % with TE's scaling recipes (the refit moves torchtitan's 8B CP 8 row); 54.09 % with
     # the gradient accumulation passes (the refit).
-    assert summary["worst_long"] <= 54.09
+    # 53.77 % with MPT's fused Wqkv (the refit).
+    assert summary["worst_long"] <= 53.78
     # NVIDIA's dense rows (its expert-parallel ones are checked in the next test): 18.3 % before
     # the guide's rate.
     nvidia = [
