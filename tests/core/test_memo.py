@@ -120,3 +120,20 @@ def test_keyword_arguments_are_part_of_the_key() -> None:
     assert layer_activations(one, trainable_block=True) == layer_activations(one, True)
     for parallel in (False, True, False):
         assert loss_memory(one, parallel) == loss_memory.__wrapped__(one, parallel)  # type: ignore[attr-defined]
+
+
+def test_fast_built_terms_and_phases_are_frozen_equal_and_hashable() -> None:
+    from core.breakdown import Phase, StepPhase
+
+    term = Term("a", "1 + 1", 2.0)
+    assert term == Term(label="a", formula="1 + 1", bytes=2.0) and hash(term) == hash(Term("a", "1 + 1", 2.0))
+    assert repr(term) == "Term(label='a', formula='1 + 1', bytes=2.0)"
+    with pytest.raises(FrozenInstanceError):
+        term.bytes = 1.0  # type: ignore[misc]
+    bucket = make_bucket(BucketKey.WEIGHTS, [term])
+    phase = Phase("p", (bucket,))
+    assert phase.description == "" and phase.kind is StepPhase.STEP
+    assert phase == Phase(name="p", buckets=(bucket,), description="", kind=StepPhase.STEP)
+    assert phase.allocated_bytes == 2.0 and replace(phase, buckets=()).allocated_bytes == 0.0
+    with pytest.raises(FrozenInstanceError):
+        phase.name = "q"  # type: ignore[misc]
