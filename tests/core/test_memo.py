@@ -122,6 +122,21 @@ def test_keyword_arguments_are_part_of_the_key() -> None:
         assert loss_memory(one, parallel) == loss_memory.__wrapped__(one, parallel)  # type: ignore[attr-defined]
 
 
+def test_the_plan_fields_of_a_context_are_kept_per_plan_never_stale() -> None:
+    from core.training.activations import _context, _plan_fields
+
+    full = plan()
+    assert _plan_fields(full) is _plan_fields(full)  # the same plan: the same answer object
+    longer = full.with_workload(micro_batch=8)
+    assert _plan_fields(longer)["n"] == 4 * _plan_fields(full)["n"]  # a changed plan: computed again
+    fp32 = plan(method=Method.LORA).with_changes(autocast="none")
+    assert _plan_fields(fp32) == _plan_fields.__wrapped__(fp32)  # type: ignore[attr-defined]
+    one, other = _context(full, True, ()), _context(full, False, ("q_proj",))
+    assert (one.trainable, one.lora, other.trainable, other.lora) == (True, (), False, ("q_proj",))
+    with pytest.raises(FrozenInstanceError):
+        one.n = 1  # type: ignore[misc]
+
+
 def test_fast_built_terms_and_phases_are_frozen_equal_and_hashable() -> None:
     from core.breakdown import Phase, StepPhase
 
@@ -137,3 +152,12 @@ def test_fast_built_terms_and_phases_are_frozen_equal_and_hashable() -> None:
     assert phase.allocated_bytes == 2.0 and replace(phase, buckets=()).allocated_bytes == 0.0
     with pytest.raises(FrozenInstanceError):
         phase.name = "q"  # type: ignore[misc]
+
+
+def test_value_caches_of_names_answer_as_uncached() -> None:
+    from core.catalogue import Generation, generation
+    from core.training.compute import _part_label
+
+    assert generation("h100-sxm") is generation.__wrapped__("h100-sxm") is Generation.HOPPER
+    assert generation("my-card") is Generation.OTHER
+    assert _part_label("gemm_bytes") == _part_label.__wrapped__("gemm_bytes")
