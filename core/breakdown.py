@@ -89,7 +89,8 @@ def make_bucket(key: BucketKey, terms: list[Term] | tuple[Term, ...], note: str 
 class _SummedOnce:
     """A float worked out on first reading and kept in the instance dict, as
     ``functools.cached_property`` does but without its lock (Python 3.11 takes an RLock on every
-    first reading, a measurable share of an estimate that makes ~7 phases)."""
+    first reading, a measurable share of an estimate that makes ~7 phases). For frozen classes
+    only: what it sums cannot change."""
 
     def __init__(self, fn: Callable[[Any], float]) -> None:
         self.fn = fn
@@ -208,6 +209,6 @@ class LayerActs:
     def replicated_bytes(self) -> float:
         return float(sum(self.items[i].bytes for i in self.replicated))
 
-    @property
-    def bytes(self) -> float:
+    @_SummedOnce
+    def bytes(self) -> float:  # read several times per estimate (phases, ranks, the evaluation): summed once
         return float(sum(t.bytes for t in self.items))

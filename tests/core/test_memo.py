@@ -161,3 +161,28 @@ def test_value_caches_of_names_answer_as_uncached() -> None:
     assert generation("h100-sxm") is generation.__wrapped__("h100-sxm") is Generation.HOPPER
     assert generation("my-card") is Generation.OTHER
     assert _part_label("gemm_bytes") == _part_label.__wrapped__("gemm_bytes")
+
+
+def test_optimizer_terms_are_kept_per_plan_and_handed_out_as_new_lists() -> None:
+    from core.roles import dtypes_for
+    from core.training.optimizer import _optimizer_terms, optimizer_terms
+
+    full = plan()
+    counts, dt = param_counts(full), dtypes_for(full)
+    assert _optimizer_terms(full, counts, dt) is _optimizer_terms(full, counts, dt)  # the same answer object
+    first = optimizer_terms(full, counts, dt)
+    first.append(Term("x", "1", 1.0))  # a caller's list: the kept answer does not change
+    assert optimizer_terms(full, counts, dt) == list(_optimizer_terms.__wrapped__(full, counts, dt))  # type: ignore[attr-defined]
+    lora = replace(full, method=Method.LORA)
+    lora_counts = param_counts(lora)
+    assert optimizer_terms(lora, lora_counts, dtypes_for(lora)) != first[:-1]  # a changed plan: computed again
+    assert sum(t.bytes for t in optimizer_terms(lora, lora_counts, dtypes_for(lora))) < sum(t.bytes for t in first[:-1])
+
+
+def test_layer_acts_bytes_are_summed_once_and_stay_equal() -> None:
+    from core.breakdown import LayerActs
+
+    acts = LayerActs((Term("a", "1", 1.0), Term("b", "2", 2)))
+    assert acts.bytes == 3.0 and type(acts.bytes) is float
+    assert acts == LayerActs((Term("a", "1", 1.0), Term("b", "2", 2))) and hash(acts) == hash(LayerActs(acts.items))
+    assert replace(acts, items=(Term("c", "5", 5.0),)).bytes == 5.0
