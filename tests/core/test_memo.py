@@ -186,3 +186,14 @@ def test_layer_acts_bytes_are_summed_once_and_stay_equal() -> None:
     assert acts.bytes == 3.0 and type(acts.bytes) is float
     assert acts == LayerActs((Term("a", "1", 1.0), Term("b", "2", 2))) and hash(acts) == hash(LayerActs(acts.items))
     assert replace(acts, items=(Term("c", "5", 5.0),)).bytes == 5.0
+
+
+def test_a_fast_built_gemm_is_frozen_equal_and_hashable() -> None:
+    from core.training.flops import Gemm
+
+    gemm = Gemm("q", 4, 8, "column", True)
+    assert (gemm.share, gemm.count, gemm.weight) == (1.0, 1, 32.0)
+    assert gemm == Gemm(name="q", k=4, n=8, split="column", trains=True, share=1.0, count=1)
+    assert hash(gemm) == hash(Gemm("q", 4, 8, "column", True)) and replace(gemm, count=2).weight == 64.0
+    with pytest.raises(FrozenInstanceError):
+        gemm.k = 1  # type: ignore[misc]
