@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-import functools
+from collections.abc import Callable
 from dataclasses import dataclass
 from enum import StrEnum
-from typing import Final
+from typing import Any, Final
 
 from core.format import gb
 
@@ -38,13 +38,21 @@ BUCKET_LABELS: Final = {
 }
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, init=False)
 class Term:
     """One line of arithmetic: what it is, the formula with numbers in, the bytes."""
 
     label: str
     formula: str
     bytes: float
+
+    def __init__(self, label: str, formula: str, bytes: float) -> None:
+        # The instance dict filled directly, not through the frozen __init__'s object.__setattr__
+        # per field (~35 terms an estimate): the class stays frozen, equal and hashable.
+        fields = self.__dict__
+        fields["label"] = label
+        fields["formula"] = formula
+        fields["bytes"] = bytes
 
 
 @dataclass(frozen=True)
@@ -78,6 +86,25 @@ def make_bucket(key: BucketKey, terms: list[Term] | tuple[Term, ...], note: str 
     return bucket
 
 
+class _SummedOnce:
+    """A float worked out on first reading and kept in the instance dict, as
+    ``functools.cached_property`` does but without its lock (Python 3.11 takes an RLock on every
+    first reading, a measurable share of an estimate that makes ~7 phases). For frozen classes
+    only: what it sums cannot change."""
+
+    def __init__(self, fn: Callable[[Any], float]) -> None:
+        self.fn = fn
+        self.name = fn.__name__
+
+    def __set_name__(self, owner: type, name: str) -> None:
+        self.name = name
+
+    def __get__(self, obj: Any, owner: type | None = None) -> float:
+        value = self.fn(obj)
+        obj.__dict__[self.name] = value  # the instance dict wins from now on (a non-data descriptor)
+        return value
+
+
 class StepPhase(StrEnum):
     """Which moment of a training step a phase is: what code branches on, never the name."""
 
@@ -94,7 +121,7 @@ class StepPhase(StrEnum):
         return self in (StepPhase.BACKWARD_START, StepPhase.BACKWARD_BLOCK, StepPhase.BACKWARD_END)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, init=False)
 class Phase:
     """The memory held at the high point of one phase of a training step."""
 
@@ -103,7 +130,16 @@ class Phase:
     description: str = ""
     kind: StepPhase = StepPhase.STEP
 
-    @functools.cached_property
+    def __init__(
+        self, name: str, buckets: tuple[Bucket, ...], description: str = "", kind: StepPhase = StepPhase.STEP
+    ) -> None:
+        fields = self.__dict__  # filled directly, as Term's (~8 phases an estimate)
+        fields["name"] = name
+        fields["buckets"] = buckets
+        fields["description"] = description
+        fields["kind"] = kind
+
+    @_SummedOnce
     def allocated_bytes(self) -> float:  # read many times per estimate (peaks, ranks, margins): summed once
         return float(sum([b.bytes for b in self.buckets]))
 
@@ -173,6 +209,6 @@ class LayerActs:
     def replicated_bytes(self) -> float:
         return float(sum(self.items[i].bytes for i in self.replicated))
 
-    @property
-    def bytes(self) -> float:
+    @_SummedOnce
+    def bytes(self) -> float:  # read several times per estimate (phases, ranks, the evaluation): summed once
         return float(sum(t.bytes for t in self.items))

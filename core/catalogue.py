@@ -133,9 +133,11 @@ def amd_target(gpu_id: str) -> str | None:
     return _by_prefix(_AMD_TARGET_PREFIXES, gpu_id)
 
 
+@lru_cache(maxsize=64)
 def generation(gpu_id: str) -> Generation:
     """The architecture of the catalogue card ``gpu_id`` (OTHER for a custom card, one the
-    catalogue lacks, or a family the table does not name)."""
+    catalogue lacks, or a family the table does not name). A pure function of the id, read
+    several times an estimate: kept per id (a walk over the prefix table each time otherwise)."""
     if gpu_id.endswith("-ada"):  # RTX 4000/5000/6000 Ada: a suffix, read before the prefixes ("rtx-50…")
         return Generation.ADA
     return _by_prefix(_GENERATION_PREFIXES, gpu_id) or Generation.OTHER

@@ -129,27 +129,35 @@ class _Ctx:
 
 
 def _context(plan: Plan, trainable: bool, lora: tuple[str, ...]) -> _Ctx:
+    # Built without the frozen __init__'s object.__setattr__ per field (three contexts an
+    # estimate, of one plan or two): the plan's own fields once (_plan_fields), then these three.
+    ctx = object.__new__(_Ctx)
+    dropout = bool(lora) and plan.lora.dropout > 0
+    ctx.__dict__.update(_plan_fields(plan), trainable=trainable, lora=lora, dropout=dropout)
+    return ctx
+
+
+@last_answer
+def _plan_fields(plan: Plan) -> dict[str, object]:
+    """The fields of a _Ctx that depend on the plan alone (read, never changed, by _context)."""
     b, s = plan.workload.micro_batch, plan.workload.seq_len
     dt = dtypes_for(plan)
-    return _Ctx(
-        n=b * s,
-        b=b,
-        s=s,
-        ca=dt.compute,
-        res=dt.residual,
-        mode=dt.mode,
-        trainable=trainable,
-        lora=lora,
-        adapter=dt.adapter,
-        adapter_out=dt.compute if dt.autocast else dt.adapter,
-        model_dtype=model_dtype(plan),
-        compute_dtype=compute_dtype(plan),
-        adapter_dtype=plan.adapter_dtype,
-        autocast=dt.autocast,
-        dropout=bool(lora) and plan.lora.dropout > 0,
-        compiled=plan.stack is Stack.COMPILE,
-        unsloth_norm=unsloth_fast_path(plan),
-    )
+    return {
+        "n": b * s,
+        "b": b,
+        "s": s,
+        "ca": dt.compute,
+        "res": dt.residual,
+        "mode": dt.mode,
+        "adapter": dt.adapter,
+        "adapter_out": dt.compute if dt.autocast else dt.adapter,
+        "model_dtype": model_dtype(plan),
+        "compute_dtype": compute_dtype(plan),
+        "adapter_dtype": plan.adapter_dtype,
+        "autocast": dt.autocast,
+        "compiled": plan.stack is Stack.COMPILE,
+        "unsloth_norm": unsloth_fast_path(plan),
+    }
 
 
 def _consumer_inputs(

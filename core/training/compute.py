@@ -13,6 +13,7 @@ the one solved here from a measurement of this very plan (:func:`_solve_calibrat
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass, replace
 from enum import StrEnum
@@ -154,6 +155,7 @@ _PART_LABELS: Final = {
 }
 
 
+@functools.lru_cache(maxsize=256)  # a pure function of a feature name; a few names, read each estimate
 def _part_label(name: str) -> str:
     head, colon, _ = name.partition(":")
     label = _PART_LABELS.get(head + colon) if colon else None

@@ -37,7 +37,7 @@ from core.plan import Accounting, CheckpointPolicy, Method, Plan
 from core.training.activations import recomputed_share
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, init=False)
 class Gemm:
     """One projection of a block as a matmul: ``k`` inputs to ``n`` outputs, seen by ``share``
     of the tokens (an expert: top-k ÷ experts) in ``count`` copies (the experts)."""
@@ -49,6 +49,11 @@ class Gemm:
     trains: bool  # its weight gets a gradient (a frozen base's does not; an adapter's does)
     share: float = 1.0
     count: int = 1
+
+    def __init__(self, name: str, k: int, n: int, split: str, trains: bool, share: float = 1.0, count: int = 1) -> None:
+        # ~8 made per estimate: the instance dict filled directly, not through the frozen
+        # __init__'s object.__setattr__ per field (still frozen, equal and hashable; core.breakdown.Term).
+        self.__dict__.update(name=name, k=k, n=n, split=split, trains=trains, share=share, count=count)
 
     @property
     def weight(self) -> float:

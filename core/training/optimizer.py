@@ -11,6 +11,7 @@ from typing import Final
 
 from core.breakdown import Term
 from core.format import sci
+from core.memo import last_answer
 from core.params import ParamCounts
 from core.plan import Method, Optimizer, OptimizerImpl, Plan, Strategy
 from core.roles import Dtypes
@@ -81,8 +82,15 @@ def clip_terms(plan: Plan) -> list[Term]:
 def optimizer_terms(plan: Plan, counts: ParamCounts, dt: Dtypes) -> list[Term]:
     """The state torch.optim / bitsandbytes allocate, in the trainable parameters' dtype
     (``torch.zeros_like(param)`` in adam.py / sgd.py ``_init_group``), and the one-element
-    tensors beside it."""
-    return _state_terms(plan, counts, dt) + small_state_terms(plan)
+    tensors beside it. A new list each call (callers may extend it) of the kept terms."""
+    return list(_optimizer_terms(plan, counts, dt))
+
+
+@last_answer
+def _optimizer_terms(plan: Plan, counts: ParamCounts, dt: Dtypes) -> tuple[Term, ...]:
+    """optimizer_terms' terms: the memory breakdown and the step's traffic (core.training.speed)
+    ask for them with the same plan, counts and dtypes in one estimate (core.memo.last_answer)."""
+    return tuple(_state_terms(plan, counts, dt) + small_state_terms(plan))
 
 
 def _state_terms(plan: Plan, counts: ParamCounts, dt: Dtypes) -> list[Term]:

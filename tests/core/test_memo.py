@@ -133,3 +133,80 @@ def test_a_kept_loss_answer_cannot_be_changed_by_its_reader() -> None:
     assert mine == list(kept.forward) and mine is not kept.forward
     mine.append(Term("mine", "0", 0.0))
     assert loss_memory(one) is kept and len(kept.forward) == len(mine) - 1
+
+
+def test_the_plan_fields_of_a_context_are_kept_per_plan_never_stale() -> None:
+    from core.training.activations import _context, _plan_fields
+
+    full = plan()
+    assert _plan_fields(full) is _plan_fields(full)  # the same plan: the same answer object
+    longer = full.with_workload(micro_batch=8)
+    assert _plan_fields(longer)["n"] == 4 * _plan_fields(full)["n"]  # a changed plan: computed again
+    fp32 = plan(method=Method.LORA).with_changes(autocast="none")
+    assert _plan_fields(fp32) == _plan_fields.__wrapped__(fp32)  # type: ignore[attr-defined]
+    one, other = _context(full, True, ()), _context(full, False, ("q_proj",))
+    assert (one.trainable, one.lora, other.trainable, other.lora) == (True, (), False, ("q_proj",))
+    with pytest.raises(FrozenInstanceError):
+        one.n = 1  # type: ignore[misc]
+
+
+def test_fast_built_terms_and_phases_are_frozen_equal_and_hashable() -> None:
+    from core.breakdown import Phase, StepPhase
+
+    term = Term("a", "1 + 1", 2.0)
+    assert term == Term(label="a", formula="1 + 1", bytes=2.0) and hash(term) == hash(Term("a", "1 + 1", 2.0))
+    assert repr(term) == "Term(label='a', formula='1 + 1', bytes=2.0)"
+    with pytest.raises(FrozenInstanceError):
+        term.bytes = 1.0  # type: ignore[misc]
+    bucket = make_bucket(BucketKey.WEIGHTS, [term])
+    phase = Phase("p", (bucket,))
+    assert phase.description == "" and phase.kind is StepPhase.STEP
+    assert phase == Phase(name="p", buckets=(bucket,), description="", kind=StepPhase.STEP)
+    assert phase.allocated_bytes == 2.0 and replace(phase, buckets=()).allocated_bytes == 0.0
+    with pytest.raises(FrozenInstanceError):
+        phase.name = "q"  # type: ignore[misc]
+
+
+def test_value_caches_of_names_answer_as_uncached() -> None:
+    from core.catalogue import Generation, generation
+    from core.training.compute import _part_label
+
+    assert generation("h100-sxm") is generation.__wrapped__("h100-sxm") is Generation.HOPPER
+    assert generation("my-card") is Generation.OTHER
+    assert _part_label("gemm_bytes") == _part_label.__wrapped__("gemm_bytes")
+
+
+def test_optimizer_terms_are_kept_per_plan_and_handed_out_as_new_lists() -> None:
+    from core.roles import dtypes_for
+    from core.training.optimizer import _optimizer_terms, optimizer_terms
+
+    full = plan()
+    counts, dt = param_counts(full), dtypes_for(full)
+    assert _optimizer_terms(full, counts, dt) is _optimizer_terms(full, counts, dt)  # the same answer object
+    first = optimizer_terms(full, counts, dt)
+    first.append(Term("x", "1", 1.0))  # a caller's list: the kept answer does not change
+    assert optimizer_terms(full, counts, dt) == list(_optimizer_terms.__wrapped__(full, counts, dt))  # type: ignore[attr-defined]
+    lora = replace(full, method=Method.LORA)
+    lora_counts = param_counts(lora)
+    assert optimizer_terms(lora, lora_counts, dtypes_for(lora)) != first[:-1]  # a changed plan: computed again
+    assert sum(t.bytes for t in optimizer_terms(lora, lora_counts, dtypes_for(lora))) < sum(t.bytes for t in first[:-1])
+
+
+def test_layer_acts_bytes_are_summed_once_and_stay_equal() -> None:
+    from core.breakdown import LayerActs
+
+    acts = LayerActs((Term("a", "1", 1.0), Term("b", "2", 2)))
+    assert acts.bytes == 3.0 and type(acts.bytes) is float
+    assert acts == LayerActs((Term("a", "1", 1.0), Term("b", "2", 2))) and hash(acts) == hash(LayerActs(acts.items))
+    assert replace(acts, items=(Term("c", "5", 5.0),)).bytes == 5.0
+
+
+def test_a_fast_built_gemm_is_frozen_equal_and_hashable() -> None:
+    from core.training.flops import Gemm
+
+    gemm = Gemm("q", 4, 8, "column", True)
+    assert (gemm.share, gemm.count, gemm.weight) == (1.0, 1, 32.0)
+    assert gemm == Gemm(name="q", k=4, n=8, split="column", trains=True, share=1.0, count=1)
+    assert hash(gemm) == hash(Gemm("q", 4, 8, "column", True)) and replace(gemm, count=2).weight == 64.0
+    with pytest.raises(FrozenInstanceError):
+        gemm.k = 1  # type: ignore[misc]
