@@ -644,19 +644,30 @@ def megatron_dispatcher(plan: Plan) -> MoeDispatcher | None:
     return par.moe_dispatcher if plan.stack is Stack.MEGATRON and plan.model.num_experts > 1 and split else None
 
 
+# The loss settings that replace the eager cross-entropy with code of their own, in the order
+# core.training.activations.loss_memory takes them (Unsloth's and Liger's first, the compiled loss
+# last); a setting that describes the eager loss (Megatron's fusion, the kept output, the 16-bit
+# loss) matters only when none of them is on: own_loss_code.
+LOSS_CODE: Final = ("fused_loss", "unsloth", "litgpt", "chunked_loss", "flash_loss", "compiled_loss")
+
+
+def own_loss_code(plan: Plan) -> bool:
+    """Whether one of :data:`LOSS_CODE` computes the plan's loss (no eager cross-entropy)."""
+    return any(getattr(plan, name) for name in LOSS_CODE)
+
+
 def loss_16bit_matters(plan: Plan) -> bool:
     """Whether a loop's own F.cross_entropy would see 16-bit logits: no autocast (autocast runs the op
     in float32), a 16-bit model (the head's output dtype; not QLoRA after prepare_model_for_kbit_training,
     which runs it in float32: core.roles.kbit_float32), and no other loss code chosen (a fused, chunked,
     compiled, flash-attn, LitGPT, Unsloth or Megatron loss is its own kernel)."""
     model = plan.base_dtype if plan.adapter_based else plan.weight_dtype
-    other = plan.unsloth or plan.fused_loss or plan.litgpt or plan.chunked_loss or plan.compiled_loss or plan.flash_loss
     upcast = plan.method is Method.QLORA and plan.kbit_upcast
     return (
         plan.autocast is Autocast.NONE
         and model in (Dtype.BF16, Dtype.FP16)
         and not upcast
-        and not other
+        and not own_loss_code(plan)
         and plan.stack is not Stack.MEGATRON
     )
 
@@ -817,11 +828,7 @@ INPUTS: Final[tuple[Input, ...]] = (
           "copy at all.",
           ("--megatron-ce-fusion",), "Megatron cross-entropy fusion: off, native or te (Megatron stack only)",
           labels=MEGATRON_CE_FUSION_LABELS,
-          matters=lambda p: (
-              p.stack is Stack.MEGATRON
-              and not p.fused_loss and not p.unsloth and not p.litgpt and not p.chunked_loss and not p.compiled_loss
-              and not p.flash_loss
-          )),
+          matters=lambda p: p.stack is Stack.MEGATRON and not own_loss_code(p)),
     # Megatron-LM's --moe-grouped-gemm (Megatron-Bridge: model.moe_grouped_gemm): the experts run as
     # Transformer Engine's GroupedLinear (NVIDIA/Megatron-LM d98e8a64, megatron/core/extensions/
     # transformer_engine_spec_provider.py grouped_mlp_modules: TEGroupedMLP), whose grouped GEMM keeps
@@ -883,10 +890,7 @@ INPUTS: Final[tuple[Input, ...]] = (
           "output = model(...); output.loss.backward(). The HF Trainer, torchtune and torchtitan drop the "
           "logits before the backward.",
           ("--loop-keeps-output",), "the loop holds the model output (float32 logits) through the backward",
-          matters=lambda p: (
-              not p.unsloth and not p.fused_loss and not p.litgpt and not p.chunked_loss and not p.compiled_loss
-              and not p.flash_loss
-          )),
+          matters=lambda p: not own_loss_code(p)),
     # transformers 4.55's GptOssExperts in training mode loops over the experts and indexes each one's
     # weights out of the stacked [E, ...] parameters (huggingface/transformers v4.55.0,
     # models/gpt_oss/modeling_gpt_oss.py ``GptOssExperts.forward``, ``if self.training``); the hub's

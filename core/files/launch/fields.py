@@ -14,7 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Final
 
-from core.inputs import input_at
+from core.inputs import LOSS_CODE, input_at
 from core.parallel.layout import fsdp_no_sync
 from core.plan import CheckpointPolicy, Engine, Method, Optimizer, Plan, Strategy
 
@@ -42,6 +42,9 @@ def _f(name: str, value: Callable[[Plan], object], relevant: Callable[[Plan], bo
 
 
 _ADAPTER = "method.kind"
+# The loss settings with code of their own (core.inputs.LOSS_CODE): what a setting of the eager loss
+# depends on.
+_LOSS_CODE = tuple(f"method.{name}" for name in LOSS_CODE)
 
 
 def _matters(path: str) -> Callable[[Plan], bool]:
@@ -119,12 +122,7 @@ TRAINING_FIELDS: Final = (
         lambda p: p.megatron_ce_fusion,
         _matters("megatron_ce_fusion"),
         "method.stack",
-        "method.unsloth",
-        "method.fused_loss",
-        "method.litgpt",
-        "method.chunked_loss",
-        "method.compiled_loss",
-        "method.flash_loss",
+        *_LOSS_CODE,
     ),
     _f("method.grad_clip", lambda p: p.grad_clip),
     _f("method.optimizer_in_backward", lambda p: p.optimizer_in_backward),
@@ -136,12 +134,7 @@ TRAINING_FIELDS: Final = (
         "method.loop_keeps_output",
         lambda p: p.loop_keeps_output,
         _matters("loop_keeps_output"),
-        "method.unsloth",
-        "method.fused_loss",
-        "method.litgpt",
-        "method.chunked_loss",
-        "method.compiled_loss",
-        "method.flash_loss",
+        *_LOSS_CODE,
     ),
     _f(
         "method.loss_16bit",
@@ -153,12 +146,7 @@ TRAINING_FIELDS: Final = (
         "method.weight_dtype",
         "method.base_dtype",
         "method.stack",
-        "method.unsloth",
-        "method.fused_loss",
-        "method.litgpt",
-        "method.chunked_loss",
-        "method.compiled_loss",
-        "method.flash_loss",
+        *_LOSS_CODE,
     ),
     _f("method.moe_grouped_gemm", lambda p: p.moe_grouped_gemm, _matters("moe_grouped_gemm"), "model", "method.stack"),
     _f("method.experts_loop", lambda p: p.experts_loop, _matters("experts_loop"), "model", "method.stack"),
