@@ -24,7 +24,7 @@ from collections.abc import Sequence
 
 from core.breakdown import LayerActs, Term
 from core.format import sci
-from core.inputs import CpRotate, torch_ring_rotate
+from core.inputs import CpRotate
 from core.parallel.layout import Layout
 from core.plan import Plan, Stack
 
@@ -38,7 +38,6 @@ __all__ = [
     "ring_kv_elements",
     "sequence_region",
     "split",
-    "torch_ring_attention",
     "vocab_region",
 ]
 
@@ -141,14 +140,6 @@ def ring_attention_buffers(tokens: int, kv_width: int, q_width: int, heads: int,
         ),
         Term("ring attention: float32 output + log-sum-exp accumulators", f"N/{cp}·(q + H) × 4", acc),
     ]
-
-
-def torch_ring_attention(plan: Plan) -> bool:
-    """Context parallelism through PyTorch's ring attention (torchtitan's context_parallel): CP > 1
-    and not Megatron-LM, whose context parallelism is Transformer Engine's attention. Read by the
-    memory (ring_attention_backward's use) and the time (core.training.speed.ring_attention_bytes);
-    its rotate method is ``parallel.cp_rotate_method`` (core.inputs.torch_ring_rotate)."""
-    return torch_ring_rotate(plan) is not None
 
 
 # PyTorch's ring attention backward (pytorch/pytorch f2127dbd, torch/distributed/tensor/

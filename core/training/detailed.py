@@ -27,6 +27,7 @@ from typing import Final
 from core.breakdown import Breakdown, Bucket, BucketKey, LayerActs, Phase, StepPhase, Term, make_bucket
 from core.dtypes import NF4_BLOCK, Dtype
 from core.format import gb, sci
+from core.inputs import torch_ring_rotate
 from core.parallel.acts import (
     block_per_rank,
     keeps_gathered_inputs,
@@ -36,7 +37,6 @@ from core.parallel.acts import (
     ring_attention_buffers,
     sequence_region,
     split,
-    torch_ring_attention,
     vocab_region,
 )
 from core.parallel.layout import Layout, Stage, dispatched_copies
@@ -290,8 +290,8 @@ def _with_ring_backward(plan: Plan, layer_grads: Term, n: int, ca: float, lay: L
     backward follows the MLP's; core.parallel.acts.ring_attention_backward, with the K/V its rotate
     method, ``parallel.cp_rotate_method``, holds). Megatron-LM runs
     context parallelism through Transformer Engine's own attention, not this ring."""
-    rotate = plan.parallel.cp_rotate_method
-    ring = ring_attention_backward(n, plan.model.q_width, ca, lay, rotate) if torch_ring_attention(plan) else None
+    rotate = torch_ring_rotate(plan)  # None: no PyTorch ring
+    ring = ring_attention_backward(n, plan.model.q_width, ca, lay, rotate) if rotate is not None else None
     if ring is None or ring.bytes <= layer_grads.bytes:
         return layer_grads
     return Term(f"{ring.label} (more than {layer_grads.label})", ring.formula, ring.bytes)

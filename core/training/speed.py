@@ -32,9 +32,8 @@ from typing import Final
 from core import roles
 from core.catalogue import Generation, GpuSpec, generation
 from core.dtypes import ELEMENT_BYTES, MP_BYTES, NF4_BLOCK, Quant
-from core.inputs import megatron_dispatcher, megatron_grad_buffer
+from core.inputs import megatron_dispatcher, megatron_grad_buffer, torch_ring_rotate
 from core.memo import last_answer
-from core.parallel.acts import torch_ring_attention
 from core.parallel.layout import (
     Stage,
     float8_recipe,
@@ -533,7 +532,7 @@ def ring_attention_bytes(rank: _Rank) -> float:
     the rank (the RING_* constants): 0 without context parallelism, and under Megatron, whose
     Transformer Engine ring merges inside its fused kernels."""
     plan = rank.plan
-    if not torch_ring_attention(plan):
+    if torch_ring_rotate(plan) is None:  # no PyTorch ring (CP 1, or Megatron's own)
         return 0.0
     cp = plan.parallel.context_parallel
     elements = rank.tokens * plan.model.q_width / rank.tp
