@@ -230,7 +230,8 @@ SCALAR_F16_MATVEC_SLOWDOWN: Final = 1.33
 # memory is carved out for ECC bits, as in the GDDR5 memory subsystem of the Tesla K40 GPU where
 # 6.25% of the overall GDDR5 is reserved for ECC bits", where HBM2's "native or sideband ECC" runs
 # "without a bandwidth or capacity penalty" (NVIDIA Tesla V100 GPU Architecture whitepaper,
-# WP-08608-001, "ECC Memory Resiliency"). The catalogue's memory of each (resources/gpus.json, the
+# WP-08608-001, "ECC Memory Resiliency", read as reprinted at forums.anandtech.com thread 2541153).
+# The catalogue's memory of each (resources/gpus.json, the
 # nvidia-smi totals) is that carve-out, 15/16 of the DRAM: T4 15,360 of 16,384 MiB, L4 23,034 and
 # A10 23,028 of 24,576, A40, L20 and L40S 46,068 of 49,152 (XiongjieDai aa72e0e, LLaMA 3/Professional
 # GPUs/A40_v3.ipynb and L40S_v3.ipynb cell 0: 46068MiB with the "Volatile Uncorr. ECC" column at 0,
