@@ -120,14 +120,16 @@ DEFAULT_DRIVER: Final = _frozen(
 # beside XiongjieDai's Macs; 0.72 when XiongjieDai's Macs alone set it with CUDA's kernel cycles.
 # llama.cpp on HBM: 0.65 since its A100 F16 rows pay the scalar-load F16 mat-vec of builds before
 # b3916 (core.serving.speed.SCALAR_F16_MATVEC_SLOWDOWN, read from another source); 0.54 while the
-# slow kernel's time was taken as the memory's.
+# slow kernel's time was taken as the memory's. GDDR: 0.90 since the A40 and L40S rows read at the
+# 15/16 of the bandwidth their in-band ECC leaves to data (core.serving.speed.INBAND_ECC_DATA_SHARE);
+# 0.88 (fitted 0.892) while their check bits were taken as data.
 DEFAULT_BANDWIDTH: Final = _frozen(
     {
         "cuda-graphs/hbm": 0.59,
-        "cuda-graphs/gddr": 0.88,
+        "cuda-graphs/gddr": 0.90,
         "cuda-graphs/unified": 0.89,
         "eager/hbm": 0.65,
-        "eager/gddr": 0.88,
+        "eager/gddr": 0.90,
         "eager/unified": 0.89,
     }
 )

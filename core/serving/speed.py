@@ -5,7 +5,9 @@ The model, stated (the window shows it under "Assumptions"):
 * **A decode step** with ``n`` requests running reads the rank's weights (for a mixture of
   experts, the experts some request routes to) and each request's KV cache (prompt + half the
   answer cached, on average), at the card's bandwidth × its memory class's efficiency
-  (:class:`core.serving.fit.ServingFit`; a lone token's F16 weights in a llama.cpp CUDA build before
+  (:class:`core.serving.fit.ServingFit`; on the data-centre GDDR parts whose ECC is in-band, the
+  15/16 of the bandwidth that carries data, :data:`INBAND_ECC_DATA_SHARE`; a lone token's F16
+  weights in a llama.cpp CUDA build before
   b3916 on an HBM card take :data:`SCALAR_F16_MATVEC_SLOWDOWN` times as long, their mat-vec's scalar
   loads); it needs 2 · active parameters FLOPs per request (the token embedding, a lookup, left out) at
   the dense peak × utilisation (and, for one token of a K-quant file on an Apple GPU, the
@@ -221,6 +223,35 @@ APPLE_MATVEC_CYCLES: Final[Mapping[GgmlType, float]] = MappingProxyType(
 # H100 (HBM3); the A100s (HBM2e) take the same factor, an assumption: no A100 figure was found.
 # Not from a scored source (XiongjieDai's rows are of the slow kernel and do not set it).
 SCALAR_F16_MATVEC_SLOWDOWN: Final = 1.33
+
+
+# The cards whose memory runs with in-band ECC: data-centre parts on GDDR6, ECC on as they ship.
+# NVIDIA keeps their check bits in the DRAM beside the data, "inline ECC where a portion of main
+# memory is carved out for ECC bits, as in the GDDR5 memory subsystem of the Tesla K40 GPU where
+# 6.25% of the overall GDDR5 is reserved for ECC bits", where HBM2's "native or sideband ECC" runs
+# "without a bandwidth or capacity penalty" (NVIDIA Tesla V100 GPU Architecture whitepaper,
+# WP-08608-001, "ECC Memory Resiliency", read as reprinted at forums.anandtech.com thread 2541153).
+# The catalogue's memory of each (resources/gpus.json, the
+# nvidia-smi totals) is that carve-out, 15/16 of the DRAM: T4 15,360 of 16,384 MiB, L4 23,034 and
+# A10 23,028 of 24,576, A40, L20 and L40S 46,068 of 49,152 (XiongjieDai aa72e0e, LLaMA 3/Professional
+# GPUs/A40_v3.ipynb and L40S_v3.ipynb cell 0: 46068MiB with the "Volatile Uncorr. ECC" column at 0,
+# ECC on; the RTX A6000 and RTX 6000 Ada, the same GA102 and AD102 chips with ECC off, 49140MiB, "Off").
+# HBM parts (A30, V100: their full 24,576 and 16,384 MiB) and workstation and GeForce cards (ECC
+# off or absent) are not in it.
+INBAND_ECC_CARDS: Final = frozenset({"t4", "l4", "a10", "a40", "l20", "l40s"})
+# The share of the bus's transfers that carry data when the check bits cross the same pins: reading
+# 15 bytes of data reads the 1 byte of ECC that covers them (the carve-out above). A floor of the
+# cost: an inline-ECC controller spends bus cycles on the check bits in that proportion ("every
+# ninth cycle is occupied by ECC" for a 1/8 carve-out: AMD PG456, Integrated DDR5/LPDDR5/5X Memory
+# Controller, "Performance and Capacity Summary"); read-modify-writes of partial ECC words, which a
+# decode step's reads do not make, are not costed.
+INBAND_ECC_DATA_SHARE: Final = 15 / 16
+
+
+def ecc_data_share(gpu: GpuSpec) -> float:
+    """The share of the card's datasheet bandwidth that moves data: :data:`INBAND_ECC_DATA_SHARE`
+    on the cards of :data:`INBAND_ECC_CARDS` (in-band ECC), else 1."""
+    return INBAND_ECC_DATA_SHARE if gpu.id in INBAND_ECC_CARDS else 1.0
 
 
 def weight_read_factor(plan: Plan, gpu: GpuSpec) -> float:
@@ -724,13 +755,14 @@ def step_model(
     family = engine_family(plan)
     mean_cached = inf.prompt_tokens + inf.new_tokens / 2
     host_fixed_s, host_expert_s = hf_host_layer_seconds(plan, fit)
+    efficiency = fit.bandwidth_efficiency[bandwidth_key(family, gpu)]
     return StepModel(
         plan=plan,
         counts=counts,
         layout=layout,
         link=serving_link(inf, gpu),
         achieved_flops=matmul_peak(plan, gpu) * 1e12 * serving_utilisation(plan, gpu),
-        bandwidth=gpu.memory_bandwidth_gb_s * 1e9 * fit.bandwidth_efficiency[bandwidth_key(family, gpu)],
+        bandwidth=gpu.memory_bandwidth_gb_s * 1e9 * ecc_data_share(gpu) * efficiency,
         layer_overhead_s=kernels_per_layer(plan, gpu) * kernel_seconds(gpu, fit, family),
         layer_launch_s=kernels_per_layer(plan, gpu) * launch_seconds(plan, gpu, fit, family),
         graphs_alone=cuda_graphs_replayed(plan, gpu, 1),
@@ -883,6 +915,7 @@ def _assumptions(plan: Plan, gpu: GpuSpec, model: StepModel, fit: ServingFit, ru
         f"dense peak (the output head for each prompt's last token only, the embedding a lookup), sharing steps "
         f"with the decodes; each step reads the weights and every running request's "
         f"cache at {fit.bandwidth_efficiency[bandwidth_key(engine_family(plan), gpu)]:.0%} of the bandwidth"
+        + (" that carries data (15/16 of it: in-band ECC)" if ecc_data_share(gpu) < 1.0 else "")
         + (f", host layers at {HOST_BANDWIDTH_GB_S:g} GB/s" if model.host_bytes else "")
         + _kv_passes_text(plan, model)
         + (
@@ -970,7 +1003,8 @@ def _formula(
     gathers = " and logits gather" if logits_gather_seconds(plan, model.link, running) else ""
     tp = f" + all-reduces{gathers} {allreduce * 1e3:.2f} ms" if allreduce else ""
     v0 = f" + V0's host work between steps {model.step_host_s * 1e3:.2f} ms" if model.step_host_s else ""
-    bandwidth = f"{gpu.memory_bandwidth_gb_s:g} GB/s × {efficiency:.0%}"
+    ecc = " × 15/16 (in-band ECC)" if ecc_data_share(gpu) < 1.0 else ""
+    bandwidth = f"{gpu.memory_bandwidth_gb_s:g} GB/s{ecc} × {efficiency:.0%}"
     sent = counted(inf.concurrent, "request")
     per_layer = model.layer_seconds(running)
     # A fixed per-layer time only where the engine has one: vLLM replays its decode as CUDA graphs
