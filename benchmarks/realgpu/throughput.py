@@ -14,7 +14,7 @@ scored with them. NVIDIA's three ids are one family (one organisation, one stack
 two H200 rows run torchtitan's code and are scored with torchtitan (its stack factor is not
 independent of them); torchtune is its own family (different code, team and cards).
 
-Held out (HELD_OUT_SOURCES): InternLM's and VectorLM's 40 expressible figures take part in no fit,
+Held out (HELD_OUT_SOURCES): InternLM's, VectorLM's and FlagPerf's 52 expressible figures take part in no fit,
 neither leave-one-source-out nor the all-source one (efficiency.FITTED); they are scored with the
 all-source coefficients and printed on their own ("Held out, never fitted"), outside every other table.
 
@@ -100,6 +100,7 @@ FAMILIES = {
     "hf-peft-method-comparison": "HF PEFT",
     "internlm": "InternLM",
     "vectorlm": "VectorLM",
+    "flagperf-paddle": "FlagPerf (PaddlePaddle)",
 }
 # Sources held out of every fit: no coefficient is ever tuned on them, in the leave-one-source-out
 # fits or the all-source one (efficiency.FITTED), and they are scored with the all-source fit.
@@ -108,8 +109,10 @@ FAMILIES = {
 # - InternLM (Shanghai AI Laboratory): its own trainer (hybrid ZeRO-1, flash-attn and apex
 #   kernels), InternLM-7B on up to 1024 A100 80GB;
 # - VectorLM (Vector Institute): a thin FSDP1 wrapper over Hugging Face models, Llama-3-8B on one
-#   to four A100 80GB, full fine-tuning and LoRA.
-HELD_OUT_SOURCES: Final = frozenset({"internlm", "vectorlm"})
+#   to four A100 80GB, full fine-tuning and LoRA;
+# - FlagPerf (BAAI) running PaddlePaddle 2.5.1 / PaddleNLP: LLaMA-7B and 13B on one node of 8 A100,
+#   ZeRO-1/2 sharding, tensor and pipeline parallel, fp16 O2.
+HELD_OUT_SOURCES: Final = frozenset({"internlm", "vectorlm", "flagperf-paddle"})
 # The weight of the priors in the fit, against one family's whole weight.
 RIDGE = 0.02
 # The weight of the ties (efficiency.TIES), in the same units: stronger than the priors.
@@ -247,6 +250,7 @@ _STACK = {
     # residual adds: timed as eager, the stack it mostly is (docs/TRAINING_TIME.md, "Held-out sources").
     "internlm": Stack.EAGER,
     "hf-fsdp1": Stack.EAGER,  # VectorLM: Hugging Face modeling code under FSDP1, no torch.compile
+    "paddle": Stack.EAGER,  # FlagPerf: PaddlePaddle 2.5.1 dynamic graph (PaddleNLP's LLaMA), no compiler
 }
 # Sources that run hand-fused kernels without torch.compile: their elementwise passes are the ones
 # each fused kernel makes (read its inputs once, write its outputs once), which is what the compiled
@@ -406,7 +410,8 @@ def _parallel(record: Mapping[str, Any], gpus: int, notes: list[str]) -> Paralle
     # ... and sequence parallelism (Korthikanti et al., arXiv:2205.05198, May 2022, after the
     # Feb-2022 prequel logs and BLOOM's launch in March): the norms and dropouts run on every
     # tensor-parallel rank whole, and each stage sends its whole activation on.
-    sequence_parallel = record.get("stack") != "deepspeed"
+    # PaddleNLP's LLaMA as FlagPerf ran it: sequence_parallel False (its config _base.py; no row sets it).
+    sequence_parallel = record.get("stack") not in ("deepspeed", "paddle")
     if overlap is None and _STACK.get(record.get("stack") or "") is Stack.MEGATRON:
         overlap = True
         notes.append("tensor-parallel overlap on (NeMo's performance recipes)")
