@@ -14,6 +14,10 @@ scored with them. NVIDIA's three ids are one family (one organisation, one stack
 two H200 rows run torchtitan's code and are scored with torchtitan (its stack factor is not
 independent of them); torchtune is its own family (different code, team and cards).
 
+Held out (HELD_OUT_SOURCES): InternLM's, VectorLM's and FlagPerf's 52 expressible figures take part in no fit,
+neither leave-one-source-out nor the all-source one (efficiency.FITTED); they are scored with the
+all-source coefficients and printed on their own ("Held out, never fitted"), outside every other table.
+
 Also printed: the FLOPs per token against each source's own formula (target within 2 %), the
 published scaling pairs (predicted vs published ratio of per-GPU speed, within 3 points) — only
 the listed pairs that change the GPU count alone (``scaling_difference``); the others are
@@ -94,7 +98,21 @@ FAMILIES = {
     "ai2-olmo-core": "AI2",
     "bigscience-bloom": "BigScience",
     "hf-peft-method-comparison": "HF PEFT",
+    "internlm": "InternLM",
+    "vectorlm": "VectorLM",
+    "flagperf-paddle": "FlagPerf (PaddlePaddle)",
 }
+# Sources held out of every fit: no coefficient is ever tuned on them, in the leave-one-source-out
+# fits or the all-source one (efficiency.FITTED), and they are scored with the all-source fit.
+# They were added after the time model's rules and coefficients were settled, to test it on code,
+# people and machines it never saw (docs/TRAINING_TIME.md, "Held-out sources"):
+# - InternLM (Shanghai AI Laboratory): its own trainer (hybrid ZeRO-1, flash-attn and apex
+#   kernels), InternLM-7B on up to 1024 A100 80GB;
+# - VectorLM (Vector Institute): a thin FSDP1 wrapper over Hugging Face models, Llama-3-8B on one
+#   to four A100 80GB, full fine-tuning and LoRA;
+# - FlagPerf (BAAI) running PaddlePaddle 2.5.1 / PaddleNLP: LLaMA-7B and 13B on one node of 8 A100,
+#   ZeRO-1/2 sharding, tensor and pipeline parallel, fp16 O2.
+HELD_OUT_SOURCES: Final = frozenset({"internlm", "vectorlm", "flagperf-paddle"})
 # The weight of the priors in the fit, against one family's whole weight.
 RIDGE = 0.02
 # The weight of the ties (efficiency.TIES), in the same units: stronger than the priors.
@@ -161,7 +179,9 @@ LOW_PRECISION_NORM_SOURCES: Final = frozenset({"mosaicml-llm-foundry"})
 # L23, L25), MPTMLP up_proj / down_proj (llmfoundry/models/layers/ffn.py b2a43a147 L35, L41; 5e85bd62d L103,
 # L109), ffn_type 'mptmlp' by default (configuration_mpt.py b2a43a147 L25, 5e85bd62d L24), which the size
 # YAMLs and submit_benchmarks.py keep.
-FUSED_QKV_SOURCES: Final = frozenset({"mosaicml-llm-foundry"})
+# InternLM's MHA computes q, k and v with one Wqkv too: ``self.Wqkv = ColumnParallelLinear(embed_dim,
+# 3 * embed_dim, ..., bias=True)`` (InternLM/InternLM@c18bec93 internlm/model/multi_head_attention.py L79-84).
+FUSED_QKV_SOURCES: Final = frozenset({"mosaicml-llm-foundry", "internlm"})
 
 
 def model_of(record: Mapping[str, Any]) -> tuple[ModelSpec, list[str]]:
@@ -196,6 +216,8 @@ def model_of(record: Mapping[str, Any]) -> tuple[ModelSpec, list[str]]:
         alibi=bool(dims.get("alibi")) or str(record["id"]).startswith(PREQUEL),
         low_precision_layernorm=not gated and record["source_id"] in LOW_PRECISION_NORM_SOURCES,
         fused_qkv=record["source_id"] in FUSED_QKV_SOURCES,
+        qkv_bias=bool(dims.get("qkv_bias")),
+        o_bias=bool(dims.get("o_bias")),
         max_position_embeddings=max(4096, int(record.get("seq_len") or 0)),
     )
     published = dims.get("params")
@@ -222,6 +244,13 @@ _STACK = {
     "nemo": Stack.MEGATRON,
     "megatron": Stack.MEGATRON,
     "deepspeed": Stack.MEGATRON,  # Megatron-DeepSpeed: Megatron's fused kernels
+    # InternLM (Jul 2023): PyTorch 1.13 eager, no torch.compile. Some chains are fused kernels (apex's
+    # MixedFusedRMSNorm, flash-attn's rotary and cross-entropy), the SwiGLU is eager
+    # (``self.w3(F.silu(self.w1(x)) * self.w2(x))``, internlm/model/linear.py L175) and so are the
+    # residual adds: timed as eager, the stack it mostly is (docs/TRAINING_TIME.md, "Held-out sources").
+    "internlm": Stack.EAGER,
+    "hf-fsdp1": Stack.EAGER,  # VectorLM: Hugging Face modeling code under FSDP1, no torch.compile
+    "paddle": Stack.EAGER,  # FlagPerf: PaddlePaddle 2.5.1 dynamic graph (PaddleNLP's LLaMA), no compiler
 }
 # Sources that run hand-fused kernels without torch.compile: their elementwise passes are the ones
 # each fused kernel makes (read its inputs once, write its outputs once), which is what the compiled
@@ -239,6 +268,13 @@ _LORA = {
     "torchtune-405b-qlora-8xa100": (16, ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")),
     "torchtune-flags-3b-a100-lora": (64, ("q_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")),
     "torchtune-flags-3b-a100-qlora": (64, ("q_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")),
+}
+# A source's LoRA settings for all its rows. VectorLM: profiling/configs/lora-benchmark.yaml
+# ``lora_peft_config: r: 8, lora_alpha: 32, lora_dropout: 0.1`` with no target_modules, so PEFT's
+# default for Llama, q_proj and v_proj (VectorInstitute/vectorlm@9045f08;
+# peft TRANSFORMERS_MODELS_TO_LORA_TARGET_MODULES_MAPPING).
+_SOURCE_LORA: Final[dict[str, dict[str, Any]]] = {
+    "vectorlm": {"rank": 8, "alpha": 32.0, "dropout": 0.1, "targets": ("q_proj", "v_proj")},
 }
 
 
@@ -315,6 +351,10 @@ MOSAIC_FLASH2_LARGE_SCALE = ("-1b-", "-3b-", "-7b-", "-70b-")
 
 def _attention(record: Mapping[str, Any]) -> Attention:
     source = record["source_id"]
+    if source == "internlm":
+        # third_party/flash-attention at d2f4324f (InternLM/InternLM@c18bec93), flash-attn 1.0.x: the
+        # FlashAttention-2 release came after (Jul 17 2023), and the submodule moved to it later.
+        return Attention.FLASH1
     if source == "bigscience-bloom":
         return Attention.EAGER  # 2022: Megatron-DeepSpeed's fused scale-mask-softmax, no flash attention
     if source == "mosaicml-llm-foundry":
@@ -332,16 +372,20 @@ def _attention(record: Mapping[str, Any]) -> Attention:
 # mosaicml/llm-foundry b2a43a147 and 5e85bd62d llmfoundry/models/mpt/modeling_mpt.py (the later tables).
 # Only the CPU and testing YAMLs set torch_crossentropy; the benchmark scripts (submit_benchmarks.py)
 # build on the size YAMLs (125m ... 70b), which name no loss_fn.
-FLASH_LOSS_SOURCES: Final = frozenset({"mosaicml-llm-foundry"})
+# InternLM too: train.py builds ``FlashGPTLMLoss(parallel_output=True, ...)``, whose loss_fn is flash-attn's
+# CrossEntropyLoss (InternLM/InternLM@c18bec93 train.py L385, internlm/model/loss.py L27-32).
+FLASH_LOSS_SOURCES: Final = frozenset({"mosaicml-llm-foundry", "internlm"})
 
 
 def _method(record: Mapping[str, Any]) -> dict[str, Any]:
     task = record.get("task")
     if task in ("lora", "qlora"):
-        rank, targets = _LORA.get(record["id"], (16, ("q_proj", "k_proj", "v_proj")))
         from core.plan import LoraSettings
 
         method = Method.QLORA if task == "qlora" else Method.LORA
+        if record["source_id"] in _SOURCE_LORA:
+            return {"method": method, "lora": LoraSettings(**_SOURCE_LORA[record["source_id"]])}
+        rank, targets = _LORA.get(record["id"], (16, ("q_proj", "k_proj", "v_proj")))
         return {"method": method, "lora": LoraSettings(rank=rank, targets=targets)}
     return {"method": Method.FULL}
 
@@ -353,6 +397,10 @@ def _parallel(record: Mapping[str, Any], gpus: int, notes: list[str]) -> Paralle
     inter = "ib-hdr200" if str(record.get("gpu_catalogue_id", "")).startswith("a100") else "ib-ndr400"
     if record["source_id"] == "bigscience-bloom":
         inter = "opa-100-4-per-node"  # Jean Zay's A100 nodes: 4 Omni-Path links per 8 GPUs (jz/hpc-specs.md)
+    if record["source_id"] == "internlm":
+        # "Inter-machine bandwidth | 4 * 100Gb RoCE" per 8-GPU node (doc/en/train_performance.md): 400 Gb/s
+        # a node, 6.25 GB/s a GPU, the per-GPU rate (and 14 us hop) of the 4 × 100 Gb/s link above.
+        inter = "opa-100-4-per-node"
     overlap = record.get("async_tp_or_overlap")
     if overlap is None and record.get("stack") == "deepspeed":
         # Megatron-DeepSpeed (BigScience, 2022) predates Megatron's tensor-parallel overlap
@@ -362,7 +410,8 @@ def _parallel(record: Mapping[str, Any], gpus: int, notes: list[str]) -> Paralle
     # ... and sequence parallelism (Korthikanti et al., arXiv:2205.05198, May 2022, after the
     # Feb-2022 prequel logs and BLOOM's launch in March): the norms and dropouts run on every
     # tensor-parallel rank whole, and each stage sends its whole activation on.
-    sequence_parallel = record.get("stack") != "deepspeed"
+    # PaddleNLP's LLaMA as FlagPerf ran it: sequence_parallel False (its config _base.py; no row sets it).
+    sequence_parallel = record.get("stack") not in ("deepspeed", "paddle")
     if overlap is None and _STACK.get(record.get("stack") or "") is Stack.MEGATRON:
         overlap = True
         notes.append("tensor-parallel overlap on (NeMo's performance recipes)")
@@ -446,7 +495,9 @@ def _preset(record: Mapping[str, Any]) -> Preset:
     parameters, gradients and AdamW's moments alike (pytorch/torchtune@015b39c
     recipes/full_finetune_distributed.py ``_setup_model``; the same in the single-device and LoRA
     recipes). The others: autocast over float32 masters (fp16 with a loss scaler where stated)."""
-    if record["source_id"] == "torchtune":
+    if record["source_id"] in ("torchtune", "vectorlm"):
+        # VectorLM: ``model = model.bfloat16()`` before FSDP and AdamW over those parameters
+        # (VectorInstitute/vectorlm@9045f08 profiling/benchmark.py), as torchtune's recipes do.
         return Preset.PURE_BF16
     return Preset.FP16_AMP if record.get("precision") == "fp16" else Preset.FP32_AUTOCAST_BF16
 
@@ -471,7 +522,9 @@ def _reduce_dtype(record: Mapping[str, Any]) -> MpDtype:
       composer/distributed/mosaic_parallelism.py);
     - TinyLlama: Lightning 2.1.2's "bf16-mixed" FSDP policy reduces in bf16 (see _param_dtype);
     - torchtune: no ``MixedPrecisionPolicy``, so FSDP2 reduces in the bf16 parameters' dtype (_preset)."""
-    if record["source_id"] in ("ibm-fms-fsdp", "tinyllama", "torchtune"):
+    if record["source_id"] in ("ibm-fms-fsdp", "tinyllama", "torchtune", "vectorlm"):
+        # VectorLM: MixedPrecision(param_dtype, buffer_dtype, reduce_dtype all torch.bfloat16)
+        # (VectorInstitute/vectorlm@9045f08 vectorlm/utils/model_utils.py L212-215).
         return MpDtype.BF16
     if (record.get("co_reported") or {}).get("mp_mode") == "PURE":
         return MpDtype.FP16 if record.get("precision") == "fp16" else MpDtype.BF16
@@ -499,6 +552,11 @@ def _grad_reduce_in_fp32(record: Mapping[str, Any]) -> bool:
       02-17 fp16 and bf16 rows held their gradients in the model's dtype; BLOOM-176B ran that BF16
       optimizer (deepspeed/runtime/bf16_optimizer.py ``fp32_groups_gradients``): float32."""
     if str(record["id"]).startswith(PREQUEL):
+        return False
+    if record["source_id"] == "internlm":
+        # HybridZeroOptimizer reduces the model's bf16 gradients in their dtype, ``reduce_tensor(tensor=flat,
+        # dtype=self.dtype, ...)``, and casts to float32 only after (InternLM/InternLM@c18bec93
+        # internlm/solver/optimizer/hybrid_zero_optim.py L412, L580).
         return False
     return record["source_id"] not in ("nvidia-megatron-bridge", "nvidia-megatron-lm-llama-example")
 
@@ -721,12 +779,17 @@ def fitted_on(case: Case) -> bool:
     return (case.record.get("ep") or 1) == 1 and case.plan.parallel.dp_replicate == 1
 
 
+def held_out(case: Case) -> bool:
+    """Whether a figure's source is held out of every fit (HELD_OUT_SOURCES)."""
+    return case.record["source_id"] in HELD_OUT_SOURCES
+
+
 def fit(prepared: Sequence[Prepared], iterations: int = 6) -> dict[str, float]:
     """Coefficients minimising Σ weight × (predicted/observed − 1)² + ridge towards the priors,
     each family's records sharing one unit of weight. The communication's exposed part and
     the bubble depend on the compute; they are held from the previous iteration. Only the
-    figures :func:`fitted_on` keeps are fitted."""
-    prepared = [p for p in prepared if fitted_on(p.case)]
+    figures :func:`fitted_on` keeps are fitted, and never those of the HELD_OUT_SOURCES."""
+    prepared = [p for p in prepared if fitted_on(p.case) and not held_out(p.case)]
     names = sorted({n for p in prepared for n in p.work.features if derived(n) is None} | set(PRIORS))
     index = {n: i for i, n in enumerate(names)}
     families: dict[str, int] = {}
@@ -994,6 +1057,7 @@ class Report:
     all_sources: dict[str, float] = field(default_factory=dict)
     before: list[Scored] = field(default_factory=list)  # the figures it could plan (no EP), the rule before issue 24
     not_pairs: list[tuple[str, str, str]] = field(default_factory=list)  # listed pairs that are not, and why
+    held_out: list[Scored] = field(default_factory=list)  # HELD_OUT_SOURCES, scored with the all-source fit
 
 
 def build(data: Mapping[str, Any]) -> Report:
@@ -1004,8 +1068,16 @@ def build(data: Mapping[str, Any]) -> Report:
             cases.append(case_of(record))
         except NotExpressible as why:
             skipped.append((record["id"], record["source_id"], str(why)))
+    # The held-out sources take no part in the leave-one-source-out table (fit leaves them out too).
+    held = [prepare(c) for c in cases if held_out(c)]
+    cases = [c for c in cases if not held_out(c)]
     prepared = [prepare(c) for c in cases]
     scored, tables = loso(prepared)
+    all_sources = fit(prepared)
+    kept = [
+        Scored(p.case, p.case.per_gpu(predicted_step(p, all_sources)), p.case.per_gpu(p.case.observed_step))
+        for p in held
+    ]
     flops: dict[str, list[float]] = {}
     for c in cases:
         pair = source_flops(c)
@@ -1014,7 +1086,7 @@ def build(data: Mapping[str, Any]) -> Report:
     pairs, not_pairs = scaling_pairs(data["scaling_pairs"], {s.case.id: s for s in scored}, unlisted_pairs(data))
     # The rule before issue 24 could not plan expert parallel or HSDP: its line covers the other figures.
     before = [Scored(c, c.per_gpu(before_step(c)), c.per_gpu(c.observed_step)) for c in cases if fitted_on(c)]
-    return Report(scored, skipped, flops, pairs, tables, fit(prepared), before, not_pairs)
+    return Report(scored, skipped, flops, pairs, tables, all_sources, before, not_pairs, kept)
 
 
 def before_after(report: Report) -> list[str]:
@@ -1054,6 +1126,30 @@ def failures(report: Report) -> list[str]:
     return out
 
 
+def held_out_lines(report: Report) -> list[str]:
+    """The HELD_OUT_SOURCES' figures, each source and all, scored with the all-source fit; and each figure."""
+    if not report.held_out:
+        return []
+    lines = ["", "Held out, never fitted (scored with the all-source fit):"]
+    rows_of = [
+        (FAMILIES[source], [r for r in report.held_out if r.case.record["source_id"] == source])
+        for source in sorted(HELD_OUT_SOURCES)
+    ]
+    for name, rows in [*rows_of, ("held out, never fitted", report.held_out)]:
+        if not rows:
+            continue
+        s = summary(rows)
+        lines.append(
+            f"{name:<24} {s['n']:>4} {s['median']:>7.1f}% {s['worst_short']:>8.1f}% {s['worst_long']:>8.1f}% "
+            f"{s['median_signed']:>+7.1f}%"
+        )
+    for r in sorted(report.held_out, key=lambda r: r.case.id):
+        lines.append(
+            f"  {r.case.id:<58} {r.published:>9,.0f} published {r.predicted:>9,.0f} predicted {r.error:+6.1f}%"
+        )
+    return lines
+
+
 def text(report: Report) -> str:
     lines = ["Training throughput, predicted at default settings vs published (leave one source out)", ""]
     lines.append(f"{'family':<24} {'n':>4} {'median':>8} {'worst≤8k':>9} {'worst>8k':>9} {'signed':>8}")
@@ -1069,6 +1165,7 @@ def text(report: Report) -> str:
         f"{'all':<24} {s['n']:>4} {s['median']:>7.1f}% {s['worst_short']:>8.1f}% {s['worst_long']:>8.1f}% "
         f"{s['median_signed']:>+7.1f}%"
     )
+    lines += held_out_lines(report)
     lines += ["", "Tokens/s per GPU |error|, before vs after:", *before_after(report)]
     lines += ["", "Worst ten:"]
     for r in sorted(report.scored, key=lambda r: -abs(r.error))[:10]:
@@ -1095,6 +1192,32 @@ def text(report: Report) -> str:
     return "\n".join(lines)
 
 
+def held_out_markdown(report: Report) -> list[str]:
+    """The held-out sources' table for docs/TRAINING_TIME.md (empty when there are none)."""
+    if not report.held_out:
+        return []
+    out = [
+        "",
+        "| held out, never fitted (all-source fit) | figures | median \\|error\\| | worst ≤ 8k | worst > 8k "
+        "| median signed |",
+        "|---|---:|---:|---:|---:|---:|",
+    ]
+    for source in sorted(HELD_OUT_SOURCES):
+        rows = [r for r in report.held_out if r.case.record["source_id"] == source]
+        if rows:
+            s = summary(rows)
+            out.append(
+                f"| {FAMILIES[source]} | {s['n']} | {s['median']:.1f} % | {s['worst_short']:.1f} % | "
+                f"{s['worst_long']:.1f} % | {s['median_signed']:+.1f} % |"
+            )
+    s = summary(report.held_out)
+    out.append(
+        f"| **held out, all** | {s['n']} | **{s['median']:.1f} %** | **{s['worst_short']:.1f} %** | "
+        f"**{s['worst_long']:.1f} %** | {s['median_signed']:+.1f} % |"
+    )
+    return out
+
+
 def markdown(report: Report) -> str:
     """The tables of docs/TRAINING_TIME.md."""
     out = [
@@ -1112,6 +1235,7 @@ def markdown(report: Report) -> str:
         f"| **all** | {s['n']} | **{s['median']:.1f} %** | **{s['worst_short']:.1f} %** | "
         f"**{s['worst_long']:.1f} %** | {s['median_signed']:+.1f} % |"
     )
+    out += held_out_markdown(report)
     out += [
         "",
         "| rule | figures | median \\|error\\| | worst ≤ 8k | worst > 8k | median signed |",
