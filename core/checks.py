@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from core.losses import loss_choice, loss_conflicts, loss_label
 from core.plan import Plan
 from core.verdict import Mode
 
@@ -51,4 +52,20 @@ def plan_warnings(plan: Plan) -> tuple[PlanWarning, ...]:
                 "several per layer, then cross the slower link between nodes; frameworks keep it within a node.",
             )
         )
+    loss = _loss_warning(plan)
+    if loss:
+        warnings.append(PlanWarning(Mode.TRAINING, loss))
     return tuple(warnings)
+
+
+def _loss_warning(plan: Plan) -> str:
+    """A plan file or a command line can turn on two losses; one computes the step's loss."""
+    others = loss_conflicts(plan)
+    if not others:
+        return ""
+    chosen = loss_label(plan, loss_choice(plan))
+    ignored = " and ".join(f"“{loss_label(plan, other)}”" for other in others)
+    return (
+        f"The plan turns on more than one loss: the estimate counts “{chosen}” and ignores {ignored}, "
+        "which it replaces. Choose one: the Method form's Loss, or one loss flag on the command line."
+    )

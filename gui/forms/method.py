@@ -4,13 +4,18 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from PySide6.QtWidgets import QCheckBox, QGridLayout, QWidget
+from PySide6.QtCore import QSignalBlocker, Qt
+from PySide6.QtWidgets import QCheckBox, QGridLayout, QLabel, QWidget
 
 from core.inputs import input_at
+from core.losses import LOSS_INPUTS, ROW_TOOLTIP, LossChoice, LossOption, loss_choice, loss_conflicts, loss_options
+from core.losses import with_loss as _with_loss
 from core.model import LORA_TARGETS
 from core.plan import Plan
+from gui import colours
 from gui.controller import PlanController
 from gui.forms.base import PlanForm
+from gui.forms.fields import ChoiceField, describe
 
 TARGET_TIPS = {
     "q_proj": "query projection",
@@ -57,6 +62,39 @@ class TargetsField(QWidget):
             self.boxes[name] = box
 
 
+class LossField(ChoiceField):
+    """The one "Loss" list: the loss implementations that make sense for the plan
+    (core.losses.loss_options), each entry's tooltip saying what it keeps."""
+
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__("Loss implementation", (), ROW_TOOLTIP, parent)
+        self.options: tuple[LossOption, ...] = ()
+        # The entry shown chosen again is an edit too: it turns off the other losses a plan file
+        # turned on (a changed entry comes through currentIndexChanged as well: the second edit
+        # finds the plan already made and adds nothing to undo).
+        self.activated.connect(lambda index: self.edited.emit(self.itemData(index)))
+
+    def show_options(self, options: tuple[LossOption, ...], choice: LossChoice) -> None:
+        """List ``options`` (rebuilt only when they changed) with ``choice`` current; no signal."""
+        if options != self.options:
+            with QSignalBlocker(self):
+                self.clear()
+                for index, option in enumerate(options):
+                    self.addItem(option.label, option.choice.value)
+                    self.setItemData(index, option.tooltip, Qt.ItemDataRole.ToolTipRole)
+            self.options = options
+        self.show_value(choice)
+        current = next(option for option in options if option.choice is choice)
+        tip = f"{ROW_TOOLTIP}\n\nNow: {current.label}. {current.tooltip}"
+        if self.toolTip() != tip:
+            describe(self, "Loss implementation", tip)
+
+
+def _set_loss(plan: Plan, value: object) -> Plan:
+    """The one loss chosen, every other loss switch off: one edit."""
+    return _with_loss(plan, LossChoice(str(value)))
+
+
 class MethodForm(PlanForm):
     def __init__(self, controller: PlanController, parent: QWidget | None = None) -> None:
         super().__init__("Method", controller, parent)
@@ -81,29 +119,40 @@ class MethodForm(PlanForm):
         self.checkpointing = self.add_input("checkpointing")
         self.checkpoint_policy = self.add_input("checkpoint_policy")
         self.checkpoint_every = self.add_input("checkpoint_every")
-        self.chunked = self.add_input("chunked_loss")
         self.stack = self.add_input("stack")
         self.float8 = self.add_input("float8")
-        self.fused_loss = self.add_input("fused_loss")
-        self.compiled_loss = self.add_input("compiled_loss")
-        self.flash_loss = self.add_input("flash_loss")
-        self.megatron_ce_fusion = self.add_input("megatron_ce_fusion")
+        self._add_loss()  # after the software: its entries depend on it (Megatron's own)
+        self.loop_keeps_output = self.add_input("loop_keeps_output")
         self.moe_grouped_gemm = self.add_input("moe_grouped_gemm")
         self.dropout = self.add_input("lora.dropout")
         self.bnb_legacy = self.add_input("bnb_legacy")
         self.kbit_upcast = self.add_input("kbit_upcast")
         self.litgpt = self.add_input("litgpt")
         self.unsloth = self.add_input("unsloth")
-        self.loop_keeps_output = self.add_input("loop_keeps_output")
-        self.loss_16bit = self.add_input("loss_16bit")
         self.experts_loop = self.add_input("experts_loop")
         self.optimizer_in_backward = self.add_input("optimizer_in_backward")
         self.activation_offload = self.add_input("activation_offload")
         self.grad_clip = self.add_input("grad_clip")
 
+    def _add_loss(self) -> None:
+        """The Loss row (one choice for the plan's loss switches) and, under it, the switches a
+        plan file or the command line turned on besides the one counted."""
+        self.loss = LossField()
+        self.bind("loss", "Loss", self.loss, _set_loss)
+        self.loss_conflict = QLabel()
+        self.loss_conflict.setObjectName("lossConflict")
+        self.loss_conflict.setAccessibleName("Other losses turned on")
+        self.loss_conflict.setTextFormat(Qt.TextFormat.PlainText)
+        self.loss_conflict.setWordWrap(True)
+        self.loss_conflict.setStyleSheet(f"color: {colours.PROBLEM};")  # a note, quieter than the banner's
+        self.form.addRow("", self.loss_conflict)
+        self.form.setRowVisible(self.loss_conflict, False)
+
     def shown_key(self, plan: Plan) -> tuple[object, ...]:
         model = plan.model
-        return (*super().shown_key(plan), model.num_layers, model.gated_mlp, plan.lora.targets)
+        # The Loss row: its entries and the switches on (the rules read more than the form's inputs).
+        losses = (loss_options(plan), tuple(plan.input_value(path) for path in LOSS_INPUTS))
+        return (*super().shown_key(plan), model.num_layers, model.gated_mlp, plan.lora.targets, losses)
 
     def show_plan(self, plan: Plan) -> None:
         if self.frozen.maximum() != plan.model.num_layers:  # at most the model's blocks
@@ -113,3 +162,15 @@ class MethodForm(PlanForm):
             box.setChecked(name in plan.lora.targets)
             box.setEnabled(name != "gate_proj" or plan.model.gated_mlp)
         self.set_widget_row_visible(self.targets, input_at("lora.targets").matters(plan))
+        self._show_loss(plan)
+
+    def _show_loss(self, plan: Plan) -> None:
+        options = loss_options(plan)
+        self.loss.show_options(options, loss_choice(plan))
+        labels = {option.choice: option.label for option in options}
+        others = ", ".join(labels[choice] for choice in loss_conflicts(plan))
+        text = f"⚠ Also on, and ignored: {others}. Choosing an entry, this one too, turns the others off."
+        text = text if others else ""
+        if text != self.loss_conflict.text():
+            self.loss_conflict.setText(text)
+        self.set_widget_row_visible(self.loss_conflict, bool(text))

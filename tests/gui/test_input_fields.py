@@ -13,6 +13,7 @@ import pytest
 from PySide6.QtWidgets import QCheckBox, QLabel
 
 from core.inputs import INPUTS, Input, Kind, input_at
+from core.losses import LOSS_INPUTS
 from core.plan import Accounting, Engine, Method, Plan, Strategy
 from core.presets import default_plan, plan_for_model
 from gui.forms.fields import ChoiceField, CountField, FloatField, IntField, is_marked_invalid
@@ -28,6 +29,8 @@ def test_every_input_has_a_field_keyed_by_its_attribute_path(window: MainWindow)
     for spec in INPUTS:
         if spec.kind is Kind.TARGETS:  # one box per target module
             assert {f"{spec.path}.{t}" for t in ("q_proj", "down_proj")} <= fields.keys()
+        elif spec.path in LOSS_INPUTS:  # the loss switches: one Loss list (core.losses)
+            assert "loss" in fields
         else:
             assert spec.path in fields, spec.path
 
@@ -64,7 +67,7 @@ def test_fields_take_the_tables_words(window: MainWindow) -> None:
     fields = _fields(window)
     labels: dict[str, QLabel] = {key: label for form in window.forms for key, label in form.labels.items()}
     for spec in INPUTS:
-        if spec.kind is Kind.TARGETS:
+        if spec.kind is Kind.TARGETS or spec.path in LOSS_INPUTS:  # the Loss list: test_loss_choice.py
             continue
         widget = fields[spec.path]
         assert widget.accessibleName() == spec.name, spec.path

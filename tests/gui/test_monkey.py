@@ -30,6 +30,7 @@ from PySide6.QtWidgets import QAbstractSpinBox, QApplication, QCheckBox, QComboB
 
 from core.files import planfile
 from core.inputs import INPUTS
+from core.losses import loss_choice
 from core.plan import Plan
 from core.units import GB, GiB
 from core.verdict import Mode
@@ -266,21 +267,16 @@ def expected_values(window: MainWindow, plan: Plan) -> dict[str, Any]:
         "checkpointing": plan.checkpointing,
         "checkpoint_policy": plan.checkpoint_policy.value,
         "checkpoint_every": plan.checkpoint_every,
-        "chunked_loss": plan.chunked_loss,
         "stack": plan.stack.value,
         "float8": plan.float8.value,
-        "fused_loss": plan.fused_loss,
         "grad_clip": plan.grad_clip,
         "optimizer_in_backward": plan.optimizer_in_backward,
         "activation_offload": plan.activation_offload,
         "bnb_legacy": plan.bnb_legacy,
         "kbit_upcast": plan.kbit_upcast,
         "litgpt": plan.litgpt,
-        "compiled_loss": plan.compiled_loss,
-        "flash_loss": plan.flash_loss,
-        "megatron_ce_fusion": plan.megatron_ce_fusion,
+        "loss": loss_choice(plan).value,  # the one Loss list for the loss switches
         "loop_keeps_output": plan.loop_keeps_output,
-        "loss_16bit": plan.loss_16bit,
         "experts_loop": plan.experts_loop,
         "moe_grouped_gemm": plan.moe_grouped_gemm,
         "unsloth": plan.unsloth,
@@ -616,10 +612,11 @@ class Monkey:
         index = self.rng.randrange(form.preset.count())
         form.preset.setCurrentIndex(index)
         self.done["precision"] += 1
-        if self.rng.random() < 0.5:  # and their own loop: every framework's loss code unticked
-            for box in (form.fused_loss, form.chunked, form.compiled_loss, form.litgpt, form.unsloth, form.flash_loss):
+        if self.rng.random() < 0.5:  # and their own loop: the default loss, no framework's own
+            for box in (form.litgpt, form.unsloth):
                 if box.isVisibleTo(self.window) and box.isEnabled() and box.isChecked():
                     box.setChecked(False)
+            form.loss.setCurrentIndex(0)  # the default entry comes first
             return f"precision {form.preset.itemText(index)!r}, losses off"
         return f"precision {form.preset.itemText(index)!r}"
 
