@@ -95,6 +95,7 @@ class MethodForm(PlanForm):
         self.litgpt = self.add_input("litgpt")
         self.unsloth = self.add_input("unsloth")
         self.loop_keeps_output = self.add_input("loop_keeps_output")
+        self.training_kv_cache = self.add_input("training_kv_cache")
         self.loss_16bit = self.add_input("loss_16bit")
         self.experts_loop = self.add_input("experts_loop")
         self.optimizer_in_backward = self.add_input("optimizer_in_backward")
