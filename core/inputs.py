@@ -891,6 +891,24 @@ INPUTS: Final[tuple[Input, ...]] = (
           "logits before the backward.",
           ("--loop-keeps-output",), "the loop holds the model output (float32 logits) through the backward",
           matters=lambda p: not own_loss_code(p)),
+    # transformers' decoders return every layer's key and value states when use_cache is on, as it is by
+    # default (LlamaConfig use_cache=True), in training too: huggingface/transformers v4.31.0
+    # models/llama/modeling_llama.py, LlamaAttention.forward ``past_key_value = (key_states, value_states)
+    # if use_cache else None`` (after RoPE, before repeat_kv), LlamaModel.forward collects them in
+    # ``next_decoder_cache`` and returns them as ``past_key_values``; it turns use_cache off only ``if
+    # self.gradient_checkpointing and self.training`` (HF's own checkpointing), not under PyTorch's
+    # checkpoint_wrapper (FSDP activation checkpointing: llama-recipes before its PR #165, 2023-09).
+    # What it keeps: core.training.activations.kv_cache_terms.
+    Input("training_kv_cache", Kind.BOOL, "K/V cache kept in training", "Key/value cache returned by the "
+          "training forward", False,
+          "The model returns its key/value cache (past_key_values) from the training forward: transformers' "
+          "use_cache=True, its default, with checkpointing other than its own gradient_checkpointing (FSDP's "
+          "checkpoint_wrapper) or none. Every layer's K and V (batch x tokens x kv heads x head dim, 16 bits) "
+          "live until the loop drops the output; with checkpointing they are all extra, without it only where "
+          "the attention keeps other tensors (grouped-query heads repeated, outside flash-attn). Pass "
+          "use_cache=False when loading the model to be rid of them.",
+          ("--training-kv-cache",), "the training forward returns past_key_values (transformers use_cache=True)",
+          matters=lambda p: p.stack is not Stack.MEGATRON, training_only=True),
     # transformers 4.55's GptOssExperts in training mode loops over the experts and indexes each one's
     # weights out of the stacked [E, ...] parameters (huggingface/transformers v4.55.0,
     # models/gpt_oss/modeling_gpt_oss.py ``GptOssExperts.forward``, ``if self.training``); the hub's

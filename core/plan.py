@@ -506,6 +506,7 @@ class Plan:
     flash_loss: bool = DEFAULTS["flash_loss"]  # flash-attn's fused cross-entropy (llm-foundry MPT): 16-bit logits kept
     litgpt: bool = DEFAULTS["litgpt"]  # litgpt finetune loop: chunked 16-bit loss, previous logits kept
     loop_keeps_output: bool = DEFAULTS["loop_keeps_output"]  # the loop holds model(...)'s output through backward
+    training_kv_cache: bool = DEFAULTS["training_kv_cache"]  # the forward returns past_key_values (use_cache)
     unsloth: bool = DEFAULTS["unsloth"]  # Unsloth FastLanguageModel: fused chunked loss, fast LoRA kernels
     megatron_ce_fusion: MegatronCeFusion = DEFAULTS["megatron_ce_fusion"]  # Megatron-Core's fused cross-entropy
     moe_grouped_gemm: bool = DEFAULTS["moe_grouped_gemm"]  # Megatron --moe-grouped-gemm (TE grouped GEMM)

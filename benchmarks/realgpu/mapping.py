@@ -40,6 +40,11 @@ The mapping's own choices are written here once, with their reason:
 - an Unsloth run (``framework`` "Unsloth ...") is the plan setting ``unsloth`` with its checkpointing
   policy "unsloth"; a run of the Cut Cross-Entropy releases (2024.12 to 2025.7) or the README's
   Dec 2024 table also has ``fused_loss`` (its record's ``fused_ce_or_liger``), which comes first;
+- a record's ``use_cache`` (transformers' config default, on where the script never turned it off and
+  HF's own gradient checkpointing did not) is the plan's ``training_kv_cache``, and its
+  ``loop_keeps_output`` true the loop that drops the model output after the step, while "until-next-forward"
+  (llama-recipes before its PR #41: ``outputs = model(**batch)`` rebinds only when the next call returns)
+  and ``fsdp_limit_all_gathers`` false (FSDP1's rate limiter off) are listed as missing;
 - a record's ``model_changes`` names the catalogue model's fields its code changes (LLMs-from-scratch's
   hand-written GPT-2: untied head, no q/k/v bias, torch's GELU, no KV cache, a padded vocabulary);
 - a card outside the catalogue is a custom card of the memory its driver reports (A10G:
@@ -115,6 +120,9 @@ FAMILY: Final = {
     "torchao-low-bit-optim-2024-09": "torchao-optim",
     # AWS's torchtitan test case: torchtitan's code on AWS's own 32 H100s (not the torchtitan, Trainy or torchao runs).
     "aws-awsome-distributed-torchtitan-2025-03": "aws",
+    # llama-recipes' maintainers (Andrew Gu, Hamid Shojanazeri): their llama_finetuning.py (FSDP1, Hugging Face
+    # Llama) on AWS A100s, July-September 2023; no other source ran that script.
+    "llama-recipes-fsdp-2023": "llama-recipes",
 }
 
 # Cards outside gpus.json, by the memory their driver reports (decimal GB for custom_gpu).
@@ -199,6 +207,7 @@ HELD_OUT_SOURCES: Final = frozenset(
         "rasbt-llms-from-scratch-speed-2025-02",
         "torchao-low-bit-optim-2024-09",
         "aws-awsome-distributed-torchtitan-2025-03",
+        "llama-recipes-fsdp-2023",
     }
 )
 
@@ -294,6 +303,10 @@ def _missing(recipe: Mapping[str, Any]) -> list[str]:
         out.append("LoRA on the output head")
     if any("target_parameters" in t for t in lora.get("targets", ())):
         out.append("LoRA on MoE expert parameters (target_parameters)")
+    if recipe.get("loop_keeps_output") == "until-next-forward":
+        out.append("a loop that keeps the previous step's output (logits, past_key_values) through the next forward")
+    if recipe.get("fsdp_limit_all_gathers") is False:
+        out.append("FSDP1 without its all-gather rate limiter (limit_all_gathers=False)")
     if recipe.get("loss") in _LOSSES_MISSING:
         out.append(_LOSSES_MISSING[recipe["loss"]])
     era = _unsloth_era(recipe)
@@ -635,7 +648,8 @@ def _plan(
         bnb_legacy=_bnb_legacy(recipe),
         kbit_upcast=bool(recipe["prepare_model_for_kbit_training"]) and method is Method.QLORA,
         **_loss(recipe, family),
-        loop_keeps_output=family in KEEPS_OUTPUT_FAMILIES,
+        loop_keeps_output=family in KEEPS_OUTPUT_FAMILIES or recipe.get("loop_keeps_output") is True,
+        training_kv_cache=bool(recipe.get("use_cache")),
         experts_loop=_experts_loop(recipe),
         stack=Stack.COMPILE if recipe["compile"] else Stack.EAGER,
         float8=_float8(recipe),

@@ -125,6 +125,8 @@ OPTIONAL_KEYS: Final = (
             # aten cross-entropy every earlier release priced.
             "flash_loss",
             "loop_keeps_output",
+            # The K/V cache a training forward returns (branch h35smi): a file without it reads as off.
+            "training_kv_cache",
             # Unsloth (branch h22k): a file without it reads as before, no Unsloth.
             "unsloth",
             # Megatron's cross-entropy fusion (branch h22y): a file without it reads as off, the

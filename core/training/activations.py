@@ -632,6 +632,9 @@ class LossMemory:
 
     forward: tuple[Term, ...]  # live at the end of the forward pass (logits, their float32 copy, log-softmax)
     backward: tuple[Term, ...]  # live at the start of the backward pass
+    # Held by the loop through every phase of the backward and the optimizer step (the key/value cache of a
+    # model output the loop keeps: kv_cache_terms); split over tensor-parallel ranks like the rest.
+    held: tuple[Term, ...] = ()
 
 
 @last_answer
@@ -653,7 +656,55 @@ def loss_memory(plan: Plan, loss_parallel: bool = False) -> LossMemory:
     ``loss_parallel``: the cross-entropy of vocabulary-sharded logits under PyTorch's
     ``loss_parallel()`` (see :func:`_loss_parallel`), which holds one float32 N·V tensor more
     in the forward and in the backward.
+
+    The model's key/value cache, when its forward returns one (``training_kv_cache``), is part of
+    the same output: :func:`kv_cache_terms`.
     """
+    loss = _loss_terms(plan, loss_parallel)
+    cache = kv_cache_terms(plan)
+    if not cache:
+        return loss
+    return LossMemory(loss.forward + cache, loss.backward, cache if plan.loop_keeps_output else ())
+
+
+def kv_cache_terms(plan: Plan) -> tuple[Term, ...]:
+    """The key/value cache a transformers model returns from its training forward (``training_kv_cache``:
+    ``use_cache=True``, the config's default). huggingface/transformers v4.31.0
+    models/llama/modeling_llama.py: ``LlamaAttention.forward`` sets ``past_key_value = (key_states,
+    value_states) if use_cache else None`` after RoPE and before ``repeat_kv``, so each layer keeps its K
+    and V at kv_heads × head_dim; ``LlamaModel.forward`` collects them in ``next_decoder_cache`` and
+    returns them as ``past_key_values``, turning use_cache off only under its own gradient checkpointing.
+    They live from their layer's forward to the end of the model's (where the loss is taken), and through
+    every phase of the backward and the optimizer step when the loop keeps the output (``loop_keeps_output``:
+    LossMemory.held; Answer.AI's loop drops it after the step).
+
+    Which of them are extra: a block recomputed by full checkpointing (PyTorch's checkpoint_wrapper) keeps
+    none of its forward's tensors, so every layer's K and V are; without checkpointing the attention's own
+    saved K and V are the same tensors (``repeat_kv`` returns its input when n_rep == 1, and flash-attn
+    takes K and V unrepeated), so only grouped-query heads repeated for eager or SDPA attention leave the
+    cached ones extra. Selective policies are taken as no checkpointing (they keep some of the block). The
+    cache is counted with the loss, on the stage that holds the head."""
+    model = plan.model
+    if not plan.training_kv_cache or plan.stack is Stack.MEGATRON:
+        return ()
+    recomputed = plan.checkpointing and plan.checkpoint_policy is CheckpointPolicy.FULL
+    repeated = model.num_kv_heads < model.num_heads and plan.attention not in (Attention.FLASH, Attention.FLASH1)
+    if not (recomputed or repeated):
+        return ()
+    ca = dtypes_for(plan).compute
+    n = plan.workload.micro_batch * plan.workload.seq_len
+    layers = model.num_layers
+    return (
+        Term(
+            "key/value cache returned by the forward (past_key_values), every layer",
+            f"2 × L × N × kv·head_dim × {ca:g} = 2 × {layers} × {sci(n)} × {model.kv_width} × {ca:g}",
+            2 * layers * n * model.kv_width * ca,
+        ),
+    )
+
+
+def _loss_terms(plan: Plan, loss_parallel: bool) -> LossMemory:
+    """The logits and the cross-entropy alone (see :func:`loss_memory`)."""
     model = plan.model
     n = plan.workload.micro_batch * plan.workload.seq_len
     v = model.vocab_size

@@ -393,7 +393,11 @@ def _parts(plan: Plan, counts: ParamCounts, dt: Dtypes, rank: Rank | None = None
         outside = outside + pipeline_buffers(n * model.hidden_size / nd_divisor, adt.residual, lay)
         v_div, v_why = vocab_region(lay)
         if stage.head:
-            loss = LossMemory(tuple(split(loss.forward, v_div, v_why)), tuple(split(loss.backward, v_div, v_why)))
+            loss = LossMemory(
+                tuple(split(loss.forward, v_div, v_why)),
+                tuple(split(loss.backward, v_div, v_why)),
+                tuple(split(loss.held, v_div, v_why)),
+            )
         else:
             loss = LossMemory((), ())
         tp_why = f"÷ TP {lay.tensor_parallel}" if lay.tensor_parallel > 1 else ""
@@ -656,7 +660,7 @@ def backward_phases(plan: Plan, parts: _Parts, dt: Dtypes) -> list[Phase]:
             weights.start,
             _held_gradients(plan, parts),
             optim,
-            make_bucket(BucketKey.ACTIVATIONS, [*parts.kept, *parts.outside, *parts.loss.backward]),
+            make_bucket(BucketKey.ACTIVATIONS, [*parts.kept, *parts.outside, *parts.loss.backward, *parts.loss.held]),
         ),
         "start of the backward pass: activations still held, the loss gradient being formed",
         StepPhase.BACKWARD_START,
@@ -673,7 +677,10 @@ def backward_phases(plan: Plan, parts: _Parts, dt: Dtypes) -> list[Phase]:
                 else (parts.backward_grads + parts.root_grads if accumulating else parts.head_grad) + buffers,
             ),
             optim,
-            make_bucket(BucketKey.ACTIVATIONS, parts.kept + parts.outside + parts.recomputed + [parts.layer_grads]),
+            make_bucket(
+                BucketKey.ACTIVATIONS,
+                parts.kept + parts.outside + parts.recomputed + [parts.layer_grads, *parts.loss.held],
+            ),
         ),
         "backward through the last block: its activations (recomputed with checkpointing) and gradients",
         StepPhase.BACKWARD_BLOCK,
@@ -692,7 +699,11 @@ def _first_block_backward(parts: _Parts, copy: Term | None, optim: Bucket, buffe
     weights = make_bucket(BucketKey.WEIGHTS, parts.weights + ([copy] if copy else []) + parts.extra("backward"))
     first_block = make_bucket(
         BucketKey.ACTIVATIONS,
-        [Term("the first block's saved tensors", "Σ of one block", parts.block.bytes), parts.layer_grads],
+        [
+            Term("the first block's saved tensors", "Σ of one block", parts.block.bytes),
+            parts.layer_grads,
+            *parts.loss.held,
+        ],
     )
     held = [*parts.backward_grads, *parts.root_grads, *parts.extra("root_pending")]
     # Never more than the gradients held: where they live outside whole .grad tensors (DeepSpeed's
@@ -718,7 +729,7 @@ def _embedding_gradient_formed(plan: Plan, parts: _Parts, dt: Dtypes, optim: Buc
     so three V·d gradients coexist for a moment), or under FSDP2 the root unit, resharded,
     reducing its gradients last."""
     model = plan.model
-    no_activations = make_bucket(BucketKey.ACTIVATIONS, [])
+    held = make_bucket(BucketKey.ACTIVATIONS, list(parts.loss.held))
     root_reduce = parts.extra("root_reduce")
     if root_reduce:
         gradients = parts.backward_grads + parts.extra("root_pending") + root_reduce + parts.extra("persistent")
@@ -728,7 +739,7 @@ def _embedding_gradient_formed(plan: Plan, parts: _Parts, dt: Dtypes, optim: Buc
                 make_bucket(BucketKey.WEIGHTS, parts.weights),
                 make_bucket(BucketKey.GRADIENTS, gradients),
                 optim,
-                no_activations,
+                held,
             ),
             "end of the backward pass: the root unit's gradients reduced",
             StepPhase.BACKWARD_END,
@@ -743,7 +754,7 @@ def _embedding_gradient_formed(plan: Plan, parts: _Parts, dt: Dtypes, optim: Buc
             make_bucket(BucketKey.WEIGHTS, parts.weights + parts.extra("backward")),
             make_bucket(BucketKey.GRADIENTS, parts.backward_grads + parts.root_grads + tied_extra + buffers),
             optim,
-            no_activations,
+            held,
         ),
         "end of the backward pass: the embedding gradient formed",
         StepPhase.BACKWARD_END,
@@ -758,7 +769,7 @@ def optimizer_phase(plan: Plan, counts: ParamCounts, parts: _Parts, dt: Dtypes) 
                 make_bucket(BucketKey.WEIGHTS, parts.weights),
                 make_bucket(BucketKey.GRADIENTS, parts.extra("persistent")),
                 make_bucket(BucketKey.OPTIMIZER, parts.optim + parts.extra("step")),
-                make_bucket(BucketKey.ACTIVATIONS, []),
+                make_bucket(BucketKey.ACTIVATIONS, list(parts.loss.held)),
             ),
             "no step of its own: each parameter was updated in the backward as its gradient formed",
             StepPhase.OPTIMIZER,
@@ -776,7 +787,7 @@ def optimizer_phase(plan: Plan, counts: ParamCounts, parts: _Parts, dt: Dtypes) 
             make_bucket(
                 BucketKey.OPTIMIZER, parts.optim + ([temp] if temp else []) + clip_terms(plan) + parts.extra("step")
             ),
-            make_bucket(BucketKey.ACTIVATIONS, []),
+            make_bucket(BucketKey.ACTIVATIONS, list(parts.loss.held)),
         ),
         "optimizer step: every gradient, the state, and the step's temporaries",
         StepPhase.OPTIMIZER,

@@ -123,6 +123,7 @@ class MethodForm(PlanForm):
         self.float8 = self.add_input("float8")
         self._add_loss()  # after the software: its entries depend on it (Megatron's own)
         self.loop_keeps_output = self.add_input("loop_keeps_output")
+        self.training_kv_cache = self.add_input("training_kv_cache")
         self.moe_grouped_gemm = self.add_input("moe_grouped_gemm")
         self.dropout = self.add_input("lora.dropout")
         self.bnb_legacy = self.add_input("bnb_legacy")

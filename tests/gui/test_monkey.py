@@ -277,6 +277,7 @@ def expected_values(window: MainWindow, plan: Plan) -> dict[str, Any]:
         "litgpt": plan.litgpt,
         "loss": loss_choice(plan).value,  # the one Loss list for the loss switches
         "loop_keeps_output": plan.loop_keeps_output,
+        "training_kv_cache": plan.training_kv_cache,
         "experts_loop": plan.experts_loop,
         "moe_grouped_gemm": plan.moe_grouped_gemm,
         "unsloth": plan.unsloth,
@@ -621,14 +622,17 @@ class Monkey:
         return f"precision {form.preset.itemText(index)!r}"
 
     def spread_over_gpus(self) -> str:
-        """What a user planning a multi-GPU run types: nodes, GPUs per node, a TP degree and a
+        """What a user planning a multi-GPU run types: nodes, GPUs per node, TP / PP / CP degrees and a
         strategy, each committed with Enter (random typing seldom makes a layout that shows the
-        rows for tensor parallel, FSDP or ZeRO)."""
+        rows for tensor parallel, FSDP or ZeRO, or the CP rotation's: a CP layout was added when the
+        Method form gained training_kv_cache and the seeded path stopped reaching it at 80 to 100 edits
+        per input)."""
         form = self.window.parallel_form
-        nodes, gpus, tp, pp = self.rng.choice(((1, 1, 1, 1), (1, 8, 2, 1), (2, 8, 4, 2), (4, 8, 8, 1), (2, 4, 1, 2)))
-        degrees = ((form.tensor_parallel, 1), (form.pipeline_parallel, 1))
+        layouts = ((1, 1, 1, 1, 1), (1, 8, 2, 1, 1), (2, 8, 4, 2, 1), (4, 8, 8, 1, 1), (2, 4, 1, 2, 1), (1, 8, 2, 1, 2))
+        nodes, gpus, tp, pp, cp = self.rng.choice(layouts)
+        degrees = ((form.tensor_parallel, 1), (form.pipeline_parallel, 1), (form.context_parallel, 1))
         layout = ((form.nodes, nodes), (form.gpus_per_node, gpus), (form.tensor_parallel, tp))
-        for field, value in (*degrees, *layout, (form.pipeline_parallel, pp)):
+        for field, value in (*degrees, *layout, (form.pipeline_parallel, pp), (form.context_parallel, cp)):
             field.setFocus()
             field.lineEdit().selectAll()
             type_keys(self.qtbot, field.lineEdit(), str(value))
@@ -646,7 +650,7 @@ class Monkey:
         if pp > 1:
             form.schedule.setCurrentIndex(self.rng.randrange(form.schedule.count()))
         self.done["layout"] += 1
-        return f"layout {nodes} × {gpus}, TP {tp}, PP {pp}, {form.strategy.itemText(strategy)!r}"
+        return f"layout {nodes} × {gpus}, TP {tp}, PP {pp}, CP {cp}, {form.strategy.itemText(strategy)!r}"
 
 
 def test_monkey(qtbot: Any, window: MainWindow) -> None:

@@ -143,6 +143,10 @@ RECIPE_WHY: Final = {
         "a training loop that holds the model output through the backward (Answer.AI's train.py); "
         "this target's trainer drops it first"
     ),
+    "method.training_kv_cache": (
+        "transformers' use_cache is a model-loading argument of the training script (use_cache=False drops "
+        "the cache), not a key of this target"
+    ),
     "method.loss_16bit": (
         "a cross-entropy on 16-bit logits is the training script's own loss call, not a key of this target "
         "(its trainer upcasts the logits to float32)"

@@ -136,6 +136,7 @@ TRAINING_FIELDS: Final = (
         _matters("loop_keeps_output"),
         *_LOSS_CODE,
     ),
+    _f("method.training_kv_cache", lambda p: p.training_kv_cache, _matters("training_kv_cache"), "method.stack"),
     _f(
         "method.loss_16bit",
         lambda p: p.loss_16bit,

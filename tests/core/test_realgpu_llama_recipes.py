@@ -1,0 +1,74 @@
+"""llama-recipes' FSDP readings as a held-out source (issue 22; docs/REAL_GPU_MEMORY.md, "llama-recipes' FSDP
+runs and the K/V cache a training forward returns, held out"): PRs #41 and #165 and issues #100 and #120 of
+meta-llama/llama-recipes (now llama-cookbook), posted by its maintainers in July-September 2023. Held out of every
+fit: five figures scored, the rest listed with what the plan lacks or why the recipe is unknown.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from tests.scripts import load_script
+
+FOLDER = Path(__file__).resolve().parents[2] / "benchmarks" / "realgpu"
+SOURCE = "llama-recipes-fsdp-2023"
+SCORED = (
+    "llamarecipes-pr41-7b-lora-4xa100-40-final-active",
+    "llamarecipes-pr41-7b-lora-4xa100-40-final-reserved",
+    "llamarecipes-i120-70b-full-16xa100-80-adamw-allocated",
+    "llamarecipes-i120-70b-full-16xa100-80-adamw-reserved",
+    "llamarecipes-i120-70b-full-16xa100-80-adamw-active",
+)
+
+
+def _corpus() -> dict:  # type: ignore[type-arg]
+    return json.loads((FOLDER / "memory_figures.json").read_text())  # type: ignore[no-any-return]
+
+
+def test_the_source_and_its_figures_are_recorded() -> None:
+    corpus = _corpus()
+    (source,) = [s for s in corpus["sources"] if s["id"] == SOURCE]
+    for key in (
+        "kind",
+        "authors_or_org",
+        "url_or_repo",
+        "commit_or_date",
+        "independence_note",
+        "how_metric_was_determined",
+    ):
+        assert source[key], key
+    figures = [f for f in corpus["figures"] if f["source_id"] == SOURCE]
+    assert len(figures) == 16
+    for figure in figures:
+        assert figure["quote"] and figure["location"]["url"] and figure["assumptions"], figure["id"]
+        assert figure["recipe"]["use_cache"] is True, figure["id"]  # every run predates llama-recipes' PR #165
+    # The issue answers quote llama-recipes' own printout, int(x / 2**30): whole GiB.
+    assert all(f["unit"] == "GiB" and f["value"] == int(f["value"]) for f in figures if "-i1" in f["id"])
+
+
+def test_it_is_held_out_and_moves_no_fit() -> None:
+    mapping = load_script(FOLDER / "mapping.py", "realgpu_mapping_llama_recipes")
+    bench = load_script(FOLDER / "memory.py", "realgpu_memory_llama_recipes")
+    result = bench.run()
+    mine = [m for m in result.mapped if m.source == SOURCE]
+    assert len(mine) == 16 and SOURCE in mapping.HELD_OUT_SOURCES
+    for m in mine:
+        assert m.held_out and m.family == "llama-recipes"
+        assert m.scored == (m.id in SCORED), m.id
+        assert m.scored or m.missing or m.unscored, m.id
+        if m.plan is not None:
+            assert m.plan.training_kv_cache and not m.plan.parallel.fsdp1_wrap, m.id
+    assert sorted(r.mapped.id for r in result.rows if r.mapped.source == SOURCE) == sorted(SCORED)
+    others = bench.run([m.figure for m in result.mapped if m.source != SOURCE])
+    assert others.fitted_all == result.fitted_all
+    assert others.fitted_without == {k: v for k, v in result.fitted_without.items() if k in others.fitted_without}
+
+
+def test_the_missing_capabilities_are_named() -> None:
+    mapping = load_script(FOLDER / "mapping.py", "realgpu_mapping_llama_recipes_missing")
+    missing = {f["id"]: mapping.map_figure(f).missing for f in _corpus()["figures"] if f["source_id"] == SOURCE}
+    kept = [i for i, why in missing.items() if any("previous step's output" in w for w in why)]
+    assert sorted(kept) == sorted(i for i in missing if "output-kept" in i)
+    assert sum(any("limit_all_gathers" in w for w in why) for why in missing.values()) == 2
+    assert sum(any("anyprecision" in w for w in why) for why in missing.values()) == 3

@@ -1,0 +1,101 @@
+"""The key/value cache a transformers model returns from its training forward (``training_kv_cache``).
+
+Source: huggingface/transformers v4.31.0 (the PyPI wheel) models/llama/modeling_llama.py:
+``LlamaAttention.forward`` sets ``past_key_value = (key_states, value_states) if use_cache else None``
+after RoPE and before ``repeat_kv`` (which returns its input when n_rep == 1); ``LlamaModel.forward``
+collects them in ``next_decoder_cache`` and returns them as ``past_key_values``, turning use_cache off
+only ``if self.gradient_checkpointing and self.training``; configuration_llama.py defaults
+``use_cache=True``. llama-recipes' PR #165 (2023-09-05) passes use_cache=False under FSDP: "For the
+LLaMA-7B run, this saves ~4 GB in activation memory and avoids peak memory from being at the end of the
+forward pass". Llama-2-7B: 32 layers, 32 heads of 128 (no grouped-query attention); Llama-3.1-8B: 32
+layers, 8 key/value heads of 128.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from core.catalogue import find_model
+from core.cli.app import main as cli_main
+from core.estimate import estimate
+from core.plan import Attention, Method, Plan, Stack, Workload
+from core.training.activations import kv_cache_terms, loss_memory
+from tests.scripts import load_script
+
+FOLDER = Path(__file__).resolve().parents[2] / "benchmarks" / "realgpu"
+# 2 (K and V) × 32 layers × 4 × 2,048 tokens × 4,096 (32 heads × 128) × 2 bytes.
+LLAMA2_CACHE = 2 * 32 * 4 * 2_048 * 4_096 * 2
+
+
+def _plan(model: str = "llama-2-7b", **changes: object) -> Plan:
+    plan = Plan(
+        model=find_model(model).spec,
+        method=Method.LORA,
+        workload=Workload(micro_batch=4, seq_len=2_048),
+        checkpointing=True,
+        training_kv_cache=True,
+    )
+    return plan.with_changes(**changes) if changes else plan
+
+
+def test_under_full_checkpointing_every_layers_k_and_v_are_kept_to_the_end_of_the_forward() -> None:
+    (term,) = kv_cache_terms(_plan())
+    assert term.bytes == LLAMA2_CACHE == 4_294_967_296  # PR #165's "~4 GB"
+    with_it, without = loss_memory(_plan()), loss_memory(_plan(training_kv_cache=False))
+    assert with_it.forward == (*without.forward, term)
+    assert with_it.backward == without.backward and with_it.held == ()  # the loop drops the output first
+
+
+def test_it_moves_the_peak_to_the_end_of_the_forward_by_its_size() -> None:
+    on, off = estimate(_plan()), estimate(_plan(training_kv_cache=False))
+    forward_on = next(p for p in on.phases if p.name == "forward + loss")
+    forward_off = next(p for p in off.phases if p.name == "forward + loss")
+    assert forward_on.allocated_bytes - forward_off.allocated_bytes == LLAMA2_CACHE
+    assert on.peak_phase == "forward + loss" and off.peak_phase == "backward"
+
+
+def test_without_checkpointing_only_repeated_grouped_query_heads_leave_it_extra() -> None:
+    # Llama-2-7B: the cached K and V are the tensors the attention saves.
+    assert kv_cache_terms(_plan(checkpointing=False)) == ()
+    # Llama-3.1-8B: repeat_kv makes the attention's own copies; the cache's 8 heads are extra.
+    (term,) = kv_cache_terms(_plan("llama-3.1-8b", checkpointing=False))
+    assert term.bytes == 2 * 32 * 4 * 2_048 * (8 * 128) * 2
+    # flash-attn takes K and V unrepeated and saves them: nothing extra.
+    assert kv_cache_terms(_plan("llama-3.1-8b", checkpointing=False, attention=Attention.FLASH)) == ()
+
+
+def test_a_loop_that_keeps_the_output_holds_it_through_the_backward_and_the_step() -> None:
+    kept = estimate(_plan(loop_keeps_output=True))
+    dropped = estimate(_plan(loop_keeps_output=True, training_kv_cache=False))
+    label = kv_cache_terms(_plan())[0].label
+    for on, off in zip(kept.phases, dropped.phases, strict=True):
+        assert on.name == off.name
+        assert on.allocated_bytes - off.allocated_bytes == LLAMA2_CACHE, on.name
+        assert any(t.label == label for b in on.buckets for t in b.terms), on.name
+
+
+def test_megatron_and_the_default_have_no_cache() -> None:
+    assert kv_cache_terms(_plan(training_kv_cache=False)) == ()
+    assert kv_cache_terms(_plan(stack=Stack.MEGATRON, method=Method.FULL)) == ()
+
+
+def test_the_command_line_sets_it(capsys: object) -> None:
+    args = ["estimate", "--model", "llama-2-7b", "--method", "lora", "--micro-batch", "4", "--seq", "2048"]
+    args += ["--checkpointing", "--json"]
+    assert cli_main(args) == 0
+    plain = json.loads(capsys.readouterr().out)  # type: ignore[attr-defined]
+    assert cli_main([*args, "--training-kv-cache"]) == 0
+    cached = json.loads(capsys.readouterr().out)  # type: ignore[attr-defined]
+    assert cached["peak_bytes"] > plain["peak_bytes"]
+
+
+def test_the_mapping_plans_only_llama_recipes_records_with_it() -> None:
+    mapping = load_script(FOLDER / "mapping.py", "realgpu_mapping_kv_cache")
+    figures = json.loads((FOLDER / "memory_figures.json").read_text())["figures"]
+    cached = {
+        mapping.FAMILY[f["source_id"]]
+        for f in figures
+        if (m := mapping.map_figure(f)).plan is not None and m.plan.training_kv_cache
+    }
+    assert cached == {"llama-recipes"}
