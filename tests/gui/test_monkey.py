@@ -629,10 +629,15 @@ class Monkey:
         strategy, each committed with Enter (random typing seldom makes a layout that shows the
         rows for tensor parallel, FSDP or ZeRO)."""
         form = self.window.parallel_form
-        nodes, gpus, tp, pp = self.rng.choice(((1, 1, 1, 1), (1, 8, 2, 1), (2, 8, 4, 2), (4, 8, 8, 1), (2, 4, 1, 2)))
-        degrees = ((form.tensor_parallel, 1), (form.pipeline_parallel, 1))
+        # The last one splits the sequence too (CP 2): the rows only context parallel shows (PyTorch's
+        # ring rotation) were left to random typing, which a new input's turn in the seeded path
+        # (parallel.zero_overlap_comm) was enough to make miss.
+        nodes, gpus, tp, pp, cp = self.rng.choice(
+            ((1, 1, 1, 1, 1), (1, 8, 2, 1, 1), (2, 8, 4, 2, 1), (4, 8, 8, 1, 1), (2, 4, 1, 2, 1), (2, 8, 2, 1, 2))
+        )
+        degrees = ((form.tensor_parallel, 1), (form.pipeline_parallel, 1), (form.context_parallel, 1))
         layout = ((form.nodes, nodes), (form.gpus_per_node, gpus), (form.tensor_parallel, tp))
-        for field, value in (*degrees, *layout, (form.pipeline_parallel, pp)):
+        for field, value in (*degrees, *layout, (form.pipeline_parallel, pp), (form.context_parallel, cp)):
             field.setFocus()
             field.lineEdit().selectAll()
             type_keys(self.qtbot, field.lineEdit(), str(value))
@@ -650,7 +655,7 @@ class Monkey:
         if pp > 1:
             form.schedule.setCurrentIndex(self.rng.randrange(form.schedule.count()))
         self.done["layout"] += 1
-        return f"layout {nodes} × {gpus}, TP {tp}, PP {pp}, {form.strategy.itemText(strategy)!r}"
+        return f"layout {nodes} × {gpus}, TP {tp}, PP {pp}, CP {cp}, {form.strategy.itemText(strategy)!r}"
 
 
 def test_monkey(qtbot: Any, window: MainWindow) -> None:
