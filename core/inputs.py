@@ -634,6 +634,21 @@ def megatron_grad_buffer(plan: Plan) -> bool:
     return plan.stack is Stack.MEGATRON and plan.parallel.strategy in (Strategy.DDP, Strategy.ZERO1)
 
 
+def zero_overlap_comm(plan: Plan) -> bool:
+    """Whether the plan's ZeRO-1 / ZeRO-2 run is DeepSpeed's with ``zero_optimization.overlap_comm``
+    on (``parallel.zero_overlap_comm``): the gradients reduced bucket by bucket on DeepSpeed's
+    ``reduction_stream`` during the backward, into a second ipg bucket (deepspeedai/DeepSpeed
+    edaa7221, deepspeed/runtime/zero/stage_1_and_2.py ``setup_buckets``, ``average_tensor``). Not
+    under the Megatron stack: there ZeRO-1 is Megatron's distributed optimizer, its overlap its own
+    (--overlap-grad-reduce). ZeRO-3 always overlaps here (its default, zero/config.py)."""
+    par = plan.parallel
+    return par.zero_overlap_comm and _zero_overlap_matters(plan)
+
+
+def _zero_overlap_matters(plan: Plan) -> bool:
+    return plan.parallel.strategy in (Strategy.ZERO1, Strategy.ZERO2) and plan.stack is not Stack.MEGATRON
+
+
 def megatron_dispatcher(plan: Plan) -> MoeDispatcher | None:
     """The MoE token dispatcher the plan runs (``parallel.moe_dispatcher``) where Megatron-Core
     dispatches tokens at all — the Megatron stack, a mixture of experts, TP × EP > 1 — else None.
@@ -1338,6 +1353,16 @@ INPUTS: Final[tuple[Input, ...]] = (
           ("--zero-bucket",), "DeepSpeed reduce/allgather bucket size in elements (5e8)", unit="elements",
           low=1, high=MAX_BUCKET_ELEMENTS, advanced=True, metavar="N",
           matters=lambda p: p.parallel.strategy in ZERO_STAGES),
+    # DeepSpeed zero_optimization.overlap_comm: None means True for stage 3 only (deepspeedai/DeepSpeed
+    # edaa7221, deepspeed/runtime/zero/config.py overlap_comm_valid), so off here; ZeRO-3 is timed
+    # overlapped whatever this holds.
+    Input("parallel.zero_overlap_comm", Kind.BOOL, "Overlap gradient reduction", "ZeRO overlap_comm", False,
+          "DeepSpeed zero_optimization.overlap_comm for ZeRO-1/2 (off by default below stage 3): the "
+          "gradients are reduced bucket by bucket on a side stream during the backward (ZeRO-2 every "
+          "micro-batch, ZeRO-1 in the last one), hidden but the last bucket, at the cost of a second "
+          "reduce bucket of reduce_bucket_size elements.",
+          ("--zero-overlap-comm",), "DeepSpeed ZeRO-1/2 overlap_comm: reduce gradients during the backward",
+          advanced=True, matters=_zero_overlap_matters),
     Input("parallel.zero3_prefetch_elements", Kind.COUNT, "ZeRO-3 prefetch", "ZeRO-3 prefetch",
           ZERO3_PREFETCH_ELEMENTS,
           "DeepSpeed stage3_prefetch_bucket_size (5e7 by default).",

@@ -455,7 +455,21 @@ def _parallel(record: Mapping[str, Any], gpus: int, notes: list[str]) -> Paralle
         grad_reduce_in_fp32=_grad_reduce_in_fp32(record),
         grad_accum_fusion=_grad_accum_fusion(record),
         moe_dispatcher=_moe_dispatcher(record),
+        zero_overlap_comm=_zero_overlap_comm(record),
     )
+
+
+def _zero_overlap_comm(record: dict[str, Any]) -> bool:
+    """DeepSpeed's ``overlap_comm`` as a source's ZeRO-1 ran it. InternLM's HybridZeroOptimizer with
+    ``zero_overlap_communication=True`` (InternLM/InternLM@c18bec93 configs/7B_sft.py) hooks each
+    parameter's AccumulateGrad, fills buckets of ``reduce_bucket_size`` and reduces each full one on
+    ``self._comm_stream`` during the backward, the rest at the step (internlm/solver/optimizer/
+    hybrid_zero_optim.py ``_attach_reduction_hook``, ``_reduce_grads_stored_in_bucket``, ``step``),
+    in the last micro-batch only (internlm/core/no_pipeline_scheduler.py sets ``skip_grad_reduce``
+    for the others): what DeepSpeed ZeRO-1 does with ``overlap_comm`` (deepspeed/runtime/zero/
+    stage_1_and_2.py ``reduce_ready_partitions_and_remove_grads``). BigScience's Megatron-DeepSpeed
+    runs are timed on the Megatron stack, where the setting does not apply."""
+    return record["source_id"] == "internlm"
 
 
 # The token dispatcher of each Megatron-Bridge MoE row whose release's recipe sets a flex backend

@@ -27,7 +27,7 @@ from typing import Final
 from core.catalogue import LinkSpec, find_link, intra_link_of
 from core.dtypes import ELEMENT_BYTES, MP_BYTES, MpDtype
 from core.format import memory
-from core.inputs import megatron_dispatcher
+from core.inputs import megatron_dispatcher, zero_overlap_comm
 from core.parallel.layout import (
     dispatched_copies,
     expert_shares,
@@ -636,17 +636,22 @@ def _zero12_traffic(step: _Step, span: Span) -> _Traffic:
     # the last micro-batch's backward, the gather under the next step's first forward.
     megatron = step.plan.stack is Stack.MEGATRON
     per_micro = step.compute_seconds / step.micro
+    reduces = step.micro if zero2 else 1
+    hidden = megatron or zero_overlap_comm(step.plan)
     reduce = _collective(
-        f"ZeRO-{2 if zero2 else 1} gradient reduce-scatter",
+        f"ZeRO-{2 if zero2 else 1} gradient reduce-scatter" + (" (overlap_comm)" if hidden and not megatron else ""),
         Collective.REDUCE_SCATTER,
         step.grad_bytes,
         span,
         step.links,
-        count=step.micro if zero2 else 1,
+        count=reduces,
         launches=launches,
-        overlapped=megatron,
-        window_seconds=step.backward_micro if megatron else 0.0,
-        unhidden_share=1.0 / launches if megatron else 0.0,
+        overlapped=hidden,
+        # Each reduction hides under the backward it follows: ZeRO-2's under every micro-batch's,
+        # ZeRO-1's under the last one's; the last bucket of each waits (stage_1_and_2.py
+        # independent_gradient_partition_epilogue reduces it after the backward and synchronizes).
+        window_seconds=step.backward_micro * (1 if megatron else reduces) if hidden else 0.0,
+        unhidden_share=1.0 / launches if hidden else 0.0,
     )
     # Megatron's distributed optimizer all-gathers the model's own parameters, in their dtype (bf16
     # under --bf16: the fp32 copies are the optimizer's), "NOT grad dtype" (NVIDIA/Megatron-LM
@@ -664,19 +669,34 @@ def _zero12_traffic(step: _Step, span: Span) -> _Traffic:
         window_seconds=per_micro - step.backward_micro if megatron else 0.0,
         unhidden_share=1.0 / launches if megatron else 0.0,
     )
+    return _Traffic((reduce, gather), _zero12_why(megatron, hidden))
+
+
+def _zero12_why(megatron: bool, overlap: bool) -> str:
     if megatron:
-        return _Traffic(
-            (reduce, gather),
+        return (
             "Megatron's distributed optimizer reduce-scatters the gradients under the last micro-batch's "
             "backward and all-gathers the updated parameters under the next forward (--overlap-grad-reduce, "
-            "--overlap-param-gather, on in NeMo's performance recipes).",
+            "--overlap-param-gather, on in NeMo's performance recipes)."
         )
-    return _Traffic(
-        (reduce, gather),
+    if overlap:
+        # deepspeedai/DeepSpeed edaa7221, deepspeed/runtime/zero/stage_1_and_2.py: with overlap_comm
+        # the gradient hooks (create_gradient_handling_hooks) fill ipg buckets of reduce_bucket_size
+        # and reduce each full one on self.reduction_stream (reduce_ipg_grads, average_tensor);
+        # stage 1 only in the boundary micro-batch (reduce_ready_partitions_and_remove_grads:
+        # partition_gradients or is_gradient_accumulation_boundary()). The parameter all-gather
+        # after the step (all_gather_dp_groups in step) runs on the compute stream.
+        return (
+            "DeepSpeed ZeRO-1/2 with overlap_comm reduce the gradients bucket by bucket on a side stream "
+            "during the backward (ZeRO-2 every micro-batch, ZeRO-1 in the last micro-batch), the last bucket "
+            "after it; the updated parameters are all-gathered after the optimizer step, not overlapped "
+            "(deepspeed/runtime/zero/stage_1_and_2.py, edaa7221)."
+        )
+    return (
         "DeepSpeed ZeRO-1/2 do not overlap the gradient reduction with the backward by default "
         "(overlap_comm defaults to True only for stage 3: deepspeed/runtime/zero/config.py, v0.19.8); "
         "ZeRO-2 reduces every micro-batch, ZeRO-1 at the accumulation boundary; the updated "
-        "parameters are all-gathered after the optimizer step.",
+        "parameters are all-gathered after the optimizer step."
     )
 
 

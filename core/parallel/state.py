@@ -63,7 +63,7 @@ from core.breakdown import Term
 from core.catalogue import find_gpu
 from core.dtypes import DTYPE_BYTES, ELEMENT_BYTES, MP_BYTES, Dtype, MpDtype, nf4_bytes_per_weight
 from core.format import sci
-from core.inputs import MoeDispatcher, megatron_dispatcher, megatron_grad_buffer
+from core.inputs import MoeDispatcher, megatron_dispatcher, megatron_grad_buffer, zero_overlap_comm
 from core.parallel.layout import (
     Layout,
     Stage,
@@ -1004,11 +1004,12 @@ def _zero_stage(rank: _Rank) -> _ZeroStage:
     strategy = rank.plan.parallel.strategy
     if strategy is Strategy.ZERO1:
         flattened = Term(f"{g * 8:g}-bit gradient partition (flattened)", f"T ÷ {dp:g} × {g:g} B", part * g)
-        return _ZeroStage(rank.weights, [flattened], rank.grads)  # param.grad accumulates whole
+        # param.grad accumulates whole
+        return _ZeroStage(rank.weights, [flattened], rank.grads, backward_grads=_overlap_bucket(rank, bucket_el))
     if strategy is Strategy.ZERO2:
         reduced = [Term("reduced gradient partition (grads_in_partition)", f"T ÷ {dp:g} × {g:g} B", part * g)]
         bucket = Term("ipg reduce bucket", f"{sci(bucket_el)} × {g:g} B", bucket_el * g)
-        return _ZeroStage(rank.weights, reduced, reduced, backward_grads=[bucket])
+        return _ZeroStage(rank.weights, reduced, reduced, backward_grads=[bucket, *_overlap_bucket(rank, bucket_el)])
     # Stage 3: the gradient partition and the bucket are allocated at start-up; the 16-bit
     # parameters are partitioned too and gathered a module at a time, with a prefetch.
     # bitsandbytes' quantisation state is not a parameter's data: transformers quantises each
@@ -1039,6 +1040,22 @@ def _zero_stage(rank: _Rank) -> _ZeroStage:
     )
     weights = _sharded(rank.weights, rank.weight_dp) + quant_state
     return _ZeroStage(weights, [], [], persistent=persistent, gathered=[gathered])
+
+
+def _overlap_bucket(rank: _Rank, bucket_el: float) -> list[Term]:
+    """The second ipg bucket DeepSpeed ZeRO-1/2 allocates with ``overlap_comm`` (parallel.zero_overlap_comm).
+
+    deepspeedai/DeepSpeed edaa7221, deepspeed/runtime/zero/stage_1_and_2.py ``setup_buckets``, run by
+    the first gradient hook of each backward: ``buf_0`` of ``reduce_bucket_size`` elements in the
+    16-bit dtype under ``contiguous_gradients`` (on by default), and "Use double buffers to avoid data
+    access conflict when overlap_comm is enabled": ``buf_1``, the same size, so one bucket fills while
+    the other reduces on ``reduction_stream``; both freed after the backward
+    (``_release_ipg_buffers``). Only ``buf_1`` is overlap_comm's own. (The "4.5x the bucket sizes"
+    of DeepSpeed's docs predates these buffers: nothing else is allocated for the overlap.)"""
+    if not zero_overlap_comm(rank.plan) or not rank.trainable:
+        return []
+    g = rank.dt.grad
+    return [Term("second ipg reduce bucket (overlap_comm)", f"{sci(bucket_el)} × {g:g} B", bucket_el * g)]
 
 
 def _zero3_kept_block(rank: _Rank) -> float:

@@ -131,6 +131,7 @@ def launch_plans(draw: st.DrawFn) -> Plan:
         ddp_bucket_mb=draw(st.sampled_from([25.0, 100.0, 12.5])),
         ddp_bucket_view=draw(st.booleans()),
         zero_bucket_elements=draw(st.sampled_from([500_000_000, 200_000_000])),
+        zero_overlap_comm=draw(st.booleans()),
         zero3_prefetch_elements=draw(st.sampled_from([50_000_000, 10_000_000])),
         zero3_max_live_elements=draw(st.sampled_from([1_000_000_000, 300_000_000])),
     )

@@ -729,12 +729,15 @@ def test_the_held_out_sources_are_scored_with_the_all_source_fit(bench: ModuleTy
     assert internlm.parallel.strategy is Strategy.ZERO1 and internlm.parallel.nodes == 128
     assert internlm.workload.grad_accum == 4 and internlm.preset is Preset.FP32_AUTOCAST_BF16
     assert internlm.attention is Attention.FLASH1 and internlm.flash_loss and internlm.model.fused_qkv
+    # HybridZeroOptimizer's zero_overlap_communication=True: DeepSpeed ZeRO-1's overlap_comm.
+    assert internlm.parallel.zero_overlap_comm
     vectorlm = held["vectorlm-llama3-8b-lora-a100x4-s8192-b2"].case.plan
     assert vectorlm.parallel.strategy is Strategy.FSDP and vectorlm.preset is Preset.PURE_BF16
     assert vectorlm.checkpointing and vectorlm.lora.rank == 8 and vectorlm.lora.targets == ("q_proj", "v_proj")
     # Today's scores (docs/TRAINING_TIME.md, "Held-out sources"): recorded, not a target.
     s = bench.summary(report.held_out)
-    assert s["n"] == 52 and s["median"] == pytest.approx(10.1, abs=0.1)
+    # 10.1 % before InternLM's rows reduced under the backward (parallel.zero_overlap_comm).
+    assert s["n"] == 52 and s["median"] == pytest.approx(7.7, abs=0.1)
     paddle = held["flagperf-paddle-llama1-7b-a10080gb-8gpu-tp2pp4-stage1-mb4"].case.plan
     assert paddle.parallel.pipeline_parallel == 4 and paddle.parallel.tensor_parallel == 2
     assert not paddle.parallel.sequence_parallel and paddle.preset is Preset.FP16_AMP

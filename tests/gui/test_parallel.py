@@ -26,6 +26,28 @@ def _choose(widget: Any, value: str) -> None:
     widget.setCurrentIndex(widget.findData(value))
 
 
+def test_the_zero_overlap_comm_row_shows_under_deepspeed_zero1_and_zero2(qtbot: Any, window: MainWindow) -> None:
+    """Parallelism → Advanced: DeepSpeed's overlap_comm, shown for ZeRO-1/2 only, bound both ways."""
+    form = window.parallel_form
+
+    def shown() -> bool:
+        return bool(form.fields["parallel.zero_overlap_comm"].isVisibleTo(form))
+
+    window.controller.set_plan(plan_for_model("llama-3.1-8b").on_gpus(16, Strategy.ZERO2))
+    assert not shown()  # behind "Advanced"
+    form.advanced.click()
+    assert shown() and not form.zero_overlap.isChecked()
+    form.zero_overlap.click()
+    assert window.controller.plan.parallel.zero_overlap_comm
+    _choose(form.strategy, Strategy.ZERO1.value)
+    assert shown()
+    for hidden in (Strategy.ZERO3, Strategy.FSDP, Strategy.DDP):
+        _choose(form.strategy, hidden.value)
+        assert not shown(), hidden
+    window.controller.set_plan(window.controller.plan.with_parallel(strategy=Strategy.ZERO2, zero_overlap_comm=False))
+    assert shown() and not form.zero_overlap.isChecked()
+
+
 def test_plan_to_widgets_and_back(qtbot: Any, window: MainWindow) -> None:
     plan = plan_for_model("llama-3.1-70b").on_gpus(32, Strategy.FSDP).with_parallel(tensor_parallel=8)
     window.controller.set_plan(plan)

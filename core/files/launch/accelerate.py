@@ -180,8 +180,14 @@ def settings(draft: Draft, written: tuple[str, ...] = ()) -> dict[str, Any]:
         found["parallelism_config"] = parallelism
     draft.outside(["parallel.pipeline_parallel"], "accelerate runs pipeline parallelism only through Megatron-LM")
     draft.outside(
-        ["parallel.zero_bucket_elements", "parallel.zero3_prefetch_elements", "parallel.zero3_max_live_elements"],
-        "accelerate's deepspeed_config holds no bucket sizes: give it the DeepSpeed export as deepspeed_config_file",
+        [
+            "parallel.zero_bucket_elements",
+            "parallel.zero_overlap_comm",
+            "parallel.zero3_prefetch_elements",
+            "parallel.zero3_max_live_elements",
+        ],
+        "accelerate's deepspeed_config holds no bucket sizes nor overlap_comm: give it the DeepSpeed export "
+        "as deepspeed_config_file",
     )
     for name in ENV_SETTINGS:
         if name not in expressed:

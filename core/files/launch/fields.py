@@ -322,6 +322,13 @@ TRAINING_FIELDS: Final = (
         "parallel.strategy",
     ),
     _f(
+        "parallel.zero_overlap_comm",
+        lambda p: p.parallel.zero_overlap_comm,
+        _matters("parallel.zero_overlap_comm"),
+        "parallel.strategy",
+        "method.stack",
+    ),
+    _f(
         "parallel.zero3_prefetch_elements",
         lambda p: p.parallel.zero3_prefetch_elements,
         lambda p: p.parallel.strategy is Strategy.ZERO3,

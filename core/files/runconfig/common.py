@@ -225,7 +225,24 @@ def _deepspeed_stage(taker: Taker, odd: OddValues, out: dict[str, Any]) -> str |
                 taker.record("offload", offload, f"deepspeed: zero_optimization.{key}.device")
                 out["offload"] = offload
                 break
+        out.update(_overlap_comm(taker, zero, int(stage), source))
     return result
+
+
+def _overlap_comm(taker: Taker, zero: dict[str, Any], stage: int, source: str) -> dict[str, Any]:
+    """``zero_optimization.overlap_comm`` of a ZeRO-1/2 config (``parallel.zero_overlap_comm``); a file
+    that does not say runs DeepSpeed's default there, off (deepspeedai/DeepSpeed edaa7221,
+    deepspeed/runtime/zero/config.py ``overlap_comm_valid``: True for stage 3 only). Stage 3 is timed
+    overlapped whatever the file says."""
+    if stage not in (1, 2):
+        return {}
+    value = zero.get("overlap_comm")
+    where = source.removesuffix(": zero_optimization.stage")
+    if isinstance(value, bool):
+        taker.record("zero_overlap_comm", value, f"{where}: zero_optimization.overlap_comm")
+        return {"zero_overlap_comm": value}
+    taker.record("zero_overlap_comm", False, "default: DeepSpeed's overlap_comm is off below stage 3")
+    return {"zero_overlap_comm": False}
 
 
 def _confined(folder: Path, value: str) -> tuple[Path | None, str]:

@@ -119,6 +119,7 @@ _PARALLEL_KNOBS: Final = (
     "fsdp1_wrap",
     "grad_reduce_in_fp32",
     "grad_accum_fusion",
+    "zero_overlap_comm",
 )
 _PARALLEL_ENUMS: Final = {"offload": Offload, "grad_sync": GradSync, "cp_rotate_method": CpRotate}
 
