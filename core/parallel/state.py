@@ -30,16 +30,20 @@ the framework adds in the phases it adds them. Sources, read for this model:
 - DeepSpeed ZeRO (deepspeedai/DeepSpeed v0.19.6, commit edaa7221): ``stage_1_and_2.py``
   keeps the 16-bit parameters whole (flattened in place), a float32 master partition
   (``single_partition_of_fp32_groups``: a clone even when the model is float32) and the
-  optimizer's float32 state of that partition; stage 1 lets ``param.grad`` accumulate
-  whole and flattens this rank's partition at the step; stage 2 copies each gradient into
-  an ipg bucket of ``reduce_bucket_size`` elements (two with ``overlap_comm``, off by
-  default below stage 3, ``zero/config.py overlap_comm_valid``) during the backward and
-  keeps the reduced partition in ``grads_in_partition``; at the step the partition is cast
-  to a float32 gradient. ``stage3.py`` partitions the 16-bit parameters too, allocates
-  the ipg bucket and the gradient partition (``grad_partitions_flat_buffer``) once at
-  start-up, gathers one module at a time with up to ``stage3_prefetch_bucket_size``
-  elements prefetched (bounded by ``stage3_max_live_parameters``), and casts each
-  ``sub_group_size`` (1e9) group of the gradient partition to float32 for its step.
+  optimizer's float32 state of that partition. Both stages allocate an ipg bucket of
+  ``reduce_bucket_size`` elements (``contiguous_gradients``, on by default) at the first
+  gradient hook of a backward (two with ``overlap_comm``, off by default below stage 3,
+  ``zero/config.py overlap_comm_valid``). Stage 1 lets ``param.grad`` accumulate whole,
+  fills and frees the bucket only at the accumulation boundary (so with accumulation it is
+  held from the first micro-batch's backward to the last's) and flattens this rank's
+  partition at the step; stage 2 copies each gradient into the bucket during every
+  backward, frees it at the backward's end and keeps the reduced partition in
+  ``grads_in_partition``; at the step the partition is cast to a float32 gradient.
+  ``stage3.py`` partitions the 16-bit parameters too, allocates the ipg bucket and the
+  gradient partition (``grad_partitions_flat_buffer``) once at start-up, gathers one
+  module at a time with up to ``stage3_prefetch_bucket_size`` elements prefetched
+  (bounded by ``stage3_max_live_parameters``), and casts each ``sub_group_size`` (1e9)
+  group of the gradient partition to float32 for its step.
   ZeRO with bf16 and the default ``grad_accum_dtype`` runs this code for stage 1 too
   (``engine.py _do_optimizer_sanity_check``), so gradients stay in the model's dtype.
 - Offload: FSDP2 ``CPUOffloadPolicy`` keeps sharded parameters, gradients and optimizer
@@ -1004,11 +1008,15 @@ def _zero_stage(rank: _Rank) -> _ZeroStage:
     strategy = rank.plan.parallel.strategy
     if strategy is Strategy.ZERO1:
         flattened = Term(f"{g * 8:g}-bit gradient partition (flattened)", f"T ÷ {dp:g} × {g:g} B", part * g)
-        # param.grad accumulates whole
-        return _ZeroStage(rank.weights, [flattened], rank.grads, backward_grads=_overlap_bucket(rank, bucket_el))
+        buckets = _zero1_buckets(rank, bucket_el)
+        if rank.plan.workload.grad_accum > 1:
+            # Allocated in the first micro-batch's backward, freed at the boundary's: held with
+            # the whole param.grad through the later micro-batches' forwards too.
+            return _ZeroStage(rank.weights, [flattened], [*rank.grads, *buckets])
+        return _ZeroStage(rank.weights, [flattened], rank.grads, backward_grads=buckets)
     if strategy is Strategy.ZERO2:
         reduced = [Term("reduced gradient partition (grads_in_partition)", f"T ÷ {dp:g} × {g:g} B", part * g)]
-        bucket = Term("ipg reduce bucket", f"{sci(bucket_el)} × {g:g} B", bucket_el * g)
+        bucket = _ipg_bucket(rank, bucket_el)
         return _ZeroStage(rank.weights, reduced, reduced, backward_grads=[bucket, *_overlap_bucket(rank, bucket_el)])
     # Stage 3: the gradient partition and the bucket are allocated at start-up; the 16-bit
     # parameters are partitioned too and gathered a module at a time, with a prefetch.
@@ -1040,6 +1048,35 @@ def _zero_stage(rank: _Rank) -> _ZeroStage:
     )
     weights = _sharded(rank.weights, rank.weight_dp) + quant_state
     return _ZeroStage(weights, [], [], persistent=persistent, gathered=[gathered])
+
+
+def _ipg_bucket(rank: _Rank, bucket_el: float) -> Term:
+    """The first ipg reduce bucket of ZeRO-1/2 (``buf_0``), in the 16-bit gradient dtype."""
+    g = rank.dt.grad
+    return Term("ipg reduce bucket", f"{sci(bucket_el)} × {g:g} B", bucket_el * g)
+
+
+def _zero1_buckets(rank: _Rank, bucket_el: float) -> list[Term]:
+    """The ipg bucket(s) DeepSpeed ZeRO-1 allocates in the backward, though it reduces only at the step.
+
+    deepspeedai/DeepSpeed edaa7221, deepspeed/runtime/zero/stage_1_and_2.py: ``__init__`` registers the
+    gradient hooks (``create_gradient_handling_hooks``) when ``partition_gradients or overlap_comm or
+    use_grad_accum_attribute or contiguous_gradients``, so under stage 1 too; each hook runs
+    ``process_gradients``, whose ``setup_buckets`` (when not ``ready_for_gradients``) allocates ``buf_0``:
+    ``torch.empty(reduce_bucket_size, dtype=self.dtype)``, the 16-bit dtype, and ``buf_1`` with
+    ``overlap_comm`` (:func:`_overlap_bucket`). Stage 1 copies gradients into it
+    (``reduce_independent_p_g_buckets_and_remove_grads``, through
+    ``reduce_ready_partitions_and_remove_grads``) only when ``is_gradient_accumulation_boundary()``,
+    and frees it only there: ``_release_ipg_buffers`` runs from ``independent_gradient_partition_epilogue``,
+    which stage 1 reaches through ``reduce_gradients``, called by engine.py ``allreduce_gradients`` at the
+    boundary only. So the bucket the first micro-batch's first hook allocates is held, with
+    ``ready_for_gradients`` still set, until the boundary's backward ends.
+
+    ``contiguous_gradients`` is not a plan setting: this is DeepSpeed's default (True, zero/config.py;
+    ``cpu_offload`` forces it on), as the DeepSpeed export writes it. Without it no bucket is allocated."""
+    if not rank.trainable:
+        return []
+    return [_ipg_bucket(rank, bucket_el), *_overlap_bucket(rank, bucket_el)]
 
 
 def _overlap_bucket(rank: _Rank, bucket_el: float) -> list[Term]:

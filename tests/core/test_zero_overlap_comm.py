@@ -122,9 +122,11 @@ def test_overlap_adds_the_second_ipg_bucket_in_the_backward() -> None:
     peak_on, on = _backward(Strategy.ZERO2, True)
     assert off == [("ipg reduce bucket", BUCKET * 2)] and on == [*off, second]
     assert peak_on - peak_off == pytest.approx(BUCKET * 2)  # the backward's peak, one bucket more
-    peak_off, off = _backward(Strategy.ZERO1, False)
-    peak_on, on = _backward(Strategy.ZERO1, True)
-    assert second in on and second not in off and peak_on > peak_off
+    # ZeRO-1 allocates both too, but frees them only at the accumulation boundary: with 4 micro-batches
+    # they stay through the later forwards, so the backward's start is the peak (test_zero1_ipg_bucket.py).
+    peak_off, _ = _backward(Strategy.ZERO1, False)
+    peak_on, _ = _backward(Strategy.ZERO1, True)
+    assert peak_on - peak_off == pytest.approx(BUCKET * 2)
     # Nothing for ZeRO-3: its bucket is allocated at start-up either way.
     assert _backward(Strategy.ZERO3, True) == _backward(Strategy.ZERO3, False)
 
