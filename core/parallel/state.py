@@ -31,7 +31,8 @@ the framework adds in the phases it adds them. Sources, read for this model:
   keeps the 16-bit parameters whole (flattened in place), a float32 master partition
   (``single_partition_of_fp32_groups``: a clone even when the model is float32) and the
   optimizer's float32 state of that partition. Both stages allocate an ipg bucket of
-  ``reduce_bucket_size`` elements (``contiguous_gradients``, on by default) at the first
+  ``reduce_bucket_size`` elements, whole even when fewer parameters train (LoRA),
+  under ``contiguous_gradients`` (on by default), at the first
   gradient hook of a backward (two with ``overlap_comm``, off by default below stage 3,
   ``zero/config.py overlap_comm_valid``). Stage 1 lets ``param.grad`` accumulate whole,
   fills and frees the bucket only at the accumulation boundary (so with accumulation it is
@@ -39,7 +40,8 @@ the framework adds in the phases it adds them. Sources, read for this model:
   partition at the step; stage 2 copies each gradient into the bucket during every
   backward, frees it at the backward's end and keeps the reduced partition in
   ``grads_in_partition``; at the step the partition is cast to a float32 gradient.
-  ``stage3.py`` partitions the 16-bit parameters too, allocates the ipg bucket and the
+  ``stage3.py`` partitions the 16-bit parameters too, allocates the ipg bucket (whole
+  ``reduce_bucket_size``, capped by nothing, in ``__init__``) and the
   gradient partition (``grad_partitions_flat_buffer``) once at start-up, gathers one
   module at a time with up to ``stage3_prefetch_bucket_size`` elements prefetched
   (bounded by ``stage3_max_live_parameters``), and casts each ``sub_group_size`` (1e9)
@@ -1004,7 +1006,11 @@ class _ZeroStage:
 
 def _zero_stage(rank: _Rank) -> _ZeroStage:
     g, dp, part = rank.dt.grad, rank.dp, rank.trainable / rank.dp
-    bucket_el = min(rank.plan.parallel.zero_bucket_elements, rank.trainable)
+    # Every ipg bucket is reduce_bucket_size elements, however few the trainable parameters:
+    # stage_1_and_2.py ``setup_buckets`` and stage3.py ``__init__`` (under ``contiguous_gradients``)
+    # allocate ``torch.empty(int(self.reduce_bucket_size), ...)`` (deepspeedai/DeepSpeed edaa7221),
+    # capped by nothing (stage 3's ``largest_partitioned_param_numel`` is only printed).
+    bucket_el = rank.plan.parallel.zero_bucket_elements
     strategy = rank.plan.parallel.strategy
     if strategy is Strategy.ZERO1:
         flattened = Term(f"{g * 8:g}-bit gradient partition (flattened)", f"T ÷ {dp:g} × {g:g} B", part * g)
@@ -1016,8 +1022,8 @@ def _zero_stage(rank: _Rank) -> _ZeroStage:
         return _ZeroStage(rank.weights, [flattened], rank.grads, backward_grads=buckets)
     if strategy is Strategy.ZERO2:
         reduced = [Term("reduced gradient partition (grads_in_partition)", f"T ÷ {dp:g} × {g:g} B", part * g)]
-        bucket = _ipg_bucket(rank, bucket_el)
-        return _ZeroStage(rank.weights, reduced, reduced, backward_grads=[bucket, *_overlap_bucket(rank, bucket_el)])
+        # No trainable parameter, no gradient hook, no bucket (as for stage 1).
+        return _ZeroStage(rank.weights, reduced, reduced, backward_grads=_zero1_buckets(rank, bucket_el))
     # Stage 3: the gradient partition and the bucket are allocated at start-up; the 16-bit
     # parameters are partitioned too and gathered a module at a time, with a prefetch.
     # bitsandbytes' quantisation state is not a parameter's data: transformers quantises each
@@ -1051,7 +1057,11 @@ def _zero_stage(rank: _Rank) -> _ZeroStage:
 
 
 def _ipg_bucket(rank: _Rank, bucket_el: float) -> Term:
-    """The first ipg reduce bucket of ZeRO-1/2 (``buf_0``), in the 16-bit gradient dtype."""
+    """The first ipg reduce bucket of ZeRO-1/2 (``buf_0``), in the 16-bit gradient dtype.
+
+    Its full ``reduce_bucket_size``, even for a LoRA run with fewer trainable elements
+    (deepspeedai/DeepSpeed edaa7221, stage_1_and_2.py ``setup_buckets``:
+    ``torch.empty(int(self.reduce_bucket_size), dtype=self.dtype, ...)``)."""
     g = rank.dt.grad
     return Term("ipg reduce bucket", f"{sci(bucket_el)} × {g:g} B", bucket_el * g)
 

@@ -152,6 +152,10 @@ FOLDER = ROOT / "benchmarks" / "realgpu"
 # -30.6 / -30.1 % (FSDP1's deferred frees, read active and reserved but not allocated: docs/REAL_GPU_MEMORY.md,
 # "llama-recipes' FSDP runs, held out"), the 7B LoRA row -11.1 / -16.9 %. Allocated 2.1 / 9.9 -> 2.2 / 30.6 %,
 # reserved worst 17.0 -> 30.2 %: new evidence, not a rule that got worse (no earlier figure or fraction moved).
+# Branch h35zbs: DeepSpeed's ipg bucket counted whole (reduce_bucket_size, not min(.., T): stage_1_and_2.py
+# setup_buckets, stage3.py __init__): PEFT's ZeRO-3 LoRA / QLoRA 70B rows -10.1 / -11.5 -> -7.8 / -9.4 %,
+# nvidia-smi 10.1 / 11.5 -> 7.8 / 10.6 %. Ceiling kept: about 1 GB of the LoRA row's move is its float32
+# adapters' bucket, which DeepSpeed allocates in bf16 (docs/REAL_GPU_MEMORY.md, "DeepSpeed's ipg bucket").
 CEILINGS = {
     "allocated": (2.2, 30.6),
     # 3.7 → 4.1 (2026-12-04): five held-out LLMs-from-scratch figures scored once the plan could express their

@@ -14,9 +14,10 @@ from __future__ import annotations
 import pytest
 
 from core.breakdown import BucketKey, StepPhase
+from core.dtypes import Dtype
 from core.estimate import Estimate, estimate
 from core.params import param_counts
-from core.plan import Plan, Preset, Strategy
+from core.plan import Method, Plan, Preset, Strategy
 from core.presets import plan_for_model
 
 BUCKET = 500_000_000  # reduce_bucket_size's default (zero/config.py: pp_int(5e8))
@@ -44,11 +45,22 @@ def test_zero1_holds_one_bucket_of_reduce_bucket_size_16_bit_elements_in_the_bac
     assert _buckets(est, StepPhase.FORWARD) == [] and _buckets(est, StepPhase.OPTIMIZER) == []
 
 
-def test_the_bucket_is_no_bigger_than_the_trainable_parameters() -> None:
+def test_the_bucket_is_its_full_size_even_above_the_trainable_parameters() -> None:
+    # stage_1_and_2.py setup_buckets: torch.empty(int(self.reduce_bucket_size), dtype=self.dtype, ...),
+    # whatever the number of trainable parameters (no cap).
     plan = _plan(zero_bucket_elements=2_000_000_000)
+    assert param_counts(plan).trainable < 2e9
+    assert _buckets(estimate(plan), StepPhase.BACKWARD_END) == [(FIRST, 2_000_000_000 * 2)]
+
+
+def test_a_lora_plan_under_zero2_counts_the_whole_bucket_not_its_trainable_parameters() -> None:
+    # A LoRA run with DeepSpeed's default reduce_bucket_size (5e8) in bf16: setup_buckets allocates
+    # buf_0 = torch.empty(int(self.reduce_bucket_size), dtype=self.dtype), 1 GB, not trainable × 2 B
+    # (self.dtype: the optimizer's first parameter's, bf16 adapters here).
+    plan = _plan(Strategy.ZERO2).with_method(Method.LORA).with_changes(adapter_dtype=Dtype.BF16)
     trainable = param_counts(plan).trainable
-    assert trainable < 2e9
-    assert _buckets(estimate(plan), StepPhase.BACKWARD_END) == [(FIRST, pytest.approx(trainable * 2))]
+    assert 0 < trainable < BUCKET
+    assert _buckets(estimate(plan), StepPhase.BACKWARD_BLOCK) == [(FIRST, BUCKET * 2)]
 
 
 def test_ddp_has_none() -> None:
