@@ -23,7 +23,14 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from benchmarks.accuracy import Row, against_targets, print_rows, summary, worst_three  # noqa: E402, F401  (summary: read by the CI test)
+from benchmarks.accuracy import (  # noqa: E402, F401  (summary: read by the CI test)
+    HOLDOUT_PREFIX,
+    Row,
+    against_targets,
+    print_rows,
+    summary,
+    worst_three,
+)
 from core.dtypes import MpDtype  # noqa: E402
 from core.estimate import estimate  # noqa: E402
 from core.files.measurement import plan_for_case  # noqa: E402
@@ -34,7 +41,6 @@ DATA = ROOT / "benchmarks" / "parallel"
 MEDIAN_TARGET = 2.0
 WORST_TARGET = 5.0
 HOLDOUT_FILE = "cases_holdout.json"
-HOLDOUT_PREFIX = "ho-"
 _ENUMS = {
     "strategy": Strategy,
     "offload": Offload,

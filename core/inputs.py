@@ -659,11 +659,16 @@ def megatron_dispatcher(plan: Plan) -> MoeDispatcher | None:
     return par.moe_dispatcher if plan.stack is Stack.MEGATRON and plan.model.num_experts > 1 and split else None
 
 
-# The loss settings that replace the eager cross-entropy with code of their own, in the order
-# core.training.activations.loss_memory takes them (Unsloth's and Liger's first, the compiled loss
-# last); a setting that describes the eager loss (Megatron's fusion, the kept output, the 16-bit
-# loss) matters only when none of them is on: own_loss_code.
-LOSS_CODE: Final = ("fused_loss", "unsloth", "litgpt", "chunked_loss", "flash_loss", "compiled_loss")
+# The loss kernels of the window's Loss list (core.losses.LOSS_INPUTS, the rest of which describe
+# the eager loss), in the order core.training.activations.loss_memory takes them (Liger's first,
+# the compiled loss last). The one list of them: core.losses derives its own from this one.
+LOSS_KERNELS: Final = ("fused_loss", "chunked_loss", "flash_loss", "compiled_loss")
+
+# The loss settings that replace the eager cross-entropy with code of their own: the kernels and
+# the training loops that bring their own loss (Unsloth, LitGPT: switches of their own, outside the
+# Loss list). A setting that describes the eager loss (Megatron's fusion, the kept output, the
+# 16-bit loss) matters only when none of them is on: own_loss_code.
+LOSS_CODE: Final = (*LOSS_KERNELS, "unsloth", "litgpt")
 
 
 def own_loss_code(plan: Plan) -> bool:

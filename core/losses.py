@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import TYPE_CHECKING, Any, Final
 
-from core.inputs import MegatronCeFusion, Stack, input_at
+from core.inputs import LOSS_KERNELS, MegatronCeFusion, Stack, input_at
 
 if TYPE_CHECKING:
     from core.plan import Plan
@@ -41,19 +41,22 @@ class LossChoice(StrEnum):
     MEGATRON_TE = "megatron-te"
 
 
-# The plan inputs a choice sets, in the order loss_memory takes them (the first one on counts).
-LOSS_INPUTS: Final = ("fused_loss", "chunked_loss", "flash_loss", "compiled_loss", "megatron_ce_fusion", "loss_16bit")
-
-# What each choice sets; every other input of LOSS_INPUTS goes back to its default (off).
+# What each choice sets, in the order loss_memory takes them (the first one on counts): the loss
+# kernels (core.inputs.LOSS_KERNELS, which own_loss_code also reads), then the settings of the
+# eager loss. Every other input of LOSS_INPUTS goes back to its default (off).
 _SETS: Final[dict[LossChoice, tuple[str, Any]]] = {
-    LossChoice.FUSED: ("fused_loss", True),
-    LossChoice.CHUNKED: ("chunked_loss", True),
-    LossChoice.FLASH: ("flash_loss", True),
-    LossChoice.COMPILED: ("compiled_loss", True),
+    **{
+        choice: (path, True)
+        for choice, path in zip(
+            (LossChoice.FUSED, LossChoice.CHUNKED, LossChoice.FLASH, LossChoice.COMPILED), LOSS_KERNELS, strict=True
+        )
+    },
     LossChoice.MEGATRON_NATIVE: ("megatron_ce_fusion", MegatronCeFusion.NATIVE),
     LossChoice.MEGATRON_TE: ("megatron_ce_fusion", MegatronCeFusion.TE),
     LossChoice.LOSS_16BIT: ("loss_16bit", True),
 }
+# The plan inputs a choice sets, each once, in _SETS's order.
+LOSS_INPUTS: Final = tuple(dict.fromkeys(path for path, _ in _SETS.values()))
 _OFF: Final[dict[str, Any]] = {path: input_at(path).default for path in LOSS_INPUTS}
 
 # The list's order: the default first, then roughly from most kept to least.

@@ -1103,22 +1103,49 @@ def build(data: Mapping[str, Any]) -> Report:
     return Report(scored, skipped, flops, pairs, tables, all_sources, before, not_pairs, kept)
 
 
-def before_after(report: Report) -> list[str]:
-    """Median and worst |error| of tokens/s per GPU, the rule before issue 24 and today's."""
-    lines = []
+# The rows both renderings show, built once: text() and markdown() only lay them out.
+Summary = dict[str, float]
+
+
+def family_summaries(report: Report) -> list[tuple[str, Summary]]:
+    """Each family's leave-one-source-out summary, then all of them (named "all")."""
+    families = sorted({r.case.family for r in report.scored})
+    rows = [(family, summary([r for r in report.scored if r.case.family == family])) for family in families]
+    return [*rows, ("all", summary(report.scored))]
+
+
+def held_out_summaries(report: Report) -> list[tuple[str, Summary]]:
+    """Each HELD_OUT_SOURCE's summary (scored with the all-source fit), then all of them, last;
+    empty when there are none."""
+    if not report.held_out:
+        return []
+    rows = []
+    for source in sorted(HELD_OUT_SOURCES):
+        mine = [r for r in report.held_out if r.case.record["source_id"] == source]
+        if mine:
+            rows.append((FAMILIES[source], summary(mine)))
+    return [*rows, ("held out", summary(report.held_out))]
+
+
+def rule_summaries(report: Report) -> list[Summary]:
+    """The rule before issue 24 (the figures it could plan: no EP, no HSDP), today's rule on the same
+    figures, and today's on all of them."""
     same = {r.case.id for r in report.before}
-    rows_of = (
-        ("before (6·P / 8·P, 40 %)", report.before),
-        ("after, the same figures", [r for r in report.scored if r.case.id in same]),
-        ("after, with EP and HSDP rows", report.scored),
-    )
-    for name, rows in rows_of:
-        s = summary(rows)
-        lines.append(
-            f"  {name:<30} n={s['n']:<4} median {s['median']:5.1f} %   worst ≤ 8k {s['worst_short']:6.1f} %   "
-            f"worst > 8k {s['worst_long']:6.1f} %   median signed {s['median_signed']:+6.1f} %"
-        )
-    return lines
+    return [summary(rows) for rows in (report.before, [r for r in report.scored if r.case.id in same], report.scored)]
+
+
+def worst(rows: Sequence[Scored], n: int) -> list[Scored]:
+    """The ``n`` figures of ``rows`` with the largest |error|."""
+    return sorted(rows, key=lambda r: -abs(r.error))[:n]
+
+
+def skipped_reasons(report: Report, width: int | None = None) -> list[tuple[str, int]]:
+    """What could not be expressed, "source: why" (why cut to ``width`` characters), and how often."""
+    reasons: dict[str, int] = {}
+    for _, source, why in report.skipped:
+        key = f"{source}: {why[:width]}"
+        reasons[key] = reasons.get(key, 0) + 1
+    return sorted(reasons.items())
 
 
 def failures(report: Report) -> list[str]:
@@ -1140,52 +1167,46 @@ def failures(report: Report) -> list[str]:
     return out
 
 
+def _text_row(name: str, s: Summary) -> str:
+    return (
+        f"{name:<24} {s['n']:>4} {s['median']:>7.1f}% {s['worst_short']:>8.1f}% {s['worst_long']:>8.1f}% "
+        f"{s['median_signed']:>+7.1f}%"
+    )
+
+
+def _text_figure(r: Scored) -> str:
+    return f"  {r.case.id:<58} {r.published:>9,.0f} published {r.predicted:>9,.0f} predicted {r.error:+6.1f}%"
+
+
+def before_after(report: Report) -> list[str]:
+    """Median and worst |error| of tokens/s per GPU, the rule before issue 24 and today's."""
+    names = ("before (6·P / 8·P, 40 %)", "after, the same figures", "after, with EP and HSDP rows")
+    return [
+        f"  {name:<30} n={s['n']:<4} median {s['median']:5.1f} %   worst ≤ 8k {s['worst_short']:6.1f} %   "
+        f"worst > 8k {s['worst_long']:6.1f} %   median signed {s['median_signed']:+6.1f} %"
+        for name, s in zip(names, rule_summaries(report), strict=True)
+    ]
+
+
 def held_out_lines(report: Report) -> list[str]:
     """The HELD_OUT_SOURCES' figures, each source and all, scored with the all-source fit; and each figure."""
-    if not report.held_out:
+    rows = held_out_summaries(report)
+    if not rows:
         return []
+    rows[-1] = ("held out, never fitted", rows[-1][1])
     lines = ["", "Held out, never fitted (scored with the all-source fit):"]
-    rows_of = [
-        (FAMILIES[source], [r for r in report.held_out if r.case.record["source_id"] == source])
-        for source in sorted(HELD_OUT_SOURCES)
-    ]
-    for name, rows in [*rows_of, ("held out, never fitted", report.held_out)]:
-        if not rows:
-            continue
-        s = summary(rows)
-        lines.append(
-            f"{name:<24} {s['n']:>4} {s['median']:>7.1f}% {s['worst_short']:>8.1f}% {s['worst_long']:>8.1f}% "
-            f"{s['median_signed']:>+7.1f}%"
-        )
-    for r in sorted(report.held_out, key=lambda r: r.case.id):
-        lines.append(
-            f"  {r.case.id:<58} {r.published:>9,.0f} published {r.predicted:>9,.0f} predicted {r.error:+6.1f}%"
-        )
+    lines += [_text_row(name, s) for name, s in rows]
+    lines += [_text_figure(r) for r in sorted(report.held_out, key=lambda r: r.case.id)]
     return lines
 
 
 def text(report: Report) -> str:
     lines = ["Training throughput, predicted at default settings vs published (leave one source out)", ""]
     lines.append(f"{'family':<24} {'n':>4} {'median':>8} {'worst≤8k':>9} {'worst>8k':>9} {'signed':>8}")
-    for family in sorted({r.case.family for r in report.scored}):
-        rows = [r for r in report.scored if r.case.family == family]
-        s = summary(rows)
-        lines.append(
-            f"{family:<24} {s['n']:>4} {s['median']:>7.1f}% {s['worst_short']:>8.1f}% "
-            f"{s['worst_long']:>8.1f}% {s['median_signed']:>+7.1f}%"
-        )
-    s = summary(report.scored)
-    lines.append(
-        f"{'all':<24} {s['n']:>4} {s['median']:>7.1f}% {s['worst_short']:>8.1f}% {s['worst_long']:>8.1f}% "
-        f"{s['median_signed']:>+7.1f}%"
-    )
+    lines += [_text_row(name, s) for name, s in family_summaries(report)]
     lines += held_out_lines(report)
     lines += ["", "Tokens/s per GPU |error|, before vs after:", *before_after(report)]
-    lines += ["", "Worst ten:"]
-    for r in sorted(report.scored, key=lambda r: -abs(r.error))[:10]:
-        lines.append(
-            f"  {r.case.id:<58} {r.published:>9,.0f} published {r.predicted:>9,.0f} predicted {r.error:+6.1f}%"
-        )
+    lines += ["", "Worst ten:", *(_text_figure(r) for r in worst(report.scored, 10))]
     lines += ["", "FLOPs per token ÷ the source's own formula:"]
     for source, ratios in sorted(report.flops.items()):
         lines.append(f"  {source:<34} n={len(ratios):<4} {min(ratios):.4f} … {max(ratios):.4f}")
@@ -1198,76 +1219,48 @@ def text(report: Report) -> str:
     )
     lines += [f"    {a} → {b}: {why}" for a, b, why in report.not_pairs]
     lines += ["", f"Not expressible or not comparable: {len(report.skipped)}"]
-    reasons: dict[str, int] = {}
-    for _, source, why in report.skipped:
-        key = f"{source}: {why[:90]}"
-        reasons[key] = reasons.get(key, 0) + 1
-    lines += [f"  {n:>3} × {why}" for why, n in sorted(reasons.items())]
+    lines += [f"  {n:>3} × {why}" for why, n in skipped_reasons(report, 90)]
     return "\n".join(lines)
+
+
+_MD_SUMMARY_HEAD = "| figures | median \\|error\\| | worst ≤ 8k | worst > 8k | median signed |"
+
+
+def _md_row(name: str, s: Summary, bold: bool = False) -> str:
+    """A summary's Markdown row; ``bold``: the total's, its name and |error| figures in bold."""
+    b = "**" if bold else ""
+    return (
+        f"| {b}{name}{b} | {s['n']} | {b}{s['median']:.1f} %{b} | {b}{s['worst_short']:.1f} %{b} | "
+        f"{b}{s['worst_long']:.1f} %{b} | {s['median_signed']:+.1f} % |"
+    )
 
 
 def held_out_markdown(report: Report) -> list[str]:
     """The held-out sources' table for docs/TRAINING_TIME.md (empty when there are none)."""
-    if not report.held_out:
+    rows = held_out_summaries(report)
+    if not rows:
         return []
-    out = [
-        "",
-        "| held out, never fitted (all-source fit) | figures | median \\|error\\| | worst ≤ 8k | worst > 8k "
-        "| median signed |",
-        "|---|---:|---:|---:|---:|---:|",
-    ]
-    for source in sorted(HELD_OUT_SOURCES):
-        rows = [r for r in report.held_out if r.case.record["source_id"] == source]
-        if rows:
-            s = summary(rows)
-            out.append(
-                f"| {FAMILIES[source]} | {s['n']} | {s['median']:.1f} % | {s['worst_short']:.1f} % | "
-                f"{s['worst_long']:.1f} % | {s['median_signed']:+.1f} % |"
-            )
-    s = summary(report.held_out)
-    out.append(
-        f"| **held out, all** | {s['n']} | **{s['median']:.1f} %** | **{s['worst_short']:.1f} %** | "
-        f"**{s['worst_long']:.1f} %** | {s['median_signed']:+.1f} % |"
-    )
-    return out
+    out = ["", f"| held out, never fitted (all-source fit) {_MD_SUMMARY_HEAD}", "|---|---:|---:|---:|---:|---:|"]
+    out += [_md_row(name, s) for name, s in rows[:-1]]
+    return [*out, _md_row("held out, all", rows[-1][1], bold=True)]
 
 
 def markdown(report: Report) -> str:
     """The tables of docs/TRAINING_TIME.md."""
-    out = [
-        "| family (left out) | figures | median \\|error\\| | worst ≤ 8k | worst > 8k | median signed |",
-        "|---|---:|---:|---:|---:|---:|",
-    ]
-    for family in sorted({r.case.family for r in report.scored}):
-        s = summary([r for r in report.scored if r.case.family == family])
-        out.append(
-            f"| {family} | {s['n']} | {s['median']:.1f} % | {s['worst_short']:.1f} % | "
-            f"{s['worst_long']:.1f} % | {s['median_signed']:+.1f} % |"
-        )
-    s = summary(report.scored)
-    out.append(
-        f"| **all** | {s['n']} | **{s['median']:.1f} %** | **{s['worst_short']:.1f} %** | "
-        f"**{s['worst_long']:.1f} %** | {s['median_signed']:+.1f} % |"
-    )
+    families = family_summaries(report)
+    out = [f"| family (left out) {_MD_SUMMARY_HEAD}", "|---|---:|---:|---:|---:|---:|"]
+    out += [_md_row(name, s) for name, s in families[:-1]]
+    out.append(_md_row("all", families[-1][1], bold=True))
     out += held_out_markdown(report)
-    out += [
-        "",
-        "| rule | figures | median \\|error\\| | worst ≤ 8k | worst > 8k | median signed |",
-        "|---|---:|---:|---:|---:|---:|",
-    ]
-    same = {r.case.id for r in report.before}
-    for name, rows in (
-        ("before issue 24 (6·P / 8·P, 40 %)", report.before),
-        ("today (leave one source out), the same figures", [r for r in report.scored if r.case.id in same]),
-        ("today, with the expert-parallel figures", report.scored),
-    ):
-        s = summary(rows)
-        out.append(
-            f"| {name} | {s['n']} | {s['median']:.1f} % | {s['worst_short']:.1f} % | "
-            f"{s['worst_long']:.1f} % | {s['median_signed']:+.1f} % |"
-        )
+    out += ["", f"| rule {_MD_SUMMARY_HEAD}", "|---|---:|---:|---:|---:|---:|"]
+    names = (
+        "before issue 24 (6·P / 8·P, 40 %)",
+        "today (leave one source out), the same figures",
+        "today, with the expert-parallel figures",
+    )
+    out += [_md_row(name, s) for name, s in zip(names, rule_summaries(report), strict=True)]
     out += ["", "| worst figures | published | predicted | error |", "|---|---:|---:|---:|"]
-    for r in sorted(report.scored, key=lambda r: -abs(r.error))[:15]:
+    for r in worst(report.scored, 15):
         out.append(f"| {r.case.id} | {r.published:,.0f} | {r.predicted:,.0f} | {r.error:+.1f} % |")
     out += ["", "| source | figures | ours ÷ its formula |", "|---|---:|---|"]
     for source, ratios in sorted(report.flops.items()):
@@ -1278,11 +1271,7 @@ def markdown(report: Report) -> str:
     out += ["", "| listed pair, not a scaling pair | what else changes |", "|---|---|"]
     out += [f"| {a} → {b} | {why} |" for a, b, why in report.not_pairs]
     out += ["", "| not expressed | figures |", "|---|---:|"]
-    reasons: dict[str, int] = {}
-    for _, source, why in report.skipped:
-        key = f"{source}: {why}"
-        reasons[key] = reasons.get(key, 0) + 1
-    out += [f"| {why} | {n} |" for why, n in sorted(reasons.items())]
+    out += [f"| {why} | {n} |" for why, n in skipped_reasons(report)]
     return "\n".join(out)
 
 

@@ -6,7 +6,7 @@ import argparse
 from typing import Any
 
 from core.advice.compare import Comparison, compare
-from core.cli.parser import add_force_option, text_arg
+from core.cli.parser import add_force_option, add_mode_option, text_arg
 from core.cli.plans import load_named_plans
 from core.cli.render import json_text
 from core.estimate import Mode
@@ -23,12 +23,7 @@ def register(sub: Any) -> None:
     comp.add_argument("--save", type=text_arg, metavar="FILE", help="also save the comparison to FILE")
     add_force_option(comp)
     comp.add_argument("--gib", action="store_true", help="GiB instead of decimal GB")
-    comp.add_argument(
-        "--mode",
-        choices=["training", "inference"],
-        default="training",
-        help="compare for a training step or for serving (verdicts, buckets and diagnosis follow it)",
-    )
+    add_mode_option(comp, "compare for a training step or for serving (verdicts, buckets and diagnosis follow it)")
 
 
 def run(args: argparse.Namespace) -> str:

@@ -18,6 +18,7 @@ from core.cli.output import write_output
 from core.errors import one_line
 from core.inputs import INPUTS, Input, Kind, Precision
 from core.units import parse_count
+from core.verdict import Mode
 
 
 class UsageError(Exception):
@@ -39,6 +40,12 @@ def text_arg(value: str) -> str:
     if not value.strip():
         raise argparse.ArgumentTypeError("an empty value is not allowed")
     return value
+
+
+def add_mode_option(parser: argparse.ArgumentParser | Any, help_text: str) -> None:
+    """--mode: what is judged (core.verdict.Mode), a training step unless asked; estimate, compare
+    and report take the one option."""
+    parser.add_argument("--mode", choices=[m.value for m in Mode], default=Mode.TRAINING.value, help=help_text)
 
 
 def add_force_option(parser: argparse.ArgumentParser | Any) -> None:
@@ -110,9 +117,7 @@ def add_plan_options(parser: argparse.ArgumentParser) -> None:
         choices=[p.value for p in Precision],
         help="the old one-word setting (a preset)",
     )
-    groups["inference"].add_argument(
-        "--mode", choices=["training", "inference"], default="training", help="which estimate to print"
-    )
+    add_mode_option(groups["inference"], "which estimate to print")
     parallel = groups["parallel"]
     parallel.add_argument(
         "--gpus", type=int, dest="gpus_total", metavar="N", help="GPUs on one node (= --gpus-per-node N)"

@@ -10,7 +10,7 @@ import argparse
 from collections.abc import Callable
 from typing import Any
 
-from core.cli.parser import UsageError, add_force_option, text_arg
+from core.cli.parser import UsageError, add_force_option, add_mode_option, text_arg
 from core.cli.plans import load_named_plans
 from core.estimate import Mode
 from core.files.fileio import save_target, write_file
@@ -34,12 +34,7 @@ def register(sub: Any) -> None:
         kind.add_argument(f"--{flag}", metavar="OUT", type=text_arg, help=f"write {text} to OUT")
     report.add_argument("--title", help="the report's title")
     report.add_argument("--gib", action="store_true", help="GiB instead of decimal GB")
-    report.add_argument(
-        "--mode",
-        choices=["training", "inference"],
-        default="training",
-        help="report on a training step or for serving (verdicts, buckets and diagnosis follow it)",
-    )
+    add_mode_option(report, "report on a training step or for serving (verdicts, buckets and diagnosis follow it)")
     add_force_option(report)
 
 

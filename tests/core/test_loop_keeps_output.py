@@ -10,29 +10,20 @@ the loss, returned as ``CausalLMOutputWithPast(logits=logits)``). Llama-2-7B's v
 
 from __future__ import annotations
 
-import json
-from pathlib import Path
+import pytest
 
-from core.catalogue import find_model
-from core.cli.app import main as cli_main
 from core.estimate import estimate
-from core.plan import Method, Plan, Workload
+from core.plan import Plan
 from core.training.activations import loss_memory
-from tests.scripts import load_script
+from tests.core.llama_lora import cli_peak_bytes, lora_plan
+from tests.core.memory_corpus import families_planned_with
 
-FOLDER = Path(__file__).resolve().parents[2] / "benchmarks" / "realgpu"
 # Batch 10 × 2,048 tokens × 32,000: N·V = 655,360,000; float32: 2,621,440,000 bytes.
 NV = 10 * 2_048 * 32_000
 
 
 def _plan(keeps: bool) -> Plan:
-    return Plan(
-        model=find_model("llama-2-7b").spec,
-        method=Method.LORA,
-        workload=Workload(micro_batch=10, seq_len=2_048),
-        checkpointing=True,
-        loop_keeps_output=keeps,
-    )
+    return lora_plan(10, loop_keeps_output=keeps)
 
 
 def test_the_kept_output_holds_its_float32_logits_at_the_start_of_the_backward() -> None:
@@ -57,21 +48,9 @@ def test_the_setting_does_not_apply_where_the_logits_never_exist_whole() -> None
         assert loss_memory(with_it) == loss_memory(with_it.with_changes(loop_keeps_output=False))
 
 
-def test_the_command_line_sets_it(capsys: object) -> None:
-    args = ["estimate", "--model", "llama-2-7b", "--method", "lora", "--micro-batch", "10", "--seq", "2048"]
-    assert cli_main([*args, "--json"]) == 0
-    plain = json.loads(capsys.readouterr().out)  # type: ignore[attr-defined]
-    assert cli_main([*args, "--loop-keeps-output", "--json"]) == 0
-    kept = json.loads(capsys.readouterr().out)  # type: ignore[attr-defined]
-    assert kept["peak_bytes"] - plain["peak_bytes"] == NV * 4
+def test_the_command_line_sets_it(capsys: pytest.CaptureFixture[str]) -> None:
+    assert cli_peak_bytes(capsys, 10, "--loop-keeps-output") - cli_peak_bytes(capsys, 10) == NV * 4
 
 
 def test_the_mapping_plans_answerai_records_with_it_and_no_other_family() -> None:
-    mapping = load_script(FOLDER / "mapping.py", "realgpu_mapping_keeps_output")
-    figures = json.loads((FOLDER / "memory_figures.json").read_text())["figures"]
-    kept = {
-        mapping.FAMILY[f["source_id"]]
-        for f in figures
-        if (m := mapping.map_figure(f)).plan is not None and m.plan.loop_keeps_output
-    }
-    assert kept == {"answerai"}
+    assert families_planned_with("loop_keeps_output", "realgpu_mapping_keeps_output") == {"answerai"}

@@ -9,7 +9,7 @@ import pytest
 
 from core.checks import plan_warnings
 from core.files import planfile
-from core.inputs import INPUTS, MegatronCeFusion, Stack
+from core.inputs import INPUTS, LOSS_CODE, LOSS_KERNELS, MegatronCeFusion, Stack, own_loss_code
 from core.losses import (
     LOSS_INPUTS,
     LossChoice,
@@ -42,6 +42,27 @@ def _switches_on(plan: Plan) -> dict[str, object]:
 
 def test_the_loss_inputs_are_the_tables() -> None:
     assert set(LOSS_INPUTS) <= {spec.path for spec in INPUTS}
+
+
+def test_each_choice_has_one_input_and_each_input_a_choice() -> None:
+    """The Loss list's switches (LOSS_INPUTS) and the loss code that makes the eager loss's settings
+    moot (core.inputs.LOSS_CODE, own_loss_code) agree: the list's kernels are exactly the choices
+    own_loss_code counts, and every input of the list is set by some choice, once."""
+    plan = _gpt2(preset=Preset.PURE_BF16)
+    sets = {choice: _switches_on(with_loss(plan, choice)) for choice in SWITCHES}
+    assert {choice: list(on) for choice, on in sets.items()} == {
+        LossChoice.FUSED: ["fused_loss"],
+        LossChoice.CHUNKED: ["chunked_loss"],
+        LossChoice.FLASH: ["flash_loss"],
+        LossChoice.COMPILED: ["compiled_loss"],
+        LossChoice.MEGATRON_NATIVE: ["megatron_ce_fusion"],
+        LossChoice.MEGATRON_TE: ["megatron_ce_fusion"],
+        LossChoice.LOSS_16BIT: ["loss_16bit"],
+    }
+    assert len(set(LOSS_INPUTS)) == len(LOSS_INPUTS) == len({path for on in sets.values() for path in on})
+    kernels = {choice for choice in SWITCHES if own_loss_code(with_loss(plan, choice))}
+    assert {path for choice in kernels for path in sets[choice]} == set(LOSS_KERNELS)
+    assert set(LOSS_INPUTS) & set(LOSS_CODE) == set(LOSS_KERNELS)
 
 
 @pytest.mark.parametrize("choice", list(LossChoice))

@@ -16,14 +16,12 @@ documentation records stay checked.
 
 from __future__ import annotations
 
-import json
 from dataclasses import replace
-from pathlib import Path
 
 from core.plan import Strategy
+from tests.core.memory_corpus import FOLDER, assert_moves_no_fit, assert_recorded, corpus
 from tests.scripts import load_script
 
-FOLDER = Path(__file__).resolve().parents[2] / "benchmarks" / "realgpu"
 RASBT = "rasbt-llms-from-scratch-speed-2025-02"
 LOWBIT = "torchao-low-bit-optim-2024-09"
 AWS = "aws-awsome-distributed-torchtitan-2025-03"
@@ -38,19 +36,12 @@ SCORED = (
 )
 
 
-def _corpus() -> dict:  # type: ignore[type-arg]
-    return json.loads((FOLDER / "memory_figures.json").read_text())  # type: ignore[no-any-return]
-
-
 def test_the_two_sources_are_recorded_with_their_figures() -> None:
-    corpus = _corpus()
-    sources = {s["id"]: s for s in corpus["sources"]}
+    data = corpus()
+    sources = {s["id"]: s for s in data["sources"]}
     for source in NEW:
-        record = sources[source]
-        for key in ("kind", "authors_or_org", "url_or_repo", "commit_or_date", "independence_note"):
-            assert record[key], (source, key)
-        assert record["how_metric_was_determined"]
-    figures = [f for f in corpus["figures"] if f["source_id"] in NEW]
+        assert_recorded(sources[source])
+    figures = [f for f in data["figures"] if f["source_id"] in NEW]
     assert [len([f for f in figures if f["source_id"] == s]) for s in NEW] == [12, 4, 2]
     for figure in figures:
         assert figure["quote"] and figure["location"]["commit"] and figure["assumptions"]
@@ -72,17 +63,14 @@ def test_they_are_held_out_listed_with_why_and_move_no_fit() -> None:
             assert m.unscored.startswith("not comparable: Hand-written"), m.id
     assert sorted(r.mapped.id for r in result.rows if r.mapped.source in NEW) == sorted(SCORED)
     # Held out: scored with the constant fitted on every other family, fitting nothing themselves.
-    others = bench.run([m.figure for m in result.mapped if m.source not in NEW])
-    assert others.fitted_all == result.fitted_all and others.fitted_without == {
-        k: v for k, v in result.fitted_without.items() if k in others.fitted_without
-    }
+    assert_moves_no_fit(bench, result, NEW)
     assert set(NEW) <= mapping.HELD_OUT_SOURCES
 
 
 def test_the_hand_written_gpt2_is_planned_as_its_code_builds_it_and_its_estimate_stays_recorded() -> None:
     mapping = load_script(FOLDER / "mapping.py", "realgpu_mapping_rasbt_plan")
     bench = load_script(FOLDER / "memory.py", "realgpu_memory_rasbt_plan")
-    figures = {f["id"]: f for f in _corpus()["figures"] if f["source_id"] == RASBT}
+    figures = {f["id"]: f for f in corpus()["figures"] if f["source_id"] == RASBT}
     published = {}
     for fid in ("rasbt-gpt2-124m-9-vocab-50304", "rasbt-gpt2-124m-ddp-4xa100-batch-32"):
         figure = figures[fid]
@@ -111,7 +99,7 @@ def test_awss_readings_fit_a_batch_the_config_it_names_does_not_set() -> None:
     mapping = load_script(FOLDER / "mapping.py", "realgpu_mapping_aws")
     bench = load_script(FOLDER / "memory.py", "realgpu_memory_aws")
     errors = {}
-    for figure in (f for f in _corpus()["figures"] if f["source_id"] == AWS):
+    for figure in (f for f in corpus()["figures"] if f["source_id"] == AWS):
         for batch in (1, 2):
             recipe = dict(figure["recipe"], micro_batch=batch)
             mapped = mapping.map_figure(dict(figure, recipe=recipe, not_comparable_reason=None))

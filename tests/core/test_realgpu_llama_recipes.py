@@ -6,12 +6,9 @@ fit: five figures scored, the rest listed with what the plan lacks or why the re
 
 from __future__ import annotations
 
-import json
-from pathlib import Path
-
+from tests.core.memory_corpus import FOLDER, assert_moves_no_fit, assert_recorded, corpus
 from tests.scripts import load_script
 
-FOLDER = Path(__file__).resolve().parents[2] / "benchmarks" / "realgpu"
 SOURCE = "llama-recipes-fsdp-2023"
 SCORED = (
     "llamarecipes-pr41-7b-lora-4xa100-40-final-active",
@@ -22,23 +19,11 @@ SCORED = (
 )
 
 
-def _corpus() -> dict:  # type: ignore[type-arg]
-    return json.loads((FOLDER / "memory_figures.json").read_text())  # type: ignore[no-any-return]
-
-
 def test_the_source_and_its_figures_are_recorded() -> None:
-    corpus = _corpus()
-    (source,) = [s for s in corpus["sources"] if s["id"] == SOURCE]
-    for key in (
-        "kind",
-        "authors_or_org",
-        "url_or_repo",
-        "commit_or_date",
-        "independence_note",
-        "how_metric_was_determined",
-    ):
-        assert source[key], key
-    figures = [f for f in corpus["figures"] if f["source_id"] == SOURCE]
+    data = corpus()
+    (source,) = [s for s in data["sources"] if s["id"] == SOURCE]
+    assert_recorded(source)
+    figures = [f for f in data["figures"] if f["source_id"] == SOURCE]
     assert len(figures) == 16
     for figure in figures:
         assert figure["quote"] and figure["location"]["url"] and figure["assumptions"], figure["id"]
@@ -60,14 +45,12 @@ def test_it_is_held_out_and_moves_no_fit() -> None:
         if m.plan is not None:
             assert m.plan.training_kv_cache and not m.plan.parallel.fsdp1_wrap, m.id
     assert sorted(r.mapped.id for r in result.rows if r.mapped.source == SOURCE) == sorted(SCORED)
-    others = bench.run([m.figure for m in result.mapped if m.source != SOURCE])
-    assert others.fitted_all == result.fitted_all
-    assert others.fitted_without == {k: v for k, v in result.fitted_without.items() if k in others.fitted_without}
+    assert_moves_no_fit(bench, result, {SOURCE})
 
 
 def test_the_missing_capabilities_are_named() -> None:
     mapping = load_script(FOLDER / "mapping.py", "realgpu_mapping_llama_recipes_missing")
-    missing = {f["id"]: mapping.map_figure(f).missing for f in _corpus()["figures"] if f["source_id"] == SOURCE}
+    missing = {f["id"]: mapping.map_figure(f).missing for f in corpus()["figures"] if f["source_id"] == SOURCE}
     kept = [i for i, why in missing.items() if any("previous step's output" in w for w in why)]
     assert sorted(kept) == sorted(i for i in missing if "output-kept" in i)
     assert sum(any("limit_all_gathers" in w for w in why) for why in missing.values()) == 2

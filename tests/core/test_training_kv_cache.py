@@ -13,30 +13,20 @@ layers, 8 key/value heads of 128.
 
 from __future__ import annotations
 
-import json
-from pathlib import Path
+import pytest
 
-from core.catalogue import find_model
-from core.cli.app import main as cli_main
 from core.estimate import estimate
-from core.plan import Attention, Method, Plan, Stack, Workload
+from core.plan import Attention, Method, Plan, Stack
 from core.training.activations import kv_cache_terms, loss_memory
-from tests.scripts import load_script
+from tests.core.llama_lora import cli_peak_bytes, lora_plan
+from tests.core.memory_corpus import families_planned_with
 
-FOLDER = Path(__file__).resolve().parents[2] / "benchmarks" / "realgpu"
 # 2 (K and V) × 32 layers × 4 × 2,048 tokens × 4,096 (32 heads × 128) × 2 bytes.
 LLAMA2_CACHE = 2 * 32 * 4 * 2_048 * 4_096 * 2
 
 
 def _plan(model: str = "llama-2-7b", **changes: object) -> Plan:
-    plan = Plan(
-        model=find_model(model).spec,
-        method=Method.LORA,
-        workload=Workload(micro_batch=4, seq_len=2_048),
-        checkpointing=True,
-        training_kv_cache=True,
-    )
-    return plan.with_changes(**changes) if changes else plan
+    return lora_plan(4, model, **{"training_kv_cache": True, **changes})
 
 
 def test_under_full_checkpointing_every_layers_k_and_v_are_kept_to_the_end_of_the_forward() -> None:
@@ -80,22 +70,10 @@ def test_megatron_and_the_default_have_no_cache() -> None:
     assert kv_cache_terms(_plan(stack=Stack.MEGATRON, method=Method.FULL)) == ()
 
 
-def test_the_command_line_sets_it(capsys: object) -> None:
-    args = ["estimate", "--model", "llama-2-7b", "--method", "lora", "--micro-batch", "4", "--seq", "2048"]
-    args += ["--checkpointing", "--json"]
-    assert cli_main(args) == 0
-    plain = json.loads(capsys.readouterr().out)  # type: ignore[attr-defined]
-    assert cli_main([*args, "--training-kv-cache"]) == 0
-    cached = json.loads(capsys.readouterr().out)  # type: ignore[attr-defined]
-    assert cached["peak_bytes"] > plain["peak_bytes"]
+def test_the_command_line_sets_it(capsys: pytest.CaptureFixture[str]) -> None:
+    plain = cli_peak_bytes(capsys, 4, "--checkpointing")
+    assert cli_peak_bytes(capsys, 4, "--checkpointing", "--training-kv-cache") > plain
 
 
 def test_the_mapping_plans_only_llama_recipes_records_with_it() -> None:
-    mapping = load_script(FOLDER / "mapping.py", "realgpu_mapping_kv_cache")
-    figures = json.loads((FOLDER / "memory_figures.json").read_text())["figures"]
-    cached = {
-        mapping.FAMILY[f["source_id"]]
-        for f in figures
-        if (m := mapping.map_figure(f)).plan is not None and m.plan.training_kv_cache
-    }
-    assert cached == {"llama-recipes"}
+    assert families_planned_with("training_kv_cache", "realgpu_mapping_kv_cache") == {"llama-recipes"}
