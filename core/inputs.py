@@ -671,9 +671,22 @@ LOSS_KERNELS: Final = ("fused_loss", "chunked_loss", "flash_loss", "compiled_los
 LOSS_CODE: Final = (*LOSS_KERNELS, "unsloth", "litgpt")
 
 
+# The loss kernels the estimate takes only on a head without tanh soft-capping (Gemma 2's
+# ``final_logit_softcapping``): on a soft-capped head core.training.activations._loss_terms counts
+# the eager cross-entropy, with the capped logits kept, in their place.
+SOFTCAP_EAGER_LOSS: Final = ("flash_loss", "compiled_loss")
+
+
+def loss_code_runs(plan: Plan, name: str) -> bool:
+    """Whether the loss setting ``name`` (one of :data:`LOSS_CODE`) is on and its code is what the
+    estimate counts: a kernel of :data:`SOFTCAP_EAGER_LOSS` on a soft-capped head is not."""
+    return bool(getattr(plan, name)) and not (plan.model.final_softcap and name in SOFTCAP_EAGER_LOSS)
+
+
 def own_loss_code(plan: Plan) -> bool:
-    """Whether one of :data:`LOSS_CODE` computes the plan's loss (no eager cross-entropy)."""
-    return any(getattr(plan, name) for name in LOSS_CODE)
+    """Whether one of :data:`LOSS_CODE` computes the plan's loss (no eager cross-entropy): the one
+    rule the memory, the 16-bit loss switch and the window's rows read."""
+    return any(loss_code_runs(plan, name) for name in LOSS_CODE)
 
 
 def loss_16bit_matters(plan: Plan) -> bool:

@@ -16,7 +16,7 @@ from typing import Final
 from core.breakdown import LayerActs, Term
 from core.dtypes import DTYPE_BYTES, Dtype, Quant
 from core.format import sci
-from core.inputs import loss_16bit_matters
+from core.inputs import loss_16bit_matters, loss_code_runs
 from core.memo import last_answer
 from core.model import ModelSpec, normalise_lora_targets
 from core.plan import Attention, CheckpointPolicy, MegatronCeFusion, Method, Plan, Stack
@@ -721,9 +721,9 @@ def _loss_terms(plan: Plan, loss_parallel: bool) -> LossMemory:
         bwd = [Term("loss chunk gradients (float32), 1/8 of N·V", "3 × (N·V/8) × 4", chunk * 12)]
         return LossMemory(tuple(fwd), tuple(bwd))
     ca = dtypes_for(plan).compute
-    if plan.flash_loss and not model.final_softcap:
+    if loss_code_runs(plan, "flash_loss"):
         return _flash_loss(n, nv, ca)
-    if plan.compiled_loss and not model.final_softcap:
+    if loss_code_runs(plan, "compiled_loss"):
         return _compiled_loss(nv, ca)
     if plan.stack is Stack.MEGATRON and not model.final_softcap:
         return _megatron_loss(nv, ca, plan.megatron_ce_fusion)

@@ -22,7 +22,7 @@ from core.dtypes import Autocast
 from core.estimate import estimate
 from core.files import planfile
 from core.files.planfile import PlanFileError
-from core.inputs import input_at
+from core.inputs import input_at, loss_16bit_matters
 from core.plan import Method, Plan, Preset, Workload
 from core.training.activations import loss_memory
 
@@ -103,3 +103,25 @@ def test_a_plan_file_refuses_a_value_that_is_not_a_switch() -> None:
     document["plan"]["loss_16bit"] = "sometimes"
     with pytest.raises(PlanFileError, match="plan.loss_16bit"):
         planfile.loads(json.dumps(document))
+
+
+def test_a_soft_capped_head_with_a_kernel_the_estimate_does_not_take_still_gets_the_16bit_switch() -> None:
+    # Gemma 2 2B (resources/models.json, google/gemma-2-2b config.json: final_logit_softcapping 30.0):
+    # on a soft-capped head loss_memory counts the eager cross-entropy in place of flash-attn's or the
+    # compiled one, so the loop's 16-bit loss must matter there too, not be hidden as "own loss code".
+    gemma = Plan(
+        model=find_model("gemma-2-2b").spec,
+        method=Method.FULL,
+        preset=Preset.PURE_BF16,
+        workload=Workload(micro_batch=1, seq_len=512),
+    )
+    nv = 512 * gemma.model.vocab_size
+    for kernel in ("flash_loss", "compiled_loss"):
+        plan = gemma.with_changes(**{kernel: True})
+        assert loss_16bit_matters(plan)
+        half = loss_memory(plan.with_changes(loss_16bit=True))
+        full = loss_memory(plan)
+        # The log-softmax in bf16 instead of the float32 upcast and its float32 log-softmax.
+        assert sum(t.bytes for t in full.forward) - sum(t.bytes for t in half.forward) == nv * (4 + 4 - 2)
+    # On a head without soft-capping the kernel is the loss: the switch does not matter.
+    assert not loss_16bit_matters(_plan(flash_loss=True))
