@@ -390,10 +390,10 @@ def gguf_tensor_bytes(model: ModelSpec, quant: GgufQuant) -> tuple[tuple[float, 
 
 
 @lru_cache(maxsize=128)
-def matvec_weights_by_type(model: ModelSpec, quant: GgufQuant) -> tuple[tuple[GgmlType, float], ...]:
+def matvec_weights_by_type(model: ModelSpec, quant: GgufQuant, head: bool = True) -> tuple[tuple[GgmlType, float], ...]:
     """The weights one decode token's mat-vecs read, by ggml type, in a ``quant`` file: every
-    block's 2-D weights (of an expert tensor, the share a token routes to) and the output layer;
-    the token embedding is a row lookup, not a product."""
+    block's 2-D weights (of an expert tensor, the share a token routes to) and, with ``head``, the
+    output layer; the token embedding is a row lookup, not a product."""
     q = quantiser(model, quant)
     scale = model.params_scale
     routed = model.experts_per_token / model.num_experts if model.num_experts > 1 else 1.0
@@ -403,8 +403,9 @@ def matvec_weights_by_type(model: ModelSpec, quant: GgufQuant) -> tuple[tuple[Gg
             share = routed if kind.endswith("_exps") else 1.0
             kind_type = tensor_type(q, kind, layer, row)
             totals[kind_type] = totals.get(kind_type, 0.0) + row * rows * share * scale
-    head = tensor_type(q, "output", -1, model.hidden_size)
-    totals[head] = totals.get(head, 0.0) + model.vocab_size * model.hidden_size * scale
+    if head:
+        kind = tensor_type(q, "output", -1, model.hidden_size)
+        totals[kind] = totals.get(kind, 0.0) + model.vocab_size * model.hidden_size * scale
     return tuple(sorted(totals.items(), key=lambda item: item[0].value))
 
 

@@ -262,19 +262,63 @@ def weight_read_factor(plan: Plan, gpu: GpuSpec) -> float:
     return SCALAR_F16_MATVEC_SLOWDOWN if slow else 1.0
 
 
-def kquant_matvec_seconds(plan: Plan, gpu: GpuSpec, device_share: float = 1.0) -> float:
+def kquant_matvec_seconds(
+    plan: Plan,
+    gpu: GpuSpec,
+    device_share: float = 1.0,
+    head: bool = True,
+    cycles_of: Mapping[GgmlType, float] = APPLE_MATVEC_CYCLES,
+) -> float:
     """Seconds one token's mat-vecs keep an Apple GPU's ALUs busy: the weights they read of each
-    type (core.serving.llamacpp.matvec_weights_by_type) x :data:`APPLE_MATVEC_CYCLES`, the share
-    on the GPU; 0 for other engines and cards and for files of no costed type."""
+    type (core.serving.llamacpp.matvec_weights_by_type; with ``head``, the output layer's too) x
+    ``cycles_of`` (:data:`APPLE_MATVEC_CYCLES`), the share on the GPU; 0 for other engines and
+    cards and for files of no costed type."""
     inf = plan.inference
     if inf.engine is not Engine.LLAMACPP or gpu.vendor != "apple" or inf.gguf_quant in GGUF_FLOAT:
         return 0.0
     lanes = gpu.peak_tflops("fp32") * 1e12 / 2  # lane-cycles a second: FP32 peak / 2 FLOPs a lane-cycle
     if lanes <= 0:
         return 0.0
-    weights = matvec_weights_by_type(plan.model, inf.gguf_quant)
-    cycles = sum(count * APPLE_MATVEC_CYCLES.get(kind, 0.0) for kind, count in weights)
+    weights = matvec_weights_by_type(plan.model, inf.gguf_quant, head)
+    cycles = sum(count * cycles_of.get(kind, 0.0) for kind, count in weights)
     return cycles * device_share / lanes
+
+
+# llama.cpp's Metal mat-mat kernel dequantises every weight once per 32 columns (prompt tokens) of a
+# micro-batch. Read at ggml-org/ggml e84c498b (2024-05-12, the sync of the llama.cpp builds
+# XiongjieDai ran, b2795-b2837): src/ggml-metal.m (GGML_OP_MUL_MAT) sends a product of more than
+# ne11_mm_min = 1 columns on an MTLGPUFamilyApple7+ GPU to kernel_mul_mm_<type>_f32, dispatched as
+# ((ne11 + 31)/32, (ne01 + 63)/64) threadgroups of 128 threads; src/ggml-metal.metal
+# kernel_mul_mm_impl computes one 64 x 32 tile of the output per threadgroup (BLOCK_SIZE_M 64,
+# BLOCK_SIZE_N 32) and, for every 32-wide step along the rows, dequantises its 64 rows' weights
+# (dequantize_q4_K / _q5_K / _q6_K: the 6-bit scale and min unpacked, each weight masked, scaled and
+# offset) into threadgroup memory, then waits at a barrier and runs the simdgroup products on the same
+# ALUs. "Each weight in src0 is loaded once, dequantized once, and reused 32 times" (the kernel's
+# author, lshzh-ww, ggml-org/llama.cpp PR #2995, 2023-09-04). A K-quant weight's unpack is taken to
+# cost a tile what it costs the mat-vec (APPLE_MATVEC_CYCLES, read on an M2 Max), an assumption
+# checked on a source that is not scored: ggml-org/llama.cpp PR #3084 ("Metal: PP speedup",
+# ggerganov's M2 Ultra table, 2023-09-09, the PR's column), LLaMA 7B pp512 F16 1265.30 t/s, Q4_K_M
+# 1028.20, Q5_K_M 976.31, Q5_K_S 977.60, Q6_K 977.56: the K-quant files take 93.3 / 119.8 / 119.1 /
+# 119.1 ms more than F16, where 16 tiles of their 6.61 billion weights (the head ran for every
+# prompt token in that build) at these cycles and 76 cores x 128 lanes x 1.398 GHz give 88.8 /
+# 110.7 / 107.7 / 127.5 ms. The same table sets Q4_0's and Q8_0's cost a weight a tile, which no
+# mat-vec figure gives: their files take 35.2 and 43.4 ms more than F16's, 16 tiles of 6.48 billion
+# Q4_0 weights (less the Q6_K head's share, at its 16.4) and of 6.61 billion Q8_0 weights: 4.3 and 5.6
+# lane-cycles (dequantize_q4_0 masks two nibbles of a 16-bit word and scales them, dequantize_q8_0
+# scales bytes). Q4_1, Q5_0, Q5_1, Q2_K, Q3_K and the IQ types are not costed. The output head runs
+# for the prompt's last token only (PROMPT_HEAD_ROWS), a mat-vec, left out.
+METAL_MM_TILE_TOKENS: Final = 32
+METAL_TILE_DEQUANT_CYCLES: Final[Mapping[GgmlType, float]] = MappingProxyType(
+    {**APPLE_MATVEC_CYCLES, GgmlType.Q4_0: 4.3, GgmlType.Q8_0: 5.6}
+)
+
+
+def metal_tile_dequant_seconds(plan: Plan, gpu: GpuSpec, device_share: float = 1.0) -> float:
+    """Seconds an Apple GPU's ALUs spend dequantising the blocks' quantised weights for one
+    :data:`METAL_MM_TILE_TOKENS`-token tile of a prompt micro-batch (llama.cpp's Metal
+    ``kernel_mul_mm``, :data:`METAL_TILE_DEQUANT_CYCLES`); 0 for other engines and cards and for
+    float files."""
+    return kquant_matvec_seconds(plan, gpu, device_share, head=False, cycles_of=METAL_TILE_DEQUANT_CYCLES)
 
 
 def serving_utilisation(plan: Plan, gpu: GpuSpec | None = None) -> float:
@@ -547,6 +591,9 @@ class StepModel:
     graphs_alone: bool = False  # llama.cpp replays a lone sequence's decode step as a CUDA graph
     # llama.cpp on an Apple GPU: one token's K-quant mat-vecs on the ALUs (kquant_matvec_seconds)
     matvec_alu_s: float = 0.0
+    # and a prompt micro-batch's dequantisation of the blocks' quantised weights, per 32-token tile
+    # of its mat-mat products (metal_tile_dequant_seconds)
+    tile_dequant_alu_s: float = 0.0
     # a lone token's GPU weight reads take this many times their time at the bandwidth (weight_read_factor)
     matvec_read_factor: float = 1.0
     # Hugging Face generate: the host's Python time per layer per step (core.serving.fit.HF_HOST_LAYER
@@ -654,6 +701,8 @@ class StepModel:
         one = max(compute, self.memory_seconds(1, matvec=False)) + self.layout.layers * self.layer_seconds(chunk)
         if chunk > MMQ_MAX_BATCH_SIZE and self.bandwidth > 0:
             one += self.prompt_dequant_bytes / self.bandwidth
+        if chunk > 1:  # Metal's mat-mat kernel, not its mat-vec (METAL_MM_TILE_TOKENS)
+            one += math.ceil(chunk / METAL_MM_TILE_TOKENS) * self.tile_dequant_alu_s
         embedded = embedding_allreduce_seconds(self.plan, self.link, chunk)
         return (stages * (one + allreduce_seconds(self.plan, self.link, chunk)) + embedded) / chunk
 
@@ -772,6 +821,7 @@ def step_model(
         device_bytes=offload[1],
         prompt_dequant_bytes=prompt_dequant,
         matvec_alu_s=kquant_matvec_seconds(plan, gpu, _device_share(offload)),
+        tile_dequant_alu_s=metal_tile_dequant_seconds(plan, gpu, _device_share(offload)),
         matvec_read_factor=weight_read_factor(plan, gpu),
         host_layer_s=host_fixed_s,
         host_expert_s=host_expert_s,
@@ -979,7 +1029,14 @@ def _launch_text(plan: Plan, gpu: GpuSpec, model: StepModel, running: int) -> st
             if model.matvec_alu_s
             else ""
         )
-        return f"; Metal: {dispatches:.0f} dispatches a layer, encoded again each token ({per_layer:.0f} µs){alu}"
+        tiles = (
+            f"; a prompt's products dequantise the quantised weights once per {METAL_MM_TILE_TOKENS} tokens "
+            f"({model.tile_dequant_alu_s * 1e3:.1f} ms of the ALUs each time)"
+            if model.tile_dequant_alu_s
+            else ""
+        )
+        encoded = f"encoded again each token ({per_layer:.0f} µs)"
+        return f"; Metal: {dispatches:.0f} dispatches a layer, {encoded}{alu}{tiles}"
     if vulkan(plan):
         return f"; Vulkan: {kernels_per_layer(plan, gpu):.1f} dispatches a layer recorded into command buffers"
     if model.graphs_alone and running == 1:
