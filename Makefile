@@ -21,7 +21,7 @@ run: $(STAMP)
 test: lint typecheck importcheck unit
 
 lint: $(STAMP)
-	$(PY) -m ruff check core gui tests benchmarks
+	$(PY) -m ruff check core gui tests benchmarks tools
 
 typecheck: $(STAMP)
 	$(PY) -m mypy

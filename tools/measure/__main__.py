@@ -104,7 +104,7 @@ def main(argv: list[str] | None = None) -> int:
             continue
         try:
             res, diag = measure(case, config, backend)
-        except Exception:  # noqa: BLE001 - report and go on with the next case
+        except Exception:
             failures += 1
             print(f"FAIL {case['id']}:\n{traceback.format_exc()}", flush=True)
             continue

@@ -26,12 +26,12 @@ from torch.profiler import ProfilerActivity, profile
 from transformers import GptOssConfig
 from transformers.models.gpt_oss.modeling_gpt_oss import GptOssMLP
 
-D, I, E, K, N, W = 96, 80, 8, 2, 1_000, 2  # small, with d != I so the terms can be told apart
+D, FFN, E, K, N, W = 96, 80, 8, 2, 1_000, 2  # small, with d != the expert width so the terms can be told apart
 
 
 def _mlp(trained: bool) -> GptOssMLP:
     torch.manual_seed(0)
-    config = GptOssConfig(hidden_size=D, intermediate_size=I, num_local_experts=E, num_experts_per_tok=K)
+    config = GptOssConfig(hidden_size=D, intermediate_size=FFN, num_local_experts=E, num_experts_per_tok=K)
     mlp = GptOssMLP(config).to(torch.bfloat16)
     for p in mlp.parameters():
         torch.nn.init.normal_(p, std=0.02)
@@ -52,8 +52,8 @@ def saved_bytes(trained: bool) -> tuple[int, int]:
 
     with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
         mlp(x)
-    copies = E * (D * 2 * I + I * D) * W
-    per_row = 7 * I + 3 * D if trained else 6 * I + 2 * D
+    copies = E * (D * 2 * FFN + FFN * D) * W
+    per_row = 7 * FFN + 3 * D if trained else 6 * FFN + 2 * D
     # The router's input x (kept when its weight trains), its bf16 scores, the routing-weight slices and
     # the index tensors: not the loop's.
     rest = (N * D * W if trained else 0) + N * E * W + N * K * (W + 8 + 8)
@@ -65,7 +65,7 @@ def backward_ops() -> dict[str, int]:
     mlp = _mlp(True)
     x = torch.randn(1, N, D, dtype=torch.bfloat16, requires_grad=True)
     out, _ = mlp(x)
-    full = [E, D, 2 * I]
+    full = [E, D, 2 * FFN]
     ops: collections.Counter[str] = collections.Counter()
     with profile(activities=[ProfilerActivity.CPU], record_shapes=True) as prof:
         out.sum().backward()
@@ -81,9 +81,17 @@ def kernelized_on_the_cpu() -> str:
     from transformers import GptOssForCausalLM
     from transformers.models.gpt_oss import modeling_gpt_oss
 
-    config = GptOssConfig(hidden_size=64, intermediate_size=64, num_local_experts=4, num_experts_per_tok=2,
-                          num_hidden_layers=1, num_attention_heads=4, num_key_value_heads=2, head_dim=16,
-                          vocab_size=128)
+    config = GptOssConfig(
+        hidden_size=64,
+        intermediate_size=64,
+        num_local_experts=4,
+        num_experts_per_tok=2,
+        num_hidden_layers=1,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        head_dim=16,
+        vocab_size=128,
+    )
     model = GptOssForCausalLM(config)
     kernelize(model, device=Device(type=model.device.type))
     forward = model.model.layers[0].mlp.forward.__func__
@@ -95,7 +103,8 @@ def main() -> None:
     print("torch", torch.__version__, "transformers", transformers.__version__)
     for trained in (True, False):
         measured, rule = saved_bytes(trained)
-        print(f"experts trained={trained}: saved {measured:,} B, the rule {rule:,} B ({(rule - measured) / measured:+.1%})")
+        error = (rule - measured) / measured
+        print(f"experts trained={trained}: saved {measured:,} B, the rule {rule:,} B ({error:+.1%})")
     print("backward ops on [E, d, 2I]:", backward_ops())
     try:
         print("GptOssMLP.forward after kernelize on a CPU-held model:", kernelized_on_the_cpu())

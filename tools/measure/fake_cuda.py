@@ -24,7 +24,7 @@ def torch_dir() -> Path:
     spec = importlib.util.find_spec("torch")
     if spec is None or not spec.submodule_search_locations:
         raise RuntimeError("torch is not installed in this interpreter")
-    return Path(list(spec.submodule_search_locations)[0])
+    return Path(next(iter(spec.submodule_search_locations)))
 
 
 def torch_build_info() -> dict[str, str | None]:
@@ -62,10 +62,21 @@ def build() -> Path:
     tmp = out.with_suffix(f".{os.getpid()}.tmp")
     # torch >= 2.x wheels use the C++11 ABI; headers need C++20 in recent releases.
     cmd = [
-        os.environ.get("CXX", "g++"), "-O1", "-shared", "-fPIC", "-std=c++20",
-        "-D_GLIBCXX_USE_CXX11_ABI=1", "-w",
-        f"-I{tdir / 'include'}", str(_SRC), "-o", str(tmp),
-        f"-L{tdir / 'lib'}", "-lc10", "-ltorch_cpu", f"-Wl,-rpath,{tdir / 'lib'}",
+        os.environ.get("CXX", "g++"),
+        "-O1",
+        "-shared",
+        "-fPIC",
+        "-std=c++20",
+        "-D_GLIBCXX_USE_CXX11_ABI=1",
+        "-w",
+        f"-I{tdir / 'include'}",
+        str(_SRC),
+        "-o",
+        str(tmp),
+        f"-L{tdir / 'lib'}",
+        "-lc10",
+        "-ltorch_cpu",
+        f"-Wl,-rpath,{tdir / 'lib'}",
     ]
     res = subprocess.run(cmd, capture_output=True, text=True)
     if res.returncode != 0:
@@ -80,9 +91,7 @@ def preload() -> None:
     if _LOADED is not None:
         return
     if "torch" in sys.modules:
-        raise RuntimeError(
-            "fake-cuda must be set up before torch is imported (CUDAHooks are read once at torch init)"
-        )
+        raise RuntimeError("fake-cuda must be set up before torch is imported (CUDAHooks are read once at torch init)")
     if not is_cpu_only_build():
         raise RuntimeError("fake-cuda is only for CPU-only torch builds; use --backend cuda on a CUDA build")
     _LOADED = ctypes.CDLL(str(build()), mode=ctypes.RTLD_GLOBAL)

@@ -509,9 +509,7 @@ def measure_parallel_case(
             result["phase_breakdowns"] = tracker.phase_breakdowns
             if par["strategy"] == "ddp":
                 sizes = info["bucket_sizes"]
-                result["ddp_buckets"] = {
-                    f"step{s}": [sizes[s][i] for i in sorted(sizes[s])] for s in sorted(sizes)
-                }
+                result["ddp_buckets"] = {f"step{s}": [sizes[s][i] for i in sorted(sizes[s])] for s in sorted(sizes)}
             result.update(static)
             result["wall_seconds"] = round(time.perf_counter() - t0, 2)
             diag = {"sdpa_kernels": dict(sdpa_mod.CHOICES), "sdpa_masked_calls": dict(sdpa_mod.MASKED_CALLS)}

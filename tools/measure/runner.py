@@ -171,7 +171,7 @@ class _PhaseStats:
             bd["optimizer_state"] = state
         return bd
 
-    def _update_peak_stats(self, peak_state) -> None:  # noqa: ANN001 - MemTracker signature
+    def _update_peak_stats(self, peak_state) -> None:
         snap = self._dev_snap()
         total = int(snap["Total"]) if snap else 0
         if self.step:
@@ -196,7 +196,9 @@ class PhaseMemTracker(_PhaseStats, MemTracker):
         MemTracker.__init__(self)
         self._init_phase_stats(device)
 
-    def _track_module_params_and_buffers(self, module: torch.nn.Module, install_grad_hooks: bool = True) -> tuple[int, int]:
+    def _track_module_params_and_buffers(
+        self, module: torch.nn.Module, install_grad_hooks: bool = True
+    ) -> tuple[int, int]:
         # Stock MemTracker registers grad hooks on every parameter, which raises for frozen
         # ones (requires_grad=False): hook only the trainable parameters.
         def _grad_hook(grad: torch.Tensor) -> None:
@@ -243,7 +245,8 @@ def fake_tensor_environment() -> Iterator[None]:
 
     def is_tracing(tensor=None) -> bool:  # transformers' is_tracing minus the FakeTensor test
         return bool(
-            iu.is_torchdynamo_compiling() or iu.is_jit_tracing()
+            iu.is_torchdynamo_compiling()
+            or iu.is_jit_tracing()
             or (tensor is not None and iu.is_torch_fx_proxy(tensor))
         )
 
@@ -310,7 +313,9 @@ def _swap_tensors_fake_ok(t1: torch.Tensor, t2: torch.Tensor) -> None:
 _ORIG_SWAP = torch.utils.swap_tensors
 
 
-def _to_device_inplace(model: torch.nn.Module, device: torch.device | None = None, dtype: torch.dtype | None = None) -> None:
+def _to_device_inplace(
+    model: torch.nn.Module, device: torch.device | None = None, dtype: torch.dtype | None = None
+) -> None:
     """Move parameters/buffers to `device` by replacing them (keeps ties and requires_grad).
 
     Module.to() cannot be used on fake tensors on a CPU build (swap_tensors refuses the
@@ -324,7 +329,8 @@ def _to_device_inplace(model: torch.nn.Module, device: torch.device | None = Non
             if id(p) not in memo:
                 dt = dtype if dtype is not None and p.is_floating_point() else p.dtype
                 memo[id(p)] = torch.nn.Parameter(
-                    torch.empty_strided(p.shape, p.stride(), device=device or p.device, dtype=dt), requires_grad=p.requires_grad
+                    torch.empty_strided(p.shape, p.stride(), device=device or p.device, dtype=dt),
+                    requires_grad=p.requires_grad,
                 )
             mod._parameters[name] = memo[id(p)]
         for name, b in list(mod._buffers.items()):
@@ -424,7 +430,9 @@ def _build(case: dict[str, Any], config: dict[str, Any], fake: bool) -> torch.nn
     return model
 
 
-def _make_optimizer(case: dict[str, Any], params: list[torch.nn.Parameter], device: torch.device) -> torch.optim.Optimizer:
+def _make_optimizer(
+    case: dict[str, Any], params: list[torch.nn.Parameter], device: torch.device
+) -> torch.optim.Optimizer:
     # PyTorch's default on CUDA is the foreach implementation (fused=False). Fake tensors are
     # not of the types _default_to_fused_or_foreach accepts, so the default would silently be
     # the for-loop: pass foreach explicitly = what a real CUDA run picks. CPU default: for-loop.
@@ -608,9 +616,7 @@ def _train_steps(
 ) -> None:
     """The two measured training steps (forward, backward, optimizer) under `tracker`."""
     autocast = (
-        torch.autocast(device.type, dtype=DTYPES[knobs["autocast"]])
-        if knobs["autocast"]
-        else contextlib.nullcontext()
+        torch.autocast(device.type, dtype=DTYPES[knobs["autocast"]]) if knobs["autocast"] else contextlib.nullcontext()
     )
     scaler = None
     if knobs["grad_scaler"]:
@@ -672,9 +678,7 @@ def _peak_fields(tracker: Any, backend: str, marks: _CudaMarks) -> dict[str, Any
     }
 
 
-def measure_case(
-    case: dict[str, Any], config: dict[str, Any], backend: str
-) -> tuple[dict[str, Any], dict[str, Any]]:
+def measure_case(case: dict[str, Any], config: dict[str, Any], backend: str) -> tuple[dict[str, Any], dict[str, Any]]:
     """Run two training steps; return (measurement JSON dict, diagnostics)."""
     t0 = time.perf_counter()
     with contextlib.ExitStack() as stack:

@@ -106,9 +106,7 @@ def _preprocess_mask(mask: torch.Tensor, q: torch.Tensor, k: torch.Tensor) -> to
     last = mask.size(-1)
     if last % align != 0 or mask.stride(-2) % align != 0:
         pad = (align - last % align) % align
-        padded = torch.empty(
-            (*mask.shape[:-1], last + pad), dtype=mask.dtype, device=mask.device
-        )
+        padded = torch.empty((*mask.shape[:-1], last + pad), dtype=mask.dtype, device=mask.device)
         padded = padded[..., :last]
         padded.copy_(mask)
         mask = padded
@@ -141,7 +139,7 @@ def sdpa_cuda(
     return _sdpa_cuda_noautocast(query, key, value, attn_mask, dropout_p, is_causal, scale, enable_gqa)
 
 
-def _sdpa_cuda_noautocast(query, key, value, attn_mask, dropout_p, is_causal, scale, enable_gqa):  # noqa: ANN001, ANN202
+def _sdpa_cuda_noautocast(query, key, value, attn_mask, dropout_p, is_causal, scale, enable_gqa):
     backend = choose_backend(query, key, value, attn_mask, is_causal, enable_gqa)
     CHOICES[backend] += 1
     if attn_mask is not None:
@@ -151,14 +149,10 @@ def _sdpa_cuda_noautocast(query, key, value, attn_mask, dropout_p, is_causal, sc
         og = query.size(-1)
         og_scale = scale if scale is not None else 1.0 / math.sqrt(og)
         qp, kp, vp = (_pad_last_dim(t, 8) for t in (query, key, value))
-        out = aten._scaled_dot_product_flash_attention(
-            qp, kp, vp, dropout_p, is_causal, False, scale=og_scale
-        )[0]
+        out = aten._scaled_dot_product_flash_attention(qp, kp, vp, dropout_p, is_causal, False, scale=og_scale)[0]
         return out[..., :og] if out.size(-1) != og else out
     if backend == "efficient":
-        compute_lse = torch.is_grad_enabled() and (
-            query.requires_grad or key.requires_grad or value.requires_grad
-        )
+        compute_lse = torch.is_grad_enabled() and (query.requires_grad or key.requires_grad or value.requires_grad)
         if mask is not None:
             mask = _preprocess_mask(mask, query, key)
         return aten._scaled_dot_product_efficient_attention(
@@ -175,8 +169,16 @@ def patched_sdpa() -> Iterator[None]:
 
     def sdpa(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False, scale=None, enable_gqa=False):
         if query.device.type != "cuda":
-            return orig(query, key, value, attn_mask=attn_mask, dropout_p=dropout_p,
-                        is_causal=is_causal, scale=scale, enable_gqa=enable_gqa)
+            return orig(
+                query,
+                key,
+                value,
+                attn_mask=attn_mask,
+                dropout_p=dropout_p,
+                is_causal=is_causal,
+                scale=scale,
+                enable_gqa=enable_gqa,
+            )
         return sdpa_cuda(query, key, value, attn_mask, dropout_p, is_causal, scale, enable_gqa)
 
     F.scaled_dot_product_attention = sdpa

@@ -26,36 +26,86 @@ import time
 from typing import Any
 
 TINY_LLAMA = {
-    "model_type": "llama", "architectures": ["LlamaForCausalLM"], "hidden_size": 64,
-    "intermediate_size": 160, "num_hidden_layers": 2, "num_attention_heads": 4,
-    "num_key_value_heads": 2, "vocab_size": 1000, "max_position_embeddings": 512,
-    "rms_norm_eps": 1e-5, "rope_theta": 10000.0, "tie_word_embeddings": False,
-    "hidden_act": "silu", "attention_bias": False,
+    "model_type": "llama",
+    "architectures": ["LlamaForCausalLM"],
+    "hidden_size": 64,
+    "intermediate_size": 160,
+    "num_hidden_layers": 2,
+    "num_attention_heads": 4,
+    "num_key_value_heads": 2,
+    "vocab_size": 1000,
+    "max_position_embeddings": 512,
+    "rms_norm_eps": 1e-5,
+    "rope_theta": 10000.0,
+    "tie_word_embeddings": False,
+    "hidden_act": "silu",
+    "attention_bias": False,
 }
 TINY_GPT2 = {
-    "model_type": "gpt2", "architectures": ["GPT2LMHeadModel"], "n_layer": 2, "n_embd": 64,
-    "n_head": 4, "n_positions": 256, "n_ctx": 256, "vocab_size": 1000,
-    "resid_pdrop": 0.1, "embd_pdrop": 0.1, "attn_pdrop": 0.1, "activation_function": "gelu_new",
+    "model_type": "gpt2",
+    "architectures": ["GPT2LMHeadModel"],
+    "n_layer": 2,
+    "n_embd": 64,
+    "n_head": 4,
+    "n_positions": 256,
+    "n_ctx": 256,
+    "vocab_size": 1000,
+    "resid_pdrop": 0.1,
+    "embd_pdrop": 0.1,
+    "attn_pdrop": 0.1,
+    "activation_function": "gelu_new",
 }
 TINY_QWEN3_MOE = {
-    "model_type": "qwen3_moe", "architectures": ["Qwen3MoeForCausalLM"], "hidden_size": 64,
-    "intermediate_size": 160, "moe_intermediate_size": 32, "num_experts": 8, "num_experts_per_tok": 2,
-    "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 16,
-    "vocab_size": 1000, "max_position_embeddings": 512, "rms_norm_eps": 1e-6, "rope_theta": 10000.0,
-    "tie_word_embeddings": False, "decoder_sparse_step": 1, "mlp_only_layers": [], "norm_topk_prob": True,
+    "model_type": "qwen3_moe",
+    "architectures": ["Qwen3MoeForCausalLM"],
+    "hidden_size": 64,
+    "intermediate_size": 160,
+    "moe_intermediate_size": 32,
+    "num_experts": 8,
+    "num_experts_per_tok": 2,
+    "num_hidden_layers": 2,
+    "num_attention_heads": 4,
+    "num_key_value_heads": 2,
+    "head_dim": 16,
+    "vocab_size": 1000,
+    "max_position_embeddings": 512,
+    "rms_norm_eps": 1e-6,
+    "rope_theta": 10000.0,
+    "tie_word_embeddings": False,
+    "decoder_sparse_step": 1,
+    "mlp_only_layers": [],
+    "norm_topk_prob": True,
 }
 TINY_MISTRAL_SW = {  # a sliding window shorter than the prompt: DynamicSlidingWindowLayer in serving
-    "model_type": "mistral", "architectures": ["MistralForCausalLM"], "hidden_size": 64,
-    "intermediate_size": 160, "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 2,
-    "vocab_size": 1000, "max_position_embeddings": 512, "rms_norm_eps": 1e-5, "rope_theta": 10000.0,
-    "sliding_window": 32, "tie_word_embeddings": False,
+    "model_type": "mistral",
+    "architectures": ["MistralForCausalLM"],
+    "hidden_size": 64,
+    "intermediate_size": 160,
+    "num_hidden_layers": 2,
+    "num_attention_heads": 4,
+    "num_key_value_heads": 2,
+    "vocab_size": 1000,
+    "max_position_embeddings": 512,
+    "rms_norm_eps": 1e-5,
+    "rope_theta": 10000.0,
+    "sliding_window": 32,
+    "tie_word_embeddings": False,
 }
 LORA_QV = {"rank": 8, "alpha": 16, "targets": ["q_proj", "v_proj"], "dropout": 0.0}
 
 
 def _case(id_: str, model: str, **kw: Any) -> dict[str, Any]:
-    c = {"id": id_, "model": model, "method": "full", "precision": "fp32", "optimizer": "adamw",
-         "attention": "sdpa", "checkpointing": False, "micro_batch": 2, "seq_len": 64}
+    c = {
+        "id": id_,
+        "model": model,
+        "method": "full",
+        "precision": "fp32",
+        "optimizer": "adamw",
+        "attention": "sdpa",
+        "checkpointing": False,
+        "micro_batch": 2,
+        "seq_len": 64,
+    }
     c.update(kw)
     return c
 
@@ -63,44 +113,143 @@ def _case(id_: str, model: str, **kw: Any) -> dict[str, Any]:
 CASES = [
     (_case("tiny-llama-full-fp32-adamw-sdpa", "tiny-llama"), TINY_LLAMA),
     (_case("tiny-llama-full-fp32-adamw-eager-ckpt", "tiny-llama", attention="eager", checkpointing=True), TINY_LLAMA),
-    (_case("tiny-llama-lora-bf16-adamw-sdpa", "tiny-llama", method="lora", precision="bf16",
-           lora={"rank": 8, "alpha": 16, "targets": ["q_proj", "v_proj"], "dropout": 0.0}), TINY_LLAMA),
-    (_case("tiny-llama-frozen-bf16mixed-sgdm-eager", "tiny-llama", method="frozen", frozen_layers=1,
-           precision="bf16-mixed", optimizer="sgd-momentum", attention="eager"), TINY_LLAMA),
+    (
+        _case(
+            "tiny-llama-lora-bf16-adamw-sdpa",
+            "tiny-llama",
+            method="lora",
+            precision="bf16",
+            lora={"rank": 8, "alpha": 16, "targets": ["q_proj", "v_proj"], "dropout": 0.0},
+        ),
+        TINY_LLAMA,
+    ),
+    (
+        _case(
+            "tiny-llama-frozen-bf16mixed-sgdm-eager",
+            "tiny-llama",
+            method="frozen",
+            frozen_layers=1,
+            precision="bf16-mixed",
+            optimizer="sgd-momentum",
+            attention="eager",
+        ),
+        TINY_LLAMA,
+    ),
     (_case("tiny-gpt2-full-fp32-adamw-eager", "tiny-gpt2", attention="eager", micro_batch=4), TINY_GPT2),
     (_case("tiny-gpt2-full-fp32-sgd-sdpa-ckpt", "tiny-gpt2", optimizer="sgd", checkpointing=True), TINY_GPT2),
-    (_case("tiny-gpt2-lora-fp32-adamw-sdpa", "tiny-gpt2", method="lora",
-           lora={"rank": 4, "alpha": 8, "targets": ["c_attn"], "dropout": 0.0}), TINY_GPT2),
+    (
+        _case(
+            "tiny-gpt2-lora-fp32-adamw-sdpa",
+            "tiny-gpt2",
+            method="lora",
+            lora={"rank": 4, "alpha": 8, "targets": ["c_attn"], "dropout": 0.0},
+        ),
+        TINY_GPT2,
+    ),
     # the precision-role keys, DoRA and MoE (grouped_mm) paths
     # DoRA's forward leaves a reference cycle holding tensors: equal only because the runner
     # pauses the cyclic collector during the steps (NOTES.md).
     (_case("tiny-llama-dora-fp32-adamw-sdpa", "tiny-llama", method="dora", lora=LORA_QV), TINY_LLAMA),
-    (_case("tiny-llama-lora-bf16w-bf16adapters-noautocast", "tiny-llama", method="lora", lora=LORA_QV,
-           precision="bf16", weight_dtype="bf16", adapter_dtype="bf16", autocast=None), TINY_LLAMA),
-    (_case("tiny-llama-full-bf16w-autocast-sgdm", "tiny-llama", precision="bf16", weight_dtype="bf16",
-           autocast="bf16", optimizer="sgd-momentum"), TINY_LLAMA),
+    (
+        _case(
+            "tiny-llama-lora-bf16w-bf16adapters-noautocast",
+            "tiny-llama",
+            method="lora",
+            lora=LORA_QV,
+            precision="bf16",
+            weight_dtype="bf16",
+            adapter_dtype="bf16",
+            autocast=None,
+        ),
+        TINY_LLAMA,
+    ),
+    (
+        _case(
+            "tiny-llama-full-bf16w-autocast-sgdm",
+            "tiny-llama",
+            precision="bf16",
+            weight_dtype="bf16",
+            autocast="bf16",
+            optimizer="sgd-momentum",
+        ),
+        TINY_LLAMA,
+    ),
     # grouped_mm (transformers 5 MoE experts) takes bf16 only (torch 2.13 meta kernel)
-    (_case("tiny-qwen3moe-full-bf16w-adamw-sdpa", "tiny-qwen3-moe", precision="bf16", weight_dtype="bf16"), TINY_QWEN3_MOE),
+    (
+        _case("tiny-qwen3moe-full-bf16w-adamw-sdpa", "tiny-qwen3-moe", precision="bf16", weight_dtype="bf16"),
+        TINY_QWEN3_MOE,
+    ),
 ]
 KNOWN_DIFF: set[str] = set()  # case ids whose real/fake difference is understood and documented
 SERVING = [
-    ({"id": "tiny-llama-serve", "model": "tiny-llama", "batch": 2, "prompt_len": 64, "new_tokens": 3,
-      "weight_dtype": "bf16", "attention": "sdpa"}, TINY_LLAMA),
-    ({"id": "tiny-mistral-sliding-serve", "model": "tiny-mistral", "batch": 2, "prompt_len": 64, "new_tokens": 2,
-      "weight_dtype": "bf16", "attention": "sdpa"}, TINY_MISTRAL_SW),
+    (
+        {
+            "id": "tiny-llama-serve",
+            "model": "tiny-llama",
+            "batch": 2,
+            "prompt_len": 64,
+            "new_tokens": 3,
+            "weight_dtype": "bf16",
+            "attention": "sdpa",
+        },
+        TINY_LLAMA,
+    ),
+    (
+        {
+            "id": "tiny-mistral-sliding-serve",
+            "model": "tiny-mistral",
+            "batch": 2,
+            "prompt_len": 64,
+            "new_tokens": 2,
+            "weight_dtype": "bf16",
+            "attention": "sdpa",
+        },
+        TINY_MISTRAL_SW,
+    ),
 ]
 _SERVING_COMPARED = ("peak_bytes", "peak_phase", "breakdown", "kv_cache_after", "phase_peaks", "parameters")
 
 _COMPARED = ("peak_allocated_bytes", "peak_step", "peak_phase", "breakdown_at_peak", "phase_peaks", "parameters")
 PARALLEL = [
     (_case("tiny-llama-ddp-w4", "tiny-llama", strategy="ddp", world_size=4), TINY_LLAMA),
-    (_case("tiny-llama-ddp-gradview-smallbuckets-w4", "tiny-llama", strategy="ddp", world_size=4,
-           gradient_as_bucket_view=True, bucket_cap_mb=0.05), TINY_LLAMA),
+    (
+        _case(
+            "tiny-llama-ddp-gradview-smallbuckets-w4",
+            "tiny-llama",
+            strategy="ddp",
+            world_size=4,
+            gradient_as_bucket_view=True,
+            bucket_cap_mb=0.05,
+        ),
+        TINY_LLAMA,
+    ),
     (_case("tiny-llama-fsdp-w4", "tiny-llama", strategy="fsdp", world_size=4), TINY_LLAMA),
-    (_case("tiny-llama-fsdp-mp-noreshard-ckpt-w3", "tiny-llama", strategy="fsdp", world_size=3, checkpointing=True,
-           mp_param_dtype="bf16", mp_reduce_dtype="fp32", reshard_after_forward=False), TINY_LLAMA),
-    (_case("tiny-llama-fsdp-lora-bf16-w2", "tiny-llama", strategy="fsdp", world_size=2, method="lora", lora=LORA_QV,
-           precision="bf16", weight_dtype="bf16"), TINY_LLAMA),
+    (
+        _case(
+            "tiny-llama-fsdp-mp-noreshard-ckpt-w3",
+            "tiny-llama",
+            strategy="fsdp",
+            world_size=3,
+            checkpointing=True,
+            mp_param_dtype="bf16",
+            mp_reduce_dtype="fp32",
+            reshard_after_forward=False,
+        ),
+        TINY_LLAMA,
+    ),
+    (
+        _case(
+            "tiny-llama-fsdp-lora-bf16-w2",
+            "tiny-llama",
+            strategy="fsdp",
+            world_size=2,
+            method="lora",
+            lora=LORA_QV,
+            precision="bf16",
+            weight_dtype="bf16",
+        ),
+        TINY_LLAMA,
+    ),
 ]
 _PARALLEL_COMPARED = (*_COMPARED, "phase_breakdowns", "rank_parameters", "ddp_buckets", "fsdp_units")
 
@@ -174,12 +323,12 @@ def part2() -> bool:
     orig_ws = sdpa_mod.KernelWorkspaceMode
 
     class WsRec(orig_ws):
-        def __enter__(self):  # noqa: ANN204
+        def __enter__(self):
             r = super().__enter__()
             rec.__enter__()
             return r
 
-        def __exit__(self, *a):  # noqa: ANN001, ANN204
+        def __exit__(self, *a):
             rec.__exit__(*a)
             return super().__exit__(*a)
 
@@ -189,14 +338,21 @@ def part2() -> bool:
         res, diag = runner.measure_case(case, TINY_LLAMA, "fake-cuda")
     finally:
         sdpa_mod.KernelWorkspaceMode = orig_ws
-    check("bf16-mixed: all matmuls in bf16", rec.mm_dtypes == {("torch.bfloat16", "torch.bfloat16")} or
-          all(set(d) == {"torch.bfloat16"} for d in rec.mm_dtypes), str(sorted(rec.mm_dtypes)))
+    check(
+        "bf16-mixed: all matmuls in bf16",
+        rec.mm_dtypes == {("torch.bfloat16", "torch.bfloat16")}
+        or all(set(d) == {"torch.bfloat16"} for d in rec.mm_dtypes),
+        str(sorted(rec.mm_dtypes)),
+    )
     check("bf16-mixed: weights/activations cast to bf16", rec.casts_to_bf16 > 0, f"({rec.casts_to_bf16} casts)")
     check("bf16-mixed GQA llama -> flash", diag["sdpa_kernels"] == {"flash": 4}, str(diag))
 
     res, diag = runner.measure_case(_case("t", "tiny-llama"), TINY_LLAMA, "fake-cuda")
-    check("fp32 GQA llama -> math (flash needs fp16/bf16, mem-efficient has no GQA)",
-          diag["sdpa_kernels"] == {"math": 4}, str(diag))
+    check(
+        "fp32 GQA llama -> math (flash needs fp16/bf16, mem-efficient has no GQA)",
+        diag["sdpa_kernels"] == {"math": 4},
+        str(diag),
+    )
     res, diag = runner.measure_case(_case("t", "tiny-gpt2"), TINY_GPT2, "fake-cuda")
     check("fp32 MHA gpt2 -> efficient", diag["sdpa_kernels"] == {"efficient": 4}, str(diag))
     res, diag = runner.measure_case(_case("t", "tiny-gpt2", precision="bf16"), TINY_GPT2, "fake-cuda")
@@ -207,8 +363,11 @@ def part2() -> bool:
     res, _ = runner.measure_case(_case("t", "tiny-llama", micro_batch=1, seq_len=8), TINY_LLAMA, "fake-cuda")
     pb = res["parameters"]["bytes"]
     opt_peak = res["phase_peaks"]["step2"]["optimizer"]
-    check("foreach AdamW optimizer-phase peak ~ 5x params (p, g, m, v, temp)",
-          abs(opt_peak / pb - 5.0) < 0.1, f"(ratio {opt_peak / pb:.3f})")
+    check(
+        "foreach AdamW optimizer-phase peak ~ 5x params (p, g, m, v, temp)",
+        abs(opt_peak / pb - 5.0) < 0.1,
+        f"(ratio {opt_peak / pb:.3f})",
+    )
 
     # One rank of FSDP2 / DDP on fake CUDA (fake process group).
     from . import parallel
@@ -219,20 +378,32 @@ def part2() -> bool:
     m = runner._build(_case("t", "tiny-llama"), TINY_LLAMA, fake=False)
     # FSDP2 shards every parameter on dim 0 into world chunks padded to ceil(dim0 / world) rows.
     expect = sum(-(-p.shape[0] // world) * (p.numel() // p.shape[0]) * p.element_size() for p in m.parameters())
-    check("FSDP2 rank holds ceil(dim0/world)-row shards of every parameter",
-          res["rank_parameters"]["bytes"] == expect, f"({res['rank_parameters']['bytes']} vs {expect})")
-    check("FSDP2 units: one per decoder layer + root", [u["module"] for u in res["fsdp_units"]] ==
-          ["<root>", "model.layers.0", "model.layers.1"], str([u["module"] for u in res["fsdp_units"]]))
+    check(
+        "FSDP2 rank holds ceil(dim0/world)-row shards of every parameter",
+        res["rank_parameters"]["bytes"] == expect,
+        f"({res['rank_parameters']['bytes']} vs {expect})",
+    )
+    check(
+        "FSDP2 units: one per decoder layer + root",
+        [u["module"] for u in res["fsdp_units"]] == ["<root>", "model.layers.0", "model.layers.1"],
+        str([u["module"] for u in res["fsdp_units"]]),
+    )
     res, _ = parallel.measure_parallel_case(
         _case("t", "tiny-llama", strategy="ddp", world_size=4, bucket_cap_mb=0.05), TINY_LLAMA, "fake-cuda"
     )
     n = sum(p.numel() for p in m.parameters())
     b1, b2 = res["ddp_buckets"]["step1"], res["ddp_buckets"]["step2"]
     check("DDP step 1: one bucket of every gradient (find_unused_parameters=False)", [x[0] for x in b1] == [n], str(b1))
-    check("DDP step 2: rebuilt buckets cover every gradient once", sum(x[0] for x in b2) == n and len(b2) > 1,
-          f"({len(b2)} buckets, {sum(x[0] for x in b2)} of {n})")
-    check("DDP buckets held at the peak = gradient bytes (rounded per bucket)",
-          res["breakdown_at_peak"]["ddp_buckets"] >= 4 * n, str(res["breakdown_at_peak"]))
+    check(
+        "DDP step 2: rebuilt buckets cover every gradient once",
+        sum(x[0] for x in b2) == n and len(b2) > 1,
+        f"({len(b2)} buckets, {sum(x[0] for x in b2)} of {n})",
+    )
+    check(
+        "DDP buckets held at the peak = gradient bytes (rounded per bucket)",
+        res["breakdown_at_peak"]["ddp_buckets"] >= 4 * n,
+        str(res["breakdown_at_peak"]),
+    )
     return ok_all
 
 

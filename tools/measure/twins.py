@@ -32,12 +32,19 @@ def rows() -> list[dict]:
         if not twin or not a.exists() or not b.exists():
             continue
         new, old = json.loads(a.read_text()), json.loads(b.read_text())
-        out.append({
-            "case": case["id"], "twin": twin, "isolates": case.get("isolates", ""),
-            "peak": new["peak_allocated_bytes"], "twin_peak": old["peak_allocated_bytes"],
-            "where": f"{new['peak_step']}/{new['peak_phase']}", "twin_where": f"{old['peak_step']}/{old['peak_phase']}",
-            "opt": _phase_max(new, "optimizer"), "twin_opt": _phase_max(old, "optimizer"),
-        })
+        out.append(
+            {
+                "case": case["id"],
+                "twin": twin,
+                "isolates": case.get("isolates", ""),
+                "peak": new["peak_allocated_bytes"],
+                "twin_peak": old["peak_allocated_bytes"],
+                "where": f"{new['peak_step']}/{new['peak_phase']}",
+                "twin_where": f"{old['peak_step']}/{old['peak_phase']}",
+                "opt": _phase_max(new, "optimizer"),
+                "twin_opt": _phase_max(old, "optimizer"),
+            }
+        )
     return out
 
 
@@ -52,12 +59,16 @@ def main(argv: list[str] | None = None) -> int:
     for r in table:
         d = (r["peak"] - r["twin_peak"]) / r["twin_peak"] * 100
         if args.markdown:
-            print(f"| {r['case']} | {r['twin']} | {r['isolates']} | {r['peak']:,} ({r['where']}) | "
-                  f"{r['twin_peak']:,} ({r['twin_where']}) | {d:+.1f} % | {r['opt']:,} | {r['twin_opt']:,} |")
+            print(
+                f"| {r['case']} | {r['twin']} | {r['isolates']} | {r['peak']:,} ({r['where']}) | "
+                f"{r['twin_peak']:,} ({r['twin_where']}) | {d:+.1f} % | {r['opt']:,} | {r['twin_opt']:,} |"
+            )
         else:
-            print(f"{r['case']}\n  vs {r['twin']} [{r['isolates']}]\n  peak {r['peak']:,} ({r['where']}) vs "
-                  f"{r['twin_peak']:,} ({r['twin_where']}) {d:+.1f} %; "
-                  f"optimizer phase {r['opt']:,} vs {r['twin_opt']:,}")
+            print(
+                f"{r['case']}\n  vs {r['twin']} [{r['isolates']}]\n  peak {r['peak']:,} ({r['where']}) vs "
+                f"{r['twin_peak']:,} ({r['twin_where']}) {d:+.1f} %; "
+                f"optimizer phase {r['opt']:,} vs {r['twin_opt']:,}"
+            )
     return 0
 
 
