@@ -4,7 +4,8 @@ Sources: AnswerDotAI/fsdp_qlora e877dda train.py (lines 841-894: ``output = mode
 labels=..., attention_mask=None)``, ``loss = output.loss``, ``loss.backward()``, the optimizer step,
 then ``output = None``; its README pins ``transformers!=4.38.*,!=4.39.*``); transformers 4.37.2
 ``models/llama/modeling_llama.py`` (``LlamaForCausalLM.forward``: ``logits = logits.float()`` before
-the loss, returned as ``CausalLMOutputWithPast(logits=logits)``). Llama-2-7B's vocabulary is 32,000
+the loss, returned as ``CausalLMOutputWithPast(logits=logits)``; 4.46.0 - 5.0.0 return the lm_head's own
+logits, ``ForCausalLMLoss`` upcasting a local copy). Llama-2-7B's vocabulary is 32,000
 (meta-llama/Llama-2-7b-hf config.json). Figure: benchmarks/realgpu/memory_figures.json
 ``answerai-4090-7b-lora-cpuoff-bs10`` (batch 10 × 2,048 tokens, published 22.69 GiB reserved)."""
 
@@ -16,7 +17,7 @@ from pathlib import Path
 from core.catalogue import find_model
 from core.cli.app import main as cli_main
 from core.estimate import estimate
-from core.plan import Method, Plan, Workload
+from core.plan import Method, Plan, TransformersLoss, Workload
 from core.training.activations import loss_memory
 from tests.scripts import load_script
 
@@ -25,13 +26,14 @@ FOLDER = Path(__file__).resolve().parents[2] / "benchmarks" / "realgpu"
 NV = 10 * 2_048 * 32_000
 
 
-def _plan(keeps: bool) -> Plan:
+def _plan(keeps: bool, release: TransformersLoss = TransformersLoss.V4_31_TO_4_45) -> Plan:
     return Plan(
         model=find_model("llama-2-7b").spec,
         method=Method.LORA,
         workload=Workload(micro_batch=10, seq_len=2_048),
         checkpointing=True,
         loop_keeps_output=keeps,
+        training_transformers=release,
     )
 
 
@@ -43,6 +45,12 @@ def test_the_kept_output_holds_its_float32_logits_at_the_start_of_the_backward()
     # The backward starts with the log-softmax, its incoming gradient, the logits' gradient and now
     # the output's logits: four float32 N·V tensors.
     assert sum(t.bytes for t in kept.backward) == 4 * NV * 4
+
+
+def test_from_transformers_4_46_the_kept_output_holds_the_16_bit_logits() -> None:
+    for release in (TransformersLoss.V4_46_TO_4_48, TransformersLoss.V4_49_ON):
+        kept, dropped = loss_memory(_plan(True, release)), loss_memory(_plan(False, release))
+        assert [t.bytes for t in kept.backward if t not in dropped.backward] == [NV * 2]
 
 
 def test_the_kept_logits_raise_the_backward_peak_by_their_size() -> None:
@@ -62,6 +70,12 @@ def test_the_command_line_sets_it(capsys: object) -> None:
     assert cli_main([*args, "--json"]) == 0
     plain = json.loads(capsys.readouterr().out)  # type: ignore[attr-defined]
     assert cli_main([*args, "--loop-keeps-output", "--json"]) == 0
+    kept = json.loads(capsys.readouterr().out)  # type: ignore[attr-defined]
+    assert kept["peak_bytes"] - plain["peak_bytes"] == NV * 2  # the newest transformers: 16-bit logits
+    old = ["--training-transformers", "4.31-4.45"]
+    assert cli_main([*args, *old, "--json"]) == 0
+    plain = json.loads(capsys.readouterr().out)  # type: ignore[attr-defined]
+    assert cli_main([*args, *old, "--loop-keeps-output", "--json"]) == 0
     kept = json.loads(capsys.readouterr().out)  # type: ignore[attr-defined]
     assert kept["peak_bytes"] - plain["peak_bytes"] == NV * 4
 
