@@ -28,6 +28,7 @@ from core.catalogue import find_model
 from core.cli.app import main as cli_main
 from core.estimate import estimate
 from core.files import planfile
+from core.files.launch import SERVING_TARGETS, Target, export
 from core.files.planfile import PlanFileError
 from core.inputs import input_at
 from core.plan import Method, Plan, Preset, TransformersLoss, Workload
@@ -149,3 +150,11 @@ def test_the_mapping_reads_each_records_release() -> None:
     assert releases["ibm-fms-acceleration-a100-2025-02"] == {MIDDLE}
     assert releases["peft-method-comparison-metamathqa"] == {NEW}
     assert releases["torchtune-readme-flags-2024-11"] == {NEW}
+
+
+def test_every_training_export_lists_an_older_release_it_cannot_pin() -> None:
+    """The release is the package installed where the run starts, not a trainer key: a plan for an
+    older line is listed by every training target; the newest (the default) is not."""
+    training = [t for t in Target if t not in SERVING_TARGETS]
+    assert all(export(_plan(OLD), t).cannot("method.training_transformers") for t in training)
+    assert not any(export(_plan(NEW), t).cannot("method.training_transformers") for t in training)
