@@ -167,6 +167,23 @@ class Float8(StrEnum):
 TE_FLOAT8: Final = frozenset({Float8.TE, Float8.TE_CURRENT, Float8.TE_MXFP8})
 
 
+class TransformersLoss(StrEnum):
+    """The transformers release line of a training run, as far as its causal-LM loss keeps the logits
+    (core.training.activations._loss_terms; each line read in the released wheels,
+    ``models/llama/modeling_llama.py`` ``LlamaForCausalLM.forward`` and ``loss/loss_utils.py``
+    ``ForCausalLMLoss``). Releases before 4.31 are not read."""
+
+    # 4.31.0 - 4.45.0: ``logits = logits.float()`` in the model's forward, returned as the output's
+    # logits, then ``shift_logits = logits[..., :-1, :].contiguous()``: a float32 shifted copy.
+    V4_31_TO_4_45 = "4.31-4.45"
+    # 4.46.0 - 4.48.0: ``self.loss_function`` (ForCausalLMLoss) upcasts a local copy and still makes the
+    # shifted float32 copy; the output keeps the model's own (16-bit) logits.
+    V4_46_TO_4_48 = "4.46-4.48"
+    # 4.49.0 and later (read in 4.49.0, 4.50.0, 5.0.0): the labels are padded and shifted instead,
+    # ``logits.float().view(-1, vocab_size)`` goes to the cross-entropy: no shifted copy.
+    V4_49_ON = "4.49+"
+
+
 class MegatronCeFusion(StrEnum):
     """Megatron-Core's cross-entropy (``cross_entropy_loss_fusion`` and ``cross_entropy_fusion_impl``,
     NVIDIA/Megatron-LM d98e8a64 megatron/core/models/common/language_module/language_module.py
@@ -450,6 +467,11 @@ FLOAT8_LABELS: Final = {
     Float8.TE_CURRENT: "Transformer Engine, current scaling",
     Float8.TE_MXFP8: "Transformer Engine, MXFP8 blocks",
 }
+TRANSFORMERS_LOSS_LABELS: Final = {
+    TransformersLoss.V4_31_TO_4_45: "4.31 – 4.45 (float32 logits, shifted copy)",
+    TransformersLoss.V4_46_TO_4_48: "4.46 – 4.48 (shifted float32 copy)",
+    TransformersLoss.V4_49_ON: "4.49 and later",
+}
 MEGATRON_CE_FUSION_LABELS: Final = {
     MegatronCeFusion.OFF: "off (vocab-parallel cross-entropy)",
     MegatronCeFusion.NATIVE: "fused, Megatron-Core's (native)",
@@ -705,6 +727,14 @@ def loss_16bit_matters(plan: Plan) -> bool:
     )
 
 
+def transformers_loss_matters(plan: Plan) -> bool:
+    """Whether the transformers release changes the plan's loss: the eager cross-entropy of transformers'
+    causal-LM models, not a loss of other code (:data:`LOSS_CODE`, Megatron's) nor a loop's own 16-bit
+    cross-entropy (``loss_16bit``)."""
+    own_16bit = plan.loss_16bit and loss_16bit_matters(plan)
+    return not own_loss_code(plan) and plan.stack is not Stack.MEGATRON and not own_16bit
+
+
 def torch_ring_rotate(plan: Plan) -> CpRotate | None:
     """The rotate method of the plan's ring attention (``parallel.cp_rotate_method``) where
     PyTorch's ring attention runs at all — context parallel > 1 outside Megatron-LM, whose context
@@ -924,6 +954,19 @@ INPUTS: Final[tuple[Input, ...]] = (
           "logits before the backward.",
           ("--loop-keeps-output",), "the loop holds the model output (float32 logits) through the backward",
           matters=lambda p: not own_loss_code(p)),
+    # The transformers release of a training run, for what its causal-LM loss keeps of the logits: read in the
+    # released wheels (TransformersLoss; core.training.activations._loss_terms). 4.31 - 4.45 rebind the logits
+    # to float32 and copy them shifted; 4.46 - 4.48 copy them shifted; from 4.49 the labels are shifted instead.
+    Input("training_transformers", Kind.ENUM, "transformers (loss)", "transformers release of the training run",
+          TransformersLoss.V4_49_ON,
+          "The transformers release the training run used, for what its model's loss keeps of the logits "
+          "(micro-batch x sequence x vocabulary values). 4.31 - 4.45: the forward turns the logits into float32 "
+          "(the output keeps those) and copies them shifted by one token before the cross-entropy: one float32 "
+          "copy more and no 16-bit logits while the loss runs. 4.46 - 4.48: the loss function still makes the "
+          "shifted float32 copy beside the 16-bit logits. 4.49 and later shift the labels instead: no copy.",
+          ("--training-transformers",),
+          "transformers release line of the training run: 4.31-4.45, 4.46-4.48 or 4.49+ (default: the newest)",
+          labels=TRANSFORMERS_LOSS_LABELS, training_only=True, matters=transformers_loss_matters),
     # transformers' decoders return every layer's key and value states when use_cache is on, as it is by
     # default (LlamaConfig use_cache=True), in training too: huggingface/transformers v4.31.0
     # models/llama/modeling_llama.py, LlamaAttention.forward ``past_key_value = (key_states, value_states)

@@ -199,5 +199,6 @@ def _tooltip(base: Plan, choice: LossChoice) -> str:
         "The loss as transformers' models compute it (the HF Trainer, torchtune's and torchtitan's eager loss): "
         "the forward keeps the logits, their float32 upcast and the float32 log-softmax; the backward holds "
         "the log-softmax, the gradient flowing into it and the logits' gradient: three float32 copies of the "
-        "logits."
+        "logits. transformers before 4.49 also copy the float32 logits shifted by one token (the "
+        '"transformers (loss)" setting).'
     )

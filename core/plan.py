@@ -34,6 +34,7 @@ from core.inputs import (
     STACK_LABELS,
     STRATEGY_LABELS,
     TE_FLOAT8,
+    TRANSFORMERS_LOSS_LABELS,
     Accounting,
     Attention,
     CheckpointPolicy,
@@ -55,6 +56,7 @@ from core.inputs import (
     Stack,
     Strategy,
     TorchVersion,
+    TransformersLoss,
     TransformersVersion,
     VllmVersion,
     checks_of,
@@ -84,6 +86,7 @@ __all__ = [
     "STACK_LABELS",
     "STRATEGY_LABELS",
     "TE_FLOAT8",
+    "TRANSFORMERS_LOSS_LABELS",
     "Accounting",
     "Attention",
     "CacheType",
@@ -113,6 +116,7 @@ __all__ = [
     "Stack",
     "Strategy",
     "TorchVersion",
+    "TransformersLoss",
     "TransformersVersion",
     "VllmVersion",
     "Workload",
@@ -508,6 +512,8 @@ class Plan:
     litgpt: bool = DEFAULTS["litgpt"]  # litgpt finetune loop: chunked 16-bit loss, previous logits kept
     loop_keeps_output: bool = DEFAULTS["loop_keeps_output"]  # the loop holds model(...)'s output through backward
     training_kv_cache: bool = DEFAULTS["training_kv_cache"]  # the forward returns past_key_values (use_cache)
+    # the transformers release line of the training run: what its causal-LM loss copies of the logits
+    training_transformers: TransformersLoss = DEFAULTS["training_transformers"]
     unsloth: bool = DEFAULTS["unsloth"]  # Unsloth FastLanguageModel: fused chunked loss, fast LoRA kernels
     megatron_ce_fusion: MegatronCeFusion = DEFAULTS["megatron_ce_fusion"]  # Megatron-Core's fused cross-entropy
     moe_grouped_gemm: bool = DEFAULTS["moe_grouped_gemm"]  # Megatron --moe-grouped-gemm (TE grouped GEMM)

@@ -81,6 +81,7 @@ from core.plan import (
     Stack,
     Strategy,
     TorchVersion,
+    TransformersLoss,
     Workload,
 )
 from core.units import MiB
@@ -550,6 +551,28 @@ FSDP1_WRAP_SOURCES: Final = ("peft-docs-accelerate-2024-03",)
 # (AnswerDotAI/fsdp_qlora e877dda, train.py lines 841-894); the "ddp" rows run the same loop.
 KEEPS_OUTPUT_FAMILIES: Final = ("answerai",)
 
+# The transformers release line whose causal-LM loss a family's records ran (Plan.training_transformers,
+# core.training.activations._logits_terms), where the record does not name the release: Answer.AI's README
+# pins ``transformers!=4.38.*,!=4.39.*`` (AnswerDotAI/fsdp_qlora e877dda) and its benchmark ran in
+# February-March 2024, before 4.40.0 (2024-04-18): a 4.37 release, as its loss_memory rule reads.
+_TRANSFORMERS_OF_FAMILY: Final = {"answerai": TransformersLoss.V4_31_TO_4_45}
+
+
+def _training_transformers(recipe: Mapping[str, Any], family: str) -> TransformersLoss:
+    """The release line of the record's ``versions.transformers``: its first ``major.minor`` (a bound
+    such as ``>=4.31.0`` or ``>4.38.2`` is read with the record's date: the releases then current are of
+    the same line). A record that names none runs the newest (other code than transformers': the
+    release does not matter to it)."""
+    if family in _TRANSFORMERS_OF_FAMILY:
+        return _TRANSFORMERS_OF_FAMILY[family]
+    found = re.search(r"(\d+)\.(\d+)", str((recipe.get("versions") or {}).get("transformers") or ""))
+    if found is None:
+        return TransformersLoss.V4_49_ON
+    release = (int(found[1]), int(found[2]))
+    if (4, 31) <= release < (4, 46):
+        return TransformersLoss.V4_31_TO_4_45
+    return TransformersLoss.V4_46_TO_4_48 if (4, 46) <= release < (4, 49) else TransformersLoss.V4_49_ON
+
 
 # The PyTorch release each source ran, where the record or its source says, and whether
 # TORCH_NCCL_AVOID_RECORD_STREAMS=1 was set (core.parallel.state._release_cache); keyed by source,
@@ -650,6 +673,7 @@ def _plan(
         **_loss(recipe, family),
         loop_keeps_output=family in KEEPS_OUTPUT_FAMILIES or recipe.get("loop_keeps_output") is True,
         training_kv_cache=bool(recipe.get("use_cache")),
+        training_transformers=_training_transformers(recipe, family),
         experts_loop=_experts_loop(recipe),
         stack=Stack.COMPILE if recipe["compile"] else Stack.EAGER,
         float8=_float8(recipe),

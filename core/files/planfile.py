@@ -140,6 +140,9 @@ OPTIONAL_KEYS: Final = (
             # A loop's own cross-entropy on 16-bit logits (2026-12-04): a file without it reads as off,
             # the float32 upcast every earlier release priced.
             "loss_16bit",
+            # The transformers release line of a training run (2026-12-04): a file without it reads as
+            # the newest, the loss every earlier release priced.
+            "training_transformers",
         )
     )
     | frozenset(

@@ -19,7 +19,7 @@ from core.format import sci
 from core.inputs import loss_16bit_matters, loss_code_runs
 from core.memo import last_answer
 from core.model import ModelSpec, normalise_lora_targets
-from core.plan import Attention, CheckpointPolicy, MegatronCeFusion, Method, Plan, Stack
+from core.plan import Attention, CheckpointPolicy, MegatronCeFusion, Method, Plan, Stack, TransformersLoss
 from core.roles import compute_dtype, dtypes_for, model_dtype
 from core.training.attention import Kernel, megatron_fused_softmax, needs_mask, sdpa_kernel
 from core.training.storage import litgpt_quantised_head
@@ -642,16 +642,17 @@ def loss_memory(plan: Plan, loss_parallel: bool = False) -> LossMemory:
     """The logits and the cross-entropy, as transformers' ForCausalLMLoss computes it.
 
     The forward keeps the logits (16 bits under autocast), their float32 upcast and the
-    float32 log-softmax the backward needs. The training loop drops the model output before
-    ``backward()`` (as the HF Trainer does), so the backward starts with the log-softmax,
-    the gradient flowing into it and the gradient it produces: three float32 N·V tensors.
+    float32 log-softmax the backward needs; transformers before 4.49 also a shifted float32
+    copy, and before 4.46 no 16-bit logits (``training_transformers``: :func:`_logits_terms`).
+    The training loop drops the model output before ``backward()`` (as the HF Trainer does), so
+    the backward starts with the log-softmax, the gradient flowing into it and the gradient it
+    produces: three float32 N·V tensors.
 
     A loop that keeps the output through the backward (``loop_keeps_output``) holds its logits
-    as a fourth: transformers 4.37.2 ``LlamaForCausalLM.forward`` rebinds ``logits =
-    logits.float()`` before the loss and returns that float32 tensor in
-    ``CausalLMOutputWithPast(logits=logits)``; Answer.AI's train.py (AnswerDotAI/fsdp_qlora e877dda)
-    runs ``output = model(..., labels=...)``, ``loss.backward()``, the optimizer step, and only
-    then ``output = None``, and its README pins ``transformers!=4.38.*,!=4.39.*``.
+    as a fourth (:func:`_kept_output_logits`): float32 from
+    transformers 4.31 to 4.45 (4.37.2 ``LlamaForCausalLM.forward`` rebinds ``logits =
+    logits.float()`` and returns that tensor in ``CausalLMOutputWithPast(logits=logits)``; Answer.AI's
+    README pins ``transformers!=4.38.*,!=4.39.*``), the lm_head's own dtype from 4.46.
 
     ``loss_parallel``: the cross-entropy of vocabulary-sharded logits under PyTorch's
     ``loss_parallel()`` (see :func:`_loss_parallel`), which holds one float32 N·V tensor more
@@ -731,11 +732,10 @@ def _loss_terms(plan: Plan, loss_parallel: bool) -> LossMemory:
     # nll_loss in the logits' dtype, no float32 copy (see _aten_loss_terms).
     half = plan.loss_16bit and not loss_parallel and loss_16bit_matters(plan)
     lp, what = (int(ca), "16-bit") if half else (4, "float32")
-    fwd = [Term("logits", f"N·V × {ca:g} = {sci(nv)} × {ca:g}", nv * ca)]
-    if model.final_softcap:
-        fwd.append(Term("soft-capped logits (tanh, kept)", f"N·V × {ca:g}", nv * ca))
-    if ca == 2 and not half:
-        fwd.append(Term("logits upcast to float32", f"N·V × 4 = {sci(nv)} × 4", nv * 4))
+    # transformers' own loss, by release (plan.training_transformers); not a loop's own 16-bit loss nor
+    # torchtitan's loss_parallel.
+    release = None if half or loss_parallel else plan.training_transformers
+    fwd = _logits_terms(plan, nv, ca, half, release)
     if loss_parallel:
         fwd_loss, bwd = _loss_parallel(nv)
         fwd += fwd_loss
@@ -744,15 +744,62 @@ def _loss_terms(plan: Plan, loss_parallel: bool) -> LossMemory:
         fwd += fwd_loss
     if model.final_softcap:
         bwd.append(Term("soft-capped logits (tanh, kept)", f"N·V × {ca:g}", nv * ca))
-    if plan.loop_keeps_output:
-        bwd.append(
-            Term(
-                f"the model output's {what} logits, kept by the loop through the backward",
-                f"N·V × {lp:g} = {sci(nv)} × {lp:g}",
-                nv * lp,
-            )
-        )
-    return LossMemory(tuple(fwd), tuple(bwd))
+    return LossMemory(tuple(fwd), tuple(bwd) + _kept_output_logits(plan, nv, ca, release))
+
+
+def _logits_terms(plan: Plan, nv: int, ca: float, half: bool, release: TransformersLoss | None) -> list[Term]:
+    """The logits and what the loss copies of them before its log-softmax, at the cross-entropy.
+    ``release`` is the transformers release line of the model's own loss (None: another loss
+    on the same logits: a loop's own 16-bit loss, ``half``, makes no float32 upcast; loss_parallel does).
+
+    Read in the released wheels, ``models/llama/modeling_llama.py`` ``LlamaForCausalLM.forward``
+    (Mistral's and Qwen2's the same in 4.40.0 and 4.45.0) and ``loss/loss_utils.py``
+    ``ForCausalLMLoss``:
+
+    - 4.31.0 - 4.45.0 (read in 4.31.0, 4.36.0, 4.37.2, 4.38.0, 4.40.0, 4.44.0, 4.45.0): ``logits =
+      logits.float()`` (4.45: ``self.lm_head(...).float()``) rebinds the logits, so a 16-bit lm_head
+      output is freed (no backward saves it: ``mm`` saves its inputs, ``_to_copy`` nothing), then
+      ``shift_logits = logits[..., :-1, :].contiguous()`` copies them, float32, before
+      ``CrossEntropyLoss()``; the output returns the float32 logits;
+    - 4.46.0 - 4.48.0 (read in 4.46.0, 4.47.0, 4.48.0): ``ForCausalLMLoss`` upcasts a local
+      ``logits.float()`` and makes the same shifted copy; the model's 16-bit logits stay in the output;
+    - 4.49.0 on (read in 4.49.0, 4.50.0, 5.0.0): ``labels = nn.functional.pad(labels, (0, 1),
+      value=ignore_index)`` shifts the labels and ``logits.float().view(-1, vocab_size)`` goes to the
+      cross-entropy: no shifted copy.
+
+    The shifted copy has (S − 1)/S of the logits' rows; it is counted at N·V, as the log-softmax is."""
+    f = f"N·V × 4 = {sci(nv)} × 4"
+    rebound = release is TransformersLoss.V4_31_TO_4_45 and ca == 2
+    if rebound:
+        terms = [Term("logits rebound to float32 (logits.float(); the 16-bit ones freed)", f, nv * 4)]
+    else:
+        terms = [Term("logits", f"N·V × {ca:g} = {sci(nv)} × {ca:g}", nv * ca)]
+    if plan.model.final_softcap:
+        terms.append(Term("soft-capped logits (tanh, kept)", f"N·V × {ca:g}", nv * ca))
+    if ca == 2 and not half and not rebound:
+        terms.append(Term("logits upcast to float32", f, nv * 4))
+    if release in (TransformersLoss.V4_31_TO_4_45, TransformersLoss.V4_46_TO_4_48):
+        terms.append(Term("shifted logits copy (logits[..., :-1, :].contiguous(), float32)", f, nv * 4))
+    return terms
+
+
+def _kept_output_logits(plan: Plan, nv: int, ca: float, release: TransformersLoss | None) -> tuple[Term, ...]:
+    """The logits of a model output the loop keeps (``loop_keeps_output``), counted at the backward's start
+    beside the loss's three N·V tensors: Answer.AI's train.py (AnswerDotAI/fsdp_qlora e877dda, lines
+    841-894) binds ``output = model(...)``, runs ``loss.backward()`` and ``optimizer.step()``, and only then
+    sets ``output = None``. transformers 4.31 - 4.45 return the float32 logits they rebound
+    (:func:`_logits_terms`); 4.46 on return the lm_head's own."""
+    if not plan.loop_keeps_output:
+        return ()
+    lp = 4 if release is TransformersLoss.V4_31_TO_4_45 else int(ca)
+    what = "float32" if lp == 4 else "16-bit"
+    return (
+        Term(
+            f"the model output's {what} logits, kept by the loop through the backward",
+            f"N·V × {lp:g} = {sci(nv)} × {lp:g}",
+            nv * lp,
+        ),
+    )
 
 
 def _aten_loss_terms(nv: int, lp: int, what: str) -> tuple[list[Term], list[Term]]:

@@ -122,6 +122,7 @@ class MethodForm(PlanForm):
         self.stack = self.add_input("stack")
         self.float8 = self.add_input("float8")
         self._add_loss()  # after the software: its entries depend on it (Megatron's own)
+        self.training_transformers = self.add_input("training_transformers")
         self.loop_keeps_output = self.add_input("loop_keeps_output")
         self.training_kv_cache = self.add_input("training_kv_cache")
         self.moe_grouped_gemm = self.add_input("moe_grouped_gemm")

@@ -4,7 +4,8 @@ Sources: AnswerDotAI/fsdp_qlora e877dda train.py (lines 841-894: ``output = mode
 labels=..., attention_mask=None)``, ``loss = output.loss``, ``loss.backward()``, the optimizer step,
 then ``output = None``; its README pins ``transformers!=4.38.*,!=4.39.*``); transformers 4.37.2
 ``models/llama/modeling_llama.py`` (``LlamaForCausalLM.forward``: ``logits = logits.float()`` before
-the loss, returned as ``CausalLMOutputWithPast(logits=logits)``). Llama-2-7B's vocabulary is 32,000
+the loss, returned as ``CausalLMOutputWithPast(logits=logits)``; 4.46.0 - 5.0.0 return the lm_head's own
+logits, ``ForCausalLMLoss`` upcasting a local copy). Llama-2-7B's vocabulary is 32,000
 (meta-llama/Llama-2-7b-hf config.json). Figure: benchmarks/realgpu/memory_figures.json
 ``answerai-4090-7b-lora-cpuoff-bs10`` (batch 10 × 2,048 tokens, published 22.69 GiB reserved)."""
 
@@ -13,7 +14,7 @@ from __future__ import annotations
 import pytest
 
 from core.estimate import estimate
-from core.plan import Plan
+from core.plan import Plan, TransformersLoss
 from core.training.activations import loss_memory
 from tests.core.llama_lora import cli_peak_bytes, lora_plan
 from tests.core.memory_corpus import families_planned_with
@@ -22,8 +23,8 @@ from tests.core.memory_corpus import families_planned_with
 NV = 10 * 2_048 * 32_000
 
 
-def _plan(keeps: bool) -> Plan:
-    return lora_plan(10, loop_keeps_output=keeps)
+def _plan(keeps: bool, release: TransformersLoss = TransformersLoss.V4_31_TO_4_45) -> Plan:
+    return lora_plan(10, loop_keeps_output=keeps, training_transformers=release)
 
 
 def test_the_kept_output_holds_its_float32_logits_at_the_start_of_the_backward() -> None:
@@ -34,6 +35,12 @@ def test_the_kept_output_holds_its_float32_logits_at_the_start_of_the_backward()
     # The backward starts with the log-softmax, its incoming gradient, the logits' gradient and now
     # the output's logits: four float32 N·V tensors.
     assert sum(t.bytes for t in kept.backward) == 4 * NV * 4
+
+
+def test_from_transformers_4_46_the_kept_output_holds_the_16_bit_logits() -> None:
+    for release in (TransformersLoss.V4_46_TO_4_48, TransformersLoss.V4_49_ON):
+        kept, dropped = loss_memory(_plan(True, release)), loss_memory(_plan(False, release))
+        assert [t.bytes for t in kept.backward if t not in dropped.backward] == [NV * 2]
 
 
 def test_the_kept_logits_raise_the_backward_peak_by_their_size() -> None:
@@ -49,7 +56,10 @@ def test_the_setting_does_not_apply_where_the_logits_never_exist_whole() -> None
 
 
 def test_the_command_line_sets_it(capsys: pytest.CaptureFixture[str]) -> None:
-    assert cli_peak_bytes(capsys, 10, "--loop-keeps-output") - cli_peak_bytes(capsys, 10) == NV * 4
+    # The newest transformers keep 16-bit logits in the output; 4.31-4.45 keep float32 ones.
+    assert cli_peak_bytes(capsys, 10, "--loop-keeps-output") - cli_peak_bytes(capsys, 10) == NV * 2
+    old = ("--training-transformers", "4.31-4.45")
+    assert cli_peak_bytes(capsys, 10, *old, "--loop-keeps-output") - cli_peak_bytes(capsys, 10, *old) == NV * 4
 
 
 def test_the_mapping_plans_answerai_records_with_it_and_no_other_family() -> None:

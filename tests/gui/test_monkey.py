@@ -278,6 +278,7 @@ def expected_values(window: MainWindow, plan: Plan) -> dict[str, Any]:
         "loss": loss_choice(plan).value,  # the one Loss list for the loss switches
         "loop_keeps_output": plan.loop_keeps_output,
         "training_kv_cache": plan.training_kv_cache,
+        "training_transformers": plan.training_transformers.value,
         "experts_loop": plan.experts_loop,
         "moe_grouped_gemm": plan.moe_grouped_gemm,
         "unsloth": plan.unsloth,

@@ -147,6 +147,10 @@ RECIPE_WHY: Final = {
         "transformers' use_cache is a model-loading argument of the training script (use_cache=False drops "
         "the cache), not a key of this target"
     ),
+    "method.training_transformers": (
+        "the transformers release installed where the run starts, not a key of this target (pin it, e.g. "
+        "transformers>=4.49, for the loss the estimate counts)"
+    ),
     "method.loss_16bit": (
         "a cross-entropy on 16-bit logits is the training script's own loss call, not a key of this target "
         "(its trainer upcasts the logits to float32)"
