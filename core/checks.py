@@ -10,6 +10,7 @@ from dataclasses import dataclass
 
 from core.losses import loss_choice, loss_conflicts, loss_label
 from core.plan import Plan
+from core.roles import deepspeed_cast_adapters
 from core.verdict import Mode
 
 
@@ -50,6 +51,18 @@ def plan_warnings(plan: Plan) -> tuple[PlanWarning, ...]:
                 Mode.TRAINING,
                 f"Tensor parallel {par.tensor_parallel} spans nodes of {par.gpus_per_node} GPUs: its all-reduces, "
                 "several per layer, then cross the slower link between nodes; frameworks keep it within a node.",
+            )
+        )
+    cast = deepspeed_cast_adapters(plan)
+    if cast is not None:
+        # deepspeedai/DeepSpeed edaa7221, deepspeed/runtime/engine.py _configure_distributed_model.
+        warnings.append(
+            PlanWarning(
+                Mode.TRAINING,
+                f"DeepSpeed with {cast.value} enabled casts the whole model to {cast.value}, the "
+                f"{plan.adapter_dtype.value} adapters too: the estimate counts {cast.value} adapters, gradients "
+                "and reduce bucket (float32 master copies in the optimizer). Choose "
+                f"{cast.value} adapters to match, or ZeRO-3, whose zero.Init model keeps them.",
             )
         )
     loss = _loss_warning(plan)

@@ -55,7 +55,7 @@ EVIDENCE: Final[dict[str, KindEvidence]] = {
     "method:full+gpus:many": KindEvidence(52, 7, -0.039, 0.06, -0.053, 0.44),
     "method:full+gpus:one": KindEvidence(13, 5, -0.115, 0.105, -0.125, 0.108),
     "method:lora": KindEvidence(38, 10, -0.024, 0.079, -0.121, 0.159),
-    "method:lora+gpus:many": KindEvidence(12, 3, -0.092, 0.084, -0.121, 0.159),
+    "method:lora+gpus:many": KindEvidence(12, 3, -0.092, 0.101, -0.121, 0.159),
     "method:lora+gpus:one": KindEvidence(26, 7, 0.006, 0.064, -0.02, 0.089),
     "method:qlora": KindEvidence(27, 5, -0.054, 0.077, -0.144, 0.17),
     "method:qlora+gpus:many": KindEvidence(15, 2, -0.088, 0.093, -0.144, 0.17),
@@ -72,7 +72,7 @@ EVIDENCE: Final[dict[str, KindEvidence]] = {
     "strategy:ddp": KindEvidence(12, 3, 0.003, 0.053, -0.053, 0.077),
     "strategy:fsdp": KindEvidence(58, 7, -0.054, 0.084, -0.144, 0.44),
     "strategy:zero1": KindEvidence(7, 1, -0.004, 0.01, -0.01, 0.014),
-    "strategy:zero3": KindEvidence(2, 1, 0.086, 0.101, 0.084, 0.103),
+    "strategy:zero3": KindEvidence(2, 1, 0.103, 0.103, 0.102, 0.103),
 }
 # --- end of generated table -------------------------------------------------------------------
 

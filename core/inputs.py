@@ -662,13 +662,30 @@ def zero_overlap_comm(plan: Plan) -> bool:
     ``reduction_stream`` during the backward, into a second ipg bucket (deepspeedai/DeepSpeed
     edaa7221, deepspeed/runtime/zero/stage_1_and_2.py ``setup_buckets``, ``average_tensor``). Not
     under the Megatron stack: there ZeRO-1 is Megatron's distributed optimizer, its overlap its own
-    (--overlap-grad-reduce). ZeRO-3 always overlaps here (its default, zero/config.py)."""
+    (--overlap-grad-reduce). ZeRO-3 has its own setting, :func:`zero3_overlap_comm`."""
     par = plan.parallel
     return par.zero_overlap_comm and _zero_overlap_matters(plan)
 
 
+def zero3_overlap_comm(plan: Plan) -> bool:
+    """Whether the plan's ZeRO-3 gathers and reduce-scatters run beside the compute: DeepSpeed's
+    ``overlap_comm`` at stage 3 (``parallel.zero3_overlap_comm``, on by default as DeepSpeed's is
+    there). deepspeedai/DeepSpeed edaa7221: stage3.py ``__init__`` makes ``reduce_and_partition_stream``
+    a stream of its own only with overlap_comm (else the default stream, where
+    ``__reduce_and_partition_ipg_grads`` then runs), and parameter_offload.py ``__allgather_stream``
+    likewise (partitioned_param_coordinator.py ``fetch_sub_module`` gathers on it). Off: both run in
+    line with the compute. The ipg bucket and the prefetch are the same either way. True for FSDP
+    and every plan that is not DeepSpeed's ZeRO-3."""
+    par = plan.parallel
+    return par.zero3_overlap_comm or not _zero3_overlap_matters(plan)
+
+
 def _zero_overlap_matters(plan: Plan) -> bool:
     return plan.parallel.strategy in (Strategy.ZERO1, Strategy.ZERO2) and plan.stack is not Stack.MEGATRON
+
+
+def _zero3_overlap_matters(plan: Plan) -> bool:
+    return plan.parallel.strategy is Strategy.ZERO3
 
 
 def megatron_dispatcher(plan: Plan) -> MoeDispatcher | None:
@@ -1415,8 +1432,8 @@ INPUTS: Final[tuple[Input, ...]] = (
           low=1, high=MAX_BUCKET_ELEMENTS, advanced=True, metavar="N",
           matters=lambda p: p.parallel.strategy in ZERO_STAGES),
     # DeepSpeed zero_optimization.overlap_comm: None means True for stage 3 only (deepspeedai/DeepSpeed
-    # edaa7221, deepspeed/runtime/zero/config.py overlap_comm_valid), so off here; ZeRO-3 is timed
-    # overlapped whatever this holds.
+    # edaa7221, deepspeed/runtime/zero/config.py overlap_comm_valid), so off here and on in the ZeRO-3
+    # row below: one setting per stage, each with DeepSpeed's default for it.
     Input("parallel.zero_overlap_comm", Kind.BOOL, "Overlap gradient reduction", "ZeRO overlap_comm", False,
           "DeepSpeed zero_optimization.overlap_comm for ZeRO-1/2 (off by default below stage 3): the "
           "gradients are reduced bucket by bucket on a side stream during the backward (ZeRO-2 every "
@@ -1424,6 +1441,12 @@ INPUTS: Final[tuple[Input, ...]] = (
           "reduce bucket of reduce_bucket_size elements.",
           ("--zero-overlap-comm",), "DeepSpeed ZeRO-1/2 overlap_comm: reduce gradients during the backward",
           advanced=True, matters=_zero_overlap_matters),
+    Input("parallel.zero3_overlap_comm", Kind.BOOL, "Overlap communication", "ZeRO-3 overlap_comm", True,
+          "DeepSpeed zero_optimization.overlap_comm for ZeRO-3 (on by default at stage 3): the parameter "
+          "all-gathers and the gradient reduce-scatters run on side streams beside the compute; off, they "
+          "run in line with it and the step waits for each. Memory is the same either way.",
+          ("--zero3-overlap-comm",), "DeepSpeed ZeRO-3 overlap_comm: gather and reduce beside the compute (on)",
+          advanced=True, matters=_zero3_overlap_matters),
     Input("parallel.zero3_prefetch_elements", Kind.COUNT, "ZeRO-3 prefetch", "ZeRO-3 prefetch",
           ZERO3_PREFETCH_ELEMENTS,
           "DeepSpeed stage3_prefetch_bucket_size (5e7 by default).",

@@ -282,6 +282,7 @@ class Parallelism:
     ddp_bucket_view: bool = DEFAULTS["parallel.ddp_bucket_view"]  # gradient_as_bucket_view
     zero_bucket_elements: int = DEFAULTS["parallel.zero_bucket_elements"]
     zero_overlap_comm: bool = DEFAULTS["parallel.zero_overlap_comm"]  # DeepSpeed ZeRO-1/2 overlap_comm
+    zero3_overlap_comm: bool = DEFAULTS["parallel.zero3_overlap_comm"]  # DeepSpeed ZeRO-3 overlap_comm
     zero3_prefetch_elements: int = DEFAULTS["parallel.zero3_prefetch_elements"]
     zero3_max_live_elements: int = DEFAULTS["parallel.zero3_max_live_elements"]
     intra_link: str = DEFAULTS["parallel.intra_link"]  # id in resources/links.json: GPU to GPU within a node

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from core.dtypes import DTYPE_BYTES, Autocast, Dtype
 from core.dtypes import compute_dtype as matmul_output_dtype
 from core.memo import last_answer
-from core.plan import Method, Plan
+from core.plan import Method, Plan, Stack, Strategy
 
 
 @dataclass(frozen=True)
@@ -73,6 +73,50 @@ def compute_dtype(plan: Plan) -> Dtype:
     return matmul_output_dtype(model_dtype(plan), plan.autocast)
 
 
+# DeepSpeed's model dtype under ``bf16.enabled`` / ``fp16.enabled``, which the plan's 16-bit autocast
+# stands for under a ZeRO stage (the DeepSpeed export writes ``bf16.enabled`` from it).
+_ENGINE_DTYPES = {Autocast.BF16: Dtype.BF16, Autocast.FP16: Dtype.FP16}
+
+
+def deepspeed_engine_dtype(plan: Plan) -> Dtype | None:
+    """DeepSpeed's model dtype for ``plan``: the 16-bit dtype of ``bf16.enabled`` / ``fp16.enabled``
+    (the plan's 16-bit autocast) under a DeepSpeed ZeRO stage, else None. DeepSpeed runs no
+    torch.autocast of its own there: the engine casts the module instead, accumulates the
+    gradients in this dtype (``grad_accum_dtype`` defaults to it) and communicates in it
+    (``communication_data_type``: deepspeedai/DeepSpeed edaa7221, deepspeed/runtime/engine.py
+    ``get_data_types``, ``communication_data_type``). Not under the Megatron stack, whose ZeRO-1 is
+    Megatron's distributed optimizer."""
+    if plan.parallel.strategy not in _ZERO or plan.stack is Stack.MEGATRON:
+        return None
+    return _ENGINE_DTYPES.get(plan.autocast)
+
+
+_ZERO = (Strategy.ZERO1, Strategy.ZERO2, Strategy.ZERO3)
+
+
+def deepspeed_cast_adapters(plan: Plan) -> Dtype | None:
+    """The 16-bit dtype DeepSpeed's engine casts the plan's adapters to, or None where it keeps them.
+
+    deepspeedai/DeepSpeed edaa7221, deepspeed/runtime/engine.py ``_configure_distributed_model``: with
+    fp16 or bf16 enabled, ``_cast_module_mixed_precision`` casts every floating parameter to that
+    dtype (``p.data = p.data.to(param_dtype)``), PEFT's float32 adapters among them, "unless
+    is_zero_init_model": a ZeRO-3 model whose parameters carry ``ds_id``, as transformers'
+    ``from_pretrained`` loads one under ``deepspeed.zero.Init`` — there the adapters PEFT adds
+    afterwards keep their dtype (that skip came with b919284a, June 2026, #8066; before it the
+    engine called ``self.module.bfloat16()`` / ``half()`` on every stage, e.g. v0.14.0 ce78a632).
+    So ZeRO-1 and ZeRO-2 train 16-bit adapters whatever the plan stores; ZeRO-3 keeps them."""
+    engine = deepspeed_engine_dtype(plan)
+    if engine is None or not plan.adapter_based or plan.parallel.strategy is Strategy.ZERO3:
+        return None
+    return engine if plan.adapter_dtype is not engine else None
+
+
+def adapter_dtype(plan: Plan) -> Dtype:
+    """The dtype the plan's adapters train in: the plan's, or DeepSpeed's cast of them
+    (:func:`deepspeed_cast_adapters`)."""
+    return deepspeed_cast_adapters(plan) or plan.adapter_dtype
+
+
 @last_answer
 def dtypes_for(plan: Plan) -> Dtypes:
     """The dtypes of ``plan``; one estimate asks several times for the same (immutable)
@@ -84,11 +128,12 @@ def _dtypes_for(plan: Plan) -> Dtypes:
     model = model_dtype(plan)
     autocast = plan.autocast is not Autocast.NONE
     compute = compute_dtype(plan)
-    trainable = plan.adapter_dtype if plan.adapter_based else plan.weight_dtype
+    adapter = adapter_dtype(plan)
+    trainable = adapter if plan.adapter_based else plan.weight_dtype
     return Dtypes(
         param=DTYPE_BYTES[plan.weight_dtype],
         base=DTYPE_BYTES[plan.base_dtype if plan.method is not Method.FULL else plan.weight_dtype],
-        adapter=DTYPE_BYTES[plan.adapter_dtype],
+        adapter=DTYPE_BYTES[adapter],
         grad=DTYPE_BYTES[trainable],
         residual=DTYPE_BYTES[model],
         compute=DTYPE_BYTES[compute],

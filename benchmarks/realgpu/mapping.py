@@ -362,9 +362,14 @@ def _targets(names: list[str]) -> tuple[str, ...]:
 def _roles(recipe: Mapping[str, Any], method: Method) -> dict[str, Any]:
     stored = Dtype(recipe["weights_dtype"])
     autocast = Autocast.NONE if _fsdp_mixed(recipe) is not None else Autocast(recipe["autocast"] or "none")
+    adapter = Dtype(recipe["adapter_dtype"]) if recipe["adapter_dtype"] else Dtype.FP32
     if _deepspeed_bf16(recipe):
         stored = Dtype.BF16
-    adapter = Dtype(recipe["adapter_dtype"]) if recipe["adapter_dtype"] else Dtype.FP32
+        # The records' DeepSpeed (2024) cast the whole module, PEFT's float32 adapters too, at every
+        # stage: deepspeedai/DeepSpeed v0.14.0 ce78a632 deepspeed/runtime/engine.py
+        # ``_configure_distributed_model`` calls ``self.module.bfloat16()``. Since b919284a (June 2026)
+        # a zero.Init model's parameters are skipped, which the plan follows (core.roles.deepspeed_cast_adapters).
+        adapter = Dtype.BF16
     return {
         "preset": Preset.CUSTOM,
         "weight_dtype": stored,

@@ -27,7 +27,7 @@ from typing import Final
 from core.catalogue import LinkSpec, find_link, intra_link_of
 from core.dtypes import ELEMENT_BYTES, MP_BYTES, MpDtype
 from core.format import memory
-from core.inputs import megatron_dispatcher, zero_overlap_comm
+from core.inputs import megatron_dispatcher, zero3_overlap_comm, zero_overlap_comm
 from core.parallel.layout import (
     dispatched_copies,
     expert_shares,
@@ -581,6 +581,8 @@ def _sharded_parameter_traffic(step: _Step, span: Span) -> _Traffic:
     # FSDP1's _post_backward_hook returns before the reduce-scatter while ``_sync_gradients`` is off.
     reduces = 1 if _reduces_once(step) else step.micro
     reduce = _per_unit(step, f"{name} gradient reduce-scatter", Collective.REDUCE_SCATTER, reduce_bytes, span, reduces)
+    if not zero3_overlap_comm(plan):
+        return _zero3_in_line(gather, reduce)
     if piped:
         why = (
             f"{name} under pipeline parallel gathers each block's parameters once per step and keeps them, and "
@@ -599,6 +601,24 @@ def _sharded_parameter_traffic(step: _Step, span: Span) -> _Traffic:
         )
         + ", prefetched beside the compute; the first gather and the last reduce-scatter of each "
         "micro-batch cannot overlap.",
+    )
+
+
+def _zero3_in_line(gather: CommTerm, reduce: CommTerm) -> _Traffic:
+    """ZeRO-3 with ``overlap_comm`` off (parallel.zero3_overlap_comm): the gathers and reduce-scatters
+    run on the default stream, in line with the compute, and the step waits for all of them.
+    deepspeedai/DeepSpeed edaa7221: stage3.py ``__init__``, ``reduce_and_partition_stream = ... Stream()
+    if overlap_comm else get_accelerator().default_stream()``, used by ``__reduce_and_partition_ipg_grads``;
+    parameter_offload.py ``__allgather_stream`` the same, used by partitioned_param_coordinator.py
+    ``fetch_sub_module`` for the gathers and their prefetch."""
+    terms = tuple(
+        replace(t, label=f"{t.label} (overlap_comm off)", overlapped=False, window_seconds=0.0, unhidden_seconds=0.0)
+        for t in (gather, reduce)
+    )
+    return _Traffic(
+        terms,
+        "DeepSpeed ZeRO-3 with overlap_comm off gathers and reduce-scatters on the default stream, in line "
+        "with the compute: none of it hides (deepspeed/runtime/zero/stage3.py, parameter_offload.py, edaa7221).",
     )
 
 

@@ -86,7 +86,7 @@ from core.parallel.layout import (
 )
 from core.params import ParamCounts, quantised_block_params
 from core.plan import TE_FLOAT8, Float8, Method, Offload, Plan, Stack, Strategy, TorchVersion
-from core.roles import Dtypes, qlora_unquantised_bytes
+from core.roles import Dtypes, deepspeed_cast_adapters, deepspeed_engine_dtype, qlora_unquantised_bytes
 from core.units import MiB
 
 # The single-GPU optimizer terms at given dtypes (core.training.optimizer.optimizer_terms of
@@ -975,10 +975,29 @@ def _zero(rank: _Rank) -> RankState:
         backward_grads=stage.backward_grads,
         step=[fp32_grad] if trainable else [],
         step_temporary=False,
+        notes=_engine_cast_note(rank.plan),
     )
     if rank.plan.parallel.offload is Offload.NONE:
         return state
     return _zero_offloaded(rank, state)
+
+
+def _engine_cast_note(plan: Plan) -> tuple[str, ...]:
+    """What DeepSpeed's bf16 / fp16 engine does to float32 adapters (core.roles.deepspeed_cast_adapters)."""
+    engine = deepspeed_engine_dtype(plan)
+    if engine is None or not plan.adapter_based or plan.adapter_dtype is engine:
+        return ()
+    word = engine.value
+    if deepspeed_cast_adapters(plan) is not None:
+        return (
+            f"DeepSpeed {word}: the engine casts the whole module to {word}, the adapters too, so they, their "
+            f"gradients and the reduce bucket are {word}; the optimizer keeps float32 master copies.",
+        )
+    return (
+        f"DeepSpeed ZeRO-3 {word}: a model loaded under zero.Init keeps its {plan.adapter_dtype.value} adapters "
+        f"(the engine casts only models not partitioned at load), but their gradient partition and the reduce "
+        f"bucket are {word}.",
+    )
 
 
 def _zero_optimizer_partition(rank: _Rank) -> list[Term]:
@@ -1035,6 +1054,14 @@ def _zero_stage(rank: _Rank) -> _ZeroStage:
     # (deepspeedai/DeepSpeed edaa7221: neither ``quant_state`` nor ``Params4bit`` appears under
     # deepspeed/). So every rank keeps the whole state on its GPU, as under FSDP.
     rank, quant_state = _bnb_quant_state(rank, "ZeRO-3 partitions parameters' data only")
+    # Both in DeepSpeed's model dtype under bf16/fp16.enabled, whatever the trainable parameters'
+    # own (float32 adapters of a zero.Init model): stage3.py ``__init__`` allocates
+    # ``grad_partitions_flat_buffer`` in ``gradient_accumulation_dtype`` and each ipg bucket in its
+    # communication dtype, which engine.py passes as ``get_data_types()``'s grad_accum_dtype (the
+    # model dtype by default) and ``communication_data_type`` (the fp16 / bf16 dtype when enabled)
+    # (deepspeedai/DeepSpeed edaa7221).
+    engine = deepspeed_engine_dtype(rank.plan)
+    g = DTYPE_BYTES[engine] if engine is not None else g
     persistent = [
         Term("gradient partition (grad_partitions_flat_buffer)", f"T ÷ {dp:g} × {g:g} B", part * g),
         Term("ipg reduce bucket (allocated at start-up)", f"{sci(bucket_el)} × {g:g} B", bucket_el * g),
@@ -1145,7 +1172,7 @@ def _zero_offloaded(rank: _Rank, state: RankState) -> RankState:
         on_gpu = [t for t in state.weights if "quantisation state" in t.label]
         host = [*(t for t in state.weights if t not in on_gpu), *host]
         note = "ZeRO-Infinity offload_param: 16-bit partitions, float32 master and state on the host."
-        return replace(state, weights=on_gpu, optim=[], step=[], host=host, notes=(note,))
+        return replace(state, weights=on_gpu, optim=[], step=[], host=host, notes=(*state.notes, note))
     if strategy is Strategy.ZERO2 and trainable:
         # stage_1_and_2.py (v0.19.6, edaa7221) ``copy_grads_in_partition``: with cpu_offload
         # each reduced gradient is copied straight into the float32 host partition
@@ -1160,7 +1187,10 @@ def _zero_offloaded(rank: _Rank, state: RankState) -> RankState:
     # parameters back (param_buffer_of_bit16_for_cpu_offload_groups).
     if strategy is not Strategy.ZERO3 and trainable:
         host.append(Term("16-bit partition staging buffer", f"T ÷ {dp:g} × 2 B", trainable / dp * 2))
-    notes = ["ZeRO-Offload: float32 master, optimizer state and float32 gradients on the host (DeepSpeedCPUAdam)."]
+    notes = [
+        *state.notes,
+        "ZeRO-Offload: float32 master, optimizer state and float32 gradients on the host (DeepSpeedCPUAdam).",
+    ]
     if par.offload is Offload.PARAMS:
         notes.append("DeepSpeed offloads parameters only at stage 3 (offload_param): stages 1-2 move the optimizer.")
     return replace(state, optim=[], step=[], host=host, notes=tuple(notes))

@@ -20,7 +20,7 @@ from core.inputs import loss_16bit_matters, loss_code_runs
 from core.memo import last_answer
 from core.model import ModelSpec, normalise_lora_targets
 from core.plan import Attention, CheckpointPolicy, MegatronCeFusion, Method, Plan, Stack, TransformersLoss
-from core.roles import compute_dtype, dtypes_for, model_dtype
+from core.roles import adapter_dtype, compute_dtype, dtypes_for, model_dtype
 from core.training.attention import Kernel, megatron_fused_softmax, needs_mask, sdpa_kernel
 from core.training.storage import litgpt_quantised_head
 
@@ -153,7 +153,7 @@ def _plan_fields(plan: Plan) -> dict[str, object]:
         "adapter_out": dt.compute if dt.autocast else dt.adapter,
         "model_dtype": model_dtype(plan),
         "compute_dtype": compute_dtype(plan),
-        "adapter_dtype": plan.adapter_dtype,
+        "adapter_dtype": adapter_dtype(plan),
         "autocast": dt.autocast,
         "compiled": plan.stack is Stack.COMPILE,
         "unsloth_norm": unsloth_fast_path(plan),

@@ -10,7 +10,7 @@ from core.dtypes import Dtype, Quant, WeightFormat, matrix_output_rows, nf4_byte
 from core.format import sci
 from core.params import ParamCounts, quantised_block_params
 from core.plan import Method, Plan
-from core.roles import Dtypes, qlora_unquantised_bytes
+from core.roles import Dtypes, adapter_dtype, qlora_unquantised_bytes
 
 __all__ = ["autocast_copies", "copy_terms", "gradient_terms", "litgpt_quantised_head", "weight_terms"]
 
@@ -102,7 +102,7 @@ def copy_terms(plan: Plan, counts: ParamCounts, dt: Dtypes) -> list[Term]:
     if dt.casts and plan.method is not Method.QLORA:
         el = autocast_copies(plan)
         terms.append(Term("16-bit working copies of matmul weights (autocast)", f"{sci(el)} × 2 B", el * 2))
-    if dt.autocast and counts.adapter and plan.adapter_dtype is Dtype.FP32:
+    if dt.autocast and counts.adapter and adapter_dtype(plan) is Dtype.FP32:
         terms.append(
             Term("16-bit copies of the adapters (autocast)", f"{sci(counts.adapter)} × 2 B", counts.adapter * 2)
         )

@@ -107,6 +107,7 @@ class ParallelForm(PlanForm):
         self.host_threads = self.add_input("parallel.host_threads_per_rank")
         self.zero_bucket = self.add_input("parallel.zero_bucket_elements")
         self.zero_overlap = self.add_input("parallel.zero_overlap_comm")  # DeepSpeed ZeRO-1/2 overlap_comm
+        self.zero3_overlap = self.add_input("parallel.zero3_overlap_comm")  # DeepSpeed ZeRO-3 overlap_comm
         self.zero3_prefetch = self.add_input("parallel.zero3_prefetch_elements")
         self.zero3_live = self.add_input("parallel.zero3_max_live_elements")
         self.float8_gather = self.add_input("parallel.fsdp_float8_all_gather")

@@ -361,6 +361,7 @@ def expected_values(window: MainWindow, plan: Plan) -> dict[str, Any]:
     for name in ("fsdp_float8_all_gather", "fsdp1_wrap", "grad_reduce_in_fp32", "grad_accum_fusion"):
         values[f"parallel.{name}"] = getattr(par, name)
     values["parallel.zero_overlap_comm"] = par.zero_overlap_comm
+    values["parallel.zero3_overlap_comm"] = par.zero3_overlap_comm
     for name in (
         "strategy",
         "schedule",

@@ -48,6 +48,21 @@ def test_the_zero_overlap_comm_row_shows_under_deepspeed_zero1_and_zero2(qtbot: 
     assert shown() and not form.zero_overlap.isChecked()
 
 
+def test_the_zero3_overlap_comm_row_shows_under_zero3_on_by_default(qtbot: Any, window: MainWindow) -> None:
+    """Parallelism → Advanced: DeepSpeed's stage-3 overlap_comm (on, its default there), bound both ways."""
+    form = window.parallel_form
+    row = form.fields["parallel.zero3_overlap_comm"]
+    window.controller.set_plan(plan_for_model("llama-3.1-8b").on_gpus(16, Strategy.ZERO3))
+    form.advanced.click()
+    assert row.isVisibleTo(form) and form.zero3_overlap.isChecked()
+    assert not form.fields["parallel.zero_overlap_comm"].isVisibleTo(form)
+    form.zero3_overlap.click()
+    assert not window.controller.plan.parallel.zero3_overlap_comm
+    for hidden in (Strategy.ZERO2, Strategy.FSDP, Strategy.DDP):
+        _choose(form.strategy, hidden.value)
+        assert not row.isVisibleTo(form), hidden
+
+
 def test_plan_to_widgets_and_back(qtbot: Any, window: MainWindow) -> None:
     plan = plan_for_model("llama-3.1-70b").on_gpus(32, Strategy.FSDP).with_parallel(tensor_parallel=8)
     window.controller.set_plan(plan)

@@ -183,6 +183,7 @@ def settings(draft: Draft, written: tuple[str, ...] = ()) -> dict[str, Any]:
         [
             "parallel.zero_bucket_elements",
             "parallel.zero_overlap_comm",
+            "parallel.zero3_overlap_comm",
             "parallel.zero3_prefetch_elements",
             "parallel.zero3_max_live_elements",
         ],

@@ -6,7 +6,7 @@ Keys read from deepspeed v0.17 (``deepspeed/runtime/config.py``, ``deepspeed/run
 ``offload_param`` (``device``: none | cpu | nvme; parameters offload only under stage 3),
 ``reduce_bucket_size`` and ``allgather_bucket_size`` (elements, default 5e8), ``overlap_comm``
 (default True for stage 3 only: ``zero/config.py overlap_comm_valid``; written as the plan's
-``parallel.zero_overlap_comm`` for stages 1-2, true for stage 3, which is timed overlapped),
+``parallel.zero_overlap_comm`` for stages 1-2 and ``parallel.zero3_overlap_comm`` for stage 3),
 ``stage3_prefetch_bucket_size`` (5e7) and ``stage3_max_live_parameters`` (1e9),
 ``gradient_clipping`` (default 0.0: no clipping; 1.0 is written for a plan that clips). Inside a
 transformers / TRL / axolotl / LLaMA-Factory config the batch and precision keys are "auto"
@@ -41,6 +41,7 @@ EXPRESSED: Final = (
     "parallel.offload",
     "parallel.zero_bucket_elements",
     "parallel.zero_overlap_comm",
+    "parallel.zero3_overlap_comm",
     "parallel.zero3_prefetch_elements",
     "parallel.zero3_max_live_elements",
     "workload.micro_batch",
@@ -75,8 +76,8 @@ def zero_section(draft: Draft) -> dict[str, Any]:
         zero.update(
             reduce_bucket_size=par.zero_bucket_elements,
             allgather_bucket_size=par.zero_bucket_elements,
-            # ZeRO-3 is timed overlapped (DeepSpeed's default there); ZeRO-1/2 as the plan says.
-            overlap_comm=stage == 3 or par.zero_overlap_comm,
+            # Each stage's own setting (parallel.zero3_overlap_comm, on by default, as DeepSpeed's at stage 3).
+            overlap_comm=par.zero3_overlap_comm if stage == 3 else par.zero_overlap_comm,
             contiguous_gradients=True,
         )
     if stage == 3:
@@ -149,6 +150,9 @@ def read_deepspeed(document: dict[str, Any]) -> dict[str, Any]:
     if found["parallel.strategy"] in (Strategy.ZERO1, Strategy.ZERO2):
         # Absent: DeepSpeed's default below stage 3, off (zero/config.py overlap_comm_valid).
         found["parallel.zero_overlap_comm"] = zero.get("overlap_comm") is True
+    elif found["parallel.strategy"] is Strategy.ZERO3:
+        # Absent: DeepSpeed's default at stage 3, on (zero/config.py overlap_comm_valid).
+        found["parallel.zero3_overlap_comm"] = zero.get("overlap_comm") is not False
     for key, name in (
         ("reduce_bucket_size", "parallel.zero_bucket_elements"),
         ("stage3_prefetch_bucket_size", "parallel.zero3_prefetch_elements"),

@@ -342,6 +342,12 @@ TRAINING_FIELDS: Final = (
         "method.stack",
     ),
     _f(
+        "parallel.zero3_overlap_comm",
+        lambda p: p.parallel.zero3_overlap_comm,
+        _matters("parallel.zero3_overlap_comm"),
+        "parallel.strategy",
+    ),
+    _f(
         "parallel.zero3_prefetch_elements",
         lambda p: p.parallel.zero3_prefetch_elements,
         lambda p: p.parallel.strategy is Strategy.ZERO3,

@@ -130,13 +130,14 @@ def batch_keys(draft: Draft) -> dict[str, Any]:
 
 
 # The recipes TrainingArguments carries (and the trainers built on it: TRL, axolotl, LLaMA-Factory).
-# parallel.zero_overlap_comm: the inline DeepSpeed config's zero_optimization.overlap_comm.
+# parallel.zero_overlap_comm / zero3_overlap_comm: the inline DeepSpeed config's zero_optimization.overlap_comm.
 HF_RECIPES: Final = (
     "method.stack",
     "method.grad_clip",
     "parallel.fsdp1_wrap",
     "parallel.grad_sync",
     "parallel.zero_overlap_comm",
+    "parallel.zero3_overlap_comm",
 )
 MEGATRON_WHY: Final = "Megatron-LM / NeMo's fused kernels are not a setting here (eager PyTorch is written)"
 

@@ -230,19 +230,21 @@ def _deepspeed_stage(taker: Taker, odd: OddValues, out: dict[str, Any]) -> str |
 
 
 def _overlap_comm(taker: Taker, zero: dict[str, Any], stage: int, source: str) -> dict[str, Any]:
-    """``zero_optimization.overlap_comm`` of a ZeRO-1/2 config (``parallel.zero_overlap_comm``); a file
-    that does not say runs DeepSpeed's default there, off (deepspeedai/DeepSpeed edaa7221,
-    deepspeed/runtime/zero/config.py ``overlap_comm_valid``: True for stage 3 only). Stage 3 is timed
-    overlapped whatever the file says."""
-    if stage not in (1, 2):
+    """``zero_optimization.overlap_comm`` of a ZeRO config: ``parallel.zero_overlap_comm`` for stages 1-2,
+    ``parallel.zero3_overlap_comm`` for stage 3; a file that does not say runs DeepSpeed's default,
+    off below stage 3 and on at it (deepspeedai/DeepSpeed edaa7221, deepspeed/runtime/zero/config.py
+    ``overlap_comm_valid``: ``self.stage == ZeroStageEnum.weights``)."""
+    if stage not in (1, 2, 3):
         return {}
+    name = "zero3_overlap_comm" if stage == 3 else "zero_overlap_comm"
     value = zero.get("overlap_comm")
     where = source.removesuffix(": zero_optimization.stage")
     if isinstance(value, bool):
-        taker.record("zero_overlap_comm", value, f"{where}: zero_optimization.overlap_comm")
-        return {"zero_overlap_comm": value}
-    taker.record("zero_overlap_comm", False, "default: DeepSpeed's overlap_comm is off below stage 3")
-    return {"zero_overlap_comm": False}
+        taker.record(name, value, f"{where}: zero_optimization.overlap_comm")
+        return {name: value}
+    default = stage == 3
+    taker.record(name, default, f"default: DeepSpeed's overlap_comm is {'on at' if default else 'off below'} stage 3")
+    return {name: default}
 
 
 def _confined(folder: Path, value: str) -> tuple[Path | None, str]:
