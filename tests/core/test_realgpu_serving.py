@@ -111,8 +111,9 @@ KNOWN_TTFT_MISSES = {
 
 # The KV logs past issue 23's 10 %: all held out (fitted on nothing), so no constant is tuned to
 # them; docs/SERVING.md ("Held-out start-up logs, third round") reads each one's split. kolyangg's
-# vLLM 0.10.2 H100 log prints a 5.58 GiB profile peak where the planner has 2.67 GiB: the
-# sampler's 1,024 dummy rows in the sort-based top-k/top-p of the releases before vLLM PR #33538.
+# vLLM 0.10.2 H100 log prints a 5.58 GiB profile peak where the planner has 2.67 GiB: without
+# FlashInfer (the log says so) the sampler's 1,024 dummy rows take apply_top_k_top_p's sort path
+# (vllm 0.10.2 wheel, vllm/v1/sample/ops/topk_topp_sampler.py), which the plan cannot state.
 KNOWN_KV_MISSES = {"kolyangg-vllm0102-qwen3-30b-a3b-h100"}
 
 
