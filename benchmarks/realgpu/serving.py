@@ -390,6 +390,98 @@ def _held(log_id: str, model_id: str, gpu: str, weights: bool = True, **settings
     return LogCase(log_id, model_id, gpu, MappingProxyType(settings), weights=weights, config=config, held_out=True)
 
 
+# The third round (2026-12-04): committed server logs of independent repositories, each card
+# named by the log or its repository (engine_logs.json says how). vLLM 0.10.x on the H100s takes
+# the API server's 8,192 tokens and 1,024 sequences, which the plan resolves itself; the TP 8
+# pools are the smallest worker's, which the engine unifies the workers to.
+_V010_TP8_H100: Final = MappingProxyType(
+    dict(engine="vllm", vllm_version="0.10", context=32768, tensor_parallel=8, kv_dtype="fp8")
+)
+THIRD_ROUND_LOGS: Final = (
+    _held(
+        "abinav-vllm0110-llama31-8b-l4",
+        "llama-3.1-8b",
+        "l4",
+        engine="vllm",
+        max_num_batched_tokens=2048,
+        vllm_version="0.11",
+        context=32000,
+        gpu_memory_utilization=0.92,
+        max_num_seqs=128,
+    ),
+    _held(
+        "kumaxxp-vllm0130-qwen25-14b-awq-a5000",
+        "qwen2.5-14b",
+        "rtx-a5000",
+        **_V1_SERVE,
+        vllm_version="0.13",
+        context=8192,
+        weight_dtype="awq-int4",
+        kv_dtype="fp16",
+    ),
+    _held(
+        "sridhar-vllm0191-phi3-mini-3090-wsl",
+        "phi-3-mini-4k-instruct",
+        "rtx-3090",
+        **_V1_SERVE,
+        vllm_version="0.19",
+        context=4096,
+        gpu_memory_utilization=0.85,
+        weight_dtype="fp16",
+        kv_dtype="fp16",
+    ),
+    _held(
+        "kolyangg-vllm0102-qwen3-30b-a3b-h100",
+        "qwen3-30b-a3b",
+        "h100-sxm",
+        engine="vllm",
+        vllm_version="0.10",
+        context=6144,
+    ),
+    _held(
+        "nnamdiodozi-vllm0221-qwen3-30b-a3b-fp8-h100",
+        "qwen3-30b-a3b",
+        "h100-sxm",
+        engine="vllm",
+        vllm_version="0.22",
+        context=8192,
+        gpu_memory_utilization=0.92,
+        max_num_batched_tokens=8192,
+        max_num_seqs=64,
+        weight_dtype="fp8",
+    ),
+    _held(
+        "shanghaoli-vllm0102-qwen25-3b-4090",
+        "qwen2.5-3b",
+        "rtx-4090",
+        engine="vllm",
+        vllm_version="0.10",
+        context=4096,
+        max_num_seqs=1,
+        weight_dtype="fp16",
+        kv_dtype="fp16",
+    ),
+    _held("daisuketakai-vllm0100-qwen3-32b-8xh100-tp8-fp8kv", "qwen3-32b", "h100-sxm", **_V010_TP8_H100),
+    _held(
+        "daisuketakai-vllm0100-qwen3-235b-fp8-8xh100-tp8-ep-fp8kv",
+        "qwen3-235b-a22b",
+        "h100-sxm",
+        **_V010_TP8_H100,
+        weight_dtype="fp8",
+    ),
+    _held(
+        "lukejyk-vllm0261dev-qwen3-coder-30b-a3b-a100",
+        "qwen3-30b-a3b",
+        "a100-80gb-sxm",
+        engine="vllm",
+        vllm_version="0.26",
+        context=131072,
+        gpu_memory_utilization=0.9,
+        max_num_seqs=16,
+    ),
+)
+
+
 HELD_OUT_LOGS: Final = (
     # SGLang 0.4.3.post4, QwQ-32B (Qwen2.5-32B's tensors, 131,072 positions) on four L4s, and
     # SGLang 0.4.2.x on one RTX 3090 driving a Windows desktop; the fractions are the printed ones.
@@ -459,6 +551,7 @@ HELD_OUT_LOGS: Final = (
         **_RTX_PRO_235B,
         pipeline_parallel=4,
     ),
+    *THIRD_ROUND_LOGS,
 )
 
 
