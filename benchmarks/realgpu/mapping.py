@@ -124,6 +124,9 @@ FAMILY: Final = {
     # llama-recipes' maintainers (Andrew Gu, Hamid Shojanazeri): their llama_finetuning.py (FSDP1, Hugging Face
     # Llama) on AWS A100s, July-September 2023; no other source ran that script.
     "llama-recipes-fsdp-2023": "llama-recipes",
+    # FlagPerf (BAAI): its own harness, machines and nvidia-smi monitor; the LoRA case's loop is adapted from
+    # llama-recipes' but runs on one GPU after PR #41's fix, by other people on other cards.
+    "flagperf-nvidia-smi-2023": "flagperf",
 }
 
 # Cards outside gpus.json, by the memory their driver reports (decimal GB for custom_gpu).
@@ -209,6 +212,7 @@ HELD_OUT_SOURCES: Final = frozenset(
         "torchao-low-bit-optim-2024-09",
         "aws-awsome-distributed-torchtitan-2025-03",
         "llama-recipes-fsdp-2023",
+        "flagperf-nvidia-smi-2023",
     }
 )
 
@@ -462,8 +466,16 @@ def _parallel(
         fsdp_reduce_dtype=reduce if reduce is not None else MpDtype.STORED,
         fsdp_float8_all_gather=float8_all_gather and bool(recipe["float8"]) and par["strategy"] == "fsdp2",
         fsdp1_wrap=fsdp1_wrap and par["strategy"] == "fsdp1",
+        **_zero_bucket(par),
         **pipeline,
     )
+
+
+def _zero_bucket(par: Mapping[str, Any]) -> dict[str, int]:
+    """A DeepSpeed config's ``reduce_bucket_size`` where the record names it (FlagPerf's ds_config.json: 1e7),
+    as the plan's ZeRO bucket; the plan's default (DeepSpeed's 5e8) elsewhere."""
+    size = par.get("reduce_bucket_size")
+    return {"zero_bucket_elements": int(size)} if size else {}
 
 
 def _checkpointing(recipe: Mapping[str, Any]) -> dict[str, Any]:

@@ -5,6 +5,7 @@ mapping (benchmarks/realgpu/mapping.py) plans with a given setting on."""
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -41,6 +42,24 @@ def assert_moves_no_fit(bench: ModuleType, result: Any, sources: set[str] | tupl
     others = bench.run([m.figure for m in result.mapped if m.source not in sources])
     assert others.fitted_all == result.fitted_all
     assert others.fitted_without == {k: v for k, v in result.fitted_without.items() if k in others.fitted_without}
+
+
+def assert_held_out(source: str, family: str, count: int, scored: Sequence[str], module_name: str) -> list[Any]:
+    """The ``count`` figures of ``source`` are held out (mapping.py ``HELD_OUT_SOURCES``) in ``family``, exactly
+    ``scored`` are scored (each other one says what is missing or why it is not scored), and they fit nothing.
+    Returns their ``Mapped`` records for the caller's own checks."""
+    mapping = load_script(FOLDER / "mapping.py", f"{module_name}_mapping")
+    bench = load_script(FOLDER / "memory.py", f"{module_name}_memory")
+    result = bench.run()
+    mine = [m for m in result.mapped if m.source == source]
+    assert len(mine) == count and source in mapping.HELD_OUT_SOURCES
+    for m in mine:
+        assert m.held_out and m.family == family, m.id
+        assert m.scored == (m.id in scored), m.id
+        assert m.scored or m.missing or m.unscored, m.id
+    assert sorted(r.mapped.id for r in result.rows if r.mapped.source == source) == sorted(scored)
+    assert_moves_no_fit(bench, result, {source})
+    return mine
 
 
 def families_planned_with(setting: str, module_name: str) -> set[str]:

@@ -6,7 +6,7 @@ fit: five figures scored, the rest listed with what the plan lacks or why the re
 
 from __future__ import annotations
 
-from tests.core.memory_corpus import FOLDER, assert_moves_no_fit, assert_recorded, corpus
+from tests.core.memory_corpus import FOLDER, assert_held_out, assert_recorded, corpus
 from tests.scripts import load_script
 
 SOURCE = "llama-recipes-fsdp-2023"
@@ -33,19 +33,9 @@ def test_the_source_and_its_figures_are_recorded() -> None:
 
 
 def test_it_is_held_out_and_moves_no_fit() -> None:
-    mapping = load_script(FOLDER / "mapping.py", "realgpu_mapping_llama_recipes")
-    bench = load_script(FOLDER / "memory.py", "realgpu_memory_llama_recipes")
-    result = bench.run()
-    mine = [m for m in result.mapped if m.source == SOURCE]
-    assert len(mine) == 16 and SOURCE in mapping.HELD_OUT_SOURCES
-    for m in mine:
-        assert m.held_out and m.family == "llama-recipes"
-        assert m.scored == (m.id in SCORED), m.id
-        assert m.scored or m.missing or m.unscored, m.id
+    for m in assert_held_out(SOURCE, "llama-recipes", 16, SCORED, "realgpu_llama_recipes"):
         if m.plan is not None:
             assert m.plan.training_kv_cache and not m.plan.parallel.fsdp1_wrap, m.id
-    assert sorted(r.mapped.id for r in result.rows if r.mapped.source == SOURCE) == sorted(SCORED)
-    assert_moves_no_fit(bench, result, {SOURCE})
 
 
 def test_the_missing_capabilities_are_named() -> None:
