@@ -324,7 +324,10 @@ def compute_estimate(plan: Plan, counts: ParamCounts, gpu: GpuSpec) -> Compute:
     host = host_step(plan, counts)
     step, comm = _step(plan, counts, timing, work, host)
     tokens_per_second = tokens_per_step / step if step > 0 and math.isfinite(step) else 0.0
-    seconds = tokens / tokens_per_second if tokens_per_second > 0 else (0.0 if tokens == 0 else math.inf)
+    # A step with no work to time (no FLOPs, no traffic: e.g. a one-parameter override) takes no time;
+    # only a step that cannot finish makes the run's time infinite.
+    idle = step == 0 or tokens == 0
+    seconds = tokens / tokens_per_second if tokens_per_second > 0 else (0.0 if idle else math.inf)
     hours = seconds / 3600
     price, price_source = gpu_hour_price(plan, gpu)
     per_gpu = tokens_per_second / gpus

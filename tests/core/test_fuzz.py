@@ -174,6 +174,26 @@ def test_arbitrary_field_values(plan: Plan, edits: list[tuple[str, str, object]]
     assert_sane(est, allow_negative=not _arbitrary_override_is_consistent(plan))
 
 
+def test_a_step_with_no_work_to_time_takes_no_time() -> None:
+    """Found by test_arbitrary_field_values (2026-12-04): Qwen3 30B-A3B overridden to one parameter under
+    the lesson's accounting, one token on an RTX 3060, has no FLOPs and no traffic; its step time is 0 s, and
+    the run's time was infinite (tokens ÷ 0 tokens/s) instead of 0 s."""
+    from core.catalogue import find_model
+    from core.inputs import Accounting
+    from core.plan import Method, Preset, Workload
+
+    plan = Plan(
+        model=replace(find_model("qwen3-30b-a3b").spec, params_override=1),
+        method=Method.FULL,
+        preset=Preset.FP32,
+        workload=Workload(micro_batch=1, seq_len=1, grad_accum=1, tokens=1, eval_batch=0),
+    ).with_changes(accounting=Accounting.LESSON)
+    compute = estimate(replace(plan, hardware=replace(plan.hardware, gpu="rtx-3060-12gb"))).compute
+    assert compute.step_seconds == 0.0
+    assert compute.seconds == 0.0
+    assert_sane(estimate(plan))
+
+
 def _extreme(draw: st.DrawFn, low: int, high: int) -> int:
     return draw(st.one_of(st.sampled_from([low, high]), st.integers(low, high)))
 
