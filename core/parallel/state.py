@@ -101,10 +101,6 @@ MASTER_BYTES: Final = 4.0
 # DeepSpeed stage 3 steps the optimizer one sub-group at a time (zero/config.py
 # sub_group_size, 1e9 elements): one group's float32 gradient exists at once.
 ZERO3_SUB_GROUP: Final = 1_000_000_000
-# DeepSpeed stage 3 keeps a module's gathered parameters when they are used again within
-# stage3_max_reuse_distance elements of the trace (deepspeed/runtime/zero/config.py at edaa7221:
-# max_reuse_distance default 1e9; partitioned_param_coordinator.py __params_to_release).
-ZERO3_MAX_REUSE_DISTANCE: Final = 1_000_000_000
 # FSDP2 with a unit per decoder block (torchtitan, accelerate's transformer wrap policy):
 # inside a block's backward two are gathered, the one computing and the one prefetched.
 GATHERED_UNITS: Final = 2
@@ -1104,8 +1100,9 @@ def _zero3_forward_tail(rank: _Rank) -> float:
 
     microsoft/DeepSpeed v0.11.1 (e9503fe4) and v0.14.0 (ce78a632), partitioned_param_coordinator.py
     ``release_sub_module`` / ``__params_to_release``: when a module's forward ends, its parameters stay
-    gathered if they occur again in the recorded trace before ``stage3_max_reuse_distance`` (R, 1e9)
-    elements have been traversed from the next module on. Without checkpointing a module's next use is
+    gathered if they occur again in the recorded trace before ``stage3_max_reuse_distance`` (R,
+    ``parallel.zero3_max_reuse_elements``, 1e9 by default) elements have been traversed from the next
+    module on. Without checkpointing a module's next use is
     its own backward, after the S elements of every later forward module and the same S again in the
     backward (which visits them in reverse first): it is kept when 2·S < R. So the head and the last
     modules of the forward, those followed by fewer than R ÷ 2 elements, are all gathered as the
@@ -1131,7 +1128,7 @@ def _zero3_forward_tail(rank: _Rank) -> float:
         forward.append(model.embedding_params() / tp)
     kept, after = 0.0, 0.0
     for module in forward:  # from the head backwards through the forward
-        if 2 * after * scale >= ZERO3_MAX_REUSE_DISTANCE:
+        if 2 * after * scale >= plan.parallel.zero3_max_reuse_elements:
             break
         kept += module
         after += module
@@ -1204,7 +1201,7 @@ def _zero3_kept_block(rank: _Rank) -> float:
     block = (
         block_params_per_rank(plan.model, rank.lay.tensor_parallel, rank.lay.expert_parallel) * plan.model.params_scale
     )
-    if block > ZERO3_MAX_REUSE_DISTANCE:
+    if block > plan.parallel.zero3_max_reuse_elements:
         return 0.0
     return float(min(block, plan.parallel.zero3_max_live_elements))
 

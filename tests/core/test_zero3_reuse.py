@@ -24,14 +24,17 @@ PREFETCH = 50_000_000
 TAIL_70B = 32_000 * 8_192 + 2 * 8_192 * 28_672
 
 
-def _gathered(checkpointing: bool) -> tuple[str, float]:
-    plan = Plan(
+def _llama2_70b_lora(checkpointing: bool) -> Plan:
+    return Plan(
         model=find_model("llama-2-70b").spec,
         method=Method.LORA,
         workload=Workload(micro_batch=8, seq_len=2_048),
         checkpointing=checkpointing,
     ).on_gpus(8, Strategy.ZERO3)
-    est = estimate(plan)
+
+
+def _gathered(checkpointing: bool) -> tuple[str, float]:
+    est = estimate(_llama2_70b_lora(checkpointing))
     terms = [t for b in est.worst.buckets if b.key is BucketKey.WEIGHTS for t in b.terms]
     found = next(t for t in terms if t.label.startswith("gathered:"))
     return found.label, found.bytes
@@ -113,3 +116,20 @@ def test_the_tail_leaves_the_blocks_backward_to_the_module_and_its_prefetch() ->
     start, in_block, end = ([t.bytes for t in terms] for terms in gathered)
     assert start == [(502_267_904 + PREFETCH) * 2]
     assert in_block == end == [(32_000 * 4_096 + PREFETCH) * 2]
+
+
+def test_the_reuse_distance_is_a_plan_setting_both_rules_read() -> None:
+    # stage3_max_reuse_distance (parallel.zero3_max_reuse_elements). At 3e8 the Llama 2 7B tail is
+    # the head (nothing follows it) and block 31's down_proj (the head's 1.31e8 follow it: 2.6e8 <
+    # 3e8); up_proj (1.76e8 follow it: 3.5e8) is released. At 1 only the head stays. A 70B block
+    # (8.56e8) under checkpointing stays gathered at 1e9 and not at 8e8 (__params_to_release,
+    # DeepSpeed v0.11.1 e9503fe4).
+    plan = _llama2_7b_zero3().with_parallel(zero3_max_reuse_elements=300_000_000)
+    terms = _phase_gathered(plan)
+    assert terms["backward"].bytes == (32_000 * 4_096 + 4_096 * 11_008 + PREFETCH) * 2
+    one = _phase_gathered(_llama2_7b_zero3().with_parallel(zero3_max_reuse_elements=1))
+    assert one["backward"].label == "gathered: the largest module + the prefetch bucket"
+    base = _llama2_70b_lora(checkpointing=True)
+    short = _phase_gathered(base.with_parallel(zero3_max_reuse_elements=800_000_000))
+    assert short["backward"].label == "gathered: the largest module + the prefetch bucket"
+    assert _phase_gathered(base)["backward"].label.startswith("gathered: a checkpointed block's")
