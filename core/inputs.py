@@ -560,6 +560,9 @@ DDP_BUCKET_MB: Final = 25.0
 ZERO_BUCKET_ELEMENTS: Final = 500_000_000
 ZERO3_PREFETCH_ELEMENTS: Final = 50_000_000
 ZERO3_MAX_LIVE_ELEMENTS: Final = 1_000_000_000
+# stage3_max_reuse_distance: 1e9 elements (microsoft/DeepSpeed v0.11.1 e9503fe4, zero/config.py
+# max_reuse_distance; the same default at v0.14.0 and v0.19.6).
+ZERO3_MAX_REUSE_ELEMENTS: Final = 1_000_000_000
 
 
 class Kind(StrEnum):
@@ -1457,6 +1460,14 @@ INPUTS: Final[tuple[Input, ...]] = (
           ZERO3_MAX_LIVE_ELEMENTS,
           "DeepSpeed stage3_max_live_parameters (1e9 by default).",
           ("--zero3-max-live",), "DeepSpeed stage3_max_live_parameters (1e9)", unit="elements",
+          low=1, high=MAX_BUCKET_ELEMENTS, advanced=True, metavar="N",
+          matters=lambda p: p.parallel.strategy is Strategy.ZERO3),
+    Input("parallel.zero3_max_reuse_elements", Kind.COUNT, "ZeRO-3 reuse", "ZeRO-3 reuse distance",
+          ZERO3_MAX_REUSE_ELEMENTS,
+          "DeepSpeed stage3_max_reuse_distance (1e9 by default): a module used again within this many "
+          "elements of the step's trace stays gathered (the forward's last modules into the backward; a "
+          "checkpointed block from its recompute to its backward).",
+          ("--zero3-max-reuse",), "DeepSpeed stage3_max_reuse_distance in elements (1e9)", unit="elements",
           low=1, high=MAX_BUCKET_ELEMENTS, advanced=True, metavar="N",
           matters=lambda p: p.parallel.strategy is Strategy.ZERO3),
     # ---- serving ------------------------------------------------------------------------

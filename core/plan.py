@@ -285,6 +285,7 @@ class Parallelism:
     zero3_overlap_comm: bool = DEFAULTS["parallel.zero3_overlap_comm"]  # DeepSpeed ZeRO-3 overlap_comm
     zero3_prefetch_elements: int = DEFAULTS["parallel.zero3_prefetch_elements"]
     zero3_max_live_elements: int = DEFAULTS["parallel.zero3_max_live_elements"]
+    zero3_max_reuse_elements: int = DEFAULTS["parallel.zero3_max_reuse_elements"]
     intra_link: str = DEFAULTS["parallel.intra_link"]  # id in resources/links.json: GPU to GPU within a node
     inter_link: str = DEFAULTS["parallel.inter_link"]  # id in resources/links.json: between nodes
     host_ram_gb: float = DEFAULTS["parallel.host_ram_gb"]  # RAM per node

@@ -101,10 +101,6 @@ MASTER_BYTES: Final = 4.0
 # DeepSpeed stage 3 steps the optimizer one sub-group at a time (zero/config.py
 # sub_group_size, 1e9 elements): one group's float32 gradient exists at once.
 ZERO3_SUB_GROUP: Final = 1_000_000_000
-# DeepSpeed stage 3 keeps a module's gathered parameters when they are used again within
-# stage3_max_reuse_distance elements of the trace (deepspeed/runtime/zero/config.py at edaa7221:
-# max_reuse_distance default 1e9; partitioned_param_coordinator.py __params_to_release).
-ZERO3_MAX_REUSE_DISTANCE: Final = 1_000_000_000
 # FSDP2 with a unit per decoder block (torchtitan, accelerate's transformer wrap policy):
 # inside a block's backward two are gathered, the one computing and the one prefetched.
 GATHERED_UNITS: Final = 2
@@ -122,6 +118,9 @@ class RankState:
     forward: list[Term] = field(default_factory=list)  # gathered parameters at the end of the forward (weights)
     backward: list[Term] = field(default_factory=list)  # gathered parameters as the backward starts (weights)
     backward_block: list[Term] | None = None  # gathered while a block runs its backward (None: ``backward``)
+    # ZeRO-3: gathered at the backward's end and in an evaluation forward, where the forward's tail
+    # (``forward`` / ``backward``) is not (None: ``backward`` there, ``forward`` in the evaluation)
+    off_turn: list[Term] | None = None
     backward_grads: list[Term] = field(default_factory=list)  # reduction buffers in the backward (gradients)
     step: list[Term] = field(default_factory=list)  # extra at the optimizer step (optimizer bucket)
     step_temporary: bool = True  # the torch.optim step temporaries apply (not DeepSpeed's fused step)
@@ -970,8 +969,10 @@ def _zero(rank: _Rank) -> RankState:
         optim=_zero_optimizer_partition(rank),
         grads_in_backward=stage.grads_in_backward,
         persistent=stage.persistent,
-        forward=stage.gathered,
-        backward=stage.gathered,
+        forward=stage.gathered if stage.turn is None else stage.turn,
+        backward=stage.gathered if stage.turn is None else stage.turn,
+        backward_block=None if stage.turn is None else stage.gathered,
+        off_turn=None if stage.turn is None else stage.gathered,
         backward_grads=stage.backward_grads,
         step=[fp32_grad] if trainable else [],
         step_temporary=False,
@@ -1021,6 +1022,7 @@ class _ZeroStage:
     backward_grads: list[Term] = field(default_factory=list)  # reduction buffers in the backward
     persistent: list[Term] = field(default_factory=list)  # allocated at start-up, alive throughout
     gathered: list[Term] = field(default_factory=list)  # ZeRO-3: parameters gathered to compute
+    turn: list[Term] | None = None  # ZeRO-3: gathered at the forward's end and the backward's start, if more
 
 
 def _zero_stage(rank: _Rank) -> _ZeroStage:
@@ -1066,21 +1068,71 @@ def _zero_stage(rank: _Rank) -> _ZeroStage:
         Term("gradient partition (grad_partitions_flat_buffer)", f"T ÷ {dp:g} × {g:g} B", part * g),
         Term("ipg reduce bucket (allocated at start-up)", f"{sci(bucket_el)} × {g:g} B", bucket_el * g),
     ]
-    par = rank.plan.parallel
-    stored = rank.stored_bytes
     largest = _largest_module(rank.plan, rank.lay, rank.stage) * rank.plan.model.params_scale
     what = "the largest module"
     kept = _zero3_kept_block(rank)
     if kept > largest:
         largest, what = kept, "a checkpointed block's modules, kept for its backward"
+    gathered = _zero3_gathered(rank, largest, what)
+    tail = _zero3_forward_tail(rank)
+    turn = None
+    if tail > largest:
+        turn = [_zero3_gathered(rank, tail, "the forward's last modules, kept for the backward")]
+    weights = _sharded(rank.weights, rank.weight_dp) + quant_state
+    return _ZeroStage(weights, [], [], persistent=persistent, gathered=[gathered], turn=turn)
+
+
+def _zero3_gathered(rank: _Rank, largest: float, what: str) -> Term:
+    """``largest`` gathered elements and the prefetch bucket the coordinator adds, up to
+    ``stage3_max_live_parameters`` (partitioned_param_coordinator.py ``fetch_sub_module``:
+    ``min(max_n_available_params - n_available_params, prefetch_bucket_sz)``)."""
+    par, stored = rank.plan.parallel, rank.stored_bytes
     prefetch = min(par.zero3_prefetch_elements, max(0, par.zero3_max_live_elements - largest))
-    gathered = Term(
+    return Term(
         f"gathered: {what} + the prefetch bucket",
         f"({sci(largest)} + {sci(prefetch)}) × {stored:g} B",
         (largest + prefetch) * stored,
     )
-    weights = _sharded(rank.weights, rank.weight_dp) + quant_state
-    return _ZeroStage(weights, [], [], persistent=persistent, gathered=[gathered])
+
+
+def _zero3_forward_tail(rank: _Rank) -> float:
+    """Elements ZeRO-3 keeps gathered from the forward's end to the backward's start (no checkpointing).
+
+    microsoft/DeepSpeed v0.11.1 (e9503fe4) and v0.14.0 (ce78a632), partitioned_param_coordinator.py
+    ``release_sub_module`` / ``__params_to_release``: when a module's forward ends, its parameters stay
+    gathered if they occur again in the recorded trace before ``stage3_max_reuse_distance`` (R,
+    ``parallel.zero3_max_reuse_elements``, 1e9 by default) elements have been traversed from the next
+    module on. Without checkpointing a module's next use is
+    its own backward, after the S elements of every later forward module and the same S again in the
+    backward (which visits them in reverse first): it is kept when 2·S < R. So the head and the last
+    modules of the forward, those followed by fewer than R ÷ 2 elements, are all gathered as the
+    backward starts (a Llama 2 7B rank: the head, block 31 and five projections of block 30, 5.0e8
+    elements; a model of fewer than R ÷ 2 elements stays gathered whole, embedding too). Each is
+    released after its own backward (its next use, the next step's forward, is far),
+    so inside the blocks' backward only the module and the prefetch are gathered; an evaluation forward
+    records a trace of its own (the coordinator for ``training=False``) in which nothing recurs. Under
+    checkpointing the recompute lies between the two uses (``_zero3_kept_block``); not modelled here."""
+    plan, stage = rank.plan, rank.stage
+    if plan.checkpointing or not stage.head:
+        return 0.0
+    model, tp, scale = plan.model, rank.lay.tensor_parallel, plan.model.params_scale
+    shapes = model.linear_shapes()
+    attention = [shapes[name][0] * shapes[name][1] / tp for name in ("q_proj", "k_proj", "v_proj", "o_proj")]
+    if model.num_experts > 1:  # the rank's experts as one grouped module (as _largest_module)
+        mlp = [model.num_experts * model.hidden_size * model.intermediate_size * 2 / tp / rank.lay.expert_parallel]
+    else:
+        names = ("gate_proj", "up_proj", "down_proj")
+        mlp = [shapes[name][0] * shapes[name][1] / tp for name in names if name in shapes]
+    forward = [model.vocab_size * model.hidden_size / tp] + [*attention, *mlp][::-1] * stage.layers
+    if stage.embedding and not model.tie_embeddings:  # a tied head is the embedding's own weight
+        forward.append(model.embedding_params() / tp)
+    kept, after = 0.0, 0.0
+    for module in forward:  # from the head backwards through the forward
+        if 2 * after * scale >= plan.parallel.zero3_max_reuse_elements:
+            break
+        kept += module
+        after += module
+    return kept * scale
 
 
 def _ipg_bucket(rank: _Rank, bucket_el: float) -> Term:
@@ -1149,7 +1201,7 @@ def _zero3_kept_block(rank: _Rank) -> float:
     block = (
         block_params_per_rank(plan.model, rank.lay.tensor_parallel, rank.lay.expert_parallel) * plan.model.params_scale
     )
-    if block > ZERO3_MAX_REUSE_DISTANCE:
+    if block > plan.parallel.zero3_max_reuse_elements:
         return 0.0
     return float(min(block, plan.parallel.zero3_max_live_elements))
 

@@ -108,6 +108,13 @@ class _Parts:
     def extra(self, what: str) -> list[Term]:
         return list(getattr(self.state, what)) if self.state is not None else []
 
+    def gathered_off_turn(self, otherwise: str) -> list[Term]:
+        """What the framework holds gathered away from the forward / backward turn (the backward's end,
+        an evaluation forward): ZeRO-3's own term where it differs (RankState.off_turn), else ``otherwise``."""
+        if self.state is not None and self.state.off_turn is not None:
+            return list(self.state.off_turn)
+        return self.extra(otherwise)
+
 
 @dataclass(frozen=True)
 class Rank:
@@ -696,7 +703,8 @@ def _first_block_backward(parts: _Parts, copy: Term | None, optim: Bucket, buffe
     """The end of the backward. While the first trainable block runs its backward every other
     gradient exists and the block's own tensors are still held; the embedding gradient is
     formed last."""
-    weights = make_bucket(BucketKey.WEIGHTS, parts.weights + ([copy] if copy else []) + parts.extra("backward"))
+    held = parts.weights + ([copy] if copy else [])
+    weights = make_bucket(BucketKey.WEIGHTS, held + parts.gathered_off_turn("backward"))
     first_block = make_bucket(
         BucketKey.ACTIVATIONS,
         [
@@ -751,7 +759,7 @@ def _embedding_gradient_formed(plan: Plan, parts: _Parts, dt: Dtypes, optim: Buc
     return Phase(
         "backward",
         (
-            make_bucket(BucketKey.WEIGHTS, parts.weights + parts.extra("backward")),
+            make_bucket(BucketKey.WEIGHTS, parts.weights + parts.gathered_off_turn("backward")),
             make_bucket(BucketKey.GRADIENTS, parts.backward_grads + parts.root_grads + tied_extra + buffers),
             optim,
             held,
@@ -813,7 +821,7 @@ def evaluation_phase(plan: Plan, parts: _Parts, rank: Rank | None) -> Phase:
     return Phase(
         "evaluation forward",
         (
-            make_bucket(BucketKey.WEIGHTS, parts.weights + parts.copies + parts.extra("forward")),
+            make_bucket(BucketKey.WEIGHTS, parts.weights + parts.copies + parts.gathered_off_turn("forward")),
             make_bucket(BucketKey.OPTIMIZER, parts.optim),
             make_bucket(BucketKey.ACTIVATIONS, [one_block, *loss]),
         ),

@@ -110,6 +110,7 @@ class ParallelForm(PlanForm):
         self.zero3_overlap = self.add_input("parallel.zero3_overlap_comm")  # DeepSpeed ZeRO-3 overlap_comm
         self.zero3_prefetch = self.add_input("parallel.zero3_prefetch_elements")
         self.zero3_live = self.add_input("parallel.zero3_max_live_elements")
+        self.zero3_reuse = self.add_input("parallel.zero3_max_reuse_elements")
         self.float8_gather = self.add_input("parallel.fsdp_float8_all_gather")
         self.fsdp1_wrap = self.add_input("parallel.fsdp1_wrap")
         self.grad_sync = self.add_input("parallel.grad_sync")  # FSDP no_sync under accumulation

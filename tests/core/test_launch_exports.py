@@ -307,6 +307,7 @@ def test_trainer_configs_carry_steps_buckets_and_deepspeed(plan: Plan, target: T
         if par.strategy is Strategy.ZERO3:
             assert zero["stage3_prefetch_bucket_size"] == par.zero3_prefetch_elements
             assert zero["stage3_max_live_parameters"] == par.zero3_max_live_elements
+            assert zero["stage3_max_reuse_distance"] == par.zero3_max_reuse_elements
 
 
 @STRUCTURE

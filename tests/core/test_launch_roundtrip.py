@@ -54,6 +54,7 @@ _HF_UNREAD = {
     "parallel.zero_bucket_elements",  # deepspeed.zero_optimization.*_bucket_size
     "parallel.zero3_prefetch_elements",
     "parallel.zero3_max_live_elements",
+    "parallel.zero3_max_reuse_elements",
 }
 NOT_READ_BACK: dict[Target, set[str]] = {
     Target.TRL: _HF_UNREAD,
@@ -134,6 +135,7 @@ def launch_plans(draw: st.DrawFn) -> Plan:
         zero_overlap_comm=draw(st.booleans()),
         zero3_prefetch_elements=draw(st.sampled_from([50_000_000, 10_000_000])),
         zero3_max_live_elements=draw(st.sampled_from([1_000_000_000, 300_000_000])),
+        zero3_max_reuse_elements=draw(st.sampled_from([1_000_000_000, 200_000_000])),
     )
     with contextlib.suppress(PlanError):  # a layout this model cannot take: keep the plan as drawn
         plan = replace(plan, parallel=layout, workload=replace(plan.workload, seq_len=seq))

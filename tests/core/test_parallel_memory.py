@@ -111,8 +111,13 @@ def test_zero_stages_shard_one_more_kind_of_state_each() -> None:
     assert held[Strategy.ZERO2] == pytest.approx(p * 2 / 8)
     assert held[Strategy.ZERO3] == pytest.approx(p * 2 / 8 + 5e8 * 2)
     # Without accumulation the peak is where the backward starts, before any gradient: stages
-    # 1 and 2 peak alike there; stage 3 has sharded the parameters.
-    assert peaks[Strategy.ZERO3].peak_bytes < peaks[Strategy.ZERO2].peak_bytes <= peaks[Strategy.ZERO1].peak_bytes
+    # 1 and 2 peak alike there; stage 3 has sharded the parameters, but it also holds the forward's
+    # tail gathered there (5.0e8 elements: core.parallel.state._zero3_forward_tail, DeepSpeed v0.11.1
+    # partitioned_param_coordinator.py ``__params_to_release``) and its start-up reduce bucket (5e8
+    # elements): on this 1.2B model that outweighs the 7/8 of its 2.5 GB it shards, on an 8B not.
+    assert peaks[Strategy.ZERO2].peak_bytes <= peaks[Strategy.ZERO1].peak_bytes
+    big = {s: estimate(_plan("llama-3.1-8b", gpus_per_node=8, strategy=s)).peak_bytes for s in peaks}
+    assert big[Strategy.ZERO3] < big[Strategy.ZERO2] <= big[Strategy.ZERO1]
 
 
 def test_zero1s_flattened_gradient_partition_is_labelled_at_its_own_width() -> None:
@@ -221,8 +226,10 @@ def test_zero3_gathers_the_largest_module_and_one_prefetch_bucket() -> None:
     # stage3.py / partitioned_param_coordinator.py: modules are gathered one at a time, with
     # up to stage3_prefetch_bucket_size (5e7) elements fetched ahead, within
     # stage3_max_live_parameters (1e9). Llama 3.2 1B's largest module is the (tied)
-    # embedding: 128,256 × 2,048 elements (config.json).
-    plan = _plan(gpus_per_node=8, strategy=Strategy.ZERO3)
+    # embedding: 128,256 × 2,048 elements (config.json). Checkpointed: without checkpointing the
+    # forward's end holds the forward's tail instead (tests/core/test_zero3_reuse.py), and a
+    # checkpointed block of this model (6.1e7 elements) is smaller than the embedding.
+    plan = _plan(gpus_per_node=8, strategy=Strategy.ZERO3).with_changes(checkpointing=True)
     forward = next(ph for ph in estimate(plan).phases if ph.kind is StepPhase.FORWARD)
     gathered = sum(t.bytes for t in forward.bucket(BucketKey.WEIGHTS).terms if "gathered" in t.label)
     assert gathered == pytest.approx((128_256 * 2_048 + 50_000_000) * 2)

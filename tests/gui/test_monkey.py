@@ -354,7 +354,8 @@ def expected_values(window: MainWindow, plan: Plan) -> dict[str, Any]:
         "ddp_bucket_mb",
     ):
         values[f"parallel.{name}"] = getattr(par, name)
-    for name in ("zero_bucket_elements", "zero3_prefetch_elements", "zero3_max_live_elements"):
+    zero = ("zero_bucket_elements", "zero3_prefetch_elements", "zero3_max_live_elements", "zero3_max_reuse_elements")
+    for name in zero:
         values[f"parallel.{name}"] = getattr(par, name)
     for name in ("sequence_parallel", "reshard_after_forward", "ddp_bucket_view", "tp_overlap"):
         values[f"parallel.{name}"] = getattr(par, name)

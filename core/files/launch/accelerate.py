@@ -186,6 +186,7 @@ def settings(draft: Draft, written: tuple[str, ...] = ()) -> dict[str, Any]:
             "parallel.zero3_overlap_comm",
             "parallel.zero3_prefetch_elements",
             "parallel.zero3_max_live_elements",
+            "parallel.zero3_max_reuse_elements",
         ],
         "accelerate's deepspeed_config holds no bucket sizes nor overlap_comm: give it the DeepSpeed export "
         "as deepspeed_config_file",

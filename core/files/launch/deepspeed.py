@@ -44,6 +44,7 @@ EXPRESSED: Final = (
     "parallel.zero3_overlap_comm",
     "parallel.zero3_prefetch_elements",
     "parallel.zero3_max_live_elements",
+    "parallel.zero3_max_reuse_elements",
     "workload.micro_batch",
     "workload.grad_accum",
     "method.autocast",
@@ -84,6 +85,7 @@ def zero_section(draft: Draft) -> dict[str, Any]:
         zero.update(
             stage3_prefetch_bucket_size=par.zero3_prefetch_elements,
             stage3_max_live_parameters=par.zero3_max_live_elements,
+            stage3_max_reuse_distance=par.zero3_max_reuse_elements,
             stage3_gather_16bit_weights_on_model_save=True,
         )
     return zero
@@ -157,6 +159,7 @@ def read_deepspeed(document: dict[str, Any]) -> dict[str, Any]:
         ("reduce_bucket_size", "parallel.zero_bucket_elements"),
         ("stage3_prefetch_bucket_size", "parallel.zero3_prefetch_elements"),
         ("stage3_max_live_parameters", "parallel.zero3_max_live_elements"),
+        ("stage3_max_reuse_distance", "parallel.zero3_max_reuse_elements"),
     ):
         if isinstance(zero.get(key), int):
             found[name] = zero[key]

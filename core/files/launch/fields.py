@@ -359,6 +359,12 @@ TRAINING_FIELDS: Final = (
         lambda p: p.parallel.strategy is Strategy.ZERO3,
         "parallel.strategy",
     ),
+    _f(
+        "parallel.zero3_max_reuse_elements",
+        lambda p: p.parallel.zero3_max_reuse_elements,
+        lambda p: p.parallel.strategy is Strategy.ZERO3,
+        "parallel.strategy",
+    ),
 )
 
 _VLLM = "inference.engine"

@@ -299,7 +299,8 @@ def export_megatron_bridge(plan: Plan, model_ref: str | None = None) -> Export:
         "Megatron-Core's DDP sizes its own buckets",
     )
     draft.outside(
-        ["parallel.zero3_prefetch_elements", "parallel.zero3_max_live_elements"], "DeepSpeed's, not Megatron's"
+        ["parallel.zero3_prefetch_elements", "parallel.zero3_max_live_elements", "parallel.zero3_max_reuse_elements"],
+        "DeepSpeed's, not Megatron's",
     )
     draft.outside(["parallel.fsdp_param_dtype", "parallel.fsdp_reduce_dtype"], "the precision recipe sets them")
     recipes_outside(

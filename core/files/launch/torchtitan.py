@@ -234,7 +234,8 @@ def _parallelism(draft: Draft) -> dict[str, Any]:
         "torchtitan sets no bucket sizes",
     )
     draft.outside(
-        ["parallel.zero3_prefetch_elements", "parallel.zero3_max_live_elements"], "DeepSpeed's, not torchtitan's"
+        ["parallel.zero3_prefetch_elements", "parallel.zero3_max_live_elements", "parallel.zero3_max_reuse_elements"],
+        "DeepSpeed's, not torchtitan's",
     )
     return table
 
