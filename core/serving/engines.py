@@ -48,6 +48,7 @@ from core.serving.vllm_rules import (
     activation_element_bytes,
     moe_workspace_bytes,
     mxfp4_padding,
+    sampler_path,
     vllm_blocks_per_request,
     vllm_kv_groups,
     vllm_non_torch_bytes,
@@ -345,7 +346,8 @@ def vllm_profile_peak(
     element = activation_element_bytes(inf)
     era = era_of(inf.vllm_version)
     copies = era.hidden_copies
-    sampler = vllm_sampler_bytes(model, batched_tokens, seqs, element, era.v1)
+    path = sampler_path(inf, min(seqs, batched_tokens))
+    sampler = vllm_sampler_bytes(model, batched_tokens, seqs, element, era.v1, path)
     if model.num_experts > 1:
         # The fused-MoE scratch comes from the worker's WorkspaceManager and stays allocated
         # after the forward, so the sampler runs on top of it; the MLP's own transients are
