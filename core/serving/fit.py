@@ -103,10 +103,11 @@ DEFAULT_NON_TORCH: Final = _frozen(
 # the TP 2 logs already show 1.8 GiB; and the two engines measure different things (vLLM what its
 # profile's forward adds after a baseline taken past the distributed start, SGLang what that start
 # takes): docs/SERVING.md, "Is the gap NVLS? Read from source: no". The ring buffers over PCIe or
-# plain NVLink are held at 0 (tens of MiB); across nodes, two dennislee22 logs through Ray: 0.05
+# plain NVLink are held at 0 (tens of MiB); across nodes, two dennislee22 logs through Ray: 0.10
 # GiB (0.48 until the 40 GB run's remote worker, which prints "FlashInfer is not available", was
-# given the sort its profile runs: 0.87 GiB of that run's pool had been read as communication).
-DEFAULT_TP_COMM: Final = _frozen({"nvlink-nvswitch": 1.88 * GiB, "nvlink": 0.0, "pcie": 0.0, "network": 0.05 * GiB})
+# given the sort its profile runs: 0.87 GiB of that run's pool had been read as communication;
+# 0.05 until 0.10's fused-MoE scratch was freed before the sampler, as it is before 0.13).
+DEFAULT_TP_COMM: Final = _frozen({"nvlink-nvswitch": 1.88 * GiB, "nvlink": 0.0, "pcie": 0.0, "network": 0.10 * GiB})
 # Per card where a log prints torch's total (or two runs imply it), else the class's median.
 DEFAULT_DRIVER: Final = _frozen(
     {

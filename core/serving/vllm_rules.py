@@ -82,6 +82,8 @@ VLLM_TRITON_SAMPLER_ROWS: Final = 132
 #   0.9-0.11 Docker images ship FlashInfer and run it (dennislee22's 0.10.1.1 logs print "Using
 #   FlashInfer for top-p & top-k sampling", kolyangg's 0.10.2 log "FlashInfer is not available").
 TRITON_SAMPLER_FROM: Final = VllmVersion.V0_17
+# The first release whose fused-MoE scratch outlives the forward (core.serving.engines.vllm_profile_peak).
+MOE_WORKSPACE_KEPT_FROM: Final = VllmVersion.V0_13
 TRITON_SAMPLER_MIN_ROWS: Final = 8
 # The sort path at its peak, apply_top_k_top_p's ``logits.sort(dim=-1)`` on the float32 logits
 # (0.10.2, 26b999c71, ops/topk_topp_sampler.py): the sorted float32 values and their int64

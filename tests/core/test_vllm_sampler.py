@@ -99,3 +99,17 @@ def test_v0_keeps_its_own_sampler_term() -> None:
         estimate(plan).inference.kv_cache_tokens
         == estimate(plan.with_inference(vllm_sampler="flashinfer")).inference.kv_cache_tokens
     )
+
+
+def test_before_0_13_the_moe_scratch_is_gone_when_the_sampler_runs() -> None:
+    # 0.10.2 (26b999c71) fused_moe/modular_kernel.py allocates workspace13 / workspace2 with
+    # torch.empty in each call; from 0.13.0 (72506c983) current_workspace_manager() keeps them.
+    # So the 0.10 peak is the larger of the forward (scratch + hidden) and the sampler's sort:
+    # kolyangg/mlops-assignment@daaf8cb logs/vllm.log, gpu_worker.py:391, "5.58 GiB for peak
+    # activation" (0.10.2, Qwen3-30B-A3B, one H100, the API server's 8,192 tokens and 1,024 rows).
+    plan = vllm_plan("qwen3-30b-a3b", vllm_version="0.10", context=6144)
+    gpu = find_gpu("h100-sxm")
+    peak = vllm_pool(plan, gpu, rank_layout(plan), DEFAULT_FIT).activation / GiB
+    assert peak == pytest.approx(5.58, abs=0.05)
+    kept = vllm_pool(plan.with_inference(vllm_version="0.13"), gpu, rank_layout(plan), DEFAULT_FIT)
+    assert kept.activation / GiB == pytest.approx(peak + 0.5, abs=0.05)  # the scratch under the sort
