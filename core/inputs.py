@@ -302,6 +302,15 @@ class VllmVersion(StrEnum):
     V0_34 = "0.34"
 
 
+class VllmSampler(StrEnum):
+    """Which top-k/top-p sampler vLLM's V1 engine runs (core.serving.vllm_rules.sampler_path): what
+    the install has, which no release line decides alone."""
+
+    AUTO = "auto"  # what a plain `pip install vllm==X` runs: never FlashInfer's (vllm_rules)
+    NATIVE = "native"  # no FlashInfer sampler: PyTorch's sort before 0.17, the Triton kernel from 0.17
+    FLASHINFER = "flashinfer"  # FlashInfer installed and its sampler on (the Docker image, 0.9-0.11)
+
+
 class TorchVersion(StrEnum):
     """The PyTorch releases whose rules for the collectives' buffers differ (docs/REAL_GPU_MEMORY.md
     "The PyTorch release and TORCH_NCCL_AVOID_RECORD_STREAMS"; core.parallel.state._release_cache)."""
@@ -418,6 +427,11 @@ TORCH_VERSION_LABELS: Final = {
 SGLANG_VERSION_LABELS: Final = {v: v.value for v in SglangVersion}
 TRANSFORMERS_VERSION_LABELS: Final = {v: v.value for v in TransformersVersion}
 CACHE_TYPE_LABELS: Final = {c: c.value for c in CacheType}
+VLLM_SAMPLER_LABELS: Final = {
+    VllmSampler.AUTO: "auto (pip install: no FlashInfer sampler)",
+    VllmSampler.NATIVE: "PyTorch sort (Triton from 0.17)",
+    VllmSampler.FLASHINFER: "FlashInfer",
+}
 LLAMACPP_BACKEND_LABELS: Final = {
     LlamaCppBackend.NATIVE: "CUDA / Metal (the card's own)",
     LlamaCppBackend.VULKAN: "Vulkan",
@@ -1482,6 +1496,15 @@ INPUTS: Final[tuple[Input, ...]] = (
           "and 0.34's KV cache sized from the memory measured after warm-up.",
           ("--vllm-version",), "vLLM release line (default 0.19, the newest checked against start-up logs)",
           labels=VLLM_VERSION_LABELS, matters=lambda p: p.inference.engine is Engine.VLLM),
+    Input("inference.vllm_sampler", Kind.ENUM, "vLLM sampler", "vLLM top-k/top-p sampler", VllmSampler.AUTO,
+          "The sampler of vLLM's profiling run, which sets part of the memory taken before the KV cache. "
+          "Without FlashInfer's sampler, releases before 0.17 sort the float32 logits of every sequence "
+          "(about 38 bytes a logit with PyTorch's scratch, against 14); 0.17 on run a Triton kernel. "
+          "FlashInfer's runs when it is installed (0.9-0.11: the Docker image, not pip) or, from 0.12, "
+          "when VLLM_USE_FLASHINFER_SAMPLER=1. Auto: what pip install vllm gives, never FlashInfer's. "
+          "The start-up log says which: 'Using FlashInfer for top-p & top-k sampling'.",
+          ("--vllm-sampler",), "vLLM: top-k/top-p sampler (auto: a pip install's; native; flashinfer)",
+          labels=VLLM_SAMPLER_LABELS, matters=lambda p: p.inference.engine is Engine.VLLM),
     Input("inference.sglang_version", Kind.ENUM, "SGLang version", "SGLang version", SglangVersion.V0_5_23,
           "The SGLang release whose default mem_fraction_static applies: a table by tensor-parallel size "
           "up to 0.4.5, by card size from 0.4.6, and from 0.5.3 the card less a reserve for the prefill "

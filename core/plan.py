@@ -58,6 +58,7 @@ from core.inputs import (
     TorchVersion,
     TransformersLoss,
     TransformersVersion,
+    VllmSampler,
     VllmVersion,
     checks_of,
     input_at,
@@ -118,6 +119,7 @@ __all__ = [
     "TorchVersion",
     "TransformersLoss",
     "TransformersVersion",
+    "VllmSampler",
     "VllmVersion",
     "Workload",
     "precision_fields",
@@ -406,6 +408,7 @@ class Inference:
     max_num_batched_tokens: int = DEFAULTS["inference.max_num_batched_tokens"]  # vLLM; 0: its default
     mem_fraction_static: float = DEFAULTS["inference.mem_fraction_static"]  # SGLang; 0: its default
     vllm_version: VllmVersion = DEFAULTS["inference.vllm_version"]  # the release whose rules apply
+    vllm_sampler: VllmSampler = DEFAULTS["inference.vllm_sampler"]  # vLLM V1's top-k/top-p sampler
     sglang_version: SglangVersion = DEFAULTS["inference.sglang_version"]  # the release whose fraction applies
     # Hugging Face generate: the transformers release whose MoE and FP8 host rules apply
     transformers_version: TransformersVersion = DEFAULTS["inference.transformers_version"]

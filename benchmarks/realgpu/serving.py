@@ -288,6 +288,9 @@ DENNISLEE_SAME_NODE: Final = "pcie4-host"
 MAPPING: Mapping[str, dict[str, Any]] = MappingProxyType(
     {
         # dennislee22: vLLM 0.10.1.1, Qwen2-7B-Instruct, 16,384 tokens, the scheduler printed 2,048.
+        # Every worker prints "Using FlashInfer for top-p & top-k sampling" (the log's line 26 and
+        # the like), except the 40 GB run's remote worker (pid 1384, the one that prints the pool):
+        # "FlashInfer is not available" (line 77), so its profile sorts (vllm_rules.sampler_path).
         "dennislee22-vllm-7B-1gpuA10080GB-0.25GRAM": {"util": 0.25, "tp": 1},
         "dennislee22-vllm-7B-1gpuA10080GB-0.5GRAM": {"util": 0.5, "tp": 1},
         # Same node, but no NVLink: the log prints "Custom allreduce is disabled because your
@@ -297,7 +300,12 @@ MAPPING: Mapping[str, dict[str, Any]] = MappingProxyType(
         "dennislee22-vllm-7B-2gpuA10080GB-0.25GRAM-same-node": {"util": 0.25, "tp": 2, "link": DENNISLEE_SAME_NODE},
         "dennislee22-vllm-7B-2gpuA10080GB-0.5GRAM-same-node": {"util": 0.5, "tp": 2, "link": DENNISLEE_SAME_NODE},
         # TP across two nodes: the memory rule needs only the link's class (a network).
-        "dennislee22-vllm-7B-2gpuA10040GB-0.5GRAM-diff-nodes": {"util": 0.5, "tp": 2, "link": "roce-100"},
+        "dennislee22-vllm-7B-2gpuA10040GB-0.5GRAM-diff-nodes": {
+            "util": 0.5,
+            "tp": 2,
+            "link": "roce-100",
+            "sampler": "native",
+        },
         "dennislee22-vllm-120B-4gpuA10080GB-0.8GRAM-diff-nodes": {"util": 0.8, "tp": 4, "link": "roce-100"},
     }
 )
@@ -324,6 +332,7 @@ def dennislee_cases() -> list[Case]:
             max_num_seqs=256,
             weight_dtype="mxfp4" if gpt else "bf16",
             link=m.get("link", "auto"),
+            vllm_sampler=m.get("sampler", "flashinfer"),
         )
         cases.append(kv_tokens_case(log["id"], log["source_id"], plan, number(log["logged"]["kv_cache_tokens"])))
         cases.append(weights_case(log, plan))
@@ -478,6 +487,7 @@ THIRD_ROUND_LOGS: Final = (
         context=131072,
         gpu_memory_utilization=0.9,
         max_num_seqs=16,
+        vllm_sampler="flashinfer",  # the log: "Using FlashInfer for top-p & top-k sampling"
     ),
 )
 
@@ -597,7 +607,8 @@ OTHER_LOGS: Final = (
         note="tokens: whole blocks of the logged 8.69 GiB (the record's doubt: its 81,536 is not)",
     ),
     # PR #24577: ~0.10.2, lm-eval's offline LLM class (its defaults on an A100: 8,192 tokens,
-    # 256 sequences), utilisation 0.9, 4,096 tokens.
+    # 256 sequences), utilisation 0.9, 4,096 tokens. It runs VLLM_ATTENTION_BACKEND=FLASHINFER, so
+    # FlashInfer is installed, and 0.10's TopKTopPSampler then takes FlashInfer's sampler.
     LogCase(
         "vllm24577-qwen3-0.6b-a100-bf16kv",
         "qwen3-0.6b",
@@ -610,6 +621,7 @@ OTHER_LOGS: Final = (
                 gpu_memory_utilization=0.9,
                 max_num_batched_tokens=8192,
                 max_num_seqs=256,
+                vllm_sampler="flashinfer",
             )
         ),
         config=True,
@@ -1165,6 +1177,7 @@ def dennislee_speed_cases() -> list[Case]:
             max_num_batched_tokens=2048,
             max_num_seqs=256,
             link=DENNISLEE_SAME_NODE if tp > 1 else "auto",  # no GPU P2P on that node (see MAPPING)
+            vllm_sampler="flashinfer",  # the same install as the one-node start-up logs (MAPPING)
         )
         if record["metric"] == "itl_ms":
             cases.append(

@@ -76,6 +76,7 @@ ISSUE_23_KEYS: Final = (
     "ubatch",
     "llamacpp_build",
     "llamacpp_backend",
+    "vllm_sampler",
 )
 # A file without SGLang's release was written when every release had the one default the
 # program knew, the table by tensor-parallel size: it reads as the releases that used it

@@ -40,6 +40,7 @@ from core.serving.kv import cached_positions, kv_bytes_per_token_layer, kv_heads
 from core.serving.sglang_versions import default_fraction
 from core.serving.sglang_weights import rope_bytes
 from core.serving.vllm_rules import (
+    MOE_WORKSPACE_KEPT_FROM,
     VLLM_BLOCK_SIZE,
     VLLM_CUDA_GRAPH_BYTES,
     VLLM_KV_MARGIN_FLOOR_BYTES,
@@ -48,6 +49,7 @@ from core.serving.vllm_rules import (
     activation_element_bytes,
     moe_workspace_bytes,
     mxfp4_padding,
+    sampler_path,
     vllm_blocks_per_request,
     vllm_kv_groups,
     vllm_non_torch_bytes,
@@ -345,13 +347,21 @@ def vllm_profile_peak(
     element = activation_element_bytes(inf)
     era = era_of(inf.vllm_version)
     copies = era.hidden_copies
-    sampler = vllm_sampler_bytes(model, batched_tokens, seqs, element, era.v1)
+    path = sampler_path(inf, min(seqs, batched_tokens))
+    sampler = vllm_sampler_bytes(model, batched_tokens, seqs, element, era.v1, path)
     if model.num_experts > 1:
         # The fused-MoE scratch comes from the worker's WorkspaceManager and stays allocated
         # after the forward, so the sampler runs on top of it; the MLP's own transients are
-        # that scratch.
+        # that scratch. Before 0.13.0 (72506c983, where FusedMoEModularKernel first takes it from
+        # current_workspace_manager()) each call allocates it (0.10.2, 26b999c71,
+        # fused_moe/modular_kernel.py: workspace13 = torch.empty(...)) and frees it on return,
+        # so the sampler runs without it.
         hidden = batched_tokens * copies * model.hidden_size * element
-        peak = moe_workspace_bytes(model, inf, batched_tokens, element) + max(hidden, sampler)
+        workspace = moe_workspace_bytes(model, inf, batched_tokens, element)
+        if at_least(inf.vllm_version, MOE_WORKSPACE_KEPT_FROM):
+            peak = workspace + max(hidden, sampler)
+        else:
+            peak = max(workspace + hidden, sampler)
     else:
         peak = max(forward_working_bytes(model, layout, batched_tokens, copies, element), sampler)
     if inf.pipeline_parallel > 1:

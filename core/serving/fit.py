@@ -84,6 +84,9 @@ def _frozen(values: dict[str, float]) -> Mapping[str, float]:
 # 0.24-0.67 GiB, so one V1 constant missed the 0.10 line by a quarter of a GiB. The 0.6-0.10
 # values rose by 0.02 GiB when the profile peak took the cuBLAS workspace at each card's size
 # (8.125 MiB off sm90, core.runtime.cublas_workspace): their logs are from A100s and RTX cards.
+# 0.02 -> 0.10 GiB when the 0.10 logs' sampler became FlashInfer's, which they print (no Triton
+# per-program rows: 0.075 GiB at 256 rows of Qwen2's vocabulary, until then taken for the 0.10
+# line's non-torch memory; core.serving.vllm_rules.sampler_path).
 DEFAULT_NON_TORCH: Final = _frozen(
     {
         "v0": 0.38 * GiB,
@@ -91,7 +94,7 @@ DEFAULT_NON_TORCH: Final = _frozen(
         "v1": 0.29 * GiB,
         "v0@0.6": 0.38 * GiB,
         "v0@0.7": 0.40 * GiB,
-        "v1@0.10": 0.02 * GiB,
+        "v1@0.10": 0.10 * GiB,
         "v1@0.19": 0.29 * GiB,
     }
 )
@@ -100,8 +103,11 @@ DEFAULT_NON_TORCH: Final = _frozen(
 # the TP 2 logs already show 1.8 GiB; and the two engines measure different things (vLLM what its
 # profile's forward adds after a baseline taken past the distributed start, SGLang what that start
 # takes): docs/SERVING.md, "Is the gap NVLS? Read from source: no". The ring buffers over PCIe or
-# plain NVLink are held at 0 (tens of MiB); across nodes, two dennislee22 logs through Ray.
-DEFAULT_TP_COMM: Final = _frozen({"nvlink-nvswitch": 1.88 * GiB, "nvlink": 0.0, "pcie": 0.0, "network": 0.48 * GiB})
+# plain NVLink are held at 0 (tens of MiB); across nodes, two dennislee22 logs through Ray: 0.10
+# GiB (0.48 until the 40 GB run's remote worker, which prints "FlashInfer is not available", was
+# given the sort its profile runs: 0.87 GiB of that run's pool had been read as communication;
+# 0.05 until 0.10's fused-MoE scratch was freed before the sampler, as it is before 0.13).
+DEFAULT_TP_COMM: Final = _frozen({"nvlink-nvswitch": 1.88 * GiB, "nvlink": 0.0, "pcie": 0.0, "network": 0.10 * GiB})
 # Per card where a log prints torch's total (or two runs imply it), else the class's median.
 DEFAULT_DRIVER: Final = _frozen(
     {

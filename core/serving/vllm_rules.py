@@ -25,12 +25,13 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from enum import StrEnum
 from typing import Final
 
 from core.catalogue import GpuSpec, LinkSpec
 from core.dtypes import WeightFormat
 from core.model import ModelSpec
-from core.plan import Inference, VllmVersion
+from core.plan import Inference, VllmSampler, VllmVersion
 from core.serving.fit import DEFAULT_FIT, ServingFit, link_class, memory_class
 from core.serving.kv import window_split
 from core.serving.vllm_versions import HUGE_CARD_DEFAULTS_FROM, Accounting, at_least, era_of, profile_tokens
@@ -64,6 +65,60 @@ SAMPLER_FLOAT32_COPIES: Final = 3
 # min(rows, SM count) of them: 132 SMs on an H100 SXM (NVIDIA H100 whitepaper). Used for
 # every card: the buffer is under 1 % of the sampler's memory.
 VLLM_TRITON_SAMPLER_ROWS: Final = 132
+# Which top-k/top-p sampler the dummy sampler run takes (read in the released wheels; the
+# dummy run sets top_k = vocabulary - 1 and top_p = 0.9 on every row, gpu_model_runner.py
+# _dummy_sampler_run, so a sorting sampler sorts the whole vocabulary):
+# - vllm/v1/sample/ops/topk_topp_sampler.py TopKTopPSampler.__init__: 0.9.2-0.11.0 (0.10.2,
+#   26b999c71; 0.11.0, f71952c1c) run FlashInfer's sampler when flashinfer is importable, else
+#   forward_native; 0.12.0-0.19.0 (0.12.0, 4fd9d6a85; 0.13.0, 72506c983) only when
+#   VLLM_USE_FLASHINFER_SAMPLER=1 ("Users must opt in explicitly"), else forward_native; 0.8.5
+#   not with FlashInfer 0.2.3 or later.
+# - forward_native -> apply_top_k_top_p: up to 0.16.0 (89a77b108) always logits.sort; from 0.17.0
+#   (b31e9326a) apply_top_k_top_p_triton when ``HAS_TRITON and logits.shape[0] >= 8``, the sort
+#   below 8 rows.
+# - The wheels' METADATA: 0.9.2-0.11.0 list flashinfer-python only under "Provides-Extra:
+#   flashinfer"; from 0.12.0 it is a requirement, but the sampler is opt-in. So a plain
+#   ``pip install vllm==X`` never runs FlashInfer's sampler (VllmSampler.AUTO is NATIVE); the
+#   0.9-0.11 Docker images ship FlashInfer and run it (dennislee22's 0.10.1.1 logs print "Using
+#   FlashInfer for top-p & top-k sampling", kolyangg's 0.10.2 log "FlashInfer is not available").
+TRITON_SAMPLER_FROM: Final = VllmVersion.V0_17
+# The first release whose fused-MoE scratch outlives the forward (core.serving.engines.vllm_profile_peak).
+MOE_WORKSPACE_KEPT_FROM: Final = VllmVersion.V0_13
+TRITON_SAMPLER_MIN_ROWS: Final = 8
+# The sort path at its peak, apply_top_k_top_p's ``logits.sort(dim=-1)`` on the float32 logits
+# (0.10.2, 26b999c71, ops/topk_topp_sampler.py): the sorted float32 values and their int64
+# indices (12 B a logit) and PyTorch's scratch for the stable sort
+# (pytorch/pytorch aten/src/ATen/native/cuda/SortStable.cu, do_launch_stable_sort_kernel, the
+# vocabulary being over 4,096 wide): one row or 128 rows and more take segmented_sort_pairs,
+# an int64 index per element plus cub DeviceSegmentedRadixSort::SortPairs' temporary storage,
+# which in its non-DoubleBuffer form (aten/src/ATen/cuda/cub.cuh segmented_sort_pairs) holds
+# alternate key and value buffers: 8 + 4 + 8 = 20 B; 2-127 rows take
+# segmented_sort_pairs_by_full_sort: two 8-byte (index, segment) buffers, radix_sort_pairs'
+# own key output (4) and cub's alternate keys and values (12): 32 B. Later steps (masks,
+# softmax, the scatter back: 28 B with the inputs) stay below the sort's peak.
+SORT_OUTPUT_BYTES: Final = 4 + 8
+SORT_SCRATCH_BYTES: Final = 20
+SORT_SCRATCH_FULL_SORT_BYTES: Final = 32
+SORT_FULL_SORT_ROWS: Final = range(2, 128)
+
+
+class SamplerPath(StrEnum):
+    """The top-k/top-p implementation the profile's sampler run takes."""
+
+    SORT = "sort"  # forward_native's apply_top_k_top_p: torch.sort of the float32 logits
+    TRITON = "triton"  # apply_top_k_top_p_triton (0.17 on, 8 rows or more)
+    FLASHINFER = "flashinfer"  # flashinfer.sampling.top_k_top_p_sampling_from_logits
+
+
+def sampler_path(inf: Inference, rows: int) -> SamplerPath:
+    """The sampler the plan's install runs (the constants above say where each case was read)."""
+    if inf.vllm_sampler is VllmSampler.FLASHINFER:
+        return SamplerPath.FLASHINFER
+    if at_least(inf.vllm_version, TRITON_SAMPLER_FROM) and rows >= TRITON_SAMPLER_MIN_ROWS:
+        return SamplerPath.TRITON
+    return SamplerPath.SORT
+
+
 # The first matmul of the profile run allocates cuBLAS's workspace from torch's caching
 # allocator (core.runtime.CUBLAS_WORKSPACE_BYTES), so it is part of the torch peak.
 # Memory allocated outside torch during the profile run, as vLLM 0.19.0 logs it
@@ -121,21 +176,32 @@ def activation_element_bytes(inf: Inference) -> float:
 
 
 def vllm_sampler_bytes(
-    model: ModelSpec, batched_tokens: int, seqs: int, element_bytes: float, v1: bool = True
+    model: ModelSpec,
+    batched_tokens: int,
+    seqs: int,
+    element_bytes: float,
+    v1: bool = True,
+    path: SamplerPath = SamplerPath.TRITON,
 ) -> float:
     """Torch memory live during profile_run's sampler step (_dummy_sampler_run): the
     forward's hidden states of every batched token, the random hidden states of the sampled
     rows, their logits in the model dtype and the sampler's float32 rows. V0's profile (the
     0.6-0.7 line) kept one float32 copy of the sampled rows' logits and no Triton top-k rows:
     vLLM 0.7 logged 0.19 GiB for DeepSeek-R1-Distill-Qwen-14B on two RTX 4090s (issue #13061),
-    256 rows × 152,064 × 6 bytes = 0.22 GiB with the forward's 0.15 GiB not on top."""
+    256 rows × 152,064 × 6 bytes = 0.22 GiB with the forward's 0.15 GiB not on top. In V1 the
+    ``path`` (sampler_path) decides: Triton's and FlashInfer's three float32 rows (FlashInfer's
+    top_k_mask_logits output and softmax beside the float32 logits, flashinfer 0.2.11
+    sampling.py top_k_top_p_sampling_from_logits; no per-program rows), or the sort's."""
     rows = min(seqs, batched_tokens)
-    # Float32 logits need no copy: Tensor.to returns the same tensor.
-    copies = SAMPLER_FLOAT32_COPIES if v1 else 1
-    float32_rows = copies if element_bytes < 4 else copies - 1
-    logit_bytes = element_bytes + float32_rows * 4.0
-    triton_rows = min(rows, VLLM_TRITON_SAMPLER_ROWS) if v1 else 0
     hidden = (batched_tokens + rows) * model.hidden_size * element_bytes
+    # Float32 logits need no copy: Tensor.to returns the same tensor.
+    float32_copy = 4.0 if element_bytes < 4 else 0.0
+    if v1 and path is SamplerPath.SORT:
+        scratch = SORT_SCRATCH_FULL_SORT_BYTES if rows in SORT_FULL_SORT_ROWS else SORT_SCRATCH_BYTES
+        return rows * model.vocab_size * (element_bytes + float32_copy + SORT_OUTPUT_BYTES + scratch) + hidden
+    copies = SAMPLER_FLOAT32_COPIES if v1 else 1
+    logit_bytes = element_bytes + float32_copy + (copies - 1) * 4.0
+    triton_rows = min(rows, VLLM_TRITON_SAMPLER_ROWS) if v1 and path is SamplerPath.TRITON else 0
     return rows * model.vocab_size * logit_bytes + triton_rows * model.vocab_size * 4.0 + hidden
 
 

@@ -20,6 +20,7 @@ class ServingForm(PlanForm):
         super().__init__("Serving", controller, parent)
         self.engine = self.add_input("inference.engine")
         self.vllm_version = self.add_input("inference.vllm_version")
+        self.vllm_sampler = self.add_input("inference.vllm_sampler")
         self.sglang_version = self.add_input("inference.sglang_version")
         self.transformers_version = self.add_input("inference.transformers_version")
         self.weights = self.add_input("inference.weight_dtype")

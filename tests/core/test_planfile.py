@@ -78,6 +78,17 @@ def test_a_file_from_before_the_llamacpp_backend_reads_as_the_cards_own() -> Non
     assert planfile.plan_from_dict(planfile.plan_to_dict(vulkan)) == vulkan
 
 
+def test_a_file_from_before_the_vllm_sampler_reads_as_a_pip_install() -> None:
+    # Files written before vLLM's sampler became an input read as "auto" (a plain pip install's
+    # sampler: core.serving.vllm_rules.sampler_path); "flashinfer" round-trips.
+    doc = _document()
+    del doc["plan"]["inference"]["vllm_sampler"]
+    plan = planfile.plan_from_dict(doc)
+    assert plan == default_plan() and plan.inference.vllm_sampler.value == "auto"
+    flashinfer = default_plan().with_inference(engine="vllm", vllm_sampler="flashinfer")
+    assert planfile.plan_from_dict(planfile.plan_to_dict(flashinfer)) == flashinfer
+
+
 def test_wrong_type_is_named() -> None:
     doc = _document()
     doc["plan"]["workload"]["micro_batch"] = "four"

@@ -316,6 +316,7 @@ def expected_values(window: MainWindow, plan: Plan) -> dict[str, Any]:
         "inference.max_num_batched_tokens": inf.max_num_batched_tokens,
         "inference.mem_fraction_static": inf.mem_fraction_static,
         "inference.vllm_version": inf.vllm_version,
+        "inference.vllm_sampler": inf.vllm_sampler,
         "inference.sglang_version": inf.sglang_version,
         "inference.transformers_version": inf.transformers_version,
         "inference.link": inf.link,
