@@ -203,6 +203,11 @@ class Strategy(StrEnum):
     ZERO2 = "zero2"  # + gradients
     ZERO3 = "zero3"  # + parameters
 
+    @property
+    def deepspeed(self) -> bool:
+        """A DeepSpeed ZeRO stage (the one test the memory, the time, the inputs and the exports read)."""
+        return self in (Strategy.ZERO1, Strategy.ZERO2, Strategy.ZERO3)
+
 
 class Offload(StrEnum):
     NONE = "none"
@@ -550,7 +555,6 @@ KV_LABELS: Final = {k: k.value for k in KvDtype}
 
 # The optimizers torch.optim implements three ways (fused, foreach, for-loop).
 TORCH_OPTIMIZERS: Final = (Optimizer.ADAMW, Optimizer.ADAM, Optimizer.SGD, Optimizer.SGD_MOMENTUM)
-ZERO_STAGES: Final = (Strategy.ZERO1, Strategy.ZERO2, Strategy.ZERO3)
 
 # ---- ranges and framework defaults ------------------------------------------------------
 # Wide enough for any real run, narrow enough that every product stays finite.
@@ -1447,7 +1451,7 @@ INPUTS: Final[tuple[Input, ...]] = (
           "DeepSpeed reduce_bucket_size / allgather_bucket_size (5e8 by default).",
           ("--zero-bucket",), "DeepSpeed reduce/allgather bucket size in elements (5e8)", unit="elements",
           low=1, high=MAX_BUCKET_ELEMENTS, advanced=True, metavar="N",
-          matters=lambda p: p.parallel.strategy in ZERO_STAGES),
+          matters=lambda p: p.parallel.strategy.deepspeed),
     # DeepSpeed zero_optimization.overlap_comm: None means True for stage 3 only (deepspeedai/DeepSpeed
     # edaa7221, deepspeed/runtime/zero/config.py overlap_comm_valid), so off here and on in the ZeRO-3
     # row below: one setting per stage, each with DeepSpeed's default for it.

@@ -86,12 +86,9 @@ def deepspeed_engine_dtype(plan: Plan) -> Dtype | None:
     (``communication_data_type``: deepspeedai/DeepSpeed edaa7221, deepspeed/runtime/engine.py
     ``get_data_types``, ``communication_data_type``). Not under the Megatron stack, whose ZeRO-1 is
     Megatron's distributed optimizer."""
-    if plan.parallel.strategy not in _ZERO or plan.stack is Stack.MEGATRON:
+    if not plan.parallel.strategy.deepspeed or plan.stack is Stack.MEGATRON:
         return None
     return _ENGINE_DTYPES.get(plan.autocast)
-
-
-_ZERO = (Strategy.ZERO1, Strategy.ZERO2, Strategy.ZERO3)
 
 
 def deepspeed_cast_adapters(plan: Plan) -> Dtype | None:

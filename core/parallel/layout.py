@@ -296,7 +296,7 @@ def _engine_on_one_gpu(par: Parallelism) -> bool:
     a CPU optimizer beside DDP). DDP without offload on one GPU is the plain run; FSDP2 on
     one rank is also modelled as the plain run: its sharded parameters are the whole
     model, and the per-unit all-gather buffers it still allocates are not modelled."""
-    return par.offload is not Offload.NONE or par.strategy in (Strategy.ZERO1, Strategy.ZERO2, Strategy.ZERO3)
+    return par.offload is not Offload.NONE or par.strategy.deepspeed
 
 
 def layout(plan: Plan) -> Layout:

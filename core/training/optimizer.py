@@ -13,7 +13,7 @@ from core.breakdown import Term
 from core.format import sci
 from core.memo import last_answer
 from core.params import ParamCounts
-from core.plan import Method, Optimizer, OptimizerImpl, Plan, Strategy
+from core.plan import Method, Optimizer, OptimizerImpl, Plan
 from core.roles import Dtypes
 
 # 8-bit optimizers (bitsandbytes): blockwise quantisation with blocks of 256 and one
@@ -128,7 +128,7 @@ def _eight_bit_state_terms(plan: Plan, trainable: int) -> list[Term]:
     # DeepSpeed ZeRO hands the optimizer flat float32 partitions, not the model's tensors
     # (v0.19.6 stage_1_and_2.py: param_group['params'] = [self.single_partition_of_fp32_groups[i]];
     # stage3.py its flat sub-groups of sub_group_size elements): none of them is small.
-    deepspeed = plan.parallel.strategy in (Strategy.ZERO1, Strategy.ZERO2, Strategy.ZERO3)
+    deepspeed = plan.parallel.strategy.deepspeed
     small = 0 if deepspeed else min(trainable, small_state_elements(plan))
     if not small:
         return [Term("8-bit Adam moments + block absmax", f"{sci(trainable)} × 2 × (1 + 4/256) B", trainable * per)]

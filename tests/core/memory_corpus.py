@@ -36,6 +36,14 @@ def assert_recorded(source: dict[str, Any]) -> None:
         assert source[key], (source["id"], key)
 
 
+def recorded_figures(source_id: str) -> list[dict[str, Any]]:
+    """The figures of ``source_id``, after checking its record names everything SOURCE_KEYS asks for."""
+    data = corpus()
+    (source,) = [s for s in data["sources"] if s["id"] == source_id]
+    assert_recorded(source)
+    return [f for f in data["figures"] if f["source_id"] == source_id]
+
+
 def assert_moves_no_fit(bench: ModuleType, result: Any, sources: set[str] | tuple[str, ...]) -> None:
     """Held out: ``result`` (``bench.run()`` on every figure) fits what the run without ``sources``' figures fits:
     the same all-family constant, and the same constant for each family left out."""

@@ -6,7 +6,7 @@ seconds. Held out of every fit: five figures scored, the fp16 LoRA row listed wi
 
 from __future__ import annotations
 
-from tests.core.memory_corpus import FOLDER, assert_held_out, assert_recorded, corpus
+from tests.core.memory_corpus import FOLDER, assert_held_out, corpus, recorded_figures
 from tests.scripts import load_script
 
 SOURCE = "flagperf-nvidia-smi-2023"
@@ -21,10 +21,7 @@ SCORED = (LORA, *ZERO3)
 
 
 def test_the_source_and_its_figures_are_recorded() -> None:
-    data = corpus()
-    (source,) = [s for s in data["sources"] if s["id"] == SOURCE]
-    assert_recorded(source)
-    figures = [f for f in data["figures"] if f["source_id"] == SOURCE]
+    figures = recorded_figures(SOURCE)
     assert len(figures) == 6
     for figure in figures:
         assert figure["metric"] == "nvidia-smi" and figure["unit"] == "GiB", figure["id"]

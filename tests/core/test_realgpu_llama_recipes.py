@@ -6,7 +6,7 @@ fit: five figures scored, the rest listed with what the plan lacks or why the re
 
 from __future__ import annotations
 
-from tests.core.memory_corpus import FOLDER, assert_held_out, assert_recorded, corpus
+from tests.core.memory_corpus import FOLDER, assert_held_out, corpus, recorded_figures
 from tests.scripts import load_script
 
 SOURCE = "llama-recipes-fsdp-2023"
@@ -20,10 +20,7 @@ SCORED = (
 
 
 def test_the_source_and_its_figures_are_recorded() -> None:
-    data = corpus()
-    (source,) = [s for s in data["sources"] if s["id"] == SOURCE]
-    assert_recorded(source)
-    figures = [f for f in data["figures"] if f["source_id"] == SOURCE]
+    figures = recorded_figures(SOURCE)
     assert len(figures) == 16
     for figure in figures:
         assert figure["quote"] and figure["location"]["url"] and figure["assumptions"], figure["id"]

@@ -77,19 +77,10 @@ TINY_QWEN3_MOE = {
     "norm_topk_prob": True,
 }
 TINY_MISTRAL_SW = {  # a sliding window shorter than the prompt: DynamicSlidingWindowLayer in serving
+    **TINY_LLAMA,
     "model_type": "mistral",
     "architectures": ["MistralForCausalLM"],
-    "hidden_size": 64,
-    "intermediate_size": 160,
-    "num_hidden_layers": 2,
-    "num_attention_heads": 4,
-    "num_key_value_heads": 2,
-    "vocab_size": 1000,
-    "max_position_embeddings": 512,
-    "rms_norm_eps": 1e-5,
-    "rope_theta": 10000.0,
     "sliding_window": 32,
-    "tie_word_embeddings": False,
 }
 LORA_QV = {"rank": 8, "alpha": 16, "targets": ["q_proj", "v_proj"], "dropout": 0.0}
 

@@ -19,7 +19,6 @@ from core.parallel.layout import fsdp_no_sync
 from core.plan import CheckpointPolicy, Engine, Method, Optimizer, Plan, Strategy
 
 ADAM_FAMILY: Final = (Optimizer.ADAMW, Optimizer.ADAM)  # the optimizers whose code path (impl) matters
-ZERO: Final = (Strategy.ZERO1, Strategy.ZERO2, Strategy.ZERO3)
 
 
 def _always(plan: Plan) -> bool:
@@ -331,7 +330,7 @@ TRAINING_FIELDS: Final = (
     _f(
         "parallel.zero_bucket_elements",
         lambda p: p.parallel.zero_bucket_elements,
-        lambda p: p.parallel.strategy in ZERO,
+        lambda p: p.parallel.strategy.deepspeed,
         "parallel.strategy",
     ),
     _f(
