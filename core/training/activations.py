@@ -726,8 +726,16 @@ def _loss_terms(plan: Plan, loss_parallel: bool) -> LossMemory:
         return _flash_loss(n, nv, ca)
     if loss_code_runs(plan, "compiled_loss"):
         return _compiled_loss(nv, ca)
-    if plan.stack is Stack.MEGATRON and not model.final_softcap:
-        return _megatron_loss(nv, ca, plan.megatron_ce_fusion)
+    if plan.stack is Stack.MEGATRON:
+        megatron = _megatron_loss(nv, ca, plan.megatron_ce_fusion)
+        if not model.final_softcap:
+            return megatron
+        # Gemma 2 under Megatron-Bridge (NVIDIA-NeMo/Megatron-Bridge d9f7643b, src/megatron/bridge/models/
+        # gemma/gemma2_provider.py: Gemma2OutputLayer.forward -> logit_softcapping, scale * tanh(logits /
+        # scale)): the division and the product by a scalar save nothing, tanh saves its result; the capped
+        # logits then go to Megatron's own cross-entropy, whichever fusion the plan names.
+        tanh = Term("soft-capped logits (tanh, kept)", f"N·V × {ca:g}", nv * ca)
+        return LossMemory((*megatron.forward, tanh), (*megatron.backward, tanh))
     # The loop's own F.cross_entropy on 16-bit logits (plan.loss_16bit): aten's log_softmax and
     # nll_loss in the logits' dtype, no float32 copy (see _aten_loss_terms).
     half = plan.loss_16bit and not loss_parallel and loss_16bit_matters(plan)

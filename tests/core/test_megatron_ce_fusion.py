@@ -142,3 +142,22 @@ def test_megatron_ci_fused_cross_entropy_case_is_scored(bench: ModuleType) -> No
     gap = bench.score_one(fused, 0.0).predicted - bench.score_one(plain, 0.0).predicted  # type: ignore[attr-defined]
     assert gap == pytest.approx(shard, rel=1e-6)
     assert abs(bench.score_one(fused, 0.0).error_pct) < 1.0  # type: ignore[attr-defined]
+
+
+def test_a_soft_capped_head_under_megatron_keeps_megatrons_loss_and_the_tanh() -> None:
+    # Gemma 2 2B (google/gemma-2-2b config.json: final_logit_softcapping 30.0, vocabulary 256,000) under
+    # Megatron-Bridge: Gemma2OutputLayer caps the logits (NVIDIA-NeMo/Megatron-Bridge d9f7643b
+    # gemma2_provider.py, scale * tanh(logits / scale): tanh saves its result) and hands them to
+    # Megatron's cross-entropy, so the fusion setting changes what the loss keeps, as on any model.
+    base = plan_for_model("gemma-2-2b", preset=Preset.PURE_BF16).with_workload(micro_batch=1, seq_len=4096)
+    assert base.model.final_softcap == 30.0
+    nv = 4096 * base.model.vocab_size
+    off = base.with_changes(stack=Stack.MEGATRON, megatron_ce_fusion=MegatronCeFusion.OFF)
+    te = base.with_changes(stack=Stack.MEGATRON, megatron_ce_fusion=MegatronCeFusion.TE)
+    for plan in (off, te):
+        loss = loss_memory(plan)
+        assert [t.bytes for t in loss.backward if "tanh" in t.label] == [nv * 2]
+    # Transformer Engine's kernel writes the gradient into the 16-bit logits: no float32 softmax.
+    assert not any(t.bytes == nv * 4 for t in loss_memory(te).backward)
+    assert any(t.bytes == nv * 4 for t in loss_memory(off).backward)
+    assert input_at("megatron_ce_fusion").matters(te)
