@@ -307,6 +307,18 @@ class VllmVersion(StrEnum):
     V0_34 = "0.34"
 
 
+# The first release line whose engine is V1 (0.8.0 made VLLM_USE_V1 the default; core.serving.vllm_versions.ERAS,
+# whose V0 era is 0.6-0.7). The V0 profile samples with one float32 copy of the logits whatever the install
+# (core.serving.vllm_rules.vllm_sampler_bytes), so the sampler setting changes nothing before it.
+VLLM_V1_FROM: Final = VllmVersion.V0_8
+
+
+def vllm_v1(plan: Plan) -> bool:
+    """Whether the plan's vLLM release line runs the V1 engine."""
+    lines = list(VllmVersion)
+    return lines.index(plan.inference.vllm_version) >= lines.index(VLLM_V1_FROM)
+
+
 class VllmSampler(StrEnum):
     """Which top-k/top-p sampler vLLM's V1 engine runs (core.serving.vllm_rules.sampler_path): what
     the install has, which no release line decides alone."""
@@ -1508,7 +1520,7 @@ INPUTS: Final[tuple[Input, ...]] = (
           "when VLLM_USE_FLASHINFER_SAMPLER=1. Auto: what pip install vllm gives, never FlashInfer's. "
           "The start-up log says which: 'Using FlashInfer for top-p & top-k sampling'.",
           ("--vllm-sampler",), "vLLM: top-k/top-p sampler (auto: a pip install's; native; flashinfer)",
-          labels=VLLM_SAMPLER_LABELS, matters=lambda p: p.inference.engine is Engine.VLLM),
+          labels=VLLM_SAMPLER_LABELS, matters=lambda p: p.inference.engine is Engine.VLLM and vllm_v1(p)),
     Input("inference.sglang_version", Kind.ENUM, "SGLang version", "SGLang version", SglangVersion.V0_5_23,
           "The SGLang release whose default mem_fraction_static applies: a table by tensor-parallel size "
           "up to 0.4.5, by card size from 0.4.6, and from 0.5.3 the card less a reserve for the prefill "

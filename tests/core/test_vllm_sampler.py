@@ -113,3 +113,26 @@ def test_before_0_13_the_moe_scratch_is_gone_when_the_sampler_runs() -> None:
     assert peak == pytest.approx(5.58, abs=0.05)
     kept = vllm_pool(plan.with_inference(vllm_version="0.13"), gpu, rank_layout(plan), DEFAULT_FIT)
     assert kept.activation / GiB == pytest.approx(peak + 0.5, abs=0.05)  # the scratch under the sort
+
+
+def test_the_sampler_row_shows_only_where_v1_samples() -> None:
+    # V0's profile (0.6-0.7) keeps one float32 copy of the sampled rows' logits whatever the
+    # install (vllm_sampler_bytes with v1=False), so the setting changes nothing there and the
+    # window hides its row; every V1 line (0.8 on: ERAS) shows it.
+    from core.inputs import input_at, vllm_v1
+    from core.serving.vllm_versions import ERAS, era_of
+
+    row = input_at("inference.vllm_sampler")
+    for version in ("0.6", "0.7"):
+        plan = vllm_plan(vllm_version=version)
+        assert not row.matters(plan)
+        native = estimate(plan.with_inference(vllm_sampler="native")).inference
+        flashinfer = estimate(plan.with_inference(vllm_sampler="flashinfer")).inference
+        assert native.kv_cache_tokens == flashinfer.kv_cache_tokens
+    for version in ("0.8", "0.10", "0.19", "0.34"):
+        assert row.matters(vllm_plan(vllm_version=version))
+    # The value layer's V1 line and the era table agree on every release line.
+    for era in ERAS:
+        plan = vllm_plan(vllm_version=era.first.value)
+        assert vllm_v1(plan) is era_of(plan.inference.vllm_version).v1 is era.v1
+        assert vllm_v1(vllm_plan(vllm_version=era.last.value)) is era.v1
