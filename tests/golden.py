@@ -367,6 +367,25 @@ CLI_RUNS: tuple[tuple[str, ...], ...] = (
         "--concurrent",
         "64",
     ),
+    # Apple silicon: Metal's device beside the buffers, and the prompt's Metal mat-mat kernels
+    # (core.serving.speed METAL_*: K-quant blocks dequantised per 32-token tile).
+    (
+        "estimate",
+        "--mode",
+        "inference",
+        "--model",
+        "llama-3.1-8b",
+        "--engine",
+        "llamacpp",
+        "--gguf",
+        "Q4_K_M",
+        "--gpu-layers",
+        "999",
+        "--context",
+        "8192",
+        "--gpu",
+        "apple-m2-max-96gb",
+    ),
 )
 
 

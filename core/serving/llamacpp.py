@@ -27,7 +27,8 @@ Each is modelled from the source:
   device the float32 logits of ``n_ubatch`` rows; with several GPUs the scheduler's four
   copies of each split's inputs (``pipeline parallelism enabled (n_copies=4)``). This is the
   ggml graph's arithmetic, checked on the printed buffers of four sources (benchmarks/realgpu).
-* **Overhead.** Each GPU holds its CUDA context (:data:`core.runtime.CUDA_CONTEXT_BYTES`).
+* **Overhead.** Each GPU holds its CUDA context (:data:`core.runtime.CUDA_CONTEXT_BYTES`); on Apple
+  silicon Metal's device holds next to nothing before the first buffer (:data:`METAL_DEVICE_BYTES`).
 """
 
 from __future__ import annotations
@@ -494,11 +495,12 @@ class LlamaCppMemory:
     device_compute: tuple[float, ...]
     host_kv: float
     host_compute: float
+    overhead: float = CUDA_CONTEXT_BYTES  # per GPU, beside the buffers (device_overhead_bytes)
 
     @property
     def device_totals(self) -> tuple[float, ...]:
         return tuple(
-            w + k + c + CUDA_CONTEXT_BYTES
+            w + k + c + self.overhead
             for w, k, c in zip(self.layout.device_weights, self.device_kv, self.device_compute, strict=True)
         )
 
@@ -691,8 +693,11 @@ def vulkan_quantise_dispatches(plan: Plan, vendor: str) -> float:
     return total / max(1, model.num_layers)
 
 
-def llamacpp_buffers(plan: Plan, context: int | None = None, layout: GgufLayout | None = None) -> LlamaCppMemory:
-    """Every buffer llama.cpp allocates for the plan (at ``context`` tokens per slot)."""
+def llamacpp_buffers(
+    plan: Plan, context: int | None = None, layout: GgufLayout | None = None, overhead: float = CUDA_CONTEXT_BYTES
+) -> LlamaCppMemory:
+    """Every buffer llama.cpp allocates for the plan (at ``context`` tokens per slot), and ``overhead``
+    beside them on each GPU (:func:`device_overhead_bytes`)."""
     model, inf = plan.model, plan.inference
     layout = layout or gguf_layout(plan)
     cells = context_cells(plan, context)
@@ -712,16 +717,34 @@ def llamacpp_buffers(plan: Plan, context: int | None = None, layout: GgufLayout 
         host_compute = max(
             host_compute, compute_buffer_bytes(plan, cells, output=layout.output_device < 0, split=False)
         )
-    return LlamaCppMemory(layout, cells, tuple(kv), tuple(compute), host_kv, host_compute)
+    return LlamaCppMemory(layout, cells, tuple(kv), tuple(compute), host_kv, host_compute, overhead)
+
+
+# What Metal's device holds before llama.cpp's first buffer, from llama.cpp's own printouts, which compare
+# MTLDevice.currentAllocatedSize with recommendedMaxWorkingSetSize: build 4467 (ggml-org/ci llama.cpp/12/
+# 44cdcf14900dd199907b13f25d9c91a507f578/ggml-100-mac-m4/README.md) reports "using device Metal (Apple M4) -
+# 10922 MiB free" against "recommendedMaxWorkingSetSize = 11453.25 MB" (10,922.67 MiB) before the model loads,
+# and older builds' ggml_backend_metal_log_allocated_size lines read a 5,872.02 MiB model buffer as 5,872.08 MiB
+# allocated in all. Under 1 MiB, counted as 1 MiB; there is no CUDA context on a Mac.
+METAL_DEVICE_BYTES: Final = 1 * MiB
+
+
+def device_overhead_bytes(gpu: GpuSpec) -> tuple[str, float]:
+    """The per-GPU memory beside llama.cpp's buffers, and its name: Metal's device on Apple silicon, the
+    CUDA context elsewhere."""
+    if gpu.vendor == "apple":
+        return "Metal device", METAL_DEVICE_BYTES
+    return "CUDA context", CUDA_CONTEXT_BYTES
 
 
 def llamacpp_memory(plan: Plan, gpu: GpuSpec, _layout: object = None, _fit: object = None) -> EngineMemory:
     """llama.cpp's memory on the GPU that holds the most, and the host part beside it."""
     model, inf = plan.model, plan.inference
-    buffers = llamacpp_buffers(plan)
+    context_name, overhead = device_overhead_bytes(gpu)
+    buffers = llamacpp_buffers(plan, overhead=overhead)
     g = buffers.deciding
     weights, kv, compute = buffers.layout.device_weights[g], buffers.device_kv[g], buffers.device_compute[g]
-    total = weights + kv + compute + CUDA_CONTEXT_BYTES
+    total = weights + kv + compute + overhead
     usable = gpu.memory_bytes * (1.0 - plan.hardware.headroom)
     verdict = judge(total, gpu.memory_bytes, plan.hardware.headroom).verdict
     host_ram = plan.parallel.host_ram_gb * GB
@@ -729,7 +752,7 @@ def llamacpp_memory(plan: Plan, gpu: GpuSpec, _layout: object = None, _fit: obje
         verdict = Verdict.OOM
 
     def fits(context: int) -> bool:
-        other = llamacpp_buffers(plan, context, buffers.layout)
+        other = llamacpp_buffers(plan, context, buffers.layout, overhead)
         return max(other.device_totals) <= usable and (not host_ram or other.host_bytes <= host_ram)
 
     max_c = min(max(0, largest_fitting(fits, MAX_CONTEXT, inf.context)), model.max_position_embeddings)
@@ -741,12 +764,12 @@ def llamacpp_memory(plan: Plan, gpu: GpuSpec, _layout: object = None, _fit: obje
         make_bucket(
             BucketKey.ACTIVATIONS, [Term("compute buffer", f"one {min(inf.ubatch, cells)}-token batch", compute)]
         ),
-        make_bucket(BucketKey.OVERHEAD, [Term("CUDA context", "per process and GPU", CUDA_CONTEXT_BYTES)]),
+        make_bucket(BucketKey.OVERHEAD, [Term(context_name, "per process and GPU", overhead)]),
     )
     host = buffers.host_bytes
     formula = (
         f"llama.cpp, GPU {g}: model {weights / MiB:,.2f} MiB + KV {kv / MiB:,.2f} MiB ({cells:,} cells) + compute "
-        f"{compute / MiB:,.2f} MiB + CUDA context = {gb(total)} GB; host memory: {host / MiB:,.2f} MiB "
+        f"{compute / MiB:,.2f} MiB + {context_name} = {gb(total)} GB; host memory: {host / MiB:,.2f} MiB "
         f"(token embeddings{_host_layers(buffers)})"
         + (f" of {plan.parallel.host_ram_gb:g} GB" if host_ram else ", host RAM not given")
     )
@@ -755,7 +778,7 @@ def llamacpp_memory(plan: Plan, gpu: GpuSpec, _layout: object = None, _fit: obje
         kv_cache_bytes=kv,
         activation_bytes=compute,
         non_torch_bytes=0.0,
-        overhead_bytes=CUDA_CONTEXT_BYTES,
+        overhead_bytes=overhead,
         peak_bytes=weights + kv + compute,
         total_bytes=total,
         footprint_bytes=total,

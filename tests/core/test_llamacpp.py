@@ -77,3 +77,19 @@ def test_llama_cpp_refuses_what_it_refuses() -> None:
     # llama.cpp splits layers across GPUs (-sm layer): tensor parallelism is refused with why.
     with pytest.raises(PlanError, match=r"inference\.tensor_parallel: 2 .*pipeline stages"):
         llama_plan(tensor_parallel=2)
+
+
+def test_a_mac_holds_no_cuda_context_beside_the_buffers() -> None:
+    # llama.cpp build 4467 on an Apple M4 (ggml-org/ci llama.cpp/12/44cdcf14.../ggml-100-mac-m4/README.md):
+    # "using device Metal (Apple M4) - 10922 MiB free" before the model loads, against
+    # recommendedMaxWorkingSetSize = 11453.25 MB (10,922.67 MiB): Metal's device holds under 1 MiB, not
+    # the 512 MiB CUDA context an NVIDIA card carries beside the same buffers.
+    mac = llama_plan(context=8192).with_hardware(gpu="apple-m2-max-96gb")
+    nvidia = llama_plan(context=8192)
+    on_mac, on_nvidia = estimate(mac).inference, estimate(nvidia).inference
+    buffers = on_mac.weights_bytes + on_mac.kv_cache_bytes + on_mac.activation_bytes
+    assert on_mac.total_bytes - buffers == 1 * MiB
+    assert on_nvidia.total_bytes - on_mac.total_bytes == pytest.approx(512 * MiB - 1 * MiB)
+    overhead = next(b for b in on_mac.buckets if b.key.name == "OVERHEAD")
+    assert [t.label for t in overhead.terms] == ["Metal device"]
+    assert "CUDA" not in on_mac.formula and "Metal device" in on_mac.formula
