@@ -14,8 +14,8 @@ scored with them. NVIDIA's three ids are one family (one organisation, one stack
 two H200 rows run torchtitan's code and are scored with torchtitan (its stack factor is not
 independent of them); torchtune is its own family (different code, team and cards).
 
-Held out (HELD_OUT_SOURCES): InternLM's, VectorLM's and FlagPerf's 52 expressible figures take part in no fit,
-neither leave-one-source-out nor the all-source one (efficiency.FITTED); they are scored with the
+Held out (HELD_OUT_SOURCES): InternLM's, VectorLM's, FlagPerf's and Colossal-AI's 55 expressible figures take part
+in no fit, neither leave-one-source-out nor the all-source one (efficiency.FITTED); they are scored with the
 all-source coefficients and printed on their own ("Held out, never fitted"), outside every other table.
 
 Also printed: the FLOPs per token against each source's own formula (target within 2 %), the
@@ -101,6 +101,7 @@ FAMILIES = {
     "internlm": "InternLM",
     "vectorlm": "VectorLM",
     "flagperf-paddle": "FlagPerf (PaddlePaddle)",
+    "colossalai": "Colossal-AI",
 }
 # Sources held out of every fit: no coefficient is ever tuned on them, in the leave-one-source-out
 # fits or the all-source one (efficiency.FITTED), and they are scored with the all-source fit.
@@ -111,8 +112,10 @@ FAMILIES = {
 # - VectorLM (Vector Institute): a thin FSDP1 wrapper over Hugging Face models, Llama-3-8B on one
 #   to four A100 80GB, full fine-tuning and LoRA;
 # - FlagPerf (BAAI) running PaddlePaddle 2.5.1 / PaddleNLP: LLaMA-7B and 13B on one node of 8 A100,
-#   ZeRO-1/2 sharding, tensor and pipeline parallel, fp16 O2.
-HELD_OUT_SOURCES: Final = frozenset({"internlm", "vectorlm", "flagperf-paddle"})
+#   ZeRO-1/2 sharding, tensor and pipeline parallel, fp16 O2;
+# - Colossal-AI (HPC-AI Tech), its README's benchmark table: Llama-like 7B and 70B on 8 and 16 H200 / B200,
+#   its HybridParallelPlugin's ZeRO-2, and ZeRO-1 with tensor and pipeline parallel (added 2026-12-04).
+HELD_OUT_SOURCES: Final = frozenset({"internlm", "vectorlm", "flagperf-paddle", "colossalai"})
 # The weight of the priors in the fit, against one family's whole weight.
 RIDGE = 0.02
 # The weight of the ties (efficiency.TIES), in the same units: stronger than the priors.
@@ -251,6 +254,10 @@ _STACK = {
     "internlm": Stack.EAGER,
     "hf-fsdp1": Stack.EAGER,  # VectorLM: Hugging Face modeling code under FSDP1, no torch.compile
     "paddle": Stack.EAGER,  # FlagPerf: PaddlePaddle 2.5.1 dynamic graph (PaddleNLP's LLaMA), no compiler
+    # Colossal-AI 0.5.0: Shardformer over Hugging Face's Llama, no torch.compile; its FusedRMSNorm is the one fused
+    # kernel (HybridParallelPlugin(enable_fused_normalization=True), hpcaitech/ColossalAI@e5fdefa6
+    # examples/language/llama/benchmark.py): timed as eager, as InternLM's partly fused stack is.
+    "colossalai": Stack.EAGER,
 }
 # Sources that run hand-fused kernels without torch.compile: their elementwise passes are the ones
 # each fused kernel makes (read its inputs once, write its outputs once), which is what the compiled
@@ -411,7 +418,8 @@ def _parallel(record: Mapping[str, Any], gpus: int, notes: list[str]) -> Paralle
     # Feb-2022 prequel logs and BLOOM's launch in March): the norms and dropouts run on every
     # tensor-parallel rank whole, and each stage sends its whole activation on.
     # PaddleNLP's LLaMA as FlagPerf ran it: sequence_parallel False (its config _base.py; no row sets it).
-    sequence_parallel = record.get("stack") not in ("deepspeed", "paddle")
+    # Colossal-AI's benchmark.py: enable_sequence_parallelism=args.sp > 1, and the table's layouts have no sp.
+    sequence_parallel = record.get("stack") not in ("deepspeed", "paddle", "colossalai")
     if overlap is None and _STACK.get(record.get("stack") or "") is Stack.MEGATRON:
         overlap = True
         notes.append("tensor-parallel overlap on (NeMo's performance recipes)")
@@ -468,7 +476,16 @@ def _zero_overlap_comm(record: dict[str, Any]) -> bool:
     in the last micro-batch only (internlm/core/no_pipeline_scheduler.py sets ``skip_grad_reduce``
     for the others): what DeepSpeed ZeRO-1 does with ``overlap_comm`` (deepspeed/runtime/zero/
     stage_1_and_2.py ``reduce_ready_partitions_and_remove_grads``). BigScience's Megatron-DeepSpeed
-    runs are timed on the Megatron stack, where the setting does not apply."""
+    runs are timed on the Megatron stack, where the setting does not apply. Colossal-AI's HybridParallelPlugin
+    passes ``overlap_communication=True`` (its default) to its LowLevelZeroOptimizer, which reduces each full
+    bucket on a side stream during the backward (hpcaitech/ColossalAI@e5fdefa6
+    colossalai/booster/plugin/hybrid_parallel_plugin.py L1033, L1244-1248; colossalai/zero/low_level/
+    low_level_optim.py ``_attach_reduction_hook``) — without a pipeline only: ``execute_pipeline`` runs the whole
+    schedule under ``optimizer.no_sync()`` and reduces every gradient after it, ``optimizer.sync_dp_grads()`` →
+    ``_sync_grad`` (hybrid_parallel_plugin.py L1403-1431, low_level_optim.py L722-734), with no backward left
+    to hide under."""
+    if record["source_id"] == "colossalai":
+        return int(record.get("pp") or 1) == 1
     return record["source_id"] == "internlm"
 
 
@@ -621,6 +638,8 @@ def case_of(record: Mapping[str, Any]) -> Case:
         observed = float(record["value"])
     elif record["metric"] == "tokens_per_s_total":
         observed = plan.effective_batch * seq / float(record["value"])
+    elif record["metric"] == "samples_per_s_total":  # Colossal-AI's table: samples of seq tokens, all GPUs
+        observed = plan.effective_batch / float(record["value"])
     else:
         observed = plan.effective_batch * seq / (float(record["value"]) * plan.world_size)
     return Case(record, plan, observed, tuple(notes))
