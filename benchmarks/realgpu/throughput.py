@@ -102,6 +102,7 @@ FAMILIES = {
     "vectorlm": "VectorLM",
     "flagperf-paddle": "FlagPerf (PaddlePaddle)",
     "colossalai": "Colossal-AI",
+    "nanotron": "Hugging Face nanotron",
 }
 # Sources held out of every fit: no coefficient is ever tuned on them, in the leave-one-source-out
 # fits or the all-source one (efficiency.FITTED), and they are scored with the all-source fit.
@@ -114,8 +115,10 @@ FAMILIES = {
 # - FlagPerf (BAAI) running PaddlePaddle 2.5.1 / PaddleNLP: LLaMA-7B and 13B on one node of 8 A100,
 #   ZeRO-1/2 sharding, tensor and pipeline parallel, fp16 O2;
 # - Colossal-AI (HPC-AI Tech), its README's benchmark table: Llama-like 7B and 70B on 8 and 16 H200 / B200,
-#   its HybridParallelPlugin's ZeRO-2, and ZeRO-1 with tensor and pipeline parallel (added 2026-12-04).
-HELD_OUT_SOURCES: Final = frozenset({"internlm", "vectorlm", "flagperf-paddle", "colossalai"})
+#   its HybridParallelPlugin's ZeRO-2, and ZeRO-1 with tensor and pipeline parallel (added 2026-12-04);
+# - nanotron (Hugging Face), its README's benchmark figure: the Ultra-Scale Playbook's best layout per model
+#   (1.3B to 80B) and node count (1 to 64 nodes of 8 H100), DP / TP with sequence parallel / PP, ZeRO-0/1 (2026-12-04).
+HELD_OUT_SOURCES: Final = frozenset({"internlm", "vectorlm", "flagperf-paddle", "colossalai", "nanotron"})
 # The weight of the priors in the fit, against one family's whole weight.
 RIDGE = 0.02
 # The weight of the ties (efficiency.TIES), in the same units: stronger than the priors.
@@ -184,7 +187,11 @@ LOW_PRECISION_NORM_SOURCES: Final = frozenset({"mosaicml-llm-foundry"})
 # YAMLs and submit_benchmarks.py keep.
 # InternLM's MHA computes q, k and v with one Wqkv too: ``self.Wqkv = ColumnParallelLinear(embed_dim,
 # 3 * embed_dim, ..., bias=True)`` (InternLM/InternLM@c18bec93 internlm/model/multi_head_attention.py L79-84).
-FUSED_QKV_SOURCES: Final = frozenset({"mosaicml-llm-foundry", "internlm"})
+# nanotron's Llama merges them too, ``self.qkv_proj = TensorParallelColumnLinear(...)`` over q, k and v, and its
+# gate and up projections, ``self.gate_up_proj`` (huggingface/nanotron@c2528430 src/nanotron/models/llama.py
+# L384, L223).
+FUSED_QKV_SOURCES: Final = frozenset({"mosaicml-llm-foundry", "internlm", "nanotron"})
+FUSED_GATE_UP_SOURCES: Final = frozenset({"nanotron"})
 
 
 def model_of(record: Mapping[str, Any]) -> tuple[ModelSpec, list[str]]:
@@ -199,9 +206,10 @@ def model_of(record: Mapping[str, Any]) -> tuple[ModelSpec, list[str]]:
     if not dims:
         raise NotExpressible("no catalogue model and no dimensions")
     d, heads = int(dims["hidden"]), int(dims["heads"])
-    gated = int(dims["ffn"]) != 4 * d
+    # nanotron's 1.3B is SwiGLU with an ffn of exactly 4·d: a record may say so (model_dims.gated).
+    gated = bool(dims["gated"]) if "gated" in dims else int(dims["ffn"]) != 4 * d
     name = str(record["model"])
-    tied = name.startswith(("MPT", "BLOOM"))
+    tied = name.startswith(("MPT", "BLOOM")) or bool(dims.get("tie_embeddings"))
     spec = ModelSpec(
         name=name,
         family="llama" if gated else "gpt",
@@ -219,6 +227,7 @@ def model_of(record: Mapping[str, Any]) -> tuple[ModelSpec, list[str]]:
         alibi=bool(dims.get("alibi")) or str(record["id"]).startswith(PREQUEL),
         low_precision_layernorm=not gated and record["source_id"] in LOW_PRECISION_NORM_SOURCES,
         fused_qkv=record["source_id"] in FUSED_QKV_SOURCES,
+        fused_gate_up=gated and record["source_id"] in FUSED_GATE_UP_SOURCES,
         qkv_bias=bool(dims.get("qkv_bias")),
         o_bias=bool(dims.get("o_bias")),
         max_position_embeddings=max(4096, int(record.get("seq_len") or 0)),
@@ -258,6 +267,9 @@ _STACK = {
     # kernel (HybridParallelPlugin(enable_fused_normalization=True), hpcaitech/ColossalAI@e5fdefa6
     # examples/language/llama/benchmark.py): timed as eager, as InternLM's partly fused stack is.
     "colossalai": Stack.EAGER,
+    # nanotron: eager PyTorch with some fused kernels (TritonRMSNorm, flash-attn's rotary), its SwiGLU
+    # ``self.act(gate_states) * up_states`` eager (huggingface/nanotron@c2528430 models/llama.py L199-201), no compiler.
+    "nanotron": Stack.EAGER,
 }
 # Sources that run hand-fused kernels without torch.compile: their elementwise passes are the ones
 # each fused kernel makes (read its inputs once, write its outputs once), which is what the compiled
@@ -486,7 +498,10 @@ def _zero_overlap_comm(record: dict[str, Any]) -> bool:
     to hide under."""
     if record["source_id"] == "colossalai":
         return int(record.get("pp") or 1) == 1
-    return record["source_id"] == "internlm"
+    # nanotron's ZeRO-1: its DDP comm hook reduce-scatters the fp32-accumulated gradients bucket by bucket in the last
+    # micro-batch's backward, ``get_fp32_accum_hook(reduce_scatter=optimizer.inherit_from(ZeroDistributedOptimizer))``
+    # (huggingface/nanotron@c2528430 src/nanotron/helpers.py L432-434).
+    return record["source_id"] in ("internlm", "nanotron")
 
 
 # The token dispatcher of each Megatron-Bridge MoE row whose release's recipe sets a flex backend
@@ -640,6 +655,10 @@ def case_of(record: Mapping[str, Any]) -> Case:
         observed = plan.effective_batch * seq / float(record["value"])
     elif record["metric"] == "samples_per_s_total":  # Colossal-AI's table: samples of seq tokens, all GPUs
         observed = plan.effective_batch / float(record["value"])
+    elif record["metric"] == "mfu_percent":  # nanotron: the source's model FLOPs a token over the peak it names
+        peak = float(record["mfu_peak_tflops"]) * 1e12
+        per_gpu = float(record["value"]) / 100 * peak / float(record["source_flops_per_token"])
+        observed = plan.effective_batch * seq / (per_gpu * plan.world_size)
     else:
         observed = plan.effective_batch * seq / (float(record["value"]) * plan.world_size)
     return Case(record, plan, observed, tuple(notes))
