@@ -476,7 +476,23 @@ def _parallel(record: Mapping[str, Any], gpus: int, notes: list[str]) -> Paralle
         grad_accum_fusion=_grad_accum_fusion(record),
         moe_dispatcher=_moe_dispatcher(record),
         zero_overlap_comm=_zero_overlap_comm(record),
+        zero_bucket_elements=_zero_bucket_elements(record),
     )
+
+
+def _zero_bucket_elements(record: Mapping[str, Any]) -> int:
+    """The elements each ZeRO-1/2 gradient reduction carries, as the source's code buckets them (DeepSpeed's
+    reduce_bucket_size, the plan's default, for the rest):
+    - Colossal-AI's HybridParallelPlugin: ``reduce_bucket_size=zero_bucket_size_in_m * 1024 * 1024`` elements,
+      ``zero_bucket_size_in_m: int = 12`` (hpcaitech/ColossalAI@e5fdefa6 hybrid_parallel_plugin.py L1030, L1244);
+    - nanotron: its ZeRO-1 reduce-scatters in the DDP comm hook, one call per DDP bucket, ``bucket_cap_mb=
+      config.model.ddp_bucket_cap_mb`` = 25 (MiB; huggingface/nanotron@c2528430 trainer.py L851, config.py L222,
+      examples/config_tiny_llama_bench.yaml) of float32 accumulated gradients (accumulate_grad_in_fp32)."""
+    if record["source_id"] == "colossalai":
+        return 12 * 1024 * 1024
+    if record["source_id"] == "nanotron":
+        return 25 * 1024 * 1024 // 4
+    return int(Parallelism().zero_bucket_elements)
 
 
 def _zero_overlap_comm(record: dict[str, Any]) -> bool:
