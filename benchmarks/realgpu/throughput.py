@@ -14,8 +14,8 @@ scored with them. NVIDIA's three ids are one family (one organisation, one stack
 two H200 rows run torchtitan's code and are scored with torchtitan (its stack factor is not
 independent of them); torchtune is its own family (different code, team and cards).
 
-Held out (HELD_OUT_SOURCES): InternLM's, VectorLM's, FlagPerf's and Colossal-AI's 55 expressible figures take part
-in no fit, neither leave-one-source-out nor the all-source one (efficiency.FITTED); they are scored with the
+Held out (HELD_OUT_SOURCES): InternLM's, VectorLM's, FlagPerf's, Colossal-AI's and nanotron's 81 expressible figures
+take part in no fit, neither leave-one-source-out nor the all-source one (efficiency.FITTED); they are scored with the
 all-source coefficients and printed on their own ("Held out, never fitted"), outside every other table.
 
 Also printed: the FLOPs per token against each source's own formula (target within 2 %), the
