@@ -14,8 +14,8 @@ scored with them. NVIDIA's three ids are one family (one organisation, one stack
 two H200 rows run torchtitan's code and are scored with torchtitan (its stack factor is not
 independent of them); torchtune is its own family (different code, team and cards).
 
-Held out (HELD_OUT_SOURCES): InternLM's, VectorLM's and FlagPerf's 52 expressible figures take part in no fit,
-neither leave-one-source-out nor the all-source one (efficiency.FITTED); they are scored with the
+Held out (HELD_OUT_SOURCES): InternLM's, VectorLM's, FlagPerf's, Colossal-AI's and nanotron's 81 expressible figures
+take part in no fit, neither leave-one-source-out nor the all-source one (efficiency.FITTED); they are scored with the
 all-source coefficients and printed on their own ("Held out, never fitted"), outside every other table.
 
 Also printed: the FLOPs per token against each source's own formula (target within 2 %), the
@@ -101,6 +101,8 @@ FAMILIES = {
     "internlm": "InternLM",
     "vectorlm": "VectorLM",
     "flagperf-paddle": "FlagPerf (PaddlePaddle)",
+    "colossalai": "Colossal-AI",
+    "nanotron": "Hugging Face nanotron",
 }
 # Sources held out of every fit: no coefficient is ever tuned on them, in the leave-one-source-out
 # fits or the all-source one (efficiency.FITTED), and they are scored with the all-source fit.
@@ -111,8 +113,12 @@ FAMILIES = {
 # - VectorLM (Vector Institute): a thin FSDP1 wrapper over Hugging Face models, Llama-3-8B on one
 #   to four A100 80GB, full fine-tuning and LoRA;
 # - FlagPerf (BAAI) running PaddlePaddle 2.5.1 / PaddleNLP: LLaMA-7B and 13B on one node of 8 A100,
-#   ZeRO-1/2 sharding, tensor and pipeline parallel, fp16 O2.
-HELD_OUT_SOURCES: Final = frozenset({"internlm", "vectorlm", "flagperf-paddle"})
+#   ZeRO-1/2 sharding, tensor and pipeline parallel, fp16 O2;
+# - Colossal-AI (HPC-AI Tech), its README's benchmark table: Llama-like 7B and 70B on 8 and 16 H200 / B200,
+#   its HybridParallelPlugin's ZeRO-2, and ZeRO-1 with tensor and pipeline parallel (added 2026-12-04);
+# - nanotron (Hugging Face), its README's benchmark figure: the Ultra-Scale Playbook's best layout per model
+#   (1.3B to 80B) and node count (1 to 64 nodes of 8 H100), DP / TP with sequence parallel / PP, ZeRO-0/1 (2026-12-04).
+HELD_OUT_SOURCES: Final = frozenset({"internlm", "vectorlm", "flagperf-paddle", "colossalai", "nanotron"})
 # The weight of the priors in the fit, against one family's whole weight.
 RIDGE = 0.02
 # The weight of the ties (efficiency.TIES), in the same units: stronger than the priors.
@@ -181,7 +187,11 @@ LOW_PRECISION_NORM_SOURCES: Final = frozenset({"mosaicml-llm-foundry"})
 # YAMLs and submit_benchmarks.py keep.
 # InternLM's MHA computes q, k and v with one Wqkv too: ``self.Wqkv = ColumnParallelLinear(embed_dim,
 # 3 * embed_dim, ..., bias=True)`` (InternLM/InternLM@c18bec93 internlm/model/multi_head_attention.py L79-84).
-FUSED_QKV_SOURCES: Final = frozenset({"mosaicml-llm-foundry", "internlm"})
+# nanotron's Llama merges them too, ``self.qkv_proj = TensorParallelColumnLinear(...)`` over q, k and v, and its
+# gate and up projections, ``self.gate_up_proj`` (huggingface/nanotron@c2528430 src/nanotron/models/llama.py
+# L384, L223).
+FUSED_QKV_SOURCES: Final = frozenset({"mosaicml-llm-foundry", "internlm", "nanotron"})
+FUSED_GATE_UP_SOURCES: Final = frozenset({"nanotron"})
 
 
 def model_of(record: Mapping[str, Any]) -> tuple[ModelSpec, list[str]]:
@@ -196,9 +206,10 @@ def model_of(record: Mapping[str, Any]) -> tuple[ModelSpec, list[str]]:
     if not dims:
         raise NotExpressible("no catalogue model and no dimensions")
     d, heads = int(dims["hidden"]), int(dims["heads"])
-    gated = int(dims["ffn"]) != 4 * d
+    # nanotron's 1.3B is SwiGLU with an ffn of exactly 4·d: a record may say so (model_dims.gated).
+    gated = bool(dims["gated"]) if "gated" in dims else int(dims["ffn"]) != 4 * d
     name = str(record["model"])
-    tied = name.startswith(("MPT", "BLOOM"))
+    tied = name.startswith(("MPT", "BLOOM")) or bool(dims.get("tie_embeddings"))
     spec = ModelSpec(
         name=name,
         family="llama" if gated else "gpt",
@@ -216,6 +227,7 @@ def model_of(record: Mapping[str, Any]) -> tuple[ModelSpec, list[str]]:
         alibi=bool(dims.get("alibi")) or str(record["id"]).startswith(PREQUEL),
         low_precision_layernorm=not gated and record["source_id"] in LOW_PRECISION_NORM_SOURCES,
         fused_qkv=record["source_id"] in FUSED_QKV_SOURCES,
+        fused_gate_up=gated and record["source_id"] in FUSED_GATE_UP_SOURCES,
         qkv_bias=bool(dims.get("qkv_bias")),
         o_bias=bool(dims.get("o_bias")),
         max_position_embeddings=max(4096, int(record.get("seq_len") or 0)),
@@ -251,6 +263,13 @@ _STACK = {
     "internlm": Stack.EAGER,
     "hf-fsdp1": Stack.EAGER,  # VectorLM: Hugging Face modeling code under FSDP1, no torch.compile
     "paddle": Stack.EAGER,  # FlagPerf: PaddlePaddle 2.5.1 dynamic graph (PaddleNLP's LLaMA), no compiler
+    # Colossal-AI 0.5.0: Shardformer over Hugging Face's Llama, no torch.compile; its FusedRMSNorm is the one fused
+    # kernel (HybridParallelPlugin(enable_fused_normalization=True), hpcaitech/ColossalAI@e5fdefa6
+    # examples/language/llama/benchmark.py): timed as eager, as InternLM's partly fused stack is.
+    "colossalai": Stack.EAGER,
+    # nanotron: eager PyTorch with some fused kernels (TritonRMSNorm, flash-attn's rotary), its SwiGLU
+    # ``self.act(gate_states) * up_states`` eager (huggingface/nanotron@c2528430 models/llama.py L199-201), no compiler.
+    "nanotron": Stack.EAGER,
 }
 # Sources that run hand-fused kernels without torch.compile: their elementwise passes are the ones
 # each fused kernel makes (read its inputs once, write its outputs once), which is what the compiled
@@ -411,7 +430,8 @@ def _parallel(record: Mapping[str, Any], gpus: int, notes: list[str]) -> Paralle
     # Feb-2022 prequel logs and BLOOM's launch in March): the norms and dropouts run on every
     # tensor-parallel rank whole, and each stage sends its whole activation on.
     # PaddleNLP's LLaMA as FlagPerf ran it: sequence_parallel False (its config _base.py; no row sets it).
-    sequence_parallel = record.get("stack") not in ("deepspeed", "paddle")
+    # Colossal-AI's benchmark.py: enable_sequence_parallelism=args.sp > 1, and the table's layouts have no sp.
+    sequence_parallel = record.get("stack") not in ("deepspeed", "paddle", "colossalai")
     if overlap is None and _STACK.get(record.get("stack") or "") is Stack.MEGATRON:
         overlap = True
         notes.append("tensor-parallel overlap on (NeMo's performance recipes)")
@@ -456,7 +476,23 @@ def _parallel(record: Mapping[str, Any], gpus: int, notes: list[str]) -> Paralle
         grad_accum_fusion=_grad_accum_fusion(record),
         moe_dispatcher=_moe_dispatcher(record),
         zero_overlap_comm=_zero_overlap_comm(record),
+        zero_bucket_elements=_zero_bucket_elements(record),
     )
+
+
+def _zero_bucket_elements(record: Mapping[str, Any]) -> int:
+    """The elements each ZeRO-1/2 gradient reduction carries, as the source's code buckets them (DeepSpeed's
+    reduce_bucket_size, the plan's default, for the rest):
+    - Colossal-AI's HybridParallelPlugin: ``reduce_bucket_size=zero_bucket_size_in_m * 1024 * 1024`` elements,
+      ``zero_bucket_size_in_m: int = 12`` (hpcaitech/ColossalAI@e5fdefa6 hybrid_parallel_plugin.py L1030, L1244);
+    - nanotron: its ZeRO-1 reduce-scatters in the DDP comm hook, one call per DDP bucket, ``bucket_cap_mb=
+      config.model.ddp_bucket_cap_mb`` = 25 (MiB; huggingface/nanotron@c2528430 trainer.py L851, config.py L222,
+      examples/config_tiny_llama_bench.yaml) of float32 accumulated gradients (accumulate_grad_in_fp32)."""
+    if record["source_id"] == "colossalai":
+        return 12 * 1024 * 1024
+    if record["source_id"] == "nanotron":
+        return 25 * 1024 * 1024 // 4
+    return int(Parallelism().zero_bucket_elements)
 
 
 def _zero_overlap_comm(record: dict[str, Any]) -> bool:
@@ -468,8 +504,20 @@ def _zero_overlap_comm(record: dict[str, Any]) -> bool:
     in the last micro-batch only (internlm/core/no_pipeline_scheduler.py sets ``skip_grad_reduce``
     for the others): what DeepSpeed ZeRO-1 does with ``overlap_comm`` (deepspeed/runtime/zero/
     stage_1_and_2.py ``reduce_ready_partitions_and_remove_grads``). BigScience's Megatron-DeepSpeed
-    runs are timed on the Megatron stack, where the setting does not apply."""
-    return record["source_id"] == "internlm"
+    runs are timed on the Megatron stack, where the setting does not apply. Colossal-AI's HybridParallelPlugin
+    passes ``overlap_communication=True`` (its default) to its LowLevelZeroOptimizer, which reduces each full
+    bucket on a side stream during the backward (hpcaitech/ColossalAI@e5fdefa6
+    colossalai/booster/plugin/hybrid_parallel_plugin.py L1033, L1244-1248; colossalai/zero/low_level/
+    low_level_optim.py ``_attach_reduction_hook``) — without a pipeline only: ``execute_pipeline`` runs the whole
+    schedule under ``optimizer.no_sync()`` and reduces every gradient after it, ``optimizer.sync_dp_grads()`` →
+    ``_sync_grad`` (hybrid_parallel_plugin.py L1403-1431, low_level_optim.py L722-734), with no backward left
+    to hide under."""
+    if record["source_id"] == "colossalai":
+        return int(record.get("pp") or 1) == 1
+    # nanotron's ZeRO-1: its DDP comm hook reduce-scatters the fp32-accumulated gradients bucket by bucket in the last
+    # micro-batch's backward, ``get_fp32_accum_hook(reduce_scatter=optimizer.inherit_from(ZeroDistributedOptimizer))``
+    # (huggingface/nanotron@c2528430 src/nanotron/helpers.py L432-434).
+    return record["source_id"] in ("internlm", "nanotron")
 
 
 # The token dispatcher of each Megatron-Bridge MoE row whose release's recipe sets a flex backend
@@ -621,6 +669,12 @@ def case_of(record: Mapping[str, Any]) -> Case:
         observed = float(record["value"])
     elif record["metric"] == "tokens_per_s_total":
         observed = plan.effective_batch * seq / float(record["value"])
+    elif record["metric"] == "samples_per_s_total":  # Colossal-AI's table: samples of seq tokens, all GPUs
+        observed = plan.effective_batch / float(record["value"])
+    elif record["metric"] == "mfu_percent":  # nanotron: the source's model FLOPs a token over the peak it names
+        peak = float(record["mfu_peak_tflops"]) * 1e12
+        per_gpu = float(record["value"]) / 100 * peak / float(record["source_flops_per_token"])
+        observed = plan.effective_batch * seq / (per_gpu * plan.world_size)
     else:
         observed = plan.effective_batch * seq / (float(record["value"]) * plan.world_size)
     return Case(record, plan, observed, tuple(notes))

@@ -19,7 +19,7 @@ from types import ModuleType
 
 import pytest
 
-from core.plan import Float8, Stack
+from core.plan import Attention, Float8, Stack, Strategy
 from core.training.efficiency import FITTED
 from tests.scripts import load_script
 
@@ -380,8 +380,6 @@ def test_the_model_beats_the_rule_it_replaced_on_the_same_figures(bench: ModuleT
 def test_mosaicmls_2023_tables_ran_the_triton_kernel_and_its_2024_table_flash_attention_2(report) -> None:  # type: ignore[no-untyped-def]
     # llm-foundry's submit_benchmarks.py defaults to --attn_impl triton (mosaicml/llm-foundry@
     # b2a43a147); the Jan-2024 sweep.py passes flash for 1b/3b/7b/70b, triton for 13b/30b (5e85bd62d).
-    from core.plan import Attention
-
     kernels = {s.case.id: s.case.plan.attention for s in report.scored}
     assert kernels["mosaic-a10080gb-amp_bf16-125m-s65536-g8-mb1"] is Attention.FLASH1
     assert kernels["mosaic-h10080gb-amp_bf16-7b-s2048-g256-mb6"] is Attention.SDPA
@@ -494,8 +492,6 @@ def test_llm_foundrys_shard_grad_op_gathers_once_per_micro_batch_beside_the_comp
     # FSDP1's SHARD_GRAD_OP "unshards before the forward, does not reshard them after the forward"
     # (torch/distributed/fsdp/api.py ShardingStrategy): not DeepSpeed's ZeRO-2, whose reduction
     # waits after the backward.
-    from core.plan import Strategy
-
     plans = {s.case.id: s.case.plan for s in report.scored}
     par = plans["mosaic-h10080gb-amp_bf16-1b-s2048-g512-mb12"].parallel
     assert par.strategy is Strategy.FSDP and not par.reshard_after_forward
@@ -723,7 +719,7 @@ def test_the_held_out_sources_are_scored_with_the_all_source_fit(bench: ModuleTy
         assert held[p.case.id].predicted == pytest.approx(p.case.per_gpu(step))
     # Each row's plan is the source's layout: InternLM ZeRO-1 over 4 accumulated micro-batches, float32
     # masters, flash-attn 1 and its fused loss; VectorLM FSDP1 in pure bf16 with every layer recomputed.
-    from core.plan import Attention, Preset, Strategy
+    from core.plan import Preset
 
     internlm = held["internlm-7b-a100-1024gpu-mb2-mn4-noac"].case.plan
     assert internlm.parallel.strategy is Strategy.ZERO1 and internlm.parallel.nodes == 128
@@ -736,8 +732,157 @@ def test_the_held_out_sources_are_scored_with_the_all_source_fit(bench: ModuleTy
     assert vectorlm.checkpointing and vectorlm.lora.rank == 8 and vectorlm.lora.targets == ("q_proj", "v_proj")
     # Today's scores (docs/TRAINING_TIME.md, "Held-out sources"): recorded, not a target.
     s = bench.summary(report.held_out)
-    # 10.1 % before InternLM's rows reduced under the backward (parallel.zero_overlap_comm).
-    assert s["n"] == 52 and s["median"] == pytest.approx(7.7, abs=0.1)
+    # 10.1 % before InternLM's rows reduced under the backward (parallel.zero_overlap_comm); 7.7 % on these 52
+    # before Colossal-AI's three rows and nanotron's 26 joined (test_colossal_ai_*, test_nanotron_*).
+    assert s["n"] == 81 and s["median"] == pytest.approx(10.0, abs=0.1)
     paddle = held["flagperf-paddle-llama1-7b-a10080gb-8gpu-tp2pp4-stage1-mb4"].case.plan
     assert paddle.parallel.pipeline_parallel == 4 and paddle.parallel.tensor_parallel == 2
     assert not paddle.parallel.sequence_parallel and paddle.preset is Preset.FP16_AMP
+
+
+# Colossal-AI's README benchmark table, held out (docs/TRAINING_TIME.md, "Colossal-AI's README table, held out"):
+# hpcaitech/ColossalAI@e5fdefa6cfc89341fe52628e51327703c62b0c66 README.md "### Colossal-AI Benchmark", four rows,
+# Llama-like 7B and 70B (examples/language/llama/benchmark.py MODEL_CONFIGS) at sequence 4096 on 8 or 16 H200 / B200,
+# throughput in samples/s of the whole run. Three are scored; the 70B ZeRO-2 row on H200 is not comparable (its
+# published peak is more than the card holds).
+COLOSSAL_SCORED = (
+    "colossalai-h200-7b-8gpu-zero2-b36",
+    "colossalai-b200-7b-8gpu-tp2pp4-zero1-b128",
+    "colossalai-b200-70b-16gpu-tp2pp4-zero1-b128",
+)
+COLOSSAL_NOT_COMPARABLE = "colossalai-h200-70b-16gpu-zero2-b48"
+
+
+def _colossal(bench: ModuleType) -> dict[str, dict]:  # type: ignore[type-arg]
+    return {r["id"]: r for r in bench.load()["figures"] if r["source_id"] == "colossalai"}
+
+
+def test_colossal_ai_table_is_recorded_with_its_own_tflops_arithmetic(bench: ModuleType) -> None:
+    records = _colossal(bench)
+    assert sorted(records) == sorted((*COLOSSAL_SCORED, COLOSSAL_NOT_COMPARABLE))
+    # The table's TFLOPS/GPU column is Colossal-AI's PerformanceEvaluator Megatron formula with the recompute
+    # factor 4 (examples/language/performance_evaluator.py on_step_end, at e5fdefa6): 24 * 4 * b * s * l * h^2
+    # * (1 + s/(6h) + V/(16 l h)) per data-parallel rank's batch, over the step and the model-parallel size.
+    # Recomputed from the samples/s alone it gives the column within 0.1 %, so -g (checkpointing) was on.
+    for r in records.values():
+        dims, gpus, dp = r["model_dims"], r["gpus"], r["dp"]
+        h, layers, s, b = dims["hidden"], dims["layers"], r["seq_len"], r["co_reported"]["batch_size_per_dp"]
+        step = b * dp / r["value"]
+        flops = 24 * 4 * b * s * layers * h * h * (1 + s / (6 * h) + dims["vocab"] / (16 * layers * h))
+        published = r["co_reported"]["tflops_per_gpu_megatron_formula"]
+        assert flops / step / (gpus // dp) / 1e12 == pytest.approx(published, rel=1e-3)
+        assert r["checkpointing"] == "full" and r["quote"] and r["location"].startswith("hpcaitech/ColossalAI@e5fdefa6")
+
+
+def test_colossal_ai_samples_per_second_become_the_step_the_plan_is_timed_against(bench: ModuleType) -> None:
+    # 17.13 samples/s with 36 rows on each of 8 data-parallel ranks: 288 / 17.13 = 16.81 s a step.
+    case = bench.case_of(_colossal(bench)["colossalai-h200-7b-8gpu-zero2-b36"])
+    assert case.observed_step == pytest.approx(36 * 8 / 17.13)
+    assert case.per_gpu(case.observed_step) == pytest.approx(17.13 * 4096 / 8)
+
+
+def test_colossal_ai_rows_are_planned_as_its_plugin_ran_them(bench: ModuleType) -> None:
+    records = _colossal(bench)
+    zero2 = bench.case_of(records["colossalai-h200-7b-8gpu-zero2-b36"]).plan
+    assert zero2.parallel.strategy is Strategy.ZERO2 and zero2.workload.micro_batch == 36
+    assert zero2.workload.grad_accum == 1 and zero2.checkpointing and zero2.stack is Stack.EAGER
+    # HybridParallelPlugin's overlap_communication=True (hybrid_parallel_plugin.py L1033): reduced under the backward.
+    assert zero2.parallel.zero_overlap_comm and zero2.attention is Attention.SDPA
+    # reduce_bucket_size = zero_bucket_size_in_m (12) * 1024 * 1024 elements (hybrid_parallel_plugin.py L1030, L1244).
+    assert zero2.parallel.zero_bucket_elements == 12 * 1024 * 1024
+    pp = bench.case_of(records["colossalai-b200-70b-16gpu-tp2pp4-zero1-b128"]).plan
+    assert (pp.parallel.tensor_parallel, pp.parallel.pipeline_parallel, pp.parallel.data_parallel) == (2, 4, 2)
+    assert pp.parallel.strategy is Strategy.ZERO1 and not pp.parallel.sequence_parallel
+    assert not pp.parallel.tp_overlap and (pp.workload.micro_batch, pp.workload.grad_accum) == (1, 128)
+    # Under a pipeline the plugin reduces after the whole schedule (execute_pipeline: optimizer.no_sync(), then
+    # sync_dp_grads; hybrid_parallel_plugin.py L1403-1431 at e5fdefa6): nothing hides the reduction.
+    assert not pp.parallel.zero_overlap_comm
+    assert pp.hardware.gpu == "b200"  # the README's prose, not its GPU column (the record's first assumption)
+    with pytest.raises(bench.NotExpressible, match="more than the card holds"):
+        bench.case_of(records[COLOSSAL_NOT_COMPARABLE])
+
+
+def test_colossal_ai_is_held_out_and_scored_with_the_all_source_fit(bench: ModuleType, report) -> None:  # type: ignore[no-untyped-def]
+    assert "colossalai" in bench.HELD_OUT_SOURCES
+    held = {r.case.id: r for r in report.held_out if r.case.record["source_id"] == "colossalai"}
+    assert sorted(held) == sorted(COLOSSAL_SCORED)
+    assert not any(r.case.record["source_id"] == "colossalai" for r in report.scored)
+    # Today's errors (docs/TRAINING_TIME.md): recorded, not a target; all within the issue's 25 %.
+    errors = {k: round(r.error, 1) for k, r in held.items()}
+    assert errors == pytest.approx(
+        {
+            "colossalai-h200-7b-8gpu-zero2-b36": -12.2,
+            "colossalai-b200-7b-8gpu-tp2pp4-zero1-b128": -8.6,
+            "colossalai-b200-70b-16gpu-tp2pp4-zero1-b128": 9.8,
+        },
+        abs=0.15,
+    )
+
+
+# nanotron's README benchmark figure, held out (docs/TRAINING_TIME.md, "nanotron's benchmark figure, held out"):
+# huggingface/nanotron@c252843039cc167ff8d6894b87172af4637eb14b docs/benchmark_summary.svg, the Ultra-Scale
+# Playbook's best layout per model size (1.34B, 3.57B, 8.86B, 80B) and node count (1 to 64 nodes of 8 H100), its MFU
+# and memory: 26 cells (the 80B on 1 and 2 nodes has none). Sequence 4096, 1M-token steps
+# (scripts/scaling_benchmarks.py).
+NANOTRON_1N_1B = "nanotron-h100-1p34b-1n-dp4tp1pp2-gas16-mbs4-zero1"
+
+
+def _nanotron(bench: ModuleType) -> dict[str, dict]:  # type: ignore[type-arg]
+    return {r["id"]: r for r in bench.load()["figures"] if r["source_id"] == "nanotron"}
+
+
+def test_nanotron_figure_is_recorded_cell_by_cell_with_its_layouts(bench: ModuleType) -> None:
+    records = _nanotron(bench)
+    assert len(records) == 26
+    sizes = [r["model_dims"]["params"] for r in records.values()]
+    # estimate_num_params (scripts/scaling_benchmarks.py) gives the chart's labels 1.34, 3.57, 8.86 and 80.0 (billions).
+    assert sorted({round(p / 1e9, 2) for p in sizes}) == [1.34, 3.57, 8.86, 79.99]
+    for r in records.values():
+        # Every cell's layout fills its nodes of 8 and makes 256 sequences of 4096 tokens (~1M) a step.
+        assert r["dp"] * r["tp"] * r["pp"] == r["gpus"] == 8 * r["nodes"]
+        assert r["dp"] * r["grad_accum"] * r["micro_batch"] == 256 and r["seq_len"] == 4096
+    # The 1-node 1.34B cell: 'DP: 4 TP: 1 PP: 2', 'GAS: 16 MBS: 4', 'ZeRO-1', MFU 44.32, 41.76GB.
+    one = records[NANOTRON_1N_1B]
+    assert one["value"] == 44.32 and one["co_reported"]["memory"] == "41.76GB"
+
+
+def test_nanotron_mfu_becomes_tokens_per_second_by_the_sources_flops(bench: ModuleType) -> None:
+    # src/nanotron/models/llama.py get_flops (c2528430): 3 x (l(8h^2 + 6hf + 4sh) + 2hV) a token for MHA; the
+    # 1.34B: 16 layers x 2048, ffn 8192, vocab 131072, s 4096.
+    record = _nanotron(bench)[NANOTRON_1N_1B]
+    per_token = 3 * (16 * (8 * 2048**2 + 6 * 2048 * 8192 + 4 * 4096 * 2048) + 2 * 2048 * 131072)
+    assert record["source_flops_per_token"] == per_token
+    case = bench.case_of(record)
+    assert case.per_gpu(case.observed_step) == pytest.approx(44.32 / 100 * 989e12 / per_token)
+    ours, theirs = bench.source_flops(case)
+    assert ours == pytest.approx(theirs, rel=1e-3)  # the plan's model is nanotron's: tied, SwiGLU at ffn 4·d
+
+
+def test_nanotron_rows_are_planned_as_its_trainer_ran_them(bench: ModuleType) -> None:
+    records = _nanotron(bench)
+    small = bench.case_of(records[NANOTRON_1N_1B]).plan
+    # The 1.34B is SwiGLU with an ffn of exactly 4·d (model_dims.gated), tied (intermediate_size < 10,000), with
+    # nanotron's merged qkv_proj and gate_up_proj (models/llama.py L384, L223).
+    assert small.model.gated_mlp and small.model.tie_embeddings and small.model.fused_qkv and small.model.fused_gate_up
+    assert small.parallel.strategy is Strategy.ZERO1 and small.parallel.zero_overlap_comm  # helpers.py L432-434
+    # One reduce-scatter per DDP bucket: ddp_bucket_cap_mb 25 (MiB) of float32 gradients (trainer.py L851).
+    assert small.parallel.zero_bucket_elements == 25 * 1024 * 1024 // 4
+    assert (small.parallel.pipeline_parallel, small.workload.grad_accum, small.workload.micro_batch) == (2, 16, 4)
+    assert small.stack is Stack.EAGER and not small.checkpointing and small.attention is Attention.SDPA
+    tp = bench.case_of(records["nanotron-h100-8p86b-32n-dp32tp8pp1-gas1-mbs8-zero0"]).plan
+    # tp_mode REDUCE_SCATTER with tp_linear_async_communication: sequence parallel, the all-gather beside the matmul.
+    assert tp.parallel.sequence_parallel and tp.parallel.tp_overlap and tp.parallel.strategy is Strategy.DDP
+    assert not tp.model.tie_embeddings
+
+
+def test_nanotron_is_held_out_and_scored_with_the_all_source_fit(bench: ModuleType, report) -> None:  # type: ignore[no-untyped-def]
+    assert "nanotron" in bench.HELD_OUT_SOURCES
+    held = {r.case.id: r for r in report.held_out if r.case.record["source_id"] == "nanotron"}
+    assert len(held) == 26 and not any(r.case.record["source_id"] == "nanotron" for r in report.scored)
+    # Today's scores (docs/TRAINING_TIME.md): recorded, not a target. The one-node 1.34B reads a third slow (the eager
+    # stack's elementwise passes and matmul rate against nanotron's fused kernels); the 64-node 1.34B, one 2048-token
+    # micro-batch a GPU a step, reads 1.8 times fast (+154.2 % before its ZeRO-1 reduced in 25 MiB buckets).
+    assert held[NANOTRON_1N_1B].error == pytest.approx(-33.1, abs=0.15)
+    assert held["nanotron-h100-1p34b-64n-dp128tp2pp2-gas1-mbs2-zero1"].error == pytest.approx(79.7, abs=0.15)
+    s = bench.summary(list(held.values()))
+    assert s["median"] == pytest.approx(18.3, abs=0.1)
