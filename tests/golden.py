@@ -349,6 +349,23 @@ CLI_RUNS: tuple[tuple[str, ...], ...] = (
         "rtx-3060-12gb",
     ),
     (
+        # Ollama in front of llama.cpp (branch h38ollama): its num_ctx, parallel and layer placement.
+        "estimate",
+        "--json",
+        "--mode",
+        "inference",
+        "--model",
+        "llama-3.1-8b",
+        "--engine",
+        "llamacpp",
+        "--ollama",
+        "0.7",
+        "--context",
+        "32768",
+        "--gpu",
+        "rtx-3060-12gb",
+    ),
+    (
         "estimate",
         "--mode",
         "inference",
