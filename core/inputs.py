@@ -272,6 +272,17 @@ class Engine(StrEnum):
     LLAMACPP = "llamacpp"  # llama.cpp's llama-server (and Ollama's runner): a GGUF file, layers offloaded
 
 
+class OllamaVersion(StrEnum):
+    """Ollama's release line in front of its llama.cpp runner (core.serving.ollama: its default
+    context and parallel slots and its own choice of GPU layers); NONE: llama-server as typed."""
+
+    NONE = "none"
+    V0_5 = "0.5"  # v0.5.0 - v0.6.6
+    V0_6_7 = "0.6.7"  # v0.6.7 - v0.6.8
+    V0_7 = "0.7"  # v0.7.0 - v0.9.6
+    V0_10 = "0.10"  # v0.10.0 - v0.11.4
+
+
 class VllmVersion(StrEnum):
     """The vLLM release line whose start-up rules apply (core.serving.vllm_versions: one era
     of rules per range of releases, each citing where it was read)."""
@@ -434,6 +445,13 @@ ENGINE_LABELS: Final = {
     Engine.LLAMACPP: "llama.cpp / Ollama",
 }
 VLLM_VERSION_LABELS: Final = {v: v.value for v in VllmVersion}
+OLLAMA_VERSION_LABELS: Final = {
+    OllamaVersion.NONE: "none (llama-server)",
+    OllamaVersion.V0_5: "0.5.0 – 0.6.6",
+    OllamaVersion.V0_6_7: "0.6.7 – 0.6.8",
+    OllamaVersion.V0_7: "0.7.0 – 0.9.6",
+    OllamaVersion.V0_10: "0.10.0 – 0.11.4",
+}
 TORCH_VERSION_LABELS: Final = {
     TorchVersion.V2_4: "2.4",
     TorchVersion.V2_5_TO_2_7: "2.5 – 2.7",
@@ -1550,6 +1568,14 @@ INPUTS: Final[tuple[Input, ...]] = (
           "there too. The rest (and the token embeddings, always) stay in host RAM. 999: everything.",
           ("--gpu-layers", "--ngl"), "llama.cpp: layers on the GPU (-ngl; 999: all)", unit="layers", low=0,
           high=MAX_LAYERS_FLAG, matters=lambda p: p.inference.engine is Engine.LLAMACPP),
+    Input("inference.ollama_version", Kind.ENUM, "Ollama", "Ollama release", OllamaVersion.NONE,
+          "Run through Ollama: it picks the GPU layers itself from its own memory estimate of the card's "
+          "free memory (its log's 'offload' line, ollama ps' SIZE and PROCESSOR), passes num_ctx × "
+          "parallel as the context and turns flash attention on only with OLLAMA_FLASH_ATTENTION=1. "
+          "GPU layers below 999 are its num_gpu. The CLI takes the release's default num_ctx (2048 up "
+          "to 0.6.6, then 4096) and OLLAMA_NUM_PARALLEL (tries 4, later 2, then 1; 1 from 0.10).",
+          ("--ollama",), "llama.cpp: run through this Ollama release line (none: llama-server)",
+          labels=OLLAMA_VERSION_LABELS, matters=lambda p: p.inference.engine is Engine.LLAMACPP),
     Input("inference.cache_type", Kind.ENUM, "KV cache type", "llama.cpp KV cache type", CacheType.F16,
           "llama.cpp's -ctk / -ctv: f16, or q8_0 / q4_0 blocks of 32 values with one fp16 scale "
           "(34 and 18 bytes per 32). A quantised V cache needs flash attention.",

@@ -47,6 +47,7 @@ from core.inputs import (
     Method,
     MoeDispatcher,
     Offload,
+    OllamaVersion,
     Optimizer,
     OptimizerImpl,
     PipelineSchedule,
@@ -105,6 +106,7 @@ __all__ = [
     "Method",
     "MoeDispatcher",
     "Offload",
+    "OllamaVersion",
     "Optimizer",
     "OptimizerImpl",
     "Parallelism",
@@ -415,6 +417,7 @@ class Inference:
     link: str = DEFAULTS["inference.link"]  # what carries the TP all-reduce; "auto": the card's own
     gguf_quant: GgufQuant = DEFAULTS["inference.gguf_quant"]  # llama.cpp: the GGUF file type
     gpu_layers: int = DEFAULTS["inference.gpu_layers"]  # llama.cpp -ngl
+    ollama_version: OllamaVersion = DEFAULTS["inference.ollama_version"]  # Ollama in front; NONE: llama-server
     cache_type: CacheType = DEFAULTS["inference.cache_type"]  # llama.cpp -ctk / -ctv
     flash_attention: bool = DEFAULTS["inference.flash_attention"]  # llama.cpp -fa
     ubatch: int = DEFAULTS["inference.ubatch"]  # llama.cpp -ub

@@ -386,6 +386,23 @@ CLI_RUNS: tuple[tuple[str, ...], ...] = (
         "--gpu",
         "apple-m2-max-96gb",
     ),
+    (
+        # Ollama in front of llama.cpp (branch h38ollama): its num_ctx, parallel and layer placement.
+        "estimate",
+        "--json",
+        "--mode",
+        "inference",
+        "--model",
+        "llama-3.1-8b",
+        "--engine",
+        "llamacpp",
+        "--ollama",
+        "0.7",
+        "--context",
+        "32768",
+        "--gpu",
+        "rtx-3060-12gb",
+    ),
 )
 
 

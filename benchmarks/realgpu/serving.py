@@ -41,6 +41,7 @@ from typing import Any, Final
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
+from benchmarks.realgpu.ollama import report as ollama_report  # noqa: E402
 from benchmarks.serving import vllm_plan  # noqa: E402
 from core.catalogue import find_gpu, find_model  # noqa: E402
 from core.hfconfig import model_from_hf_config  # noqa: E402
@@ -1982,6 +1983,7 @@ def report(rows: list[Row], priors: dict[str, tuple[str, ...]], fit: ServingFit)
         ("throughput", "Output tokens/s in total (information)", 0),
     ):
         parts += [f"\n## {title}\n", case_table(rows, table, digits)]
+    parts += ["\n" + ollama_report()]  # Ollama's own decisions: information, no target (issue 23)
     parts += ["\n## Not expressible\n", unexpressed_table(unexpressed())]
     parts += ["\n## Constants fitted on every source\n", fit_table(fit)]
     return "\n".join(parts)

@@ -20,6 +20,7 @@ from core.cli.output import say
 from core.cli.parser import UsageError, given_inputs
 from core.dtypes import Autocast, Dtype
 from core.errors import PlanError
+from core.estimate import gpu_for
 from core.files.comparison import load_named
 from core.files.importer import import_model
 from core.files.model_source import NamedModel, is_hub_id, model_named
@@ -45,6 +46,7 @@ from core.plan import (
     preset_matching,
 )
 from core.presets import default_plan
+from core.serving.ollama import ollama_defaults
 
 PARAMS: Final = "model.params_override"  # --params: a model source as much as an input
 ROLE_PATHS: Final = ("weight_dtype", "base_dtype", "adapter_dtype")
@@ -176,9 +178,10 @@ def plan_from_args(args: argparse.Namespace, base: Plan | None = None) -> Plan:
         changes["accounting"] = accounting
     for group, values in groups.items():
         changes[group] = replace(getattr(plan, group), **values)
-    if method is not None:
-        return plan.with_method(method, **changes)
-    return replace(plan, **changes)
+    plan = plan.with_method(method, **changes) if method is not None else replace(plan, **changes)
+    if "inference.ollama_version" in given:  # the release's num_ctx, parallel and flash attention
+        plan = ollama_defaults(plan, gpu_for(plan), frozenset(given))
+    return plan
 
 
 # ---- estimate --from and fewest-gpus --from: a training config ----------------------------

@@ -77,6 +77,8 @@ ISSUE_23_KEYS: Final = (
     "llamacpp_build",
     "llamacpp_backend",
     "vllm_sampler",
+    # Ollama in front of the runner (branch h38ollama): a file without it reads as llama-server.
+    "ollama_version",
 )
 # A file without SGLang's release was written when every release had the one default the
 # program knew, the table by tensor-parallel size: it reads as the releases that used it

@@ -8,7 +8,7 @@ diagnosis read.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import cached_property, partial
 
 from core.breakdown import Bucket
@@ -29,6 +29,7 @@ from core.serving.engines import (
 from core.serving.fit import DEFAULT_FIT, ServingFit
 from core.serving.kv import kv_cache_bytes, lesson_kv_cache_bytes
 from core.serving.llamacpp import llamacpp_buffers, llamacpp_memory, prompt_dequant_bytes
+from core.serving.ollama import ollama_plan
 from core.serving.speed import ServingSpeed, SpeedPoint, serving_speed
 from core.units import GB
 from core.verdict import Verdict
@@ -165,7 +166,11 @@ def inference_estimate(
     inf = plan.inference
     offload, dequant = (0.0, 0.0), 0.0
     if inf.engine is Engine.LLAMACPP:
+        # Through Ollama, llama.cpp runs with the layers Ollama's own estimate chose (core.serving.ollama).
+        plan, ollama = ollama_plan(plan, gpu)
         memory = llamacpp_memory(plan, gpu)
+        if ollama is not None:
+            memory = replace(memory, formula=f"{ollama.sentence} {memory.formula}")
         layout, offload, dequant = _llamacpp_layout(plan, gpu, memory)
     else:
         layout = rank_layout(plan)

@@ -25,6 +25,8 @@ class ServingForm(PlanForm):
         self.transformers_version = self.add_input("inference.transformers_version")
         self.weights = self.add_input("inference.weight_dtype")
         self.gguf = self.add_input("inference.gguf_quant")
+        # Ollama in front of llama.cpp: it picks the GPU layers itself (core.serving.ollama).
+        self.ollama_version = self.add_input("inference.ollama_version")
         self.kv = self.add_input("inference.kv_dtype")
         self.cache_type = self.add_input("inference.cache_type")
         self.gpu_layers = self.add_input("inference.gpu_layers")

@@ -321,6 +321,7 @@ def expected_values(window: MainWindow, plan: Plan) -> dict[str, Any]:
         "inference.transformers_version": inf.transformers_version,
         "inference.link": inf.link,
         "inference.gguf_quant": inf.gguf_quant,
+        "inference.ollama_version": inf.ollama_version,
         "inference.gpu_layers": inf.gpu_layers,
         "inference.cache_type": inf.cache_type,
         "inference.flash_attention": inf.flash_attention,

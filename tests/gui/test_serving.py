@@ -90,6 +90,22 @@ def test_llama_cpp_on_the_serving_tab_and_banner(window: MainWindow) -> None:
     assert window.compute_panel.serving.values["step"].text().startswith(f"{speed.token_latency_s * 1e3:,.1f} ms")
 
 
+def test_the_ollama_picker_shows_for_llama_cpp_and_ollama_chooses_the_layers(window: MainWindow) -> None:
+    # core.serving.ollama: through Ollama the runner gets the layer count of Ollama's own estimate,
+    # and the explanation says it (Llama 3.1 8B at 2 × 32,768 cells does not fit a 12 GB card whole).
+    window.show()
+    window.inference_action.trigger()
+    form = window.serving_form
+    assert not form.form.isRowVisible(form.ollama_version)  # Hugging Face generate: no Ollama
+    plan = Plan(model=find_model("llama-3.1-8b").spec, model_id="llama-3.1-8b", hardware=Hardware(gpu="rtx-3060-12gb"))
+    window.controller.reset(plan.with_inference(engine="llamacpp", context=32768, concurrent=2))
+    assert form.form.isRowVisible(form.ollama_version)
+    form.ollama_version.setCurrentIndex(form.ollama_version.findData("0.7"))
+    assert window.controller.plan.inference.ollama_version.value == "0.7"
+    formula = window.controller.estimate.inference.formula
+    assert "Ollama 0.7 (v0.7.0 – v0.9.6) would place" in formula and "of 33 layers on the GPU" in formula
+
+
 def test_llama_cpp_host_ram_is_set_from_the_serving_form(window: MainWindow) -> None:
     # Issue 23: llama.cpp's host part is judged against the host RAM, but its only field was in
     # the Parallelism form, which Inference mode hides: the window could not set it.

@@ -1,0 +1,386 @@
+"""Ollama in front of llama.cpp: its defaults and its own choice of GPU layers.
+
+Ollama users never type ``-ngl``: the server estimates the model's memory from the GGUF file's
+tensor sizes and a per-architecture graph formula, fits as many layers as that estimate allows
+into each GPU's free memory and starts its llama.cpp runner with ``--n-gpu-layers`` set to the
+count (``--ctx-size`` num_ctx × parallel, ``--batch-size`` num_batch, ``--parallel``,
+``--flash-attn`` only with OLLAMA_FLASH_ATTENTION=1, ``--kv-cache-type`` only with it). Read at
+ollama/ollama (the tags and commits of :data:`LINES`):
+
+* ``llm/memory.go`` ``EstimateGPULayers``: per layer ``blk.N``'s tensor bytes plus its KV; a
+  buffer of one layer (``blk.0`` and its KV) and ``MinimumMemory`` (457 MiB on CUDA and ROCm,
+  ``discover/gpu.go`` cudaMinimumMemory; 512 MiB on Metal, ``discover/gpu_darwin.go``) and the
+  graph (the larger of its full- and partial-offload sizes) are held back on each GPU; a GPU that
+  cannot hold those and two layers is dropped; layers go to the GPUs in turn while
+  ``FreeMemory > OLLAMA_GPU_OVERHEAD + used + layer`` (from v0.7.0 the last layer first, before
+  it the first); the output layer (``output_norm`` + ``output``, or ``token_embd`` when tied)
+  counts as one more layer. ``memory.required.full`` (ollama ps' SIZE) is every allocation plus
+  what did not fit; ``memory.required.partial`` (SIZE's GPU part) the allocations.
+* ``fs/ggml/ggml.go`` ``GraphSize``: KV per layer ``n_ctx × (key_length + value_length) ×
+  head_count_kv × bytes`` (2 for f16, 1 for q8_0, 0.5 for q4_0), the graph by architecture
+  (llama, qwen2, gemma/gemma2/gemma3 here; another architecture gets ``GQA × KV / 6``).
+* ``server/sched.go``: with OLLAMA_NUM_PARALLEL unset, parallel ``defaultParallel`` (4; 2 from
+  v0.6.7) if the model then fits the GPU whole, else 1 (``pickBestFullFitByLibrary``); from
+  v0.10.0 OLLAMA_NUM_PARALLEL defaults to 1. ``num_ctx``: ``api/types.go`` DefaultOptions 2048,
+  from v0.5.13 ``envconfig`` OLLAMA_CONTEXT_LENGTH (2048; 4096 from v0.6.7).
+* ``cmd/cmd.go`` (ollama ps): PROCESSOR "100% GPU", or "c%/g% CPU/GPU" with c the rounded
+  share of SIZE not on the GPU.
+
+Not modelled: several GPUs are given llama.cpp's equal split of the layer count Ollama chose
+(Ollama passes its own per-GPU counts as ``--tensor-split``, and first tries the model on one
+GPU alone); projectors (vision models); from 0.11.5 the new memory layouts.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from typing import Final
+
+from core.catalogue import GpuSpec
+from core.dtypes import CacheType, GgufQuant, ggml_row_bytes
+from core.model import ModelSpec
+from core.plan import OllamaVersion, Plan
+from core.serving.llamacpp import device_overhead_bytes, gguf_tensor_bytes, quantiser, tensor_type
+from core.units import GiB, MiB
+
+# discover/gpu.go cudaMinimumMemory (and rocmMinimumMemory); discover/gpu_darwin.go metalMinimumMemory.
+CUDA_MINIMUM_MEMORY: Final = 457 * MiB
+METAL_MINIMUM_MEMORY: Final = 512 * MiB
+# api/types.go DefaultOptions: NumBatch 512 in every line read.
+NUM_BATCH: Final = 512
+# fs/ggml/ggml.go kvCacheBytesPerElement; only these three pass SupportsKVCacheType.
+KV_BYTES: Final = {CacheType.F16: 2.0, CacheType.Q8_0: 1.0, CacheType.Q4_0: 0.5}
+# convert_hf_to_gguf's architecture for the Hugging Face families whose GGUF name differs.
+GGUF_ARCH: Final = {"mistral": "llama", "mixtral": "llama", "gemma3_text": "gemma3", "qwen3_moe": "qwen3moe"}
+
+
+@dataclass(frozen=True)
+class OllamaLine:
+    """One release line's defaults and placement loop, as read at ``tag`` (``commit``)."""
+
+    tags: str
+    tag: str
+    commit: str
+    num_ctx: int
+    parallel_tries: tuple[int, ...]  # OLLAMA_NUM_PARALLEL unset: the first that fits whole
+    last_layer_first: bool  # EstimateGPULayers visits blk.N-1 first (v0.7.0 on)
+    sliding_kv: bool  # gemma3's sliding layers sized by the window (GraphSize's numParallel, v0.6.4 on)
+
+
+LINES: Final = {
+    OllamaVersion.V0_5: OllamaLine(
+        "v0.5.0 – v0.6.6", "v0.6.0", "aee28501b592e2fe98863212913ffa8fb22e1ca0", 2048, (4, 1), False, False
+    ),
+    OllamaVersion.V0_6_7: OllamaLine(
+        "v0.6.7 – v0.6.8", "v0.6.8", "6a74bba7e7e19bf5f5aeacb039a1537afa3522a5", 4096, (2, 1), False, True
+    ),
+    OllamaVersion.V0_7: OllamaLine(
+        "v0.7.0 – v0.9.6", "v0.9.0", "5f57b0ef4268a6bd9e8043d54c351a608a7e1bca", 4096, (2, 1), True, True
+    ),
+    OllamaVersion.V0_10: OllamaLine(
+        "v0.10.0 – v0.11.4", "v0.11.0", "d552068413d1a3d0af69f23c2abc1e1f698ed234", 4096, (1,), True, True
+    ),
+}
+
+
+def covered() -> str:
+    return ", ".join(v.value for v in LINES)
+
+
+def line_of(version: OllamaVersion) -> OllamaLine:
+    if version not in LINES:
+        raise ValueError(f"Ollama {version.value} is not covered; covered: {covered()}")
+    return LINES[version]
+
+
+@dataclass(frozen=True)
+class OllamaModel:
+    """What EstimateGPULayers reads of the GGUF file, in whole bytes."""
+
+    arch: str
+    layers: tuple[int, ...]  # blk.N's tensor bytes
+    output: int  # output_norm + output (token_embd when tied)
+    embedding: int  # embedding_length
+    heads: int
+    heads_kv: int
+    head_k: int  # attention.key_length (= value_length here)
+    vocab: int
+    window: int  # attention.sliding_window (0: none)
+    ffn: int  # feed_forward_length
+    gate_exps: int  # blk.0's ffn_gate_exps bytes (0: not a mixture of experts)
+
+
+def ollama_model(model: ModelSpec, quant: GgufQuant) -> OllamaModel:
+    per_layer, _, output = gguf_tensor_bytes(model, quant)
+    gate_exps = 0
+    if model.num_experts > 1:
+        kind = tensor_type(quantiser(model, quant), "ffn_gate_exps", 0, model.hidden_size)
+        gate_exps = int(ggml_row_bytes(kind, model.hidden_size) * model.intermediate_size * model.num_experts)
+    return OllamaModel(
+        arch=GGUF_ARCH.get(model.family, model.family),
+        layers=tuple(int(b) for b in per_layer),
+        output=int(output),
+        embedding=model.hidden_size,
+        heads=model.num_heads,
+        heads_kv=model.num_kv_heads,
+        head_k=model.head_dim,
+        vocab=model.vocab_size,
+        window=model.sliding_window or 0,
+        ffn=model.intermediate_size,
+        gate_exps=gate_exps,
+    )
+
+
+def graph_size(
+    m: OllamaModel, context: int, parallel: int, cache: CacheType, line: OllamaLine
+) -> tuple[list[int], int, int]:
+    """GraphSize: (each layer's KV bytes, partial-offload graph, full-offload graph)."""
+    batch = min(context, NUM_BATCH)
+    e, h, hkv, vocab, eh = m.embedding, m.heads, m.heads_kv, m.vocab, m.embedding // max(1, m.heads)
+    kv = [int(context * 2 * m.head_k * hkv * KV_BYTES[cache])] * len(m.layers)
+    full = partial = 0
+    if m.arch == "llama":
+        full = max(4 * batch * (1 + 4 * e + context * (1 + h)), 4 * batch * (e + vocab))
+        partial = 4 * batch * e + max(
+            4 * batch * (1 + e + max(context, e)) + e * e * 9 // 16 + 4 * context * (batch * h + eh * hkv),
+            4 * batch * (e + vocab) + e * vocab * 105 // 128,
+        )
+        if m.gate_exps:  # "mixtral 8x22b": the experts in one tensor
+            partial = max(
+                3 * m.gate_exps + 4 * batch * (2 * m.ffn + hkv + e + context + eh * hkv),
+                4 * (context * batch * h + context * eh * hkv + batch * 1024 + eh * hkv * batch),
+            )
+    elif m.arch in ("gemma", "gemma2", "gemma3"):
+        k = m.head_k
+        full = max(4 * batch * (e + vocab), 4 * batch * (2 + context + context * h + 2 * e + 2 * k * h))
+        partial = max(
+            4 * e * batch + e * vocab * 105 // 128 + 4 * vocab * batch,
+            4 * batch * (2 * e + 1 + 2 * k * h + context + context * h) + 4 * k * context * 8 + e * k * h * 9 // 16,
+        )
+        if m.arch == "gemma3" and line.sliding_kv:  # every 6th layer global, the rest the window
+            window = parallel * m.window + batch
+            kv = [
+                c if (i + 1) % 6 == 0 else int(window * 2 * m.head_k * hkv * KV_BYTES[cache]) for i, c in enumerate(kv)
+            ]
+    elif m.arch == "qwen2":
+        full = max(4 * batch * (e + vocab), 4 * batch * (1 + 2 * e + context + context * h))
+        partial = max(
+            4 * batch * (e + vocab) + e * vocab * 105 // 128,
+            4 * (batch * (1 + 2 * e + context * (1 + h)) + e * (1 + context)),
+        )
+    if partial == 0:
+        partial = (h // max(1, hkv)) * sum(kv) // 6
+    return kv, partial, full or partial
+
+
+@dataclass(frozen=True)
+class OllamaEstimate:
+    """EstimateGPULayers' result: its log's ``offload`` line."""
+
+    layers: int  # layers.offload (the output layer counts as one)
+    layers_model: int  # block_count + 1
+    split: tuple[int, ...]  # layers on each GPU
+    allocations: tuple[int, ...]  # memory.required.allocations
+    kv: int  # memory.required.kv
+    graph_full: int
+    graph_partial: int
+    weights_repeating: int
+    weights_output: int
+    full: int  # memory.required.full: ollama ps SIZE
+    partial: int  # memory.required.partial: SIZE's GPU part
+    free: int = 0  # memory.available, all the GPUs together
+
+    @property
+    def processor(self) -> str:
+        """ollama ps' PROCESSOR column (cmd/cmd.go)."""
+        if self.partial == 0 or self.layers == 0:
+            return "100% CPU"
+        if self.partial >= self.full:
+            return "100% GPU"
+        cpu = round((self.full - self.partial) / self.full * 100)
+        return f"{cpu}%/{100 - cpu}% CPU/GPU"
+
+
+@dataclass(frozen=True)
+class Card:
+    """One GPU as Ollama's discovery sees it."""
+
+    free: int
+    minimum: int = CUDA_MINIMUM_MEMORY
+    metal: bool = False
+
+
+def _place(
+    sizes: list[tuple[int, int]], cards: list[Card], held: int, alloc: list[int], counts: list[int], room: list[int]
+) -> int:
+    """Layers to GPUs in turn (gpusWithSpace[i % j]); a GPU without room leaves the list. The
+    layers not placed: their bytes."""
+    overflow = 0
+    for i, size in sizes:
+        for j in range(len(room), 0, -1):
+            g = room[i % j]
+            if cards[g].free > alloc[g] + held + size:
+                alloc[g] += size
+                counts[g] += 1
+                break
+            room.pop(i % j)
+        if not room:
+            overflow += size
+    return overflow
+
+
+def estimate_gpu_layers(
+    m: OllamaModel,
+    cards: list[Card],
+    line: OllamaLine,
+    *,
+    context: int,
+    parallel: int,
+    cache: CacheType = CacheType.F16,
+    num_gpu: int = -1,
+    overhead: int = 0,
+) -> OllamaEstimate:
+    """EstimateGPULayers for ``context`` cells (num_ctx × parallel) over ``cards``."""
+    kv, partial, full = graph_size(m, context, parallel, cache, line)
+    if cards and cards[0].metal:
+        partial = full
+    elif len(cards) > 1:
+        full = partial
+    graph = max(partial, full)
+    buffer = (m.layers[0] if m.layers else 0) + kv[0]
+    alloc, counts = [0] * len(cards), [0] * len(cards)
+    room = []
+    for g, card in enumerate(cards):
+        if card.free >= overhead + graph + card.minimum + 2 * buffer:
+            room.append(g)
+            alloc[g] = card.minimum + buffer
+    n = len(m.layers)
+    order = range(n - 1, -1, -1) if line.last_layer_first else range(n)
+    wanted = [(i, m.layers[i] + kv[i]) for i in order]
+    capped = wanted if num_gpu < 0 else wanted[:num_gpu]
+    overflow = sum(size for _, size in wanted[len(capped) :])
+    overflow += _place(capped, cards, graph + overhead, alloc, counts, room)
+    placed = sum(counts)
+    if not line.last_layer_first:  # before v0.7.0: the layers left over, each at the last layer's size
+        overflow = (n - placed) * wanted[-1][1] if wanted else 0
+    if num_gpu < 0 or placed < num_gpu:
+        for j in range(len(room), 0, -1):
+            g = room[placed % j]
+            if cards[g].free > overhead + alloc[g] + graph + m.output:
+                alloc[g] += m.output
+                counts[g] += 1
+                placed += 1
+                break
+    fully = placed >= n + 1
+    if not fully:
+        overflow += m.output
+    for g in range(len(cards)):
+        if counts[g] > 0:
+            alloc[g] += full if fully else partial
+    on_gpu = sum(alloc)
+    return OllamaEstimate(
+        layers=placed,
+        layers_model=n + 1,
+        split=tuple(counts),
+        allocations=tuple(alloc),
+        kv=sum(kv),
+        graph_full=full,
+        graph_partial=partial,
+        weights_repeating=sum(m.layers),
+        weights_output=m.output,
+        full=on_gpu + overflow,
+        partial=on_gpu if placed else 0,
+        free=sum(card.free for card in cards),
+    )
+
+
+# ---- a plan run through Ollama ---------------------------------------------------------------
+def free_memory(gpu: GpuSpec) -> int:
+    """What Ollama's discovery reads as free on an idle card: the total less the CUDA context
+    its own process holds (core.runtime.CUDA_CONTEXT_BYTES); on Apple silicon Metal's working set
+    less what the device holds before any buffer (core.serving.llamacpp.device_overhead_bytes)."""
+    return int(gpu.memory_bytes - device_overhead_bytes(gpu)[1])
+
+
+def _cards(plan: Plan, gpu: GpuSpec) -> list[Card]:
+    metal = gpu.vendor == "apple"
+    card = Card(free_memory(gpu), METAL_MINIMUM_MEMORY if metal else CUDA_MINIMUM_MEMORY, metal)
+    return [card] * plan.inference.pipeline_parallel
+
+
+def kv_type(plan: Plan) -> CacheType:
+    """The cache type Ollama passes: OLLAMA_KV_CACHE_TYPE only with flash attention, and only f16, q8_0, q4_0."""
+    inf = plan.inference
+    return inf.cache_type if inf.flash_attention and inf.cache_type in KV_BYTES else CacheType.F16
+
+
+def ollama_estimate(plan: Plan, gpu: GpuSpec, parallel: int | None = None) -> OllamaEstimate:
+    inf = plan.inference
+    line = line_of(inf.ollama_version)
+    slots = inf.concurrent if parallel is None else parallel
+    num_gpu = -1 if inf.gpu_layers > plan.model.num_layers else inf.gpu_layers
+    return estimate_gpu_layers(
+        ollama_model(plan.model, inf.gguf_quant),
+        _cards(plan, gpu),
+        line,
+        context=inf.context * slots,
+        parallel=slots,
+        cache=kv_type(plan),
+        num_gpu=num_gpu,
+    )
+
+
+def auto_parallel(plan: Plan, gpu: GpuSpec) -> int:
+    """OLLAMA_NUM_PARALLEL unset: the first of the line's tries at which the model fits whole
+    (sched.go pickBestFullFitByLibrary; PredictServerFit: every layer and the output), else 1."""
+    line = line_of(plan.inference.ollama_version)
+    for slots in line.parallel_tries:
+        estimate = ollama_estimate(plan, gpu, slots)
+        if estimate.layers >= estimate.layers_model:
+            return slots
+    return 1
+
+
+def ollama_defaults(plan: Plan, gpu: GpuSpec, given: frozenset[str]) -> Plan:
+    """The plan with the Ollama line's defaults for what was not ``given`` (attribute paths):
+    num_ctx, OLLAMA_NUM_PARALLEL (chosen as the scheduler does) and flash attention off."""
+    inf = plan.inference
+    if inf.ollama_version is OllamaVersion.NONE:
+        return plan
+    line = line_of(inf.ollama_version)
+    context = inf.context if "inference.context" in given else line.num_ctx
+    # OLLAMA_FLASH_ATTENTION unset: off (a quantised cache type given asks for it, so it stays).
+    unquantised = inf.cache_type in (CacheType.F16, CacheType.BF16, CacheType.F32)
+    flash = inf.flash_attention if "inference.flash_attention" in given or not unquantised else False
+    plan = replace(plan, inference=replace(inf, context=context, flash_attention=flash))
+    if "inference.concurrent" not in given:
+        plan = replace(plan, inference=replace(plan.inference, concurrent=auto_parallel(plan, gpu)))
+    return plan
+
+
+@dataclass(frozen=True)
+class OllamaDecision:
+    version: OllamaVersion
+    estimate: OllamaEstimate
+
+    @property
+    def sentence(self) -> str:
+        e, line = self.estimate, LINES[self.version]
+        return (
+            f"Ollama {self.version.value} ({line.tags}) would place {e.layers} of {e.layers_model} layers on the "
+            f"GPU: its estimate is {e.weights_repeating / max(1, e.layers_model - 1) / MiB:,.1f} MiB of weights a "
+            f"layer on average, KV {e.kv / MiB:,.1f} MiB in all and a graph of "
+            f"{max(e.graph_full, e.graph_partial) / MiB:,.1f} MiB, in {e.free / GiB:.1f} GiB free; "
+            f"ollama ps: SIZE {e.full / GiB:.1f} GiB, PROCESSOR {e.processor}."
+        )
+
+
+def ollama_plan(plan: Plan, gpu: GpuSpec) -> tuple[Plan, OllamaDecision | None]:
+    """The plan as Ollama starts its runner: -ngl its estimate's layer count, the cache type it
+    passes; unchanged without Ollama."""
+    inf = plan.inference
+    if inf.ollama_version is OllamaVersion.NONE:
+        return plan, None
+    estimate = ollama_estimate(plan, gpu)
+    ran = replace(plan, inference=replace(inf, gpu_layers=estimate.layers, cache_type=kv_type(plan)))
+    return ran, OllamaDecision(inf.ollama_version, estimate)
