@@ -127,6 +127,9 @@ FAMILY: Final = {
     # FlagPerf (BAAI): its own harness, machines and nvidia-smi monitor; the LoRA case's loop is adapted from
     # llama-recipes' but runs on one GPU after PR #41's fix, by other people on other cards.
     "flagperf-nvidia-smi-2023": "flagperf",
+    # An outside transformers contributor's (vasqu) GPT-2 SDPA benchmark on his own RTX 3080 Ti (PR #31172):
+    # fxmarty's forward/backward loop, no other source's code, people or card.
+    "transformers-gpt2-sdpa-pr-2024-06": "transformers-sdpa",
 }
 
 # Cards outside gpus.json, by the memory their driver reports (decimal GB for custom_gpu).
@@ -213,6 +216,7 @@ HELD_OUT_SOURCES: Final = frozenset(
         "aws-awsome-distributed-torchtitan-2025-03",
         "llama-recipes-fsdp-2023",
         "flagperf-nvidia-smi-2023",
+        "transformers-gpt2-sdpa-pr-2024-06",
     }
 )
 
@@ -322,11 +326,15 @@ def _missing(recipe: Mapping[str, Any]) -> list[str]:
     return out
 
 
-# Losses a record's ``loss`` may name that the plan has no setting for (none today). "eager-compute-dtype", a
-# hand-written loop's ``F.cross_entropy(logits.flatten(0, 1), targets.flatten())`` on 16-bit logits
-# (rasbt/LLMs-from-scratch 908dd2f ch05/10_llm-training-speed, ``calc_loss_batch``), is the plan's
-# ``loss_16bit`` since 2026-12-04 (_loss below).
-_LOSSES_MISSING: Final[dict[str, str]] = {}
+# Losses a record's ``loss`` may name that the plan has no setting for. "logits-sum": fxmarty's SDPA training
+# benchmark backpropagates ``outputs.logits.sum()`` (huggingface/optimum 20c204f6
+# tests/benchmark/benchmark_bettertransformer_training_minimal.py ``training_fn``; transformers PR #31172's GPT-2
+# rows), no cross-entropy. "eager-compute-dtype", a hand-written loop's ``F.cross_entropy(logits.flatten(0, 1),
+# targets.flatten())`` on 16-bit logits (rasbt/LLMs-from-scratch 908dd2f ch05/10_llm-training-speed,
+# ``calc_loss_batch``), is the plan's ``loss_16bit`` since 2026-12-04 (_loss below).
+_LOSSES_MISSING: Final[dict[str, str]] = {
+    "logits-sum": "a benchmark loop whose loss is logits.sum() (no cross-entropy)",
+}
 _LOSS_16BIT: Final = "eager-compute-dtype"
 
 

@@ -298,23 +298,7 @@ def _attention(plan: Plan, ctx: _Ctx) -> list[Term]:
         label = "k, v repeated to every head" if repeated and model.num_kv_heads != h else "k, v"
         items.append(Term(label, f"2 × {sci(kv_saved)} × {ca:g}", 2 * kv_saved * ca))
     if kernel is Kernel.EAGER:
-        scores = b * h * s * s
-        fused_softmax = megatron_fused_softmax(plan)
-        if fused_softmax:
-            # Megatron's fused scale-mask-softmax kernel keeps its 16-bit output, no float32 softmax (see
-            # core.training.attention.megatron_fused_softmax); without dropout the second matmul keeps that tensor.
-            label = "attention probabilities (16 bits, Megatron's fused softmax kernel)"
-            items.append(Term(label, f"B·H·S² × {ca:g} = {sci(scores)} × {ca:g}", scores * ca))
-        else:
-            items.append(Term("attention probabilities (float32)", f"B·H·S² × 4 = {sci(scores)} × 4", scores * 4))
-        if model.attn_softcap:
-            items.append(Term("soft-capped scores (tanh)", f"B·H·S² × {ca:g}", scores * ca))
-        if model.attention_dropout:
-            items.append(
-                Term("attention dropout mask + dropped probabilities", f"B·H·S² × (1 + {ca:g})", scores * (1 + ca))
-            )
-        elif ca == 2 and not fused_softmax:
-            items.append(Term("probabilities cast to 16 bits", f"B·H·S² × 2 = {sci(scores)} × 2", scores * 2))
+        items += _eager_scores(plan, ctx, b * h * s * s)
         if ctx.saves("o_proj") and not o_adapter_copy:  # else the adapter's copy below is what is kept
             items.append(Term("attention output (o_proj input)", f"N·H·hd × {ca:g}", q_el * ca))
     elif kernel is Kernel.MATH:
@@ -340,6 +324,47 @@ def _attention(plan: Plan, ctx: _Ctx) -> list[Term]:
     if o_adapter_copy:
         a = ctx.adapter_in
         items.append(Term("o_proj input cast for its adapter", f"N·H·hd × {a:g}", q_el * a))
+    return items
+
+
+def gpt2_softmax_in_scores_dtype(plan: Plan) -> bool:
+    """GPT-2's eager attention runs its softmax in the scores' own dtype: transformers' GPT-2 calls
+    ``nn.functional.softmax(attn_weights, dim=-1)`` with no ``dtype=torch.float32`` and then
+    ``attn_weights.type(value.dtype)``, a no-op outside mixed precision (huggingface/transformers v4.42.0
+    models/gpt2/modeling_gpt2.py ``GPT2Attention._attn``; v4.57.1 and v5.0.0 ``eager_attention_forward``),
+    where the Llama-style ``eager_attention_forward`` takes ``softmax(..., dtype=torch.float32).to(query.dtype)``
+    (v4.57.1 models/llama/modeling_llama.py). Under autocast PyTorch runs softmax in float32 (autocast's
+    float32 op list) and the cast makes the 16-bit copy, the Llama case; with 16-bit weights and no autocast
+    the one tensor the softmax backward reads is 16-bit and there is no cast."""
+    return plan.model.family == "gpt2" and not dtypes_for(plan).autocast
+
+
+def _eager_scores(plan: Plan, ctx: _Ctx, scores: int) -> list[Term]:
+    """The scores-sized tensors eager attention keeps: the probabilities its softmax backward reads (float32,
+    or 16-bit under Megatron's fused kernel and GPT-2's softmax in the scores' dtype), soft-capped scores,
+    dropout's mask and output, or the probabilities' 16-bit cast the second matmul reads."""
+    model, ca = plan.model, ctx.ca
+    fused_softmax = megatron_fused_softmax(plan)
+    in_scores_dtype = fused_softmax or gpt2_softmax_in_scores_dtype(plan)
+    items: list[Term] = []
+    if fused_softmax:
+        # Megatron's fused scale-mask-softmax kernel keeps its 16-bit output, no float32 softmax (see
+        # core.training.attention.megatron_fused_softmax); without dropout the second matmul keeps that tensor.
+        label = "attention probabilities (16 bits, Megatron's fused softmax kernel)"
+        items.append(Term(label, f"B·H·S² × {ca:g} = {sci(scores)} × {ca:g}", scores * ca))
+    elif in_scores_dtype:
+        label = f"attention probabilities ({ca * 8:g}-bit: GPT-2's softmax in the scores' dtype)"
+        items.append(Term(label, f"B·H·S² × {ca:g} = {sci(scores)} × {ca:g}", scores * ca))
+    else:
+        items.append(Term("attention probabilities (float32)", f"B·H·S² × 4 = {sci(scores)} × 4", scores * 4))
+    if model.attn_softcap:
+        items.append(Term("soft-capped scores (tanh)", f"B·H·S² × {ca:g}", scores * ca))
+    if model.attention_dropout:
+        items.append(
+            Term("attention dropout mask + dropped probabilities", f"B·H·S² × (1 + {ca:g})", scores * (1 + ca))
+        )
+    elif ca == 2 and not in_scores_dtype:
+        items.append(Term("probabilities cast to 16 bits", f"B·H·S² × 2 = {sci(scores)} × 2", scores * 2))
     return items
 
 
