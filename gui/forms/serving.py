@@ -5,10 +5,20 @@ from __future__ import annotations
 from PySide6.QtWidgets import QWidget
 
 from core.catalogue import LinkKind
+from core.estimate import gpu_for
 from core.inputs import input_at
+from core.plan import Plan
+from core.serving.ollama import ollama_defaults
 from gui.controller import PlanController
 from gui.forms.base import PlanForm
 from gui.forms.parallel import LinkField, link_choices
+
+
+def with_ollama_line(plan: Plan, value: object) -> Plan:
+    """The plan through the chosen Ollama release line, with that line's defaults for what a user of
+    Ollama does not set (num_ctx, OLLAMA_NUM_PARALLEL, flash attention): the CLI's ``--ollama`` rule."""
+    chosen = plan.with_input("inference.ollama_version", value)
+    return ollama_defaults(chosen, gpu_for(chosen), frozenset())
 
 
 class ServingForm(PlanForm):
@@ -25,8 +35,9 @@ class ServingForm(PlanForm):
         self.transformers_version = self.add_input("inference.transformers_version")
         self.weights = self.add_input("inference.weight_dtype")
         self.gguf = self.add_input("inference.gguf_quant")
-        # Ollama in front of llama.cpp: it picks the GPU layers itself (core.serving.ollama).
-        self.ollama_version = self.add_input("inference.ollama_version")
+        # Ollama in front of llama.cpp: it picks the GPU layers itself, and a release line brings its
+        # num_ctx, parallel and flash-attention defaults, as the CLI's --ollama does (core.serving.ollama).
+        self.ollama_version = self.add_input("inference.ollama_version", apply=with_ollama_line)
         self.kv = self.add_input("inference.kv_dtype")
         self.cache_type = self.add_input("inference.cache_type")
         self.gpu_layers = self.add_input("inference.gpu_layers")

@@ -106,6 +106,26 @@ def test_the_ollama_picker_shows_for_llama_cpp_and_ollama_chooses_the_layers(win
     assert "Ollama 0.7 (v0.7.0 – v0.9.6) would place" in formula and "of 33 layers on the GPU" in formula
 
 
+def test_picking_an_ollama_line_brings_its_defaults_as_the_cli_does(window: MainWindow) -> None:
+    # One answer everywhere: `--ollama 0.7` (core/cli/plans.py) takes the line's num_ctx (4,096 from
+    # v0.6.7, ollama/ollama envconfig), OLLAMA_NUM_PARALLEL as sched.go picks it and flash attention off;
+    # the window's picker gives the same plan.
+    from core.estimate import gpu_for
+    from core.serving.ollama import ollama_defaults
+
+    window.show()
+    window.inference_action.trigger()
+    form = window.serving_form
+    plan = Plan(model=find_model("llama-3.1-8b").spec, model_id="llama-3.1-8b", hardware=Hardware(gpu="rtx-4090"))
+    window.controller.reset(plan.with_inference(engine="llamacpp", context=32768, flash_attention=True))
+    form.ollama_version.setCurrentIndex(form.ollama_version.findData("0.7"))
+    chosen = window.controller.plan
+    assert chosen.inference.context == 4096 and not chosen.inference.flash_attention
+    before = plan.with_inference(engine="llamacpp", context=32768, flash_attention=True)
+    cli = ollama_defaults(before.with_inference(ollama_version="0.7"), gpu_for(before), frozenset())
+    assert chosen == cli
+
+
 def test_llama_cpp_host_ram_is_set_from_the_serving_form(window: MainWindow) -> None:
     # Issue 23: llama.cpp's host part is judged against the host RAM, but its only field was in
     # the Parallelism form, which Inference mode hides: the window could not set it.
