@@ -162,3 +162,15 @@ def test_four_names_read_whole_in_their_headers(window: MainWindow) -> None:
         assert item is not None and "NVIDIA" in item.toolTip()
         widest = max(metrics.horizontalAdvance(line) for line in item.text().splitlines())
         assert widest <= header.sectionSize(column), item.text()
+
+
+def test_opening_the_comparison_keeps_the_window_at_1280_by_720(qtbot: Any, window: MainWindow) -> None:
+    """Before: the comparison's seven buttons in one row held its dock at ~810 px: opening it
+    at 1280 × 720 grew the window to 1,325 px and squeezed the memory chart to a 60 px sliver."""
+    window.resize(1280, 720)
+    window.show()
+    qtbot.waitExposed(window)
+    window.plan_tools.show_compare()
+    qtbot.wait(50)
+    assert window.width() == 1280
+    assert window.chart.plot.width() >= 300
