@@ -18,7 +18,6 @@ from PySide6.QtSvg import QSvgRenderer
 from PySide6.QtWidgets import (
     QAbstractItemView,
     QCheckBox,
-    QHBoxLayout,
     QHeaderView,
     QLabel,
     QPushButton,
@@ -40,6 +39,7 @@ from core.plan import METHOD_LABELS, Plan
 from gui import dialogs, offthread, plaintext, saving
 from gui.display_state import Display
 from gui.format import Unit, hours, memory, money
+from gui.layout import FlowLayout
 from gui.tools import report_export
 from gui.tools.context import ToolContext
 from gui.worker.runner import JobFailed
@@ -170,8 +170,8 @@ class ComparePanel(QWidget):
         context.display.changed.connect(self._display_changed)
         self.refresh()
 
-    def _build_buttons(self) -> QVBoxLayout:
-        buttons = QVBoxLayout()
+    def _build_buttons(self) -> FlowLayout:
+        buttons = FlowLayout()
         self.pin_button = QPushButton("Pin current plan")
         self.pin_button.setToolTip("Keep a copy of the plan as it is now; edit on and compare")
         self.pin_button.clicked.connect(self.pin_current)
@@ -189,17 +189,19 @@ class ComparePanel(QWidget):
         self.report_button.clicked.connect(self.export_report)
         self.copy_button = QPushButton("Copy as Markdown")
         self.copy_button.clicked.connect(self.copy_markdown)
-        # Two rows, the plans' and the outputs': the seven in one row held the dock at ~810 px,
-        # and opening the comparison at 1280 × 720 squeezed the memory chart to a sliver.
-        for row in (
-            (self.pin_button, self.open_button, self.remove_button, self.use_button),
-            (self.save_button, self.report_button, self.copy_button),
+        # In rows that wrap to the dock's width: the seven in one row held the dock at ~810 px
+        # (opening the comparison at 1280 × 720 squeezed the memory chart to a sliver), two
+        # fixed rows at ~430 px (at 1024 × 700, a 150 px chart).
+        for button in (
+            self.pin_button,
+            self.open_button,
+            self.remove_button,
+            self.use_button,
+            self.save_button,
+            self.report_button,
+            self.copy_button,
         ):
-            line = QHBoxLayout()
-            for button in row:
-                line.addWidget(button)
-            line.addStretch(1)
-            buttons.addLayout(line)
+            buttons.addWidget(button)
         return buttons
 
     # ---- the plans -------------------------------------------------------------------
