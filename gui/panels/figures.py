@@ -44,6 +44,7 @@ class FiguresPanel(QWidget):
         self._estimate: Estimate | None = None
         self._stale = False
         scroll = QScrollArea()
+        scroll.setAccessibleName(name)  # a focus stop: a screen reader names it as the panel
         scroll.setWidgetResizable(True)
         scroll.setFrameShape(QFrame.Shape.NoFrame)
         scroll.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)  # the labels wrap
