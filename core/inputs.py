@@ -463,7 +463,7 @@ SGLANG_VERSION_LABELS: Final = {v: v.value for v in SglangVersion}
 TRANSFORMERS_VERSION_LABELS: Final = {v: v.value for v in TransformersVersion}
 CACHE_TYPE_LABELS: Final = {c: c.value for c in CacheType}
 VLLM_SAMPLER_LABELS: Final = {
-    VllmSampler.AUTO: "auto (pip install: no FlashInfer sampler)",
+    VllmSampler.AUTO: "auto (pip: no FlashInfer sampler)",
     VllmSampler.NATIVE: "PyTorch sort (Triton from 0.17)",
     VllmSampler.FLASHINFER: "FlashInfer",
 }
@@ -492,7 +492,7 @@ PRESET_LABELS: Final = {
     Preset.TRAINER_BF16: "Trainer(bf16=True), bf16 model",
     Preset.FP32_AUTOCAST_BF16: "float32 weights + bf16 autocast",
     Preset.PURE_BF16: "pure bf16 (no autocast)",
-    Preset.FP16_AMP: "fp16 AMP (float32 weights, GradScaler)",
+    Preset.FP16_AMP: "fp16 AMP (float32, GradScaler)",
     Preset.FP32: "float32",
     Preset.CUSTOM: "custom",
 }
@@ -517,7 +517,7 @@ FLOAT8_LABELS: Final = {
     Float8.TE_MXFP8: "Transformer Engine, MXFP8 blocks",
 }
 TRANSFORMERS_LOSS_LABELS: Final = {
-    TransformersLoss.V4_31_TO_4_45: "4.31 – 4.45 (float32 logits, shifted copy)",
+    TransformersLoss.V4_31_TO_4_45: "4.31 – 4.45 (float32 logits, copied)",
     TransformersLoss.V4_46_TO_4_48: "4.46 – 4.48 (shifted float32 copy)",
     TransformersLoss.V4_49_ON: "4.49 and later",
 }
@@ -528,7 +528,7 @@ MEGATRON_CE_FUSION_LABELS: Final = {
 }
 OPTIMIZER_IMPL_LABELS: Final = {
     OptimizerImpl.FUSED: "HF Trainer default (fused)",
-    OptimizerImpl.FOREACH: "foreach (torch.optim default on CUDA)",
+    OptimizerImpl.FOREACH: "torch.optim default (foreach)",  # on CUDA; the tooltip says so
     OptimizerImpl.FORLOOP: "for-loop",
 }
 ATTENTION_LABELS: Final = {

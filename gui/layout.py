@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from PySide6.QtCore import QCoreApplication, QEvent, QObject, QSize, Qt, QTimer
+from PySide6.QtCore import QCoreApplication, QEvent, QObject, QPoint, QRect, QSize, Qt, QTimer
 from PySide6.QtGui import QResizeEvent
-from PySide6.QtWidgets import QSizePolicy, QStackedWidget, QTabWidget, QWidget
+from PySide6.QtWidgets import QLayout, QLayoutItem, QSizePolicy, QStackedWidget, QTabWidget, QWidget
 
-__all__ = ["LayoutFence", "quiet_tab_layouts", "settle_layouts"]
+__all__ = ["FlowLayout", "LayoutFence", "quiet_tab_layouts", "settle_layouts"]
 
 # How long a fence waits, when nothing on screen has to move, before it passes new limits on.
 FENCE_DELAY_MS = 600
@@ -138,3 +138,62 @@ class _TabLayoutFilter(QObject):
                 return True  # the page laid itself out; the bar and the page keep their places
             self._seen = limits
         return False
+
+
+class FlowLayout(QLayout):
+    """Widgets left to right, wrapping onto a new row where the width runs out (Qt's "Flow
+    Layout" example): a row of buttons that never holds a narrow dock wide. Its least width is
+    its widest widget's; its height follows its width."""
+
+    def __init__(self, spacing: int = 6) -> None:
+        super().__init__()
+        self._items: list[QLayoutItem] = []
+        self.setSpacing(spacing)
+        self.setContentsMargins(0, 0, 0, 0)
+
+    def addItem(self, item: QLayoutItem) -> None:
+        self._items.append(item)
+
+    def count(self) -> int:
+        return len(self._items)
+
+    def itemAt(self, index: int) -> QLayoutItem | None:
+        return self._items[index] if 0 <= index < len(self._items) else None
+
+    def takeAt(self, index: int) -> QLayoutItem | None:
+        return self._items.pop(index) if 0 <= index < len(self._items) else None
+
+    def expandingDirections(self) -> Qt.Orientation:
+        return Qt.Orientation(0)
+
+    def hasHeightForWidth(self) -> bool:
+        return True
+
+    def heightForWidth(self, width: int) -> int:
+        return self._arrange(QRect(0, 0, width, 0), move=False)
+
+    def setGeometry(self, rect: QRect) -> None:
+        super().setGeometry(rect)
+        self._arrange(rect, move=True)
+
+    def sizeHint(self) -> QSize:
+        return self.minimumSize()
+
+    def minimumSize(self) -> QSize:
+        size = QSize()
+        for item in self._items:
+            size = size.expandedTo(item.minimumSize())
+        return size
+
+    def _arrange(self, rect: QRect, *, move: bool) -> int:
+        """Place the items in rows within ``rect`` (when ``move``); the height they take."""
+        x, y, row_height, gap = rect.x(), rect.y(), 0, self.spacing()
+        for item in self._items:
+            hint = item.sizeHint()
+            if x > rect.x() and x + hint.width() > rect.right() + 1:
+                x, y, row_height = rect.x(), y + row_height + gap, 0
+            if move:
+                item.setGeometry(QRect(QPoint(x, y), hint))
+            x += hint.width() + gap
+            row_height = max(row_height, hint.height())
+        return y + row_height - rect.y()

@@ -138,6 +138,11 @@ class Comparison:
         rows = [
             Row(key, label, kind, tuple(value(e.plan) for e in ests), "inputs") for key, label, kind, value in inputs
         ]
+        # The price the cost is at (core.training.compute.gpu_hour_price: the typed one, else the
+        # catalogue's), not the Price field: left at 0 it read "0.00" beside a catalogue-priced cost.
+        at = next(i for i, row in enumerate(rows) if row.key == "price")
+        prices = tuple(e.compute.price_per_gpu_hour for e in ests)
+        rows[at] = Row("price", rows[at].label, RowKind.MONEY, prices, "inputs")
         at = next(i for i, row in enumerate(rows) if row.key in ("gpu_count", "price"))
         rows.insert(at, Row("gpu", "GPU", RowKind.TEXT, tuple(e.gpu.name for e in ests), "inputs"))
         if self.mode is Mode.INFERENCE:

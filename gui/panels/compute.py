@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 import pyqtgraph as pg
 from PySide6.QtGui import QShowEvent
 from PySide6.QtWidgets import QStackedLayout, QWidget
@@ -35,7 +37,12 @@ ROWS = (
     ),
     ("tokens_per_second", "Throughput", "Tokens trained per second across all GPUs, and per GPU."),
     ("steps", "Optimizer steps", "Token budget ÷ (micro-batch × accumulation × GPUs × sequence)."),
-    ("cost", "Cost", "Hours × GPUs × price per GPU-hour."),
+    (
+        "cost",
+        "Cost",
+        "Hours × GPUs × price per GPU-hour: the price you type (Hardware → Price, in your currency), "
+        "else the catalogue's typical cloud price in US dollars.",
+    ),
     ("energy", "Energy", "Hours × GPUs × board power (an upper bound)."),
 )
 
@@ -63,12 +70,23 @@ SERVING_ROWS = (
 )
 
 
+def _cost(estimate: Estimate) -> str:
+    """The cost with its currency and the price it is at: a typed price is in the user's
+    currency, the catalogue's (GpuSpec.hourly_price) in US dollars; no price says what to do."""
+    c = estimate.compute
+    if not math.isfinite(c.cost):
+        return f"{money(c.cost)} — {c.price_source}"
+    if estimate.plan.hardware.price_per_gpu_hour > 0:  # compute.gpu_hour_price: the plan's own
+        return f"{money(c.cost)} at {money(c.price_per_gpu_hour)} per GPU-hour (your price)"
+    return f"${money(c.cost)} at ${money(c.price_per_gpu_hour)} per GPU-hour ({c.price_source})"
+
+
 class TrainingComputePanel(FiguresPanel):
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__("Compute and time", ROWS, "Compute formula", parent)
         # The rows whose text runs long (three FLOPs counts; a typed utilisation beside the
         # modelled one; the speed in total and per GPU) wrap, so they never widen the dock.
-        for key in ("flops_per_token", "utilisation", "tokens_per_second"):
+        for key in ("flops_per_token", "utilisation", "tokens_per_second", "cost"):
             self.values[key].setWordWrap(True)
 
     def _show(self, estimate: Estimate) -> None:
@@ -90,7 +108,7 @@ class TrainingComputePanel(FiguresPanel):
             f"{c.tokens_per_second:,.0f} tokens/s · {c.tokens_per_second_per_gpu:,.0f} per GPU"
         )
         v["steps"].setText(f"{c.steps:,}")
-        v["cost"].setText(money(c.cost))
+        v["cost"].setText(_cost(estimate))
         v["energy"].setText(f"{c.energy_kwh:,.1f} kWh" if c.energy_kwh else "— (board power unknown)")
         parts = "; ".join(f"{p.label} {p.seconds:.3g} s" for p in c.compute_parts)
         problem = f"\n⚠ {c.float8_problem}" if c.float8_problem else ""
@@ -99,6 +117,17 @@ class TrainingComputePanel(FiguresPanel):
             host += f"\n⚑ Host threads: {c.host_step_advice}."
         self.formula.setText(c.formula + (f"\nCompute per step: {parts}." if parts else "") + host + problem)
         self.setToolTip(f"{count(c.flops)} FLOPs")
+
+
+LEGEND_ROW_PX = 24  # one row of two entries, the legend's own 9 pt text
+
+
+class _CountAxis(pg.AxisItem):
+    """An axis of counts: ticks only at whole numbers."""
+
+    def tickValues(self, minVal: float, maxVal: float, size: float) -> list[tuple[float, list[float]]]:
+        levels = super().tickValues(minVal, maxVal, size)
+        return [(max(spacing, 1.0), [v for v in values if float(v).is_integer()]) for spacing, values in levels]
 
 
 class ServingSpeedPanel(FiguresPanel):
@@ -123,29 +152,40 @@ class ServingSpeedPanel(FiguresPanel):
     def _build_plot(self) -> pg.PlotWidget:
         if self._plot is not None:
             return self._plot
-        self._plot = pg.PlotWidget()
+        # Concurrency is a count of requests: whole-number ticks (_CountAxis), nothing left of
+        # zero (one point drew an axis from -0.5 to 2.5); tokens/s are never negative.
+        self._plot = pg.PlotWidget(axisItems={"bottom": _CountAxis("bottom")})
         self._plot.setAccessibleName("Throughput against concurrency")
         self._plot.setMinimumHeight(180)
         self._plot.setLabel("bottom", "concurrent requests")
         self._plot.setLabel("left", "output tokens/s")
         self._plot.showGrid(x=True, y=True, alpha=0.2)
+        item = self._plot.getPlotItem()
+        item.setLimits(xMin=0, yMin=0)
         palette = self.palette()
         self._plot.setBackground(palette.color(palette.ColorRole.Base))
         for name in ("left", "bottom"):
             axis = self._plot.getAxis(name)
             axis.setPen(pg.mkPen(palette.color(palette.ColorRole.Text)))
             axis.setTextPen(pg.mkPen(palette.color(palette.ColorRole.Text)))
-        legend = self._plot.addLegend(offset=(10, 10), labelTextColor=palette.color(palette.ColorRole.Text))
-        self.total_curve = self._plot.plot([], [], pen=pg.mkPen(OKABE_ITO["blue"], width=2), symbol="o", name="total")
-        self.per_curve = self._plot.plot(
-            [], [], pen=pg.mkPen(OKABE_ITO["orange"], width=2), symbol="t", name="per request"
-        )
-        legend.setParentItem(self._plot.getPlotItem().vb)
-        layout = self.layout()
-        assert layout is not None
-        layout.addWidget(self._plot)
+        # The legend takes the (unused) title's row, above the data: anchored in the view box it
+        # lay over the first points, where "per request" is highest and "total" lowest.
+        legend = item.legend = pg.LegendItem(colCount=2, labelTextColor=palette.color(palette.ColorRole.Text))
+        item.layout.removeItem(item.titleLabel)
+        item.layout.addItem(legend, 0, 1)
+        item.layout.setRowFixedHeight(0, LEGEND_ROW_PX)
+        self.total_curve = self._curve(OKABE_ITO["blue"], "o", "total")
+        self.per_curve = self._curve(OKABE_ITO["orange"], "t", "per request")
+        self.content.addWidget(self._plot)
         self._draw()
         return self._plot
+
+    def _curve(self, colour: str, symbol: str, name: str) -> pg.PlotDataItem:
+        """A line with its markers in its own colour (both series' markers were the same navy)."""
+        assert self._plot is not None
+        return self._plot.plot(
+            [], [], pen=pg.mkPen(colour, width=2), symbol=symbol, symbolBrush=colour, symbolPen=colour, name=name
+        )
 
     def _show(self, estimate: Estimate) -> None:
         speed = estimate.inference.speed

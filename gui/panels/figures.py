@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from PySide6.QtCore import Qt
 from PySide6.QtGui import QShowEvent
-from PySide6.QtWidgets import QFormLayout, QLabel, QVBoxLayout, QWidget
+from PySide6.QtWidgets import QFormLayout, QFrame, QLabel, QScrollArea, QVBoxLayout, QWidget
 
 from core.estimate import Estimate
 
@@ -25,6 +25,10 @@ class FiguresPanel(QWidget):
     A hidden tab's labels would be measured again on every layout pass of the window (a
     tab widget sizes itself to all its pages), so a hidden panel keeps the estimate and
     catches up when it is shown.
+
+    The rows, the formula and whatever a subclass adds to ``content`` scroll up and down: at
+    1280 × 720 the serving speed's wrapped assumptions were squeezed to four lines and cut
+    (a word-wrapped label in a full layout gets less than its height for its width).
     """
 
     def __init__(
@@ -39,7 +43,16 @@ class FiguresPanel(QWidget):
         self.setAccessibleName(name)
         self._estimate: Estimate | None = None
         self._stale = False
-        layout = QVBoxLayout(self)
+        scroll = QScrollArea()
+        scroll.setAccessibleName(name)  # a focus stop: a screen reader names it as the panel
+        scroll.setWidgetResizable(True)
+        scroll.setFrameShape(QFrame.Shape.NoFrame)
+        scroll.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)  # the labels wrap
+        body = QWidget()
+        scroll.setWidget(body)
+        QVBoxLayout(self).addWidget(scroll)
+        self.layout().setContentsMargins(0, 0, 0, 0)  # type: ignore[union-attr]
+        self.content = layout = QVBoxLayout(body)
         self.headline: QLabel | None = None
         if headline_name:
             self.headline = _selectable_label(headline_name, wrap=True)

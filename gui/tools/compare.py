@@ -13,12 +13,11 @@ import re
 import textwrap
 
 from PySide6.QtCore import QByteArray, QRectF, QSize, Qt, QTimer, Signal
-from PySide6.QtGui import QBrush, QColor, QFont, QPainter, QPaintEvent, QShowEvent, QUndoCommand
+from PySide6.QtGui import QBrush, QColor, QFont, QFontMetrics, QPainter, QPaintEvent, QShowEvent, QUndoCommand
 from PySide6.QtSvg import QSvgRenderer
 from PySide6.QtWidgets import (
     QAbstractItemView,
     QCheckBox,
-    QHBoxLayout,
     QHeaderView,
     QLabel,
     QPushButton,
@@ -40,6 +39,7 @@ from core.plan import METHOD_LABELS, Plan
 from gui import dialogs, offthread, plaintext, saving
 from gui.display_state import Display
 from gui.format import Unit, hours, memory, money
+from gui.layout import FlowLayout
 from gui.tools import report_export
 from gui.tools.context import ToolContext
 from gui.worker.runner import JobFailed
@@ -95,6 +95,7 @@ class PinnedEdit(QUndoCommand):
         self.panel._set_pinned(self.before)
 
 
+HEADER_PADDING_PX = 12  # the header section's own margins around its text
 HEADER_LINE_CHARS = 18  # a quarter of the dialog's least width, in an average character's width
 
 
@@ -169,8 +170,8 @@ class ComparePanel(QWidget):
         context.display.changed.connect(self._display_changed)
         self.refresh()
 
-    def _build_buttons(self) -> QHBoxLayout:
-        buttons = QHBoxLayout()
+    def _build_buttons(self) -> FlowLayout:
+        buttons = FlowLayout()
         self.pin_button = QPushButton("Pin current plan")
         self.pin_button.setToolTip("Keep a copy of the plan as it is now; edit on and compare")
         self.pin_button.clicked.connect(self.pin_current)
@@ -188,6 +189,9 @@ class ComparePanel(QWidget):
         self.report_button.clicked.connect(self.export_report)
         self.copy_button = QPushButton("Copy as Markdown")
         self.copy_button.clicked.connect(self.copy_markdown)
+        # In rows that wrap to the dock's width: the seven in one row held the dock at ~810 px
+        # (opening the comparison at 1280 × 720 squeezed the memory chart to a sliver), two
+        # fixed rows at ~430 px (at 1024 × 700, a 150 px chart).
         for button in (
             self.pin_button,
             self.open_button,
@@ -198,7 +202,6 @@ class ComparePanel(QWidget):
             self.copy_button,
         ):
             buttons.addWidget(button)
-        buttons.addStretch(1)
         return buttons
 
     # ---- the plans -------------------------------------------------------------------
@@ -364,7 +367,14 @@ class ComparePanel(QWidget):
         rows = comparison.rows()
         table.setColumnCount(len(names))
         table.setRowCount(len(rows))
-        table.setHorizontalHeaderLabels([_header_text(name) for name in names])
+        headers = [_header_text(name) for name in names]
+        table.setHorizontalHeaderLabels(headers)
+        # Each column at least as wide as its header's widest line (bold: the cheapest's); the
+        # table scrolls sideways in a narrow dock rather than cut the plans' names.
+        bold = QFont(table.horizontalHeader().font())
+        bold.setBold(True)
+        widest = max(QFontMetrics(bold).horizontalAdvance(line) for text in headers for line in text.splitlines())
+        table.horizontalHeader().setMinimumSectionSize(widest + HEADER_PADDING_PX)
         for c, name in enumerate(names):
             header_item = table.horizontalHeaderItem(c)
             if header_item is not None:

@@ -20,6 +20,10 @@ from gui.tools.searches import FewestAnswer, FewestRequest, find_fewest
 REFRESH_MS = 150
 
 
+APPLY_TIP = "Make this count and split the plan's (Edit → Undo takes it back)"
+APPLY_WAITING = "Waiting for the answer for this plan"
+
+
 class FewestGpusPanel(SearchPanel):
     applied = Signal(int)  # the GPU count made the plan's
 
@@ -61,8 +65,7 @@ class FewestGpusPanel(SearchPanel):
         self.apply_button = QPushButton("&Apply")
         self.apply_button.setObjectName("fewestApply")
         self.apply_button.setAccessibleName("Use this GPU count and split")
-        self.apply_button.setToolTip("Make this count and split the plan's (Edit → Undo takes it back)")
-        self.apply_button.setEnabled(False)
+        self._set_apply(False, APPLY_WAITING)
         self.apply_button.clicked.connect(self.apply)
         buttons.addWidget(self.apply_button)
         buttons.addStretch(1)
@@ -72,7 +75,7 @@ class FewestGpusPanel(SearchPanel):
         return FewestRequest(self.controller.plan, self.model_parallel.isChecked())
 
     def refresh(self) -> None:
-        self.apply_button.setEnabled(False)  # until the answer for this plan is in
+        self._set_apply(False, APPLY_WAITING)  # until the answer for this plan is in
         super().refresh()
         if not self.searching and self.answer is not None:
             self.show_answer(self.answer)  # the answer shown is for this plan already
@@ -81,7 +84,17 @@ class FewestGpusPanel(SearchPanel):
         self.summary.setText(answer.summary)
         self.arithmetic.setPlainText("\n".join(answer.arithmetic))
         found = answer.found_plan
-        self.apply_button.setEnabled(found is not None and found != self.controller.plan)
+        if found is None:
+            self._set_apply(False, "No GPU count fits: there is nothing to apply")
+        elif found == self.controller.plan:
+            self._set_apply(False, "The plan already uses this count and split")
+        else:
+            self._set_apply(True, APPLY_TIP)
+
+    def _set_apply(self, enabled: bool, why: str) -> None:
+        """Apply on or off, its tooltip saying what it does or why it is off."""
+        self.apply_button.setEnabled(enabled)
+        self.apply_button.setToolTip(why)
 
     def apply(self) -> None:
         answer = self.answer

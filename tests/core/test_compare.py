@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 from core.advice.compare import MAX_PLANS, TOTAL, compare
 from core.cli.app import main
 from core.errors import PlanError, PlanFileError
-from core.estimate import Verdict, estimate
+from core.estimate import Mode, Verdict, estimate
 from core.files.comparison import dumps, from_dict, load, save, to_dict
 from core.files.planfile import save as save_plan
 from core.plan import Method, Precision, Strategy
@@ -42,6 +42,23 @@ def test_rows_are_each_plans_own_figures() -> None:
         assert rows["bucket.weights"].values[index] == est.bucket(est.buckets[0].key).bytes
     # The lesson's 7B 16-bit full fine-tune: 81.9 GB (lesson) in row "Peak + overhead".
     assert round(rows["total"].values[3] / 1e9, 1) == 81.9  # type: ignore[operator]
+
+
+def test_the_price_row_is_the_price_the_cost_is_at() -> None:
+    """Before: a plan on the catalogue's price (the Price field left at 0) showed "Price per
+    GPU-hour 0.00" beside a cost worked out at the catalogue's $2.50 for the A100 80GB SXM
+    (resources/gpus.json, "Modal on-demand list price"); a typed price shows as typed."""
+    base = default_plan().with_hardware(gpu="a100-80gb-sxm")
+    named = [
+        ("catalogue", base.with_hardware(price_per_gpu_hour=0.0)),
+        ("typed", base.with_hardware(price_per_gpu_hour=1.5)),
+    ]
+    for mode in Mode:
+        rows = {r.key: r for r in compare(named, mode).rows()}  # type: ignore[arg-type]
+        assert rows["price"].values == (pytest.approx(2.4984), 1.5)
+    training = {r.key: r for r in compare(named).rows()}  # type: ignore[arg-type]
+    hours = training["hours"].values[0]
+    assert training["cost"].values[0] == pytest.approx(hours * 2.4984)  # type: ignore[operator]
 
 
 def test_differences_are_marked_and_equal_rows_are_not() -> None:

@@ -162,3 +162,19 @@ def test_four_names_read_whole_in_their_headers(window: MainWindow) -> None:
         assert item is not None and "NVIDIA" in item.toolTip()
         widest = max(metrics.horizontalAdvance(line) for line in item.text().splitlines())
         assert widest <= header.sectionSize(column), item.text()
+
+
+@pytest.mark.parametrize(("width", "height"), [(1024, 700), (1280, 720)])
+def test_opening_the_comparison_keeps_the_window_and_its_chart(
+    qtbot: Any, window: MainWindow, width: int, height: int
+) -> None:
+    """Before: the comparison's seven buttons in one row held its dock at ~810 px: opening it
+    at 1280 × 720 grew the window to 1,325 px and squeezed the memory chart to a 60 px sliver;
+    in two fixed rows (~430 px) the chart was 149 px wide at 1024 × 700."""
+    window.resize(width, height)
+    window.show()
+    qtbot.waitExposed(window)
+    window.plan_tools.show_compare().add_plans(four_plans()[:3], "Compare")  # type: ignore[arg-type]
+    qtbot.wait(50)
+    assert (window.width(), window.height()) == (width, height)
+    assert window.chart.plot.width() >= 300

@@ -338,3 +338,17 @@ def test_the_links_read_whole_in_the_form(qtbot: Any, window: MainWindow) -> Non
         for index in range(field.count()):
             text, tip = field.itemText(index), str(field.itemData(index, Qt.ItemDataRole.ToolTipRole))
             assert len(text) <= 24 and tip and (tip.startswith(text) or field.itemData(index) == "auto")
+
+
+def test_fewest_gpus_says_why_apply_is_off(qtbot: Any, window: MainWindow) -> None:
+    """Before: the default plan already runs on the fewest GPUs (one A100 80GB), so Apply was
+    greyed out with the tooltip of an enabled button, "Make this count and split the plan's"."""
+    window.show()
+    qtbot.waitExposed(window)
+    window.plan_tools.show_fewest()
+    panel = window.plan_tools.fewest_panel
+    assert panel is not None
+    qtbot.waitUntil(lambda: panel.answer is not None and not panel.searching, timeout=30_000)
+    assert panel.answer is not None and panel.answer.found_plan == window.controller.plan
+    assert not panel.apply_button.isEnabled()
+    assert "already" in panel.apply_button.toolTip()

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 from PySide6.QtCore import Qt
 
@@ -227,3 +229,24 @@ def test_the_weights_row_is_the_weights_bar_with_what_it_holds_beside_them(windo
     assert window.inference_panel.values["weights"].text() == memory(
         window.controller.estimate.inference.weights_bytes, window.inference_panel.unit
     )
+
+
+def test_the_throughput_legend_is_off_the_points_and_concurrency_whole(qtbot: Any, window: MainWindow) -> None:
+    """Before: the legend was anchored in the plot's view box, over the first points (where
+    "per request" is highest), and SGLang's one running request on an RTX 4090 drew a
+    concurrency axis from -0.5 to 2.5 with ticks at 0.5, 1.5."""
+    window.resize(1280, 720)
+    window.show()
+    qtbot.waitExposed(window)
+    window.inference_action.trigger()
+    plan = llama_on_h100(engine="sglang", context=8192, concurrent=4).with_hardware(gpu="rtx-4090")
+    window.controller.reset(plan)
+    window.tabs.setCurrentWidget(window.compute_panel)
+    qtbot.wait(20)
+    plot = window.compute_panel.serving.plot
+    item = plot.getPlotItem()
+    assert not item.legend.sceneBoundingRect().intersects(item.vb.sceneBoundingRect())
+    low, high = item.vb.viewRange()[0]
+    assert low >= 0
+    ticks = [value for _spacing, values in plot.getAxis("bottom").tickValues(low, high, 300) for value in values]
+    assert ticks and all(float(value).is_integer() for value in ticks), ticks

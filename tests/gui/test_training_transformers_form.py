@@ -38,7 +38,7 @@ def test_the_choices_read_as_release_lines(window: MainWindow) -> None:
     combo = window.method_form.training_transformers
     texts = [combo.itemText(i) for i in range(combo.count())]
     assert texts == [
-        "4.31 – 4.45 (float32 logits, shifted copy)",
+        "4.31 – 4.45 (float32 logits, copied)",
         "4.46 – 4.48 (shifted float32 copy)",
         "4.49 and later",
     ]

@@ -15,6 +15,8 @@ from PySide6.QtWidgets import (
     QLabel,
     QLineEdit,
     QScrollArea,
+    QStyle,
+    QStyleOptionComboBox,
     QWidget,
 )
 
@@ -288,3 +290,63 @@ def test_the_cards_notes_are_as_tall_as_their_lines(qtbot: Any, window: MainWind
     for note in (form.card, form.limits):
         assert note.text()  # the default card has both: its speed, and fp8 it cannot run
         assert note.height() == note.heightForWidth(note.width()), note.accessibleName()
+
+
+def _squeezed(root: QWidget) -> list[str]:
+    """Visible word-wrapped labels shorter than their wrapped text: the last lines cut off."""
+    found = []
+    for label in root.findChildren(QLabel):
+        if label.isVisibleTo(root) and label.wordWrap() and label.text():
+            need = label.heightForWidth(label.width())
+            if label.height() < need:
+                found.append(f"{label.accessibleName()}: {label.height()} < {need} px")
+    return found
+
+
+def test_the_serving_speed_shows_its_assumptions_whole_at_1280_by_720(qtbot: Any, window: MainWindow) -> None:
+    """Before: Hugging Face generate's assumptions (four requests, three running, the rest
+    waiting) were cut after four lines at 1280 × 720: the Compute tab did not scroll, so its
+    wrapped labels were squeezed between the figures and the throughput plot."""
+    plan = plan_for_model("llama-3.1-8b").with_hardware(gpu="rtx-4090")
+    window.set_chart_mode("inference")
+    window.controller.reset(plan.with_inference(engine="hf", context=8192, concurrent=4))
+    shown_at(qtbot, window, 1280, 720)
+    window.tabs.setCurrentWidget(window.compute_panel)
+    qtbot.wait(100)
+    assert _squeezed(window.compute_panel) == []
+    assert window.compute_panel.serving.plot.height() >= 180
+
+
+def _elided_choices(root: QWidget) -> list[str]:
+    """Choices of the visible drop-down lists wider than the box that shows the chosen one."""
+    found = []
+    for combo in root.findChildren(QComboBox):
+        if not combo.isVisibleTo(root) or combo.isEditable():
+            continue
+        option = QStyleOptionComboBox()
+        combo.initStyleOption(option)
+        field = QStyle.SubControl.SC_ComboBoxEditField
+        room = combo.style().subControlRect(QStyle.ComplexControl.CC_ComboBox, option, field, combo).width()
+        for index in range(combo.count()):
+            text = combo.itemText(index)
+            if combo.fontMetrics().horizontalAdvance(text) > room:
+                found.append(f"{combo.accessibleName()}: {text!r}")
+    return found
+
+
+def test_every_choice_shows_whole_in_the_plan_column_at_1280_by_720(qtbot: Any, window: MainWindow) -> None:
+    """Before: four choices were cut once picked, e.g. vLLM's sampler "auto (pip install: no
+    FlashInfer sampl", the precision "fp16 AMP (float32 weights, GradS"."""
+    from gui.screenshot import parallel_plan
+
+    shown_at(qtbot, window, 1280, 720)
+    base = plan_for_model("llama-3.1-8b")
+    found: set[str] = set()
+    plans = [("training", base.with_changes(method=Method.QLORA)), ("training", parallel_plan())]
+    plans += [("inference", base.with_inference(engine=engine)) for engine in ("vllm", "sglang", "hf", "llamacpp")]
+    for mode, plan in plans:
+        window.set_chart_mode(mode)
+        window.controller.reset(plan)
+        qtbot.wait(10)
+        found.update(_elided_choices(window.plan_dock.widget()))
+    assert sorted(found) == []
