@@ -67,11 +67,13 @@ def hours(value: float) -> str:
     return f"{value:,.1f} h"
 
 
-def money(value: float) -> str:
-    """An amount in the price's currency (2 decimals); an unknown price reads "unknown"."""
+def money(value: float, currency: str = "") -> str:
+    """An amount in the price's currency (2 decimals), after its sign where the currency is known
+    (``Compute.currency``: "$" for the catalogue's US-dollar prices; a typed price is in the user's
+    own currency and shows bare); an unknown price reads "unknown"."""
     if not math.isfinite(value):
         return UNKNOWN
-    return f"{value:,.2f}"
+    return f"{currency}{value:,.2f}"
 
 
 def gb(n_bytes: float) -> str:

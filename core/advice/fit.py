@@ -17,8 +17,9 @@ from typing import Final
 from core.catalogue import GpuSpec, load_gpus
 from core.errors import PlanError
 from core.estimate import Estimate, Verdict, estimate
-from core.format import hours, money
+from core.format import counted, hours, money
 from core.plan import GPUS_PER_NODE, Method, Offload, Plan, Strategy
+from core.training.compute import PRICE_FROM_PLAN, price_currency
 from core.units import GB
 
 COUNTS: Final = tuple(range(1, 9))
@@ -28,7 +29,12 @@ COUNTS: Final = tuple(range(1, 9))
 class CardFit:
     plan: Plan  # the plan on this card and count: what "apply" makes current
     estimate: Estimate
-    price_from: str = "the plan"  # the source of the price per GPU-hour
+    price_from: str = PRICE_FROM_PLAN  # the source of the price per GPU-hour ("given": a price typed per card)
+
+    @property
+    def currency(self) -> str:
+        """The sign its price and cost show: a typed price is the user's currency (core.training.compute)."""
+        return "" if self.price_from == "given" else price_currency(self.price, self.price_from)
 
     @property
     def gpu(self) -> GpuSpec:
@@ -308,8 +314,9 @@ class FewestGpus:
         comp = found.estimate.compute
         lines.append(f"time for {w.tokens:,} tokens: {comp.formula}")
         lines.append(
-            f"cost = {comp.hours:,.2f} h × {found.count} GPUs × {money(comp.price_per_gpu_hour)} "
-            f"per GPU-hour ({comp.price_source}) = {money(comp.cost)}"
+            f"cost = {comp.hours:,.2f} h × {counted(found.count, 'GPU')} × "
+            f"{money(comp.price_per_gpu_hour, comp.currency)} per GPU-hour ({comp.price_source}) = "
+            f"{money(comp.cost, comp.currency)}"
         )
         lines += self._beyond_lines()
         return tuple(lines)
@@ -326,8 +333,8 @@ class FewestGpus:
             if row is not None and row is not found:
                 comp = row.estimate.compute
                 lines.append(
-                    f"{name}: {row.count} GPUs{_nodes_text(row.plan)} with {row.layout}, "
-                    f"{hours(comp.hours)} and {money(comp.cost)}"
+                    f"{name}: {counted(row.count, 'GPU')}{_nodes_text(row.plan)} with {row.layout}, "
+                    f"{hours(comp.hours)} and {money(comp.cost, comp.currency)}"
                 )
         return lines
 
@@ -339,13 +346,16 @@ class FewestGpus:
         comp = found.estimate.compute
         text = (
             f"{found.count} × {name}{_nodes_text(found.plan)} with {found.layout}: "
-            f"{found.estimate.total_bytes / GB:.1f} GB per GPU, {hours(comp.hours)} and {money(comp.cost)} "
+            f"{found.estimate.total_bytes / GB:.1f} GB per GPU, {hours(comp.hours)} and "
+            f"{money(comp.cost, comp.currency)} "
             f"for {self.base.workload.tokens:,} tokens"
         )
         for label, row in (("fastest", self.fastest), ("cheapest", self.cheapest)):
             if row is not None and row is not found:
                 other = row.estimate.compute
-                text += f"; {label}: {row.count} GPUs, {hours(other.hours)}, {money(other.cost)}"
+                text += (
+                    f"; {label}: {counted(row.count, 'GPU')}, {hours(other.hours)}, {money(other.cost, other.currency)}"
+                )
         return text
 
 

@@ -81,7 +81,7 @@ def render_fit(plan: Plan, rows: tuple[CardFit, ...]) -> str:
             f"{mark} {r.gpu.name[:30]:<30} {r.count:>2} {r.sharding.value:<8} "
             f"{r.estimate.total_bytes / GB:>7.1f} GB {r.estimate.capacity_bytes / GB:>6.1f} GB  "
             f"{VERDICT_LABELS[r.verdict]:<13} {hours(r.hours):>9} {_price(r.price):>7}"
-            f"{' ' if r.price_from == 'the plan' or not math.isfinite(r.price) else 'p'} {money(r.cost):>10}"
+            f"{' ' if not r.currency else 'p'} {money(r.cost, r.currency):>10}"
         )
     lines.append(f"* cheapest that fits: {best.gpu.name} × {best.count}" if best else "no card in the catalogue fits")
     return "\n".join(lines)

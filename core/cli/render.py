@@ -336,7 +336,7 @@ def render_estimate(est: Estimate, gib: bool = False) -> str:
         "",
         f"  compute  {est.compute.flops:.1e} FLOPs, {hours(est.compute.hours)} on {plan.world_size} GPU(s) "
         f"at {_utilisation_text(est)}, "
-        f"{est.compute.tokens_per_second:,.0f} tokens/s, cost {money(est.compute.cost)}"
+        f"{est.compute.tokens_per_second:,.0f} tokens/s, cost {money(est.compute.cost, est.compute.currency)}"
         + (f" ({est.compute.price_source})" if not math.isfinite(est.compute.cost) else ""),
         _mfu_line(est),
         *_step_lines(est),

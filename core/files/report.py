@@ -436,7 +436,7 @@ def _html_training(est: Estimate, unit: str) -> list[str]:
     out.append("</table><h3>Time and cost</h3>")
     out.append(f"<p><code>{escape(est.compute.formula)}</code></p>")
     out.append(
-        f"<p>{hours(est.compute.hours)}, cost {money(est.compute.cost)}, "
+        f"<p>{hours(est.compute.hours)}, cost {money(est.compute.cost, est.compute.currency)}, "
         f"{est.compute.tokens_per_second:,.0f} tokens/s, {est.compute.steps:,} optimizer steps</p>"
     )
     if est.compute.comm_terms:

@@ -70,7 +70,7 @@ class Compute:
     formula: str
     dtype: str = "bf16"  # the dtype the matmuls run in (what peak_tflops is for)
     price_per_gpu_hour: float = math.nan  # the price the cost is at (NaN: unknown)
-    price_source: str = ""  # "the plan", the catalogue's source, or why there is none
+    price_source: str = ""  # PRICE_FROM_PLAN, the catalogue's source, or why there is none
     # Why the card cannot run ``dtype`` natively (no bf16 on a T4 or V100), or None.
     dtype_problem: str | None = None
     # Several GPUs (core.parallel.comm): per optimizer step.
@@ -100,6 +100,11 @@ class Compute:
     compute_parts: tuple[ComputePart, ...] = ()
     float8_problem: str | None = None  # float8 asked on a card without FP8 tensor cores
 
+    @property
+    def currency(self) -> str:
+        """The sign the cost and its price show (:func:`price_currency`)."""
+        return price_currency(self.price_per_gpu_hour, self.price_source)
+
 
 def compute_dtype(plan: Plan) -> str:
     """The card rate the step runs at: the memory model's compute dtype (:func:`core.roles.compute_dtype`,
@@ -113,12 +118,24 @@ def flops_per_token(plan: Plan, counts: ParamCounts) -> tuple[float, str]:
     return flops.hardware, " + ".join(t.label for t in flops.terms)
 
 
+# Where a price typed into the plan comes from (hardware.price_per_gpu_hour, --price): in the user's own
+# currency, which the program does not know.
+PRICE_FROM_PLAN: Final = "the plan"
+
+
+def price_currency(price: float, source: str) -> str:
+    """The currency sign of a price per GPU-hour from ``source``: the catalogue's prices are US dollars
+    (resources/gpus.json: each card's hourly price cites a US list price), a typed one is the user's own
+    (no sign), an unknown one has none."""
+    return "" if source == PRICE_FROM_PLAN or not math.isfinite(price) else "$"
+
+
 def gpu_hour_price(plan: Plan, gpu: GpuSpec) -> tuple[float, str]:
     """The price per GPU-hour the cost is at, and where it comes from: the plan's own when it
     gives one (hardware.price_per_gpu_hour > 0), else the catalogue's typical cloud price for
     the card, else unknown (NaN) — never a made-up figure."""
     if plan.hardware.price_per_gpu_hour > 0:
-        return plan.hardware.price_per_gpu_hour, "the plan"
+        return plan.hardware.price_per_gpu_hour, PRICE_FROM_PLAN
     listed = gpu.hourly_price()
     if listed is not None:
         return listed

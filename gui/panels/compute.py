@@ -76,9 +76,8 @@ def _cost(estimate: Estimate) -> str:
     c = estimate.compute
     if not math.isfinite(c.cost):
         return f"{money(c.cost)} — {c.price_source}"
-    if estimate.plan.hardware.price_per_gpu_hour > 0:  # compute.gpu_hour_price: the plan's own
-        return f"{money(c.cost)} at {money(c.price_per_gpu_hour)} per GPU-hour (your price)"
-    return f"${money(c.cost)} at ${money(c.price_per_gpu_hour)} per GPU-hour ({c.price_source})"
+    where = c.price_source if c.currency else "your price"
+    return f"{money(c.cost, c.currency)} at {money(c.price_per_gpu_hour, c.currency)} per GPU-hour ({where})"
 
 
 class TrainingComputePanel(FiguresPanel):

@@ -13,6 +13,7 @@ from PySide6.QtCore import Qt, Signal
 from PySide6.QtGui import QFontDatabase
 from PySide6.QtWidgets import QCheckBox, QHBoxLayout, QLabel, QPlainTextEdit, QPushButton, QVBoxLayout, QWidget
 
+from core.format import counted
 from gui.tools.context import ToolContext
 from gui.tools.live import SearchPanel
 from gui.tools.searches import FewestAnswer, FewestRequest, find_fewest
@@ -100,7 +101,7 @@ class FewestGpusPanel(SearchPanel):
         answer = self.answer
         if answer is None or answer.found_plan is None or answer.request.plan != self.controller.plan:
             return
-        text = f"Use {answer.found_count} GPUs ({answer.found_layout})"
+        text = f"Use {counted(answer.found_count, 'GPU')} ({answer.found_layout})"
         error = self.controller.set_plan(answer.found_plan, text=text)
         if error is None:
             self.applied.emit(answer.found_count)

@@ -108,9 +108,9 @@ class FitCardsPanel(SearchPanel):
         self.summary.setText(
             f"{plan.model.name}, {plan.method.value}: "
             + (
-                f"cheapest that fits is {best.gpu_name} × {best.count} ({money(best.cost)} at "
-                f"{best.price:g} per GPU-hour, {hours(best.hours)}). Prices marked * are the catalogue's "
-                "typical cloud prices; a card without one has an unknown cost."
+                f"cheapest that fits is {best.gpu_name} × {best.count} ({money(best.cost, best.currency)} at "
+                f"{money(best.price, best.currency)} per GPU-hour, {hours(best.hours)}). Prices marked * are the "
+                "catalogue's typical cloud prices, in US dollars; a card without one has an unknown cost."
                 if best
                 else "no catalogue card fits, even eight of them."
             )
@@ -137,8 +137,8 @@ class FitCardsPanel(SearchPanel):
             memory(row.capacity_bytes, unit),
             VERDICT_LABELS[row.verdict],
             hours(row.hours),
-            money(row.price) + ("" if row.price_from == "the plan" else " *"),
-            money(row.cost),
+            money(row.price, row.currency) + (" *" if row.currency else ""),
+            money(row.cost, row.currency),
             f"{row.tokens_per_second:,.0f}",
         )
         items = []

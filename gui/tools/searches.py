@@ -45,6 +45,7 @@ class CardRow:
     hours: float
     price: float
     price_from: str
+    currency: str  # the sign price and cost show (CardFit.currency)
     cost: float
     tokens_per_second: float
 
@@ -82,6 +83,7 @@ def find_cards(request: CardsRequest) -> CardsAnswer:
             hours=fit.hours,
             price=fit.price,
             price_from=fit.price_from,
+            currency=fit.currency,
             cost=fit.cost,
             tokens_per_second=fit.estimate.compute.tokens_per_second,
         )

@@ -123,6 +123,31 @@ def test_cards_with_a_catalogue_price_are_priced_at_it() -> None:
     assert best is None or best.gpu.hourly_price() is not None
 
 
+def test_money_carries_its_currency_where_it_is_known() -> None:
+    # One answer everywhere: the Compute tab said "$1,401.55 at $3.78 per GPU-hour", while Which cards
+    # fit, Fewest GPUs and the CLI printed "1.90 at 1.57". The catalogue's prices are US list prices
+    # (resources/gpus.json, each with its source); a typed price is in the user's own currency.
+    priced = next(g for g in load_gpus() if g.hourly_price() is not None)
+    rows = cards_for(default_plan(), counts=(1,), prices={"rtx-4090": 0.01})
+    catalogue = next(r for r in rows if r.gpu.id == priced.id)
+    assert catalogue.currency == "$"
+    assert next(r for r in rows if r.gpu.id == "rtx-4090").currency == ""  # typed per card
+    own = estimate(default_plan().with_hardware(gpu=priced.id, price_per_gpu_hour=0.5)).compute
+    assert own.currency == "" and estimate(default_plan().with_hardware(gpu=priced.id)).compute.currency == "$"
+    unpriced = next(r for r in rows if r.gpu.hourly_price() is None)
+    assert unpriced.currency == ""  # an unknown cost has no currency: "unknown"
+
+
+def test_the_fewest_gpus_text_counts_one_gpu_as_one(capsys: pytest.CaptureFixture[str]) -> None:
+    # "1 GPUs" in Fewest GPUs' lines; and the catalogue-priced cost with its "$".
+    plan = plan_for_model("llama-3.2-1b", method=Method.LORA).with_hardware(gpu="h100-sxm")
+    found = fewest_gpus(plan)
+    assert found.found is not None and found.found.count == 1
+    text = "\n".join(found.arithmetic())
+    assert " 1 GPUs" not in text and "× 1 GPU ×" in text
+    assert "$" in found.summary() and "$" in text
+
+
 # ---- the fewest GPUs of one card (issue 15) --------------------------------------------------
 def _full(model: str, gpu: str, seq_len: int) -> Plan:
     plan = plan_for_model(model, method=Method.FULL, checkpointing=True)
