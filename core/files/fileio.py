@@ -311,3 +311,9 @@ def write_file(path: str | os.PathLike[str], data: bytes | str, *, force: bool =
             atomic_write_bytes(path, data, force=force)
     except OSError as exc:
         raise PlanFileError(str(path), f"cannot be written ({exc.strerror or exc})") from None
+    except UnicodeEncodeError as exc:  # before anything is written: the old file stays whole
+        # A lone surrogate: bytes of a name or argument that were not UTF-8 (`--title $'\xff'`,
+        # `--command`), or a "\ud800" escape read from JSON; UTF-8 cannot hold it (a traceback
+        # before 2026-12-04).
+        bad = exc.object[exc.start : exc.end]
+        raise PlanFileError(str(path), f"cannot be written: the text holds {bad!r}, which is not UTF-8") from None

@@ -795,6 +795,50 @@ def test_a_save_to_a_name_ending_in_a_slash_creates_nothing(tmp_path: Path, caps
     assert code == 2 and "ends with a slash" in err and os.listdir(tmp_path) == []
 
 
+@POSIX
+def test_a_report_of_a_plan_file_named_with_non_utf8_bytes(
+    tmp_path: Path, saved_plan: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The plan's name comes from its file name; `\\xff` there (a surrogate escape) made every
+    report and saved comparison raise UnicodeEncodeError. Now the byte is shown as U+FFFD."""
+    odd = os.fsdecode(os.fsencode(str(tmp_path)) + b"/a\xffb.json")
+    os.rename(saved_plan, odd)
+    assert run(capsys, "report", odd, "--md", str(tmp_path / "r.md"))[0] == 0
+    assert (tmp_path / "r.md").read_text(encoding="utf-8").startswith("# Plan: a\ufffdb")
+    assert run(capsys, "compare", odd, "--save", str(tmp_path / "c.json"))[0] == 0
+
+
+def test_a_comparison_naming_a_plan_with_a_lone_surrogate_is_one_message(
+    tmp_path: Path, saved_plan: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """JSON may spell "\\ud800"; the name was taken, and the report of it raised UnicodeEncodeError."""
+    plan = json.loads(saved_plan.read_text())
+    bad = tmp_path / "c.json"
+    bad.write_text(
+        json.dumps({"format": "vramplan-comparison", "version": 1, "plans": [{"name": "x\ud800", "plan": plan}]})
+    )
+    code, _, err = run(capsys, "report", str(bad), "--md", str(tmp_path / "r.md"))
+    assert code == 2 and "plans[0].name" in err and "lone surrogates" in err and err.count("\n") == 1
+    assert not (tmp_path / "r.md").exists()
+
+
+@POSIX
+@pytest.mark.parametrize("flag", ["--title", "--command"])
+def test_an_argument_of_non_utf8_bytes_is_one_message_and_writes_nothing(
+    tmp_path: Path, saved_plan: Path, capsys: pytest.CaptureFixture[str], flag: str
+) -> None:
+    """`--title $'t\\xff'` reached the UTF-8 encoder of the writer: a traceback."""
+    out = tmp_path / "out.txt"
+    value = os.fsdecode(b"t\xffrain.py")
+    if flag == "--title":
+        argv = ["report", str(saved_plan), "--md", str(out), flag, value]
+    else:
+        argv = ["export", "--plan", str(saved_plan), "--to", "torchrun", "--out", str(out), flag, value]
+    code, _, err = run(capsys, *argv)
+    assert code == 2 and "which is not UTF-8" in err and err.strip().count("\n") == 0
+    assert not out.exists() and os.listdir(tmp_path) == [saved_plan.name]
+
+
 def test_a_name_with_a_nul_is_the_projects_error(saved_plan: Path) -> None:
     """os.open raises ValueError, not OSError, for a NUL in the name; it escaped every reader
     (plan, comparison, measurement, config.json, training config) and the savers."""
