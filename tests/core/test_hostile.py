@@ -169,6 +169,24 @@ def test_measurement_with_an_integer_of_5000_digits(tmp_path: Path) -> None:
     assert "not valid JSON" in one_line_error(load_measurement, path)
 
 
+@pytest.mark.parametrize("peak", ["1e308", "9223372036854775808", '"' + "x" * 20000 + '"'])
+def test_a_measured_peak_no_allocator_counts_is_one_short_message(tmp_path: Path, peak: str) -> None:
+    """1e308 bytes was taken (and shown as a 300-digit figure); a 20,000-character string was
+    repeated whole in the message. The allocator's counters are int64 (pytorch b892b2309ad4,
+    c10/core/CachingDeviceAllocator.h, struct Stat)."""
+    path = tmp_path / "m.json"
+    path.write_text('{"format": "vramplan-measurement", "case": {}, "peak_allocated_bytes": ' + peak + "}")
+    assert "from 0 to 2**63 - 1" in one_line_error(load_measurement, path)
+
+
+def test_a_measured_peak_of_int64_max_and_a_wild_breakdown_entry(tmp_path: Path) -> None:
+    path = tmp_path / "m.json"
+    doc = {"format": "vramplan-measurement", "case": {}, "peak_allocated_bytes": 2**63 - 1}
+    path.write_text(json.dumps({**doc, "breakdown_at_peak": {"weights": 10, "huge": 1e308, "negative": -5}}))
+    measured = load_measurement(path)
+    assert measured.peak_allocated_bytes == 2**63 - 1 and dict(measured.breakdown) == {"weights": 10}
+
+
 # ---- item 5: saving keeps mode, owner and links; refuses what is not a file -----------
 
 
