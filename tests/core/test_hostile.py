@@ -13,6 +13,7 @@ import itertools
 import json
 import math
 import os
+import shlex
 import stat
 import struct
 import subprocess
@@ -855,6 +856,20 @@ def test_an_argument_of_non_utf8_bytes_is_one_message_and_writes_nothing(
     code, _, err = run(capsys, *argv)
     assert code == 2 and "which is not UTF-8" in err and err.strip().count("\n") == 0
     assert not out.exists() and os.listdir(tmp_path) == [saved_plan.name]
+
+
+def test_the_megatron_command_keeps_a_model_path_with_a_space_or_hash_whole(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The run_recipe.py line printed `model.hf_model_id=/data/my models/llama#3` unquoted: a
+    shell split it at the space and dropped every override after the '#'."""
+    config = tmp_path / "config.json"
+    config.write_text(json.dumps({**LLAMA, "_name_or_path": "/data/my models/llama#3"}))
+    code, out, _ = run(capsys, "export", "--config", str(config), "--to", "megatron-bridge")
+    line = next(x for x in out.splitlines() if "run_recipe.py" in x).removeprefix("# ")
+    words = shlex.split(line)
+    assert code == 0 and "model.hf_model_id=/data/my models/llama#3" in words
+    assert any(w.startswith("model.tensor_model_parallel_size=") for w in words)
 
 
 def test_a_name_with_a_nul_is_the_projects_error(saved_plan: Path) -> None:
