@@ -83,14 +83,15 @@ def confirm(parent: QWidget | None, title: str, text: str) -> bool:
     return answer == buttons.Yes
 
 
-def confirm_replace(parent: QWidget | None, path: str) -> bool:
-    """True to replace ``path``, an existing file VRAM Planner did not write."""
-    return confirm(
-        parent,
-        "Replace a file VRAM Planner did not write?",
-        f"{escape_controls(path)}\nexists and is not a file VRAM Planner wrote.\n\n"
-        "Replace it? What it holds now will be lost.",
-    )
+def confirm_replace(parent: QWidget | None, path: str, why: str = "") -> bool:
+    """True to replace ``path``, an existing file VRAM Planner did not write, or one of
+    another kind (``why``: the refusal's reason, as core.files.fileio.NotOurFileError gives it)."""
+    if why and not why.startswith("exists and is not"):
+        title, said = "Replace a file of another kind?", why.split(";")[0]
+    else:
+        title, said = "Replace a file VRAM Planner did not write?", "exists and is not a file VRAM Planner wrote"
+    text = f"{escape_controls(path)}\n{escape_controls(said)}.\n\nReplace it? What it holds now will be lost."
+    return confirm(parent, title, text)
 
 
 def ask_save_changes(parent: QWidget | None, document: str) -> SaveChoice:

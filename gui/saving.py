@@ -20,8 +20,8 @@ def write_confirmed(parent: QWidget | None, failure_title: str, path: str, write
     try:
         write(False)
         return True
-    except NotOurFileError:
-        if not dialogs.confirm_replace(parent, path):
+    except NotOurFileError as refused:
+        if not dialogs.confirm_replace(parent, path, refused.reason):
             return False
     except (PlanFileError, PlanError, OSError) as error:
         dialogs.error(parent, failure_title, str(error))

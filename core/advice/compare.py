@@ -258,6 +258,14 @@ def _bucket_bytes(est: Estimate, key: str) -> float:
 def check_name(name: object, index: int) -> str:
     if not isinstance(name, str) or not name.strip() or len(name) > MAX_NAME_CHARS:
         raise PlanError(f"plans[{index}].name", name, f"a name of 1 to {MAX_NAME_CHARS:,} characters")
+    try:
+        name.encode("utf-8")
+    except UnicodeEncodeError:
+        # "\ud800" in a comparison file: no report or saved comparison could hold it, as
+        # core.model.check_text refuses it in a model's name.
+        raise PlanError(
+            f"plans[{index}].name", name, "text without lone surrogates", "cannot be saved as UTF-8"
+        ) from None
     return name.strip()
 
 

@@ -79,9 +79,10 @@ def run(args: argparse.Namespace) -> str:
         if args.out:
             _write(args.out, result.text, args.force)
         return json_text(document)
+    if args.out:  # written before the notes about it: a refused write is then the one message
+        _write(args.out, result.text, args.force)
     _say_unexpressed(result)
     if args.out:
-        _write(args.out, result.text, args.force)
         say(f"vramplan: wrote {one_line(args.out)} ({result.label})\n")
         return ""
     return result.text

@@ -46,7 +46,7 @@ def run(args: argparse.Namespace) -> str:
             "PDF reports are drawn with the app's Qt (PySide6), which is not available here; "
             "use --html and print it, or run the installed vramplan with its GUI"
         )
-    save_target(path, force=args.force)  # refuse a target before the work of a report
+    save_target(path, force=args.force, kind="report")  # refuse a target before the work of a report
     named = load_named_plans(args.plans)
     report = build_report(named, args.title or "", unit="GiB" if args.gib else "GB", mode=Mode(args.mode))
     if kind == "pdf":

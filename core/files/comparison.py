@@ -75,7 +75,9 @@ def load_named(paths: Sequence[str | os.PathLike[str]]) -> list[tuple[str, Plan]
         if isinstance(document, Mapping) and document.get("format") == FORMAT:
             named += [(p.name, p.plan) for p in load(path).plans]
         else:
-            stem = Path(path).name.removesuffix(".json").removesuffix(".vramplan")
+            # A file name of non-UTF-8 bytes (surrogate escapes) named a plan no report could write.
+            name = os.fsencode(Path(path).name).decode("utf-8", "replace")
+            stem = name.removesuffix(".json").removesuffix(".vramplan")
             named.append((stem, load_plan(path)))
     return named
 

@@ -76,36 +76,66 @@ def read_regular_file(path: str | os.PathLike[str], max_bytes: int, kind: str) -
             if size > max_bytes:
                 raise PlanFileError(where, f"is {size:,} bytes, over the {max_bytes:,} read; {kind} is a few kB")
             raw = handle.read(max_bytes + 1)
-    except OSError as exc:
-        raise PlanFileError(where, f"cannot be read ({exc.strerror or exc})") from None
+    except (OSError, ValueError) as exc:  # ValueError: a NUL in the name
+        raise PlanFileError(where, f"cannot be read ({getattr(exc, 'strerror', None) or exc})") from None
     if len(raw) > max_bytes:  # it grew after the size check
         raise PlanFileError(where, f"is over the {max_bytes:,} bytes read; {kind} is a few kB")
     return raw
 
 
 # ---- what VRAM Planner wrote ------------------------------------------------------------
-# Every file the app writes carries one of these near its start or its end: plan and
-# comparison files their "format", reports their footer ("VRAM Planner 0.9.0 · generated")
-# or generator tag, chart pictures their title (PNG tEXt, SVG <title>), PDFs their Creator
-# (UTF-16, as Qt's QPdfWriter writes it), launch configs their first comment line.
-SIGNATURES: Final = (
-    re.compile(rb'"format"\s*:\s*"vramplan-[a-z]+"'),
-    re.compile("VRAM Planner [0-9][^ ]* · generated".encode()),
-    re.compile(rb'<meta name="generator" content="VRAM Planner'),
-    re.compile(rb"VRAM Planner memory chart"),
-    re.compile(rb"written by VRAM Planner"),
-    re.compile(rb"tool,VRAM Planner,"),
-    re.compile(re.escape(b"/Creator (\xfe\xff" + "VRAM Planner".encode("utf-16-be"))),
+# Every file the app writes carries a mark at a fixed place, and the mark says what kind of
+# document it is: plan and comparison files open with their "format" (the first key), HTML
+# reports with their generator tag, Markdown and HTML reports end with their footer line
+# ("VRAM Planner 0.9.0 · generated"), CSV reports with their tool line, chart pictures are a
+# PNG or SVG whose title is the chart's, PDFs carry their Creator (UTF-16, as Qt's QPdfWriter
+# writes it), launch configs open with their comment line. A mark anywhere else is not one:
+# a shell script or notes that merely quote "written by VRAM Planner" or a plan are the
+# user's (2026-12-04: `report --md run.sh` replaced such a script without --force).
+_HEAD_MARKS: Final = (
+    (re.compile(rb'\A\s*\{\s*"format"\s*:\s*"vramplan-(?P<kind>[a-z]+)"'), ""),
+    (
+        re.compile(
+            rb"\A<!DOCTYPE html><html[^>]{0,40}><head>"
+            rb'<meta charset="utf-8"><meta name="generator" content="VRAM Planner'
+        ),
+        "report",
+    ),
+    (re.compile(rb"\A# [A-Za-z][\w.-]*(?: [\w.-]+){0,3} written by VRAM Planner\b"), "launch config"),
+    (re.compile(rb"\A(?:\x89PNG\r\n\x1a\n|<\?xml|<svg)[\s\S]{0,4096}?VRAM Planner memory chart"), "chart"),
 )
+_END_MARKS: Final = (
+    re.compile("VRAM Planner [0-9][^ \n]* · generated[^\n]*\n?\\Z".encode()),  # Markdown, HTML
+    re.compile(rb"\n,tool,VRAM Planner,[^\n]*\n?\Z"),  # CSV
+)
+_PDF_CREATOR: Final = re.compile(re.escape(b"/Creator (\xfe\xff" + "VRAM Planner".encode("utf-16-be")))
 SIGNATURE_SPAN: Final = 65_536  # bytes read at each end of an existing file to find one
+
+
+def vramplan_kind(head: bytes, tail: bytes = b"") -> str | None:
+    """What kind of VRAM Planner document a file whose first and last bytes are these is
+    ("plan", "comparison", "report", "chart", "launch config"), or None: not one of ours.
+    ``tail`` is empty when ``head`` is the whole file."""
+    for pattern, kind in _HEAD_MARKS:
+        match = pattern.search(head)
+        if match is not None:
+            return kind or match.group("kind").decode()
+    if any(pattern.search(tail or head) for pattern in _END_MARKS):
+        return "report"
+    if head.startswith(b"%PDF-") and (_PDF_CREATOR.search(head) or _PDF_CREATOR.search(tail)):
+        return "report"
+    return None
 
 
 def written_by_vramplan(head: bytes, tail: bytes = b"") -> bool:
     """Whether a file whose first and last bytes are these is one VRAM Planner wrote
     (an empty file counts: replacing it loses nothing)."""
-    if not head and not tail:
-        return True
-    return any(pattern.search(head) or pattern.search(tail) for pattern in SIGNATURES)
+    return (not head and not tail) or vramplan_kind(head, tail) is not None
+
+
+def _ends(data: bytes) -> tuple[bytes, bytes]:
+    """The bytes :func:`_ends_of` would read of a file holding ``data``."""
+    return data[:SIGNATURE_SPAN], data[max(SIGNATURE_SPAN, len(data) - SIGNATURE_SPAN) :]
 
 
 def _ends_of(path: Path, size: int) -> tuple[bytes, bytes]:
@@ -146,7 +176,9 @@ def _new_file_mode() -> int:
 def _temp_stem(target_name: str) -> str:
     """The target's name as a temporary's name carries it (shortened, so that the
     temporary's name stays within the 255 bytes a file name may have)."""
-    return target_name if len(target_name.encode()) <= _TEMP_STEM_CHARS else target_name[: _TEMP_STEM_CHARS // 4]
+    # os.fsencode, not str.encode: a name of non-UTF-8 bytes reaches here as surrogate escapes
+    # (`--save $'bad\xff.json'` raised UnicodeEncodeError, a traceback, before 2026-12-04).
+    return target_name if len(os.fsencode(target_name)) <= _TEMP_STEM_CHARS else target_name[: _TEMP_STEM_CHARS // 4]
 
 
 def remove_stale_temporaries(folder: str | os.PathLike[str], target_name: str | None = None) -> int:
@@ -177,10 +209,14 @@ def remove_stale_temporaries(folder: str | os.PathLike[str], target_name: str | 
     return removed
 
 
-def save_target(path: str | os.PathLike[str], *, force: bool = False) -> tuple[Path, os.stat_result | None]:
+def save_target(
+    path: str | os.PathLike[str], *, force: bool = False, kind: str | None = None
+) -> tuple[Path, os.stat_result | None]:
     """Where a save of ``path`` really writes (the end of any chain of symlinks) and what is
     there now (None: nothing yet); :class:`PlanFileError` for a target that must not be
-    replaced, :class:`NotOurFileError` for one VRAM Planner did not write (unless ``force``).
+    replaced, :class:`NotOurFileError` for one VRAM Planner did not write, or one of another
+    ``kind`` than the document being saved (a plan under a report: `report --md p.json p.json`
+    replaced the plan it read), unless ``force``.
 
     The checks of :func:`atomic_write_bytes`, for a caller that wants to ask before it
     renders (the window asks "replace?" before drawing a PDF).
@@ -188,6 +224,9 @@ def save_target(path: str | os.PathLike[str], *, force: bool = False) -> tuple[P
     where = str(path)
     if not where:
         raise PlanFileError('""', "is an empty file name; name the file to write")
+    if where.endswith(("/", os.sep)) and not os.path.isdir(where):  # a folder is refused below
+        # realpath drops the slash: `--save plan.json/` wrote plan.json, a name not given.
+        raise PlanFileError(where, "ends with a slash, the name of a folder; name the file to write")
     try:
         link = os.path.islink(path)
         target = Path(os.path.realpath(path))
@@ -197,8 +236,8 @@ def save_target(path: str | os.PathLike[str], *, force: bool = False) -> tuple[P
             missing = f"is a symlink to {target}, which does not exist; nothing is created there"
             raise PlanFileError(where, missing) from None
         return target, None
-    except OSError as exc:
-        raise PlanFileError(where, f"cannot be written ({exc.strerror or exc})") from None
+    except (OSError, ValueError) as exc:  # ValueError: a NUL in the name
+        raise PlanFileError(where, f"cannot be written ({getattr(exc, 'strerror', None) or exc})") from None
     assert info is not None
     if not stat.S_ISREG(info.st_mode):
         what = "a folder" if stat.S_ISDIR(info.st_mode) else "not a regular file (a pipe, socket or device)"
@@ -207,12 +246,23 @@ def save_target(path: str | os.PathLike[str], *, force: bool = False) -> tuple[P
         raise PlanFileError(where, "is read-only; save under another name")
     if not force:
         try:
-            ours = written_by_vramplan(*_ends_of(target, info.st_size))
+            ends = _ends_of(target, info.st_size)
         except OSError as exc:
             raise PlanFileError(where, f"cannot be read to check what it is ({exc.strerror or exc})") from None
-        if not ours:
-            raise NotOurFileError(where, "exists and is not a file VRAM Planner wrote; it was left as it is")
+        _refuse_unless_ours(where, ends, kind)
     return target, info
+
+
+def _refuse_unless_ours(where: str, ends: tuple[bytes, bytes], kind: str | None) -> None:
+    """:class:`NotOurFileError` unless the file whose ends are ``ends`` is empty or a VRAM
+    Planner document of ``kind`` (any kind when ``kind`` is None)."""
+    if not any(ends):
+        return
+    found = vramplan_kind(*ends)
+    if found is None:
+        raise NotOurFileError(where, "exists and is not a file VRAM Planner wrote; it was left as it is")
+    if kind is not None and found != kind:
+        raise NotOurFileError(where, f"is a VRAM Planner {found}, not a {kind}; it was left as it is")
 
 
 def atomic_write_bytes(path: str | os.PathLike[str], data: bytes, *, force: bool = False) -> None:
@@ -225,7 +275,7 @@ def atomic_write_bytes(path: str | os.PathLike[str], data: bytes, *, force: bool
     :class:`PlanFileError` (or :class:`NotOurFileError`) for targets it refuses, see
     :func:`save_target`, and OSError for failures of the write itself.
     """
-    target, existing = save_target(path, force=force)
+    target, existing = save_target(path, force=force, kind=vramplan_kind(*_ends(data)))
     folder = target.parent
     remove_stale_temporaries(folder, target.name)
     fd, temp = tempfile.mkstemp(prefix=f".{_temp_stem(target.name)}.{TEMP_MARK}", suffix=".tmp", dir=folder)
@@ -261,3 +311,9 @@ def write_file(path: str | os.PathLike[str], data: bytes | str, *, force: bool =
             atomic_write_bytes(path, data, force=force)
     except OSError as exc:
         raise PlanFileError(str(path), f"cannot be written ({exc.strerror or exc})") from None
+    except UnicodeEncodeError as exc:  # before anything is written: the old file stays whole
+        # A lone surrogate: bytes of a name or argument that were not UTF-8 (`--title $'\xff'`,
+        # `--command`), or a "\ud800" escape read from JSON; UTF-8 cannot hold it (a traceback
+        # before 2026-12-04).
+        bad = exc.object[exc.start : exc.end]
+        raise PlanFileError(str(path), f"cannot be written: the text holds {bad!r}, which is not UTF-8") from None

@@ -432,5 +432,7 @@ def resolve_hub_id(
         )
     found = read_repo(real, folder, revision=revision, headers=headers)
     if isinstance(found, Skipped):
-        return NotCached(text, f"is in the cache but cannot be used: it {found.reason}", catalogue_id=catalogue)
+        # "it has no snapshot", but not "it config.json is not a regular file" (said before 2026-12-04)
+        lead = "it " if found.reason.startswith(("has ", "is ", "links ", "cannot ")) else ""
+        return NotCached(text, f"is in the cache but cannot be used: {lead}{found.reason}", catalogue_id=catalogue)
     return found

@@ -81,14 +81,30 @@ class Measurement:
         return self.backend == REAL_GPU_BACKEND
 
 
+# The allocator's counters are int64 (pytorch/pytorch b892b2309ad4, c10/core/CachingDeviceAllocator.h,
+# struct Stat: ``int64_t current, peak``): no measured peak is larger. A file saying 1e308 bytes
+# was taken and shown as a 300-digit figure (2026-12-04).
+MAX_MEASURED_BYTES: Final = 2**63 - 1
+
+
+def _bytes(value: object) -> int | None:
+    """``value`` as a byte count a measurement can hold, or None."""
+    number = finite_number(value)  # a bool, a string, NaN, infinity: None
+    if number is None:
+        return None
+    exact = value if isinstance(value, int) else number  # float(2**63 - 1) rounds up past the bound
+    return int(exact) if 0 <= exact <= MAX_MEASURED_BYTES else None
+
+
 def _int(doc: Mapping[str, Any], key: str, where: str, optional: bool = False) -> int | None:
     value = doc.get(key)
     if value is None and optional:
         return None
-    number = finite_number(value)
-    if number is None or number < 0:
-        raise PlanFileError(where, f"'{key}' must be a non-negative number of bytes, not {value!r}")
-    return int(number)
+    number = _bytes(value)
+    if number is None:
+        shown = repr(value) if len(repr(value)) <= 80 else repr(value)[:77] + "..."
+        raise PlanFileError(where, f"'{key}' must be a number of bytes from 0 to 2**63 - 1, not {shown}")
+    return number
 
 
 def measurement_from_dict(doc: Any, where: str = "(measurement)") -> Measurement:
@@ -104,8 +120,9 @@ def measurement_from_dict(doc: Any, where: str = "(measurement)") -> Measurement
         raise PlanFileError(where, "'breakdown_at_peak' must be an object of byte counts")
     breakdown = {}
     for key, value in breakdown_raw.items():
-        if finite_number(value) is not None:
-            breakdown[str(key)] = int(value)
+        number = _bytes(value)
+        if number is not None:
+            breakdown[str(key)] = number
     step = doc.get("peak_step", 0)
     return Measurement(
         case_id=str(case.get("id", "")),

@@ -47,7 +47,7 @@ def _buffer() -> QBuffer:
 def export_png(chart: MemoryChart, path: str, scale: float = 2.0, force: bool = False) -> None:
     """The plot and its caption as a PNG, ``scale`` × the on-screen size (crisp in documents);
     the caption is also stored as the file's Description text."""
-    save_target(path, force=force)  # refuse a target before drawing
+    save_target(path, force=force, kind="chart")  # refuse a target before drawing
     write_file(path, png_bytes(chart, scale), force=force)
 
 
@@ -77,7 +77,7 @@ def png_bytes(chart: MemoryChart, scale: float = 2.0) -> bytes:
 
 def export_svg(chart: MemoryChart, path: str, force: bool = False) -> None:
     """The plot (bars, lines, legend, axes) and its caption as vector SVG."""
-    save_target(path, force=force)
+    save_target(path, force=force, kind="chart")
     write_file(path, svg_bytes(chart), force=force)
 
 

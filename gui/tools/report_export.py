@@ -115,7 +115,7 @@ def pdf_bytes(report: Report) -> bytes:
 
 def write_pdf(report: Report, path: str | os.PathLike[str], force: bool = False) -> None:
     """The report as an A4 PDF at ``path``; a PlanFileError when it cannot be written."""
-    save_target(path, force=force)  # refuse before the work of drawing
+    save_target(path, force=force, kind="report")  # refuse before the work of drawing
     data = pdf_bytes(report)
     if not data.startswith(b"%PDF"):
         raise PlanFileError(str(path), "cannot be written (the PDF writer produced no PDF)")
@@ -239,9 +239,9 @@ def export_report(
         return None
     force = False
     try:
-        save_target(path)  # refused or asked before the work of a report, not after
-    except NotOurFileError:
-        if not dialogs.confirm_replace(context.parent, path):
+        save_target(path, kind="report")  # refused or asked before the work of a report, not after
+    except NotOurFileError as refused:
+        if not dialogs.confirm_replace(context.parent, path, refused.reason):
             return None
         force = True
     except PlanFileError as error:

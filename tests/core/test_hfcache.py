@@ -316,3 +316,6 @@ def test_a_revision_and_a_broken_cached_model(cache: Path) -> None:
     add_model(cache, "org/bad", {"config.json": b"[]"})
     bad = resolve_hub_id("org/bad", cache)
     assert isinstance(bad, NotCached) and bad.reason.startswith("is in the cache but cannot be used: it ")
+    add_model(cache, "org/nan", {"config.json": b'{"model_type": "llama", "hidden_size": NaN}'})
+    nan = resolve_hub_id("org/nan", cache)  # a reason naming a field reads without "it" (2026-12-04)
+    assert isinstance(nan, NotCached) and "cannot be used: config.hidden_size: nan is not allowed" in nan.reason

@@ -13,6 +13,7 @@ import itertools
 import json
 import math
 import os
+import shlex
 import stat
 import struct
 import subprocess
@@ -167,6 +168,24 @@ def test_measurement_with_an_integer_of_5000_digits(tmp_path: Path) -> None:
     path = tmp_path / "m.json"
     path.write_text('{"format": "vramplan-measurement", "case": {}, "peak_allocated_bytes": ' + "9" * 5000 + "}")
     assert "not valid JSON" in one_line_error(load_measurement, path)
+
+
+@pytest.mark.parametrize("peak", ["1e308", "9223372036854775808", '"' + "x" * 20000 + '"'])
+def test_a_measured_peak_no_allocator_counts_is_one_short_message(tmp_path: Path, peak: str) -> None:
+    """1e308 bytes was taken (and shown as a 300-digit figure); a 20,000-character string was
+    repeated whole in the message. The allocator's counters are int64 (pytorch b892b2309ad4,
+    c10/core/CachingDeviceAllocator.h, struct Stat)."""
+    path = tmp_path / "m.json"
+    path.write_text('{"format": "vramplan-measurement", "case": {}, "peak_allocated_bytes": ' + peak + "}")
+    assert "from 0 to 2**63 - 1" in one_line_error(load_measurement, path)
+
+
+def test_a_measured_peak_of_int64_max_and_a_wild_breakdown_entry(tmp_path: Path) -> None:
+    path = tmp_path / "m.json"
+    doc = {"format": "vramplan-measurement", "case": {}, "peak_allocated_bytes": 2**63 - 1}
+    path.write_text(json.dumps({**doc, "breakdown_at_peak": {"weights": 10, "huge": 1e308, "negative": -5}}))
+    measured = load_measurement(path)
+    assert measured.peak_allocated_bytes == 2**63 - 1 and dict(measured.breakdown) == {"weights": 10}
 
 
 # ---- item 5: saving keeps mode, owner and links; refuses what is not a file -----------
@@ -711,6 +730,155 @@ def test_an_empty_file_may_be_replaced(tmp_path: Path, capsys: pytest.CaptureFix
     """Nothing is lost by replacing an empty file (``touch plan.json`` first, then save)."""
     (tmp_path / "plan.json").touch()
     assert run(capsys, "estimate", "-m", "llama-3.2-1b", "--save", str(tmp_path / "plan.json"))[0] == 0
+
+
+# ---- 2026-12-04 (h38fuzz): a mark only counts at its place, and a document only replaces its kind ---
+
+QUOTING_FILES = {
+    # A launcher adapted from an export: the phrase on its second line, after a shebang.
+    "run.sh": "#!/bin/sh\n# my launcher, adapted from the one written by VRAM Planner\nvllm serve m --tp 8\n",
+    # Notes that quote a plan inside a code block.
+    "notes.md": 'notes\n```json\n{"format": "vramplan-plan", "version": 3}\n```\nmy important notes\n',
+    # A CSV of the user's that mentions the tool line mid-file.
+    "tools.csv": "name,kind\n,tool,VRAM Planner,0.1\nmine,row\n",
+    # Source that names the footer (core/files/launch/vllm.py and fileio.py hold such lines).
+    "gen.py": 'FOOTER = "VRAM Planner 1.0 · generated"\nprint(FOOTER)\n',
+}
+
+
+@pytest.mark.parametrize("name", sorted(QUOTING_FILES))
+def test_a_file_that_only_quotes_a_mark_is_not_the_apps(
+    tmp_path: Path, saved_plan: Path, capsys: pytest.CaptureFixture[str], name: str
+) -> None:
+    """Before, a mark anywhere in the first or last 64 kB made a file the app's own: `report
+    --md run.sh` replaced the user's script without --force."""
+    target = tmp_path / name
+    target.write_text(QUOTING_FILES[name])
+    code, _, err = run(capsys, "report", str(saved_plan), "--md", str(target))
+    assert code == 2 and "not a file VRAM Planner wrote" in err and err.count("\n") == 1
+    assert target.read_text() == QUOTING_FILES[name]
+
+
+@pytest.mark.parametrize(
+    "args, kinds",
+    [
+        (("report", "PLAN", "--md", "PLAN"), "plan, not a report"),  # the plan the report reads
+        (("report", "PLAN", "--html", "OTHER"), "plan, not a report"),
+        (("compare", "PLAN", "OTHER", "--save", "PLAN"), "plan, not a comparison"),
+        (("estimate", "--plan", "PLAN", "--save", "REPORT"), "report, not a plan"),
+        (("estimate", "--plan", "PLAN", "--save", "COMPARISON"), "comparison, not a plan"),
+    ],
+    ids=lambda a: " ".join(a) if isinstance(a, tuple) else a,
+)
+def test_a_document_of_the_app_is_replaced_only_by_one_of_its_kind(
+    tmp_path: Path, saved_plan: Path, capsys: pytest.CaptureFixture[str], args: tuple[str, ...], kinds: str
+) -> None:
+    """Before, any file the app wrote could be replaced by any other: `report --md p.json
+    p.json` put a report where the only copy of the plan was, without --force."""
+    other, report, comparison = tmp_path / "other.json", tmp_path / "r.md", tmp_path / "c.json"
+    planfile.save(default_plan(), other)
+    assert run(capsys, "report", str(saved_plan), "--md", str(report))[0] == 0
+    assert run(capsys, "compare", str(saved_plan), str(other), "--save", str(comparison))[0] == 0
+    names = {"PLAN": saved_plan, "OTHER": other, "REPORT": report, "COMPARISON": comparison}
+    argv = [str(names.get(a, a)) for a in args]
+    target = Path(argv[-1])
+    before = target.read_bytes()
+    code, _, err = run(capsys, *argv)
+    assert code == 2 and f"is a VRAM Planner {kinds}" in err and "--force" in err
+    assert target.read_bytes() == before
+    assert run(capsys, *argv, "--force")[0] == 0 and target.read_bytes() != before
+
+
+@pytest.mark.parametrize("value", ["0", "1", "0.0", "-0.0"])
+def test_axolotl_gradient_checkpointing_of_a_number_is_one_message(value: str) -> None:
+    """`gradient_checkpointing: 0` was read as checkpointing on (0 == False passed the check,
+    ``0 is not False`` turned it on); axolotl's schema takes a bool or a word (067b021,
+    src/axolotl/utils/schemas/config.py)."""
+    raw = f"base_model: meta-llama/Llama-3.2-1B\nsequence_len: 1024\ngradient_checkpointing: {value}\n"
+    message = one_line_error(loads_run_config, raw.encode(), "axolotl.yaml")
+    assert "gradient_checkpointing" in message and "true, false, unsloth or offload" in message
+
+
+@POSIX
+def test_a_save_to_a_name_of_non_utf8_bytes(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """The shell passes `--save $'plan\\xff.json'` as a surrogate escape; the temporary's name
+    was measured with str.encode, which raised UnicodeEncodeError (a traceback)."""
+    target = os.fsdecode(os.fsencode(str(tmp_path)) + b"/plan\xff.json")
+    assert run(capsys, "estimate", "-m", "llama-3.2-1b", "--save", target)[0] == 0
+    assert planfile.load(target) is not None and os.listdir(tmp_path) == [os.path.basename(target)]
+
+
+def test_a_save_to_a_name_ending_in_a_slash_creates_nothing(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """`--save plan.json/` wrote plan.json: the path was resolved, dropping the slash."""
+    code, _, err = run(capsys, "estimate", "-m", "llama-3.2-1b", "--save", f"{tmp_path}/plan.json/")
+    assert code == 2 and "ends with a slash" in err and os.listdir(tmp_path) == []
+
+
+@POSIX
+def test_a_report_of_a_plan_file_named_with_non_utf8_bytes(
+    tmp_path: Path, saved_plan: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The plan's name comes from its file name; `\\xff` there (a surrogate escape) made every
+    report and saved comparison raise UnicodeEncodeError. Now the byte is shown as U+FFFD."""
+    odd = os.fsdecode(os.fsencode(str(tmp_path)) + b"/a\xffb.json")
+    os.rename(saved_plan, odd)
+    assert run(capsys, "report", odd, "--md", str(tmp_path / "r.md"))[0] == 0
+    assert (tmp_path / "r.md").read_text(encoding="utf-8").startswith("# Plan: a\ufffdb")
+    assert run(capsys, "compare", odd, "--save", str(tmp_path / "c.json"))[0] == 0
+
+
+def test_a_comparison_naming_a_plan_with_a_lone_surrogate_is_one_message(
+    tmp_path: Path, saved_plan: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """JSON may spell "\\ud800"; the name was taken, and the report of it raised UnicodeEncodeError."""
+    plan = json.loads(saved_plan.read_text())
+    bad = tmp_path / "c.json"
+    bad.write_text(
+        json.dumps({"format": "vramplan-comparison", "version": 1, "plans": [{"name": "x\ud800", "plan": plan}]})
+    )
+    code, _, err = run(capsys, "report", str(bad), "--md", str(tmp_path / "r.md"))
+    assert code == 2 and "plans[0].name" in err and "lone surrogates" in err and err.count("\n") == 1
+    assert not (tmp_path / "r.md").exists()
+
+
+@POSIX
+@pytest.mark.parametrize("flag", ["--title", "--command"])
+def test_an_argument_of_non_utf8_bytes_is_one_message_and_writes_nothing(
+    tmp_path: Path, saved_plan: Path, capsys: pytest.CaptureFixture[str], flag: str
+) -> None:
+    """`--title $'t\\xff'` reached the UTF-8 encoder of the writer: a traceback."""
+    out = tmp_path / "out.txt"
+    value = os.fsdecode(b"t\xffrain.py")
+    if flag == "--title":
+        argv = ["report", str(saved_plan), "--md", str(out), flag, value]
+    else:
+        argv = ["export", "--plan", str(saved_plan), "--to", "torchrun", "--out", str(out), flag, value]
+    code, _, err = run(capsys, *argv)
+    assert code == 2 and "which is not UTF-8" in err and err.strip().count("\n") == 0
+    assert not out.exists() and os.listdir(tmp_path) == [saved_plan.name]
+
+
+def test_the_megatron_command_keeps_a_model_path_with_a_space_or_hash_whole(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The run_recipe.py line printed `model.hf_model_id=/data/my models/llama#3` unquoted: a
+    shell split it at the space and dropped every override after the '#'."""
+    config = tmp_path / "config.json"
+    config.write_text(json.dumps({**LLAMA, "_name_or_path": "/data/my models/llama#3"}))
+    code, out, _ = run(capsys, "export", "--config", str(config), "--to", "megatron-bridge")
+    line = next(x for x in out.splitlines() if "run_recipe.py" in x).removeprefix("# ")
+    words = shlex.split(line)
+    assert code == 0 and "model.hf_model_id=/data/my models/llama#3" in words
+    assert any(w.startswith("model.tensor_model_parallel_size=") for w in words)
+
+
+def test_a_name_with_a_nul_is_the_projects_error(saved_plan: Path) -> None:
+    """os.open raises ValueError, not OSError, for a NUL in the name; it escaped every reader
+    (plan, comparison, measurement, config.json, training config) and the savers."""
+    assert "embedded null byte" in one_line_error(planfile.load, "a\0b.json")
+    assert "embedded null byte" in one_line_error(load_measurement, "a\0b.json")
+    assert "embedded null byte" in one_line_error(read_config_file, "a\0b.yaml")
+    assert "embedded null byte" in one_line_error(planfile.save, default_plan(), "a\0b.json")
 
 
 # ---- issue 28 item 8: a version-3 plan whose hardware.sharding is a list or an object ---------

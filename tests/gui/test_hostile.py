@@ -549,6 +549,30 @@ def test_the_window_asks_before_replacing_a_file_it_did_not_write(
     assert [n for n, _ in fake_dialogs.calls].count("confirm_replace") == 0
 
 
+@pytest.mark.parametrize("which", [1, 2, 3, 4], ids=["png", "svg", "report", "comparison"])
+def test_the_window_asks_before_replacing_its_plan_with_another_kind(
+    window: MainWindow, fake_dialogs: Any, tmp_path: Path, which: int
+) -> None:
+    """2026-12-04 (h38fuzz): a plan the app wrote was replaced by a chart, report or comparison
+    without a question (any file the app wrote counted as replaceable); the question names both kinds."""
+    target = tmp_path / "plan.md"
+    saves = export_everything(window, fake_dialogs, target)
+    assert saves[0]()
+    plan = target.read_bytes()
+    fake_dialogs.replace = False
+    saves[which]()
+    assert target.read_bytes() == plan and not fake_dialogs.errors()
+    asked = [a for n, a in fake_dialogs.calls if n == "confirm_replace"]
+    assert len(asked) == 1 and "is a VRAM Planner plan, not a" in asked[0][-1]
+
+
+def test_confirm_replace_names_the_kinds_when_the_file_is_the_apps(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.undo()
+    why = "is a VRAM Planner plan, not a report; it was left as it is"
+    boxes = capture_boxes(lambda: dialogs.confirm_replace(None, "/tmp/p.json", why))
+    assert "is a VRAM Planner plan, not a report." in boxes[0][0] and "did not write" not in boxes[0][0]
+
+
 def test_confirm_replace_is_a_plain_text_question_that_defaults_to_keeping(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.undo()
     answers: list[bool] = []

@@ -21,6 +21,7 @@ that takes ``--config-file`` (``tutorials/recipes/llama/03_finetune_with_yaml.py
 
 from __future__ import annotations
 
+import shlex
 from typing import Any, Final
 
 from core.dtypes import Autocast, Dtype
@@ -331,7 +332,9 @@ def _flat(document: dict[str, Any], prefix: str = "") -> list[str]:
         if isinstance(value, dict):
             words.extend(_flat(value, f"{prefix}{key}."))
         elif not (prefix == "" and key == "peft"):
-            words.append(f"{prefix}{key}={_value(value)}")
+            # Shell-quoted: a model id from a config.json's _name_or_path ("/data/my models/x",
+            # "a#b") split the printed command or cut it at a comment (2026-12-04).
+            words.append(shlex.quote(f"{prefix}{key}={_value(value)}"))
     return words
 
 

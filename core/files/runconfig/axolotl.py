@@ -215,7 +215,10 @@ def _memory_savers(taker: Taker) -> dict[str, Any]:
     s: dict[str, Any] = {}
     checkpointing = taker.raw("gradient_checkpointing")
     if checkpointing is not None:
-        if checkpointing not in (True, False, "unsloth", "offload"):
+        # Not ``in (True, False, ...)``: 0 == False and 1 == True there, and ``0 is not False``
+        # below read `gradient_checkpointing: 0` as checkpointing on (axolotl's schema at 067b021,
+        # utils/schemas/config.py: ``Literal["offload", "offload_disk"] | bool | None``).
+        if not isinstance(checkpointing, bool) and checkpointing not in ("unsloth", "offload"):
             raise taker.fail("gradient_checkpointing", checkpointing, "true, false, unsloth or offload")
         s["checkpointing"] = checkpointing is not False
         taker.record("checkpointing", s["checkpointing"], "gradient_checkpointing")
