@@ -224,6 +224,8 @@ def save_target(
     where = str(path)
     if not where:
         raise PlanFileError('""', "is an empty file name; name the file to write")
+    if where == "-":  # other tools read "-" as standard output; here it made a file named "-"
+        raise PlanFileError(where, "names standard output in other tools; VRAM Planner writes only to files: name one")
     if where.endswith(("/", os.sep)) and not os.path.isdir(where):  # a folder is refused below
         # realpath drops the slash: `--save plan.json/` wrote plan.json, a name not given.
         raise PlanFileError(where, "ends with a slash, the name of a folder; name the file to write")

@@ -1299,3 +1299,13 @@ def test_gemma_3_1b_is_listed_as_1b(capsys: pytest.CaptureFixture[str]) -> None:
     code, out, _ = run(capsys, "models")
     line = next(line for line in out.splitlines() if line.startswith("gemma-3-1b "))
     assert code == 0 and "e+" not in line and " 1B " in line
+
+
+def test_a_save_to_a_dash_creates_no_file_named_dash(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`--save -` (standard output in most tools) wrote a plan file named "-" into the working
+    folder: a fuzzing run left one in the repository."""
+    monkeypatch.chdir(tmp_path)
+    code, _, err = run(capsys, "estimate", "-m", "llama-3.2-1b", "--save", "-")
+    assert code == 2 and "standard output" in err and os.listdir(tmp_path) == []
