@@ -368,11 +368,12 @@ def _roles(recipe: Mapping[str, Any], method: Method) -> dict[str, Any]:
     autocast = Autocast.NONE if _fsdp_mixed(recipe) is not None else Autocast(recipe["autocast"] or "none")
     adapter = Dtype(recipe["adapter_dtype"]) if recipe["adapter_dtype"] else Dtype.FP32
     if _deepspeed_bf16(recipe):
-        stored = Dtype.BF16
-        # The records' DeepSpeed (2024) cast the whole module, PEFT's float32 adapters too, at every
-        # stage: deepspeedai/DeepSpeed v0.14.0 ce78a632 deepspeed/runtime/engine.py
-        # ``_configure_distributed_model`` calls ``self.module.bfloat16()``. Since b919284a (June 2026)
-        # a zero.Init model's parameters are skipped, which the plan follows (core.roles.deepspeed_cast_adapters).
+        # The float32 weights stay as recorded: the plan casts them itself at every stage and release
+        # (core.roles.deepspeed_cast_weights). The records' DeepSpeed (2024) cast the whole module, PEFT's
+        # float32 adapters too, at every stage: deepspeedai/DeepSpeed v0.14.0 ce78a632
+        # deepspeed/runtime/engine.py ``_configure_distributed_model`` calls ``self.module.bfloat16()``.
+        # Since b919284a (June 2026) a zero.Init model's parameters are skipped, which the plan follows
+        # for the adapters PEFT adds after the load (core.roles.deepspeed_cast_adapters).
         adapter = Dtype.BF16
     return {
         "preset": Preset.CUSTOM,
@@ -395,8 +396,9 @@ def _fsdp_mixed(recipe: Mapping[str, Any]) -> MpDtype | None:
 
 
 def _deepspeed_bf16(recipe: Mapping[str, Any]) -> bool:
-    """DeepSpeed with ``bf16.enabled`` casts the model to bf16 and keeps float32 masters in the
-    optimizer: a float32-loaded model with bf16 autocast runs as bf16 weights under ZeRO."""
+    """DeepSpeed with ``bf16.enabled`` over a float32-loaded model with bf16 autocast: the engine casts
+    the model to bf16 and keeps float32 masters in the optimizer (the plan's rule for the weights,
+    core.roles.deepspeed_cast_weights; the mapping adds the 2024 releases' cast of the adapters)."""
     return (
         recipe["parallel"]["strategy"].startswith("zero")
         and recipe["weights_dtype"] == "fp32"
