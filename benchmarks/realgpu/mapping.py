@@ -473,11 +473,21 @@ def _parallel(
     )
 
 
+# A DeepSpeed config's sizes where the record names them, as the plan's settings (the plan's defaults,
+# DeepSpeed's zero/config.py defaults, elsewhere): FlagPerf cd568e3c training/benchmarks/llama2_7b/deepspeed/
+# ds_config.json gives reduce_bucket_size 1e7, stage3_prefetch_bucket_size 1e7 (DeepSpeed's default 5e7),
+# stage3_max_live_parameters 1e9 and stage3_max_reuse_distance 1e9.
+_ZERO_SIZES: Final = {
+    "reduce_bucket_size": "zero_bucket_elements",
+    "stage3_prefetch_bucket_size": "zero3_prefetch_elements",
+    "stage3_max_live_parameters": "zero3_max_live_elements",
+    "stage3_max_reuse_distance": "zero3_max_reuse_elements",
+}
+
+
 def _zero_bucket(par: Mapping[str, Any]) -> dict[str, int]:
-    """A DeepSpeed config's ``reduce_bucket_size`` where the record names it (FlagPerf's ds_config.json: 1e7),
-    as the plan's ZeRO bucket; the plan's default (DeepSpeed's 5e8) elsewhere."""
-    size = par.get("reduce_bucket_size")
-    return {"zero_bucket_elements": int(size)} if size else {}
+    """The DeepSpeed sizes the record names (:data:`_ZERO_SIZES`) as the plan's settings."""
+    return {setting: int(par[key]) for key, setting in _ZERO_SIZES.items() if par.get(key)}
 
 
 def _checkpointing(recipe: Mapping[str, Any]) -> dict[str, Any]:
