@@ -736,8 +736,10 @@ def test_the_held_out_sources_are_scored_with_the_all_source_fit(bench: ModuleTy
     assert vectorlm.checkpointing and vectorlm.lora.rank == 8 and vectorlm.lora.targets == ("q_proj", "v_proj")
     # Today's scores (docs/TRAINING_TIME.md, "Held-out sources"): recorded, not a target.
     s = bench.summary(report.held_out)
-    # 10.1 % before InternLM's rows reduced under the backward (parallel.zero_overlap_comm).
-    assert s["n"] == 52 and s["median"] == pytest.approx(7.7, abs=0.1)
+    # 10.1 % before InternLM's rows reduced under the backward (parallel.zero_overlap_comm); 7.7 % before
+    # branch h38ds gave ZeRO plans under 16-bit autocast 16-bit weights and gradients (DeepSpeed's engine cast,
+    # core.roles.deepspeed_cast_weights), which InternLM's bf16 model and Paddle's fp16 O2 run too.
+    assert s["n"] == 52 and s["median"] == pytest.approx(6.8, abs=0.1)
     paddle = held["flagperf-paddle-llama1-7b-a10080gb-8gpu-tp2pp4-stage1-mb4"].case.plan
     assert paddle.parallel.pipeline_parallel == 4 and paddle.parallel.tensor_parallel == 2
     assert not paddle.parallel.sequence_parallel and paddle.preset is Preset.FP16_AMP
