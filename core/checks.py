@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 from core.losses import loss_choice, loss_conflicts, loss_label
 from core.plan import Plan
-from core.roles import deepspeed_cast_adapters
+from core.roles import cast_weights_label, deepspeed_cast_adapters, deepspeed_cast_weights, stored_weight_dtype
 from core.verdict import Mode
 
 
@@ -65,10 +65,31 @@ def plan_warnings(plan: Plan) -> tuple[PlanWarning, ...]:
                 f"{cast.value} adapters to match, or ZeRO-3, whose zero.Init model keeps them.",
             )
         )
+    weights = _engine_weights_warning(plan)
+    if weights:
+        warnings.append(PlanWarning(Mode.TRAINING, weights))
     loss = _loss_warning(plan)
     if loss:
         warnings.append(PlanWarning(Mode.TRAINING, loss))
     return tuple(warnings)
+
+
+def _engine_weights_warning(plan: Plan) -> str:
+    """DeepSpeed's bf16 / fp16 engine overrides the plan's float32 weights at every ZeRO stage
+    (core.roles.deepspeed_cast_weights: microsoft/DeepSpeed v0.14.0 ce78a632 and deepspeedai/DeepSpeed
+    edaa7221, deepspeed/runtime/engine.py _configure_distributed_model; zero/partition_parameters.py
+    Init._set_dtype under ZeRO-3)."""
+    cast = deepspeed_cast_weights(plan)
+    if cast is None:
+        return ""
+    stored = stored_weight_dtype(plan).value
+    what = cast_weights_label(plan)
+    return (
+        f"DeepSpeed with {cast.value} enabled keeps the model's {what} in {cast.value}, not {stored} (the engine "
+        f"casts the module; ZeRO-3's zero.Init creates it in {cast.value}): the estimate counts {cast.value} "
+        f"weights and gradients, no autocast copies, and float32 only in the optimizer's master partition. "
+        f"Choose {cast.value} weights to match (a float32 model under DeepSpeed means no 16-bit autocast)."
+    )
 
 
 def _loss_warning(plan: Plan) -> str:

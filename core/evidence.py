@@ -52,7 +52,7 @@ EVIDENCE: Final[dict[str, KindEvidence]] = {
     "method:dora": KindEvidence(1, 1, -0.046, -0.046, -0.046, -0.046),
     "method:dora+gpus:one": KindEvidence(1, 1, -0.046, -0.046, -0.046, -0.046),
     "method:full": KindEvidence(69, 12, -0.048, 0.106, -0.125, 0.44),
-    "method:full+gpus:many": KindEvidence(56, 8, -0.039, 0.149, -0.053, 0.44),
+    "method:full+gpus:many": KindEvidence(56, 8, -0.039, 0.15, -0.053, 0.44),
     "method:full+gpus:one": KindEvidence(13, 5, -0.115, 0.105, -0.125, 0.108),
     "method:lora": KindEvidence(39, 11, -0.024, 0.078, -0.121, 0.159),
     "method:lora+gpus:many": KindEvidence(12, 3, -0.092, 0.101, -0.121, 0.159),
@@ -72,7 +72,7 @@ EVIDENCE: Final[dict[str, KindEvidence]] = {
     "strategy:ddp": KindEvidence(12, 3, 0.003, 0.053, -0.053, 0.077),
     "strategy:fsdp": KindEvidence(58, 7, -0.054, 0.084, -0.144, 0.44),
     "strategy:zero1": KindEvidence(7, 1, -0.004, 0.01, -0.01, 0.014),
-    "strategy:zero3": KindEvidence(6, 2, 0.103, 0.32, 0.102, 0.342),
+    "strategy:zero3": KindEvidence(6, 2, 0.103, 0.322, 0.102, 0.344),
 }
 # --- end of generated table -------------------------------------------------------------------
 

@@ -47,8 +47,9 @@ def kbit_float32(plan: Plan) -> bool:
     bfloat16 parameter that is not Params4bit is cast to float32): the float32 norm weights
     make the hidden states float32, and bitsandbytes' Linear4bit casts each output back to
     its input's dtype (bitsandbytes 0.43.3 nn/modules.py: ``out.to(inp_dtype)``), so the
-    model runs in float32 around its 4-bit matmuls."""
-    return plan.method is Method.QLORA and plan.kbit_upcast
+    model runs in float32 around its 4-bit matmuls. Not under DeepSpeed's 16-bit engine, which
+    casts them back (:func:`deepspeed_cast_weights`)."""
+    return plan.method is Method.QLORA and plan.kbit_upcast and deepspeed_engine_dtype(plan) is None
 
 
 def qlora_unquantised_bytes(plan: Plan) -> float:
@@ -56,12 +57,22 @@ def qlora_unquantised_bytes(plan: Plan) -> float:
     output head, norms): the 16-bit dtype the model is loaded in, float32 after
     prepare_model_for_kbit_training (:func:`kbit_float32`). Stored so (core.training.storage) and
     gathered so by FSDP (core.parallel.state)."""
-    return 4.0 if plan.kbit_upcast else 2.0
+    return 4.0 if kbit_float32(plan) else 2.0
 
 
 def model_dtype(plan: Plan) -> Dtype:
-    """The dtype the model is loaded and runs in: the base's for adapter methods."""
+    """The dtype the model is loaded and runs in: the base's for adapter methods, DeepSpeed's
+    16-bit dtype where its engine casts the weights (:func:`deepspeed_cast_weights`)."""
     if kbit_float32(plan):
+        return Dtype.FP32
+    return deepspeed_cast_weights(plan) or stored_weight_dtype(plan)
+
+
+def stored_weight_dtype(plan: Plan) -> Dtype:
+    """The dtype the plan chooses for the model's own floating weights: the trainable weights of
+    full fine-tuning, the frozen base of LoRA / DoRA / QLoRA (QLoRA's unquantised remainder:
+    float32 after prepare_model_for_kbit_training)."""
+    if plan.method is Method.QLORA and plan.kbit_upcast:
         return Dtype.FP32
     return plan.base_dtype if plan.adapter_based else plan.weight_dtype
 
@@ -108,6 +119,44 @@ def deepspeed_cast_adapters(plan: Plan) -> Dtype | None:
     return engine if plan.adapter_dtype is not engine else None
 
 
+def deepspeed_cast_weights(plan: Plan) -> Dtype | None:
+    """The 16-bit dtype DeepSpeed's bf16 / fp16 engine gives the model's own weights (full
+    fine-tuning's trainable weights, LoRA / DoRA's frozen base) when the plan stores another
+    (float32), at every ZeRO stage and in every release read; None where nothing is cast.
+
+    - ZeRO-1 / ZeRO-2: the engine casts the module before it builds the optimizer.
+      microsoft/DeepSpeed v0.11.1 e9503fe4 and v0.14.0 ce78a632, deepspeed/runtime/engine.py
+      ``_configure_distributed_model``: ``self.module.bfloat16()`` / ``self.module.half()``;
+      deepspeedai/DeepSpeed edaa7221 (after v0.19.5) the same function: ``_cast_module_mixed_precision``,
+      ``p.data = p.data.to(param_dtype)`` for every floating parameter. stage_1_and_2.py then
+      flattens these 16-bit parameters (``bit16_groups_flat``) and clones the float32 master
+      partition from them (``single_partition_of_fp32_groups``); ``param.grad`` is 16-bit.
+    - ZeRO-3: a model built under ``deepspeed.zero.Init`` (transformers' ``from_pretrained`` with a
+      ZeRO-3 config) is created in the config's dtype: partition_parameters.py ``Init._set_dtype``
+      (bf16 when ``bf16.enabled``, half when ``fp16.enabled``) and ``_add_tensor_creation_wrappers``
+      (``zero_wrapper_for_fp_tensor_constructor(..., self.dtype)`` at v0.11.1 / v0.14.0; edaa7221 under
+      ``DEFAULT_TENSOR_OVERRIDES``, which include the dtype). The engine casts such a model again
+      before b919284a (#8066, June 2026) and skips it after, where it is 16-bit already; a model
+      built outside zero.Init is cast in every release. stage3.py flattens the 16-bit partitions
+      (``fp16_partitioned_groups_flat``) beside the float32 ones (``fp32_partitioned_groups_flat``).
+    QLoRA's 4-bit weights are no floating parameter (``p.is_floating_point()`` is False for
+    Params4bit's uint8), but its unquantised remainder (embeddings, norms, head) is, and
+    prepare_model_for_kbit_training's float32 upcast of it does not survive: ZeRO-1/2 cast it
+    back (above), and under ZeRO-3 PEFT's ``param.data = param.data.to(torch.float32)`` replaces
+    only the placeholder while the gathered weight takes its partition's (16-bit) dtype
+    (partition_parameters.py ``all_gather_coalesced``: ``dtype=get_only_unique_item(p.ds_tensor.dtype
+    ...)``, v0.11.1 and edaa7221)."""
+    engine = deepspeed_engine_dtype(plan)
+    return engine if engine is not None and stored_weight_dtype(plan) is not engine else None
+
+
+def cast_weights_label(plan: Plan) -> str:
+    """What :func:`deepspeed_cast_weights` casts, in words."""
+    if plan.method is Method.FULL:
+        return "weights"
+    return "unquantised weights" if plan.method is Method.QLORA else "base weights"
+
+
 def adapter_dtype(plan: Plan) -> Dtype:
     """The dtype the plan's adapters train in: the plan's, or DeepSpeed's cast of them
     (:func:`deepspeed_cast_adapters`)."""
@@ -126,10 +175,13 @@ def _dtypes_for(plan: Plan) -> Dtypes:
     autocast = plan.autocast is not Autocast.NONE
     compute = compute_dtype(plan)
     adapter = adapter_dtype(plan)
-    trainable = adapter if plan.adapter_based else plan.weight_dtype
+    engine = deepspeed_engine_dtype(plan)
+    param = engine or plan.weight_dtype
+    base = param if plan.method is Method.FULL else engine or plan.base_dtype
+    trainable = adapter if plan.adapter_based else param
     return Dtypes(
-        param=DTYPE_BYTES[plan.weight_dtype],
-        base=DTYPE_BYTES[plan.base_dtype if plan.method is not Method.FULL else plan.weight_dtype],
+        param=DTYPE_BYTES[param],
+        base=DTYPE_BYTES[base],
         adapter=DTYPE_BYTES[adapter],
         grad=DTYPE_BYTES[trainable],
         residual=DTYPE_BYTES[model],

@@ -376,11 +376,12 @@ def _roles(recipe: Mapping[str, Any], method: Method) -> dict[str, Any]:
     autocast = Autocast.NONE if _fsdp_mixed(recipe) is not None else Autocast(recipe["autocast"] or "none")
     adapter = Dtype(recipe["adapter_dtype"]) if recipe["adapter_dtype"] else Dtype.FP32
     if _deepspeed_bf16(recipe):
-        stored = Dtype.BF16
-        # The records' DeepSpeed (2024) cast the whole module, PEFT's float32 adapters too, at every
-        # stage: deepspeedai/DeepSpeed v0.14.0 ce78a632 deepspeed/runtime/engine.py
-        # ``_configure_distributed_model`` calls ``self.module.bfloat16()``. Since b919284a (June 2026)
-        # a zero.Init model's parameters are skipped, which the plan follows (core.roles.deepspeed_cast_adapters).
+        # The float32 weights stay as recorded: the plan casts them itself at every stage and release
+        # (core.roles.deepspeed_cast_weights). The records' DeepSpeed (2024) cast the whole module, PEFT's
+        # float32 adapters too, at every stage: deepspeedai/DeepSpeed v0.14.0 ce78a632
+        # deepspeed/runtime/engine.py ``_configure_distributed_model`` calls ``self.module.bfloat16()``.
+        # Since b919284a (June 2026) a zero.Init model's parameters are skipped, which the plan follows
+        # for the adapters PEFT adds after the load (core.roles.deepspeed_cast_adapters).
         adapter = Dtype.BF16
     return {
         "preset": Preset.CUSTOM,
@@ -403,8 +404,9 @@ def _fsdp_mixed(recipe: Mapping[str, Any]) -> MpDtype | None:
 
 
 def _deepspeed_bf16(recipe: Mapping[str, Any]) -> bool:
-    """DeepSpeed with ``bf16.enabled`` casts the model to bf16 and keeps float32 masters in the
-    optimizer: a float32-loaded model with bf16 autocast runs as bf16 weights under ZeRO."""
+    """DeepSpeed with ``bf16.enabled`` over a float32-loaded model with bf16 autocast: the engine casts
+    the model to bf16 and keeps float32 masters in the optimizer (the plan's rule for the weights,
+    core.roles.deepspeed_cast_weights; the mapping adds the 2024 releases' cast of the adapters)."""
     return (
         recipe["parallel"]["strategy"].startswith("zero")
         and recipe["weights_dtype"] == "fp32"
@@ -479,11 +481,21 @@ def _parallel(
     )
 
 
+# A DeepSpeed config's sizes where the record names them, as the plan's settings (the plan's defaults,
+# DeepSpeed's zero/config.py defaults, elsewhere): FlagPerf cd568e3c training/benchmarks/llama2_7b/deepspeed/
+# ds_config.json gives reduce_bucket_size 1e7, stage3_prefetch_bucket_size 1e7 (DeepSpeed's default 5e7),
+# stage3_max_live_parameters 1e9 and stage3_max_reuse_distance 1e9.
+_ZERO_SIZES: Final = {
+    "reduce_bucket_size": "zero_bucket_elements",
+    "stage3_prefetch_bucket_size": "zero3_prefetch_elements",
+    "stage3_max_live_parameters": "zero3_max_live_elements",
+    "stage3_max_reuse_distance": "zero3_max_reuse_elements",
+}
+
+
 def _zero_bucket(par: Mapping[str, Any]) -> dict[str, int]:
-    """A DeepSpeed config's ``reduce_bucket_size`` where the record names it (FlagPerf's ds_config.json: 1e7),
-    as the plan's ZeRO bucket; the plan's default (DeepSpeed's 5e8) elsewhere."""
-    size = par.get("reduce_bucket_size")
-    return {"zero_bucket_elements": int(size)} if size else {}
+    """The DeepSpeed sizes the record names (:data:`_ZERO_SIZES`) as the plan's settings."""
+    return {setting: int(par[key]) for key, setting in _ZERO_SIZES.items() if par.get(key)}
 
 
 def _checkpointing(recipe: Mapping[str, Any]) -> dict[str, Any]:

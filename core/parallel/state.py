@@ -86,7 +86,15 @@ from core.parallel.layout import (
 )
 from core.params import ParamCounts, quantised_block_params
 from core.plan import TE_FLOAT8, Float8, Method, Offload, Plan, Stack, Strategy, TorchVersion
-from core.roles import Dtypes, deepspeed_cast_adapters, deepspeed_engine_dtype, qlora_unquantised_bytes
+from core.roles import (
+    Dtypes,
+    cast_weights_label,
+    deepspeed_cast_adapters,
+    deepspeed_cast_weights,
+    deepspeed_engine_dtype,
+    qlora_unquantised_bytes,
+    stored_weight_dtype,
+)
 from core.units import MiB
 
 # The single-GPU optimizer terms at given dtypes (core.training.optimizer.optimizer_terms of
@@ -984,7 +992,26 @@ def _zero(rank: _Rank) -> RankState:
 
 
 def _engine_cast_note(plan: Plan) -> tuple[str, ...]:
-    """What DeepSpeed's bf16 / fp16 engine does to float32 adapters (core.roles.deepspeed_cast_adapters)."""
+    """What DeepSpeed's bf16 / fp16 engine does to the plan's weights (core.roles.deepspeed_cast_weights)
+    and to its float32 adapters (core.roles.deepspeed_cast_adapters)."""
+    return _engine_weights_note(plan) + _engine_adapters_note(plan)
+
+
+def _engine_weights_note(plan: Plan) -> tuple[str, ...]:
+    cast = deepspeed_cast_weights(plan)
+    if cast is None:
+        return ()
+    word, stored = cast.value, stored_weight_dtype(plan).value
+    what = cast_weights_label(plan)
+    return (
+        f"DeepSpeed {word}: the model's {stored} {what} are {word} on the GPU at every ZeRO stage (the engine "
+        f"casts the module; under ZeRO-3 zero.Init creates them in {word}), so the model runs in {word} "
+        f"without autocast copies, its gradients are {word}, and float32 lives only in the optimizer's "
+        "master partition.",
+    )
+
+
+def _engine_adapters_note(plan: Plan) -> tuple[str, ...]:
     engine = deepspeed_engine_dtype(plan)
     if engine is None or not plan.adapter_based or plan.adapter_dtype is engine:
         return ()

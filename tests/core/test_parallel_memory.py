@@ -122,9 +122,11 @@ def test_zero_stages_shard_one_more_kind_of_state_each() -> None:
 
 def test_zero1s_flattened_gradient_partition_is_labelled_at_its_own_width() -> None:
     # ZeRO-1 flattens the gradients in their own dtype (DeepSpeed edaa7221 stage_1_and_2.py,
-    # the partition is a view of the flat buffer): float32 under bf16-mixed (float32 parameters),
-    # bf16 when the model is loaded in bf16. The label said "16-bit" for both.
-    for preset, width, size in ((Preset.FP32_AUTOCAST_BF16, "32-bit", 4), (Preset.TRAINER_BF16, "16-bit", 2)):
+    # the partition is a view of the flat buffer): float32 for a float32 run (bf16 not enabled),
+    # bf16 under bf16, whose engine casts float32 weights to bf16 too (engine.py
+    # _configure_distributed_model; core.roles.deepspeed_cast_weights). The label said "16-bit" for all.
+    cases = ((Preset.FP32, "32-bit", 4), (Preset.FP32_AUTOCAST_BF16, "16-bit", 2), (Preset.TRAINER_BF16, "16-bit", 2))
+    for preset, width, size in cases:
         plan = _plan(gpus_per_node=8, strategy=Strategy.ZERO1).with_changes(preset=preset)
         est = estimate(plan)
         step = next(ph for ph in est.phases if ph.kind is StepPhase.OPTIMIZER)

@@ -51,6 +51,10 @@ def test_the_plans_are_the_recipes_the_code_reads() -> None:
         # FlagPerf cd568e3c training/benchmarks/llama2_7b/deepspeed/ds_config.json: "reduce_bucket_size": 1e7
         # (DeepSpeed's default is 5e8); llama2_7b_hf/config.json "use_cache": true, nothing checkpoints.
         assert plan.parallel.zero_bucket_elements == 10_000_000, fid
+        # The same ds_config.json: "stage3_prefetch_bucket_size": 1e7 (DeepSpeed's default 5e7),
+        # "stage3_max_live_parameters": 1e9, "stage3_max_reuse_distance": 1e9.
+        assert plan.parallel.zero3_prefetch_elements == 10_000_000, fid
+        assert plan.parallel.zero3_max_live_elements == plan.parallel.zero3_max_reuse_elements == 10**9, fid
         assert plan.training_kv_cache and not plan.checkpointing, fid
 
 

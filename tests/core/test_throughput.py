@@ -733,8 +733,10 @@ def test_the_held_out_sources_are_scored_with_the_all_source_fit(bench: ModuleTy
     # Today's scores (docs/TRAINING_TIME.md, "Held-out sources"): recorded, not a target.
     s = bench.summary(report.held_out)
     # 10.1 % before InternLM's rows reduced under the backward (parallel.zero_overlap_comm); 7.7 % on these 52
-    # before Colossal-AI's three rows and nanotron's 26 joined (test_colossal_ai_*, test_nanotron_*).
-    assert s["n"] == 81 and s["median"] == pytest.approx(10.0, abs=0.1)
+    # before Colossal-AI's three rows and nanotron's 26 joined (test_colossal_ai_*, test_nanotron_*), 10.0 % on the
+    # 81 before branch h38ds gave ZeRO plans under 16-bit autocast 16-bit weights and gradients (DeepSpeed's engine
+    # cast, core.roles.deepspeed_cast_weights), which InternLM's bf16 model and Paddle's fp16 O2 run too.
+    assert s["n"] == 81 and s["median"] == pytest.approx(8.9, abs=0.1)
     paddle = held["flagperf-paddle-llama1-7b-a10080gb-8gpu-tp2pp4-stage1-mb4"].case.plan
     assert paddle.parallel.pipeline_parallel == 4 and paddle.parallel.tensor_parallel == 2
     assert not paddle.parallel.sequence_parallel and paddle.preset is Preset.FP16_AMP
@@ -811,9 +813,9 @@ def test_colossal_ai_is_held_out_and_scored_with_the_all_source_fit(bench: Modul
     errors = {k: round(r.error, 1) for k, r in held.items()}
     assert errors == pytest.approx(
         {
-            "colossalai-h200-7b-8gpu-zero2-b36": -12.2,
-            "colossalai-b200-7b-8gpu-tp2pp4-zero1-b128": -8.6,
-            "colossalai-b200-70b-16gpu-tp2pp4-zero1-b128": 9.8,
+            "colossalai-h200-7b-8gpu-zero2-b36": -12.0,
+            "colossalai-b200-7b-8gpu-tp2pp4-zero1-b128": -7.0,
+            "colossalai-b200-70b-16gpu-tp2pp4-zero1-b128": 12.4,
         },
         abs=0.15,
     )
@@ -881,8 +883,9 @@ def test_nanotron_is_held_out_and_scored_with_the_all_source_fit(bench: ModuleTy
     assert len(held) == 26 and not any(r.case.record["source_id"] == "nanotron" for r in report.scored)
     # Today's scores (docs/TRAINING_TIME.md): recorded, not a target. The one-node 1.34B reads a third slow (the eager
     # stack's elementwise passes and matmul rate against nanotron's fused kernels); the 64-node 1.34B, one 2048-token
-    # micro-batch a GPU a step, reads 1.8 times fast (+154.2 % before its ZeRO-1 reduced in 25 MiB buckets).
-    assert held[NANOTRON_1N_1B].error == pytest.approx(-33.1, abs=0.15)
-    assert held["nanotron-h100-1p34b-64n-dp128tp2pp2-gas1-mbs2-zero1"].error == pytest.approx(79.7, abs=0.15)
+    # micro-batch a GPU a step, reads 1.9 times fast (+154.2 % before its ZeRO-1 reduced in 25 MiB buckets; -33.1 and
+    # +79.7 % and a median of 18.3 % before branch h38ds's 16-bit ZeRO weights and gradients).
+    assert held[NANOTRON_1N_1B].error == pytest.approx(-32.6, abs=0.15)
+    assert held["nanotron-h100-1p34b-64n-dp128tp2pp2-gas1-mbs2-zero1"].error == pytest.approx(88.2, abs=0.15)
     s = bench.summary(list(held.values()))
-    assert s["median"] == pytest.approx(18.3, abs=0.1)
+    assert s["median"] == pytest.approx(15.8, abs=0.1)
