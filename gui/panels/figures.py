@@ -57,7 +57,7 @@ class FiguresPanel(QWidget):
         if headline_name:
             self.headline = _selectable_label(headline_name, wrap=True)
             layout.addWidget(self.headline)
-        form = QFormLayout()
+        self.form = form = QFormLayout()
         form.setLabelAlignment(Qt.AlignmentFlag.AlignRight)
         layout.addLayout(form)
         self.values: dict[str, QLabel] = {}

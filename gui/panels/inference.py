@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from PySide6.QtWidgets import QWidget
+from PySide6.QtWidgets import QLabel, QWidget
 
 from core.breakdown import BucketKey
 from core.estimate import Estimate
@@ -26,7 +26,11 @@ ROWS = (
         "Host memory",
         "llama.cpp: the token embeddings, the layers not offloaded to the GPU and their KV cache, in host RAM.",
     ),
-    ("overhead", "CUDA context", "The process's CUDA context, outside the allocator."),
+    (
+        "overhead",
+        "CUDA context",
+        "The process's runtime beside the engine's buffers: its CUDA context (on a Mac, Metal's device).",
+    ),
     ("peak", "Peak (allocator)", "What torch.cuda.max_memory_allocated would report on one GPU."),
     ("total", "Needed at once", "What the requests running together hold: the figure the verdict judges."),
     (
@@ -78,6 +82,11 @@ class InferencePanel(FiguresPanel):
         v["non_torch"].setText(memory(inf.non_torch_bytes, u) if vllm else "— (vLLM only)")
         v["host"].setText(_host(estimate, u) if inf.engine is Engine.LLAMACPP else "— (llama.cpp only)")
         v["overhead"].setText(memory(inf.overhead_bytes, u))
+        # The row is named as the engine names it: "CUDA context", or on a Mac llama.cpp's "Metal device".
+        overhead = next((b for b in inf.buckets if b.key is BucketKey.OVERHEAD and b.terms), None)
+        label = self.form.labelForField(v["overhead"])
+        if isinstance(label, QLabel):
+            label.setText((overhead.terms[0].label if overhead else "CUDA context") + ":")
         v["peak"].setText(memory(inf.peak_bytes, u))
         v["total"].setText(f"<b>{memory(inf.total_bytes, u)}</b>")
         v["footprint"].setText(memory(inf.footprint_bytes, u))

@@ -92,6 +92,21 @@ def test_llama_cpp_on_the_serving_tab_and_banner(window: MainWindow) -> None:
     assert window.compute_panel.serving.values["step"].text().startswith(f"{speed.token_latency_s * 1e3:,.1f} ms")
 
 
+def test_the_serving_tab_names_a_macs_runtime_metal_not_cuda(window: MainWindow) -> None:
+    # core.serving.llamacpp.device_overhead_bytes: on Apple silicon Metal's device (under 1 MiB, llama.cpp
+    # build 4467's M4 log) stands beside the buffers; the row read "CUDA context" whatever the card.
+    window.show()
+    window.inference_action.trigger()
+    plan = Plan(model=find_model("llama-3.1-8b").spec, model_id="llama-3.1-8b", hardware=Hardware(gpu="rtx-4090"))
+    window.controller.reset(plan.with_inference(engine="llamacpp", context=8192))
+    window.tabs.setCurrentWidget(window.inference_panel)
+    panel = window.inference_panel
+    label = panel.form.labelForField(panel.values["overhead"])
+    assert label.text() == "CUDA context:"
+    window.controller.reset(plan.with_hardware(gpu="apple-m2-max-96gb").with_inference(engine="llamacpp", context=8192))
+    assert label.text() == "Metal device:" and panel.values["overhead"].text() == "1 MB"
+
+
 def test_the_ollama_picker_shows_for_llama_cpp_and_ollama_chooses_the_layers(window: MainWindow) -> None:
     # core.serving.ollama: through Ollama the runner gets the layer count of Ollama's own estimate,
     # and the explanation says it (Llama 3.1 8B at 2 × 32,768 cells does not fit a 12 GB card whole).
