@@ -11,6 +11,8 @@ which is the bandwidth NCCL's own model gives a multi-node ring. The latency of 
 collective is NCCL's model for the ring with the Simple protocol (src/graph/tuning.cc,
 NVIDIA/nccl v2.18.1-1, the release torch 2.1 ships, the same through v2.30.7-1): a base of
 8.4 µs plus one hop latency per ring step, the network's (14 µs) for the steps between nodes.
+An all-reduce across nodes is the one collective NCCL may run as a tree: it is timed as the
+faster of the ring and the tree in NCCL's own model (``Links.all_reduce``), as NCCL's tuner picks.
 
 Ranks are laid out as Megatron-LM orders them ("tp-cp-dp-pp": tensor parallel ranks are
 neighbours, then context, data and pipeline), so a group's stride decides whether it stays
@@ -63,6 +65,26 @@ from core.units import MiB
 # intra-node step at 3 × its network post overhead (getNetOverhead: 1 µs, 2 µs on an AMD host),
 # below every catalogue link's own hop on an Intel host, so it is not applied.
 NCCL_BASE_LATENCY_S: Final = 8.4e-6
+
+# NCCL's tree all-reduce with the Simple protocol, across nodes (src/graph/tuning.cc,
+# NVIDIA/nccl@d97a32fa v2.18.1-1, unchanged through v2.21.5-1 ab2b89c4, the releases torch 2.1
+# to 2.6 ship). ``ncclTopoTuneModel``: latency = baseLat[Tree][Simple] (0) + 2 × ((nRanks/nNodes − 1)
+# × hwLat[NVLINK or PCI][Tree][Simple] + log2i(nNodes) × hwLat[NET][Tree][Simple]), both hops
+# 28 µs ("the latency a 256kB chunk"; v2.23.4-1 68b54236 lowers them to 4.0 / 14, not adopted:
+# the model follows the releases its evidence ran); bandwidth = the ring's bus bandwidth × 0.92
+# (``busBw*.92``; the tree graph is searched with the ring's channels, src/init.cc treeGraph
+# min/maxChannels = ringGraph.nChannels) × 0.5 (``ratio = .5``, bus to algorithm bandwidth).
+# ``ncclTopoGetAlgoTime`` scales the tree's bandwidth by ``treeCorrectionFactor[Simple][log2i(nBytes
+# >> 6)]`` below 256 MiB and a multi-node Simple ring all-reduce's latency by 1.4 on sm80 and newer
+# ("Plateau effect of ring", when nBytes / (nChannels × nRanks) ≥ 64; 1.9 before sm80, V100, not
+# modelled: the links do not carry the card's compute capability), then the tuner keeps the faster one.
+NCCL_TREE_HOP_US: Final = 28.0
+NCCL_TREE_BANDWIDTH_SHARE: Final = 0.92 * 0.5
+NCCL_RING_PLATEAU: Final = 1.4
+NCCL_MAX_CHANNELS: Final = 32  # src/include/devcomm.h MAXCHANNELS (v2.18.1-1): the plateau's test at its most channels
+NCCL_TREE_CORRECTION_SIMPLE: Final = (
+    0.9, 0.9, 0.9, 0.9, 0.9, 0.9, 0.9, 0.8, 0.7, 0.6, 0.6, 0.5, 0.5, 0.5, 0.5, 0.6, 0.7, 0.8, 0.7, 0.7, 0.8, 0.9, 0.9,
+)  # fmt: skip
 
 
 class Collective(StrEnum):
@@ -136,6 +158,30 @@ class Links:
         hops = (steps - inter_steps) * self.intra.latency_us + inter_steps * self.inter.latency_us
         return NCCL_BASE_LATENCY_S + hops * 1e-6
 
+    def all_reduce_times(self, call_bytes: float, span: Span) -> dict[str, float]:
+        """One NCCL all-reduce call of ``call_bytes`` as each algorithm NCCL's tuner weighs it:
+        the ring only within a node; across nodes the ring with its latency × 1.4 (the plateau)
+        and the tree, each as ``ncclTopoGetAlgoTime`` models it (NCCL_TREE_HOP_US)."""
+        bandwidth = self.bus_bandwidth(span)
+        latency = self.latency(Collective.ALL_REDUCE, span)
+        if span.nodes > 1 and call_bytes >= 64 * NCCL_MAX_CHANNELS * span.ranks:
+            latency *= NCCL_RING_PLATEAU
+        ring = ring_factor(Collective.ALL_REDUCE, span.ranks) * call_bytes / bandwidth + latency
+        if span.nodes <= 1:
+            return {"ring": ring}
+        size = int(call_bytes) >> 6
+        log_size = size.bit_length() - 1 if size else 0  # log2i(nBytes >> 6)
+        correction = NCCL_TREE_CORRECTION_SIMPLE[log_size] if log_size < len(NCCL_TREE_CORRECTION_SIMPLE) else 1.0
+        hops = (span.local - 1) + (span.nodes.bit_length() - 1)  # (nRanks/nNodes − 1) + log2i(nNodes)
+        tree = 2 * hops * NCCL_TREE_HOP_US * 1e-6 + call_bytes / (bandwidth * NCCL_TREE_BANDWIDTH_SHARE * correction)
+        return {"ring": ring, "tree": tree}
+
+    def all_reduce(self, call_bytes: float, span: Span) -> tuple[float, str]:
+        """One all-reduce call's seconds and the algorithm NCCL's tuner picks: the fastest."""
+        times = self.all_reduce_times(call_bytes, span)
+        algorithm = min(times, key=lambda name: times[name])
+        return times[algorithm], algorithm
+
     def where(self, span: Span) -> str:
         if span.nodes <= 1:
             return f"{span.ranks} GPUs over {self.intra.id}"
@@ -177,8 +223,11 @@ def _collective(
     overlapped: bool = False,
     window_seconds: float = 0.0,
     unhidden_share: float = 0.0,
+    ring_only: bool = False,
 ) -> CommTerm:
-    """``count`` collectives of ``buffer_bytes`` each, issued as ``launches`` NCCL calls per collective."""
+    """``count`` collectives of ``buffer_bytes`` each, issued as ``launches`` NCCL calls per collective.
+    An all-reduce across nodes runs as NCCL's tuner picks (``Links.all_reduce``) unless ``ring_only``
+    (a pair of ring collectives timed as one all-reduce)."""
     factor = ring_factor(kind, span.ranks)
     bandwidth = links.bus_bandwidth(span)
     sent = factor * buffer_bytes * count
@@ -189,6 +238,15 @@ def _collective(
         f"{count:g} × {kind.value} of {memory(buffer_bytes)}: {how} = {factor:.3g} × {memory(buffer_bytes * count)} "
         f"÷ {bandwidth / 1e9:.4g} GB/s + {latency * 1e3:.3g} ms latency ({links.where(span)})"
     )
+    if kind is Collective.ALL_REDUCE and span.nodes > 1 and not ring_only:
+        times = links.all_reduce_times(buffer_bytes / launches, span)
+        one, algorithm = links.all_reduce(buffer_bytes / launches, span)
+        seconds = one * launches * count
+        weighed = ", ".join(f"{name} {t * 1e3:.3g} ms" for name, t in times.items())
+        formula = (
+            f"{count * launches:g} × {kind.value} of {memory(buffer_bytes / launches)} as NCCL's {algorithm}, "
+            f"the faster in its tuner's model (Simple protocol; {weighed} each; {links.where(span)})"
+        )
     return CommTerm(
         label=label,
         formula=formula,
@@ -242,7 +300,8 @@ def plan_links(plan: Plan) -> Links:
 # What every multi-GPU step assumes, whatever its parallelism.
 _RING_ASSUMPTIONS: Final = (
     "Collectives run as NCCL rings at each link's nccl-tests bus bandwidth (resources/links.json), "
-    "with NCCL's ring latency model; no NVLink SHARP, SHARP or tree algorithms.",
+    "with NCCL's ring latency model; an all-reduce across nodes as ring or tree, whichever NCCL's tuner models "
+    "faster (Simple protocol); no NVLink SHARP, SHARP or CollNet.",
     "Ranks are ordered tensor, context, data, pipeline (Megatron-LM's default), one NIC per GPU between nodes.",
     "The utilisation is the compute's own efficiency: exposed communication and the bubble come on top "
     "(a published MFU already includes them, so it understates the utilisation to enter here).",
@@ -739,6 +798,7 @@ def _tensor_parallel_traffic(step: _Step) -> _Traffic | None:
         step.links,
         count=(4 * step.layers + 2 * recomputed) * step.micro,
         launches=2 if par.sequence_parallel else 1,
+        ring_only=par.sequence_parallel,  # an all-gather and a reduce-scatter: NCCL runs them as rings
         overlapped=overlap,
         window_seconds=step.compute_seconds if overlap else 0.0,
         # The share the step still waits for: the first of the TP chunks a collective matmul

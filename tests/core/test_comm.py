@@ -375,3 +375,52 @@ def test_the_ring_attentions_kv_all_gather_hides_only_under_the_first_steps_kern
     assert step_communication(one_node, counts, 35.0, 1 / 3, attention_share=0.85).exposed_seconds == pytest.approx(
         step_communication(one_node, counts, 35.0, 1 / 3).exposed_seconds
     )
+
+
+# NVIDIA/nccl@d97a32fa (v2.18.1-1) src/graph/tuning.cc, the all-reduce the tuner may run as a tree:
+# ncclTopoTuneModel's tree latency 2 × ((nRanks/nNodes − 1) × hwLat[NVLINK][Tree][Simple] 28 µs +
+# log2i(nNodes) × hwLat[NET][Tree][Simple] 28 µs), its bandwidth the bus bandwidth × .92 × .5, and
+# ncclTopoGetAlgoTime's treeCorrectionFactor[Simple] (.7 at log2i(25 MiB >> 6) = 18) and the ring's
+# "Plateau effect" × 1.4 on a multi-node Simple all-reduce (sm80+).
+def test_an_all_reduce_across_many_nodes_runs_as_nccls_tree() -> None:
+    links = plan_links(_full().on_gpus(512, Strategy.DDP))
+    bucket = 25 * 2**20
+    bandwidth = links.bus_bandwidth(Span(8, 64))
+    tree = 2 * (7 * 28 + 6 * 28) * 1e-6 + bucket / (bandwidth * 0.92 * 0.5 * 0.7)
+    ring = 2 * 511 / 512 * bucket / bandwidth + 1.4 * links.latency(Collective.ALL_REDUCE, Span(8, 64))
+    assert tree < ring
+    assert links.all_reduce(bucket, Span(8, 64)) == (pytest.approx(tree), "tree")
+
+
+def test_an_all_reduce_on_two_nodes_stays_a_ring_with_nccls_plateau() -> None:
+    links = plan_links(_full().on_gpus(16, Strategy.DDP))
+    bucket = 25 * 2**20
+    plateau = 1.4 * links.latency(Collective.ALL_REDUCE, Span(8, 2))
+    ring = 2 * 15 / 16 * bucket / links.bus_bandwidth(Span(8, 2)) + plateau
+    assert links.all_reduce(bucket, Span(8, 2)) == (pytest.approx(ring), "ring")
+    # Within a node NCCL's ring without the plateau (the multi-node test of ncclTopoGetAlgoTime).
+    one_node = 2 * 7 / 8 * bucket / links.bus_bandwidth(Span(8, 1)) + links.latency(Collective.ALL_REDUCE, Span(8, 1))
+    assert links.all_reduce(bucket, Span(8, 1)) == (pytest.approx(one_node), "ring")
+
+
+def test_ddp_across_64_nodes_charges_each_bucket_nccls_tree_and_says_so() -> None:
+    plan = _full("llama-3.2-1b").on_gpus(512, Strategy.DDP)
+    (term,) = _compute(plan).comm_terms
+    grads = param_counts(plan).trainable * dtypes_for(plan).grad
+    buckets = math.ceil(grads / (25 * 2**20))
+    one, algorithm = plan_links(plan).all_reduce(grads / buckets, Span(8, 64))
+    assert algorithm == "tree" and term.seconds == pytest.approx(buckets * one)
+    assert "as NCCL's tree, the faster" in term.formula
+
+
+def test_sequence_parallel_collectives_across_nodes_stay_rings() -> None:
+    # An all-gather and a reduce-scatter: NCCL runs neither as a tree (tuning.cc skips every
+    # algorithm but the ring for them in v2.18.1-1).
+    plan = _full().on_gpus(32, Strategy.DDP).with_parallel(tensor_parallel=8, gpus_per_node=4, sequence_parallel=False)
+
+    def tensor_parallel(plan: Plan) -> str:
+        return next(t.formula for t in _compute(plan).comm_terms if t.label.startswith("tensor-parallel"))
+
+    assert "as NCCL's ring" in tensor_parallel(plan)  # a true all-reduce over 2 nodes: the tuner's pick
+    sequence_parallel = tensor_parallel(plan.with_parallel(sequence_parallel=True))
+    assert "NCCL's" not in sequence_parallel and "ms latency" in sequence_parallel
