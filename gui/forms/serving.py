@@ -8,7 +8,6 @@ from core.catalogue import LinkKind
 from core.estimate import gpu_for
 from core.inputs import input_at
 from core.plan import Plan
-from core.serving.ollama import ollama_defaults
 from gui.controller import PlanController
 from gui.forms.base import PlanForm
 from gui.forms.parallel import LinkField, link_choices
@@ -17,6 +16,8 @@ from gui.forms.parallel import LinkField, link_choices
 def with_ollama_line(plan: Plan, value: object) -> Plan:
     """The plan through the chosen Ollama release line, with that line's defaults for what a user of
     Ollama does not set (num_ctx, OLLAMA_NUM_PARALLEL, flash attention): the CLI's ``--ollama`` rule."""
+    from core.serving.ollama import ollama_defaults  # the serving rules load with the first serving figure
+
     chosen = plan.with_input("inference.ollama_version", value)
     return ollama_defaults(chosen, gpu_for(chosen), frozenset())
 
