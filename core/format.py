@@ -8,6 +8,7 @@ finite value (an unknown price, zero throughput) reads as "unknown" or "—", ne
 from __future__ import annotations
 
 import math
+import re
 from functools import lru_cache
 from typing import Final
 
@@ -65,6 +66,27 @@ def hours(value: float) -> str:
     if value < 1:
         return f"{value:.2f} h"
     return f"{value:,.1f} h"
+
+
+def latency(seconds: float) -> str:
+    """A wait people feel, as every view gives it: milliseconds under ten seconds (840 ms,
+    9,999 ms), seconds past them (12.5 s, 1,234.5 s) -- "12,519 ms" read as a number to parse;
+    no finite value reads "—"."""
+    if not math.isfinite(seconds):
+        return "—"
+    if round(seconds * 1e3) < 10_000:
+        return f"{seconds * 1e3:,.0f} ms"
+    return f"{seconds:,.1f} s"
+
+
+_UNGROUPED: Final = re.compile(r"(?<![\d,.])\d{4,}(?![\d,.])")
+
+
+def grouped(text: str) -> str:
+    """A quoted text with its whole numbers grouped as ours are: nvidia-smi's "24564 MiB" reads
+    "24,564 MiB" beside "21,564 MiB free now" (docs/GUI.md, 2026-12-04). Decimals and numbers
+    already grouped are left as they are."""
+    return _UNGROUPED.sub(lambda m: f"{int(m.group()):,}", text)
 
 
 def money(value: float, currency: str = "") -> str:

@@ -576,7 +576,7 @@ ACCOUNTING_LABELS: Final = {
     Accounting.LESSON: "Lesson (four buckets)",
 }
 MP_DTYPE_LABELS: Final = {
-    MpDtype.STORED: "as stored (None)",
+    MpDtype.STORED: "as stored (no cast)",  # MixedPrecisionPolicy(param_dtype=None)
     MpDtype.FP32: "float32",
     MpDtype.BF16: "bf16",
     MpDtype.FP16: "fp16",

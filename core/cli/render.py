@@ -23,7 +23,7 @@ from core.estimate import (
     Verdict,
 )
 from core.format import count as format_count
-from core.format import counted, hours, money
+from core.format import counted, hours, latency, money
 from core.format import memory as format_memory
 from core.plan import ENGINE_LABELS, Accounting, Engine
 
@@ -264,7 +264,7 @@ def render_serving(est: Estimate, gib: bool = False) -> str:
         )
     speed = inf.speed
     lines += [
-        f"  time to first token {speed.ttft_s * 1e3:,.0f} ms; {speed.running} "
+        f"  time to first token {latency(speed.ttft_s)}; {speed.running} "
         f"{'request decodes' if speed.running == 1 else 'requests decode'} at "
         f"{speed.per_request_tokens_per_s:,.0f} tokens/s each, {speed.total_tokens_per_s:,.0f} tokens/s in total",
         f"  {speed.formula}",

@@ -27,7 +27,7 @@ from core.advice.compare import SERVING, TOTAL, Comparison, Row, RowKind, compar
 from core.advice.diagnosis import Diagnosis, diagnose
 from core.breakdown import BUCKET_LABELS, BUCKET_ORDER, SERVING_BUCKET_ORDER, Bucket, BucketKey
 from core.estimate import VERDICT_LABELS, Estimate, Mode, Verdict
-from core.format import counted, hours, memory, money
+from core.format import counted, hours, latency, memory, money
 from core.plan import ENGINE_LABELS, Plan
 from core.units import GB, GiB
 
@@ -161,7 +161,7 @@ def _summary(est: Estimate, mode: Mode) -> str:
 def _speed_line(est: Estimate) -> str:
     speed = est.inference.speed
     return (
-        f"time to first token {speed.ttft_s * 1e3:,.0f} ms, {speed.per_request_tokens_per_s:,.0f} tokens/s per "
+        f"time to first token {latency(speed.ttft_s)}, {speed.per_request_tokens_per_s:,.0f} tokens/s per "
         f"request, {speed.total_tokens_per_s:,.0f} tokens/s in total"
     )
 
@@ -291,6 +291,20 @@ def _value_axis(f: _Frame) -> list[str]:
     return parts
 
 
+# The plan numbers' text is 11 px (the SVG's font-size); its baseline sits 3 px above the bar.
+_NUMBER_HEIGHT = 11
+_NUMBER_GAP = 3
+
+
+def _number_y(top: float, capacity: float) -> float:
+    """The baseline of a bar's plan number: just above the bar, or above the card's capacity dash
+    where the number would sit on it (docs/GUI.md, 2026-12-04: "1", "2", "4" were struck through)."""
+    baseline = top - _NUMBER_GAP
+    if baseline - _NUMBER_HEIGHT - 2 <= capacity <= baseline + 2:
+        return capacity - _NUMBER_GAP
+    return baseline
+
+
 def _phase_group(f: _Frame, comparison: Comparison, g: int, name: str, row: list[_Stack]) -> list[str]:
     """One phase: a stacked bar per plan with its card's capacity across it, and the phase's name."""
     plans = comparison.plans
@@ -316,7 +330,8 @@ def _phase_group(f: _Frame, comparison: Comparison, g: int, name: str, row: list
         )
         if len(plans) > 1:
             parts.append(
-                f'<text x="{x + f.bar_w / 2:.1f}" y="{f.y(level) - 3:.1f}" text-anchor="middle">{k + 1}</text>'
+                f'<text x="{x + f.bar_w / 2:.1f}" y="{_number_y(f.y(level), f.y(capacity)):.1f}" '
+                f'text-anchor="middle">{k + 1}</text>'
             )
     parts.append(
         f'<text x="{f.left + (g + 0.5) * f.group_w:.1f}" y="{f.height - f.bottom + 16}" text-anchor="middle">'

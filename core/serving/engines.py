@@ -543,7 +543,7 @@ def _vllm_formula(plan: Plan, gpu: GpuSpec, layout: RankLayout, pool: VllmPool, 
             f" − CUDA graphs {pool.graphs_reserved / GiB:.2f} held and {pool.graphs_reserved / GiB:.2f} in the reserve"
         )
     return (
-        f"vLLM {inf.vllm_version.value} ({era.name}): KV pool = {share}"
+        f"vLLM {inf.vllm_version.value} ({era.name}), in GiB as vLLM logs them: KV pool = {share}"
         f" − weights {layout.weights_bytes / GiB:.2f} − activation peak "
         f"{pool.activation / GiB:.2f} − non-torch {pool.non_torch / GiB:.2f}{graphs} = {max(budget, 0) / GiB:.2f} GiB; "
         f"{pool.blocks:,} blocks of {pool.groups.size} layers × {pool.block_size} = GPU KV cache size "
@@ -603,7 +603,7 @@ def sglang_memory(plan: Plan, gpu: GpuSpec, layout: RankLayout, fit: ServingFit 
         ),
     )
     formula = (
-        f"token pool = {total / GiB:.2f} GiB (free after start-up: CUDA context and NCCL taken) × "
+        f"In GiB: token pool = {total / GiB:.2f} GiB (free after start-up: CUDA context and NCCL taken) × "
         f"mem_fraction_static {fraction:g}{given} − weights {layout.weights_bytes / GiB:.2f} − rotary "
         f"cos/sin table (float32) {rope / GiB:.2f} = "
         f"{max(pool_budget, 0) / GiB:.2f} GiB ÷ {cell:,.0f} B per token = {tokens:,} tokens; "

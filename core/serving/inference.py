@@ -15,6 +15,7 @@ from core.breakdown import Bucket
 from core.catalogue import GpuSpec
 from core.dtypes import CACHE_GGML, ggml_row_bytes
 from core.format import gb
+from core.format import memory as format_memory
 from core.params import ParamCounts
 from core.plan import Engine, Plan
 from core.serving.engines import (
@@ -102,6 +103,25 @@ class InferenceEstimate:
     def summary_formula(self) -> str:
         """The judged figure as the sum of its parts, written as the lesson writes a sum."""
         return " + ".join(gb(b.bytes) for b in self.buckets) + f" = {gb(self.total_bytes)} GB needed at once"
+
+    def held_note(self, unit: str = "GB") -> str:
+        """Why "Held on the card" may exceed what the verdict judges (docs/GUI.md, 2026-12-04:
+        24.2 GB held above a "fits" in 23.2 GB usable); "" where it does not. vLLM and SGLang take
+        their pool at start-up, whatever the requests use: ``gpu_memory_utilization`` of the card
+        (vllm/v1/worker/gpu_worker.py ``determine_available_memory``: requested_memory = total ×
+        utilisation) and ``mem_fraction_static`` (sglang srt/model_executor/model_runner.py), so
+        the verdict judges the memory the requests running together need."""
+        if self.footprint_bytes <= self.total_bytes:
+            return ""
+        needed = f"the {format_memory(self.total_bytes, unit)} needed at once"
+        knob = {Engine.VLLM: "gpu_memory_utilization", Engine.SGLANG: "mem_fraction_static"}.get(self.engine)
+        if knob:
+            name = "vLLM" if self.engine is Engine.VLLM else "SGLang"
+            return (
+                f"Not what the verdict judges ({needed}): {name} reserves {knob} × the card at "
+                "start-up however few requests run, plus its CUDA context."
+            )
+        return f"Not what the verdict judges ({needed}): what the process holds at its peak."
 
     @property
     def ttft_s(self) -> float:

@@ -52,7 +52,7 @@ from typing import Final, NamedTuple
 
 from core.catalogue import GpuSpec, LinkSpec
 from core.dtypes import GGUF_FLOAT, GgmlType, LlamaCppBackend, WeightFormat, matmul_dtype
-from core.format import counted, gb
+from core.format import counted, gb, latency
 from core.params import ParamCounts
 from core.plan import Engine, Plan, SglangVersion
 from core.serving.engines import RankLayout, serving_link
@@ -1081,7 +1081,7 @@ def _formula(
         body = f"V0's output processing of the step before {output * 1e3:.2f} ms (longer than the device's {body})"
     return (
         f"step at {counted(running, 'request')} = {body}"
-        f"{v0} = {step * 1e3:.2f} ms; TTFT alone {alone * 1e3:,.0f} ms, "
-        f"with {sent} sent together {here.ttft_s * 1e3:,.0f} ms (waiting for a slot {here.wait_s * 1e3:,.0f} ms); "
+        f"{v0} = {step * 1e3:.2f} ms; TTFT alone {latency(alone)}, "
+        f"with {sent} sent together {latency(here.ttft_s)} (waiting for a slot {latency(here.wait_s)}); "
         f"time per output token {here.token_latency_s * 1e3:.2f} ms"
     )

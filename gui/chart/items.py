@@ -120,6 +120,9 @@ class Band(Guide):
         self._brush = QBrush(brush)
         self.update()
 
+    def brush(self) -> QBrush:
+        return QBrush(self._brush)
+
     def paint(self, painter: QPainter, *_args: object) -> None:
         low, high = self._region
         bounds = self._bounds

@@ -21,6 +21,7 @@ from core.inputs import input_at
 from core.plan import Plan, Preset
 from core.units import GB, GiB, MiB
 from gui.controller import PlanController
+from gui.format import grouped
 from gui.forms.base import PlanForm
 from gui.forms.pickers import USER_PREFIX, Entry, SearchingPicker, words_match
 from gui.forms.saved_entries import ask_entry_name, store_entry
@@ -387,7 +388,7 @@ class HardwareForm(PlanForm):
 
     def show_estimate(self, estimate: Estimate) -> None:
         gpu = estimate.gpu
-        reported = gpu.memory_reported or f"{gpu.memory_bytes / MiB:,.0f} MiB"
+        reported = grouped(gpu.memory_reported) or f"{gpu.memory_bytes / MiB:,.0f} MiB"
         peak = estimate.compute.peak_tflops
         speed = f"{peak:g} TFLOP/s dense at this precision" if peak else "no published TFLOP/s: type a peak override"
         here = local_card(estimate.plan, self._found())

@@ -9,7 +9,7 @@ from PySide6.QtGui import QShowEvent
 from PySide6.QtWidgets import QStackedLayout, QWidget
 
 from core.estimate import MFU_CONVENTION, Estimate, UtilisationSource
-from gui.format import count, hours, money, plain_number
+from gui.format import count, hours, latency, money, plain_number
 from gui.panels.figures import FiguresPanel
 from gui.plotstyle import OKABE_ITO
 
@@ -189,7 +189,7 @@ class ServingSpeedPanel(FiguresPanel):
     def _show(self, estimate: Estimate) -> None:
         speed = estimate.inference.speed
         v = self.values
-        v["ttft"].setText(f"{speed.ttft_s * 1e3:,.0f} ms")
+        v["ttft"].setText(latency(speed.ttft_s))
         v["running"].setText(f"{speed.running:,}")
         v["step"].setText(f"{speed.token_latency_s * 1e3:,.1f} ms (decode step {speed.step_s * 1e3:,.1f} ms)")
         v["per_request"].setText(f"{speed.per_request_tokens_per_s:,.0f} tokens/s")

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from html import escape
+
 from PySide6.QtWidgets import QLabel, QWidget
 
 from core.breakdown import BucketKey
@@ -36,7 +38,8 @@ ROWS = (
     (
         "footprint",
         "Held on the card",
-        "generate: peak + context; vLLM: card × gpu_memory_utilization + context + CUDA graphs.",
+        "generate: peak + context; vLLM: card × gpu_memory_utilization + context + CUDA graphs. "
+        "The verdict judges 'Needed at once', not this.",
     ),
     ("concurrency", "Concurrency", "Requests of this context served at once."),
     ("scheduler", "Scheduler", "vLLM's max_num_seqs and max_num_batched_tokens (its defaults for the card)."),
@@ -52,7 +55,7 @@ class InferencePanel(FiguresPanel):
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__("Serving", ROWS, "Serving formula", parent, headline_name="Serving verdict")
         self.unit: Unit = "GB"
-        for key in ("gpus", "concurrency", "scheduler"):
+        for key in ("gpus", "concurrency", "scheduler", "footprint"):
             self.values[key].setWordWrap(True)  # long card names never widen the window
 
     def set_unit(self, unit: Unit) -> None:
@@ -89,7 +92,8 @@ class InferencePanel(FiguresPanel):
             label.setText((overhead.terms[0].label if overhead else "CUDA context") + ":")
         v["peak"].setText(memory(inf.peak_bytes, u))
         v["total"].setText(f"<b>{memory(inf.total_bytes, u)}</b>")
-        v["footprint"].setText(memory(inf.footprint_bytes, u))
+        note = inf.held_note(u)  # why it may exceed the judged figure and the usable line
+        v["footprint"].setText(memory(inf.footprint_bytes, u) + (f"<br><small>{escape(note)}</small>" if note else ""))
         if pooled:
             v["concurrency"].setText(f"{inf.max_concurrency:.2f}× for {plan.context:,} tokens per request")
         else:

@@ -209,3 +209,25 @@ def test_an_inference_report_counts_the_requests_as_the_window_does() -> None:
     )
     assert f"{room:,} of 1 requests" not in line
     assert f"1 request × {plan.inference.context:,} tokens, at most {room:,} requests of this context" in line
+
+
+def test_plan_numbers_stay_off_the_capacity_dashes() -> None:
+    # docs/GUI.md, 2026-12-04: the four plans' numbers sat on the capacity dashes (the SVG's
+    # font-size is 11: a number's box runs from its baseline up 11 px).
+    svg = chart_svg(report_of_four().comparison)
+    dashes = [
+        (float(m[1]), float(m[2]), float(m[3]))
+        for m in re.finditer(
+            r'<line x1="([\d.]+)" x2="([\d.]+)" y1="([\d.]+)" y2="[\d.]+" stroke="[^"]+" '
+            r'stroke-width="2" stroke-dasharray',
+            svg,
+        )
+    ][:-1]  # the legend's sample comes last
+    numbers = [
+        (float(m[1]), float(m[2]))
+        for m in re.finditer(r'<text x="([\d.]+)" y="([\d.]+)" text-anchor="middle">\d</text>', svg)
+    ]
+    assert len(numbers) == len(dashes) > 0
+    for (x, baseline), (left, right, dash) in zip(numbers, dashes, strict=True):
+        assert left < x < right
+        assert not baseline - 11 - 1 <= dash <= baseline + 1, (x, baseline, dash)

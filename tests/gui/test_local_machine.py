@@ -107,6 +107,8 @@ def test_the_first_start_plans_on_the_card_found_after_the_first_paint(
     assert settings.local_gpu_preselected
     card = window.hardware_form.card.text()
     assert "20,564 MiB free now on this machine\n4,000 MiB held by other processes" in card
+    # nvidia-smi's quoted "24564 MiB" (resources/gpus.json) grouped as the free memory beside it is.
+    assert card.startswith("24,564 MiB (nvidia-smi) · ")
     assert "NVIDIA GeForce RTX 4090: 24,564 MiB, 20,564 MiB free now (rtx-4090)" in window.hardware_form.machine.text()
     qtbot.waitUntil(lambda: window.local.cache is not None, timeout=30_000)  # the cache is looked at too
     # Only once: the next start keeps the user's plan, whatever it is.

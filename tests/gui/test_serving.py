@@ -9,13 +9,22 @@ from PySide6.QtCore import Qt
 
 from core.catalogue import find_model
 from core.plan import Engine, Hardware, Plan, TransformersVersion
-from gui.format import memory
+from gui.format import latency, memory
 from gui.main_window import MainWindow
 
 
 def llama_on_h100(**changes: object) -> Plan:
     plan = Plan(model=find_model("llama-3.1-8b").spec, model_id="llama-3.1-8b", hardware=Hardware(gpu="h100-sxm"))
     return plan.with_inference(**changes)
+
+
+def serve_on_a_4090(window: MainWindow, **changes: object) -> None:
+    """Llama 3.1 8B served on an RTX 4090, the Serving tab open."""
+    window.show()
+    window.inference_action.trigger()
+    plan = Plan(model=find_model("llama-3.1-8b").spec, model_id="llama-3.1-8b", hardware=Hardware(gpu="rtx-4090"))
+    window.controller.reset(plan.with_inference(**changes))
+    window.tabs.setCurrentWidget(window.inference_panel)
 
 
 def test_window_follows_the_mode(window: MainWindow) -> None:
@@ -63,7 +72,7 @@ def test_vllm_figures_come_from_the_estimate(window: MainWindow) -> None:
     assert f"{inf.max_concurrency:.2f}×" in window.inference_panel.values["concurrency"].text()
     window.tabs.setCurrentWidget(window.compute_panel)
     speed = window.compute_panel.serving
-    assert speed.values["ttft"].text() == f"{inf.ttft_s * 1e3:,.0f} ms"
+    assert speed.values["ttft"].text() == latency(inf.ttft_s)
     assert f"{inf.decode_tokens_per_s:,.0f} tokens/s" in speed.values["total"].text()
     xs, ys = speed.total_curve.getData()
     assert list(xs) == [p.concurrent for p in inf.speed.curve]
@@ -80,11 +89,7 @@ def test_vllm_figures_come_from_the_estimate(window: MainWindow) -> None:
 def test_llama_cpp_on_the_serving_tab_and_banner(window: MainWindow) -> None:
     # The banner read "at most 1 requests"; llama.cpp's host part has its own row; the Compute
     # tab's time per output token is the queue's latency that tokens/s per request comes from.
-    window.show()
-    window.inference_action.trigger()
-    plan = Plan(model=find_model("llama-3.1-8b").spec, model_id="llama-3.1-8b", hardware=Hardware(gpu="rtx-4090"))
-    window.controller.reset(plan.with_inference(engine="llamacpp", context=8192, gpu_layers=20))
-    window.tabs.setCurrentWidget(window.inference_panel)
+    serve_on_a_4090(window, engine="llamacpp", context=8192, gpu_layers=20)
     assert "host RAM not given" in window.inference_panel.values["host"].text()
     assert "at most 1 request of this context" in window.verdict.detail.text()
     window.tabs.setCurrentWidget(window.compute_panel)
@@ -265,3 +270,15 @@ def test_the_throughput_legend_is_off_the_points_and_concurrency_whole(qtbot: An
     assert low >= 0
     ticks = [value for _spacing, values in plot.getAxis("bottom").tickValues(low, high, 300) for value in values]
     assert ticks and all(float(value).is_integer() for value in ticks), ticks
+
+
+def test_held_on_the_card_says_what_the_verdict_judges(window: MainWindow) -> None:
+    # docs/GUI.md, 2026-12-04: vLLM, 4 × 8,192 tokens on an RTX 4090 showed "Held on the card:
+    # 24.2 GB" above a "fits" in 23.2 GB usable, with nothing saying which figure was judged.
+    serve_on_a_4090(window, engine="vllm", context=8192, concurrent=4)
+    window.set_unit("GiB")
+    inf = window.controller.estimate.inference
+    held = window.inference_panel.values["footprint"].text()
+    assert held.startswith(memory(inf.footprint_bytes, "GiB"))
+    assert f"the {memory(inf.total_bytes, 'GiB')} needed at once" in held  # in the unit picked
+    assert "gpu_memory_utilization" in held

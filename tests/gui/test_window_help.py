@@ -17,6 +17,7 @@ from PySide6.QtWidgets import QApplication, QCheckBox, QLabel, QStyle, QStyleOpt
 
 from gui import theme
 from gui.main_window import MainWindow
+from gui.plotstyle import contrast as _contrast  # WCAG 2.1
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -48,19 +49,6 @@ def test_follow_the_system_keeps_the_platform_palette_when_qt_reports_no_scheme(
     monkeypatch.setattr(theme, "platform_palette", lambda: theme.dark_palette(), raising=False)
     theme.apply_theme(qapp, "system")
     assert qapp.palette().color(QPalette.ColorRole.Window).lightness() < 100  # not forced light
-
-
-def _contrast(a: QColor, b: QColor) -> float:
-    """WCAG 2.1 contrast ratio of two colours."""
-
-    def luminance(colour: QColor) -> float:
-        def channel(value: float) -> float:
-            return value / 12.92 if value <= 0.04045 else ((value + 0.055) / 1.055) ** 2.4
-
-        return 0.2126 * channel(colour.redF()) + 0.7152 * channel(colour.greenF()) + 0.0722 * channel(colour.blueF())
-
-    high, low = sorted((luminance(a), luminance(b)), reverse=True)
-    return (high + 0.05) / (low + 0.05)
 
 
 @pytest.mark.parametrize("choice", ["light", "dark"])
@@ -174,3 +162,23 @@ def test_the_shortcuts_list_has_every_menu_shortcut(window: MainWindow, fake_dia
     shortcuts = {s for s in shortcuts if s.startswith("Ctrl+Shift")}
     assert shortcuts >= {"Ctrl+Shift+G", "Ctrl+Shift+C", "Ctrl+Shift+F"}
     assert all(s in text for s in shortcuts)
+
+
+def test_the_headroom_band_shows_on_the_dark_theme(window: MainWindow, restore_theme: Any) -> None:
+    # docs/GUI.md, 2026-12-04: vermillion at alpha 40 on the dark base was 1.2 : 1, nearly
+    # invisible, in the plot and in the legend's swatch; the light theme keeps its alpha 40.
+    window.show()
+    for choice, alpha in (("dark", None), ("light", 40)):
+        window.set_theme(choice)
+        QApplication.processEvents()
+        base = window.chart.palette().color(QPalette.ColorRole.Base)
+        for brush in (window.chart.band.brush(), window.chart.legend.band_sample.opts["brush"]):
+            band = QColor(brush.color())
+            if alpha is not None:
+                assert band.alpha() == alpha
+                continue
+            share = band.alpha() / 255
+            shown = QColor.fromRgbF(
+                *(c * share + b * (1 - share) for c, b in zip(band.getRgbF()[:3], base.getRgbF()[:3], strict=True))
+            )
+            assert _contrast(shown, base) >= 1.6, choice

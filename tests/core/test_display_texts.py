@@ -1,0 +1,68 @@
+"""How figures read wherever they appear (docs/GUI.md, the 2026-12-04 walk at 1280 × 720): one
+formatter in core.format per kind of figure, so the window, the command line, reports and the
+formula text agree."""
+
+from __future__ import annotations
+
+import pytest
+
+from core.catalogue import find_gpu, find_model
+from core.cli.render import render_serving
+from core.estimate import estimate
+from core.files.report import build_report, to_markdown
+from core.format import grouped, latency, memory
+from core.inputs import MP_DTYPE_LABELS
+from core.plan import Hardware, MpDtype, Plan
+from core.verdict import Mode
+
+
+@pytest.mark.parametrize(
+    ("seconds", "text"),
+    [(0.8404, "840 ms"), (9.9994, "9,999 ms"), (9.9996, "10.0 s"), (12.518874, "12.5 s"), (1234.5, "1,234.5 s")],
+)
+def test_a_wait_reads_in_seconds_past_ten(seconds: float, text: str) -> None:
+    assert latency(seconds) == text
+
+
+def test_latency_with_no_finite_value() -> None:
+    assert latency(float("inf")) == "—"
+
+
+def test_time_to_first_token_reads_the_same_in_every_text() -> None:
+    # Hugging Face generate, 4 × 8,192-token requests of Llama 3.1 8B on an RTX 4090: the walk's
+    # "12,519 ms" (the estimate's own figure, 12.52 s at this commit), now "12.5 s" everywhere.
+    plan = Plan(model=find_model("llama-3.1-8b").spec, model_id="llama-3.1-8b", hardware=Hardware(gpu="rtx-4090"))
+    est = estimate(plan.with_inference(engine="hf", context=8192, concurrent=4))
+    shown = latency(est.inference.ttft_s)
+    assert shown.endswith(" s") and est.inference.ttft_s > 10
+    assert f"time to first token {shown}" in render_serving(est)
+    assert f"with 4 requests sent together {shown}" in est.inference.speed.formula
+    report = to_markdown(build_report([("hf", est.plan)], mode=Mode.INFERENCE))
+    assert f"time to first token {shown}" in report
+    for text in (render_serving(est), est.inference.speed.formula, report):
+        assert "12,519 ms" not in text
+
+
+def test_a_quoted_memory_size_is_grouped_as_ours_are() -> None:
+    # resources/gpus.json: the RTX 4090's nvidia-smi memory.total, "24564 MiB (nvidia-smi)".
+    assert grouped(find_gpu("rtx-4090").memory_reported) == "24,564 MiB (nvidia-smi)"
+    assert grouped("6144 MiB = 2/3 of 16 GB, torch total 12.88 GB") == "6,144 MiB = 2/3 of 16 GB, torch total 12.88 GB"
+    assert grouped("205,822,885,888 bytes") == "205,822,885,888 bytes"
+
+
+def test_fsdp_as_stored_reads_as_words() -> None:
+    # torch.distributed.fsdp.MixedPrecisionPolicy(param_dtype=None): keep the stored dtype.
+    assert MP_DTYPE_LABELS[MpDtype.STORED] == "as stored (no cast)"
+
+
+def test_held_on_the_card_says_what_the_verdict_judges_instead() -> None:
+    # vLLM 0.19, 4 × 8,192 tokens of Llama 3.1 8B on an RTX 4090 (the walk's plan): 24.2 GB held
+    # (card × gpu_memory_utilization 0.9 + context + CUDA graphs) above 21.2 GB needed at once.
+    plan = Plan(model=find_model("llama-3.1-8b").spec, model_id="llama-3.1-8b", hardware=Hardware(gpu="rtx-4090"))
+    vllm = estimate(plan.with_inference(engine="vllm", context=8192, concurrent=4)).inference
+    assert vllm.footprint_bytes > vllm.total_bytes
+    note = vllm.held_note("GiB")
+    assert f"the {memory(vllm.total_bytes, 'GiB')} needed at once" in note and "gpu_memory_utilization" in note
+    assert "in GiB as vLLM logs them" in vllm.formula
+    hf = estimate(plan.with_inference(engine="hf", context=8192, concurrent=4)).inference
+    assert hf.held_note() == ""  # generate holds what it needs: nothing to explain
