@@ -118,8 +118,9 @@ class InferenceEstimate:
         if knob:
             name = "vLLM" if self.engine is Engine.VLLM else "SGLang"
             return (
-                f"Not what the verdict judges ({needed}): {name} reserves {knob} × the card at "
-                "start-up however few requests run, plus its CUDA context."
+                f"Not what the verdict judges ({needed}): {name} allocates its KV cache pool at "
+                f"start-up, up to {knob} × the card, however few requests run; its CUDA context "
+                "comes on top."
             )
         return f"Not what the verdict judges ({needed}): what the process holds at its peak."
 
