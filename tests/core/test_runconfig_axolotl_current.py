@@ -8,7 +8,10 @@ from __future__ import annotations
 
 import pytest
 
-from core.files.runconfig import ConfigKind, RunSettings, loads_run_config
+from core.catalogue import find_model
+from core.errors import PlanFileError
+from core.files.runconfig import ConfigKind, RunSettings, loads_run_config, plan_from_run
+from core.plan import Plan
 
 
 def settings(text: str) -> RunSettings:
@@ -45,3 +48,49 @@ def test_fsdp_config_table_with_fsdp_version() -> None:
 def test_the_word_list_still_wins_when_both_are_given() -> None:
     found = settings("fsdp: [shard_grad_op, auto_wrap]\nfsdp_config:\n  reshard_after_forward: true\n")
     assert (found.sharding, found.reshard_after_forward) == ("fsdp", False)
+
+
+# axolotl-ai-cloud/axolotl 067b021, utils/schemas/validation.py check_gradient_checkpointing_w_offload:
+# "offload_disk" -> gradient_checkpointing True + activation_offloading "disk", which
+# core/trainers/mixins/activation_checkpointing.py runs as TRL's streamed offloader (host memory).
+# Before 2026-12-04 the reader refused "offload_disk" as an unknown value.
+def test_offload_disk_checkpointing_is_read_as_checkpointing_with_activation_offloading() -> None:
+    run = loads_run_config(
+        b"base_model: meta-llama/Llama-3.1-8B\ngradient_checkpointing: offload_disk\n", "a.yaml", ConfigKind.AXOLOTL
+    )
+    assert (run.settings.checkpointing, run.settings.activation_offload) == (True, True)
+    assert run.settings.checkpoint_policy is None and not run.unknown
+    note = next(n.source for n in run.notes if n.source.startswith("gradient_checkpointing:"))
+    assert "99187cd" in note and "disk" in note
+    plan = plan_from_run(run, Plan(model=find_model("llama-3.1-8b").spec))
+    assert plan.checkpointing and plan.activation_offload
+
+
+# activation_offloading at 067b021 (utils/schemas/config.py): Literal["legacy", "disk", "hidden_states"]
+# | bool | None; each word offloads saved tensors to host memory (activation_checkpointing.py
+# ActivationOffloadingMixin). Before 2026-12-04 each word was refused as "true or false".
+@pytest.mark.parametrize("word", ["legacy", "disk", "hidden_states"])
+def test_activation_offloading_words_are_read(word: str) -> None:
+    run = loads_run_config(
+        f"base_model: meta-llama/Llama-3.1-8B\ngradient_checkpointing: true\nactivation_offloading: {word}\n".encode(),
+        "a.yaml",
+        ConfigKind.AXOLOTL,
+    )
+    assert run.settings.activation_offload is True and run.settings.checkpointing is True
+    assert any(n.source.startswith("activation_offloading:") for n in run.notes)
+
+
+@pytest.mark.parametrize(
+    ("text", "key"),
+    [
+        ("gradient_checkpointing: offload_ssd\n", "gradient_checkpointing"),
+        ("activation_offloading: nvme\n", "activation_offloading"),
+    ],
+)
+def test_other_offloading_words_are_refused(text: str, key: str) -> None:
+    with pytest.raises(PlanFileError, match=key):
+        settings(text)
+
+
+def test_activation_offloading_false_stays_off() -> None:
+    assert not settings("activation_offloading: false\n").activation_offload

@@ -194,8 +194,15 @@ FUSED_LOSS_KEYS: Final = ("liger_fused_linear_cross_entropy", "cut_cross_entropy
 # check_offload_grad_checkpointing), which swapped transformers' checkpoint for Unsloth's legacy
 # Unsloth_Offloaded_Gradient_Checkpointer (utils/gradient_checkpointing/unsloth.py: each decoder
 # layer's input hidden states moved to the CPU); c0a0c75 (2025-05-13) dropped "unsloth" from the
-# schema, and at 067b021 "offload" becomes gradient_checkpointing: true + activation_offloading: true
-# (utils/schemas/validation.py, check_gradient_checkpointing_w_offload). docs/UNSLOTH.md.
+# schema. At axolotl-ai-cloud/axolotl 067b021 (utils/schemas/validation.py,
+# check_gradient_checkpointing_w_offload) "offload" becomes gradient_checkpointing: true +
+# activation_offloading: true and "offload_disk" becomes gradient_checkpointing: true +
+# activation_offloading: "disk"; core/trainers/mixins/activation_checkpointing.py
+# ActivationOffloadingMixin runs both under TRL's OffloadActivations with CUDA streams (saved tensors
+# to pinned host memory), the plan's activation offloading. The disk checkpointer
+# (monkeypatch/gradient_checkpointing/offload_disk.py) is patched in only when activation_offloading
+# == "offload_disk" (loaders/patch_manager.py, _apply_gradient_checkpointing_patches), a value the
+# schema's Literal does not admit: unreachable since 99187cd (2025-07-14). docs/UNSLOTH.md.
 CHECKPOINT_OFFLOAD_NOTES: Final = {
     "unsloth": (
         "read as Unsloth's offloaded checkpointing (the plan's policy 'unsloth'); axolotl took 'unsloth' as "
@@ -204,29 +211,71 @@ CHECKPOINT_OFFLOAD_NOTES: Final = {
         "(docs/UNSLOTH.md)"
     ),
     "offload": (
-        "read as full checkpointing with every block's input kept on the GPU; axolotl now turns it into "
-        "activation_offloading: true, which the plan models only when that key is given (docs/UNSLOTH.md)"
+        "read as checkpointing with activation offloading: axolotl (067b021, check_gradient_checkpointing_w_"
+        "offload) turns it into activation_offloading: true, TRL's offloader to pinned host memory"
+    ),
+    "offload_disk": (
+        "read as checkpointing with activation offloading to host memory: axolotl (067b021, check_gradient_"
+        "checkpointing_w_offload) turns it into activation_offloading: disk, which runs TRL's offloader to "
+        "pinned host memory like true; its disk checkpointer is unreachable since 99187cd (from c0a0c75 to "
+        "then it wrote block inputs to disk, which the plan cannot express)"
+    ),
+}
+# activation_offloading's words at 067b021 (utils/schemas/config.py: Literal["legacy", "disk",
+# "hidden_states"] | bool | None), each read as the plan's activation offloading, with what differs.
+ACTIVATION_OFFLOAD_NOTES: Final = {
+    "legacy": (
+        "read as activation offloading; 'legacy' runs TRL's offloader without CUDA streams "
+        "(activation_checkpointing.py, use_streams=False), keeping fewer tensors on the GPU than the "
+        "plan's stash of the last few, so the estimate may be a little high"
+    ),
+    "disk": (
+        "read as activation offloading to host memory: at 067b021 'disk' runs the same TRL offloader "
+        "with streams as true (activation_checkpointing.py); nothing is written to disk"
+    ),
+    "hidden_states": (
+        "read as activation offloading of the checkpointed blocks' inputs "
+        "(monkeypatch/checkpoint_activation_offload.py, CheckpointHiddenStatesOffload) with HF "
+        "checkpointing kept; how many inputs stay on the GPU is the plan's stash, not this manager's"
     ),
 }
 
 
-def _memory_savers(taker: Taker) -> dict[str, Any]:
-    """Gradient checkpointing, the attention kernel and a chunked loss."""
+def _checkpointing(taker: Taker) -> dict[str, Any]:
+    """gradient_checkpointing (with its offloading words) and activation_offloading."""
     s: dict[str, Any] = {}
     checkpointing = taker.raw("gradient_checkpointing")
     if checkpointing is not None:
         # Not ``in (True, False, ...)``: 0 == False and 1 == True there, and ``0 is not False``
         # below read `gradient_checkpointing: 0` as checkpointing on (axolotl's schema at 067b021,
         # utils/schemas/config.py: ``Literal["offload", "offload_disk"] | bool | None``).
-        if not isinstance(checkpointing, bool) and checkpointing not in ("unsloth", "offload"):
-            raise taker.fail("gradient_checkpointing", checkpointing, "true, false, unsloth or offload")
+        if not isinstance(checkpointing, bool | str) or checkpointing not in (True, False, *CHECKPOINT_OFFLOAD_NOTES):
+            raise taker.fail("gradient_checkpointing", checkpointing, "true, false, offload, offload_disk or unsloth")
         s["checkpointing"] = checkpointing is not False
         taker.record("checkpointing", s["checkpointing"], "gradient_checkpointing")
-        if checkpointing in ("unsloth", "offload"):
+        if checkpointing in CHECKPOINT_OFFLOAD_NOTES:
             taker.note("gradient_checkpointing", CHECKPOINT_OFFLOAD_NOTES[checkpointing])
         if checkpointing == "unsloth":
             s["checkpoint_policy"] = "unsloth"
             taker.record("checkpoint_policy", "unsloth", "gradient_checkpointing")
+        elif checkpointing in ("offload", "offload_disk"):
+            s["activation_offload"] = True
+            taker.record("activation_offload", True, "gradient_checkpointing")
+    mode = taker.raw("activation_offloading")
+    if isinstance(mode, str) and mode.strip() in ACTIVATION_OFFLOAD_NOTES:
+        s["activation_offload"] = True
+        taker.record("activation_offload", True, "activation_offloading")
+        taker.note("activation_offloading", ACTIVATION_OFFLOAD_NOTES[mode.strip()])
+    elif isinstance(mode, str) and mode.strip().lower() not in ("true", "false"):
+        raise taker.fail("activation_offloading", mode, "true, false, legacy, disk or hidden_states")
+    elif taker.flag("activation_offloading", "activation_offload"):
+        s["activation_offload"] = True
+    return s
+
+
+def _memory_savers(taker: Taker) -> dict[str, Any]:
+    """Gradient checkpointing, the attention kernel and a chunked loss."""
+    s = _checkpointing(taker)
     for key, kernel in ATTENTION_KEYS:
         if taker.flag(key):
             s["attention"] = kernel
@@ -239,7 +288,5 @@ def _memory_savers(taker: Taker) -> dict[str, Any]:
         if taker.flag(key):
             s["fused_loss"] = True
             taker.record("fused_loss", True, key)
-    if taker.flag("activation_offloading", "activation_offload"):
-        s["activation_offload"] = True
     s.update(recipe_numbers(taker, "max_grad_norm", "lora_dropout"))
     return s
