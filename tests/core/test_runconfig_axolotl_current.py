@@ -94,3 +94,32 @@ def test_other_offloading_words_are_refused(text: str, key: str) -> None:
 
 def test_activation_offloading_false_stays_off() -> None:
     assert not settings("activation_offloading: false\n").activation_offload
+
+
+# attn_implementation is axolotl's canonical attention field at 067b021 (utils/schemas/enums.py
+# CANONICAL_ATTN_IMPLS; the boolean flags are its deprecated spellings, LEGACY_ATTN_FLAG_TO_IMPL).
+# Before 2026-12-04 it was listed as an unknown key in 189 of the 213 examples there.
+@pytest.mark.parametrize(
+    ("value", "kernel"),
+    [
+        ("flash_attention_2", "flash"),
+        ("flash_attention_3", "flash"),
+        ("kernels-community/flash-attn3", "flash"),
+        ("sdpa", "sdpa"),
+        ("flex_attention", "sdpa"),
+        ("xformers", "sdpa"),
+        ("eager", "eager"),
+    ],
+)
+def test_attn_implementation_picks_the_attention_kernel(value: str, kernel: str) -> None:
+    run = loads_run_config(
+        f"base_model: meta-llama/Llama-3.1-8B\nattn_implementation: {value}\n".encode(), "a.yaml", ConfigKind.AXOLOTL
+    )
+    assert run.settings.attention == kernel and not run.unknown
+
+
+def test_an_attention_backend_not_modelled_is_listed() -> None:
+    run = loads_run_config(
+        b"base_model: meta-llama/Llama-3.1-8B\nattn_implementation: sage\n", "a.yaml", ConfigKind.AXOLOTL
+    )
+    assert run.settings.attention is None and any(u.startswith("attn_implementation = 'sage'") for u in run.unknown)

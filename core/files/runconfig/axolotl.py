@@ -110,7 +110,7 @@ def read_axolotl(document: dict[str, Any], where: str) -> RunConfig:
     s.update(_batch(taker))
     s.update(_precision(taker, bool(taker.flag("load_in_8bit"))))
     s["optimizer"], s["optimizer_impl"] = hf_optimizer(taker, "optimizer", odd, "axolotl")
-    s.update(_memory_savers(taker))
+    s.update(_memory_savers(taker, odd))
     taker.note("sample_packing", "packing fills every micro-batch row to sequence_len, as the plan assumes")
     taker.note("tf32", "TF32 matmuls change speed, not memory")
     if taker.flag("torch_compile"):  # torch.compile: the blocks save less (core.training.activations, COMPILE_NOTE)
@@ -183,6 +183,20 @@ ATTENTION_KEYS: Final = (
     ("flex_attention", "sdpa"),
     ("eager_attention", "eager"),
 )
+# attn_implementation, the canonical field at axolotl-ai-cloud/axolotl 067b021 (utils/schemas/config.py
+# normalize_attn_implementation turns the flags above into it; utils/schemas/enums.py CANONICAL_ATTN_IMPLS,
+# LEGACY_ATTN_FLAG_TO_IMPL, and ATTN_IMPLS_USING_FLASH_LIB for the Hub's flash-attn kernels), read as the
+# flags are. sage, fp8 and other Hub kernels are listed as not modelled.
+ATTN_IMPLEMENTATIONS: Final = {
+    "eager": "eager",
+    "sdpa": "sdpa",
+    "flash_attention_2": "flash",
+    "flash_attention_3": "flash",
+    "kernels-community/flash-attn2": "flash",
+    "kernels-community/flash-attn3": "flash",
+    "flex_attention": "sdpa",
+    "xformers": "sdpa",
+}
 # chunked_cross_entropy computes the loss in chunks; Liger's fused linear cross-entropy and
 # Cut Cross-Entropy run the head and the loss together, never making the logits whole.
 CHUNKED_LOSS_KEYS: Final = ("chunked_cross_entropy",)
@@ -273,13 +287,19 @@ def _checkpointing(taker: Taker) -> dict[str, Any]:
     return s
 
 
-def _memory_savers(taker: Taker) -> dict[str, Any]:
+def _memory_savers(taker: Taker, odd: OddValues) -> dict[str, Any]:
     """Gradient checkpointing, the attention kernel and a chunked loss."""
     s = _checkpointing(taker)
     for key, kernel in ATTENTION_KEYS:
         if taker.flag(key):
             s["attention"] = kernel
             taker.record("attention", kernel, key)
+    implementation = taker.word("attn_implementation", "an attention backend's name")
+    if implementation in ATTN_IMPLEMENTATIONS:
+        s["attention"] = ATTN_IMPLEMENTATIONS[implementation]
+        taker.record("attention", s["attention"], "attn_implementation")
+    elif implementation is not None:
+        odd.add("attn_implementation", implementation, "an attention backend the planner does not model")
     for key in CHUNKED_LOSS_KEYS:
         if taker.flag(key):
             s["chunked_loss"] = True
