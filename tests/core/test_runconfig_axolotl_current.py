@@ -123,3 +123,21 @@ def test_an_attention_backend_not_modelled_is_listed() -> None:
         b"base_model: meta-llama/Llama-3.1-8B\nattn_implementation: sage\n", "a.yaml", ConfigKind.AXOLOTL
     )
     assert run.settings.attention is None and any(u.startswith("attn_implementation = 'sage'") for u in run.unknown)
+
+
+# axolotl 067b021 core/builders/base.py _configure_gradient_checkpointing and loaders/model.py
+# _apply_activation_checkpointing: on an adapter run, offloading other than hidden_states replaces the
+# recompute (since 277d524). The plan keeps checkpointing and the note says so.
+@pytest.mark.parametrize(
+    ("text", "noted"),
+    [
+        ("adapter: lora\ngradient_checkpointing: offload\n", True),
+        ("adapter: qlora\nload_in_4bit: true\ngradient_checkpointing: true\nactivation_offloading: true\n", True),
+        ("adapter: lora\ngradient_checkpointing: true\nactivation_offloading: hidden_states\n", False),
+        ("gradient_checkpointing: offload\n", False),
+    ],
+)
+def test_offloading_on_an_adapter_run_notes_the_skipped_recompute(text: str, noted: bool) -> None:
+    run = loads_run_config(("base_model: meta-llama/Llama-3.1-8B\n" + text).encode(), "a.yaml", ConfigKind.AXOLOTL)
+    assert run.settings.checkpointing is True and run.settings.activation_offload is True
+    assert any(n.source.startswith("adapter:") and "277d524" in n.source for n in run.notes) is noted

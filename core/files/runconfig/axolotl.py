@@ -111,6 +111,7 @@ def read_axolotl(document: dict[str, Any], where: str) -> RunConfig:
     s.update(_precision(taker, bool(taker.flag("load_in_8bit"))))
     s["optimizer"], s["optimizer_impl"] = hf_optimizer(taker, "optimizer", odd, "axolotl")
     s.update(_memory_savers(taker, odd))
+    _adapter_offload_note(taker, s)
     taker.note("sample_packing", "packing fills every micro-batch row to sequence_len, as the plan assumes")
     taker.note("tf32", "TF32 matmuls change speed, not memory")
     if taker.flag("torch_compile"):  # torch.compile: the blocks save less (core.training.activations, COMPILE_NOTE)
@@ -285,6 +286,29 @@ def _checkpointing(taker: Taker) -> dict[str, Any]:
     elif taker.flag("activation_offloading", "activation_offload"):
         s["activation_offload"] = True
     return s
+
+
+# Since 277d524 (2026-06-15), on an adapter run activation offloading other than "hidden_states"
+# replaces recompute: axolotl 067b021 core/builders/base.py _configure_gradient_checkpointing passes
+# gradient_checkpointing=False to the trainer, loaders/model.py _apply_activation_checkpointing wraps
+# blocks in checkpointing only without an adapter ("LoRA/QLoRA: offload *replaces* recompute"), and
+# utils/schemas/validation.py check_hidden_states_offloading says so ("activation_offloading: true can
+# be faster because it avoids recompute"). The plan keeps checkpointing as the file gives it, so
+# plans, exports and round trips agree; the note says what the run does instead.
+ADAPTER_OFFLOAD_NOTE: Final = (
+    "with activation offloading on an adapter run, axolotl since 277d524 skips the recompute (TRL's "
+    "offloader moves every saved activation to the host instead); the plan keeps checkpointing on, so "
+    "the time includes a recompute the run does not do and the GPU holds block inputs rather than the "
+    "offloader's last few tensors"
+)
+
+
+def _adapter_offload_note(taker: Taker, s: dict[str, Any]) -> None:
+    mode = taker.raw("activation_offloading")
+    hidden_states = isinstance(mode, str) and mode.strip() == "hidden_states"
+    adapter = s.get("method") in ("lora", "qlora", "dora")
+    if s.get("activation_offload") and s.get("checkpointing") and adapter and not hidden_states:
+        taker.note("adapter", ADAPTER_OFFLOAD_NOTE)
 
 
 def _memory_savers(taker: Taker, odd: OddValues) -> dict[str, Any]:
