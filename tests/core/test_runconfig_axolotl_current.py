@@ -141,3 +141,13 @@ def test_offloading_on_an_adapter_run_notes_the_skipped_recompute(text: str, not
     run = loads_run_config(("base_model: meta-llama/Llama-3.1-8B\n" + text).encode(), "a.yaml", ConfigKind.AXOLOTL)
     assert run.settings.checkpointing is True and run.settings.activation_offload is True
     assert any(n.source.startswith("adapter:") and "277d524" in n.source for n in run.notes) is noted
+
+
+# axolotl 067b021 utils/schemas/fsdp.py FSDPConfig.activation_checkpointing and
+# monkeypatch/accelerate/fsdp2.py fsdp2_prepare_model (apply_activation_checkpointing per decoder
+# block). Before 2026-12-04 it was skipped with the rest of fsdp_config: checkpointing stayed unread.
+@pytest.mark.parametrize("key", ["activation_checkpointing", "fsdp_activation_checkpointing"])
+def test_fsdp_activation_checkpointing_turns_checkpointing_on(key: str) -> None:
+    found = settings(f"gradient_checkpointing: false\nfsdp_version: 2\nfsdp_config:\n  {key}: true\n")
+    assert found.checkpointing is True and found.sharding == "fsdp"
+    assert settings(f"fsdp_version: 2\nfsdp_config:\n  {key}: false\n").checkpointing is None

@@ -71,6 +71,22 @@ def _fsdp_config(taker: Taker) -> dict[str, Any]:
     return found
 
 
+def _fsdp_checkpointing(taker: Taker, s: dict[str, Any]) -> None:
+    """``fsdp_config.activation_checkpointing`` (or ``fsdp_activation_checkpointing``): checkpointing
+    of every wrapped block, whatever ``gradient_checkpointing`` says. axolotl 067b021:
+    utils/schemas/fsdp.py FSDPConfig.activation_checkpointing; utils/trainer.py setup_fsdp_envs sets
+    FSDP_ACTIVATION_CHECKPOINTING for accelerate; monkeypatch/accelerate/fsdp2.py fsdp2_prepare_model
+    applies torch's apply_activation_checkpointing (non-reentrant) with the transformer-layer wrap
+    policy, i.e. each decoder block, before fully_shard. It was skipped with the rest of the table."""
+    table = taker.raw("fsdp_config")
+    if not isinstance(table, dict):
+        return
+    name = "activation_checkpointing" if "activation_checkpointing" in table else "fsdp_activation_checkpointing"
+    if taker.flag(f"fsdp_config.{name}"):
+        s["checkpointing"] = True
+        taker.record("checkpointing", True, f"fsdp_config.{name}")
+
+
 def _precision(taker: Taker, eight: bool) -> dict[str, str]:
     """The dtype the model is loaded in and the AMP, as normalize_config resolves them."""
     found: dict[str, str] = {}
@@ -120,6 +136,7 @@ def read_axolotl(document: dict[str, Any], where: str) -> RunConfig:
     s.update(sharding(taker, odd))
     if "sharding" not in s:
         s.update(_fsdp_config(taker))
+    _fsdp_checkpointing(taker, s)
     s.update(accelerate_grad_sync(taker, s))
     taker.irrelevant("fsdp_config", "fsdp_version")
     taker.note("plugins", "plugins may change memory (Liger, Cut Cross Entropy); not modelled")
