@@ -151,3 +151,20 @@ def test_fsdp_activation_checkpointing_turns_checkpointing_on(key: str) -> None:
     found = settings(f"gradient_checkpointing: false\nfsdp_version: 2\nfsdp_config:\n  {key}: true\n")
     assert found.checkpointing is True and found.sharding == "fsdp"
     assert settings(f"fsdp_version: 2\nfsdp_config:\n  {key}: false\n").checkpointing is None
+
+
+# axolotl 067b021 utils/schemas/config.py: torch_compile: Literal["auto"] | bool; check_torch_compile_auto
+# makes "auto" true on torch >= 2.5.1. Before 2026-12-04 "auto" was refused as "true or false".
+def test_torch_compile_auto_is_compile() -> None:
+    assert settings("torch_compile: auto\n").stack == "compile"
+    assert settings("torch_compile: false\n").stack is None
+
+
+# axolotl 067b021 integrations/cut_cross_entropy/args.py: cut_cross_entropy defaults to True once the
+# plugin is listed (examples/qwen3/32b-qlora.yaml lists the plugin alone). Before 2026-12-04 the plugin
+# was only noted and the loss stayed the plan's.
+def test_the_cut_cross_entropy_plugin_alone_turns_the_fused_loss_on() -> None:
+    plugin = "plugins:\n  - axolotl.integrations.cut_cross_entropy.CutCrossEntropyPlugin\nbf16: true\n"
+    assert settings(plugin).fused_loss is True
+    assert settings(plugin + "cut_cross_entropy: false\n").fused_loss is None
+    assert settings("plugins:\n  - axolotl.integrations.liger.LigerPlugin\n").fused_loss is None

@@ -87,6 +87,30 @@ def _fsdp_checkpointing(taker: Taker, s: dict[str, Any]) -> None:
         taker.record("checkpointing", True, f"fsdp_config.{name}")
 
 
+# axolotl-ai-cloud/axolotl 067b021: integrations/cut_cross_entropy/args.py CutCrossEntropyArgs has
+# ``cut_cross_entropy: Optional[bool] = True``, so listing the plugin turns CCE on unless the key says false
+# (CutCrossEntropyPlugin.pre_model_load patches the model when cfg.cut_cross_entropy).
+CCE_PLUGIN: Final = "axolotl.integrations.cut_cross_entropy.CutCrossEntropyPlugin"
+
+
+def _compile_and_plugins(taker: Taker, s: dict[str, Any]) -> None:
+    """torch.compile (the blocks save less: core.training.activations, COMPILE_NOTE) and Cut Cross
+    Entropy switched on by its plugin alone. ``torch_compile: auto`` is true on torch >= 2.5.1
+    (067b021 utils/schemas/config.py check_torch_compile_auto), assumed here as ``bf16: auto`` is."""
+    value = taker.raw("torch_compile")
+    if isinstance(value, str) and value.strip() == "auto":
+        s["stack"] = "compile"
+        taker.record("stack", "compile", "torch_compile: auto (assumes torch 2.5.1 or newer)")
+    elif taker.flag("torch_compile"):
+        s["stack"] = "compile"
+        taker.record("stack", "compile", "torch_compile")
+    plugins = taker.raw("plugins")
+    listed = isinstance(plugins, list) and CCE_PLUGIN in plugins
+    if listed and "fused_loss" not in s and taker.flag("cut_cross_entropy") is not False:
+        s["fused_loss"] = True
+        taker.record("fused_loss", True, "plugins: CutCrossEntropyPlugin (cut_cross_entropy defaults to true)")
+
+
 def _precision(taker: Taker, eight: bool) -> dict[str, str]:
     """The dtype the model is loaded in and the AMP, as normalize_config resolves them."""
     found: dict[str, str] = {}
@@ -130,16 +154,14 @@ def read_axolotl(document: dict[str, Any], where: str) -> RunConfig:
     _adapter_offload_note(taker, s)
     taker.note("sample_packing", "packing fills every micro-batch row to sequence_len, as the plan assumes")
     taker.note("tf32", "TF32 matmuls change speed, not memory")
-    if taker.flag("torch_compile"):  # torch.compile: the blocks save less (core.training.activations, COMPILE_NOTE)
-        s["stack"] = "compile"
-        taker.record("stack", "compile", "torch_compile")
+    _compile_and_plugins(taker, s)
     s.update(sharding(taker, odd))
     if "sharding" not in s:
         s.update(_fsdp_config(taker))
     _fsdp_checkpointing(taker, s)
     s.update(accelerate_grad_sync(taker, s))
     taker.irrelevant("fsdp_config", "fsdp_version")
-    taker.note("plugins", "plugins may change memory (Liger, Cut Cross Entropy); not modelled")
+    taker.note("plugins", "plugins may change memory; only Cut Cross Entropy's default and the loss flags are read")
     taker.note("unfrozen_parameters", "partly frozen training by parameter name is not modelled")
     taker.irrelevant(*IRRELEVANT)
     return finish(ConfigKind.AXOLOTL, taker, odd, model_ref, s)
