@@ -789,14 +789,14 @@ def test_a_document_of_the_app_is_replaced_only_by_one_of_its_kind(
     assert run(capsys, *argv, "--force")[0] == 0 and target.read_bytes() != before
 
 
-@pytest.mark.parametrize("value", ["0", "1", "0.0", "-0.0"])
+@pytest.mark.parametrize("value", ["0", "1", "0.0", "-0.0", "[offload]", "{offload: true}"])
 def test_axolotl_gradient_checkpointing_of_a_number_is_one_message(value: str) -> None:
     """`gradient_checkpointing: 0` was read as checkpointing on (0 == False passed the check,
     ``0 is not False`` turned it on); axolotl's schema takes a bool or a word (067b021,
     src/axolotl/utils/schemas/config.py)."""
     raw = f"base_model: meta-llama/Llama-3.2-1B\nsequence_len: 1024\ngradient_checkpointing: {value}\n"
     message = one_line_error(loads_run_config, raw.encode(), "axolotl.yaml")
-    assert "gradient_checkpointing" in message and "true, false, unsloth or offload" in message
+    assert "gradient_checkpointing" in message and "true, false, offload, offload_disk or unsloth" in message
 
 
 @POSIX

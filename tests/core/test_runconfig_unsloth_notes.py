@@ -4,8 +4,9 @@ LLaMA-Factory's ``use_unsloth`` loads through Unsloth with use_gradient_checkpoi
 (hiyouga/LLaMA-Factory@1212919:src/llamafactory/model/model_utils/unsloth.py); axolotl took
 ``gradient_checkpointing: unsloth`` as ``offload`` (Unsloth's offloaded checkpointer) until c0a0c75
 and turns ``offload`` into ``activation_offloading: true`` at 067b021
-(src/axolotl/utils/schemas/validation.py). Both are now read as the plan's Unsloth settings (the
-``unsloth`` switch and the checkpointing policy "unsloth"); the notes say what is still not modelled."""
+(src/axolotl/utils/schemas/validation.py). ``use_unsloth`` and ``unsloth`` are read as the plan's Unsloth
+settings (the ``unsloth`` switch and the checkpointing policy "unsloth"), ``offload`` as activation
+offloading (2026-12-04); the notes say what is still not modelled."""
 
 from __future__ import annotations
 
@@ -64,5 +65,7 @@ def test_axolotl_unsloth_checkpointing_is_read_as_the_unsloth_policy() -> None:
 def test_axolotl_offload_checkpointing_note_points_at_activation_offloading() -> None:
     run = _load("base_model: meta-llama/Llama-3.1-8B\ngradient_checkpointing: offload\n", ConfigKind.AXOLOTL)
     note = _note(run, "gradient_checkpointing")
-    assert "every block's input kept on the GPU" in note and "activation_offloading: true" in note
-    assert run.settings.checkpointing is True and not run.settings.activation_offload
+    assert "067b021" in note and "activation_offloading: true" in note
+    # axolotl 067b021 utils/schemas/validation.py check_gradient_checkpointing_w_offload:
+    # "offload" -> gradient_checkpointing True + activation_offloading True (TRL's offloader).
+    assert run.settings.checkpointing is True and run.settings.activation_offload is True

@@ -71,6 +71,46 @@ def _fsdp_config(taker: Taker) -> dict[str, Any]:
     return found
 
 
+def _fsdp_checkpointing(taker: Taker, s: dict[str, Any]) -> None:
+    """``fsdp_config.activation_checkpointing`` (or ``fsdp_activation_checkpointing``): checkpointing
+    of every wrapped block, whatever ``gradient_checkpointing`` says. axolotl 067b021:
+    utils/schemas/fsdp.py FSDPConfig.activation_checkpointing; utils/trainer.py setup_fsdp_envs sets
+    FSDP_ACTIVATION_CHECKPOINTING for accelerate; monkeypatch/accelerate/fsdp2.py fsdp2_prepare_model
+    applies torch's apply_activation_checkpointing (non-reentrant) with the transformer-layer wrap
+    policy, i.e. each decoder block, before fully_shard. It was skipped with the rest of the table."""
+    table = taker.raw("fsdp_config")
+    if not isinstance(table, dict):
+        return
+    name = "activation_checkpointing" if "activation_checkpointing" in table else "fsdp_activation_checkpointing"
+    if taker.flag(f"fsdp_config.{name}"):
+        s["checkpointing"] = True
+        taker.record("checkpointing", True, f"fsdp_config.{name}")
+
+
+# axolotl-ai-cloud/axolotl 067b021: integrations/cut_cross_entropy/args.py CutCrossEntropyArgs has
+# ``cut_cross_entropy: Optional[bool] = True``, so listing the plugin turns CCE on unless the key says false
+# (CutCrossEntropyPlugin.pre_model_load patches the model when cfg.cut_cross_entropy).
+CCE_PLUGIN: Final = "axolotl.integrations.cut_cross_entropy.CutCrossEntropyPlugin"
+
+
+def _compile_and_plugins(taker: Taker, s: dict[str, Any]) -> None:
+    """torch.compile (the blocks save less: core.training.activations, COMPILE_NOTE) and Cut Cross
+    Entropy switched on by its plugin alone. ``torch_compile: auto`` is true on torch >= 2.5.1
+    (067b021 utils/schemas/config.py check_torch_compile_auto), assumed here as ``bf16: auto`` is."""
+    value = taker.raw("torch_compile")
+    if isinstance(value, str) and value.strip() == "auto":
+        s["stack"] = "compile"
+        taker.record("stack", "compile", "torch_compile: auto (assumes torch 2.5.1 or newer)")
+    elif taker.flag("torch_compile"):
+        s["stack"] = "compile"
+        taker.record("stack", "compile", "torch_compile")
+    plugins = taker.raw("plugins")
+    listed = isinstance(plugins, list) and CCE_PLUGIN in plugins
+    if listed and "fused_loss" not in s and taker.flag("cut_cross_entropy") is not False:
+        s["fused_loss"] = True
+        taker.record("fused_loss", True, "plugins: CutCrossEntropyPlugin (cut_cross_entropy defaults to true)")
+
+
 def _precision(taker: Taker, eight: bool) -> dict[str, str]:
     """The dtype the model is loaded in and the AMP, as normalize_config resolves them."""
     found: dict[str, str] = {}
@@ -110,18 +150,18 @@ def read_axolotl(document: dict[str, Any], where: str) -> RunConfig:
     s.update(_batch(taker))
     s.update(_precision(taker, bool(taker.flag("load_in_8bit"))))
     s["optimizer"], s["optimizer_impl"] = hf_optimizer(taker, "optimizer", odd, "axolotl")
-    s.update(_memory_savers(taker))
+    s.update(_memory_savers(taker, odd))
+    _adapter_offload_note(taker, s)
     taker.note("sample_packing", "packing fills every micro-batch row to sequence_len, as the plan assumes")
     taker.note("tf32", "TF32 matmuls change speed, not memory")
-    if taker.flag("torch_compile"):  # torch.compile: the blocks save less (core.training.activations, COMPILE_NOTE)
-        s["stack"] = "compile"
-        taker.record("stack", "compile", "torch_compile")
+    _compile_and_plugins(taker, s)
     s.update(sharding(taker, odd))
     if "sharding" not in s:
         s.update(_fsdp_config(taker))
+    _fsdp_checkpointing(taker, s)
     s.update(accelerate_grad_sync(taker, s))
     taker.irrelevant("fsdp_config", "fsdp_version")
-    taker.note("plugins", "plugins may change memory (Liger, Cut Cross Entropy); not modelled")
+    taker.note("plugins", "plugins may change memory; only Cut Cross Entropy's default and the loss flags are read")
     taker.note("unfrozen_parameters", "partly frozen training by parameter name is not modelled")
     taker.irrelevant(*IRRELEVANT)
     return finish(ConfigKind.AXOLOTL, taker, odd, model_ref, s)
@@ -183,6 +223,20 @@ ATTENTION_KEYS: Final = (
     ("flex_attention", "sdpa"),
     ("eager_attention", "eager"),
 )
+# attn_implementation, the canonical field at axolotl-ai-cloud/axolotl 067b021 (utils/schemas/config.py
+# normalize_attn_implementation turns the flags above into it; utils/schemas/enums.py CANONICAL_ATTN_IMPLS,
+# LEGACY_ATTN_FLAG_TO_IMPL, and ATTN_IMPLS_USING_FLASH_LIB for the Hub's flash-attn kernels), read as the
+# flags are. sage, fp8 and other Hub kernels are listed as not modelled.
+ATTN_IMPLEMENTATIONS: Final = {
+    "eager": "eager",
+    "sdpa": "sdpa",
+    "flash_attention_2": "flash",
+    "flash_attention_3": "flash",
+    "kernels-community/flash-attn2": "flash",
+    "kernels-community/flash-attn3": "flash",
+    "flex_attention": "sdpa",
+    "xformers": "sdpa",
+}
 # chunked_cross_entropy computes the loss in chunks; Liger's fused linear cross-entropy and
 # Cut Cross-Entropy run the head and the loss together, never making the logits whole.
 CHUNKED_LOSS_KEYS: Final = ("chunked_cross_entropy",)
@@ -194,8 +248,15 @@ FUSED_LOSS_KEYS: Final = ("liger_fused_linear_cross_entropy", "cut_cross_entropy
 # check_offload_grad_checkpointing), which swapped transformers' checkpoint for Unsloth's legacy
 # Unsloth_Offloaded_Gradient_Checkpointer (utils/gradient_checkpointing/unsloth.py: each decoder
 # layer's input hidden states moved to the CPU); c0a0c75 (2025-05-13) dropped "unsloth" from the
-# schema, and at 067b021 "offload" becomes gradient_checkpointing: true + activation_offloading: true
-# (utils/schemas/validation.py, check_gradient_checkpointing_w_offload). docs/UNSLOTH.md.
+# schema. At axolotl-ai-cloud/axolotl 067b021 (utils/schemas/validation.py,
+# check_gradient_checkpointing_w_offload) "offload" becomes gradient_checkpointing: true +
+# activation_offloading: true and "offload_disk" becomes gradient_checkpointing: true +
+# activation_offloading: "disk"; core/trainers/mixins/activation_checkpointing.py
+# ActivationOffloadingMixin runs both under TRL's OffloadActivations with CUDA streams (saved tensors
+# to pinned host memory), the plan's activation offloading. The disk checkpointer
+# (monkeypatch/gradient_checkpointing/offload_disk.py) is patched in only when activation_offloading
+# == "offload_disk" (loaders/patch_manager.py, _apply_gradient_checkpointing_patches), a value the
+# schema's Literal does not admit: unreachable since 99187cd (2025-07-14). docs/UNSLOTH.md.
 CHECKPOINT_OFFLOAD_NOTES: Final = {
     "unsloth": (
         "read as Unsloth's offloaded checkpointing (the plan's policy 'unsloth'); axolotl took 'unsloth' as "
@@ -204,33 +265,104 @@ CHECKPOINT_OFFLOAD_NOTES: Final = {
         "(docs/UNSLOTH.md)"
     ),
     "offload": (
-        "read as full checkpointing with every block's input kept on the GPU; axolotl now turns it into "
-        "activation_offloading: true, which the plan models only when that key is given (docs/UNSLOTH.md)"
+        "read as checkpointing with activation offloading: axolotl (067b021, check_gradient_checkpointing_w_"
+        "offload) turns it into activation_offloading: true, TRL's offloader to pinned host memory"
+    ),
+    "offload_disk": (
+        "read as checkpointing with activation offloading to host memory: axolotl (067b021, check_gradient_"
+        "checkpointing_w_offload) turns it into activation_offloading: disk, which runs TRL's offloader to "
+        "pinned host memory like true; its disk checkpointer is unreachable since 99187cd (from c0a0c75 to "
+        "then it wrote block inputs to disk, which the plan cannot express)"
+    ),
+}
+# activation_offloading's words at 067b021 (utils/schemas/config.py: Literal["legacy", "disk",
+# "hidden_states"] | bool | None), each read as the plan's activation offloading, with what differs.
+ACTIVATION_OFFLOAD_NOTES: Final = {
+    "legacy": (
+        "read as activation offloading; 'legacy' runs TRL's offloader without CUDA streams "
+        "(activation_checkpointing.py, use_streams=False), keeping fewer tensors on the GPU than the "
+        "plan's stash of the last few, so the estimate may be a little high"
+    ),
+    "disk": (
+        "read as activation offloading to host memory: at 067b021 'disk' runs the same TRL offloader "
+        "with streams as true (activation_checkpointing.py); nothing is written to disk"
+    ),
+    "hidden_states": (
+        "read as activation offloading of the checkpointed blocks' inputs "
+        "(monkeypatch/checkpoint_activation_offload.py, CheckpointHiddenStatesOffload) with HF "
+        "checkpointing kept; how many inputs stay on the GPU is the plan's stash, not this manager's"
     ),
 }
 
 
-def _memory_savers(taker: Taker) -> dict[str, Any]:
-    """Gradient checkpointing, the attention kernel and a chunked loss."""
+def _checkpointing(taker: Taker) -> dict[str, Any]:
+    """gradient_checkpointing (with its offloading words) and activation_offloading."""
     s: dict[str, Any] = {}
     checkpointing = taker.raw("gradient_checkpointing")
     if checkpointing is not None:
         # Not ``in (True, False, ...)``: 0 == False and 1 == True there, and ``0 is not False``
         # below read `gradient_checkpointing: 0` as checkpointing on (axolotl's schema at 067b021,
         # utils/schemas/config.py: ``Literal["offload", "offload_disk"] | bool | None``).
-        if not isinstance(checkpointing, bool) and checkpointing not in ("unsloth", "offload"):
-            raise taker.fail("gradient_checkpointing", checkpointing, "true, false, unsloth or offload")
+        if not isinstance(checkpointing, bool | str) or checkpointing not in (True, False, *CHECKPOINT_OFFLOAD_NOTES):
+            raise taker.fail("gradient_checkpointing", checkpointing, "true, false, offload, offload_disk or unsloth")
         s["checkpointing"] = checkpointing is not False
         taker.record("checkpointing", s["checkpointing"], "gradient_checkpointing")
-        if checkpointing in ("unsloth", "offload"):
+        if checkpointing in CHECKPOINT_OFFLOAD_NOTES:
             taker.note("gradient_checkpointing", CHECKPOINT_OFFLOAD_NOTES[checkpointing])
         if checkpointing == "unsloth":
             s["checkpoint_policy"] = "unsloth"
             taker.record("checkpoint_policy", "unsloth", "gradient_checkpointing")
+        elif checkpointing in ("offload", "offload_disk"):
+            s["activation_offload"] = True
+            taker.record("activation_offload", True, "gradient_checkpointing")
+    mode = taker.raw("activation_offloading")
+    if isinstance(mode, str) and mode.strip() in ACTIVATION_OFFLOAD_NOTES:
+        s["activation_offload"] = True
+        taker.record("activation_offload", True, "activation_offloading")
+        taker.note("activation_offloading", ACTIVATION_OFFLOAD_NOTES[mode.strip()])
+    elif isinstance(mode, str) and mode.strip().lower() not in ("true", "false"):
+        raise taker.fail("activation_offloading", mode, "true, false, legacy, disk or hidden_states")
+    elif taker.flag("activation_offloading", "activation_offload"):
+        s["activation_offload"] = True
+    return s
+
+
+# Since 277d524 (2026-06-15), on an adapter run activation offloading other than "hidden_states"
+# replaces recompute: axolotl 067b021 core/builders/base.py _configure_gradient_checkpointing passes
+# gradient_checkpointing=False to the trainer, loaders/model.py _apply_activation_checkpointing wraps
+# blocks in checkpointing only without an adapter ("LoRA/QLoRA: offload *replaces* recompute"), and
+# utils/schemas/validation.py check_hidden_states_offloading says so ("activation_offloading: true can
+# be faster because it avoids recompute"). The plan keeps checkpointing as the file gives it, so
+# plans, exports and round trips agree; the note says what the run does instead.
+ADAPTER_OFFLOAD_NOTE: Final = (
+    "with activation offloading on an adapter run, axolotl since 277d524 skips the recompute (TRL's "
+    "offloader moves every saved activation to the host instead); the plan keeps checkpointing on, so "
+    "the time includes a recompute the run does not do and the GPU holds block inputs rather than the "
+    "offloader's last few tensors"
+)
+
+
+def _adapter_offload_note(taker: Taker, s: dict[str, Any]) -> None:
+    mode = taker.raw("activation_offloading")
+    hidden_states = isinstance(mode, str) and mode.strip() == "hidden_states"
+    adapter = s.get("method") in ("lora", "qlora", "dora")
+    if s.get("activation_offload") and s.get("checkpointing") and adapter and not hidden_states:
+        taker.note("adapter", ADAPTER_OFFLOAD_NOTE)
+
+
+def _memory_savers(taker: Taker, odd: OddValues) -> dict[str, Any]:
+    """Gradient checkpointing, the attention kernel and a chunked loss."""
+    s = _checkpointing(taker)
     for key, kernel in ATTENTION_KEYS:
         if taker.flag(key):
             s["attention"] = kernel
             taker.record("attention", kernel, key)
+    implementation = taker.word("attn_implementation", "an attention backend's name")
+    if implementation in ATTN_IMPLEMENTATIONS:
+        s["attention"] = ATTN_IMPLEMENTATIONS[implementation]
+        taker.record("attention", s["attention"], "attn_implementation")
+    elif implementation is not None:
+        odd.add("attn_implementation", implementation, "an attention backend the planner does not model")
     for key in CHUNKED_LOSS_KEYS:
         if taker.flag(key):
             s["chunked_loss"] = True
@@ -239,7 +371,5 @@ def _memory_savers(taker: Taker) -> dict[str, Any]:
         if taker.flag(key):
             s["fused_loss"] = True
             taker.record("fused_loss", True, key)
-    if taker.flag("activation_offloading", "activation_offload"):
-        s["activation_offload"] = True
     s.update(recipe_numbers(taker, "max_grad_norm", "lora_dropout"))
     return s

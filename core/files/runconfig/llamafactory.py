@@ -21,7 +21,20 @@ from core.files.runconfig.result import ConfigKind, RunConfig
 DEFAULT_RANK: Final = 8
 DEFAULT_CUTOFF: Final = 2048
 DEFAULT_FREEZE_LAYERS: Final = 2
-FLASH_ATTN: Final = {"fa2": "flash", "sdpa": "sdpa", "disabled": "eager"}
+# flash_attn (AttentionFunction: auto, disabled, sdpa, fa2, fa3; hiyouga/LLaMA-Factory ff6d4d1
+# src/llamafactory/model/model_utils/attention.py configure_attn_implementation: fa3 asks for
+# flash_attention_3, auto leaves the model's own choice). Any other word is listed.
+FLASH_ATTN: Final = {"fa2": "flash", "fa3": "flash", "sdpa": "sdpa", "disabled": "eager"}
+# use_unsloth_gc (ff6d4d1 src/llamafactory/model/model_utils/checkpointing.py,
+# get_unsloth_gradient_checkpointing_func, copied from Unsloth's July-2024 _utils.py): each
+# checkpointed layer's input goes to the CPU (``hidden_states.to("cpu", non_blocking=True)``) and
+# comes back in the backward: Unsloth's older offloaded checkpointer, read as the policy "unsloth"
+# as axolotl's ``gradient_checkpointing: unsloth`` is (docs/UNSLOTH.md).
+USE_UNSLOTH_GC_NOTE: Final = (
+    "read as Unsloth's offloaded checkpointing (the plan's policy 'unsloth'); LLaMA-Factory's copy of "
+    "Unsloth's older checkpointer moves every layer input to the CPU and keeps none, so the estimate is "
+    "high by at most three block inputs (docs/UNSLOTH.md)"
+)
 
 IRRELEVANT: Final = (
     "stage", "do_train", "dataset", "eval_dataset", "dataset_dir", "template", "max_samples",
@@ -60,7 +73,7 @@ def read_llamafactory(document: dict[str, Any], where: str) -> RunConfig:
         taker.record("seq_len", cutoff, "default: cutoff_len = 2048")
     s["seq_len"] = cutoff
     s.update(_model_dtype(taker, s["autocast"]))
-    s.update(_memory_savers(taker))
+    s.update(_memory_savers(taker, odd))
     s.update(_unsloth(taker, s["checkpointing"]))
     if taker.word("stage", "sft, pt, rm, ppo, dpo or kto") not in (None, "sft", "pt"):
         taker.note("stage", "preference and RL stages keep a reference or reward model: not modelled")
@@ -164,7 +177,7 @@ def _model_dtype(taker: Taker, autocast: str) -> dict[str, Any]:
     return s
 
 
-def _memory_savers(taker: Taker) -> dict[str, Any]:
+def _memory_savers(taker: Taker, odd: OddValues) -> dict[str, Any]:
     """Gradient checkpointing (on unless disabled), the attention kernel and Liger's chunked loss."""
     s: dict[str, Any] = {}
     if taker.flag("disable_gradient_checkpointing"):
@@ -173,10 +186,16 @@ def _memory_savers(taker: Taker) -> dict[str, Any]:
     else:
         s["checkpointing"] = True
         taker.record("checkpointing", True, "default: LLaMA-Factory enables gradient checkpointing")
-    flash = taker.word("flash_attn", "auto, fa2, sdpa or disabled")
+    flash = taker.word("flash_attn", "auto, fa2, fa3, sdpa or disabled")
     if flash in FLASH_ATTN:
         s["attention"] = FLASH_ATTN[flash]
         taker.record("attention", s["attention"], "flash_attn")
+    elif flash not in (None, "auto"):
+        odd.add("flash_attn", flash, "auto, fa2, fa3, sdpa or disabled")
+    if taker.flag("use_unsloth_gc") and s["checkpointing"]:
+        s["checkpoint_policy"] = "unsloth"
+        taker.record("checkpoint_policy", "unsloth", "use_unsloth_gc")
+        taker.note("use_unsloth_gc", USE_UNSLOTH_GC_NOTE)
     if taker.flag("enable_liger_kernel"):
         s["fused_loss"] = True  # Liger's fused linear cross-entropy: no logits tensor
         taker.record("fused_loss", True, "enable_liger_kernel")
