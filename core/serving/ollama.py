@@ -39,7 +39,7 @@ from typing import Final
 from core.catalogue import GpuSpec
 from core.dtypes import CacheType, GgufQuant, ggml_row_bytes
 from core.model import ModelSpec
-from core.plan import OllamaVersion, Plan
+from core.plan import UNQUANTISED_CACHE, OllamaVersion, Plan
 from core.serving.llamacpp import device_overhead_bytes, gguf_tensor_bytes, quantiser, tensor_type
 from core.units import GiB, MiB
 
@@ -350,8 +350,8 @@ def ollama_defaults(plan: Plan, gpu: GpuSpec, given: frozenset[str]) -> Plan:
     line = line_of(inf.ollama_version)
     context = inf.context if "inference.context" in given else line.num_ctx
     # OLLAMA_FLASH_ATTENTION unset: off (a quantised cache type given asks for it, so it stays).
-    unquantised = inf.cache_type in (CacheType.F16, CacheType.BF16, CacheType.F32)
-    flash = inf.flash_attention if "inference.flash_attention" in given or not unquantised else False
+    quantised = inf.cache_type not in UNQUANTISED_CACHE
+    flash = inf.flash_attention if "inference.flash_attention" in given or quantised else False
     plan = replace(plan, inference=replace(inf, context=context, flash_attention=flash))
     if "inference.concurrent" not in given:
         plan = replace(plan, inference=replace(plan.inference, concurrent=auto_parallel(plan, gpu)))
