@@ -19,7 +19,7 @@ from core.errors import PlanError
 from core.estimate import Estimate, Verdict, estimate
 from core.format import counted, hours, money
 from core.plan import GPUS_PER_NODE, Method, Offload, Plan, Strategy
-from core.training.compute import PRICE_FROM_PLAN, price_currency
+from core.training.compute import PRICE_FROM_PLAN
 from core.units import GB
 
 COUNTS: Final = tuple(range(1, 9))
@@ -33,8 +33,9 @@ class CardFit:
 
     @property
     def currency(self) -> str:
-        """The sign its price and cost show: a typed price is the user's currency (core.training.compute)."""
-        return "" if self.price_from == "given" else price_currency(self.price, self.price_from)
+        """The sign its price and cost show (Compute.currency: a price typed for the card, given or the
+        plan's, is the plan's own and shows bare)."""
+        return self.estimate.compute.currency
 
     @property
     def gpu(self) -> GpuSpec:

@@ -102,8 +102,10 @@ class Compute:
 
     @property
     def currency(self) -> str:
-        """The sign the cost and its price show (:func:`price_currency`)."""
-        return price_currency(self.price_per_gpu_hour, self.price_source)
+        """The sign the cost and its price show: the catalogue's prices are US dollars (resources/gpus.json:
+        each card's hourly price cites a US list price); a typed one is the user's own (no sign), an unknown
+        one has none."""
+        return "" if self.price_source == PRICE_FROM_PLAN or not math.isfinite(self.price_per_gpu_hour) else "$"
 
 
 def compute_dtype(plan: Plan) -> str:
@@ -121,13 +123,6 @@ def flops_per_token(plan: Plan, counts: ParamCounts) -> tuple[float, str]:
 # Where a price typed into the plan comes from (hardware.price_per_gpu_hour, --price): in the user's own
 # currency, which the program does not know.
 PRICE_FROM_PLAN: Final = "the plan"
-
-
-def price_currency(price: float, source: str) -> str:
-    """The currency sign of a price per GPU-hour from ``source``: the catalogue's prices are US dollars
-    (resources/gpus.json: each card's hourly price cites a US list price), a typed one is the user's own
-    (no sign), an unknown one has none."""
-    return "" if source == PRICE_FROM_PLAN or not math.isfinite(price) else "$"
 
 
 def gpu_hour_price(plan: Plan, gpu: GpuSpec) -> tuple[float, str]:
