@@ -64,6 +64,7 @@ from enum import StrEnum
 from typing import Final
 
 from core.dtypes import WeightFormat
+from core.inputs import VLLM_V1_FROM
 from core.model import ModelSpec
 from core.plan import Inference, VllmVersion
 from core.serving import releases
@@ -82,7 +83,6 @@ class VllmEra:
     name: str
     first: VllmVersion
     last: VllmVersion
-    v1: bool
     accounting: Accounting
     hidden_copies: int  # hidden-size tensors live beside the MLP's in the profile forward
     kv_groups: bool  # sliding-window layers in their own padded groups (hybrid allocator)
@@ -91,21 +91,23 @@ class VllmEra:
     block_size: int = 16  # CacheConfig.DEFAULT_BLOCK_SIZE
     measured: bool = False  # the extensible KV cache: sized after warm-up from the free memory
 
+    @property
+    def v1(self) -> bool:
+        """The V1 engine, from core.inputs.VLLM_V1_FROM (the one place the line is set)."""
+        return releases.at_least(self.first, VLLM_V1_FROM)
+
 
 # V1 (torch.compile) keeps four hidden-size tensors (core.serving.vllm_rules.VLLM_HIDDEN_COPIES);
 # V0's eager forward three (the 0.6.x entries of benchmarks/serving/vllm_logs.json).
 V0_HIDDEN_COPIES: Final = 3
 ERAS: Final = (
-    VllmEra(
-        "V0 (0.6-0.7)", VllmVersion.V0_6, VllmVersion.V0_7, False, Accounting.V0, V0_HIDDEN_COPIES, False, False, 0.9
-    ),
-    VllmEra("V1 (0.8-0.9)", VllmVersion.V0_8, VllmVersion.V0_9, True, Accounting.CONTEXT, 4, False, False, 0.9),
-    VllmEra("V1 (0.10-0.19)", VllmVersion.V0_10, VllmVersion.V0_19, True, Accounting.INCREASE, 4, True, False, 0.9),
+    VllmEra("V0 (0.6-0.7)", VllmVersion.V0_6, VllmVersion.V0_7, Accounting.V0, V0_HIDDEN_COPIES, False, False, 0.9),
+    VllmEra("V1 (0.8-0.9)", VllmVersion.V0_8, VllmVersion.V0_9, Accounting.CONTEXT, 4, False, False, 0.9),
+    VllmEra("V1 (0.10-0.19)", VllmVersion.V0_10, VllmVersion.V0_19, Accounting.INCREASE, 4, True, False, 0.9),
     VllmEra(
         "V1 with CUDA-graph profiling (0.20-0.33)",
         VllmVersion.V0_20,
         VllmVersion.V0_33,
-        True,
         Accounting.INCREASE,
         4,
         True,
@@ -118,7 +120,6 @@ ERAS: Final = (
         "V1 with the extensible KV cache (0.34)",
         VllmVersion.V0_34,
         VllmVersion.V0_34,
-        True,
         Accounting.INCREASE,
         4,
         True,
