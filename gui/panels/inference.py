@@ -82,8 +82,12 @@ class InferencePanel(FiguresPanel):
         v["kv_tokens"].setText(f"{inf.kv_cache_tokens:,} tokens")
         v["kv_per_token"].setText(f"{inf.kv_bytes_per_token:,.0f} bytes")
         v["activations"].setText(memory(inf.activation_bytes, u))
-        v["non_torch"].setText(memory(inf.non_torch_bytes, u) if vllm else "— (vLLM only)")
-        v["host"].setText(_host(estimate, u) if inf.engine is Engine.LLAMACPP else "— (llama.cpp only)")
+        llamacpp = inf.engine is Engine.LLAMACPP
+        # A row the engine has no such figure for is hidden, not shown as "— (vLLM only)".
+        for key, applies in (("non_torch", vllm), ("host", llamacpp), ("scheduler", vllm)):
+            self.form.setRowVisible(v[key], applies)
+        v["non_torch"].setText(memory(inf.non_torch_bytes, u) if vllm else "")
+        v["host"].setText(_host(estimate, u) if llamacpp else "")
         v["overhead"].setText(memory(inf.overhead_bytes, u))
         # The row is named as the engine names it: "CUDA context", or on a Mac llama.cpp's "Metal device".
         overhead = next((b for b in inf.buckets if b.key is BucketKey.OVERHEAD and b.terms), None)
@@ -91,6 +95,7 @@ class InferencePanel(FiguresPanel):
         if isinstance(label, QLabel):
             label.setText((overhead.terms[0].label if overhead else "CUDA context") + ":")
         v["peak"].setText(memory(inf.peak_bytes, u))
+        _name_peak_row(self, llamacpp)
         v["total"].setText(f"<b>{memory(inf.total_bytes, u)}</b>")
         note = inf.held_note(u)  # why it may exceed the judged figure and the usable line
         v["footprint"].setText(memory(inf.footprint_bytes, u) + (f"<br><small>{escape(note)}</small>" if note else ""))
@@ -102,14 +107,26 @@ class InferencePanel(FiguresPanel):
                 if inf.max_concurrent
                 else "none: the weights alone do not fit"
             )
-        if vllm:
-            v["scheduler"].setText(f"{inf.max_num_seqs:,} sequences, {inf.max_num_batched_tokens:,} tokens per step")
-        else:
-            v["scheduler"].setText("— (vLLM only)")
+        v["scheduler"].setText(
+            f"{inf.max_num_seqs:,} sequences, {inf.max_num_batched_tokens:,} tokens per step" if vllm else ""
+        )
         v["max_context"].setText(f"{inf.max_context:,} tokens" if inf.max_context else "none")
         assert self.headline is not None
         self.headline.setText(_headline(estimate, u))
         self.formula.setText(inf.formula)
+
+
+PEAK_TOOLTIP = next(tip for key, _label, tip in ROWS if key == "peak")
+BUFFERS_TOOLTIP = "llama.cpp: the model, KV cache and compute buffers it allocates on one GPU when it loads."
+
+
+def _name_peak_row(panel: InferencePanel, llamacpp: bool) -> None:
+    """llama.cpp allocates its buffers once, at load: no PyTorch allocator peak to speak of."""
+    value = panel.values["peak"]
+    label = panel.form.labelForField(value)
+    if isinstance(label, QLabel):
+        label.setText("Buffers (ggml):" if llamacpp else "Peak (allocator):")
+    value.setToolTip(BUFFERS_TOOLTIP if llamacpp else PEAK_TOOLTIP)
 
 
 def _weights(estimate: Estimate, u: Unit) -> str:

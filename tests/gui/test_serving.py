@@ -282,3 +282,22 @@ def test_held_on_the_card_says_what_the_verdict_judges(window: MainWindow) -> No
     assert held.startswith(memory(inf.footprint_bytes, "GiB"))
     assert f"the {memory(inf.total_bytes, 'GiB')} needed at once" in held  # in the unit picked
     assert "gpu_memory_utilization" in held
+
+
+def test_rows_an_engine_has_no_figure_for_are_hidden_and_llama_cpp_names_its_buffers(window: MainWindow) -> None:
+    # The Serving tab showed "— (vLLM only)" / "— (llama.cpp only)" rows and a PyTorch allocator
+    # peak for llama.cpp, which allocates its model, KV and compute buffers once at load
+    # (ggml-org/llama.cpp src/llama-context.cpp: the buffers it prints as "... buffer size").
+    serve_on_a_4090(window, engine="llamacpp", context=8192)
+    panel = window.inference_panel
+    form, v = panel.form, panel.values
+    assert form.isRowVisible(v["host"])
+    assert not form.isRowVisible(v["non_torch"]) and not form.isRowVisible(v["scheduler"])
+    assert form.labelForField(v["peak"]).text() == "Buffers (ggml):"
+    inf = window.controller.estimate.inference
+    assert v["peak"].text() == memory(inf.peak_bytes, panel.unit)
+    window.controller.reset(window.controller.plan.with_inference(engine="vllm"))
+    assert form.isRowVisible(v["non_torch"]) and form.isRowVisible(v["scheduler"])
+    assert not form.isRowVisible(v["host"])
+    assert form.labelForField(v["peak"]).text() == "Peak (allocator):"
+    assert "sequences" in v["scheduler"].text()
