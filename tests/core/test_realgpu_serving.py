@@ -1312,3 +1312,17 @@ def test_sglang_weights_are_the_allocators_segments_of_the_held_out_logs() -> No
         held, tensors = segments.load_usage(find_model(model_id).spec, tp)
         assert abs(held - logged) < 0.05, (model_id, held, logged)
         assert logged - tensors > 0.13, (model_id, tensors, logged)
+
+
+def test_era_coverage_counts_the_kv_logs_by_the_era_of_their_release(bench: ModuleType) -> None:
+    # benchmarks/realgpu/era_coverage.py: every era of core.serving.vllm_versions.ERAS and
+    # sglang_versions.ERAS gets a row, the empty ones included; the constants are fitted on no
+    # log of 0.20 on, whose rules six held-out logs of four sources check (docs/SERVING.md,
+    # 2026-12-05), and 0.34 has none.
+    coverage = load_script(ROOT / "benchmarks" / "realgpu" / "era_coverage.py", "era_coverage_test")
+    rows = {name: (fitted, held, sources) for name, fitted, held, sources in coverage.coverage(bench.all_cases())}
+    assert len(rows) == 10
+    assert rows["vLLM V1 with CUDA-graph profiling (0.20-0.33)"] == (0, 6, 4)
+    assert rows["vLLM V1 with the extensible KV cache (0.34)"] == (0, 0, 0)
+    assert rows["SGLang 0.5.3-0.5.23"] == (0, 0, 0)
+    assert "| era | logs fitted on |" in coverage.table(list(coverage.coverage(bench.all_cases())))
