@@ -493,7 +493,7 @@ THIRD_ROUND_LOGS: Final = (
 )
 
 
-# The fourth round (2026-12-05, issue 23's newest eras): committed server logs of five more
+# The fourth round (2026-12-05, issue 23's newest eras): committed server logs of six more
 # independent repositories, each card named by the log (a device name, compute capability and
 # total) or by its repository, except the A100 40GB, which the record identifies from the log's
 # budget. engine_logs.json has each log's quote, settings and assumptions.
@@ -530,6 +530,16 @@ FOURTH_ROUND_LOGS: Final = (
     ),
     _held(
         "faradawn-vllm0112-llama3-8b-h200", "llama-3.1-8b", "h200-sxm", engine="vllm", vllm_version="0.11", context=1024
+    ),
+    # SGLang before 0.5.10 with its default memory fraction (0.836 printed) on an 80 GB Ampere card.
+    _held(
+        "cli991-sglang059-qwen25-3b-a100-80gb",
+        "qwen2.5-3b",
+        "a100-80gb-sxm",
+        weights=False,
+        engine="sglang",
+        sglang_version="0.5.9",
+        context=32768,
     ),
     _held(
         "kuuroooo-vllm0190-llama31-70b-awq-2xa100-40gb-tp2",
