@@ -52,9 +52,11 @@ or, where the source could not be read, the start-up lines that show the rule):
   block size: the same for full attention at a multiple of the block size, larger for
   sliding-window models, whose requests take fewer blocks.
   Not checked against a start-up log: none of 0.34 is in the corpus.
-* **Model Runner V2 (0.22 – 0.28)**: the models these releases run on Model Runner V2 by
-  default get no CUDA-graph estimate before the KV cache (its ``profile_cudagraph_memory``
-  returned 0 until 0.29.0, 98dff2a81): :func:`v2_runner_without_graph_estimate`.
+* **Model Runner V2 (0.22 on)**: the models these releases run on Model Runner V2 by
+  default (:func:`v2_runner`; every model from 0.29.0) get no CUDA-graph estimate before the
+  KV cache up to 0.28 (its ``profile_cudagraph_memory`` returned 0 until 0.29.0, 98dff2a81):
+  :func:`v2_runner_without_graph_estimate`; and from 0.28.0 to 0.32.0 its profile's sampler
+  holds the logits alone (:data:`core.serving.vllm_rules.V2_DUMMY_SAMPLER_FROM`).
 """
 
 from __future__ import annotations
