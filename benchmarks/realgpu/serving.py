@@ -493,6 +493,68 @@ THIRD_ROUND_LOGS: Final = (
 )
 
 
+# The fourth round (2026-12-05, issue 23's newest eras): committed server logs of six more
+# independent repositories, each card named by the log (a device name, compute capability and
+# total) or by its repository, except the A100 40GB, which the record identifies from the log's
+# budget. engine_logs.json has each log's quote, settings and assumptions.
+FOURTH_ROUND_LOGS: Final = (
+    _held(
+        "vediosifter-vllm0120-qwen3-30b-a3b-rtxpro6000",
+        "qwen3-30b-a3b",
+        "rtx-pro-6000-blackwell",
+        engine="vllm",
+        vllm_version="0.12",
+        context=4096,
+        gpu_memory_utilization=0.85,
+    ),
+    _held(
+        "anton-vllm0100-qwen3-30b-a3b-awq-3090",
+        "qwen3-30b-a3b",
+        "rtx-3090",
+        **_V1_SERVE,
+        vllm_version="0.10",
+        context=2048,
+        gpu_memory_utilization=0.8,
+        weight_dtype="awq-int4",
+    ),
+    _held(
+        "eslam-vllm0300-qwen25-1.5b-t4",
+        "qwen2.5-1.5b",
+        "t4",
+        **_V1_SERVE,
+        vllm_version="0.30",
+        context=4096,
+        gpu_memory_utilization=0.85,
+        weight_dtype="fp16",
+        kv_dtype="fp16",
+    ),
+    _held(
+        "faradawn-vllm0112-llama3-8b-h200", "llama-3.1-8b", "h200-sxm", engine="vllm", vllm_version="0.11", context=1024
+    ),
+    # SGLang before 0.5.10 with its default memory fraction (0.836 printed) on an 80 GB Ampere card.
+    _held(
+        "cli991-sglang059-qwen25-3b-a100-80gb",
+        "qwen2.5-3b",
+        "a100-80gb-sxm",
+        weights=False,
+        engine="sglang",
+        sglang_version="0.5.9",
+        context=32768,
+    ),
+    _held(
+        "kuuroooo-vllm0190-llama31-70b-awq-2xa100-40gb-tp2",
+        "llama-3.1-70b",
+        "a100-40gb-sxm",
+        **_V1_SERVE,
+        vllm_version="0.19",
+        context=8192,
+        tensor_parallel=2,
+        weight_dtype="awq-int4",
+        kv_dtype="fp16",
+    ),
+)
+
+
 HELD_OUT_LOGS: Final = (
     # SGLang 0.4.3.post4, QwQ-32B (Qwen2.5-32B's tensors, 131,072 positions) on four L4s, and
     # SGLang 0.4.2.x on one RTX 3090 driving a Windows desktop; the fractions are the printed ones.
@@ -563,6 +625,7 @@ HELD_OUT_LOGS: Final = (
         pipeline_parallel=4,
     ),
     *THIRD_ROUND_LOGS,
+    *FOURTH_ROUND_LOGS,
 )
 
 

@@ -64,6 +64,7 @@ from core.serving.vllm_versions import (
     graphs_before_kv,
     profile_tokens,
     utilization,
+    v2_runner,
 )
 from core.solve import largest_fitting
 from core.units import GiB
@@ -347,7 +348,7 @@ def vllm_profile_peak(
     element = activation_element_bytes(inf)
     era = era_of(inf.vllm_version)
     copies = era.hidden_copies
-    path = sampler_path(inf, min(seqs, batched_tokens))
+    path = sampler_path(inf, min(seqs, batched_tokens), v2_runner(inf, model))
     sampler = vllm_sampler_bytes(model, batched_tokens, seqs, element, era.v1, path)
     if model.num_experts > 1:
         # The fused-MoE scratch comes from the worker's WorkspaceManager and stays allocated

@@ -85,6 +85,19 @@ TRITON_SAMPLER_FROM: Final = VllmVersion.V0_17
 # The first release whose fused-MoE scratch outlives the forward (core.serving.engines.vllm_profile_peak).
 MOE_WORKSPACE_KEPT_FROM: Final = VllmVersion.V0_13
 TRITON_SAMPLER_MIN_ROWS: Final = 8
+# Model Runner V2's profile (vllm/v1/worker/gpu/model_runner.py _dummy_sampler_run, read in the
+# 0.30.0 wheel, ced6857af) samples rows of a dummy InputBatch (InputBatch.make_dummy) whose
+# requests were never added to the sampler: Sampler.apply_sampling_params
+# (vllm/v1/worker/gpu/sample/sampler.py) returns the model-dtype logits untouched when no row
+# needs logits processing (no float32 copy), SamplingStates.get_top_k_top_p (sample/states.py)
+# gives no top-k / top-p at their defaults (top_k = vocabulary, top_p = 1.0), and gumbel_sample
+# (sample/gumbel.py) keeps one int64 and one float32 per 1,024-wide block of a row. So the
+# profile's sampler holds the logits alone. The early return is in the 0.28.0 (2cf0a6915) to
+# 0.32.0 (5df63a720) wheels; 0.22.0-0.27.0 copy to float32 on every call, and 0.33.0
+# (4ba787ec9) adds a second pass with SamplingParams.for_sampler_warmup ("the profiled peak must
+# pay for the fp32 logits pipeline").
+V2_DUMMY_SAMPLER_FROM: Final = VllmVersion.V0_28
+V2_DUMMY_SAMPLER_LAST: Final = VllmVersion.V0_32
 # The sort path at its peak, apply_top_k_top_p's ``logits.sort(dim=-1)`` on the float32 logits
 # (0.10.2, 26b999c71, ops/topk_topp_sampler.py): the sorted float32 values and their int64
 # indices (12 B a logit) and PyTorch's scratch for the stable sort
@@ -108,10 +121,15 @@ class SamplerPath(StrEnum):
     SORT = "sort"  # forward_native's apply_top_k_top_p: torch.sort of the float32 logits
     TRITON = "triton"  # apply_top_k_top_p_triton (0.17 on, 8 rows or more)
     FLASHINFER = "flashinfer"  # flashinfer.sampling.top_k_top_p_sampling_from_logits
+    LOGITS_ONLY = "logits-only"  # Model Runner V2's dummy sampler run (0.28-0.32): the logits alone
 
 
-def sampler_path(inf: Inference, rows: int) -> SamplerPath:
-    """The sampler the plan's install runs (the constants above say where each case was read)."""
+def sampler_path(inf: Inference, rows: int, v2_runner: bool = False) -> SamplerPath:
+    """The sampler the plan's install runs (the constants above say where each case was read);
+    ``v2_runner``: the model runs on Model Runner V2 (core.serving.vllm_versions.v2_runner)."""
+    window = at_least(inf.vllm_version, V2_DUMMY_SAMPLER_FROM) and at_least(V2_DUMMY_SAMPLER_LAST, inf.vllm_version)
+    if v2_runner and window:
+        return SamplerPath.LOGITS_ONLY
     if inf.vllm_sampler is VllmSampler.FLASHINFER:
         return SamplerPath.FLASHINFER
     if at_least(inf.vllm_version, TRITON_SAMPLER_FROM) and rows >= TRITON_SAMPLER_MIN_ROWS:
@@ -199,6 +217,8 @@ def vllm_sampler_bytes(
     if v1 and path is SamplerPath.SORT:
         scratch = SORT_SCRATCH_FULL_SORT_BYTES if rows in SORT_FULL_SORT_ROWS else SORT_SCRATCH_BYTES
         return rows * model.vocab_size * (element_bytes + float32_copy + SORT_OUTPUT_BYTES + scratch) + hidden
+    if path is SamplerPath.LOGITS_ONLY:
+        return rows * model.vocab_size * element_bytes + hidden
     copies = SAMPLER_FLOAT32_COPIES if v1 else 1
     logit_bytes = element_bytes + float32_copy + (copies - 1) * 4.0
     triton_rows = min(rows, VLLM_TRITON_SAMPLER_ROWS) if v1 and path is SamplerPath.TRITON else 0

@@ -52,9 +52,11 @@ or, where the source could not be read, the start-up lines that show the rule):
   block size: the same for full attention at a multiple of the block size, larger for
   sliding-window models, whose requests take fewer blocks.
   Not checked against a start-up log: none of 0.34 is in the corpus.
-* **Model Runner V2 (0.22 – 0.28)**: the models these releases run on Model Runner V2 by
-  default get no CUDA-graph estimate before the KV cache (its ``profile_cudagraph_memory``
-  returned 0 until 0.29.0, 98dff2a81): :func:`v2_runner_without_graph_estimate`.
+* **Model Runner V2 (0.22 on)**: the models these releases run on Model Runner V2 by
+  default (:func:`v2_runner`; every model from 0.29.0) get no CUDA-graph estimate before the
+  KV cache up to 0.28 (its ``profile_cudagraph_memory`` returned 0 until 0.29.0, 98dff2a81):
+  :func:`v2_runner_without_graph_estimate`; and from 0.28.0 to 0.32.0 its profile's sampler
+  holds the logits alone (:data:`core.serving.vllm_rules.V2_DUMMY_SAMPLER_FROM`).
 """
 
 from __future__ import annotations
@@ -165,12 +167,21 @@ V2_RUNNER_MOE: Final = frozenset({"deepseek_v2", "qwen2_moe", "granitemoe"})
 _UNQUANTISED: Final = frozenset({WeightFormat.BF16, WeightFormat.FP16, WeightFormat.FP32})
 
 
-def v2_runner_without_graph_estimate(inf: Inference, model: ModelSpec) -> bool:
-    """Whether this release runs the model on Model Runner V2 before it estimated CUDA graphs
-    (0.22-0.28, the architectures above): no estimate is set aside before the KV cache."""
+# From 0.29.0 (98dff2a81, vllm/config/vllm.py VllmConfig.use_v2_model_runner) Model Runner V2
+# is the default for every model, unless a feature it lacks is asked for
+# (_get_v2_model_runner_unsupported_features: speculative methods, sequence parallelism, ...; no
+# plan input). Read in the 0.29.0, 0.30.0 (ced6857af), 0.31.0 (db9527a46) and 0.32.0 (5df63a720)
+# wheels; vLLM 0.30.0 logs "Using V2 Model Runner" for Qwen2.5-1.5B (engine_logs.json, eslam).
+V2_RUNNER_EVERY_MODEL_FROM: Final = VllmVersion.V0_29
+
+
+def v2_runner(inf: Inference, model: ModelSpec) -> bool:
+    """Whether this release runs the model on Model Runner V2 by default (vLLM 0.22 on)."""
     version = inf.vllm_version
-    if not at_least(version, VllmVersion.V0_22) or at_least(version, VllmVersion.V0_29):
+    if not at_least(version, VllmVersion.V0_22):
         return False
+    if at_least(version, V2_RUNNER_EVERY_MODEL_FROM):
+        return True
     moe, family = model.num_experts > 1, model.family
     plain = inf.weight_dtype in _UNQUANTISED
     if version is VllmVersion.V0_22:
@@ -180,6 +191,12 @@ def v2_runner_without_graph_estimate(inf: Inference, model: ModelSpec) -> bool:
     if version is VllmVersion.V0_24:
         return family in V2_RUNNER_DENSE_0_23 | V2_RUNNER_MOE
     return not moe or family in V2_RUNNER_MOE
+
+
+def v2_runner_without_graph_estimate(inf: Inference, model: ModelSpec) -> bool:
+    """Whether this release runs the model on Model Runner V2 before it estimated CUDA graphs
+    (0.22-0.28, the architectures above): no estimate is set aside before the KV cache."""
+    return v2_runner(inf, model) and not at_least(inf.vllm_version, VllmVersion.V0_29)
 
 
 def graphs_before_kv(inf: Inference, model: ModelSpec) -> bool:

@@ -115,7 +115,9 @@ KNOWN_TTFT_MISSES = {
 # 5.58 GiB profile peak where the planner had 2.67 GiB: without FlashInfer (the log says so) the
 # sampler's 1,024 dummy rows take apply_top_k_top_p's sort (vllm 0.10.2 wheel, 26b999c71,
 # vllm/v1/sample/ops/topk_topp_sampler.py), 38 B a logit with PyTorch's scratch, now +0.6 %.
-KNOWN_KV_MISSES: set[str] = set()
+# The fourth round's RTX 3090 log (vLLM 0.10.0, AWQ Qwen3-30B-A3B, a 1.92 GiB pool): -10.2 %,
+# 0.16 GiB of the profile's peak not explained (docs/SERVING.md, 2026-12-05).
+KNOWN_KV_MISSES: set[str] = {"anton-vllm0100-qwen3-30b-a3b-awq-3090"}
 
 
 @pytest.fixture(scope="module")
@@ -1174,15 +1176,21 @@ def test_held_out_logs_have_their_own_summary_line_and_count_in_the_kv_target(be
     assert bench.held_out_summary(rows[2:]).line.endswith("none")
 
 
+def every_held_out_log() -> set[str]:
+    """The ids of every held-out log of every round."""
+    return {"vllm17327-qwen3-30b-a3b-w4a16-3090-v0", *HELD_OUT_TOKENS, *THIRD_ROUND_TOKENS, *FOURTH_ROUND_TOKENS}
+
+
 def test_the_held_out_logs_fit_nothing_and_stay_within_10_percent(bench: ModuleType, scored: tuple) -> None:
     # vLLM issue #17327 (bedovyy, RTX 3090, W4A16 Qwen3-30B-A3B, V0): 5.34 GiB of KV printed, whole
     # blocks of it 58,320 tokens; found after the constants were set, so it checks them only.
     rows, _ = scored
     held = {r.case.id: r for r in rows if r.case.held_out}
-    assert set(held) == {"vllm17327-qwen3-30b-a3b-w4a16-3090-v0", *HELD_OUT_TOKENS, *THIRD_ROUND_TOKENS}
+    assert set(held) == every_held_out_log()
     assert all(r.case.identifies == "" and r.case.table == "kv" for r in held.values())
     assert held["vllm17327-qwen3-30b-a3b-w4a16-3090-v0"].case.logged == 58_320
-    assert all(abs(r.error_pct) <= bench.KV_WORST for i, r in held.items() if i not in THIRD_ROUND_TOKENS)
+    later = {*THIRD_ROUND_TOKENS, *FOURTH_ROUND_TOKENS}
+    assert all(abs(r.error_pct) <= bench.KV_WORST for i, r in held.items() if i not in later)
 
 
 # Issue 23's held-out logs of December 2026 (engine_logs.json, each with "held_out": true): the
@@ -1207,7 +1215,7 @@ def test_the_held_out_logs_are_loaded_scored_and_marked_alike_in_the_corpus(benc
     # KV case is scored on the tokens it printed, and its source sets no constant of the fit.
     marked = {log["id"] for log in bench.engine_logs()["logs"] if log.get("held_out")}
     mapped = {entry.log_id for entry in bench.OTHER_LOGS if entry.held_out}
-    assert marked == mapped == {"vllm17327-qwen3-30b-a3b-w4a16-3090-v0", *HELD_OUT_TOKENS, *THIRD_ROUND_TOKENS}
+    assert marked == mapped == every_held_out_log()
     rows, _ = scored
     kv = {r.case.id: r for r in rows if r.case.table == "kv"}
     assert {i: kv[i].case.logged for i in HELD_OUT_TOKENS} == HELD_OUT_TOKENS
@@ -1219,11 +1227,12 @@ def test_the_held_out_logs_are_loaded_scored_and_marked_alike_in_the_corpus(benc
 def test_the_held_out_summary_line_reports_every_held_out_log(bench: ModuleType, scored: tuple) -> None:
     rows, _ = scored
     line = bench.held_out_summary(rows)
-    assert f"of {len(HELD_OUT_TOKENS) + len(THIRD_ROUND_TOKENS) + 1} within 5 %" in line.line
-    assert all(log_id in line.line for log_id in (*HELD_OUT_TOKENS, *THIRD_ROUND_TOKENS))
+    logs = (*HELD_OUT_TOKENS, *THIRD_ROUND_TOKENS, *FOURTH_ROUND_TOKENS)
+    assert f"of {len(logs) + 1} within 5 %" in line.line
+    assert all(log_id in line.line for log_id in logs)
     # Missed in the third round (kolyangg's +34.9 %), met again since the profile's sampler
-    # follows the install (vllm_sampler): the worst held-out log is 7.6 % (an SGLang one).
-    assert line.met
+    # follows the install (vllm_sampler), missed again by the fourth round's RTX 3090 log (-10.2 %).
+    assert not line.met and "worst 10.2 %" in line.line
 
 
 # Issue 23's third held-out round (2026-12-04; engine_logs.json, "held_out": true): each log's
@@ -1257,15 +1266,44 @@ THIRD_ROUND_TOKENS = {
 def test_the_third_round_logs_are_scored_on_their_printed_tokens_as_held_out(bench: ModuleType, scored: tuple) -> None:
     # Each is a held-out KV case on the tokens it printed, fits nothing, and misses by the error
     # above (to 0.1 point): eight within 5 %, one between 5 and 10 % and none past.
+    assert_round_scored(bench, scored, THIRD_ROUND_TOKENS, sources=8)
+
+
+def assert_round_scored(bench: ModuleType, scored: tuple, tokens: dict[str, tuple[int, float]], sources: int) -> None:
+    """Each log of a held-out round is a held-out KV case on the tokens it printed, fits nothing,
+    misses by its listed error (to 0.1 point), and the round has ``sources`` sources."""
     rows, _ = scored
     kv = {r.case.id: r for r in rows if r.case.table == "kv"}
-    for log_id, (tokens, error) in THIRD_ROUND_TOKENS.items():
+    for log_id, (printed, error) in tokens.items():
         row = kv[log_id]
-        assert row.case.held_out and row.case.identifies == "" and row.case.logged == tokens, log_id
+        assert row.case.held_out and row.case.identifies == "" and row.case.logged == printed, log_id
         assert abs(row.error_pct - error) < 0.1, (log_id, row.error_pct)
-    sources = {kv[i].case.source for i in THIRD_ROUND_TOKENS}
-    assert len(sources) == 8
-    assert not any(c.identifies for c in bench.all_cases() if c.source in sources)
+    names = {kv[i].case.source for i in tokens}
+    assert len(names) == sources
+    assert not any(c.identifies for c in bench.all_cases() if c.source in names)
+
+
+# Issue 23's fourth held-out round (2026-12-05; engine_logs.json, "held_out": true): each log's
+# "GPU KV cache size" as printed and the error of this commit's estimate. vLLM 0.12.0 on an RTX
+# PRO 6000 Blackwell Server Edition (2215860382/VedioSifter@f0edafc), 0.10.0 AWQ on an RTX 3090
+# (ljg6861/anton_new@f3b2210), 0.30.0 on a T4 (eslam-ahmed43/llm-lab@0f01b47; -10.1 % before
+# Model Runner V2's dummy sampler, vllm_rules.SamplerPath.LOGITS_ONLY), 0.11.2 on an H200
+# (faradawn/bench3@446e08c), 0.19.0 AWQ at TP 2 on A100 40GBs (kuuroooo/MindSafe@0083e2d).
+FOURTH_ROUND_TOKENS = {
+    "vediosifter-vllm0120-qwen3-30b-a3b-rtxpro6000": (198_288, 0.2),
+    "anton-vllm0100-qwen3-30b-a3b-awq-3090": (20_960, -10.2),
+    "eslam-vllm0300-qwen25-1.5b-t4": (324_704, -4.8),
+    "faradawn-vllm0112-llama3-8b-h200": (868_080, -0.2),
+    "kuuroooo-vllm0190-llama31-70b-awq-2xa100-40gb-tp2": (104_608, 0.4),
+    # SGLang of March 2026 (before 0.5.10) on an 80 GB Ampere card with its default fraction
+    # (0.836 printed; the 0.5.3-0.5.9 rule gives it): cli991/qwctest@5d3eef6 sglang.txt.
+    "cli991-sglang059-qwen25-3b-a100-80gb": (1_743_556, 0.4),
+}
+
+
+def test_the_fourth_round_logs_are_scored_on_their_printed_tokens_as_held_out(bench: ModuleType, scored: tuple) -> None:
+    # Six held-out KV cases from six repositories, on the tokens each printed; none sets a constant.
+    assert_round_scored(bench, scored, FOURTH_ROUND_TOKENS, sources=6)
 
 
 def test_sglang_weights_are_the_allocators_segments_of_the_held_out_logs() -> None:
@@ -1277,3 +1315,17 @@ def test_sglang_weights_are_the_allocators_segments_of_the_held_out_logs() -> No
         held, tensors = segments.load_usage(find_model(model_id).spec, tp)
         assert abs(held - logged) < 0.05, (model_id, held, logged)
         assert logged - tensors > 0.13, (model_id, tensors, logged)
+
+
+def test_era_coverage_counts_the_kv_logs_by_the_era_of_their_release(bench: ModuleType) -> None:
+    # benchmarks/realgpu/era_coverage.py: every era of core.serving.vllm_versions.ERAS and
+    # sglang_versions.ERAS gets a row, the empty ones included; the constants are fitted on no
+    # log of 0.20 on, whose rules six held-out logs of four sources check (docs/SERVING.md,
+    # 2026-12-05), and 0.34 has none.
+    coverage = load_script(ROOT / "benchmarks" / "realgpu" / "era_coverage.py", "era_coverage_test")
+    rows = {name: (fitted, held, sources) for name, fitted, held, sources in coverage.coverage(bench.all_cases())}
+    assert len(rows) == 10
+    assert rows["vLLM V1 with CUDA-graph profiling (0.20-0.33)"] == (0, 6, 4)
+    assert rows["vLLM V1 with the extensible KV cache (0.34)"] == (0, 0, 0)
+    assert rows["SGLang 0.5.3-0.5.23"] == (0, 1, 1)
+    assert "| era | logs fitted on |" in coverage.table(list(coverage.coverage(bench.all_cases())))

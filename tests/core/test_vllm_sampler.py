@@ -136,3 +136,33 @@ def test_the_sampler_row_shows_only_where_v1_samples() -> None:
         plan = vllm_plan(vllm_version=era.first.value)
         assert vllm_v1(plan) is era_of(plan.inference.vllm_version).v1 is era.v1
         assert vllm_v1(vllm_plan(vllm_version=era.last.value)) is era.v1
+
+
+def test_model_runner_v2_profiles_the_sampler_on_the_logits_alone_from_0_28_to_0_32() -> None:
+    # vllm/v1/worker/gpu/model_runner.py _dummy_sampler_run (0.30.0 wheel, ced6857af): the dummy
+    # batch's rows were never added to the sampler, so Sampler.apply_sampling_params returns the
+    # model-dtype logits untouched (no float32 copy) and SamplingStates.get_top_k_top_p gives no
+    # top-k / top-p; the early return is in 0.28.0 (2cf0a6915) to 0.32.0 (5df63a720), 0.27.0
+    # (4bdc8a788) copies to float32 on every call and 0.33.0 (4ba787ec9) adds a warm-up pass with
+    # top-k / top-p. Model Runner V2 runs every model from 0.29.0, and dense models in 0.28.0.
+    dense = vllm_plan(vllm_version="0.30").inference
+    assert sampler_path(dense, 256, v2_runner=True) is SamplerPath.LOGITS_ONLY
+    assert sampler_path(dense, 256) is SamplerPath.TRITON  # the V1 runner's
+    for version in ("0.27", "0.33"):
+        assert sampler_path(vllm_plan(vllm_version=version).inference, 256, v2_runner=True) is SamplerPath.TRITON
+    model = find_model("llama-3.1-8b").spec
+    logits_only = vllm_sampler_bytes(model, 2048, 256, 2.0, True, SamplerPath.LOGITS_ONLY)
+    assert logits_only == (256 * model.vocab_size + (2048 + 256) * model.hidden_size) * 2.0
+
+
+def test_the_t4_log_of_vllm_0_30_sizes_its_pool_without_the_sampler_rows() -> None:
+    # eslam-ahmed43/llm-lab@0f01b47 logs/vllm_server.log: vLLM 0.30.0, "Using V2 Model Runner",
+    # Qwen2.5-1.5B-Instruct fp16 on a T4 (14.56 GiB), utilisation 0.85, 4,096 tokens; "Actual
+    # usage is ... 0.46 GiB for peak activation" = the profile's transient peak 0.12 GiB + the
+    # applied CUDA-graph estimate 0.34 GiB (gpu_worker.py determine_available_memory). The
+    # estimate's activation was 0.60 GiB with the V1 runner's Triton sampler rows.
+    plan = vllm_plan("qwen2.5-1.5b", "t4", vllm_version="0.30", context=4096)
+    plan = plan.with_inference(gpu_memory_utilization=0.85, weight_dtype="fp16", kv_dtype="fp16")
+    result = estimate(plan).inference
+    assert result is not None
+    assert result.activation_bytes / GiB == pytest.approx(0.14, abs=0.02)
