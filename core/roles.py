@@ -126,6 +126,16 @@ def runs_autocast(plan: Plan) -> bool:
     return plan.autocast is not Autocast.NONE and deepspeed_engine_dtype(plan) is None
 
 
+def runs_grad_scaler(plan: Plan) -> bool:
+    """Whether torch's GradScaler runs (fp16 autocast, :attr:`Plan.grad_scaler`): not under DeepSpeed's fp16
+    engine, whose ZeRO optimizers scale the loss themselves (microsoft/DeepSpeed v0.11.1 e9503fe4 and v0.14.0
+    ce78a632, deepspeed/runtime/zero/stage_1_and_2.py and stage3.py ``self.loss_scaler = CreateLossScaler(...)``;
+    runtime/fp16/loss_scaler.py ``DynamicLossScaler``, its ``cur_scale`` a Python float) and take fp16 weights;
+    deepspeedai/DeepSpeed edaa7221 engine.py builds a ``torch.amp.GradScaler`` only without ZeRO, under its
+    ``torch_autocast`` section."""
+    return plan.grad_scaler and deepspeed_engine_dtype(plan) is None
+
+
 def deepspeed_cast_adapters(plan: Plan) -> Dtype | None:
     """The 16-bit dtype DeepSpeed's engine casts the plan's adapters to, or None where it keeps them.
 

@@ -15,11 +15,11 @@ Sources (core.roles.runs_autocast):
 from __future__ import annotations
 
 from core.breakdown import BucketKey
-from core.dtypes import Autocast
+from core.dtypes import Autocast, Dtype
 from core.estimate import Estimate, estimate
 from core.plan import Method, Plan, Preset, Stack, Strategy
 from core.presets import plan_for_model
-from core.roles import dtypes_for, runs_autocast
+from core.roles import dtypes_for, runs_autocast, runs_grad_scaler
 
 
 def _gpt2(strategy: Strategy, preset: Preset = Preset.TRAINER_BF16) -> Plan:
@@ -58,3 +58,20 @@ def test_the_engine_plans_the_activations_of_a_pure_bf16_model() -> None:
     # Under DDP autocast runs, and its float32 LayerNorm inputs and GELU intermediates cost more.
     assert _activations(engine) < _activations(estimate(_gpt2(Strategy.DDP)))
     assert any("no torch.autocast runs" in note for note in engine.notes)
+
+
+def _scaler_terms(est: Estimate) -> list[str]:
+    return [t.label for ph in est.phases for b in ph.buckets for t in b.terms if "GradScaler" in t.label]
+
+
+def test_deepspeed_fp16_scales_the_loss_itself_no_grad_scaler() -> None:
+    # DeepSpeed's ZeRO optimizers scale the loss with CreateLossScaler (microsoft/DeepSpeed v0.14.0 ce78a632
+    # runtime/zero/stage_1_and_2.py, runtime/fp16/loss_scaler.py: a Python-float scale) and take fp16 weights.
+    fp16 = _gpt2(Strategy.ZERO2).with_changes(preset=Preset.CUSTOM, weight_dtype=Dtype.FP16, autocast=Autocast.FP16)
+    assert fp16.grad_scaler and not runs_grad_scaler(fp16)
+    est = estimate(fp16)
+    assert not _scaler_terms(est)
+    assert not any("GradScaler" in note for note in est.notes)
+    # fp16 AMP under DDP runs torch's GradScaler (its three one-element tensors, torch/amp/grad_scaler.py).
+    ddp = _gpt2(Strategy.DDP, Preset.FP16_AMP)
+    assert runs_grad_scaler(ddp) and _scaler_terms(estimate(ddp))
