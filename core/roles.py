@@ -102,6 +102,40 @@ def deepspeed_engine_dtype(plan: Plan) -> Dtype | None:
     return _ENGINE_DTYPES.get(plan.autocast)
 
 
+def runs_autocast(plan: Plan) -> bool:
+    """Whether torch.autocast runs around ``plan``'s forward and loss: the plan's 16-bit autocast,
+    except under DeepSpeed's 16-bit engine (:func:`deepspeed_engine_dtype`), where nothing opens one and
+    the cast module runs in its own dtype (norms and softmax take 16-bit inputs, no float32 copies):
+
+    - the engine: microsoft/DeepSpeed v0.11.1 e9503fe4, v0.14.0 ce78a632 and v0.16.4,
+      deepspeed/runtime/engine.py ``DeepSpeedEngine.forward`` calls ``self.module(*inputs, **kwargs)`` with no
+      torch.autocast anywhere in the file; from v0.17.2 (ed5f7375, #6993) ``forward`` runs under
+      ``torch.autocast(..., enabled=self.torch_autocast_enabled())``, on only with a ``torch_autocast``
+      config section (float32 weights, autocast's op lists: not ``bf16.enabled``), and an autocast opened
+      outside is refused (``validate_nested_autocast`` raises) — from v0.17.6 (66bf2a64, #7543) switched off
+      instead (deepspeed/runtime/torch_autocast.py ``autocast_if_enabled``: ``enabled=False``;
+      deepspeedai/DeepSpeed edaa7221 the same);
+    - accelerate v0.28.0 and 16cb6eb8 (2026-07), src/accelerate/accelerator.py ``Accelerator.__init__``:
+      ``native_amp`` stays False under ``DistributedType.DEEPSPEED``, so ``Accelerator.autocast`` yields
+      ``get_mixed_precision_context_manager(False)``, a nullcontext, and ``_prepare_deepspeed`` wraps no
+      forward;
+    - transformers 4.38.2 src/transformers/trainer.py ``Trainer.__init__``: fp16 / bf16 set no AMP "if
+      self.is_deepspeed_enabled" ("deepspeed ... manage their own half precision"), and
+      ``autocast_smart_context_manager`` is a nullcontext off CPU AMP.
+    A script of its own that opens torch.autocast around an engine before v0.17.2 is the one exception."""
+    return plan.autocast is not Autocast.NONE and deepspeed_engine_dtype(plan) is None
+
+
+def runs_grad_scaler(plan: Plan) -> bool:
+    """Whether torch's GradScaler runs (fp16 autocast, :attr:`Plan.grad_scaler`): not under DeepSpeed's fp16
+    engine, whose ZeRO optimizers scale the loss themselves (microsoft/DeepSpeed v0.11.1 e9503fe4 and v0.14.0
+    ce78a632, deepspeed/runtime/zero/stage_1_and_2.py and stage3.py ``self.loss_scaler = CreateLossScaler(...)``;
+    runtime/fp16/loss_scaler.py ``DynamicLossScaler``, its ``cur_scale`` a Python float) and take fp16 weights;
+    deepspeedai/DeepSpeed edaa7221 engine.py builds a ``torch.amp.GradScaler`` only without ZeRO, under its
+    ``torch_autocast`` section."""
+    return plan.grad_scaler and deepspeed_engine_dtype(plan) is None
+
+
 def deepspeed_cast_adapters(plan: Plan) -> Dtype | None:
     """The 16-bit dtype DeepSpeed's engine casts the plan's adapters to, or None where it keeps them.
 
@@ -172,7 +206,7 @@ def dtypes_for(plan: Plan) -> Dtypes:
 
 def _dtypes_for(plan: Plan) -> Dtypes:
     model = model_dtype(plan)
-    autocast = plan.autocast is not Autocast.NONE
+    autocast = runs_autocast(plan)
     compute = compute_dtype(plan)
     adapter = adapter_dtype(plan)
     engine = deepspeed_engine_dtype(plan)

@@ -994,7 +994,21 @@ def _zero(rank: _Rank) -> RankState:
 def _engine_cast_note(plan: Plan) -> tuple[str, ...]:
     """What DeepSpeed's bf16 / fp16 engine does to the plan's weights (core.roles.deepspeed_cast_weights)
     and to its float32 adapters (core.roles.deepspeed_cast_adapters)."""
-    return _engine_weights_note(plan) + _engine_adapters_note(plan)
+    return _engine_autocast_note(plan) + _engine_weights_note(plan) + _engine_adapters_note(plan)
+
+
+def _engine_autocast_note(plan: Plan) -> tuple[str, ...]:
+    """DeepSpeed's 16-bit engine runs no torch.autocast (core.roles.runs_autocast)."""
+    engine = deepspeed_engine_dtype(plan)
+    if engine is None:
+        return ()
+    word = engine.value
+    return (
+        f"DeepSpeed {word}: no torch.autocast runs (the engine's forward opens none and, from v0.17.2, turns "
+        "off one opened outside unless its torch_autocast section is set; accelerate and the HF Trainer open "
+        f"none under DeepSpeed), so norms and softmax take the model's {word} tensors, not autocast's "
+        "float32 copies.",
+    )
 
 
 def _engine_weights_note(plan: Plan) -> tuple[str, ...]:

@@ -44,7 +44,7 @@ from core.parallel.layout import trainable_layers as stage_trainable_layers
 from core.parallel.state import RankState, compute_plan, rank_copies, rank_state, te_weight_cache
 from core.params import ParamCounts, param_counts
 from core.plan import CheckpointPolicy, Float8, Method, Offload, Plan, Strategy
-from core.roles import Dtypes, dtypes_for
+from core.roles import Dtypes, dtypes_for, runs_grad_scaler
 from core.training.activations import (
     LossMemory,
     core_attention_bytes,
@@ -839,7 +839,7 @@ def _notes(plan: Plan) -> tuple[str, ...]:
             "cudaMallocManaged), outside PyTorch's allocator and outside these figures; the driver pages it to "
             "host memory when the card is full, so it slows a tight run rather than stopping it."
         )
-    if plan.grad_scaler:
+    if runs_grad_scaler(plan):
         notes.append(
             "fp16 autocast runs with a GradScaler: it unscales and checks the gradients in place "
             "(torch._amp_foreach_non_finite_check_and_unscale_), no gradient-sized temporary."

@@ -14,7 +14,7 @@ from core.format import sci
 from core.memo import last_answer
 from core.params import ParamCounts
 from core.plan import Method, Optimizer, OptimizerImpl, Plan
-from core.roles import Dtypes
+from core.roles import Dtypes, runs_grad_scaler
 
 # 8-bit optimizers (bitsandbytes): blockwise quantisation with blocks of 256 and one
 # float32 absmax per block (Dettmers et al. 2022, arXiv:2110.02861). A parameter tensor with
@@ -63,7 +63,7 @@ def small_state_terms(plan: Plan) -> list[Term]:
     if plan.optimizer in ADAM_FAMILY and plan.optimizer_impl is OptimizerImpl.FUSED:
         n = trainable_tensors(plan)
         terms.append(Term("fused Adam step counters on the GPU", f"{n} tensors × 512 B", n * MIN_BLOCK_BYTES))
-    if plan.grad_scaler:
+    if runs_grad_scaler(plan):
         terms.append(Term("GradScaler scale, growth tracker, found-inf", "3 × 512 B", 3 * MIN_BLOCK_BYTES))
     return terms
 
