@@ -14,11 +14,13 @@ from typing import TYPE_CHECKING, Final
 from core.breakdown import Bucket, BucketKey, Phase
 from core.catalogue import GpuSpec, custom_gpu, find_gpu
 from core.checks import PlanWarning, plan_warnings
+from core.dtypes import Autocast, Dtype
 from core.errors import PlanError
 from core.evidence import Confidence, confidence
 from core.format import memory
 from core.params import ParamCounts, param_counts
 from core.plan import Accounting, Engine, Offload, Plan
+from core.runtime import mps_high_watermark_bytes, pytorch_limit_bytes
 from core.training.compute import MFU_CONVENTION, Compute, UtilisationSource, compute_estimate
 from core.training.host import HostMemory, host_memory
 from core.training.ranks import RankMemory, rank_memories
@@ -66,6 +68,9 @@ class Estimate:
     peak_phase: str
     peak_bytes: float  # allocator-level peak (what max_memory_allocated reports)
     total_bytes: float  # peak + overhead: what nvidia-smi shows, the figure judged (core.training.device)
+    # What a PyTorch process may hold on the card: its memory, or on an Apple GPU the lower of the MPS
+    # allocator's limit and the RAM (core.runtime.pytorch_limit_bytes); an engine with a runtime of its
+    # own reads serving_capacity_bytes.
     capacity_bytes: float
     summary_formula: str
     compute: Compute
@@ -151,16 +156,23 @@ class Estimate:
         headroom = self.plan.hardware.headroom
         if mode is Mode.INFERENCE:
             inf = self.inference
-            usable = self.capacity_bytes * (1.0 - headroom)
+            capacity = self.serving_capacity_bytes
+            usable = capacity * (1.0 - headroom)
             # llama.cpp's host part judged against the host RAM given: the verdict says which decides.
             host = (Verdict.OOM if inf.host_ram_short else Verdict.FITS) if inf.host_ram_bytes else None
             if inf.engine is Engine.LLAMACPP and host is not None:
-                return judge(inf.total_bytes, self.capacity_bytes, headroom, host)
-            return Judgement(inf.verdict, inf.total_bytes, self.capacity_bytes, usable)
+                return judge(inf.total_bytes, capacity, headroom, host)
+            return Judgement(inf.verdict, inf.total_bytes, capacity, usable)
         host = self.host.verdict if self.host is not None else None  # None: RAM not given
         # The range of the rank whose total is judged: the worst's, or the one this estimate is seen from.
         rank = self.worst if self.seen_rank is None else self.ranks[self.seen_rank]
         return judge(self.total_bytes, self.capacity_bytes, headroom, host, rank.low_bytes, rank.high_bytes)
+
+    @property
+    def serving_capacity_bytes(self) -> float:
+        """The card as the plan's serving engine meets it: PyTorch's limit for transformers' generate, the
+        card's memory (on an Apple GPU Metal's working set) for an engine with its own runtime."""
+        return self.capacity_bytes if self.plan.inference.engine is Engine.HF else float(self.gpu.memory_bytes)
 
     @property
     def range_bytes(self) -> tuple[float, float]:
@@ -202,11 +214,12 @@ def estimate(plan: Plan, gpu: GpuSpec | None = None) -> Estimate:
     """Estimate memory, time and serving needs for ``plan`` on ``gpu`` (or the plan's card)."""
     card = gpu if gpu is not None else gpu_for(plan)
     counts = param_counts(plan)
-    ranks, worst_index = rank_memories(plan, counts, float(card.memory_bytes))
+    capacity = pytorch_limit_bytes(card)
+    ranks, worst_index = rank_memories(plan, counts, capacity)
     worst = ranks[worst_index]
     host = host_memory(plan, counts)
     serving = partial(_serving, plan, counts, card)
-    warnings = plan_warnings(plan) + _host_warnings(plan, host)
+    warnings = plan_warnings(plan) + _host_warnings(plan, host) + _mps_warnings(plan, card, capacity, worst.total_bytes)
     served = serving() if plan.inference.engine is Engine.LLAMACPP else None
     if served is not None:  # llama.cpp's host part is judged against the host RAM given
         warnings += _llamacpp_host_warnings(served)
@@ -219,7 +232,7 @@ def estimate(plan: Plan, gpu: GpuSpec | None = None) -> Estimate:
         peak_phase=worst.peak_phase,
         peak_bytes=worst.peak_bytes,
         total_bytes=worst.total_bytes,
-        capacity_bytes=float(card.memory_bytes),
+        capacity_bytes=capacity,
         summary_formula=worst.summary_formula,
         compute=compute_estimate(plan, counts, card),
         notes=worst.notes,
@@ -283,6 +296,39 @@ def _serving(plan: Plan, counts: ParamCounts, card: GpuSpec) -> InferenceEstimat
     from core.serving.inference import inference_estimate
 
     return inference_estimate(plan, counts, card)
+
+
+# PyTorch's MPS backend refuses a bfloat16 tensor before macOS 14 (pytorch/pytorch 026a4bff,
+# aten/src/ATen/mps/EmptyTensor.cpp, empty_mps: "MPS BFloat16 is only supported on MacOS 14 or newer").
+MPS_BF16_WARNING: Final = (
+    "bfloat16 on an Apple GPU needs macOS 14 or newer: before it PyTorch's MPS backend refuses a bfloat16 "
+    'tensor ("MPS BFloat16 is only supported on MacOS 14 or newer"); on macOS 13 pick fp16 or fp32.'
+)
+
+
+def _mps_warnings(plan: Plan, card: GpuSpec, capacity: float, total: float) -> tuple[PlanWarning, ...]:
+    """On an Apple GPU (PyTorch's MPS backend): a bfloat16 role, which needs macOS 14, and a step past
+    Metal's recommended working set (the card's memory) but within what the verdict reads
+    (core.runtime.pytorch_limit_bytes): PyTorch allocates it, Metal pages it."""
+    working_set = float(card.memory_bytes)
+    if capacity <= working_set:  # not an Apple GPU
+        return ()
+    bf16 = Dtype.BF16 in (plan.weight_dtype, plan.base_dtype, plan.adapter_dtype) or plan.autocast is Autocast.BF16
+    warnings = (PlanWarning(Mode.TRAINING, MPS_BF16_WARNING),) if bf16 else ()
+    if not working_set < total <= capacity:
+        return warnings
+    limit = mps_high_watermark_bytes(working_set)
+    paged = (
+        PlanWarning(
+            Mode.TRAINING,
+            f"The step needs {memory(total)}, more than Metal's recommended working set of {memory(working_set)} "
+            f"on {card.name}: past it the GPU's memory is paged and steps slow down. PyTorch's MPS allocator "
+            f"raises out of memory at 1.7 × the working set ({memory(limit)}, PYTORCH_MPS_HIGH_WATERMARK_RATIO); "
+            f"the verdict reads the lower of that and the machine's {card.unified_memory_gb:g} GB of RAM, which "
+            "macOS and the process's CPU side share.",
+        ),
+    )
+    return (*warnings, *paged)
 
 
 def _llamacpp_host_warnings(serving: InferenceEstimate) -> tuple[PlanWarning, ...]:

@@ -12,8 +12,8 @@ from __future__ import annotations
 from functools import lru_cache
 from typing import Final, NamedTuple
 
-from core.catalogue import Generation, amd_target, generation, load_gpus
-from core.units import MiB
+from core.catalogue import Generation, GpuSpec, amd_target, generation, load_gpus
+from core.units import GiB, MiB
 
 # The CUDA context of a PyTorch process (driver, kernels of the loaded libraries) sits outside
 # the caching allocator: nvidia-smi shows it, max_memory_reserved does not. 200-700 MiB across
@@ -112,8 +112,9 @@ _WORKSPACES_BY_GENERATION: Final = {
 # An NVIDIA card of the catalogue whose family the speed tables do not tell apart (Volta's V100,
 # Turing's T4 and RTX 20 series) is still not sm90 and below compute capability 9, so both rules
 # give it the smaller sizes: every Hopper card of the catalogue is named by core.catalogue's
-# prefixes. A card whose architecture is not known (a custom card, an AMD or Apple one) is given
-# the larger size of each: an upper bound on NVIDIA cards (an AMD Instinct card is told apart above).
+# prefixes. A card whose architecture is not known (a custom card, an AMD one) is given the larger
+# size of each: an upper bound on NVIDIA cards (an AMD Instinct card is told apart above). An Apple
+# GPU's PyTorch holds no cuBLAS workspace at all (core.training.device.allocator_workspaces, runs_mps).
 _ASSUMED_SIZES: Final = (_CUBLAS_SM90, _TE_CC9)
 _BEFORE_HOPPER_SIZES: Final = (_CUBLAS_OTHER, _TE_BEFORE)
 
@@ -202,3 +203,69 @@ ALLOCATOR_FRAGMENTATION: Final = 0.200
 # the slivers of partly used segments do not form, and only a page per pool is left over
 # (the note "Expandable Segments" in CUDACachingAllocator.cpp). Not measured in the corpus.
 EXPANDABLE_FRAGMENTATION: Final = 0.0
+
+# ---- PyTorch on an Apple GPU (the MPS backend) ------------------------------------------------
+# Read from pytorch/pytorch, aten/src/ATen/mps/MPSAllocator.h at 01f98b3e (the newest stored
+# version) and MPSAllocator.mm at 57ba4129; the rules below are the same in both, and in the
+# OOM messages users pasted from torch 2.0 to 2.10 (docs/REAL_GPU_MEMORY.md, 2026-12-05).
+# An Apple GPU's PyTorch process has no CUDA context, no cuBLAS handle pool (its matmuls run
+# through MPS / MPSGraph) and no NCCL: none of those terms applies.
+#
+# The limit PyTorch enforces: MPSHeapAllocatorImpl::setHighWatermarkRatio sets
+# m_max_total_allowed_size = ratio × max_device_size(), max_device_size() being Metal's
+# [device recommendedMaxWorkingSetSize] (the catalogue's memory_bytes of an Apple card), ratio
+# PYTORCH_MPS_HIGH_WATERMARK_RATIO or default_high_watermark_ratio = 1.7 (0 disables the limit;
+# at most default_high_watermark_upper_bound = 2.0). alloc_buffer and get_free_buffer refuse an
+# allocation when current_allocated_size() + its size passes it, current_allocated_size() being
+# [device currentAllocatedSize]: every Metal allocation of the process, PyTorch's heaps and
+# MPSGraph's own; alloc_buffer_block then raises "MPS backend out of memory (MPS allocated: heaps,
+# other allocations: the rest, max allowed: the limit)". Metal's recommendedMaxWorkingSetSize is a
+# soft bound ("without affecting runtime performance"): past it the GPU's memory is paged.
+MPS_HIGH_WATERMARK_RATIO: Final = 1.7
+# The low watermark (default_low_watermark_ratio(_unified) = 1.4 × the working set on unified
+# memory): past it the allocator is "under memory pressure", collects cached buffers and gives
+# large allocations heaps of their exact size rather than 1 GiB ones (createHeapBlock).
+MPS_LOW_WATERMARK_RATIO: Final = 1.4
+# The heaps (MPSAllocator.h, HeapBlock::createHeapBlock): a buffer of at most kMaxSmallAlloc =
+# 1 MiB is placed in a kSmallHeap = 8 MiB heap, one under kMinLargeAlloc = 10 MiB in a kLargeHeap
+# = 32 MiB heap, one under kXLargeHeap / 2 = 512 MiB (no memory pressure) in a kXLargeHeap =
+# 1 GiB heap, split among buffers; a larger one in a heap of its own rounded up to kRoundLarge =
+# 2 MiB. A buffer is sized by Metal's heapBufferSizeAndAlignWithLength (get_allocation_size): a
+# page at most beyond the tensor. "MPS allocated" (m_total_allocated_memory, what
+# torch.mps.driver_allocated_memory() reports with MPSGraph's allocations) counts whole heaps.
+MPS_SMALL_HEAP_BYTES: Final = 8 * MiB
+MPS_LARGE_HEAP_BYTES: Final = 32 * MiB
+MPS_XLARGE_HEAP_BYTES: Final = 1024 * MiB
+# The weights fill 1 GiB heaps one after another (get_free_heap takes the heap with the least room
+# that still holds the buffer): the last heap of each size is partly used, half on average.
+MPS_OPEN_HEAPS_BYTES: Final = (MPS_XLARGE_HEAP_BYTES + MPS_LARGE_HEAP_BYTES + MPS_SMALL_HEAP_BYTES) // 2
+
+
+@lru_cache(maxsize=1)
+def _catalogue_apple_ids() -> frozenset[str]:
+    return frozenset(gpu.id for gpu in load_gpus() if gpu.vendor == "apple")
+
+
+def runs_mps(gpu_id: str) -> bool:
+    """PyTorch on the catalogue card ``gpu_id`` runs its MPS backend (an Apple GPU), not CUDA."""
+    return gpu_id in _catalogue_apple_ids()
+
+
+def mps_high_watermark_bytes(working_set_bytes: float) -> float:
+    """The MPS allocator's limit at the default ratio: int(1.7 × recommendedMaxWorkingSetSize), the
+    "max allowed" of its out-of-memory message (setHighWatermarkRatio's static_cast<size_t>)."""
+    return float(int(MPS_HIGH_WATERMARK_RATIO * working_set_bytes))
+
+
+def pytorch_limit_bytes(gpu: GpuSpec) -> float:
+    """What a PyTorch process may hold on ``gpu`` and still run: the card's memory on a CUDA or ROCm
+    card. On an Apple GPU the lower of the MPS allocator's limit (:func:`mps_high_watermark_bytes` of
+    Metal's working set, the catalogue's memory_bytes) and the machine's RAM: at the default shares
+    (2/3 and 3/4 of RAM) 1.7 × the working set is 1.13 × and 1.28 × the RAM, and past the RAM the
+    allocator still hands out heaps while macOS swaps them (its message: "may cause system failure";
+    benchmarks/realgpu/mps_oom_limits.json: 180.7 GiB held on a 128 GB Mac before it raised)."""
+    if not runs_mps(gpu.id):
+        return float(gpu.memory_bytes)
+    limit = mps_high_watermark_bytes(gpu.memory_bytes)
+    ram = gpu.unified_memory_gb * GiB if gpu.unified_memory_gb else limit
+    return min(limit, float(ram))

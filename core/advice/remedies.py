@@ -38,6 +38,7 @@ from core.plan import (
     Plan,
     Strategy,
 )
+from core.runtime import pytorch_limit_bytes
 from core.verdict import Judgement, Mode, Verdict
 
 
@@ -338,8 +339,9 @@ def _bigger_card(plan: Plan) -> tuple[Plan, str] | None:
     cost figure is that card's.
     """
     capacity = estimate(plan).capacity_bytes
-    bigger: list[GpuSpec] = [g for g in load_gpus() if g.memory_bytes > capacity]
-    fitting: list[tuple[tuple[float, int, str], Plan, str]] = []
+    # What PyTorch may hold on each card (an Apple GPU's: the MPS limit, at most its RAM).
+    bigger: list[GpuSpec] = [g for g in load_gpus() if pytorch_limit_bytes(g) > capacity]
+    fitting: list[tuple[tuple[float, float, str], Plan, str]] = []
     for gpu in bigger:
         priced = gpu.hourly_price()
         candidate = plan.with_hardware(gpu=gpu.id)
@@ -347,8 +349,9 @@ def _bigger_card(plan: Plan) -> tuple[Plan, str] | None:
             candidate = candidate.with_hardware(price_per_gpu_hour=priced[0])
         if not estimate(candidate).fits:
             continue
-        title = f"A bigger card: {gpu.name} ({gpu.memory_bytes / 1e9:.0f} GB)"
-        order = (priced[0] if priced else float("inf"), gpu.memory_bytes, gpu.id)
+        room = pytorch_limit_bytes(gpu)
+        title = f"A bigger card: {gpu.name} ({room / 1e9:.0f} GB)"
+        order = (priced[0] if priced else float("inf"), room, gpu.id)
         fitting.append((order, candidate, title))
     if not fitting:
         return None

@@ -34,7 +34,7 @@ from core.dtypes import KV_BYTES, WeightFormat, mlp_matrix_params, mxfp4_bytes_p
 from core.format import gb
 from core.model import ModelSpec
 from core.plan import Attention, Engine, Inference, Plan
-from core.runtime import CUDA_CONTEXT_BYTES, Workspace, cublas_workspace
+from core.runtime import CUDA_CONTEXT_BYTES, MPS_OPEN_HEAPS_BYTES, cublas_workspace, pytorch_limit_bytes, runs_mps
 from core.serving.fit import DEFAULT_FIT, ServingFit, link_class
 from core.serving.kv import cached_positions, kv_bytes_per_token_layer, kv_heads_per_rank
 from core.serving.sglang_versions import default_fraction
@@ -234,15 +234,11 @@ def hf_peak_bytes(plan: Plan, layout: RankLayout, batch: int, context: int) -> t
 
 def hf_memory(plan: Plan, gpu: GpuSpec, layout: RankLayout, fit: ServingFit = DEFAULT_FIT) -> EngineMemory:
     inf = plan.inference
-    usable = gpu.memory_bytes * (1.0 - plan.hardware.headroom)
+    capacity = pytorch_limit_bytes(gpu)  # on an Apple GPU: MPS's limit, at most the RAM
+    usable = capacity * (1.0 - plan.hardware.headroom)
     peak, kv, working = hf_peak_bytes(plan, layout, inf.concurrent, inf.context)
-    # Beside the tensors: the CUDA context, and the cuBLAS workspace PyTorch takes from its
-    # caching allocator at the first matmul of the generating thread's one handle, at the size
-    # the card gets (core.runtime.cublas_workspace). A real card's max_memory_allocated counts the
-    # workspace, the fake-tensor measurements (benchmarks/serving/measured) do not: it is kept
-    # out of peak_bytes, which those measurements score, and in the total the verdict reads.
-    workspace = cublas_workspace(gpu.id)
-    overhead = SERVING_OVERHEAD_BYTES + workspace.bytes
+    overheads = hf_overhead_terms(gpu.id)
+    overhead = sum(t.bytes for t in overheads)
     total = peak + overhead
 
     def fits(batch: int, context: int) -> bool:
@@ -261,7 +257,7 @@ def hf_memory(plan: Plan, gpu: GpuSpec, layout: RankLayout, fit: ServingFit = DE
     guess_c = inf.context + (room - (peak - fixed)) / slope if slope > 0 else 1
     max_c = max(0, largest_fitting(lambda n: fits(inf.concurrent, n), MAX_CONTEXT, guess_c))
     max_c = min(max_c, plan.model.max_position_embeddings)  # no longer than the model reads
-    verdict = judge(total, gpu.memory_bytes, plan.hardware.headroom).verdict
+    verdict = judge(total, capacity, plan.hardware.headroom).verdict
     buffer = exllama_buffer_bytes(plan, layout)
     weights = f"{gb(layout.weights_bytes)} + {gb(buffer)} (GPTQ buffer)" if buffer else gb(layout.weights_bytes)
     formula = (
@@ -288,11 +284,40 @@ def hf_memory(plan: Plan, gpu: GpuSpec, layout: RankLayout, fit: ServingFit = DE
         max_num_seqs=inf.concurrent,
         max_num_batched_tokens=inf.concurrent * inf.prompt_tokens,
         formula=formula,
-        parts=_hf_parts(plan, layout, kv, working, workspace),
+        parts=_hf_parts(plan, layout, kv, working, overheads),
     )
 
 
-def _hf_parts(plan: Plan, layout: RankLayout, kv: float, working: float, workspace: Workspace) -> tuple[Bucket, ...]:
+def hf_overhead_terms(gpu_id: str) -> tuple[Term, ...]:
+    """What generate's process holds beside its tensors. On a CUDA card: the CUDA context, and the cuBLAS
+    workspace PyTorch takes from its caching allocator at the first matmul of the generating thread's one
+    handle, at the size the card gets (core.runtime.cublas_workspace). A real card's max_memory_allocated
+    counts the workspace, the fake-tensor measurements (benchmarks/serving/measured) do not: it is kept
+    out of peak_bytes, which those measurements score, and in the total the verdict reads. On an Apple
+    GPU (PyTorch's MPS backend): neither, but the MPS allocator's heaps' unused room
+    (core.runtime.MPS_OPEN_HEAPS_BYTES)."""
+    if runs_mps(gpu_id):
+        return (
+            Term(
+                "MPS heaps' unused room (the last 1 GiB, 32 MiB and 8 MiB heap, half used on average)",
+                "PyTorch's MPS allocator: no CUDA context or cuBLAS workspace",
+                MPS_OPEN_HEAPS_BYTES,
+            ),
+        )
+    workspace = cublas_workspace(gpu_id)
+    return (
+        Term("CUDA context", "per process", SERVING_OVERHEAD_BYTES),
+        Term(
+            f"{workspace.library} workspace (PyTorch: the generating thread's handle){workspace.note}",
+            f"1 handle × {workspace.label}",
+            workspace.bytes,
+        ),
+    )
+
+
+def _hf_parts(
+    plan: Plan, layout: RankLayout, kv: float, working: float, overheads: tuple[Term, ...]
+) -> tuple[Bucket, ...]:
     """What generate's total is made of, bucket by bucket (SERVING_BUCKET_ORDER)."""
     inf = plan.inference
     return (
@@ -312,17 +337,7 @@ def _hf_parts(plan: Plan, layout: RankLayout, kv: float, working: float, workspa
             [Term("the batch's KV cache at its longest", f"{inf.concurrent} × {inf.context:,} tokens", kv)],
         ),
         make_bucket(BucketKey.ACTIVATIONS, [Term("working memory at the peak", "prefill or decode", working)]),
-        make_bucket(
-            BucketKey.OVERHEAD,
-            [
-                Term("CUDA context", "per process", SERVING_OVERHEAD_BYTES),
-                Term(
-                    f"{workspace.library} workspace (PyTorch: the generating thread's handle){workspace.note}",
-                    f"1 handle × {workspace.label}",
-                    workspace.bytes,
-                ),
-            ],
-        ),
+        make_bucket(BucketKey.OVERHEAD, overheads),
     )
 
 

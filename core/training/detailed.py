@@ -865,10 +865,11 @@ def training_breakdown(plan: Plan, counts: ParamCounts, rank: Rank | None = None
     cycle = _reference_cycle(plan, parts)
     cached = parts.extra("stream_cache") + _gradients_cached(parts, peak_phase)
     card = card_terms(plan, phases, cached, where, parts.extra("wrap_cache"))
-    # The libraries' workspaces sit in the allocated peak beside the phase's tensors.
+    # The libraries' workspaces sit in the allocated peak beside the phase's tensors (none on an Apple GPU).
+    workspaces = f" + {gb(card.workspace_bytes)} (workspaces)" if card.workspace_bytes else ""
     summary = (
         " + ".join(gb(b.bytes) for b in peak_phase.buckets)
-        + f" + {gb(card.workspace_bytes)} (workspaces) = {gb(peak + card.workspace_bytes)} GB at the {peak_phase.name}"
+        + f"{workspaces} = {gb(peak + card.workspace_bytes)} GB at the {peak_phase.name}"
     )
     overhead = card.bucket()
     # The evaluation runs between steps, inside what the steps made the allocator reserve:

@@ -38,6 +38,10 @@ from core.runtime import (
     CUBLAS_TRAINING_HANDLES,
     CUDA_CONTEXT_BYTES,
     EXPANDABLE_FRAGMENTATION,
+    MPS_LARGE_HEAP_BYTES,
+    MPS_OPEN_HEAPS_BYTES,
+    MPS_SMALL_HEAP_BYTES,
+    MPS_XLARGE_HEAP_BYTES,
     NCCL_CHANNELS_FAST_LINK,
     NCCL_CHANNELS_PCIE,
     NCCL_CONNECTION_BYTES,
@@ -45,6 +49,7 @@ from core.runtime import (
     SEGMENT_ROUNDING_PER_TENSOR_BYTES,
     TE_GROUPED_GEMM_STREAMS,
     cublas_workspace,
+    runs_mps,
     te_workspace,
 )
 from core.units import MiB
@@ -66,6 +71,7 @@ class CardTerms:
     fragmentation: float
     workspace: tuple[Term, ...] = ()
     wrap_cache: float = 0.0  # of ``reserve``'s terms: what an FSDP1 wrap left cached before the step
+    mps: bool = False  # PyTorch's MPS backend on an Apple GPU: its heaps, no CUDA runtime
 
     @property
     def workspace_bytes(self) -> float:
@@ -80,12 +86,20 @@ class CardTerms:
         return float(sum(t.bytes for t in self.runtime))
 
     def bucket(self) -> Bucket:
-        return make_bucket(
-            BucketKey.OVERHEAD,
-            [*self.workspace, *self.reserve, *self.runtime],
-            note="the libraries' workspaces (counted in the allocated peak: max_memory_allocated() shows them), "
+        return make_bucket(BucketKey.OVERHEAD, [*self.workspace, *self.reserve, *self.runtime], note=self._note)
+
+    @property
+    def _note(self) -> str:
+        if self.mps:
+            return (
+                "what PyTorch's MPS allocator holds beyond the allocated peak: its heaps' unused room and the "
+                "buffers it keeps cached (torch.mps.driver_allocated_memory() shows them); no CUDA context or "
+                "cuBLAS workspace. MPSGraph's own allocations outside the allocator are not modelled"
+            )
+        return (
+            "the libraries' workspaces (counted in the allocated peak: max_memory_allocated() shows them), "
             "what the caching allocator reserves beyond the allocated peak, and the runtime's own memory "
-            "(CUDA context, NCCL): nvidia-smi shows it all",
+            "(CUDA context, NCCL): nvidia-smi shows it all"
         )
 
 
@@ -120,7 +134,10 @@ def allocator_workspaces(plan: Plan) -> tuple[Term, ...]:
     runs it (the Megatron stack's TE modules, TE's float8 linears), and TE's grouped GEMM's one per compute
     stream where a Megatron MoE plan runs it (``moe_grouped_gemm``). Each at the size its library
     gives the card's architecture (:func:`core.runtime.cublas_workspace`); for a custom card or one
-    whose family is not told apart, the larger size, said in the term's label."""
+    whose family is not told apart, the larger size, said in the term's label. None on an Apple GPU:
+    PyTorch's MPS backend runs its matmuls through MPS / MPSGraph, with no cuBLAS handle pool."""
+    if runs_mps(plan.hardware.gpu):
+        return ()
     cublas, te = cublas_workspace(plan.hardware.gpu), te_workspace(plan.hardware.gpu)
     terms = [
         Term(
@@ -196,34 +213,16 @@ def card_terms(
     cached before the first step (core.parallel.state._fsdp1_wrap_cache), kept apart in
     :attr:`CardTerms.wrap_cache` so that a reading taken right after the wrap reads it whole."""
     wrap = list(wrap_cache or [])
-    config = allocator_config(plan)
     layers, embedding, head = where if where is not None else (plan.model.num_layers, True, True)
     basis = max((p.bucket(BucketKey.ACTIVATIONS).bytes for p in phases), default=0.0)
-    tensors, what = weight_segments(plan, layers, embedding, head)
-    reserve: list[Term] = []
-    if config.expandable_segments:
-        fraction = EXPANDABLE_FRAGMENTATION
-        reserve.append(Term("expandable segments: one growing segment per stream", "20 MiB page per pool", 20 * MiB))
+    if runs_mps(plan.hardware.gpu):
+        reserve, fraction = _mps_reserve(basis)
+        runtime: list[Term] = []
     else:
-        fraction = ALLOCATOR_FRAGMENTATION
-        reserve.append(
-            Term(
-                "segment rounding of the weights (2 MiB segments)",
-                f"{tensors:,} {what} × ≈ 1 MiB",
-                tensors * SEGMENT_ROUNDING_PER_TENSOR_BYTES,
-            )
-        )
-    if basis and fraction:
-        reserve.append(
-            Term(
-                "free blocks the activations leave in partly used segments",
-                f"{fraction:g} × {gb(basis)} GB (the step's largest activations; fitted on real-GPU figures)",
-                fraction * basis,
-            )
-        )
+        reserve, fraction = _cuda_reserve(plan, basis, layers, embedding, head)
+        runtime = [Term("CUDA context (driver, kernels)", "≈ 512 MiB per process", CUDA_CONTEXT_BYTES)]
     reserve.extend(stream_cache)
     reserve.extend(wrap)
-    runtime = [Term("CUDA context (driver, kernels)", "≈ 512 MiB per process", CUDA_CONTEXT_BYTES)]
     nccl, formula = nccl_bytes(plan)
     if nccl:
         runtime.append(Term("NCCL buffers", formula, nccl))
@@ -234,4 +233,46 @@ def card_terms(
         fraction,
         allocator_workspaces(plan),
         float(sum(t.bytes for t in wrap)),
+        runs_mps(plan.hardware.gpu),
     )
+
+
+def _fragmentation_term(fraction: float, basis: float, source: str) -> list[Term]:
+    if not (basis and fraction):
+        return []
+    return [
+        Term(
+            "free blocks the activations leave in partly used segments",
+            f"{fraction:g} × {gb(basis)} GB (the step's largest activations; {source})",
+            fraction * basis,
+        )
+    ]
+
+
+def _cuda_reserve(plan: Plan, basis: float, layers: int, embedding: bool, head: bool) -> tuple[list[Term], float]:
+    """The CUDA caching allocator's reserve beyond the allocated peak, and the fragmentation fraction."""
+    tensors, what = weight_segments(plan, layers, embedding, head)
+    if allocator_config(plan).expandable_segments:
+        pages = Term("expandable segments: one growing segment per stream", "20 MiB page per pool", 20 * MiB)
+        return [pages, *_fragmentation_term(EXPANDABLE_FRAGMENTATION, basis, "")], EXPANDABLE_FRAGMENTATION
+    rounding = Term(
+        "segment rounding of the weights (2 MiB segments)",
+        f"{tensors:,} {what} × ≈ 1 MiB",
+        tensors * SEGMENT_ROUNDING_PER_TENSOR_BYTES,
+    )
+    fitted = _fragmentation_term(ALLOCATOR_FRAGMENTATION, basis, "fitted on real-GPU figures")
+    return [rounding, *fitted], ALLOCATOR_FRAGMENTATION
+
+
+def _mps_reserve(basis: float) -> tuple[list[Term], float]:
+    """PyTorch's MPS allocator's reserve beyond the allocated peak (core.runtime, MPSAllocator.h): the
+    heaps the buffers are placed in, of which the last of each size is partly used, and the cached
+    buffers the activations leave (a freed buffer is kept whole for reuse, get_free_buffer). No MPS
+    figure measures that fraction: CUDA's fitted one stands in for it, and the term says so."""
+    heaps = Term(
+        "the heaps' unused room (the last 1 GiB, 32 MiB and 8 MiB heap, half used on average)",
+        f"½ × ({MPS_XLARGE_HEAP_BYTES // MiB:,} + {MPS_LARGE_HEAP_BYTES // MiB} + {MPS_SMALL_HEAP_BYTES // MiB} MiB)",
+        MPS_OPEN_HEAPS_BYTES,
+    )
+    source = "the CUDA allocator's fitted fraction: no MPS figure measures it"
+    return [heaps, *_fragmentation_term(ALLOCATOR_FRAGMENTATION, basis, source)], ALLOCATOR_FRAGMENTATION
