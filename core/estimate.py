@@ -20,7 +20,7 @@ from core.evidence import Confidence, confidence
 from core.format import memory
 from core.params import ParamCounts, param_counts
 from core.plan import Accounting, Engine, Offload, Plan
-from core.runtime import mps_high_watermark_bytes, pytorch_limit_bytes
+from core.runtime import mps_high_watermark_bytes, pytorch_limit_bytes, runs_mps
 from core.training.compute import MFU_CONVENTION, Compute, UtilisationSource, compute_estimate
 from core.training.host import HostMemory, host_memory
 from core.training.ranks import RankMemory, rank_memories
@@ -36,11 +36,34 @@ JUDGED_WHY: Final = (
     "the card runs out of memory when the process can get no more from it; nvidia-smi counts all it "
     "holds: the caching allocator's segments (max_memory_reserved), the CUDA context and NCCL's buffers"
 )
+# On an Apple GPU PyTorch runs its MPS backend (core.runtime.runs_mps): no nvidia-smi, and the figure its
+# allocator checks is the Metal driver's, torch.mps.driver_allocated_memory() (pytorch/pytorch
+# aten/src/ATen/mps/MPSAllocator.h at 01f98b3e: the heaps it holds), against its high watermark.
+MPS_JUDGED_FIGURE: Final = "MPS driver"
+MPS_JUDGED_WHY: Final = (
+    "PyTorch's MPS allocator refuses a buffer once the Metal driver would hold more than its high watermark "
+    "(1.7 × Metal's recommended working set, judged here against the lower of that and the Mac's RAM); "
+    "torch.mps.driver_allocated_memory() counts all it holds: the allocator's heaps, their unused room and its "
+    "cached buffers"
+)
+
+
+def judged_figure(gpu_id: str) -> str:
+    """The name of the figure the verdict reads on the card ``gpu_id``: nvidia-smi's, or on an Apple GPU
+    the MPS driver's."""
+    return MPS_JUDGED_FIGURE if runs_mps(gpu_id) else JUDGED_FIGURE
+
+
+def judged_why(gpu_id: str) -> str:
+    """Why that figure decides an out-of-memory error on ``gpu_id``."""
+    return MPS_JUDGED_WHY if runs_mps(gpu_id) else JUDGED_WHY
+
 
 __all__ = [
     "JUDGED_FIGURE",
     "JUDGED_WHY",
     "MFU_CONVENTION",
+    "MPS_JUDGED_FIGURE",
     "VERDICT_LABELS",
     "Bucket",
     "BucketKey",
@@ -54,6 +77,8 @@ __all__ = [
     "Verdict",
     "estimate",
     "gpu_for",
+    "judged_figure",
+    "judged_why",
     "keep_calibration",
 ]
 
@@ -173,6 +198,15 @@ class Estimate:
         """The card as the plan's serving engine meets it: PyTorch's limit for transformers' generate, the
         card's memory (on an Apple GPU Metal's working set) for an engine with its own runtime."""
         return self.capacity_bytes if self.plan.inference.engine is Engine.HF else float(self.gpu.memory_bytes)
+
+    @property
+    def judged_figure(self) -> str:
+        """The name of the figure the verdict reads: "nvidia-smi", or "MPS driver" on an Apple GPU."""
+        return judged_figure(self.gpu.id)
+
+    @property
+    def judged_why(self) -> str:
+        return judged_why(self.gpu.id)
 
     @property
     def range_bytes(self) -> tuple[float, float]:

@@ -7,7 +7,7 @@ their kind, and views format them. A comparison on disk is :mod:`core.files.comp
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import Final
@@ -15,7 +15,7 @@ from typing import Final
 from core.breakdown import BUCKET_LABELS, BUCKET_ORDER, SERVING_BUCKET_ORDER
 from core.dtypes import AUTOCAST_LABELS, DTYPE_LABELS, WEIGHT_LABELS
 from core.errors import PlanError
-from core.estimate import VERDICT_LABELS, Estimate, Mode, Verdict, estimate
+from core.estimate import JUDGED_FIGURE, VERDICT_LABELS, Estimate, Mode, Verdict, estimate
 from core.model import MAX_NAME_CHARS
 from core.plan import (
     ATTENTION_LABELS,
@@ -31,7 +31,15 @@ from core.plan import (
 )
 
 MAX_PLANS: Final = 4
-TOTAL: Final = "nvidia-smi (judged)"
+TOTAL: Final = "nvidia-smi (judged)"  # the judged group's name where every card is a CUDA card
+
+
+def judged_label(ests: Iterable[Estimate]) -> str:
+    """The judged figure's row name for these estimates: each card's figure (nvidia-smi, MPS driver) once."""
+    names = dict.fromkeys(e.judged_figure for e in ests)
+    return f"{' / '.join(names) or JUDGED_FIGURE} (judged)"
+
+
 SERVING: Final = "serving"  # the one chart group of a serving comparison
 # Two figures closer than this (relative) are the same figure printed twice, not a difference.
 SAME_WITHIN: Final = 5e-4
@@ -149,6 +157,12 @@ class Comparison:
             return (*rows, *_serving_rows(ests))
         return (*rows, *_training_rows(ests))
 
+    @property
+    def total_name(self) -> str:
+        """The judged figure's group: "nvidia-smi (judged)", on Macs "MPS driver (judged)", both names
+        where the plans' cards differ."""
+        return judged_label(compared.estimate for compared in self.plans)
+
     def phase_names(self) -> tuple[str, ...]:
         """Phase groups of the chart: every plan's phases in order of first appearance, then the
         total; serving has one group, what each plan needs at once."""
@@ -159,7 +173,7 @@ class Comparison:
             for phase in compared.estimate.phases:
                 if phase.name not in names:
                     names.append(phase.name)
-        return (*names, TOTAL)
+        return (*names, self.total_name)
 
     def phase_bytes(self) -> tuple[tuple[float | None, ...], ...]:
         """[phase][plan] bytes; None where a plan has no such phase (lesson accounting)."""
@@ -170,7 +184,7 @@ class Comparison:
                 est = compared.estimate
                 if name == SERVING:
                     row.append(est.inference.total_bytes)
-                elif name == TOTAL:
+                elif name == self.total_name:
                     row.append(est.total_bytes)
                 else:
                     row.append(next((p.allocated_bytes for p in est.phases if p.name == name), None))
@@ -203,7 +217,7 @@ def _training_rows(ests: Sequence[Estimate]) -> list[Row]:
         *rows,
         Row("peak", "Peak (allocated)", RowKind.BYTES, tuple(e.peak_bytes for e in ests), "memory"),
         Row("reserved", "Reserved", RowKind.BYTES, tuple(e.reserved_bytes for e in ests), "memory"),
-        Row("total", "nvidia-smi (judged)", RowKind.BYTES, tuple(e.total_bytes for e in ests), "memory"),
+        Row("total", judged_label(ests), RowKind.BYTES, tuple(e.total_bytes for e in ests), "memory"),
         Row("range.low", "Range from", RowKind.BYTES, tuple(e.range_bytes[0] for e in ests), "memory"),
         Row("range.high", "Range to", RowKind.BYTES, tuple(e.range_bytes[1] for e in ests), "memory"),
         Row("capacity", "Card capacity", RowKind.BYTES, tuple(e.capacity_bytes for e in ests), "memory"),

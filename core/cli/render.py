@@ -12,9 +12,8 @@ from typing import Any
 
 from core.breakdown import BUCKET_LABELS
 from core.estimate import (
-    JUDGED_FIGURE,
-    JUDGED_WHY,
     MFU_CONVENTION,
+    MPS_JUDGED_FIGURE,
     VERDICT_LABELS,
     Estimate,
     Judgement,
@@ -72,7 +71,7 @@ def estimate_to_json(est: Estimate, mode: Mode = Mode.TRAINING) -> dict[str, Any
         "workspace_bytes": round(est.peak_bytes - est.tensor_peak_bytes),
         "reserved_bytes": round(est.reserved_bytes),
         "nvidia_smi_bytes": round(est.total_bytes),
-        "judged_figure": JUDGED_FIGURE if plan.accounting is Accounting.DETAILED else "peak",
+        "judged_figure": est.judged_figure if plan.accounting is Accounting.DETAILED else "peak",
         "range_bytes": [round(b) for b in judged.range_bytes],
         "confidence": _confidence_json(est),
         "overhead_terms": [
@@ -387,13 +386,23 @@ def _card_lines(est: Estimate, gib: bool) -> list[str]:
         "",
         f"  allocated   {fmt(est.peak_bytes, gib):>12}   max_memory_allocated",
         f"  reserved    {fmt(est.reserved_bytes, gib):>12}   max_memory_reserved: + the caching allocator's segments",
-        f"  nvidia-smi  {fmt(est.total_bytes, gib):>12}   + CUDA context, NCCL; judged (range {fmt(low, gib)} – "
-        f"{fmt(high, gib)})",
-        f"  judged on nvidia-smi: {JUDGED_WHY}",
+        f"  {_judged_line(est)}{fmt(est.total_bytes, gib):>12}   {_judged_adds(est)}; judged (range "
+        f"{fmt(low, gib)} – {fmt(high, gib)})",
+        f"  judged on {est.judged_figure}: {est.judged_why}",
     ]
     if est.confidence is not None and est.confidence.text:
         lines.append(f"  how sure: {est.confidence.text}")
     return lines
+
+
+def _judged_line(est: Estimate) -> str:
+    """The judged figure's name padded to the column of "allocated" and "reserved"."""
+    return f"{est.judged_figure:<10}  "
+
+
+def _judged_adds(est: Estimate) -> str:
+    """What the judged figure holds beyond max_memory_reserved, as the runtime has it."""
+    return "+ the MPS heaps' room" if est.judged_figure == MPS_JUDGED_FIGURE else "+ CUDA context, NCCL"
 
 
 def _step_lines(est: Estimate) -> list[str]:

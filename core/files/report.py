@@ -23,7 +23,7 @@ from html import escape as html_escape
 from typing import Final
 
 from core import __version__, colours
-from core.advice.compare import SERVING, TOTAL, Comparison, Row, RowKind, compare
+from core.advice.compare import SERVING, Comparison, Row, RowKind, compare
 from core.advice.diagnosis import Diagnosis, diagnose
 from core.breakdown import BUCKET_LABELS, BUCKET_ORDER, SERVING_BUCKET_ORDER, Bucket, BucketKey
 from core.estimate import VERDICT_LABELS, Estimate, Mode, Verdict
@@ -215,7 +215,7 @@ def _bar_stacks(comparison: Comparison, phases: tuple[str, ...]) -> list[list[_S
             est = compared.estimate
             if name == SERVING:
                 row.append([(b.key.value, b.bytes) for b in est.inference.buckets])
-            elif name == TOTAL:
+            elif name == comparison.total_name:
                 row.append([(b.key.value, b.bytes) for b in est.buckets])
             else:
                 phase = next((p for p in est.phases if p.name == name), None)

@@ -78,7 +78,7 @@ def training_bars(estimate: Estimate, measurement: Measurement | None, rank: int
     if len(source.phases) > 1:
         for phase in source.phases:
             bars.append(BarSpec(phase.name, {b.key.value: b.bytes for b in phase.buckets}, phase.allocated_bytes))
-    peak_label = "nvidia-smi" if len(source.phases) > 1 else source.peak_phase
+    peak_label = estimate.judged_figure if len(source.phases) > 1 else source.peak_phase
     bars.append(BarSpec(peak_label, {b.key.value: b.bytes for b in source.buckets}, source.total_bytes))
     if measurement is not None:
         bars.append(

@@ -136,8 +136,8 @@ class DiagnosisPanel(QScrollArea):
                 "total",
                 "nvidia-smi (judged)",
                 "The training step's allocated peak plus what the caching allocator "
-                "reserves beyond it and the runtime's own memory (CUDA context, NCCL): what nvidia-smi shows, the "
-                "figure the verdict reads",
+                "reserves beyond it and the runtime's own memory (CUDA context, NCCL): what nvidia-smi shows (on "
+                "a Mac, the MPS driver), the figure the verdict reads",
             ),
             ("eval", "Evaluation pass", "An evaluation forward with the plan's evaluation batch"),
             ("usable", "Usable", "The card's capacity less the headroom kept free"),
@@ -421,7 +421,7 @@ class DiagnosisPanel(QScrollArea):
                 " padding: 6px 12px; font-size: 13pt; font-weight: 600; }"
             )
         margin = margin_text(judged, est.plan.hardware.headroom, u)
-        what = "serving total" if d.mode is Mode.INFERENCE else "nvidia-smi figure"
+        what = "serving total" if d.mode is Mode.INFERENCE else f"{est.judged_figure} figure"
         largest, largest_bytes = d.largest
         card = escape(est.gpu.name)
         self.headline.setText(
@@ -443,6 +443,9 @@ class DiagnosisPanel(QScrollArea):
         self.explanation.setText(d.explanation)
         self.figures["state"].setText(memory(d.state_bytes, u))
         self.figures["total"].setText(memory(est.total_bytes, u))
+        total_name = self._figures_form.labelForField(self.figures["total"])
+        if isinstance(total_name, QLabel):  # "nvidia-smi", or on a Mac the MPS driver's figure
+            total_name.setText(f"{est.judged_figure} (judged):")
         self.figures["eval"].setText(memory(d.eval_bytes, u))
         self.figures["usable"].setText(f"{memory(d.usable_bytes, u)} of {memory(est.capacity_bytes, u)}")
         for key in ("state", "total", "eval"):  # the training step's figures: not what serving is judged on

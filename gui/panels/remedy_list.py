@@ -149,7 +149,9 @@ class _RemedyRow(QFrame):
         self.updates += 1
         self.title.setText(entry.title)
         self.total.setText(memory(entry.total_bytes, unit))
-        self.total.setToolTip("New serving total" if entry.serving else "New nvidia-smi figure (judged)")
+        self.total.setToolTip(
+            "New serving total" if entry.serving else "New judged figure (nvidia-smi; on a Mac the MPS driver's)"
+        )
         self.status.setText(_verdict_html(entry.verdict))
         self.cost.setText(entry.cost)
         self.apply.setAccessibleName(f"Apply: {entry.title}")

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QFrame, QGridLayout, QLabel, QWidget
 
-from core.estimate import JUDGED_SHORT, JUDGED_WHY, Estimate
+from core.estimate import JUDGED_SHORT, Estimate
 from core.plan import Offload
 from core.verdict import VERDICT_LABELS, Judgement, Mode, Verdict
 from gui import colours
@@ -87,7 +87,7 @@ def card_figures_text(estimate: Estimate, unit: Unit) -> str:
     low, high = estimate.range_bytes
     return (
         f"{memory(estimate.reserved_bytes, unit)} reserved · <b>{memory(estimate.total_bytes, unit)}</b> "
-        f"nvidia-smi, judged<br>range {memory(low, unit)}–{memory(high, unit)} · "
+        f"{estimate.judged_figure}, judged<br>range {memory(low, unit)}–{memory(high, unit)} · "
     )
 
 
@@ -250,7 +250,7 @@ class VerdictPanel(QFrame):
             text += f" — {escape(measurement_label(self.measurement))}"
             text += f"; the estimate's {c.figure}: {memory(c.estimated_bytes, u)} ({c.error_pct:+.1f} %)"
         self.detail.setText(text)
-        how_sure = f"Judged on nvidia-smi, {JUDGED_SHORT}: {JUDGED_WHY}."
+        how_sure = f"Judged on {estimate.judged_figure}, {JUDGED_SHORT}: {estimate.judged_why}."
         if estimate.confidence is not None:
             how_sure += f"\nHow sure: {estimate.confidence.text}."
         if self.detail.toolTip() != how_sure:

@@ -118,3 +118,24 @@ def test_generate_on_an_apple_gpu_uses_the_mps_terms_and_limit_llama_cpp_metal_s
     assert est.judgement(Mode.INFERENCE).capacity_bytes == est.capacity_bytes
     llama = estimate(plan.with_inference(engine="llamacpp", gguf_quant="Q4_K_M"))
     assert llama.judgement(Mode.INFERENCE).capacity_bytes == find_gpu("apple-m1-16gb").memory_bytes
+
+
+def test_an_apple_plan_names_the_mps_driver_as_its_judged_figure_everywhere() -> None:
+    # There is no nvidia-smi on a Mac: the figure PyTorch's MPS allocator checks against its high
+    # watermark is the Metal driver's (torch.mps.driver_allocated_memory(), MPSAllocator.h at 01f98b3e).
+    # The banner, chart, CLI, JSON and comparison all read "nvidia-smi" on Apple plans before.
+    from core.advice.compare import compare
+    from core.cli.render import estimate_to_json, render_estimate
+
+    mac = estimate(_apple_plan())
+    cuda = estimate(_apple_plan().with_hardware(gpu="h100-sxm"))
+    assert (mac.judged_figure, cuda.judged_figure) == ("MPS driver", "nvidia-smi")
+    assert "Metal" in mac.judged_why and "CUDA context" in cuda.judged_why
+    text = render_estimate(mac)
+    assert "judged on MPS driver:" in text and "nvidia-smi" not in text
+    assert "judged on nvidia-smi:" in render_estimate(cuda)
+    assert estimate_to_json(mac)["judged_figure"] == "MPS driver"
+    both = compare([("mac", _apple_plan()), ("h100", _apple_plan().with_hardware(gpu="h100-sxm"))])
+    assert both.phase_names()[-1] == "MPS driver / nvidia-smi (judged)"
+    assert next(r for r in both.rows() if r.key == "total").label == "MPS driver / nvidia-smi (judged)"
+    assert compare([("mac", _apple_plan())]).phase_names()[-1] == "MPS driver (judged)"

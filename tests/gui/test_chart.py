@@ -350,3 +350,16 @@ def test_a_hidden_chart_is_fitted_once_when_shown(qtbot: Any, monkeypatch: Any) 
     window.show()
     qtbot.waitExposed(window)
     assert drawn[-1] == (True, window.chart.view.width())
+
+
+def test_a_mac_plan_is_judged_on_the_mps_driver_not_nvidia_smi(window: MainWindow) -> None:
+    # PyTorch on an Apple GPU runs MPS: its allocator checks the Metal driver's figure against its high
+    # watermark (pytorch/pytorch aten/src/ATen/mps/MPSAllocator.h at 01f98b3e); there is no nvidia-smi.
+    # The chart's bar and the banner read "nvidia-smi" for Apple plans before.
+    window.show()
+    window.controller.reset(window.controller.plan.with_hardware(gpu="apple-m4-max-128gb"))
+    assert window.chart.bars()[-1].label == "MPS driver"
+    assert "MPS driver, judged" in window.verdict.detail.text()
+    assert "Judged on MPS driver" in window.verdict.detail.toolTip()
+    window.controller.reset(window.controller.plan.with_hardware(gpu="h100-sxm"))
+    assert window.chart.bars()[-1].label == "nvidia-smi"

@@ -452,3 +452,14 @@ def test_tab_reaches_the_together_apply_before_the_single_changes(qtbot: Any, sh
         if widget is first_single:
             break
     assert together in seen
+
+
+def test_a_mac_plan_s_judged_row_names_the_mps_driver(qtbot: Any, shown: MainWindow) -> None:
+    # No nvidia-smi on a Mac: PyTorch's MPS allocator checks the Metal driver's figure
+    # (pytorch/pytorch aten/src/ATen/mps/MPSAllocator.h at 01f98b3e). The row read "nvidia-smi (judged)".
+    panel = show_plan(qtbot, shown, shown.controller.plan.with_hardware(gpu="apple-m4-max-128gb"))
+    name = panel._figures_form.labelForField(panel.figures["total"])
+    assert name.text() == "MPS driver (judged):"
+    assert "MPS driver figure" in panel.headline.text()
+    show_plan(qtbot, shown, shown.controller.plan.with_hardware(gpu="h100-sxm"))
+    assert name.text() == "nvidia-smi (judged):"
