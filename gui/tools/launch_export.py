@@ -1,10 +1,11 @@
 """File → Export launch config…: the plan as the config or command of the tool that will run it.
 
 A dialog that follows the current plan: the tool (TRL, accelerate, DeepSpeed, axolotl,
-LLaMA-Factory, torchtune, torchtitan, torchrun, accelerate launch, vllm, llama-server), the
-model the file names (the catalogue's Hub id, a model's read from the cache, or what the user
-types), the text as :func:`core.files.launch.export` writes it, and the plan fields the tool
-cannot express, each with why. Save writes through the one atomic writer; Copy puts the text
+LLaMA-Factory, torchtune, torchtitan, torchrun, accelerate launch, vllm, llama-server, SGLang,
+Ollama; in Inference mode the plan's engine's first), the model the file names (the catalogue's
+Hub id, a model's read from the cache, or what the user types), the text as
+:func:`core.files.launch.export` writes it, and the plan fields the tool cannot express, each
+with why. Save writes through the one atomic writer; Copy puts the text
 on the clipboard. Exporting one plan takes milliseconds: it runs at each change, here.
 """
 
@@ -35,7 +36,7 @@ from PySide6.QtWidgets import (
 
 from core.estimate import Estimate
 from core.files.fileio import write_file
-from core.files.launch import DEFAULT_COMMAND, SERVING_TARGETS, TARGET_LABELS, Export, Target, export
+from core.files.launch import DEFAULT_COMMAND, SERVING_TARGETS, TARGET_LABELS, Export, Target, export, serving_target
 from core.files.model_source import default_model_ref
 from core.verdict import Mode
 from gui import dialogs, plaintext, saving
@@ -64,8 +65,10 @@ class LaunchExportDialog(QDialog):
         self.target.setAccessibleName("Tool")
         for target in Target:
             self.target.addItem(TARGET_LABELS[target], target.value)
+        # In Inference mode, the server of the plan's engine (SGLang, Ollama or llama-server, vLLM).
         serving = context.display.mode is Mode.INFERENCE
-        self.target.setCurrentIndex(self.target.findData((Target.VLLM if serving else Target.TRL).value))
+        first = serving_target(context.controller.plan) if serving else Target.TRL
+        self.target.setCurrentIndex(self.target.findData(first.value))
         form.addRow("Tool:", self.target)
         self.model_ref = QLineEdit()
         self.model_ref.setObjectName("launchModelRef")

@@ -56,7 +56,7 @@ def parse(target: Target, text: str) -> Any:
         return json.loads(text)
     if target is Target.TORCHTITAN:
         return tomllib.loads(text)
-    if target in (Target.TORCHRUN, Target.ACCELERATE_LAUNCH, Target.VLLM, Target.LLAMA_SERVER):
+    if target in (Target.TORCHRUN, Target.ACCELERATE_LAUNCH) or target in SERVING_TARGETS:
         return shlex.split(body)
     return yaml.safe_load(text)
 
@@ -286,7 +286,7 @@ def test_every_target_has_a_label_and_parses() -> None:
     for target in Target:
         exported = export(QLORA, target)
         assert exported.label == TARGET_LABELS[target] and parse(target, exported.text)
-    assert {Target.VLLM, Target.LLAMA_SERVER} == SERVING_TARGETS
+    assert {Target.VLLM, Target.LLAMA_SERVER, Target.SGLANG, Target.OLLAMA} == SERVING_TARGETS
     with pytest.raises(ValueError):
         export(QLORA, "slurm")
 

@@ -25,8 +25,9 @@ from PySide6.QtWidgets import QLabel, QPushButton
 from core.catalogue import find_model
 from core.files.launch import Target, export
 from core.files.local_gpus import LocalGpu, LocalGpus
-from core.plan import Method
+from core.plan import Engine, Method, OllamaVersion
 from core.presets import default_plan
+from core.verdict import Mode
 from gui.forms.model import CACHED
 from gui.main_window import MainWindow
 from gui.settings import Settings
@@ -298,6 +299,30 @@ def test_the_export_dialog_follows_the_plan_and_saves(
     assert (tmp_path / "run.yaml").read_text() == dialog.preview.toPlainText()
     assert dialog.copy() == QGuiApplication.clipboard().text() == dialog.preview.toPlainText()
     assert window.plan_tools.export_launch() is dialog  # one dialog, shown again
+
+
+def test_the_export_dialog_offers_sglang_and_ollama_and_saves_them(
+    window: MainWindow, fake_dialogs: Any, tmp_path: Path
+) -> None:
+    """In Inference mode the dialog opens on the plan's engine's server (SGLang here), and offers
+    Ollama's Modelfile and environment; each is written as core.files.launch.export gives it."""
+    window.display.set_mode(Mode.INFERENCE)
+    window.controller.update("inference", lambda p: p.with_inference(engine=Engine.SGLANG), "sglang")
+    dialog = window.plan_tools.export_launch()
+    offered = {dialog.target.itemData(i) for i in range(dialog.target.count())}
+    assert {Target.SGLANG.value, Target.OLLAMA.value} <= offered
+    assert dialog.chosen is Target.SGLANG
+    assert dialog.preview.toPlainText() == export(window.controller.plan, Target.SGLANG).text
+    assert "--mem-fraction-static" in dialog.preview.toPlainText()  # the fraction the estimate took
+    window.controller.update(
+        "inference", lambda p: p.with_inference(engine=Engine.LLAMACPP, ollama_version=OllamaVersion.V0_10), "ollama"
+    )
+    dialog.target.setCurrentIndex(dialog.target.findData(Target.OLLAMA.value))
+    expected = export(window.controller.plan, Target.OLLAMA)
+    assert dialog.preview.toPlainText() == expected.text and "PARAMETER num_ctx" in expected.text
+    fake_dialogs.paths.append(str(tmp_path / "serve"))
+    assert dialog.save()
+    assert (tmp_path / "serve.sh").read_text() == expected.text
 
 
 def test_the_export_dialog_shows_outside_text_as_text(window: MainWindow) -> None:

@@ -20,6 +20,8 @@ accelerate-launch       :mod:`~core.files.launch.accelerate`         its ``read_
 torchrun                :mod:`~core.files.launch.torchrun`           its ``read_torchrun``
 vllm                    :mod:`~core.files.launch.vllm`               its ``read_vllm``
 llama-server            :mod:`~core.files.launch.llamacpp`           its ``read_llama_server``
+sglang                  :mod:`~core.files.launch.sglang`             its ``read_sglang``
+ollama                  :mod:`~core.files.launch.ollama`             its ``read_ollama``
 ======================  ==========================================  ==================================
 """
 
@@ -34,19 +36,31 @@ from core.files.launch.common import (
     Export,
     Target,
     Unexpressed,
+    serving_target,
 )
 from core.files.launch.deepspeed import export_deepspeed
 from core.files.launch.hf_trainer import export_trl
 from core.files.launch.llamacpp import export_llama_server
 from core.files.launch.llamafactory import export_llamafactory
 from core.files.launch.megatron import export_megatron_bridge
+from core.files.launch.ollama import export_ollama
+from core.files.launch.sglang import export_sglang
 from core.files.launch.torchrun import export_torchrun
 from core.files.launch.torchtitan import export_torchtitan
 from core.files.launch.torchtune import export_torchtune
 from core.files.launch.vllm import export_vllm
 from core.plan import Plan
 
-__all__ = ["SERVING_TARGETS", "TARGET_LABELS", "TARGET_SUFFIXES", "Export", "Target", "Unexpressed", "export"]
+__all__ = [
+    "SERVING_TARGETS",
+    "TARGET_LABELS",
+    "TARGET_SUFFIXES",
+    "Export",
+    "Target",
+    "Unexpressed",
+    "export",
+    "serving_target",
+]
 
 DEFAULT_COMMAND = ("train.py",)
 
@@ -79,5 +93,7 @@ def export(
         Target.MEGATRON_BRIDGE: export_megatron_bridge,
         Target.VLLM: export_vllm,
         Target.LLAMA_SERVER: export_llama_server,
+        Target.SGLANG: export_sglang,
+        Target.OLLAMA: export_ollama,
     }
     return writers[kind](plan, model_ref)

@@ -16,7 +16,7 @@ from core.catalogue import CatalogueModel, load_models
 from core.dtypes import Dtype
 from core.errors import PlanFileError, one_line
 from core.files.launch.fields import FIELDS_BY_NAME, TRAINING_FIELDS, differs_from_default
-from core.plan import Attention, Method, Optimizer, OptimizerImpl, Plan
+from core.plan import Attention, Engine, Method, OllamaVersion, Optimizer, OptimizerImpl, Plan
 
 
 class Target(StrEnum):
@@ -32,6 +32,8 @@ class Target(StrEnum):
     ACCELERATE_LAUNCH = "accelerate-launch"  # command line
     VLLM = "vllm"  # `vllm serve` command line
     LLAMA_SERVER = "llama-server"  # llama.cpp's server command line
+    SGLANG = "sglang"  # `python -m sglang.launch_server` command line
+    OLLAMA = "ollama"  # Ollama's server environment and Modelfile, a shell text
 
 
 TARGET_LABELS: Final = {
@@ -47,6 +49,8 @@ TARGET_LABELS: Final = {
     Target.ACCELERATE_LAUNCH: "accelerate launch command",
     Target.VLLM: "vllm serve command",
     Target.LLAMA_SERVER: "llama.cpp llama-server command",
+    Target.SGLANG: "SGLang launch_server command",
+    Target.OLLAMA: "Ollama Modelfile and server environment",
 }
 TARGET_SUFFIXES: Final = {
     Target.TRL: ".json",
@@ -61,8 +65,21 @@ TARGET_SUFFIXES: Final = {
     Target.ACCELERATE_LAUNCH: ".sh",
     Target.VLLM: ".sh",
     Target.LLAMA_SERVER: ".sh",
+    Target.SGLANG: ".sh",
+    Target.OLLAMA: ".sh",
 }
-SERVING_TARGETS: Final = frozenset({Target.VLLM, Target.LLAMA_SERVER})
+SERVING_TARGETS: Final = frozenset({Target.VLLM, Target.LLAMA_SERVER, Target.SGLANG, Target.OLLAMA})
+# The export that starts the engine whose rules judged the plan (Hugging Face generate is a script's
+# call, not a server: vLLM's command stands in for it, and says so).
+_ENGINE_TARGETS: Final = {Engine.VLLM: Target.VLLM, Engine.SGLANG: Target.SGLANG, Engine.HF: Target.VLLM}
+
+
+def serving_target(plan: Plan) -> Target:
+    """The serving export of the plan's engine: llama.cpp's is Ollama's when a release line is in front."""
+    inf = plan.inference
+    if inf.engine is Engine.LLAMACPP:
+        return Target.LLAMA_SERVER if inf.ollama_version is OllamaVersion.NONE else Target.OLLAMA
+    return _ENGINE_TARGETS[inf.engine]
 
 
 @dataclass(frozen=True)

@@ -387,6 +387,15 @@ SERVING_FIELDS: Final = (
     _f("inference.cache_type", lambda p: p.inference.cache_type, _llamacpp, _VLLM),
     _f("inference.flash_attention", lambda p: p.inference.flash_attention, _llamacpp, _VLLM),
     _f("inference.ubatch", lambda p: p.inference.ubatch, _llamacpp, _VLLM),
+    # The release lines whose rules the estimate followed (SGLang's default fraction; Ollama's own
+    # choice of GPU layers and its defaults in front of llama.cpp).
+    _f(
+        "inference.sglang_version",
+        lambda p: p.inference.sglang_version,
+        lambda p: p.inference.engine is Engine.SGLANG,
+        _VLLM,
+    ),
+    _f("inference.ollama_version", lambda p: p.inference.ollama_version, _llamacpp, _VLLM),
     _f("inference.concurrent", lambda p: p.inference.concurrent),
     _f("inference.context", lambda p: p.inference.context),
     _f("inference.new_tokens", lambda p: p.inference.new_tokens),

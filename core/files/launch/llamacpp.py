@@ -42,7 +42,9 @@ CACHE_TYPES: Final = {
 }
 
 
-def _model_file(draft: Draft, model_ref: str | None) -> str:
+def gguf_file(draft: Draft, model_ref: str | None, reader: str = "llama-server") -> tuple[str, str]:
+    """The GGUF file ``reader`` is given: (the name's stem from the model, the file type), the
+    plan's own type under llama.cpp, else the type nearest the plan's weights."""
     inf = draft.plan.inference
     if inf.engine is Engine.LLAMACPP:  # the plan names the GGUF type it was judged with
         kind = inf.gguf_quant.value
@@ -55,10 +57,8 @@ def _model_file(draft: Draft, model_ref: str | None) -> str:
                 f"a GGUF file stores {fmt.value} weights as none of its types ({kind} is named)",
             )
     stem = model_reference(draft, model_ref).rstrip("/").rsplit("/", 1)[-1]
-    draft.cannot(
-        "model", f"llama-server reads a GGUF file: {stem}-{kind}.gguf stands for the one converted or downloaded"
-    )
-    return f"{stem}-{kind}.gguf"
+    draft.cannot("model", f"{reader} reads a GGUF file: {stem}-{kind}.gguf stands for the one converted or downloaded")
+    return stem, kind
 
 
 def _engine_flags(draft: Draft) -> list[str]:
@@ -102,7 +102,8 @@ def export_llama_server(plan: Plan, model_ref: str | None = None) -> Export:
         draft.cannot(
             "inference.context", f"llama.cpp's -c is a 32-bit count: {total:,} tokens over all slots is past it"
         )
-    argv = ["llama-server", "-m", _model_file(draft, model_ref), "-c", str(total)]
+    stem, kind = gguf_file(draft, model_ref)
+    argv = ["llama-server", "-m", f"{stem}-{kind}.gguf", "-c", str(total)]
     argv += ["-np", str(inf.concurrent), "-n", str(inf.new_tokens), *_engine_flags(draft), *_split(draft)]
     if inf.replicas > 1:
         draft.cannot("inference.replicas", "one llama-server serves one copy: start one per replica")
@@ -111,6 +112,10 @@ def export_llama_server(plan: Plan, model_ref: str | None = None) -> Export:
         "vLLM's, not llama.cpp's",
     )
     draft.outside(["inference.mem_fraction_static"], "SGLang's, not llama.cpp's")
+    draft.outside(
+        ["inference.ollama_version"],
+        "Ollama starts its own llama.cpp runner with the GPU layers its estimate chose: see the Ollama export",
+    )
     layers = "the plan's GPU layers" if inf.engine is Engine.LLAMACPP else "every layer on the GPU"
     lines = [f"llama-server written by VRAM Planner: {layers}, one slot per concurrent request"]
     return draft.finish(Target.LLAMA_SERVER, header(lines) + " ".join(shlex.quote(w) for w in argv) + "\n")

@@ -31,17 +31,21 @@ QUANTIZATION: Final = {
 CLIENT_WHY: Final = "the clients' (requests at once, max_tokens per answer), not the server's"
 
 
+def compute_dtype(draft: Draft, int8_why: str) -> str:
+    """``--dtype`` of vLLM and SGLang: the weights' 16- or 32-bit type; quantised weights compute
+    (and keep the KV cache) in the cache's. Neither quantises to LLM.int8 in flight (``int8_why``)."""
+    inf = draft.plan.inference
+    if inf.weight_dtype in DTYPES:
+        return DTYPES[inf.weight_dtype]
+    if inf.weight_dtype is WeightFormat.INT8:
+        draft.cannot("inference.weight_dtype", int8_why)
+    return KV_DTYPES.get(inf.kv_dtype, "bfloat16")
+
+
 def _weights(draft: Draft) -> list[str]:
     inf = draft.plan.inference
     fmt, kv = inf.weight_dtype, inf.kv_dtype
-    if fmt in DTYPES:
-        dtype = DTYPES[fmt]
-    else:
-        dtype = KV_DTYPES.get(kv, "bfloat16")  # quantised weights compute (and keep the KV cache) in this dtype
-        if fmt is WeightFormat.INT8:
-            draft.cannot(
-                "inference.weight_dtype", "vLLM quantises in flight to fp8 or 4-bit bitsandbytes, not LLM.int8"
-            )
+    dtype = compute_dtype(draft, "vLLM quantises in flight to fp8 or 4-bit bitsandbytes, not LLM.int8")
     flags = ["--dtype", dtype]
     if fmt in QUANTIZATION:
         flags += ["--quantization", QUANTIZATION[fmt]]

@@ -1,0 +1,191 @@
+"""The ``python -m sglang.launch_server`` command for the plan's serving settings.
+
+Flags read in the released wheels on PyPI (``pip download sglang==X --no-deps``; no wheel records
+the commit it was built from: 0.4.x has no ``_version.py``, 0.5.23's has ``commit_id = None``), in
+``sglang/srt/server_args.py`` (``ServerArgs.add_cli_args``) up to 0.5.10 and, in 0.5.19 and
+0.5.23, the dataclass fields that ``sglang/srt/arg_groups/arg_utils.py``
+``add_cli_args_from_dataclass`` turns into flags (0.5.23: ``arg_groups/fields/model.py``,
+``parallel.py``, ``schedule.py``):
+
+* ``--model-path`` (0.5.23 ``model_path``, alias ``--model``), ``--tp-size`` (alias
+  ``--tensor-parallel-size`` in every release read), ``--dp-size`` (data-parallel replicas,
+  alias ``--data-parallel-size``), ``--context-length`` and ``--mem-fraction-static``: 0.4.0 to
+  0.5.23 alike.
+* ``--pp-size``: from 0.4.7 (0.4.6's server_args.py has no pipeline parallelism).
+* ``--dtype``: auto | half | float16 | bfloat16 | float | float32 in every release read.
+* ``--kv-cache-dtype``: auto (the model's dtype) | fp8_e5m2 in 0.4.0; fp8_e4m3 by 0.4.5; bf16
+  and fp4_e2m1 by 0.5.10. The planner's one-byte cache is written fp8_e5m2, the one choice
+  every release has (e4m3 wants scaling factors, ``--quantization-param-path``).
+* ``--quantization``: fp8 (in flight), awq, gptq (the checkpoint must be one), bitsandbytes in
+  every release read; mxfp4 from 0.5.1 (0.4.10's choices lack it).
+* ``--context-length`` past the model's own: ``ModelConfig`` (``sglang/srt/configs/model_config.py``,
+  0.4.0 ``__init__``, 0.5.23 ``_derive_context_length``) raises unless
+  ``SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN=1``, which is then written in front.
+
+``--mem-fraction-static`` is always written for a plan judged under SGLang's rules: the plan's own
+or the default the estimate took for the plan's release, card and layout
+(:func:`core.serving.engines.sglang_fraction`), so the server on another card keeps the fraction
+that was judged. ``--chunked-prefill-size`` and ``--cuda-graph-max-bs`` are left to SGLang: its
+card defaults are what the default fraction's reserve was worked out from
+(:mod:`core.serving.sglang_versions`). How many requests arrive at once, and how long each answer
+may be, are the clients' (``--max-running-requests`` stays SGLang's, sized from its pool).
+"""
+
+from __future__ import annotations
+
+import shlex
+from typing import Any, Final
+
+from core.dtypes import KvDtype, WeightFormat
+from core.errors import PlanError
+from core.estimate import gpu_for
+from core.files.launch.common import Draft, Export, Target, command_words, header, model_reference
+from core.files.launch.vllm import DTYPES, KV_DTYPES, compute_dtype
+from core.inputs import SglangVersion, input_at
+from core.plan import ENGINE_LABELS, Engine, Plan
+from core.serving.engines import sglang_fraction
+from core.serving.sglang_versions import at_least
+
+FP8_KV: Final = "fp8_e5m2"  # --kv-cache-dtype choices of 0.4.0 (auto, fp8_e5m2) to 0.5.23
+QUANTIZATION: Final = {
+    WeightFormat.FP8: "fp8",
+    WeightFormat.AWQ_INT4: "awq",
+    WeightFormat.GPTQ_INT4: "gptq",
+    WeightFormat.NF4: "bitsandbytes",
+    WeightFormat.MXFP4: "mxfp4",
+}
+MXFP4_FROM: Final = SglangVersion.V0_5_1  # QUANTIZATION_CHOICES: "mxfp4" in 0.5.1, not in 0.4.10
+PP_FROM: Final = SglangVersion.V0_4_7  # --pp-size: 0.4.7 on (not in 0.4.6)
+MIN_FRACTION: Final = input_at("inference.mem_fraction_static").low  # what a plan may give: 0.01
+LONGER_CONTEXT_ENV: Final = "SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN"
+PIP_MARK: Final = "pip install sglang=="
+CLIENT_WHY: Final = "the clients' (requests at once, max_new_tokens per answer), not the server's"
+
+
+def _weights(draft: Draft, version: SglangVersion) -> list[str]:
+    inf = draft.plan.inference
+    fmt, kv = inf.weight_dtype, inf.kv_dtype
+    dtype = compute_dtype(
+        draft, "SGLang quantises in flight to fp8 or 4-bit bitsandbytes; its int8 (w8a8_int8) is a checkpoint's"
+    )
+    flags = ["--dtype", dtype]
+    if fmt is WeightFormat.MXFP4 and not at_least(version, MXFP4_FROM):
+        draft.cannot("inference.weight_dtype", f"SGLang {version.value} has no mxfp4 quantization (0.5.1 on)")
+    elif fmt in QUANTIZATION:
+        flags += ["--quantization", QUANTIZATION[fmt]]
+    if kv is KvDtype.FP8:
+        flags += ["--kv-cache-dtype", FP8_KV]
+    elif kv not in KV_DTYPES:
+        draft.cannot("inference.kv_dtype", "SGLang's quantised KV cache is fp8")
+    elif KV_DTYPES[kv] != dtype:
+        draft.cannot("inference.kv_dtype", f"SGLang keeps the KV cache in the model's dtype ({dtype}) or fp8")
+    return flags
+
+
+def _layout(draft: Draft, version: SglangVersion) -> list[str]:
+    inf = draft.plan.inference
+    flags = ["--tp-size", str(inf.tensor_parallel)]
+    if inf.pipeline_parallel > 1:
+        if at_least(version, PP_FROM):
+            flags += ["--pp-size", str(inf.pipeline_parallel)]
+        else:
+            draft.cannot("inference.pipeline_parallel", f"SGLang {version.value} has no --pp-size (0.4.7 on)")
+    if inf.replicas > 1:
+        flags += ["--dp-size", str(inf.replicas)]
+    return flags
+
+
+def _fraction(draft: Draft) -> tuple[list[str], str]:
+    """--mem-fraction-static as the estimate took it, and a header line that says where it came from."""
+    inf = draft.plan.inference
+    if inf.engine is not Engine.SGLANG:  # no SGLang fraction was judged: the release's own default
+        return [], ""
+    if inf.mem_fraction_static > 0:
+        return ["--mem-fraction-static", repr(float(inf.mem_fraction_static))], ""
+    try:
+        gpu = gpu_for(draft.plan)
+    except PlanError:
+        draft.cannot("inference.mem_fraction_static", "the plan's card is not in the catalogue: SGLang's own default")
+        return [], ""
+    fraction = sglang_fraction(inf, gpu)
+    if fraction < MIN_FRACTION:  # a card smaller than the release's reserve: no fraction SGLang can start with
+        draft.cannot(
+            "inference.mem_fraction_static",
+            f"SGLang {inf.sglang_version.value}'s default on the {gpu.name} is {fraction:g}: its reserve takes the "
+            "whole card, so there is no static fraction to write",
+        )
+        return [], ""
+    note = (
+        f"--mem-fraction-static {fraction!r}: SGLang {inf.sglang_version.value}'s default on the {gpu.name} with "
+        f"TP {inf.tensor_parallel} x PP {inf.pipeline_parallel}, as the estimate took it (written, so another "
+        "card keeps it)"
+    )
+    return ["--mem-fraction-static", repr(float(fraction))], note
+
+
+def export_sglang(plan: Plan, model_ref: str | None = None) -> Export:
+    draft = Draft(plan)
+    inf = plan.inference
+    version = inf.sglang_version
+    env = [f"{LONGER_CONTEXT_ENV}=1"] if inf.context > plan.model.max_position_embeddings else []
+    argv = [*env, "python", "-m", "sglang.launch_server", "--model-path", model_reference(draft, model_ref)]
+    argv += [*_weights(draft, version), "--context-length", str(inf.context), *_layout(draft, version)]
+    fraction, note = _fraction(draft)
+    argv += fraction
+    if inf.engine is not Engine.SGLANG:
+        draft.cannot(
+            "inference.engine", f"the plan was judged under {ENGINE_LABELS[inf.engine]}'s memory rules, not SGLang's"
+        )
+    draft.outside(["inference.concurrent", "inference.new_tokens"], CLIENT_WHY)
+    draft.outside(
+        ["inference.gpu_memory_utilization", "inference.max_num_seqs", "inference.max_num_batched_tokens"],
+        "vLLM's, not SGLang's",
+    )
+    lines = [
+        f"python -m sglang.launch_server written by VRAM Planner (flags of SGLang {version.value})",
+        f"{PIP_MARK}{version.value}  (the release whose rules the estimate followed)",
+    ]
+    if note:
+        lines.append(note)
+    if env:
+        lines.append(
+            f"{LONGER_CONTEXT_ENV}=1: the context is longer than the model's {plan.model.max_position_embeddings:,}"
+        )
+    if inf.weight_dtype in (WeightFormat.AWQ_INT4, WeightFormat.GPTQ_INT4):
+        lines.append(
+            f"Serve an {QUANTIZATION[inf.weight_dtype].upper()} checkpoint of the model: the weights come from it."
+        )
+    return draft.finish(Target.SGLANG, header(lines) + " ".join(shlex.quote(w) for w in argv) + "\n")
+
+
+def _version(text: str) -> SglangVersion | None:
+    for line in text.splitlines():
+        if line.startswith(f"# {PIP_MARK}"):
+            return SglangVersion(line.removeprefix(f"# {PIP_MARK}").split()[0])
+    return None
+
+
+def read_sglang(text: str) -> tuple[str, dict[str, Any]]:
+    """The model and the plan fields of a ``sglang.launch_server`` line (the inverse of :func:`export_sglang`)."""
+    words = command_words(text)
+    while words and "=" in words[0] and not words[0].startswith("-"):  # the environment in front
+        words = words[1:]
+    start = words.index("sglang.launch_server") + 1
+    flags = {words[i]: words[i + 1] for i in range(start, len(words) - 1) if words[i].startswith("--")}
+    dtype = {v: k for k, v in DTYPES.items()}[flags.get("--dtype", "bfloat16")]
+    quantised = {v: k for k, v in QUANTIZATION.items()}.get(flags.get("--quantization", ""))
+    kv_auto = {v: k for k, v in KV_DTYPES.items()}[flags.get("--dtype", "bfloat16")]
+    fields: dict[str, Any] = {
+        "inference.engine": Engine.SGLANG,
+        "inference.weight_dtype": quantised or dtype,
+        "inference.kv_dtype": KvDtype.FP8 if flags.get("--kv-cache-dtype", "auto").startswith("fp8") else kv_auto,
+        "inference.context": int(flags["--context-length"]),
+        "inference.tensor_parallel": int(flags.get("--tp-size", 1)),
+        "inference.pipeline_parallel": int(flags.get("--pp-size", 1)),
+        "inference.replicas": int(flags.get("--dp-size", 1)),
+        "inference.mem_fraction_static": float(flags.get("--mem-fraction-static", 0.0)),
+    }
+    version = _version(text)
+    if version is not None:
+        fields["inference.sglang_version"] = version
+    return flags["--model-path"], fields
