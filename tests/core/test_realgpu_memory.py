@@ -157,7 +157,10 @@ FOLDER = ROOT / "benchmarks" / "realgpu"
 # nvidia-smi 10.1 / 11.5 -> 7.8 / 10.6 %. Ceiling kept: about 1 GB of the LoRA row's move is its float32
 # adapters' bucket, which DeepSpeed allocates in bf16 (docs/REAL_GPU_MEMORY.md, "DeepSpeed's ipg bucket").
 CEILINGS = {
-    "allocated": (2.2, 30.6),
+    # 2.2 → 2.3 (branch h39memsrc, 2026-12-05): NeMo Automodel's GPT-2 pretraining log joined, held out of every fit,
+    # at +3.0 % (docs/REAL_GPU_MEMORY.md, "NeMo Automodel's GPT-2 pretraining log, held out"): a 55th figure above the
+    # median of the 54 (2.2 %, no earlier figure moved), new evidence, not a rule that got worse.
+    "allocated": (2.3, 30.6),
     # 3.7 → 4.1 (2026-12-04): five held-out LLMs-from-scratch figures scored once the plan could express their
     # 16-bit loss (loss_16bit), at +5.5 to +14.3 %: new evidence, not a rule that got worse.
     "reserved": (4.1, 30.2),
