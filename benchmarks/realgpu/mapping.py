@@ -137,6 +137,9 @@ FAMILY: Final = {
     # NVIDIA's NeMo Automodel team: its own recipe (transformers' GPT-2 under its FSDP2 manager and loop) in its
     # pretraining guide's sample log; no other source ran that code (Megatron-LM's CI is other code and people).
     "nemo-automodel-gpt2-pretrain-2025-09": "nemo-automodel",
+    # DeepSpeed's developers: their own ZeRO-3 engine under a plain torch.nn model and loop written for the example
+    # (DeepSpeedExamples training/bf16_master_weight); FlagPerf and PEFT run DeepSpeed under transformers/accelerate.
+    "deepspeed-examples-bf16-master-2025-12": "deepspeed-examples",
 }
 
 # Cards outside gpus.json, by the memory their driver reports (decimal GB for custom_gpu).
@@ -225,6 +228,7 @@ HELD_OUT_SOURCES: Final = frozenset(
         "flagperf-nvidia-smi-2023",
         "transformers-gpt2-sdpa-pr-2024-06",
         "nemo-automodel-gpt2-pretrain-2025-09",
+        "deepspeed-examples-bf16-master-2025-12",
     }
 )
 

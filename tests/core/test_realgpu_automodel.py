@@ -10,7 +10,7 @@ from __future__ import annotations
 import copy
 
 from core.plan import GradSync
-from tests.core.memory_corpus import FOLDER, assert_held_out, corpus, recorded_figures
+from tests.core.memory_corpus import FOLDER, assert_held_out, corpus, figure_plan, recorded_figures, scored_error_pct
 from tests.scripts import load_script
 
 SOURCE = "nemo-automodel-gpt2-pretrain-2025-09"
@@ -33,9 +33,7 @@ def test_it_is_held_out_and_moves_no_fit() -> None:
 
 
 def test_the_plan_is_the_recipe_the_code_reads() -> None:
-    mapping = load_script(FOLDER / "mapping.py", "realgpu_mapping_automodel_plan")
-    (figure,) = [f for f in corpus()["figures"] if f["id"] == FIGURE]
-    plan = mapping.map_figure(figure).plan
+    plan = figure_plan(FIGURE, "realgpu_mapping_automodel_plan")
     assert plan is not None
     # The log's config dump: local_batch_size 32, global_batch_size 512, world size 2 -> 8 micro-batches of 1,024.
     assert (plan.workload.micro_batch, plan.workload.seq_len, plan.workload.grad_accum) == (32, 1024, 8)
@@ -54,7 +52,5 @@ def test_a_record_without_grad_sync_keeps_the_plans_default() -> None:
 
 
 def test_the_figure_is_within_the_allocated_target() -> None:
-    bench = load_script(FOLDER / "memory.py", "realgpu_memory_automodel_target")
-    (row,) = [r for r in bench.run().rows if r.mapped.id == FIGURE]
     # The allocated target, each within +-10 % (memory.py targets): +3.0 % on 2026-12-05 (38.63 GiB published).
-    assert abs(row.error_pct) <= 10.0
+    assert abs(scored_error_pct(FIGURE, "realgpu_memory_automodel_target")) <= 10.0

@@ -1,0 +1,63 @@
+"""DeepSpeedExamples' bf16 master-weight example as a held-out source (issue 22; docs/REAL_GPU_MEMORY.md,
+"DeepSpeedExamples' bf16 master-weight example, held out"): training/bf16_master_weight/README.md at
+deepspeedai/DeepSpeedExamples a43031e5 tabulates a 6.86B-parameter torch.nn transformer under ZeRO-3 on 4x H100,
+"| Baseline (fp32 master) | 25.74 GB | 31.38 GB | 0.6016s |", which train.py (same commit) reads as
+``torch.cuda.memory_allocated()`` and ``torch.cuda.max_memory_allocated()`` / 1024**3 after the last step, the peak
+reset before ``deepspeed.initialize``. Held out of every fit; this session's rejected candidates are recorded too.
+"""
+
+from __future__ import annotations
+
+from core.params import param_counts
+from core.plan import Strategy
+from tests.core.memory_corpus import assert_held_out, corpus, figure_plan, recorded_figures, scored_error_pct
+
+SOURCE = "deepspeed-examples-bf16-master-2025-12"
+PEAK = "dsexamples-bf16master-6.9b-zero3-4xh100-baseline-peak"
+COMMIT = "a43031e5ce5eebc60ecfb6bd0367052c0f443277"
+
+
+def test_the_source_and_its_figures_are_recorded() -> None:
+    figures = {f["id"]: f for f in recorded_figures(SOURCE)}
+    assert len(figures) == 4
+    peak = figures[PEAK]
+    assert peak["metric"] == "allocated" and peak["unit"] == "GiB"
+    assert peak["location"]["repo"] == "deepspeedai/DeepSpeedExamples" and peak["location"]["commit"] == COMMIT
+    # README.md line 37 at a43031e5: "| Baseline (fp32 master) | 25.74 GB | 31.38 GB | 0.6016s |" (train.py's
+    # format_memory divides by 1024**3 and prints "GB").
+    assert "31.38 GB" in peak["quote"] and peak["value"] == 31.38 and peak["value_bytes"] == round(31.38 * 2**30)
+    # The bf16-master rows and the between-steps reading say why they are not scored.
+    assert all(f["not_comparable_reason"] for fid, f in figures.items() if fid != PEAK)
+
+
+def test_it_is_held_out_and_moves_no_fit() -> None:
+    assert_held_out(SOURCE, "deepspeed-examples", 4, (PEAK,), "realgpu_dsexamples")
+
+
+def test_the_plan_is_the_model_and_layout_the_code_builds() -> None:
+    plan = figure_plan(PEAK, "realgpu_mapping_dsexamples_plan")
+    assert plan is not None
+    # train.py SimpleTransformerModel(vocab 50,257, 4,096 wide, 32 layers, FFN 4x, untied output_proj) holds
+    # 6,858,007,633 parameters (the README: "approximately 6.86 billion"); the catalogue's GPT-2 shape widened counts
+    # a final LayerNorm (8,192) the example lacks and no output bias (50,257): 42,065 fewer.
+    assert param_counts(plan).total == 6_858_007_633 - 50_257 + 8_192
+    assert plan.parallel.strategy is Strategy.ZERO3 and plan.parallel.gpus_per_node == 4
+    assert (plan.workload.micro_batch, plan.workload.seq_len) == (1, 512) and plan.checkpointing
+    # baseline.json: reduce_bucket_size 5e7.
+    assert plan.parallel.zero_bucket_elements == 50_000_000
+
+
+def test_the_figure_is_within_the_allocated_target() -> None:
+    # The allocated target, each within +-10 % (memory.py targets): -6.2 % on 2026-12-05 (31.38 GiB published).
+    assert abs(scored_error_pct(PEAK, "realgpu_memory_dsexamples_target")) <= 10.0
+
+
+def test_this_passes_rejected_candidates_are_recorded_with_why() -> None:
+    # Issue 22's list for this pass (docs/REAL_GPU_MEMORY.md, same section): none of them is a source.
+    rejected = corpus()["rejected"]
+    names = ("OpenLMLab/LOMO", "jiaweizzhao/GaLore at 2cc66f88", "apple/ml-cross-entropy", "Ledzy/BAdam", "LoRA-FA")
+    for name in names:
+        (entry,) = [r for r in rejected if r["where"].startswith(name)]
+        assert entry["why"], name
+    repos = {s["url_or_repo"] for s in corpus()["sources"]}
+    assert not repos & {"OpenLMLab/LOMO", "jiaweizzhao/GaLore", "apple/ml-cross-entropy", "Ledzy/BAdam"}
