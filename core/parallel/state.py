@@ -109,6 +109,11 @@ MASTER_BYTES: Final = 4.0
 # DeepSpeed stage 3 steps the optimizer one sub-group at a time (zero/config.py
 # sub_group_size, 1e9 elements): one group's float32 gradient exists at once.
 ZERO3_SUB_GROUP: Final = 1_000_000_000
+# The step's float32 copy of the rank's gradient partition (one sub-group's under stage 3), which DeepSpeed drops
+# before step() returns: stage_1_and_2.py step() "Step 4:- get rid of the fp32 gradients"
+# (single_partition_of_fp32_groups[i].grad = None) and stage3.py _release_sub_group
+# (fp32_partitioned_groups_flat[i].grad = None), microsoft/DeepSpeed 38327e07. Nothing of it is held between steps.
+ZERO_STEP_FP32_GRAD: Final = "float32 gradient of the partition (step)"
 # FSDP2 with a unit per decoder block (torchtitan, accelerate's transformer wrap policy):
 # inside a block's backward two are gathered, the one computing and the one prefetched.
 GATHERED_UNITS: Final = 2
@@ -970,7 +975,7 @@ def _zero(rank: _Rank) -> RankState:
     stepped = trainable / dp
     if rank.plan.parallel.strategy is Strategy.ZERO3:
         stepped = min(stepped, ZERO3_SUB_GROUP)
-    fp32_grad = Term("float32 gradient of the partition (step)", f"{sci(stepped)} × 4 B", stepped * 4)
+    fp32_grad = Term(ZERO_STEP_FP32_GRAD, f"{sci(stepped)} × 4 B", stepped * 4)
     state = RankState(
         weights=stage.weights,
         grads=stage.step_grads,
