@@ -72,7 +72,7 @@ EVIDENCE: Final[dict[str, KindEvidence]] = {
     "strategy:ddp": KindEvidence(12, 3, 0.003, 0.053, -0.053, 0.077),
     "strategy:fsdp": KindEvidence(59, 8, -0.054, 0.084, -0.144, 0.44),
     "strategy:zero1": KindEvidence(7, 1, -0.004, 0.01, -0.01, 0.014),
-    "strategy:zero3": KindEvidence(7, 3, 0.088, 0.318, 0.066, 0.344),
+    "strategy:zero3": KindEvidence(7, 3, 0.063, 0.318, 0.003, 0.344),
 }
 # --- end of generated table -------------------------------------------------------------------
 

@@ -52,7 +52,7 @@ from core.breakdown import BucketKey, StepPhase  # noqa: E402
 from core.dtypes import DTYPE_BYTES  # noqa: E402
 from core.estimate import Estimate, estimate  # noqa: E402
 from core.parallel.layout import layout  # noqa: E402
-from core.parallel.state import ZERO_STEP_FP32_GRAD  # noqa: E402
+from core.parallel.state import ZERO_STEP_TEMPORARIES  # noqa: E402
 from core.params import param_counts  # noqa: E402
 from core.plan import CheckpointPolicy, Plan  # noqa: E402
 from core.roles import dtypes_for  # noqa: E402
@@ -182,12 +182,13 @@ def between_steps(rank: RankMemory, plan: Plan) -> float:
     core.training.optimizer.optimizer_step_temporary, and clip_grad_norm_'s norms, clip_terms).
     What the step leaves behind stays: a Megatron run's float32 copy of a 16-bit gradient buffer
     lives until the next train_step's zero_grad (core.parallel.state._megatron), and so do the libraries'
-    workspaces, kept for the process (core.training.device.allocator_workspaces). DeepSpeed ZeRO's float32 copy of
-    the gradient partition is the step's own too (core.parallel.state.ZERO_STEP_FP32_GRAD)."""
+    workspaces, kept for the process (core.training.device.allocator_workspaces). DeepSpeed ZeRO's copies of the
+    gradient partition (float32, and stage 3's flat 16-bit one) are the step's own too
+    (core.parallel.state.ZERO_STEP_TEMPORARIES)."""
     step = next(p for p in rank.phases if p.kind is StepPhase.OPTIMIZER)
     temporary = optimizer_step_temporary(plan, param_counts(plan), dtypes_for(plan))
     freed = {t.label for t in clip_terms(plan)} | ({temporary.label} if temporary is not None else set())
-    freed.add(ZERO_STEP_FP32_GRAD)  # DeepSpeed drops its step's float32 gradient copy before step() returns
+    freed.update(ZERO_STEP_TEMPORARIES)  # DeepSpeed drops its step's gradient copies before step() returns
     kept = step.allocated_bytes - sum(t.bytes for b in step.buckets for t in b.terms if t.label in freed)
     return kept + rank.workspace_bytes
 
