@@ -45,6 +45,9 @@ The mapping's own choices are written here once, with their reason:
   ``loop_keeps_output`` true the loop that drops the model output after the step, while "until-next-forward"
   (llama-recipes before its PR #41: ``outputs = model(**batch)`` rebinds only when the next call returns)
   and ``fsdp_limit_all_gathers`` false (FSDP1's rate limiter off) are listed as missing;
+- a record's ``parallel.grad_sync`` is the plan's ``parallel.grad_sync`` ("auto" where it names none):
+  NeMo Automodel's loop calls FSDP2's ``set_requires_gradient_sync(False)`` on every micro-batch but the
+  last ("no_sync");
 - a record's ``model_changes`` names the catalogue model's fields its code changes (LLMs-from-scratch's
   hand-written GPT-2: untied head, no q/k/v bias, torch's GELU, no KV cache, a padded vocabulary);
 - a card outside the catalogue is a custom card of the memory its driver reports (A10G:
@@ -66,6 +69,7 @@ from core.plan import (
     Attention,
     CheckpointPolicy,
     Float8,
+    GradSync,
     Hardware,
     LoraSettings,
     MegatronCeFusion,
@@ -130,6 +134,12 @@ FAMILY: Final = {
     # An outside transformers contributor's (vasqu) GPT-2 SDPA benchmark on his own RTX 3080 Ti (PR #31172):
     # fxmarty's forward/backward loop, no other source's code, people or card.
     "transformers-gpt2-sdpa-pr-2024-06": "transformers-sdpa",
+    # NVIDIA's NeMo Automodel team: its own recipe (transformers' GPT-2 under its FSDP2 manager and loop) in its
+    # pretraining guide's sample log; no other source ran that code (Megatron-LM's CI is other code and people).
+    "nemo-automodel-gpt2-pretrain-2025-09": "nemo-automodel",
+    # DeepSpeed's developers: their own ZeRO-3 engine under a plain torch.nn model and loop written for the example
+    # (DeepSpeedExamples training/bf16_master_weight); FlagPerf and PEFT run DeepSpeed under transformers/accelerate.
+    "deepspeed-examples-bf16-master-2025-12": "deepspeed-examples",
 }
 
 # Cards outside gpus.json, by the memory their driver reports (decimal GB for custom_gpu).
@@ -217,6 +227,8 @@ HELD_OUT_SOURCES: Final = frozenset(
         "llama-recipes-fsdp-2023",
         "flagperf-nvidia-smi-2023",
         "transformers-gpt2-sdpa-pr-2024-06",
+        "nemo-automodel-gpt2-pretrain-2025-09",
+        "deepspeed-examples-bf16-master-2025-12",
     }
 )
 
@@ -476,6 +488,7 @@ def _parallel(
         fsdp_reduce_dtype=reduce if reduce is not None else MpDtype.STORED,
         fsdp_float8_all_gather=float8_all_gather and bool(recipe["float8"]) and par["strategy"] == "fsdp2",
         fsdp1_wrap=fsdp1_wrap and par["strategy"] == "fsdp1",
+        grad_sync=GradSync(par.get("grad_sync") or GradSync.AUTO),
         **_zero_bucket(par),
         **pipeline,
     )

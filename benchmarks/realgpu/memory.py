@@ -52,6 +52,7 @@ from core.breakdown import BucketKey, StepPhase  # noqa: E402
 from core.dtypes import DTYPE_BYTES  # noqa: E402
 from core.estimate import Estimate, estimate  # noqa: E402
 from core.parallel.layout import layout  # noqa: E402
+from core.parallel.state import ZERO_STEP_TEMPORARIES  # noqa: E402
 from core.params import param_counts  # noqa: E402
 from core.plan import CheckpointPolicy, Plan  # noqa: E402
 from core.roles import dtypes_for  # noqa: E402
@@ -181,10 +182,13 @@ def between_steps(rank: RankMemory, plan: Plan) -> float:
     core.training.optimizer.optimizer_step_temporary, and clip_grad_norm_'s norms, clip_terms).
     What the step leaves behind stays: a Megatron run's float32 copy of a 16-bit gradient buffer
     lives until the next train_step's zero_grad (core.parallel.state._megatron), and so do the libraries'
-    workspaces, kept for the process (core.training.device.allocator_workspaces)."""
+    workspaces, kept for the process (core.training.device.allocator_workspaces). DeepSpeed ZeRO's copies of the
+    gradient partition (float32, and stage 3's flat 16-bit one) are the step's own too
+    (core.parallel.state.ZERO_STEP_TEMPORARIES)."""
     step = next(p for p in rank.phases if p.kind is StepPhase.OPTIMIZER)
     temporary = optimizer_step_temporary(plan, param_counts(plan), dtypes_for(plan))
     freed = {t.label for t in clip_terms(plan)} | ({temporary.label} if temporary is not None else set())
+    freed.update(ZERO_STEP_TEMPORARIES)  # DeepSpeed drops its step's gradient copies before step() returns
     kept = step.allocated_bytes - sum(t.bytes for b in step.buckets for t in b.terms if t.label in freed)
     return kept + rank.workspace_bytes
 
@@ -234,7 +238,7 @@ def score_one(m: Mapped, fraction: float) -> Scored:
     worst = est.worst
     shift = (fraction - worst.fragmentation) * worst.fragmentation_basis
     metric = METRIC_OF[m.metric]
-    if m.reading_rank == "last" and metric in ("allocated", "resident"):
+    if metric == "resident" or (m.reading_rank == "last" and metric == "allocated"):
         rank = reading_rank(m, est)
         value = rank.peak_bytes if metric == "allocated" else between_steps(rank, plan)
         return Scored(m, measured, value, 0.0, fraction, rank.label, before=value)

@@ -109,6 +109,19 @@ MASTER_BYTES: Final = 4.0
 # DeepSpeed stage 3 steps the optimizer one sub-group at a time (zero/config.py
 # sub_group_size, 1e9 elements): one group's float32 gradient exists at once.
 ZERO3_SUB_GROUP: Final = 1_000_000_000
+# The step's float32 copy of the rank's gradient partition (one sub-group's under stage 3), which DeepSpeed drops
+# before step() returns: stage_1_and_2.py step() "Step 4:- get rid of the fp32 gradients"
+# (single_partition_of_fp32_groups[i].grad = None) and stage3.py _release_sub_group
+# (fp32_partitioned_groups_flat[i].grad = None), microsoft/DeepSpeed 38327e07. Nothing of it is held between steps.
+ZERO_STEP_FP32_GRAD: Final = "float32 gradient of the partition (step)"
+# Stage 3 builds that float32 copy from a flat 16-bit one: stage3.py _prepare_fp32_grad_for_sub_group runs
+# ``self.flatten(self.averaged_gradients[sub_group_id]).to(fp32)``, where ``self.flatten`` is torch's
+# _flatten_dense_tensors (a torch.cat of the sub-group's per-parameter gradient partitions, a new tensor in their
+# dtype), so both live at once until the float32 one is made (microsoft/DeepSpeed 38327e07). Stage 1 and 2 flatten
+# their one contiguous partition (a view, no copy); float32 gradients need no second copy (``.to`` returns self).
+ZERO3_STEP_FLAT_GRAD: Final = "flattened 16-bit gradient of the sub-group (step, before its float32 copy)"
+# What DeepSpeed's step makes and drops before it returns: nothing of either is held between steps.
+ZERO_STEP_TEMPORARIES: Final = (ZERO_STEP_FP32_GRAD, ZERO3_STEP_FLAT_GRAD)
 # FSDP2 with a unit per decoder block (torchtitan, accelerate's transformer wrap policy):
 # inside a block's backward two are gathered, the one computing and the one prefetched.
 GATHERED_UNITS: Final = 2
@@ -970,7 +983,12 @@ def _zero(rank: _Rank) -> RankState:
     stepped = trainable / dp
     if rank.plan.parallel.strategy is Strategy.ZERO3:
         stepped = min(stepped, ZERO3_SUB_GROUP)
-    fp32_grad = Term("float32 gradient of the partition (step)", f"{sci(stepped)} × 4 B", stepped * 4)
+    step = [Term(ZERO_STEP_FP32_GRAD, f"{sci(stepped)} × 4 B", stepped * 4)] if trainable else []
+    # Offloaded, stage 3 swaps the sub-group in instead (_prepare_sub_group), with no flat copy on the GPU; with
+    # float32 gradients ``.to(fp32)`` returns the flat tensor itself, which is then the float32 gradient.
+    g = _zero3_grad_bytes(rank)
+    if step and rank.plan.parallel.strategy is Strategy.ZERO3 and rank.plan.parallel.offload is Offload.NONE and g < 4:
+        step.append(Term(ZERO3_STEP_FLAT_GRAD, f"{sci(stepped)} × {g:g} B", stepped * g))
     state = RankState(
         weights=stage.weights,
         grads=stage.step_grads,
@@ -982,7 +1000,7 @@ def _zero(rank: _Rank) -> RankState:
         backward_block=None if stage.turn is None else stage.gathered,
         off_turn=None if stage.turn is None else stage.gathered,
         backward_grads=stage.backward_grads,
-        step=[fp32_grad] if trainable else [],
+        step=step,
         step_temporary=False,
         notes=_engine_cast_note(rank.plan),
     )
@@ -1066,6 +1084,13 @@ class _ZeroStage:
     turn: list[Term] | None = None  # ZeRO-3: gathered at the forward's end and the backward's start, if more
 
 
+def _zero3_grad_bytes(rank: _Rank) -> float:
+    """Bytes of a stage-3 gradient element: DeepSpeed's model dtype under bf16/fp16.enabled (below), else the
+    trainable parameters' own."""
+    engine = deepspeed_engine_dtype(rank.plan)
+    return DTYPE_BYTES[engine] if engine is not None else rank.dt.grad
+
+
 def _zero_stage(rank: _Rank) -> _ZeroStage:
     g, dp, part = rank.dt.grad, rank.dp, rank.trainable / rank.dp
     # Every ipg bucket is reduce_bucket_size elements, however few the trainable parameters:
@@ -1103,8 +1128,7 @@ def _zero_stage(rank: _Rank) -> _ZeroStage:
     # communication dtype, which engine.py passes as ``get_data_types()``'s grad_accum_dtype (the
     # model dtype by default) and ``communication_data_type`` (the fp16 / bf16 dtype when enabled)
     # (deepspeedai/DeepSpeed edaa7221).
-    engine = deepspeed_engine_dtype(rank.plan)
-    g = DTYPE_BYTES[engine] if engine is not None else g
+    g = _zero3_grad_bytes(rank)
     persistent = [
         Term("gradient partition (grad_partitions_flat_buffer)", f"T ÷ {dp:g} × {g:g} B", part * g),
         Term("ipg reduce bucket (allocated at start-up)", f"{sci(bucket_el)} × {g:g} B", bucket_el * g),

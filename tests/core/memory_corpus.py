@@ -70,6 +70,20 @@ def assert_held_out(source: str, family: str, count: int, scored: Sequence[str],
     return mine
 
 
+def figure_plan(figure_id: str, module_name: str) -> Any:
+    """The plan mapping.py makes of the recorded figure ``figure_id`` (None where it makes none)."""
+    mapping = load_script(FOLDER / "mapping.py", module_name)
+    (figure,) = [f for f in corpus()["figures"] if f["id"] == figure_id]
+    return mapping.map_figure(figure).plan
+
+
+def scored_error_pct(figure_id: str, module_name: str) -> float:
+    """The scored figure's error, % (memory.py ``run()``, every figure)."""
+    bench = load_script(FOLDER / "memory.py", module_name)
+    (row,) = [r for r in bench.run().rows if r.mapped.id == figure_id]
+    return float(row.error_pct)
+
+
 def families_planned_with(setting: str, module_name: str) -> set[str]:
     """The families whose figures the mapping plans with the plan's boolean ``setting`` on."""
     mapping = load_script(FOLDER / "mapping.py", module_name)

@@ -106,9 +106,12 @@ def test_sharding_reduces_memory_per_gpu(stage: Strategy) -> None:
             step_one.bucket(BucketKey.OPTIMIZER).bytes / 8
         )
     else:  # DeepSpeed: float32 master partition + float32 Adam moments (12 B per parameter) ÷ 8, and the
-        # float32 gradient partition of the step (4 B ÷ 8); the default plan keeps float32 weights.
+        # float32 gradient partition of the step (4 B ÷ 8); the default plan keeps float32 weights. Stage 3 makes that
+        # float32 copy from a flat one in the engine's bf16 (2 B ÷ 8): microsoft/DeepSpeed 38327e07 stage3.py
+        # _prepare_fp32_grad_for_sub_group, ``self.flatten(self.averaged_gradients[i]).to(fp32)``.
         t = sharded.params.trainable
-        assert step_sharded.bucket(BucketKey.OPTIMIZER).bytes == pytest.approx(t * 16 / 8, rel=1e-3)
+        per_param = 18 if stage is Strategy.ZERO3 else 16
+        assert step_sharded.bucket(BucketKey.OPTIMIZER).bytes == pytest.approx(t * per_param / 8, rel=1e-3)
 
 
 def test_eight_bit_optimizer_is_about_a_quarter_of_adam() -> None:

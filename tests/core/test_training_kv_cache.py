@@ -77,5 +77,9 @@ def test_the_command_line_sets_it(capsys: pytest.CaptureFixture[str]) -> None:
 
 def test_the_mapping_plans_only_the_runs_that_keep_use_cache_with_it() -> None:
     # llama-recipes' FSDP runs, and FlagPerf's DeepSpeed case (FlagOpen/FlagPerf cd568e3c
-    # training/benchmarks/llama2_7b/deepspeed/llama2_7b_hf/config.json "use_cache": true, no checkpointing).
-    assert families_planned_with("training_kv_cache", "realgpu_mapping_kv_cache") == {"llama-recipes", "flagperf"}
+    # training/benchmarks/llama2_7b/deepspeed/llama2_7b_hf/config.json "use_cache": true, no checkpointing), and NeMo
+    # Automodel's GPT-2 run (NVIDIA-NeMo/Automodel a4518eec: the model built from openai-community/gpt2's config,
+    # whose use_cache defaults to true; transformers' GPT-2 has as many K/V heads as query heads, so with no
+    # checkpointing the cache adds nothing: kv_cache_terms).
+    planned = families_planned_with("training_kv_cache", "realgpu_mapping_kv_cache")
+    assert planned == {"llama-recipes", "flagperf", "nemo-automodel"}
