@@ -109,6 +109,13 @@ class OllamaLine:
     vram_ctx: bool = False  # num_ctx by the GPUs' total memory (v0.15.5 on)
 
 
+# llm/server.go createLayout for every model (llm/memory.go deleted at v0.12.11, c1149875); the later
+# lines add the llama runner's flash attention "auto" and the VRAM-tiered num_ctx.
+_CREATE_LAYOUT: Final = OllamaLine(
+    "v0.12.11 – v0.13.3", "v0.13.0", "604e43b28d12677c96675ba368eee20a2bed2c24", 4096, (1,), True, True, layout=True
+)
+_V0_13_4: Final = "89eb795293f353d575ab52eb9252f73e0269819c"
+_V0_15_5: Final = "8a4b77f9daccc2509596753c0cb5564918b4ada0"
 LINES: Final = {
     OllamaVersion.V0_5: OllamaLine(
         "v0.5.0 – v0.6.6", "v0.6.0", "aee28501b592e2fe98863212913ffa8fb22e1ca0", 2048, (4, 1), False, False
@@ -122,32 +129,12 @@ LINES: Final = {
     OllamaVersion.V0_10: OllamaLine(
         "v0.10.0 – v0.11.4", "v0.11.0", "d552068413d1a3d0af69f23c2abc1e1f698ed234", 4096, (1,), True, True
     ),
-    # llm/server.go createLayout for every model (llm/memory.go deleted at v0.12.11, c1149875).
-    OllamaVersion.V0_12_11: OllamaLine(
-        "v0.12.11 – v0.13.3", "v0.13.0", "604e43b28d12677c96675ba368eee20a2bed2c24", 4096, (1,), True, True, layout=True
+    OllamaVersion.V0_12_11: _CREATE_LAYOUT,
+    OllamaVersion.V0_13_4: replace(
+        _CREATE_LAYOUT, tags="v0.13.4 – v0.15.4", tag="v0.13.4", commit=_V0_13_4, flash_auto=True
     ),
-    OllamaVersion.V0_13_4: OllamaLine(
-        "v0.13.4 – v0.15.4",
-        "v0.13.4",
-        "89eb795293f353d575ab52eb9252f73e0269819c",
-        4096,
-        (1,),
-        True,
-        True,
-        layout=True,
-        flash_auto=True,
-    ),
-    OllamaVersion.V0_15_5: OllamaLine(
-        "v0.15.5 – v0.24.0",
-        "v0.15.5",
-        "8a4b77f9daccc2509596753c0cb5564918b4ada0",
-        4096,
-        (1,),
-        True,
-        True,
-        layout=True,
-        flash_auto=True,
-        vram_ctx=True,
+    OllamaVersion.V0_15_5: replace(
+        _CREATE_LAYOUT, tags="v0.15.5 – v0.24.0", tag="v0.15.5", commit=_V0_15_5, flash_auto=True, vram_ctx=True
     ),
 }
 
