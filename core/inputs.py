@@ -284,6 +284,7 @@ class OllamaVersion(StrEnum):
     V0_12_11 = "0.12.11"  # v0.12.11 - v0.13.3: llm/server.go createLayout places every model's layers
     V0_13_4 = "0.13.4"  # v0.13.4 - v0.15.4: the llama runner's flash attention "auto"
     V0_15_5 = "0.15.5"  # v0.15.5 - v0.24.0: num_ctx by the GPUs' total memory
+    V0_30 = "0.30"  # v0.30.0 - v0.32.15: llama-server without -ngl, llama.cpp's own --fit places the layers
 
 
 class VllmVersion(StrEnum):
@@ -457,6 +458,7 @@ OLLAMA_VERSION_LABELS: Final = {
     OllamaVersion.V0_12_11: "0.12.11 – 0.13.3",
     OllamaVersion.V0_13_4: "0.13.4 – 0.15.4",
     OllamaVersion.V0_15_5: "0.15.5 – 0.24.0",
+    OllamaVersion.V0_30: "0.30.0 – 0.32.15",
 }
 TORCH_VERSION_LABELS: Final = {
     TorchVersion.V2_4: "2.4",
@@ -1582,7 +1584,8 @@ INPUTS: Final[tuple[Input, ...]] = (
           "GPU layers below 999 are its num_gpu. The CLI takes the release's default num_ctx (2048 up "
           "to 0.6.6, then 4096; from 0.15.5 4k / 32k / 256k by the GPUs' total memory) and "
           "OLLAMA_NUM_PARALLEL (tries 4, later 2, then 1; 1 from 0.10). From 0.12.11 the layers are "
-          "packed onto as few GPUs as hold them, the split shown per GPU.",
+          "packed onto as few GPUs as hold them, the split shown per GPU. From 0.30 Ollama starts "
+          "llama-server without -ngl and llama.cpp's own fit picks the layers (1 GiB left free per GPU).",
           ("--ollama",), "llama.cpp: run through this Ollama release line (none: llama-server)",
           labels=OLLAMA_VERSION_LABELS, matters=lambda p: p.inference.engine is Engine.LLAMACPP),
     Input("inference.cache_type", Kind.ENUM, "KV cache type", "llama.cpp KV cache type", CacheType.F16,

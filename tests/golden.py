@@ -412,6 +412,13 @@ CLI_RUNS: tuple[tuple[str, ...], ...] = (
             "--pipeline-parallel 2 --gpu rtx-4090"
         )
     ),
+    # Ollama 0.30 on (branch h39ollama): llama-server without -ngl, llama.cpp's own fit (common/fit.cpp) keeps
+    # 1 GiB free and fills the back of Llama 3.1 70B onto one RTX 4090; the rest stays in host memory.
+    tuple(
+        shlex.split(
+            "estimate --json --mode inference --model llama-3.1-70b --engine llamacpp --ollama 0.30 --gpu rtx-4090"
+        )
+    ),
 )
 
 

@@ -44,8 +44,10 @@ unchanged to v0.24.0 ``c28ddc0a``) every model goes through ``llm/server.go`` ``
 Not modelled: before v0.12.11 several GPUs are given llama.cpp's equal split of the layer count
 Ollama chose (Ollama passes its own per-GPU counts as ``--tensor-split``, and first tries the model
 on one GPU alone); projectors (vision models); v0.11.5 – v0.12.10 (the Go engine's models on the
-new layout, the rest on ``EstimateGPULayers``); from v0.30.0 llama-server's own fit (Ollama no
-longer passes ``-ngl``).
+new layout, the rest on ``EstimateGPULayers``).
+
+From v0.30.0 Ollama starts upstream llama-server without ``-ngl`` (``llm/llama_server.go``
+``startLlamaServer``) and llama.cpp's own fit places the layers (:mod:`core.serving.llamacpp_fit`).
 """
 
 from __future__ import annotations
@@ -56,6 +58,7 @@ from typing import Final
 
 from core.catalogue import GpuSpec
 from core.dtypes import CacheType, GgufQuant, ggml_row_bytes
+from core.errors import PlanError
 from core.model import ModelSpec
 from core.plan import UNQUANTISED_CACHE, OllamaVersion, Plan
 from core.serving.llamacpp import (
@@ -64,9 +67,11 @@ from core.serving.llamacpp import (
     device_overhead_bytes,
     gguf_tensor_bytes,
     kv_bytes_of_layers,
+    llamacpp_buffers,
     quantiser,
     tensor_type,
 )
+from core.serving.llamacpp_fit import FIT_TARGET, llamacpp_fit
 from core.units import GiB, MiB
 
 # discover/gpu.go cudaMinimumMemory (and rocmMinimumMemory); discover/gpu_darwin.go metalMinimumMemory.
@@ -107,6 +112,7 @@ class OllamaLine:
     layout: bool = False  # llm/server.go createLayout / assignLayers (v0.12.11 on)
     flash_auto: bool = False  # the llama runner gets flash attention "auto" (v0.13.4 on)
     vram_ctx: bool = False  # num_ctx by the GPUs' total memory (v0.15.5 on)
+    llama_fit: bool = False  # llama-server started without -ngl: llama.cpp's --fit places the layers (v0.30.0 on)
 
 
 # llm/server.go createLayout for every model (llm/memory.go deleted at v0.12.11, c1149875); the later
@@ -135,6 +141,19 @@ LINES: Final = {
     ),
     OllamaVersion.V0_15_5: replace(
         _CREATE_LAYOUT, tags="v0.15.5 – v0.24.0", tag="v0.15.5", commit=_V0_15_5, flash_auto=True, vram_ctx=True
+    ),
+    # llm/llama_server.go startLlamaServer (v0.30.0, 2c71d8d7; the same flags at v0.32.15, b7871fc0): -c
+    # num_ctx × parallel, -np, --flash-attn auto where ml.FlashAttentionSupported, -b/-ub num_batch,
+    # --cache-type-k/v OLLAMA_KV_CACHE_TYPE, and no -ngl ("let llama-server auto-detect"); server/routes.go
+    # keeps the VRAM-tiered num_ctx, llm/server.go NewLlamaServer the cap at the trained context.
+    OllamaVersion.V0_30: replace(
+        _CREATE_LAYOUT,
+        tags="v0.30.0 – v0.32.15",
+        tag="v0.30.0",
+        commit="2c71d8d7ca6edbc9bdc1a312f71ce3b079c0fe56",
+        flash_auto=True,
+        vram_ctx=True,
+        llama_fit=True,
     ),
 }
 
@@ -488,6 +507,38 @@ def layout_gpu_layers(plan: Plan, cards: list[Card], line: OllamaLine, slots: in
     return _result(m, cards, split, alloc, kv, (partial, full), total, on_gpu if count else 0)
 
 
+# ---- v0.30.0 on: llama-server's own fit ------------------------------------------------------
+def fit_gpu_layers(plan: Plan, gpu: GpuSpec, cards: list[Card], slots: int, num_gpu: int) -> OllamaEstimate:
+    """llama-server's ``--fit`` (core.serving.llamacpp_fit) at Ollama's -c and -np, or the ``num_gpu``
+    it passes as -ngl (then llama.cpp's own split); ollama ps reads the buffer sizes llama-server
+    prints (llm/llama_server.go memoryParsingWriter: memTotal every buffer, memGPU the GPUs')."""
+    inf = plan.inference
+    ran = replace(plan, inference=replace(inf, concurrent=slots, cache_type=kv_type(plan)))
+    split: tuple[int, ...] = ()
+    if num_gpu < 0:
+        if plan.model.num_experts > 1:
+            raise PlanError(
+                "inference.ollama_version",
+                inf.ollama_version.value,
+                "a line before 0.30 (" + ", ".join(v.value for v, line in LINES.items() if not line.llama_fit) + ")",
+                "llama.cpp's fit of a mixture-of-experts model, common/fit.cpp's step 4, is not modelled",
+            )
+        fit = llamacpp_fit(ran, gpu)
+        ran = replace(ran, inference=replace(ran.inference, gpu_layers=fit.gpu_layers))
+        split = fit.split if inf.pipeline_parallel > 1 else ()
+    else:
+        ran = replace(ran, inference=replace(ran.inference, gpu_layers=num_gpu))
+    buffers = llamacpp_buffers(ran, overhead=0.0, split=split)
+    counts = [len(layers) for layers in buffers.layout.device_layers]
+    if buffers.layout.output_device >= 0:
+        counts[buffers.layout.output_device] += 1
+    alloc = [int(b) for b in buffers.device_totals]
+    kv = [int(sum(buffers.device_kv) + buffers.host_kv)]
+    graph = int(max(buffers.device_compute, default=0.0))
+    m = ollama_model(plan.model, inf.gguf_quant)
+    return _result(m, cards, counts, alloc, kv, (graph, graph), sum(alloc) + int(buffers.host_bytes), sum(alloc))
+
+
 # ---- a plan run through Ollama ---------------------------------------------------------------
 def free_memory(gpu: GpuSpec) -> int:
     """What Ollama's discovery reads as free on an idle card: the total less the CUDA context
@@ -513,6 +564,8 @@ def ollama_estimate(plan: Plan, gpu: GpuSpec, parallel: int | None = None) -> Ol
     line = line_of(inf.ollama_version)
     slots = inf.concurrent if parallel is None else parallel
     num_gpu = -1 if inf.gpu_layers > plan.model.num_layers else inf.gpu_layers
+    if line.llama_fit:
+        return fit_gpu_layers(plan, gpu, _cards(plan, gpu), slots, num_gpu)
     if line.layout:
         return layout_gpu_layers(plan, _cards(plan, gpu), line, slots, num_gpu)
     return estimate_gpu_layers(
@@ -589,6 +642,8 @@ class OllamaDecision:
     @property
     def sentence(self) -> str:
         e, line = self.estimate, LINES[self.version]
+        if line.llama_fit:
+            return self._fit_sentence
         if line.layout:
             return self._layout_sentence
         return (
@@ -597,6 +652,19 @@ class OllamaDecision:
             f"layer on average, KV {e.kv / MiB:,.1f} MiB in all and a graph of "
             f"{max(e.graph_full, e.graph_partial) / MiB:,.1f} MiB, in {e.free / GiB:.1f} GiB free; "
             f"ollama ps: SIZE {e.full / GiB:.1f} GiB, PROCESSOR {e.processor}."
+        )
+
+    @property
+    def _fit_sentence(self) -> str:
+        e, line = self.estimate, LINES[self.version]
+        used = [(g, n) for g, n in enumerate(e.split) if n]
+        where = f" ({', '.join(f'GPU {g}: {n}' for g, n in used)})" if len(e.split) > 1 else ""
+        return (
+            f"Ollama {self.version.value} ({line.tags}) starts llama-server without -ngl: llama.cpp's fit "
+            f"(common/fit.cpp) would place {e.layers} of {e.layers_model} layers on the "
+            f"GPU{'s' if len(e.split) > 1 else ''}{where}, leaving at least {FIT_TARGET / MiB:,.0f} MiB free on "
+            f"each (--fit-target) at the context Ollama passes (-c, not lowered); ollama ps: SIZE "
+            f"{e.full / GiB:.1f} GiB, PROCESSOR {e.processor}."
         )
 
     @property

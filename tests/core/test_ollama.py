@@ -59,12 +59,16 @@ def test_each_line_has_its_releases_defaults() -> None:
         OllamaVersion.V0_12_11: (4096, (1,), True),
         OllamaVersion.V0_13_4: (4096, (1,), True),
         OllamaVersion.V0_15_5: (4096, (1,), True),
+        # v0.30.0 (2c71d8d7): envconfig OLLAMA_NUM_PARALLEL 1, num_ctx still by VRAM (server/routes.go).
+        OllamaVersion.V0_30: (4096, (1,), True),
     }
     assert {v: (line.num_ctx, line.parallel_tries, line.last_layer_first) for v, line in LINES.items()} == expected
     # createLayout from v0.12.11; the llama runner's FlashAttentionAuto from v0.13.4 (89eb7952
     # llm/server.go); the VRAM-tiered num_ctx from v0.15.5 (8a4b77f9 server/routes.go).
     flags = [(line.layout, line.flash_auto, line.vram_ctx) for line in LINES.values()]
-    assert flags == [(False, False, False)] * 4 + [(True, False, False), (True, True, False), (True, True, True)]
+    assert flags == [(False, False, False)] * 4 + [(True, False, False), (True, True, False)] + [(True, True, True)] * 2
+    # llm/llama_server.go startLlamaServer at v0.30.0 passes no -ngl: only that line leaves it to llama.cpp.
+    assert [line.llama_fit for line in LINES.values()] == [False] * 7 + [True]
 
 
 def test_the_cli_takes_the_releases_num_ctx_and_parallel_unless_given() -> None:
@@ -286,15 +290,15 @@ def test_a_go_engine_model_is_placed_on_llamas_own_buffers() -> None:
 
 
 def test_versions_past_the_lines_are_refused_with_the_covered_list(capsys: pytest.CaptureFixture[str]) -> None:
-    # v0.30.0 hands -ngl to llama-server's own fit (llm/llama_server.go): not covered.
     args = ("estimate", "--mode", "inference", "--engine", "llamacpp", "--model", "llama-3.1-8b", "--gpu", "rtx-4090")
-    code, _, err = _run(capsys, *args, "--ollama", "0.30")
-    assert code != 0 and "0.15.5" in err and "0.12.11" in err and "Traceback" not in err
+    code, _, err = _run(capsys, *args, "--ollama", "0.33")
+    assert code != 0 and "0.15.5" in err and "0.30" in err and "Traceback" not in err
     code, out, _ = _run(capsys, *args, "--ollama", "0.15.5")
     assert code == 0 and "Ollama 0.15.5 (v0.15.5 – v0.24.0) would place 33 of 33 layers" in out
     assert "32,768 tokens" in out
 
 
 def test_a_new_line_round_trips_through_a_plan_file() -> None:
-    plan = _plan("llama-3.1-8b", "rtx-4090", OllamaVersion.V0_15_5)
-    assert planfile.loads(planfile.dumps(plan)).inference.ollama_version is OllamaVersion.V0_15_5
+    for version in (OllamaVersion.V0_15_5, OllamaVersion.V0_30):
+        plan = _plan("llama-3.1-8b", "rtx-4090", version)
+        assert planfile.loads(planfile.dumps(plan)).inference.ollama_version is version
