@@ -1573,8 +1573,9 @@ INPUTS: Final[tuple[Input, ...]] = (
           matters=lambda p: p.inference.engine is Engine.LLAMACPP),
     Input("inference.gpu_layers", Kind.INT, "GPU layers", "GPU layers (n_gpu_layers)", 999,
           "llama.cpp's -ngl: the last N repeating layers run on the GPU; one more puts the output layer "
-          "there too. The rest (and the token embeddings, always) stay in host RAM. 999: everything.",
-          ("--gpu-layers", "--ngl"), "llama.cpp: layers on the GPU (-ngl; 999: all)", unit="layers", low=0,
+          "there too. The rest (and the token embeddings, always) stay in host RAM. 999: everything. "
+          "-1: auto, llama.cpp's own fit (-ngl unset, --fit on: as many layers as leave 1 GiB free on each GPU).",
+          ("--gpu-layers", "--ngl"), "llama.cpp: layers on the GPU (-ngl; 999: all, -1: auto)", unit="layers", low=-1,
           high=MAX_LAYERS_FLAG, matters=lambda p: p.inference.engine is Engine.LLAMACPP),
     Input("inference.ollama_version", Kind.ENUM, "Ollama", "Ollama release", OllamaVersion.NONE,
           "Run through Ollama: it picks the GPU layers itself from its own memory estimate of the card's "

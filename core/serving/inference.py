@@ -30,6 +30,7 @@ from core.serving.engines import (
 from core.serving.fit import DEFAULT_FIT, ServingFit
 from core.serving.kv import kv_cache_bytes, lesson_kv_cache_bytes
 from core.serving.llamacpp import llamacpp_buffers, llamacpp_memory, prompt_dequant_bytes
+from core.serving.llamacpp_fit import auto_gpu_layers
 from core.serving.ollama import ollama_plan
 from core.serving.speed import ServingSpeed, SpeedPoint, serving_speed
 from core.units import GB
@@ -192,9 +193,12 @@ def inference_estimate(
         # Through Ollama, llama.cpp runs with the layers Ollama's own estimate chose (core.serving.ollama).
         plan, ollama = ollama_plan(plan, gpu)
         split = ollama.tensor_split if ollama is not None else ()
+        sentence = ollama.sentence if ollama is not None else ""
+        if ollama is None and plan.inference.gpu_layers < 0:
+            plan, split, sentence = auto_gpu_layers(plan, gpu)
         memory = llamacpp_memory(plan, gpu, split=split)
-        if ollama is not None:
-            memory = replace(memory, formula=f"{ollama.sentence} {memory.formula}")
+        if sentence:
+            memory = replace(memory, formula=f"{sentence} {memory.formula}")
         layout, offload, dequant = _llamacpp_layout(plan, gpu, memory, split)
     else:
         layout = rank_layout(plan)

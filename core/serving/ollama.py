@@ -58,7 +58,6 @@ from typing import Final
 
 from core.catalogue import GpuSpec
 from core.dtypes import CacheType, GgufQuant, ggml_row_bytes
-from core.errors import PlanError
 from core.model import ModelSpec
 from core.plan import UNQUANTISED_CACHE, OllamaVersion, Plan
 from core.serving.llamacpp import (
@@ -71,7 +70,7 @@ from core.serving.llamacpp import (
     quantiser,
     tensor_type,
 )
-from core.serving.llamacpp_fit import FIT_TARGET, llamacpp_fit
+from core.serving.llamacpp_fit import FIT_TARGET, llamacpp_fit, refuse_experts
 from core.units import GiB, MiB
 
 # discover/gpu.go cudaMinimumMemory (and rocmMinimumMemory); discover/gpu_darwin.go metalMinimumMemory.
@@ -516,13 +515,8 @@ def fit_gpu_layers(plan: Plan, gpu: GpuSpec, cards: list[Card], slots: int, num_
     ran = replace(plan, inference=replace(inf, concurrent=slots, cache_type=kv_type(plan)))
     split: tuple[int, ...] = ()
     if num_gpu < 0:
-        if plan.model.num_experts > 1:
-            raise PlanError(
-                "inference.ollama_version",
-                inf.ollama_version.value,
-                "a line before 0.30 (" + ", ".join(v.value for v, line in LINES.items() if not line.llama_fit) + ")",
-                "llama.cpp's fit of a mixture-of-experts model, common/fit.cpp's step 4, is not modelled",
-            )
+        others = ", ".join(v.value for v, line in LINES.items() if not line.llama_fit)
+        refuse_experts(plan, "inference.ollama_version", inf.ollama_version.value, f"a line before 0.30 ({others})")
         fit = llamacpp_fit(ran, gpu)
         ran = replace(ran, inference=replace(ran.inference, gpu_layers=fit.gpu_layers))
         split = fit.split if inf.pipeline_parallel > 1 else ()

@@ -14,7 +14,10 @@ import pytest
 from core.catalogue import find_gpu, find_model
 from core.cli.app import main
 from core.dtypes import GgufQuant
-from core.errors import PlanError
+from core.errors import PlanError, PlanFileError
+from core.estimate import estimate
+from core.files import planfile
+from core.files.launch.llamacpp import export_llama_server, read_llama_server
 from core.plan import Engine, OllamaVersion, Plan
 from core.presets import default_plan
 from core.serving.llamacpp import llamacpp_buffers
@@ -100,3 +103,28 @@ def test_the_cli_names_the_fit(capsys: pytest.CaptureFixture[str]) -> None:
     assert code == 0
     assert "Ollama 0.30 (v0.30.0 – v0.32.15) starts llama-server without -ngl" in out
     assert "leaving at least 1,024 MiB free" in out
+
+
+def test_gpu_layers_auto_is_llama_cpps_fit_for_plain_llama_server() -> None:
+    # common/common.h: n_gpu_layers = -1 "is auto" and fit_params on, so a llama-server started without
+    # -ngl fits as above; the plan's -1 asks for that (999, the default, stays "every layer").
+    plan = _plan("llama-3.1-70b", "rtx-4090", context=4096, flash_attention=True, gpu_layers=-1)
+    result = estimate(plan).inference
+    assert result is not None
+    assert result.formula.startswith("-ngl auto: llama.cpp's fit (common/fit.cpp) would place 45 of 81 layers")
+    every = estimate(replace(plan, inference=replace(plan.inference, gpu_layers=45))).inference
+    assert every is not None and result.total_bytes == every.total_bytes
+
+
+def test_gpu_layers_auto_round_trips_and_bad_counts_are_refused() -> None:
+    # llama-server --help: "-ngl N ... either an exact number, 'auto', or 'all' (default: auto)".
+    plan = _plan("llama-3.1-8b", "rtx-4090", context=4096, gpu_layers=-1)
+    assert planfile.loads(planfile.dumps(plan)).inference.gpu_layers == -1
+    exported = export_llama_server(plan)
+    assert " -ngl auto " in exported.text
+    assert read_llama_server(exported.text)["inference.gpu_layers"] == -1
+    with pytest.raises(PlanFileError, match="from -1 to"):
+        planfile.loads(planfile.dumps(plan).replace('"gpu_layers": -1', '"gpu_layers": -2'))
+    moe = _plan("qwen3-30b-a3b", "rtx-4090", context=4096, gpu_layers=-1)
+    with pytest.raises(PlanError, match="mixture-of-experts"):
+        estimate(moe)
