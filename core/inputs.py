@@ -281,6 +281,10 @@ class OllamaVersion(StrEnum):
     V0_6_7 = "0.6.7"  # v0.6.7 - v0.6.8
     V0_7 = "0.7"  # v0.7.0 - v0.9.6
     V0_10 = "0.10"  # v0.10.0 - v0.11.4
+    V0_12_11 = "0.12.11"  # v0.12.11 - v0.13.3: llm/server.go createLayout places every model's layers
+    V0_13_4 = "0.13.4"  # v0.13.4 - v0.15.4: the llama runner's flash attention "auto"
+    V0_15_5 = "0.15.5"  # v0.15.5 - v0.24.0: num_ctx by the GPUs' total memory
+    V0_30 = "0.30"  # v0.30.0 - v0.32.15: llama-server without -ngl, llama.cpp's own --fit places the layers
 
 
 class VllmVersion(StrEnum):
@@ -451,6 +455,10 @@ OLLAMA_VERSION_LABELS: Final = {
     OllamaVersion.V0_6_7: "0.6.7 – 0.6.8",
     OllamaVersion.V0_7: "0.7.0 – 0.9.6",
     OllamaVersion.V0_10: "0.10.0 – 0.11.4",
+    OllamaVersion.V0_12_11: "0.12.11 – 0.13.3",
+    OllamaVersion.V0_13_4: "0.13.4 – 0.15.4",
+    OllamaVersion.V0_15_5: "0.15.5 – 0.24.0",
+    OllamaVersion.V0_30: "0.30.0 – 0.32.15",
 }
 TORCH_VERSION_LABELS: Final = {
     TorchVersion.V2_4: "2.4",
@@ -1565,15 +1573,20 @@ INPUTS: Final[tuple[Input, ...]] = (
           matters=lambda p: p.inference.engine is Engine.LLAMACPP),
     Input("inference.gpu_layers", Kind.INT, "GPU layers", "GPU layers (n_gpu_layers)", 999,
           "llama.cpp's -ngl: the last N repeating layers run on the GPU; one more puts the output layer "
-          "there too. The rest (and the token embeddings, always) stay in host RAM. 999: everything.",
-          ("--gpu-layers", "--ngl"), "llama.cpp: layers on the GPU (-ngl; 999: all)", unit="layers", low=0,
+          "there too. The rest (and the token embeddings, always) stay in host RAM. 999: everything. "
+          "-1: auto, llama.cpp's own fit (-ngl unset, --fit on: as many layers as leave 1 GiB free on each GPU).",
+          ("--gpu-layers", "--ngl"), "llama.cpp: layers on the GPU (-ngl; 999: all, -1: auto)", unit="layers", low=-1,
           high=MAX_LAYERS_FLAG, matters=lambda p: p.inference.engine is Engine.LLAMACPP),
     Input("inference.ollama_version", Kind.ENUM, "Ollama", "Ollama release", OllamaVersion.NONE,
           "Run through Ollama: it picks the GPU layers itself from its own memory estimate of the card's "
           "free memory (its log's 'offload' line, ollama ps' SIZE and PROCESSOR), passes num_ctx × "
-          "parallel as the context and turns flash attention on only with OLLAMA_FLASH_ATTENTION=1. "
+          "parallel as the context and turns flash attention on only with OLLAMA_FLASH_ATTENTION=1 (from "
+          "0.12.11 also for the models it lists, from 0.13.4 llama.cpp's own 'auto'). "
           "GPU layers below 999 are its num_gpu. The CLI takes the release's default num_ctx (2048 up "
-          "to 0.6.6, then 4096) and OLLAMA_NUM_PARALLEL (tries 4, later 2, then 1; 1 from 0.10).",
+          "to 0.6.6, then 4096; from 0.15.5 4k / 32k / 256k by the GPUs' total memory) and "
+          "OLLAMA_NUM_PARALLEL (tries 4, later 2, then 1; 1 from 0.10). From 0.12.11 the layers are "
+          "packed onto as few GPUs as hold them, the split shown per GPU. From 0.30 Ollama starts "
+          "llama-server without -ngl and llama.cpp's own fit picks the layers (1 GiB left free per GPU).",
           ("--ollama",), "llama.cpp: run through this Ollama release line (none: llama-server)",
           labels=OLLAMA_VERSION_LABELS, matters=lambda p: p.inference.engine is Engine.LLAMACPP),
     Input("inference.cache_type", Kind.ENUM, "KV cache type", "llama.cpp KV cache type", CacheType.F16,

@@ -27,6 +27,7 @@ import gzip
 import hashlib
 import json
 import random
+import shlex
 import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -402,6 +403,21 @@ CLI_RUNS: tuple[tuple[str, ...], ...] = (
         "32768",
         "--gpu",
         "rtx-3060-12gb",
+    ),
+    # Ollama's layout from v0.12.11 (branch h39ollama): num_ctx by VRAM (2 × 24 GB: 262,144 capped at the
+    # model's 131,072), flash attention "auto", Llama 3.1 70B spread over two cards by createLayout.
+    tuple(
+        shlex.split(
+            "estimate --json --mode inference --model llama-3.1-70b --engine llamacpp --ollama 0.15.5 "
+            "--pipeline-parallel 2 --gpu rtx-4090"
+        )
+    ),
+    # Ollama 0.30 on (branch h39ollama): llama-server without -ngl, llama.cpp's own fit (common/fit.cpp) keeps
+    # 1 GiB free and fills the back of Llama 3.1 70B onto one RTX 4090; the rest stays in host memory.
+    tuple(
+        shlex.split(
+            "estimate --json --mode inference --model llama-3.1-70b --engine llamacpp --ollama 0.30 --gpu rtx-4090"
+        )
     ),
 )
 

@@ -16,7 +16,7 @@ from __future__ import annotations
 import json
 import re
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import cache
 from pathlib import Path
 from typing import Any
@@ -26,13 +26,15 @@ sys.path.insert(0, str(ROOT))
 
 from core.catalogue import find_model  # noqa: E402
 from core.dtypes import CacheType, GgufQuant  # noqa: E402
-from core.plan import OllamaVersion  # noqa: E402
+from core.plan import Engine, OllamaVersion  # noqa: E402
+from core.presets import default_plan  # noqa: E402
 from core.serving.ollama import (  # noqa: E402
     LINES,
     METAL_MINIMUM_MEMORY,
     Card,
     OllamaEstimate,
     estimate_gpu_layers,
+    layout_gpu_layers,
     ollama_model,
 )
 from core.units import GiB, MiB  # noqa: E402
@@ -51,6 +53,12 @@ _ESTIMATE_FIELD = {
 @cache
 def records() -> list[dict[str, Any]]:
     return list(json.loads(LOGS.read_text(encoding="utf-8"))["logs"])
+
+
+@cache
+def layout_records() -> list[dict[str, Any]]:
+    """The layouts of v0.12.11 on (llm/server.go createLayout), as device.go logs them."""
+    return list(json.loads(LOGS.read_text(encoding="utf-8"))["layouts"])
 
 
 def parse_bytes(text: str) -> float:
@@ -138,14 +146,86 @@ def summary(rows: list[Scored]) -> str:
     )
 
 
+LAYOUT_FIGURES = ("weights_gpu", "kv", "graph", "total")
+
+
+def replay_layout(record: dict[str, Any]) -> tuple[OllamaEstimate, dict[str, float]]:
+    """createLayout for the record's model, free memory, num_ctx and parallel; the figures device.go logs."""
+    settings = record["settings"]
+    metal = record["library"] == "metal"
+    cards = [
+        Card(int(g * GiB), METAL_MINIMUM_MEMORY, True) if metal else Card(int(g * GiB))
+        for g in settings["memory_free_gib"]
+    ]
+    base = default_plan()
+    inference = replace(
+        base.inference,
+        engine=Engine.LLAMACPP,
+        ollama_version=OllamaVersion(record["scored_with_line"]),
+        gguf_quant=GgufQuant(record["gguf_quant"]),
+        cache_type=CacheType(settings["kv_cache_type"]),
+        context=settings["ctx_size"],
+        concurrent=settings["parallel"],
+    )
+    plan = replace(base, model=find_model(record["catalogue_id"]).spec, inference=inference)
+    line = LINES[OllamaVersion(record["scored_with_line"])]
+    est = layout_gpu_layers(plan, cards, line, settings["parallel"], settings["num_gpu"])
+    # The figures are those of a full offload (every record that prints them is one): all the weights
+    # on the GPU, the full-offload graph.
+    weights = est.weights_repeating + est.weights_output
+    return est, {"weights_gpu": weights, "kv": est.kv, "graph": est.graph_full, "total": est.full}
+
+
+def _layout_cell(mine: float, logged: str) -> tuple[str, bool, float]:
+    theirs = parse_bytes(logged)
+    same = human_bytes2(mine) == logged
+    error = mine / theirs - 1
+    return f"{mine / GiB:.2f} / {theirs / GiB:.2f} GiB ({100 * error:+.1f} %{'' if same else ' *'})", same, abs(error)
+
+
+def layout_table() -> tuple[str, str]:
+    lines = ["| record | rule | layers (replayed / logged) | " + " | ".join(LAYOUT_FIGURES) + " |"]
+    lines.append("|" + "---|" * (3 + len(LAYOUT_FIGURES)))
+    exact = printed = 0
+    errors: list[float] = []
+    for record in layout_records():
+        est, figures = replay_layout(record)
+        logged = record["logged"]
+        exact += est.layers == logged["layers"]
+        cells = []
+        for name in LAYOUT_FIGURES:
+            if name not in logged:
+                cells.append("—")
+                continue
+            cell, same, error = _layout_cell(figures[name], logged[name])
+            cells.append(cell)
+            printed += same
+            errors.append(error)
+        layers = f"{est.layers} / {logged['layers']}"
+        lines.append(f"| {record['id']} | {record['scored_with_line']} | {layers} | " + " | ".join(cells) + " |")
+    errors.sort()
+    median = errors[len(errors) // 2] * 100 if errors else 0.0
+    worst = errors[-1] * 100 if errors else 0.0
+    summary_line = (
+        f"createLayout's layer count exact in {exact} of {len(layout_records())} loads; device.go figures "
+        f"printing as logged {printed} of {len(errors)}, median |error| {median:.1f} %, worst {worst:.1f} % "
+        "(information, held out: no target)"
+    )
+    return summary_line, "\n".join(lines)
+
+
 def report() -> str:
     rows = [score(r) for r in records()]
+    layout_summary, layouts = layout_table()
     return "\n".join(
         [
             "## Ollama's own layer placement (held out; its estimate, not memory measured)\n",
             f"- {summary(rows)}\n",
             table(rows),
             "\n* the replayed figure does not print as the logged one (format.HumanBytes2, one decimal)",
+            "\n### From v0.12.11: llm/server.go createLayout (device.go's memory lines)\n",
+            f"- {layout_summary}\n",
+            layouts,
         ]
     )
 

@@ -30,6 +30,7 @@ from core.serving.engines import (
 from core.serving.fit import DEFAULT_FIT, ServingFit
 from core.serving.kv import kv_cache_bytes, lesson_kv_cache_bytes
 from core.serving.llamacpp import llamacpp_buffers, llamacpp_memory, prompt_dequant_bytes
+from core.serving.llamacpp_fit import auto_gpu_layers
 from core.serving.ollama import ollama_plan
 from core.serving.speed import ServingSpeed, SpeedPoint, serving_speed
 from core.units import GB
@@ -141,11 +142,13 @@ class InferenceEstimate:
 ENGINES = {Engine.HF: hf_memory, Engine.VLLM: vllm_memory, Engine.SGLANG: sglang_memory}
 
 
-def _llamacpp_layout(plan: Plan, gpu: GpuSpec, memory: EngineMemory) -> tuple[RankLayout, tuple[float, float], float]:
+def _llamacpp_layout(
+    plan: Plan, gpu: GpuSpec, memory: EngineMemory, split: tuple[int, ...] = ()
+) -> tuple[RankLayout, tuple[float, float], float]:
     """The decode's view of llama.cpp's buffers: every layer's KV per token, the weights read
     from the host and from the GPUs each token (the token embeddings are a row lookup)."""
     model, inf = plan.model, plan.inference
-    buffers = llamacpp_buffers(plan)
+    buffers = llamacpp_buffers(plan, split=split)
     per_layer = 2 * ggml_row_bytes(CACHE_GGML[inf.cache_type], model.kv_width)
     layout = RankLayout(
         weights_bytes=memory.weights_bytes,
@@ -189,10 +192,14 @@ def inference_estimate(
     if inf.engine is Engine.LLAMACPP:
         # Through Ollama, llama.cpp runs with the layers Ollama's own estimate chose (core.serving.ollama).
         plan, ollama = ollama_plan(plan, gpu)
-        memory = llamacpp_memory(plan, gpu)
-        if ollama is not None:
-            memory = replace(memory, formula=f"{ollama.sentence} {memory.formula}")
-        layout, offload, dequant = _llamacpp_layout(plan, gpu, memory)
+        split = ollama.tensor_split if ollama is not None else ()
+        sentence = ollama.sentence if ollama is not None else ""
+        if ollama is None and plan.inference.gpu_layers < 0:
+            plan, split, sentence = auto_gpu_layers(plan, gpu)
+        memory = llamacpp_memory(plan, gpu, split=split)
+        if sentence:
+            memory = replace(memory, formula=f"{sentence} {memory.formula}")
+        layout, offload, dequant = _llamacpp_layout(plan, gpu, memory, split)
     else:
         layout = rank_layout(plan)
         memory = ENGINES[inf.engine](plan, gpu, layout, fit)

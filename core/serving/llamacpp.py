@@ -359,12 +359,14 @@ def layer_bytes(q: Quantiser, layer: int, matrices: tuple[tuple[str, int, int], 
     return stored + float32 * 4.0
 
 
-def device_of_layers(n_layer: int, gpu_layers: int, gpus: int) -> tuple[list[int], int]:
+def device_of_layers(n_layer: int, gpu_layers: int, gpus: int, split: tuple[int, ...] = ()) -> tuple[list[int], int]:
     """llm_load_tensors' split: each repeating layer's GPU (-1: host) and the output layer's,
-    for equal shares of ``gpus`` cards."""
+    for equal shares of ``gpus`` cards, or the shares of ``split`` (``--tensor-split``, as Ollama
+    passes its own per-GPU layer counts)."""
     start = max(n_layer - gpu_layers, 0)
     offloaded = min(gpu_layers, n_layer + 1)
-    shares = [(k + 1) / gpus for k in range(gpus)]
+    weights = split if split and sum(split) > 0 else (1,) * gpus
+    shares = [sum(weights[: k + 1]) / sum(weights) for k in range(gpus)]
     devices = [-1] * n_layer
     for i in range(start, n_layer):
         devices[i] = min(gpus - 1, bisect.bisect_right(shares, (i - start) / offloaded))
@@ -410,11 +412,11 @@ def matvec_weights_by_type(model: ModelSpec, quant: GgufQuant, head: bool = True
     return tuple(sorted(totals.items(), key=lambda item: item[0].value))
 
 
-def gguf_layout(plan: Plan) -> GgufLayout:
+def gguf_layout(plan: Plan, split: tuple[int, ...] = ()) -> GgufLayout:
     model, inf = plan.model, plan.inference
     per_layer, embedding, output = gguf_tensor_bytes(model, inf.gguf_quant)
     gpus = inf.pipeline_parallel
-    devices, out_dev = device_of_layers(model.num_layers, inf.gpu_layers, gpus)
+    devices, out_dev = device_of_layers(model.num_layers, inf.gpu_layers, gpus, split)
     device_weights = [0.0] * gpus
     for layer, dev in enumerate(devices):
         if dev >= 0:
@@ -694,19 +696,23 @@ def vulkan_quantise_dispatches(plan: Plan, vendor: str) -> float:
 
 
 def llamacpp_buffers(
-    plan: Plan, context: int | None = None, layout: GgufLayout | None = None, overhead: float = CUDA_CONTEXT_BYTES
+    plan: Plan,
+    context: int | None = None,
+    layout: GgufLayout | None = None,
+    overhead: float = CUDA_CONTEXT_BYTES,
+    split: tuple[int, ...] = (),
 ) -> LlamaCppMemory:
     """Every buffer llama.cpp allocates for the plan (at ``context`` tokens per slot), and ``overhead``
-    beside them on each GPU (:func:`device_overhead_bytes`)."""
+    beside them on each GPU (:func:`device_overhead_bytes`); ``split``: ``--tensor-split``'s shares."""
     model, inf = plan.model, plan.inference
-    layout = layout or gguf_layout(plan)
+    layout = layout or gguf_layout(plan, split)
     cells = context_cells(plan, context)
     gpus = inf.pipeline_parallel
     kv = [kv_bytes_of_layers(plan, layers, cells) for layers in layout.device_layers]
     host_kv = kv_bytes_of_layers(plan, layout.host_layers, cells)
-    split = pipeline_parallel(plan)
+    piped = pipeline_parallel(plan)
     compute = [
-        compute_buffer_bytes(plan, cells, output=layout.output_device == g, split=split)
+        compute_buffer_bytes(plan, cells, output=layout.output_device == g, split=piped)
         if layout.device_layers[g]
         else 0.0
         for g in range(gpus)
@@ -737,11 +743,14 @@ def device_overhead_bytes(gpu: GpuSpec) -> tuple[str, float]:
     return "CUDA context", CUDA_CONTEXT_BYTES
 
 
-def llamacpp_memory(plan: Plan, gpu: GpuSpec, _layout: object = None, _fit: object = None) -> EngineMemory:
-    """llama.cpp's memory on the GPU that holds the most, and the host part beside it."""
+def llamacpp_memory(
+    plan: Plan, gpu: GpuSpec, _layout: object = None, _fit: object = None, split: tuple[int, ...] = ()
+) -> EngineMemory:
+    """llama.cpp's memory on the GPU that holds the most, and the host part beside it (``split``:
+    ``--tensor-split``'s shares; none: equal)."""
     model, inf = plan.model, plan.inference
     context_name, overhead = device_overhead_bytes(gpu)
-    buffers = llamacpp_buffers(plan, overhead=overhead)
+    buffers = llamacpp_buffers(plan, overhead=overhead, split=split)
     g = buffers.deciding
     weights, kv, compute = buffers.layout.device_weights[g], buffers.device_kv[g], buffers.device_compute[g]
     total = weights + kv + compute + overhead

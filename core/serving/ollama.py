@@ -26,13 +26,33 @@ ollama/ollama (the tags and commits of :data:`LINES`):
 * ``cmd/cmd.go`` (ollama ps): PROCESSOR "100% GPU", or "c%/g% CPU/GPU" with c the rounded
   share of SIZE not on the GPU.
 
-Not modelled: several GPUs are given llama.cpp's equal split of the layer count Ollama chose
-(Ollama passes its own per-GPU counts as ``--tensor-split``, and first tries the model on one
-GPU alone); projectors (vision models); from 0.11.5 the new memory layouts.
+From v0.12.11 (``llm/memory.go`` removed; read at v0.13.0 ``604e43b2`` and v0.15.5 ``8a4b77f9``,
+unchanged to v0.24.0 ``c28ddc0a``) every model goes through ``llm/server.go`` ``createLayout``:
+
+* the llama runner (``llamaServer.Load``) keeps GraphSize's per-layer sizes (``blk.N`` + its KV;
+  the output layer as one more entry), takes one layer (``blk.0`` + its KV) off every GPU's free
+  memory, and ``buildLayout`` takes ``MinimumMemory`` + OLLAMA_GPU_OVERHEAD + the graph (the larger
+  of full and partial, only on a GPU already chosen) off each; ``assignLayers`` packs the layers,
+  last first, onto as few GPUs as hold them (``findBestFit``: a binary search on a float32 capacity
+  factor that balances the GPUs used; ``greedyFit``), dropping the output layer when not everything
+  fits; the loop repeats while more GPUs get used. The runner then gets each GPU's count as its
+  tensor split (``runner/llamarunner`` ``TensorSplit``).
+* models of the Go engine (``OllamaEngineRequired``: here gemma3, gptoss, qwen3, qwen3moe) are
+  placed by the same ``createLayout`` on what the runner measures (``ml/backend/ggml``); here
+  llama.cpp's own buffers stand in for that (:mod:`core.serving.llamacpp`), without the blk.0 buffer.
+
+Not modelled: before v0.12.11 several GPUs are given llama.cpp's equal split of the layer count
+Ollama chose (Ollama passes its own per-GPU counts as ``--tensor-split``, and first tries the model
+on one GPU alone); projectors (vision models); v0.11.5 – v0.12.10 (the Go engine's models on the
+new layout, the rest on ``EstimateGPULayers``).
+
+From v0.30.0 Ollama starts upstream llama-server without ``-ngl`` (``llm/llama_server.go``
+``startLlamaServer``) and llama.cpp's own fit places the layers (:mod:`core.serving.llamacpp_fit`).
 """
 
 from __future__ import annotations
 
+import struct
 from dataclasses import dataclass, replace
 from typing import Final
 
@@ -40,7 +60,17 @@ from core.catalogue import GpuSpec
 from core.dtypes import CacheType, GgufQuant, ggml_row_bytes
 from core.model import ModelSpec
 from core.plan import UNQUANTISED_CACHE, OllamaVersion, Plan
-from core.serving.llamacpp import device_overhead_bytes, gguf_tensor_bytes, quantiser, tensor_type
+from core.serving.llamacpp import (
+    compute_buffer_bytes,
+    context_cells,
+    device_overhead_bytes,
+    gguf_tensor_bytes,
+    kv_bytes_of_layers,
+    llamacpp_buffers,
+    quantiser,
+    tensor_type,
+)
+from core.serving.llamacpp_fit import FIT_TARGET, llamacpp_fit, refuse_experts
 from core.units import GiB, MiB
 
 # discover/gpu.go cudaMinimumMemory (and rocmMinimumMemory); discover/gpu_darwin.go metalMinimumMemory.
@@ -51,7 +81,20 @@ NUM_BATCH: Final = 512
 # fs/ggml/ggml.go kvCacheBytesPerElement; only these three pass SupportsKVCacheType.
 KV_BYTES: Final = {CacheType.F16: 2.0, CacheType.Q8_0: 1.0, CacheType.Q4_0: 0.5}
 # convert_hf_to_gguf's architecture for the Hugging Face families whose GGUF name differs.
-GGUF_ARCH: Final = {"mistral": "llama", "mixtral": "llama", "gemma3_text": "gemma3", "qwen3_moe": "qwen3moe"}
+GGUF_ARCH: Final = {
+    "mistral": "llama",
+    "mixtral": "llama",
+    "gemma3_text": "gemma3",
+    "qwen3_moe": "qwen3moe",
+    "gpt_oss": "gptoss",
+}
+# fs/ggml/ggml.go KV.OllamaEngineRequired and GGML.FlashAttention, the catalogue's architectures among
+# them: the same four at v0.12.11 (c1149875), v0.13.0, v0.13.4 (89eb7952), v0.15.5 and v0.24.0.
+GO_ENGINE: Final = frozenset({"gemma3", "gptoss", "qwen3", "qwen3moe"})
+FLASH_BY_MODEL: Final = GO_ENGINE
+# server/routes.go (v0.15.5 on): the default num_ctx by the GPUs' total memory (less OLLAMA_GPU_OVERHEAD),
+# "slightly lower thresholds (47/23 GiB vs. 48/24 GiB)"; below both 4096.
+VRAM_CONTEXT: Final = ((47 * GiB, 262144), (23 * GiB, 32768))
 
 
 @dataclass(frozen=True)
@@ -65,8 +108,19 @@ class OllamaLine:
     parallel_tries: tuple[int, ...]  # OLLAMA_NUM_PARALLEL unset: the first that fits whole
     last_layer_first: bool  # EstimateGPULayers visits blk.N-1 first (v0.7.0 on)
     sliding_kv: bool  # gemma3's sliding layers sized by the window (GraphSize's numParallel, v0.6.4 on)
+    layout: bool = False  # llm/server.go createLayout / assignLayers (v0.12.11 on)
+    flash_auto: bool = False  # the llama runner gets flash attention "auto" (v0.13.4 on)
+    vram_ctx: bool = False  # num_ctx by the GPUs' total memory (v0.15.5 on)
+    llama_fit: bool = False  # llama-server started without -ngl: llama.cpp's --fit places the layers (v0.30.0 on)
 
 
+# llm/server.go createLayout for every model (llm/memory.go deleted at v0.12.11, c1149875); the later
+# lines add the llama runner's flash attention "auto" and the VRAM-tiered num_ctx.
+_CREATE_LAYOUT: Final = OllamaLine(
+    "v0.12.11 – v0.13.3", "v0.13.0", "604e43b28d12677c96675ba368eee20a2bed2c24", 4096, (1,), True, True, layout=True
+)
+_V0_13_4: Final = "89eb795293f353d575ab52eb9252f73e0269819c"
+_V0_15_5: Final = "8a4b77f9daccc2509596753c0cb5564918b4ada0"
 LINES: Final = {
     OllamaVersion.V0_5: OllamaLine(
         "v0.5.0 – v0.6.6", "v0.6.0", "aee28501b592e2fe98863212913ffa8fb22e1ca0", 2048, (4, 1), False, False
@@ -79,6 +133,26 @@ LINES: Final = {
     ),
     OllamaVersion.V0_10: OllamaLine(
         "v0.10.0 – v0.11.4", "v0.11.0", "d552068413d1a3d0af69f23c2abc1e1f698ed234", 4096, (1,), True, True
+    ),
+    OllamaVersion.V0_12_11: _CREATE_LAYOUT,
+    OllamaVersion.V0_13_4: replace(
+        _CREATE_LAYOUT, tags="v0.13.4 – v0.15.4", tag="v0.13.4", commit=_V0_13_4, flash_auto=True
+    ),
+    OllamaVersion.V0_15_5: replace(
+        _CREATE_LAYOUT, tags="v0.15.5 – v0.24.0", tag="v0.15.5", commit=_V0_15_5, flash_auto=True, vram_ctx=True
+    ),
+    # llm/llama_server.go startLlamaServer (v0.30.0, 2c71d8d7; the same flags at v0.32.15, b7871fc0): -c
+    # num_ctx × parallel, -np, --flash-attn auto where ml.FlashAttentionSupported, -b/-ub num_batch,
+    # --cache-type-k/v OLLAMA_KV_CACHE_TYPE, and no -ngl ("let llama-server auto-detect"); server/routes.go
+    # keeps the VRAM-tiered num_ctx, llm/server.go NewLlamaServer the cap at the trained context.
+    OllamaVersion.V0_30: replace(
+        _CREATE_LAYOUT,
+        tags="v0.30.0 – v0.32.15",
+        tag="v0.30.0",
+        commit="2c71d8d7ca6edbc9bdc1a312f71ce3b079c0fe56",
+        flash_auto=True,
+        vram_ctx=True,
+        llama_fit=True,
     ),
 }
 
@@ -278,20 +352,185 @@ def estimate_gpu_layers(
         if counts[g] > 0:
             alloc[g] += full if fully else partial
     on_gpu = sum(alloc)
+    return _result(m, cards, counts, alloc, kv, (partial, full), on_gpu + overflow, on_gpu if placed else 0)
+
+
+def _result(
+    m: OllamaModel,
+    cards: list[Card],
+    counts: list[int],
+    alloc: list[int],
+    kv: list[int],
+    graphs: tuple[int, int],
+    full: int,
+    partial: int,
+) -> OllamaEstimate:
+    """The estimate as its log prints it: ``graphs`` (partial, full); ``full`` SIZE, ``partial`` its GPU part."""
     return OllamaEstimate(
-        layers=placed,
-        layers_model=n + 1,
+        layers=sum(counts),
+        layers_model=len(m.layers) + 1,
         split=tuple(counts),
         allocations=tuple(alloc),
         kv=sum(kv),
-        graph_full=full,
-        graph_partial=partial,
+        graph_full=graphs[1],
+        graph_partial=graphs[0],
         weights_repeating=sum(m.layers),
         weights_output=m.output,
-        full=on_gpu + overflow,
-        partial=on_gpu if placed else 0,
+        full=full,
+        partial=partial,
         free=sum(card.free for card in cards),
     )
+
+
+# ---- v0.12.11 on: llm/server.go createLayout ---------------------------------------------------
+def _f32(x: float) -> float:
+    """Go's float32 rounding (findBestFit's capacity factor and greedyFit's free space)."""
+    return float(struct.unpack("f", struct.pack("f", x))[0])
+
+
+_EPSILON: Final = _f32(1e-6)
+Assignment = list[tuple[int, list[int]]]  # ml.GPULayersList: (a GPU's position, its layers)
+
+
+def _count(assignment: Assignment) -> int:
+    return sum(len(layers) for _, layers in assignment)
+
+
+def greedy_fit(layers: list[int], free: list[int], capacity: float, requested: int) -> Assignment:
+    """greedyFit: the last layer first onto the last GPU, spilling to the one before it."""
+    device = len(free) - 1
+    out: Assignment = [(device, [])]
+    space = int(_f32(_f32(free[device]) * capacity))
+    for i in range(len(layers) - 1, -1, -1):
+        if 0 <= requested <= len(layers) - 1 - i:
+            break
+        while layers[i] > space:
+            device -= 1
+            if device < 0:
+                return out
+            out.insert(0, (device, []))
+            space = int(_f32(_f32(free[device]) * capacity))
+        out[0][1].insert(0, i)
+        space -= layers[i]
+    return out
+
+
+def find_best_fit(layers: list[int], free: list[int], requested: int, force: bool) -> Assignment:
+    """findBestFit: the smallest capacity factor that still places as many layers (it balances the GPUs)."""
+    high, low = (1000.0 if requested >= 0 and force else 1.0), 0.0
+    best = greedy_fit(layers, free, high, requested)
+    target = _count(best)
+    while _f32(high - low) > _EPSILON:
+        mid = _f32(_f32(low + high) / 2)
+        got = greedy_fit(layers, free, mid, requested)
+        if _count(got) == target:
+            high, best = mid, got
+        else:
+            low = mid
+    return best
+
+
+def assign_layers(layers: list[int], free: list[int], requested: int, last_used: int) -> Assignment:
+    """assignLayers: as few GPUs as hold everything; failing that, everything but the output layer."""
+    got: Assignment = []
+    for _ in range(2):
+        requested = min(len(layers), requested)
+        for i in range(last_used, len(free)):
+            got = find_best_fit(layers, free[: i + 1], requested, i == len(free) - 1)
+            if _count(got) in (len(layers), requested):
+                break
+        if _count(got) == len(layers):
+            return got
+        layers = layers[:-1]
+    return got
+
+
+def create_layout(
+    layers: list[int], cards: list[Card], graph: int, *, buffer: int, num_gpu: int, overhead: int = 0
+) -> Assignment:
+    """llamaServer.Load's loop over createLayout (buildLayout): ``buffer`` off every GPU; each pass
+    takes MinimumMemory + overhead + the graph of a GPU already used off its free memory, sorted
+    largest first, and assigns again while the layout uses more GPUs. Positions are card indices."""
+    free = [max(0, card.free - buffer) for card in cards]
+    order = sorted(range(len(cards)), key=lambda g: -free[g])
+    graphs = [0] * len(cards)
+    placed: Assignment = []
+    while True:
+        previous = placed
+        avail = [max(0, free[g] - cards[g].minimum - overhead - graphs[g]) for g in order]
+        last_used = max((i for i, g in enumerate(order) if graphs[g]), default=0)
+        placed = [(order[i], layer) for i, layer in assign_layers(layers, avail, num_gpu, last_used)]
+        if len(placed) <= len(previous):
+            return placed
+        for g, _ in placed:
+            graphs[g] = graph
+
+
+LayoutSizes = tuple[list[int], int, int, int, list[int], int]
+
+
+def _layout_sizes(plan: Plan, m: OllamaModel, cards: list[Card], line: OllamaLine, slots: int) -> LayoutSizes:
+    """Each entry createLayout places (blk.N with its KV, then the output layer), the per-GPU
+    buffer, the partial- and full-offload graphs, the KV and the weights kept on the host."""
+    inf = plan.inference
+    if m.arch not in GO_ENGINE:  # the llama runner: GraphSize's estimate, one layer held back
+        kv, partial, full = graph_size(m, inf.context * slots, slots, kv_type(plan), line)
+        if cards and cards[0].metal:
+            partial = full
+        buffer = (m.layers[0] + kv[0]) if m.layers else 0
+        return [w + k for w, k in zip(m.layers, kv, strict=True)] + [m.output], buffer, partial, full, kv, 0
+    # The Go engine measures its buffers: llama.cpp's own stand in for them.
+    ran = replace(plan, inference=replace(inf, concurrent=slots, cache_type=kv_type(plan)))
+    cells = context_cells(ran)
+    kv = [int(kv_bytes_of_layers(ran, (i,), cells)) for i in range(len(m.layers))]
+    split = len(cards) > 1
+    full = int(compute_buffer_bytes(ran, cells, output=True, split=split))
+    partial = int(compute_buffer_bytes(ran, cells, output=False, split=split))
+    embedding = int(gguf_tensor_bytes(plan.model, inf.gguf_quant)[1])
+    return [w + k for w, k in zip(m.layers, kv, strict=True)] + [m.output], 0, partial, full, kv, embedding
+
+
+def layout_gpu_layers(plan: Plan, cards: list[Card], line: OllamaLine, slots: int, num_gpu: int) -> OllamaEstimate:
+    """Ollama's layout from v0.12.11 (module docstring): its layer count, split and reported memory."""
+    m = ollama_model(plan.model, plan.inference.gguf_quant)
+    sizes, buffer, partial, full, kv, host = _layout_sizes(plan, m, cards, line, slots)
+    placed = create_layout(sizes, cards, max(partial, full), buffer=buffer, num_gpu=num_gpu)
+    count = _count(placed)
+    graph = full if count >= len(sizes) else partial
+    alloc, split = [0] * len(cards), [0] * len(cards)
+    for g, layers in placed:
+        alloc[g] += sum(sizes[i] for i in layers) + graph
+        split[g] += len(layers)
+    on_gpu = sum(alloc) + (host if count >= len(sizes) else 0)
+    total = sum(sizes) + graph * len(placed) + host
+    return _result(m, cards, split, alloc, kv, (partial, full), total, on_gpu if count else 0)
+
+
+# ---- v0.30.0 on: llama-server's own fit ------------------------------------------------------
+def fit_gpu_layers(plan: Plan, gpu: GpuSpec, cards: list[Card], slots: int, num_gpu: int) -> OllamaEstimate:
+    """llama-server's ``--fit`` (core.serving.llamacpp_fit) at Ollama's -c and -np, or the ``num_gpu``
+    it passes as -ngl (then llama.cpp's own split); ollama ps reads the buffer sizes llama-server
+    prints (llm/llama_server.go memoryParsingWriter: memTotal every buffer, memGPU the GPUs')."""
+    inf = plan.inference
+    ran = replace(plan, inference=replace(inf, concurrent=slots, cache_type=kv_type(plan)))
+    split: tuple[int, ...] = ()
+    if num_gpu < 0:
+        others = ", ".join(v.value for v, line in LINES.items() if not line.llama_fit)
+        refuse_experts(plan, "inference.ollama_version", inf.ollama_version.value, f"a line before 0.30 ({others})")
+        fit = llamacpp_fit(ran, gpu)
+        ran = replace(ran, inference=replace(ran.inference, gpu_layers=fit.gpu_layers))
+        split = fit.split if inf.pipeline_parallel > 1 else ()
+    else:
+        ran = replace(ran, inference=replace(ran.inference, gpu_layers=num_gpu))
+    buffers = llamacpp_buffers(ran, overhead=0.0, split=split)
+    counts = [len(layers) for layers in buffers.layout.device_layers]
+    if buffers.layout.output_device >= 0:
+        counts[buffers.layout.output_device] += 1
+    alloc = [int(b) for b in buffers.device_totals]
+    kv = [int(sum(buffers.device_kv) + buffers.host_kv)]
+    graph = int(max(buffers.device_compute, default=0.0))
+    m = ollama_model(plan.model, inf.gguf_quant)
+    return _result(m, cards, counts, alloc, kv, (graph, graph), sum(alloc) + int(buffers.host_bytes), sum(alloc))
 
 
 # ---- a plan run through Ollama ---------------------------------------------------------------
@@ -319,6 +558,10 @@ def ollama_estimate(plan: Plan, gpu: GpuSpec, parallel: int | None = None) -> Ol
     line = line_of(inf.ollama_version)
     slots = inf.concurrent if parallel is None else parallel
     num_gpu = -1 if inf.gpu_layers > plan.model.num_layers else inf.gpu_layers
+    if line.llama_fit:
+        return fit_gpu_layers(plan, gpu, _cards(plan, gpu), slots, num_gpu)
+    if line.layout:
+        return layout_gpu_layers(plan, _cards(plan, gpu), line, slots, num_gpu)
     return estimate_gpu_layers(
         ollama_model(plan.model, inf.gguf_quant),
         _cards(plan, gpu),
@@ -341,6 +584,26 @@ def auto_parallel(plan: Plan, gpu: GpuSpec) -> int:
     return 1
 
 
+def default_num_ctx(plan: Plan, gpu: GpuSpec, line: OllamaLine) -> int:
+    """num_ctx when the request gives none: the line's OLLAMA_CONTEXT_LENGTH default, from v0.15.5 by
+    the GPUs' total memory (server/routes.go); from v0.12.11 at most the model's trained context
+    (llm/server.go NewLlamaServer: "requested context size too large for model")."""
+    context = line.num_ctx
+    if line.vram_ctx:
+        total = gpu.memory_bytes * plan.inference.pipeline_parallel
+        context = next((ctx for floor, ctx in VRAM_CONTEXT if total >= floor), line.num_ctx)
+    return min(context, plan.model.max_position_embeddings) if line.layout else context
+
+
+def default_flash(plan: Plan, line: OllamaLine) -> bool:
+    """OLLAMA_FLASH_ATTENTION unset: off; from v0.12.11 on for the models GGML.FlashAttention lists,
+    from v0.13.4 the llama runner's "auto" (llama.cpp turns it on where the GPU runs it)."""
+    if not line.layout:
+        return False
+    arch = GGUF_ARCH.get(plan.model.family, plan.model.family)
+    return arch in FLASH_BY_MODEL or (line.flash_auto and arch not in GO_ENGINE)
+
+
 def ollama_defaults(plan: Plan, gpu: GpuSpec, given: frozenset[str]) -> Plan:
     """The plan with the Ollama line's defaults for what was not ``given`` (attribute paths):
     num_ctx, OLLAMA_NUM_PARALLEL (chosen as the scheduler does) and flash attention off."""
@@ -348,10 +611,10 @@ def ollama_defaults(plan: Plan, gpu: GpuSpec, given: frozenset[str]) -> Plan:
     if inf.ollama_version is OllamaVersion.NONE:
         return plan
     line = line_of(inf.ollama_version)
-    context = inf.context if "inference.context" in given else line.num_ctx
-    # OLLAMA_FLASH_ATTENTION unset: off (a quantised cache type given asks for it, so it stays).
+    context = inf.context if "inference.context" in given else default_num_ctx(plan, gpu, line)
+    # A quantised cache type given asks for OLLAMA_FLASH_ATTENTION=1, so it stays.
     quantised = inf.cache_type not in UNQUANTISED_CACHE
-    flash = inf.flash_attention if "inference.flash_attention" in given or quantised else False
+    flash = inf.flash_attention if "inference.flash_attention" in given or quantised else default_flash(plan, line)
     plan = replace(plan, inference=replace(inf, context=context, flash_attention=flash))
     if "inference.concurrent" not in given:
         plan = replace(plan, inference=replace(plan.inference, concurrent=auto_parallel(plan, gpu)))
@@ -364,14 +627,52 @@ class OllamaDecision:
     estimate: OllamaEstimate
 
     @property
+    def tensor_split(self) -> tuple[int, ...]:
+        """The per-GPU layer counts the runner gets as its tensor split (from v0.12.11; before, the
+        planner keeps llama.cpp's equal split)."""
+        split = self.estimate.split
+        return split if LINES[self.version].layout and len(split) > 1 else ()
+
+    @property
     def sentence(self) -> str:
         e, line = self.estimate, LINES[self.version]
+        if line.llama_fit:
+            return self._fit_sentence
+        if line.layout:
+            return self._layout_sentence
         return (
             f"Ollama {self.version.value} ({line.tags}) would place {e.layers} of {e.layers_model} layers on the "
             f"GPU: its estimate is {e.weights_repeating / max(1, e.layers_model - 1) / MiB:,.1f} MiB of weights a "
             f"layer on average, KV {e.kv / MiB:,.1f} MiB in all and a graph of "
             f"{max(e.graph_full, e.graph_partial) / MiB:,.1f} MiB, in {e.free / GiB:.1f} GiB free; "
             f"ollama ps: SIZE {e.full / GiB:.1f} GiB, PROCESSOR {e.processor}."
+        )
+
+    @property
+    def _fit_sentence(self) -> str:
+        e, line = self.estimate, LINES[self.version]
+        used = [(g, n) for g, n in enumerate(e.split) if n]
+        where = f" ({', '.join(f'GPU {g}: {n}' for g, n in used)})" if len(e.split) > 1 else ""
+        return (
+            f"Ollama {self.version.value} ({line.tags}) starts llama-server without -ngl: llama.cpp's fit "
+            f"(common/fit.cpp) would place {e.layers} of {e.layers_model} layers on the "
+            f"GPU{'s' if len(e.split) > 1 else ''}{where}, leaving at least {FIT_TARGET / MiB:,.0f} MiB free on "
+            f"each (--fit-target) at the context Ollama passes (-c, not lowered); ollama ps: SIZE "
+            f"{e.full / GiB:.1f} GiB, PROCESSOR {e.processor}."
+        )
+
+    @property
+    def _layout_sentence(self) -> str:
+        e, line = self.estimate, LINES[self.version]
+        used = [(g, n) for g, n in enumerate(e.split) if n]
+        where = f" ({', '.join(f'GPU {g}: {n}' for g, n in used)})" if len(e.split) > 1 else ""
+        graph = e.graph_full if e.layers >= e.layers_model else e.graph_partial
+        return (
+            f"Ollama {self.version.value} ({line.tags}) would place {e.layers} of {e.layers_model} layers on the "
+            f"GPU{'s' if len(e.split) > 1 else ''}{where}: its layout counts "
+            f"{e.weights_repeating / max(1, e.layers_model - 1) / MiB:,.1f} MiB of weights a layer on average, "
+            f"KV {e.kv / MiB:,.1f} MiB in all and a compute graph of {graph / MiB:,.1f} MiB on each GPU used, "
+            f"in {e.free / GiB:.1f} GiB free; ollama ps: SIZE {e.full / GiB:.1f} GiB, PROCESSOR {e.processor}."
         )
 
 

@@ -148,6 +148,51 @@ def test_picking_an_ollama_line_brings_its_defaults_as_the_cli_does(window: Main
     assert chosen == cli
 
 
+def test_the_picker_offers_the_new_layout_lines_and_their_vram_context(window: MainWindow) -> None:
+    # core.serving.ollama: from v0.12.11 llm/server.go createLayout places the layers; from v0.15.5
+    # server/routes.go sets num_ctx by the GPUs' total memory (an RTX 4090's 24 GB: 32,768) and
+    # the llama runner gets flash attention "auto" (v0.13.4): the picker gives the CLI's plan.
+    from core.estimate import gpu_for
+    from core.serving.ollama import ollama_defaults
+
+    window.show()
+    window.inference_action.trigger()
+    form = window.serving_form
+    labels = [form.ollama_version.itemText(i) for i in range(form.ollama_version.count())]
+    assert labels[-4:-1] == ["0.12.11 – 0.13.3", "0.13.4 – 0.15.4", "0.15.5 – 0.24.0"]
+    plan = Plan(model=find_model("llama-3.1-8b").spec, model_id="llama-3.1-8b", hardware=Hardware(gpu="rtx-4090"))
+    window.controller.reset(plan.with_inference(engine="llamacpp", context=8192))
+    form.ollama_version.setCurrentIndex(form.ollama_version.findData("0.15.5"))
+    chosen = window.controller.plan
+    assert (chosen.inference.context, chosen.inference.flash_attention) == (32768, True)
+    before = plan.with_inference(engine="llamacpp", context=8192)
+    assert chosen == ollama_defaults(before.with_inference(ollama_version="0.15.5"), gpu_for(before), frozenset())
+    formula = window.controller.estimate.inference.formula
+    assert "Ollama 0.15.5 (v0.15.5 – v0.24.0) would place 33 of 33 layers on the GPU" in formula
+
+
+def test_the_picker_offers_ollama_030_and_llama_cpps_fit(window: MainWindow) -> None:
+    # core.serving.llamacpp_fit: from v0.30.0 Ollama starts llama-server without -ngl (llm/llama_server.go,
+    # 2c71d8d7) and llama.cpp's fit (common/fit.cpp) picks the layers; Llama 3.1 70B Q4_K_M at 32,768
+    # tokens (24 GB: server/routes.go's tier) keeps 36 of 81 layers on an RTX 4090, as the CLI says.
+    from core.estimate import gpu_for
+    from core.serving.ollama import ollama_defaults
+
+    window.show()
+    window.inference_action.trigger()
+    form = window.serving_form
+    labels = [form.ollama_version.itemText(i) for i in range(form.ollama_version.count())]
+    assert labels[-1] == "0.30.0 – 0.32.15"
+    plan = Plan(model=find_model("llama-3.1-70b").spec, model_id="llama-3.1-70b", hardware=Hardware(gpu="rtx-4090"))
+    before = plan.with_inference(engine="llamacpp", context=8192)
+    window.controller.reset(before)
+    form.ollama_version.setCurrentIndex(form.ollama_version.findData("0.30"))
+    chosen = window.controller.plan
+    assert chosen == ollama_defaults(before.with_inference(ollama_version="0.30"), gpu_for(before), frozenset())
+    formula = window.controller.estimate.inference.formula
+    assert "llama.cpp's fit (common/fit.cpp) would place 36 of 81 layers on the GPU" in formula
+
+
 def test_llama_cpp_host_ram_is_set_from_the_serving_form(window: MainWindow) -> None:
     # Issue 23: llama.cpp's host part is judged against the host RAM, but its only field was in
     # the Parallelism form, which Inference mode hides: the window could not set it.

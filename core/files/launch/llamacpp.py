@@ -67,7 +67,13 @@ def _engine_flags(draft: Draft) -> list[str]:
     inf = draft.plan.inference
     if inf.engine is Engine.LLAMACPP:
         cache = inf.cache_type.value
-        flags = ["-ngl", str(inf.gpu_layers), "-fa", "on" if inf.flash_attention else "off"]
+        # -ngl "auto" (common/arg.cpp: "an exact number, 'auto', or 'all'"): llama.cpp's own fit.
+        layers = "auto" if inf.gpu_layers < 0 else str(inf.gpu_layers)
+        if inf.gpu_layers < 0 and inf.pipeline_parallel > 1:
+            draft.cannot(
+                "inference.gpu_layers", "llama.cpp's fit stops when -ts is given: the even -ts written keeps -ngl all"
+            )
+        flags = ["-ngl", layers, "-fa", "on" if inf.flash_attention else "off"]
         flags += ["-ctk", cache, "-ctv", cache]
         return flags + (["-ub", str(inf.ubatch)] if inf.ubatch != DEFAULT_UBATCH else [])
     cache = CACHE_TYPES.get(inf.kv_dtype, "q8_0")
@@ -131,7 +137,7 @@ def read_llama_server(text: str) -> dict[str, Any]:
     weights = {**{v: k for k, v in NEAREST_GGUF.items()}, **{v: k for k, v in GGUF_TYPES.items()}}
     cache = flags["-ctk"]
     fields: dict[str, Any] = {
-        "inference.gpu_layers": int(flags["-ngl"]),
+        "inference.gpu_layers": -1 if flags["-ngl"] == "auto" else int(flags["-ngl"]),
         "inference.cache_type": CacheType(cache),
         "inference.flash_attention": flags.get("-fa") != "off",
         "inference.ubatch": int(flags.get("-ub", DEFAULT_UBATCH)),
