@@ -422,6 +422,11 @@ def find_best_fit(layers: list[int], free: list[int], requested: int, force: boo
     target = _count(best)
     while _f32(high - low) > _EPSILON:
         mid = _f32(_f32(low + high) / 2)
+        if mid in (low, high):
+            # Past a factor of about 16 two neighbouring float32 values lie more than 1e-6 apart, so
+            # Go's loop (v0.13.0 llm/server.go findBestFit, ``for high-low > 1e-6``) would never end:
+            # a num_gpu far beyond the card. The fit at ``high`` is the answer it keeps.
+            break
         got = greedy_fit(layers, free, mid, requested)
         if _count(got) == target:
             high, best = mid, got

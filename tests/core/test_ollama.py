@@ -28,6 +28,7 @@ from core.serving.ollama import (
     auto_parallel,
     create_layout,
     estimate_gpu_layers,
+    find_best_fit,
     graph_size,
     layout_gpu_layers,
     ollama_defaults,
@@ -302,3 +303,12 @@ def test_a_new_line_round_trips_through_a_plan_file() -> None:
     for version in (OllamaVersion.V0_15_5, OllamaVersion.V0_30):
         plan = _plan("llama-3.1-8b", "rtx-4090", version)
         assert planfile.loads(planfile.dumps(plan)).inference.ollama_version is version
+
+
+def test_a_num_gpu_far_beyond_the_card_ends_the_capacity_search() -> None:
+    # findBestFit's bisection (ollama v0.13.0 llm/server.go: ``for high-low > 1e-6`` on float32) cannot
+    # narrow below float32's spacing, which passes 1e-6 above a factor of 16: 127 layers of 6 GB
+    # forced onto one 14 GB card needs a factor of ~54. The planner's window hung here (the GUI
+    # monkey test's edits found it); it keeps the fit at the upper bound and every layer requested.
+    got = find_best_fit([6_000_000_000] * 127, [14_000_000_000], 127, True)
+    assert got == [(0, list(range(127)))]
