@@ -335,8 +335,8 @@ def _serving(plan: Plan, counts: ParamCounts, card: GpuSpec) -> InferenceEstimat
 # PyTorch's MPS backend refuses a bfloat16 tensor before macOS 14 (pytorch/pytorch 026a4bff,
 # aten/src/ATen/mps/EmptyTensor.cpp, empty_mps: "MPS BFloat16 is only supported on MacOS 14 or newer").
 MPS_BF16_WARNING: Final = (
-    "bfloat16 on an Apple GPU needs macOS 14 or newer: before it PyTorch's MPS backend refuses a bfloat16 "
-    'tensor ("MPS BFloat16 is only supported on MacOS 14 or newer"); on macOS 13 pick fp16 or fp32.'
+    "bfloat16 on an Apple GPU needs macOS 14 or newer (PyTorch's MPS backend refuses it before); on macOS 13 "
+    "pick fp16 or fp32."
 )
 
 
@@ -355,11 +355,10 @@ def _mps_warnings(plan: Plan, card: GpuSpec, capacity: float, total: float) -> t
     paged = (
         PlanWarning(
             Mode.TRAINING,
-            f"The step needs {memory(total)}, more than Metal's recommended working set of {memory(working_set)} "
-            f"on {card.name}: past it the GPU's memory is paged and steps slow down. PyTorch's MPS allocator "
-            f"raises out of memory at 1.7 × the working set ({memory(limit)}, PYTORCH_MPS_HIGH_WATERMARK_RATIO); "
-            f"the verdict reads the lower of that and the machine's {card.unified_memory_gb:g} GB of RAM, which "
-            "macOS and the process's CPU side share.",
+            f"The step needs {memory(total)}, past Metal's recommended working set of {memory(working_set)} on "
+            f"{card.name}: it runs, but macOS pages the GPU's memory and steps slow down. PyTorch stops at 1.7 × "
+            f"the working set ({memory(limit)}); the verdict reads the lower of that and the "
+            f"{card.unified_memory_gb:g} GB of RAM, which macOS shares.",
         ),
     )
     return (*warnings, *paged)
