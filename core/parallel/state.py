@@ -1022,10 +1022,10 @@ def _engine_autocast_note(plan: Plan) -> tuple[str, ...]:
         return ()
     word = engine.value
     return (
-        f"DeepSpeed {word}: no torch.autocast runs (the engine's forward opens none and, from v0.17.2, turns "
-        "off one opened outside unless its torch_autocast section is set; accelerate and the HF Trainer open "
-        f"none under DeepSpeed), so norms and softmax take the model's {word} tensors, not autocast's "
-        "float32 copies.",
+        f"DeepSpeed {word}: no torch.autocast runs (the engine's forward opens none; one opened outside is "
+        "refused from v0.17.2 and turned off from v0.17.6 unless its torch_autocast section is set; accelerate "
+        f"and the HF Trainer open none under DeepSpeed), so norms and softmax take the model's {word} tensors, "
+        "not autocast's float32 copies.",
     )
 
 
