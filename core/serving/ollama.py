@@ -54,6 +54,7 @@ from __future__ import annotations
 
 import struct
 from dataclasses import dataclass, replace
+from functools import lru_cache
 from typing import Final
 
 from core.catalogue import GpuSpec
@@ -416,7 +417,23 @@ def greedy_fit(layers: list[int], free: list[int], capacity: float, requested: i
 
 
 def find_best_fit(layers: list[int], free: list[int], requested: int, force: bool) -> Assignment:
-    """findBestFit: the smallest capacity factor that still places as many layers (it balances the GPUs)."""
+    """findBestFit: the smallest capacity factor that still places as many layers (it balances the GPUs).
+
+    Its bisection runs greedyFit some thirty times for each GPU count tried, and the window asks again
+    at every edit: the answer is kept per input (a pure function of them)."""
+    found = _best_fit(tuple(layers), tuple(free), requested, force)
+    return [(device, list(placed)) for device, placed in found]
+
+
+@lru_cache(maxsize=512)
+def _best_fit(
+    layers: tuple[int, ...], free: tuple[int, ...], requested: int, force: bool
+) -> tuple[tuple[int, tuple[int, ...]], ...]:
+    best = _search_best_fit(list(layers), list(free), requested, force)
+    return tuple((device, tuple(placed)) for device, placed in best)
+
+
+def _search_best_fit(layers: list[int], free: list[int], requested: int, force: bool) -> Assignment:
     high, low = (1000.0 if requested >= 0 and force else 1.0), 0.0
     best = greedy_fit(layers, free, high, requested)
     target = _count(best)
