@@ -384,6 +384,13 @@ def _result(
 
 
 # ---- v0.12.11 on: llm/server.go createLayout ---------------------------------------------------
+def _gpus_split(split: tuple[int, ...]) -> str:
+    """ "GPU", or "GPUs (GPU 0: 5, GPU 1: 5)" naming each GPU that holds layers."""
+    if len(split) <= 1:
+        return "GPU"
+    return f"GPUs ({', '.join(f'GPU {g}: {n}' for g, n in enumerate(split) if n)})"
+
+
 def _f32(x: float) -> float:
     """Go's float32 rounding (findBestFit's capacity factor and greedyFit's free space)."""
     return float(struct.unpack("f", struct.pack("f", x))[0])
@@ -673,12 +680,10 @@ class OllamaDecision:
     @property
     def _fit_sentence(self) -> str:
         e, line = self.estimate, LINES[self.version]
-        used = [(g, n) for g, n in enumerate(e.split) if n]
-        where = f" ({', '.join(f'GPU {g}: {n}' for g, n in used)})" if len(e.split) > 1 else ""
         return (
             f"Ollama {self.version.value} ({line.tags}) starts llama-server without -ngl: llama.cpp's fit "
             f"(common/fit.cpp) would place {e.layers} of {e.layers_model} layers on the "
-            f"GPU{'s' if len(e.split) > 1 else ''}{where}, leaving at least {FIT_TARGET / MiB:,.0f} MiB free on "
+            f"{_gpus_split(e.split)}, leaving at least {FIT_TARGET / MiB:,.0f} MiB free on "
             f"each (--fit-target) at the context Ollama passes (-c, not lowered); ollama ps: SIZE "
             f"{e.full / GiB:.1f} GiB, PROCESSOR {e.processor}."
         )
@@ -686,12 +691,10 @@ class OllamaDecision:
     @property
     def _layout_sentence(self) -> str:
         e, line = self.estimate, LINES[self.version]
-        used = [(g, n) for g, n in enumerate(e.split) if n]
-        where = f" ({', '.join(f'GPU {g}: {n}' for g, n in used)})" if len(e.split) > 1 else ""
         graph = e.graph_full if e.layers >= e.layers_model else e.graph_partial
         return (
             f"Ollama {self.version.value} ({line.tags}) would place {e.layers} of {e.layers_model} layers on the "
-            f"GPU{'s' if len(e.split) > 1 else ''}{where}: its layout counts "
+            f"{_gpus_split(e.split)}: its layout counts "
             f"{e.weights_repeating / max(1, e.layers_model - 1) / MiB:,.1f} MiB of weights a layer on average, "
             f"KV {e.kv / MiB:,.1f} MiB in all and a compute graph of {graph / MiB:,.1f} MiB on each GPU used, "
             f"in {e.free / GiB:.1f} GiB free; ollama ps: SIZE {e.full / GiB:.1f} GiB, PROCESSOR {e.processor}."
