@@ -69,6 +69,11 @@ class RemedyKind(StrEnum):
     WEIGHTS_NF4 = "weights-nf4"
     MORE_TENSOR_PARALLEL = "more-tensor-parallel"
     SMALLER_BATCHED_TOKENS = "smaller-batched-tokens"
+    # llama.cpp / Ollama (core.advice.serving_remedies)
+    KV_Q8_0 = "kv-q8_0"  # -ctk q8_0 -ctv q8_0
+    SMALLER_GGUF = "smaller-gguf"  # a smaller file type of the same model
+    GPU_LAYERS = "gpu-layers"  # -ngl N: the rest of the layers run on the CPU
+    LAYER_SPLIT = "layer-split"  # the layers over more GPUs (-sm layer)
 
 
 Transform = Callable[[Plan], "tuple[Plan, str] | None"]

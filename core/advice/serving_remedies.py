@@ -4,18 +4,23 @@ One home for them, judged on the serving total (:func:`core.verdict.judge` throu
 ``Estimate.judgement(Mode.INFERENCE)``); :func:`core.advice.diagnosis.diagnose` lists them first in
 inference mode and for the "serving many users" symptom. New serving changes (more
 tensor-parallel GPUs, a smaller ``max_num_batched_tokens``) are in :data:`SERVING_KINDS`
-with a :class:`core.advice.remedies.RemedyKind` each.
+with a :class:`core.advice.remedies.RemedyKind` each. llama.cpp and Ollama have their own
+settings for the same changes (a quantised KV cache type, a smaller GGUF file, fewer layers on
+the GPU, the layers split over more GPUs): the engine-neutral changes (``kv_dtype``,
+``weight_dtype``, tensor parallel) do not apply to them.
 """
 
 from __future__ import annotations
 
-from typing import Final
+from typing import Any, Final
 
-from core.advice.remedies import RemedyKind, RemedySpec
+from core.advice.remedies import RemedyKind, RemedySpec, Transform
 from core.advice.request import Pin
 from core.advice.symptoms import Failure
 from core.estimate import estimate
-from core.plan import Plan
+from core.format import gb
+from core.plan import UNQUANTISED_CACHE, CacheType, Engine, GgufQuant, OllamaVersion, Plan
+from core.serving.llamacpp import gguf_tensor_bytes
 from core.verdict import Mode
 
 SERVING: Final = frozenset({Failure.SERVING})
@@ -24,8 +29,12 @@ WEIGHTS: Final = frozenset({Failure.SERVING, Failure.SERVING_WEIGHTS})
 _WIDE_KV: Final = ("bf16", "fp16", "fp32")
 
 
+def _llamacpp(plan: Plan) -> bool:
+    return plan.inference.engine is Engine.LLAMACPP
+
+
 def _kv_fp8(plan: Plan) -> tuple[Plan, str] | None:
-    if plan.inference.kv_dtype not in _WIDE_KV:
+    if _llamacpp(plan) or plan.inference.kv_dtype not in _WIDE_KV:
         return None
     return plan.with_inference(kv_dtype="fp8"), "8-bit KV cache"
 
@@ -45,7 +54,7 @@ def _shorter_context(plan: Plan) -> tuple[Plan, str] | None:
 
 
 def _weights_nf4(plan: Plan) -> tuple[Plan, str] | None:
-    if plan.inference.weight_dtype not in _WIDE_KV:
+    if _llamacpp(plan) or plan.inference.weight_dtype not in _WIDE_KV:
         return None
     return plan.with_inference(weight_dtype="nf4"), "4-bit weights"
 
@@ -60,7 +69,7 @@ SMALL_NUM_SEQS: Final = 256
 
 def _more_tensor_parallel(plan: Plan) -> tuple[Plan, str] | None:
     tp = plan.inference.tensor_parallel * 2
-    if tp > MAX_TENSOR_PARALLEL:
+    if _llamacpp(plan) or tp > MAX_TENSOR_PARALLEL:
         return None
     return plan.with_inference(tensor_parallel=tp), f"Tensor parallel over {tp} GPUs"
 
@@ -80,30 +89,137 @@ def _smaller_batched_tokens(plan: Plan) -> tuple[Plan, str] | None:
     return new, f"max_num_batched_tokens {tokens:,}, max_num_seqs {seqs:,}"
 
 
+def _served_fits(plan: Plan) -> bool:
+    return estimate(plan).judgement(Mode.INFERENCE).fits
+
+
+def _kv_q8_0(plan: Plan) -> tuple[Plan, str] | None:
+    """llama.cpp's K and V cache in q8_0 blocks (34 bytes per 32 values against 64 in f16); a
+    quantised V cache needs flash attention (llama-context.cpp refuses it without), so it is
+    turned on with it."""
+    inf = plan.inference
+    if not _llamacpp(plan) or inf.cache_type not in UNQUANTISED_CACHE:
+        return None
+    flash = "" if inf.flash_attention else ", with flash attention -fa on"
+    title = f"q8_0 KV cache (-ctk q8_0 -ctv q8_0{flash})"
+    return plan.with_inference(cache_type=CacheType.Q8_0, flash_attention=True), title
+
+
+# Smaller GGUF files of the same model, largest first, with the perplexity each adds to Llama 3 8B
+# against its F16 file, as llama-quantize lists its types (QUANT_OPTIONS, ggml-org/llama.cpp
+# 03161a4e tools/quantize/quantize.cpp: "Q4_K_M : 4.58G, +0.1754 ppl @ Llama-3-8B"). The K-quant
+# mixes of that list; the I-quants carry no perplexity there.
+GGUF_LADDER: Final = (
+    (GgufQuant.Q8_0, 0.0026),
+    (GgufQuant.Q6_K, 0.0217),
+    (GgufQuant.Q5_K_M, 0.0569),
+    (GgufQuant.Q4_K_M, 0.1754),
+    (GgufQuant.Q3_K_M, 0.6569),
+    (GgufQuant.Q2_K, 3.5199),
+)
+GGUF_PERPLEXITY: Final = dict(GGUF_LADDER)
+
+
+def gguf_file_bytes(plan: Plan, quant: GgufQuant) -> float:
+    """The tensors of the model's ``quant`` file (what llama.cpp loads, wherever each layer runs)."""
+    layers, embedding, output = gguf_tensor_bytes(plan.model, quant)
+    return sum(layers) + embedding + (0.0 if plan.model.tie_embeddings else output)
+
+
+def _smaller_gguf(plan: Plan) -> tuple[Plan, str] | None:
+    """The largest file type of :data:`GGUF_LADDER` smaller than the plan's that fits; the
+    smallest of them where none does. Judged by the file, not by the GPU's share of it: Ollama
+    puts fewer layers of a larger file on the GPU."""
+    if not _llamacpp(plan):
+        return None
+    now = gguf_file_bytes(plan, plan.inference.gguf_quant)
+    smaller = None
+    for quant, _ in GGUF_LADDER:
+        changed = plan.with_inference(gguf_quant=quant)
+        if gguf_file_bytes(plan, quant) >= now:
+            continue
+        smaller = changed
+        if _served_fits(changed):
+            break
+    if smaller is None:
+        return None
+    return smaller, f"GGUF {smaller.inference.gguf_quant.value} (a smaller file of the same model)"
+
+
+def _gguf_note(plan: Plan) -> str:
+    ppl = GGUF_PERPLEXITY.get(plan.inference.gguf_quant)
+    return f"+{ppl:g} perplexity on Llama 3 8B against F16 (llama-quantize's table)" if ppl is not None else ""
+
+
+def _gpu_layers(plan: Plan) -> tuple[Plan, str] | None:
+    """The most layers on the GPU that fit (llama.cpp's -ngl N: the last N repeating layers,
+    the output layer as one more); the rest run on the CPU from host RAM. Not under Ollama, which
+    picks the layers itself, nor below no layer at all."""
+    inf = plan.inference
+    every = plan.model.num_layers + 1
+    now = min(inf.gpu_layers, every)
+    if not _llamacpp(plan) or inf.ollama_version is not OllamaVersion.NONE or now <= 0:
+        return None
+    if not _served_fits(plan.with_inference(gpu_layers=0)):
+        return None
+    low, high = 0, now - 1  # fits at low; the most that fits is in [low, high]
+    while low < high:
+        middle = (low + high + 1) // 2
+        if _served_fits(plan.with_inference(gpu_layers=middle)):
+            low = middle
+        else:
+            high = middle - 1
+    return plan.with_inference(gpu_layers=low), f"{low} of {every} layers on the GPU (-ngl {low}), the rest on the CPU"
+
+
+def _offload_note(plan: Plan) -> str:
+    served = estimate(plan).inference
+    return (
+        f"{gb(served.host_bytes)} GB in host RAM; decode at "
+        f"{served.speed.per_request_tokens_per_s:,.1f} tokens/s per request"
+    )
+
+
+def _layer_split(plan: Plan) -> tuple[Plan, str] | None:
+    """llama.cpp's default split: whole layers over the GPUs (-sm layer), twice as many."""
+    gpus = plan.inference.pipeline_parallel * 2
+    if not _llamacpp(plan) or gpus > MAX_TENSOR_PARALLEL:
+        return None
+    return plan.with_inference(pipeline_parallel=gpus), f"The layers split over {gpus} GPUs (-sm layer)"
+
+
 K = RemedyKind
 SERVED = Mode.INFERENCE
+GPUS: Final = frozenset({Pin.GPU_COUNT})
+
+
+def _served(
+    kind: RemedyKind, transform: Transform, rank: int, fixes: frozenset[Failure], cost: str, **kw: Any
+) -> RemedySpec:
+    """A serving change, judged on the serving total."""
+    return RemedySpec(kind, transform, rank, fixes, cost, judged_on=SERVED, **kw)
+
+
 SERVING_KINDS: Final = (
-    RemedySpec(K.KV_FP8, _kv_fp8, 1, SERVING, "small quality cost", judged_on=SERVED),
-    RemedySpec(K.FEWER_REQUESTS, _fewer_requests, 2, SERVING, "lower throughput", combinable=False, judged_on=SERVED),
-    RemedySpec(K.WEIGHTS_NF4, _weights_nf4, 2, WEIGHTS, "some quality and speed cost", judged_on=SERVED),
-    RemedySpec(
-        K.SMALLER_BATCHED_TOKENS,
-        _smaller_batched_tokens,
-        1,
-        SERVING,
-        "slower prefill of long prompts",
-        judged_on=SERVED,
-    ),
-    RemedySpec(
-        K.MORE_TENSOR_PARALLEL,
-        _more_tensor_parallel,
+    _served(K.KV_FP8, _kv_fp8, 1, SERVING, "small quality cost"),
+    _served(K.FEWER_REQUESTS, _fewer_requests, 2, SERVING, "lower throughput", combinable=False),
+    _served(K.WEIGHTS_NF4, _weights_nf4, 2, WEIGHTS, "some quality and speed cost"),
+    _served(K.SMALLER_BATCHED_TOKENS, _smaller_batched_tokens, 1, SERVING, "slower prefill of long prompts"),
+    _served(K.MORE_TENSOR_PARALLEL, _more_tensor_parallel, 3, WEIGHTS, "twice the GPUs per copy", changes=GPUS),
+    _served(K.KV_Q8_0, _kv_q8_0, 1, SERVING, "small quality cost"),
+    _served(K.SMALLER_GGUF, _smaller_gguf, 2, WEIGHTS, "a new download; lower quality", plan_note=_gguf_note),
+    _served(K.LAYER_SPLIT, _layer_split, 3, WEIGHTS, "twice the GPUs", changes=GPUS),
+    _served(
+        K.GPU_LAYERS,
+        _gpu_layers,
         3,
         WEIGHTS,
-        "twice the GPUs per copy",
-        changes=frozenset({Pin.GPU_COUNT}),
-        judged_on=SERVED,
+        "much slower decode: the CPU's layers run at host memory speed",
+        combinable=False,
+        changes=frozenset({Pin.NO_OFFLOAD}),
+        plan_note=_offload_note,
     ),
-    RemedySpec(
+    _served(
         K.SHORTER_CONTEXT,
         _shorter_context,
         3,
@@ -111,6 +227,5 @@ SERVING_KINDS: Final = (
         "shorter prompts and answers",
         combinable=False,
         changes=frozenset({Pin.SEQUENCE}),
-        judged_on=SERVED,
     ),
 )

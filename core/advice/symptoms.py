@@ -61,8 +61,9 @@ SYMPTOMS: Final = (
     Symptom(
         Failure.SERVING_WEIGHTS,
         "Out of memory while the serving engine loads the model",
-        "The weights alone exceed one GPU at this tensor-parallel degree",
-        "Tensor parallel over more GPUs, a quantised format (AWQ, GPTQ, FP8), a smaller model",
+        "The weights alone exceed one GPU at this split of the model over GPUs",
+        "More GPUs (tensor parallel; llama.cpp: the layers split over them, or fewer layers on the GPU), "
+        "a quantised format (AWQ, GPTQ, FP8; a smaller GGUF type), a smaller model",
         "when loading the model to serve it",
     ),
 )
