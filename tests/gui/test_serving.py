@@ -346,3 +346,15 @@ def test_rows_an_engine_has_no_figure_for_are_hidden_and_llama_cpp_names_its_buf
     assert not form.isRowVisible(v["host"])
     assert form.labelForField(v["peak"]).text() == "Peak (allocator):"
     assert "sequences" in v["scheduler"].text()
+
+
+def test_gpu_layers_minus_one_reads_auto(window: MainWindow) -> None:
+    # core.inputs: "-1: auto, llama.cpp's own fit"; the field showed "-1 layers".
+    window.show()
+    window.inference_action.trigger()
+    plan = Plan(model=find_model("llama-3.1-70b").spec, model_id="llama-3.1-70b", hardware=Hardware(gpu="rtx-4090"))
+    window.controller.reset(plan.with_inference(engine="llamacpp", context=4096, gpu_layers=-1))
+    field = window.serving_form.gpu_layers
+    assert field.text() == "auto (llama.cpp's fit)"
+    field.setValue(40)
+    assert window.controller.plan.inference.gpu_layers == 40 and field.text() != "auto (llama.cpp's fit)"
