@@ -126,6 +126,15 @@ class InferenceEstimate:
         return f"Not what the verdict judges ({needed}): what the process holds at its peak."
 
     @property
+    def none_served(self) -> str:
+        """Why no request of the plan's context runs at once (``max_concurrent`` 0), in words: the
+        weights and the runtime's context past the usable memory, or else the requests' KV cache
+        and working memory beside them."""
+        if self.weights_bytes + self.overhead_bytes > self.budget_bytes:
+            return "the weights alone do not fit"
+        return "not at this context: its KV cache and working memory do not fit beside the weights"
+
+    @property
     def ttft_s(self) -> float:
         return self.speed.ttft_s
 

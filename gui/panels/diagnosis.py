@@ -518,7 +518,7 @@ class DiagnosisPanel(QScrollArea):
         self.limits["concurrent"].setText(
             f"<b>{limits.max_concurrent:,}</b> of {serving.context:,} tokens (now {serving.concurrent:,})"
             if limits.max_concurrent
-            else "none: the weights alone do not fit"
+            else f"none: {d.estimate.inference.none_served}"
         )
         requests = counted(serving.concurrent, "request")
         self.limits["context"].setText(

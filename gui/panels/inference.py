@@ -105,7 +105,7 @@ class InferencePanel(FiguresPanel):
             v["concurrency"].setText(
                 f"at most {inf.max_concurrent:,} × {plan.context:,} tokens"
                 if inf.max_concurrent
-                else "none: the weights alone do not fit"
+                else f"none: {inf.none_served}"
             )
         v["scheduler"].setText(
             f"{inf.max_num_seqs:,} sequences, {inf.max_num_batched_tokens:,} tokens per step" if vllm else ""

@@ -436,3 +436,17 @@ def test_speed_text_says_one_request_in_the_singular() -> None:
     for text in (speed.formula, speed.assumptions):
         assert "1 requests" not in text
     assert "1 request " in speed.formula
+
+
+@pytest.mark.parametrize("engine", [Engine.HF, Engine.LLAMACPP])
+def test_no_request_served_names_the_kv_cache_when_the_weights_fit(engine: Engine) -> None:
+    # Llama 3.1 8B (about 16 GB in bf16, 4.6 GB as Q4_K_M) with 4 requests of 131,072 tokens on an RTX 4090
+    # (24,564 MiB): 128 KiB of KV per token (32 layers × 2 × 8 KV heads × 128 × 2 B) puts 4 × 131,072 tokens
+    # at 68.7 GB. The Serving tab said "none: the weights alone do not fit".
+    plan = Plan(model=find_model("llama-3.1-8b").spec, model_id="llama-3.1-8b", hardware=Hardware(gpu="rtx-4090"))
+    served = estimate(plan.with_inference(engine=engine, context=131072, concurrent=4)).inference
+    assert served.max_concurrent == 0 and served.weights_bytes < served.budget_bytes
+    assert "KV cache" in served.none_served and "weights alone" not in served.none_served
+    # Llama 3.1 70B in bf16 (141 GB) on the same card: the weights alone.
+    big = Plan(model=find_model("llama-3.1-70b").spec, model_id="llama-3.1-70b", hardware=Hardware(gpu="rtx-4090"))
+    assert estimate(big.with_inference(engine=Engine.HF)).inference.none_served == "the weights alone do not fit"

@@ -358,3 +358,11 @@ def test_gpu_layers_minus_one_reads_auto(window: MainWindow) -> None:
     assert field.text() == "auto (llama.cpp's fit)"
     field.setValue(40)
     assert window.controller.plan.inference.gpu_layers == 40 and field.text() != "auto (llama.cpp's fit)"
+
+
+def test_no_request_served_says_why_the_kv_cache_when_the_weights_fit(window: MainWindow) -> None:
+    # 4 requests of 131,072 tokens of Llama 3.1 8B Q4_K_M (4.6 GB of weights) on an RTX 4090: the row read
+    # "none: the weights alone do not fit".
+    serve_on_a_4090(window, engine="llamacpp", context=131072, concurrent=4)
+    text = window.inference_panel.values["concurrency"].text()
+    assert text.startswith("none: ") and "KV cache" in text and "weights alone" not in text
