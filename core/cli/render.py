@@ -22,7 +22,7 @@ from core.estimate import (
     Verdict,
 )
 from core.format import count as format_count
-from core.format import counted, hours, latency, money
+from core.format import hours, latency, money
 from core.format import memory as format_memory
 from core.plan import ENGINE_LABELS, Accounting, Engine
 
@@ -253,8 +253,7 @@ def render_serving(est: Estimate, gib: bool = False) -> str:
     lines += [
         "",
         verdict_line(est.judgement(Mode.INFERENCE), est.plan.hardware.headroom, gib),
-        f"  at most {counted(inf.max_concurrent, 'request')} of {plan.context:,} tokens at once, or "
-        f"{inf.max_context:,} tokens each at {counted(plan.concurrent, 'request')}",
+        f"  {inf.limits_sentence(plan.concurrent, plan.context)}",
     ]
     if inf.queued and inf.max_concurrent:
         lines.append(

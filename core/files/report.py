@@ -138,7 +138,7 @@ def _verdict_line(est: Estimate, unit: str, mode: Mode = Mode.TRAINING) -> str:
     judged = est.judgement(mode)
     where = (
         f"{counted(plan.inference.concurrent, 'request')} × {plan.inference.context:,} tokens, "
-        f"at most {counted(est.inference.max_concurrent, 'request')} of this context"
+        f"{est.inference.limits_sentence(plan.inference.concurrent, plan.inference.context)}"
         if mode is Mode.INFERENCE
         else f"peak at the {est.peak_phase}"
     )

@@ -14,7 +14,7 @@ from functools import cached_property, partial
 from core.breakdown import Bucket
 from core.catalogue import GpuSpec
 from core.dtypes import CACHE_GGML, ggml_row_bytes
-from core.format import gb
+from core.format import counted, gb
 from core.format import memory as format_memory
 from core.params import ParamCounts
 from core.plan import Engine, Plan
@@ -133,6 +133,21 @@ class InferenceEstimate:
         if self.weights_bytes + self.overhead_bytes > self.budget_bytes:
             return "the weights alone do not fit"
         return "not at this context: its KV cache and working memory do not fit beside the weights"
+
+    def limits_sentence(self, concurrent: int, context: int) -> str:
+        """What fits at once, in the words the banner, the CLI and the report share: the most
+        requests of the plan's context, and the longest context at the plan's concurrency."""
+        requests = counted(concurrent, "request")
+        if self.max_concurrent and self.max_context:
+            return (
+                f"at most {counted(self.max_concurrent, 'request')} of {context:,} tokens at once, or "
+                f"{self.max_context:,} tokens each at {requests}"
+            )
+        if self.max_context:
+            return f"no request of {context:,} tokens fits; {self.max_context:,} tokens each at {requests}"
+        if self.max_concurrent:
+            return f"at most {counted(self.max_concurrent, 'request')} of {context:,} tokens at once"
+        return f"no request fits: {self.none_served}"
 
     @property
     def ttft_s(self) -> float:

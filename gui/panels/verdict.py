@@ -203,8 +203,7 @@ class VerdictPanel(QFrame):
         queue = f" · ⚠ {counted(inf.queued, 'request')} wait in the queue" if inf.queued else ""
         self.detail.setText(
             f"{counted(plan.concurrent, 'request')} × {plan.context:,} tokens · "
-            f"at most {counted(inf.max_concurrent, 'request')} "
-            f"of this context, or {inf.max_context:,} tokens each at this concurrency · {estimate.gpu.name}{queue}"
+            f"{inf.limits_sentence(plan.concurrent, plan.context)} · {estimate.gpu.name}{queue}"
         )
         self._describe(f"{SERVING_LABELS[verdict]}. {memory(judged.total_bytes, u)}; {margin}.")
 

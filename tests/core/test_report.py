@@ -196,7 +196,7 @@ def test_cli_report_and_compare_take_the_mode(tmp_path: Path, capsys: pytest.Cap
 def test_an_inference_report_counts_the_requests_as_the_window_does() -> None:
     # One request on an H100 with room for dozens (Hugging Face generate: a static batch). The
     # report read "62 of 1 requests at once"; the window says "1 request × 4,096 tokens · at most
-    # N requests of this context" (gui/panels/verdict.py).
+    # N requests of 4,096 tokens at once" (gui/panels/verdict.py, core InferenceEstimate.limits_sentence).
     plan = default_plan().with_hardware(gpu="h100-sxm").with_inference(concurrent=1)
     est = estimate(plan)
     room = est.inference.max_concurrent
@@ -208,7 +208,8 @@ def test_an_inference_report_counts_the_requests_as_the_window_does() -> None:
         if line.startswith(VERDICT_LABELS[est.judgement(Mode.INFERENCE).verdict] + ":")
     )
     assert f"{room:,} of 1 requests" not in line
-    assert f"1 request × {plan.inference.context:,} tokens, at most {room:,} requests of this context" in line
+    context = plan.inference.context
+    assert f"1 request × {context:,} tokens, at most {room:,} requests of {context:,} tokens at once" in line
 
 
 def test_plan_numbers_stay_off_the_capacity_dashes() -> None:

@@ -450,3 +450,18 @@ def test_no_request_served_names_the_kv_cache_when_the_weights_fit(engine: Engin
     # Llama 3.1 70B in bf16 (141 GB) on the same card: the weights alone.
     big = Plan(model=find_model("llama-3.1-70b").spec, model_id="llama-3.1-70b", hardware=Hardware(gpu="rtx-4090"))
     assert estimate(big.with_inference(engine=Engine.HF)).inference.none_served == "the weights alone do not fit"
+
+
+def test_the_limits_sentence_says_no_request_fits_rather_than_at_most_0() -> None:
+    # The banner, the CLI and the report read "at most 0 requests of this context, or 0 tokens each"
+    # where nothing fits (Llama 3.1 70B in bf16, 141 GB, on one 24 GB RTX 4090).
+    plan = Plan(model=find_model("llama-3.1-70b").spec, model_id="llama-3.1-70b", hardware=Hardware(gpu="rtx-4090"))
+    served = estimate(plan.with_inference(engine=Engine.HF)).inference
+    assert served.limits_sentence(1, 4096) == "no request fits: the weights alone do not fit"
+    # Llama 3.1 8B, 4 × 131,072 tokens: none of that context, a shorter one for each of the 4.
+    small = Plan(model=find_model("llama-3.1-8b").spec, model_id="llama-3.1-8b", hardware=Hardware(gpu="rtx-4090"))
+    long = estimate(small.with_inference(engine=Engine.HF, context=131072, concurrent=4)).inference
+    assert long.limits_sentence(4, 131072).startswith(
+        f"no request of 131,072 tokens fits; {long.max_context:,} tokens each"
+    )
+    assert "at most 0" not in long.limits_sentence(4, 131072)

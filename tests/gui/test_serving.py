@@ -91,7 +91,7 @@ def test_llama_cpp_on_the_serving_tab_and_banner(window: MainWindow) -> None:
     # tab's time per output token is the queue's latency that tokens/s per request comes from.
     serve_on_a_4090(window, engine="llamacpp", context=8192, gpu_layers=20)
     assert "host RAM not given" in window.inference_panel.values["host"].text()
-    assert "at most 1 request of this context" in window.verdict.detail.text()
+    assert "at most 1 request of 8,192 tokens at once" in window.verdict.detail.text()
     window.tabs.setCurrentWidget(window.compute_panel)
     speed = window.controller.estimate.inference.speed
     assert window.compute_panel.serving.values["step"].text().startswith(f"{speed.token_latency_s * 1e3:,.1f} ms")
