@@ -18,6 +18,9 @@ range. A card with old records only is listed, not compared (its totals on curre
 not published here; on the cards with both they run 0.1-0.2 GiB lower). Records from Windows or
 of an ECC mode other than the catalogue's are listed and not compared.
 
+benchmarks/realgpu/serving.py (``capacity_observations``) gives a card its own driver reserve from
+these records where no engine log prints its total and at least three current ones agree.
+
     python -m benchmarks.realgpu.torch_capacity [--check]
 
 ``--check`` exits 1 when a card with at least two compared records is flagged.
