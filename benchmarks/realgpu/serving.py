@@ -42,6 +42,10 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
 from benchmarks.realgpu.ollama import report as ollama_report  # noqa: E402
+from benchmarks.realgpu.torch_capacity import TOLERANCE_GIB as CAPACITY_TOLERANCE_GIB  # noqa: E402
+from benchmarks.realgpu.torch_capacity import comparable as capacity_comparable  # noqa: E402
+from benchmarks.realgpu.torch_capacity import era as capacity_era  # noqa: E402
+from benchmarks.realgpu.torch_capacity import records as capacity_records  # noqa: E402
 from benchmarks.serving import vllm_plan  # noqa: E402
 from core.catalogue import find_gpu, find_model  # noqa: E402
 from core.hfconfig import model_from_hf_config  # noqa: E402
@@ -814,6 +818,35 @@ def driver_observations() -> list[tuple[str, str, float]]:
     seen.append(("dennislee22-vllm-benchmarking", "a100-80gb-sxm", find_gpu("a100-80gb-sxm").memory_bytes - total))
     total_b200 = number(logs["vllm21489-gemma3-4b-b200-bench-latency"]["logged"]["total_gib"]) * GiB
     seen.append(("vllm-pr-21489", "b200", find_gpu("b200").memory_bytes - total_b200))
+    logged = {card for _, card, _ in seen}
+    return seen + [o for o in capacity_observations() if o[1] not in logged]
+
+
+# Card totals quoted from PyTorch's OOM messages (benchmarks/realgpu/torch_capacity.json): the
+# message prints cudaMemGetInfo's total (pytorch/pytorch eb42ad6e, c10/cuda/CUDACachingAllocator.cpp,
+# DeviceCachingAllocator::malloc), the number vLLM and SGLang size from. A card no engine log shows
+# the total of takes its reserve from them when at least three messages from current stacks (no
+# driver before R560, Linux, the catalogue's ECC mode) agree to 0.05 GiB: the total moved with the
+# driver, so disagreeing messages say which stack ran more than what the card keeps today.
+CAPACITY_SOURCE: Final = "torch-oom:"
+CAPACITY_MIN_MESSAGES: Final = 3
+
+
+def capacity_observations() -> list[tuple[str, str, float]]:
+    """(source, card, bytes the driver keeps) from the OOM messages of cards whose current totals agree."""
+    by_card: dict[str, list[dict[str, Any]]] = {}
+    for record in capacity_records():
+        if capacity_comparable(record) and capacity_era(record) != "old":
+            by_card.setdefault(record["card"], []).append(record)
+    seen = []
+    for card, found in sorted(by_card.items()):
+        totals = [r["total_gib"] for r in found]
+        if len(found) < CAPACITY_MIN_MESSAGES or max(totals) - min(totals) > CAPACITY_TOLERANCE_GIB:
+            continue
+        memory = find_gpu(card).memory_bytes
+        for r in found:
+            where = str(r.get("url") or r["corpus_file_id"])
+            seen.append((CAPACITY_SOURCE + where, card, memory - r["total_gib"] * GiB))
     return seen
 
 
@@ -1597,24 +1630,33 @@ def _median(values: list[float], prior: float) -> tuple[float, bool]:
     return (statistics.median(values), False) if values else (prior, True)
 
 
-def fit_constants(cases: list[Case], drivers: list[tuple[str, str, float]]) -> tuple[ServingFit, tuple[str, ...]]:
-    """The constants from ``cases`` (and the driver observations), one rule each; returns the
-    fit and the constants that had no record and took their prior."""
-    fit, priors = DEFAULT_FIT, []
+def fit_drivers(fit: ServingFit, drivers: list[tuple[str, str, float]]) -> tuple[ServingFit, list[str]]:
+    """Each card's driver reserve (the median of its observations) and each memory class's (the
+    median of its cards'; the cards set by engine logs only: OOM messages give a card its own
+    value, never its class's)."""
+    priors: list[str] = []
     by_card: dict[str, list[float]] = {}
     for _, card, reserve in drivers:
         by_card.setdefault(card, []).append(reserve)
+    logged = {card for source, card, _ in drivers if not source.startswith(CAPACITY_SOURCE)}
     classes: dict[str, list[float]] = {}
     for card, values in by_card.items():
         fit = with_constant(fit, f"driver:{card}", statistics.median(values))
-        classes.setdefault(memory_class(find_gpu(card)).value, []).append(statistics.median(values))
-    every_card = [statistics.median(v) for v in by_card.values()]
+        if card in logged:
+            classes.setdefault(memory_class(find_gpu(card)).value, []).append(statistics.median(values))
+    every_card = [statistics.median(v) for card, v in by_card.items() if card in logged]
     for cls in ("hbm", "gddr"):
         # A class no log shows takes every card's median: drivers keep about the same everywhere.
         value, prior = _median(classes.get(cls, []), statistics.median(every_card) if every_card else PRIORS["driver"])
         fit = with_constant(fit, f"driver:{cls}", value)
         priors += [f"driver:{cls} (every card's)"] if prior else []
-    fit = _drop_cards(fit, set(by_card))
+    return _drop_cards(fit, set(by_card)), priors
+
+
+def fit_constants(cases: list[Case], drivers: list[tuple[str, str, float]]) -> tuple[ServingFit, tuple[str, ...]]:
+    """The constants from ``cases`` (and the driver observations), one rule each; returns the
+    fit and the constants that had no record and took their prior."""
+    fit, priors = fit_drivers(DEFAULT_FIT, drivers)
     fit, line_values = _eras_only(fit), {}
     for era in ("v0", "v1-early", "v1"):
         key = f"non_torch:{era}"

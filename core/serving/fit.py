@@ -109,12 +109,18 @@ DEFAULT_NON_TORCH: Final = _frozen(
 # 0.05 until 0.10's fused-MoE scratch was freed before the sampler, as it is before 0.13).
 DEFAULT_TP_COMM: Final = _frozen({"nvlink-nvswitch": 1.88 * GiB, "nvlink": 0.0, "pcie": 0.0, "network": 0.10 * GiB})
 # Per card where a log prints torch's total (or two runs imply it), else the class's median.
+# The RTX 5090's from four PyTorch OOM messages that agree (31.36-31.37 GiB of 32607 MiB:
+# TrajectoryCrafter#20, Wan-Video/Wan2.1#465 and two write-ups; benchmarks/realgpu/torch_capacity.json),
+# which print cudaMemGetInfo's total (pytorch/pytorch eb42ad6e, c10/cuda/CUDACachingAllocator.cpp,
+# DeviceCachingAllocator::malloc); a card's messages never set its class's value. It was the GDDR
+# class's 0.42 (the RTX 3090's), 0.06 GiB too little.
 DEFAULT_DRIVER: Final = _frozen(
     {
         "h100-sxm": 0.46 * GiB,
         "a100-80gb-sxm": 0.72 * GiB,
         "b200": 0.70 * GiB,
         "rtx-3090": 0.42 * GiB,
+        "rtx-5090": 0.48 * GiB,
         "hbm": 0.70 * GiB,
         "gddr": 0.42 * GiB,
         "unified": 0.0,
