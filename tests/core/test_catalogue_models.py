@@ -93,3 +93,22 @@ def test_readme_counts_the_model_entries() -> None:
     readme = (Path(__file__).parents[2] / "docs" / "CATALOGUES.md").read_text("utf-8")
     assert f"`resources/models.json`, {len(ENTRIES)} entries" in readme
     assert "derived count equals the published count exactly for every entry" in readme
+
+
+def test_models_planned_in_2026_and_the_corpus_gemma_rows_are_offered() -> None:
+    # Gemma 1 2B / 7B (google/gemma-2b, google/gemma-7b model pages: safetensors counts 2,506,172,416 and
+    # 8,537,680,896; configs as NVIDIA-NeMo/Megatron-Bridge 42fa1d24 tests/unit_tests/models/gemma/
+    # test_gemma_bridge.py quotes them): multi-query 2B, 16 KV heads of 256 on the 7B, tied GeGLU models.
+    gemma_2b, gemma_7b = find_model("gemma-2b").spec, find_model("gemma-7b").spec
+    assert gemma_2b.architecture_params() == 2_506_172_416
+    assert (gemma_2b.num_kv_heads, gemma_2b.head_dim, gemma_2b.tie_embeddings) == (1, 256, True)
+    assert gemma_7b.architecture_params() == 8_537_680_896
+    assert (gemma_7b.num_kv_heads, gemma_7b.head_dim, gemma_7b.q_width) == (16, 256, 4096)
+    # Qwen3-235B-A22B model card: "235B in total and 22B activated", 128 experts, 8 activated.
+    qwen = find_model("qwen3-235b-a22b")
+    assert qwen.spec.architecture_params() == 235_093_634_560
+    assert round(qwen.spec.active_params() / 1e9) == 22 and qwen.active_params == qwen.spec.active_params()
+    assert (qwen.spec.num_experts, qwen.spec.experts_per_token, qwen.spec.num_layers) == (128, 8, 94)
+    # ibm-granite/granite-3.3-8b-instruct model page: 8.17B parameters (tied embeddings, vocabulary 49,159).
+    granite = find_model("granite-3.3-8b-instruct").spec
+    assert round(granite.architecture_params() / 1e7) == 817 and granite.tie_embeddings

@@ -163,7 +163,10 @@ CEILINGS = {
     # 2.3 → 2.4 → 2.2 (branch h39memsrc, 2026-12-05, second pass): DeepSpeedExamples' held-out ZeRO-3 example joined
     # at −6.2 %, then −0.3 % once ZeRO-3's step counts its flat 16-bit gradient copy (docs/REAL_GPU_MEMORY.md,
     # "DeepSpeedExamples' bf16 master-weight example, held out"); no earlier allocated figure moved.
-    "allocated": (2.2, 30.6),
+    # 2.2 → 2.3 (branch h40models, 2026-12-05): litgpt's config-hub Gemma 2B full fine-tuning row (4 A10G, FSDP1,
+    # held out of every fit) scored once the catalogue had Gemma 2B, at −14.5 % (docs/REAL_GPU_MEMORY.md, "Catalogue
+    # models for the unscored corpus figures"): a 57th figure above the median, no earlier figure moved.
+    "allocated": (2.3, 30.6),
     # 3.7 → 4.1 (2026-12-04): five held-out LLMs-from-scratch figures scored once the plan could express their
     # 16-bit loss (loss_16bit), at +5.5 to +14.3 %: new evidence, not a rule that got worse.
     "reserved": (4.1, 30.2),
@@ -341,3 +344,18 @@ def test_torchtitans_70b_2d_rows_hold_loss_parallels_fourth_logits_shard(result:
     rows = {r.mapped.id: r for r in result.rows}  # type: ignore[attr-defined]
     for name in ("torchtitan-2412-70b-2d", "torchtitan-2412-70b-2d-asynctp"):
         assert abs(rows[name].error_pct) < 5.0, (name, rows[name].error_pct)
+
+
+def test_litgpts_gemma_2b_full_row_runs_fsdp1_no_sync_and_is_scored(result: object) -> None:
+    # Lightning-AI/litgpt 00af8b0 config_hub/finetune/README.md: gemma-2b/full.yaml, 4 x A10G, 17.43 GB
+    # (max_memory_allocated, litgpt 5895df1 litgpt/finetune/full.py). Its loop runs each accumulating
+    # micro-batch under fabric.no_backward_sync, which Lightning 438f29f0 src/lightning/fabric/strategies/fsdp.py
+    # (_FSDPBackwardSyncControl) turns into FSDP1's no_sync(): the whole model's gradients stay unsharded
+    # (3.03e9 x 2 B ÷ 1, not ÷ 4) until the fourth micro-batch. Scored with the catalogue's Gemma 2B
+    # (untied by litgpt: its own lm_head), held out of every fit.
+    rows = {r.mapped.id: r for r in result.rows}  # type: ignore[attr-defined]
+    row = rows["litgpt-hub-gemma-2b-full"]
+    plan = row.mapped.plan
+    assert plan.model_id == "gemma-2b" and not plan.model.tie_embeddings
+    assert plan.parallel.grad_sync.value == "no_sync" and plan.workload.grad_accum == 4
+    assert -20.0 < row.error_pct < -10.0  # -14.5 %: the rest of the gap is not explained (REAL_GPU_MEMORY.md)
