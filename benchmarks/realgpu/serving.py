@@ -572,6 +572,19 @@ FIFTH_ROUND_LOGS: Final = (
     # vLLM 0.31.0 with every default (0.92, the model's 131,072 tokens, vllm serve's 2,048
     # batched tokens on an A100) on one A100 80GB: course notes whose repository the index
     # tools could not resolve (engine_logs.json, code-index file 70682754770).
+    # vLLM 0.30.0, Qwen2.5-1.5B-Instruct bf16 at 0.8 and 16,384 tokens on an RTX 4070 Laptop GPU
+    # under WSL2 (GIO443/statecraft-serving@992a95b, the harness's parse of the start-up lines).
+    _held(
+        "gio443-vllm0300-qwen25-1.5b-4070laptop-wsl",
+        "qwen2.5-1.5b",
+        "rtx-4070-laptop",
+        **_V1_SERVE,
+        vllm_version="0.30",
+        context=16384,
+        gpu_memory_utilization=0.8,
+        weight_dtype="bf16",
+        kv_dtype="bf16",
+    ),
     _held(
         "a100notes-vllm0310-llama31-8b-a100-80gb",
         "llama-3.1-8b",
