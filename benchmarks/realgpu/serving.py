@@ -559,6 +559,47 @@ FOURTH_ROUND_LOGS: Final = (
 )
 
 
+# The fifth round (2026-12-05, issue 23 round two; engine_logs.json has each quote, settings and
+# assumptions): vLLM 0.29.0 on an RTX 5060 Ti 16GB under Docker on WSL2
+# (Freshair129/Private-Runtime-Platform@f52b9b9), a Qwen3-4B fine-tune in bf16 at 0.7 and 8,192
+# tokens, started with a cold torch.compile cache (docs/SERVING.md: why it is +43 %).
+FIFTH_ROUND_LOGS: Final = (
+    _held(
+        "freshair-vllm0290-qwen3-4b-5060ti-wsl",
+        "qwen3-4b",
+        "rtx-5060-ti-16gb",
+        **_V1_SERVE,
+        vllm_version="0.29",
+        context=8192,
+        gpu_memory_utilization=0.7,
+    ),
+    # vLLM 0.31.0 with every default (0.92, the model's 131,072 tokens, vllm serve's 2,048
+    # batched tokens on an A100) on one A100 80GB: course notes whose repository the index
+    # tools could not resolve (engine_logs.json, code-index file 70682754770).
+    # vLLM 0.30.0, Qwen2.5-1.5B-Instruct bf16 at 0.8 and 16,384 tokens on an RTX 4070 Laptop GPU
+    # under WSL2 (GIO443/statecraft-serving@992a95b, the harness's parse of the start-up lines).
+    _held(
+        "gio443-vllm0300-qwen25-1.5b-4070laptop-wsl",
+        "qwen2.5-1.5b",
+        "rtx-4070-laptop",
+        **_V1_SERVE,
+        vllm_version="0.30",
+        context=16384,
+        gpu_memory_utilization=0.8,
+        weight_dtype="bf16",
+        kv_dtype="bf16",
+    ),
+    _held(
+        "a100notes-vllm0310-llama31-8b-a100-80gb",
+        "llama-3.1-8b",
+        "a100-80gb-sxm",
+        **_V1_SERVE,
+        vllm_version="0.31",
+        context=131072,
+    ),
+)
+
+
 HELD_OUT_LOGS: Final = (
     # SGLang 0.4.3.post4, QwQ-32B (Qwen2.5-32B's tensors, 131,072 positions) on four L4s, and
     # SGLang 0.4.2.x on one RTX 3090 driving a Windows desktop; the fractions are the printed ones.
@@ -630,6 +671,7 @@ HELD_OUT_LOGS: Final = (
     ),
     *THIRD_ROUND_LOGS,
     *FOURTH_ROUND_LOGS,
+    *FIFTH_ROUND_LOGS,
 )
 
 

@@ -117,7 +117,10 @@ KNOWN_TTFT_MISSES = {
 # vllm/v1/sample/ops/topk_topp_sampler.py), 38 B a logit with PyTorch's scratch, now +0.6 %.
 # The fourth round's RTX 3090 log (vLLM 0.10.0, AWQ Qwen3-30B-A3B, a 1.92 GiB pool): -10.2 %,
 # 0.16 GiB of the profile's peak not explained (docs/SERVING.md, 2026-12-05).
-KNOWN_KV_MISSES: set[str] = {"anton-vllm0100-qwen3-30b-a3b-awq-3090"}
+# The fifth round's RTX 5060 Ti log (vLLM 0.29.0 under WSL2, a 1.45 GiB pool): +43.0 %, a start
+# with a cold torch.compile cache, whose compile runs inside vLLM's profiled forward (0.29.0
+# wheel, 98dff2a81, vllm/compilation/decorators.py; docs/SERVING.md, 2026-12-05, h40srv).
+KNOWN_KV_MISSES: set[str] = {"anton-vllm0100-qwen3-30b-a3b-awq-3090", "freshair-vllm0290-qwen3-4b-5060ti-wsl"}
 
 
 @pytest.fixture(scope="module")
@@ -1183,7 +1186,8 @@ def test_held_out_logs_have_their_own_summary_line_and_count_in_the_kv_target(be
 
 def every_held_out_log() -> set[str]:
     """The ids of every held-out log of every round."""
-    return {"vllm17327-qwen3-30b-a3b-w4a16-3090-v0", *HELD_OUT_TOKENS, *THIRD_ROUND_TOKENS, *FOURTH_ROUND_TOKENS}
+    rounds = (HELD_OUT_TOKENS, THIRD_ROUND_TOKENS, FOURTH_ROUND_TOKENS, FIFTH_ROUND_TOKENS)
+    return {"vllm17327-qwen3-30b-a3b-w4a16-3090-v0", *(log for tokens in rounds for log in tokens)}
 
 
 def test_the_held_out_logs_fit_nothing_and_stay_within_10_percent(bench: ModuleType, scored: tuple) -> None:
@@ -1194,7 +1198,7 @@ def test_the_held_out_logs_fit_nothing_and_stay_within_10_percent(bench: ModuleT
     assert set(held) == every_held_out_log()
     assert all(r.case.identifies == "" and r.case.table == "kv" for r in held.values())
     assert held["vllm17327-qwen3-30b-a3b-w4a16-3090-v0"].case.logged == 58_320
-    later = {*THIRD_ROUND_TOKENS, *FOURTH_ROUND_TOKENS}
+    later = {*THIRD_ROUND_TOKENS, *FOURTH_ROUND_TOKENS, *FIFTH_ROUND_TOKENS}
     assert all(abs(r.error_pct) <= bench.KV_WORST for i, r in held.items() if i not in later)
 
 
@@ -1232,12 +1236,13 @@ def test_the_held_out_logs_are_loaded_scored_and_marked_alike_in_the_corpus(benc
 def test_the_held_out_summary_line_reports_every_held_out_log(bench: ModuleType, scored: tuple) -> None:
     rows, _ = scored
     line = bench.held_out_summary(rows)
-    logs = (*HELD_OUT_TOKENS, *THIRD_ROUND_TOKENS, *FOURTH_ROUND_TOKENS)
+    logs = (*HELD_OUT_TOKENS, *THIRD_ROUND_TOKENS, *FOURTH_ROUND_TOKENS, *FIFTH_ROUND_TOKENS)
     assert f"of {len(logs) + 1} within 5 %" in line.line
     assert all(log_id in line.line for log_id in logs)
     # Missed in the third round (kolyangg's +34.9 %), met again since the profile's sampler
-    # follows the install (vllm_sampler), missed again by the fourth round's RTX 3090 log (-10.2 %).
-    assert not line.met and "worst 10.2 %" in line.line
+    # follows the install (vllm_sampler), missed again by the fourth round's RTX 3090 log (-10.2 %)
+    # and the fifth round's cold-compile RTX 5060 Ti log under WSL2 (+43.0 %).
+    assert not line.met and "worst 43.0 %" in line.line
 
 
 # Issue 23's third held-out round (2026-12-04; engine_logs.json, "held_out": true): each log's
@@ -1311,6 +1316,25 @@ def test_the_fourth_round_logs_are_scored_on_their_printed_tokens_as_held_out(be
     assert_round_scored(bench, scored, FOURTH_ROUND_TOKENS, sources=6)
 
 
+# Issue 23's fifth held-out round (2026-12-05, h40srv; engine_logs.json, "held_out": true): the
+# first logs of vLLM 0.29 and 0.31. 0.29.0 on an RTX 5060 Ti 16GB under WSL2 with a cold compile
+# cache (Freshair129/Private-Runtime-Platform@f52b9b9, docs/evidence/wp24/WP24-2026-09-20-run1/B/
+# EV02/vllm-startup-success.log): +43.0 %, diagnosed, not fitted. 0.30.0 on an RTX 4070 Laptop
+# GPU under WSL2 (GIO443/statecraft-serving@992a95b, results/phase1-1.5b/20261003T001956Z/default/
+# env.json): -0.5 %. 0.31.0 with every default on an A100 80GB (course notes, code-index file
+# 70682754770; no permalink could be resolved): +0.7 %.
+FIFTH_ROUND_TOKENS = {
+    "freshair-vllm0290-qwen3-4b-5060ti-wsl": (10_576, 43.0),
+    "gio443-vllm0300-qwen25-1.5b-4070laptop-wsl": (72_400, -0.5),
+    "a100notes-vllm0310-llama31-8b-a100-80gb": (460_496, 0.7),
+}
+
+
+def test_the_fifth_round_logs_are_scored_on_their_printed_tokens_as_held_out(bench: ModuleType, scored: tuple) -> None:
+    # Three held-out KV cases of 0.29, 0.30 and 0.31 from three sources, on the tokens each printed.
+    assert_round_scored(bench, scored, FIFTH_ROUND_TOKENS, sources=3)
+
+
 def test_sglang_weights_are_the_allocators_segments_of_the_held_out_logs() -> None:
     # SGLang subtracts free device memory, so its weights are PyTorch's segments: replayed through
     # core.allocator's rules they give the two held-out SGLang logs' "Load weight end ... mem
@@ -1325,12 +1349,13 @@ def test_sglang_weights_are_the_allocators_segments_of_the_held_out_logs() -> No
 def test_era_coverage_counts_the_kv_logs_by_the_era_of_their_release(bench: ModuleType) -> None:
     # benchmarks/realgpu/era_coverage.py: every era of core.serving.vllm_versions.ERAS and
     # sglang_versions.ERAS gets a row, the empty ones included; the constants are fitted on no
-    # log of 0.20 on, whose rules six held-out logs of four sources check (docs/SERVING.md,
-    # 2026-12-05), and 0.34 has none.
+    # log of 0.20 on, whose rules nine held-out logs of seven sources check (docs/SERVING.md,
+    # 2026-12-05: 0.22.1, a 0.26.1 build, three 0.27.1 runs, 0.29.0, two 0.30.0, 0.31.0), and
+    # 0.34 has none.
     coverage = load_script(ROOT / "benchmarks" / "realgpu" / "era_coverage.py", "era_coverage_test")
     rows = {name: (fitted, held, sources) for name, fitted, held, sources in coverage.coverage(bench.all_cases())}
     assert len(rows) == 10
-    assert rows["vLLM V1 with CUDA-graph profiling (0.20-0.33)"] == (0, 6, 4)
+    assert rows["vLLM V1 with CUDA-graph profiling (0.20-0.33)"] == (0, 9, 7)
     assert rows["vLLM V1 with the extensible KV cache (0.34)"] == (0, 0, 0)
     assert rows["SGLang 0.5.3-0.5.23"] == (0, 1, 1)
     assert "| era | logs fitted on |" in coverage.table(list(coverage.coverage(bench.all_cases())))
