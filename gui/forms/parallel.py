@@ -107,6 +107,9 @@ class ParallelForm(PlanForm):
         self.host_threads = self.add_input("parallel.host_threads_per_rank")
         self.zero_bucket = self.add_input("parallel.zero_bucket_elements")
         self.zero_overlap = self.add_input("parallel.zero_overlap_comm")  # DeepSpeed ZeRO-1/2 overlap_comm
+        # DeepSpeed bf16.bf16_master_weights_and_grads / bf16_optimizer_states (shown under its bf16 engine)
+        self.bf16_master = self.add_input("parallel.bf16_master_weights")
+        self.bf16_states = self.add_input("parallel.bf16_optimizer_states")
         self.zero3_overlap = self.add_input("parallel.zero3_overlap_comm")  # DeepSpeed ZeRO-3 overlap_comm
         self.zero3_prefetch = self.add_input("parallel.zero3_prefetch_elements")
         self.zero3_live = self.add_input("parallel.zero3_max_live_elements")
