@@ -336,6 +336,19 @@ class Parallelism:
                 "DeepSpeedCPUAdam",
             )
 
+    def with_bf16_option(self, name: str, on: bool) -> Parallelism:
+        """``bf16_master_weights`` or ``bf16_optimizer_states`` set to ``on`` as one checkbox sets it, with the
+        other moved where DeepSpeed would refuse the pair (:meth:`_check_bf16_master`): states need the master,
+        and on the GPU (no optimizer offload) a bf16 master needs bf16 states, so the two go on and off together
+        there; offloaded the master may stand alone."""
+        master, states = self.bf16_master_weights, self.bf16_optimizer_states
+        alone = self.offload is not Offload.NONE
+        if name == "bf16_master_weights":
+            master, states = on, (states or not alone) and on
+        else:
+            states, master = on, on or (master and alone)
+        return replace(self, bf16_master_weights=master, bf16_optimizer_states=states)
+
     def _check_split(self) -> None:
         """TP × PP × CP must divide the GPUs: the refusal names the first degree (in that
         order) that no longer divides them, so a pipeline split that does not fit names

@@ -36,7 +36,7 @@ from core.files.runconfig import loads_run_config, plan_from_run
 from core.inputs import input_at
 from core.parallel.state import ZERO3_STEP_FLAT_GRAD, ZERO_STEP_FP32_GRAD
 from core.params import param_counts
-from core.plan import Offload, Plan, Stack, Strategy
+from core.plan import Offload, Parallelism, Plan, Stack, Strategy
 from core.presets import plan_for_model
 from tests.core.planfile_compat import reload_and_without
 
@@ -185,3 +185,23 @@ def test_the_command_line_sets_them() -> None:
     assert given() == (False, False)
     with pytest.raises(PlanError):
         given("--bf16-optimizer-states")
+
+
+def test_one_option_moves_its_partner_where_deepspeed_takes_only_the_pair() -> None:
+    def after(par: Parallelism, name: str, on: bool) -> tuple[bool, bool]:
+        moved = par.with_bf16_option(name, on)
+        return moved.bf16_master_weights, moved.bf16_optimizer_states
+
+    gpu, host = _plan().parallel, _plan(offload=Offload.OPTIMIZER).parallel
+    assert after(gpu, "bf16_master_weights", True) == (True, True)
+    assert after(gpu, "bf16_optimizer_states", True) == (True, True)
+    both = gpu.with_bf16_option("bf16_master_weights", True)
+    assert after(both, "bf16_optimizer_states", False) == (False, False)
+    assert after(both, "bf16_master_weights", False) == (False, False)
+    assert after(host, "bf16_master_weights", True) == (True, False)
+    master = host.with_bf16_option("bf16_master_weights", True)
+    assert after(master, "bf16_optimizer_states", True) == (True, True)
+    assert after(master.with_bf16_option("bf16_optimizer_states", True), "bf16_optimizer_states", False) == (
+        True,
+        False,
+    )
