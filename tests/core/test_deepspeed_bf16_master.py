@@ -143,6 +143,15 @@ def test_the_deepspeed_export_writes_the_keys_and_reads_them_back() -> None:
     assert offloaded["bf16_master_weights_and_grads"] is True and offloaded["bf16_optimizer_states"] is False
 
 
+def test_a_bf16_master_alone_is_not_written_without_the_offload_deepspeed_needs() -> None:
+    # ZeRO-2 with parameter offload: the plan moves the optimizer (DeepSpeed offloads parameters only at stage 3), but
+    # the DeepSpeed file cannot say so, and without offload_optimizer DeepSpeed refuses a bf16 master with float32
+    # states (base_optimizer.py _configure_master_weights): the keys are left out and the setting listed.
+    out = export(_plan(Strategy.ZERO2, master=True, offload=Offload.PARAMS), Target.DEEPSPEED)
+    assert json.loads(out.text)["bf16"] == {"enabled": True}
+    assert MASTER in {u.field for u in out.unexpressed}
+
+
 def test_a_trainers_deepspeed_config_carries_them_and_other_targets_list_them() -> None:
     out = export(_plan(master=True, states=True), Target.TRL)
     bf16 = yaml.safe_load(out.text)["deepspeed"]["bf16"]

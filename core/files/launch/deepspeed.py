@@ -97,36 +97,51 @@ def zero_section(draft: Draft) -> dict[str, Any]:
     return zero
 
 
-def bf16_section(plan: Plan, enabled: object) -> dict[str, Any]:
-    """``bf16``: ``enabled`` and, where the plan keeps them in bf16, the low-precision master keys."""
+def bf16_section(draft: Draft, enabled: object, zero: dict[str, Any]) -> dict[str, Any]:
+    """``bf16``: ``enabled`` and, where the plan keeps them in bf16, the low-precision master keys. A bf16 master
+    with float32 states needs ``offload_optimizer`` in the file (base_optimizer.py ``_configure_master_weights``):
+    where ``zero`` has none (parameter offload below stage 3, which this file cannot write) the keys are left out
+    and the setting listed, rather than a file DeepSpeed refuses."""
+    plan = draft.plan
     section: dict[str, Any] = {"enabled": enabled}
-    if deepspeed_bf16_master(plan):
-        section["bf16_master_weights_and_grads"] = True
-        section["bf16_optimizer_states"] = deepspeed_bf16_states(plan)
+    if not deepspeed_bf16_master(plan):
+        return section
+    states = deepspeed_bf16_states(plan)
+    if not states and "offload_optimizer" not in zero:
+        draft.cannot(
+            "parallel.bf16_master_weights",
+            "DeepSpeed takes a bf16 master with float32 optimizer states only with offload_optimizer, "
+            "which this file does not write for this layout",
+        )
+        return section
+    section["bf16_master_weights_and_grads"] = True
+    section["bf16_optimizer_states"] = states
     return section
 
 
 def inline_config(draft: Draft) -> dict[str, Any]:
     """The DeepSpeed config a transformers-based trainer takes in its ``deepspeed`` key."""
+    zero = zero_section(draft)
     return {
         "train_micro_batch_size_per_gpu": "auto",
         "gradient_accumulation_steps": "auto",
         "train_batch_size": "auto",
-        "bf16": bf16_section(draft.plan, "auto"),
+        "bf16": bf16_section(draft, "auto", zero),
         "fp16": {"enabled": "auto"},
         "gradient_clipping": "auto",  # transformers fills it from max_grad_norm
-        "zero_optimization": zero_section(draft),
+        "zero_optimization": zero,
     }
 
 
 def export_deepspeed(plan: Plan) -> Export:
     draft = Draft(plan)
+    zero = zero_section(draft)
     document = {
         "train_micro_batch_size_per_gpu": plan.workload.micro_batch,
         "gradient_accumulation_steps": plan.workload.grad_accum,
-        "bf16": bf16_section(plan, plan.autocast is Autocast.BF16),
+        "bf16": bf16_section(draft, plan.autocast is Autocast.BF16, zero),
         "fp16": {"enabled": plan.autocast is Autocast.FP16},
-        "zero_optimization": zero_section(draft),
+        "zero_optimization": zero,
         "gradient_clipping": 1.0 if plan.grad_clip else 0.0,
     }
     draft.outside(GPU_COUNT, LAUNCHER_WHY)
