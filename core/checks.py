@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from core.inputs import deepspeed_bf16_master, deepspeed_bf16_states
 from core.losses import loss_choice, loss_conflicts, loss_label
 from core.plan import Plan
 from core.roles import cast_weights_label, deepspeed_cast_adapters, deepspeed_cast_weights, stored_weight_dtype
@@ -87,9 +88,19 @@ def _engine_weights_warning(plan: Plan) -> str:
     return (
         f"DeepSpeed with {cast.value} enabled keeps the model's {what} in {cast.value}, not {stored} (the engine "
         f"casts the module; ZeRO-3's zero.Init creates it in {cast.value}): the estimate counts {cast.value} "
-        f"weights and gradients, no autocast copies, and float32 only in the optimizer's master partition. "
+        f"weights and gradients, no autocast copies, and {_master_words(plan)}. "
         f"Choose {cast.value} weights to match (a float32 model under DeepSpeed means no 16-bit autocast)."
     )
+
+
+def _master_words(plan: Plan) -> str:
+    """Where float32 remains under DeepSpeed's 16-bit engine: the optimizer's master partition and state, unless
+    ``bf16_master_weights_and_grads`` (and ``bf16_optimizer_states``) keep them in bf16 too."""
+    if not deepspeed_bf16_master(plan):
+        return "float32 only in the optimizer's master partition"
+    if deepspeed_bf16_states(plan):
+        return "the optimizer's master partition and Adam state in bf16 too (bf16_master_weights_and_grads)"
+    return "a bf16 master partition beside float32 optimizer state on the host (bf16_master_weights_and_grads)"
 
 
 def _loss_warning(plan: Plan) -> str:

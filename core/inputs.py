@@ -739,6 +739,30 @@ def zero3_overlap_comm(plan: Plan) -> bool:
     return par.zero3_overlap_comm or not _zero3_overlap_matters(plan)
 
 
+def deepspeed_bf16_master(plan: Plan) -> bool:
+    """Whether DeepSpeed keeps the plan's master weights and master gradients in bf16
+    (``parallel.bf16_master_weights``, DeepSpeed's ``bf16.bf16_master_weights_and_grads``): under a DeepSpeed
+    ZeRO stage with its bf16 engine (the plan's bf16 autocast there, core.roles.deepspeed_engine_dtype), off
+    the Megatron stack. deepspeedai/DeepSpeed edaa7221, runtime/base_optimizer.py
+    ``_configure_master_weights`` returns torch.bfloat16 as ``master_weights_and_grads_dtype``, which
+    stage_1_and_2.py and stage3.py give the flat master partition and the gradient the optimizer steps on
+    (PR #7700, 39a682d7, first in v0.18.3)."""
+    return plan.parallel.bf16_master_weights and _bf16_master_matters(plan)
+
+
+def deepspeed_bf16_states(plan: Plan) -> bool:
+    """Whether DeepSpeed's optimizer keeps its states (Adam's moments) in bf16 (``parallel.bf16_optimizer_states``,
+    ``bf16.bf16_optimizer_states``): the optimizer is built over the bf16 master partition, so torch's and
+    FusedAdam's ``zeros_like`` states are bf16; offloaded, the engine builds DeepSpeedCPUAdam with
+    ``fp32_optimizer_states=False`` (deepspeedai/DeepSpeed edaa7221, runtime/engine.py
+    ``_configure_basic_optimizer``)."""
+    return plan.parallel.bf16_optimizer_states and deepspeed_bf16_master(plan)
+
+
+def _bf16_master_matters(plan: Plan) -> bool:
+    return plan.parallel.strategy.deepspeed and plan.stack is not Stack.MEGATRON and plan.autocast is Autocast.BF16
+
+
 def _zero_overlap_matters(plan: Plan) -> bool:
     return plan.parallel.strategy in (Strategy.ZERO1, Strategy.ZERO2) and plan.stack is not Stack.MEGATRON
 
@@ -1506,6 +1530,20 @@ INPUTS: Final[tuple[Input, ...]] = (
           "run in line with it and the step waits for each. Memory is the same either way.",
           ("--zero3-overlap-comm",), "DeepSpeed ZeRO-3 overlap_comm: gather and reduce beside the compute (on)",
           advanced=True, matters=_zero3_overlap_matters),
+    # DeepSpeed bf16.bf16_master_weights_and_grads and bf16.bf16_optimizer_states, both False by default
+    # (deepspeedai/DeepSpeed edaa7221, runtime/precision_config.py DeepSpeedBF16Config; PR #7700, v0.18.3).
+    Input("parallel.bf16_master_weights", Kind.BOOL, "bf16 master weights", "DeepSpeed bf16 master weights", False,
+          "DeepSpeed bf16.bf16_master_weights_and_grads (v0.18.3+): the ZeRO optimizer keeps its master "
+          "partition and the gradients it steps on in bf16 instead of float32. Without bf16 optimizer "
+          "states DeepSpeed accepts it only with optimizer offload (DeepSpeedCPUAdam).",
+          ("--bf16-master-weights",), "DeepSpeed bf16_master_weights_and_grads: bf16 master weights and gradients",
+          advanced=True, matters=_bf16_master_matters),
+    Input("parallel.bf16_optimizer_states", Kind.BOOL, "bf16 optimizer states", "DeepSpeed bf16 optimizer states",
+          False,
+          "DeepSpeed bf16.bf16_optimizer_states (v0.18.3+): Adam's moments in bf16 too; needs bf16 master "
+          "weights.",
+          ("--bf16-optimizer-states",), "DeepSpeed bf16_optimizer_states: Adam moments in bf16 (needs bf16 master)",
+          advanced=True, matters=_bf16_master_matters),
     Input("parallel.zero3_prefetch_elements", Kind.COUNT, "ZeRO-3 prefetch", "ZeRO-3 prefetch",
           ZERO3_PREFETCH_ELEMENTS,
           "DeepSpeed stage3_prefetch_bucket_size (5e7 by default).",

@@ -287,6 +287,9 @@ class Parallelism:
     zero_bucket_elements: int = DEFAULTS["parallel.zero_bucket_elements"]
     zero_overlap_comm: bool = DEFAULTS["parallel.zero_overlap_comm"]  # DeepSpeed ZeRO-1/2 overlap_comm
     zero3_overlap_comm: bool = DEFAULTS["parallel.zero3_overlap_comm"]  # DeepSpeed ZeRO-3 overlap_comm
+    # DeepSpeed bf16.bf16_master_weights_and_grads / bf16.bf16_optimizer_states (PR #7700, v0.18.3+)
+    bf16_master_weights: bool = DEFAULTS["parallel.bf16_master_weights"]
+    bf16_optimizer_states: bool = DEFAULTS["parallel.bf16_optimizer_states"]
     zero3_prefetch_elements: int = DEFAULTS["parallel.zero3_prefetch_elements"]
     zero3_max_live_elements: int = DEFAULTS["parallel.zero3_max_live_elements"]
     zero3_max_reuse_elements: int = DEFAULTS["parallel.zero3_max_reuse_elements"]
@@ -301,10 +304,50 @@ class Parallelism:
         if self.world_size > MAX_GPUS:
             raise PlanError("parallel.world_size", self.world_size, f"an integer from 1 to {MAX_GPUS:,}")
         self._check_split()
+        self._check_bf16_master()
         if self.virtual_stages > 1 and self.schedule is not PipelineSchedule.INTERLEAVED:
             raise PlanError(
                 "parallel.virtual_stages", self.virtual_stages, "1", "only the interleaved schedule uses them"
             )
+
+    def _check_bf16_master(self) -> None:
+        """What DeepSpeed refuses of its low-precision master options under a ZeRO stage (elsewhere they are
+        ignored, as DeepSpeed's keys are). deepspeedai/DeepSpeed edaa7221: runtime/config.py
+        ``_do_error_check`` ("bf16_optimizer_states requires bf16_master_weights_and_grads to be enabled")
+        and runtime/base_optimizer.py ``ZeROOptimizer._configure_master_weights``, whose offload validator
+        (stage_1_and_2.py ``_enforce_cpu_offload``, stage3.py ``_enforce_optimizer_offload``) asserts
+        ZeRO-Offload with DeepSpeedCPUAdam when the master is bf16 and the optimizer states are not: float32
+        states cannot stay on the GPU beside a bf16 master (the same at v0.18.3 6eb98aaf, PR #7700)."""
+        if not self.strategy.deepspeed:
+            return
+        if self.bf16_optimizer_states and not self.bf16_master_weights:
+            raise PlanError(
+                "parallel.bf16_optimizer_states",
+                True,
+                "off without bf16 master weights",
+                "DeepSpeed: bf16_optimizer_states requires bf16_master_weights_and_grads to be enabled",
+            )
+        if self.bf16_master_weights and not self.bf16_optimizer_states and self.offload is Offload.NONE:
+            raise PlanError(
+                "parallel.bf16_master_weights",
+                True,
+                "with bf16 optimizer states, or with optimizer offload",
+                "DeepSpeed: bf16 master weights with float32 optimizer states require ZeRO-Offload with "
+                "DeepSpeedCPUAdam",
+            )
+
+    def with_bf16_option(self, name: str, on: bool) -> Parallelism:
+        """``bf16_master_weights`` or ``bf16_optimizer_states`` set to ``on`` as one checkbox sets it, with the
+        other moved where DeepSpeed would refuse the pair (:meth:`_check_bf16_master`): states need the master,
+        and on the GPU (no optimizer offload) a bf16 master needs bf16 states, so the two go on and off together
+        there; offloaded the master may stand alone."""
+        master, states = self.bf16_master_weights, self.bf16_optimizer_states
+        alone = self.offload is not Offload.NONE
+        if name == "bf16_master_weights":
+            master, states = on, (states or not alone) and on
+        else:
+            states, master = on, on or (master and alone)
+        return replace(self, bf16_master_weights=master, bf16_optimizer_states=states)
 
     def _check_split(self) -> None:
         """TP × PP × CP must divide the GPUs: the refusal names the first degree (in that

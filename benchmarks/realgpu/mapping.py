@@ -489,6 +489,10 @@ def _parallel(
         fsdp_float8_all_gather=float8_all_gather and bool(recipe["float8"]) and par["strategy"] == "fsdp2",
         fsdp1_wrap=fsdp1_wrap and par["strategy"] == "fsdp1",
         grad_sync=GradSync(par.get("grad_sync") or GradSync.AUTO),
+        # DeepSpeed's bf16.bf16_master_weights_and_grads / bf16.bf16_optimizer_states where the record's config
+        # sets them (DeepSpeedExamples' bf16_full.json).
+        bf16_master_weights=bool(par.get("bf16_master_weights_and_grads")),
+        bf16_optimizer_states=bool(par.get("bf16_optimizer_states")),
         **_zero_bucket(par),
         **pipeline,
     )

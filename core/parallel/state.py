@@ -69,7 +69,14 @@ from core.breakdown import Term
 from core.catalogue import find_gpu
 from core.dtypes import DTYPE_BYTES, ELEMENT_BYTES, MP_BYTES, Dtype, MpDtype, nf4_bytes_per_weight
 from core.format import sci
-from core.inputs import MoeDispatcher, megatron_dispatcher, megatron_grad_buffer, zero_overlap_comm
+from core.inputs import (
+    MoeDispatcher,
+    deepspeed_bf16_master,
+    deepspeed_bf16_states,
+    megatron_dispatcher,
+    megatron_grad_buffer,
+    zero_overlap_comm,
+)
 from core.parallel.layout import (
     Layout,
     Stage,
@@ -983,11 +990,21 @@ def _zero(rank: _Rank) -> RankState:
     stepped = trainable / dp
     if rank.plan.parallel.strategy is Strategy.ZERO3:
         stepped = min(stepped, ZERO3_SUB_GROUP)
-    step = [Term(ZERO_STEP_FP32_GRAD, f"{sci(stepped)} × 4 B", stepped * 4)] if trainable else []
+    # With bf16 master gradients (deepspeed_bf16_master) the step's ``.to(master_weights_and_grads_dtype)`` of the
+    # bf16 flat gradient returns that tensor itself (stage_1_and_2.py ``step``, stage3.py
+    # ``_prepare_fp32_grad_for_sub_group``, deepspeedai/DeepSpeed edaa7221): no float32 copy is made.
+    bf16_master = deepspeed_bf16_master(rank.plan)
+    step = [Term(ZERO_STEP_FP32_GRAD, f"{sci(stepped)} × 4 B", stepped * 4)] if trainable and not bf16_master else []
+    if trainable and bf16_master and rank.plan.parallel.offload is not Offload.NONE:
+        # Offloaded, the host gradient the CPU optimizer steps on is its own buffer in the master dtype
+        # (stage_1_and_2.py ``initialize_optimizer_states``: ``dtype=self.single_partition_of_fp32_groups[i].dtype``).
+        step = [Term("bf16 gradient of the partition (master dtype)", f"{sci(stepped)} × 2 B", stepped * 2)]
     # Offloaded, stage 3 swaps the sub-group in instead (_prepare_sub_group), with no flat copy on the GPU; with
-    # float32 gradients ``.to(fp32)`` returns the flat tensor itself, which is then the float32 gradient.
+    # float32 gradients ``.to(fp32)`` returns the flat tensor itself, which is then the float32 gradient. Under
+    # bf16 master gradients the flat bf16 copy is still made, and is itself the gradient the optimizer steps on.
     g = _zero3_grad_bytes(rank)
-    if step and rank.plan.parallel.strategy is Strategy.ZERO3 and rank.plan.parallel.offload is Offload.NONE and g < 4:
+    zero3_on_gpu = rank.plan.parallel.strategy is Strategy.ZERO3 and rank.plan.parallel.offload is Offload.NONE
+    if trainable and zero3_on_gpu and g < 4:
         step.append(Term(ZERO3_STEP_FLAT_GRAD, f"{sci(stepped)} × {g:g} B", stepped * g))
     state = RankState(
         weights=stage.weights,
@@ -1038,8 +1055,12 @@ def _engine_weights_note(plan: Plan) -> tuple[str, ...]:
     return (
         f"DeepSpeed {word}: the model's {stored} {what} are {word} on the GPU at every ZeRO stage (the engine "
         f"casts the module; under ZeRO-3 zero.Init creates them in {word}), so the model runs in {word} "
-        f"without autocast copies, its gradients are {word}, and float32 lives only in the optimizer's "
-        "master partition.",
+        f"without autocast copies, its gradients are {word}, and "
+        + (
+            "the optimizer's master partition is bf16 too (bf16_master_weights_and_grads)."
+            if deepspeed_bf16_master(plan)
+            else "float32 lives only in the optimizer's master partition."
+        ),
     )
 
 
@@ -1061,14 +1082,26 @@ def _engine_adapters_note(plan: Plan) -> tuple[str, ...]:
 
 
 def _zero_optimizer_partition(rank: _Rank) -> list[Term]:
-    """The float32 master copy and the optimizer's float32 state of this rank's partition."""
+    """The master copy and the optimizer's state of this rank's partition: float32, or bf16 under DeepSpeed's
+    low-precision options (:func:`core.inputs.deepspeed_bf16_master`, :func:`core.inputs.deepspeed_bf16_states`).
+    The bf16 master is a copy of its own at every stage: stage_1_and_2.py clones the 16-bit partition
+    (``.detach().clone().to(dtype=self.master_weights_and_grads_dtype)``), and stage3.py
+    ``_create_fp32_partitions`` aliases the 16-bit partition only when ``tensor.device == self.device``, where
+    ``self.device`` is the string ``current_device_name()`` ("cuda:N"), which a torch.device never equals
+    (pytorch/pytorch a1ddd070 torch/csrc/Device.cpp ``THPDevice_rc`` returns NotImplemented for a non-device, and
+    Python then compares identities), so it clones there too (deepspeedai/DeepSpeed edaa7221 and v0.18.3 6eb98aaf;
+    accelerator/cuda_accelerator.py ``current_device_name``: ``'cuda:{}'.format(...)``)."""
     trainable, dp = rank.trainable, rank.dp
     if not trainable:
         return []
-    fp32 = replace(rank.dt, grad=MASTER_BYTES)
-    state32 = _scaled(rank.optimizer_at(fp32), rank.t_share, _split_label(rank.lay, rank.stage))
-    master = Term("float32 master partition", f"T ÷ {dp:g} × 4 B = {sci(trainable)} ÷ {dp:g} × 4 B", trainable * 4 / dp)
-    return [master, *_sharded(state32, dp)]
+    master_b = 2.0 if deepspeed_bf16_master(rank.plan) else MASTER_BYTES
+    state_b = 2.0 if deepspeed_bf16_states(rank.plan) else MASTER_BYTES
+    states = replace(rank.dt, grad=state_b)
+    state = _scaled(rank.optimizer_at(states), rank.t_share, _split_label(rank.lay, rank.stage))
+    word = "bf16" if master_b == 2 else "float32"
+    formula = f"T ÷ {dp:g} × {master_b:g} B = {sci(trainable)} ÷ {dp:g} × {master_b:g} B"
+    master = Term(f"{word} master partition", formula, trainable * master_b / dp)
+    return [master, *_sharded(state, dp)]
 
 
 @dataclass(frozen=True)
@@ -1306,11 +1339,18 @@ def _zero_offloaded(rank: _Rank, state: RankState) -> RankState:
         host.append(Term("16-bit partition staging buffer", f"T ÷ {dp:g} × 2 B", trainable / dp * 2))
     notes = [
         *state.notes,
-        "ZeRO-Offload: float32 master, optimizer state and float32 gradients on the host (DeepSpeedCPUAdam).",
+        _offload_note(plan),
     ]
     if par.offload is Offload.PARAMS:
         notes.append("DeepSpeed offloads parameters only at stage 3 (offload_param): stages 1-2 move the optimizer.")
     return replace(state, optim=[], step=[], host=host, notes=tuple(notes))
+
+
+def _offload_note(plan: Plan) -> str:
+    if not deepspeed_bf16_master(plan):
+        return "ZeRO-Offload: float32 master, optimizer state and float32 gradients on the host (DeepSpeedCPUAdam)."
+    states = "bf16" if deepspeed_bf16_states(plan) else "float32"
+    return f"ZeRO-Offload: bf16 master and gradients and {states} optimizer state on the host (DeepSpeedCPUAdam)."
 
 
 def _largest_module(plan: Plan, lay: Layout, stage: Stage) -> float:

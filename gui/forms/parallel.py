@@ -8,6 +8,8 @@ shows the Plan's reason in red under the split, never a dialog.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from dataclasses import replace
 from typing import Any
 
 from PySide6.QtCore import Qt, Signal
@@ -107,6 +109,10 @@ class ParallelForm(PlanForm):
         self.host_threads = self.add_input("parallel.host_threads_per_rank")
         self.zero_bucket = self.add_input("parallel.zero_bucket_elements")
         self.zero_overlap = self.add_input("parallel.zero_overlap_comm")  # DeepSpeed ZeRO-1/2 overlap_comm
+        # DeepSpeed bf16.bf16_master_weights_and_grads / bf16_optimizer_states (shown under its bf16 engine)
+        # as a pair where DeepSpeed accepts only the pair (Parallelism.with_bf16_option)
+        self.bf16_master = self.add_input("parallel.bf16_master_weights", _bf16_option("bf16_master_weights"))
+        self.bf16_states = self.add_input("parallel.bf16_optimizer_states", _bf16_option("bf16_optimizer_states"))
         self.zero3_overlap = self.add_input("parallel.zero3_overlap_comm")  # DeepSpeed ZeRO-3 overlap_comm
         self.zero3_prefetch = self.add_input("parallel.zero3_prefetch_elements")
         self.zero3_live = self.add_input("parallel.zero3_max_live_elements")
@@ -220,3 +226,8 @@ def _with_strategy(plan: Plan, value: object) -> Plan:
 def _virtual(plan: Plan, schedule: object) -> int:
     """Virtual stages only mean something to the interleaved schedule: another one resets them."""
     return plan.parallel.virtual_stages if schedule == PipelineSchedule.INTERLEAVED.value else 1
+
+
+def _bf16_option(name: str) -> Callable[[Plan, bool], Plan]:
+    """The checkbox of DeepSpeed's bf16 master option ``name``: the plan with it, and its partner where needed."""
+    return lambda plan, on: replace(plan, parallel=plan.parallel.with_bf16_option(name, on))

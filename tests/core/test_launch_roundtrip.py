@@ -121,6 +121,10 @@ def launch_plans(draw: st.DrawFn) -> Plan:
     schedule = draw(st.sampled_from(list(PipelineSchedule)))
     virtual = draw(st.integers(1, 2)) if schedule is PipelineSchedule.INTERLEAVED and pp * 2 <= model.num_layers else 1
     seq = plan.workload.seq_len if cp == 1 else 2 * cp * math.ceil(plan.workload.seq_len / (2 * cp))
+    offload = draw(st.sampled_from(list(Offload)))
+    # DeepSpeed's bf16 master options, as DeepSpeed accepts them: float32 states beside a bf16 master only offloaded.
+    bf16_master = draw(st.booleans())
+    bf16_states = bf16_master and (offload is Offload.NONE or draw(st.booleans()))
     layout = replace(
         par,
         gpus_per_node=tp * pp * cp * draw(st.integers(1, 2)),
@@ -130,7 +134,9 @@ def launch_plans(draw: st.DrawFn) -> Plan:
         schedule=schedule,
         virtual_stages=virtual,
         sequence_parallel=draw(st.booleans()),
-        offload=draw(st.sampled_from(list(Offload))),
+        offload=offload,
+        bf16_master_weights=bf16_master,
+        bf16_optimizer_states=bf16_states,
         reshard_after_forward=draw(st.booleans()),
         fsdp_param_dtype=draw(st.sampled_from(list(MpDtype))),
         fsdp_reduce_dtype=draw(st.sampled_from(list(MpDtype))),

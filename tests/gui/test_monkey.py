@@ -365,6 +365,8 @@ def expected_values(window: MainWindow, plan: Plan) -> dict[str, Any]:
         values[f"parallel.{name}"] = getattr(par, name)
     values["parallel.zero_overlap_comm"] = par.zero_overlap_comm
     values["parallel.zero3_overlap_comm"] = par.zero3_overlap_comm
+    values["parallel.bf16_master_weights"] = par.bf16_master_weights
+    values["parallel.bf16_optimizer_states"] = par.bf16_optimizer_states
     for name in (
         "strategy",
         "schedule",

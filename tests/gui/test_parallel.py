@@ -352,3 +352,25 @@ def test_fewest_gpus_says_why_apply_is_off(qtbot: Any, window: MainWindow) -> No
     assert panel.answer is not None and panel.answer.found_plan == window.controller.plan
     assert not panel.apply_button.isEnabled()
     assert "already" in panel.apply_button.toolTip()
+
+
+def test_the_bf16_master_rows_turn_deepspeeds_pair_on_and_off_together(qtbot: Any, window: MainWindow) -> None:
+    """Parallelism → Advanced: DeepSpeed's bf16_master_weights_and_grads / bf16_optimizer_states (deepspeedai/DeepSpeed
+    edaa7221 config.py, base_optimizer.py _configure_master_weights): on the GPU only the pair is accepted, so one
+    click moves both; offloaded the master may stand alone. Shown under DeepSpeed's bf16 engine only."""
+    form = window.parallel_form
+    window.controller.set_plan(plan_for_model("llama-3.1-8b").on_gpus(8, Strategy.ZERO3))
+    form.advanced.click()
+    assert form.bf16_master.isVisibleTo(form) and not form.bf16_master.isChecked()
+    form.bf16_master.click()
+    par = window.controller.plan.parallel
+    assert par.bf16_master_weights and par.bf16_optimizer_states and form.bf16_states.isChecked()
+    form.bf16_states.click()  # states off: on the GPU the master cannot stay
+    par = window.controller.plan.parallel
+    assert not par.bf16_master_weights and not par.bf16_optimizer_states
+    window.controller.set_plan(window.controller.plan.with_parallel(offload=Offload.OPTIMIZER))
+    form.bf16_master.click()  # offloaded: the master alone, with float32 CPU Adam states
+    par = window.controller.plan.parallel
+    assert par.bf16_master_weights and not par.bf16_optimizer_states
+    _choose(form.strategy, Strategy.FSDP.value)
+    assert not form.bf16_master.isVisibleTo(form) and not form.bf16_states.isVisibleTo(form)

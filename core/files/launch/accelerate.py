@@ -187,9 +187,11 @@ def settings(draft: Draft, written: tuple[str, ...] = ()) -> dict[str, Any]:
             "parallel.zero3_prefetch_elements",
             "parallel.zero3_max_live_elements",
             "parallel.zero3_max_reuse_elements",
+            "parallel.bf16_master_weights",
+            "parallel.bf16_optimizer_states",
         ],
-        "accelerate's deepspeed_config holds no bucket sizes nor overlap_comm: give it the DeepSpeed export "
-        "as deepspeed_config_file",
+        "accelerate's deepspeed_config holds no bucket sizes, overlap_comm nor bf16 master options: give it the "
+        "DeepSpeed export as deepspeed_config_file",
     )
     for name in ENV_SETTINGS:
         if name not in expressed:

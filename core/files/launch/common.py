@@ -214,6 +214,14 @@ RECIPE_WHY: Final = {
         "DeepSpeed's zero_optimization.overlap_comm is not a setting of this target (the DeepSpeed export "
         "and the TRL, axolotl and LLaMA-Factory exports' deepspeed config carry it)"
     ),
+    "parallel.bf16_master_weights": (
+        "DeepSpeed's bf16.bf16_master_weights_and_grads is not a setting of this target (the DeepSpeed export "
+        "and the TRL, axolotl and LLaMA-Factory exports' deepspeed config carry it)"
+    ),
+    "parallel.bf16_optimizer_states": (
+        "DeepSpeed's bf16.bf16_optimizer_states is not a setting of this target (the DeepSpeed export "
+        "and the TRL, axolotl and LLaMA-Factory exports' deepspeed config carry it)"
+    ),
     "parallel.grad_reduce_in_fp32": (
         "Megatron-Core's gradient buffer dtype: no such setting in this target (Megatron-Bridge: "
         "ddp.grad_reduce_in_fp32; Megatron-LM: --grad-reduce-in-bf16)"

@@ -8,7 +8,10 @@ Keys read from deepspeed v0.17 (``deepspeed/runtime/config.py``, ``deepspeed/run
 (default True for stage 3 only: ``zero/config.py overlap_comm_valid``; written as the plan's
 ``parallel.zero_overlap_comm`` for stages 1-2 and ``parallel.zero3_overlap_comm`` for stage 3),
 ``stage3_prefetch_bucket_size`` (5e7) and ``stage3_max_live_parameters`` (1e9),
-``gradient_clipping`` (default 0.0: no clipping; 1.0 is written for a plan that clips). Inside a
+``gradient_clipping`` (default 0.0: no clipping; 1.0 is written for a plan that clips),
+``bf16.bf16_master_weights_and_grads`` and ``bf16.bf16_optimizer_states`` (default False: deepspeedai/DeepSpeed
+edaa7221 runtime/precision_config.py ``DeepSpeedBF16Config``; PR #7700, v0.18.3; the plan's
+``parallel.bf16_master_weights`` / ``parallel.bf16_optimizer_states``, written where they apply). Inside a
 transformers / TRL / axolotl / LLaMA-Factory config the batch and precision keys are "auto"
 (transformers ``integrations/deepspeed.py`` fills them from TrainingArguments). The
 ``train_batch_size`` is left to DeepSpeed (micro-batch × accumulation × ranks), so the file
@@ -31,6 +34,7 @@ from core.files.launch.common import (
     Export,
     Target,
 )
+from core.inputs import deepspeed_bf16_master, deepspeed_bf16_states
 from core.plan import Offload, Plan, Strategy
 
 STAGES: Final = {Strategy.DDP: 0, Strategy.ZERO1: 1, Strategy.ZERO2: 2, Strategy.ZERO3: 3}
@@ -42,6 +46,8 @@ EXPRESSED: Final = (
     "parallel.zero_bucket_elements",
     "parallel.zero_overlap_comm",
     "parallel.zero3_overlap_comm",
+    "parallel.bf16_master_weights",
+    "parallel.bf16_optimizer_states",
     "parallel.zero3_prefetch_elements",
     "parallel.zero3_max_live_elements",
     "parallel.zero3_max_reuse_elements",
@@ -91,27 +97,51 @@ def zero_section(draft: Draft) -> dict[str, Any]:
     return zero
 
 
+def bf16_section(draft: Draft, enabled: object, zero: dict[str, Any]) -> dict[str, Any]:
+    """``bf16``: ``enabled`` and, where the plan keeps them in bf16, the low-precision master keys. A bf16 master
+    with float32 states needs ``offload_optimizer`` in the file (base_optimizer.py ``_configure_master_weights``):
+    where ``zero`` has none (parameter offload below stage 3, which this file cannot write) the keys are left out
+    and the setting listed, rather than a file DeepSpeed refuses."""
+    plan = draft.plan
+    section: dict[str, Any] = {"enabled": enabled}
+    if not deepspeed_bf16_master(plan):
+        return section
+    states = deepspeed_bf16_states(plan)
+    if not states and "offload_optimizer" not in zero:
+        draft.cannot(
+            "parallel.bf16_master_weights",
+            "DeepSpeed takes a bf16 master with float32 optimizer states only with offload_optimizer, "
+            "which this file does not write for this layout",
+        )
+        return section
+    section["bf16_master_weights_and_grads"] = True
+    section["bf16_optimizer_states"] = states
+    return section
+
+
 def inline_config(draft: Draft) -> dict[str, Any]:
     """The DeepSpeed config a transformers-based trainer takes in its ``deepspeed`` key."""
+    zero = zero_section(draft)
     return {
         "train_micro_batch_size_per_gpu": "auto",
         "gradient_accumulation_steps": "auto",
         "train_batch_size": "auto",
-        "bf16": {"enabled": "auto"},
+        "bf16": bf16_section(draft, "auto", zero),
         "fp16": {"enabled": "auto"},
         "gradient_clipping": "auto",  # transformers fills it from max_grad_norm
-        "zero_optimization": zero_section(draft),
+        "zero_optimization": zero,
     }
 
 
 def export_deepspeed(plan: Plan) -> Export:
     draft = Draft(plan)
+    zero = zero_section(draft)
     document = {
         "train_micro_batch_size_per_gpu": plan.workload.micro_batch,
         "gradient_accumulation_steps": plan.workload.grad_accum,
-        "bf16": {"enabled": plan.autocast is Autocast.BF16},
+        "bf16": bf16_section(draft, plan.autocast is Autocast.BF16, zero),
         "fp16": {"enabled": plan.autocast is Autocast.FP16},
-        "zero_optimization": zero_section(draft),
+        "zero_optimization": zero,
         "gradient_clipping": 1.0 if plan.grad_clip else 0.0,
     }
     draft.outside(GPU_COUNT, LAUNCHER_WHY)
@@ -133,7 +163,11 @@ def read_deepspeed(document: dict[str, Any]) -> dict[str, Any]:
     ):
         if isinstance(document.get(key), int):
             found[name] = document[key]
-    bf16 = (document.get("bf16") or {}).get("enabled") is True
+    bf16_keys = document.get("bf16") or {}
+    bf16 = bf16_keys.get("enabled") is True
+    # Absent: False, DeepSpeed's default (runtime/precision_config.py DeepSpeedBF16Config).
+    found["parallel.bf16_master_weights"] = bf16_keys.get("bf16_master_weights_and_grads") is True
+    found["parallel.bf16_optimizer_states"] = bf16_keys.get("bf16_optimizer_states") is True
     fp16 = (document.get("fp16") or {}).get("enabled") is True
     found["method.autocast"] = Autocast.BF16 if bf16 else Autocast.FP16 if fp16 else Autocast.NONE
     clipping = document.get("gradient_clipping")

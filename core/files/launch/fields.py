@@ -341,6 +341,22 @@ TRAINING_FIELDS: Final = (
         "method.stack",
     ),
     _f(
+        "parallel.bf16_master_weights",
+        lambda p: p.parallel.bf16_master_weights,
+        _matters("parallel.bf16_master_weights"),
+        "parallel.strategy",
+        "method.stack",
+        "method.autocast",
+    ),
+    _f(
+        "parallel.bf16_optimizer_states",
+        lambda p: p.parallel.bf16_optimizer_states,
+        _matters("parallel.bf16_optimizer_states"),
+        "parallel.strategy",
+        "method.stack",
+        "method.autocast",
+    ),
+    _f(
         "parallel.zero3_overlap_comm",
         lambda p: p.parallel.zero3_overlap_comm,
         _matters("parallel.zero3_overlap_comm"),

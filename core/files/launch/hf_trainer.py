@@ -130,7 +130,8 @@ def batch_keys(draft: Draft) -> dict[str, Any]:
 
 
 # The recipes TrainingArguments carries (and the trainers built on it: TRL, axolotl, LLaMA-Factory).
-# parallel.zero_overlap_comm / zero3_overlap_comm: the inline DeepSpeed config's zero_optimization.overlap_comm.
+# parallel.zero_overlap_comm / zero3_overlap_comm: the inline DeepSpeed config's zero_optimization.overlap_comm;
+# parallel.bf16_master_weights / bf16_optimizer_states: its bf16 section.
 HF_RECIPES: Final = (
     "method.stack",
     "method.grad_clip",
@@ -138,6 +139,8 @@ HF_RECIPES: Final = (
     "parallel.grad_sync",
     "parallel.zero_overlap_comm",
     "parallel.zero3_overlap_comm",
+    "parallel.bf16_master_weights",
+    "parallel.bf16_optimizer_states",
 )
 MEGATRON_WHY: Final = "Megatron-LM / NeMo's fused kernels are not a setting here (eager PyTorch is written)"
 

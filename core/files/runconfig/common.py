@@ -226,7 +226,30 @@ def _deepspeed_stage(taker: Taker, odd: OddValues, out: dict[str, Any]) -> str |
                 out["offload"] = offload
                 break
         out.update(_overlap_comm(taker, zero, int(stage), source))
+        out.update(_bf16_master(taker, document.get("bf16"), source))
     return result
+
+
+# DeepSpeed's bf16 section keys and the plan settings they are (deepspeedai/DeepSpeed edaa7221,
+# runtime/precision_config.py DeepSpeedBF16Config, both False by default; PR #7700, v0.18.3).
+_BF16_KEYS: Final = (
+    ("bf16_master_weights_and_grads", "bf16_master_weights"),
+    ("bf16_optimizer_states", "bf16_optimizer_states"),
+)
+
+
+def _bf16_master(taker: Taker, section: Any, source: str) -> dict[str, Any]:
+    """``bf16.bf16_master_weights_and_grads`` / ``bf16.bf16_optimizer_states`` of a DeepSpeed config, where it
+    sets them true (absent or false: DeepSpeed's default, the plan's)."""
+    if not isinstance(section, dict):
+        return {}
+    where = source.removesuffix(": zero_optimization.stage")
+    found: dict[str, Any] = {}
+    for key, name in _BF16_KEYS:
+        if section.get(key) is True:
+            taker.record(name, True, f"{where}: bf16.{key}")
+            found[name] = True
+    return found
 
 
 def _overlap_comm(taker: Taker, zero: dict[str, Any], stage: int, source: str) -> dict[str, Any]:

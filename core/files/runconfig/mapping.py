@@ -120,6 +120,8 @@ _PARALLEL_KNOBS: Final = (
     "grad_reduce_in_fp32",
     "grad_accum_fusion",
     "zero_overlap_comm",
+    "bf16_master_weights",
+    "bf16_optimizer_states",
     "zero3_overlap_comm",
 )
 _PARALLEL_ENUMS: Final = {"offload": Offload, "grad_sync": GradSync, "cp_rotate_method": CpRotate}

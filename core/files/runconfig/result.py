@@ -77,6 +77,8 @@ SETTING_LABELS: Final = {
     "fsdp1_wrap": "FSDP1 wrap from CPU/meta",
     "grad_sync": "FSDP gradient sync under accumulation",
     "zero_overlap_comm": "DeepSpeed ZeRO overlap_comm",
+    "bf16_master_weights": "DeepSpeed bf16 master weights",
+    "bf16_optimizer_states": "DeepSpeed bf16 optimizer states",
     "zero3_overlap_comm": "DeepSpeed ZeRO-3 overlap_comm",
     "grad_reduce_in_fp32": "Megatron gradient reduce in fp32",
     "grad_accum_fusion": "Megatron gradient accumulation fusion",
@@ -133,6 +135,8 @@ class RunSettings:
     grad_reduce_in_fp32: bool | None = None  # Megatron-Core DistributedDataParallelConfig.grad_reduce_in_fp32
     grad_accum_fusion: bool | None = None  # Megatron-Core ModelParallelConfig.gradient_accumulation_fusion
     zero_overlap_comm: bool | None = None  # DeepSpeed zero_optimization.overlap_comm (ZeRO-1/2)
+    bf16_master_weights: bool | None = None  # DeepSpeed bf16.bf16_master_weights_and_grads
+    bf16_optimizer_states: bool | None = None  # DeepSpeed bf16.bf16_optimizer_states
     zero3_overlap_comm: bool | None = None  # DeepSpeed zero_optimization.overlap_comm (ZeRO-3)
     cp_rotate_method: str | None = None  # a core.plan.CpRotate value: torchtitan context_parallel_rotate_method
 
