@@ -287,6 +287,11 @@ class OllamaVersion(StrEnum):
     V0_30 = "0.30"  # v0.30.0 - v0.32.15: llama-server without -ngl, llama.cpp's own --fit places the layers
 
 
+# The Ollama lines that start llama-server without -ngl, so that llama.cpp's own fit places the layers
+# when num_gpu is not given (core.serving.ollama LINES' ``llama_fit``; a test keeps the two one list).
+OLLAMA_LLAMA_FIT: Final = frozenset({OllamaVersion.V0_30})
+
+
 class VllmVersion(StrEnum):
     """The vLLM release line whose start-up rules apply (core.serving.vllm_versions: one era
     of rules per range of releases, each citing where it was read)."""

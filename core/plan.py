@@ -27,6 +27,7 @@ from core.inputs import (
     MAX_GPUS,
     MEGATRON_CE_FUSION_LABELS,
     METHOD_LABELS,
+    OLLAMA_LLAMA_FIT,
     OPTIMIZER_IMPL_LABELS,
     OPTIMIZER_LABELS,
     PRESET_LABELS,
@@ -738,12 +739,31 @@ class Plan:
                 "1 with llama.cpp",
                 "llama.cpp splits the layers across GPUs: give them as pipeline stages (-sm layer)",
             )
+        self._check_llamacpp_fit()
         if inf.cache_type not in UNQUANTISED_CACHE and not inf.flash_attention:
             raise PlanError(
                 "inference.cache_type",
                 inf.cache_type.value,
                 "f16, bf16 or f32 without flash attention",
                 "llama.cpp refuses it: V cache quantization requires flash_attn",
+            )
+
+    def _check_llamacpp_fit(self) -> None:
+        """llama.cpp's own fit (``-ngl auto``, or an Ollama line from 0.30 without num_gpu) moves a
+        mixture-of-experts model's expert tensors to the host first (common/fit.cpp 08033df0, its step
+        4), which core.serving.llamacpp_fit does not model: refused with the plan, not at its estimate."""
+        inf, model = self.inference, self.model
+        if model.num_experts <= 1:
+            return
+        reason = "llama.cpp's fit of a mixture-of-experts model, common/fit.cpp's step 4, is not modelled"
+        if inf.ollama_version is OllamaVersion.NONE and inf.gpu_layers < 0:
+            raise PlanError("inference.gpu_layers", inf.gpu_layers, "a layer count (0 or more)", reason)
+        if inf.ollama_version in OLLAMA_LLAMA_FIT and not 0 <= inf.gpu_layers <= model.num_layers:
+            lines = ", ".join(
+                v.value for v in OllamaVersion if v is not OllamaVersion.NONE and v not in OLLAMA_LLAMA_FIT
+            )
+            raise PlanError(
+                "inference.ollama_version", inf.ollama_version.value, f"a line before 0.30 ({lines})", reason
             )
 
     def _reconcile_roles(self) -> None:

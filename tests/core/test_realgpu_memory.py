@@ -171,7 +171,7 @@ CEILINGS = {
     # bf16_master_weights_and_grads / bf16_optimizer_states became plan settings, its peak at −5.0 %, held out
     # (docs/REAL_GPU_MEMORY.md, "DeepSpeed's bf16 master weights and optimizer states"): a 57th figure above the
     # median, no earlier allocated figure moved.
-    # 2.3 → 2.4 (2026-12-05, both branches merged): the two new rows above together, 58 figures; no earlier figure moved.
+    # 2.3 → 2.4 (2026-12-05, both branches merged): the two rows above together, 58 figures; no earlier one moved.
     "allocated": (2.4, 30.6),
     # 3.7 → 4.1 (2026-12-04): five held-out LLMs-from-scratch figures scored once the plan could express their
     # 16-bit loss (loss_16bit), at +5.5 to +14.3 %: new evidence, not a rule that got worse.

@@ -47,7 +47,17 @@ _UNSAFE: Final = re.compile(r"[^A-Za-z0-9._-]+")
 MAX_NAME: Final = 64
 
 
-def _newest() -> OllamaVersion:
+def _newest(plan: Plan) -> OllamaVersion:
+    """The newest line covered that can take the plan (a mixture-of-experts model with every layer
+    on the GPU is refused from 0.30, whose llama.cpp fit is not modelled for it: core.plan)."""
+    # As the file reads back: the model under llama.cpp, num_gpu only where _parameters writes it.
+    layers = plan.inference.gpu_layers if plan.inference.engine is Engine.LLAMACPP else 999
+    for line in sorted(LINES, key=lambda v: list(OllamaVersion).index(v), reverse=True):
+        try:
+            Plan(model=plan.model).with_inference(engine=Engine.LLAMACPP, ollama_version=line, gpu_layers=layers)
+        except PlanError:
+            continue
+        return line
     return max(LINES, key=lambda v: list(OllamaVersion).index(v))
 
 
@@ -57,14 +67,15 @@ def _line(draft: Draft) -> OllamaVersion:
         draft.cannot(
             "inference.engine", f"the plan was judged under {ENGINE_LABELS[inf.engine]}'s memory rules, not Ollama's"
         )
-        return _newest()
+        return _newest(draft.plan)
     if inf.ollama_version is OllamaVersion.NONE or inf.ollama_version not in LINES:
         draft.cannot(
             "inference.ollama_version",
             "the plan runs llama-server with its GPU layers as typed, not Ollama's own choice: see the "
-            f"llama-server export (the newest line covered, {_newest().value}, is written)",
+            f"llama-server export (the newest line covered that takes the plan, {_newest(draft.plan).value}, "
+            "is written)",
         )
-        return _newest()
+        return _newest(draft.plan)
     return inf.ollama_version
 
 
