@@ -665,6 +665,9 @@ class Input:
     low: float = 0
     high: float = 0
     zero_means: str = ""
+    # What the least value means where it is below 0 and stands for a word (GPU layers' -1: "auto"):
+    # the window's field shows the word there.
+    low_means: str = ""
     # What 0 means to the serving figures when that differs (the window's Inference mode says it).
     zero_means_serving: str = ""
     labels: Mapping[Any, str] | None = None
@@ -1619,6 +1622,7 @@ INPUTS: Final[tuple[Input, ...]] = (
           "there too. The rest (and the token embeddings, always) stay in host RAM. 999: everything. "
           "-1: auto, llama.cpp's own fit (-ngl unset, --fit on: as many layers as leave 1 GiB free on each GPU).",
           ("--gpu-layers", "--ngl"), "llama.cpp: layers on the GPU (-ngl; 999: all, -1: auto)", unit="layers", low=-1,
+          low_means="auto (llama.cpp's fit)",
           high=MAX_LAYERS_FLAG, matters=lambda p: p.inference.engine is Engine.LLAMACPP),
     Input("inference.ollama_version", Kind.ENUM, "Ollama", "Ollama release", OllamaVersion.NONE,
           "Run through Ollama: it picks the GPU layers itself from its own memory estimate of the card's "

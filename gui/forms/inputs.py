@@ -51,8 +51,8 @@ def int_field(spec: Input) -> IntField:
     field = IntField(spec.name, int(_least(spec)), int(spec.high), spec.unit, spec.tooltip)
     if spec.step != 1:
         field.setSingleStep(int(spec.step))
-    if spec.zero_means:
-        field.setSpecialValueText(spec.zero_means)
+    if spec.zero_means or spec.low_means:
+        field.setSpecialValueText(spec.zero_means or spec.low_means)
     return field
 
 

@@ -22,10 +22,6 @@ def with_ollama_line(plan: Plan, value: object) -> Plan:
     return ollama_defaults(chosen, gpu_for(chosen), frozenset())
 
 
-# How the GPU-layers field shows -1 (core.inputs: "-1: auto, llama.cpp's own fit").
-GPU_LAYERS_AUTO = "auto (llama.cpp's fit)"
-
-
 class ServingForm(PlanForm):
     """Rows only one engine reads (transformers' release, vLLM's release and scheduler limits,
     SGLang's release and static fraction, llama.cpp's GGUF type, GPU layers and cache type) show
@@ -46,8 +42,6 @@ class ServingForm(PlanForm):
         self.kv = self.add_input("inference.kv_dtype")
         self.cache_type = self.add_input("inference.cache_type")
         self.gpu_layers = self.add_input("inference.gpu_layers")
-        # -1, the field's least value, is llama.cpp's "-ngl auto" (its own fit): said in words.
-        self.gpu_layers.setSpecialValueText(GPU_LAYERS_AUTO)
         # llama.cpp judges its host part against the host RAM, whose field is the Parallelism
         # form's, hidden in Inference mode: the same input here (one plan value, two fields).
         self.host_ram = self.add_input("parallel.host_ram_gb")

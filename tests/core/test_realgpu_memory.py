@@ -166,7 +166,6 @@ CEILINGS = {
     # 2.2 → 2.3 (branch h40models, 2026-12-05): litgpt's config-hub Gemma 2B full fine-tuning row (4 A10G, FSDP1,
     # held out of every fit) scored once the catalogue had Gemma 2B, at −14.5 % (docs/REAL_GPU_MEMORY.md, "Catalogue
     # models for the unscored corpus figures"): a 57th figure above the median, no earlier figure moved.
-
     # 2.2 → 2.3 (branch h40ds, 2026-12-05): the same example's bf16 master-weight row scored once DeepSpeed's
     # bf16_master_weights_and_grads / bf16_optimizer_states became plan settings, its peak at −5.0 %, held out
     # (docs/REAL_GPU_MEMORY.md, "DeepSpeed's bf16 master weights and optimizer states"): a 57th figure above the

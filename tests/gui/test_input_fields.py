@@ -41,7 +41,7 @@ def _check_range(spec: Input, widget: Any) -> None:
         assert widget.minimum() == least
         # Frozen layers: at most the model's blocks, never more than the table's ceiling.
         assert widget.maximum() == spec.high or (spec.path == "frozen_layers" and widget.maximum() <= spec.high)
-        assert widget.specialValueText() == spec.zero_means
+        assert widget.specialValueText() == (spec.zero_means or spec.low_means)
     elif isinstance(widget, FloatField):
         assert widget.minimum() == pytest.approx(least * spec.scale)
         assert widget.maximum() == pytest.approx(spec.high * spec.scale)
