@@ -84,6 +84,7 @@ KIND_LABELS: Final = {
             (Method.LORA, "LoRA"),
             (Method.QLORA, "QLoRA"),
             (Method.DORA, "DoRA"),
+            (Method.IA3, "IA3"),
             (Method.FROZEN, "frozen layers"),
         )
         for n in ("one", "many")
@@ -92,6 +93,7 @@ KIND_LABELS: Final = {
     "method:lora": "LoRA",
     "method:qlora": "QLoRA",
     "method:dora": "DoRA",
+    "method:ia3": "IA3",
     "method:frozen": "frozen layers",
     "gpus:one": "one GPU",
     "strategy:ddp": "DDP",

@@ -64,6 +64,8 @@ def plans(draw: st.DrawFn) -> Plan:
             rank=draw(st.integers(1, 1024)),
             alpha=draw(st.floats(0.5, 512)),
             targets=tuple(t for t in LORA_TARGETS if t in targets),
+            # IA3's feedforward modules: some of the targets (Plan refuses others, as PEFT does).
+            ia3_feedforward=tuple(t for t in LORA_TARGETS if t in targets and draw(st.booleans())),
         ),
         quant=draw(st.sampled_from(list(Quant))),
         double_quant=draw(st.booleans()),
