@@ -508,6 +508,10 @@ def _divisors(n: int) -> list[int]:
     return [d for d in range(1, n + 1) if n % d == 0]
 
 
+# The methods the drawn plans were drawn from (IA3 came later: its plans are CLI_RUNS').
+_DRAWN_METHODS = ["full", "lora", "qlora", "frozen", "dora"]
+
+
 def _draw(rng: random.Random) -> Any:
     """One plan as people configure them: a catalogue model and card, a method and precision
     preset, a workload and a parallel layout; the Plan's own validation rejects the rest."""
@@ -540,8 +544,7 @@ def _draw(rng: random.Random) -> Any:
     tp = _choice(rng, [d for d in _divisors(gpn) if spec.num_heads % d == 0])
     pp = _choice(rng, [d for d in _divisors(world // tp) if d <= spec.num_layers])
     cp = _choice(rng, _divisors(world // (tp * pp)))
-    # The methods the drawn plans were drawn from (IA3 came later: its plans are CLI_RUNS').
-    method = _choice(rng, [m for m in Method if m is not Method.IA3])
+    method = Method(_choice(rng, _DRAWN_METHODS))
     serving_tp = _choice(rng, [d for d in (1, 2, 4, 8) if spec.num_heads % d == 0])
     plan = Plan(
         model=spec,
