@@ -47,7 +47,7 @@ from core.dtypes import (
     WeightFormat,
 )
 from core.errors import PlanError
-from core.model import LIMITS, MAX_PARAMS, check_text, normalise_lora_targets
+from core.model import LIMITS, MAX_PARAMS, check_text, normalise_ia3_feedforward, normalise_lora_targets
 from core.units import finite_number
 
 if TYPE_CHECKING:
@@ -61,6 +61,7 @@ class Method(StrEnum):
     QLORA = "qlora"
     FROZEN = "frozen"
     DORA = "dora"  # PEFT LoraConfig(use_dora=True): LoRA plus a trained magnitude per output row
+    IA3 = "ia3"  # PEFT IA3Config: one trained scaling vector per targeted projection, frozen base
 
 
 class Precision(StrEnum):
@@ -490,6 +491,7 @@ METHOD_LABELS: Final = {
     Method.QLORA: "QLoRA (quantised base)",
     Method.FROZEN: "Frozen layers",
     Method.DORA: "DoRA (LoRA + magnitude)",
+    Method.IA3: "IA3 (learned scaling vectors)",
 }
 OPTIMIZER_LABELS: Final = {
     Optimizer.ADAMW: "AdamW",
@@ -863,24 +865,32 @@ INPUTS: Final[tuple[Input, ...]] = (
     # ---- method -----------------------------------------------------------------------
     Input("method", Kind.ENUM, "Method", "Method", Method.FULL,
           "Full: every weight trains. LoRA: small adapters train, the base is frozen. "
-          "QLoRA: LoRA on a 4- or 8-bit base. Frozen layers: the bottom blocks get no gradients.",
-          ("--method",), "full, lora, qlora, frozen (layers) or dora", labels=METHOD_LABELS),
+          "QLoRA: LoRA on a 4- or 8-bit base. Frozen layers: the bottom blocks get no gradients. "
+          "IA3 (PEFT): one trained vector per targeted projection scales its output (or, on a feedforward "
+          "module, its input); the base is frozen.",
+          ("--method",), "full, lora, qlora, frozen (layers), dora or ia3", labels=METHOD_LABELS),
     Input("lora.rank", Kind.INT, "Rank r", "LoRA rank", 8,
           "Rank r of each adapter: r × (in + out) parameters per matrix.",
           ("--lora-rank",), "LoRA/DoRA adapter rank r", low=1, high=MAX_RANK,
-          matters=lambda p: p.adapter_based),
+          matters=lambda p: p.lora_adapters),
     Input("lora.alpha", Kind.FLOAT, "Alpha α", "LoRA alpha", 16.0,
           "Adapter scaling α (the update is scaled by α / r); no effect on memory.",
           ("--lora-alpha",), "LoRA/DoRA scaling α (no effect on memory)", low=0.01, high=1e6,
-          matters=lambda p: p.adapter_based),
+          matters=lambda p: p.lora_adapters),
     Input("lora.dropout", Kind.FLOAT, "Dropout", "LoRA dropout", 0.0,
           "Dropout on the adapters' input (PEFT lora_dropout; 0 by default): each adapter then keeps its own "
           "dropped copy of its input and a one-byte mask per element for the backward.",
           ("--lora-dropout",), "LoRA/DoRA dropout (PEFT lora_dropout, default 0)", low=0.0, high=0.99,
-          step=0.05, matters=lambda p: p.adapter_based),
+          step=0.05, matters=lambda p: p.lora_adapters),
     Input("lora.targets", Kind.TARGETS, "Targets", "LoRA target modules", ("q_proj", "v_proj"),
-          "The modules that get an adapter.",
-          ("--lora-targets",), "comma list: q_proj,v_proj or all-linear", matters=lambda p: p.adapter_based),
+          "The modules that get an adapter (LoRA, DoRA) or a scaling vector (IA3).",
+          ("--lora-targets",), "comma list: q_proj,v_proj or all-linear (LoRA, DoRA, IA3 targets)",
+          matters=lambda p: p.adapter_based),
+    Input("lora.ia3_feedforward", Kind.TARGETS, "Feedforward", "IA3 feedforward modules", ("down_proj",),
+          "IA3's feedforward_modules: of the targets, those whose input is scaled (PEFT's default for Llama-style "
+          "models: down_proj); the others scale their output.",
+          ("--ia3-feedforward",), "IA3: comma list of targets whose input is scaled (PEFT default down_proj)",
+          matters=lambda p: p.method is Method.IA3),
     Input("quant", Kind.ENUM, "Base storage", "Base quantisation", Quant.NF4,
           "How QLoRA stores the frozen base weights (bitsandbytes): 4-bit NF4/FP4 in blocks of 64, or 8-bit.",
           ("--quant",), "QLoRA base storage", labels=QUANT_LABELS, matters=lambda p: p.method is Method.QLORA),
@@ -1798,7 +1808,9 @@ def _targets_check(spec: Input) -> Check:
     def check(value: object) -> object:
         if not isinstance(value, tuple):
             raise PlanError(spec.path, value, "a list of module names")
-        normal = normalise_lora_targets(value)
+        normal = (
+            normalise_ia3_feedforward(value) if spec.path == "lora.ia3_feedforward" else normalise_lora_targets(value)
+        )
         return value if normal == value else normal
 
     return check

@@ -66,6 +66,16 @@ def _normalised_targets(names: tuple[str, ...]) -> tuple[str, ...]:
     return _normalise_targets(names)
 
 
+def normalise_ia3_feedforward(names: tuple[str, ...] | list[str]) -> tuple[str, ...]:
+    """IA3's feedforward modules in canonical names; none is allowed (PEFT's mt5 default is [])."""
+    if not names:
+        return ()
+    try:
+        return normalise_lora_targets(names)
+    except PlanError as error:
+        raise PlanError("lora.ia3_feedforward", error.value, error.allowed) from None
+
+
 def _normalise_targets(names: tuple[str, ...] | list[str]) -> tuple[str, ...]:
     wanted: set[str] = set()
     for raw in names:
@@ -451,6 +461,33 @@ class ModelSpec:
         """DoRA's trained magnitude: one value per output row of every adapted matrix
         (PEFT ``lora_magnitude_vector``, shape [out_features])."""
         return self.num_layers * sum(fan_out * copies for _, fan_out, copies in self.adapted_matrices(targets))
+
+    def ia3_vectors(self, targets: tuple[str, ...], feedforward: tuple[str, ...]) -> list[tuple[int, int, bool]]:
+        """(elements, copies, feedforward) of each IA3 vector one block trains.
+
+        huggingface/peft 51c2ff66 src/peft/tuners/ia3/layer.py ``IA3Layer.update_layer``: the
+        vector ``ia3_l`` has shape (1, in_features) on a feedforward module (it scales the
+        input) and (out_features, 1) on any other (it scales the output). Fused matrices get one
+        vector over the fused width, as :meth:`adapted_matrices` gives them.
+        """
+        ff = set(normalise_ia3_feedforward(feedforward))
+        groups: list[tuple[str, ...]] = [("q_proj", "k_proj", "v_proj")] if self.fused_qkv else []
+        groups += [("gate_proj", "up_proj")] if self.fused_gate_up and self.gated_mlp else []
+        out: list[tuple[int, int, bool]] = []
+        done: set[str] = set()
+        for name in normalise_lora_targets(targets):
+            if name in done:
+                continue
+            group = next((g for g in groups if name in g), (name,))
+            done.update(group)
+            on_input = bool(ff & set(group))
+            for fan_in, fan_out, copies in self.adapted_matrices((name,)):
+                out.append((fan_in if on_input else fan_out, copies, on_input))
+        return out
+
+    def ia3_params(self, targets: tuple[str, ...], feedforward: tuple[str, ...]) -> int:
+        """Exact IA3 size: Σ in (feedforward) or out (others) over the targets, every block."""
+        return self.num_layers * sum(n * c for n, c, _ in self.ia3_vectors(targets, feedforward))
 
     # ---- KV cache ------------------------------------------------------------------
     def to_dict(self) -> dict[str, Any]:

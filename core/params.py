@@ -38,7 +38,10 @@ def param_counts(plan: Plan) -> ParamCounts:
     total = model.total_params()
     active = model.active_params()
     if plan.adapter_based:
-        adapter = model.lora_params(plan.lora.rank, plan.lora.targets)
+        if plan.method is Method.IA3:
+            adapter = model.ia3_params(plan.lora.targets, plan.lora.ia3_feedforward)
+        else:
+            adapter = model.lora_params(plan.lora.rank, plan.lora.targets)
         if plan.method is Method.DORA:
             adapter += model.dora_magnitude_params(plan.lora.targets)
         if plan.accounting is Accounting.LESSON and plan.lesson.trainable_override:

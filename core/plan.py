@@ -208,9 +208,17 @@ class LoraSettings:
     alpha: float = DEFAULTS["lora.alpha"]
     dropout: float = DEFAULTS["lora.dropout"]  # PEFT lora_dropout: adapters keep a dropped copy + mask
     targets: tuple[str, ...] = DEFAULTS["lora.targets"]
+    # PEFT IA3Config.feedforward_modules: the targets whose input, not output, is scaled.
+    ia3_feedforward: tuple[str, ...] = DEFAULTS["lora.ia3_feedforward"]
 
     def __post_init__(self) -> None:
         run_checks(self, _LORA_CHECKS)
+
+
+def ia3_feedforward_within(lora: LoraSettings, targets: tuple[str, ...] | None = None) -> tuple[str, ...]:
+    """IA3's feedforward modules that are among ``targets`` (the settings' own by default)."""
+    kept = set(lora.targets if targets is None else targets)
+    return tuple(name for name in lora.ia3_feedforward if name in kept)
 
 
 @dataclass(frozen=True)
@@ -607,6 +615,16 @@ class Plan:
                 "off with rowwise float8",
                 "torchao: enable_fsdp_float8_all_gather only supports tensorwise scaling granularity",
             )
+        if self.method is Method.IA3 and not self.lora.targets:
+            raise PlanError("lora.targets", "", "at least one module", "IA3 scales the targets' inputs or outputs")
+        if self.method is Method.IA3 and not set(self.lora.ia3_feedforward) <= set(self.lora.targets):
+            # huggingface/peft 51c2ff66 src/peft/tuners/ia3/config.py IA3Config.__post_init__
+            raise PlanError(
+                "lora.ia3_feedforward",
+                ",".join(self.lora.ia3_feedforward),
+                f"a subset of the targets ({','.join(self.lora.targets)})",
+                "PEFT: feedforward_modules should be a subset of target_modules",
+            )
         if self.method is Method.FROZEN and self.frozen_layers == 0:
             raise PlanError(
                 "frozen_layers",
@@ -796,6 +814,12 @@ class Plan:
 
     @property
     def adapter_based(self) -> bool:
+        """A frozen base with small trained tensors beside it (LoRA, QLoRA, DoRA, IA3)."""
+        return self.method in (Method.LORA, Method.QLORA, Method.DORA, Method.IA3)
+
+    @property
+    def lora_adapters(self) -> bool:
+        """LoRA-shaped adapters (lora_A, lora_B of rank r) on ``lora.targets``."""
         return self.method in (Method.LORA, Method.QLORA, Method.DORA)
 
     @property
@@ -951,4 +975,9 @@ class Plan:
         model = changes.get("model", self.model)
         if method is Method.FROZEN and changes.get("frozen_layers", self.frozen_layers) == 0:
             changes["frozen_layers"] = max(1, model.num_layers // 2)
+        lora = changes.get("lora", self.lora)
+        if method is Method.IA3 and lora.ia3_feedforward == self.lora.ia3_feedforward:
+            # IA3's feedforward modules are some of its targets (PEFT refuses others): switching
+            # from LoRA on q_proj, v_proj keeps the targets and scales their outputs.
+            changes["lora"] = replace(lora, ia3_feedforward=ia3_feedforward_within(lora))
         return replace(self, method=method, **changes)

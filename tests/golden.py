@@ -419,6 +419,14 @@ CLI_RUNS: tuple[tuple[str, ...], ...] = (
             "estimate --json --mode inference --model llama-3.1-70b --engine llamacpp --ollama 0.30 --gpu rtx-4090"
         )
     ),
+    # PEFT IA3 (branch h40peft): PEFT's Llama default, k_proj and v_proj scaled on their outputs, down_proj
+    # on its float32-cast input, on the method comparison's L40S.
+    tuple(
+        shlex.split(
+            "estimate --json --model llama-3.2-3b --method ia3 --lora-targets k_proj,v_proj,down_proj "
+            "--preset trainer-bf16 --micro-batch 4 --seq 768 --gpu l40s"
+        )
+    ),
 )
 
 
@@ -500,6 +508,10 @@ def _divisors(n: int) -> list[int]:
     return [d for d in range(1, n + 1) if n % d == 0]
 
 
+# The methods the drawn plans were drawn from (IA3 came later: its plans are CLI_RUNS').
+_DRAWN_METHODS = ["full", "lora", "qlora", "frozen", "dora"]
+
+
 def _draw(rng: random.Random) -> Any:
     """One plan as people configure them: a catalogue model and card, a method and precision
     preset, a workload and a parallel layout; the Plan's own validation rejects the rest."""
@@ -532,7 +544,7 @@ def _draw(rng: random.Random) -> Any:
     tp = _choice(rng, [d for d in _divisors(gpn) if spec.num_heads % d == 0])
     pp = _choice(rng, [d for d in _divisors(world // tp) if d <= spec.num_layers])
     cp = _choice(rng, _divisors(world // (tp * pp)))
-    method = _choice(rng, list(Method))
+    method = Method(_choice(rng, _DRAWN_METHODS))
     serving_tp = _choice(rng, [d for d in (1, 2, 4, 8) if spec.num_heads % d == 0])
     plan = Plan(
         model=spec,

@@ -366,6 +366,7 @@ METHOD_NAMES: Final = {
     Method.QLORA: "QLoRA",
     Method.FROZEN: "frozen layers",
     Method.DORA: "DoRA",
+    Method.IA3: "IA3",
 }
 
 

@@ -162,7 +162,8 @@ OPTIONAL_KEYS: Final = (
             "nccl_avoid_record_streams",
         )
     )
-    | frozenset({(LoraSettings, "dropout")})
+    # IA3's feedforward modules (branch h40peft): a file without it reads as PEFT's default, down_proj.
+    | frozenset({(LoraSettings, "dropout"), (LoraSettings, "ia3_feedforward")})
 )
 # Of the parallelism (version 4), only the GPU count and the strategy must be written; the
 # degrees and the frameworks' knobs default to one GPU's split and the frameworks' defaults.

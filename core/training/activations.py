@@ -18,7 +18,7 @@ from core.dtypes import DTYPE_BYTES, Dtype, Quant
 from core.format import sci
 from core.inputs import loss_16bit_matters, loss_code_runs
 from core.memo import last_answer
-from core.model import ModelSpec, normalise_lora_targets
+from core.model import ModelSpec, normalise_ia3_feedforward, normalise_lora_targets
 from core.plan import Attention, CheckpointPolicy, MegatronCeFusion, Method, Plan, Stack, TransformersLoss
 from core.roles import adapter_dtype, compute_dtype, dtypes_for, model_dtype
 from core.training.attention import Kernel, megatron_fused_softmax, needs_mask, sdpa_kernel
@@ -516,11 +516,64 @@ def _adapters(plan: Plan, ctx: _Ctx) -> list[Term]:
     return items
 
 
+# The tensor each projection reads, for IA3's feedforward scaling (one tensor per group).
+_IA3_INPUT_GROUPS: Final = {
+    "q_proj": "qkv",
+    "k_proj": "qkv",
+    "v_proj": "qkv",
+    "o_proj": "o",
+    "gate_proj": "mlp",
+    "up_proj": "mlp",
+    "down_proj": "down",
+}
+
+
+def _ia3(plan: Plan, ctx: _Ctx) -> list[Term]:
+    """What IA3's scalings keep for the vectors' gradients (huggingface/peft 51c2ff66,
+    src/peft/tuners/ia3/layer.py ``Linear.forward``).
+
+    Not feedforward: ``result = base_layer(x); result = (result * ia3_scaling).to(result_dtype)``:
+    the multiply keeps the projection's raw output (N·out in the matmul's output dtype), a tensor
+    nothing else keeps (the readers get the scaled copy). Feedforward:
+    ``x = x.to(ia3_l.dtype); (x * ia3_scaling).to(previous_dtype)``: the multiply keeps the input
+    cast to the vector's dtype (N·in in the adapter's dtype); where the cast is a no-op (the input
+    already in that dtype) the targets reading one tensor keep that one tensor, which the frozen
+    projection itself does not keep.
+    """
+    if plan.method is not Method.IA3:
+        return []
+    model = plan.model
+    out_el = 0
+    in_copies: dict[str, int] = {}
+    shapes = model.linear_shapes()
+    ff = set(normalise_ia3_feedforward(plan.lora.ia3_feedforward))
+    for name in normalise_lora_targets(plan.lora.targets):
+        if name not in shapes:
+            continue
+        fan_in, fan_out = shapes[name]
+        copies = model.num_experts if name in ("gate_proj", "up_proj", "down_proj") else 1
+        if name not in ff:
+            out_el += copies * fan_out
+            continue
+        reads = ctx.compute_dtype if name in ("o_proj", "down_proj") else (_norm_output(model, ctx) or ctx.model_dtype)
+        key = _IA3_INPUT_GROUPS[name] if reads is ctx.adapter_dtype else name
+        in_copies[key] = copies * fan_in
+    items = []
+    if out_el:
+        formula = f"N·Σout × {ctx.ca:g} = {sci(ctx.n * out_el)} × {ctx.ca:g}"
+        items.append(Term("IA3: raw outputs of the output-scaled targets", formula, ctx.n * out_el * ctx.ca))
+    in_el = sum(in_copies.values())
+    if in_el:
+        formula = f"N·Σin × {ctx.adapter:g} = {sci(ctx.n * in_el)} × {ctx.adapter:g}"
+        items.append(Term("IA3: feedforward inputs in the vectors' dtype", formula, ctx.n * in_el * ctx.adapter))
+    return items
+
+
 @last_answer
 def layer_activations(plan: Plan, trainable_block: bool) -> LayerActs:
     """Saved tensors of one transformer block for micro-batch B and sequence S."""
     model = plan.model
-    ctx = _context(plan, trainable_block, plan.lora.targets if plan.adapter_based else ())
+    ctx = _context(plan, trainable_block, plan.lora.targets if plan.lora_adapters else ())
     n, d = ctx.n, model.hidden_size
     kernels = unsloth_kernels(plan)
     qkv = ("q_proj", "k_proj", "v_proj")
@@ -574,6 +627,7 @@ def layer_activations(plan: Plan, trainable_block: bool) -> LayerActs:
     elif model.norms_per_layer == 4:
         outside_tp(_norm(model, ctx, "post-MLP norm", []))
     items += _adapters(plan, replace(ctx, lora=_unpatched(ctx.lora, kernels)) if kernels else ctx)
+    items += _ia3(plan, ctx)
     items += _bnb_kept_inputs(plan, ctx)
     return LayerActs(tuple(items), tuple(replicated), tuple(gathered))
 
@@ -1287,7 +1341,7 @@ def selective_saved(plan: Plan) -> LayerActs:
     dt = dtypes_for(plan)
     ca = dt.compute
     adapter_out = dt.compute if dt.autocast else dt.adapter
-    adapted = plan.lora.targets if plan.adapter_based else ()
+    adapted = plan.lora.targets if plan.lora_adapters else ()
     unread = _unread_by_backward(plan)
     items: list[Term] = []
     replicated: list[int] = []

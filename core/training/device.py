@@ -32,7 +32,7 @@ from core.catalogue import intra_link_of
 from core.dtypes import DTYPE_BYTES
 from core.errors import PlanError
 from core.format import gb
-from core.plan import TE_FLOAT8, Plan, Stack, Strategy
+from core.plan import TE_FLOAT8, Method, Plan, Stack, Strategy
 from core.runtime import (
     ALLOCATOR_FRAGMENTATION,
     CUBLAS_TRAINING_HANDLES,
@@ -191,7 +191,10 @@ def weight_segments(
     shards = max(1, par.fsdp_shards)
     adapter = DTYPE_BYTES[plan.adapter_dtype]
     large_adapters = 0
-    if plan.adapter_based:
+    if plan.method is Method.IA3:
+        vectors = model.ia3_vectors(plan.lora.targets, plan.lora.ia3_feedforward)
+        large_adapters = sum(copies * (not is_small(int(n * adapter / shards))) for n, copies, _ in vectors)
+    elif plan.adapter_based:
         for fan_in, fan_out, copies in model.adapted_matrices(plan.lora.targets):
             for elements in (plan.lora.rank * fan_in, fan_out * plan.lora.rank):
                 large_adapters += copies * (not is_small(int(elements * adapter / shards)))

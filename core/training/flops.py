@@ -94,8 +94,9 @@ def block_gemms(plan: Plan) -> tuple[Gemm, ...]:
 
 
 def _adapter_gemms(plan: Plan) -> tuple[Gemm, ...]:
-    """LoRA's A (in → r) and B (r → out) of each target (PEFT ``LoraLayer``): they train."""
-    if not plan.adapter_based:
+    """LoRA's A (in → r) and B (r → out) of each target (PEFT ``LoraLayer``): they train. IA3's
+    vectors are elementwise scalings, no matmul."""
+    if not plan.lora_adapters:
         return ()
     shapes = plan.model.linear_shapes()
     r = plan.lora.rank

@@ -43,12 +43,26 @@ ADAM_FAMILY: Final = (Optimizer.ADAMW, Optimizer.ADAM)
 MIN_BLOCK_BYTES: Final = 512
 
 
+def adapter_tensor_sizes(plan: Plan) -> list[int]:
+    """Elements of each tensor one block's adapters train: lora_A (r·in), lora_B (r·out) and
+    DoRA's magnitude (out) per adapted matrix, or one IA3 vector (in or out) per target."""
+    model = plan.model
+    if plan.method is Method.IA3:
+        return [
+            n for n, copies, _ in model.ia3_vectors(plan.lora.targets, plan.lora.ia3_feedforward) for _ in range(copies)
+        ]
+    r = plan.lora.rank
+    sizes: list[int] = []
+    for fan_in, fan_out, copies in model.adapted_matrices(plan.lora.targets):
+        sizes += ([r * fan_in, r * fan_out] + ([fan_out] if plan.method is Method.DORA else [])) * copies
+    return sizes
+
+
 def trainable_tensors(plan: Plan) -> int:
     """How many parameter tensors train (fused Adam keeps one GPU step counter for each)."""
     model = plan.model
     if plan.adapter_based:
-        per_matrix = 3 if plan.method is Method.DORA else 2  # lora_A, lora_B (, magnitude)
-        return model.num_layers * per_matrix * sum(c for _, _, c in model.adapted_matrices(plan.lora.targets))
+        return model.num_layers * len(adapter_tensor_sizes(plan))
     layers = model.num_layers - (plan.frozen_layers if plan.method is Method.FROZEN else 0)
     outside = model.outside_tensors(embedding=plan.method is Method.FULL)
     return layers * model.layer_tensors() + outside
@@ -160,12 +174,7 @@ def small_state_elements(plan: Plan, below: int = OPT8_MIN_SIZE) -> int:
     instead of derived."""
     model = plan.model
     if plan.adapter_based:
-        r = plan.lora.rank
-        sizes: list[int] = []
-        for fan_in, fan_out, copies in model.adapted_matrices(plan.lora.targets):
-            per_matrix = [r * fan_in, r * fan_out] + ([fan_out] if plan.method is Method.DORA else [])
-            sizes += per_matrix * copies
-        return model.num_layers * _small(sizes, below)
+        return model.num_layers * _small(adapter_tensor_sizes(plan), below)
     layers = model.num_layers - (plan.frozen_layers if plan.method is Method.FROZEN else 0)
     outside = model.outside_tensor_sizes(embedding=plan.method is Method.FULL)
     small = layers * _small(model.layer_tensor_sizes(), below) + _small(outside, below)
@@ -179,6 +188,8 @@ def _small(sizes: list[int] | tuple[int, ...], below: int = OPT8_MIN_SIZE) -> in
 def adafactor_state_elements(plan: Plan) -> int:
     """Row + column statistics for every trainable matrix (Shazeer & Stern 2018)."""
     model = plan.model
+    if plan.method is Method.IA3:  # each vector is 2-D, (1, in) or (out, 1): n + 1 statistics
+        return model.num_layers * sum(n + 1 for n in adapter_tensor_sizes(plan))
     if plan.adapter_based:
         targets = plan.lora.targets
         shapes = model.linear_shapes()
@@ -198,7 +209,7 @@ def largest_trainable_tensor(plan: Plan) -> int:
     """Elements of the largest tensor that trains (the for-loop step works one at a time)."""
     model = plan.model
     if plan.adapter_based:
-        return max((plan.lora.rank * max(fi, fo) for fi, fo, _ in model.adapted_matrices(plan.lora.targets)), default=0)
+        return max(adapter_tensor_sizes(plan), default=0)
     linear = max(fi * fo for fi, fo in model.linear_shapes().values())
     if model.num_experts > 1:  # transformers 5 stores each projection of all experts as one 3-D tensor
         linear = model.num_experts * 2 * model.hidden_size * model.intermediate_size

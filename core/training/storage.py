@@ -56,7 +56,7 @@ def weight_terms(plan: Plan, counts: ParamCounts, dt: Dtypes) -> list[Term]:
         terms.append(Term("base weights", f"P × {b:g} B = {sci(p)} × {b:g} B", p * b))
     if counts.adapter:
         a = dt.adapter
-        label = "DoRA adapters + magnitudes" if plan.method is Method.DORA else "LoRA adapters"
+        label = {Method.DORA: "DoRA adapters + magnitudes", Method.IA3: "IA3 vectors"}.get(plan.method, "LoRA adapters")
         terms.append(Term(f"{label} ({_dtype_name(a)})", f"{sci(counts.adapter)} × {a:g} B", counts.adapter * a))
     return terms
 

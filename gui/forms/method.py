@@ -1,4 +1,4 @@
-"""Method: full fine-tuning, LoRA, DoRA, QLoRA or frozen layers, with precision and kernels."""
+"""Method: full fine-tuning, LoRA, DoRA, QLoRA, IA3 or frozen layers, with precision and kernels."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from core.inputs import input_at
 from core.losses import LOSS_INPUTS, ROW_TOOLTIP, LossChoice, LossOption, loss_choice, loss_conflicts, loss_options
 from core.losses import with_loss as _with_loss
 from core.model import LORA_TARGETS
-from core.plan import Plan
+from core.plan import Method, Plan, ia3_feedforward_within
 from gui import colours
 from gui.controller import PlanController
 from gui.forms.base import PlanForm
@@ -38,15 +38,28 @@ def _with_target(plan: Plan, target: str, on: bool) -> Plan:
         targets.add(target)
     else:
         targets.discard(target)
-    return plan.with_lora(targets=tuple(t for t in LORA_TARGETS if t in targets))
+    chosen = tuple(t for t in LORA_TARGETS if t in targets)
+    if plan.method is Method.IA3:  # a target left keeps no feedforward scaling (PEFT: a subset)
+        return plan.with_lora(targets=chosen, ia3_feedforward=ia3_feedforward_within(plan.lora, chosen))
+    return plan.with_lora(targets=chosen)
+
+
+def _feedforward_setter(name: str) -> Callable[[Plan, bool], Plan]:
+    return lambda plan, on: _with_feedforward(plan, name, on)
+
+
+def _with_feedforward(plan: Plan, target: str, on: bool) -> Plan:
+    """IA3: scale ``target``'s input (on) or its output (off)."""
+    chosen = set(plan.lora.ia3_feedforward) - {target} | ({target} if on else set())
+    return plan.with_lora(ia3_feedforward=tuple(t for t in LORA_TARGETS if t in chosen))
 
 
 class TargetsField(QWidget):
-    """One checkbox per LoRA target module."""
+    """One checkbox per LoRA target module (or, for IA3's feedforward modules, per target)."""
 
-    def __init__(self, parent: QWidget | None = None) -> None:
+    def __init__(self, parent: QWidget | None = None, path: str = "lora.targets") -> None:
         super().__init__(parent)
-        spec = input_at("lora.targets")
+        spec = input_at(path)
         self.setAccessibleName(spec.name)
         self.setToolTip(spec.tooltip)
         grid = QGridLayout(self)
@@ -56,8 +69,12 @@ class TargetsField(QWidget):
         self.boxes: dict[str, QCheckBox] = {}
         for index, name in enumerate(LORA_TARGETS):
             box = QCheckBox(name.removesuffix("_proj"))
-            box.setAccessibleName(f"LoRA target {name}")
-            box.setToolTip(f"Put an adapter on {name}: the {TARGET_TIPS[name]}.")
+            if path == "lora.targets":
+                box.setAccessibleName(f"LoRA target {name}")
+                box.setToolTip(f"Put an adapter on {name}: the {TARGET_TIPS[name]}.")
+            else:
+                box.setAccessibleName(f"IA3 feedforward {name}")
+                box.setToolTip(f"IA3 scales the input of {name} (the {TARGET_TIPS[name]}), not its output.")
             grid.addWidget(box, index // 4, index % 4)
             self.boxes[name] = box
 
@@ -105,6 +122,11 @@ class MethodForm(PlanForm):
         self.form.addRow(input_at("lora.targets").label + ":", self.targets)
         for name, box in self.targets.boxes.items():
             self.bind(f"lora.targets.{name}", f"LoRA target {name}", box, _target_setter(name), row=False)
+        self.feedforward = TargetsField(path="lora.ia3_feedforward")
+        self.form.addRow(input_at("lora.ia3_feedforward").label + ":", self.feedforward)
+        for name, box in self.feedforward.boxes.items():
+            setter = _feedforward_setter(name)
+            self.bind(f"lora.ia3_feedforward.{name}", f"IA3 feedforward {name}", box, setter, row=False)
         self.quant = self.add_input("quant")
         self.double_quant = self.add_input("double_quant")
         self.frozen = self.add_input("frozen_layers")
@@ -154,7 +176,8 @@ class MethodForm(PlanForm):
         model = plan.model
         # The Loss row: its entries and the switches on (the rules read more than the form's inputs).
         losses = (loss_options(plan), tuple(plan.input_value(path) for path in LOSS_INPUTS))
-        return (*super().shown_key(plan), model.num_layers, model.gated_mlp, plan.lora.targets, losses)
+        lora = plan.lora
+        return (*super().shown_key(plan), model.num_layers, model.gated_mlp, lora.targets, lora.ia3_feedforward, losses)
 
     def show_plan(self, plan: Plan) -> None:
         if self.frozen.maximum() != plan.model.num_layers:  # at most the model's blocks
@@ -164,6 +187,10 @@ class MethodForm(PlanForm):
             box.setChecked(name in plan.lora.targets)
             box.setEnabled(name != "gate_proj" or plan.model.gated_mlp)
         self.set_widget_row_visible(self.targets, input_at("lora.targets").matters(plan))
+        for name, box in self.feedforward.boxes.items():
+            box.setChecked(name in plan.lora.ia3_feedforward)
+            box.setEnabled(name in plan.lora.targets)
+        self.set_widget_row_visible(self.feedforward, input_at("lora.ia3_feedforward").matters(plan))
         self._show_loss(plan)
 
     def _show_loss(self, plan: Plan) -> None:

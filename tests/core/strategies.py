@@ -47,6 +47,11 @@ def serving_tensor_parallel(model: ModelSpec, most: int) -> list[int]:
 gpu_ids = st.sampled_from([g.id for g in load_gpus()] + ["custom"])
 
 
+def _some_of(draw: st.DrawFn, targets: tuple[str, ...]) -> tuple[str, ...]:
+    """IA3's feedforward modules: some of the targets (Plan refuses others, as PEFT does)."""
+    return tuple(t for t in targets if draw(st.booleans()))
+
+
 @st.composite
 def plans(draw: st.DrawFn) -> Plan:
     spec = draw(models)
@@ -64,6 +69,7 @@ def plans(draw: st.DrawFn) -> Plan:
             rank=draw(st.integers(1, 1024)),
             alpha=draw(st.floats(0.5, 512)),
             targets=tuple(t for t in LORA_TARGETS if t in targets),
+            ia3_feedforward=_some_of(draw, tuple(t for t in LORA_TARGETS if t in targets)),
         ),
         quant=draw(st.sampled_from(list(Quant))),
         double_quant=draw(st.booleans()),

@@ -290,13 +290,16 @@ def _random_plan(rng: random.Random) -> Plan:
     method = rng.choice(list(Method))
     frozen_low = 1 if method is Method.FROZEN else 0
     engine = rng.choice(list(Engine))
+    targets = tuple(rng.sample(LORA_TARGETS, rng.randint(1, len(LORA_TARGETS))))
     return Plan(
         model=model,
         method=method,
         lora=LoraSettings(
             rank=_pick(rng, 1, 65_536),
             alpha=rng.uniform(0.01, 1e6),
-            targets=tuple(rng.sample(LORA_TARGETS, rng.randint(1, len(LORA_TARGETS)))),
+            targets=targets,
+            # IA3's feedforward modules: some of the targets (Plan refuses others, as PEFT does).
+            ia3_feedforward=tuple(t for t in targets if rng.random() < 0.5),
         ),
         quant=rng.choice(list(Quant)),
         double_quant=rng.random() < 0.5,

@@ -79,9 +79,34 @@ def test_peft_unknown_target_names_are_listed_not_dropped() -> None:
 
 
 def test_peft_other_adapter_types_are_refused_in_one_line() -> None:
-    with pytest.raises(PlanFileError, match=r"peft_type: 'IA3' .* expected LORA") as info:
-        load_run_config(DATA / "peft_docs_bert_ia3_adapter_config.json")
+    document = {"peft_type": "LOHA", "r": 8, "target_modules": ["q_proj"]}
+    with pytest.raises(PlanFileError, match=r"peft_type: 'LOHA' .* expected LORA or IA3") as info:
+        loads_run_config(json.dumps(document).encode(), "loha.json")
     assert "\n" not in str(info.value)
+
+
+def test_peft_ia3_adapter_is_read() -> None:
+    # PEFT's docs example (BERT): "peft_type": "IA3", targets key, value, output.dense — no
+    # matrices of the planner's decoder model: listed as not understood, the method taken.
+    run = load_run_config(DATA / "peft_docs_bert_ia3_adapter_config.json")
+    assert (run.settings.method, run.settings.lora_targets, run.settings.ia3_feedforward) == ("ia3", None, None)
+    assert sum("target_modules" in u or "feedforward_modules" in u for u in run.unknown) == 4
+    # The peft_config of huggingface/peft 51c2ff66 method_comparison/MetaMathQA/results/
+    # ia3--llama-3.2-3B-default.json, whose "num_trainable_params" is 286720.
+    document = {
+        "peft_type": "IA3",
+        "base_model_name_or_path": "meta-llama/Llama-3.2-3B",
+        "target_modules": ["down_proj", "v_proj", "k_proj"],
+        "feedforward_modules": ["down_proj"],
+        "fan_in_fan_out": False,
+        "init_ia3_weights": True,
+        "modules_to_save": None,
+    }
+    run = loads_run_config(json.dumps(document).encode(), "ia3.json")
+    assert run.unknown == ()
+    plan = plan_from_run(run, default_plan(), resolve_model(run))
+    assert plan.method is Method.IA3 and plan.lora.ia3_feedforward == ("down_proj",)
+    assert estimate(plan).params.trainable == 286_720
 
 
 def test_peft_regex_targets_take_the_names_they_mention() -> None:

@@ -129,6 +129,25 @@ def test_frozen_method_picks_a_valid_layer_count(qtbot: Any, window: MainWindow)
     assert not window.method_form.frozen.isHidden()
 
 
+def test_ia3_method_shows_its_feedforward_modules(qtbot: Any, window: MainWindow) -> None:
+    form = window.method_form
+    form.method.setCurrentIndex(form.method.findData("ia3"))
+    plan = window.controller.plan
+    # The default plan's LoRA targets (q_proj, v_proj) become output-scaled vectors: PEFT's default
+    # feedforward module, down_proj, is no target (huggingface/peft 51c2ff66 IA3Config: a subset of them).
+    assert plan.method is Method.IA3 and plan.lora.ia3_feedforward == ()
+    assert form.rank.isHidden() and not form.feedforward.isHidden()
+    feedforward, targets = form.feedforward.boxes, form.targets.boxes
+    assert feedforward["q_proj"].isEnabled() and not feedforward["down_proj"].isEnabled()
+    targets["down_proj"].setChecked(True)
+    feedforward["down_proj"].setChecked(True)
+    assert window.controller.plan.lora.ia3_feedforward == ("down_proj",)
+    targets["down_proj"].setChecked(False)  # leaving the targets, it leaves the feedforward modules
+    assert window.controller.plan.lora.ia3_feedforward == ()
+    form.method.setCurrentIndex(form.method.findData("lora"))
+    assert form.feedforward.isHidden() and not form.rank.isHidden()
+
+
 def test_dimension_edit_makes_a_custom_model(qtbot: Any, window: MainWindow) -> None:
     layers = window.model_form.fields["model.num_layers"]
     layers.setValue(16)

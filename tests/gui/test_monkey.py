@@ -384,6 +384,8 @@ def expected_values(window: MainWindow, plan: Plan) -> dict[str, Any]:
         values[f"model.{name}"] = getattr(m, name)
     for target in window.method_form.targets.boxes:
         values[f"lora.targets.{target}"] = target in plan.lora.targets
+    for target in window.method_form.feedforward.boxes:  # IA3's feedforward modules (branch h40peft)
+        values[f"lora.ia3_feedforward.{target}"] = target in plan.lora.ia3_feedforward
     return values
 
 

@@ -122,6 +122,10 @@ class Draft:
         self._why: dict[str, str] = {}
         if plan.attention is Attention.FLASH1:
             self.cannot("method.attention", FLASH1_WHY)
+        if plan.method is Method.IA3:
+            why = "the exporters write LoRA settings, not PEFT's IA3Config (LoRA on the targets is written)"
+            self.cannot("method.kind", why)
+            self.cannot("method.lora.ia3_feedforward", why)
 
     def cannot(self, field: str, why: str) -> None:
         self._why.setdefault(field, one_line(why)[:300])

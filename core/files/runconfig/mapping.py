@@ -31,6 +31,7 @@ from core.plan import (
     PrecisionRoles,
     Stack,
     Strategy,
+    ia3_feedforward_within,
     preset_matching,
 )
 
@@ -149,7 +150,7 @@ def apply_settings(plan: Plan, settings: RunSettings, *, model_dtype: str | None
     s = settings
     method = plan.method
     if s.method is not None:
-        method = {"full": Method.FULL, "lora": Method.LORA, "dora": Method.DORA, "qlora": Method.QLORA}[s.method]
+        method = Method(s.method)
     changes: dict[str, object] = {"method": method}
     if s.trainable_layers is not None:
         layers = plan.model.num_layers
@@ -170,6 +171,10 @@ def apply_settings(plan: Plan, settings: RunSettings, *, model_dtype: str | None
         lora["targets"] = s.lora_targets
     if s.lora_dropout is not None:
         lora["dropout"] = float(s.lora_dropout)
+    if s.ia3_feedforward is not None:
+        lora["ia3_feedforward"] = s.ia3_feedforward
+    elif method is Method.IA3:  # the file gives no feedforward modules: the plan's among the targets
+        lora["ia3_feedforward"] = ia3_feedforward_within(plan.lora, s.lora_targets or plan.lora.targets)
     if lora:
         changes["lora"] = replace(plan.lora, **lora) if plan.lora else LoraSettings(**lora)  # type: ignore[arg-type]
     roles = roles_for(plan, s.model_dtype or model_dtype, s)

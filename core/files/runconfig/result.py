@@ -40,6 +40,7 @@ SETTING_LABELS: Final = {
     "lora_rank": "LoRA rank",
     "lora_alpha": "LoRA alpha",
     "lora_targets": "LoRA target modules",
+    "ia3_feedforward": "IA3 feedforward modules",
     "quant": "Base quantisation",
     "double_quant": "Double quantisation",
     "model_dtype": "Model loaded in",
@@ -92,10 +93,11 @@ SETTING_LABELS: Final = {
 class RunSettings:
     """A training run as any framework describes it; None means "the file does not say"."""
 
-    method: str | None = None  # full | lora | qlora | dora
+    method: str | None = None  # full | lora | qlora | dora | ia3
     lora_rank: int | None = None
     lora_alpha: float | None = None
     lora_targets: tuple[str, ...] | None = None
+    ia3_feedforward: tuple[str, ...] | None = None  # PEFT IA3Config.feedforward_modules
     quant: str | None = None  # nf4 | fp4 | int8
     double_quant: bool | None = None
     model_dtype: str | None = None  # fp32 | bf16 | fp16: the dtype the model is loaded in
