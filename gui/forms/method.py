@@ -107,6 +107,7 @@ class MethodForm(PlanForm):
             self.bind(f"lora.targets.{name}", f"LoRA target {name}", box, _target_setter(name), row=False)
         self.quant = self.add_input("quant")
         self.double_quant = self.add_input("double_quant")
+        self.bnb_skip_modules = self.add_input("bnb_skip_modules")
         self.frozen = self.add_input("frozen_layers")
         self.preset = self.add_input("preset")
         self.weight_dtype = self.add_input("weight_dtype")
