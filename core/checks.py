@@ -10,7 +10,8 @@ from dataclasses import dataclass
 
 from core.inputs import deepspeed_bf16_master, deepspeed_bf16_states
 from core.losses import loss_choice, loss_conflicts, loss_label
-from core.plan import Plan
+from core.model import kept_linears, parse_skip_modules
+from core.plan import Method, Plan
 from core.roles import cast_weights_label, deepspeed_cast_adapters, deepspeed_cast_weights, stored_weight_dtype
 from core.verdict import Mode
 
@@ -72,7 +73,28 @@ def plan_warnings(plan: Plan) -> tuple[PlanWarning, ...]:
     loss = _loss_warning(plan)
     if loss:
         warnings.append(PlanWarning(Mode.TRAINING, loss))
+    skip = _skip_warning(plan)
+    if skip:
+        warnings.append(PlanWarning(Mode.TRAINING, skip))
     return tuple(warnings)
+
+
+def _skip_warning(plan: Plan) -> str:
+    """Names in ``bnb_skip_modules`` that keep no linear of the model (core.model.kept_linears:
+    transformers' llm_int8_skip_modules rule), or a skip list on a plan without a bitsandbytes base."""
+    keys = parse_skip_modules(plan.bnb_skip_modules)
+    if not keys:
+        return ""
+    if plan.method is not Method.QLORA:
+        return "Modules kept in 16 bits apply to a QLoRA (bitsandbytes) base only: this plan ignores them."
+    unmatched = kept_linears(plan.model, keys).unmatched
+    if not unmatched:
+        return ""
+    names = ", ".join(unmatched)
+    return (
+        f"Modules kept in 16 bits: {names} matches no linear layer of {plan.model.name} (named as transformers "
+        "names Llama / Qwen layers, e.g. model.layers.0.mlp or down_proj), so it keeps nothing in 16 bits."
+    )
 
 
 def _engine_weights_warning(plan: Plan) -> str:

@@ -47,7 +47,14 @@ from core.dtypes import (
     WeightFormat,
 )
 from core.errors import PlanError
-from core.model import LIMITS, MAX_PARAMS, check_text, normalise_ia3_feedforward, normalise_lora_targets
+from core.model import (
+    LIMITS,
+    MAX_PARAMS,
+    check_text,
+    normalise_ia3_feedforward,
+    normalise_lora_targets,
+    parse_skip_modules,
+)
 from core.units import finite_number
 
 if TYPE_CHECKING:
@@ -898,6 +905,14 @@ INPUTS: Final[tuple[Input, ...]] = (
           "Store the 4-bit block scales in 8 bits (QLoRA paper §3): ≈ 0.37 bits per weight less.",
           ("--double-quant",), "QLoRA: 4-bit block scales stored in 8 bits (default on)",
           matters=lambda p: p.four_bit_base),
+    Input("bnb_skip_modules", Kind.SETTING, "Kept in 16 bits", "Modules kept in 16 bits", "",
+          "transformers' llm_int8_skip_modules: linears the bitsandbytes base keeps in 16 bits, as a comma "
+          "list matched as transformers matches it (a module's own name, or a dotted prefix such as "
+          "model.layers.0.mlp). Empty: the output head alone. A list that does not name lm_head quantises "
+          "the head too, as transformers does.",
+          ("--bnb-skip-modules",), "QLoRA: comma list of modules kept in 16 bits (llm_int8_skip_modules), "
+          "e.g. model.layers.0.mlp,lm_head", expected="a comma list of module names", metavar="NAMES",
+          parse=parse_skip_modules, training_only=True, matters=lambda p: p.method is Method.QLORA),
     Input("frozen_layers", Kind.INT, "Frozen layers", "Frozen layers", 0,
           "Bottom transformer blocks (and the embeddings) that get no gradients.",
           ("--frozen-layers",), "frozen layers method: bottom blocks without gradients", unit="blocks",

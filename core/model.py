@@ -597,3 +597,109 @@ _REQUIRED: Final = frozenset(
         "intermediate_size",
     )
 )
+
+
+# ---- modules a bitsandbytes base keeps in 16 bits ----------------------------------------
+# transformers' BitsAndBytesConfig(llm_int8_skip_modules=[...]) and a pre-quantised checkpoint's
+# quantization_config.llm_int8_skip_modules. The rule is transformers' (huggingface/transformers
+# 01ae98ae2414210efd0d9ac1ffe78ff21588f1f7, src/transformers/integrations/bitsandbytes.py,
+# _replace_with_bnb_linear): a linear stays an nn.Linear when its own name is in the list, or when
+# for some entry ``key + "." in full_name or key == full_name`` (a substring test: "0.mlp" also
+# reaches layers 10, 20 ...). A list given replaces the default one (get_keys_to_not_convert: the
+# output head): quantizers/quantizer_bnb_4bit.py ``_process_model_before_weight_loading`` (and
+# HfQuantizer.get_modules_to_not_convert in later releases) take llm_int8_skip_modules instead of
+# it, so a list that does not name the head quantises the head too.
+SKIP_FIELD: Final = "bnb_skip_modules"
+HEAD_NAME: Final = "lm_head"
+
+
+def parse_skip_modules(text: str) -> tuple[str, ...]:
+    """A comma list of module names (``model.layers.0.mlp, lm_head``); an empty entry is refused
+    (transformers would match it against every name: ``"" + "."`` is in each dotted name)."""
+    if not isinstance(text, str):
+        raise PlanError(SKIP_FIELD, text, "a comma list of module names")
+    if not text.strip():
+        return ()
+    names = tuple(n.strip() for n in text.split(","))
+    if any(not n for n in names):
+        raise PlanError(
+            SKIP_FIELD, text, "a comma list of module names", "an empty name would keep every linear in 16 bits"
+        )
+    return names
+
+
+def skip_matches(key: str, full_name: str) -> bool:
+    """transformers' test of one llm_int8_skip_modules entry against a linear's dotted name."""
+    return key == full_name.rpartition(".")[2] or key + "." in full_name or key == full_name
+
+
+def bnb_linear_names(model: ModelSpec) -> list[tuple[str, int]]:
+    """(dotted name, weight elements) of every linear bitsandbytes would replace, named as
+    transformers' Llama / Qwen / Mistral classes name them (``model.layers.{i}.self_attn.q_proj``,
+    ``model.layers.{i}.mlp.down_proj``, each expert's ``mlp.experts.{e}.gate_proj``, Qwen2-MoE's
+    ``mlp.shared_expert.*``), plus an untied ``lm_head``. Fused projections are one linear
+    (``qkv_proj``, ``gate_up_proj``)."""
+    d, i, q, kv = model.hidden_size, model.intermediate_size, model.q_width, model.kv_width
+    attn = (
+        [("qkv_proj", d * (q + 2 * kv))]
+        if model.fused_qkv
+        else [("q_proj", d * q), ("k_proj", d * kv), ("v_proj", d * kv)]
+    )
+    attn.append(("o_proj", q * d))
+    if not model.gated_mlp:
+        mlp = [("up_proj", d * i), ("down_proj", i * d)]
+    elif model.fused_gate_up:
+        mlp = [("gate_up_proj", 2 * d * i), ("down_proj", i * d)]
+    else:
+        mlp = [("gate_proj", d * i), ("up_proj", d * i), ("down_proj", i * d)]
+    shared = model.shared_expert_size
+    out: list[tuple[str, int]] = []
+    for layer in range(model.num_layers):
+        block = f"model.layers.{layer}"
+        out += [(f"{block}.self_attn.{n}", el) for n, el in attn]
+        if model.num_experts == 1:
+            out += [(f"{block}.mlp.{n}", el) for n, el in mlp]
+        else:
+            for e in range(model.num_experts):
+                out += [(f"{block}.mlp.experts.{e}.{n}", el) for n, el in mlp]
+        if shared:
+            out += [(f"{block}.mlp.shared_expert.{n}", d * shared) for n in ("gate_proj", "up_proj", "down_proj")]
+    if model.head_params():
+        out.append((HEAD_NAME, model.head_params()))
+    return out
+
+
+@dataclass(frozen=True)
+class KeptLinears:
+    """What a skip list keeps in 16 bits: the blocks' matrices (count and weight elements, as
+    the architecture counts them), whether the head stays 16-bit, and the entries that matched
+    no linear of the model."""
+
+    matrices: int
+    elements: int
+    head_kept: bool
+    unmatched: tuple[str, ...]
+
+
+@lru_cache(maxsize=64)
+def kept_linears(model: ModelSpec, keys: tuple[str, ...]) -> KeptLinears:
+    """The linears ``keys`` keeps out of a bitsandbytes base (see :func:`skip_matches`). No
+    list: transformers' default, the head alone."""
+    if not keys:
+        return KeptLinears(0, 0, True, ())
+    matrices = elements = 0
+    head_kept = False
+    used: set[str] = set()
+    for name, el in bnb_linear_names(model):
+        hits = [k for k in keys if skip_matches(k, name)]
+        if not hits:
+            continue
+        used.update(hits)
+        if name == HEAD_NAME:
+            head_kept = True
+        else:
+            matrices += 1
+            elements += el
+    return KeptLinears(
+        matrices, elements, head_kept or not model.head_params(), tuple(k for k in keys if k not in used)
+    )

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from core.memo import last_answer
+from core.model import HEAD_NAME, KeptLinears, kept_linears, parse_skip_modules
 from core.plan import Accounting, Method, Plan
 
 
@@ -23,13 +24,39 @@ def frozen_params(plan: Plan) -> int:
     return model.embedding_params() + plan.frozen_layers * model.layer_params()
 
 
+def bnb_kept(plan: Plan) -> KeptLinears:
+    """The linears a bitsandbytes base keeps in 16 bits (core.model.kept_linears: transformers'
+    llm_int8_skip_modules rule). Unsloth's loader adds its SKIP_QUANTIZATION_MODULES, ``lm_head``
+    first, to the list (unslothai/unsloth-zoo ce232d6, unsloth_zoo/peft_utils.py, cited in
+    docs/UNSLOTH.md), so under Unsloth the head stays 16-bit whatever the list says."""
+    keys = parse_skip_modules(plan.bnb_skip_modules)
+    if keys and plan.unsloth and HEAD_NAME not in keys:
+        keys += (HEAD_NAME,)
+    return kept_linears(plan.model, keys)
+
+
 def quantised_block_params(plan: Plan) -> int:
     """The blocks' parameters a QLoRA base stores quantised: their projection matrices
     (bitsandbytes replaces the ``nn.Linear`` modules, and transformers' ``BitsAndBytesConfig`` keeps
-    ``lm_head`` out; the norms and the embedding are no linear layers). 0 for other methods. LitGPT
+    ``lm_head`` out; the norms and the embedding are no linear layers), less those the plan's
+    ``bnb_skip_modules`` keeps in 16 bits (:func:`bnb_kept`). 0 for other methods. LitGPT
     quantises its head as well (core.training.storage.litgpt_quantised_head): a root parameter, not
-    a block's."""
-    return plan.model.stored_matmul_params() if plan.method is Method.QLORA else 0
+    a block's; so does transformers under a skip list that does not name it (:func:`bnb_quantised_head`)."""
+    if plan.method is not Method.QLORA:
+        return 0
+    model = plan.model
+    kept = round(bnb_kept(plan).elements * model.params_scale)
+    return max(0, model.stored_matmul_params() - kept)
+
+
+def bnb_quantised_head(plan: Plan) -> int:
+    """The head's weights transformers quantises when ``llm_int8_skip_modules`` is given and does not
+    name it: the list replaces the default one, the head (core.model, SKIP rule). 0 otherwise, and
+    for LitGPT's loop, whose head core.training.storage.litgpt_quantised_head counts."""
+    if plan.method is not Method.QLORA or plan.litgpt or bnb_kept(plan).head_kept:
+        return 0
+    model = plan.model
+    return min(round(model.head_params() * model.params_scale), model.total_params() - model.stored_matmul_params())
 
 
 @last_answer

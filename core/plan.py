@@ -540,6 +540,8 @@ class Plan:
     lora: LoraSettings = field(default_factory=LoraSettings)
     quant: Quant = DEFAULTS["quant"]  # base storage for QLoRA
     double_quant: bool = DEFAULTS["double_quant"]  # QLoRA's quantised absmax constants
+    # transformers' llm_int8_skip_modules: linears a bitsandbytes base keeps in 16 bits (core.model)
+    bnb_skip_modules: str = DEFAULTS["bnb_skip_modules"]
     frozen_layers: int = DEFAULTS["frozen_layers"]  # FROZEN: bottom blocks (and embeddings) without gradients
     # The old one-word setting (lesson mode reads it), derived from the roles below; never
     # given (a plan file's own is read by core.files.planfile, which migrates it).

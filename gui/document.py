@@ -8,6 +8,7 @@ monkeypatch them) with ``dialog_parent`` as their parent, which may be None.
 from __future__ import annotations
 
 import os
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -199,10 +200,17 @@ class Document(QObject):
         return self._model_importer is not None and self._model_importer.running
 
     def _use_imported(self, imported: ImportedModel) -> None:
-        model = imported.spec
-        refused = self.controller.update("model", lambda plan: plan.on_model(model), "Import model")
+        model, skip = imported.spec, imported.skip_modules
+
+        def use(plan: Plan) -> Plan:
+            moved = plan.on_model(model)
+            return replace(moved, bnb_skip_modules=skip) if skip else moved
+
+        refused = self.controller.update("model", use, "Import model")
         if refused is not None:
             dialogs.error(self.dialog_parent, "Cannot use the model", str(refused))
+        elif skip:
+            self.message.emit(imported.skip_note)
 
     # ---- session -------------------------------------------------------------------
     @staticmethod

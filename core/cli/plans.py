@@ -10,6 +10,7 @@ the checkpointing policy, the GPU count and old sharding name, the serving split
 from __future__ import annotations
 
 import argparse
+import sys
 from collections.abc import Sequence
 from dataclasses import replace
 from typing import Any, Final
@@ -74,6 +75,9 @@ def base_plan(args: argparse.Namespace) -> Plan:
     elif args.config:
         imported = import_model(args.config)
         plan = plan.on_model(imported.spec)
+        if imported.skip_modules:  # an option given beside --config overrides it later
+            plan = replace(plan, bnb_skip_modules=imported.skip_modules)
+            print(f"vramplan: {imported.skip_note}", file=sys.stderr)
     elif params is not None:
         if params < 1:
             raise PlanError("--params", params, "a positive parameter count")

@@ -19,7 +19,7 @@ from typing import Any, BinaryIO, Final
 from core.errors import ImportCancelled, PlanError, PlanFileError
 from core.files.fileio import open_regular, read_regular_file
 from core.hfconfig import model_from_hf_config
-from core.model import MAX_NAME_CHARS, ModelSpec
+from core.model import MAX_NAME_CHARS, ModelSpec, parse_skip_modules
 
 MAX_CONFIG_BYTES: Final = 2_000_000
 # The safetensors format caps its header at 100 MB (huggingface/safetensors, lib.rs
@@ -270,6 +270,40 @@ class ImportedModel:
     spec: ModelSpec
     source: str
     checkpoint: CheckpointCount | None
+    # A pre-quantised bitsandbytes checkpoint's quantization_config.llm_int8_skip_modules, as the
+    # plan's bnb_skip_modules reads it ("" when the config names none).
+    skip_modules: str = ""
+
+    @property
+    def skip_note(self) -> str:
+        """The sentence that says the import set the modules kept in 16 bits ("" when it did not)."""
+        if not self.skip_modules:
+            return ""
+        return (
+            f"{self.source}: quantization_config.llm_int8_skip_modules keeps {self.skip_modules} in 16 bits "
+            "under a bitsandbytes base (the plan's modules kept in 16 bits)"
+        )
+
+
+def skip_modules_of(config: dict[str, Any], where: str) -> str:
+    """``quantization_config.llm_int8_skip_modules`` of a bitsandbytes checkpoint's config.json, as a
+    comma list (transformers' BitsAndBytesConfig reads the key from there when the checkpoint is
+    loaded: huggingface/transformers 01ae98ae, utils/quantization_config.py ``BitsAndBytesConfig``,
+    quantizers/quantizer_bnb_4bit.py). "" for another quantisation method or none."""
+    quant = config.get("quantization_config")
+    if not isinstance(quant, dict) or quant.get("quant_method", "bitsandbytes") != "bitsandbytes":
+        return ""
+    names = quant.get("llm_int8_skip_modules")
+    if names is None:
+        return ""
+    if not isinstance(names, list) or not all(isinstance(n, str) for n in names):
+        raise PlanFileError(where, "quantization_config.llm_int8_skip_modules is not a list of module names")
+    text = ",".join(n.strip() for n in names)
+    try:
+        parse_skip_modules(text)
+    except PlanError as exc:
+        raise PlanFileError(where, f"quantization_config.llm_int8_skip_modules: {exc}") from None
+    return text
 
 
 def import_model(
@@ -306,4 +340,5 @@ def import_model(
                 spec = replace(spec, params_override=checkpoint.params)
             except PlanError as exc:
                 raise PlanFileError(str(folder), f"its safetensors files claim {exc}") from None
-    return ImportedModel(spec=spec, source=str(config_path), checkpoint=checkpoint)
+    skip = skip_modules_of(config, str(config_path))
+    return ImportedModel(spec=spec, source=str(config_path), checkpoint=checkpoint, skip_modules=skip)

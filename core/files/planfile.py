@@ -121,6 +121,9 @@ OPTIONAL_KEYS: Final = (
             "optimizer_in_backward",
             "activation_offload",
             "bnb_legacy",
+            # modules kept in 16 bits under a bitsandbytes base (branch h40skip): a file without it
+            # reads as none, transformers' default (the head alone) every earlier release priced.
+            "bnb_skip_modules",
             "kbit_upcast",
             "litgpt",
             "compiled_loss",

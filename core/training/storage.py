@@ -8,7 +8,7 @@ from __future__ import annotations
 from core.breakdown import Term
 from core.dtypes import Dtype, Quant, WeightFormat, matrix_output_rows, nf4_bytes_per_weight, quantised_matrix_bytes
 from core.format import sci
-from core.params import ParamCounts, quantised_block_params
+from core.params import ParamCounts, bnb_kept, bnb_quantised_head, quantised_block_params
 from core.plan import Method, Plan
 from core.roles import Dtypes, adapter_dtype, qlora_unquantised_bytes
 
@@ -27,7 +27,7 @@ def weight_terms(plan: Plan, counts: ParamCounts, dt: Dtypes) -> list[Term]:
     p = counts.total
     terms: list[Term] = []
     if plan.method is Method.QLORA:
-        quantised = quantised_block_params(plan) + litgpt_quantised_head(plan)
+        quantised = quantised_block_params(plan) + litgpt_quantised_head(plan) + bnb_quantised_head(plan)
         rest = p - quantised
         if plan.quant is Quant.INT8:
             rows = matrix_output_rows(model)
@@ -43,9 +43,7 @@ def weight_terms(plan: Plan, counts: ParamCounts, dt: Dtypes) -> list[Term]:
         # LitGPT's head: litgpt_quantised_head);
         # prepare_model_for_kbit_training casts them to float32 (core.roles.kbit_float32).
         unq = qlora_unquantised_bytes(plan)
-        label = "unquantised (embeddings, head, norms)" + (
-            ", float32 (prepare_model_for_kbit_training)" if unq == 4 else ""
-        )
+        label = _unquantised_label(plan) + (", float32 (prepare_model_for_kbit_training)" if unq == 4 else "")
         terms.append(Term(label, f"{sci(rest)} × {unq:g} B", rest * unq))
     elif plan.method is Method.FROZEN and dt.param != dt.base:
         t, f = counts.trainable, counts.frozen_base
@@ -59,6 +57,18 @@ def weight_terms(plan: Plan, counts: ParamCounts, dt: Dtypes) -> list[Term]:
         label = {Method.DORA: "DoRA adapters + magnitudes", Method.IA3: "IA3 vectors"}.get(plan.method, "LoRA adapters")
         terms.append(Term(f"{label} ({_dtype_name(a)})", f"{sci(counts.adapter)} × {a:g} B", counts.adapter * a))
     return terms
+
+
+def _unquantised_label(plan: Plan) -> str:
+    """What a QLoRA base leaves unquantised, naming the matrices ``bnb_skip_modules`` keeps
+    (core.params.bnb_kept) and a head the skip list leaves to be quantised."""
+    kept = bnb_kept(plan)
+    head = "" if bnb_quantised_head(plan) else "head, "
+    label = f"unquantised (embeddings, {head}norms"
+    if kept.matrices:
+        label += f", {kept.matrices} block matrices kept: {plan.bnb_skip_modules}"
+    label += ")"
+    return label
 
 
 def litgpt_quantised_head(plan: Plan) -> int:

@@ -129,6 +129,7 @@ class MethodForm(PlanForm):
             self.bind(f"lora.ia3_feedforward.{name}", f"IA3 feedforward {name}", box, setter, row=False)
         self.quant = self.add_input("quant")
         self.double_quant = self.add_input("double_quant")
+        self.bnb_skip_modules = self.add_input("bnb_skip_modules")
         self.frozen = self.add_input("frozen_layers")
         self.preset = self.add_input("preset")
         self.weight_dtype = self.add_input("weight_dtype")

@@ -191,6 +191,15 @@ def test_a_loop_that_keeps_the_output_is_listed_by_every_training_target() -> No
         assert export(plan, target).cannot("method.loop_keeps_output"), target
 
 
+def test_modules_kept_in_16_bits_are_listed_by_every_training_target() -> None:
+    """No trainer config has a key for transformers' llm_int8_skip_modules (the checkpoint's
+    quantization_config or the loading script's BitsAndBytesConfig carries it): every training export
+    says so rather than dropping it."""
+    plan = llama_plan(method=Method.QLORA, bnb_skip_modules="model.layers.0.mlp,lm_head")
+    for target in (t for t in Target if t not in SERVING_TARGETS):
+        assert export(plan, target).cannot("method.bnb_skip_modules"), target
+
+
 def test_fsdp1_wrap_and_allocator_settings_reach_accelerate_and_torchrun() -> None:
     """The plan's FSDP1 wrap is accelerate's fsdp_version 1 with fsdp_cpu_ram_efficient_loading
     (which forces fsdp_sync_module_states: huggingface/accelerate 16cb6eb8 utils/dataclasses.py);

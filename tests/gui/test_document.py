@@ -81,3 +81,25 @@ def test_import_model_is_one_undoable_step(settings: Settings, tmp_path: Path, f
     assert controller.plan.model.num_layers == 22 and controller.plan.model_id == ""
     controller.undo_stack.undo()
     assert controller.plan == default_plan()
+
+
+def test_importing_a_pre_quantised_config_keeps_its_skip_list(
+    settings: Settings, tmp_path: Path, fake_dialogs: Any
+) -> None:
+    """A bitsandbytes checkpoint's quantization_config.llm_int8_skip_modules (transformers
+    01ae98ae BitsAndBytesConfig) fills the plan's modules kept in 16 bits, and the status bar says so."""
+    config = tmp_path / "config.json"
+    # TinyLlama-1.1B's dimensions, as above, with a dynamic-4-bit-style skip list.
+    config.write_text(
+        '{"model_type": "llama", "hidden_size": 2048, "intermediate_size": 5632, "num_attention_heads": 32,'
+        ' "num_hidden_layers": 22, "num_key_value_heads": 4, "vocab_size": 32000, "quantization_config":'
+        ' {"quant_method": "bitsandbytes", "load_in_4bit": true,'
+        ' "llm_int8_skip_modules": ["lm_head", "model.layers.0.mlp"]}}'
+    )
+    document, controller, messages = _document(settings)
+    fake_dialogs.paths.append(str(config))
+    document.import_model("file")
+    assert controller.plan.bnb_skip_modules == "lm_head,model.layers.0.mlp"
+    assert any("llm_int8_skip_modules keeps lm_head,model.layers.0.mlp" in m for m in messages)
+    controller.undo_stack.undo()
+    assert controller.plan == default_plan()

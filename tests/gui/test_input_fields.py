@@ -147,3 +147,18 @@ def test_the_allocator_setting_is_typed_refused_with_pytorchs_reason_and_applied
     assert is_marked_invalid(field) and ">= 20" in html.unescape(field.toolTip())  # a plain-text tooltip
     field.edited.emit("expandable_segments:True")
     assert window.controller.plan.hardware.alloc_conf == "expandable_segments:True"
+
+
+def test_the_modules_kept_in_16_bits_are_typed_refused_and_applied(window: MainWindow) -> None:
+    # transformers' llm_int8_skip_modules (core.model.parse_skip_modules): an empty name is refused.
+    window.controller.set_plan(default_plan().with_changes(method=Method.QLORA))
+    form = window.method_form
+    field = form.fields["bnb_skip_modules"]
+    assert form.form.isRowVisible(field)
+    field.edited.emit("model.layers.0.mlp,,lm_head")
+    assert window.controller.plan.bnb_skip_modules == ""
+    assert is_marked_invalid(field) and "empty name" in html.unescape(field.toolTip())
+    field.edited.emit("model.layers.0.mlp,lm_head")
+    assert window.controller.plan.bnb_skip_modules == "model.layers.0.mlp,lm_head"
+    window.controller.set_plan(default_plan().with_changes(method=Method.LORA))
+    assert not form.form.isRowVisible(field)

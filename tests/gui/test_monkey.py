@@ -255,6 +255,7 @@ def expected_values(window: MainWindow, plan: Plan) -> dict[str, Any]:
         "lora.alpha": plan.lora.alpha,
         "quant": plan.quant.value,
         "double_quant": plan.double_quant,
+        "bnb_skip_modules": plan.bnb_skip_modules,
         "frozen_layers": plan.frozen_layers,
         "preset": plan.preset.value,
         "weight_dtype": plan.weight_dtype.value,

@@ -158,6 +158,10 @@ RECIPE_WHY: Final = {
     "method.activation_offload": "no activation offloading setting in this target",
     "method.bnb_legacy": "the bitsandbytes version installed, not a config key (pin bitsandbytes<0.43.2 for it)",
     "method.kbit_upcast": "prepare_model_for_kbit_training is a call in the training script, not a config key",
+    "method.bnb_skip_modules": (
+        "the modules kept in 16 bits are the checkpoint's quantization_config (or the loading script's "
+        "BitsAndBytesConfig(llm_int8_skip_modules=...)), not a key of this target"
+    ),
     "method.litgpt": "LitGPT's fine-tuning scripts, not this target",
     "method.unsloth": "Unsloth's FastLanguageModel is its own training script, not a key of this target",
     "method.loop_keeps_output": (

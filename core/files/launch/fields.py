@@ -128,6 +128,7 @@ TRAINING_FIELDS: Final = (
     _f("method.optimizer_in_backward", lambda p: p.optimizer_in_backward),
     _f("method.activation_offload", lambda p: p.activation_offload),
     _f("method.bnb_legacy", lambda p: p.bnb_legacy, _matters("bnb_legacy"), _ADAPTER, "method.quant"),
+    _f("method.bnb_skip_modules", lambda p: p.bnb_skip_modules, _matters("bnb_skip_modules"), _ADAPTER),
     _f("method.kbit_upcast", lambda p: p.kbit_upcast, _matters("kbit_upcast"), _ADAPTER),
     _f("method.litgpt", lambda p: p.litgpt, _matters("litgpt"), "method.unsloth", "method.fused_loss"),
     _f(
