@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from core.losses import loss_choice, loss_conflicts, loss_label
+from core.mac import mac_serving_warning, mac_training_warnings
 from core.plan import Plan
 from core.roles import cast_weights_label, deepspeed_cast_adapters, deepspeed_cast_weights, stored_weight_dtype
 from core.verdict import Mode
@@ -71,6 +72,12 @@ def plan_warnings(plan: Plan) -> tuple[PlanWarning, ...]:
     loss = _loss_warning(plan)
     if loss:
         warnings.append(PlanWarning(Mode.TRAINING, loss))
+    # On an Apple GPU: what runs only under conditions the plan cannot name (core.mac; the Plan refuses
+    # what cannot run at all).
+    warnings += [PlanWarning(Mode.TRAINING, text) for text in mac_training_warnings(plan)]
+    serving = mac_serving_warning(plan)
+    if serving:
+        warnings.append(PlanWarning(Mode.INFERENCE, serving))
     return tuple(warnings)
 
 
