@@ -10,6 +10,7 @@ from dataclasses import dataclass
 
 from core.inputs import deepspeed_bf16_master, deepspeed_bf16_states
 from core.losses import loss_choice, loss_conflicts, loss_label
+from core.mac import mac_serving_warning, mac_training_warnings
 from core.model import kept_linears, parse_skip_modules
 from core.plan import Method, Plan
 from core.roles import cast_weights_label, deepspeed_cast_adapters, deepspeed_cast_weights, stored_weight_dtype
@@ -76,6 +77,12 @@ def plan_warnings(plan: Plan) -> tuple[PlanWarning, ...]:
     skip = _skip_warning(plan)
     if skip:
         warnings.append(PlanWarning(Mode.TRAINING, skip))
+    # On an Apple GPU: what runs only under conditions the plan cannot name (core.mac; the Plan refuses
+    # what cannot run at all).
+    warnings += [PlanWarning(Mode.TRAINING, text) for text in mac_training_warnings(plan)]
+    serving = mac_serving_warning(plan)
+    if serving:
+        warnings.append(PlanWarning(Mode.INFERENCE, serving))
     return tuple(warnings)
 
 

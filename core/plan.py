@@ -66,6 +66,7 @@ from core.inputs import (
     input_at,
     run_checks,
 )
+from core.mac import mac_refusal
 from core.model import ModelSpec, check_text
 
 UNQUANTISED_CACHE: Final = (CacheType.F16, CacheType.BF16, CacheType.F32)
@@ -634,6 +635,9 @@ class Plan:
                 f"1 to {self.model.num_layers}",
                 "the frozen-layers method freezes at least one",
             )
+        mac = mac_refusal(self)  # what an Apple GPU cannot run (core.mac: the libraries' reasons)
+        if mac is not None:
+            raise mac
 
     @property
     def checkpointing_text(self) -> str:

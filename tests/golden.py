@@ -99,11 +99,15 @@ def _suite_plans() -> Iterator[tuple[str, Any]]:
 
 
 def _stored_plans() -> Iterator[tuple[str, Any]]:
+    from core.errors import PlanError
     from core.files.planfile import plan_from_dict
 
     for line in gzip.decompress(PLANS.read_bytes()).decode().splitlines():
         record = json.loads(line)
-        yield record["id"], plan_from_dict(record["plan"])
+        try:
+            yield record["id"], plan_from_dict(record["plan"])
+        except PlanError as exc:  # a stored plan a later rule refuses: the refusal is its figure
+            yield record["id"], exc
 
 
 # Command lines whose printed output is golden too (the CLI is rebuilt from the input table;
@@ -469,6 +473,8 @@ def figures(plan_id: str, plan: Any) -> dict[str, Any]:
     from core.estimate import estimate
     from core.verdict import Mode
 
+    if isinstance(plan, Exception):  # a stored plan the Plan now refuses (_stored_plans)
+        return {"refused": f"{type(plan).__name__}: {plan}"}
     est = project(estimate(plan))
     est.pop("plan")  # the input, not a figure
     out = {f"estimate.{k}": v for k, v in est.items()}

@@ -100,7 +100,7 @@ def cards_for(
     keep_sharding: bool = False,
     prices: Mapping[str, float] | None = None,
 ) -> tuple[CardFit, ...]:
-    """Every card × count, sorted by cost (then fewer cards, then less memory).
+    """Every card × count the plan can run on, sorted by cost (then fewer cards, then less memory).
 
     Each card is priced per GPU-hour from ``prices`` (GPU id -> price), else as the plan
     prices its own card (``hardware.price_per_gpu_hour``, given for that card only), else at
@@ -115,7 +115,10 @@ def cards_for(
         if price is None and gpu.id != plan.hardware.gpu:
             price = 0.0  # the catalogue's price, else unknown (core.training.compute.gpu_hour_price)
         for count in wanted:
-            candidate = plan_on(plan, gpu.id, count, keep_sharding=keep_sharding, price=price)
+            try:
+                candidate = plan_on(plan, gpu.id, count, keep_sharding=keep_sharding, price=price)
+            except PlanError:  # a layout or setting the card cannot run (one Apple GPU: core.mac)
+                continue
             est = estimate(candidate, gpu)
             source = "given" if prices and gpu.id in prices else est.compute.price_source
             rows.append(CardFit(candidate, est, source))

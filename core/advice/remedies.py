@@ -349,7 +349,10 @@ def _bigger_card(plan: Plan) -> tuple[Plan, str] | None:
     fitting: list[tuple[tuple[float, float, str], Plan, str]] = []
     for gpu in bigger:
         priced = gpu.hourly_price()
-        candidate = plan.with_hardware(gpu=gpu.id)
+        try:
+            candidate = plan.with_hardware(gpu=gpu.id)
+        except PlanError:  # a card the plan cannot run on (an Apple GPU for several GPUs: core.mac)
+            continue
         if priced is not None:
             candidate = candidate.with_hardware(price_per_gpu_hour=priced[0])
         if not estimate(candidate).fits:

@@ -14,6 +14,7 @@ from enum import StrEnum
 from core.dtypes import Autocast, Dtype
 from core.memo import last_answer
 from core.plan import Attention, Method, Plan, Stack
+from core.runtime import runs_mps
 
 
 class Kernel(StrEnum):
@@ -43,6 +44,18 @@ def sixteen_bit_inputs(plan: Plan) -> bool:
     return plan.autocast is not Autocast.NONE or stored is not Dtype.FP32
 
 
+# On an Apple GPU SDPA trains through PyTorch's math attention, which keeps the B·H·S² probabilities
+# (the math kernel's terms in core.training.activations). Read in pytorch/pytorch through the file index
+# (the repository is past fetch's limit; ids are the index's): scaled_dot_product_attention
+# (aten/src/ATen/native/transformers/attention.cpp, a 2.5+ copy, id 48751398506) runs the Metal kernel
+# _scaled_dot_product_attention_math_for_mps only when ``!(GradMode::is_enabled() &&
+# any_inputs_require_grad)`` and dropout is 0; a training step takes _scaled_dot_product_attention_math
+# (matmul(q, kᵀ), softmax, matmul with v, each saved by autograd). Revisions that register an MPS
+# _fused_sdp_choice_stub (aten/src/ATen/native/transformers/mps/sdp_utils.cpp, id 55131921878) make its
+# flash and memory-efficient kernels forward-only: "Flash SDPA on MPS is forward-only; falling back when
+# inputs require grad" — math again. Attention.mm at 00a5f92f: sdpa_general_mps (MPSGraph, also
+# materialises attn = empty({B, H, q, k})), sdpa_vector_* and the prefill kernels, none with a backward.
+# A plan's "flash" on a Mac cannot run at all (core.mac); it keeps the flash kernel's figures.
 @last_answer
 def sdpa_kernel(plan: Plan) -> Kernel:
     """The kernel that runs on an A100/H100 (sdp_utils.cpp, priority order flash →
@@ -52,6 +65,8 @@ def sdpa_kernel(plan: Plan) -> Kernel:
     enable_gqa when no mask is needed, else repeats k and v."""
     if plan.attention is Attention.EAGER or sdpa_refused(plan):
         return Kernel.EAGER
+    if plan.attention is Attention.SDPA and runs_mps(plan.hardware.gpu):
+        return Kernel.MATH  # MPS has no fused attention with a backward (see above)
     model = plan.model
     masked = needs_mask(plan)
     sixteen = sixteen_bit_inputs(plan)

@@ -8,6 +8,7 @@ from hypothesis import strategies as st
 
 from core.catalogue import load_gpus, load_models
 from core.dtypes import Autocast, CacheType, Dtype, GgufQuant, KvDtype, Quant, WeightFormat
+from core.mac import MAC_ATTENTION, MAC_OPTIMIZERS
 from core.model import LORA_TARGETS, ModelSpec
 from core.plan import (
     Accounting,
@@ -33,6 +34,7 @@ from core.plan import (
     Workload,
     precision_fields,
 )
+from core.runtime import runs_mps
 
 models = st.sampled_from([m.spec for m in load_models()])
 
@@ -61,6 +63,10 @@ def plans(draw: st.DrawFn) -> Plan:
     method = draw(st.sampled_from(list(Method)))
     frozen = draw(st.integers(1, spec.num_layers)) if method is Method.FROZEN else draw(st.integers(0, spec.num_layers))
     targets = draw(st.lists(st.sampled_from(LORA_TARGETS), min_size=1, unique=True))
+    gpu = draw(gpu_ids)
+    # An Apple GPU: one GPU, and only the settings PyTorch's MPS backend runs (core.mac; the Plan refuses others).
+    mac = runs_mps(gpu)
+    one = st.just(1)
     plan = Plan(
         model=spec,
         model_id=draw(st.sampled_from(["", "gpt2", "x"])),
@@ -75,11 +81,11 @@ def plans(draw: st.DrawFn) -> Plan:
         double_quant=draw(st.booleans()),
         frozen_layers=frozen,
         **precision_fields(draw(st.sampled_from(list(Precision)))),
-        optimizer=draw(st.sampled_from(list(Optimizer))),
+        optimizer=draw(st.sampled_from(MAC_OPTIMIZERS if mac else list(Optimizer))),
         checkpointing=draw(st.booleans()),
         checkpoint_policy=draw(st.sampled_from(list(CheckpointPolicy))),
         checkpoint_every=draw(st.integers(1, 64)),
-        attention=draw(st.sampled_from(list(Attention))),
+        attention=draw(st.sampled_from(MAC_ATTENTION if mac else list(Attention))),
         chunked_loss=draw(st.booleans()),
         workload=Workload(
             micro_batch=draw(st.integers(1, 1024)),
@@ -89,7 +95,7 @@ def plans(draw: st.DrawFn) -> Plan:
             eval_batch=draw(st.integers(0, 1024)),
         ),
         hardware=Hardware(
-            gpu=draw(gpu_ids),
+            gpu=gpu,
             utilisation=draw(st.floats(0.01, 1.0)),
             headroom=draw(st.floats(0.0, 0.9)),
             price_per_gpu_hour=draw(st.sampled_from([0.0, 0.5]) | st.floats(0.01, 100.0)),
@@ -100,8 +106,8 @@ def plans(draw: st.DrawFn) -> Plan:
             nccl_avoid_record_streams=draw(st.booleans()),
         ),
         parallel=Parallelism(
-            nodes=draw(st.integers(1, 512)),
-            gpus_per_node=draw(st.integers(1, 8)),
+            nodes=draw(one if mac else st.integers(1, 512)),
+            gpus_per_node=draw(one if mac else st.integers(1, 8)),
             strategy=draw(st.sampled_from(list(Strategy))),
         ),
         inference=Inference(
@@ -113,7 +119,7 @@ def plans(draw: st.DrawFn) -> Plan:
             new_tokens=draw(st.integers(0, 100_000)),
             # llama.cpp splits layers, not tensors (Plan refuses tensor parallelism with it).
             tensor_parallel=1
-            if engine is Engine.LLAMACPP
+            if engine is Engine.LLAMACPP or mac
             else draw(st.sampled_from(serving_tensor_parallel(spec, 64))),
             vllm_version=draw(st.sampled_from(list(VllmVersion))),
             sglang_version=draw(st.sampled_from(list(SglangVersion))),
@@ -122,7 +128,7 @@ def plans(draw: st.DrawFn) -> Plan:
             gguf_quant=draw(st.sampled_from(list(GgufQuant))),
             gpu_layers=draw(st.integers(0, 1000)),
             cache_type=draw(st.sampled_from(list(CacheType))),  # flash attention on: every type allowed
-            pipeline_parallel=draw(st.integers(1, min(16, spec.num_layers))),
+            pipeline_parallel=draw(one if mac else st.integers(1, min(16, spec.num_layers))),
             replicas=draw(st.integers(1, 1000)),
             gpu_memory_utilization=draw(st.floats(0.01, 1.0)),
             max_num_seqs=draw(st.integers(0, 10_000)),

@@ -28,6 +28,7 @@ from core.estimate import Estimate, estimate
 from core.files import planfile
 from core.hfconfig import model_from_hf_config
 from core.inputs import MAX_BATCH, MAX_GPUS, MAX_LAYERS_FLAG, MAX_PARALLEL, MAX_SEQ, MAX_TOKENS, input_at
+from core.mac import MAC_ATTENTION, MAC_OPTIMIZERS
 from core.model import LIMITS, LORA_TARGETS, MAX_PARAMS, ModelSpec
 from core.plan import (
     Accounting,
@@ -49,6 +50,7 @@ from core.plan import (
     precision_fields,
 )
 from core.presets import default_plan, plan_for_model
+from core.runtime import runs_mps
 from tests.core.strategies import plans, serving_tensor_parallel
 
 FUZZ = settings(deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
@@ -291,7 +293,7 @@ def _random_plan(rng: random.Random) -> Plan:
     frozen_low = 1 if method is Method.FROZEN else 0
     engine = rng.choice(list(Engine))
     targets = tuple(rng.sample(LORA_TARGETS, rng.randint(1, len(LORA_TARGETS))))
-    return Plan(
+    drawn: dict[str, Any] = dict(
         model=model,
         method=method,
         lora=LoraSettings(
@@ -358,6 +360,14 @@ def _random_plan(rng: random.Random) -> Plan:
         accounting=rng.choice(list(Accounting)),
         lesson=LessonSettings(activations_gb=rng.choice([0.0, 1e6, 1.5]), trainable_override=0),
     )
+    if runs_mps(drawn["hardware"].gpu):  # an Apple GPU: one GPU and what MPS runs (core.mac refuses the rest)
+        if drawn["optimizer"] not in MAC_OPTIMIZERS:
+            drawn["optimizer"] = Optimizer.ADAMW
+        if drawn["attention"] not in MAC_ATTENTION:
+            drawn["attention"] = Attention.SDPA
+        drawn["parallel"] = replace(drawn["parallel"], nodes=1, gpus_per_node=1)
+        drawn["inference"] = replace(drawn["inference"], tensor_parallel=1, pipeline_parallel=1)
+    return Plan(**drawn)
 
 
 PLANS_PER_BATCH = 20

@@ -32,6 +32,7 @@ from core.plan import (
 )
 from core.presets import plan_for_model
 from core.roles import compute_dtype
+from core.runtime import runs_mps
 from core.training.attention import Kernel, sdpa_kernel
 from core.training.detailed import unsloth_offloads
 from core.verdict import Mode
@@ -174,7 +175,8 @@ def test_checkpointing_never_keeps_more_activations(plan: Plan) -> None:
 def test_more_sharded_gpus_never_need_more_per_gpu(plan: Plan, strategy: Strategy, more: int) -> None:
     # From two sharded ranks up: the sharded state only shrinks, the gathered units and the
     # framework's buffers stay the same size. One GPU to two is not covered: see
-    # test_two_fsdp_ranks_can_need_more_than_one_gpu below.
+    # test_two_fsdp_ranks_can_need_more_than_one_gpu below. A Mac has one GPU (core.mac).
+    assume(not runs_mps(plan.hardware.gpu))
     fewer = plan.with_parallel(strategy=strategy)
     if fewer.world_size == 1:
         fewer = fewer.with_parallel(gpus_per_node=2)

@@ -83,9 +83,10 @@ def test_an_apple_training_plan_has_no_cuda_runtime_and_is_judged_against_the_mp
     assert any("heaps" in label for label in labels), labels
     assert est.capacity_bytes == pytorch_limit_bytes(find_gpu("apple-m4-max-128gb"))
     assert est.judgement().capacity_bytes == est.capacity_bytes
-    # The allocated peak carries no cuBLAS workspace: peak == the tensors' peak; nor Transformer Engine's.
+    # The allocated peak carries no cuBLAS workspace: peak == the tensors' peak. (Megatron-LM, whose
+    # Transformer Engine workspaces a CUDA plan counts, is refused on an Apple GPU: core.mac.)
     assert est.peak_bytes == pytest.approx(est.tensor_peak_bytes)
-    assert estimate(_apple_plan().with_changes(stack=Stack.MEGATRON)).worst.workspace_bytes == 0
+    assert estimate(_apple_plan().with_changes(stack=Stack.COMPILE)).worst.workspace_bytes == 0
 
 
 def test_the_same_plan_on_a_cuda_card_keeps_the_cuda_runtime() -> None:
