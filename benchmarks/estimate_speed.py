@@ -41,13 +41,10 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=5, help="passes over every plan")
     args = parser.parse_args(argv)
+    # Each method as the window and the CLI switch to it (IA3 keeps the feedforward modules among the targets).
     plans = [
-        Plan(
-            model=entry.spec,
-            method=method,
-            accounting=accounting,
-            workload=Workload(micro_batch=4),
-            frozen_layers=1 if method is Method.FROZEN else 0,
+        Plan(model=entry.spec, accounting=accounting, workload=Workload(micro_batch=4)).with_method(
+            method, frozen_layers=1 if method is Method.FROZEN else 0
         )
         for entry in load_models()
         for method in Method
