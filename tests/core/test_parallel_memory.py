@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import replace
+from pathlib import Path
 
 import pytest
 
@@ -15,8 +16,11 @@ from core.breakdown import BucketKey, StepPhase
 from core.cli.app import main
 from core.dtypes import MpDtype
 from core.estimate import Estimate, estimate
+from core.files import planfile
 from core.plan import Accounting, Method, Offload, Plan, Preset, Strategy
 from core.presets import plan_for_model
+
+DATA = Path(__file__).resolve().parents[1] / "data" / "plans"
 
 
 def _plan(model: str = "llama-3.2-1b", **parallel: object) -> Plan:
@@ -267,6 +271,18 @@ def test_fsdp_reduces_the_root_last() -> None:
     reduce = parts.extra("root_reduce")
     assert [t.bytes for t in reduce] == pytest.approx([root * 2, root * 4])  # bf16 gradients, fp32 input
     assert sum(t.bytes for t in parts.extra("root_pending")) == pytest.approx(-root * 2 / 8)
+
+
+def test_fsdp_offloading_its_parameters_subtracts_no_root_gradients() -> None:
+    # FSDP2's CPUOffloadPolicy keeps the sharded gradients on the host, so the GPU holds none of
+    # them for the root's (reduced last) to be missing from. The root's negative term stayed, and the
+    # gradients bucket read −86 MB on this plan, which the GUI monkey test reached (seed 20240611):
+    # TinyLlama full fine-tuning, FSDP2 on one GPU with its parameters offloaded.
+    plan = planfile.loads((DATA / "fsdp-offload-root-gradients.vramplan.json").read_text())
+    assert plan.parallel.offload is Offload.PARAMS and plan.method is Method.FULL
+    est = estimate(plan)
+    assert all(bucket.bytes >= 0 for bucket in est.buckets)
+    assert not any("root's sharded gradients" in t.label for b in est.buckets for t in b.terms)
 
 
 def test_fsdp_reduces_only_the_adapters_gradients_under_lora() -> None:
