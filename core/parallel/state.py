@@ -859,12 +859,11 @@ def _fsdp(rank: _Rank) -> RankState:
     if par.offload is Offload.OPTIMIZER:
         return replace(state, optim=[], host=host, step_temporary=False, notes=(_OPTIM_NOTE,))
     staged = stream_cache + _offload_staging(rank, (block, block_b), (root, root_b), gather)
-    # The sharded gradients live on the host: none on the GPU for the root's to be missing from.
     return replace(
         state,
         weights=quant_state,
         grads=[],
-        root_pending=[],
+        root_pending=[],  # the sharded gradients are on the host: none for the root's to be missing from
         optim=[],
         host=host,
         step_temporary=False,
