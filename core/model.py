@@ -639,19 +639,16 @@ def bnb_linear_names(model: ModelSpec) -> list[tuple[str, int]]:
     ``model.layers.{i}.mlp.down_proj``, each expert's ``mlp.experts.{e}.gate_proj``, Qwen2-MoE's
     ``mlp.shared_expert.*``), plus an untied ``lm_head``. Fused projections are one linear
     (``qkv_proj``, ``gate_up_proj``)."""
-    d, i, q, kv = model.hidden_size, model.intermediate_size, model.q_width, model.kv_width
-    attn = (
-        [("qkv_proj", d * (q + 2 * kv))]
-        if model.fused_qkv
-        else [("q_proj", d * q), ("k_proj", d * kv), ("v_proj", d * kv)]
-    )
-    attn.append(("o_proj", q * d))
-    if not model.gated_mlp:
-        mlp = [("up_proj", d * i), ("down_proj", i * d)]
-    elif model.fused_gate_up:
-        mlp = [("gate_up_proj", 2 * d * i), ("down_proj", i * d)]
+    shapes = {name: fan_in * fan_out for name, (fan_in, fan_out) in model.linear_shapes().items()}
+    fused_qkv = shapes["q_proj"] + shapes["k_proj"] + shapes["v_proj"]
+    names = ["gate_proj", "up_proj", "down_proj"] if model.gated_mlp else ["up_proj", "down_proj"]
+    attn = [("qkv_proj", fused_qkv)] if model.fused_qkv else [(n, shapes[n]) for n in ("q_proj", "k_proj", "v_proj")]
+    attn.append(("o_proj", shapes["o_proj"]))
+    if model.gated_mlp and model.fused_gate_up:
+        mlp = [("gate_up_proj", shapes["gate_proj"] + shapes["up_proj"]), ("down_proj", shapes["down_proj"])]
     else:
-        mlp = [("gate_proj", d * i), ("up_proj", d * i), ("down_proj", i * d)]
+        mlp = [(n, shapes[n]) for n in names]
+    d = model.hidden_size
     shared = model.shared_expert_size
     out: list[tuple[str, int]] = []
     for layer in range(model.num_layers):
