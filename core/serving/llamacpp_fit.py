@@ -27,7 +27,6 @@ from dataclasses import dataclass, replace
 from typing import Final
 
 from core.catalogue import GpuSpec
-from core.errors import PlanError
 from core.plan import Plan
 from core.serving.llamacpp import device_overhead_bytes, llamacpp_buffers
 from core.units import MiB
@@ -83,13 +82,6 @@ def _fill(use: Callable[[list[int]], tuple[float, ...]], counts: list[int], g: i
     counts[g] = low[g]
 
 
-def refuse_experts(plan: Plan, field: str, value: object, allowed: str) -> None:
-    """A mixture-of-experts model is refused: its part of the fit (step 4) is not modelled."""
-    if plan.model.num_experts > 1:
-        reason = "llama.cpp's fit of a mixture-of-experts model, common/fit.cpp's step 4, is not modelled"
-        raise PlanError(field, value, allowed, reason)
-
-
 def llamacpp_fit(plan: Plan, gpu: GpuSpec, target: float = FIT_TARGET) -> LlamaCppFit:
     """llama-server's ``--fit`` for a plan without ``-ngl`` (module docstring): ``free`` is the card
     less what sits beside llama.cpp's buffers (the CUDA context), as the trial load reads it."""
@@ -114,8 +106,7 @@ def llamacpp_fit(plan: Plan, gpu: GpuSpec, target: float = FIT_TARGET) -> LlamaC
 def auto_gpu_layers(plan: Plan, gpu: GpuSpec) -> tuple[Plan, tuple[int, ...], str]:
     """A llama.cpp plan with ``gpu_layers`` -1 ("auto", common/common.h): the plan with the fit's
     count, its tensor split (several GPUs) and the sentence the explanation starts with."""
-    refuse_experts(plan, "inference.gpu_layers", plan.inference.gpu_layers, "a layer count (0 or more)")
-    fit = llamacpp_fit(plan, gpu)
+    fit = llamacpp_fit(plan, gpu)  # an MoE model never gets here: core.plan refuses it (_check_llamacpp_fit)
     ran = replace(plan, inference=replace(plan.inference, gpu_layers=fit.gpu_layers))
     gpus = plan.inference.pipeline_parallel
     where = f" ({', '.join(f'GPU {g}: {n}' for g, n in enumerate(fit.split) if n)})" if gpus > 1 else ""

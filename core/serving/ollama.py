@@ -71,7 +71,7 @@ from core.serving.llamacpp import (
     quantiser,
     tensor_type,
 )
-from core.serving.llamacpp_fit import FIT_TARGET, llamacpp_fit, refuse_experts
+from core.serving.llamacpp_fit import FIT_TARGET, llamacpp_fit
 from core.units import GiB, MiB
 
 # discover/gpu.go cudaMinimumMemory (and rocmMinimumMemory); discover/gpu_darwin.go metalMinimumMemory.
@@ -544,9 +544,7 @@ def fit_gpu_layers(plan: Plan, gpu: GpuSpec, cards: list[Card], slots: int, num_
     ran = replace(plan, inference=replace(inf, concurrent=slots, cache_type=kv_type(plan)))
     split: tuple[int, ...] = ()
     if num_gpu < 0:
-        others = ", ".join(v.value for v, line in LINES.items() if not line.llama_fit)
-        refuse_experts(plan, "inference.ollama_version", inf.ollama_version.value, f"a line before 0.30 ({others})")
-        fit = llamacpp_fit(ran, gpu)
+        fit = llamacpp_fit(ran, gpu)  # not for an MoE model: core.plan refuses it (_check_llamacpp_fit)
         ran = replace(ran, inference=replace(ran.inference, gpu_layers=fit.gpu_layers))
         split = fit.split if inf.pipeline_parallel > 1 else ()
     else:
