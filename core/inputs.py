@@ -1753,6 +1753,11 @@ def input_at(path: str) -> Input:
 
 # The inputs' defaults: the Plan's dataclasses take their field defaults from here.
 DEFAULTS: Final[dict[str, Any]] = {i.path: i.default for i in INPUTS}
+# PEFT's own IA3 targets when a config names none: TRANSFORMERS_MODELS_TO_IA3_TARGET_MODULES_MAPPING["llama"]
+# (and "mistral", "qwen2", ...: the same three) in huggingface/peft 5d602fdb src/peft/utils/constants.py; its
+# feedforward module, down_proj, is lora.ia3_feedforward's default. A plan that switches to IA3 with LoRA's
+# default targets untouched takes these (Plan.with_method), as IA3Config() would.
+IA3_DEFAULT_TARGETS: Final = ("k_proj", "v_proj", "down_proj")
 
 
 # ---- checks, built once per input: the Plan runs them on every construction ---------------

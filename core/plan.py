@@ -24,6 +24,7 @@ from core.inputs import (
     DEFAULTS,
     ENGINE_LABELS,
     FLOAT8_LABELS,
+    IA3_DEFAULT_TARGETS,
     MAX_GPUS,
     MEGATRON_CE_FUSION_LABELS,
     METHOD_LABELS,
@@ -214,6 +215,14 @@ class LoraSettings:
 
     def __post_init__(self) -> None:
         run_checks(self, _LORA_CHECKS)
+
+
+def _default_targets_for(method: Method, lora: LoraSettings) -> LoraSettings:
+    """``lora`` with targets left at the other kind's default swapped for ``method``'s (IA3 or a
+    LoRA-style adapter); chosen targets are kept."""
+    lora_default = DEFAULTS["lora.targets"]
+    left, taken = (lora_default, IA3_DEFAULT_TARGETS) if method is Method.IA3 else (IA3_DEFAULT_TARGETS, lora_default)
+    return replace(lora, targets=taken) if lora.targets == left else lora
 
 
 def ia3_feedforward_within(lora: LoraSettings, targets: tuple[str, ...] | None = None) -> tuple[str, ...]:
@@ -971,19 +980,24 @@ class Plan:
                 plan = replace(plan, **{section: replace(held, **degrees)})
         return replace(plan, model=model, model_id=model_id, frozen_layers=frozen)
 
-    def with_method(self, method: Method, **changes: Any) -> Plan:
+    def with_method(self, method: Method, *, typed: frozenset[str] = frozenset(), **changes: Any) -> Plan:
         """This plan trained another way; ``changes`` are further top-level fields (lora, quant...).
 
         The frozen-layers method needs at least one frozen block: switching to it from a plan
         with none starts from half the model, a common choice, rather than refuse the switch.
-        Leaving it keeps the count, so switching back restores it.
+        Leaving it keeps the count, so switching back restores it. Targets still at one method's
+        default become the other's (LoRA's q_proj, v_proj; IA3's k_proj, v_proj, down_proj, as
+        PEFT picks each when a config names none), and IA3's feedforward modules stay among the
+        targets; neither when ``typed`` (the input paths the user typed) names it.
         """
         model = changes.get("model", self.model)
         if method is Method.FROZEN and changes.get("frozen_layers", self.frozen_layers) == 0:
             changes["frozen_layers"] = max(1, model.num_layers // 2)
         lora = changes.get("lora", self.lora)
-        if method is Method.IA3 and lora.ia3_feedforward == self.lora.ia3_feedforward:
+        if "lora.targets" not in typed and (method is Method.IA3) != (self.method is Method.IA3):
+            lora = changes["lora"] = _default_targets_for(method, lora)
+        if method is Method.IA3 and "lora.ia3_feedforward" not in typed:
             # IA3's feedforward modules are some of its targets (PEFT refuses others): switching
-            # from LoRA on q_proj, v_proj keeps the targets and scales their outputs.
+            # from LoRA on q_proj, k_proj keeps those targets and scales their outputs.
             changes["lora"] = replace(lora, ia3_feedforward=ia3_feedforward_within(lora))
         return replace(self, method=method, **changes)

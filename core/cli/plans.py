@@ -182,12 +182,11 @@ def plan_from_args(args: argparse.Namespace, base: Plan | None = None) -> Plan:
         changes["accounting"] = accounting
     for group, values in groups.items():
         changes[group] = replace(getattr(plan, group), **values)
-    if "lora.ia3_feedforward" not in given:  # a method switch keeps IA3's default within the targets
-        plan = plan.with_method(method, **changes) if method is not None else replace(plan, **changes)
-    else:  # given: refused, as PEFT refuses it, unless among the targets
-        if method is not None:
-            changes["method"] = method
-        plan = replace(plan, **changes)
+    # A method switch moves the targets and IA3's feedforward modules with it unless typed (a typed
+    # feedforward module outside the targets is then refused, as PEFT refuses it).
+    plan = (
+        plan.with_method(method, typed=frozenset(given), **changes) if method is not None else replace(plan, **changes)
+    )
     if "inference.ollama_version" in given:  # the release's num_ctx, parallel and flash attention
         plan = ollama_defaults(plan, gpu_for(plan), frozenset(given))
     return plan

@@ -83,11 +83,23 @@ def test_bad_settings_are_refused() -> None:
         LoraSettings(targets=())
 
 
-def test_switching_from_lora_keeps_the_targets() -> None:
-    lora = plan_for_model("llama-3.2-3b", method=Method.LORA)  # q_proj, v_proj; feedforward default down_proj
+def test_switching_from_lora_s_default_takes_peft_s_ia3_default() -> None:
+    # IA3Config() with no target_modules: PEFT's mapping (DEFAULT_TARGETS above), 286,720 vectors
+    # on Llama 3.2 3B (ia3--llama-3.2-3B-default.json, as test_trainable_vectors_are_peft_s_count).
+    lora = plan_for_model("llama-3.2-3b", method=Method.LORA)  # q_proj, v_proj: LoRA's default
     ia3 = lora.with_method(Method.IA3)
-    assert (ia3.lora.targets, ia3.lora.ia3_feedforward) == (("q_proj", "v_proj"), ())
-    assert param_counts(ia3).trainable == 28 * (3072 + 1024)
+    assert (ia3.lora.targets, ia3.lora.ia3_feedforward) == (DEFAULT_TARGETS, ("down_proj",))
+    assert param_counts(ia3).trainable == 286_720
+    assert ia3.with_method(Method.LORA).lora.targets == ("q_proj", "v_proj")  # and back again
+    assert ia3.with_input("method", "dora").lora.targets == ("q_proj", "v_proj")  # the window's switch
+
+
+def test_switching_keeps_chosen_targets() -> None:
+    chosen = plan_for_model("llama-3.2-3b", method=Method.LORA).with_lora(targets=("q_proj", "k_proj"))
+    ia3 = chosen.with_method(Method.IA3)
+    assert (ia3.lora.targets, ia3.lora.ia3_feedforward) == (("q_proj", "k_proj"), ())
+    assert param_counts(ia3).trainable == 28 * (3072 + 1024)  # a vector per output row of each
+    assert ia3.with_method(Method.LORA).lora.targets == ("q_proj", "k_proj")
 
 
 def test_plan_file_round_trips_and_old_files_read_peft_s_default() -> None:
@@ -105,7 +117,12 @@ def test_command_line(capsys: pytest.CaptureFixture[str]) -> None:
     args = ["estimate", "--model", "llama-3.2-3b", "--method", "ia3", "--json"]
     assert main([*args, "--lora-targets", "k_proj,v_proj,down_proj"]) == 0
     assert json.loads(capsys.readouterr().out)["params"]["trainable"] == 286_720
-    assert main([*args, "--ia3-feedforward", "down_proj"]) == 2  # not among q_proj, v_proj
+    assert main(args) == 0  # no targets typed: PEFT's IA3 default, as IA3Config() picks
+    assert json.loads(capsys.readouterr().out)["params"]["trainable"] == 286_720
+    assert main([*args, "--ia3-feedforward", "down_proj"]) == 0
+    capsys.readouterr()
+    typed = [*args, "--lora-targets", "q_proj,v_proj", "--ia3-feedforward", "down_proj"]
+    assert main(typed) == 2  # typed, and not among the typed targets: refused as PEFT refuses it
     assert "subset of the targets" in capsys.readouterr().err
 
 

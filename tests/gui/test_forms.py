@@ -133,19 +133,22 @@ def test_ia3_method_shows_its_feedforward_modules(qtbot: Any, window: MainWindow
     form = window.method_form
     form.method.setCurrentIndex(form.method.findData("ia3"))
     plan = window.controller.plan
-    # The default plan's LoRA targets (q_proj, v_proj) become output-scaled vectors: PEFT's default
-    # feedforward module, down_proj, is no target (huggingface/peft 51c2ff66 IA3Config: a subset of them).
-    assert plan.method is Method.IA3 and plan.lora.ia3_feedforward == ()
+    # The default plan's LoRA targets (q_proj, v_proj, LoRA's default) become PEFT's IA3 default:
+    # k_proj, v_proj, down_proj, down_proj's input scaled (huggingface/peft 5d602fdb
+    # src/peft/utils/constants.py, TRANSFORMERS_MODELS_TO_IA3_*_MAPPING["llama"]).
+    assert plan.method is Method.IA3 and plan.lora.targets == ("k_proj", "v_proj", "down_proj")
+    assert plan.lora.ia3_feedforward == ("down_proj",)
     assert form.rank.isHidden() and not form.feedforward.isHidden()
     feedforward, targets = form.feedforward.boxes, form.targets.boxes
-    assert feedforward["q_proj"].isEnabled() and not feedforward["down_proj"].isEnabled()
+    assert feedforward["down_proj"].isChecked() and not feedforward["q_proj"].isEnabled()
+    targets["down_proj"].setChecked(False)  # leaving the targets, it leaves the feedforward modules
+    assert window.controller.plan.lora.ia3_feedforward == ()
     targets["down_proj"].setChecked(True)
     feedforward["down_proj"].setChecked(True)
     assert window.controller.plan.lora.ia3_feedforward == ("down_proj",)
-    targets["down_proj"].setChecked(False)  # leaving the targets, it leaves the feedforward modules
-    assert window.controller.plan.lora.ia3_feedforward == ()
-    form.method.setCurrentIndex(form.method.findData("lora"))
+    form.method.setCurrentIndex(form.method.findData("lora"))  # back to LoRA's own default
     assert form.feedforward.isHidden() and not form.rank.isHidden()
+    assert window.controller.plan.lora.targets == ("q_proj", "v_proj")
 
 
 def test_dimension_edit_makes_a_custom_model(qtbot: Any, window: MainWindow) -> None:
