@@ -55,6 +55,7 @@ from core.model import (
     normalise_lora_targets,
     parse_skip_modules,
 )
+from core.runtime import runs_mps
 from core.units import finite_number
 
 if TYPE_CHECKING:
@@ -1293,10 +1294,12 @@ INPUTS: Final[tuple[Input, ...]] = (
           "The PyTorch release the run uses, where its memory rules differ: 2.4's FSDP2 allocates each "
           "reduce-scatter input on its reduce-scatter stream, which keeps it cached; from 2.5 it is a "
           "default-stream tensor; before 2.8 ProcessGroupNCCL holds a collective's input block until the "
-          "collective ends unless TORCH_NCCL_AVOID_RECORD_STREAMS=1.",
+          "collective ends unless TORCH_NCCL_AVOID_RECORD_STREAMS=1. From 2.5 SDPA's math kernel (an Apple GPU's, "
+          "or CUDA's fallback) works in float32 on 16-bit inputs; a Mac's autocast needs 2.5 (bfloat16: 2.6).",
           ("--torch-version",), "PyTorch release whose rules apply: 2.4, 2.5-2.7, 2.8+ (default 2.8+)",
           labels=TORCH_VERSION_LABELS, training_only=True,
-          matters=lambda p: p.parallel.strategy is Strategy.FSDP and not p.parallel.fsdp1_wrap),
+          matters=lambda p: (p.parallel.strategy is Strategy.FSDP and not p.parallel.fsdp1_wrap)
+          or runs_mps(p.hardware.gpu)),
     Input("hardware.nccl_avoid_record_streams", Kind.BOOL, "Avoid record streams",
           "TORCH_NCCL_AVOID_RECORD_STREAMS=1", False,
           "The environment variable TORCH_NCCL_AVOID_RECORD_STREAMS=1 (torchtitan set it until PyTorch "

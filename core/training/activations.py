@@ -21,7 +21,7 @@ from core.memo import last_answer
 from core.model import ModelSpec, normalise_ia3_feedforward, normalise_lora_targets
 from core.plan import Attention, CheckpointPolicy, MegatronCeFusion, Method, Plan, Stack, TransformersLoss
 from core.roles import adapter_dtype, compute_dtype, dtypes_for, model_dtype
-from core.training.attention import Kernel, megatron_fused_softmax, needs_mask, sdpa_kernel
+from core.training.attention import Kernel, math_kernel_bytes, megatron_fused_softmax, needs_mask, sdpa_kernel
 from core.training.storage import litgpt_quantised_head
 
 # torch.compile's default partitioner for training, min_cut_rematerialization_partition
@@ -305,10 +305,18 @@ def _attention(plan: Plan, ctx: _Ctx) -> list[Term]:
         # PyTorch's math fallback (float32 with grouped-query heads, or unsupported shapes;
         # _scaled_dot_product_attention_math): the matmuls keep q and k each scaled by
         # √scale and v repeated to every head, not the inputs; then the probabilities, and an
-        # output laid out (B, H, S, hd) that o_proj reads through a contiguous copy.
-        scores = b * h * s * s
-        items.append(Term("math kernel: scaled q, k and repeated v", f"3 × N·H·hd × {ca:g}", 3 * q_el * ca))
-        items.append(Term("math kernel: probabilities (float32)", f"B·H·S² × 4 = {sci(scores)} × 4", scores * 4))
+        # output laid out (B, H, S, hd) that o_proj reads through a contiguous copy. All in
+        # float32 from PyTorch 2.5, in the inputs' dtype before (math_kernel_bytes).
+        scores, inner = b * h * s * s, math_kernel_bytes(plan, ca)
+        held = "float32" if inner == 4 else f"{inner:g} bytes"
+        items.append(Term("math kernel: scaled q, k and repeated v", f"3 × N·H·hd × {inner:g}", 3 * q_el * inner))
+        items.append(
+            Term(
+                f"math kernel: probabilities ({held})",
+                f"B·H·S² × {inner:g} = {sci(scores)} × {inner:g}",
+                scores * inner,
+            )
+        )
         items.append(Term("attention output (o_proj input)", f"N·H·hd × {ca:g}", q_el * ca))
     else:
         # Flash / memory-efficient kernels keep their output and a float32 log-sum-exp per

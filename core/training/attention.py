@@ -13,7 +13,7 @@ from enum import StrEnum
 
 from core.dtypes import Autocast, Dtype
 from core.memo import last_answer
-from core.plan import Attention, Method, Plan, Stack
+from core.plan import Attention, Method, Plan, Stack, TorchVersion
 from core.runtime import runs_mps
 
 
@@ -76,6 +76,19 @@ def sdpa_kernel(plan: Plan) -> Kernel:
     if not gqa and model.head_dim % (8 if sixteen else 4) == 0:
         return Kernel.EFFICIENT
     return Kernel.MATH
+
+
+# The math kernel's own precision. From PyTorch 2.5 _scaled_dot_product_attention_math upcasts 16-bit q, k and v
+# to float32, runs both matmuls and the softmax in float32 and casts the output back (pytorch/pytorch PR 128922,
+# "Always use high precision for SDPA math backend", merged 2024-07, first released in 2.5.0; attention.cpp read
+# through the file index, a 2.5+ copy, id 40065839: ``query_acc = ... query_.to(at::kFloat)`` unless
+# ``allowFP16BF16ReductionMathSDP()``, PR 135964's opt-out, off by default; ``.to(origin_dtype)`` on the result).
+# Before (a 2.4-era copy, id 2466291) the kernel worked in the inputs' dtype: 16-bit scaled q, k, v and
+# 16-bit probabilities (at::softmax keeps its input's dtype).
+def math_kernel_bytes(plan: Plan, compute: float) -> float:
+    """Bytes per element of the tensors the math kernel keeps (scaled q, k, repeated v, the
+    probabilities) when its inputs are ``compute`` bytes wide."""
+    return compute if plan.hardware.torch_version is TorchVersion.V2_4 else max(compute, 4.0)
 
 
 # The fused scale-mask-softmax kernel Megatron's core attention runs in 16 bits (both Megatron stacks' eager

@@ -60,7 +60,7 @@ from core.plan import (
 )
 from core.roles import dtypes_for
 from core.training.activations import recomputed_share
-from core.training.attention import Kernel, sdpa_kernel
+from core.training.attention import Kernel, math_kernel_bytes, sdpa_kernel
 from core.training.flops import Gemm, attended_keys, block_gemms, head_trains
 from core.training.gemm_shape import shape_efficiency
 from core.training.optimizer import optimizer_terms
@@ -100,7 +100,10 @@ def attention_kernel(plan: Plan) -> str:
     attention kernel: its QKᵀ and PV are cuBLAS batched GEMMs (``_attention_padding``), ``eager``
     (``eager-fp32`` in float32), at the card's matmul coefficient (efficiency.derived)."""
     if not fused_attention(plan):
-        return "eager-fp32" if dtypes_for(plan).compute == 4 else "eager"
+        compute = dtypes_for(plan).compute
+        if sdpa_kernel(plan) is Kernel.MATH:  # float32 inside from PyTorch 2.5 (math_kernel_bytes)
+            compute = math_kernel_bytes(plan, compute)
+        return "eager-fp32" if compute == 4 else "eager"
     if plan.attention is Attention.FLASH1:
         return "flash1"
     return "fused" if plan.stack is Stack.MEGATRON else "flash"
