@@ -1287,7 +1287,7 @@ INPUTS: Final[tuple[Input, ...]] = (
           "max_split_size_mb:512. Empty: PyTorch's defaults. A setting PyTorch would refuse is refused here.",
           ("--alloc-conf",), "PYTORCH_CUDA_ALLOC_CONF, e.g. expandable_segments:True (default: PyTorch's)",
           expected="a PYTORCH_CUDA_ALLOC_CONF value PyTorch accepts", metavar="CONF",
-          parse=parse_alloc_conf, training_only=True),
+          parse=parse_alloc_conf, training_only=True, matters=lambda p: not runs_mps(p.hardware.gpu)),
     # The PyTorch release whose FSDP2 and ProcessGroupNCCL rules apply; the default is the newest
     # rules (a plan file written before the setting reads as it): core.parallel.state._release_cache.
     Input("hardware.torch_version", Kind.ENUM, "PyTorch", "PyTorch release", TorchVersion.V2_8,

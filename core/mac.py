@@ -77,7 +77,7 @@ def mac_training_warnings(plan: Plan) -> tuple[str, ...]:
     name (a library's version, the kernels' own device support); empty elsewhere."""
     if not runs_mps(plan.hardware.gpu):
         return ()
-    return tuple(text for text in (_qlora(plan), _kernels(plan), _autocast(plan)) if text)
+    return tuple(text for text in (_qlora(plan), _kernels(plan), _autocast(plan), _alloc_conf(plan)) if text)
 
 
 def mac_serving_warning(plan: Plan) -> str:
@@ -226,3 +226,16 @@ def _autocast(plan: Plan) -> str:
             "itself off, so the step runs in float32, not what is estimated here."
         )
     return ""
+
+
+def _alloc_conf(plan: Plan) -> str:
+    # The variable is read by the CUDA caching allocator only (c10/cuda/CUDAAllocatorConfig); PyTorch's MPS
+    # allocator reads its own PYTORCH_MPS_HIGH_WATERMARK_RATIO / PYTORCH_MPS_LOW_WATERMARK_RATIO
+    # (aten/src/ATen/mps/MPSAllocator.mm), and the estimate uses its heaps (core.training.device._mps_reserve).
+    if not plan.hardware.alloc_conf.strip():
+        return ""
+    return (
+        f"PYTORCH_CUDA_ALLOC_CONF ({plan.hardware.alloc_conf}) has no effect on an Apple GPU: only CUDA's caching "
+        "allocator reads it. The MPS allocator's settings are PYTORCH_MPS_HIGH_WATERMARK_RATIO and "
+        "PYTORCH_MPS_LOW_WATERMARK_RATIO; the estimate ignores it here."
+    )

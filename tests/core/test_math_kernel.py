@@ -8,12 +8,14 @@ from __future__ import annotations
 
 import pytest
 
+from core.estimate import estimate
 from core.inputs import input_at
 from core.plan import Plan, TorchVersion
 from core.presets import plan_for_model
 from core.training.activations import layer_activations
 from core.training.attention import Kernel, sdpa_kernel
 from core.training.speed import attention_kernel
+from core.verdict import Mode
 
 MAC = "apple-m2-ultra-192gb"
 
@@ -58,3 +60,15 @@ def test_the_release_is_shown_where_it_changes_a_mac_s_figures() -> None:
     plan = plan_for_model("llama-3.1-8b")
     assert field.matters(plan.with_hardware(gpu=MAC))
     assert not field.matters(plan)
+
+
+def test_the_cuda_allocator_setting_is_hidden_and_said_to_do_nothing_on_a_mac() -> None:
+    # PYTORCH_CUDA_ALLOC_CONF is the CUDA caching allocator's (c10/cuda); MPS has its own watermark settings.
+    field = input_at("hardware.alloc_conf")
+    mac = plan_for_model("llama-3.1-8b").with_hardware(gpu=MAC)
+    assert not field.matters(mac) and field.matters(plan_for_model("llama-3.1-8b"))
+    expandable = mac.with_hardware(alloc_conf="expandable_segments:True")
+    said = estimate(expandable).warnings_for(Mode.TRAINING)
+    assert any("PYTORCH_CUDA_ALLOC_CONF" in text for text in said), said
+    assert not any("PYTORCH_CUDA_ALLOC_CONF" in text for text in estimate(mac).warnings_for(Mode.TRAINING))
+    assert estimate(expandable).peak_bytes == estimate(mac).peak_bytes  # the MPS heaps, either way
