@@ -254,6 +254,7 @@ def estimate(plan: Plan, gpu: GpuSpec | None = None) -> Estimate:
     host = host_memory(plan, counts)
     serving = partial(_serving, plan, counts, card)
     warnings = plan_warnings(plan) + _host_warnings(plan, host) + _mps_warnings(plan, card, capacity, worst.total_bytes)
+    warnings += _vllm_warnings(plan)
     served = serving() if plan.inference.engine is Engine.LLAMACPP else None
     if served is not None:  # llama.cpp's host part is judged against the host RAM given
         warnings += _llamacpp_host_warnings(served)
@@ -362,6 +363,17 @@ def _mps_warnings(plan: Plan, card: GpuSpec, capacity: float, total: float) -> t
         ),
     )
     return (*warnings, *paged)
+
+
+def _vllm_warnings(plan: Plan) -> tuple[PlanWarning, ...]:
+    """vLLM's cold torch.compile inside its memory profile (core.serving.engines.cold_compile_warning); the
+    serving rules are loaded only for a vLLM plan."""
+    if plan.inference.engine is not Engine.VLLM:
+        return ()
+    from core.serving.engines import cold_compile_warning
+
+    text = cold_compile_warning(plan)
+    return (PlanWarning(Mode.INFERENCE, text),) if text else ()
 
 
 def _llamacpp_host_warnings(serving: InferenceEstimate) -> tuple[PlanWarning, ...]:

@@ -600,6 +600,32 @@ FIFTH_ROUND_LOGS: Final = (
 )
 
 
+# The sixth round (2026-12-05, h41srv): SGLang 0.5.20 on the RTX 4050 Laptop GPU, which entered the
+# catalogue for them (Tegdam/pickr_ai@54ed83a, section 6.3: Qwen2.5-3B-Instruct-AWQ forced onto the
+# awq kernel, 2,048 tokens, under WSL2). docs/SERVING.md says why both read above the pool.
+_TEGDAM_SGLANG: Final = MappingProxyType(
+    dict(engine="sglang", sglang_version="0.5.20", context=2048, weight_dtype="awq-int4", kv_dtype="fp16")
+)
+SIXTH_ROUND_LOGS: Final = (
+    _held(
+        "tegdam-sglang0520-qwen25-3b-awq-4050laptop-wsl-f080",
+        "qwen2.5-3b",
+        "rtx-4050-laptop",
+        weights=False,
+        **_TEGDAM_SGLANG,
+        mem_fraction_static=0.8,
+    ),
+    _held(
+        "tegdam-sglang0520-qwen25-3b-awq-4050laptop-wsl-f060",
+        "qwen2.5-3b",
+        "rtx-4050-laptop",
+        weights=False,
+        **_TEGDAM_SGLANG,
+        mem_fraction_static=0.6,
+    ),
+)
+
+
 HELD_OUT_LOGS: Final = (
     # SGLang 0.4.3.post4, QwQ-32B (Qwen2.5-32B's tensors, 131,072 positions) on four L4s, and
     # SGLang 0.4.2.x on one RTX 3090 driving a Windows desktop; the fractions are the printed ones.
@@ -672,6 +698,7 @@ HELD_OUT_LOGS: Final = (
     *THIRD_ROUND_LOGS,
     *FOURTH_ROUND_LOGS,
     *FIFTH_ROUND_LOGS,
+    *SIXTH_ROUND_LOGS,
 )
 
 

@@ -59,7 +59,9 @@ from core.serving.vllm_rules import (
 )
 from core.serving.vllm_versions import (
     CAPACITY_TOKENS_FROM,
+    COLD_COMPILE_SEEN_GIB,
     at_least,
+    compiles_in_profile,
     era_of,
     graphs_before_kv,
     profile_tokens,
@@ -657,3 +659,21 @@ def _sglang_context(plan: Plan, tokens: int) -> int:
         return n * cached_positions(model, context) / model.num_layers <= tokens
 
     return min(max(0, largest_fitting(all_fit, MAX_CONTEXT, tokens // n)), model.max_position_embeddings)
+
+
+def cold_compile_warning(plan: Plan) -> str:
+    """The sentence for a vLLM plan whose release compiles the model inside the memory profile that
+    sizes the KV cache (core.serving.vllm_versions.compiles_in_profile), or "". The tokens are
+    COLD_COMPILE_SEEN_GIB, the cost a published cold start paid, at this plan's KV bytes per token."""
+    inf = plan.inference
+    if inf.engine is not Engine.VLLM or runs_mps(plan.hardware.gpu) or not compiles_in_profile(inf.vllm_version):
+        return ""
+    layout = rank_layout(plan)
+    tokens = COLD_COMPILE_SEEN_GIB * GiB / (layout.kv_token_layer_bytes * layout.layers)
+    return (
+        f"vLLM {inf.vllm_version.value} compiles the model (torch.compile) inside the forward that measures the memory "
+        "left for the KV cache. A first start that compiles cold (a new model or settings, or a container that does "
+        f"not keep ~/.cache/vllm) can leave about {tokens:,.0f} fewer KV tokens ({COLD_COMPILE_SEEN_GIB:.2f} GiB: what "
+        "a published vLLM 0.29.0 cold start lost against its warm restart, 38 % of its tokens on a 6 GB card; larger "
+        "models have lost several GiB); a warm compile cache does not."
+    )

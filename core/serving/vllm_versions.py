@@ -215,3 +215,38 @@ def profile_tokens(inf: Inference, batched: int) -> int:
     if not era.v1 and inf.context <= V0_CHUNKED_PREFILL_FROM and not inf.max_num_batched_tokens:
         return max(inf.context, batched)
     return batched
+
+
+# torch.compile runs inside the memory profile that sizes the KV cache, in every V1 release line
+# (0.8 - 0.34). V1 compiles the model unless --enforce-eager (0.8.5, vllm/config.py
+# VllmConfig.__post_init__: CompilationLevel.PIECEWISE under VLLM_USE_V1; V0's CompilationConfig.level
+# defaults to 0, so 0.6 - 0.7 compile nothing by default). Dynamo and Inductor compile on the model's
+# first forward (vllm/compilation/decorators.py, the decorated class's __call__; from the AOT path on,
+# aot_compile under monitor_torch_compile and then the forward under monitor_profiling_run), and the
+# first forward is Worker.profile_run: EngineCore._initialize_kv_caches (vllm/v1/engine/core.py) calls
+# determine_available_memory before compile_or_warm_up_model, and gpu_worker.py
+# determine_available_memory runs profile_run between reset_peak_memory_stats and its after-profile
+# reading (0.8.5) or inside memory_profiling (vllm/utils, later vllm/utils/mem_utils.py). Read in the
+# wheels of 0.8.5, 0.9.2, 0.10.0, 0.11.0, 0.11.2 (275de3417), 0.12.0 (4fd9d6a85), 0.13.0 (72506c983),
+# 0.14.0 (b17039bcc), 0.15.0 (f17644344), 0.19.0 (2a69949bd), 0.20.0 (b8160878f), 0.21.0 (ad7125a43),
+# 0.22.0 (0b3ba88f1), 0.23.0 (0fc695fc6), 0.24.0 (ee0da84ab), 0.25.0 (dd10e03f9), 0.26.0 (ffd46bfab),
+# 0.27.0 (4bdc8a788), 0.28.0 (2cf0a6915), 0.29.0 (98dff2a81), 0.30.0 (ced6857af), 0.31.0 (db9527a46),
+# 0.32.0 (5df63a720), 0.33.0 (4ba787ec9) and 0.34.0 (62d4bc3c7): no release compiles or warms the
+# model before that window (the only earlier profile_run is the kv_cache_memory_bytes branch, which
+# skips the profile). So a cold compile's transient peak (Inductor's compile-time benchmarking: vLLM
+# sets combo_kernels and benchmark_combo_kernel from 0.11.2 with torch 2.9, vllm/config/compilation.py)
+# is charged as activation and the kernels it leaves loaded as consumed memory; a warm start loads the
+# cached artefact instead. 0.34's extensible KV cache keeps the same profiled peak as its reserve.
+COLD_COMPILE_IN_PROFILE_FROM: Final = VLLM_V1_FROM
+# What a cold compile cost on the one published pair of starts that differ only in the compile cache
+# and print vLLM's own split (Tegdam/pickr_ai tests/bench/runner/test_enginelog.py @641ea05, vLLM
+# 0.29.0 on the V1 runner, Qwen2.5-3B-Instruct-AWQ, RTX 4050 Laptop 6 GB): consumed memory 2.63 GiB
+# cold against 2.10 warm, peak activation 0.67 against 0.22, so 0.53 + 0.45 = 0.98 GiB, and 43,664 KV
+# tokens against 70,240 (-38 %). A figure read off the logs, not fitted; larger models lose more
+# (vLLM issue #54122: "tens of GiB per GPU" on a nightly; 1CatAI/1Cat-vLLM PR #518: 2.49 GiB).
+COLD_COMPILE_SEEN_GIB: Final = 0.98
+
+
+def compiles_in_profile(version: VllmVersion) -> bool:
+    """Whether this release line compiles the model inside the memory profile (every V1 line)."""
+    return at_least(version, COLD_COMPILE_IN_PROFILE_FROM)

@@ -120,7 +120,18 @@ KNOWN_TTFT_MISSES = {
 # The fifth round's RTX 5060 Ti log (vLLM 0.29.0 under WSL2, a 1.45 GiB pool): +43.0 %, a start
 # with a cold torch.compile cache, whose compile runs inside vLLM's profiled forward (0.29.0
 # wheel, 98dff2a81, vllm/compilation/decorators.py; docs/SERVING.md, 2026-12-05, h40srv).
-KNOWN_KV_MISSES: set[str] = {"anton-vllm0100-qwen3-30b-a3b-awq-3090", "freshair-vllm0290-qwen3-4b-5060ti-wsl"}
+# The sixth round's RTX 4050 Laptop start at mem_fraction_static 0.60 (SGLang 0.5.20 under WSL2, a
+# 0.97 GiB pool): +14.3 %. Both of its starts imply that SGLang measured 4.92 GiB free after start-up
+# (pool + the printed 1.98 GB of weights, over the fraction: 4.92 at 0.80, 4.92 at 0.60), where the
+# planner's Linux driver reserve and start-up overhead leave 5.08 (WSL2 reports the whole card and
+# keeps more of it), and the weights read 1.98 against 1.92 GiB of tensors (SGLang's weights are
+# allocator segments); at 0.60 the same bytes are a larger share of a smaller pool (docs/SERVING.md,
+# 2026-12-05, h41srv). Not refitted: held out, and WSL2 is no plan input.
+KNOWN_KV_MISSES: set[str] = {
+    "anton-vllm0100-qwen3-30b-a3b-awq-3090",
+    "freshair-vllm0290-qwen3-4b-5060ti-wsl",
+    "tegdam-sglang0520-qwen25-3b-awq-4050laptop-wsl-f060",
+}
 
 
 @pytest.fixture(scope="module")
@@ -1186,7 +1197,7 @@ def test_held_out_logs_have_their_own_summary_line_and_count_in_the_kv_target(be
 
 def every_held_out_log() -> set[str]:
     """The ids of every held-out log of every round."""
-    rounds = (HELD_OUT_TOKENS, THIRD_ROUND_TOKENS, FOURTH_ROUND_TOKENS, FIFTH_ROUND_TOKENS)
+    rounds = (HELD_OUT_TOKENS, THIRD_ROUND_TOKENS, FOURTH_ROUND_TOKENS, FIFTH_ROUND_TOKENS, SIXTH_ROUND_TOKENS)
     return {"vllm17327-qwen3-30b-a3b-w4a16-3090-v0", *(log for tokens in rounds for log in tokens)}
 
 
@@ -1198,7 +1209,7 @@ def test_the_held_out_logs_fit_nothing_and_stay_within_10_percent(bench: ModuleT
     assert set(held) == every_held_out_log()
     assert all(r.case.identifies == "" and r.case.table == "kv" for r in held.values())
     assert held["vllm17327-qwen3-30b-a3b-w4a16-3090-v0"].case.logged == 58_320
-    later = {*THIRD_ROUND_TOKENS, *FOURTH_ROUND_TOKENS, *FIFTH_ROUND_TOKENS}
+    later = {*THIRD_ROUND_TOKENS, *FOURTH_ROUND_TOKENS, *FIFTH_ROUND_TOKENS, *SIXTH_ROUND_TOKENS}
     assert all(abs(r.error_pct) <= bench.KV_WORST for i, r in held.items() if i not in later)
 
 
@@ -1236,7 +1247,7 @@ def test_the_held_out_logs_are_loaded_scored_and_marked_alike_in_the_corpus(benc
 def test_the_held_out_summary_line_reports_every_held_out_log(bench: ModuleType, scored: tuple) -> None:
     rows, _ = scored
     line = bench.held_out_summary(rows)
-    logs = (*HELD_OUT_TOKENS, *THIRD_ROUND_TOKENS, *FOURTH_ROUND_TOKENS, *FIFTH_ROUND_TOKENS)
+    logs = (*HELD_OUT_TOKENS, *THIRD_ROUND_TOKENS, *FOURTH_ROUND_TOKENS, *FIFTH_ROUND_TOKENS, *SIXTH_ROUND_TOKENS)
     assert f"of {len(logs) + 1} within 5 %" in line.line
     assert all(log_id in line.line for log_id in logs)
     # Missed in the third round (kolyangg's +34.9 %), met again since the profile's sampler
@@ -1335,6 +1346,21 @@ def test_the_fifth_round_logs_are_scored_on_their_printed_tokens_as_held_out(ben
     assert_round_scored(bench, scored, FIFTH_ROUND_TOKENS, sources=3)
 
 
+# Issue 23's sixth held-out round (2026-12-05, h41srv): SGLang 0.5.20 on an RTX 4050 Laptop GPU
+# under WSL2, Qwen2.5-3B-Instruct-AWQ at 2,048 tokens, max_total_num_tokens as the note's table
+# prints it (Tegdam/pickr_ai@54ed83a, bench/docs/p0b-engine-verification.md, section 6.3), once the
+# card entered the catalogue: +8.5 % at 0.80, +14.3 % at 0.60 (KNOWN_KV_MISSES says why).
+SIXTH_ROUND_TOKENS = {
+    "tegdam-sglang0520-qwen25-3b-awq-4050laptop-wsl-f080": (57_014, 8.5),
+    "tegdam-sglang0520-qwen25-3b-awq-4050laptop-wsl-f060": (28_239, 14.3),
+}
+
+
+def test_the_sixth_round_logs_are_scored_on_their_printed_tokens_as_held_out(bench: ModuleType, scored: tuple) -> None:
+    # Two held-out KV cases of one source, the first SGLang 0.5.20 starts, on the tokens printed.
+    assert_round_scored(bench, scored, SIXTH_ROUND_TOKENS, sources=1)
+
+
 def test_sglang_weights_are_the_allocators_segments_of_the_held_out_logs() -> None:
     # SGLang subtracts free device memory, so its weights are PyTorch's segments: replayed through
     # core.allocator's rules they give the two held-out SGLang logs' "Load weight end ... mem
@@ -1357,5 +1383,5 @@ def test_era_coverage_counts_the_kv_logs_by_the_era_of_their_release(bench: Modu
     assert len(rows) == 10
     assert rows["vLLM V1 with CUDA-graph profiling (0.20-0.33)"] == (0, 9, 7)
     assert rows["vLLM V1 with the extensible KV cache (0.34)"] == (0, 0, 0)
-    assert rows["SGLang 0.5.3-0.5.23"] == (0, 1, 1)
+    assert rows["SGLang 0.5.3-0.5.23"] == (0, 3, 2)  # cli991's 0.5.9-era start, Tegdam's two 0.5.20 starts
     assert "| era | logs fitted on |" in coverage.table(list(coverage.coverage(bench.all_cases())))
