@@ -127,8 +127,12 @@ class Estimate:
         return self.ranks[self.worst_rank]
 
     def warnings_for(self, mode: Mode) -> tuple[str, ...]:
-        """What is doubtful about the plan in ``mode`` (the training step, or serving)."""
-        return tuple(w.text for w in self.warnings if w.mode is mode)
+        """What is doubtful about the plan in ``mode`` (the training step, or serving). Serving's
+        sentences that need the serving estimate are worked out here, when first asked for."""
+        texts = tuple(w.text for w in self.warnings if w.mode is mode)
+        if mode is Mode.INFERENCE and self._inference_of is not None:
+            texts += _vllm_warnings(self.plan, self.inference)
+        return texts
 
     @property
     def tensor_peak_bytes(self) -> float:
@@ -254,7 +258,6 @@ def estimate(plan: Plan, gpu: GpuSpec | None = None) -> Estimate:
     host = host_memory(plan, counts)
     serving = partial(_serving, plan, counts, card)
     warnings = plan_warnings(plan) + _host_warnings(plan, host) + _mps_warnings(plan, card, capacity, worst.total_bytes)
-    warnings += _vllm_warnings(plan)
     served = serving() if plan.inference.engine is Engine.LLAMACPP else None
     if served is not None:  # llama.cpp's host part is judged against the host RAM given
         warnings += _llamacpp_host_warnings(served)
@@ -365,15 +368,15 @@ def _mps_warnings(plan: Plan, card: GpuSpec, capacity: float, total: float) -> t
     return (*warnings, *paged)
 
 
-def _vllm_warnings(plan: Plan) -> tuple[PlanWarning, ...]:
-    """vLLM's cold torch.compile inside its memory profile (core.serving.engines.cold_compile_warning); the
-    serving rules are loaded only for a vLLM plan."""
+def _vllm_warnings(plan: Plan, served: InferenceEstimate) -> tuple[str, ...]:
+    """vLLM's cold torch.compile inside its memory profile, where it would cost the plan requests
+    (core.serving.engines.cold_compile_warning); the serving rules are loaded only for a vLLM plan."""
     if plan.inference.engine is not Engine.VLLM:
         return ()
     from core.serving.engines import cold_compile_warning
 
-    text = cold_compile_warning(plan)
-    return (PlanWarning(Mode.INFERENCE, text),) if text else ()
+    text = cold_compile_warning(plan, served)
+    return (text,) if text else ()
 
 
 def _llamacpp_host_warnings(serving: InferenceEstimate) -> tuple[PlanWarning, ...]:

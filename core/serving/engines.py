@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Final
+from typing import TYPE_CHECKING, Final
 
 from core.breakdown import Bucket, BucketKey, Term, make_bucket
 from core.catalogue import GpuSpec, LinkSpec, find_link, intra_link_of
@@ -71,6 +71,9 @@ from core.serving.vllm_versions import (
 from core.solve import largest_fitting
 from core.units import GiB
 from core.verdict import Verdict, judge
+
+if TYPE_CHECKING:
+    from core.serving.inference import InferenceEstimate
 
 # --- serving overhead: the one home ---------------------------------------------------
 # Memory a serving process holds outside the caching allocator: the CUDA context
@@ -661,19 +664,26 @@ def _sglang_context(plan: Plan, tokens: int) -> int:
     return min(max(0, largest_fitting(all_fit, MAX_CONTEXT, tokens // n)), model.max_position_embeddings)
 
 
-def cold_compile_warning(plan: Plan) -> str:
+def cold_compile_warning(plan: Plan, served: InferenceEstimate) -> str:
     """The sentence for a vLLM plan whose release compiles the model inside the memory profile that
-    sizes the KV cache (core.serving.vllm_versions.compiles_in_profile), or "". The tokens are
+    sizes the KV cache (core.serving.vllm_versions.compiles_in_profile), when a cold start would serve
+    fewer of the plan's requests at once than ``served`` (the warm start) does; else "". The tokens are
     COLD_COMPILE_SEEN_GIB, the cost a published cold start paid, at this plan's KV bytes per token."""
     inf = plan.inference
     if inf.engine is not Engine.VLLM or runs_mps(plan.hardware.gpu) or not compiles_in_profile(inf.vllm_version):
         return ""
     layout = rank_layout(plan)
     tokens = COLD_COMPILE_SEEN_GIB * GiB / (layout.kv_token_layer_bytes * layout.layers)
+    pool = served.kv_cache_tokens
+    if pool <= 0 or not served.max_concurrent:
+        return ""  # no request fits even warm: the verdict says so
+    at_once = int(served.max_concurrent * max(0.0, pool - tokens) / pool)
+    if at_once >= inf.concurrent:
+        return ""  # the plan's requests still fit at once after a cold start
     return (
-        f"vLLM {inf.vllm_version.value} compiles the model (torch.compile) inside the forward that measures the memory "
-        "left for the KV cache. A first start that compiles cold (a new model or settings, or a container that does "
-        f"not keep ~/.cache/vllm) can leave about {tokens:,.0f} fewer KV tokens ({COLD_COMPILE_SEEN_GIB:.2f} GiB: what "
-        "a published vLLM 0.29.0 cold start lost against its warm restart, 38 % of its tokens on a 6 GB card; larger "
-        "models have lost several GiB); a warm compile cache does not."
+        f"vLLM {inf.vllm_version.value} compiles the model (torch.compile) inside the forward that sizes the KV "
+        f"cache: a first start with a cold compile cache (a new model or settings, or no ~/.cache/vllm kept) can "
+        f"leave about {tokens:,.0f} fewer KV tokens ({COLD_COMPILE_SEEN_GIB:.2f} GiB, a published vLLM 0.29.0 "
+        f"cold start; larger models have lost several GiB): then about {at_once:,} of the {inf.concurrent:,} "
+        "requests fit at once. A warm compile cache does not."
     )

@@ -20,14 +20,16 @@ from core.presets import plan_for_model
 from core.serving.vllm_versions import COLD_COMPILE_SEEN_GIB, compiles_in_profile
 from core.verdict import Mode
 
-COLD = "compiles cold"
+COLD = "cold compile cache"
 
 
 def _plan(version: str = "0.29", **inference: object) -> Plan:
+    """As many requests of 2,048 tokens as the warm pool holds at once: a cold start serves fewer."""
     # Qwen2.5-3B, the model of the pair: 36 layers, 2 KV heads of 128 (its config.json, quoted in
     # Tegdam/pickr_ai bench/docs/p0b-engine-verification.md @54ed83a), so 36,864 bf16 KV bytes a token.
-    plan = plan_for_model("qwen2.5-3b").with_hardware(gpu="rtx-4060-laptop")
-    return plan.with_inference(engine="vllm", vllm_version=version, context=2048, **inference)
+    plan = plan_for_model("qwen2.5-3b").with_hardware(gpu="rtx-4090")
+    plan = plan.with_inference(engine="vllm", vllm_version=version, context=2048, **inference)
+    return plan.with_inference(concurrent=max(1, estimate(plan).inference.max_concurrent))
 
 
 def _cold(plan: Plan) -> list[str]:
@@ -45,6 +47,9 @@ def test_a_vllm_v1_plan_is_warned_with_the_tokens_the_cold_compile_can_cost() ->
     # 0.98 GiB over 36 x 2 x 2 x 128 x 2 bytes a token: 28,545 tokens of Qwen2.5-3B.
     assert f"about {round(0.98 * 2**30 / 36_864):,} fewer KV tokens" in text  # 28,545
     assert "vLLM 0.29" in text and "warm compile cache does not" in text
+    served = estimate(_plan()).inference
+    left = int(served.max_concurrent * (served.kv_cache_tokens - 0.98 * 2**30 / 36_864) / served.kv_cache_tokens)
+    assert f"then about {left:,} of the {served.max_concurrent:,} requests fit at once" in text
     # Tensor parallel 2 leaves each rank one KV head: twice the tokens in the same bytes.
     assert f"about {round(0.98 * 2**30 / 18_432):,} fewer KV tokens" in _cold(_plan(tensor_parallel=2))[0]
     assert not any(COLD in w for w in estimate(_plan()).warnings_for(Mode.TRAINING))
@@ -68,11 +73,19 @@ def test_other_engines_and_a_mac_get_no_cold_compile_warning(engine: Engine) -> 
 
 
 def test_the_warning_reaches_the_command_line_and_the_report(capsys: pytest.CaptureFixture[str]) -> None:
-    args = ["estimate", "--model", "qwen2.5-3b", "--gpu", "rtx-4060-laptop", "--mode", "inference"]
+    args = ["estimate", "--model", "qwen2.5-3b", "--gpu", "rtx-4090", "--mode", "inference"]
     args += ["--engine", "vllm", "--vllm-version", "0.29", "--context", "2048"]
+    args += ["--concurrent", str(_plan().inference.concurrent)]  # all the warm pool holds
     assert main(args) == 0
     assert "warning: vLLM 0.29 compiles the model" in capsys.readouterr().out
     assert main([*args, "--json"]) == 0
     assert any(COLD in w for w in json.loads(capsys.readouterr().out)["warnings"])
     report = to_markdown(build_report([("p", _plan())], mode=Mode.INFERENCE, generated="2026-12-05T00:00:00Z"))
     assert any(line.startswith("- Note: vLLM 0.29 compiles") for line in report.splitlines())
+
+
+def test_a_plan_with_room_for_the_cold_start_is_not_warned() -> None:
+    # One request of 2,048 tokens on the same card: a cold start's 28,545 fewer tokens still hold it.
+    roomy = _plan().with_inference(concurrent=1)
+    assert estimate(roomy).inference.kv_cache_tokens - 28_545 > 2048
+    assert not _cold(roomy)
