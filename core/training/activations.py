@@ -1157,15 +1157,18 @@ def _litgpt_head_dequantised(plan: Plan, phase: str) -> list[Term]:
 def _litgpt_stale_inputs(plan: Plan, n: int, ca: float) -> list[Term]:
     """The previous micro-batch's 4-bit layer inputs that LitGPT's loop keeps alive through its
     ``logits`` until the next forward returns (bitsandbytes < 0.43.2, see :func:`_litgpt_loss`):
-    each block's q/k/v input, o_proj input, MLP input and down_proj input, and the head's."""
+    each block's q/k/v input, o_proj input, MLP input and down_proj input, and the head's. In a
+    parallel block with one shared norm the MLP input is the q/k/v input (_shared_norm_readers)."""
     model = plan.model
     if plan.method is not Method.QLORA or not plan.bnb_legacy or plan.quant is Quant.INT8 or model.num_experts > 1:
         return []
-    per_block = 2 * model.hidden_size + model.q_width + model.intermediate_size
+    shared = model.parallel_residual and model.norms_per_layer == 1
+    inputs = 1 if shared else 2  # the q/k/v input and the MLP input, one tensor under a shared norm
+    per_block = inputs * model.hidden_size + model.q_width + model.intermediate_size
     head = model.hidden_size if litgpt_quantised_head(plan) else 0
     total = n * (model.num_layers * per_block + head) * ca
     label = "the previous batch's 4-bit layer inputs (bitsandbytes < 0.43.2)"
-    return [Term(label, f"N·(L·(2d + q + I) + d) × {ca:g}", total)]
+    return [Term(label, f"N·(L·({inputs}d + q + I) + d) × {ca:g}", total)]
 
 
 def _fused_loss(plan: Plan, n: int) -> LossMemory:

@@ -33,7 +33,7 @@ from core.model import ModelSpec, normalise_lora_targets
 from core.plan import Hardware, Method, Plan, Preset
 from core.presets import plan_for_model
 from core.serving.kv import kv_bytes_per_token
-from core.training.activations import layer_activations
+from core.training.activations import layer_activations, loss_memory
 
 B, S = 2, 512
 N = B * S
@@ -187,3 +187,16 @@ def test_the_families_own_projection_names_are_lora_targets() -> None:
     assert normalise_lora_targets(["query_key_value"]) == ("q_proj", "k_proj", "v_proj")
     assert normalise_lora_targets(["dense_h_to_4h", "dense_4h_to_h", "dense"]) == ("o_proj", "up_proj", "down_proj")
     assert normalise_lora_targets(["fc1", "fc2"]) == ("up_proj", "down_proj")
+
+
+def test_litgpt_keeps_the_previous_batchs_shared_4bit_input_once() -> None:
+    # bitsandbytes < 0.43.2 keeps every 4-bit layer's input; LitGPT's loop keeps the previous micro-batch's
+    # until the next forward returns (core.training.activations._litgpt_stale_inputs). Under Phi's shared
+    # norm the q/k/v and MLP inputs are one tensor (litgpt 5895df1 Block.forward: self.mlp(x_normed)).
+    def stale(parallel: bool) -> float:
+        plan = _full_bf16("phi-1_5", parallel_residual=parallel, norms_per_layer=1 if parallel else 2)
+        plan = plan.with_changes(method=Method.QLORA, litgpt=True, bnb_legacy=True)
+        return sum(t.bytes for t in loss_memory(plan).forward if t.label.startswith("the previous batch's 4-bit"))
+
+    # Phi-1.5: 24 blocks of width 2,048 (litgpt 8641822 lit_gpt/config.py phi-1_5).
+    assert stale(False) - stale(True) == N * 24 * 2_048 * 2
