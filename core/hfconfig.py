@@ -33,6 +33,9 @@ SUPPORTED_MODEL_TYPES: Final = (
     "granite",
     "smollm3",
     "gpt_oss",
+    "gpt_neox",
+    "phi",
+    "falcon",
 )
 
 
@@ -129,6 +132,8 @@ def _model_from_hf_config(config: Mapping[str, Any], name: str | None, *, nested
     label = name or (given.strip()[:MAX_NAME_CHARS] if isinstance(given, str) and given.strip() else model_type)
     if model_type == "gpt2":
         return _gpt2_model(r, label)
+    if model_type in _PARALLEL_FAMILIES:
+        return _parallel_model(r, model_type, label)
     return _gated_model(r, model_type, label)
 
 
@@ -161,6 +166,98 @@ def _gpt2_model(r: _Reader, label: str) -> ModelSpec:
         activation=r.get_str("activation_function", "gelu_new"),
         dropout=r.get_prob("resid_pdrop", 0.1),
         attention_dropout=r.get_prob("attn_pdrop", 0.1),
+    )
+
+
+_PARALLEL_FAMILIES: Final = ("gpt_neox", "phi", "falcon")
+
+
+@dataclass(frozen=True)
+class _Parallel:
+    """What tells GPT-NeoX, Phi and Falcon blocks apart (see _parallel_block)."""
+
+    kv_heads: int
+    parallel: bool  # attention and MLP read the block input (ModelSpec.parallel_residual)
+    norms: int  # LayerNorms a block: 1 shared by both branches, 2 one each
+    bias: bool  # every projection's bias
+    fused_qkv: bool
+    head_bias: bool = False
+    tie: bool = False
+
+
+def _parallel_block(r: _Reader, model_type: str, heads: int) -> _Parallel:
+    """The block of each family, as transformers builds it.
+
+    - GPT-NeoX (models/gpt_neox/modeling_gpt_neox.py, GPTNeoXLayer): ``query_key_value`` fused,
+      ``input_layernorm`` and ``post_attention_layernorm``, ``use_parallel_residual`` (default true)
+      makes the MLP read ``post_attention_layernorm(x)`` of the block input; biases unless
+      ``attention_bias`` is false; an untied ``embed_out`` without bias.
+    - Phi (models/phi/modeling_phi.py at 007750f3, PhiDecoderLayer.forward): one ``input_layernorm``
+      read by attention and MLP, separate q/k/v and dense with biases, ``lm_head`` with a bias.
+    - Falcon (models/falcon/modeling_falcon.py at 00dcc6dd, FalconDecoderLayer): ``query_key_value``
+      fused, MQA when ``multi_query`` (one KV head), ``num_kv_heads`` under ``new_decoder_architecture``
+      (``num_ln_in_parallel_attn`` norms, 2 unless set: ``ln_attn`` and ``ln_mlp``, parallel); otherwise one
+      ``input_layernorm`` and with
+      ``parallel_attn`` the MLP reads its output; ``bias`` (false for Falcon-7B); embeddings tied by
+      PretrainedConfig's default.
+    """
+    if model_type == "gpt_neox":
+        parallel = r.get_bool("use_parallel_residual", True)
+        bias = r.get_bool("attention_bias", True)
+        return _Parallel(heads, parallel, 2, bias, True, tie=r.get_bool("tie_word_embeddings", False))
+    if model_type == "phi":
+        if r.get_bool("qk_layernorm", False):
+            raise PlanError("config.qk_layernorm", True, "false (Phi's per-head q/k LayerNorms are not modelled)")
+        kv = r.get_int("num_key_value_heads", default=heads)
+        return _Parallel(kv, True, 1, True, False, head_bias=True, tie=r.get_bool("tie_word_embeddings", False))
+    if r.get_bool("alibi", False):
+        raise PlanError("config.alibi", True, "false (Falcon with ALiBi is not modelled)")
+    tie = r.get_bool("tie_word_embeddings", True)
+    bias = r.get_bool("bias", False)
+    if r.get_bool("new_decoder_architecture", False):
+        norms = r.get_int("num_ln_in_parallel_attn", default=2)  # FalconDecoderLayer: None means 2
+        if norms not in (1, 2):
+            raise PlanError("config.num_ln_in_parallel_attn", norms, "1 or 2")
+        return _Parallel(r.get_int("num_kv_heads", default=heads), True, norms, bias, True, tie=tie)
+    kv = 1 if r.get_bool("multi_query", True) else heads
+    parallel = r.get_bool("parallel_attn", True)
+    return _Parallel(kv, parallel, 1 if parallel else 2, bias, True, tie=tie)
+
+
+def _parallel_model(r: _Reader, model_type: str, label: str) -> ModelSpec:
+    """GPT-NeoX (StableLM-alpha, Pythia), Phi-1.5 / Phi-2 and Falcon: LayerNorm, rotary positions
+    (on a fraction of each head: it keeps no tensor of its own, see docs/REAL_GPU_MEMORY.md), a
+    plain GELU MLP and, mostly, a parallel block (ModelSpec.parallel_residual)."""
+    d = r.get_int("hidden_size", "n_embd")
+    heads = r.get_int("num_attention_heads", "n_head")
+    block = _parallel_block(r, model_type, heads)
+    falcon = model_type == "falcon"
+    inner = r.get_int("ffn_hidden_size", default=4 * d) if falcon else r.get_int("intermediate_size")
+    dropout = {"gpt_neox": "hidden_dropout", "phi": "resid_pdrop", "falcon": "hidden_dropout"}[model_type]
+    return ModelSpec(
+        name=label,
+        family=model_type,
+        vocab_size=r.get_int("vocab_size"),
+        hidden_size=d,
+        num_layers=r.get_int("num_hidden_layers", "n_layer"),
+        num_heads=heads,
+        num_kv_heads=block.kv_heads,
+        head_dim=_divide(d, heads, "config.num_attention_heads"),
+        intermediate_size=inner,
+        gated_mlp=False,
+        tie_embeddings=block.tie,
+        qkv_bias=block.bias,
+        o_bias=block.bias,
+        mlp_bias=block.bias,
+        norm="layernorm",
+        norms_per_layer=block.norms,
+        max_position_embeddings=r.get_int("max_position_embeddings", default=2048),
+        fused_qkv=block.fused_qkv,
+        activation=r.get_str("activation", "gelu") if falcon else r.get_str("hidden_act", "gelu"),
+        dropout=r.get_prob(dropout, 0.0),
+        attention_dropout=r.get_prob("attention_dropout", 0.0),
+        parallel_residual=block.parallel,
+        head_bias=block.head_bias,
     )
 
 

@@ -40,6 +40,13 @@ _TARGET_ALIASES: Final[dict[str, tuple[str, ...]]] = {
     "qkv_proj": ("q_proj", "k_proj", "v_proj"),  # Phi-3 fused qkv
     "gate_up_proj": ("gate_proj", "up_proj"),  # Phi-3 fused gate/up
     "c_fc": ("up_proj",),  # GPT-2 MLP in
+    # GPT-NeoX and Falcon (query_key_value, dense, dense_h_to_4h, dense_4h_to_h) and Phi (fc1, fc2), as
+    # transformers' modeling_gpt_neox.py / modeling_falcon.py / modeling_phi.py name them.
+    "query_key_value": ("q_proj", "k_proj", "v_proj"),
+    "dense_h_to_4h": ("up_proj",),
+    "dense_4h_to_h": ("down_proj",),
+    "fc1": ("up_proj",),
+    "fc2": ("down_proj",),
     "out_proj": ("o_proj",),
     "dense": ("o_proj",),
     "w1": ("gate_proj",),  # Mixtral expert naming
@@ -146,6 +153,16 @@ class ModelSpec:
     # input and writes a 16-bit output where nn.LayerNorm, on autocast's float32 list, keeps and writes
     # float32. A LayerNorm only; its memory in core.training.activations._norm. No parameters.
     low_precision_layernorm: bool = False
+    # A parallel block: attention and the MLP both read the block input and add to the same
+    # residual, ``x + attn(norm_1(x)) + mlp(norm_2(x))`` (GPT-NeoX ``use_parallel_residual``, Falcon's
+    # ``parallel_attn``, Phi-1.5 / Phi-2; litgpt's ``Config.parallel_residual``). ``norms_per_layer``
+    # 1 is one LayerNorm both read (litgpt's ``shared_attention_norm``: Falcon-7B, Phi), 2 a norm each
+    # (GPT-NeoX, StableLM-alpha). Lightning-AI/litgpt 5895df1 litgpt/model.py ``Block.forward``;
+    # the saved tensors it changes in core.training.activations.layer_activations.
+    parallel_residual: bool = False
+    # A bias on the output head (Phi-1.5 / Phi-2: ``lm_head = nn.Linear(..., bias=True)``,
+    # transformers models/phi/modeling_phi.py PhiForCausalLM; litgpt ``Config.lm_head_bias``).
+    head_bias: bool = False
     # A parameter count given instead of derived: typed by the user (the lesson's
     # P = 6.7·10⁹) or read exactly from a checkpoint's safetensors headers. The
     # architecture-derived count stays available beside it.
@@ -194,6 +211,10 @@ class ModelSpec:
                 raise PlanError(f"model.{name}", getattr(self, name), "true or false")
         if self.low_precision_layernorm and self.norm != "layernorm":
             raise PlanError("model.low_precision_layernorm", True, "false for an RMSNorm model (LPLayerNorm)")
+        if self.parallel_residual and (self.post_norm or self.norms_per_layer > 2):
+            raise PlanError(
+                "model.parallel_residual", True, "false with post-norms or over two norms a block (a pre-norm block)"
+            )
         if not is_int(self.learned_positions) or not 0 <= self.learned_positions <= LIMITS["max_position_embeddings"]:
             raise PlanError(
                 "model.learned_positions",
@@ -251,7 +272,9 @@ class ModelSpec:
         return self.vocab_size * self.hidden_size + self.learned_positions * self.hidden_size
 
     def head_params(self) -> int:
-        return 0 if self.tie_embeddings else self.vocab_size * self.hidden_size
+        if self.tie_embeddings:
+            return 0
+        return self.vocab_size * self.hidden_size + (self.vocab_size if self.head_bias else 0)
 
     def norm_params(self) -> int:
         return self.hidden_size * (2 if self.norm == "layernorm" else 1)
@@ -364,7 +387,7 @@ class ModelSpec:
         if embedding:
             n += 1 + (1 if self.learned_positions else 0)
         if head and not self.tie_embeddings:
-            n += 1
+            n += 2 if self.head_bias else 1
         return n
 
     def layer_tensor_sizes(self) -> tuple[int, ...]:
@@ -410,7 +433,7 @@ class ModelSpec:
         if embedding:
             sizes += [self.vocab_size * d] + ([self.learned_positions * d] if self.learned_positions else [])
         if head and not self.tie_embeddings:
-            sizes.append(self.vocab_size * d)
+            sizes += [self.vocab_size * d] + ([self.vocab_size] if self.head_bias else [])
         return tuple(sizes)
 
     # ---- LoRA -------------------------------------------------------------------
@@ -512,6 +535,8 @@ _FLAGS: Final = (
     "attention_sinks",
     "alibi",
     "low_precision_layernorm",
+    "parallel_residual",
+    "head_bias",
 )
 
 

@@ -30,7 +30,8 @@ The mapping's own choices are written here once, with their reason:
   (:data:`_FLOAT8_RECIPES`); ``compile`` is torch.compile over the model (stack "compile"), and over
   the loss too (``compiled_loss``) where the torchtitan commit that ran compiles it;
 - lit-gpt / litgpt figures run the plan setting ``litgpt`` (its loss and loop) on the model
-  with its own head (LitGPT never ties it when fine-tuning);
+  with its own head (LitGPT never ties it when fine-tuning), its one-op GELU and no dropout
+  (``_litgpt_model``);
 - the PyTorch release (``hardware.torch_version``) and ``TORCH_NCCL_AVOID_RECORD_STREAMS`` are set
   where the record or its source says which ran (``TORCH_RELEASES``); elsewhere the default
   (2.8 and later), which only FSDP2 plans read;
@@ -579,11 +580,24 @@ def model_changes(model: ModelSpec, recipe: Mapping[str, Any]) -> ModelSpec:
 def _litgpt_model(model: ModelSpec, family: str) -> ModelSpec:
     """LitGPT's GPT has its own ``lm_head = nn.Linear(...)`` (litgpt/model.py at 00af8b0 and
     lit-gpt 8641822) and its fine-tuning scripts never tie it to the embedding (only
-    pretrain.py reads ``train.tie_embeddings``): a tied catalogue model (Llama 3.2 1B / 3B)
-    runs there with a head of its own, V·d more weights."""
-    if family != "lightning" or not model.tie_embeddings:
+    pretrain.py reads ``train.tie_embeddings``): a tied catalogue model (Llama 3.2 1B / 3B,
+    Falcon-7B) runs there with a head of its own, V·d more weights.
+
+    Its GELU MLP is one op, ``torch.nn.functional.gelu(x, approximate=config.gelu_approximate)``
+    (Lightning-AI/litgpt 5895df1 litgpt/model.py and lit-gpt 8641822 lit_gpt/model.py,
+    ``GptNeoxMLP.forward``; Phi's ``gelu_approximate="tanh"``), not transformers' ``gelu_new``
+    written out in tensor ops (NewGELUActivation), and the model has no dropout module at all
+    (Phi-2's ``resid_pdrop`` is transformers'): the catalogue model is changed to match."""
+    if family != "lightning":
         return model
-    return replace(model, tie_embeddings=False)
+    changes: dict[str, object] = {}
+    if model.tie_embeddings:
+        changes["tie_embeddings"] = False
+    if model.activation == "gelu_new":
+        changes["activation"] = "gelu_pytorch_tanh"
+    if model.dropout or model.attention_dropout:
+        changes.update(dropout=0.0, attention_dropout=0.0)
+    return replace(model, **changes) if changes else model  # type: ignore[arg-type]
 
 
 # Families whose FSDP1 runs wrap a model held on the CPU / meta device with sync_module_states:

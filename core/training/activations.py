@@ -178,17 +178,22 @@ def _consumer_inputs(
         return []
     el = ctx.n * width
     x_bytes = DTYPE_BYTES[x]
-    per_matmul = ctx.autocast and x is not ctx.compute_dtype
+    if _readers_keep_itself(ctx, x):
+        return [Term(label, f"N·{width} × {x_bytes:g}", el * x_bytes)]
     if ctx.trainable:
-        if per_matmul:
-            formula = f"{len(savers)} × N·{width} × {ctx.ca:g}"
-            return [Term(f"{label}, cast to 16 bits per reading matmul", formula, len(savers) * el * ctx.ca)]
-        return [Term(label, f"N·{width} × {x_bytes:g}", el * x_bytes)]
-    if not ctx.adapter_copies(x):
-        return [Term(label, f"N·{width} × {x_bytes:g}", el * x_bytes)]
+        formula = f"{len(savers)} × N·{width} × {ctx.ca:g}"
+        return [Term(f"{label}, cast to 16 bits per reading matmul", formula, len(savers) * el * ctx.ca)]
     a = ctx.adapter_in
     formula = f"{len(savers)} × N·{width} × {a:g}"
     return [Term(f"{label}, cast per adapter (PEFT / autocast)", formula, len(savers) * el * a)]
+
+
+def _readers_keep_itself(ctx: _Ctx, x: Dtype) -> bool:
+    """Whether the matmuls reading a tensor of dtype ``x`` keep that one tensor (however many
+    read it), rather than a cast copy each (see _consumer_inputs)."""
+    if ctx.trainable:
+        return not (ctx.autocast and x is not ctx.compute_dtype)
+    return not ctx.adapter_copies(x)
 
 
 def _norm(
@@ -200,17 +205,26 @@ def _norm(
     width: int | None = None,
     rows: int | None = None,
     in_bytes: float | None = None,
+    input_kept: bool = False,
 ) -> list[Term]:
     """What a norm keeps (PyTorch autograd on HF's RMSNorm / LayerNorm code), plus its readers.
 
     ``width`` and ``rows`` default to the residual stream (N rows of d); q/k norms pass
     their own. ``in_bytes`` is the dtype of the normalised tensor (the residual's by default).
+    ``input_kept``: another norm of the block already keeps this very input (a parallel block's
+    second norm reads the block input too), so the input itself is not counted again; a copy the
+    norm makes of it (a cast to float32) is its own and still counted.
     """
     d = model.hidden_size if width is None else width
     n = ctx.n if rows is None else rows
     x = ctx.res if in_bytes is None else in_bytes
     w = "d" if width is None else str(d)
     items: list[Term] = []
+
+    def saved_input(term: Term, element_bytes: float) -> None:
+        if not (input_kept and element_bytes == x):  # the block input itself: kept by the other norm
+            items.append(term)
+
     if model.norm == "layernorm":
         if _low_precision_norm(model, ctx):
             # MPT's LPLayerNorm (ModelSpec.low_precision_layernorm): F.layer_norm on the input cast to
@@ -222,25 +236,25 @@ def _norm(
         else:
             # layer_norm is on autocast's float32 list: under autocast its input is cast up.
             label_in, x_bytes = f"{label}: input", 4.0 if ctx.mode in ("mixed", "autocast16") else x
-        items.append(Term(label_in, f"N·{w} × {x_bytes:g}", n * d * x_bytes))
+        saved_input(Term(label_in, f"N·{w} × {x_bytes:g}", n * d * x_bytes), x_bytes)
         items.append(Term(f"{label}: mean, 1/std (float32)", "2 × N × 4", n * 8))
     elif ctx.unsloth_norm:
         # Unsloth's Fast_RMS_Layernorm.forward (unslothai/unsloth 015bdef,
         # unsloth/kernels/rms_layernorm.py): save_for_backward(X, W, r), X in its own dtype and
         # r = 1/rms in float32; no float32 copy of the input.
-        items.append(Term(f"{label}: input (Unsloth RMSNorm kernel)", f"N·{w} × {x:g}", n * d * x))
+        saved_input(Term(f"{label}: input (Unsloth RMSNorm kernel)", f"N·{w} × {x:g}", n * d * x), x)
         items.append(Term(f"{label}: 1/rms (float32)", "rows × 4", n * 4))
     elif ctx.compiled:
         # Compiled (see COMPILE_NOTE): the input in its own dtype and 1/rms are the cut; the
         # float32 copy and the normalised value are recomputed in the backward.
-        items.append(Term(f"{label}: input ({COMPILE_NOTE} in float32)", f"N·{w} × {x:g}", n * d * x))
+        saved_input(Term(f"{label}: input ({COMPILE_NOTE} in float32)", f"N·{w} × {x:g}", n * d * x), x)
         items.append(Term(f"{label}: 1/rms (float32)", "rows × 4", n * 4))
     else:
         # x.float() is kept by pow() and the scaling mul; the normalised value is kept by
         # the weight multiply only when the weight trains: cast back to the input's dtype
         # first (LlamaRMSNorm: weight * x.to(input_dtype)), or multiplied in float32 and
         # cast after (Gemma's x * (1 + w.float()), Olmo2RMSNorm's (w * x).to(input_dtype)).
-        items.append(Term(f"{label}: input in float32", f"N·{w} × 4", n * d * 4))
+        saved_input(Term(f"{label}: input in float32", f"N·{w} × 4", n * d * 4), 4.0)
         items.append(Term(f"{label}: 1/rms (float32)", "rows × 4", n * 4))
         if ctx.trainable:
             h_bytes = 4.0 if model.family in FLOAT32_NORM_SCALE else x
@@ -598,6 +612,7 @@ def layer_activations(plan: Plan, trainable_block: bool) -> LayerActs:
             gathered.extend(range(len(items) + len(terms) - len(readers), len(items) + len(terms)))
         items.extend(terms)
 
+    attn_readers: list[Term] = []
     if model.post_norm:
         # OLMo-2: q/k/v and the MLP read the residual stream itself; the norms sit on the
         # sub-block outputs (o_proj's and down_proj's, in the compute dtype).
@@ -618,10 +633,13 @@ def layer_activations(plan: Plan, trainable_block: bool) -> LayerActs:
     if model.post_norm:
         outside_tp(_norm(model, ctx, "post-attention norm", [], in_bytes=ctx.ca))
         outside_tp([], mlp_readers)
+    elif model.parallel_residual and model.norms_per_layer == 1:
+        outside_tp([], _shared_norm_readers(model, ctx, attn_readers, mlp_readers))
     else:
         if model.norms_per_layer == 4:  # Gemma-2/3's post-attention norm on the attention output
             outside_tp(_norm(model, ctx, "post-attention norm", []))
-        outside_tp(_norm(model, ctx, "MLP norm", []), mlp_readers)
+        # A parallel block's MLP norm reads the block input, which the attention norm keeps already.
+        outside_tp(_norm(model, ctx, "MLP norm", [], input_kept=model.parallel_residual), mlp_readers)
     mlp = _unsloth_mlp(plan, ctx) if "mlp" in kernels else _mlp(plan, ctx)
     if model.num_experts > 1:  # the router's input and probabilities are not split (_experts puts them first)
         routed = next(i for i, t in enumerate(mlp) if t.label.startswith("router")) + 1
@@ -638,6 +656,21 @@ def layer_activations(plan: Plan, trainable_block: bool) -> LayerActs:
     items += _ia3(plan, ctx)
     items += _bnb_kept_inputs(plan, ctx)
     return LayerActs(tuple(items), tuple(replicated), tuple(gathered))
+
+
+def _shared_norm_readers(model: ModelSpec, ctx: _Ctx, attn_readers: list[Term], mlp_readers: list[Term]) -> list[Term]:
+    """The MLP's saved input in a parallel block with one shared norm (Falcon-7B, Phi-1.5 / 2).
+
+    Lightning-AI/litgpt 5895df1 (and lit-gpt 8641822) litgpt/model.py ``Block.forward``: ``x_normed =
+    self.norm_1(x)``, attention reads it, and with ``shared_attention_norm`` the MLP reads the same
+    ``x_normed`` (``x = self.mlp(x_normed) + attention_output + x``); transformers' PhiDecoderLayer.forward
+    (models/phi/modeling_phi.py at 007750f3) and FalconDecoderLayer.forward with ``parallel_attn`` (the MLP
+    reads ``attention_layernorm_out``) do the same. There is no second norm, and where the matmuls keep
+    the tensor itself (no per-matmul cast, no adapter copy) the MLP's input is the tensor the q/k/v
+    projections keep already: nothing more. Cast copies are each matmul's own and stay."""
+    if attn_readers and mlp_readers and _readers_keep_itself(ctx, _norm_output(model, ctx) or ctx.model_dtype):
+        return []
+    return mlp_readers
 
 
 _KERNEL_GROUPS: Final = {
@@ -705,7 +738,8 @@ def _bnb_kept_inputs(plan: Plan, ctx: _Ctx) -> list[Term]:
             Term("4-bit o_proj input kept (bitsandbytes < 0.43.2)", f"N·q × {ctx.ca:g}", n * model.q_width * ctx.ca)
         )
     mlp_in = ("gate_proj", "up_proj") if model.gated_mlp else ("up_proj",)
-    if not kept_by_adapter(mlp_in):
+    shared_norm = model.parallel_residual and model.norms_per_layer == 1  # the MLP reads the q/k/v input
+    if not kept_by_adapter(mlp_in) and not shared_norm:
         items.append(Term("4-bit MLP input kept (bitsandbytes < 0.43.2)", f"N·d × {res:g}", n * d * res))
     if "down_proj" not in ctx.lora or ctx.adapter_copies(ctx.compute_dtype):
         items.append(Term("4-bit down_proj input kept (bitsandbytes < 0.43.2)", f"N·I × {ctx.ca:g}", n * i * ctx.ca))
@@ -1131,15 +1165,18 @@ def _litgpt_head_dequantised(plan: Plan, phase: str) -> list[Term]:
 def _litgpt_stale_inputs(plan: Plan, n: int, ca: float) -> list[Term]:
     """The previous micro-batch's 4-bit layer inputs that LitGPT's loop keeps alive through its
     ``logits`` until the next forward returns (bitsandbytes < 0.43.2, see :func:`_litgpt_loss`):
-    each block's q/k/v input, o_proj input, MLP input and down_proj input, and the head's."""
+    each block's q/k/v input, o_proj input, MLP input and down_proj input, and the head's. In a
+    parallel block with one shared norm the MLP input is the q/k/v input (_shared_norm_readers)."""
     model = plan.model
     if plan.method is not Method.QLORA or not plan.bnb_legacy or plan.quant is Quant.INT8 or model.num_experts > 1:
         return []
-    per_block = 2 * model.hidden_size + model.q_width + model.intermediate_size
+    shared = model.parallel_residual and model.norms_per_layer == 1
+    inputs = 1 if shared else 2  # the q/k/v input and the MLP input, one tensor under a shared norm
+    per_block = inputs * model.hidden_size + model.q_width + model.intermediate_size
     head = model.hidden_size if litgpt_quantised_head(plan) else 0
     total = n * (model.num_layers * per_block + head) * ca
     label = "the previous batch's 4-bit layer inputs (bitsandbytes < 0.43.2)"
-    return [Term(label, f"N·(L·(2d + q + I) + d) × {ca:g}", total)]
+    return [Term(label, f"N·(L·({inputs}d + q + I) + d) × {ca:g}", total)]
 
 
 def _fused_loss(plan: Plan, n: int) -> LossMemory:
