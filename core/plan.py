@@ -67,7 +67,7 @@ from core.inputs import (
     run_checks,
 )
 from core.mac import mac_refusal
-from core.model import ModelSpec, check_text
+from core.model import HEAD_TARGET, ModelSpec, check_text
 
 UNQUANTISED_CACHE: Final = (CacheType.F16, CacheType.BF16, CacheType.F32)
 
@@ -620,6 +620,10 @@ class Plan:
             )
         if self.method is Method.IA3 and not self.lora.targets:
             raise PlanError("lora.targets", "", "at least one module", "IA3 scales the targets' inputs or outputs")
+        if self.method is Method.IA3 and HEAD_TARGET in self.lora.targets:
+            raise PlanError(
+                "lora.targets", HEAD_TARGET, "the blocks' projections", "IA3 on the output head is not modelled"
+            )
         if self.method is Method.IA3 and not set(self.lora.ia3_feedforward) <= set(self.lora.targets):
             # huggingface/peft 51c2ff66 src/peft/tuners/ia3/config.py IA3Config.__post_init__
             raise PlanError(
@@ -982,6 +986,9 @@ class Plan:
         if method is Method.FROZEN and changes.get("frozen_layers", self.frozen_layers) == 0:
             changes["frozen_layers"] = max(1, model.num_layers // 2)
         lora = changes.get("lora", self.lora)
+        if method is Method.IA3 and HEAD_TARGET in lora.targets:  # not modelled (__post_init__): left out
+            lora = replace(lora, targets=tuple(t for t in lora.targets if t != HEAD_TARGET) or DEFAULTS["lora.targets"])
+            changes["lora"] = lora
         if method is Method.IA3 and lora.ia3_feedforward == self.lora.ia3_feedforward:
             # IA3's feedforward modules are some of its targets (PEFT refuses others): switching
             # from LoRA on q_proj, v_proj keeps the targets and scales their outputs.
