@@ -93,6 +93,15 @@ def test_peft_target_modules_with_lm_head() -> None:
     assert run.settings.lora_targets == ("q_proj", "v_proj", "lm_head")
 
 
+def test_axolotl_target_linear_keeps_the_modules_it_names() -> None:
+    # axolotl 067b021 loaders/adapter.py _build_peft_lora_config: lora_target_linear adds every linear but the
+    # head to lora_target_modules; the head named there stays a target.
+    text = (DATA / "axolotl_llama3_qlora.yml").read_text() + "lora_target_modules:\n  - lm_head\n"
+    run = loads_run_config(text.encode(), "qlora.yml")
+    assert run.settings.lora_targets == (*LORA_TARGETS, "lm_head")
+    assert load_run_config(DATA / "axolotl_llama3_qlora.yml").settings.lora_targets == LORA_TARGETS
+
+
 def _plan(targets: tuple[str, ...], **changes: object) -> Plan:
     plan = Plan(model=find_model("llama-2-7b").spec, method=Method.LORA, workload=Workload(micro_batch=2, seq_len=512))
     return plan.with_lora(targets=targets, rank=8, **changes)
