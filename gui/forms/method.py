@@ -77,7 +77,10 @@ class TargetsField(QWidget):
             else:
                 box.setAccessibleName(f"IA3 feedforward {name}")
                 box.setToolTip(f"IA3 scales the input of {name} (the {TARGET_TIPS[name]}), not its output.")
-            grid.addWidget(box, index // 4, index % 4)
+            if name == HEAD_TARGET:  # a row of its own, across the columns: it widens none of them
+                grid.addWidget(box, 2, 0, 1, 4)
+            else:
+                grid.addWidget(box, index // 4, index % 4)
             self.boxes[name] = box
 
 
