@@ -891,8 +891,9 @@ INPUTS: Final[tuple[Input, ...]] = (
           ("--lora-dropout",), "LoRA/DoRA dropout (PEFT lora_dropout, default 0)", low=0.0, high=0.99,
           step=0.05, matters=lambda p: p.lora_adapters),
     Input("lora.targets", Kind.TARGETS, "Targets", "LoRA target modules", ("q_proj", "v_proj"),
-          "The modules that get an adapter (LoRA, DoRA) or a scaling vector (IA3).",
-          ("--lora-targets",), "comma list: q_proj,v_proj or all-linear (LoRA, DoRA, IA3 targets)",
+          "The modules that get an adapter (LoRA, DoRA) or a scaling vector (IA3); lm_head, the output head, "
+          "takes a LoRA or DoRA adapter (all-linear leaves it out, as PEFT does).",
+          ("--lora-targets",), "comma list: q_proj,v_proj, all-linear, lm_head (the output head; LoRA, DoRA)",
           matters=lambda p: p.adapter_based),
     Input("lora.ia3_feedforward", Kind.TARGETS, "Feedforward", "IA3 feedforward modules", ("down_proj",),
           "IA3's feedforward_modules: of the targets, those whose input is scaled (PEFT's default for Llama-style "

@@ -27,6 +27,17 @@ QK_NORMS: Final = ("", "head", "projection")
 # Canonical LoRA target names (Llama naming, as PEFT's target_modules uses them).
 LORA_TARGETS: Final = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
 ALL_LINEAR: Final = "all-linear"
+# The output head (the lm_head linear, hidden → vocabulary), one matrix outside the blocks: litgpt's
+# ``lora_head: true`` (Lightning-AI/litgpt 00af8b0d litgpt/lora.py ``GPT.__init__``: ``self.lm_head =
+# LoRALinear(config.n_embd, config.padded_vocab_size, r=(config.lora_r if config.lora_head else 0))``),
+# torchtune's ``apply_lora_to_output`` (pytorch/torchtune ff594c23 torchtune/models/llama2/_component_builders.py
+# ``lora_llama2``: ``output_proj = LoRALinear(embed_dim, vocab_size, ...) if apply_lora_to_output``) and
+# PEFT's ``target_modules=[..., "lm_head"]``. ``all-linear`` leaves it out, as PEFT does: huggingface/peft
+# 51c2ff66 src/peft/tuners/tuners_utils.py ``_maybe_include_all_linear_layers`` removes
+# ``model.get_output_embeddings()``'s name from the set.
+HEAD_TARGET: Final = "lm_head"
+# Every name a plan may carry, in the order plans list them (the head last).
+ACCEPTED_TARGETS: Final = (*LORA_TARGETS, HEAD_TARGET)
 # Other spellings people type or other families use for the same matrices.
 _TARGET_ALIASES: Final[dict[str, tuple[str, ...]]] = {
     "q": ("q_proj",),
@@ -52,6 +63,8 @@ _TARGET_ALIASES: Final[dict[str, tuple[str, ...]]] = {
     "w1": ("gate_proj",),  # Mixtral expert naming
     "w3": ("up_proj",),
     "w2": ("down_proj",),
+    "head": (HEAD_TARGET,),  # litgpt's lora_head
+    "output": (HEAD_TARGET,),  # torchtune's output projection (apply_lora_to_output)
     "all-linear": LORA_TARGETS,
     "all_linear": LORA_TARGETS,
     "all": LORA_TARGETS,
@@ -87,7 +100,7 @@ def _normalise_targets(names: tuple[str, ...] | list[str]) -> tuple[str, ...]:
     wanted: set[str] = set()
     for raw in names:
         name = str(raw).strip().lower()
-        if name in LORA_TARGETS:
+        if name in ACCEPTED_TARGETS:
             wanted.add(name)
         elif name in _TARGET_ALIASES:
             wanted.update(_TARGET_ALIASES[name])
@@ -95,11 +108,11 @@ def _normalise_targets(names: tuple[str, ...] | list[str]) -> tuple[str, ...]:
             raise PlanError(
                 "lora.targets",
                 raw,
-                "q_proj, k_proj, v_proj, o_proj, gate_proj, up_proj, down_proj or all-linear",
+                "q_proj, k_proj, v_proj, o_proj, gate_proj, up_proj, down_proj, lm_head or all-linear",
             )
     if not wanted:
         raise PlanError("lora.targets", list(names), "at least one target module")
-    return tuple(t for t in LORA_TARGETS if t in wanted)
+    return tuple(t for t in ACCEPTED_TARGETS if t in wanted)
 
 
 @dataclass(frozen=True)
@@ -461,7 +474,19 @@ class ModelSpec:
             fan_in, fan_out = shapes[name]
             copies = self.num_experts if name in mlp_names else 1
             per_layer += copies * rank * (fan_in + fan_out)
-        return self.num_layers * per_layer
+        head = self.head_adapter_shape(targets)
+        return self.num_layers * per_layer + (rank * sum(head) if head else 0)
+
+    def head_adapter_shape(self, targets: tuple[str, ...]) -> tuple[int, int] | None:
+        """(in, out) of the output head when a LoRA adapts it: (d, V), one matrix outside the blocks,
+        tied head or not. A head tied to the embedding keeps its one frozen weight and gets an adapter of
+        its own all the same: huggingface/peft 51c2ff66 src/peft/tuners/tuners_utils.py
+        ``inject_adapter`` wraps the matched ``lm_head`` like any linear (``_create_and_replace``) and
+        only warns (``_check_tied_modules`` → ``_get_tied_target_modules``); the embedding gets an
+        adapter too only when it is targeted as well and ``ensure_weight_tying`` is set."""
+        if HEAD_TARGET not in normalise_lora_targets(targets):
+            return None
+        return self.hidden_size, self.vocab_size
 
     def adapted_matrices(self, targets: tuple[str, ...]) -> list[tuple[int, int, int]]:
         """(in, out, copies) of every matrix one block adapts, fused ones as one matrix."""
@@ -482,8 +507,10 @@ class ModelSpec:
 
     def dora_magnitude_params(self, targets: tuple[str, ...]) -> int:
         """DoRA's trained magnitude: one value per output row of every adapted matrix
-        (PEFT ``lora_magnitude_vector``, shape [out_features])."""
-        return self.num_layers * sum(fan_out * copies for _, fan_out, copies in self.adapted_matrices(targets))
+        (PEFT ``lora_magnitude_vector``, shape [out_features]), the head's V rows when it is adapted."""
+        head = self.head_adapter_shape(targets)
+        per_layer = sum(fan_out * copies for _, fan_out, copies in self.adapted_matrices(targets))
+        return self.num_layers * per_layer + (head[1] if head else 0)
 
     def ia3_vectors(self, targets: tuple[str, ...], feedforward: tuple[str, ...]) -> list[tuple[int, int, bool]]:
         """(elements, copies, feedforward) of each IA3 vector one block trains.

@@ -68,7 +68,7 @@ from core.inputs import (
     run_checks,
 )
 from core.mac import mac_refusal
-from core.model import ModelSpec, check_text
+from core.model import HEAD_TARGET, ModelSpec, check_text
 
 UNQUANTISED_CACHE: Final = (CacheType.F16, CacheType.BF16, CacheType.F32)
 
@@ -629,6 +629,10 @@ class Plan:
             )
         if self.method is Method.IA3 and not self.lora.targets:
             raise PlanError("lora.targets", "", "at least one module", "IA3 scales the targets' inputs or outputs")
+        if self.method is Method.IA3 and HEAD_TARGET in self.lora.targets:
+            raise PlanError(
+                "lora.targets", HEAD_TARGET, "the blocks' projections", "IA3 on the output head is not modelled"
+            )
         if self.method is Method.IA3 and not set(self.lora.ia3_feedforward) <= set(self.lora.targets):
             # huggingface/peft 51c2ff66 src/peft/tuners/ia3/config.py IA3Config.__post_init__
             raise PlanError(
@@ -996,6 +1000,10 @@ class Plan:
         lora = changes.get("lora", self.lora)
         if "lora.targets" not in typed and (method is Method.IA3) != (self.method is Method.IA3):
             lora = changes["lora"] = _default_targets_for(method, lora)
+        if method is Method.IA3 and HEAD_TARGET in lora.targets and "lora.targets" not in typed:
+            # IA3 on the head is not modelled (__post_init__ refuses it): a switch leaves it out.
+            lora = replace(lora, targets=tuple(t for t in lora.targets if t != HEAD_TARGET) or IA3_DEFAULT_TARGETS)
+            changes["lora"] = lora
         if method is Method.IA3 and "lora.ia3_feedforward" not in typed:
             # IA3's feedforward modules are some of its targets (PEFT refuses others): switching
             # from LoRA on q_proj, k_proj keeps those targets and scales their outputs.

@@ -431,6 +431,15 @@ CLI_RUNS: tuple[tuple[str, ...], ...] = (
             "--preset trainer-bf16 --micro-batch 4 --seq 768 --gpu l40s"
         )
     ),
+    # LoRA on the output head (branch h41head): LitGPT's Gemma 2B config hub recipe (lora_head: true, r 8,
+    # dropout 0.1, micro-batch 2 × 512), and torchtune's Mistral 7B recipe with apply_lora_to_output: True.
+    tuple(
+        shlex.split(
+            "estimate --json --model gemma-2b --method lora --lora-rank 8 --lora-alpha 16 --lora-dropout 0.1 "
+            "--lora-targets all-linear,lm_head --micro-batch 2 --seq 512"
+        )
+    ),
+    ("estimate", "--json", "--from", "tests/data/runconfigs/torchtune_mistral_7B_lora_single_device.yaml"),
 )
 
 

@@ -201,8 +201,10 @@ _TARGETS: Final = {
     "w2": ("down_proj",),
     "w3": ("up_proj",),
     "all linear": ("all-linear",),
+    # The output head: litgpt's lora_head, torchtune's apply_lora_to_output (core.model.HEAD_TARGET).
+    "head": ("lm_head",),
+    "output": ("lm_head",),
 }
-_HEAD_TARGETS: Final = ("head", "output")
 # Scopes that are readings after the model is built and wrapped, before the first step.
 _INIT_SCOPES: Final = ("after model initialisation", "torch.cuda.memory_reserved right after fsdp wrapping")
 # Sources whose training loop empties the allocator's cache right before the step that sets the
@@ -321,8 +323,6 @@ def _missing(recipe: Mapping[str, Any]) -> list[str]:
     if recipe["optimizer"] is not None and recipe["optimizer"] not in _OPTIMIZERS:
         out.append(f"optimizer {recipe['optimizer']}")
     lora = recipe["lora"] or {}
-    if any(t in _HEAD_TARGETS for t in lora.get("targets", ())):
-        out.append("LoRA on the output head")
     if any("target_parameters" in t for t in lora.get("targets", ())):
         out.append("LoRA on MoE expert parameters (target_parameters)")
     if recipe.get("loop_keeps_output") == "until-next-forward":

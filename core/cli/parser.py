@@ -66,7 +66,7 @@ def count_arg(text: str) -> int:
 
 
 def targets_arg(value: str) -> tuple[str, ...]:
-    """--lora-targets: a comma list (q_proj,v_proj or all-linear)."""
+    """--lora-targets: a comma list (q_proj,v_proj, all-linear or all-linear,lm_head)."""
     targets = tuple(t.strip() for t in text_arg(value).split(",") if t.strip())
     if not targets:
         raise argparse.ArgumentTypeError("an empty list is not allowed (e.g. q_proj,v_proj or all-linear)")

@@ -18,7 +18,7 @@ from core.dtypes import DTYPE_BYTES, Dtype, Quant
 from core.format import sci
 from core.inputs import loss_16bit_matters, loss_code_runs
 from core.memo import last_answer
-from core.model import ModelSpec, normalise_ia3_feedforward, normalise_lora_targets
+from core.model import HEAD_TARGET, ModelSpec, normalise_ia3_feedforward, normalise_lora_targets
 from core.plan import Attention, CheckpointPolicy, MegatronCeFusion, Method, Plan, Stack, TransformersLoss
 from core.roles import adapter_dtype, compute_dtype, dtypes_for, model_dtype
 from core.training.attention import Kernel, math_kernel_bytes, megatron_fused_softmax, needs_mask, sdpa_kernel
@@ -595,7 +595,9 @@ def _ia3(plan: Plan, ctx: _Ctx) -> list[Term]:
 def layer_activations(plan: Plan, trainable_block: bool) -> LayerActs:
     """Saved tensors of one transformer block for micro-batch B and sequence S."""
     model = plan.model
-    ctx = _context(plan, trainable_block, plan.lora.targets if plan.lora_adapters else ())
+    # The head's adapter (lm_head) is outside the blocks: outside_blocks keeps what it saves.
+    block_targets = tuple(t for t in plan.lora.targets if t != HEAD_TARGET) if plan.lora_adapters else ()
+    ctx = _context(plan, trainable_block, block_targets)
     n, d = ctx.n, model.hidden_size
     kernels = unsloth_kernels(plan)
     qkv = ("q_proj", "k_proj", "v_proj")
@@ -1278,12 +1280,15 @@ def outside_blocks(plan: Plan) -> LayerActs:
     n = plan.workload.micro_batch * plan.workload.seq_len
     d = model.hidden_size
     head_trains = plan.method is Method.FULL or (plan.method is Method.FROZEN and not model.tie_embeddings)
-    ctx = _context(plan, plan.method in (Method.FULL, Method.FROZEN), ())
+    adapted = plan.lora_adapters and model.head_adapter_shape(plan.lora.targets) is not None
+    ctx = _context(plan, plan.method in (Method.FULL, Method.FROZEN), (HEAD_TARGET,) if adapted else ())
     head_ctx = replace(ctx, trainable=head_trains)
     head_input = _norm_output(model, ctx)
-    readers = _consumer_inputs(head_ctx, d, ("lm_head",), False, "final norm output (head input)", head_input)
+    readers = _consumer_inputs(head_ctx, d, (HEAD_TARGET,), False, "final norm output (head input)", head_input)
     items = _norm(model, ctx, "final norm", readers)
     gathered = tuple(range(len(items) - len(readers), len(items)))
+    if adapted:
+        items += _head_adapter(plan, ctx)
     if model.dropout:
         items.append(Term("embedding dropout mask", "N·d × 1", n * d))
     dt = dtypes_for(plan)
@@ -1292,6 +1297,34 @@ def outside_blocks(plan: Plan) -> LayerActs:
         mask = plan.workload.micro_batch * s * s * dt.compute
         items.append(Term("sliding-window mask kept by the attention kernel", f"B·S² × {dt.compute:g}", mask))
     return LayerActs(tuple(items), tuple(range(len(items))), gathered)
+
+
+def _head_adapter(plan: Plan, ctx: _Ctx) -> list[Term]:
+    """What a LoRA on the output head keeps beyond its input (kept through _consumer_inputs: the frozen
+    head alone keeps none, ``ctx.saves``): the rank-r output of A, which B's weight gradient reads, and
+    DoRA's products (see :func:`_adapters`) over the head's V outputs. The three forwards are one
+    shape: huggingface/peft 51c2ff66 src/peft/tuners/lora/layer.py ``Linear.forward``
+    (``result + lora_B(lora_A(dropout(x))) * scaling``), Lightning-AI/litgpt 00af8b0d litgpt/lora.py
+    ``LoRALinear.forward`` (``(self.lora_dropout(x) @ A.T @ B.T) * self.scaling``) and pytorch/torchtune
+    ff594c23 torchtune/modules/peft/lora.py ``LoRALinear.forward`` (``lora_b(lora_a(dropout(x)))``): the
+    multiply by the float ``scaling`` and the sum keep nothing. The V-wide tensors the branch makes
+    (B's output, its scaled copy, the scaled gradient in the backward) live a moment each, beside the
+    logits and below the loss's own N·V tensors (loss_memory), so no phase's peak moves."""
+    model = plan.model
+    d, v = model.hidden_size, model.vocab_size
+    r, ab = plan.lora.rank, ctx.adapter_out
+    items = [Term("LoRA A output of the head (kept for B)", f"N·r × {ab:g}", ctx.n * r * ab)]
+    if plan.method is Method.DORA:
+        eye = ctx.ca if ctx.autocast else ctx.adapter
+        items.append(Term("DoRA on the head: eye(d) of B·A, held by a reference cycle", f"d² × {eye:g}", d * d * eye))
+        items.append(
+            Term(
+                "DoRA on the head: base and adapter outputs kept for the magnitude",
+                f"N·V × ({ctx.ca:g} + {ab:g})",
+                ctx.n * v * (ctx.ca + ab),
+            )
+        )
+    return items
 
 
 def _sac_matmuls(model: ModelSpec, adapted: tuple[str, ...] = (), rank: int = 0) -> list[tuple[str, int, bool, bool]]:

@@ -52,6 +52,7 @@ from core.runtime import (
     runs_mps,
     te_workspace,
 )
+from core.training.optimizer import head_adapter_tensor_sizes
 from core.units import MiB
 
 __all__ = ["CardTerms", "allocator_workspaces", "card_terms", "nccl_bytes", "weight_segments", "weight_tensors"]
@@ -198,7 +199,10 @@ def weight_segments(
         for fan_in, fan_out, copies in model.adapted_matrices(plan.lora.targets):
             for elements in (plan.lora.rank * fan_in, fan_out * plan.lora.rank):
                 large_adapters += copies * (not is_small(int(elements * adapter / shards)))
-    units = blocks * (1 + large_adapters) + (1 if embedding or head else 0)
+    # The head's lora_A and lora_B (lm_head targeted) are two more such linears, on the rank with the head.
+    lora_head = head_adapter_tensor_sizes(plan)[:2] if head else []
+    head_units = sum(not is_small(int(elements * adapter / shards)) for elements in lora_head)
+    units = blocks * (1 + large_adapters) + (1 if embedding or head else 0) + head_units
     return units, "FSDP1 unit shards"
 
 

@@ -15,7 +15,8 @@ Per token of a training step:
   core_r0.12 and Megatron-Bridge count ``s/2``). A sliding window caps the keys at the window;
 - **the logits**: 2·V·d forward, 2·V·d for the input gradient, 2·V·d for the head's weight
   gradient when it trains;
-- **LoRA adapters**: 2·r·(in + out) per target and pass, and their weight gradients;
+- **LoRA adapters**: 2·r·(in + out) per target and pass, and their weight gradients (the output
+  head's once, when ``lm_head`` is a target);
 - **the recompute** of the checkpointing policy: full re-runs every block's forward, per-op
   SAC every other matmul (torchtitan saves the attention output), layer SAC the checkpointed
   blocks, attention-only (Megatron selective) the core attention.
@@ -167,6 +168,14 @@ def head_trains(plan: Plan) -> bool:
     return plan.method is Method.FULL or (plan.method is Method.FROZEN and not plan.model.tie_embeddings)
 
 
+def head_adapter_weight(plan: Plan) -> int:
+    """r·(d + V) when a LoRA adapts the output head (core.model.HEAD_TARGET), else 0. Its A and B run
+    forward, input gradient and weight gradient (they train) once per token; the frozen head's own
+    input gradient runs anyway (the blocks' adapters below need it), so that count is unchanged."""
+    head = plan.model.head_adapter_shape(plan.lora.targets) if plan.lora_adapters else None
+    return plan.lora.rank * sum(head) if head else 0
+
+
 def token_flops(plan: Plan) -> TokenFlops:
     """Training FLOPs per token of ``plan`` (the lesson's rule in lesson accounting)."""
     if plan.accounting is Accounting.LESSON:
@@ -184,6 +193,7 @@ def token_flops(plan: Plan) -> TokenFlops:
     attn_causal = 4.0 * q * attended_keys(model, s, causal=True)
     vd = float(model.vocab_size * model.hidden_size)
     head = 2.0 * vd * (3 if head_trains(plan) else 2)
+    w_head_adapt = head_adapter_weight(plan)
     terms = [
         FlopTerm(
             "block matmuls",
@@ -199,6 +209,14 @@ def token_flops(plan: Plan) -> TokenFlops:
         ),
         FlopTerm("logits (output head)", head, f"2·V·d × {3 if head_trains(plan) else 2} passes = 2 × {sci(vd)} × …"),
     ]
+    if w_head_adapt:
+        terms.append(
+            FlopTerm(
+                "LoRA on the output head",
+                2.0 * w_head_adapt * 3,
+                f"2 · r·(d + V) × 3 passes = 2 × {sci(w_head_adapt)} × 3",
+            )
+        )
     if w_adapt:
         terms.append(
             FlopTerm(
@@ -210,9 +228,9 @@ def token_flops(plan: Plan) -> TokenFlops:
     recompute = _recompute(plan, w_base + w_adapt, attn_causal, passes)
     if recompute is not None:
         terms.append(recompute)
-    model_count = _model_count(plan, w_base, w_adapt, w_train, attn_full, head, passes)
+    model_count = _model_count(plan, w_base, w_adapt, w_train, attn_full, head + 6.0 * w_head_adapt, passes)
     causal_count = model_count - (attn_full - attn_causal) * (layers + 2 * passes.backward)
-    forward = 2.0 * (w_base + w_adapt) * layers + attn_causal * layers + 2.0 * vd
+    forward = 2.0 * (w_base + w_adapt) * layers + attn_causal * layers + 2.0 * (vd + w_head_adapt)
     return TokenFlops(tuple(terms), model_count, causal_count, forward)
 
 

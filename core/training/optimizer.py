@@ -58,11 +58,22 @@ def adapter_tensor_sizes(plan: Plan) -> list[int]:
     return sizes
 
 
+def head_adapter_tensor_sizes(plan: Plan) -> list[int]:
+    """Elements of the output head's adapter tensors, once for the model (not per block): lora_A
+    (r·d), lora_B (r·V) and DoRA's magnitude (V) when ``lm_head`` is a target (core.model.HEAD_TARGET)."""
+    head = plan.model.head_adapter_shape(plan.lora.targets) if plan.lora_adapters else None
+    if head is None:
+        return []
+    fan_in, fan_out = head
+    r = plan.lora.rank
+    return [r * fan_in, r * fan_out] + ([fan_out] if plan.method is Method.DORA else [])
+
+
 def trainable_tensors(plan: Plan) -> int:
     """How many parameter tensors train (fused Adam keeps one GPU step counter for each)."""
     model = plan.model
     if plan.adapter_based:
-        return model.num_layers * len(adapter_tensor_sizes(plan))
+        return model.num_layers * len(adapter_tensor_sizes(plan)) + len(head_adapter_tensor_sizes(plan))
     layers = model.num_layers - (plan.frozen_layers if plan.method is Method.FROZEN else 0)
     outside = model.outside_tensors(embedding=plan.method is Method.FULL)
     return layers * model.layer_tensors() + outside
@@ -174,7 +185,8 @@ def small_state_elements(plan: Plan, below: int = OPT8_MIN_SIZE) -> int:
     instead of derived."""
     model = plan.model
     if plan.adapter_based:
-        return model.num_layers * _small(adapter_tensor_sizes(plan), below)
+        head = _small(head_adapter_tensor_sizes(plan), below)
+        return model.num_layers * _small(adapter_tensor_sizes(plan), below) + head
     layers = model.num_layers - (plan.frozen_layers if plan.method is Method.FROZEN else 0)
     outside = model.outside_tensor_sizes(embedding=plan.method is Method.FULL)
     small = layers * _small(model.layer_tensor_sizes(), below) + _small(outside, below)
@@ -195,7 +207,8 @@ def adafactor_state_elements(plan: Plan) -> int:
         shapes = model.linear_shapes()
         r = plan.lora.rank
         per_layer = sum((fi + r) + (r + fo) for name, (fi, fo) in shapes.items() if name in targets)
-        return model.num_layers * per_layer
+        lora_head = model.head_adapter_shape(targets)  # lora_A (r, d) and lora_B (V, r), once
+        return model.num_layers * per_layer + ((lora_head[0] + r) + (r + lora_head[1]) if lora_head else 0)
     per_layer = sum(fi + fo for fi, fo in model.linear_shapes().values())
     per_layer += model.norms_per_layer * model.hidden_size
     # frozen_layers is kept on a plan that left the frozen-layers method (Plan.with_method).
@@ -209,7 +222,7 @@ def largest_trainable_tensor(plan: Plan) -> int:
     """Elements of the largest tensor that trains (the for-loop step works one at a time)."""
     model = plan.model
     if plan.adapter_based:
-        return max(adapter_tensor_sizes(plan), default=0)
+        return max(adapter_tensor_sizes(plan) + head_adapter_tensor_sizes(plan), default=0)
     linear = max(fi * fo for fi, fo in model.linear_shapes().values())
     if model.num_experts > 1:  # transformers 5 stores each projection of all experts as one 3-D tensor
         linear = model.num_experts * 2 * model.hidden_size * model.intermediate_size

@@ -446,6 +446,13 @@ def _matmuls(rank: _Rank) -> _Tally:
         model = plan.model
         head = (1.0, 1.0, 1.0 if head_trains(plan) else 0.0)
         padded = _matmul(tally, rank.tokens, model.hidden_size, model.vocab_size / rank.tp, head, False, rank.sms, 1)
+        # A LoRA on the head (core.training.flops.head_adapter_weight): A (d → r) replicated, B (r → V)
+        # split with the head's columns; both train.
+        adapter = model.head_adapter_shape(plan.lora.targets) if plan.lora_adapters else None
+        if adapter is not None:
+            r = plan.lora.rank
+            padded += _matmul(tally, rank.tokens, adapter[0], r, (1.0, 1.0, 1.0), False, rank.sms, 1)
+            padded += _matmul(tally, rank.tokens, r, adapter[1] / rank.tp, (1.0, 1.0, 1.0), False, rank.sms, 1)
         if rank.fp8:
             tally.wide_flops += padded
     return tally

@@ -10,7 +10,7 @@ from PySide6.QtWidgets import QCheckBox, QGridLayout, QLabel, QWidget
 from core.inputs import input_at
 from core.losses import LOSS_INPUTS, ROW_TOOLTIP, LossChoice, LossOption, loss_choice, loss_conflicts, loss_options
 from core.losses import with_loss as _with_loss
-from core.model import LORA_TARGETS
+from core.model import ACCEPTED_TARGETS, HEAD_TARGET, LORA_TARGETS
 from core.plan import Method, Plan, ia3_feedforward_within
 from gui import colours
 from gui.controller import PlanController
@@ -25,6 +25,7 @@ TARGET_TIPS = {
     "gate_proj": "MLP gate projection (gated MLPs only)",
     "up_proj": "MLP up projection",
     "down_proj": "MLP down projection",
+    HEAD_TARGET: "output head, hidden to vocabulary (LoRA and DoRA; all-linear leaves it out, as PEFT does)",
 }
 
 
@@ -38,7 +39,7 @@ def _with_target(plan: Plan, target: str, on: bool) -> Plan:
         targets.add(target)
     else:
         targets.discard(target)
-    chosen = tuple(t for t in LORA_TARGETS if t in targets)
+    chosen = tuple(t for t in ACCEPTED_TARGETS if t in targets)
     if plan.method is Method.IA3:  # a target left keeps no feedforward scaling (PEFT: a subset)
         return plan.with_lora(targets=chosen, ia3_feedforward=ia3_feedforward_within(plan.lora, chosen))
     return plan.with_lora(targets=chosen)
@@ -67,7 +68,8 @@ class TargetsField(QWidget):
         grid.setHorizontalSpacing(12)
         grid.setVerticalSpacing(2)
         self.boxes: dict[str, QCheckBox] = {}
-        for index, name in enumerate(LORA_TARGETS):
+        # The output head is a LoRA / DoRA target only (IA3 on it is refused: core.plan), never scaled as feedforward.
+        for index, name in enumerate(ACCEPTED_TARGETS if path == "lora.targets" else LORA_TARGETS):
             box = QCheckBox(name.removesuffix("_proj"))
             if path == "lora.targets":
                 box.setAccessibleName(f"LoRA target {name}")
@@ -75,7 +77,10 @@ class TargetsField(QWidget):
             else:
                 box.setAccessibleName(f"IA3 feedforward {name}")
                 box.setToolTip(f"IA3 scales the input of {name} (the {TARGET_TIPS[name]}), not its output.")
-            grid.addWidget(box, index // 4, index % 4)
+            if name == HEAD_TARGET:  # a row of its own, across the columns: it widens none of them
+                grid.addWidget(box, 2, 0, 1, 4)
+            else:
+                grid.addWidget(box, index // 4, index % 4)
             self.boxes[name] = box
 
 
@@ -186,7 +191,8 @@ class MethodForm(PlanForm):
         self.show_inputs(plan)
         for name, box in self.targets.boxes.items():
             box.setChecked(name in plan.lora.targets)
-            box.setEnabled(name != "gate_proj" or plan.model.gated_mlp)
+            usable = name != "gate_proj" or plan.model.gated_mlp
+            box.setEnabled(usable and (name != HEAD_TARGET or plan.lora_adapters))
         self.set_widget_row_visible(self.targets, input_at("lora.targets").matters(plan))
         for name, box in self.feedforward.boxes.items():
             box.setChecked(name in plan.lora.ia3_feedforward)

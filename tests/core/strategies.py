@@ -63,6 +63,7 @@ def plans(draw: st.DrawFn) -> Plan:
     method = draw(st.sampled_from(list(Method)))
     frozen = draw(st.integers(1, spec.num_layers)) if method is Method.FROZEN else draw(st.integers(0, spec.num_layers))
     targets = draw(st.lists(st.sampled_from(LORA_TARGETS), min_size=1, unique=True))
+    head = method is not Method.IA3 and draw(st.booleans())
     gpu = draw(gpu_ids)
     # An Apple GPU: one GPU, and only the settings PyTorch's MPS backend runs (core.mac; the Plan refuses others).
     mac = runs_mps(gpu)
@@ -74,7 +75,8 @@ def plans(draw: st.DrawFn) -> Plan:
         lora=LoraSettings(
             rank=draw(st.integers(1, 1024)),
             alpha=draw(st.floats(0.5, 512)),
-            targets=tuple(t for t in LORA_TARGETS if t in targets),
+            # The output head: a LoRA / DoRA target (IA3 on it is refused).
+            targets=tuple(t for t in LORA_TARGETS if t in targets) + (("lm_head",) if head else ()),
             ia3_feedforward=_some_of(draw, tuple(t for t in LORA_TARGETS if t in targets)),
         ),
         quant=draw(st.sampled_from(list(Quant))),

@@ -151,6 +151,18 @@ def test_ia3_method_shows_its_feedforward_modules(qtbot: Any, window: MainWindow
     assert window.controller.plan.lora.targets == ("q_proj", "v_proj")
 
 
+def test_the_output_head_box_adds_lm_head_and_is_off_under_ia3(qtbot: Any, window: MainWindow) -> None:
+    # LoRA on the output head (branch h41head): one more box, after down_proj; IA3 on the head is refused.
+    form = window.method_form
+    head = form.targets.boxes["lm_head"]
+    assert list(form.targets.boxes)[-1] == "lm_head" and "lm_head" not in form.feedforward.boxes
+    head.setChecked(True)
+    assert window.controller.plan.lora.targets == ("q_proj", "v_proj", "lm_head")
+    form.method.setCurrentIndex(form.method.findData("ia3"))
+    assert window.controller.plan.lora.targets == ("q_proj", "v_proj")
+    assert not head.isEnabled() and not head.isChecked()
+
+
 def test_dimension_edit_makes_a_custom_model(qtbot: Any, window: MainWindow) -> None:
     layers = window.model_form.fields["model.num_layers"]
     layers.setValue(16)

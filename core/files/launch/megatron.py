@@ -38,6 +38,7 @@ from core.files.launch.common import (
     recipes_outside,
 )
 from core.inputs import Float8, MegatronCeFusion, MoeDispatcher, Stack, megatron_dispatcher
+from core.model import HEAD_TARGET
 from core.plan import CheckpointPolicy, Method, Offload, Optimizer, OptimizerImpl, PipelineSchedule, Plan, Strategy
 
 # Catalogue models with a Megatron-Bridge recipe (the stems its recipes' __init__ export at
@@ -109,6 +110,10 @@ def _peft(draft: Draft, mode: str) -> dict[str, Any] | None:
     if mode == "sft":
         return None
     chosen = set(plan.lora.targets)
+    if HEAD_TARGET in chosen:
+        draft.cannot(
+            "method.lora.targets", "the output head's LoRA is not written: target_modules names the blocks' linears"
+        )
     modules = [name for name, ours in FUSED.items() if chosen & set(ours)]
     if any(not set(ours) <= chosen for name, ours in FUSED.items() if name in modules):
         draft.cannot(

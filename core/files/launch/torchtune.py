@@ -37,6 +37,7 @@ from core.files.launch.common import (
 from core.files.launch.fields import FIELDS_BY_NAME
 from core.files.runconfig.torchtune import BUILDERS
 from core.inputs import Stack
+from core.model import HEAD_TARGET
 from core.plan import Attention, CheckpointPolicy, Method, Offload, Optimizer, OptimizerImpl, Plan, Strategy
 
 DTYPES: Final = {Dtype.BF16: "bf16", Dtype.FP32: "fp32"}
@@ -86,7 +87,7 @@ def _model(draft: Draft) -> dict[str, Any]:
     model.update(
         lora_attn_modules=attention,
         apply_lora_to_mlp=bool(mlp),
-        apply_lora_to_output=False,
+        apply_lora_to_output=HEAD_TARGET in targets,
         lora_rank=plan.lora.rank,
         lora_alpha=plan.lora.alpha,
         lora_dropout=plan.lora.dropout,

@@ -193,8 +193,12 @@ def _method(taker: Taker, odd: OddValues) -> dict[str, Any]:
     s["lora_rank"] = taker.integer("lora_r", "lora_rank", 1, 65_536)
     s["lora_alpha"] = taker.number("lora_alpha", "lora_alpha", 0.0, 1e6)
     if taker.flag("lora_target_linear"):
-        s["lora_targets"] = lora_targets(taker, "lora_target_linear", ("all-linear",), odd)
-        taker.raw("lora_target_modules")
+        # axolotl-ai-cloud/axolotl 067b021 src/axolotl/loaders/adapter.py _build_peft_lora_config: the linear names
+        # (find_all_linear_names, the output embedding removed) are added to lora_target_modules, which stay
+        # targets: lm_head named there is adapted too.
+        named = taker.names("lora_target_modules") or ()
+        key = "lora_target_linear + lora_target_modules" if named else "lora_target_linear"
+        s["lora_targets"] = lora_targets(taker, key, ("all-linear", *named), odd)
     else:
         s["lora_targets"] = lora_targets(taker, "lora_target_modules", taker.names("lora_target_modules"), odd)
     taker.note("lora_modules_to_save", "modules trained in full beside the adapters are not in the estimate")

@@ -51,7 +51,7 @@ def lora_targets(
         if _known(name):
             known.append(_EXTRA_TARGETS.get(name.lower(), name))
         else:
-            odd.add(key, name, "not a matrix of the planner's model: q/k/v/o, gate/up/down projections")
+            odd.add(key, name, "not a matrix of the planner's model: q/k/v/o, gate/up/down projections, lm_head")
     if not known:
         return None
     targets = normalise_lora_targets(known)

@@ -17,6 +17,7 @@ from typing import Any, Final
 from core.files.runconfig.common import OddValues, finish, lora_targets, recipe_numbers
 from core.files.runconfig.reading import Taker
 from core.files.runconfig.result import ConfigKind, RunConfig
+from core.model import HEAD_TARGET
 from core.units import finite_number
 
 TORCHTUNE_DTYPES: Final = {"bf16": "bf16", "fp32": "fp32", "fp16": "fp16"}
@@ -144,9 +145,11 @@ def read_torchtune(document: dict[str, Any], where: str) -> RunConfig:
         s["lora_alpha"] = taker.number("model.lora_alpha", "lora_alpha", 0.0, 1e6)
         attn = taker.names("model.lora_attn_modules") or ()
         mlp = ("gate_proj", "up_proj", "down_proj") if taker.flag("model.apply_lora_to_mlp") else ()
-        s["lora_targets"] = lora_targets(taker, "model.lora_attn_modules + apply_lora_to_mlp", attn + mlp, odd)
-        if taker.flag("model.apply_lora_to_output"):
-            taker.note("model.apply_lora_to_output", "a LoRA on the output projection is not in the estimate")
+        # apply_lora_to_output: the output projection gets a LoRALinear (pytorch/torchtune ff594c23
+        # torchtune/models/llama2/_component_builders.py lora_llama2), the plan's lm_head target.
+        head = (HEAD_TARGET,) if taker.flag("model.apply_lora_to_output") else ()
+        key = "model.lora_attn_modules + apply_lora_to_mlp" + (" + apply_lora_to_output" if head else "")
+        s["lora_targets"] = lora_targets(taker, key, attn + mlp + head, odd)
     s["micro_batch"] = taker.integer("batch_size", "micro_batch")
     s["grad_accum"] = taker.integer("gradient_accumulation_steps", "grad_accum")
     s["seq_len"] = taker.integer("tokenizer.max_seq_len", "seq_len", 1, 100_000_000)
