@@ -87,6 +87,8 @@ KIND_LABELS: Final = {
             (Method.QLORA, "QLoRA"),
             (Method.DORA, "DoRA"),
             (Method.FROZEN, "frozen layers"),
+            (Method.ADAPTER, "LitGPT Adapter"),
+            (Method.ADAPTER_V2, "LitGPT Adapter v2"),
         )
         for n in ("one", "many")
     },
@@ -95,6 +97,8 @@ KIND_LABELS: Final = {
     "method:qlora": "QLoRA",
     "method:dora": "DoRA",
     "method:frozen": "frozen layers",
+    "method:adapter": "LitGPT Adapter",
+    "method:adapter_v2": "LitGPT Adapter v2",
     "gpus:one": "one GPU",
     "strategy:ddp": "DDP",
     "strategy:fsdp": "FSDP",
@@ -175,7 +179,7 @@ def plan_kinds(plan: Plan) -> tuple[str, ...]:
         kinds.append("loss:chunked")
     elif plan.loss_16bit and loss_16bit_matters(plan):
         kinds.append("loss:16bit")
-    if plan.method is Method.QLORA and plan.bnb_legacy:
+    if plan.quantised_base and plan.bnb_legacy:
         kinds.append("recipe:bnb_legacy")
     if plan.method is Method.QLORA and plan.kbit_upcast:
         kinds.append("recipe:kbit_upcast")
