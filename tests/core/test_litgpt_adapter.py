@@ -14,6 +14,8 @@ from dataclasses import replace
 
 import pytest
 
+from benchmarks.realgpu.mapping import map_figure
+from benchmarks.realgpu.memory import load
 from core.breakdown import BucketKey
 from core.catalogue import find_model
 from core.cli.app import main
@@ -142,3 +144,13 @@ def test_command_line(capsys: pytest.CaptureFixture[str]) -> None:
 def test_exporters_say_they_write_lora() -> None:
     written = export(_llama(Method.ADAPTER), Target.TRL)
     assert written.cannot("method.kind") and written.cannot("method.lora.adapter_prompt_length")
+
+
+def test_resource_table_rows_map_to_the_methods() -> None:
+    rows = {f["id"]: f for f in load() if f["id"].startswith("litgpt-rt-adapter")}
+    assert len(rows) == 12
+    v1 = map_figure(rows["litgpt-rt-adapter-llama27-nf4-dq"]).plan
+    v2 = map_figure(rows["litgpt-rt-adapterv2-llama27-bf16"]).plan
+    assert v1 is not None and v2 is not None
+    assert (v1.method, v1.quantised_base, v1.double_quant, v1.bnb_legacy) == (Method.ADAPTER, True, True, True)
+    assert (v2.method, v2.quantised_base, v2.litgpt) == (Method.ADAPTER_V2, False, True)
