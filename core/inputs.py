@@ -70,6 +70,10 @@ class Method(StrEnum):
     FROZEN = "frozen"
     DORA = "dora"  # PEFT LoraConfig(use_dora=True): LoRA plus a trained magnitude per output row
     IA3 = "ia3"  # PEFT IA3Config: one trained scaling vector per targeted projection, frozen base
+    # LitGPT's own PEFT methods (branch h41adapt): LLaMA-Adapter's gated adaption prompts, and v2's
+    # bias and scale on every linear layer with the norms trainable besides.
+    ADAPTER = "adapter"
+    ADAPTER_V2 = "adapter_v2"
 
 
 class Precision(StrEnum):
@@ -500,6 +504,8 @@ METHOD_LABELS: Final = {
     Method.FROZEN: "Frozen layers",
     Method.DORA: "DoRA (LoRA + magnitude)",
     Method.IA3: "IA3 (learned scaling vectors)",
+    Method.ADAPTER: "Adapter (LitGPT LLaMA-Adapter)",
+    Method.ADAPTER_V2: "Adapter v2 (LitGPT)",
 }
 OPTIMIZER_LABELS: Final = {
     Optimizer.ADAMW: "AdamW",
@@ -835,7 +841,7 @@ def loss_16bit_matters(plan: Plan) -> bool:
     which runs it in float32: core.roles.kbit_float32), and no other loss code chosen (a fused, chunked,
     compiled, flash-attn, LitGPT, Unsloth or Megatron loss is its own kernel)."""
     model = plan.base_dtype if plan.adapter_based else plan.weight_dtype
-    upcast = plan.method is Method.QLORA and plan.kbit_upcast
+    upcast = plan.quantised_base and plan.kbit_upcast
     return (
         plan.autocast is Autocast.NONE
         and model in (Dtype.BF16, Dtype.FP16)
@@ -875,8 +881,10 @@ INPUTS: Final[tuple[Input, ...]] = (
           "Full: every weight trains. LoRA: small adapters train, the base is frozen. "
           "QLoRA: LoRA on a 4- or 8-bit base. Frozen layers: the bottom blocks get no gradients. "
           "IA3 (PEFT): one trained vector per targeted projection scales its output (or, on a feedforward "
-          "module, its input); the base is frozen.",
-          ("--method",), "full, lora, qlora, frozen (layers), dora or ia3", labels=METHOD_LABELS),
+          "module, its input); the base is frozen. "
+          "Adapter (LitGPT): learned prompts, gated, in the attention of the top blocks. Adapter v2: those, plus a "
+          "trained bias and scale on every linear layer and trainable norms.",
+          ("--method",), "full, lora, qlora, frozen (layers), dora, ia3, adapter or adapter_v2", labels=METHOD_LABELS),
     Input("lora.rank", Kind.INT, "Rank r", "LoRA rank", 8,
           "Rank r of each adapter: r × (in + out) parameters per matrix.",
           ("--lora-rank",), "LoRA/DoRA adapter rank r", low=1, high=MAX_RANK,
@@ -894,15 +902,30 @@ INPUTS: Final[tuple[Input, ...]] = (
           "The modules that get an adapter (LoRA, DoRA) or a scaling vector (IA3); lm_head, the output head, "
           "takes a LoRA or DoRA adapter (all-linear leaves it out, as PEFT does).",
           ("--lora-targets",), "comma list: q_proj,v_proj, all-linear, lm_head (the output head; LoRA, DoRA)",
-          matters=lambda p: p.adapter_based),
+          matters=lambda p: p.adapter_based and not p.litgpt_adapter),
     Input("lora.ia3_feedforward", Kind.TARGETS, "Feedforward", "IA3 feedforward modules", ("down_proj",),
           "IA3's feedforward_modules: of the targets, those whose input is scaled (PEFT's default for Llama-style "
           "models: down_proj); the others scale their output.",
           ("--ia3-feedforward",), "IA3: comma list of targets whose input is scaled (PEFT default down_proj)",
           matters=lambda p: p.method is Method.IA3),
+    # LitGPT's adapters (branch h41adapt): lit_gpt/adapter.py Config defaults at Lightning-AI/litgpt 0f021f3.
+    Input("lora.adapter_prompt_length", Kind.INT, "Prompt length", "Adapter prompt length", 10,
+          "LitGPT adapter_prompt_length: the learned prompt tokens each adapted block's attention also attends to.",
+          ("--adapter-prompt-length",), "LitGPT adapter / adapter_v2: adaption prompt tokens (default 10)",
+          unit="tokens", low=1, high=65_536, matters=lambda p: p.litgpt_adapter),
+    Input("lora.adapter_start_layer", Kind.INT, "Start layer", "Adapter start layer", 2,
+          "LitGPT adapter_start_layer: the first block with an adaption prompt (the blocks below get none; "
+          "under Adapter v1 they get no gradients at all).",
+          ("--adapter-start-layer",), "LitGPT adapter / adapter_v2: first block with a prompt (default 2)",
+          unit="blocks", low=0, high=LIMITS["num_layers"], matters=lambda p: p.litgpt_adapter),
+    Input("lora.adapter_quantised", Kind.BOOL, "Quantised base", "Adapter on a quantised base", False,
+          "LitGPT --quantize bnb.nf4 / bnb.nf4-dq / bnb.int8-training: the frozen base stored by bitsandbytes "
+          "as QLoRA stores it (the base storage and double quantisation below).",
+          ("--adapter-quantised",), "LitGPT adapter / adapter_v2 on a bitsandbytes base (--quantize bnb.*)",
+          matters=lambda p: p.litgpt_adapter),
     Input("quant", Kind.ENUM, "Base storage", "Base quantisation", Quant.NF4,
           "How QLoRA stores the frozen base weights (bitsandbytes): 4-bit NF4/FP4 in blocks of 64, or 8-bit.",
-          ("--quant",), "QLoRA base storage", labels=QUANT_LABELS, matters=lambda p: p.method is Method.QLORA),
+          ("--quant",), "QLoRA base storage", labels=QUANT_LABELS, matters=lambda p: p.quantised_base),
     Input("double_quant", Kind.BOOL, "Double quantisation", "Double quantisation", True,
           "Store the 4-bit block scales in 8 bits (QLoRA paper §3): ≈ 0.37 bits per weight less.",
           ("--double-quant",), "QLoRA: 4-bit block scales stored in 8 bits (default on)",
@@ -934,7 +957,8 @@ INPUTS: Final[tuple[Input, ...]] = (
     Input("base_dtype", Kind.ENUM, "Frozen base", "Frozen base", Dtype.FP32,
           "Storage of the frozen base of LoRA, DoRA or frozen layers.",
           ("--base-dtype",), "the frozen base of LoRA/DoRA/frozen layers", labels=DTYPE_LABELS,
-          matters=lambda p: p.preset is Preset.CUSTOM and p.method in (Method.LORA, Method.DORA, Method.FROZEN)),
+          matters=lambda p: p.preset is Preset.CUSTOM
+          and (p.method in (Method.LORA, Method.DORA, Method.FROZEN) or (p.litgpt_adapter and not p.quantised_base))),
     Input("adapter_dtype", Kind.ENUM, "Adapters", "Adapters", Dtype.FP32,
           "LoRA / DoRA adapter storage: PEFT casts adapters to float32 by default.",
           ("--adapter-dtype",), "LoRA/DoRA adapters (PEFT: fp32)", labels=DTYPE_LABELS,

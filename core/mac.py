@@ -45,7 +45,7 @@ from typing import TYPE_CHECKING, Final
 
 from core.dtypes import Autocast
 from core.errors import PlanError
-from core.inputs import Attention, Engine, Float8, Method, Optimizer, Stack, TorchVersion
+from core.inputs import Attention, Engine, Float8, Optimizer, Stack, TorchVersion
 from core.runtime import runs_mps
 
 if TYPE_CHECKING:
@@ -150,7 +150,7 @@ def _optimizer(plan: Plan) -> PlanError | None:
 
 
 def _bitsandbytes(plan: Plan) -> PlanError | None:
-    if plan.method is not Method.QLORA or not plan.bnb_legacy:
+    if not plan.quantised_base or not plan.bnb_legacy:
         return None
     return PlanError(
         "bnb_legacy",
@@ -183,7 +183,7 @@ def _megatron(plan: Plan) -> PlanError | None:
 
 
 def _qlora(plan: Plan) -> str:
-    if plan.method is not Method.QLORA:
+    if not plan.quantised_base:
         return ""
     return (
         f"QLoRA on a Mac needs bitsandbytes {BNB_4BIT_ON_MPS} or later: its PyTorch fallback (backends/default) "

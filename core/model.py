@@ -535,6 +535,40 @@ class ModelSpec:
                 out.append((fan_in if on_input else fan_out, copies, on_input))
         return out
 
+    def litgpt_prompt_tensors(self, prompt_length: int, start_layer: int) -> list[int]:
+        """Elements of each tensor LitGPT's Adapter trains, over the whole model.
+
+        Lightning-AI/litgpt 0f021f3 lit_gpt/adapter.py ``CausalSelfAttention.__init__``: every
+        block from ``adapter_start_layer`` on has ``adapter_wte = nn.Embedding(adapter_prompt_length,
+        n_embd)`` and ``gating_factor`` of shape (1, 1, n_head, 1); ``mark_only_adapter_as_trainable``
+        (``adapter_filter``: "adapter_wte" or "gating_factor" in the name) freezes the rest.
+        """
+        adapted = max(0, self.num_layers - start_layer)
+        return [prompt_length * self.hidden_size, self.num_heads] * adapted
+
+    def litgpt_v2_block_tensors(self) -> list[int]:
+        """Elements of each tensor Adapter v2 adds to one block (besides the prompts).
+
+        Lightning-AI/litgpt 0f021f3 lit_gpt/adapter_v2.py: every linear layer is an
+        ``AdapterV2Linear`` with ``adapter_bias`` and ``adapter_scale`` of [out_features] each (the
+        fused qkv ``attn``, ``proj``, the MLP's ``fc_1`` / ``fc_2`` / ``fc`` and ``proj``, a MoE's
+        ``gate`` and every expert's), and ``adapter_filter`` trains "norm_1" and "norm_2" (weight, and
+        bias for a LayerNorm); other norms (a post-norm's) match no name and stay frozen.
+        """
+        d, i = self.hidden_size, self.intermediate_size
+        linears = [self.q_width + 2 * self.kv_width, d]
+        mlp = ([i, i] if self.gated_mlp else [i]) + [d]
+        linears += mlp * self.num_experts + ([self.num_experts] if self.num_experts > 1 else [])
+        norm_tensors = 2 if self.norm == "layernorm" else 1
+        return [n for n in linears for _ in range(2)] + [d] * (min(2, self.norms_per_layer) * norm_tensors)
+
+    def litgpt_v2_root_tensors(self) -> list[int]:
+        """Adapter v2's tensors outside the blocks: ``ln_f`` (trained, ``adapter_filter``) and the
+        output head's ``adapter_bias`` and ``adapter_scale`` over the (padded) vocabulary (lit_gpt/
+        adapter_v2.py ``GPT.__init__``: ``lm_head = AdapterV2Linear(n_embd, padded_vocab_size)``)."""
+        norm_tensors = 2 if self.norm == "layernorm" else 1
+        return [self.hidden_size] * norm_tensors + [self.vocab_size] * 2
+
     def ia3_params(self, targets: tuple[str, ...], feedforward: tuple[str, ...]) -> int:
         """Exact IA3 size: Σ in (feedforward) or out (others) over the targets, every block."""
         return self.num_layers * sum(n * c for n, c, _ in self.ia3_vectors(targets, feedforward))

@@ -24,6 +24,16 @@ def frozen_params(plan: Plan) -> int:
     return model.embedding_params() + plan.frozen_layers * model.layer_params()
 
 
+def litgpt_adapter_tensors(plan: Plan) -> list[int]:
+    """Elements of every tensor LitGPT's Adapter / Adapter v2 trains, the whole model's
+    (core.model.ModelSpec.litgpt_prompt_tensors, litgpt_v2_block_tensors, litgpt_v2_root_tensors)."""
+    model, lora = plan.model, plan.lora
+    sizes = model.litgpt_prompt_tensors(lora.adapter_prompt_length, lora.adapter_start_layer)
+    if plan.method is Method.ADAPTER_V2:
+        sizes += model.litgpt_v2_block_tensors() * model.num_layers + model.litgpt_v2_root_tensors()
+    return sizes
+
+
 def bnb_kept(plan: Plan) -> KeptLinears:
     """The linears a bitsandbytes base keeps in 16 bits (core.model.kept_linears: transformers'
     llm_int8_skip_modules rule). Unsloth's loader adds its SKIP_QUANTIZATION_MODULES, ``lm_head``
@@ -42,7 +52,7 @@ def quantised_block_params(plan: Plan) -> int:
     ``bnb_skip_modules`` keeps in 16 bits (:func:`bnb_kept`). 0 for other methods. LitGPT
     quantises its head as well (core.training.storage.litgpt_quantised_head): a root parameter, not
     a block's; so does transformers under a skip list that does not name it (:func:`bnb_quantised_head`)."""
-    if plan.method is not Method.QLORA:
+    if not plan.quantised_base:
         return 0
     model = plan.model
     kept = round(bnb_kept(plan).elements * model.params_scale)
@@ -53,7 +63,7 @@ def bnb_quantised_head(plan: Plan) -> int:
     """The head's weights transformers quantises when ``llm_int8_skip_modules`` is given and does not
     name it: the list replaces the default one, the head (core.model, SKIP rule). 0 otherwise, and
     for LitGPT's loop, whose head core.training.storage.litgpt_quantised_head counts."""
-    if plan.method is not Method.QLORA or plan.litgpt or bnb_kept(plan).head_kept:
+    if not plan.quantised_base or plan.litgpt or bnb_kept(plan).head_kept:
         return 0
     model = plan.model
     return min(round(model.head_params() * model.params_scale), model.total_params() - model.stored_matmul_params())
@@ -67,6 +77,8 @@ def param_counts(plan: Plan) -> ParamCounts:
     if plan.adapter_based:
         if plan.method is Method.IA3:
             adapter = model.ia3_params(plan.lora.targets, plan.lora.ia3_feedforward)
+        elif plan.litgpt_adapter:
+            adapter = sum(litgpt_adapter_tensors(plan))
         else:
             adapter = model.lora_params(plan.lora.rank, plan.lora.targets)
         if plan.method is Method.DORA:

@@ -212,6 +212,11 @@ class LoraSettings:
     targets: tuple[str, ...] = DEFAULTS["lora.targets"]
     # PEFT IA3Config.feedforward_modules: the targets whose input, not output, is scaled.
     ia3_feedforward: tuple[str, ...] = DEFAULTS["lora.ia3_feedforward"]
+    # LitGPT's adapters (branch h41adapt): lit_gpt/adapter.py Config's adapter_prompt_length and
+    # adapter_start_layer, and --quantize bnb.* (the base stored as QLoRA's, by quant / double_quant).
+    adapter_prompt_length: int = DEFAULTS["lora.adapter_prompt_length"]
+    adapter_start_layer: int = DEFAULTS["lora.adapter_start_layer"]
+    adapter_quantised: bool = DEFAULTS["lora.adapter_quantised"]
 
     def __post_init__(self) -> None:
         run_checks(self, _LORA_CHECKS)
@@ -641,6 +646,14 @@ class Plan:
                 f"a subset of the targets ({','.join(self.lora.targets)})",
                 "PEFT: feedforward_modules should be a subset of target_modules",
             )
+        if self.method is Method.ADAPTER and self.lora.adapter_start_layer >= self.model.num_layers:
+            # lit_gpt/adapter.py (Lightning-AI/litgpt 0f021f3): prompts from adapter_start_layer on only
+            raise PlanError(
+                "lora.adapter_start_layer",
+                self.lora.adapter_start_layer,
+                f"0 to {self.model.num_layers - 1}",
+                "LitGPT's Adapter puts its prompts on the blocks from the start layer on: none, nothing trains",
+            )
         if self.method is Method.FROZEN and self.frozen_layers == 0:
             raise PlanError(
                 "frozen_layers",
@@ -833,8 +846,31 @@ class Plan:
 
     @property
     def adapter_based(self) -> bool:
-        """A frozen base with small trained tensors beside it (LoRA, QLoRA, DoRA, IA3)."""
-        return self.method in (Method.LORA, Method.QLORA, Method.DORA, Method.IA3)
+        """A frozen base with small trained tensors beside it (LoRA, QLoRA, DoRA, IA3, LitGPT's adapters)."""
+        return self.method in (Method.LORA, Method.QLORA, Method.DORA, Method.IA3, Method.ADAPTER, Method.ADAPTER_V2)
+
+    @property
+    def litgpt_adapter(self) -> bool:
+        """LitGPT's Adapter or Adapter v2 (lit_gpt/adapter.py, lit_gpt/adapter_v2.py)."""
+        return self.method in (Method.ADAPTER, Method.ADAPTER_V2)
+
+    @property
+    def gradless_layers(self) -> int:
+        """Bottom blocks the backward never reaches (they keep no activations): the frozen-layers
+        method's frozen blocks; under LitGPT's Adapter (v1) the blocks below ``adapter_start_layer``,
+        which train nothing and follow only the frozen embedding (lit_gpt/adapter.py at
+        Lightning-AI/litgpt 0f021f3). Adapter v2 trains every block's norms, biases and scales."""
+        if self.method is Method.FROZEN:
+            return min(self.frozen_layers, self.model.num_layers)
+        if self.method is Method.ADAPTER:
+            return min(self.lora.adapter_start_layer, self.model.num_layers)
+        return 0
+
+    @property
+    def quantised_base(self) -> bool:
+        """The frozen base stored by bitsandbytes (``quant``, ``double_quant``): QLoRA, or LitGPT's
+        adapters under ``--quantize bnb.*`` (one pair of method and quantisation, the same storage)."""
+        return self.method is Method.QLORA or (self.litgpt_adapter and self.lora.adapter_quantised)
 
     @property
     def lora_adapters(self) -> bool:
@@ -844,7 +880,7 @@ class Plan:
     @property
     def four_bit_base(self) -> bool:
         """QLoRA over a bitsandbytes 4-bit base (NF4 / FP4): packed data plus a quantisation state."""
-        return self.method is Method.QLORA and self.quant in (Quant.NF4, Quant.FP4)
+        return self.quantised_base and self.quant in (Quant.NF4, Quant.FP4)
 
     @property
     def grad_scaler(self) -> bool:
@@ -971,6 +1007,8 @@ class Plan:
         divide."""
         frozen = min(self.frozen_layers, model.num_layers)
         plan = self
+        if self.lora.adapter_start_layer >= model.num_layers:  # LitGPT's Adapter: some block keeps a prompt
+            plan = replace(self, lora=replace(self.lora, adapter_start_layer=max(0, model.num_layers - 1)))
         for _ in range(3):  # the training split, the experts' split, then the serving split
             try:
                 return replace(plan, model=model, model_id=model_id, frozen_layers=frozen)

@@ -49,7 +49,7 @@ def kbit_float32(plan: Plan) -> bool:
     its input's dtype (bitsandbytes 0.43.3 nn/modules.py: ``out.to(inp_dtype)``), so the
     model runs in float32 around its 4-bit matmuls. Not under DeepSpeed's 16-bit engine, which
     casts them back (:func:`deepspeed_cast_weights`)."""
-    return plan.method is Method.QLORA and plan.kbit_upcast and deepspeed_engine_dtype(plan) is None
+    return plan.quantised_base and plan.kbit_upcast and deepspeed_engine_dtype(plan) is None
 
 
 def qlora_unquantised_bytes(plan: Plan) -> float:
@@ -72,7 +72,7 @@ def stored_weight_dtype(plan: Plan) -> Dtype:
     """The dtype the plan chooses for the model's own floating weights: the trainable weights of
     full fine-tuning, the frozen base of LoRA / DoRA / QLoRA (QLoRA's unquantised remainder:
     float32 after prepare_model_for_kbit_training)."""
-    if plan.method is Method.QLORA and plan.kbit_upcast:
+    if plan.quantised_base and plan.kbit_upcast:
         return Dtype.FP32
     return plan.base_dtype if plan.adapter_based else plan.weight_dtype
 
@@ -188,7 +188,7 @@ def cast_weights_label(plan: Plan) -> str:
     """What :func:`deepspeed_cast_weights` casts, in words."""
     if plan.method is Method.FULL:
         return "weights"
-    return "unquantised weights" if plan.method is Method.QLORA else "base weights"
+    return "unquantised weights" if plan.quantised_base else "base weights"
 
 
 def adapter_dtype(plan: Plan) -> Dtype:

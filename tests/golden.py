@@ -440,6 +440,21 @@ CLI_RUNS: tuple[tuple[str, ...], ...] = (
         )
     ),
     ("estimate", "--json", "--from", "tests/data/runconfigs/torchtune_mistral_7B_lora_single_device.yaml"),
+
+    # LitGPT's Adapter and Adapter v2 (branch h41adapt), as the lit-gpt resource tables ran them on Llama 2 7B:
+    # bf16-true, one A100 40GB, the longest Alpaca sample; v2 on an NF4 base with PagedAdamW.
+    tuple(
+        shlex.split(
+            "estimate --json --model llama-2-7b --method adapter --preset pure-bf16 --micro-batch 1 --seq 1304 "
+            "--gpu a100-40gb-sxm"
+        )
+    ),
+    tuple(
+        shlex.split(
+            "estimate --json --model llama-2-7b --method adapter_v2 --adapter-quantised --quant nf4 --no-double-quant "
+            "--preset pure-bf16 --optimizer paged-adamw --micro-batch 1 --seq 1304 --gpu a100-40gb-sxm"
+        )
+    ),
 )
 
 
@@ -523,7 +538,7 @@ def _divisors(n: int) -> list[int]:
     return [d for d in range(1, n + 1) if n % d == 0]
 
 
-# The methods the drawn plans were drawn from (IA3 came later: its plans are CLI_RUNS').
+# The methods the drawn plans were drawn from (IA3 and LitGPT's adapters came later: their plans are CLI_RUNS').
 _DRAWN_METHODS = ["full", "lora", "qlora", "frozen", "dora"]
 
 

@@ -319,7 +319,7 @@ def _missing(recipe: Mapping[str, Any]) -> list[str]:
     if recipe["parallel"]["strategy"] == "device-map":
         out.append("layers split over GPUs in one process (transformers device_map)")
     if recipe["method"] == "other":
-        out.append("PEFT / lit-gpt method other than LoRA, QLoRA, DoRA or IA3")
+        out.append("PEFT / lit-gpt method other than LoRA, QLoRA, DoRA, IA3 or lit-gpt's Adapter / Adapter v2")
     if recipe["optimizer"] is not None and recipe["optimizer"] not in _OPTIMIZERS:
         out.append(f"optimizer {recipe['optimizer']}")
     lora = recipe["lora"] or {}
@@ -527,12 +527,16 @@ def _checkpointing(recipe: Mapping[str, Any]) -> dict[str, Any]:
     return {"checkpointing": True, "checkpoint_policy": CheckpointPolicy.FULL}
 
 
+# The methods whose base bitsandbytes may store: QLoRA, and lit-gpt's adapters under --quantize bnb.*.
+_BNB_METHODS: Final = frozenset({"qlora", "adapter", "adapter_v2"})
+
+
 def _bnb_legacy(recipe: Mapping[str, Any]) -> bool:
     """bitsandbytes before 0.43.2 (its 4-bit matmul kept its input). A version given as
     ">=0.43.0" is the release current when the figure was published (the record says which)."""
     text = str(recipe["versions"].get("bitsandbytes") or "")
     found = re.search(r"(\d+)\.(\d+)\.(\d+)", text)
-    if recipe["method"] != "qlora" or found is None:
+    if recipe["method"] not in _BNB_METHODS or not recipe["quant"] or found is None:
         return False
     return tuple(int(g) for g in found.groups()) < (0, 43, 2)
 
@@ -724,6 +728,7 @@ def _plan(
             dropout=float(lora.get("dropout") or 0.0),
             targets=_targets(lora.get("targets", ["q_proj", "v_proj"])),
             ia3_feedforward=_targets(lora.get("ia3_feedforward", ["down_proj"])),
+            **_litgpt_adapter(recipe, lora),
         )
         if lora
         else LoraSettings(),
@@ -756,6 +761,18 @@ def _plan(
         **_checkpointing(recipe),
         **_roles(recipe, method),
     )
+
+
+def _litgpt_adapter(recipe: Mapping[str, Any], lora: Mapping[str, Any]) -> dict[str, Any]:
+    """lit-gpt's Adapter settings (Config.adapter_prompt_length, adapter_start_layer; LitGPT's defaults
+    unless the record says) and --quantize bnb.* as the adapter's quantised base."""
+    if recipe["method"] not in ("adapter", "adapter_v2"):
+        return {}
+    return {
+        "adapter_prompt_length": int(lora.get("adapter_prompt_length", 10)),
+        "adapter_start_layer": int(lora.get("adapter_start_layer", 2)),
+        "adapter_quantised": bool(recipe["quant"]),
+    }
 
 
 def _unscored(figure: Mapping[str, Any]) -> str:

@@ -370,6 +370,8 @@ METHOD_NAMES: Final = {
     Method.FROZEN: "frozen layers",
     Method.DORA: "DoRA",
     Method.IA3: "IA3",
+    Method.ADAPTER: "LitGPT Adapter",
+    Method.ADAPTER_V2: "LitGPT Adapter v2",
 }
 
 

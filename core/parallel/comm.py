@@ -46,7 +46,6 @@ from core.params import ParamCounts
 from core.plan import (
     CheckpointPolicy,
     CpRotate,
-    Method,
     MoeDispatcher,
     Offload,
     PipelineSchedule,
@@ -397,7 +396,7 @@ def _step_sizes(
         units=stage.layers + 1,
         w_share=weight_share(plan, stage, tp),
         t_share=train_share(plan, stage, tp),
-        base_bytes=ELEMENT_BYTES[plan.quant.value] if plan.method is Method.QLORA else dt.base,
+        base_bytes=ELEMENT_BYTES[plan.quant.value] if plan.quantised_base else dt.base,
         tokens_micro=plan.workload.micro_batch * plan.workload.seq_len / plan.parallel.context_parallel,
         layers=max(s.layers for s in stages),
         tp_overlap_exposed=tp_overlap_exposed,
@@ -613,7 +612,7 @@ def _sharded_parameter_traffic(step: _Step, span: Span) -> _Traffic:
     reduce_bytes = step.grad_bytes
     if fsdp and par.fsdp_param_dtype is not MpDtype.STORED:
         cast = MP_BYTES[par.fsdp_param_dtype]
-        base = step.base_bytes if plan.method is Method.QLORA else cast  # a quantised base stays quantised
+        base = step.base_bytes if plan.quantised_base else cast  # a quantised base stays quantised
         gather_bytes = counts.total * base * step.w_share + counts.adapter * cast * step.t_share
     if fsdp:
         reduce_bytes = step.trainable * fsdp_reduce_bytes(par, dt.grad)

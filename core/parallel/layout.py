@@ -400,10 +400,10 @@ def weight_share(plan: Plan, stage: Stage, tp: int, *, experts_split: bool = Tru
 
 def trainable_layers(plan: Plan, stage: Stage) -> int:
     """Blocks of the stage whose own weights (or adapters) train."""
-    if plan.method is not Method.FROZEN:
+    if not plan.gradless_layers:
         return stage.layers
     end = stage.first_layer + stage.layers
-    return max(0, end - max(stage.first_layer, plan.frozen_layers))
+    return max(0, end - max(stage.first_layer, plan.gradless_layers))
 
 
 def train_share(plan: Plan, stage: Stage, tp: int, *, experts_split: bool = True) -> float:

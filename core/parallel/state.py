@@ -963,7 +963,7 @@ def _fsdp1_wrap_cache(rank: _Rank, block: float, root: float) -> list[Term]:
     if not plan.parallel.fsdp1_wrap:
         return []
     stored = rank.dt.base if plan.adapter_based else rank.dt.param
-    root_b = qlora_unquantised_bytes(plan) if plan.method is Method.QLORA else stored
+    root_b = qlora_unquantised_bytes(plan) if plan.quantised_base else stored
     block_b = root_b
     if plan.four_bit_base and block:
         block_b, root_b = _four_bit_unit_bytes(plan, rank.lay, block)
@@ -1399,7 +1399,7 @@ def compute_plan(plan: Plan, lay: Layout) -> Plan:
     if par.strategy is not Strategy.FSDP or par.fsdp_param_dtype is MpDtype.STORED or not lay.distributed:
         return plan
     dtype = _MP_DTYPE[par.fsdp_param_dtype]
-    if plan.method is Method.QLORA:
+    if plan.quantised_base:
         return plan
     changes = {"weight_dtype": dtype, "base_dtype": dtype, "adapter_dtype": dtype}
     if all(getattr(plan, k) is v for k, v in changes.items()):

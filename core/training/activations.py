@@ -591,6 +591,60 @@ def _ia3(plan: Plan, ctx: _Ctx) -> list[Term]:
     return items
 
 
+def _litgpt_adapter(plan: Plan, ctx: _Ctx) -> list[Term]:
+    """What LitGPT's Adapter / Adapter v2 keep in a block (Lightning-AI/litgpt 0f021f3, the
+    resource tables' adapter rows).
+
+    lit_gpt/adapter.py ``CausalSelfAttention.scaled_dot_product_attention``: each block from
+    ``adapter_start_layer`` on attends a second time, ``ay = F.scaled_dot_product_attention(q, ak,
+    av, amask)`` over the P prompt keys (ak, av: batch 1), and returns ``y + gating_factor * ay``:
+    the gate's multiply keeps ay (N·q_width, the kernel's own output). PyTorch's fused kernels need
+    q, k and v of one batch size (aten/src/ATen/native/transformers/sdp_utils_cpp.h
+    ``check_batch_size_and_num_heads``), so a micro-batch of one runs the memory-efficient kernel
+    (its output and float32 logsumexp, N·H) and a larger one the math path (the query scaled by
+    √scale, N·q_width, and the B·H·S·P probabilities). Under v2 the blocks below the start layer
+    train too, so the prompt terms are averaged over every block (adapted share shown).
+
+    lit_gpt/adapter_v2.py ``AdapterV2Linear.forward``: ``adapter_scale * (linear(x) + adapter_bias)``;
+    the trained scale's multiply keeps ``linear(x) + adapter_bias`` (N·out, the model's dtype) of
+    every linear layer. ``adapter_filter`` trains norm_1 / norm_2: lit_gpt/rmsnorm.py
+    ``(self.weight * x_normed).to(dtype)`` then keeps x_normed, float32 (a LayerNorm keeps its
+    input, mean and rstd either way).
+    """
+    if not plan.litgpt_adapter:
+        return []
+    model = plan.model
+    n, q = ctx.n, model.q_width
+    length = plan.lora.adapter_prompt_length
+    blocks = model.num_layers - plan.gradless_layers
+    share = max(0, model.num_layers - plan.lora.adapter_start_layer) / blocks if blocks else 0.0
+    of = "" if share == 1.0 else f" × {share:.2f} (adapted share of the blocks)"
+    items = [
+        Term("adaption prompt: attention output kept by the gate" + of, f"N·{q} × {ctx.ca:g}", n * q * ctx.ca * share)
+    ]
+    if ctx.b == 1:
+        lse = n * model.num_heads * 4.0 * share
+        items.append(Term("adaption prompt: logsumexp (memory-efficient SDPA, float32)" + of, "N·H × 4", lse))
+    else:
+        scaled = n * q * ctx.ca * share
+        items.append(Term("adaption prompt: query × √scale (math SDPA)" + of, f"N·{q} × {ctx.ca:g}", scaled))
+        probs = n * model.num_heads * length * ctx.ca * share
+        items.append(Term("adaption prompt: probabilities (math SDPA)" + of, f"N·H·{length} × {ctx.ca:g}", probs))
+    if plan.method is Method.ADAPTER_V2:
+        d, i = model.hidden_size, model.intermediate_size
+        mlp = ((2 * i if model.gated_mlp else i) + d) * (model.experts_per_token if model.num_experts > 1 else 1)
+        out = q + 2 * model.kv_width + d + mlp + (model.num_experts if model.num_experts > 1 else 0)
+        items.append(
+            Term("Adapter v2: linear outputs + bias, kept by the scales", f"N·{out} × {ctx.ca:g}", n * out * ctx.ca)
+        )
+        if model.norm != "layernorm":
+            norms = min(2, model.norms_per_layer)
+            items.append(
+                Term("Adapter v2: trained norms' normalised input (float32)", f"{norms} × N·d × 4", norms * n * d * 4.0)
+            )
+    return items
+
+
 @last_answer
 def layer_activations(plan: Plan, trainable_block: bool) -> LayerActs:
     """Saved tensors of one transformer block for micro-batch B and sequence S."""
@@ -656,6 +710,7 @@ def layer_activations(plan: Plan, trainable_block: bool) -> LayerActs:
         outside_tp(_norm(model, ctx, "post-MLP norm", []))
     items += _adapters(plan, replace(ctx, lora=_unpatched(ctx.lora, kernels)) if kernels else ctx)
     items += _ia3(plan, ctx)
+    items += _litgpt_adapter(plan, ctx)
     items += _bnb_kept_inputs(plan, ctx)
     return LayerActs(tuple(items), tuple(replicated), tuple(gathered))
 
@@ -724,7 +779,7 @@ def _bnb_kept_inputs(plan: Plan, ctx: _Ctx) -> list[Term]:
     non-reentrant checkpointing does not drop it; the reentrant checkpointing QLoRA recipes use
     runs the forward under no_grad, and only the recomputed block keeps them (as this block)."""
     model = plan.model
-    if plan.method is not Method.QLORA or not plan.bnb_legacy or plan.quant is Quant.INT8 or model.num_experts > 1:
+    if not plan.quantised_base or not plan.bnb_legacy or plan.quant is Quant.INT8 or model.num_experts > 1:
         return []
     n, d, i = ctx.n, model.hidden_size, model.intermediate_size
     res = ctx.res
@@ -1170,7 +1225,7 @@ def _litgpt_stale_inputs(plan: Plan, n: int, ca: float) -> list[Term]:
     each block's q/k/v input, o_proj input, MLP input and down_proj input, and the head's. In a
     parallel block with one shared norm the MLP input is the q/k/v input (_shared_norm_readers)."""
     model = plan.model
-    if plan.method is not Method.QLORA or not plan.bnb_legacy or plan.quant is Quant.INT8 or model.num_experts > 1:
+    if not plan.quantised_base or not plan.bnb_legacy or plan.quant is Quant.INT8 or model.num_experts > 1:
         return []
     shared = model.parallel_residual and model.norms_per_layer == 1
     inputs = 1 if shared else 2  # the q/k/v input and the MLP input, one tensor under a shared norm
@@ -1292,6 +1347,13 @@ def outside_blocks(plan: Plan) -> LayerActs:
     if model.dropout:
         items.append(Term("embedding dropout mask", "N·d × 1", n * d))
     dt = dtypes_for(plan)
+    if plan.method is Method.ADAPTER_V2:  # lit_gpt/adapter_v2.py: ln_f trains, lm_head is an AdapterV2Linear
+        if model.norm != "layernorm":
+            items.append(Term("Adapter v2: final norm's normalised input (float32)", "N·d × 4", n * d * 4.0))
+        v = model.vocab_size
+        items.append(
+            Term("Adapter v2: logits + bias, kept by the head's scale", f"N·V × {dt.compute:g}", n * v * dt.compute)
+        )
     if needs_mask(plan) and sdpa_kernel(plan) is Kernel.EFFICIENT:
         s = plan.workload.seq_len
         mask = plan.workload.micro_batch * s * s * dt.compute

@@ -40,7 +40,8 @@ def needs_mask(plan: Plan) -> bool:
 
 def sixteen_bit_inputs(plan: Plan) -> bool:
     """Attention sees 16-bit q, k, v under autocast or when the model is stored in 16 bits."""
-    stored = plan.base_dtype if plan.method in (Method.LORA, Method.QLORA, Method.DORA) else plan.weight_dtype
+    frozen_base = plan.method in (Method.LORA, Method.QLORA, Method.DORA) or plan.litgpt_adapter
+    stored = plan.base_dtype if frozen_base else plan.weight_dtype
     return plan.autocast is not Autocast.NONE or stored is not Dtype.FP32
 
 

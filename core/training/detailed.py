@@ -241,7 +241,7 @@ def _unsloth_layer_grads(plan: Plan, kernels: frozenset[str], i_el: int, ca: flo
     grads = i_el * ca if mlp else 3 * i_el * ca
     formula = f"{1 if mlp else 3} × N·I × {ca:g}"
     label = "gradients through a block's MLP" + (" (Unsloth LoRA_MLP: DW, the rest in place)" if mlp else "")
-    if plan.method is Method.QLORA:
+    if plan.quantised_base:
         el = _largest_matrix(plan)
         grads += _dequantised(el, ca)
         formula += f" + largest out·in × {ca:g} + absmax (float32, one per {NF4_BLOCK})"
@@ -379,7 +379,7 @@ def _parts(plan: Plan, counts: ParamCounts, dt: Dtypes, rank: Rank | None = None
         copies = rank_copies(plan, rank.layout, rank.stage, copies)
     # Activations: every trainable block's saved tensors, or with checkpointing only the
     # block inputs plus one block recomputed at a time in the backward.
-    trainable_layers = model.num_layers - plan.frozen_layers if plan.method is Method.FROZEN else model.num_layers
+    trainable_layers = model.num_layers - plan.gradless_layers
     layers = model.num_layers
     n = plan.workload.micro_batch * plan.workload.seq_len
     nd_divisor, nd_why, in_flight = 1.0, "", 1.0
@@ -429,7 +429,7 @@ def _parts(plan: Plan, counts: ParamCounts, dt: Dtypes, rank: Rank | None = None
         embed_grad=embed_grad,
         loss=loss,
         state=state,
-        casts=dt.casts and plan.method is not Method.QLORA and (rank is None or bool(copies)),
+        casts=dt.casts and not plan.quantised_base and (rank is None or bool(copies)),
         tp=rank.layout.tensor_parallel if rank is not None else 1,
         head=rank.stage.head if rank is not None else True,
         root_grads=root_grads,

@@ -159,7 +159,7 @@ class _Passes:
 
 def _passes(plan: Plan) -> _Passes:
     layers = plan.model.num_layers
-    frozen = min(plan.frozen_layers, layers) if plan.method is Method.FROZEN else 0
+    frozen = plan.gradless_layers
     return _Passes(layers - frozen, frozen)
 
 

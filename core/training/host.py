@@ -17,7 +17,7 @@ from core.breakdown import Term
 from core.format import gb, sci
 from core.parallel.layout import Layout, layout
 from core.params import ParamCounts
-from core.plan import Accounting, Method, Offload, Plan, Strategy
+from core.plan import Accounting, Offload, Plan, Strategy
 from core.roles import dtypes_for
 from core.training import detailed
 from core.training.speed import optimizer_step_bytes, rank_trainable
@@ -57,7 +57,7 @@ def _loading(plan: Plan, counts: ParamCounts, per_node: int) -> Term:
     sharded = plan.parallel.strategy in (Strategy.FSDP, Strategy.ZERO3)
     copies = 1 if sharded else per_node
     who = "once per node (rank-0 loading)" if sharded else f"on each of {per_node} ranks"
-    if plan.method is Method.QLORA:
+    if plan.quantised_base:
         # The base is quantised as it loads (transformers + bitsandbytes, shard by shard; with
         # FSDP, accelerate's cpu_ram_efficient_loading keeps rank 0's copy quantised): the host
         # holds its packed storage, not 16-bit weights.

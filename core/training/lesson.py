@@ -19,7 +19,7 @@ from core.breakdown import Breakdown, BucketKey, Phase, StepPhase, Term, make_bu
 from core.dtypes import ELEMENT_BYTES
 from core.format import gb, sci
 from core.params import ParamCounts
-from core.plan import Method, Optimizer, Plan, Precision, Strategy
+from core.plan import Optimizer, Plan, Precision, Strategy
 from core.units import GB
 
 # Bytes of optimizer state per trainable parameter, lesson-level.
@@ -45,7 +45,7 @@ MIXED: Final = (Precision.BF16_MIXED, Precision.FP16_MIXED)
 def weight_bytes(plan: Plan) -> float:
     """b_w: 4 (float32), 2 (16-bit), 1 (int8), 0.5 (4-bit) bytes per stored weight, without
     the block scales the detailed accounting adds."""
-    if plan.method is Method.QLORA:
+    if plan.quantised_base:
         return ELEMENT_BYTES[plan.quant.value]
     return ELEMENT_BYTES["fp32"] if plan.precision is Precision.FP32 else ELEMENT_BYTES["bf16"]
 

@@ -12,7 +12,7 @@ from typing import Final
 from core.breakdown import Term
 from core.format import sci
 from core.memo import last_answer
-from core.params import ParamCounts
+from core.params import ParamCounts, litgpt_adapter_tensors
 from core.plan import Method, Optimizer, OptimizerImpl, Plan
 from core.roles import Dtypes, runs_grad_scaler
 
@@ -72,6 +72,8 @@ def head_adapter_tensor_sizes(plan: Plan) -> list[int]:
 def trainable_tensors(plan: Plan) -> int:
     """How many parameter tensors train (fused Adam keeps one GPU step counter for each)."""
     model = plan.model
+    if plan.litgpt_adapter:
+        return len(litgpt_adapter_tensors(plan))
     if plan.adapter_based:
         return model.num_layers * len(adapter_tensor_sizes(plan)) + len(head_adapter_tensor_sizes(plan))
     layers = model.num_layers - (plan.frozen_layers if plan.method is Method.FROZEN else 0)
@@ -184,6 +186,8 @@ def small_state_elements(plan: Plan, below: int = OPT8_MIN_SIZE) -> int:
     projections) of full and frozen-layer training, scaled with a parameter count given
     instead of derived."""
     model = plan.model
+    if plan.litgpt_adapter:
+        return _small(litgpt_adapter_tensors(plan), below)
     if plan.adapter_based:
         head = _small(head_adapter_tensor_sizes(plan), below)
         return model.num_layers * _small(adapter_tensor_sizes(plan), below) + head
@@ -200,6 +204,11 @@ def _small(sizes: list[int] | tuple[int, ...], below: int = OPT8_MIN_SIZE) -> in
 def adafactor_state_elements(plan: Plan) -> int:
     """Row + column statistics for every trainable matrix (Shazeer & Stern 2018)."""
     model = plan.model
+    if plan.litgpt_adapter:  # each prompt (P, d): P + d statistics; each gate (1, 1, H, 1): H + 1; vectors: n
+        sizes = litgpt_adapter_tensors(plan)
+        prompts = len(model.litgpt_prompt_tensors(plan.lora.adapter_prompt_length, plan.lora.adapter_start_layer))
+        per_prompt = plan.lora.adapter_prompt_length + model.hidden_size + model.num_heads + 1
+        return prompts // 2 * per_prompt + sum(sizes[prompts:])
     if plan.method is Method.IA3:  # each vector is 2-D, (1, in) or (out, 1): n + 1 statistics
         return model.num_layers * sum(n + 1 for n in adapter_tensor_sizes(plan))
     if plan.adapter_based:
@@ -221,6 +230,8 @@ def adafactor_state_elements(plan: Plan) -> int:
 def largest_trainable_tensor(plan: Plan) -> int:
     """Elements of the largest tensor that trains (the for-loop step works one at a time)."""
     model = plan.model
+    if plan.litgpt_adapter:
+        return max(litgpt_adapter_tensors(plan), default=0)
     if plan.adapter_based:
         return max(adapter_tensor_sizes(plan) + head_adapter_tensor_sizes(plan), default=0)
     linear = max(fi * fo for fi, fo in model.linear_shapes().values())

@@ -51,7 +51,6 @@ from core.plan import (
     Attention,
     CheckpointPolicy,
     Float8,
-    Method,
     MoeDispatcher,
     Offload,
     Plan,
@@ -694,7 +693,7 @@ def _dequant_bytes(rank: _Rank) -> float:
     """A 4-bit base dequantised before every matmul that reads it (forward, input gradient,
     recompute); int8 bases are read by LLM.int8's own matmul (not counted)."""
     plan = rank.plan
-    if plan.method is not Method.QLORA or plan.quant is Quant.INT8:
+    if not plan.quantised_base or plan.quant is Quant.INT8:
         return 0.0
     per_block = sum(g.k * g.n * g.count for g in block_gemms(plan) if not g.name.endswith(("LoRA A", "LoRA B")))
     uses = rank.layers + rank.backward_layers + _recomputed_blocks(plan, rank)
@@ -768,7 +767,7 @@ def optimizer_step_bytes(plan: Plan, counts: ParamCounts, stage: Stage) -> float
 
 def _rank_of(plan: Plan, stage: Stage, fp8: bool, sms: int | None = None, mxfp8: bool = False) -> _Rank:
     par = plan.parallel
-    backward = trainable_layers(plan, stage) if plan.method is Method.FROZEN else stage.layers
+    backward = trainable_layers(plan, stage) if plan.gradless_layers else stage.layers
     return _Rank(
         plan=plan,
         tokens=plan.workload.micro_batch * plan.workload.seq_len / par.context_parallel,

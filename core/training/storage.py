@@ -5,6 +5,8 @@ in :mod:`core.training.optimizer`; the phases that hold them in :mod:`core.train
 
 from __future__ import annotations
 
+from typing import Final
+
 from core.breakdown import Term
 from core.dtypes import Dtype, Quant, WeightFormat, matrix_output_rows, nf4_bytes_per_weight, quantised_matrix_bytes
 from core.format import sci
@@ -22,11 +24,19 @@ def _dtype_name(b: float) -> str:
 
 
 # --- weights -------------------------------------------------------------------------
+_ADAPTER_LABELS: Final = {
+    Method.DORA: "DoRA adapters + magnitudes",
+    Method.IA3: "IA3 vectors",
+    Method.ADAPTER: "Adapter prompts + gates",
+    Method.ADAPTER_V2: "Adapter v2 prompts, gates, biases, scales + norms",
+}
+
+
 def weight_terms(plan: Plan, counts: ParamCounts, dt: Dtypes) -> list[Term]:
     model = plan.model
     p = counts.total
     terms: list[Term] = []
-    if plan.method is Method.QLORA:
+    if plan.quantised_base:
         quantised = quantised_block_params(plan) + litgpt_quantised_head(plan) + bnb_quantised_head(plan)
         rest = p - quantised
         if plan.quant is Quant.INT8:
@@ -54,7 +64,7 @@ def weight_terms(plan: Plan, counts: ParamCounts, dt: Dtypes) -> list[Term]:
         terms.append(Term("base weights", f"P × {b:g} B = {sci(p)} × {b:g} B", p * b))
     if counts.adapter:
         a = dt.adapter
-        label = {Method.DORA: "DoRA adapters + magnitudes", Method.IA3: "IA3 vectors"}.get(plan.method, "LoRA adapters")
+        label = _ADAPTER_LABELS.get(plan.method, "LoRA adapters")
         terms.append(Term(f"{label} ({_dtype_name(a)})", f"{sci(counts.adapter)} × {a:g} B", counts.adapter * a))
     return terms
 
@@ -77,7 +87,7 @@ def litgpt_quantised_head(plan: Plan) -> int:
     replaces every ``torch.nn.Linear`` of the model by its 4-bit class, ``lm_head`` included,
     unless ``ignore_modules`` names it, and ``litgpt/finetune/lora.py`` passes none. NF4 / FP4
     only (LLM.int8 is not a QLoRA recipe of LitGPT's config hub); 0 for a tied head."""
-    if not plan.litgpt or plan.method is not Method.QLORA or plan.quant is Quant.INT8:
+    if not plan.litgpt or not plan.quantised_base or plan.quant is Quant.INT8:
         return 0
     model = plan.model
     # Scaled with a typed P as the matrices are (core.model.params_scale): never more than what
@@ -109,7 +119,7 @@ def copy_terms(plan: Plan, counts: ParamCounts, dt: Dtypes) -> list[Term]:
     and of float32 adapters on a 16-bit base (the autocast cache keeps casts of leaf
     tensors that need a gradient; a weight already in the autocast dtype is used as is)."""
     terms = []
-    if dt.casts and plan.method is not Method.QLORA:
+    if dt.casts and not plan.quantised_base:
         el = autocast_copies(plan)
         terms.append(Term("16-bit working copies of matmul weights (autocast)", f"{sci(el)} × 2 B", el * 2))
     if dt.autocast and counts.adapter and adapter_dtype(plan) is Dtype.FP32:

@@ -1,4 +1,4 @@
-"""Method: full fine-tuning, LoRA, DoRA, QLoRA, IA3 or frozen layers, with precision and kernels."""
+"""Method: full fine-tuning, LoRA, DoRA, QLoRA, IA3, LitGPT's adapters or frozen layers, with precision and kernels."""
 
 from __future__ import annotations
 
@@ -132,6 +132,10 @@ class MethodForm(PlanForm):
         for name, box in self.feedforward.boxes.items():
             setter = _feedforward_setter(name)
             self.bind(f"lora.ia3_feedforward.{name}", f"IA3 feedforward {name}", box, setter, row=False)
+        # LitGPT's Adapter / Adapter v2 (branch h41adapt)
+        self.adapter_prompt_length = self.add_input("lora.adapter_prompt_length")
+        self.adapter_start_layer = self.add_input("lora.adapter_start_layer")
+        self.adapter_quantised = self.add_input("lora.adapter_quantised")
         self.quant = self.add_input("quant")
         self.double_quant = self.add_input("double_quant")
         self.bnb_skip_modules = self.add_input("bnb_skip_modules")

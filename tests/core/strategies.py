@@ -78,6 +78,10 @@ def plans(draw: st.DrawFn) -> Plan:
             # The output head: a LoRA / DoRA target (IA3 on it is refused).
             targets=tuple(t for t in LORA_TARGETS if t in targets) + (("lm_head",) if head else ()),
             ia3_feedforward=_some_of(draw, tuple(t for t in LORA_TARGETS if t in targets)),
+            # LitGPT's adapters (branch h41adapt): Adapter v1 refuses a start layer with no block above it.
+            adapter_prompt_length=draw(st.integers(1, 64)),
+            adapter_start_layer=draw(st.integers(0, spec.num_layers - 1)),
+            adapter_quantised=draw(st.booleans()),
         ),
         quant=draw(st.sampled_from(list(Quant))),
         double_quant=draw(st.booleans()),

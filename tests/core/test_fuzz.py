@@ -302,6 +302,10 @@ def _random_plan(rng: random.Random) -> Plan:
             targets=targets,
             # IA3's feedforward modules: some of the targets (Plan refuses others, as PEFT does).
             ia3_feedforward=tuple(t for t in targets if rng.random() < 0.5),
+            # LitGPT's adapters (branch h41adapt): Adapter v1 refuses a start layer with no block above it.
+            adapter_prompt_length=_pick(rng, 1, 65_536),
+            adapter_start_layer=rng.randint(0, model.num_layers - 1),
+            adapter_quantised=rng.random() < 0.5,
         ),
         quant=rng.choice(list(Quant)),
         double_quant=rng.random() < 0.5,

@@ -284,6 +284,10 @@ def expected_values(window: MainWindow, plan: Plan) -> dict[str, Any]:
         "moe_grouped_gemm": plan.moe_grouped_gemm,
         "unsloth": plan.unsloth,
         "lora.dropout": plan.lora.dropout,
+        # LitGPT's adapters (branch h41adapt)
+        "lora.adapter_prompt_length": plan.lora.adapter_prompt_length,
+        "lora.adapter_start_layer": plan.lora.adapter_start_layer,
+        "lora.adapter_quantised": plan.lora.adapter_quantised,
         "hardware.alloc_conf": h.alloc_conf,
         "workload.micro_batch": w.micro_batch,
         "workload.seq_len": w.seq_len,

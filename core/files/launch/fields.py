@@ -57,10 +57,29 @@ TRAINING_FIELDS: Final = (
     _f("method.frozen_layers", lambda p: p.frozen_layers, lambda p: p.method is Method.FROZEN, _ADAPTER),
     _f("method.lora.rank", lambda p: p.lora.rank, lambda p: p.lora_adapters, _ADAPTER),
     _f("method.lora.alpha", lambda p: p.lora.alpha, lambda p: p.lora_adapters, _ADAPTER),
-    _f("method.lora.targets", lambda p: p.lora.targets, lambda p: p.adapter_based, _ADAPTER),
+    _f("method.lora.targets", lambda p: p.lora.targets, lambda p: p.adapter_based and not p.litgpt_adapter, _ADAPTER),
     _f("method.lora.dropout", lambda p: p.lora.dropout, lambda p: p.lora_adapters, _ADAPTER),
     _f("method.lora.ia3_feedforward", lambda p: p.lora.ia3_feedforward, lambda p: p.method is Method.IA3, _ADAPTER),
-    _f("method.quant", lambda p: p.quant, lambda p: p.method is Method.QLORA, _ADAPTER),
+    # LitGPT's adapters (branch h41adapt): their prompt, start layer and quantised base.
+    _f(
+        "method.lora.adapter_prompt_length",
+        lambda p: p.lora.adapter_prompt_length,
+        _matters("lora.adapter_prompt_length"),
+        _ADAPTER,
+    ),
+    _f(
+        "method.lora.adapter_start_layer",
+        lambda p: p.lora.adapter_start_layer,
+        _matters("lora.adapter_start_layer"),
+        _ADAPTER,
+    ),
+    _f(
+        "method.lora.adapter_quantised",
+        lambda p: p.lora.adapter_quantised,
+        _matters("lora.adapter_quantised"),
+        _ADAPTER,
+    ),
+    _f("method.quant", lambda p: p.quant, lambda p: p.quantised_base, _ADAPTER, "method.lora.adapter_quantised"),
     _f(
         "method.double_quant",
         lambda p: p.double_quant,
