@@ -86,6 +86,9 @@ KIND_LABELS: Final = {
             (Method.LORA, "LoRA"),
             (Method.QLORA, "QLoRA"),
             (Method.DORA, "DoRA"),
+            (Method.IA3, "IA3"),
+            (Method.PROMPT_TUNING, "prompt tuning"),
+            (Method.P_TUNING, "P-tuning"),
             (Method.FROZEN, "frozen layers"),
         )
         for n in ("one", "many")
@@ -94,6 +97,9 @@ KIND_LABELS: Final = {
     "method:lora": "LoRA",
     "method:qlora": "QLoRA",
     "method:dora": "DoRA",
+    "method:ia3": "IA3",
+    "method:prompt-tuning": "prompt tuning",
+    "method:p-tuning": "P-tuning",
     "method:frozen": "frozen layers",
     "gpus:one": "one GPU",
     "strategy:ddp": "DDP",

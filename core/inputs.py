@@ -69,6 +69,10 @@ class Method(StrEnum):
     FROZEN = "frozen"
     DORA = "dora"  # PEFT LoraConfig(use_dora=True): LoRA plus a trained magnitude per output row
     IA3 = "ia3"  # PEFT IA3Config: one trained scaling vector per targeted projection, frozen base
+    # PEFT's prompt learning (branch h41soft): trained embeddings of virtual tokens put before every
+    # sequence; the frozen model runs on the sequence plus those tokens.
+    PROMPT_TUNING = "prompt-tuning"  # PEFT PromptTuningConfig: the virtual tokens' embeddings train
+    P_TUNING = "p-tuning"  # PEFT PromptEncoderConfig (MLP): an embedding and a 3-layer MLP make them
 
 
 class Precision(StrEnum):
@@ -499,6 +503,8 @@ METHOD_LABELS: Final = {
     Method.FROZEN: "Frozen layers",
     Method.DORA: "DoRA (LoRA + magnitude)",
     Method.IA3: "IA3 (learned scaling vectors)",
+    Method.PROMPT_TUNING: "Prompt tuning (virtual tokens)",
+    Method.P_TUNING: "P-tuning (virtual tokens + MLP encoder)",
 }
 OPTIMIZER_LABELS: Final = {
     Optimizer.ADAMW: "AdamW",
@@ -874,8 +880,11 @@ INPUTS: Final[tuple[Input, ...]] = (
           "Full: every weight trains. LoRA: small adapters train, the base is frozen. "
           "QLoRA: LoRA on a 4- or 8-bit base. Frozen layers: the bottom blocks get no gradients. "
           "IA3 (PEFT): one trained vector per targeted projection scales its output (or, on a feedforward "
-          "module, its input); the base is frozen.",
-          ("--method",), "full, lora, qlora, frozen (layers), dora or ia3", labels=METHOD_LABELS),
+          "module, its input); the base is frozen. Prompt tuning / P-tuning (PEFT): trained embeddings of "
+          "virtual tokens go before every sequence (P-tuning makes them with an MLP); the frozen model runs "
+          "on the sequence plus those tokens.",
+          ("--method",), "full, lora, qlora, frozen (layers), dora, ia3, prompt-tuning or p-tuning",
+          labels=METHOD_LABELS),
     Input("lora.rank", Kind.INT, "Rank r", "LoRA rank", 8,
           "Rank r of each adapter: r × (in + out) parameters per matrix.",
           ("--lora-rank",), "LoRA/DoRA adapter rank r", low=1, high=MAX_RANK,
@@ -892,12 +901,17 @@ INPUTS: Final[tuple[Input, ...]] = (
     Input("lora.targets", Kind.TARGETS, "Targets", "LoRA target modules", ("q_proj", "v_proj"),
           "The modules that get an adapter (LoRA, DoRA) or a scaling vector (IA3).",
           ("--lora-targets",), "comma list: q_proj,v_proj or all-linear (LoRA, DoRA, IA3 targets)",
-          matters=lambda p: p.adapter_based),
+          matters=lambda p: p.adapter_based and not p.prompt_learning),
     Input("lora.ia3_feedforward", Kind.TARGETS, "Feedforward", "IA3 feedforward modules", ("down_proj",),
           "IA3's feedforward_modules: of the targets, those whose input is scaled (PEFT's default for Llama-style "
           "models: down_proj); the others scale their output.",
           ("--ia3-feedforward",), "IA3: comma list of targets whose input is scaled (PEFT default down_proj)",
           matters=lambda p: p.method is Method.IA3),
+    Input("lora.virtual_tokens", Kind.INT, "Virtual tokens", "Virtual tokens", 20,
+          "Prompt tuning / P-tuning: PEFT's num_virtual_tokens, trained embeddings put before every sequence; "
+          "the model runs on the sequence plus these tokens.",
+          ("--virtual-tokens",), "prompt-tuning / p-tuning: PEFT num_virtual_tokens (default 20)", low=1,
+          high=100_000, matters=lambda p: p.prompt_learning),
     Input("quant", Kind.ENUM, "Base storage", "Base quantisation", Quant.NF4,
           "How QLoRA stores the frozen base weights (bitsandbytes): 4-bit NF4/FP4 in blocks of 64, or 8-bit.",
           ("--quant",), "QLoRA base storage", labels=QUANT_LABELS, matters=lambda p: p.method is Method.QLORA),

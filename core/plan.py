@@ -25,6 +25,7 @@ from core.inputs import (
     ENGINE_LABELS,
     FLOAT8_LABELS,
     MAX_GPUS,
+    MAX_SEQ,
     MEGATRON_CE_FUSION_LABELS,
     METHOD_LABELS,
     OLLAMA_LLAMA_FIT,
@@ -211,9 +212,28 @@ class LoraSettings:
     targets: tuple[str, ...] = DEFAULTS["lora.targets"]
     # PEFT IA3Config.feedforward_modules: the targets whose input, not output, is scaled.
     ia3_feedforward: tuple[str, ...] = DEFAULTS["lora.ia3_feedforward"]
+    # PEFT PromptLearningConfig.num_virtual_tokens (prompt tuning, P-tuning; branch h41soft).
+    virtual_tokens: int = DEFAULTS["lora.virtual_tokens"]
 
     def __post_init__(self) -> None:
         run_checks(self, _LORA_CHECKS)
+
+
+def as_run(plan: Plan) -> Plan:
+    """The plan with the sequence the model runs on (:attr:`Plan.run_seq_len`): PEFT's prompt learning
+    puts its virtual tokens before every sequence, so the blocks' tensors, the logits and the step's
+    FLOPs are those of seq + num_virtual_tokens positions. Read once, where the training estimate starts
+    (the ranks' memory, the step's time); every other plan is returned as is."""
+    if not plan.prompt_learning:
+        return plan
+    if plan.run_seq_len > MAX_SEQ:  # (the run's plan is a Plan too: its sequence within the input's range)
+        raise PlanError(
+            "lora.virtual_tokens",
+            plan.lora.virtual_tokens,
+            f"at most {MAX_SEQ - plan.workload.seq_len:,} with this sequence",
+            f"the model runs on the sequence plus the virtual tokens, at most {MAX_SEQ:,}",
+        )
+    return replace(plan, workload=replace(plan.workload, seq_len=plan.run_seq_len))
 
 
 def ia3_feedforward_within(lora: LoraSettings, targets: tuple[str, ...] | None = None) -> tuple[str, ...]:
@@ -628,6 +648,7 @@ class Plan:
                 f"a subset of the targets ({','.join(self.lora.targets)})",
                 "PEFT: feedforward_modules should be a subset of target_modules",
             )
+        self._check_prompt_learning()
         if self.method is Method.FROZEN and self.frozen_layers == 0:
             raise PlanError(
                 "frozen_layers",
@@ -813,6 +834,26 @@ class Plan:
             object.__setattr__(self, name, getattr(roles, name))
         object.__setattr__(self, "precision", precision_of(roles))
 
+    def _check_prompt_learning(self) -> None:
+        """Prompt tuning and P-tuning as this planner models them: one process (or DDP) over a
+        16- or 32-bit base. The virtual tokens' embeddings sit outside every block, which the
+        sharded and split layouts' adapter rules (one adapter per block) do not describe; PEFT's
+        prompt learning on a quantised base is not modelled."""
+        if not self.prompt_learning:
+            return
+        par = self.parallel
+        if par.strategy is not Strategy.DDP or par.tensor_parallel * par.pipeline_parallel * par.context_parallel > 1:
+            raise PlanError(
+                "parallel.strategy",
+                par.strategy.value,
+                "one GPU or DDP (no TP, PP or CP) with prompt tuning / P-tuning",
+                "the virtual tokens' embeddings sit outside the blocks; only one GPU and DDP are modelled",
+            )
+        if self.stack is Stack.MEGATRON or self.litgpt or self.unsloth:
+            raise PlanError(
+                "stack", self.stack.value, "PEFT on PyTorch", "prompt learning is PEFT's PeftModelForCausalLM"
+            )
+
     # ---- derived inputs (no arithmetic on memory here: that is the estimator's) ------
     @property
     def roles(self) -> PrecisionRoles:
@@ -820,8 +861,31 @@ class Plan:
 
     @property
     def adapter_based(self) -> bool:
-        """A frozen base with small trained tensors beside it (LoRA, QLoRA, DoRA, IA3)."""
-        return self.method in (Method.LORA, Method.QLORA, Method.DORA, Method.IA3)
+        """A frozen base with small trained tensors beside it (LoRA, QLoRA, DoRA, IA3, prompt tuning,
+        P-tuning)."""
+        return self.method in (
+            Method.LORA,
+            Method.QLORA,
+            Method.DORA,
+            Method.IA3,
+            Method.PROMPT_TUNING,
+            Method.P_TUNING,
+        )
+
+    @property
+    def prompt_learning(self) -> bool:
+        """PEFT's prompt learning: trained virtual tokens before every sequence, nothing in the blocks."""
+        return self.method in (Method.PROMPT_TUNING, Method.P_TUNING)
+
+    @property
+    def run_seq_len(self) -> int:
+        """Tokens the model runs on per sequence: the sequence, plus PEFT's virtual tokens under prompt
+        learning (huggingface/peft 51c2ff66 src/peft/peft_model.py PeftModelForCausalLM.forward:
+        ``inputs_embeds = torch.cat((prompts, inputs_embeds), dim=1)``, the labels padded with -100 in
+        front and the attention mask with ones, so every block, the logits and the loss cover
+        seq + num_virtual_tokens positions)."""
+        extra = self.lora.virtual_tokens if self.prompt_learning else 0
+        return self.workload.seq_len + extra
 
     @property
     def lora_adapters(self) -> bool:

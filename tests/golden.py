@@ -431,6 +431,20 @@ CLI_RUNS: tuple[tuple[str, ...], ...] = (
             "--preset trainer-bf16 --micro-batch 4 --seq 768 --gpu l40s"
         )
     ),
+    # PEFT prompt tuning and P-tuning (branch h41soft): the method comparison's settings (200 and 20
+    # virtual tokens) on its L40S; the model runs on 968 and 788 positions.
+    tuple(
+        shlex.split(
+            "estimate --json --model llama-3.2-3b --method prompt-tuning --virtual-tokens 200 "
+            "--preset trainer-bf16 --micro-batch 4 --seq 768 --gpu l40s"
+        )
+    ),
+    tuple(
+        shlex.split(
+            "estimate --json --model llama-3.2-3b --method p-tuning --virtual-tokens 20 "
+            "--preset trainer-bf16 --micro-batch 4 --seq 768 --gpu l40s"
+        )
+    ),
 )
 
 

@@ -316,7 +316,7 @@ def _missing(recipe: Mapping[str, Any]) -> list[str]:
     if recipe["parallel"]["strategy"] == "device-map":
         out.append("layers split over GPUs in one process (transformers device_map)")
     if recipe["method"] == "other":
-        out.append("PEFT / lit-gpt method other than LoRA, QLoRA, DoRA or IA3")
+        out.append("PEFT / lit-gpt method other than LoRA, QLoRA, DoRA, IA3, prompt tuning or P-tuning")
     if recipe["optimizer"] is not None and recipe["optimizer"] not in _OPTIMIZERS:
         out.append(f"optimizer {recipe['optimizer']}")
     lora = recipe["lora"] or {}
@@ -710,6 +710,7 @@ def _plan(
             dropout=float(lora.get("dropout") or 0.0),
             targets=_targets(lora.get("targets", ["q_proj", "v_proj"])),
             ia3_feedforward=_targets(lora.get("ia3_feedforward", ["down_proj"])),
+            virtual_tokens=int(lora.get("virtual_tokens", 20)),
         )
         if lora
         else LoraSettings(),

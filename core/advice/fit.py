@@ -370,6 +370,8 @@ METHOD_NAMES: Final = {
     Method.FROZEN: "frozen layers",
     Method.DORA: "DoRA",
     Method.IA3: "IA3",
+    Method.PROMPT_TUNING: "prompt tuning",
+    Method.P_TUNING: "P-tuning",
 }
 
 

@@ -166,7 +166,8 @@ OPTIONAL_KEYS: Final = (
         )
     )
     # IA3's feedforward modules (branch h40peft): a file without it reads as PEFT's default, down_proj.
-    | frozenset({(LoraSettings, "dropout"), (LoraSettings, "ia3_feedforward")})
+    # Prompt learning's virtual tokens (branch h41soft): a file without it reads as 20.
+    | frozenset({(LoraSettings, "dropout"), (LoraSettings, "ia3_feedforward"), (LoraSettings, "virtual_tokens")})
 )
 # Of the parallelism (version 4), only the GPU count and the strategy must be written; the
 # degrees and the frameworks' knobs default to one GPU's split and the frameworks' defaults.

@@ -12,7 +12,7 @@ from typing import Final
 from core.breakdown import Term
 from core.format import sci
 from core.memo import last_answer
-from core.params import ParamCounts
+from core.params import ParamCounts, prompt_tensor_sizes
 from core.plan import Method, Optimizer, OptimizerImpl, Plan
 from core.roles import Dtypes, runs_grad_scaler
 
@@ -61,6 +61,8 @@ def adapter_tensor_sizes(plan: Plan) -> list[int]:
 def trainable_tensors(plan: Plan) -> int:
     """How many parameter tensors train (fused Adam keeps one GPU step counter for each)."""
     model = plan.model
+    if plan.prompt_learning:
+        return len(prompt_tensor_sizes(plan))
     if plan.adapter_based:
         return model.num_layers * len(adapter_tensor_sizes(plan))
     layers = model.num_layers - (plan.frozen_layers if plan.method is Method.FROZEN else 0)
@@ -173,6 +175,8 @@ def small_state_elements(plan: Plan, below: int = OPT8_MIN_SIZE) -> int:
     projections) of full and frozen-layer training, scaled with a parameter count given
     instead of derived."""
     model = plan.model
+    if plan.prompt_learning:
+        return _small(prompt_tensor_sizes(plan), below)
     if plan.adapter_based:
         return model.num_layers * _small(adapter_tensor_sizes(plan), below)
     layers = model.num_layers - (plan.frozen_layers if plan.method is Method.FROZEN else 0)
@@ -188,6 +192,10 @@ def _small(sizes: list[int] | tuple[int, ...], below: int = OPT8_MIN_SIZE) -> in
 def adafactor_state_elements(plan: Plan) -> int:
     """Row + column statistics for every trainable matrix (Shazeer & Stern 2018)."""
     model = plan.model
+    if plan.prompt_learning:  # the (n, d) embedding and (d, d) matrices: rows + columns; a bias is 1-D, kept whole
+        d = model.hidden_size
+        matrices = (plan.lora.virtual_tokens + d) + (3 * 2 * d if plan.method is Method.P_TUNING else 0)
+        return matrices + (3 * d if plan.method is Method.P_TUNING else 0)
     if plan.method is Method.IA3:  # each vector is 2-D, (1, in) or (out, 1): n + 1 statistics
         return model.num_layers * sum(n + 1 for n in adapter_tensor_sizes(plan))
     if plan.adapter_based:
@@ -208,6 +216,8 @@ def adafactor_state_elements(plan: Plan) -> int:
 def largest_trainable_tensor(plan: Plan) -> int:
     """Elements of the largest tensor that trains (the for-loop step works one at a time)."""
     model = plan.model
+    if plan.prompt_learning:
+        return max(prompt_tensor_sizes(plan))
     if plan.adapter_based:
         return max(adapter_tensor_sizes(plan), default=0)
     linear = max(fi * fo for fi, fo in model.linear_shapes().values())

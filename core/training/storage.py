@@ -5,6 +5,8 @@ in :mod:`core.training.optimizer`; the phases that hold them in :mod:`core.train
 
 from __future__ import annotations
 
+from typing import Final
+
 from core.breakdown import Term
 from core.dtypes import Dtype, Quant, WeightFormat, matrix_output_rows, nf4_bytes_per_weight, quantised_matrix_bytes
 from core.format import sci
@@ -22,6 +24,14 @@ def _dtype_name(b: float) -> str:
 
 
 # --- weights -------------------------------------------------------------------------
+_ADAPTER_LABELS: Final = {
+    Method.DORA: "DoRA adapters + magnitudes",
+    Method.IA3: "IA3 vectors",
+    Method.PROMPT_TUNING: "prompt embeddings",
+    Method.P_TUNING: "prompt embeddings + MLP encoder",
+}
+
+
 def weight_terms(plan: Plan, counts: ParamCounts, dt: Dtypes) -> list[Term]:
     model = plan.model
     p = counts.total
@@ -54,7 +64,7 @@ def weight_terms(plan: Plan, counts: ParamCounts, dt: Dtypes) -> list[Term]:
         terms.append(Term("base weights", f"P × {b:g} B = {sci(p)} × {b:g} B", p * b))
     if counts.adapter:
         a = dt.adapter
-        label = {Method.DORA: "DoRA adapters + magnitudes", Method.IA3: "IA3 vectors"}.get(plan.method, "LoRA adapters")
+        label = _ADAPTER_LABELS.get(plan.method, "LoRA adapters")
         terms.append(Term(f"{label} ({_dtype_name(a)})", f"{sci(counts.adapter)} × {a:g} B", counts.adapter * a))
     return terms
 
@@ -112,10 +122,14 @@ def copy_terms(plan: Plan, counts: ParamCounts, dt: Dtypes) -> list[Term]:
     if dt.casts and plan.method is not Method.QLORA:
         el = autocast_copies(plan)
         terms.append(Term("16-bit working copies of matmul weights (autocast)", f"{sci(el)} × 2 B", el * 2))
-    if dt.autocast and counts.adapter and adapter_dtype(plan) is Dtype.FP32:
-        terms.append(
-            Term("16-bit copies of the adapters (autocast)", f"{sci(counts.adapter)} × 2 B", counts.adapter * 2)
-        )
+    cast = counts.adapter
+    if plan.prompt_learning:
+        # The virtual tokens' embedding is read by F.embedding, which autocast does not cast (the
+        # prompts are cast by PEFT's ``prompts.to(inputs_embeds.dtype)``, nothing cached); only
+        # P-tuning's MLP linears are (huggingface/peft 51c2ff66 src/peft/tuners/p_tuning/model.py).
+        cast -= plan.lora.virtual_tokens * plan.model.hidden_size
+    if dt.autocast and cast and adapter_dtype(plan) is Dtype.FP32:
+        terms.append(Term("16-bit copies of the adapters (autocast)", f"{sci(cast)} × 2 B", cast * 2))
     return terms
 
 

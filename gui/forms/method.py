@@ -1,4 +1,5 @@
-"""Method: full fine-tuning, LoRA, DoRA, QLoRA, IA3 or frozen layers, with precision and kernels."""
+"""Method: full fine-tuning, LoRA, DoRA, QLoRA, IA3, prompt tuning, P-tuning or frozen layers, with precision and
+kernels."""
 
 from __future__ import annotations
 
@@ -127,6 +128,7 @@ class MethodForm(PlanForm):
         for name, box in self.feedforward.boxes.items():
             setter = _feedforward_setter(name)
             self.bind(f"lora.ia3_feedforward.{name}", f"IA3 feedforward {name}", box, setter, row=False)
+        self.virtual_tokens = self.add_input("lora.virtual_tokens")
         self.quant = self.add_input("quant")
         self.double_quant = self.add_input("double_quant")
         self.bnb_skip_modules = self.add_input("bnb_skip_modules")

@@ -126,6 +126,10 @@ class Draft:
             why = "the exporters write LoRA settings, not PEFT's IA3Config (LoRA on the targets is written)"
             self.cannot("method.kind", why)
             self.cannot("method.lora.ia3_feedforward", why)
+        if plan.prompt_learning:
+            why = "the exporters write LoRA settings, not PEFT's PromptTuningConfig / PromptEncoderConfig"
+            self.cannot("method.kind", why)
+            self.cannot("method.lora.virtual_tokens", why)
 
     def cannot(self, field: str, why: str) -> None:
         self._why.setdefault(field, one_line(why)[:300])

@@ -57,9 +57,10 @@ TRAINING_FIELDS: Final = (
     _f("method.frozen_layers", lambda p: p.frozen_layers, lambda p: p.method is Method.FROZEN, _ADAPTER),
     _f("method.lora.rank", lambda p: p.lora.rank, lambda p: p.lora_adapters, _ADAPTER),
     _f("method.lora.alpha", lambda p: p.lora.alpha, lambda p: p.lora_adapters, _ADAPTER),
-    _f("method.lora.targets", lambda p: p.lora.targets, lambda p: p.adapter_based, _ADAPTER),
+    _f("method.lora.targets", lambda p: p.lora.targets, lambda p: p.adapter_based and not p.prompt_learning, _ADAPTER),
     _f("method.lora.dropout", lambda p: p.lora.dropout, lambda p: p.lora_adapters, _ADAPTER),
     _f("method.lora.ia3_feedforward", lambda p: p.lora.ia3_feedforward, lambda p: p.method is Method.IA3, _ADAPTER),
+    _f("method.lora.virtual_tokens", lambda p: p.lora.virtual_tokens, lambda p: p.prompt_learning, _ADAPTER),
     _f("method.quant", lambda p: p.quant, lambda p: p.method is Method.QLORA, _ADAPTER),
     _f(
         "method.double_quant",
