@@ -503,8 +503,8 @@ METHOD_LABELS: Final = {
     Method.FROZEN: "Frozen layers",
     Method.DORA: "DoRA (LoRA + magnitude)",
     Method.IA3: "IA3 (learned scaling vectors)",
-    Method.PROMPT_TUNING: "Prompt tuning (virtual tokens)",
-    Method.P_TUNING: "P-tuning (virtual tokens + MLP encoder)",
+    Method.PROMPT_TUNING: "Prompt tuning",
+    Method.P_TUNING: "P-tuning (MLP encoder)",
 }
 OPTIMIZER_LABELS: Final = {
     Optimizer.ADAMW: "AdamW",
