@@ -74,6 +74,10 @@ class Method(StrEnum):
     # bias and scale on every linear layer with the norms trainable besides.
     ADAPTER = "adapter"
     ADAPTER_V2 = "adapter_v2"
+    # PEFT's prompt learning (branch h41soft): trained embeddings of virtual tokens put before every
+    # sequence; the frozen model runs on the sequence plus those tokens.
+    PROMPT_TUNING = "prompt-tuning"  # PEFT PromptTuningConfig: the virtual tokens' embeddings train
+    P_TUNING = "p-tuning"  # PEFT PromptEncoderConfig (MLP): an embedding and a 3-layer MLP make them
 
 
 class Precision(StrEnum):
@@ -506,6 +510,8 @@ METHOD_LABELS: Final = {
     Method.IA3: "IA3 (learned scaling vectors)",
     Method.ADAPTER: "Adapter (LitGPT LLaMA-Adapter)",
     Method.ADAPTER_V2: "Adapter v2 (LitGPT)",
+    Method.PROMPT_TUNING: "Prompt tuning",
+    Method.P_TUNING: "P-tuning (MLP encoder)",
 }
 OPTIMIZER_LABELS: Final = {
     Optimizer.ADAMW: "AdamW",
@@ -883,8 +889,11 @@ INPUTS: Final[tuple[Input, ...]] = (
           "IA3 (PEFT): one trained vector per targeted projection scales its output (or, on a feedforward "
           "module, its input); the base is frozen. "
           "Adapter (LitGPT): learned prompts, gated, in the attention of the top blocks. Adapter v2: those, plus a "
-          "trained bias and scale on every linear layer and trainable norms.",
-          ("--method",), "full, lora, qlora, frozen (layers), dora, ia3, adapter or adapter_v2", labels=METHOD_LABELS),
+          "trained bias and scale on every linear layer and trainable norms. Prompt tuning / P-tuning (PEFT): "
+          "trained embeddings of virtual tokens go before every sequence (P-tuning makes them with an MLP); the "
+          "frozen model runs on the sequence plus those tokens.",
+          ("--method",), "full, lora, qlora, frozen (layers), dora, ia3, adapter, adapter_v2, prompt-tuning or "
+          "p-tuning", labels=METHOD_LABELS),
     Input("lora.rank", Kind.INT, "Rank r", "LoRA rank", 8,
           "Rank r of each adapter: r × (in + out) parameters per matrix.",
           ("--lora-rank",), "LoRA/DoRA adapter rank r", low=1, high=MAX_RANK,
@@ -902,7 +911,7 @@ INPUTS: Final[tuple[Input, ...]] = (
           "The modules that get an adapter (LoRA, DoRA) or a scaling vector (IA3); lm_head, the output head, "
           "takes a LoRA or DoRA adapter (all-linear leaves it out, as PEFT does).",
           ("--lora-targets",), "comma list: q_proj,v_proj, all-linear, lm_head (the output head; LoRA, DoRA)",
-          matters=lambda p: p.adapter_based and not p.litgpt_adapter),
+          matters=lambda p: p.adapter_based and not p.litgpt_adapter and not p.prompt_learning),
     Input("lora.ia3_feedforward", Kind.TARGETS, "Feedforward", "IA3 feedforward modules", ("down_proj",),
           "IA3's feedforward_modules: of the targets, those whose input is scaled (PEFT's default for Llama-style "
           "models: down_proj); the others scale their output.",
@@ -923,6 +932,11 @@ INPUTS: Final[tuple[Input, ...]] = (
           "as QLoRA stores it (the base storage and double quantisation below).",
           ("--adapter-quantised",), "LitGPT adapter / adapter_v2 on a bitsandbytes base (--quantize bnb.*)",
           matters=lambda p: p.litgpt_adapter),
+    Input("lora.virtual_tokens", Kind.INT, "Virtual tokens", "Virtual tokens", 20,
+          "Prompt tuning / P-tuning: PEFT's num_virtual_tokens, trained embeddings put before every sequence; "
+          "the model runs on the sequence plus these tokens.",
+          ("--virtual-tokens",), "prompt-tuning / p-tuning: PEFT num_virtual_tokens (default 20)", low=1,
+          high=100_000, matters=lambda p: p.prompt_learning),
     Input("quant", Kind.ENUM, "Base storage", "Base quantisation", Quant.NF4,
           "How QLoRA stores the frozen base weights (bitsandbytes): 4-bit NF4/FP4 in blocks of 64, or 8-bit.",
           ("--quant",), "QLoRA base storage", labels=QUANT_LABELS, matters=lambda p: p.quantised_base),

@@ -69,6 +69,22 @@ def bnb_quantised_head(plan: Plan) -> int:
     return min(round(model.head_params() * model.params_scale), model.total_params() - model.stored_matmul_params())
 
 
+def prompt_tensor_sizes(plan: Plan) -> list[int]:
+    """Elements of each tensor PEFT's prompt learning trains, all outside the blocks (huggingface/peft
+    51c2ff66): prompt tuning's ``PromptEmbedding.embedding``, ``nn.Embedding(num_virtual_tokens ×
+    num_transformer_submodules, token_dim)`` (src/peft/tuners/prompt_tuning/model.py; one submodule for a
+    causal LM, token_dim the model's width); P-tuning's ``PromptEncoder`` (src/peft/tuners/p_tuning/model.py)
+    with the MLP head: the same embedding, then Linear(d, h), ReLU, Linear(h, h), ReLU, Linear(h, d), each
+    with a bias, h = encoder_hidden_size, which ``_prepare_prompt_learning_config`` (src/peft/utils/other.py)
+    sets to token_dim when not given. The results files' num_trainable_params: 614,400 (200 × 3,072) and
+    28,382,208 (20 × 3,072 + 3 × (3,072² + 3,072)) for Llama-3.2-3B."""
+    d = plan.model.hidden_size
+    sizes = [plan.lora.virtual_tokens * d]
+    if plan.method is Method.P_TUNING:
+        sizes += [d * d, d, d * d, d, d * d, d]
+    return sizes
+
+
 @last_answer
 def param_counts(plan: Plan) -> ParamCounts:
     model = plan.model
@@ -79,6 +95,8 @@ def param_counts(plan: Plan) -> ParamCounts:
             adapter = model.ia3_params(plan.lora.targets, plan.lora.ia3_feedforward)
         elif plan.litgpt_adapter:
             adapter = sum(litgpt_adapter_tensors(plan))
+        elif plan.prompt_learning:
+            adapter = sum(prompt_tensor_sizes(plan))
         else:
             adapter = model.lora_params(plan.lora.rank, plan.lora.targets)
         if plan.method is Method.DORA:

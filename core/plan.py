@@ -26,6 +26,7 @@ from core.inputs import (
     FLOAT8_LABELS,
     IA3_DEFAULT_TARGETS,
     MAX_GPUS,
+    MAX_SEQ,
     MEGATRON_CE_FUSION_LABELS,
     METHOD_LABELS,
     OLLAMA_LLAMA_FIT,
@@ -217,6 +218,8 @@ class LoraSettings:
     adapter_prompt_length: int = DEFAULTS["lora.adapter_prompt_length"]
     adapter_start_layer: int = DEFAULTS["lora.adapter_start_layer"]
     adapter_quantised: bool = DEFAULTS["lora.adapter_quantised"]
+    # PEFT PromptLearningConfig.num_virtual_tokens (prompt tuning, P-tuning; branch h41soft).
+    virtual_tokens: int = DEFAULTS["lora.virtual_tokens"]
 
     def __post_init__(self) -> None:
         run_checks(self, _LORA_CHECKS)
@@ -228,6 +231,23 @@ def _default_targets_for(method: Method, lora: LoraSettings) -> LoraSettings:
     lora_default = DEFAULTS["lora.targets"]
     left, taken = (lora_default, IA3_DEFAULT_TARGETS) if method is Method.IA3 else (IA3_DEFAULT_TARGETS, lora_default)
     return replace(lora, targets=taken) if lora.targets == left else lora
+
+
+def as_run(plan: Plan) -> Plan:
+    """The plan with the sequence the model runs on (:attr:`Plan.run_seq_len`): PEFT's prompt learning
+    puts its virtual tokens before every sequence, so the blocks' tensors, the logits and the step's
+    FLOPs are those of seq + num_virtual_tokens positions. Read once, where the training estimate starts
+    (the ranks' memory, the step's time); every other plan is returned as is."""
+    if not plan.prompt_learning:
+        return plan
+    if plan.run_seq_len > MAX_SEQ:  # (the run's plan is a Plan too: its sequence within the input's range)
+        raise PlanError(
+            "lora.virtual_tokens",
+            plan.lora.virtual_tokens,
+            f"at most {MAX_SEQ - plan.workload.seq_len:,} with this sequence",
+            f"the model runs on the sequence plus the virtual tokens, at most {MAX_SEQ:,}",
+        )
+    return replace(plan, workload=replace(plan.workload, seq_len=plan.run_seq_len))
 
 
 def ia3_feedforward_within(lora: LoraSettings, targets: tuple[str, ...] | None = None) -> tuple[str, ...]:
@@ -654,6 +674,7 @@ class Plan:
                 f"0 to {self.model.num_layers - 1}",
                 "LitGPT's Adapter puts its prompts on the blocks from the start layer on: none, nothing trains",
             )
+        self._check_prompt_learning()
         if self.method is Method.FROZEN and self.frozen_layers == 0:
             raise PlanError(
                 "frozen_layers",
@@ -839,6 +860,26 @@ class Plan:
             object.__setattr__(self, name, getattr(roles, name))
         object.__setattr__(self, "precision", precision_of(roles))
 
+    def _check_prompt_learning(self) -> None:
+        """Prompt tuning and P-tuning as this planner models them: one process (or DDP) over a
+        16- or 32-bit base. The virtual tokens' embeddings sit outside every block, which the
+        sharded and split layouts' adapter rules (one adapter per block) do not describe; PEFT's
+        prompt learning on a quantised base is not modelled."""
+        if not self.prompt_learning:
+            return
+        par = self.parallel
+        if par.strategy is not Strategy.DDP or par.tensor_parallel * par.pipeline_parallel * par.context_parallel > 1:
+            raise PlanError(
+                "parallel.strategy",
+                par.strategy.value,
+                "one GPU or DDP (no TP, PP or CP) with prompt tuning / P-tuning",
+                "the virtual tokens' embeddings sit outside the blocks; only one GPU and DDP are modelled",
+            )
+        if self.stack is Stack.MEGATRON or self.litgpt or self.unsloth:
+            raise PlanError(
+                "stack", self.stack.value, "PEFT on PyTorch", "prompt learning is PEFT's PeftModelForCausalLM"
+            )
+
     # ---- derived inputs (no arithmetic on memory here: that is the estimator's) ------
     @property
     def roles(self) -> PrecisionRoles:
@@ -846,8 +887,18 @@ class Plan:
 
     @property
     def adapter_based(self) -> bool:
-        """A frozen base with small trained tensors beside it (LoRA, QLoRA, DoRA, IA3, LitGPT's adapters)."""
-        return self.method in (Method.LORA, Method.QLORA, Method.DORA, Method.IA3, Method.ADAPTER, Method.ADAPTER_V2)
+        """A frozen base with small trained tensors beside it (LoRA, QLoRA, DoRA, IA3, LitGPT's adapters,
+        prompt tuning, P-tuning)."""
+        return self.method in (
+            Method.LORA,
+            Method.QLORA,
+            Method.DORA,
+            Method.IA3,
+            Method.ADAPTER,
+            Method.ADAPTER_V2,
+            Method.PROMPT_TUNING,
+            Method.P_TUNING,
+        )
 
     @property
     def litgpt_adapter(self) -> bool:
@@ -871,6 +922,21 @@ class Plan:
         """The frozen base stored by bitsandbytes (``quant``, ``double_quant``): QLoRA, or LitGPT's
         adapters under ``--quantize bnb.*`` (one pair of method and quantisation, the same storage)."""
         return self.method is Method.QLORA or (self.litgpt_adapter and self.lora.adapter_quantised)
+
+    @property
+    def prompt_learning(self) -> bool:
+        """PEFT's prompt learning: trained virtual tokens before every sequence, nothing in the blocks."""
+        return self.method in (Method.PROMPT_TUNING, Method.P_TUNING)
+
+    @property
+    def run_seq_len(self) -> int:
+        """Tokens the model runs on per sequence: the sequence, plus PEFT's virtual tokens under prompt
+        learning (huggingface/peft 51c2ff66 src/peft/peft_model.py PeftModelForCausalLM.forward:
+        ``inputs_embeds = torch.cat((prompts, inputs_embeds), dim=1)``, the labels padded with -100 in
+        front and the attention mask with ones, so every block, the logits and the loss cover
+        seq + num_virtual_tokens positions)."""
+        extra = self.lora.virtual_tokens if self.prompt_learning else 0
+        return self.workload.seq_len + extra
 
     @property
     def lora_adapters(self) -> bool:

@@ -440,7 +440,6 @@ CLI_RUNS: tuple[tuple[str, ...], ...] = (
         )
     ),
     ("estimate", "--json", "--from", "tests/data/runconfigs/torchtune_mistral_7B_lora_single_device.yaml"),
-
     # LitGPT's Adapter and Adapter v2 (branch h41adapt), as the lit-gpt resource tables ran them on Llama 2 7B:
     # bf16-true, one A100 40GB, the longest Alpaca sample; v2 on an NF4 base with PagedAdamW.
     tuple(
@@ -453,6 +452,20 @@ CLI_RUNS: tuple[tuple[str, ...], ...] = (
         shlex.split(
             "estimate --json --model llama-2-7b --method adapter_v2 --adapter-quantised --quant nf4 --no-double-quant "
             "--preset pure-bf16 --optimizer paged-adamw --micro-batch 1 --seq 1304 --gpu a100-40gb-sxm"
+        )
+    ),
+    # PEFT prompt tuning and P-tuning (branch h41soft): the method comparison's settings (200 and 20
+    # virtual tokens) on its L40S; the model runs on 968 and 788 positions.
+    tuple(
+        shlex.split(
+            "estimate --json --model llama-3.2-3b --method prompt-tuning --virtual-tokens 200 "
+            "--preset trainer-bf16 --micro-batch 4 --seq 768 --gpu l40s"
+        )
+    ),
+    tuple(
+        shlex.split(
+            "estimate --json --model llama-3.2-3b --method p-tuning --virtual-tokens 20 "
+            "--preset trainer-bf16 --micro-batch 4 --seq 768 --gpu l40s"
         )
     ),
 )

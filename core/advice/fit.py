@@ -372,6 +372,8 @@ METHOD_NAMES: Final = {
     Method.IA3: "IA3",
     Method.ADAPTER: "LitGPT Adapter",
     Method.ADAPTER_V2: "LitGPT Adapter v2",
+    Method.PROMPT_TUNING: "prompt tuning",
+    Method.P_TUNING: "P-tuning",
 }
 
 

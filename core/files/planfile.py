@@ -166,9 +166,10 @@ OPTIONAL_KEYS: Final = (
         )
     )
     # IA3's feedforward modules (branch h40peft): a file without it reads as PEFT's default, down_proj.
-    | frozenset({(LoraSettings, "dropout"), (LoraSettings, "ia3_feedforward")})
+    | frozenset({(LoraSettings, "dropout"), (LoraSettings, "ia3_feedforward"), (LoraSettings, "virtual_tokens")})
     # LitGPT's adapters (branch h41adapt): a file without them reads as LitGPT's defaults, a 16-bit base.
     | frozenset((LoraSettings, name) for name in ("adapter_prompt_length", "adapter_start_layer", "adapter_quantised"))
+    # Prompt learning's virtual tokens (branch h41soft): a file without it reads as 20.
 )
 # Of the parallelism (version 4), only the GPU count and the strategy must be written; the
 # degrees and the frameworks' knobs default to one GPU's split and the frameworks' defaults.

@@ -1326,6 +1326,21 @@ def _unsloth_loss(plan: Plan, n: int) -> LossMemory:
     return LossMemory(tuple(fwd), (grad_input, scaled))
 
 
+def _prompt_encoder(plan: Plan, ctx: _Ctx) -> list[Term]:
+    """What P-tuning's MLP encoder keeps (huggingface/peft 51c2ff66 src/peft/tuners/p_tuning/model.py
+    ``PromptEncoder.forward``: ``mlp_head(embedding(indices))`` on the batch's B × num_virtual_tokens
+    indices, ``PeftModel.get_prompt`` expanding them per sample): the first Linear's input, and each
+    ReLU's output, which the ReLU's backward and the next Linear (its weight trains) both read, all in
+    the encoder's dtype (the adapter role: PEFT builds it in float32 and casts only its output,
+    ``prompts.to(inputs_embeds.dtype)``). Prompt tuning's embedding keeps only its int64 indices."""
+    if plan.method is not Method.P_TUNING:
+        return []
+    d = plan.model.hidden_size
+    el = plan.workload.micro_batch * plan.lora.virtual_tokens * 3 * d  # d in, h = d hidden twice
+    formula = f"B·n_virtual·(d + 2h) × {ctx.adapter:g} = {sci(el)} × {ctx.adapter:g}"
+    return [Term("P-tuning encoder: its input and ReLU outputs", formula, el * ctx.adapter)]
+
+
 def outside_blocks(plan: Plan) -> LayerActs:
     """Saved tensors outside the blocks: embedding dropout, the final norm and its reader.
 
@@ -1346,6 +1361,7 @@ def outside_blocks(plan: Plan) -> LayerActs:
         items += _head_adapter(plan, ctx)
     if model.dropout:
         items.append(Term("embedding dropout mask", "N·d × 1", n * d))
+    items += _prompt_encoder(plan, ctx)
     dt = dtypes_for(plan)
     if plan.method is Method.ADAPTER_V2:  # lit_gpt/adapter_v2.py: ln_f trains, lm_head is an AdapterV2Linear
         if model.norm != "layernorm":

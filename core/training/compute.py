@@ -26,7 +26,7 @@ from core.format import hours as format_hours
 from core.format import sci
 from core.parallel.comm import CommTerm, StepComm, step_communication
 from core.params import ParamCounts
-from core.plan import Accounting, Float8, Plan
+from core.plan import Accounting, Float8, Plan, as_run
 from core.training.efficiency import coefficient
 from core.training.flops import FlopTerm, token_flops
 from core.training.host import HostStep, host_step
@@ -319,10 +319,13 @@ def _solve_calibration(
 
 
 def compute_estimate(plan: Plan, counts: ParamCounts, gpu: GpuSpec) -> Compute:
-    flops = token_flops(plan)
-    per_token = flops.hardware
+    # Prompt learning runs the model on seq + virtual tokens (core.plan.as_run): the step's work is the
+    # run's, the tokens it trains on are the data's, so the FLOPs per data token grow by that ratio.
+    run = as_run(plan)
+    flops = token_flops(run)
+    per_token = flops.hardware * run.workload.seq_len / plan.workload.seq_len
     card = _rated_card(plan, gpu)
-    work = step_work(plan, counts, card)
+    work = step_work(run, counts, card)
     dtype = compute_dtype(plan)
     peak = card.peak_tflops(dtype)
     gemm_peak = work.gemm_peak_tflops
@@ -332,9 +335,9 @@ def compute_estimate(plan: Plan, counts: ParamCounts, gpu: GpuSpec) -> Compute:
     steps = -(-tokens // tokens_per_step) if tokens_per_step else 0
     step_flops = per_token * tokens_per_step / gpus  # one GPU's share of the step's FLOPs
     parts = _parts(work)
-    timing = _timing(plan, counts, work, step_flops, gemm_peak, parts)
+    timing = _timing(run, counts, work, step_flops, gemm_peak, parts)
     host = host_step(plan, counts)
-    step, comm = _step(plan, counts, timing, work, host)
+    step, comm = _step(run, counts, timing, work, host)
     tokens_per_second = tokens_per_step / step if step > 0 and math.isfinite(step) else 0.0
     # A step with no work to time (no FLOPs, no traffic: e.g. a one-parameter override) takes no time;
     # only a step that cannot finish makes the run's time infinite.

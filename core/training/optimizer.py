@@ -12,7 +12,7 @@ from typing import Final
 from core.breakdown import Term
 from core.format import sci
 from core.memo import last_answer
-from core.params import ParamCounts, litgpt_adapter_tensors
+from core.params import ParamCounts, litgpt_adapter_tensors, prompt_tensor_sizes
 from core.plan import Method, Optimizer, OptimizerImpl, Plan
 from core.roles import Dtypes, runs_grad_scaler
 
@@ -74,6 +74,8 @@ def trainable_tensors(plan: Plan) -> int:
     model = plan.model
     if plan.litgpt_adapter:
         return len(litgpt_adapter_tensors(plan))
+    if plan.prompt_learning:
+        return len(prompt_tensor_sizes(plan))
     if plan.adapter_based:
         return model.num_layers * len(adapter_tensor_sizes(plan)) + len(head_adapter_tensor_sizes(plan))
     layers = model.num_layers - (plan.frozen_layers if plan.method is Method.FROZEN else 0)
@@ -188,6 +190,8 @@ def small_state_elements(plan: Plan, below: int = OPT8_MIN_SIZE) -> int:
     model = plan.model
     if plan.litgpt_adapter:
         return _small(litgpt_adapter_tensors(plan), below)
+    if plan.prompt_learning:
+        return _small(prompt_tensor_sizes(plan), below)
     if plan.adapter_based:
         head = _small(head_adapter_tensor_sizes(plan), below)
         return model.num_layers * _small(adapter_tensor_sizes(plan), below) + head
@@ -209,6 +213,10 @@ def adafactor_state_elements(plan: Plan) -> int:
         prompts = len(model.litgpt_prompt_tensors(plan.lora.adapter_prompt_length, plan.lora.adapter_start_layer))
         per_prompt = plan.lora.adapter_prompt_length + model.hidden_size + model.num_heads + 1
         return prompts // 2 * per_prompt + sum(sizes[prompts:])
+    if plan.prompt_learning:  # the (n, d) embedding and (d, d) matrices: rows + columns; a bias is 1-D, kept whole
+        d = model.hidden_size
+        matrices = (plan.lora.virtual_tokens + d) + (3 * 2 * d if plan.method is Method.P_TUNING else 0)
+        return matrices + (3 * d if plan.method is Method.P_TUNING else 0)
     if plan.method is Method.IA3:  # each vector is 2-D, (1, in) or (out, 1): n + 1 statistics
         return model.num_layers * sum(n + 1 for n in adapter_tensor_sizes(plan))
     if plan.adapter_based:
@@ -232,6 +240,8 @@ def largest_trainable_tensor(plan: Plan) -> int:
     model = plan.model
     if plan.litgpt_adapter:
         return max(litgpt_adapter_tensors(plan), default=0)
+    if plan.prompt_learning:
+        return max(prompt_tensor_sizes(plan))
     if plan.adapter_based:
         return max(adapter_tensor_sizes(plan) + head_adapter_tensor_sizes(plan), default=0)
     linear = max(fi * fo for fi, fo in model.linear_shapes().values())

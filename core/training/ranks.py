@@ -14,7 +14,7 @@ from core.breakdown import Breakdown, Bucket, Phase
 from core.evidence import Confidence, confidence
 from core.parallel.layout import layout
 from core.params import ParamCounts
-from core.plan import Accounting, Plan
+from core.plan import Accounting, Plan, as_run
 from core.training import detailed, lesson
 from core.verdict import Verdict, judge
 
@@ -92,6 +92,7 @@ def _rank(
 def rank_memories(plan: Plan, counts: ParamCounts, capacity: float) -> tuple[tuple[RankMemory, ...], int]:
     """Every kind of rank of ``plan`` and the index of the worst (the largest total)."""
     headroom = plan.hardware.headroom
+    plan = as_run(plan)  # prompt learning: the model runs on the sequence plus the virtual tokens
     if plan.accounting is Accounting.LESSON:
         one = _rank("every GPU", lesson.training_breakdown(plan, counts), plan.world_size, capacity, headroom)
         return (one,), 0

@@ -29,6 +29,8 @@ _ADAPTER_LABELS: Final = {
     Method.IA3: "IA3 vectors",
     Method.ADAPTER: "Adapter prompts + gates",
     Method.ADAPTER_V2: "Adapter v2 prompts, gates, biases, scales + norms",
+    Method.PROMPT_TUNING: "prompt embeddings",
+    Method.P_TUNING: "prompt embeddings + MLP encoder",
 }
 
 
@@ -122,10 +124,14 @@ def copy_terms(plan: Plan, counts: ParamCounts, dt: Dtypes) -> list[Term]:
     if dt.casts and not plan.quantised_base:
         el = autocast_copies(plan)
         terms.append(Term("16-bit working copies of matmul weights (autocast)", f"{sci(el)} × 2 B", el * 2))
-    if dt.autocast and counts.adapter and adapter_dtype(plan) is Dtype.FP32:
-        terms.append(
-            Term("16-bit copies of the adapters (autocast)", f"{sci(counts.adapter)} × 2 B", counts.adapter * 2)
-        )
+    cast = counts.adapter
+    if plan.prompt_learning:
+        # The virtual tokens' embedding is read by F.embedding, which autocast does not cast (the
+        # prompts are cast by PEFT's ``prompts.to(inputs_embeds.dtype)``, nothing cached); only
+        # P-tuning's MLP linears are (huggingface/peft 51c2ff66 src/peft/tuners/p_tuning/model.py).
+        cast -= plan.lora.virtual_tokens * plan.model.hidden_size
+    if dt.autocast and cast and adapter_dtype(plan) is Dtype.FP32:
+        terms.append(Term("16-bit copies of the adapters (autocast)", f"{sci(cast)} × 2 B", cast * 2))
     return terms
 
 

@@ -1,4 +1,5 @@
-"""Method: full fine-tuning, LoRA, DoRA, QLoRA, IA3, LitGPT's adapters or frozen layers, with precision and kernels."""
+"""Method: full fine-tuning, LoRA, DoRA, QLoRA, IA3, LitGPT's adapters, prompt tuning, P-tuning or frozen layers,
+with precision and kernels."""
 
 from __future__ import annotations
 
@@ -136,6 +137,7 @@ class MethodForm(PlanForm):
         self.adapter_prompt_length = self.add_input("lora.adapter_prompt_length")
         self.adapter_start_layer = self.add_input("lora.adapter_start_layer")
         self.adapter_quantised = self.add_input("lora.adapter_quantised")
+        self.virtual_tokens = self.add_input("lora.virtual_tokens")
         self.quant = self.add_input("quant")
         self.double_quant = self.add_input("double_quant")
         self.bnb_skip_modules = self.add_input("bnb_skip_modules")

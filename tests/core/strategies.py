@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import replace
+from typing import Final
 
 from hypothesis import strategies as st
 
@@ -52,6 +53,10 @@ gpu_ids = st.sampled_from([g.id for g in load_gpus()] + ["custom"])
 def _some_of(draw: st.DrawFn, targets: tuple[str, ...]) -> tuple[str, ...]:
     """IA3's feedforward modules: some of the targets (Plan refuses others, as PEFT does)."""
     return tuple(t for t in targets if draw(st.booleans()))
+
+
+# Prompt learning is modelled on one GPU or DDP (Plan refuses other strategies).
+PROMPT_METHODS: Final = (Method.PROMPT_TUNING, Method.P_TUNING)
 
 
 @st.composite
@@ -114,7 +119,7 @@ def plans(draw: st.DrawFn) -> Plan:
         parallel=Parallelism(
             nodes=draw(one if mac else st.integers(1, 512)),
             gpus_per_node=draw(one if mac else st.integers(1, 8)),
-            strategy=draw(st.sampled_from(list(Strategy))),
+            strategy=Strategy.DDP if method in PROMPT_METHODS else draw(st.sampled_from(list(Strategy))),
         ),
         inference=Inference(
             weight_dtype=draw(st.sampled_from(list(WeightFormat))),

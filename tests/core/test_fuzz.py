@@ -211,7 +211,8 @@ def extreme_plans(draw: st.DrawFn) -> Plan:
     )
     workload = Workload(
         micro_batch=_extreme(draw, 1, MAX_BATCH),
-        seq_len=_extreme(draw, 1, MAX_SEQ),
+        # Prompt learning runs on the sequence plus its virtual tokens, at most MAX_SEQ (Plan refuses more).
+        seq_len=_extreme(draw, 1, MAX_SEQ - (plan.lora.virtual_tokens if plan.prompt_learning else 0)),
         grad_accum=_extreme(draw, 1, MAX_BATCH),
         tokens=_extreme(draw, 0, MAX_TOKENS),
         eval_batch=_extreme(draw, 0, MAX_BATCH),
@@ -371,7 +372,16 @@ def _random_plan(rng: random.Random) -> Plan:
             drawn["attention"] = Attention.SDPA
         drawn["parallel"] = replace(drawn["parallel"], nodes=1, gpus_per_node=1)
         drawn["inference"] = replace(drawn["inference"], tensor_parallel=1, pipeline_parallel=1)
-    return Plan(**drawn)
+    return Plan(**_prompt_learning_runs(drawn))
+
+
+def _prompt_learning_runs(drawn: dict[str, Any]) -> dict[str, Any]:
+    """Prompt learning on one GPU or DDP, its sequence plus 20 virtual tokens at most MAX_SEQ (what
+    Plan and the estimate refuse otherwise)."""
+    if drawn["method"] in (Method.PROMPT_TUNING, Method.P_TUNING):
+        drawn["parallel"] = replace(drawn["parallel"], strategy=Strategy.DDP)
+        drawn["workload"] = replace(drawn["workload"], seq_len=min(drawn["workload"].seq_len, MAX_SEQ - 20))
+    return drawn
 
 
 PLANS_PER_BATCH = 20

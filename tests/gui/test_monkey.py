@@ -253,6 +253,7 @@ def expected_values(window: MainWindow, plan: Plan) -> dict[str, Any]:
         "method": plan.method.value,
         "lora.rank": plan.lora.rank,
         "lora.alpha": plan.lora.alpha,
+        "lora.virtual_tokens": plan.lora.virtual_tokens,  # prompt tuning / P-tuning (branch h41soft)
         "quant": plan.quant.value,
         "double_quant": plan.double_quant,
         "bnb_skip_modules": plan.bnb_skip_modules,

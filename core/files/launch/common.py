@@ -130,6 +130,10 @@ class Draft:
             why = "the exporters write LoRA settings, not LitGPT's Adapter (finetune/adapter*.py): LoRA is written"
             for name in ("kind", "lora.adapter_prompt_length", "lora.adapter_start_layer", "lora.adapter_quantised"):
                 self.cannot(f"method.{name}", why)
+        if plan.prompt_learning:
+            why = "the exporters write LoRA settings, not PEFT's PromptTuningConfig / PromptEncoderConfig"
+            self.cannot("method.kind", why)
+            self.cannot("method.lora.virtual_tokens", why)
 
     def cannot(self, field: str, why: str) -> None:
         self._why.setdefault(field, one_line(why)[:300])

@@ -57,7 +57,12 @@ TRAINING_FIELDS: Final = (
     _f("method.frozen_layers", lambda p: p.frozen_layers, lambda p: p.method is Method.FROZEN, _ADAPTER),
     _f("method.lora.rank", lambda p: p.lora.rank, lambda p: p.lora_adapters, _ADAPTER),
     _f("method.lora.alpha", lambda p: p.lora.alpha, lambda p: p.lora_adapters, _ADAPTER),
-    _f("method.lora.targets", lambda p: p.lora.targets, lambda p: p.adapter_based and not p.litgpt_adapter, _ADAPTER),
+    _f(
+        "method.lora.targets",
+        lambda p: p.lora.targets,
+        lambda p: p.adapter_based and not p.litgpt_adapter and not p.prompt_learning,
+        _ADAPTER,
+    ),
     _f("method.lora.dropout", lambda p: p.lora.dropout, lambda p: p.lora_adapters, _ADAPTER),
     _f("method.lora.ia3_feedforward", lambda p: p.lora.ia3_feedforward, lambda p: p.method is Method.IA3, _ADAPTER),
     # LitGPT's adapters (branch h41adapt): their prompt, start layer and quantised base.
@@ -80,6 +85,7 @@ TRAINING_FIELDS: Final = (
         _ADAPTER,
     ),
     _f("method.quant", lambda p: p.quant, lambda p: p.quantised_base, _ADAPTER, "method.lora.adapter_quantised"),
+    _f("method.lora.virtual_tokens", lambda p: p.lora.virtual_tokens, lambda p: p.prompt_learning, _ADAPTER),
     _f(
         "method.double_quant",
         lambda p: p.double_quant,

@@ -171,6 +171,8 @@ def apply_settings(plan: Plan, settings: RunSettings, *, model_dtype: str | None
         lora["targets"] = s.lora_targets
     if s.lora_dropout is not None:
         lora["dropout"] = float(s.lora_dropout)
+    if s.virtual_tokens is not None:
+        lora["virtual_tokens"] = s.virtual_tokens
     if s.ia3_feedforward is not None:
         lora["ia3_feedforward"] = s.ia3_feedforward
     elif method is Method.IA3:  # the file gives no feedforward modules: the plan's among the targets

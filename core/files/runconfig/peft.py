@@ -25,11 +25,26 @@ IRRELEVANT: Final = (
 )  # fmt: skip
 
 
-_KINDS: Final = "LORA or IA3 (the planner models LoRA, DoRA, QLoRA and IA3 adapters)"
+_KINDS: Final = (
+    "LORA, IA3, PROMPT_TUNING or P_TUNING (the planner models LoRA, DoRA, QLoRA and IA3 adapters, "
+    "prompt tuning and P-tuning)"
+)
 # IA3Config keys with no effect on memory (huggingface/peft 51c2ff66 src/peft/tuners/ia3/config.py).
 IA3_IRRELEVANT: Final = (
     "peft_type", "task_type", "inference_mode", "init_ia3_weights", "revision", "fan_in_fan_out",
     "auto_mapping", "peft_version",
+)  # fmt: skip
+
+
+# PEFT's prompt learning (branch h41soft): peft_type -> the planner's method.
+_PROMPT_KINDS: Final = {"PROMPT_TUNING": "prompt-tuning", "P_TUNING": "p-tuning"}
+# PromptTuningConfig / PromptEncoderConfig keys with no effect on memory (huggingface/peft 51c2ff66
+# src/peft/config.py PromptLearningConfig, src/peft/tuners/prompt_tuning/config.py, p_tuning/config.py):
+# the base model's shape (token_dim, num_attention_heads, num_layers) is the plan's model's.
+PROMPT_IRRELEVANT: Final = (
+    "peft_type", "task_type", "inference_mode", "revision", "auto_mapping", "peft_version", "token_dim",
+    "num_attention_heads", "num_layers", "prompt_tuning_init", "prompt_tuning_init_text", "tokenizer_name_or_path",
+    "tokenizer_kwargs", "encoder_dropout", "encoder_num_layers",
 )  # fmt: skip
 
 
@@ -39,6 +54,8 @@ def read_peft(document: dict[str, Any], where: str) -> RunConfig:
     kind = taker.word("peft_type", _KINDS)
     if kind is not None and kind.upper() == "IA3":
         return _read_ia3(taker, odd)
+    if kind is not None and kind.upper() in _PROMPT_KINDS:
+        return _read_prompt(taker, odd, _PROMPT_KINDS[kind.upper()])
     if kind is not None and kind.upper() != "LORA":
         raise taker.fail("peft_type", kind, _KINDS)
     s: dict[str, Any] = {"method": "lora"}
@@ -100,4 +117,34 @@ def _read_ia3(taker: Taker, odd: OddValues) -> RunConfig:
     taker.note("layers_to_transform", "vectors on some layers only: the estimate scales every layer")
     taker.missing("quant", "adapter_config.json does not say whether the base was quantised")
     taker.irrelevant(*IA3_IRRELEVANT)
+    return finish(ConfigKind.PEFT, taker, odd, model_ref, s)
+
+
+def _read_prompt(taker: Taker, odd: OddValues, method: str) -> RunConfig:
+    """A PromptTuningConfig or PromptEncoderConfig (huggingface/peft 51c2ff66 src/peft/config.py
+    PromptLearningConfig: num_virtual_tokens, num_transformer_submodules; src/peft/tuners/p_tuning/config.py:
+    encoder_reparameterization_type, encoder_hidden_size). P-tuning is modelled with PEFT's MLP encoder
+    of the model's width (its default, src/peft/utils/other.py ``_prepare_prompt_learning_config``);
+    an LSTM encoder, another width, or two submodules (encoder-decoder models) are refused."""
+    s: dict[str, Any] = {"method": method}
+    taker.record("method", method, "peft_type")
+    tokens = taker.integer("num_virtual_tokens", "virtual_tokens", 1, 100_000)
+    if tokens is not None:
+        s["virtual_tokens"] = tokens
+    submodules = taker.integer("num_transformer_submodules", None, 1, 2)
+    if submodules not in (None, 1):
+        raise taker.fail("num_transformer_submodules", submodules, "1 (a decoder-only model)")
+    if method == "p-tuning":
+        encoder = taker.word("encoder_reparameterization_type", "MLP")
+        if encoder is not None and encoder.upper() != "MLP":
+            raise taker.fail("encoder_reparameterization_type", encoder, "MLP (the planner models PEFT's MLP encoder)")
+        hidden, width = taker.integer("encoder_hidden_size", None), taker.integer("token_dim", None)
+        if hidden is not None and width is not None and hidden != width:
+            raise taker.fail("encoder_hidden_size", hidden, f"the model's width, token_dim ({width:,})")
+    model_ref = taker.text("base_model_name_or_path")
+    if model_ref:
+        taker.record("model", model_ref, "base_model_name_or_path")
+    taker.note("modules_to_save", "modules trained in full beside the prompt are not in the estimate")
+    taker.missing("quant", "adapter_config.json does not say whether the base was quantised")
+    taker.irrelevant(*PROMPT_IRRELEVANT)
     return finish(ConfigKind.PEFT, taker, odd, model_ref, s)
