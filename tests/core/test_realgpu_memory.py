@@ -171,7 +171,9 @@ CEILINGS = {
     # (docs/REAL_GPU_MEMORY.md, "DeepSpeed's bf16 master weights and optimizer states"): a 57th figure above the
     # median, no earlier allocated figure moved.
     # 2.3 → 2.4 (2026-12-05, both branches merged): the two rows above together, 58 figures; no earlier one moved.
-    "allocated": (2.4, 30.6),
+    # 2.4 → 2.2 (branch h41root, 2026-12-05): FSDP1's root unit assembles its flat gradient at the backward's end
+    # (docs/REAL_GPU_MEMORY.md, "FSDP1's root unit assembles its gradient"): litgpt's Gemma 2B row −14.5 → −1.4 %.
+    "allocated": (2.2, 30.6),
     # 3.7 → 4.1 (2026-12-04): five held-out LLMs-from-scratch figures scored once the plan could express their
     # 16-bit loss (loss_16bit), at +5.5 to +14.3 %: new evidence, not a rule that got worse.
     "reserved": (4.1, 30.2),
@@ -364,4 +366,7 @@ def test_litgpts_gemma_2b_full_row_runs_fsdp1_no_sync_and_is_scored(result: obje
     plan = row.mapped.plan
     assert plan.model_id == "gemma-2b" and not plan.model.tie_embeddings
     assert plan.parallel.grad_sync.value == "no_sync" and plan.workload.grad_accum == 4
-    assert -20.0 < row.error_pct < -10.0  # -14.5 %: the rest of the gap is not explained (REAL_GPU_MEMORY.md)
+    # -14.5 % until FSDP1's root unit assembled its flat gradient at the backward's end (branch h41root,
+    # REAL_GPU_MEMORY.md "FSDP1's root unit assembles its gradient"): -1.4 % (the views' gradients and
+    # their cat, 2.10 GB each).
+    assert plan.parallel.fsdp1_wrap and -3.0 < row.error_pct < 0.0
