@@ -624,7 +624,13 @@ FSDP1_WRAP_FAMILIES: Final = ("answerai",)
 # rank 0 loads the model on the CPU, the others on the meta device, and FSDP1 wraps it with
 # sync_module_states, the wrap parallel.fsdp1_wrap describes; PEFT's ``fsdp_auto_wrap_policy`` makes the
 # LoRA layers units of their own beside each decoder layer, as Answer.AI's policy does.
-FSDP1_WRAP_SOURCES: Final = ("peft-docs-accelerate-2024-03",)
+# litgpt's config-hub full fine-tunes (litgpt 5895df1 ``litgpt/finetune/full.py``; the same in 0077627d): on
+# several devices ``FSDPStrategy(auto_wrap_policy={Block}, ...)``, Lightning's torch FSDP1, over a model built
+# on the meta device (``fabric.init_module(empty_init=(fabric.world_size > 1))``) and materialised by the
+# wrap: FSDP1's flat parameters, whose root unit assembles its gradient from its views' at the backward's end
+# (core.parallel.state._fsdp1_root_assembly). The wrap's own cache (a CPU model copied over) is a reserved
+# figure; the source's figures are max_memory_allocated, which it does not enter.
+FSDP1_WRAP_SOURCES: Final = ("peft-docs-accelerate-2024-03", "litgpt-config-hub-2024")
 # Families whose training loop keeps the model output (its float32 logits) until after backward():
 # Answer.AI's train.py binds ``output = model(input_ids, labels=..., attention_mask=None)``, calls
 # ``loss.backward()`` and the optimizer step, and sets ``output = None`` only after them

@@ -159,6 +159,9 @@ class RankState:
     # rank holds them and the reduce-scatter input, its parameters resharded (``root_reduce``).
     root_pending: list[Term] = field(default_factory=list)
     root_reduce: list[Term] = field(default_factory=list)
+    # FSDP1's root unit gets one gradient for its flat parameter, assembled by autograd from its
+    # views' gradients at the very end of the backward, the root still gathered (:func:`_fsdp1_root_assembly`).
+    root_assembled: list[Term] = field(default_factory=list)
     # What the framework's communication streams keep cached beyond what is allocated at the
     # peak: the caching allocator reuses a block only on the stream that freed it.
     stream_cache: list[Term] = field(default_factory=list)
@@ -809,8 +812,7 @@ def _fsdp(rank: _Rank) -> RankState:
     forward, backward, backward_block = _fsdp_gathered(plan, stage.layers, root_term, one, gathered)
     block_grads = _block_gradients(rank, block, gather, reduce_b)
     backward_grads, accumulated = _backward_reduction(rank, (block, root), block_grads, reduce_b)
-    root_pending: list[Term] = []
-    root_reduce: list[Term] = []
+    root_pending, root_reduce = list[Term](), list[Term]()
     if plan.method is Method.FULL and root and plan.workload.grad_accum == 1:  # else last micro-batch's exist
         # _fsdp_param_group.py post_backward: the unit reshards, then foreach_reduce copies
         # its gradients into the reduce-scatter input and only then frees them.
@@ -836,6 +838,7 @@ def _fsdp(rank: _Rank) -> RankState:
         grads_on_reduce_stream=not plan.optimizer_in_backward,  # stepped and freed: _reduce_stream_cache
         root_pending=root_pending,
         root_reduce=root_reduce,
+        root_assembled=_fsdp1_root_assembly(rank, root, gather),
         weights=_sharded(rank.weights, rank.weight_dp) + quant_state,
         grads=_sharded(rank.grads, dp),
         grads_in_backward=accumulated,
@@ -870,6 +873,42 @@ def _fsdp(rank: _Rank) -> RankState:
         notes=(note,),
         stream_cache=staged,
     )
+
+
+def _fsdp1_root_assembly(rank: _Rank, root: float, gather: float) -> list[Term]:
+    """What FSDP1's root unit holds while autograd assembles its flat gradient (empty: FSDP2, or
+    no trained root). FSDP1 keeps a unit's parameters as views of one flat parameter, cut by
+    ``torch.split`` (torch 2.13.0 wheel, git cf30153c, ``torch/distributed/fsdp/_flat_param.py``
+    ``FlatParamHandle._get_unflat_views_unaligned`` / ``_get_unflat_views_aligned``:
+    ``torch.split(tensor, flat_param._numels[_with_padding], dim=0)`` then ``.view(shape)``), so the
+    flat parameter's gradient comes from one SplitWithSizesBackward node. The autograd engine runs a
+    node once every output it feeds has sent its gradient: the head's (first in the backward) and
+    the final norm's wait in its input buffer until the embedding's, formed last; then
+    ``split_with_sizes_backward`` (pytorch/pytorch 002ca671 ``torch/csrc/autograd/FunctionsManual.cpp``:
+    zeros for any view without one, ``at::cat(grads_all_defined, dim)``) writes a NEW tensor of the
+    whole unit's size while its inputs are alive. Only then does AccumulateGrad steal it as ``.grad``
+    or, under ``no_sync`` where ``.grad`` holds the earlier micro-batches' unsharded sum
+    (``FlatParamHandle.prepare_gradient_for_backward`` keeps a ``.grad`` of the unsharded size), add
+    it in place (``accumulate_grad.h`` ``accumulateGrad``: "Case 2.3: In-place addition"), and only
+    after that does ``_post_backward_hook`` reshard the root (never resharded after forward). At
+    that moment the rank holds the gathered root, its views' gradients (root-sized) and their
+    concatenation (root-sized) beside every gradient it already held. FSDP2 keeps each parameter
+    as a leaf of its own (``FSDPParam``): no split, nothing assembled."""
+    plan = rank.plan
+    if not plan.parallel.fsdp1_wrap or plan.method is not Method.FULL or not root:
+        return []
+    return [
+        Term(
+            "FSDP1 root: its views' gradients (embedding, norm, head) waiting for split_with_sizes' backward",
+            f"{sci(root)} × {gather:g} B",
+            root * gather,
+        ),
+        Term(
+            "FSDP1 root: their concatenation, the flat parameter's new gradient",
+            f"{sci(root)} × {gather:g} B",
+            root * gather,
+        ),
+    ]
 
 
 def _unit_bytes(rank: _Rank, block: float, gather: float) -> tuple[float, float]:

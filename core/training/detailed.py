@@ -39,7 +39,7 @@ from core.parallel.acts import (
     split,
     vocab_region,
 )
-from core.parallel.layout import Layout, Stage, dispatched_copies
+from core.parallel.layout import Layout, Stage, dispatched_copies, fsdp_no_sync
 from core.parallel.layout import trainable_layers as stage_trainable_layers
 from core.parallel.state import RankState, compute_plan, rank_copies, rank_state, te_weight_cache
 from core.params import ParamCounts, param_counts
@@ -696,7 +696,38 @@ def backward_phases(plan: Plan, parts: _Parts, dt: Dtypes) -> list[Phase]:
         return [start, last_block]
     first = _first_block_backward(parts, weights.first_block_copy, optim, buffers)
     embedding = _embedding_gradient_formed(plan, parts, dt, optim, buffers)
-    return [start, last_block, max((first, embedding), key=lambda p: p.allocated_bytes)]
+    ends = (first, embedding, *_root_assembled(plan, parts, optim))
+    return [start, last_block, max(ends, key=lambda p: p.allocated_bytes)]
+
+
+def _root_assembled(plan: Plan, parts: _Parts, optim: Bucket) -> tuple[Phase, ...]:
+    """FSDP1's root unit at the very end of the backward, its flat gradient assembled from its views'
+    (core.parallel.state._fsdp1_root_assembly), the root still gathered: beside the gradients the
+    backward accumulates into (less the root's shard, not reduced yet), the views' gradients (the
+    head's among them: not counted again) and their concatenation. Under no_sync the micro-batches
+    that hold the most (every unit's unsharded gradient) reduce nothing: FSDP1's ``_post_backward_hook``
+    returns before any reduce-scatter (``if not state._sync_gradients``), so no block's reduction
+    buffers are held beside it; the last micro-batch, which reduces, holds the blocks' shards instead,
+    less. Empty under FSDP2."""
+    assembled = parts.extra("root_assembled")
+    if not assembled:
+        return ()
+    reducing = [] if fsdp_no_sync(plan.parallel, plan.workload.grad_accum) else parts.extra("backward_grads")
+    gradients = [*parts.backward_grads, *parts.extra("root_pending"), *assembled]
+    gradients += parts.extra("persistent") + reducing
+    return (
+        Phase(
+            "backward",
+            (
+                make_bucket(BucketKey.WEIGHTS, parts.weights + parts.gathered_off_turn("backward")),
+                make_bucket(BucketKey.GRADIENTS, gradients),
+                optim,
+                make_bucket(BucketKey.ACTIVATIONS, list(parts.loss.held)),
+            ),
+            "end of the backward pass: FSDP1's root unit assembles its flat gradient (split_with_sizes backward)",
+            StepPhase.BACKWARD_END,
+        ),
+    )
 
 
 def _first_block_backward(parts: _Parts, copy: Term | None, optim: Bucket, buffers: list[Term]) -> Phase:

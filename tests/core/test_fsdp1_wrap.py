@@ -152,7 +152,9 @@ def test_the_mapping_wraps_answer_ai_and_peft_fsdp_guide_runs_from_the_cpu() -> 
     """Answer.AI's train.py (low_memory) and PEFT's FSDP guide (huggingface/peft 6008f272,
     docs/source/accelerate/fsdp.md: both configs set ``fsdp_cpu_ram_efficient_loading: true`` and
     ``fsdp_sync_module_states: true``) wrap a model held on the CPU / meta device; no other source
-    says so, and only FSDP1 records can."""
+    says so, and only FSDP1 records can. litgpt's config-hub full fine-tunes (litgpt 5895df1
+    ``litgpt/finetune/full.py``: Lightning's FSDPStrategy, torch FSDP1, over a meta-device model) are
+    planned with it too, for FSDP1's flat parameters (core.parallel.state._fsdp1_root_assembly)."""
     mapping = load_script(FOLDER / "mapping.py", "realgpu_mapping_wrap_sources")
     figures = json.loads((FOLDER / "memory_figures.json").read_text())["figures"]
     wrapped = {}
@@ -163,6 +165,7 @@ def test_the_mapping_wraps_answer_ai_and_peft_fsdp_guide_runs_from_the_cpu() -> 
     assert {f["source_id"] for f in wrapped.values()} == {
         "answerai-fsdp-qlora-bench-2024-03",
         "peft-docs-accelerate-2024-03",
+        "litgpt-config-hub-2024",
     }
     assert all(f["recipe"]["parallel"]["strategy"] == "fsdp1" for f in wrapped.values())
     peft = sorted(i for i, f in wrapped.items() if f["source_id"] == "peft-docs-accelerate-2024-03")

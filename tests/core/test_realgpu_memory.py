@@ -181,7 +181,9 @@ CEILINGS = {
     # signs and sizes as the source's LoRA rows: six figures above the median of 58, no earlier figure moved.
     # 3.5 / 3.1 → 3.9 (both branches merged, 2026-12-05, lead): the 15 and the 12 rows together, 96 figures with
     # LoRA on the head (h41head); no earlier figure moved.
-    "allocated": (3.9, 30.6),
+    # then → 3.8 with it merged (lead). 2.4 → 2.2 alone (branch h41root, 2026-12-05): FSDP1's root unit assembles its flat gradient at the backward's end
+    # (docs/REAL_GPU_MEMORY.md, "FSDP1's root unit assembles its gradient"): litgpt's Gemma 2B row −14.5 → −1.4 %.
+    "allocated": (3.8, 30.6),
     # 3.7 → 4.1 (2026-12-04): five held-out LLMs-from-scratch figures scored once the plan could express their
     # 16-bit loss (loss_16bit), at +5.5 to +14.3 %: new evidence, not a rule that got worse.
     "reserved": (4.1, 30.2),
@@ -379,4 +381,7 @@ def test_litgpts_gemma_2b_full_row_runs_fsdp1_no_sync_and_is_scored(result: obje
     plan = row.mapped.plan
     assert plan.model_id == "gemma-2b" and not plan.model.tie_embeddings
     assert plan.parallel.grad_sync.value == "no_sync" and plan.workload.grad_accum == 4
-    assert -20.0 < row.error_pct < -10.0  # -14.5 %: the rest of the gap is not explained (REAL_GPU_MEMORY.md)
+    # -14.5 % until FSDP1's root unit assembled its flat gradient at the backward's end (branch h41root,
+    # REAL_GPU_MEMORY.md "FSDP1's root unit assembles its gradient"): -1.4 % (the views' gradients and
+    # their cat, 2.10 GB each).
+    assert plan.parallel.fsdp1_wrap and -3.0 < row.error_pct < 0.0
