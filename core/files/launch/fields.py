@@ -204,7 +204,9 @@ TRAINING_FIELDS: Final = (
     _f(
         "hardware.torch_version",
         lambda p: p.hardware.torch_version,
-        _matters("hardware.torch_version"),
+        # Where it sets the collectives' buffers (FSDP2). It also matters on an Apple GPU (core.inputs), but
+        # no launch config names the card, so a file read back could not say it: not compared there.
+        lambda p: p.parallel.strategy is Strategy.FSDP and not p.parallel.fsdp1_wrap,
         "parallel.strategy",
         "parallel.fsdp1_wrap",
     ),
