@@ -181,7 +181,8 @@ CEILINGS = {
     # signs and sizes as the source's LoRA rows: six figures above the median of 58, no earlier figure moved.
     # 3.5 / 3.1 → 3.9 (both branches merged, 2026-12-05, lead): the 15 and the 12 rows together, 96 figures with
     # LoRA on the head (h41head); no earlier figure moved.
-    # then → 3.8 with it merged (lead). 2.4 → 2.2 alone (branch h41root, 2026-12-05): FSDP1's root unit assembles its flat gradient at the backward's end
+    # 3.9 → 3.8 with it merged (lead). 2.4 → 2.2 alone (branch h41root, 2026-12-05): FSDP1's root unit
+    # assembles its flat gradient at the backward's end
     # (docs/REAL_GPU_MEMORY.md, "FSDP1's root unit assembles its gradient"): litgpt's Gemma 2B row −14.5 → −1.4 %.
     "allocated": (3.8, 30.6),
     # 3.7 → 4.1 (2026-12-04): five held-out LLMs-from-scratch figures scored once the plan could express their
