@@ -24,14 +24,19 @@ def frozen_params(plan: Plan) -> int:
     return model.embedding_params() + plan.frozen_layers * model.layer_params()
 
 
-def litgpt_adapter_tensors(plan: Plan) -> list[int]:
-    """Elements of every tensor LitGPT's Adapter / Adapter v2 trains, the whole model's
-    (core.model.ModelSpec.litgpt_prompt_tensors, litgpt_v2_block_tensors, litgpt_v2_root_tensors)."""
+def litgpt_adapter_tensors(plan: Plan) -> tuple[tuple[int, int], ...]:
+    """Every tensor LitGPT's Adapter / Adapter v2 trains, the whole model's, as (elements, how many)
+    (core.model.ModelSpec.litgpt_prompt_tensors, litgpt_v2_block_tensors, litgpt_v2_root_tensors): one
+    block's tensors with their block count, never one entry per tensor (a model of thousands of blocks
+    stays a handful of entries)."""
     model, lora = plan.model, plan.lora
-    sizes = model.litgpt_prompt_tensors(lora.adapter_prompt_length, lora.adapter_start_layer)
+    adapted = max(0, model.num_layers - lora.adapter_start_layer)
+    one_block = model.litgpt_prompt_tensors(lora.adapter_prompt_length, model.num_layers - 1)
+    groups = [(n, adapted) for n in one_block]
     if plan.method is Method.ADAPTER_V2:
-        sizes += model.litgpt_v2_block_tensors() * model.num_layers + model.litgpt_v2_root_tensors()
-    return sizes
+        groups += [(n, model.num_layers) for n in model.litgpt_v2_block_tensors()]
+        groups += [(n, 1) for n in model.litgpt_v2_root_tensors()]
+    return tuple((n, c) for n, c in groups if c)
 
 
 def bnb_kept(plan: Plan) -> KeptLinears:
@@ -94,7 +99,7 @@ def param_counts(plan: Plan) -> ParamCounts:
         if plan.method is Method.IA3:
             adapter = model.ia3_params(plan.lora.targets, plan.lora.ia3_feedforward)
         elif plan.litgpt_adapter:
-            adapter = sum(litgpt_adapter_tensors(plan))
+            adapter = sum(n * c for n, c in litgpt_adapter_tensors(plan))
         elif plan.prompt_learning:
             adapter = sum(prompt_tensor_sizes(plan))
         else:

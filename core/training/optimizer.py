@@ -73,7 +73,7 @@ def trainable_tensors(plan: Plan) -> int:
     """How many parameter tensors train (fused Adam keeps one GPU step counter for each)."""
     model = plan.model
     if plan.litgpt_adapter:
-        return len(litgpt_adapter_tensors(plan))
+        return sum(c for _, c in litgpt_adapter_tensors(plan))
     if plan.prompt_learning:
         return len(prompt_tensor_sizes(plan))
     if plan.adapter_based:
@@ -189,7 +189,7 @@ def small_state_elements(plan: Plan, below: int = OPT8_MIN_SIZE) -> int:
     instead of derived."""
     model = plan.model
     if plan.litgpt_adapter:
-        return _small(litgpt_adapter_tensors(plan), below)
+        return sum(n * c for n, c in litgpt_adapter_tensors(plan) if n < below)
     if plan.prompt_learning:
         return _small(prompt_tensor_sizes(plan), below)
     if plan.adapter_based:
@@ -209,10 +209,10 @@ def adafactor_state_elements(plan: Plan) -> int:
     """Row + column statistics for every trainable matrix (Shazeer & Stern 2018)."""
     model = plan.model
     if plan.litgpt_adapter:  # each prompt (P, d): P + d statistics; each gate (1, 1, H, 1): H + 1; vectors: n
-        sizes = litgpt_adapter_tensors(plan)
-        prompts = len(model.litgpt_prompt_tensors(plan.lora.adapter_prompt_length, plan.lora.adapter_start_layer))
+        groups = litgpt_adapter_tensors(plan)
+        blocks = max(0, model.num_layers - plan.lora.adapter_start_layer)
         per_prompt = plan.lora.adapter_prompt_length + model.hidden_size + model.num_heads + 1
-        return prompts // 2 * per_prompt + sum(sizes[prompts:])
+        return blocks * per_prompt + sum(n * c for n, c in groups[2 if blocks else 0 :])
     if plan.prompt_learning:  # the (n, d) embedding and (d, d) matrices: rows + columns; a bias is 1-D, kept whole
         d = model.hidden_size
         matrices = (plan.lora.virtual_tokens + d) + (3 * 2 * d if plan.method is Method.P_TUNING else 0)
@@ -239,7 +239,7 @@ def largest_trainable_tensor(plan: Plan) -> int:
     """Elements of the largest tensor that trains (the for-loop step works one at a time)."""
     model = plan.model
     if plan.litgpt_adapter:
-        return max(litgpt_adapter_tensors(plan), default=0)
+        return max((n for n, _ in litgpt_adapter_tensors(plan)), default=0)
     if plan.prompt_learning:
         return max(prompt_tensor_sizes(plan))
     if plan.adapter_based:

@@ -24,7 +24,7 @@ from core.errors import PlanError
 from core.estimate import estimate
 from core.files.launch import Target, export
 from core.files.planfile import dumps, loads
-from core.params import param_counts
+from core.params import litgpt_adapter_tensors, param_counts
 from core.plan import LoraSettings, Method, Plan, Preset
 from core.presets import plan_for_model
 from core.training.activations import layer_activations, outside_blocks
@@ -154,3 +154,15 @@ def test_resource_table_rows_map_to_the_methods() -> None:
     assert v1 is not None and v2 is not None
     assert (v1.method, v1.quantised_base, v1.double_quant, v1.bnb_legacy) == (Method.ADAPTER, True, True, True)
     assert (v2.method, v2.quantised_base, v2.litgpt) == (Method.ADAPTER_V2, False, True)
+
+
+def test_the_adapters_tensors_are_counted_per_block_not_listed_one_by_one() -> None:
+    # The window's random-edit test reached a 10,000-block model of 4,096 experts (core.inputs LIMITS) under
+    # Adapter v2: one list entry per tensor made each estimate build and walk a list of ~250 million sizes.
+    # One block's tensors with their block count keep it to a few entries whatever the depth.
+    plan = plan_for_model("llama-2-7b", method=Method.ADAPTER_V2, lora=LoraSettings(adapter_start_layer=2))
+    groups = litgpt_adapter_tensors(plan)
+    deep = litgpt_adapter_tensors(replace(plan, model=replace(plan.model, num_layers=10_000)))
+    assert len(deep) == len(groups) < 20
+    # The counts are those of the table's run (test above): 4,279,744 trainable on Llama 2 7B.
+    assert sum(n * c for n, c in groups) == param_counts(plan).trainable == 4_279_744
