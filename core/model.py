@@ -719,12 +719,10 @@ def skip_matches(key: str, full_name: str) -> bool:
     return key == full_name.rpartition(".")[2] or key + "." in full_name or key == full_name
 
 
-def bnb_linear_names(model: ModelSpec) -> list[tuple[str, int]]:
-    """(dotted name, weight elements) of every linear bitsandbytes would replace, named as
-    transformers' Llama / Qwen / Mistral classes name them (``model.layers.{i}.self_attn.q_proj``,
-    ``model.layers.{i}.mlp.down_proj``, each expert's ``mlp.experts.{e}.gate_proj``, Qwen2-MoE's
-    ``mlp.shared_expert.*``), plus an untied ``lm_head``. Fused projections are one linear
-    (``qkv_proj``, ``gate_up_proj``)."""
+def _linear_parts(model: ModelSpec) -> tuple[list[tuple[str, int]], list[tuple[str, int]], list[tuple[str, int]]]:
+    """(name, weight elements) of one block's attention linears, its MLP (or each expert's) linears,
+    and its shared expert's, named as transformers' Llama / Qwen / Mistral classes name them. Fused
+    projections are one linear (``qkv_proj``, ``gate_up_proj``)."""
     shapes = {name: fan_in * fan_out for name, (fan_in, fan_out) in model.linear_shapes().items()}
     fused_qkv = shapes["q_proj"] + shapes["k_proj"] + shapes["v_proj"]
     names = ["gate_proj", "up_proj", "down_proj"] if model.gated_mlp else ["up_proj", "down_proj"]
@@ -734,8 +732,17 @@ def bnb_linear_names(model: ModelSpec) -> list[tuple[str, int]]:
         mlp = [("gate_up_proj", shapes["gate_proj"] + shapes["up_proj"]), ("down_proj", shapes["down_proj"])]
     else:
         mlp = [(n, shapes[n]) for n in names]
-    d = model.hidden_size
-    shared = model.shared_expert_size
+    shared = model.shared_expert_size * model.hidden_size
+    shared_parts = [(n, shared) for n in ("gate_proj", "up_proj", "down_proj")] if shared else []
+    return attn, mlp, shared_parts
+
+
+def bnb_linear_names(model: ModelSpec) -> list[tuple[str, int]]:
+    """(dotted name, weight elements) of every linear bitsandbytes would replace
+    (``model.layers.{i}.self_attn.q_proj``, ``model.layers.{i}.mlp.down_proj``, each expert's
+    ``mlp.experts.{e}.gate_proj``, Qwen2-MoE's ``mlp.shared_expert.*``), plus an untied ``lm_head``.
+    Layers × experts names: for tests and small models; :func:`kept_linears` never lists them."""
+    attn, mlp, shared = _linear_parts(model)
     out: list[tuple[str, int]] = []
     for layer in range(model.num_layers):
         block = f"model.layers.{layer}"
@@ -745,8 +752,7 @@ def bnb_linear_names(model: ModelSpec) -> list[tuple[str, int]]:
         else:
             for e in range(model.num_experts):
                 out += [(f"{block}.mlp.experts.{e}.{n}", el) for n, el in mlp]
-        if shared:
-            out += [(f"{block}.mlp.shared_expert.{n}", d * shared) for n in ("gate_proj", "up_proj", "down_proj")]
+        out += [(f"{block}.mlp.shared_expert.{n}", el) for n, el in shared]
     if model.head_params():
         out.append((HEAD_NAME, model.head_params()))
     return out
@@ -764,25 +770,88 @@ class KeptLinears:
     unmatched: tuple[str, ...]
 
 
+class _ExpertMatcher:
+    """Which experts ``{prefix}{e}.{name}`` (prefix ``model.layers.{i}.mlp.experts.``) a key keeps,
+    without listing layers × experts names (a custom model may have 10⁴ layers of 4,096 experts).
+    ``key + "."`` occurs inside the prefix (every expert), inside ``{e}.{name}`` (the same experts in
+    every layer), or across the two (``prefix`` ends with its head, ``{e}.{name}`` starts with its
+    tail); the key may also be the linear's own name or its whole name (:func:`skip_matches`)."""
+
+    def __init__(self, experts: int) -> None:
+        self.experts = experts
+        self._sets: dict[tuple[str, str, int], frozenset[int]] = {}
+
+    def _experts_with(self, text: str, name: str, head: int) -> frozenset[int]:
+        """Experts whose ``{e}.{name}`` contains ``text`` (head 0) or starts with ``text[head:]``."""
+        cache = (text, name, head)
+        if cache not in self._sets:
+            if head == 0:
+                found = (e for e in range(self.experts) if text in f"{e}.{name}")
+            else:
+                found = (e for e in range(self.experts) if f"{e}.{name}".startswith(text[head:]))
+            self._sets[cache] = frozenset(found)
+        return self._sets[cache]
+
+    def matches(self, key: str, prefix: str, name: str) -> frozenset[int] | None:
+        """The experts ``key`` keeps (None: all of them)."""
+        s = key + "."
+        if key == name or s in prefix:
+            return None
+        found = set(self._experts_with(s, name, 0))
+        for head in range(1, len(s)):
+            if prefix.endswith(s[:head]):
+                found |= self._experts_with(s, name, head)
+        if key.startswith(prefix):
+            index, _, rest = key[len(prefix) :].partition(".")
+            if rest == name and index.isdigit() and str(int(index)) == index and int(index) < self.experts:
+                found.add(int(index))
+        return frozenset(found)
+
+
+def _expert_kept(matcher: _ExpertMatcher, keys: tuple[str, ...], prefix: str, name: str, used: set[str]) -> int:
+    """How many experts' ``name`` linear under ``prefix`` the keys keep (the keys that keep one go in ``used``)."""
+    kept: set[int] = set()
+    every = False
+    for k in keys:
+        found = matcher.matches(k, prefix, name)
+        if found is None or found:
+            used.add(k)
+        if found is None:
+            every = True
+        elif not every:
+            kept |= found
+    return matcher.experts if every else len(kept)
+
+
 @lru_cache(maxsize=64)
 def kept_linears(model: ModelSpec, keys: tuple[str, ...]) -> KeptLinears:
-    """The linears ``keys`` keeps out of a bitsandbytes base (see :func:`skip_matches`). No
-    list: transformers' default, the head alone."""
+    """The linears ``keys`` keeps out of a bitsandbytes base (see :func:`skip_matches`), in
+    O(layers × keys) whatever the experts (:class:`_ExpertMatcher`). No list: transformers' default,
+    the head alone."""
     if not keys:
         return KeptLinears(0, 0, True, ())
+    attn, mlp, shared = _linear_parts(model)
+    matcher = _ExpertMatcher(model.num_experts)
     matrices = elements = 0
-    head_kept = False
     used: set[str] = set()
-    for name, el in bnb_linear_names(model):
-        hits = [k for k in keys if skip_matches(k, name)]
-        if not hits:
-            continue
+    for layer in range(model.num_layers):
+        block = f"model.layers.{layer}"
+        named = [(f"{block}.self_attn.{n}", el) for n, el in attn]
+        named += [(f"{block}.mlp.shared_expert.{n}", el) for n, el in shared]
+        if model.num_experts == 1:
+            named += [(f"{block}.mlp.{n}", el) for n, el in mlp]
+        for name, el in named:
+            hits = [k for k in keys if skip_matches(k, name)]
+            used.update(hits)
+            if hits:
+                matrices, elements = matrices + 1, elements + el
+        if model.num_experts > 1:
+            for n, el in mlp:
+                count = _expert_kept(matcher, keys, f"{block}.mlp.experts.", n, used)
+                matrices, elements = matrices + count, elements + el * count
+    head_kept = not model.head_params()
+    if model.head_params():
+        hits = [k for k in keys if skip_matches(k, HEAD_NAME)]
         used.update(hits)
-        if name == HEAD_NAME:
-            head_kept = True
-        else:
-            matrices += 1
-            elements += el
-    return KeptLinears(
-        matrices, elements, head_kept or not model.head_params(), tuple(k for k in keys if k not in used)
-    )
+        head_kept = bool(hits)
+    return KeptLinears(matrices, elements, head_kept, tuple(k for k in keys if k not in used))

@@ -14,6 +14,8 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from core.breakdown import BucketKey
 from core.catalogue import find_model
@@ -22,7 +24,7 @@ from core.errors import PlanError, PlanFileError
 from core.estimate import estimate
 from core.files import planfile
 from core.files.importer import import_model
-from core.model import kept_linears, skip_matches
+from core.model import ModelSpec, bnb_linear_names, kept_linears, skip_matches
 from core.plan import Method, Plan
 
 QWEN = find_model("qwen3-14b").spec
@@ -144,3 +146,78 @@ def test_the_command_line_sets_it_and_config_fills_it(tmp_path: Path, capsys: py
 def test_other_methods_ignore_it_and_say_so() -> None:
     plan = replace(_plan("model.layers.0.mlp"), method=Method.LORA)
     assert any("QLoRA (bitsandbytes) base only" in w.text for w in estimate(plan).warnings)
+
+
+def _brute_force(model: ModelSpec, keys: tuple[str, ...]) -> tuple[int, int, bool, tuple[str, ...]]:
+    """transformers' own loop: every linear's dotted name against every key (skip_matches)."""
+    matrices = elements = 0
+    head_kept, used = not model.head_params(), set()
+    for name, el in bnb_linear_names(model):
+        hits = [k for k in keys if skip_matches(k, name)]
+        used.update(hits)
+        if hits and name == "lm_head":
+            head_kept = True
+        elif hits:
+            matrices, elements = matrices + 1, elements + el
+    return matrices, elements, head_kept, tuple(k for k in keys if k not in used)
+
+
+# A small MoE whose layer and expert numbers share digits (12 layers, 24 experts), so that substring
+# keys match across the layer / expert boundary: the case kept_linears counts without listing names.
+SMALL_MOE = replace(
+    find_model("qwen3-30b-a3b").spec,
+    name="small MoE",
+    num_layers=12,
+    num_experts=24,
+    hidden_size=64,
+    intermediate_size=128,
+    num_heads=4,
+    num_kv_heads=2,
+    head_dim=16,
+    vocab_size=1000,
+)
+TRICKY = (
+    "1",
+    "0.mlp",
+    "experts.1",
+    "s.1",
+    "1.gate_proj",
+    "model.layers.1.mlp.experts.10.up_proj",
+    "mlp.experts",
+    "xperts.2",
+    "11.down",
+    "2.mlp.experts.1",
+    "gate_proj",
+    "lm_head",
+    "junk",
+    "layers.1",
+    "3.up_proj",
+    "model.layers.11.mlp.experts.023.up_proj",
+    "model.layers.11.mlp.experts.23.down_proj",
+    "1.mlp.experts.2",
+)
+
+
+@pytest.mark.parametrize("model", [SMALL_MOE, QWEN], ids=["small-moe", "qwen3-14b"])
+def test_counted_without_listing_names_as_transformers_would_match_them(model: ModelSpec) -> None:
+    for key in TRICKY:
+        got = kept_linears(model, (key,))
+        assert (got.matrices, got.elements, got.head_kept, got.unmatched) == _brute_force(model, (key,)), key
+    got = kept_linears(model, TRICKY)
+    assert (got.matrices, got.elements, got.head_kept, got.unmatched) == _brute_force(model, TRICKY)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.text(alphabet="0123456789.mlpexrtsgaodwn_", min_size=1, max_size=12), min_size=1, max_size=3))
+def test_any_key_counts_as_the_names_would(keys: list[str]) -> None:
+    got = kept_linears(SMALL_MOE, tuple(keys))
+    assert (got.matrices, got.elements, got.head_kept, got.unmatched) == _brute_force(SMALL_MOE, tuple(keys))
+
+
+def test_a_custom_model_of_ten_thousand_layers_of_4096_experts_is_counted() -> None:
+    # core.model LIMITS: 10,000 layers and 4,096 experts, 1.2 × 10⁸ expert linears: listing their names
+    # took the GUI monkey test to 20 GB. "1.mlp." is in the names of each layer whose number ends in 1
+    # (1,000 of 10,000), every expert's gate, up and down linears.
+    model = replace(SMALL_MOE, num_layers=10_000, num_experts=4_096)
+    got = kept_linears(model, ("1.mlp",))
+    assert got.matrices == 1_000 * 4_096 * 3
