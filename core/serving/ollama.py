@@ -407,7 +407,9 @@ def _count(assignment: Assignment) -> int:
 def greedy_fit(layers: list[int], free: list[int], capacity: float, requested: int) -> Assignment:
     """greedyFit: the last layer first onto the last GPU, spilling to the one before it."""
     device = len(free) - 1
-    out: Assignment = [(device, [])]
+    # Built from the top down (GPUs and layers in reverse: an append, not Go's prepend, which in a
+    # Python list costs O(layers) per layer) and turned round once at the end.
+    backwards: Assignment = [(device, [])]
     space = int(_f32(_f32(free[device]) * capacity))
     for i in range(len(layers) - 1, -1, -1):
         if 0 <= requested <= len(layers) - 1 - i:
@@ -415,12 +417,12 @@ def greedy_fit(layers: list[int], free: list[int], capacity: float, requested: i
         while layers[i] > space:
             device -= 1
             if device < 0:
-                return out
-            out.insert(0, (device, []))
+                return [(gpu, placed[::-1]) for gpu, placed in reversed(backwards)]
+            backwards.append((device, []))
             space = int(_f32(_f32(free[device]) * capacity))
-        out[0][1].insert(0, i)
+        backwards[-1][1].append(i)
         space -= layers[i]
-    return out
+    return [(gpu, placed[::-1]) for gpu, placed in reversed(backwards)]
 
 
 def find_best_fit(layers: list[int], free: list[int], requested: int, force: bool) -> Assignment:
@@ -444,6 +446,10 @@ def _search_best_fit(layers: list[int], free: list[int], requested: int, force: 
     high, low = (1000.0 if requested >= 0 and force else 1.0), 0.0
     best = greedy_fit(layers, free, high, requested)
     target = _count(best)
+    if target == 0:
+        # Nothing placed at the highest factor: every lower one places nothing either and walks the same
+        # GPUs, so the bisection could only return this layout again (it cost O(GPUs²) per GPU count).
+        return best
     while _f32(high - low) > _EPSILON:
         mid = _f32(_f32(low + high) / 2)
         if mid in (low, high):

@@ -8,6 +8,7 @@ free memory, --ctx-size and --parallel their logs print.
 from __future__ import annotations
 
 import json
+import random
 from dataclasses import replace
 
 import pytest
@@ -25,11 +26,13 @@ from core.serving.ollama import (
     LINES,
     METAL_MINIMUM_MEMORY,
     Card,
+    _f32,
     auto_parallel,
     create_layout,
     estimate_gpu_layers,
     find_best_fit,
     graph_size,
+    greedy_fit,
     layout_gpu_layers,
     ollama_defaults,
     ollama_model,
@@ -312,3 +315,35 @@ def test_a_num_gpu_far_beyond_the_card_ends_the_capacity_search() -> None:
     # monkey test's edits found it); it keeps the fit at the upper bound and every layer requested.
     got = find_best_fit([6_000_000_000] * 127, [14_000_000_000], 127, True)
     assert got == [(0, list(range(127)))]
+
+
+def _go_greedy_fit(layers: list[int], free: list[int], capacity: float, requested: int) -> list[tuple[int, list[int]]]:
+    """ollama v0.13.0 llm/server.go greedyFit as written there (prepending to both lists)."""
+    device = len(free) - 1
+    out: list[tuple[int, list[int]]] = [(device, [])]
+    space = int(_f32(_f32(free[device]) * capacity))
+    for i in range(len(layers) - 1, -1, -1):
+        if 0 <= requested <= len(layers) - 1 - i:
+            break
+        while layers[i] > space:
+            device -= 1
+            if device < 0:
+                return out
+            out.insert(0, (device, []))
+            space = int(_f32(_f32(free[device]) * capacity))
+        out[0][1].insert(0, i)
+        space -= layers[i]
+    return out
+
+
+def test_greedy_fit_and_its_bisection_place_as_ollamas_loop_does() -> None:
+    # greedy_fit builds its lists backwards and the bisection stops when nothing fits at the highest factor
+    # (a 1,024-GPU plan with no free memory took the GUI monkey test minutes); the layouts are Go's.
+    rng = random.Random(7)
+    for _ in range(2000):
+        layers = [rng.randint(0, 100) for _ in range(rng.randint(0, 30))]
+        free = [rng.choice((0, rng.randint(0, 800))) for _ in range(rng.randint(1, 5))]
+        requested, capacity = rng.randint(-1, len(layers) + 2), rng.choice((0.5, 1.0, 1.3, 1000.0))
+        assert greedy_fit(layers, free, capacity, requested) == _go_greedy_fit(layers, free, capacity, requested)
+    # Nothing fits: Go's bisection would walk every GPU at each factor and keep the same layout.
+    assert find_best_fit([10**15] * 3, [0] * 4, -1, False) == _go_greedy_fit([10**15] * 3, [0] * 4, 1.0, -1)
