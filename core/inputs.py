@@ -630,6 +630,9 @@ MAX_GPUS: Final = 1_000_000
 MAX_RANK: Final = 65_536
 MAX_DEGREE: Final = 4096
 MAX_PARALLEL: Final = 1024  # a serving split's degree
+# ggml's CUDA backend holds at most 16 devices (ggml-org/llama.cpp ggml/include/ggml-cuda.h
+# GGML_CUDA_MAX_DEVICES), so llama.cpp and Ollama split layers over 16 GPUs at most.
+LLAMACPP_MAX_DEVICES: Final = 16
 MAX_LAYERS_FLAG: Final = 100_000  # -ngl: any count past the model's layers means "all of them"
 MAX_LLAMACPP_BUILD: Final = 1_000_000  # llama.cpp's build numbers count commits on master (b7474 in Dec. 2025)
 MAX_BUCKET_ELEMENTS: Final = 10**13  # DeepSpeed bucket / prefetch / live sizes, in elements

@@ -25,6 +25,7 @@ from core.inputs import (
     ENGINE_LABELS,
     FLOAT8_LABELS,
     IA3_DEFAULT_TARGETS,
+    LLAMACPP_MAX_DEVICES,
     MAX_GPUS,
     MAX_SEQ,
     MEGATRON_CE_FUSION_LABELS,
@@ -801,7 +802,8 @@ class Plan:
         """Refuse what llama.cpp refuses (ggml-org/llama.cpp src/llama-context.cpp, the stored
         commit 145b6280 the launch exporter reads: "V cache quantization requires flash_attn"), and
         a split the planner does not model: llama.cpp spreads layers over GPUs (``-sm layer``, the
-        plan's pipeline stages); its row split keeps the whole KV cache on the main GPU."""
+        plan's pipeline stages), 16 at most (core.inputs.LLAMACPP_MAX_DEVICES); its row split keeps
+        the whole KV cache on the main GPU."""
         inf = self.inference
         if inf.tensor_parallel > 1:
             raise PlanError(
@@ -809,6 +811,13 @@ class Plan:
                 inf.tensor_parallel,
                 "1 with llama.cpp",
                 "llama.cpp splits the layers across GPUs: give them as pipeline stages (-sm layer)",
+            )
+        if inf.pipeline_parallel > LLAMACPP_MAX_DEVICES:
+            raise PlanError(
+                "inference.pipeline_parallel",
+                inf.pipeline_parallel,
+                f"at most {LLAMACPP_MAX_DEVICES} GPUs with llama.cpp",
+                f"ggml's CUDA backend holds at most {LLAMACPP_MAX_DEVICES} devices (GGML_CUDA_MAX_DEVICES)",
             )
         self._check_llamacpp_fit()
         if inf.cache_type not in UNQUANTISED_CACHE and not inf.flash_attention:

@@ -77,6 +77,11 @@ def test_llama_cpp_refuses_what_it_refuses() -> None:
     # llama.cpp splits layers across GPUs (-sm layer): tensor parallelism is refused with why.
     with pytest.raises(PlanError, match=r"inference\.tensor_parallel: 2 .*pipeline stages"):
         llama_plan(tensor_parallel=2)
+    # ggml/include/ggml-cuda.h GGML_CUDA_MAX_DEVICES 16: no more GPUs than ggml's CUDA backend holds
+    # (a 1,024-stage Ollama plan was accepted and its layout search took minutes).
+    assert llama_plan(pipeline_parallel=16).inference.pipeline_parallel == 16
+    with pytest.raises(PlanError, match=r"inference\.pipeline_parallel: 17 .*GGML_CUDA_MAX_DEVICES"):
+        llama_plan(pipeline_parallel=17)
 
 
 def test_a_mac_holds_no_cuda_context_beside_the_buffers() -> None:
