@@ -161,7 +161,8 @@ def test_4bit_base_never_needs_more_than_16bit_lora(plan: Plan) -> None:
 
 
 @settings(INVARIANT)
-@given(valid_plans.filter(lambda p: p.method is not Method.FROZEN))
+# Prefix tuning is left out: PEFT refuses it with gradient checkpointing, and so does Plan.
+@given(valid_plans.filter(lambda p: p.method not in (Method.FROZEN, Method.PREFIX_TUNING)))
 def test_checkpointing_never_keeps_more_activations(plan: Plan) -> None:
     # Frozen blocks are excluded: see test_checkpointing_frozen_blocks_keeps_more below.
     # Full checkpointing: per-op SAC caches its matmul outputs whether or not a gradient
