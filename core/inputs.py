@@ -78,6 +78,9 @@ class Method(StrEnum):
     # sequence; the frozen model runs on the sequence plus those tokens.
     PROMPT_TUNING = "prompt-tuning"  # PEFT PromptTuningConfig: the virtual tokens' embeddings train
     P_TUNING = "p-tuning"  # PEFT PromptEncoderConfig (MLP): an embedding and a 3-layer MLP make them
+    # PEFT's prefix tuning and LN tuning (branch h52pfx), read at huggingface/peft 51c2ff66.
+    PREFIX_TUNING = "prefix-tuning"  # PrefixTuningConfig: trained keys and values of virtual tokens in every layer
+    LN_TUNING = "ln-tuning"  # LNTuningConfig: trained copies of the norms, the rest frozen
 
 
 class Precision(StrEnum):
@@ -512,6 +515,8 @@ METHOD_LABELS: Final = {
     Method.ADAPTER_V2: "Adapter v2 (LitGPT)",
     Method.PROMPT_TUNING: "Prompt tuning",
     Method.P_TUNING: "P-tuning (MLP encoder)",
+    Method.PREFIX_TUNING: "Prefix tuning",
+    Method.LN_TUNING: "LN tuning (norms)",
 }
 OPTIMIZER_LABELS: Final = {
     Optimizer.ADAMW: "AdamW",
@@ -894,9 +899,10 @@ INPUTS: Final[tuple[Input, ...]] = (
           "Adapter (LitGPT): learned prompts, gated, in the attention of the top blocks. Adapter v2: those, plus a "
           "trained bias and scale on every linear layer and trainable norms. Prompt tuning / P-tuning (PEFT): "
           "trained embeddings of virtual tokens go before every sequence (P-tuning makes them with an MLP); the "
-          "frozen model runs on the sequence plus those tokens.",
-          ("--method",), "full, lora, qlora, frozen (layers), dora, ia3, adapter, adapter_v2, prompt-tuning or "
-          "p-tuning", labels=METHOD_LABELS),
+          "frozen model runs on the sequence plus those tokens. Prefix tuning (PEFT): trained keys and values of "
+          "virtual tokens in every layer's attention. LN tuning (PEFT): trained copies of the norms.",
+          ("--method",), "full, lora, qlora, frozen (layers), dora, ia3, adapter, adapter_v2, prompt-tuning, "
+          "p-tuning, prefix-tuning or ln-tuning", labels=METHOD_LABELS),
     Input("lora.rank", Kind.INT, "Rank r", "LoRA rank", 8,
           "Rank r of each adapter: r × (in + out) parameters per matrix.",
           ("--lora-rank",), "LoRA/DoRA adapter rank r", low=1, high=MAX_RANK,
@@ -914,7 +920,8 @@ INPUTS: Final[tuple[Input, ...]] = (
           "The modules that get an adapter (LoRA, DoRA) or a scaling vector (IA3); lm_head, the output head, "
           "takes a LoRA or DoRA adapter (all-linear leaves it out, as PEFT does).",
           ("--lora-targets",), "comma list: q_proj,v_proj, all-linear, lm_head (the output head; LoRA, DoRA)",
-          matters=lambda p: p.adapter_based and not p.litgpt_adapter and not p.prompt_learning),
+          matters=lambda p: p.adapter_based and not p.litgpt_adapter and not p.prompt_learning
+          and p.method is not Method.LN_TUNING),
     Input("lora.ia3_feedforward", Kind.TARGETS, "Feedforward", "IA3 feedforward modules", ("down_proj",),
           "IA3's feedforward_modules: of the targets, those whose input is scaled (PEFT's default for Llama-style "
           "models: down_proj); the others scale their output.",
@@ -937,9 +944,10 @@ INPUTS: Final[tuple[Input, ...]] = (
           matters=lambda p: p.litgpt_adapter),
     Input("lora.virtual_tokens", Kind.INT, "Virtual tokens", "Virtual tokens", 20,
           "Prompt tuning / P-tuning: PEFT's num_virtual_tokens, trained embeddings put before every sequence; "
-          "the model runs on the sequence plus these tokens.",
-          ("--virtual-tokens",), "prompt-tuning / p-tuning: PEFT num_virtual_tokens (default 20)", low=1,
-          high=100_000, matters=lambda p: p.prompt_learning),
+          "the model runs on the sequence plus these tokens. Prefix tuning: the keys and values every layer's "
+          "attention sees before the sequence's own.",
+          ("--virtual-tokens",), "prompt-tuning / p-tuning / prefix-tuning: PEFT num_virtual_tokens (default 20)",
+          low=1, high=100_000, matters=lambda p: p.prompt_learning),
     Input("quant", Kind.ENUM, "Base storage", "Base quantisation", Quant.NF4,
           "How QLoRA stores the frozen base weights (bitsandbytes): 4-bit NF4/FP4 in blocks of 64, or 8-bit.",
           ("--quant",), "QLoRA base storage", labels=QUANT_LABELS, matters=lambda p: p.quantised_base),
@@ -979,7 +987,7 @@ INPUTS: Final[tuple[Input, ...]] = (
     Input("adapter_dtype", Kind.ENUM, "Adapters", "Adapters", Dtype.FP32,
           "LoRA / DoRA adapter storage: PEFT casts adapters to float32 by default.",
           ("--adapter-dtype",), "LoRA/DoRA adapters (PEFT: fp32)", labels=DTYPE_LABELS,
-          matters=lambda p: p.preset is Preset.CUSTOM and p.adapter_based),
+          matters=lambda p: p.preset is Preset.CUSTOM and p.adapter_based and p.method is not Method.LN_TUNING),
     # On the command line a switch: on means autocast to the weights' 16-bit dtype.
     Input("autocast", Kind.ENUM, "Autocast", "Autocast", Autocast.BF16,
           "torch.autocast around the forward pass and the loss; fp16 adds a GradScaler.",

@@ -83,11 +83,41 @@ def prompt_tensor_sizes(plan: Plan) -> list[int]:
     with a bias, h = encoder_hidden_size, which ``_prepare_prompt_learning_config`` (src/peft/utils/other.py)
     sets to token_dim when not given. The results files' num_trainable_params: 614,400 (200 × 3,072) and
     28,382,208 (20 × 3,072 + 3 × (3,072² + 3,072)) for Llama-3.2-3B."""
-    d = plan.model.hidden_size
+    model = plan.model
+    d = model.hidden_size
+    if plan.method is Method.PREFIX_TUNING:
+        # Prefix tuning's ``PrefixEncoder`` (src/peft/tuners/prefix_tuning/model.py), prefix_projection False
+        # (PrefixTuningConfig's default, the only layout modelled): ``nn.Embedding(num_virtual_tokens,
+        # num_layers * 2 * token_dim)``, token_dim the keys' width, num_key_value_heads × head_dim, under
+        # grouped-query attention (``_prepare_prompt_learning_config``, "For grouped-query attention, see #1901").
+        # prefixtuning--llama-3.2-3B-lr_0.001.json: token_dim 1024, "num_trainable_params": 11468800
+        # (200 × 28 × 2 × 1,024).
+        return [plan.lora.virtual_tokens * model.num_layers * 2 * model.kv_width]
     sizes = [plan.lora.virtual_tokens * d]
     if plan.method is Method.P_TUNING:
         sizes += [d * d, d, d * d, d, d * d, d]
     return sizes
+
+
+def ln_tensor_sizes(plan: Plan) -> list[int]:
+    """Elements of each tensor PEFT's LN tuning trains (huggingface/peft 51c2ff66 src/peft/tuners/ln_tuning/
+    layer.py ``LNTuningLayer.update_layer``: ``deepcopy(layer)`` of every targeted norm, the copy trains and
+    the original stays, frozen; core.plan.LN_TUNING_FAMILIES: every norm of each block and the final one).
+    A LayerNorm's weight and bias, an RMSNorm's weight. ln_tuning--llama-3.2-3B-default.json:
+    "num_trainable_params": 175104 = (2 × 28 + 1) × 3,072."""
+    model = plan.model
+    per_norm = [model.hidden_size] * (2 if model.norm == "layernorm" else 1)
+    return per_norm * (model.norms_per_layer * model.num_layers + 1)
+
+
+def flat_trained_sizes(plan: Plan) -> list[int] | None:
+    """The trained tensors of the PEFT methods whose tensors are not one adapter per block (prompt learning,
+    LN tuning), listed whole for the optimizer's rules; None for every other method."""
+    if plan.prompt_learning:
+        return prompt_tensor_sizes(plan)
+    if plan.method is Method.LN_TUNING:
+        return ln_tensor_sizes(plan)
+    return None
 
 
 @last_answer
@@ -100,8 +130,8 @@ def param_counts(plan: Plan) -> ParamCounts:
             adapter = model.ia3_params(plan.lora.targets, plan.lora.ia3_feedforward)
         elif plan.litgpt_adapter:
             adapter = sum(n * c for n, c in litgpt_adapter_tensors(plan))
-        elif plan.prompt_learning:
-            adapter = sum(prompt_tensor_sizes(plan))
+        elif plan.prompt_learning or plan.method is Method.LN_TUNING:
+            adapter = sum(flat_trained_sizes(plan) or [])
         else:
             adapter = model.lora_params(plan.lora.rank, plan.lora.targets)
         if plan.method is Method.DORA:

@@ -234,12 +234,21 @@ def _default_targets_for(method: Method, lora: LoraSettings) -> LoraSettings:
     return replace(lora, targets=taken) if lora.targets == left else lora
 
 
+# PEFT's LN tuning (branch h52pfx): the model families whose default target modules are every norm on the
+# residual stream, each block's and the final one (huggingface/peft 51c2ff66 src/peft/utils/constants.py
+# TRANSFORMERS_MODELS_TO_LNTUNING_TARGET_MODULES_MAPPING: llama, mistral, gemma ["input_layernorm",
+# "post_attention_layernorm", "norm"]; gemma2, gemma3_text those plus "pre_feedforward_layernorm",
+# "post_feedforward_layernorm"; gpt2 ["ln_1", "ln_2", "ln_f"]). Qwen2 / Qwen3 name post_attention_layernorm
+# alone and other families nothing (PEFT then asks for target_modules): not modelled.
+LN_TUNING_FAMILIES: Final = ("llama", "mistral", "gemma", "gemma2", "gemma3_text", "gpt2")
+
+
 def as_run(plan: Plan) -> Plan:
     """The plan with the sequence the model runs on (:attr:`Plan.run_seq_len`): PEFT's prompt learning
     puts its virtual tokens before every sequence, so the blocks' tensors, the logits and the step's
     FLOPs are those of seq + num_virtual_tokens positions. Read once, where the training estimate starts
     (the ranks' memory, the step's time); every other plan is returned as is."""
-    if not plan.prompt_learning:
+    if plan.run_seq_len == plan.workload.seq_len:  # (prefix tuning's tokens are keys only: the same sequence)
         return plan
     if plan.run_seq_len > MAX_SEQ:  # (the run's plan is a Plan too: its sequence within the input's range)
         raise PlanError(
@@ -873,20 +882,43 @@ class Plan:
         """Prompt tuning and P-tuning as this planner models them: one process (or DDP) over a
         16- or 32-bit base. The virtual tokens' embeddings sit outside every block, which the
         sharded and split layouts' adapter rules (one adapter per block) do not describe; PEFT's
-        prompt learning on a quantised base is not modelled."""
-        if not self.prompt_learning:
+        prompt learning on a quantised base is not modelled. LN tuning (branch h52pfx) likewise, on the families
+        whose default targets are modelled; prefix tuning under SDPA and without checkpointing, as PEFT runs it."""
+        if not (self.prompt_learning or self.method is Method.LN_TUNING):
             return
         par = self.parallel
         if par.strategy is not Strategy.DDP or par.tensor_parallel * par.pipeline_parallel * par.context_parallel > 1:
             raise PlanError(
                 "parallel.strategy",
                 par.strategy.value,
-                "one GPU or DDP (no TP, PP or CP) with prompt tuning / P-tuning",
-                "the virtual tokens' embeddings sit outside the blocks; only one GPU and DDP are modelled",
+                f"one GPU or DDP (no TP, PP or CP) with {METHOD_LABELS[self.method]}",
+                "the trained tensors are not one adapter per block; only one GPU and DDP are modelled",
             )
         if self.stack is Stack.MEGATRON or self.litgpt or self.unsloth:
+            raise PlanError("stack", self.stack.value, "PEFT on PyTorch", "the method is PEFT's (PeftModelForCausalLM)")
+        if self.method is Method.LN_TUNING and self.model.family not in LN_TUNING_FAMILIES:
             raise PlanError(
-                "stack", self.stack.value, "PEFT on PyTorch", "prompt learning is PEFT's PeftModelForCausalLM"
+                "method",
+                self.method.value,
+                f"a model of a family PEFT's LN tuning trains every norm of ({', '.join(LN_TUNING_FAMILIES)})",
+                f"{self.model.family or 'this model'}: PEFT's TRANSFORMERS_MODELS_TO_LNTUNING_TARGET_MODULES_MAPPING "
+                "names other modules or none (not modelled)",
+            )
+        if self.prefix_tokens and self.checkpointing:
+            # huggingface/peft 51c2ff66 src/peft/peft_model.py ``_setup_prompt_encoder``, PREFIX_TUNING: "prefix
+            # tuning now uses Cache but that won't work with gradient checkpointing" -> ValueError.
+            raise PlanError(
+                "checkpointing",
+                True,
+                "off with prefix tuning",
+                "PEFT: PREFIX_TUNING does not work with gradient checkpointing",
+            )
+        if self.prefix_tokens and self.attention is not Attention.SDPA:
+            raise PlanError(
+                "attention",
+                self.attention.value,
+                "sdpa with prefix tuning",
+                "prefix tuning's keys come from a cache; only SDPA with its explicit mask is modelled",
             )
 
     # ---- derived inputs (no arithmetic on memory here: that is the estimator's) ------
@@ -897,7 +929,7 @@ class Plan:
     @property
     def adapter_based(self) -> bool:
         """A frozen base with small trained tensors beside it (LoRA, QLoRA, DoRA, IA3, LitGPT's adapters,
-        prompt tuning, P-tuning)."""
+        prompt tuning, P-tuning, prefix tuning, LN tuning)."""
         return self.method in (
             Method.LORA,
             Method.QLORA,
@@ -907,6 +939,8 @@ class Plan:
             Method.ADAPTER_V2,
             Method.PROMPT_TUNING,
             Method.P_TUNING,
+            Method.PREFIX_TUNING,
+            Method.LN_TUNING,
         )
 
     @property
@@ -934,8 +968,17 @@ class Plan:
 
     @property
     def prompt_learning(self) -> bool:
-        """PEFT's prompt learning: trained virtual tokens before every sequence, nothing in the blocks."""
-        return self.method in (Method.PROMPT_TUNING, Method.P_TUNING)
+        """PEFT's prompt learning (its PromptLearningConfig methods): trained virtual tokens, their tensors
+        outside the blocks; prompt tuning and P-tuning put them before the sequence, prefix tuning before
+        every layer's keys and values."""
+        return self.method in (Method.PROMPT_TUNING, Method.P_TUNING, Method.PREFIX_TUNING)
+
+    @property
+    def prefix_tokens(self) -> int:
+        """Keys and values prefix tuning puts before the sequence's own in every layer's attention
+        (huggingface/peft 51c2ff66 src/peft/peft_model.py ``PeftModelForCausalLM.forward``: ``past_key_values =
+        self.get_prompt(batch_size, ...)`` handed to the base model as its cache); 0 for every other method."""
+        return self.lora.virtual_tokens if self.method is Method.PREFIX_TUNING else 0
 
     @property
     def run_seq_len(self) -> int:
@@ -944,7 +987,7 @@ class Plan:
         ``inputs_embeds = torch.cat((prompts, inputs_embeds), dim=1)``, the labels padded with -100 in
         front and the attention mask with ones, so every block, the logits and the loss cover
         seq + num_virtual_tokens positions)."""
-        extra = self.lora.virtual_tokens if self.prompt_learning else 0
+        extra = self.lora.virtual_tokens if self.method in (Method.PROMPT_TUNING, Method.P_TUNING) else 0
         return self.workload.seq_len + extra
 
     @property

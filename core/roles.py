@@ -193,7 +193,12 @@ def cast_weights_label(plan: Plan) -> str:
 
 def adapter_dtype(plan: Plan) -> Dtype:
     """The dtype the plan's adapters train in: the plan's, or DeepSpeed's cast of them
-    (:func:`deepspeed_cast_adapters`)."""
+    (:func:`deepspeed_cast_adapters`). LN tuning's copies keep the norms' own dtype, the frozen base's:
+    PEFT skips its float32 cast for them (huggingface/peft 51c2ff66 src/peft/tuners/ln_tuning/model.py
+    ``LNTuningModel._cast_adapter_dtype``: "LN Tuning does not add adapter layers, instead it creates copies
+    of the original layer. For this reason, we need to skip adapter autocasting")."""
+    if plan.method is Method.LN_TUNING:
+        return plan.base_dtype
     return deepspeed_cast_adapters(plan) or plan.adapter_dtype
 
 

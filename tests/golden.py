@@ -468,6 +468,20 @@ CLI_RUNS: tuple[tuple[str, ...], ...] = (
             "--preset trainer-bf16 --micro-batch 4 --seq 768 --gpu l40s"
         )
     ),
+    # PEFT prefix tuning and LN tuning (branch h52pfx): the method comparison's settings (200 virtual keys and
+    # values per layer; every norm) on its L40S.
+    tuple(
+        shlex.split(
+            "estimate --json --model llama-3.2-3b --method prefix-tuning --virtual-tokens 200 "
+            "--preset trainer-bf16 --micro-batch 4 --seq 768 --gpu l40s"
+        )
+    ),
+    tuple(
+        shlex.split(
+            "estimate --json --model llama-3.2-3b --method ln-tuning "
+            "--preset trainer-bf16 --micro-batch 4 --seq 768 --gpu l40s"
+        )
+    ),
 )
 
 

@@ -222,8 +222,9 @@ _CACHE_EMPTIED_BEFORE_PEAK: Final = frozenset({"peft-method-comparison-metamathq
 # score (issue 22's independent evidence; docs/REAL_GPU_MEMORY.md, "torchao's float8 tables, held out").
 # Figures of methods the planner gained after the fragmentation constant was set (branch h41soft, 2026-12-05:
 # PEFT's prompt tuning and P-tuning rows of the method comparison, until then method 'other'): scored with the
-# constant fitted without their family, never fitted on, so expressing them moves no constant.
-HELD_OUT_METHODS: Final = frozenset({"prompt-tuning", "p-tuning"})
+# constant fitted without their family, never fitted on, so expressing them moves no constant. Branch h52pfx
+# (2026-12-05) adds the same comparison's prefix tuning and LN tuning rows on the same terms.
+HELD_OUT_METHODS: Final = frozenset({"prompt-tuning", "p-tuning", "prefix-tuning", "ln-tuning"})
 HELD_OUT_SOURCES: Final = frozenset(
     {
         "torchao-float8-torchtitan-2025",
@@ -325,8 +326,8 @@ def _missing(recipe: Mapping[str, Any]) -> list[str]:
         out.append("layers split over GPUs in one process (transformers device_map)")
     if recipe["method"] == "other":
         out.append(
-            "PEFT / lit-gpt method other than LoRA, QLoRA, DoRA, IA3, prompt tuning, P-tuning or lit-gpt's Adapter / "
-            "Adapter v2"
+            "PEFT / lit-gpt method other than LoRA, QLoRA, DoRA, IA3, prompt tuning, P-tuning, prefix tuning, "
+            "LN tuning or lit-gpt's Adapter / Adapter v2"
         )
     if recipe["optimizer"] is not None and recipe["optimizer"] not in _OPTIMIZERS:
         out.append(f"optimizer {recipe['optimizer']}")

@@ -374,6 +374,8 @@ METHOD_NAMES: Final = {
     Method.ADAPTER_V2: "LitGPT Adapter v2",
     Method.PROMPT_TUNING: "prompt tuning",
     Method.P_TUNING: "P-tuning",
+    Method.PREFIX_TUNING: "prefix tuning",
+    Method.LN_TUNING: "LN tuning",
 }
 
 

@@ -21,7 +21,14 @@ from core.memo import last_answer
 from core.model import HEAD_TARGET, ModelSpec, normalise_ia3_feedforward, normalise_lora_targets
 from core.plan import Attention, CheckpointPolicy, MegatronCeFusion, Method, Plan, Stack, TransformersLoss
 from core.roles import adapter_dtype, compute_dtype, dtypes_for, model_dtype
-from core.training.attention import Kernel, math_kernel_bytes, megatron_fused_softmax, needs_mask, sdpa_kernel
+from core.training.attention import (
+    Kernel,
+    explicit_mask,
+    math_kernel_bytes,
+    megatron_fused_softmax,
+    needs_mask,
+    sdpa_kernel,
+)
 from core.training.storage import litgpt_quantised_head
 
 # torch.compile's default partitioner for training, min_cut_rematerialization_partition
@@ -104,6 +111,8 @@ class _Ctx:
     dropout: bool = False  # LoRA dropout > 0 on the adapters
     compiled: bool = False  # torch.compile's partitioner recomputes cheap elementwise ops (above)
     unsloth_norm: bool = False  # Unsloth's Triton RMSNorm (see UNSLOTH_FAST_FAMILIES)
+    norms_train: bool = False  # PEFT's LN tuning: the residual stream's norms train (copies), nothing else
+    prefix: int = 0  # prefix tuning's virtual keys and values before every layer's own (Plan.prefix_tokens)
 
     def saves(self, name: str) -> bool:
         """A projection keeps its input only when its weight, or an adapter on it, trains."""
@@ -157,6 +166,8 @@ def _plan_fields(plan: Plan) -> dict[str, object]:
         "autocast": dt.autocast,
         "compiled": plan.stack is Stack.COMPILE,
         "unsloth_norm": unsloth_fast_path(plan),
+        "norms_train": plan.method is Method.LN_TUNING,
+        "prefix": plan.prefix_tokens,
     }
 
 
@@ -256,7 +267,8 @@ def _norm(
         # cast after (Gemma's x * (1 + w.float()), Olmo2RMSNorm's (w * x).to(input_dtype)).
         saved_input(Term(f"{label}: input in float32", f"N·{w} × 4", n * d * 4), 4.0)
         items.append(Term(f"{label}: 1/rms (float32)", "rows × 4", n * 4))
-        if ctx.trainable:
+        # LN tuning trains the residual stream's norms (rows None; q/k norms are not among PEFT's targets).
+        if ctx.trainable or (ctx.norms_train and rows is None):
             h_bytes = 4.0 if model.family in FLOAT32_NORM_SCALE else x
             items.append(Term(f"{label}: normalised", f"N·{w} × {h_bytes:g}", n * d * h_bytes))
     return items + with_output_consumers
@@ -307,10 +319,14 @@ def _attention(plan: Plan, ctx: _Ctx) -> list[Term]:
         # Eager attention, and SDPA with a mask (no enable_gqa then), repeat k and v to every head;
         # so does LitGPT in training (litgpt/model.py 00af8b0, CausalSelfAttention.forward:
         # ``k.expand(...)`` then ``reshape``, a copy, "training: flash attention requires it").
-        repeated = kernel is Kernel.EAGER or (needs_mask(plan) and kernel is not Kernel.FLASH) or plan.litgpt
-        kv_saved = n * model.q_width if repeated else kv_el
+        repeated = kernel is Kernel.EAGER or (explicit_mask(plan) and kernel is not Kernel.FLASH) or plan.litgpt
+        keys = b * (s + ctx.prefix)  # prefix tuning: the virtual keys and values come first (_prefix_terms)
+        kv_saved = keys * (model.q_width if repeated else model.kv_width)
         label = "k, v repeated to every head" if repeated and model.num_kv_heads != h else "k, v"
+        if ctx.prefix:
+            label += f" (seq + {ctx.prefix} prefix positions)"
         items.append(Term(label, f"2 × {sci(kv_saved)} × {ca:g}", 2 * kv_saved * ca))
+        items += _prefix_terms(plan, ctx, kernel, repeated)
     if kernel is Kernel.EAGER:
         items += _eager_scores(plan, ctx, b * h * s * s)
         if ctx.saves("o_proj") and not o_adapter_copy:  # else the adapter's copy below is what is kept
@@ -346,6 +362,34 @@ def _attention(plan: Plan, ctx: _Ctx) -> list[Term]:
     if o_adapter_copy:
         a = ctx.adapter_in
         items.append(Term("o_proj input cast for its adapter", f"N·H·hd × {a:g}", q_el * a))
+    return items
+
+
+def _prefix_terms(plan: Plan, ctx: _Ctx, kernel: Kernel, repeated: bool) -> list[Term]:
+    """What prefix tuning adds to a layer's attention beyond its longer k and v (huggingface/peft 51c2ff66
+    src/peft/peft_model.py ``get_prompt``: the prefix encoder's output, cast to the base model's dtype, viewed as
+    (B, n, 2·layers, kv heads, head_dim) and handed to the model as a ``DynamicCache``; each attention's
+    ``past_key_values.update`` returns the cache's ``torch.cat`` of the prefix and the layer's own k and v,
+    B × kv heads × (S + n) × head_dim each, which the cache holds as long as the model's output).
+
+    - With grouped-query heads repeated (an explicit mask: the keys outnumber the queries, so transformers
+      cannot hand SDPA ``is_causal``), SDPA keeps the repeated copies and the cache its own k and v besides.
+    - The memory-efficient kernel keeps the mask as a bias in the compute dtype, B × S × (S + n), one per layer:
+      pytorch/pytorch aten/src/ATen/native/transformers/attention.cpp (a 2.5+ copy read through the file index,
+      id 40065839) ``scaled_dot_product_attention``, efficient branch: ``convert_boolean_attn_mask(attn_mask_,
+      query_.dtype())`` then ``preprocess_mask`` (``pad_bias<8>``: the keys' dimension padded to a multiple of 8
+      where the rows' stride is not one), the result handed to ``_scaled_dot_product_efficient_attention``."""
+    if not ctx.prefix:
+        return []
+    model, b, s, ca = plan.model, ctx.b, ctx.s, ctx.ca
+    keys = s + ctx.prefix
+    items: list[Term] = []
+    if repeated and model.num_kv_heads != model.num_heads:
+        el = 2 * b * keys * model.kv_width
+        items.append(Term("prefix tuning: the cache's k, v (seq + prefix)", f"2 × B·(S + n)·kv × {ca:g}", el * ca))
+    if kernel is Kernel.EFFICIENT:
+        el = b * s * (-(-keys // 8) * 8)
+        items.append(Term("prefix tuning: the mask as the kernel's bias", f"B·S·(S + n) × {ca:g}", el * ca))
     return items
 
 

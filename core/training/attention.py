@@ -38,6 +38,14 @@ def needs_mask(plan: Plan) -> bool:
     return model.sliding_window is not None and plan.workload.seq_len >= model.sliding_window
 
 
+def explicit_mask(plan: Plan) -> bool:
+    """Whether SDPA is handed a mask: a sliding window (needs_mask), or prefix tuning's keys before the
+    sequence's own (huggingface/peft 51c2ff66 src/peft/peft_model.py ``PeftModelForCausalLM.forward`` passes
+    a prefix cache and a mask with the prefix's ones; with more keys than queries a causal mask cannot be
+    SDPA's ``is_causal``, so transformers builds it; with it, no ``enable_gqa``: k and v are repeated)."""
+    return needs_mask(plan) or plan.prefix_tokens > 0
+
+
 def sixteen_bit_inputs(plan: Plan) -> bool:
     """Attention sees 16-bit q, k, v under autocast or when the model is stored in 16 bits."""
     frozen_base = plan.method in (Method.LORA, Method.QLORA, Method.DORA) or plan.litgpt_adapter
@@ -69,7 +77,7 @@ def sdpa_kernel(plan: Plan) -> Kernel:
     if plan.attention is Attention.SDPA and runs_mps(plan.hardware.gpu):
         return Kernel.MATH  # MPS has no fused attention with a backward (see above)
     model = plan.model
-    masked = needs_mask(plan)
+    masked = explicit_mask(plan)
     sixteen = sixteen_bit_inputs(plan)
     if plan.attention in (Attention.FLASH, Attention.FLASH1) or (sixteen and not masked and model.head_dim <= 256):
         return Kernel.FLASH

@@ -189,8 +189,11 @@ def token_flops(plan: Plan) -> TokenFlops:
     passes = _passes(plan)
     layers = model.num_layers
     s, q = plan.workload.seq_len, model.q_width
-    attn_full = 4.0 * q * attended_keys(model, s, causal=False)  # forward, one layer
-    attn_causal = 4.0 * q * attended_keys(model, s, causal=True)
+    # Prefix tuning: every query also meets the n virtual keys before the sequence (huggingface/peft 51c2ff66
+    # src/peft/peft_model.py get_prompt: a cache of n positions in every layer), unmasked: 4·H·hd·n more.
+    prefix = plan.prefix_tokens
+    attn_full = 4.0 * q * (attended_keys(model, s, causal=False) + prefix)  # forward, one layer
+    attn_causal = 4.0 * q * (attended_keys(model, s, causal=True) + prefix)
     vd = float(model.vocab_size * model.hidden_size)
     head = 2.0 * vd * (3 if head_trains(plan) else 2)
     w_head_adapt = head_adapter_weight(plan)
@@ -204,8 +207,8 @@ def token_flops(plan: Plan) -> TokenFlops:
         FlopTerm(
             "attention scores and values (causal)",
             attn_causal * (layers + 2 * passes.backward),
-            f"4·H·hd·(s+1)/2 × ({layers} + 2 × {passes.backward}) = 4 × {q} × {attended_keys(model, s, True):,.0f} × "
-            f"{layers + 2 * passes.backward}",
+            f"4·H·hd·{'((s+1)/2 + n)' if prefix else '(s+1)/2'} × ({layers} + 2 × {passes.backward}) = 4 × {q} × "
+            f"{attended_keys(model, s, True) + prefix:,.0f} × {layers + 2 * passes.backward}",
         ),
         FlopTerm("logits (output head)", head, f"2·V·d × {3 if head_trains(plan) else 2} passes = 2 × {sci(vd)} × …"),
     ]

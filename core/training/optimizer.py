@@ -12,7 +12,7 @@ from typing import Final
 from core.breakdown import Term
 from core.format import sci
 from core.memo import last_answer
-from core.params import ParamCounts, litgpt_adapter_tensors, prompt_tensor_sizes
+from core.params import ParamCounts, flat_trained_sizes, litgpt_adapter_tensors, ln_tensor_sizes
 from core.plan import Method, Optimizer, OptimizerImpl, Plan
 from core.roles import Dtypes, runs_grad_scaler
 
@@ -74,8 +74,9 @@ def trainable_tensors(plan: Plan) -> int:
     model = plan.model
     if plan.litgpt_adapter:
         return sum(c for _, c in litgpt_adapter_tensors(plan))
-    if plan.prompt_learning:
-        return len(prompt_tensor_sizes(plan))
+    flat = flat_trained_sizes(plan)  # prompt learning, LN tuning
+    if flat is not None:
+        return len(flat)
     if plan.adapter_based:
         return model.num_layers * len(adapter_tensor_sizes(plan)) + len(head_adapter_tensor_sizes(plan))
     layers = model.num_layers - (plan.frozen_layers if plan.method is Method.FROZEN else 0)
@@ -190,8 +191,9 @@ def small_state_elements(plan: Plan, below: int = OPT8_MIN_SIZE) -> int:
     model = plan.model
     if plan.litgpt_adapter:
         return sum(n * c for n, c in litgpt_adapter_tensors(plan) if n < below)
-    if plan.prompt_learning:
-        return _small(prompt_tensor_sizes(plan), below)
+    flat = flat_trained_sizes(plan)  # prompt learning, LN tuning
+    if flat is not None:
+        return _small(flat, below)
     if plan.adapter_based:
         head = _small(head_adapter_tensor_sizes(plan), below)
         return model.num_layers * _small(adapter_tensor_sizes(plan), below) + head
@@ -213,6 +215,10 @@ def adafactor_state_elements(plan: Plan) -> int:
         blocks = max(0, model.num_layers - plan.lora.adapter_start_layer)
         per_prompt = plan.lora.adapter_prompt_length + model.hidden_size + model.num_heads + 1
         return blocks * per_prompt + sum(n * c for n, c in groups[2 if blocks else 0 :])
+    if plan.method is Method.LN_TUNING:  # 1-D norm weights (and biases), kept whole
+        return sum(ln_tensor_sizes(plan))
+    if plan.method is Method.PREFIX_TUNING:  # the (n, L·2·kv) embedding: rows + columns
+        return plan.lora.virtual_tokens + model.num_layers * 2 * model.kv_width
     if plan.prompt_learning:  # the (n, d) embedding and (d, d) matrices: rows + columns; a bias is 1-D, kept whole
         d = model.hidden_size
         matrices = (plan.lora.virtual_tokens + d) + (3 * 2 * d if plan.method is Method.P_TUNING else 0)
@@ -240,8 +246,9 @@ def largest_trainable_tensor(plan: Plan) -> int:
     model = plan.model
     if plan.litgpt_adapter:
         return max((n for n, _ in litgpt_adapter_tensors(plan)), default=0)
-    if plan.prompt_learning:
-        return max(prompt_tensor_sizes(plan))
+    flat = flat_trained_sizes(plan)  # prompt learning, LN tuning
+    if flat is not None:
+        return max(flat)
     if plan.adapter_based:
         return max(adapter_tensor_sizes(plan) + head_adapter_tensor_sizes(plan), default=0)
     linear = max(fi * fo for fi, fo in model.linear_shapes().values())

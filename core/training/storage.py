@@ -31,6 +31,8 @@ _ADAPTER_LABELS: Final = {
     Method.ADAPTER_V2: "Adapter v2 prompts, gates, biases, scales + norms",
     Method.PROMPT_TUNING: "prompt embeddings",
     Method.P_TUNING: "prompt embeddings + MLP encoder",
+    Method.PREFIX_TUNING: "prefix keys and values",
+    Method.LN_TUNING: "trained copies of the norms",
 }
 
 
@@ -130,6 +132,10 @@ def copy_terms(plan: Plan, counts: ParamCounts, dt: Dtypes) -> list[Term]:
         # prompts are cast by PEFT's ``prompts.to(inputs_embeds.dtype)``, nothing cached); only
         # P-tuning's MLP linears are (huggingface/peft 51c2ff66 src/peft/tuners/p_tuning/model.py).
         cast -= plan.lora.virtual_tokens * plan.model.hidden_size
+    if plan.method in (Method.PREFIX_TUNING, Method.LN_TUNING):
+        # Prefix tuning's one tensor is an embedding too (F.embedding; get_prompt casts its output,
+        # ``past_key_values.to(self.base_model_torch_dtype)``); LN tuning's norms multiply, no matmul.
+        cast = 0
     if dt.autocast and cast and adapter_dtype(plan) is Dtype.FP32:
         terms.append(Term("16-bit copies of the adapters (autocast)", f"{sci(cast)} × 2 B", cast * 2))
     return terms

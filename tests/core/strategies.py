@@ -12,6 +12,7 @@ from core.dtypes import Autocast, CacheType, Dtype, GgufQuant, KvDtype, Quant, W
 from core.mac import MAC_ATTENTION, MAC_OPTIMIZERS
 from core.model import LORA_TARGETS, ModelSpec
 from core.plan import (
+    LN_TUNING_FAMILIES,
     Accounting,
     Attention,
     CheckpointPolicy,
@@ -55,8 +56,9 @@ def _some_of(draw: st.DrawFn, targets: tuple[str, ...]) -> tuple[str, ...]:
     return tuple(t for t in targets if draw(st.booleans()))
 
 
-# Prompt learning is modelled on one GPU or DDP (Plan refuses other strategies).
-PROMPT_METHODS: Final = (Method.PROMPT_TUNING, Method.P_TUNING)
+# Prompt learning and LN tuning are modelled on one GPU or DDP (Plan refuses other strategies); prefix
+# tuning under SDPA, LN tuning on the families whose default targets are every norm (LN_TUNING_FAMILIES).
+PROMPT_METHODS: Final = (Method.PROMPT_TUNING, Method.P_TUNING, Method.PREFIX_TUNING, Method.LN_TUNING)
 
 
 @st.composite
@@ -66,6 +68,8 @@ def plans(draw: st.DrawFn) -> Plan:
     if draw(st.booleans()):
         spec = replace(spec, params_override=draw(st.integers(1, 10**15)))
     method = draw(st.sampled_from(list(Method)))
+    if method is Method.LN_TUNING and spec.family not in LN_TUNING_FAMILIES:
+        method = Method.PREFIX_TUNING
     frozen = draw(st.integers(1, spec.num_layers)) if method is Method.FROZEN else draw(st.integers(0, spec.num_layers))
     targets = draw(st.lists(st.sampled_from(LORA_TARGETS), min_size=1, unique=True))
     head = method is not Method.IA3 and draw(st.booleans())
@@ -93,10 +97,12 @@ def plans(draw: st.DrawFn) -> Plan:
         frozen_layers=frozen,
         **precision_fields(draw(st.sampled_from(list(Precision)))),
         optimizer=draw(st.sampled_from(MAC_OPTIMIZERS if mac else list(Optimizer))),
-        checkpointing=draw(st.booleans()),
+        checkpointing=method is not Method.PREFIX_TUNING and draw(st.booleans()),  # PEFT refuses it
         checkpoint_policy=draw(st.sampled_from(list(CheckpointPolicy))),
         checkpoint_every=draw(st.integers(1, 64)),
-        attention=draw(st.sampled_from(MAC_ATTENTION if mac else list(Attention))),
+        attention=Attention.SDPA
+        if method is Method.PREFIX_TUNING
+        else draw(st.sampled_from(MAC_ATTENTION if mac else list(Attention))),
         chunked_loss=draw(st.booleans()),
         workload=Workload(
             micro_batch=draw(st.integers(1, 1024)),

@@ -31,6 +31,7 @@ from core.inputs import MAX_BATCH, MAX_GPUS, MAX_LAYERS_FLAG, MAX_PARALLEL, MAX_
 from core.mac import MAC_ATTENTION, MAC_OPTIMIZERS
 from core.model import LIMITS, LORA_TARGETS, MAX_PARAMS, ModelSpec
 from core.plan import (
+    LN_TUNING_FAMILIES,
     Accounting,
     Attention,
     Engine,
@@ -378,9 +379,14 @@ def _random_plan(rng: random.Random) -> Plan:
 def _prompt_learning_runs(drawn: dict[str, Any]) -> dict[str, Any]:
     """Prompt learning on one GPU or DDP, its sequence plus 20 virtual tokens at most MAX_SEQ (what
     Plan and the estimate refuse otherwise)."""
-    if drawn["method"] in (Method.PROMPT_TUNING, Method.P_TUNING):
+    if drawn["method"] is Method.LN_TUNING and drawn["model"].family not in LN_TUNING_FAMILIES:
+        drawn["method"] = Method.PREFIX_TUNING  # LN tuning is modelled on those families only
+    if drawn["method"] in (Method.PROMPT_TUNING, Method.P_TUNING, Method.PREFIX_TUNING, Method.LN_TUNING):
         drawn["parallel"] = replace(drawn["parallel"], strategy=Strategy.DDP)
         drawn["workload"] = replace(drawn["workload"], seq_len=min(drawn["workload"].seq_len, MAX_SEQ - 20))
+    if drawn["method"] is Method.PREFIX_TUNING:  # under SDPA, no checkpointing (PEFT refuses it; so does Plan)
+        drawn["attention"] = Attention.SDPA
+        drawn["checkpointing"] = False
     return drawn
 
 

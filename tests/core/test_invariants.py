@@ -161,7 +161,8 @@ def test_4bit_base_never_needs_more_than_16bit_lora(plan: Plan) -> None:
 
 
 @settings(INVARIANT)
-@given(valid_plans.filter(lambda p: p.gradless_layers == 0))
+# Prefix tuning is left out: PEFT refuses it with gradient checkpointing, and so does Plan.
+@given(valid_plans.filter(lambda p: p.gradless_layers == 0 and p.method is not Method.PREFIX_TUNING))
 def test_checkpointing_never_keeps_more_activations(plan: Plan) -> None:
     # Blocks the backward never reaches (frozen layers, the blocks below LitGPT's Adapter start layer)
     # are excluded: see test_checkpointing_keeps_gradless_blocks_inputs below.
@@ -197,7 +198,8 @@ def test_more_sharded_gpus_never_need_more_per_gpu(plan: Plan, strategy: Strateg
     # framework's buffers stay the same size. One GPU to two is not covered: see
     # test_two_fsdp_ranks_can_need_more_than_one_gpu below. A Mac has one GPU (core.mac).
     assume(not runs_mps(plan.hardware.gpu))
-    assume(not plan.prompt_learning)  # modelled on one GPU or DDP only (Plan refuses sharding)
+    # Prompt learning and LN tuning are modelled on one GPU or DDP only (Plan refuses sharding).
+    assume(not plan.prompt_learning and plan.method is not Method.LN_TUNING)
     fewer = plan.with_parallel(strategy=strategy)
     if fewer.world_size == 1:
         fewer = fewer.with_parallel(gpus_per_node=2)

@@ -38,7 +38,7 @@ from core.files.launch.torchrun import read_torchrun
 from core.files.launch.vllm import read_vllm
 from core.files.runconfig import ConfigKind, loads_run_config, plan_from_run, resolve_model
 from core.inputs import Float8, Stack
-from core.plan import CpRotate, Engine, Offload, OllamaVersion, PipelineSchedule, Plan, Strategy
+from core.plan import CpRotate, Engine, Method, Offload, OllamaVersion, PipelineSchedule, Plan, Strategy
 from core.runtime import runs_mps
 from core.serving.engines import sglang_fraction
 from core.serving.ollama import LINES
@@ -246,8 +246,12 @@ def megatron_buffer_plans(draw: st.DrawFn) -> Plan:
     """``launch_plans()`` on the Megatron stack with its gradient buffer (DDP or the distributed
     optimizer), where both of the buffer's knobs matter whenever the plan accumulates. Not on an Apple
     GPU: Megatron-LM does not run there (core.mac), so the import of its config is refused; nor PEFT's
-    prompt learning, which Plan refuses on Megatron."""
-    plan = draw(launch_plans().filter(lambda p: not runs_mps(p.hardware.gpu) and not p.prompt_learning))
+    prompt learning or LN tuning, which Plan refuses on Megatron."""
+    plan = draw(
+        launch_plans().filter(
+            lambda p: not runs_mps(p.hardware.gpu) and not p.prompt_learning and p.method is not Method.LN_TUNING
+        )
+    )
     knobs = {
         "strategy": draw(st.sampled_from([Strategy.DDP, Strategy.ZERO1])),
         "grad_reduce_in_fp32": draw(st.booleans()),

@@ -81,7 +81,8 @@ def test_peft_unknown_target_names_are_listed_not_dropped() -> None:
 def test_peft_other_adapter_types_are_refused_in_one_line() -> None:
     document = {"peft_type": "LOHA", "r": 8, "target_modules": ["q_proj"]}
     with pytest.raises(
-        PlanFileError, match=r"peft_type: 'LOHA' .* expected LORA, IA3, PROMPT_TUNING or P_TUNING"
+        PlanFileError,
+        match=r"peft_type: 'LOHA' .* expected LORA, IA3, PROMPT_TUNING, P_TUNING, PREFIX_TUNING or LN_TUNING",
     ) as info:
         loads_run_config(json.dumps(document).encode(), "loha.json")
     assert "\n" not in str(info.value)

@@ -434,6 +434,8 @@ class Monkey:
             return self.spread_over_gpus
         if roll < 0.18:
             return self.pick_precision
+        if roll < 0.19:
+            return self.pick_method
         return self.edit_field
 
     def visible_fields(self) -> list[tuple[str, QWidget]]:
@@ -636,6 +638,18 @@ class Monkey:
             form.loss.setCurrentIndex(0)  # the default entry comes first
             return f"precision {form.preset.itemText(index)!r}, losses off"
         return f"precision {form.preset.itemText(index)!r}"
+
+    def pick_method(self) -> str:
+        """A method picked from the Method form's list, as a user trying another one does: a choice
+        among many entries seldom lands by random edits on the few that show their own rows (the
+        virtual tokens of prompt tuning, P-tuning and prefix tuning, on one GPU or DDP)."""
+        combo = self.window.method_form.method
+        if not combo.isVisibleTo(self.window) or not combo.isEnabled():
+            return "method (not shown)"
+        index = self.rng.randrange(combo.count())
+        combo.setCurrentIndex(index)
+        self.done["method"] += 1
+        return f"method {combo.itemText(index)!r}"
 
     def spread_over_gpus(self) -> str:
         """What a user planning a multi-GPU run types: nodes, GPUs per node, TP / PP / CP degrees and a

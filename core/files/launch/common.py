@@ -131,9 +131,14 @@ class Draft:
             for name in ("kind", "lora.adapter_prompt_length", "lora.adapter_start_layer", "lora.adapter_quantised"):
                 self.cannot(f"method.{name}", why)
         if plan.prompt_learning:
-            why = "the exporters write LoRA settings, not PEFT's PromptTuningConfig / PromptEncoderConfig"
+            why = (
+                "the exporters write LoRA settings, not PEFT's PromptTuningConfig / PromptEncoderConfig / "
+                "PrefixTuningConfig"
+            )
             self.cannot("method.kind", why)
             self.cannot("method.lora.virtual_tokens", why)
+        if plan.method is Method.LN_TUNING:
+            self.cannot("method.kind", "the exporters write LoRA settings, not PEFT's LNTuningConfig")
 
     def cannot(self, field: str, why: str) -> None:
         self._why.setdefault(field, one_line(why)[:300])

@@ -26,8 +26,8 @@ IRRELEVANT: Final = (
 
 
 _KINDS: Final = (
-    "LORA, IA3, PROMPT_TUNING or P_TUNING (the planner models LoRA, DoRA, QLoRA and IA3 adapters, "
-    "prompt tuning and P-tuning)"
+    "LORA, IA3, PROMPT_TUNING, P_TUNING, PREFIX_TUNING or LN_TUNING (the planner models LoRA, DoRA, QLoRA and "
+    "IA3 adapters, prompt tuning, P-tuning, prefix tuning and LN tuning)"
 )
 # IA3Config keys with no effect on memory (huggingface/peft 51c2ff66 src/peft/tuners/ia3/config.py).
 IA3_IRRELEVANT: Final = (
@@ -37,7 +37,7 @@ IA3_IRRELEVANT: Final = (
 
 
 # PEFT's prompt learning (branch h41soft): peft_type -> the planner's method.
-_PROMPT_KINDS: Final = {"PROMPT_TUNING": "prompt-tuning", "P_TUNING": "p-tuning"}
+_PROMPT_KINDS: Final = {"PROMPT_TUNING": "prompt-tuning", "P_TUNING": "p-tuning", "PREFIX_TUNING": "prefix-tuning"}
 # PromptTuningConfig / PromptEncoderConfig keys with no effect on memory (huggingface/peft 51c2ff66
 # src/peft/config.py PromptLearningConfig, src/peft/tuners/prompt_tuning/config.py, p_tuning/config.py):
 # the base model's shape (token_dim, num_attention_heads, num_layers) is the plan's model's.
@@ -46,6 +46,17 @@ PROMPT_IRRELEVANT: Final = (
     "num_attention_heads", "num_layers", "prompt_tuning_init", "prompt_tuning_init_text", "tokenizer_name_or_path",
     "tokenizer_kwargs", "encoder_dropout", "encoder_num_layers",
 )  # fmt: skip
+# PrefixTuningConfig keys with no effect on memory (src/peft/tuners/prefix_tuning/config.py): init_weights
+# only fills the embedding; encoder_hidden_size is read only with prefix_projection (refused when true).
+PREFIX_IRRELEVANT: Final = ("init_weights", "encoder_hidden_size")
+# LNTuningConfig (branch h52pfx; src/peft/tuners/ln_tuning/config.py): target_modules left out means PEFT's
+# default for the family (TRANSFORMERS_MODELS_TO_LNTUNING_TARGET_MODULES_MAPPING); these names are the norms
+# of the families modelled (core.plan.LN_TUNING_FAMILIES), so a list of them is that default spelt out.
+LN_TUNING_NORMS: Final = frozenset({
+    "input_layernorm", "post_attention_layernorm", "pre_feedforward_layernorm", "post_feedforward_layernorm", "norm",
+    "ln_1", "ln_2", "ln_f",
+})  # fmt: skip
+LN_IRRELEVANT: Final = ("peft_type", "task_type", "inference_mode", "revision", "auto_mapping", "peft_version")
 
 
 def read_peft(document: dict[str, Any], where: str) -> RunConfig:
@@ -54,6 +65,8 @@ def read_peft(document: dict[str, Any], where: str) -> RunConfig:
     kind = taker.word("peft_type", _KINDS)
     if kind is not None and kind.upper() == "IA3":
         return _read_ia3(taker, odd)
+    if kind is not None and kind.upper() == "LN_TUNING":
+        return _read_ln_tuning(taker, odd)
     if kind is not None and kind.upper() in _PROMPT_KINDS:
         return _read_prompt(taker, odd, _PROMPT_KINDS[kind.upper()])
     if kind is not None and kind.upper() != "LORA":
@@ -141,10 +154,40 @@ def _read_prompt(taker: Taker, odd: OddValues, method: str) -> RunConfig:
         hidden, width = taker.integer("encoder_hidden_size", None), taker.integer("token_dim", None)
         if hidden is not None and width is not None and hidden != width:
             raise taker.fail("encoder_hidden_size", hidden, f"the model's width, token_dim ({width:,})")
+    if method == "prefix-tuning":
+        # PrefixEncoder with prefix_projection (an Embedding, Linear, Tanh, Linear) is not modelled;
+        # PrefixTuningConfig's default, False, trains the keys and values directly.
+        if taker.flag("prefix_projection"):
+            raise taker.fail("prefix_projection", True, "false (the planner models PEFT's default, no projection MLP)")
+        taker.irrelevant(*PREFIX_IRRELEVANT)
+        # src/peft/peft_model.py: "PREFIX_TUNING does not work with gradient checkpointing" (a ValueError).
+        s["checkpointing"] = False
+        taker.record("checkpointing", False, "peft_type PREFIX_TUNING (PEFT refuses gradient checkpointing)")
     model_ref = taker.text("base_model_name_or_path")
     if model_ref:
         taker.record("model", model_ref, "base_model_name_or_path")
     taker.note("modules_to_save", "modules trained in full beside the prompt are not in the estimate")
     taker.missing("quant", "adapter_config.json does not say whether the base was quantised")
     taker.irrelevant(*PROMPT_IRRELEVANT)
+    return finish(ConfigKind.PEFT, taker, odd, model_ref, s)
+
+
+def _read_ln_tuning(taker: Taker, odd: OddValues) -> RunConfig:
+    """An LNTuningConfig (huggingface/peft 51c2ff66 src/peft/tuners/ln_tuning/config.py: target_modules,
+    exclude_modules, modules_to_save). The planner models PEFT's default targets, every norm of the
+    families in core.plan.LN_TUNING_FAMILIES; a list of other modules, or exclusions, is refused."""
+    s: dict[str, Any] = {"method": "ln-tuning"}
+    taker.record("method", "ln-tuning", "peft_type")
+    targets = taker.names("target_modules")
+    if targets is not None and not set(targets) <= LN_TUNING_NORMS:
+        raise taker.fail("target_modules", list(targets), "null or norms only (PEFT's default: every norm)")
+    excluded = taker.names("exclude_modules")
+    if excluded:
+        raise taker.fail("exclude_modules", list(excluded), "null (every norm trains)")
+    model_ref = taker.text("base_model_name_or_path")
+    if model_ref:
+        taker.record("model", model_ref, "base_model_name_or_path")
+    taker.note("modules_to_save", "modules trained in full beside the norms are not in the estimate")
+    taker.missing("quant", "adapter_config.json does not say whether the base was quantised")
+    taker.irrelevant(*LN_IRRELEVANT)
     return finish(ConfigKind.PEFT, taker, odd, model_ref, s)
