@@ -27,7 +27,16 @@ from core.errors import PlanError, PlanFileError
 from core.estimate import Estimate, estimate
 from core.files import planfile
 from core.hfconfig import model_from_hf_config
-from core.inputs import MAX_BATCH, MAX_GPUS, MAX_LAYERS_FLAG, MAX_PARALLEL, MAX_SEQ, MAX_TOKENS, input_at
+from core.inputs import (
+    LLAMACPP_MAX_DEVICES,
+    MAX_BATCH,
+    MAX_GPUS,
+    MAX_LAYERS_FLAG,
+    MAX_PARALLEL,
+    MAX_SEQ,
+    MAX_TOKENS,
+    input_at,
+)
 from core.mac import MAC_ATTENTION, MAC_OPTIMIZERS
 from core.model import LIMITS, LORA_TARGETS, MAX_PARAMS, ModelSpec
 from core.plan import (
@@ -356,7 +365,10 @@ def _random_plan(rng: random.Random) -> Plan:
             gpu_layers=_pick(rng, 0, MAX_LAYERS_FLAG),
             cache_type=rng.choice(list(CacheType)),
             ubatch=_pick(rng, 1, MAX_SEQ),
-            pipeline_parallel=_pick(rng, 1, min(MAX_PARALLEL, model.num_layers)),
+            # llama.cpp: ggml's CUDA backend holds 16 devices (Plan refuses more).
+            pipeline_parallel=_pick(
+                rng, 1, min(LLAMACPP_MAX_DEVICES if engine is Engine.LLAMACPP else MAX_PARALLEL, model.num_layers)
+            ),
             replicas=_pick(rng, 1, MAX_GPUS),
             gpu_memory_utilization=rng.choice([*_ends("inference.gpu_memory_utilization"), rng.uniform(0.01, 1.0)]),
             max_num_seqs=_pick(rng, 0, MAX_BATCH),

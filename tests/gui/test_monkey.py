@@ -640,16 +640,38 @@ class Monkey:
         return f"precision {form.preset.itemText(index)!r}"
 
     def pick_method(self) -> str:
-        """A method picked from the Method form's list, as a user trying another one does: a choice
-        among many entries seldom lands by random edits on the few that show their own rows (the
-        virtual tokens of prompt tuning, P-tuning and prefix tuning, on one GPU or DDP)."""
+        """A method picked from the Method form's list, as a user trying another one does, then one
+        field edit: random edits seldom land on the few entries that show rows of their own (the
+        virtual tokens of prompt tuning, P-tuning and prefix tuning), which PEFT's methods show only on
+        one GPU or DDP with PyTorch's own loop. Half the time the user first goes back to that."""
         combo = self.window.method_form.method
         if not combo.isVisibleTo(self.window) or not combo.isEnabled():
             return "method (not shown)"
+        if self.rng.random() < 0.5:
+            self.plain_single_gpu()
         index = self.rng.randrange(combo.count())
         combo.setCurrentIndex(index)
         self.done["method"] += 1
-        return f"method {combo.itemText(index)!r}"
+        return f"method {combo.itemText(index)!r}, then {self.edit_field()}"
+
+    def plain_single_gpu(self) -> None:
+        """One GPU, DDP, PyTorch's own loop: TP, PP and CP typed back to 1, the framework boxes off."""
+        form = self.window.parallel_form
+        fields = (form.tensor_parallel, form.pipeline_parallel, form.context_parallel, form.nodes, form.gpus_per_node)
+        for field in fields:
+            if field.isVisibleTo(self.window) and field.isEnabled():
+                field.setFocus()
+                field.lineEdit().selectAll()
+                type_keys(self.qtbot, field.lineEdit(), "1")
+                self.qtbot.keyClick(field.lineEdit(), Qt.Key.Key_Return)
+        for combo, value in ((form.strategy, "ddp"), (self.window.method_form.stack, "eager")):
+            found = [i for i in range(combo.count()) if combo.itemData(i) == value]
+            if found and combo.isEnabled():
+                combo.setCurrentIndex(found[0])
+        method = self.window.method_form
+        for box in (method.litgpt, method.unsloth):
+            if box.isVisibleTo(self.window) and box.isEnabled() and box.isChecked():
+                box.setChecked(False)
 
     def spread_over_gpus(self) -> str:
         """What a user planning a multi-GPU run types: nodes, GPUs per node, TP / PP / CP degrees and a
