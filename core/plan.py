@@ -241,6 +241,24 @@ def _default_targets_for(method: Method, lora: LoraSettings) -> LoraSettings:
 # "post_feedforward_layernorm"; gpt2 ["ln_1", "ln_2", "ln_f"]). Qwen2 / Qwen3 name post_attention_layernorm
 # alone and other families nothing (PEFT then asks for target_modules): not modelled.
 LN_TUNING_FAMILIES: Final = ("llama", "mistral", "gemma", "gemma2", "gemma3_text", "gpt2")
+# Method groups as sets: the properties below are asked some twenty times per estimate, and a set's
+# hash lookup is several times faster than comparing a StrEnum with each member of a tuple.
+_ADAPTER_BASED: Final = frozenset(
+    (
+        Method.LORA,
+        Method.QLORA,
+        Method.DORA,
+        Method.IA3,
+        Method.ADAPTER,
+        Method.ADAPTER_V2,
+        Method.PROMPT_TUNING,
+        Method.P_TUNING,
+        Method.PREFIX_TUNING,
+        Method.LN_TUNING,
+    )
+)
+_LITGPT_ADAPTERS: Final = frozenset((Method.ADAPTER, Method.ADAPTER_V2))
+_PROMPT_LEARNING: Final = frozenset((Method.PROMPT_TUNING, Method.P_TUNING, Method.PREFIX_TUNING))
 
 
 def as_run(plan: Plan) -> Plan:
@@ -930,23 +948,12 @@ class Plan:
     def adapter_based(self) -> bool:
         """A frozen base with small trained tensors beside it (LoRA, QLoRA, DoRA, IA3, LitGPT's adapters,
         prompt tuning, P-tuning, prefix tuning, LN tuning)."""
-        return self.method in (
-            Method.LORA,
-            Method.QLORA,
-            Method.DORA,
-            Method.IA3,
-            Method.ADAPTER,
-            Method.ADAPTER_V2,
-            Method.PROMPT_TUNING,
-            Method.P_TUNING,
-            Method.PREFIX_TUNING,
-            Method.LN_TUNING,
-        )
+        return self.method in _ADAPTER_BASED
 
     @property
     def litgpt_adapter(self) -> bool:
         """LitGPT's Adapter or Adapter v2 (lit_gpt/adapter.py, lit_gpt/adapter_v2.py)."""
-        return self.method in (Method.ADAPTER, Method.ADAPTER_V2)
+        return self.method in _LITGPT_ADAPTERS
 
     @property
     def gradless_layers(self) -> int:
@@ -964,14 +971,15 @@ class Plan:
     def quantised_base(self) -> bool:
         """The frozen base stored by bitsandbytes (``quant``, ``double_quant``): QLoRA, or LitGPT's
         adapters under ``--quantize bnb.*`` (one pair of method and quantisation, the same storage)."""
-        return self.method is Method.QLORA or (self.litgpt_adapter and self.lora.adapter_quantised)
+        method = self.method
+        return method is Method.QLORA or (method in _LITGPT_ADAPTERS and self.lora.adapter_quantised)
 
     @property
     def prompt_learning(self) -> bool:
         """PEFT's prompt learning (its PromptLearningConfig methods): trained virtual tokens, their tensors
         outside the blocks; prompt tuning and P-tuning put them before the sequence, prefix tuning before
         every layer's keys and values."""
-        return self.method in (Method.PROMPT_TUNING, Method.P_TUNING, Method.PREFIX_TUNING)
+        return self.method in _PROMPT_LEARNING
 
     @property
     def prefix_tokens(self) -> int:
