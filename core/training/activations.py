@@ -316,17 +316,7 @@ def _attention(plan: Plan, ctx: _Ctx) -> list[Term]:
         items.append(Term("q, k, v (the fused projection's output)", f"N·(q + 2kv) × {ca:g}", (q_el + 2 * kv_el) * ca))
     elif kernel is not Kernel.MATH:  # the math kernel keeps its own scaled q, k and repeated v instead
         items.append(Term("q after RoPE", f"N·H·hd × {ca:g} = {sci(q_el)} × {ca:g}", q_el * ca))
-        # Eager attention, and SDPA with a mask (no enable_gqa then), repeat k and v to every head;
-        # so does LitGPT in training (litgpt/model.py 00af8b0, CausalSelfAttention.forward:
-        # ``k.expand(...)`` then ``reshape``, a copy, "training: flash attention requires it").
-        repeated = kernel is Kernel.EAGER or (explicit_mask(plan) and kernel is not Kernel.FLASH) or plan.litgpt
-        keys = b * (s + ctx.prefix)  # prefix tuning: the virtual keys and values come first (_prefix_terms)
-        kv_saved = keys * (model.q_width if repeated else model.kv_width)
-        label = "k, v repeated to every head" if repeated and model.num_kv_heads != h else "k, v"
-        if ctx.prefix:
-            label += f" (seq + {ctx.prefix} prefix positions)"
-        items.append(Term(label, f"2 × {sci(kv_saved)} × {ca:g}", 2 * kv_saved * ca))
-        items += _prefix_terms(plan, ctx, kernel, repeated)
+        items += _kv_terms(plan, ctx, kernel)
     if kernel is Kernel.EAGER:
         items += _eager_scores(plan, ctx, b * h * s * s)
         if ctx.saves("o_proj") and not o_adapter_copy:  # else the adapter's copy below is what is kept
@@ -363,6 +353,44 @@ def _attention(plan: Plan, ctx: _Ctx) -> list[Term]:
         a = ctx.adapter_in
         items.append(Term("o_proj input cast for its adapter", f"N·H·hd × {a:g}", q_el * a))
     return items
+
+
+def _kv_terms(plan: Plan, ctx: _Ctx, kernel: Kernel) -> list[Term]:
+    """The k and v a fused or eager attention kernel keeps (after RoPE for k).
+
+    Eager attention, and SDPA with a mask (no enable_gqa then), repeat k and v to every head; so does
+    LitGPT in training (litgpt/model.py 00af8b0, CausalSelfAttention.forward: ``k.expand(...)`` then
+    ``reshape``, a copy, "training: flash attention requires it"). With multi-head attention LitGPT's v
+    is no copy (litgpt_pins_qkv): SDPA keeps the whole fused q|k|v output through it."""
+    model, ca = plan.model, ctx.ca
+    repeated = kernel is Kernel.EAGER or (explicit_mask(plan) and kernel is not Kernel.FLASH) or plan.litgpt
+    keys = ctx.b * (ctx.s + ctx.prefix)  # prefix tuning: the virtual keys and values come first (_prefix_terms)
+    kv_saved = keys * (model.q_width if repeated else model.kv_width)
+    if litgpt_pins_qkv(plan) and not ctx.prefix:
+        fused = ctx.n * (model.q_width + 2 * model.kv_width)
+        return [
+            Term("k after RoPE", f"{sci(kv_saved)} × {ca:g}", kv_saved * ca),
+            Term("v, a view of the fused q|k|v output (kept whole)", f"N·(q + 2kv) × {ca:g}", fused * ca),
+        ]
+    label = "k, v repeated to every head" if repeated and model.num_kv_heads != model.num_heads else "k, v"
+    if ctx.prefix:
+        label += f" (seq + {ctx.prefix} prefix positions)"
+    kv = Term(label, f"2 × {sci(kv_saved)} × {ca:g}", 2 * kv_saved * ca)
+    return [kv, *_prefix_terms(plan, ctx, kernel, repeated)]
+
+
+def litgpt_pins_qkv(plan: Plan) -> bool:
+    """lit-gpt / LitGPT with multi-head attention (``q_per_kv`` 1): v stays a view of the fused q|k|v output.
+
+    lit-gpt 8641822 lit_gpt/model.py and litgpt 5895df1 / 00af8b0 litgpt/model.py
+    ``CausalSelfAttention.forward``: ``qkv.view(B, T, G, q_per_kv + 2, hs).permute(0, 2, 3, 1, 4)``,
+    ``split((q_per_kv, 1, 1), dim=2)``, no ``expand`` when ``n_query_groups == n_head``, and
+    ``v.reshape(B, -1, T, hs)`` merges a group dimension with one of size 1: a view. q and k are new
+    tensors (``torch.cat`` after ``apply_rope``), v is not, and SDPA keeps v for its backward, so the
+    whole N·(q + 2kv) output stays (tools/measure/litgpt_qkv_check.py: the q|k|v storage among the
+    saved tensors with 8 heads of 8 groups, not with 2 groups). No q/k norm at those commits."""
+    model = plan.model
+    return plan.litgpt and model.num_kv_heads == model.num_heads and not model.qk_norm
 
 
 def _prefix_terms(plan: Plan, ctx: _Ctx, kernel: Kernel, repeated: bool) -> list[Term]:
