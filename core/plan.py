@@ -1156,7 +1156,8 @@ class Plan:
         Leaving it keeps the count, so switching back restores it. Targets still at one method's
         default become the other's (LoRA's q_proj, v_proj; IA3's k_proj, v_proj, down_proj, as
         PEFT picks each when a config names none), and IA3's feedforward modules stay among the
-        targets; neither when ``typed`` (the input paths the user typed) names it.
+        targets; neither when ``typed`` (the input paths the user typed) names it. Prefix tuning
+        runs without gradient checkpointing and under SDPA (PEFT's refusal; the modelled kernel).
         """
         model = changes.get("model", self.model)
         if method is Method.FROZEN and changes.get("frozen_layers", self.frozen_layers) == 0:
@@ -1168,6 +1169,14 @@ class Plan:
             # IA3 on the head is not modelled (__post_init__ refuses it): a switch leaves it out.
             lora = replace(lora, targets=tuple(t for t in lora.targets if t != HEAD_TARGET) or IA3_DEFAULT_TARGETS)
             changes["lora"] = lora
+        if method is Method.PREFIX_TUNING:
+            # PEFT refuses prefix tuning with gradient checkpointing, and only SDPA's explicit-mask path is
+            # modelled (__post_init__ refuses both): a switch turns checkpointing off and picks SDPA, as a
+            # user must, unless the user typed them.
+            if "checkpointing" not in typed:
+                changes["checkpointing"] = False
+            if "attention" not in typed:
+                changes["attention"] = Attention.SDPA
         if method is Method.IA3 and "lora.ia3_feedforward" not in typed:
             # IA3's feedforward modules are some of its targets (PEFT refuses others): switching
             # from LoRA on q_proj, k_proj keeps those targets and scales their outputs.

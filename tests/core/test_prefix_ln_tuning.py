@@ -115,6 +115,20 @@ def test_layouts_beyond_one_process_or_ddp_and_other_attention_are_refused() -> 
         _plan(Method.PREFIX_TUNING).with_changes(checkpointing=True)
 
 
+def test_a_switch_to_prefix_tuning_turns_checkpointing_off_unless_typed(capsys: pytest.CaptureFixture[str]) -> None:
+    # peft_model.py (51c2ff66) refuses PREFIX_TUNING with gradient checkpointing: the app's first plan
+    # checkpoints, so a switch turns it off (and picks SDPA, the kernel modelled) rather than refuse.
+    switched = default_plan().with_changes(attention=Attention.EAGER).with_method(Method.PREFIX_TUNING)
+    assert not switched.checkpointing and switched.attention is Attention.SDPA
+    with pytest.raises(PlanError, match="gradient checkpointing"):
+        default_plan().with_method(Method.PREFIX_TUNING, typed=frozenset({"checkpointing"}))
+    args = ["estimate", "--model", "llama-3.2-3b", "--method", "prefix-tuning"]
+    assert main(args) == 0
+    capsys.readouterr()
+    assert main([*args, "--checkpointing"]) != 0  # typed: refused with PEFT's reason
+    assert "gradient checkpointing" in capsys.readouterr().err
+
+
 def test_plan_file_round_trips() -> None:
     for method in (Method.PREFIX_TUNING, Method.LN_TUNING):
         plan = _plan(method, 33)

@@ -129,6 +129,17 @@ def test_frozen_method_picks_a_valid_layer_count(qtbot: Any, window: MainWindow)
     assert not window.method_form.frozen.isHidden()
 
 
+def test_prefix_tuning_is_picked_from_a_checkpointed_plan(qtbot: Any, window: MainWindow) -> None:
+    # The first plan checkpoints; PEFT refuses prefix tuning with gradient checkpointing (huggingface/peft
+    # 51c2ff66 peft_model.py _setup_prompt_encoder), so the switch turns it off instead of being refused.
+    form = window.method_form
+    assert window.controller.plan.checkpointing
+    form.method.setCurrentIndex(form.method.findData("prefix-tuning"))
+    plan = window.controller.plan
+    assert plan.method is Method.PREFIX_TUNING and not plan.checkpointing
+    assert not form.checkpointing.isChecked() and not form.virtual_tokens.isHidden()
+
+
 def test_ia3_method_shows_its_feedforward_modules(qtbot: Any, window: MainWindow) -> None:
     form = window.method_form
     form.method.setCurrentIndex(form.method.findData("ia3"))
