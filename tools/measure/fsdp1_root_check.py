@@ -20,46 +20,16 @@ from __future__ import annotations
 import os
 import tempfile
 import warnings
-import weakref
-from typing import Any
 
 import torch
 import torch.distributed as dist
+from live_bytes import LiveBytes  # tools/measure/live_bytes.py: these checks run as scripts from this folder
 from torch import nn
 from torch.distributed.fsdp import FullyShardedDataParallel
 from torch.distributed.fsdp.wrap import ModuleWrapPolicy
-from torch.utils._python_dispatch import TorchDispatchMode
-from torch.utils._pytree import tree_leaves
 
 V, H = 4096, 256
 ROOT = (2 * V * H + H) * 4  # float32 embedding, head and norm
-
-
-class LiveBytes(TorchDispatchMode):
-    def __init__(self) -> None:
-        super().__init__()
-        self.live, self.peak, self.at = 0, 0, ""
-        self.seen: dict[int, int] = {}
-        self.log: list[tuple[str, int]] = []
-
-    def _free(self, key: int, size: int) -> None:
-        self.live -= size
-        self.seen.pop(key, None)
-
-    def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
-        out = func(*args, **(kwargs or {}))
-        for t in tree_leaves(out):
-            if isinstance(t, torch.Tensor):
-                storage = t.untyped_storage()
-                key = storage.data_ptr()
-                if key and key not in self.seen:
-                    self.seen[key] = storage.nbytes()
-                    self.live += storage.nbytes()
-                    weakref.finalize(storage, self._free, key, storage.nbytes())
-        if self.live > self.peak:
-            self.peak, self.at = self.live, str(func)
-        self.log.append((str(func), self.live))
-        return out
 
 
 class Block(nn.Module):

@@ -25,14 +25,12 @@ kept 4-bit input is the storage of a tensor autograd saves anyway (the LoRA bran
 from __future__ import annotations
 
 import math
-import weakref
 from typing import Any
 
 import torch
 import torch.nn.functional as F
+from live_bytes import LiveBytes  # tools/measure/live_bytes.py: these checks run as scripts from this folder
 from torch import nn
-from torch.utils._python_dispatch import TorchDispatchMode
-from torch.utils._pytree import tree_leaves
 
 DT = torch.bfloat16
 B, T = 2, 64
@@ -156,31 +154,6 @@ class Block(nn.Module):
         self.x_normed = n1
         h = self.attn(n1, cos, sin)
         return self.mlp_proj(F.gelu(self.fc(self.norm_2(x)))) + h + x
-
-
-class LiveBytes(TorchDispatchMode):
-    """The bytes of every storage made inside the mode that is still alive (as fsdp1_root_check.py)."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.live = 0
-        self.seen: dict[int, int] = {}
-
-    def _free(self, key: int, size: int) -> None:
-        self.live -= size
-        self.seen.pop(key, None)
-
-    def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
-        out = func(*args, **(kwargs or {}))
-        for t in tree_leaves(out):
-            if isinstance(t, torch.Tensor):
-                storage = t.untyped_storage()
-                key = storage.data_ptr()
-                if key and key not in self.seen:
-                    self.seen[key] = storage.nbytes()
-                    self.live += storage.nbytes()
-                    weakref.finalize(storage, self._free, key, storage.nbytes())
-        return out
 
 
 def rope_cache(n_elem: int) -> tuple[torch.Tensor, torch.Tensor]:
