@@ -99,18 +99,33 @@ def read_peft(document: dict[str, Any], where: str) -> RunConfig:
         taker.note("bias", "trainable biases are not in the estimate")
     if taker.flag("lora_bias"):
         taker.note("lora_bias", "a LoRA bias on B is not in the estimate")
-    taker.missing("quant", "adapter_config.json does not say whether the base was quantised: choose QLoRA if it was")
-    taker.irrelevant(*IRRELEVANT)
-    return finish(ConfigKind.PEFT, taker, odd, model_ref, s)
+    return _finish(taker, odd, model_ref, s, IRRELEVANT, f"{_NO_QUANT}: choose QLoRA if it was")
 
 
 def _targets_and_model(taker: Taker, odd: OddValues, s: dict[str, Any]) -> str | None:
     """``target_modules`` into ``s``; the base model's name, as the file gives it."""
     s["lora_targets"] = lora_targets(taker, "target_modules", taker.names("target_modules"), odd)
+    return _base_model(taker)
+
+
+def _base_model(taker: Taker) -> str | None:
+    """The base model's name, as the file gives it (``base_model_name_or_path``)."""
     model_ref = taker.text("base_model_name_or_path")
     if model_ref:
         taker.record("model", model_ref, "base_model_name_or_path")
     return model_ref
+
+
+_NO_QUANT: Final = "adapter_config.json does not say whether the base was quantised"
+
+
+def _finish(
+    taker: Taker, odd: OddValues, model_ref: str | None, s: dict[str, Any], irrelevant: tuple[str, ...], quant: str
+) -> RunConfig:
+    """What every PEFT reader ends with: the base's quantisation asked for, the keys that do not matter."""
+    taker.missing("quant", quant)
+    taker.irrelevant(*irrelevant)
+    return finish(ConfigKind.PEFT, taker, odd, model_ref, s)
 
 
 def _read_ia3(taker: Taker, odd: OddValues) -> RunConfig:
@@ -128,9 +143,7 @@ def _read_ia3(taker: Taker, odd: OddValues) -> RunConfig:
     taker.note("modules_to_save", "modules trained in full beside the vectors are not in the estimate")
     taker.note("exclude_modules", "excluded modules: the estimate scales every listed target")
     taker.note("layers_to_transform", "vectors on some layers only: the estimate scales every layer")
-    taker.missing("quant", "adapter_config.json does not say whether the base was quantised")
-    taker.irrelevant(*IA3_IRRELEVANT)
-    return finish(ConfigKind.PEFT, taker, odd, model_ref, s)
+    return _finish(taker, odd, model_ref, s, IA3_IRRELEVANT, _NO_QUANT)
 
 
 def _read_prompt(taker: Taker, odd: OddValues, method: str) -> RunConfig:
@@ -163,13 +176,9 @@ def _read_prompt(taker: Taker, odd: OddValues, method: str) -> RunConfig:
         # src/peft/peft_model.py: "PREFIX_TUNING does not work with gradient checkpointing" (a ValueError).
         s["checkpointing"] = False
         taker.record("checkpointing", False, "peft_type PREFIX_TUNING (PEFT refuses gradient checkpointing)")
-    model_ref = taker.text("base_model_name_or_path")
-    if model_ref:
-        taker.record("model", model_ref, "base_model_name_or_path")
+    model_ref = _base_model(taker)
     taker.note("modules_to_save", "modules trained in full beside the prompt are not in the estimate")
-    taker.missing("quant", "adapter_config.json does not say whether the base was quantised")
-    taker.irrelevant(*PROMPT_IRRELEVANT)
-    return finish(ConfigKind.PEFT, taker, odd, model_ref, s)
+    return _finish(taker, odd, model_ref, s, PROMPT_IRRELEVANT, _NO_QUANT)
 
 
 def _read_ln_tuning(taker: Taker, odd: OddValues) -> RunConfig:
@@ -184,10 +193,6 @@ def _read_ln_tuning(taker: Taker, odd: OddValues) -> RunConfig:
     excluded = taker.names("exclude_modules")
     if excluded:
         raise taker.fail("exclude_modules", list(excluded), "null (every norm trains)")
-    model_ref = taker.text("base_model_name_or_path")
-    if model_ref:
-        taker.record("model", model_ref, "base_model_name_or_path")
+    model_ref = _base_model(taker)
     taker.note("modules_to_save", "modules trained in full beside the norms are not in the estimate")
-    taker.missing("quant", "adapter_config.json does not say whether the base was quantised")
-    taker.irrelevant(*LN_IRRELEVANT)
-    return finish(ConfigKind.PEFT, taker, odd, model_ref, s)
+    return _finish(taker, odd, model_ref, s, LN_IRRELEVANT, _NO_QUANT)
