@@ -130,7 +130,7 @@ def param_counts(plan: Plan) -> ParamCounts:
             adapter = model.ia3_params(plan.lora.targets, plan.lora.ia3_feedforward)
         elif plan.litgpt_adapter:
             adapter = sum(n * c for n, c in litgpt_adapter_tensors(plan))
-        elif plan.prompt_learning or plan.method is Method.LN_TUNING:
+        elif plan.peft_flat_trained:
             adapter = sum(flat_trained_sizes(plan) or [])
         else:
             adapter = model.lora_params(plan.lora.rank, plan.lora.targets)

@@ -259,6 +259,7 @@ _ADAPTER_BASED: Final = frozenset(
 )
 _LITGPT_ADAPTERS: Final = frozenset((Method.ADAPTER, Method.ADAPTER_V2))
 _PROMPT_LEARNING: Final = frozenset((Method.PROMPT_TUNING, Method.P_TUNING, Method.PREFIX_TUNING))
+_PEFT_FLAT_TRAINED: Final = _PROMPT_LEARNING | {Method.LN_TUNING}
 
 
 def as_run(plan: Plan) -> Plan:
@@ -902,7 +903,7 @@ class Plan:
         sharded and split layouts' adapter rules (one adapter per block) do not describe; PEFT's
         prompt learning on a quantised base is not modelled. LN tuning (branch h52pfx) likewise, on the families
         whose default targets are modelled; prefix tuning under SDPA and without checkpointing, as PEFT runs it."""
-        if not (self.prompt_learning or self.method is Method.LN_TUNING):
+        if not self.peft_flat_trained:
             return
         par = self.parallel
         if par.strategy is not Strategy.DDP or par.tensor_parallel * par.pipeline_parallel * par.context_parallel > 1:
@@ -980,6 +981,12 @@ class Plan:
         outside the blocks; prompt tuning and P-tuning put them before the sequence, prefix tuning before
         every layer's keys and values."""
         return self.method in _PROMPT_LEARNING
+
+    @property
+    def peft_flat_trained(self) -> bool:
+        """PEFT's prompt learning or LN tuning: trained tensors that are no LoRA-style adapter of the
+        blocks' targets (core.params.flat_trained_sizes counts them), on one GPU or DDP."""
+        return self.method in _PEFT_FLAT_TRAINED
 
     @property
     def prefix_tokens(self) -> int:

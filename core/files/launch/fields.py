@@ -60,7 +60,7 @@ TRAINING_FIELDS: Final = (
     _f(
         "method.lora.targets",
         lambda p: p.lora.targets,
-        lambda p: p.adapter_based and not (p.litgpt_adapter or p.prompt_learning or p.method is Method.LN_TUNING),
+        lambda p: p.adapter_based and not (p.litgpt_adapter or p.peft_flat_trained),
         _ADAPTER,
     ),
     _f("method.lora.dropout", lambda p: p.lora.dropout, lambda p: p.lora_adapters, _ADAPTER),
