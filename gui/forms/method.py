@@ -1,5 +1,5 @@
-"""Method: full fine-tuning, LoRA, DoRA, QLoRA, IA3, LitGPT's adapters, prompt tuning, P-tuning or frozen layers,
-with precision and kernels."""
+"""Method: full fine-tuning, LoRA, DoRA, QLoRA, IA3, LitGPT's adapters, PEFT's prompt tuning, P-tuning, prefix
+tuning and LN tuning, or frozen layers, with precision and kernels."""
 
 from __future__ import annotations
 
@@ -133,7 +133,7 @@ class MethodForm(PlanForm):
         for name, box in self.feedforward.boxes.items():
             setter = _feedforward_setter(name)
             self.bind(f"lora.ia3_feedforward.{name}", f"IA3 feedforward {name}", box, setter, row=False)
-        # LitGPT's Adapter / Adapter v2 (branch h41adapt)
+        # LitGPT's Adapter / Adapter v2, and the virtual tokens of PEFT's prompt learning
         self.adapter_prompt_length = self.add_input("lora.adapter_prompt_length")
         self.adapter_start_layer = self.add_input("lora.adapter_start_layer")
         self.adapter_quantised = self.add_input("lora.adapter_quantised")
