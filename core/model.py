@@ -546,8 +546,10 @@ class ModelSpec:
         adapted = max(0, self.num_layers - start_layer)
         return [prompt_length * self.hidden_size, self.num_heads] * adapted
 
-    def litgpt_v2_block_tensors(self) -> list[int]:
-        """Elements of each tensor Adapter v2 adds to one block (besides the prompts).
+    def litgpt_v2_block_tensors(self) -> list[tuple[int, int]]:
+        """Each tensor Adapter v2 adds to one block (besides the prompts), as (elements, how many):
+        an expert's tensors are one entry with the expert count, so a block of thousands of experts
+        stays a handful of entries (the diagnosis estimates hundreds of plans).
 
         Lightning-AI/litgpt 0f021f3 lit_gpt/adapter_v2.py: every linear layer is an
         ``AdapterV2Linear`` with ``adapter_bias`` and ``adapter_scale`` of [out_features] each (the
@@ -556,11 +558,12 @@ class ModelSpec:
         bias for a LayerNorm); other norms (a post-norm's) match no name and stay frozen.
         """
         d, i = self.hidden_size, self.intermediate_size
-        linears = [self.q_width + 2 * self.kv_width, d]
+        linears = [(self.q_width + 2 * self.kv_width, 1), (d, 1)]
         mlp = ([i, i] if self.gated_mlp else [i]) + [d]
-        linears += mlp * self.num_experts + ([self.num_experts] if self.num_experts > 1 else [])
+        linears += [(n, self.num_experts) for n in mlp] + ([(self.num_experts, 1)] if self.num_experts > 1 else [])
         norm_tensors = 2 if self.norm == "layernorm" else 1
-        return [n for n in linears for _ in range(2)] + [d] * (min(2, self.norms_per_layer) * norm_tensors)
+        # adapter_bias and adapter_scale of each linear: two tensors of its out_features.
+        return [(n, 2 * copies) for n, copies in linears] + [(d, min(2, self.norms_per_layer) * norm_tensors)]
 
     def litgpt_v2_root_tensors(self) -> list[int]:
         """Adapter v2's tensors outside the blocks: ``ln_f`` (trained, ``adapter_filter``) and the

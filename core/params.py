@@ -34,7 +34,7 @@ def litgpt_adapter_tensors(plan: Plan) -> tuple[tuple[int, int], ...]:
     one_block = model.litgpt_prompt_tensors(lora.adapter_prompt_length, model.num_layers - 1)
     groups = [(n, adapted) for n in one_block]
     if plan.method is Method.ADAPTER_V2:
-        groups += [(n, model.num_layers) for n in model.litgpt_v2_block_tensors()]
+        groups += [(n, copies * model.num_layers) for n, copies in model.litgpt_v2_block_tensors()]
         groups += [(n, 1) for n in model.litgpt_v2_root_tensors()]
     return tuple((n, c) for n, c in groups if c)
 

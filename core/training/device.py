@@ -196,9 +196,10 @@ def weight_segments(
         vectors = model.ia3_vectors(plan.lora.targets, plan.lora.ia3_feedforward)
         large_adapters = sum(copies * (not is_small(int(n * adapter / shards))) for n, copies, _ in vectors)
     elif plan.litgpt_adapter:  # one block's prompt and gate, and Adapter v2's vectors
-        per_block = model.litgpt_prompt_tensors(plan.lora.adapter_prompt_length, model.num_layers - 1)
+        prompt = model.litgpt_prompt_tensors(plan.lora.adapter_prompt_length, model.num_layers - 1)
+        per_block = [(n, 1) for n in prompt]
         per_block += model.litgpt_v2_block_tensors() if plan.method is Method.ADAPTER_V2 else []
-        large_adapters = sum(not is_small(int(n * adapter / shards)) for n in per_block)
+        large_adapters = sum(copies * (not is_small(int(n * adapter / shards))) for n, copies in per_block)
     elif plan.adapter_based:
         for fan_in, fan_out, copies in model.adapted_matrices(plan.lora.targets):
             for elements in (plan.lora.rank * fan_in, fan_out * plan.lora.rank):

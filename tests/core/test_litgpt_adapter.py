@@ -166,3 +166,19 @@ def test_the_adapters_tensors_are_counted_per_block_not_listed_one_by_one() -> N
     assert len(deep) == len(groups) < 20
     # The counts are those of the table's run (test above): 4,279,744 trainable on Llama 2 7B.
     assert sum(n * c for n, c in groups) == param_counts(plan).trainable == 4_279_744
+
+
+def test_a_blocks_experts_are_one_entry_each_not_one_per_expert() -> None:
+    # A diagnosis estimates about 500 plans; with one entry per expert tensor a 10,000-block model of
+    # 4,096 experts (core.model LIMITS) walked ~25,000 entries in each of ~1,000 calls and its Adapter v2
+    # diagnosis took 70 s. One entry per tensor shape with its copy count keeps it a handful.
+    plan = plan_for_model("mixtral-8x7b-v0.1", method=Method.ADAPTER_V2)
+    wide = replace(plan, model=replace(plan.model, num_experts=4_096))
+    assert len(litgpt_adapter_tensors(wide)) == len(litgpt_adapter_tensors(plan)) < 20
+    # lit_gpt/adapter_v2.py (Lightning-AI/litgpt 0f021f3): every expert's fc_1, fc_2 (width i) and proj
+    # (width d) is an AdapterV2Linear with adapter_bias and adapter_scale of its out_features, and the
+    # router ``gate`` one of n_expert outputs: each extra expert adds 2·(2i + d) per block and 2 to the gate.
+    model = plan.model
+    per_expert = 2 * (2 * model.intermediate_size + model.hidden_size) + 2
+    extra = (4_096 - model.num_experts) * per_expert * model.num_layers
+    assert param_counts(wide).trainable - param_counts(plan).trainable == extra
