@@ -8,6 +8,7 @@ from enum import StrEnum
 from typing import Any, Final
 
 from core.format import gb
+from core.memo import fills_fields
 
 
 class BucketKey(StrEnum):
@@ -55,6 +56,7 @@ class Term:
         fields["bytes"] = bytes
 
 
+@fills_fields
 @dataclass(frozen=True)
 class Bucket:
     key: BucketKey
@@ -150,6 +152,7 @@ class Phase:
         return Bucket(key=key, bytes=0.0)
 
 
+@fills_fields
 @dataclass(frozen=True)
 class Breakdown:
     phases: tuple[Phase, ...]
@@ -185,6 +188,7 @@ class Breakdown:
         return self.evaluation.allocated_bytes + overhead
 
 
+@fills_fields
 @dataclass(frozen=True)
 class LayerActs:
     """Bytes one block keeps for the backward pass, itemised.

@@ -18,6 +18,7 @@ from core.dtypes import Autocast, Dtype
 from core.errors import PlanError
 from core.evidence import Confidence, confidence
 from core.format import memory
+from core.memo import fills_fields
 from core.params import ParamCounts, param_counts
 from core.plan import Accounting, Engine, Offload, Plan
 from core.runtime import mps_high_watermark_bytes, pytorch_limit_bytes, runs_mps
@@ -83,6 +84,7 @@ __all__ = [
 ]
 
 
+@fills_fields
 @dataclass(frozen=True)
 class Estimate:
     plan: Plan

@@ -1,4 +1,5 @@
-"""Identity caches for pure functions that one estimate() calls many times on the same objects.
+"""Identity caches for pure functions that one estimate() calls many times on the same objects,
+and a cheaper ``__init__`` for the frozen records it builds (``fills_fields``, at the end).
 
 ``last_answer(fn)`` remembers the arguments of the last call *by identity* and its result. It is
 only for functions of frozen dataclasses (a Plan and what it holds) whose result depends on
@@ -10,6 +11,7 @@ the cost of a hit is one ``is`` per argument.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import operator
 from collections.abc import Callable
@@ -54,3 +56,50 @@ def last_answer(fn: F) -> F:
         wrapper = many
     wrapper.cache_clear = lambda: last.__setitem__(0, None)
     return cast(F, wrapper)
+
+
+C = TypeVar("C", bound=type)
+
+
+def fills_fields(cls: C) -> C:
+    """Give a frozen dataclass an ``__init__`` that fills the instance dict directly.
+
+    A frozen dataclass's own ``__init__`` stores each field through ``object.__setattr__`` (a
+    global lookup and a call per field), about three times what a store into the instance dict
+    costs; an estimate builds some thirty such records (Compute alone has 37 fields). The
+    ``__init__`` made here takes the same parameters in the same order with the same defaults
+    (a ``default_factory`` is called for each instance that is not given the field) and stores
+    them in field order, so the instance is the one the dataclass's ``__init__`` makes: frozen,
+    equal, hashable and printed alike. Only for the plain case: a class with ``__post_init__``,
+    ``InitVar``, ``init=False``, keyword-only fields or ``__slots__`` is refused (TypeError)."""
+    fields = dataclasses.fields(cls)
+    if (
+        not dataclasses.is_dataclass(cls)
+        or hasattr(cls, "__post_init__")
+        or "__slots__" in cls.__dict__
+        or len(fields) != len(cls.__dataclass_fields__)  # an InitVar or ClassVar pseudo-field
+        or any(not f.init or f.kw_only is True for f in fields)
+    ):
+        raise TypeError(f"fills_fields: {cls.__qualname__} is not a plain dataclass (see its docstring)")
+    scope: dict[str, Any] = {"_MISSING": dataclasses.MISSING}
+    params, body = [], []
+    for f in fields:
+        if f.default is not dataclasses.MISSING:
+            scope[f"_default_{f.name}"] = f.default
+            params.append(f"{f.name}=_default_{f.name}")
+        elif f.default_factory is not dataclasses.MISSING:
+            scope[f"_factory_{f.name}"] = f.default_factory
+            params.append(f"{f.name}=_MISSING")
+            body.append(f" if {f.name} is _MISSING: {f.name} = _factory_{f.name}()")
+        else:
+            params.append(f.name)
+        body.append(f" __fields[{f.name!r}] = {f.name}")
+    source = f"def __init__(__self, {', '.join(params)}):\n __fields = __self.__dict__\n" + "\n".join(body)
+    exec(source, scope)
+    init = scope["__init__"]
+    init.__qualname__ = f"{cls.__qualname__}.__init__"
+    init.__module__ = cls.__module__
+    init.__doc__ = cls.__init__.__doc__
+    init.__annotations__ = {**{f.name: f.type for f in fields}, "return": None}
+    cls.__init__ = init  # type: ignore[method-assign]
+    return cls

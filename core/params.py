@@ -4,11 +4,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from core.memo import last_answer
+from core.memo import fills_fields, last_answer
 from core.model import HEAD_NAME, KeptLinears, kept_linears, parse_skip_modules
 from core.plan import Accounting, Method, Plan
 
 
+@fills_fields
 @dataclass(frozen=True)
 class ParamCounts:
     total: int  # every parameter of the base model

@@ -12,10 +12,11 @@ from dataclasses import dataclass
 
 from core.dtypes import DTYPE_BYTES, Autocast, Dtype
 from core.dtypes import compute_dtype as matmul_output_dtype
-from core.memo import last_answer
+from core.memo import fills_fields, last_answer
 from core.plan import Method, Plan, Stack, Strategy
 
 
+@fills_fields
 @dataclass(frozen=True)
 class Dtypes:
     param: float  # a stored trainable weight (full fine-tuning, unfrozen layers)

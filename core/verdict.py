@@ -20,6 +20,8 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Final
 
+from core.memo import fills_fields
+
 
 class Verdict(StrEnum):
     FITS = "fits"  # total within the usable memory (capacity less headroom)
@@ -63,6 +65,7 @@ class Mode(StrEnum):
     INFERENCE = "inference"
 
 
+@fills_fields
 @dataclass(frozen=True)
 class Judgement:
     """A total held against a card: the verdict with the figures it was decided on.

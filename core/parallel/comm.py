@@ -30,6 +30,7 @@ from core.catalogue import LinkSpec, find_link, intra_link_of
 from core.dtypes import ELEMENT_BYTES, MP_BYTES, MpDtype
 from core.format import memory
 from core.inputs import megatron_dispatcher, zero3_overlap_comm, zero_overlap_comm
+from core.memo import fills_fields
 from core.parallel.layout import (
     dispatched_copies,
     expert_shares,
@@ -201,6 +202,7 @@ class CommTerm:
     data_parallel: bool = False  # a data-parallel collective (gradients, sharded state)
 
 
+@fills_fields
 @dataclass(frozen=True)
 class StepComm:
     terms: tuple[CommTerm, ...]

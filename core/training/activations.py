@@ -17,7 +17,7 @@ from core.breakdown import LayerActs, Term
 from core.dtypes import DTYPE_BYTES, Dtype, Quant
 from core.format import sci
 from core.inputs import loss_16bit_matters, loss_code_runs
-from core.memo import last_answer
+from core.memo import fills_fields, last_answer
 from core.model import HEAD_TARGET, ModelSpec, normalise_ia3_feedforward, normalise_lora_targets
 from core.plan import Attention, CheckpointPolicy, MegatronCeFusion, Method, Plan, Stack, TransformersLoss
 from core.roles import adapter_dtype, compute_dtype, dtypes_for, model_dtype
@@ -90,6 +90,7 @@ def unsloth_kernels(plan: Plan) -> frozenset[str]:
     return frozenset(groups)
 
 
+@fills_fields
 @dataclass(frozen=True)
 class _Ctx:
     """What decides the saved tensors: sizes, dtypes and which weights train."""
@@ -875,6 +876,7 @@ def _bnb_kept_inputs(plan: Plan, ctx: _Ctx) -> list[Term]:
     return items
 
 
+@fills_fields
 @dataclass(frozen=True)
 class LossMemory:
     """The loss's tensors at its two moments. Tuples: ``loss_memory`` keeps its last answer

@@ -24,6 +24,7 @@ from core.catalogue import GpuSpec
 from core.errors import PlanError
 from core.format import hours as format_hours
 from core.format import sci
+from core.memo import fills_fields
 from core.parallel.comm import CommTerm, StepComm, step_communication
 from core.params import ParamCounts
 from core.plan import Accounting, Float8, Plan, as_run
@@ -47,6 +48,7 @@ class UtilisationSource(StrEnum):
     MEASURED = "measured"  # solved from hardware.measured_tokens_per_s / measured_step_s
 
 
+@fills_fields
 @dataclass(frozen=True)
 class ComputePart:
     """One kind of work of the step's compute: its seconds per optimizer step and how."""
@@ -56,6 +58,7 @@ class ComputePart:
     formula: str
 
 
+@fills_fields
 @dataclass(frozen=True)
 class Compute:
     flops_per_token: float  # what the kernels run per token (causal attention, recompute)
@@ -185,6 +188,7 @@ def _parts(work: Work) -> tuple[ComputePart, ...]:
     return tuple(parts)
 
 
+@fills_fields
 @dataclass(frozen=True)
 class _Timing:
     """The step's compute as the plan has it, and the modelled one."""

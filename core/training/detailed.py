@@ -28,6 +28,7 @@ from core.breakdown import Breakdown, Bucket, BucketKey, LayerActs, Phase, StepP
 from core.dtypes import NF4_BLOCK, Dtype
 from core.format import gb, sci
 from core.inputs import torch_ring_rotate
+from core.memo import fills_fields
 from core.parallel.acts import (
     block_per_rank,
     keeps_gathered_inputs,
@@ -70,6 +71,7 @@ __all__ = ["dtypes_for", "layer_activations", "loss_memory", "training_breakdown
 
 
 # --- the phases of one step ----------------------------------------------------------
+@fills_fields
 @dataclass(frozen=True)
 class _Parts:
     """What the phases are built from: storage, state and the saved tensors.
@@ -116,6 +118,7 @@ class _Parts:
         return self.extra(otherwise)
 
 
+@fills_fields
 @dataclass(frozen=True)
 class Rank:
     """Which rank of a multi-GPU plan the breakdown is for (None: the plan on one GPU)."""
@@ -124,6 +127,7 @@ class Rank:
     stage: Stage
 
 
+@fills_fields
 @dataclass(frozen=True)
 class _Common:
     """The pieces every rank of a plan starts from: the single-GPU state terms and one
@@ -615,6 +619,7 @@ def forward_phase(plan: Plan, parts: _Parts) -> Phase:
     )
 
 
+@fills_fields
 @dataclass(frozen=True)
 class _BackwardWeights:
     """The weights bucket as the backward starts and while a block runs its backward, and the

@@ -32,6 +32,7 @@ from core.catalogue import intra_link_of
 from core.dtypes import DTYPE_BYTES
 from core.errors import PlanError
 from core.format import gb
+from core.memo import fills_fields
 from core.plan import TE_FLOAT8, Method, Plan, Stack, Strategy
 from core.runtime import (
     ALLOCATOR_FRAGMENTATION,
@@ -60,6 +61,7 @@ __all__ = ["CardTerms", "allocator_workspaces", "card_terms", "nccl_bytes", "wei
 _FAST_LINKS = ("nvlink", "xgmi")
 
 
+@fills_fields
 @dataclass(frozen=True)
 class CardTerms:
     """Beyond the phases' tensors, itemised: the libraries' workspaces (in the allocated peak),

@@ -31,7 +31,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from core.format import sci
-from core.memo import last_answer
+from core.memo import fills_fields, last_answer
 from core.model import ModelSpec, normalise_lora_targets
 from core.params import param_counts
 from core.plan import Accounting, CheckpointPolicy, Method, Plan
@@ -126,6 +126,7 @@ def attended_keys(model: ModelSpec, seq: int, causal: bool) -> float:
     return (full * (model.num_layers - layers) + windowed * layers) / model.num_layers
 
 
+@fills_fields
 @dataclass(frozen=True)
 class FlopTerm:
     label: str
@@ -133,6 +134,7 @@ class FlopTerm:
     formula: str
 
 
+@fills_fields
 @dataclass(frozen=True)
 class TokenFlops:
     """Training FLOPs per token: what runs (the terms, the causal attention, the recompute) and
@@ -149,6 +151,7 @@ class TokenFlops:
         return sum(t.per_token for t in self.terms)
 
 
+@fills_fields
 @dataclass(frozen=True)
 class _Passes:
     """Blocks by what the backward does to them (of the model's layers)."""

@@ -15,6 +15,7 @@ from typing import Final
 
 from core.breakdown import Term
 from core.format import gb, sci
+from core.memo import fills_fields
 from core.parallel.layout import Layout, layout
 from core.params import ParamCounts
 from core.plan import Accounting, Offload, Plan, Strategy
@@ -39,6 +40,7 @@ DATALOADER_BATCHES: Final = 2
 HOST_HEADROOM: Final = 0.0  # the OS page cache shrinks under pressure: judged on the whole RAM
 
 
+@fills_fields
 @dataclass(frozen=True)
 class HostMemory:
     bytes: float  # the node's peak host memory

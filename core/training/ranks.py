@@ -12,6 +12,7 @@ from dataclasses import dataclass
 
 from core.breakdown import Breakdown, Bucket, Phase
 from core.evidence import Confidence, confidence
+from core.memo import fills_fields
 from core.parallel.layout import layout
 from core.params import ParamCounts
 from core.plan import Accounting, Plan, as_run
@@ -21,6 +22,7 @@ from core.verdict import Verdict, judge
 __all__ = ["RankMemory", "rank_memories"]
 
 
+@fills_fields
 @dataclass(frozen=True)
 class RankMemory:
     """One kind of rank: its phases, the composition at its peak, its verdict."""

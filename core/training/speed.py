@@ -33,7 +33,7 @@ from core import roles
 from core.catalogue import Generation, GpuSpec, generation
 from core.dtypes import ELEMENT_BYTES, MP_BYTES, NF4_BLOCK, Quant
 from core.inputs import megatron_dispatcher, megatron_grad_buffer, torch_ring_rotate
-from core.memo import last_answer
+from core.memo import fills_fields, last_answer
 from core.parallel.layout import (
     Stage,
     float8_recipe,
@@ -313,6 +313,7 @@ MEGATRON_MOE_LAYER_HOST_S: Final = (0.15525 - 0.05262) / 12
 BYTES_PER_FLOP_ASSUMED: Final = 2039e9 / 312e12
 
 
+@fills_fields
 @dataclass(frozen=True)
 class Work:
     """One optimizer step's compute on the rank that sets its pace, as seconds at the card's
@@ -336,6 +337,7 @@ def _bandwidth(gpu: GpuSpec, peak_tflops: float) -> float:
     return max(peak_tflops, 1e-3) * 1e12 * BYTES_PER_FLOP_ASSUMED
 
 
+@fills_fields
 @dataclass(frozen=True)
 class _Rank:
     """What the pacing rank's share of the work is computed from."""

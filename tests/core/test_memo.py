@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
-from dataclasses import FrozenInstanceError, replace
+import inspect
+from dataclasses import FrozenInstanceError, InitVar, dataclass, field, replace
 
 import pytest
 
 from core.breakdown import Bucket, BucketKey, Term, make_bucket
 from core.catalogue import find_model
-from core.memo import last_answer
+from core.memo import fills_fields, last_answer
 from core.parallel.acts import split
 from core.params import param_counts
 from core.plan import Method, Plan, Workload
@@ -210,3 +211,69 @@ def test_a_fast_built_gemm_is_frozen_equal_and_hashable() -> None:
     assert hash(gemm) == hash(Gemm("q", 4, 8, "column", True)) and replace(gemm, count=2).weight == 64.0
     with pytest.raises(FrozenInstanceError):
         gemm.k = 1  # type: ignore[misc]
+
+
+@dataclass(frozen=True)
+class _Plain:
+    a: int
+    b: str = "b"
+    c: list[int] = field(default_factory=list)
+
+
+@fills_fields
+@dataclass(frozen=True)
+class _Filled:
+    a: int
+    b: str = "b"
+    c: list[int] = field(default_factory=list)
+
+
+def test_a_filled_record_is_the_one_the_dataclass_builds() -> None:
+    # The values are arbitrary: what is compared is the two classes' instances, field by field.
+    for args, named in (((1,), {}), ((1, "x", [2]), {}), ((), {"a": 3, "c": [4]}), ((5,), {"b": "y"})):
+        filled, plain = _Filled(*args, **named), _Plain(*args, **named)  # type: ignore[arg-type]
+        assert vars(filled) == vars(plain) and list(vars(filled)) == list(vars(plain))  # same fields, same order
+        assert repr(filled) == repr(plain).replace("_Plain", "_Filled")
+        assert filled == _Filled(*args, **named) and hash(replace(filled, c=None)) == hash(replace(filled, c=None))  # type: ignore[arg-type]
+    assert _Filled(1).c == [] and _Filled(1).c is not _Filled(1).c  # the factory called per instance
+    with pytest.raises(FrozenInstanceError):
+        _Filled(1).a = 2  # type: ignore[misc]
+    with pytest.raises(TypeError):
+        _Filled()  # type: ignore[call-arg]
+    with pytest.raises(TypeError):
+        _Filled(1, d=2)  # type: ignore[call-arg]
+    names = [(p.name, p.default) for p in inspect.signature(_Filled).parameters.values()]
+    assert names[:2] == [("a", inspect.Parameter.empty), ("b", "b")] and names[2][0] == "c"
+
+
+def test_fills_fields_refuses_what_it_does_not_build() -> None:
+    @dataclass(frozen=True)
+    class Checked:
+        a: int
+
+        def __post_init__(self) -> None:
+            pass
+
+    @dataclass(frozen=True)
+    class Derived:
+        a: int
+        b: int = field(init=False, default=0)
+
+    @dataclass(frozen=True)
+    class WithInitVar:
+        a: int
+        scale: InitVar[int]
+
+    @dataclass(frozen=True, kw_only=True)
+    class KeywordsOnly:
+        a: int
+
+    @dataclass(frozen=True, slots=True)
+    class Slotted:
+        a: int
+
+    for cls in (Checked, Derived, WithInitVar, KeywordsOnly, Slotted):
+        with pytest.raises(TypeError, match="not a plain dataclass"):
+            fills_fields(cls)
+    with pytest.raises(TypeError):
+        fills_fields(int)
