@@ -19,6 +19,7 @@ from typing import Final
 
 from core.catalogue import load_gpus
 from core.inputs import Method, Offload, loss_16bit_matters
+from core.memo import last_answer
 from core.plan import Float8, Plan, Stack
 
 
@@ -260,9 +261,10 @@ class Confidence:
         return "; ".join(parts)
 
 
+@last_answer  # read twice per estimate (the ranks' range, the estimate's band): a pure function of the frozen plan
 def confidence(plan: Plan) -> Confidence:
     """The band of published real-GPU figures around the estimate of plans like ``plan`` (see
-    :func:`band_of`; one answer per set of kinds, kept)."""
+    :func:`band_of`; one answer per set of kinds, kept; the GPU catalogue it reads is loaded once)."""
     return band_of(plan_kinds(plan))
 
 

@@ -61,6 +61,7 @@ def qlora_unquantised_bytes(plan: Plan) -> float:
     return 4.0 if kbit_float32(plan) else 2.0
 
 
+@last_answer  # asked several times per estimate: a pure function of the frozen plan (core.memo)
 def model_dtype(plan: Plan) -> Dtype:
     """The dtype the model is loaded and runs in: the base's for adapter methods, DeepSpeed's
     16-bit dtype where its engine casts the weights (:func:`deepspeed_cast_weights`)."""
@@ -78,6 +79,7 @@ def stored_weight_dtype(plan: Plan) -> Dtype:
     return plan.base_dtype if plan.adapter_based else plan.weight_dtype
 
 
+@last_answer  # asked several times per estimate: a pure function of the frozen plan (core.memo)
 def compute_dtype(plan: Plan) -> Dtype:
     """The dtype ``plan``'s matmuls produce (:func:`core.dtypes.compute_dtype`)."""
     if kbit_float32(plan):
@@ -90,6 +92,7 @@ def compute_dtype(plan: Plan) -> Dtype:
 _ENGINE_DTYPES = {Autocast.BF16: Dtype.BF16, Autocast.FP16: Dtype.FP16}
 
 
+@last_answer  # asked several times per estimate: a pure function of the frozen plan (core.memo)
 def deepspeed_engine_dtype(plan: Plan) -> Dtype | None:
     """DeepSpeed's model dtype for ``plan``: the 16-bit dtype of ``bf16.enabled`` / ``fp16.enabled``
     (the plan's 16-bit autocast) under a DeepSpeed ZeRO stage, else None. DeepSpeed runs no

@@ -51,6 +51,7 @@ from functools import lru_cache
 from core.catalogue import Generation, generation
 from core.dtypes import DTYPE_BYTES, MP_BYTES, Dtype, MpDtype
 from core.inputs import megatron_grad_buffer
+from core.memo import last_answer
 from core.model import ModelSpec
 from core.params import param_counts
 from core.plan import Float8, GradSync, Method, Offload, Parallelism, PipelineSchedule, Plan, Strategy
@@ -299,10 +300,12 @@ def _engine_on_one_gpu(par: Parallelism) -> bool:
     return par.offload is not Offload.NONE or par.strategy.deepspeed
 
 
+@last_answer  # read several times per estimate: a pure function of the frozen plan (core.memo)
 def layout(plan: Plan) -> Layout:
     """The plan's layout (cached: the same Parallelism, depth and accumulation give the same
-    layout). ``layout(plan).stages`` are the distinct kinds of rank; ``holding(plan, stage)``
-    what one of them holds."""
+    layout; and by the plan's identity, which spares hashing its Parallelism on every reading).
+    ``layout(plan).stages`` are the distinct kinds of rank; ``holding(plan, stage)`` what one of
+    them holds."""
     return _layout(plan.parallel, plan.model.num_layers, plan.workload.grad_accum)
 
 

@@ -1425,8 +1425,9 @@ def outside_blocks(plan: Plan) -> LayerActs:
     d = model.hidden_size
     head_trains = plan.method is Method.FULL or (plan.method is Method.FROZEN and not model.tie_embeddings)
     adapted = plan.lora_adapters and model.head_adapter_shape(plan.lora.targets) is not None
-    ctx = _context(plan, plan.method in (Method.FULL, Method.FROZEN), (HEAD_TARGET,) if adapted else ())
-    head_ctx = replace(ctx, trainable=head_trains)
+    lora = (HEAD_TARGET,) if adapted else ()
+    ctx = _context(plan, plan.method in (Method.FULL, Method.FROZEN), lora)
+    head_ctx = _context(plan, head_trains, lora)  # the same context but whether the head trains
     head_input = _norm_output(model, ctx)
     readers = _consumer_inputs(head_ctx, d, (HEAD_TARGET,), False, "final norm output (head input)", head_input)
     items = _norm(model, ctx, "final norm", readers)

@@ -9,16 +9,29 @@ import pytest
 
 from core.breakdown import Bucket, BucketKey, Term, make_bucket
 from core.catalogue import find_model
+from core.evidence import confidence
 from core.memo import fills_fields, last_answer
 from core.parallel.acts import split
+from core.parallel.layout import layout
 from core.params import param_counts
 from core.plan import Method, Plan, Workload
+from core.roles import compute_dtype, deepspeed_engine_dtype, model_dtype
 from core.training.activations import layer_activations, loss_memory
 from core.training.attention import sdpa_kernel
 from core.training.flops import block_gemms
 from core.training.speed import fused_attention
 
-CACHED = (block_gemms, param_counts, sdpa_kernel, fused_attention)
+CACHED = (
+    block_gemms,
+    param_counts,
+    sdpa_kernel,
+    fused_attention,
+    layout,
+    model_dtype,
+    compute_dtype,
+    deepspeed_engine_dtype,
+    confidence,
+)
 
 
 def plan(model: str = "llama-3.2-1b", **changes: object) -> Plan:
@@ -211,6 +224,16 @@ def test_a_fast_built_gemm_is_frozen_equal_and_hashable() -> None:
     assert hash(gemm) == hash(Gemm("q", 4, 8, "column", True)) and replace(gemm, count=2).weight == 64.0
     with pytest.raises(FrozenInstanceError):
         gemm.k = 1  # type: ignore[misc]
+
+
+def test_a_head_context_is_the_block_context_with_the_head_trainable() -> None:
+    from core.training.activations import _context
+
+    # outside_blocks builds the head's context as _context does, not by replace(): the same record.
+    for one in (plan(), plan(method=Method.LORA), plan(method=Method.FROZEN, frozen_layers=2)):
+        for lora in ((), ("lm_head",)):
+            assert _context(one, False, lora) == replace(_context(one, True, lora), trainable=False)
+            assert _context(one, True, lora) == replace(_context(one, False, lora), trainable=True)
 
 
 @dataclass(frozen=True)
