@@ -14,6 +14,7 @@ from typing import Any, Final, TypeVar
 
 from core.errors import PlanError, PlanFileError
 from core.hfconfig import model_from_hf_config
+from core.memo import last_answer
 from core.model import ModelSpec
 from core.resources import resource_path
 from core.units import MiB
@@ -143,6 +144,19 @@ def generation(gpu_id: str) -> Generation:
     return _by_prefix(_GENERATION_PREFIXES, gpu_id) or Generation.OTHER
 
 
+# The rates a compute dtype's peak is read from, in order (GpuSpec.peak_tflops; read several times an estimate).
+_PEAK_FALLBACKS: Final = {
+    "fp32": ("fp32", "tf32"),
+    "tf32": ("tf32", "fp32"),
+    "bf16": ("bf16", "fp16", "fp32"),
+    "fp16": ("fp16", "bf16", "fp32"),
+    # A card without fp8 tensor cores runs fp8 weights dequantised (vLLM's FP8 Marlin
+    # on Ampere) at its 16-bit rate: its int8 rate is no fp8 rate.
+    "fp8": ("fp8", "bf16", "fp16"),
+    "int8": ("int8", "fp8", "bf16", "fp16"),
+}
+
+
 @dataclass(frozen=True)
 class GpuSpec:
     id: str
@@ -208,17 +222,7 @@ class GpuSpec:
 
     def peak_tflops(self, dtype: str) -> float:
         """Dense peak for a compute dtype; falls back to the nearest supported rate."""
-        order = {
-            "fp32": ("fp32", "tf32"),
-            "tf32": ("tf32", "fp32"),
-            "bf16": ("bf16", "fp16", "fp32"),
-            "fp16": ("fp16", "bf16", "fp32"),
-            # A card without fp8 tensor cores runs fp8 weights dequantised (vLLM's FP8 Marlin
-            # on Ampere) at its 16-bit rate: its int8 rate is no fp8 rate.
-            "fp8": ("fp8", "bf16", "fp16"),
-            "int8": ("int8", "fp8", "bf16", "fp16"),
-        }.get(dtype, (dtype,))
-        for key in order:
+        for key in _PEAK_FALLBACKS.get(dtype, (dtype,)):
             value = self.tflops_dense.get(key)
             if value:
                 return float(value)
@@ -476,11 +480,22 @@ def find_model(model_id: str) -> CatalogueModel:
 
 
 def find_gpu(gpu_id: str) -> GpuSpec:
-    wanted = gpu_id.strip().lower()
-    for gpu in load_gpus():
-        if gpu.id == wanted or gpu.name.lower() == wanted:
-            return gpu
-    raise PlanError("hardware.gpu", gpu_id, "a GPU id from `vramplan gpus` or 'custom'")
+    """The catalogue's card whose id or name (any case) is ``gpu_id``: the first in the catalogue."""
+    found = _gpu_index(load_gpus()).get(gpu_id.strip().lower())
+    if found is None:
+        raise PlanError("hardware.gpu", gpu_id, "a GPU id from `vramplan gpus` or 'custom'")
+    return found
+
+
+@last_answer  # keyed on the catalogue tuple load_gpus keeps: the index of a loaded catalogue never changes
+def _gpu_index(gpus: tuple[GpuSpec, ...]) -> dict[str, GpuSpec]:
+    """Each card's id and lower-cased name to the first card in ``gpus`` that has it (as id or name):
+    the card a scan in catalogue order would stop at. Read by every estimate; never changed."""
+    index: dict[str, GpuSpec] = {}
+    for gpu in gpus:
+        index.setdefault(gpu.id, gpu)
+        index.setdefault(gpu.name.lower(), gpu)
+    return index
 
 
 # "24 GB", "24gb", "80 GiB", "24G": a memory size in a search.

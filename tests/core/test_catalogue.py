@@ -210,3 +210,18 @@ def test_rtx_4000_ada_has_the_130_w_cards_tensor_rate_not_the_sffs() -> None:
     )
     prefill = estimate(plan).inference.speed.ttft_alone_s
     assert 0.164 / 1.5 < prefill < 0.164 * 1.5
+
+
+def test_a_card_is_found_by_its_id_or_its_name_in_any_case_first_in_catalogue_order() -> None:
+    from core.errors import PlanError
+
+    # find_gpu reads an index of the catalogue: the card a scan in catalogue order would stop at.
+    def scanned(wanted: str) -> GpuSpec:
+        key = wanted.strip().lower()
+        return next(g for g in GPUS if g.id == key or g.name.lower() == key)
+
+    for gpu in GPUS:
+        for typed in (gpu.id, gpu.name, f"  {gpu.name.upper()} ", gpu.id.upper()):
+            assert find_gpu(typed) is scanned(typed)
+    with pytest.raises(PlanError, match="a GPU id from `vramplan gpus`"):
+        find_gpu("no-such-card")
