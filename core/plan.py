@@ -260,6 +260,7 @@ _ADAPTER_BASED: Final = frozenset(
 _LITGPT_ADAPTERS: Final = frozenset((Method.ADAPTER, Method.ADAPTER_V2))
 _PROMPT_LEARNING: Final = frozenset((Method.PROMPT_TUNING, Method.P_TUNING, Method.PREFIX_TUNING))
 _PEFT_FLAT_TRAINED: Final = _PROMPT_LEARNING | {Method.LN_TUNING}
+_LORA_SHAPED: Final = frozenset((Method.LORA, Method.QLORA, Method.DORA))
 
 
 def as_run(plan: Plan) -> Plan:
@@ -1008,7 +1009,7 @@ class Plan:
     @property
     def lora_adapters(self) -> bool:
         """LoRA-shaped adapters (lora_A, lora_B of rank r) on ``lora.targets``."""
-        return self.method in (Method.LORA, Method.QLORA, Method.DORA)
+        return self.method in _LORA_SHAPED
 
     @property
     def four_bit_base(self) -> bool:

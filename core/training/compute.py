@@ -407,6 +407,15 @@ def _float8_problem(plan: Plan, gpu: GpuSpec) -> str | None:
     )
 
 
+def _source_words(timing: _Timing) -> str:
+    """Where the step's compute came from, as the formula says it (only the one said is formatted)."""
+    if timing.source is UtilisationSource.CALIBRATED:
+        return f"calibrated × {timing.factor:.3g}"
+    if timing.source is UtilisationSource.MEASURED:
+        return f"solved from your run, × {timing.factor:.3g}"
+    return "typed" if timing.source is UtilisationSource.TYPED else "modelled"
+
+
 def _formula(
     plan: Plan,
     terms: tuple[FlopTerm, ...],
@@ -424,13 +433,10 @@ def _formula(
     how = " + ".join(f"{sci(t.per_token)} ({t.label})" for t in terms) if len(terms) > 1 else terms[0].formula
     flops = per_token * tokens
     text = f"FLOPs = [{how}] per token × {sci(tokens)} tokens = {flops:.1e}"
-    source = {
-        UtilisationSource.MODELLED: "modelled",
-        UtilisationSource.TYPED: "typed",
-        UtilisationSource.CALIBRATED: f"calibrated × {timing.factor:.3g}",
-        UtilisationSource.MEASURED: f"solved from your run, × {timing.factor:.3g}",
-    }[timing.source]
-    text += f"; per step {timing.compute:.3g} s compute ({utilisation:.1%} of {peak:g} TFLOP/s per GPU, {source})"
+    text += (
+        f"; per step {timing.compute:.3g} s compute ({utilisation:.1%} of {peak:g} TFLOP/s per GPU, "
+        f"{_source_words(timing)})"
+    )
     if comm.bubble_fraction or comm.exposed_seconds:
         text += f" × (1 + {comm.bubble_fraction:.3g} bubble) + {comm.exposed_seconds:.3g} s exposed communication"
     if work is not None and timing.source is UtilisationSource.MODELLED:

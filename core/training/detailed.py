@@ -957,6 +957,8 @@ def _reference_cycle(plan: Plan, parts: _Parts) -> float:
     """DoRA's identity matrices held by a reference cycle at the peak (see
     core.training.activations._adapters): every block's without checkpointing, the recomputed
     one's with it. The cyclic collector may free them mid-step: the bottom of the range."""
+    if plan.method is not Method.DORA:  # only DoRA's adapters make them (activations._adapters)
+        return 0.0
     eye = sum(t.bytes for t in parts.block.items if t.label.startswith("DoRA: eye"))
     if not eye:
         return 0.0

@@ -229,7 +229,8 @@ def card_terms(
     wrap = list(wrap_cache or [])
     layers, embedding, head = where if where is not None else (plan.model.num_layers, True, True)
     basis = max((p.bucket(BucketKey.ACTIVATIONS).bytes for p in phases), default=0.0)
-    if runs_mps(plan.hardware.gpu):
+    mps = runs_mps(plan.hardware.gpu)
+    if mps:
         reserve, fraction = _mps_reserve(basis)
         runtime: list[Term] = []
     else:
@@ -247,7 +248,7 @@ def card_terms(
         fraction,
         allocator_workspaces(plan),
         float(sum(t.bytes for t in wrap)),
-        runs_mps(plan.hardware.gpu),
+        mps,
     )
 
 

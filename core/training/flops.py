@@ -185,10 +185,13 @@ def token_flops(plan: Plan) -> TokenFlops:
         return _lesson_flops(plan)
     model = plan.model
     scale = model.params_scale  # a typed P scales the matmuls it stands for
-    gemms = block_gemms(plan)
-    w_base = sum(g.weight for g in gemms if not g.name.endswith(("LoRA A", "LoRA B"))) * scale
-    w_adapt = sum(g.weight for g in gemms if g.name.endswith(("LoRA A", "LoRA B")))
-    w_train = sum(g.weight for g in gemms if g.trains and not g.name.endswith(("LoRA A", "LoRA B"))) * scale
+    base: list[Gemm] = []
+    adapters: list[Gemm] = []
+    for gemm in block_gemms(plan):
+        (adapters if gemm.name.endswith(("LoRA A", "LoRA B")) else base).append(gemm)
+    w_base = sum(g.weight for g in base) * scale
+    w_adapt = sum(g.weight for g in adapters)
+    w_train = sum(g.weight for g in base if g.trains) * scale
     passes = _passes(plan)
     layers = model.num_layers
     s, q = plan.workload.seq_len, model.q_width

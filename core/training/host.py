@@ -38,6 +38,7 @@ PROCESS_BASELINE_BYTES: Final = 2_056_600 * 1024
 DATALOADER_TENSORS: Final = 3
 DATALOADER_BATCHES: Final = 2
 HOST_HEADROOM: Final = 0.0  # the OS page cache shrinks under pressure: judged on the whole RAM
+_BASELINE_GB: Final = f"{PROCESS_BASELINE_BYTES / GB:.2f}"  # in every host_memory's formula: formatted once
 
 
 @fills_fields
@@ -77,7 +78,7 @@ def host_memory(plan: Plan, counts: ParamCounts) -> HostMemory:
     capacity = plan.parallel.host_ram_gb * GB
     baseline = Term(
         "PyTorch + CUDA process baseline",
-        f"{per_node} × {PROCESS_BASELINE_BYTES / GB:.2f} GB",
+        f"{per_node} × {_BASELINE_GB} GB",
         per_node * PROCESS_BASELINE_BYTES,
     )
     w = plan.workload

@@ -195,3 +195,18 @@ def test_time_runs_at_the_memory_models_compute_dtype() -> None:
     comp = estimate(plan).compute
     assert comp.dtype == "bf16" and comp.peak_tflops == 989.4
     assert comp.hours < 1.0
+
+
+def test_the_formula_says_where_the_steps_compute_came_from() -> None:
+    plan = _plan(accounting=Accounting.DETAILED)
+    modelled = estimate(plan).compute
+    assert modelled.utilisation_source is UtilisationSource.MODELLED and ", modelled)" in modelled.formula
+    typed = estimate(plan.with_hardware(utilisation=0.4)).compute  # 0.4: any typed utilisation
+    assert typed.utilisation_source is UtilisationSource.TYPED and ", typed)" in typed.formula
+    calibrated = estimate(plan.with_hardware(calibration=0.8)).compute  # 0.8: any factor the card can reach
+    assert calibrated.utilisation_source is UtilisationSource.CALIBRATED
+    assert ", calibrated × 0.8)" in calibrated.formula
+    # A measured step twice the modelled one: the factor solved for it is written with the source.
+    measured = estimate(plan.with_hardware(measured_step_s=2 * modelled.step_seconds)).compute
+    assert measured.utilisation_source is UtilisationSource.MEASURED
+    assert f", solved from your run, × {measured.calibration_factor:.3g})" in measured.formula
