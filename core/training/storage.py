@@ -33,6 +33,8 @@ _ADAPTER_LABELS: Final = {
     Method.P_TUNING: "prompt embeddings + MLP encoder",
     Method.PREFIX_TUNING: "prefix keys and values",
     Method.LN_TUNING: "trained copies of the norms",
+    Method.LOHA: "LoHa factors",
+    Method.LOKR: "LoKr factors",
 }
 
 
