@@ -114,6 +114,7 @@ class _Ctx:
     unsloth_norm: bool = False  # Unsloth's Triton RMSNorm (see UNSLOTH_FAST_FAMILIES)
     norms_train: bool = False  # PEFT's LN tuning: the residual stream's norms train (copies), nothing else
     prefix: int = 0  # prefix tuning's virtual keys and values before every layer's own (Plan.prefix_tokens)
+    hada_autocast: bool = False  # LoHa under autocast: its delta weight is in the autocast dtype (adapter_copies)
 
     def saves(self, name: str) -> bool:
         """A projection keeps its input only when its weight, or an adapter on it, trains."""
@@ -125,7 +126,13 @@ class _Ctx:
         PEFT's LoraLayer.forward casts the input to the adapter's dtype first
         (``_cast_input_dtype``, also under autocast); under autocast lora_A's matmul then
         casts it to the autocast dtype. Either cast makes a new tensor, which lora_A keeps.
+        LoHa / LoKr cast the input to their delta weight's dtype (``_cast_input_dtype(x, delta.dtype)``):
+        LoHa's delta comes out of HadaWeight's matmuls, in the autocast dtype under autocast, so an input
+        already in it is read as is (tools/measure/lycoris_check.py); LoKr's torch.kron of float32 w1 and
+        the autocast-dtype w2 is float32, so the input is copied as LoRA's.
         """
+        if self.hada_autocast:
+            return x is not self.compute_dtype
         if self.dropout:
             return True
         return self.adapter_dtype is not x or (self.autocast and x is not self.compute_dtype)
@@ -169,6 +176,7 @@ def _plan_fields(plan: Plan) -> dict[str, object]:
         "unsloth_norm": unsloth_fast_path(plan),
         "norms_train": plan.method is Method.LN_TUNING,
         "prefix": plan.prefix_tokens,
+        "hada_autocast": plan.method is Method.LOHA and dt.autocast,
     }
 
 

@@ -75,9 +75,22 @@ def test_each_target_keeps_its_delta_weight_and_input_copy() -> None:
     lokr = {t.label: t.bytes for t in layer_activations(_plan(Method.LOKR, 4), False).items}
     # torch.kron(w1, w2) keeps w2 = w2_a @ w2_b (b x d): 768 x 768 on q, 256 x 768 on v.
     assert lokr["LoKr: w2 = w2_a @ w2_b, kept by torch.kron"] == (768 * 768 + 256 * 768) * 4
-    # Under autocast F.linear keeps its 16-bit casts of the delta and the input instead.
+    # Under autocast F.linear keeps 16-bit deltas. LoHa's comes out of HadaWeight's autocast matmuls, so the bf16
+    # norm output is read as is, kept once (no per-target copy); LoKr's kron with the float32 w1 is float32, so
+    # each target keeps its own 16-bit copy of the input (tools/measure/lycoris_check.py: both to the byte).
     cast = {t.label: t.bytes for t in layer_activations(_plan(autocast=Autocast.BF16), False).items}
     assert cast["LoHa: each target's delta weight, kept by F.linear"] == (D * D + KV * D) * 2
+    assert cast["attention norm output"] == n * D * 2
+    kron = {t.label: t.bytes for t in layer_activations(_plan(Method.LOKR, 4, autocast=Autocast.BF16), False).items}
+    assert kron["attention norm output, cast per adapter (PEFT / autocast)"] == 2 * n * D * 2
+
+
+def test_autocast_caches_no_copy_of_loha_s_factors() -> None:
+    # HadaWeight.forward runs with grad off inside the autograd Function: autocast caches no 16-bit factor.
+    labels = {t.label for t in estimate(_plan(autocast=Autocast.BF16)).worst.buckets[0].terms}
+    assert "16-bit copies of the adapters (autocast)" not in labels
+    lokr = {t.label for t in estimate(_plan(Method.LOKR, 4, autocast=Autocast.BF16)).worst.buckets[0].terms}
+    assert "16-bit copies of the adapters (autocast)" in lokr
 
 
 def test_peak_holds_the_deltas_beyond_lora_s() -> None:

@@ -12,8 +12,9 @@ and the backward's high point above them.
 Expected from the source read at huggingface/peft 51c2ff66 (``Linear._get_delta_activations``: delta =
 get_delta_weight, ``_cast_input_dtype(x, delta.dtype)``, ``F.linear(x, delta)``; ``HadaWeight``; ``make_kron``),
 per target: the float32 delta (out x in), the float32 copy of the input (N x in), and for LoKr with a factored
-w2 the product w2 (b x d). PEFT 0.18.0 (pip) runs the same forward lines as 51c2ff66 (only update_layer's
-signature differs).
+w2 the product w2 (b x d). Under bf16 autocast (run second): 16-bit deltas, no input copy for LoHa (HadaWeight's
+autocast matmuls give a bf16 delta), a 16-bit copy per target for LoKr (kron with the float32 w1 is float32).
+PEFT 0.18.0 (pip) runs the same forward lines as 51c2ff66 (only update_layer's signature differs).
 
     /tmp/torchenv/bin/python tools/measure/lycoris_check.py    # torch 2.13.0 CPU + peft 0.18.0
 """
@@ -49,17 +50,23 @@ def _config(kind: str) -> Any:
     return LoraConfig(r=R, lora_alpha=2 * R, target_modules=targets)
 
 
-def _expected(kind: str) -> int:
-    """The planner's rule (core.training.activations._lycoris and the adapter input copies)."""
+def _expected(kind: str, autocast: bool) -> int:
+    """The planner's rule (core.training.activations._lycoris and the adapter input copies): float32 tensors, or
+    under autocast the 16-bit casts F.linear (and LoKr's w2_a @ w2_b) make."""
+    b = 2 if autocast else 4
     if kind == "lora":
-        return 2 * N * D * 4 + 2 * N * R * 4  # each adapter's float32 input copy, lora_A's output
-    kept = 2 * N * D * 4 + (D * D + KV * D) * 4  # input copies, both deltas
+        return 2 * N * D * b + 2 * N * R * b  # each adapter's input copy, lora_A's output
+    # Input copies (none for LoHa under autocast: its delta is already in the input's dtype), both deltas. The
+    # autocast cache's 16-bit copies of LoRA's and LoKr's factors (w2_a, w2_b) are not in this rule: the planner
+    # counts them with the weights (core.training.storage.copy_terms).
+    copies = 0 if kind == "loha" and autocast else 2 * N * D * b
+    kept = copies + (D * D + KV * D) * b
     if kind == "lokr":  # factorization(256, 4) = (4, 64), (64, 4)=(4, 16): w2 (b x d) products, r 4 < 32
-        kept += (64 * 64 + 16 * 64) * 4
+        kept += (64 * 64 + 16 * 64) * b
     return kept
 
 
-def measure(kind: str) -> None:
+def measure(kind: str, autocast: bool = False) -> None:
     torch.manual_seed(0)
     model = get_peft_model(Tiny(), _config(kind))
     model.train()
@@ -77,7 +84,8 @@ def measure(kind: str) -> None:
     # The parameters' and the input's storages exist before the mode: their views (aten.t of each weight) are
     # not new memory, so the mode is told of them first.
     mode.seen.update(dict.fromkeys(params | {x.untyped_storage().data_ptr()}, 0))
-    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t), mode:
+    cast = torch.autocast("cpu", dtype=torch.bfloat16, enabled=autocast)
+    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t), mode, cast:
         q, v = model(x)
     outputs = q.untyped_storage().nbytes() + v.untyped_storage().nbytes()
     kept = mode.live - outputs
@@ -86,14 +94,18 @@ def measure(kind: str) -> None:
         before = mode.live
         mode.peak = before
         (q.float().sum() + v.float().sum()).backward()
-    print(f"{kind}: live after the forward beyond the outputs {kept:,} B; saved storages {listed:,} B")
+    print(
+        f"{kind}{' (bf16 autocast)' if autocast else ''}: live after the forward beyond the outputs {kept:,} B; "
+        f"saved storages {listed:,} B"
+    )
     for shape, dtype, nbytes in sorted(saved.values(), key=lambda e: -e[2]):
         print(f"    saved {dtype!s:15} {shape!s:14} {nbytes:>9,} B")
-    rise = mode.peak - before
-    print(f"    the planner's rule: {_expected(kind):,} B; the backward's high point above its start: {rise:,} B")
+    rise, rule = mode.peak - before, _expected(kind, autocast)
+    print(f"    the planner's rule: {rule:,} B; the backward's high point above its start: {rise:,} B")
 
 
 if __name__ == "__main__":
     print(f"torch {torch.__version__}; N = {N}, d = {D}, kv = {KV}, r = {R}")
-    for name in ("loha", "lokr", "lora"):
-        measure(name)
+    for autocast in (False, True):
+        for name in ("loha", "lokr", "lora"):
+            measure(name, autocast)
