@@ -81,6 +81,10 @@ class Method(StrEnum):
     # PEFT's prefix tuning and LN tuning (branch h52pfx), read at huggingface/peft 51c2ff66.
     PREFIX_TUNING = "prefix-tuning"  # PrefixTuningConfig: trained keys and values of virtual tokens in every layer
     LN_TUNING = "ln-tuning"  # LNTuningConfig: trained copies of the norms, the rest frozen
+    # PEFT's LyCORIS methods (branch h53lyco), read at huggingface/peft 51c2ff66: each targeted linear's
+    # whole delta weight is built from small trained factors at every forward and applied as F.linear.
+    LOHA = "loha"  # LoHaConfig: Hadamard product of two rank-r products
+    LOKR = "lokr"  # LoKrConfig: Kronecker product of a small matrix and a rank-r (or full) one
 
 
 class Precision(StrEnum):
@@ -517,6 +521,8 @@ METHOD_LABELS: Final = {
     Method.P_TUNING: "P-tuning (MLP encoder)",
     Method.PREFIX_TUNING: "Prefix tuning",
     Method.LN_TUNING: "LN tuning (norms)",
+    Method.LOHA: "LoHa (Hadamard product)",
+    Method.LOKR: "LoKr (Kronecker product)",
 }
 OPTIMIZER_LABELS: Final = {
     Optimizer.ADAMW: "AdamW",
@@ -900,17 +906,20 @@ INPUTS: Final[tuple[Input, ...]] = (
           "trained bias and scale on every linear layer and trainable norms. Prompt tuning / P-tuning (PEFT): "
           "trained embeddings of virtual tokens go before every sequence (P-tuning makes them with an MLP); the "
           "frozen model runs on the sequence plus those tokens. Prefix tuning (PEFT): trained keys and values of "
-          "virtual tokens in every layer's attention. LN tuning (PEFT): trained copies of the norms.",
+          "virtual tokens in every layer's attention. LN tuning (PEFT): trained copies of the norms. LoHa / LoKr "
+          "(PEFT): each target's whole weight update is built every step from rank-r factors (a Hadamard or a "
+          "Kronecker product) and kept for the backward.",
           ("--method",), "full, lora, qlora, frozen (layers), dora, ia3, adapter, adapter_v2, prompt-tuning, "
-          "p-tuning, prefix-tuning or ln-tuning", labels=METHOD_LABELS),
+          "p-tuning, prefix-tuning, ln-tuning, loha or lokr", labels=METHOD_LABELS),
     Input("lora.rank", Kind.INT, "Rank r", "LoRA rank", 8,
-          "Rank r of each adapter: r × (in + out) parameters per matrix.",
-          ("--lora-rank",), "LoRA/DoRA adapter rank r", low=1, high=MAX_RANK,
-          matters=lambda p: p.lora_adapters),
+          "Rank r of each adapter: r × (in + out) parameters per matrix (LoHa: twice that; LoKr: the same on "
+          "each weight's large Kronecker factor, or that factor whole where r is at least half its larger side).",
+          ("--lora-rank",), "LoRA/DoRA/LoHa/LoKr adapter rank r", low=1, high=MAX_RANK,
+          matters=lambda p: p.lora_adapters or p.lycoris),
     Input("lora.alpha", Kind.FLOAT, "Alpha α", "LoRA alpha", 16.0,
           "Adapter scaling α (the update is scaled by α / r); no effect on memory.",
-          ("--lora-alpha",), "LoRA/DoRA scaling α (no effect on memory)", low=0.01, high=1e6,
-          matters=lambda p: p.lora_adapters),
+          ("--lora-alpha",), "LoRA/DoRA/LoHa/LoKr scaling α (no effect on memory)", low=0.01, high=1e6,
+          matters=lambda p: p.lora_adapters or p.lycoris),
     Input("lora.dropout", Kind.FLOAT, "Dropout", "LoRA dropout", 0.0,
           "Dropout on the adapters' input (PEFT lora_dropout; 0 by default): each adapter then keeps its own "
           "dropped copy of its input and a one-byte mask per element for the backward.",
@@ -948,6 +957,13 @@ INPUTS: Final[tuple[Input, ...]] = (
           "attention sees before the sequence's own.",
           ("--virtual-tokens",), "prompt-tuning / p-tuning / prefix-tuning: PEFT num_virtual_tokens (default 20)",
           low=1, high=100_000, matters=lambda p: p.prompt_learning),
+    # huggingface/peft 51c2ff66 src/peft/tuners/lokr/config.py LoKrConfig.decompose_factor (default -1).
+    Input("lora.lokr_factor", Kind.INT, "LoKr factor", "LoKr decompose factor", -1,
+          "LoKr's decompose_factor: each side of a weight splits into factor × (side ÷ factor) when the factor "
+          "divides it (PEFT's factorization); -1 splits near the square root. The small Kronecker factor trains "
+          "whole, the large one as a rank-r product unless r is at least half its larger side.",
+          ("--lokr-factor",), "lokr: PEFT decompose_factor (-1: near the square root, the default)",
+          low=-1, high=1_000_000, matters=lambda p: p.method is Method.LOKR),
     Input("quant", Kind.ENUM, "Base storage", "Base quantisation", Quant.NF4,
           "How QLoRA stores the frozen base weights (bitsandbytes): 4-bit NF4/FP4 in blocks of 64, or 8-bit.",
           ("--quant",), "QLoRA base storage", labels=QUANT_LABELS, matters=lambda p: p.quantised_base),
@@ -980,10 +996,11 @@ INPUTS: Final[tuple[Input, ...]] = (
           labels=DTYPE_LABELS,
           matters=lambda p: p.preset is Preset.CUSTOM and p.method in (Method.FULL, Method.FROZEN)),
     Input("base_dtype", Kind.ENUM, "Frozen base", "Frozen base", Dtype.FP32,
-          "Storage of the frozen base of LoRA, DoRA or frozen layers.",
-          ("--base-dtype",), "the frozen base of LoRA/DoRA/frozen layers", labels=DTYPE_LABELS,
+          "Storage of the frozen base of LoRA, DoRA, LoHa, LoKr or frozen layers.",
+          ("--base-dtype",), "the frozen base of LoRA/DoRA/LoHa/LoKr/frozen layers", labels=DTYPE_LABELS,
           matters=lambda p: p.preset is Preset.CUSTOM
-          and (p.method in (Method.LORA, Method.DORA, Method.FROZEN) or (p.litgpt_adapter and not p.quantised_base))),
+          and (p.method in (Method.LORA, Method.DORA, Method.FROZEN) or p.lycoris
+               or (p.litgpt_adapter and not p.quantised_base))),
     Input("adapter_dtype", Kind.ENUM, "Adapters", "Adapters", Dtype.FP32,
           "LoRA / DoRA adapter storage: PEFT casts adapters to float32 by default.",
           ("--adapter-dtype",), "LoRA/DoRA adapters (PEFT: fp32)", labels=DTYPE_LABELS,

@@ -111,6 +111,54 @@ def ln_tensor_sizes(plan: Plan) -> list[int]:
     return per_norm * (model.norms_per_layer * model.num_layers + 1)
 
 
+def lokr_factorization(dimension: int, factor: int = -1) -> tuple[int, int]:
+    """PEFT's ``factorization`` (huggingface/peft 51c2ff66 src/peft/tuners/lokr/layer.py), line for line:
+    ``(factor, dimension // factor)`` when a positive factor divides the dimension; else the divisor pair
+    found by growing m while m + n shrinks and m stays at most the factor (-1: no bound, near the square
+    root), smaller first. factorization(128, 4) = (4, 32), factorization(256) = (16, 16) (its docstring)."""
+    if factor > 0 and dimension % factor == 0:
+        return factor, dimension // factor
+    if factor == -1:
+        factor = dimension
+    m, n = 1, dimension
+    length = m + n
+    while m < n:
+        new_m = m + 1
+        while dimension % new_m != 0:
+            new_m += 1
+        new_n = dimension // new_m
+        if new_m + new_n > length or new_m > factor:
+            break
+        m, n = new_m, new_n
+    return (n, m) if m > n else (m, n)
+
+
+def lycoris_matrix_tensors(plan: Plan, fan_in: int, fan_out: int) -> tuple[list[int], int]:
+    """Elements of each tensor PEFT's LoHa or LoKr trains on one (out × in) nn.Linear, and the elements of
+    the intermediate product autograd keeps beside them (huggingface/peft 51c2ff66):
+
+    LoHa (src/peft/tuners/loha/layer.py ``create_adapter_parameters``, Linear): hada_w1_a (out, r), hada_w1_b
+    (r, in), hada_w2_a (out, r), hada_w2_b (r, in); the Tucker cores t1, t2 exist for convolutions only.
+    ``HadaWeight.forward`` saves those four leaves and recomputes both products in its backward: 0 kept.
+
+    LoKr (src/peft/tuners/lokr/layer.py ``update_layer``, Linear): out = a·b, in = c·d by ``factorization``
+    with ``decompose_factor``; w1 (a × c) trains whole unless ``decompose_both`` and r < max(a, c) / 2
+    (decompose_both is not modelled: PEFT's default False); w2 (b × d) trains whole unless r < max(b, d) / 2,
+    then as lokr_w2_a (b, r) and lokr_w2_b (r, d). ``make_kron`` runs torch.kron(w1, w2), whose multiply
+    keeps both operands for the gradients: w2 built from its factors (b·d) is kept; a whole w2 is the leaf.
+    lokr--llama-3.2-3B-rank32-factor4 results file: "num_trainable_params": 2294656 = 28 × (q: 16 + 2 × 768
+    × 32, v: 16 + 256 × 32 + 32 × 768)."""
+    r = plan.lora.rank
+    if plan.method is Method.LOHA:
+        return [fan_out * r, r * fan_in, fan_out * r, r * fan_in], 0
+    out_a, out_b = lokr_factorization(fan_out, plan.lora.lokr_factor)
+    in_c, in_d = lokr_factorization(fan_in, plan.lora.lokr_factor)
+    sizes = [out_a * in_c]
+    if r < max(out_b, in_d) / 2:
+        return [*sizes, out_b * r, r * in_d], out_b * in_d
+    return [*sizes, out_b * in_d], 0
+
+
 def flat_trained_sizes(plan: Plan) -> list[int] | None:
     """The trained tensors of the PEFT methods whose tensors are not one adapter per block (prompt learning,
     LN tuning), listed whole for the optimizer's rules; None for every other method."""
@@ -133,6 +181,11 @@ def param_counts(plan: Plan) -> ParamCounts:
             adapter = sum(n * c for n, c in litgpt_adapter_tensors(plan))
         elif plan.peft_flat_trained:
             adapter = sum(flat_trained_sizes(plan) or [])
+        elif plan.lycoris:
+            adapter = model.num_layers * sum(
+                sum(lycoris_matrix_tensors(plan, fan_in, fan_out)[0]) * copies
+                for fan_in, fan_out, copies in model.adapted_matrices(plan.lora.targets)
+            )
         else:
             adapter = model.lora_params(plan.lora.rank, plan.lora.targets)
         if plan.method is Method.DORA:

@@ -221,6 +221,8 @@ class LoraSettings:
     adapter_quantised: bool = DEFAULTS["lora.adapter_quantised"]
     # PEFT PromptLearningConfig.num_virtual_tokens (prompt tuning, P-tuning; branch h41soft).
     virtual_tokens: int = DEFAULTS["lora.virtual_tokens"]
+    # PEFT LoKrConfig.decompose_factor (branch h53lyco): -1 splits each side near its square root.
+    lokr_factor: int = DEFAULTS["lora.lokr_factor"]
 
     def __post_init__(self) -> None:
         run_checks(self, _LORA_CHECKS)
@@ -255,8 +257,11 @@ _ADAPTER_BASED: Final = frozenset(
         Method.P_TUNING,
         Method.PREFIX_TUNING,
         Method.LN_TUNING,
+        Method.LOHA,
+        Method.LOKR,
     )
 )
+_LYCORIS: Final = frozenset((Method.LOHA, Method.LOKR))
 _LITGPT_ADAPTERS: Final = frozenset((Method.ADAPTER, Method.ADAPTER_V2))
 _PROMPT_LEARNING: Final = frozenset((Method.PROMPT_TUNING, Method.P_TUNING, Method.PREFIX_TUNING))
 _PEFT_FLAT_TRAINED: Final = _PROMPT_LEARNING | {Method.LN_TUNING}
@@ -705,6 +710,7 @@ class Plan:
                 "LitGPT's Adapter puts its prompts on the blocks from the start layer on: none, nothing trains",
             )
         self._check_prompt_learning()
+        self._check_lycoris()
         if self.method is Method.FROZEN and self.frozen_layers == 0:
             raise PlanError(
                 "frozen_layers",
@@ -941,6 +947,46 @@ class Plan:
                 "prefix tuning's keys come from a cache; only SDPA with its explicit mask is modelled",
             )
 
+    def _check_lycoris(self) -> None:
+        """LoHa and LoKr as this planner models them (huggingface/peft 51c2ff66 src/peft/tuners/loha, lokr):
+        PEFT's layers on the blocks' nn.Linear projections of a 16- or 32-bit base, on one GPU or DDP. The
+        whole delta weight each forward builds is not split by the sharded layouts' adapter rules; a MoE
+        model's experts are no nn.Linear each, and the output head is not modelled as a target."""
+        if not self.lycoris:
+            return
+        par = self.parallel
+        if par.strategy is not Strategy.DDP or par.tensor_parallel * par.pipeline_parallel * par.context_parallel > 1:
+            raise PlanError(
+                "parallel.strategy",
+                par.strategy.value,
+                f"one GPU or DDP (no TP, PP or CP) with {METHOD_LABELS[self.method]}",
+                "each target's whole delta weight is built on every rank; only one GPU and DDP are modelled",
+            )
+        if self.stack is not Stack.EAGER or self.litgpt or self.unsloth:
+            why = "the method is PEFT's (LycorisTuner); what torch.compile keeps of its deltas is not modelled"
+            raise PlanError("stack", self.stack.value, "PEFT on eager PyTorch", why)
+        if (self.checkpointing and self.checkpoint_policy is CheckpointPolicy.OP) or self.float8 is not Float8.NONE:
+            raise PlanError(
+                "checkpoint_policy" if self.float8 is Float8.NONE else "float8",
+                self.checkpoint_policy.value if self.float8 is Float8.NONE else self.float8.value,
+                "full checkpointing or none, 16- or 32-bit linears",
+                "torchtitan's per-op checkpointing and float8 linears are not run with PEFT's LoHa / LoKr",
+            )
+        if self.model.num_experts > 1:
+            raise PlanError(
+                "method",
+                self.method.value,
+                "a dense model",
+                "a MoE model's experts are not one nn.Linear each: PEFT's LoHa / LoKr layers on them not modelled",
+            )
+        if HEAD_TARGET in self.lora.targets:
+            raise PlanError(
+                "lora.targets",
+                ",".join(self.lora.targets),
+                f"the blocks' projections with {METHOD_LABELS[self.method]}",
+                "LoHa / LoKr on the output head (a V × d delta weight) is not modelled",
+            )
+
     # ---- derived inputs (no arithmetic on memory here: that is the estimator's) ------
     @property
     def roles(self) -> PrecisionRoles:
@@ -951,6 +997,12 @@ class Plan:
         """A frozen base with small trained tensors beside it (LoRA, QLoRA, DoRA, IA3, LitGPT's adapters,
         prompt tuning, P-tuning, prefix tuning, LN tuning)."""
         return self.method in _ADAPTER_BASED
+
+    @property
+    def lycoris(self) -> bool:
+        """PEFT's LoHa or LoKr: rank-r factors on ``lora.targets`` whose product, the whole delta weight of
+        each target, is built at every forward (huggingface/peft 51c2ff66 src/peft/tuners/loha, lokr)."""
+        return self.method in _LYCORIS
 
     @property
     def litgpt_adapter(self) -> bool:
@@ -1164,8 +1216,9 @@ class Plan:
         Leaving it keeps the count, so switching back restores it. Targets still at one method's
         default become the other's (LoRA's q_proj, v_proj; IA3's k_proj, v_proj, down_proj, as
         PEFT picks each when a config names none), and IA3's feedforward modules stay among the
-        targets; neither when ``typed`` (the input paths the user typed) names it. Prefix tuning
-        runs without gradient checkpointing and under SDPA (PEFT's refusal; the modelled kernel).
+        targets; neither when ``typed`` (the input paths the user typed) names it. IA3, LoHa and LoKr
+        leave the output head out of the targets. Prefix tuning runs without gradient checkpointing and
+        under SDPA (PEFT's refusal; the modelled kernel).
         """
         model = changes.get("model", self.model)
         if method is Method.FROZEN and changes.get("frozen_layers", self.frozen_layers) == 0:
@@ -1173,9 +1226,11 @@ class Plan:
         lora = changes.get("lora", self.lora)
         if "lora.targets" not in typed and (method is Method.IA3) != (self.method is Method.IA3):
             lora = changes["lora"] = _default_targets_for(method, lora)
-        if method is Method.IA3 and HEAD_TARGET in lora.targets and "lora.targets" not in typed:
-            # IA3 on the head is not modelled (__post_init__ refuses it): a switch leaves it out.
-            lora = replace(lora, targets=tuple(t for t in lora.targets if t != HEAD_TARGET) or IA3_DEFAULT_TARGETS)
+        off_head = method is Method.IA3 or method in _LYCORIS
+        if off_head and HEAD_TARGET in lora.targets and "lora.targets" not in typed:
+            # IA3, LoHa or LoKr on the head is not modelled (__post_init__ refuses it): a switch leaves it out.
+            fallback = IA3_DEFAULT_TARGETS if method is Method.IA3 else DEFAULTS["lora.targets"]
+            lora = replace(lora, targets=tuple(t for t in lora.targets if t != HEAD_TARGET) or fallback)
             changes["lora"] = lora
         if method is Method.PREFIX_TUNING:
             # PEFT refuses prefix tuning with gradient checkpointing, and only SDPA's explicit-mask path is

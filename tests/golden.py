@@ -482,6 +482,20 @@ CLI_RUNS: tuple[tuple[str, ...], ...] = (
             "--preset trainer-bf16 --micro-batch 4 --seq 768 --gpu l40s"
         )
     ),
+    # PEFT LoHa and LoKr (branch h53lyco): the method comparison's settings (r 32, alpha 64, q_proj and v_proj;
+    # LoKr's decompose_factor 4) on its L40S.
+    tuple(
+        shlex.split(
+            "estimate --json --model llama-3.2-3b --method loha --lora-rank 32 --lora-alpha 64 "
+            "--lora-targets q_proj,v_proj --preset trainer-bf16 --micro-batch 4 --seq 768 --gpu l40s"
+        )
+    ),
+    tuple(
+        shlex.split(
+            "estimate --json --model llama-3.2-3b --method lokr --lokr-factor 4 --lora-rank 32 --lora-alpha 64 "
+            "--lora-targets q_proj,v_proj --preset trainer-bf16 --micro-batch 4 --seq 768 --gpu l40s"
+        )
+    ),
 )
 
 

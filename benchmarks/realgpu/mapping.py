@@ -224,7 +224,8 @@ _CACHE_EMPTIED_BEFORE_PEAK: Final = frozenset({"peft-method-comparison-metamathq
 # PEFT's prompt tuning and P-tuning rows of the method comparison, until then method 'other'): scored with the
 # constant fitted without their family, never fitted on, so expressing them moves no constant. Branch h52pfx
 # (2026-12-05) adds the same comparison's prefix tuning and LN tuning rows on the same terms.
-HELD_OUT_METHODS: Final = frozenset({"prompt-tuning", "p-tuning", "prefix-tuning", "ln-tuning"})
+# LoHa and LoKr (branch h53lyco, 2026-12-05) likewise.
+HELD_OUT_METHODS: Final = frozenset({"prompt-tuning", "p-tuning", "prefix-tuning", "ln-tuning", "loha", "lokr"})
 HELD_OUT_SOURCES: Final = frozenset(
     {
         "torchao-float8-torchtitan-2025",
@@ -327,7 +328,7 @@ def _missing(recipe: Mapping[str, Any]) -> list[str]:
     if recipe["method"] == "other":
         out.append(
             "PEFT / lit-gpt method other than LoRA, QLoRA, DoRA, IA3, prompt tuning, P-tuning, prefix tuning, "
-            "LN tuning or lit-gpt's Adapter / Adapter v2"
+            "LN tuning, LoHa, LoKr or lit-gpt's Adapter / Adapter v2"
         )
     if recipe["optimizer"] is not None and recipe["optimizer"] not in _OPTIMIZERS:
         out.append(f"optimizer {recipe['optimizer']}")
@@ -745,6 +746,7 @@ def _plan(
             ia3_feedforward=_targets(lora.get("ia3_feedforward", ["down_proj"])),
             **_litgpt_adapter(recipe, lora),
             virtual_tokens=int(lora.get("virtual_tokens", 20)),
+            lokr_factor=int(lora.get("lokr_factor", -1)),
         )
         if lora
         else LoraSettings(),

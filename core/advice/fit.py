@@ -376,6 +376,8 @@ METHOD_NAMES: Final = {
     Method.P_TUNING: "P-tuning",
     Method.PREFIX_TUNING: "prefix tuning",
     Method.LN_TUNING: "LN tuning",
+    Method.LOHA: "LoHa",
+    Method.LOKR: "LoKr",
 }
 
 

@@ -170,6 +170,8 @@ OPTIONAL_KEYS: Final = (
     # LitGPT's adapters (branch h41adapt): a file without them reads as LitGPT's defaults, a 16-bit base.
     | frozenset((LoraSettings, name) for name in ("adapter_prompt_length", "adapter_start_layer", "adapter_quantised"))
     # Prompt learning's virtual tokens (branch h41soft): a file without it reads as 20.
+    # LoKr's decompose_factor (branch h53lyco): a file without it reads as PEFT's default, -1.
+    | frozenset({(LoraSettings, "lokr_factor")})
 )
 # Of the parallelism (version 4), only the GPU count and the strategy must be written; the
 # degrees and the frameworks' knobs default to one GPU's split and the frameworks' defaults.

@@ -19,6 +19,7 @@ from core.format import sci
 from core.inputs import loss_16bit_matters, loss_code_runs
 from core.memo import fills_fields, last_answer
 from core.model import HEAD_TARGET, ModelSpec, normalise_ia3_feedforward, normalise_lora_targets
+from core.params import lycoris_matrix_tensors
 from core.plan import Attention, CheckpointPolicy, MegatronCeFusion, Method, Plan, Stack, TransformersLoss
 from core.roles import adapter_dtype, compute_dtype, dtypes_for, model_dtype
 from core.training.attention import (
@@ -114,6 +115,7 @@ class _Ctx:
     unsloth_norm: bool = False  # Unsloth's Triton RMSNorm (see UNSLOTH_FAST_FAMILIES)
     norms_train: bool = False  # PEFT's LN tuning: the residual stream's norms train (copies), nothing else
     prefix: int = 0  # prefix tuning's virtual keys and values before every layer's own (Plan.prefix_tokens)
+    hada_autocast: bool = False  # LoHa under autocast: its delta weight is in the autocast dtype (adapter_copies)
 
     def saves(self, name: str) -> bool:
         """A projection keeps its input only when its weight, or an adapter on it, trains."""
@@ -125,7 +127,13 @@ class _Ctx:
         PEFT's LoraLayer.forward casts the input to the adapter's dtype first
         (``_cast_input_dtype``, also under autocast); under autocast lora_A's matmul then
         casts it to the autocast dtype. Either cast makes a new tensor, which lora_A keeps.
+        LoHa / LoKr cast the input to their delta weight's dtype (``_cast_input_dtype(x, delta.dtype)``):
+        LoHa's delta comes out of HadaWeight's matmuls, in the autocast dtype under autocast, so an input
+        already in it is read as is (tools/measure/lycoris_check.py); LoKr's torch.kron of float32 w1 and
+        the autocast-dtype w2 is float32, so the input is copied as LoRA's.
         """
+        if self.hada_autocast:
+            return x is not self.compute_dtype
         if self.dropout:
             return True
         return self.adapter_dtype is not x or (self.autocast and x is not self.compute_dtype)
@@ -142,7 +150,7 @@ def _context(plan: Plan, trainable: bool, lora: tuple[str, ...]) -> _Ctx:
     # Built without the frozen __init__'s object.__setattr__ per field (three contexts an
     # estimate, of one plan or two): the plan's own fields once (_plan_fields), then these three.
     ctx = object.__new__(_Ctx)
-    dropout = bool(lora) and plan.lora.dropout > 0
+    dropout = bool(lora) and plan.lora_adapters and plan.lora.dropout > 0
     ctx.__dict__.update(_plan_fields(plan), trainable=trainable, lora=lora, dropout=dropout)
     return ctx
 
@@ -169,6 +177,7 @@ def _plan_fields(plan: Plan) -> dict[str, object]:
         "unsloth_norm": unsloth_fast_path(plan),
         "norms_train": plan.method is Method.LN_TUNING,
         "prefix": plan.prefix_tokens,
+        "hada_autocast": plan.method is Method.LOHA and dt.autocast,
     }
 
 
@@ -586,6 +595,8 @@ def _adapters(plan: Plan, ctx: _Ctx) -> list[Term]:
     model = plan.model
     if not ctx.lora:
         return []
+    if plan.lycoris:
+        return _lycoris(plan, ctx)
     n = ctx.n
     shapes = model.linear_shapes()
     rank_el = sum(n * plan.lora.rank for nm in ctx.lora if nm in shapes)
@@ -608,6 +619,29 @@ def _adapters(plan: Plan, ctx: _Ctx) -> list[Term]:
                 n * outs * (ctx.ca + ab),
             )
         )
+    return items
+
+
+def _lycoris(plan: Plan, ctx: _Ctx) -> list[Term]:
+    """What PEFT's LoHa / LoKr keep per block beyond each target's input copy (huggingface/peft 51c2ff66).
+
+    ``Linear._get_delta_activations`` (src/peft/tuners/loha/layer.py, lokr/layer.py): ``delta_weight =
+    self.get_delta_weight(...)``, the whole (out × in) update in the adapter's dtype (float32 under
+    autocast_adapter_dtype); ``input = self._cast_input_dtype(input, delta_weight.dtype)``, a copy of the
+    input per target (the adapter copy _consumer_inputs counts, as LoRA's); ``F.linear(input, delta_weight)``
+    keeps both, the input for the delta's gradient and the delta for the input's. Under autocast F.linear
+    casts both to the autocast dtype and keeps those casts (``ctx.adapter_out``). LoHa's ``HadaWeight``
+    saves only its four leaf factors; LoKr's ``make_kron`` (torch.kron) keeps w2 when it is a product
+    (core.params.lycoris_matrix_tensors), its ``* scale`` nothing. The delta does not scale with the
+    tokens: it is one per target per block, kept until that block's backward."""
+    matrices = plan.model.adapted_matrices(plan.lora.targets)
+    ab = ctx.adapter_out
+    delta = sum(fan_in * fan_out * copies for fan_in, fan_out, copies in matrices)
+    name = "LoHa" if plan.method is Method.LOHA else "LoKr"
+    items = [Term(f"{name}: each target's delta weight, kept by F.linear", f"Σ out·in × {ab:g}", delta * ab)]
+    kron = sum(lycoris_matrix_tensors(plan, fan_in, fan_out)[1] * copies for fan_in, fan_out, copies in matrices)
+    if kron:  # (under autocast the matmul's output, in the autocast dtype, is what kron's multiply keeps)
+        items.append(Term("LoKr: w2 = w2_a @ w2_b, kept by torch.kron", f"Σ b·d × {ab:g}", kron * ab))
     return items
 
 
@@ -723,7 +757,8 @@ def layer_activations(plan: Plan, trainable_block: bool) -> LayerActs:
     """Saved tensors of one transformer block for micro-batch B and sequence S."""
     model = plan.model
     # The head's adapter (lm_head) is outside the blocks: outside_blocks keeps what it saves.
-    block_targets = tuple(t for t in plan.lora.targets if t != HEAD_TARGET) if plan.lora_adapters else ()
+    lora_like = plan.lora_adapters or plan.lycoris  # an adapter reading each target's input (LoHa / LoKr too)
+    block_targets = tuple(t for t in plan.lora.targets if t != HEAD_TARGET) if lora_like else ()
     ctx = _context(plan, trainable_block, block_targets)
     n, d = ctx.n, model.hidden_size
     kernels = unsloth_kernels(plan)

@@ -48,7 +48,7 @@ def explicit_mask(plan: Plan) -> bool:
 
 def sixteen_bit_inputs(plan: Plan) -> bool:
     """Attention sees 16-bit q, k, v under autocast or when the model is stored in 16 bits."""
-    frozen_base = plan.method in (Method.LORA, Method.QLORA, Method.DORA) or plan.litgpt_adapter
+    frozen_base = plan.method in (Method.LORA, Method.QLORA, Method.DORA) or plan.litgpt_adapter or plan.lycoris
     stored = plan.base_dtype if frozen_base else plan.weight_dtype
     return plan.autocast is not Autocast.NONE or stored is not Dtype.FP32
 

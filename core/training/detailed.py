@@ -57,7 +57,7 @@ from core.training.activations import (
 )
 from core.training.attention import backward_workspace, kernel_note
 from core.training.device import card_terms
-from core.training.flops import block_gemms
+from core.training.flops import ADAPTER_GEMMS, block_gemms
 from core.training.optimizer import (
     PAGED,
     clip_terms,
@@ -350,7 +350,7 @@ def _with_float8_casts(plan: Plan, layer_grads: Term, lay: Layout | None) -> Ter
     fp8_gathered = lay is not None and plan.parallel.fsdp_float8_all_gather and plan.parallel.strategy is Strategy.FSDP
     weight_cast = 0 if fp8_gathered else 1
     for gemm in block_gemms(plan):
-        if gemm.name.endswith(("LoRA A", "LoRA B")):
+        if gemm.name.endswith(ADAPTER_GEMMS):
             continue
         k = gemm.k / tp if gemm.split == "row" else gemm.k
         n = gemm.n / tp if gemm.split == "column" else gemm.n

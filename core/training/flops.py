@@ -29,6 +29,7 @@ runs on what the kernels do: the causal count and the recompute (the "hardware" 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Final
 
 from core.format import sci
 from core.memo import fills_fields, last_answer
@@ -36,6 +37,9 @@ from core.model import ModelSpec, normalise_lora_targets
 from core.params import param_counts
 from core.plan import Accounting, CheckpointPolicy, Method, Plan
 from core.training.activations import recomputed_share
+
+# The suffixes of an adapter's matmuls in block_gemms: LoRA's two, LoHa's / LoKr's delta weight applied.
+ADAPTER_GEMMS: Final = ("LoRA A", "LoRA B", "delta weight")
 
 
 @dataclass(frozen=True, init=False)
@@ -96,8 +100,12 @@ def block_gemms(plan: Plan) -> tuple[Gemm, ...]:
 
 def _adapter_gemms(plan: Plan) -> tuple[Gemm, ...]:
     """LoRA's A (in → r) and B (r → out) of each target (PEFT ``LoraLayer``): they train. IA3's
-    vectors are elementwise scalings, no matmul."""
-    if not plan.lora_adapters:
+    vectors are elementwise scalings, no matmul. LoHa / LoKr (huggingface/peft 51c2ff66
+    src/peft/tuners/loha/layer.py, lokr/layer.py ``Linear._get_delta_activations``): ``F.linear(x,
+    delta_weight)``, the whole in → out matmul, whose weight (the delta) gets a gradient. Building the
+    delta once a step (LoHa: two (out × r)·(r × in) products forward, four backward, 12·r·in·out FLOPs
+    a target, 2 % of the per-token matmul at r 32 and 3,072 tokens a step) is not counted."""
+    if not (plan.lora_adapters or plan.lycoris):
         return ()
     shapes = plan.model.linear_shapes()
     r = plan.lora.rank
@@ -107,6 +115,9 @@ def _adapter_gemms(plan: Plan) -> tuple[Gemm, ...]:
             continue
         fan_in, fan_out = shapes[target]
         row = target in ("o_proj", "down_proj")
+        if plan.lycoris:
+            out.append(Gemm(f"{target} {ADAPTER_GEMMS[2]}", fan_in, fan_out, "none", True))
+            continue
         out += [
             Gemm(f"{target} LoRA A", fan_in, r, "row" if row else "none", True),
             Gemm(f"{target} LoRA B", r, fan_out, "none" if row else "column", True),
@@ -188,7 +199,7 @@ def token_flops(plan: Plan) -> TokenFlops:
     base: list[Gemm] = []
     adapters: list[Gemm] = []
     for gemm in block_gemms(plan):
-        (adapters if gemm.name.endswith(("LoRA A", "LoRA B")) else base).append(gemm)
+        (adapters if gemm.name.endswith(ADAPTER_GEMMS) else base).append(gemm)
     w_base = sum(g.weight for g in base) * scale
     w_adapt = sum(g.weight for g in adapters)
     w_train = sum(g.weight for g in base if g.trains) * scale
@@ -227,11 +238,14 @@ def token_flops(plan: Plan) -> TokenFlops:
             )
         )
     if w_adapt:
+        label, per = (
+            ("LoHa / LoKr delta weights applied", "in·out") if plan.lycoris else ("LoRA adapters", "r·(in + out)")
+        )
         terms.append(
             FlopTerm(
-                "LoRA adapters",
+                label,
                 2.0 * w_adapt * (layers + 2 * passes.backward),
-                f"2 · r·(in + out) summed over targets = 2 × {sci(w_adapt)} × ({layers} + 2 × {passes.backward})",
+                f"2 · {per} summed over targets = 2 × {sci(w_adapt)} × ({layers} + 2 × {passes.backward})",
             )
         )
     recompute = _recompute(plan, w_base + w_adapt, attn_causal, passes)

@@ -12,7 +12,14 @@ from typing import Final
 from core.breakdown import Term
 from core.format import sci
 from core.memo import last_answer
-from core.params import ParamCounts, flat_trained_sizes, litgpt_adapter_tensors, ln_tensor_sizes
+from core.params import (
+    ParamCounts,
+    flat_trained_sizes,
+    litgpt_adapter_tensors,
+    ln_tensor_sizes,
+    lokr_factorization,
+    lycoris_matrix_tensors,
+)
 from core.plan import Method, Optimizer, OptimizerImpl, Plan
 from core.roles import Dtypes, runs_grad_scaler
 
@@ -45,7 +52,8 @@ MIN_BLOCK_BYTES: Final = 512
 
 def adapter_tensor_sizes(plan: Plan) -> list[int]:
     """Elements of each tensor one block's adapters train: lora_A (r·in), lora_B (r·out) and
-    DoRA's magnitude (out) per adapted matrix, or one IA3 vector (in or out) per target."""
+    DoRA's magnitude (out) per adapted matrix, one IA3 vector (in or out) per target, or LoHa's / LoKr's
+    factors (core.params.lycoris_matrix_tensors)."""
     model = plan.model
     if plan.method is Method.IA3:
         return [
@@ -53,6 +61,10 @@ def adapter_tensor_sizes(plan: Plan) -> list[int]:
         ]
     r = plan.lora.rank
     sizes: list[int] = []
+    if plan.lycoris:
+        for fan_in, fan_out, copies in model.adapted_matrices(plan.lora.targets):
+            sizes += lycoris_matrix_tensors(plan, fan_in, fan_out)[0] * copies
+        return sizes
     for fan_in, fan_out, copies in model.adapted_matrices(plan.lora.targets):
         sizes += ([r * fan_in, r * fan_out] + ([fan_out] if plan.method is Method.DORA else [])) * copies
     return sizes
@@ -225,6 +237,10 @@ def adafactor_state_elements(plan: Plan) -> int:
         return matrices + (3 * d if plan.method is Method.P_TUNING else 0)
     if plan.method is Method.IA3:  # each vector is 2-D, (1, in) or (out, 1): n + 1 statistics
         return model.num_layers * sum(n + 1 for n in adapter_tensor_sizes(plan))
+    if plan.lycoris:
+        return model.num_layers * sum(
+            _lycoris_statistics(plan, fi, fo) * c for fi, fo, c in model.adapted_matrices(plan.lora.targets)
+        )
     if plan.adapter_based:
         targets = plan.lora.targets
         shapes = model.linear_shapes()
@@ -239,6 +255,18 @@ def adafactor_state_elements(plan: Plan) -> int:
     embeds = 0 if plan.method is Method.FROZEN else model.vocab_size + model.hidden_size
     head = 0 if model.tie_embeddings else model.vocab_size + model.hidden_size
     return layers * per_layer + embeds + head + model.hidden_size
+
+
+def _lycoris_statistics(plan: Plan, fan_in: int, fan_out: int) -> int:
+    """Adafactor's rows + columns over LoHa's / LoKr's matrices on one (out × in) linear (their shapes in
+    core.params.lycoris_matrix_tensors): LoHa's (out, r), (r, in) twice; LoKr's w1 (a, c) and w2 (b, d)
+    whole, or as (b, r) and (r, d)."""
+    r = plan.lora.rank
+    if plan.method is Method.LOHA:
+        return 2 * ((fan_out + r) + (r + fan_in))
+    a, b = lokr_factorization(fan_out, plan.lora.lokr_factor)
+    c, d = lokr_factorization(fan_in, plan.lora.lokr_factor)
+    return (a + c) + ((b + r) + (r + d) if r < max(b, d) / 2 else b + d)
 
 
 def largest_trainable_tensor(plan: Plan) -> int:

@@ -60,7 +60,7 @@ from core.plan import (
 from core.roles import dtypes_for
 from core.training.activations import recomputed_share
 from core.training.attention import Kernel, math_kernel_bytes, sdpa_kernel
-from core.training.flops import Gemm, attended_keys, block_gemms, head_trains
+from core.training.flops import ADAPTER_GEMMS, Gemm, attended_keys, block_gemms, head_trains
 from core.training.gemm_shape import shape_efficiency
 from core.training.optimizer import optimizer_terms
 
@@ -434,7 +434,7 @@ def _matmuls(rank: _Rank) -> _Tally:
     for gemm in block_gemms(plan):
         k, n = _split(gemm.k, gemm.n, gemm.split, rank.tp)
         m, c = _rows(rank, gemm)
-        lora = gemm.name.endswith(("LoRA A", "LoRA B"))
+        lora = gemm.name.endswith(ADAPTER_GEMMS)
         passes = ((rank.layers + again) * c, rank.backward_layers * c, rank.backward_layers * c if gemm.trains else 0.0)
         slow = rank.fp8 and not lora and _rowwise_slow(rank, gemm, k, n)
         fp8 = rank.fp8 and not lora and not slow and not megatron_router(rank.plan, gemm)
@@ -639,7 +639,7 @@ def _float8_cast_bytes(rank: _Rank) -> float:
         return 0.0  # Transformer Engine's casts: te_cast_bytes
     plan, total = rank.plan, 0.0
     for gemm in block_gemms(plan):
-        if gemm.name.endswith(("LoRA A", "LoRA B")):
+        if gemm.name.endswith(ADAPTER_GEMMS):
             continue
         k, n = _split(gemm.k, gemm.n, gemm.split, rank.tp)
         if _rowwise_slow(rank, gemm, k, n):
@@ -667,7 +667,7 @@ def te_cast_bytes(rank: _Rank) -> float:
     weights = te_weight_casts_per_micro(rank.plan)
     total = 0.0
     for gemm in block_gemms(rank.plan):
-        if gemm.name.endswith(("LoRA A", "LoRA B")) or megatron_router(rank.plan, gemm):
+        if gemm.name.endswith(ADAPTER_GEMMS) or megatron_router(rank.plan, gemm):
             continue
         k, n = _split(gemm.k, gemm.n, gemm.split, rank.tp)
         m, c = _rows(rank, gemm)
@@ -697,7 +697,7 @@ def _dequant_bytes(rank: _Rank) -> float:
     plan = rank.plan
     if not plan.quantised_base or plan.quant is Quant.INT8:
         return 0.0
-    per_block = sum(g.k * g.n * g.count for g in block_gemms(plan) if not g.name.endswith(("LoRA A", "LoRA B")))
+    per_block = sum(g.k * g.n * g.count for g in block_gemms(plan) if not g.name.endswith(ADAPTER_GEMMS))
     uses = rank.layers + rank.backward_layers + _recomputed_blocks(plan, rank)
     return per_block / rank.tp * plan.model.params_scale * uses * DEQUANT_BYTES
 

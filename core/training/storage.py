@@ -33,6 +33,8 @@ _ADAPTER_LABELS: Final = {
     Method.P_TUNING: "prompt embeddings + MLP encoder",
     Method.PREFIX_TUNING: "prefix keys and values",
     Method.LN_TUNING: "trained copies of the norms",
+    Method.LOHA: "LoHa factors",
+    Method.LOKR: "LoKr factors",
 }
 
 
@@ -135,6 +137,11 @@ def copy_terms(plan: Plan, counts: ParamCounts, dt: Dtypes) -> list[Term]:
     if plan.method in (Method.PREFIX_TUNING, Method.LN_TUNING):
         # Prefix tuning's one tensor is an embedding too (F.embedding; get_prompt casts its output,
         # ``past_key_values.to(self.base_model_torch_dtype)``); LN tuning's norms multiply, no matmul.
+        cast = 0
+    if plan.method is Method.LOHA:
+        # HadaWeight.forward (huggingface/peft 51c2ff66 src/peft/tuners/loha/layer.py) runs its matmuls inside a
+        # custom autograd Function, with grad off: autocast caches no cast of the factors (measured:
+        # tools/measure/lycoris_check.py keeps none).
         cast = 0
     if dt.autocast and cast and adapter_dtype(plan) is Dtype.FP32:
         terms.append(Term("16-bit copies of the adapters (autocast)", f"{sci(cast)} × 2 B", cast * 2))

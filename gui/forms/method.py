@@ -1,5 +1,5 @@
 """Method: full fine-tuning, LoRA, DoRA, QLoRA, IA3, LitGPT's adapters, PEFT's prompt tuning, P-tuning, prefix
-tuning and LN tuning, or frozen layers, with precision and kernels."""
+tuning, LN tuning, LoHa and LoKr, or frozen layers, with precision and kernels."""
 
 from __future__ import annotations
 
@@ -138,6 +138,7 @@ class MethodForm(PlanForm):
         self.adapter_start_layer = self.add_input("lora.adapter_start_layer")
         self.adapter_quantised = self.add_input("lora.adapter_quantised")
         self.virtual_tokens = self.add_input("lora.virtual_tokens")
+        self.lokr_factor = self.add_input("lora.lokr_factor")  # PEFT LoKr's decompose_factor
         self.quant = self.add_input("quant")
         self.double_quant = self.add_input("double_quant")
         self.bnb_skip_modules = self.add_input("bnb_skip_modules")

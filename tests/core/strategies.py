@@ -59,6 +59,9 @@ def _some_of(draw: st.DrawFn, targets: tuple[str, ...]) -> tuple[str, ...]:
 # Prompt learning and LN tuning are modelled on one GPU or DDP (Plan refuses other strategies); prefix
 # tuning under SDPA, LN tuning on the families whose default targets are every norm (LN_TUNING_FAMILIES).
 PROMPT_METHODS: Final = (Method.PROMPT_TUNING, Method.P_TUNING, Method.PREFIX_TUNING, Method.LN_TUNING)
+# LoHa and LoKr (branch h53lyco) likewise on one GPU or DDP, on dense models, not on the head, without
+# per-op checkpointing (Plan._check_lycoris).
+LYCORIS: Final = (Method.LOHA, Method.LOKR)
 
 
 @st.composite
@@ -70,9 +73,11 @@ def plans(draw: st.DrawFn) -> Plan:
     method = draw(st.sampled_from(list(Method)))
     if method is Method.LN_TUNING and spec.family not in LN_TUNING_FAMILIES:
         method = Method.PREFIX_TUNING
+    if method in LYCORIS and spec.num_experts > 1:
+        method = Method.LORA
     frozen = draw(st.integers(1, spec.num_layers)) if method is Method.FROZEN else draw(st.integers(0, spec.num_layers))
     targets = draw(st.lists(st.sampled_from(LORA_TARGETS), min_size=1, unique=True))
-    head = method is not Method.IA3 and draw(st.booleans())
+    head = method is not Method.IA3 and method not in LYCORIS and draw(st.booleans())
     gpu = draw(gpu_ids)
     # An Apple GPU: one GPU, and only the settings PyTorch's MPS backend runs (core.mac; the Plan refuses others).
     mac = runs_mps(gpu)
@@ -91,6 +96,7 @@ def plans(draw: st.DrawFn) -> Plan:
             adapter_prompt_length=draw(st.integers(1, 64)),
             adapter_start_layer=draw(st.integers(0, spec.num_layers - 1)),
             adapter_quantised=draw(st.booleans()),
+            lokr_factor=draw(st.integers(-1, 64)),
         ),
         quant=draw(st.sampled_from(list(Quant))),
         double_quant=draw(st.booleans()),
@@ -98,7 +104,9 @@ def plans(draw: st.DrawFn) -> Plan:
         **precision_fields(draw(st.sampled_from(list(Precision)))),
         optimizer=draw(st.sampled_from(MAC_OPTIMIZERS if mac else list(Optimizer))),
         checkpointing=method is not Method.PREFIX_TUNING and draw(st.booleans()),  # PEFT refuses it
-        checkpoint_policy=draw(st.sampled_from(list(CheckpointPolicy))),
+        checkpoint_policy=draw(
+            st.sampled_from([c for c in CheckpointPolicy if c is not CheckpointPolicy.OP or method not in LYCORIS])
+        ),
         checkpoint_every=draw(st.integers(1, 64)),
         attention=Attention.SDPA
         if method is Method.PREFIX_TUNING
@@ -125,7 +133,7 @@ def plans(draw: st.DrawFn) -> Plan:
         parallel=Parallelism(
             nodes=draw(one if mac else st.integers(1, 512)),
             gpus_per_node=draw(one if mac else st.integers(1, 8)),
-            strategy=Strategy.DDP if method in PROMPT_METHODS else draw(st.sampled_from(list(Strategy))),
+            strategy=Strategy.DDP if method in PROMPT_METHODS + LYCORIS else draw(st.sampled_from(list(Strategy))),
         ),
         inference=Inference(
             weight_dtype=draw(st.sampled_from(list(WeightFormat))),

@@ -140,6 +140,18 @@ def test_prefix_tuning_is_picked_from_a_checkpointed_plan(qtbot: Any, window: Ma
     assert not form.checkpointing.isChecked() and not form.virtual_tokens.isHidden()
 
 
+def test_lokr_is_picked_with_its_factor_and_the_rank(qtbot: Any, window: MainWindow) -> None:
+    # PEFT's LoKr (branch h53lyco): rank, alpha and targets as LoRA's, and decompose_factor; LoHa has no factor.
+    form = window.method_form
+    form.method.setCurrentIndex(form.method.findData("lokr"))
+    assert window.controller.plan.method is Method.LOKR
+    assert not form.lokr_factor.isHidden() and not form.rank.isHidden() and form.virtual_tokens.isHidden()
+    type_into(qtbot, form.lokr_factor, "4")
+    assert window.controller.plan.lora.lokr_factor == 4
+    form.method.setCurrentIndex(form.method.findData("loha"))
+    assert window.controller.plan.method is Method.LOHA and form.lokr_factor.isHidden() and not form.rank.isHidden()
+
+
 def test_ia3_method_shows_its_feedforward_modules(qtbot: Any, window: MainWindow) -> None:
     form = window.method_form
     form.method.setCurrentIndex(form.method.findData("ia3"))

@@ -48,6 +48,8 @@ from gui.main_window import MainWindow
 from tests.gui.test_chart import heights
 
 SEED = int(os.environ.get("MONKEY_SEED", "20240611"))
+# The rows only one method shows, by that method's value: reached after the walk when it missed them.
+METHOD_ROWS = {"lokr": "lora.lokr_factor"}
 # About 40 edits per input of the one table, so that each is reached: a fixed 2,000 stopped
 # reaching the frozen-layers field (shown only for that method) once the table grew to 84, and
 # 30 per input missed FSDP2's float8 all-gather (shown only for FSDP with float8 linears); 40
@@ -254,6 +256,7 @@ def expected_values(window: MainWindow, plan: Plan) -> dict[str, Any]:
         "lora.rank": plan.lora.rank,
         "lora.alpha": plan.lora.alpha,
         "lora.virtual_tokens": plan.lora.virtual_tokens,  # prompt tuning / P-tuning (branch h41soft)
+        "lora.lokr_factor": plan.lora.lokr_factor,  # LoKr decompose_factor (branch h53lyco)
         "quant": plan.quant.value,
         "double_quant": plan.double_quant,
         "bnb_skip_modules": plan.bnb_skip_modules,
@@ -461,6 +464,10 @@ class Monkey:
             for key, w in choices
         ]
         key, widget = self.rng.choices(choices, weights)[0]
+        return self.edit(key, widget)
+
+    def edit(self, key: str, widget: QWidget) -> str:
+        """One edit of the field ``key`` as its kind of widget takes one."""
         self.done[key] += 1
         self.field_edits += 1
         if isinstance(widget, CatalogueField):
@@ -654,6 +661,23 @@ class Monkey:
         self.done["method"] += 1
         return f"method {combo.itemText(index)!r}, then {self.edit_field()}"
 
+    def reach_method_rows(self) -> list[str]:
+        """The rows one method alone shows (LoKr's factor, branch h53lyco) that the walk missed: File → New (the
+        default plan, which LoKr accepts: one GPU, eager PyTorch, a dense model), that method picked and the row
+        edited once, as a user trying the method does. Run after the walk, so the walk's own path (and the rare
+        rows it reaches) is the seed's alone."""
+        done = []
+        combo = self.window.method_form.method
+        for method, key in METHOD_ROWS.items():
+            if self.done[key]:
+                continue
+            self.window.new_action.trigger()
+            combo.setCurrentIndex(combo.findData(method))
+            widget = self.fields[key]
+            if widget.isVisibleTo(self.window) and widget.isEnabled():
+                done.append(f"method {method!r}, then {self.edit(key, widget)}")
+        return done
+
     def plain_single_gpu(self) -> None:
         """One GPU, DDP, PyTorch's own loop: TP, PP and CP typed back to 1, the framework boxes off."""
         form = self.window.parallel_form
@@ -733,6 +757,11 @@ def test_monkey(qtbot: Any, window: MainWindow) -> None:
             except AssertionError as error:
                 plan = planfile.dumps(window.controller.plan)
                 raise AssertionError(f"{where}; last edits {monkey.log[-10:]}; plan {plan}") from error
+        close_popups()
+        for what in monkey.reach_method_rows():
+            monkey.log.append(what)
+            assert not escaped, f"seed {SEED}, after the walk: {what} raised {escaped[0]!r}"
+            check_plan(window)
         close_popups()
         window.chart.setFocus()
         check_chart(window)

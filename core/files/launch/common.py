@@ -139,6 +139,13 @@ class Draft:
             self.cannot("method.lora.virtual_tokens", why)
         if plan.method is Method.LN_TUNING:
             self.cannot("method.kind", "the exporters write LoRA settings, not PEFT's LNTuningConfig")
+        if plan.lycoris:
+            why = (
+                "the exporters write LoRA settings, not PEFT's LoHaConfig / LoKrConfig (LoRA on the targets is written)"
+            )
+            self.cannot("method.kind", why)
+            if plan.method is Method.LOKR:
+                self.cannot("method.lora.lokr_factor", why)
 
     def cannot(self, field: str, why: str) -> None:
         self._why.setdefault(field, one_line(why)[:300])

@@ -55,8 +55,8 @@ TRAINING_FIELDS: Final = (
     _f("model", lambda p: p.model),
     _f("method.kind", lambda p: p.method),
     _f("method.frozen_layers", lambda p: p.frozen_layers, lambda p: p.method is Method.FROZEN, _ADAPTER),
-    _f("method.lora.rank", lambda p: p.lora.rank, lambda p: p.lora_adapters, _ADAPTER),
-    _f("method.lora.alpha", lambda p: p.lora.alpha, lambda p: p.lora_adapters, _ADAPTER),
+    _f("method.lora.rank", lambda p: p.lora.rank, _matters("lora.rank"), _ADAPTER),
+    _f("method.lora.alpha", lambda p: p.lora.alpha, _matters("lora.alpha"), _ADAPTER),
     _f(
         "method.lora.targets",
         lambda p: p.lora.targets,
@@ -86,6 +86,7 @@ TRAINING_FIELDS: Final = (
     ),
     _f("method.quant", lambda p: p.quant, lambda p: p.quantised_base, _ADAPTER, "method.lora.adapter_quantised"),
     _f("method.lora.virtual_tokens", lambda p: p.lora.virtual_tokens, lambda p: p.prompt_learning, _ADAPTER),
+    _f("method.lora.lokr_factor", lambda p: p.lora.lokr_factor, _matters("lora.lokr_factor"), _ADAPTER),
     _f(
         "method.double_quant",
         lambda p: p.double_quant,

@@ -173,6 +173,8 @@ def apply_settings(plan: Plan, settings: RunSettings, *, model_dtype: str | None
         lora["dropout"] = float(s.lora_dropout)
     if s.virtual_tokens is not None:
         lora["virtual_tokens"] = s.virtual_tokens
+    if s.lokr_factor is not None:
+        lora["lokr_factor"] = s.lokr_factor
     if s.ia3_feedforward is not None:
         lora["ia3_feedforward"] = s.ia3_feedforward
     elif method is Method.IA3:  # the file gives no feedforward modules: the plan's among the targets

@@ -26,8 +26,8 @@ IRRELEVANT: Final = (
 
 
 _KINDS: Final = (
-    "LORA, IA3, PROMPT_TUNING, P_TUNING, PREFIX_TUNING or LN_TUNING (the planner models LoRA, DoRA, QLoRA and "
-    "IA3 adapters, prompt tuning, P-tuning, prefix tuning and LN tuning)"
+    "LORA, IA3, PROMPT_TUNING, P_TUNING, PREFIX_TUNING, LN_TUNING, LOHA or LOKR (the planner models LoRA, DoRA, "
+    "QLoRA and IA3 adapters, prompt tuning, P-tuning, prefix tuning, LN tuning, LoHa and LoKr)"
 )
 # IA3Config keys with no effect on memory (huggingface/peft 51c2ff66 src/peft/tuners/ia3/config.py).
 IA3_IRRELEVANT: Final = (
@@ -57,6 +57,16 @@ LN_TUNING_NORMS: Final = frozenset({
     "ln_1", "ln_2", "ln_f",
 })  # fmt: skip
 LN_IRRELEVANT: Final = ("peft_type", "task_type", "inference_mode", "revision", "auto_mapping", "peft_version")
+# LoHaConfig / LoKrConfig (branch h53lyco; huggingface/peft 51c2ff66 src/peft/tuners/loha/config.py,
+# lokr/config.py): r and alpha default to 8; these keys do not change what a Linear keeps (init_weights
+# only fills the factors, use_effective_conv2d concerns convolutions, rank_dropout_scale the mask's scale).
+LYCORIS_KINDS: Final = {"LOHA": "loha", "LOKR": "lokr"}
+LYCORIS_DEFAULT_RANK: Final = 8
+LYCORIS_DEFAULT_ALPHA: Final = 8
+LYCORIS_IRRELEVANT: Final = (
+    "peft_type", "task_type", "inference_mode", "revision", "auto_mapping", "peft_version", "init_weights",
+    "use_effective_conv2d", "rank_dropout_scale", "layers_pattern",
+)  # fmt: skip
 
 
 def read_peft(document: dict[str, Any], where: str) -> RunConfig:
@@ -69,6 +79,8 @@ def read_peft(document: dict[str, Any], where: str) -> RunConfig:
         return _read_ln_tuning(taker, odd)
     if kind is not None and kind.upper() in _PROMPT_KINDS:
         return _read_prompt(taker, odd, _PROMPT_KINDS[kind.upper()])
+    if kind is not None and kind.upper() in LYCORIS_KINDS:
+        return _read_lycoris(taker, odd, LYCORIS_KINDS[kind.upper()])
     if kind is not None and kind.upper() != "LORA":
         raise taker.fail("peft_type", kind, _KINDS)
     s: dict[str, Any] = {"method": "lora"}
@@ -196,3 +208,36 @@ def _read_ln_tuning(taker: Taker, odd: OddValues) -> RunConfig:
     model_ref = _base_model(taker)
     taker.note("modules_to_save", "modules trained in full beside the norms are not in the estimate")
     return _finish(taker, odd, model_ref, s, LN_IRRELEVANT, _NO_QUANT)
+
+
+def _read_lycoris(taker: Taker, odd: OddValues, method: str) -> RunConfig:
+    """A LoHaConfig or LoKrConfig (huggingface/peft 51c2ff66 src/peft/tuners/loha/config.py, lokr/config.py): r,
+    alpha, target_modules, and LoKr's decompose_factor. LoKr's decompose_both (w1 as a product too) is not
+    modelled: true is refused. rank_dropout (an out-long mask a step) and module_dropout (the adapter skipped
+    some steps) are noted: the estimate runs every adapter every step."""
+    s: dict[str, Any] = {"method": method}
+    taker.record("method", method, "peft_type")
+    rank = taker.integer("r", "lora_rank", 1, 65_536)
+    if rank is None:
+        rank = LYCORIS_DEFAULT_RANK
+        taker.record("lora_rank", rank, f"default: r = {LYCORIS_DEFAULT_RANK}")
+    alpha = taker.number("alpha", "lora_alpha", 0.0, 1e6)
+    if alpha is None:
+        alpha = LYCORIS_DEFAULT_ALPHA
+        taker.record("lora_alpha", alpha, f"default: alpha = {LYCORIS_DEFAULT_ALPHA}")
+    s["lora_rank"], s["lora_alpha"] = rank, alpha
+    if method == "lokr":
+        factor = taker.integer("decompose_factor", "lokr_factor", -1, 1_000_000)
+        if factor is not None:
+            s["lokr_factor"] = factor
+        if taker.flag("decompose_both"):
+            raise taker.fail("decompose_both", True, "false (PEFT's default; w1 as a rank-r product is not modelled)")
+    model_ref = _targets_and_model(taker, odd, s)
+    taker.note("rank_dropout", "a dropped row mask each step: the estimate keeps the whole delta")
+    taker.note("module_dropout", "adapters skipped some steps: the estimate runs every adapter every step")
+    taker.note("modules_to_save", "modules trained in full beside the adapters are not in the estimate")
+    taker.note("rank_pattern", "per-module ranks: the estimate uses r everywhere")
+    taker.note("alpha_pattern", "per-module alphas change scaling only")
+    taker.note("layers_to_transform", "adapters on some layers only: the estimate adapts every layer")
+    taker.note("exclude_modules", "excluded modules: the estimate adapts every listed target")
+    return _finish(taker, odd, model_ref, s, LYCORIS_IRRELEVANT, _NO_QUANT)

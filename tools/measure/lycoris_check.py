@@ -1,0 +1,111 @@
+"""What PEFT's LoHa and LoKr keep for the backward, measured on small CPU tensors with PEFT's own layers
+(docs/REAL_GPU_MEMORY.md, "PEFT's LoHa and LoKr"; core.training.activations._lycoris, core.params.
+lycoris_matrix_tensors).
+
+A frozen bf16 q_proj (d -> d) and v_proj (d -> kv) read one bf16 input that needs a gradient (the hidden states
+of a block whose upstream adapters train), wrapped by ``peft.get_peft_model`` with LoHaConfig / LoKrConfig
+(autocast_adapter_dtype=True: float32 factors on the bf16 base, as the method comparison runs) and, for
+reference, LoraConfig. ``torch.autograd.graph.saved_tensors_hooks`` lists what autograd saves (storages by data
+pointer, parameters apart); ``LiveBytes`` (tools/measure/live_bytes.py) counts the bytes the forward leaves alive
+and the backward's high point above them.
+
+Expected from the source read at huggingface/peft 51c2ff66 (``Linear._get_delta_activations``: delta =
+get_delta_weight, ``_cast_input_dtype(x, delta.dtype)``, ``F.linear(x, delta)``; ``HadaWeight``; ``make_kron``),
+per target: the float32 delta (out x in), the float32 copy of the input (N x in), and for LoKr with a factored
+w2 the product w2 (b x d). Under bf16 autocast (run second): 16-bit deltas, no input copy for LoHa (HadaWeight's
+autocast matmuls give a bf16 delta), a 16-bit copy per target for LoKr (kron with the float32 w1 is float32).
+PEFT 0.18.0 (pip) runs the same forward lines as 51c2ff66 (only update_layer's signature differs).
+
+    /tmp/torchenv/bin/python tools/measure/lycoris_check.py    # torch 2.13.0 CPU + peft 0.18.0
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+from live_bytes import LiveBytes  # tools/measure/live_bytes.py: these checks run as scripts from this folder
+from peft import LoHaConfig, LoKrConfig, LoraConfig, get_peft_model
+from torch import nn
+
+D, KV, N, R = 256, 64, 128, 4
+
+
+class Tiny(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.q_proj = nn.Linear(D, D, bias=False, dtype=torch.bfloat16)
+        self.v_proj = nn.Linear(D, KV, bias=False, dtype=torch.bfloat16)
+
+    def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        return self.q_proj(x), self.v_proj(x)
+
+
+def _config(kind: str) -> Any:
+    targets = ["q_proj", "v_proj"]
+    if kind == "loha":
+        return LoHaConfig(r=R, alpha=2 * R, target_modules=targets)
+    if kind == "lokr":
+        return LoKrConfig(r=R, alpha=2 * R, target_modules=targets, decompose_factor=4)
+    return LoraConfig(r=R, lora_alpha=2 * R, target_modules=targets)
+
+
+def _expected(kind: str, autocast: bool) -> int:
+    """The planner's rule (core.training.activations._lycoris and the adapter input copies): float32 tensors, or
+    under autocast the 16-bit casts F.linear (and LoKr's w2_a @ w2_b) make."""
+    b = 2 if autocast else 4
+    if kind == "lora":
+        return 2 * N * D * b + 2 * N * R * b  # each adapter's input copy, lora_A's output
+    # Input copies (none for LoHa under autocast: its delta is already in the input's dtype), both deltas. The
+    # autocast cache's 16-bit copies of LoRA's and LoKr's factors (w2_a, w2_b) are not in this rule: the planner
+    # counts them with the weights (core.training.storage.copy_terms).
+    copies = 0 if kind == "loha" and autocast else 2 * N * D * b
+    kept = copies + (D * D + KV * D) * b
+    if kind == "lokr":  # factorization(256, 4) = (4, 64), (64, 4)=(4, 16): w2 (b x d) products, r 4 < 32
+        kept += (64 * 64 + 16 * 64) * b
+    return kept
+
+
+def measure(kind: str, autocast: bool = False) -> None:
+    torch.manual_seed(0)
+    model = get_peft_model(Tiny(), _config(kind))
+    model.train()
+    params = {p.untyped_storage().data_ptr() for p in model.parameters()}
+    x = torch.randn(N, D, dtype=torch.bfloat16, requires_grad=True)
+    saved: dict[int, tuple[tuple[int, ...], torch.dtype, int]] = {}
+
+    def pack(t: torch.Tensor) -> torch.Tensor:
+        s = t.untyped_storage()
+        if s.data_ptr() not in params and s.data_ptr() != x.untyped_storage().data_ptr():
+            saved[s.data_ptr()] = (tuple(t.shape), t.dtype, s.nbytes())
+        return t
+
+    mode = LiveBytes()
+    # The parameters' and the input's storages exist before the mode: their views (aten.t of each weight) are
+    # not new memory, so the mode is told of them first.
+    mode.seen.update(dict.fromkeys(params | {x.untyped_storage().data_ptr()}, 0))
+    cast = torch.autocast("cpu", dtype=torch.bfloat16, enabled=autocast)
+    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t), mode, cast:
+        q, v = model(x)
+    outputs = q.untyped_storage().nbytes() + v.untyped_storage().nbytes()
+    kept = mode.live - outputs
+    listed = sum(n for _, _, n in saved.values())
+    with mode:
+        before = mode.live
+        mode.peak = before
+        (q.float().sum() + v.float().sum()).backward()
+    print(
+        f"{kind}{' (bf16 autocast)' if autocast else ''}: live after the forward beyond the outputs {kept:,} B; "
+        f"saved storages {listed:,} B"
+    )
+    for shape, dtype, nbytes in sorted(saved.values(), key=lambda e: -e[2]):
+        print(f"    saved {dtype!s:15} {shape!s:14} {nbytes:>9,} B")
+    rise, rule = mode.peak - before, _expected(kind, autocast)
+    print(f"    the planner's rule: {rule:,} B; the backward's high point above its start: {rise:,} B")
+
+
+if __name__ == "__main__":
+    print(f"torch {torch.__version__}; N = {N}, d = {D}, kv = {KV}, r = {R}")
+    for autocast in (False, True):
+        for name in ("loha", "lokr", "lora"):
+            measure(name, autocast)
