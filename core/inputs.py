@@ -85,6 +85,9 @@ class Method(StrEnum):
     # whole delta weight is built from small trained factors at every forward and applied as F.linear.
     LOHA = "loha"  # LoHaConfig: Hadamard product of two rank-r products
     LOKR = "lokr"  # LoKrConfig: Kronecker product of a small matrix and a rank-r (or full) one
+    # PEFT's VeRA (branch h53vera), read at huggingface/peft 51c2ff66 src/peft/tuners/vera: one frozen random
+    # pair (vera_A, vera_B) shared by every target, and two trained vectors per target scaling it.
+    VERA = "vera"  # VeraConfig: lambda_b * B (lambda_d * A x), lambda_d (r) and lambda_b (out) train
 
 
 class Precision(StrEnum):
@@ -523,6 +526,7 @@ METHOD_LABELS: Final = {
     Method.LN_TUNING: "LN tuning (norms)",
     Method.LOHA: "LoHa (Hadamard product)",
     Method.LOKR: "LoKr (Kronecker product)",
+    Method.VERA: "VeRA (shared random projections)",
 }
 OPTIMIZER_LABELS: Final = {
     Optimizer.ADAMW: "AdamW",
@@ -908,14 +912,16 @@ INPUTS: Final[tuple[Input, ...]] = (
           "frozen model runs on the sequence plus those tokens. Prefix tuning (PEFT): trained keys and values of "
           "virtual tokens in every layer's attention. LN tuning (PEFT): trained copies of the norms. LoHa / LoKr "
           "(PEFT): each target's whole weight update is built every step from rank-r factors (a Hadamard or a "
-          "Kronecker product) and kept for the backward.",
+          "Kronecker product) and kept for the backward. VeRA (PEFT): one frozen random rank-r pair shared by all "
+          "targets, scaled by two trained vectors per target (r and out).",
           ("--method",), "full, lora, qlora, frozen (layers), dora, ia3, adapter, adapter_v2, prompt-tuning, "
-          "p-tuning, prefix-tuning, ln-tuning, loha or lokr", labels=METHOD_LABELS),
+          "p-tuning, prefix-tuning, ln-tuning, loha, lokr or vera", labels=METHOD_LABELS),
     Input("lora.rank", Kind.INT, "Rank r", "LoRA rank", 8,
           "Rank r of each adapter: r × (in + out) parameters per matrix (LoHa: twice that; LoKr: the same on "
-          "each weight's large Kronecker factor, or that factor whole where r is at least half its larger side).",
-          ("--lora-rank",), "LoRA/DoRA/LoHa/LoKr adapter rank r", low=1, high=MAX_RANK,
-          matters=lambda p: p.lora_adapters or p.lycoris),
+          "each weight's large Kronecker factor, or that factor whole where r is at least half its larger side; "
+          "VeRA: r trained per target, the shared frozen projections r × (largest in + largest out)).",
+          ("--lora-rank",), "LoRA/DoRA/LoHa/LoKr/VeRA adapter rank r", low=1, high=MAX_RANK,
+          matters=lambda p: p.lora_adapters or p.lycoris or p.method is Method.VERA),
     Input("lora.alpha", Kind.FLOAT, "Alpha α", "LoRA alpha", 16.0,
           "Adapter scaling α (the update is scaled by α / r); no effect on memory.",
           ("--lora-alpha",), "LoRA/DoRA/LoHa/LoKr scaling α (no effect on memory)", low=0.01, high=1e6,
@@ -996,10 +1002,10 @@ INPUTS: Final[tuple[Input, ...]] = (
           labels=DTYPE_LABELS,
           matters=lambda p: p.preset is Preset.CUSTOM and p.method in (Method.FULL, Method.FROZEN)),
     Input("base_dtype", Kind.ENUM, "Frozen base", "Frozen base", Dtype.FP32,
-          "Storage of the frozen base of LoRA, DoRA, LoHa, LoKr or frozen layers.",
-          ("--base-dtype",), "the frozen base of LoRA/DoRA/LoHa/LoKr/frozen layers", labels=DTYPE_LABELS,
+          "Storage of the frozen base of LoRA, DoRA, LoHa, LoKr, VeRA or frozen layers.",
+          ("--base-dtype",), "the frozen base of LoRA/DoRA/LoHa/LoKr/VeRA/frozen layers", labels=DTYPE_LABELS,
           matters=lambda p: p.preset is Preset.CUSTOM
-          and (p.method in (Method.LORA, Method.DORA, Method.FROZEN) or p.lycoris
+          and (p.method in (Method.LORA, Method.DORA, Method.FROZEN, Method.VERA) or p.lycoris
                or (p.litgpt_adapter and not p.quantised_base))),
     Input("adapter_dtype", Kind.ENUM, "Adapters", "Adapters", Dtype.FP32,
           "LoRA / DoRA adapter storage: PEFT casts adapters to float32 by default.",

@@ -159,6 +159,33 @@ def lycoris_matrix_tensors(plan: Plan, fan_in: int, fan_out: int) -> tuple[list[
     return [*sizes, out_b * in_d], 0
 
 
+def vera_tensor_sizes(plan: Plan) -> list[int]:
+    """Elements of each tensor PEFT's VeRA trains in one block: per adapted (out × in) nn.Linear,
+    vera_lambda_d (r) and vera_lambda_b (out) (huggingface/peft 51c2ff66 src/peft/tuners/vera/layer.py
+    ``update_layer``: ``torch.randn(r)``, ``torch.ones(self.out_features)``). vera--llama-3.2-3B-default
+    results file: "num_trainable_params": 129024 = 28 × (q: 256 + 3,072, v: 256 + 1,024)."""
+    r = plan.lora.rank
+    sizes: list[int] = []
+    for _, fan_out, copies in plan.model.adapted_matrices(plan.lora.targets):
+        sizes += [r, fan_out] * copies
+    return sizes
+
+
+def vera_projection_elements(plan: Plan) -> int:
+    """Elements of VeRA's shared frozen projections, one pair for the whole model (huggingface/peft 51c2ff66
+    src/peft/tuners/vera/model.py ``_init_vera_A_vera_B``): vera_A (r × largest in) and vera_B (largest out ×
+    r) over the targets (``_find_dim``), buffers every layer slices (``vera_A[:, :in]``, ``vera_B[:out, :]``:
+    views, no copy); 0 for every other method."""
+    if not plan.vera:
+        return 0
+    matrices = plan.model.adapted_matrices(plan.lora.targets)
+    if not matrices:
+        return 0
+    largest_in = max(fan_in for fan_in, _, _ in matrices)
+    largest_out = max(fan_out for _, fan_out, _ in matrices)
+    return plan.lora.rank * (largest_in + largest_out)
+
+
 def flat_trained_sizes(plan: Plan) -> list[int] | None:
     """The trained tensors of the PEFT methods whose tensors are not one adapter per block (prompt learning,
     LN tuning), listed whole for the optimizer's rules; None for every other method."""
@@ -186,6 +213,8 @@ def param_counts(plan: Plan) -> ParamCounts:
                 sum(lycoris_matrix_tensors(plan, fan_in, fan_out)[0]) * copies
                 for fan_in, fan_out, copies in model.adapted_matrices(plan.lora.targets)
             )
+        elif plan.vera:
+            adapter = model.num_layers * sum(vera_tensor_sizes(plan))
         else:
             adapter = model.lora_params(plan.lora.rank, plan.lora.targets)
         if plan.method is Method.DORA:

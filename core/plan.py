@@ -259,9 +259,13 @@ _ADAPTER_BASED: Final = frozenset(
         Method.LN_TUNING,
         Method.LOHA,
         Method.LOKR,
+        Method.VERA,
     )
 )
 _LYCORIS: Final = frozenset((Method.LOHA, Method.LOKR))
+# PEFT's layers wrapping each target nn.Linear whose rules this planner models on one GPU or DDP only
+# (branches h53lyco, h53vera): the refusals of Plan._check_lycoris.
+_PEFT_WRAPPED: Final = _LYCORIS | {Method.VERA}
 _LITGPT_ADAPTERS: Final = frozenset((Method.ADAPTER, Method.ADAPTER_V2))
 _PROMPT_LEARNING: Final = frozenset((Method.PROMPT_TUNING, Method.P_TUNING, Method.PREFIX_TUNING))
 _PEFT_FLAT_TRAINED: Final = _PROMPT_LEARNING | {Method.LN_TUNING}
@@ -948,11 +952,12 @@ class Plan:
             )
 
     def _check_lycoris(self) -> None:
-        """LoHa and LoKr as this planner models them (huggingface/peft 51c2ff66 src/peft/tuners/loha, lokr):
-        PEFT's layers on the blocks' nn.Linear projections of a 16- or 32-bit base, on one GPU or DDP. The
-        whole delta weight each forward builds is not split by the sharded layouts' adapter rules; a MoE
-        model's experts are no nn.Linear each, and the output head is not modelled as a target."""
-        if not self.lycoris:
+        """LoHa, LoKr and VeRA as this planner models them (huggingface/peft 51c2ff66 src/peft/tuners/loha,
+        lokr, vera): PEFT's layers on the blocks' nn.Linear projections of a 16- or 32-bit base, on one GPU or
+        DDP. The whole delta weight each LoHa / LoKr forward builds, and VeRA's shared projections sliced per
+        target, are not split by the sharded layouts' adapter rules; a MoE model's experts are no nn.Linear
+        each, and the output head is not modelled as a target."""
+        if self.method not in _PEFT_WRAPPED:
             return
         par = self.parallel
         if par.strategy is not Strategy.DDP or par.tensor_parallel * par.pipeline_parallel * par.context_parallel > 1:
@@ -960,31 +965,32 @@ class Plan:
                 "parallel.strategy",
                 par.strategy.value,
                 f"one GPU or DDP (no TP, PP or CP) with {METHOD_LABELS[self.method]}",
-                "each target's whole delta weight is built on every rank; only one GPU and DDP are modelled",
+                "PEFT's layer on each target is whole on every rank; only one GPU and DDP are modelled",
             )
         if self.stack is not Stack.EAGER or self.litgpt or self.unsloth:
-            why = "the method is PEFT's (LycorisTuner); what torch.compile keeps of its deltas is not modelled"
+            why = "the method is PEFT's; what torch.compile keeps of its layers' tensors is not modelled"
             raise PlanError("stack", self.stack.value, "PEFT on eager PyTorch", why)
         if (self.checkpointing and self.checkpoint_policy is CheckpointPolicy.OP) or self.float8 is not Float8.NONE:
             raise PlanError(
                 "checkpoint_policy" if self.float8 is Float8.NONE else "float8",
                 self.checkpoint_policy.value if self.float8 is Float8.NONE else self.float8.value,
                 "full checkpointing or none, 16- or 32-bit linears",
-                "torchtitan's per-op checkpointing and float8 linears are not run with PEFT's LoHa / LoKr",
+                f"torchtitan's per-op checkpointing and float8 linears are not run with PEFT's "
+                f"{METHOD_LABELS[self.method]}",
             )
         if self.model.num_experts > 1:
             raise PlanError(
                 "method",
                 self.method.value,
                 "a dense model",
-                "a MoE model's experts are not one nn.Linear each: PEFT's LoHa / LoKr layers on them not modelled",
+                "a MoE model's experts are not one nn.Linear each: PEFT's layers on them are not modelled",
             )
         if HEAD_TARGET in self.lora.targets:
             raise PlanError(
                 "lora.targets",
                 ",".join(self.lora.targets),
                 f"the blocks' projections with {METHOD_LABELS[self.method]}",
-                "LoHa / LoKr on the output head (a V × d delta weight) is not modelled",
+                f"{METHOD_LABELS[self.method]} on the output head is not modelled",
             )
 
     # ---- derived inputs (no arithmetic on memory here: that is the estimator's) ------
@@ -1003,6 +1009,13 @@ class Plan:
         """PEFT's LoHa or LoKr: rank-r factors on ``lora.targets`` whose product, the whole delta weight of
         each target, is built at every forward (huggingface/peft 51c2ff66 src/peft/tuners/loha, lokr)."""
         return self.method in _LYCORIS
+
+    @property
+    def vera(self) -> bool:
+        """PEFT's VeRA: a frozen random pair (vera_A r × in, vera_B out × r, the largest target's sides) shared
+        by every target of ``lora.targets``, scaled by two trained vectors per target (huggingface/peft
+        51c2ff66 src/peft/tuners/vera)."""
+        return self.method is Method.VERA
 
     @property
     def litgpt_adapter(self) -> bool:
@@ -1226,9 +1239,9 @@ class Plan:
         lora = changes.get("lora", self.lora)
         if "lora.targets" not in typed and (method is Method.IA3) != (self.method is Method.IA3):
             lora = changes["lora"] = _default_targets_for(method, lora)
-        off_head = method is Method.IA3 or method in _LYCORIS
+        off_head = method is Method.IA3 or method in _PEFT_WRAPPED
         if off_head and HEAD_TARGET in lora.targets and "lora.targets" not in typed:
-            # IA3, LoHa or LoKr on the head is not modelled (__post_init__ refuses it): a switch leaves it out.
+            # IA3, LoHa, LoKr or VeRA on the head is not modelled (__post_init__ refuses it): a switch leaves it out.
             fallback = IA3_DEFAULT_TARGETS if method is Method.IA3 else DEFAULTS["lora.targets"]
             lora = replace(lora, targets=tuple(t for t in lora.targets if t != HEAD_TARGET) or fallback)
             changes["lora"] = lora

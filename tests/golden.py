@@ -496,6 +496,13 @@ CLI_RUNS: tuple[tuple[str, ...], ...] = (
             "--lora-targets q_proj,v_proj --preset trainer-bf16 --micro-batch 4 --seq 768 --gpu l40s"
         )
     ),
+    # PEFT VeRA (branch h53vera): the method comparison's settings (r 256, q_proj and v_proj) on its L40S.
+    tuple(
+        shlex.split(
+            "estimate --json --model llama-3.2-3b --method vera --lora-rank 256 "
+            "--lora-targets q_proj,v_proj --preset trainer-bf16 --micro-batch 4 --seq 768 --gpu l40s"
+        )
+    ),
 )
 
 

@@ -225,7 +225,7 @@ _CACHE_EMPTIED_BEFORE_PEAK: Final = frozenset({"peft-method-comparison-metamathq
 # constant fitted without their family, never fitted on, so expressing them moves no constant. Branch h52pfx
 # (2026-12-05) adds the same comparison's prefix tuning and LN tuning rows on the same terms.
 # LoHa and LoKr (branch h53lyco, 2026-12-05) likewise.
-HELD_OUT_METHODS: Final = frozenset({"prompt-tuning", "p-tuning", "prefix-tuning", "ln-tuning", "loha", "lokr"})
+HELD_OUT_METHODS: Final = frozenset({"prompt-tuning", "p-tuning", "prefix-tuning", "ln-tuning", "loha", "lokr", "vera"})
 HELD_OUT_SOURCES: Final = frozenset(
     {
         "torchao-float8-torchtitan-2025",
@@ -328,7 +328,7 @@ def _missing(recipe: Mapping[str, Any]) -> list[str]:
     if recipe["method"] == "other":
         out.append(
             "PEFT / lit-gpt method other than LoRA, QLoRA, DoRA, IA3, prompt tuning, P-tuning, prefix tuning, "
-            "LN tuning, LoHa, LoKr or lit-gpt's Adapter / Adapter v2"
+            "LN tuning, LoHa, LoKr, VeRA or lit-gpt's Adapter / Adapter v2"
         )
     if recipe["optimizer"] is not None and recipe["optimizer"] not in _OPTIMIZERS:
         out.append(f"optimizer {recipe['optimizer']}")
@@ -740,7 +740,7 @@ def _plan(
         method=method,
         lora=LoraSettings(
             rank=int(lora.get("r", 8)),
-            alpha=float(lora.get("alpha", 16)),
+            alpha=float(lora.get("alpha") or 16),  # null: a method without alpha (VeRA); no effect on memory
             dropout=float(lora.get("dropout") or 0.0),
             targets=_targets(lora.get("targets", ["q_proj", "v_proj"])),
             ia3_feedforward=_targets(lora.get("ia3_feedforward", ["down_proj"])),

@@ -378,6 +378,7 @@ METHOD_NAMES: Final = {
     Method.LN_TUNING: "LN tuning",
     Method.LOHA: "LoHa",
     Method.LOKR: "LoKr",
+    Method.VERA: "VeRA",
 }
 
 

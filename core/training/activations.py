@@ -645,6 +645,34 @@ def _lycoris(plan: Plan, ctx: _Ctx) -> list[Term]:
     return items
 
 
+def _vera(plan: Plan, ctx: _Ctx) -> list[Term]:
+    """What PEFT's VeRA keeps per block (huggingface/peft 51c2ff66 src/peft/tuners/vera/layer.py
+    ``Linear.forward``): ``x = self._cast_input_dtype(x, lambda_d.dtype)`` (a float32 copy on a 16-bit base),
+    then ``lambda_b * F.linear(lambda_d * F.linear(dropout(x), sliced_A), sliced_B)``. The slices of the shared
+    vera_A / vera_B are frozen, so neither F.linear keeps its input for a weight gradient: no copy of x is kept
+    (the targets are not in ``ctx.lora``). ``lambda_d * (A x)`` keeps A x (N × r) for lambda_d's gradient and
+    ``lambda_b * (B ·)`` keeps B's output (N × out) for lambda_b's: in the adapter's dtype, or the autocast dtype
+    under autocast (``ctx.adapter_out``). Under autocast each F.linear casts its frozen weight slice to 16 bits
+    anew (autocast caches only leaves that need a gradient) and keeps the cast for its input's gradient:
+    r·in + out·r a target. tools/measure/vera_check.py (PEFT 0.18.0's same forward, torch 2.13 CPU) matches to
+    the byte, with and without bf16 autocast. vera_dropout is not modelled (read configs refuse it)."""
+    if not plan.vera:
+        return []
+    matrices = plan.model.adapted_matrices(tuple(t for t in plan.lora.targets if t != HEAD_TARGET))
+    ab, r = ctx.adapter_out, plan.lora.rank
+    outs = sum(fan_out * copies for _, fan_out, copies in matrices)
+    count = sum(copies for _, _, copies in matrices)
+    items = [
+        Term("VeRA: A·x kept for λ_d", f"{count} × N·r × {ab:g}", count * ctx.n * r * ab),
+        Term("VeRA: B's output kept for λ_b", f"N·Σout × {ab:g}", ctx.n * outs * ab),
+    ]
+    if ctx.autocast and ctx.adapter_dtype is not ctx.compute_dtype:
+        sliced = sum(r * (fan_in + fan_out) * copies for fan_in, fan_out, copies in matrices)
+        label = "VeRA: 16-bit casts of the sliced vera_A, vera_B (autocast, kept by F.linear)"
+        items.append(Term(label, f"Σ r·(in + out) × {ctx.ca:g}", sliced * ctx.ca))
+    return items
+
+
 # The tensor each projection reads, for IA3's feedforward scaling (one tensor per group).
 _IA3_INPUT_GROUPS: Final = {
     "q_proj": "qkv",
@@ -818,6 +846,7 @@ def layer_activations(plan: Plan, trainable_block: bool) -> LayerActs:
         outside_tp(_norm(model, ctx, "post-MLP norm", []))
     items += _adapters(plan, replace(ctx, lora=_unpatched(ctx.lora, kernels)) if kernels else ctx)
     items += _ia3(plan, ctx)
+    items += _vera(plan, ctx)
     items += _litgpt_adapter(plan, ctx)
     items += _bnb_kept_inputs(plan, ctx)
     return LayerActs(tuple(items), tuple(replicated), tuple(gathered))

@@ -38,8 +38,8 @@ from core.params import param_counts
 from core.plan import Accounting, CheckpointPolicy, Method, Plan
 from core.training.activations import recomputed_share
 
-# The suffixes of an adapter's matmuls in block_gemms: LoRA's two, LoHa's / LoKr's delta weight applied.
-ADAPTER_GEMMS: Final = ("LoRA A", "LoRA B", "delta weight")
+# The suffixes of an adapter's matmuls in block_gemms: LoRA's two, LoHa's / LoKr's delta weight applied, VeRA's two.
+ADAPTER_GEMMS: Final = ("LoRA A", "LoRA B", "delta weight", "VeRA A", "VeRA B")
 
 
 @dataclass(frozen=True, init=False)
@@ -104,8 +104,10 @@ def _adapter_gemms(plan: Plan) -> tuple[Gemm, ...]:
     src/peft/tuners/loha/layer.py, lokr/layer.py ``Linear._get_delta_activations``): ``F.linear(x,
     delta_weight)``, the whole in → out matmul, whose weight (the delta) gets a gradient. Building the
     delta once a step (LoHa: two (out × r)·(r × in) products forward, four backward, 12·r·in·out FLOPs
-    a target, 2 % of the per-token matmul at r 32 and 3,072 tokens a step) is not counted."""
-    if not (plan.lora_adapters or plan.lycoris):
+    a target, 2 % of the per-token matmul at r 32 and 3,072 tokens a step) is not counted. VeRA
+    (src/peft/tuners/vera/layer.py ``Linear.forward``: ``F.linear(lambda_d * F.linear(x, sliced_A), sliced_B)``):
+    LoRA's two shapes at rank r, on the frozen shared vera_A / vera_B, which get no gradient."""
+    if not (plan.lora_adapters or plan.lycoris or plan.vera):
         return ()
     shapes = plan.model.linear_shapes()
     r = plan.lora.rank
@@ -117,6 +119,12 @@ def _adapter_gemms(plan: Plan) -> tuple[Gemm, ...]:
         row = target in ("o_proj", "down_proj")
         if plan.lycoris:
             out.append(Gemm(f"{target} {ADAPTER_GEMMS[2]}", fan_in, fan_out, "none", True))
+            continue
+        if plan.vera:
+            out += [
+                Gemm(f"{target} {ADAPTER_GEMMS[3]}", fan_in, r, "none", False),
+                Gemm(f"{target} {ADAPTER_GEMMS[4]}", r, fan_out, "none", False),
+            ]
             continue
         out += [
             Gemm(f"{target} LoRA A", fan_in, r, "row" if row else "none", True),
@@ -241,11 +249,13 @@ def token_flops(plan: Plan) -> TokenFlops:
         label, per = (
             ("LoHa / LoKr delta weights applied", "in·out") if plan.lycoris else ("LoRA adapters", "r·(in + out)")
         )
+        # VeRA's frozen vera_A / vera_B get no weight gradient: forward and input gradient only.
+        grads = 1 if plan.vera else 2
         terms.append(
             FlopTerm(
-                label,
-                2.0 * w_adapt * (layers + 2 * passes.backward),
-                f"2 · {per} summed over targets = 2 × {sci(w_adapt)} × ({layers} + 2 × {passes.backward})",
+                "VeRA's shared projections (frozen)" if plan.vera else label,
+                2.0 * w_adapt * (layers + grads * passes.backward),
+                f"2 · {per} summed over targets = 2 × {sci(w_adapt)} × ({layers} + {grads} × {passes.backward})",
             )
         )
     recompute = _recompute(plan, w_base + w_adapt, attn_causal, passes)

@@ -19,6 +19,7 @@ from core.params import (
     ln_tensor_sizes,
     lokr_factorization,
     lycoris_matrix_tensors,
+    vera_tensor_sizes,
 )
 from core.plan import Method, Optimizer, OptimizerImpl, Plan
 from core.roles import Dtypes, runs_grad_scaler
@@ -53,8 +54,10 @@ MIN_BLOCK_BYTES: Final = 512
 def adapter_tensor_sizes(plan: Plan) -> list[int]:
     """Elements of each tensor one block's adapters train: lora_A (r·in), lora_B (r·out) and
     DoRA's magnitude (out) per adapted matrix, one IA3 vector (in or out) per target, or LoHa's / LoKr's
-    factors (core.params.lycoris_matrix_tensors)."""
+    factors (core.params.lycoris_matrix_tensors), or VeRA's two vectors (core.params.vera_tensor_sizes)."""
     model = plan.model
+    if plan.vera:
+        return vera_tensor_sizes(plan)
     if plan.method is Method.IA3:
         return [
             n for n, copies, _ in model.ia3_vectors(plan.lora.targets, plan.lora.ia3_feedforward) for _ in range(copies)
@@ -237,6 +240,8 @@ def adafactor_state_elements(plan: Plan) -> int:
         return matrices + (3 * d if plan.method is Method.P_TUNING else 0)
     if plan.method is Method.IA3:  # each vector is 2-D, (1, in) or (out, 1): n + 1 statistics
         return model.num_layers * sum(n + 1 for n in adapter_tensor_sizes(plan))
+    if plan.vera:  # VeRA's vectors are 1-D (r) and (out): Adafactor keeps them whole
+        return model.num_layers * sum(adapter_tensor_sizes(plan))
     if plan.lycoris:
         return model.num_layers * sum(
             _lycoris_statistics(plan, fi, fo) * c for fi, fo, c in model.adapted_matrices(plan.lora.targets)

@@ -10,7 +10,7 @@ from typing import Final
 from core.breakdown import Term
 from core.dtypes import Dtype, Quant, WeightFormat, matrix_output_rows, nf4_bytes_per_weight, quantised_matrix_bytes
 from core.format import sci
-from core.params import ParamCounts, bnb_kept, bnb_quantised_head, quantised_block_params
+from core.params import ParamCounts, bnb_kept, bnb_quantised_head, quantised_block_params, vera_projection_elements
 from core.plan import Method, Plan
 from core.roles import Dtypes, adapter_dtype, qlora_unquantised_bytes
 
@@ -35,6 +35,7 @@ _ADAPTER_LABELS: Final = {
     Method.LN_TUNING: "trained copies of the norms",
     Method.LOHA: "LoHa factors",
     Method.LOKR: "LoKr factors",
+    Method.VERA: "VeRA vectors λ_d, λ_b",
 }
 
 
@@ -72,6 +73,14 @@ def weight_terms(plan: Plan, counts: ParamCounts, dt: Dtypes) -> list[Term]:
         a = dt.adapter
         label = _ADAPTER_LABELS.get(plan.method, "LoRA adapters")
         terms.append(Term(f"{label} ({_dtype_name(a)})", f"{sci(counts.adapter)} × {a:g} B", counts.adapter * a))
+    shared = vera_projection_elements(plan)
+    if shared:
+        # The frozen buffers are cast as the adapters are: to the base's dtype by _move_adapter_to_device_of_base_layer,
+        # then to float32 by cast_adapter_dtype (autocast_adapter_dtype=True; huggingface/peft 51c2ff66
+        # src/peft/tuners/tuners_utils.py, BufferDict entries included): the adapter dtype.
+        a = dt.adapter
+        label = f"VeRA shared vera_A, vera_B (frozen, {_dtype_name(a)})"
+        terms.append(Term(label, f"r·(max in + max out) = {sci(shared)} × {a:g} B", shared * a))
     return terms
 
 
@@ -137,6 +146,12 @@ def copy_terms(plan: Plan, counts: ParamCounts, dt: Dtypes) -> list[Term]:
     if plan.method in (Method.PREFIX_TUNING, Method.LN_TUNING):
         # Prefix tuning's one tensor is an embedding too (F.embedding; get_prompt casts its output,
         # ``past_key_values.to(self.base_model_torch_dtype)``); LN tuning's norms multiply, no matmul.
+        cast = 0
+    if plan.method is Method.VERA:
+        # VeRA's trained vectors only multiply (huggingface/peft 51c2ff66 src/peft/tuners/vera/layer.py
+        # Linear.forward); its matmuls read the frozen vera_A / vera_B, which need no gradient, so autocast casts
+        # them at each use without caching (their casts, kept by autograd, are activations:
+        # core.training.activations._vera). Measured: tools/measure/vera_check.py.
         cast = 0
     if plan.method is Method.LOHA:
         # HadaWeight.forward (huggingface/peft 51c2ff66 src/peft/tuners/loha/layer.py) runs its matmuls inside a

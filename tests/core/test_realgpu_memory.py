@@ -262,11 +262,13 @@ def test_a_run_that_empties_the_cache_before_its_peak_step_carries_no_fragmentat
     peft = [r for r in rows.values() if r.mapped.source == "peft-method-comparison-metamathqa"]
     lora = [r for r in peft if r.mapped.plan.adapter_based and not r.mapped.plan.prompt_learning]
     prompts = [r for r in peft if r.mapped.plan.prompt_learning]
-    # 7 LoRA / DoRA, 3 IA3, 1 LN tuning (branch h52pfx), 1 LoHa, 1 LoKr (branch h53lyco), 3 prompt tuning,
+    # 7 LoRA / DoRA, 3 IA3, 1 LN tuning (branch h52pfx), 1 LoHa, 1 LoKr (branch h53lyco), 1 VeRA, 3 prompt tuning,
     # 1 P-tuning (branch h41soft), 3 prefix tuning (branch h52pfx) and full fine-tuning. LoHa's largest factor
     # (3,072 × 32 × 4 B = 384 KiB) and LoKr's (768 × 32 × 4 B) are small-pool like LoRA's; their delta weights
-    # (up to 3,072² × 4 B) are made in every forward, as activations are.
-    assert (len(lora), len(prompts), len(peft)) == (13, 7, 21)
+    # (up to 3,072² × 4 B) are made in every forward, as activations are. 1 VeRA (branch h53vera): its vectors are
+    # at most 3,072 × 4 B; its shared frozen vera_A, vera_B (256 × 3,072 × 4 B each) are made once at load, before
+    # any activation (huggingface/peft 51c2ff66 src/peft/tuners/vera/model.py _init_vera_A_vera_B).
+    assert (len(lora), len(prompts), len(peft)) == (14, 7, 22)
     # The prompt's 200 × 3,072 × 4 B = 2.4 MB embedding (P-tuning's 3,072² × 4 B linears, prefix tuning's
     # 200 × 28 × 2 × 1,024 × 4 B = 45.9 MB) and their AdamW state are large-pool tensors: the rule gives
     # them the fitted term, as full fine-tuning. LN tuning's norms (3,072 elements each) are small-pool.

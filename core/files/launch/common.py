@@ -146,6 +146,9 @@ class Draft:
             self.cannot("method.kind", why)
             if plan.method is Method.LOKR:
                 self.cannot("method.lora.lokr_factor", why)
+        if plan.vera:
+            why = "the exporters write LoRA settings, not PEFT's VeraConfig (LoRA on the targets is written)"
+            self.cannot("method.kind", why)
 
     def cannot(self, field: str, why: str) -> None:
         self._why.setdefault(field, one_line(why)[:300])

@@ -26,8 +26,8 @@ IRRELEVANT: Final = (
 
 
 _KINDS: Final = (
-    "LORA, IA3, PROMPT_TUNING, P_TUNING, PREFIX_TUNING, LN_TUNING, LOHA or LOKR (the planner models LoRA, DoRA, "
-    "QLoRA and IA3 adapters, prompt tuning, P-tuning, prefix tuning, LN tuning, LoHa and LoKr)"
+    "LORA, IA3, PROMPT_TUNING, P_TUNING, PREFIX_TUNING, LN_TUNING, LOHA, LOKR or VERA (the planner models LoRA, "
+    "DoRA, QLoRA and IA3 adapters, prompt tuning, P-tuning, prefix tuning, LN tuning, LoHa, LoKr and VeRA)"
 )
 # IA3Config keys with no effect on memory (huggingface/peft 51c2ff66 src/peft/tuners/ia3/config.py).
 IA3_IRRELEVANT: Final = (
@@ -67,6 +67,14 @@ LYCORIS_IRRELEVANT: Final = (
     "peft_type", "task_type", "inference_mode", "revision", "auto_mapping", "peft_version", "init_weights",
     "use_effective_conv2d", "rank_dropout_scale", "layers_pattern",
 )  # fmt: skip
+# VeraConfig (branch h53vera; huggingface/peft 51c2ff66 src/peft/tuners/vera/config.py): r defaults to 256; these
+# keys do not change what a Linear keeps or trains (the projections' seed and whether they are saved with the
+# adapter, lambda_d's first value, init_weights filling the vectors, fan_in_fan_out transposing a Conv1D's view).
+VERA_DEFAULT_RANK: Final = 256
+VERA_IRRELEVANT: Final = (
+    "peft_type", "task_type", "inference_mode", "revision", "auto_mapping", "peft_version", "projection_prng_key",
+    "save_projection", "d_initial", "init_weights", "fan_in_fan_out", "layers_pattern",
+)  # fmt: skip
 
 
 def read_peft(document: dict[str, Any], where: str) -> RunConfig:
@@ -81,6 +89,8 @@ def read_peft(document: dict[str, Any], where: str) -> RunConfig:
         return _read_prompt(taker, odd, _PROMPT_KINDS[kind.upper()])
     if kind is not None and kind.upper() in LYCORIS_KINDS:
         return _read_lycoris(taker, odd, LYCORIS_KINDS[kind.upper()])
+    if kind is not None and kind.upper() == "VERA":
+        return _read_vera(taker, odd)
     if kind is not None and kind.upper() != "LORA":
         raise taker.fail("peft_type", kind, _KINDS)
     s: dict[str, Any] = {"method": "lora"}
@@ -241,3 +251,25 @@ def _read_lycoris(taker: Taker, odd: OddValues, method: str) -> RunConfig:
     taker.note("layers_to_transform", "adapters on some layers only: the estimate adapts every layer")
     taker.note("exclude_modules", "excluded modules: the estimate adapts every listed target")
     return _finish(taker, odd, model_ref, s, LYCORIS_IRRELEVANT, _NO_QUANT)
+
+
+def _read_vera(taker: Taker, odd: OddValues) -> RunConfig:
+    """A VeraConfig (huggingface/peft 51c2ff66 src/peft/tuners/vera/config.py): r and target_modules. vera_dropout
+    above 0 is refused (each target would keep its dropped copy of the input and a mask: not modelled), as a
+    trained bias is (bias other than "none"); VeRA has no alpha."""
+    s: dict[str, Any] = {"method": "vera"}
+    taker.record("method", "vera", "peft_type")
+    rank = taker.integer("r", "lora_rank", 1, 65_536)
+    if rank is None:
+        rank = VERA_DEFAULT_RANK
+        taker.record("lora_rank", rank, f"default: VeraConfig.r = {VERA_DEFAULT_RANK}")
+    s["lora_rank"] = rank
+    dropout = taker.raw("vera_dropout")
+    if dropout is not None and (isinstance(dropout, bool) or dropout != 0):
+        raise taker.fail("vera_dropout", dropout, "0 (VeRA's dropout copies are not modelled)")
+    if taker.word("bias", "none, all or vera_only") not in (None, "none"):
+        raise taker.fail("bias", taker.raw("bias"), "none (VeRA's trained biases are not modelled)")
+    model_ref = _targets_and_model(taker, odd, s)
+    taker.note("modules_to_save", "modules trained in full beside the vectors are not in the estimate")
+    taker.note("layers_to_transform", "vectors on some layers only: the estimate adapts every layer")
+    return _finish(taker, odd, model_ref, s, VERA_IRRELEVANT, _NO_QUANT)
