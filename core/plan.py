@@ -270,6 +270,10 @@ _LITGPT_ADAPTERS: Final = frozenset((Method.ADAPTER, Method.ADAPTER_V2))
 _PROMPT_LEARNING: Final = frozenset((Method.PROMPT_TUNING, Method.P_TUNING, Method.PREFIX_TUNING))
 _PEFT_FLAT_TRAINED: Final = _PROMPT_LEARNING | {Method.LN_TUNING}
 _LORA_SHAPED: Final = frozenset((Method.LORA, Method.QLORA, Method.DORA))
+# VeraConfig's default rank (huggingface/peft 51c2ff66 src/peft/tuners/vera/config.py: ``r: int =
+# field(default=256)``; LoraConfig's is 8): VeRA's A and B are frozen and shared, so it runs at far higher
+# ranks than LoRA for the same trained count. A switch moves a rank still at one default to the other's.
+VERA_DEFAULT_RANK: Final = 256
 
 
 def as_run(plan: Plan) -> Plan:
@@ -1229,9 +1233,11 @@ class Plan:
         Leaving it keeps the count, so switching back restores it. Targets still at one method's
         default become the other's (LoRA's q_proj, v_proj; IA3's k_proj, v_proj, down_proj, as
         PEFT picks each when a config names none), and IA3's feedforward modules stay among the
-        targets; neither when ``typed`` (the input paths the user typed) names it. IA3, LoHa and LoKr
-        leave the output head out of the targets. Prefix tuning runs without gradient checkpointing and
-        under SDPA (PEFT's refusal; the modelled kernel).
+        targets; neither when ``typed`` (the input paths the user typed) names it. IA3, LoHa, LoKr and
+        VeRA leave the output head out of the targets. A rank still at LoRA's default (8) becomes
+        VeRA's (256, VeraConfig's) on a switch to VeRA, and back on a switch away, unless typed.
+        Prefix tuning runs without gradient checkpointing and under SDPA (PEFT's refusal; the
+        modelled kernel).
         """
         model = changes.get("model", self.model)
         if method is Method.FROZEN and changes.get("frozen_layers", self.frozen_layers) == 0:
@@ -1245,6 +1251,11 @@ class Plan:
             fallback = IA3_DEFAULT_TARGETS if method is Method.IA3 else DEFAULTS["lora.targets"]
             lora = replace(lora, targets=tuple(t for t in lora.targets if t != HEAD_TARGET) or fallback)
             changes["lora"] = lora
+        if "lora.rank" not in typed and (method is Method.VERA) != (self.method is Method.VERA):
+            lora_rank, vera_rank = DEFAULTS["lora.rank"], VERA_DEFAULT_RANK
+            was, now = (lora_rank, vera_rank) if method is Method.VERA else (vera_rank, lora_rank)
+            if lora.rank == was:
+                lora = changes["lora"] = replace(lora, rank=now)
         if method is Method.PREFIX_TUNING:
             # PEFT refuses prefix tuning with gradient checkpointing, and only SDPA's explicit-mask path is
             # modelled (__post_init__ refuses both): a switch turns checkpointing off and picks SDPA, as a

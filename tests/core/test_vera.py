@@ -122,6 +122,21 @@ def test_switching_from_lora_on_the_head_leaves_the_head_out() -> None:
     assert lora.with_method(Method.VERA).lora.targets == ("q_proj",)
 
 
+def test_switching_takes_veras_default_rank_unless_typed(capsys: pytest.CaptureFixture[str]) -> None:
+    # VeraConfig's r defaults to 256 and LoraConfig's to 8 (huggingface/peft 51c2ff66 src/peft/tuners/vera/config.py,
+    # lora/config.py): picking VeRA in the window from LoRA's default rank gave a rank-8 VeRA no PEFT user gets.
+    lora = plan_for_model("llama-3.2-3b", method=Method.LORA)
+    assert lora.lora.rank == 8
+    vera = lora.with_method(Method.VERA)
+    assert vera.lora.rank == 256
+    assert vera.with_method(Method.LORA).lora.rank == 8  # and back
+    assert lora.with_changes(lora=LoraSettings(rank=16)).with_method(Method.VERA).lora.rank == 16  # not a default
+    assert lora.with_method(Method.VERA, typed=frozenset({"lora.rank"})).lora.rank == 8  # typed
+    # The command line: --method vera alone is PEFT's VeraConfig() on q_proj, v_proj: the results file's count.
+    assert main(["estimate", "--model", "llama-3.2-3b", "--json", "--method", "vera"]) == 0
+    assert json.loads(capsys.readouterr().out)["params"]["trainable"] == 129_024
+
+
 def test_plan_file_round_trips() -> None:
     plan = _plan()
     assert loads(dumps(plan)) == plan
