@@ -12,6 +12,7 @@ from typing import Any, Final
 from core.files.runconfig.common import OddValues, finish, lora_targets, recipe_numbers
 from core.files.runconfig.reading import Taker
 from core.files.runconfig.result import ConfigKind, RunConfig
+from core.plan import VERA_DEFAULT_RANK
 
 # LoraConfig defaults (peft/tuners/lora/config.py): r=8, lora_alpha=8.
 DEFAULT_RANK: Final = 8
@@ -67,10 +68,10 @@ LYCORIS_IRRELEVANT: Final = (
     "peft_type", "task_type", "inference_mode", "revision", "auto_mapping", "peft_version", "init_weights",
     "use_effective_conv2d", "rank_dropout_scale", "layers_pattern",
 )  # fmt: skip
-# VeraConfig (branch h53vera; huggingface/peft 51c2ff66 src/peft/tuners/vera/config.py): r defaults to 256; these
-# keys do not change what a Linear keeps or trains (the projections' seed and whether they are saved with the
-# adapter, lambda_d's first value, init_weights filling the vectors, fan_in_fan_out transposing a Conv1D's view).
-VERA_DEFAULT_RANK: Final = 256
+# VeraConfig (branch h53vera; huggingface/peft 51c2ff66 src/peft/tuners/vera/config.py): r defaults to
+# core.plan.VERA_DEFAULT_RANK (256, the one the window's method switch takes too); these keys do not change
+# what a Linear keeps or trains (the projections' seed and whether they are saved with the adapter,
+# lambda_d's first value, init_weights filling the vectors, fan_in_fan_out transposing a Conv1D's view).
 VERA_IRRELEVANT: Final = (
     "peft_type", "task_type", "inference_mode", "revision", "auto_mapping", "peft_version", "projection_prng_key",
     "save_projection", "d_initial", "init_weights", "fan_in_fan_out", "layers_pattern",
@@ -98,14 +99,9 @@ def read_peft(document: dict[str, Any], where: str) -> RunConfig:
     if taker.flag("use_dora"):
         s["method"] = "dora"
         taker.record("method", "dora", "use_dora")
-    rank = taker.integer("r", "lora_rank", 1, 65_536)
-    if rank is None:
-        rank = DEFAULT_RANK
-        taker.record("lora_rank", rank, f"default: LoraConfig.r = {DEFAULT_RANK}")
+    rank = _or_default(taker, taker.integer("r", "lora_rank", 1, 65_536), "lora_rank", DEFAULT_RANK, "LoraConfig.r")
     alpha = taker.number("lora_alpha", "lora_alpha", 0.0, 1e6)
-    if alpha is None:
-        alpha = DEFAULT_ALPHA
-        taker.record("lora_alpha", alpha, f"default: LoraConfig.lora_alpha = {DEFAULT_ALPHA}")
+    alpha = _or_default(taker, alpha, "lora_alpha", DEFAULT_ALPHA, "LoraConfig.lora_alpha")
     s["lora_rank"], s["lora_alpha"] = rank, alpha
     s.update(recipe_numbers(taker, None, "lora_dropout"))
     model_ref = _targets_and_model(taker, odd, s)
@@ -220,6 +216,14 @@ def _read_ln_tuning(taker: Taker, odd: OddValues) -> RunConfig:
     return _finish(taker, odd, model_ref, s, LN_IRRELEVANT, _NO_QUANT)
 
 
+def _or_default(taker: Taker, value: Any, path: str, default: Any, where: str) -> Any:
+    """``value`` as read, or the config class's ``default`` for a key the file leaves out (recorded as such)."""
+    if value is None:
+        value = default
+        taker.record(path, value, f"default: {where} = {default}")
+    return value
+
+
 def _read_lycoris(taker: Taker, odd: OddValues, method: str) -> RunConfig:
     """A LoHaConfig or LoKrConfig (huggingface/peft 51c2ff66 src/peft/tuners/loha/config.py, lokr/config.py): r,
     alpha, target_modules, and LoKr's decompose_factor. LoKr's decompose_both (w1 as a product too) is not
@@ -227,14 +231,9 @@ def _read_lycoris(taker: Taker, odd: OddValues, method: str) -> RunConfig:
     some steps) are noted: the estimate runs every adapter every step."""
     s: dict[str, Any] = {"method": method}
     taker.record("method", method, "peft_type")
-    rank = taker.integer("r", "lora_rank", 1, 65_536)
-    if rank is None:
-        rank = LYCORIS_DEFAULT_RANK
-        taker.record("lora_rank", rank, f"default: r = {LYCORIS_DEFAULT_RANK}")
+    rank = _or_default(taker, taker.integer("r", "lora_rank", 1, 65_536), "lora_rank", LYCORIS_DEFAULT_RANK, "r")
     alpha = taker.number("alpha", "lora_alpha", 0.0, 1e6)
-    if alpha is None:
-        alpha = LYCORIS_DEFAULT_ALPHA
-        taker.record("lora_alpha", alpha, f"default: alpha = {LYCORIS_DEFAULT_ALPHA}")
+    alpha = _or_default(taker, alpha, "lora_alpha", LYCORIS_DEFAULT_ALPHA, "alpha")
     s["lora_rank"], s["lora_alpha"] = rank, alpha
     if method == "lokr":
         factor = taker.integer("decompose_factor", "lokr_factor", -1, 1_000_000)
@@ -260,10 +259,7 @@ def _read_vera(taker: Taker, odd: OddValues) -> RunConfig:
     s: dict[str, Any] = {"method": "vera"}
     taker.record("method", "vera", "peft_type")
     rank = taker.integer("r", "lora_rank", 1, 65_536)
-    if rank is None:
-        rank = VERA_DEFAULT_RANK
-        taker.record("lora_rank", rank, f"default: VeraConfig.r = {VERA_DEFAULT_RANK}")
-    s["lora_rank"] = rank
+    s["lora_rank"] = _or_default(taker, rank, "lora_rank", VERA_DEFAULT_RANK, "VeraConfig.r")
     dropout = taker.raw("vera_dropout")
     if dropout is not None and (isinstance(dropout, bool) or dropout != 0):
         raise taker.fail("vera_dropout", dropout, "0 (VeRA's dropout copies are not modelled)")
