@@ -109,21 +109,28 @@ def test_the_delta_matmul_is_counted_per_token() -> None:
     assert terms["LoHa / LoKr delta weights applied"] == 6 * (D * D + D * KV) * LAYERS
 
 
-def test_what_is_not_modelled_is_refused() -> None:
+# PEFT's layers wrapping each target nn.Linear share one set of refusals (core.plan.Plan._check_lycoris) and one
+# switch rule for the head (Plan.with_method): checked here for all three, VeRA's other rules in test_vera.py.
+WRAPPED = (Method.LOHA, Method.LOKR, Method.VERA)
+
+
+@pytest.mark.parametrize("method", WRAPPED)
+def test_what_is_not_modelled_is_refused(method: Method) -> None:
     with pytest.raises(PlanError, match="one GPU or DDP"):
-        _plan().with_parallel(strategy=Strategy.FSDP, gpus_per_node=2)
-    assert _plan().with_parallel(strategy=Strategy.DDP, gpus_per_node=2).world_size == 2
+        _plan(method).with_parallel(strategy=Strategy.FSDP, gpus_per_node=2)
+    assert _plan(method).with_parallel(strategy=Strategy.DDP, gpus_per_node=2).world_size == 2
     with pytest.raises(PlanError, match="eager"):
-        _plan(stack=Stack.COMPILE)
+        _plan(method, stack=Stack.COMPILE)
     with pytest.raises(PlanError, match="output head"):
-        _plan().with_changes(lora=LoraSettings(targets=("q_proj", "lm_head")))
+        _plan(method).with_changes(lora=LoraSettings(targets=("q_proj", "lm_head")))
     with pytest.raises(PlanError, match="dense model"):
-        plan_for_model("mixtral-8x7b-v0.1", method=Method.LOHA)
+        plan_for_model("mixtral-8x7b-v0.1", method=method)
 
 
-def test_switching_from_lora_on_the_head_leaves_the_head_out() -> None:
+@pytest.mark.parametrize("method", WRAPPED)
+def test_switching_from_lora_on_the_head_leaves_the_head_out(method: Method) -> None:
     lora = _plan(Method.LORA).with_changes(lora=LoraSettings(targets=("q_proj", "lm_head")))
-    assert lora.with_method(Method.LOKR).lora.targets == ("q_proj",)
+    assert lora.with_method(method).lora.targets == ("q_proj",)
 
 
 def test_plan_file_round_trips_and_old_files_read_minus_one() -> None:

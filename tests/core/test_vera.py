@@ -17,13 +17,13 @@ import pytest
 
 from core.cli.app import main
 from core.dtypes import Dtype
-from core.errors import PlanError, PlanFileError
+from core.errors import PlanFileError
 from core.estimate import estimate
 from core.files.launch import Target, export
 from core.files.planfile import dumps, loads
 from core.files.runconfig import loads_run_config, plan_from_run, resolve_model
 from core.params import param_counts, vera_projection_elements
-from core.plan import Autocast, LoraSettings, Method, Plan, Preset, Stack, Strategy
+from core.plan import Autocast, LoraSettings, Method, Plan, Preset
 from core.presets import default_plan, plan_for_model
 from core.training.activations import layer_activations
 from core.training.flops import token_flops
@@ -105,21 +105,7 @@ def test_the_two_small_matmuls_are_counted_without_weight_gradients() -> None:
     assert terms["VeRA's shared projections (frozen)"] == 4 * R * ((D + D) + (D + KV)) * LAYERS
 
 
-def test_what_is_not_modelled_is_refused() -> None:
-    with pytest.raises(PlanError, match="one GPU or DDP"):
-        _plan().with_parallel(strategy=Strategy.FSDP, gpus_per_node=2)
-    assert _plan().with_parallel(strategy=Strategy.DDP, gpus_per_node=2).world_size == 2
-    with pytest.raises(PlanError, match="eager"):
-        _plan(stack=Stack.COMPILE)
-    with pytest.raises(PlanError, match="output head"):
-        _plan().with_changes(lora=LoraSettings(targets=("q_proj", "lm_head")))
-    with pytest.raises(PlanError, match="dense model"):
-        plan_for_model("mixtral-8x7b-v0.1", method=Method.VERA)
-
-
-def test_switching_from_lora_on_the_head_leaves_the_head_out() -> None:
-    lora = _plan().with_method(Method.LORA).with_changes(lora=LoraSettings(targets=("q_proj", "lm_head")))
-    assert lora.with_method(Method.VERA).lora.targets == ("q_proj",)
+# The refusals VeRA shares with LoHa and LoKr, and the head left out on a switch: tests/core/test_lycoris.py.
 
 
 def test_switching_takes_veras_default_rank_unless_typed(capsys: pytest.CaptureFixture[str]) -> None:
