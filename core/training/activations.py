@@ -654,7 +654,7 @@ def _vera(plan: Plan, ctx: _Ctx) -> list[Term]:
     ``lambda_b * (B ·)`` keeps B's output (N × out) for lambda_b's: in the adapter's dtype, or the autocast dtype
     under autocast (``ctx.adapter_out``). Under autocast each F.linear casts its frozen weight slice to 16 bits
     anew (autocast caches only leaves that need a gradient) and keeps the cast for its input's gradient:
-    r·in + out·r a target. tools/measure/vera_check.py (PEFT 0.18.0's same forward, torch 2.13 CPU) matches to
+    r·in + out·r a target. tools/measure/lycoris_check.py (PEFT 0.18.0's same forward, torch 2.13 CPU) matches to
     the byte, with and without bf16 autocast. vera_dropout is not modelled (read configs refuse it)."""
     if not plan.vera:
         return []

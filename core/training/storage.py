@@ -151,7 +151,7 @@ def copy_terms(plan: Plan, counts: ParamCounts, dt: Dtypes) -> list[Term]:
         # VeRA's trained vectors only multiply (huggingface/peft 51c2ff66 src/peft/tuners/vera/layer.py
         # Linear.forward); its matmuls read the frozen vera_A / vera_B, which need no gradient, so autocast casts
         # them at each use without caching (their casts, kept by autograd, are activations:
-        # core.training.activations._vera). Measured: tools/measure/vera_check.py.
+        # core.training.activations._vera). Measured: tools/measure/lycoris_check.py.
         cast = 0
     if plan.method is Method.LOHA:
         # HadaWeight.forward (huggingface/peft 51c2ff66 src/peft/tuners/loha/layer.py) runs its matmuls inside a

@@ -5,7 +5,7 @@ Source read: huggingface/peft 51c2ff666b142d004c12609c9686cf17ca055751 (PEFT 0.1
 method_comparison results): src/peft/tuners/vera/layer.py (``update_layer``, ``Linear.forward``),
 src/peft/tuners/vera/model.py (``_find_dim``, ``_init_vera_A_vera_B``), src/peft/tuners/vera/config.py (defaults),
 src/peft/tuners/tuners_utils.py (``_move_adapter_to_device_of_base_layer``, ``cast_adapter_dtype``).
-tools/measure/vera_check.py checks the kept tensors on CPU with PEFT's own layers.
+tools/measure/lycoris_check.py checks the kept tensors on CPU with PEFT's own layers.
 """
 
 from __future__ import annotations
@@ -83,7 +83,7 @@ def test_each_target_keeps_two_products_and_no_input_copy() -> None:
 
 
 def test_the_rule_is_the_cpu_check_s_figure() -> None:
-    # tools/measure/vera_check.py (torch 2.13.0 CPU, peft 0.18.0): q_proj 256 -> 256, v_proj 256 -> 64, N 128,
+    # tools/measure/lycoris_check.py (torch 2.13.0 CPU, peft 0.18.0): q_proj 256 -> 256, v_proj 256 -> 64, N 128,
     # r 8: 172,032 B kept beyond the outputs without autocast, 99,328 B under bf16 autocast (measured).
     plan = _plan(8).with_workload(micro_batch=1, seq_len=128)
     tiny = replace(plan.model, hidden_size=256, num_heads=4, num_kv_heads=1, head_dim=64)
@@ -93,7 +93,7 @@ def test_the_rule_is_the_cpu_check_s_figure() -> None:
 
 
 def test_autocast_caches_no_copy_of_the_vectors() -> None:
-    # The vectors only multiply: autocast casts nothing of them (vera_check.py lists no cast of lambda_b, lambda_d).
+    # The vectors only multiply: autocast casts nothing of them (lycoris_check.py lists no cast of lambda_b, lambda_d).
     labels = {t.label for t in estimate(_plan(autocast=Autocast.BF16)).worst.buckets[0].terms}
     assert "16-bit copies of the adapters (autocast)" not in labels
 

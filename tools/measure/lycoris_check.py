@@ -1,6 +1,6 @@
-"""What PEFT's LoHa and LoKr keep for the backward, measured on small CPU tensors with PEFT's own layers
-(docs/REAL_GPU_MEMORY.md, "PEFT's LoHa and LoKr"; core.training.activations._lycoris, core.params.
-lycoris_matrix_tensors).
+"""What PEFT's LoHa, LoKr and VeRA keep for the backward, measured on small CPU tensors with PEFT's own layers
+(docs/REAL_GPU_MEMORY.md, "PEFT's LoHa and LoKr" and "PEFT's VeRA"; core.training.activations._lycoris and
+_vera, core.params.lycoris_matrix_tensors and vera_tensors).
 
 A frozen bf16 q_proj (d -> d) and v_proj (d -> kv) read one bf16 input that needs a gradient (the hidden states
 of a block whose upstream adapters train), wrapped by ``peft.get_peft_model`` with LoHaConfig / LoKrConfig
@@ -16,6 +16,13 @@ w2 the product w2 (b x d). Under bf16 autocast (run second): 16-bit deltas, no i
 autocast matmuls give a bf16 delta), a 16-bit copy per target for LoKr (kron with the float32 w1 is float32).
 PEFT 0.18.0 (pip) runs the same forward lines as 51c2ff66 (only update_layer's signature differs).
 
+VeRA (vera/layer.py ``Linear.forward``: ``x = _cast_input_dtype(x, lambda_d.dtype)``; ``lambda_b *
+F.linear(lambda_d * F.linear(x, A_sliced), B_sliced)``), per target: A @ x (N x r) for lambda_d's gradient and
+B @ (lambda_d * A @ x) (N x out) for lambda_b's, and no copy of x (read only by matmuls of frozen weights).
+Under bf16 autocast both products are bf16 and each F.linear keeps its fresh bf16 cast of the frozen slice it
+reads (buffers need no gradient, so autocast does not cache them); the lambdas are only multiplied, never cast.
+Measured: 172,032 B, and 99,328 B under autocast, at r 8.
+
     /tmp/torchenv/bin/python tools/measure/lycoris_check.py    # torch 2.13.0 CPU + peft 0.18.0
 """
 
@@ -25,10 +32,11 @@ from typing import Any
 
 import torch
 from live_bytes import LiveBytes  # tools/measure/live_bytes.py: these checks run as scripts from this folder
-from peft import LoHaConfig, LoKrConfig, LoraConfig, get_peft_model
+from peft import LoHaConfig, LoKrConfig, LoraConfig, VeraConfig, get_peft_model
 from torch import nn
 
 D, KV, N, R = 256, 64, 128, 4
+R_VERA = 8  # VeRA's two products are N x r and N x out: a rank of its own, as the VeRA run was measured
 
 
 class Tiny(nn.Module):
@@ -47,6 +55,8 @@ def _config(kind: str) -> Any:
         return LoHaConfig(r=R, alpha=2 * R, target_modules=targets)
     if kind == "lokr":
         return LoKrConfig(r=R, alpha=2 * R, target_modules=targets, decompose_factor=4)
+    if kind == "vera":
+        return VeraConfig(r=R_VERA, target_modules=targets)
     return LoraConfig(r=R, lora_alpha=2 * R, target_modules=targets)
 
 
@@ -54,6 +64,9 @@ def _expected(kind: str, autocast: bool) -> int:
     """The planner's rule (core.training.activations._lycoris and the adapter input copies): float32 tensors, or
     under autocast the 16-bit casts F.linear (and LoKr's w2_a @ w2_b) make."""
     b = 2 if autocast else 4
+    if kind == "vera":  # core.training.activations._vera: the two products, and under autocast the slices' casts
+        slices = R_VERA * ((D + D) + (D + KV)) * 2 if autocast else 0
+        return 2 * N * R_VERA * b + N * (D + KV) * b + slices
     if kind == "lora":
         return 2 * N * D * b + 2 * N * R * b  # each adapter's input copy, lora_A's output
     # Input copies (none for LoHa under autocast: its delta is already in the input's dtype), both deltas. The
@@ -70,7 +83,8 @@ def measure(kind: str, autocast: bool = False) -> None:
     torch.manual_seed(0)
     model = get_peft_model(Tiny(), _config(kind))
     model.train()
-    params = {p.untyped_storage().data_ptr() for p in model.parameters()}
+    # Parameters and buffers (VeRA's shared vera_A / vera_B) exist before the forward: not what it keeps.
+    params = {t.untyped_storage().data_ptr() for t in [*model.parameters(), *model.buffers()]}
     x = torch.randn(N, D, dtype=torch.bfloat16, requires_grad=True)
     saved: dict[int, tuple[tuple[int, ...], torch.dtype, int]] = {}
 
@@ -107,5 +121,5 @@ def measure(kind: str, autocast: bool = False) -> None:
 if __name__ == "__main__":
     print(f"torch {torch.__version__}; N = {N}, d = {D}, kv = {KV}, r = {R}")
     for autocast in (False, True):
-        for name in ("loha", "lokr", "lora"):
+        for name in ("loha", "lokr", "vera", "lora"):
             measure(name, autocast)
