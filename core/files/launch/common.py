@@ -149,6 +149,10 @@ class Draft:
         if plan.vera:
             why = "the exporters write LoRA settings, not PEFT's VeraConfig (LoRA on the targets is written)"
             self.cannot("method.kind", why)
+        if plan.oft:
+            why = "the exporters write LoRA settings, not PEFT's OFTConfig (LoRA on the targets is written)"
+            self.cannot("method.kind", why)
+            self.cannot("method.lora.oft_block_size", why)
 
     def cannot(self, field: str, why: str) -> None:
         self._why.setdefault(field, one_line(why)[:300])
