@@ -267,8 +267,10 @@ def test_a_run_that_empties_the_cache_before_its_peak_step_carries_no_fragmentat
     # (3,072 × 32 × 4 B = 384 KiB) and LoKr's (768 × 32 × 4 B) are small-pool like LoRA's; their delta weights
     # (up to 3,072² × 4 B) are made in every forward, as activations are. 1 VeRA (branch h53vera): its vectors are
     # at most 3,072 × 4 B; its shared frozen vera_A, vera_B (256 × 3,072 × 4 B each) are made once at load, before
-    # any activation (huggingface/peft 51c2ff66 src/peft/tuners/vera/model.py _init_vera_A_vera_B).
-    assert (len(lora), len(prompts), len(peft)) == (14, 7, 22)
+    # any activation (huggingface/peft 51c2ff66 src/peft/tuners/vera/model.py _init_vera_A_vera_B). 1 OFT (branch
+    # h54oft): its weight per target is 32 × 4,560 × 4 B = 570 KiB, its int64 index buffers 4,560 × 8 B each
+    # (small-pool); the rotation's blocks (3,072 × 96 × 4 B) are made in every forward, as activations are.
+    assert (len(lora), len(prompts), len(peft)) == (15, 7, 23)
     # The prompt's 200 × 3,072 × 4 B = 2.4 MB embedding (P-tuning's 3,072² × 4 B linears, prefix tuning's
     # 200 × 28 × 2 × 1,024 × 4 B = 45.9 MB) and their AdamW state are large-pool tensors: the rule gives
     # them the fitted term, as full fine-tuning. LN tuning's norms (3,072 elements each) are small-pool.
