@@ -658,6 +658,15 @@ def sglang_rope_cache_bytes(model: ModelSpec) -> float:
     return float(rope_bytes(model))
 
 
+def sglang_free_at_start(plan: Plan, gpu: GpuSpec, fit: ServingFit = DEFAULT_FIT) -> float:
+    """The free memory SGLang reads after its distributed start on a card nothing else holds: the total
+    vLLM reads from the driver less the CUDA context and, with tensor parallelism, NCCL's buffers
+    (ServingFit.tp_comm_bytes). Its log prints it as "Load weight begin. avail mem=X GB" (GiB)."""
+    inf = plan.inference
+    comm = fit.tp_comm_bytes[link_class(serving_link(inf, gpu))] if inf.tensor_parallel > 1 else 0.0
+    return max(0.0, vllm_total_memory(gpu, fit) - SERVING_OVERHEAD_BYTES - comm)
+
+
 def sglang_memory(plan: Plan, gpu: GpuSpec, layout: RankLayout, fit: ServingFit = DEFAULT_FIT) -> EngineMemory:
     """SGLang's token pool: what the static fraction leaves after the weights.
 
@@ -678,9 +687,8 @@ def sglang_memory(plan: Plan, gpu: GpuSpec, layout: RankLayout, fit: ServingFit 
     ``model_runner_kv_cache_mixin.py`` ``profile_max_num_token``, its ``total_gpu_memory`` the
     ``min_per_gpu_memory`` that ``init_torch_distributed`` reads with ``get_available_gpu_memory``)."""
     inf = plan.inference
-    comm = fit.tp_comm_bytes[link_class(serving_link(inf, gpu))] if inf.tensor_parallel > 1 else 0.0
     held = held_by_others(plan)
-    total = max(0.0, vllm_total_memory(gpu, fit) - SERVING_OVERHEAD_BYTES - comm - held)
+    total = max(0.0, sglang_free_at_start(plan, gpu, fit) - held)
     fraction = sglang_fraction(inf, gpu)
     given = "" if inf.mem_fraction_static > 0 else f" (SGLang {inf.sglang_version.value}'s default)"
     # The (1 - fraction) of that total is what SGLang keeps for activations and CUDA graphs.
