@@ -509,26 +509,33 @@ def vllm_start_refusal(plan: Plan, gpu: GpuSpec, fit: ServingFit = DEFAULT_FIT) 
     if free >= requested or total <= 0:
         return ""
     would = math.floor(free / total * 1000) / 1000
-    others = f"; {held / GiB:.2f} GiB of it held by other processes" if held else ""
+    others = f" and the {held / GiB:.2f} GiB other processes hold" if held else ""
     return (
         f'vLLM {inf.vllm_version.value} refuses to start: "Free memory on device ({free / GiB:.2f}/'
         f"{total / GiB:.2f} GiB) on startup is less than desired GPU memory utilization ({utilization(inf):g}, "
-        f'{requested / GiB:.2f} GiB)" (its CUDA context {CUDA_CONTEXT_BYTES / GiB:.2f} GiB{others}). '
-        f"--gpu-memory-utilization {would:.3f} or less (free ÷ total) would start."
+        f'{requested / GiB:.2f} GiB)" (free: the total less its CUDA context {CUDA_CONTEXT_BYTES / GiB:.2f} GiB'
+        f"{others}). --gpu-memory-utilization {would:.3f} or less (free ÷ total) would start."
     )
 
 
-def _refused(memory: EngineMemory, refusal: str) -> EngineMemory:
-    """An engine that does not start: no pool, no request, out of memory, and why in its words."""
+def _refused(memory: EngineMemory, refusal: str, share: float) -> EngineMemory:
+    """An engine that does not start: no pool, no request, out of memory, and why in its words. What it
+    asks for at start (``share``: vLLM's utilisation × total and its CUDA context) is the figure judged;
+    the part beyond what its requests would use is one more overhead term, so the chart's parts add up."""
+    rest = max(0.0, share - memory.total_bytes)
+    term = Term("the rest of the share vLLM asks for at start-up", "utilisation × total + CUDA context", rest)
+    parts = tuple(make_bucket(b.key, (*b.terms, term)) if b.key is BucketKey.OVERHEAD else b for b in memory.parts)
     return replace(
         memory,
+        total_bytes=memory.total_bytes + rest,
+        parts=parts,
         kv_cache_bytes=0.0,
         kv_cache_tokens=0,
         max_concurrency=0.0,
         max_concurrent=0,
         max_context=0,
         verdict=Verdict.OOM,
-        margin_bytes=-memory.total_bytes,
+        margin_bytes=-(memory.total_bytes + rest),
         formula=refusal,
         refusal=refusal,
     )
@@ -537,7 +544,10 @@ def _refused(memory: EngineMemory, refusal: str) -> EngineMemory:
 def vllm_memory(plan: Plan, gpu: GpuSpec, layout: RankLayout, fit: ServingFit = DEFAULT_FIT) -> EngineMemory:
     refusal = vllm_start_refusal(plan, gpu, fit)
     memory = _vllm_started(plan, gpu, layout, fit)
-    return _refused(memory, refusal) if refusal else memory
+    if not refusal:
+        return memory
+    share = vllm_total_memory(gpu, fit) * utilization(plan.inference) + CUDA_CONTEXT_BYTES
+    return _refused(memory, refusal, share)
 
 
 def _vllm_started(plan: Plan, gpu: GpuSpec, layout: RankLayout, fit: ServingFit) -> EngineMemory:
@@ -719,7 +729,7 @@ def sglang_memory(plan: Plan, gpu: GpuSpec, layout: RankLayout, fit: ServingFit 
         f"{max(pool_budget, 0) / GiB:.2f} GiB ÷ {cell:,.0f} B per token = {tokens:,} tokens; "
         f"{reserved / GiB:.2f} GiB left for activations and CUDA graphs"
     )
-    return EngineMemory(
+    memory = EngineMemory(
         weights_bytes=layout.weights_bytes,
         kv_cache_bytes=tokens * cell,
         activation_bytes=reserved,
@@ -741,6 +751,21 @@ def sglang_memory(plan: Plan, gpu: GpuSpec, layout: RankLayout, fit: ServingFit 
         max_num_batched_tokens=inf.max_num_batched_tokens,
         formula=formula,
         parts=parts,
+    )
+    return replace(memory, refusal=_sglang_refusal(fraction, held, tokens, cell))
+
+
+def _sglang_refusal(fraction: float, held: float, tokens: int, cell: float) -> str:
+    """SGLang's refusal where the memory other processes hold leaves its pool no token: ``profile_max_num_token``
+    then raises "Not enough memory. Please try to increase --mem-fraction-static." (sgl-project/sglang@001ccef0
+    ``model_runner_kv_cache_mixin.py``); "" where the pool holds tokens or nothing is held (a pool the
+    weights alone empty is the verdict's own out of memory)."""
+    if tokens > 0 or held <= 0 or cell <= 0:
+        return ""
+    return (
+        'SGLang refuses to start: "Not enough memory. Please try to increase --mem-fraction-static." '
+        f"The {held / GiB:.2f} GiB other processes hold take mem_fraction_static {fraction:g} × that = "
+        f"{fraction * held / GiB:.2f} GiB from its token pool."
     )
 
 

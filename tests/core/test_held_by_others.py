@@ -42,6 +42,16 @@ def test_sglang_pool_shrinks_by_the_fraction_of_what_others_hold() -> None:
     assert "1.00 GiB other processes hold" in estimate(held).inference.formula
 
 
+def test_sglang_refuses_to_start_when_what_others_hold_empties_its_pool() -> None:
+    # profile_max_num_token raises "Not enough memory. Please try to increase --mem-fraction-static." on a
+    # pool of no token (sgl-project/sglang 001ccef0). Llama 3.1 8B on an RTX 4090 at SGLang's default
+    # fraction holds tokens alone; 3 GiB held (the screenshot's plan, docs/SERVING.md) leave none.
+    assert estimate(_served("rtx-4090", 0.0, engine="sglang", context=4096)).inference.refusal == ""
+    served = estimate(_served("rtx-4090", 3.0, engine="sglang", context=4096)).inference
+    assert served.kv_cache_tokens == 0 and served.refusal.startswith('SGLang refuses to start: "Not enough memory')
+    assert "3.00 GiB other processes hold" in served.refusal and served.none_served == served.refusal
+
+
 # ---- vLLM ---------------------------------------------------------------------------------------------
 def test_vllm_v1_refuses_to_start_with_its_own_rule_and_the_utilisation_that_would_start() -> None:
     # vllm/v1/worker/gpu_worker.py init_device (0.9.1 on): free at init < utilisation × total raises
@@ -57,6 +67,9 @@ def test_vllm_v1_refuses_to_start_with_its_own_rule_and_the_utilisation_that_wou
     assert f"--gpu-memory-utilization {would:.3f} or less" in served.refusal
     assert served.kv_cache_tokens == 0 and served.max_concurrent == 0 and served.verdict.value == "oom"
     assert served.formula == served.refusal and served.none_served == served.refusal
+    # The figure judged is what vLLM asks for at start: utilisation × total and its CUDA context.
+    assert served.total_bytes == pytest.approx(0.9 * total + CUDA_CONTEXT_BYTES)
+    assert sum(b.bytes for b in served.buckets) == pytest.approx(served.total_bytes)
     # At the utilisation it names, the same card starts, and V1's pool is what it is with nothing held:
     # non-torch memory is the increase over the baseline taken at init (0.10 on).
     started = estimate(plan.with_inference(gpu_memory_utilization=would)).inference
