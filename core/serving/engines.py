@@ -494,21 +494,32 @@ def vllm_pool(plan: Plan, gpu: GpuSpec, layout: RankLayout, fit: ServingFit) -> 
     )
 
 
-def vllm_start_refusal(plan: Plan, gpu: GpuSpec, fit: ServingFit = DEFAULT_FIT) -> str:
-    """vLLM's start-up check (0.9 - 0.33, core.serving.vllm_versions.START_CHECK_FROM) in its own words,
-    with the utilisation that would start (free ÷ total), or "" where it starts. The free memory its
-    worker reads at init: the total vLLM reads from the driver less its CUDA context and what other
-    processes hold."""
+def vllm_starting_utilization(plan: Plan, gpu: GpuSpec, fit: ServingFit = DEFAULT_FIT) -> float | None:
+    """The gpu_memory_utilization at which vLLM's start-up check (0.9 - 0.33,
+    core.serving.vllm_versions.START_CHECK_FROM) passes, free ÷ total rounded down to 0.001, where the
+    plan's own fails; None where it starts. The free memory its worker reads at init: the total vLLM
+    reads from the driver less its CUDA context and what other processes hold."""
     inf = plan.inference
     if not start_check(inf.vllm_version):
+        return None
+    total = vllm_total_memory(gpu, fit)
+    free = max(0.0, total - CUDA_CONTEXT_BYTES - held_by_others(plan))
+    if total <= 0 or free >= total * utilization(inf):
+        return None
+    return math.floor(free / total * 1000) / 1000
+
+
+def vllm_start_refusal(plan: Plan, gpu: GpuSpec, fit: ServingFit = DEFAULT_FIT) -> str:
+    """vLLM's start-up check in its own words, with the utilisation that would start
+    (:func:`vllm_starting_utilization`), or "" where it starts."""
+    would = vllm_starting_utilization(plan, gpu, fit)
+    if would is None:
         return ""
+    inf = plan.inference
     total = vllm_total_memory(gpu, fit)
     held = held_by_others(plan)
     free = max(0.0, total - CUDA_CONTEXT_BYTES - held)
     requested = total * utilization(inf)
-    if free >= requested or total <= 0:
-        return ""
-    would = math.floor(free / total * 1000) / 1000
     others = f" and the {held / GiB:.2f} GiB other processes hold" if held else ""
     return (
         f'vLLM {inf.vllm_version.value} refuses to start: "Free memory on device ({free / GiB:.2f}/'

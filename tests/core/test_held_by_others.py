@@ -15,7 +15,7 @@ from core.files import planfile
 from core.plan import Engine, OllamaVersion, Plan
 from core.presets import default_plan, plan_for_model
 from core.runtime import CUDA_CONTEXT_BYTES
-from core.serving.engines import rank_layout, sglang_fraction
+from core.serving.engines import rank_layout, sglang_fraction, vllm_starting_utilization
 from core.serving.llamacpp_fit import llamacpp_fit
 from core.serving.ollama import ollama_plan
 from core.serving.vllm_rules import vllm_total_memory
@@ -77,12 +77,17 @@ def test_vllm_v1_refuses_to_start_with_its_own_rule_and_the_utilisation_that_wou
     assert started.refusal == "" and started.kv_cache_tokens == alone.kv_cache_tokens > 0
 
 
-def test_the_diagnosis_names_the_refusal() -> None:
+def test_the_diagnosis_names_the_refusal_and_offers_the_utilisation_that_starts() -> None:
     from core.advice.diagnosis import diagnose
+    from core.advice.remedies import RemedyKind
     from core.verdict import Mode
 
     plan = _served("rtx-4090", 3.0, engine="vllm", vllm_version="0.19", context=4096)
-    assert diagnose(plan, Mode.INFERENCE).explanation == estimate(plan).inference.refusal
+    found = diagnose(plan, Mode.INFERENCE)
+    assert found.explanation == estimate(plan).inference.refusal
+    lower = next(r for r in found.remedies if r.kind is RemedyKind.STARTING_UTILIZATION)
+    would = vllm_starting_utilization(plan, gpu_for(plan))
+    assert lower.fits and would is not None and lower.plan.inference.gpu_memory_utilization == would
 
 
 def test_vllm_0_8_counts_what_others_hold_as_its_non_torch_memory() -> None:
