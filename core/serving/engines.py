@@ -541,6 +541,7 @@ def _refused(memory: EngineMemory, refusal: str, share: float) -> EngineMemory:
         total_bytes=memory.total_bytes + rest,
         parts=parts,
         kv_cache_bytes=0.0,
+        peak_bytes=memory.peak_bytes - memory.kv_cache_bytes,  # no pool was allocated
         kv_cache_tokens=0,
         max_concurrency=0.0,
         max_concurrent=0,

@@ -66,6 +66,7 @@ def test_vllm_v1_refuses_to_start_with_its_own_rule_and_the_utilisation_that_wou
     assert served.refusal.startswith('vLLM 0.19 refuses to start: "Free memory on device')
     assert f"--gpu-memory-utilization {would:.3f} or less" in served.refusal
     assert served.kv_cache_tokens == 0 and served.max_concurrent == 0 and served.verdict.value == "oom"
+    assert served.kv_cache_bytes == 0 and served.peak_bytes == served.weights_bytes + served.activation_bytes
     assert served.formula == served.refusal and served.none_served == served.refusal
     # The figure judged is what vLLM asks for at start: utilisation × total and its CUDA context.
     assert served.total_bytes == pytest.approx(0.9 * total + CUDA_CONTEXT_BYTES)
