@@ -21,7 +21,7 @@ from core.format import memory
 from core.memo import fills_fields
 from core.params import ParamCounts, param_counts
 from core.plan import Accounting, Engine, Offload, Plan
-from core.runtime import mps_high_watermark_bytes, pytorch_limit_bytes, runs_mps
+from core.runtime import card_left_bytes, mps_high_watermark_bytes, pytorch_limit_bytes, runs_mps
 from core.training.compute import MFU_CONVENTION, Compute, UtilisationSource, compute_estimate
 from core.training.host import HostMemory, host_memory
 from core.training.ranks import RankMemory, rank_memories
@@ -203,7 +203,10 @@ class Estimate:
     def serving_capacity_bytes(self) -> float:
         """The card as the plan's serving engine meets it: PyTorch's limit for transformers' generate, the
         card's memory (on an Apple GPU Metal's working set) for an engine with its own runtime."""
-        return self.capacity_bytes if self.plan.inference.engine is Engine.HF else float(self.gpu.memory_bytes)
+        if self.plan.inference.engine is Engine.HF:
+            return self.capacity_bytes
+        # less what other processes hold on it
+        return card_left_bytes(self.gpu.memory_bytes, self.plan.hardware.held_by_others)
 
     @property
     def judged_figure(self) -> str:
@@ -254,7 +257,8 @@ def estimate(plan: Plan, gpu: GpuSpec | None = None) -> Estimate:
     """Estimate memory, time and serving needs for ``plan`` on ``gpu`` (or the plan's card)."""
     card = gpu if gpu is not None else gpu_for(plan)
     counts = param_counts(plan)
-    capacity = pytorch_limit_bytes(card)
+    # PyTorch's limit on the card, less what other processes hold on it
+    capacity = card_left_bytes(pytorch_limit_bytes(card), plan.hardware.held_by_others)
     ranks, worst_index = rank_memories(plan, counts, capacity)
     worst = ranks[worst_index]
     host = host_memory(plan, counts)

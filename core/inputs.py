@@ -56,7 +56,7 @@ from core.model import (
     parse_skip_modules,
 )
 from core.runtime import runs_mps
-from core.units import finite_number
+from core.units import GiB, finite_number
 
 if TYPE_CHECKING:
     from core.plan import Plan
@@ -649,6 +649,9 @@ MAX_GPUS: Final = 1_000_000
 MAX_RANK: Final = 65_536
 MAX_DEGREE: Final = 4096
 MAX_PARALLEL: Final = 1024  # a serving split's degree
+# Memory other processes hold: 1 PiB bounds the number (custom_memory_gb's 1e6 GB is 0.89 PiB); the plan
+# refuses more than its card has (core.plan.Plan).
+HELD_BY_OTHERS_MAX_BYTES: Final = 2**50
 # ggml's CUDA backend holds at most 16 devices (ggml-org/llama.cpp ggml/include/ggml-cuda.h
 # GGML_CUDA_MAX_DEVICES), so llama.cpp and Ollama split layers over 16 GPUs at most.
 LLAMACPP_MAX_DEVICES: Final = 16
@@ -727,6 +730,8 @@ class Input:
     metavar: str | None = None
     cli_choices: tuple[str, ...] | None = None  # fewer than ``labels`` (no "custom" preset)
     cli_switch: bool = False  # an ENUM the command line sets as --flag / --no-flag
+    # The command line's unit in the plan's: the value typed is multiplied by it (GiB typed, bytes held).
+    cli_factor: float = 1.0
     flag_of: str = ""
     parse: Callable[[str], object] | None = None  # SETTING: reads the text, or raises PlanError
 
@@ -749,6 +754,8 @@ class Input:
         """What a value must be, as an error message says it."""
         if self.kind in (Kind.INT, Kind.COUNT):
             return f"an integer from {self.low:,} to {self.high:,}"
+        if self.kind is Kind.FLOAT and self.expected:
+            return self.expected
         if self.kind is Kind.FLOAT:
             span = f"a number from {self.low:g} to {self.high:g}"
             return f"0 ({self.zero_means}) or {span}" if self.zero_means and self.low > 0 else span
@@ -1362,6 +1369,22 @@ INPUTS: Final[tuple[Input, ...]] = (
           "Share of the card kept free for fragmentation and spikes; the lesson advises 10-20 %.",
           ("--headroom",), "fraction kept free, 0.1 = 10 %", unit="%", low=0.0, high=0.9,
           scale=100, decimals=1, step=5),
+    # Memory other processes hold on each GPU before the run starts (a desktop's compositor and
+    # browser, WSL2's share, another engine): in bytes in the plan, typed in GiB (cli_factor), as
+    # nvidia-smi's "Memory-Usage" or vLLM's "Free memory on device (free/total GiB)" show it. Each engine
+    # applies it as its own source does (docs/SERVING.md, "Memory other processes hold"). Its upper
+    # end here only bounds a number; core.plan.Plan refuses one the card does not have.
+    Input("hardware.held_by_others", Kind.FLOAT, "Held by others", "Memory other processes hold", 0.0,
+          "Memory other processes already hold on each GPU when the run starts: a desktop, a browser, "
+          "WSL2, another model (nvidia-smi's Memory-Usage before you start, less nothing of yours).\n"
+          "Training and Hugging Face generate: the card's usable memory loses it. vLLM (V1, from 0.9.1) "
+          "refuses to start when the free memory is below gpu_memory_utilization × the card; vLLM 0.8 - 0.9 "
+          "count it in the KV pool's non-torch memory. SGLang's token pool shrinks by mem_fraction_static × it. "
+          "Ollama places fewer layers on the GPU; llama.cpp's own fit (-ngl auto) too.",
+          ("--held-by-others",), "GiB other processes hold on each GPU before the run (default 0)",
+          unit="GiB", low=0.0, high=float(HELD_BY_OTHERS_MAX_BYTES), scale=1 / GiB, decimals=2, step=0.25,
+          metavar="GIB", cli_factor=GiB,
+          expected="bytes from 0 up to the card's memory (the command line and the window take GiB)"),
     # 0: the catalogue's typical cloud price for the card, else unknown (never a made-up price).
     Input("hardware.price_per_gpu_hour", Kind.FLOAT, "Price", "Price per GPU-hour", 0.0,
           "What one GPU costs per hour, in your currency; 0 takes the catalogue's typical cloud price "

@@ -16,7 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from typing import Any, Final
 
-from core.catalogue import find_link
+from core.catalogue import find_gpu, find_link
 from core.dtypes import Autocast, CacheType, Dtype, GgufQuant, KvDtype, LlamaCppBackend, MpDtype, Quant, WeightFormat
 from core.errors import PlanError
 from core.inputs import (
@@ -71,6 +71,7 @@ from core.inputs import (
 )
 from core.mac import mac_refusal
 from core.model import HEAD_TARGET, ModelSpec, check_text
+from core.units import GiB
 
 UNQUANTISED_CACHE: Final = (CacheType.F16, CacheType.BF16, CacheType.F32)
 
@@ -331,6 +332,7 @@ class Hardware:
     alloc_conf: str = DEFAULTS["hardware.alloc_conf"]  # PYTORCH_CUDA_ALLOC_CONF; "": PyTorch's defaults
     torch_version: TorchVersion = DEFAULTS["hardware.torch_version"]  # the release whose rules apply
     nccl_avoid_record_streams: bool = DEFAULTS["hardware.nccl_avoid_record_streams"]  # the env variable set
+    held_by_others: float = DEFAULTS["hardware.held_by_others"]  # bytes other processes hold on each GPU
 
     def __post_init__(self) -> None:
         run_checks(self, _HARDWARE_CHECKS)
@@ -682,6 +684,7 @@ class Plan:
         if self.frozen_layers > self.model.num_layers:
             raise PlanError("frozen_layers", self.frozen_layers, f"an integer from 0 to {self.model.num_layers:,}")
         self._check_layout()
+        self._check_held_by_others()
         if self.optimizer_in_backward and self.workload.grad_accum > 1:
             raise PlanError(
                 "optimizer_in_backward",
@@ -747,6 +750,22 @@ class Plan:
         if self.checkpoint_policy is CheckpointPolicy.UNSLOTH:
             return "offloaded (Unsloth)"
         return "on"
+
+    def _check_held_by_others(self) -> None:
+        """Refuse memory held by other processes that the card does not have: what is held leaves
+        the run nothing where it reaches the card's memory (the driver's figure)."""
+        held = self.hardware.held_by_others
+        if held <= 0:
+            return
+        hw = self.hardware
+        card = hw.custom_memory_gb * 1e9 if hw.gpu == "custom" else find_gpu(hw.gpu).memory_bytes
+        if held >= card:
+            raise PlanError(
+                "hardware.held_by_others",
+                held,
+                f"less than the card's {card / GiB:,.2f} GiB",
+                f"{held / GiB:,.2f} GiB held by other processes leaves the run nothing on this card",
+            )
 
     def _check_layout(self) -> None:
         """Refuse a split the frameworks cannot run on this model (Megatron-LM's and

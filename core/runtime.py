@@ -257,6 +257,12 @@ def mps_high_watermark_bytes(working_set_bytes: float) -> float:
     return float(int(MPS_HIGH_WATERMARK_RATIO * working_set_bytes))
 
 
+def card_left_bytes(capacity: float, held: float) -> float:
+    """``capacity`` (a card's memory, or PyTorch's limit on it) less ``held``, the bytes other processes
+    hold on it (``hardware.held_by_others``), never below 0: what a verdict judges a plan against."""
+    return max(0.0, capacity - held)
+
+
 def pytorch_limit_bytes(gpu: GpuSpec) -> float:
     """What a PyTorch process may hold on ``gpu`` and still run: the card's memory on a CUDA or ROCm
     card. On an Apple GPU the lower of the MPS allocator's limit (:func:`mps_high_watermark_bytes` of

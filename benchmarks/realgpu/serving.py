@@ -53,7 +53,7 @@ from core.model import ModelSpec  # noqa: E402
 from core.params import param_counts  # noqa: E402
 from core.plan import Attention, Hardware, Plan  # noqa: E402
 from core.runtime import CUDA_CONTEXT_BYTES  # noqa: E402
-from core.serving.engines import serving_link  # noqa: E402
+from core.serving.engines import serving_link, sglang_free_at_start  # noqa: E402
 from core.serving.fit import (  # noqa: E402
     DEFAULT_FIT,
     HF_HOST_LAYER,
@@ -818,6 +818,42 @@ OTHER_LOGS: Final = (
 )
 
 
+# Memory other processes held on the card (hardware.held_by_others), read from the log's own printed free
+# memory before the engine loads, never fitted: held = what SGLang reads free after start-up on a card
+# nothing else holds (core.serving.engines.sglang_free_at_start, the default fit) less the printed figure,
+# at least 0. The line that gives it, per log (engine_logs.json "logged"); logs that print none are left
+# at 0. SGLang's "GB" is GiB (sglang/srt/utils.py get_available_gpu_memory: bytes / (1 << 30)).
+FREE_PRINTED_KEY: Final = MappingProxyType(
+    {
+        "durand-sglang0434-qwq32b-4xl4-tp4": "avail_before_weights_gb",  # "Load weight begin. avail mem=21.63 GB"
+        "jerryzsj-sglang042-r1-distill-qwen7b-3090": "avail_before_weights_gb",  # "... avail mem=22.76 GB"
+        "cli991-sglang059-qwen25-3b-a100-80gb": "avail_before_load_gb",  # "Load weight begin. avail mem=78.64 GB"
+    }
+)
+# Tegdam's SGLang table prints no line before the weights; vLLM 0.29.0 started on the same machine prints
+# "Free memory on device (4.95/6.0 GiB) on startup" (engine_logs.json, the logs' assumptions): its free
+# memory after a CUDA start-up, the figure SGLang reads at the same point.
+FREE_PRINTED_ON_THE_MACHINE_GIB: Final = MappingProxyType(
+    {
+        "tegdam-sglang0520-qwen25-3b-awq-4050laptop-wsl-f080": 4.95,
+        "tegdam-sglang0520-qwen25-3b-awq-4050laptop-wsl-f060": 4.95,
+    }
+)
+
+
+def with_printed_free(log: dict[str, Any], plan: Plan) -> Plan:
+    """The plan with the memory other processes held, where the log prints the free memory before the
+    engine loads (FREE_PRINTED_KEY, FREE_PRINTED_ON_THE_MACHINE_GIB); else the plan as it is."""
+    if log["id"] in FREE_PRINTED_KEY:
+        printed = number(log["logged"][FREE_PRINTED_KEY[log["id"]]])
+    elif log["id"] in FREE_PRINTED_ON_THE_MACHINE_GIB:
+        printed = FREE_PRINTED_ON_THE_MACHINE_GIB[log["id"]]
+    else:
+        return plan
+    headless = sglang_free_at_start(plan, find_gpu(plan.hardware.gpu), DEFAULT_FIT)
+    return plan.with_hardware(held_by_others=max(0.0, headless - printed * GiB))
+
+
 def other_vllm_cases() -> list[Case]:
     """The single vLLM / SGLang logs of other threads, each mapped by hand (OTHER_LOGS)."""
     logs = {log["id"]: log for log in engine_logs()["logs"]}
@@ -825,7 +861,7 @@ def other_vllm_cases() -> list[Case]:
     for entry in OTHER_LOGS:
         log = logs[entry.log_id]
         model = config_model(entry.model_id) if entry.config else catalogue(entry.model_id)
-        plan = serving_plan(model, entry.model_id, entry.gpu, **entry.settings)
+        plan = with_printed_free(log, serving_plan(model, entry.model_id, entry.gpu, **entry.settings))
         if entry.kv == "tokens":
             logged = number(log["logged"]["kv_cache_tokens"])
         elif entry.kv == "gib":

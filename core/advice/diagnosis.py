@@ -136,6 +136,8 @@ class Diagnosis:
     def explanation(self) -> str:
         """The cause in words; it names the largest bucket only where that bucket is the cause."""
         dom = BUCKET_LABELS[self.dominant].lower()
+        if self.mode is Mode.INFERENCE and self.estimate.inference.refusal:
+            return self.estimate.inference.refusal  # the engine does not start: its own check decides
         if self.failure is Failure.NONE:
             return f"Fits with room to spare; the largest part is {self.largest[0].lower()}."
         cause = SYMPTOM_BY_FAILURE[self.failure].cause

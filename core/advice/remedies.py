@@ -69,6 +69,7 @@ class RemedyKind(StrEnum):
     WEIGHTS_NF4 = "weights-nf4"
     MORE_TENSOR_PARALLEL = "more-tensor-parallel"
     SMALLER_BATCHED_TOKENS = "smaller-batched-tokens"
+    STARTING_UTILIZATION = "starting-utilization"  # vLLM: the gpu_memory_utilization its start-up check passes
     # llama.cpp / Ollama (core.advice.serving_remedies)
     KV_Q8_0 = "kv-q8_0"  # -ctk q8_0 -ctv q8_0
     SMALLER_GGUF = "smaller-gguf"  # a smaller file type of the same model

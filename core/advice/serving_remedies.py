@@ -17,9 +17,10 @@ from typing import Any, Final
 from core.advice.remedies import RemedyKind, RemedySpec, Transform
 from core.advice.request import Pin
 from core.advice.symptoms import Failure
-from core.estimate import estimate
+from core.estimate import estimate, gpu_for
 from core.format import gb
 from core.plan import UNQUANTISED_CACHE, CacheType, Engine, GgufQuant, OllamaVersion, Plan
+from core.serving.engines import vllm_starting_utilization
 from core.serving.llamacpp import gguf_tensor_bytes
 from core.verdict import Mode
 
@@ -87,6 +88,17 @@ def _smaller_batched_tokens(plan: Plan) -> tuple[Plan, str] | None:
     seqs = min(served.max_num_seqs, SMALL_NUM_SEQS)
     new = plan.with_inference(max_num_batched_tokens=tokens, max_num_seqs=seqs)
     return new, f"max_num_batched_tokens {tokens:,}, max_num_seqs {seqs:,}"
+
+
+def _starting_utilization(plan: Plan) -> tuple[Plan, str] | None:
+    """vLLM refusing to start on the memory other processes hold: the gpu_memory_utilization its own
+    check passes (free ÷ total, core.serving.engines.vllm_starting_utilization), a smaller pool."""
+    if plan.inference.engine is not Engine.VLLM:
+        return None
+    would = vllm_starting_utilization(plan, gpu_for(plan))
+    if would is None or would <= 0:
+        return None
+    return plan.with_inference(gpu_memory_utilization=would), f"gpu_memory_utilization {would:.3f}"
 
 
 def _served_fits(plan: Plan) -> bool:
@@ -205,6 +217,7 @@ SERVING_KINDS: Final = (
     _served(K.FEWER_REQUESTS, _fewer_requests, 2, SERVING, "lower throughput", combinable=False),
     _served(K.WEIGHTS_NF4, _weights_nf4, 2, WEIGHTS, "some quality and speed cost"),
     _served(K.SMALLER_BATCHED_TOKENS, _smaller_batched_tokens, 1, SERVING, "slower prefill of long prompts"),
+    _served(K.STARTING_UTILIZATION, _starting_utilization, 1, WEIGHTS, "a smaller KV pool: fewer requests at once"),
     _served(K.MORE_TENSOR_PARALLEL, _more_tensor_parallel, 3, WEIGHTS, "twice the GPUs per copy", changes=GPUS),
     _served(K.KV_Q8_0, _kv_q8_0, 1, SERVING, "small quality cost"),
     _served(K.SMALLER_GGUF, _smaller_gguf, 2, WEIGHTS, "a new download; lower quality", plan_note=_gguf_note),

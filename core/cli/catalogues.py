@@ -14,12 +14,11 @@ from core.cli.parser import UsageError, text_arg
 from core.cli.render import json_text
 from core.errors import one_line
 from core.files.hfcache import CachedModel, CacheScan, scan_cache
-from core.files.local_gpus import MAX_HEADROOM, LocalGpu, LocalGpus, detect_local_gpus
+from core.files.local_gpus import LocalGpu, LocalGpus, detect_local_gpus
 from core.format import count as format_count
 from core.format import memory as format_memory
 from core.model import ModelSpec
-from core.plan import Hardware
-from core.units import GB, MiB
+from core.units import GB, GiB, MiB
 
 COMMANDS = ("models", "gpus", "links")
 # GPU detection's wait on the command line: longer than the window's second, since a driver
@@ -104,10 +103,11 @@ def render_local_gpus(found: LocalGpus) -> str:
         lines.append(f"     {via}; plan on it: {_plan_options(gpu)}")
         held = gpu.held_fraction
         if held:
-            # Rounded up to the 0.1 % the window types: never less than what is held.
-            headroom = min(MAX_HEADROOM, math.ceil(gpu.headroom_for_free_now(Hardware().headroom) * 1000) / 1000)
+            # Rounded up to the 0.01 GiB the window types: never less than what is held.
+            gib = math.ceil(gpu.held_now_bytes / GiB * 100) / 100
             lines.append(
-                f"     other processes hold {held:.0%}: --headroom {headroom:g} judges a plan against what is free now"
+                f"     other processes hold {gib:g} GiB ({held:.0%}): --held-by-others {gib:g} judges a plan "
+                "against what is free now"
             )
     count = found.same_cards()
     if count > 1:

@@ -151,5 +151,7 @@ def given_inputs(args: argparse.Namespace) -> dict[str, Any]:
         value = getattr(args, spec.path, None)
         if value is None:
             continue
+        if spec.cli_factor != 1.0:
+            value = value * spec.cli_factor  # typed in the command line's unit (GiB), held in the plan's (bytes)
         given[spec.path] = spec.enum(value) if spec.kind is Kind.ENUM and not spec.cli_switch else value
     return given

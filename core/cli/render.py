@@ -80,7 +80,8 @@ def estimate_to_json(est: Estimate, mode: Mode = Mode.TRAINING) -> dict[str, Any
         if est.buckets and est.buckets[-1].key.value == "overhead"
         else [],
         "total_bytes": round(judged.total_bytes),
-        "capacity_bytes": round(est.capacity_bytes),
+        "capacity_bytes": round(est.capacity_bytes),  # less what other processes hold
+        "held_by_others_bytes": round(est.plan.hardware.held_by_others),
         "usable_bytes": round(judged.usable_bytes),
         "verdict": judged.verdict.value,
         "margin_bytes": round(judged.margin_bytes),
@@ -195,6 +196,7 @@ def inference_to_json(est: Estimate) -> dict[str, Any]:
         "verdict": judged.verdict.value,
         "queued": inf.queued,
         "kv_cache_tokens": inf.kv_cache_tokens,
+        "refusal": inf.refusal,  # the engine's refusal to start in its words ("" where it starts)
         "max_concurrency": round(inf.max_concurrency, 2),
         "max_concurrent": inf.max_concurrent,
         "max_context": inf.max_context,

@@ -55,7 +55,6 @@ SYSCTL_QUERY: Final = ("sysctl", "-n", "hw.memsize", "machdep.cpu.brand_string")
 APPLE_SMALL_SHARE: Final = 2 / 3
 APPLE_LARGE_SHARE: Final = 3 / 4
 APPLE_SMALL_LIMIT_BYTES: Final = 36 * GiB
-MAX_HEADROOM: Final = 0.9  # Hardware.headroom's upper bound (core/plan.py)
 
 
 @dataclass(frozen=True)
@@ -93,12 +92,12 @@ class LocalGpu:
             return {"gpu": self.catalogue.id}
         return {"gpu": "custom", "custom_memory_gb": round(self.total_bytes / 1e9, 3)}
 
-    def headroom_for_free_now(self, headroom: float) -> float:
-        """The headroom that judges a plan against what is free now: the plan's own ``headroom``
-        plus the share other processes hold, within the plan's limit (0.9). The card keeps its
-        catalogue figures (peak FLOP/s, bandwidth); only the usable memory shrinks."""
-        held = self.held_fraction or 0.0
-        return min(MAX_HEADROOM, round(headroom + held, 6))
+    @property
+    def held_now_bytes(self) -> int:
+        """What other processes hold on the card now (the driver's "used"), 0 where not reported: the
+        plan's ``hardware.held_by_others`` that judges it against what is free now. The card keeps its
+        catalogue figures (peak FLOP/s, bandwidth); each engine applies what is held by its own rules."""
+        return max(0, self.used_bytes or 0)
 
     @property
     def label(self) -> str:

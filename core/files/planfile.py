@@ -163,6 +163,9 @@ OPTIONAL_KEYS: Final = (
             # them reads as the newest release's rules, what the estimate followed before.
             "torch_version",
             "nccl_avoid_record_streams",
+            # issue 23: memory other processes hold on each GPU (branch h54held): a file without it
+            # reads as 0, a card nothing else uses, what every earlier release planned on.
+            "held_by_others",
         )
     )
     # IA3's feedforward modules (branch h40peft): a file without it reads as PEFT's default, down_proj.

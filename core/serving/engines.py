@@ -25,7 +25,7 @@ side by side is the point; vLLM's own arithmetic (profile, blocks, groups) lives
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Final
 
 from core.breakdown import Bucket, BucketKey, Term, make_bucket
@@ -34,7 +34,14 @@ from core.dtypes import KV_BYTES, WeightFormat, mlp_matrix_params, mxfp4_bytes_p
 from core.format import gb
 from core.model import ModelSpec
 from core.plan import Attention, Engine, Inference, Plan
-from core.runtime import CUDA_CONTEXT_BYTES, MPS_OPEN_HEAPS_BYTES, cublas_workspace, pytorch_limit_bytes, runs_mps
+from core.runtime import (
+    CUDA_CONTEXT_BYTES,
+    MPS_OPEN_HEAPS_BYTES,
+    card_left_bytes,
+    cublas_workspace,
+    pytorch_limit_bytes,
+    runs_mps,
+)
 from core.serving.fit import DEFAULT_FIT, ServingFit, link_class
 from core.serving.kv import cached_positions, kv_bytes_per_token_layer, kv_heads_per_rank
 from core.serving.sglang_versions import default_fraction
@@ -62,9 +69,11 @@ from core.serving.vllm_versions import (
     COLD_COMPILE_SEEN_GIB,
     at_least,
     compiles_in_profile,
+    counts_others_as_non_torch,
     era_of,
     graphs_before_kv,
     profile_tokens,
+    start_check,
     utilization,
     v2_runner,
 )
@@ -111,6 +120,11 @@ EXLLAMA_DQ_BYTES: Final = 2  # float16 per dequantised weight
 
 MAX_CONCURRENT: Final = 10_000_000
 MAX_CONTEXT: Final = 100_000_000
+
+
+def held_by_others(plan: Plan) -> float:
+    """Bytes other processes hold on each GPU before the engine starts (``hardware.held_by_others``)."""
+    return plan.hardware.held_by_others
 
 
 @dataclass(frozen=True)
@@ -197,6 +211,9 @@ class EngineMemory:
     host_bytes: float = 0.0  # llama.cpp: what stays in host memory (embeddings, layers not offloaded)
     # What ``total_bytes`` is made of, in SERVING_BUCKET_ORDER: the figure judged, part by part.
     parts: tuple[Bucket, ...] = ()
+    # The engine's own refusal to start, in its words ("" where it starts): vLLM's start-up check
+    # against the memory other processes hold (:func:`vllm_start_refusal`).
+    refusal: str = ""
 
 
 # --- Hugging Face generate -------------------------------------------------------------
@@ -239,7 +256,8 @@ def hf_peak_bytes(plan: Plan, layout: RankLayout, batch: int, context: int) -> t
 
 def hf_memory(plan: Plan, gpu: GpuSpec, layout: RankLayout, fit: ServingFit = DEFAULT_FIT) -> EngineMemory:
     inf = plan.inference
-    capacity = pytorch_limit_bytes(gpu)  # on an Apple GPU: MPS's limit, at most the RAM
+    # On an Apple GPU: MPS's limit, at most the RAM; less what other processes hold on the card.
+    capacity = card_left_bytes(pytorch_limit_bytes(gpu), held_by_others(plan))
     usable = capacity * (1.0 - plan.hardware.headroom)
     peak, kv, working = hf_peak_bytes(plan, layout, inf.concurrent, inf.context)
     overheads = hf_overhead_terms(gpu.id)
@@ -347,13 +365,14 @@ def _hf_parts(
 
 
 # --- vLLM --------------------------------------------------------------------------------
-def pooled_verdict(concurrency: float, need: float, gpu: GpuSpec, headroom: float) -> Verdict:
+def pooled_verdict(concurrency: float, need: float, capacity: float, headroom: float) -> Verdict:
     """An engine with a pool refuses to start when one request does not fit (OOM); otherwise
-    what the requests running together hold is judged like any total. Requests past the pool
-    wait in the queue (InferenceEstimate.queued) and need no memory meanwhile."""
+    what the requests running together hold is judged like any total, against ``capacity`` (the
+    card less what other processes hold). Requests past the pool wait in the queue
+    (InferenceEstimate.queued) and need no memory meanwhile."""
     if concurrency < 1:
         return Verdict.OOM
-    return judge(need, gpu.memory_bytes, headroom).verdict
+    return judge(need, capacity, headroom).verdict
 
 
 def vllm_profile_peak(
@@ -437,6 +456,8 @@ def vllm_pool(plan: Plan, gpu: GpuSpec, layout: RankLayout, fit: ServingFit) -> 
     requested = math.ceil(total * utilization(inf))  # request_memory
     activation = vllm_profile_peak(model, layout, inf, profile_tokens(inf, batched), seqs, gpu.id)
     non_torch = vllm_non_torch_bytes(inf, serving_link(inf, gpu), fit)
+    if counts_others_as_non_torch(inf.vllm_version):  # 0.8 - 0.9: total - free - torch (vllm_versions)
+        non_torch += held_by_others(plan)
     graphs = VLLM_CUDA_GRAPH_BYTES if graphs_before_kv(inf, model) else 0.0
     budget = requested - layout.weights_bytes - activation - non_torch - graphs
     margin = 0.0
@@ -446,7 +467,7 @@ def vllm_pool(plan: Plan, gpu: GpuSpec, layout: RankLayout, fit: ServingFit) -> 
         # graph estimate, and free is what start-up left (the CUDA context already taken).
         reserve = activation + graphs
         margin = max(VLLM_KV_MARGIN_FLOOR_BYTES, VLLM_KV_MARGIN_FRACTION * reserve)
-        bound = min(float(requested), total - CUDA_CONTEXT_BYTES - margin)
+        bound = min(float(requested), total - CUDA_CONTEXT_BYTES - held_by_others(plan) - margin)
         budget = bound - layout.weights_bytes - non_torch - graphs - reserve
     groups = vllm_kv_groups(model, layout.layers, era.kv_groups)
     page_bytes = era.block_size * layout.kv_token_layer_bytes
@@ -473,7 +494,75 @@ def vllm_pool(plan: Plan, gpu: GpuSpec, layout: RankLayout, fit: ServingFit) -> 
     )
 
 
+def vllm_starting_utilization(plan: Plan, gpu: GpuSpec, fit: ServingFit = DEFAULT_FIT) -> float | None:
+    """The gpu_memory_utilization at which vLLM's start-up check (0.9 - 0.33,
+    core.serving.vllm_versions.START_CHECK_FROM) passes, free ÷ total rounded down to 0.001, where the
+    plan's own fails; None where it starts. The free memory its worker reads at init: the total vLLM
+    reads from the driver less its CUDA context and what other processes hold."""
+    inf = plan.inference
+    if not start_check(inf.vllm_version):
+        return None
+    total = vllm_total_memory(gpu, fit)
+    free = max(0.0, total - CUDA_CONTEXT_BYTES - held_by_others(plan))
+    if total <= 0 or free >= total * utilization(inf):
+        return None
+    return math.floor(free / total * 1000) / 1000
+
+
+def vllm_start_refusal(plan: Plan, gpu: GpuSpec, fit: ServingFit = DEFAULT_FIT) -> str:
+    """vLLM's start-up check in its own words, with the utilisation that would start
+    (:func:`vllm_starting_utilization`), or "" where it starts."""
+    would = vllm_starting_utilization(plan, gpu, fit)
+    if would is None:
+        return ""
+    inf = plan.inference
+    total = vllm_total_memory(gpu, fit)
+    held = held_by_others(plan)
+    free = max(0.0, total - CUDA_CONTEXT_BYTES - held)
+    requested = total * utilization(inf)
+    others = f" and the {held / GiB:.2f} GiB other processes hold" if held else ""
+    return (
+        f'vLLM {inf.vllm_version.value} refuses to start: "Free memory on device ({free / GiB:.2f}/'
+        f"{total / GiB:.2f} GiB) on startup is less than desired GPU memory utilization ({utilization(inf):g}, "
+        f'{requested / GiB:.2f} GiB)" (free: the total less its CUDA context {CUDA_CONTEXT_BYTES / GiB:.2f} GiB'
+        f"{others}). --gpu-memory-utilization {would:.3f} or less (free ÷ total) would start."
+    )
+
+
+def _refused(memory: EngineMemory, refusal: str, share: float) -> EngineMemory:
+    """An engine that does not start: no pool, no request, out of memory, and why in its words. What it
+    asks for at start (``share``: vLLM's utilisation × total and its CUDA context) is the figure judged;
+    the part beyond what its requests would use is one more overhead term, so the chart's parts add up."""
+    rest = max(0.0, share - memory.total_bytes)
+    term = Term("the rest of the share vLLM asks for at start-up", "utilisation × total + CUDA context", rest)
+    parts = tuple(make_bucket(b.key, (*b.terms, term)) if b.key is BucketKey.OVERHEAD else b for b in memory.parts)
+    return replace(
+        memory,
+        total_bytes=memory.total_bytes + rest,
+        parts=parts,
+        kv_cache_bytes=0.0,
+        peak_bytes=memory.peak_bytes - memory.kv_cache_bytes,  # no pool was allocated
+        kv_cache_tokens=0,
+        max_concurrency=0.0,
+        max_concurrent=0,
+        max_context=0,
+        verdict=Verdict.OOM,
+        margin_bytes=-(memory.total_bytes + rest),
+        formula=refusal,
+        refusal=refusal,
+    )
+
+
 def vllm_memory(plan: Plan, gpu: GpuSpec, layout: RankLayout, fit: ServingFit = DEFAULT_FIT) -> EngineMemory:
+    refusal = vllm_start_refusal(plan, gpu, fit)
+    memory = _vllm_started(plan, gpu, layout, fit)
+    if not refusal:
+        return memory
+    share = vllm_total_memory(gpu, fit) * utilization(plan.inference) + CUDA_CONTEXT_BYTES
+    return _refused(memory, refusal, share)
+
+
+def _vllm_started(plan: Plan, gpu: GpuSpec, layout: RankLayout, fit: ServingFit) -> EngineMemory:
     model, inf = plan.model, plan.inference
     pool = vllm_pool(plan, gpu, layout, fit)
     blocks, groups, batched = pool.blocks, pool.groups, pool.batched
@@ -492,7 +581,8 @@ def vllm_memory(plan: Plan, gpu: GpuSpec, layout: RankLayout, fit: ServingFit = 
     resident = max(1.0, min(float(inf.concurrent), math.floor(pool.concurrency)))
     running_kv = resident * pool.per_request * pool.block_bytes
     fixed = layout.weights_bytes + pool.activation + pool.non_torch + pool.graphs_reserved
-    verdict = pooled_verdict(pool.concurrency, fixed + running_kv, gpu, plan.hardware.headroom)
+    capacity = card_left_bytes(gpu.memory_bytes, held_by_others(plan))
+    verdict = pooled_verdict(pool.concurrency, fixed + running_kv, capacity, plan.hardware.headroom)
     overhead_terms = [Term("non-torch memory", "NCCL, kernels' modules", pool.non_torch)]
     if pool.graphs_reserved:
         overhead_terms.append(Term("CUDA graphs (estimated)", "set aside before the KV cache", pool.graphs_reserved))
@@ -518,7 +608,7 @@ def vllm_memory(plan: Plan, gpu: GpuSpec, layout: RankLayout, fit: ServingFit = 
         peak_bytes=layout.weights_bytes + pool.activation + pool.pool_bytes,
         total_bytes=fixed + running_kv,  # what the requests running together hold (vLLM takes card × utilisation)
         footprint_bytes=_vllm_footprint(layout, pool),
-        budget_bytes=float(gpu.memory_bytes),  # gpu_memory_utilization is vLLM's own headroom
+        budget_bytes=capacity,  # the card less what others hold: gpu_memory_utilization is vLLM's own headroom
         kv_cache_tokens=pool.kv_tokens,
         max_concurrency=pool.concurrency,
         max_concurrent=max_b,
@@ -555,8 +645,11 @@ def _vllm_formula(plan: Plan, gpu: GpuSpec, layout: RankLayout, pool: VllmPool, 
     )
     budget = pool.requested - layout.weights_bytes - pool.activation - pool.non_torch - pool.graphs_reserved
     share = f"{vllm_total_memory(gpu, fit) / GiB:.2f} GiB × {utilization(inf):g}"
+    held = held_by_others(plan)
+    counts_held = held and counts_others_as_non_torch(inf.vllm_version)
+    counted = f" (with {held / GiB:.2f} GiB other processes hold)" if counts_held else ""
     if pool.margin:  # 0.34: the free memory after start-up bounds it, less the margin and the reserve
-        free = vllm_total_memory(gpu, fit) - CUDA_CONTEXT_BYTES - pool.margin
+        free = vllm_total_memory(gpu, fit) - CUDA_CONTEXT_BYTES - held - pool.margin
         share = f"min({share}, free after start-up less margin {pool.margin / GiB:.2f} = {free / GiB:.2f} GiB)"
         budget = min(float(pool.requested), free) - layout.weights_bytes - pool.non_torch - 2 * pool.graphs_reserved
         budget -= pool.activation
@@ -566,7 +659,8 @@ def _vllm_formula(plan: Plan, gpu: GpuSpec, layout: RankLayout, pool: VllmPool, 
     return (
         f"vLLM {inf.vllm_version.value} ({era.name}), in GiB as vLLM logs them: KV pool = {share}"
         f" − weights {layout.weights_bytes / GiB:.2f} − activation peak "
-        f"{pool.activation / GiB:.2f} − non-torch {pool.non_torch / GiB:.2f}{graphs} = {max(budget, 0) / GiB:.2f} GiB; "
+        f"{pool.activation / GiB:.2f} − non-torch {pool.non_torch / GiB:.2f}{counted}{graphs} = "
+        f"{max(budget, 0) / GiB:.2f} GiB; "
         f"{pool.blocks:,} blocks of {pool.groups.size} layers × {pool.block_size} = GPU KV cache size "
         f"{pool.kv_tokens:,} tokens; "
         f"maximum concurrency for {inf.context:,} tokens per request: {pool.concurrency:.2f}x{after}"
@@ -586,6 +680,15 @@ def sglang_rope_cache_bytes(model: ModelSpec) -> float:
     return float(rope_bytes(model))
 
 
+def sglang_free_at_start(plan: Plan, gpu: GpuSpec, fit: ServingFit = DEFAULT_FIT) -> float:
+    """The free memory SGLang reads after its distributed start on a card nothing else holds: the total
+    vLLM reads from the driver less the CUDA context and, with tensor parallelism, NCCL's buffers
+    (ServingFit.tp_comm_bytes). Its log prints it as "Load weight begin. avail mem=X GB" (GiB)."""
+    inf = plan.inference
+    comm = fit.tp_comm_bytes[link_class(serving_link(inf, gpu))] if inf.tensor_parallel > 1 else 0.0
+    return max(0.0, vllm_total_memory(gpu, fit) - SERVING_OVERHEAD_BYTES - comm)
+
+
 def sglang_memory(plan: Plan, gpu: GpuSpec, layout: RankLayout, fit: ServingFit = DEFAULT_FIT) -> EngineMemory:
     """SGLang's token pool: what the static fraction leaves after the weights.
 
@@ -598,10 +701,16 @@ def sglang_memory(plan: Plan, gpu: GpuSpec, layout: RankLayout, fit: ServingFit 
     distributed start takes (logged as "Init torch distributed ends. mem usage") and vLLM's on what
     its profile's forward adds after that; SGLang's Qwen3-235B log on four H100s (vLLM issue
     #21348) is 1.8 GiB short of a card-size total (docs/SERVING.md, "Is the gap NVLS? Read from
-    source: no")."""
+    source: no").
+
+    Memory other processes hold (``hardware.held_by_others``) is missing from both free-memory
+    readings, the total at start-up and the free memory after the weights, so the pool shrinks by
+    mem_fraction_static × held: (total − held) × fraction − weights (sgl-project/sglang@001ccef0
+    ``model_runner_kv_cache_mixin.py`` ``profile_max_num_token``, its ``total_gpu_memory`` the
+    ``min_per_gpu_memory`` that ``init_torch_distributed`` reads with ``get_available_gpu_memory``)."""
     inf = plan.inference
-    comm = fit.tp_comm_bytes[link_class(serving_link(inf, gpu))] if inf.tensor_parallel > 1 else 0.0
-    total = max(0.0, vllm_total_memory(gpu, fit) - SERVING_OVERHEAD_BYTES - comm)
+    held = held_by_others(plan)
+    total = max(0.0, sglang_free_at_start(plan, gpu, fit) - held)
     fraction = sglang_fraction(inf, gpu)
     given = "" if inf.mem_fraction_static > 0 else f" (SGLang {inf.sglang_version.value}'s default)"
     # The (1 - fraction) of that total is what SGLang keeps for activations and CUDA graphs.
@@ -614,7 +723,8 @@ def sglang_memory(plan: Plan, gpu: GpuSpec, layout: RankLayout, fit: ServingFit 
     resident = max(1.0, min(float(inf.concurrent), math.floor(concurrency)))
     running_kv = resident * per_request * cell
     need = layout.weights_bytes + running_kv
-    verdict = pooled_verdict(concurrency, need, gpu, plan.hardware.headroom)
+    capacity = card_left_bytes(gpu.memory_bytes, held_by_others(plan))
+    verdict = pooled_verdict(concurrency, need, capacity, plan.hardware.headroom)
     reserved = total * (1 - fraction)
     parts = (
         make_bucket(BucketKey.WEIGHTS, [Term("weights on the rank", "stored weights", layout.weights_bytes)]),
@@ -623,14 +733,15 @@ def sglang_memory(plan: Plan, gpu: GpuSpec, layout: RankLayout, fit: ServingFit 
             [Term("tokens of the requests running together", f"{resident:g} × {per_request:,.0f} tokens", running_kv)],
         ),
     )
+    others = f", {held / GiB:.2f} GiB other processes hold" if held else ""
     formula = (
-        f"In GiB: token pool = {total / GiB:.2f} GiB (free after start-up: CUDA context and NCCL taken) × "
+        f"In GiB: token pool = {total / GiB:.2f} GiB (free after start-up: CUDA context and NCCL taken{others}) × "
         f"mem_fraction_static {fraction:g}{given} − weights {layout.weights_bytes / GiB:.2f} − rotary "
         f"cos/sin table (float32) {rope / GiB:.2f} = "
         f"{max(pool_budget, 0) / GiB:.2f} GiB ÷ {cell:,.0f} B per token = {tokens:,} tokens; "
         f"{reserved / GiB:.2f} GiB left for activations and CUDA graphs"
     )
-    return EngineMemory(
+    memory = EngineMemory(
         weights_bytes=layout.weights_bytes,
         kv_cache_bytes=tokens * cell,
         activation_bytes=reserved,
@@ -639,7 +750,7 @@ def sglang_memory(plan: Plan, gpu: GpuSpec, layout: RankLayout, fit: ServingFit 
         peak_bytes=layout.weights_bytes + tokens * cell,
         total_bytes=need,  # weights + the running requests' tokens; SGLang itself takes the static fraction
         footprint_bytes=total * fraction + reserved,
-        budget_bytes=float(gpu.memory_bytes),
+        budget_bytes=capacity,
         kv_cache_tokens=tokens,
         max_concurrency=concurrency,
         max_concurrent=int(concurrency),
@@ -652,6 +763,21 @@ def sglang_memory(plan: Plan, gpu: GpuSpec, layout: RankLayout, fit: ServingFit 
         max_num_batched_tokens=inf.max_num_batched_tokens,
         formula=formula,
         parts=parts,
+    )
+    return replace(memory, refusal=_sglang_refusal(fraction, held, tokens, cell))
+
+
+def _sglang_refusal(fraction: float, held: float, tokens: int, cell: float) -> str:
+    """SGLang's refusal where the memory other processes hold leaves its pool no token: ``profile_max_num_token``
+    then raises "Not enough memory. Please try to increase --mem-fraction-static." (sgl-project/sglang@001ccef0
+    ``model_runner_kv_cache_mixin.py``); "" where the pool holds tokens or nothing is held (a pool the
+    weights alone empty is the verdict's own out of memory)."""
+    if tokens > 0 or held <= 0 or cell <= 0:
+        return ""
+    return (
+        'SGLang refuses to start: "Not enough memory. Please try to increase --mem-fraction-static." '
+        f"The {held / GiB:.2f} GiB other processes hold take mem_fraction_static {fraction:g} × that = "
+        f"{fraction * held / GiB:.2f} GiB from its token pool."
     )
 
 

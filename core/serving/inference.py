@@ -81,6 +81,9 @@ class InferenceEstimate:
     buckets: tuple[Bucket, ...] = ()
     host_bytes: float = 0.0  # llama.cpp: host memory (token embeddings, layers not offloaded, their KV)
     host_ram_bytes: float = 0.0  # the plan's host RAM (0: not given)
+    # The engine refuses to start, in its words ("" where it starts): vLLM's start-up check against the
+    # memory other processes hold (core.serving.engines.vllm_start_refusal).
+    refusal: str = ""
     # The serving speed, worked out when first read (:attr:`speed`): its queue curve is a third
     # of an estimate's cost, and a training plan's views never read it. A partial of
     # serving_speed, so an estimate still pickles to the worker process.
@@ -129,7 +132,9 @@ class InferenceEstimate:
     def none_served(self) -> str:
         """Why no request of the plan's context runs at once (``max_concurrent`` 0), in words: the
         weights and the runtime's context past the usable memory, or else the requests' KV cache
-        and working memory beside them."""
+        and working memory beside them; or the engine's own refusal to start."""
+        if self.refusal:
+            return self.refusal
         if self.weights_bytes + self.overhead_bytes > self.budget_bytes:
             return "the weights alone do not fit"
         return "not at this context: its KV cache and working memory do not fit beside the weights"
@@ -258,5 +263,6 @@ def inference_estimate(
         buckets=memory.parts,
         host_bytes=memory.host_bytes,
         host_ram_bytes=plan.parallel.host_ram_gb * GB,
+        refusal=memory.refusal,
         _speed_of=speed,
     )

@@ -54,7 +54,7 @@ from core.dtypes import (
 from core.format import gb
 from core.model import ModelSpec
 from core.plan import Engine, Plan
-from core.runtime import CUDA_CONTEXT_BYTES
+from core.runtime import CUDA_CONTEXT_BYTES, card_left_bytes
 from core.serving.engines import MAX_CONTEXT, EngineMemory
 from core.solve import largest_fitting
 from core.units import GB, MiB
@@ -754,8 +754,9 @@ def llamacpp_memory(
     g = buffers.deciding
     weights, kv, compute = buffers.layout.device_weights[g], buffers.device_kv[g], buffers.device_compute[g]
     total = weights + kv + compute + overhead
-    usable = gpu.memory_bytes * (1.0 - plan.hardware.headroom)
-    verdict = judge(total, gpu.memory_bytes, plan.hardware.headroom).verdict
+    capacity = card_left_bytes(gpu.memory_bytes, plan.hardware.held_by_others)  # less what others hold
+    usable = capacity * (1.0 - plan.hardware.headroom)
+    verdict = judge(total, capacity, plan.hardware.headroom).verdict
     host_ram = plan.parallel.host_ram_gb * GB
     if host_ram and buffers.host_bytes > host_ram:
         verdict = Verdict.OOM

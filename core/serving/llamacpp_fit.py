@@ -84,12 +84,14 @@ def _fill(use: Callable[[list[int]], tuple[float, ...]], counts: list[int], g: i
 
 def llamacpp_fit(plan: Plan, gpu: GpuSpec, target: float = FIT_TARGET) -> LlamaCppFit:
     """llama-server's ``--fit`` for a plan without ``-ngl`` (module docstring): ``free`` is the card
-    less what sits beside llama.cpp's buffers (the CUDA context), as the trial load reads it."""
+    less what sits beside llama.cpp's buffers (the CUDA context) and what other processes hold
+    (``hardware.held_by_others``), as the trial load reads it."""
     model = plan.model
     if model.num_experts > 1:
         raise ValueError("llama.cpp's fit of a mixture-of-experts model (its step 4) is not modelled")
     gpus = plan.inference.pipeline_parallel
-    limit = gpu.memory_bytes - target
+    # free as cudaMemGetInfo reads it (common/fit.cpp: ggml_backend_dev_memory): less what others hold
+    limit = gpu.memory_bytes - plan.hardware.held_by_others - target
     every = model.num_layers + 1
     whole = replace(plan, inference=replace(plan.inference, gpu_layers=every))
     buffers = llamacpp_buffers(whole, overhead=device_overhead_bytes(gpu)[1])

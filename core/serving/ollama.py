@@ -575,8 +575,13 @@ def free_memory(gpu: GpuSpec) -> int:
 
 
 def _cards(plan: Plan, gpu: GpuSpec) -> list[Card]:
+    """Each GPU as discovery reads it: an idle card's free memory (:func:`free_memory`) less what other
+    processes hold (``hardware.held_by_others``). The ``FreeMemory`` that ``EstimateGPULayers`` and
+    ``createLayout`` fill (module docstring) is the driver's free figure when the model is scheduled, so
+    memory others hold leaves room for fewer layers."""
     metal = gpu.vendor == "apple"
-    card = Card(free_memory(gpu), METAL_MINIMUM_MEMORY if metal else CUDA_MINIMUM_MEMORY, metal)
+    free = max(0, free_memory(gpu) - int(plan.hardware.held_by_others))
+    card = Card(free, METAL_MINIMUM_MEMORY if metal else CUDA_MINIMUM_MEMORY, metal)
     return [card] * plan.inference.pipeline_parallel
 
 

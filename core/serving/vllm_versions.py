@@ -247,6 +247,40 @@ COLD_COMPILE_IN_PROFILE_FROM: Final = VLLM_V1_FROM
 COLD_COMPILE_SEEN_GIB: Final = 0.98
 
 
+# Memory other processes hold on the card (hardware.held_by_others), by release line:
+# * V1 refuses to start when the free memory its worker reads at init is below
+#   gpu_memory_utilization × total: vllm/v1/worker/gpu_worker.py ``init_device`` (``init_snapshot =
+#   MemorySnapshot()``; ``if init_snapshot.free_memory < requested_memory: raise ValueError("Free memory on
+#   device (free/total GiB) on startup is less than desired GPU memory utilization (u, U GiB). Decrease GPU
+#   memory utilization or reduce GPU memory used by other processes.")``; from vllm-project/vllm@35d5cda1 the
+#   check sits in ``vllm/v1/worker/utils.py`` ``request_memory``). It first shipped in 0.9.1: vLLM's own
+#   issue #20305 ("vLLM v0.9.1 Free Memory on device on startup is less than desired") and
+#   vllm-project/llm-compressor PR #1560 ("We started seeing the following failure ... starting from version
+#   0.9.1"); ovg-project/kvcached issue #29 shows it at gpu_worker.py:145 ``init_device`` of 0.9.2. The 0.9
+#   line is modelled with it (0.9.0, its first release, had none). 0.34's extensible KV cache resolves an
+#   unset utilisation to 1.0 and sizes the pool from the free memory, so its check is not modelled there.
+START_CHECK_FROM: Final = VllmVersion.V0_9
+# * V1 0.8 - 0.9 (Accounting.CONTEXT): ``determine_available_memory`` takes non-torch memory as
+#   (total - free) - torch allocated after the profile (0012cf691), so memory other processes hold is
+#   counted as this engine's non-torch memory and the KV pool shrinks by it (vllm-project/vllm PR #19312:
+#   "V1's memory profiling incorrectly counts memory used by other processes as non_torch_allocations").
+#   From 0.10 (Accounting.INCREASE) non-torch memory is the increase over the baseline snapshot taken at
+#   init, which already lacks what others hold: the pool does not shrink.
+# * V0 (0.6 - 0.7): ``memory_profiling`` measures from a baseline taken at init (vllm/worker/worker.py
+#   ``determine_num_available_blocks``, PR #10511 / #12126: baseline = total - free at init_device), so what
+#   others hold is not counted either, and V0 has no start-up check: the pool does not shrink.
+
+
+def start_check(version: VllmVersion) -> bool:
+    """Whether this release line refuses to start on too little free memory (0.9 - 0.33)."""
+    return at_least(version, START_CHECK_FROM) and not era_of(version).measured
+
+
+def counts_others_as_non_torch(version: VllmVersion) -> bool:
+    """Whether this release line counts memory other processes hold as its own non-torch memory."""
+    return era_of(version).accounting is Accounting.CONTEXT
+
+
 def compiles_in_profile(version: VllmVersion) -> bool:
     """Whether this release line compiles the model inside the memory profile (every V1 line)."""
     return at_least(version, COLD_COMPILE_IN_PROFILE_FROM)

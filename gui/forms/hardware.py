@@ -2,8 +2,8 @@
 
 Under the card, what this machine has (:class:`gui.local_machine.LocalMachine`, detected off the
 GUI thread): its GPUs, "Use this card", what is free now beside the plan's card when it is this
-machine's, and "Judge against what is free now" (the plan's headroom plus the share other
-processes hold). A driver that did not answer is a quiet line here, never a dialog.
+machine's, and "Judge against what is free now" (the plan's "Held by others" set to what other
+processes hold now). A driver that did not answer is a quiet line here, never a dialog.
 """
 
 from __future__ import annotations
@@ -176,7 +176,7 @@ class HardwareForm(PlanForm):
         super().__init__("Hardware", controller, parent)
         self.settings = settings
         self.local: LocalMachine | None = None
-        self._free_judged: tuple[float, float] | None = None  # (headroom before, after) of the last judge
+        self._free_judged: tuple[float, float] | None = None  # (held by others before, after) of the last judge
         gpu = input_at("hardware.gpu")
         self.gpu = SearchingPicker(gpu.name, gpu_sections(self._saved_cards()), gpu.tooltip, matcher=_gpu_matches)
         self.bind(gpu.path, gpu.label, self.gpu, self._pick)
@@ -206,6 +206,7 @@ class HardwareForm(PlanForm):
         self.measured_step = self.add_input("hardware.measured_step_s")
         self.calibration = self.add_input("hardware.calibration")
         self.headroom = self.add_input("hardware.headroom")
+        self.held_by_others = self.add_input("hardware.held_by_others")
         self.price = self.add_input("hardware.price_per_gpu_hour")
         self.peak_override = self.add_input("hardware.peak_tflops_override")
         self.alloc_conf = self.add_input("hardware.alloc_conf")
@@ -231,8 +232,8 @@ class HardwareForm(PlanForm):
         self.judge_free = QCheckBox("Judge against what is free now")
         self.judge_free.setObjectName("judgeFreeNow")
         self.judge_free.setToolTip(
-            "Add the share of the card other processes hold now to the headroom, so the verdict says\n"
-            "whether the plan fits in what is free on this machine now (the card's speed is kept)."
+            "Set Held by others to what other processes hold on this card now, so the verdict (and each\n"
+            "serving engine's own rule) says whether the plan fits in what is free on this machine now."
         )
         self.judge_free.toggled.connect(self._judge_free)
         self.detect_again = QToolButton()
@@ -275,20 +276,22 @@ class HardwareForm(PlanForm):
         self.controller.update("hardware.gpu", lambda p: p.with_hardware(**changes), "Use this machine's card")
 
     def _judged_free(self, plan: Plan) -> bool:
-        return self._free_judged is not None and plan.hardware.headroom == self._free_judged[1]
+        return self._free_judged is not None and plan.hardware.held_by_others == self._free_judged[1]
 
     def _judge_free(self, on: bool) -> None:
         plan = self.controller.plan
         gpu = local_card(plan, self._found())
         if on and gpu is not None:
-            before = plan.hardware.headroom
-            after = gpu.headroom_for_free_now(before)
+            before = plan.hardware.held_by_others
+            after = float(gpu.held_now_bytes)
             self._free_judged = (before, after)
             # Key "": each toggle is an undo step of its own (never merged with the next).
-            self.controller.update("", lambda p: p.with_hardware(headroom=after), "Judge against what is free now")
+            self.controller.update(
+                "", lambda p: p.with_hardware(held_by_others=after), "Judge against what is free now"
+            )
         elif not on and self._judged_free(plan) and self._free_judged is not None:
-            before = self._free_judged[0]  # kept: an undo of this brings the judged headroom back
-            self.controller.update("", lambda p: p.with_hardware(headroom=before), "Judge against the whole card")
+            before = self._free_judged[0]  # kept: an undo of this brings the judged memory back
+            self.controller.update("", lambda p: p.with_hardware(held_by_others=before), "Judge against the whole card")
 
     def _show_machine(self, plan: Plan) -> None:
         found = self._found()

@@ -201,9 +201,11 @@ class VerdictPanel(QFrame):
         margin = margin_text(judged, estimate.plan.hardware.headroom, u)
         self.headline.setText(_headline(memory(judged.total_bytes, u), memory(judged.usable_bytes, u), margin))
         queue = f" · ⚠ {counted(inf.queued, 'request')} wait in the queue" if inf.queued else ""
+        held = estimate.plan.hardware.held_by_others
+        others = f" ({memory(held, u)} held by other processes)" if held else ""
         self.detail.setText(
             f"{counted(plan.concurrent, 'request')} × {plan.context:,} tokens · "
-            f"{inf.limits_sentence(plan.concurrent, plan.context)} · {estimate.gpu.name}{queue}"
+            f"{inf.limits_sentence(plan.concurrent, plan.context)} · {estimate.gpu.name}{others}{queue}"
         )
         self._describe(f"{SERVING_LABELS[verdict]}. {memory(judged.total_bytes, u)}; {margin}.")
 
@@ -223,8 +225,10 @@ class VerdictPanel(QFrame):
         text = f"Peak at the <b>{estimate.peak_phase}</b>: {memory(estimate.peak_bytes, u)} allocated"
         figures = card_figures_text(estimate, u)
         text += " · " + figures if estimate.confidence is not None else "<br>"
+        held = plan.hardware.held_by_others
+        others = f" (after {memory(held, u)} other processes hold)" if held else ""
         text += (
-            f"{estimate.gpu.name}{gpus}: {memory(estimate.capacity_bytes, u)}, "
+            f"{estimate.gpu.name}{gpus}: {memory(estimate.capacity_bytes, u)}{others}, "
             f"{plan.hardware.headroom:.0%} kept as headroom"
         )
         if len(estimate.ranks) > 1:

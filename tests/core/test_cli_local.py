@@ -55,7 +55,8 @@ def test_local_gpus_with_what_other_processes_hold(tools: Path, capsys: pytest.C
     assert "0: NVIDIA GeForce RTX 4090: 24,564 MiB, 20,564 MiB free now (rtx-4090)" in out
     assert "via nvidia-smi, driver 550.54; plan on it: --gpu rtx-4090" in out
     # The plan's default 10 % plus the 4,000 of 24,564 MiB held (16.3 %), rounded up to 0.1 %.
-    assert "other processes hold 16%: --headroom 0.263 judges a plan against what is free now" in out
+    # 4,000 MiB held (the stub's memory.used) = 3.906 GiB, rounded up to the 0.01 GiB the window types.
+    assert "other processes hold 3.91 GiB (16%): --held-by-others 3.91 judges a plan against what is free now" in out
     assert "--gpus 2 plans on all of them" in out
     code, out, _ = run(capsys, "gpus", "--local", "--json")
     data = json.loads(out)

@@ -110,8 +110,8 @@ def test_nvidia_smi_cards_with_what_other_processes_hold(tools: Path) -> None:
     assert first.spec.id == "a100-80gb-sxm" and first.source == "nvidia-smi" and first.driver == "550.54.15"
     assert (first.total_bytes, first.used_bytes, first.free_bytes) == (81920 * MiB, 1536 * MiB, 80384 * MiB)
     assert first.held_fraction == pytest.approx(1536 / 81920)
-    assert first.headroom_for_free_now(0.1) == pytest.approx(0.1 + 1536 / 81920)
-    assert result.gpus[1].headroom_for_free_now(0.1) == 0.1
+    # What the plan's held_by_others takes to judge against what is free now: the driver's "used".
+    assert first.held_now_bytes == 1536 * MiB and result.gpus[1].held_now_bytes == 0
     assert first.hardware_changes() == {"gpu": "a100-80gb-sxm"}
     assert result.summary == "2 × NVIDIA A100 80GB SXM" and result.same_cards() == 2
     assert "80,384 MiB free now" in first.label
@@ -122,7 +122,7 @@ def test_a_card_the_catalogue_lacks_is_custom_with_its_reported_memory(tools: Pa
     printing(tools, "nvidia-smi", "NVIDIA GeForce RTX 3060, 8192, [N/A], [N/A], 535.104.05\n")
     gpu = detect().gpus[0]
     assert gpu.catalogue is None and gpu.used_bytes is None and gpu.free_bytes is None and gpu.held_fraction is None
-    assert gpu.headroom_for_free_now(0.2) == 0.2  # nothing known held: the plan's own headroom
+    assert gpu.held_now_bytes == 0  # nothing known held: the card as the plan has it
     assert gpu.spec.id == "custom" and gpu.spec.memory_bytes == pytest.approx(8192 * MiB, rel=1e-6)
     assert gpu.hardware_changes() == {"gpu": "custom", "custom_memory_gb": round(8192 * MiB / 1e9, 3)}
 
@@ -310,6 +310,7 @@ def test_an_intel_mac_is_a_note(tools: Path) -> None:
     assert detect(system="Linux").notes == ()  # sysctl is asked only on macOS
 
 
-def test_judging_against_free_memory_stays_within_the_plan_headroom_limit() -> None:
+def test_judging_against_free_memory_holds_what_others_hold_in_the_plan() -> None:
+    # 23 of an A10's 24 GiB held (a made-up busy card): the plan holds all 23 GiB, not a headroom capped at 90 %.
     busy = LocalGpu(0, "NVIDIA A10", "nvidia", 24 * GiB, 23 * GiB, 1 * GiB, "nvidia-smi")
-    assert busy.headroom_for_free_now(0.1) == 0.9 and busy.held_fraction == pytest.approx(23 / 24)
+    assert busy.held_now_bytes == 23 * GiB and busy.held_fraction == pytest.approx(23 / 24)

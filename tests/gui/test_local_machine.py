@@ -27,6 +27,7 @@ from core.files.launch import Target, export
 from core.files.local_gpus import LocalGpu, LocalGpus
 from core.plan import Engine, Method, OllamaVersion
 from core.presets import default_plan
+from core.units import MiB
 from core.verdict import Mode
 from gui.forms.model import CACHED
 from gui.main_window import MainWindow
@@ -129,11 +130,13 @@ def test_judging_against_what_is_free_now(window: MainWindow, tools: Path, qtbot
     form = window.hardware_form
     assert form.judge_free.isVisibleTo(window) and not form.use_local.isVisibleTo(window)
     form.judge_free.click()
-    # The plan's 10 % plus the 4,000 of 24,564 MiB other processes hold (LocalGpu.headroom_for_free_now).
-    assert window.controller.plan.hardware.headroom == pytest.approx(0.10 + 4000 / RTX_4090_MIB)
+    # The 4,000 MiB other processes hold (the stub nvidia-smi's memory.used: LocalGpu.held_now_bytes) become
+    # the plan's held_by_others; the headroom stays the plan's own.
+    assert window.controller.plan.hardware.held_by_others == 4000 * MiB
+    assert window.controller.plan.hardware.headroom == 0.10
     assert form.judge_free.isChecked()
     form.judge_free.click()
-    assert window.controller.plan.hardware.headroom == 0.10 and not form.judge_free.isChecked()
+    assert window.controller.plan.hardware.held_by_others == 0.0 and not form.judge_free.isChecked()
     window.controller.undo_stack.undo()  # the toggle is an undoable edit like any other
     assert form.judge_free.isChecked()
 
