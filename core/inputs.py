@@ -91,6 +91,9 @@ class Method(StrEnum):
     # PEFT's AdaLoRA (branch h54ada), read at huggingface/peft 51c2ff66 src/peft/tuners/adalora: LoRA's shapes
     # at init_r with singular values between them, masked (not resized) down to target_r by a RankAllocator.
     ADALORA = "adalora"  # AdaLoraConfig: x (A * E)^T B^T, lora_A (r x in), lora_E (r x 1), lora_B (out x r) train
+    # PEFT's OFT (branch h54oft), read at huggingface/peft 51c2ff66 src/peft/tuners/oft: each target's input is
+    # rotated by a trained block-diagonal orthogonal matrix (Cayley-Neumann) before the frozen base linear.
+    OFT = "oft"  # OFTConfig: r blocks of in / r (or blocks of oft_block_size), a skew-symmetric vector per block
 
 
 class Precision(StrEnum):
@@ -531,6 +534,7 @@ METHOD_LABELS: Final = {
     Method.LOKR: "LoKr (Kronecker product)",
     Method.VERA: "VeRA (shared random projections)",
     Method.ADALORA: "AdaLoRA (adaptive rank)",
+    Method.OFT: "OFT (orthogonal rotation)",
 }
 OPTIMIZER_LABELS: Final = {
     Optimizer.ADAMW: "AdamW",
@@ -917,18 +921,22 @@ INPUTS: Final[tuple[Input, ...]] = (
           "virtual tokens in every layer's attention. LN tuning (PEFT): trained copies of the norms. LoHa / LoKr "
           "(PEFT): each target's whole weight update is built every step from rank-r factors (a Hadamard or a "
           "Kronecker product) and kept for the backward. VeRA (PEFT): one frozen random rank-r pair shared by all "
-          "targets, scaled by two trained vectors per target (r and out). AdaLoRA (PEFT): LoRA at the initial "
-          "rank with trained singular values between A and B, masked down to the target rank (nothing shrinks); its "
-          "rank allocator keeps three float32 copies of every trained element.",
+          "targets, scaled by two trained vectors per target (r and out). OFT (PEFT): each target's input is "
+          "rotated by a trained block-diagonal orthogonal matrix, built every step from skew-symmetric blocks. "
+          "AdaLoRA (PEFT): LoRA at the initial rank with trained singular values between A and B, masked down to "
+          "the target rank (nothing shrinks); its rank allocator keeps three float32 copies of every trained "
+          "element.",
           ("--method",), "full, lora, qlora, frozen (layers), dora, ia3, adapter, adapter_v2, prompt-tuning, "
-          "p-tuning, prefix-tuning, ln-tuning, loha, lokr, vera or adalora", labels=METHOD_LABELS),
+          "p-tuning, prefix-tuning, ln-tuning, loha, lokr, vera, oft or adalora", labels=METHOD_LABELS),
     Input("lora.rank", Kind.INT, "Rank r", "LoRA rank", 8,
           "Rank r of each adapter: r × (in + out) parameters per matrix (LoHa: twice that; LoKr: the same on "
           "each weight's large Kronecker factor, or that factor whole where r is at least half its larger side; "
-          "VeRA: r trained per target, the shared frozen projections r × (largest in + largest out); AdaLoRA: "
-          "init_r, r × (in + out + 1)).",
-          ("--lora-rank",), "LoRA/DoRA/LoHa/LoKr/VeRA adapter rank r (AdaLoRA: init_r)", low=1, high=MAX_RANK,
-          matters=lambda p: p.lora_adapters or p.lycoris or p.method in (Method.VERA, Method.ADALORA)),
+          "VeRA: r trained per target, the shared frozen projections r × (largest in + largest out); OFT with "
+          "block size 0: r blocks per target, each in/r wide; AdaLoRA: init_r, r × (in + out + 1)).",
+          ("--lora-rank",), "LoRA/DoRA/LoHa/LoKr/VeRA adapter rank r (OFT: blocks per target; AdaLoRA: init_r)",
+          low=1, high=MAX_RANK,
+          matters=lambda p: p.lora_adapters or p.lycoris or p.method in (Method.VERA, Method.ADALORA)
+          or (p.oft and p.lora.oft_block_size == 0)),
     Input("lora.alpha", Kind.FLOAT, "Alpha α", "LoRA alpha", 16.0,
           "Adapter scaling α (the update is scaled by α / r); no effect on memory.",
           ("--lora-alpha",), "LoRA/DoRA/LoHa/LoKr/AdaLoRA scaling α (no effect on memory)", low=0.01, high=1e6,
@@ -977,6 +985,13 @@ INPUTS: Final[tuple[Input, ...]] = (
           "whole, the large one as a rank-r product unless r is at least half its larger side.",
           ("--lokr-factor",), "lokr: PEFT decompose_factor (-1: near the square root, the default)",
           low=-1, high=1_000_000, matters=lambda p: p.method is Method.LOKR),
+    # huggingface/peft 51c2ff66 src/peft/tuners/oft/config.py OFTConfig.oft_block_size (default 32, r 0).
+    Input("lora.oft_block_size", Kind.INT, "OFT block size", "OFT block size", 32,
+          "OFT's oft_block_size: each target's input splits into blocks this wide (PEFT moves it to the nearest "
+          "divisor of the input width), each rotated by a trained b × b orthogonal matrix of b·(b−1)/2 "
+          "parameters. 0: the rank r gives the number of blocks instead (OFTConfig r).",
+          ("--oft-block-size",), "oft: PEFT oft_block_size (default 32; 0: --lora-rank blocks per target)",
+          low=0, high=65_536, matters=lambda p: p.oft),
     Input("quant", Kind.ENUM, "Base storage", "Base quantisation", Quant.NF4,
           "How QLoRA stores the frozen base weights (bitsandbytes): 4-bit NF4/FP4 in blocks of 64, or 8-bit.",
           ("--quant",), "QLoRA base storage", labels=QUANT_LABELS, matters=lambda p: p.quantised_base),
@@ -1009,10 +1024,12 @@ INPUTS: Final[tuple[Input, ...]] = (
           labels=DTYPE_LABELS,
           matters=lambda p: p.preset is Preset.CUSTOM and p.method in (Method.FULL, Method.FROZEN)),
     Input("base_dtype", Kind.ENUM, "Frozen base", "Frozen base", Dtype.FP32,
-          "Storage of the frozen base of LoRA, DoRA, LoHa, LoKr, VeRA, AdaLoRA or frozen layers.",
-          ("--base-dtype",), "the frozen base of LoRA/DoRA/LoHa/LoKr/VeRA/AdaLoRA/frozen layers", labels=DTYPE_LABELS,
+          "Storage of the frozen base of LoRA, DoRA, LoHa, LoKr, VeRA, OFT, AdaLoRA or frozen layers.",
+          ("--base-dtype",), "the frozen base of LoRA/DoRA/LoHa/LoKr/VeRA/OFT/AdaLoRA/frozen layers",
+          labels=DTYPE_LABELS,
           matters=lambda p: p.preset is Preset.CUSTOM
-          and (p.method in (Method.LORA, Method.DORA, Method.FROZEN, Method.VERA, Method.ADALORA) or p.lycoris
+          and (p.method in (Method.LORA, Method.DORA, Method.FROZEN, Method.VERA, Method.OFT, Method.ADALORA)
+               or p.lycoris
                or (p.litgpt_adapter and not p.quantised_base))),
     Input("adapter_dtype", Kind.ENUM, "Adapters", "Adapters", Dtype.FP32,
           "LoRA / DoRA adapter storage: PEFT casts adapters to float32 by default.",

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Final
 
 from core.memo import fills_fields, last_answer
 from core.model import HEAD_NAME, KeptLinears, kept_linears, parse_skip_modules
@@ -201,6 +202,76 @@ def vera_projection_elements(plan: Plan) -> int:
     return plan.lora.rank * (largest_in + largest_out)
 
 
+# OFTConfig's rotation (huggingface/peft 51c2ff66 src/peft/tuners/oft/config.py): ``use_cayley_neumann: bool =
+# True``, ``num_cayley_neumann_terms: int = 5``. The planner models this default; read configs refuse the others.
+OFT_NEUMANN_TERMS: Final = 5
+
+
+def oft_neumann_bmms(terms: int = OFT_NEUMANN_TERMS) -> int:
+    """The (r, b, b) batched matmuls OFTRotationModule._cayley_batch runs for R = I + 2Q + 2Q² + … (huggingface/
+    peft 51c2ff66 src/peft/tuners/oft/layer.py): none up to 2 terms; else Q² = bmm(Q, Q), one bmm per pass of
+    ``range(3, terms - 1)`` and a last one: max(2, terms − 2) (5 terms: Q², Q³, Q⁴)."""
+    return 0 if terms <= 2 else max(2, terms - 2)
+
+
+def oft_adjust(in_features: int, params: int) -> int:
+    """PEFT's ``OFTLayer.adjust_oft_parameters`` (huggingface/peft 51c2ff66 src/peft/tuners/oft/layer.py), line for
+    line: the divisor of ``in_features`` nearest ``params`` (the lower one on a tie), ``in_features`` when
+    ``params`` is not below it. oft_adjust(3072, 100) = 96; oft_adjust(3072, 32) = 32."""
+    if params >= in_features:
+        return in_features
+    higher = params
+    while higher <= in_features and in_features % higher != 0:
+        higher += 1
+    lower = params
+    while lower > 1 and in_features % lower != 0:
+        lower -= 1
+    return lower if (params - lower) <= (higher - params) else higher
+
+
+def oft_blocks(plan: Plan, fan_in: int) -> tuple[int, int]:
+    """(r, block size) of PEFT's OFT on one nn.Linear reading ``fan_in`` features (huggingface/peft 51c2ff66
+    src/peft/tuners/oft/layer.py ``OFTLayer.update_layer``): with ``oft_block_size`` set (r 0), the block
+    size moved to a divisor of in (``adjust_oft_parameters``) and r = in // block; with it 0, r moved to a
+    divisor of in and block = in // r."""
+    block = plan.lora.oft_block_size
+    if block:
+        if fan_in % block or block > fan_in:
+            block = oft_adjust(fan_in, block)
+        return fan_in // block, block
+    r = plan.lora.rank
+    if fan_in % r or r > fan_in:
+        r = oft_adjust(fan_in, r)
+    return r, fan_in // r
+
+
+def oft_tensor_sizes(plan: Plan) -> list[int]:
+    """Elements of the tensor PEFT's OFT trains per adapted nn.Linear of one block: OFTRotationModule.weight,
+    (r, block·(block − 1)/2), the upper triangle of each block's skew-symmetric matrix (huggingface/peft 51c2ff66
+    src/peft/tuners/oft/layer.py ``update_layer``: ``n_elements = oft_block_size * (oft_block_size - 1) // 2``;
+    block_share is not modelled). oft--llama-3.2-3B-rank32 results file: "num_trainable_params": 8171520 = 28 ×
+    2 targets × 32 blocks × (96 · 95 / 2) (q_proj and v_proj both read 3,072 features: blocks of 96)."""
+    sizes: list[int] = []
+    for fan_in, _, copies in plan.model.adapted_matrices(plan.lora.targets):
+        r, block = oft_blocks(plan, fan_in)
+        sizes += [r * (block * (block - 1) // 2)] * copies
+    return sizes
+
+
+def oft_index_elements(plan: Plan) -> int:
+    """int64 elements of OFT's index buffers in one block: each target's OFTRotationModule registers ``rows``
+    and ``cols`` of ``torch.triu_indices(block, block, 1)``, block·(block − 1)/2 each (huggingface/peft 51c2ff66
+    src/peft/tuners/oft/layer.py ``OFTRotationModule.__init__``; cast_adapter_dtype casts floats only); 0 for
+    every other method."""
+    if not plan.oft:
+        return 0
+    total = 0
+    for fan_in, _, copies in plan.model.adapted_matrices(plan.lora.targets):
+        block = oft_blocks(plan, fan_in)[1]
+        total += 2 * (block * (block - 1) // 2) * copies
+    return total
+
+
 def flat_trained_sizes(plan: Plan) -> list[int] | None:
     """The trained tensors of the PEFT methods whose tensors are not one adapter per block (prompt learning,
     LN tuning), listed whole for the optimizer's rules; None for every other method."""
@@ -232,6 +303,8 @@ def param_counts(plan: Plan) -> ParamCounts:
             adapter = model.num_layers * sum(vera_tensor_sizes(plan))
         elif plan.adalora:
             adapter = model.num_layers * sum(adalora_tensor_sizes(plan))
+        elif plan.oft:
+            adapter = model.num_layers * sum(oft_tensor_sizes(plan))
         else:
             adapter = model.lora_params(plan.lora.rank, plan.lora.targets)
         if plan.method is Method.DORA:

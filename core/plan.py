@@ -223,6 +223,8 @@ class LoraSettings:
     virtual_tokens: int = DEFAULTS["lora.virtual_tokens"]
     # PEFT LoKrConfig.decompose_factor (branch h53lyco): -1 splits each side near its square root.
     lokr_factor: int = DEFAULTS["lora.lokr_factor"]
+    # PEFT OFTConfig.oft_block_size (branch h54oft): 32 by default; 0 takes ``rank`` as the number of blocks.
+    oft_block_size: int = DEFAULTS["lora.oft_block_size"]
 
     def __post_init__(self) -> None:
         run_checks(self, _LORA_CHECKS)
@@ -261,12 +263,13 @@ _ADAPTER_BASED: Final = frozenset(
         Method.LOKR,
         Method.VERA,
         Method.ADALORA,
+        Method.OFT,
     )
 )
 _LYCORIS: Final = frozenset((Method.LOHA, Method.LOKR))
 # PEFT's layers wrapping each target nn.Linear whose rules this planner models on one GPU or DDP only
-# (branches h53lyco, h53vera, h54ada): the refusals of Plan._check_lycoris.
-_PEFT_WRAPPED: Final = _LYCORIS | {Method.VERA, Method.ADALORA}
+# (branches h53lyco, h53vera, h54oft, h54ada): the refusals of Plan._check_lycoris.
+_PEFT_WRAPPED: Final = _LYCORIS | {Method.VERA, Method.OFT, Method.ADALORA}
 _LITGPT_ADAPTERS: Final = frozenset((Method.ADAPTER, Method.ADAPTER_V2))
 _PROMPT_LEARNING: Final = frozenset((Method.PROMPT_TUNING, Method.P_TUNING, Method.PREFIX_TUNING))
 _PEFT_FLAT_TRAINED: Final = _PROMPT_LEARNING | {Method.LN_TUNING}
@@ -964,12 +967,12 @@ class Plan:
             )
 
     def _check_lycoris(self) -> None:
-        """LoHa, LoKr, VeRA and AdaLoRA as this planner models them (huggingface/peft 51c2ff66
-        src/peft/tuners/loha, lokr, vera, adalora): PEFT's layers on the blocks' nn.Linear projections of a 16-
-        or 32-bit base, on one GPU or DDP. The whole delta weight each LoHa / LoKr forward builds, VeRA's shared
-        projections sliced per target and AdaLoRA's RankAllocator (a whole copy of every adapter tensor on each
-        rank) are not split by the sharded layouts' adapter rules; a MoE model's experts are no nn.Linear each,
-        and the output head is not modelled as a target."""
+        """LoHa, LoKr, VeRA, OFT and AdaLoRA as this planner models them (huggingface/peft 51c2ff66
+        src/peft/tuners/loha, lokr, vera, oft, adalora): PEFT's layers on the blocks' nn.Linear projections of a
+        16- or 32-bit base, on one GPU or DDP. The whole delta weight each LoHa / LoKr forward builds, VeRA's
+        shared projections sliced per target and AdaLoRA's RankAllocator (a whole copy of every adapter tensor on
+        each rank) are not split by the sharded layouts' adapter rules; a MoE model's experts are no nn.Linear
+        each, and the output head is not modelled as a target."""
         if self.method not in _PEFT_WRAPPED:
             return
         par = self.parallel
@@ -1048,6 +1051,13 @@ class Plan:
         ``lora.targets`` at ``lora.rank`` = init_r, applied as ``x @ (A * E).T @ B.T``, with a RankAllocator
         that keeps three copies of every trained tensor (huggingface/peft 51c2ff66 src/peft/tuners/adalora)."""
         return self.method is Method.ADALORA
+
+    @property
+    def oft(self) -> bool:
+        """PEFT's OFT: each target of ``lora.targets`` rotates its input by a block-diagonal orthogonal matrix
+        (``lora.oft_block_size`` wide blocks, or ``lora.rank`` blocks when that is 0) built every forward from
+        trained skew-symmetric blocks (huggingface/peft 51c2ff66 src/peft/tuners/oft)."""
+        return self.method is Method.OFT
 
     @property
     def litgpt_adapter(self) -> bool:
@@ -1261,9 +1271,9 @@ class Plan:
         Leaving it keeps the count, so switching back restores it. Targets still at one method's
         default become the other's (LoRA's q_proj, v_proj; IA3's k_proj, v_proj, down_proj, as
         PEFT picks each when a config names none), and IA3's feedforward modules stay among the
-        targets; neither when ``typed`` (the input paths the user typed) names it. IA3, LoHa, LoKr and
-        VeRA leave the output head out of the targets. A rank still at one method's config default (LoRA's 8,
-        VeRA's 256, AdaLoRA's init_r 12) becomes the new method's on a switch, unless typed.
+        targets; neither when ``typed`` (the input paths the user typed) names it. IA3, LoHa, LoKr,
+        VeRA, OFT and AdaLoRA leave the output head out of the targets. A rank still at one method's config default
+        (LoRA's 8, VeRA's 256, AdaLoRA's init_r 12) becomes the new method's on a switch, unless typed.
         Prefix tuning runs without gradient checkpointing and under SDPA (PEFT's refusal; the
         modelled kernel).
         """
@@ -1275,7 +1285,8 @@ class Plan:
             lora = changes["lora"] = _default_targets_for(method, lora)
         off_head = method is Method.IA3 or method in _PEFT_WRAPPED
         if off_head and HEAD_TARGET in lora.targets and "lora.targets" not in typed:
-            # IA3, LoHa, LoKr or VeRA on the head is not modelled (__post_init__ refuses it): a switch leaves it out.
+            # IA3, LoHa, LoKr, VeRA or OFT on the head is not modelled (__post_init__ refuses it): a switch leaves
+            # it out.
             fallback = IA3_DEFAULT_TARGETS if method is Method.IA3 else DEFAULTS["lora.targets"]
             lora = replace(lora, targets=tuple(t for t in lora.targets if t != HEAD_TARGET) or fallback)
             changes["lora"] = lora

@@ -380,6 +380,7 @@ METHOD_NAMES: Final = {
     Method.LOKR: "LoKr",
     Method.VERA: "VeRA",
     Method.ADALORA: "AdaLoRA",
+    Method.OFT: "OFT",
 }
 
 

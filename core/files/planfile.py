@@ -172,6 +172,8 @@ OPTIONAL_KEYS: Final = (
     # Prompt learning's virtual tokens (branch h41soft): a file without it reads as 20.
     # LoKr's decompose_factor (branch h53lyco): a file without it reads as PEFT's default, -1.
     | frozenset({(LoraSettings, "lokr_factor")})
+    # OFT's oft_block_size (branch h54oft): a file without it reads as PEFT's default, 32.
+    | frozenset({(LoraSettings, "oft_block_size")})
 )
 # Of the parallelism (version 4), only the GPU count and the strategy must be written; the
 # degrees and the frameworks' knobs default to one GPU's split and the frameworks' defaults.

@@ -19,7 +19,7 @@ from core.format import sci
 from core.inputs import loss_16bit_matters, loss_code_runs
 from core.memo import fills_fields, last_answer
 from core.model import HEAD_TARGET, ModelSpec, normalise_ia3_feedforward, normalise_lora_targets
-from core.params import lycoris_matrix_tensors
+from core.params import lycoris_matrix_tensors, oft_blocks, oft_neumann_bmms
 from core.plan import Attention, CheckpointPolicy, MegatronCeFusion, Method, Plan, Stack, TransformersLoss
 from core.roles import adapter_dtype, compute_dtype, dtypes_for, model_dtype
 from core.training.attention import (
@@ -599,6 +599,8 @@ def _adapters(plan: Plan, ctx: _Ctx) -> list[Term]:
         return _lycoris(plan, ctx)
     if plan.adalora:
         return _adalora(plan, ctx)
+    if plan.oft:
+        return _oft(plan, ctx)
     n = ctx.n
     shapes = model.linear_shapes()
     rank_el = sum(n * plan.lora.rank for nm in ctx.lora if nm in shapes)
@@ -674,6 +676,30 @@ def _adalora(plan: Plan, ctx: _Ctx) -> list[Term]:
         label = "AdaLoRA: 16-bit cast of lora_B.T (autocast, kept by the matmul)"
         items.append(Term(label, f"r·Σout × {ctx.ca:g}", r * outs * ctx.ca))
     return items
+
+
+def _oft(plan: Plan, ctx: _Ctx) -> list[Term]:
+    """What PEFT's OFT keeps per block beyond each target's input copy (huggingface/peft 51c2ff66
+    src/peft/tuners/oft/layer.py ``Linear.forward`` and ``OFTRotationModule``).
+
+    ``x = self._cast_input_dtype(x, oft_R.weight.dtype)`` then ``oft_R(x)``: the einsum of the input, (N, r, b),
+    with the rotation R, (r, b, b), runs as one bmm keeping both; the input is the adapter copy _consumer_inputs
+    counts, as LoRA's (N × in, in the adapter's dtype, or the autocast dtype under autocast; none when they
+    equal the input's). The frozen base linear then reads the rotated input and keeps nothing for a weight
+    gradient. ``_cayley_batch`` builds R every forward from the skew-symmetric Q, (r, b, b): with the default
+    five Neumann terms three bmms (Q², Q³, Q⁴) keep Q, Q² and Q³, and the einsum keeps R: (bmms + 1) × r·b²
+    = in·b a target, in the adapter's dtype. Under autocast with float32 blocks each bmm casts both its operands
+    anew (not leaves: not cached) and keeps the casts, and R is cast for the einsum: (2·bmms + 1) × in·b in
+    the autocast dtype. tools/measure/lycoris_check.py (PEFT 0.18.0, whose OFT forward equals 51c2ff66's;
+    torch 2.13 CPU) matches to the byte with and without bf16 autocast, at 2, 3, 5 and 7 terms. The
+    backward's transients (each bmm's two input gradients, r·b² each) are not modelled."""
+    bmms = oft_neumann_bmms()
+    cast = ctx.autocast and ctx.adapter_dtype is not ctx.compute_dtype
+    kept, size = (2 * bmms + 1, ctx.ca) if cast else (bmms + 1, ctx.adapter)
+    squares = sum(fan_in * oft_blocks(plan, fan_in)[1] * c for fan_in, _, c in plan.model.adapted_matrices(ctx.lora))
+    how = "Q, its powers and R" if not cast else "the bmms' 16-bit casts and R's"
+    label = f"OFT: the rotation's blocks kept ({how}, Cayley–Neumann, {bmms} bmms)"
+    return [Term(label, f"{kept} × Σ in·b × {size:g}", kept * squares * size)]
 
 
 def _vera(plan: Plan, ctx: _Ctx) -> list[Term]:
@@ -816,8 +842,8 @@ def layer_activations(plan: Plan, trainable_block: bool) -> LayerActs:
     """Saved tensors of one transformer block for micro-batch B and sequence S."""
     model = plan.model
     # The head's adapter (lm_head) is outside the blocks: outside_blocks keeps what it saves.
-    # An adapter reading each target's input (LoHa / LoKr and AdaLoRA too).
-    lora_like = plan.lora_adapters or plan.lycoris or plan.adalora
+    # An adapter reading each target's input (LoHa / LoKr, OFT and AdaLoRA too).
+    lora_like = plan.lora_adapters or plan.lycoris or plan.oft or plan.adalora
     block_targets = tuple(t for t in plan.lora.targets if t != HEAD_TARGET) if lora_like else ()
     ctx = _context(plan, trainable_block, block_targets)
     n, d = ctx.n, model.hidden_size

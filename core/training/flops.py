@@ -34,12 +34,13 @@ from typing import Final
 from core.format import sci
 from core.memo import fills_fields, last_answer
 from core.model import ModelSpec, normalise_lora_targets
-from core.params import param_counts
+from core.params import oft_blocks, param_counts
 from core.plan import Accounting, CheckpointPolicy, Method, Plan
 from core.training.activations import recomputed_share
 
-# The suffixes of an adapter's matmuls in block_gemms: LoRA's two, LoHa's / LoKr's delta weight applied, VeRA's two.
-ADAPTER_GEMMS: Final = ("LoRA A", "LoRA B", "delta weight", "VeRA A", "VeRA B")
+# The suffixes of an adapter's matmuls in block_gemms: LoRA's two, LoHa's / LoKr's delta weight applied, VeRA's two,
+# OFT's block-diagonal rotation.
+ADAPTER_GEMMS: Final = ("LoRA A", "LoRA B", "delta weight", "VeRA A", "VeRA B", "OFT rotation")
 
 
 @dataclass(frozen=True, init=False)
@@ -106,10 +107,14 @@ def _adapter_gemms(plan: Plan) -> tuple[Gemm, ...]:
     delta once a step (LoHa: two (out × r)·(r × in) products forward, four backward, 12·r·in·out FLOPs
     a target, 2 % of the per-token matmul at r 32 and 3,072 tokens a step) is not counted. VeRA
     (src/peft/tuners/vera/layer.py ``Linear.forward``: ``F.linear(lambda_d * F.linear(x, sliced_A), sliced_B)``):
-    LoRA's two shapes at rank r, on the frozen shared vera_A / vera_B, which get no gradient. AdaLoRA
+    LoRA's two shapes at rank r, on the frozen shared vera_A / vera_B, which get no gradient. OFT
+    (src/peft/tuners/oft/layer.py ``OFTRotationModule.forward``: ``einsum("...rk,rkc->...rc", x, R)``): r blocks of
+    b × b a token, in·b multiply-adds, as an in → b matmul whose weight (R) gets a gradient; building R once a
+    step (three (r, b, b) bmms forward, 2·r·b³ FLOPs each, twice that backward) is not counted: 9 % of the
+    rotation's FLOPs at r 32, b 96 and 3,072 tokens a step, under 0.1 % of the step's. AdaLoRA
     (src/peft/tuners/adalora/layer.py ``SVDLinear.forward``: ``x @ (lora_A * lora_E).T @ lora_B.T``): LoRA's
     two trained matmuls at r = init_r (the masked singular values still multiply: nothing is resized)."""
-    if not (plan.lora_adapters or plan.lycoris or plan.vera or plan.adalora):
+    if not (plan.lora_adapters or plan.lycoris or plan.vera or plan.oft or plan.adalora):
         return ()
     shapes = plan.model.linear_shapes()
     r = plan.lora.rank
@@ -121,6 +126,9 @@ def _adapter_gemms(plan: Plan) -> tuple[Gemm, ...]:
         row = target in ("o_proj", "down_proj")
         if plan.lycoris:
             out.append(Gemm(f"{target} {ADAPTER_GEMMS[2]}", fan_in, fan_out, "none", True))
+            continue
+        if plan.oft:
+            out.append(Gemm(f"{target} {ADAPTER_GEMMS[5]}", fan_in, oft_blocks(plan, fan_in)[1], "none", True))
             continue
         if plan.vera:
             out += [
@@ -251,6 +259,8 @@ def token_flops(plan: Plan) -> TokenFlops:
         label, per = (
             ("LoHa / LoKr delta weights applied", "in·out") if plan.lycoris else ("LoRA adapters", "r·(in + out)")
         )
+        if plan.oft:
+            label, per = "OFT block-diagonal rotations", "in·b"
         label = "AdaLoRA's A and B (LoRA's matmuls at init_r)" if plan.adalora else label
         # VeRA's frozen vera_A / vera_B get no weight gradient: forward and input gradient only.
         grads = 1 if plan.vera else 2

@@ -20,6 +20,8 @@ from core.params import (
     ln_tensor_sizes,
     lokr_factorization,
     lycoris_matrix_tensors,
+    oft_blocks,
+    oft_tensor_sizes,
     vera_tensor_sizes,
 )
 from core.plan import Method, Optimizer, OptimizerImpl, Plan
@@ -55,12 +57,15 @@ MIN_BLOCK_BYTES: Final = 512
 def adapter_tensor_sizes(plan: Plan) -> list[int]:
     """Elements of each tensor one block's adapters train: lora_A (r·in), lora_B (r·out) and
     DoRA's magnitude (out) per adapted matrix, one IA3 vector (in or out) per target, or LoHa's / LoKr's
-    factors (core.params.lycoris_matrix_tensors), or VeRA's two vectors (core.params.vera_tensor_sizes)."""
+    factors (core.params.lycoris_matrix_tensors), or VeRA's two vectors (core.params.vera_tensor_sizes), or OFT's
+    one (r, b(b−1)/2) weight per target (core.params.oft_tensor_sizes)."""
     model = plan.model
     if plan.vera:
         return vera_tensor_sizes(plan)
     if plan.adalora:
         return adalora_tensor_sizes(plan)
+    if plan.oft:
+        return oft_tensor_sizes(plan)
     if plan.method is Method.IA3:
         return [
             n for n, copies, _ in model.ia3_vectors(plan.lora.targets, plan.lora.ia3_feedforward) for _ in range(copies)
@@ -266,6 +271,9 @@ def adafactor_state_elements(plan: Plan) -> int:
         r = plan.lora.rank
         per_layer = sum((fi + r + r + 1 + fo + r) * c for fi, fo, c in model.adapted_matrices(plan.lora.targets))
         return model.num_layers * per_layer
+    if plan.oft:  # each target's OFTRotationModule.weight is 2-D (r, b(b−1)/2): rows + columns
+        oft = [(oft_blocks(plan, fan_in), c) for fan_in, _, c in model.adapted_matrices(plan.lora.targets)]
+        return model.num_layers * sum((r + b * (b - 1) // 2) * c for (r, b), c in oft)
     if plan.lycoris:
         return model.num_layers * sum(
             _lycoris_statistics(plan, fi, fo) * c for fi, fo, c in model.adapted_matrices(plan.lora.targets)

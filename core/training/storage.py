@@ -10,7 +10,14 @@ from typing import Final
 from core.breakdown import Term
 from core.dtypes import Dtype, Quant, WeightFormat, matrix_output_rows, nf4_bytes_per_weight, quantised_matrix_bytes
 from core.format import sci
-from core.params import ParamCounts, bnb_kept, bnb_quantised_head, quantised_block_params, vera_projection_elements
+from core.params import (
+    ParamCounts,
+    bnb_kept,
+    bnb_quantised_head,
+    oft_index_elements,
+    quantised_block_params,
+    vera_projection_elements,
+)
 from core.plan import Method, Plan
 from core.roles import Dtypes, adapter_dtype, qlora_unquantised_bytes
 
@@ -37,6 +44,7 @@ _ADAPTER_LABELS: Final = {
     Method.LOKR: "LoKr factors",
     Method.VERA: "VeRA vectors λ_d, λ_b",
     Method.ADALORA: "AdaLoRA lora_A, lora_E, lora_B",
+    Method.OFT: "OFT skew-symmetric blocks",
 }
 
 
@@ -82,6 +90,11 @@ def weight_terms(plan: Plan, counts: ParamCounts, dt: Dtypes) -> list[Term]:
         a = dt.adapter
         label = f"VeRA shared vera_A, vera_B (frozen, {_dtype_name(a)})"
         terms.append(Term(label, f"r·(max in + max out) = {sci(shared)} × {a:g} B", shared * a))
+    index = oft_index_elements(plan) * model.num_layers
+    if index:
+        # OFTRotationModule's rows / cols buffers (core.params.oft_index_elements): int64, moved with the adapter.
+        label = "OFT upper-triangle index buffers (int64)"
+        terms.append(Term(label, f"L × Σ 2·b(b−1)/2 = {sci(index)} × 8 B", index * 8.0))
     return terms
 
 
@@ -159,6 +172,11 @@ def copy_terms(plan: Plan, counts: ParamCounts, dt: Dtypes) -> list[Term]:
         # ``(lora_A * lora_E).T`` and ``lora_B.T``: a product and a view, no leaf, so autocast caches no cast of
         # them (their casts, kept by the matmuls, are activations: core.training.activations._adalora).
         # Measured: tools/measure/lycoris_check.py.
+        cast = 0
+    if plan.method is Method.OFT:
+        # OFT's trained vector is scattered into its skew-symmetric blocks (index_put, not an autocast op); only
+        # the blocks built from it are cast, anew at each bmm (not leaves: not cached). Those casts are
+        # activations (core.training.activations._oft; measured: tools/measure/lycoris_check.py).
         cast = 0
     if plan.method is Method.LOHA:
         # HadaWeight.forward (huggingface/peft 51c2ff66 src/peft/tuners/loha/layer.py) runs its matmuls inside a

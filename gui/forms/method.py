@@ -1,5 +1,5 @@
 """Method: full fine-tuning, LoRA, DoRA, QLoRA, IA3, LitGPT's adapters, PEFT's prompt tuning, P-tuning, prefix
-tuning, LN tuning, LoHa, LoKr, VeRA and AdaLoRA, or frozen layers, with precision and kernels."""
+tuning, LN tuning, LoHa, LoKr, VeRA, OFT and AdaLoRA, or frozen layers, with precision and kernels."""
 
 from __future__ import annotations
 
@@ -139,6 +139,7 @@ class MethodForm(PlanForm):
         self.adapter_quantised = self.add_input("lora.adapter_quantised")
         self.virtual_tokens = self.add_input("lora.virtual_tokens")
         self.lokr_factor = self.add_input("lora.lokr_factor")  # PEFT LoKr's decompose_factor
+        self.oft_block_size = self.add_input("lora.oft_block_size")  # PEFT OFT's oft_block_size
         self.quant = self.add_input("quant")
         self.double_quant = self.add_input("double_quant")
         self.bnb_skip_modules = self.add_input("bnb_skip_modules")

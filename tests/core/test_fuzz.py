@@ -390,14 +390,14 @@ def _random_plan(rng: random.Random) -> Plan:
 
 def _prompt_learning_runs(drawn: dict[str, Any]) -> dict[str, Any]:
     """Prompt learning on one GPU or DDP, its sequence plus 20 virtual tokens at most MAX_SEQ; LoHa and LoKr on
-    one GPU or DDP and a dense model (VeRA too) (what Plan and the estimate refuse otherwise)."""
+    one GPU or DDP and a dense model (VeRA and OFT too) (what Plan and the estimate refuse otherwise)."""
     if drawn["method"] is Method.LN_TUNING and drawn["model"].family not in LN_TUNING_FAMILIES:
         drawn["method"] = Method.PREFIX_TUNING  # LN tuning is modelled on those families only
     if drawn["method"] in (Method.PROMPT_TUNING, Method.P_TUNING, Method.PREFIX_TUNING, Method.LN_TUNING):
         drawn["parallel"] = replace(drawn["parallel"], strategy=Strategy.DDP)
         drawn["workload"] = replace(drawn["workload"], seq_len=min(drawn["workload"].seq_len, MAX_SEQ - 20))
-    # one GPU or DDP, dense models (branches h53lyco, h53vera, h54ada)
-    if drawn["method"] in (Method.LOHA, Method.LOKR, Method.VERA, Method.ADALORA):
+    # one GPU or DDP, dense models (branches h53lyco, h53vera, h54oft, h54ada)
+    if drawn["method"] in (Method.LOHA, Method.LOKR, Method.VERA, Method.OFT, Method.ADALORA):
         drawn["parallel"] = replace(drawn["parallel"], strategy=Strategy.DDP)
         if drawn["method"] is Method.ADALORA:  # no offload (Plan._check_adalora)
             drawn["parallel"] = replace(drawn["parallel"], offload=Offload.NONE)

@@ -152,6 +152,19 @@ def test_lokr_is_picked_with_its_factor_and_the_rank(qtbot: Any, window: MainWin
     assert window.controller.plan.method is Method.LOHA and form.lokr_factor.isHidden() and not form.rank.isHidden()
 
 
+def test_oft_is_picked_with_its_block_size_and_the_rank_only_at_block_size_0(qtbot: Any, window: MainWindow) -> None:
+    # PEFT's OFT (branch h54oft): OFTConfig's oft_block_size 32 by default, r (blocks per target) only when it is 0.
+    form = window.method_form
+    form.method.setCurrentIndex(form.method.findData("oft"))
+    plan = window.controller.plan
+    assert plan.method is Method.OFT and plan.lora.oft_block_size == 32  # OFTConfig's default
+    assert not form.oft_block_size.isHidden() and form.rank.isHidden() and form.alpha.isHidden()
+    type_into(qtbot, form.oft_block_size, "0")
+    assert window.controller.plan.lora.oft_block_size == 0 and not form.rank.isHidden()
+    form.method.setCurrentIndex(form.method.findData("lora"))
+    assert form.oft_block_size.isHidden() and not form.rank.isHidden()
+
+
 def test_ia3_method_shows_its_feedforward_modules(qtbot: Any, window: MainWindow) -> None:
     form = window.method_form
     form.method.setCurrentIndex(form.method.findData("ia3"))

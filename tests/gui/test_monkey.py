@@ -49,7 +49,7 @@ from tests.gui.test_chart import heights
 
 SEED = int(os.environ.get("MONKEY_SEED", "20240611"))
 # The rows only one method shows, by that method's value: reached after the walk when it missed them.
-METHOD_ROWS = {"lokr": "lora.lokr_factor"}
+METHOD_ROWS = {"lokr": "lora.lokr_factor", "oft": "lora.oft_block_size"}
 # About 40 edits per input of the one table, so that each is reached: a fixed 2,000 stopped
 # reaching the frozen-layers field (shown only for that method) once the table grew to 84, and
 # 30 per input missed FSDP2's float8 all-gather (shown only for FSDP with float8 linears); 40
@@ -257,6 +257,7 @@ def expected_values(window: MainWindow, plan: Plan) -> dict[str, Any]:
         "lora.alpha": plan.lora.alpha,
         "lora.virtual_tokens": plan.lora.virtual_tokens,  # prompt tuning / P-tuning (branch h41soft)
         "lora.lokr_factor": plan.lora.lokr_factor,  # LoKr decompose_factor (branch h53lyco)
+        "lora.oft_block_size": plan.lora.oft_block_size,  # OFT oft_block_size (branch h54oft)
         "quant": plan.quant.value,
         "double_quant": plan.double_quant,
         "bnb_skip_modules": plan.bnb_skip_modules,

@@ -1,6 +1,6 @@
-"""What PEFT's LoHa, LoKr and VeRA keep for the backward, measured on small CPU tensors with PEFT's own layers
-(docs/REAL_GPU_MEMORY.md, "PEFT's LoHa and LoKr" and "PEFT's VeRA"; core.training.activations._lycoris and
-_vera, core.params.lycoris_matrix_tensors and vera_tensors).
+"""What PEFT's LoHa, LoKr, VeRA and OFT keep for the backward, measured on small CPU tensors with PEFT's own layers
+(docs/REAL_GPU_MEMORY.md, "PEFT's LoHa and LoKr", "PEFT's VeRA" and "PEFT's OFT"; core.training.activations._lycoris,
+_vera and _oft, core.params.lycoris_matrix_tensors, vera_tensors and oft_tensor_sizes).
 
 A frozen bf16 q_proj (d -> d) and v_proj (d -> kv) read one bf16 input that needs a gradient (the hidden states
 of a block whose upstream adapters train), wrapped by ``peft.get_peft_model`` with LoHaConfig / LoKrConfig
@@ -23,6 +23,14 @@ Under bf16 autocast both products are bf16 and each F.linear keeps its fresh bf1
 reads (buffers need no gradient, so autocast does not cache them); the lambdas are only multiplied, never cast.
 Measured: 172,032 B, and 99,328 B under autocast, at r 8.
 
+OFT (oft/layer.py ``Linear.forward``: ``x = _cast_input_dtype(x, oft_R.weight.dtype)``, ``oft_R(x)``: the
+einsum of x (N, r, b) with R (r, b, b) built by ``_cayley_batch``; then the frozen base linear), at r 8 (blocks of
+32) and Neumann terms 5 (OFTConfig's default), 3 and 7 ("oft-3", "oft-7"): per target the input copy (N x in, float32;
+bf16 under autocast) and (bmms + 1) r x b x b float32 blocks (Q and its powers kept by the bmms, R by the einsum;
+bmms = max(2, terms - 2)), or under autocast (2 bmms + 1) bf16 blocks (each bmm's two fresh casts, R's cast).
+Measured: 524,288 B (5 terms), 458,752 B (3), 655,360 B (7); under autocast 360,448 B, 294,912 B, 491,520 B.
+Its trained weight (r, b(b-1)/2) and int64 ``rows`` / ``cols`` buffers (b(b-1)/2 each) are printed too.
+
 AdaLoRA (branch h54ada; adalora/layer.py ``SVDLinear.forward``: ``x = _cast_input_dtype(x, lora_A.dtype)``;
 ``(dropout(x) @ (lora_A * lora_E).T @ lora_B.T) * scaling / (ranknum + 1e-5)``), per target: the float32 copy of
 x (N x in), (A * E).T (r x in), x @ (A * E).T (N x r), ranknum + 1e-5 (one float32). Under bf16 autocast: the
@@ -44,11 +52,12 @@ from typing import Any
 
 import torch
 from live_bytes import LiveBytes  # tools/measure/live_bytes.py: these checks run as scripts from this folder
-from peft import AdaLoraConfig, LoHaConfig, LoKrConfig, LoraConfig, VeraConfig, get_peft_model
+from peft import AdaLoraConfig, LoHaConfig, LoKrConfig, LoraConfig, OFTConfig, VeraConfig, get_peft_model
 from torch import nn
 
 D, KV, N, R = 256, 64, 128, 4
 R_VERA = 8  # VeRA's two products are N x r and N x out: a rank of its own, as the VeRA run was measured
+R_OFT = 8  # OFT: 8 blocks of D / 8 = 32 on both targets (each reads D features)
 
 
 class Tiny(nn.Module):
@@ -69,6 +78,11 @@ def _config(kind: str) -> Any:
         return LoKrConfig(r=R, alpha=2 * R, target_modules=targets, decompose_factor=4)
     if kind == "vera":
         return VeraConfig(r=R_VERA, target_modules=targets)
+    if kind.startswith("oft"):  # "oft" (5 Neumann terms), "oft-3", "oft-7"
+        terms = int(kind[4:] or 5)
+        return OFTConfig(
+            r=R_OFT, oft_block_size=0, target_modules=targets, use_cayley_neumann=True, num_cayley_neumann_terms=terms
+        )
     if kind.startswith("adalora"):  # init_r R; the schedule only sets when the RankAllocator masks
         dropout = 0.1 if kind.endswith("dropout") else 0.0
         return AdaLoraConfig(init_r=R, target_r=2, total_step=10, tfinal=2, lora_alpha=2 * R, lora_dropout=dropout,
@@ -80,6 +94,11 @@ def _expected(kind: str, autocast: bool) -> int:
     """The planner's rule (core.training.activations._lycoris and the adapter input copies): float32 tensors, or
     under autocast the 16-bit casts F.linear (and LoKr's w2_a @ w2_b) make."""
     b = 2 if autocast else 4
+    if kind.startswith("oft"):  # core.training.activations._oft and the adapter input copies
+        terms = int(kind[4:] or 5)
+        bmms = 0 if terms <= 2 else max(2, terms - 2)
+        blocks = (2 * bmms + 1) if autocast else (bmms + 1)
+        return 2 * N * D * b + blocks * 2 * D * (D // R_OFT) * b
     if kind == "vera":  # core.training.activations._vera: the two products, and under autocast the slices' casts
         slices = R_VERA * ((D + D) + (D + KV)) * 2 if autocast else 0
         return 2 * N * R_VERA * b + N * (D + KV) * b + slices
@@ -136,6 +155,11 @@ def measure(kind: str, autocast: bool = False) -> None:
         print(f"    saved {dtype!s:15} {shape!s:14} {nbytes:>9,} B")
     rise, rule = mode.peak - before, _expected(kind, autocast)
     print(f"    the planner's rule: {rule:,} B; the backward's high point above its start: {rise:,} B")
+    if kind == "oft" and not autocast:
+        trained = sum(p.numel() for p in model.parameters() if p.requires_grad)
+        storages = {b.untyped_storage().data_ptr(): b.untyped_storage().nbytes() for b in model.buffers()}
+        index = sum(storages.values())  # rows and cols are views of one triu_indices storage per target
+        print(f"    trained elements {trained:,}; int64 index buffers {index:,} B")
     if kind == "adalora-dropout":  # the CPU's float32 dropout mask where CUDA keeps a bool one
         print(f"    with the CPU's float32 mask: {rule + 2 * N * D * 3:,} B")
     if kind.startswith("adalora"):
@@ -159,6 +183,6 @@ def _rank_allocator(model: Any, mode: LiveBytes) -> None:
 if __name__ == "__main__":
     print(f"torch {torch.__version__}; N = {N}, d = {D}, kv = {KV}, r = {R}")
     for autocast in (False, True):
-        for name in ("loha", "lokr", "vera", "adalora", "lora"):
+        for name in ("loha", "lokr", "vera", "oft", "oft-3", "oft-7", "adalora", "lora"):
             measure(name, autocast)
     measure("adalora-dropout")

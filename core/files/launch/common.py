@@ -152,6 +152,10 @@ class Draft:
         if plan.adalora:
             why = "the exporters write LoRA settings, not PEFT's AdaLoraConfig (LoRA at r = init_r is written)"
             self.cannot("method.kind", why)
+        if plan.oft:
+            why = "the exporters write LoRA settings, not PEFT's OFTConfig (LoRA on the targets is written)"
+            self.cannot("method.kind", why)
+            self.cannot("method.lora.oft_block_size", why)
 
     def cannot(self, field: str, why: str) -> None:
         self._why.setdefault(field, one_line(why)[:300])

@@ -87,6 +87,7 @@ TRAINING_FIELDS: Final = (
     _f("method.quant", lambda p: p.quant, lambda p: p.quantised_base, _ADAPTER, "method.lora.adapter_quantised"),
     _f("method.lora.virtual_tokens", lambda p: p.lora.virtual_tokens, lambda p: p.prompt_learning, _ADAPTER),
     _f("method.lora.lokr_factor", lambda p: p.lora.lokr_factor, _matters("lora.lokr_factor"), _ADAPTER),
+    _f("method.lora.oft_block_size", lambda p: p.lora.oft_block_size, _matters("lora.oft_block_size"), _ADAPTER),
     _f(
         "method.double_quant",
         lambda p: p.double_quant,

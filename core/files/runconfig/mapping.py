@@ -175,6 +175,8 @@ def apply_settings(plan: Plan, settings: RunSettings, *, model_dtype: str | None
         lora["virtual_tokens"] = s.virtual_tokens
     if s.lokr_factor is not None:
         lora["lokr_factor"] = s.lokr_factor
+    if s.oft_block_size is not None:
+        lora["oft_block_size"] = s.oft_block_size
     if s.ia3_feedforward is not None:
         lora["ia3_feedforward"] = s.ia3_feedforward
     elif method is Method.IA3:  # the file gives no feedforward modules: the plan's among the targets

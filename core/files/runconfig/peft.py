@@ -12,6 +12,7 @@ from typing import Any, Final
 from core.files.runconfig.common import OddValues, finish, lora_targets, recipe_numbers
 from core.files.runconfig.reading import Taker
 from core.files.runconfig.result import ConfigKind, RunConfig
+from core.params import OFT_NEUMANN_TERMS
 from core.plan import ADALORA_DEFAULT_RANK, VERA_DEFAULT_RANK
 
 # LoraConfig defaults (peft/tuners/lora/config.py): r=8, lora_alpha=8.
@@ -27,9 +28,9 @@ IRRELEVANT: Final = (
 
 
 _KINDS: Final = (
-    "LORA, IA3, PROMPT_TUNING, P_TUNING, PREFIX_TUNING, LN_TUNING, LOHA, LOKR, VERA or ADALORA (the planner models "
-    "LoRA, DoRA, QLoRA and IA3 adapters, prompt tuning, P-tuning, prefix tuning, LN tuning, LoHa, LoKr, VeRA and "
-    "AdaLoRA)"
+    "LORA, IA3, PROMPT_TUNING, P_TUNING, PREFIX_TUNING, LN_TUNING, LOHA, LOKR, VERA, OFT or ADALORA (the planner "
+    "models LoRA, DoRA, QLoRA and IA3 adapters, prompt tuning, P-tuning, prefix tuning, LN tuning, LoHa, LoKr, VeRA, "
+    "OFT and AdaLoRA)"
 )
 # IA3Config keys with no effect on memory (huggingface/peft 51c2ff66 src/peft/tuners/ia3/config.py).
 IA3_IRRELEVANT: Final = (
@@ -77,6 +78,14 @@ VERA_IRRELEVANT: Final = (
     "peft_type", "task_type", "inference_mode", "revision", "auto_mapping", "peft_version", "projection_prng_key",
     "save_projection", "d_initial", "init_weights", "fan_in_fan_out", "layers_pattern",
 )  # fmt: skip
+# OFTConfig (branch h54oft; huggingface/peft 51c2ff66 src/peft/tuners/oft/config.py): r 0 and oft_block_size 32 by
+# default, exactly one of them non-zero (its __post_init__). These keys do not change what a Linear keeps or trains
+# (eps scales coft's projection only; init_weights fills the blocks; OFT has no alpha: alpha_pattern is empty).
+OFT_DEFAULT_BLOCK: Final = 32
+OFT_IRRELEVANT: Final = (
+    "peft_type", "task_type", "inference_mode", "revision", "auto_mapping", "peft_version", "init_weights",
+    "fan_in_fan_out", "layers_pattern", "eps", "alpha_pattern",
+)  # fmt: skip
 
 
 # AdaLoraConfig (branch h54ada; huggingface/peft 51c2ff66 src/peft/tuners/adalora/config.py, a LoraConfig): init_r
@@ -107,6 +116,8 @@ def read_peft(document: dict[str, Any], where: str) -> RunConfig:
         return _read_vera(taker, odd)
     if kind is not None and kind.upper() == "ADALORA":
         return _read_adalora(taker, odd)
+    if kind is not None and kind.upper() == "OFT":
+        return _read_oft(taker, odd)
     if kind is not None and kind.upper() != "LORA":
         raise taker.fail("peft_type", kind, _KINDS)
     s: dict[str, Any] = {"method": "lora"}
@@ -322,3 +333,41 @@ def _read_adalora(taker: Taker, odd: OddValues) -> RunConfig:
     taker.note("layer_replication", "replicated layers are not modelled")
     taker.note("exclude_modules", "excluded modules: the estimate adapts every listed target")
     return _finish(taker, odd, model_ref, s, ADALORA_IRRELEVANT, _NO_QUANT)
+
+
+def _read_oft(taker: Taker, odd: OddValues) -> RunConfig:
+    """An OFTConfig (huggingface/peft 51c2ff66 src/peft/tuners/oft/config.py): r or oft_block_size (exactly one
+    non-zero, as its __post_init__ demands) and target_modules. What the plan cannot state is refused with the
+    reason: the exact Cayley solve (use_cayley_neumann false) and Neumann series other than 5 terms keep other
+    factors, block_share one shared block, a trained bias. coft's projection runs under no_grad and module_dropout
+    is never applied by Linear.forward at 51c2ff66: both noted, no effect on memory."""
+    s: dict[str, Any] = {"method": "oft"}
+    taker.record("method", "oft", "peft_type")
+    r = taker.integer("r", None, 0, 65_536) or 0  # OFTConfig.r defaults to 0
+    block = taker.integer("oft_block_size", None, 0, 65_536)
+    block = _or_default(taker, block, "oft_block_size", OFT_DEFAULT_BLOCK, "OFTConfig.oft_block_size")
+    if (r == 0) == (block == 0):
+        raise taker.fail("r", r, f"r or oft_block_size non-zero, not both (oft_block_size is {block}; PEFT's rule)")
+    if r:
+        s["lora_rank"] = r
+        taker.record("lora_rank", r, "r (blocks per target)")
+    s["oft_block_size"] = block
+    if taker.raw("oft_block_size") is not None:
+        taker.record("oft_block_size", block, "oft_block_size")
+    if taker.flag("use_cayley_neumann") is False:
+        raise taker.fail("use_cayley_neumann", False, "true (the exact Cayley solve's saved factors are not modelled)")
+    terms = taker.integer("num_cayley_neumann_terms", None, 0, 1_000)
+    if terms not in (None, OFT_NEUMANN_TERMS):
+        raise taker.fail("num_cayley_neumann_terms", terms, f"{OFT_NEUMANN_TERMS} (OFTConfig's default; the model)")
+    if taker.flag("block_share"):
+        raise taker.fail("block_share", True, "false (one block shared by a whole target is not modelled)")
+    if taker.word("bias", "none, all or oft_only") not in (None, "none"):
+        raise taker.fail("bias", taker.raw("bias"), "none (OFT's trained biases are not modelled)")
+    model_ref = _targets_and_model(taker, odd, s)
+    taker.note("coft", "the constrained projection runs under no_grad each step: nothing kept, not in the time")
+    taker.note("module_dropout", "PEFT's OFT Linear.forward never applies it (51c2ff66): no effect on memory")
+    taker.note("modules_to_save", "modules trained in full beside the rotations are not in the estimate")
+    taker.note("rank_pattern", "per-module r: the estimate uses r everywhere")
+    taker.note("layers_to_transform", "rotations on some layers only: the estimate adapts every layer")
+    taker.note("exclude_modules", "excluded modules: the estimate adapts every listed target")
+    return _finish(taker, odd, model_ref, s, OFT_IRRELEVANT, _NO_QUANT)

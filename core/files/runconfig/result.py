@@ -43,6 +43,7 @@ SETTING_LABELS: Final = {
     "ia3_feedforward": "IA3 feedforward modules",
     "virtual_tokens": "Virtual tokens",
     "lokr_factor": "LoKr decompose factor",
+    "oft_block_size": "OFT block size",
     "quant": "Base quantisation",
     "double_quant": "Double quantisation",
     "model_dtype": "Model loaded in",
@@ -96,13 +97,14 @@ class RunSettings:
     """A training run as any framework describes it; None means "the file does not say"."""
 
     method: str | None = None  # full | lora | qlora | dora | ia3 | prompt-tuning | p-tuning | prefix-tuning | ln-tuning
-    # | loha | lokr | vera | adalora
+    # | loha | lokr | vera | oft | adalora
     lora_rank: int | None = None
     lora_alpha: float | None = None
     lora_targets: tuple[str, ...] | None = None
     ia3_feedforward: tuple[str, ...] | None = None  # PEFT IA3Config.feedforward_modules
     virtual_tokens: int | None = None  # PEFT PromptLearningConfig.num_virtual_tokens
     lokr_factor: int | None = None  # PEFT LoKrConfig.decompose_factor
+    oft_block_size: int | None = None  # PEFT OFTConfig.oft_block_size
     quant: str | None = None  # nf4 | fp4 | int8
     double_quant: bool | None = None
     model_dtype: str | None = None  # fp32 | bf16 | fp16: the dtype the model is loaded in
