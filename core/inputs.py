@@ -88,6 +88,9 @@ class Method(StrEnum):
     # PEFT's VeRA (branch h53vera), read at huggingface/peft 51c2ff66 src/peft/tuners/vera: one frozen random
     # pair (vera_A, vera_B) shared by every target, and two trained vectors per target scaling it.
     VERA = "vera"  # VeraConfig: lambda_b * B (lambda_d * A x), lambda_d (r) and lambda_b (out) train
+    # PEFT's AdaLoRA (branch h54ada), read at huggingface/peft 51c2ff66 src/peft/tuners/adalora: LoRA's shapes
+    # at init_r with singular values between them, masked (not resized) down to target_r by a RankAllocator.
+    ADALORA = "adalora"  # AdaLoraConfig: x (A * E)^T B^T, lora_A (r x in), lora_E (r x 1), lora_B (out x r) train
     # PEFT's OFT (branch h54oft), read at huggingface/peft 51c2ff66 src/peft/tuners/oft: each target's input is
     # rotated by a trained block-diagonal orthogonal matrix (Cayley-Neumann) before the frozen base linear.
     OFT = "oft"  # OFTConfig: r blocks of in / r (or blocks of oft_block_size), a skew-symmetric vector per block
@@ -530,6 +533,7 @@ METHOD_LABELS: Final = {
     Method.LOHA: "LoHa (Hadamard product)",
     Method.LOKR: "LoKr (Kronecker product)",
     Method.VERA: "VeRA (shared random projections)",
+    Method.ADALORA: "AdaLoRA (adaptive rank)",
     Method.OFT: "OFT (orthogonal rotation)",
 }
 OPTIMIZER_LABELS: Final = {
@@ -925,27 +929,30 @@ INPUTS: Final[tuple[Input, ...]] = (
           "(PEFT): each target's whole weight update is built every step from rank-r factors (a Hadamard or a "
           "Kronecker product) and kept for the backward. VeRA (PEFT): one frozen random rank-r pair shared by all "
           "targets, scaled by two trained vectors per target (r and out). OFT (PEFT): each target's input is "
-          "rotated by a trained block-diagonal orthogonal matrix, built every step from skew-symmetric blocks.",
+          "rotated by a trained block-diagonal orthogonal matrix, built every step from skew-symmetric blocks. "
+          "AdaLoRA (PEFT): LoRA at the initial rank with trained singular values between A and B, masked down to "
+          "the target rank (nothing shrinks); its rank allocator keeps three float32 copies of every trained "
+          "element.",
           ("--method",), "full, lora, qlora, frozen (layers), dora, ia3, adapter, adapter_v2, prompt-tuning, "
-          "p-tuning, prefix-tuning, ln-tuning, loha, lokr, vera or oft", labels=METHOD_LABELS),
+          "p-tuning, prefix-tuning, ln-tuning, loha, lokr, vera, oft or adalora", labels=METHOD_LABELS),
     Input("lora.rank", Kind.INT, "Rank r", "LoRA rank", 8,
           "Rank r of each adapter: r × (in + out) parameters per matrix (LoHa: twice that; LoKr: the same on "
           "each weight's large Kronecker factor, or that factor whole where r is at least half its larger side; "
           "VeRA: r trained per target, the shared frozen projections r × (largest in + largest out); OFT with "
-          "block size 0: r blocks per target, each in/r wide).",
-          ("--lora-rank",), "LoRA/DoRA/LoHa/LoKr/VeRA adapter rank r (OFT: blocks per target)", low=1,
-          high=MAX_RANK,
-          matters=lambda p: p.lora_adapters or p.lycoris or p.method is Method.VERA
+          "block size 0: r blocks per target, each in/r wide; AdaLoRA: init_r, r × (in + out + 1)).",
+          ("--lora-rank",), "LoRA/DoRA/LoHa/LoKr/VeRA adapter rank r (OFT: blocks per target; AdaLoRA: init_r)",
+          low=1, high=MAX_RANK,
+          matters=lambda p: p.lora_adapters or p.lycoris or p.method in (Method.VERA, Method.ADALORA)
           or (p.oft and p.lora.oft_block_size == 0)),
     Input("lora.alpha", Kind.FLOAT, "Alpha α", "LoRA alpha", 16.0,
           "Adapter scaling α (the update is scaled by α / r); no effect on memory.",
-          ("--lora-alpha",), "LoRA/DoRA/LoHa/LoKr scaling α (no effect on memory)", low=0.01, high=1e6,
-          matters=lambda p: p.lora_adapters or p.lycoris),
+          ("--lora-alpha",), "LoRA/DoRA/LoHa/LoKr/AdaLoRA scaling α (no effect on memory)", low=0.01, high=1e6,
+          matters=lambda p: p.lora_adapters or p.lycoris or p.method is Method.ADALORA),
     Input("lora.dropout", Kind.FLOAT, "Dropout", "LoRA dropout", 0.0,
           "Dropout on the adapters' input (PEFT lora_dropout; 0 by default): each adapter then keeps its own "
           "dropped copy of its input and a one-byte mask per element for the backward.",
-          ("--lora-dropout",), "LoRA/DoRA dropout (PEFT lora_dropout, default 0)", low=0.0, high=0.99,
-          step=0.05, matters=lambda p: p.lora_adapters),
+          ("--lora-dropout",), "LoRA/DoRA/AdaLoRA dropout (PEFT lora_dropout, default 0)", low=0.0, high=0.99,
+          step=0.05, matters=lambda p: p.lora_adapters or p.method is Method.ADALORA),
     Input("lora.targets", Kind.TARGETS, "Targets", "LoRA target modules", ("q_proj", "v_proj"),
           "The modules that get an adapter (LoRA, DoRA) or a scaling vector (IA3); lm_head, the output head, "
           "takes a LoRA or DoRA adapter (all-linear leaves it out, as PEFT does).",
@@ -1024,10 +1031,12 @@ INPUTS: Final[tuple[Input, ...]] = (
           labels=DTYPE_LABELS,
           matters=lambda p: p.preset is Preset.CUSTOM and p.method in (Method.FULL, Method.FROZEN)),
     Input("base_dtype", Kind.ENUM, "Frozen base", "Frozen base", Dtype.FP32,
-          "Storage of the frozen base of LoRA, DoRA, LoHa, LoKr, VeRA, OFT or frozen layers.",
-          ("--base-dtype",), "the frozen base of LoRA/DoRA/LoHa/LoKr/VeRA/OFT/frozen layers", labels=DTYPE_LABELS,
+          "Storage of the frozen base of LoRA, DoRA, LoHa, LoKr, VeRA, OFT, AdaLoRA or frozen layers.",
+          ("--base-dtype",), "the frozen base of LoRA/DoRA/LoHa/LoKr/VeRA/OFT/AdaLoRA/frozen layers",
+          labels=DTYPE_LABELS,
           matters=lambda p: p.preset is Preset.CUSTOM
-          and (p.method in (Method.LORA, Method.DORA, Method.FROZEN, Method.VERA, Method.OFT) or p.lycoris
+          and (p.method in (Method.LORA, Method.DORA, Method.FROZEN, Method.VERA, Method.OFT, Method.ADALORA)
+               or p.lycoris
                or (p.litgpt_adapter and not p.quantised_base))),
     Input("adapter_dtype", Kind.ENUM, "Adapters", "Adapters", Dtype.FP32,
           "LoRA / DoRA adapter storage: PEFT casts adapters to float32 by default.",

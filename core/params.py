@@ -172,6 +172,21 @@ def vera_tensor_sizes(plan: Plan) -> list[int]:
     return sizes
 
 
+def adalora_tensor_sizes(plan: Plan) -> list[int]:
+    """Elements of each tensor PEFT's AdaLoRA trains in one block: per adapted (out × in) nn.Linear, lora_A
+    (r × in), lora_E (r × 1) and lora_B (out × r) at r = init_r (huggingface/peft 51c2ff66
+    src/peft/tuners/adalora/layer.py ``AdaLoraLayer.update_layer``; model.py ``_create_and_replace`` passes
+    ``lora_config.init_r``); ``ranknum`` (one float) is a parameter with requires_grad False. The RankAllocator
+    masks lora_E to the budget and never resizes (``resize_modules_by_rank_pattern`` is left commented out in
+    ``update_and_allocate``), so these are the sizes for the whole run. adalora--llama-3.2-3B-rank32 results
+    file: "num_trainable_params": 18353664 = 28 × (q: 64·3,072 + 64 + 3,072·64, v: 64·3,072 + 64 + 1,024·64)."""
+    r = plan.lora.rank
+    sizes: list[int] = []
+    for fan_in, fan_out, copies in plan.model.adapted_matrices(plan.lora.targets):
+        sizes += [r * fan_in, r, fan_out * r] * copies
+    return sizes
+
+
 def vera_projection_elements(plan: Plan) -> int:
     """Elements of VeRA's shared frozen projections, one pair for the whole model (huggingface/peft 51c2ff66
     src/peft/tuners/vera/model.py ``_init_vera_A_vera_B``): vera_A (r × largest in) and vera_B (largest out ×
@@ -286,6 +301,8 @@ def param_counts(plan: Plan) -> ParamCounts:
             )
         elif plan.vera:
             adapter = model.num_layers * sum(vera_tensor_sizes(plan))
+        elif plan.adalora:
+            adapter = model.num_layers * sum(adalora_tensor_sizes(plan))
         elif plan.oft:
             adapter = model.num_layers * sum(oft_tensor_sizes(plan))
         else:

@@ -263,13 +263,14 @@ _ADAPTER_BASED: Final = frozenset(
         Method.LOHA,
         Method.LOKR,
         Method.VERA,
+        Method.ADALORA,
         Method.OFT,
     )
 )
 _LYCORIS: Final = frozenset((Method.LOHA, Method.LOKR))
 # PEFT's layers wrapping each target nn.Linear whose rules this planner models on one GPU or DDP only
-# (branches h53lyco, h53vera, h54oft): the refusals of Plan._check_lycoris.
-_PEFT_WRAPPED: Final = _LYCORIS | {Method.VERA, Method.OFT}
+# (branches h53lyco, h53vera, h54oft, h54ada): the refusals of Plan._check_lycoris.
+_PEFT_WRAPPED: Final = _LYCORIS | {Method.VERA, Method.OFT, Method.ADALORA}
 _LITGPT_ADAPTERS: Final = frozenset((Method.ADAPTER, Method.ADAPTER_V2))
 _PROMPT_LEARNING: Final = frozenset((Method.PROMPT_TUNING, Method.P_TUNING, Method.PREFIX_TUNING))
 _PEFT_FLAT_TRAINED: Final = _PROMPT_LEARNING | {Method.LN_TUNING}
@@ -278,6 +279,12 @@ _LORA_SHAPED: Final = frozenset((Method.LORA, Method.QLORA, Method.DORA))
 # field(default=256)``; LoraConfig's is 8): VeRA's A and B are frozen and shared, so it runs at far higher
 # ranks than LoRA for the same trained count. A switch moves a rank still at one default to the other's.
 VERA_DEFAULT_RANK: Final = 256
+# AdaLoraConfig's initial rank (huggingface/peft 51c2ff66 src/peft/tuners/adalora/config.py: ``init_r: int =
+# field(default=12)``; its ``r`` is LoraConfig's and unused): every AdaLoRA tensor has init_r rows, for the
+# whole run (the RankAllocator masks lora_E, it never resizes). A switch moves the rank as VeRA's does.
+ADALORA_DEFAULT_RANK: Final = 12
+# The rank each method's config starts from where it differs from LoraConfig's 8 (Plan.with_method).
+_DEFAULT_RANKS: Final = {Method.VERA: VERA_DEFAULT_RANK, Method.ADALORA: ADALORA_DEFAULT_RANK}
 
 
 def as_run(plan: Plan) -> Plan:
@@ -725,6 +732,7 @@ class Plan:
             )
         self._check_prompt_learning()
         self._check_lycoris()
+        self._check_adalora()
         if self.method is Method.FROZEN and self.frozen_layers == 0:
             raise PlanError(
                 "frozen_layers",
@@ -978,10 +986,11 @@ class Plan:
             )
 
     def _check_lycoris(self) -> None:
-        """LoHa, LoKr, VeRA and OFT as this planner models them (huggingface/peft 51c2ff66 src/peft/tuners/loha,
-        lokr, vera, oft): PEFT's layers on the blocks' nn.Linear projections of a 16- or 32-bit base, on one GPU or
-        DDP. The whole delta weight each LoHa / LoKr forward builds, and VeRA's shared projections sliced per
-        target, are not split by the sharded layouts' adapter rules; a MoE model's experts are no nn.Linear
+        """LoHa, LoKr, VeRA, OFT and AdaLoRA as this planner models them (huggingface/peft 51c2ff66
+        src/peft/tuners/loha, lokr, vera, oft, adalora): PEFT's layers on the blocks' nn.Linear projections of a
+        16- or 32-bit base, on one GPU or DDP. The whole delta weight each LoHa / LoKr forward builds, VeRA's
+        shared projections sliced per target and AdaLoRA's RankAllocator (a whole copy of every adapter tensor on
+        each rank) are not split by the sharded layouts' adapter rules; a MoE model's experts are no nn.Linear
         each, and the output head is not modelled as a target."""
         if self.method not in _PEFT_WRAPPED:
             return
@@ -1019,6 +1028,18 @@ class Plan:
                 f"{METHOD_LABELS[self.method]} on the output head is not modelled",
             )
 
+    def _check_adalora(self) -> None:
+        """AdaLoRA's RankAllocator keeps its copies of every adapter tensor on the GPU, wherever the optimizer
+        runs (huggingface/peft 51c2ff66 src/peft/tuners/adalora/layer.py ``update_ipt``: ``zeros_like(p)``): with
+        the optimizer on the host they would sit beside an offloaded state the planner moves whole."""
+        if self.method is Method.ADALORA and self.parallel.offload is not Offload.NONE:
+            raise PlanError(
+                "parallel.offload",
+                self.parallel.offload.value,
+                "none with AdaLoRA",
+                "the RankAllocator's copies stay on the GPU beside an offloaded optimizer: not modelled",
+            )
+
     # ---- derived inputs (no arithmetic on memory here: that is the estimator's) ------
     @property
     def roles(self) -> PrecisionRoles:
@@ -1042,6 +1063,13 @@ class Plan:
         by every target of ``lora.targets``, scaled by two trained vectors per target (huggingface/peft
         51c2ff66 src/peft/tuners/vera)."""
         return self.method is Method.VERA
+
+    @property
+    def adalora(self) -> bool:
+        """PEFT's AdaLoRA: lora_A (r × in), lora_E (r × 1) and lora_B (out × r) on each target of
+        ``lora.targets`` at ``lora.rank`` = init_r, applied as ``x @ (A * E).T @ B.T``, with a RankAllocator
+        that keeps three copies of every trained tensor (huggingface/peft 51c2ff66 src/peft/tuners/adalora)."""
+        return self.method is Method.ADALORA
 
     @property
     def oft(self) -> bool:
@@ -1263,8 +1291,8 @@ class Plan:
         default become the other's (LoRA's q_proj, v_proj; IA3's k_proj, v_proj, down_proj, as
         PEFT picks each when a config names none), and IA3's feedforward modules stay among the
         targets; neither when ``typed`` (the input paths the user typed) names it. IA3, LoHa, LoKr,
-        VeRA and OFT leave the output head out of the targets. A rank still at LoRA's default (8) becomes
-        VeRA's (256, VeraConfig's) on a switch to VeRA, and back on a switch away, unless typed.
+        VeRA, OFT and AdaLoRA leave the output head out of the targets. A rank still at one method's config default
+        (LoRA's 8, VeRA's 256, AdaLoRA's init_r 12) becomes the new method's on a switch, unless typed.
         Prefix tuning runs without gradient checkpointing and under SDPA (PEFT's refusal; the
         modelled kernel).
         """
@@ -1281,11 +1309,10 @@ class Plan:
             fallback = IA3_DEFAULT_TARGETS if method is Method.IA3 else DEFAULTS["lora.targets"]
             lora = replace(lora, targets=tuple(t for t in lora.targets if t != HEAD_TARGET) or fallback)
             changes["lora"] = lora
-        if "lora.rank" not in typed and (method is Method.VERA) != (self.method is Method.VERA):
-            lora_rank, vera_rank = DEFAULTS["lora.rank"], VERA_DEFAULT_RANK
-            was, now = (lora_rank, vera_rank) if method is Method.VERA else (vera_rank, lora_rank)
-            if lora.rank == was:
-                lora = changes["lora"] = replace(lora, rank=now)
+        was = _DEFAULT_RANKS.get(self.method, DEFAULTS["lora.rank"])
+        now = _DEFAULT_RANKS.get(method, DEFAULTS["lora.rank"])
+        if "lora.rank" not in typed and was != now and lora.rank == was:
+            lora = changes["lora"] = replace(lora, rank=now)
         if method is Method.PREFIX_TUNING:
             # PEFT refuses prefix tuning with gradient checkpointing, and only SDPA's explicit-mask path is
             # modelled (__post_init__ refuses both): a switch turns checkpointing off and picks SDPA, as a

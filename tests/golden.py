@@ -510,6 +510,14 @@ CLI_RUNS: tuple[tuple[str, ...], ...] = (
             "--lora-targets q_proj,v_proj --preset trainer-bf16 --micro-batch 4 --seq 768 --gpu l40s"
         )
     ),
+    # PEFT AdaLoRA (branch h54ada): the method comparison's settings (init_r 64, alpha 8, q_proj and v_proj) on its
+    # L40S.
+    tuple(
+        shlex.split(
+            "estimate --json --model llama-3.2-3b --method adalora --lora-rank 64 --lora-alpha 8 "
+            "--lora-targets q_proj,v_proj --preset trainer-bf16 --micro-batch 4 --seq 768 --gpu l40s"
+        )
+    ),
 )
 
 

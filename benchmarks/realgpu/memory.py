@@ -444,12 +444,21 @@ def _value(r: Scored) -> tuple[str, str]:
     return f"{r.measured / 1e9:.2f}", f"{min(r.predicted, r.limit) / 1e9:.2f}"
 
 
+def _held_note(mine: list[Scored]) -> str:
+    """The source's header note: held out of every fit when all its figures are (a held-out source), or how
+    many are when only some (methods added later, mapping.HELD_OUT_METHODS): the first row alone does not say."""
+    held = sum(r.mapped.held_out for r in mine)
+    if held == len(mine):
+        return ", held out of every fit"
+    return f", {held} of {len(mine)} figures held out (methods added later)" if held else ""
+
+
 def print_tables(result: Result, markdown: bool, every: bool) -> None:
     rows = result.rows
     for source in dict.fromkeys(r.mapped.source for r in rows):
         mine = [r for r in rows if r.mapped.source == source]
         fam = mine[0].mapped.family
-        held = ", held out of every fit" if mine[0].mapped.held_out else ""
+        held = _held_note(mine)
         print(
             f"\n### {source} (family {fam}{held}; fragmentation fitted without it: {result.fitted_without[fam]:.3f})\n"
         )

@@ -379,6 +379,7 @@ METHOD_NAMES: Final = {
     Method.LOHA: "LoHa",
     Method.LOKR: "LoKr",
     Method.VERA: "VeRA",
+    Method.ADALORA: "AdaLoRA",
     Method.OFT: "OFT",
 }
 

@@ -150,7 +150,7 @@ def _context(plan: Plan, trainable: bool, lora: tuple[str, ...]) -> _Ctx:
     # Built without the frozen __init__'s object.__setattr__ per field (three contexts an
     # estimate, of one plan or two): the plan's own fields once (_plan_fields), then these three.
     ctx = object.__new__(_Ctx)
-    dropout = bool(lora) and plan.lora_adapters and plan.lora.dropout > 0
+    dropout = bool(lora) and (plan.lora_adapters or plan.adalora) and plan.lora.dropout > 0
     ctx.__dict__.update(_plan_fields(plan), trainable=trainable, lora=lora, dropout=dropout)
     return ctx
 
@@ -597,6 +597,8 @@ def _adapters(plan: Plan, ctx: _Ctx) -> list[Term]:
         return []
     if plan.lycoris:
         return _lycoris(plan, ctx)
+    if plan.adalora:
+        return _adalora(plan, ctx)
     if plan.oft:
         return _oft(plan, ctx)
     n = ctx.n
@@ -644,6 +646,35 @@ def _lycoris(plan: Plan, ctx: _Ctx) -> list[Term]:
     kron = sum(lycoris_matrix_tensors(plan, fan_in, fan_out)[1] * copies for fan_in, fan_out, copies in matrices)
     if kron:  # (under autocast the matmul's output, in the autocast dtype, is what kron's multiply keeps)
         items.append(Term("LoKr: w2 = w2_a @ w2_b, kept by torch.kron", f"Σ b·d × {ab:g}", kron * ab))
+    return items
+
+
+def _adalora(plan: Plan, ctx: _Ctx) -> list[Term]:
+    """What PEFT's AdaLoRA keeps per block beyond each target's input copy (huggingface/peft 51c2ff66
+    src/peft/tuners/adalora/layer.py ``SVDLinear.forward``): ``x = self._cast_input_dtype(x, lora_A.dtype)``
+    (LoRA's copy, which _consumer_inputs counts), then ``(dropout(x) @ (lora_A * lora_E).T @ lora_B.T) *
+    scaling / (ranknum + 1e-5)``. The first matmul keeps its input and ``(A * E).T`` (r × in, a product, not a
+    parameter), the second its input x·(A·E)ᵀ (N × r), LoRA's A output; the division keeps ``ranknum + 1e-5``
+    (one element a target), the scalar multiply nothing. Under autocast the matmuls cast and keep 16-bit copies:
+    of (A·E)ᵀ, and of lora_B.T, a view (no leaf), so the autocast cache holds none of the adapters
+    (core.training.storage.copy_terms). tools/measure/lycoris_check.py (PEFT 0.18.0's identical forward, torch
+    2.13 CPU) matches to the byte, with and without bf16 autocast. The orthogonal regularisation
+    AdaLoraModel.forward adds to a loss (PeftModelForCausalLM and the other task models, not the task-less
+    PeftModel) keeps r × r per matrix (1.8 MB at init_r 64 on Llama-3.2-3B's q, v), or under autocast 16-bit
+    copies of every A and B: not modelled (docs/REAL_GPU_MEMORY.md, "PEFT's AdaLoRA")."""
+    matrices = plan.model.adapted_matrices(ctx.lora)
+    ab, r = ctx.adapter_out, plan.lora.rank
+    count = sum(copies for _, _, copies in matrices)
+    ins = sum(fan_in * copies for fan_in, _, copies in matrices)
+    items = [
+        Term("AdaLoRA: x·(A·E)ᵀ kept for lora_B", f"{count} × N·r × {ab:g}", count * ctx.n * r * ab),
+        Term("AdaLoRA: (A·E)ᵀ kept by its matmul", f"r·Σin × {ab:g}", r * ins * ab),
+        Term("AdaLoRA: ranknum + 1e-5 kept by the division", f"{count} × {ctx.adapter:g} B", count * ctx.adapter),
+    ]
+    if ctx.autocast and ctx.adapter_dtype is not ctx.compute_dtype:
+        outs = sum(fan_out * copies for _, fan_out, copies in matrices)
+        label = "AdaLoRA: 16-bit cast of lora_B.T (autocast, kept by the matmul)"
+        items.append(Term(label, f"r·Σout × {ctx.ca:g}", r * outs * ctx.ca))
     return items
 
 
@@ -811,8 +842,8 @@ def layer_activations(plan: Plan, trainable_block: bool) -> LayerActs:
     """Saved tensors of one transformer block for micro-batch B and sequence S."""
     model = plan.model
     # The head's adapter (lm_head) is outside the blocks: outside_blocks keeps what it saves.
-    # an adapter reading each target's input (LoHa / LoKr, OFT too)
-    lora_like = plan.lora_adapters or plan.lycoris or plan.oft
+    # An adapter reading each target's input (LoHa / LoKr, OFT and AdaLoRA too).
+    lora_like = plan.lora_adapters or plan.lycoris or plan.oft or plan.adalora
     block_targets = tuple(t for t in plan.lora.targets if t != HEAD_TARGET) if lora_like else ()
     ctx = _context(plan, trainable_block, block_targets)
     n, d = ctx.n, model.hidden_size

@@ -111,8 +111,10 @@ def _adapter_gemms(plan: Plan) -> tuple[Gemm, ...]:
     (src/peft/tuners/oft/layer.py ``OFTRotationModule.forward``: ``einsum("...rk,rkc->...rc", x, R)``): r blocks of
     b × b a token, in·b multiply-adds, as an in → b matmul whose weight (R) gets a gradient; building R once a
     step (three (r, b, b) bmms forward, 2·r·b³ FLOPs each, twice that backward) is not counted: 9 % of the
-    rotation's FLOPs at r 32, b 96 and 3,072 tokens a step, under 0.1 % of the step's."""
-    if not (plan.lora_adapters or plan.lycoris or plan.vera or plan.oft):
+    rotation's FLOPs at r 32, b 96 and 3,072 tokens a step, under 0.1 % of the step's. AdaLoRA
+    (src/peft/tuners/adalora/layer.py ``SVDLinear.forward``: ``x @ (lora_A * lora_E).T @ lora_B.T``): LoRA's
+    two trained matmuls at r = init_r (the masked singular values still multiply: nothing is resized)."""
+    if not (plan.lora_adapters or plan.lycoris or plan.vera or plan.oft or plan.adalora):
         return ()
     shapes = plan.model.linear_shapes()
     r = plan.lora.rank
@@ -259,6 +261,7 @@ def token_flops(plan: Plan) -> TokenFlops:
         )
         if plan.oft:
             label, per = "OFT block-diagonal rotations", "in·b"
+        label = "AdaLoRA's A and B (LoRA's matmuls at init_r)" if plan.adalora else label
         # VeRA's frozen vera_A / vera_B get no weight gradient: forward and input gradient only.
         grads = 1 if plan.vera else 2
         terms.append(
@@ -268,6 +271,7 @@ def token_flops(plan: Plan) -> TokenFlops:
                 f"2 · {per} summed over targets = 2 × {sci(w_adapt)} × ({layers} + {grads} × {passes.backward})",
             )
         )
+    terms += _adalora_scaling(plan)
     recompute = _recompute(plan, w_base + w_adapt, attn_causal, passes)
     if recompute is not None:
         terms.append(recompute)
@@ -275,6 +279,23 @@ def token_flops(plan: Plan) -> TokenFlops:
     causal_count = model_count - (attn_full - attn_causal) * (layers + 2 * passes.backward)
     forward = 2.0 * (w_base + w_adapt) * layers + attn_causal * layers + 2.0 * (vd + w_head_adapt)
     return TokenFlops(tuple(terms), model_count, causal_count, forward)
+
+
+def _adalora_scaling(plan: Plan) -> list[FlopTerm]:
+    """AdaLoRA's singular values (huggingface/peft 51c2ff66 src/peft/tuners/adalora/layer.py ``SVDLinear.forward``):
+    ``lora_A * lora_E`` once a micro-batch (r·in multiplies forward; lora_A's and lora_E's gradients twice that
+    backward) and ``* scaling / ranknum`` on each token's output (2·out forward, 2·out backward): elementwise,
+    per token 3·r·Σin / N + 4·Σout a block, under 0.1 % of the adapters' matmuls at the corpus row's shapes."""
+    if not plan.adalora:
+        return []
+    model = plan.model
+    matrices = model.adapted_matrices(plan.lora.targets)
+    ins = sum(fan_in * c for fan_in, _, c in matrices)
+    outs = sum(fan_out * c for _, fan_out, c in matrices)
+    n = plan.workload.micro_batch * plan.workload.seq_len
+    per = 3.0 * plan.lora.rank * ins / n + 4.0 * outs
+    formula = f"(3·r·Σin / N + 4·Σout) × {model.num_layers} = {per:,.1f} × {model.num_layers}"
+    return [FlopTerm("AdaLoRA: A·E and the output's scaling (elementwise)", per * model.num_layers, formula)]
 
 
 def _model_count(

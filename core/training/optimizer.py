@@ -14,6 +14,7 @@ from core.format import sci
 from core.memo import last_answer
 from core.params import (
     ParamCounts,
+    adalora_tensor_sizes,
     flat_trained_sizes,
     litgpt_adapter_tensors,
     ln_tensor_sizes,
@@ -61,6 +62,8 @@ def adapter_tensor_sizes(plan: Plan) -> list[int]:
     model = plan.model
     if plan.vera:
         return vera_tensor_sizes(plan)
+    if plan.adalora:
+        return adalora_tensor_sizes(plan)
     if plan.oft:
         return oft_tensor_sizes(plan)
     if plan.method is Method.IA3:
@@ -140,7 +143,24 @@ def optimizer_terms(plan: Plan, counts: ParamCounts, dt: Dtypes) -> list[Term]:
 def _optimizer_terms(plan: Plan, counts: ParamCounts, dt: Dtypes) -> tuple[Term, ...]:
     """optimizer_terms' terms: the memory breakdown and the step's traffic (core.training.speed)
     ask for them with the same plan, counts and dtypes in one estimate (core.memo.last_answer)."""
-    return tuple(_state_terms(plan, counts, dt) + small_state_terms(plan))
+    return tuple(_state_terms(plan, counts, dt) + small_state_terms(plan) + rank_allocator_terms(plan, counts, dt))
+
+
+def rank_allocator_terms(plan: Plan, counts: ParamCounts, dt: Dtypes) -> list[Term]:
+    """PEFT's AdaLoRA RankAllocator (huggingface/peft 51c2ff66 src/peft/tuners/adalora/layer.py
+    ``RankAllocator.update_ipt``): for every trained tensor whose name holds "lora_" (lora_A, lora_E, lora_B)
+    ``self.ipt[n]``, ``self.exp_avg_ipt[n]`` and ``self.exp_avg_unc[n]``, each ``torch.zeros_like(p)`` (the
+    adapter's dtype), made at the first ``update_and_allocate`` (after the first backward and step) and kept
+    in dicts until ``reset_ipt`` at step total_step - tfinal (AdaLoraModel.update_and_allocate); the
+    sensitivity |p·grad| replaces ``ipt[n]`` each step. AdaLoraConfig refuses a schedule without steps before
+    total_step - tfinal, so they live through at least one whole step: state beside the optimizer's.
+    ``mask_to_budget``'s scores (one tensor at a time) and update_ipt's temporaries (at most three of the
+    largest tensor, after the backward, with the activations freed) are left out.
+    tools/measure/lycoris_check.py: 12 B per trained element at float32, to the byte."""
+    if not plan.adalora:
+        return []
+    t, a = counts.adapter, dt.adapter
+    return [Term("AdaLoRA RankAllocator: ipt, exp_avg_ipt, exp_avg_unc", f"3 × T × {a:g} B = 3 × {sci(t)}", 3 * t * a)]
 
 
 def _state_terms(plan: Plan, counts: ParamCounts, dt: Dtypes) -> list[Term]:
@@ -247,6 +267,10 @@ def adafactor_state_elements(plan: Plan) -> int:
         return model.num_layers * sum(n + 1 for n in adapter_tensor_sizes(plan))
     if plan.vera:  # VeRA's vectors are 1-D (r) and (out): Adafactor keeps them whole
         return model.num_layers * sum(adapter_tensor_sizes(plan))
+    if plan.adalora:  # lora_A (r, in), lora_E (r, 1), lora_B (out, r): all 2-D, rows + columns each
+        r = plan.lora.rank
+        per_layer = sum((fi + r + r + 1 + fo + r) * c for fi, fo, c in model.adapted_matrices(plan.lora.targets))
+        return model.num_layers * per_layer
     if plan.oft:  # each target's OFTRotationModule.weight is 2-D (r, b(b−1)/2): rows + columns
         oft = [(oft_blocks(plan, fan_in), c) for fan_in, _, c in model.adapted_matrices(plan.lora.targets)]
         return model.num_layers * sum((r + b * (b - 1) // 2) * c for (r, b), c in oft)

@@ -43,6 +43,7 @@ _ADAPTER_LABELS: Final = {
     Method.LOHA: "LoHa factors",
     Method.LOKR: "LoKr factors",
     Method.VERA: "VeRA vectors λ_d, λ_b",
+    Method.ADALORA: "AdaLoRA lora_A, lora_E, lora_B",
     Method.OFT: "OFT skew-symmetric blocks",
 }
 
@@ -165,6 +166,12 @@ def copy_terms(plan: Plan, counts: ParamCounts, dt: Dtypes) -> list[Term]:
         # Linear.forward); its matmuls read the frozen vera_A / vera_B, which need no gradient, so autocast casts
         # them at each use without caching (their casts, kept by autograd, are activations:
         # core.training.activations._vera). Measured: tools/measure/lycoris_check.py.
+        cast = 0
+    if plan.method is Method.ADALORA:
+        # SVDLinear.forward (huggingface/peft 51c2ff66 src/peft/tuners/adalora/layer.py) multiplies by
+        # ``(lora_A * lora_E).T`` and ``lora_B.T``: a product and a view, no leaf, so autocast caches no cast of
+        # them (their casts, kept by the matmuls, are activations: core.training.activations._adalora).
+        # Measured: tools/measure/lycoris_check.py.
         cast = 0
     if plan.method is Method.OFT:
         # OFT's trained vector is scattered into its skew-symmetric blocks (index_put, not an autocast op); only

@@ -396,9 +396,11 @@ def _prompt_learning_runs(drawn: dict[str, Any]) -> dict[str, Any]:
     if drawn["method"] in (Method.PROMPT_TUNING, Method.P_TUNING, Method.PREFIX_TUNING, Method.LN_TUNING):
         drawn["parallel"] = replace(drawn["parallel"], strategy=Strategy.DDP)
         drawn["workload"] = replace(drawn["workload"], seq_len=min(drawn["workload"].seq_len, MAX_SEQ - 20))
-    # one GPU or DDP, dense models (branches h53lyco, h53vera, h54oft)
-    if drawn["method"] in (Method.LOHA, Method.LOKR, Method.VERA, Method.OFT):
+    # one GPU or DDP, dense models (branches h53lyco, h53vera, h54oft, h54ada)
+    if drawn["method"] in (Method.LOHA, Method.LOKR, Method.VERA, Method.OFT, Method.ADALORA):
         drawn["parallel"] = replace(drawn["parallel"], strategy=Strategy.DDP)
+        if drawn["method"] is Method.ADALORA:  # no offload (Plan._check_adalora)
+            drawn["parallel"] = replace(drawn["parallel"], offload=Offload.NONE)
         if drawn["model"].num_experts > 1:
             drawn["method"] = Method.LORA
     if drawn["method"] is Method.PREFIX_TUNING:  # under SDPA, no checkpointing (PEFT refuses it; so does Plan)

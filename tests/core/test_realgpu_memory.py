@@ -269,8 +269,10 @@ def test_a_run_that_empties_the_cache_before_its_peak_step_carries_no_fragmentat
     # at most 3,072 × 4 B; its shared frozen vera_A, vera_B (256 × 3,072 × 4 B each) are made once at load, before
     # any activation (huggingface/peft 51c2ff66 src/peft/tuners/vera/model.py _init_vera_A_vera_B). 1 OFT (branch
     # h54oft): its weight per target is 32 × 4,560 × 4 B = 570 KiB, its int64 index buffers 4,560 × 8 B each
-    # (small-pool); the rotation's blocks (3,072 × 96 × 4 B) are made in every forward, as activations are.
-    assert (len(lora), len(prompts), len(peft)) == (15, 7, 23)
+    # (small-pool); the rotation's blocks (3,072 × 96 × 4 B) are made in every forward, as activations are. 1 AdaLoRA
+    # (branch h54ada): lora_A / lora_B at init_r 64 are at most 3,072 × 64 × 4 B = 768 KiB, and so is each of its
+    # RankAllocator's copies (tuners/adalora/layer.py update_ipt: zeros_like each trained tensor): small-pool.
+    assert (len(lora), len(prompts), len(peft)) == (16, 7, 24)
     # The prompt's 200 × 3,072 × 4 B = 2.4 MB embedding (P-tuning's 3,072² × 4 B linears, prefix tuning's
     # 200 × 28 × 2 × 1,024 × 4 B = 45.9 MB) and their AdamW state are large-pool tensors: the rule gives
     # them the fitted term, as full fine-tuning. LN tuning's norms (3,072 elements each) are small-pool.
@@ -285,6 +287,18 @@ def test_a_run_that_empties_the_cache_before_its_peak_step_carries_no_fragmentat
     assert bench.carries_fragmentation(full.mapped) and full.fitted == result.fitted_without["huggingface"]  # type: ignore[attr-defined]
     # Other sources do not empty the cache: the fitted term applies to each of their figures.
     assert all(bench.carries_fragmentation(r.mapped) for r in rows.values() if r.mapped.source != peft[0].mapped.source)
+
+
+def test_a_source_with_some_figures_held_out_says_how_many(
+    bench: ModuleType, result: object, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # The header read the first row alone: PEFT's method comparison, whose AdaLoRA row (held out, branch h54ada)
+    # sorts first, was called "held out of every fit" though its LoRA rows set the fitted constant.
+    bench.print_tables(result, False, False)
+    header = next(line for line in capsys.readouterr().out.splitlines() if "### peft-method-comparison" in line)
+    # The held-out methods' rows, 13 of 24: 3 prompt tuning, 1 P-tuning, 3 prefix tuning, 1 LN tuning, 1 LoHa, 1 LoKr,
+    # 1 VeRA, 1 OFT, 1 AdaLoRA (mapping.HELD_OUT_METHODS).
+    assert "held out of every fit" not in header and "13 of 24 figures held out" in header, header
 
 
 def test_the_shipped_constant_is_the_fit_on_every_family(result: object) -> None:

@@ -79,14 +79,15 @@ def test_peft_unknown_target_names_are_listed_not_dropped() -> None:
 
 
 def test_peft_other_adapter_types_are_refused_in_one_line() -> None:
-    # LoHa and LoKr are read since branch h53lyco, VeRA since h53vera, OFT since h54oft; AdaLoRA is not modelled.
-    document = {"peft_type": "ADALORA", "r": 8, "target_modules": ["q_proj"]}
+    # LoHa and LoKr are read since branch h53lyco, VeRA since h53vera, OFT since h54oft, AdaLoRA since h54ada;
+    # FourierFT is not modelled.
+    document = {"peft_type": "FOURIERFT", "n_frequency": 1000, "target_modules": ["q_proj"]}
     with pytest.raises(
         PlanFileError,
-        match=r"peft_type: 'ADALORA' .* expected LORA, IA3, PROMPT_TUNING, P_TUNING, PREFIX_TUNING, LN_TUNING, LOHA, "
-        r"LOKR, VERA or OFT",
+        match=r"peft_type: 'FOURIERFT' .* expected LORA, IA3, PROMPT_TUNING, P_TUNING, PREFIX_TUNING, LN_TUNING, LOHA, "
+        r"LOKR, VERA, OFT or ADALORA",
     ) as info:
-        loads_run_config(json.dumps(document).encode(), "adalora.json")
+        loads_run_config(json.dumps(document).encode(), "fourierft.json")
     assert "\n" not in str(info.value)
 
 

@@ -667,12 +667,18 @@ class Monkey:
         """The rows one method alone shows (LoKr's factor, branch h53lyco) that the walk missed: File → New (the
         default plan, which LoKr accepts: one GPU, eager PyTorch, a dense model), that method picked and the row
         edited once, as a user trying the method does. Run after the walk, so the walk's own path (and the rare
-        rows it reaches) is the seed's alone."""
+        rows it reaches) is the seed's alone. File → New keeps the window's chart mode, and the walk may end in
+        Inference mode, which hides the Method form (MainWindow.set_chart_mode): Training is chosen first, as a user
+        trying a training method does (a walk changed by AdaLoRA's entry in the Method list, branch h54ada, ended
+        there and missed the row)."""
         done = []
         combo = self.window.method_form.method
         for method, key in METHOD_ROWS.items():
             if self.done[key]:
                 continue
+            if not self.window.training_action.isChecked():
+                self.window.training_action.trigger()
+                done.append("mode 'Training' (the Method form shows)")
             self.window.new_action.trigger()
             combo.setCurrentIndex(combo.findData(method))
             widget = self.fields[key]

@@ -31,6 +31,18 @@ bmms = max(2, terms - 2)), or under autocast (2 bmms + 1) bf16 blocks (each bmm'
 Measured: 524,288 B (5 terms), 458,752 B (3), 655,360 B (7); under autocast 360,448 B, 294,912 B, 491,520 B.
 Its trained weight (r, b(b-1)/2) and int64 ``rows`` / ``cols`` buffers (b(b-1)/2 each) are printed too.
 
+AdaLoRA (branch h54ada; adalora/layer.py ``SVDLinear.forward``: ``x = _cast_input_dtype(x, lora_A.dtype)``;
+``(dropout(x) @ (lora_A * lora_E).T @ lora_B.T) * scaling / (ranknum + 1e-5)``), per target: the float32 copy of
+x (N x in), (A * E).T (r x in), x @ (A * E).T (N x r), ranknum + 1e-5 (one float32). Under bf16 autocast: the
+bf16 casts of x and (A * E).T, the N x r product in bf16, and the bf16 cast of lora_B.T (a view, no leaf: not in
+the autocast cache) kept by the second matmul. Then ``update_and_allocate`` (layer.py ``RankAllocator.update_ipt``)
+after the backward: ipt, exp_avg_ipt, exp_avg_unc, a float32 zeros_like of each trained tensor (lora_A, lora_E,
+lora_B), kept. PEFT 0.18.0's SVDLinear.forward and RankAllocator.update_ipt are 51c2ff66's line for line (only
+update_layer's signature and meta-device handling differ). Measured at r 4: 274,440 B, 139,784 B under autocast,
+and 40,032 B (12 B per trained element) kept by the RankAllocator. With a lora_dropout of 0.1 (run last): the
+dropped copy and the mask in place of the input copy, 536,584 B: CPU's dropout keeps a float32 mask where CUDA's
+native_dropout keeps a bool one (the planner's 1 B, LoRA's rule), 2 x N x in x 3 B = 196,608 B more.
+
     /tmp/torchenv/bin/python tools/measure/lycoris_check.py    # torch 2.13.0 CPU + peft 0.18.0
 """
 
@@ -40,7 +52,7 @@ from typing import Any
 
 import torch
 from live_bytes import LiveBytes  # tools/measure/live_bytes.py: these checks run as scripts from this folder
-from peft import LoHaConfig, LoKrConfig, LoraConfig, OFTConfig, VeraConfig, get_peft_model
+from peft import AdaLoraConfig, LoHaConfig, LoKrConfig, LoraConfig, OFTConfig, VeraConfig, get_peft_model
 from torch import nn
 
 D, KV, N, R = 256, 64, 128, 4
@@ -71,6 +83,10 @@ def _config(kind: str) -> Any:
         return OFTConfig(
             r=R_OFT, oft_block_size=0, target_modules=targets, use_cayley_neumann=True, num_cayley_neumann_terms=terms
         )
+    if kind.startswith("adalora"):  # init_r R; the schedule only sets when the RankAllocator masks
+        dropout = 0.1 if kind.endswith("dropout") else 0.0
+        return AdaLoraConfig(init_r=R, target_r=2, total_step=10, tfinal=2, lora_alpha=2 * R, lora_dropout=dropout,
+                             target_modules=targets)  # fmt: skip
     return LoraConfig(r=R, lora_alpha=2 * R, target_modules=targets)
 
 
@@ -88,6 +104,10 @@ def _expected(kind: str, autocast: bool) -> int:
         return 2 * N * R_VERA * b + N * (D + KV) * b + slices
     if kind == "lora":
         return 2 * N * D * b + 2 * N * R * b  # each adapter's input copy, lora_A's output
+    if kind.startswith("adalora"):  # core.training.activations._adalora beside the input copies (or dropout's)
+        copies = 2 * N * D * (b + 1 if kind.endswith("dropout") else b)  # the planner's CUDA bool mask: 1 B
+        cast_b = R * (D + KV) * 2 if autocast else 0  # lora_B.T's bf16 cast, kept by the second matmul
+        return copies + 2 * N * R * b + R * (D + D) * b + 2 * 4 + cast_b
     # Input copies (none for LoHa under autocast: its delta is already in the input's dtype), both deltas. The
     # autocast cache's 16-bit copies of LoRA's and LoKr's factors (w2_a, w2_b) are not in this rule: the planner
     # counts them with the weights (core.training.storage.copy_terms).
@@ -140,10 +160,29 @@ def measure(kind: str, autocast: bool = False) -> None:
         storages = {b.untyped_storage().data_ptr(): b.untyped_storage().nbytes() for b in model.buffers()}
         index = sum(storages.values())  # rows and cols are views of one triu_indices storage per target
         print(f"    trained elements {trained:,}; int64 index buffers {index:,} B")
+    if kind == "adalora-dropout":  # the CPU's float32 dropout mask where CUDA keeps a bool one
+        print(f"    with the CPU's float32 mask: {rule + 2 * N * D * 3:,} B")
+    if kind.startswith("adalora"):
+        _rank_allocator(model, mode)
+
+
+def _rank_allocator(model: Any, mode: LiveBytes) -> None:
+    """What AdaLoRA's RankAllocator keeps after its first update_and_allocate (run.py of the method comparison
+    calls it after the optimizer step, before the next zero_grad): three float32 copies of each trained tensor;
+    the rule (core.training.optimizer.rank_allocator_terms): 3 x trained elements x 4 B."""
+    trained = sum(p.numel() for p in model.parameters() if p.requires_grad)
+    with mode:
+        before = mode.live
+        mode.peak = before
+        model.base_model.update_and_allocate(0)
+    kept, high = mode.live - before, mode.peak - before
+    rule = f"3 x {trained:,} x 4 = {12 * trained:,} B"
+    print(f"    RankAllocator: kept {kept:,} B (high point {high:,} B); the rule {rule}")
 
 
 if __name__ == "__main__":
     print(f"torch {torch.__version__}; N = {N}, d = {D}, kv = {KV}, r = {R}")
     for autocast in (False, True):
-        for name in ("loha", "lokr", "vera", "oft", "oft-3", "oft-7", "lora"):
+        for name in ("loha", "lokr", "vera", "oft", "oft-3", "oft-7", "adalora", "lora"):
             measure(name, autocast)
+    measure("adalora-dropout")

@@ -149,6 +149,9 @@ class Draft:
         if plan.vera:
             why = "the exporters write LoRA settings, not PEFT's VeraConfig (LoRA on the targets is written)"
             self.cannot("method.kind", why)
+        if plan.adalora:
+            why = "the exporters write LoRA settings, not PEFT's AdaLoraConfig (LoRA at r = init_r is written)"
+            self.cannot("method.kind", why)
         if plan.oft:
             why = "the exporters write LoRA settings, not PEFT's OFTConfig (LoRA on the targets is written)"
             self.cannot("method.kind", why)

@@ -13,7 +13,7 @@ from core.files.runconfig.common import OddValues, finish, lora_targets, recipe_
 from core.files.runconfig.reading import Taker
 from core.files.runconfig.result import ConfigKind, RunConfig
 from core.params import OFT_NEUMANN_TERMS
-from core.plan import VERA_DEFAULT_RANK
+from core.plan import ADALORA_DEFAULT_RANK, VERA_DEFAULT_RANK
 
 # LoraConfig defaults (peft/tuners/lora/config.py): r=8, lora_alpha=8.
 DEFAULT_RANK: Final = 8
@@ -28,8 +28,9 @@ IRRELEVANT: Final = (
 
 
 _KINDS: Final = (
-    "LORA, IA3, PROMPT_TUNING, P_TUNING, PREFIX_TUNING, LN_TUNING, LOHA, LOKR, VERA or OFT (the planner models "
-    "LoRA, DoRA, QLoRA and IA3 adapters, prompt tuning, P-tuning, prefix tuning, LN tuning, LoHa, LoKr, VeRA and OFT)"
+    "LORA, IA3, PROMPT_TUNING, P_TUNING, PREFIX_TUNING, LN_TUNING, LOHA, LOKR, VERA, OFT or ADALORA (the planner "
+    "models LoRA, DoRA, QLoRA and IA3 adapters, prompt tuning, P-tuning, prefix tuning, LN tuning, LoHa, LoKr, VeRA, "
+    "OFT and AdaLoRA)"
 )
 # IA3Config keys with no effect on memory (huggingface/peft 51c2ff66 src/peft/tuners/ia3/config.py).
 IA3_IRRELEVANT: Final = (
@@ -87,6 +88,18 @@ OFT_IRRELEVANT: Final = (
 )  # fmt: skip
 
 
+# AdaLoraConfig (branch h54ada; huggingface/peft 51c2ff66 src/peft/tuners/adalora/config.py, a LoraConfig): init_r
+# defaults to core.plan.ADALORA_DEFAULT_RANK (12); LoraConfig's r is not used (model.py _create_and_replace passes
+# init_r). These keys do not change what is kept or trained: the rank schedule (target_r, tinit, tfinal, deltaT,
+# total_step) and the sensitivity's averages (beta1, beta2) only choose which singular values the RankAllocator
+# masks, nothing is resized; orth_reg_weight scales a loss term; lora_bias, use_rslora and the initialisers are
+# LoraConfig's, which SVDLinear never reads.
+ADALORA_IRRELEVANT: Final = (
+    *IRRELEVANT, "r", "target_r", "tinit", "tfinal", "deltaT", "beta1", "beta2", "orth_reg_weight", "lora_bias",
+    "init_lora_weights",
+)  # fmt: skip
+
+
 def read_peft(document: dict[str, Any], where: str) -> RunConfig:
     taker = Taker(document, where)
     odd = OddValues()
@@ -101,6 +114,8 @@ def read_peft(document: dict[str, Any], where: str) -> RunConfig:
         return _read_lycoris(taker, odd, LYCORIS_KINDS[kind.upper()])
     if kind is not None and kind.upper() == "VERA":
         return _read_vera(taker, odd)
+    if kind is not None and kind.upper() == "ADALORA":
+        return _read_adalora(taker, odd)
     if kind is not None and kind.upper() == "OFT":
         return _read_oft(taker, odd)
     if kind is not None and kind.upper() != "LORA":
@@ -280,6 +295,44 @@ def _read_vera(taker: Taker, odd: OddValues) -> RunConfig:
     taker.note("modules_to_save", "modules trained in full beside the vectors are not in the estimate")
     taker.note("layers_to_transform", "vectors on some layers only: the estimate adapts every layer")
     return _finish(taker, odd, model_ref, s, VERA_IRRELEVANT, _NO_QUANT)
+
+
+def _read_adalora(taker: Taker, odd: OddValues) -> RunConfig:
+    """An AdaLoraConfig (huggingface/peft 51c2ff66 src/peft/tuners/adalora/config.py): init_r (the rank of every
+    tensor for the whole run), lora_alpha, lora_dropout and target_modules. Refused with PEFT's reason or the
+    plan's: a schedule AdaLoraConfig itself refuses (no total_step, no budgeting phase), DoRA or LoftQ (refused
+    by AdaLoraConfig), per-target ranks of a trained adapter (rank_pattern: the plan has one rank) and trained
+    biases (bias other than "none")."""
+    s: dict[str, Any] = {"method": "adalora"}
+    taker.record("method", "adalora", "peft_type")
+    rank = taker.integer("init_r", "lora_rank", 1, 65_536)
+    s["lora_rank"] = _or_default(taker, rank, "lora_rank", ADALORA_DEFAULT_RANK, "AdaLoraConfig.init_r")
+    alpha = taker.number("lora_alpha", "lora_alpha", 0.0, 1e6)
+    s["lora_alpha"] = _or_default(taker, alpha, "lora_alpha", DEFAULT_ALPHA, "LoraConfig.lora_alpha")
+    s.update(recipe_numbers(taker, None, "lora_dropout"))
+    total = taker.integer("total_step", None, 1, 1_000_000_000)
+    if total is None:
+        raise taker.fail("total_step", None, "a step count above 0 (AdaLoraConfig: AdaLoRA does not work without)")
+    tinit, tfinal = taker.integer("tinit", None, 0) or 0, taker.integer("tfinal", None, 0) or 0
+    if tinit >= total - tfinal:
+        why = f"below total_step - tfinal ({total - tfinal:,}): AdaLoraConfig refuses a schedule without budgeting"
+        raise taker.fail("tinit", tinit, why)
+    if taker.flag("use_dora"):
+        raise taker.fail("use_dora", True, "false (AdaLoraConfig: ADALORA does not support DoRA)")
+    if taker.raw("loftq_config"):
+        raise taker.fail("loftq_config", taker.raw("loftq_config"), "{} (AdaLoraConfig: no LoftQ)")
+    if taker.raw("rank_pattern"):
+        why = "null (a trained adapter's per-target ranks: the plan has one rank, init_r, for every target)"
+        raise taker.fail("rank_pattern", taker.raw("rank_pattern"), why)
+    if taker.word("bias", "none, all or lora_only") not in (None, "none"):
+        raise taker.fail("bias", taker.raw("bias"), "none (trained biases beside AdaLoRA are not modelled)")
+    model_ref = _targets_and_model(taker, odd, s)
+    taker.note("modules_to_save", "modules trained in full beside the adapters are not in the estimate")
+    taker.note("alpha_pattern", "per-module alphas change scaling only")
+    taker.note("layers_to_transform", "adapters on some layers only: the estimate adapts every layer")
+    taker.note("layer_replication", "replicated layers are not modelled")
+    taker.note("exclude_modules", "excluded modules: the estimate adapts every listed target")
+    return _finish(taker, odd, model_ref, s, ADALORA_IRRELEVANT, _NO_QUANT)
 
 
 def _read_oft(taker: Taker, odd: OddValues) -> RunConfig:
