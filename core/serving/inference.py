@@ -254,7 +254,11 @@ def inference_estimate(
         kv_cache_tokens=memory.kv_cache_tokens,
         max_concurrency=memory.max_concurrency,
         max_concurrent=memory.max_concurrent,
-        queued=max(0, inf.concurrent - memory.max_concurrent) if inf.engine in (Engine.VLLM, Engine.SGLANG) else 0,
+        # Requests wait only for a pool that serves some: with none served (or the engine refusing to
+        # start) nothing runs and nothing queues; the verdict says why.
+        queued=max(0, inf.concurrent - memory.max_concurrent)
+        if inf.engine in (Engine.VLLM, Engine.SGLANG) and memory.max_concurrent
+        else 0,
         max_context=memory.max_context,
         max_num_seqs=memory.max_num_seqs,
         max_num_batched_tokens=memory.max_num_batched_tokens,

@@ -467,7 +467,8 @@ class DiagnosisPanel(QScrollArea):
         note = {
             AdviceKind.FITS: "The plan fits: nothing needs to change.",
             AdviceKind.FITS_QUEUED: (
-                f"Fits, but <b>{counted(advice.queued, 'request')} wait in the queue</b>: the pool holds "
+                f"Fits, but <b>{counted(advice.queued, 'request')} {'waits' if advice.queued == 1 else 'wait'} "
+                f"in the queue</b>: the pool holds "
                 f"{advice.at_once:,} at once. Fewer or shorter requests, or more memory, serve them all."
             ),
             AdviceKind.STEP_FITS_BUT: f"The training step fits, but it would fail {when}.",

@@ -63,7 +63,11 @@ def margin_text(judged: Judgement, headroom: float, unit: Unit) -> str:
             f"{memory(low, unit)}–{memory(high, unit)}: it may or may not fit"
         )
     if judged.margin_bytes >= 0:
-        return f"{memory(judged.margin_bytes, unit)} to spare"
+        spare = f"{memory(judged.margin_bytes, unit)} to spare"
+        if judged.verdict is Verdict.OOM:  # decided by something other than the card's total
+            why = "the host's RAM is short" if judged.host_limits else "no request fits"
+            return f"{spare} on the card, but {why}"
+        return spare
     over = f"{memory(-judged.margin_bytes, unit)} over the usable memory"
     if judged.verdict is Verdict.OVER_HEADROOM:
         return (
@@ -200,7 +204,8 @@ class VerdictPanel(QFrame):
         u = self.unit
         margin = margin_text(judged, estimate.plan.hardware.headroom, u)
         self.headline.setText(_headline(memory(judged.total_bytes, u), memory(judged.usable_bytes, u), margin))
-        queue = f" · ⚠ {counted(inf.queued, 'request')} wait in the queue" if inf.queued else ""
+        waits = "waits" if inf.queued == 1 else "wait"
+        queue = f" · ⚠ {counted(inf.queued, 'request')} {waits} in the queue" if inf.queued else ""
         held = estimate.plan.hardware.held_by_others
         others = f" ({memory(held, u)} held by other processes)" if held else ""
         self.detail.setText(

@@ -166,3 +166,33 @@ def test_the_command_line_takes_gib_and_json_gives_bytes(capsys: pytest.CaptureF
     out = json.loads(capsys.readouterr().out)
     assert out["held_by_others_bytes"] == 3 * GiB
     assert out["inference"]["refusal"].startswith("vLLM 0.19 refuses to start")
+
+
+def test_an_engine_that_serves_no_request_queues_none(capsys: pytest.CaptureFixture[str]) -> None:
+    # The SGLang refusal above (3 GiB held on an RTX 4090): no request runs, so none "waits in the queue"
+    # (the banner read "⚠ 1 request wait in the queue" beside SGLang's refusal), and the command line's
+    # verdict says why an out-of-memory total sits under the usable memory.
+    served = estimate(_served("rtx-4090", 3.0, engine="sglang", context=4096)).inference
+    assert served.max_concurrent == 0 and served.queued == 0
+    assert (
+        main(
+            [
+                "estimate",
+                "--model",
+                "llama-3.1-8b",
+                "--gpu",
+                "rtx-4090",
+                "--mode",
+                "inference",
+                "--engine",
+                "sglang",
+                "--context",
+                "4096",
+                "--held-by-others",
+                "3",
+            ]
+        )
+        == 0
+    )
+    verdict = next(line for line in capsys.readouterr().out.splitlines() if line.startswith("  Out of memory"))
+    assert verdict.endswith("the card holds the total, but no request fits")

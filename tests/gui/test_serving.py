@@ -366,3 +366,25 @@ def test_no_request_served_says_why_the_kv_cache_when_the_weights_fit(window: Ma
     serve_on_a_4090(window, engine="llamacpp", context=131072, concurrent=4)
     text = window.inference_panel.values["concurrency"].text()
     assert text.startswith("none: ") and "KV cache" in text and "weights alone" not in text
+
+
+def test_a_refused_start_reads_no_room_to_spare_and_queues_nothing(window: MainWindow) -> None:
+    # SGLang emptied by 3 GiB other processes hold on an RTX 4090 (tests/core/test_held_by_others.py): the
+    # banner read "Serving: out of memory · 16.6 GB of 20.3 GB usable — 3.69 GB to spare" and "⚠ 1 request
+    # wait in the queue".
+    serve_on_a_4090(window, engine="sglang", context=4096)
+    window.controller.reset(window.controller.plan.with_hardware(held_by_others=3 * 2**30))
+    window.settle_banner()
+    assert window.controller.estimate.inference.max_concurrent == 0
+    assert "to spare on the card, but no request fits" in window.verdict.headline.text()
+    assert "queue" not in window.verdict.detail.text()
+
+
+def test_one_queued_request_waits(window: MainWindow) -> None:
+    # Two requests of 24,000 tokens of Llama 3.1 8B under vLLM on an RTX 4090: its 44,608-token pool serves
+    # one, the other waits ("1 request wait" before).
+    serve_on_a_4090(window, engine="vllm", context=24_000, concurrent=2)
+    window.settle_banner()
+    inf = window.controller.estimate.inference
+    assert (inf.max_concurrent, inf.queued) == (1, 1)
+    assert "⚠ 1 request waits in the queue" in window.verdict.detail.text()
