@@ -532,13 +532,24 @@ def vllm_start_refusal(plan: Plan, gpu: GpuSpec, fit: ServingFit = DEFAULT_FIT) 
 def _refused(memory: EngineMemory, refusal: str, share: float) -> EngineMemory:
     """An engine that does not start: no pool, no request, out of memory, and why in its words. What it
     asks for at start (``share``: vLLM's utilisation × total and its CUDA context) is the figure judged;
-    the part beyond what its requests would use is one more overhead term, so the chart's parts add up."""
-    rest = max(0.0, share - memory.total_bytes)
+    the part beyond its weights, activations and runtime is one more overhead term, so the chart's parts
+    add up. No pool is allocated, so the KV cache bucket holds nothing (it showed the blocks the requests
+    would have taken)."""
+    running = sum(b.bytes for b in memory.parts if b.key is BucketKey.KV_CACHE)  # the requests' blocks
+    started = memory.total_bytes - running
+    rest = max(0.0, share - started)
     term = Term("the rest of the share vLLM asks for at start-up", "utilisation × total + CUDA context", rest)
-    parts = tuple(make_bucket(b.key, (*b.terms, term)) if b.key is BucketKey.OVERHEAD else b for b in memory.parts)
+    parts = tuple(
+        make_bucket(b.key, (*b.terms, term))
+        if b.key is BucketKey.OVERHEAD
+        else make_bucket(b.key, (), "no pool: vLLM does not start")
+        if b.key is BucketKey.KV_CACHE
+        else b
+        for b in memory.parts
+    )
     return replace(
         memory,
-        total_bytes=memory.total_bytes + rest,
+        total_bytes=started + rest,
         parts=parts,
         kv_cache_bytes=0.0,
         peak_bytes=memory.peak_bytes - memory.kv_cache_bytes,  # no pool was allocated
@@ -547,7 +558,7 @@ def _refused(memory: EngineMemory, refusal: str, share: float) -> EngineMemory:
         max_concurrent=0,
         max_context=0,
         verdict=Verdict.OOM,
-        margin_bytes=-(memory.total_bytes + rest),
+        margin_bytes=-(started + rest),
         formula=refusal,
         refusal=refusal,
     )

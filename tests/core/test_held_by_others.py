@@ -71,6 +71,9 @@ def test_vllm_v1_refuses_to_start_with_its_own_rule_and_the_utilisation_that_wou
     # The figure judged is what vLLM asks for at start: utilisation × total and its CUDA context.
     assert served.total_bytes == pytest.approx(0.9 * total + CUDA_CONTEXT_BYTES)
     assert sum(b.bytes for b in served.buckets) == pytest.approx(served.total_bytes)
+    # No pool, so no KV cache in the chart (it showed the 256 blocks the request would have taken).
+    kv = next(b for b in served.buckets if b.key.value == "kv_cache")
+    assert kv.bytes == 0 and kv.note == "no pool: vLLM does not start"
     # At the utilisation it names, the same card starts, and V1's pool is what it is with nothing held:
     # non-torch memory is the increase over the baseline taken at init (0.10 on).
     started = estimate(plan.with_inference(gpu_memory_utilization=would)).inference
