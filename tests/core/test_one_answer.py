@@ -12,7 +12,9 @@ from core.cli.render import estimate_to_json, render_estimate, render_serving
 from core.estimate import VERDICT_LABELS, estimate
 from core.files.report import build_report, to_markdown
 from core.format import memory
+from core.inputs import Method, input_at
 from core.plan import Plan
+from core.presets import plan_for_model
 from core.verdict import Mode
 from tests.core.strategies import plans
 
@@ -58,3 +60,42 @@ def test_a_report_states_the_judgement(plan: Plan) -> None:
         markdown = to_markdown(build_report([("a", plan)], generated="2026-12-01T00:00:00Z", mode=mode))
         assert f"{VERDICT_LABELS[judged.verdict]}: {memory(judged.total_bytes)}" in markdown
         assert f"margin {memory(judged.margin_bytes)}" in markdown
+
+
+# Every method of the input table; AdaLoRA joins with its own branch.
+METHODS = tuple(Method)
+
+
+@pytest.mark.parametrize("method", METHODS, ids=lambda m: m.value)
+def test_the_adapter_row_names_only_what_the_method_has(method: Method) -> None:
+    """The comparison's (and so the report's) adapter row shows the settings the window shows for the
+    method, each where core.inputs says it matters: no rank or alpha for IA3, prompt learning or
+    LitGPT's adapters, no alpha for VeRA, the block size (not r, not alpha) for OFT."""
+    plan = plan_for_model("llama-3.2-3b").with_input("method", method)
+    row = next(r for r in compare([("a", plan)]).rows() if r.key == "lora")
+    text = str(row.values[0])
+    assert ("r=" in text) == input_at("lora.rank").matters(plan), text
+    assert ("α=" in text) == input_at("lora.alpha").matters(plan), text
+    assert (", ".join(plan.lora.targets) in text) == input_at("lora.targets").matters(plan), text
+    assert ("blocks of" in text) == (input_at("lora.oft_block_size").matters(plan) and plan.lora.oft_block_size > 0)
+    assert ("virtual tokens" in text) == input_at("lora.virtual_tokens").matters(plan), text
+    assert row.label == "Adapter"
+
+
+def test_oft_by_blocks_and_by_rank_read_as_the_window_shows_them() -> None:
+    plan = plan_for_model("llama-3.2-3b").with_input("method", Method.OFT)
+    row = {r.key: r for r in compare([("blocks", plan), ("r", plan.with_input("lora.oft_block_size", 0))]).rows()}
+    # OFTConfig's default oft_block_size 32 (huggingface/peft 51c2ff66 src/peft/tuners/oft/config.py); the
+    # plan's default rank 8 (core.inputs lora.rank), read as blocks per target when the block size is 0.
+    assert row["lora"].values == ("blocks of 32, q_proj, v_proj", "r=8 blocks, q_proj, v_proj")
+
+
+@pytest.mark.parametrize("method", (Method.QLORA, Method.ADAPTER, Method.ADAPTER_V2, Method.LORA), ids=str)
+def test_the_base_storage_row_is_the_bitsandbytes_base_wherever_there_is_one(method: Method) -> None:
+    """LitGPT's adapters under --quantize bnb.nf4 store the base as QLoRA does (core.plan quantised_base);
+    the window shows its Base storage then, and so must a comparison or report."""
+    plan = plan_for_model("llama-3.2-3b").with_input("method", method)
+    if plan.litgpt_adapter:
+        plan = plan.with_input("lora.adapter_quantised", True)
+    row = next(r for r in compare([("a", plan)]).rows() if r.key == "quant")
+    assert (row.values[0] != "—") == plan.quantised_base == input_at("quant").matters(plan)
