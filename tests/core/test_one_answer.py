@@ -12,7 +12,7 @@ from core.cli.render import estimate_to_json, render_estimate, render_serving
 from core.estimate import VERDICT_LABELS, estimate
 from core.files.report import build_report, to_markdown
 from core.format import memory
-from core.inputs import Method, input_at
+from core.inputs import Method, Preset, input_at
 from core.plan import Plan
 from core.presets import plan_for_model
 from core.verdict import Mode
@@ -99,3 +99,17 @@ def test_the_base_storage_row_is_the_bitsandbytes_base_wherever_there_is_one(met
         plan = plan.with_input("lora.adapter_quantised", True)
     row = next(r for r in compare([("a", plan)]).rows() if r.key == "quant")
     assert (row.values[0] != "—") == plan.quantised_base == input_at("quant").matters(plan)
+
+
+@pytest.mark.parametrize("preset", tuple(Preset), ids=str)
+def test_the_command_lines_headline_names_the_plans_precision_preset(preset: Preset) -> None:
+    """``estimate`` named plan.precision, the old coarse word: Trainer(bf16=True) on a bf16 model and pure bf16
+    both read "bf16" (pure bf16's old name), where ``fit``, the window and the report name the preset."""
+    plan = plan_for_model("llama-3.2-3b").with_input("method", Method.LORA)
+    if preset is not Preset.CUSTOM:
+        plan = plan.with_input("preset", preset)
+    else:
+        plan = plan.with_input("autocast", "fp16")  # any role of one's own makes the preset custom
+    assert plan.preset is preset
+    head = render_estimate(estimate(plan)).splitlines()[0]
+    assert head.split(" · ")[1:3] == [plan.method.value, preset.value]
