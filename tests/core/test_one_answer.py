@@ -8,6 +8,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 
 from core.advice.compare import compare
+from core.cli.fit import render_fit
 from core.cli.render import estimate_to_json, render_estimate, render_serving
 from core.estimate import VERDICT_LABELS, estimate
 from core.files.report import build_report, to_markdown
@@ -112,4 +113,11 @@ def test_the_command_lines_headline_names_the_plans_precision_preset(preset: Pre
         plan = plan.with_input("autocast", "fp16")  # any role of one's own makes the preset custom
     assert plan.preset is preset
     head = render_estimate(estimate(plan)).splitlines()[0]
-    assert head.split(" · ")[1:3] == [plan.method.value, preset.value]
+    assert head.split(" · ")[1:3] == [plan.method.value, plan.precision_word]
+    assert plan.precision_word.startswith(preset.value)
+    # The roles themselves, in the flags' own words: the default preset fp32-autocast-bf16's float32 roles
+    # (core.plan PRESET_ROLES) with the autocast typed above.
+    if preset is Preset.CUSTOM:
+        assert plan.precision_word == "custom fp32/fp32/fp32, autocast fp16"
+    fitted = render_fit(plan, ()).splitlines()[0]
+    assert fitted.split(" · ")[1:3] == [plan.method.value, plan.precision_word]

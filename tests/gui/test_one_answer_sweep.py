@@ -156,7 +156,7 @@ def _check(window: MainWindow, name: str, plan: Plan, folder: Path) -> list[str]
     loaded = load(str(path))
     if doc["method"] != loaded.method.value or text.splitlines()[0].split(" · ")[1:3] != [
         loaded.method.value,
-        loaded.preset.value,
+        loaded.precision_word,
     ]:
         wrong.append(f"CLI names {doc['method']} / {text.splitlines()[0]!r} for {loaded.method} {loaded.preset}")
     total, usable, capacity = (memory(doc[k]) for k in ("total_bytes", "usable_bytes", "capacity_bytes"))
