@@ -223,6 +223,7 @@ class Comparison:
 
 
 def _training_rows(ests: Sequence[Estimate]) -> list[Row]:
+    judged = [e.judgement(Mode.TRAINING) for e in ests]
     rows = [
         Row(
             f"bucket.{key.value}",
@@ -241,7 +242,10 @@ def _training_rows(ests: Sequence[Estimate]) -> list[Row]:
         Row("range.low", "Range from", RowKind.BYTES, tuple(e.range_bytes[0] for e in ests), "memory"),
         Row("range.high", "Range to", RowKind.BYTES, tuple(e.range_bytes[1] for e in ests), "memory"),
         Row("capacity", "Card capacity", RowKind.BYTES, tuple(e.capacity_bytes for e in ests), "memory"),
+        # The usable memory and the margin the verdict reads, as the window's headline and estimate state them.
+        Row("usable", "Usable (headroom kept)", RowKind.BYTES, tuple(j.usable_bytes for j in judged), "memory"),
         Row("verdict", "Verdict", RowKind.TEXT, tuple(VERDICT_LABELS[e.verdict] for e in ests), "result"),
+        Row("margin", "Margin", RowKind.BYTES, tuple(j.margin_bytes for j in judged), "result"),
         Row("hours", "Time", RowKind.HOURS, tuple(e.compute.hours for e in ests), "result"),
         Row("cost", "Cost", RowKind.MONEY, tuple(e.compute.cost for e in ests), "result"),
         Row("tokens_per_second", "Tokens/s", RowKind.RATE, tuple(e.compute.tokens_per_second for e in ests), "result"),

@@ -121,3 +121,16 @@ def test_the_command_lines_headline_names_the_plans_precision_preset(preset: Pre
         assert plan.precision_word == "custom fp32/fp32/fp32, autocast fp16"
     fitted = render_fit(plan, ()).splitlines()[0]
     assert fitted.split(" · ")[1:3] == [plan.method.value, plan.precision_word]
+
+
+@pytest.mark.parametrize("gpu", ("rtx-3060-12gb", "rtx-4090", "a100-80gb-sxm"))
+def test_a_training_comparison_states_the_usable_memory_and_the_margin(gpu: str) -> None:
+    """The window's headline, estimate and the report give the usable memory and the margin; a comparison
+    gave the total, the range and the card only. Cards that run out of memory, are borderline and fit."""
+    plan = plan_for_model("llama-3.2-3b").with_input("method", Method.LORA).with_input("hardware.gpu", gpu)
+    judged = estimate(plan).judgement(Mode.TRAINING)
+    rows = {row.key: row for row in compare([("a", plan)]).rows()}
+    assert rows["usable"].values == (judged.usable_bytes,)
+    assert rows["margin"].values == (judged.margin_bytes,)
+    markdown = to_markdown(build_report([("a", plan)], generated="2026-12-01T00:00:00Z"))
+    assert f"| Margin | {memory(judged.margin_bytes)} |" in markdown

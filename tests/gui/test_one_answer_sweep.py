@@ -203,8 +203,10 @@ def _compare_and_export(plans: list[tuple[str, Plan]], folder: Path) -> list[str
             doc = json.loads(_cli("estimate", "--plan", paths[at], "--json"))
             if rows["verdict"][at] != VERDICT_LABELS[Verdict(doc["verdict"])]:
                 wrong.append(f"{name}: compare verdict {rows['verdict'][at]}, estimate {doc['verdict']}")
-            figures = (rows["total"][at], rows["range.low"][at], rows["range.high"][at], rows["capacity"][at])
-            if [round(f) for f in figures] != [doc["total_bytes"], *doc["range_bytes"], doc["capacity_bytes"]]:
+            keys = ("total", "range.low", "range.high", "capacity", "usable", "margin")
+            figures = tuple(rows[key][at] for key in keys)
+            stated = [doc["total_bytes"], *doc["range_bytes"], doc["capacity_bytes"], doc["usable_bytes"]]
+            if [round(f) for f in figures] != [*stated, doc["margin_bytes"]]:
                 wrong.append(f"{name}: compare {figures}, estimate {doc['total_bytes']} {doc['range_bytes']}")
     for name, plan in plans:
         said = _cli("export", "--plan", str(folder / f"{name}.json"), "--to", "trl")
