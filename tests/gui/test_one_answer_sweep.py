@@ -126,16 +126,23 @@ def _window_surface(window: MainWindow, plan: Plan) -> dict[str, Any]:
     panel = window.verdict
     head = re.sub("<[^>]+>", "", panel.headline.text())
     detail = re.sub("<[^>]+>", "", panel.detail.text())
+    window.tabs.setCurrentWidget(window.arithmetic)
     picker = window.arithmetic.picker
+    buckets = [picker.itemText(i).split(" — ") for i in range(picker.count())]
+    summary = window.arithmetic.summary.text()
+    window.tabs.setCurrentWidget(window.compute_panel)
+    # Compute & time: the hours, the speed and the MFU the command line's compute lines give.
+    compute = [window.compute_panel.training.values[key].text() for key in ("hours", "tokens_per_second", "mfu")]
     form = window.method_form
     return {
         "verdict": panel.badge.text(),
         "headline": head,
         "range": re.search(r"range (\S+ \S+)–(\S+ \S+)", detail).groups(),  # type: ignore[union-attr]
-        "buckets": [picker.itemText(i).split(" — ") for i in range(picker.count())],
-        "summary": window.arithmetic.summary.text(),
+        "buckets": buckets,
+        "summary": summary,
         "rows": {path: form.form.isRowVisible(form.fields[path]) for path in ADAPTER_ROWS},
         "targets": form.form.isRowVisible(form.targets),
+        "compute": compute,
     }
 
 
@@ -178,6 +185,9 @@ def _check(window: MainWindow, name: str, plan: Plan, folder: Path) -> list[str]
         wrong.append(f"text or report lacks the range {low} – {high}")
     if seen["summary"] not in text or f"`{seen['summary']}`" not in md:
         wrong.append(f"window arithmetic {seen['summary']!r} not in the text or report")
+    spent, speed, mfu = seen["compute"]
+    if f", {spent} on " not in text or f", {speed.split(' · ')[0]}, " not in text or f"MFU      {mfu} " not in text:
+        wrong.append(f"window compute {seen['compute']} not in the text's compute lines")
     for bucket, size in seen["buckets"]:
         if f"| {bucket} | {size} |" not in md:
             wrong.append(f"window bucket {bucket} {size} not in the report")
@@ -216,9 +226,11 @@ def _compare_and_export(plans: list[tuple[str, Plan]], folder: Path) -> list[str
 
 
 @pytest.mark.parametrize("group", GROUPS)
-def test_every_surface_states_the_same_figures(group: str, window: MainWindow, tmp_path: Path) -> None:
+def test_every_surface_states_the_same_figures(group: str, window: MainWindow, tmp_path: Path, qtbot: Any) -> None:
     plans = GROUPS[group]()
     assert plans
+    window.show()  # the Details tabs draw when shown (each read below with its tab in front)
+    qtbot.waitExposed(window)
     wrong = [f"{name}: {w}" for name, plan in plans for w in _check(window, name, plan, tmp_path)]
     wrong += _compare_and_export(plans, tmp_path)
     window.controller.undo_stack.setClean()
