@@ -92,7 +92,28 @@ def _verdicts() -> list[tuple[str, Plan]]:
     ]
 
 
+def _settings() -> list[tuple[str, Plan]]:
+    """Each method's own settings away from their defaults, through the plan file and back."""
+    on = ("llama-3.2-3b", "rtx-4090")
+    return [
+        ("oft-by-rank", _plan(*on, Method.OFT, lora__oft_block_size=0, lora__rank=4)),
+        ("oft-blocks-64", _plan(*on, Method.OFT, lora__oft_block_size=64)),
+        ("lokr-factor-4", _plan(*on, Method.LOKR, lora__lokr_factor=4, lora__rank=16)),
+        ("vera-128", _plan(*on, Method.VERA, lora__rank=128)),
+        ("loha-all-linear", _plan(*on, Method.LOHA, lora__targets=("all-linear",))),
+        (
+            "ia3-attention-only",
+            _plan(*on, Method.IA3, lora__ia3_feedforward=()).with_input("lora.targets", ("k_proj", "v_proj")),
+        ),
+        ("prompt-50", _plan(*on, Method.PROMPT_TUNING, lora__virtual_tokens=50)),
+        ("adapter-nf4", _plan(*on, Method.ADAPTER, lora__adapter_quantised=True, lora__adapter_start_layer=4)),
+        ("lora-head", _plan(*on, Method.LORA, lora__targets=("q_proj", "v_proj", "lm_head"), lora__rank=64)),
+        ("frozen-20", _plan(*on, Method.FROZEN, frozen_layers=20)),
+    ]
+
+
 GROUPS: dict[str, Callable[[], list[tuple[str, Plan]]]] = {
+    "settings": _settings,
     "methods": _methods,
     "presets": _presets,
     "quantised": _quantised,
