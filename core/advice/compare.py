@@ -94,6 +94,8 @@ def _adapter(plan: Plan) -> str:
         parts.append(f"r={lora.rank} blocks" if plan.oft else f"r={lora.rank}")
     if input_at("lora.alpha").matters(plan):
         parts.append(f"α={lora.alpha:g}")
+    if input_at("lora.dropout").matters(plan) and lora.dropout > 0:
+        parts.append(f"dropout {lora.dropout:g}")
     if input_at("lora.lokr_factor").matters(plan):
         parts.append(f"factor {lora.lokr_factor}")
     if input_at("lora.virtual_tokens").matters(plan):
@@ -107,6 +109,15 @@ def _adapter(plan: Plan) -> str:
     return ", ".join(parts) or "—"
 
 
+def _base_storage(plan: Plan) -> str:
+    """The bitsandbytes base wherever there is one (QLoRA, LitGPT's adapters under --quantize bnb.*), with
+    its double quantisation where the window shows that switch."""
+    if not input_at("quant").matters(plan):
+        return "—"
+    double = input_at("double_quant").matters(plan) and plan.double_quant
+    return QUANT_LABELS[plan.quant] + (", double quantisation" if double else "")
+
+
 def _dtypes(plan: Plan) -> str:
     return " / ".join(DTYPE_LABELS[d] for d in (plan.weight_dtype, plan.base_dtype, plan.adapter_dtype))
 
@@ -116,8 +127,7 @@ INPUT_ROWS: Final[tuple[tuple[str, str, RowKind, Callable[[Plan], float | str]],
     ("model", "Model", RowKind.TEXT, lambda p: p.model.name),
     ("method", "Method", RowKind.TEXT, lambda p: METHOD_LABELS[p.method]),
     ("lora", "Adapter", RowKind.TEXT, _adapter),
-    # The bitsandbytes base wherever there is one (QLoRA, LitGPT's adapters under --quantize bnb.*).
-    ("quant", "Base storage", RowKind.TEXT, lambda p: QUANT_LABELS[p.quant] if input_at("quant").matters(p) else "—"),
+    ("quant", "Base storage", RowKind.TEXT, _base_storage),
     ("precision", "Precision", RowKind.TEXT, lambda p: PRESET_LABELS[p.preset]),
     ("dtypes", "Weights / base / adapters", RowKind.TEXT, _dtypes),
     ("autocast", "Autocast", RowKind.TEXT, lambda p: AUTOCAST_LABELS[p.autocast]),

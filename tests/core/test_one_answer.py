@@ -134,3 +134,16 @@ def test_a_training_comparison_states_the_usable_memory_and_the_margin(gpu: str)
     assert rows["margin"].values == (judged.margin_bytes,)
     markdown = to_markdown(build_report([("a", plan)], generated="2026-12-01T00:00:00Z"))
     assert f"| Margin | {memory(judged.margin_bytes)} |" in markdown
+
+
+def test_the_rows_carry_the_memory_settings_the_window_shows_dropout_and_double_quantisation() -> None:
+    """Two plans the window tells apart by a shown setting that moves memory read alike in a comparison: LoRA
+    with and without dropout (each adapter keeps its dropped input and a mask), NF4 with and without double
+    quantisation (the block scales in 8 bits)."""
+    lora = plan_for_model("llama-3.2-3b").with_input("method", Method.LORA)
+    qlora = plan_for_model("llama-3.2-3b").with_input("method", Method.QLORA)
+    plans = [("a", lora), ("b", lora.with_input("lora.dropout", 0.1))]
+    plans += [("c", qlora), ("d", qlora.with_input("double_quant", False))]
+    rows = {row.key: row.values for row in compare(plans).rows()}
+    assert "dropout" not in str(rows["lora"][0]) and "dropout 0.1" in str(rows["lora"][1])
+    assert rows["quant"][2:] == ("4-bit NF4, double quantisation", "4-bit NF4")
