@@ -24,7 +24,7 @@ from core.errors import PlanError
 from core.estimate import VERDICT_LABELS, estimate
 from core.files.planfile import load
 from core.format import memory
-from core.inputs import Method, Preset, Strategy
+from core.inputs import Method, Preset, Strategy, input_at
 from core.plan import Plan
 from core.presets import plan_for_model
 from core.verdict import Mode, Verdict
@@ -274,3 +274,15 @@ def test_each_verdict_occurs_and_json_keys_are_typed_alike() -> None:
     first = shapes[Method.FULL]
     for method, seen in shapes.items():
         assert seen == first, (method, seen ^ first)
+
+
+def test_the_rank_field_is_named_for_what_it_counts(window: MainWindow) -> None:
+    """OFT's r counts blocks per target (huggingface/peft 51c2ff66 src/peft/tuners/oft/config.py OFTConfig.r:
+    "the number of OFT blocks per injected layer"), as the report's "r=4 blocks" says; the field beside it
+    read "Rank r" as for LoRA."""
+    label = window.method_form.labels["lora.rank"]
+    oft = _plan("llama-3.2-3b", "l40s", Method.OFT, lora__oft_block_size=0)
+    window.controller.reset(oft)
+    assert label.text() == input_at("lora.rank").label_in(oft) + ":" == "Blocks r:"
+    window.controller.reset(oft.with_input("method", Method.LORA))
+    assert label.text() == "Rank r:"
