@@ -738,6 +738,12 @@ class Input:
     cli_factor: float = 1.0
     flag_of: str = ""
     parse: Callable[[str], object] | None = None  # SETTING: reads the text, or raises PlanError
+    # The label where a method gives the input another meaning (OFT's r counts blocks); None: ``label``.
+    label_for: Callable[[Plan], str] | None = None
+
+    def label_in(self, plan: Plan) -> str:
+        """The text beside the field for this plan."""
+        return self.label if self.label_for is None else self.label_for(plan)
 
     @property
     def enum(self) -> type[StrEnum]:
@@ -943,7 +949,9 @@ INPUTS: Final[tuple[Input, ...]] = (
           ("--lora-rank",), "LoRA/DoRA/LoHa/LoKr/VeRA adapter rank r (OFT: blocks per target; AdaLoRA: init_r)",
           low=1, high=MAX_RANK,
           matters=lambda p: p.lora_adapters or p.lycoris or p.method in (Method.VERA, Method.ADALORA)
-          or (p.oft and p.lora.oft_block_size == 0)),
+          or (p.oft and p.lora.oft_block_size == 0),
+          # huggingface/peft 51c2ff66 src/peft/tuners/oft/config.py OFTConfig.r: the number of OFT blocks.
+          label_for=lambda p: "Blocks r" if p.oft else "Rank r"),
     Input("lora.alpha", Kind.FLOAT, "Alpha α", "LoRA alpha", 16.0,
           "Adapter scaling α (the update is scaled by α / r); no effect on memory.",
           ("--lora-alpha",), "LoRA/DoRA/LoHa/LoKr/AdaLoRA scaling α (no effect on memory)", low=0.01, high=1e6,

@@ -745,6 +745,16 @@ class Plan:
             raise mac
 
     @property
+    def precision_word(self) -> str:
+        """The precision as the command line names it: the preset's word (--preset), or a custom set of roles
+        as weights / base / adapters and the autocast (the --weight-dtype, --base-dtype, --adapter-dtype and
+        --autocast values)."""
+        if self.preset is not Preset.CUSTOM:
+            return self.preset.value
+        dtypes = "/".join(d.value for d in (self.weight_dtype, self.base_dtype, self.adapter_dtype))
+        return f"custom {dtypes}, autocast {self.autocast.value}"
+
+    @property
     def checkpointing_text(self) -> str:
         """The checkpointing as one short phrase: off, on (full), or the selective policy."""
         if not self.checkpointing:

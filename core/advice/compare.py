@@ -16,6 +16,7 @@ from core.breakdown import BUCKET_LABELS, BUCKET_ORDER, SERVING_BUCKET_ORDER
 from core.dtypes import AUTOCAST_LABELS, DTYPE_LABELS, WEIGHT_LABELS
 from core.errors import PlanError
 from core.estimate import JUDGED_FIGURE, VERDICT_LABELS, Estimate, Mode, Verdict, estimate
+from core.inputs import input_at
 from core.model import MAX_NAME_CHARS
 from core.plan import (
     ATTENTION_LABELS,
@@ -26,7 +27,6 @@ from core.plan import (
     PRESET_LABELS,
     QUANT_LABELS,
     STRATEGY_LABELS,
-    Method,
     Plan,
 )
 
@@ -82,10 +82,40 @@ class Row:
         return top > 0 and (max(numbers) - min(numbers)) > SAME_WITHIN * top
 
 
-def _lora(plan: Plan) -> str:
-    if not plan.adapter_based:
+def _adapter(plan: Plan) -> str:
+    """The method's own settings, each where core.inputs says it matters (the window shows those rows
+    and no others): a rank for IA3 or prompt tuning, or an alpha for VeRA or OFT, would describe a
+    setting the method does not have."""
+    lora = plan.lora
+    parts: list[str] = []
+    if input_at("lora.oft_block_size").matters(plan) and lora.oft_block_size > 0:
+        parts.append(f"blocks of {lora.oft_block_size}")
+    if input_at("lora.rank").matters(plan):
+        parts.append(f"r={lora.rank} blocks" if plan.oft else f"r={lora.rank}")
+    if input_at("lora.alpha").matters(plan):
+        parts.append(f"α={lora.alpha:g}")
+    if input_at("lora.dropout").matters(plan) and lora.dropout > 0:
+        parts.append(f"dropout {lora.dropout:g}")
+    if input_at("lora.lokr_factor").matters(plan):
+        parts.append(f"factor {lora.lokr_factor}")
+    if input_at("lora.virtual_tokens").matters(plan):
+        parts.append(f"{lora.virtual_tokens} virtual tokens")
+    if input_at("lora.adapter_prompt_length").matters(plan):
+        parts.append(f"prompt {lora.adapter_prompt_length} from block {lora.adapter_start_layer}")
+    if input_at("lora.targets").matters(plan):
+        parts.append(", ".join(lora.targets))
+    if input_at("lora.ia3_feedforward").matters(plan):
+        parts.append(f"feedforward {', '.join(lora.ia3_feedforward) or '—'}")
+    return ", ".join(parts) or "—"
+
+
+def _base_storage(plan: Plan) -> str:
+    """The bitsandbytes base wherever there is one (QLoRA, LitGPT's adapters under --quantize bnb.*), with
+    its double quantisation where the window shows that switch."""
+    if not input_at("quant").matters(plan):
         return "—"
-    return f"r={plan.lora.rank}, α={plan.lora.alpha:g}, {', '.join(plan.lora.targets)}"
+    double = input_at("double_quant").matters(plan) and plan.double_quant
+    return QUANT_LABELS[plan.quant] + (", double quantisation" if double else "")
 
 
 def _dtypes(plan: Plan) -> str:
@@ -96,8 +126,8 @@ def _dtypes(plan: Plan) -> str:
 INPUT_ROWS: Final[tuple[tuple[str, str, RowKind, Callable[[Plan], float | str]], ...]] = (
     ("model", "Model", RowKind.TEXT, lambda p: p.model.name),
     ("method", "Method", RowKind.TEXT, lambda p: METHOD_LABELS[p.method]),
-    ("lora", "LoRA", RowKind.TEXT, _lora),
-    ("quant", "Base storage", RowKind.TEXT, lambda p: QUANT_LABELS[p.quant] if p.method is Method.QLORA else "—"),
+    ("lora", "Adapter", RowKind.TEXT, _adapter),
+    ("quant", "Base storage", RowKind.TEXT, _base_storage),
     ("precision", "Precision", RowKind.TEXT, lambda p: PRESET_LABELS[p.preset]),
     ("dtypes", "Weights / base / adapters", RowKind.TEXT, _dtypes),
     ("autocast", "Autocast", RowKind.TEXT, lambda p: AUTOCAST_LABELS[p.autocast]),
@@ -203,6 +233,7 @@ class Comparison:
 
 
 def _training_rows(ests: Sequence[Estimate]) -> list[Row]:
+    judged = [e.judgement(Mode.TRAINING) for e in ests]
     rows = [
         Row(
             f"bucket.{key.value}",
@@ -221,7 +252,10 @@ def _training_rows(ests: Sequence[Estimate]) -> list[Row]:
         Row("range.low", "Range from", RowKind.BYTES, tuple(e.range_bytes[0] for e in ests), "memory"),
         Row("range.high", "Range to", RowKind.BYTES, tuple(e.range_bytes[1] for e in ests), "memory"),
         Row("capacity", "Card capacity", RowKind.BYTES, tuple(e.capacity_bytes for e in ests), "memory"),
+        # The usable memory and the margin the verdict reads, as the window's headline and estimate state them.
+        Row("usable", "Usable (headroom kept)", RowKind.BYTES, tuple(j.usable_bytes for j in judged), "memory"),
         Row("verdict", "Verdict", RowKind.TEXT, tuple(VERDICT_LABELS[e.verdict] for e in ests), "result"),
+        Row("margin", "Margin", RowKind.BYTES, tuple(j.margin_bytes for j in judged), "result"),
         Row("hours", "Time", RowKind.HOURS, tuple(e.compute.hours for e in ests), "result"),
         Row("cost", "Cost", RowKind.MONEY, tuple(e.compute.cost for e in ests), "result"),
         Row("tokens_per_second", "Tokens/s", RowKind.RATE, tuple(e.compute.tokens_per_second for e in ests), "result"),

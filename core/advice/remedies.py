@@ -28,6 +28,7 @@ from core.format import hours as format_hours
 from core.inputs import CpRotate, torch_ring_rotate
 from core.parallel.layout import fsdp_no_sync
 from core.plan import (
+    METHOD_LABELS,
     Attention,
     CheckpointPolicy,
     GradSync,
@@ -175,12 +176,25 @@ def _lora(plan: Plan) -> tuple[Plan, str] | None:
     return plan.with_method(Method.LORA, lora=DEFAULT_LORA), "LoRA (rank 16, all linear layers)"
 
 
+# The methods a quantised-base remedy keeps as LoRA without saying so: the base alone changes (or, for full
+# fine-tuning and frozen layers, the title's "QLoRA" / "+ LoRA" names the adapter that replaces them).
+_LORA_ALREADY: Final = (Method.FULL, Method.FROZEN, Method.LORA, Method.QLORA)
+# LitGPT's own flag for each base (core.inputs lora.adapter_quantised, Lightning-AI/litgpt 0f021f3).
+_LITGPT_QUANTIZE: Final = {Quant.NF4: "bnb.nf4", Quant.INT8: "bnb.int8-training"}
+
+
 def _qlora(quant: Quant) -> Transform:
     def apply(plan: Plan) -> tuple[Plan, str] | None:
-        if plan.method is Method.QLORA and plan.quant is quant:
+        if plan.quantised_base and plan.quant is quant:
             return None
+        base = "4-bit NF4 base" if quant is Quant.NF4 else "8-bit base"
+        if plan.litgpt_adapter:  # LitGPT's adapters train on a bitsandbytes base themselves
+            quantised = plan.with_input("lora.adapter_quantised", True).with_input("quant", quant)
+            return quantised, f"{base} (LitGPT --quantize {_LITGPT_QUANTIZE[quant]})"
         lora = plan.lora if plan.adapter_based else DEFAULT_LORA
-        label = "4-bit NF4 base (QLoRA)" if quant is Quant.NF4 else "8-bit base (LLM.int8 + LoRA)"
+        label = f"{base} (QLoRA)" if quant is Quant.NF4 else f"{base} (LLM.int8 + LoRA)"
+        if plan.method not in _LORA_ALREADY:
+            label += f", LoRA in place of {METHOD_LABELS[plan.method]}"
         return plan.with_method(Method.QLORA, quant=quant, lora=lora), label
 
     return apply

@@ -69,7 +69,7 @@ def _price(value: float) -> str:
 def render_fit(plan: Plan, rows: tuple[CardFit, ...]) -> str:
     best = cheapest_fit(rows)
     lines = [
-        f"{plan.model.name} · {plan.method.value} · {plan.preset.value} · micro-batch "
+        f"{plan.model.name} · {plan.method.value} · {plan.precision_word} · micro-batch "
         f"{plan.workload.micro_batch} × {plan.workload.seq_len:,} tokens; cards priced from the catalogue "
         f"where it has a price (p), the plan's card at the plan's own price, others unknown",
         f"  {'GPU':<30} {'×':>2} {'sharding':<8} {'per GPU':>10} {'of':>9}  {'verdict':<13} {'time':>9} "

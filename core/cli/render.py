@@ -315,8 +315,10 @@ def estimate_json_text(est: Estimate, mode: Mode = Mode.TRAINING) -> str:
 def render_estimate(est: Estimate, gib: bool = False) -> str:
     plan = est.plan
     p = est.params
+    # The preset's word (--preset) or the custom roles, as ``fit`` prints them: the coarse plan.precision
+    # read "bf16" for both Trainer(bf16=True) and pure bf16.
     lines = [
-        f"{plan.model.name} · {plan.method.value} · {plan.precision.value} · {plan.optimizer.value} · "
+        f"{plan.model.name} · {plan.method.value} · {plan.precision_word} · {plan.optimizer.value} · "
         f"{est.gpu.name} × {plan.world_size}",
         f"parameters {format_count(p.total)} total, {format_count(p.trainable)} trainable ({p.trainable:,})"
         + ("   [lesson accounting]" if plan.accounting is Accounting.LESSON else ""),

@@ -132,6 +132,9 @@ class PlanForm(QGroupBox):
             spec = self.inputs[path]
             shown = spec.matters(plan) and (advanced or not spec.advanced) and not (serving and spec.training_only)
             self.set_row_visible(path, shown)
+            label = self.labels.get(path)
+            if shown and label is not None and spec.label_for is not None and label.text() != spec.label_in(plan) + ":":
+                label.setText(spec.label_in(plan) + ":")  # core names the field for the plan's method
 
     def set_row_visible(self, key: str, visible: bool) -> None:
         self.set_widget_row_visible(self.fields[key], visible)

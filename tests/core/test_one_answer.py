@@ -8,11 +8,14 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 
 from core.advice.compare import compare
+from core.cli.fit import render_fit
 from core.cli.render import estimate_to_json, render_estimate, render_serving
 from core.estimate import VERDICT_LABELS, estimate
 from core.files.report import build_report, to_markdown
 from core.format import memory
+from core.inputs import Method, Preset, input_at
 from core.plan import Plan
+from core.presets import plan_for_model
 from core.verdict import Mode
 from tests.core.strategies import plans
 
@@ -58,3 +61,89 @@ def test_a_report_states_the_judgement(plan: Plan) -> None:
         markdown = to_markdown(build_report([("a", plan)], generated="2026-12-01T00:00:00Z", mode=mode))
         assert f"{VERDICT_LABELS[judged.verdict]}: {memory(judged.total_bytes)}" in markdown
         assert f"margin {memory(judged.margin_bytes)}" in markdown
+
+
+# Every method of the input table; AdaLoRA joins with its own branch.
+METHODS = tuple(Method)
+
+
+@pytest.mark.parametrize("method", METHODS, ids=lambda m: m.value)
+def test_the_adapter_row_names_only_what_the_method_has(method: Method) -> None:
+    """The comparison's (and so the report's) adapter row shows the settings the window shows for the
+    method, each where core.inputs says it matters: no rank or alpha for IA3, prompt learning or
+    LitGPT's adapters, no alpha for VeRA, the block size (not r, not alpha) for OFT."""
+    plan = plan_for_model("llama-3.2-3b").with_input("method", method)
+    row = next(r for r in compare([("a", plan)]).rows() if r.key == "lora")
+    text = str(row.values[0])
+    assert ("r=" in text) == input_at("lora.rank").matters(plan), text
+    assert ("α=" in text) == input_at("lora.alpha").matters(plan), text
+    assert (", ".join(plan.lora.targets) in text) == input_at("lora.targets").matters(plan), text
+    assert ("blocks of" in text) == (input_at("lora.oft_block_size").matters(plan) and plan.lora.oft_block_size > 0)
+    assert ("virtual tokens" in text) == input_at("lora.virtual_tokens").matters(plan), text
+    assert row.label == "Adapter"
+
+
+def test_oft_by_blocks_and_by_rank_read_as_the_window_shows_them() -> None:
+    plan = plan_for_model("llama-3.2-3b").with_input("method", Method.OFT)
+    row = {r.key: r for r in compare([("blocks", plan), ("r", plan.with_input("lora.oft_block_size", 0))]).rows()}
+    # OFTConfig's default oft_block_size 32 (huggingface/peft 51c2ff66 src/peft/tuners/oft/config.py); the
+    # plan's default rank 8 (core.inputs lora.rank), read as blocks per target when the block size is 0.
+    assert row["lora"].values == ("blocks of 32, q_proj, v_proj", "r=8 blocks, q_proj, v_proj")
+
+
+@pytest.mark.parametrize("method", (Method.QLORA, Method.ADAPTER, Method.ADAPTER_V2, Method.LORA), ids=str)
+def test_the_base_storage_row_is_the_bitsandbytes_base_wherever_there_is_one(method: Method) -> None:
+    """LitGPT's adapters under --quantize bnb.nf4 store the base as QLoRA does (core.plan quantised_base);
+    the window shows its Base storage then, and so must a comparison or report."""
+    plan = plan_for_model("llama-3.2-3b").with_input("method", method)
+    if plan.litgpt_adapter:
+        plan = plan.with_input("lora.adapter_quantised", True)
+    row = next(r for r in compare([("a", plan)]).rows() if r.key == "quant")
+    assert (row.values[0] != "—") == plan.quantised_base == input_at("quant").matters(plan)
+
+
+@pytest.mark.parametrize("preset", tuple(Preset), ids=str)
+def test_the_command_lines_headline_names_the_plans_precision_preset(preset: Preset) -> None:
+    """``estimate`` named plan.precision, the old coarse word: Trainer(bf16=True) on a bf16 model and pure bf16
+    both read "bf16" (pure bf16's old name), where ``fit``, the window and the report name the preset."""
+    plan = plan_for_model("llama-3.2-3b").with_input("method", Method.LORA)
+    if preset is not Preset.CUSTOM:
+        plan = plan.with_input("preset", preset)
+    else:
+        plan = plan.with_input("autocast", "fp16")  # any role of one's own makes the preset custom
+    assert plan.preset is preset
+    head = render_estimate(estimate(plan)).splitlines()[0]
+    assert head.split(" · ")[1:3] == [plan.method.value, plan.precision_word]
+    assert plan.precision_word.startswith(preset.value)
+    # The roles themselves, in the flags' own words: the default preset fp32-autocast-bf16's float32 roles
+    # (core.plan PRESET_ROLES) with the autocast typed above.
+    if preset is Preset.CUSTOM:
+        assert plan.precision_word == "custom fp32/fp32/fp32, autocast fp16"
+    fitted = render_fit(plan, ()).splitlines()[0]
+    assert fitted.split(" · ")[1:3] == [plan.method.value, plan.precision_word]
+
+
+@pytest.mark.parametrize("gpu", ("rtx-3060-12gb", "rtx-4090", "a100-80gb-sxm"))
+def test_a_training_comparison_states_the_usable_memory_and_the_margin(gpu: str) -> None:
+    """The window's headline, estimate and the report give the usable memory and the margin; a comparison
+    gave the total, the range and the card only. Cards that run out of memory, are borderline and fit."""
+    plan = plan_for_model("llama-3.2-3b").with_input("method", Method.LORA).with_input("hardware.gpu", gpu)
+    judged = estimate(plan).judgement(Mode.TRAINING)
+    rows = {row.key: row for row in compare([("a", plan)]).rows()}
+    assert rows["usable"].values == (judged.usable_bytes,)
+    assert rows["margin"].values == (judged.margin_bytes,)
+    markdown = to_markdown(build_report([("a", plan)], generated="2026-12-01T00:00:00Z"))
+    assert f"| Margin | {memory(judged.margin_bytes)} |" in markdown
+
+
+def test_the_rows_carry_the_memory_settings_the_window_shows_dropout_and_double_quantisation() -> None:
+    """Two plans the window tells apart by a shown setting that moves memory read alike in a comparison: LoRA
+    with and without dropout (each adapter keeps its dropped input and a mask), NF4 with and without double
+    quantisation (the block scales in 8 bits)."""
+    lora = plan_for_model("llama-3.2-3b").with_input("method", Method.LORA)
+    qlora = plan_for_model("llama-3.2-3b").with_input("method", Method.QLORA)
+    plans = [("a", lora), ("b", lora.with_input("lora.dropout", 0.1))]
+    plans += [("c", qlora), ("d", qlora.with_input("double_quant", False))]
+    rows = {row.key: row.values for row in compare(plans).rows()}
+    assert "dropout" not in str(rows["lora"][0]) and "dropout 0.1" in str(rows["lora"][1])
+    assert rows["quant"][2:] == ("4-bit NF4, double quantisation", "4-bit NF4")

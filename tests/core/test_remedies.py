@@ -16,6 +16,7 @@ from core.catalogue import find_gpu, find_model, load_gpus
 from core.estimate import estimate
 from core.format import hours as format_hours
 from core.plan import (
+    METHOD_LABELS,
     Attention,
     CheckpointPolicy,
     Hardware,
@@ -318,3 +319,21 @@ def test_the_remedy_list_keeps_what_matters_in_round_figures() -> None:
             if r.kind is RemedyKind.MICRO_BATCH and "same effective batch" in r.title:
                 wl, old = r.plan.workload, plan.workload
                 assert wl.micro_batch * wl.grad_accum == old.micro_batch * old.grad_accum
+
+
+@pytest.mark.parametrize("method", tuple(Method), ids=str)
+def test_a_quantised_base_remedy_says_when_it_changes_the_method(method: Method) -> None:
+    """The "4-bit NF4 base" and "8-bit base" remedies of an OFT, IA3, DoRA... plan train LoRA instead: the
+    title says so (it read "4-bit NF4 base (QLoRA)" alone, so Apply changed the method unseen). LitGPT's
+    adapters keep their method on a bitsandbytes base (litgpt --quantize bnb.nf4 / bnb.int8-training)."""
+    plan = plan_for_model("llama-3.1-8b").with_input("method", method).with_input("hardware.gpu", "rtx-4090")
+    for kind in (RemedyKind.QLORA_NF4, RemedyKind.QLORA_INT8):
+        remedy = next((r for r in diagnose(plan).remedies if r.kind is kind), None)
+        if remedy is None:
+            continue
+        assert remedy.plan.quantised_base
+        if plan.litgpt_adapter:
+            assert remedy.plan.method is method and remedy.plan.lora.adapter_quantised, remedy.title
+        elif method not in (Method.FULL, Method.FROZEN, Method.LORA, Method.QLORA):
+            assert remedy.plan.method is Method.QLORA
+            assert f"in place of {METHOD_LABELS[method]}" in remedy.title, remedy.title
