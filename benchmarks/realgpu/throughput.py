@@ -14,9 +14,10 @@ scored with them. NVIDIA's three ids are one family (one organisation, one stack
 two H200 rows run torchtitan's code and are scored with torchtitan (its stack factor is not
 independent of them); torchtune is its own family (different code, team and cards).
 
-Held out (HELD_OUT_SOURCES): InternLM's, VectorLM's, FlagPerf's, Colossal-AI's and nanotron's 81 expressible figures
-take part in no fit, neither leave-one-source-out nor the all-source one (efficiency.FITTED); they are scored with the
-all-source coefficients and printed on their own ("Held out, never fitted"), outside every other table.
+Held out (HELD_OUT_SOURCES): InternLM's, VectorLM's, FlagPerf's, Colossal-AI's, nanotron's, Qwen's fine-tuning
+profile's and Answer.AI's fsdp_qlora note's 118 expressible figures take part in no fit, neither leave-one-source-out
+nor the all-source one (efficiency.FITTED); they are scored with the all-source coefficients and printed on their
+own ("Held out, never fitted"), outside every other table.
 
 Also printed: the FLOPs per token against each source's own formula (target within 2 %), the
 published scaling pairs (predicted vs published ratio of per-GPU speed, within 3 points) — only
@@ -105,6 +106,7 @@ FAMILIES = {
     "colossalai": "Colossal-AI",
     "nanotron": "Hugging Face nanotron",
     "qwen-finetune-profile": "Qwen (Alibaba)",
+    "answerai-fsdp-qlora": "Answer.AI fsdp_qlora",
 }
 # Sources held out of every fit: no coefficient is ever tuned on them, in the leave-one-source-out
 # fits or the all-source one (efficiency.FITTED), and they are scored with the all-source fit.
@@ -122,9 +124,19 @@ FAMILIES = {
 #   (1.3B to 80B) and node count (1 to 64 nodes of 8 H100), DP / TP with sequence parallel / PP, ZeRO-0/1 (2026-12-04);
 # - Qwen (Alibaba), its v1 README's profiling of finetune.py: Hugging Face Trainer + PEFT LoRA (rank 64, every linear)
 #   on one A100-SXM4-80G, Qwen-1.8B / 7B / 14B, sequence 256 to 8192, batch 1 x accumulation 8 (2026-12-05): the
-#   one-GPU fine-tuning runs the product's users launch (docs/TRAINING_TIME.md, "Qwen's fine-tuning profile").
+#   one-GPU fine-tuning runs the product's users launch (docs/TRAINING_TIME.md, "Qwen's fine-tuning profile");
+# - Answer.AI's fsdp_qlora benchmark note: its own FSDP1 train.py, LoRA and QLoRA (bitsandbytes NF4) of Llama-2 7B,
+#   Llama-2 70B, Yi 34B and Mistral 7B on two RTX 4090 and 2 to 8 cloud cards, fixed-length dummy samples (2026-12-05).
 HELD_OUT_SOURCES: Final = frozenset(
-    {"internlm", "vectorlm", "flagperf-paddle", "colossalai", "nanotron", "qwen-finetune-profile"}
+    {
+        "internlm",
+        "vectorlm",
+        "flagperf-paddle",
+        "colossalai",
+        "nanotron",
+        "qwen-finetune-profile",
+        "answerai-fsdp-qlora",
+    }
 )
 # The weight of the priors in the fit, against one family's whole weight.
 RIDGE = 0.02
@@ -282,6 +294,8 @@ _STACK = {
     "nanotron": Stack.EAGER,
     # Hugging Face Trainer over transformers / remote modeling code and PEFT, no torch.compile (Qwen's finetune.py).
     "hf-trainer": Stack.EAGER,
+    # Answer.AI's train.py: Hugging Face modeling code under FSDP1 in its own loop, no torch.compile.
+    "answerai-fsdp": Stack.EAGER,
 }
 # Sources that run hand-fused kernels without torch.compile: their elementwise passes are the ones
 # each fused kernel makes (read its inputs once, write its outputs once), which is what the compiled
@@ -315,6 +329,14 @@ _SOURCE_LORA: Final[dict[str, dict[str, Any]]] = {
         "dropout": 0.05,
         "targets": ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"),
     },
+    # Answer.AI's train.py: lora_rank 64, lora_alpha 16, lora_dropout 0.1, lora_target_modules "all" = k, q, v, up,
+    # down and gate projections, no o_proj (AnswerDotAI/fsdp_qlora@d7818ec8 train.py L965-968, L1000-1001).
+    "answerai-fsdp-qlora": {
+        "rank": 64,
+        "alpha": 16.0,
+        "dropout": 0.1,
+        "targets": ("q_proj", "k_proj", "v_proj", "gate_proj", "up_proj", "down_proj"),
+    },
 }
 # Plan settings a source's code fixes beyond the record's schema. Qwen's finetune.py: ``optim: str =
 # field(default="adamw_torch")`` (QwenLM/Qwen@2df8e8ac finetune.py L42), torch.optim.AdamW, foreach on CUDA in the
@@ -326,6 +348,9 @@ _SOURCE_PLAN: Final[dict[str, dict[str, Any]]] = {
         "grad_clip": True,
         "attention": Attention.FLASH,
     },
+    # Answer.AI's train.py: ``torch.optim.AdamW(..., fused=args["optimizer"]=="fused_adamw")`` with the default
+    # "adamw" (fused False: foreach), no clipping by default (AnswerDotAI/fsdp_qlora@d7818ec8 train.py L459-461, L971).
+    "answerai-fsdp-qlora": {"optimizer_impl": OptimizerImpl.FOREACH},
 }
 
 
@@ -593,7 +618,8 @@ def _preset(record: Mapping[str, Any]) -> Preset:
         # finetune.py loads without torch_dtype and Qwen's remote code casts the model to bf16 on a bf16 card
         # (config.bf16 set when none of bf16 / fp16 / fp32 is); --bf16 True adds the Trainer's autocast.
         return Preset.TRAINER_BF16
-    if record["source_id"] in ("torchtune", "vectorlm"):
+    if record["source_id"] in ("torchtune", "vectorlm", "answerai-fsdp-qlora"):
+        # Answer.AI: --precision bf16 loads the model in bf16 with no MixedPrecision policy (train.py L528-531).
         # VectorLM: ``model = model.bfloat16()`` before FSDP and AdamW over those parameters
         # (VectorInstitute/vectorlm@9045f08 profiling/benchmark.py), as torchtune's recipes do.
         return Preset.PURE_BF16
@@ -620,7 +646,7 @@ def _reduce_dtype(record: Mapping[str, Any]) -> MpDtype:
       composer/distributed/mosaic_parallelism.py);
     - TinyLlama: Lightning 2.1.2's "bf16-mixed" FSDP policy reduces in bf16 (see _param_dtype);
     - torchtune: no ``MixedPrecisionPolicy``, so FSDP2 reduces in the bf16 parameters' dtype (_preset)."""
-    if record["source_id"] in ("ibm-fms-fsdp", "tinyllama", "torchtune", "vectorlm"):
+    if record["source_id"] in ("ibm-fms-fsdp", "tinyllama", "torchtune", "vectorlm", "answerai-fsdp-qlora"):
         # VectorLM: MixedPrecision(param_dtype, buffer_dtype, reduce_dtype all torch.bfloat16)
         # (VectorInstitute/vectorlm@9045f08 vectorlm/utils/model_utils.py L212-215).
         return MpDtype.BF16
