@@ -64,6 +64,7 @@ from core.plan import (  # noqa: E402
     PipelineSchedule,
     Plan,
     Preset,
+    Quant,
     Stack,
     Strategy,
     Workload,
@@ -107,6 +108,7 @@ FAMILIES = {
     "nanotron": "Hugging Face nanotron",
     "qwen-finetune-profile": "Qwen (Alibaba)",
     "answerai-fsdp-qlora": "Answer.AI fsdp_qlora",
+    "hf-optimum-benchmark-llamas": "HF optimum-benchmark",
 }
 # Sources held out of every fit: no coefficient is ever tuned on them, in the leave-one-source-out
 # fits or the all-source one (efficiency.FITTED), and they are scored with the all-source fit.
@@ -126,7 +128,9 @@ FAMILIES = {
 #   on one A100-SXM4-80G, Qwen-1.8B / 7B / 14B, sequence 256 to 8192, batch 1 x accumulation 8 (2026-12-05): the
 #   one-GPU fine-tuning runs the product's users launch (docs/TRAINING_TIME.md, "Qwen's fine-tuning profile");
 # - Answer.AI's fsdp_qlora benchmark note: its own FSDP1 train.py, LoRA and QLoRA (bitsandbytes NF4) of Llama-2 7B,
-#   Llama-2 70B, Yi 34B and Mistral 7B on two RTX 4090 and 2 to 8 cloud cards, fixed-length dummy samples (2026-12-05).
+#   Llama-2 70B, Yi 34B and Mistral 7B on two RTX 4090 and 2 to 8 cloud cards, fixed-length dummy samples (2026-12-05);
+# - Hugging Face's optimum-benchmark training-llamas example: Trainer on Llama-2 7B / 13B, full fp16, LoRA r8 and 4-bit
+#   bitsandbytes LoRA at 256 tokens, batch 1 to 16, one A100 80GB and one RTX 4090 (2026-12-05).
 HELD_OUT_SOURCES: Final = frozenset(
     {
         "internlm",
@@ -136,6 +140,7 @@ HELD_OUT_SOURCES: Final = frozenset(
         "nanotron",
         "qwen-finetune-profile",
         "answerai-fsdp-qlora",
+        "hf-optimum-benchmark-llamas",
     }
 )
 # The weight of the priors in the fit, against one family's whole weight.
@@ -331,6 +336,9 @@ _SOURCE_LORA: Final[dict[str, dict[str, Any]]] = {
     },
     # Answer.AI's train.py: lora_rank 64, lora_alpha 16, lora_dropout 0.1, lora_target_modules "all" = k, q, v, up,
     # down and gate projections, no o_proj (AnswerDotAI/fsdp_qlora@d7818ec8 train.py L965-968, L1000-1001).
+    # optimum-benchmark's training-llamas reports: peft_config r 8, lora_alpha 8, lora_dropout 0, target_modules None,
+    # PEFT's default for Llama (q_proj, v_proj) (huggingface/optimum-benchmark@3c753205 artifacts/*/full_report.csv).
+    "hf-optimum-benchmark-llamas": {"rank": 8, "alpha": 8.0, "dropout": 0.0, "targets": ("q_proj", "v_proj")},
     "answerai-fsdp-qlora": {
         "rank": 64,
         "alpha": 16.0,
@@ -351,6 +359,16 @@ _SOURCE_PLAN: Final[dict[str, dict[str, Any]]] = {
     # Answer.AI's train.py: ``torch.optim.AdamW(..., fused=args["optimizer"]=="fused_adamw")`` with the default
     # "adamw" (fused False: foreach), no clipping by default (AnswerDotAI/fsdp_qlora@d7818ec8 train.py L459-461, L971).
     "answerai-fsdp-qlora": {"optimizer_impl": OptimizerImpl.FOREACH},
+    # optimum-benchmark's Trainer runs: adamw_torch (foreach), max_grad_norm 1.0, transformers 4.33 / 4.35's eager
+    # LlamaAttention (use_flash_attention_2 False), and BitsAndBytesConfig(load_in_4bit=True, compute float16) with
+    # transformers' defaults: bnb_4bit_quant_type "fp4", no double quantisation.
+    "hf-optimum-benchmark-llamas": {
+        "optimizer_impl": OptimizerImpl.FOREACH,
+        "grad_clip": True,
+        "attention": Attention.EAGER,
+        "quant": Quant.FP4,
+        "double_quant": False,
+    },
 }
 
 
@@ -618,6 +636,10 @@ def _preset(record: Mapping[str, Any]) -> Preset:
         # finetune.py loads without torch_dtype and Qwen's remote code casts the model to bf16 on a bf16 card
         # (config.bf16 set when none of bf16 / fp16 / fp32 is); --bf16 True adds the Trainer's autocast.
         return Preset.TRAINER_BF16
+    if record["source_id"] == "hf-optimum-benchmark-llamas":
+        # torch_dtype float16 with no autocast and no fp16 flag: the fp16 weights train as they are (pure 16-bit),
+        # planned as pure bf16, whose tensor-core rates and bytes are the same on the A100 and the RTX 4090.
+        return Preset.PURE_BF16
     if record["source_id"] in ("torchtune", "vectorlm", "answerai-fsdp-qlora"):
         # Answer.AI: --precision bf16 loads the model in bf16 with no MixedPrecision policy (train.py L528-531).
         # VectorLM: ``model = model.bfloat16()`` before FSDP and AdamW over those parameters
