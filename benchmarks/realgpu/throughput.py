@@ -14,9 +14,10 @@ scored with them. NVIDIA's three ids are one family (one organisation, one stack
 two H200 rows run torchtitan's code and are scored with torchtitan (its stack factor is not
 independent of them); torchtune is its own family (different code, team and cards).
 
-Held out (HELD_OUT_SOURCES): InternLM's, VectorLM's, FlagPerf's, Colossal-AI's and nanotron's 81 expressible figures
-take part in no fit, neither leave-one-source-out nor the all-source one (efficiency.FITTED); they are scored with the
-all-source coefficients and printed on their own ("Held out, never fitted"), outside every other table.
+Held out (HELD_OUT_SOURCES): InternLM's, VectorLM's, FlagPerf's, Colossal-AI's, nanotron's, Qwen's fine-tuning
+profile's and Answer.AI's fsdp_qlora note's 118 expressible figures take part in no fit, neither leave-one-source-out
+nor the all-source one (efficiency.FITTED); they are scored with the all-source coefficients and printed on their
+own ("Held out, never fitted"), outside every other table.
 
 Also printed: the FLOPs per token against each source's own formula (target within 2 %), the
 published scaling pairs (predicted vs published ratio of per-GPU speed, within 3 points) — only
@@ -58,10 +59,12 @@ from core.plan import (  # noqa: E402
     Method,
     MoeDispatcher,
     Offload,
+    OptimizerImpl,
     Parallelism,
     PipelineSchedule,
     Plan,
     Preset,
+    Quant,
     Stack,
     Strategy,
     Workload,
@@ -103,6 +106,9 @@ FAMILIES = {
     "flagperf-paddle": "FlagPerf (PaddlePaddle)",
     "colossalai": "Colossal-AI",
     "nanotron": "Hugging Face nanotron",
+    "qwen-finetune-profile": "Qwen (Alibaba)",
+    "answerai-fsdp-qlora": "Answer.AI fsdp_qlora",
+    "hf-optimum-benchmark-llamas": "HF optimum-benchmark",
 }
 # Sources held out of every fit: no coefficient is ever tuned on them, in the leave-one-source-out
 # fits or the all-source one (efficiency.FITTED), and they are scored with the all-source fit.
@@ -117,8 +123,26 @@ FAMILIES = {
 # - Colossal-AI (HPC-AI Tech), its README's benchmark table: Llama-like 7B and 70B on 8 and 16 H200 / B200,
 #   its HybridParallelPlugin's ZeRO-2, and ZeRO-1 with tensor and pipeline parallel (added 2026-12-04);
 # - nanotron (Hugging Face), its README's benchmark figure: the Ultra-Scale Playbook's best layout per model
-#   (1.3B to 80B) and node count (1 to 64 nodes of 8 H100), DP / TP with sequence parallel / PP, ZeRO-0/1 (2026-12-04).
-HELD_OUT_SOURCES: Final = frozenset({"internlm", "vectorlm", "flagperf-paddle", "colossalai", "nanotron"})
+#   (1.3B to 80B) and node count (1 to 64 nodes of 8 H100), DP / TP with sequence parallel / PP, ZeRO-0/1 (2026-12-04);
+# - Qwen (Alibaba), its v1 README's profiling of finetune.py: Hugging Face Trainer + PEFT LoRA (rank 64, every linear)
+#   on one A100-SXM4-80G, Qwen-1.8B / 7B / 14B, sequence 256 to 8192, batch 1 x accumulation 8 (2026-12-05): the
+#   one-GPU fine-tuning runs the product's users launch (docs/TRAINING_TIME.md, "Qwen's fine-tuning profile");
+# - Answer.AI's fsdp_qlora benchmark note: its own FSDP1 train.py, LoRA and QLoRA (bitsandbytes NF4) of Llama-2 7B,
+#   Llama-2 70B, Yi 34B and Mistral 7B on two RTX 4090 and 2 to 8 cloud cards, fixed-length dummy samples (2026-12-05);
+# - Hugging Face's optimum-benchmark training-llamas example: Trainer on Llama-2 7B / 13B, full fp16, LoRA r8 and 4-bit
+#   bitsandbytes LoRA at 256 tokens, batch 1 to 16, one A100 80GB and one RTX 4090 (2026-12-05).
+HELD_OUT_SOURCES: Final = frozenset(
+    {
+        "internlm",
+        "vectorlm",
+        "flagperf-paddle",
+        "colossalai",
+        "nanotron",
+        "qwen-finetune-profile",
+        "answerai-fsdp-qlora",
+        "hf-optimum-benchmark-llamas",
+    }
+)
 # The weight of the priors in the fit, against one family's whole weight.
 RIDGE = 0.02
 # The weight of the ties (efficiency.TIES), in the same units: stronger than the priors.
@@ -190,7 +214,10 @@ LOW_PRECISION_NORM_SOURCES: Final = frozenset({"mosaicml-llm-foundry"})
 # nanotron's Llama merges them too, ``self.qkv_proj = TensorParallelColumnLinear(...)`` over q, k and v, and its
 # gate and up projections, ``self.gate_up_proj`` (huggingface/nanotron@c2528430 src/nanotron/models/llama.py
 # L384, L223).
-FUSED_QKV_SOURCES: Final = frozenset({"mosaicml-llm-foundry", "internlm", "nanotron"})
+# Qwen (v1) too: ``self.c_attn = nn.Linear(config.hidden_size, 3 * self.projection_size)`` (with bias) and
+# ``mixed_x_layer = self.c_attn(hidden_states)`` (Qwen/Qwen-7B modeling_qwen.py QWenAttention, the Hub's remote code,
+# which finetune.py loads with trust_remote_code=True; QwenLM/Qwen@2df8e8ac finetune.py L307-310).
+FUSED_QKV_SOURCES: Final = frozenset({"mosaicml-llm-foundry", "internlm", "nanotron", "qwen-finetune-profile"})
 FUSED_GATE_UP_SOURCES: Final = frozenset({"nanotron"})
 
 
@@ -270,6 +297,10 @@ _STACK = {
     # nanotron: eager PyTorch with some fused kernels (TritonRMSNorm, flash-attn's rotary), its SwiGLU
     # ``self.act(gate_states) * up_states`` eager (huggingface/nanotron@c2528430 models/llama.py L199-201), no compiler.
     "nanotron": Stack.EAGER,
+    # Hugging Face Trainer over transformers / remote modeling code and PEFT, no torch.compile (Qwen's finetune.py).
+    "hf-trainer": Stack.EAGER,
+    # Answer.AI's train.py: Hugging Face modeling code under FSDP1 in its own loop, no torch.compile.
+    "answerai-fsdp": Stack.EAGER,
 }
 # Sources that run hand-fused kernels without torch.compile: their elementwise passes are the ones
 # each fused kernel makes (read its inputs once, write its outputs once), which is what the compiled
@@ -292,8 +323,52 @@ _LORA = {
 # ``lora_peft_config: r: 8, lora_alpha: 32, lora_dropout: 0.1`` with no target_modules, so PEFT's
 # default for Llama, q_proj and v_proj (VectorInstitute/vectorlm@9045f08;
 # peft TRANSFORMERS_MODELS_TO_LORA_TARGET_MODULES_MAPPING).
+# Qwen's finetune.py: ``LoraArguments`` r=64, lora_alpha=16, lora_dropout=0.05, target_modules ["c_attn", "c_proj",
+# "w1", "w2"] (QwenLM/Qwen@2df8e8ac finetune.py L53-58): PEFT matches the suffix c_proj in both attn.c_proj and
+# mlp.c_proj, so every linear of the block is adapted: q/k/v (fused c_attn), o, the two up projections and the down.
 _SOURCE_LORA: Final[dict[str, dict[str, Any]]] = {
     "vectorlm": {"rank": 8, "alpha": 32.0, "dropout": 0.1, "targets": ("q_proj", "v_proj")},
+    "qwen-finetune-profile": {
+        "rank": 64,
+        "alpha": 16.0,
+        "dropout": 0.05,
+        "targets": ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"),
+    },
+    # Answer.AI's train.py: lora_rank 64, lora_alpha 16, lora_dropout 0.1, lora_target_modules "all" = k, q, v, up,
+    # down and gate projections, no o_proj (AnswerDotAI/fsdp_qlora@d7818ec8 train.py L965-968, L1000-1001).
+    # optimum-benchmark's training-llamas reports: peft_config r 8, lora_alpha 8, lora_dropout 0, target_modules None,
+    # PEFT's default for Llama (q_proj, v_proj) (huggingface/optimum-benchmark@3c753205 artifacts/*/full_report.csv).
+    "hf-optimum-benchmark-llamas": {"rank": 8, "alpha": 8.0, "dropout": 0.0, "targets": ("q_proj", "v_proj")},
+    "answerai-fsdp-qlora": {
+        "rank": 64,
+        "alpha": 16.0,
+        "dropout": 0.1,
+        "targets": ("q_proj", "k_proj", "v_proj", "gate_proj", "up_proj", "down_proj"),
+    },
+}
+# Plan settings a source's code fixes beyond the record's schema. Qwen's finetune.py: ``optim: str =
+# field(default="adamw_torch")`` (QwenLM/Qwen@2df8e8ac finetune.py L42), torch.optim.AdamW, foreach on CUDA in the
+# PyTorch 2.0 the README names; Trainer's max_grad_norm 1.0 clips every step; flash-attn 2 ("Flash attention 2 is
+# applied", README 'Profiling of Memory and Speed').
+_SOURCE_PLAN: Final[dict[str, dict[str, Any]]] = {
+    "qwen-finetune-profile": {
+        "optimizer_impl": OptimizerImpl.FOREACH,
+        "grad_clip": True,
+        "attention": Attention.FLASH,
+    },
+    # Answer.AI's train.py: ``torch.optim.AdamW(..., fused=args["optimizer"]=="fused_adamw")`` with the default
+    # "adamw" (fused False: foreach), no clipping by default (AnswerDotAI/fsdp_qlora@d7818ec8 train.py L459-461, L971).
+    "answerai-fsdp-qlora": {"optimizer_impl": OptimizerImpl.FOREACH},
+    # optimum-benchmark's Trainer runs: adamw_torch (foreach), max_grad_norm 1.0, transformers 4.33 / 4.35's eager
+    # LlamaAttention (use_flash_attention_2 False), and BitsAndBytesConfig(load_in_4bit=True, compute float16) with
+    # transformers' defaults: bnb_4bit_quant_type "fp4", no double quantisation.
+    "hf-optimum-benchmark-llamas": {
+        "optimizer_impl": OptimizerImpl.FOREACH,
+        "grad_clip": True,
+        "attention": Attention.EAGER,
+        "quant": Quant.FP4,
+        "double_quant": False,
+    },
 }
 
 
@@ -557,7 +632,16 @@ def _preset(record: Mapping[str, Any]) -> Preset:
     parameters, gradients and AdamW's moments alike (pytorch/torchtune@015b39c
     recipes/full_finetune_distributed.py ``_setup_model``; the same in the single-device and LoRA
     recipes). The others: autocast over float32 masters (fp16 with a loss scaler where stated)."""
-    if record["source_id"] in ("torchtune", "vectorlm"):
+    if record["source_id"] == "qwen-finetune-profile":
+        # finetune.py loads without torch_dtype and Qwen's remote code casts the model to bf16 on a bf16 card
+        # (config.bf16 set when none of bf16 / fp16 / fp32 is); --bf16 True adds the Trainer's autocast.
+        return Preset.TRAINER_BF16
+    if record["source_id"] == "hf-optimum-benchmark-llamas":
+        # torch_dtype float16 with no autocast and no fp16 flag: the fp16 weights train as they are (pure 16-bit),
+        # planned as pure bf16, whose tensor-core rates and bytes are the same on the A100 and the RTX 4090.
+        return Preset.PURE_BF16
+    if record["source_id"] in ("torchtune", "vectorlm", "answerai-fsdp-qlora"):
+        # Answer.AI: --precision bf16 loads the model in bf16 with no MixedPrecision policy (train.py L528-531).
         # VectorLM: ``model = model.bfloat16()`` before FSDP and AdamW over those parameters
         # (VectorInstitute/vectorlm@9045f08 profiling/benchmark.py), as torchtune's recipes do.
         return Preset.PURE_BF16
@@ -584,7 +668,7 @@ def _reduce_dtype(record: Mapping[str, Any]) -> MpDtype:
       composer/distributed/mosaic_parallelism.py);
     - TinyLlama: Lightning 2.1.2's "bf16-mixed" FSDP policy reduces in bf16 (see _param_dtype);
     - torchtune: no ``MixedPrecisionPolicy``, so FSDP2 reduces in the bf16 parameters' dtype (_preset)."""
-    if record["source_id"] in ("ibm-fms-fsdp", "tinyllama", "torchtune", "vectorlm"):
+    if record["source_id"] in ("ibm-fms-fsdp", "tinyllama", "torchtune", "vectorlm", "answerai-fsdp-qlora"):
         # VectorLM: MixedPrecision(param_dtype, buffer_dtype, reduce_dtype all torch.bfloat16)
         # (VectorInstitute/vectorlm@9045f08 vectorlm/utils/model_utils.py L212-215).
         return MpDtype.BF16
@@ -663,6 +747,7 @@ def case_of(record: Mapping[str, Any]) -> Case:
             **_method(record),
             **_checkpointing(record, notes),
         )
+        plan = replace(plan, **_SOURCE_PLAN.get(record["source_id"], {}))
     except PlanError as error:
         raise NotExpressible(f"the layout is refused: {error}") from None
     if record["metric"] == "step_time_s":
