@@ -1,6 +1,6 @@
 """Everyday single-GPU fine-tuning recipes as held-out sources (issue 22 item 6, "validate on evidence you did not
-tune on"; docs/REAL_GPU_MEMORY.md, "universal-llm-trainer's H100 table, held out" and "A Colab T4 notebook:
-Qwen2-0.5B full, LoRA and QLoRA, held out"): one developer's own trainer over transformers and PEFT on an H100
+tune on"; docs/REAL_GPU_MEMORY.md, "Everyday fine-tuning sources, held out"): one developer's own trainer over
+transformers and PEFT on an H100
 (ljm565/universal-llm-trainer) and one person's HF Trainer + PEFT notebook on a Colab T4
 (bharathbattu/LoRA-vs-Full-Fine-Tuning). Both held out of every fit; every figure scored.
 """
