@@ -141,6 +141,11 @@ FAMILY: Final = {
     # DeepSpeed's developers: their own ZeRO-3 engine under a plain torch.nn model and loop written for the example
     # (DeepSpeedExamples training/bf16_master_weight); FlagPerf and PEFT run DeepSpeed under transformers/accelerate.
     "deepspeed-examples-bf16-master-2025-12": "deepspeed-examples",
+    # One developer's own trainer (ljm565/universal-llm-trainer: its loop, loss and padding over transformers and
+    # PEFT) on his own H100; no other source is his or runs that loop.
+    "ljm565-universal-llm-trainer-2025-03": "universal-llm-trainer",
+    # One person's Colab notebook (transformers Trainer + PEFT, Qwen2-0.5B) on a free T4; no other source is his.
+    "bharathbattu-lora-vs-fft-t4-2026-03": "bharathbattu",
 }
 
 # Cards outside gpus.json, by the memory their driver reports (decimal GB for custom_gpu).
@@ -240,6 +245,9 @@ HELD_OUT_SOURCES: Final = frozenset(
         "transformers-gpt2-sdpa-pr-2024-06",
         "nemo-automodel-gpt2-pretrain-2025-09",
         "deepspeed-examples-bf16-master-2025-12",
+        # Issue 22 item 6 (branch h54memev): everyday single-GPU fine-tuning recipes found after the constants were set.
+        "ljm565-universal-llm-trainer-2025-03",
+        "bharathbattu-lora-vs-fft-t4-2026-03",
     }
 )
 
