@@ -29,6 +29,7 @@ from PySide6.QtWidgets import (
     QStyleOptionComboBox,
     QWidget,
 )
+from shiboken6 import Shiboken
 
 from core import units
 from gui import colours, plaintext
@@ -45,9 +46,15 @@ def mark_invalid(widget: QWidget, message: str | None) -> None:
     widget.setProperty("invalidMessage", message)
     if widget.property("plainToolTip") is None:
         widget.setProperty("plainToolTip", widget.toolTip())
-    global _marked
-    if bool(widget.property("invalid")) != invalid:
-        _marked += 1 if invalid else -1
+    key = Shiboken.getCppPointer(widget)[0]
+    if invalid:
+        if key not in _marked:
+            # A widget destroyed while marked (a form rebuilt, a window closed) stops counting:
+            # left counted, every later edit redrew every form (any_marked stayed true).
+            widget.destroyed.connect(lambda *_: _marked.discard(key))
+        _marked.add(key)
+    else:
+        _marked.discard(key)
     widget.setProperty("invalid", invalid)
     widget.setStyleSheet(INVALID_STYLE if invalid else "")
     plain = str(widget.property("plainToolTip") or "")
@@ -59,12 +66,12 @@ def is_marked_invalid(widget: QWidget) -> bool:
     return bool(widget.property("invalid"))
 
 
-_marked = 0  # widgets marked now (one destroyed while marked keeps it above 0: harmless)
+_marked: set[int] = set()  # the widgets marked now, by their C++ address; a destroyed one leaves
 
 
 def any_marked() -> bool:
     """Whether any field is marked: each edit looks for stale marks only when one is."""
-    return _marked > 0
+    return bool(_marked)
 
 
 def describe(widget: QWidget, name: str, tooltip: str) -> None:

@@ -9,10 +9,10 @@ from typing import Any
 import pytest
 from PySide6.QtCore import Qt
 from PySide6.QtGui import QKeySequence
-from PySide6.QtWidgets import QApplication, QWidget
+from PySide6.QtWidgets import QApplication, QLineEdit, QWidget
 
 from core.presets import default_plan
-from gui.forms.fields import is_marked_invalid
+from gui.forms.fields import any_marked, is_marked_invalid, mark_invalid
 from gui.main_window import MainWindow
 
 
@@ -145,3 +145,20 @@ def test_too_many_decimals_are_marked_not_cut(qtbot: Any, window: MainWindow) ->
     type_over(qtbot, headroom, "12.25")
     assert shown_text(headroom) == "12.25" and is_marked_invalid(headroom)
     assert "more than one decimal place" in window.problem.text()
+
+
+def test_a_field_destroyed_while_marked_no_longer_counts(qtbot: Any) -> None:
+    # A window closed with a field marked (test_hostile's rejected count) left any_marked() true for
+    # good: every later edit redrew every form, and test_edit_cost's count failed after test_hostile.
+    assert not any_marked()
+    field = QLineEdit()
+    mark_invalid(field, "not a number")
+    mark_invalid(field, "still not a number")  # marked twice, counted once
+    assert any_marked()
+    field.deleteLater()
+    qtbot.waitUntil(lambda: not any_marked(), timeout=1000)
+    kept = QLineEdit()
+    qtbot.addWidget(kept)
+    mark_invalid(kept, "wrong")
+    mark_invalid(kept, None)
+    assert not any_marked()
