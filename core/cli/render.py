@@ -263,6 +263,8 @@ def render_serving(est: Estimate, gib: bool = False) -> str:
             f"({inf.max_concurrent:,} run at once); time to first token grows while they wait"
         )
     speed = inf.speed
+    if inf.speed_note:
+        lines.append(f"  {inf.speed_note}")
     lines += [
         f"  time to first token {latency(speed.ttft_s)}; {speed.running} "
         f"{'request decodes' if speed.running == 1 else 'requests decode'} at "

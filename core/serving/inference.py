@@ -155,6 +155,14 @@ class InferenceEstimate:
         return f"no request fits: {self.none_served}"
 
     @property
+    def speed_note(self) -> str:
+        """Said beside the speed when no request of the plan runs (the engine refuses to start, or its pool
+        holds none): the figures are then one request's as if it ran; "" otherwise."""
+        if self.max_concurrent:
+            return ""
+        return "No request of this plan runs (see the verdict): the speed is one request's, as if it ran."
+
+    @property
     def ttft_s(self) -> float:
         return self.speed.ttft_s
 

@@ -198,7 +198,8 @@ class ServingSpeedPanel(FiguresPanel):
         v["bound"].setText("memory bandwidth" if here is None or here.memory_bound else "compute")
         v["card"].setText(f"{speed.peak_tflops:g} TFLOP/s · {speed.bandwidth_gb_s:,.0f} GB/s")
         v["assumptions"].setText(speed.assumptions)
-        self.formula.setText(speed.formula)
+        note = estimate.inference.speed_note
+        self.formula.setText(f"{note}\n{speed.formula}" if note else speed.formula)
         self._estimate = estimate
         if self._plot is not None:
             self._draw()
