@@ -1909,10 +1909,13 @@ def _int_check(spec: Input) -> Check:
 def _float_check(spec: Input) -> Check:
     path, low, high, allowed, zero = spec.path, spec.low, spec.high, spec.allowed, bool(spec.zero_means)
 
+    typed = spec.cli_factor != 1.0  # held in the plan's unit, typed in another (GiB): say what was typed
+
     def check(value: object) -> object:
         number = finite_number(value)
         if number is None or not (low <= number <= high or (zero and number == 0)):
-            raise PlanError(path, value, allowed)
+            reason = f"{number / spec.cli_factor:,.2f} {spec.unit}" if typed and number is not None else ""
+            raise PlanError(path, value, allowed, reason)
         return value
 
     return check

@@ -154,6 +154,9 @@ def test_plan_file_round_trip_and_an_older_file_reads_as_nothing_held() -> None:
 def test_bad_values_are_refused_with_the_reason() -> None:
     with pytest.raises(PlanError, match=r"hardware\.held_by_others.*bytes from 0"):
         default_plan().with_hardware(held_by_others=-1.0)
+    # The command line's "-1" (GiB) read back as "-1073741824.0 is not allowed" alone: the GiB typed is said.
+    with pytest.raises(PlanError, match=r"\(-1\.00 GiB\)$"):
+        default_plan().with_hardware(held_by_others=-1.0 * GiB)
     # An A100 80GB reports 81,920 MiB (80.00 GiB: resources/gpus.json): 80 GiB held leave nothing.
     with pytest.raises(PlanError, match=r"less than the card's 80\.00 GiB.*leaves the run nothing"):
         default_plan().with_hardware(held_by_others=80 * GiB)
