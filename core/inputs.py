@@ -1400,7 +1400,7 @@ INPUTS: Final[tuple[Input, ...]] = (
           "Ollama places fewer layers on the GPU; llama.cpp's own fit (-ngl auto) too.",
           ("--held-by-others",), "GiB other processes hold on each GPU before the run (default 0)",
           unit="GiB", low=0.0, high=float(HELD_BY_OTHERS_MAX_BYTES), scale=1 / GiB, decimals=2, step=0.25,
-          metavar="GIB", cli_factor=GiB,
+          metavar="GIB", cli_factor=GiB, zero_means="none",
           expected="bytes from 0 up to the card's memory (the command line and the window take GiB)"),
     # 0: the catalogue's typical cloud price for the card, else unknown (never a made-up price).
     Input("hardware.price_per_gpu_hour", Kind.FLOAT, "Price", "Price per GPU-hour", 0.0,
