@@ -128,6 +128,7 @@ def compute_to_json(est: Estimate) -> dict[str, Any]:
         "host_step_seconds_per_step": est.compute.host_step_seconds_per_step,
         "host_step_formula": est.compute.host_step_formula,
         "host_step_advice": est.compute.host_step_advice,
+        "host_pace": est.compute.host_pace,
         "tokens_per_second_per_gpu": est.compute.tokens_per_second_per_gpu,
         "model_flops_per_token": est.compute.model_flops_per_token,
         "causal_flops_per_token": est.compute.causal_flops_per_token,
@@ -345,6 +346,7 @@ def render_estimate(est: Estimate, gib: bool = False) -> str:
         f"{est.compute.tokens_per_second:,.0f} tokens/s, cost {money(est.compute.cost, est.compute.currency)}"
         + (f" ({est.compute.price_source})" if not math.isfinite(est.compute.cost) else ""),
         _mfu_line(est),
+        *([f"  host     {est.compute.host_pace}"] if est.compute.host_pace else []),
         *_step_lines(est),
         f"  serving  {fmt(est.inference.total_bytes, gib)} for {plan.inference.concurrent} × "
         f"{plan.inference.context:,} tokens (KV cache {fmt(est.inference.kv_cache_bytes, gib)}, "

@@ -4,8 +4,8 @@ and what several GPUs add: the communication the compute cannot hide and the pip
 
 One optimizer step takes compute × (1 + bubble) + the optimizer step + exposed communication
 (+ the host optimizer step of an offloaded plan: :func:`core.training.host.host_step`). A
-modelled step is no shorter than the host's time to issue it where that is counted (a
-Megatron-Core mixture of experts: :func:`host_floor_step`).
+modelled step is no shorter than the host's time to issue it where that is counted (eager
+PyTorch's kernels, a Megatron-Core mixture of experts: :func:`host_floor_step`).
 The compute is modelled (0 in the utilisation input), or the FLOPs ÷ (peak × a typed
 utilisation), or the modelled one scaled by a calibration: the factor a measured run gave, or
 the one solved here from a measurement of this very plan (:func:`_solve_calibration`).
@@ -31,7 +31,7 @@ from core.plan import Accounting, Float8, Plan, as_run
 from core.training.efficiency import coefficient
 from core.training.flops import FlopTerm, token_flops
 from core.training.host import HostStep, host_step
-from core.training.speed import Work, mxfp8_unsupported, step_work
+from core.training.speed import EAGER_KERNEL_HOST_S, Work, mxfp8_unsupported, step_work
 
 # What the MFU figure counts, as the window and the command line say it.
 MFU_CONVENTION = (
@@ -87,6 +87,9 @@ class Compute:
     host_step_seconds_per_step: float = 0.0
     host_step_formula: str = ""
     host_step_advice: str = ""  # how many host threads would let DRAM bound the step (when threads bound it)
+    # Where the host's time to issue the step's kernels paces it (host_floor_step binds), how: "paced by the
+    # host: N kernels × t µs = X s a step, the device's work Y s"; "" where the device's work is longer.
+    host_pace: str = ""
     comm_terms: tuple[CommTerm, ...] = ()
     assumptions: tuple[str, ...] = ()
     # Issue 24: the FLOPs term by term, the utilisation and where it comes from, MFU.
@@ -230,11 +233,36 @@ def _step(
 
 
 def host_floor_step(work: Work, bubble: float, optimizer: float) -> float:
-    """The step at the host's pace: the micro-batches' MoE layers as fast as the host issues them
-    (:func:`core.training.speed.moe_host_floor`), through the same pipeline bubble, then the
-    optimizer step. The device's compute and the communication run meanwhile; a step whose device
-    work is longer is not paced by the host (0: nothing counted)."""
+    """The step at the host's pace: the micro-batches' eager kernels and MoE layers as fast as the host
+    issues them (:func:`core.training.speed.eager_host_kernels`, :func:`core.training.speed.moe_host_floor`;
+    the host runs ahead of the device, so the slower of the two paces the step), through the same
+    pipeline bubble, then the optimizer step. The device's compute and the communication run
+    meanwhile; a step whose device work is longer is not paced by the host (0: nothing counted)."""
     return work.host_floor * (1.0 + bubble) + optimizer if work.host_floor > 0 else 0.0
+
+
+def host_pace(work: Work, timing: _Timing, bubble: float, step: float) -> str:
+    """The host's pace in words where it sets the step (``step``: the step without a host optimizer
+    step), else "": only a modelled compute is held to it."""
+    if timing.source is not UtilisationSource.MODELLED:
+        return ""
+    floor = host_floor_step(work, bubble, timing.optimizer)
+    if floor <= 0 or floor < step:
+        return ""
+    bubbled = f" × (1 + {bubble:.3g} bubble)" if bubble else ""
+    return f"paced by the host: {_host_words(work)}{bubbled} + the optimizer step = {floor:.3g} s a step"
+
+
+def _host_words(work: Work) -> str:
+    """What the host issues per step, as the formula says it: the eager kernels (N × t) and the
+    Megatron-Core MoE layers' measured time."""
+    eager = work.host_kernels * EAGER_KERNEL_HOST_S
+    parts = []
+    if work.host_kernels:
+        parts.append(f"{work.host_kernels:,.0f} kernels × {EAGER_KERNEL_HOST_S * 1e6:.1f} µs")
+    if work.host_floor - eager > 1e-12:
+        parts.append(f"{work.host_floor - eager:.3g} s to issue the MoE layers")
+    return " + ".join(parts) + (f" = {work.host_floor:.3g} s" if len(parts) > 1 or work.host_kernels else "")
 
 
 def _timing(
@@ -372,6 +400,7 @@ def compute_estimate(plan: Plan, counts: ParamCounts, gpu: GpuSpec) -> Compute:
         host_step_seconds_per_step=host.seconds if host else 0.0,
         host_step_formula=host.formula if host else "",
         host_step_advice=host.advice if host else "",
+        host_pace=host_pace(work, timing, comm.bubble_fraction, step - (host.seconds if host else 0.0)),
         comm_seconds_per_step=comm.comm_seconds,
         exposed_comm_seconds_per_step=comm.exposed_seconds,
         bubble_fraction=comm.bubble_fraction,
@@ -440,12 +469,9 @@ def _formula(
     if comm.bubble_fraction or comm.exposed_seconds:
         text += f" × (1 + {comm.bubble_fraction:.3g} bubble) + {comm.exposed_seconds:.3g} s exposed communication"
     if work is not None and timing.source is UtilisationSource.MODELLED:
-        floor = host_floor_step(work, comm.bubble_fraction, timing.optimizer)
-        if floor > 0 and floor >= step - (host.seconds if host else 0.0):
-            text += (
-                f", but no less than the host's {work.host_floor:.3g} s to issue the MoE layers"
-                f" × (1 + {comm.bubble_fraction:.3g} bubble) + the optimizer step ({floor:.3g} s)"
-            )
+        pace = host_pace(work, timing, comm.bubble_fraction, step - (host.seconds if host else 0.0))
+        if pace:
+            text += f", but {pace}"
     if host:
         text += f" + {host.seconds:.3g} s optimizer step on the host"
     steps = tokens / (plan.effective_batch * plan.workload.seq_len) if plan.effective_batch else 0.0

@@ -48,6 +48,7 @@ from core.parallel.layout import (
 from core.params import ParamCounts
 from core.plan import (
     TE_FLOAT8,
+    Accounting,
     Attention,
     CheckpointPolicy,
     Float8,
@@ -308,6 +309,79 @@ MOE_SORT_COPY_ROWS: Final = 4.0
 # and one expert a rank: none is a plan input, none is scaled. The same pair's GB200 golden values
 # (a Grace host) give 6.96 ms; Megatron-Bridge's DGX H100 and DGX B200 have x86 hosts, as the CI's.
 MEGATRON_MOE_LAYER_HOST_S: Final = (0.15525 - 0.05262) / 12
+# An eager step is paced by the host where the device's work is shorter than the time the host takes to
+# issue it: eager PyTorch dispatches each ATen op from Python (forward) or autograd's engine (backward)
+# and launches its kernel asynchronously, one after another. Kernels per transformer block per
+# micro-batch, counted by tools/measure/kernel_count.py (torch 2.13.0, transformers 5.25.0, peft 0.18.0,
+# one LlamaDecoderLayer under a TorchDispatchMode, views and empty allocations left out; the counts do
+# not depend on the sizes): (forward, backward, recompute under full checkpointing). SDPA (and any fused
+# attention kernel: one op forward, one backward) or eager attention (its matmuls, mask, softmax and
+# casts one by one); every weight trained (full fine-tuning) or all frozen (the base of an adapter).
+EAGER_BLOCK_KERNELS: Final = {
+    ("fused", True): (45, 73, 42),
+    ("fused", False): (45, 62, 42),
+    ("eager", True): (60, 86, 57),
+    ("eager", False): (60, 75, 57),
+}
+# PEFT's LoRA Linear adds, per adapted linear (huggingface/peft v0.18.0 src/peft/tuners/lora/layer.py
+# ``Linear.forward``: ``result = result + lora_B(lora_A(dropout(x))) * scaling``): dropout, two matmuls, the
+# scale and the add forward, their gradients and the adapters' weight gradients backward. Measured as
+# (LoRA on q, v − frozen) ÷ 2 with SDPA (tools/measure/kernel_count.py: forward 67 − 45, backward 82 − 62,
+# recompute 64 − 42); LoRA on all seven linears gives 11.0 / 10.0 / 10.6 a linear.
+LORA_LINEAR_KERNELS: Final = (11, 10, 11)
+# bitsandbytes' 4-bit linear dequantises its weight in each pass that multiplies by it (forward, the
+# recompute, the input gradient): bitsandbytes-foundation/bitsandbytes@aaa71d7e
+# bitsandbytes/autograd/_functions.py ``MatMul4Bit.forward`` (``F.dequantize_4bit(B, quant_state)``
+# then ``linear``) and ``.backward`` (``matmul(grad_output, F.dequantize_4bit(B, ctx.state).t())``);
+# bitsandbytes/functional.py ``dequantize_4bit``: with double quantisation the absmax is dequantised
+# first (``dequantize_blockwise``) and its offset added, then the 4-bit kernel: 3 kernels, else 1.
+BNB_DEQUANT_KERNELS: Final = {True: 3, False: 1}
+# Host seconds to issue one eager kernel: Hugging Face generate's host time per decoder layer per decode
+# step (core.serving.fit HF_HOST_LAYER, 0.7285 ms: fitted on the Qwen team's serving speed tables,
+# QwenLM/Qwen3@a912d239 speed_benchmark.rst and @7a2f61ff speed_benchmark.md, an A100 and an H20 host,
+# no training figure) over the ops one such layer issues (tools/measure/kernel_count.py: a SDPA
+# LlamaDecoderLayer decoding one token against a cache, no grad: 47): 15.5 µs an op, Python's module
+# and dispatch overhead included. Taken for every op of a training step, the backward's too (autograd's
+# C++ engine issues those without Python; so the floor may read slow where the backward dominates).
+HF_HOST_LAYER_S: Final = 0.7285e-3  # = core.serving.fit.DEFAULT_LAUNCH[HF_HOST_LAYER] (checked by a test)
+DECODE_LAYER_KERNELS: Final = 47
+EAGER_KERNEL_HOST_S: Final = HF_HOST_LAYER_S / DECODE_LAYER_KERNELS
+
+
+def eager_block_kernels(plan: Plan) -> tuple[float, float, float]:
+    """(forward, backward, recompute) kernels one block issues per micro-batch in eager PyTorch: the
+    block's own (EAGER_BLOCK_KERNELS), PEFT's LoRA path on each adapted linear of the block, bitsandbytes'
+    dequantisation of each 4-bit linear. The counts are transformers' Llama block's; other architectures
+    (GPT-2's LayerNorm and GELU, Gemma's extra norms) are taken at it. Methods whose adapter code was not
+    counted (IA3, LyCORIS, VeRA, OFT, prompt learning, LitGPT's adapters; DoRA's and AdaLoRA's extra ops)
+    get the frozen block's, plus LoRA's path where LoRA-shaped: a floor below their own."""
+    attention = "eager" if plan.attention is Attention.EAGER else "fused"
+    trains = not plan.adapter_based
+    forward, backward, recompute = (float(k) for k in EAGER_BLOCK_KERNELS[(attention, trains)])
+    # A fused matrix (GPT-2's c_attn, Qwen's, Phi-3's) is one linear; an MoE block's experts count as one MLP:
+    # the expert loop's own host time is not counted (a floor below it).
+    model = plan.model
+    if plan.lora_adapters:
+        adapted = len(model.adapted_matrices(plan.lora.targets))
+        lf, lb, lr = LORA_LINEAR_KERNELS
+        forward, backward, recompute = forward + adapted * lf, backward + adapted * lb, recompute + adapted * lr
+    if plan.four_bit_base:
+        dequant = len(model.adapted_matrices(tuple(model.linear_shapes()))) * BNB_DEQUANT_KERNELS[plan.double_quant]
+        forward, backward, recompute = forward + dequant, backward + dequant, recompute + dequant
+    return forward, backward, recompute
+
+
+def eager_host_kernels(plan: Plan, layers: int, backward_layers: int, recomputed: float) -> float:
+    """Kernels the host issues for one micro-batch of ``layers`` blocks (``backward_layers`` of them
+    run backward, ``recomputed`` of those recompute their forward) under the eager stack; 0 under
+    torch.compile (Inductor's fused kernels, CUDA graphs under mode="reduce-overhead") and Megatron's
+    fused stack, whose kernels were not counted, and under the lesson's accounting (its FLOPs alone)."""
+    if plan.stack is not Stack.EAGER or plan.accounting is not Accounting.DETAILED:
+        return 0.0
+    forward, backward, recompute = eager_block_kernels(plan)
+    return layers * forward + backward_layers * backward + recomputed * recompute
+
+
 # A custom card has no bandwidth figure: the A100's bytes per FLOP (2,039 GB/s for 312
 # dense 16-bit TFLOP/s, NVIDIA A100 datasheet) is assumed.
 BYTES_PER_FLOP_ASSUMED: Final = 2039e9 / 312e12
@@ -325,9 +399,11 @@ class Work:
     gemm_peak_tflops: float  # the matmuls' peak (fp8 for float8 linears)
     generation: Generation
     gemm_kind: str
-    # Seconds per step the host takes to issue the pacing rank's MoE layers (Megatron-Core, eager):
-    # the compute takes no less (core.training.compute). 0 where nothing is counted.
+    # Seconds per step the host takes to issue the pacing rank's work: its eager kernels
+    # (eager_host_kernels × EAGER_KERNEL_HOST_S) and Megatron-Core's MoE layers (moe_host_floor); the
+    # compute takes no less (core.training.compute). 0 where nothing is counted.
     host_floor: float = 0.0
+    host_kernels: float = 0.0  # of which: eager kernels per step (micro-batches × per micro-batch)
 
 
 def _bandwidth(gpu: GpuSpec, peak_tflops: float) -> float:
@@ -857,7 +933,9 @@ def step_work(plan: Plan, counts: ParamCounts, gpu: GpuSpec) -> Work:
             features["grad_accum"] = (micro - 1) * accumulate / bandwidth
         flops = micro * (mm.flops + attention)
         forward = (mm.forward_flops + attention_forward) / (mm.flops + attention) if mm.flops + attention else 1 / 3
-        work = Work(features, flops, forward, gemm_peak, family, kind, micro * moe_host_floor(plan, rank.layers))
+        kernels = micro * eager_host_kernels(plan, rank.layers, rank.backward_layers, _recomputed_blocks(plan, rank))
+        floor = micro * moe_host_floor(plan, rank.layers) + kernels * EAGER_KERNEL_HOST_S
+        work = Work(features, flops, forward, gemm_peak, family, kind, floor, kernels)
         if best is None or work.hardware_flops > best.hardware_flops:
             best = work
     assert best is not None
