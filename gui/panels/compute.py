@@ -100,6 +100,8 @@ class TrainingComputePanel(FiguresPanel):
         text = f"{c.utilisation:.1%} ({_SOURCES[c.utilisation_source]})"
         if c.utilisation_source is not UtilisationSource.MODELLED:
             text += f" · modelled {c.modelled_utilisation:.1%}"
+        if c.host_pace:  # the device's share while it works; the step waits on the host (the formula says why)
+            text += " · the host paces the step"
         v["utilisation"].setText(text)
         v["mfu"].setText(f"{c.mfu:.1%}")
         v["hours"].setText(hours(c.hours))

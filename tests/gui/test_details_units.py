@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from core.presets import default_plan
+from core.plan import Method
+from core.presets import default_plan, plan_for_model
 from gui.main_window import MainWindow
 
 
@@ -37,3 +38,14 @@ def test_a_card_without_a_price_says_what_to_do(qtbot: Any, window: MainWindow) 
     window.controller.reset(default_plan().with_hardware(gpu="rtx-4090", price_per_gpu_hour=0.0))
     text = _cost_text(qtbot, window)
     assert text.startswith("unknown") and "Price" in text, text
+
+
+def test_a_host_paced_step_says_so_beside_the_utilisation(qtbot: Any, window: MainWindow) -> None:
+    # Qwen2.5 0.5B LoRA at 1 × 512 on an H100 (tests/core/test_host_pace.py): the row read "17.0% (modelled)"
+    # alone while the step waits on the host (MFU 2.0 %); an 8B plan at 4 × 4,096 is not host bound.
+    plan = plan_for_model("qwen2.5-0.5b").with_method(Method.LORA).with_hardware(gpu="h100-sxm")
+    window.controller.reset(plan.with_workload(micro_batch=1, seq_len=512))
+    _cost_text(qtbot, window)
+    assert window.compute_panel.training.values["utilisation"].text().endswith("· the host paces the step")
+    window.controller.reset(default_plan().with_workload(micro_batch=4, seq_len=4096, grad_accum=4))
+    assert "host" not in window.compute_panel.training.values["utilisation"].text()
