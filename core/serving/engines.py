@@ -122,9 +122,11 @@ MAX_CONCURRENT: Final = 10_000_000
 MAX_CONTEXT: Final = 100_000_000
 
 
-def held_by_others(plan: Plan) -> float:
-    """Bytes other processes hold on each GPU before the engine starts (``hardware.held_by_others``)."""
-    return plan.hardware.held_by_others
+def vllm_free_at_start(plan: Plan, gpu: GpuSpec, fit: ServingFit = DEFAULT_FIT) -> float:
+    """The free memory vLLM's worker reads at init: the total it reads from the driver less its CUDA context
+    and what other processes hold (``hardware.held_by_others``), never below 0; the start-up check and 0.34's
+    bound on the pool read it."""
+    return max(0.0, vllm_total_memory(gpu, fit) - CUDA_CONTEXT_BYTES - plan.hardware.held_by_others)
 
 
 @dataclass(frozen=True)
@@ -257,7 +259,7 @@ def hf_peak_bytes(plan: Plan, layout: RankLayout, batch: int, context: int) -> t
 def hf_memory(plan: Plan, gpu: GpuSpec, layout: RankLayout, fit: ServingFit = DEFAULT_FIT) -> EngineMemory:
     inf = plan.inference
     # On an Apple GPU: MPS's limit, at most the RAM; less what other processes hold on the card.
-    capacity = card_left_bytes(pytorch_limit_bytes(gpu), held_by_others(plan))
+    capacity = card_left_bytes(pytorch_limit_bytes(gpu), plan.hardware.held_by_others)
     usable = capacity * (1.0 - plan.hardware.headroom)
     peak, kv, working = hf_peak_bytes(plan, layout, inf.concurrent, inf.context)
     overheads = hf_overhead_terms(gpu.id)
@@ -457,7 +459,7 @@ def vllm_pool(plan: Plan, gpu: GpuSpec, layout: RankLayout, fit: ServingFit) -> 
     activation = vllm_profile_peak(model, layout, inf, profile_tokens(inf, batched), seqs, gpu.id)
     non_torch = vllm_non_torch_bytes(inf, serving_link(inf, gpu), fit)
     if counts_others_as_non_torch(inf.vllm_version):  # 0.8 - 0.9: total - free - torch (vllm_versions)
-        non_torch += held_by_others(plan)
+        non_torch += plan.hardware.held_by_others
     graphs = VLLM_CUDA_GRAPH_BYTES if graphs_before_kv(inf, model) else 0.0
     budget = requested - layout.weights_bytes - activation - non_torch - graphs
     margin = 0.0
@@ -467,7 +469,7 @@ def vllm_pool(plan: Plan, gpu: GpuSpec, layout: RankLayout, fit: ServingFit) -> 
         # graph estimate, and free is what start-up left (the CUDA context already taken).
         reserve = activation + graphs
         margin = max(VLLM_KV_MARGIN_FLOOR_BYTES, VLLM_KV_MARGIN_FRACTION * reserve)
-        bound = min(float(requested), total - CUDA_CONTEXT_BYTES - held_by_others(plan) - margin)
+        bound = min(float(requested), vllm_free_at_start(plan, gpu, fit) - margin)
         budget = bound - layout.weights_bytes - non_torch - graphs - reserve
     groups = vllm_kv_groups(model, layout.layers, era.kv_groups)
     page_bytes = era.block_size * layout.kv_token_layer_bytes
@@ -503,7 +505,7 @@ def vllm_starting_utilization(plan: Plan, gpu: GpuSpec, fit: ServingFit = DEFAUL
     if not start_check(inf.vllm_version):
         return None
     total = vllm_total_memory(gpu, fit)
-    free = max(0.0, total - CUDA_CONTEXT_BYTES - held_by_others(plan))
+    free = vllm_free_at_start(plan, gpu, fit)
     if total <= 0 or free >= total * utilization(inf):
         return None
     return math.floor(free / total * 1000) / 1000
@@ -517,8 +519,8 @@ def vllm_start_refusal(plan: Plan, gpu: GpuSpec, fit: ServingFit = DEFAULT_FIT) 
         return ""
     inf = plan.inference
     total = vllm_total_memory(gpu, fit)
-    held = held_by_others(plan)
-    free = max(0.0, total - CUDA_CONTEXT_BYTES - held)
+    held = plan.hardware.held_by_others
+    free = vllm_free_at_start(plan, gpu, fit)
     requested = total * utilization(inf)
     others = f" and the {held / GiB:.2f} GiB other processes hold" if held else ""
     return (
@@ -592,7 +594,7 @@ def _vllm_started(plan: Plan, gpu: GpuSpec, layout: RankLayout, fit: ServingFit)
     resident = max(1.0, min(float(inf.concurrent), math.floor(pool.concurrency)))
     running_kv = resident * pool.per_request * pool.block_bytes
     fixed = layout.weights_bytes + pool.activation + pool.non_torch + pool.graphs_reserved
-    capacity = card_left_bytes(gpu.memory_bytes, held_by_others(plan))
+    capacity = card_left_bytes(gpu.memory_bytes, plan.hardware.held_by_others)
     verdict = pooled_verdict(pool.concurrency, fixed + running_kv, capacity, plan.hardware.headroom)
     overhead_terms = [Term("non-torch memory", "NCCL, kernels' modules", pool.non_torch)]
     if pool.graphs_reserved:
@@ -656,7 +658,7 @@ def _vllm_formula(plan: Plan, gpu: GpuSpec, layout: RankLayout, pool: VllmPool, 
     )
     budget = pool.requested - layout.weights_bytes - pool.activation - pool.non_torch - pool.graphs_reserved
     share = f"{vllm_total_memory(gpu, fit) / GiB:.2f} GiB × {utilization(inf):g}"
-    held = held_by_others(plan)
+    held = plan.hardware.held_by_others
     counts_held = held and counts_others_as_non_torch(inf.vllm_version)
     counted = f" (with {held / GiB:.2f} GiB other processes hold)" if counts_held else ""
     if pool.margin:  # 0.34: the free memory after start-up bounds it, less the margin and the reserve
@@ -720,7 +722,7 @@ def sglang_memory(plan: Plan, gpu: GpuSpec, layout: RankLayout, fit: ServingFit 
     ``model_runner_kv_cache_mixin.py`` ``profile_max_num_token``, its ``total_gpu_memory`` the
     ``min_per_gpu_memory`` that ``init_torch_distributed`` reads with ``get_available_gpu_memory``)."""
     inf = plan.inference
-    held = held_by_others(plan)
+    held = plan.hardware.held_by_others
     total = max(0.0, sglang_free_at_start(plan, gpu, fit) - held)
     fraction = sglang_fraction(inf, gpu)
     given = "" if inf.mem_fraction_static > 0 else f" (SGLang {inf.sglang_version.value}'s default)"
@@ -734,7 +736,7 @@ def sglang_memory(plan: Plan, gpu: GpuSpec, layout: RankLayout, fit: ServingFit 
     resident = max(1.0, min(float(inf.concurrent), math.floor(concurrency)))
     running_kv = resident * per_request * cell
     need = layout.weights_bytes + running_kv
-    capacity = card_left_bytes(gpu.memory_bytes, held_by_others(plan))
+    capacity = card_left_bytes(gpu.memory_bytes, plan.hardware.held_by_others)
     verdict = pooled_verdict(concurrency, need, capacity, plan.hardware.headroom)
     reserved = total * (1 - fraction)
     parts = (
