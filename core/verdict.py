@@ -101,6 +101,14 @@ class Judgement:
         return self.host_verdict is not None and SEVERITY[self.host_verdict] > SEVERITY[self.gpu_verdict]
 
     @property
+    def short_of(self) -> str:
+        """Why the plan is out of memory though its total lies within the usable memory: the host's RAM
+        (``host_limits``), or a pooled engine that serves no request; "" where the total decides."""
+        if self.verdict is not Verdict.OOM or self.margin_bytes < 0:
+            return ""
+        return "the host's RAM is short" if self.host_limits else "no request fits"
+
+    @property
     def fits(self) -> bool:
         return self.verdict is Verdict.FITS
 

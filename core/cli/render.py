@@ -289,8 +289,8 @@ def verdict_line(judged: Judgement, headroom: float, gib: bool) -> str:
         line += f": the card's {fmt(judged.capacity_bytes, gib)} lies within it, the run may or may not fit"
     if judged.host_limits:
         line += f"; the GPUs hold it ({VERDICT_LABELS[judged.gpu_verdict].lower()}), a node's RAM does not"
-    elif judged.verdict is Verdict.OOM and judged.margin_bytes >= 0:
-        line += "; the card holds the total, but no request fits"
+    elif judged.short_of:
+        line += f"; the card holds the total, but {judged.short_of}"
     return line
 
 

@@ -64,10 +64,7 @@ def margin_text(judged: Judgement, headroom: float, unit: Unit) -> str:
         )
     if judged.margin_bytes >= 0:
         spare = f"{memory(judged.margin_bytes, unit)} to spare"
-        if judged.verdict is Verdict.OOM:  # decided by something other than the card's total
-            why = "the host's RAM is short" if judged.host_limits else "no request fits"
-            return f"{spare} on the card, but {why}"
-        return spare
+        return f"{spare} on the card, but {judged.short_of}" if judged.short_of else spare
     over = f"{memory(-judged.margin_bytes, unit)} over the usable memory"
     if judged.verdict is Verdict.OVER_HEADROOM:
         return (
