@@ -131,19 +131,33 @@ def read_peft(document: dict[str, Any], where: str) -> RunConfig:
     s["lora_rank"], s["lora_alpha"] = rank, alpha
     s.update(recipe_numbers(taker, None, "lora_dropout"))
     model_ref = _targets_and_model(taker, odd, s)
-    taker.note("modules_to_save", "modules trained in full beside the adapters are not in the estimate")
+    _note_adapter_keys(taker, "modules_to_save")
     taker.note("trainable_token_indices", "trainable token rows are not in the estimate")
-    taker.note("rank_pattern", "per-module ranks: the estimate uses r everywhere")
-    taker.note("alpha_pattern", "per-module alphas change scaling only")
-    taker.note("layers_to_transform", "adapters on some layers only: the estimate adapts every layer")
-    taker.note("layer_replication", "replicated layers are not modelled")
-    taker.note("exclude_modules", "excluded modules: the estimate adapts every listed target")
+    _note_adapter_keys(taker, "rank_pattern", "alpha_pattern", "layers_to_transform", "layer_replication")
+    _note_adapter_keys(taker, "exclude_modules")
     taker.note("target_parameters", "adapters on parameters (MoE experts) are not modelled")
     if taker.word("bias", "none, all or lora_only") not in (None, "none"):
         taker.note("bias", "trainable biases are not in the estimate")
     if taker.flag("lora_bias"):
         taker.note("lora_bias", "a LoRA bias on B is not in the estimate")
     return _finish(taker, odd, model_ref, s, IRRELEVANT, f"{_NO_QUANT}: choose QLoRA if it was")
+
+
+# What an adapter config may set that the estimate leaves out, in the words each reader notes it with
+# (LoRA, LoHa / LoKr and AdaLoRA share them; VeRA, OFT and the prompt methods word their own).
+_ADAPTER_NOTES: dict[str, str] = {
+    "modules_to_save": "modules trained in full beside the adapters are not in the estimate",
+    "rank_pattern": "per-module ranks: the estimate uses r everywhere",
+    "alpha_pattern": "per-module alphas change scaling only",
+    "layers_to_transform": "adapters on some layers only: the estimate adapts every layer",
+    "layer_replication": "replicated layers are not modelled",
+    "exclude_modules": "excluded modules: the estimate adapts every listed target",
+}
+
+
+def _note_adapter_keys(taker: Taker, *keys: str) -> None:
+    for key in keys:
+        taker.note(key, _ADAPTER_NOTES[key])
 
 
 def _targets_and_model(taker: Taker, odd: OddValues, s: dict[str, Any]) -> str | None:
@@ -270,11 +284,8 @@ def _read_lycoris(taker: Taker, odd: OddValues, method: str) -> RunConfig:
     model_ref = _targets_and_model(taker, odd, s)
     taker.note("rank_dropout", "a dropped row mask each step: the estimate keeps the whole delta")
     taker.note("module_dropout", "adapters skipped some steps: the estimate runs every adapter every step")
-    taker.note("modules_to_save", "modules trained in full beside the adapters are not in the estimate")
-    taker.note("rank_pattern", "per-module ranks: the estimate uses r everywhere")
-    taker.note("alpha_pattern", "per-module alphas change scaling only")
-    taker.note("layers_to_transform", "adapters on some layers only: the estimate adapts every layer")
-    taker.note("exclude_modules", "excluded modules: the estimate adapts every listed target")
+    _note_adapter_keys(taker, "modules_to_save", "rank_pattern", "alpha_pattern", "layers_to_transform")
+    _note_adapter_keys(taker, "exclude_modules")
     return _finish(taker, odd, model_ref, s, LYCORIS_IRRELEVANT, _NO_QUANT)
 
 
@@ -327,11 +338,8 @@ def _read_adalora(taker: Taker, odd: OddValues) -> RunConfig:
     if taker.word("bias", "none, all or lora_only") not in (None, "none"):
         raise taker.fail("bias", taker.raw("bias"), "none (trained biases beside AdaLoRA are not modelled)")
     model_ref = _targets_and_model(taker, odd, s)
-    taker.note("modules_to_save", "modules trained in full beside the adapters are not in the estimate")
-    taker.note("alpha_pattern", "per-module alphas change scaling only")
-    taker.note("layers_to_transform", "adapters on some layers only: the estimate adapts every layer")
-    taker.note("layer_replication", "replicated layers are not modelled")
-    taker.note("exclude_modules", "excluded modules: the estimate adapts every listed target")
+    _note_adapter_keys(taker, "modules_to_save", "alpha_pattern", "layers_to_transform", "layer_replication")
+    _note_adapter_keys(taker, "exclude_modules")
     return _finish(taker, odd, model_ref, s, ADALORA_IRRELEVANT, _NO_QUANT)
 
 
@@ -369,5 +377,5 @@ def _read_oft(taker: Taker, odd: OddValues) -> RunConfig:
     taker.note("modules_to_save", "modules trained in full beside the rotations are not in the estimate")
     taker.note("rank_pattern", "per-module r: the estimate uses r everywhere")
     taker.note("layers_to_transform", "rotations on some layers only: the estimate adapts every layer")
-    taker.note("exclude_modules", "excluded modules: the estimate adapts every listed target")
+    _note_adapter_keys(taker, "exclude_modules")
     return _finish(taker, odd, model_ref, s, OFT_IRRELEVANT, _NO_QUANT)
