@@ -275,3 +275,10 @@ def pytorch_limit_bytes(gpu: GpuSpec) -> float:
     limit = mps_high_watermark_bytes(gpu.memory_bytes)
     ram = gpu.unified_memory_gb * GiB if gpu.unified_memory_gb else limit
     return min(limit, float(ram))
+
+
+# Seconds of host (Python) time Hugging Face generate spends per decoder layer per decode step: the serving
+# fit's default (core.serving.fit DEFAULT_LAUNCH[HF_HOST_LAYER], where its sources are named: the Qwen team's
+# speed tables, QwenLM/Qwen3@a912d239 speed_benchmark.rst and @7a2f61ff speed_benchmark.md), kept here so
+# the training time model (core.training.speed's eager kernel time) reads the same figure.
+HF_HOST_LAYER_S: Final = 0.7285e-3

@@ -27,6 +27,7 @@ from types import MappingProxyType
 from typing import Final
 
 from core.catalogue import GpuSpec, LinkSpec
+from core.runtime import HF_HOST_LAYER_S
 from core.units import GiB
 
 
@@ -182,7 +183,7 @@ DEFAULT_KERNEL_CYCLES: Final = _frozen({"cuda-graphs": 0.0, "eager": 4540.0, MET
 # an H20 host, 0.60-0.62 ms (Qwen3 0.6B-32B). Each table is scored with the other's; the figure
 # depends on the host's CPU.
 HF_HOST_LAYER: Final = "hf-host-layer"
-DEFAULT_LAUNCH: Final = _frozen({"cuda-graphs": 0.0, "eager": 0.74e-6, HF_HOST_LAYER: 0.7285e-3})
+DEFAULT_LAUNCH: Final = _frozen({"cuda-graphs": 0.0, "eager": 0.74e-6, HF_HOST_LAYER: HF_HOST_LAYER_S})
 
 
 @dataclass(frozen=True)

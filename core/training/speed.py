@@ -59,6 +59,7 @@ from core.plan import (
     Strategy,
 )
 from core.roles import dtypes_for
+from core.runtime import HF_HOST_LAYER_S
 from core.training.activations import recomputed_share
 from core.training.attention import Kernel, math_kernel_bytes, sdpa_kernel
 from core.training.flops import ADAPTER_GEMMS, Gemm, attended_keys, block_gemms, head_trains
@@ -336,14 +337,13 @@ LORA_LINEAR_KERNELS: Final = (11, 10, 11)
 # bitsandbytes/functional.py ``dequantize_4bit``: with double quantisation the absmax is dequantised
 # first (``dequantize_blockwise``) and its offset added, then the 4-bit kernel: 3 kernels, else 1.
 BNB_DEQUANT_KERNELS: Final = {True: 3, False: 1}
-# Host seconds to issue one eager kernel: Hugging Face generate's host time per decoder layer per decode
-# step (core.serving.fit HF_HOST_LAYER, 0.7285 ms: fitted on the Qwen team's serving speed tables,
-# QwenLM/Qwen3@a912d239 speed_benchmark.rst and @7a2f61ff speed_benchmark.md, an A100 and an H20 host,
-# no training figure) over the ops one such layer issues (tools/measure/kernel_count.py: a SDPA
-# LlamaDecoderLayer decoding one token against a cache, no grad: 47): 15.5 µs an op, Python's module
-# and dispatch overhead included. Taken for every op of a training step, the backward's too (autograd's
-# C++ engine issues those without Python; so the floor may read slow where the backward dominates).
-HF_HOST_LAYER_S: Final = 0.7285e-3  # = core.serving.fit.DEFAULT_LAUNCH[HF_HOST_LAYER] (checked by a test)
+# Host seconds to issue one eager kernel: Hugging Face generate's host time per decoder layer per decode step
+# (core.runtime.HF_HOST_LAYER_S, the serving fit's HF_HOST_LAYER default, 0.7285 ms: fitted on the Qwen team's serving
+# speed tables, QwenLM/Qwen3@a912d239 speed_benchmark.rst and @7a2f61ff speed_benchmark.md, an A100 and an H20 host,
+# no training figure) over the ops one such layer issues (tools/measure/kernel_count.py: a SDPA LlamaDecoderLayer
+# decoding one token against a cache, no grad: 47): 15.5 µs an op, Python's module and dispatch overhead included.
+# Taken for every op of a training step, the backward's too (autograd's C++ engine issues those without Python; so the
+# floor may read slow where the backward dominates).
 DECODE_LAYER_KERNELS: Final = 47
 EAGER_KERNEL_HOST_S: Final = HF_HOST_LAYER_S / DECODE_LAYER_KERNELS
 
