@@ -350,7 +350,8 @@ def render_estimate(est: Estimate, gib: bool = False) -> str:
         *_step_lines(est),
         f"  serving  {fmt(est.inference.total_bytes, gib)} for {plan.inference.concurrent} × "
         f"{plan.inference.context:,} tokens (KV cache {fmt(est.inference.kv_cache_bytes, gib)}, "
-        f"{est.inference.kv_bytes_per_token:,.0f} B/token); fits up to {est.inference.max_concurrent:,} requests",
+        f"{est.inference.kv_bytes_per_token:,.0f} B/token); "
+        + est.inference.limits_sentence(plan.inference.concurrent, plan.inference.context),
     ]
     if est.compute.dtype_problem:
         lines.append(f"  warning: {est.compute.dtype_problem}")

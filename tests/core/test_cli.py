@@ -346,3 +346,17 @@ def test_llama_cpp_on_the_command_line(capsys: pytest.CaptureFixture[str]) -> No
     assert code != 0 and "V cache quantization requires flash_attn" in err and "Traceback" not in err
     code, _, err = run(capsys, "estimate", "--model", "llama-3.1-8b", "--mode", "inference", "--vllm-version", "0.5")
     assert code != 0 and "0.28" in err and "Traceback" not in err
+
+
+def test_training_output_says_how_many_requests_fit_in_words(capsys: pytest.CaptureFixture[str]) -> None:
+    # A training estimate's serving line once read "fits up to 0 requests" (and "fits up to 1 requests"); it
+    # now gives the sentence the window's banner and the report share (Inference.limits_sentence).
+    # Qwen3 8B in bf16 is 16.4 GB of weights (its model card: 8.2B parameters), more than the 17.2 GB of an
+    # RTX 4090 Laptop GPU (NVIDIA's spec: 16 GB GDDR6 = 17.2 GB) leaves usable with 10 % headroom.
+    code, out, _ = run(capsys, "estimate", "--model", "qwen3-8b", "--gpu", "rtx-4090-laptop")
+    assert code == 0
+    line = next(x for x in out.splitlines() if x.lstrip().startswith("serving"))
+    assert "0 requests" not in line and "no request fits: the weights alone do not fit" in line
+    code, out, _ = run(capsys, "estimate", "--model", "qwen3-0.6b", "--gpu", "h100-sxm", "--context", "4096")
+    line = next(x for x in out.splitlines() if x.lstrip().startswith("serving"))
+    assert "requests of 4,096 tokens at once" in line and "fits up to" not in line
