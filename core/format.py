@@ -53,6 +53,11 @@ def count(n: float) -> str:
     return f"{n:g}"
 
 
+# What a serving plan's "in total" rate counts, said beside it wherever it is shown (the CLI, the report,
+# the window's tooltip): core.serving.speed.queue's output tokens over each wave's whole life.
+TOTAL_RATE_BASIS: Final = "over all requests and replicas, prompts' prefill included"
+
+
 def counted(n: int, noun: str, plural: str = "") -> str:
     """A count with its noun in the number it takes: "1 request", "32 requests", "2,048 tokens"."""
     return f"{n:,} {noun if n == 1 else plural or noun + 's'}"

@@ -268,8 +268,7 @@ def render_serving(est: Estimate, gib: bool = False) -> str:
         lines.append(f"  {inf.speed_note}")
     lines += [
         f"  time to first token {latency(speed.ttft_s)}; {speed.running} "
-        f"{'request decodes' if speed.running == 1 else 'requests decode'} at "
-        f"{speed.per_request_tokens_per_s:,.0f} tokens/s each, {speed.total_tokens_per_s:,.0f} tokens/s in total",
+        f"{'request runs' if speed.running == 1 else 'requests run'}: {speed.rates_sentence}",
         f"  {speed.formula}",
     ]
     lines += [f"  warning: {w}" for w in est.warnings_for(Mode.INFERENCE)]

@@ -160,10 +160,7 @@ def _summary(est: Estimate, mode: Mode) -> str:
 
 def _speed_line(est: Estimate) -> str:
     speed = est.inference.speed
-    return (
-        f"time to first token {latency(speed.ttft_s)}, {speed.per_request_tokens_per_s:,.0f} tokens/s per "
-        f"request, {speed.total_tokens_per_s:,.0f} tokens/s in total"
-    )
+    return f"time to first token {latency(speed.ttft_s)}, {speed.rates_sentence}"
 
 
 def _remedy_lines(d: Diagnosis, unit: str) -> list[str]:

@@ -52,7 +52,7 @@ from typing import Final, NamedTuple
 
 from core.catalogue import GpuSpec, LinkSpec
 from core.dtypes import GGUF_FLOAT, GgmlType, LlamaCppBackend, WeightFormat, matmul_dtype
-from core.format import counted, gb, latency
+from core.format import TOTAL_RATE_BASIS, counted, gb, latency
 from core.params import ParamCounts
 from core.plan import Engine, Plan, SglangVersion
 from core.serving.engines import RankLayout, serving_link
@@ -160,6 +160,16 @@ class ServingSpeed:
     token_latency_s: float = 0.0  # mean time per output token at the plan's concurrency
     queue_wait_s: float = 0.0  # mean wait for a slot of the requests beyond the ones running
     allreduce_s: float = 0.0  # one decode step's tensor-parallel all-reduces and logits gather
+
+    @property
+    def rates_sentence(self) -> str:
+        """The two rates in the words the CLI and the report share: what one request sees while it
+        decodes, and the output over every request's whole life (its prompt's prefill included), which
+        is why the total can read lower than one request's rate."""
+        return (
+            f"{self.per_request_tokens_per_s:,.0f} tokens/s each while decoding, "
+            f"{self.total_tokens_per_s:,.0f} output tokens/s in total ({TOTAL_RATE_BASIS})"
+        )
 
 
 # Prefill and decode compute when no utilisation is typed: the lesson's 40 % (what serving has

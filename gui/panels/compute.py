@@ -9,6 +9,7 @@ from PySide6.QtGui import QShowEvent
 from PySide6.QtWidgets import QStackedLayout, QWidget
 
 from core.estimate import MFU_CONVENTION, Estimate, UtilisationSource
+from core.format import TOTAL_RATE_BASIS
 from gui.format import count, hours, latency, money, plain_number
 from gui.panels.figures import FiguresPanel
 from gui.plotstyle import OKABE_ITO
@@ -63,7 +64,11 @@ SERVING_ROWS = (
         "prefills of the requests admitted alongside, averaged over the answer.",
     ),
     ("per_request", "Per request", "Output tokens per second one request sees."),
-    ("total", "In total", "Output tokens per second over all requests and replicas."),
+    (
+        "total",
+        "In total",
+        f"Output tokens per second {TOTAL_RATE_BASIS}: lower than one request's rate when prefill dominates.",
+    ),
     ("bound", "Bound by", "Memory bandwidth (weights + KV read each step) or compute."),
     ("card", "Card", "Dense peak for the weights' compute type, and memory bandwidth."),
     ("assumptions", "Assumptions", "What the speed model takes for granted."),

@@ -360,3 +360,19 @@ def test_training_output_says_how_many_requests_fit_in_words(capsys: pytest.Capt
     code, out, _ = run(capsys, "estimate", "--model", "qwen3-0.6b", "--gpu", "h100-sxm", "--context", "4096")
     line = next(x for x in out.splitlines() if x.lstrip().startswith("serving"))
     assert "requests of 4,096 tokens at once" in line and "fits up to" not in line
+
+
+def test_serving_rates_say_what_the_total_counts(capsys: pytest.CaptureFixture[str]) -> None:
+    # One request of gpt-oss-20b under Ollama 0.12.11 on an 8 GB laptop card (NVIDIA's RTX 4060 Laptop spec) printed
+    # "1 request decodes at 29 tokens/s each, 10 tokens/s in total": the total counts the 32k prompt's prefill
+    # (core.serving.speed.queue), so it read lower than the one request's rate with nothing said.
+    args = ("--model", "gpt-oss-20b", "--mode", "inference", "--engine", "llamacpp", "--gguf", "MXFP4_MOE")
+    code, out, _ = run(
+        capsys, "estimate", *args, "--gpu", "rtx-4060-laptop", "--context", "32768", "--ollama", "0.12.11"
+    )
+    assert code == 0
+    line = next(x for x in out.splitlines() if "time to first token" in x)
+    assert (
+        "each while decoding" in line
+        and "output tokens/s in total (over all requests and replicas, prompts' prefill" in line
+    )

@@ -205,8 +205,8 @@ def test_an_engine_that_serves_no_request_queues_none(capsys: pytest.CaptureFixt
 
 
 def test_the_speed_of_a_plan_that_runs_no_request_says_it_is_hypothetical() -> None:
-    # The SGLang refusal above printed "time to first token 870 ms; 1 request decodes at 55 tokens/s" with
-    # nothing said; a plan that runs its requests says nothing more.
+    # The SGLang refusal above printed "time to first token 870 ms; 1 request decodes at 55 tokens/s" (the words
+    # then) with nothing said; a plan that runs its requests says nothing more.
     refused = estimate(_served("rtx-4090", 3.0, engine="sglang", context=4096)).inference
     running = estimate(_served("rtx-4090", 0.0, engine="sglang", context=4096)).inference
     assert refused.speed_note.startswith("No request of this plan runs") and running.speed_note == ""
