@@ -290,7 +290,10 @@ def _timing(
         util = work.hardware_flops / (peak * 1e12 * modelled) if modelled > 0 else 0.0
         lesson = step_flops / (peak * 1e12 * util) if util > 0 else math.inf
         return _Timing(lesson, 0.0, modelled, UtilisationSource.MODELLED, 1.0)
-    return _Timing(modelled, optimizer, modelled, UtilisationSource.MODELLED, 1.0)
+    # The optimizer step takes no less than the host's time to issue its kernels (the device's pass
+    # over the parameters, gradients and state is the ``optimizer`` part; the slower of the two paces it).
+    slower = max(0.0, work.optimizer_host_seconds - optimizer)
+    return _Timing(modelled + slower, optimizer + slower, modelled + slower, UtilisationSource.MODELLED, 1.0)
 
 
 def _check_utilisation(plan: Plan, utilisation: float, field: str, value: float) -> None:
