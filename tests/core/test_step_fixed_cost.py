@@ -141,3 +141,25 @@ def test_each_micro_batch_issues_the_embedding_head_and_loss_kernels() -> None:
     assert step_work(full, counts, gpu).host_kernels == 32 * (45 + 73) + 32 + 27
     two = full.with_workload(micro_batch=1, seq_len=256, grad_accum=2)
     assert step_work(two, counts, gpu).host_kernels == 2 * (32 * (45 + 73) + 32 + 27)
+
+
+def test_the_fixed_part_is_said_where_it_is_a_visible_share_of_the_step() -> None:
+    c = estimate(_full_7b(1)).compute
+    assert c.fixed_step.startswith(f"the optimizer step, {c.optimizer_seconds_per_step:.3g} s once a step")
+    assert f"is {c.optimizer_seconds_per_step / c.step_seconds:.0%} of the step" in c.fixed_step
+    assert "passes over the trainable parameters" in c.fixed_step
+    assert f"({c.fixed_step})" in c.formula  # the Compute & time arithmetic (window) reads the formula
+    # A long-sequence 8B step: the optimizer step is under a tenth of it (FIXED_SHARE_SHOWN), nothing said.
+    long = default_plan().with_workload(micro_batch=4, seq_len=4096, grad_accum=4)
+    assert estimate(long).compute.fixed_step == ""
+
+
+def test_the_cli_prints_the_fixed_part(capsys: pytest.CaptureFixture[str]) -> None:
+    from core.cli.app import main
+
+    args = "estimate --model llama-2-7b --method full --precision bf16 --optimizer adamw --optimizer-impl foreach"
+    args += " --grad-clip --attention eager --no-checkpointing --micro-batch 1 --seq 256 --gpu a100-80gb-sxm"
+    assert main(args.split()) == 0
+    out = capsys.readouterr().out
+    line = next(line for line in out.splitlines() if line.startswith("  fixed    "))
+    assert "the optimizer step" in line and "once a step whatever the batch" in line
