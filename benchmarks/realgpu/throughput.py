@@ -842,7 +842,8 @@ def _comm(p: Prepared, table: Mapping[str, float]) -> tuple[float, float, float,
 
 def predicted_step(p: Prepared, table: Mapping[str, float]) -> float:
     features = p.work.features
-    optimizer = features.get("optimizer", 0.0) * coefficient("optimizer", table)
+    # The optimizer step no faster than the host issues its kernels (core.training.compute._timing).
+    optimizer = max(features.get("optimizer", 0.0) * coefficient("optimizer", table), p.work.optimizer_host_seconds)
     compute = _compute(p, table)
     exposed, bubble, tp, dp = _comm(p, table)
     device = (

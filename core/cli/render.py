@@ -346,6 +346,7 @@ def render_estimate(est: Estimate, gib: bool = False) -> str:
         + (f" ({est.compute.price_source})" if not math.isfinite(est.compute.cost) else ""),
         _mfu_line(est),
         *([f"  host     {est.compute.host_pace}"] if est.compute.host_pace else []),
+        *([f"  fixed    {est.compute.fixed_step}"] if est.compute.fixed_step else []),
         *_step_lines(est),
         f"  serving  {fmt(est.inference.total_bytes, gib)} for {plan.inference.concurrent} × "
         f"{plan.inference.context:,} tokens (KV cache {fmt(est.inference.kv_cache_bytes, gib)}, "

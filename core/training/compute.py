@@ -90,6 +90,9 @@ class Compute:
     # Where the host's time to issue the step's kernels paces it (host_floor_step binds), how: "paced by the
     # host: N kernels × t µs = X s a step, the device's work Y s"; "" where the device's work is longer.
     host_pace: str = ""
+    # The step's part paid once whatever the batch (the optimizer step: fixed_part), in words where it is a
+    # visible share of the step (FIXED_SHARE_SHOWN); "" elsewhere.
+    fixed_step: str = ""
     comm_terms: tuple[CommTerm, ...] = ()
     assumptions: tuple[str, ...] = ()
     # Issue 24: the FLOPs term by term, the utilisation and where it comes from, MFU.
@@ -253,6 +256,28 @@ def host_pace(work: Work, timing: _Timing, bubble: float, step: float) -> str:
     return f"paced by the host: {_host_words(work)}{bubbled} + the optimizer step = {floor:.3g} s a step"
 
 
+# The step's fixed part is said where it is at least a tenth of the step: below that the micro-batches' work
+# dominates and a smaller batch would not change the step much.
+FIXED_SHARE_SHOWN: Final = 0.10
+
+
+def fixed_part(work: Work, timing: _Timing, step: float) -> str:
+    """The optimizer step — clipping and a GradScaler's unscale included — as the share of the step it takes
+    once whatever the micro-batch, and what sets it (its passes over memory, or the host issuing its kernels),
+    where it is at least FIXED_SHARE_SHOWN of the step; else ""."""
+    if timing.optimizer <= 0 or step <= 0 or not math.isfinite(step) or timing.optimizer / step < FIXED_SHARE_SHOWN:
+        return ""
+    host = work.optimizer_host_seconds
+    if host > 0 and host >= timing.optimizer * (1 - 1e-9):
+        how = f"the host issuing its {work.optimizer_kernels:,.0f} kernels × {EAGER_KERNEL_HOST_S * 1e6:.1f} µs"
+    else:
+        how = "its passes over the trainable parameters, their gradients and the optimizer state"
+    return (
+        f"the optimizer step, {timing.optimizer:.3g} s once a step whatever the batch ({how}), "
+        f"is {timing.optimizer / step:.0%} of the step"
+    )
+
+
 def _host_words(work: Work) -> str:
     """What the host issues per step, as the formula says it: the eager kernels (N × t) and the
     Megatron-Core MoE layers' measured time."""
@@ -290,7 +315,10 @@ def _timing(
         util = work.hardware_flops / (peak * 1e12 * modelled) if modelled > 0 else 0.0
         lesson = step_flops / (peak * 1e12 * util) if util > 0 else math.inf
         return _Timing(lesson, 0.0, modelled, UtilisationSource.MODELLED, 1.0)
-    return _Timing(modelled, optimizer, modelled, UtilisationSource.MODELLED, 1.0)
+    # The optimizer step takes no less than the host's time to issue its kernels (the device's pass
+    # over the parameters, gradients and state is the ``optimizer`` part; the slower of the two paces it).
+    slower = max(0.0, work.optimizer_host_seconds - optimizer)
+    return _Timing(modelled + slower, optimizer + slower, modelled + slower, UtilisationSource.MODELLED, 1.0)
 
 
 def _check_utilisation(plan: Plan, utilisation: float, field: str, value: float) -> None:
@@ -401,6 +429,7 @@ def compute_estimate(plan: Plan, counts: ParamCounts, gpu: GpuSpec) -> Compute:
         host_step_formula=host.formula if host else "",
         host_step_advice=host.advice if host else "",
         host_pace=host_pace(work, timing, comm.bubble_fraction, step - (host.seconds if host else 0.0)),
+        fixed_step=fixed_part(work, timing, step),
         comm_seconds_per_step=comm.comm_seconds,
         exposed_comm_seconds_per_step=comm.exposed_seconds,
         bubble_fraction=comm.bubble_fraction,
@@ -475,5 +504,7 @@ def _formula(
     if host:
         text += f" + {host.seconds:.3g} s optimizer step on the host"
     steps = tokens / (plan.effective_batch * plan.workload.seq_len) if plan.effective_batch else 0.0
-    text += f" = {step:.3g} s; {steps:,.1f} steps = {format_hours(steps * step / 3600)}"
+    fixed = fixed_part(work, timing, step) if work is not None else ""
+    text += f" = {step:.3g} s" + (f" ({fixed})" if fixed else "")
+    text += f"; {steps:,.1f} steps = {format_hours(steps * step / 3600)}"
     return text

@@ -54,17 +54,19 @@ from core.plan import (
     Float8,
     MoeDispatcher,
     Offload,
+    Optimizer,
+    OptimizerImpl,
     Plan,
     Stack,
     Strategy,
 )
-from core.roles import dtypes_for
+from core.roles import dtypes_for, runs_grad_scaler
 from core.runtime import HF_HOST_LAYER_S
 from core.training.activations import recomputed_share
 from core.training.attention import Kernel, math_kernel_bytes, sdpa_kernel
 from core.training.flops import ADAPTER_GEMMS, Gemm, attended_keys, block_gemms, head_trains
 from core.training.gemm_shape import shape_efficiency
-from core.training.optimizer import optimizer_terms
+from core.training.optimizer import optimizer_terms, trainable_tensors
 
 
 def gemm_kind(plan: Plan, gpu: GpuSpec) -> str:
@@ -382,6 +384,97 @@ def eager_host_kernels(plan: Plan, layers: int, backward_layers: int, recomputed
     return layers * forward + backward_layers * backward + recomputed * recompute
 
 
+# The ops outside the blocks one micro-batch issues on the rank holding the head (and the embedding): the
+# embedding lookup, the final norm, the head's matmul and Hugging Face's loss (the logits upcast to float32,
+# the shift, cross-entropy), forward and backward (tools/measure/kernel_count.py --step: a 2-block
+# LlamaForCausalLM with labels less its two blocks' ops, torch 2.13.0, transformers 5.25.0): (forward, backward)
+# with the embedding, norm and head trained (full fine-tuning), and frozen (an adapter's base: the backward
+# only carries the gradient through the head into the blocks). The loss's float32 passes over the logits are
+# already timed as bytes (LOSS_BYTES_PER_LOGIT).
+EAGER_OUTSIDE_KERNELS: Final = {True: (32, 27), False: (32, 8)}
+
+
+def eager_outside_kernels(plan: Plan, head: bool) -> float:
+    """Kernels one micro-batch issues outside the blocks (EAGER_OUTSIDE_KERNELS) on a rank that holds the
+    head under the eager stack's detailed accounting; 0 elsewhere (the embedding's few on a first pipeline
+    stage without the head are left out)."""
+    if not head or plan.stack is not Stack.EAGER or plan.accounting is not Accounting.DETAILED:
+        return 0.0
+    forward, backward = EAGER_OUTSIDE_KERNELS[not plan.adapter_based]
+    return float(forward + backward)
+
+
+# How torch launches a foreach (``_foreach_*``) or fused (``_fused_adamw_``, ``_fused_sgd_``) op on CUDA:
+# multi_tensor_apply packs the tensor lists' 65,536-element chunks into one kernel until either the blocks
+# or the tensors of one launch are full, then launches (pytorch/pytorch@008356ca
+# aten/src/ATen/native/cuda/MultiTensorApply.cuh: kChunkSize 65536; with CUDA >= 12.1's 32 KB kernel
+# arguments depth_to_max_blocks 2,240 and depth_to_max_tensors 770 / 448 / 336 / 252 / 210 for 1 to 5 lists;
+# the 4 KB limit of older builds, torch 2.1's, has 320 blocks and 110 / 64 / 48 / 36 / 30 tensors). Taken at
+# three lists (336 tensors) for every op.
+MTA_CHUNK: Final = 65536
+MTA_BLOCKS: Final = 2240
+MTA_TENSORS: Final = 336
+# Device ops a step issues (tools/measure/kernel_count.py --step, ops over bulk tensors; the for-loop and
+# foreach optimizers keep their step counters on the CPU): AdamW / Adam for-loop 7 a tensor (lerp_, mul_,
+# addcmul_, sqrt, div, add_, addcdiv_), foreach the same 7 as foreach ops, fused one ``_fused_adamw_`` and the
+# GPU step counters' ``_foreach_add_``; SGD with momentum 3 (mul_, add_, add_), plain SGD 1, fused SGD one.
+# bitsandbytes' optimizers launch one kernel per tensor (update_step); Adafactor is not counted.
+STEP_OPS: Final = {
+    Optimizer.ADAMW: 7,
+    Optimizer.ADAM: 7,
+    Optimizer.SGD_MOMENTUM: 3,
+    Optimizer.SGD: 1,
+}
+FUSED_STEP_OPS: Final = {Optimizer.ADAMW: 2, Optimizer.ADAM: 2, Optimizer.SGD_MOMENTUM: 1, Optimizer.SGD: 1}
+BNB_STEP_OPS: Final = frozenset({Optimizer.ADAMW_8BIT, Optimizer.PAGED_ADAMW, Optimizer.PAGED_ADAMW_8BIT})
+# clip_grad_norm_ (foreach): ``_foreach_norm`` and ``_foreach_mul_`` over the gradients, and 6 small ops on
+# the device (stack, the norms' norm, add, reciprocal, mul, clamp); a GradScaler's unscale_ one foreach op,
+# and its update 2 (tools/measure/kernel_count.py --step; torch/amp/grad_scaler.py).
+CLIP_FOREACH_OPS: Final = 2
+CLIP_SMALL_OPS: Final = 6
+UNSCALE_SMALL_OPS: Final = 2
+
+
+def multi_tensor_launches(elements: float, tensors: int) -> float:
+    """Kernel launches of one foreach / fused op over ``tensors`` tensors of ``elements`` in all
+    (MTA_*): one whenever a launch's blocks (chunks, each tensor's last one partial) or tensors fill."""
+    if tensors <= 0:
+        return 0.0
+    chunks = elements / MTA_CHUNK + tensors / 2
+    return float(max(math.ceil(tensors / MTA_TENSORS), math.ceil(chunks / MTA_BLOCKS)))
+
+
+def step_host_kernels(plan: Plan, counts: ParamCounts, stage: Stage) -> float:
+    """Kernels the host issues for one optimizer step on the rank, under the eager stack's detailed
+    accounting (the rule eager_host_kernels' counts follow): the optimizer's (STEP_OPS per tensor in a
+    for-loop, per multi_tensor_apply launch in foreach and fused), clip_grad_norm_'s and a GradScaler's.
+    0 where the step runs on the host (offload) or its code was not counted (Megatron, DeepSpeed)."""
+    if (
+        plan.stack is not Stack.EAGER
+        or plan.accounting is not Accounting.DETAILED
+        or plan.parallel.offload is not Offload.NONE
+        or not _torch_optim(plan)
+    ):
+        return 0.0
+    elements = rank_trainable(plan, counts, stage)
+    tensors = trainable_tensors(plan)
+    launches = multi_tensor_launches(elements, tensors)
+    ops = STEP_OPS.get(plan.optimizer, 0)
+    if plan.optimizer in BNB_STEP_OPS:
+        kernels = float(tensors)
+    elif plan.optimizer_impl is OptimizerImpl.FORLOOP:
+        kernels = float(ops * tensors)
+    elif plan.optimizer_impl is OptimizerImpl.FUSED:
+        kernels = FUSED_STEP_OPS.get(plan.optimizer, 0) * launches
+    else:
+        kernels = ops * launches
+    if plan.grad_clip:
+        kernels += CLIP_FOREACH_OPS * launches + CLIP_SMALL_OPS
+    if runs_grad_scaler(plan):
+        kernels += launches + UNSCALE_SMALL_OPS
+    return kernels
+
+
 # A custom card has no bandwidth figure: the A100's bytes per FLOP (2,039 GB/s for 312
 # dense 16-bit TFLOP/s, NVIDIA A100 datasheet) is assumed.
 BYTES_PER_FLOP_ASSUMED: Final = 2039e9 / 312e12
@@ -404,6 +497,14 @@ class Work:
     # compute takes no less (core.training.compute). 0 where nothing is counted.
     host_floor: float = 0.0
     host_kernels: float = 0.0  # of which: eager kernels per step (micro-batches × per micro-batch)
+    # Kernels the host issues for the optimizer step (step_host_kernels): the step takes no less than
+    # their issue time, EAGER_KERNEL_HOST_S each (core.training.compute). 0 where nothing is counted.
+    optimizer_kernels: float = 0.0
+
+    @property
+    def optimizer_host_seconds(self) -> float:
+        """Seconds the host takes to issue the optimizer step's kernels."""
+        return self.optimizer_kernels * EAGER_KERNEL_HOST_S
 
 
 def _bandwidth(gpu: GpuSpec, peak_tflops: float) -> float:
@@ -780,10 +881,61 @@ def _dequant_bytes(rank: _Rank) -> float:
 
 def _optimizer_bytes(plan: Plan, counts: ParamCounts, stage: Stage) -> float:
     """The optimizer step's traffic on the GPU: none when it runs on the host (offload:
-    core.training.host.host_step times it there, the transfers are communication)."""
+    core.training.host.host_step times it there, the transfers are communication). The fused
+    count (optimizer_step_bytes), the passes torch's unfused implementations add, and the
+    gradient passes clipping and a GradScaler's unscale make before the step (step_pass_bytes)."""
     if plan.parallel.offload is not Offload.NONE:
         return 0.0
-    return optimizer_step_bytes(plan, counts, stage)
+    return optimizer_step_bytes(plan, counts, stage) + step_pass_bytes(plan, counts, stage)
+
+
+# The optimizer step as torch.optim runs it, beyond the fused count (optimizer_step_bytes: each parameter,
+# gradient and state element read once, the parameter and the state written once: 7 passes for AdamW, what
+# ``_fused_adamw_`` moves). Counted by tools/measure/kernel_count.py --step (torch 2.13.0, a tiny Llama's
+# 21 float32 tensors, bytes each op reads and writes per trainable element): AdamW for-loop and foreach 72 B
+# (18 passes), fused 28 B (7); SGD with momentum for-loop and foreach 32 B (8), fused 20 B (5); plain SGD 12 B
+# (3) in all three. The foreach AdamW (torch/optim/adam.py ``_multi_tensor_adam``, weight decay 0 as the HF
+# Trainer's groups set it) runs lerp_(m, g), mul_(v), addcmul_(v, g, g), sqrt(v) into a temporary, div_ and
+# add_ on it, addcdiv_(p, m, tmp): the gradient read twice (once more than fused) and the moments and the
+# temporary 14 times (10 more than fused's m and v read and written); the for-loop (``_single_tensor_adam``)
+# the same per tensor. SGD's momentum buffer: mul_, add_(buf, g), add_(p, buf): 3 more. Per (optimizer,
+# implementation): (gradient passes, state-element passes) beyond the fused count; the state element (and the
+# temporary) in the trainable parameters' dtype, as optimizer_terms allocates it. Megatron's and DeepSpeed's
+# own fused Adam run the fused count whatever the plan's implementation; bitsandbytes' optimizers one kernel
+# per tensor (the fused count); Adafactor's factored step is not counted beyond it.
+UNFUSED_PASSES: Final = {
+    (Optimizer.ADAMW, OptimizerImpl.FOREACH): (1.0, 10.0),
+    (Optimizer.ADAMW, OptimizerImpl.FORLOOP): (1.0, 10.0),
+    (Optimizer.ADAM, OptimizerImpl.FOREACH): (1.0, 10.0),
+    (Optimizer.ADAM, OptimizerImpl.FORLOOP): (1.0, 10.0),
+    (Optimizer.SGD_MOMENTUM, OptimizerImpl.FOREACH): (0.0, 3.0),
+    (Optimizer.SGD_MOMENTUM, OptimizerImpl.FORLOOP): (0.0, 3.0),
+}
+# clip_grad_norm_ (torch/nn/utils/clip_grad.py, foreach: ``_foreach_norm`` reads each gradient, the stacked
+# norms' norm and the clip coefficient, ``_foreach_mul_`` reads and writes each gradient): 12 B per float32
+# element counted, 3 passes; a GradScaler's unscale_ (``_amp_foreach_non_finite_check_and_unscale_``: reads
+# and writes each gradient, checking for inf / NaN on the way): 8 B, 2 passes.
+CLIP_GRAD_PASSES: Final = 3.0
+UNSCALE_GRAD_PASSES: Final = 2.0
+
+
+def step_pass_bytes(plan: Plan, counts: ParamCounts, stage: Stage) -> float:
+    """Bytes the rank's optimizer step moves beyond the fused count: torch's unfused implementations'
+    extra passes (UNFUSED_PASSES), clip_grad_norm_'s and a GradScaler's unscale over the gradients."""
+    dt = dtypes_for(plan)
+    elements = rank_trainable(plan, counts, stage)
+    grads = (CLIP_GRAD_PASSES if plan.grad_clip else 0.0) + (UNSCALE_GRAD_PASSES if runs_grad_scaler(plan) else 0.0)
+    state = 0.0
+    if _torch_optim(plan):
+        extra_grads, state = UNFUSED_PASSES.get((plan.optimizer, plan.optimizer_impl), (0.0, 0.0))
+        grads += extra_grads
+    return elements * (grads + state) * dt.grad
+
+
+def _torch_optim(plan: Plan) -> bool:
+    """Whether torch.optim runs the step as the plan's implementation says: not Megatron's fused Adam
+    (its distributed optimizer's, Transformer Engine's or apex's) nor DeepSpeed's FusedAdam."""
+    return plan.stack is not Stack.MEGATRON and not plan.parallel.strategy.deepspeed
 
 
 # Gradient accumulation outside the weight-gradient matmul. A rank that holds its whole gradient
@@ -933,9 +1085,11 @@ def step_work(plan: Plan, counts: ParamCounts, gpu: GpuSpec) -> Work:
             features["grad_accum"] = (micro - 1) * accumulate / bandwidth
         flops = micro * (mm.flops + attention)
         forward = (mm.forward_flops + attention_forward) / (mm.flops + attention) if mm.flops + attention else 1 / 3
-        kernels = micro * eager_host_kernels(plan, rank.layers, rank.backward_layers, _recomputed_blocks(plan, rank))
+        blocks = eager_host_kernels(plan, rank.layers, rank.backward_layers, _recomputed_blocks(plan, rank))
+        kernels = micro * (blocks + eager_outside_kernels(plan, stage.head))
         floor = micro * moe_host_floor(plan, rank.layers) + kernels * EAGER_KERNEL_HOST_S
-        work = Work(features, flops, forward, gemm_peak, family, kind, floor, kernels)
+        step_kernels = step_host_kernels(plan, counts, stage)
+        work = Work(features, flops, forward, gemm_peak, family, kind, floor, kernels, step_kernels)
         if best is None or work.hardware_flops > best.hardware_flops:
             best = work
     assert best is not None

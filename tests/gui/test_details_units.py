@@ -49,3 +49,32 @@ def test_a_host_paced_step_says_so_beside_the_utilisation(qtbot: Any, window: Ma
     assert window.compute_panel.training.values["utilisation"].text().endswith("· the host paces the step")
     window.controller.reset(default_plan().with_workload(micro_batch=4, seq_len=4096, grad_accum=4))
     assert "host" not in window.compute_panel.training.values["utilisation"].text()
+
+
+def test_the_arithmetic_shows_the_steps_fixed_part(qtbot: Any, window: MainWindow) -> None:
+    # Llama-2 7B full in pure 16 bits, foreach AdamW with clipping, eager attention, 1 × 256 tokens on an A100
+    # (tests/core/test_step_fixed_cost.py): the optimizer step is 63 % of the step (core Compute.fixed_step).
+    from core.catalogue import find_model
+    from core.plan import Attention, Optimizer, OptimizerImpl, Preset
+
+    plan = default_plan().with_changes(
+        model=find_model("llama-2-7b").spec,
+        model_id="llama-2-7b",
+        method=Method.FULL,
+        attention=Attention.EAGER,
+        optimizer=Optimizer.ADAMW,
+        optimizer_impl=OptimizerImpl.FOREACH,
+        grad_clip=True,
+        preset=Preset.PURE_BF16,
+        checkpointing=False,
+    )
+    window.controller.reset(
+        plan.with_workload(micro_batch=1, seq_len=256, grad_accum=1).with_hardware(gpu="a100-80gb-sxm")
+    )
+    _cost_text(qtbot, window)
+    fixed = window.controller.estimate.compute.fixed_step
+    assert fixed.startswith("the optimizer step") and "once a step whatever the batch" in fixed
+    assert fixed in window.compute_panel.training.formula.text()
+    # An 8B plan at 4 × 4,096 × 4: the optimizer step is under a tenth of the step, nothing said.
+    window.controller.reset(default_plan().with_workload(micro_batch=4, seq_len=4096, grad_accum=4))
+    assert "once a step whatever the batch" not in window.compute_panel.training.formula.text()
