@@ -1064,6 +1064,16 @@ INPUTS: Final[tuple[Input, ...]] = (
           "makes one more copy of the Adam second moment during the step; for-loop works one tensor at a time.",
           ("--optimizer-impl",), "fused (HF Trainer default), foreach (torch.optim default on CUDA) or forloop",
           labels=OPTIMIZER_IMPL_LABELS, matters=lambda p: p.optimizer in TORCH_OPTIMIZERS),
+    # HF Trainer's TrainingArguments.weight_decay defaults to 0.0 (what a plan without it meant); torch.optim.AdamW's
+    # own default 0.01 applies only to a hand-written loop. Time only: torch's foreach and for-loop steps add a pass
+    # over the parameters for it (core.training.speed.WEIGHT_DECAY_PASSES); fused kernels fold it in.
+    Input("weight_decay", Kind.FLOAT, "Weight decay", "Weight decay", 0.0,
+          "The optimizer's weight decay (HF Trainer: 0 unless set; torch.optim.AdamW alone: 0.01). Not zero, "
+          "torch's foreach and for-loop steps read and write every parameter once more (AdamW's "
+          "mul_ by 1 − lr·wd; Adam's and SGD's add to the gradient); the fused kernels fold it in. No memory.",
+          ("--weight-decay",), "the optimizer's weight decay (HF Trainer default 0; time only, foreach / for-loop)",
+          low=0.0, high=10.0, decimals=3, step=0.01, training_only=True,
+          matters=lambda p: p.optimizer in TORCH_OPTIMIZERS and p.optimizer_impl is not OptimizerImpl.FUSED),
     Input("attention", Kind.ENUM, "Attention", "Attention kernel", Attention.SDPA,
           "Eager attention keeps the batch × heads × seq² score matrix for the backward pass; fused kernels "
           "(SDPA, FlashAttention-2) do not. FlashAttention 1 and its Triton kernel (before July 2023) keep the same "

@@ -645,6 +645,7 @@ class Plan:
     adapter_dtype: Dtype = DEFAULTS["adapter_dtype"]
     autocast: Autocast = DEFAULTS["autocast"]
     optimizer_impl: OptimizerImpl = DEFAULTS["optimizer_impl"]  # HF Trainer's adamw_torch_fused (torch ≥ 2.8)
+    weight_decay: float = DEFAULTS["weight_decay"]  # the optimizer's (HF Trainer's default 0.0): time only
     checkpointing: bool = DEFAULTS["checkpointing"]
     checkpoint_policy: CheckpointPolicy = DEFAULTS["checkpoint_policy"]  # read only with checkpointing on
     checkpoint_every: int = DEFAULTS["checkpoint_every"]  # LAYER: every Nth block (torchtitan selective_ac_option)

@@ -118,6 +118,9 @@ OPTIONAL_KEYS: Final = (
         for name in (
             "fused_loss",
             "grad_clip",
+            # the optimizer's weight decay (branch h55tt): a file without it reads as 0.0, HF Trainer's default and
+            # what every earlier release priced (no decay pass).
+            "weight_decay",
             "optimizer_in_backward",
             "activation_offload",
             "bnb_legacy",

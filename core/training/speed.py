@@ -447,7 +447,8 @@ def multi_tensor_launches(elements: float, tensors: int) -> float:
 def step_host_kernels(plan: Plan, counts: ParamCounts, stage: Stage) -> float:
     """Kernels the host issues for one optimizer step on the rank, under the eager stack's detailed
     accounting (the rule eager_host_kernels' counts follow): the optimizer's (STEP_OPS per tensor in a
-    for-loop, per multi_tensor_apply launch in foreach and fused), clip_grad_norm_'s and a GradScaler's.
+    for-loop, per multi_tensor_apply launch in foreach and fused; one op more for an unfused weight decay),
+    clip_grad_norm_'s and a GradScaler's.
     0 where the step runs on the host (offload) or its code was not counted (Megatron, DeepSpeed)."""
     if (
         plan.stack is not Stack.EAGER
@@ -468,6 +469,8 @@ def step_host_kernels(plan: Plan, counts: ParamCounts, stage: Stage) -> float:
         kernels = FUSED_STEP_OPS.get(plan.optimizer, 0) * launches
     else:
         kernels = ops * launches
+    if decays_unfused(plan):  # one op more: a foreach op's launches, or one a tensor in a for-loop
+        kernels += float(tensors) if plan.optimizer_impl is OptimizerImpl.FORLOOP else launches
     if plan.grad_clip:
         kernels += CLIP_FOREACH_OPS * launches + CLIP_SMALL_OPS
     if runs_grad_scaler(plan):
@@ -917,19 +920,47 @@ UNFUSED_PASSES: Final = {
 # and writes each gradient, checking for inf / NaN on the way): 8 B, 2 passes.
 CLIP_GRAD_PASSES: Final = 3.0
 UNSCALE_GRAD_PASSES: Final = 2.0
+# A nonzero weight decay in torch's foreach and for-loop steps (torch 2.13.0 torch/optim/adam.py
+# ``_multi_tensor_adam`` L688-699 and ``_single_tensor_adam`` L416-428; torch/optim/sgd.py ``_multi_tensor_sgd``
+# L424-431): AdamW (decoupled) ``_foreach_mul_(params, 1 - lr * weight_decay)``, each parameter read and written
+# once; Adam and SGD (L2) ``grads = _foreach_add(grads, params, alpha=weight_decay)``, each parameter and gradient
+# read and a new gradient written, which the later ops read in place of the old one. Per optimizer: (parameter
+# passes, gradient passes), timed where UNFUSED_PASSES is (the fused kernels, Megatron's and DeepSpeed's fused
+# Adam and bitsandbytes' kernels fold the decay into their one pass). Adam's and SGD's new gradient list is
+# memory too, not counted (docs/TRAINING_TIME.md, "Weight decay as a plan input").
+WEIGHT_DECAY_PASSES: Final = {
+    Optimizer.ADAMW: (2.0, 0.0),
+    Optimizer.ADAM: (1.0, 2.0),
+    Optimizer.SGD_MOMENTUM: (1.0, 2.0),
+    Optimizer.SGD: (1.0, 2.0),
+}
+
+
+def decays_unfused(plan: Plan) -> bool:
+    """Whether the step runs torch's foreach or for-loop weight decay as ops of its own (WEIGHT_DECAY_PASSES)."""
+    return (
+        plan.weight_decay > 0
+        and plan.optimizer in WEIGHT_DECAY_PASSES
+        and plan.optimizer_impl is not OptimizerImpl.FUSED
+        and _torch_optim(plan)
+    )
 
 
 def step_pass_bytes(plan: Plan, counts: ParamCounts, stage: Stage) -> float:
     """Bytes the rank's optimizer step moves beyond the fused count: torch's unfused implementations'
-    extra passes (UNFUSED_PASSES), clip_grad_norm_'s and a GradScaler's unscale over the gradients."""
+    extra passes (UNFUSED_PASSES) and their weight decay's (WEIGHT_DECAY_PASSES), clip_grad_norm_'s and a
+    GradScaler's unscale over the gradients."""
     dt = dtypes_for(plan)
     elements = rank_trainable(plan, counts, stage)
     grads = (CLIP_GRAD_PASSES if plan.grad_clip else 0.0) + (UNSCALE_GRAD_PASSES if runs_grad_scaler(plan) else 0.0)
-    state = 0.0
+    state = params = 0.0
     if _torch_optim(plan):
         extra_grads, state = UNFUSED_PASSES.get((plan.optimizer, plan.optimizer_impl), (0.0, 0.0))
         grads += extra_grads
-    return elements * (grads + state) * dt.grad
+    if decays_unfused(plan):
+        params, decay_grads = WEIGHT_DECAY_PASSES[plan.optimizer]
+        grads += decay_grads
+    return elements * ((grads + state) * dt.grad + params * dt.param)
 
 
 def _torch_optim(plan: Plan) -> bool:

@@ -151,6 +151,7 @@ class MethodForm(PlanForm):
         self.autocast = self.add_input("autocast")
         self.optimizer = self.add_input("optimizer")
         self.optimizer_impl = self.add_input("optimizer_impl")
+        self.weight_decay = self.add_input("weight_decay")
         self.attention = self.add_input("attention")
         self.checkpointing = self.add_input("checkpointing")
         self.checkpoint_policy = self.add_input("checkpoint_policy")

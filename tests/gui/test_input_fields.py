@@ -14,7 +14,7 @@ from PySide6.QtWidgets import QCheckBox, QLabel
 
 from core.inputs import INPUTS, Input, Kind, input_at
 from core.losses import LOSS_INPUTS
-from core.plan import Accounting, Engine, Method, Plan, Strategy
+from core.plan import Accounting, Engine, Method, OptimizerImpl, Plan, Strategy
 from core.presets import default_plan, plan_for_model
 from gui.forms.fields import ChoiceField, CountField, FloatField, IntField, is_marked_invalid
 from gui.main_window import MainWindow
@@ -92,6 +92,8 @@ PLANS = {
     "zero3 on 8": default_plan().on_gpus(8, Strategy.ZERO3),
     "vllm": default_plan().with_inference(engine=Engine.VLLM),
     "sglang": default_plan().with_inference(engine=Engine.SGLANG),
+    # torch.optim's foreach AdamW: its weight decay is a pass of its own (core.training.speed.WEIGHT_DECAY_PASSES)
+    "foreach": default_plan().with_changes(optimizer_impl=OptimizerImpl.FOREACH),
 }
 
 
@@ -105,6 +107,16 @@ def test_a_row_shows_exactly_when_its_input_matters(window: MainWindow, name: st
             if path in form._input_rows:
                 expected = spec.matters(plan) and (advanced or not spec.advanced)
                 assert form.form.isRowVisible(form.fields[path]) == expected, (name, path)
+
+
+def test_weight_decay_shows_for_torchs_unfused_steps_and_an_edit_reaches_the_plan(window: MainWindow) -> None:
+    form = window.method_form
+    window.controller.set_plan(default_plan())  # HF Trainer's fused AdamW folds the decay in: no row
+    assert not form.form.isRowVisible(form.fields["weight_decay"])
+    window.controller.set_plan(default_plan().with_changes(optimizer_impl=OptimizerImpl.FOREACH))
+    assert form.form.isRowVisible(form.fields["weight_decay"])
+    form.weight_decay.edited.emit(0.1)  # torchtitan's and OLMo-core's 0.1
+    assert window.controller.plan.weight_decay == pytest.approx(0.1)
 
 
 def test_advanced_knobs_show_behind_the_disclosure(window: MainWindow) -> None:
