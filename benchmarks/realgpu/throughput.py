@@ -371,6 +371,76 @@ _SOURCE_PLAN: Final[dict[str, dict[str, Any]]] = {
     },
 }
 
+# The optimizer each fitted source's code ran at the commit its figures cite: the implementation, whether it clips
+# and its weight decay (core.training.speed.UNFUSED_PASSES, CLIP_GRAD_PASSES, WEIGHT_DECAY_PASSES; docs/
+# TRAINING_TIME.md, "The optimizer each fitted source ran"). torchtitan by the date of the code that ran:
+# - Apr 2024 (1ea476e9 train.py L86-98, the A100 rows of docs/performance.md): ``AdamW(..., weight_decay=0.1,
+#   foreach=True)``;
+# - Aug 2024 (3faaa1a0 torchtitan/optimizer.py L23-31, the 405B rows) and Dec 2024 (9dec370a optimizer.py L132-138,
+#   config_manager.py L194-197, the 202412 file's rows): ``fused=job_config.optimizer.fused, foreach=not fused``
+#   with ``--optimizer.fused`` off unless given (store_true; the train_configs' [optimizer] do not set it):
+#   foreach, weight_decay 0.1;
+# - from 6e498855 (2025-02-24, "use Fused AdamW as default", #881) ``implementation = "fused"``: the asyncTP file's
+#   code (820504e2 config_manager.py L136-139: weight_decay 0.1, implementation "fused"), Trainy's (e7c0cae9, the
+#   same) and torchao's float8 table (torchao 0.10.0+git890e0ac8 of 2025-02-28, added 2025-03-12 in pytorch/ao
+#   8c81863b: torchtitan's main after #881).
+# Every torchtitan row clips (``training.max_norm`` 1.0, config_manager at each commit; foreach clip_grad_norm_).
+# The files (the records' location) whose rows ran foreach code: the 202412 file (added at 820504e2, measured with
+# 9dec370a) and docs/performance.md at 3faaa1a0; the asyncTP file (2887250b, measured with 820504e2) ran fused.
+_TORCHTITAN_FOREACH_CODE: Final = (
+    "820504e20d1149fbf0b98c567af24c4b0433b22d",
+    "3faaa1a0dee68ce028400e3dafd1735d152cb4f8",
+)
+_TORCHTITAN: Final[dict[str, Any]] = {"grad_clip": True, "weight_decay": 0.1}
+_SOURCE_OPTIMIZER: Final[dict[str, dict[str, Any]]] = {
+    "trainy-torchtitan-h200": {**_TORCHTITAN, "optimizer_impl": OptimizerImpl.FUSED},
+    "torchao-float8": {**_TORCHTITAN, "optimizer_impl": OptimizerImpl.FUSED},
+    # llm-foundry's MPT yamls (495218376 scripts/train/yamls/pretrain/mpt-*.yaml L60-71, which submit_benchmarks.py
+    # runs): ``decoupled_adamw``, weight_decay 0.0, gradient_clipping norm 1.0. Composer's DecoupledAdamW
+    # (mosaicml/composer@910223ee composer/optim/decoupled_weight_decay.py L216-264) updates one parameter at a time
+    # (mul_, add_, mul_, addcmul_, sqrt, div, add_, addcdiv_: 20 passes against torch's for-loop 18, the two more
+    # not counted), and clips through FSDP's clip_grad_norm_ (composer/algorithms/gradient_clipping L44-49).
+    "mosaicml-llm-foundry": {"optimizer_impl": OptimizerImpl.FORLOOP, "grad_clip": True, "weight_decay": 0.0},
+    # fms-fsdp (4ffb9bdf and ed74fd5d main_training.py L118-119 / L113-114): ``optim.AdamW(..., weight_decay=0.1)``,
+    # torch's default foreach; ``model.clip_grad_norm_(cfg.grad_clip_thresh)`` 1.0 (fms_fsdp/config/training.py,
+    # utils/train_utils.py L73 / L93).
+    "ibm-fms-fsdp": {"optimizer_impl": OptimizerImpl.FOREACH, "grad_clip": True, "weight_decay": 0.1},
+    # TinyLlama (8148930f pretrain/tinyllama.py L43-46, L144-145, L229): ``torch.optim.AdamW(..., weight_decay=0.1,
+    # foreach=False)``, the for-loop; fabric.clip_gradients max_norm 1.0.
+    "tinyllama": {"optimizer_impl": OptimizerImpl.FORLOOP, "grad_clip": True, "weight_decay": 0.1},
+    # OLMo-core (c2be557a src/scripts/train/OLMo-*.py L120-153): AdamWConfig(weight_decay=0.1, embeddings 0.0),
+    # foreach and fused None (src/olmo_core/optim/__init__.py L99-102: torch's default, foreach over DTensors),
+    # GradClipperCallback(max_grad_norm=1.0).
+    "ai2-olmo-core": {"optimizer_impl": OptimizerImpl.FOREACH, "grad_clip": True, "weight_decay": 0.1},
+    # PEFT's method comparison (5d602fdb method_comparison/MetaMathQA/run.py L282-285, utils.py L285-295,
+    # default_training_params.json): torch.optim.AdamW at torch's default (foreach), grad_norm_clip 1.0, the LoRA
+    # rows' optimizer_kwargs weight_decay 0.1 (the full fine-tuning row's sets none: AdamW's own 0.01).
+    "hf-peft-method-comparison": {"optimizer_impl": OptimizerImpl.FOREACH, "grad_clip": True, "weight_decay": 0.1},
+}
+# torchtune's recipes (30b8519e, 1814feb1 recipes/configs/llama3_1/*.yaml, llama3_2/*.yaml): torch.optim.AdamW with
+# ``fused: True`` (LoRA weight_decay 0.01, folded into the fused kernel) or bitsandbytes' PagedAdamW8bit, no
+# clip_grad_norm: the defaults already. BLOOM (39ed8110 train/tr11-176B-ml/tr11-176B-ml.slurm L85-95: --clip-grad 1.0,
+# --weight-decay 1e-1) and NVIDIA's Megatron rows (clip_grad 1.0 by default) run a fused Adam that folds the decay in
+# (core.training.speed._torch_optim), and their clipping is not torch's: the norm is read every step, the gradients
+# scaled only when it exceeds the bound (Megatron's clip_grad_by_total_norm_fp32 and DeepSpeed's
+# clip_tensors_by_global_norm: ``if clip_coeff < 1.0``), 1 to 3 passes the plan's grad_clip (always 3) cannot say:
+# not mapped. Composer and FSDP's clip_grad_norm_ multiply by the clamped coefficient every step, as torch's does.
+
+
+def _optimizer_plan(record: Mapping[str, Any]) -> dict[str, Any]:
+    """The optimizer settings the record's code ran (_SOURCE_OPTIMIZER; torchtitan's by its code's date)."""
+    source = record["source_id"]
+    if source == "torchtitan":
+        foreach = any(record["location"].startswith(f"pytorch/torchtitan@{c}") for c in _TORCHTITAN_FOREACH_CODE)
+        return {**_TORCHTITAN, "optimizer_impl": OptimizerImpl.FOREACH if foreach else OptimizerImpl.FUSED}
+    settings = dict(_SOURCE_OPTIMIZER.get(source, {}))
+    if source == "hf-peft-method-comparison":
+        if record["id"].endswith("-lorafa"):  # peft/optimizers/lorafa.py LoraFAOptimizer: one parameter at a time
+            settings["optimizer_impl"] = OptimizerImpl.FORLOOP
+        if "full-finetuning" in record["id"]:  # optimizer_kwargs {"lr": 1e-05}: torch.optim.AdamW's 0.01
+            settings["weight_decay"] = 0.01
+    return settings
+
 
 def _batch(record: Mapping[str, Any], dp: int, notes: list[str]) -> tuple[int, int]:
     """Micro-batch and accumulation: as published, or from the global batch."""
@@ -747,7 +817,7 @@ def case_of(record: Mapping[str, Any]) -> Case:
             **_method(record),
             **_checkpointing(record, notes),
         )
-        plan = replace(plan, **_SOURCE_PLAN.get(record["source_id"], {}))
+        plan = replace(plan, **_optimizer_plan(record), **_SOURCE_PLAN.get(record["source_id"], {}))
     except PlanError as error:
         raise NotExpressible(f"the layout is refused: {error}") from None
     if record["metric"] == "step_time_s":

@@ -19,7 +19,7 @@ from types import ModuleType
 
 import pytest
 
-from core.plan import Attention, Float8, Stack, Strategy
+from core.plan import Attention, Float8, OptimizerImpl, Stack, Strategy
 from core.training.efficiency import FITTED
 from tests.scripts import load_script
 
@@ -106,7 +106,12 @@ def test_the_leave_one_source_out_errors_do_not_widen(bench: ModuleType, report)
     # new figures, +8.6 / +12.4 / +12.7 %, above the median; the refit moves the shared coefficients
     # (worst <= 8k 28.06 -> 28.05 %).
     # 7.07 -> 6.39 % with MPT's fused Wqkv in the MosaicML rows' model (read from source: one d x 3d GEMM).
-    assert summary["median"] <= 6.40
+    # 6.39 -> 6.51 % (loosened, with the reason) with each source's optimizer as its code ran it (throughput.py
+    # _optimizer_plan: torchtitan's Apr-Dec 2024 code foreach, composer's DecoupledAdamW and TinyLlama's for-loop,
+    # fms-fsdp's and OLMo-core's foreach, their clipping and weight decay): read from source, not fitted. MosaicML
+    # 6.3 -> 6.8 %, IBM 4.4 -> 4.7 %, torchtitan 7.0 -> 6.7 % (docs/TRAINING_TIME.md, "The optimizer each fitted
+    # source ran").
+    assert summary["median"] <= 6.52
     # 47.0 -> 48.6 % with Transformer Engine's fp8 rate taken from its source (not fitted on
     # NVIDIA's rows, whose miss then moves into the shared Hopper coefficients); 48.6 -> 50.2 %
     # and 78.4 -> 79.1 % with the data-parallel contention (the same BigScience and
@@ -478,14 +483,20 @@ def test_a_pair_whose_figures_cannot_both_be_its_plan_is_unlisted_with_the_arith
     assert ("mosaic-a10040gb-bf16-1b-s2048-g64-mb10", "mosaic-a10040gb-bf16-1b-s2048-g128-mb10") in kept
     assert ("mosaic-h10080gb-amp_bf16-760m-s2048-g16-mb24", "mosaic-h10080gb-amp_bf16-760m-s2048-g32-mb24") in kept
     assert all(x in by_id for pair in unlisted for x in pair)
-    # The ratchet: 40 pairs, one outside 3 points, MosaicML's H100 1b g256 -> g512 (3.9, the
+    # The ratchet: 40 pairs, three outside 3 points: MosaicML's H100 1b g256 -> g512 (3.98, the
     # model's miss: docs/TRAINING_TIME.md "Scaling pairs and data-parallel contention"; 4.2 before
-    # NCCL 2.18's 14 us network hop, resources/links.json).
+    # NCCL 2.18's 14 us network hop, resources/links.json), and torchtitan's 8B 8 -> 128 GPUs eager (3.5) and
+    # compiled (3.2), 2.5 / 2.1 before their Dec-2024 code's foreach AdamW was read (throughput.py _optimizer_plan):
+    # its step over an eighth of the model is slower on 8 GPUs than over a 128th on 128, so the model's loss per GPU
+    # from 8 to 128 is smaller still than the published 2.7 % (docs/TRAINING_TIME.md, "The optimizer each fitted
+    # source ran").
     points = {(a, b): 100 * abs(q - p) for a, b, p, q in report.pairs}
     assert max(points.values()) <= 4.0
-    assert [k for k, v in points.items() if v > 3.0] == [
-        ("mosaic-h10080gb-amp_bf16-1b-s2048-g256-mb12", "mosaic-h10080gb-amp_bf16-1b-s2048-g512-mb12")
-    ]
+    assert {k for k, v in points.items() if v > 3.0} == {
+        ("mosaic-h10080gb-amp_bf16-1b-s2048-g256-mb12", "mosaic-h10080gb-amp_bf16-1b-s2048-g512-mb12"),
+        ("tt-202412-8b-8gpu-eager", "tt-202412-8b-128gpu-eager"),
+        ("tt-202412-8b-8gpu-compile", "tt-202412-8b-128gpu-compile"),
+    }
 
 
 def test_llm_foundrys_shard_grad_op_gathers_once_per_micro_batch_beside_the_compute(report) -> None:  # type: ignore[no-untyped-def]
@@ -502,15 +513,17 @@ def test_weak_scaling_loses_what_the_overlapped_data_parallel_traffic_contends_f
     # MosaicML's H100 7b (FULL_SHARD, micro-batch 6) loses 3.4 % per GPU from 128 to 256 GPUs
     # and 4.4 % from 256 to 512; torchtitan's 8b 2.7 % from 8 to 128. With every overlapped
     # gather hidden the model lost none (3.3, 4.3 and 3.2 points off); with NCCL's kernels
-    # contending for the SMs they run beside (core.parallel.comm._contended) each is within 3.
+    # contending for the SMs they run beside (core.parallel.comm._contended) each is within 3 —
+    # torchtitan's within 3.6 since its Dec-2024 foreach AdamW slows the 8-GPU run's step more than the 128-GPU
+    # run's (2.5 -> 3.5 points; test_a_pair_whose_figures_cannot_both_be_its_plan_is_unlisted_with_the_arithmetic).
     points = {(a, b): 100 * abs(predicted - published) for a, b, published, predicted in report.pairs}
     for a, b in (
         ("mosaic-h10080gb-amp_bf16-7b-s2048-g128-mb6", "mosaic-h10080gb-amp_bf16-7b-s2048-g256-mb6"),
         ("mosaic-h10080gb-amp_bf16-7b-s2048-g256-mb6", "mosaic-h10080gb-amp_bf16-7b-s2048-g512-mb6"),
         ("mosaic-h10080gb-amp_bf16-3b-s2048-g256-mb8", "mosaic-h10080gb-amp_bf16-3b-s2048-g512-mb8"),
-        ("tt-202412-8b-8gpu-eager", "tt-202412-8b-128gpu-eager"),
     ):
         assert points[(a, b)] <= 3.0, (a, b)
+    assert points[("tt-202412-8b-8gpu-eager", "tt-202412-8b-128gpu-eager")] <= 3.6
 
 
 def test_metas_grand_teton_h100_is_timed_between_the_sxm_and_nvl_peaks(bench: ModuleType, report) -> None:  # type: ignore[no-untyped-def]
@@ -816,9 +829,9 @@ def test_colossal_ai_is_held_out_and_scored_with_the_all_source_fit(bench: Modul
     errors = {k: round(r.error, 1) for k, r in held.items()}
     assert errors == pytest.approx(
         {
-            "colossalai-h200-7b-8gpu-zero2-b36": -12.0,
-            "colossalai-b200-7b-8gpu-tp2pp4-zero1-b128": -7.0,
-            "colossalai-b200-70b-16gpu-tp2pp4-zero1-b128": 12.4,
+            "colossalai-h200-7b-8gpu-zero2-b36": -11.9,
+            "colossalai-b200-7b-8gpu-tp2pp4-zero1-b128": -6.9,
+            "colossalai-b200-70b-16gpu-tp2pp4-zero1-b128": 12.6,  # 12.4 before the sources' optimizers (refit)
         },
         abs=0.15,
     )
@@ -1036,7 +1049,8 @@ def test_answerai_is_held_out_and_scored_with_the_all_source_fit(bench: ModuleTy
     assert bench.summary(list(held.values()))["median"] == pytest.approx(6.4, abs=0.1)
     # The two RTX 6000 Ada rows read 2.5 times fast (docs/TRAINING_TIME.md: not explained by the card's datasheet
     # rates nor by its PCIe traffic, which the plan times).
-    assert held["answerai-cloud-llama2-70b-qlora-fsdp-2x6000ada-b2-s2048"].error == pytest.approx(146.7, abs=0.15)
+    # 146.7 -> 146.9 % with the refit on the fitted sources' optimizers as they ran (throughput.py _optimizer_plan).
+    assert held["answerai-cloud-llama2-70b-qlora-fsdp-2x6000ada-b2-s2048"].error == pytest.approx(146.9, abs=0.15)
 
 
 # Hugging Face optimum-benchmark's examples/training-llamas reports (huggingface/optimum-benchmark@3c753205,
@@ -1085,3 +1099,42 @@ def test_optimum_benchmark_is_held_out_and_scored_with_the_all_source_fit(bench:
     assert held["optimum-bench-a100-llama2-7b-peft-b1"].error == pytest.approx(22.6, abs=0.15)
     assert held["optimum-bench-a100-llama2-7b-peft-bnb-4bit-b4"].error == pytest.approx(-0.2, abs=0.15)
     assert held["optimum-bench-4090-llama2-7b-bnb-b4"].error == pytest.approx(-22.1, abs=0.15)
+
+
+def test_each_fitted_source_runs_the_optimizer_its_code_ran(bench: ModuleType, report) -> None:  # type: ignore[no-untyped-def]
+    # docs/TRAINING_TIME.md, "The optimizer each fitted source ran"; throughput.py _optimizer_plan cites each line.
+    plans = {s.case.id: s.case.plan for s in report.scored}
+
+    def settings(record_id: str) -> tuple[OptimizerImpl, bool, float]:
+        plan = plans[record_id]
+        return plan.optimizer_impl, plan.grad_clip, plan.weight_decay
+
+    # torchtitan 9dec370a (Dec 2024) optimizer.py: fused=job_config.optimizer.fused (False unless given), foreach=not
+    # fused, weight_decay 0.1; training.max_norm 1.0. 1ea476e9 (Apr 2024) train.py: foreach=True.
+    assert settings("tt-202412-8b-8gpu-eager") == (OptimizerImpl.FOREACH, True, 0.1)
+    assert settings("tt-a100-llama3-8b-op-sac") == (OptimizerImpl.FOREACH, True, 0.1)
+    assert settings("tt-h100-405b-128gpu-none") == (OptimizerImpl.FOREACH, True, 0.1)
+    # From 6e498855 (2025-02-24) implementation = "fused": the asyncTP file's, Trainy's and torchao's runs.
+    assert settings("tt-asynctp-8b-64gpu-bf16-vanilla") == (OptimizerImpl.FUSED, True, 0.1)
+    assert settings("trainy-h200-8b-32gpu") == (OptimizerImpl.FUSED, True, 0.1)
+    assert settings("torchao-h100-8b-8gpu-compile-bf16") == (OptimizerImpl.FUSED, True, 0.1)
+    # composer's DecoupledAdamW loops over the parameters; the MPT yamls: weight_decay 0.0, clipping norm 1.0.
+    assert settings("mosaic-h10080gb-amp_bf16-70b-s2048-g512-mb8") == (OptimizerImpl.FORLOOP, True, 0.0)
+    assert settings("tinyllama-a100-40g") == (OptimizerImpl.FORLOOP, True, 0.1)  # AdamW(..., foreach=False)
+    assert settings("fms-eager-7b-a100-128gpu") == (OptimizerImpl.FOREACH, True, 0.1)
+    assert settings("olmocore-h100-1b") == (OptimizerImpl.FOREACH, True, 0.1)
+    # Megatron's fused Adam and conditional clipping: not mapped (the plan's defaults).
+    assert settings("nemo2407-pretrain-llama3-8b-8gpu") == (OptimizerImpl.FUSED, False, 0.0)
+
+
+def test_the_fused_optimizer_gains_no_more_than_torchtitan_measured(bench: ModuleType, report) -> None:  # type: ignore[no-untyped-def]
+    # pytorch/torchtitan@6e498855 (#881, "use Fused AdamW as default"): fused over foreach AdamW on Llama 8B, FSDP
+    # eager +2.24 %, FSDP compiled +1.63 %. The model's gain on the 202412 file's 8-GPU rows is below both: its foreach
+    # step at the bandwidth is a floor (docs/TRAINING_TIME.md, "The optimizer each fitted source ran").
+    by_id = {s.case.id: s for s in report.scored}
+    for record_id, measured in (("tt-202412-8b-8gpu-eager", 2.24), ("tt-202412-8b-8gpu-compile", 1.63)):
+        case = by_id[record_id].case
+        fused = dataclasses.replace(case, plan=case.plan.with_changes(optimizer_impl=OptimizerImpl.FUSED))
+        speeds = [c.per_gpu(bench.predicted_step(bench.prepare(c), FITTED)) for c in (case, fused)]
+        gain = 100 * (speeds[1] / speeds[0] - 1)
+        assert 0.5 < gain < measured, record_id
