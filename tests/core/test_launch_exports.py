@@ -100,6 +100,7 @@ def test_qlora_for_trl() -> None:
         "use_liger_kernel": False,
         "torch_compile": False,
         "max_grad_norm": 0.0,
+        "weight_decay": 0.0,  # the plan's, TrainingArguments' default (Plan.weight_decay)
     }
     assert exported.unexpressed == () and exported.suffix == ".json"
 

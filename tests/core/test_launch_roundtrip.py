@@ -169,6 +169,7 @@ def with_recipes(draw: st.DrawFn, plan: Plan) -> Plan:
         "compiled_loss": draw(st.booleans()),
         "flash_loss": draw(st.booleans()),
         "grad_clip": draw(st.booleans()),
+        "weight_decay": draw(st.sampled_from([0.0, 0.01, 0.1])),
         "optimizer_in_backward": draw(st.booleans()),
         "activation_offload": draw(st.booleans()),
         "bnb_legacy": draw(st.booleans()),

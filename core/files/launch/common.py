@@ -184,6 +184,7 @@ RECIPE_WHY: Final = {
     "method.flash_loss": "flash-attn's fused cross-entropy is llm-foundry's loss_fn, not a setting of this target",
     "method.megatron_ce_fusion": "Megatron-Core's cross-entropy fusion is not a setting of this target",
     "method.grad_clip": "no gradient-clipping setting in this target's config",
+    "method.weight_decay": "no weight-decay setting in this target's config",
     "method.optimizer_in_backward": "no optimizer-step-in-the-backward setting in this target",
     "method.activation_offload": "no activation offloading setting in this target",
     "method.bnb_legacy": "the bitsandbytes version installed, not a config key (pin bitsandbytes<0.43.2 for it)",

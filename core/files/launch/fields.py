@@ -101,6 +101,7 @@ TRAINING_FIELDS: Final = (
     _f("method.autocast", lambda p: p.autocast),
     _f("method.optimizer", lambda p: p.optimizer),
     _f("method.optimizer_impl", lambda p: p.optimizer_impl, lambda p: p.optimizer in ADAM_FAMILY, "method.optimizer"),
+    _f("method.weight_decay", lambda p: p.weight_decay),
     _f("method.checkpointing", lambda p: p.checkpointing),
     _f("method.checkpoint_policy", lambda p: p.checkpoint_policy, lambda p: p.checkpointing, "method.checkpointing"),
     _f(

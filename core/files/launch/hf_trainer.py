@@ -135,6 +135,7 @@ def batch_keys(draft: Draft) -> dict[str, Any]:
 HF_RECIPES: Final = (
     "method.stack",
     "method.grad_clip",
+    "method.weight_decay",
     "parallel.fsdp1_wrap",
     "parallel.grad_sync",
     "parallel.zero_overlap_comm",
@@ -146,11 +147,16 @@ MEGATRON_WHY: Final = "Megatron-LM / NeMo's fused kernels are not a setting here
 
 
 def recipe_keys(draft: Draft) -> dict[str, Any]:
-    """``torch_compile`` and ``max_grad_norm`` (0 turns clipping off; the default 1.0 clips)."""
+    """``torch_compile``, ``max_grad_norm`` (0 turns clipping off; the default 1.0 clips) and
+    ``weight_decay`` (TrainingArguments' default 0.0)."""
     plan = draft.plan
     if plan.stack is Stack.MEGATRON:
         draft.cannot("method.stack", MEGATRON_WHY)
-    return {"torch_compile": plan.stack is Stack.COMPILE, "max_grad_norm": 1.0 if plan.grad_clip else 0.0}
+    return {
+        "torch_compile": plan.stack is Stack.COMPILE,
+        "max_grad_norm": 1.0 if plan.grad_clip else 0.0,
+        "weight_decay": plan.weight_decay,
+    }
 
 
 def full_checkpointing(draft: Draft) -> None:

@@ -239,6 +239,7 @@ def _optimizer(draft: Draft) -> dict[str, Any]:
         "use_distributed_optimizer": par.strategy is Strategy.ZERO1,
         "optimizer_cpu_offload": par.offload is Offload.OPTIMIZER,
         "clip_grad": 1.0 if plan.grad_clip else 0.0,
+        "weight_decay": plan.weight_decay,
     }
 
 
@@ -311,7 +312,8 @@ def export_megatron_bridge(plan: Plan, model_ref: str | None = None) -> Export:
     draft.outside(["parallel.fsdp_param_dtype", "parallel.fsdp_reduce_dtype"], "the precision recipe sets them")
     recipes_outside(
         draft,
-        ("method.stack", "method.float8", "method.grad_clip", "method.lora.dropout", "parallel.tp_overlap",
+        ("method.stack", "method.float8", "method.grad_clip", "method.weight_decay", "method.lora.dropout",
+         "parallel.tp_overlap",
          "parallel.expert_parallel", "parallel.grad_reduce_in_fp32", "parallel.grad_accum_fusion",
          "method.megatron_ce_fusion",
          "parallel.moe_dispatcher", "method.moe_grouped_gemm"),

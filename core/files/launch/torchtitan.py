@@ -177,6 +177,7 @@ def _optimizer(draft: Draft) -> dict[str, Any]:
     return {
         "name": name or "AdamW",
         "implementation": IMPLEMENTATIONS[plan.optimizer_impl],
+        "weight_decay": plan.weight_decay,
         "early_step_in_backward": plan.optimizer_in_backward,
     }
 
@@ -261,6 +262,7 @@ def export_torchtitan(plan: Plan, model_ref: str | None = None) -> Export:
             "method.compiled_loss",
             "method.float8",
             "method.grad_clip",
+            "method.weight_decay",
             "method.optimizer_in_backward",
             "parallel.tp_overlap",
             "parallel.expert_parallel",

@@ -129,6 +129,7 @@ def _optimizer(draft: Draft) -> dict[str, Any]:
             draft.cannot("method.optimizer_impl", "the planner reads torchtune's AdamW as fused or foreach")
     if plan.optimizer is Optimizer.SGD_MOMENTUM:
         section["momentum"] = 0.9
+    section["weight_decay"] = plan.weight_decay
     return section
 
 
@@ -149,6 +150,7 @@ def _recipes(draft: Draft) -> dict[str, Any]:
             "method.optimizer_in_backward",
             "method.activation_offload",
             "method.grad_clip",
+            "method.weight_decay",
             "method.lora.dropout",
         ),
         {"method.fused_loss": "torchtune's memory-saving loss is the chunked one (--chunked-loss)"},

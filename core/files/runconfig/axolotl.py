@@ -32,7 +32,7 @@ IRRELEVANT: Final = (
     "wandb_log_model", "num_epochs", "max_steps", "lr_scheduler", "learning_rate", "train_on_inputs",
     "group_by_length", "early_stopping_patience", "resume_from_checkpoint", "local_rank", "logging_steps",
     "warmup_steps", "warmup_ratio", "evals_per_epoch", "eval_table_size", "saves_per_epoch", "save_steps",
-    "debug", "weight_decay", "special_tokens", "hub_model_id", "eval_sample_packing", "pad_to_sequence_len",
+    "debug", "special_tokens", "hub_model_id", "eval_sample_packing", "pad_to_sequence_len",
     "seed", "chat_template", "trust_remote_code", "save_total_limit",
     "eval_steps", "save_strategy", "eval_strategy", "adam_beta1", "adam_beta2", "adam_epsilon",
     "lr_scheduler_kwargs", "cosine_min_lr_ratio", "gradient_checkpointing_kwargs", "dataset_processes",
@@ -375,5 +375,5 @@ def _memory_savers(taker: Taker, odd: OddValues) -> dict[str, Any]:
         if taker.flag(key):
             s["fused_loss"] = True
             taker.record("fused_loss", True, key)
-    s.update(recipe_numbers(taker, "max_grad_norm", "lora_dropout"))
+    s.update(recipe_numbers(taker, "max_grad_norm", "lora_dropout", "weight_decay"))
     return s

@@ -288,11 +288,14 @@ def _confined(folder: Path, value: str) -> tuple[Path | None, str]:
     return target, ""
 
 
-def recipe_numbers(taker: Taker, clip_key: str | None, dropout_key: str | None) -> dict[str, Any]:
-    """Gradient clipping (a max norm: 0 turns it off) and LoRA dropout (0 to 0.99), read where a
-    framework names them."""
+def recipe_numbers(
+    taker: Taker, clip_key: str | None, dropout_key: str | None, decay_key: str | None = None
+) -> dict[str, Any]:
+    """Gradient clipping (a max norm: 0 turns it off), LoRA dropout (0 to 0.99) and the optimizer's
+    weight decay (0 to 10, the plan input's range: core/inputs.py), read where a framework names them."""
     s: dict[str, Any] = {}
-    for key, setting, high in ((clip_key, "grad_clip", 1e12), (dropout_key, "lora_dropout", 0.99)):
+    keys = ((clip_key, "grad_clip", 1e12), (dropout_key, "lora_dropout", 0.99), (decay_key, "weight_decay", 10.0))
+    for key, setting, high in keys:
         if key is None:
             continue
         value = taker.raw(key)

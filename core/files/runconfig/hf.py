@@ -33,7 +33,7 @@ DEFAULT_EVAL_BATCH: Final = 8
 IRRELEVANT: Final = (
     "output_dir", "overwrite_output_dir", "do_train", "do_eval", "do_predict", "eval_strategy",
     "evaluation_strategy", "prediction_loss_only", "eval_accumulation_steps", "eval_delay",
-    "learning_rate", "weight_decay", "adam_beta1", "adam_beta2", "adam_epsilon",
+    "learning_rate", "adam_beta1", "adam_beta2", "adam_epsilon",
     "num_train_epochs", "max_steps", "lr_scheduler_type", "lr_scheduler_kwargs", "warmup_ratio",
     "warmup_steps", "log_level", "log_level_replica", "log_on_each_node", "logging_dir",
     "logging_strategy", "logging_first_step", "logging_steps", "logging_nan_inf_filter",
@@ -102,7 +102,7 @@ def take_trainer_args(taker: Taker, odd: OddValues, framework: str) -> dict[str,
         # Liger's fused linear cross-entropy never materialises the full logits.
         s["fused_loss"] = True
         taker.record("fused_loss", True, "use_liger_kernel")
-    s.update(recipe_numbers(taker, "max_grad_norm", "lora_dropout"))
+    s.update(recipe_numbers(taker, "max_grad_norm", "lora_dropout", "weight_decay"))
     taker.note("tf32", "TF32 matmuls change speed, not memory")
     if taker.flag("torch_compile"):  # torch.compile: the blocks save less (core.training.activations, COMPILE_NOTE)
         s["stack"] = "compile"

@@ -104,6 +104,7 @@ _RECIPES: Final = (
     "fused_loss",
     "compiled_loss",
     "grad_clip",
+    "weight_decay",
     "optimizer_in_backward",
     "activation_offload",
     "kbit_upcast",

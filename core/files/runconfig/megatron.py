@@ -66,7 +66,7 @@ IRRELEVANT: Final = (
     "inprocess_restart", "rerun_state_machine", "tensor_inspect", "mlflow", "wandb",
     "train.train_iters", "train.eval_iters", "train.eval_interval", "train.exit_interval",
     "train.exit_duration_in_mins", "train.skip_train", "train.manual_gc", "train.manual_gc_interval",
-    "optimizer.lr", "optimizer.min_lr", "optimizer.weight_decay", "optimizer.adam_beta1", "optimizer.adam_beta2",
+    "optimizer.lr", "optimizer.min_lr", "optimizer.adam_beta1", "optimizer.adam_beta2",
     "optimizer.adam_eps", "optimizer.finetune_lr", "optimizer.sgd_momentum", "optimizer.loss_scale",
     "optimizer.initial_loss_scale", "optimizer.min_loss_scale", "optimizer.loss_scale_window", "optimizer.hysteresis",
     "dataset", "tokenizer", "dist.distributed_backend", "dist.distributed_timeout_minutes",
@@ -270,7 +270,7 @@ def _optimizer(taker: Taker, odd: OddValues) -> dict[str, Any]:
     if taker.flag("optimizer.optimizer_cpu_offload"):
         s["offload"] = "optimizer"
         taker.record("offload", "optimizer", "optimizer.optimizer_cpu_offload")
-    s.update(recipe_numbers(taker, "optimizer.clip_grad", "peft.dropout"))
+    s.update(recipe_numbers(taker, "optimizer.clip_grad", "peft.dropout", "optimizer.weight_decay"))
     return s
 
 

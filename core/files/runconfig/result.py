@@ -61,6 +61,7 @@ SETTING_LABELS: Final = {
     "megatron_ce_fusion": "Megatron cross-entropy fusion",
     "moe_grouped_gemm": "Megatron MoE grouped GEMM",
     "grad_clip": "Gradient clipping",
+    "weight_decay": "Weight decay",
     "optimizer_in_backward": "Optimizer step in the backward",
     "activation_offload": "Activation offloading",
     "stack": "Software stack",
@@ -122,6 +123,7 @@ class RunSettings:
     megatron_ce_fusion: str | None = None  # a core.plan.MegatronCeFusion value: off | native | te
     moe_grouped_gemm: bool | None = None  # Megatron-Bridge model.moe_grouped_gemm
     grad_clip: bool | None = None  # max_grad_norm / clip_grad_norm set
+    weight_decay: float | None = None  # the optimizer's weight decay, where the file sets it
     optimizer_in_backward: bool | None = None  # torchtune optimizer_in_bwd
     activation_offload: bool | None = None  # torchtune / axolotl activation offloading
     stack: str | None = None  # a core.plan.Stack value: "compile" when the file turns torch.compile on

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import Any, Final
 
-from core.files.runconfig.common import OddValues, finish
+from core.files.runconfig.common import OddValues, finish, recipe_numbers
 from core.files.runconfig.reading import Taker
 from core.files.runconfig.result import ConfigKind, RunConfig
 
@@ -22,6 +22,8 @@ IMPLEMENTATIONS: Final = {"fused": "fused", "foreach": "foreach", "for-loop": "f
 # Defaults of torchtitan's ActivationCheckpoint dataclass at commit 238fa995.
 DEFAULT_AC_MODE: Final = "selective"
 DEFAULT_AC_OPTION: Final = "2"
+# torchtitan's Optimizer dataclass at 238fa995 (torchtitan/config/job_config.py L148): weight_decay 0.1.
+DEFAULT_WEIGHT_DECAY: Final = 0.1
 ROTATE_METHODS: Final = "allgather or alltoall"
 
 
@@ -96,7 +98,7 @@ def _rotate_method(taker: Taker) -> dict[str, Any]:
 
 IRRELEVANT: Final = (
     "job", "profiling", "metrics", "lr_scheduler", "checkpoint", "validation", "comm", "experimental",
-    "optimizer.lr", "optimizer.eps", "optimizer.weight_decay", "optimizer.beta1", "optimizer.beta2",
+    "optimizer.lr", "optimizer.eps", "optimizer.beta1", "optimizer.beta2",
     "training.steps", "training.dataset", "training.dataset_path", "training.seed",
     "training.deterministic", "model.tokenizer_path", "quantize", "fault_tolerance", "memory_estimation",
 )  # fmt: skip
@@ -167,6 +169,10 @@ def read_torchtitan(document: dict[str, Any], where: str) -> RunConfig:
     s["optimizer_impl"] = IMPLEMENTATIONS[impl or "fused"]
     source = "optimizer.implementation" if impl else "default: torchtitan's optimizer.implementation is fused"
     taker.record("optimizer_impl", s["optimizer_impl"], source)
+    s.update(recipe_numbers(taker, None, None, "optimizer.weight_decay"))
+    if "weight_decay" not in s:
+        s["weight_decay"] = DEFAULT_WEIGHT_DECAY
+        taker.record("weight_decay", DEFAULT_WEIGHT_DECAY, "default: torchtitan's optimizer.weight_decay is 0.1")
     s.update(_checkpointing(taker))
     shard = taker.integer("parallelism.data_parallel_shard_degree", None, -1, 1_000_000)
     if shard is not None and shard != 1:

@@ -74,7 +74,7 @@ CHUNKED_LOSSES: Final = ("CEWithChunkedOutputLoss", "LinearCrossEntropyLoss")
 IRRELEVANT: Final = (
     "output_dir", "tokenizer._component_", "tokenizer.path", "checkpointer", "resume_from_checkpoint",
     "save_adapter_weights_only", "save_last_epoch_only", "epochs_to_save", "dataset", "seed", "shuffle",
-    "lr_scheduler", "optimizer.lr", "optimizer.weight_decay", "optimizer.betas", "optimizer.eps",
+    "lr_scheduler", "optimizer.lr", "optimizer.betas", "optimizer.eps",
     "epochs", "max_steps_per_epoch", "metric_logger", "log_every_n_steps",
     "log_peak_memory_stats", "log_level", "device", "profiler", "low_cpu_ram",
     "tokenizer.prompt_template", "valid_data_files", "run_val_every_n_steps", "dataset_val",
@@ -110,7 +110,7 @@ def _memory_savers(taker: Taker) -> dict[str, Any]:
         taker.record("compiled_loss", True, "compile: the recipe compiles the loss too")
     if taker.flag("optimizer_in_bwd", "optimizer_in_backward"):
         s["optimizer_in_backward"] = True
-    s.update(recipe_numbers(taker, "clip_grad_norm", "model.lora_dropout"))
+    s.update(recipe_numbers(taker, "clip_grad_norm", "model.lora_dropout", "optimizer.weight_decay"))
     return s
 
 
