@@ -170,6 +170,8 @@ _PART_LABELS: Final = {
     "te_casts": "Transformer Engine's float8 casts",
     "moe_permute": "MoE token permutes (to the experts' rows and back)",
     "grad_accum": "gradient accumulation across micro-batches (unfused)",
+    "adapter_fp32:": "the PEFT method's float32 matmuls (weight builds, adapter matmuls in float32)",
+    "adapter_bytes:": "the PEFT method's memory-bound passes (weight builds, norms, casts, scalings)",
 }
 
 
