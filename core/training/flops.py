@@ -104,14 +104,13 @@ def _adapter_gemms(plan: Plan) -> tuple[Gemm, ...]:
     vectors are elementwise scalings, no matmul. LoHa / LoKr (huggingface/peft 51c2ff66
     src/peft/tuners/loha/layer.py, lokr/layer.py ``Linear._get_delta_activations``): ``F.linear(x,
     delta_weight)``, the whole in → out matmul, whose weight (the delta) gets a gradient. Building the
-    delta once a step (LoHa: two (out × r)·(r × in) products forward, four backward, 12·r·in·out FLOPs
-    a target, 2 % of the per-token matmul at r 32 and 3,072 tokens a step) is not counted. VeRA
+    delta every micro-batch is method_work's (_build_flops). VeRA
     (src/peft/tuners/vera/layer.py ``Linear.forward``: ``F.linear(lambda_d * F.linear(x, sliced_A), sliced_B)``):
     LoRA's two shapes at rank r, on the frozen shared vera_A / vera_B, which get no gradient. OFT
     (src/peft/tuners/oft/layer.py ``OFTRotationModule.forward``: ``einsum("...rk,rkc->...rc", x, R)``): r blocks of
-    b × b a token, in·b multiply-adds, as an in → b matmul whose weight (R) gets a gradient; building R once a
-    step (three (r, b, b) bmms forward, 2·r·b³ FLOPs each, twice that backward) is not counted: 9 % of the
-    rotation's FLOPs at r 32, b 96 and 3,072 tokens a step, under 0.1 % of the step's. AdaLoRA
+    b × b a token, in·b multiply-adds, as an in → b matmul whose weight (R) gets a gradient; building R every
+    micro-batch (three (r, b, b) bmms forward, 2·r·b³ FLOPs each, twice that backward) is method_work's. The
+    non-LoRA adapter matmuls run in float32 (core.training.speed.float32_adapter_matmul). AdaLoRA
     (src/peft/tuners/adalora/layer.py ``SVDLinear.forward``: ``x @ (lora_A * lora_E).T @ lora_B.T``): LoRA's
     two trained matmuls at r = init_r (the masked singular values still multiply: nothing is resized)."""
     if not (plan.lora_adapters or plan.lycoris or plan.vera or plan.oft or plan.adalora):
