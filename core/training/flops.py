@@ -403,8 +403,18 @@ PEFT_METHOD_PASSES: Final[dict[Method, MethodPasses]] = {
     Method.LOKR: MethodPasses((13, 13), (6.0, 16.0, 21.0, 0.0), (12.0, 12.0, 32.5, 0.0)),
     Method.VERA: MethodPasses((7, 12), (6.0, 24.0, 0.0, 8.0), (12.0, 36.0, 0.0, 24.0)),
     Method.OFT: MethodPasses((17, 24), (28.0, 0.0, 0.0, 78.5), (28.0, 0.0, 0.0, 122.0)),
-    Method.ADALORA: MethodPasses((8, 12), (6.0, 24.0, 0.0, 8.0), (12.0, 22.0, 0.0, 24.0)),
+    # AdaLoRA: SVDLinear's 8 / 12 and its orthogonal regularisation's 10 / 16 a target (AdaLoraModel.forward: AᵀA − I,
+    # BᵀB − I and their norms, with the tool's tuner forward; 21 / 30 at 512 → 512 less the three / two a micro-batch
+    # that sum them into the loss, not counted).
+    Method.ADALORA: MethodPasses((18, 28), (6.0, 24.0, 0.0, 8.0), (12.0, 22.0, 0.0, 24.0)),
 }
+# AdaLoRA's rank allocator once an optimizer step (huggingface/peft 51c2ff66 src/peft/tuners/adalora/layer.py
+# ``RankAllocator.update_and_allocate`` at a step of its masking phase: ``update_ipt``'s sensitivity and uncertainty
+# averages of lora_A, lora_E and lora_B, ``mask_to_budget``'s scores, the kthvalue and the masks): 42 ops a target
+# (tools/measure/peft_method_cost.py --methods adalora --shape 512 512: 54 ops, less the first call's 9 zeros_like
+# and the step's cat, kthvalue and .item()). Its .item() and one .tolist() a target wait for the device: not modelled
+# (the host's count joins the step's max(device, host)).
+ADALORA_ALLOCATOR_KERNELS: Final = 42
 
 _OWN_TERM: Final = {Method.DORA: "in²", Method.OFT: "r·b²", Method.VERA: "m·r", Method.ADALORA: "r·in"}
 
@@ -415,7 +425,7 @@ _METHOD_LABELS: Final = {
     Method.OFT: "OFT's rotation built (Neumann series) and the input cast and rotated in float32",
     Method.VERA: "VeRA's input cast, shared projections sliced, λ_d and λ_b scalings",
     Method.IA3: "IA3's elementwise scalings",
-    Method.ADALORA: "AdaLoRA's A·E product and scaling / ranknum",
+    Method.ADALORA: "AdaLoRA's A·E product, scaling / ranknum and orthogonal regularisation",
 }
 
 
@@ -432,6 +442,7 @@ class MethodWork:
     bytes_backward: float
     kernels: tuple[float, float]  # forward, backward
     formula: str
+    step_kernels: float = 0.0  # ops the host issues once an optimizer step (AdaLoRA's rank allocator)
 
 
 def _build_flops(plan: Plan, fan_in: int, fan_out: int) -> tuple[float, float]:
@@ -440,7 +451,8 @@ def _build_flops(plan: Plan, fan_in: int, fan_out: int) -> tuple[float, float]:
     forward only (the norm is detached); LoHa's two (out × r)·(r × in) products forward and six backward
     (``HadaWeight.backward`` rebuilds both, then four gradients): 4·r·in·out and 12·r·in·out; LoKr's w2 = w2a @ w2b
     (b × r)·(r × d) when r < max(b, d) / 2, 2·b·r·d forward and twice that backward; OFT's Neumann series, bmms
-    (core.params.oft_neumann_bmms) of 2·r·b³ each, twice that backward."""
+    (core.params.oft_neumann_bmms) of 2·r·b³ each, twice that backward; AdaLoRA's orthogonal regularisation
+    (adalora/model.py ``AdaLoraModel.forward``) 2·r²·(in + out), twice that backward."""
     r = plan.lora.rank
     method = plan.method
     if method is Method.DORA:
@@ -458,6 +470,9 @@ def _build_flops(plan: Plan, fan_in: int, fan_out: int) -> tuple[float, float]:
         blocks, size = oft_blocks(plan, fan_in)
         bmms = 2.0 * blocks * size**3 * oft_neumann_bmms()
         return bmms, 2.0 * bmms
+    if method is Method.ADALORA:  # the orthogonal regularisation's A·Aᵀ (r × in) and Bᵀ·B (out × r)
+        cov = 2.0 * r * r * (fan_in + fan_out)
+        return cov, 2.0 * cov
     return 0.0, 0.0
 
 
@@ -514,4 +529,5 @@ def method_work(plan: Plan) -> MethodWork | None:
         f"{targets} adapted linears a block × ({kf} + {kb} kernels; bytes per element of (m·in, m·out, in·out, "
         f"{_OWN_TERM.get(plan.method, 'X')}) {passes.forward} forward, {passes.backward} backward; "
         f"m = {m:,.0f} tokens)",
+        ADALORA_ALLOCATOR_KERNELS * targets if plan.method is Method.ADALORA else 0.0,
     )

@@ -386,6 +386,15 @@ def eager_host_kernels(plan: Plan, layers: int, backward_layers: int, recomputed
     return layers * forward + backward_layers * backward + recomputed * recompute
 
 
+def step_host_kernels(plan: Plan, layers: int) -> float:
+    """Ops the host issues once an optimizer step for ``layers`` blocks under the eager stack (AdaLoRA's rank
+    allocator: core.training.flops.ADALORA_ALLOCATOR_KERNELS); 0 elsewhere, as eager_host_kernels."""
+    work = method_work(plan)
+    if work is None or plan.stack is not Stack.EAGER:
+        return 0.0
+    return work.step_kernels * layers
+
+
 # A custom card has no bandwidth figure: the A100's bytes per FLOP (2,039 GB/s for 312
 # dense 16-bit TFLOP/s, NVIDIA A100 datasheet) is assumed.
 BYTES_PER_FLOP_ASSUMED: Final = 2039e9 / 312e12
@@ -989,6 +998,7 @@ def step_work(plan: Plan, counts: ParamCounts, gpu: GpuSpec) -> Work:
         flops = micro * (mm.flops + attention + method_build_flops(rank))
         forward = (mm.forward_flops + attention_forward) / (mm.flops + attention) if mm.flops + attention else 1 / 3
         kernels = micro * eager_host_kernels(plan, rank.layers, rank.backward_layers, _recomputed_blocks(plan, rank))
+        kernels += step_host_kernels(plan, rank.layers)
         floor = micro * moe_host_floor(plan, rank.layers) + kernels * EAGER_KERNEL_HOST_S
         work = Work(features, flops, forward, gemm_peak, family, kind, floor, kernels)
         if best is None or work.hardware_flops > best.hardware_flops:

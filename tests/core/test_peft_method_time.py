@@ -137,3 +137,19 @@ def test_the_ratio_table_scores_every_record() -> None:
     assert len(table) == 22 and all(r.predicted is not None for r in table)
     n, median, worst = peft_time.summary(table)
     assert n == 21 and median <= worst
+
+
+def test_adalora_rank_allocator_runs_once_an_optimizer_step() -> None:
+    # huggingface/peft 51c2ff66 src/peft/tuners/adalora/layer.py RankAllocator.update_and_allocate, once a step after
+    # the optimizer (method_comparison run.py calls it every step): tools/measure/peft_method_cost.py counts 42 ops a
+    # target; its orthogonal regularisation (adalora/model.py AdaLoraModel.forward) 10 / 16 a target a micro-batch.
+    plan = _plan(Method.ADALORA).with_lora(rank=64)
+    one = step_work(plan, param_counts(plan), find_gpu("l40s"))
+    two = plan.with_workload(grad_accum=2)
+    accumulated = step_work(two, param_counts(two), find_gpu("l40s"))
+    allocator = 42 * 2 * 28  # 2 targets a block, 28 blocks
+    per_micro = one.host_kernels - allocator
+    assert accumulated.host_kernels == pytest.approx(2 * per_micro + allocator)
+    frozen = eager_block_kernels(_plan(Method.LORA))
+    lf, lb, _ = LORA_LINEAR_KERNELS
+    assert eager_block_kernels(plan)[:2] == (frozen[0] - 2 * lf + 2 * 18, frozen[1] - 2 * lb + 2 * 28)

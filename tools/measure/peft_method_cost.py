@@ -22,6 +22,7 @@ from __future__ import annotations
 import argparse
 import collections
 import math
+import types
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -29,6 +30,7 @@ import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_flatten
 
+_METHODS = ("lora", "dora", "ia3", "loha", "lokr", "vera", "oft", "adalora")
 _NO_KERNEL = {"empty.memory_format", "empty_strided.default", "empty_like.default", "detach.default"}
 _MATMULS = {"mm", "addmm", "bmm", "baddbmm"}
 
@@ -72,9 +74,11 @@ class Proj(torch.nn.Module):
         self.q_proj = torch.nn.Linear(fan_in, fan_out, bias=False)
         self.v_proj = torch.nn.Linear(fan_in, 1024, bias=False) if shape is None else None
 
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
+    def forward(self, x: torch.Tensor) -> types.SimpleNamespace:
+        # An output with a loss, as a transformers model returns: AdaLoraModel.forward adds its orthogonal
+        # regularisation to ``outputs.loss`` (huggingface/peft 51c2ff66 src/peft/tuners/adalora/model.py).
         y = self.q_proj(x).float().sum()
-        return y if self.v_proj is None else y + self.v_proj(x).float().sum()
+        return types.SimpleNamespace(loss=y if self.v_proj is None else y + self.v_proj(x).float().sum())
 
 
 def _config(method: str) -> Any:
@@ -93,7 +97,11 @@ def _config(method: str) -> Any:
     }[method]()
 
 
-def measure(method: str, tokens: int, shape: tuple[int, int] | None = None) -> tuple[Tally, Tally]:
+def measure(
+    method: str, tokens: int, shape: tuple[int, int] | None = None, step: list[Tally] | None = None
+) -> tuple[Tally, Tally]:
+    """(forward, backward) of one micro-batch; with ``step``, AdaLoRA's ``update_and_allocate`` at step 1,000 (its
+    budget-masking phase: tinit 200, tfinal 500 of 5,000) appended to it."""
     torch.manual_seed(0)
     module: torch.nn.Module = Proj(shape).to(torch.bfloat16)
     module.requires_grad_(False)
@@ -103,10 +111,17 @@ def measure(method: str, tokens: int, shape: tuple[int, int] | None = None) -> t
         module = peft.get_peft_model(module, _config(method))
         module.train()
     x = torch.randn(tokens, shape[0] if shape else 3072, dtype=torch.bfloat16, requires_grad=True)
+    # The tuner's own forward (LoraModel, AdaLoraModel…), as PeftModelForCausalLM calls it: AdaLoRA's adds its
+    # orthogonal regularisation there (a PeftModel without a task type would call the base model directly).
+    run = module.base_model if method != "frozen" else module
     with Count() as fwd:
-        y = module(x)
+        y = run(x).loss
     with Count() as bwd:
         y.backward()
+    if step is not None and method == "adalora":
+        with Count() as allocate:
+            module.base_model.update_and_allocate(1000)
+        step.append(allocate.t)
     return fwd.t, bwd.t
 
 
@@ -115,6 +130,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--tokens", type=int, default=840)
     parser.add_argument("--ops", action="store_true", help="list each method's extra ops")
     parser.add_argument("--bytes", action="store_true", help="the other ops' bytes exact, not in MB")
+    parser.add_argument("--methods", nargs="+", default=list(_METHODS), choices=_METHODS, help="the methods to run")
     parser.add_argument("--shape", type=int, nargs=2, metavar=("IN", "OUT"), help="one linear of IN -> OUT alone")
     args = parser.parse_args(argv)
     shape = tuple(args.shape) if args.shape else None
@@ -127,8 +143,9 @@ def main(argv: list[str] | None = None) -> int:
         "method   | kernels fwd / bwd | fp32 matmul GFLOP fwd / bwd | 16-bit matmul GFLOP fwd / bwd | "
         f"{other} fwd / bwd"
     )
-    for method in ("lora", "dora", "ia3", "loha", "lokr", "vera", "oft", "adalora"):
-        f, b = measure(method, args.tokens, shape)
+    step: list[Tally] = []
+    for method in args.methods:
+        f, b = measure(method, args.tokens, shape, step)
         row = [
             f"{f.kernels - base_f.kernels} / {b.kernels - base_b.kernels}",
             f"{f.flops['float32'] / 1e9:.3f} / {b.flops['float32'] / 1e9:.3f}",
@@ -141,6 +158,8 @@ def main(argv: list[str] | None = None) -> int:
             extra_f = f.ops - base_f.ops
             extra_b = b.ops - base_b.ops
             print(f"    forward: {dict(extra_f)}\n    backward: {dict(extra_b)}")
+    for allocate in step:
+        print(f"adalora update_and_allocate (a step): {allocate.kernels} ops {dict(allocate.ops)}")
     assert math.isfinite(base_f.bytes)
     return 0
 
