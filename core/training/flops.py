@@ -416,6 +416,11 @@ PEFT_METHOD_PASSES: Final[dict[Method, MethodPasses]] = {
 # (the host's count joins the step's max(device, host)).
 ADALORA_ALLOCATOR_KERNELS: Final = 42
 
+# Where a PEFT method's terms come from, as the Compute & time arithmetic says it.
+METHOD_SOURCE: Final = (
+    "read at huggingface/peft 51c2ff66, counted by tools/measure/peft_method_cost.py (torch 2.13, peft 0.18)"
+)
+
 _OWN_TERM: Final = {Method.DORA: "in²", Method.OFT: "r·b²", Method.VERA: "m·r", Method.ADALORA: "r·in"}
 
 _METHOD_LABELS: Final = {

@@ -153,3 +153,14 @@ def test_adalora_rank_allocator_runs_once_an_optimizer_step() -> None:
     frozen = eager_block_kernels(_plan(Method.LORA))
     lf, lb, _ = LORA_LINEAR_KERNELS
     assert eager_block_kernels(plan)[:2] == (frozen[0] - 2 * lf + 2 * 18, frozen[1] - 2 * lb + 2 * 28)
+
+
+def test_the_arithmetic_shows_each_method_part_with_its_source() -> None:
+    # The Compute & time arithmetic (window and --json's compute_parts): the method's parts name what it runs and
+    # where that was read and counted; LoRA shows none.
+    parts = {p.label: p.formula for p in estimate(_plan(Method.DORA)).compute.compute_parts}
+    bytes_part = next(f for label, f in parts.items() if "memory-bound passes" in label)
+    assert "DoRA's weight norm" in bytes_part and "huggingface/peft 51c2ff66" in bytes_part
+    assert "peft_method_cost.py" in bytes_part
+    lora = estimate(_plan(Method.LORA)).compute.compute_parts
+    assert not any("PEFT method" in p.label for p in lora)
