@@ -567,12 +567,15 @@ def float32_adapter_matmul(plan: Plan, gemm: Gemm) -> bool:
     return gemm.name.endswith(_FLOAT32_ADAPTER_GEMMS) and dt.adapter == 4 and dt.compute != 4
 
 
-def method_features(rank: _Rank, micro: int, family: Generation, gpu: GpuSpec, bandwidth: float) -> dict[str, float]:
-    """A PEFT method's work beyond the block's (core.training.flops.method_work) and its float32 adapter matmuls, as
-    seconds per step: the float32 matmuls at the card's float32 peak (``adapter_fp32:``, the float32 matmul
-    coefficient) and the memory-bound passes at its bandwidth (``adapter_bytes:``, the stack's elementwise one)."""
+def method_features(
+    rank: _Rank, mm: _Tally, micro: int, family: Generation, gpu: GpuSpec, bandwidth: float
+) -> dict[str, float]:
+    """A PEFT method's work beyond the block's (core.training.flops.method_work) and its float32 adapter matmuls
+    (``mm``: the rank's matmul tally), as seconds per step: the float32 matmuls at the card's float32 peak
+    (``adapter_fp32:``, the float32 matmul coefficient) and the memory-bound passes at its bandwidth
+    (``adapter_bytes:``, the stack's elementwise one)."""
     work = method_work(rank.plan)
-    fp32 = _matmuls(rank).fp32_adapter
+    fp32 = mm.fp32_adapter  # the rank's matmuls (_matmuls), already tallied
     if work is None and not fp32:
         return {}
     out: dict[str, float] = {}
@@ -989,7 +992,7 @@ def step_work(plan: Plan, counts: ParamCounts, gpu: GpuSpec) -> Work:
             ),
             f"elementwise:{plan.stack.value}": micro * _elementwise_bytes(rank) / bandwidth,
             **_ring_feature(rank, micro, bandwidth),
-            **method_features(rank, micro, family, gpu, bandwidth),
+            **method_features(rank, mm, micro, family, gpu, bandwidth),
             "optimizer": _optimizer_bytes(plan, counts, stage) / bandwidth,
         }
         accumulate = grad_accum_bytes(plan, counts, stage)
