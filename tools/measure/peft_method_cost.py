@@ -13,8 +13,12 @@ do). Under a ``TorchDispatchMode`` (every op below autograd: what the device run
 
 Each method's figures less the frozen linear's (the base matmul and its input gradient). Needs torch, transformers
 and peft (not the planner's environment):
-    /tmp/torchenv/bin/python tools/measure/peft_method_cost.py [--tokens 840]
-Its output is quoted in core/training/flops.py (PEFT_METHOD_COST) and docs/TRAINING_TIME.md.
+    /tmp/torchenv/bin/python tools/measure/peft_method_cost.py [--tokens 840] [--ops]
+    /tmp/torchenv/bin/python tools/measure/peft_method_cost.py --bytes --tokens 128 --shape 256 512
+    /tmp/torchenv/bin/python tools/measure/peft_method_cost.py --methods adalora --shape 512 512 --tokens 256
+(``--shape``: one linear alone, for the byte coefficients; AdaLoRA's rank allocator is counted once a step.) Its
+output is quoted in core/training/flops.py (PEFT_METHOD_PASSES, ADALORA_ALLOCATOR_KERNELS) and docs/TRAINING_TIME.md
+("What each PEFT method costs in time").
 """
 
 from __future__ import annotations
