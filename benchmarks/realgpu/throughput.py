@@ -45,6 +45,7 @@ from typing import Any, Final
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
+from benchmarks.realgpu import peft_time  # noqa: E402
 from core.catalogue import GpuSpec, find_gpu, find_model  # noqa: E402
 from core.dtypes import MpDtype  # noqa: E402
 from core.errors import PlanError  # noqa: E402
@@ -1499,6 +1500,8 @@ def main(argv: list[str] | None = None) -> int:
         print("}")
         return 0
     print(markdown(report) if args.markdown else text(report))
+    if not args.markdown:  # each PEFT method's time against LoRA's, held out (benchmarks.realgpu.peft_time)
+        print("\n" + "\n".join(peft_time.lines()))
     missed = failures(report)
     if missed:
         print("\nTargets missed:\n  " + "\n  ".join(missed))

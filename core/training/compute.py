@@ -29,7 +29,7 @@ from core.parallel.comm import CommTerm, StepComm, step_communication
 from core.params import ParamCounts
 from core.plan import Accounting, Float8, Plan, as_run
 from core.training.efficiency import coefficient
-from core.training.flops import FlopTerm, token_flops
+from core.training.flops import METHOD_SOURCE, FlopTerm, method_work, token_flops
 from core.training.host import HostStep, host_step
 from core.training.speed import EAGER_KERNEL_HOST_S, Work, mxfp8_unsupported, step_work
 
@@ -173,6 +173,8 @@ _PART_LABELS: Final = {
     "te_casts": "Transformer Engine's float8 casts",
     "moe_permute": "MoE token permutes (to the experts' rows and back)",
     "grad_accum": "gradient accumulation across micro-batches (unfused)",
+    "adapter_fp32:": "the PEFT method's float32 matmuls (weight builds, adapter matmuls in float32)",
+    "adapter_bytes:": "the PEFT method's memory-bound passes (weight builds, norms, casts, scalings)",
 }
 
 
@@ -183,14 +185,25 @@ def _part_label(name: str) -> str:
     return label or next(text for key, text in _PART_LABELS.items() if name.startswith(key))
 
 
-def _parts(work: Work) -> tuple[ComputePart, ...]:
-    """The modelled compute by kind of work: each feature's seconds × its coefficient."""
+def _parts(work: Work, plan: Plan) -> tuple[ComputePart, ...]:
+    """The modelled compute by kind of work: each feature's seconds × its coefficient; a PEFT method's parts say what
+    its step runs and where that was read and counted (core.training.flops.method_work)."""
     parts = []
+    method = method_work(plan)
     for name, seconds in work.features.items():
         k = coefficient(name)
-        parts.append(
-            ComputePart(_part_label(name), seconds * k, f"{seconds:.3g} s at the ideal rate × {k:.3g} ({name})")
-        )
+        formula = f"{seconds:.3g} s at the ideal rate × {k:.3g} ({name})"
+        if method is not None and name.startswith("adapter_bytes:"):
+            formula += (
+                f": {method.label}, {method.bytes_forward:.3g} B forward + {method.bytes_backward:.3g} B backward a "
+                f"block ({method.formula}); {METHOD_SOURCE}"
+            )
+        elif method is not None and name.startswith("adapter_fp32:"):
+            formula += (
+                f": the adapter matmuls in float32 and the weight builds, {sci(method.build_forward)} forward + "
+                f"{sci(method.build_backward)} backward FLOPs a block; {METHOD_SOURCE}"
+            )
+        parts.append(ComputePart(_part_label(name), seconds * k, formula))
     return tuple(parts)
 
 
@@ -394,7 +407,7 @@ def compute_estimate(plan: Plan, counts: ParamCounts, gpu: GpuSpec) -> Compute:
     tokens_per_step = plan.effective_batch * plan.workload.seq_len
     steps = -(-tokens // tokens_per_step) if tokens_per_step else 0
     step_flops = per_token * tokens_per_step / gpus  # one GPU's share of the step's FLOPs
-    parts = _parts(work)
+    parts = _parts(work, run)
     timing = _timing(run, counts, work, step_flops, gemm_peak, parts)
     host = host_step(plan, counts)
     step, comm = _step(run, counts, timing, work, host)

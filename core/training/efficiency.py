@@ -253,7 +253,13 @@ TIES: Final = (
 
 
 def derived(name: str) -> tuple[str, float] | None:
-    """The coefficient ``name`` is a fixed multiple of (``DERIVED``), and the ratio; None if free."""
+    """The coefficient ``name`` is a fixed multiple of (``DERIVED``), and the ratio; None if free. A PEFT method's
+    float32 matmuls take the card's float32 matmul coefficient, its memory-bound passes the stack's elementwise one
+    (core.training.speed.method_features): no coefficient of their own, none fitted on them."""
+    if name.startswith("adapter_fp32:"):
+        return f"gemm:{name.removeprefix('adapter_fp32:')}/fp32", 1.0
+    if name.startswith("adapter_bytes:"):
+        return f"elementwise:{name.removeprefix('adapter_bytes:')}", 1.0
     if name.startswith("attention:"):
         family, _, kernel = name.removeprefix("attention:").partition("/")
         if kernel in EAGER_ATTENTION:

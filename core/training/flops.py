@@ -34,7 +34,7 @@ from typing import Final
 from core.format import sci
 from core.memo import fills_fields, last_answer
 from core.model import ModelSpec, normalise_lora_targets
-from core.params import oft_blocks, param_counts
+from core.params import lokr_factorization, oft_blocks, oft_neumann_bmms, param_counts
 from core.plan import Accounting, CheckpointPolicy, Method, Plan
 from core.training.activations import recomputed_share
 
@@ -104,14 +104,13 @@ def _adapter_gemms(plan: Plan) -> tuple[Gemm, ...]:
     vectors are elementwise scalings, no matmul. LoHa / LoKr (huggingface/peft 51c2ff66
     src/peft/tuners/loha/layer.py, lokr/layer.py ``Linear._get_delta_activations``): ``F.linear(x,
     delta_weight)``, the whole in → out matmul, whose weight (the delta) gets a gradient. Building the
-    delta once a step (LoHa: two (out × r)·(r × in) products forward, four backward, 12·r·in·out FLOPs
-    a target, 2 % of the per-token matmul at r 32 and 3,072 tokens a step) is not counted. VeRA
+    delta every micro-batch is method_work's (_build_flops). VeRA
     (src/peft/tuners/vera/layer.py ``Linear.forward``: ``F.linear(lambda_d * F.linear(x, sliced_A), sliced_B)``):
     LoRA's two shapes at rank r, on the frozen shared vera_A / vera_B, which get no gradient. OFT
     (src/peft/tuners/oft/layer.py ``OFTRotationModule.forward``: ``einsum("...rk,rkc->...rc", x, R)``): r blocks of
-    b × b a token, in·b multiply-adds, as an in → b matmul whose weight (R) gets a gradient; building R once a
-    step (three (r, b, b) bmms forward, 2·r·b³ FLOPs each, twice that backward) is not counted: 9 % of the
-    rotation's FLOPs at r 32, b 96 and 3,072 tokens a step, under 0.1 % of the step's. AdaLoRA
+    b × b a token, in·b multiply-adds, as an in → b matmul whose weight (R) gets a gradient; building R every
+    micro-batch (three (r, b, b) bmms forward, 2·r·b³ FLOPs each, twice that backward) is method_work's. The
+    non-LoRA adapter matmuls run in float32 (core.training.speed.float32_adapter_matmul). AdaLoRA
     (src/peft/tuners/adalora/layer.py ``SVDLinear.forward``: ``x @ (lora_A * lora_E).T @ lora_B.T``): LoRA's
     two trained matmuls at r = init_r (the masked singular values still multiply: nothing is resized)."""
     if not (plan.lora_adapters or plan.lycoris or plan.vera or plan.oft or plan.adalora):
@@ -271,7 +270,7 @@ def token_flops(plan: Plan) -> TokenFlops:
                 f"2 · {per} summed over targets = 2 × {sci(w_adapt)} × ({layers} + {grads} × {passes.backward})",
             )
         )
-    terms += _adalora_scaling(plan)
+    terms += _adalora_scaling(plan) + _method_builds(plan, passes)
     recompute = _recompute(plan, w_base + w_adapt, attn_causal, passes)
     if recompute is not None:
         terms.append(recompute)
@@ -296,6 +295,26 @@ def _adalora_scaling(plan: Plan) -> list[FlopTerm]:
     per = 3.0 * plan.lora.rank * ins / n + 4.0 * outs
     formula = f"(3·r·Σin / N + 4·Σout) × {model.num_layers} = {per:,.1f} × {model.num_layers}"
     return [FlopTerm("AdaLoRA: A·E and the output's scaling (elementwise)", per * model.num_layers, formula)]
+
+
+def _method_builds(plan: Plan, passes: _Passes) -> list[FlopTerm]:
+    """A PEFT method's float32 weight builds, once a micro-batch (method_work: DoRA's lora_B·lora_A·I, LoHa's /
+    LoKr's delta, OFT's Neumann series), per token of the micro-batch; their recompute under checkpointing is in
+    the step's time (core.training.speed.method_build_flops), not here."""
+    work = method_work(plan)
+    if work is None or not (work.build_forward or work.build_backward):
+        return []
+    m = plan.workload.micro_batch * plan.workload.seq_len
+    layers = plan.model.num_layers
+    per = (work.build_forward * layers + work.build_backward * passes.backward) / m
+    return [
+        FlopTerm(
+            f"{plan.method.value}: weight builds (float32, once a micro-batch)",
+            per,
+            f"({sci(work.build_forward)} forward × {layers} + {sci(work.build_backward)} backward × {passes.backward}) "
+            f"a block's targets ÷ {m:,} tokens",
+        )
+    ]
 
 
 def _model_count(
@@ -354,3 +373,166 @@ def _lesson_flops(plan: Plan) -> TokenFlops:
             per += 2.0 * p * share
             how += f" + 2 · P × {share:.2f} (recomputed forward)"
     return TokenFlops((FlopTerm("the lesson's rule", per, how),), per, per, 2.0 * p)
+
+
+# ---- what a PEFT method's step runs beyond the matmul terms (issue 24, items 1–2) -----------------------------------
+# Per adapted linear and micro-batch of m tokens, counted by tools/measure/peft_method_cost.py (torch 2.13.0,
+# peft 0.18.0, adapters in float32 on a bfloat16 base, PEFT's autocast_adapter_dtype default; the method
+# comparison's settings; each source file read at huggingface/peft 51c2ff66): the kernels the method's ops launch
+# (forward, backward) and the bytes they read and write, forward and backward, as bytes per element of
+# (m·in, m·out, in·out, X), X the method's own term (DoRA in², OFT r·b², VeRA m·r, AdaLoRA r·in): least squares
+# over six single-linear shapes (``--bytes --shape``, 128 / 256 tokens, 256 to 1,024 wide); LoRA's own come out
+# exact at (6, 24) forward and (12, 20) backward. DoRA's are beyond LoRA's path (eager_block_kernels counts its
+# kernels as LORA_LINEAR_KERNELS; LoRA's own bytes are not counted: counting them moves the fit, whose torchtune
+# LoRA rows would carry them, docs/TRAINING_TIME.md "What each PEFT method costs in time"); the others' are the
+# whole adapter's, its matmuls apart (block_gemms, and _build_flops).
+@dataclass(frozen=True)
+class MethodPasses:
+    kernels: tuple[int, int]  # per adapted linear: forward, backward
+    forward: tuple[float, float, float, float]  # bytes per element of (m·in, m·out, in·out, X)
+    backward: tuple[float, float, float, float]
+
+
+# The tool's per-linear figures (the least squares' coefficients, rounded to the half byte; residuals under 0.1 %
+# but VeRA's 0.02 %, AdaLoRA's 0.01 % of their bytes), kernels at 512 → 512.
+PEFT_METHOD_PASSES: Final[dict[Method, MethodPasses]] = {
+    # DoRA less LoRA: 18 / 19 kernels less 6 / 9; forward (5.9, 50.1, 30.0, 4.0) less (6, 24, 0, 0).
+    Method.DORA: MethodPasses((12, 10), (0.0, 26.0, 30.0, 4.0), (0.0, 58.0, 0.0, 0.0)),
+    Method.IA3: MethodPasses((3, 6), (0.0, 12.0, 0.0, 0.0), (0.0, 34.0, 0.0, 0.0)),
+    Method.LOHA: MethodPasses((11, 15), (6.0, 16.0, 20.0, 0.0), (12.0, 12.0, 32.0, 0.0)),
+    Method.LOKR: MethodPasses((13, 13), (6.0, 16.0, 21.0, 0.0), (12.0, 12.0, 32.5, 0.0)),
+    Method.VERA: MethodPasses((7, 12), (6.0, 24.0, 0.0, 8.0), (12.0, 36.0, 0.0, 24.0)),
+    Method.OFT: MethodPasses((17, 24), (28.0, 0.0, 0.0, 78.5), (28.0, 0.0, 0.0, 122.0)),
+    # AdaLoRA: SVDLinear's 8 / 12 and its orthogonal regularisation's 10 / 16 a target (AdaLoraModel.forward: AᵀA − I,
+    # BᵀB − I and their norms, with the tool's tuner forward; 21 / 30 at 512 → 512 less the three / two a micro-batch
+    # that sum them into the loss, not counted).
+    Method.ADALORA: MethodPasses((18, 28), (6.0, 24.0, 0.0, 8.0), (12.0, 22.0, 0.0, 24.0)),
+}
+# AdaLoRA's rank allocator once an optimizer step (huggingface/peft 51c2ff66 src/peft/tuners/adalora/layer.py
+# ``RankAllocator.update_and_allocate`` at a step of its masking phase: ``update_ipt``'s sensitivity and uncertainty
+# averages of lora_A, lora_E and lora_B, ``mask_to_budget``'s scores, the kthvalue and the masks): 42 ops a target
+# (tools/measure/peft_method_cost.py --methods adalora --shape 512 512: 54 ops, less the first call's 9 zeros_like
+# and the step's cat, kthvalue and .item()). Its .item() and one .tolist() a target wait for the device: not modelled
+# (the host's count joins the step's max(device, host)).
+ADALORA_ALLOCATOR_KERNELS: Final = 42
+
+# Where a PEFT method's terms come from, as the Compute & time arithmetic says it.
+METHOD_SOURCE: Final = (
+    "read at huggingface/peft 51c2ff66, counted by tools/measure/peft_method_cost.py (torch 2.13, peft 0.18)"
+)
+
+_OWN_TERM: Final = {Method.DORA: "in²", Method.OFT: "r·b²", Method.VERA: "m·r", Method.ADALORA: "r·in"}
+
+_METHOD_LABELS: Final = {
+    Method.DORA: "DoRA's weight norm (lora_B·lora_A·I added to W, row norms) and rescaling",
+    Method.LOHA: "LoHa's float32 delta weight built and scaled every micro-batch, the input cast",
+    Method.LOKR: "LoKr's float32 Kronecker delta weight built every micro-batch, the input cast",
+    Method.OFT: "OFT's rotation built (Neumann series) and the input cast and rotated in float32",
+    Method.VERA: "VeRA's input cast, shared projections sliced, λ_d and λ_b scalings",
+    Method.IA3: "IA3's elementwise scalings",
+    Method.ADALORA: "AdaLoRA's A·E product, scaling / ranknum and orthogonal regularisation",
+}
+
+
+@fills_fields
+@dataclass(frozen=True)
+class MethodWork:
+    """One block's work of a PEFT method beyond the matmul terms, per micro-batch: its float32 weight builds
+    (matmuls), the bytes its other ops move and the kernels they launch."""
+
+    label: str
+    build_forward: float  # float32 matmul FLOPs of the builds, forward
+    build_backward: float
+    bytes_forward: float
+    bytes_backward: float
+    kernels: tuple[float, float]  # forward, backward
+    formula: str
+    step_kernels: float = 0.0  # ops the host issues once an optimizer step (AdaLoRA's rank allocator)
+
+
+def _build_flops(plan: Plan, fan_in: int, fan_out: int) -> tuple[float, float]:
+    """(forward, backward) float32 matmul FLOPs of one target's weight build, once a micro-batch (huggingface/peft
+    51c2ff66; tools/measure/peft_method_cost.py counts the same): DoRA's lora_B(lora_A(eye(in))) 2·in·r·(in + out),
+    forward only (the norm is detached); LoHa's two (out × r)·(r × in) products forward and six backward
+    (``HadaWeight.backward`` rebuilds both, then four gradients): 4·r·in·out and 12·r·in·out; LoKr's w2 = w2a @ w2b
+    (b × r)·(r × d) when r < max(b, d) / 2, 2·b·r·d forward and twice that backward; OFT's Neumann series, bmms
+    (core.params.oft_neumann_bmms) of 2·r·b³ each, twice that backward; AdaLoRA's orthogonal regularisation
+    (adalora/model.py ``AdaLoraModel.forward``) 2·r²·(in + out), twice that backward."""
+    r = plan.lora.rank
+    method = plan.method
+    if method is Method.DORA:
+        return 2.0 * fan_in * r * (fan_in + fan_out), 0.0
+    if method is Method.LOHA:
+        return 4.0 * r * fan_in * fan_out, 12.0 * r * fan_in * fan_out
+    if method is Method.LOKR:
+        (_, out_b), (_, in_d) = (
+            lokr_factorization(fan_out, plan.lora.lokr_factor),
+            lokr_factorization(fan_in, plan.lora.lokr_factor),
+        )
+        built = 2.0 * out_b * r * in_d if r < max(out_b, in_d) / 2 else 0.0
+        return built, 2.0 * built
+    if method is Method.OFT:
+        blocks, size = oft_blocks(plan, fan_in)
+        bmms = 2.0 * blocks * size**3 * oft_neumann_bmms()
+        return bmms, 2.0 * bmms
+    if method is Method.ADALORA:  # the orthogonal regularisation's A·Aᵀ (r × in) and Bᵀ·B (out × r)
+        cov = 2.0 * r * r * (fan_in + fan_out)
+        return cov, 2.0 * cov
+    return 0.0, 0.0
+
+
+def _own_term(plan: Plan, m: float, fan_in: int) -> float:
+    """The elements of a method's own term of PEFT_METHOD_PASSES: DoRA's in × in identity, OFT's r blocks of b × b,
+    VeRA's m × r activations, AdaLoRA's r × in product A·E; 0 for the others."""
+    r = plan.lora.rank
+    if plan.method is Method.DORA:
+        return float(fan_in * fan_in)
+    if plan.method is Method.OFT:
+        blocks, size = oft_blocks(plan, fan_in)
+        return float(blocks * size * size)
+    if plan.method is Method.VERA:
+        return m * r
+    if plan.method is Method.ADALORA:
+        return float(r * fan_in)
+    return 0.0
+
+
+@last_answer
+def method_work(plan: Plan) -> MethodWork | None:
+    """What one block of ``plan`` (the run's plan: prompt tokens in its sequence) runs for its PEFT method beyond the
+    matmul terms, per micro-batch (PEFT_METHOD_PASSES, _build_flops); None for methods with none counted (LoRA,
+    QLoRA, full, frozen layers, prompt learning, LN tuning, LitGPT's adapters) and outside the detailed accounting."""
+    passes = PEFT_METHOD_PASSES.get(plan.method)
+    if passes is None or plan.accounting is not Accounting.DETAILED:
+        return None
+    m = float(plan.workload.micro_batch * plan.workload.seq_len)
+    feedforward = set(plan.lora.ia3_feedforward) if plan.method is Method.IA3 else set()
+    shapes = plan.model.linear_shapes()
+    names = [n for n in normalise_lora_targets(plan.lora.targets) if n in shapes]
+    build_f = build_b = bytes_f = bytes_b = 0.0
+    targets = 0
+    for name in names:
+        fan_in, fan_out = shapes[name]
+        # IA3 scales a feedforward target's input (m·in elements), any other's output (m·out).
+        per_in, per_out = (fan_out, fan_in) if name in feedforward else (fan_in, fan_out)
+        terms = (m * per_in, m * per_out, float(fan_in * fan_out), _own_term(plan, m, fan_in))
+        bytes_f += sum(c * t for c, t in zip(passes.forward, terms, strict=True))
+        bytes_b += sum(c * t for c, t in zip(passes.backward, terms, strict=True))
+        f, b = _build_flops(plan, fan_in, fan_out)
+        build_f, build_b = build_f + f, build_b + b
+        targets += 1
+    if not targets:
+        return None
+    kf, kb = passes.kernels
+    return MethodWork(
+        _METHOD_LABELS[plan.method],
+        build_f,
+        build_b,
+        bytes_f,
+        bytes_b,
+        (kf * targets, kb * targets),
+        f"{targets} adapted linears a block × ({kf} + {kb} kernels; bytes per element of (m·in, m·out, in·out, "
+        f"{_OWN_TERM.get(plan.method, 'X')}) {passes.forward} forward, {passes.backward} backward; "
+        f"m = {m:,.0f} tokens)",
+        ADALORA_ALLOCATOR_KERNELS * targets if plan.method is Method.ADALORA else 0.0,
+    )

@@ -64,7 +64,7 @@ from core.roles import dtypes_for, runs_grad_scaler
 from core.runtime import HF_HOST_LAYER_S
 from core.training.activations import recomputed_share
 from core.training.attention import Kernel, math_kernel_bytes, sdpa_kernel
-from core.training.flops import ADAPTER_GEMMS, Gemm, attended_keys, block_gemms, head_trains
+from core.training.flops import ADAPTER_GEMMS, Gemm, attended_keys, block_gemms, head_trains, method_work
 from core.training.gemm_shape import shape_efficiency
 from core.training.optimizer import optimizer_terms, trainable_tensors
 
@@ -355,8 +355,8 @@ def eager_block_kernels(plan: Plan) -> tuple[float, float, float]:
     block's own (EAGER_BLOCK_KERNELS), PEFT's LoRA path on each adapted linear of the block, bitsandbytes'
     dequantisation of each 4-bit linear. The counts are transformers' Llama block's; other architectures
     (GPT-2's LayerNorm and GELU, Gemma's extra norms) are taken at it. Methods whose adapter code was not
-    counted (IA3, LyCORIS, VeRA, OFT, prompt learning, LitGPT's adapters; DoRA's and AdaLoRA's extra ops)
-    get the frozen block's, plus LoRA's path where LoRA-shaped: a floor below their own."""
+    counted (prompt learning, LitGPT's adapters) get the frozen block's; IA3, LoHa, LoKr, VeRA, OFT, DoRA and
+    AdaLoRA add their own (core.training.flops.method_work: DoRA's and AdaLoRA's beyond LoRA's path)."""
     attention = "eager" if plan.attention is Attention.EAGER else "fused"
     trains = not plan.adapter_based
     forward, backward, recompute = (float(k) for k in EAGER_BLOCK_KERNELS[(attention, trains)])
@@ -370,6 +370,10 @@ def eager_block_kernels(plan: Plan) -> tuple[float, float, float]:
     if plan.four_bit_base:
         dequant = len(model.adapted_matrices(tuple(model.linear_shapes()))) * BNB_DEQUANT_KERNELS[plan.double_quant]
         forward, backward, recompute = forward + dequant, backward + dequant, recompute + dequant
+    extra = method_work(plan)  # a PEFT method's own ops (DoRA's and AdaLoRA's beyond LoRA's path)
+    if extra is not None:
+        mf, mb = extra.kernels
+        forward, backward, recompute = forward + mf, backward + mb, recompute + mf
     return forward, backward, recompute
 
 
@@ -478,6 +482,15 @@ def step_host_kernels(plan: Plan, counts: ParamCounts, stage: Stage) -> float:
     return kernels
 
 
+def method_step_kernels(plan: Plan, layers: int) -> float:
+    """Ops the host issues once an optimizer step for ``layers`` blocks under the eager stack (AdaLoRA's rank
+    allocator: core.training.flops.ADALORA_ALLOCATOR_KERNELS); 0 elsewhere, as eager_host_kernels."""
+    work = method_work(plan)
+    if work is None or plan.stack is not Stack.EAGER:
+        return 0.0
+    return work.step_kernels * layers
+
+
 # A custom card has no bandwidth figure: the A100's bytes per FLOP (2,039 GB/s for 312
 # dense 16-bit TFLOP/s, NVIDIA A100 datasheet) is assumed.
 BYTES_PER_FLOP_ASSUMED: Final = 2039e9 / 312e12
@@ -575,6 +588,9 @@ class _Tally:
     # gain (ROWWISE_SMALL_SLOWDOWN); both at the 16-bit peak.
     wide_flops: float = 0.0
     slow_flops: float = 0.0
+    # Of the padded FLOPs: a PEFT method's adapter matmuls that run in float32 (float32 adapters on a 16-bit base:
+    # LoHa's / LoKr's delta applied, OFT's rotation, VeRA's projections), at the card's float32 peak.
+    fp32_adapter: float = 0.0
 
 
 def _matmul(
@@ -619,7 +635,9 @@ def _matmuls(rank: _Rank) -> _Tally:
         slow = rank.fp8 and not lora and _rowwise_slow(rank, gemm, k, n)
         fp8 = rank.fp8 and not lora and not slow and not megatron_router(rank.plan, gemm)
         padded = _matmul(tally, m, k * (1.0 if lora else scale), n, passes, fp8, rank.sms, rank.layers)
-        if slow:
+        if lora and float32_adapter_matmul(plan, gemm):
+            tally.fp32_adapter += padded
+        elif slow:
             tally.slow_flops += padded
         elif rank.fp8 and not fp8:
             tally.wide_flops += padded
@@ -637,6 +655,52 @@ def _matmuls(rank: _Rank) -> _Tally:
         if rank.fp8:
             tally.wide_flops += padded
     return tally
+
+
+# The adapter matmuls that run in the adapter's dtype: PEFT casts the input to it (``_cast_input_dtype``: LoHa's and
+# LoKr's F.linear(x, delta), OFT's einsum, VeRA's F.linear(x, vera_A)): huggingface/peft 51c2ff66 src/peft/tuners/
+# loha/layer.py, lokr/layer.py ``_get_delta_activations``, oft/layer.py ``OFTRotationModule.forward``, vera/layer.py
+# ``Linear.forward``. LoRA's A and B do too but stay at the compute dtype's rate (what the coefficients were fitted
+# with; at r 32 they are about 1 % of a step's matmuls).
+_FLOAT32_ADAPTER_GEMMS: Final = (ADAPTER_GEMMS[2], ADAPTER_GEMMS[3], ADAPTER_GEMMS[4], ADAPTER_GEMMS[5])
+
+
+def float32_adapter_matmul(plan: Plan, gemm: Gemm) -> bool:
+    """``gemm`` is a non-LoRA adapter matmul run in float32 (float32 adapters on a 16-bit compute dtype)."""
+    dt = dtypes_for(plan)
+    return gemm.name.endswith(_FLOAT32_ADAPTER_GEMMS) and dt.adapter == 4 and dt.compute != 4
+
+
+def method_features(
+    rank: _Rank, mm: _Tally, micro: int, family: Generation, gpu: GpuSpec, bandwidth: float
+) -> dict[str, float]:
+    """A PEFT method's work beyond the block's (core.training.flops.method_work) and its float32 adapter matmuls
+    (``mm``: the rank's matmul tally), as seconds per step: the float32 matmuls at the card's float32 peak
+    (``adapter_fp32:``, the float32 matmul coefficient) and the memory-bound passes at its bandwidth
+    (``adapter_bytes:``, the stack's elementwise one)."""
+    work = method_work(rank.plan)
+    fp32 = mm.fp32_adapter  # the rank's matmuls (_matmuls), already tallied
+    if work is None and not fp32:
+        return {}
+    out: dict[str, float] = {}
+    again = _recomputed_blocks(rank.plan, rank)
+    if work is not None:
+        fp32 += work.build_forward * (rank.layers + again) + work.build_backward * rank.backward_layers
+        moved = work.bytes_forward * (rank.layers + again) + work.bytes_backward * rank.backward_layers
+        out[f"adapter_bytes:{rank.plan.stack.value}"] = micro * moved / bandwidth
+    peak = gpu.peak_tflops("fp32")
+    out[f"adapter_fp32:{family.value}"] = micro * fp32 / (peak * 1e12) if peak else math.inf
+    return out
+
+
+def method_build_flops(rank: _Rank) -> float:
+    """A micro-batch's FLOPs of the PEFT method's weight builds on the rank (core.training.flops.method_work)."""
+    work = method_work(rank.plan)
+    if work is None:
+        return 0.0
+    return work.build_forward * (rank.layers + _recomputed_blocks(rank.plan, rank)) + work.build_backward * (
+        rank.backward_layers
+    )
 
 
 def megatron_router(plan: Plan, gemm: Gemm) -> bool:
@@ -1099,7 +1163,9 @@ def step_work(plan: Plan, counts: ParamCounts, gpu: GpuSpec) -> Work:
             attention - attention_forward - again
         ) * backward_waste
         features = {
-            f"gemm:{family.value}/{kind}": micro * (mm.padded - mm.wide_flops - mm.slow_flops) / (gemm_peak * 1e12)
+            f"gemm:{family.value}/{kind}": micro
+            * (mm.padded - mm.wide_flops - mm.slow_flops - mm.fp32_adapter)
+            / (gemm_peak * 1e12)
             if gemm_peak
             else math.inf,
             **_wide_feature(mm, micro, family, attention_peak, plan),
@@ -1109,15 +1175,17 @@ def step_work(plan: Plan, counts: ParamCounts, gpu: GpuSpec) -> Work:
             ),
             f"elementwise:{plan.stack.value}": micro * _elementwise_bytes(rank) / bandwidth,
             **_ring_feature(rank, micro, bandwidth),
+            **method_features(rank, mm, micro, family, gpu, bandwidth),
             "optimizer": _optimizer_bytes(plan, counts, stage) / bandwidth,
         }
         accumulate = grad_accum_bytes(plan, counts, stage)
         if accumulate:
             features["grad_accum"] = (micro - 1) * accumulate / bandwidth
-        flops = micro * (mm.flops + attention)
+        flops = micro * (mm.flops + attention + method_build_flops(rank))
         forward = (mm.forward_flops + attention_forward) / (mm.flops + attention) if mm.flops + attention else 1 / 3
         blocks = eager_host_kernels(plan, rank.layers, rank.backward_layers, _recomputed_blocks(plan, rank))
         kernels = micro * (blocks + eager_outside_kernels(plan, stage.head))
+        kernels += method_step_kernels(plan, rank.layers)  # once a step: AdaLoRA's rank allocator
         floor = micro * moe_host_floor(plan, rank.layers) + kernels * EAGER_KERNEL_HOST_S
         step_kernels = step_host_kernels(plan, counts, stage)
         work = Work(features, flops, forward, gemm_peak, family, kind, floor, kernels, step_kernels)
