@@ -30,6 +30,28 @@ BASELINE: Final = "peft-time-lora--llama-3.2-3B-rank32"
 # peft_method_time.json derived.tokens_per_sample 209.9, the same in every record): the batch of 4 is padded to its
 # longest, and BucketIterator batches samples of like length, so the padded length is taken at the mean.
 SEQ_LEN: Final = 210
+# The optimizer each run built (5d602fdb method_comparison/MetaMathQA/run.py L282-285, utils.py L285-295, each result's
+# train_config): torch.optim.AdamW at torch's default (foreach) with the run's optimizer_kwargs, and clip_grad_norm_
+# at grad_norm_clip 1.0 every step. weight_decay 0.1 unless listed here: 0.0 where the run set it, AdamW's own 0.01
+# where its optimizer_kwargs set none. Time only (core.training.speed.step_pass_bytes).
+GRAD_CLIP: Final = True
+WEIGHT_DECAY: Final = 0.1
+WEIGHT_DECAY_OF: Final = {
+    "peft-time-ia3--llama-3.2-3B-all-attn-5k-lr0.005": 0.0,
+    **{
+        f"peft-time-{run}": 0.01
+        for run in (
+            "ia3--llama-3.2-3B-lr_0.001",
+            "vera--llama-3.2-3B-default",
+            "prompt_tuning--llama-3.2-3B-lr_0.001",
+            "prompt_tuning--llama-3.2-3B-sample_vocab-lr_0.001",
+            "prefixtuning--llama-3.2-3B-lr_0.001",
+            "prefixtuning--llama-3.2-3B-lr_0.005_zero_init",
+            "prefixtuning--llama-3.2-3B-tokens50-init_prefix-lr_0.005",
+            "full-finetuning--llama-3.2-3B-lr_0.00001",
+        )
+    },
+}
 
 
 @dataclass(frozen=True)
@@ -44,18 +66,20 @@ class Row:
         return None if self.predicted is None else self.predicted / self.published - 1.0
 
 
-def _step(figure: dict[str, Any]) -> tuple[float | None, str]:
+def _step(figure: dict[str, Any], record_id: str) -> tuple[float | None, str]:
     mapped = map_figure(figure)
     if not mapped.expressible or mapped.plan is None:
         return None, "; ".join(mapped.missing) or "no plan"
-    return estimate(mapped.plan.with_workload(seq_len=SEQ_LEN)).compute.step_seconds, ""
+    decay = WEIGHT_DECAY_OF.get(record_id, WEIGHT_DECAY)
+    plan = mapped.plan.with_workload(seq_len=SEQ_LEN).with_changes(grad_clip=GRAD_CLIP, weight_decay=decay)
+    return estimate(plan).compute.step_seconds, ""
 
 
 def rows() -> list[Row]:
     corpus = json.loads(CORPUS.read_text())
     memory = json.loads(MEMORY.read_text())
     figures = {f["id"]: f for f in (memory["figures"] if isinstance(memory, dict) else memory)}
-    steps = {r["id"]: _step(figures[r["memory_figure"]]) for r in corpus["records"]}
+    steps = {r["id"]: _step(figures[r["memory_figure"]], r["id"]) for r in corpus["records"]}
     base = steps[BASELINE][0]
     assert base is not None
     out = []

@@ -127,3 +127,17 @@ def test_the_command_line_takes_weight_decay() -> None:
     assert plan_from_args(args).weight_decay == pytest.approx(0.1)
     with pytest.raises(PlanError):  # refused with the reason, never dropped
         plan_from_args(parser.parse_args(["estimate", "--model", "llama-3.2-1b", "--weight-decay", "-1"]))
+
+
+def test_peft_method_comparisons_full_fine_tuning_ratio_with_its_runs_optimizer() -> None:
+    from benchmarks.realgpu import peft_time
+
+    # huggingface/peft@5d602fdb MetaMathQA full-finetuning--llama-3.2-3B-lr_0.00001.json: optimizer_kwargs {"lr": 1e-05}
+    # (torch.optim.AdamW's own weight_decay 0.01, foreach), grad_norm_clip 1.0; its summed step time 3.098 x LoRA r32's
+    # (peft_method_time.json derived.ratio_to_lora_r32). Planned at the fused count without clipping it read 2.414
+    # (-22.1 %); with the run's foreach AdamW, clipping and decay the ratio is 2.739 (-11.6 %).
+    assert peft_time.WEIGHT_DECAY_OF["peft-time-full-finetuning--llama-3.2-3B-lr_0.00001"] == 0.01
+    rows = {r.id: r for r in peft_time.rows()}
+    full = rows["peft-time-full-finetuning--llama-3.2-3B-lr_0.00001"]
+    assert full.published == pytest.approx(3.098, abs=1e-3)
+    assert full.error is not None and -0.12 < full.error < -0.11
