@@ -71,6 +71,7 @@ def plan_warnings(plan: Plan) -> tuple[PlanWarning, ...]:
     weights = _engine_weights_warning(plan)
     if weights:
         warnings.append(PlanWarning(Mode.TRAINING, weights))
+    warnings += _latent_attention_warnings(plan)
     loss = _loss_warning(plan)
     if loss:
         warnings.append(PlanWarning(Mode.TRAINING, loss))
@@ -143,3 +144,22 @@ def _loss_warning(plan: Plan) -> str:
         f"The plan turns on more than one loss: the estimate counts “{chosen}” and ignores {ignored}, "
         "which it replaces. Choose one: the Method form's Loss, or one loss flag on the command line."
     )
+
+
+def _latent_attention_warnings(plan: Plan) -> list[PlanWarning]:
+    """A multi-head latent attention model (DeepSeek-V2 / V3, Kimi K2): its parameters, weights and
+    serving cache are exact; its training activations are the ordinary attention's rules over the
+    decompressed heads (H heads of qk_head_dim for q and k), which neither keep MLA's own tensors
+    (the compressed kv, its norm, v of v_head_dim) nor were checked against a measurement; and the
+    dense first layers' wider MLP is read as an expert layer's. Said in the training view."""
+    model = plan.model
+    if not model.latent_attention:
+        return []
+    text = (
+        f"{model.name} uses multi-head latent attention: its parameters, weights and serving cache follow "
+        "the model's own shapes, but the training activations are approximated with ordinary attention over "
+        f"{model.num_heads} heads of {model.head_dim} (MLA's compressed latent, its norm and the narrower "
+        f"{model.v_head_dim}-wide values are not counted apart, nor the {model.first_k_dense_replace} dense "
+        "first layers' wider MLP), not checked against a measurement."
+    )
+    return [PlanWarning(Mode.TRAINING, text)]
