@@ -231,6 +231,21 @@ class LoraSettings:
         run_checks(self, _LORA_CHECKS)
 
 
+def lora_on(model: ModelSpec, lora: LoraSettings) -> LoraSettings:
+    """``lora`` on ``model``: a latent-attention model has no k_proj or v_proj (nor q_proj with a
+    q_lora_rank), so targets it lacks give way to o_proj, the one attention matrix a target names there
+    (Plan._check_latent_attention); picking such a model, or reading a run config onto it, shows the
+    targets that result. Any other model: ``lora`` itself."""
+    if not model.latent_attention:
+        return lora
+    reach = model.adapter_targets()
+    kept = tuple(t for t in lora.targets if t in reach or t == HEAD_TARGET)
+    if kept == lora.targets:
+        return lora
+    targets = normalise_lora_targets(("o_proj", *kept))
+    return replace(lora, targets=targets, ia3_feedforward=tuple(t for t in lora.ia3_feedforward if t in targets))
+
+
 def _default_targets_for(method: Method, lora: LoraSettings) -> LoraSettings:
     """``lora`` with targets left at the other kind's default swapped for ``method``'s (IA3 or a
     LoRA-style adapter); chosen targets are kept."""
@@ -1309,7 +1324,7 @@ class Plan:
         plan = self
         if self.lora.adapter_start_layer >= model.num_layers:  # LitGPT's Adapter: some block keeps a prompt
             plan = replace(self, lora=replace(self.lora, adapter_start_layer=max(0, model.num_layers - 1)))
-        plan = plan._targets_on(model)
+        plan = plan.targets_for(model)
         for _ in range(3):  # the training split, the experts' split, then the serving split
             try:
                 return replace(plan, model=model, model_id=model_id, frozen_layers=frozen)
@@ -1323,19 +1338,10 @@ class Plan:
                 plan = replace(plan, **{section: replace(held, **degrees)})
         return replace(plan, model=model, model_id=model_id, frozen_layers=frozen)
 
-    def _targets_on(self, model: ModelSpec) -> Plan:
-        """The adapter targets on ``model``: a latent-attention model has no k_proj or v_proj (nor q_proj
-        with a q_lora_rank), so targets it lacks give way to o_proj, the one attention matrix a target
-        names there (:meth:`_check_latent_attention`); the targets shown in the window say so."""
-        if not model.latent_attention:
-            return self
-        reach = model.adapter_targets()
-        kept = tuple(t for t in self.lora.targets if t in reach or t == HEAD_TARGET)
-        if kept == self.lora.targets:
-            return self
-        targets = normalise_lora_targets(("o_proj", *kept))
-        feedforward = tuple(t for t in self.lora.ia3_feedforward if t in targets)
-        return replace(self, lora=replace(self.lora, targets=targets, ia3_feedforward=feedforward))
+    def targets_for(self, model: ModelSpec) -> Plan:
+        """This plan's adapter targets as ``model`` has them (:func:`lora_on`)."""
+        lora = lora_on(model, self.lora)
+        return self if lora is self.lora else replace(self, lora=lora)
 
     def with_method(self, method: Method, *, typed: frozenset[str] = frozenset(), **changes: Any) -> Plan:
         """This plan trained another way; ``changes`` are further top-level fields (lora, quant...).
