@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 
 from core.catalogue import find_model
+from core.cli.catalogues import _list_models
 from core.errors import PlanError
 from core.estimate import estimate
 from core.files.measurement import load_measurement, plan_for_case
@@ -197,3 +198,13 @@ def test_mla_lora_is_an_overestimate_the_window_states() -> None:
     for case in ("mla-tiny-dsv3-lora-bf16-adamw-sdpa-b4-s1024", "mla-tiny-dsv3k0-lora-bf16-adamw-sdpa-b4-s1024"):
         assert 0 < _measured_error(case) < 5, case
     assert 0 < _measured_error("mla-tiny-dsv3-lora-o-bf16-adamw-eager-b4-s1024") < 25
+
+
+def test_sglang_keeps_the_same_latent_and_the_cli_lists_it() -> None:
+    # SGLang's MLATokenToKVPool: one (size, 1, kv_lora_rank + qk_rope_head_dim) buffer a layer, whole on each rank:
+    # DeepSeek-V3 61 x 576 x 2 B = 70,272 B a token at TP 8, as vLLM.
+    for engine in ("sglang", "vllm"):
+        inference = estimate(_served("deepseek-v3", engine=engine, tensor_parallel=8)).inference
+        assert inference.kv_bytes_per_token == 70_272, engine
+    listing = _list_models(as_json=False)  # `vramplan models`
+    assert any(line.startswith("kimi-k2 ") and "heads=64/MLA 576" in line for line in listing.splitlines())
