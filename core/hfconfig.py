@@ -36,6 +36,9 @@ SUPPORTED_MODEL_TYPES: Final = (
     "gpt_neox",
     "phi",
     "falcon",
+    "deepseek_v2",
+    "deepseek_v3",
+    "kimi_k2",
 )
 
 
@@ -134,7 +137,62 @@ def _model_from_hf_config(config: Mapping[str, Any], name: str | None, *, nested
         return _gpt2_model(r, label)
     if model_type in _PARALLEL_FAMILIES:
         return _parallel_model(r, model_type, label)
+    if model_type in _LATENT_FAMILIES:
+        return _latent_model(r, model_type, label)
     return _gated_model(r, model_type, label)
+
+
+# DeepSeek-V2 (V2-Lite), DeepSeek-V3 / R1 and Kimi K2 (``kimi_k2``, DeepseekV3ForCausalLM's shapes):
+# multi-head latent attention and a mixture of experts with shared experts and dense first layers.
+_LATENT_FAMILIES: Final = ("deepseek_v2", "deepseek_v3", "kimi_k2")
+
+
+def _latent_model(r: _Reader, model_type: str, label: str) -> ModelSpec:
+    """DeepSeek's MLA + MoE model, as huggingface/transformers 00b676f8 builds it
+    (models/deepseek_v3/modeling_deepseek_v3.py; deepseek_v2's attention and MoE are the same shapes
+    but for the router's ``e_score_correction_bias``, which V3 registers on every MoE layer and the
+    checkpoints store). config.json's ``intermediate_size`` is the dense first layers' MLP, its
+    ``moe_intermediate_size`` each expert's; ``n_shared_experts`` experts of that size are one shared MLP
+    without a gate. The multi-token-prediction layer (``num_nextn_predict_layers``, DeepSeek-V3's
+    ``model.layers.61``) is left out, as transformers (``_keys_to_ignore_on_load_unexpected``) and vLLM
+    without speculative decoding leave it: the spec is the model that serves."""
+    if r.config.get("index_topk") is not None:
+        why = "DeepSeek-V3.2's sparse-attention indexer is not modelled"
+        raise PlanError("config.index_topk", r.config.get("index_topk"), "absent", why)
+    if r.get_int("moe_layer_freq", default=1) != 1:
+        raise PlanError("config.moe_layer_freq", r.config.get("moe_layer_freq"), "1 (every layer after the dense ones)")
+    heads = r.get_int("num_attention_heads")
+    nope, rope = r.get_int("qk_nope_head_dim"), r.get_int("qk_rope_head_dim")
+    moe = r.get_int("moe_intermediate_size")
+    v3 = model_type != "deepseek_v2"
+    return ModelSpec(
+        name=label,
+        family=model_type,
+        vocab_size=r.get_int("vocab_size"),
+        hidden_size=r.get_int("hidden_size"),
+        num_layers=r.get_int("num_hidden_layers"),
+        num_heads=heads,
+        num_kv_heads=r.get_int("num_key_value_heads", default=heads),
+        head_dim=nope + rope,
+        intermediate_size=moe,
+        qkv_bias=r.get_bool("attention_bias", False),
+        o_bias=r.get_bool("attention_bias", False),
+        num_experts=r.get_int("n_routed_experts"),
+        experts_per_token=r.get_int("num_experts_per_tok"),
+        max_position_embeddings=r.get_int("max_position_embeddings", default=4096),
+        activation=r.get_str("hidden_act", "silu"),
+        attention_dropout=r.get_prob("attention_dropout", 0.0),
+        tie_embeddings=r.get_bool("tie_word_embeddings", False),
+        shared_expert_size=r.get_int("n_shared_experts", default=0) * moe,
+        shared_expert_gate=False,
+        router_bias=v3,  # DeepseekV3TopkRouter.e_score_correction_bias, one per expert
+        kv_lora_rank=r.get_int("kv_lora_rank"),
+        q_lora_rank=r.optional_int("q_lora_rank") or 0,
+        qk_rope_head_dim=rope,
+        v_head_dim=r.get_int("v_head_dim"),
+        first_k_dense_replace=r.get_int("first_k_dense_replace", default=3 if v3 else 0),
+        dense_intermediate_size=r.get_int("intermediate_size"),
+    )
 
 
 def _gpt2_model(r: _Reader, label: str) -> ModelSpec:

@@ -176,6 +176,28 @@ class ModelSpec:
     # A bias on the output head (Phi-1.5 / Phi-2: ``lm_head = nn.Linear(..., bias=True)``,
     # transformers models/phi/modeling_phi.py PhiForCausalLM; litgpt ``Config.lm_head_bias``).
     head_bias: bool = False
+    # Multi-head latent attention (DeepSeek-V2 / V3, Kimi K2): huggingface/transformers 00b676f8
+    # src/transformers/models/deepseek_v3/modeling_deepseek_v3.py ``DeepseekV3Attention.__init__``. The
+    # query is ``q_proj`` (d → H·qk) without a q_lora_rank (DeepSeek-V2-Lite's null), else ``q_a_proj`` (d →
+    # q_lora_rank), ``q_a_layernorm`` and ``q_b_proj`` (q_lora_rank → H·qk); keys and values come from one
+    # latent: ``kv_a_proj_with_mqa`` (d → kv_lora_rank + qk_rope_head_dim), ``kv_a_layernorm`` (kv_lora_rank)
+    # and ``kv_b_proj`` (kv_lora_rank → H·(qk_nope_head_dim + v_head_dim)); ``o_proj`` reads H·v_head_dim.
+    # For such a model ``head_dim`` is the q·k width of a head, qk_nope_head_dim + qk_rope_head_dim (HF's
+    # ``qk_head_dim``), and ``num_kv_heads`` equals ``num_heads`` (every head gets its own decompressed K
+    # and V). ``kv_lora_rank`` 0: ordinary attention, the other four unread.
+    kv_lora_rank: int = 0
+    q_lora_rank: int = 0  # 0: plain q_proj (config.json's null)
+    qk_rope_head_dim: int = 0
+    v_head_dim: int = 0
+    # DeepSeek's dense first layers: ``DeepseekV3DecoderLayer.__init__`` builds ``DeepseekV3MLP(config)``
+    # (a gated MLP of ``dense_intermediate_size``, config.json's ``intermediate_size``) for layer_idx <
+    # ``first_k_dense_replace`` and the MoE (experts of ``intermediate_size``, config.json's
+    # ``moe_intermediate_size``) after. 0: every layer alike.
+    first_k_dense_replace: int = 0
+    dense_intermediate_size: int = 0
+    # Qwen2-MoE's shared expert has a sigmoid gate (d → 1, ``shared_expert_gate``); DeepSeek's
+    # ``DeepseekV3MoE.shared_experts`` (an MLP of n_shared_experts × moe_intermediate_size) has none.
+    shared_expert_gate: bool = True
     # A parameter count given instead of derived: typed by the user (the lesson's
     # P = 6.7·10⁹) or read exactly from a checkpoint's safetensors headers. The
     # architecture-derived count stays available beside it.
@@ -255,6 +277,93 @@ class ModelSpec:
         check_text("model.name", self.name)
         check_text("model.family", self.family, allow_empty=True)
         check_text("model.activation", self.activation)
+        self._check_latent()
+
+    def _check_latent(self) -> None:
+        """Multi-head latent attention's widths and DeepSeek's dense first layers (see the fields)."""
+        for name in ("kv_lora_rank", "q_lora_rank", "qk_rope_head_dim", "v_head_dim", "dense_intermediate_size"):
+            value = getattr(self, name)
+            if not is_int(value) or not 0 <= value <= LIMITS["intermediate_size"]:
+                raise PlanError(f"model.{name}", value, f"an integer from 0 to {LIMITS['intermediate_size']:,}")
+        if not is_int(self.first_k_dense_replace) or not 0 <= self.first_k_dense_replace <= self.num_layers:
+            raise PlanError("model.first_k_dense_replace", self.first_k_dense_replace, f"0 to {self.num_layers}")
+        if self.first_k_dense_replace and (self.num_experts == 1 or not self.dense_intermediate_size):
+            raise PlanError(
+                "model.first_k_dense_replace",
+                self.first_k_dense_replace,
+                "0 unless the model has experts and a dense_intermediate_size",
+            )
+        if not self.kv_lora_rank:
+            return
+        if not 1 <= self.qk_rope_head_dim < self.head_dim or not self.v_head_dim:
+            raise PlanError(
+                "model.qk_rope_head_dim",
+                self.qk_rope_head_dim,
+                f"1 to {self.head_dim - 1} (head_dim is qk_nope + qk_rope) with a v_head_dim",
+            )
+        if self.num_kv_heads != self.num_heads:
+            raise PlanError(
+                "model.num_kv_heads", self.num_kv_heads, f"num_heads ({self.num_heads}) with latent attention"
+            )
+        refused = ("qkv_bias", "o_bias", "fused_qkv", "attention_sinks", "post_norm", "parallel_residual")
+        for name in refused:
+            if getattr(self, name):
+                raise PlanError(f"model.{name}", True, "false with latent attention (not modelled with it)")
+        if self.qk_norm or self.sliding_window:
+            raise PlanError("model.kv_lora_rank", self.kv_lora_rank, "0 with q/k norms or a sliding window")
+
+    # ---- latent attention ------------------------------------------------------------
+    @property
+    def latent_attention(self) -> bool:
+        """Multi-head latent attention (DeepSeek-V2 / V3, Kimi K2): see the kv_lora_rank field."""
+        return self.kv_lora_rank > 0
+
+    @property
+    def qk_nope_head_dim(self) -> int:
+        """The part of a head's q·k width that carries no rotary position (MLA only)."""
+        return self.head_dim - self.qk_rope_head_dim
+
+    @property
+    def latent_width(self) -> int:
+        """What MLA caches per token and layer: the compressed latent and the shared rotary key,
+        kv_lora_rank + qk_rope_head_dim elements (0 without MLA)."""
+        return self.kv_lora_rank + self.qk_rope_head_dim if self.kv_lora_rank else 0
+
+    @property
+    def moe_layers(self) -> int:
+        """Layers with experts (all of a MoE model's but DeepSeek's dense first ones)."""
+        return self.num_layers - self.first_k_dense_replace if self.num_experts > 1 else 0
+
+    def latent_shapes(self) -> dict[str, tuple[int, int]]:
+        """(in, out) of MLA's projections in one block, named as transformers names them."""
+        d, h, qk = self.hidden_size, self.num_heads, self.head_dim
+        shapes = (
+            {"q_a_proj": (d, self.q_lora_rank), "q_b_proj": (self.q_lora_rank, h * qk)}
+            if self.q_lora_rank
+            else {"q_proj": (d, h * qk)}
+        )
+        shapes["kv_a_proj_with_mqa"] = (d, self.latent_width)
+        shapes["kv_b_proj"] = (self.kv_lora_rank, h * (self.qk_nope_head_dim + self.v_head_dim))
+        shapes["o_proj"] = (h * self.v_head_dim, d)
+        return shapes
+
+    def adapter_targets(self) -> tuple[str, ...]:
+        """The canonical adapter targets this model has a matrix for (LORA_TARGETS order). A latent-attention
+        model has no k_proj or v_proj, and q_proj only without a q_lora_rank (DeepSeek-V2-Lite): PEFT matches
+        module names, so those targets would adapt nothing."""
+        present = set(self.latent_shapes()) if self.kv_lora_rank else set(self.linear_shapes())
+        present |= {"up_proj", "down_proj"} | ({"gate_proj"} if self.gated_mlp else set())
+        return tuple(t for t in LORA_TARGETS if t in present)
+
+    def replicated_latent_params(self) -> int:
+        """MLA's weights every tensor-parallel rank holds whole in vLLM (vllm-project/vllm 002d6073
+        vllm/model_executor/models/deepseek_v2.py ``DeepseekV2MLAAttention.__init__``: ``fused_qkv_a_proj``
+        (q_a_proj | kv_a_proj_with_mqa, ``disable_tp=True``) or the ReplicatedLinear ``kv_a_proj_with_mqa``,
+        and the RMSNorms ``q_a_layernorm`` / ``kv_a_layernorm``), per layer; 0 without MLA."""
+        if not self.kv_lora_rank:
+            return 0
+        q_a = self.hidden_size * self.q_lora_rank + self.q_lora_rank
+        return q_a + self.hidden_size * self.latent_width + self.kv_lora_rank
 
     # ---- shapes -------------------------------------------------------------------
     @property
@@ -266,8 +375,18 @@ class ModelSpec:
         return self.num_kv_heads * self.head_dim
 
     def linear_shapes(self) -> dict[str, tuple[int, int]]:
-        """(in_features, out_features) of each projection in one block (one expert's MLP)."""
+        """(in_features, out_features) of each projection in one block (one expert's MLP).
+
+        Multi-head latent attention: the ordinary attention it decompresses to (q and k of H · qk_head_dim,
+        v and o of H · v_head_dim), which the training rules read as an approximation (core.checks warns);
+        its real matrices are :meth:`latent_shapes`, which the counts, the weights and the serving rules read,
+        and the adapter targets it has are :meth:`adapter_targets`."""
         d, i = self.hidden_size, self.intermediate_size
+        if self.kv_lora_rank:
+            h, qk, v = self.num_heads, self.head_dim, self.v_head_dim
+            shapes = {"q_proj": (d, h * qk), "k_proj": (d, h * qk), "v_proj": (d, h * v), "o_proj": (h * v, d)}
+            shapes.update(up_proj=(d, i), down_proj=(i, d), gate_proj=(d, i))
+            return shapes
         shapes = {
             "q_proj": (d, self.q_width),
             "k_proj": (d, self.kv_width),
@@ -294,6 +413,9 @@ class ModelSpec:
 
     def attention_params(self) -> int:
         d = self.hidden_size
+        if self.kv_lora_rank:  # the projections and the q_a / kv_a RMSNorms (DeepseekV3Attention)
+            norms = self.q_lora_rank + self.kv_lora_rank
+            return sum(a * b for a, b in self.latent_shapes().values()) + norms
         n = 2 * d * self.q_width + 2 * d * self.kv_width
         if self.qkv_bias:
             n += self.q_width + 2 * self.kv_width
@@ -309,10 +431,11 @@ class ModelSpec:
         return 0
 
     def shared_expert_params(self) -> int:
-        """Qwen2-MoE's shared expert (gate, up, down of its own size) and its sigmoid gate (d → 1)."""
+        """Qwen2-MoE's shared expert (gate, up, down of its own size) and its sigmoid gate (d → 1);
+        DeepSeek's shared experts have no gate (``shared_expert_gate`` false)."""
         if not self.shared_expert_size:
             return 0
-        return 3 * self.hidden_size * self.shared_expert_size + self.hidden_size
+        return 3 * self.hidden_size * self.shared_expert_size + (self.hidden_size if self.shared_expert_gate else 0)
 
     def expert_mlp_params(self) -> int:
         d, i = self.hidden_size, self.intermediate_size
@@ -327,6 +450,7 @@ class ModelSpec:
         return (self.hidden_size + (1 if self.router_bias else 0)) * self.num_experts
 
     def layer_params(self) -> int:
+        """One block's parameters (a MoE model's: one with experts; see :meth:`blocks_params`)."""
         return (
             self.attention_params()
             + self.num_experts * self.expert_mlp_params()
@@ -334,6 +458,16 @@ class ModelSpec:
             + self.shared_expert_params()
             + self.norms_per_layer * self.norm_params()
         )
+
+    def dense_layer_params(self) -> int:
+        """One of DeepSeek's dense first blocks: attention, a gated MLP of dense_intermediate_size, norms."""
+        mlp = 3 * self.hidden_size * self.dense_intermediate_size
+        return self.attention_params() + mlp + self.norms_per_layer * self.norm_params()
+
+    def blocks_params(self) -> int:
+        """Every block's parameters: the dense first layers and the rest."""
+        dense = self.first_k_dense_replace
+        return (self.num_layers - dense) * self.layer_params() + dense * self.dense_layer_params()
 
     def architecture_params(self) -> int:
         """Total parameters implied by the dimensions (what ``model.num_parameters()`` says)."""
@@ -343,7 +477,7 @@ class ModelSpec:
         if cached is None:
             cached = (
                 self.embedding_params()
-                + self.num_layers * self.layer_params()
+                + self.blocks_params()
                 + self.norm_params()  # final norm
                 + self.head_params()
             )
@@ -366,7 +500,7 @@ class ModelSpec:
 
     def active_params(self) -> int:
         """Parameters one token passes through (MoE: only the routed experts)."""
-        idle = (self.num_experts - self.experts_per_token) * self.expert_mlp_params() * self.num_layers
+        idle = (self.num_experts - self.experts_per_token) * self.expert_mlp_params() * self.moe_layers
         return self.total_params() - round(idle * self.params_scale)
 
     def stored_matmul_params(self) -> int:
@@ -376,20 +510,28 @@ class ModelSpec:
     def matmul_params(self) -> int:
         """Parameters in the projection matrices of the blocks (what LoRA and quantisation touch)."""
         d, i = self.hidden_size, self.intermediate_size
-        attn = 2 * d * self.q_width + 2 * d * self.kv_width
+        if self.kv_lora_rank:
+            attn = sum(a * b for a, b in self.latent_shapes().values())
+        else:
+            attn = 2 * d * self.q_width + 2 * d * self.kv_width
         mlp = (3 if self.gated_mlp else 2) * d * i * self.num_experts
         shared = 3 * d * self.shared_expert_size
-        return self.num_layers * (attn + mlp + shared)
+        dense = self.first_k_dense_replace
+        dense_mlp = 3 * d * self.dense_intermediate_size
+        return self.num_layers * attn + (self.num_layers - dense) * (mlp + shared) + dense * dense_mlp
 
     def layer_tensors(self) -> int:
         """Parameter tensors of one block as transformers creates them (weights and biases
         apart, fused projections as one, each MoE projection of all experts as one 3-D tensor)."""
         norm = 2 if self.norm == "layernorm" else 1
         attn = (2 if self.fused_qkv else 4) + (0 if not self.qkv_bias else 1 if self.fused_qkv else 3)
+        if self.kv_lora_rank:  # the projections and the q_a / kv_a norms
+            attn = len(self.latent_shapes()) + (2 if self.q_lora_rank else 1)
         attn += (1 if self.o_bias else 0) + (2 if self.qk_norm else 0) + (1 if self.attention_sinks else 0)
         if self.num_experts > 1:
             mlp = 2 + (2 if self.mlp_bias else 0) + 1 + (1 if self.router_bias else 0)
-            mlp += 4 if self.shared_expert_size else 0  # shared gate, up, down and its sigmoid gate
+            # the shared expert: gate, up, down (and its sigmoid gate, Qwen2-MoE)
+            mlp += (4 if self.shared_expert_gate else 3) if self.shared_expert_size else 0
         else:
             mlp = (2 if self.fused_gate_up or not self.gated_mlp else 3) * (2 if self.mlp_bias else 1)
         return attn + mlp + self.norms_per_layer * norm
@@ -408,6 +550,11 @@ class ModelSpec:
         counts (weights and biases apart, fused projections as one, each MoE projection of all
         experts as one 3-D tensor); they sum to :meth:`layer_params`."""
         d, q, kv = self.hidden_size, self.q_width, self.kv_width
+        if self.kv_lora_rank:  # MLA's projections, then its q_a / kv_a norms
+            sizes = [a * b for a, b in self.latent_shapes().values()]
+            sizes += [self.q_lora_rank, self.kv_lora_rank] if self.q_lora_rank else [self.kv_lora_rank]
+            sizes += self._mlp_tensor_sizes()
+            return tuple(sizes + [d] * (self.norms_per_layer * (2 if self.norm == "layernorm" else 1)))
         sizes = [d * (q + 2 * kv)] if self.fused_qkv else [d * q, d * kv, d * kv]
         if self.qkv_bias:
             sizes += [q + 2 * kv] if self.fused_qkv else [q, kv, kv]
@@ -435,7 +582,7 @@ class ModelSpec:
         else:
             sizes = [d * i, d * i, i * d] + ([i, i, d] if self.mlp_bias else [])
         if self.shared_expert_size:  # Qwen2-MoE: shared gate, up, down and its sigmoid gate (d → 1)
-            sizes += [d * self.shared_expert_size] * 3 + [d]
+            sizes += [d * self.shared_expert_size] * 3 + ([d] if self.shared_expert_gate else [])
         return sizes
 
     def outside_tensor_sizes(self, embedding: bool = True, head: bool = True) -> tuple[int, ...]:
@@ -601,6 +748,7 @@ _FLAGS: Final = (
     "low_precision_layernorm",
     "parallel_residual",
     "head_bias",
+    "shared_expert_gate",
 )
 
 
@@ -727,10 +875,13 @@ def _linear_parts(model: ModelSpec) -> tuple[list[tuple[str, int]], list[tuple[s
     and its shared expert's, named as transformers' Llama / Qwen / Mistral classes name them. Fused
     projections are one linear (``qkv_proj``, ``gate_up_proj``)."""
     shapes = {name: fan_in * fan_out for name, (fan_in, fan_out) in model.linear_shapes().items()}
-    fused_qkv = shapes["q_proj"] + shapes["k_proj"] + shapes["v_proj"]
     names = ["gate_proj", "up_proj", "down_proj"] if model.gated_mlp else ["up_proj", "down_proj"]
-    attn = [("qkv_proj", fused_qkv)] if model.fused_qkv else [(n, shapes[n]) for n in ("q_proj", "k_proj", "v_proj")]
-    attn.append(("o_proj", shapes["o_proj"]))
+    if model.kv_lora_rank:  # MLA: q_a / q_b (or q), kv_a_proj_with_mqa, kv_b, o under their own names
+        attn = [(n, a * b) for n, (a, b) in model.latent_shapes().items()]
+    elif model.fused_qkv:
+        attn = [("qkv_proj", shapes["q_proj"] + shapes["k_proj"] + shapes["v_proj"]), ("o_proj", shapes["o_proj"])]
+    else:
+        attn = [(n, shapes[n]) for n in ("q_proj", "k_proj", "v_proj", "o_proj")]
     if model.gated_mlp and model.fused_gate_up:
         mlp = [("gate_up_proj", shapes["gate_proj"] + shapes["up_proj"]), ("down_proj", shapes["down_proj"])]
     else:

@@ -70,7 +70,7 @@ from core.inputs import (
     run_checks,
 )
 from core.mac import mac_refusal
-from core.model import HEAD_TARGET, ModelSpec, check_text
+from core.model import HEAD_TARGET, ModelSpec, check_text, normalise_lora_targets
 from core.units import GiB
 
 UNQUANTISED_CACHE: Final = (CacheType.F16, CacheType.BF16, CacheType.F32)
@@ -229,6 +229,21 @@ class LoraSettings:
 
     def __post_init__(self) -> None:
         run_checks(self, _LORA_CHECKS)
+
+
+def lora_on(model: ModelSpec, lora: LoraSettings) -> LoraSettings:
+    """``lora`` on ``model``: a latent-attention model has no k_proj or v_proj (nor q_proj with a
+    q_lora_rank), so targets it lacks give way to o_proj, the one attention matrix a target names there
+    (Plan._check_latent_attention); picking such a model, or reading a run config onto it, shows the
+    targets that result. Any other model: ``lora`` itself."""
+    if not model.latent_attention:
+        return lora
+    reach = model.adapter_targets()
+    kept = tuple(t for t in lora.targets if t in reach or t == HEAD_TARGET)
+    if kept == lora.targets:
+        return lora
+    targets = normalise_lora_targets(("o_proj", *kept))
+    return replace(lora, targets=targets, ia3_feedforward=tuple(t for t in lora.ia3_feedforward if t in targets))
 
 
 def _default_targets_for(method: Method, lora: LoraSettings) -> LoraSettings:
@@ -692,6 +707,7 @@ class Plan:
         if self.frozen_layers > self.model.num_layers:
             raise PlanError("frozen_layers", self.frozen_layers, f"an integer from 0 to {self.model.num_layers:,}")
         self._check_layout()
+        self._check_latent_attention()
         self._check_held_by_others()
         if self.optimizer_in_backward and self.workload.grad_accum > 1:
             raise PlanError(
@@ -828,6 +844,35 @@ class Plan:
                 cp,
                 f"a degree where 2 × CP divides the sequence of {self.workload.seq_len} tokens",
                 "context parallel splits it into 2 × CP load-balanced chunks",
+            )
+
+    def _check_latent_attention(self) -> None:
+        """Refuse what the planner cannot say of a multi-head latent attention model (DeepSeek-V2 / V3,
+        Kimi K2): llama.cpp's ``deepseek2`` cache (not read), and adapter targets the model has no matrix
+        for. MLA has no k_proj or v_proj, and q_proj only without a q_lora_rank (DeepSeek-V2-Lite): PEFT
+        matches module names, so those targets would adapt nothing (ModelSpec.latent_shapes names the rest)."""
+        model = self.model
+        if not model.latent_attention:
+            return
+        if self.inference.engine is Engine.LLAMACPP:
+            raise PlanError(
+                "inference.engine",
+                self.inference.engine.value,
+                "vLLM, SGLang or transformers for a latent-attention model",
+                "llama.cpp's deepseek2 cache (the MLA latent since its MLA change) is not modelled",
+            )
+        uses_targets = self.lora_adapters or self.lycoris or self.vera or self.oft or self.adalora
+        if not (uses_targets or self.method is Method.IA3):
+            return
+        reach = model.adapter_targets()
+        missing = [t for t in self.lora.targets if t not in reach and t != HEAD_TARGET]
+        if missing:
+            raise PlanError(
+                "lora.targets",
+                ", ".join(missing),
+                "o_proj and the MLP (gate_proj, up_proj, down_proj) on a latent-attention model",
+                f"{model.name} has no {' or '.join(missing)}: its attention is "
+                + ", ".join(n for n in model.latent_shapes()),
             )
 
     def _check_serving_layout(self) -> None:
@@ -1280,6 +1325,7 @@ class Plan:
         plan = self
         if self.lora.adapter_start_layer >= model.num_layers:  # LitGPT's Adapter: some block keeps a prompt
             plan = replace(self, lora=replace(self.lora, adapter_start_layer=max(0, model.num_layers - 1)))
+        plan = plan.targets_for(model)
         for _ in range(3):  # the training split, the experts' split, then the serving split
             try:
                 return replace(plan, model=model, model_id=model_id, frozen_layers=frozen)
@@ -1292,6 +1338,11 @@ class Plan:
                     raise  # already whole: the model refuses something else about it
                 plan = replace(plan, **{section: replace(held, **degrees)})
         return replace(plan, model=model, model_id=model_id, frozen_layers=frozen)
+
+    def targets_for(self, model: ModelSpec) -> Plan:
+        """This plan's adapter targets as ``model`` has them (:func:`lora_on`)."""
+        lora = lora_on(model, self.lora)
+        return self if lora is self.lora else replace(self, lora=lora)
 
     def with_method(self, method: Method, *, typed: frozenset[str] = frozenset(), **changes: Any) -> Plan:
         """This plan trained another way; ``changes`` are further top-level fields (lora, quant...).

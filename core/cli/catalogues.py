@@ -204,9 +204,10 @@ def _list_models(as_json: bool, search: str = "") -> str:
     lines = []
     for m in models:
         spec: ModelSpec = m.spec
+        kv = f"MLA {spec.latent_width}" if spec.latent_attention else str(spec.num_kv_heads)  # the cached latent
         lines.append(
             f"{m.id:<26} {m.name:<32} {format_count(spec.total_params()):>7}  "
-            f"L={spec.num_layers:<3} d={spec.hidden_size:<5} heads={spec.num_heads}/{spec.num_kv_heads}\n"
+            f"L={spec.num_layers:<3} d={spec.hidden_size:<5} heads={spec.num_heads}/{kv}\n"
         )
     return "".join(lines)
 

@@ -43,7 +43,7 @@ from core.runtime import (
     runs_mps,
 )
 from core.serving.fit import DEFAULT_FIT, ServingFit, link_class
-from core.serving.kv import cached_positions, kv_bytes_per_token_layer, kv_heads_per_rank
+from core.serving.kv import cached_positions, kv_bytes_per_token_layer, kv_formula, kv_heads_per_rank
 from core.serving.sglang_versions import default_fraction
 from core.serving.sglang_weights import rope_bytes
 from core.serving.vllm_rules import (
@@ -152,11 +152,17 @@ def rank_layout(plan: Plan) -> RankLayout:
     if inf.weight_dtype is WeightFormat.MXFP4 and inf.engine is Engine.VLLM:
         experts = mlp_matrix_params(model) * mxfp4_bytes_per_weight() * layers / model.num_layers / tp
         padding = experts * (mxfp4_padding(model, tp) - 1)
-    # KV projections are replicated, not split, once tp exceeds the KV heads.
-    kv_rep = kv_heads_per_rank(model, tp) * tp / model.num_kv_heads
-    kv_proj = 2 * model.hidden_size * model.kv_width * model.num_layers
+    # KV projections are replicated, not split, once tp exceeds the KV heads; MLA's down-projections
+    # and their norms are whole on every rank (ModelSpec.replicated_latent_params).
+    replicated: float
+    if model.latent_attention:
+        replicated = (tp - 1) * model.replicated_latent_params() * model.num_layers
+    else:
+        kv_rep = kv_heads_per_rank(model, tp) * tp / model.num_kv_heads
+        kv_proj = 2 * model.hidden_size * model.kv_width * model.num_layers
+        replicated = (kv_rep - 1) * kv_proj
     scale = model.params_scale
-    block_params = (model.num_layers * model.layer_params() + (kv_rep - 1) * kv_proj) * scale
+    block_params = (model.blocks_params() + replicated) * scale
     ends = (model.embedding_params() + model.head_params()) * scale
     if pp > 1:
         ends = max(model.embedding_params(), model.head_params() or model.embedding_params()) * scale
@@ -164,7 +170,8 @@ def rank_layout(plan: Plan) -> RankLayout:
     return RankLayout(
         weights_bytes=rank_params * per_param + padding,
         layers=layers,
-        kv_token_layer_bytes=kv_bytes_per_token_layer(model, KV_BYTES[inf.kv_dtype], tp),
+        # transformers' generate caches MLA's decompressed K and V; the engines its latent.
+        kv_token_layer_bytes=kv_bytes_per_token_layer(model, KV_BYTES[inf.kv_dtype], tp, inf.engine is not Engine.HF),
         kv_heads=kv_heads_per_rank(model, tp),
         intermediate=math.ceil(model.intermediate_size * max(1, model.experts_per_token) / tp),
         q_heads=max(1, model.num_heads // tp),
@@ -287,7 +294,7 @@ def hf_memory(plan: Plan, gpu: GpuSpec, layout: RankLayout, fit: ServingFit = DE
     weights = f"{gb(layout.weights_bytes)} + {gb(buffer)} (GPTQ buffer)" if buffer else gb(layout.weights_bytes)
     formula = (
         f"peak = weights + KV cache + working = {weights} + {gb(kv)} + {gb(working)} GB; "
-        f"KV = 2 · {layout.layers} layers · {layout.kv_heads} KV heads · {plan.model.head_dim} · "
+        f"KV = {kv_formula(plan.model, layout.layers, inf.tensor_parallel, latent=False)} · "
         f"{inf.context:,} tokens · {inf.concurrent} · {KV_BYTES[inf.kv_dtype]:g} B"
     )
     return EngineMemory(

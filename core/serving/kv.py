@@ -4,7 +4,8 @@ Per token and layer a decoder caches one key and one value vector for each KV he
 2 · KV heads · head width · bytes. Tensor parallelism splits the KV heads across ranks,
 each rank keeping at least one (vLLM replicates KV heads when the tensor-parallel size
 exceeds their number: ``ModelConfig.get_num_kv_heads`` returns max(1, heads // tp)).
-Layers that attend within a sliding window keep at most ``window`` positions.
+Layers that attend within a sliding window keep at most ``window`` positions. Multi-head latent
+attention caches a compressed latent instead (:func:`kv_bytes_per_token_layer`).
 """
 
 from __future__ import annotations
@@ -13,12 +14,47 @@ from core.model import ModelSpec
 
 
 def kv_heads_per_rank(model: ModelSpec, tensor_parallel: int = 1) -> int:
+    """KV heads a rank caches; multi-head latent attention caches one latent, whole on every rank."""
+    if model.latent_attention:
+        return 1
     return max(1, model.num_kv_heads // tensor_parallel)
 
 
-def kv_bytes_per_token_layer(model: ModelSpec, bytes_per_element: float, tensor_parallel: int = 1) -> float:
-    """One token in one layer on one rank: 2 (K and V) · KV heads per rank · head width · bytes."""
+def kv_bytes_per_token_layer(
+    model: ModelSpec, bytes_per_element: float, tensor_parallel: int = 1, latent: bool = True
+) -> float:
+    """One token in one layer on one rank: 2 (K and V) · KV heads per rank · head width · bytes.
+
+    Multi-head latent attention (DeepSeek-V2 / V3, Kimi K2) served by vLLM or SGLang caches one
+    latent of kv_lora_rank + qk_rope_head_dim elements per token and layer, no separate V, and every
+    tensor-parallel rank keeps it whole: vllm-project/vllm 001cabc1 vllm/v1/kv_cache_interface.py
+    ``MLAAttentionSpec.real_page_size_bytes`` = block_size · num_kv_heads (1) · head_size (the latent,
+    576 for DeepSeek-V3) · dtype size, without FullAttentionSpec's K + V; SGLang's
+    ``MLATokenToKVPool`` (sgl-project/sglang python/sglang/srt/mem_cache/memory_pool.py) holds one
+    buffer of ``kv_lora_rank + qk_rope_head_dim`` per layer the same way. The logs agree: vLLM 0.19.0
+    on DeepSeek-V2-Lite, 43.61 GiB for 1,505,552 tokens = 31,104 B = 27 layers · 576 · 2 B at TP 1,
+    and Kimi-VL's 54.78 GiB for 1,890,896 tokens at TP 2, the same 31,104 B (llm-d-incubation/llm-d-planner
+    d3121e05 accuracy/results/v0.19.0/logs). ``latent`` false: transformers' ``DeepseekV3Attention``,
+    which caches the decompressed keys (H · qk_head_dim) and values (H · v_head_dim) per layer.
+    """
+    if model.latent_attention:
+        if latent:
+            return model.latent_width * bytes_per_element
+        heads = max(1, model.num_heads // tensor_parallel)
+        return heads * (model.head_dim + model.v_head_dim) * bytes_per_element
     return 2 * kv_heads_per_rank(model, tensor_parallel) * model.head_dim * bytes_per_element
+
+
+def kv_formula(model: ModelSpec, layers: int, tensor_parallel: int = 1, latent: bool = True) -> str:
+    """The per-token words of the cache: ``2 · L layers · KV heads · head width`` or MLA's latent."""
+    if model.latent_attention and latent:
+        return (
+            f"{layers} layers · ({model.kv_lora_rank} latent + {model.qk_rope_head_dim} rope), one latent on every rank"
+        )
+    if model.latent_attention:
+        heads = max(1, model.num_heads // tensor_parallel)
+        return f"{layers} layers · {heads} heads · ({model.head_dim} k + {model.v_head_dim} v)"
+    return f"2 · {layers} layers · {kv_heads_per_rank(model, tensor_parallel)} KV heads · {model.head_dim}"
 
 
 def kv_bytes_per_token(model: ModelSpec, bytes_per_element: float, tensor_parallel: int = 1) -> float:

@@ -365,6 +365,62 @@ def _attention(plan: Plan, ctx: _Ctx) -> list[Term]:
     return items
 
 
+def _latent_attention(plan: Plan, ctx: _Ctx) -> list[Term]:
+    """What transformers' DeepseekV3Attention keeps (huggingface/transformers 00b676f8
+    models/deepseek_v3/modeling_deepseek_v3.py ``forward``), after the attention norm's readers:
+    q_a_layernorm on q_a_proj's output (with a q_lora_rank) and q_b_proj's input; kv_a_layernorm on the
+    latent part of kv_a_proj_with_mqa's output (its ``.to(float32)`` a copy, so the compressed kv itself
+    is not pinned) and kv_b_proj's input; the rotary parts' ``q * cos + rotate_half(q) * sin`` keep only
+    cos and sin; ``torch.cat`` makes q and k (H · qk_head_dim each), which the kernel keeps; v is a view
+    of kv_b_proj's output, so a kernel that keeps v pins the whole output, H · (qk_nope + v_head_dim),
+    except FlashAttention-2, whose padding of v to qk_head_dim (``F.pad``) is a copy it keeps instead."""
+    model = plan.model
+    b, s, n, ca = ctx.b, ctx.s, ctx.n, ctx.ca
+    h, qk, v = model.num_heads, model.head_dim, model.v_head_dim
+    kernel = sdpa_kernel(plan)
+    items: list[Term] = []
+    if model.q_lora_rank:
+        qr = model.q_lora_rank
+        items += _norm(model, ctx, "q_a norm", [], width=qr, in_bytes=ca)
+        items += _consumer_inputs(ctx, qr, ("q_b_proj",), False, "q_b_proj input (q_a norm output)")
+    r = model.kv_lora_rank
+    items += _norm(model, ctx, "kv_a norm", [], width=r, in_bytes=ca)
+    items += _consumer_inputs(ctx, r, ("kv_b_proj",), False, "kv_b_proj input (kv_a norm output)")
+    q_el, out_el = n * h * qk, n * h * v
+    if kernel is Kernel.MATH:
+        inner = math_kernel_bytes(plan, ca)
+        items.append(
+            Term("math kernel: scaled q, k and v", f"N·H·(2·{qk} + {v}) × {inner:g}", (2 * q_el + out_el) * inner)
+        )
+        scores = b * h * s * s
+        items.append(Term("math kernel: probabilities", f"B·H·S² × {inner:g}", scores * inner))
+        items.append(Term("attention output (o_proj input)", f"N·H·{v} × {ca:g}", out_el * ca))
+        return items
+    items.append(Term("q (nope | rope, concatenated)", f"N·H·{qk} × {ca:g} = {sci(q_el)} × {ca:g}", q_el * ca))
+    items.append(Term("k (nope | rope, concatenated)", f"N·H·{qk} × {ca:g} = {sci(q_el)} × {ca:g}", q_el * ca))
+    if kernel is Kernel.FLASH:
+        items.append(Term(f"v padded to {qk} (FlashAttention-2)", f"N·H·{qk} × {ca:g}", q_el * ca))
+    else:
+        kv_b = n * h * (model.qk_nope_head_dim + v)
+        items.append(
+            Term("kv_b_proj output (v is a view of it)", f"N·H·({model.qk_nope_head_dim} + {v}) × {ca:g}", kv_b * ca)
+        )
+    if kernel is Kernel.EAGER:
+        items += _eager_scores(plan, ctx, b * h * s * s)
+        if ctx.saves("o_proj"):
+            items.append(Term("attention output (o_proj input)", f"N·H·{v} × {ca:g}", out_el * ca))
+        return items
+    rows = s if kernel is Kernel.FLASH else -(-s // 32) * 32
+    items.append(Term("softmax log-sum-exp (float32)", f"B·H·S × 4 = {sci(b * h * rows)} × 4", b * h * rows * 4))
+    if kernel is Kernel.FLASH:  # its output at qk_head_dim, sliced and copied for o_proj
+        items.append(Term("attention output (padded)", f"N·H·{qk} × {ca:g}", q_el * ca))
+        if ctx.saves("o_proj"):
+            items.append(Term("o_proj input (the output sliced to v)", f"N·H·{v} × {ca:g}", out_el * ca))
+    else:
+        items.append(Term("attention output", f"N·H·{v} × {ca:g} = {sci(out_el)} × {ca:g}", out_el * ca))
+    return items
+
+
 def _kv_terms(plan: Plan, ctx: _Ctx, kernel: Kernel) -> list[Term]:
     """The k and v a fused or eager attention kernel keeps (after RoPE for k).
 
@@ -848,7 +904,9 @@ def layer_activations(plan: Plan, trainable_block: bool) -> LayerActs:
     ctx = _context(plan, trainable_block, block_targets)
     n, d = ctx.n, model.hidden_size
     kernels = unsloth_kernels(plan)
-    qkv = ("q_proj", "k_proj", "v_proj")
+    qkv: tuple[str, ...] = ("q_proj", "k_proj", "v_proj")
+    if model.latent_attention:  # the attention norm's output is read by the query's and the latent's projections
+        qkv = ("q_a_proj" if model.q_lora_rank else "q_proj", "kv_a_proj_with_mqa")
     mlp_in = ("gate_proj", "up_proj") if model.gated_mlp else ("up_proj",)
     items: list[Term] = []
     replicated: list[int] = []
@@ -872,7 +930,10 @@ def layer_activations(plan: Plan, trainable_block: bool) -> LayerActs:
         if "qkv" in kernels:
             attn_readers = [_unsloth_input("q/k/v input (Unsloth LoRA_QKV keeps X only)", ctx, d)]
         outside_tp(_norm(model, ctx, "attention norm", []), attn_readers)
-    items += _unsloth_o(plan, ctx, _attention(plan, ctx)) if "o" in kernels else _attention(plan, ctx)
+    if model.latent_attention:
+        items += _latent_attention(plan, ctx)
+    else:
+        items += _unsloth_o(plan, ctx, _attention(plan, ctx)) if "o" in kernels else _attention(plan, ctx)
     if model.dropout:
         outside_tp([Term("residual dropout mask", "N·d × 1", n * d)])
     mlp_readers = []

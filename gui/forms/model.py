@@ -54,6 +54,36 @@ DIMENSIONS: tuple[tuple[str, str, str], ...] = (
     ("num_experts", "Experts", "Mixture-of-experts: experts per block (1 for a dense model)."),
     ("experts_per_token", "Experts per token", "Mixture-of-experts: experts each token is routed to."),
 )
+# Multi-head latent attention (DeepSeek-V2 / V3, Kimi K2): shown for such a model only (core.model's fields).
+LATENT_DIMENSIONS: tuple[tuple[str, str, str], ...] = (
+    (
+        "kv_lora_rank",
+        "KV latent rank",
+        "Multi-head latent attention: width of the compressed KV latent the engines cache (config.json kv_lora_rank).",
+    ),
+    (
+        "qk_rope_head_dim",
+        "Rotary key width",
+        "Multi-head latent attention: the rotary part of q·k per head, cached beside the latent (qk_rope_head_dim).",
+    ),
+    ("v_head_dim", "Value head width", "Multi-head latent attention: width of one head's value (v_head_dim)."),
+    (
+        "q_lora_rank",
+        "Query latent rank",
+        "Multi-head latent attention: the query's compression (q_lora_rank); 0 is a plain q_proj (DeepSeek-V2-Lite).",
+    ),
+    (
+        "first_k_dense_replace",
+        "Dense first layers",
+        "DeepSeek: how many first layers have a dense MLP instead of experts (first_k_dense_replace).",
+    ),
+    (
+        "dense_intermediate_size",
+        "Dense MLP width",
+        "DeepSeek: the dense first layers' MLP width (config.json "
+        "intermediate_size; the experts' is moe_intermediate_size).",
+    ),
+)
 
 
 def saved_models(settings: Settings | None) -> dict[str, ModelSpec]:
@@ -162,6 +192,12 @@ class ModelForm(PlanForm):
             field = IntField(label, 1, min(LIMITS[name], 2**31 - 1), "", tooltip)
             self.bind(key, label, field, _dimension_setter(name))
             self._dimension_keys.append(key)
+        self._latent_keys: list[str] = []
+        for name, label, tooltip in LATENT_DIMENSIONS:
+            key = f"model.{name}"
+            field = IntField(label, 0, LIMITS["intermediate_size"], "", tooltip)
+            self.bind(key, label, field, _dimension_setter(name))
+            self._latent_keys.append(key)
         self.tied = QCheckBox("Tied input/output embeddings")
         self.tied.setAccessibleName("Tied embeddings")
         self.tied.setToolTip("The output head reuses the embedding matrix (no separate V × d head).")
@@ -375,6 +411,9 @@ class ModelForm(PlanForm):
         self.dims_toggle.setArrowType(Qt.ArrowType.DownArrow if shown else Qt.ArrowType.RightArrow)
         for key in self._dimension_keys:
             self.set_row_visible(key, shown)
+        latent = shown and self.controller.plan.model.latent_attention
+        for key in self._latent_keys:
+            self.set_row_visible(key, latent)
 
     def shown_key(self, plan: Plan) -> tuple[object, ...]:
         return (*super().shown_key(plan), plan.model_id, plan.model)
@@ -391,6 +430,13 @@ class ModelForm(PlanForm):
             field = self.fields[f"model.{name}"]
             assert isinstance(field, IntField)
             field.show_value(int(getattr(model, name)))
+        for name, _label, _tooltip in LATENT_DIMENSIONS:
+            field = self.fields[f"model.{name}"]
+            assert isinstance(field, IntField)
+            field.show_value(int(getattr(model, name)))
+        latent = self.dims_toggle.isChecked() and model.latent_attention
+        for key in self._latent_keys:
+            self.set_row_visible(key, latent)
         self.tied.setChecked(model.tie_embeddings)
         self.gated.setChecked(model.gated_mlp)
 
@@ -402,9 +448,16 @@ class ModelForm(PlanForm):
         if params.active != params.total:
             text += f", {count(params.active)} active per token"
         text += f"<br>{model.num_layers} layers · width {model.hidden_size:,} · {model.num_heads} heads"
-        if model.num_kv_heads != model.num_heads:
+        if model.latent_attention:
+            query = f"query latent {model.q_lora_rank}" if model.q_lora_rank else "plain query"
+            text += (
+                f" (latent attention: KV latent {model.kv_lora_rank} + rotary {model.qk_rope_head_dim} cached, {query})"
+            )
+        elif model.num_kv_heads != model.num_heads:
             text += f" ({model.num_kv_heads} KV)"
         text += f" · vocab {model.vocab_size:,}"
+        if model.first_k_dense_replace:
+            text += f" · first {model.first_k_dense_replace} layers dense"
         if not estimate.plan.model_id:
             text = f"<i>{plaintext.html(model.name)}</i><br>" + text
         self.summary.setText(text)

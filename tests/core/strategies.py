@@ -77,7 +77,12 @@ def plans(draw: st.DrawFn) -> Plan:
     if method in LYCORIS and spec.num_experts > 1:
         method = Method.LORA
     frozen = draw(st.integers(1, spec.num_layers)) if method is Method.FROZEN else draw(st.integers(0, spec.num_layers))
-    targets = draw(st.lists(st.sampled_from(LORA_TARGETS), min_size=1, unique=True))
+    # A latent-attention model (DeepSeek, Kimi K2) has no k_proj / v_proj (nor q_proj with a q_lora_rank)
+    # and no llama.cpp cache in the planner: Plan refuses those (Plan._check_latent_attention).
+    reachable = spec.adapter_targets() if spec.latent_attention else LORA_TARGETS
+    targets = draw(st.lists(st.sampled_from(reachable), min_size=1, unique=True))
+    if spec.latent_attention and engine is Engine.LLAMACPP:
+        engine = Engine.VLLM
     head = method is not Method.IA3 and method not in LYCORIS and draw(st.booleans())
     gpu = draw(gpu_ids)
     # An Apple GPU: one GPU, and only the settings PyTorch's MPS backend runs (core.mac; the Plan refuses others).

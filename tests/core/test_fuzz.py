@@ -303,7 +303,12 @@ def _random_plan(rng: random.Random) -> Plan:
     method = rng.choice(list(Method))
     frozen_low = 1 if method is Method.FROZEN else 0
     engine = rng.choice(list(Engine))
-    targets = tuple(rng.sample(LORA_TARGETS, rng.randint(1, len(LORA_TARGETS))))
+    # A latent-attention model (DeepSeek, Kimi K2): no k_proj / v_proj (nor q_proj with a q_lora_rank) and no
+    # llama.cpp cache in the planner; Plan refuses those (Plan._check_latent_attention).
+    reachable = model.adapter_targets() if model.latent_attention else LORA_TARGETS
+    if model.latent_attention and engine is Engine.LLAMACPP:
+        engine = Engine.VLLM
+    targets = tuple(rng.sample(reachable, rng.randint(1, len(reachable))))
     drawn: dict[str, Any] = dict(
         model=model,
         method=method,

@@ -19,7 +19,7 @@ from dataclasses import replace
 from typing import Any, Final
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 from core.catalogue import load_models
@@ -341,6 +341,9 @@ def as_served(plan: Plan, target: Target) -> Plan:
 @ROUND_TRIP
 @given(plan=served_plans())
 def test_round_trip_of_the_serving_commands(target: Target, plan: Plan) -> None:
+    # A latent-attention model read back from a llama.cpp / Ollama command is a llama.cpp plan, which the planner
+    # refuses for MLA (Plan._check_latent_attention: its deepseek2 cache is not modelled).
+    assume(not (plan.model.latent_attention and target not in (Target.VLLM, Target.SGLANG)))
     exported = export(plan, target)
     check_unexpressed(exported)
     if target in (Target.VLLM, Target.SGLANG):

@@ -1194,7 +1194,20 @@ def test_held_out_logs_have_their_own_summary_line_and_count_in_the_kv_target(be
 def every_held_out_log() -> set[str]:
     """The ids of every held-out log of every round."""
     rounds = (HELD_OUT_TOKENS, THIRD_ROUND_TOKENS, FOURTH_ROUND_TOKENS, FIFTH_ROUND_TOKENS, SIXTH_ROUND_TOKENS)
-    return {"vllm17327-qwen3-30b-a3b-w4a16-3090-v0", *(log for tokens in rounds for log in tokens)}
+    return {"vllm17327-qwen3-30b-a3b-w4a16-3090-v0", MLA_LOG, *(log for tokens in rounds for log in tokens)}
+
+
+# llm-d-planner's DeepSeek-V2-Lite-Chat log (vLLM 0.19.0, one H100, d3121e05 accuracy/results/v0.19.0/logs):
+# excluded until the model spec described multi-head latent attention (branch h55mla), so held out.
+MLA_LOG = "deepseek-ai-deepseek-v2---h100-80gb--tp1pp1dp1--8192"
+
+
+def test_the_latent_attention_log_is_held_out_and_close(scored: tuple) -> None:
+    rows, _ = scored
+    row = next(r for r in rows if r.case.id == MLA_LOG and r.case.table == "kv")
+    # The log: "GPU KV cache size: 1,505,552 tokens" (43.61 GiB, 31,104 B a token: 27 layers x 576 x 2 B).
+    assert row.case.held_out and row.case.identifies == "" and row.case.logged == 1_505_552
+    assert abs(row.error_pct) < 1.0  # +0.2 % when it was added
 
 
 def test_the_held_out_logs_fit_nothing_and_stay_within_10_percent(bench: ModuleType, scored: tuple) -> None:

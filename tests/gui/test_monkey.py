@@ -44,12 +44,15 @@ from gui.forms.fields import (
     SettingField,
     is_marked_invalid,
 )
+from gui.forms.model import LATENT_DIMENSIONS
 from gui.main_window import MainWindow
 from tests.gui.test_chart import heights
 
 SEED = int(os.environ.get("MONKEY_SEED", "20240611"))
 # The rows only one method shows, by that method's value: reached after the walk when it missed them.
 METHOD_ROWS = {"lokr": "lora.lokr_factor", "oft": "lora.oft_block_size"}
+# The Model form's rows a latent-attention model alone shows (gui.forms.model.LATENT_DIMENSIONS, branch h55mla).
+LATENT_ROWS = tuple(f"model.{name}" for name, _label, _tip in LATENT_DIMENSIONS)
 # About 40 edits per input of the one table, so that each is reached: a fixed 2,000 stopped
 # reaching the frozen-layers field (shown only for that method) once the table grew to 84, and
 # 30 per input missed FSDP2's float8 all-gather (shown only for FSDP with float8 linears); 40
@@ -393,6 +396,11 @@ def expected_values(window: MainWindow, plan: Plan) -> dict[str, Any]:
         values[f"model.{name}"] = getattr(m, name)
     for name in ("vocab_size", "num_experts", "experts_per_token"):
         values[f"model.{name}"] = getattr(m, name)
+    # Multi-head latent attention's fields (shown for such a model only; branch h55mla).
+    for name in ("kv_lora_rank", "qk_rope_head_dim", "v_head_dim", "q_lora_rank"):
+        values[f"model.{name}"] = getattr(m, name)
+    for name in ("first_k_dense_replace", "dense_intermediate_size"):
+        values[f"model.{name}"] = getattr(m, name)
     for target in window.method_form.targets.boxes:
         values[f"lora.targets.{target}"] = target in plan.lora.targets
     for target in window.method_form.feedforward.boxes:  # IA3's feedforward modules (branch h40peft)
@@ -686,6 +694,26 @@ class Monkey:
                 done.append(f"method {method!r}, then {self.edit(key, widget)}")
         return done
 
+    def reach_latent_rows(self) -> list[str]:
+        """The rows a multi-head latent attention model alone shows (branch h55mla) that the walk missed: File →
+        New, DeepSeek-V2-Lite picked, the architecture dimensions unfolded, and each row edited once (the model
+        picked again whenever an edit made it another kind)."""
+        done = []
+        form = self.window.model_form
+        for key in [key for key in LATENT_ROWS if not self.done[key]]:
+            if not self.window.controller.plan.model.latent_attention:
+                self.window.new_action.trigger()
+                index = form.picker.findData("deepseek-v2-lite")
+                form.picker.setCurrentIndex(index)
+                form.picker.activated.emit(index)  # as a click on the entry applies it
+                done.append("File → New, model 'deepseek-v2-lite'")
+            if not form.dims_toggle.isChecked():
+                form.dims_toggle.setChecked(True)
+            widget = self.fields[key]
+            if widget.isVisibleTo(self.window) and widget.isEnabled():
+                done.append(self.edit(key, widget))
+        return done
+
     def plain_single_gpu(self) -> None:
         """One GPU, DDP, PyTorch's own loop: TP, PP and CP typed back to 1, the framework boxes off."""
         form = self.window.parallel_form
@@ -767,6 +795,10 @@ def test_monkey(qtbot: Any, window: MainWindow) -> None:
                 raise AssertionError(f"{where}; last edits {monkey.log[-10:]}; plan {plan}") from error
         close_popups()
         for what in monkey.reach_method_rows():
+            monkey.log.append(what)
+            assert not escaped, f"seed {SEED}, after the walk: {what} raised {escaped[0]!r}"
+            check_plan(window)
+        for what in monkey.reach_latent_rows():
             monkey.log.append(what)
             assert not escaped, f"seed {SEED}, after the walk: {what} raised {escaped[0]!r}"
             check_plan(window)

@@ -82,8 +82,13 @@ def _model(draft: Draft) -> dict[str, Any]:
         draft.cannot("method.lora.targets", "torchtune adapts all three MLP matrices or none (apply_lora_to_mlp)")
     attention = [ATTENTION_MODULES[t] for t in targets if t in ATTENTION_MODULES]
     if not attention:  # lora_llama3_self_attention: "ValueError: If lora_modules arg is an empty list"
-        draft.cannot("method.lora.targets", "torchtune's LoRA adapts at least one attention matrix (q_proj is written)")
-        attention = ["q_proj"]
+        # A latent-attention model has no q_proj with a q_lora_rank: its output projection is written instead.
+        first = "q_proj" if "q_proj" in plan.model.adapter_targets() else "o_proj"
+        written = ATTENTION_MODULES[first]
+        draft.cannot(
+            "method.lora.targets", f"torchtune's LoRA adapts at least one attention matrix ({written} is written)"
+        )
+        attention = [written]
     model.update(
         lora_attn_modules=attention,
         apply_lora_to_mlp=bool(mlp),

@@ -280,6 +280,7 @@ def plan_from_run(run: RunConfig, base: Plan, model: ModelChoice | None = None) 
         if model is not None and model.spec is not None:
             frozen = min(plan.frozen_layers, model.spec.num_layers)
             plan = replace(plan, model=model.spec, model_id=model.model_id, frozen_layers=frozen)
+        plan = plan.targets_for(plan.model)  # a latent-attention model's targets it has (Plan.targets_for)
         dtype = model.torch_dtype if model is not None and model.spec is not None else _plan_model_dtype(plan)
         return apply_settings(plan, run.settings, model_dtype=dtype)
     except PlanError as exc:

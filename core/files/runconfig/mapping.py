@@ -32,6 +32,7 @@ from core.plan import (
     Stack,
     Strategy,
     ia3_feedforward_within,
+    lora_on,
     preset_matching,
 )
 
@@ -184,6 +185,7 @@ def apply_settings(plan: Plan, settings: RunSettings, *, model_dtype: str | None
         lora["ia3_feedforward"] = ia3_feedforward_within(plan.lora, s.lora_targets or plan.lora.targets)
     if lora:
         changes["lora"] = replace(plan.lora, **lora) if plan.lora else LoraSettings(**lora)  # type: ignore[arg-type]
+        changes["lora"] = lora_on(plan.model, changes["lora"])  # type: ignore[arg-type]  # MLA: targets it has
     roles = roles_for(plan, s.model_dtype or model_dtype, s)
     if roles is not None:
         # A named preset when the roles are one (Trainer(bf16=True) on a bf16 model, ...).
