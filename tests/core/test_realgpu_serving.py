@@ -1244,7 +1244,9 @@ def test_the_held_out_logs_are_loaded_scored_and_marked_alike_in_the_corpus(benc
     # KV case is scored on the tokens it printed, and its source sets no constant of the fit.
     marked = {log["id"] for log in bench.engine_logs()["logs"] if log.get("held_out")}
     mapped = {entry.log_id for entry in bench.OTHER_LOGS if entry.held_out}
-    assert marked == mapped == every_held_out_log()
+    # The old corpus's held-out log (DeepSeek-V2-Lite, llm-d-planner's) is marked in serving.py, not engine_logs.json.
+    assert {MLA_LOG} == bench.OLD_CORPUS_HELD_OUT
+    assert marked == mapped == every_held_out_log() - {MLA_LOG}
     rows, _ = scored
     kv = {r.case.id: r for r in rows if r.case.table == "kv"}
     assert {i: kv[i].case.logged for i in HELD_OUT_TOKENS} == HELD_OUT_TOKENS
@@ -1256,8 +1258,15 @@ def test_the_held_out_logs_are_loaded_scored_and_marked_alike_in_the_corpus(benc
 def test_the_held_out_summary_line_reports_every_held_out_log(bench: ModuleType, scored: tuple) -> None:
     rows, _ = scored
     line = bench.held_out_summary(rows)
-    logs = (*HELD_OUT_TOKENS, *THIRD_ROUND_TOKENS, *FOURTH_ROUND_TOKENS, *FIFTH_ROUND_TOKENS, *SIXTH_ROUND_TOKENS)
-    assert f"of {len(logs) + 1} within 5 %" in line.line
+    logs = (
+        *HELD_OUT_TOKENS,
+        *THIRD_ROUND_TOKENS,
+        *FOURTH_ROUND_TOKENS,
+        *FIFTH_ROUND_TOKENS,
+        *SIXTH_ROUND_TOKENS,
+        MLA_LOG,
+    )
+    assert f"of {len(logs) + 1} within 5 %" in line.line  # + vllm17327's RTX 3090 log
     assert all(log_id in line.line for log_id in logs)
     # Missed in the third round (kolyangg's +34.9 %), met again since the profile's sampler
     # follows the install (vllm_sampler), missed again by the fourth round's RTX 3090 log (-10.2 %)
