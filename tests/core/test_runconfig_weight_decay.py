@@ -45,7 +45,7 @@ def test_torchtitan_weight_decay_and_its_default() -> None:
     run = load_run_config(DATA / "torchtitan_llama3_8b.toml")
     decay = next(f for f in run.fields if f.setting == "weight_decay")
     assert decay.value == pytest.approx(0.1) and "default" in decay.source
-    text = (DATA / "torchtitan_llama3_8b.toml").read_text().replace('eps = 1e-8', 'eps = 1e-8\nweight_decay = 0.0')
+    text = (DATA / "torchtitan_llama3_8b.toml").read_text().replace("eps = 1e-8", "eps = 1e-8\nweight_decay = 0.0")
     run = loads_run_config(text.encode(), "llama3_8b.toml")
     assert next(f for f in run.fields if f.setting == "weight_decay").value == 0.0
 
