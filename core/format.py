@@ -84,6 +84,19 @@ def latency(seconds: float) -> str:
     return f"{seconds:,.1f} s"
 
 
+def duration(seconds: float) -> str:
+    """A part of a step, three significant digits in the unit of its size: 287 µs, 98.7 ms, 2.91 s,
+    1,235 s ("0.000287 s" read as a number to count zeros in); no finite value reads "—"."""
+    if not math.isfinite(seconds):
+        return "—"
+    if seconds == 0:
+        return "0 s"
+    for scale, unit in ((1e-3, "µs"), (1.0, "ms")):  # the next unit once three digits round past 999
+        if seconds < scale * 0.9995:
+            return f"{seconds / scale * 1e3:.3g} {unit}"
+    return f"{seconds:.3g} s" if seconds < 99.95 else f"{seconds:,.0f} s"
+
+
 _UNGROUPED: Final = re.compile(r"(?<![\d,.])\d{4,}(?![\d,.])")
 
 

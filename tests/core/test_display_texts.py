@@ -10,7 +10,7 @@ from core.catalogue import find_gpu, find_model
 from core.cli.render import render_serving
 from core.estimate import estimate
 from core.files.report import build_report, to_markdown
-from core.format import grouped, latency, memory
+from core.format import duration, grouped, latency, memory
 from core.inputs import MP_DTYPE_LABELS
 from core.plan import Hardware, MpDtype, Plan
 from core.verdict import Mode
@@ -22,6 +22,23 @@ from core.verdict import Mode
 )
 def test_a_wait_reads_in_seconds_past_ten(seconds: float, text: str) -> None:
     assert latency(seconds) == text
+
+
+@pytest.mark.parametrize(
+    ("seconds", "text"),
+    # h55ux: the Compute & time parts of Llama-2 7B full at 1 × 256 on an A100 read 0.0987 s, 0.000287 s.
+    [
+        (0.0987, "98.7 ms"),
+        (0.000287, "287 µs"),
+        (0.0499, "49.9 ms"),
+        (2.91, "2.91 s"),
+        (0.0, "0 s"),
+        (0.0009996, "1 ms"),
+        (1234.6, "1,235 s"),
+    ],
+)
+def test_a_step_part_reads_in_the_unit_of_its_size(seconds: float, text: str) -> None:
+    assert duration(seconds) == text
 
 
 def test_latency_with_no_finite_value() -> None:

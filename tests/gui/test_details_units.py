@@ -73,8 +73,8 @@ def test_the_arithmetic_shows_the_steps_fixed_part(qtbot: Any, window: MainWindo
     )
     _cost_text(qtbot, window)
     fixed = window.controller.estimate.compute.fixed_step
-    assert fixed.startswith("the optimizer step") and "once a step whatever the batch" in fixed
+    assert fixed.startswith("the optimizer step is ") and "once a step, whatever the batch" in fixed
     assert fixed in window.compute_panel.training.formula.text()
     # An 8B plan at 4 × 4,096 × 4: the optimizer step is under a tenth of the step, nothing said.
     window.controller.reset(default_plan().with_workload(micro_batch=4, seq_len=4096, grad_accum=4))
-    assert "once a step whatever the batch" not in window.compute_panel.training.formula.text()
+    assert "once a step, whatever the batch" not in window.compute_panel.training.formula.text()
