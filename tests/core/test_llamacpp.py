@@ -115,3 +115,14 @@ def test_the_memory_sentence_adds_up_in_one_unit() -> None:
     # The host part in both units too, and the RAM it would be judged against said by name.
     assert f"host memory {memory.host_bytes / MiB:,.2f} MiB ({gb(memory.host_bytes)} GB: " in f
     assert f.endswith("host RAM not given")
+
+
+def test_the_step_formula_says_the_cpu_layers_time() -> None:
+    """h55ux: with layers left on the CPU the step read "max(bytes read ÷ (… GB/s × 90%), FLOPs ÷ compute)",
+    as if every byte came at the card's bandwidth; the host memory's part (core.serving.speed
+    HOST_BANDWIDTH_GB_S, JEDEC dual-channel DDR4-3200) is now a term of its own with its milliseconds."""
+    part = estimate(llama_plan(context=8192, gpu_layers=20)).inference.speed
+    assert part is not None
+    assert "GPU bytes read ÷ (" in part.formula and " GB/s of host memory (" in part.formula
+    whole = estimate(llama_plan(context=8192)).inference.speed  # every layer on the 4090
+    assert whole is not None and "host memory" not in whole.formula and "max(bytes read ÷ (" in whole.formula
