@@ -17,7 +17,7 @@ from core.checks import PlanWarning, plan_warnings
 from core.dtypes import Autocast, Dtype
 from core.errors import PlanError
 from core.evidence import Confidence, confidence
-from core.format import memory
+from core.format import amount, memory
 from core.memo import fills_fields
 from core.params import ParamCounts, param_counts
 from core.plan import Accounting, Engine, Offload, Plan
@@ -123,6 +123,18 @@ class Estimate:
         if self._inference_of is None:
             raise ValueError("this estimate was built without its serving estimate")
         return self._inference_of()
+
+    def summary_in(self, unit: str = "GB") -> str:
+        """The sum at the peak in ``unit`` (GB or GiB): :attr:`summary_formula` in GB, and in lesson
+        accounting (the lesson's own digits); in GiB the peak phase's buckets and the workspaces again,
+        as the detailed sum writes them (core.training.detailed)."""
+        phase = next((p for p in self.phases if p.name == self.peak_phase), None)
+        if unit != "GiB" or phase is None or self.plan.accounting is Accounting.LESSON:
+            return self.summary_formula
+        workspaces = self.peak_bytes - self.tensor_peak_bytes
+        text = " + ".join(amount(b.bytes, unit) for b in phase.buckets)
+        text += f" + {amount(workspaces, unit)} (workspaces)" if workspaces else ""
+        return f"{text} = {amount(self.peak_bytes, unit)} GiB at the {phase.name}"
 
     @property
     def worst(self) -> RankMemory:

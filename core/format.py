@@ -124,6 +124,15 @@ def gb(n_bytes: float) -> str:
     return f"{value:.2f}"
 
 
+def amount(n_bytes: float, unit: str = "GB") -> str:
+    """A part of a sum in ``unit`` (GB or GiB), no unit after it, as :func:`gb` writes it in GB: the
+    window's Arithmetic writes its sums in the unit picked (h55ux)."""
+    if unit != "GiB":
+        return gb(n_bytes)
+    value = n_bytes / GiB
+    return f"{value:.1f}" if abs(value) >= 10 else f"{value:.2f}"
+
+
 _SCALES: Final = ((1e12, "e12"), (1e9, "e9"), (1e6, "e6"))
 
 

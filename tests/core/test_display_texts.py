@@ -83,3 +83,34 @@ def test_held_on_the_card_says_what_the_verdict_judges_instead() -> None:
     assert "in GiB as vLLM logs them" in vllm.formula
     hf = estimate(plan.with_inference(engine="hf", context=8192, concurrent=4)).inference
     assert hf.held_note() == ""  # generate holds what it needs: nothing to explain
+
+
+def test_the_sums_follow_the_unit_picked() -> None:
+    """h55ux: with GiB picked the Arithmetic tab read "Weights — 23.3 GiB" above "Weights: 17.1 + 2.10 + … =
+    25.0 GB" and "The sum at the peak: … = 33.6 GB" under a banner in GiB (Llama 3.1 70B QLoRA, FSDP over
+    2 × RTX 4090): the sums are now written in the unit picked, and in GB exactly as before."""
+    from core.plan import Method, Strategy, Workload
+
+    entry = find_model("llama-3.1-70b")
+    plan = Plan(
+        model=entry.spec,
+        model_id=entry.id,
+        method=Method.QLORA,
+        checkpointing=True,
+        workload=Workload(micro_batch=1, seq_len=2048),
+        hardware=Hardware(gpu="rtx-4090"),
+    ).on_gpus(2, Strategy.FSDP)
+    est = estimate(plan)
+    assert est.summary_in("GB") == est.summary_formula
+    gib = est.summary_in("GiB")
+    assert gib.endswith(f"= {est.peak_bytes / 2**30:.1f} GiB at the {est.peak_phase}") and " GB" not in gib
+    for bucket in est.buckets:
+        if len(bucket.terms) > 1:
+            assert bucket.total_line("GB") == bucket.formula.splitlines()[-1]
+            line = bucket.total_line("GiB")
+            assert line.endswith(f" = {bucket.bytes / 2**30:.1f} GiB") or line.endswith(
+                f" = {bucket.bytes / 2**30:.2f} GiB"
+            )
+    served = est.inference
+    assert served.summary_in("GB") == served.summary_formula
+    assert served.summary_in("GiB").endswith(" GiB needed at once")
