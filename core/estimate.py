@@ -37,6 +37,13 @@ JUDGED_WHY: Final = (
     "the card runs out of memory when the process can get no more from it; nvidia-smi counts all it "
     "holds: the caching allocator's segments (max_memory_reserved), the CUDA context and NCCL's buffers"
 )
+# Lesson accounting (seed/LM8-T3-memory-and-compute.txt) sums its four buckets, the activations a typed
+# allowance: no allocator, CUDA context or library is in it, so it is no card's figure (h55ux).
+LESSON_JUDGED_FIGURE: Final = "lesson sum"
+LESSON_JUDGED_WHY: Final = (
+    "lesson accounting judges the sum of its four buckets (weights, gradients, optimizer state and the typed "
+    "activation allowance); no allocator reserve, CUDA context or library buffer is counted"
+)
 # On an Apple GPU PyTorch runs its MPS backend (core.runtime.runs_mps): no nvidia-smi, and the figure its
 # allocator checks is the Metal driver's, torch.mps.driver_allocated_memory() (pytorch/pytorch
 # aten/src/ATen/mps/MPSAllocator.h at 01f98b3e: the heaps it holds), against its high watermark.
@@ -222,11 +229,16 @@ class Estimate:
 
     @property
     def judged_figure(self) -> str:
-        """The name of the figure the verdict reads: "nvidia-smi", or "MPS driver" on an Apple GPU."""
+        """The name of the figure the verdict reads: "nvidia-smi", or "MPS driver" on an Apple GPU; in
+        lesson accounting the lesson's sum."""
+        if self.plan.accounting is Accounting.LESSON:
+            return LESSON_JUDGED_FIGURE
         return judged_figure(self.gpu.id)
 
     @property
     def judged_why(self) -> str:
+        if self.plan.accounting is Accounting.LESSON:
+            return LESSON_JUDGED_WHY
         return judged_why(self.gpu.id)
 
     @property
