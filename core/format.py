@@ -116,6 +116,12 @@ def money(value: float, currency: str = "") -> str:
     return f"{currency}{value:,.2f}"
 
 
+def cost(value: float, currency: str = "") -> str:
+    """A cost as a noun in a sentence: :func:`money`'s amount, or "an unknown cost" where no price is
+    known ("6.5 h and unknown for 20,000,000 tokens" read as a typo, h55ux)."""
+    return money(value, currency) if math.isfinite(value) else "an unknown cost"
+
+
 def gb(n_bytes: float) -> str:
     """A value in decimal GB the way the lesson prints parts: 0.50, 3.35, 13.4, 53.6."""
     value = n_bytes / GB
