@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any, Final
 
-from core.format import gb
+from core.format import amount, gb
 from core.memo import fills_fields
 
 
@@ -76,8 +76,13 @@ class Bucket:
             return f"{self.label}: {gb(self.bytes)} GB"
         lines = [f"{t.label}: {t.formula} = {gb(t.bytes)} GB" for t in self.terms]
         if len(self.terms) > 1:
-            lines.append(f"{self.label}: " + " + ".join(gb(t.bytes) for t in self.terms) + f" = {gb(self.bytes)} GB")
+            lines.append(self.total_line())
         return "\n".join(lines)
+
+    def total_line(self, unit: str = "GB") -> str:
+        """The bucket as the sum of its terms in ``unit`` (GB or GiB): "Weights: 17.1 + 2.10 = 19.2 GB"."""
+        parts = " + ".join(amount(t.bytes, unit) for t in self.terms)
+        return f"{self.label}: {parts} = {amount(self.bytes, unit)} {'GiB' if unit == 'GiB' else 'GB'}"
 
 
 # A term's (or a bucket's) bytes, read in C by filter() and map(): ~25 buckets an estimate.

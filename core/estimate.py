@@ -17,7 +17,7 @@ from core.checks import PlanWarning, plan_warnings
 from core.dtypes import Autocast, Dtype
 from core.errors import PlanError
 from core.evidence import Confidence, confidence
-from core.format import memory
+from core.format import amount, memory
 from core.memo import fills_fields
 from core.params import ParamCounts, param_counts
 from core.plan import Accounting, Engine, Offload, Plan
@@ -36,6 +36,13 @@ JUDGED_SHORT: Final = "what the card must give the process"
 JUDGED_WHY: Final = (
     "the card runs out of memory when the process can get no more from it; nvidia-smi counts all it "
     "holds: the caching allocator's segments (max_memory_reserved), the CUDA context and NCCL's buffers"
+)
+# Lesson accounting (seed/LM8-T3-memory-and-compute.txt) sums its four buckets, the activations a typed
+# allowance: no allocator, CUDA context or library is in it, so it is no card's figure (h55ux).
+LESSON_JUDGED_FIGURE: Final = "lesson sum"
+LESSON_JUDGED_WHY: Final = (
+    "lesson accounting judges the sum of its four buckets (weights, gradients, optimizer state and the typed "
+    "activation allowance); no allocator reserve, CUDA context or library buffer is counted"
 )
 # On an Apple GPU PyTorch runs its MPS backend (core.runtime.runs_mps): no nvidia-smi, and the figure its
 # allocator checks is the Metal driver's, torch.mps.driver_allocated_memory() (pytorch/pytorch
@@ -124,6 +131,18 @@ class Estimate:
             raise ValueError("this estimate was built without its serving estimate")
         return self._inference_of()
 
+    def summary_in(self, unit: str = "GB") -> str:
+        """The sum at the peak in ``unit`` (GB or GiB): :attr:`summary_formula` in GB, and in lesson
+        accounting (the lesson's own digits); in GiB the peak phase's buckets and the workspaces again,
+        as the detailed sum writes them (core.training.detailed)."""
+        phase = next((p for p in self.phases if p.name == self.peak_phase), None)
+        if unit != "GiB" or phase is None or self.plan.accounting is Accounting.LESSON:
+            return self.summary_formula
+        workspaces = self.peak_bytes - self.tensor_peak_bytes
+        text = " + ".join(amount(b.bytes, unit) for b in phase.buckets)
+        text += f" + {amount(workspaces, unit)} (workspaces)" if workspaces else ""
+        return f"{text} = {amount(self.peak_bytes, unit)} GiB at the {phase.name}"
+
     @property
     def worst(self) -> RankMemory:
         return self.ranks[self.worst_rank]
@@ -210,11 +229,16 @@ class Estimate:
 
     @property
     def judged_figure(self) -> str:
-        """The name of the figure the verdict reads: "nvidia-smi", or "MPS driver" on an Apple GPU."""
+        """The name of the figure the verdict reads: "nvidia-smi", or "MPS driver" on an Apple GPU; in
+        lesson accounting the lesson's sum."""
+        if self.plan.accounting is Accounting.LESSON:
+            return LESSON_JUDGED_FIGURE
         return judged_figure(self.gpu.id)
 
     @property
     def judged_why(self) -> str:
+        if self.plan.accounting is Accounting.LESSON:
+            return LESSON_JUDGED_WHY
         return judged_why(self.gpu.id)
 
     @property

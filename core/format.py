@@ -84,6 +84,19 @@ def latency(seconds: float) -> str:
     return f"{seconds:,.1f} s"
 
 
+def duration(seconds: float) -> str:
+    """A part of a step, three significant digits in the unit of its size: 287 µs, 98.7 ms, 2.91 s,
+    1,235 s ("0.000287 s" read as a number to count zeros in); no finite value reads "—"."""
+    if not math.isfinite(seconds):
+        return "—"
+    if seconds == 0:
+        return "0 s"
+    for scale, unit in ((1e-3, "µs"), (1.0, "ms")):  # the next unit once three digits round past 999
+        if seconds < scale * 0.9995:
+            return f"{seconds / scale * 1e3:.3g} {unit}"
+    return f"{seconds:.3g} s" if seconds < 99.95 else f"{seconds:,.0f} s"
+
+
 _UNGROUPED: Final = re.compile(r"(?<![\d,.])\d{4,}(?![\d,.])")
 
 
@@ -103,12 +116,27 @@ def money(value: float, currency: str = "") -> str:
     return f"{currency}{value:,.2f}"
 
 
+def cost(value: float, currency: str = "") -> str:
+    """A cost as a noun in a sentence: :func:`money`'s amount, or "an unknown cost" where no price is
+    known ("6.5 h and unknown for 20,000,000 tokens" read as a typo, h55ux)."""
+    return money(value, currency) if math.isfinite(value) else "an unknown cost"
+
+
 def gb(n_bytes: float) -> str:
     """A value in decimal GB the way the lesson prints parts: 0.50, 3.35, 13.4, 53.6."""
     value = n_bytes / GB
     if abs(value) >= 10:
         return f"{value:.1f}"
     return f"{value:.2f}"
+
+
+def amount(n_bytes: float, unit: str = "GB") -> str:
+    """A part of a sum in ``unit`` (GB or GiB), no unit after it, as :func:`gb` writes it in GB: the
+    window's Arithmetic writes its sums in the unit picked (h55ux)."""
+    if unit != "GiB":
+        return gb(n_bytes)
+    value = n_bytes / GiB
+    return f"{value:.1f}" if abs(value) >= 10 else f"{value:.2f}"
 
 
 _SCALES: Final = ((1e12, "e12"), (1e9, "e9"), (1e6, "e6"))

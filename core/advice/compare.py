@@ -16,7 +16,7 @@ from core.breakdown import BUCKET_LABELS, BUCKET_ORDER, SERVING_BUCKET_ORDER
 from core.dtypes import AUTOCAST_LABELS, DTYPE_LABELS, WEIGHT_LABELS
 from core.errors import PlanError
 from core.estimate import JUDGED_FIGURE, VERDICT_LABELS, Estimate, Mode, Verdict, estimate
-from core.inputs import input_at
+from core.inputs import OFFLOAD_LABELS, input_at
 from core.model import MAX_NAME_CHARS
 from core.plan import (
     ATTENTION_LABELS,
@@ -141,6 +141,14 @@ INPUT_ROWS: Final[tuple[tuple[str, str, RowKind, Callable[[Plan], float | str]],
     ("tokens", "Token budget", RowKind.COUNT, lambda p: p.workload.tokens),
     ("gpu_count", "GPUs", RowKind.COUNT, lambda p: p.world_size),
     ("strategy", "Strategy", RowKind.TEXT, lambda p: STRATEGY_LABELS[p.parallel.strategy]),
+    # h55ux: a plan and its CPU-offload or tensor-parallel remedy differed in no input row.
+    (
+        "model_parallel",
+        "Tensor / pipeline / context",
+        RowKind.TEXT,
+        lambda p: f"{p.parallel.tensor_parallel} / {p.parallel.pipeline_parallel} / {p.parallel.context_parallel}",
+    ),
+    ("offload", "CPU offload", RowKind.TEXT, lambda p: OFFLOAD_LABELS[p.parallel.offload]),
     ("price", "Price per GPU-hour", RowKind.MONEY, lambda p: p.hardware.price_per_gpu_hour),
     ("accounting", "Accounting", RowKind.TEXT, lambda p: p.accounting.value),
 )

@@ -149,7 +149,7 @@ class Diagnosis:
                 return f"{cause}. Activations are also the largest bucket."
             return (
                 f"{cause}. Weights, gradients and optimizer state fit on their own; "
-                f"the activations on top of them do not, although {dom} is the largest bucket."
+                f"the activations on top of them do not, although the largest bucket is {dom}."
             )
         return f"{cause}."
 

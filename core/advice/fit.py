@@ -17,7 +17,7 @@ from typing import Final
 from core.catalogue import GpuSpec, load_gpus
 from core.errors import PlanError
 from core.estimate import Estimate, Verdict, estimate
-from core.format import counted, hours, money
+from core.format import cost, counted, hours, money
 from core.plan import GPUS_PER_NODE, Method, Offload, Plan, Strategy
 from core.training.compute import PRICE_FROM_PLAN
 from core.units import GB
@@ -338,7 +338,7 @@ class FewestGpus:
                 comp = row.estimate.compute
                 lines.append(
                     f"{name}: {counted(row.count, 'GPU')}{_nodes_text(row.plan)} with {row.layout}, "
-                    f"{hours(comp.hours)} and {money(comp.cost, comp.currency)}"
+                    f"{hours(comp.hours)} and {cost(comp.cost, comp.currency)}"
                 )
         return lines
 
@@ -351,14 +351,14 @@ class FewestGpus:
         text = (
             f"{found.count} × {name}{_nodes_text(found.plan)} with {found.layout}: "
             f"{found.estimate.total_bytes / GB:.1f} GB per GPU, {hours(comp.hours)} and "
-            f"{money(comp.cost, comp.currency)} "
+            f"{cost(comp.cost, comp.currency)} "
             f"for {self.base.workload.tokens:,} tokens"
         )
         for label, row in (("fastest", self.fastest), ("cheapest", self.cheapest)):
             if row is not None and row is not found:
                 other = row.estimate.compute
                 text += (
-                    f"; {label}: {counted(row.count, 'GPU')}, {hours(other.hours)}, {money(other.cost, other.currency)}"
+                    f"; {label}: {counted(row.count, 'GPU')}, {hours(other.hours)}, {cost(other.cost, other.currency)}"
                 )
         return text
 

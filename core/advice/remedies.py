@@ -59,6 +59,7 @@ class RemedyKind(StrEnum):
     SYNC_EACH_BATCH = "sync-each-batch"  # FSDP reduces every micro-batch instead of holding unsharded gradients
     CP_ALLTOALL = "cp-alltoall"  # PyTorch's ring passes K/V one chunk at a time instead of gathering every rank's
     OFFLOAD_OPTIMIZER = "offload-optimizer"
+    OFFLOAD_PARAMS = "offload-params"  # FSDP's CPU offload: parameters, gradients and optimizer state on the host
     TENSOR_PARALLEL = "tensor-parallel"
     SHORTER_SEQUENCE = "shorter-sequence"
     SMALLER_MODEL = "smaller-model"
@@ -270,12 +271,24 @@ def _more_gpus(plan: Plan) -> tuple[Plan, str] | None:
     """The fewest of this card that fit, at each count with the plan's strategy or else FSDP2
     (more DDP replicas never lower the memory per GPU), with tensor and pipeline parallel only
     where sharding alone fits at no count; None when nothing fits."""
+    if _one_per_machine(plan):
+        return None
     found = fewest_gpus(plan, model_parallel=False).found  # the plan's strategy, then FSDP2
     if found is None:  # sharding the state is not enough: split the layers too (TP, PP)
         found = fewest_gpus(plan).found
     if found is None or found.count <= plan.world_size:
         return None
     return found.plan, f"{found.count} GPUs with {layout_name(found.plan)} (the fewest of this card that fit)"
+
+
+# Catalogue segments of cards that come one to a machine: a laptop's GPU cannot be joined by seven
+# more of its kind, so "8 GPUs of this card" is no change its owner can make (resources/gpus.json).
+ONE_PER_MACHINE_SEGMENTS: Final = frozenset({"laptop"})
+
+
+def _one_per_machine(plan: Plan) -> bool:
+    gpu = {g.id: g for g in load_gpus()}.get(plan.hardware.gpu)
+    return gpu is not None and gpu.segment in ONE_PER_MACHINE_SEGMENTS
 
 
 def _fsdp(plan: Plan) -> tuple[Plan, str] | None:
@@ -321,10 +334,31 @@ def _offload_optimizer(plan: Plan) -> tuple[Plan, str] | None:
     return new, f"Optimizer state on the CPU ({layout_name(new)}, DeepSpeed ZeRO-Offload)"
 
 
+def _offload_params(plan: Plan) -> tuple[Plan, str] | None:
+    """FSDP's CPU offload on the plan's GPUs: the sharded parameters, their gradients and the optimizer
+    state live on the host, each unit copied in before its all-gather (FSDP2 CPUOffloadPolicy; FSDP1
+    CPUOffload(offload_params=True), Answer.AI's fsdp_qlora --use_cpu_offload for a 70B model on two
+    24 GB cards). Offered on several GPUs, or on one already under FSDP / ZeRO-3; a DDP or ZeRO-1/2
+    plan moves to FSDP2. None where the nodes' memory cannot hold what moves there."""
+    par = plan.parallel
+    if par.offload is Offload.PARAMS or (plan.world_size < 2 and par.strategy not in (Strategy.FSDP, Strategy.ZERO3)):
+        return None
+    strategy = par.strategy if par.strategy in (Strategy.FSDP, Strategy.ZERO3) else Strategy.FSDP
+    try:
+        new = plan.with_layout(strategy=strategy, offload=Offload.PARAMS)
+    except PlanError:
+        return None  # a layout the plan refuses with the parameters on the host
+    if not estimate(new).host_holds:
+        return None
+    return new, f"Parameters and optimizer state on the CPU ({layout_name(new)})"
+
+
 def _host_note(plan: Plan) -> str:
     host = estimate(plan).host
     if host is None:
         return ""
+    if host.verdict is None:  # no RAM given (Host RAM per node, core/inputs.py): shown, not judged
+        return f"host RAM {host.bytes / 1e9:,.0f} GB per node (Host RAM per node not given: not judged)"
     return f"host RAM {host.bytes / 1e9:,.0f} GB of {host.capacity_bytes / 1e9:,.0f} GB per node"
 
 
@@ -398,7 +432,7 @@ EVAL: Final = frozenset({Failure.EVALUATION, Failure.LONG_BATCHES})
 ALL: Final = frozenset({Failure.FIRST_STEP, Failure.LONG_BATCHES, Failure.EVALUATION})
 _BASES: Final = frozenset({RemedyKind.LORA, RemedyKind.QLORA_NF4, RemedyKind.QLORA_INT8})
 _OPTIMIZERS: Final = frozenset({RemedyKind.OPTIMIZER_8BIT, RemedyKind.PAGED_OPTIMIZER})
-_STRATEGIES: Final = frozenset({RemedyKind.FSDP, RemedyKind.OFFLOAD_OPTIMIZER})
+_STRATEGIES: Final = frozenset({RemedyKind.FSDP, RemedyKind.OFFLOAD_OPTIMIZER, RemedyKind.OFFLOAD_PARAMS})
 
 K = RemedyKind
 TRAINING_KINDS: Final = (
@@ -480,6 +514,17 @@ TRAINING_KINDS: Final = (
         plan_note=_host_note,
     ),
     RemedySpec(
+        K.OFFLOAD_PARAMS,
+        _offload_params,
+        4,
+        ALL,
+        "every layer's weights cross PCIe from the host each step, and the optimizer step runs on the CPU: "
+        "much slower steps, host RAM",
+        changes=frozenset({Pin.LAYOUT, Pin.NO_OFFLOAD}),
+        excludes=_STRATEGIES,
+        plan_note=_host_note,
+    ),
+    RemedySpec(
         K.MORE_GPUS,
         _more_gpus,
         4,
@@ -522,7 +567,7 @@ TRAINING_KINDS: Final = (
 _ALWAYS_LISTED: Final = frozenset({K.BIGGER_CARD, K.MORE_GPUS})
 # Changes of layout: what they cost is time (communication, the CPU's step), so their hours
 # before and after are always shown, even where the compute model finds no difference.
-_TIMED: Final = frozenset({K.MORE_GPUS, K.FSDP, K.TENSOR_PARALLEL, K.OFFLOAD_OPTIMIZER})
+_TIMED: Final = frozenset({K.MORE_GPUS, K.FSDP, K.TENSOR_PARALLEL, K.OFFLOAD_OPTIMIZER, K.OFFLOAD_PARAMS})
 
 
 # The most changes cheapest_combination puts together (pairs and triples past single changes).

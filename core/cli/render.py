@@ -22,7 +22,7 @@ from core.estimate import (
     Verdict,
 )
 from core.format import count as format_count
-from core.format import hours, latency, money
+from core.format import counted, hours, latency, money
 from core.format import memory as format_memory
 from core.plan import ENGINE_LABELS, Accounting, Engine
 
@@ -340,7 +340,7 @@ def render_estimate(est: Estimate, gib: bool = False) -> str:
         verdict_line(est.judgement(Mode.TRAINING), plan.hardware.headroom, gib),
         *_rank_lines(est, gib),
         "",
-        f"  compute  {est.compute.flops:.1e} FLOPs, {hours(est.compute.hours)} on {plan.world_size} GPU(s) "
+        f"  compute  {est.compute.flops:.1e} FLOPs, {hours(est.compute.hours)} on {counted(plan.world_size, 'GPU')} "
         f"at {_utilisation_text(est)}, "
         f"{est.compute.tokens_per_second:,.0f} tokens/s, cost {money(est.compute.cost, est.compute.currency)}"
         + (f" ({est.compute.price_source})" if not math.isfinite(est.compute.cost) else ""),

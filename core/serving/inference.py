@@ -14,7 +14,7 @@ from functools import cached_property, partial
 from core.breakdown import Bucket
 from core.catalogue import GpuSpec
 from core.dtypes import CACHE_GGML, ggml_row_bytes
-from core.format import counted, gb
+from core.format import amount, counted
 from core.format import memory as format_memory
 from core.params import ParamCounts
 from core.plan import Engine, Plan
@@ -106,7 +106,12 @@ class InferenceEstimate:
     @property
     def summary_formula(self) -> str:
         """The judged figure as the sum of its parts, written as the lesson writes a sum."""
-        return " + ".join(gb(b.bytes) for b in self.buckets) + f" = {gb(self.total_bytes)} GB needed at once"
+        return self.summary_in("GB")
+
+    def summary_in(self, unit: str = "GB") -> str:
+        """:attr:`summary_formula` in ``unit`` (GB or GiB)."""
+        parts = " + ".join(amount(b.bytes, unit) for b in self.buckets)
+        return f"{parts} = {amount(self.total_bytes, unit)} {'GiB' if unit == 'GiB' else 'GB'} needed at once"
 
     def held_note(self, unit: str = "GB") -> str:
         """Why "Held on the card" may exceed what the verdict judges (docs/GUI.md, 2026-12-04:

@@ -777,11 +777,14 @@ def llamacpp_memory(
         make_bucket(BucketKey.OVERHEAD, [Term(context_name, "per process and GPU", overhead)]),
     )
     host = buffers.host_bytes
+    # In MiB, llama.cpp's log unit, term by term, the sum then in the window's GB (h55ux: the sum was in
+    # GB of MiB terms, and the context's term had no figure).
     formula = (
         f"llama.cpp, GPU {g}: model {weights / MiB:,.2f} MiB + KV {kv / MiB:,.2f} MiB ({cells:,} cells) + compute "
-        f"{compute / MiB:,.2f} MiB + {context_name} = {gb(total)} GB; host memory: {host / MiB:,.2f} MiB "
-        f"(token embeddings{_host_layers(buffers)})"
-        + (f" of {plan.parallel.host_ram_gb:g} GB" if host_ram else ", host RAM not given")
+        f"{compute / MiB:,.2f} MiB + {context_name} {overhead / MiB:,.2f} MiB = {total / MiB:,.2f} MiB "
+        f"({gb(total)} GB); host memory {host / MiB:,.2f} MiB ({gb(host)} GB: token embeddings"
+        f"{_host_layers(buffers)})"
+        + (f" of {plan.parallel.host_ram_gb:g} GB RAM" if host_ram else ", host RAM not given")
     )
     return EngineMemory(
         weights_bytes=weights,

@@ -645,19 +645,29 @@ class StepModel:
         overhead unless the step is one CUDA graph (a lone token, :attr:`graphs_alone`)."""
         return self.layer_overhead_s + (0.0 if self.graphs_alone and n == 1 else self.layer_launch_s)
 
+    def _read_share(self, n: int) -> float:
+        """The share of the weights a step of ``n`` tokens reads: every dense weight, and the experts
+        its tokens route to."""
+        model = self.plan.model
+        touched = 1.0 - (1.0 - model.experts_per_token / model.num_experts) ** n if model.num_experts > 1 else 1.0
+        return (1.0 - self.expert_share) + self.expert_share * touched
+
+    def host_read_seconds(self, n: int) -> float:
+        """llama.cpp: seconds a step of ``n`` tokens reads the layers left on the CPU from host memory
+        (HOST_BANDWIDTH_GB_S); 0 with every layer on the GPU."""
+        return self.host_bytes * self._read_share(n) / (HOST_BANDWIDTH_GB_S * 1e9) if self.host_bytes else 0.0
+
     def memory_seconds(self, n: int, matvec: bool = True) -> float:
         """Seconds a step of ``n`` tokens reads its weights and caches; ``matvec``: the step is a decode
         step, whose lone token multiplies each weight matrix by one vector (:attr:`matvec_read_factor`),
         not a prompt chunk read once for matrix-matrix products."""
-        model = self.plan.model
-        touched = 1.0 - (1.0 - model.experts_per_token / model.num_experts) ** n if model.num_experts > 1 else 1.0
-        share = (1.0 - self.expert_share) + self.expert_share * touched
+        share = self._read_share(n)
         if self.bandwidth <= 0:  # a custom card given no bandwidth: no decode speed to speak of
             return math.inf
         if self.plan.inference.engine is Engine.LLAMACPP:
             weights = self.device_bytes * share * (self.matvec_read_factor if matvec and n == 1 else 1.0)
             device = (weights + n * self.kv_per_request) / self.bandwidth
-            return device + self.host_bytes * share / (HOST_BANDWIDTH_GB_S * 1e9)
+            return device + self.host_read_seconds(n)
         kv = n * self.kv_per_request * (self.kv_decode_passes if matvec else 1.0)
         return (self.layout.weights_bytes * share + kv) / self.bandwidth
 
@@ -1077,7 +1087,15 @@ def _formula(
     # A fixed per-layer time only where the engine has one: vLLM replays its decode as CUDA graphs
     # and its fit carries no per-layer term, which read "+ layers × 0 µs" before.
     layers = f" + layers × {per_layer * 1e6:.0f} µs" if per_layer * 1e6 >= 0.5 else ""
-    device = f"max(bytes read ÷ ({bandwidth}), FLOPs ÷ compute){layers}"
+    # llama.cpp's layers left on the CPU: their weights come from host memory each step, said with their time
+    # (h55ux: the formula read as if every byte came at the card's bandwidth).
+    host_read = model.host_read_seconds(running)
+    cpu = (
+        f" + the CPU layers' weights ÷ {HOST_BANDWIDTH_GB_S:g} GB/s of host memory ({host_read * 1e3:.2f} ms)"
+        if host_read
+        else ""
+    )
+    device = f"max({'GPU ' if cpu else ''}bytes read ÷ ({bandwidth}){cpu}, FLOPs ÷ compute){layers}"
     host_s = model.host_layer_seconds(running)
     # Hugging Face generate: the host's rules are the plan's transformers release's
     release = f"transformers {inf.transformers_version.value}"

@@ -91,7 +91,7 @@ class ArithmeticPanel(QWidget):
     def show_estimate(self, estimate: Estimate) -> None:
         self._estimate = estimate
         serving = self.mode is Mode.INFERENCE
-        self.summary.setText(estimate.inference.summary_formula if serving else estimate.summary_formula)
+        self.summary.setText(estimate.inference.summary_in(self.unit) if serving else estimate.summary_in(self.unit))
         if serving:
             buckets = estimate.inference.buckets
             entries = [(f"{b.label} — {memory(b.bytes, self.unit)}", SERVING + b.key.value) for b in buckets]
@@ -142,7 +142,7 @@ class ArithmeticPanel(QWidget):
                 parts.append("<p><i>Nothing in this bucket for this plan.</i></p>")
             parts += [_term(t.label, t.formula, memory(t.bytes, u)) for t in bucket.terms]
             if len(bucket.terms) > 1:
-                total_line = bucket.formula.splitlines()[-1]
+                total_line = bucket.total_line(u)
                 parts.append(f"<p style='margin-top:8px'><code><b>{escape(total_line)}</b></code></p>")
             if bucket.note:
                 parts.append(f"<p><i>{escape(bucket.note)}</i></p>")

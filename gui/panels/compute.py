@@ -116,7 +116,7 @@ class TrainingComputePanel(FiguresPanel):
         v["steps"].setText(f"{c.steps:,}")
         v["cost"].setText(_cost(estimate))
         v["energy"].setText(f"{c.energy_kwh:,.1f} kWh" if c.energy_kwh else "— (board power unknown)")
-        parts = "; ".join(f"{p.label} {p.seconds:.3g} s" for p in c.compute_parts)
+        parts = c.parts_sentence
         problem = f"\n⚠ {c.float8_problem}" if c.float8_problem else ""
         host = f"\nOptimizer step on the host (CPU offload): {c.host_step_formula}." if c.host_step_formula else ""
         if c.host_step_advice:

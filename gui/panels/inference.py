@@ -159,7 +159,8 @@ def _headline(estimate: Estimate, u: Unit) -> str:
     verdict = f"{VERDICT_STYLE[inf.verdict][0]} {VERDICT_LABELS[inf.verdict].lower()}"
     host = f"; host memory {_host(estimate, u)}" if inf.engine is Engine.LLAMACPP else ""
     return (
-        f"<b>{verdict}</b>: {counted(plan.concurrent, 'request')} of {plan.context:,} tokens need "
+        f"<b>{verdict}</b>: {counted(plan.concurrent, 'request')} of {plan.context:,} tokens "
+        f"{'needs' if plan.concurrent == 1 else 'need'} "
         f"{memory(inf.total_bytes, u)} of {memory(inf.budget_bytes, u)} usable{host}."
     )
 

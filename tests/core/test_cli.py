@@ -376,3 +376,11 @@ def test_serving_rates_say_what_the_total_counts(capsys: pytest.CaptureFixture[s
         "each while decoding" in line
         and "output tokens/s in total (over all requests and replicas, prompts' prefill" in line
     )
+
+
+def test_the_compute_line_counts_its_gpus_in_words(capsys: pytest.CaptureFixture[str]) -> None:
+    # h55ux: "4.0 h on 1 GPU(s)" read as a form to fill; one GPU is "1 GPU", two are "2 GPUs".
+    code, out, _ = run(capsys, "estimate", "--model", "gpt2", "--gpu", "rtx-4090")
+    assert code == 0 and " on 1 GPU at " in out and "GPU(s)" not in out
+    code, out, _ = run(capsys, "estimate", "--model", "gpt2", "--gpu", "rtx-4090", "--gpus", "2")
+    assert code == 0 and " on 2 GPUs at " in out and "GPU(s)" not in out

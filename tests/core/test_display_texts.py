@@ -10,7 +10,7 @@ from core.catalogue import find_gpu, find_model
 from core.cli.render import render_serving
 from core.estimate import estimate
 from core.files.report import build_report, to_markdown
-from core.format import grouped, latency, memory
+from core.format import duration, grouped, latency, memory
 from core.inputs import MP_DTYPE_LABELS
 from core.plan import Hardware, MpDtype, Plan
 from core.verdict import Mode
@@ -22,6 +22,23 @@ from core.verdict import Mode
 )
 def test_a_wait_reads_in_seconds_past_ten(seconds: float, text: str) -> None:
     assert latency(seconds) == text
+
+
+@pytest.mark.parametrize(
+    ("seconds", "text"),
+    # h55ux: the Compute & time parts of Llama-2 7B full at 1 × 256 on an A100 read 0.0987 s, 0.000287 s.
+    [
+        (0.0987, "98.7 ms"),
+        (0.000287, "287 µs"),
+        (0.0499, "49.9 ms"),
+        (2.91, "2.91 s"),
+        (0.0, "0 s"),
+        (0.0009996, "1 ms"),
+        (1234.6, "1,235 s"),
+    ],
+)
+def test_a_step_part_reads_in_the_unit_of_its_size(seconds: float, text: str) -> None:
+    assert duration(seconds) == text
 
 
 def test_latency_with_no_finite_value() -> None:
@@ -66,3 +83,34 @@ def test_held_on_the_card_says_what_the_verdict_judges_instead() -> None:
     assert "in GiB as vLLM logs them" in vllm.formula
     hf = estimate(plan.with_inference(engine="hf", context=8192, concurrent=4)).inference
     assert hf.held_note() == ""  # generate holds what it needs: nothing to explain
+
+
+def test_the_sums_follow_the_unit_picked() -> None:
+    """h55ux: with GiB picked the Arithmetic tab read "Weights — 23.3 GiB" above "Weights: 17.1 + 2.10 + … =
+    25.0 GB" and "The sum at the peak: … = 33.6 GB" under a banner in GiB (Llama 3.1 70B QLoRA, FSDP over
+    2 × RTX 4090): the sums are now written in the unit picked, and in GB exactly as before."""
+    from core.plan import Method, Strategy, Workload
+
+    entry = find_model("llama-3.1-70b")
+    plan = Plan(
+        model=entry.spec,
+        model_id=entry.id,
+        method=Method.QLORA,
+        checkpointing=True,
+        workload=Workload(micro_batch=1, seq_len=2048),
+        hardware=Hardware(gpu="rtx-4090"),
+    ).on_gpus(2, Strategy.FSDP)
+    est = estimate(plan)
+    assert est.summary_in("GB") == est.summary_formula
+    gib = est.summary_in("GiB")
+    assert gib.endswith(f"= {est.peak_bytes / 2**30:.1f} GiB at the {est.peak_phase}") and " GB" not in gib
+    for bucket in est.buckets:
+        if len(bucket.terms) > 1:
+            assert bucket.total_line("GB") == bucket.formula.splitlines()[-1]
+            line = bucket.total_line("GiB")
+            assert line.endswith(f" = {bucket.bytes / 2**30:.1f} GiB") or line.endswith(
+                f" = {bucket.bytes / 2**30:.2f} GiB"
+            )
+    served = est.inference
+    assert served.summary_in("GB") == served.summary_formula
+    assert served.summary_in("GiB").endswith(" GiB needed at once")

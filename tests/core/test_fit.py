@@ -347,3 +347,16 @@ def test_the_fastest_and_the_cheapest_are_shown_beside_the_fewest() -> None:
     megatron = fewest_gpus(plan.with_changes(checkpointing=False, stack=Stack.MEGATRON).on_gpus(8, Strategy.FSDP))
     assert megatron.found is not None and megatron.found.count == 16
     assert megatron.found.layout == "FSDP2 + TP 8 + PP 2"
+
+
+def test_an_unknown_cost_reads_as_such_in_the_fewest_gpus_sentence() -> None:
+    """h55ux: Llama 3.1 70B QLoRA on RTX 4090s (no price per hour in resources/gpus.json) read
+    "4 × NVIDIA GeForce RTX 4090 with FSDP2 + TP 2: 19.9 GB per GPU, 6.5 h and unknown for 20,000,000
+    tokens; fastest: 16 GPUs, 1.4 h, unknown"."""
+    plan = plan_for_model("llama-3.1-8b", method=Method.FULL).with_hardware(gpu="rtx-4090")
+    answer = fewest_gpus(plan)
+    assert answer.found is not None and not math.isfinite(answer.found.estimate.compute.cost)
+    text = answer.summary()
+    assert " and unknown" not in text and ", unknown" not in text
+    assert " h and an unknown cost for " in text
+    assert all("and unknown" not in line for line in answer.arithmetic())

@@ -158,3 +158,14 @@ def test_lesson_accounting_splits_the_state_as_the_zero_paper(strategy: str, fig
     plan = plan.with_changes(model=replace(plan.model, params_override=7_500_000_000))
     plan = plan.with_parallel(nodes=8, gpus_per_node=8, strategy=Strategy(strategy))
     assert round(estimate(plan).peak_bytes / GB, 1) == figure_gb
+
+
+def test_the_lesson_sum_is_named_as_such_not_as_nvidia_smi() -> None:
+    """h55ux: File → Examples' lesson plans read "nvidia-smi figure 5.12 GB" and "nvidia-smi (judged)" on
+    the Diagnosis tab: the lesson's four buckets count no CUDA context or allocator, so the judged figure
+    is named as the lesson's sum (the CLI's JSON already said "peak" there)."""
+    lesson = estimate(lesson_plan(Method.FULL, Precision.BF16))
+    assert lesson.plan.accounting is Accounting.LESSON
+    assert lesson.judged_figure == "lesson sum" and "nvidia-smi" not in lesson.judged_why
+    detailed = estimate(replace(lesson_plan(Method.FULL, Precision.BF16), accounting=Accounting.DETAILED))
+    assert detailed.judged_figure == "nvidia-smi"

@@ -7,6 +7,7 @@ import pytest
 from core.dtypes import GGML_BLOCKS, GgmlType, ggml_row_bytes
 from core.errors import PlanError
 from core.estimate import estimate
+from core.format import gb
 from core.plan import Plan
 from core.presets import plan_for_model
 from core.serving.llamacpp import llamacpp_buffers
@@ -98,3 +99,30 @@ def test_a_mac_holds_no_cuda_context_beside_the_buffers() -> None:
     overhead = next(b for b in on_mac.buckets if b.key.name == "OVERHEAD")
     assert [t.label for t in overhead.terms] == ["Metal device"]
     assert "CUDA" not in on_mac.formula and "Metal device" in on_mac.formula
+
+
+def test_the_memory_sentence_adds_up_in_one_unit() -> None:
+    """h55ux: "model 6,507.48 MiB + KV 89.00 MiB + compute 64.25 MiB + CUDA context = 7.52 GB" summed MiB
+    into GB with the context's figure left out, so the sum could not be checked. Every term now carries
+    its MiB (llama.cpp's own log unit) and the total is given in MiB, then in the window's GB."""
+    plan = llama_plan(context=8192, gpu_layers=20)
+    memory = estimate(plan).inference
+    f = memory.formula
+    terms = (memory.weights_bytes, memory.kv_cache_bytes, memory.activation_bytes, memory.overhead_bytes)
+    for value in terms:
+        assert f"{value / MiB:,.2f} MiB" in f
+    assert f"= {memory.total_bytes / MiB:,.2f} MiB ({gb(memory.total_bytes)} GB)" in f
+    # The host part in both units too, and the RAM it would be judged against said by name.
+    assert f"host memory {memory.host_bytes / MiB:,.2f} MiB ({gb(memory.host_bytes)} GB: " in f
+    assert f.endswith("host RAM not given")
+
+
+def test_the_step_formula_says_the_cpu_layers_time() -> None:
+    """h55ux: with layers left on the CPU the step read "max(bytes read ÷ (… GB/s × 90%), FLOPs ÷ compute)",
+    as if every byte came at the card's bandwidth; the host memory's part (core.serving.speed
+    HOST_BANDWIDTH_GB_S, JEDEC dual-channel DDR4-3200) is now a term of its own with its milliseconds."""
+    part = estimate(llama_plan(context=8192, gpu_layers=20)).inference.speed
+    assert part is not None
+    assert "GPU bytes read ÷ (" in part.formula and " GB/s of host memory (" in part.formula
+    whole = estimate(llama_plan(context=8192)).inference.speed  # every layer on the 4090
+    assert whole is not None and "host memory" not in whole.formula and "max(bytes read ÷ (" in whole.formula

@@ -82,6 +82,8 @@ def test_explanation_does_not_contradict_the_largest_bucket() -> None:
     text = diagnosis.explanation
     assert "The largest bucket is weights" not in text
     assert "fit on their own" in text and "activations on top" in text
+    # h55ux: "although weights is the largest bucket" read as a typo; the bucket is named as a noun.
+    assert "weights is" not in text and text.endswith("although the largest bucket is weights.")
 
 
 def _layout(plan: Plan) -> tuple[object, ...]:
@@ -337,3 +339,50 @@ def test_a_quantised_base_remedy_says_when_it_changes_the_method(method: Method)
         elif method not in (Method.FULL, Method.FROZEN, Method.LORA, Method.QLORA):
             assert remedy.plan.method is Method.QLORA
             assert f"in place of {METHOD_LABELS[method]}" in remedy.title, remedy.title
+
+
+def _answer_ai_70b() -> Plan:
+    # Answer.AI's fsdp_qlora recipe (github.com/AnswerDotAI/fsdp_qlora README, "train a 70b model on
+    # two 24GB GPUs"): Llama 70B QLoRA over FSDP on 2 × RTX 4090 at micro-batch 1 × 2,048 tokens with
+    # checkpointing, which needs --use_cpu_offload (FSDP's CPUOffload of the sharded parameters).
+    plan = _plan("llama-3.1-70b", Method.QLORA, "rtx-4090", 1, 2048).with_changes(checkpointing=True)
+    return plan.on_gpus(2, Strategy.FSDP)
+
+
+def test_fsdp_parameter_offload_is_offered_where_it_makes_the_plan_fit() -> None:
+    """h55ux: the 70B recipe on two 24 GB cards fits only with the parameters on the CPU; the
+    diagnosis offered optimizer offload (moving FSDP to ZeRO-2, no help for QLoRA's tiny state)
+    but never the parameter offload the recipe uses."""
+    plan = _answer_ai_70b()
+    assert not estimate(plan).fits
+    found = _by_kind(plan)
+    offload = found[RemedyKind.OFFLOAD_PARAMS]
+    new = estimate(offload.plan)
+    assert offload.plan.parallel.offload is Offload.PARAMS
+    assert offload.plan.parallel.strategy is Strategy.FSDP and offload.plan.world_size == 2
+    assert offload.fits and offload.total_bytes == new.total_bytes  # the promised figure is the plan's
+    assert new.host is not None and f"host RAM {new.host.bytes / 1e9:,.0f} GB" in offload.cost
+    # No RAM typed: the need is said, never "of 0 GB" (it read "host RAM 44 GB of 0 GB per node").
+    assert " of 0 GB" not in offload.cost and "not given: not judged" in offload.cost
+    given = remedies._host_note(offload.plan.with_parallel(host_ram_gb=128.0))
+    assert given == f"host RAM {new.host.bytes / 1e9:,.0f} GB of 128 GB per node"
+    hours = (format_hours(estimate(plan).compute.hours), format_hours(new.compute.hours))
+    assert f"time {hours[0]} → {hours[1]}" in offload.cost  # slower steps, said
+    assert remedies._offload_params(offload.plan) is None  # already offloaded
+    pinned = remedies.remedies_for(plan, pins=frozenset({Pin.NO_OFFLOAD}))
+    assert all(r.plan.parallel.offload is Offload.NONE for r in pinned)
+    # Nodes with too little memory for the offloaded parameters: not offered.
+    assert remedies._offload_params(plan.with_parallel(host_ram_gb=16.0)) is None
+
+
+def test_more_gpus_of_a_laptop_card_is_not_offered() -> None:
+    """h55ux: QLoRA on Qwen3 8B at 4,096 tokens without checkpointing on a 16 GB laptop card was
+    told "8 GPUs with FSDP2 + TP 4 (the fewest of this card that fit)": a laptop holds one GPU
+    (the catalogue's segment "laptop")."""
+    plan = _plan("qwen3-8b", Method.QLORA, "rtx-4090-laptop", 1, 4096)
+    assert find_gpu("rtx-4090-laptop").segment == "laptop"
+    assert not estimate(plan).fits
+    assert RemedyKind.MORE_GPUS not in _by_kind(plan)
+    assert remedies._more_gpus(plan) is None
+    # The same plan on the desktop card still gets it.
+    assert remedies._more_gpus(plan.with_hardware(gpu="rtx-4090")) is not None

@@ -73,8 +73,26 @@ def test_the_arithmetic_shows_the_steps_fixed_part(qtbot: Any, window: MainWindo
     )
     _cost_text(qtbot, window)
     fixed = window.controller.estimate.compute.fixed_step
-    assert fixed.startswith("the optimizer step") and "once a step whatever the batch" in fixed
+    assert fixed.startswith("the optimizer step is ") and "once a step, whatever the batch" in fixed
     assert fixed in window.compute_panel.training.formula.text()
     # An 8B plan at 4 × 4,096 × 4: the optimizer step is under a tenth of the step, nothing said.
     window.controller.reset(default_plan().with_workload(micro_batch=4, seq_len=4096, grad_accum=4))
-    assert "once a step whatever the batch" not in window.compute_panel.training.formula.text()
+    assert "once a step, whatever the batch" not in window.compute_panel.training.formula.text()
+
+
+def test_the_arithmetic_sums_follow_gib(qtbot: Any, window: MainWindow) -> None:
+    """h55ux: with GiB picked the Arithmetic tab read "Weights — 23.3 GiB" above "Weights: … = 25.0 GB" and
+    "The sum at the peak … = 33.6 GB" (Llama 3.1 70B QLoRA, FSDP over 2 × RTX 4090, Answer.AI's recipe)."""
+    from core.plan import Strategy
+
+    plan = plan_for_model("llama-3.1-70b").with_method(Method.QLORA).with_changes(checkpointing=True)
+    plan = plan.with_workload(micro_batch=1, seq_len=2048).with_hardware(gpu="rtx-4090").on_gpus(2, Strategy.FSDP)
+    window.controller.reset(plan)
+    window.set_unit("GiB")
+    panel = window.arithmetic
+    assert panel.summary.text().endswith(f"GiB at the {window.controller.estimate.peak_phase}")
+    panel.picker.setCurrentIndex(panel.picker.findData("weights"))
+    text = panel.terms.toPlainText()
+    assert "Weights: " in text and text.rstrip().endswith("GiB") and " GB" not in text
+    window.set_unit("GB")
+    assert panel.summary.text() == window.controller.estimate.summary_formula

@@ -388,3 +388,13 @@ def test_one_queued_request_waits(window: MainWindow) -> None:
     inf = window.controller.estimate.inference
     assert (inf.max_concurrent, inf.queued) == (1, 1)
     assert "⚠ 1 request waits in the queue" in window.verdict.detail.text()
+
+
+def test_the_verdict_sentence_agrees_with_one_request(window: MainWindow) -> None:
+    # h55ux: "1 request of 8,192 tokens need 7.52 GB …" (gpt-oss-20b under Ollama on an 8 GB laptop).
+    serve_on_a_4090(window, engine="llamacpp", context=8192, concurrent=1)
+    assert window.inference_panel.headline is not None
+    text = window.inference_panel.headline.text()
+    assert "1 request of 8,192 tokens needs " in text, text
+    window.controller.reset(window.controller.plan.with_inference(concurrent=2))
+    assert "2 requests of 8,192 tokens need " in window.inference_panel.headline.text()
