@@ -272,6 +272,7 @@ def expected_values(window: MainWindow, plan: Plan) -> dict[str, Any]:
         "autocast": plan.autocast.value,
         "optimizer_impl": plan.optimizer_impl.value,
         "optimizer": plan.optimizer.value,
+        "weight_decay": plan.weight_decay,  # torch's foreach / for-loop decay pass (branch h55tt)
         "attention": plan.attention.value,
         "checkpointing": plan.checkpointing,
         "checkpoint_policy": plan.checkpoint_policy.value,
