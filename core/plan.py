@@ -848,19 +848,15 @@ class Plan:
 
     def _check_latent_attention(self) -> None:
         """Refuse what the planner cannot say of a multi-head latent attention model (DeepSeek-V2 / V3,
-        Kimi K2): llama.cpp's ``deepseek2`` cache (not read), and adapter targets the model has no matrix
-        for. MLA has no k_proj or v_proj, and q_proj only without a q_lora_rank (DeepSeek-V2-Lite): PEFT
+        Kimi K2): llama.cpp builds and Ollama whose ``deepseek2`` cache is not modelled
+        (:meth:`_check_latent_llamacpp`), and adapter targets the model has no matrix for. MLA has no
+        k_proj or v_proj, and q_proj only without a q_lora_rank (DeepSeek-V2-Lite): PEFT
         matches module names, so those targets would adapt nothing (ModelSpec.latent_shapes names the rest)."""
         model = self.model
         if not model.latent_attention:
             return
         if self.inference.engine is Engine.LLAMACPP:
-            raise PlanError(
-                "inference.engine",
-                self.inference.engine.value,
-                "vLLM, SGLang or transformers for a latent-attention model",
-                "llama.cpp's deepseek2 cache (the MLA latent since its MLA change) is not modelled",
-            )
+            self._check_latent_llamacpp()
         uses_targets = self.lora_adapters or self.lycoris or self.vera or self.oft or self.adalora
         if not (uses_targets or self.method is Method.IA3):
             return
@@ -873,6 +869,29 @@ class Plan:
                 "o_proj and the MLP (gate_proj, up_proj, down_proj) on a latent-attention model",
                 f"{model.name} has no {' or '.join(missing)}: its attention is "
                 + ", ".join(n for n in model.latent_shapes()),
+            )
+
+    def _check_latent_llamacpp(self) -> None:
+        """llama.cpp's ``deepseek2`` cache is modelled for a current build only (``--llamacpp-build 0``: one
+        latent as K, no V, ggml-org/llama.cpp PR #19067 of 2026-01-24, core.serving.kv.llamacpp_cache_widths):
+        older builds kept V beside it (PR #12801, 2025-04) or the decompressed heads before that, and the
+        build numbers of those changes are not read. Ollama's own estimate of a deepseek2 file (GraphSize's
+        key and value lengths for it) is not read either."""
+        inf = self.inference
+        if inf.llamacpp_build:
+            raise PlanError(
+                "inference.llamacpp_build",
+                inf.llamacpp_build,
+                "0 (a current build) for a latent-attention model",
+                "llama.cpp's deepseek2 cache changed with PR #12801 (2025-04: K and V of the latent) and PR "
+                "#19067 (2026-01: K only); their build numbers are not read",
+            )
+        if inf.ollama_version is not OllamaVersion.NONE:
+            raise PlanError(
+                "inference.ollama_version",
+                inf.ollama_version.value,
+                "none (llama-server) for a latent-attention model",
+                "Ollama's own memory estimate of a deepseek2 file is not modelled",
             )
 
     def _check_serving_layout(self) -> None:

@@ -13,7 +13,6 @@ from functools import cached_property, partial
 
 from core.breakdown import Bucket
 from core.catalogue import GpuSpec
-from core.dtypes import CACHE_GGML, ggml_row_bytes
 from core.format import amount, counted
 from core.format import memory as format_memory
 from core.params import ParamCounts
@@ -29,7 +28,7 @@ from core.serving.engines import (
 )
 from core.serving.fit import DEFAULT_FIT, ServingFit
 from core.serving.kv import kv_cache_bytes, lesson_kv_cache_bytes
-from core.serving.llamacpp import llamacpp_buffers, llamacpp_memory, prompt_dequant_bytes
+from core.serving.llamacpp import cell_layer_bytes, llamacpp_buffers, llamacpp_memory, prompt_dequant_bytes
 from core.serving.llamacpp_fit import auto_gpu_layers
 from core.serving.ollama import ollama_plan
 from core.serving.speed import ServingSpeed, SpeedPoint, serving_speed
@@ -191,7 +190,7 @@ def _llamacpp_layout(
     from the host and from the GPUs each token (the token embeddings are a row lookup)."""
     model, inf = plan.model, plan.inference
     buffers = llamacpp_buffers(plan, split=split)
-    per_layer = 2 * ggml_row_bytes(CACHE_GGML[inf.cache_type], model.kv_width)
+    per_layer = cell_layer_bytes(model, inf.cache_type)
     layout = RankLayout(
         weights_bytes=memory.weights_bytes,
         layers=model.num_layers,

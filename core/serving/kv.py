@@ -57,6 +57,20 @@ def kv_formula(model: ModelSpec, layers: int, tensor_parallel: int = 1, latent: 
     return f"2 · {layers} layers · {kv_heads_per_rank(model, tensor_parallel)} KV heads · {model.head_dim}"
 
 
+def llamacpp_cache_widths(model: ModelSpec) -> tuple[int, int]:
+    """(K, V) elements llama.cpp's cache holds per cell and layer: the KV width each for ordinary
+    attention; for multi-head latent attention (the ``deepseek2`` arch) K = kv_lora_rank +
+    qk_rope_head_dim and no V, which is a view of K's first kv_lora_rank elements: ggml-org/llama.cpp PR
+    #19067 ("kv-cache : support V-less cache", merged 2026-01-24: ``llama_kv_cache`` creates ``cache_v_l*``
+    only when ``!hparams.is_mla()``, and the deepseek2 graph passes ``Vcur = kv_cmpr``). Earlier builds
+    kept a V of kv_lora_rank beside it (PR #12801, 2025-04) and before that the decompressed heads (issue
+    #8254's DeepSeek-V2-Lite print: n_embd_k_gqa 3072 = 16 · 192, n_embd_v_gqa 2048 = 16 · 128); their
+    build numbers are not read, so a plan refuses them (core.plan ``_check_latent_attention``)."""
+    if model.latent_attention:
+        return model.latent_width, 0
+    return model.kv_width, model.kv_width
+
+
 def kv_bytes_per_token(model: ModelSpec, bytes_per_element: float, tensor_parallel: int = 1) -> float:
     """One token across all layers (no window cap): 2 · L · KV heads · head width · bytes."""
     return model.num_layers * kv_bytes_per_token_layer(model, bytes_per_element, tensor_parallel)

@@ -20,7 +20,8 @@ Each is modelled from the source:
 * **KV cache.** ``n_ctx`` cells (the context of every slot together, padded to 256 with flash
   attention, else 32) × (K + V) rows of the KV width in the cache type, on the device of each
   layer; a sliding-window layer keeps ``min(n_ctx, pad(window × slots + n_ubatch))`` cells
-  (``llama_kv_cache_unified_iswa``).
+  (``llama_kv_cache_unified_iswa``). A multi-head latent attention model (``deepseek2``) caches one
+  latent of kv_lora_rank + rope as K and no V in a current build (:func:`core.serving.kv.llamacpp_cache_widths`).
 * **Compute buffer.** The graph of one ``n_ubatch`` forward at a full cache, its largest
   moment: without flash attention the float32 scores ``n_kv × n_ubatch × heads`` with the mask
   and four hidden-state tensors; with it the FFN's two float32 intermediates; on the output
@@ -46,6 +47,7 @@ from core.dtypes import (
     ELEMENT_BYTES,
     GGML_BLOCKS,
     GGUF_FLOAT,
+    CacheType,
     GgmlType,
     GgufQuant,
     LlamaCppBackend,
@@ -56,6 +58,7 @@ from core.model import ModelSpec
 from core.plan import Engine, Plan
 from core.runtime import CUDA_CONTEXT_BYTES, card_left_bytes
 from core.serving.engines import MAX_CONTEXT, EngineMemory
+from core.serving.kv import llamacpp_cache_widths
 from core.solve import largest_fitting
 from core.units import GB, MiB
 from core.verdict import Verdict, judge
@@ -312,8 +315,11 @@ def tensor_type(q: Quantiser, kind: str, layer: int, row: int) -> GgmlType:
 
 
 # ---- the tensors of a GGUF file ----------------------------------------------------------------
-def layer_matrices(model: ModelSpec) -> tuple[tuple[str, int, int], ...]:
-    """(kind, row length ne[0], rows) of one block's 2-D weights, as convert_hf_to_gguf names them."""
+def layer_matrices(model: ModelSpec, layer: int = -1) -> tuple[tuple[str, int, int], ...]:
+    """(kind, row length ne[0], rows) of block ``layer``'s 2-D weights, as convert_hf_to_gguf names them
+    (``layer`` -1: a block with experts; only DeepSeek's dense first blocks differ)."""
+    if model.latent_attention:
+        return _latent_matrices(model, layer)
     d, i, q, kv = model.hidden_size, model.intermediate_size, model.q_width, model.kv_width
     attn: tuple[tuple[str, int, int], ...]
     if model.fused_qkv:
@@ -332,11 +338,50 @@ def layer_matrices(model: ModelSpec) -> tuple[tuple[str, int, int], ...]:
     return attn + mlp
 
 
-def layer_float32_params(model: ModelSpec) -> int:
+def _latent_matrices(model: ModelSpec, layer: int) -> tuple[tuple[str, int, int], ...]:
+    """A ``deepseek2`` block's 2-D weights as llama.cpp creates them (LLM_ARCH_DEEPSEEK2 in
+    ``llama_model::load_tensors``, read in the index's copy of the deepseek2 loader): ``attn_q_a`` {d,
+    q_lora_rank} and ``attn_q_b`` {q_lora_rank, H·qk}, or ``attn_q`` {d, H·qk} without a q_lora_rank;
+    ``attn_kv_a_mqa`` {d, kv_lora_rank + rope}; ``attn_k_b`` {qk_nope, kv_lora_rank, H} and ``attn_v_b``
+    {kv_lora_rank, v, H} (PR #12801 split the older files' ``attn_kv_b`` {kv_lora_rank, H·(nope + v)} into
+    these two: the same elements); ``attn_output`` {H·v, d}; for layer < ``leading_dense_block_count``
+    ffn_gate / ffn_up / ffn_down of n_ff, else the experts (``ffn_*_exps`` of n_ff_exp) and the shared
+    experts (``ffn_*_shexp`` of n_ff_exp · n_expert_shared)."""
+    d, h, qk, v = model.hidden_size, model.num_heads, model.head_dim, model.v_head_dim
+    rank = model.kv_lora_rank
+    attn: tuple[tuple[str, int, int], ...]
+    if model.q_lora_rank:
+        attn = (("attn_q_a", d, model.q_lora_rank), ("attn_q_b", model.q_lora_rank, h * qk))
+    else:
+        attn = (("attn_q", d, h * qk),)
+    attn += (
+        ("attn_kv_a_mqa", d, model.latent_width),
+        ("attn_k_b", model.qk_nope_head_dim, rank * h),
+        ("attn_v_b", rank, v * h),
+        ("attn_output", h * v, d),
+    )
+    if 0 <= layer < model.first_k_dense_replace:
+        f = model.dense_intermediate_size
+        return (*attn, ("ffn_up", d, f), ("ffn_down", f, d), ("ffn_gate", d, f))
+    i, e = model.intermediate_size, model.num_experts
+    suffix = "_exps" if e > 1 else ""
+    mlp: tuple[tuple[str, int, int], ...] = (
+        ("ffn_up" + suffix, d, i * e),
+        ("ffn_down" + suffix, i, d * e),
+        ("ffn_gate" + suffix, d, i * e),
+    )
+    if model.shared_expert_size:
+        s = model.shared_expert_size
+        mlp += (("ffn_up_shexp", d, s), ("ffn_gate_shexp", d, s), ("ffn_down_shexp", s, d))
+    return attn + mlp
+
+
+def layer_float32_params(model: ModelSpec, layer: int = -1) -> int:
     """Norms, biases, the router and attention sinks: llama.cpp keeps 1-D tensors and the MoE
-    router (``ffn_gate_inp``) in float32."""
-    matrices = sum(rows * row for _, row, rows in layer_matrices(model))
-    return max(0, model.layer_params() - matrices)
+    router (``ffn_gate_inp``) in float32 (``layer``: as :func:`layer_matrices`)."""
+    matrices = sum(rows * row for _, row, rows in layer_matrices(model, layer))
+    dense = 0 <= layer < model.first_k_dense_replace
+    return max(0, (model.dense_layer_params() if dense else model.layer_params()) - matrices)
 
 
 @dataclass(frozen=True)
@@ -381,8 +426,10 @@ def gguf_tensor_bytes(model: ModelSpec, quant: GgufQuant) -> tuple[tuple[float, 
     q = quantiser(model, quant)
     scale = model.params_scale
     d, vocab = model.hidden_size, model.vocab_size
-    matrices, float32 = layer_matrices(model), layer_float32_params(model)
-    per_layer = tuple(layer_bytes(q, i, matrices, float32) * scale for i in range(model.num_layers))
+    per_layer = tuple(
+        layer_bytes(q, i, layer_matrices(model, i), layer_float32_params(model, i)) * scale
+        for i in range(model.num_layers)
+    )
     embed_type = tensor_type(q, "token_embd" if not model.tie_embeddings else "output", -1, d)
     embedding = ggml_row_bytes(embed_type, d) * vocab * scale
     # A tied head is llama.cpp's output tensor duplicated from token_embd (TENSOR_DUPLICATED).
@@ -402,7 +449,7 @@ def matvec_weights_by_type(model: ModelSpec, quant: GgufQuant, head: bool = True
     routed = model.experts_per_token / model.num_experts if model.num_experts > 1 else 1.0
     totals: dict[GgmlType, float] = {}
     for layer in range(model.num_layers):
-        for kind, row, rows in layer_matrices(model):
+        for kind, row, rows in layer_matrices(model, layer):
             share = routed if kind.endswith("_exps") else 1.0
             kind_type = tensor_type(q, kind, layer, row)
             totals[kind_type] = totals.get(kind_type, 0.0) + row * rows * share * scale
@@ -458,11 +505,19 @@ def windowed(model: ModelSpec, layer: int) -> bool:
     return (layer + 1) * count // n > layer * count // n
 
 
+def cell_layer_bytes(model: ModelSpec, cache_type: CacheType) -> float:
+    """One cell of one layer's cache: K and V rows in the cache type; MLA's latent as K, no V
+    (:func:`core.serving.kv.llamacpp_cache_widths`)."""
+    k_width, v_width = llamacpp_cache_widths(model)
+    kind = CACHE_GGML[cache_type]
+    return ggml_row_bytes(kind, k_width) + (ggml_row_bytes(kind, v_width) if v_width else 0.0)
+
+
 def kv_bytes_of_layers(plan: Plan, layers: tuple[int, ...], cells: int) -> float:
     """K and V of ``layers`` in the cache type; a sliding-window layer keeps only
     ``min(n_ctx, pad(window × slots + n_ubatch))`` cells (llama_kv_cache_unified_iswa)."""
     model, inf = plan.model, plan.inference
-    row = 2 * ggml_row_bytes(CACHE_GGML[inf.cache_type], model.kv_width)
+    row = cell_layer_bytes(model, inf.cache_type)
     swa_layers = sum(windowed(model, i) for i in layers) if model.sliding_window else 0
     pad = KV_PAD_FA if inf.flash_attention else KV_PAD
     swa_cells = min(cells, math.ceil(((model.sliding_window or 0) * inf.concurrent + inf.ubatch) / pad) * pad)
@@ -683,12 +738,11 @@ def vulkan_quantise_dispatches(plan: Plan, vendor: str) -> float:
     input whose products take the integer-dot path (:func:`vulkan_uses_mmvq`)."""
     model = plan.model
     q = quantiser(model, plan.inference.gguf_quant)
-    matrices = layer_matrices(model)
     total = 0
     for layer in range(model.num_layers):
         inputs = {
             _SHARED_INPUT.get(kind, kind)
-            for kind, row, _ in matrices
+            for kind, row, _ in layer_matrices(model, layer)
             if vulkan_uses_mmvq(vendor, row, tensor_type(q, kind, layer, row))
         }
         total += len(inputs)
@@ -770,7 +824,7 @@ def llamacpp_memory(
     cells = buffers.cells
     parts = (
         make_bucket(BucketKey.WEIGHTS, [Term("model buffer", f"{inf.gguf_quant.value} tensors on this GPU", weights)]),
-        make_bucket(BucketKey.KV_CACHE, [Term("KV buffer", f"{cells:,} cells × {inf.cache_type.value}", kv)]),
+        make_bucket(BucketKey.KV_CACHE, [Term("KV buffer", _kv_words(model, cells, inf.cache_type.value), kv)]),
         make_bucket(
             BucketKey.ACTIVATIONS, [Term("compute buffer", f"one {min(inf.ubatch, cells)}-token batch", compute)]
         ),
@@ -780,7 +834,8 @@ def llamacpp_memory(
     # In MiB, llama.cpp's log unit, term by term, the sum then in the window's GB (h55ux: the sum was in
     # GB of MiB terms, and the context's term had no figure).
     formula = (
-        f"llama.cpp, GPU {g}: model {weights / MiB:,.2f} MiB + KV {kv / MiB:,.2f} MiB ({cells:,} cells) + compute "
+        f"llama.cpp, GPU {g}: model {weights / MiB:,.2f} MiB + KV {kv / MiB:,.2f} MiB ({_cells_words(model, cells)}) + "
+        f"compute "
         f"{compute / MiB:,.2f} MiB + {context_name} {overhead / MiB:,.2f} MiB = {total / MiB:,.2f} MiB "
         f"({gb(total)} GB); host memory {host / MiB:,.2f} MiB ({gb(host)} GB: token embeddings"
         f"{_host_layers(buffers)})"
@@ -808,6 +863,19 @@ def llamacpp_memory(
         parts=parts,
         host_bytes=host,
     )
+
+
+def _kv_words(model: ModelSpec, cells: int, cache: str) -> str:
+    """The KV term's words: MLA's cache is one latent per cell and layer, no V (llamacpp_cache_widths)."""
+    if model.latent_attention:
+        return f"{cells:,} cells × K only: the latent ({model.kv_lora_rank} + {model.qk_rope_head_dim} rope) in {cache}"
+    return f"{cells:,} cells × {cache}"
+
+
+def _cells_words(model: ModelSpec, cells: int) -> str:
+    if model.latent_attention:
+        return f"{cells:,} cells, K only: the {model.latent_width}-wide latent"
+    return f"{cells:,} cells"
 
 
 def _host_layers(buffers: LlamaCppMemory) -> str:

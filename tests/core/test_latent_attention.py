@@ -11,6 +11,7 @@ import pytest
 
 from core.catalogue import find_model
 from core.cli.catalogues import _list_models
+from core.dtypes import GgmlType, GgufQuant
 from core.errors import PlanError
 from core.estimate import estimate
 from core.files.measurement import load_measurement, plan_for_case
@@ -18,6 +19,7 @@ from core.hfconfig import model_from_hf_config
 from core.inputs import Method
 from core.plan import Hardware, Plan
 from core.serving.kv import kv_bytes_per_token_layer
+from core.serving.llamacpp import gguf_tensor_bytes, layer_matrices, quantiser, tensor_type
 from core.verdict import Mode
 
 GiB = 2**30
@@ -137,9 +139,48 @@ def test_plan_refuses_targets_mla_does_not_have() -> None:
     assert ok.model.latent_attention
 
 
-def test_plan_refuses_llamacpp_for_mla() -> None:
-    with pytest.raises(PlanError, match="deepseek2"):
-        _served("deepseek-v2-lite", engine="llamacpp")
+def test_llamacpp_caches_the_latent_as_k_and_no_v() -> None:
+    # ggml-org/llama.cpp PR #19067 ("kv-cache : support V-less cache", 2026-01-24): llama_kv_cache makes
+    # cache_v_l* only when !hparams.is_mla(); K is kv_lora_rank + n_rot = 512 + 64 (DeepSeek-V2-Lite
+    # config.json) per cell and layer, 27 layers: 4,096 cells x 27 x 576 x 2 B (f16) = 127,401,984 B.
+    inference = estimate(_served("deepseek-v2-lite", engine="llamacpp", context=4096)).inference
+    assert inference.kv_cache_bytes == 4096 * 27 * 576 * 2 == 127_401_984
+    assert inference.kv_bytes_per_token == 31_104  # the same latent vLLM keeps (test_v2_lite_log_on_vllm_0_19)
+    assert "K only: the 576-wide latent" in inference.formula
+    # q8_0: 576 / 32 blocks of 34 B (ggml's block_q8_0: an f16 scale and 32 int8) = 612 B a row.
+    q8 = estimate(
+        _served("deepseek-v2-lite", engine="llamacpp", context=4096, cache_type="q8_0", flash_attention=True)
+    ).inference
+    assert q8.kv_cache_bytes == 4096 * 27 * 612
+
+
+def test_llamacpp_refuses_builds_and_ollama_it_does_not_model() -> None:
+    # PR #12801 (2025-04: K 576 + V 512) and PR #19067 (2026-01: K only) have no build number read here.
+    with pytest.raises(PlanError, match="#12801"):
+        _served("deepseek-v2-lite", engine="llamacpp", llamacpp_build=5000)
+    with pytest.raises(PlanError, match="Ollama"):
+        _served("deepseek-v2-lite", engine="llamacpp", ollama_version="0.5")
+
+
+def test_gguf_tensors_hold_every_parameter_once() -> None:
+    # The deepseek2 loader's shapes (attn_q / attn_q_a + attn_q_b, attn_kv_a_mqa, attn_k_b {128, 512, H},
+    # attn_v_b {512, 128, H}, attn_output, the dense first layer's ffn_*, the experts' ffn_*_exps and
+    # ffn_*_shexp) in an F32 file: 4 B for each of transformers' parameters (15,706,484,224 for V2-Lite,
+    # 671,026,419,200 for V3; test_deepseek_*_counts).
+    for model_id in ("deepseek-v2-lite", "deepseek-v3"):
+        spec = find_model(model_id).spec
+        per_layer, embedding, output = gguf_tensor_bytes(spec, GgufQuant.F32)
+        assert sum(per_layer) + embedding + output == 4 * spec.architecture_params()
+
+
+def test_attn_k_b_rows_fall_back_to_a_32_block_type() -> None:
+    # attn_k_b's rows are qk_nope_head_dim = 128 long, not whole Q4_K blocks of 256: llama_tensor_get_type's
+    # fallback (Q4_K -> Q5_0, ggml-org/llama.cpp 8784689f src/llama-quant.cpp) stores them.
+    spec = find_model("deepseek-v2-lite").spec
+    q = quantiser(spec, GgufQuant.Q4_K_M)
+    assert tensor_type(q, "attn_k_b", 5, 128) is GgmlType.Q5_0
+    assert [k for k, _, _ in layer_matrices(spec, 0)][-3:] == ["ffn_up", "ffn_down", "ffn_gate"]  # dense first
+    assert "ffn_down_shexp" in [k for k, _, _ in layer_matrices(spec, 1)]
 
 
 def test_training_estimate_is_flagged_as_an_approximation() -> None:

@@ -97,6 +97,22 @@ def test_llama_cpp_on_the_serving_tab_and_banner(window: MainWindow) -> None:
     assert window.compute_panel.serving.values["step"].text().startswith(f"{speed.token_latency_s * 1e3:,.1f} ms")
 
 
+def test_the_llama_cpp_picker_serves_a_latent_attention_model_and_names_its_cache(window: MainWindow) -> None:
+    # Branch h56gguf: llama.cpp (a current build) plans DeepSeek-V2-Lite; its cache is one latent of
+    # kv_lora_rank + rope = 512 + 64 per cell and layer, no V (ggml-org/llama.cpp PR #19067).
+    window.show()
+    window.inference_action.trigger()
+    v2_lite = find_model("deepseek-v2-lite").spec
+    plan = Plan(model=v2_lite, model_id="deepseek-v2-lite", hardware=Hardware(gpu="rtx-4090"))
+    window.controller.reset(plan)
+    form = window.serving_form
+    form.engine.setCurrentIndex(form.engine.findData("llamacpp"))
+    assert window.controller.plan.inference.engine is Engine.LLAMACPP
+    window.tabs.setCurrentWidget(window.inference_panel)
+    assert "K only: the 576-wide latent" in window.inference_panel.formula.text()
+    assert window.inference_panel.values["kv_per_token"].text() == "31,104 bytes"  # 27 layers x 576 x 2 B
+
+
 def test_the_serving_tab_names_a_macs_runtime_metal_not_cuda(window: MainWindow) -> None:
     # core.serving.llamacpp.device_overhead_bytes: on Apple silicon Metal's device (under 1 MiB, llama.cpp
     # build 4467's M4 log) stands beside the buffers; the row read "CUDA context" whatever the card.
