@@ -16,7 +16,7 @@ from dataclasses import dataclass, replace
 from enum import StrEnum
 from typing import Final
 
-from core.advice.fit import fewest_gpus, layout_name
+from core.advice.fit import fewest_gpus, layout_name, one_per_machine
 from core.advice.limits import max_micro_batch, max_sequence, sequence_step
 from core.advice.request import Pin
 from core.advice.symptoms import Failure
@@ -271,7 +271,7 @@ def _more_gpus(plan: Plan) -> tuple[Plan, str] | None:
     """The fewest of this card that fit, at each count with the plan's strategy or else FSDP2
     (more DDP replicas never lower the memory per GPU), with tensor and pipeline parallel only
     where sharding alone fits at no count; None when nothing fits."""
-    if _one_per_machine(plan):
+    if one_per_machine(plan):  # a laptop's GPU (core.advice.fit, the one home of the rule)
         return None
     found = fewest_gpus(plan, model_parallel=False).found  # the plan's strategy, then FSDP2
     if found is None:  # sharding the state is not enough: split the layers too (TP, PP)
@@ -279,16 +279,6 @@ def _more_gpus(plan: Plan) -> tuple[Plan, str] | None:
     if found is None or found.count <= plan.world_size:
         return None
     return found.plan, f"{found.count} GPUs with {layout_name(found.plan)} (the fewest of this card that fit)"
-
-
-# Catalogue segments of cards that come one to a machine: a laptop's GPU cannot be joined by seven
-# more of its kind, so "8 GPUs of this card" is no change its owner can make (resources/gpus.json).
-ONE_PER_MACHINE_SEGMENTS: Final = frozenset({"laptop"})
-
-
-def _one_per_machine(plan: Plan) -> bool:
-    gpu = {g.id: g for g in load_gpus()}.get(plan.hardware.gpu)
-    return gpu is not None and gpu.segment in ONE_PER_MACHINE_SEGMENTS
 
 
 def _fsdp(plan: Plan) -> tuple[Plan, str] | None:
