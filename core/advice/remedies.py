@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import itertools
 import math
+import re
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, replace
 from enum import StrEnum
@@ -365,9 +366,33 @@ def _tensor_parallel(plan: Plan) -> tuple[Plan, str] | None:
     return new, f"Tensor parallel 2 on the same {plan.world_size} GPUs (with sequence parallel)"
 
 
+# A size in a catalogue model's name (resources/models.json): 70B, 0.5B, 135M, 1T, 8x7B, 30B-A3B, 20b.
+_SIZE: Final = re.compile(r"(?i)(?<![\w.])\d+(?:\.\d+)?(?:x\d+)?[bmt](?:-a\d+(?:\.\d+)?b)?(?![\w.])")
+# GPT-2's sizes in words (openai-community/gpt2, gpt2-medium, gpt2-large, gpt2-xl: "GPT-2 small (124M)"),
+# and the tuning of one release (Llama 3.3 70B Instruct is of the Llama 3 line of Llama 3.1 8B).
+_SIZE_WORDS: Final = re.compile(r"(?i)\b(?:small|medium|large|xl|instruct|base)\b")
+# A point release within a generation: Llama 3.1 / 3.2 / 3.3 are Meta's Llama 3 models (their model
+# cards), Qwen2.5 of Qwen2; a major version (Llama 2, Qwen3, Gemma 3) is another line.
+_POINT_RELEASE: Final = re.compile(r"(\d+)\.\d+")
+
+
+def model_line(name: str) -> str:
+    """A model's line: its name less the size, any parenthesis and the point release ("Llama 3.1 70B"
+    → "llama 3", "DeepSeek-R1-Distill-Llama-70B" → "deepseek r1 distill llama"). The catalogue's
+    family is the architecture (model_type), which groups Yi 34B and SmolLM2 with Llama 3.1: a
+    smaller model of another line is another model, not a smaller one of this (branch h56mode)."""
+    text = _SIZE_WORDS.sub(" ", _SIZE.sub(" ", re.sub(r"\([^)]*\)", " ", name)))
+    return " ".join(re.split(r"[\s_-]+", _POINT_RELEASE.sub(r"\1", text.lower()))).strip()
+
+
 def _smaller_model(plan: Plan) -> tuple[Plan, str] | None:
     current = plan.model.total_params()
-    same_family = [m for m in load_models() if m.spec.family == plan.model.family and m.spec.total_params() < current]
+    line = model_line(plan.model.name)
+    same_family = [
+        m
+        for m in load_models()
+        if m.spec.family == plan.model.family and m.spec.total_params() < current and model_line(m.name) == line
+    ]
     for entry in sorted(same_family, key=lambda m: -m.spec.total_params()):
         candidate = plan.on_model(entry.spec, entry.id)  # frozen layers clamped to its depth
         if estimate(candidate).fits:
