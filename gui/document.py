@@ -19,6 +19,7 @@ from core.errors import PlanError, PlanFileError
 from core.files import planfile
 from core.plan import Plan
 from core.presets import default_plan
+from core.verdict import Mode
 from gui import dialogs, offthread, plaintext, saving
 from gui.controller import PlanController
 from gui.settings import Settings
@@ -26,6 +27,7 @@ from gui.worker.runner import JobFailed
 
 if TYPE_CHECKING:
     from core.files.importer import ImportedModel
+    from gui.display_state import DisplayState
     from gui.model_import import ModelImporter
 
 UNTITLED = "Untitled plan"
@@ -52,9 +54,13 @@ class Document(QObject):
         settings: Settings,
         dialog_parent: QWidget | None = None,
         parent: QObject | None = None,
+        display: DisplayState | None = None,
     ) -> None:
+        """``display``: the window's mode, which a plan file keeps (opened, it is restored; saved,
+        written); None (no window) opens and saves in Training."""
         super().__init__(parent)
         self.controller = controller
+        self.display = display
         self.settings = settings
         self.dialog_parent = dialog_parent
         self.path: str | None = None
@@ -119,13 +125,17 @@ class Document(QObject):
 
     def open_path(self, path: str) -> bool:
         try:  # a large file is parsed in the worker process: the window keeps running
-            plan = offthread.read_file(self.dialog_parent, planfile.load, path, title="Open plan", name="openProgress")
+            saved = offthread.read_file(
+                self.dialog_parent, planfile.load_saved, path, title="Open plan", name="openProgress"
+            )
         except (PlanFileError, PlanError, JobFailed) as error:
             dialogs.error(self.dialog_parent, "Cannot open the plan", str(error))
             return False
-        if plan is None:
+        if saved is None:
             return False  # cancelled
-        if self.set_document(plan, path):
+        if self.set_document(saved.plan, path):
+            if self.display is not None:  # the question the plan was saved with (not an undo step)
+                self.display.set_mode(saved.mode)
             self.settings.add_recent(os.path.abspath(path))
             return True
         return False
@@ -178,8 +188,12 @@ class Document(QObject):
 
     def write(self, path: str) -> bool:
         plan = self.controller.plan  # atomic: temp file, then rename; a file not ours only if confirmed
+        mode = self.display.mode if self.display is not None else Mode.TRAINING
         if not saving.write_confirmed(
-            self.dialog_parent, "Cannot save the plan", path, lambda force: planfile.save(plan, path, force=force)
+            self.dialog_parent,
+            "Cannot save the plan",
+            path,
+            lambda force: planfile.save(plan, path, force=force, mode=mode),
         ):
             return False
         self.controller.undo_stack.setClean()

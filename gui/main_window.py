@@ -170,8 +170,8 @@ class MainWindow(QMainWindow):
         if controller is None:
             controller = PlanController(plan if plan is not None else default_plan(), self)
         self.controller = controller
-        self.document = Document(self.controller, self.settings, dialog_parent=self, parent=self)
         self.display = DisplayState(Display(unit=self.settings.unit, mode=Mode(self.settings.chart_mode)), self)
+        self.document = Document(self.controller, self.settings, dialog_parent=self, parent=self, display=self.display)
         self._shown: Display | None = None
         self.diagnoser = DiagnosisController(self.controller, self.display, self)
         self._local: LocalMachine | None = None  # made when first asked for (see local)

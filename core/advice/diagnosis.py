@@ -28,6 +28,7 @@ from core.advice.serving_remedies import SERVING_KINDS
 from core.advice.symptoms import SYMPTOM_BY_FAILURE, SYMPTOMS, Failure, Symptom
 from core.breakdown import BUCKET_LABELS, BucketKey
 from core.estimate import Estimate, estimate
+from core.format import memory
 from core.plan import Plan
 from core.verdict import Judgement, Mode, Verdict
 
@@ -132,6 +133,24 @@ class Diagnosis:
     def total_bytes(self) -> float:
         return self.judgement.total_bytes
 
+    def _fit_in_words(self) -> str:
+        """How a fit fits (branch h56mode: "room to spare" was said with 0.21 GB to spare). Room to
+        spare only when the estimate's whole range lies within the usable memory and the margin is
+        at least the headroom kept free (a headroom above 0); otherwise the margin is said, and where
+        the range reaches past the usable memory, how far it goes."""
+        judged = self.judgement
+        margin = judged.margin_bytes
+        headroom = judged.capacity_bytes - judged.usable_bytes
+        high = judged.range_bytes[1]
+        if high > judged.usable_bytes:
+            return (
+                f"Fits with {memory(margin)} to spare, but the estimate's range reaches {memory(high)}, "
+                f"past the {memory(judged.usable_bytes)} usable, into the headroom"
+            )
+        if margin < headroom or headroom <= 0:  # no headroom kept: any margin is all there is
+            return f"Fits, with only {memory(margin)} to spare beyond the {memory(headroom)} of headroom"
+        return "Fits with room to spare"
+
     @property
     def explanation(self) -> str:
         """The cause in words; it names the largest bucket only where that bucket is the cause."""
@@ -139,7 +158,7 @@ class Diagnosis:
         if self.mode is Mode.INFERENCE and self.estimate.inference.refusal:
             return self.estimate.inference.refusal  # the engine does not start: its own check decides
         if self.failure is Failure.NONE:
-            return f"Fits with room to spare; the largest part is {self.largest[0].lower()}."
+            return f"{self._fit_in_words()}; the largest part is {self.largest[0].lower()}."
         cause = SYMPTOM_BY_FAILURE[self.failure].cause
         if self.failure is Failure.FIRST_STEP:
             tail = f" The largest of them is {dom}." if self.dominant in _STATE_BUCKETS else ""

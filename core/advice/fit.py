@@ -247,6 +247,19 @@ class CountTried:
         return self.estimate.fits
 
 
+# Catalogue segments of cards that come one to a machine: a laptop's GPU cannot be joined by seven
+# more of its kind, so "8 GPUs of this card" is no change its owner can make (resources/gpus.json,
+# each card's "segment"). The one home of the rule: the diagnosis offers no more GPUs of such a card
+# (core.advice.remedies, commit 7dc9fe3) and fewest_gpus searches one of it only (branch h56mode).
+ONE_PER_MACHINE_SEGMENTS: Final = frozenset({"laptop"})
+
+
+def one_per_machine(plan: Plan) -> bool:
+    """The plan's card comes one to a machine (a laptop GPU): no count of it but one exists."""
+    gpu = {g.id: g for g in load_gpus()}.get(plan.hardware.gpu)
+    return gpu is not None and gpu.segment in ONE_PER_MACHINE_SEGMENTS
+
+
 @dataclass(frozen=True)
 class FewestGpus:
     """The answer to "how many of this card, and how long on them"."""
@@ -257,6 +270,8 @@ class FewestGpus:
     # Past the fewest, up to BEYOND_FACTOR × as many: the fastest layout that runs at each count,
     # so more GPUs that finish sooner, or cost less, are shown beside the fewest.
     beyond: tuple[CountTried, ...] = ()
+    # The card comes one to a machine (one_per_machine): one of it was tried, no more.
+    one_per_machine: bool = False
 
     @property
     def found(self) -> CountTried | None:
@@ -312,6 +327,9 @@ class FewestGpus:
                 + (" → fits" if row.fits else "")
             )
         found = self.found
+        if found is None and self.one_per_machine:
+            lines.append("a laptop GPU comes one per machine, no more are tried: change the plan (see the Diagnosis)")
+            return tuple(lines)
         if found is None:
             lines.append(f"nothing up to {self.max_gpus:,} GPUs fits: change the plan (see the Diagnosis)")
             return tuple(lines)
@@ -345,6 +363,12 @@ class FewestGpus:
     def summary(self) -> str:
         found = self.found
         name = self.tried[0].estimate.gpu.name if self.tried else self.base.hardware.gpu
+        if found is None and self.one_per_machine:
+            est = self.tried[0].estimate
+            return (
+                f"{name}: a laptop GPU comes one per machine, and one does not fit this plan: "
+                f"{est.total_bytes / GB:,.1f} GB > {est.usable_bytes / GB:.1f} GB usable; change the plan."
+            )
         if found is None:
             return f"No count of {name} up to {self.max_gpus:,} fits this plan."
         comp = found.estimate.compute
@@ -413,6 +437,9 @@ def fewest_gpus(plan: Plan, *, max_gpus: int = MAX_SEARCH_GPUS, model_parallel: 
     """
     if isinstance(max_gpus, bool) or not isinstance(max_gpus, int) or not 1 <= max_gpus <= MAX_SEARCH_LIMIT:
         raise PlanError("max_gpus", max_gpus, f"an integer from 1 to {MAX_SEARCH_LIMIT:,}")
+    alone = one_per_machine(plan)
+    if alone:  # a laptop's GPU: "8 × laptop GPU" is no answer its owner can use
+        max_gpus = 1
     per_node = plan.parallel.gpus_per_node if plan.parallel.nodes > 1 else GPUS_PER_NODE
     tried: list[CountTried] = []
     for count in search_counts(per_node, max_gpus):
@@ -425,7 +452,7 @@ def fewest_gpus(plan: Plan, *, max_gpus: int = MAX_SEARCH_GPUS, model_parallel: 
             fastest = min(running, key=lambda est: est.compute.hours)
             tried.append(CountTried(count, len(layouts), fastest, len(running)))
             beyond = _beyond(plan, count, per_node, min(max_gpus, BEYOND_FACTOR * count), model_parallel)
-            return FewestGpus(plan, tuple(tried), max_gpus, beyond)
+            return FewestGpus(plan, tuple(tried), max_gpus, beyond, one_per_machine=alone)
         if estimates:
             tried.append(CountTried(count, len(layouts), min(estimates, key=lambda est: est.total_bytes)))
-    return FewestGpus(plan, tuple(tried), max_gpus)
+    return FewestGpus(plan, tuple(tried), max_gpus, one_per_machine=alone)

@@ -11,12 +11,13 @@ from __future__ import annotations
 
 import itertools
 import math
+import re
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, replace
 from enum import StrEnum
 from typing import Final
 
-from core.advice.fit import fewest_gpus, layout_name
+from core.advice.fit import fewest_gpus, layout_name, one_per_machine
 from core.advice.limits import max_micro_batch, max_sequence, sequence_step
 from core.advice.request import Pin
 from core.advice.symptoms import Failure
@@ -271,7 +272,7 @@ def _more_gpus(plan: Plan) -> tuple[Plan, str] | None:
     """The fewest of this card that fit, at each count with the plan's strategy or else FSDP2
     (more DDP replicas never lower the memory per GPU), with tensor and pipeline parallel only
     where sharding alone fits at no count; None when nothing fits."""
-    if _one_per_machine(plan):
+    if one_per_machine(plan):  # a laptop's GPU (core.advice.fit, the one home of the rule)
         return None
     found = fewest_gpus(plan, model_parallel=False).found  # the plan's strategy, then FSDP2
     if found is None:  # sharding the state is not enough: split the layers too (TP, PP)
@@ -279,16 +280,6 @@ def _more_gpus(plan: Plan) -> tuple[Plan, str] | None:
     if found is None or found.count <= plan.world_size:
         return None
     return found.plan, f"{found.count} GPUs with {layout_name(found.plan)} (the fewest of this card that fit)"
-
-
-# Catalogue segments of cards that come one to a machine: a laptop's GPU cannot be joined by seven
-# more of its kind, so "8 GPUs of this card" is no change its owner can make (resources/gpus.json).
-ONE_PER_MACHINE_SEGMENTS: Final = frozenset({"laptop"})
-
-
-def _one_per_machine(plan: Plan) -> bool:
-    gpu = {g.id: g for g in load_gpus()}.get(plan.hardware.gpu)
-    return gpu is not None and gpu.segment in ONE_PER_MACHINE_SEGMENTS
 
 
 def _fsdp(plan: Plan) -> tuple[Plan, str] | None:
@@ -375,9 +366,33 @@ def _tensor_parallel(plan: Plan) -> tuple[Plan, str] | None:
     return new, f"Tensor parallel 2 on the same {plan.world_size} GPUs (with sequence parallel)"
 
 
+# A size in a catalogue model's name (resources/models.json): 70B, 0.5B, 135M, 1T, 8x7B, 30B-A3B, 20b.
+_SIZE: Final = re.compile(r"(?i)(?<![\w.])\d+(?:\.\d+)?(?:x\d+)?[bmt](?:-a\d+(?:\.\d+)?b)?(?![\w.])")
+# GPT-2's sizes in words (openai-community/gpt2, gpt2-medium, gpt2-large, gpt2-xl: "GPT-2 small (124M)"),
+# and the tuning of one release (Llama 3.3 70B Instruct is of the Llama 3 line of Llama 3.1 8B).
+_SIZE_WORDS: Final = re.compile(r"(?i)\b(?:small|medium|large|xl|instruct|base)\b")
+# A point release within a generation: Llama 3.1 / 3.2 / 3.3 are Meta's Llama 3 models (their model
+# cards), Qwen2.5 of Qwen2; a major version (Llama 2, Qwen3, Gemma 3) is another line.
+_POINT_RELEASE: Final = re.compile(r"(\d+)\.\d+")
+
+
+def model_line(name: str) -> str:
+    """A model's line: its name less the size, any parenthesis and the point release ("Llama 3.1 70B"
+    → "llama 3", "DeepSeek-R1-Distill-Llama-70B" → "deepseek r1 distill llama"). The catalogue's
+    family is the architecture (model_type), which groups Yi 34B and SmolLM2 with Llama 3.1: a
+    smaller model of another line is another model, not a smaller one of this (branch h56mode)."""
+    text = _SIZE_WORDS.sub(" ", _SIZE.sub(" ", re.sub(r"\([^)]*\)", " ", name)))
+    return " ".join(re.split(r"[\s_-]+", _POINT_RELEASE.sub(r"\1", text.lower()))).strip()
+
+
 def _smaller_model(plan: Plan) -> tuple[Plan, str] | None:
     current = plan.model.total_params()
-    same_family = [m for m in load_models() if m.spec.family == plan.model.family and m.spec.total_params() < current]
+    line = model_line(plan.model.name)
+    same_family = [
+        m
+        for m in load_models()
+        if m.spec.family == plan.model.family and m.spec.total_params() < current and model_line(m.name) == line
+    ]
     for entry in sorted(same_family, key=lambda m: -m.spec.total_params()):
         candidate = plan.on_model(entry.spec, entry.id)  # frozen layers clamped to its depth
         if estimate(candidate).fits:

@@ -7,9 +7,8 @@ from typing import Any
 
 from core.advice.compare import Comparison, compare
 from core.cli.parser import add_force_option, add_mode_option, text_arg
-from core.cli.plans import load_named_plans
+from core.cli.plans import load_plans_and_mode
 from core.cli.render import json_text
-from core.estimate import Mode
 from core.files.comparison import save as save_comparison
 from core.files.report import build_report, to_markdown, value_text
 
@@ -27,8 +26,7 @@ def register(sub: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> str:
-    named = load_named_plans(args.plans)
-    mode = Mode(args.mode)
+    named, mode = load_plans_and_mode(args.plans, args.mode)
     comparison = compare(named, mode)
     if args.save:
         save_comparison(comparison, args.save, force=args.force)

@@ -8,7 +8,7 @@ import json
 from typing import Any
 
 from core.cli.parser import add_force_option, add_plan_options, text_arg
-from core.cli.plans import plan_from_args, plan_from_config, without_model
+from core.cli.plans import mode_for, plan_from_args, plan_from_config, without_model
 from core.cli.render import estimate_json_text, render_estimate, render_serving
 from core.estimate import Mode, estimate
 from core.files.planfile import save as save_plan
@@ -37,12 +37,13 @@ def register(sub: Any) -> argparse.ArgumentParser:
 
 
 def run(args: argparse.Namespace) -> str:
+    args.mode = mode_for(args).value  # --mode, else the plan file's, else training
     if args.from_file:
         return _estimate_from(args)
     plan = plan_from_args(args)
     result = estimate(plan)
     if args.save is not None:
-        save_plan(plan, args.save, force=args.force)
+        save_plan(plan, args.save, force=args.force, mode=Mode(args.mode))
     if args.json:
         return estimate_json_text(result, Mode(args.mode))
     if args.mode == "inference":
@@ -57,7 +58,7 @@ def _estimate_from(args: argparse.Namespace) -> str:
     plan = plan_from_args(without_model(args), base)
     result = estimate(plan)
     if args.save:
-        save_plan(plan, args.save, force=args.force)
+        save_plan(plan, args.save, force=args.force, mode=Mode(args.mode))
     if args.json:
         document = json.loads(estimate_json_text(result, Mode(args.mode)))
         document["from_config"] = run_report(run_config, choice)

@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
+from core.advice.diagnosis import diagnose
 from core.advice.fit import MAX_SEARCH_GPUS, MAX_SEARCH_LIMIT, FewestGpus, fewest_gpus
 from core.cli.parser import UsageError
 from core.cli.plans import plan_from_args, plan_from_config
@@ -39,9 +40,24 @@ def run(args: argparse.Namespace) -> str:
     answer = fewest_gpus(plan, max_gpus=args.max_gpus, model_parallel=not args.no_model_parallel)
     if args.save and answer.found is not None:
         save_plan(answer.found.plan, args.save, force=args.force)
+    remedies = _one_card_remedies(answer)
     if args.json:
-        return json_text(fewest_json(answer))
-    return "\n".join([answer.summary(), "", *answer.arithmetic()]) + "\n"
+        return json_text({**fewest_json(answer), "one_per_machine": answer.one_per_machine, "remedies": remedies})
+    lines = [answer.summary(), "", *answer.arithmetic()]
+    if remedies:
+        lines += ["", "what would make it fit on the one card (the diagnosis):", *(f"  - {r}" for r in remedies)]
+    return "\n".join(lines) + "\n"
+
+
+SHOWN_REMEDIES = 3  # the cheapest few; the window's Diagnosis and `vramplan report` list them all
+
+
+def _one_card_remedies(answer: FewestGpus) -> list[str]:
+    """A card that comes one per machine and does not fit: the diagnosis' cheapest changes that fit."""
+    if not answer.one_per_machine or answer.found is not None:
+        return []
+    fitting = [r for r in diagnose(answer.base).remedies if r.fits]
+    return [r.title for r in fitting[:SHOWN_REMEDIES]]
 
 
 def fewest_json(answer: FewestGpus) -> dict[str, Any]:

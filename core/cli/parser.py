@@ -43,9 +43,11 @@ def text_arg(value: str) -> str:
 
 
 def add_mode_option(parser: argparse.ArgumentParser | Any, help_text: str) -> None:
-    """--mode: what is judged (core.verdict.Mode), a training step unless asked; estimate, compare
-    and report take the one option."""
-    parser.add_argument("--mode", choices=[m.value for m in Mode], default=Mode.TRAINING.value, help=help_text)
+    """--mode: what is judged (core.verdict.Mode); estimate, compare and report take the one option.
+    Not given, it is None: the plan files' own mode, else a training step (core.cli.plans.mode_for)."""
+    choices = [m.value for m in Mode]
+    shown = f"{help_text} (default: the plan file's, else training)"
+    parser.add_argument("--mode", choices=choices, default=None, help=shown)
 
 
 def add_force_option(parser: argparse.ArgumentParser | Any) -> None:

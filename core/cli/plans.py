@@ -22,10 +22,11 @@ from core.cli.parser import UsageError, given_inputs
 from core.dtypes import Autocast, Dtype
 from core.errors import PlanError
 from core.estimate import gpu_for
-from core.files.comparison import load_named
+from core.files.comparison import common_mode, load_named_modes
 from core.files.importer import import_model
 from core.files.model_source import NamedModel, is_hub_id, model_named
 from core.files.planfile import load as load_plan
+from core.files.planfile import load_saved
 from core.files.runconfig import (
     ModelChoice,
     RunConfig,
@@ -48,6 +49,7 @@ from core.plan import (
 )
 from core.presets import default_plan
 from core.serving.ollama import ollama_defaults
+from core.verdict import Mode
 
 PARAMS: Final = "model.params_override"  # --params: a model source as much as an input
 ROLE_PATHS: Final = ("weight_dtype", "base_dtype", "adapter_dtype")
@@ -55,6 +57,16 @@ ROLE_PATHS: Final = ("weight_dtype", "base_dtype", "adapter_dtype")
 _BY_RULE: Final = frozenset(
     {PARAMS, "method", "preset", *ROLE_PATHS, "autocast", "checkpoint_policy", "checkpoint_every", "accounting"}
 )
+
+
+def mode_for(args: argparse.Namespace) -> Mode:
+    """The question asked: ``--mode`` when given, else the mode ``--plan FILE`` was saved with,
+    else a training step (branch h56mode: an Inference plan reopened as Training before)."""
+    if args.mode is not None:
+        return Mode(args.mode)
+    if getattr(args, "plan", None):
+        return load_saved(args.plan).mode
+    return Mode.TRAINING
 
 
 def base_plan(args: argparse.Namespace) -> Plan:
@@ -236,12 +248,23 @@ def without_model(args: argparse.Namespace) -> argparse.Namespace:
 
 
 # ---- compare and report: plan files -------------------------------------------------------
-def load_named_plans(paths: Sequence[str]) -> list[tuple[str, Plan]]:
+def _load_modes(paths: Sequence[str]) -> list[tuple[str, Plan, Mode]]:
+    named = load_named_modes(paths)
+    if not 1 <= len(named) <= MAX_PLANS:
+        raise UsageError(f"{len(named)} plans given; a comparison holds 1 to {MAX_PLANS}")
+    return named
+
+
+def load_plans_and_mode(paths: Sequence[str], mode: str | None) -> tuple[list[tuple[str, Plan]], Mode]:
+    """The plans of ``compare`` / ``report`` and the question: ``--mode`` when given, else the one
+    the files were saved with (files saved in different modes are refused: give --mode)."""
     # Every argument is at least one plan: too many are refused before any is read (issue 28
     # item 15: 10,000 arguments were all read, 118 s, before the count was checked).
     if len(paths) > MAX_PLANS:
         raise UsageError(f"{len(paths):,} files given; a comparison holds 1 to {MAX_PLANS} plans")
-    named = load_named(paths)
-    if not 1 <= len(named) <= MAX_PLANS:
-        raise UsageError(f"{len(named)} plans given; a comparison holds 1 to {MAX_PLANS}")
-    return named
+    named = _load_modes(paths)
+    modes = sorted({m.value for _, _, m in named})
+    if mode is None and len(modes) > 1:
+        raise UsageError(f"the plans were saved in different modes ({', '.join(modes)}): give --mode to choose one")
+    chosen = Mode(mode) if mode is not None else common_mode([m for _, _, m in named], "the plans")
+    return [(name, plan) for name, plan, _ in named], chosen

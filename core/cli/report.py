@@ -11,8 +11,7 @@ from collections.abc import Callable
 from typing import Any
 
 from core.cli.parser import UsageError, add_force_option, add_mode_option, text_arg
-from core.cli.plans import load_named_plans
-from core.estimate import Mode
+from core.cli.plans import load_plans_and_mode
 from core.files.fileio import save_target, write_file
 from core.files.report import FORMATS, Report, build_report
 
@@ -47,8 +46,8 @@ def run(args: argparse.Namespace) -> str:
             "use --html and print it, or run the installed vramplan with its GUI"
         )
     save_target(path, force=args.force, kind="report")  # refuse a target before the work of a report
-    named = load_named_plans(args.plans)
-    report = build_report(named, args.title or "", unit="GiB" if args.gib else "GB", mode=Mode(args.mode))
+    named, mode = load_plans_and_mode(args.plans, args.mode)
+    report = build_report(named, args.title or "", unit="GiB" if args.gib else "GB", mode=mode)
     if kind == "pdf":
         _pdf_writer[0](report, path, args.force)
     else:

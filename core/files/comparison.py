@@ -12,10 +12,10 @@ from typing import Any, Final
 from core.advice.compare import MAX_PLANS, Comparison, check_name, compare
 from core.errors import PlanError, PlanFileError
 from core.files.fileio import write_file
-from core.files.planfile import MAX_FILE_BYTES, plan_from_dict, plan_to_dict
-from core.files.planfile import load as load_plan
+from core.files.planfile import MAX_FILE_BYTES, load_saved, plan_to_dict, saved_from_dict
 from core.files.runconfig.reading import read_json_document
 from core.plan import Plan
+from core.verdict import Mode
 
 FORMAT: Final = "vramplan-comparison"
 VERSION: Final = 1
@@ -25,7 +25,8 @@ def to_dict(comparison: Comparison) -> dict[str, Any]:
     return {
         "format": FORMAT,
         "version": VERSION,
-        "plans": [{"name": p.name, "plan": plan_to_dict(p.plan)} for p in comparison.plans],
+        # each entry a whole plan document, with the comparison's mode (branch h56mode)
+        "plans": [{"name": p.name, "plan": plan_to_dict(p.plan, comparison.mode)} for p in comparison.plans],
     }
 
 
@@ -46,16 +47,25 @@ def from_dict(document: Any) -> Comparison:
     entries = document.get("plans")
     if not isinstance(entries, list) or not 1 <= len(entries) <= MAX_PLANS:
         raise PlanError("plans", entries if not isinstance(entries, list) else len(entries), f"1 to {MAX_PLANS} plans")
-    named = []
+    named, modes = [], []
     for index, entry in enumerate(entries):
         if not isinstance(entry, Mapping) or set(entry) != {"name", "plan"}:
             raise PlanError(f"plans[{index}]", entry, "an object with name and plan")
         try:
-            plan = plan_from_dict(entry["plan"])
+            saved = saved_from_dict(entry["plan"])
         except PlanError as exc:
             raise PlanError(f"plans[{index}].{exc.field}", exc.value, exc.allowed, exc.reason) from None
-        named.append((check_name(entry["name"], index), plan))
-    return compare(named)
+        named.append((check_name(entry["name"], index), saved.plan))
+        modes.append(saved.mode)
+    return compare(named, common_mode(modes, "plans"))
+
+
+def common_mode(modes: Sequence[Mode], where: str) -> Mode:
+    """The one mode the plans were saved with; plans saved for different questions are refused
+    (a comparison judges every plan one way), naming both: give --mode to choose."""
+    if len(set(modes)) > 1:
+        raise PlanError(where, " and ".join(sorted({m.value for m in modes})), "plans saved in one mode", "give --mode")
+    return modes[0] if modes else Mode.TRAINING
 
 
 def load(path: str | os.PathLike[str]) -> Comparison:
@@ -69,16 +79,23 @@ def load(path: str | os.PathLike[str]) -> Comparison:
 
 def load_named(paths: Sequence[str | os.PathLike[str]]) -> list[tuple[str, Plan]]:
     """Plan files (named by their file name) and comparison files (their plans' own names), in order."""
-    named: list[tuple[str, Plan]] = []
+    return [(name, plan) for name, plan, _ in load_named_modes(paths)]
+
+
+def load_named_modes(paths: Sequence[str | os.PathLike[str]]) -> list[tuple[str, Plan, Mode]]:
+    """:func:`load_named` with the mode each plan was saved with (a comparison's own for its plans)."""
+    named: list[tuple[str, Plan, Mode]] = []
     for path in paths:
         document = read_json_document(path, MAX_FILE_BYTES * MAX_PLANS, "a plan or a comparison")
         if isinstance(document, Mapping) and document.get("format") == FORMAT:
-            named += [(p.name, p.plan) for p in load(path).plans]
+            comparison = load(path)
+            named += [(p.name, p.plan, comparison.mode) for p in comparison.plans]
         else:
             # A file name of non-UTF-8 bytes (surrogate escapes) named a plan no report could write.
             name = os.fsencode(Path(path).name).decode("utf-8", "replace")
             stem = name.removesuffix(".json").removesuffix(".vramplan")
-            named.append((stem, load_plan(path)))
+            saved = load_saved(path)
+            named.append((stem, saved.plan, saved.mode))
     return named
 
 

@@ -13,6 +13,12 @@ fp16 → custom with fp16 storage) and its optimizer runs as foreach, what every
 before version 3 assumed, so a migrated plan estimates exactly as before. Version 4
 moved the GPU count and sharding into ``plan.parallel`` (nodes, GPUs per node, strategy,
 tensor / pipeline / context parallel degrees, offload, links).
+
+The question the plan was saved with came later within version 4 (branch h56mode): the
+document's ``mode`` beside ``plan``, ``"training"`` or ``"inference"`` (core.verdict.Mode).
+A file without it reads as training, what every earlier file reopened as; any other value
+is refused naming it, never read as training. Read it with :func:`load_saved` /
+:func:`loads_saved`; :func:`load` keeps returning the plan alone.
 """
 
 from __future__ import annotations
@@ -20,7 +26,7 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Callable, Mapping
-from dataclasses import fields, is_dataclass
+from dataclasses import dataclass, fields, is_dataclass
 from enum import Enum
 from typing import Any, Final, get_type_hints
 
@@ -48,6 +54,7 @@ from core.plan import (
     Workload,
 )
 from core.units import finite_number
+from core.verdict import Mode
 
 FORMAT: Final = "vramplan-plan"
 VERSION: Final = 4
@@ -207,12 +214,26 @@ def _plain(value: Any) -> Any:
     return value
 
 
-def plan_to_dict(plan: Plan) -> dict[str, Any]:
-    return {"format": FORMAT, "version": VERSION, "plan": _plain(plan)}
+# The document's key for the question asked (branch h56mode); a file without it was saved before
+# the mode was kept and reopened in Training, so it still does.
+MODE_KEY: Final = "mode"
+MODE_OF_OLD_FILES: Final = Mode.TRAINING
 
 
-def dumps(plan: Plan) -> str:
-    return json.dumps(plan_to_dict(plan), indent=2, ensure_ascii=False, allow_nan=False) + "\n"
+@dataclass(frozen=True)
+class SavedPlan:
+    """A plan file's content: the plan and the question it was saved with."""
+
+    plan: Plan
+    mode: Mode = Mode.TRAINING
+
+
+def plan_to_dict(plan: Plan, mode: Mode = Mode.TRAINING) -> dict[str, Any]:
+    return {"format": FORMAT, "version": VERSION, MODE_KEY: mode.value, "plan": _plain(plan)}
+
+
+def dumps(plan: Plan, mode: Mode = Mode.TRAINING) -> str:
+    return json.dumps(plan_to_dict(plan, mode), indent=2, ensure_ascii=False, allow_nan=False) + "\n"
 
 
 def _convert(path: str, hint: Any, value: Any) -> Any:
@@ -366,6 +387,23 @@ MIGRATIONS: Final[dict[int, Callable[[dict[str, Any]], dict[str, Any]]]] = {
 
 
 def plan_from_dict(document: Any) -> Plan:
+    return saved_from_dict(document).plan
+
+
+def _mode_of(document: Mapping[str, Any]) -> Mode:
+    """The document's mode: absent, the old files' Training; an unknown word is refused."""
+    if MODE_KEY not in document:
+        return MODE_OF_OLD_FILES
+    value = document[MODE_KEY]
+    try:
+        return Mode(value)
+    except ValueError:
+        allowed = " or ".join(m.value for m in Mode)
+        why = "not a mode this release knows: written by a newer VRAM Planner?"
+        raise PlanError(MODE_KEY, value, allowed, why) from None
+
+
+def saved_from_dict(document: Any) -> SavedPlan:
     if not isinstance(document, Mapping):
         raise PlanError("(document)", type(document).__name__, "a JSON object")
     if document.get("format") != FORMAT:
@@ -379,13 +417,14 @@ def plan_from_dict(document: Any) -> Plan:
     doc = dict(document)
     while doc["version"] < VERSION:
         doc = MIGRATIONS[doc["version"]](doc)
-    extra = sorted(set(doc) - {"format", "version", "plan"})
+    extra = sorted(set(doc) - {"format", "version", MODE_KEY, "plan"})
     if extra:
-        raise PlanError(extra[0], doc[extra[0]], "only format, version and plan", "unknown key")
+        raise PlanError(extra[0], doc[extra[0]], "only format, version, mode and plan", "unknown key")
     if "plan" not in doc:
         raise PlanError("plan", None, "a plan object", "the key is missing")
+    mode = _mode_of(doc)
     result: Plan = _build(Plan, _old_sglang_rule(_modelled_utilisation(doc["plan"])), "plan")
-    return result
+    return SavedPlan(result, mode)
 
 
 # The utilisation every plan had before it was modelled (issue 24): the lesson's 40 %.
@@ -416,6 +455,11 @@ def _old_sglang_rule(plan: Any) -> Any:
 
 
 def loads(text: str | bytes, where: str = "(text)") -> Plan:
+    return loads_saved(text, where).plan
+
+
+def loads_saved(text: str | bytes, where: str = "(text)") -> SavedPlan:
+    """The plan and its mode from a plan file's text; every failure is a PlanFileError."""
     if isinstance(text, bytes):
         try:
             text = text.decode("utf-8-sig")  # a byte-order mark, as some Windows editors write, is harmless
@@ -432,7 +476,7 @@ def loads(text: str | bytes, where: str = "(text)") -> Plan:
     if _depth(document) > MAX_DEPTH:
         raise PlanFileError(where, "is nested too deeply to be a plan")
     try:
-        return plan_from_dict(document)
+        return saved_from_dict(document)
     except PlanError as exc:
         raise PlanFileError(where, str(exc)) from None
 
@@ -442,13 +486,17 @@ def _reject_constant(name: str) -> Any:
 
 
 def load(path: str | os.PathLike[str]) -> Plan:
+    return load_saved(path).plan
+
+
+def load_saved(path: str | os.PathLike[str]) -> SavedPlan:
     # Never a FIFO or a device (opening a FIFO blocks until someone writes to it), never more
     # than a plan file can hold: core.files.fileio reads every bounded file from outside.
     raw = read_regular_file(path, MAX_FILE_BYTES, "a plan file")
-    return loads(raw, str(path))
+    return loads_saved(raw, str(path))
 
 
-def save(plan: Plan, path: str | os.PathLike[str], *, force: bool = False) -> None:
-    """The plan to ``path`` through the one atomic writer (:mod:`core.files.fileio`): a file
-    VRAM Planner did not write is kept unless ``force``; every failure is a PlanFileError."""
-    write_file(path, dumps(plan), force=force)
+def save(plan: Plan, path: str | os.PathLike[str], *, force: bool = False, mode: Mode = Mode.TRAINING) -> None:
+    """The plan and its mode to ``path`` through the one atomic writer (:mod:`core.files.fileio`):
+    a file VRAM Planner did not write is kept unless ``force``; every failure is a PlanFileError."""
+    write_file(path, dumps(plan, mode), force=force)

@@ -181,3 +181,29 @@ def test_serving_that_queues_requests_says_so() -> None:
     d = diagnose(plan.with_inference(engine="vllm", concurrent=64, context=8192), Mode.INFERENCE)
     assert d.judgement.fits
     assert d.advice.kind is AdviceKind.FITS_QUEUED and d.advice.queued == 59 and d.advice.at_once == 5
+
+
+def test_room_to_spare_is_said_only_when_there_is_room() -> None:
+    """h56mode: the diagnosis said "Fits with room to spare" with 0.21 GB to spare. The default plan
+    (Llama 3.1 8B LoRA on an A100 80GB, core.presets) with the headroom set so that 0.21 GB is left:
+    its range's high end lies past the usable memory, which is said with the figures."""
+    from core.advice.diagnosis import diagnose
+    from core.estimate import estimate
+    from core.format import memory
+    from core.presets import default_plan
+
+    plan = default_plan()
+    judged = estimate(plan).judgement()
+    assert diagnose(plan).explanation.startswith("Fits with room to spare")  # 10 % headroom, far below
+    spare = 0.21e9  # the user's figure
+    tight = plan.with_hardware(headroom=1 - (judged.total_bytes + spare) / judged.capacity_bytes)
+    found = diagnose(tight)
+    high = found.judgement.range_bytes[1]
+    assert found.judgement.fits and high > found.usable_bytes
+    assert "room to spare" not in found.explanation
+    assert f"Fits with {memory(found.margin_bytes)} to spare" in found.explanation
+    assert f"range reaches {memory(high)}, past the {memory(found.usable_bytes)} usable" in found.explanation
+    # The whole range within the usable memory, 0.5 GB past its high end, yet less spare than the headroom.
+    near = plan.with_hardware(headroom=1 - (high + 0.5e9) / judged.capacity_bytes)
+    text = diagnose(near).explanation
+    assert text.startswith("Fits, with only ") and "beyond the" in text and "room to spare" not in text

@@ -360,3 +360,25 @@ def test_an_unknown_cost_reads_as_such_in_the_fewest_gpus_sentence() -> None:
     assert " and unknown" not in text and ", unknown" not in text
     assert " h and an unknown cost for " in text
     assert all("and unknown" not in line for line in answer.arithmetic())
+
+
+def test_fewest_gpus_of_a_laptop_card_is_one_card(capsys: pytest.CaptureFixture[str]) -> None:
+    """h56mode: full fine-tuning of Llama 3.1 8B on an RTX 4090 Laptop GPU (16 GB) was answered
+    "16 × NVIDIA GeForce RTX 4090 Laptop GPU (2 nodes × 8) with FSDP2 + TP 8": a laptop holds one
+    GPU (resources/gpus.json, segment "laptop"). The answer is the one card's verdict and what would
+    make it fit, the diagnosis' own remedies."""
+    plan = plan_for_model("llama-3.1-8b").with_hardware(gpu="rtx-4090-laptop")
+    answer = fewest_gpus(plan)
+    assert answer.one_per_machine and answer.found is None
+    assert [row.count for row in answer.tried] == [1]
+    assert answer.tried[0].estimate.total_bytes == estimate(plan).total_bytes  # the one card's estimate
+    assert "comes one per machine" in answer.summary() and "×" not in answer.summary()
+    code = main(["fewest-gpus", "--model", "llama-3.1-8b", "--gpu", "rtx-4090-laptop", "--json"])
+    doc = json.loads(capsys.readouterr().out)
+    assert code == 0 and doc["found"] is None and doc["one_per_machine"] and [t["count"] for t in doc["tried"]] == [1]
+    assert doc["remedies"]  # what would make it fit on the one card
+    # A plan that fits one laptop card is answered with that one card; the desktop card is searched on.
+    small = plan_for_model("qwen2.5-0.5b").with_method(Method.LORA).with_hardware(gpu="rtx-4090-laptop")
+    found = fewest_gpus(small).found
+    assert found is not None and found.count == 1
+    assert fewest_gpus(plan.with_hardware(gpu="rtx-4090")).found is not None

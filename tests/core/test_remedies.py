@@ -45,8 +45,10 @@ def _plan(model: str, method: Method, gpu: str, micro_batch: int, seq_len: int, 
 
 
 def test_frozen_layer_plan_that_does_not_fit_is_diagnosed() -> None:
-    """Issue 13 item 1: the smaller-model remedy built frozen_layers=0 and raised PlanError."""
-    plan = _plan("llama-3.1-8b", Method.FROZEN, "rtx-4090", 4, 4096, frozen_layers=24)
+    """Issue 13 item 1: the smaller-model remedy built frozen_layers=0 and raised PlanError.
+    h56mode: at 4 × 4,096 tokens only SmolLM2 1.7B, of another line, fitted; at 2 × 2,048 Llama 3.2 1B
+    does, with its 16 layers (its config.json) for the 24 frozen: the clamp this test is about."""
+    plan = _plan("llama-3.1-8b", Method.FROZEN, "rtx-4090", 2, 2048, frozen_layers=24)
     diagnosis = diagnose(plan)
     assert not diagnosis.judgement.fits and diagnosis.remedies
     smaller = [r for r in diagnosis.remedies if r.kind is RemedyKind.SMALLER_MODEL]
@@ -104,6 +106,8 @@ def _layout(plan: Plan) -> tuple[object, ...]:
 )
 def test_pinned_things_never_change(pin: Pin, changed: object) -> None:
     plan = _plan("llama-3.2-1b", Method.LORA, "rtx-3060-12gb", 1, 4096)
+    if pin is Pin.MODEL:  # h56mode: a smaller model of the line (Llama 3.2 1B is the smallest Llama 3)
+        plan = _plan("llama-3.1-8b", Method.FROZEN, "rtx-4090", 2, 2048, frozen_layers=24)
     if pin in (Pin.GPU_COUNT, Pin.LAYOUT, Pin.NO_OFFLOAD):  # a plan more GPUs or another split can fix
         plan = _plan("llama-3.1-8b", Method.FULL, "a100-80gb-sxm", 1, 4096).on_gpus(2, Strategy.DDP)
     unpinned = diagnose(plan)
@@ -386,3 +390,22 @@ def test_more_gpus_of_a_laptop_card_is_not_offered() -> None:
     assert remedies._more_gpus(plan) is None
     # The same plan on the desktop card still gets it.
     assert remedies._more_gpus(plan.with_hardware(gpu="rtx-4090")) is not None
+
+
+def test_a_smaller_model_stays_in_the_models_line() -> None:
+    """h56mode: QLoRA on Llama 3.1 70B at 512 tokens on an A100 40GB was offered "Smaller model:
+    Yi 34B", because the catalogue's family is the architecture (Yi 34B's config.json says model_type
+    llama). A smaller model of the same line is Llama 3.1 8B (resources/models.json)."""
+    plan = _plan("llama-3.1-70b", Method.QLORA, "a100-40gb-sxm", 1, 512)
+    assert find_model("yi-34b").spec.family == plan.model.family == "llama"  # why Yi was offered
+    found = remedies._smaller_model(plan)
+    assert found is not None and found[1] == "Smaller model: Llama 3.1 8B"
+    assert remedies.model_line("Llama 3.1 70B") == remedies.model_line("Llama 3.1 8B") == "llama 3"
+    # Meta's Llama 3 models: 3.1, 3.2 and 3.3 (their model cards), base or instruct, are one line.
+    assert remedies.model_line("Llama 3.2 1B") == remedies.model_line("Llama 3.3 70B Instruct") == "llama 3"
+    assert remedies.model_line("Yi 34B") != remedies.model_line("Llama 3.1 70B")
+    assert remedies.model_line("Llama 2 70B") != remedies.model_line("Llama 3.1 70B")
+    # Lines whose sizes are written otherwise (the catalogue's names): still one line each.
+    assert remedies.model_line("GPT-2 XL (1.5B)") == remedies.model_line("GPT-2 small (124M)")
+    assert remedies.model_line("DeepSeek-R1-Distill-Llama-70B") == remedies.model_line("DeepSeek-R1-Distill-Llama-8B")
+    assert remedies.model_line("Gemma 3 27B (text)") == remedies.model_line("Gemma 3 1B")

@@ -103,3 +103,27 @@ def test_importing_a_pre_quantised_config_keeps_its_skip_list(
     assert any("llm_int8_skip_modules keeps lm_head,model.layers.0.mlp" in m for m in messages)
     controller.undo_stack.undo()
     assert controller.plan == default_plan()
+
+
+def test_a_plan_reopens_in_the_mode_it_was_saved_in(settings: Settings, tmp_path: Path, fake_dialogs: Any) -> None:
+    # Branch h56mode: a plan saved in Inference mode reopened in Training (the training verdict of a
+    # serving question). The mode is the display's, not an undo step.
+    from core.verdict import Mode
+    from gui.display_state import DisplayState
+
+    display = DisplayState()
+    controller = PlanController(default_plan())
+    document = Document(controller, settings, display=display)
+    display.set_mode(Mode.INFERENCE)
+    path = tmp_path / "serve.vramplan.json"
+    fake_dialogs.paths.append(str(path))
+    assert document.save_as()
+    assert planfile.load_saved(path).mode is Mode.INFERENCE
+    document.new()
+    display.set_mode(Mode.TRAINING)
+    document.open_recent(str(path))
+    assert display.mode is Mode.INFERENCE and controller.undo_stack.count() == 0
+    old = tmp_path / "old.json"  # a file from before the mode was kept opens in Training, as it did
+    old.write_text(planfile.dumps(default_plan()).replace('  "mode": "training",\n', ""))
+    assert '"mode"' not in old.read_text()
+    assert document.open_path(str(old)) and display.mode is Mode.TRAINING
