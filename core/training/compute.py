@@ -427,6 +427,8 @@ def compute_estimate(plan: Plan, counts: ParamCounts, gpu: GpuSpec) -> Compute:
     per_gpu = tokens_per_second / gpus
     utilisation = step_flops / (gemm_peak * 1e12 * timing.compute) if timing.compute > 0 and gemm_peak else 0.0
     modelled_util = step_flops / (gemm_peak * 1e12 * timing.modelled) if timing.modelled and gemm_peak else 0.0
+    pace = host_pace(work, timing, comm.bubble_fraction, step - (host.seconds if host else 0.0))
+    fixed = fixed_part(work, timing, step)
     return Compute(
         flops_per_token=per_token,
         flops=per_token * tokens,
@@ -437,7 +439,9 @@ def compute_estimate(plan: Plan, counts: ParamCounts, gpu: GpuSpec) -> Compute:
         cost=hours * gpus * price,
         energy_kwh=hours * gpus * gpu.board_power_w / 1000.0,
         steps=steps,
-        formula=_formula(plan, flops.terms, per_token, tokens, timing, step, comm, utilisation, gemm_peak, host, work),
+        formula=_formula(
+            plan, flops.terms, per_token, tokens, timing, step, comm, utilisation, gemm_peak, host, (pace, fixed)
+        ),
         dtype=dtype,
         price_per_gpu_hour=price,
         price_source=price_source,
@@ -447,8 +451,8 @@ def compute_estimate(plan: Plan, counts: ParamCounts, gpu: GpuSpec) -> Compute:
         host_step_seconds_per_step=host.seconds if host else 0.0,
         host_step_formula=host.formula if host else "",
         host_step_advice=host.advice if host else "",
-        host_pace=host_pace(work, timing, comm.bubble_fraction, step - (host.seconds if host else 0.0)),
-        fixed_step=fixed_part(work, timing, step),
+        host_pace=pace,
+        fixed_step=fixed,
         comm_seconds_per_step=comm.comm_seconds,
         exposed_comm_seconds_per_step=comm.exposed_seconds,
         bubble_fraction=comm.bubble_fraction,
@@ -504,9 +508,10 @@ def _formula(
     utilisation: float,
     peak: float,
     host: HostStep | None = None,
-    work: Work | None = None,
+    said: tuple[str, str] = ("", ""),
 ) -> str:
-    """The arithmetic as one line of text: FLOPs, then the step, then the time."""
+    """The arithmetic as one line of text: FLOPs, then the step, then the time; ``said``: the host's pace and the
+    step's fixed part as the Compute record gives them (host_pace, fixed_part), worked out once."""
     how = " + ".join(f"{sci(t.per_token)} ({t.label})" for t in terms) if len(terms) > 1 else terms[0].formula
     flops = per_token * tokens
     text = f"FLOPs = [{how}] per token × {sci(tokens)} tokens = {flops:.1e}"
@@ -516,14 +521,12 @@ def _formula(
     )
     if comm.bubble_fraction or comm.exposed_seconds:
         text += f" × (1 + {comm.bubble_fraction:.3g} bubble) + {comm.exposed_seconds:.3g} s exposed communication"
-    if work is not None and timing.source is UtilisationSource.MODELLED:
-        pace = host_pace(work, timing, comm.bubble_fraction, step - (host.seconds if host else 0.0))
-        if pace:
-            text += f", but {pace}"
+    pace, fixed = said
+    if pace:
+        text += f", but {pace}"
     if host:
         text += f" + {host.seconds:.3g} s optimizer step on the host"
     steps = tokens / (plan.effective_batch * plan.workload.seq_len) if plan.effective_batch else 0.0
-    fixed = fixed_part(work, timing, step) if work is not None else ""
     text += f" = {step:.3g} s" + (f" ({fixed})" if fixed else "")
     whole = steps == int(steps)  # 78,125 steps, not 78,125.0; a budget that ends mid-step keeps its tenth
     text += f"; {steps:,.0f} steps" if whole else f"; {steps:,.1f} steps"

@@ -685,7 +685,7 @@ def method_features(
     out: dict[str, float] = {}
     again = _recomputed_blocks(rank.plan, rank)
     if work is not None:
-        fp32 += work.build_forward * (rank.layers + again) + work.build_backward * rank.backward_layers
+        fp32 += method_build_flops(rank)
         moved = work.bytes_forward * (rank.layers + again) + work.bytes_backward * rank.backward_layers
         out[f"adapter_bytes:{rank.plan.stack.value}"] = micro * moved / bandwidth
     peak = gpu.peak_tflops("fp32")
