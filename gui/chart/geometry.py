@@ -10,6 +10,7 @@ Nothing here imports Qt or pyqtgraph (import-linter contract in pyproject.toml).
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal
 
@@ -55,6 +56,7 @@ KEEP_TOP = (1 / 1.45, 1 / 1.15)
 LABEL_ROOM = 0.035  # a segment thinner than this share of the axis (about a line of text) gets no label
 TOTAL_LIFT = 0.005  # a bar's total sits this share of the axis above the bar
 MEASURED_MARK_OVERHANG = 0.08  # the measured peak's mark reaches this far past the bar's sides
+LABEL_INSET = 2.0  # pixels kept clear between a value label's text and its bar's side
 
 
 @dataclass(frozen=True)
@@ -165,6 +167,24 @@ def segment_labels(
 def total_labels(bars: list[BarSpec], top: float, unit: Unit, scale: float) -> list[tuple[str, float]]:
     """Each bar's total and the height its label stands at, just above the bar."""
     return [(memory(spec.total_bytes, unit), spec.total_bytes / scale + top * TOTAL_LIFT) for spec in bars]
+
+
+def bar_pixels(view_width: float, count: int) -> tuple[float, float]:
+    """(a bar's width, its slot's width) in pixels: the view spans ``count`` slots and 0.2 of a
+    slot of margins (x from -0.6 to count - 0.4), a bar :data:`BAR_WIDTH` of its slot."""
+    slot = view_width / (max(1, count) + 0.2)
+    return slot * BAR_WIDTH, slot
+
+
+def fitted_text(text: str, unit: Unit, room: float, width_of: Callable[[str], float]) -> str:
+    """``text`` in a form that fits ``room`` pixels (less :data:`LABEL_INSET` each side): whole
+    ("16.1 GB"), else the number alone when it is in the axis's unit ("16.1": the axis names
+    it), else "" (no label). Never a cut number: a label wider than its bar lost its first digit
+    off the bar's edge, white on the plot or the headroom band ("47.2" read "7.2")."""
+    room -= 2 * LABEL_INSET
+    suffix = f" {unit}"
+    forms = (text, text.removesuffix(suffix)) if text.endswith(suffix) else (text,)
+    return next((form for form in forms if width_of(form) <= room), "")
 
 
 def peak_index(bars: list[BarSpec], peak_phase: str) -> int:

@@ -15,6 +15,7 @@ so that a typical edit repaints the bars that moved and leaves the axes alone.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -36,8 +37,10 @@ from gui.chart.geometry import (
     Mode,
     Segments,
     bar_names,
+    bar_pixels,
     bars_for,
     caption_lines,
+    fitted_text,
     measured_mark,
     segment_at,
     segment_labels,
@@ -56,6 +59,8 @@ from gui.plotstyle import style_plot
 
 if TYPE_CHECKING:
     from core.files.measurement import Measurement
+
+WIDTHS_KEPT = 512  # value texts' measured widths kept per font ("16.1 GB" comes back at most edits)
 
 
 class MemoryChart(QWidget):
@@ -81,6 +86,8 @@ class MemoryChart(QWidget):
         self._fit_when_shown = False  # resized while hidden: fitted when shown
         self._axis_label = ""
         self._bar_outline = QColor()
+        self._text_widths: dict[str, dict[str, float]] = {}  # font key -> text -> pixels
+        self._metrics: dict[str, QFontMetricsF] = {}
 
         layout = QVBoxLayout(self)
         layout.setContentsMargins(0, 0, 0, 0)
@@ -131,6 +138,11 @@ class MemoryChart(QWidget):
         plot.viewport().setAccessibleName("Memory chart plot area")
         plot.setToolTip("Click a bar segment to see its arithmetic.")
         item = plot.getPlotItem()
+        # Room above the view for half a tick text: a tick at the axis top (30 of 30 GB) has its
+        # text centred on it, and pyqtgraph's 1 px margin cut it in half at the widget's edge.
+        tick_font = y_axis.style["tickFont"] or plot.font()
+        top_margin = math.ceil(QFontMetricsF(tick_font).height() / 2) + 1
+        item.layout.setContentsMargins(1, top_margin, 1, 1)  # pyqtgraph's 1 px on the other sides
         item.setMenuEnabled(False)
         item.hideButtons()
         item.setMouseEnabled(x=False, y=False)
@@ -356,20 +368,45 @@ class MemoryChart(QWidget):
             self.labels.end()
 
     def _place_labels(self, top: float) -> None:
+        """Each segment's figure in its bar and each bar's total above it, in the form that fits
+        the bar (a segment's) or the slot (a total): whole, the number alone, or none."""
         layer = self.labels
+        bar, slot = bar_pixels(self.view.width(), len(self._bars))
         placed = segment_labels(self._bars, self._geometry, top, self.unit)
         for key, label in self._segment_labels.items():
             spot = placed.get(key)
-            if spot is None:
+            text = fitted_text(spot[0], self.unit, bar, self._text_width(label)) if spot is not None else ""
+            if spot is None or not text:
                 layer.hide(label)
             else:
-                layer.place(label, spot[0], key[1], spot[1])
+                layer.place(label, text, key[1], spot[1])
         totals = total_labels(self._bars, top, self.unit, unit_scale(self.unit))
         for index, label in enumerate(self._total_labels):
-            if index >= len(totals):
+            total = totals[index] if index < len(totals) else ("", 0.0)
+            text = fitted_text(total[0], self.unit, slot, self._text_width(label)) if total[0] else ""
+            if not text:
                 layer.hide(label)
             else:
-                layer.place(label, totals[index][0], index, totals[index][1])
+                layer.place(label, text, index, total[1])
+
+    def _text_width(self, label: ChartLabel) -> Callable[[str], float]:
+        """How wide a text is in ``label``'s font, in pixels (measured once per font and text)."""
+        key = label.font_key
+        widths = self._text_widths.get(key)
+        if widths is None:
+            widths = self._text_widths[key] = {}
+            self._metrics[key] = QFontMetricsF(label.font)
+        metrics = self._metrics[key]
+
+        def width(text: str) -> float:
+            found = widths.get(text)
+            if found is None:
+                if len(widths) >= WIDTHS_KEPT:
+                    widths.clear()
+                found = widths[text] = metrics.horizontalAdvance(text)
+            return found
+
+        return width
 
     def _update_measured_mark(self, scale: float) -> None:
         if self.measurement is None or self.mode != "training" or self._estimate is None:
@@ -416,7 +453,7 @@ class MemoryChart(QWidget):
 
     def _slot_width(self) -> float:
         """Pixels across one bar's slot (the view spans the bars and 0.2 of a slot of margins)."""
-        return self.view.width() / (max(1, len(self._bars)) + 0.2)
+        return bar_pixels(self.view.width(), len(self._bars))[1]
 
     def _update_axes(self, estimate: Estimate) -> None:
         labels = bar_names(self._bars, estimate.for_rank(self.rank).peak_phase)

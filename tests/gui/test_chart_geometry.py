@@ -99,3 +99,20 @@ def test_a_serving_caption_names_what_is_served_not_the_training_method() -> Non
     plan = plan_for_model("llama-3.1-8b", method=Method.LORA).with_inference(engine="vllm", tensor_parallel=2)
     lines = geometry.caption_lines(estimate(plan.with_hardware(gpu="h100-sxm")), "inference", "GB")
     assert "LoRA" not in " ".join(lines) and "served by vLLM" in lines[0] and "2 × NVIDIA H100" in lines[0]
+
+
+def test_a_value_label_takes_the_form_that_fits_never_a_cut_one() -> None:
+    # A stand-in font: 6 px per character (the figures are the chart's own, "16.1 GB").
+    def width(text: str) -> float:
+        return 6.0 * len(text)
+
+    inset = 2 * geometry.LABEL_INSET
+    assert geometry.fitted_text("16.1 GB", "GB", 42 + inset, width) == "16.1 GB"  # 7 characters, 42 px
+    assert geometry.fitted_text("16.1 GB", "GB", 41 + inset, width) == "16.1"  # the axis names the unit
+    assert geometry.fitted_text("16.1 GB", "GB", 23 + inset, width) == ""  # no room even for the number
+    # A figure in another unit than the axis's keeps its unit or goes: "512" would read as GB.
+    assert geometry.fitted_text("512 MB", "GB", 30 + inset, width) == ""
+    assert geometry.fitted_text("16.1 GiB", "GiB", 24 + inset, width) == "16.1"
+    # Four bars (three phases and the peak) in a 252 px view: slots of 60 px, bars of 37.2 px.
+    bar, slot = geometry.bar_pixels(252.0, 4)
+    assert slot == pytest.approx(60.0) and bar == pytest.approx(60.0 * geometry.BAR_WIDTH)

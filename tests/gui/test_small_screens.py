@@ -1,0 +1,115 @@
+"""The window at laptop and small-screen sizes (1024 × 700, 1280 × 720), in both modes: every
+value label, tick label and choice shows whole, and the Diagnosis and the forms speak of the
+mode and card shown (project check of 2026-12-05, five defects)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from PySide6.QtCore import QPointF, QRectF
+from PySide6.QtGui import QFontMetricsF, QImage, QPainter
+
+from core.plan import Plan
+from core.presets import default_plan
+from core.units import GB
+from gui.chart.widget import MemoryChart
+from gui.format import memory
+from gui.main_window import MainWindow
+
+
+def shown_at(qtbot: Any, window: MainWindow, width: int, height: int) -> None:
+    window.resize(width, height)
+    window.show()
+    qtbot.waitExposed(window)
+    qtbot.wait(20)
+
+
+def training_on_a_4090() -> Plan:
+    """The check's training case: the start-up plan (LoRA on Llama 3.1 8B) on an RTX 4090."""
+    return default_plan().with_hardware(gpu="rtx-4090")
+
+
+def vllm_on_an_l4() -> Plan:
+    """The check's serving case: Llama 3.1 8B served by vLLM with its defaults on an L4."""
+    return default_plan().with_hardware(gpu="l4").with_inference(engine="vllm")
+
+
+def _bar_pixels(chart: MemoryChart, index: int, top: float) -> tuple[float, float]:
+    """The left and right edges of bar ``index`` in scene pixels."""
+    half = chart.series["weights"].opts["width"] / 2
+    left = chart.view.mapViewToScene(QPointF(index - half, top / 2)).x()
+    right = chart.view.mapViewToScene(QPointF(index + half, top / 2)).x()
+    return left, right
+
+
+def _value_labels_that_do_not_fit(chart: MemoryChart) -> list[str]:
+    """Shown value labels wider than their bar (a segment's) or their slot (a total), or whose
+    text is not the figure the bar draws (whole, or the number in the axis's unit)."""
+    top = chart.view.viewRange()[1][1]
+    bars = chart.bars()
+    slot = chart.view.sceneBoundingRect().width() / (len(bars) + 0.2)
+    found = []
+    for (key, index), label in chart._segment_labels.items():
+        if not label.visible:
+            continue
+        left, right = _bar_pixels(chart, index, top)
+        width = QFontMetricsF(label.font).horizontalAdvance(label.text)
+        if width > right - left:
+            found.append(f"{key} of bar {index}: “{label.text}” is {width:.0f} px on a {right - left:.0f} px bar")
+        whole = memory(bars[index].parts[key], chart.unit)
+        if label.text not in (whole, whole.removesuffix(f" {chart.unit}")):
+            found.append(f"{key} of bar {index}: “{label.text}” is not {whole}")
+    for index, label in enumerate(chart._total_labels):
+        if label.visible and QFontMetricsF(label.font).horizontalAdvance(label.text) > slot:
+            found.append(f"total of bar {index}: “{label.text}” wider than its {slot:.0f} px slot")
+    return found
+
+
+def test_value_labels_fit_their_bars_at_1024_by_700(qtbot: Any, window: MainWindow) -> None:
+    """Before: at 1024 × 700 the bars are 37 px wide and “16.1 GB” 44 px: its first digit lay
+    outside the bar, white on the white plot (“6.1 G”), and on the headroom band (“47.2” read
+    “7.2”). A label that does not fit its bar shows the number alone (the axis names the unit)."""
+    window.controller.reset(training_on_a_4090())
+    shown_at(qtbot, window, 1024, 700)
+    chart = window.chart
+    assert _value_labels_that_do_not_fit(chart) == []
+    shown = {label.text for label in chart._segment_labels.values() if label.visible}
+    # core's estimate of this plan: the weights, 16.1 GB (8.03B parameters × 2 bytes, bf16).
+    assert "16.1" in shown
+    # At a width where “16.1 GB” fits its bar, it is shown whole.
+    shown_at(qtbot, window, 1920, 1080)
+    assert _value_labels_that_do_not_fit(chart) == []
+    assert "16.1 GB" in {label.text for label in chart._segment_labels.values() if label.visible}
+
+
+def _tick_texts_outside(chart: MemoryChart) -> list[str]:
+    """The y axis's tick texts that reach past the plot widget's visible area (cut off)."""
+    axis = chart.plot.getAxis("left")
+    image = QImage(10, 10, QImage.Format.Format_ARGB32)
+    painter = QPainter(image)
+    try:
+        specs = axis.generateDrawSpecs(painter)
+    finally:
+        painter.end()
+    assert specs is not None
+    visible = QRectF(chart.plot.viewport().rect())
+    found = []
+    for rect, _flags, text in specs[2]:
+        scene = axis.mapRectToScene(rect)
+        shown = chart.plot.mapFromScene(scene).boundingRect()
+        if not visible.contains(QRectF(shown)):
+            found.append(f"“{text}” at {shown.getRect()} outside {visible.getRect()}")
+    return found
+
+
+def test_the_top_tick_label_shows_whole_in_inference_at_1280_by_720(qtbot: Any, window: MainWindow) -> None:
+    """Before: vLLM's defaults on an L4 put the axis top at 30 GB, a tick: the plot had no margin
+    above its view, and “30” was drawn half above the widget's top edge."""
+    window.set_chart_mode("inference")
+    window.controller.reset(vllm_on_an_l4())
+    shown_at(qtbot, window, 1280, 720)
+    chart = window.chart
+    # The case this reproduces: a tick at the very top (the axis top a multiple of the spacing).
+    assert chart.view.viewRange()[1][1] == 30.0
+    assert chart.bars()[0].total_bytes / GB < 30.0
+    assert _tick_texts_outside(chart) == []
