@@ -18,8 +18,9 @@ from typing import TYPE_CHECKING
 
 from PySide6.QtCore import QObject, QTimer, Signal
 
-from core.advice.request import DiagnosisRequest, Pin, run_report
+from core.advice.request import DiagnosisRequest, Pin, pins_for, run_report
 from core.advice.symptoms import Failure
+from core.verdict import Mode
 from gui.controller import PlanController
 from gui.display_state import Display, DisplayState
 from gui.worker.runner import JobFailed, LatestJobRunner, Worker
@@ -59,7 +60,8 @@ class DiagnosisController(QObject):
         super().__init__(parent)
         self.plans = plans
         self.display = display
-        self.pins: frozenset[Pin] = frozenset()
+        # Each mode keeps its own pins: one ticked in Training never constrains the serving advice.
+        self._pins: dict[Mode, frozenset[Pin]] = {mode: frozenset() for mode in Mode}
         self.symptom: Failure | None = None
         self.report: DiagnosisReport | None = None
         self.active = False
@@ -76,6 +78,21 @@ class DiagnosisController(QObject):
         display.changed.connect(self._on_display)
 
     # ---- reading -------------------------------------------------------------------
+    @property
+    def pins(self) -> frozenset[Pin]:
+        """The pins the current mode's advice keeps: those ticked in this mode that mean
+        something for it (core.advice.request.pins_for; serving: for the plan's engine)."""
+        mode = self.display.mode
+        return self._pins[mode] & frozenset(self.offered_pins())
+
+    def offered_pins(self) -> tuple[Pin, ...]:
+        """The pins shown for the current mode and, serving, the plan's engine."""
+        return pins_for(self.display.mode, self.plans.plan.inference.engine)
+
+    def ticked_pins(self) -> frozenset[Pin]:
+        """The pins ticked in the current mode, shown or not (a llama.cpp pin on vLLM)."""
+        return self._pins[self.display.mode]
+
     @property
     def latest(self) -> DiagnosisRequest:
         """The request for what the window shows now."""
@@ -117,8 +134,10 @@ class DiagnosisController(QObject):
             self.request_now()
 
     def set_pins(self, pins: frozenset[Pin]) -> None:
-        if pins != self.pins:
-            self.pins = pins
+        """The pins ticked in the current mode (the other mode's stay as they were)."""
+        mode = self.display.mode
+        if pins != self._pins[mode]:
+            self._pins[mode] = pins
             self.request_now()
 
     def set_symptom(self, symptom: Failure | None) -> None:

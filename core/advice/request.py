@@ -12,13 +12,14 @@ from enum import StrEnum
 from typing import TYPE_CHECKING, Final
 
 from core.advice.symptoms import Failure
+from core.inputs import Engine
 from core.plan import Plan
 from core.verdict import Mode
 
 if TYPE_CHECKING:
     from core.advice.diagnosis import DiagnosisReport
 
-__all__ = ["PIN_LABELS", "AdviceKind", "DiagnosisRequest", "Pin", "run_report"]
+__all__ = ["PIN_LABELS", "AdviceKind", "DiagnosisRequest", "Pin", "pin_label", "pins_for", "run_report"]
 
 
 class Pin(StrEnum):
@@ -40,6 +41,36 @@ PIN_LABELS: Final = {
     Pin.LAYOUT: "Keep the parallel layout",
     Pin.NO_OFFLOAD: "No CPU offload",
 }
+
+
+# Serving's words for a pin where training's would mislead: the serving context, not a sequence.
+SERVING_PIN_LABELS: Final = {Pin.SEQUENCE: "Keep the context length"}
+
+
+def pins_for(mode: Mode, engine: Engine | str = Engine.HF) -> tuple[Pin, ...]:
+    """The pins that mean something for ``mode`` (and, serving, the ``engine``): those some
+    remedy of the mode would change (its RemedySpec.changes). A pin none of them changes
+    constrains nothing there, and one shown anyway reads as a promise the advice does not keep.
+
+    Training: every pin (core.advice.remedies.TRAINING_KINDS). Serving
+    (core.advice.serving_remedies.SERVING_KINDS): the context (a shorter context) and the GPU
+    count (tensor parallel over more GPUs; llama.cpp: the layers split over more GPUs); CPU
+    offload only on llama.cpp, the one engine whose remedies put layers on the CPU. No serving
+    remedy changes the model, the card or the data-parallel layout.
+    tests/core/test_pins.py checks this against the remedies themselves."""
+    if mode is Mode.TRAINING:
+        return tuple(Pin)
+    serving = [Pin.SEQUENCE, Pin.GPU_COUNT]
+    if engine == Engine.LLAMACPP:
+        serving.append(Pin.NO_OFFLOAD)
+    return tuple(pin for pin in Pin if pin in serving)
+
+
+def pin_label(pin: Pin, mode: Mode) -> str:
+    """The pin's words in ``mode``: "Keep the context length" when serving."""
+    if mode is Mode.INFERENCE:
+        return SERVING_PIN_LABELS.get(pin, PIN_LABELS[pin])
+    return PIN_LABELS[pin]
 
 
 class AdviceKind(StrEnum):

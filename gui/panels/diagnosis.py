@@ -33,7 +33,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from core.advice.request import PIN_LABELS, AdviceKind, Pin
+from core.advice.request import PIN_LABELS, AdviceKind, Pin, pin_label
 from core.advice.symptoms import SYMPTOMS, Failure, Symptom
 from core.estimate import Estimate
 from core.plan import Accounting
@@ -61,6 +61,18 @@ def _wrapping_label(name: str, rich: bool = True) -> QLabel:
     label.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
     return label
 
+
+# The picker names each symptom in a few words under "Start from a symptom": the sentence a
+# run prints (up to 156 characters) was cut to its first 30 in the 191 px box at 1024 × 700.
+# The whole sentence is the choice's tooltip and is shown under the picker once chosen.
+SYMPTOM_NAMES: dict[Failure, str] = {
+    Failure.FIRST_STEP: "At the first step",
+    Failure.LONG_BATCHES: "Forward or backward pass",
+    Failure.EVALUATION: "Only during evaluation",
+    Failure.SERVING: "Serving many users",
+    Failure.SERVING_WEIGHTS: "Loading the model to serve",
+}
+PICK_A_SYMPTOM = "Where did it run out?…"
 
 # Below this viewport width (the Details dock at 1024 × 700) the limits stack their names above
 # their values, so no row is wider than the panel.
@@ -101,6 +113,7 @@ class DiagnosisPanel(QScrollArea):
         diagnoser.diagnosed.connect(self._show_report)
         self.controller.estimateChanged.connect(self._on_estimate)
         display.changed.connect(self._on_display)
+        self._show_pins()  # the window may open in Inference mode
 
     # ---- layout --------------------------------------------------------------------
     def _build_header(self) -> QWidget:
@@ -155,6 +168,9 @@ class DiagnosisPanel(QScrollArea):
 
     _pins: QGridLayout | None = None
     _pin_columns = 2
+    _pins_laid_out: tuple[QCheckBox, ...] = ()
+    # (mode, pins offered, pins ticked) as the boxes show them
+    _pins_shown: tuple[Mode, tuple[Pin, ...], frozenset[Pin]] = (Mode.TRAINING, tuple(Pin), frozenset())
 
     def resizeEvent(self, event: QResizeEvent) -> None:
         super().resizeEvent(event)
@@ -172,16 +188,37 @@ class DiagnosisPanel(QScrollArea):
         pins = self._pins
         if pins is None:
             return
-        boxes = list(self.pin_boxes.values())
-        widest = max(box.sizeHint().width() for box in boxes)
+        boxes = tuple(self.pin_boxes[pin] for pin in self._pins_shown[1])
+        widest = max((box.sizeHint().width() for box in boxes), default=0)
         columns = 2 if self.viewport().width() >= 2 * widest + pins.horizontalSpacing() + 40 else 1
-        if columns == self._pin_columns:
+        if columns == self._pin_columns and boxes == self._pins_laid_out:
             return
         self._pin_columns = columns
-        for box in boxes:
+        self._pins_laid_out = boxes
+        for box in self.pin_boxes.values():
             pins.removeWidget(box)
-        for index, box in enumerate(boxes):
+        for index, box in enumerate(boxes):  # the shown pins only, without gaps
             pins.addWidget(box, index // columns, index % columns)
+
+    def _show_pins(self) -> None:
+        """The pins of the current mode (and, serving, the engine), each ticked as it was left in
+        this mode, in its words there ("Keep the context length" when serving)."""
+        diagnoser = self.diagnoser
+        shown = (diagnoser.display.mode, diagnoser.offered_pins(), diagnoser.ticked_pins())
+        if shown == self._pins_shown:
+            return  # the usual edit: nothing to redo
+        self._pins_shown = shown
+        mode, offered, ticked = shown
+        for pin, box in self.pin_boxes.items():
+            with QSignalBlocker(box):
+                box.setChecked(pin in ticked)
+            label = pin_label(pin, mode)
+            if box.text() != label:
+                box.setText(label)
+                box.setAccessibleName(label)
+            box.setVisible(pin in offered)
+        self._pin_columns = 0  # laid out again for the shown pins
+        self._fit_pins()
 
     def _build_remedies(self) -> QWidget:
         box = QGroupBox("What to change")
@@ -224,9 +261,9 @@ class DiagnosisPanel(QScrollArea):
         self.symptom_picker.setToolTip("What you saw when the run failed")
         self.symptom_picker.setSizeAdjustPolicy(QComboBox.SizeAdjustPolicy.AdjustToMinimumContentsLengthWithIcon)
         self.symptom_picker.setMinimumContentsLength(20)
-        self.symptom_picker.addItem("What did you see? Pick a symptom…", None)
+        self.symptom_picker.addItem(PICK_A_SYMPTOM, None)
         for symptom in SYMPTOMS:
-            self.symptom_picker.addItem(symptom.symptom, symptom.failure.value)
+            self.symptom_picker.addItem(SYMPTOM_NAMES[symptom.failure], symptom.failure.value)
             self.symptom_picker.setItemData(
                 self.symptom_picker.count() - 1, symptom.symptom, Qt.ItemDataRole.ToolTipRole
             )
@@ -347,14 +384,20 @@ class DiagnosisPanel(QScrollArea):
         self.diagnoser.set_active(False)
 
     def _on_estimate(self, _estimate: Estimate) -> None:
+        self._show_pins()  # another engine offers other pins
         self._set_applicable(not self.stale)
 
     def _on_display(self, display: Display) -> None:
         self.set_unit(display.unit)
+        self._show_pins()
         self._set_applicable(not self.stale)
 
     def _pins_changed(self, _on: bool = False) -> None:
-        self.diagnoser.set_pins(frozenset(pin for pin, box in self.pin_boxes.items() if box.isChecked()))
+        """The ticks of the shown pins; a pin hidden here (llama.cpp's offload on vLLM) keeps its tick."""
+        offered = self.diagnoser.offered_pins()
+        hidden = frozenset(pin for pin in self.diagnoser.ticked_pins() if pin not in offered)
+        self.diagnoser.set_pins(hidden | {pin for pin in offered if self.pin_boxes[pin].isChecked()})
+        self._pins_shown = (self.diagnoser.display.mode, offered, self.diagnoser.ticked_pins())
         self._set_applicable(not self.stale)
 
     def _set_applicable(self, on: bool) -> None:
@@ -484,14 +527,16 @@ class DiagnosisPanel(QScrollArea):
             ),
         }[advice.kind]
         if d.pins:
-            note += "<br><i>Kept as pinned: " + ", ".join(PIN_LABELS[p].removeprefix("Keep ") for p in d.pins) + ".</i>"
+            kept = ", ".join(pin_label(p, d.mode).removeprefix("Keep ") for p in d.pins)
+            note += f"<br><i>Kept as pinned: {kept}.</i>"
         self.remedy_note.setText(note)
         self.show_symptom_button.setVisible(show_symptom)
 
     def _order_tabs(self) -> None:
         """Tab goes down the tab as it reads: the pins, the combination's Apply ("Together",
         shown above), then each remedy's; rows made later sat last in the focus chain."""
-        chain: list[QWidget] = [*self.pin_boxes.values(), self.show_symptom_button]
+        chain: list[QWidget] = [self.pin_boxes[pin] for pin in self._pins_shown[1]]
+        chain.append(self.show_symptom_button)
         chain += [row.apply for row in self.combination_list.rows if not row.isHidden()]
         chain += [row.apply for row in self.remedy_list.rows if not row.isHidden()]
         for first, second in itertools.pairwise(chain):
@@ -539,7 +584,10 @@ class DiagnosisPanel(QScrollArea):
             self.symptom_list.show_entries((), self.unit)
             return
         entries = self._symptom_entries
-        text = f"Likely cause: <b>{escape(symptom.cause)}</b>.<br>Usual remedies: {escape(symptom.remedies)}."
+        text = (
+            f"What you saw: “{escape(symptom.symptom)}”<br>Likely cause: <b>{escape(symptom.cause)}</b>."
+            f"<br>Usual remedies: {escape(symptom.remedies)}."
+        )
         if not entries:
             text += "<br><i>None of the changes the planner knows lowers this plan's memory for this symptom.</i>"
         self.symptom_cause.setText(text)

@@ -8,7 +8,10 @@ from typing import Any
 
 from PySide6.QtCore import QPointF, QRectF
 from PySide6.QtGui import QFontMetricsF, QImage, QPainter
+from PySide6.QtWidgets import QComboBox, QStyle, QStyleOptionComboBox
 
+from core.advice.request import Pin
+from core.advice.symptoms import SYMPTOM_BY_FAILURE, Failure
 from core.plan import Plan
 from core.presets import default_plan
 from core.units import GB
@@ -113,3 +116,73 @@ def test_the_top_tick_label_shows_whole_in_inference_at_1280_by_720(qtbot: Any, 
     assert chart.view.viewRange()[1][1] == 30.0
     assert chart.bars()[0].total_bytes / GB < 30.0
     assert _tick_texts_outside(chart) == []
+
+
+def _combo_room(combo: QComboBox) -> int:
+    """The width of the box's field that shows the chosen item's text."""
+    option = QStyleOptionComboBox()
+    combo.initStyleOption(option)
+    field = QStyle.SubControl.SC_ComboBoxEditField
+    return combo.style().subControlRect(QStyle.ComplexControl.CC_ComboBox, option, field, combo).width()
+
+
+def test_the_symptom_picker_shows_each_choice_whole_at_1024(qtbot: Any, window: MainWindow) -> None:
+    """Before: the picker showed “What did you see? Pick a sym” at 1024 × 700, and the symptoms
+    themselves (up to 156 characters) were cut to their first 30. The picker names each symptom
+    in a few words; the sentence a run prints is shown whole under it once picked."""
+    window.controller.reset(training_on_a_4090())
+    window.tabs.setCurrentWidget(window.diagnosis)
+    shown_at(qtbot, window, 1024, 700)
+    picker = window.diagnosis.symptom_picker
+    room = _combo_room(picker)
+    metrics = picker.fontMetrics()
+    cut = [picker.itemText(i) for i in range(picker.count()) if metrics.horizontalAdvance(picker.itemText(i)) > room]
+    assert cut == []
+    picker.setCurrentIndex(picker.findData(Failure.LONG_BATCHES.value))
+    qtbot.waitUntil(lambda: not window.diagnosis.stale, timeout=10_000)
+    qtbot.wait(20)
+    cause = window.diagnosis.symptom_cause
+    assert cause.isVisible() and SYMPTOM_BY_FAILURE[Failure.LONG_BATCHES].symptom in cause.text()
+    assert cause.height() >= cause.heightForWidth(cause.width())  # wrapped, not cut
+
+
+def _pins_shown(window: MainWindow) -> dict[Pin, str]:
+    return {pin: box.text() for pin, box in window.diagnosis.pin_boxes.items() if box.isVisibleTo(window)}
+
+
+def test_each_mode_shows_and_keeps_its_own_pins(qtbot: Any, window: MainWindow) -> None:
+    """Before: Inference mode showed training's six pins (“Keep the sequence length”, “No CPU
+    offload” on vLLM, which never offloads), and a pin ticked in Training kept constraining the
+    serving advice, unseen, after a switch of mode."""
+    window.controller.reset(training_on_a_4090())
+    window.tabs.setCurrentWidget(window.diagnosis)
+    shown_at(qtbot, window, 1280, 720)
+    panel = window.diagnosis
+    assert set(_pins_shown(window)) == set(Pin)
+    panel.pin_boxes[Pin.SEQUENCE].setChecked(True)
+    panel.pin_boxes[Pin.GPU].setChecked(True)
+    assert window.diagnoser.latest.pins == {Pin.SEQUENCE, Pin.GPU}
+
+    window.set_chart_mode("inference")
+    window.controller.set_plan(vllm_on_an_l4().with_inference(context=131072))  # one request does not fit
+    qtbot.waitUntil(lambda: not panel.stale, timeout=15_000)
+    # vLLM's remedies change the context and the GPU count (core.advice.request.pins_for).
+    assert _pins_shown(window) == {Pin.SEQUENCE: "Keep the context length", Pin.GPU_COUNT: "Keep the GPU count"}
+    assert window.diagnoser.latest.pins == frozenset()  # training's pins do not reach serving
+    assert not panel.pin_boxes[Pin.SEQUENCE].isChecked()
+    assert panel.diagnosis is not None and any(r.kind.value == "shorter-context" for r in panel.diagnosis.remedies)
+    panel.pin_boxes[Pin.SEQUENCE].setChecked(True)
+    qtbot.waitUntil(lambda: not panel.stale, timeout=15_000)
+    assert panel.diagnosis.pins == {Pin.SEQUENCE}
+    assert not any(r.kind.value == "shorter-context" for r in panel.diagnosis.remedies)
+    assert "context length" in panel.remedy_note.text()
+
+    # llama.cpp puts layers on the CPU: its offload pin is shown there.
+    window.controller.set_plan(window.controller.plan.with_inference(engine="llamacpp", gpu_layers=99))
+    assert Pin.NO_OFFLOAD in _pins_shown(window)
+
+    window.set_chart_mode("training")
+    assert set(_pins_shown(window)) == set(Pin)
+    assert panel.pin_boxes[Pin.SEQUENCE].isChecked() and panel.pin_boxes[Pin.GPU].isChecked()
+    assert panel.pin_boxes[Pin.SEQUENCE].text() == "Keep the sequence length"
+    assert window.diagnoser.latest.pins == {Pin.SEQUENCE, Pin.GPU}
