@@ -277,6 +277,18 @@ def gpu_for(plan: Plan) -> GpuSpec:
     return find_gpu(plan.hardware.gpu)
 
 
+def serving_utilisation_text(plan: Plan) -> str:
+    """What a utilisation of 0 (none typed) means to the plan's serving figures, on its card:
+    core.serving.speed's SERVING_UTILISATION, or APPLE_MATMUL_UTILISATION on an Apple GPU. The
+    chosen card's figure only: "40 % (serving; 78 % on Apple GPUs)" was shown on an L4."""
+    from core.serving.speed import serving_utilisation  # the serving rules load with the first serving figure
+
+    gpu = gpu_for(plan)
+    share = serving_utilisation(plan.with_hardware(utilisation=0.0), gpu)
+    on = " on an Apple GPU" if gpu.vendor == "apple" else ""
+    return f"{share * 100:.0f} % (serving{on})"
+
+
 def estimate(plan: Plan, gpu: GpuSpec | None = None) -> Estimate:
     """Estimate memory, time and serving needs for ``plan`` on ``gpu`` (or the plan's card)."""
     card = gpu if gpu is not None else gpu_for(plan)

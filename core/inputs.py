@@ -1364,8 +1364,9 @@ INPUTS: Final[tuple[Input, ...]] = (
           ("--utilisation",), "compute utilisation, 0.4 = 40 % (default: modelled)", unit="%", low=0.001,
           high=1.0, scale=100, decimals=1, step=5, zero_means="modelled",
           # core.serving.speed.SERVING_UTILISATION and APPLE_MATMUL_UTILISATION: serving's prefill and
-          # decode compute when none is typed
-          zero_means_serving="40 % (serving; 78 % on Apple GPUs)"),
+          # decode compute when none is typed; the window names the chosen card's figure
+          # (core.estimate.serving_utilisation_text): "78 % on Apple GPUs" on an L4 misled.
+          zero_means_serving="serving's fixed share"),
     # Calibrate from a short real run: the speed it showed, per GPU as torchtitan, Megatron and
     # llm-foundry log it, or its time per optimizer step; the estimate solves the utilisation.
     # Short form labels ("Run speed", "Run step"): a label longer than "Peak override" widens the

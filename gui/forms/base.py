@@ -119,14 +119,14 @@ class PlanForm(QGroupBox):
         serving = self.mode == "inference"
         for path in self.inputs:
             spec = self.inputs[path]
-            if spec.zero_means_serving:  # 0 means another thing to serving's figures
+            if spec.zero_means_serving:  # 0 means another thing to serving's figures (on this card)
                 field = self.fields[path]
-                zero = spec.zero_means_serving if serving else spec.zero_means
+                zero = self.zero_in_serving(path, plan) if serving else spec.zero_means
                 if isinstance(field, QAbstractSpinBox) and field.specialValueText() != zero:
                     field.setSpecialValueText(zero)
                     tip = spec.tooltip
                     if serving:
-                        tip += f"\nIn Inference mode 0 is {spec.zero_means_serving}: the share serving's figures take."
+                        tip += f"\nIn Inference mode 0 is {zero}: the share serving's figures take."
                     describe(field, spec.name, tip)
         for path in self._input_rows:
             spec = self.inputs[path]
@@ -135,6 +135,11 @@ class PlanForm(QGroupBox):
             label = self.labels.get(path)
             if shown and label is not None and spec.label_for is not None and label.text() != spec.label_in(plan) + ":":
                 label.setText(spec.label_in(plan) + ":")  # core names the field for the plan's method
+
+    def zero_in_serving(self, path: str, plan: Plan) -> str:
+        """What 0 in the input at ``path`` means to the plan's serving figures (a form whose
+        meaning depends on the plan says it for the plan)."""
+        return self.inputs[path].zero_means_serving
 
     def set_row_visible(self, key: str, visible: bool) -> None:
         self.set_widget_row_visible(self.fields[key], visible)

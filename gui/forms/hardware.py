@@ -16,7 +16,7 @@ from PySide6.QtGui import QResizeEvent
 from PySide6.QtWidgets import QCheckBox, QHBoxLayout, QLabel, QPushButton, QToolButton, QVBoxLayout, QWidget
 
 from core.catalogue import GROUP_LABELS, GpuGroup, GpuSpec, load_gpus, search
-from core.estimate import Estimate
+from core.estimate import Estimate, serving_utilisation_text
 from core.inputs import input_at
 from core.plan import Plan, Preset
 from core.units import GB, GiB, MiB
@@ -201,6 +201,7 @@ class HardwareForm(PlanForm):
         self.custom_bandwidth = self.add_input("hardware.custom_bandwidth_gb_s")
         self.form.addRow("", self.save_card)
         self.utilisation = self.add_input("hardware.utilisation")
+        self._serving_zero: dict[str, str] = {}  # card id -> what utilisation 0 means to serving on it
         # Calibrate from a short real run: its speed (or step time) solves the utilisation.
         self.measured_speed = self.add_input("hardware.measured_tokens_per_s")
         self.measured_step = self.add_input("hardware.measured_step_s")
@@ -331,6 +332,17 @@ class HardwareForm(PlanForm):
 
     def _saved_cards(self) -> list[CustomGpu]:
         return self.settings.custom_gpus if self.settings is not None else []
+
+    def zero_in_serving(self, path: str, plan: Plan) -> str:
+        """Utilisation 0 in Inference mode: the chosen card's serving share ("40 % (serving)" on
+        an L4, "78 % (serving on an Apple GPU)" on an M2 Max), never both."""
+        if path != "hardware.utilisation":
+            return super().zero_in_serving(path, plan)
+        card = plan.hardware.gpu
+        text = self._serving_zero.get(card)
+        if text is None or card == "custom":
+            text = self._serving_zero[card] = serving_utilisation_text(plan)
+        return text
 
     def _pick(self, plan: Plan, entry_id: str) -> Plan:
         if entry_id.startswith(MINE):

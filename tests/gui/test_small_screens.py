@@ -186,3 +186,22 @@ def test_each_mode_shows_and_keeps_its_own_pins(qtbot: Any, window: MainWindow) 
     assert panel.pin_boxes[Pin.SEQUENCE].isChecked() and panel.pin_boxes[Pin.GPU].isChecked()
     assert panel.pin_boxes[Pin.SEQUENCE].text() == "Keep the sequence length"
     assert window.diagnoser.latest.pins == {Pin.SEQUENCE, Pin.GPU}
+
+
+def test_the_utilisation_row_speaks_of_the_chosen_card(qtbot: Any, window: MainWindow) -> None:
+    """Before: in Inference mode the field read “40 % (serving; 78 % on Apple GPUs)” on an L4."""
+    window.set_chart_mode("inference")
+    window.controller.reset(vllm_on_an_l4())
+    shown_at(qtbot, window, 1280, 720)
+    field = window.hardware_form.utilisation
+    assert field.value() == field.minimum()  # none typed: the special text shows
+    # core.serving.speed: SERVING_UTILISATION 0.4 on NVIDIA and AMD cards, APPLE_MATMUL_UTILISATION
+    # 0.78 on Apple GPUs (philipturner/metal-flash-attention README, MPS GEMM at 78 % of peak).
+    assert field.specialValueText() == "40 % (serving)"
+    assert "Apple" not in field.toolTip()
+    apple = window.controller.plan.with_hardware(gpu="apple-m2-max-96gb").with_inference(engine="llamacpp")
+    window.controller.set_plan(apple)
+    assert field.specialValueText() == "78 % (serving on an Apple GPU)"
+    assert "78 %" in field.toolTip()
+    window.set_chart_mode("training")
+    assert field.specialValueText() == "modelled"
