@@ -141,7 +141,10 @@ class ServingSpeedPanel(FiguresPanel):
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__("Serving speed", SERVING_ROWS, "Speed formula", parent)
-        self.values["assumptions"].setWordWrap(True)
+        # Every figure wraps: at 1024 × 700 the one-line ones ("95.6 ms (decode step …)", the
+        # card's peak and bandwidth) held the panel wider than the Details dock, cut on the right.
+        for label in self.values.values():
+            label.setWordWrap(True)
         self._estimate: Estimate | None = None
         self._plot: pg.PlotWidget | None = None
 

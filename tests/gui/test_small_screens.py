@@ -6,9 +6,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from PySide6.QtCore import QPointF, QRectF
+from PySide6.QtCore import QPoint, QPointF, QRectF
 from PySide6.QtGui import QFontMetricsF, QImage, QPainter
-from PySide6.QtWidgets import QComboBox, QStyle, QStyleOptionComboBox
+from PySide6.QtWidgets import QComboBox, QLabel, QScrollArea, QStyle, QStyleOptionComboBox
 
 from core.advice.request import Pin
 from core.advice.symptoms import SYMPTOM_BY_FAILURE, Failure
@@ -205,3 +205,29 @@ def test_the_utilisation_row_speaks_of_the_chosen_card(qtbot: Any, window: MainW
     assert "78 %" in field.toolTip()
     window.set_chart_mode("training")
     assert field.specialValueText() == "modelled"
+
+
+def _cut_on_the_right(scroll: QScrollArea) -> list[str]:
+    """Visible labels of a panel that scrolls only up and down whose text reaches past its right edge."""
+    viewport = scroll.viewport()
+    found = []
+    for label in scroll.widget().findChildren(QLabel):
+        if not label.isVisibleTo(scroll) or not label.text():
+            continue
+        right = label.mapTo(viewport, QPoint(label.width(), 0)).x()
+        if right > viewport.width():
+            found.append(f"{label.accessibleName() or label.text()[:30]}: ends at {right} px of {viewport.width()}")
+    return found
+
+
+def test_the_serving_speed_shows_whole_at_1024_by_700(qtbot: Any, window: MainWindow) -> None:
+    """Before: at 1024 × 700 the Time tab in Inference mode was cut on the right (“Time per output
+    token: 95.6 ms (decode”, “Card: 121 TFLOP/s · 300”, the assumptions): its one-line figures
+    held the panel wider than the Details dock, which does not scroll sideways."""
+    window.set_chart_mode("inference")
+    window.controller.reset(vllm_on_an_l4().with_inference(context=8192, concurrent=51))
+    window.tabs.setCurrentWidget(window.compute_panel)
+    shown_at(qtbot, window, 1024, 700)
+    scroll = window.compute_panel.serving.findChild(QScrollArea)
+    assert scroll is not None
+    assert _cut_on_the_right(scroll) == []
