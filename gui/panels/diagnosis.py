@@ -117,7 +117,7 @@ class DiagnosisPanel(QScrollArea):
 
     # ---- layout --------------------------------------------------------------------
     def _build_header(self) -> QWidget:
-        header = QFrame()
+        header = self._header = QFrame()
         header.setFrameShape(QFrame.Shape.StyledPanel)
         column = QVBoxLayout(header)
         column.setContentsMargins(10, 8, 10, 8)
@@ -172,15 +172,39 @@ class DiagnosisPanel(QScrollArea):
     # (mode, pins offered, pins ticked) as the boxes show them
     _pins_shown: tuple[Mode, tuple[Pin, ...], frozenset[Pin]] = (Mode.TRAINING, tuple(Pin), frozenset())
 
+    _badge_words: tuple[str, str, str] = ("", "", "")  # (symbol, "Serving:" or "", verdict)
+    _badge_room = -1  # the width the badge was fitted to
+
     def resizeEvent(self, event: QResizeEvent) -> None:
         super().resizeEvent(event)
         self._fit_pins()
+        self._fit_badge()
         form = getattr(self, "_limits_form", None)
         if form is not None:  # narrow: each limit's name above its value, not beside it
             narrow = self.viewport().width() < NARROW_WIDTH
             policy = QFormLayout.RowWrapPolicy.WrapAllRows if narrow else QFormLayout.RowWrapPolicy.WrapLongRows
             if form.rowWrapPolicy() != policy:
                 form.setRowWrapPolicy(policy)
+
+    def _fit_badge(self) -> None:
+        """The verdict badge on one line where it fits the panel, else "Serving:" above the
+        verdict: at 1024 × 700 "✖  Serving: Out of memory" (13 pt) was wider than the Details
+        dock, and the whole tab was laid out wider and cut on the right."""
+        symbol, serving, verdict = self._badge_words
+        if not verdict:
+            return
+        header = self._header
+        margins = header.layout().contentsMargins()  # type: ignore[union-attr]
+        column = self.widget().layout().contentsMargins()  # type: ignore[union-attr]
+        room = self.viewport().width() - column.left() - column.right()
+        room -= margins.left() + margins.right() + 2 * header.frameWidth()
+        if room == self._badge_room:
+            return
+        self._badge_room = room
+        one_line = f"{symbol}  {serving} {verdict}" if serving else f"{symbol}  {verdict}"
+        self.badge.setText(one_line)
+        if serving and self.badge.sizeHint().width() > room:
+            self.badge.setText(f"{symbol}  {serving}\n{verdict}")
 
     def _fit_pins(self) -> None:
         """The pins in two columns where they fit the panel, else one: at 1024 × 700 two
@@ -455,14 +479,16 @@ class DiagnosisPanel(QScrollArea):
         est = d.estimate
         judged = d.judgement
         symbol, colour = VERDICT_STYLE[d.verdict]
-        serving = "Serving: " if d.mode is Mode.INFERENCE else ""
-        badge = f"{symbol}  {serving}{VERDICT_LABELS[d.verdict]}"
-        if badge != self.badge.text():
-            self.badge.setText(badge)
+        serving = "Serving:" if d.mode is Mode.INFERENCE else ""
+        words = (symbol, serving, VERDICT_LABELS[d.verdict])
+        if words != self._badge_words:
+            self._badge_words = words
             self.badge.setStyleSheet(
                 f"QLabel {{ background: {colour}; color: {badge_text_colour(d.verdict)}; border-radius: 6px;"
                 " padding: 6px 12px; font-size: 13pt; font-weight: 600; }"
             )
+            self._badge_room = -1
+            self._fit_badge()
         margin = margin_text(judged, est.plan.hardware.headroom, u)
         what = "serving total" if d.mode is Mode.INFERENCE else f"{est.judged_figure} figure"
         largest, largest_bytes = d.largest

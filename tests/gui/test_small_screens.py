@@ -231,3 +231,22 @@ def test_the_serving_speed_shows_whole_at_1024_by_700(qtbot: Any, window: MainWi
     scroll = window.compute_panel.serving.findChild(QScrollArea)
     assert scroll is not None
     assert _cut_on_the_right(scroll) == []
+
+
+def test_the_serving_diagnosis_shows_whole_at_1024_by_700(qtbot: Any, window: MainWindow) -> None:
+    """Before: at 1024 × 700 the badge “✖ Serving: Out of memory” (13 pt, on one line) was wider
+    than the Details dock: the whole tab was laid out wider and cut on the right (the badge, the
+    headline, the Apply buttons). The badge takes two lines where one does not fit."""
+    window.set_chart_mode("inference")
+    window.controller.reset(vllm_on_an_l4().with_inference(context=131072))  # one request does not fit
+    window.tabs.setCurrentWidget(window.diagnosis)
+    shown_at(qtbot, window, 1024, 700)
+    panel = window.diagnosis
+    qtbot.waitUntil(lambda: not panel.stale, timeout=15_000)
+    qtbot.wait(20)
+    assert "Serving:" in panel.badge.text() and "Out of memory" in panel.badge.text()
+    assert panel.widget().minimumSizeHint().width() <= panel.viewport().width()
+    assert _cut_on_the_right(panel) == []
+    # Where it fits on one line (1920 wide), it stays on one.
+    shown_at(qtbot, window, 1920, 1080)
+    assert "\n" not in panel.badge.text()
