@@ -20,6 +20,7 @@ from PySide6.QtCore import QObject, QTimer, Signal
 
 from core.advice.request import DiagnosisRequest, Pin, pins_for, run_report
 from core.advice.symptoms import Failure
+from core.inputs import Engine
 from core.verdict import Mode
 from gui.controller import PlanController
 from gui.display_state import Display, DisplayState
@@ -62,6 +63,7 @@ class DiagnosisController(QObject):
         self.display = display
         # Each mode keeps its own pins: one ticked in Training never constrains the serving advice.
         self._pins: dict[Mode, frozenset[Pin]] = {mode: frozenset() for mode in Mode}
+        self._offered: dict[tuple[Mode, Engine | None], tuple[Pin, ...]] = {}  # pins_for, per mode and engine
         self.symptom: Failure | None = None
         self.report: DiagnosisReport | None = None
         self.active = False
@@ -82,12 +84,17 @@ class DiagnosisController(QObject):
     def pins(self) -> frozenset[Pin]:
         """The pins the current mode's advice keeps: those ticked in this mode that mean
         something for it (core.advice.request.pins_for; serving: for the plan's engine)."""
-        mode = self.display.mode
-        return self._pins[mode] & frozenset(self.offered_pins())
+        ticked = self._pins[self.display.mode]
+        return ticked & frozenset(self.offered_pins()) if ticked else ticked
 
     def offered_pins(self) -> tuple[Pin, ...]:
         """The pins shown for the current mode and, serving, the plan's engine."""
-        return pins_for(self.display.mode, self.plans.plan.inference.engine)
+        mode = self.display.mode
+        engine = self.plans.plan.inference.engine if mode is Mode.INFERENCE else None
+        offered = self._offered.get((mode, engine))
+        if offered is None:
+            offered = self._offered[(mode, engine)] = pins_for(mode, engine or Engine.HF)
+        return offered
 
     def ticked_pins(self) -> frozenset[Pin]:
         """The pins ticked in the current mode, shown or not (a llama.cpp pin on vLLM)."""

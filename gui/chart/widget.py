@@ -86,8 +86,7 @@ class MemoryChart(QWidget):
         self._fit_when_shown = False  # resized while hidden: fitted when shown
         self._axis_label = ""
         self._bar_outline = QColor()
-        self._text_widths: dict[str, dict[str, float]] = {}  # font key -> text -> pixels
-        self._metrics: dict[str, QFontMetricsF] = {}
+        self._width_of: dict[str, Callable[[str], float]] = {}  # font key -> a text's width in pixels
 
         layout = QVBoxLayout(self)
         layout.setContentsMargins(0, 0, 0, 0)
@@ -391,12 +390,11 @@ class MemoryChart(QWidget):
 
     def _text_width(self, label: ChartLabel) -> Callable[[str], float]:
         """How wide a text is in ``label``'s font, in pixels (measured once per font and text)."""
-        key = label.font_key
-        widths = self._text_widths.get(key)
-        if widths is None:
-            widths = self._text_widths[key] = {}
-            self._metrics[key] = QFontMetricsF(label.font)
-        metrics = self._metrics[key]
+        found = self._width_of.get(label.font_key)
+        if found is not None:
+            return found
+        widths: dict[str, float] = {}
+        metrics = QFontMetricsF(label.font)
 
         def width(text: str) -> float:
             found = widths.get(text)
@@ -406,6 +404,7 @@ class MemoryChart(QWidget):
                 found = widths[text] = metrics.horizontalAdvance(text)
             return found
 
+        self._width_of[label.font_key] = width
         return width
 
     def _update_measured_mark(self, scale: float) -> None:
