@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING
 
 from PySide6.QtCore import QObject, QTimer, Signal
 
-from core.advice.request import DiagnosisRequest, Pin, pins_for, run_report
+from core.advice.request import DiagnosisRequest, Pin, pins_for, run_report, symptoms_for
 from core.advice.symptoms import Failure
 from core.inputs import Engine
 from core.verdict import Mode
@@ -64,7 +64,8 @@ class DiagnosisController(QObject):
         # Each mode keeps its own pins: one ticked in Training never constrains the serving advice.
         self._pins: dict[Mode, frozenset[Pin]] = {mode: frozenset() for mode in Mode}
         self._offered: dict[tuple[Mode, Engine | None], tuple[Pin, ...]] = {}  # pins_for, per mode and engine
-        self.symptom: Failure | None = None
+        # Each mode keeps its own picked symptom, one of the mode's (core.advice.request.symptoms_for).
+        self._symptoms: dict[Mode, Failure | None] = {mode: None for mode in Mode}
         self.report: DiagnosisReport | None = None
         self.active = False
         self._jobs: LatestJobRunner[DiagnosisRequest, DiagnosisReport] = LatestJobRunner(
@@ -99,6 +100,11 @@ class DiagnosisController(QObject):
     def ticked_pins(self) -> frozenset[Pin]:
         """The pins ticked in the current mode, shown or not (a llama.cpp pin on vLLM)."""
         return self._pins[self.display.mode]
+
+    @property
+    def symptom(self) -> Failure | None:
+        """The symptom picked in the current mode."""
+        return self._symptoms[self.display.mode]
 
     @property
     def latest(self) -> DiagnosisRequest:
@@ -148,8 +154,12 @@ class DiagnosisController(QObject):
             self.request_now()
 
     def set_symptom(self, symptom: Failure | None) -> None:
-        if symptom != self.symptom:
-            self.symptom = symptom
+        """Pick ``symptom`` in the current mode; one the mode does not offer is refused."""
+        mode = self.display.mode
+        if symptom is not None and symptom not in symptoms_for(mode):
+            raise ValueError(f"{symptom.value!r} is not a symptom of {mode.value}")
+        if symptom != self._symptoms[mode]:
+            self._symptoms[mode] = symptom
             self.request_now()
 
     def request_now(self) -> None:

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import TYPE_CHECKING, Final
 
-from core.advice.symptoms import Failure
+from core.advice.symptoms import SYMPTOMS, Failure
 from core.inputs import Engine
 from core.plan import Plan
 from core.verdict import Mode
@@ -19,7 +19,7 @@ from core.verdict import Mode
 if TYPE_CHECKING:
     from core.advice.diagnosis import DiagnosisReport
 
-__all__ = ["PIN_LABELS", "AdviceKind", "DiagnosisRequest", "Pin", "pin_label", "pins_for", "run_report"]
+__all__ = ["PIN_LABELS", "AdviceKind", "DiagnosisRequest", "Pin", "pin_label", "pins_for", "run_report", "symptoms_for"]
 
 
 class Pin(StrEnum):
@@ -71,6 +71,15 @@ def pin_label(pin: Pin, mode: Mode) -> str:
     if mode is Mode.INFERENCE:
         return SERVING_PIN_LABELS.get(pin, PIN_LABELS[pin])
     return PIN_LABELS[pin]
+
+
+def symptoms_for(mode: Mode) -> tuple[Failure, ...]:
+    """The symptoms the Diagnosis tab offers in ``mode``: serving fails loading the model or
+    serving many users (core.advice.diagnosis._serving_failure); a training plan can fail at any
+    of them, serving last (the step fits, serving does not)."""
+    if mode is Mode.INFERENCE:
+        return (Failure.SERVING, Failure.SERVING_WEIGHTS)
+    return tuple(symptom.failure for symptom in SYMPTOMS)
 
 
 class AdviceKind(StrEnum):

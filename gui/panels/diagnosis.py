@@ -33,8 +33,8 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from core.advice.request import PIN_LABELS, AdviceKind, Pin, pin_label
-from core.advice.symptoms import SYMPTOMS, Failure, Symptom
+from core.advice.request import PIN_LABELS, AdviceKind, Pin, pin_label, symptoms_for
+from core.advice.symptoms import SYMPTOM_BY_FAILURE, Failure, Symptom
 from core.estimate import Estimate
 from core.plan import Accounting
 from core.verdict import VERDICT_LABELS, Mode, Verdict
@@ -172,6 +172,8 @@ class DiagnosisPanel(QScrollArea):
     # (mode, pins offered, pins ticked) as the boxes show them
     _pins_shown: tuple[Mode, tuple[Pin, ...], frozenset[Pin]] = (Mode.TRAINING, tuple(Pin), frozenset())
 
+    # (mode, symptoms listed, the one picked) as the picker shows them; None: not listed yet
+    _symptoms_listed: tuple[Mode, tuple[Failure, ...], Failure | None] | None = None
     _badge_words: tuple[str, str, str] = ("", "", "")  # (symbol, "Serving:" or "", verdict)
     _badge_room = -1  # the width the badge was fitted to
 
@@ -185,6 +187,22 @@ class DiagnosisPanel(QScrollArea):
             policy = QFormLayout.RowWrapPolicy.WrapAllRows if narrow else QFormLayout.RowWrapPolicy.WrapLongRows
             if form.rowWrapPolicy() != policy:
                 form.setRowWrapPolicy(policy)
+
+    def _list_symptoms(self) -> None:
+        """The current mode's symptoms (core.advice.request.symptoms_for), its own pick chosen."""
+        mode = self.diagnoser.display.mode
+        listed = (mode, symptoms_for(mode), self.diagnoser.symptom)
+        if listed == self._symptoms_listed:
+            return
+        self._symptoms_listed = listed
+        picker = self.symptom_picker
+        with QSignalBlocker(picker):
+            picker.clear()
+            picker.addItem(PICK_A_SYMPTOM, None)
+            for failure in listed[1]:
+                picker.addItem(SYMPTOM_NAMES[failure], failure.value)
+                picker.setItemData(picker.count() - 1, SYMPTOM_BY_FAILURE[failure].symptom, Qt.ItemDataRole.ToolTipRole)
+            picker.setCurrentIndex(max(0, picker.findData(listed[2].value)) if listed[2] is not None else 0)
 
     def _fit_badge(self) -> None:
         """The verdict badge on one line where it fits the panel, else "Serving:" above the
@@ -285,12 +303,7 @@ class DiagnosisPanel(QScrollArea):
         self.symptom_picker.setToolTip("What you saw when the run failed")
         self.symptom_picker.setSizeAdjustPolicy(QComboBox.SizeAdjustPolicy.AdjustToMinimumContentsLengthWithIcon)
         self.symptom_picker.setMinimumContentsLength(20)
-        self.symptom_picker.addItem(PICK_A_SYMPTOM, None)
-        for symptom in SYMPTOMS:
-            self.symptom_picker.addItem(SYMPTOM_NAMES[symptom.failure], symptom.failure.value)
-            self.symptom_picker.setItemData(
-                self.symptom_picker.count() - 1, symptom.symptom, Qt.ItemDataRole.ToolTipRole
-            )
+        self._list_symptoms()
         self.symptom_picker.currentIndexChanged.connect(self._symptom_picked)
         layout.addWidget(self.symptom_picker)
         self.symptom_cause = _wrapping_label("Likely cause")
@@ -414,6 +427,7 @@ class DiagnosisPanel(QScrollArea):
     def _on_display(self, display: Display) -> None:
         self.set_unit(display.unit)
         self._show_pins()
+        self._list_symptoms()
         self._set_applicable(not self.stale)
 
     def _pins_changed(self, _on: bool = False) -> None:
@@ -435,6 +449,8 @@ class DiagnosisPanel(QScrollArea):
     def _symptom_picked(self, _index: int) -> None:
         value = self.symptom_picker.currentData()
         self.diagnoser.set_symptom(Failure(value) if value is not None else None)
+        mode = self.diagnoser.display.mode
+        self._symptoms_listed = (mode, symptoms_for(mode), self.diagnoser.symptom)  # as the picker shows
         self._set_applicable(not self.stale)
 
     def _show_diagnosed_symptom(self) -> None:

@@ -54,3 +54,22 @@ def test_serving_calls_the_sequence_the_context() -> None:
     assert pin_label(Pin.SEQUENCE, Mode.INFERENCE) == "Keep the context length"
     assert pin_label(Pin.SEQUENCE, Mode.TRAINING) == PIN_LABELS[Pin.SEQUENCE] == "Keep the sequence length"
     assert pin_label(Pin.GPU_COUNT, Mode.INFERENCE) == PIN_LABELS[Pin.GPU_COUNT]
+
+
+def test_each_mode_offers_the_symptoms_its_diagnosis_can_name() -> None:
+    from core.advice.diagnosis import diagnose
+    from core.advice.request import symptoms_for
+    from core.advice.symptoms import SYMPTOMS, Failure
+
+    serving = symptoms_for(Mode.INFERENCE)
+    assert serving == (Failure.SERVING, Failure.SERVING_WEIGHTS)
+    assert symptoms_for(Mode.TRAINING) == tuple(s.failure for s in SYMPTOMS)
+    llama = plan_for_model("llama-3.1-8b")
+    named = {
+        diagnose(plan, Mode.INFERENCE).failure
+        for plan in (
+            llama.with_hardware(gpu="l4").with_inference(engine=Engine.VLLM, context=131072),  # the KV cache
+            plan_for_model("llama-3.1-70b").with_hardware(gpu="l4").with_inference(engine=Engine.VLLM),  # weights
+        )
+    }
+    assert named == set(serving)

@@ -250,3 +250,33 @@ def test_the_serving_diagnosis_shows_whole_at_1024_by_700(qtbot: Any, window: Ma
     # Where it fits on one line (1920 wide), it stays on one.
     shown_at(qtbot, window, 1920, 1080)
     assert "\n" not in panel.badge.text()
+
+
+def _symptoms_listed(window: MainWindow) -> list[object]:
+    picker = window.diagnosis.symptom_picker
+    return [picker.itemData(i) for i in range(1, picker.count())]
+
+
+def test_each_mode_lists_its_own_symptoms(qtbot: Any, window: MainWindow) -> None:
+    """Before: Inference mode offered training's symptoms (the first step, the forward or backward
+    pass, evaluation), whose remedies are training's; a symptom picked in one mode stayed picked
+    in the other. Serving fails loading the model or serving many users
+    (core.advice.diagnosis._serving_failure); a training plan can fail at any of them."""
+    window.controller.reset(training_on_a_4090())
+    window.tabs.setCurrentWidget(window.diagnosis)
+    shown_at(qtbot, window, 1280, 720)
+    panel = window.diagnosis
+    assert _symptoms_listed(window) == [s.value for s in Failure if s is not Failure.NONE]
+    panel.select_symptom(Failure.LONG_BATCHES)
+    assert window.diagnoser.latest.symptom is Failure.LONG_BATCHES
+
+    window.set_chart_mode("inference")
+    assert _symptoms_listed(window) == [Failure.SERVING.value, Failure.SERVING_WEIGHTS.value]
+    assert panel.symptom_picker.currentData() is None
+    assert window.diagnoser.latest.symptom is None  # training's pick does not reach serving
+    panel.select_symptom(Failure.SERVING)
+    assert window.diagnoser.latest.symptom is Failure.SERVING
+
+    window.set_chart_mode("training")
+    assert panel.symptom_picker.currentData() == Failure.LONG_BATCHES.value
+    assert window.diagnoser.latest.symptom is Failure.LONG_BATCHES
