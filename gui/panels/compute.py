@@ -5,8 +5,8 @@ from __future__ import annotations
 import math
 
 import pyqtgraph as pg
-from PySide6.QtGui import QShowEvent
-from PySide6.QtWidgets import QStackedLayout, QWidget
+from PySide6.QtGui import QResizeEvent, QShowEvent
+from PySide6.QtWidgets import QFormLayout, QStackedLayout, QWidget
 
 from core.estimate import MFU_CONVENTION, Estimate, UtilisationSource
 from core.format import TOTAL_RATE_BASIS
@@ -125,6 +125,9 @@ class TrainingComputePanel(FiguresPanel):
         self.setToolTip(f"{count(c.flops)} FLOPs")
 
 
+# Below this width (the Details dock at 1024 × 700) the serving figures stand under their names,
+# as the Diagnosis tab's limits do (gui.panels.diagnosis.NARROW_WIDTH).
+NARROW_WIDTH = 300
 LEGEND_ROW_PX = 24  # one row of two entries, the legend's own 9 pt text
 
 
@@ -145,8 +148,18 @@ class ServingSpeedPanel(FiguresPanel):
         # card's peak and bandwidth) held the panel wider than the Details dock, cut on the right.
         for label in self.values.values():
             label.setWordWrap(True)
+        self._wide_rows = self.form.rowWrapPolicy()  # the style's, kept where the panel is wide
         self._estimate: Estimate | None = None
         self._plot: pg.PlotWidget | None = None
+
+    def resizeEvent(self, event: QResizeEvent) -> None:
+        """Narrow (the Details dock at 1024 × 700), each figure under its name, across the panel:
+        beside it the assumptions took a 94 px column, 25 lines of two or three words."""
+        super().resizeEvent(event)
+        narrow = self.width() < NARROW_WIDTH
+        policy = QFormLayout.RowWrapPolicy.WrapAllRows if narrow else self._wide_rows
+        if self.form.rowWrapPolicy() != policy:
+            self.form.setRowWrapPolicy(policy)
 
     # The plot is built when the panel is first shown (Inference mode, Compute tab): a
     # pyqtgraph plot costs tens of milliseconds that a training start-up need not pay.

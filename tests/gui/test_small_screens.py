@@ -231,6 +231,13 @@ def test_the_serving_speed_shows_whole_at_1024_by_700(qtbot: Any, window: MainWi
     scroll = window.compute_panel.serving.findChild(QScrollArea)
     assert scroll is not None
     assert _cut_on_the_right(scroll) == []
+    # In a panel this narrow each figure stands under its name, across the panel: beside it the
+    # assumptions took a 110 px column, 25 lines of two or three words.
+    assumptions = window.compute_panel.serving.values["assumptions"]
+    assert assumptions.width() >= scroll.viewport().width() - 40
+    shown_at(qtbot, window, 1920, 1080)  # wide: the names beside their figures again
+    names = window.compute_panel.serving.form.labelForField(assumptions)
+    assert names is not None and names.y() == assumptions.y()
 
 
 def test_the_serving_diagnosis_shows_whole_at_1024_by_700(qtbot: Any, window: MainWindow) -> None:
