@@ -151,6 +151,9 @@ class Optimizer(StrEnum):
     LION_8BIT = "lion-8bit"
     PAGED_LION = "paged-lion"
     PAGED_LION_8BIT = "paged-lion-8bit"
+    # torch.optim.Muon (torch 2.13.0 torch/optim/_muon.py) on the blocks' 2-D weight matrices, torch.optim.AdamW (the
+    # plan's implementation) on the rest, as its docstring says to (core.training.optimizer.muon_matrices).
+    MUON = "muon"
 
 
 class Attention(StrEnum):
@@ -570,6 +573,7 @@ OPTIMIZER_LABELS: Final = {
     Optimizer.LION_8BIT: "Lion 8-bit",
     Optimizer.PAGED_LION: "Paged Lion",
     Optimizer.PAGED_LION_8BIT: "Paged Lion 8-bit",
+    Optimizer.MUON: "Muon (+ AdamW for the rest)",
 }
 # Each optimizer's state per trainable parameter and where the rule was read (core.training.optimizer), for the
 # Optimizer list's entries.
@@ -603,6 +607,9 @@ OPTIMIZER_TOOLTIPS: Final = {
     "100,000 elements or more.",
     Optimizer.PAGED_LION_8BIT: "bitsandbytes PagedLion8bit: Lion 8-bit's 1 B codes paged for tensors of 100,000 "
     "elements or more; their block absmax (4 B per 256) stays on the GPU.",
+    Optimizer.MUON: "torch.optim.Muon on the blocks' 2-D weight matrices: one momentum buffer in the gradients' "
+    "dtype (4 B at float32) and bf16 Newton-Schulz products during the step; the embedding, head, norms and biases "
+    "under torch.optim.AdamW (torch 2.13.0 torch/optim/_muon.py).",
 }
 PRESET_LABELS: Final = {
     Preset.TRAINER_BF16: "Trainer(bf16=True), bf16 model",
@@ -700,7 +707,8 @@ MP_DTYPE_LABELS: Final = {
 KV_LABELS: Final = {k: k.value for k in KvDtype}
 
 # The optimizers torch.optim implements three ways (fused, foreach, for-loop).
-TORCH_OPTIMIZERS: Final = (Optimizer.ADAMW, Optimizer.ADAM, Optimizer.SGD, Optimizer.SGD_MOMENTUM)
+# Muon's AdamW group runs in the plan's implementation too.
+TORCH_OPTIMIZERS: Final = (Optimizer.ADAMW, Optimizer.ADAM, Optimizer.SGD, Optimizer.SGD_MOMENTUM, Optimizer.MUON)
 # AnyPrecisionAdamW's own for-loop runs its weight decay as an op of its own (core.training.speed.WEIGHT_DECAY_PASSES).
 ANYPRECISION_OPTIMIZERS: Final = (Optimizer.ANYPRECISION_ADAMW, Optimizer.ANYPRECISION_ADAMW_KAHAN)
 

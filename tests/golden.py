@@ -544,6 +544,8 @@ CLI_RUNS: tuple[tuple[str, ...], ...] = (
         tuple(shlex.split(f"estimate --json --model llama-3.1-8b --method full --optimizer {optimizer} --gpu h100-sxm"))
         for optimizer in ("lion", "lion-8bit", "paged-lion", "paged-lion-8bit")
     ),
+    # torch.optim.Muon on the blocks' matrices, AdamW on the rest (branch h57opt)
+    tuple(shlex.split("estimate --json --model llama-3.2-1b --method full --optimizer muon --gpus 2 --gpu h100-sxm")),
 )
 
 

@@ -78,6 +78,15 @@ AO_MIN_SIZE: Final = 4096
 ANYPRECISION: Final = {Optimizer.ANYPRECISION_ADAMW: (2 * 2.0, 0.0), Optimizer.ANYPRECISION_ADAMW_KAHAN: (2 * 2.0, 2.0)}
 ANYPRECISION_MOMENT_BYTES: Final = 2.0  # bf16
 
+# torch.optim.Muon (torch 2.13.0 torch/optim/_muon.py): ``momentum_buffer = torch.zeros_like(p.grad)`` for each 2-D
+# parameter (it refuses any other); its docstring gives biases and embeddings to AdamW: the plan runs Muon on the
+# blocks' weight matrices (muon_matrices) and torch.optim.AdamW on the rest. ``_single_tensor_muon`` per matrix:
+# ``update = grad.lerp(buf, momentum)`` (nesterov, the default), then ``_zeropower_via_newtonschulz``: a bf16 copy X
+# (the update itself when the gradient is bf16), transposed to m <= n, and ns_steps = 5 rounds of
+# ``gram = X @ X.T``, ``torch.addmm(gram, gram, gram)``, ``X = torch.addmm(X, gram_update, X)``.
+MUON_NS_STEPS: Final = 5
+MUON_X_BYTES: Final = 2.0  # the Newton-Schulz iterate, bf16 (``grad.bfloat16()``)
+
 ADAM_FAMILY: Final = (Optimizer.ADAMW, Optimizer.ADAM)
 # The caching allocator's smallest block (c10/cuda/CUDACachingAllocator.cpp kMinBlockSize):
 # what a one-element tensor on the GPU occupies.
@@ -223,6 +232,15 @@ def _state_terms(plan: Plan, counts: ParamCounts, dt: Dtypes) -> list[Term]:
         if kahan:
             terms.append(Term("Kahan compensation buffer (bf16)", f"T × 2 B = {sci(t)} × 2 B", t * kahan))
         return terms
+    if opt is Optimizer.MUON:
+        muon = min(t, muon_elements(plan))
+        rest = t - muon
+        return [
+            Term("Muon momentum (the blocks' matrices)", f"{sci(muon)} × {b:g} B", muon * b),
+            Term(
+                "AdamW moments of the rest (embedding, head, norms, biases)", f"2 × {sci(rest)} × {b:g} B", 2 * rest * b
+            ),
+        ]
     if opt is Optimizer.SGD_MOMENTUM:
         return [Term("momentum buffer", f"T × {b:g} B = {sci(t)} × {b:g} B", t * b)]
     if opt is Optimizer.ADAFACTOR:
@@ -473,6 +491,8 @@ def optimizer_step_temporary(plan: Plan, counts: ParamCounts, dt: Dtypes) -> Ter
     t = counts.trainable
     if plan.optimizer in ANYPRECISION:
         return _anyprecision_temporary(plan, dt)
+    if plan.optimizer is Optimizer.MUON:
+        return _muon_temporary(plan, counts, dt)
     if plan.optimizer not in ADAM_FAMILY:
         return None
     impl = plan.optimizer_impl
@@ -497,3 +517,66 @@ def _anyprecision_temporary(plan: Plan, dt: Dtypes) -> Term:
             big * (v + dt.param),
         )
     return Term("AnyPrecisionAdamW: sqrt(v) and its quotient, largest tensor", f"2 × {sci(big)} × {v:g} B", 2 * big * v)
+
+
+def muon_matrices(plan: Plan) -> list[tuple[int, int]]:
+    """(in, out) of each 2-D weight matrix of one block that Muon steps: the attention projections (q|k|v fused or
+    not), o, and the MLP's (gate and up fused or not); biases and norms are 1-D (AdamW's). Dense models only (the
+    Plan refuses Muon on experts and latent attention)."""
+    m = plan.model
+    d, q, kv, i = m.hidden_size, m.q_width, m.kv_width, m.intermediate_size
+    shapes = [(d, q + 2 * kv)] if m.fused_qkv else [(d, q), (d, kv), (d, kv)]
+    shapes.append((q, d))
+    if m.fused_gate_up or not m.gated_mlp:
+        shapes += [(d, 2 * i if m.gated_mlp else i), (i, d)]
+    else:
+        shapes += [(d, i), (d, i), (i, d)]
+    return shapes
+
+
+def muon_layers(plan: Plan) -> int:
+    """Blocks whose matrices train (frozen-layer training freezes the first ones)."""
+    return plan.model.num_layers - (plan.frozen_layers if plan.method is Method.FROZEN else 0)
+
+
+def muon_elements(plan: Plan) -> int:
+    """Elements Muon steps, scaled with a parameter count given instead of derived."""
+    model = plan.model
+    n = muon_layers(plan) * sum(a * b for a, b in muon_matrices(plan))
+    return round(n * model.params_scale) if model.params_override else n
+
+
+def muon_ns_flops(plan: Plan) -> float:
+    """The Newton-Schulz iteration's FLOPs in one step over every Muon matrix (m <= n its two sides): per round
+    X @ X.T 2·m²·n, gram @ gram 2·m³, gram_update @ X 2·m²·n."""
+    per_block = 0.0
+    for a, b in muon_matrices(plan):
+        m, n = min(a, b), max(a, b)
+        per_block += MUON_NS_STEPS * (4.0 * m * m * n + 2.0 * m**3)
+    return per_block * muon_layers(plan) * plan.model.params_scale
+
+
+def _muon_temporary(plan: Plan, counts: ParamCounts, dt: Dtypes) -> Term:
+    """One matrix at a time: the update (the gradient's dtype, g B), the bf16 iterate before and after a round and
+    the two m x m bf16 products (gram, gram_update) at once: m·n·(g + 4) + 4·m² bytes for the largest; beside it,
+    after, the AdamW group's foreach sqrt(v) or for-loop copies (whichever is larger)."""
+    g = dt.grad
+    m, n = max(
+        ((min(a, b), max(a, b)) for a, b in muon_matrices(plan)), key=lambda s: s[0] * s[1] * (g + 4) + 4 * s[0] ** 2
+    )
+    muon = m * n * (g + 2 * MUON_X_BYTES) + 2 * m * m * MUON_X_BYTES
+    rest = max(0, counts.trainable - muon_elements(plan))
+    impl = plan.optimizer_impl
+    model = plan.model
+    head_trains = plan.method is Method.FULL or not model.tie_embeddings  # the rest's largest: the embedding or head
+    big = model.vocab_size * model.hidden_size if head_trains else model.hidden_size
+    adamw = rest * g if impl is OptimizerImpl.FOREACH else 2 * big * g
+    if impl is OptimizerImpl.FUSED:
+        adamw = 0.0
+    if adamw > muon:
+        return Term("AdamW group's step temporaries (after Muon's)", f"{sci(adamw / g)} × {g:g} B", adamw)
+    return Term(
+        "Muon: the update, two bf16 iterates and two m×m products, largest matrix",
+        f"{m:,}×{n:,} × ({g:g} + 2 × 2) B + 2 × {m:,}² × 2 B",
+        muon,
+    )

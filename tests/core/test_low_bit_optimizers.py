@@ -25,12 +25,14 @@ from core.inputs import OPTIMIZER_LABELS, OPTIMIZER_TOOLTIPS, input_at
 from core.mac import mac_refusal
 from core.parallel.layout import layout
 from core.params import ParamCounts, param_counts
-from core.plan import Method, Optimizer, OptimizerImpl, Plan, Preset
+from core.plan import Method, Optimizer, OptimizerImpl, Plan, Preset, Strategy
 from core.presets import default_plan
 from core.roles import Dtypes, dtypes_for
 from core.training.lesson import LESSON_OPTIMIZER_BYTES
 from core.training.optimizer import (
     AO_LOW_BIT,
+    muon_elements,
+    muon_ns_flops,
     optimizer_step_temporary,
     optimizer_terms,
     paged_state_bytes,
@@ -49,6 +51,7 @@ NEW = (
     Optimizer.LION_8BIT,
     Optimizer.PAGED_LION,
     Optimizer.PAGED_LION_8BIT,
+    Optimizer.MUON,
 )
 
 
@@ -315,3 +318,65 @@ def test_the_torchao_readmes_differences_between_optimizers() -> None:
     adamw, ao8, ao4 = peak(Optimizer.ADAMW), peak(Optimizer.AO_ADAMW_8BIT), peak(Optimizer.AO_ADAMW_4BIT)
     assert adamw - ao8 == pytest.approx((51.6 - 39.1) * gib, rel=0.02)  # 13.27 GB against 13.42 GB: -1.2 %
     assert ao8 - ao4 == pytest.approx((39.1 - 33.2) * gib, rel=0.04)  # 6.53 GB against 6.34 GB: +3.0 %
+
+
+# ---- Muon (torch 2.13.0 torch/optim/_muon.py) ----------------------------------------------------------------------
+def test_muon_keeps_one_momentum_on_the_block_matrices_and_adamw_moments_on_the_rest() -> None:
+    plan = _plan(Optimizer.MUON, Preset.FP32_AUTOCAST_BF16)
+    t = param_counts(plan).trainable
+    # Llama 2 7B's block matrices: q, k, v, o 4,096 x 4,096 and gate, up, down 4,096 x 11,008, 32 blocks; the rest
+    # (embedding and head 32,000 x 4,096, 65 norms of 4,096) goes to AdamW, as Muon's docstring says.
+    muon = 32 * (4 * 4096 * 4096 + 3 * 4096 * 11008)
+    assert muon_elements(plan) == muon and t - muon == 2 * 32_000 * 4096 + 65 * 4096
+    # tools/measure/optimizer_state_check.py: Muon's momentum_buffer is zeros_like(grad), 1,038,096 B over the tiny
+    # set's 2-D bf16 tensors (embed, q, k, gate, odd); 4 B an element at float32
+    assert (256_000 + 65_536 + 16_384 + 176_128 + 5_000) * 2 == 1_038_096
+    state = optimizer_terms(*_args(plan))
+    assert state[0].bytes == muon * 4 and state[1].bytes == 2 * (t - muon) * 4
+
+
+def test_muons_newton_schulz_products_and_flops() -> None:
+    plan = _plan(Optimizer.MUON, Preset.FP32_AUTOCAST_BF16).with_changes(optimizer_impl=OptimizerImpl.FUSED)
+    temp = optimizer_step_temporary(*_args(plan))
+    # the largest matrix, 4,096 x 11,008 (m = 4,096): the float32 update, two bf16 iterates, gram and gram_update
+    assert temp is not None and temp.bytes == 4096 * 11008 * (4 + 2 * 2) + 2 * 4096**2 * 2
+    # five rounds of X @ X.T (2·m²·n), gram @ gram (2·m³), gram_update @ X (2·m²·n) per matrix, 32 blocks
+    per_block = 5 * (4 * (4 * 4096**2 * 4096 + 2 * 4096**3) + 3 * (4 * 4096**2 * 11008 + 2 * 4096**3))
+    assert muon_ns_flops(plan) == pytest.approx(32 * per_block)
+    counts = param_counts(plan)
+    stage = layout(plan).stages[0]
+    # 23 ops a matrix (22 and the bf16 cast of a float32 update), 224 matrices; the fused AdamW group's 2 ops over
+    # its 67 tensors' 266 M elements: 4,100 chunks of 65,536, two launches of 2,240 blocks (speed.MTA_*)
+    assert step_host_kernels(plan, counts, stage) == 23 * 224 + 2 * 2
+    bf16 = _plan(Optimizer.MUON)  # pure bf16: the update is the first iterate, no cast
+    assert step_host_kernels(bf16, counts, layout(bf16).stages[0]) == 22 * 224 + 2 * 2
+
+
+def test_muons_matmuls_make_a_small_batch_step_slow() -> None:
+    """At 2,048 tokens a step, Llama 2 7B's Newton-Schulz FLOPs (about 7e14) are several times the step's own
+    6·P·tokens (8.3e13): the step time grows by about their ratio (Muon's cost falls as the batch grows)."""
+    small = estimate(_plan(Optimizer.MUON)).compute
+    adamw = estimate(_plan(Optimizer.ADAMW)).compute
+    assert small.step_seconds > 4 * adamw.step_seconds
+    big = _plan(Optimizer.MUON).with_workload(micro_batch=64, seq_len=2048, grad_accum=1)
+    big_adamw = big.with_changes(optimizer=Optimizer.ADAMW)
+    assert estimate(big).compute.step_seconds < 1.3 * estimate(big_adamw).compute.step_seconds
+
+
+@pytest.mark.parametrize(
+    ("changes", "field"),
+    [
+        ({"method": Method.LORA}, "method"),
+        ({"model": find_model("mixtral-8x7b-v0.1").spec, "model_id": "mixtral-8x7b-v0.1"}, "model"),
+    ],
+)
+def test_muon_refuses_what_it_cannot_run_as_modelled(changes: dict[str, object], field: str) -> None:
+    with pytest.raises(PlanError) as caught:
+        _plan(Optimizer.MUON).with_changes(**changes)
+    assert caught.value.field == field and "Muon" in str(caught.value)
+
+
+def test_muon_refuses_sharded_matrices() -> None:
+    with pytest.raises(PlanError) as caught:
+        _plan(Optimizer.MUON).with_parallel(gpus_per_node=8, strategy=Strategy.FSDP)
+    assert caught.value.field == "parallel.strategy"

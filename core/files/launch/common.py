@@ -340,6 +340,7 @@ HF_UNNAMED: Final = {
     Optimizer.ANYPRECISION_ADAMW_KAHAN: (
         "transformers' adamw_anyprecision keeps float32 moments and no Kahan buffer unless optim_args ask (not written)"
     ),
+    Optimizer.MUON: "transformers has no optim name for torch.optim.Muon with AdamW on the rest",
 }
 HF_DTYPES: Final = {Dtype.BF16: "bfloat16", Dtype.FP16: "float16", Dtype.FP32: "float32"}
 
