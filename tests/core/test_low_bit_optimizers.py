@@ -380,3 +380,17 @@ def test_muon_refuses_sharded_matrices() -> None:
     with pytest.raises(PlanError) as caught:
         _plan(Optimizer.MUON).with_parallel(gpus_per_node=8, strategy=Strategy.FSDP)
     assert caught.value.field == "parallel.strategy"
+
+
+@pytest.mark.parametrize("target", [Target.AXOLOTL, Target.LLAMA_FACTORY, Target.TORCHTUNE])
+@pytest.mark.parametrize("optimizer", [Optimizer.LION_8BIT, Optimizer.AO_ADAMW_4BIT, Optimizer.MUON])
+def test_axolotl_llamafactory_and_torchtune_exports_read_back(target: Target, optimizer: Optimizer) -> None:
+    """What each target names comes back as the plan's optimizer; Muon, which none can name, is said and written as
+    AdamW."""
+    exported = export(_plan(optimizer), target)
+    run = loads_run_config(exported.text.encode(), "exported.yaml")
+    said = "method.optimizer" in [u.field for u in exported.unexpressed]
+    if optimizer is Optimizer.MUON:
+        assert said and run.settings.optimizer == "adamw"
+    else:
+        assert not said and run.settings.optimizer == optimizer.value
