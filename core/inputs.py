@@ -135,6 +135,25 @@ class Optimizer(StrEnum):
     SGD = "sgd"
     ADAFACTOR = "adafactor"
     ADAM = "adam"  # torch.optim.Adam: same state as AdamW, weight decay folded into the gradient
+    # torchao.optim's low-bit AdamW (pytorch/ao 36027d82 torchao/optim/adam.py, subclass_8bit.py, subclass_4bit.py,
+    # subclass_fp8.py): blockwise-quantised moments, one float32 scale per block (core.training.optimizer.AO_LOW_BIT).
+    AO_ADAMW_8BIT = "ao-adamw-8bit"  # AdamW8bit: uint8 codes, blocks of 256 (HF adamw_torch_8bit)
+    AO_ADAMW_4BIT = "ao-adamw-4bit"  # AdamW4bit: two 4-bit codes a byte, blocks of 128 (HF adamw_torch_4bit)
+    AO_ADAMW_FP8 = "ao-adamw-fp8"  # AdamWFp8: float8 e4m3 codes, blocks of 256
+    # AnyPrecisionAdamW as llama-recipes builds it (meta-llama/llama-cookbook 0e003351 src/llama_cookbook/
+    # finetuning.py: momentum_dtype=torch.bfloat16, variance_dtype=torch.bfloat16, use_kahan_summation=False),
+    # and with Kahan summation on (a bf16 compensation buffer, its compensation_buffer_dtype default).
+    ANYPRECISION_ADAMW = "anyprecision-adamw"
+    ANYPRECISION_ADAMW_KAHAN = "anyprecision-adamw-kahan"
+    # bitsandbytes' Lion (Optimizer1State: one state, bitsandbytes 95f9af30 bitsandbytes/optim/optimizer.py
+    # init_state; HF lion_32bit, lion_8bit, paged_lion_32bit, paged_lion_8bit).
+    LION = "lion"
+    LION_8BIT = "lion-8bit"
+    PAGED_LION = "paged-lion"
+    PAGED_LION_8BIT = "paged-lion-8bit"
+    # torch.optim.Muon (torch 2.13.0 torch/optim/_muon.py) on the blocks' 2-D weight matrices, torch.optim.AdamW (the
+    # plan's implementation) on the rest, as its docstring says to (core.training.optimizer.muon_matrices).
+    MUON = "muon"
 
 
 class Attention(StrEnum):
@@ -545,6 +564,52 @@ OPTIMIZER_LABELS: Final = {
     Optimizer.SGD_MOMENTUM: "SGD + momentum",
     Optimizer.SGD: "SGD",
     Optimizer.ADAFACTOR: "Adafactor",
+    Optimizer.AO_ADAMW_8BIT: "torchao AdamW 8-bit",
+    Optimizer.AO_ADAMW_4BIT: "torchao AdamW 4-bit",
+    Optimizer.AO_ADAMW_FP8: "torchao AdamW FP8",
+    Optimizer.ANYPRECISION_ADAMW: "AnyPrecisionAdamW (bf16 moments)",
+    Optimizer.ANYPRECISION_ADAMW_KAHAN: "AnyPrecisionAdamW + Kahan",
+    Optimizer.LION: "Lion (bitsandbytes 32-bit)",
+    Optimizer.LION_8BIT: "Lion 8-bit",
+    Optimizer.PAGED_LION: "Paged Lion",
+    Optimizer.PAGED_LION_8BIT: "Paged Lion 8-bit",
+    Optimizer.MUON: "Muon (+ AdamW for the rest)",
+}
+# Each optimizer's state per trainable parameter and where the rule was read (core.training.optimizer), for the
+# Optimizer list's entries.
+OPTIMIZER_TOOLTIPS: Final = {
+    Optimizer.ADAMW: "torch.optim.AdamW: two moments in the trainable parameters' dtype (8 B at float32).",
+    Optimizer.ADAM: "torch.optim.Adam: AdamW's two moments, weight decay added to the gradient.",
+    Optimizer.ADAMW_8BIT: "bitsandbytes AdamW8bit: 2 B + 8 B per 256 (block absmax); tensors under 4,096 "
+    "elements keep 8 B float32 moments (bitsandbytes optim/optimizer.py).",
+    Optimizer.PAGED_ADAMW: "bitsandbytes PagedAdamW: 8 B float32 moments in CUDA managed memory for tensors of "
+    "100,000 elements or more, outside PyTorch's allocator.",
+    Optimizer.PAGED_ADAMW_8BIT: "bitsandbytes PagedAdamW8bit: AdamW 8-bit's state, paged for large tensors.",
+    Optimizer.SGD_MOMENTUM: "torch.optim.SGD with momentum: one buffer in the parameters' dtype.",
+    Optimizer.SGD: "torch.optim.SGD: no state.",
+    Optimizer.ADAFACTOR: "Adafactor: a row and a column statistic per matrix (factored second moment).",
+    Optimizer.AO_ADAMW_8BIT: "torchao AdamW8bit: uint8 codes, 2 B + 8 B per 256 (float32 block scales) and a "
+    "1 KiB qmap per moment; tensors under 4,096 elements keep moments in the parameters' dtype "
+    "(pytorch/ao torchao/optim/adam.py, subclass_8bit.py).",
+    Optimizer.AO_ADAMW_4BIT: "torchao AdamW4bit: 4-bit codes, 1 B + 8 B per 128 (float32 block scales); small "
+    "tensors as AdamW 8-bit's (pytorch/ao torchao/optim/subclass_4bit.py).",
+    Optimizer.AO_ADAMW_FP8: "torchao AdamWFp8: float8 e4m3 codes, 2 B + 8 B per 256 (float32 block scales) "
+    "(pytorch/ao torchao/optim/subclass_fp8.py).",
+    Optimizer.ANYPRECISION_ADAMW: "AnyPrecisionAdamW as llama-recipes builds it: bf16 momentum and variance, 4 B, "
+    "stepped one tensor at a time (llama-cookbook policies/anyprecision_optimizer.py).",
+    Optimizer.ANYPRECISION_ADAMW_KAHAN: "AnyPrecisionAdamW with use_kahan_summation: bf16 moments and a bf16 "
+    "compensation buffer, 6 B, and a clone of each parameter during its step.",
+    Optimizer.LION: "bitsandbytes Lion (32-bit): one float32 momentum, 4 B whatever the parameters' dtype "
+    "(bitsandbytes optim/lion.py, Optimizer1State).",
+    Optimizer.LION_8BIT: "bitsandbytes Lion8bit: one uint8 momentum, 1 B + 4 B per 256 (block absmax); tensors "
+    "under 4,096 elements 4 B.",
+    Optimizer.PAGED_LION: "bitsandbytes PagedLion: Lion's 4 B momentum in CUDA managed memory for tensors of "
+    "100,000 elements or more.",
+    Optimizer.PAGED_LION_8BIT: "bitsandbytes PagedLion8bit: Lion 8-bit's 1 B codes paged for tensors of 100,000 "
+    "elements or more; their block absmax (4 B per 256) stays on the GPU.",
+    Optimizer.MUON: "torch.optim.Muon on the blocks' 2-D weight matrices: one momentum buffer in the gradients' "
+    "dtype (4 B at float32) and bf16 Newton-Schulz products during the step; the embedding, head, norms and biases "
+    "under torch.optim.AdamW (torch 2.13.0 torch/optim/_muon.py).",
 }
 PRESET_LABELS: Final = {
     Preset.TRAINER_BF16: "Trainer(bf16=True), bf16 model",
@@ -642,7 +707,10 @@ MP_DTYPE_LABELS: Final = {
 KV_LABELS: Final = {k: k.value for k in KvDtype}
 
 # The optimizers torch.optim implements three ways (fused, foreach, for-loop).
-TORCH_OPTIMIZERS: Final = (Optimizer.ADAMW, Optimizer.ADAM, Optimizer.SGD, Optimizer.SGD_MOMENTUM)
+# Muon's AdamW group runs in the plan's implementation too.
+TORCH_OPTIMIZERS: Final = (Optimizer.ADAMW, Optimizer.ADAM, Optimizer.SGD, Optimizer.SGD_MOMENTUM, Optimizer.MUON)
+# AnyPrecisionAdamW's own for-loop runs its weight decay as an op of its own (core.training.speed.WEIGHT_DECAY_PASSES).
+ANYPRECISION_OPTIMIZERS: Final = (Optimizer.ANYPRECISION_ADAMW, Optimizer.ANYPRECISION_ADAMW_KAHAN)
 
 # ---- ranges and framework defaults ------------------------------------------------------
 # Wide enough for any real run, narrow enough that every product stays finite.
@@ -1056,8 +1124,11 @@ INPUTS: Final[tuple[Input, ...]] = (
           ("--autocast",), "torch.autocast around forward and loss, in the weights' 16-bit dtype (bf16 over float32)",
           labels=AUTOCAST_LABELS, matters=lambda p: p.preset is Preset.CUSTOM, cli_switch=True),
     Input("optimizer", Kind.ENUM, "Optimizer", "Optimizer", Optimizer.ADAMW,
-          "AdamW keeps two float32 moments per trainable parameter (8 bytes); 8-bit AdamW two bytes; "
-          "SGD with momentum one buffer; Adafactor factored moments.",
+          "AdamW keeps two float32 moments per trainable parameter (8 bytes); 8-bit AdamW (bitsandbytes) two "
+          "bytes + 4 B per 256 (blocks' absmax); torchao AdamW 8-bit the same, 4-bit 1 byte + 8 B per 128, FP8 "
+          "2 bytes + 8 B per 256 (pytorch/ao torchao/optim); AnyPrecisionAdamW as llama-recipes runs it two bf16 "
+          "moments (4 bytes), 6 with its bf16 Kahan buffer; Lion one momentum (4 bytes, 8-bit 1 byte + 4 B per "
+          "256: bitsandbytes); SGD with momentum one buffer; Adafactor factored moments.",
           ("--optimizer",), "the optimizer (its state per trainable parameter)", labels=OPTIMIZER_LABELS),
     Input("optimizer_impl", Kind.ENUM, "Implementation", "Optimizer implementation", OptimizerImpl.FUSED,
           "fused (HF Trainer's adamw_torch_fused) updates in place; foreach (torch.optim's default on CUDA) "
@@ -1073,7 +1144,8 @@ INPUTS: Final[tuple[Input, ...]] = (
           "mul_ by 1 − lr·wd; Adam's and SGD's add to the gradient); the fused kernels fold it in. No memory.",
           ("--weight-decay",), "the optimizer's weight decay (HF Trainer default 0; time only, foreach / for-loop)",
           low=0.0, high=10.0, decimals=3, step=0.01, training_only=True,
-          matters=lambda p: p.optimizer in TORCH_OPTIMIZERS and p.optimizer_impl is not OptimizerImpl.FUSED),
+          matters=lambda p: p.optimizer in ANYPRECISION_OPTIMIZERS
+          or (p.optimizer in TORCH_OPTIMIZERS and p.optimizer_impl is not OptimizerImpl.FUSED)),
     Input("attention", Kind.ENUM, "Attention", "Attention kernel", Attention.SDPA,
           "Eager attention keeps the batch × heads × seq² score matrix for the backward pass; fused kernels "
           "(SDPA, FlashAttention-2) do not. FlashAttention 1 and its Triton kernel (before July 2023) keep the same "

@@ -56,9 +56,19 @@ BNB_4BIT_ON_MPS: Final = "0.47.0"
 ON_A_MAC: Final = "on an Apple GPU"
 # What a plan on an Apple GPU may ask for (the rest is refused below).
 MAC_ATTENTION: Final = [Attention.EAGER, Attention.SDPA]
-MAC_OPTIMIZERS: Final = [
-    o for o in Optimizer if o not in (Optimizer.ADAMW_8BIT, Optimizer.PAGED_ADAMW_8BIT, Optimizer.PAGED_ADAMW)
-]
+# bitsandbytes' 8-bit and paged optimizers are refused below; torchao's low-bit AdamW and
+# AnyPrecisionAdamW are plain tensor code (torch.compile'd for torchao) and stay.
+# Lion 32-bit stays: bitsandbytes 95f9af30 bitsandbytes/backends/default/ops.py registers optimizer_update_32bit
+# for the "default" device key (any device), not only CUDA / XPU / CPU.
+_BNB_OPTIMIZERS: Final = (
+    Optimizer.ADAMW_8BIT,
+    Optimizer.PAGED_ADAMW_8BIT,
+    Optimizer.PAGED_ADAMW,
+    Optimizer.LION_8BIT,
+    Optimizer.PAGED_LION,
+    Optimizer.PAGED_LION_8BIT,
+)
+MAC_OPTIMIZERS: Final = [o for o in Optimizer if o not in _BNB_OPTIMIZERS]
 
 
 def mac_refusal(plan: Plan) -> PlanError | None:
@@ -139,7 +149,7 @@ def _optimizer(plan: Plan) -> PlanError | None:
     opt = plan.optimizer
     if opt in MAC_OPTIMIZERS:
         return None
-    if opt is not Optimizer.PAGED_ADAMW:
+    if opt not in (Optimizer.PAGED_ADAMW, Optimizer.PAGED_LION):
         why = (
             "bitsandbytes registers optimizer_update_8bit_blockwise for CUDA and XPU (up to 0.49.2) and the CPU "
             "(0.50.0), never for MPS"

@@ -750,6 +750,7 @@ class Plan:
         self._check_prompt_learning()
         self._check_lycoris()
         self._check_adalora()
+        self._check_muon()
         if self.method is Method.FROZEN and self.frozen_layers == 0:
             raise PlanError(
                 "frozen_layers",
@@ -1114,6 +1115,27 @@ class Plan:
                 "none with AdaLoRA",
                 "the RankAllocator's copies stay on the GPU beside an offloaded optimizer: not modelled",
             )
+
+    def _check_muon(self) -> None:
+        """torch.optim.Muon (torch 2.13.0 torch/optim/_muon.py) takes only 2-D parameters and orthogonalises each
+        whole matrix on its rank: the plan runs it on a dense model's block matrices under full or frozen-layer
+        training, one GPU, DDP or pipeline stages; the rest is refused with the reason, not guessed."""
+        if self.optimizer is not Optimizer.MUON:
+            return
+        par = self.parallel
+        why = ""
+        if self.method not in (Method.FULL, Method.FROZEN):
+            field, value, allowed, why = "method", self.method.value, "full or frozen with Muon", "adapters"
+        elif self.model.num_experts > 1 or self.model.kv_lora_rank:
+            field, value, allowed = "model", self.model.name, "a dense model without latent attention with Muon"
+            why = "expert weights (3-D in transformers 5) and latent attention's matrices"
+        elif par.strategy is not Strategy.DDP or par.tensor_parallel > 1 or par.offload is not Offload.NONE:
+            field, value, allowed = "parallel.strategy", par.strategy.value, "ddp, no tensor parallel or offload"
+            why = "sharded or offloaded matrices (Newton-Schulz reads each whole matrix)"
+        elif self.stack is Stack.MEGATRON:
+            field, value, allowed, why = "stack", self.stack.value, "eager or compile with Muon", "Megatron's own"
+        if why:
+            raise PlanError(field, value, allowed, f"torch.optim.Muon with {why}: not modelled")
 
     # ---- derived inputs (no arithmetic on memory here: that is the estimator's) ------
     @property

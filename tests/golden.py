@@ -518,6 +518,34 @@ CLI_RUNS: tuple[tuple[str, ...], ...] = (
             "--lora-targets q_proj,v_proj --preset trainer-bf16 --micro-batch 4 --seq 768 --gpu l40s"
         )
     ),
+    # The optimizers branch h57opt added, one run each (the drawn plans keep the optimizers they were drawn from):
+    # torchao's low-bit AdamW on the torchao README's Llama 2 7B pure-bf16 full fine-tuning, llama-recipes'
+    # AnyPrecisionAdamW with a weight decay on its 70B over 16 A100s, bitsandbytes' Lion on Llama 3.1 8B.
+    *(
+        tuple(
+            shlex.split(
+                f"estimate --json --model llama-2-7b --method full --preset pure-bf16 --optimizer {optimizer} "
+                "--micro-batch 2 --seq 1024 --checkpointing --gpu a100-80gb-sxm"
+            )
+        )
+        for optimizer in ("ao-adamw-8bit", "ao-adamw-4bit", "ao-adamw-fp8")
+    ),
+    *(
+        tuple(
+            shlex.split(
+                f"estimate --json --model llama-2-70b --method full --preset pure-bf16 --optimizer {optimizer} "
+                "--weight-decay 0.1 --micro-batch 1 --seq 2048 --checkpointing --gpus 16 --strategy fsdp "
+                "--gpu a100-80gb-sxm"
+            )
+        )
+        for optimizer in ("anyprecision-adamw", "anyprecision-adamw-kahan")
+    ),
+    *(
+        tuple(shlex.split(f"estimate --json --model llama-3.1-8b --method full --optimizer {optimizer} --gpu h100-sxm"))
+        for optimizer in ("lion", "lion-8bit", "paged-lion", "paged-lion-8bit")
+    ),
+    # torch.optim.Muon on the blocks' matrices, AdamW on the rest (branch h57opt)
+    tuple(shlex.split("estimate --json --model llama-3.2-1b --method full --optimizer muon --gpus 2 --gpu h100-sxm")),
 )
 
 
@@ -603,6 +631,18 @@ def _divisors(n: int) -> list[int]:
 
 # The methods the drawn plans were drawn from (IA3 and LitGPT's adapters came later: their plans are CLI_RUNS').
 _DRAWN_METHODS = ["full", "lora", "qlora", "frozen", "dora"]
+# The optimizers the drawn plans were drawn from (torchao's low-bit AdamW, AnyPrecisionAdamW and Lion came later, branch
+# h57opt: their plans are CLI_RUNS').
+_DRAWN_OPTIMIZERS = [
+    "adamw",
+    "adamw-8bit",
+    "paged-adamw",
+    "paged-adamw-8bit",
+    "sgd-momentum",
+    "sgd",
+    "adafactor",
+    "adam",
+]
 
 
 def _draw(rng: random.Random) -> Any:
@@ -654,7 +694,7 @@ def _draw(rng: random.Random) -> Any:
         quant=_choice(rng, list(Quant)),
         double_quant=rng.random() < 0.5,
         frozen_layers=rng.randrange(1, spec.num_layers + 1) if method is Method.FROZEN else 0,
-        optimizer=_choice(rng, list(Optimizer)),
+        optimizer=_choice(rng, [Optimizer(o) for o in _DRAWN_OPTIMIZERS]),
         checkpointing=rng.random() < 0.5,
         checkpoint_policy=_choice(rng, list(CheckpointPolicy)),
         checkpoint_every=_choice(rng, [1, 2, 3]),

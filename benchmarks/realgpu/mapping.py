@@ -170,6 +170,10 @@ _OPTIMIZERS: Final = {
     "adamw8bit": Optimizer.ADAMW_8BIT,
     "paged_adamw_32bit": Optimizer.PAGED_ADAMW,
     "paged_adamw_8bit": Optimizer.PAGED_ADAMW_8BIT,
+    # branch h57opt (2026-12-05): torchao's low-bit AdamW and llama-recipes' AnyPrecisionAdamW (HELD_OUT_OPTIMIZERS)
+    "ao_adamw8bit": Optimizer.AO_ADAMW_8BIT,
+    "ao_adamw4bit": Optimizer.AO_ADAMW_4BIT,
+    "anyprecision_adamw": Optimizer.ANYPRECISION_ADAMW,
 }
 _ATTENTION: Final = {
     None: Attention.SDPA,
@@ -233,6 +237,9 @@ _CACHE_EMPTIED_BEFORE_PEAK: Final = frozenset({"peft-method-comparison-metamathq
 HELD_OUT_METHODS: Final = frozenset(
     {"prompt-tuning", "p-tuning", "prefix-tuning", "ln-tuning", "loha", "lokr", "vera", "oft", "adalora"}
 )
+# Figures of optimizers the planner gained after the constant was set (branch h57opt, 2026-12-05: torchao's
+# AdamW8bit / AdamW4bit, AnyPrecisionAdamW): scored, never fitted on, on the same terms.
+HELD_OUT_OPTIMIZERS: Final = frozenset({"ao_adamw8bit", "ao_adamw4bit", "anyprecision_adamw"})
 HELD_OUT_SOURCES: Final = frozenset(
     {
         "torchao-float8-torchtitan-2025",
@@ -296,8 +303,13 @@ class Mapped:
     @property
     def held_out(self) -> bool:
         """The figure's source is held out of every fit (``HELD_OUT_SOURCES``), or its method is one
-        added after the constants were set (``HELD_OUT_METHODS``)."""
-        return self.source in HELD_OUT_SOURCES or self.figure["recipe"]["method"] in HELD_OUT_METHODS
+        added after the constants were set (``HELD_OUT_METHODS``), or its optimizer (``HELD_OUT_OPTIMIZERS``)."""
+        recipe = self.figure["recipe"]
+        return (
+            self.source in HELD_OUT_SOURCES
+            or recipe["method"] in HELD_OUT_METHODS
+            or recipe["optimizer"] in HELD_OUT_OPTIMIZERS
+        )
 
     @property
     def cache_emptied_before_peak(self) -> bool:

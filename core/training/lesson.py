@@ -36,6 +36,19 @@ LESSON_OPTIMIZER_BYTES: Final = {
     Optimizer.SGD: 0.0,
     Optimizer.ADAFACTOR: 0.0,
     Optimizer.ADAM: 8.0,  # the same two moments as AdamW
+    # torchao's low-bit AdamW, two moments of 1, 0.5 and 1 byte (pytorch/ao torchao/optim, block scales left out
+    # at this level as 8-bit AdamW's are); AnyPrecisionAdamW's two bf16 moments (llama-recipes' dtypes), and its
+    # bf16 Kahan buffer; Lion's one momentum, float32 or 8-bit (bitsandbytes Optimizer1State).
+    Optimizer.AO_ADAMW_8BIT: 2.0,
+    Optimizer.AO_ADAMW_4BIT: 1.0,
+    Optimizer.AO_ADAMW_FP8: 2.0,
+    Optimizer.ANYPRECISION_ADAMW: 4.0,
+    Optimizer.ANYPRECISION_ADAMW_KAHAN: 6.0,
+    Optimizer.LION: 4.0,
+    Optimizer.LION_8BIT: 1.0,
+    Optimizer.PAGED_LION: 4.0,
+    Optimizer.PAGED_LION_8BIT: 1.0,
+    Optimizer.MUON: 4.0,  # one float32 momentum (the AdamW group's second moment left out at this level)
 }
 MASTER_COPY_BYTES: Final = ELEMENT_BYTES["fp32"]  # float32 master weight in mixed precision
 ADAPTER_BYTES: Final = ELEMENT_BYTES["fp32"]  # the lesson keeps adapters, and their gradients, in float32

@@ -45,8 +45,47 @@ OPT8_SMALL_STATE_BYTES: Final = 2 * 4.0  # state1 and state2 in float32
 # memory when the card is full, so it never makes the run fail. Smaller tensors' state is an
 # ordinary GPU tensor (torch.zeros_like).
 PAGED_MIN_SIZE: Final = 100_000
-PAGED: Final = (Optimizer.PAGED_ADAMW, Optimizer.PAGED_ADAMW_8BIT)
+PAGED: Final = (Optimizer.PAGED_ADAMW, Optimizer.PAGED_ADAMW_8BIT, Optimizer.PAGED_LION, Optimizer.PAGED_LION_8BIT)
 PAGED_STATE_BYTES: Final = 2 * 4.0  # state1 and state2 of the 32-bit optimizer, float32
+
+# bitsandbytes' Lion (bitsandbytes 95f9af30 bitsandbytes/optim/lion.py Lion / Lion8bit / PagedLion*, all
+# Optimizer1State; optimizer.py Optimizer1State.init_state): one state, ``state1``, float32 at optim_bits=32
+# whatever the parameter's dtype, uint8 at 8 bits with ``absmax1`` (one float32 per started block of 256,
+# ``torch.zeros`` on the device, never paged); a tensor under min_8bit_size = 4096 elements keeps float32.
+LION_FAMILY: Final = (Optimizer.LION, Optimizer.LION_8BIT, Optimizer.PAGED_LION, Optimizer.PAGED_LION_8BIT)
+LION_8BIT_FAMILY: Final = (Optimizer.LION_8BIT, Optimizer.PAGED_LION_8BIT)
+LION_STATE_BYTES: Final = 4.0
+
+# torchao's low-bit AdamW (pytorch/ao 36027d82 torchao/optim/adam.py ``_AdamBase._new_buffer``): a tensor of
+# 4096 elements or more whose size the block divides gets quantised moments (``OptimState*bit.zeros``), any
+# other ``torch.zeros_like(p)``, i.e. the parameter's dtype (bitsandbytes keeps float32 there). Per element of a
+# quantised moment: codes + one float32 ``scale`` per block (``torch.zeros(n // block_size)``), per tensor a
+# float32 ``qmap`` (256 entries at 8 bits, 16 at 4; none for FP8), one caching-allocator block or more each.
+# (bytes per element of codes, block size, qmap entries): AdamW8bit uint8 codes, block_size=256
+# (subclass_8bit.py); AdamW4bit two 4-bit codes a uint8 (``n_elems // 2``), block_size=128 (subclass_4bit.py);
+# AdamWFp8 float8_e4m3fn codes, block_size=256 (subclass_fp8.py).
+AO_LOW_BIT: Final = {
+    Optimizer.AO_ADAMW_8BIT: (1.0, 256, 256),
+    Optimizer.AO_ADAMW_4BIT: (0.5, 128, 16),
+    Optimizer.AO_ADAMW_FP8: (1.0, 256, 0),
+}
+AO_MIN_SIZE: Final = 4096
+
+# AnyPrecisionAdamW (meta-llama/llama-cookbook 0e003351 src/llama_cookbook/policies/anyprecision_optimizer.py):
+# ``exp_avg`` in momentum_dtype, ``exp_avg_sq`` in variance_dtype, ``compensation`` in compensation_buffer_dtype
+# when use_kahan_summation, each ``torch.zeros_like(p, dtype=...)``; llama-recipes passes bf16 for both moments
+# (finetuning.py), the buffer's default is bf16. Bytes per trainable element: moments, Kahan buffer.
+ANYPRECISION: Final = {Optimizer.ANYPRECISION_ADAMW: (2 * 2.0, 0.0), Optimizer.ANYPRECISION_ADAMW_KAHAN: (2 * 2.0, 2.0)}
+ANYPRECISION_MOMENT_BYTES: Final = 2.0  # bf16
+
+# torch.optim.Muon (torch 2.13.0 torch/optim/_muon.py): ``momentum_buffer = torch.zeros_like(p.grad)`` for each 2-D
+# parameter (it refuses any other); its docstring gives biases and embeddings to AdamW: the plan runs Muon on the
+# blocks' weight matrices (muon_matrices) and torch.optim.AdamW on the rest. ``_single_tensor_muon`` per matrix:
+# ``update = grad.lerp(buf, momentum)`` (nesterov, the default), then ``_zeropower_via_newtonschulz``: a bf16 copy X
+# (the update itself when the gradient is bf16), transposed to m <= n, and ns_steps = 5 rounds of
+# ``gram = X @ X.T``, ``torch.addmm(gram, gram, gram)``, ``X = torch.addmm(X, gram_update, X)``.
+MUON_NS_STEPS: Final = 5
+MUON_X_BYTES: Final = 2.0  # the Newton-Schulz iterate, bf16 (``grad.bfloat16()``)
 
 ADAM_FAMILY: Final = (Optimizer.ADAMW, Optimizer.ADAM)
 # The caching allocator's smallest block (c10/cuda/CUDACachingAllocator.cpp kMinBlockSize):
@@ -183,6 +222,25 @@ def _state_terms(plan: Plan, counts: ParamCounts, dt: Dtypes) -> list[Term]:
         return _eight_bit_state_terms(plan, on_gpu)
     if opt is Optimizer.ADAMW_8BIT:
         return _eight_bit_state_terms(plan, t)
+    if opt in LION_FAMILY:
+        return _lion_state_terms(plan, t)
+    if opt in AO_LOW_BIT:
+        return _ao_state_terms(plan, t, b)
+    if opt in ANYPRECISION:
+        moments, kahan = ANYPRECISION[opt]
+        terms = [Term("AnyPrecisionAdamW moments m, v (bf16)", f"2 × T × 2 B = 2 × {sci(t)} × 2 B", t * moments)]
+        if kahan:
+            terms.append(Term("Kahan compensation buffer (bf16)", f"T × 2 B = {sci(t)} × 2 B", t * kahan))
+        return terms
+    if opt is Optimizer.MUON:
+        muon = min(t, muon_elements(plan))
+        rest = t - muon
+        return [
+            Term("Muon momentum (the blocks' matrices)", f"{sci(muon)} × {b:g} B", muon * b),
+            Term(
+                "AdamW moments of the rest (embedding, head, norms, biases)", f"2 × {sci(rest)} × {b:g} B", 2 * rest * b
+            ),
+        ]
     if opt is Optimizer.SGD_MOMENTUM:
         return [Term("momentum buffer", f"T × {b:g} B = {sci(t)} × {b:g} B", t * b)]
     if opt is Optimizer.ADAFACTOR:
@@ -213,38 +271,128 @@ def _eight_bit_state_terms(plan: Plan, trainable: int) -> list[Term]:
     ]
 
 
+def _lion_state_terms(plan: Plan, trainable: int) -> list[Term]:
+    """bitsandbytes' Lion: one float32 momentum, or uint8 with a float32 absmax per block of 256 (tensors under
+    OPT8_MIN_SIZE float32); the paged ones keep tensors under PAGED_MIN_SIZE elements on the GPU (the rest is
+    paged_state_bytes), and the 8-bit absmax of every tensor (``torch.zeros`` on the device)."""
+    opt = plan.optimizer
+    paged = opt in PAGED
+    on_gpu = min(trainable, small_state_elements(plan, PAGED_MIN_SIZE)) if paged else trainable
+    if opt not in LION_8BIT_FAMILY:
+        where = f" of tensors under {PAGED_MIN_SIZE:,} elements (the rest is paged)" if paged else ""
+        return [Term(f"Lion momentum{where}", f"{sci(on_gpu)} × 4 B", on_gpu * LION_STATE_BYTES)]
+    small = 0 if plan.parallel.strategy.deepspeed else min(on_gpu, small_state_elements(plan))
+    quantised = on_gpu - small
+    terms = [
+        Term(
+            "8-bit Lion momentum + block absmax", f"{sci(quantised)} × (1 + 4/256) B", quantised * (1 + 4 / OPT8_BLOCK)
+        )
+    ]
+    if paged:
+        rest = max(0, trainable - on_gpu)
+        terms.append(Term("8-bit Lion absmax of the paged tensors", f"{sci(rest)} × 4/256 B", rest * 4 / OPT8_BLOCK))
+    if small:
+        terms.append(
+            Term(
+                f"float32 Lion momentum of tensors under {OPT8_MIN_SIZE:,} elements", f"{sci(small)} × 4 B", small * 4.0
+            )
+        )
+    return terms
+
+
+def _ao_state_terms(plan: Plan, trainable: int, b: float) -> list[Term]:
+    """torchao's low-bit AdamW (AO_LOW_BIT): two quantised moments with their block scales and qmaps; tensors
+    under AO_MIN_SIZE elements or that the block does not divide keep both moments in the parameters' dtype.
+    tools/measure/optimizer_state_check.py: every tensor's state to the byte (CPU; the qmap's 64 B at 4 bits is one
+    512-byte block on the GPU)."""
+    code, block, qmap = AO_LOW_BIT[plan.optimizer]
+    small = min(trainable, small_state_elements(plan, AO_MIN_SIZE, block))
+    quantised = trainable - small
+    per = 2 * (code + 4 / block)
+    terms = [
+        Term(
+            "torchao low-bit Adam moments + block scales",
+            f"{sci(quantised)} × 2 × ({code:g} + 4/{block}) B",
+            quantised * per,
+        )
+    ]
+    tensors = trainable_tensors(plan) - small_state_tensors(plan, AO_MIN_SIZE, block)
+    if qmap and tensors > 0:
+        qbytes = max(MIN_BLOCK_BYTES, qmap * 4)
+        terms.append(
+            Term("torchao qmap per quantised moment", f"2 × {tensors:,} tensors × {qbytes} B", 2 * tensors * qbytes)
+        )
+    if small:
+        terms.append(
+            Term(
+                f"Adam moments of tensors under {AO_MIN_SIZE:,} elements or not whole blocks",
+                f"2 × {sci(small)} × {b:g} B",
+                2 * small * b,
+            )
+        )
+    return terms
+
+
 def paged_state_bytes(plan: Plan, counts: ParamCounts) -> float:
     """The paged optimizers' state in CUDA managed memory (not the caching allocator's)."""
     if plan.optimizer not in PAGED:
         return 0.0
     paged = max(0, counts.trainable - small_state_elements(plan, PAGED_MIN_SIZE))
-    per = PAGED_STATE_BYTES if plan.optimizer is Optimizer.PAGED_ADAMW else 2 * (1 + 4 / OPT8_BLOCK)
+    per = {
+        Optimizer.PAGED_ADAMW: PAGED_STATE_BYTES,
+        Optimizer.PAGED_ADAMW_8BIT: 2 * (1 + 4 / OPT8_BLOCK),
+        Optimizer.PAGED_LION: LION_STATE_BYTES,
+        Optimizer.PAGED_LION_8BIT: 1.0,  # uint8 state1; its absmax stays on the GPU (_lion_state_terms)
+    }[plan.optimizer]
     return paged * per
 
 
-def small_state_elements(plan: Plan, below: int = OPT8_MIN_SIZE) -> int:
+def small_state_elements(plan: Plan, below: int = OPT8_MIN_SIZE, block: int = 0) -> int:
     """Trainable parameters in tensors of fewer than OPT8_MIN_SIZE elements (bitsandbytes keeps
     their state in float32), from the shapes of the tensors that train: the adapters' lora_A,
     lora_B and DoRA magnitudes, or the blocks' and the outside tensors (norms, biases, small
     projections) of full and frozen-layer training, scaled with a parameter count given
-    instead of derived."""
+    instead of derived. With ``block``, a tensor whose size it does not divide counts too (torchao's rule)."""
     model = plan.model
     if plan.litgpt_adapter:
-        return sum(n * c for n, c in litgpt_adapter_tensors(plan) if n < below)
+        return sum(n * c for n, c in litgpt_adapter_tensors(plan) if _kept(n, below, block))
     flat = flat_trained_sizes(plan)  # prompt learning, LN tuning
     if flat is not None:
-        return _small(flat, below)
+        return _small(flat, below, block)
     if plan.adapter_based:
-        head = _small(head_adapter_tensor_sizes(plan), below)
-        return model.num_layers * _small(adapter_tensor_sizes(plan), below) + head
+        head = _small(head_adapter_tensor_sizes(plan), below, block)
+        return model.num_layers * _small(adapter_tensor_sizes(plan), below, block) + head
     layers = model.num_layers - (plan.frozen_layers if plan.method is Method.FROZEN else 0)
     outside = model.outside_tensor_sizes(embedding=plan.method is Method.FULL)
-    small = layers * _small(model.layer_tensor_sizes(), below) + _small(outside, below)
+    small = layers * _small(model.layer_tensor_sizes(), below, block) + _small(outside, below, block)
     return round(small * model.params_scale) if model.params_override else small
 
 
-def _small(sizes: list[int] | tuple[int, ...], below: int = OPT8_MIN_SIZE) -> int:
-    return sum(n for n in sizes if n < below)
+def _kept(n: int, below: int, block: int = 0) -> bool:
+    """Whether a tensor of ``n`` elements keeps unquantised state: under ``below``, or not a multiple of ``block``."""
+    return n < below or bool(block and n % block)
+
+
+def _small(sizes: list[int] | tuple[int, ...], below: int = OPT8_MIN_SIZE, block: int = 0) -> int:
+    return sum(n for n in sizes if _kept(n, below, block))
+
+
+def small_state_tensors(plan: Plan, below: int, block: int = 0) -> int:
+    """How many trainable tensors have fewer than ``below`` elements (small_state_elements' tensors, counted)."""
+    model = plan.model
+    if plan.litgpt_adapter:
+        return sum(c for n, c in litgpt_adapter_tensors(plan) if _kept(n, below, block))
+    flat = flat_trained_sizes(plan)  # prompt learning, LN tuning
+    if flat is not None:
+        return sum(1 for n in flat if _kept(n, below, block))
+    if plan.adapter_based:
+        head = sum(1 for n in head_adapter_tensor_sizes(plan) if _kept(n, below, block))
+        return model.num_layers * sum(1 for n in adapter_tensor_sizes(plan) if _kept(n, below, block)) + head
+    layers = model.num_layers - (plan.frozen_layers if plan.method is Method.FROZEN else 0)
+    outside = model.outside_tensor_sizes(embedding=plan.method is Method.FULL)
+    return layers * sum(1 for n in model.layer_tensor_sizes() if _kept(n, below, block)) + sum(
+        1 for n in outside if _kept(n, below, block)
+    )
 
 
 def adafactor_state_elements(plan: Plan) -> int:
@@ -333,12 +481,18 @@ def optimizer_step_temporary(plan: Plan, counts: ParamCounts, dt: Dtypes) -> Ter
     - for-loop (``_single_tensor_adam``): ``(exp_avg_sq.sqrt() / c).add_(eps)`` makes two
       copies of one parameter's moment at a time, the largest parameter's at the peak.
 
+    AnyPrecisionAdamW steps one tensor at a time (_anyprecision_temporary); torchao's low-bit AdamW runs one
+    torch.compile'd ``single_param_adam`` per tensor, counted without a temporary (not measured on a GPU).
     SGD's three implementations update in place (``_foreach_add_``, ``_fused_sgd_``).
     bitsandbytes' optimizers (8-bit and paged) update in place in one CUDA kernel per tensor
     (bitsandbytes/optim/optimizer.py update_step: F.optimizer_update_32bit / _8bit_blockwise).
     """
     b = dt.grad
     t = counts.trainable
+    if plan.optimizer in ANYPRECISION:
+        return _anyprecision_temporary(plan, dt)
+    if plan.optimizer is Optimizer.MUON:
+        return _muon_temporary(plan, counts, dt)
     if plan.optimizer not in ADAM_FAMILY:
         return None
     impl = plan.optimizer_impl
@@ -348,3 +502,81 @@ def optimizer_step_temporary(plan: Plan, counts: ParamCounts, dt: Dtypes) -> Ter
         big = largest_trainable_tensor(plan)
         return Term("for-loop Adam: sqrt(v) and its quotient, largest tensor", f"2 × {sci(big)} × {b:g} B", 2 * big * b)
     return None
+
+
+def _anyprecision_temporary(plan: Plan, dt: Dtypes) -> Term:
+    """AnyPrecisionAdamW's for-loop step (ANYPRECISION's source): ``(exp_avg_sq.sqrt() / c).add_(eps)`` makes two
+    copies of the largest tensor's variance (bf16) at once and keeps one; with Kahan summation
+    ``temp_buffer = p.detach().clone()`` beside it, one copy of the parameter: the larger of the two moments."""
+    big = largest_trainable_tensor(plan)
+    v = ANYPRECISION_MOMENT_BYTES
+    if plan.optimizer is Optimizer.ANYPRECISION_ADAMW_KAHAN and v + dt.param > 2 * v:
+        return Term(
+            "AnyPrecisionAdamW: its denominator and the Kahan clone of the largest tensor",
+            f"{sci(big)} × ({v:g} + {dt.param:g}) B",
+            big * (v + dt.param),
+        )
+    return Term("AnyPrecisionAdamW: sqrt(v) and its quotient, largest tensor", f"2 × {sci(big)} × {v:g} B", 2 * big * v)
+
+
+def muon_matrices(plan: Plan) -> list[tuple[int, int]]:
+    """(in, out) of each 2-D weight matrix of one block that Muon steps: the attention projections (q|k|v fused or
+    not), o, and the MLP's (gate and up fused or not); biases and norms are 1-D (AdamW's). Dense models only (the
+    Plan refuses Muon on experts and latent attention)."""
+    m = plan.model
+    d, q, kv, i = m.hidden_size, m.q_width, m.kv_width, m.intermediate_size
+    shapes = [(d, q + 2 * kv)] if m.fused_qkv else [(d, q), (d, kv), (d, kv)]
+    shapes.append((q, d))
+    if m.fused_gate_up or not m.gated_mlp:
+        shapes += [(d, 2 * i if m.gated_mlp else i), (i, d)]
+    else:
+        shapes += [(d, i), (d, i), (i, d)]
+    return shapes
+
+
+def muon_layers(plan: Plan) -> int:
+    """Blocks whose matrices train (frozen-layer training freezes the first ones)."""
+    return plan.model.num_layers - (plan.frozen_layers if plan.method is Method.FROZEN else 0)
+
+
+def muon_elements(plan: Plan) -> int:
+    """Elements Muon steps, scaled with a parameter count given instead of derived."""
+    model = plan.model
+    n = muon_layers(plan) * sum(a * b for a, b in muon_matrices(plan))
+    return round(n * model.params_scale) if model.params_override else n
+
+
+def muon_ns_flops(plan: Plan) -> float:
+    """The Newton-Schulz iteration's FLOPs in one step over every Muon matrix (m <= n its two sides): per round
+    X @ X.T 2·m²·n, gram @ gram 2·m³, gram_update @ X 2·m²·n."""
+    per_block = 0.0
+    for a, b in muon_matrices(plan):
+        m, n = min(a, b), max(a, b)
+        per_block += MUON_NS_STEPS * (4.0 * m * m * n + 2.0 * m**3)
+    return per_block * muon_layers(plan) * plan.model.params_scale
+
+
+def _muon_temporary(plan: Plan, counts: ParamCounts, dt: Dtypes) -> Term:
+    """One matrix at a time: the update (the gradient's dtype, g B), the bf16 iterate before and after a round and
+    the two m x m bf16 products (gram, gram_update) at once: m·n·(g + 4) + 4·m² bytes for the largest; beside it,
+    after, the AdamW group's foreach sqrt(v) or for-loop copies (whichever is larger)."""
+    g = dt.grad
+    m, n = max(
+        ((min(a, b), max(a, b)) for a, b in muon_matrices(plan)), key=lambda s: s[0] * s[1] * (g + 4) + 4 * s[0] ** 2
+    )
+    muon = m * n * (g + 2 * MUON_X_BYTES) + 2 * m * m * MUON_X_BYTES
+    rest = max(0, counts.trainable - muon_elements(plan))
+    impl = plan.optimizer_impl
+    model = plan.model
+    head_trains = plan.method is Method.FULL or not model.tie_embeddings  # the rest's largest: the embedding or head
+    big = model.vocab_size * model.hidden_size if head_trains else model.hidden_size
+    adamw = rest * g if impl is OptimizerImpl.FOREACH else 2 * big * g
+    if impl is OptimizerImpl.FUSED:
+        adamw = 0.0
+    if adamw > muon:
+        return Term("AdamW group's step temporaries (after Muon's)", f"{sci(adamw / g)} × {g:g} B", adamw)
+    return Term(
+        "Muon: the update, two bf16 iterates and two m×m products, largest matrix",
+        f"{m:,}×{n:,} × ({g:g} + 2 × 2) B + 2 × {m:,}² × 2 B",
+        muon,
+    )

@@ -60,13 +60,24 @@ from core.plan import (
     Stack,
     Strategy,
 )
-from core.roles import dtypes_for, runs_grad_scaler
+from core.roles import Dtypes, dtypes_for, runs_grad_scaler
 from core.runtime import HF_HOST_LAYER_S
 from core.training.activations import recomputed_share
 from core.training.attention import Kernel, math_kernel_bytes, sdpa_kernel
 from core.training.flops import ADAPTER_GEMMS, Gemm, attended_keys, block_gemms, head_trains, method_work
 from core.training.gemm_shape import shape_efficiency
-from core.training.optimizer import optimizer_terms, trainable_tensors
+from core.training.optimizer import (
+    ANYPRECISION_MOMENT_BYTES,
+    AO_LOW_BIT,
+    LION_FAMILY,
+    MUON_X_BYTES,
+    muon_elements,
+    muon_layers,
+    muon_matrices,
+    muon_ns_flops,
+    optimizer_terms,
+    trainable_tensors,
+)
 
 
 def gemm_kind(plan: Plan, gpu: GpuSpec) -> str:
@@ -430,7 +441,18 @@ STEP_OPS: Final = {
     Optimizer.SGD: 1,
 }
 FUSED_STEP_OPS: Final = {Optimizer.ADAMW: 2, Optimizer.ADAM: 2, Optimizer.SGD_MOMENTUM: 1, Optimizer.SGD: 1}
-BNB_STEP_OPS: Final = frozenset({Optimizer.ADAMW_8BIT, Optimizer.PAGED_ADAMW, Optimizer.PAGED_ADAMW_8BIT})
+BNB_STEP_OPS: Final = frozenset({Optimizer.ADAMW_8BIT, Optimizer.PAGED_ADAMW, Optimizer.PAGED_ADAMW_8BIT, *LION_FAMILY})
+# torchao's low-bit AdamW: one torch.compile'd ``single_param_adam`` per tensor (pytorch/ao 36027d82
+# torchao/optim/adam.py ``_AdamBase.step``), counted as one kernel a tensor (its step counter is a CPU tensor).
+PER_TENSOR_STEP: Final = BNB_STEP_OPS | frozenset(AO_LOW_BIT)
+# AnyPrecisionAdamW's for-loop (meta-llama/llama-cookbook 0e003351 policies/anyprecision_optimizer.py, its step
+# counter a CPU tensor): mul_, add_ (m), mul_, addcmul_ (v), sqrt, div, add_, addcdiv_ a tensor; with Kahan the
+# addcdiv_ goes to the buffer, then clone, add_, sub_, add_: 12.
+ANYPRECISION_STEP_OPS: Final = {Optimizer.ANYPRECISION_ADAMW: 8, Optimizer.ANYPRECISION_ADAMW_KAHAN: 12}
+# torch.optim.Muon (torch 2.13.0 torch/optim/_muon.py ``_single_tensor_muon``), per matrix: lerp_, lerp, norm, clamp,
+# div_, 5 rounds of mm and two addmm, mul_, add_ (22; one cast more when the gradient is not bf16); its AdamW group
+# the plan's implementation's ops over the rest.
+MUON_STEP_OPS: Final = 22
 # clip_grad_norm_ (foreach): ``_foreach_norm`` and ``_foreach_mul_`` over the gradients, and 6 small ops on
 # the device (stack, the norms' norm, add, reciprocal, mul, clamp); a GradScaler's unscale_ one foreach op,
 # and its update 2 (tools/measure/kernel_count.py --step; torch/amp/grad_scaler.py).
@@ -465,8 +487,12 @@ def step_host_kernels(plan: Plan, counts: ParamCounts, stage: Stage) -> float:
     tensors = trainable_tensors(plan)
     launches = multi_tensor_launches(elements, tensors)
     ops = STEP_OPS.get(plan.optimizer, 0)
-    if plan.optimizer in BNB_STEP_OPS:
+    if plan.optimizer is Optimizer.MUON:
+        return _muon_kernels(plan, counts, elements, tensors)
+    if plan.optimizer in PER_TENSOR_STEP:
         kernels = float(tensors)
+    elif plan.optimizer in ANYPRECISION_STEP_OPS:
+        kernels = float(ANYPRECISION_STEP_OPS[plan.optimizer] * tensors)
     elif plan.optimizer_impl is OptimizerImpl.FORLOOP:
         kernels = float(ops * tensors)
     elif plan.optimizer_impl is OptimizerImpl.FUSED:
@@ -474,7 +500,30 @@ def step_host_kernels(plan: Plan, counts: ParamCounts, stage: Stage) -> float:
     else:
         kernels = ops * launches
     if decays_unfused(plan):  # one op more: a foreach op's launches, or one a tensor in a for-loop
-        kernels += float(tensors) if plan.optimizer_impl is OptimizerImpl.FORLOOP else launches
+        kernels += float(tensors) if _one_at_a_time(plan) else launches
+    if plan.grad_clip:
+        kernels += CLIP_FOREACH_OPS * launches + CLIP_SMALL_OPS
+    if runs_grad_scaler(plan):
+        kernels += launches + UNSCALE_SMALL_OPS
+    return kernels
+
+
+def _muon_kernels(plan: Plan, counts: ParamCounts, elements: float, tensors: int) -> float:
+    """Muon's step: MUON_STEP_OPS a matrix (one more cast off a non-bf16 gradient), then torch's AdamW over the rest
+    in the plan's implementation (STEP_OPS / FUSED_STEP_OPS, as step_host_kernels counts it); clipping and a
+    GradScaler as there."""
+    matrices = muon_layers(plan) * len(muon_matrices(plan))
+    cast = 0 if dtypes_for(plan).grad == MUON_X_BYTES else 1
+    kernels = float((MUON_STEP_OPS + cast) * matrices)
+    rest_tensors = max(0, tensors - matrices)
+    rest_launches = multi_tensor_launches(max(0.0, elements - muon_elements(plan)), rest_tensors)
+    if plan.optimizer_impl is OptimizerImpl.FORLOOP:
+        kernels += STEP_OPS[Optimizer.ADAMW] * rest_tensors
+    elif plan.optimizer_impl is OptimizerImpl.FUSED:
+        kernels += FUSED_STEP_OPS[Optimizer.ADAMW] * rest_launches
+    else:
+        kernels += STEP_OPS[Optimizer.ADAMW] * rest_launches
+    launches = multi_tensor_launches(elements, tensors)
     if plan.grad_clip:
         kernels += CLIP_FOREACH_OPS * launches + CLIP_SMALL_OPS
     if runs_grad_scaler(plan):
@@ -997,17 +1046,29 @@ WEIGHT_DECAY_PASSES: Final = {
     Optimizer.ADAM: (1.0, 2.0),
     Optimizer.SGD_MOMENTUM: (1.0, 2.0),
     Optimizer.SGD: (1.0, 2.0),
+    # AnyPrecisionAdamW: ``p.data.mul_(1 - lr * weight_decay)`` per tensor, whatever the plan's implementation
+    Optimizer.ANYPRECISION_ADAMW: (2.0, 0.0),
+    Optimizer.ANYPRECISION_ADAMW_KAHAN: (2.0, 0.0),
 }
+# AnyPrecisionAdamW's for-loop beyond the fused count, read off its ops (ANYPRECISION_STEP_OPS) as UNFUSED_PASSES
+# counts torch's: torch's for-loop AdamW with lerp_ split into mul_ and add_ (2 passes over m more): the gradient
+# once more, 12 passes over bf16 moments and temporaries. Kahan summation's buffer work: 3 passes more over the
+# bf16 buffer and 6 over the parameter and its clone (clone, add_, sub_). (gradient, bf16 state, parameter).
+ANYPRECISION_PASSES: Final = {
+    Optimizer.ANYPRECISION_ADAMW: (1.0, 12.0, 0.0),
+    Optimizer.ANYPRECISION_ADAMW_KAHAN: (1.0, 15.0, 6.0),
+}
+
+
+def _one_at_a_time(plan: Plan) -> bool:
+    """Whether the step runs one tensor at a time: torch's for-loop, or AnyPrecisionAdamW's own loop."""
+    return plan.optimizer in ANYPRECISION_STEP_OPS or plan.optimizer_impl is OptimizerImpl.FORLOOP
 
 
 def decays_unfused(plan: Plan) -> bool:
     """Whether the step runs torch's foreach or for-loop weight decay as ops of its own (WEIGHT_DECAY_PASSES)."""
-    return (
-        plan.weight_decay > 0
-        and plan.optimizer in WEIGHT_DECAY_PASSES
-        and plan.optimizer_impl is not OptimizerImpl.FUSED
-        and _torch_optim(plan)
-    )
+    unfused = plan.optimizer in ANYPRECISION_STEP_OPS or plan.optimizer_impl is not OptimizerImpl.FUSED
+    return plan.weight_decay > 0 and plan.optimizer in WEIGHT_DECAY_PASSES and unfused and _torch_optim(plan)
 
 
 def step_pass_bytes(plan: Plan, counts: ParamCounts, stage: Stage) -> float:
@@ -1018,13 +1079,44 @@ def step_pass_bytes(plan: Plan, counts: ParamCounts, stage: Stage) -> float:
     elements = rank_trainable(plan, counts, stage)
     grads = (CLIP_GRAD_PASSES if plan.grad_clip else 0.0) + (UNSCALE_GRAD_PASSES if runs_grad_scaler(plan) else 0.0)
     state = params = 0.0
+    own = 0.0  # AnyPrecisionAdamW's passes over its bf16 moments
+    if _torch_optim(plan) and plan.optimizer is Optimizer.MUON:
+        return elements * grads * dt.grad + _muon_pass_bytes(plan, counts, elements, dt)
     if _torch_optim(plan):
         extra_grads, state = UNFUSED_PASSES.get((plan.optimizer, plan.optimizer_impl), (0.0, 0.0))
+        if plan.optimizer in ANYPRECISION_PASSES:
+            extra_grads, own, params = ANYPRECISION_PASSES[plan.optimizer]
         grads += extra_grads
     if decays_unfused(plan):
-        params, decay_grads = WEIGHT_DECAY_PASSES[plan.optimizer]
+        decay_params, decay_grads = WEIGHT_DECAY_PASSES[plan.optimizer]
+        params += decay_params
         grads += decay_grads
-    return elements * ((grads + state) * dt.grad + params * dt.param)
+    return elements * ((grads + state) * dt.grad + params * dt.param + own * ANYPRECISION_MOMENT_BYTES)
+
+
+def _muon_pass_bytes(plan: Plan, counts: ParamCounts, elements: float, dt: Dtypes) -> float:
+    """Muon's step beyond the fused count (optimizer_step_bytes) per element it steps, read off
+    ``_single_tensor_muon``: ``grad.lerp(buf)`` reads the gradient and the buffer once more and writes the update
+    (gradient dtype); the bf16 iterate's cast (off a non-bf16 update), norm, div_ and the final read by add_ (the
+    Newton-Schulz matmuls are timed as matmuls: speed.muon_feature); ``param.mul_`` reads and writes the parameter
+    once more. The AdamW group's torch passes (UNFUSED_PASSES) over the rest."""
+    muon = min(elements, muon_elements(plan) * elements / max(1, counts.trainable))  # the stage's share
+    cast = dt.grad != MUON_X_BYTES
+    grads = 2.0 + (1.0 if cast else 0.0)  # lerp's read of g, the update written (and read by the cast)
+    bf16 = 4.0 + (1.0 if cast else 0.0)  # X written by the cast, norm, div_ read and write, add_'s read
+    muon_bytes = muon * ((grads + 1.0) * dt.grad + bf16 * MUON_X_BYTES + 2.0 * dt.param)  # + 1: the buffer's read
+    extra_grads, state = UNFUSED_PASSES.get((Optimizer.ADAMW, plan.optimizer_impl), (0.0, 0.0))
+    return muon_bytes + (elements - muon) * (extra_grads + state) * dt.grad
+
+
+def muon_feature(plan: Plan, stage: Stage, family: Generation, gpu: GpuSpec) -> dict[str, float]:
+    """Muon's Newton-Schulz matmuls (optimizer.muon_ns_flops) for the stage's blocks, once a step, as bf16 matmuls at
+    the card's bf16 peak (``grad.bfloat16()``); none for the other optimizers."""
+    if plan.optimizer is not Optimizer.MUON:
+        return {}
+    peak = gpu.peak_tflops("bf16")
+    flops = muon_ns_flops(plan) * stage.layers / plan.model.num_layers
+    return {f"gemm:{family.value}/{_stack_kind(plan, family, '16-bit')}": flops / (peak * 1e12) if peak else math.inf}
 
 
 def _torch_optim(plan: Plan) -> bool:
@@ -1178,6 +1270,8 @@ def step_work(plan: Plan, counts: ParamCounts, gpu: GpuSpec) -> Work:
             **method_features(rank, mm, micro, family, gpu, bandwidth),
             "optimizer": _optimizer_bytes(plan, counts, stage) / bandwidth,
         }
+        for key, seconds in muon_feature(plan, stage, family, gpu).items():  # Muon's matmuls, once a step
+            features[key] = features.get(key, 0.0) + seconds
         accumulate = grad_accum_bytes(plan, counts, stage)
         if accumulate:
             features["grad_accum"] = (micro - 1) * accumulate / bandwidth

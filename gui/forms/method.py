@@ -8,11 +8,11 @@ from collections.abc import Callable
 from PySide6.QtCore import QSignalBlocker, Qt
 from PySide6.QtWidgets import QCheckBox, QGridLayout, QLabel, QWidget
 
-from core.inputs import input_at
+from core.inputs import OPTIMIZER_TOOLTIPS, input_at
 from core.losses import LOSS_INPUTS, ROW_TOOLTIP, LossChoice, LossOption, loss_choice, loss_conflicts, loss_options
 from core.losses import with_loss as _with_loss
 from core.model import ACCEPTED_TARGETS, HEAD_TARGET, LORA_TARGETS
-from core.plan import Method, Plan, ia3_feedforward_within
+from core.plan import Method, Optimizer, Plan, ia3_feedforward_within
 from gui import colours
 from gui.controller import PlanController
 from gui.forms.base import PlanForm
@@ -150,6 +150,9 @@ class MethodForm(PlanForm):
         self.adapter_dtype = self.add_input("adapter_dtype")
         self.autocast = self.add_input("autocast")
         self.optimizer = self.add_input("optimizer")
+        for index in range(self.optimizer.count()):  # each entry's state per parameter and its source
+            tip = OPTIMIZER_TOOLTIPS.get(Optimizer(str(self.optimizer.itemData(index))), "")
+            self.optimizer.setItemData(index, tip, Qt.ItemDataRole.ToolTipRole)
         self.optimizer_impl = self.add_input("optimizer_impl")
         self.weight_decay = self.add_input("weight_decay")
         self.attention = self.add_input("attention")

@@ -411,6 +411,12 @@ def _prompt_learning_runs(drawn: dict[str, Any]) -> dict[str, Any]:
     if drawn["method"] is Method.PREFIX_TUNING:  # under SDPA, no checkpointing (PEFT refuses it; so does Plan)
         drawn["attention"] = Attention.SDPA
         drawn["checkpointing"] = False
+    if drawn["optimizer"] is Optimizer.MUON:  # branch h57opt: full / frozen, dense, one GPU or DDP (Plan._check_muon)
+        model, par = drawn["model"], drawn["parallel"]
+        dense = model.num_experts == 1 and not model.kv_lora_rank
+        whole = par.strategy is Strategy.DDP and par.tensor_parallel == 1 and par.offload is Offload.NONE
+        if not (dense and whole and drawn["method"] in (Method.FULL, Method.FROZEN)):
+            drawn["optimizer"] = Optimizer.ADAMW
     return drawn
 
 

@@ -419,3 +419,19 @@ def test_litgpts_gemma_2b_full_row_runs_fsdp1_no_sync_and_is_scored(result: obje
     # REAL_GPU_MEMORY.md "FSDP1's root unit assembles its gradient"): -1.4 % (the views' gradients and
     # their cat, 2.10 GB each).
     assert plan.parallel.fsdp1_wrap and -3.0 < row.error_pct < 0.0
+
+
+def test_llama_recipes_anyprecision_rows_are_scored_held_out_like_their_adamw_twins(result: object) -> None:
+    # Branch h57opt: llama-recipes issue #120's 70B pure-bf16 run with fsdp_config.optimizer='anyprecision'
+    # (AnyPrecisionAdamW, bf16 moments: llama-cookbook 0e003351 finetuning.py) is expressible. Its bf16 moments are
+    # torch AdamW's on bf16 parameters (4 B a parameter), its for-loop temporaries come after the backward's peak:
+    # the same estimate as the AdamW run's, and the same published allocated 42 GiB. Held out of every fit
+    # (mapping.HELD_OUT_OPTIMIZERS); the active / reserved readings miss as the AdamW run's do (FSDP1's deferred
+    # frees, docs/REAL_GPU_MEMORY.md "llama-recipes' FSDP runs, held out").
+    rows = {r.mapped.id: r for r in result.rows}  # type: ignore[attr-defined]
+    stem = "llamarecipes-i120-70b-full-16xa100-80-"
+    for metric in ("allocated", "reserved", "active"):
+        row, twin = rows[stem + "anyprecision-" + metric], rows[stem + "adamw-" + metric]
+        assert row.mapped.held_out and row.mapped.plan.optimizer.value == "anyprecision-adamw"
+        assert row.predicted == pytest.approx(twin.predicted)
+    assert -3.0 < rows[stem + "anyprecision-allocated"].error_pct < 0.0  # -2.5 %: 43.98 GB against 45.10 GB

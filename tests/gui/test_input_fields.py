@@ -10,11 +10,12 @@ import html
 from typing import Any
 
 import pytest
+from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QCheckBox, QLabel
 
-from core.inputs import INPUTS, Input, Kind, input_at
+from core.inputs import INPUTS, OPTIMIZER_TOOLTIPS, Input, Kind, input_at
 from core.losses import LOSS_INPUTS
-from core.plan import Accounting, Engine, Method, OptimizerImpl, Plan, Strategy
+from core.plan import Accounting, Engine, Method, Optimizer, OptimizerImpl, Plan, Strategy
 from core.presets import default_plan, plan_for_model
 from gui.forms.fields import ChoiceField, CountField, FloatField, IntField, is_marked_invalid
 from gui.main_window import MainWindow
@@ -174,3 +175,12 @@ def test_the_modules_kept_in_16_bits_are_typed_refused_and_applied(window: MainW
     assert window.controller.plan.bnb_skip_modules == "model.layers.0.mlp,lm_head"
     window.controller.set_plan(default_plan().with_changes(method=Method.LORA))
     assert not form.form.isRowVisible(field)
+
+
+def test_each_optimizer_entry_says_its_bytes_per_parameter_and_source(window: MainWindow) -> None:
+    """The Optimizer list's entries carry core.inputs.OPTIMIZER_TOOLTIPS (branch h57opt: torchao's low-bit AdamW,
+    AnyPrecisionAdamW and Lion among them), word for word."""
+    field = window.method_form.optimizer
+    tips = {str(field.itemData(i)): field.itemData(i, Qt.ItemDataRole.ToolTipRole) for i in range(field.count())}
+    assert tips == {o.value: OPTIMIZER_TOOLTIPS[o] for o in Optimizer}
+    assert "blocks of" not in tips["ao-adamw-4bit"] and "1 B + 8 B per 128" in tips["ao-adamw-4bit"]

@@ -323,6 +323,24 @@ HF_OPTIM: Final = {
     Optimizer.PAGED_ADAMW_8BIT: "paged_adamw_8bit",
     Optimizer.ADAFACTOR: "adafactor",
     Optimizer.SGD: "sgd",
+    # torchao's AdamW8bit / AdamW4bit and bitsandbytes' Lion (transformers OptimizerNames)
+    Optimizer.AO_ADAMW_8BIT: "adamw_torch_8bit",
+    Optimizer.AO_ADAMW_4BIT: "adamw_torch_4bit",
+    Optimizer.LION: "lion_32bit",
+    Optimizer.LION_8BIT: "lion_8bit",
+    Optimizer.PAGED_LION: "paged_lion_32bit",
+    Optimizer.PAGED_LION_8BIT: "paged_lion_8bit",
+}
+# The plan's optimizers transformers has no ``optim`` name for (written as AdamW, said so).
+HF_UNNAMED: Final = {
+    Optimizer.AO_ADAMW_FP8: "transformers has no optim name for torchao's AdamWFp8",
+    Optimizer.ANYPRECISION_ADAMW: (
+        "transformers' adamw_anyprecision keeps float32 moments unless optim_args ask bf16 (not written)"
+    ),
+    Optimizer.ANYPRECISION_ADAMW_KAHAN: (
+        "transformers' adamw_anyprecision keeps float32 moments and no Kahan buffer unless optim_args ask (not written)"
+    ),
+    Optimizer.MUON: "transformers has no optim name for torch.optim.Muon with AdamW on the rest",
 }
 HF_DTYPES: Final = {Dtype.BF16: "bfloat16", Dtype.FP16: "float16", Dtype.FP32: "float32"}
 
@@ -337,6 +355,8 @@ def hf_optim(draft: Draft) -> str:
         return "sgd"
     if plan.optimizer is Optimizer.ADAM:
         draft.cannot("method.optimizer", "transformers offers AdamW, not Adam (the same state; written as AdamW)")
+    if plan.optimizer in HF_UNNAMED:
+        draft.cannot("method.optimizer", f"{HF_UNNAMED[plan.optimizer]}: written as torch's AdamW")
     if plan.optimizer_impl is OptimizerImpl.FORLOOP:
         draft.cannot("method.optimizer_impl", "transformers' AdamW runs fused or foreach, not one tensor at a time")
     return "adamw_torch_fused" if plan.optimizer_impl is OptimizerImpl.FUSED else "adamw_torch"

@@ -48,6 +48,14 @@ OPTIMIZERS: Final = {
     Optimizer.PAGED_ADAMW: "bitsandbytes.optim.PagedAdamW",
     Optimizer.SGD: "torch.optim.SGD",
     Optimizer.SGD_MOMENTUM: "torch.optim.SGD",
+    # torchao's low-bit AdamW (pytorch/ao 36027d82 torchao/optim/__init__.py) and bitsandbytes' Lion
+    Optimizer.AO_ADAMW_8BIT: "torchao.optim.AdamW8bit",
+    Optimizer.AO_ADAMW_4BIT: "torchao.optim.AdamW4bit",
+    Optimizer.AO_ADAMW_FP8: "torchao.optim.AdamWFp8",
+    Optimizer.LION: "bitsandbytes.optim.Lion",
+    Optimizer.LION_8BIT: "bitsandbytes.optim.Lion8bit",
+    Optimizer.PAGED_LION: "bitsandbytes.optim.PagedLion",
+    Optimizer.PAGED_LION_8BIT: "bitsandbytes.optim.PagedLion8bit",
 }
 ATTENTION_MODULES: Final = {"q_proj": "q_proj", "k_proj": "k_proj", "v_proj": "v_proj", "o_proj": "output_proj"}
 MLP: Final = ("gate_proj", "up_proj", "down_proj")
@@ -125,7 +133,10 @@ def _optimizer(draft: Draft) -> dict[str, Any]:
     plan = draft.plan
     component = OPTIMIZERS.get(plan.optimizer)
     if component is None:
-        draft.cannot("method.optimizer", "not one of torchtune's optimizers here (AdamW, 8-bit / paged AdamW, SGD)")
+        draft.cannot(
+            "method.optimizer",
+            "not one of torchtune's optimizers here (AdamW, bitsandbytes' and torchao's low-bit AdamW, Lion, SGD)",
+        )
         component = OPTIMIZERS[Optimizer.ADAMW]
     section: dict[str, Any] = {"_component_": component}
     if component == "torch.optim.AdamW":

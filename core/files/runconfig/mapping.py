@@ -49,13 +49,29 @@ HF_OPTIMIZERS: Final[dict[str, tuple[Optimizer, str | None]]] = {
     "adamw_torch_xla": (Optimizer.ADAMW, None),
     "adamw_bnb_8bit": (Optimizer.ADAMW_8BIT, None),
     "adamw_8bit": (Optimizer.ADAMW_8BIT, None),
-    "adamw_torch_8bit": (Optimizer.ADAMW_8BIT, None),  # torchao's AdamW8bit
+    # torchao's AdamW8bit / AdamW4bit (transformers trainer.py: ``from torchao.optim import AdamW4bit, AdamW8bit``),
+    # not bitsandbytes': their small tensors keep the parameter's dtype, 4-bit codes come in blocks of 128.
+    "adamw_torch_8bit": (Optimizer.AO_ADAMW_8BIT, None),
+    "adamw_torch_4bit": (Optimizer.AO_ADAMW_4BIT, None),
+    # bitsandbytes' Lion (OptimizerNames LION = "lion_32bit", LION_8BIT, PAGED_LION = "paged_lion_32bit", ...)
+    "lion_32bit": (Optimizer.LION, None),
+    "lion_8bit": (Optimizer.LION_8BIT, None),
+    "paged_lion_32bit": (Optimizer.PAGED_LION, None),
+    "paged_lion_8bit": (Optimizer.PAGED_LION_8BIT, None),
     "paged_adamw_8bit": (Optimizer.PAGED_ADAMW_8BIT, None),
     "paged_adamw": (Optimizer.PAGED_ADAMW, None),
     "paged_adamw_32bit": (Optimizer.PAGED_ADAMW, None),
     "adafactor": (Optimizer.ADAFACTOR, None),
     "sgd": (Optimizer.SGD, None),  # torch.optim.SGD with momentum 0 unless optim_args say otherwise
 }
+# transformers' adamw_anyprecision builds torchdistx's AnyPrecisionAdamW with float32 moments unless optim_args
+# name others (trainer.py: ``optim_args.get("momentum_dtype", "float32")``, the same for variance_dtype): not the
+# planner's AnyPrecisionAdamW (llama-recipes' bf16 moments), and optim_args are not read: listed, not guessed.
+HF_ANYPRECISION: Final = "adamw_anyprecision"
+HF_ANYPRECISION_WHY: Final = (
+    "transformers' AnyPrecisionAdamW keeps float32 moments unless optim_args set momentum_dtype / variance_dtype "
+    "(not read); the planner's anyprecision-adamw is llama-recipes' bf16 moments"
+)
 # Default of TrainingArguments.optim: "adamw_torch_fused" when torch >= 2.8, else "adamw_torch"
 # (transformers training_args.py, default_optim). We plan for a current torch.
 HF_DEFAULT_OPTIM: Final = "adamw_torch_fused"

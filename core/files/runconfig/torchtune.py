@@ -29,8 +29,20 @@ OPTIMIZERS: Final = {
     "bitsandbytes.optim.PagedAdamW8bit": "paged-adamw-8bit",
     "bitsandbytes.optim.PagedAdamW": "paged-adamw",
     "bitsandbytes.optim.PagedAdamW32bit": "paged-adamw",
-    "torchao.optim.AdamW8bit": "adamw-8bit",
-    "torchao.prototype.low_bit_optim.AdamW8bit": "adamw-8bit",
+    # torchao's low-bit AdamW (pytorch/ao 36027d82 torchao/optim/__init__.py; torchao.prototype.low_bit_optim
+    # before it moved): its own blockwise states (core.training.optimizer.AO_LOW_BIT), not bitsandbytes'.
+    "torchao.optim.AdamW8bit": "ao-adamw-8bit",
+    "torchao.prototype.low_bit_optim.AdamW8bit": "ao-adamw-8bit",
+    "torchao.optim.AdamW4bit": "ao-adamw-4bit",
+    "torchao.prototype.low_bit_optim.AdamW4bit": "ao-adamw-4bit",
+    "torchao.optim.AdamWFp8": "ao-adamw-fp8",
+    "torchao.prototype.low_bit_optim.AdamWFp8": "ao-adamw-fp8",
+    "bitsandbytes.optim.Lion": "lion",
+    "bitsandbytes.optim.Lion32bit": "lion",
+    "bitsandbytes.optim.Lion8bit": "lion-8bit",
+    "bitsandbytes.optim.PagedLion": "paged-lion",
+    "bitsandbytes.optim.PagedLion32bit": "paged-lion",
+    "bitsandbytes.optim.PagedLion8bit": "paged-lion-8bit",
     "torch.optim.SGD": "sgd",
 }
 # Catalogue model -> torchtune builder (torchtune/models/<package>/_model_builders.py, v0.7).
