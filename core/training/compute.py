@@ -175,6 +175,7 @@ _PART_LABELS: Final = {
     "attention:": "attention scores and values",
     "elementwise:": "elementwise ops (norms, rotary, activation, loss)",
     "optimizer": "optimizer step",
+    "optimizer_gemm:": "optimizer step",  # Muon's Newton-Schulz matmuls, once a step
     "ring_merge": "ring attention's float32 merges (context parallel)",
     "te_casts": "Transformer Engine's float8 casts",
     "moe_permute": "MoE token permutes (to the experts' rows and back)",
@@ -291,6 +292,8 @@ def fixed_part(work: Work, timing: _Timing, step: float) -> str:
         how = f"the host issuing its {work.optimizer_kernels:,.0f} kernels × {EAGER_KERNEL_HOST_S * 1e6:.1f} µs"
     else:
         how = "its passes over the trainable parameters, their gradients and the optimizer state"
+    if any(name.startswith("optimizer_gemm:") for name in work.features):
+        how = f"Muon's Newton-Schulz matmuls (five iterations a weight matrix, in bf16) and {how.removeprefix('its ')}"
     return (
         f"the optimizer step is {timing.optimizer / step:.0%} of the step: {duration(timing.optimizer)} once a "
         f"step, whatever the batch, for {how}"
@@ -315,7 +318,7 @@ def _timing(
     """The compute per step (``parts``: the modelled work's, ``_parts``): typed utilisation, a
     measured run, a calibration factor, or the model."""
     modelled = sum(p.seconds for p in parts)
-    optimizer = next((p.seconds for p in parts if p.label == "optimizer step"), 0.0)
+    optimizer = sum(p.seconds for p in parts if p.label == "optimizer step")
     hw = plan.hardware
     measured = hw.measured_tokens_per_s > 0 or hw.measured_step_s > 0
     if measured and plan.accounting is Accounting.DETAILED:

@@ -258,6 +258,8 @@ def derived(name: str) -> tuple[str, float] | None:
     (core.training.speed.method_features): no coefficient of their own, none fitted on them."""
     if name.startswith("adapter_fp32:"):
         return f"gemm:{name.removeprefix('adapter_fp32:')}/fp32", 1.0
+    if name.startswith("optimizer_gemm:"):  # Muon's Newton-Schulz matmuls (core.training.speed.muon_feature)
+        return f"gemm:{name.removeprefix('optimizer_gemm:')}", 1.0
     if name.startswith("adapter_bytes:"):
         return f"elementwise:{name.removeprefix('adapter_bytes:')}", 1.0
     if name.startswith("attention:"):

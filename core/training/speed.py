@@ -1116,7 +1116,10 @@ def muon_feature(plan: Plan, stage: Stage, family: Generation, gpu: GpuSpec) -> 
         return {}
     peak = gpu.peak_tflops("bf16")
     flops = muon_ns_flops(plan) * stage.layers / plan.model.num_layers
-    return {f"gemm:{family.value}/{_stack_kind(plan, family, '16-bit')}": flops / (peak * 1e12) if peak else math.inf}
+    # Its own name (core.training.efficiency.derived ties it to the matmuls' coefficient) so that the Compute & time
+    # arithmetic counts it in the optimizer step, which it is: once a step, whatever the batch.
+    key = f"optimizer_gemm:{family.value}/{_stack_kind(plan, family, '16-bit')}"
+    return {key: flops / (peak * 1e12) if peak else math.inf}
 
 
 def _torch_optim(plan: Plan) -> bool:

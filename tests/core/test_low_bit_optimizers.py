@@ -394,3 +394,14 @@ def test_axolotl_llamafactory_and_torchtune_exports_read_back(target: Target, op
         assert said and run.settings.optimizer == "adamw"
     else:
         assert not said and run.settings.optimizer == optimizer.value
+
+
+def test_muons_matmuls_are_said_as_part_of_the_optimizer_step() -> None:
+    """The Compute & time arithmetic counts Muon's Newton-Schulz matmuls in the optimizer step (once a step, whatever
+    the batch) and names them, so a user sees why a small-batch Muon step is slow; the step time itself is the same
+    sum as before (the matmuls keep the matmul coefficient, core.training.efficiency.derived)."""
+    muon = estimate(_plan(Optimizer.MUON)).compute
+    assert "Newton-Schulz" in muon.fixed_step
+    # At 2,048 tokens a step the matmuls (about 7e14 FLOPs) are most of the step (the test above: > 4 x AdamW's).
+    assert muon.optimizer_seconds_per_step > 0.75 * muon.step_seconds
+    assert "Newton-Schulz" not in estimate(_plan(Optimizer.ADAMW)).compute.fixed_step
