@@ -10,7 +10,7 @@ import json
 import math
 from typing import Any
 
-from core.breakdown import BUCKET_LABELS
+from core.breakdown import BUCKET_LABELS, BucketKey
 from core.estimate import (
     MFU_CONVENTION,
     MPS_JUDGED_FIGURE,
@@ -231,17 +231,8 @@ def render_serving(est: Estimate, gib: bool = False) -> str:
         storage = f"GGUF {plan.gguf_quant.value} · KV {plan.cache_type.value}"
     else:
         storage = f"weights {plan.weight_dtype.value} · KV {plan.kv_dtype.value}"
-    lines = [
-        f"{est.plan.model.name} served by {engine} · {storage} · {gpus}",
-        "",
-        f"  weights per GPU        {fmt(inf.weights_bytes, gib):>14}",
-        f"  KV cache               {fmt(inf.kv_cache_bytes, gib):>14}   "
-        f"({inf.kv_bytes_per_token:,.0f} B per token per GPU)",
-        f"  activations            {fmt(inf.activation_bytes, gib):>14}",
-    ]
-    if inf.non_torch_bytes:
-        lines.append(f"  outside torch          {fmt(inf.non_torch_bytes, gib):>14}")
-    lines += [f"  peak (allocator)       {fmt(inf.peak_bytes, gib):>14}", "", f"  {inf.formula}", ""]
+    lines = [f"{est.plan.model.name} served by {engine} · {storage} · {gpus}", "", *_serving_table(est, gib)]
+    lines += ["", f"  {inf.formula}", ""]
     if inf.engine is Engine.VLLM:
         lines += [
             f"  GPU KV cache size: {inf.kv_cache_tokens:,} tokens",
@@ -273,6 +264,46 @@ def render_serving(est: Estimate, gib: bool = False) -> str:
     ]
     lines += [f"  warning: {w}" for w in est.warnings_for(Mode.INFERENCE)]
     return "\n".join(lines)
+
+
+# The command line's lower-case row names for the serving buckets (core.breakdown.BUCKET_LABELS otherwise).
+_SERVING_ROW_LABELS = {
+    BucketKey.WEIGHTS: "weights per GPU",
+    BucketKey.KV_CACHE: "KV cache",
+    BucketKey.ACTIVATIONS: "activations",
+    BucketKey.OVERHEAD: "overhead",
+}
+
+
+def _serving_table(est: Estimate, gib: bool) -> list[str]:
+    """The parts of the figure the verdict judges, per GPU, and their sum, as the serving chart
+    and the report's table give them; then, labelled apart, what is not that figure: the pool a
+    pooled engine allocates at start-up, or the allocator peak torch would report."""
+    inf = est.inference
+    judged = est.judgement(Mode.INFERENCE)
+    pooled = inf.engine in (Engine.VLLM, Engine.SGLANG)
+    lines = []
+    for bucket in inf.buckets:
+        line = f"  {_SERVING_ROW_LABELS.get(bucket.key, bucket.label):<22} {fmt(bucket.bytes, gib):>14}"
+        if bucket.key is BucketKey.KV_CACHE:
+            held = "the running requests' blocks, " if pooled else ""
+            line += f"   ({held}{inf.kv_bytes_per_token:,.0f} B per token per GPU)"
+        lines.append(line)
+    lines.append(f"  {'needed at once':<22} {fmt(judged.total_bytes, gib):>14}   (the figure the verdict judges)")
+    if pooled:
+        name = ENGINE_LABELS[inf.engine]
+        lines.append(
+            f"  KV cache pool {name} allocates at start-up: {fmt(inf.kv_cache_bytes, gib)} "
+            f"({inf.kv_cache_tokens:,} tokens), however few requests run; not judged"
+        )
+    elif inf.engine is Engine.LLAMACPP:
+        lines.append(f"  buffers (ggml) it allocates at load: {fmt(inf.peak_bytes, gib)}")
+    else:
+        lines.append(
+            f"  allocator peak (torch.cuda.max_memory_allocated): {fmt(inf.peak_bytes, gib)}, "
+            "the figure needed at once less the CUDA context"
+        )
+    return lines
 
 
 def verdict_line(judged: Judgement, headroom: float, gib: bool) -> str:

@@ -147,3 +147,30 @@ def test_the_rows_carry_the_memory_settings_the_window_shows_dropout_and_double_
     rows = {row.key: row.values for row in compare(plans).rows()}
     assert "dropout" not in str(rows["lora"][0]) and "dropout 0.1" in str(rows["lora"][1])
     assert rows["quant"][2:] == ("4-bit NF4, double quantisation", "4-bit NF4")
+
+
+def _memory_table(text: str) -> list[str]:
+    """The rows of the serving text's memory table: from the line after the heading to the first blank."""
+    body = text.splitlines()[2:]
+    return body[: body.index("")]
+
+
+@pytest.mark.parametrize("engine", ("vllm", "hf", "sglang", "llamacpp"))
+def test_the_serving_tables_total_is_the_figure_the_verdict_judges(engine: str) -> None:
+    """The window's example (Llama 3.1 8B served on an L4): the command line's table listed vLLM's whole KV pool
+    and a "peak (allocator)" of weights + pool + activations (21.0 GB) beside a verdict on the 17.5 GB needed
+    at once. Its rows are the buckets the chart and the report draw, its total the judged figure; the pool
+    is named apart as what the engine allocates, not as a peak."""
+    plan = plan_for_model("llama-3.1-8b").with_input("hardware.gpu", "l4").with_inference(engine=engine)
+    est = estimate(plan)
+    judged = est.judgement(Mode.INFERENCE)
+    rows = _memory_table(render_serving(est))
+    parts = rows[: len(est.inference.buckets)]
+    for row, bucket in zip(parts, est.inference.buckets, strict=True):
+        assert memory(bucket.bytes) in row
+    total = rows[len(parts)]
+    assert total.split()[:3] == ["needed", "at", "once"] and memory(judged.total_bytes) in total
+    assert not any("peak" in row.lower() and "allocator peak" not in row for row in rows), rows
+    if engine in ("vllm", "sglang"):
+        pool = rows[len(parts) + 1]
+        assert "pool" in pool and memory(est.inference.kv_cache_bytes) in pool and "not judged" in pool
