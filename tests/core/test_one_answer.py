@@ -174,3 +174,21 @@ def test_the_serving_tables_total_is_the_figure_the_verdict_judges(engine: str) 
     if engine in ("vllm", "sglang"):
         pool = rows[len(parts) + 1]
         assert "pool" in pool and memory(est.inference.kv_cache_bytes) in pool and "not judged" in pool
+
+
+@pytest.mark.parametrize("engine", ("vllm", "hf", "llamacpp"))
+@pytest.mark.parametrize("gpu", ("rtx-3060-12gb", "l4", "a100-80gb-sxm"))
+def test_a_serving_comparison_states_the_usable_memory_and_the_margin_as_training_does(engine: str, gpu: str) -> None:
+    """The training report's table has the usable memory and the Margin (usable − judged total, negative when it
+    does not fit); the inference report's lacked them. Same rows, same words, same sign rule, from the one
+    judgement; cards on which Llama 3.1 8B served in bf16 does not fit, fits tightly and fits."""
+    plan = plan_for_model("llama-3.1-8b").with_input("hardware.gpu", gpu).with_inference(engine=engine)
+    judged = estimate(plan).judgement(Mode.INFERENCE)
+    serving = {row.key: row for row in compare([("a", plan)], Mode.INFERENCE).rows()}
+    training = {row.key: row for row in compare([("a", plan)]).rows()}
+    for key in ("usable", "margin"):
+        assert serving[key].label == training[key].label and serving[key].section == training[key].section
+    assert serving["usable"].values == (judged.usable_bytes,)
+    assert serving["margin"].values == (judged.usable_bytes - judged.total_bytes,)
+    report = build_report([("a", plan)], generated="2026-12-01T00:00:00Z", mode=Mode.INFERENCE)
+    assert f"| Margin | {memory(judged.margin_bytes)} |" in to_markdown(report)
