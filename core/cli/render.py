@@ -22,7 +22,7 @@ from core.estimate import (
     Verdict,
 )
 from core.format import count as format_count
-from core.format import counted, hours, latency, money
+from core.format import counted, hours, latency, money, scientific
 from core.format import memory as format_memory
 from core.plan import ENGINE_LABELS, Accounting, Engine
 
@@ -371,7 +371,8 @@ def render_estimate(est: Estimate, gib: bool = False) -> str:
         verdict_line(est.judgement(Mode.TRAINING), plan.hardware.headroom, gib),
         *_rank_lines(est, gib),
         "",
-        f"  compute  {est.compute.flops:.1e} FLOPs, {hours(est.compute.hours)} on {counted(plan.world_size, 'GPU')} "
+        f"  compute  {scientific(est.compute.flops)} FLOPs, {hours(est.compute.hours)} "
+        f"on {counted(plan.world_size, 'GPU')} "
         f"at {_utilisation_text(est)}, "
         f"{est.compute.tokens_per_second:,.0f} tokens/s, cost {money(est.compute.cost, est.compute.currency)}"
         + (f" ({est.compute.price_source})" if not math.isfinite(est.compute.cost) else ""),
@@ -410,8 +411,8 @@ def _mfu_line(est: Estimate) -> str:
     c = est.compute
     return (
         f"  MFU      {c.mfu:.1%} at {c.tokens_per_second_per_gpu:,.0f} tokens/s per GPU (torchtitan / Megatron-LM: "
-        f"{c.model_flops_per_token:.4g} FLOPs per token, every query against every key, no recompute; "
-        f"causal count {c.causal_flops_per_token:.4g}; the kernels run {c.flops_per_token:.4g})"
+        f"{scientific(c.model_flops_per_token)} FLOPs per token, every query against every key, no recompute; "
+        f"causal count {scientific(c.causal_flops_per_token)}; the kernels run {scientific(c.flops_per_token)})"
     )
 
 

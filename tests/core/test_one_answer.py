@@ -12,7 +12,7 @@ from core.cli.fit import render_fit
 from core.cli.render import estimate_to_json, render_estimate, render_serving
 from core.estimate import VERDICT_LABELS, estimate
 from core.files.report import build_report, to_markdown
-from core.format import memory
+from core.format import memory, scientific
 from core.inputs import Method, Preset, input_at
 from core.plan import Plan
 from core.presets import plan_for_model
@@ -192,3 +192,23 @@ def test_a_serving_comparison_states_the_usable_memory_and_the_margin_as_trainin
     assert serving["margin"].values == (judged.usable_bytes - judged.total_bytes,)
     report = build_report([("a", plan)], generated="2026-12-01T00:00:00Z", mode=Mode.INFERENCE)
     assert f"| Margin | {memory(judged.margin_bytes)} |" in to_markdown(report)
+
+
+@SOME
+@given(plan=plans())
+def test_the_flops_read_alike_in_the_formula_and_the_command_line(plan: Plan) -> None:
+    """The window's FLOPs figure ("7.97 × 10¹⁷") and its formula ("8.0e+17") read the same count two ways;
+    core.format.scientific writes it everywhere."""
+    est = estimate(plan)
+    shown = scientific(est.compute.flops)
+    assert f"tokens = {shown};" in est.compute.formula
+    assert f"compute  {shown} FLOPs" in render_estimate(est)
+
+
+@pytest.mark.parametrize(
+    ("value", "text"),
+    # 7.97e17 from the window's report; 9.996e17 rounds up to the next power (2 decimals); a million is 10⁶.
+    [(7.97e17, "7.97 × 10¹⁷"), (9.996e17, "1.00 × 10¹⁸"), (1e6, "1.00 × 10⁶"), (999_999, "999,999"), (0, "0")],
+)
+def test_scientific_reads_as_people_write_it(value: float, text: str) -> None:
+    assert scientific(value) == text
