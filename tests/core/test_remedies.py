@@ -409,3 +409,22 @@ def test_a_smaller_model_stays_in_the_models_line() -> None:
     assert remedies.model_line("GPT-2 XL (1.5B)") == remedies.model_line("GPT-2 small (124M)")
     assert remedies.model_line("DeepSeek-R1-Distill-Llama-70B") == remedies.model_line("DeepSeek-R1-Distill-Llama-8B")
     assert remedies.model_line("Gemma 3 27B (text)") == remedies.model_line("Gemma 3 1B")
+
+
+def test_a_saving_the_estimates_range_swallows_is_not_offered() -> None:
+    """QLoRA on Llama 3.1 8B (the plan's defaults) on an RTX 3060 12GB: optimizer offload moves the state of a
+    few million adapter parameters, 0.3 GB off the estimate, above MIN_SAVING_BYTES, but its plan's range
+    of published figures rises at the top: the card may run out as before. The one rule
+    (remedies.worth_offering) wants the saving at the top of the range too."""
+    plan = plan_for_model("llama-3.1-8b").with_method(Method.QLORA).with_hardware(gpu="rtx-3060-12gb")
+    base = estimate(plan)
+    spec = next(s for s in remedies.TRAINING_KINDS if s.kind is RemedyKind.OFFLOAD_OPTIMIZER)
+    offloaded = spec.apply(plan)
+    assert offloaded is not None
+    before, after = base.judgement(), estimate(offloaded[0]).judgement()
+    assert before.total_bytes - after.total_bytes > 0 and not after.fits  # it saves something, on the estimate
+    assert before.range_bytes[1] - after.range_bytes[1] < remedies.MIN_SAVING_BYTES  # not at the range's top
+    listed = remedies.remedies_for(plan, remedies.TRAINING_KINDS, base)
+    assert RemedyKind.OFFLOAD_OPTIMIZER not in {r.kind for r in listed}
+    always = (RemedyKind.BIGGER_CARD, RemedyKind.MORE_GPUS)
+    assert all(remedies.worth_offering(r.judgement, before) for r in listed if r.kind not in always)
