@@ -405,8 +405,11 @@ def _bigger_card(plan: Plan) -> tuple[Plan, str] | None:
 
     A card with a known price is preferred to one without; among those, the lower price per
     GPU-hour, then the smaller memory. The changed plan carries the card's price, so its
-    cost figure is that card's.
+    cost figure is that card's. None for a card that comes one to a machine (a laptop's GPU,
+    core.advice.fit.one_per_machine): its machine takes no other card.
     """
+    if one_per_machine(plan):
+        return None
     capacity = estimate(plan).capacity_bytes
     # What PyTorch may hold on each card (an Apple GPU's: the MPS limit, at most its RAM).
     bigger: list[GpuSpec] = [g for g in load_gpus() if pytorch_limit_bytes(g) > capacity]
