@@ -155,3 +155,22 @@ def sci(n: float) -> str:
         if magnitude >= scale:
             return f"{n / scale:.4g}{suffix}"
     return f"{n:g}"
+
+
+_SUPERSCRIPTS: Final = str.maketrans("0123456789-", "⁰¹²³⁴⁵⁶⁷⁸⁹⁻")
+
+
+def scientific(value: float) -> str:
+    """A large count as people read it, the one form for FLOPs wherever they are shown (the window's
+    figures, the formula beside them, the command line): 7.97 × 10¹⁷; below a million, in full."""
+    if not math.isfinite(value):
+        return "—"
+    if value == 0:
+        return "0"
+    exponent = math.floor(math.log10(abs(value)))
+    if exponent < 6:
+        return f"{value:,.0f}" if float(value).is_integer() else f"{value:,.2f}"
+    mantissa = value / 10**exponent
+    if round(abs(mantissa), 2) >= 10:  # 9.996e17 reads 1.00 × 10¹⁸, not 10.00 × 10¹⁷
+        exponent, mantissa = exponent + 1, mantissa / 10
+    return f"{mantissa:.2f} × 10{str(exponent).translate(_SUPERSCRIPTS)}"

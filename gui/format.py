@@ -3,7 +3,6 @@ rules are core.format's, so the window reads as the command line and the reports
 
 from __future__ import annotations
 
-import math
 from typing import TYPE_CHECKING, Literal
 
 from core.format import count as format_count
@@ -13,6 +12,7 @@ from core.format import hours as hours  # re-exported: the views format through 
 from core.format import latency as latency
 from core.format import memory as format_memory
 from core.format import money as money
+from core.format import scientific
 from core.units import GB, GiB
 
 if TYPE_CHECKING:
@@ -33,23 +33,8 @@ def memory(n_bytes: float, unit: Unit = "GB") -> str:
 
 
 def plain_number(value: float) -> str:
-    """A count people read: 6,700,000,000 → 6.7e9 in inputs, 1.23 × 10¹⁸ for FLOPs."""
-    if not math.isfinite(value):
-        return "—"
-    if value == 0:
-        return "0"
-    exponent = math.floor(math.log10(abs(value)))
-    if exponent < 6:
-        return f"{value:,.0f}" if float(value).is_integer() else f"{value:,.2f}"
-    mantissa = value / 10**exponent
-    return f"{mantissa:.2f} × 10{_superscript(exponent)}"
-
-
-_SUPERSCRIPTS = str.maketrans("0123456789-", "⁰¹²³⁴⁵⁶⁷⁸⁹⁻")
-
-
-def _superscript(n: int) -> str:
-    return str(n).translate(_SUPERSCRIPTS)
+    """A count people read: 1.23 × 10¹⁸ for FLOPs, in full below a million (core.format.scientific)."""
+    return scientific(value)
 
 
 def count(value: float) -> str:

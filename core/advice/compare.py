@@ -272,7 +272,7 @@ def _training_rows(ests: Sequence[Estimate]) -> list[Row]:
 
 def _serving_rows(ests: Sequence[Estimate]) -> list[Row]:
     """Serving's figures: the buckets the serving chart draws, their sum (the figure judged), the
-    card, the verdict in inference mode and the speed."""
+    card, the usable memory, the verdict in inference mode with its margin, and the speed."""
     judged = [e.judgement(Mode.INFERENCE) for e in ests]
     rows = [
         Row(
@@ -288,7 +288,10 @@ def _serving_rows(ests: Sequence[Estimate]) -> list[Row]:
         *rows,
         Row("total", "Needed at once", RowKind.BYTES, tuple(j.total_bytes for j in judged), "memory"),
         Row("capacity", "Card capacity", RowKind.BYTES, tuple(j.capacity_bytes for j in judged), "memory"),
+        # As a training comparison states them (_training_rows): the same words, the judgement's own figures.
+        Row("usable", "Usable (headroom kept)", RowKind.BYTES, tuple(j.usable_bytes for j in judged), "memory"),
         Row("verdict", "Verdict", RowKind.TEXT, tuple(VERDICT_LABELS[j.verdict] for j in judged), "result"),
+        Row("margin", "Margin", RowKind.BYTES, tuple(j.margin_bytes for j in judged), "result"),
         Row(
             "max_concurrent",
             "Requests at once",

@@ -49,6 +49,7 @@ __all__ = [
     "RemedyKind",
     "Symptom",
     "diagnose",
+    "failing_phase",
     "max_micro_batch",
     "max_sequence",
     "memory_curve",
@@ -87,6 +88,53 @@ class Diagnosis:
     combination: Combination | None  # the cheapest fitting set of changes, when cheaper than any one
     limits: Limits
     pins: frozenset[Pin] = frozenset()
+
+    @property
+    def step_state_bytes(self) -> float:
+        """Of state_bytes: the optimizer-step phase less its activations (the chart's optimizer-step
+        bar); the rest is the overhead that needs no activation (:func:`_fixed_overhead`)."""
+        return _step_state_bytes(self.estimate)
+
+    @property
+    def load_bytes(self) -> float:
+        """The stored weights with the overhead that needs no activation: what a load puts on the card."""
+        return _load_bytes(self.estimate)
+
+    @property
+    def phase(self) -> str:
+        """The phase a training plan that does not fit fails in (:func:`failing_phase`); "" otherwise."""
+        if self.mode is Mode.INFERENCE or self.failure not in (Failure.FIRST_STEP, Failure.LONG_BATCHES):
+            return ""
+        return failing_phase(self.estimate, self.load_bytes, self.usable_bytes)
+
+    @property
+    def when(self) -> str:
+        """Where the plan fails, as "fails ___" ends: for the training step, the phase
+        :func:`failing_phase` decides, which is the phase the verdict's banner names as the peak's
+        unless the weights alone do not load; otherwise the symptom table's words."""
+        if self.symptom is None:
+            return ""
+        phase = self.phase
+        if phase == LOAD:
+            return (
+                f"at load: the stored weights with the CUDA context and workspaces ({memory(self.load_bytes)}) "
+                f"exceed the {memory(self.usable_bytes)} usable before the first step"
+            )
+        if self.failure is Failure.FIRST_STEP:
+            return f"at the {phase}, the peak (weights, gradients and optimizer state)"
+        if self.failure is Failure.LONG_BATCHES:
+            return f"at the {phase}, the peak (activations), of the first batch this long"
+        return self.symptom.when
+
+    def state_sentence(self, unit: str = "GB") -> str:
+        """What "state before activations" sums: the chart's last bar (the optimizer step; in lesson
+        accounting the one training-step bar) without its activations, and the overhead that needs no
+        activation. The chart's bar is allocated memory only, so the two differ by that overhead."""
+        fixed = self.state_bytes - self.step_state_bytes
+        text = f"{memory(self.step_state_bytes, unit)} ({self.estimate.phases[-1].name} bar, no activations)"
+        if fixed:
+            text = f"{memory(self.state_bytes, unit)} = {text} + {memory(fixed, unit)} CUDA context and workspaces"
+        return text
 
     @property
     def largest(self) -> tuple[str, float]:
@@ -174,13 +222,42 @@ class Diagnosis:
 
 
 # ---- building blocks --------------------------------------------------------------
+def _step_state_bytes(est: Estimate) -> float:
+    """The optimizer-step phase less its activations: the chart's optimizer-step bar."""
+    return sum(b.bytes for b in est.phases[-1].buckets if b.key is not BucketKey.ACTIVATIONS)
+
+
+def _fixed_overhead(est: Estimate) -> float:
+    """The overhead less the free blocks the activations leave (core.training.device): the CUDA
+    context, the libraries' workspaces and the weights' segment rounding."""
+    worst = est.worst
+    return est.bucket(BucketKey.OVERHEAD).bytes - worst.fragmentation * worst.fragmentation_basis
+
+
 def _state_bytes(est: Estimate) -> float:
     """What exists before any activation: the optimizer-step phase less its activations, with
-    the overhead less the free blocks the activations leave (core.training.device)."""
-    step = est.phases[-1]
-    held = sum(b.bytes for b in step.buckets if b.key is not BucketKey.ACTIVATIONS)
-    worst = est.worst
-    return held + est.bucket(BucketKey.OVERHEAD).bytes - worst.fragmentation * worst.fragmentation_basis
+    the overhead that needs no activation."""
+    worst = est.worst  # summed in this order since the figure was first golden (tests/golden.py)
+    return (
+        _step_state_bytes(est) + est.bucket(BucketKey.OVERHEAD).bytes - worst.fragmentation * worst.fragmentation_basis
+    )
+
+
+def _load_bytes(est: Estimate) -> float:
+    """What loading the model puts on the card: the stored weights (the optimizer step's, without the
+    forward's 16-bit copies) with the overhead that needs no activation."""
+    return est.phases[-1].bucket(BucketKey.WEIGHTS).bytes + _fixed_overhead(est)
+
+
+LOAD: Final = "load"
+
+
+def failing_phase(est: Estimate, load_bytes: float, usable_bytes: float) -> str:
+    """The one rule for the phase a training step that does not fit fails in: :data:`LOAD` when
+    the stored weights with the CUDA context exceed the usable memory, else the phase of the peak,
+    the one the verdict's banner names (``est.peak_phase``): the estimate judges its peak, so the
+    peak's phase is where it says the card runs out."""
+    return LOAD if load_bytes > usable_bytes else est.peak_phase
 
 
 def _serving_failure(est: Estimate) -> Failure:

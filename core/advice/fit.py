@@ -250,7 +250,8 @@ class CountTried:
 # Catalogue segments of cards that come one to a machine: a laptop's GPU cannot be joined by seven
 # more of its kind, so "8 GPUs of this card" is no change its owner can make (resources/gpus.json,
 # each card's "segment"). The one home of the rule: the diagnosis offers no more GPUs of such a card
-# (core.advice.remedies, commit 7dc9fe3) and fewest_gpus searches one of it only (branch h56mode).
+# (core.advice.remedies, commit 7dc9fe3) and no bigger card in its place (branch h57one: the machine
+# takes no other), and fewest_gpus searches one of it only (branch h56mode).
 ONE_PER_MACHINE_SEGMENTS: Final = frozenset({"laptop"})
 
 

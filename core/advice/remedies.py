@@ -22,7 +22,7 @@ from core.advice.limits import max_micro_batch, max_sequence, sequence_step
 from core.advice.request import Pin
 from core.advice.symptoms import Failure
 from core.catalogue import GpuSpec, load_gpus, load_models
-from core.dtypes import Quant
+from core.dtypes import Dtype, Quant
 from core.errors import PlanError
 from core.estimate import Estimate, estimate
 from core.format import hours as format_hours
@@ -54,6 +54,7 @@ class RemedyKind(StrEnum):
     LORA = "lora"
     QLORA_NF4 = "qlora-nf4"
     QLORA_INT8 = "qlora-int8"
+    BASE_16BIT = "base-16bit"  # the frozen base loaded in bf16 (fp16 on a card without bf16) where it is float32
     PAGED_OPTIMIZER = "paged-optimizer"
     MORE_GPUS = "more-gpus"  # the fewest of this card that fit (core.advice.fit.fewest_gpus)
     FSDP = "fsdp"  # the same GPUs sharding everything instead of holding replicas
@@ -200,6 +201,27 @@ def _qlora(quant: Quant) -> Transform:
         return plan.with_method(Method.QLORA, quant=quant, lora=lora), label
 
     return apply
+
+
+def _base_16bit(plan: Plan) -> tuple[Plan, str] | None:
+    """The frozen base of an adapter or frozen-layers plan loaded in 16 bits where the plan keeps it in
+    float32 (the fp32-autocast-bf16, fp16-amp and fp32 presets; the command line's default): what
+    ``from_pretrained(torch_dtype=torch.bfloat16)`` and Trainer(bf16=True) run (core.plan PRESET_ROLES
+    trainer-bf16); fp16 on a card the catalogue lists without bf16 (resources/gpus.json
+    unsupported_dtypes: Volta, Turing). The adapters and the trained layers keep their dtype. A base in
+    16 bits or quantised, and full fine-tuning (no frozen base), are left alone."""
+    if plan.method is Method.FULL or plan.quantised_base or plan.base_dtype is not Dtype.FP32:
+        return None
+    gpu = {g.id: g for g in load_gpus()}.get(plan.hardware.gpu)
+    half = Dtype.FP16 if gpu is not None and "bf16" in gpu.unsupported_dtypes else Dtype.BF16
+    try:
+        new = plan.with_input("base_dtype", half)
+    except PlanError:  # pragma: no cover - a role the plan refuses beside its others
+        return None
+    return new, f"Frozen base loaded in {half.value} (from_pretrained(torch_dtype=torch.{_TORCH_NAMES[half]}))"
+
+
+_TORCH_NAMES: Final = {Dtype.BF16: "bfloat16", Dtype.FP16: "float16"}
 
 
 def _optimizer(target: Optimizer, label: str) -> Transform:
@@ -405,8 +427,11 @@ def _bigger_card(plan: Plan) -> tuple[Plan, str] | None:
 
     A card with a known price is preferred to one without; among those, the lower price per
     GPU-hour, then the smaller memory. The changed plan carries the card's price, so its
-    cost figure is that card's.
+    cost figure is that card's. None for a card that comes one to a machine (a laptop's GPU,
+    core.advice.fit.one_per_machine): its machine takes no other card.
     """
+    if one_per_machine(plan):
+        return None
     capacity = estimate(plan).capacity_bytes
     # What PyTorch may hold on each card (an Apple GPU's: the MPS limit, at most its RAM).
     bigger: list[GpuSpec] = [g for g in load_gpus() if pytorch_limit_bytes(g) > capacity]
@@ -460,6 +485,13 @@ TRAINING_KINDS: Final = (
         FIRST,
         "little or no quality loss (Dettmers et al. 2022)",
         excludes=_OPTIMIZERS,
+    ),
+    RemedySpec(
+        K.BASE_16BIT,
+        _base_16bit,
+        1,
+        ALL,
+        "the frozen weights rounded to 16 bits, as Trainer(bf16=True) on a bf16 model trains; adapters unchanged",
     ),
     RemedySpec(
         K.MICRO_BATCH, _smaller_micro_batch, 1, ACTS, "same effective batch; smaller kernels run less efficiently"
@@ -632,8 +664,7 @@ def remedies_for(
             continue
         new = estimate(new_plan)
         judged = new.judgement(spec.judged_on)
-        before = base.judgement(spec.judged_on).total_bytes
-        if spec.kind not in _ALWAYS_LISTED and not _helps(judged, before):
+        if spec.kind not in _ALWAYS_LISTED and not worth_offering(judged, base.judgement(spec.judged_on)):
             continue
         notes = [spec.cost_note, spec.plan_note(new_plan) if spec.plan_note else ""]
         cost = cost_text(notes, base, new, spec.kind in _TIMED)
@@ -641,10 +672,15 @@ def remedies_for(
     return tuple(sorted(found, key=lambda r: (not r.fits, r.cost_rank, r.total_bytes)))
 
 
-def _helps(judged: Judgement, before: float) -> bool:
-    """A change is listed when it fits, or saves enough to matter (MIN_SAVING_*)."""
-    saved = before - judged.total_bytes
-    return saved > 0 and (judged.fits or saved >= max(MIN_SAVING_BYTES, MIN_SAVING_FRACTION * before))
+def worth_offering(judged: Judgement, before: Judgement) -> bool:
+    """The one rule for listing a change: it lowers the judged total and fits, or it saves enough to
+    matter (MIN_SAVING_*) both on the estimate and at the top of the estimate's range. A saving the
+    range swallows is not one: optimizer offload on QLoRA (Llama 3.1 8B on an RTX 3060 12GB) saved
+    0.3 GB of a few million adapter parameters' state while its published-figure range rose at the top."""
+    saved = before.total_bytes - judged.total_bytes
+    at_top = before.range_bytes[1] - judged.range_bytes[1]
+    enough = max(MIN_SAVING_BYTES, MIN_SAVING_FRACTION * before.total_bytes)
+    return saved > 0 and (judged.fits or min(saved, at_top) >= enough)
 
 
 def cheapest_combination(

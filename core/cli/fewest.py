@@ -53,11 +53,15 @@ SHOWN_REMEDIES = 3  # the cheapest few; the window's Diagnosis and `vramplan rep
 
 
 def _one_card_remedies(answer: FewestGpus) -> list[str]:
-    """A card that comes one per machine and does not fit: the diagnosis' cheapest changes that fit."""
+    """A card that comes one per machine and does not fit: the diagnosis' cheapest changes that fit, or
+    where none fits alone, the changes it puts together (none of them another card: the machine takes none)."""
     if not answer.one_per_machine or answer.found is not None:
         return []
-    fitting = [r for r in diagnose(answer.base).remedies if r.fits]
-    return [r.title for r in fitting[:SHOWN_REMEDIES]]
+    d = diagnose(answer.base)
+    fitting = [r.title for r in d.remedies if r.fits][:SHOWN_REMEDIES]
+    if not fitting and d.combination is not None:
+        fitting = [f"together: {d.combination.title}"]
+    return fitting
 
 
 def fewest_json(answer: FewestGpus) -> dict[str, Any]:

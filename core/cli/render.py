@@ -10,7 +10,7 @@ import json
 import math
 from typing import Any
 
-from core.breakdown import BUCKET_LABELS
+from core.breakdown import BUCKET_LABELS, BucketKey
 from core.estimate import (
     MFU_CONVENTION,
     MPS_JUDGED_FIGURE,
@@ -22,7 +22,7 @@ from core.estimate import (
     Verdict,
 )
 from core.format import count as format_count
-from core.format import counted, hours, latency, money
+from core.format import counted, hours, latency, money, scientific
 from core.format import memory as format_memory
 from core.plan import ENGINE_LABELS, Accounting, Engine
 
@@ -231,17 +231,8 @@ def render_serving(est: Estimate, gib: bool = False) -> str:
         storage = f"GGUF {plan.gguf_quant.value} · KV {plan.cache_type.value}"
     else:
         storage = f"weights {plan.weight_dtype.value} · KV {plan.kv_dtype.value}"
-    lines = [
-        f"{est.plan.model.name} served by {engine} · {storage} · {gpus}",
-        "",
-        f"  weights per GPU        {fmt(inf.weights_bytes, gib):>14}",
-        f"  KV cache               {fmt(inf.kv_cache_bytes, gib):>14}   "
-        f"({inf.kv_bytes_per_token:,.0f} B per token per GPU)",
-        f"  activations            {fmt(inf.activation_bytes, gib):>14}",
-    ]
-    if inf.non_torch_bytes:
-        lines.append(f"  outside torch          {fmt(inf.non_torch_bytes, gib):>14}")
-    lines += [f"  peak (allocator)       {fmt(inf.peak_bytes, gib):>14}", "", f"  {inf.formula}", ""]
+    lines = [f"{est.plan.model.name} served by {engine} · {storage} · {gpus}", "", *_serving_table(est, gib)]
+    lines += ["", f"  {inf.formula}", ""]
     if inf.engine is Engine.VLLM:
         lines += [
             f"  GPU KV cache size: {inf.kv_cache_tokens:,} tokens",
@@ -273,6 +264,46 @@ def render_serving(est: Estimate, gib: bool = False) -> str:
     ]
     lines += [f"  warning: {w}" for w in est.warnings_for(Mode.INFERENCE)]
     return "\n".join(lines)
+
+
+# The command line's lower-case row names for the serving buckets (core.breakdown.BUCKET_LABELS otherwise).
+_SERVING_ROW_LABELS = {
+    BucketKey.WEIGHTS: "weights per GPU",
+    BucketKey.KV_CACHE: "KV cache",
+    BucketKey.ACTIVATIONS: "activations",
+    BucketKey.OVERHEAD: "overhead",
+}
+
+
+def _serving_table(est: Estimate, gib: bool) -> list[str]:
+    """The parts of the figure the verdict judges, per GPU, and their sum, as the serving chart
+    and the report's table give them; then, labelled apart, what is not that figure: the pool a
+    pooled engine allocates at start-up, or the allocator peak torch would report."""
+    inf = est.inference
+    judged = est.judgement(Mode.INFERENCE)
+    pooled = inf.engine in (Engine.VLLM, Engine.SGLANG)
+    lines = []
+    for bucket in inf.buckets:
+        line = f"  {_SERVING_ROW_LABELS.get(bucket.key, bucket.label):<22} {fmt(bucket.bytes, gib):>14}"
+        if bucket.key is BucketKey.KV_CACHE:
+            held = "the running requests' blocks, " if pooled else ""
+            line += f"   ({held}{inf.kv_bytes_per_token:,.0f} B per token per GPU)"
+        lines.append(line)
+    lines.append(f"  {'needed at once':<22} {fmt(judged.total_bytes, gib):>14}   (the figure the verdict judges)")
+    if pooled:
+        name = ENGINE_LABELS[inf.engine]
+        lines.append(
+            f"  KV cache pool {name} allocates at start-up: {fmt(inf.kv_cache_bytes, gib)} "
+            f"({inf.kv_cache_tokens:,} tokens), however few requests run; not judged"
+        )
+    elif inf.engine is Engine.LLAMACPP:
+        lines.append(f"  buffers (ggml) it allocates at load: {fmt(inf.peak_bytes, gib)}")
+    else:
+        lines.append(
+            f"  allocator peak (torch.cuda.max_memory_allocated): {fmt(inf.peak_bytes, gib)}, "
+            "the figure needed at once less the CUDA context"
+        )
+    return lines
 
 
 def verdict_line(judged: Judgement, headroom: float, gib: bool) -> str:
@@ -340,7 +371,8 @@ def render_estimate(est: Estimate, gib: bool = False) -> str:
         verdict_line(est.judgement(Mode.TRAINING), plan.hardware.headroom, gib),
         *_rank_lines(est, gib),
         "",
-        f"  compute  {est.compute.flops:.1e} FLOPs, {hours(est.compute.hours)} on {counted(plan.world_size, 'GPU')} "
+        f"  compute  {scientific(est.compute.flops)} FLOPs, {hours(est.compute.hours)} "
+        f"on {counted(plan.world_size, 'GPU')} "
         f"at {_utilisation_text(est)}, "
         f"{est.compute.tokens_per_second:,.0f} tokens/s, cost {money(est.compute.cost, est.compute.currency)}"
         + (f" ({est.compute.price_source})" if not math.isfinite(est.compute.cost) else ""),
@@ -379,8 +411,8 @@ def _mfu_line(est: Estimate) -> str:
     c = est.compute
     return (
         f"  MFU      {c.mfu:.1%} at {c.tokens_per_second_per_gpu:,.0f} tokens/s per GPU (torchtitan / Megatron-LM: "
-        f"{c.model_flops_per_token:.4g} FLOPs per token, every query against every key, no recompute; "
-        f"causal count {c.causal_flops_per_token:.4g}; the kernels run {c.flops_per_token:.4g})"
+        f"{scientific(c.model_flops_per_token)} FLOPs per token, every query against every key, no recompute; "
+        f"causal count {scientific(c.causal_flops_per_token)}; the kernels run {scientific(c.flops_per_token)})"
     )
 
 

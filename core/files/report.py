@@ -163,6 +163,12 @@ def _speed_line(est: Estimate) -> str:
     return f"time to first token {latency(speed.ttft_s)}, {speed.rates_sentence}"
 
 
+def _explanation(d: Diagnosis) -> str:
+    """The diagnosis' cause, and for a training step that does not fit the phase it fails in: the
+    phase the verdict line names as the peak's unless the weights do not load (core.advice.diagnosis)."""
+    return f"{d.explanation} Where it fails: {d.when}." if d.phase else d.explanation
+
+
 def _remedy_lines(d: Diagnosis, unit: str) -> list[str]:
     lines = []
     for remedy in d.remedies[:8]:
@@ -417,7 +423,7 @@ def _html_plan(item: ReportPlan, index: int, unit: str, several: bool, mode: Mod
         )
     out.append(f"</table><p><code>{escape(_summary(est, mode))}</code></p>")
     out += _html_serving(est) if mode is Mode.INFERENCE else _html_training(est, unit)
-    out.append(f"<h3>Diagnosis</h3><p>{escape(d.explanation)}</p>")
+    out.append(f"<h3>Diagnosis</h3><p>{escape(_explanation(d))}</p>")
     if d.symptom is not None:
         out.append(f"<p>Symptom: {escape(d.symptom.symptom)}. Remedies: {escape(d.symptom.remedies)}.</p>")
     remedies = _remedy_lines(d, unit)
@@ -551,7 +557,7 @@ def to_markdown(report: Report) -> str:
                 f"| {md_cell(t.label)} | {t.seconds:.3g} | {md_cell(t.formula)} |" for t in est.compute.comm_terms
             ]
             lines.append("")
-        lines += [f"Diagnosis: {md_cell(d.explanation)}", ""]
+        lines += [f"Diagnosis: {md_cell(_explanation(d))}", ""]
         lines += [f"- {md_cell(line)}" for line in _remedy_lines(d, report.unit)]
         notes = est.warnings_for(mode) if mode is Mode.INFERENCE else est.notes
         lines += [f"- Note: {md_cell(n)}" for n in notes]

@@ -22,7 +22,7 @@ from typing import Final
 from core import roles
 from core.catalogue import GpuSpec
 from core.errors import PlanError
-from core.format import duration, sci
+from core.format import duration, sci, scientific
 from core.format import hours as format_hours
 from core.memo import fills_fields
 from core.parallel.comm import CommTerm, StepComm, step_communication
@@ -517,7 +517,7 @@ def _formula(
     step's fixed part as the Compute record gives them (host_pace, fixed_part), worked out once."""
     how = " + ".join(f"{sci(t.per_token)} ({t.label})" for t in terms) if len(terms) > 1 else terms[0].formula
     flops = per_token * tokens
-    text = f"FLOPs = [{how}] per token × {sci(tokens)} tokens = {flops:.1e}"
+    text = f"FLOPs = [{how}] per token × {sci(tokens)} tokens = {scientific(flops)}"
     text += (
         f"; per step {timing.compute:.3g} s compute ({utilisation:.1%} of {peak:g} TFLOP/s per GPU, "
         f"{_source_words(timing)})"

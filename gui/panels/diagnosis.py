@@ -144,7 +144,12 @@ class DiagnosisPanel(QScrollArea):
         self._figures_form = form
         self.figures: dict[str, QLabel] = {}
         for key, label, tip in (
-            ("state", "State before activations", "Weights + gradients + optimizer state + overhead"),
+            (
+                "state",
+                "State before activations",
+                "The chart's optimizer-step bar (weights, gradients, optimizer state) + the overhead that needs "
+                "no activation (CUDA context, workspaces)",
+            ),
             (
                 "total",
                 "nvidia-smi (judged)",
@@ -158,6 +163,7 @@ class DiagnosisPanel(QScrollArea):
             value = QLabel()
             value.setAccessibleName(label)
             value.setToolTip(tip)
+            value.setWordWrap(True)  # the state's sum names its parts: it wraps, never widens the tab
             value.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
             name = QLabel(label + ":")
             name.setToolTip(tip)
@@ -523,10 +529,10 @@ class DiagnosisPanel(QScrollArea):
             self.failure.setText(f"<b>Nothing fails</b>: {nothing}.")
         else:
             self.failure.setText(
-                f"{fails} <b>{d.symptom.when}</b>. What you would see:<br>“{escape(d.symptom.symptom)}”"
+                f"{fails} <b>{escape(d.when)}</b>. What you would see:<br>“{escape(d.symptom.symptom)}”"
             )
         self.explanation.setText(d.explanation)
-        self.figures["state"].setText(memory(d.state_bytes, u))
+        self.figures["state"].setText(d.state_sentence(u))  # what it sums beside the optimizer-step bar
         self.figures["total"].setText(memory(est.total_bytes, u))
         total_name = self._figures_form.labelForField(self.figures["total"])
         if isinstance(total_name, QLabel):  # "nvidia-smi", or on a Mac the MPS driver's figure
@@ -548,7 +554,7 @@ class DiagnosisPanel(QScrollArea):
         self._order_tabs()
         advice = d.advice
         show_symptom = advice.kind is AdviceKind.STEP_FITS_BUT
-        when = d.symptom.when if d.symptom is not None else ""
+        when = d.when
         note = {
             AdviceKind.FITS: "The plan fits: nothing needs to change.",
             AdviceKind.FITS_QUEUED: (

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import replace
 
 import pytest
@@ -16,11 +17,13 @@ from core.advice.diagnosis import (
     remedies_for_symptom,
 )
 from core.advice.remedies import MAX_COMBINED, RemedyKind
-from core.breakdown import StepPhase
+from core.breakdown import BucketKey, StepPhase
 from core.catalogue import find_model
 from core.estimate import Verdict, estimate
+from core.files.report import build_report, to_markdown
+from core.format import memory
 from core.plan import Accounting, Hardware, Method, Plan, Precision, Preset, Strategy, Workload, precision_fields
-from core.presets import lesson_plan, plan_for_model
+from core.presets import default_plan, lesson_plan, plan_for_model
 from core.verdict import Mode
 
 
@@ -207,3 +210,64 @@ def test_room_to_spare_is_said_only_when_there_is_room() -> None:
     near = plan.with_hardware(headroom=1 - (high + 0.5e9) / judged.capacity_bytes)
     text = diagnose(near).explanation
     assert text.startswith("Fits, with only ") and "beyond the" in text and "room to spare" not in text
+
+
+def _on_4090(plan: Plan) -> Plan:
+    return plan.with_input("hardware.gpu", "rtx-4090")
+
+
+# Plans whose stored weights load on a 24 GB RTX 4090 but whose step does not fit: the window's first-start
+# LoRA (core.presets.default_plan: the activations decide) and a full fine-tune in Trainer(bf16=True) and the
+# lesson's 7B full fine-tune (weights, gradients and optimizer state decide).
+WEIGHTS_LOAD = {
+    "lora-first-start": lambda: _on_4090(default_plan()),
+    "full-trainer-bf16": lambda: _on_4090(
+        plan_for_model("llama-3.1-8b", method=Method.FULL, preset=Preset.TRAINER_BF16)
+    ),
+    "lesson-7b-full": lesson_7b_on_24gb,
+}
+
+
+@pytest.mark.parametrize("make", WEIGHTS_LOAD.values(), ids=WEIGHTS_LOAD.keys())
+def test_the_failing_phase_is_the_phase_the_banner_names_when_the_weights_load(make: Callable[[], Plan]) -> None:
+    """The Diagnosis said "fails at load / the first optimizer step" beside the banner's "peak at the
+    backward" for a plan whose weights load. The phase it names is now the peak's (failing_phase)."""
+    d = diagnose(make())
+    assert d.failure in (Failure.FIRST_STEP, Failure.LONG_BATCHES)
+    assert d.load_bytes <= d.usable_bytes  # the premise: the weights load
+    assert d.phase == d.estimate.peak_phase
+    assert d.when.startswith(f"at the {d.estimate.peak_phase},") and "load" not in d.when
+
+
+def test_a_plan_whose_weights_do_not_load_fails_at_load() -> None:
+    """LoRA on Llama 3.1 8B with float32 weights (the fp32-autocast-bf16 preset, core.plan's default) on an
+    RTX 4090: the stored weights alone, 8.03e9 × 4 B, are more than the card's usable memory."""
+    d = diagnose(_on_4090(plan_for_model("llama-3.1-8b", method=Method.LORA)))
+    weights = d.estimate.phases[-1].bucket(BucketKey.WEIGHTS).bytes
+    assert weights > d.usable_bytes and d.load_bytes >= weights
+    assert d.failure is Failure.FIRST_STEP and d.phase == "load"
+    assert d.when.startswith("at load:") and memory(d.load_bytes) in d.when
+
+
+@pytest.mark.parametrize("make", [*WEIGHTS_LOAD.values(), lambda: plan_for_model("llama-3.1-8b", method=Method.LORA)])
+def test_the_state_before_activations_says_how_it_differs_from_the_last_bar(make: Callable[[], Plan]) -> None:
+    """ "State before activations" (33.0 GB for float32 LoRA on an RTX 4090) beside the chart's 32.2 GB
+    optimizer-step bar: the bar is allocated memory; the state adds the overhead no activation needs. The
+    sentence names both, each computed from the same estimate."""
+    d = diagnose(_on_4090(make()))
+    last = d.estimate.phases[-1]
+    bar = last.allocated_bytes - last.bucket(BucketKey.ACTIVATIONS).bytes
+    assert d.step_state_bytes == pytest.approx(bar)
+    text = d.state_sentence()
+    assert text.startswith(memory(d.state_bytes)) and f"{memory(bar)} ({last.name} bar" in text
+    if d.state_bytes > bar:
+        assert f"+ {memory(d.state_bytes - bar)} CUDA context and workspaces" in text
+
+
+def test_the_report_names_the_phase_its_verdict_line_names() -> None:
+    """The Markdown report's verdict line says "peak at the <phase>"; its Diagnosis names where the step fails,
+    and for a plan whose weights load that is the same phase."""
+    plan = _on_4090(plan_for_model("llama-3.1-8b", method=Method.FULL, preset=Preset.TRAINER_BF16))
+    markdown = to_markdown(build_report([("a", plan)], generated="2026-12-01T00:00:00Z"))
+    phase = estimate(plan).peak_phase
+    assert f"peak at the {phase}" in markdown and f"Where it fails: at the {phase}," in markdown

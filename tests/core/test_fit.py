@@ -9,7 +9,9 @@ from pathlib import Path
 
 import pytest
 
+from core.advice.diagnosis import diagnose
 from core.advice.fit import candidate_layouts, cards_for, cheapest_fit, fewest_gpus, layout_name, plan_on, search_counts
+from core.advice.remedies import RemedyKind
 from core.catalogue import load_gpus
 from core.cli.app import main
 from core.estimate import Verdict, estimate
@@ -382,3 +384,19 @@ def test_fewest_gpus_of_a_laptop_card_is_one_card(capsys: pytest.CaptureFixture[
     found = fewest_gpus(small).found
     assert found is not None and found.count == 1
     assert fewest_gpus(plan.with_hardware(gpu="rtx-4090")).found is not None
+
+
+@pytest.mark.parametrize("gpu", ("rtx-4060-laptop", "rtx-4090-laptop"))
+def test_a_laptop_card_is_never_told_to_take_a_bigger_card(gpu: str, capsys: pytest.CaptureFixture[str]) -> None:
+    """fewest-gpus on an RTX 4060 Laptop GPU (LoRA on Llama 3.1 8B, the CLI's defaults) answered "what would make
+    it fit on the one card: A bigger card: NVIDIA RTX PRO 6000 Blackwell": a laptop takes no other card
+    (core.advice.fit.one_per_machine). Neither the diagnosis nor fewest-gpus offers one, or more GPUs."""
+    plan = plan_for_model("llama-3.1-8b").with_method(Method.LORA).with_hardware(gpu=gpu)
+    kinds = {r.kind for r in diagnose(plan).remedies}
+    assert not kinds & {RemedyKind.BIGGER_CARD, RemedyKind.MORE_GPUS}
+    assert main(["fewest-gpus", "--model", "llama-3.1-8b", "--method", "lora", "--gpu", gpu, "--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["one_per_machine"] and not any("card" in r or "GPUs" in r for r in doc["remedies"]), doc["remedies"]
+    # The desktop card of the same name may still be told of a bigger one.
+    desktop = diagnose(plan.with_hardware(gpu="rtx-4090"))
+    assert RemedyKind.BIGGER_CARD in {r.kind for r in desktop.remedies}

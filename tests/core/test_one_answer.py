@@ -12,7 +12,7 @@ from core.cli.fit import render_fit
 from core.cli.render import estimate_to_json, render_estimate, render_serving
 from core.estimate import VERDICT_LABELS, estimate
 from core.files.report import build_report, to_markdown
-from core.format import memory
+from core.format import memory, scientific
 from core.inputs import Method, Preset, input_at
 from core.plan import Plan
 from core.presets import plan_for_model
@@ -147,3 +147,68 @@ def test_the_rows_carry_the_memory_settings_the_window_shows_dropout_and_double_
     rows = {row.key: row.values for row in compare(plans).rows()}
     assert "dropout" not in str(rows["lora"][0]) and "dropout 0.1" in str(rows["lora"][1])
     assert rows["quant"][2:] == ("4-bit NF4, double quantisation", "4-bit NF4")
+
+
+def _memory_table(text: str) -> list[str]:
+    """The rows of the serving text's memory table: from the line after the heading to the first blank."""
+    body = text.splitlines()[2:]
+    return body[: body.index("")]
+
+
+@pytest.mark.parametrize("engine", ("vllm", "hf", "sglang", "llamacpp"))
+def test_the_serving_tables_total_is_the_figure_the_verdict_judges(engine: str) -> None:
+    """The window's example (Llama 3.1 8B served on an L4): the command line's table listed vLLM's whole KV pool
+    and a "peak (allocator)" of weights + pool + activations (21.0 GB) beside a verdict on the 17.5 GB needed
+    at once. Its rows are the buckets the chart and the report draw, its total the judged figure; the pool
+    is named apart as what the engine allocates, not as a peak."""
+    plan = plan_for_model("llama-3.1-8b").with_input("hardware.gpu", "l4").with_inference(engine=engine)
+    est = estimate(plan)
+    judged = est.judgement(Mode.INFERENCE)
+    rows = _memory_table(render_serving(est))
+    parts = rows[: len(est.inference.buckets)]
+    for row, bucket in zip(parts, est.inference.buckets, strict=True):
+        assert memory(bucket.bytes) in row
+    total = rows[len(parts)]
+    assert total.split()[:3] == ["needed", "at", "once"] and memory(judged.total_bytes) in total
+    assert not any("peak" in row.lower() and "allocator peak" not in row for row in rows), rows
+    if engine in ("vllm", "sglang"):
+        pool = rows[len(parts) + 1]
+        assert "pool" in pool and memory(est.inference.kv_cache_bytes) in pool and "not judged" in pool
+
+
+@pytest.mark.parametrize("engine", ("vllm", "hf", "llamacpp"))
+@pytest.mark.parametrize("gpu", ("rtx-3060-12gb", "l4", "a100-80gb-sxm"))
+def test_a_serving_comparison_states_the_usable_memory_and_the_margin_as_training_does(engine: str, gpu: str) -> None:
+    """The training report's table has the usable memory and the Margin (usable − judged total, negative when it
+    does not fit); the inference report's lacked them. Same rows, same words, same sign rule, from the one
+    judgement; cards on which Llama 3.1 8B served in bf16 does not fit, fits tightly and fits."""
+    plan = plan_for_model("llama-3.1-8b").with_input("hardware.gpu", gpu).with_inference(engine=engine)
+    judged = estimate(plan).judgement(Mode.INFERENCE)
+    serving = {row.key: row for row in compare([("a", plan)], Mode.INFERENCE).rows()}
+    training = {row.key: row for row in compare([("a", plan)]).rows()}
+    for key in ("usable", "margin"):
+        assert serving[key].label == training[key].label and serving[key].section == training[key].section
+    assert serving["usable"].values == (judged.usable_bytes,)
+    assert serving["margin"].values == (judged.usable_bytes - judged.total_bytes,)
+    report = build_report([("a", plan)], generated="2026-12-01T00:00:00Z", mode=Mode.INFERENCE)
+    assert f"| Margin | {memory(judged.margin_bytes)} |" in to_markdown(report)
+
+
+@SOME
+@given(plan=plans())
+def test_the_flops_read_alike_in_the_formula_and_the_command_line(plan: Plan) -> None:
+    """The window's FLOPs figure ("7.97 × 10¹⁷") and its formula ("8.0e+17") read the same count two ways;
+    core.format.scientific writes it everywhere."""
+    est = estimate(plan)
+    shown = scientific(est.compute.flops)
+    assert f"tokens = {shown};" in est.compute.formula
+    assert f"compute  {shown} FLOPs" in render_estimate(est)
+
+
+@pytest.mark.parametrize(
+    ("value", "text"),
+    # 7.97e17 from the window's report; 9.996e17 rounds up to the next power (2 decimals); a million is 10⁶.
+    [(7.97e17, "7.97 × 10¹⁷"), (9.996e17, "1.00 × 10¹⁸"), (1e6, "1.00 × 10⁶"), (999_999, "999,999"), (0, "0")],
+)
+def test_scientific_reads_as_people_write_it(value: float, text: str) -> None:
+    assert scientific(value) == text

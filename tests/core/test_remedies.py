@@ -13,6 +13,7 @@ from core.advice.limits import memory_curve
 from core.advice.remedies import RemedyKind
 from core.advice.request import Pin
 from core.catalogue import find_gpu, find_model, load_gpus
+from core.dtypes import Dtype
 from core.estimate import estimate
 from core.format import hours as format_hours
 from core.plan import (
@@ -61,7 +62,9 @@ def test_frozen_layer_plan_that_does_not_fit_is_diagnosed() -> None:
 def test_the_cheapest_fitting_combination_is_shown_even_when_one_change_fits() -> None:
     """Issue 13 item 7: LoRA on Llama 3.2 1B, micro-batch 1 × 4,096 tokens on a 12 GB card.
     Only a shorter sequence, a smaller model or a bigger card fit alone; checkpointing with
-    the loss in chunks fits too and costs no quality, so it must be offered."""
+    the loss in chunks fits too and costs no quality, so it must be offered. Since the frozen base
+    in bf16 is a remedy (branch h57one) the plan's float32 base (core.plan's default preset) makes
+    a cheaper pair: the loss in chunks on a bf16 base (cost rank 0 + 1, no recompute)."""
     plan = _plan("llama-3.2-1b", Method.LORA, "rtx-3060-12gb", 1, 4096)
     diagnosis = diagnose(plan)
     fitting = [r for r in diagnosis.remedies if r.fits]
@@ -69,10 +72,15 @@ def test_the_cheapest_fitting_combination_is_shown_even_when_one_change_fits() -
     combination = diagnosis.combination
     assert combination is not None and combination.fits
     assert combination.cost_rank < min(r.cost_rank for r in fitting)
-    assert {r.kind for r in combination.remedies} == {RemedyKind.CHECKPOINTING, RemedyKind.CHUNKED_LOSS}
-    assert combination.plan.checkpointing and combination.plan.chunked_loss
+    assert {r.kind for r in combination.remedies} == {RemedyKind.BASE_16BIT, RemedyKind.CHUNKED_LOSS}
+    assert combination.plan.base_dtype is Dtype.BF16 and combination.plan.chunked_loss
     assert combination.judgement == estimate(combination.plan).judgement()
-    assert "recomputes the forward" in combination.cost and "time " in combination.cost and " h → " in combination.cost
+    assert "rounded to 16 bits" in combination.cost and "no cost in quality" in combination.cost
+    # The pair the test was written for, where the base is not the cheaper change: pinned away by a
+    # base already in bf16 the loss in chunks and checkpointing each fit alone, so no pair is shown.
+    bf16 = diagnose(plan.with_input("base_dtype", Dtype.BF16))
+    fit_alone = {r.kind for r in bf16.remedies if r.fits}
+    assert {RemedyKind.CHECKPOINTING, RemedyKind.CHUNKED_LOSS} <= fit_alone and bf16.combination is None
 
 
 def test_explanation_does_not_contradict_the_largest_bucket() -> None:
@@ -409,3 +417,46 @@ def test_a_smaller_model_stays_in_the_models_line() -> None:
     assert remedies.model_line("GPT-2 XL (1.5B)") == remedies.model_line("GPT-2 small (124M)")
     assert remedies.model_line("DeepSeek-R1-Distill-Llama-70B") == remedies.model_line("DeepSeek-R1-Distill-Llama-8B")
     assert remedies.model_line("Gemma 3 27B (text)") == remedies.model_line("Gemma 3 1B")
+
+
+def test_a_saving_the_estimates_range_swallows_is_not_offered() -> None:
+    """QLoRA on Llama 3.1 8B (the plan's defaults) on an RTX 3060 12GB: optimizer offload moves the state of a
+    few million adapter parameters, 0.3 GB off the estimate, above MIN_SAVING_BYTES, but its plan's range
+    of published figures rises at the top: the card may run out as before. The one rule
+    (remedies.worth_offering) wants the saving at the top of the range too."""
+    plan = plan_for_model("llama-3.1-8b").with_method(Method.QLORA).with_hardware(gpu="rtx-3060-12gb")
+    base = estimate(plan)
+    spec = next(s for s in remedies.TRAINING_KINDS if s.kind is RemedyKind.OFFLOAD_OPTIMIZER)
+    offloaded = spec.apply(plan)
+    assert offloaded is not None
+    before, after = base.judgement(), estimate(offloaded[0]).judgement()
+    assert before.total_bytes - after.total_bytes > 0 and not after.fits  # it saves something, on the estimate
+    assert before.range_bytes[1] - after.range_bytes[1] < remedies.MIN_SAVING_BYTES  # not at the range's top
+    listed = remedies.remedies_for(plan, remedies.TRAINING_KINDS, base)
+    assert RemedyKind.OFFLOAD_OPTIMIZER not in {r.kind for r in listed}
+    always = (RemedyKind.BIGGER_CARD, RemedyKind.MORE_GPUS)
+    assert all(remedies.worth_offering(r.judgement, before) for r in listed if r.kind not in always)
+
+
+def test_a_float32_frozen_base_is_offered_in_16_bits() -> None:
+    """LoRA on Llama 3.1 8B as the command line plans it (core.plan's default preset fp32-autocast-bf16: a float32
+    base, 8.03e9 × 4 B) on an RTX 4090: loading the base in bf16, as the window's first-start plan
+    (Trainer(bf16=True), core.presets.default_plan) does, was no remedy. Its figure is the changed plan's own
+    estimate, the same as the trainer-bf16 preset's (LoRA's trained weights are the adapters, float32 in both)."""
+    plan = plan_for_model("llama-3.1-8b").with_method(Method.LORA).with_hardware(gpu="rtx-4090")
+    assert plan.base_dtype is Dtype.FP32
+    found = _by_kind(plan)[RemedyKind.BASE_16BIT]
+    assert found.plan == plan.with_input("base_dtype", Dtype.BF16) and found.plan.base_dtype is Dtype.BF16
+    assert found.total_bytes == estimate(found.plan).judgement().total_bytes
+    assert found.total_bytes == estimate(plan.with_input("preset", Preset.TRAINER_BF16)).total_bytes
+    assert found.total_bytes < estimate(plan).total_bytes
+    # Not where the base is already 16-bit or quantised, nor for full fine-tuning (no frozen base).
+    for other in (
+        default_plan().with_hardware(gpu="rtx-4090"),
+        plan.with_method(Method.QLORA),
+        plan.with_method(Method.FULL),
+    ):
+        assert RemedyKind.BASE_16BIT not in {r.kind for r in remedies.remedies_for(other)}, other.method
+    # A card without bf16 (resources/gpus.json unsupported_dtypes, a V100 16GB): the base in fp16.
+    volta = _by_kind(plan.with_hardware(gpu="v100-sxm2-16gb"))[RemedyKind.BASE_16BIT]
+    assert volta.plan.base_dtype is Dtype.FP16 and "torch.float16" in volta.title

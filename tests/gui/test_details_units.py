@@ -96,3 +96,15 @@ def test_the_arithmetic_sums_follow_gib(qtbot: Any, window: MainWindow) -> None:
     assert "Weights: " in text and text.rstrip().endswith("GiB") and " GB" not in text
     window.set_unit("GB")
     assert panel.summary.text() == window.controller.estimate.summary_formula
+
+
+def test_the_flops_figure_and_its_formula_read_alike(qtbot: Any, window: MainWindow) -> None:
+    """The Compute & time tab showed "7.97 × 10¹⁷" beside its formula's "8.0e+17" for the same FLOPs: one
+    formatter (core.format.scientific) writes both, and the command line's compute line."""
+    from core.cli.render import render_estimate
+
+    window.controller.reset(default_plan())
+    _cost_text(qtbot, window)
+    shown = window.compute_panel.training.values["flops"].text()
+    assert f"tokens = {shown};" in window.compute_panel.training.formula.text()
+    assert f"compute  {shown} FLOPs" in render_estimate(window.controller.estimate)
