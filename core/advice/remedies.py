@@ -29,6 +29,7 @@ from core.format import hours as format_hours
 from core.inputs import CpRotate, torch_ring_rotate
 from core.parallel.layout import fsdp_no_sync
 from core.plan import (
+    GPUS_PER_NODE,
     METHOD_LABELS,
     Attention,
     CheckpointPolicy,
@@ -291,17 +292,30 @@ def _shorter_sequence(plan: Plan) -> tuple[Plan, str] | None:
 
 
 def _more_gpus(plan: Plan) -> tuple[Plan, str] | None:
-    """The fewest of this card that fit, at each count with the plan's strategy or else FSDP2
-    (more DDP replicas never lower the memory per GPU), with tensor and pipeline parallel only
-    where sharding alone fits at no count; None when nothing fits."""
-    if one_per_machine(plan):  # a laptop's GPU (core.advice.fit, the one home of the rule)
+    """The fewest of this card that fit with the plan's strategy or else FSDP2 alone (more DDP
+    replicas never lower the memory per GPU) where that is within one node or no more GPUs than any
+    layout needs; else the fewest with tensor and pipeline parallel too, as `vramplan fewest-gpus`
+    finds them; None when nothing fits.
+
+    Sharding alone was taken at any count: QLoRA on Llama 3.1 8B on an RTX 3060 12GB, over by its
+    activations, was offered 32 GPUs (4 nodes) with FSDP2, fitting by 0.05 GB (sharding leaves every
+    rank's activations whole), where 2 GPUs with tensor parallel fit. Within a node, sharding alone
+    needs no change to the model's code; past it, a second machine is the bigger change."""
+    if one_per_machine(plan):  # a laptop's or a Mac's GPU (core.advice.fit, the one home of the rule)
         return None
-    found = fewest_gpus(plan, model_parallel=False).found  # the plan's strategy, then FSDP2
-    if found is None:  # sharding the state is not enough: split the layers too (TP, PP)
-        found = fewest_gpus(plan).found
-    if found is None or found.count <= plan.world_size:
+    found = fewest_gpus(plan).found  # every layout, TP and PP included
+    if found is None:
         return None
-    return found.plan, f"{found.count} GPUs with {layout_name(found.plan)} (the fewest of this card that fit)"
+    per_node = plan.parallel.gpus_per_node if plan.parallel.nodes > 1 else GPUS_PER_NODE
+    sharded = fewest_gpus(plan, max_gpus=max(found.count, per_node), model_parallel=False).found
+    fewest = found.count
+    found = sharded if sharded is not None else found
+    if found.count <= plan.world_size:
+        return None
+    why = "the fewest of this card that fit"
+    if found.count > fewest:  # sharding alone within a node, though TP or PP needs fewer
+        why = f"sharding alone; {fewest} fit with tensor or pipeline parallel"
+    return found.plan, f"{found.count} GPUs with {layout_name(found.plan)} ({why})"
 
 
 def _fsdp(plan: Plan) -> tuple[Plan, str] | None:
@@ -427,8 +441,8 @@ def _bigger_card(plan: Plan) -> tuple[Plan, str] | None:
 
     A card with a known price is preferred to one without; among those, the lower price per
     GPU-hour, then the smaller memory. The changed plan carries the card's price, so its
-    cost figure is that card's. None for a card that comes one to a machine (a laptop's GPU,
-    core.advice.fit.one_per_machine): its machine takes no other card.
+    cost figure is that card's. None for a card that comes one to a machine (a laptop's or a Mac's
+    GPU, core.advice.fit.one_per_machine): its machine takes no other card.
     """
     if one_per_machine(plan):
         return None
