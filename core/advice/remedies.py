@@ -225,9 +225,24 @@ def _base_16bit(plan: Plan) -> tuple[Plan, str] | None:
 _TORCH_NAMES: Final = {Dtype.BF16: "bfloat16", Dtype.FP16: "float16"}
 
 
-def _optimizer(target: Optimizer, label: str) -> Transform:
+# bitsandbytes' Lion family (core.inputs.Optimizer: HF lion_32bit, lion_8bit, paged_lion_32bit, paged_lion_8bit):
+# its 8-bit and paged forms are Lion's own, so a Lion plan is offered those, never AdamW's (h58left: a plan on
+# Lion was offered "Paged 8-bit AdamW", another optimizer with twice Lion's state).
+_LION: Final = frozenset({Optimizer.LION, Optimizer.LION_8BIT, Optimizer.PAGED_LION, Optimizer.PAGED_LION_8BIT})
+_PAGED_8BIT: Final = frozenset({Optimizer.PAGED_ADAMW_8BIT, Optimizer.PAGED_LION_8BIT})
+_OPTIMIZER_FORMS: Final = {  # the remedy's target: (the AdamW family's, Lion's), each with its name
+    "8bit": ((Optimizer.ADAMW_8BIT, "8-bit AdamW"), (Optimizer.LION_8BIT, "8-bit Lion")),
+    "paged": ((Optimizer.PAGED_ADAMW_8BIT, "Paged 8-bit AdamW"), (Optimizer.PAGED_LION_8BIT, "Paged 8-bit Lion")),
+}
+
+
+def _optimizer(form: str) -> Transform:
+    """The plan's optimizer in 8 bits, or paged in 8 bits: Lion's own form for a Lion plan, AdamW's else."""
+    adamw, lion = _OPTIMIZER_FORMS[form]
+
     def apply(plan: Plan) -> tuple[Plan, str] | None:
-        if plan.optimizer in (target, Optimizer.SGD) or plan.optimizer is Optimizer.PAGED_ADAMW_8BIT:
+        target, label = lion if plan.optimizer in _LION else adamw
+        if plan.optimizer in (target, Optimizer.SGD) or plan.optimizer in _PAGED_8BIT:
             return None
         return replace(plan, optimizer=target), label
 
@@ -494,7 +509,7 @@ TRAINING_KINDS: Final = (
     RemedySpec(K.CHUNKED_LOSS, _chunked_loss, 0, EVAL, "no cost in quality; a little slower loss"),
     RemedySpec(
         K.OPTIMIZER_8BIT,
-        _optimizer(Optimizer.ADAMW_8BIT, "8-bit AdamW"),
+        _optimizer("8bit"),
         1,
         FIRST,
         "little or no quality loss (Dettmers et al. 2022)",
@@ -527,7 +542,7 @@ TRAINING_KINDS: Final = (
     ),
     RemedySpec(
         K.PAGED_OPTIMIZER,
-        _optimizer(Optimizer.PAGED_ADAMW_8BIT, "Paged 8-bit AdamW"),
+        _optimizer("paged"),
         3,
         FIRST,
         "pages state to CPU memory under pressure: slower when it does",

@@ -251,6 +251,33 @@ def test_more_gpus_of_a_mac_is_not_offered_nor_a_bigger_card() -> None:
     assert "an Apple GPU comes one per Mac" in answer.arithmetic()[-1]
 
 
+@pytest.mark.parametrize(
+    ("optimizer", "paged", "eight_bit"),
+    (
+        (Optimizer.LION, Optimizer.PAGED_LION_8BIT, Optimizer.LION_8BIT),
+        (Optimizer.LION_8BIT, Optimizer.PAGED_LION_8BIT, None),
+        (Optimizer.ADAMW, Optimizer.PAGED_ADAMW_8BIT, Optimizer.ADAMW_8BIT),
+        (Optimizer.ADAM, Optimizer.PAGED_ADAMW_8BIT, Optimizer.ADAMW_8BIT),
+    ),
+)
+def test_the_8bit_and_paged_remedies_keep_the_plans_optimizer_family(
+    optimizer: Optimizer, paged: Optimizer, eight_bit: Optimizer | None
+) -> None:
+    """h58left: a plan on bitsandbytes' Lion was offered "Paged 8-bit AdamW", another optimizer (two states a
+    parameter against Lion's one). Lion's own 8-bit and paged forms are offered (HF Trainer's lion_8bit and
+    paged_lion_8bit, core.inputs.Optimizer); the AdamW family keeps AdamW's."""
+    plan = replace(_full_8b("a100-80gb-sxm", 1, Strategy.DDP), optimizer=optimizer)
+    offered = _by_kind(plan)
+    assert offered[RemedyKind.PAGED_OPTIMIZER].plan.optimizer is paged
+    family = "Lion" if "lion" in optimizer.value else "AdamW"
+    assert offered[RemedyKind.PAGED_OPTIMIZER].title == f"Paged 8-bit {family}"
+    if eight_bit is None:  # already 8-bit
+        assert RemedyKind.OPTIMIZER_8BIT not in offered
+    else:
+        assert offered[RemedyKind.OPTIMIZER_8BIT].plan.optimizer is eight_bit
+        assert offered[RemedyKind.OPTIMIZER_8BIT].title == f"8-bit {family}"
+
+
 def test_fsdp_instead_of_ddp_on_the_same_gpus() -> None:
     plan = _full_8b("a100-80gb-sxm", 4, Strategy.DDP)
     fsdp = _by_kind(plan)[RemedyKind.FSDP]
