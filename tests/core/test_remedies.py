@@ -278,6 +278,24 @@ def test_the_8bit_and_paged_remedies_keep_the_plans_optimizer_family(
         assert offered[RemedyKind.OPTIMIZER_8BIT].title == f"8-bit {family}"
 
 
+def test_optimizer_offload_says_deepspeeds_engine_casts_float32_weights() -> None:
+    """h58left: LoRA on a float32 Llama 3.1 8B (the presets' bf16 autocast) on an RTX 4090 was offered "Optimizer
+    state on the CPU" at 56.1 -> 24.6 GB, most of it the weights: DeepSpeed's bf16 engine casts the module
+    (core.roles.deepspeed_engine_dtype), which the title did not say. The figures are the two estimates' weights."""
+    from core.breakdown import BucketKey
+    from core.units import GB
+
+    plan = plan_for_model("llama-3.1-8b").with_method(Method.LORA).with_hardware(gpu="rtx-4090")
+    offload = _by_kind(plan)[RemedyKind.OFFLOAD_OPTIMIZER]
+    was = estimate(plan).bucket(BucketKey.WEIGHTS).bytes
+    now = offload.estimate.bucket(BucketKey.WEIGHTS).bytes
+    assert was - now > (estimate(plan).total_bytes - offload.total_bytes) / 2  # most of the saving
+    assert f"engine also holds the weights in bf16: {was / GB:.1f} → {now / GB:.1f} GB" in offload.title
+    # A plan whose weights are bf16 already (Trainer(bf16=True) on a bf16 model): nothing more to say.
+    bf16 = plan.with_input("preset", Preset.TRAINER_BF16)
+    assert "engine" not in remedies._offload_optimizer(bf16)[1]  # type: ignore[index]
+
+
 def test_fsdp_instead_of_ddp_on_the_same_gpus() -> None:
     plan = _full_8b("a100-80gb-sxm", 4, Strategy.DDP)
     fsdp = _by_kind(plan)[RemedyKind.FSDP]
