@@ -26,7 +26,7 @@ from PySide6.QtWidgets import QLabel
 
 from core.errors import escape_controls
 
-__all__ = ["escape_controls", "html", "menu_text", "plain_label", "tooltip", "window_title"]
+__all__ = ["escape_controls", "html", "menu_text", "plain_label", "tooltip", "window_title", "wrappable"]
 
 
 def html(text: str) -> str:
@@ -54,3 +54,24 @@ def menu_text(text: str) -> str:
 def window_title(text: str) -> str:
     """``text`` for a window title: Qt reads ``[*]`` as the modified marker, ``[*][*]`` as ``[*]``."""
     return escape_controls(text).replace("[*]", "[*][*]")
+
+
+# A word longer than this may be wider than a narrow panel (the Details dock at 1024 × 700, 256 px):
+# QLabel wraps at spaces only, so one long word sets the label's minimum width and the panel is laid
+# out wider than the dock and cut on the right (h58left: "(from_pretrained(torch_dtype=torch.bfloat16))"
+# in a remedy's title, 319 px, cut the whole Diagnosis tab).
+LONG_WORD = 16
+ZERO_WIDTH_SPACE = "\u200b"
+_BREAK_AFTER = frozenset("(=._/,:")
+
+
+def wrappable(text: str) -> str:
+    """``text`` with a zero-width space after the punctuation within each word longer than LONG_WORD
+    characters (``(``, ``=``, ``.``, ``_``, ``/``, ``,``, ``:``), where a wrapping label may break it;
+    shorter words and the rest of the text are left as they are."""
+    words = text.split(" ")
+    for i, word in enumerate(words):
+        if len(word) > LONG_WORD:
+            inside = "".join(c + ZERO_WIDTH_SPACE if c in _BREAK_AFTER else c for c in word[1:-1])
+            words[i] = word[0] + inside + word[-1]  # never a line of "(" alone
+    return " ".join(words)

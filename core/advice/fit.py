@@ -247,18 +247,27 @@ class CountTried:
         return self.estimate.fits
 
 
-# Catalogue segments of cards that come one to a machine: a laptop's GPU cannot be joined by seven
-# more of its kind, so "8 GPUs of this card" is no change its owner can make (resources/gpus.json,
-# each card's "segment"). The one home of the rule: the diagnosis offers no more GPUs of such a card
-# (core.advice.remedies, commit 7dc9fe3) and no bigger card in its place (branch h57one: the machine
-# takes no other), and fewest_gpus searches one of it only (branch h56mode).
-ONE_PER_MACHINE_SEGMENTS: Final = frozenset({"laptop"})
+# Catalogue segments of cards that come one to a machine, each with the words that say so: a laptop's
+# GPU cannot be joined by seven more of its kind, so "8 GPUs of this card" is no change its owner can
+# make; a Mac's GPU is part of its chip (and PyTorch has no NCCL on macOS: core.mac refuses a second one)
+# (resources/gpus.json, each card's "segment"). The one home of the rule: the diagnosis offers no more
+# GPUs of such a card (core.advice.remedies, commit 7dc9fe3) and no bigger card in its place (branch
+# h57one: the machine takes no other), and fewest_gpus searches one of it only (branch h56mode).
+ONE_PER_MACHINE_SEGMENTS: Final = {
+    "laptop": "a laptop GPU comes one per machine",
+    "apple": "an Apple GPU comes one per Mac, part of its chip",
+}
 
 
 def one_per_machine(plan: Plan) -> bool:
-    """The plan's card comes one to a machine (a laptop GPU): no count of it but one exists."""
+    """The plan's card comes one to a machine (a laptop's or a Mac's GPU): no count of it but one exists."""
+    return bool(one_per_machine_words(plan))
+
+
+def one_per_machine_words(plan: Plan) -> str:
+    """Why no count of the plan's card but one exists, in words; "" for a card that comes in any number."""
     gpu = {g.id: g for g in load_gpus()}.get(plan.hardware.gpu)
-    return gpu is not None and gpu.segment in ONE_PER_MACHINE_SEGMENTS
+    return ONE_PER_MACHINE_SEGMENTS.get(gpu.segment, "") if gpu is not None else ""
 
 
 @dataclass(frozen=True)
@@ -329,7 +338,7 @@ class FewestGpus:
             )
         found = self.found
         if found is None and self.one_per_machine:
-            lines.append("a laptop GPU comes one per machine, no more are tried: change the plan (see the Diagnosis)")
+            lines.append(f"{one_per_machine_words(plan)}, no more are tried: change the plan (see the Diagnosis)")
             return tuple(lines)
         if found is None:
             lines.append(f"nothing up to {self.max_gpus:,} GPUs fits: change the plan (see the Diagnosis)")
@@ -367,7 +376,7 @@ class FewestGpus:
         if found is None and self.one_per_machine:
             est = self.tried[0].estimate
             return (
-                f"{name}: a laptop GPU comes one per machine, and one does not fit this plan: "
+                f"{name}: {one_per_machine_words(self.base)}, and one does not fit this plan: "
                 f"{est.total_bytes / GB:,.1f} GB > {est.usable_bytes / GB:.1f} GB usable; change the plan."
             )
         if found is None:
@@ -439,7 +448,7 @@ def fewest_gpus(plan: Plan, *, max_gpus: int = MAX_SEARCH_GPUS, model_parallel: 
     if isinstance(max_gpus, bool) or not isinstance(max_gpus, int) or not 1 <= max_gpus <= MAX_SEARCH_LIMIT:
         raise PlanError("max_gpus", max_gpus, f"an integer from 1 to {MAX_SEARCH_LIMIT:,}")
     alone = one_per_machine(plan)
-    if alone:  # a laptop's GPU: "8 × laptop GPU" is no answer its owner can use
+    if alone:  # a laptop's or a Mac's GPU: "8 × laptop GPU" is no answer its owner can use
         max_gpus = 1
     per_node = plan.parallel.gpus_per_node if plan.parallel.nodes > 1 else GPUS_PER_NODE
     tried: list[CountTried] = []

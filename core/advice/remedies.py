@@ -21,6 +21,7 @@ from core.advice.fit import fewest_gpus, layout_name, one_per_machine
 from core.advice.limits import max_micro_batch, max_sequence, sequence_step
 from core.advice.request import Pin
 from core.advice.symptoms import Failure
+from core.breakdown import BucketKey
 from core.catalogue import GpuSpec, load_gpus, load_models
 from core.dtypes import Dtype, Quant
 from core.errors import PlanError
@@ -29,6 +30,7 @@ from core.format import hours as format_hours
 from core.inputs import CpRotate, torch_ring_rotate
 from core.parallel.layout import fsdp_no_sync
 from core.plan import (
+    GPUS_PER_NODE,
     METHOD_LABELS,
     Attention,
     CheckpointPolicy,
@@ -40,7 +42,9 @@ from core.plan import (
     Plan,
     Strategy,
 )
+from core.roles import deepspeed_engine_dtype
 from core.runtime import pytorch_limit_bytes
+from core.units import GB
 from core.verdict import Judgement, Mode, Verdict
 
 
@@ -224,9 +228,24 @@ def _base_16bit(plan: Plan) -> tuple[Plan, str] | None:
 _TORCH_NAMES: Final = {Dtype.BF16: "bfloat16", Dtype.FP16: "float16"}
 
 
-def _optimizer(target: Optimizer, label: str) -> Transform:
+# bitsandbytes' Lion family (core.inputs.Optimizer: HF lion_32bit, lion_8bit, paged_lion_32bit, paged_lion_8bit):
+# its 8-bit and paged forms are Lion's own, so a Lion plan is offered those, never AdamW's (h58left: a plan on
+# Lion was offered "Paged 8-bit AdamW", another optimizer with twice Lion's state).
+_LION: Final = frozenset({Optimizer.LION, Optimizer.LION_8BIT, Optimizer.PAGED_LION, Optimizer.PAGED_LION_8BIT})
+_PAGED_8BIT: Final = frozenset({Optimizer.PAGED_ADAMW_8BIT, Optimizer.PAGED_LION_8BIT})
+_OPTIMIZER_FORMS: Final = {  # the remedy's target: (the AdamW family's, Lion's), each with its name
+    "8bit": ((Optimizer.ADAMW_8BIT, "8-bit AdamW"), (Optimizer.LION_8BIT, "8-bit Lion")),
+    "paged": ((Optimizer.PAGED_ADAMW_8BIT, "Paged 8-bit AdamW"), (Optimizer.PAGED_LION_8BIT, "Paged 8-bit Lion")),
+}
+
+
+def _optimizer(form: str) -> Transform:
+    """The plan's optimizer in 8 bits, or paged in 8 bits: Lion's own form for a Lion plan, AdamW's else."""
+    adamw, lion = _OPTIMIZER_FORMS[form]
+
     def apply(plan: Plan) -> tuple[Plan, str] | None:
-        if plan.optimizer in (target, Optimizer.SGD) or plan.optimizer is Optimizer.PAGED_ADAMW_8BIT:
+        target, label = lion if plan.optimizer in _LION else adamw
+        if plan.optimizer in (target, Optimizer.SGD) or plan.optimizer in _PAGED_8BIT:
             return None
         return replace(plan, optimizer=target), label
 
@@ -291,17 +310,30 @@ def _shorter_sequence(plan: Plan) -> tuple[Plan, str] | None:
 
 
 def _more_gpus(plan: Plan) -> tuple[Plan, str] | None:
-    """The fewest of this card that fit, at each count with the plan's strategy or else FSDP2
-    (more DDP replicas never lower the memory per GPU), with tensor and pipeline parallel only
-    where sharding alone fits at no count; None when nothing fits."""
-    if one_per_machine(plan):  # a laptop's GPU (core.advice.fit, the one home of the rule)
+    """The fewest of this card that fit with the plan's strategy or else FSDP2 alone (more DDP
+    replicas never lower the memory per GPU) where that is within one node or no more GPUs than any
+    layout needs; else the fewest with tensor and pipeline parallel too, as `vramplan fewest-gpus`
+    finds them; None when nothing fits.
+
+    Sharding alone was taken at any count: QLoRA on Llama 3.1 8B on an RTX 3060 12GB, over by its
+    activations, was offered 32 GPUs (4 nodes) with FSDP2, fitting by 0.05 GB (sharding leaves every
+    rank's activations whole), where 2 GPUs with tensor parallel fit. Within a node, sharding alone
+    needs no change to the model's code; past it, a second machine is the bigger change."""
+    if one_per_machine(plan):  # a laptop's or a Mac's GPU (core.advice.fit, the one home of the rule)
         return None
-    found = fewest_gpus(plan, model_parallel=False).found  # the plan's strategy, then FSDP2
-    if found is None:  # sharding the state is not enough: split the layers too (TP, PP)
-        found = fewest_gpus(plan).found
-    if found is None or found.count <= plan.world_size:
+    found = fewest_gpus(plan).found  # every layout, TP and PP included
+    if found is None:
         return None
-    return found.plan, f"{found.count} GPUs with {layout_name(found.plan)} (the fewest of this card that fit)"
+    per_node = plan.parallel.gpus_per_node if plan.parallel.nodes > 1 else GPUS_PER_NODE
+    sharded = fewest_gpus(plan, max_gpus=max(found.count, per_node), model_parallel=False).found
+    fewest = found.count
+    found = sharded if sharded is not None else found
+    if found.count <= plan.world_size:
+        return None
+    why = "the fewest of this card that fit"
+    if found.count > fewest:  # sharding alone within a node, though TP or PP needs fewer
+        why = f"sharding alone; {fewest} fit with tensor or pipeline parallel"
+    return found.plan, f"{found.count} GPUs with {layout_name(found.plan)} ({why})"
 
 
 def _fsdp(plan: Plan) -> tuple[Plan, str] | None:
@@ -342,9 +374,26 @@ def _offload_optimizer(plan: Plan) -> tuple[Plan, str] | None:
     if strategy in (Strategy.DDP, Strategy.FSDP):
         strategy = Strategy.ZERO2
     new = plan.with_layout(strategy=strategy, offload=Offload.OPTIMIZER)  # HSDP is FSDP's: drops to 1
-    if not estimate(new).host_holds:
+    after = estimate(new)
+    if not after.host_holds:
         return None  # the nodes' memory cannot hold the state either
-    return new, f"Optimizer state on the CPU ({layout_name(new)}, DeepSpeed ZeRO-Offload)"
+    title = f"Optimizer state on the CPU ({layout_name(new)}, DeepSpeed ZeRO-Offload)"
+    return new, title + _engine_cast_words(plan, after)
+
+
+def _engine_cast_words(plan: Plan, after: Estimate) -> str:
+    """What else a move to DeepSpeed changes: its 16-bit engine casts the module to the plan's autocast dtype
+    (core.roles.deepspeed_engine_dtype), so float32 weights are held in bf16 (h58left: LoRA on a float32
+    Llama 3.1 8B on an RTX 4090 went 56.1 -> 24.6 GB, 31 GB of it the weights' cast, titled as the optimizer's
+    move). "" where the plan ran the engine already or the weights do not shrink by a saving that matters."""
+    engine = deepspeed_engine_dtype(after.plan)
+    if engine is None or deepspeed_engine_dtype(plan) is not None:
+        return ""
+    was, now = estimate(plan).bucket(BucketKey.WEIGHTS).bytes, after.bucket(BucketKey.WEIGHTS).bytes
+    if was - now < MIN_SAVING_BYTES:
+        return ""
+    dtype = engine.value
+    return f"; DeepSpeed's {dtype} engine also holds the weights in {dtype}: {was / GB:.1f} → {now / GB:.1f} GB"
 
 
 def _offload_params(plan: Plan) -> tuple[Plan, str] | None:
@@ -427,8 +476,8 @@ def _bigger_card(plan: Plan) -> tuple[Plan, str] | None:
 
     A card with a known price is preferred to one without; among those, the lower price per
     GPU-hour, then the smaller memory. The changed plan carries the card's price, so its
-    cost figure is that card's. None for a card that comes one to a machine (a laptop's GPU,
-    core.advice.fit.one_per_machine): its machine takes no other card.
+    cost figure is that card's. None for a card that comes one to a machine (a laptop's or a Mac's
+    GPU, core.advice.fit.one_per_machine): its machine takes no other card.
     """
     if one_per_machine(plan):
         return None
@@ -480,7 +529,7 @@ TRAINING_KINDS: Final = (
     RemedySpec(K.CHUNKED_LOSS, _chunked_loss, 0, EVAL, "no cost in quality; a little slower loss"),
     RemedySpec(
         K.OPTIMIZER_8BIT,
-        _optimizer(Optimizer.ADAMW_8BIT, "8-bit AdamW"),
+        _optimizer("8bit"),
         1,
         FIRST,
         "little or no quality loss (Dettmers et al. 2022)",
@@ -513,7 +562,7 @@ TRAINING_KINDS: Final = (
     ),
     RemedySpec(
         K.PAGED_OPTIMIZER,
-        _optimizer(Optimizer.PAGED_ADAMW_8BIT, "Paged 8-bit AdamW"),
+        _optimizer("paged"),
         3,
         FIRST,
         "pages state to CPU memory under pressure: slower when it does",

@@ -281,28 +281,16 @@ def _serving_table(est: Estimate, gib: bool) -> list[str]:
     pooled engine allocates at start-up, or the allocator peak torch would report."""
     inf = est.inference
     judged = est.judgement(Mode.INFERENCE)
-    pooled = inf.engine in (Engine.VLLM, Engine.SGLANG)
     lines = []
     for bucket in inf.buckets:
         line = f"  {_SERVING_ROW_LABELS.get(bucket.key, bucket.label):<22} {fmt(bucket.bytes, gib):>14}"
         if bucket.key is BucketKey.KV_CACHE:
-            held = "the running requests' blocks, " if pooled else ""
+            held = f"{inf.kv_held}, " if inf.kv_held else ""
             line += f"   ({held}{inf.kv_bytes_per_token:,.0f} B per token per GPU)"
         lines.append(line)
     lines.append(f"  {'needed at once':<22} {fmt(judged.total_bytes, gib):>14}   (the figure the verdict judges)")
-    if pooled:
-        name = ENGINE_LABELS[inf.engine]
-        lines.append(
-            f"  KV cache pool {name} allocates at start-up: {fmt(inf.kv_cache_bytes, gib)} "
-            f"({inf.kv_cache_tokens:,} tokens), however few requests run; not judged"
-        )
-    elif inf.engine is Engine.LLAMACPP:
-        lines.append(f"  buffers (ggml) it allocates at load: {fmt(inf.peak_bytes, gib)}")
-    else:
-        lines.append(
-            f"  allocator peak (torch.cuda.max_memory_allocated): {fmt(inf.peak_bytes, gib)}, "
-            "the figure needed at once less the CUDA context"
-        )
+    name, value = inf.apart("GiB" if gib else "GB")
+    lines.append(f"  {name}: {value}")
     return lines
 
 

@@ -16,7 +16,7 @@ from core.catalogue import GpuSpec
 from core.format import amount, counted
 from core.format import memory as format_memory
 from core.params import ParamCounts
-from core.plan import Engine, Plan
+from core.plan import ENGINE_LABELS, Engine, Plan
 from core.serving.engines import (
     SERVING_OVERHEAD_BYTES,
     EngineMemory,
@@ -111,6 +111,35 @@ class InferenceEstimate:
         """:attr:`summary_formula` in ``unit`` (GB or GiB)."""
         parts = " + ".join(amount(b.bytes, unit) for b in self.buckets)
         return f"{parts} = {amount(self.total_bytes, unit)} {'GiB' if unit == 'GiB' else 'GB'} needed at once"
+
+    @property
+    def pooled(self) -> bool:
+        """The engine allocates its KV cache pool at start-up (vLLM, SGLang), whatever the requests use."""
+        return self.engine in (Engine.VLLM, Engine.SGLANG)
+
+    @property
+    def kv_held(self) -> str:
+        """What the judged KV cache bucket holds, in words, where it is not the engine's whole cache: a pooled
+        engine's running requests' blocks (the pool is :meth:`apart`); "" otherwise."""
+        return "the running requests' blocks" if self.pooled else ""
+
+    def apart(self, unit: str = "GB") -> tuple[str, str]:
+        """The figure shown beside "needed at once" that is not it, as (name, value in words): the pool a pooled
+        engine allocates at start-up, llama.cpp's ggml buffers, or the allocator peak torch would report. One
+        home for the command line's serving table and the window's Serving panel (commit 2753058: the window
+        showed vLLM's "Peak (allocator)", weights + the whole pool + activations, beside "Needed at once")."""
+        if self.pooled:
+            return (
+                f"KV cache pool {ENGINE_LABELS[self.engine]} allocates at start-up",
+                f"{format_memory(self.kv_cache_bytes, unit)} ({self.kv_cache_tokens:,} tokens), however few "
+                "requests run; not judged",
+            )
+        if self.engine is Engine.LLAMACPP:
+            return "Buffers (ggml) it allocates at load", format_memory(self.peak_bytes, unit)
+        return (
+            "Allocator peak (torch.cuda.max_memory_allocated)",
+            f"{format_memory(self.peak_bytes, unit)}, the figure needed at once less the CUDA context",
+        )
 
     def held_note(self, unit: str = "GB") -> str:
         """Why "Held on the card" may exceed what the verdict judges (docs/GUI.md, 2026-12-04:

@@ -515,7 +515,9 @@ def _formula(
 ) -> str:
     """The arithmetic as one line of text: FLOPs, then the step, then the time; ``said``: the host's pace and the
     step's fixed part as the Compute record gives them (host_pace, fixed_part), worked out once."""
-    how = " + ".join(f"{sci(t.per_token)} ({t.label})" for t in terms) if len(terms) > 1 else terms[0].formula
+    # Each term in the one form FLOPs take everywhere (core.format.scientific, as the window's per-token row);
+    # lesson accounting's one term keeps the lesson's own formula.
+    how = " + ".join(f"{scientific(t.per_token)} ({t.label})" for t in terms) if len(terms) > 1 else terms[0].formula
     flops = per_token * tokens
     text = f"FLOPs = [{how}] per token × {sci(tokens)} tokens = {scientific(flops)}"
     text += (

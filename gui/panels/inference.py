@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 from html import escape
+from typing import Any
 
+from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QLabel, QWidget
 
 from core.breakdown import BucketKey
@@ -18,7 +20,12 @@ ROWS = (
     ("engine", "Engine", "How the engine spends the card: a static batch (generate) or a paged pool (vLLM)."),
     ("gpus", "GPUs", "Tensor parallel × pipeline parallel × replicas."),
     ("weights", "Weights per GPU", "The weights one GPU holds: split by tensor and pipeline parallel."),
-    ("kv_cache", "KV cache", "generate: the batch's cache at its longest; vLLM: the whole pool it allocates."),
+    (
+        "kv_cache",
+        "KV cache",
+        "What the verdict counts of the KV cache: generate's batch at its longest; vLLM's and SGLang's running "
+        "requests' blocks (the pool they allocate at start-up is its own row, below 'Needed at once').",
+    ),
     ("kv_tokens", "KV cache tokens", "vLLM's 'GPU KV cache size'; for generate, requests × context."),
     ("kv_per_token", "KV per token", "2 · layers · KV heads per GPU · head width · bytes."),
     ("activations", "Activations", "generate: prefill working memory; vLLM: the peak of its profiling forward."),
@@ -33,7 +40,6 @@ ROWS = (
         "CUDA context",
         "The process's runtime beside the engine's buffers: its CUDA context (on a Mac, Metal's device).",
     ),
-    ("peak", "Peak (allocator)", "What torch.cuda.max_memory_allocated would report on one GPU."),
     ("total", "Needed at once", "What the requests running together hold: the figure the verdict judges."),
     (
         "footprint",
@@ -55,8 +61,17 @@ class InferencePanel(FiguresPanel):
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__("Serving", ROWS, "Serving formula", parent, headline_name="Serving verdict")
         self.unit: Unit = "GB"
-        for key in ("gpus", "concurrency", "scheduler", "footprint"):
+        for key in ("gpus", "kv_cache", "concurrency", "scheduler", "footprint"):
             self.values[key].setWordWrap(True)  # long card names never widen the window
+        # Under "Needed at once", across the panel: the figure beside it that is not it, named and worded by core
+        # (InferenceEstimate.apart) as the command line prints it on a line of its own (commit 2753058).
+        apart = self.values["apart"] = QLabel()
+        apart.setAccessibleName("Not judged")
+        apart.setWordWrap(True)
+        apart.setTextFormat(Qt.TextFormat.PlainText)
+        apart.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        position: Any = self.form.getWidgetPosition(self.values["total"])  # (row, role); typed as object
+        self.form.insertRow(int(position[0]) + 1, apart)
 
     def set_unit(self, unit: Unit) -> None:
         self.unit = unit
@@ -67,7 +82,7 @@ class InferencePanel(FiguresPanel):
         u = self.unit
         plan = estimate.plan.inference
         vllm = inf.engine is Engine.VLLM
-        pooled = inf.engine in (Engine.VLLM, Engine.SGLANG)  # they size a pool at start-up
+        pooled = inf.pooled  # they size a pool at start-up
         v = self.values
         v["engine"].setText(ENGINE_LABELS[inf.engine])
         split = (
@@ -78,7 +93,8 @@ class InferencePanel(FiguresPanel):
         )
         v["gpus"].setText(f"{inf.gpus} × {estimate.gpu.name}{split}")
         v["weights"].setText(_weights(estimate, u))
-        v["kv_cache"].setText(memory(inf.kv_cache_bytes, u) + (" (pool)" if pooled else ""))
+        kv = next((b.bytes for b in inf.buckets if b.key is BucketKey.KV_CACHE), inf.kv_cache_bytes)
+        v["kv_cache"].setText(memory(kv, u) + (f" ({inf.kv_held})" if inf.kv_held else ""))
         v["kv_tokens"].setText(f"{inf.kv_cache_tokens:,} tokens")
         v["kv_per_token"].setText(f"{inf.kv_bytes_per_token:,.0f} bytes")
         v["activations"].setText(memory(inf.activation_bytes, u))
@@ -94,8 +110,7 @@ class InferencePanel(FiguresPanel):
         label = self.form.labelForField(v["overhead"])
         if isinstance(label, QLabel):
             label.setText((overhead.terms[0].label if overhead else "CUDA context") + ":")
-        v["peak"].setText(memory(inf.peak_bytes, u))
-        _name_peak_row(self, llamacpp)
+        _show_apart(self.values["apart"], estimate, u)
         v["total"].setText(f"<b>{memory(inf.total_bytes, u)}</b>")
         note = inf.held_note(u)  # why it may exceed the judged figure and the usable line
         v["footprint"].setText(memory(inf.footprint_bytes, u) + (f"<br><small>{escape(note)}</small>" if note else ""))
@@ -116,17 +131,19 @@ class InferencePanel(FiguresPanel):
         self.formula.setText(inf.formula)
 
 
-PEAK_TOOLTIP = next(tip for key, _label, tip in ROWS if key == "peak")
+# What each engine's figure apart is, on hover: the pool a pooled engine takes, llama.cpp's buffers, torch's peak.
+PEAK_TOOLTIP = "What torch.cuda.max_memory_allocated would report on one GPU."
 BUFFERS_TOOLTIP = "llama.cpp: the model, KV cache and compute buffers it allocates on one GPU when it loads."
+POOL_TOOLTIP = "The engine takes its whole KV cache pool at start-up, however few requests run: not what is judged."
 
 
-def _name_peak_row(panel: InferencePanel, llamacpp: bool) -> None:
-    """llama.cpp allocates its buffers once, at load: no PyTorch allocator peak to speak of."""
-    value = panel.values["peak"]
-    label = panel.form.labelForField(value)
-    if isinstance(label, QLabel):
-        label.setText("Buffers (ggml):" if llamacpp else "Peak (allocator):")
-    value.setToolTip(BUFFERS_TOOLTIP if llamacpp else PEAK_TOOLTIP)
+def _show_apart(label: QLabel, estimate: Estimate, u: Unit) -> None:
+    """The figure beside "Needed at once" that is not it, in core's words (InferenceEstimate.apart), as the
+    command line prints it: vLLM's and SGLang's pool, llama.cpp's buffers, or torch's allocator peak."""
+    inf = estimate.inference
+    name, text = inf.apart(u)
+    label.setText(f"{name}: {text}")
+    label.setToolTip(POOL_TOOLTIP if inf.pooled else BUFFERS_TOOLTIP if inf.engine is Engine.LLAMACPP else PEAK_TOOLTIP)
 
 
 def _weights(estimate: Estimate, u: Unit) -> str:

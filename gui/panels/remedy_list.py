@@ -29,6 +29,7 @@ from core.verdict import VERDICT_LABELS, Verdict
 from gui.format import Unit, memory
 from gui.panels.verdict import VERDICT_STYLE
 from gui.plaintext import tooltip as plain_tooltip
+from gui.plaintext import wrappable
 
 if TYPE_CHECKING:
     from core.advice.diagnosis import Combination, Remedy
@@ -147,7 +148,7 @@ class _RemedyRow(QFrame):
             return  # the row already reads so: no new text to lay out and paint
         self._shown = shown
         self.updates += 1
-        self.title.setText(entry.title)
+        self.title.setText(wrappable(entry.title))  # a long word breaks inside the dock, never widens it
         self.total.setText(memory(entry.total_bytes, unit))
         self.total.setToolTip(
             "New serving total" if entry.serving else "New judged figure (nvidia-smi; on a Mac the MPS driver's)"

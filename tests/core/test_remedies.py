@@ -213,6 +213,89 @@ def test_more_gpus_is_the_fewest_count_of_this_card_that_fits() -> None:
     assert RemedyKind.MORE_GPUS not in {r.kind for r in pinned}
 
 
+def test_more_gpus_for_a_plan_over_by_its_activations_is_the_fewest_count_any_layout_fits() -> None:
+    """h58left: QLoRA on Llama 3.1 8B on an RTX 3060 12GB (the presets' micro-batch and sequence, no
+    checkpointing) was offered "32 GPUs with FSDP2": sharding was searched alone first, and sharding
+    leaves every rank's activations whole, so only 4 nodes of cards fitted, by a hair, while
+    `vramplan fewest-gpus` found 2 GPUs with tensor parallel. The remedy's count is the solver's fewest."""
+    plan = plan_for_model("llama-3.1-8b").with_method(Method.QLORA).with_hardware(gpu="rtx-3060-12gb")
+    assert not estimate(plan).fits
+    fewest = fewest_gpus(plan).found  # every layout, tensor and pipeline parallel among them
+    assert fewest is not None
+    more = _by_kind(plan)[RemedyKind.MORE_GPUS]
+    assert more.fits and more.plan.world_size == fewest.count
+    assert f"{fewest.count} GPUs" in more.title
+    # Sharding alone fits at some count past it: the count the remedy used to offer.
+    sharded = fewest_gpus(plan, model_parallel=False).found
+    assert sharded is not None and sharded.count > fewest.count
+    # Where sharding alone fits within one node (8 GPUs), it is what is offered: no change to the model's
+    # code, though tensor parallel may need one GPU fewer (full fine-tuning of 8B on A100s: 3 against 2).
+    full = _full_8b("a100-80gb-sxm", 1, Strategy.DDP)
+    offered = _by_kind(full)[RemedyKind.MORE_GPUS].plan
+    sharded_full = fewest_gpus(full, model_parallel=False).found
+    assert sharded_full is not None and offered == sharded_full.plan
+    assert offered.parallel.tensor_parallel == 1 and offered.world_size <= 8
+
+
+def test_more_gpus_of_a_mac_is_not_offered_nor_a_bigger_card() -> None:
+    """h58left: a Mac's GPU (catalogue segment "apple") was told of a bigger card (an RTX PRO 6000) and
+    fewest-gpus raised the PlanError of a second Apple GPU: a Mac takes no other GPU and no second one."""
+    plan = plan_for_model("llama-3.1-8b").with_method(Method.LORA).with_hardware(gpu="apple-m3-16gb")
+    assert find_gpu("apple-m3-16gb").segment == "apple"
+    assert not estimate(plan).fits
+    kinds = set(_by_kind(plan))
+    assert kinds and not kinds & {RemedyKind.MORE_GPUS, RemedyKind.BIGGER_CARD}
+    answer = fewest_gpus(plan)
+    assert answer.one_per_machine and answer.found is None and [row.count for row in answer.tried] == [1]
+    assert "an Apple GPU comes one per Mac" in answer.summary()
+    assert "an Apple GPU comes one per Mac" in answer.arithmetic()[-1]
+
+
+@pytest.mark.parametrize(
+    ("optimizer", "paged", "eight_bit"),
+    (
+        (Optimizer.LION, Optimizer.PAGED_LION_8BIT, Optimizer.LION_8BIT),
+        (Optimizer.LION_8BIT, Optimizer.PAGED_LION_8BIT, None),
+        (Optimizer.ADAMW, Optimizer.PAGED_ADAMW_8BIT, Optimizer.ADAMW_8BIT),
+        (Optimizer.ADAM, Optimizer.PAGED_ADAMW_8BIT, Optimizer.ADAMW_8BIT),
+    ),
+)
+def test_the_8bit_and_paged_remedies_keep_the_plans_optimizer_family(
+    optimizer: Optimizer, paged: Optimizer, eight_bit: Optimizer | None
+) -> None:
+    """h58left: a plan on bitsandbytes' Lion was offered "Paged 8-bit AdamW", another optimizer (two states a
+    parameter against Lion's one). Lion's own 8-bit and paged forms are offered (HF Trainer's lion_8bit and
+    paged_lion_8bit, core.inputs.Optimizer); the AdamW family keeps AdamW's."""
+    plan = replace(_full_8b("a100-80gb-sxm", 1, Strategy.DDP), optimizer=optimizer)
+    offered = _by_kind(plan)
+    assert offered[RemedyKind.PAGED_OPTIMIZER].plan.optimizer is paged
+    family = "Lion" if "lion" in optimizer.value else "AdamW"
+    assert offered[RemedyKind.PAGED_OPTIMIZER].title == f"Paged 8-bit {family}"
+    if eight_bit is None:  # already 8-bit
+        assert RemedyKind.OPTIMIZER_8BIT not in offered
+    else:
+        assert offered[RemedyKind.OPTIMIZER_8BIT].plan.optimizer is eight_bit
+        assert offered[RemedyKind.OPTIMIZER_8BIT].title == f"8-bit {family}"
+
+
+def test_optimizer_offload_says_deepspeeds_engine_casts_float32_weights() -> None:
+    """h58left: LoRA on a float32 Llama 3.1 8B (the presets' bf16 autocast) on an RTX 4090 was offered "Optimizer
+    state on the CPU" at 56.1 -> 24.6 GB, most of it the weights: DeepSpeed's bf16 engine casts the module
+    (core.roles.deepspeed_engine_dtype), which the title did not say. The figures are the two estimates' weights."""
+    from core.breakdown import BucketKey
+    from core.units import GB
+
+    plan = plan_for_model("llama-3.1-8b").with_method(Method.LORA).with_hardware(gpu="rtx-4090")
+    offload = _by_kind(plan)[RemedyKind.OFFLOAD_OPTIMIZER]
+    was = estimate(plan).bucket(BucketKey.WEIGHTS).bytes
+    now = offload.estimate.bucket(BucketKey.WEIGHTS).bytes
+    assert was - now > (estimate(plan).total_bytes - offload.total_bytes) / 2  # most of the saving
+    assert f"engine also holds the weights in bf16: {was / GB:.1f} → {now / GB:.1f} GB" in offload.title
+    # A plan whose weights are bf16 already (Trainer(bf16=True) on a bf16 model): nothing more to say.
+    bf16 = plan.with_input("preset", Preset.TRAINER_BF16)
+    assert "engine" not in remedies._offload_optimizer(bf16)[1]  # type: ignore[index]
+
+
 def test_fsdp_instead_of_ddp_on_the_same_gpus() -> None:
     plan = _full_8b("a100-80gb-sxm", 4, Strategy.DDP)
     fsdp = _by_kind(plan)[RemedyKind.FSDP]

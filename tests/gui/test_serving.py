@@ -7,7 +7,9 @@ from typing import Any
 import pytest
 from PySide6.QtCore import Qt
 
+from core.breakdown import BucketKey
 from core.catalogue import find_model
+from core.cli.render import render_serving
 from core.plan import Engine, Hardware, Plan, TransformersVersion
 from gui.format import latency, memory
 from gui.main_window import MainWindow
@@ -355,13 +357,12 @@ def test_rows_an_engine_has_no_figure_for_are_hidden_and_llama_cpp_names_its_buf
     form, v = panel.form, panel.values
     assert form.isRowVisible(v["host"])
     assert not form.isRowVisible(v["non_torch"]) and not form.isRowVisible(v["scheduler"])
-    assert form.labelForField(v["peak"]).text() == "Buffers (ggml):"
     inf = window.controller.estimate.inference
-    assert v["peak"].text() == memory(inf.peak_bytes, panel.unit)
+    assert v["apart"].text() == f"Buffers (ggml) it allocates at load: {memory(inf.peak_bytes, panel.unit)}"
     window.controller.reset(window.controller.plan.with_inference(engine="vllm"))
     assert form.isRowVisible(v["non_torch"]) and form.isRowVisible(v["scheduler"])
     assert not form.isRowVisible(v["host"])
-    assert form.labelForField(v["peak"]).text() == "Peak (allocator):"
+    assert v["apart"].text().startswith("KV cache pool vLLM allocates at start-up: ")
     assert "sequences" in v["scheduler"].text()
 
 
@@ -415,3 +416,30 @@ def test_the_verdict_sentence_agrees_with_one_request(window: MainWindow) -> Non
     assert "1 request of 8,192 tokens needs " in text, text
     window.controller.reset(window.controller.plan.with_inference(concurrent=2))
     assert "2 requests of 8,192 tokens need " in window.inference_panel.headline.text()
+
+
+@pytest.mark.parametrize("engine", ("vllm", "sglang", "hf", "llamacpp"))
+def test_the_serving_panel_words_what_is_not_judged_as_the_command_line_does(window: MainWindow, engine: str) -> None:
+    """h58left: the Serving panel showed vLLM's "Peak (allocator)" (weights + the whole KV pool + activations, 21.0 GB
+    on an L4) beside "Needed at once" (17.5 GB), and its KV cache row the whole pool, while the command line
+    (commit 2753058) printed the running requests' blocks and the pool on a line of its own, as what vLLM
+    allocates at start-up, not judged. The panel prints the same line, in the same words (core's)."""
+    window.show()
+    window.inference_action.trigger()
+    plan = Plan(model=find_model("llama-3.1-8b").spec, model_id="llama-3.1-8b", hardware=Hardware(gpu="l4"))
+    window.controller.reset(plan.with_inference(engine=engine))
+    window.tabs.setCurrentWidget(window.inference_panel)
+    panel = window.inference_panel
+    est = window.controller.estimate
+    inf = est.inference
+    labels = [panel.form.itemAt(i).widget().text() for i in range(panel.form.count()) if panel.form.itemAt(i).widget()]
+    assert not any("Peak (allocator)" in text for text in labels)
+    line = panel.values["apart"].text()
+    assert f"  {line}" in render_serving(est).splitlines()  # the command line's own line
+    kv = next(b for b in inf.buckets if b.key is BucketKey.KV_CACHE)
+    assert panel.values["kv_cache"].text().startswith(memory(kv.bytes, panel.unit))
+    if engine in ("vllm", "sglang"):
+        assert "(the running requests' blocks)" in panel.values["kv_cache"].text()
+        assert memory(inf.kv_cache_bytes, panel.unit) in line and line.endswith("not judged")
+    if engine == "vllm":  # (SGLang's pool on an L4 is empty: its static fraction leaves none)
+        assert kv.bytes < inf.kv_cache_bytes  # one request's blocks, not the pool

@@ -10,10 +10,12 @@ from PySide6.QtCore import QPoint, QPointF, QRectF
 from PySide6.QtGui import QFontMetricsF, QImage, QPainter
 from PySide6.QtWidgets import QComboBox, QLabel, QScrollArea, QStyle, QStyleOptionComboBox
 
+from core.advice.diagnosis import diagnose
+from core.advice.remedies import RemedyKind
 from core.advice.request import Pin
 from core.advice.symptoms import SYMPTOM_BY_FAILURE, Failure
-from core.plan import Plan
-from core.presets import default_plan
+from core.plan import Method, Plan
+from core.presets import default_plan, plan_for_model
 from core.units import GB
 from gui.chart.widget import MemoryChart
 from gui.format import memory
@@ -287,3 +289,26 @@ def test_each_mode_lists_its_own_symptoms(qtbot: Any, window: MainWindow) -> Non
     window.set_chart_mode("training")
     assert panel.symptom_picker.currentData() == Failure.LONG_BATCHES.value
     assert window.diagnoser.latest.symptom is Failure.LONG_BATCHES
+
+
+def test_the_training_diagnosis_wraps_inside_the_dock_at_1024_by_700(qtbot: Any, window: MainWindow) -> None:
+    """h58left: at 1024 × 700 the remedy "Frozen base loaded in bf16 (from_pretrained(torch_dtype=torch.bfloat16))"
+    (core.advice.remedies, branch h57opt) held one 319 px word in a 256 px dock: the tab was laid out 467 px wide
+    and every sentence in it was cut on the right (the headline, the state line "33.0 GB = 32.2 GB …"). A long
+    word breaks at its punctuation; the title reads the same."""
+    # LoRA on Llama 3.1 8B as its preset loads it (float32 weights, bf16 autocast) on an RTX 4090.
+    plan = plan_for_model("llama-3.1-8b").with_method(Method.LORA).with_hardware(gpu="rtx-4090")
+    window.controller.reset(plan)
+    window.tabs.setCurrentWidget(window.diagnosis)
+    shown_at(qtbot, window, 1024, 700)
+    panel = window.diagnosis
+    qtbot.waitUntil(lambda: not panel.stale, timeout=15_000)
+    qtbot.wait(20)
+    titles = {r.kind: r.title for r in diagnose(plan).remedies}
+    long_title = titles[RemedyKind.BASE_16BIT]
+    row = next(r for r in panel.remedy_list.rows if r.entry is not None and r.entry.title == long_title)
+    assert row.title.text().replace("\u200b", "") == long_title  # the same words, breakable
+    assert panel.widget().minimumSizeHint().width() <= panel.viewport().width()
+    assert _cut_on_the_right(panel) == []
+    state = panel.figures["state"]
+    assert state.height() >= state.heightForWidth(state.width())  # wrapped, not cut
