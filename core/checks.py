@@ -56,6 +56,19 @@ def plan_warnings(plan: Plan) -> tuple[PlanWarning, ...]:
                 "several per layer, then cross the slower link between nodes; frameworks keep it within a node.",
             )
         )
+    if plan.quantised_base and par.tensor_parallel > 1:
+        # No trainer people run shards a bitsandbytes base by tensor parallel: transformers' tp_plan fails on
+        # bitsandbytes weights (huggingface/transformers#38122), torchtitan and Megatron have no bitsandbytes path;
+        # vLLM's TP over bitsandbytes (vllm-project/vllm#8434) serves, it does not train.
+        warnings.append(
+            PlanWarning(
+                Mode.TRAINING,
+                f"Tensor parallel {par.tensor_parallel} over a bitsandbytes {plan.quant.value} base: the estimate "
+                "shards it, but no common trainer runs this (Hugging Face's tp_plan fails on bitsandbytes weights, "
+                "transformers#38122); FSDP or DeepSpeed ZeRO-3 over more GPUs, or a bigger card, is what QLoRA "
+                "recipes use.",
+            )
+        )
     cast = deepspeed_cast_adapters(plan)
     if cast is not None:
         # deepspeedai/DeepSpeed edaa7221, deepspeed/runtime/engine.py _configure_distributed_model.

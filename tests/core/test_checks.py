@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from core.checks import plan_warnings
 from core.estimate import estimate
+from core.inputs import Method, Quant
 from core.presets import plan_for_model
 from core.verdict import Mode
 
@@ -30,6 +31,19 @@ def test_a_serving_context_past_the_window_is_warned_about() -> None:
     plan = plan_for_model("llama-3.1-8b").with_inference(context=200_000)
     (warning,) = plan_warnings(plan)
     assert warning.mode is Mode.INFERENCE and "200,000" in warning.text and "serving" in warning.text
+
+
+def test_tensor_parallel_over_a_bitsandbytes_base_is_warned_about() -> None:
+    # The more-GPUs remedy and fewest-gpus may shard a QLoRA plan by tensor parallel; no trainer people run does
+    # (huggingface/transformers#38122: tp_plan fails on bitsandbytes 4-bit weights), so the plan says so.
+    plan = plan_for_model("llama-3.1-8b").with_method(Method.QLORA, quant=Quant.NF4)
+    assert not any("bitsandbytes" in w.text for w in plan_warnings(plan))
+    sharded = plan.with_parallel(gpus_per_node=2, tensor_parallel=2)
+    (warning,) = [w for w in plan_warnings(sharded) if "bitsandbytes" in w.text]
+    assert warning.mode is Mode.TRAINING and "Tensor parallel 2" in warning.text and "nf4" in warning.text
+    # A 16-bit LoRA base under tensor parallel (Megatron-Bridge's PEFT recipes run it) is not warned about.
+    lora = plan_for_model("llama-3.1-8b").with_method(Method.LORA).with_parallel(gpus_per_node=2, tensor_parallel=2)
+    assert not any("bitsandbytes" in w.text for w in plan_warnings(lora))
 
 
 def test_tensor_parallel_across_nodes_is_warned_about() -> None:
