@@ -120,6 +120,7 @@ KIND_LABELS: Final = {
             (Method.VERA, "VeRA"),
             (Method.OFT, "OFT"),
             (Method.ADALORA, "AdaLoRA"),
+            (Method.MISS, "MiSS"),
             (Method.FROZEN, "frozen layers"),
         )
         for n in ("one", "many")
@@ -138,6 +139,7 @@ KIND_LABELS: Final = {
     "method:vera": "VeRA",
     "method:oft": "OFT",
     "method:adalora": "AdaLoRA",
+    "method:miss": "MiSS",
     "method:frozen": "frozen layers",
     "gpus:one": "one GPU",
     "strategy:ddp": "DDP",
