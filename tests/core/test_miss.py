@@ -1,5 +1,6 @@
 """PEFT's MiSS, formerly Bone (branch h58peft): the r × out block PEFT trains per target, what its forward keeps, its
-step's own work, the plan through the command line, adapter_config.json and the exporters.
+step's own work, the plan through the command line, adapter_config.json and the exporters, and the method comparison's
+row mapped (held out).
 
 Source read: huggingface/peft 51c2ff666b142d004c12609c9686cf17ca055751 (PEFT 0.19.2.dev0, the version of the
 method_comparison results): src/peft/tuners/miss/layer.py (``MissLayer.update_layer``, ``reset_miss_parameters``,
@@ -10,9 +11,11 @@ MissLinear.forward is 51c2ff66's on a 16-bit base (51c2ff66 adds only a quantise
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 
+from benchmarks.realgpu.mapping import HELD_OUT_METHODS, map_figure
 from core.cli.app import main
 from core.dtypes import Dtype
 from core.errors import PlanFileError
@@ -160,3 +163,12 @@ def test_command_line_and_exporters(capsys: pytest.CaptureFixture[str]) -> None:
     # The exporters write LoRA and say so for the method.
     draft = export(_plan(), Target.TRL)
     assert draft.cannot("method.kind")
+
+
+def test_corpus_row_maps_held_out() -> None:
+    figures = json.loads(Path("benchmarks/realgpu/memory_figures.json").read_text(encoding="utf-8"))["figures"]
+    row = next(f for f in figures if f["id"] == "peft-mc-miss--llama-3.2-3B-default")
+    mapped = map_figure(row)
+    assert mapped.expressible and mapped.plan is not None and mapped.plan.miss
+    assert "miss" in HELD_OUT_METHODS
+    assert param_counts(mapped.plan).trainable == row["recipe"]["lora"]["trainable_params"]
