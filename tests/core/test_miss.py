@@ -25,9 +25,11 @@ from core.hfconfig import model_from_hf_config
 from core.params import param_counts
 from core.plan import MISS_DEFAULT_RANK, Autocast, LoraSettings, Method, Plan, Preset
 from core.presets import default_plan, plan_for_model
+from core.roles import dtypes_for
 from core.training.activations import layer_activations
 from core.training.flops import PEFT_METHOD_PASSES, block_gemms, method_work
 from core.training.optimizer import adafactor_state_elements, adapter_tensor_sizes, trainable_tensors
+from core.training.storage import copy_terms
 
 D, KV, LAYERS = 3072, 1024, 28  # Llama-3.2-3B config.json: hidden_size, 8 kv heads × 128, num_hidden_layers
 R = 64  # miss--llama-3.2-3B-default.json peft_config: "r": 64 (MissConfig's default), init_weights true
@@ -100,8 +102,11 @@ def test_forward_keeps_the_block_sums_only() -> None:
     assert not any("cast per adapter" in label for label in terms)
     # Under bf16 autocast the sum is cast to 16 bits (lycoris_check's autocast run: 2 × 128 × 16 × 2 B beside the
     # cache's 16-bit miss_block, counted with the weights).
-    cast = _terms(_plan(autocast=Autocast.BF16, base_dtype=Dtype.FP32))
-    assert cast[KEPT] == 2 * N * R * 2
+    autocast = _plan(autocast=Autocast.BF16, base_dtype=Dtype.FP32)
+    assert _terms(autocast)[KEPT] == 2 * N * R * 2
+    # The autocast cache's 16-bit miss_block (a leaf that trains: cached, kept by the matmul) is the adapters' copy.
+    copies = {t.label: t.bytes for t in copy_terms(autocast, param_counts(autocast), dtypes_for(autocast))}
+    assert copies["16-bit copies of the adapters (autocast)"] == 7_340_032 * 2
 
 
 def test_step_counts_its_float32_matmul_and_passes() -> None:
