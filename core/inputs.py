@@ -94,6 +94,9 @@ class Method(StrEnum):
     # PEFT's OFT (branch h54oft), read at huggingface/peft 51c2ff66 src/peft/tuners/oft: each target's input is
     # rotated by a trained block-diagonal orthogonal matrix (Cayley-Neumann) before the frozen base linear.
     OFT = "oft"  # OFTConfig: r blocks of in / r (or blocks of oft_block_size), a skew-symmetric vector per block
+    # PEFT's MiSS, formerly Bone (branch h58peft), read at huggingface/peft 51c2ff66 src/peft/tuners/miss: each
+    # target adds (the input summed over its in / r blocks of r) @ miss_block to the frozen base linear's output.
+    MISS = "miss"  # MissConfig (init_weights True): miss_block (r x out) trains per target
 
 
 class Precision(StrEnum):
@@ -554,6 +557,7 @@ METHOD_LABELS: Final = {
     Method.VERA: "VeRA (shared random projections)",
     Method.ADALORA: "AdaLoRA (adaptive rank)",
     Method.OFT: "OFT (orthogonal rotation)",
+    Method.MISS: "MiSS (block-summed input, formerly Bone)",
 }
 OPTIMIZER_LABELS: Final = {
     Optimizer.ADAMW: "AdamW",
@@ -1006,17 +1010,20 @@ INPUTS: Final[tuple[Input, ...]] = (
           "rotated by a trained block-diagonal orthogonal matrix, built every step from skew-symmetric blocks. "
           "AdaLoRA (PEFT): LoRA at the initial rank with trained singular values between A and B, masked down to "
           "the target rank (nothing shrinks); its rank allocator keeps three float32 copies of every trained "
-          "element.",
+          "element. MiSS (PEFT, formerly Bone): each target adds its input, summed over blocks of r features, "
+          "times a trained r × out matrix.",
           ("--method",), "full, lora, qlora, frozen (layers), dora, ia3, adapter, adapter_v2, prompt-tuning, "
-          "p-tuning, prefix-tuning, ln-tuning, loha, lokr, vera, oft or adalora", labels=METHOD_LABELS),
+          "p-tuning, prefix-tuning, ln-tuning, loha, lokr, vera, oft, adalora or miss", labels=METHOD_LABELS),
     Input("lora.rank", Kind.INT, "Rank r", "LoRA rank", 8,
           "Rank r of each adapter: r × (in + out) parameters per matrix (LoHa: twice that; LoKr: the same on "
           "each weight's large Kronecker factor, or that factor whole where r is at least half its larger side; "
           "VeRA: r trained per target, the shared frozen projections r × (largest in + largest out); OFT with "
-          "block size 0: r blocks per target, each in/r wide; AdaLoRA: init_r, r × (in + out + 1)).",
-          ("--lora-rank",), "LoRA/DoRA/LoHa/LoKr/VeRA adapter rank r (OFT: blocks per target; AdaLoRA: init_r)",
+          "block size 0: r blocks per target, each in/r wide; AdaLoRA: init_r, r × (in + out + 1); MiSS: "
+          "r × out per target, 64 by default).",
+          ("--lora-rank",), "LoRA/DoRA/LoHa/LoKr/VeRA/MiSS adapter rank r (OFT: blocks per target; AdaLoRA: "
+          "init_r)",
           low=1, high=MAX_RANK,
-          matters=lambda p: p.lora_adapters or p.lycoris or p.method in (Method.VERA, Method.ADALORA)
+          matters=lambda p: p.lora_adapters or p.lycoris or p.method in (Method.VERA, Method.ADALORA, Method.MISS)
           or (p.oft and p.lora.oft_block_size == 0),
           # huggingface/peft 51c2ff66 src/peft/tuners/oft/config.py OFTConfig.r: the number of OFT blocks.
           label_for=lambda p: "Blocks r" if p.oft else "Rank r"),
@@ -1107,11 +1114,12 @@ INPUTS: Final[tuple[Input, ...]] = (
           labels=DTYPE_LABELS,
           matters=lambda p: p.preset is Preset.CUSTOM and p.method in (Method.FULL, Method.FROZEN)),
     Input("base_dtype", Kind.ENUM, "Frozen base", "Frozen base", Dtype.FP32,
-          "Storage of the frozen base of LoRA, DoRA, LoHa, LoKr, VeRA, OFT, AdaLoRA or frozen layers.",
-          ("--base-dtype",), "the frozen base of LoRA/DoRA/LoHa/LoKr/VeRA/OFT/AdaLoRA/frozen layers",
+          "Storage of the frozen base of LoRA, DoRA, LoHa, LoKr, VeRA, OFT, AdaLoRA, MiSS or frozen layers.",
+          ("--base-dtype",), "the frozen base of LoRA/DoRA/LoHa/LoKr/VeRA/OFT/AdaLoRA/MiSS/frozen layers",
           labels=DTYPE_LABELS,
           matters=lambda p: p.preset is Preset.CUSTOM
-          and (p.method in (Method.LORA, Method.DORA, Method.FROZEN, Method.VERA, Method.OFT, Method.ADALORA)
+          and (p.method in (Method.LORA, Method.DORA, Method.FROZEN, Method.VERA, Method.OFT, Method.ADALORA,
+                            Method.MISS)
                or p.lycoris
                or (p.litgpt_adapter and not p.quantised_base))),
     Input("adapter_dtype", Kind.ENUM, "Adapters", "Adapters", Dtype.FP32,

@@ -172,6 +172,19 @@ def vera_tensor_sizes(plan: Plan) -> list[int]:
     return sizes
 
 
+def miss_tensor_sizes(plan: Plan) -> list[int]:
+    """Elements of the tensor PEFT's MiSS trains per adapted (out × in) nn.Linear of one block: miss_block (r ×
+    out) under MissConfig's default init_weights True (huggingface/peft 51c2ff66 src/peft/tuners/miss/layer.py
+    ``update_layer``: ``nn.Parameter(torch.zeros(r, self.out_features))``; an input width not a multiple of r is
+    padded in the forward, the block stays r × out). miss--llama-3.2-3B-default results file:
+    "num_trainable_params": 7340032 = 28 × 64 × (q: 3,072 + v: 1,024)."""
+    r = plan.lora.rank
+    sizes: list[int] = []
+    for _, fan_out, copies in plan.model.adapted_matrices(plan.lora.targets):
+        sizes += [r * fan_out] * copies
+    return sizes
+
+
 def adalora_tensor_sizes(plan: Plan) -> list[int]:
     """Elements of each tensor PEFT's AdaLoRA trains in one block: per adapted (out × in) nn.Linear, lora_A
     (r × in), lora_E (r × 1) and lora_B (out × r) at r = init_r (huggingface/peft 51c2ff66
@@ -305,6 +318,8 @@ def param_counts(plan: Plan) -> ParamCounts:
             adapter = model.num_layers * sum(adalora_tensor_sizes(plan))
         elif plan.oft:
             adapter = model.num_layers * sum(oft_tensor_sizes(plan))
+        elif plan.miss:
+            adapter = model.num_layers * sum(miss_tensor_sizes(plan))
         else:
             adapter = model.lora_params(plan.lora.rank, plan.lora.targets)
         if plan.method is Method.DORA:

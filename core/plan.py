@@ -280,12 +280,13 @@ _ADAPTER_BASED: Final = frozenset(
         Method.VERA,
         Method.ADALORA,
         Method.OFT,
+        Method.MISS,
     )
 )
 _LYCORIS: Final = frozenset((Method.LOHA, Method.LOKR))
 # PEFT's layers wrapping each target nn.Linear whose rules this planner models on one GPU or DDP only
-# (branches h53lyco, h53vera, h54oft, h54ada): the refusals of Plan._check_lycoris.
-_PEFT_WRAPPED: Final = _LYCORIS | {Method.VERA, Method.OFT, Method.ADALORA}
+# (branches h53lyco, h53vera, h54oft, h54ada, h58peft): the refusals of Plan._check_lycoris.
+_PEFT_WRAPPED: Final = _LYCORIS | {Method.VERA, Method.OFT, Method.ADALORA, Method.MISS}
 _LITGPT_ADAPTERS: Final = frozenset((Method.ADAPTER, Method.ADAPTER_V2))
 _PROMPT_LEARNING: Final = frozenset((Method.PROMPT_TUNING, Method.P_TUNING, Method.PREFIX_TUNING))
 _PEFT_FLAT_TRAINED: Final = _PROMPT_LEARNING | {Method.LN_TUNING}
@@ -298,8 +299,15 @@ VERA_DEFAULT_RANK: Final = 256
 # field(default=12)``; its ``r`` is LoraConfig's and unused): every AdaLoRA tensor has init_r rows, for the
 # whole run (the RankAllocator masks lora_E, it never resizes). A switch moves the rank as VeRA's does.
 ADALORA_DEFAULT_RANK: Final = 12
+# MissConfig's rank (huggingface/peft 51c2ff66 src/peft/tuners/miss/config.py: ``r: int = field(default=64)``):
+# miss_block is r x out per target; the input is summed over its in / r blocks of r features.
+MISS_DEFAULT_RANK: Final = 64
 # The rank each method's config starts from where it differs from LoraConfig's 8 (Plan.with_method).
-_DEFAULT_RANKS: Final = {Method.VERA: VERA_DEFAULT_RANK, Method.ADALORA: ADALORA_DEFAULT_RANK}
+_DEFAULT_RANKS: Final = {
+    Method.VERA: VERA_DEFAULT_RANK,
+    Method.ADALORA: ADALORA_DEFAULT_RANK,
+    Method.MISS: MISS_DEFAULT_RANK,
+}
 
 
 def as_run(plan: Plan) -> Plan:
@@ -858,7 +866,7 @@ class Plan:
             return
         if self.inference.engine is Engine.LLAMACPP:
             self._check_latent_llamacpp()
-        uses_targets = self.lora_adapters or self.lycoris or self.vera or self.oft or self.adalora
+        uses_targets = self.lora_adapters or self.lycoris or self.vera or self.oft or self.adalora or self.miss
         if not (uses_targets or self.method is Method.IA3):
             return
         reach = model.adapter_targets()
@@ -1062,8 +1070,8 @@ class Plan:
             )
 
     def _check_lycoris(self) -> None:
-        """LoHa, LoKr, VeRA, OFT and AdaLoRA as this planner models them (huggingface/peft 51c2ff66
-        src/peft/tuners/loha, lokr, vera, oft, adalora): PEFT's layers on the blocks' nn.Linear projections of a
+        """LoHa, LoKr, VeRA, OFT, AdaLoRA and MiSS as this planner models them (huggingface/peft 51c2ff66
+        src/peft/tuners/loha, lokr, vera, oft, adalora, miss): PEFT's layers on the blocks' nn.Linear projections of a
         16- or 32-bit base, on one GPU or DDP. The whole delta weight each LoHa / LoKr forward builds, VeRA's
         shared projections sliced per target and AdaLoRA's RankAllocator (a whole copy of every adapter tensor on
         each rank) are not split by the sharded layouts' adapter rules; a MoE model's experts are no nn.Linear
@@ -1174,6 +1182,13 @@ class Plan:
         (``lora.oft_block_size`` wide blocks, or ``lora.rank`` blocks when that is 0) built every forward from
         trained skew-symmetric blocks (huggingface/peft 51c2ff66 src/peft/tuners/oft)."""
         return self.method is Method.OFT
+
+    @property
+    def miss(self) -> bool:
+        """PEFT's MiSS (formerly Bone) with MissConfig's default init: each target of ``lora.targets`` adds
+        ``sum(x.reshape(..., in / r, r), dim=-2) @ miss_block`` (r × out, trained) to its frozen base linear's
+        output (huggingface/peft 51c2ff66 src/peft/tuners/miss/layer.py ``MissLinear.forward``)."""
+        return self.method is Method.MISS
 
     @property
     def litgpt_adapter(self) -> bool:

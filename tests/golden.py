@@ -546,6 +546,13 @@ CLI_RUNS: tuple[tuple[str, ...], ...] = (
     ),
     # torch.optim.Muon on the blocks' matrices, AdamW on the rest (branch h57opt)
     tuple(shlex.split("estimate --json --model llama-3.2-1b --method full --optimizer muon --gpus 2 --gpu h100-sxm")),
+    # PEFT MiSS (branch h58peft): the method comparison's default (r 64, q_proj and v_proj) on its L40S.
+    tuple(
+        shlex.split(
+            "estimate --json --model llama-3.2-3b --method miss --lora-rank 64 "
+            "--lora-targets q_proj,v_proj --preset trainer-bf16 --micro-batch 4 --seq 768 --gpu l40s"
+        )
+    ),
 )
 
 

@@ -233,9 +233,10 @@ _CACHE_EMPTIED_BEFORE_PEAK: Final = frozenset({"peft-method-comparison-metamathq
 # PEFT's prompt tuning and P-tuning rows of the method comparison, until then method 'other'): scored with the
 # constant fitted without their family, never fitted on, so expressing them moves no constant. Branch h52pfx
 # (2026-12-05) adds the same comparison's prefix tuning and LN tuning rows on the same terms.
-# LoHa and LoKr (branch h53lyco, 2026-12-05) likewise, VeRA (h53vera), OFT (h54oft) and AdaLoRA (h54ada) too.
+# LoHa and LoKr (branch h53lyco, 2026-12-05) likewise, VeRA (h53vera), OFT (h54oft), AdaLoRA (h54ada) and MiSS
+# (h58peft) too.
 HELD_OUT_METHODS: Final = frozenset(
-    {"prompt-tuning", "p-tuning", "prefix-tuning", "ln-tuning", "loha", "lokr", "vera", "oft", "adalora"}
+    {"prompt-tuning", "p-tuning", "prefix-tuning", "ln-tuning", "loha", "lokr", "vera", "oft", "adalora", "miss"}
 )
 # Figures of optimizers the planner gained after the constant was set (branch h57opt, 2026-12-05: torchao's
 # AdamW8bit / AdamW4bit, AnyPrecisionAdamW): scored, never fitted on, on the same terms.
@@ -350,7 +351,7 @@ def _missing(recipe: Mapping[str, Any]) -> list[str]:
     if recipe["method"] == "other":
         out.append(
             "PEFT / lit-gpt method other than LoRA, QLoRA, DoRA, IA3, prompt tuning, P-tuning, prefix tuning, "
-            "LN tuning, LoHa, LoKr, VeRA, OFT, AdaLoRA or lit-gpt's Adapter / Adapter v2"
+            "LN tuning, LoHa, LoKr, VeRA, OFT, AdaLoRA, MiSS or lit-gpt's Adapter / Adapter v2"
         )
     if recipe["optimizer"] is not None and recipe["optimizer"] not in _OPTIMIZERS:
         out.append(f"optimizer {recipe['optimizer']}")

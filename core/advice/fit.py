@@ -415,6 +415,7 @@ METHOD_NAMES: Final = {
     Method.VERA: "VeRA",
     Method.ADALORA: "AdaLoRA",
     Method.OFT: "OFT",
+    Method.MISS: "MiSS",
 }
 
 

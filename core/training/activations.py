@@ -786,6 +786,24 @@ def _vera(plan: Plan, ctx: _Ctx) -> list[Term]:
     return items
 
 
+def _miss(plan: Plan, ctx: _Ctx) -> list[Term]:
+    """What PEFT's MiSS keeps per block (huggingface/peft 51c2ff66 src/peft/tuners/miss/layer.py
+    ``MissLinear.forward``, init_weights True): ``x = self._cast_input_dtype(x, miss.dtype)`` (a float32 copy on a
+    16-bit base, freed once summed), then ``torch.sum(x.reshape(..., in // r, r), dim=-2) @ miss``: the matmul keeps
+    the block sum (N × r) for miss_block's gradient, in the adapter's dtype or, under autocast, the autocast dtype
+    (``ctx.adapter_out``); the cast, the sum and the add onto the base output keep nothing, and the frozen base linear
+    keeps no copy of x (the targets are not in ``ctx.lora``). Under autocast the matmul also keeps the autocast
+    cache's 16-bit miss_block, counted with the weights (core.training.storage.copy_terms).
+    tools/measure/lycoris_check.py (PEFT 0.18.0, whose forward is 51c2ff66's on a 16-bit base, torch 2.13 CPU):
+    16,384 B, and 18,432 B with the cache's casts under bf16 autocast, at r 16 — the rule to the byte."""
+    if not plan.miss:
+        return []
+    matrices = plan.model.adapted_matrices(tuple(t for t in plan.lora.targets if t != HEAD_TARGET))
+    ab, r = ctx.adapter_out, plan.lora.rank
+    count = sum(copies for _, _, copies in matrices)
+    return [Term("MiSS: block sums kept for miss_block", f"{count} × N·r × {ab:g}", count * ctx.n * r * ab)]
+
+
 # The tensor each projection reads, for IA3's feedforward scaling (one tensor per group).
 _IA3_INPUT_GROUPS: Final = {
     "q_proj": "qkv",
@@ -966,6 +984,7 @@ def layer_activations(plan: Plan, trainable_block: bool) -> LayerActs:
     items += _adapters(plan, replace(ctx, lora=_unpatched(ctx.lora, kernels)) if kernels else ctx)
     items += _ia3(plan, ctx)
     items += _vera(plan, ctx)
+    items += _miss(plan, ctx)
     items += _litgpt_adapter(plan, ctx)
     items += _bnb_kept_inputs(plan, ctx)
     return LayerActs(tuple(items), tuple(replicated), tuple(gathered))

@@ -48,8 +48,9 @@ def explicit_mask(plan: Plan) -> bool:
 
 def sixteen_bit_inputs(plan: Plan) -> bool:
     """Attention sees 16-bit q, k, v under autocast or when the model is stored in 16 bits."""
-    # PEFT's LoHa, LoKr, VeRA, OFT, AdaLoRA on a frozen base (branches h53lyco, h53vera, h54oft, h54ada)
-    peft_wrapped = plan.lycoris or plan.vera or plan.oft or plan.adalora
+    # PEFT's LoHa, LoKr, VeRA, OFT, AdaLoRA, MiSS on a frozen base (branches h53lyco, h53vera, h54oft, h54ada,
+    # h58peft)
+    peft_wrapped = plan.lycoris or plan.vera or plan.oft or plan.adalora or plan.miss
     frozen_base = plan.method in (Method.LORA, Method.QLORA, Method.DORA) or plan.litgpt_adapter or peft_wrapped
     stored = plan.base_dtype if frozen_base else plan.weight_dtype
     return plan.autocast is not Autocast.NONE or stored is not Dtype.FP32

@@ -40,7 +40,7 @@ from core.training.activations import recomputed_share
 
 # The suffixes of an adapter's matmuls in block_gemms: LoRA's two, LoHa's / LoKr's delta weight applied, VeRA's two,
 # OFT's block-diagonal rotation.
-ADAPTER_GEMMS: Final = ("LoRA A", "LoRA B", "delta weight", "VeRA A", "VeRA B", "OFT rotation")
+ADAPTER_GEMMS: Final = ("LoRA A", "LoRA B", "delta weight", "VeRA A", "VeRA B", "OFT rotation", "MiSS block")
 
 
 @dataclass(frozen=True, init=False)
@@ -112,8 +112,10 @@ def _adapter_gemms(plan: Plan) -> tuple[Gemm, ...]:
     micro-batch (three (r, b, b) bmms forward, 2·r·b³ FLOPs each, twice that backward) is method_work's. The
     non-LoRA adapter matmuls run in float32 (core.training.speed.float32_adapter_matmul). AdaLoRA
     (src/peft/tuners/adalora/layer.py ``SVDLinear.forward``: ``x @ (lora_A * lora_E).T @ lora_B.T``): LoRA's
-    two trained matmuls at r = init_r (the masked singular values still multiply: nothing is resized)."""
-    if not (plan.lora_adapters or plan.lycoris or plan.vera or plan.oft or plan.adalora):
+    two trained matmuls at r = init_r (the masked singular values still multiply: nothing is resized). MiSS
+    (src/peft/tuners/miss/layer.py ``MissLinear.forward``: ``sum(x.reshape(..., in // r, r), dim=-2) @ miss``): one
+    r → out matmul a token whose weight (miss_block) gets a gradient; the block sum is method_work's bytes."""
+    if not (plan.lora_adapters or plan.lycoris or plan.vera or plan.oft or plan.adalora or plan.miss):
         return ()
     shapes = plan.model.linear_shapes()
     r = plan.lora.rank
@@ -128,6 +130,9 @@ def _adapter_gemms(plan: Plan) -> tuple[Gemm, ...]:
             continue
         if plan.oft:
             out.append(Gemm(f"{target} {ADAPTER_GEMMS[5]}", fan_in, oft_blocks(plan, fan_in)[1], "none", True))
+            continue
+        if plan.miss:
+            out.append(Gemm(f"{target} {ADAPTER_GEMMS[6]}", r, fan_out, "none", True))
             continue
         if plan.vera:
             out += [
@@ -260,6 +265,8 @@ def token_flops(plan: Plan) -> TokenFlops:
         )
         if plan.oft:
             label, per = "OFT block-diagonal rotations", "in·b"
+        if plan.miss:
+            label, per = "MiSS blocks (the block sum times miss_block)", "r·out"
         label = "AdaLoRA's A and B (LoRA's matmuls at init_r)" if plan.adalora else label
         # VeRA's frozen vera_A / vera_B get no weight gradient: forward and input gradient only.
         grads = 1 if plan.vera else 2
@@ -407,6 +414,12 @@ PEFT_METHOD_PASSES: Final[dict[Method, MethodPasses]] = {
     # BᵀB − I and their norms, with the tool's tuner forward; 21 / 30 at 512 → 512 less the three / two a micro-batch
     # that sum them into the loss, not counted).
     Method.ADALORA: MethodPasses((18, 28), (6.0, 24.0, 0.0, 8.0), (12.0, 22.0, 0.0, 24.0)),
+    # MiSS (branch h58peft; MissConfig r 64, init_weights True): forward the input's float32 cast, the block sum,
+    # the add onto the base output and its cast back (5 with the matmul: 10 m·in + 16 m·out + 4 m·r bytes, exact
+    # from the ops); backward the block sum's gradient expanded (clone), the casts and the add (8 with two matmuls:
+    # 28 m·in + 12 m·out, exact). tools/measure/peft_method_cost.py --methods miss --bytes --shape IN OUT over
+    # (256, 512), (512, 256), (512, 512), (1024, 512), (512, 1024) at 128 and 256 tokens: every figure exact.
+    Method.MISS: MethodPasses((5, 8), (10.0, 16.0, 0.0, 4.0), (28.0, 12.0, 0.0, 0.0)),
 }
 # AdaLoRA's rank allocator once an optimizer step (huggingface/peft 51c2ff66 src/peft/tuners/adalora/layer.py
 # ``RankAllocator.update_and_allocate`` at a step of its masking phase: ``update_ipt``'s sensitivity and uncertainty
@@ -421,7 +434,13 @@ METHOD_SOURCE: Final = (
     "read at huggingface/peft 51c2ff66, counted by tools/measure/peft_method_cost.py (torch 2.13, peft 0.18)"
 )
 
-_OWN_TERM: Final = {Method.DORA: "in²", Method.OFT: "r·b²", Method.VERA: "m·r", Method.ADALORA: "r·in"}
+_OWN_TERM: Final = {
+    Method.DORA: "in²",
+    Method.OFT: "r·b²",
+    Method.VERA: "m·r",
+    Method.ADALORA: "r·in",
+    Method.MISS: "m·r",
+}
 
 _METHOD_LABELS: Final = {
     Method.DORA: "DoRA's weight norm (lora_B·lora_A·I added to W, row norms) and rescaling",
@@ -431,6 +450,7 @@ _METHOD_LABELS: Final = {
     Method.VERA: "VeRA's input cast, shared projections sliced, λ_d and λ_b scalings",
     Method.IA3: "IA3's elementwise scalings",
     Method.ADALORA: "AdaLoRA's A·E product, scaling / ranknum and orthogonal regularisation",
+    Method.MISS: "MiSS's float32 input cast, block sum, and the float32 add onto the base output",
 }
 
 
@@ -483,14 +503,14 @@ def _build_flops(plan: Plan, fan_in: int, fan_out: int) -> tuple[float, float]:
 
 def _own_term(plan: Plan, m: float, fan_in: int) -> float:
     """The elements of a method's own term of PEFT_METHOD_PASSES: DoRA's in × in identity, OFT's r blocks of b × b,
-    VeRA's m × r activations, AdaLoRA's r × in product A·E; 0 for the others."""
+    VeRA's m × r activations, MiSS's m × r block sums, AdaLoRA's r × in product A·E; 0 for the others."""
     r = plan.lora.rank
     if plan.method is Method.DORA:
         return float(fan_in * fan_in)
     if plan.method is Method.OFT:
         blocks, size = oft_blocks(plan, fan_in)
         return float(blocks * size * size)
-    if plan.method is Method.VERA:
+    if plan.method in (Method.VERA, Method.MISS):
         return m * r
     if plan.method is Method.ADALORA:
         return float(r * fan_in)

@@ -20,6 +20,7 @@ from core.params import (
     ln_tensor_sizes,
     lokr_factorization,
     lycoris_matrix_tensors,
+    miss_tensor_sizes,
     oft_blocks,
     oft_tensor_sizes,
     vera_tensor_sizes,
@@ -97,8 +98,11 @@ def adapter_tensor_sizes(plan: Plan) -> list[int]:
     """Elements of each tensor one block's adapters train: lora_A (r·in), lora_B (r·out) and
     DoRA's magnitude (out) per adapted matrix, one IA3 vector (in or out) per target, or LoHa's / LoKr's
     factors (core.params.lycoris_matrix_tensors), or VeRA's two vectors (core.params.vera_tensor_sizes), or OFT's
-    one (r, b(b−1)/2) weight per target (core.params.oft_tensor_sizes)."""
+    one (r, b(b−1)/2) weight per target (core.params.oft_tensor_sizes), or MiSS's miss_block (r·out) per target
+    (core.params.miss_tensor_sizes)."""
     model = plan.model
+    if plan.miss:
+        return miss_tensor_sizes(plan)
     if plan.vera:
         return vera_tensor_sizes(plan)
     if plan.adalora:
@@ -419,6 +423,9 @@ def adafactor_state_elements(plan: Plan) -> int:
         r = plan.lora.rank
         per_layer = sum((fi + r + r + 1 + fo + r) * c for fi, fo, c in model.adapted_matrices(plan.lora.targets))
         return model.num_layers * per_layer
+    if plan.miss:  # each target's miss_block is 2-D (r, out): rows + columns
+        r = plan.lora.rank
+        return model.num_layers * sum((r + fo) * c for _, fo, c in model.adapted_matrices(plan.lora.targets))
     if plan.oft:  # each target's OFTRotationModule.weight is 2-D (r, b(b−1)/2): rows + columns
         oft = [(oft_blocks(plan, fan_in), c) for fan_in, _, c in model.adapted_matrices(plan.lora.targets)]
         return model.num_layers * sum((r + b * (b - 1) // 2) * c for (r, b), c in oft)

@@ -366,7 +366,7 @@ def eager_block_kernels(plan: Plan) -> tuple[float, float, float]:
     block's own (EAGER_BLOCK_KERNELS), PEFT's LoRA path on each adapted linear of the block, bitsandbytes'
     dequantisation of each 4-bit linear. The counts are transformers' Llama block's; other architectures
     (GPT-2's LayerNorm and GELU, Gemma's extra norms) are taken at it. Methods whose adapter code was not
-    counted (prompt learning, LitGPT's adapters) get the frozen block's; IA3, LoHa, LoKr, VeRA, OFT, DoRA and
+    counted (prompt learning, LitGPT's adapters) get the frozen block's; IA3, LoHa, LoKr, VeRA, OFT, MiSS, DoRA and
     AdaLoRA add their own (core.training.flops.method_work: DoRA's and AdaLoRA's beyond LoRA's path)."""
     attention = "eager" if plan.attention is Attention.EAGER else "fused"
     trains = not plan.adapter_based
@@ -709,9 +709,10 @@ def _matmuls(rank: _Rank) -> _Tally:
 # The adapter matmuls that run in the adapter's dtype: PEFT casts the input to it (``_cast_input_dtype``: LoHa's and
 # LoKr's F.linear(x, delta), OFT's einsum, VeRA's F.linear(x, vera_A)): huggingface/peft 51c2ff66 src/peft/tuners/
 # loha/layer.py, lokr/layer.py ``_get_delta_activations``, oft/layer.py ``OFTRotationModule.forward``, vera/layer.py
-# ``Linear.forward``. LoRA's A and B do too but stay at the compute dtype's rate (what the coefficients were fitted
-# with; at r 32 they are about 1 % of a step's matmuls).
-_FLOAT32_ADAPTER_GEMMS: Final = (ADAPTER_GEMMS[2], ADAPTER_GEMMS[3], ADAPTER_GEMMS[4], ADAPTER_GEMMS[5])
+# ``Linear.forward``; MiSS's block sum @ miss_block, miss/layer.py ``MissLinear.forward``). LoRA's A and B do too but
+# stay at the compute dtype's rate (what the coefficients were fitted with; at r 32 they are about 1 % of a step's
+# matmuls).
+_FLOAT32_ADAPTER_GEMMS: Final = ADAPTER_GEMMS[2:]
 
 
 def float32_adapter_matmul(plan: Plan, gemm: Gemm) -> bool:

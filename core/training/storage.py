@@ -45,6 +45,7 @@ _ADAPTER_LABELS: Final = {
     Method.VERA: "VeRA vectors λ_d, λ_b",
     Method.ADALORA: "AdaLoRA lora_A, lora_E, lora_B",
     Method.OFT: "OFT skew-symmetric blocks",
+    Method.MISS: "MiSS blocks",
 }
 
 

@@ -1,5 +1,5 @@
 """Method: full fine-tuning, LoRA, DoRA, QLoRA, IA3, LitGPT's adapters, PEFT's prompt tuning, P-tuning, prefix
-tuning, LN tuning, LoHa, LoKr, VeRA, OFT and AdaLoRA, or frozen layers, with precision and kernels."""
+tuning, LN tuning, LoHa, LoKr, VeRA, OFT, AdaLoRA and MiSS, or frozen layers, with precision and kernels."""
 
 from __future__ import annotations
 

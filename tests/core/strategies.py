@@ -60,9 +60,9 @@ def _some_of(draw: st.DrawFn, targets: tuple[str, ...]) -> tuple[str, ...]:
 # tuning under SDPA, LN tuning on the families whose default targets are every norm (LN_TUNING_FAMILIES).
 PROMPT_METHODS: Final = (Method.PROMPT_TUNING, Method.P_TUNING, Method.PREFIX_TUNING, Method.LN_TUNING)
 # LoHa and LoKr (branch h53lyco) likewise on one GPU or DDP, on dense models, not on the head, without
-# per-op checkpointing (Plan._check_lycoris); VeRA (branch h53vera), OFT (h54oft) and AdaLoRA (h54ada) under the same
-# refusals.
-LYCORIS: Final = (Method.LOHA, Method.LOKR, Method.VERA, Method.OFT, Method.ADALORA)
+# per-op checkpointing (Plan._check_lycoris); VeRA (branch h53vera), OFT (h54oft), AdaLoRA (h54ada) and MiSS (h58peft)
+# under the same refusals.
+LYCORIS: Final = (Method.LOHA, Method.LOKR, Method.VERA, Method.OFT, Method.ADALORA, Method.MISS)
 
 
 @st.composite

@@ -401,8 +401,8 @@ def _prompt_learning_runs(drawn: dict[str, Any]) -> dict[str, Any]:
     if drawn["method"] in (Method.PROMPT_TUNING, Method.P_TUNING, Method.PREFIX_TUNING, Method.LN_TUNING):
         drawn["parallel"] = replace(drawn["parallel"], strategy=Strategy.DDP)
         drawn["workload"] = replace(drawn["workload"], seq_len=min(drawn["workload"].seq_len, MAX_SEQ - 20))
-    # one GPU or DDP, dense models (branches h53lyco, h53vera, h54oft, h54ada)
-    if drawn["method"] in (Method.LOHA, Method.LOKR, Method.VERA, Method.OFT, Method.ADALORA):
+    # one GPU or DDP, dense models (branches h53lyco, h53vera, h54oft, h54ada, h58peft)
+    if drawn["method"] in (Method.LOHA, Method.LOKR, Method.VERA, Method.OFT, Method.ADALORA, Method.MISS):
         drawn["parallel"] = replace(drawn["parallel"], strategy=Strategy.DDP)
         if drawn["method"] is Method.ADALORA:  # no offload (Plan._check_adalora)
             drawn["parallel"] = replace(drawn["parallel"], offload=Offload.NONE)

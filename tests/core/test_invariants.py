@@ -198,9 +198,9 @@ def test_more_sharded_gpus_never_need_more_per_gpu(plan: Plan, strategy: Strateg
     # framework's buffers stay the same size. One GPU to two is not covered: see
     # test_two_fsdp_ranks_can_need_more_than_one_gpu below. A Mac has one GPU (core.mac).
     assume(not runs_mps(plan.hardware.gpu))
-    # Prompt learning, LN tuning, LoHa, LoKr, VeRA, OFT and AdaLoRA are modelled on one GPU or DDP only (Plan refuses
-    # sharding).
-    assume(not plan.prompt_learning and not plan.lycoris and not plan.vera and not plan.oft and not plan.adalora)
+    # Prompt learning, LN tuning, LoHa, LoKr, VeRA, OFT, AdaLoRA and MiSS are modelled on one GPU or DDP only (Plan
+    # refuses sharding).
+    assume(not (plan.prompt_learning or plan.lycoris or plan.vera or plan.oft or plan.adalora or plan.miss))
     assume(plan.method is not Method.LN_TUNING)
     fewer = plan.with_parallel(strategy=strategy)
     if fewer.world_size == 1:

@@ -110,9 +110,9 @@ def test_the_delta_matmul_is_counted_per_token() -> None:
 
 
 # PEFT's layers wrapping each target nn.Linear share one set of refusals (core.plan.Plan._check_lycoris) and one
-# switch rule for the head (Plan.with_method): checked here for all five, VeRA's other rules in test_vera.py,
-# OFT's in test_oft.py, AdaLoRA's in test_adalora.py.
-WRAPPED = (Method.LOHA, Method.LOKR, Method.VERA, Method.OFT, Method.ADALORA)
+# switch rule for the head (Plan.with_method): checked here for all six, VeRA's other rules in test_vera.py,
+# OFT's in test_oft.py, AdaLoRA's in test_adalora.py, MiSS's in test_miss.py.
+WRAPPED = (Method.LOHA, Method.LOKR, Method.VERA, Method.OFT, Method.ADALORA, Method.MISS)
 
 
 @pytest.mark.parametrize("method", WRAPPED)

@@ -134,9 +134,10 @@ def test_published_ratios_are_the_summed_step_times() -> None:
 
 def test_the_ratio_table_scores_every_record() -> None:
     table = peft_time.rows()
-    assert len(table) == 22 and all(r.predicted is not None for r in table)
+    # 22 records, and MiSS's default run (branch h58peft: miss--llama-3.2-3B-default's train times at 5d602fdb).
+    assert len(table) == 23 and all(r.predicted is not None for r in table)
     n, median, worst = peft_time.summary(table)
-    assert n == 21 and median <= worst
+    assert n == 22 and median <= worst
 
 
 def test_adalora_rank_allocator_runs_once_an_optimizer_step() -> None:

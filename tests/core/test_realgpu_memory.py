@@ -271,8 +271,10 @@ def test_a_run_that_empties_the_cache_before_its_peak_step_carries_no_fragmentat
     # h54oft): its weight per target is 32 × 4,560 × 4 B = 570 KiB, its int64 index buffers 4,560 × 8 B each
     # (small-pool); the rotation's blocks (3,072 × 96 × 4 B) are made in every forward, as activations are. 1 AdaLoRA
     # (branch h54ada): lora_A / lora_B at init_r 64 are at most 3,072 × 64 × 4 B = 768 KiB, and so is each of its
-    # RankAllocator's copies (tuners/adalora/layer.py update_ipt: zeros_like each trained tensor): small-pool.
-    assert (len(lora), len(prompts), len(peft)) == (16, 7, 24)
+    # RankAllocator's copies (tuners/adalora/layer.py update_ipt: zeros_like each trained tensor): small-pool. 1 MiSS
+    # (branch h58peft): its miss_block is at most 64 × 3,072 × 4 B = 768 KiB (tuners/miss/layer.py update_layer), and
+    # so is each AdamW moment: small-pool; the block sums (N × 64 × 4 B) are made in every forward.
+    assert (len(lora), len(prompts), len(peft)) == (17, 7, 25)
     # The prompt's 200 × 3,072 × 4 B = 2.4 MB embedding (P-tuning's 3,072² × 4 B linears, prefix tuning's
     # 200 × 28 × 2 × 1,024 × 4 B = 45.9 MB) and their AdamW state are large-pool tensors: the rule gives
     # them the fitted term, as full fine-tuning. LN tuning's norms (3,072 elements each) are small-pool.
@@ -296,9 +298,9 @@ def test_a_source_with_some_figures_held_out_says_how_many(
     # sorts first, was called "held out of every fit" though its LoRA rows set the fitted constant.
     bench.print_tables(result, False, False)
     header = next(line for line in capsys.readouterr().out.splitlines() if "### peft-method-comparison" in line)
-    # The held-out methods' rows, 13 of 24: 3 prompt tuning, 1 P-tuning, 3 prefix tuning, 1 LN tuning, 1 LoHa, 1 LoKr,
-    # 1 VeRA, 1 OFT, 1 AdaLoRA (mapping.HELD_OUT_METHODS).
-    assert "held out of every fit" not in header and "13 of 24 figures held out" in header, header
+    # The held-out methods' rows, 14 of 25: 3 prompt tuning, 1 P-tuning, 3 prefix tuning, 1 LN tuning, 1 LoHa, 1 LoKr,
+    # 1 VeRA, 1 OFT, 1 AdaLoRA, 1 MiSS (mapping.HELD_OUT_METHODS).
+    assert "held out of every fit" not in header and "14 of 25 figures held out" in header, header
 
 
 def test_the_shipped_constant_is_the_fit_on_every_family(result: object) -> None:

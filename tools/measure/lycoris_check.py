@@ -1,6 +1,6 @@
-"""What PEFT's LoHa, LoKr, VeRA and OFT keep for the backward, measured on small CPU tensors with PEFT's own layers
-(docs/REAL_GPU_MEMORY.md, "PEFT's LoHa and LoKr", "PEFT's VeRA" and "PEFT's OFT"; core.training.activations._lycoris,
-_vera and _oft, core.params.lycoris_matrix_tensors, vera_tensors and oft_tensor_sizes).
+"""What PEFT's LoHa, LoKr, VeRA, OFT, AdaLoRA and MiSS keep for the backward, measured on small CPU tensors with PEFT's
+own layers (docs/REAL_GPU_MEMORY.md, "PEFT's LoHa and LoKr", "PEFT's VeRA" and "PEFT's OFT"; core.training.activations.
+_lycoris, _vera, _oft and _miss, core.params.lycoris_matrix_tensors, vera_tensors, oft_tensor_sizes, miss_tensor_sizes).
 
 A frozen bf16 q_proj (d -> d) and v_proj (d -> kv) read one bf16 input that needs a gradient (the hidden states
 of a block whose upstream adapters train), wrapped by ``peft.get_peft_model`` with LoHaConfig / LoKrConfig
@@ -43,6 +43,13 @@ and 40,032 B (12 B per trained element) kept by the RankAllocator. With a lora_d
 dropped copy and the mask in place of the input copy, 536,584 B: CPU's dropout keeps a float32 mask where CUDA's
 native_dropout keeps a bool one (the planner's 1 B, LoRA's rule), 2 x N x in x 3 B = 196,608 B more.
 
+MiSS (branch h58peft; miss/layer.py ``MissLinear.forward``, init_weights true: ``x = _cast_input_dtype(x, miss.dtype)``;
+``result + torch.sum(x.reshape(..., in // r, r), dim=-2) @ miss``), at r 16: per target the block sum (N x r, float32)
+kept by the matmul, nothing else (the cast and the sum keep nothing; the frozen base keeps no copy of x). Under bf16
+autocast the sum's bf16 cast and the autocast cache's bf16 miss_block (r x out), which the planner counts with the
+weights. Measured: 16,384 B; under autocast 18,432 B (2 x 128 x 16 x 2 + 16 x (256 + 64) x 2). Trained: 5,120 elements
+(16 x (256 + 64)).
+
     /tmp/torchenv/bin/python tools/measure/lycoris_check.py    # torch 2.13.0 CPU + peft 0.18.0
 """
 
@@ -52,12 +59,13 @@ from typing import Any
 
 import torch
 from live_bytes import LiveBytes  # tools/measure/live_bytes.py: these checks run as scripts from this folder
-from peft import AdaLoraConfig, LoHaConfig, LoKrConfig, LoraConfig, OFTConfig, VeraConfig, get_peft_model
+from peft import AdaLoraConfig, LoHaConfig, LoKrConfig, LoraConfig, MissConfig, OFTConfig, VeraConfig, get_peft_model
 from torch import nn
 
 D, KV, N, R = 256, 64, 128, 4
 R_VERA = 8  # VeRA's two products are N x r and N x out: a rank of its own, as the VeRA run was measured
 R_OFT = 8  # OFT: 8 blocks of D / 8 = 32 on both targets (each reads D features)
+R_MISS = 16  # MiSS: miss_block (r, out); the input summed over its in / r blocks of r
 
 
 class Tiny(nn.Module):
@@ -83,6 +91,8 @@ def _config(kind: str) -> Any:
         return OFTConfig(
             r=R_OFT, oft_block_size=0, target_modules=targets, use_cayley_neumann=True, num_cayley_neumann_terms=terms
         )
+    if kind == "miss":  # MissConfig's default init_weights True: miss_block (r, out), the input summed in blocks
+        return MissConfig(r=R_MISS, target_modules=targets)
     if kind.startswith("adalora"):  # init_r R; the schedule only sets when the RankAllocator masks
         dropout = 0.1 if kind.endswith("dropout") else 0.0
         return AdaLoraConfig(init_r=R, target_r=2, total_step=10, tfinal=2, lora_alpha=2 * R, lora_dropout=dropout,
@@ -102,6 +112,9 @@ def _expected(kind: str, autocast: bool) -> int:
     if kind == "vera":  # core.training.activations._vera: the two products, and under autocast the slices' casts
         slices = R_VERA * ((D + D) + (D + KV)) * 2 if autocast else 0
         return 2 * N * R_VERA * b + N * (D + KV) * b + slices
+    if kind == "miss":  # core.training.activations._miss: the (N, r) block sum per target kept by its matmul. The
+        # autocast cache's bf16 miss_block (r x out) kept under autocast is counted with the weights (copy_terms).
+        return 2 * N * R_MISS * b + (R_MISS * (D + KV) * 2 if autocast else 0)
     if kind == "lora":
         return 2 * N * D * b + 2 * N * R * b  # each adapter's input copy, lora_A's output
     if kind.startswith("adalora"):  # core.training.activations._adalora beside the input copies (or dropout's)
@@ -155,7 +168,7 @@ def measure(kind: str, autocast: bool = False) -> None:
         print(f"    saved {dtype!s:15} {shape!s:14} {nbytes:>9,} B")
     rise, rule = mode.peak - before, _expected(kind, autocast)
     print(f"    the planner's rule: {rule:,} B; the backward's high point above its start: {rise:,} B")
-    if kind == "oft" and not autocast:
+    if kind in ("oft", "miss") and not autocast:
         trained = sum(p.numel() for p in model.parameters() if p.requires_grad)
         storages = {b.untyped_storage().data_ptr(): b.untyped_storage().nbytes() for b in model.buffers()}
         index = sum(storages.values())  # rows and cols are views of one triu_indices storage per target
@@ -183,6 +196,6 @@ def _rank_allocator(model: Any, mode: LiveBytes) -> None:
 if __name__ == "__main__":
     print(f"torch {torch.__version__}; N = {N}, d = {D}, kv = {KV}, r = {R}")
     for autocast in (False, True):
-        for name in ("loha", "lokr", "vera", "oft", "oft-3", "oft-7", "adalora", "lora"):
+        for name in ("loha", "lokr", "vera", "oft", "oft-3", "oft-7", "adalora", "miss", "lora"):
             measure(name, autocast)
     measure("adalora-dropout")

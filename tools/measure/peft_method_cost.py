@@ -34,7 +34,7 @@ import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_flatten
 
-_METHODS = ("lora", "dora", "ia3", "loha", "lokr", "vera", "oft", "adalora")
+_METHODS = ("lora", "dora", "ia3", "loha", "lokr", "vera", "oft", "adalora", "miss")
 _NO_KERNEL = {"empty.memory_format", "empty_strided.default", "empty_like.default", "detach.default"}
 _MATMULS = {"mm", "addmm", "bmm", "baddbmm"}
 
@@ -98,6 +98,8 @@ def _config(method: str) -> Any:
         "vera": lambda: peft.VeraConfig(r=256, target_modules=qv),
         "oft": lambda: peft.OFTConfig(r=32, oft_block_size=0, target_modules=qv, use_cayley_neumann=True),
         "adalora": lambda: peft.AdaLoraConfig(init_r=64, target_r=32, lora_alpha=8, target_modules=qv, total_step=5000),
+        # miss--llama-3.2-3B-default (51c2ff66 results): MissConfig's r 64, init_weights True.
+        "miss": lambda: peft.MissConfig(r=64, target_modules=qv),
     }[method]()
 
 

@@ -152,6 +152,9 @@ class Draft:
         if plan.adalora:
             why = "the exporters write LoRA settings, not PEFT's AdaLoraConfig (LoRA at r = init_r is written)"
             self.cannot("method.kind", why)
+        if plan.miss:
+            why = "the exporters write LoRA settings, not PEFT's MissConfig (LoRA on the targets is written)"
+            self.cannot("method.kind", why)
         if plan.oft:
             why = "the exporters write LoRA settings, not PEFT's OFTConfig (LoRA on the targets is written)"
             self.cannot("method.kind", why)

@@ -13,7 +13,7 @@ from core.files.runconfig.common import OddValues, finish, lora_targets, recipe_
 from core.files.runconfig.reading import Taker
 from core.files.runconfig.result import ConfigKind, RunConfig
 from core.params import OFT_NEUMANN_TERMS
-from core.plan import ADALORA_DEFAULT_RANK, VERA_DEFAULT_RANK
+from core.plan import ADALORA_DEFAULT_RANK, MISS_DEFAULT_RANK, VERA_DEFAULT_RANK
 
 # LoraConfig defaults (peft/tuners/lora/config.py): r=8, lora_alpha=8.
 DEFAULT_RANK: Final = 8
@@ -28,10 +28,16 @@ IRRELEVANT: Final = (
 
 
 _KINDS: Final = (
-    "LORA, IA3, PROMPT_TUNING, P_TUNING, PREFIX_TUNING, LN_TUNING, LOHA, LOKR, VERA, OFT or ADALORA (the planner "
-    "models LoRA, DoRA, QLoRA and IA3 adapters, prompt tuning, P-tuning, prefix tuning, LN tuning, LoHa, LoKr, VeRA, "
-    "OFT and AdaLoRA)"
+    "LORA, IA3, PROMPT_TUNING, P_TUNING, PREFIX_TUNING, LN_TUNING, LOHA, LOKR, VERA, OFT, ADALORA or MISS (the "
+    "planner models LoRA, DoRA, QLoRA and IA3 adapters, prompt tuning, P-tuning, prefix tuning, LN tuning, LoHa, "
+    "LoKr, VeRA, OFT, AdaLoRA and MiSS)"
 )
+# MissConfig keys with no effect on memory (branch h58peft; huggingface/peft 51c2ff66 src/peft/tuners/miss/config.py):
+# mini_r is read by init_weights "mini" only, which is refused.
+MISS_IRRELEVANT: Final = (
+    "peft_type", "task_type", "inference_mode", "revision", "auto_mapping", "peft_version", "layers_pattern",
+    "mini_r",
+)  # fmt: skip
 # IA3Config keys with no effect on memory (huggingface/peft 51c2ff66 src/peft/tuners/ia3/config.py).
 IA3_IRRELEVANT: Final = (
     "peft_type", "task_type", "inference_mode", "init_ia3_weights", "revision", "fan_in_fan_out",
@@ -118,6 +124,8 @@ def read_peft(document: dict[str, Any], where: str) -> RunConfig:
         return _read_adalora(taker, odd)
     if kind is not None and kind.upper() == "OFT":
         return _read_oft(taker, odd)
+    if kind is not None and kind.upper() == "MISS":
+        return _read_miss(taker, odd)
     if kind is not None and kind.upper() != "LORA":
         raise taker.fail("peft_type", kind, _KINDS)
     s: dict[str, Any] = {"method": "lora"}
@@ -306,6 +314,32 @@ def _read_vera(taker: Taker, odd: OddValues) -> RunConfig:
     taker.note("modules_to_save", "modules trained in full beside the vectors are not in the estimate")
     taker.note("layers_to_transform", "vectors on some layers only: the estimate adapts every layer")
     return _finish(taker, odd, model_ref, s, VERA_IRRELEVANT, _NO_QUANT)
+
+
+def _read_miss(taker: Taker, odd: OddValues) -> RunConfig:
+    """A MissConfig (huggingface/peft 51c2ff66 src/peft/tuners/miss/config.py): r (64 by default) and
+    target_modules. init_weights true (zeros) or false (random) train the same r × out block through the same
+    forward; "bat" (a whole weight built every forward) and "mini" (an r × mini_r block repeated) are other rules,
+    refused with the reason, as are miss_dropout above 0 (a dropped copy of each target's input, not modelled) and a
+    trained bias."""
+    s: dict[str, Any] = {"method": "miss"}
+    taker.record("method", "miss", "peft_type")
+    rank = taker.integer("r", "lora_rank", 1, 65_536)
+    s["lora_rank"] = _or_default(taker, rank, "lora_rank", MISS_DEFAULT_RANK, "MissConfig.r")
+    init = taker.raw("init_weights")
+    if init is not None and not isinstance(init, bool):
+        why = "true or false (MiSS's bat and mini forwards are not modelled: bat builds the whole weight every step)"
+        raise taker.fail("init_weights", init, why)
+    dropout = taker.raw("miss_dropout")
+    if dropout is not None and (isinstance(dropout, bool) or dropout != 0):
+        raise taker.fail("miss_dropout", dropout, "0 (MiSS's dropped copies of the input are not modelled)")
+    if taker.word("bias", "none, all or MiSS_only") not in (None, "none"):
+        raise taker.fail("bias", taker.raw("bias"), "none (MiSS's trained biases are not modelled)")
+    model_ref = _targets_and_model(taker, odd, s)
+    taker.note("modules_to_save", "modules trained in full beside the blocks are not in the estimate")
+    taker.note("layers_to_transform", "blocks on some layers only: the estimate adapts every layer")
+    taker.note("exclude_modules", "excluded modules: the estimate adapts every listed target")
+    return _finish(taker, odd, model_ref, s, MISS_IRRELEVANT, _NO_QUANT)
 
 
 def _read_adalora(taker: Taker, odd: OddValues) -> RunConfig:

@@ -98,7 +98,7 @@ class RunSettings:
     """A training run as any framework describes it; None means "the file does not say"."""
 
     method: str | None = None  # full | lora | qlora | dora | ia3 | prompt-tuning | p-tuning | prefix-tuning | ln-tuning
-    # | loha | lokr | vera | oft | adalora
+    # | loha | lokr | vera | oft | adalora | miss
     lora_rank: int | None = None
     lora_alpha: float | None = None
     lora_targets: tuple[str, ...] | None = None
