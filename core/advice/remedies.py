@@ -222,7 +222,8 @@ def _base_16bit(plan: Plan) -> tuple[Plan, str] | None:
         new = plan.with_input("base_dtype", half)
     except PlanError:  # pragma: no cover - a role the plan refuses beside its others
         return None
-    return new, f"Frozen base loaded in {half.value} (from_pretrained(torch_dtype=torch.{_TORCH_NAMES[half]}))"
+    # The from_pretrained argument alone: the call written out wrapped as "( from_ pretrained(" in a narrow dock.
+    return new, f"Frozen base loaded in {half.value} (torch_dtype=torch.{_TORCH_NAMES[half]})"
 
 
 _TORCH_NAMES: Final = {Dtype.BF16: "bfloat16", Dtype.FP16: "float16"}

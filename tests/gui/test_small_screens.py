@@ -292,7 +292,7 @@ def test_each_mode_lists_its_own_symptoms(qtbot: Any, window: MainWindow) -> Non
 
 
 def test_the_training_diagnosis_wraps_inside_the_dock_at_1024_by_700(qtbot: Any, window: MainWindow) -> None:
-    """h58left: at 1024 × 700 the remedy "Frozen base loaded in bf16 (from_pretrained(torch_dtype=torch.bfloat16))"
+    """h58left: at 1024 × 700 the remedy "Frozen base loaded in bf16 (from_pretrained(torch_dtype=torch.bfloat16))", now "… (torch_dtype=torch.bfloat16)",
     (core.advice.remedies, branch h57opt) held one 319 px word in a 256 px dock: the tab was laid out 467 px wide
     and every sentence in it was cut on the right (the headline, the state line "33.0 GB = 32.2 GB …"). A long
     word breaks at its punctuation; the title reads the same."""
@@ -308,6 +308,7 @@ def test_the_training_diagnosis_wraps_inside_the_dock_at_1024_by_700(qtbot: Any,
     long_title = titles[RemedyKind.BASE_16BIT]
     row = next(r for r in panel.remedy_list.rows if r.entry is not None and r.entry.title == long_title)
     assert row.title.text().replace("\u200b", "") == long_title  # the same words, breakable
+    assert long_title.endswith("(torch_dtype=torch.bfloat16)")  # the argument, not the call written out
     assert panel.widget().minimumSizeHint().width() <= panel.viewport().width()
     assert _cut_on_the_right(panel) == []
     state = panel.figures["state"]
