@@ -557,7 +557,7 @@ METHOD_LABELS: Final = {
     Method.VERA: "VeRA (shared random projections)",
     Method.ADALORA: "AdaLoRA (adaptive rank)",
     Method.OFT: "OFT (orthogonal rotation)",
-    Method.MISS: "MiSS (block-summed input, formerly Bone)",
+    Method.MISS: "MiSS (formerly Bone)",  # the 1280 × 720 plan column shows it whole (test_window_layout)
 }
 OPTIMIZER_LABELS: Final = {
     Optimizer.ADAMW: "AdamW",
