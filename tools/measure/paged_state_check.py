@@ -19,12 +19,21 @@ Read from bitsandbytes 95f9af309d4d5793847169c39288dcd3fcbdf564 (main, 2026-08-1
 - ``Optimizer1State.init_state`` (lines 664-698): the same with state1, qmap1 and absmax1 only (Lion);
 - bitsandbytes/functional.py ``get_paged`` (lines 91-99): ``cget_managed_ptr`` (cudaMallocManaged), ``is_paged``.
 
-Measured (the output below the command, torch 2.13.0 CPU, bitsandbytes 0.50.2): the paged tensors are exactly the
-state1/state2 of tensors of 1e5 elements or more (uint8 at 8 bits, float32 at 32); every absmax and qmap, and the
-whole state of smaller tensors, is an ordinary device tensor. A tensor under min_8bit_size (4,096 < 1e5) is never
-paged; with min_8bit_size raised over 1e5 its float32 state would be.
+Measured (torch 2.13.0 CPU, bitsandbytes 0.50.2; the PagedAdamW8bit lines of the output below the command): the paged
+tensors are exactly the state1/state2 of tensors of 1e5 elements or more (uint8 at 8 bits, float32 at 32); every
+absmax and qmap, and the whole state of smaller tensors, is an ordinary device tensor. A tensor under min_8bit_size
+(4,096 < 1e5) is never paged; with min_8bit_size raised over 1e5 its float32 state would be.
 
     /tmp/torchenv/bin/python tools/measure/paged_state_check.py
+
+    big   131,072 el: state1 uint8 131,072 B PAGED, qmap1 float32 1,024 B device, state2 uint8 131,072 B PAGED,
+                      qmap2 float32 1,024 B device, absmax1 float32 2,048 B device, absmax2 float32 2,048 B device
+    mid    65,536 el: state1 uint8 65,536 B device, qmap1 float32 1,024 B device, state2 uint8 65,536 B device,
+                      qmap2 float32 1,024 B device, absmax1 float32 1,024 B device, absmax2 float32 1,024 B device
+    edge    4,096 el: state1 uint8 4,096 B device, qmap1 float32 1,024 B device, state2 uint8 4,096 B device,
+                      qmap2 float32 1,024 B device, absmax1 float32 64 B device, absmax2 float32 64 B device
+    norm    2,048 el: state1 float32 8,192 B device, state2 float32 8,192 B device
+    paged 262,144 B; device (without the shared qmaps) 161,920 B; qmaps shared: True
 """
 
 from __future__ import annotations
