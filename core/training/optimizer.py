@@ -39,15 +39,21 @@ OPT8_BLOCK: Final = 256
 OPT8_MIN_SIZE: Final = 4096
 OPT8_SMALL_STATE_BYTES: Final = 2 * 4.0  # state1 and state2 in float32
 
-# bitsandbytes' paged optimizers (0.43.3, bitsandbytes/optim/optimizer.py get_state_buffer):
-# the state of a tensor of 1e5 elements or more is made by F.get_paged, i.e. cudaMallocManaged
-# (csrc/pythonInterface.cpp cget_managed_ptr), outside PyTorch's caching allocator: neither
-# max_memory_allocated nor max_memory_reserved sees it, and the driver pages it out to host
-# memory when the card is full, so it never makes the run fail. Smaller tensors' state is an
-# ordinary GPU tensor (torch.zeros_like).
+# bitsandbytes' paged optimizers (bitsandbytes 95f9af30 bitsandbytes/optim/optimizer.py get_state_buffer, lines
+# 374-390, as in 0.43.3): the state of a tensor of 1e5 elements or more is made by F.get_paged, i.e.
+# cudaMallocManaged (functional.py get_paged, lines 91-99; csrc/pythonInterface.cpp cget_managed_ptr), outside
+# PyTorch's caching allocator: neither max_memory_allocated nor max_memory_reserved sees it, and the driver pages
+# it out to host memory when the card is full, so it never makes the run fail. Smaller tensors' state is an
+# ordinary GPU tensor (torch.zeros_like). Only state1 / state2 go through get_state_buffer: at 8 bits the block
+# absmax (absmax1, absmax2: ``torch.zeros((blocks,), dtype=torch.float32, device=p.device)``, Optimizer2State.
+# init_state lines 524-529, Optimizer1State.init_state line 695) and the optimizer's one shared qmap per moment
+# (name2qmap ``.to(p.device)``, 256 float32, left out) are device tensors of every tensor, paged or not. A tensor
+# under min_8bit_size (4096 < 1e5) is never paged. tools/measure/paged_state_check.py runs the library's own
+# init_state with only get_paged replaced and shows exactly this split.
 PAGED_MIN_SIZE: Final = 100_000
 PAGED: Final = (Optimizer.PAGED_ADAMW, Optimizer.PAGED_ADAMW_8BIT, Optimizer.PAGED_LION, Optimizer.PAGED_LION_8BIT)
 PAGED_STATE_BYTES: Final = 2 * 4.0  # state1 and state2 of the 32-bit optimizer, float32
+PAGED_8BIT_STATE_BYTES: Final = 2 * 1.0  # PagedAdamW8bit's paged part: uint8 state1 and state2, no absmax
 
 # bitsandbytes' Lion (bitsandbytes 95f9af30 bitsandbytes/optim/lion.py Lion / Lion8bit / PagedLion*, all
 # Optimizer1State; optimizer.py Optimizer1State.init_state): one state, ``state1``, float32 at optim_bits=32
@@ -223,7 +229,7 @@ def _state_terms(plan: Plan, counts: ParamCounts, dt: Dtypes) -> list[Term]:
         ]
     if opt is Optimizer.PAGED_ADAMW_8BIT:
         on_gpu = min(t, small_state_elements(plan, PAGED_MIN_SIZE))
-        return _eight_bit_state_terms(plan, on_gpu)
+        return _eight_bit_state_terms(plan, on_gpu) + _paged_absmax_terms(t - on_gpu, moments=2, name="Adam")
     if opt is Optimizer.ADAMW_8BIT:
         return _eight_bit_state_terms(plan, t)
     if opt in LION_FAMILY:
@@ -293,8 +299,7 @@ def _lion_state_terms(plan: Plan, trainable: int) -> list[Term]:
         )
     ]
     if paged:
-        rest = max(0, trainable - on_gpu)
-        terms.append(Term("8-bit Lion absmax of the paged tensors", f"{sci(rest)} × 4/256 B", rest * 4 / OPT8_BLOCK))
+        terms += _paged_absmax_terms(max(0, trainable - on_gpu), moments=1, name="Lion")
     if small:
         terms.append(
             Term(
@@ -302,6 +307,22 @@ def _lion_state_terms(plan: Plan, trainable: int) -> list[Term]:
             )
         )
     return terms
+
+
+def _paged_absmax_terms(paged: int, moments: int, name: str) -> list[Term]:
+    """The float32 block absmax of the paged tensors' 8-bit moments: a device tensor, not paged (bitsandbytes
+    95f9af30 optim/optimizer.py Optimizer2State.init_state lines 524-529, Optimizer1State.init_state line 695:
+    ``torch.zeros((blocks,), dtype=torch.float32, device=p.device)``), one per moment, 4 B per block of 256."""
+    if paged <= 0:
+        return []
+    many = f"{moments} × " if moments > 1 else ""
+    return [
+        Term(
+            f"8-bit {name} absmax of the paged tensors",
+            f"{sci(paged)} × {many}4/{OPT8_BLOCK} B",
+            paged * moments * 4 / OPT8_BLOCK,
+        )
+    ]
 
 
 def _ao_state_terms(plan: Plan, trainable: int, b: float) -> list[Term]:
@@ -344,9 +365,9 @@ def paged_state_bytes(plan: Plan, counts: ParamCounts) -> float:
     paged = max(0, counts.trainable - small_state_elements(plan, PAGED_MIN_SIZE))
     per = {
         Optimizer.PAGED_ADAMW: PAGED_STATE_BYTES,
-        Optimizer.PAGED_ADAMW_8BIT: 2 * (1 + 4 / OPT8_BLOCK),
+        Optimizer.PAGED_ADAMW_8BIT: PAGED_8BIT_STATE_BYTES,  # its absmax stays on the GPU (_paged_absmax_terms)
         Optimizer.PAGED_LION: LION_STATE_BYTES,
-        Optimizer.PAGED_LION_8BIT: 1.0,  # uint8 state1; its absmax stays on the GPU (_lion_state_terms)
+        Optimizer.PAGED_LION_8BIT: 1.0,  # uint8 state1; its absmax stays on the GPU (_paged_absmax_terms)
     }[plan.optimizer]
     return paged * per
 
