@@ -140,6 +140,14 @@ SEARCH_STEP_FRACTION: Final = 16  # past MAX_SEARCH_GPUS, counts step by ~1/16 o
 # Tensor-parallel degrees tried within one node: Megatron-LM and torchtitan keep TP inside the
 # NVLink domain of a node (8 GPUs on HGX boards), in powers of two.
 TP_DEGREES: Final = (2, 4, 8)
+# Why a bitsandbytes base is never split by tensor, pipeline or context parallel here (core.checks warns
+# where a plan does): transformers' tp_plan fails on bitsandbytes weights (huggingface/transformers#38122),
+# torchtitan and Megatron-LM have no bitsandbytes path, and vLLM's tensor parallel over bitsandbytes
+# (vllm-project/vllm#8434) serves, it does not train. QLoRA recipes shard with FSDP or DeepSpeed ZeRO-3.
+QUANTISED_BASE_SHARDS_ONLY: Final = (
+    "a bitsandbytes base is sharded only, by FSDP2 or ZeRO-3: no trainer people run splits it by tensor "
+    "or pipeline parallel (transformers#38122)"
+)
 SHOWN_ROWS: Final = 16  # counts listed in the arithmetic before the middle ones are left out
 BEYOND_FACTOR: Final = 4  # counts past the fewest tried for a faster or cheaper answer: up to 4 × as many
 
@@ -198,11 +206,15 @@ def candidate_layouts(
     """The splits tried on ``count`` GPUs, simplest first: the plan's own (its strategy, and its
     TP/PP/CP where they still divide the count), ZeRO-3 for a ZeRO-1/2 plan, then FSDP2; with
     ``model_parallel``, FSDP2 + TP 2/4/8 within a node where the heads divide, then that + PP
-    across the nodes."""
+    across the nodes. A bitsandbytes base (``Plan.quantised_base``) is sharded only (data parallel,
+    FSDP2, ZeRO-3, the plan's offload), its own TP/PP/CP dropped: see QUANTISED_BASE_SHARDS_ONLY."""
     on = plan.on_gpus(count, per_node=per_node)
     gpus, nodes = on.parallel.gpus_per_node, on.parallel.nodes
     fsdp = Strategy.FSDP if count > 1 else on.parallel.strategy
     flat = {"tensor_parallel": 1, "pipeline_parallel": 1, "context_parallel": 1, "virtual_stages": 1}
+    if plan.quantised_base:
+        model_parallel = False
+        on = _laid_out(on, **flat) or on
     tried: list[Plan | None] = [on]
     if count > 1 and on.parallel.strategy in (Strategy.ZERO1, Strategy.ZERO2):
         tried.append(_laid_out(on, strategy=Strategy.ZERO3, **flat))  # the same framework, sharding more

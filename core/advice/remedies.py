@@ -431,6 +431,8 @@ def _tensor_parallel(plan: Plan) -> tuple[Plan, str] | None:
     par = plan.parallel
     if par.tensor_parallel > 1 or par.gpus_per_node % 2 or plan.world_size < 2:
         return None
+    if plan.quantised_base:  # no trainer splits a bitsandbytes base by TP (core.advice.fit.QUANTISED_BASE_SHARDS_ONLY)
+        return None
     try:
         new = plan.with_parallel(tensor_parallel=2, sequence_parallel=True)
     except PlanError:

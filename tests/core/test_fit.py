@@ -188,6 +188,27 @@ def test_layouts_go_from_the_plans_own_to_tensor_then_pipeline_parallel() -> Non
     assert [layout_name(p) for p in candidate_layouts(odd, 8)] == ["DDP", "FSDP2"]
 
 
+def test_a_bitsandbytes_base_is_sharded_only_never_split_by_tensor_or_pipeline_parallel() -> None:
+    # QLoRA on Llama 3.1 8B (32 heads, 8 KV heads: config.json) on an RTX 3060 12GB was answered "2 GPUs
+    # with FSDP2 + TP 2"; transformers' tp_plan fails on bitsandbytes weights (huggingface/transformers#38122)
+    # and torchtitan / Megatron-LM have no bitsandbytes path, so only sharding is searched.
+    plan = plan_for_model("llama-3.1-8b").with_method(Method.QLORA).with_hardware(gpu="rtx-3060-12gb")
+    for count in (2, 8, 32):
+        layouts = candidate_layouts(plan, count)
+        assert layouts and all(
+            (p.parallel.tensor_parallel, p.parallel.pipeline_parallel, p.parallel.context_parallel) == (1, 1, 1)
+            for p in layouts
+        )
+    # The plan's own tensor parallel is not kept either (core.checks warns about it on the plan itself).
+    own = plan.on_gpus(4, Strategy.FSDP).with_parallel(tensor_parallel=2)
+    assert [layout_name(p) for p in candidate_layouts(own, 4)] == ["FSDP2"]
+    answer = fewest_gpus(plan, max_gpus=16)
+    assert all(row.plan.parallel.tensor_parallel == 1 for row in (*answer.tried, *answer.beyond))
+    # A 16-bit LoRA base keeps tensor parallel (Megatron-Bridge's PEFT recipes run it).
+    lora = plan.with_method(Method.LORA)
+    assert "FSDP2 + TP 2" in [layout_name(p) for p in candidate_layouts(lora, 2)]
+
+
 def test_the_answer_is_the_first_count_that_fits_with_the_estimators_figures() -> None:
     plan = _full("llama-3.1-8b", "h100-sxm", 4096)
     answer = fewest_gpus(plan)
