@@ -19,6 +19,9 @@ refusal: the plan's training view is still a Mac's. The rules and where they wer
   is registered for cuda and xpu only up to 0.49.2 (f0e6ca31) and for cpu from 0.50.0 (c5d481be), never
   for MPS: 8-bit Adam stops. Paged optimizers allocate with ``functional.get_paged`` →
   ``lib.cget_managed_ptr`` (CUDA managed memory) at every version read.
+- DeepSpeed's ZeRO-Offload (optimizer state on the CPU): its CPU Adam kernel is built by the accelerator's
+  op builder, and the MPS accelerator returns NotImplementedBuilder for every op (deepspeedai/DeepSpeed
+  edaa7221, accelerator/mps_accelerator.py ``get_op_builder``; op_builder/cpu/no_impl.py ``load`` raises).
 - flash-attn is a CUDA (or ROCm) extension: transformers' ``_flash_attn_2_can_dispatch`` raises when the
   package is missing. FlashAttention 1 and its Triton kernel alike (Triton has no Metal backend).
 - float8: torchao's Float8Linear calls ``torch._scaled_mm`` (CUDA / ROCm kernels) and Transformer Engine
@@ -45,7 +48,7 @@ from typing import TYPE_CHECKING, Final
 
 from core.dtypes import Autocast
 from core.errors import PlanError
-from core.inputs import Attention, Engine, Float8, Optimizer, Stack, TorchVersion
+from core.inputs import Attention, Engine, Float8, Offload, Optimizer, Stack, TorchVersion
 from core.runtime import runs_mps
 
 if TYPE_CHECKING:
@@ -75,7 +78,7 @@ def mac_refusal(plan: Plan) -> PlanError | None:
     """The first setting of ``plan`` an Apple GPU cannot run, as the PlanError that refuses it."""
     if not runs_mps(plan.hardware.gpu):
         return None
-    for check in (_layout, _serving_layout, _attention, _optimizer, _bitsandbytes, _float8, _megatron):
+    for check in (_layout, _serving_layout, _attention, _optimizer, _offload, _bitsandbytes, _float8, _megatron):
         error = check(plan)
         if error is not None:
             return error
@@ -157,6 +160,24 @@ def _optimizer(plan: Plan) -> PlanError | None:
     else:
         why = "bitsandbytes' paged optimizers keep their state in CUDA managed memory (get_paged, cget_managed_ptr)"
     return PlanError("optimizer", opt.value, f"a torch.optim optimizer {ON_A_MAC}", why)
+
+
+def _offload(plan: Plan) -> PlanError | None:
+    """DeepSpeed's ZeRO-Offload steps the optimizer with DeepSpeedCPUAdam, whose kernel its accelerator builds:
+    on a Mac that is the MPS accelerator, whose get_op_builder returns NotImplementedBuilder for every op, and
+    its load() raises "This op had not been implemented on CPU backend." (deepspeedai/DeepSpeed edaa7221,
+    accelerator/mps_accelerator.py, op_builder/cpu/no_impl.py; deepspeed/ops/adam/cpu_adam.py
+    CPUAdamBuilder().load()); a client optimizer under offload is refused unless zero_force_ds_cpu_optimizer
+    is false (deepspeed/runtime/engine.py)."""
+    if plan.parallel.offload is not Offload.OPTIMIZER:
+        return None
+    return PlanError(
+        "parallel.offload",
+        plan.parallel.offload.value,
+        f"none {ON_A_MAC} (no ZeRO-Offload)",
+        "DeepSpeed's ZeRO-Offload needs its CPU Adam kernel, which its MPS accelerator does not build "
+        "(get_op_builder: NotImplementedBuilder)",
+    )
 
 
 def _bitsandbytes(plan: Plan) -> PlanError | None:

@@ -113,6 +113,15 @@ class Judgement:
         return self.verdict is Verdict.FITS
 
     @property
+    def fits_with_margin(self) -> bool:
+        """It fits, and so does the top of the estimate's range: the margin is at least the uncertainty above
+        the total. The Diagnosis says a fit short of it "fits with X to spare, but the estimate's range reaches
+        Y, past the usable, into the headroom" (core.advice.diagnosis); an answer to "how many GPUs" is one
+        that fits with margin (branch h59qtp: 32 RTX 3060s fitted QLoRA on Llama 3.1 8B by 0.05 GB, its range
+        1.1 GB above the total)."""
+        return self.fits and self.range_bytes[1] <= self.usable_bytes
+
+    @property
     def margin_bytes(self) -> float:
         """Usable memory less the total; negative when it does not fit."""
         return self.usable_bytes - self.total_bytes

@@ -140,6 +140,14 @@ SEARCH_STEP_FRACTION: Final = 16  # past MAX_SEARCH_GPUS, counts step by ~1/16 o
 # Tensor-parallel degrees tried within one node: Megatron-LM and torchtitan keep TP inside the
 # NVLink domain of a node (8 GPUs on HGX boards), in powers of two.
 TP_DEGREES: Final = (2, 4, 8)
+# Why a bitsandbytes base is never split by tensor, pipeline or context parallel here (core.checks warns
+# where a plan does): transformers' tp_plan fails on bitsandbytes weights (huggingface/transformers#38122),
+# torchtitan and Megatron-LM have no bitsandbytes path, and vLLM's tensor parallel over bitsandbytes
+# (vllm-project/vllm#8434) serves, it does not train. QLoRA recipes shard with FSDP or DeepSpeed ZeRO-3.
+QUANTISED_BASE_SHARDS_ONLY: Final = (
+    "a bitsandbytes base is sharded only, by FSDP2 or ZeRO-3: no trainer people run splits it by tensor "
+    "or pipeline parallel (transformers#38122)"
+)
 SHOWN_ROWS: Final = 16  # counts listed in the arithmetic before the middle ones are left out
 BEYOND_FACTOR: Final = 4  # counts past the fewest tried for a faster or cheaper answer: up to 4 × as many
 
@@ -198,11 +206,15 @@ def candidate_layouts(
     """The splits tried on ``count`` GPUs, simplest first: the plan's own (its strategy, and its
     TP/PP/CP where they still divide the count), ZeRO-3 for a ZeRO-1/2 plan, then FSDP2; with
     ``model_parallel``, FSDP2 + TP 2/4/8 within a node where the heads divide, then that + PP
-    across the nodes."""
+    across the nodes. A bitsandbytes base (``Plan.quantised_base``) is sharded only (data parallel,
+    FSDP2, ZeRO-3, the plan's offload), its own TP/PP/CP dropped: see QUANTISED_BASE_SHARDS_ONLY."""
     on = plan.on_gpus(count, per_node=per_node)
     gpus, nodes = on.parallel.gpus_per_node, on.parallel.nodes
     fsdp = Strategy.FSDP if count > 1 else on.parallel.strategy
     flat = {"tensor_parallel": 1, "pipeline_parallel": 1, "context_parallel": 1, "virtual_stages": 1}
+    if plan.quantised_base:
+        model_parallel = False
+        on = _laid_out(on, **flat) or on
     tried: list[Plan | None] = [on]
     if count > 1 and on.parallel.strategy in (Strategy.ZERO1, Strategy.ZERO2):
         tried.append(_laid_out(on, strategy=Strategy.ZERO3, **flat))  # the same framework, sharding more
@@ -227,12 +239,12 @@ def candidate_layouts(
 
 @dataclass(frozen=True)
 class CountTried:
-    """One GPU count of the search: the layout that fitted, or the one that came closest."""
+    """One GPU count of the search: the layout that fitted with margin, or the one that came closest."""
 
     count: int
     layouts_tried: int
-    estimate: Estimate  # of the fastest layout that fits, or of the one with the least memory per GPU
-    layouts_fitting: int = 0  # of the layouts tried, how many run
+    estimate: Estimate  # of the fastest layout that fits with margin, or of the one with the least memory per GPU
+    layouts_fitting: int = 0  # of the layouts tried, how many run with margin
 
     @property
     def plan(self) -> Plan:
@@ -244,7 +256,23 @@ class CountTried:
 
     @property
     def fits(self) -> bool:
-        return self.estimate.fits
+        """An answer: it fits with margin (Judgement.fits_with_margin), the estimate's whole range within
+        the usable memory; a fit by less than the uncertainty above the total is no count to give."""
+        return self.estimate.judgement().fits_with_margin
+
+    @property
+    def fits_narrowly(self) -> bool:
+        """The verdict says it fits, by less than the estimate's uncertainty above the total."""
+        return self.estimate.fits and not self.fits
+
+
+def margin_words(est: Estimate) -> str:
+    """Why a fit is short of margin, in words: what it fits by, and how far the estimate's range reaches."""
+    judged = est.judgement()
+    return (
+        f"fit by {judged.margin_bytes / GB:.2f} GB, less than the estimate's uncertainty: its range reaches "
+        f"{judged.range_bytes[1] / GB:.1f} GB, past the {judged.usable_bytes / GB:.1f} GB usable"
+    )
 
 
 # Catalogue segments of cards that come one to a machine, each with the words that say so: a laptop's
@@ -288,6 +316,28 @@ class FewestGpus:
         return self.tried[-1] if self.tried and self.tried[-1].fits else None
 
     @property
+    def narrow(self) -> CountTried | None:
+        """Where nothing fits with margin: the fewest count that fits by less than the estimate's uncertainty."""
+        if self.found is not None:
+            return None
+        return next((row for row in self.tried if row.fits_narrowly), None)
+
+    def no_answer_words(self) -> str:
+        """Why no count is the answer, in words: "none within N GPUs fits with margin" and the closest fit, or
+        nothing fits at all; a bitsandbytes base says it was sharded only. "" where a count was found."""
+        if self.found is not None:
+            return ""
+        narrow = self.narrow
+        if narrow is None:
+            text = f"nothing up to {self.max_gpus:,} GPUs fits"
+        else:
+            text = (
+                f"none within {self.max_gpus:,} GPUs fits with margin: {counted(narrow.count, 'GPU')} with "
+                f"{narrow.layout} {margin_words(narrow.estimate)}"
+            )
+        return text + self._sharded_only()
+
+    @property
     def fastest(self) -> CountTried | None:
         """Of the fewest and the counts past it, the one that finishes first."""
         options = self._running()
@@ -319,13 +369,15 @@ class FewestGpus:
             rows = (*rows[: SHOWN_ROWS - 4], *rows[-4:])
         for row in rows:
             if len(self.tried) > SHOWN_ROWS and row is self.tried[-4]:
-                lines.append(f"  … {len(self.tried) - SHOWN_ROWS} more counts, none fits …")
+                lines.append(f"  … {len(self.tried) - SHOWN_ROWS} more counts, none fits with margin …")
             est = row.estimate
             sign = "≤" if est.total_bytes <= est.usable_bytes else ">"
             if row.fits:
                 best = "" if row.layouts_fitting < 2 else f" (fastest of the {row.layouts_fitting} layouts that fit)"
             else:
                 best = "" if row.layouts_tried == 1 else f" (least of {row.layouts_tried} layouts)"
+            if row.fits_narrowly:  # the Diagnosis' words for a fit whose range reaches into the headroom
+                best += f", range to {est.judgement().range_bytes[1] / GB:,.1f} GB: no margin"
             layout = f", {row.layout}" if row.count > 1 else ""
             worst = f" on the worst rank ({est.worst.label})" if len(est.ranks) > 1 else ""
             host = ""
@@ -341,7 +393,7 @@ class FewestGpus:
             lines.append(f"{one_per_machine_words(plan)}, no more are tried: change the plan (see the Diagnosis)")
             return tuple(lines)
         if found is None:
-            lines.append(f"nothing up to {self.max_gpus:,} GPUs fits: change the plan (see the Diagnosis)")
+            lines.append(f"{self.no_answer_words()}: change the plan (see the Diagnosis)")
             return tuple(lines)
         comp = found.estimate.compute
         lines.append(f"time for {w.tokens:,} tokens: {comp.formula}")
@@ -370,6 +422,9 @@ class FewestGpus:
                 )
         return lines
 
+    def _sharded_only(self) -> str:
+        return f"; {QUANTISED_BASE_SHARDS_ONLY}" if self.base.quantised_base else ""
+
     def summary(self) -> str:
         found = self.found
         name = self.tried[0].estimate.gpu.name if self.tried else self.base.hardware.gpu
@@ -380,7 +435,9 @@ class FewestGpus:
                 f"{est.total_bytes / GB:,.1f} GB > {est.usable_bytes / GB:.1f} GB usable; change the plan."
             )
         if found is None:
-            return f"No count of {name} up to {self.max_gpus:,} fits this plan."
+            if self.narrow is None:
+                return f"No count of {name} up to {self.max_gpus:,} fits this plan" + self._sharded_only() + "."
+            return f"{name}: {self.no_answer_words()}."
         comp = found.estimate.compute
         text = (
             f"{found.count} × {name}{_nodes_text(found.plan)} with {found.layout}: "
@@ -426,7 +483,7 @@ def _beyond(plan: Plan, fewest: int, per_node: int, most: int, model_parallel: b
         if count <= fewest:
             continue
         layouts = candidate_layouts(plan, count, per_node=per_node, model_parallel=model_parallel)
-        running = [est for est in (estimate(c) for c in layouts) if est.fits]
+        running = [est for est in (estimate(c) for c in layouts) if est.judgement().fits_with_margin]
         if running:
             best = min(running, key=lambda est: est.compute.hours)
             rows.append(CountTried(count, len(layouts), best, len(running)))
@@ -443,8 +500,10 @@ def fewest_gpus(plan: Plan, *, max_gpus: int = MAX_SEARCH_GPUS, model_parallel: 
 
     Counts go 1 to 8 on one node, then whole nodes (the plan's GPUs per node when it already
     spans nodes, else 8); at each count every layout of :func:`candidate_layouts` is
-    estimated, and at the first count where any runs, the one with the fewest hours is the
-    answer. Each figure is ``estimate()``'s own.
+    estimated, and at the first count where any runs with margin (``Judgement.fits_with_margin``: the
+    estimate's whole range within the usable memory), the one with the fewest hours is the answer.
+    A fit by less than the estimate's uncertainty is kept as the count's row, not taken as the answer
+    (:attr:`FewestGpus.narrow`). Each figure is ``estimate()``'s own.
     """
     if isinstance(max_gpus, bool) or not isinstance(max_gpus, int) or not 1 <= max_gpus <= MAX_SEARCH_LIMIT:
         raise PlanError("max_gpus", max_gpus, f"an integer from 1 to {MAX_SEARCH_LIMIT:,}")
@@ -456,7 +515,7 @@ def fewest_gpus(plan: Plan, *, max_gpus: int = MAX_SEARCH_GPUS, model_parallel: 
     for count in search_counts(per_node, max_gpus):
         layouts = candidate_layouts(plan, count, per_node=per_node, model_parallel=model_parallel)
         estimates = [estimate(candidate) for candidate in layouts]
-        running = [est for est in estimates if est.fits]
+        running = [est for est in estimates if est.judgement().fits_with_margin]
         if running:
             # The fewest GPUs found: of the layouts that run on them, the one that finishes first
             # (a tensor-parallel split may fit and still be slower than plain FSDP2).
@@ -465,5 +524,7 @@ def fewest_gpus(plan: Plan, *, max_gpus: int = MAX_SEARCH_GPUS, model_parallel: 
             beyond = _beyond(plan, count, per_node, min(max_gpus, BEYOND_FACTOR * count), model_parallel)
             return FewestGpus(plan, tuple(tried), max_gpus, beyond, one_per_machine=alone)
         if estimates:
-            tried.append(CountTried(count, len(layouts), min(estimates, key=lambda est: est.total_bytes)))
+            # A layout that fits by less than the uncertainty stands for its count: the Diagnosis' narrow fit.
+            closest = [est for est in estimates if est.fits] or estimates
+            tried.append(CountTried(count, len(layouts), min(closest, key=lambda est: est.total_bytes)))
     return FewestGpus(plan, tuple(tried), max_gpus, one_per_machine=alone)

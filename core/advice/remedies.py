@@ -17,7 +17,7 @@ from dataclasses import dataclass, replace
 from enum import StrEnum
 from typing import Final
 
-from core.advice.fit import fewest_gpus, layout_name, one_per_machine
+from core.advice.fit import QUANTISED_BASE_SHARDS_ONLY, fewest_gpus, layout_name, margin_words, one_per_machine
 from core.advice.limits import max_micro_batch, max_sequence, sequence_step
 from core.advice.request import Pin
 from core.advice.symptoms import Failure
@@ -104,6 +104,9 @@ class RemedySpec:
     excludes: frozenset[RemedyKind] = frozenset()
     # A further cost note read from the changed plan (the price of the card it moves to).
     plan_note: Callable[[Plan], str] | None = None
+    # A changed plan that fits by less than the estimate's uncertainty (Judgement.fits_with_margin) is listed
+    # as not fitting: more GPUs, whose answer is a count (branch h59qtp).
+    needs_margin: bool = False
 
     def apply(self, plan: Plan) -> tuple[Plan, str] | None:
         """The changed plan and its title; None where the change does not apply, or where the
@@ -124,6 +127,8 @@ class Remedy:
     cost_rank: int
     cost: str  # what it costs, in words, with the compute model's figure where one exists
     addresses: frozenset[Failure]
+    # Its kind needs margin (RemedySpec.needs_margin) and the verdict's fit is by less than the uncertainty.
+    short_of_margin: bool = False
 
     @property
     def key(self) -> str:
@@ -131,7 +136,7 @@ class Remedy:
 
     @property
     def fits(self) -> bool:
-        return self.judgement.fits
+        return self.judgement.fits and not self.short_of_margin
 
     @property
     def verdict(self) -> Verdict:
@@ -314,17 +319,25 @@ def _more_gpus(plan: Plan) -> tuple[Plan, str] | None:
     """The fewest of this card that fit with the plan's strategy or else FSDP2 alone (more DDP
     replicas never lower the memory per GPU) where that is within one node or no more GPUs than any
     layout needs; else the fewest with tensor and pipeline parallel too, as `vramplan fewest-gpus`
-    finds them; None when nothing fits.
+    finds them (sharding only for a bitsandbytes base). Each fits with margin (Judgement.fits_with_margin);
+    where none does, the fewest that fit by less, titled so and listed as not fitting (needs_margin);
+    None when nothing fits.
 
     Sharding alone was taken at any count: QLoRA on Llama 3.1 8B on an RTX 3060 12GB, over by its
     activations, was offered 32 GPUs (4 nodes) with FSDP2, fitting by 0.05 GB (sharding leaves every
-    rank's activations whole), where 2 GPUs with tensor parallel fit. Within a node, sharding alone
+    rank's activations whole), less than the estimate's range above it (to 12.6 GB); tensor parallel,
+    which fitted 2, is no layout for its bitsandbytes base (branch h59qtp). Within a node, sharding alone
     needs no change to the model's code; past it, a second machine is the bigger change."""
     if one_per_machine(plan):  # a laptop's or a Mac's GPU (core.advice.fit, the one home of the rule)
         return None
-    found = fewest_gpus(plan).found  # every layout, TP and PP included
-    if found is None:
-        return None
+    answer = fewest_gpus(plan)  # every layout, TP and PP included (sharding only for a bitsandbytes base)
+    found = answer.found
+    if found is None:  # none fits with margin: the fewest that fit by less, said so (RemedySpec.needs_margin)
+        narrow = answer.narrow
+        if narrow is None or narrow.count <= plan.world_size:
+            return None
+        limit = f"{answer.max_gpus:,}"
+        return narrow.plan, f"{narrow.count} GPUs with {narrow.layout} (none within {limit} fits with margin)"
     per_node = plan.parallel.gpus_per_node if plan.parallel.nodes > 1 else GPUS_PER_NODE
     sharded = fewest_gpus(plan, max_gpus=max(found.count, per_node), model_parallel=False).found
     fewest = found.count
@@ -335,6 +348,18 @@ def _more_gpus(plan: Plan) -> tuple[Plan, str] | None:
     if found.count > fewest:  # sharding alone within a node, though TP or PP needs fewer
         why = f"sharding alone; {fewest} fit with tensor or pipeline parallel"
     return found.plan, f"{found.count} GPUs with {layout_name(found.plan)} ({why})"
+
+
+def _more_gpus_note(plan: Plan) -> str:
+    """Why the more-GPUs count falls short, where it does: its fit is within the estimate's uncertainty, and a
+    bitsandbytes base was sharded only."""
+    notes = []
+    est = estimate(plan)
+    if est.fits and not est.judgement().fits_with_margin:
+        notes.append(f"{plan.world_size} GPUs {margin_words(est)}")
+    if plan.quantised_base:
+        notes.append(QUANTISED_BASE_SHARDS_ONLY)
+    return "; ".join(notes)
 
 
 def _fsdp(plan: Plan) -> tuple[Plan, str] | None:
@@ -430,6 +455,8 @@ def _tensor_parallel(plan: Plan) -> tuple[Plan, str] | None:
     weights and activations per GPU, where the heads divide and the node has GPUs in pairs."""
     par = plan.parallel
     if par.tensor_parallel > 1 or par.gpus_per_node % 2 or plan.world_size < 2:
+        return None
+    if plan.quantised_base:  # no trainer splits a bitsandbytes base by TP (core.advice.fit.QUANTISED_BASE_SHARDS_ONLY)
         return None
     try:
         new = plan.with_parallel(tensor_parallel=2, sequence_parallel=True)
@@ -629,6 +656,8 @@ TRAINING_KINDS: Final = (
         "more GPUs: the same tokens in fewer hours, the GPU-hours about the same",
         combinable=False,
         changes=frozenset({Pin.GPU_COUNT, Pin.LAYOUT}),  # the data-parallel degree, often the strategy
+        plan_note=_more_gpus_note,
+        needs_margin=True,
     ),
     RemedySpec(
         K.SHORTER_SEQUENCE,
@@ -718,7 +747,8 @@ def remedies_for(
             continue
         notes = [spec.cost_note, spec.plan_note(new_plan) if spec.plan_note else ""]
         cost = cost_text(notes, base, new, spec.kind in _TIMED)
-        found.append(Remedy(spec.kind, title, new_plan, new, judged, spec.cost_rank, cost, spec.addresses))
+        short = spec.needs_margin and judged.fits and not judged.fits_with_margin
+        found.append(Remedy(spec.kind, title, new_plan, new, judged, spec.cost_rank, cost, spec.addresses, short))
     return tuple(sorted(found, key=lambda r: (not r.fits, r.cost_rank, r.total_bytes)))
 
 

@@ -22,7 +22,8 @@ def register(sub: Any, estimate_parser: argparse.ArgumentParser) -> None:
         add_help=False,
         help="the fewest GPUs of the plan's card that fit it (whole nodes past 8), the layout, hours and cost",
         description="Search 1-8 GPUs on one node, then whole nodes; at each count the plan's own split, FSDP2, "
-        "FSDP2 + tensor parallel 2/4/8 within a node, then + pipeline parallel across nodes. "
+        "FSDP2 + tensor parallel 2/4/8 within a node, then + pipeline parallel across nodes "
+        "(a bitsandbytes base, QLoRA's: sharding only). "
         "The plan's options are those of `vramplan estimate`.",
     )
     fewest.add_argument(

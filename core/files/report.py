@@ -173,6 +173,8 @@ def _remedy_lines(d: Diagnosis, unit: str) -> list[str]:
     lines = []
     for remedy in d.remedies[:8]:
         state = "fits" if remedy.fits else "still too big"
+        if remedy.short_of_margin:
+            state = "fits by less than the estimate's uncertainty"
         lines.append(f"{remedy.title}: {_size(remedy.total_bytes, unit)}, {state}; {remedy.cost}")
     if d.combination is not None:
         lines.append(

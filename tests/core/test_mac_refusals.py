@@ -16,12 +16,12 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from core.advice.remedies import _bigger_card
+from core.advice.remedies import RemedyKind, _bigger_card, _offload_optimizer, remedies_for
 from core.cli.app import main
 from core.dtypes import Quant
 from core.errors import PlanError
 from core.estimate import estimate
-from core.plan import Attention, Engine, Float8, Method, Optimizer, Stack, TorchVersion
+from core.plan import Attention, Engine, Float8, Method, Offload, Optimizer, Stack, Strategy, TorchVersion
 from core.presets import default_plan
 from core.runtime import runs_mps
 from core.training.activations import layer_activations
@@ -51,6 +51,13 @@ REFUSED: list[tuple[str, Any, str, str]] = [
     ("paged AdamW", lambda p: p.with_changes(optimizer=Optimizer.PAGED_ADAMW), "optimizer", "CUDA managed memory"),
     ("QLoRA, old bitsandbytes", lambda p: p.with_method(Method.QLORA, bnb_legacy=True), "bnb_legacy", "CUDA only"),
     ("float8", lambda p: p.with_changes(float8=Float8.TENSORWISE), "float8", "float8 matmuls"),
+    # DeepSpeed edaa7221 accelerator/mps_accelerator.py: get_op_builder returns NotImplementedBuilder (no CPU Adam).
+    (
+        "ZeRO-Offload",
+        lambda p: p.with_layout(strategy=Strategy.ZERO2, offload=Offload.OPTIMIZER),
+        "parallel.offload",
+        "NotImplementedBuilder",
+    ),
     ("Megatron", lambda p: p.with_changes(stack=Stack.MEGATRON), "stack", "Transformer Engine"),
     ("serving over 2 GPUs", lambda p: p.with_inference(tensor_parallel=2), "inference.tensor_parallel", "one GPU"),
     (
@@ -149,6 +156,16 @@ def test_the_command_line_refuses_a_mac_plan_with_the_reason(capsys: pytest.Capt
     argv = ["estimate", "--model", "llama-3.1-8b", "--method", "lora", "--gpu", MAC, "--attention", "flash"]
     assert main(argv) != 0
     assert "CUDA / ROCm extension" in capsys.readouterr().err
+
+
+def test_the_diagnosis_on_a_mac_never_offers_zero_offload() -> None:
+    # Full fine-tuning of Llama 3.1 8B (presets) on a 16 GB M1 does not fit; the Diagnosis offered "Optimizer
+    # state on the CPU (DeepSpeed ZeRO-Offload)", which DeepSpeed's MPS accelerator cannot build (edaa7221).
+    plan = default_plan().with_method(Method.FULL).with_hardware(gpu="apple-m1-16gb")
+    assert not estimate(plan).fits
+    assert _offload_optimizer(plan.with_hardware(gpu=CUDA)) is not None  # on an A100 it is offered
+    kinds = {r.kind for r in remedies_for(plan)}
+    assert RemedyKind.OFFLOAD_OPTIMIZER not in kinds
 
 
 def test_a_bigger_card_for_a_multi_gpu_plan_skips_the_macs_it_cannot_move_to() -> None:

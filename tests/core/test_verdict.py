@@ -29,6 +29,16 @@ def test_judge_bands() -> None:
     assert judge(101, 100, 0.1).verdict is Verdict.OOM
 
 
+def test_a_fit_with_margin_holds_the_estimates_whole_range_within_the_usable_memory() -> None:
+    # A 100-byte card with 10 % headroom: 90 usable. A total of 85 whose range reaches 95 fits (the range's top
+    # is under the capacity) by 5, less than the 10 the range rises above it: no margin (branch h59qtp).
+    narrow = judge(85, 100, 0.1, low_bytes=80, high_bytes=95)
+    assert narrow.verdict is Verdict.FITS and not narrow.fits_with_margin
+    assert judge(85, 100, 0.1, low_bytes=80, high_bytes=90).fits_with_margin  # its top at the usable 90
+    assert judge(85, 100, 0.1).fits_with_margin  # a total without a range: the total is its top
+    assert not judge(91, 100, 0.1).fits_with_margin  # over headroom is no fit at all
+
+
 def test_serving_is_judged_by_the_same_rule_with_three_states() -> None:
     plan = Plan(model=find_model("llama-3.1-8b").spec, hardware=Hardware(gpu="l4"))
     seen = set()
