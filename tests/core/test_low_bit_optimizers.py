@@ -405,3 +405,18 @@ def test_muons_matmuls_are_said_as_part_of_the_optimizer_step() -> None:
     # At 2,048 tokens a step the matmuls (about 7e14 FLOPs) are most of the step (the test above: > 4 x AdamW's).
     assert muon.optimizer_seconds_per_step > 0.75 * muon.step_seconds
     assert "Newton-Schulz" not in estimate(_plan(Optimizer.ADAMW)).compute.fixed_step
+
+
+def test_the_optimizer_fields_tooltip_gives_8bit_adamws_absmax_bytes_as_the_estimate_counts_them() -> None:
+    """The Optimizer field's tooltip said bitsandbytes' 8-bit AdamW keeps "two bytes + 4 B per 256": each of its two
+    moments has its own float32 absmax per block of 256 (bitsandbytes 95f9af30 bitsandbytes/optim/optimizer.py
+    Optimizer2State.init_state: absmax1 and absmax2), 8 B per 256, as the estimate charges it and as the
+    8-bit AdamW entry of the Optimizer list (OPTIMIZER_TOOLTIPS) says."""
+    plan = _plan(Optimizer.ADAMW_8BIT)
+    quantised = param_counts(plan).trainable - small_state_elements(plan)
+    term = next(t for t in optimizer_terms(*_args(plan)) if t.label.startswith("8-bit Adam moments"))
+    absmax_per_256 = (term.bytes / quantised - 2) * 256  # two uint8 codes an element, the rest the blocks' absmax
+    assert absmax_per_256 == pytest.approx(8)  # 2 moments x 4 B (float32 absmax) per block of 256
+    tooltip = input_at("optimizer").tooltip
+    assert f"8-bit AdamW (bitsandbytes) two bytes + {absmax_per_256:.0f} B per 256" in tooltip
+    assert f"2 B + {absmax_per_256:.0f} B per 256" in OPTIMIZER_TOOLTIPS[Optimizer.ADAMW_8BIT]
