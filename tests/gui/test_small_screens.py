@@ -292,10 +292,10 @@ def test_each_mode_lists_its_own_symptoms(qtbot: Any, window: MainWindow) -> Non
 
 
 def test_the_training_diagnosis_wraps_inside_the_dock_at_1024_by_700(qtbot: Any, window: MainWindow) -> None:
-    """h58left: at 1024 × 700 the remedy "Frozen base loaded in bf16 (from_pretrained(torch_dtype=torch.bfloat16))", now "… (torch_dtype=torch.bfloat16)",
-    (core.advice.remedies, branch h57opt) held one 319 px word in a 256 px dock: the tab was laid out 467 px wide
-    and every sentence in it was cut on the right (the headline, the state line "33.0 GB = 32.2 GB …"). A long
-    word breaks at its punctuation; the title reads the same."""
+    """h58left: at 1024 × 700 the remedy "Frozen base loaded in bf16 (from_pretrained(torch_dtype=torch.bfloat16))",
+    now "… (torch_dtype=torch.bfloat16)", (core.advice.remedies, branch h57opt) held one 319 px word in a 256 px
+    dock: the tab was laid out 467 px wide and every sentence in it was cut on the right (the headline, the state
+    line "33.0 GB = 32.2 GB …"). A long word breaks at its punctuation; the title reads the same."""
     # LoRA on Llama 3.1 8B as its preset loads it (float32 weights, bf16 autocast) on an RTX 4090.
     plan = plan_for_model("llama-3.1-8b").with_method(Method.LORA).with_hardware(gpu="rtx-4090")
     window.controller.reset(plan)
