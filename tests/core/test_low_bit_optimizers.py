@@ -420,3 +420,22 @@ def test_the_optimizer_fields_tooltip_gives_8bit_adamws_absmax_bytes_as_the_esti
     tooltip = input_at("optimizer").tooltip
     assert f"8-bit AdamW (bitsandbytes) two bytes + {absmax_per_256:.0f} B per 256" in tooltip
     assert f"2 B + {absmax_per_256:.0f} B per 256" in OPTIMIZER_TOOLTIPS[Optimizer.ADAMW_8BIT]
+
+
+def test_a_muon_pipeline_stage_holds_its_blocks_momentum_and_its_embeddings_adamw_moments() -> None:
+    """Under pipeline parallel a stage's optimizer state was its share of the whole state at the model's average bytes
+    an element; Muon's groups hold 4 B (one float32 momentum) and 8 B (AdamW's two float32 moments) an element, so
+    the first stage of Llama 3.2 1B, 8 blocks and the tied 128,256 x 2,048 embedding, was counted 3.63 GB for its
+    4.05 GB."""
+    plan = (
+        _plan(Optimizer.MUON, Preset.FP32_AUTOCAST_BF16)
+        .with_changes(model=find_model("llama-3.2-1b").spec, model_id="llama-3.2-1b")
+        .with_parallel(gpus_per_node=2, pipeline_parallel=2)
+    )
+    # Llama 3.2 1B (hf config.json): hidden 2,048, 512-wide k and v, intermediate 8,192, 16 blocks, vocabulary
+    # 128,256, two RMSNorm vectors a block. Stage 1 of 2: blocks 0-7 and the embedding.
+    d = 2048
+    block_matrices = 2 * d * d + 2 * d * 512 + 3 * d * 8192  # q, o; k, v; gate, up, down
+    momentum = 8 * block_matrices * 4  # torch/optim/_muon.py: momentum_buffer = zeros_like(grad), float32 grads
+    adamw = (128_256 * d + 8 * 2 * d) * 2 * 4  # exp_avg, exp_avg_sq of the embedding and the 16 norms, float32
+    assert estimate(plan).bucket(BucketKey.OPTIMIZER).bytes == pytest.approx(momentum + adamw)
