@@ -1111,12 +1111,12 @@ def _muon_pass_bytes(plan: Plan, counts: ParamCounts, elements: float, dt: Dtype
 
 
 def muon_feature(plan: Plan, stage: Stage, family: Generation, gpu: GpuSpec) -> dict[str, float]:
-    """Muon's Newton-Schulz matmuls (optimizer.muon_ns_flops) for the stage's blocks, once a step, as bf16 matmuls at
-    the card's bf16 peak (``grad.bfloat16()``); none for the other optimizers."""
+    """Muon's Newton-Schulz matmuls (optimizer.muon_ns_flops) for the stage's trained blocks (a frozen block has none),
+    once a step, as bf16 matmuls at the card's bf16 peak (``grad.bfloat16()``); none for the other optimizers."""
     if plan.optimizer is not Optimizer.MUON:
         return {}
     peak = gpu.peak_tflops("bf16")
-    flops = muon_ns_flops(plan) * stage.layers / plan.model.num_layers
+    flops = muon_ns_flops(plan) * trainable_layers(plan, stage) / muon_layers(plan)
     # Its own name (core.training.efficiency.derived ties it to the matmuls' coefficient) so that the Compute & time
     # arithmetic counts it in the optimizer step, which it is: once a step, whatever the batch.
     key = f"optimizer_gemm:{family.value}/{_stack_kind(plan, family, '16-bit')}"

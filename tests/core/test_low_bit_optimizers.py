@@ -13,7 +13,7 @@ import json
 import pytest
 
 from core.breakdown import BucketKey
-from core.catalogue import find_model
+from core.catalogue import find_gpu, find_model, generation
 from core.cli.app import build_parser
 from core.cli.plans import plan_from_args
 from core.errors import PlanError, PlanFileError
@@ -39,7 +39,7 @@ from core.training.optimizer import (
     small_state_elements,
     trainable_tensors,
 )
-from core.training.speed import rank_trainable, step_host_kernels, step_pass_bytes
+from core.training.speed import muon_feature, rank_trainable, step_host_kernels, step_pass_bytes
 
 NEW = (
     Optimizer.AO_ADAMW_8BIT,
@@ -439,3 +439,25 @@ def test_a_muon_pipeline_stage_holds_its_blocks_momentum_and_its_embeddings_adam
     momentum = 8 * block_matrices * 4  # torch/optim/_muon.py: momentum_buffer = zeros_like(grad), float32 grads
     adamw = (128_256 * d + 8 * 2 * d) * 2 * 4  # exp_avg, exp_avg_sq of the embedding and the 16 norms, float32
     assert estimate(plan).bucket(BucketKey.OPTIMIZER).bytes == pytest.approx(momentum + adamw)
+
+
+def test_muons_matmuls_on_a_pipeline_stage_are_its_own_trained_blocks() -> None:
+    """Frozen-layer training under two pipeline stages: the Newton-Schulz matmuls of a stage are those of the blocks
+    that train on it (none of the frozen ones), not the whole model's trained blocks spread evenly over its blocks."""
+    plan = (
+        _plan(Optimizer.MUON, Preset.FP32_AUTOCAST_BF16)
+        .with_changes(model=find_model("llama-3.2-1b").spec, model_id="llama-3.2-1b")
+        .with_changes(method=Method.FROZEN, frozen_layers=4)
+        .with_parallel(gpus_per_node=2, pipeline_parallel=2)
+    )
+    first, last = layout(plan).stages  # blocks 0-7 (0-3 frozen) and 8-15
+    # Llama 3.2 1B's block (hf config.json: hidden 2,048, k and v 512 wide, intermediate 8,192); per matrix, m <= n,
+    # five rounds of 4·m²·n + 2·m³ (torch/optim/_muon.py _zeropower_via_newtonschulz)
+    def ns(m: int, n: int) -> float:
+        return 5 * (4 * m * m * n + 2 * m**3)
+
+    per_block = 2 * ns(2048, 2048) + 2 * ns(512, 2048) + 3 * ns(2048, 8192)  # q, o; k, v; gate, up, down
+    gpu = find_gpu("a100-80gb-sxm")
+    for stage, trained in ((first, 4), (last, 8)):
+        (seconds,) = muon_feature(plan, stage, generation(gpu.id), gpu).values()
+        assert seconds * gpu.peak_tflops("bf16") * 1e12 == pytest.approx(trained * per_block)
