@@ -461,3 +461,21 @@ def test_muons_matmuls_on_a_pipeline_stage_are_its_own_trained_blocks() -> None:
     for stage, trained in ((first, 4), (last, 8)):
         (seconds,) = muon_feature(plan, stage, generation(gpu.id), gpu).values()
         assert seconds * gpu.peak_tflops("bf16") * 1e12 == pytest.approx(trained * per_block)
+
+
+def test_muons_extra_passes_on_a_pipeline_stage_are_over_its_own_blocks_matrices() -> None:
+    """The first of two stages of Llama 3.2 1B holds 8 blocks' matrices and the tied embedding: Muon's passes beyond
+    the fused count run over those 8 blocks' 486.5 M elements, not over the stage's share of all of Muon's (590 M)."""
+    plan = (
+        _plan(Optimizer.MUON, Preset.FP32_AUTOCAST_BF16)
+        .with_changes(model=find_model("llama-3.2-1b").spec, model_id="llama-3.2-1b", grad_clip=False)
+        .with_changes(optimizer_impl=OptimizerImpl.FUSED)
+        .with_parallel(gpus_per_node=2, pipeline_parallel=2)
+    )
+    first = layout(plan).stages[0]
+    d = 2048  # Llama 3.2 1B (hf config.json): hidden 2,048, k and v 512 wide, intermediate 8,192
+    muon = 8 * (2 * d * d + 2 * d * 512 + 3 * d * 8192)
+    # speed._muon_pass_bytes at a float32 gradient and parameter: lerp's gradient read, the update written and read
+    # by the cast, the buffer's read (4 x 4 B); the bf16 iterate's cast, norm, div_ read and write, add_'s read
+    # (5 x 2 B); param.mul_'s read and write (2 x 4 B); the fused AdamW group over the embedding: nothing more.
+    assert step_pass_bytes(plan, param_counts(plan), first) == pytest.approx(muon * (4 * 4 + 5 * 2 + 2 * 4))
