@@ -25,7 +25,7 @@ from core.inputs import OPTIMIZER_LABELS, OPTIMIZER_TOOLTIPS, input_at
 from core.mac import mac_refusal
 from core.parallel.layout import layout
 from core.params import ParamCounts, param_counts
-from core.plan import Method, Optimizer, OptimizerImpl, Plan, Preset, Strategy
+from core.plan import Float8, Method, Optimizer, OptimizerImpl, Plan, Preset, Strategy
 from core.presets import default_plan
 from core.roles import Dtypes, dtypes_for
 from core.training.lesson import LESSON_OPTIMIZER_BYTES
@@ -479,3 +479,23 @@ def test_muons_extra_passes_on_a_pipeline_stage_are_over_its_own_blocks_matrices
     # by the cast, the buffer's read (4 x 4 B); the bf16 iterate's cast, norm, div_ read and write, add_'s read
     # (5 x 2 B); param.mul_'s read and write (2 x 4 B); the fused AdamW group over the embedding: nothing more.
     assert step_pass_bytes(plan, param_counts(plan), first) == pytest.approx(muon * (4 * 4 + 5 * 2 + 2 * 4))
+
+
+@pytest.mark.parametrize(
+    ("gpu", "said"),
+    [
+        ("a100-80gb-sxm", True),  # Ampere, compute capability 8.0: no fp8
+        ("apple-m2-max-96gb", True),  # an Apple GPU: torchao's optimizers are tested on CPU and CUDA only
+        ("h100-sxm", False),  # Hopper, 9.0
+        ("rtx-4090", False),  # Ada, 8.9
+    ],
+)
+def test_torchaos_fp8_adamw_on_a_card_without_fp8_is_said(gpu: str, said: bool) -> None:
+    """pytorch/ao 36027d82 torchao/optim/README.md: "For FP8 optimizers on CUDA, PyTorch >= 2.4 and CUDA compute
+    capability >= 8.9 are required". An A100 plan with ao-adamw-fp8 was estimated with no word."""
+    plan = _plan(Optimizer.AO_ADAMW_FP8).with_hardware(gpu=gpu)
+    problem = estimate(plan).compute.float8_problem
+    assert (problem is not None and "AdamWFp8" in problem) is said
+    if said and not gpu.startswith("apple"):  # float8 linears asked too (an Apple GPU refuses them): both are said
+        both = estimate(plan.with_changes(float8=Float8.ROWWISE)).compute.float8_problem
+        assert both is not None and "FP8 tensor cores" in both and "AdamWFp8" in both
