@@ -1133,7 +1133,7 @@ INPUTS: Final[tuple[Input, ...]] = (
           labels=AUTOCAST_LABELS, matters=lambda p: p.preset is Preset.CUSTOM, cli_switch=True),
     Input("optimizer", Kind.ENUM, "Optimizer", "Optimizer", Optimizer.ADAMW,
           "AdamW keeps two float32 moments per trainable parameter (8 bytes); 8-bit AdamW (bitsandbytes) two "
-          "bytes + 4 B per 256 (blocks' absmax); torchao AdamW 8-bit the same, 4-bit 1 byte + 8 B per 128, FP8 "
+          "bytes + 8 B per 256 (blocks' absmax); torchao AdamW 8-bit the same, 4-bit 1 byte + 8 B per 128, FP8 "
           "2 bytes + 8 B per 256 (pytorch/ao torchao/optim); AnyPrecisionAdamW as llama-recipes runs it two bf16 "
           "moments (4 bytes), 6 with its bf16 Kahan buffer; Lion one momentum (4 bytes, 8-bit 1 byte + 4 B per "
           "256: bitsandbytes); SGD with momentum one buffer; Adafactor factored moments.",

@@ -89,10 +89,11 @@ from core.parallel.layout import (
     no_sync_grad_bytes,
     outside_params,
     train_share,
+    trainable_layers,
     weight_share,
 )
 from core.params import ParamCounts, quantised_block_params
-from core.plan import TE_FLOAT8, Float8, Method, Offload, Plan, Stack, Strategy, TorchVersion
+from core.plan import TE_FLOAT8, Float8, Method, Offload, Optimizer, Plan, Stack, Strategy, TorchVersion
 from core.roles import (
     Dtypes,
     cast_weights_label,
@@ -102,6 +103,7 @@ from core.roles import (
     qlora_unquantised_bytes,
     stored_weight_dtype,
 )
+from core.training.optimizer import muon_elements, muon_layers
 from core.units import MiB
 
 # The single-GPU optimizer terms at given dtypes (core.training.optimizer.optimizer_terms of
@@ -179,6 +181,27 @@ def _scaled(terms: list[Term], share: float, why: str) -> list[Term]:
     if share == 1.0:
         return terms
     return [Term(f"{t.label} ({why})", f"({t.formula}) × {share:.4g}", t.bytes * share) for t in terms]
+
+
+def _optimizer_share(
+    plan: Plan, counts: ParamCounts, stage: Stage, optim: list[Term], t_share: float, why: str
+) -> list[Term]:
+    """The stage's optimizer state: its share of the trainable parameters', except Muon's (DDP and pipeline stages
+    only, Plan._check_muon), whose two groups hold unlike bytes an element: its momentum (one buffer) follows the
+    stage's blocks, AdamW's two moments what else trains there (the embedding on the first stage). A stage's share
+    of the whole state would give the embedding's stage the blocks' average bytes."""
+    if plan.optimizer is not Optimizer.MUON or t_share == 1.0:
+        return _scaled(optim, t_share, why)
+    muon = min(counts.trainable, muon_elements(plan))
+    muon_share = trainable_layers(plan, stage) / muon_layers(plan)
+    rest = counts.trainable - muon
+    rest_share = max(0.0, t_share * counts.trainable - muon * muon_share) / rest if rest else 0.0
+    shares = {"Muon momentum": muon_share, "AdamW moments of the rest": rest_share}
+    out: list[Term] = []
+    for term in optim:
+        share = next((v for k, v in shares.items() if term.label.startswith(k)), t_share)
+        out += _scaled([term], share, why)
+    return out
 
 
 def _sharded(terms: list[Term], dp: float) -> list[Term]:
@@ -262,7 +285,7 @@ def rank_state(
     t_share = train_share(plan, stage, lay.tensor_parallel)
     weights = _scaled(weights, w_share, why)
     grads = _scaled(grads, t_share, why)
-    optim = _scaled(optim, t_share, why)
+    optim = _optimizer_share(plan, counts, stage, optim, t_share, why)
     rank = _Rank(plan, counts, dt, lay, stage, weights, grads, optim, t_share, optimizer_at)
     return _strategy_state(rank)
 

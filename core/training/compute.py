@@ -27,7 +27,7 @@ from core.format import hours as format_hours
 from core.memo import fills_fields
 from core.parallel.comm import CommTerm, StepComm, step_communication
 from core.params import ParamCounts
-from core.plan import Accounting, Float8, Plan, as_run
+from core.plan import Accounting, Float8, Optimizer, Plan, as_run
 from core.training.efficiency import coefficient
 from core.training.flops import METHOD_SOURCE, FlopTerm, method_work, token_flops
 from core.training.host import HostStep, host_step
@@ -107,7 +107,7 @@ class Compute:
     mfu: float = 0.0  # see MFU_CONVENTION
     tokens_per_second_per_gpu: float = 0.0
     compute_parts: tuple[ComputePart, ...] = ()
-    float8_problem: str | None = None  # float8 asked on a card without FP8 tensor cores
+    float8_problem: str | None = None  # float8 linears or torchao's FP8 AdamW on a card without FP8 tensor cores
 
     @property
     def parts_sentence(self) -> str:
@@ -478,6 +478,21 @@ def compute_estimate(plan: Plan, counts: ParamCounts, gpu: GpuSpec) -> Compute:
 
 
 def _float8_problem(plan: Plan, gpu: GpuSpec) -> str | None:
+    linears = _float8_linears_problem(plan, gpu)
+    if plan.optimizer is not Optimizer.AO_ADAMW_FP8 or gpu.tflops_dense.get("fp8"):
+        return linears
+    # pytorch/ao 36027d82 torchao/optim/README.md: "For FP8 optimizers on CUDA, PyTorch >= 2.4 and CUDA compute
+    # capability >= 8.9 are required" (the cards with FP8 tensor cores: Ada, Hopper, Blackwell); "We only test on
+    # CPU and CUDA".
+    optimizer = (
+        f"torchao's AdamWFp8 needs an fp8 card (CUDA compute capability 8.9 or above: Ada, Hopper, Blackwell); "
+        f"the {gpu.name} has none, so this optimizer will not run there; torchao's AdamW8bit (ao-adamw-8bit) keeps "
+        "about the same bytes"
+    )
+    return f"{linears}; {optimizer}" if linears else optimizer
+
+
+def _float8_linears_problem(plan: Plan, gpu: GpuSpec) -> str | None:
     if gpu.tflops_dense.get("fp8") and mxfp8_unsupported(plan, gpu):
         return (
             f"Transformer Engine's MXFP8 recipe needs Blackwell's block-scaled fp8 GEMMs; the {gpu.name} has "

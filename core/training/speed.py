@@ -1082,7 +1082,7 @@ def step_pass_bytes(plan: Plan, counts: ParamCounts, stage: Stage) -> float:
     state = params = 0.0
     own = 0.0  # AnyPrecisionAdamW's passes over its bf16 moments
     if _torch_optim(plan) and plan.optimizer is Optimizer.MUON:
-        return elements * grads * dt.grad + _muon_pass_bytes(plan, counts, elements, dt)
+        return elements * grads * dt.grad + _muon_pass_bytes(plan, stage, elements, dt)
     if _torch_optim(plan):
         extra_grads, state = UNFUSED_PASSES.get((plan.optimizer, plan.optimizer_impl), (0.0, 0.0))
         if plan.optimizer in ANYPRECISION_PASSES:
@@ -1095,13 +1095,13 @@ def step_pass_bytes(plan: Plan, counts: ParamCounts, stage: Stage) -> float:
     return elements * ((grads + state) * dt.grad + params * dt.param + own * ANYPRECISION_MOMENT_BYTES)
 
 
-def _muon_pass_bytes(plan: Plan, counts: ParamCounts, elements: float, dt: Dtypes) -> float:
+def _muon_pass_bytes(plan: Plan, stage: Stage, elements: float, dt: Dtypes) -> float:
     """Muon's step beyond the fused count (optimizer_step_bytes) per element it steps, read off
     ``_single_tensor_muon``: ``grad.lerp(buf)`` reads the gradient and the buffer once more and writes the update
     (gradient dtype); the bf16 iterate's cast (off a non-bf16 update), norm, div_ and the final read by add_ (the
     Newton-Schulz matmuls are timed as matmuls: speed.muon_feature); ``param.mul_`` reads and writes the parameter
     once more. The AdamW group's torch passes (UNFUSED_PASSES) over the rest."""
-    muon = min(elements, muon_elements(plan) * elements / max(1, counts.trainable))  # the stage's share
+    muon = min(elements, muon_elements(plan) * trainable_layers(plan, stage) / muon_layers(plan))  # the stage's blocks
     cast = dt.grad != MUON_X_BYTES
     grads = 2.0 + (1.0 if cast else 0.0)  # lerp's read of g, the update written (and read by the cast)
     bf16 = 4.0 + (1.0 if cast else 0.0)  # X written by the cast, norm, div_ read and write, add_'s read
@@ -1111,12 +1111,12 @@ def _muon_pass_bytes(plan: Plan, counts: ParamCounts, elements: float, dt: Dtype
 
 
 def muon_feature(plan: Plan, stage: Stage, family: Generation, gpu: GpuSpec) -> dict[str, float]:
-    """Muon's Newton-Schulz matmuls (optimizer.muon_ns_flops) for the stage's blocks, once a step, as bf16 matmuls at
-    the card's bf16 peak (``grad.bfloat16()``); none for the other optimizers."""
+    """Muon's Newton-Schulz matmuls (optimizer.muon_ns_flops) for the stage's trained blocks (a frozen block has none),
+    once a step, as bf16 matmuls at the card's bf16 peak (``grad.bfloat16()``); none for the other optimizers."""
     if plan.optimizer is not Optimizer.MUON:
         return {}
     peak = gpu.peak_tflops("bf16")
-    flops = muon_ns_flops(plan) * stage.layers / plan.model.num_layers
+    flops = muon_ns_flops(plan) * trainable_layers(plan, stage) / muon_layers(plan)
     # Its own name (core.training.efficiency.derived ties it to the matmuls' coefficient) so that the Compute & time
     # arithmetic counts it in the optimizer step, which it is: once a step, whatever the batch.
     key = f"optimizer_gemm:{family.value}/{_stack_kind(plan, family, '16-bit')}"

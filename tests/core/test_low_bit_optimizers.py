@@ -13,7 +13,7 @@ import json
 import pytest
 
 from core.breakdown import BucketKey
-from core.catalogue import find_model
+from core.catalogue import find_gpu, find_model, generation
 from core.cli.app import build_parser
 from core.cli.plans import plan_from_args
 from core.errors import PlanError, PlanFileError
@@ -25,7 +25,7 @@ from core.inputs import OPTIMIZER_LABELS, OPTIMIZER_TOOLTIPS, input_at
 from core.mac import mac_refusal
 from core.parallel.layout import layout
 from core.params import ParamCounts, param_counts
-from core.plan import Method, Optimizer, OptimizerImpl, Plan, Preset, Strategy
+from core.plan import Float8, Method, Optimizer, OptimizerImpl, Plan, Preset, Strategy
 from core.presets import default_plan
 from core.roles import Dtypes, dtypes_for
 from core.training.lesson import LESSON_OPTIMIZER_BYTES
@@ -39,7 +39,7 @@ from core.training.optimizer import (
     small_state_elements,
     trainable_tensors,
 )
-from core.training.speed import rank_trainable, step_host_kernels, step_pass_bytes
+from core.training.speed import muon_feature, rank_trainable, step_host_kernels, step_pass_bytes
 
 NEW = (
     Optimizer.AO_ADAMW_8BIT,
@@ -405,3 +405,97 @@ def test_muons_matmuls_are_said_as_part_of_the_optimizer_step() -> None:
     # At 2,048 tokens a step the matmuls (about 7e14 FLOPs) are most of the step (the test above: > 4 x AdamW's).
     assert muon.optimizer_seconds_per_step > 0.75 * muon.step_seconds
     assert "Newton-Schulz" not in estimate(_plan(Optimizer.ADAMW)).compute.fixed_step
+
+
+def test_the_optimizer_fields_tooltip_gives_8bit_adamws_absmax_bytes_as_the_estimate_counts_them() -> None:
+    """The Optimizer field's tooltip said bitsandbytes' 8-bit AdamW keeps "two bytes + 4 B per 256": each of its two
+    moments has its own float32 absmax per block of 256 (bitsandbytes 95f9af30 bitsandbytes/optim/optimizer.py
+    Optimizer2State.init_state: absmax1 and absmax2), 8 B per 256, as the estimate charges it and as the
+    8-bit AdamW entry of the Optimizer list (OPTIMIZER_TOOLTIPS) says."""
+    plan = _plan(Optimizer.ADAMW_8BIT)
+    quantised = param_counts(plan).trainable - small_state_elements(plan)
+    term = next(t for t in optimizer_terms(*_args(plan)) if t.label.startswith("8-bit Adam moments"))
+    absmax_per_256 = (term.bytes / quantised - 2) * 256  # two uint8 codes an element, the rest the blocks' absmax
+    assert absmax_per_256 == pytest.approx(8)  # 2 moments x 4 B (float32 absmax) per block of 256
+    tooltip = input_at("optimizer").tooltip
+    assert f"8-bit AdamW (bitsandbytes) two bytes + {absmax_per_256:.0f} B per 256" in tooltip
+    assert f"2 B + {absmax_per_256:.0f} B per 256" in OPTIMIZER_TOOLTIPS[Optimizer.ADAMW_8BIT]
+
+
+def test_a_muon_pipeline_stage_holds_its_blocks_momentum_and_its_embeddings_adamw_moments() -> None:
+    """Under pipeline parallel a stage's optimizer state was its share of the whole state at the model's average bytes
+    an element; Muon's groups hold 4 B (one float32 momentum) and 8 B (AdamW's two float32 moments) an element, so
+    the first stage of Llama 3.2 1B, 8 blocks and the tied 128,256 x 2,048 embedding, was counted 3.63 GB for its
+    4.05 GB."""
+    plan = (
+        _plan(Optimizer.MUON, Preset.FP32_AUTOCAST_BF16)
+        .with_changes(model=find_model("llama-3.2-1b").spec, model_id="llama-3.2-1b")
+        .with_parallel(gpus_per_node=2, pipeline_parallel=2)
+    )
+    # Llama 3.2 1B (hf config.json): hidden 2,048, 512-wide k and v, intermediate 8,192, 16 blocks, vocabulary
+    # 128,256, two RMSNorm vectors a block. Stage 1 of 2: blocks 0-7 and the embedding.
+    d = 2048
+    block_matrices = 2 * d * d + 2 * d * 512 + 3 * d * 8192  # q, o; k, v; gate, up, down
+    momentum = 8 * block_matrices * 4  # torch/optim/_muon.py: momentum_buffer = zeros_like(grad), float32 grads
+    adamw = (128_256 * d + 8 * 2 * d) * 2 * 4  # exp_avg, exp_avg_sq of the embedding and the 16 norms, float32
+    assert estimate(plan).bucket(BucketKey.OPTIMIZER).bytes == pytest.approx(momentum + adamw)
+
+
+def test_muons_matmuls_on_a_pipeline_stage_are_its_own_trained_blocks() -> None:
+    """Frozen-layer training under two pipeline stages: the Newton-Schulz matmuls of a stage are those of the blocks
+    that train on it (none of the frozen ones), not the whole model's trained blocks spread evenly over its blocks."""
+    plan = (
+        _plan(Optimizer.MUON, Preset.FP32_AUTOCAST_BF16)
+        .with_changes(model=find_model("llama-3.2-1b").spec, model_id="llama-3.2-1b")
+        .with_changes(method=Method.FROZEN, frozen_layers=4)
+        .with_parallel(gpus_per_node=2, pipeline_parallel=2)
+    )
+    first, last = layout(plan).stages  # blocks 0-7 (0-3 frozen) and 8-15
+    # Llama 3.2 1B's block (hf config.json: hidden 2,048, k and v 512 wide, intermediate 8,192); per matrix, m <= n,
+    # five rounds of 4·m²·n + 2·m³ (torch/optim/_muon.py _zeropower_via_newtonschulz)
+    def ns(m: int, n: int) -> float:
+        return 5 * (4 * m * m * n + 2 * m**3)
+
+    per_block = 2 * ns(2048, 2048) + 2 * ns(512, 2048) + 3 * ns(2048, 8192)  # q, o; k, v; gate, up, down
+    gpu = find_gpu("a100-80gb-sxm")
+    for stage, trained in ((first, 4), (last, 8)):
+        (seconds,) = muon_feature(plan, stage, generation(gpu.id), gpu).values()
+        assert seconds * gpu.peak_tflops("bf16") * 1e12 == pytest.approx(trained * per_block)
+
+
+def test_muons_extra_passes_on_a_pipeline_stage_are_over_its_own_blocks_matrices() -> None:
+    """The first of two stages of Llama 3.2 1B holds 8 blocks' matrices and the tied embedding: Muon's passes beyond
+    the fused count run over those 8 blocks' 486.5 M elements, not over the stage's share of all of Muon's (590 M)."""
+    plan = (
+        _plan(Optimizer.MUON, Preset.FP32_AUTOCAST_BF16)
+        .with_changes(model=find_model("llama-3.2-1b").spec, model_id="llama-3.2-1b", grad_clip=False)
+        .with_changes(optimizer_impl=OptimizerImpl.FUSED)
+        .with_parallel(gpus_per_node=2, pipeline_parallel=2)
+    )
+    first = layout(plan).stages[0]
+    d = 2048  # Llama 3.2 1B (hf config.json): hidden 2,048, k and v 512 wide, intermediate 8,192
+    muon = 8 * (2 * d * d + 2 * d * 512 + 3 * d * 8192)
+    # speed._muon_pass_bytes at a float32 gradient and parameter: lerp's gradient read, the update written and read
+    # by the cast, the buffer's read (4 x 4 B); the bf16 iterate's cast, norm, div_ read and write, add_'s read
+    # (5 x 2 B); param.mul_'s read and write (2 x 4 B); the fused AdamW group over the embedding: nothing more.
+    assert step_pass_bytes(plan, param_counts(plan), first) == pytest.approx(muon * (4 * 4 + 5 * 2 + 2 * 4))
+
+
+@pytest.mark.parametrize(
+    ("gpu", "said"),
+    [
+        ("a100-80gb-sxm", True),  # Ampere, compute capability 8.0: no fp8
+        ("apple-m2-max-96gb", True),  # an Apple GPU: torchao's optimizers are tested on CPU and CUDA only
+        ("h100-sxm", False),  # Hopper, 9.0
+        ("rtx-4090", False),  # Ada, 8.9
+    ],
+)
+def test_torchaos_fp8_adamw_on_a_card_without_fp8_is_said(gpu: str, said: bool) -> None:
+    """pytorch/ao 36027d82 torchao/optim/README.md: "For FP8 optimizers on CUDA, PyTorch >= 2.4 and CUDA compute
+    capability >= 8.9 are required". An A100 plan with ao-adamw-fp8 was estimated with no word."""
+    plan = _plan(Optimizer.AO_ADAMW_FP8).with_hardware(gpu=gpu)
+    problem = estimate(plan).compute.float8_problem
+    assert (problem is not None and "AdamWFp8" in problem) is said
+    if said and not gpu.startswith("apple"):  # float8 linears asked too (an Apple GPU refuses them): both are said
+        both = estimate(plan.with_changes(float8=Float8.ROWWISE)).compute.float8_problem
+        assert both is not None and "FP8 tensor cores" in both and "AdamWFp8" in both
