@@ -155,7 +155,7 @@ class Optimizer(StrEnum):
     PAGED_LION = "paged-lion"
     PAGED_LION_8BIT = "paged-lion-8bit"
     # torch.optim.Muon (torch 2.13.0 torch/optim/_muon.py) on the blocks' 2-D weight matrices, torch.optim.AdamW (the
-    # plan's implementation) on the rest, as its docstring says to (core.training.optimizer.muon_matrices).
+    # plan's implementation) on the rest, as its docstring says to (core.params.muon_matrices).
     MUON = "muon"
 
 

@@ -334,3 +334,32 @@ def param_counts(plan: Plan) -> ParamCounts:
             trainable = min(total, plan.lesson.trainable_override)
         return ParamCounts(total=total, active=active, trainable=trainable, adapter=0, frozen_base=total - trainable)
     return ParamCounts(total=total, active=active, trainable=total, adapter=0, frozen_base=0)
+
+
+# Muon (torch.optim.Muon, torch 2.13.0 torch/optim/_muon.py) steps the blocks' 2-D weight matrices; these counts
+# live here, beside the other parameter counts, so that core.training and core.parallel read one rule.
+def muon_matrices(plan: Plan) -> list[tuple[int, int]]:
+    """(in, out) of each 2-D weight matrix of one block that Muon steps: the attention projections (q|k|v fused or
+    not), o, and the MLP's (gate and up fused or not); biases and norms are 1-D (AdamW's). Dense models only (the
+    Plan refuses Muon on experts and latent attention)."""
+    m = plan.model
+    d, q, kv, i = m.hidden_size, m.q_width, m.kv_width, m.intermediate_size
+    shapes = [(d, q + 2 * kv)] if m.fused_qkv else [(d, q), (d, kv), (d, kv)]
+    shapes.append((q, d))
+    if m.fused_gate_up or not m.gated_mlp:
+        shapes += [(d, 2 * i if m.gated_mlp else i), (i, d)]
+    else:
+        shapes += [(d, i), (d, i), (i, d)]
+    return shapes
+
+
+def muon_layers(plan: Plan) -> int:
+    """Blocks whose matrices train (frozen-layer training freezes the first ones)."""
+    return plan.model.num_layers - (plan.frozen_layers if plan.method is Method.FROZEN else 0)
+
+
+def muon_elements(plan: Plan) -> int:
+    """Elements Muon steps, scaled with a parameter count given instead of derived."""
+    model = plan.model
+    n = muon_layers(plan) * sum(a * b for a, b in muon_matrices(plan))
+    return round(n * model.params_scale) if model.params_override else n

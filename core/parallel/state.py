@@ -92,7 +92,7 @@ from core.parallel.layout import (
     trainable_layers,
     weight_share,
 )
-from core.params import ParamCounts, quantised_block_params
+from core.params import ParamCounts, muon_elements, muon_layers, quantised_block_params
 from core.plan import TE_FLOAT8, Float8, Method, Offload, Optimizer, Plan, Stack, Strategy, TorchVersion
 from core.roles import (
     Dtypes,
@@ -103,7 +103,6 @@ from core.roles import (
     qlora_unquantised_bytes,
     stored_weight_dtype,
 )
-from core.training.optimizer import muon_elements, muon_layers
 from core.units import MiB
 
 # The single-GPU optimizer terms at given dtypes (core.training.optimizer.optimizer_terms of

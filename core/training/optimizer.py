@@ -21,6 +21,9 @@ from core.params import (
     lokr_factorization,
     lycoris_matrix_tensors,
     miss_tensor_sizes,
+    muon_elements,
+    muon_layers,
+    muon_matrices,
     oft_blocks,
     oft_tensor_sizes,
     vera_tensor_sizes,
@@ -545,33 +548,6 @@ def _anyprecision_temporary(plan: Plan, dt: Dtypes) -> Term:
             big * (v + dt.param),
         )
     return Term("AnyPrecisionAdamW: sqrt(v) and its quotient, largest tensor", f"2 × {sci(big)} × {v:g} B", 2 * big * v)
-
-
-def muon_matrices(plan: Plan) -> list[tuple[int, int]]:
-    """(in, out) of each 2-D weight matrix of one block that Muon steps: the attention projections (q|k|v fused or
-    not), o, and the MLP's (gate and up fused or not); biases and norms are 1-D (AdamW's). Dense models only (the
-    Plan refuses Muon on experts and latent attention)."""
-    m = plan.model
-    d, q, kv, i = m.hidden_size, m.q_width, m.kv_width, m.intermediate_size
-    shapes = [(d, q + 2 * kv)] if m.fused_qkv else [(d, q), (d, kv), (d, kv)]
-    shapes.append((q, d))
-    if m.fused_gate_up or not m.gated_mlp:
-        shapes += [(d, 2 * i if m.gated_mlp else i), (i, d)]
-    else:
-        shapes += [(d, i), (d, i), (i, d)]
-    return shapes
-
-
-def muon_layers(plan: Plan) -> int:
-    """Blocks whose matrices train (frozen-layer training freezes the first ones)."""
-    return plan.model.num_layers - (plan.frozen_layers if plan.method is Method.FROZEN else 0)
-
-
-def muon_elements(plan: Plan) -> int:
-    """Elements Muon steps, scaled with a parameter count given instead of derived."""
-    model = plan.model
-    n = muon_layers(plan) * sum(a * b for a, b in muon_matrices(plan))
-    return round(n * model.params_scale) if model.params_override else n
 
 
 def muon_ns_flops(plan: Plan) -> float:

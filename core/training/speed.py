@@ -45,7 +45,7 @@ from core.parallel.layout import (
     train_share,
     trainable_layers,
 )
-from core.params import ParamCounts
+from core.params import ParamCounts, muon_elements, muon_layers, muon_matrices
 from core.plan import (
     TE_FLOAT8,
     Accounting,
@@ -71,9 +71,6 @@ from core.training.optimizer import (
     AO_LOW_BIT,
     LION_FAMILY,
     MUON_X_BYTES,
-    muon_elements,
-    muon_layers,
-    muon_matrices,
     muon_ns_flops,
     optimizer_terms,
     trainable_tensors,

@@ -24,14 +24,13 @@ from core.files.runconfig import loads_run_config
 from core.inputs import OPTIMIZER_LABELS, OPTIMIZER_TOOLTIPS, input_at
 from core.mac import mac_refusal
 from core.parallel.layout import layout
-from core.params import ParamCounts, param_counts
+from core.params import ParamCounts, muon_elements, param_counts
 from core.plan import Float8, Method, Optimizer, OptimizerImpl, Plan, Preset, Strategy
 from core.presets import default_plan
 from core.roles import Dtypes, dtypes_for
 from core.training.lesson import LESSON_OPTIMIZER_BYTES
 from core.training.optimizer import (
     AO_LOW_BIT,
-    muon_elements,
     muon_ns_flops,
     optimizer_step_temporary,
     optimizer_terms,
