@@ -192,7 +192,7 @@ def _optimizer_share(
     if plan.optimizer is not Optimizer.MUON or t_share == 1.0:
         return _scaled(optim, t_share, why)
     muon = min(counts.trainable, muon_elements(plan))
-    muon_share = trainable_layers(plan, stage) / muon_layers(plan)
+    muon_share = trainable_layers(plan, stage) / max(1, muon_layers(plan))  # every block frozen: no momentum
     rest = counts.trainable - muon
     rest_share = max(0.0, t_share * counts.trainable - muon * muon_share) / rest if rest else 0.0
     shares = {"Muon momentum": muon_share, "AdamW moments of the rest": rest_share}

@@ -1098,7 +1098,7 @@ def _muon_pass_bytes(plan: Plan, stage: Stage, elements: float, dt: Dtypes) -> f
     (gradient dtype); the bf16 iterate's cast (off a non-bf16 update), norm, div_ and the final read by add_ (the
     Newton-Schulz matmuls are timed as matmuls: speed.muon_feature); ``param.mul_`` reads and writes the parameter
     once more. The AdamW group's torch passes (UNFUSED_PASSES) over the rest."""
-    muon = min(elements, muon_elements(plan) * trainable_layers(plan, stage) / muon_layers(plan))  # the stage's blocks
+    muon = min(elements, muon_elements(plan) * trainable_layers(plan, stage) / max(1, muon_layers(plan)))
     cast = dt.grad != MUON_X_BYTES
     grads = 2.0 + (1.0 if cast else 0.0)  # lerp's read of g, the update written (and read by the cast)
     bf16 = 4.0 + (1.0 if cast else 0.0)  # X written by the cast, norm, div_ read and write, add_'s read
@@ -1113,7 +1113,7 @@ def muon_feature(plan: Plan, stage: Stage, family: Generation, gpu: GpuSpec) -> 
     if plan.optimizer is not Optimizer.MUON:
         return {}
     peak = gpu.peak_tflops("bf16")
-    flops = muon_ns_flops(plan) * trainable_layers(plan, stage) / muon_layers(plan)
+    flops = muon_ns_flops(plan) * trainable_layers(plan, stage) / max(1, muon_layers(plan))  # every block frozen: 0
     # Its own name (core.training.efficiency.derived ties it to the matmuls' coefficient) so that the Compute & time
     # arithmetic counts it in the optimizer step, which it is: once a step, whatever the batch.
     key = f"optimizer_gemm:{family.value}/{_stack_kind(plan, family, '16-bit')}"

@@ -9,6 +9,7 @@ tools/measure/optimizer_state_check.py (torch 2.13.0, torchao 0.18.0, bitsandbyt
 from __future__ import annotations
 
 import json
+import math
 
 import pytest
 
@@ -498,3 +499,17 @@ def test_torchaos_fp8_adamw_on_a_card_without_fp8_is_said(gpu: str, said: bool) 
     if said and not gpu.startswith("apple"):  # float8 linears asked too (an Apple GPU refuses them): both are said
         both = estimate(plan.with_changes(float8=Float8.ROWWISE)).compute.float8_problem
         assert both is not None and "FP8 tensor cores" in both and "AdamWFp8" in both
+
+
+@pytest.mark.parametrize("stages", [1, 2])
+def test_muon_with_every_block_frozen_steps_only_the_rest(stages: int) -> None:
+    """The fuzz (tests/core/test_fuzz.py, seed 4436429887283131) drew Muon with every block frozen: the per-stage
+    shares divided by the number of trained blocks, 0, and the estimate raised ZeroDivisionError. With no block
+    training, Muon steps nothing (no momentum, no Newton-Schulz matmuls) and AdamW steps what still trains."""
+    base = _plan(Optimizer.MUON)
+    plan = base.with_method(Method.FROZEN, frozen_layers=base.model.num_layers)
+    if stages > 1:
+        plan = plan.with_parallel(gpus_per_node=stages, pipeline_parallel=stages)
+    result = estimate(plan)
+    assert result.compute.step_seconds > 0 and math.isfinite(result.compute.step_seconds)
+    assert "Newton-Schulz" not in result.compute.fixed_step
