@@ -297,6 +297,19 @@ def _read_lycoris(taker: Taker, odd: OddValues, method: str) -> RunConfig:
     return _finish(taker, odd, model_ref, s, LYCORIS_IRRELEVANT, _NO_QUANT)
 
 
+def _refuse_dropout(taker: Taker, key: str, why: str) -> None:
+    """A PEFT method's dropout above 0 refused with ``why`` (each target would keep a dropped copy of its input)."""
+    dropout = taker.raw(key)
+    if dropout is not None and (isinstance(dropout, bool) or dropout != 0):
+        raise taker.fail(key, dropout, f"0 ({why})")
+
+
+def _refuse_bias(taker: Taker, own: str, why: str) -> None:
+    """A trained bias (PEFT's ``bias`` other than "none": "all" or the method's ``own`` word) refused with ``why``."""
+    if taker.word("bias", f"none, all or {own}") not in (None, "none"):
+        raise taker.fail("bias", taker.raw("bias"), f"none ({why})")
+
+
 def _read_vera(taker: Taker, odd: OddValues) -> RunConfig:
     """A VeraConfig (huggingface/peft 51c2ff66 src/peft/tuners/vera/config.py): r and target_modules. vera_dropout
     above 0 is refused (each target would keep its dropped copy of the input and a mask: not modelled), as a
@@ -305,11 +318,8 @@ def _read_vera(taker: Taker, odd: OddValues) -> RunConfig:
     taker.record("method", "vera", "peft_type")
     rank = taker.integer("r", "lora_rank", 1, 65_536)
     s["lora_rank"] = _or_default(taker, rank, "lora_rank", VERA_DEFAULT_RANK, "VeraConfig.r")
-    dropout = taker.raw("vera_dropout")
-    if dropout is not None and (isinstance(dropout, bool) or dropout != 0):
-        raise taker.fail("vera_dropout", dropout, "0 (VeRA's dropout copies are not modelled)")
-    if taker.word("bias", "none, all or vera_only") not in (None, "none"):
-        raise taker.fail("bias", taker.raw("bias"), "none (VeRA's trained biases are not modelled)")
+    _refuse_dropout(taker, "vera_dropout", "VeRA's dropout copies are not modelled")
+    _refuse_bias(taker, "vera_only", "VeRA's trained biases are not modelled")
     model_ref = _targets_and_model(taker, odd, s)
     taker.note("modules_to_save", "modules trained in full beside the vectors are not in the estimate")
     taker.note("layers_to_transform", "vectors on some layers only: the estimate adapts every layer")
@@ -330,11 +340,8 @@ def _read_miss(taker: Taker, odd: OddValues) -> RunConfig:
     if init is not None and not isinstance(init, bool):
         why = "true or false (MiSS's bat and mini forwards are not modelled: bat builds the whole weight every step)"
         raise taker.fail("init_weights", init, why)
-    dropout = taker.raw("miss_dropout")
-    if dropout is not None and (isinstance(dropout, bool) or dropout != 0):
-        raise taker.fail("miss_dropout", dropout, "0 (MiSS's dropped copies of the input are not modelled)")
-    if taker.word("bias", "none, all or MiSS_only") not in (None, "none"):
-        raise taker.fail("bias", taker.raw("bias"), "none (MiSS's trained biases are not modelled)")
+    _refuse_dropout(taker, "miss_dropout", "MiSS's dropped copies of the input are not modelled")
+    _refuse_bias(taker, "MiSS_only", "MiSS's trained biases are not modelled")
     model_ref = _targets_and_model(taker, odd, s)
     taker.note("modules_to_save", "modules trained in full beside the blocks are not in the estimate")
     taker.note("layers_to_transform", "blocks on some layers only: the estimate adapts every layer")
@@ -369,8 +376,7 @@ def _read_adalora(taker: Taker, odd: OddValues) -> RunConfig:
     if taker.raw("rank_pattern"):
         why = "null (a trained adapter's per-target ranks: the plan has one rank, init_r, for every target)"
         raise taker.fail("rank_pattern", taker.raw("rank_pattern"), why)
-    if taker.word("bias", "none, all or lora_only") not in (None, "none"):
-        raise taker.fail("bias", taker.raw("bias"), "none (trained biases beside AdaLoRA are not modelled)")
+    _refuse_bias(taker, "lora_only", "trained biases beside AdaLoRA are not modelled")
     model_ref = _targets_and_model(taker, odd, s)
     _note_adapter_keys(taker, "modules_to_save", "alpha_pattern", "layers_to_transform", "layer_replication")
     _note_adapter_keys(taker, "exclude_modules")
@@ -403,8 +409,7 @@ def _read_oft(taker: Taker, odd: OddValues) -> RunConfig:
         raise taker.fail("num_cayley_neumann_terms", terms, f"{OFT_NEUMANN_TERMS} (OFTConfig's default; the model)")
     if taker.flag("block_share"):
         raise taker.fail("block_share", True, "false (one block shared by a whole target is not modelled)")
-    if taker.word("bias", "none, all or oft_only") not in (None, "none"):
-        raise taker.fail("bias", taker.raw("bias"), "none (OFT's trained biases are not modelled)")
+    _refuse_bias(taker, "oft_only", "OFT's trained biases are not modelled")
     model_ref = _targets_and_model(taker, odd, s)
     taker.note("coft", "the constrained projection runs under no_grad each step: nothing kept, not in the time")
     taker.note("module_dropout", "PEFT's OFT Linear.forward never applies it (51c2ff66): no effect on memory")
