@@ -51,8 +51,9 @@ unit-core-noqt: $(CORE_STAMP)
 bench: $(STAMP)
 	$(PY) benchmarks/estimate_speed.py
 
-# The walkthrough's pictures: three sizes, light and dark, training and inference, the Diagnosis
-# tab visible (docs/walkthrough/; look at them after any change to the window).
+# Every picture the README and docs/ show: the walkthrough's (three sizes, light and dark, training and
+# inference, the Diagnosis tab visible: docs/walkthrough/), the README's window sizes and feature
+# pictures, and docs/LOCAL_MACHINE.md's. Look at them after any change to the window.
 SHOT_SIZES := 1024x700 1280x720 1920x1080
 screenshots: $(STAMP)
 	mkdir -p docs/walkthrough
@@ -60,6 +61,16 @@ screenshots: $(STAMP)
 	  QT_QPA_PLATFORM=offscreen $(PY) -m gui.screenshot docs/walkthrough/training-$$size-$$theme.png --size $$size --theme $$theme --diagnosis || exit 1; \
 	  QT_QPA_PLATFORM=offscreen $(PY) -m gui.screenshot docs/walkthrough/inference-$$size-$$theme.png --size $$size --theme $$theme --diagnosis --inference || exit 1; \
 	done; done
+	for size in 1280x720 1920x1080; do for theme in light dark; do \
+	  QT_QPA_PLATFORM=offscreen $(PY) -m gui.screenshot docs/window-$$size-$$theme.png --size $$size --theme $$theme || exit 1; \
+	done; done
+	QT_QPA_PLATFORM=offscreen $(PY) -m gui.screenshot docs/screenshot.png
+	QT_QPA_PLATFORM=offscreen $(PY) -m gui.screenshot docs/diagnosis.png --diagnosis
+	QT_QPA_PLATFORM=offscreen $(PY) -m gui.screenshot docs/parallel.png --parallel
+	QT_QPA_PLATFORM=offscreen $(PY) -m gui.screenshot docs/serving.png --serving
+	QT_QPA_PLATFORM=offscreen $(PY) -m gui.screenshot docs/comparison.png --compare
+	QT_QPA_PLATFORM=offscreen $(PY) -m gui.screenshot docs/local-machine.png --local
+	QT_QPA_PLATFORM=offscreen $(PY) -m gui.screenshot docs/export-launch.png --export deepspeed
 
 clean:
 	rm -rf $(VENV) $(CORE_VENV) build dist .pytest_cache .mypy_cache .ruff_cache
