@@ -25,6 +25,7 @@ from core.runtime import card_left_bytes, mps_high_watermark_bytes, pytorch_limi
 from core.training.compute import MFU_CONVENTION, Compute, UtilisationSource, compute_estimate
 from core.training.host import HostMemory, host_memory
 from core.training.ranks import RankMemory, rank_memories
+from core.units import GiB
 from core.verdict import VERDICT_LABELS, Judgement, Mode, Verdict, judge
 
 if TYPE_CHECKING:
@@ -300,6 +301,7 @@ def estimate(plan: Plan, gpu: GpuSpec | None = None) -> Estimate:
     host = host_memory(plan, counts)
     serving = partial(_serving, plan, counts, card)
     warnings = plan_warnings(plan) + _host_warnings(plan, host) + _mps_warnings(plan, card, capacity, worst.total_bytes)
+    warnings += _mps_offload_warnings(plan, card, host, worst.total_bytes)
     served = serving() if plan.inference.engine is Engine.LLAMACPP else None
     if served is not None:  # llama.cpp's host part is judged against the host RAM given
         warnings += _llamacpp_host_warnings(served)
@@ -408,6 +410,25 @@ def _mps_warnings(plan: Plan, card: GpuSpec, capacity: float, total: float) -> t
         ),
     )
     return (*warnings, *paged)
+
+
+def _mps_offload_warnings(plan: Plan, card: GpuSpec, host: HostMemory, total: float) -> tuple[PlanWarning, ...]:
+    """A Mac's offloaded state and its GPU's step come out of one RAM (unified memory): the host check reads the
+    host RAM given, this says when the two together pass the machine's RAM (macOS then swaps)."""
+    if plan.parallel.offload is Offload.NONE or not runs_mps(plan.hardware.gpu) or not card.unified_memory_gb:
+        return ()
+    ram = card.unified_memory_gb * GiB  # RAM sizes are binary (core.runtime.pytorch_limit_bytes)
+    if host.bytes + total <= ram:
+        return ()
+    return (
+        PlanWarning(
+            Mode.TRAINING,
+            f"On {card.name} the CPU and the GPU share {card.unified_memory_gb:g} GB of RAM: the host part "
+            f"(offloaded state and the process, {memory(host.bytes)}) and the GPU's step ({memory(total)}) need "
+            f"{memory(host.bytes + total)} together, so macOS swaps and the step slows; offloading frees Metal's "
+            "working set, not the machine's memory.",
+        ),
+    )
 
 
 def _vllm_warnings(plan: Plan, served: InferenceEstimate) -> tuple[str, ...]:

@@ -19,9 +19,12 @@ refusal: the plan's training view is still a Mac's. The rules and where they wer
   is registered for cuda and xpu only up to 0.49.2 (f0e6ca31) and for cpu from 0.50.0 (c5d481be), never
   for MPS: 8-bit Adam stops. Paged optimizers allocate with ``functional.get_paged`` →
   ``lib.cget_managed_ptr`` (CUDA managed memory) at every version read.
-- DeepSpeed's ZeRO-Offload (optimizer state on the CPU): its CPU Adam kernel is built by the accelerator's
-  op builder, and the MPS accelerator returns NotImplementedBuilder for every op (deepspeedai/DeepSpeed
-  edaa7221, accelerator/mps_accelerator.py ``get_op_builder``; op_builder/cpu/no_impl.py ``load`` raises).
+- DeepSpeed on the one GPU (a ZeRO stage, ZeRO-Offload): up to edaa7221 (2026-08-22) its MPS accelerator
+  was a stub — no communication backend, ``is_bf16_supported`` / ``is_fp16_supported`` False (the engine's
+  ``_do_sanity_check`` raises "Type bf16 is not supported on your device."), NotImplementedBuilder for every
+  op, so no CPU Adam for ZeRO-Offload. deepspeedai/DeepSpeed PR 8293 (merged 2026-08-22: ZeRO 1-3 on one
+  Apple GPU, gloo through CPU copies, bf16 from macOS 14) and PR 8300 (merged 2026-08-23: CPU Adam built with
+  clang, so ZeRO-Offload runs) made it run. No release tag was read, so it is a warning, not a refusal.
 - flash-attn is a CUDA (or ROCm) extension: transformers' ``_flash_attn_2_can_dispatch`` raises when the
   package is missing. FlashAttention 1 and its Triton kernel alike (Triton has no Metal backend).
 - float8: torchao's Float8Linear calls ``torch._scaled_mm`` (CUDA / ROCm kernels) and Transformer Engine
@@ -78,7 +81,7 @@ def mac_refusal(plan: Plan) -> PlanError | None:
     """The first setting of ``plan`` an Apple GPU cannot run, as the PlanError that refuses it."""
     if not runs_mps(plan.hardware.gpu):
         return None
-    for check in (_layout, _serving_layout, _attention, _optimizer, _offload, _bitsandbytes, _float8, _megatron):
+    for check in (_layout, _serving_layout, _attention, _optimizer, _bitsandbytes, _float8, _megatron):
         error = check(plan)
         if error is not None:
             return error
@@ -90,7 +93,9 @@ def mac_training_warnings(plan: Plan) -> tuple[str, ...]:
     name (a library's version, the kernels' own device support); empty elsewhere."""
     if not runs_mps(plan.hardware.gpu):
         return ()
-    return tuple(text for text in (_qlora(plan), _kernels(plan), _autocast(plan), _alloc_conf(plan)) if text)
+    return tuple(
+        text for text in (_qlora(plan), _deepspeed(plan), _kernels(plan), _autocast(plan), _alloc_conf(plan)) if text
+    )
 
 
 def mac_serving_warning(plan: Plan) -> str:
@@ -162,24 +167,6 @@ def _optimizer(plan: Plan) -> PlanError | None:
     return PlanError("optimizer", opt.value, f"a torch.optim optimizer {ON_A_MAC}", why)
 
 
-def _offload(plan: Plan) -> PlanError | None:
-    """DeepSpeed's ZeRO-Offload steps the optimizer with DeepSpeedCPUAdam, whose kernel its accelerator builds:
-    on a Mac that is the MPS accelerator, whose get_op_builder returns NotImplementedBuilder for every op, and
-    its load() raises "This op had not been implemented on CPU backend." (deepspeedai/DeepSpeed edaa7221,
-    accelerator/mps_accelerator.py, op_builder/cpu/no_impl.py; deepspeed/ops/adam/cpu_adam.py
-    CPUAdamBuilder().load()); a client optimizer under offload is refused unless zero_force_ds_cpu_optimizer
-    is false (deepspeed/runtime/engine.py)."""
-    if plan.parallel.offload is not Offload.OPTIMIZER:
-        return None
-    return PlanError(
-        "parallel.offload",
-        plan.parallel.offload.value,
-        f"none {ON_A_MAC} (no ZeRO-Offload)",
-        "DeepSpeed's ZeRO-Offload needs its CPU Adam kernel, which its MPS accelerator does not build "
-        "(get_op_builder: NotImplementedBuilder)",
-    )
-
-
 def _bitsandbytes(plan: Plan) -> PlanError | None:
     if not plan.quantised_base or not plan.bnb_legacy:
         return None
@@ -220,6 +207,30 @@ def _qlora(plan: Plan) -> str:
         f"QLoRA on a Mac needs bitsandbytes {BNB_4BIT_ON_MPS} or later: its PyTorch fallback (backends/default) "
         "quantises and dequantises on MPS; earlier releases have CUDA kernels only. The memory is counted as "
         "on CUDA (each 4-bit layer dequantises its whole weight for the matmul)."
+    )
+
+
+# The DeepSpeed pull requests that made it run on an Apple GPU (see the module's docstring).
+DEEPSPEED_ON_MPS: Final = "deepspeedai/DeepSpeed PR 8293 (merged 2026-08-22)"
+DEEPSPEED_OFFLOAD_ON_MPS: Final = "PR 8300 (merged 2026-08-23)"
+
+
+def _deepspeed(plan: Plan) -> str:
+    """DeepSpeed on the Mac's one GPU: it runs only with a build that has the MPS pull requests; ZeRO-Offload's
+    "CPU" memory is the same unified RAM the GPU draws from (the host check says whether it holds both)."""
+    par = plan.parallel
+    if not par.strategy.deepspeed and par.offload is Offload.NONE:
+        return ""
+    text = (
+        f"DeepSpeed on an Apple GPU needs a build with {DEEPSPEED_ON_MPS}: before it, its MPS accelerator "
+        'reports no bf16 or fp16 (deepspeed.initialize stops: "Type bf16 is not supported on your device.") '
+        "and has no communication backend."
+    )
+    if par.offload is Offload.NONE:
+        return text
+    return (
+        f"{text} ZeRO-Offload also needs {DEEPSPEED_OFFLOAD_ON_MPS}, which builds its CPU Adam on macOS. The "
+        "offloaded state leaves Metal's working set but not the machine: a Mac's CPU and GPU share one RAM."
     )
 
 

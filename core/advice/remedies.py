@@ -43,7 +43,7 @@ from core.plan import (
     Strategy,
 )
 from core.roles import deepspeed_engine_dtype
-from core.runtime import pytorch_limit_bytes
+from core.runtime import pytorch_limit_bytes, runs_mps
 from core.units import GB
 from core.verdict import Judgement, Mode, Verdict
 
@@ -395,6 +395,10 @@ def _offload_optimizer(plan: Plan) -> tuple[Plan, str] | None:
     ZeRO stage 1-3, one GPU included); FSDP2's CPUOffloadPolicy moves the parameters too, and
     DDP has no offload, so a DDP or FSDP plan moves to ZeRO-2 (v0.16 ``zero_optimization``)."""
     if plan.parallel.offload is not Offload.NONE:
+        return None
+    if runs_mps(plan.hardware.gpu):
+        # A Mac's CPU and GPU share one RAM: the state would leave Metal's working set, not the machine, and it
+        # needs a DeepSpeed build from after 2026-08-23 (core.mac._deepspeed): not a fix to offer.
         return None
     strategy = plan.parallel.strategy
     if strategy in (Strategy.DDP, Strategy.FSDP):

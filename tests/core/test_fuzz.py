@@ -389,8 +389,6 @@ def _random_plan(rng: random.Random) -> Plan:
         if drawn["attention"] not in MAC_ATTENTION:
             drawn["attention"] = Attention.SDPA
         drawn["parallel"] = replace(drawn["parallel"], nodes=1, gpus_per_node=1)
-        if drawn["parallel"].offload is Offload.OPTIMIZER:  # no ZeRO-Offload on a Mac (core.mac._offload)
-            drawn["parallel"] = replace(drawn["parallel"], offload=Offload.NONE)
         drawn["inference"] = replace(drawn["inference"], tensor_parallel=1, pipeline_parallel=1)
     return Plan(**_prompt_learning_runs(drawn))
 

@@ -51,13 +51,6 @@ REFUSED: list[tuple[str, Any, str, str]] = [
     ("paged AdamW", lambda p: p.with_changes(optimizer=Optimizer.PAGED_ADAMW), "optimizer", "CUDA managed memory"),
     ("QLoRA, old bitsandbytes", lambda p: p.with_method(Method.QLORA, bnb_legacy=True), "bnb_legacy", "CUDA only"),
     ("float8", lambda p: p.with_changes(float8=Float8.TENSORWISE), "float8", "float8 matmuls"),
-    # DeepSpeed edaa7221 accelerator/mps_accelerator.py: get_op_builder returns NotImplementedBuilder (no CPU Adam).
-    (
-        "ZeRO-Offload",
-        lambda p: p.with_layout(strategy=Strategy.ZERO2, offload=Offload.OPTIMIZER),
-        "parallel.offload",
-        "NotImplementedBuilder",
-    ),
     ("Megatron", lambda p: p.with_changes(stack=Stack.MEGATRON), "stack", "Transformer Engine"),
     ("serving over 2 GPUs", lambda p: p.with_inference(tensor_parallel=2), "inference.tensor_parallel", "one GPU"),
     (
@@ -89,6 +82,11 @@ WARNED: list[tuple[str, Any, str]] = [
     ("Liger", lambda p: p.with_changes(fused_loss=True), "Liger"),
     ("autocast on 2.4", lambda p: p.with_hardware(torch_version=TorchVersion.V2_4), "PyTorch 2.4 has no autocast"),
     ("bf16 autocast on 2.5", lambda p: p.with_hardware(torch_version=TorchVersion.V2_5_TO_2_7), "2.6 or later"),
+    # deepspeedai/DeepSpeed PR 8293 (merged 2026-08-22): ZeRO 1-3 on one Apple GPU; before it the MPS accelerator
+    # reported no bf16 (engine._do_sanity_check raises), edaa7221 accelerator/mps_accelerator.py.
+    ("ZeRO-2", lambda p: p.with_layout(strategy=Strategy.ZERO2), "PR 8293"),
+    # PR 8300 (merged 2026-08-23) builds DeepSpeed's CPU Adam on macOS: ZeRO-Offload runs from then on.
+    ("ZeRO-Offload", lambda p: p.with_layout(strategy=Strategy.ZERO2, offload=Offload.OPTIMIZER), "PR 8300"),
 ]
 
 
@@ -158,9 +156,26 @@ def test_the_command_line_refuses_a_mac_plan_with_the_reason(capsys: pytest.Capt
     assert "CUDA / ROCm extension" in capsys.readouterr().err
 
 
+def test_zero_offload_on_a_mac_is_planned_and_told_it_shares_the_machines_ram() -> None:
+    # Before PR 8300 this plan was refused (DeepSpeed edaa7221: NotImplementedBuilder, no CPU Adam); it runs with
+    # a build that has it, so it is estimated. Llama 3.1 8B full fine-tuning keeps about 128 GB of float32 master
+    # and moments on the host (16 B x 8.03e9 parameters, Meta's model card count) beside the GPU's step: far
+    # more than the 16 GB an M1 has in all, which a per-device check would not see.
+    plan = (
+        _plan("apple-m1-16gb").with_method(Method.FULL).with_layout(strategy=Strategy.ZERO2, offload=Offload.OPTIMIZER)
+    )
+    est = estimate(plan)
+    assert est.host is not None and est.host.bytes > 16 * 2**30
+    assert any("share 16 GB of RAM" in text for text in est.warnings_for(Mode.TRAINING))
+    # The same plan on a 192 GB M2 Ultra holds both: no such warning.
+    roomy = estimate(plan.with_hardware(gpu=MAC)).warnings_for(Mode.TRAINING)
+    assert not any("macOS swaps" in text for text in roomy)
+
+
 def test_the_diagnosis_on_a_mac_never_offers_zero_offload() -> None:
     # Full fine-tuning of Llama 3.1 8B (presets) on a 16 GB M1 does not fit; the Diagnosis offered "Optimizer
-    # state on the CPU (DeepSpeed ZeRO-Offload)", which DeepSpeed's MPS accelerator cannot build (edaa7221).
+    # state on the CPU (DeepSpeed ZeRO-Offload)": on a Mac it moves the state within the same RAM (unified
+    # memory), freeing Metal's working set but not the machine, so it is not offered (core.advice.remedies).
     plan = default_plan().with_method(Method.FULL).with_hardware(gpu="apple-m1-16gb")
     assert not estimate(plan).fits
     assert _offload_optimizer(plan.with_hardware(gpu=CUDA)) is not None  # on an A100 it is offered
