@@ -51,7 +51,7 @@ from typing import TYPE_CHECKING, Final
 
 from core.dtypes import Autocast
 from core.errors import PlanError
-from core.inputs import Attention, Engine, Float8, Offload, Optimizer, Stack, TorchVersion
+from core.inputs import Attention, Engine, Float8, Offload, Optimizer, Stack, Strategy, TorchVersion
 from core.runtime import runs_mps
 
 if TYPE_CHECKING:
@@ -81,7 +81,7 @@ def mac_refusal(plan: Plan) -> PlanError | None:
     """The first setting of ``plan`` an Apple GPU cannot run, as the PlanError that refuses it."""
     if not runs_mps(plan.hardware.gpu):
         return None
-    for check in (_layout, _serving_layout, _attention, _optimizer, _bitsandbytes, _float8, _megatron):
+    for check in (_layout, _fsdp, _serving_layout, _attention, _optimizer, _bitsandbytes, _float8, _megatron):
         error = check(plan)
         if error is not None:
             return error
@@ -129,6 +129,24 @@ def _layout(plan: Plan) -> PlanError | None:
         value,
         f"1 {ON_A_MAC}",
         "a Mac has one GPU and PyTorch has no NCCL on macOS: no DDP, FSDP, DeepSpeed, tensor or pipeline parallel",
+    )
+
+
+def _fsdp(plan: Plan) -> PlanError | None:
+    """FSDP on the Mac's one GPU. torch 2.13.0's fully_shard takes its device from the mesh's device module,
+    ``torch.mps.current_device()``, which torch.mps does not define (torch/distributed/fsdp/_fully_shard/
+    _fsdp_init.py ``_get_device_from_mesh``); and its collectives run even on one rank, while gloo, the
+    backend torch.distributed gives MPS (distributed_c10d.py ``default_device_backend_map``), takes CPU and
+    CUDA tensors only (``Backend.backend_capability``; deepspeedai/DeepSpeed PR 8293: "gloo cannot operate on
+    MPS tensors (even at world size 1)"). A one-GPU FSDP plan is estimated as one GPU, so nothing else moves."""
+    if plan.parallel.strategy is not Strategy.FSDP:
+        return None
+    return PlanError(
+        "parallel.strategy",
+        Strategy.FSDP.value,
+        f"ddp (one GPU, no sharding) or a DeepSpeed ZeRO stage {ON_A_MAC}",
+        "FSDP's fully_shard needs torch.mps.current_device(), which PyTorch does not have, and gloo, the only "
+        "collective backend on a Mac, does not take MPS tensors",
     )
 
 

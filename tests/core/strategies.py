@@ -142,7 +142,9 @@ def plans(draw: st.DrawFn) -> Plan:
         parallel=Parallelism(
             nodes=draw(one if mac else st.integers(1, 512)),
             gpus_per_node=draw(one if mac else st.integers(1, 8)),
-            strategy=Strategy.DDP if method in PROMPT_METHODS + LYCORIS else draw(st.sampled_from(list(Strategy))),
+            strategy=Strategy.DDP
+            if method in PROMPT_METHODS + LYCORIS
+            else draw(st.sampled_from([s for s in Strategy if not (mac and s is Strategy.FSDP)])),
         ),
         inference=Inference(
             weight_dtype=draw(st.sampled_from(list(WeightFormat))),

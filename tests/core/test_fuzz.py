@@ -389,6 +389,8 @@ def _random_plan(rng: random.Random) -> Plan:
         if drawn["attention"] not in MAC_ATTENTION:
             drawn["attention"] = Attention.SDPA
         drawn["parallel"] = replace(drawn["parallel"], nodes=1, gpus_per_node=1)
+        if drawn["parallel"].strategy is Strategy.FSDP:  # no FSDP on MPS (core.mac._fsdp)
+            drawn["parallel"] = replace(drawn["parallel"], strategy=Strategy.DDP)
         drawn["inference"] = replace(drawn["inference"], tensor_parallel=1, pipeline_parallel=1)
     return Plan(**_prompt_learning_runs(drawn))
 

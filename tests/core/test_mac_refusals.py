@@ -44,6 +44,9 @@ REFUSED: list[tuple[str, Any, str, str]] = [
     ("two GPUs", lambda p: p.with_parallel(gpus_per_node=2), "parallel.gpus_per_node", "no NCCL"),
     ("two nodes", lambda p: p.with_parallel(nodes=2), "parallel.nodes", "one GPU"),
     ("FSDP on eight", lambda p: p.on_gpus(8), "parallel.gpus_per_node", "FSDP"),
+    # torch 2.13.0 torch/distributed/fsdp/_fully_shard/_fsdp_init.py _get_device_from_mesh calls
+    # torch.mps.current_device(), which torch/mps/__init__.py does not define.
+    ("FSDP on one", lambda p: p.with_layout(strategy=Strategy.FSDP), "parallel.strategy", "current_device"),
     ("flash-attn", lambda p: p.with_changes(attention=Attention.FLASH), "attention", "CUDA / ROCm extension"),
     ("FlashAttention 1", lambda p: p.with_changes(attention=Attention.FLASH1), "attention", "Triton kernel"),
     ("8-bit AdamW", lambda p: p.with_changes(optimizer=Optimizer.ADAMW_8BIT), "optimizer", "never for MPS"),
