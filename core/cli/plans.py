@@ -70,7 +70,8 @@ def mode_for(args: argparse.Namespace) -> Mode:
 
 
 def base_plan(args: argparse.Namespace) -> Plan:
-    """The plan before the options: ``--plan`` or Llama-2-7B's, on ``--model``, ``--config`` or ``--params``."""
+    """The plan before the options: ``--plan``, or Llama-2-7B's in the window's first-start precision (the model
+    loaded in bf16, Trainer(bf16=True): core.presets.default_plan), on ``--model``, ``--config`` or ``--params``."""
     params = getattr(args, PARAMS)
     sources = [s for s in (args.model, args.config, params, args.plan) if s is not None]
     if len([s for s in (args.model, args.config, params) if s is not None]) > 1:
@@ -78,7 +79,7 @@ def base_plan(args: argparse.Namespace) -> Plan:
     if args.plan:
         plan = load_plan(args.plan)
     else:
-        plan = Plan(model=find_model("llama-2-7b").spec, model_id="llama-2-7b")
+        plan = Plan(model=find_model("llama-2-7b").spec, model_id="llama-2-7b", preset=Preset.TRAINER_BF16)
     if not sources:
         raise UsageError("say which model: --model ID, --config PATH, --params N or --plan FILE")
     if args.model:

@@ -384,3 +384,24 @@ def test_the_compute_line_counts_its_gpus_in_words(capsys: pytest.CaptureFixture
     assert code == 0 and " on 1 GPU at " in out and "GPU(s)" not in out
     code, out, _ = run(capsys, "estimate", "--model", "gpt2", "--gpu", "rtx-4090", "--gpus", "2")
     assert code == 0 and " on 2 GPUs at " in out and "GPU(s)" not in out
+
+
+def test_the_command_line_starts_from_the_windows_precision(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    # The window's first start loads the model in bf16 and trains with Trainer(bf16=True) (core.presets.default_plan),
+    # what transformers 5 does without a dtype (modeling_utils.py from_pretrained: dtype None -> "auto", the
+    # checkpoint's bf16). The command line started from a float32 model under bf16 autocast instead: LoRA on
+    # Llama 3.1 8B on an RTX 4090 read 47.2 GB of weights (8.03e9 x 4 B + a 2 B autocast copy) and "out of memory"
+    # where the window fits. Both now start from the same precision unless --precision / --preset say otherwise.
+    from core.presets import default_plan
+
+    path = tmp_path / "lora.json"
+    code, _, _ = run(
+        capsys, "estimate", "--model", "llama-3.1-8b", "--method", "lora", "--gpu", "rtx-4090", "--save", str(path)
+    )
+    assert code == 0
+    plan = load(str(path))
+    window = default_plan()
+    assert (plan.preset, plan.roles) == (window.preset, window.roles)
+    code, out, _ = run(capsys, "estimate", "--model", "llama-3.1-8b", "--method", "lora", "--gpu", "rtx-4090", "--json")
+    weights = json.loads(out)["buckets_bytes"]["weights"]
+    assert weights < 8.03e9 * 2.1  # the bf16 base (2 B a parameter, Meta's 8.03e9) and the float32 adapters

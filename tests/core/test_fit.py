@@ -291,6 +291,7 @@ def test_nothing_fits_says_so_and_lists_what_was_tried() -> None:
 
 def test_cli_fewest_gpus(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     args = ["--model", "llama-3.1-8b", "--method", "full", "--gpu", "h100-sxm", "--checkpointing", "--seq", "4096"]
+    args += ["--preset", "fp32-autocast-bf16"]  # _full's: a float32 model under bf16 autocast
     assert main(["fewest-gpus", *args, "--tokens", "1e9", "--json"]) == 0
     data = json.loads(capsys.readouterr().out)
     answer = fewest_gpus(_full("llama-3.1-8b", "h100-sxm", 4096))
