@@ -139,6 +139,17 @@ class Remedy:
         return self.judgement.fits and not self.short_of_margin
 
     @property
+    def fits_narrowly(self) -> bool:
+        """Its verdict fits, the estimate's range reaching into the headroom (core.verdict): listed after the
+        changes that fit with margin, badged "Fits narrowly", never a green "Fits"."""
+        return self.judgement.fits_narrowly
+
+    @property
+    def label(self) -> str:
+        """Its verdict in core.verdict's words (Judgement.label)."""
+        return self.judgement.label
+
+    @property
     def verdict(self) -> Verdict:
         return self.judgement.verdict
 
@@ -168,6 +179,15 @@ class Combination:
     @property
     def fits(self) -> bool:
         return self.judgement.fits
+
+    @property
+    def fits_narrowly(self) -> bool:
+        return self.judgement.fits_narrowly
+
+    @property
+    def label(self) -> str:
+        """Its verdict in core.verdict's words (Judgement.label)."""
+        return self.judgement.label
 
     @property
     def verdict(self) -> Verdict:
@@ -356,7 +376,7 @@ def _more_gpus_note(plan: Plan) -> str:
     notes = []
     est = estimate(plan)
     if est.fits and not est.judgement().fits_with_margin:
-        notes.append(f"{plan.world_size} GPUs {margin_words(est)}")
+        notes.append(f"{plan.world_size} GPUs: {margin_words(est)}")
     if plan.quantised_base:
         notes.append(QUANTISED_BASE_SHARDS_ONLY)
     return "; ".join(notes)
@@ -492,17 +512,22 @@ def _smaller_model(plan: Plan) -> tuple[Plan, str] | None:
         for m in load_models()
         if m.spec.family == plan.model.family and m.spec.total_params() < current and model_line(m.name) == line
     ]
+    narrow: tuple[Plan, str] | None = None
     for entry in sorted(same_family, key=lambda m: -m.spec.total_params()):
         candidate = plan.on_model(entry.spec, entry.id)  # frozen layers clamped to its depth
-        if estimate(candidate).fits:
+        rank = estimate(candidate).judgement().fit_rank  # core.verdict.fit_rank: margin first, then narrow
+        if rank == 0:
             return candidate, f"Smaller model: {entry.name}"
-    return None
+        if rank == 1 and narrow is None:  # the largest that fits narrowly, where none fits with margin
+            narrow = candidate, f"Smaller model: {entry.name}"
+    return narrow
 
 
 def _bigger_card(plan: Plan) -> tuple[Plan, str] | None:
     """The cheapest larger card that fits, priced per card where the catalogue has a price.
 
-    A card with a known price is preferred to one without; among those, the lower price per
+    A card that fits with margin is preferred to one that fits narrowly (core.verdict.fit_rank);
+    then a card with a known price is preferred to one without; among those, the lower price per
     GPU-hour, then the smaller memory. The changed plan carries the card's price, so its
     cost figure is that card's. None for a card that comes one to a machine (a laptop's or a Mac's
     GPU, core.advice.fit.one_per_machine): its machine takes no other card.
@@ -512,7 +537,7 @@ def _bigger_card(plan: Plan) -> tuple[Plan, str] | None:
     capacity = estimate(plan).capacity_bytes
     # What PyTorch may hold on each card (an Apple GPU's: the MPS limit, at most its RAM).
     bigger: list[GpuSpec] = [g for g in load_gpus() if pytorch_limit_bytes(g) > capacity]
-    fitting: list[tuple[tuple[float, float, str], Plan, str]] = []
+    fitting: list[tuple[tuple[int, float, float, str], Plan, str]] = []
     for gpu in bigger:
         priced = gpu.hourly_price()
         try:
@@ -521,11 +546,12 @@ def _bigger_card(plan: Plan) -> tuple[Plan, str] | None:
             continue
         if priced is not None:
             candidate = candidate.with_hardware(price_per_gpu_hour=priced[0])
-        if not estimate(candidate).fits:
+        judged = estimate(candidate).judgement()
+        if not judged.fits:
             continue
         room = pytorch_limit_bytes(gpu)
         title = f"A bigger card: {gpu.name} ({room / 1e9:.0f} GB)"
-        order = (priced[0] if priced else float("inf"), room, gpu.id)
+        order = (judged.fit_rank, priced[0] if priced else float("inf"), room, gpu.id)
         fitting.append((order, candidate, title))
     if not fitting:
         return None
@@ -749,7 +775,8 @@ def remedies_for(
         cost = cost_text(notes, base, new, spec.kind in _TIMED)
         short = spec.needs_margin and judged.fits and not judged.fits_with_margin
         found.append(Remedy(spec.kind, title, new_plan, new, judged, spec.cost_rank, cost, spec.addresses, short))
-    return tuple(sorted(found, key=lambda r: (not r.fits, r.cost_rank, r.total_bytes)))
+    # Those that fit with margin first, then narrow fits (core.verdict.fit_rank), then the rest, cheapest first.
+    return tuple(sorted(found, key=lambda r: (not r.fits, r.fits_narrowly, r.cost_rank, r.total_bytes)))
 
 
 def worth_offering(judged: Judgement, before: Judgement) -> bool:
