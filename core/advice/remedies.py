@@ -775,8 +775,9 @@ def remedies_for(
         cost = cost_text(notes, base, new, spec.kind in _TIMED)
         short = spec.needs_margin and judged.fits and not judged.fits_with_margin
         found.append(Remedy(spec.kind, title, new_plan, new, judged, spec.cost_rank, cost, spec.addresses, short))
-    # Those that fit with margin first, then narrow fits (core.verdict.fit_rank), then the rest, cheapest first.
-    return tuple(sorted(found, key=lambda r: (not r.fits, r.fits_narrowly, r.cost_rank, r.total_bytes)))
+    # Those that fit with margin first, then narrow fits (core.verdict.fit_rank; a more-GPUs count short of
+    # margin among them, though not counted as fitting), then the rest, cheapest first.
+    return tuple(sorted(found, key=lambda r: (r.judgement.fit_rank, r.cost_rank, r.total_bytes)))
 
 
 def worth_offering(judged: Judgement, before: Judgement) -> bool:

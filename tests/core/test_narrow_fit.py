@@ -137,8 +137,14 @@ def test_a_narrow_remedy_reads_fits_narrowly_in_the_report() -> None:
     reaches 12.6 GB, past the 11.6 GB usable (tests/core/test_remedies.py). Its report row said "fits by less than
     the estimate's uncertainty"; it now says core.verdict's word, as the remedy list's badge does."""
     plan = plan_for_model("llama-3.1-8b").with_method(Method.QLORA).with_hardware(gpu="rtx-3060-12gb")
-    (more,) = [r for r in diagnose(plan).remedies if r.kind is RemedyKind.MORE_GPUS]
+    listed = diagnose(plan).remedies
+    (more,) = [r for r in listed if r.kind is RemedyKind.MORE_GPUS]
     assert more.fits_narrowly and more.label == "Fits narrowly" and not more.fits
+    # Listed after every change that fits with margin and before every one that does not fit (it was last,
+    # after "Loss computed in chunks", borderline).
+    at = listed.index(more)
+    assert all(r.judgement.fits_with_margin for r in listed[:at])
+    assert all(not r.judgement.fits for r in listed[at + 1 :]) and at < len(listed) - 1
     markdown = to_markdown(build_report([("a", plan)], generated="2026-12-06T00:00:00Z"))
     assert f"{more.title}: " in markdown
     row = next(line for line in markdown.splitlines() if more.title in line)
