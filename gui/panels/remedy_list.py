@@ -26,9 +26,8 @@ from PySide6.QtWidgets import (
 
 from core.plan import Plan
 from core.verdict import NARROW_LABEL, VERDICT_LABELS, Verdict
-from gui import colours
 from gui.format import Unit, memory
-from gui.panels.verdict import verdict_style
+from gui.panels.verdict import text_colour, verdict_style
 from gui.plaintext import tooltip as plain_tooltip
 from gui.plaintext import wrappable
 
@@ -81,10 +80,7 @@ def _verdict_text(entry: RemedyEntry) -> str:
 
 
 def _verdict_html(entry: RemedyEntry) -> str:
-    _, colour = verdict_style(entry.verdict, entry.narrow)
-    # Over-headroom's orange and borderline's (and a narrow fit's) yellow are too light for text on a
-    # light background: a darker shade of each.
-    colour = {colours.CAUTION: "#B07800", colours.UNCERTAIN: "#7A6A00"}.get(colour, colour)
+    colour = text_colour(verdict_style(entry.verdict, entry.narrow)[1])  # a darker shade of a light colour
     return f"<span style='color:{colour}; font-weight:600'>{_verdict_text(entry)}</span>"
 
 

@@ -38,6 +38,16 @@ def verdict_style(verdict: Verdict, narrow: bool = False) -> tuple[str, str]:
     return NARROW_STYLE if narrow and verdict is Verdict.FITS else VERDICT_STYLE[verdict]
 
 
+# Over-headroom's orange and borderline's (and a narrow fit's) yellow are too light for text on a light
+# background: a darker shade of each where a verdict is written in its colour (remedy rows, tables).
+TEXT_SHADES = {colours.CAUTION: "#B07800", colours.UNCERTAIN: "#7A6A00"}
+
+
+def text_colour(colour: str) -> str:
+    """A verdict colour readable as text on a light background."""
+    return TEXT_SHADES.get(colour, colour)
+
+
 SERVING_LABELS = {
     Verdict.FITS: "Serving fits",
     Verdict.OVER_HEADROOM: "Serving: over headroom",

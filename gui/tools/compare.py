@@ -40,6 +40,7 @@ from gui import dialogs, offthread, plaintext, saving
 from gui.display_state import Display
 from gui.format import Unit, hours, memory, money
 from gui.layout import FlowLayout
+from gui.panels.verdict import text_colour
 from gui.tools import report_export
 from gui.tools.context import ToolContext
 from gui.worker.runner import JobFailed
@@ -394,7 +395,9 @@ class ComparePanel(QWidget):
                     item.setForeground(dark_text)
                 if row.key == "verdict":
                     item.setForeground(
-                        QBrush(QColor(verdict_colour(comparison.plans[c].estimate.judgement(comparison.mode))))
+                        QBrush(
+                            QColor(text_colour(verdict_colour(comparison.plans[c].estimate.judgement(comparison.mode))))
+                        )
                     )
                 table.setItem(r, c, item)
             label = table.verticalHeaderItem(r)

@@ -30,6 +30,7 @@ from core.verdict import cheapest_fit_words
 from gui import plaintext
 from gui.display_state import Display
 from gui.format import hours, memory, money
+from gui.panels.verdict import text_colour
 from gui.tools.context import ToolContext
 from gui.tools.live import SearchPanel
 from gui.tools.searches import CardRow, CardsAnswer, CardsRequest, find_cards
@@ -147,7 +148,7 @@ class FitCardsPanel(SearchPanel):
             if column >= 3:
                 item.setTextAlignment(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
             if column == 5:
-                item.setForeground(QBrush(QColor(row.colour)))
+                item.setForeground(QBrush(QColor(text_colour(row.colour))))
             if column == 7:
                 item.setToolTip(plaintext.tooltip(f"Price per GPU-hour from {row.price_from}"))
             items.append(item)
