@@ -801,19 +801,21 @@ def cheapest_combination(
 ) -> Combination | None:
     """The cheapest set of two or three combinable changes that fits (lowest summed cost
     rank, then smallest total), applied in order of cost to the plan; only sets whose summed
-    rank is below ``below_rank`` (a single change that fits at that cost is simpler)."""
+    rank is below ``below_rank`` (a single change that fits at that cost is simpler). A set that
+    fits with margin is preferred to one that fits narrowly at any rank (core.verdict.fit_rank)."""
     base = estimate(plan)
     by_kind = {s.kind: s for s in specs}
     pool = [r for r in remedies if r.kind in by_kind and by_kind[r.kind].combinable]
     best: Combination | None = None
-    best_score: tuple[int, float] = (below_rank - 1, float("inf"))
+    # (fit_rank, summed rank, total): a fit with margin before a narrow one, then the cheapest.
+    best_score: tuple[int, int, float] = (2, below_rank - 1, float("inf"))
     for size in range(2, max_size + 1):
         for group in itertools.combinations(pool, size):
             kinds = [r.kind for r in group]
             if any(len(by_kind[k].excludes & set(kinds)) > 1 for k in kinds):
                 continue
             rank = sum(r.cost_rank for r in group)
-            if rank > best_score[0]:
+            if rank > below_rank - 1 or (best_score[0] == 0 and rank > best_score[1]):
                 continue
             current = plan
             applied: list[Remedy] = []
@@ -828,7 +830,7 @@ def cheapest_combination(
             else:
                 est = estimate(current)
                 judged = est.judgement(mode)
-                score = (rank, judged.total_bytes)
+                score = (judged.fit_rank, rank, judged.total_bytes)
                 if judged.fits and score < best_score:
                     notes = [by_kind[r.kind].cost_note for r in applied]
                     cost = cost_text(notes, base, est)

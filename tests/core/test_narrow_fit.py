@@ -149,3 +149,16 @@ def test_a_narrow_remedy_reads_fits_narrowly_in_the_report() -> None:
     assert f"{more.title}: " in markdown
     row = next(line for line in markdown.splitlines() if more.title in line)
     assert ", fits narrowly; " in row
+
+
+def test_the_changes_put_together_fit_with_margin_where_a_set_does() -> None:
+    """LoRA on Llama 3.2 3B, micro-batch 4, on an RTX 4090: no single change fits. The cheapest set was
+    "Loss computed in chunks + Frozen base loaded in bf16", a narrow fit; a set one step dearer (the micro-batch
+    1 × 4 as well) fits with margin, and is now the one offered (found by trying catalogue models × methods × cards,
+    branch h60one)."""
+    plan = plan_for_model("llama-3.2-3b").with_method(Method.LORA).with_hardware(gpu="rtx-4090")
+    plan = plan.with_workload(micro_batch=4)
+    combination = diagnose(plan).combination
+    assert combination is not None and combination.judgement.fits_with_margin and combination.label == "Fits"
+    kinds = {r.kind for r in combination.remedies}
+    assert {RemedyKind.MICRO_BATCH} <= kinds and len(kinds) == 3
