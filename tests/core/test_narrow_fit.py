@@ -162,3 +162,15 @@ def test_the_changes_put_together_fit_with_margin_where_a_set_does() -> None:
     assert combination is not None and combination.judgement.fits_with_margin and combination.label == "Fits"
     kinds = {r.kind for r in combination.remedies}
     assert {RemedyKind.MICRO_BATCH} <= kinds and len(kinds) == 3
+
+
+def test_the_smaller_model_is_the_largest_that_fits_with_margin() -> None:
+    """Full fine-tuning of Llama 3.1 8B, micro-batch 4, on an H100 SXM: out of memory. Llama 3.2 3B fits narrowly
+    (75.8 GB of 77.0 GB usable, its range to 83.7 GB) and was the smaller model offered; Llama 3.2 1B fits with
+    margin (35.9 GB, range to 39.6 GB) and is now (figures: estimate() at branch h60one)."""
+    plan = plan_for_model("llama-3.1-8b").with_method(Method.FULL).with_hardware(gpu="h100-sxm")
+    plan = plan.with_workload(micro_batch=4)
+    result = remedies._smaller_model(plan)
+    assert result is not None
+    changed, title = result
+    assert title == "Smaller model: Llama 3.2 1B" and estimate(changed).judgement().fits_with_margin
