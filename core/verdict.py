@@ -12,6 +12,15 @@ A total that carries a range (the band published real-GPU figures of plans of it
 in, :mod:`core.evidence`, down to what the card holds once the allocator gives its cache
 back) is borderline when the capacity lies inside that range: the estimate cannot say which
 side of the card's limit the run will fall on.
+
+One rule for "does it fit", everywhere (branch h60one). "Fits" is the verdict state. A fit whose
+range reaches past the usable memory, into the headroom, *fits narrowly* (:attr:`Judgement.fits_narrowly`,
+labelled :data:`NARROW_LABEL`, said by :meth:`Judgement.narrow_words`); a fit whose whole range lies
+within the usable memory fits *with margin* (:attr:`Judgement.fits_with_margin`). Every search that
+answers "which" or "how many" fits (the card finder's cheapest, the fewest GPUs, the more-GPUs and
+bigger-card changes, the comparison's cheapest) ranks by :func:`fit_rank`: a fit with margin before a
+narrow fit before no fit, so a narrow fit is never the answer where a fit with margin exists, and is
+shown as the fallback, labelled, where none does. A narrow fit is never shown as a plain, green "Fits".
 """
 
 from __future__ import annotations
@@ -20,6 +29,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Final
 
+from core.format import memory
 from core.memo import fills_fields
 
 
@@ -48,6 +58,16 @@ VERDICT_MEANINGS: Final = {
     ),
     Verdict.OOM: "needs more than the card holds",
 }
+
+# A fit whose range reaches past the usable memory (Judgement.fits_narrowly): the one word for it, in
+# every view, the command line and the report.
+NARROW_LABEL: Final = "Fits narrowly"
+NARROW_MEANING: Final = (
+    "fits within the usable memory, but the estimate's range reaches past it, into the headroom: "
+    "no margin for the estimate's uncertainty"
+)
+# Where a search finds only narrow fits: its answer is one of them, said so.
+NO_MARGIN_FALLBACK: Final = "none fits with margin"
 
 
 # From best to worst: the verdict of several judged parts is the worst of theirs.
@@ -122,6 +142,30 @@ class Judgement:
         return self.fits and self.range_bytes[1] <= self.usable_bytes
 
     @property
+    def fits_narrowly(self) -> bool:
+        """It fits, but the top of the estimate's range passes the usable memory (NARROW_LABEL)."""
+        return self.fits and not self.fits_with_margin
+
+    @property
+    def label(self) -> str:
+        """The verdict's label, "Fits narrowly" for a narrow fit: the one label every view shows."""
+        return NARROW_LABEL if self.fits_narrowly else VERDICT_LABELS[self.verdict]
+
+    @property
+    def fit_rank(self) -> int:
+        """0 for a fit with margin, 1 for a narrow fit, 2 for no fit: how every search ranks its answers."""
+        return fit_rank(self)
+
+    def narrow_words(self, unit: str = "GB") -> str:
+        """Why a fit is narrow, in words (the Diagnosis', the banner's, the searches'); "" for any other."""
+        if not self.fits_narrowly:
+            return ""
+        return (
+            f"fits with {memory(self.margin_bytes, unit)} to spare, but the estimate's range reaches "
+            f"{memory(self.range_bytes[1], unit)}, past the {memory(self.usable_bytes, unit)} usable, into the headroom"
+        )
+
+    @property
     def margin_bytes(self) -> float:
         """Usable memory less the total; negative when it does not fit."""
         return self.usable_bytes - self.total_bytes
@@ -130,6 +174,22 @@ class Judgement:
     def capacity_margin_bytes(self) -> float:
         """The card's capacity less the total; positive while under the capacity."""
         return self.capacity_bytes - self.total_bytes
+
+
+def cheapest_fit_words(name: str, narrow: bool) -> str:
+    """A search's answer in words: "cheapest that fits: NAME", or, where the answer is a narrow fit
+    (``narrow``: Judgement.fits_narrowly; none fits with margin), "cheapest that fits narrowly (none fits
+    with margin): NAME"."""
+    if narrow:
+        return f"cheapest that {NARROW_LABEL.lower()} ({NO_MARGIN_FALLBACK}): {name}"
+    return f"cheapest that fits: {name}"
+
+
+def fit_rank(judged: Judgement) -> int:
+    """The one order of fits for every search: with margin (0), narrowly (1), not at all (2)."""
+    if judged.fits_with_margin:
+        return 0
+    return 1 if judged.fits else 2
 
 
 def _rule(

@@ -15,7 +15,7 @@ from typing import Final
 from core.breakdown import BUCKET_LABELS, BUCKET_ORDER, SERVING_BUCKET_ORDER
 from core.dtypes import AUTOCAST_LABELS, DTYPE_LABELS, WEIGHT_LABELS
 from core.errors import PlanError
-from core.estimate import JUDGED_FIGURE, VERDICT_LABELS, Estimate, Mode, Verdict, estimate
+from core.estimate import JUDGED_FIGURE, Estimate, Mode, Verdict, estimate
 from core.inputs import OFFLOAD_LABELS, input_at
 from core.model import MAX_NAME_CHARS
 from core.plan import (
@@ -29,6 +29,7 @@ from core.plan import (
     STRATEGY_LABELS,
     Plan,
 )
+from core.verdict import cheapest_fit_words
 
 MAX_PLANS: Final = 4
 TOTAL: Final = "nvidia-smi (judged)"  # the judged group's name where every card is a CUDA card
@@ -230,14 +231,31 @@ class Comparison:
         return tuple(table)
 
     def cheapest_fit(self) -> int | None:
-        """Index of the cheapest plan that fits (fewer hours on a tie), or None."""
+        """Index of the cheapest plan that fits with margin (fewer hours on a tie); where none does, of the
+        cheapest that fits narrowly (core.verdict.fit_rank; :meth:`fit_answer` words it), or None."""
         fitting = [i for i, p in enumerate(self.plans) if p.estimate.judgement(self.mode).verdict is Verdict.FITS]
         if not fitting:
             return None
         priced = [i for i in fitting if math.isfinite(self.plans[i].estimate.compute.cost)]
         if not priced:
             return None
-        return min(priced, key=lambda i: (self.plans[i].estimate.compute.cost, self.plans[i].estimate.compute.hours))
+        return min(
+            priced,
+            key=lambda i: (
+                self.plans[i].estimate.judgement(self.mode).fit_rank,
+                self.plans[i].estimate.compute.cost,
+                self.plans[i].estimate.compute.hours,
+            ),
+        )
+
+    def cheapest_fits_narrowly(self) -> bool:
+        """The cheapest fit is a narrow one (none fits with margin, core.verdict); False where none fits."""
+        best = self.cheapest_fit()
+        return best is not None and self.plans[best].estimate.judgement(self.mode).fits_narrowly
+
+    def fit_answer(self, name: str) -> str:
+        """The cheapest fit in words under ``name``, a narrow one said so (core.verdict.cheapest_fit_words)."""
+        return cheapest_fit_words(name, self.cheapest_fits_narrowly())
 
 
 def _training_rows(ests: Sequence[Estimate]) -> list[Row]:
@@ -262,7 +280,7 @@ def _training_rows(ests: Sequence[Estimate]) -> list[Row]:
         Row("capacity", "Card capacity", RowKind.BYTES, tuple(e.capacity_bytes for e in ests), "memory"),
         # The usable memory and the margin the verdict reads, as the window's headline and estimate state them.
         Row("usable", "Usable (headroom kept)", RowKind.BYTES, tuple(j.usable_bytes for j in judged), "memory"),
-        Row("verdict", "Verdict", RowKind.TEXT, tuple(VERDICT_LABELS[e.verdict] for e in ests), "result"),
+        Row("verdict", "Verdict", RowKind.TEXT, tuple(j.label for j in judged), "result"),
         Row("margin", "Margin", RowKind.BYTES, tuple(j.margin_bytes for j in judged), "result"),
         Row("hours", "Time", RowKind.HOURS, tuple(e.compute.hours for e in ests), "result"),
         Row("cost", "Cost", RowKind.MONEY, tuple(e.compute.cost for e in ests), "result"),
@@ -290,7 +308,7 @@ def _serving_rows(ests: Sequence[Estimate]) -> list[Row]:
         Row("capacity", "Card capacity", RowKind.BYTES, tuple(j.capacity_bytes for j in judged), "memory"),
         # As a training comparison states them (_training_rows): the same words, the judgement's own figures.
         Row("usable", "Usable (headroom kept)", RowKind.BYTES, tuple(j.usable_bytes for j in judged), "memory"),
-        Row("verdict", "Verdict", RowKind.TEXT, tuple(VERDICT_LABELS[j.verdict] for j in judged), "result"),
+        Row("verdict", "Verdict", RowKind.TEXT, tuple(j.label for j in judged), "result"),
         Row("margin", "Margin", RowKind.BYTES, tuple(j.margin_bytes for j in judged), "result"),
         Row(
             "max_concurrent",

@@ -189,12 +189,9 @@ class Diagnosis:
         judged = self.judgement
         margin = judged.margin_bytes
         headroom = judged.capacity_bytes - judged.usable_bytes
-        high = judged.range_bytes[1]
-        if high > judged.usable_bytes:
-            return (
-                f"Fits with {memory(margin)} to spare, but the estimate's range reaches {memory(high)}, "
-                f"past the {memory(judged.usable_bytes)} usable, into the headroom"
-            )
+        if judged.fits_narrowly:  # core.verdict's words for a narrow fit, one home
+            narrow = judged.narrow_words()
+            return narrow[:1].upper() + narrow[1:]
         if margin < headroom or headroom <= 0:  # no headroom kept: any margin is all there is
             return f"Fits, with only {memory(margin)} to spare beyond the {memory(headroom)} of headroom"
         return "Fits with room to spare"

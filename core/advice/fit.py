@@ -21,6 +21,7 @@ from core.format import cost, counted, hours, money
 from core.plan import GPUS_PER_NODE, Method, Offload, Plan, Strategy
 from core.training.compute import PRICE_FROM_PLAN
 from core.units import GB
+from core.verdict import NARROW_LABEL, fit_rank
 
 COUNTS: Final = tuple(range(1, 9))
 
@@ -57,6 +58,16 @@ class CardFit:
     def fits(self) -> bool:
         """The plan runs on these cards: every rank on its GPU, each node's share in its RAM."""
         return self.estimate.fits
+
+    @property
+    def fits_narrowly(self) -> bool:
+        """It fits, its range reaching past the usable memory (core.verdict's narrow fit)."""
+        return self.estimate.judgement().fits_narrowly
+
+    @property
+    def label(self) -> str:
+        """The verdict in core.verdict's words: "Fits narrowly" for a narrow fit."""
+        return self.estimate.judgement().label
 
     @property
     def cost(self) -> float:
@@ -126,9 +137,10 @@ def cards_for(
 
 
 def cheapest_fit(rows: Iterable[CardFit]) -> CardFit | None:
-    """The cheapest row that fits, of those whose cost is known."""
+    """The cheapest row that fits with margin, of those whose cost is known; where none does, the cheapest
+    narrow fit (core.verdict.fit_rank: the caller labels it by ``fits_narrowly``)."""
     fitting = [r for r in rows if r.fits and math.isfinite(r.cost)]
-    return min(fitting, key=_sort_key) if fitting else None
+    return min(fitting, key=lambda r: (fit_rank(r.estimate.judgement()), _sort_key(r))) if fitting else None
 
 
 # ---- the fewest GPUs of one card that fit ---------------------------------------------
@@ -262,17 +274,13 @@ class CountTried:
 
     @property
     def fits_narrowly(self) -> bool:
-        """The verdict says it fits, by less than the estimate's uncertainty above the total."""
-        return self.estimate.fits and not self.fits
+        """The verdict says it fits, by less than the estimate's uncertainty above the total (core.verdict)."""
+        return self.estimate.judgement().fits_narrowly
 
 
 def margin_words(est: Estimate) -> str:
-    """Why a fit is short of margin, in words: what it fits by, and how far the estimate's range reaches."""
-    judged = est.judgement()
-    return (
-        f"fit by {judged.margin_bytes / GB:.2f} GB, less than the estimate's uncertainty: its range reaches "
-        f"{judged.range_bytes[1] / GB:.1f} GB, past the {judged.usable_bytes / GB:.1f} GB usable"
-    )
+    """Why a fit is short of margin, in core.verdict's words (Judgement.narrow_words)."""
+    return est.judgement().narrow_words()
 
 
 # Catalogue segments of cards that come one to a machine, each with the words that say so: a laptop's
@@ -333,7 +341,7 @@ class FewestGpus:
         else:
             text = (
                 f"none within {self.max_gpus:,} GPUs fits with margin: {counted(narrow.count, 'GPU')} with "
-                f"{narrow.layout} {margin_words(narrow.estimate)}"
+                f"{narrow.layout}: {margin_words(narrow.estimate)}"
             )
         return text + self._sharded_only()
 
@@ -376,8 +384,8 @@ class FewestGpus:
                 best = "" if row.layouts_fitting < 2 else f" (fastest of the {row.layouts_fitting} layouts that fit)"
             else:
                 best = "" if row.layouts_tried == 1 else f" (least of {row.layouts_tried} layouts)"
-            if row.fits_narrowly:  # the Diagnosis' words for a fit whose range reaches into the headroom
-                best += f", range to {est.judgement().range_bytes[1] / GB:,.1f} GB: no margin"
+            if row.fits_narrowly:  # core.verdict's word for a fit whose range reaches into the headroom
+                best += f", range to {est.judgement().range_bytes[1] / GB:,.1f} GB: {NARROW_LABEL.lower()}"
             layout = f", {row.layout}" if row.count > 1 else ""
             worst = f" on the worst rank ({est.worst.label})" if len(est.ranks) > 1 else ""
             host = ""

@@ -139,6 +139,17 @@ class Remedy:
         return self.judgement.fits and not self.short_of_margin
 
     @property
+    def fits_narrowly(self) -> bool:
+        """Its verdict fits, the estimate's range reaching into the headroom (core.verdict): listed after the
+        changes that fit with margin, badged "Fits narrowly", never a green "Fits"."""
+        return self.judgement.fits_narrowly
+
+    @property
+    def label(self) -> str:
+        """Its verdict in core.verdict's words (Judgement.label)."""
+        return self.judgement.label
+
+    @property
     def verdict(self) -> Verdict:
         return self.judgement.verdict
 
@@ -168,6 +179,15 @@ class Combination:
     @property
     def fits(self) -> bool:
         return self.judgement.fits
+
+    @property
+    def fits_narrowly(self) -> bool:
+        return self.judgement.fits_narrowly
+
+    @property
+    def label(self) -> str:
+        """Its verdict in core.verdict's words (Judgement.label)."""
+        return self.judgement.label
 
     @property
     def verdict(self) -> Verdict:
@@ -356,7 +376,7 @@ def _more_gpus_note(plan: Plan) -> str:
     notes = []
     est = estimate(plan)
     if est.fits and not est.judgement().fits_with_margin:
-        notes.append(f"{plan.world_size} GPUs {margin_words(est)}")
+        notes.append(f"{plan.world_size} GPUs: {margin_words(est)}")
     if plan.quantised_base:
         notes.append(QUANTISED_BASE_SHARDS_ONLY)
     return "; ".join(notes)
@@ -496,17 +516,22 @@ def _smaller_model(plan: Plan) -> tuple[Plan, str] | None:
         for m in load_models()
         if m.spec.family == plan.model.family and m.spec.total_params() < current and model_line(m.name) == line
     ]
+    narrow: tuple[Plan, str] | None = None
     for entry in sorted(same_family, key=lambda m: -m.spec.total_params()):
         candidate = plan.on_model(entry.spec, entry.id)  # frozen layers clamped to its depth
-        if estimate(candidate).fits:
+        rank = estimate(candidate).judgement().fit_rank  # core.verdict.fit_rank: margin first, then narrow
+        if rank == 0:
             return candidate, f"Smaller model: {entry.name}"
-    return None
+        if rank == 1 and narrow is None:  # the largest that fits narrowly, where none fits with margin
+            narrow = candidate, f"Smaller model: {entry.name}"
+    return narrow
 
 
 def _bigger_card(plan: Plan) -> tuple[Plan, str] | None:
     """The cheapest larger card that fits, priced per card where the catalogue has a price.
 
-    A card with a known price is preferred to one without; among those, the lower price per
+    A card that fits with margin is preferred to one that fits narrowly (core.verdict.fit_rank);
+    then a card with a known price is preferred to one without; among those, the lower price per
     GPU-hour, then the smaller memory. The changed plan carries the card's price, so its
     cost figure is that card's. None for a card that comes one to a machine (a laptop's or a Mac's
     GPU, core.advice.fit.one_per_machine): its machine takes no other card.
@@ -516,7 +541,7 @@ def _bigger_card(plan: Plan) -> tuple[Plan, str] | None:
     capacity = estimate(plan).capacity_bytes
     # What PyTorch may hold on each card (an Apple GPU's: the MPS limit, at most its RAM).
     bigger: list[GpuSpec] = [g for g in load_gpus() if pytorch_limit_bytes(g) > capacity]
-    fitting: list[tuple[tuple[float, float, str], Plan, str]] = []
+    fitting: list[tuple[tuple[int, float, float, str], Plan, str]] = []
     for gpu in bigger:
         priced = gpu.hourly_price()
         try:
@@ -525,11 +550,12 @@ def _bigger_card(plan: Plan) -> tuple[Plan, str] | None:
             continue
         if priced is not None:
             candidate = candidate.with_hardware(price_per_gpu_hour=priced[0])
-        if not estimate(candidate).fits:
+        judged = estimate(candidate).judgement()
+        if not judged.fits:
             continue
         room = pytorch_limit_bytes(gpu)
         title = f"A bigger card: {gpu.name} ({room / 1e9:.0f} GB)"
-        order = (priced[0] if priced else float("inf"), room, gpu.id)
+        order = (judged.fit_rank, priced[0] if priced else float("inf"), room, gpu.id)
         fitting.append((order, candidate, title))
     if not fitting:
         return None
@@ -753,7 +779,9 @@ def remedies_for(
         cost = cost_text(notes, base, new, spec.kind in _TIMED)
         short = spec.needs_margin and judged.fits and not judged.fits_with_margin
         found.append(Remedy(spec.kind, title, new_plan, new, judged, spec.cost_rank, cost, spec.addresses, short))
-    return tuple(sorted(found, key=lambda r: (not r.fits, r.cost_rank, r.total_bytes)))
+    # Those that fit with margin first, then narrow fits (core.verdict.fit_rank; a more-GPUs count short of
+    # margin among them, though not counted as fitting), then the rest, cheapest first.
+    return tuple(sorted(found, key=lambda r: (r.judgement.fit_rank, r.cost_rank, r.total_bytes)))
 
 
 def worth_offering(judged: Judgement, before: Judgement) -> bool:
@@ -777,19 +805,21 @@ def cheapest_combination(
 ) -> Combination | None:
     """The cheapest set of two or three combinable changes that fits (lowest summed cost
     rank, then smallest total), applied in order of cost to the plan; only sets whose summed
-    rank is below ``below_rank`` (a single change that fits at that cost is simpler)."""
+    rank is below ``below_rank`` (a single change that fits at that cost is simpler). A set that
+    fits with margin is preferred to one that fits narrowly at any rank (core.verdict.fit_rank)."""
     base = estimate(plan)
     by_kind = {s.kind: s for s in specs}
     pool = [r for r in remedies if r.kind in by_kind and by_kind[r.kind].combinable]
     best: Combination | None = None
-    best_score: tuple[int, float] = (below_rank - 1, float("inf"))
+    # (fit_rank, summed rank, total): a fit with margin before a narrow one, then the cheapest.
+    best_score: tuple[int, int, float] = (2, below_rank - 1, float("inf"))
     for size in range(2, max_size + 1):
         for group in itertools.combinations(pool, size):
             kinds = [r.kind for r in group]
             if any(len(by_kind[k].excludes & set(kinds)) > 1 for k in kinds):
                 continue
             rank = sum(r.cost_rank for r in group)
-            if rank > best_score[0]:
+            if rank > below_rank - 1 or (best_score[0] == 0 and rank > best_score[1]):
                 continue
             current = plan
             applied: list[Remedy] = []
@@ -804,7 +834,7 @@ def cheapest_combination(
             else:
                 est = estimate(current)
                 judged = est.judgement(mode)
-                score = (rank, judged.total_bytes)
+                score = (judged.fit_rank, rank, judged.total_bytes)
                 if judged.fits and score < best_score:
                     notes = [by_kind[r.kind].cost_note for r in applied]
                     cost = cost_text(notes, base, est)

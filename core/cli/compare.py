@@ -51,6 +51,10 @@ def comparison_json(comparison: Comparison) -> dict[str, Any]:
             name: list(values) for name, values in zip(comparison.phase_names(), comparison.phase_bytes(), strict=True)
         },
         "cheapest_fit": comparison.names[best] if best is not None else None,
+        # False where the cheapest is a narrow fit, none fitting with margin (core.verdict); None where none fits.
+        "cheapest_fit_with_margin": (
+            comparison.plans[best].estimate.judgement(comparison.mode).fits_with_margin if best is not None else None
+        ),
     }
 
 
@@ -70,5 +74,8 @@ def render_comparison(comparison: Comparison, unit: str) -> str:
     lines.append("")
     if len(names) > 1:
         lines.append("* differs between the plans")
-    lines.append(f"cheapest that fits: {names[best]}" if best is not None else "none of these plans fits its card")
+    if best is None:
+        lines.append("none of these plans fits its card")
+    else:  # core.verdict's words: a narrow fit is the answer only where none fits with margin, and says so
+        lines.append(comparison.fit_answer(names[best]))
     return "\n".join(lines)

@@ -82,6 +82,7 @@ def fewest_json(answer: FewestGpus) -> dict[str, Any]:
             "total_bytes": round(est.total_bytes),
             "usable_bytes": round(est.usable_bytes),
             "verdict": est.verdict.value,
+            "fits_with_margin": est.judgement().fits_with_margin,  # False for a narrow fit (core.verdict)
         }
 
     result: dict[str, Any] = {

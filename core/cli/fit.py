@@ -9,11 +9,11 @@ from typing import Any
 from core.advice.fit import CardFit, cards_for, cheapest_fit
 from core.cli.parser import UsageError
 from core.cli.render import json_text
-from core.estimate import VERDICT_LABELS
 from core.files.planfile import load as load_plan
 from core.format import hours, money
 from core.plan import Plan
 from core.units import GB
+from core.verdict import cheapest_fit_words
 
 
 def register(sub: Any) -> None:
@@ -52,6 +52,7 @@ def fit_rows_json(rows: tuple[CardFit, ...]) -> list[dict[str, Any]]:
             "total_bytes": round(r.estimate.total_bytes),
             "capacity_bytes": round(r.estimate.capacity_bytes),
             "verdict": r.verdict.value,
+            "fits_with_margin": r.estimate.judgement().fits_with_margin,  # False for a narrow fit (core.verdict)
             "hours": r.hours,
             "cost": r.cost,
             "price_per_gpu_hour": r.price,
@@ -80,8 +81,11 @@ def render_fit(plan: Plan, rows: tuple[CardFit, ...]) -> str:
         lines.append(
             f"{mark} {r.gpu.name[:30]:<30} {r.count:>2} {r.sharding.value:<8} "
             f"{r.estimate.total_bytes / GB:>7.1f} GB {r.estimate.capacity_bytes / GB:>6.1f} GB  "
-            f"{VERDICT_LABELS[r.verdict]:<13} {hours(r.hours):>9} {_price(r.price):>7}"
+            f"{r.label:<13} {hours(r.hours):>9} {_price(r.price):>7}"
             f"{' ' if not r.currency else 'p'} {money(r.cost, r.currency):>10}"
         )
-    lines.append(f"* cheapest that fits: {best.gpu.name} × {best.count}" if best else "no card in the catalogue fits")
+    if best is None:
+        lines.append("no card in the catalogue fits")
+    else:  # a narrow fit is the answer only where none fits with margin, and says so (core.verdict)
+        lines.append("* " + cheapest_fit_words(f"{best.gpu.name} × {best.count}", best.fits_narrowly))
     return "\n".join(lines)

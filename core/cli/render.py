@@ -34,6 +34,8 @@ def fmt(n_bytes: float, gib: bool) -> str:
 def judgement_to_json(judged: Judgement) -> dict[str, Any]:
     return {
         "verdict": judged.verdict.value,
+        # False for a narrow fit: the range's top passes the usable memory (core.verdict).
+        "fits_with_margin": judged.fits_with_margin,
         "total_bytes": round(judged.total_bytes),
         "range_bytes": [round(b) for b in judged.range_bytes],
         "capacity_bytes": round(judged.capacity_bytes),
@@ -84,6 +86,7 @@ def estimate_to_json(est: Estimate, mode: Mode = Mode.TRAINING) -> dict[str, Any
         "held_by_others_bytes": round(est.plan.hardware.held_by_others),
         "usable_bytes": round(judged.usable_bytes),
         "verdict": judged.verdict.value,
+        "fits_with_margin": judged.fits_with_margin,  # False for a narrow fit (core.verdict)
         "margin_bytes": round(judged.margin_bytes),
         "summary": est.summary_formula,
         # peak_bytes / total_bytes above are the worst rank's; every kind of rank here.
@@ -195,6 +198,7 @@ def inference_to_json(est: Estimate) -> dict[str, Any]:
         "usable_bytes": round(judged.usable_bytes),  # what the verdict is judged against
         "margin_bytes": round(judged.margin_bytes),
         "verdict": judged.verdict.value,
+        "fits_with_margin": judged.fits_with_margin,  # False for a narrow fit (core.verdict)
         "queued": inf.queued,
         "kv_cache_tokens": inf.kv_cache_tokens,
         "refusal": inf.refusal,  # the engine's refusal to start in its words ("" where it starts)
@@ -297,7 +301,7 @@ def _serving_table(est: Estimate, gib: bool) -> list[str]:
 def verdict_line(judged: Judgement, headroom: float, gib: bool) -> str:
     """The verdict with its figures, as the window's banner gives it; says when the host decides."""
     line = (
-        f"  {VERDICT_LABELS[judged.verdict]}: {fmt(judged.total_bytes, gib)} of {fmt(judged.capacity_bytes, gib)} "
+        f"  {judged.label}: {fmt(judged.total_bytes, gib)} of {fmt(judged.capacity_bytes, gib)} "
         f"({fmt(judged.usable_bytes, gib)} usable with {headroom:.0%} headroom), margin {fmt(judged.margin_bytes, gib)}"
     )
     low, high = judged.range_bytes
@@ -305,6 +309,8 @@ def verdict_line(judged: Judgement, headroom: float, gib: bool) -> str:
         line += f"; range {fmt(low, gib)} – {fmt(high, gib)}"
     if judged.verdict is Verdict.BORDERLINE:
         line += f": the card's {fmt(judged.capacity_bytes, gib)} lies within it, the run may or may not fit"
+    if judged.fits_narrowly:  # core.verdict's words for a narrow fit
+        line += f": it {judged.narrow_words('GiB' if gib else 'GB')}"
     if judged.host_limits:
         line += f"; the GPUs hold it ({VERDICT_LABELS[judged.gpu_verdict].lower()}), a node's RAM does not"
     elif judged.short_of:

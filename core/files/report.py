@@ -26,10 +26,11 @@ from core import __version__, colours
 from core.advice.compare import SERVING, Comparison, Row, RowKind, compare
 from core.advice.diagnosis import Diagnosis, diagnose
 from core.breakdown import BUCKET_LABELS, BUCKET_ORDER, SERVING_BUCKET_ORDER, Bucket, BucketKey
-from core.estimate import VERDICT_LABELS, Estimate, Mode, Verdict
+from core.estimate import Estimate, Mode, Verdict
 from core.format import counted, hours, latency, memory, money
 from core.plan import ENGINE_LABELS, Plan
 from core.units import GB, GiB
+from core.verdict import NARROW_LABEL, Judgement
 
 # Characters XML 1.0 does not allow (section 2.2, Char): tab, LF and CR are the only C0 allowed.
 _XML_INVALID: Final = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f]")
@@ -50,6 +51,11 @@ VERDICT_COLOURS: Final = {
     Verdict.BORDERLINE: colours.UNCERTAIN,
     Verdict.OOM: colours.PROBLEM,
 }
+
+
+def verdict_colour(judged: Judgement) -> str:
+    """A verdict's colour; a narrow fit (core.verdict) takes borderline's yellow, never the green of a fit."""
+    return colours.UNCERTAIN if judged.fits_narrowly else VERDICT_COLOURS[judged.verdict]
 
 
 @dataclass(frozen=True)
@@ -128,7 +134,7 @@ def caption(est: Estimate, mode: Mode = Mode.TRAINING) -> str:
         what = f"{plan.method.value} · {est.gpu.name} × {plan.world_size}"
     return (
         f"{plan.model.name} · {what} · "
-        f"{VERDICT_LABELS[judged.verdict]} ({judged.total_bytes / GB:.1f} of {judged.capacity_bytes / GB:.1f} GB)"
+        f"{judged.label} ({judged.total_bytes / GB:.1f} of {judged.capacity_bytes / GB:.1f} GB)"
     )
 
 
@@ -143,7 +149,7 @@ def _verdict_line(est: Estimate, unit: str, mode: Mode = Mode.TRAINING) -> str:
         else f"peak at the {est.peak_phase}"
     )
     return (
-        f"{VERDICT_LABELS[judged.verdict]}: {_size(judged.total_bytes, unit)} of {_size(judged.capacity_bytes, unit)} "
+        f"{judged.label}: {_size(judged.total_bytes, unit)} of {_size(judged.capacity_bytes, unit)} "
         f"({_size(judged.usable_bytes, unit)} usable with {plan.hardware.headroom:.0%} headroom), "
         f"margin {_size(judged.margin_bytes, unit)}; {where}"
     )
@@ -173,13 +179,13 @@ def _remedy_lines(d: Diagnosis, unit: str) -> list[str]:
     lines = []
     for remedy in d.remedies[:8]:
         state = "fits" if remedy.fits else "still too big"
-        if remedy.short_of_margin:
-            state = "fits by less than the estimate's uncertainty"
+        if remedy.fits_narrowly:  # core.verdict's word, a more-GPUs count short of margin included
+            state = NARROW_LABEL.lower()
         lines.append(f"{remedy.title}: {_size(remedy.total_bytes, unit)}, {state}; {remedy.cost}")
     if d.combination is not None:
         lines.append(
             f"Together: {d.combination.title}: {_size(d.combination.estimate.total_bytes, unit)}, "
-            f"{VERDICT_LABELS[d.combination.estimate.judgement(d.mode).verdict].lower()}"
+            f"{d.combination.estimate.judgement(d.mode).label.lower()}"
         )
     return lines
 
@@ -407,9 +413,15 @@ def _html_rows(report: Report) -> str:
     return f'<table width="100%"><tr><th></th>{head}</tr>{"".join(body)}</table>'
 
 
+def _cheapest_words(comparison: Comparison, name: str) -> str:
+    """The comparison's answer in core.verdict's words, a narrow fit said so."""
+    words = comparison.fit_answer(name)
+    return words[:1].upper() + words[1:]
+
+
 def _html_plan(item: ReportPlan, index: int, unit: str, several: bool, mode: Mode) -> str:
     est, d = item.estimate, item.diagnosis
-    colour = VERDICT_COLOURS[est.judgement(mode).verdict]
+    colour = verdict_colour(est.judgement(mode))
     out = [f"<section><h2>{f'{index + 1}. ' if several else ''}{escape(item.name)}</h2>"]
     out.append(f'<p class="verdict" style="color:{colour}">{escape(_verdict_line(est, unit, mode))}</p>')
     out.append(f"<p>{escape(caption(est, mode))}</p>")
@@ -482,7 +494,7 @@ def to_html(report: Report, chart_src: str | None = None, chart_width: int = 480
     ]
     if report.is_comparison:
         cheapest = (
-            f"Cheapest that fits: {best + 1}. {escape(report.plans[best].name)}"
+            _cheapest_words(comparison, f"{best + 1}. {escape(report.plans[best].name)}")
             if best is not None
             else "None of these plans fits its card."
         )
@@ -525,7 +537,7 @@ def to_markdown(report: Report) -> str:
     lines = [f"# {md_cell(report.title)}", ""]
     if report.is_comparison:
         lines.append(
-            f"**Cheapest that fits: {best + 1}. {md_cell(report.plans[best].name)}**"
+            f"**{_cheapest_words(comparison, f'{best + 1}. {md_cell(report.plans[best].name)}')}**"
             if best is not None
             else "**None of these plans fits its card.**"
         )

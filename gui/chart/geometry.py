@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal
 
 from core.breakdown import BUCKET_LABELS, BUCKET_ORDER, BucketKey
-from core.estimate import VERDICT_LABELS, Estimate
+from core.estimate import Estimate
 from core.plan import ENGINE_LABELS, METHOD_LABELS
 from core.verdict import Mode as Judged
 from gui.colours import OKABE_ITO
@@ -254,7 +254,7 @@ def caption_lines(estimate: Estimate, mode: Mode, unit: Unit, rank: int | None =
         )
         lines[1] = f"serving {inf.concurrent:,} × {inf.context:,} tokens, KV cache {inf.kv_dtype.value}"
     lines.append(
-        f"{VERDICT_LABELS[judged.verdict]}: {memory(judged.total_bytes, unit)} of "
+        f"{judged.label}: {memory(judged.total_bytes, unit)} of "
         f"{memory(judged.capacity_bytes, unit)} per GPU "
         f"(usable with {plan.hardware.headroom:.0%} headroom: {memory(judged.usable_bytes, unit)})"
     )

@@ -37,14 +37,14 @@ from core.advice.request import PIN_LABELS, AdviceKind, Pin, pin_label, symptoms
 from core.advice.symptoms import SYMPTOM_BY_FAILURE, Failure, Symptom
 from core.estimate import Estimate
 from core.plan import Accounting
-from core.verdict import VERDICT_LABELS, Mode, Verdict
+from core.verdict import Mode, Verdict
 from gui.curve import MemoryCurve
 from gui.diagnosis_controller import DiagnosisController
 from gui.display_state import Display, DisplayState
 from gui.format import Unit, counted, memory
 from gui.layout import settle_layouts
 from gui.panels.remedy_list import RemedyEntry, RemedyList
-from gui.panels.verdict import VERDICT_STYLE, badge_text_colour, margin_text
+from gui.panels.verdict import badge_text_colour, margin_text, verdict_style
 from gui.plaintext import html as escape  # the one escape for text shown in rich labels
 
 if TYPE_CHECKING:  # the diagnosis itself is loaded when it first runs (core.advice.request)
@@ -500,13 +500,14 @@ class DiagnosisPanel(QScrollArea):
         u = self.unit
         est = d.estimate
         judged = d.judgement
-        symbol, colour = VERDICT_STYLE[d.verdict]
+        narrow = judged.fits_narrowly  # core.verdict's narrow fit: its own label and colour, as the banner's
+        symbol, colour = verdict_style(d.verdict, narrow)
         serving = "Serving:" if d.mode is Mode.INFERENCE else ""
-        words = (symbol, serving, VERDICT_LABELS[d.verdict])
+        words = (symbol, serving, judged.label)
         if words != self._badge_words:
             self._badge_words = words
             self.badge.setStyleSheet(
-                f"QLabel {{ background: {colour}; color: {badge_text_colour(d.verdict)}; border-radius: 6px;"
+                f"QLabel {{ background: {colour}; color: {badge_text_colour(d.verdict, narrow)}; border-radius: 6px;"
                 " padding: 6px 12px; font-size: 13pt; font-weight: 600; }"
             )
             self._badge_room = -1

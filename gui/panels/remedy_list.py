@@ -25,9 +25,9 @@ from PySide6.QtWidgets import (
 )
 
 from core.plan import Plan
-from core.verdict import VERDICT_LABELS, Verdict
+from core.verdict import NARROW_LABEL, VERDICT_LABELS, Verdict
 from gui.format import Unit, memory
-from gui.panels.verdict import VERDICT_STYLE
+from gui.panels.verdict import text_colour, verdict_style
 from gui.plaintext import tooltip as plain_tooltip
 from gui.plaintext import wrappable
 
@@ -46,11 +46,18 @@ class RemedyEntry:
     verdict: Verdict
     cost: str
     serving: bool = False
+    # A fit whose range reaches into the headroom (core.verdict's narrow fit): badged NARROW_LABEL, not green.
+    narrow: bool = False
+
+    @property
+    def label(self) -> str:
+        """The verdict in core.verdict's words."""
+        return NARROW_LABEL if self.narrow else VERDICT_LABELS[self.verdict]
 
     @classmethod
     def from_remedy(cls, remedy: Remedy) -> RemedyEntry:
         r = remedy
-        return cls(r.key, r.title, r.plan, r.total_bytes, r.verdict, r.cost, r.serving)
+        return cls(r.key, r.title, r.plan, r.total_bytes, r.verdict, r.cost, r.serving, r.fits_narrowly)
 
     @classmethod
     def from_combination(cls, combination: Combination) -> RemedyEntry:
@@ -63,20 +70,18 @@ class RemedyEntry:
             combination.verdict,
             combination.cost,
             serving,
+            combination.fits_narrowly,
         )
 
 
-def _verdict_text(verdict: Verdict) -> str:
-    symbol, _ = VERDICT_STYLE[verdict]
-    return f"{symbol} {VERDICT_LABELS[verdict]}"
+def _verdict_text(entry: RemedyEntry) -> str:
+    symbol, _ = verdict_style(entry.verdict, entry.narrow)
+    return f"{symbol} {entry.label}"
 
 
-def _verdict_html(verdict: Verdict) -> str:
-    _, colour = VERDICT_STYLE[verdict]
-    # Over-headroom's orange and borderline's yellow are too light for text on a light
-    # background: a darker shade of each.
-    colour = {Verdict.OVER_HEADROOM: "#B07800", Verdict.BORDERLINE: "#7A6A00"}.get(verdict, colour)
-    return f"<span style='color:{colour}; font-weight:600'>{_verdict_text(verdict)}</span>"
+def _verdict_html(entry: RemedyEntry) -> str:
+    colour = text_colour(verdict_style(entry.verdict, entry.narrow)[1])  # a darker shade of a light colour
+    return f"<span style='color:{colour}; font-weight:600'>{_verdict_text(entry)}</span>"
 
 
 SIDE_BY_SIDE_WIDTH = 300  # a row this wide shows its total and verdict on one line
@@ -143,7 +148,7 @@ class _RemedyRow(QFrame):
 
     def show_entry(self, entry: RemedyEntry, unit: Unit) -> None:
         self.entry = entry  # always the new one: Apply applies this report's plan
-        shown = (entry.title, entry.total_bytes, entry.verdict, entry.cost, entry.serving, unit)
+        shown = (entry.title, entry.total_bytes, entry.verdict, entry.narrow, entry.cost, entry.serving, unit)
         if shown == self._shown:
             return  # the row already reads so: no new text to lay out and paint
         self._shown = shown
@@ -153,11 +158,11 @@ class _RemedyRow(QFrame):
         self.total.setToolTip(
             "New serving total" if entry.serving else "New judged figure (nvidia-smi; on a Mac the MPS driver's)"
         )
-        self.status.setText(_verdict_html(entry.verdict))
+        self.status.setText(_verdict_html(entry))
         self.cost.setText(entry.cost)
         self.apply.setAccessibleName(f"Apply: {entry.title}")
         self.apply.setToolTip(plain_tooltip(f"Change the plan: {entry.title} (one undoable step)"))
-        self.setAccessibleName(f"{entry.title}: {memory(entry.total_bytes, unit)}, {VERDICT_LABELS[entry.verdict]}")
+        self.setAccessibleName(f"{entry.title}: {memory(entry.total_bytes, unit)}, {entry.label}")
 
 
 class RemedyList(QWidget):

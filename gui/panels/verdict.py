@@ -13,7 +13,7 @@ from PySide6.QtWidgets import QFrame, QGridLayout, QLabel, QWidget
 
 from core.estimate import JUDGED_SHORT, Estimate
 from core.plan import Offload
-from core.verdict import VERDICT_LABELS, Judgement, Mode, Verdict
+from core.verdict import NARROW_LABEL, VERDICT_LABELS, Judgement, Mode, Verdict
 from gui import colours
 from gui.format import Unit, counted, measurement_label, memory
 from gui.plaintext import html as escape  # the one escape for text shown in rich labels
@@ -28,6 +28,26 @@ VERDICT_STYLE = {
     Verdict.BORDERLINE: ("≈", colours.UNCERTAIN),
     Verdict.OOM: ("✖", colours.PROBLEM),
 }
+# A narrow fit (core.verdict: fits, its range reaching into the headroom): the fit's symbol on
+# borderline's yellow, never the plain green of a fit with margin.
+NARROW_STYLE = ("✔", colours.UNCERTAIN)
+
+
+def verdict_style(verdict: Verdict, narrow: bool = False) -> tuple[str, str]:
+    """The symbol and colour of a verdict, a narrow fit's own."""
+    return NARROW_STYLE if narrow and verdict is Verdict.FITS else VERDICT_STYLE[verdict]
+
+
+# Over-headroom's orange and borderline's (and a narrow fit's) yellow are too light for text on a light
+# background: a darker shade of each where a verdict is written in its colour (remedy rows, tables).
+TEXT_SHADES = {colours.CAUTION: "#B07800", colours.UNCERTAIN: "#7A6A00"}
+
+
+def text_colour(colour: str) -> str:
+    """A verdict colour readable as text on a light background."""
+    return TEXT_SHADES.get(colour, colour)
+
+
 SERVING_LABELS = {
     Verdict.FITS: "Serving fits",
     Verdict.OVER_HEADROOM: "Serving: over headroom",
@@ -47,10 +67,10 @@ HEADLINE_TEMPLATES = {
 }
 
 
-def badge_text_colour(verdict: Verdict) -> str:
-    """Black on the light orange of over-headroom and the yellow of borderline, white on the
-    darker green and vermillion."""
-    return "#000000" if verdict in (Verdict.OVER_HEADROOM, Verdict.BORDERLINE) else "#FFFFFF"
+def badge_text_colour(verdict: Verdict, narrow: bool = False) -> str:
+    """Black on the light orange of over-headroom and the yellow of borderline and a narrow fit,
+    white on the darker green and vermillion."""
+    return "#000000" if narrow or verdict in (Verdict.OVER_HEADROOM, Verdict.BORDERLINE) else "#FFFFFF"
 
 
 def margin_text(judged: Judgement, headroom: float, unit: Unit) -> str:
@@ -62,6 +82,8 @@ def margin_text(judged: Judgement, headroom: float, unit: Unit) -> str:
             f"the card's {memory(judged.capacity_bytes, unit)} lies within the range "
             f"{memory(low, unit)}–{memory(high, unit)}: it may or may not fit"
         )
+    if judged.fits_narrowly:  # core.verdict's words: fits with X to spare, but the range reaches Y ...
+        return judged.narrow_words(unit)
     if judged.margin_bytes >= 0:
         spare = f"{memory(judged.margin_bytes, unit)} to spare"
         return f"{spare} on the card, but {judged.short_of}" if judged.short_of else spare
@@ -74,9 +96,9 @@ def margin_text(judged: Judgement, headroom: float, unit: Unit) -> str:
     return over
 
 
-def badge_style(verdict: Verdict) -> str:
+def badge_style(verdict: Verdict, narrow: bool = False) -> str:
     return (
-        f"QLabel {{ background: {VERDICT_STYLE[verdict][1]}; color: {badge_text_colour(verdict)};"
+        f"QLabel {{ background: {verdict_style(verdict, narrow)[1]}; color: {badge_text_colour(verdict, narrow)};"
         " border-radius: 6px; padding: 8px 14px; font-size: 17pt; font-weight: 600; }"
     )
 
@@ -161,9 +183,9 @@ class VerdictPanel(QFrame):
         if self._estimate is not None:
             self.show_estimate(self._estimate)
 
-    def _show_badge(self, verdict: Verdict, label: str) -> None:
-        text = f"{VERDICT_STYLE[verdict][0]}  {label}"
-        style = badge_style(verdict)
+    def _show_badge(self, verdict: Verdict, label: str, narrow: bool = False) -> None:
+        text = f"{verdict_style(verdict, narrow)[0]}  {label}"
+        style = badge_style(verdict, narrow)
         if text == self.badge.text() and style == self.badge.styleSheet():
             return
         self.badge.setText(text)
@@ -182,9 +204,12 @@ class VerdictPanel(QFrame):
         if width is None:
             text, style = self.badge.text(), self.badge.styleSheet()
             width = 200
-            for verdict, label in labels.items():
-                self.badge.setStyleSheet(badge_style(verdict))
-                self.badge.setText(f"{VERDICT_STYLE[verdict][0]}  {label}")
+            shown = [(verdict, label, False) for verdict, label in labels.items()]
+            if self.mode != "inference":
+                shown.append((Verdict.FITS, NARROW_LABEL, True))
+            for verdict, label, narrow in shown:
+                self.badge.setStyleSheet(badge_style(verdict, narrow))
+                self.badge.setText(f"{verdict_style(verdict, narrow)[0]}  {label}")
                 self.badge.ensurePolished()
                 width = max(width, self.badge.sizeHint().width())
             self.badge.setStyleSheet(style)
@@ -217,8 +242,8 @@ class VerdictPanel(QFrame):
 
     def _show_training(self, estimate: Estimate) -> None:
         judged = estimate.judgement(Mode.TRAINING)
-        label = VERDICT_LABELS[judged.verdict]
-        self._show_badge(judged.verdict, label)
+        label = judged.label  # core.verdict's: "Fits narrowly" for a fit whose range reaches the headroom
+        self._show_badge(judged.verdict, label, judged.fits_narrowly)
         u = self.unit
         margin = margin_text(judged, estimate.plan.hardware.headroom, u)
         self.headline.setText(_headline(memory(judged.total_bytes, u), memory(judged.usable_bytes, u), margin))

@@ -34,12 +34,13 @@ from core.advice.compare import MAX_PLANS, Comparison, Row, RowKind
 from core.errors import PlanError, PlanFileError
 from core.estimate import Estimate, gpu_for
 from core.files import comparison as comparison_file
-from core.files.report import VERDICT_COLOURS, Report, chart_svg, report_for_comparison
+from core.files.report import Report, chart_svg, report_for_comparison, verdict_colour
 from core.plan import METHOD_LABELS, Plan
 from gui import dialogs, offthread, plaintext, saving
 from gui.display_state import Display
 from gui.format import Unit, hours, memory, money
 from gui.layout import FlowLayout
+from gui.panels.verdict import text_colour
 from gui.tools import report_export
 from gui.tools.context import ToolContext
 from gui.worker.runner import JobFailed
@@ -394,7 +395,9 @@ class ComparePanel(QWidget):
                     item.setForeground(dark_text)
                 if row.key == "verdict":
                     item.setForeground(
-                        QBrush(QColor(VERDICT_COLOURS[comparison.plans[c].estimate.judgement(comparison.mode).verdict]))
+                        QBrush(
+                            QColor(text_colour(verdict_colour(comparison.plans[c].estimate.judgement(comparison.mode))))
+                        )
                     )
                 table.setItem(r, c, item)
             label = table.verticalHeaderItem(r)

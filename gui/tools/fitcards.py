@@ -26,11 +26,11 @@ from PySide6.QtWidgets import (
 )
 
 from core.advice.fit import plan_on
-from core.estimate import VERDICT_LABELS
-from core.files.report import VERDICT_COLOURS
+from core.verdict import cheapest_fit_words
 from gui import plaintext
 from gui.display_state import Display
 from gui.format import hours, memory, money
+from gui.panels.verdict import text_colour
 from gui.tools.context import ToolContext
 from gui.tools.live import SearchPanel
 from gui.tools.searches import CardRow, CardsAnswer, CardsRequest, find_cards
@@ -108,7 +108,8 @@ class FitCardsPanel(SearchPanel):
         self.summary.setText(
             f"{plan.model.name}, {plan.method.value}: "
             + (
-                f"cheapest that fits is {best.gpu_name} × {best.count} ({money(best.cost, best.currency)} at "
+                f"{cheapest_fit_words(f'{best.gpu_name} × {best.count}', best.narrow)} "
+                f"({money(best.cost, best.currency)} at "
                 f"{money(best.price, best.currency)} per GPU-hour, {hours(best.hours)}). Prices marked * are the "
                 "catalogue's typical cloud prices, in US dollars; a card without one has an unknown cost."
                 if best
@@ -135,7 +136,7 @@ class FitCardsPanel(SearchPanel):
             row.sharding.value,
             memory(row.total_bytes, unit),
             memory(row.capacity_bytes, unit),
-            VERDICT_LABELS[row.verdict],
+            row.label,
             hours(row.hours),
             money(row.price, row.currency) + (" *" if row.currency else ""),
             money(row.cost, row.currency),
@@ -147,7 +148,7 @@ class FitCardsPanel(SearchPanel):
             if column >= 3:
                 item.setTextAlignment(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
             if column == 5:
-                item.setForeground(QBrush(QColor(VERDICT_COLOURS[row.verdict])))
+                item.setForeground(QBrush(QColor(text_colour(row.colour))))
             if column == 7:
                 item.setToolTip(plaintext.tooltip(f"Price per GPU-hour from {row.price_from}"))
             items.append(item)

@@ -19,7 +19,7 @@ from core.catalogue import GpuSpec, load_gpus
 from core.errors import PlanFileError
 from core.estimate import Mode, Verdict
 from core.files.fileio import write_file
-from core.files.report import FORMATS, Report, build_report
+from core.files.report import FORMATS, Report, build_report, verdict_colour
 from core.plan import Plan, Strategy
 from gui.worker.process import report_progress
 
@@ -42,6 +42,9 @@ class CardRow:
     capacity_bytes: float
     verdict: Verdict
     fits: bool
+    label: str  # the verdict in core.verdict's words: "Fits narrowly" for a narrow fit
+    colour: str  # core.files.report.verdict_colour: a narrow fit's yellow, not a fit's green
+    narrow: bool  # the cheapest below is a narrow fit only where none fits with margin (core.verdict)
     hours: float
     price: float
     price_from: str
@@ -80,6 +83,9 @@ def find_cards(request: CardsRequest) -> CardsAnswer:
             capacity_bytes=fit.estimate.capacity_bytes,
             verdict=fit.verdict,
             fits=fit.fits,
+            label=fit.label,
+            colour=verdict_colour(fit.estimate.judgement()),
+            narrow=fit.fits_narrowly,
             hours=fit.hours,
             price=fit.price,
             price_from=fit.price_from,
