@@ -57,6 +57,7 @@ from core.training.activations import (
 )
 from core.training.attention import backward_workspace, kernel_note
 from core.training.device import card_terms
+from core.training.extra_trained import extra_grad_terms, extra_state_terms, extra_trained_note, extra_weight_terms
 from core.training.flops import ADAPTER_GEMMS, block_gemms
 from core.training.optimizer import (
     PAGED,
@@ -206,9 +207,10 @@ def _common(plan: Plan, counts: ParamCounts, dt: Dtypes, lay: Layout | None) -> 
     layer_grads = _with_float8_casts(plan, layer_grads, lay)
     layer_grads = _with_experts_loop_gradient(plan, layer_grads, adt.grad)
     common = _Common(
-        weights=weight_terms(plan, counts, dt),
-        grads=gradient_terms(counts, dt),
-        optim=optimizer_terms(plan, counts, dt),
+        # PEFT's modules_to_save copies and trainable tokens beside the adapters (core.training.extra_trained).
+        weights=weight_terms(plan, counts, dt) + extra_weight_terms(plan, dt),
+        grads=gradient_terms(counts, dt) + extra_grad_terms(plan, dt),
+        optim=optimizer_terms(plan, counts, dt) + extra_state_terms(plan, dt),
         copies=copy_terms(plan, counts, dt),
         adt=adt,
         block=block,
@@ -885,6 +887,9 @@ def _notes(plan: Plan) -> tuple[str, ...]:
     note = kernel_note(plan)
     if note:
         notes.append(note)
+    trained = extra_trained_note(plan, dtypes_for(plan))
+    if trained:
+        notes.append(trained)
     return tuple(notes)
 
 
