@@ -1,5 +1,5 @@
 """PEFT's modules_to_save and trainable_token_indices (branch h60mts): the copies that train beside the adapters,
-what they keep, their refusals, and the setting through the plan file.
+what they keep, their refusals, and the setting through the plan file, the importers and the exports.
 
 Sources: huggingface/peft 51c2ff666b142d004c12609c9686cf17ca055751 src/peft/utils/other.py (``ModulesToSaveWrapper``,
 ``set_additional_trainable_modules``, ``AuxiliaryTrainingWrapper.check_module``), src/peft/tuners/trainable_tokens/
@@ -16,7 +16,9 @@ import pytest
 from core.catalogue import model_from_hf_config
 from core.errors import PlanError
 from core.estimate import estimate
+from core.files.launch import Target, export
 from core.files.planfile import dumps, loads
+from core.files.runconfig import loads_run_config
 from core.inputs import ModulesToSave
 from core.params import param_counts
 from core.plan import Accounting, Method, Optimizer, Plan, Preset, Strategy
@@ -147,6 +149,47 @@ def test_the_plan_file_keeps_it_and_an_older_file_reads_as_none() -> None:
     lora = document["plan"]["lora"]
     assert lora.pop("modules_to_save") == "none" and lora.pop("trainable_tokens") == 3
     assert loads(json.dumps(document)).lora.trainable_tokens == 0
+
+
+def _peft(**keys: object) -> dict[str, object]:
+    return {"peft_type": "LORA", "r": 8, "lora_alpha": 16, "target_modules": ["q_proj", "v_proj"], **keys}
+
+
+def test_the_peft_reader_sets_it_and_lists_what_it_cannot_price() -> None:
+    run = loads_run_config(json.dumps(_peft(modules_to_save=["embed_tokens", "lm_head", "score"])).encode(), "a.json")
+    assert run.settings.modules_to_save == "both"
+    assert any(n.value == ["score"] and "no shape" in n.source for n in run.notes)
+    run = loads_run_config(json.dumps(_peft(trainable_token_indices=[0, 1, 1])).encode(), "a.json")
+    assert run.settings.trainable_tokens == 2  # distinct rows
+    by_layer = _peft(trainable_token_indices={"embed_tokens": [5, 6, 7], "lm_head": [1]})
+    run = loads_run_config(json.dumps(by_layer).encode(), "a.json")
+    assert run.settings.trainable_tokens == 3 and any(n.value == ["lm_head"] for n in run.notes)
+    with pytest.raises(Exception, match="token indices"):
+        loads_run_config(json.dumps(_peft(trainable_token_indices=["a"])).encode(), "a.json")
+
+
+def test_axolotl_trl_and_llama_factory_keys_are_read() -> None:
+    axolotl = b"base_model: meta-llama/Llama-3.1-8B\nadapter: lora\nlora_r: 8\nlora_modules_to_save: [lm_head]\n"
+    assert loads_run_config(axolotl, "a.yml").settings.modules_to_save == "head"
+    factory = (
+        b"model_name_or_path: meta-llama/Llama-3.1-8B\nstage: sft\nfinetuning_type: lora\n"
+        b"additional_target: embed_tokens\n"
+    )
+    assert loads_run_config(factory, "f.yaml").settings.modules_to_save == "embedding"
+
+
+@pytest.mark.parametrize("target", [Target.AXOLOTL, Target.TRL, Target.LLAMA_FACTORY])
+def test_the_exports_write_it_back(target: Target) -> None:
+    plan = plan_for_model("llama-3.1-8b", method=Method.LORA).with_lora(modules_to_save=ModulesToSave.BOTH)
+    exported = export(plan, target)
+    assert not exported.cannot("method.lora.modules_to_save")
+    run = loads_run_config(exported.text.encode(), f"plan{exported.suffix}")
+    assert run.settings.modules_to_save == "both"
+
+
+def test_an_export_without_the_key_says_so() -> None:
+    plan = plan_for_model("llama-3.1-8b", method=Method.LORA).with_lora(trainable_tokens=4)
+    assert export(plan, Target.AXOLOTL).cannot("method.lora.trainable_tokens")
 
 
 def test_param_counts_are_the_adapters_alone() -> None:
