@@ -1123,7 +1123,7 @@ INPUTS: Final[tuple[Input, ...]] = (
           "of the original rows, k × d each). On a tied head the head's forward also builds and keeps a "
           "merged V × d copy of the matrix. 0: none.",
           ("--trainable-tokens",), "PEFT trainable_token_indices: the number of embedding rows that train (0: none)",
-          unit="rows", low=0, high=LIMITS["vocab_size"], matters=lambda p: p.peft_config),
+          unit="rows", low=0, high=LIMITS["vocab_size"], matters=lambda p: p.peft_config and p.lora_adapters),
     Input("quant", Kind.ENUM, "Base storage", "Base quantisation", Quant.NF4,
           "How QLoRA stores the frozen base weights (bitsandbytes): 4-bit NF4/FP4 in blocks of 64, or 8-bit.",
           ("--quant",), "QLoRA base storage", labels=QUANT_LABELS, matters=lambda p: p.quantised_base),

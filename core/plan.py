@@ -290,7 +290,6 @@ _ADAPTER_BASED: Final = frozenset(
     )
 )
 _LYCORIS: Final = frozenset((Method.LOHA, Method.LOKR))
-_EXTRA_TRAINED: Final = frozenset(("lora.modules_to_save", "lora.trainable_tokens"))
 # PEFT's layers wrapping each target nn.Linear whose rules this planner models on one GPU or DDP only
 # (branches h53lyco, h53vera, h54oft, h54ada, h58peft): the refusals of Plan._check_lycoris.
 _PEFT_WRAPPED: Final = _LYCORIS | {Method.VERA, Method.OFT, Method.ADALORA, Method.MISS}
@@ -1094,6 +1093,14 @@ class Plan:
                 "modules_to_save and trainable tokens are PEFT "
                 f"config keys; {METHOD_LABELS[self.method]} here is not PEFT's",
             )
+        if lora.trainable_tokens and not self.lora_adapters:
+            # huggingface/peft 51c2ff66: only src/peft/tuners/lora/config.py declares trainable_token_indices.
+            raise PlanError(
+                "lora.trainable_tokens",
+                lora.trainable_tokens,
+                "0 with this method",
+                "PEFT: trainable_token_indices is a LoraConfig key (LoRA, DoRA, QLoRA)",
+            )
         if lora.trainable_tokens and lora.modules_to_save.embedding:
             # set_additional_trainable_modules: "The embedding layer is already marked to be trained fully".
             raise PlanError(
@@ -1509,10 +1516,13 @@ class Plan:
                 changes["checkpointing"] = False
             if "attention" not in typed:
                 changes["attention"] = Attention.SDPA
-        if (method not in _ADAPTER_BASED or method in _LITGPT_ADAPTERS) and not typed & _EXTRA_TRAINED:
-            # modules_to_save and trainable tokens are PEFT config keys (__post_init__ refuses them elsewhere): a
-            # switch to full fine-tuning, frozen layers or LitGPT's adapters drops them, as leaving PEFT does.
-            lora = changes["lora"] = replace(lora, modules_to_save=ModulesToSave.NONE, trainable_tokens=0)
+        if (method not in _ADAPTER_BASED or method in _LITGPT_ADAPTERS) and "lora.modules_to_save" not in typed:
+            # modules_to_save is a PEFT config key (__post_init__ refuses it elsewhere): a switch to full
+            # fine-tuning, frozen layers or LitGPT's adapters drops it, as leaving PEFT does.
+            lora = changes["lora"] = replace(lora, modules_to_save=ModulesToSave.NONE)
+        if method not in _LORA_SHAPED and "lora.trainable_tokens" not in typed:
+            # trainable_token_indices is LoraConfig's alone: a switch to any other method drops the rows.
+            lora = changes["lora"] = replace(lora, trainable_tokens=0)
         if method is Method.IA3 and "lora.ia3_feedforward" not in typed:
             # IA3's feedforward modules are some of its targets (PEFT refuses others): switching
             # from LoRA on q_proj, k_proj keeps those targets and scales their outputs.

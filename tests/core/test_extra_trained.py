@@ -133,6 +133,8 @@ def test_what_peft_refuses_is_refused_with_its_reason() -> None:
         _tiny(modules_to_save=ModulesToSave.HEAD).on_gpus(2, Strategy.FSDP)
     with pytest.raises(PlanError, match="four buckets"):
         _tiny(modules_to_save=ModulesToSave.HEAD).with_changes(accounting=Accounting.LESSON)
+    with pytest.raises(PlanError, match="a LoraConfig key"):
+        _tiny(trainable_tokens=2).with_changes(method=Method.LOHA)
     with pytest.raises(PlanError, match="rows of the embedding"):
         _tiny(trainable_tokens=V + 1)
 
@@ -140,6 +142,8 @@ def test_what_peft_refuses_is_refused_with_its_reason() -> None:
 def test_leaving_peft_drops_the_setting() -> None:
     full = _tiny(modules_to_save=ModulesToSave.BOTH).with_method(Method.FULL)
     assert full.lora.modules_to_save is ModulesToSave.NONE and extra_elements(full) == 0
+    ia3 = _tiny(modules_to_save=ModulesToSave.HEAD, trainable_tokens=2).with_method(Method.IA3)
+    assert (ia3.lora.modules_to_save, ia3.lora.trainable_tokens) == (ModulesToSave.HEAD, 0)  # rows: LoRA's alone
 
 
 def test_the_plan_file_keeps_it_and_an_older_file_reads_as_none() -> None:
