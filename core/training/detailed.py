@@ -57,7 +57,13 @@ from core.training.activations import (
 )
 from core.training.attention import backward_workspace, kernel_note
 from core.training.device import card_terms
-from core.training.extra_trained import extra_grad_terms, extra_state_terms, extra_trained_note, extra_weight_terms
+from core.training.extra_trained import (
+    extra_grad_terms,
+    extra_state_terms,
+    extra_trained_note,
+    extra_weight_terms,
+    formed_gradients,
+)
 from core.training.flops import ADAPTER_GEMMS, block_gemms
 from core.training.optimizer import (
     PAGED,
@@ -668,11 +674,13 @@ def backward_phases(plan: Plan, parts: _Parts, dt: Dtypes) -> list[Phase]:
     weights = _backward_weights(plan, parts)
     optim = make_bucket(BucketKey.OPTIMIZER, parts.optim)
     buffers = parts.extra("persistent") + parts.extra("backward_grads")
+    held = _held_gradients(plan, parts)
+    head_formed = formed_gradients(plan, dt, head=True)  # a modules_to_save head copy's, under accumulation
     start = Phase(
         "backward",
         (
             weights.start,
-            _held_gradients(plan, parts),
+            make_bucket(BucketKey.GRADIENTS, list(held.terms) + head_formed) if head_formed else held,
             optim,
             make_bucket(BucketKey.ACTIVATIONS, [*parts.kept, *parts.outside, *parts.loss.backward, *parts.loss.held]),
         ),
@@ -790,10 +798,10 @@ def _embedding_gradient_formed(plan: Plan, parts: _Parts, dt: Dtypes, optim: Buc
             "end of the backward pass: the root unit's gradients reduced",
             StepPhase.BACKWARD_END,
         )
-    tied_extra = []
+    tied_extra = formed_gradients(plan, dt, head=False)  # a modules_to_save embedding copy's, under accumulation
     if parts.embed_grad and model.tie_embeddings:
         tied_vd = model.vocab_size * model.hidden_size * dt.grad / parts.tp
-        tied_extra = [Term("tied embedding: head and embedding gradients summed out of place", "2 × V·d", 2 * tied_vd)]
+        tied_extra += [Term("tied embedding: head and embedding gradients summed out of place", "2 × V·d", 2 * tied_vd)]
     return Phase(
         "backward",
         (

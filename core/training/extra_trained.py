@@ -55,6 +55,7 @@ __all__ = [
     "extra_state_terms",
     "extra_trained_note",
     "extra_weight_terms",
+    "formed_gradients",
     "head_copy_trains",
     "merged_head_copy",
     "trained_tensors",
@@ -133,6 +134,24 @@ def extra_grad_terms(plan: Plan, dt: Dtypes) -> list[Term]:
         Term(f"gradient of the {t.label}", f"{t.rows:,} × {t.cols:,} × {t.bytes:g} B", t.elements * t.bytes)
         for t in _of(plan, dt)
     ]
+
+
+def formed_gradients(plan: Plan, dt: Dtypes, *, head: bool) -> list[Term]:
+    """A copy's gradient as the backward forms it, beside the one accumulated over earlier micro-batches: with
+    gradient accumulation AccumulateGrad adds the new V × d tensor into ``.grad`` in place and frees it after
+    (torch 2.13.0 torch/csrc/autograd/functions/accumulate_grad.h, "Case 2.3: In-place addition": ``variable_grad
+    += new_grad``); the first micro-batch's is kept as ``.grad`` itself. The head's forms at the start of the
+    backward, the embedding's at its end. None without accumulation, or with the step in the backward."""
+    if plan.workload.grad_accum <= 1 or plan.optimizer_in_backward:
+        return []
+    setting = plan.lora.modules_to_save
+    if not (setting.head if head else setting.embedding):
+        return []
+    name = "lm_head" if head else "embed_tokens"
+    b = copy_bytes(plan, dt)
+    vd = plan.model.vocab_size * plan.model.hidden_size
+    label = f"modules_to_save: the {name} copy's new gradient before AccumulateGrad adds it in place"
+    return [Term(label, f"V·d × {b:g} B", vd * b)]
 
 
 def extra_state_terms(plan: Plan, dt: Dtypes) -> list[Term]:

@@ -109,6 +109,23 @@ def test_llama_3_1_8b_with_both_copies() -> None:
     assert token_flops(both).hardware - token_flops(lora).hardware == pytest.approx(2 * 128_256 * 4_096)
 
 
+def test_under_accumulation_a_copy_s_new_gradient_forms_beside_the_accumulated_one() -> None:
+    from core.training.extra_trained import formed_gradients
+
+    # torch 2.13.0 accumulate_grad.h "Case 2.3": ``variable_grad += new_grad``, the new V × d tensor alive until the
+    # in-place add; the first micro-batch's becomes .grad itself (no transient).
+    both = _tiny(modules_to_save=ModulesToSave.BOTH).with_workload(grad_accum=1)
+    assert formed_gradients(both, dtypes_for(both), head=True) == []
+    accumulating = both.with_workload(grad_accum=2)
+    dt = dtypes_for(accumulating)
+    assert [t.bytes for t in formed_gradients(accumulating, dt, head=True)] == [V * D * 2]  # bf16 copy
+    assert [t.bytes for t in formed_gradients(accumulating, dt, head=False)] == [V * D * 2]
+    head_only = _tiny(modules_to_save=ModulesToSave.HEAD).with_workload(grad_accum=2)
+    assert formed_gradients(head_only, dt, head=False) == []
+    backward = [p for p in estimate(accumulating).phases if p.name == "backward"]
+    assert any("lm_head copy's new gradient" in t.label for p in backward for b in p.buckets for t in b.terms)
+
+
 def test_eight_bit_and_paged_optimizers_keep_the_copies_as_they_keep_any_large_tensor() -> None:
     plan = _tiny(modules_to_save=ModulesToSave.HEAD)
     n = V * D
