@@ -126,6 +126,19 @@ def test_under_accumulation_a_copy_s_new_gradient_forms_beside_the_accumulated_o
     assert any("lm_head copy's new gradient" in t.label for p in backward for b in p.buckets for t in b.terms)
 
 
+def test_ddp_buckets_the_copies_gradients_like_any_other() -> None:
+    # torch DDP (gradient_as_bucket_view=False): a flat bucket copy of every trainable gradient
+    # (core.parallel.state._ddp); the two bf16 copies of Llama 3.1 8B add 2 × 128,256 × 4,096 × 2 B to the buckets.
+    plan = plan_for_model("llama-3.1-8b", method=Method.LORA, preset=Preset.TRAINER_BF16).with_workload(grad_accum=1)
+    ddp = plan.on_gpus(2, Strategy.DDP)
+    both = ModulesToSave.BOTH
+
+    def added(p: Plan) -> float:
+        return estimate(p.with_lora(modules_to_save=both)).peak_bytes - estimate(p).peak_bytes
+
+    assert added(ddp) - added(plan) == pytest.approx(2 * 128_256 * 4_096 * 2)
+
+
 def test_eight_bit_and_paged_optimizers_keep_the_copies_as_they_keep_any_large_tensor() -> None:
     plan = _tiny(modules_to_save=ModulesToSave.HEAD)
     n = V * D
