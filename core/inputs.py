@@ -99,6 +99,27 @@ class Method(StrEnum):
     MISS = "miss"  # MissConfig (init_weights True): miss_block (r x out) trains per target
 
 
+class ModulesToSave(StrEnum):
+    """PEFT's ``modules_to_save`` (branch h60mts; huggingface/peft 51c2ff66 src/peft/utils/other.py
+    ``ModulesToSaveWrapper``): whole modules trained beside the adapters, each a ``copy.deepcopy`` of the module
+    beside the frozen original. The two a causal LM's configs name (a chat template's new tokens: axolotl's
+    examples list ``embed_tokens`` and ``lm_head``): a choice, not free names, so that every value is one the
+    catalogue's shapes price (V × d each); other names an importer lists as not understood."""
+
+    NONE = "none"
+    EMBEDDING = "embedding"  # embed_tokens (wte, ...: the input embedding)
+    HEAD = "head"  # lm_head, the output head
+    BOTH = "both"  # both, two copies (tied models too: peft 0.18.0 copies each, tools/measure/modules_to_save_check.py)
+
+    @property
+    def embedding(self) -> bool:
+        return self in (ModulesToSave.EMBEDDING, ModulesToSave.BOTH)
+
+    @property
+    def head(self) -> bool:
+        return self in (ModulesToSave.HEAD, ModulesToSave.BOTH)
+
+
 class Precision(StrEnum):
     """The old one-word precision (plan files before version 3, lesson mode): derived from
     the precision roles, never an input of its own."""
@@ -696,6 +717,12 @@ MOE_DISPATCHER_LABELS: Final = {
     MoeDispatcher.DEEPEP: "flex, DeepEP",
     MoeDispatcher.HYBRIDEP: "flex, HybridEP",
 }
+MODULES_TO_SAVE_LABELS: Final = {
+    ModulesToSave.NONE: "none",
+    ModulesToSave.EMBEDDING: "embedding (embed_tokens)",
+    ModulesToSave.HEAD: "output head (lm_head)",
+    ModulesToSave.BOTH: "embedding and head",
+}
 QUANT_LABELS: Final = {Quant.NF4: "4-bit NF4", Quant.FP4: "4-bit FP4", Quant.INT8: "8-bit (LLM.int8)"}
 ACCOUNTING_LABELS: Final = {
     # Short enough to show whole in the plan column; the tooltip says what each one counts.
@@ -1082,6 +1109,21 @@ INPUTS: Final[tuple[Input, ...]] = (
           "parameters. 0: the rank r gives the number of blocks instead (OFTConfig r).",
           ("--oft-block-size",), "oft: PEFT oft_block_size (default 32; 0: --lora-rank blocks per target)",
           low=0, high=65_536, matters=lambda p: p.oft),
+    # PEFT's modules_to_save and trainable_token_indices (branch h60mts; huggingface/peft 51c2ff66
+    # src/peft/utils/other.py ModulesToSaveWrapper, src/peft/tuners/trainable_tokens/layer.py).
+    Input("lora.modules_to_save", Kind.ENUM, "Trained in full", "Modules to save", ModulesToSave.NONE,
+          "PEFT's modules_to_save (axolotl lora_modules_to_save, LLaMA-Factory additional_target): modules "
+          "trained whole beside the adapters, usually when a chat template adds tokens. PEFT keeps the frozen "
+          "original and trains a copy in the base's dtype: the copy, its gradient and its optimizer state, "
+          "V × d each; a trained head also keeps its input for the weight gradient.",
+          ("--modules-to-save",), "PEFT modules_to_save: none, embedding, head or both (V × d copies that train)",
+          labels=MODULES_TO_SAVE_LABELS, matters=lambda p: p.peft_config),
+    Input("lora.trainable_tokens", Kind.INT, "Trained token rows", "Trainable tokens", 0,
+          "PEFT's trainable_token_indices: how many rows of the embedding train (a float32 delta and a copy "
+          "of the original rows, k × d each). On a tied head the head's forward also builds and keeps a "
+          "merged V × d copy of the matrix. 0: none.",
+          ("--trainable-tokens",), "PEFT trainable_token_indices: the number of embedding rows that train (0: none)",
+          unit="rows", low=0, high=LIMITS["vocab_size"], matters=lambda p: p.peft_config and p.lora_adapters),
     Input("quant", Kind.ENUM, "Base storage", "Base quantisation", Quant.NF4,
           "How QLoRA stores the frozen base weights (bitsandbytes): 4-bit NF4/FP4 in blocks of 64, or 8-bit.",
           ("--quant",), "QLoRA base storage", labels=QUANT_LABELS, matters=lambda p: p.quantised_base),

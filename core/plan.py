@@ -49,6 +49,7 @@ from core.inputs import (
     Kind,
     MegatronCeFusion,
     Method,
+    ModulesToSave,
     MoeDispatcher,
     Offload,
     OllamaVersion,
@@ -110,6 +111,7 @@ __all__ = [
     "LoraSettings",
     "MegatronCeFusion",
     "Method",
+    "ModulesToSave",
     "MoeDispatcher",
     "Offload",
     "OllamaVersion",
@@ -226,6 +228,10 @@ class LoraSettings:
     lokr_factor: int = DEFAULTS["lora.lokr_factor"]
     # PEFT OFTConfig.oft_block_size (branch h54oft): 32 by default; 0 takes ``rank`` as the number of blocks.
     oft_block_size: int = DEFAULTS["lora.oft_block_size"]
+    # PEFT's modules_to_save and trainable_token_indices (branch h60mts): whole copies of the embedding / head
+    # trained beside the adapters, and k rows of the embedding (core.training.extra_trained).
+    modules_to_save: ModulesToSave = DEFAULTS["lora.modules_to_save"]
+    trainable_tokens: int = DEFAULTS["lora.trainable_tokens"]
 
     def __post_init__(self) -> None:
         run_checks(self, _LORA_CHECKS)
@@ -759,6 +765,7 @@ class Plan:
         self._check_lycoris()
         self._check_adalora()
         self._check_muon()
+        self._check_modules_to_save()
         if self.method is Method.FROZEN and self.frozen_layers == 0:
             raise PlanError(
                 "frozen_layers",
@@ -1069,6 +1076,70 @@ class Plan:
                 "prefix tuning's keys come from a cache; only SDPA with its explicit mask is modelled",
             )
 
+    def _check_modules_to_save(self) -> None:
+        """PEFT's modules_to_save and trainable_token_indices as this planner models them (branch h60mts,
+        core.training.extra_trained): on a PEFT method, one GPU or DDP, detailed accounting. What PEFT itself
+        refuses (huggingface/peft 51c2ff66 src/peft/utils/other.py) is refused with its reason."""
+        lora = self.lora
+        if lora.modules_to_save is ModulesToSave.NONE and not lora.trainable_tokens:
+            return
+        path = "lora.modules_to_save" if lora.modules_to_save is not ModulesToSave.NONE else "lora.trainable_tokens"
+        value = lora.modules_to_save.value if path == "lora.modules_to_save" else lora.trainable_tokens
+        if not self.peft_config:
+            raise PlanError(
+                path,
+                value,
+                "none (0) with this method",
+                "modules_to_save and trainable tokens are PEFT "
+                f"config keys; {METHOD_LABELS[self.method]} here is not PEFT's",
+            )
+        if lora.trainable_tokens and not self.lora_adapters:
+            # huggingface/peft 51c2ff66: only src/peft/tuners/lora/config.py declares trainable_token_indices.
+            raise PlanError(
+                "lora.trainable_tokens",
+                lora.trainable_tokens,
+                "0 with this method",
+                "PEFT: trainable_token_indices is a LoraConfig key (LoRA, DoRA, QLoRA)",
+            )
+        if lora.trainable_tokens and lora.modules_to_save.embedding:
+            # set_additional_trainable_modules: "The embedding layer is already marked to be trained fully".
+            raise PlanError(
+                "lora.trainable_tokens",
+                lora.trainable_tokens,
+                "0 while the embedding trains in full",
+                "PEFT: the embedding layer is already marked to be trained fully (modules_to_save)",
+            )
+        if lora.modules_to_save.head and HEAD_TARGET in lora.targets and self.lora_adapters:
+            # AuxiliaryTrainingWrapper.check_module: a BaseTunerLayer (the head's LoRA) cannot be wrapped.
+            raise PlanError(
+                "lora.modules_to_save",
+                lora.modules_to_save.value,
+                "no head while lm_head takes a LoRA adapter",
+                "PEFT: modules_to_save cannot be applied to a LoRA layer (TypeError)",
+            )
+        if lora.trainable_tokens > self.model.vocab_size:
+            raise PlanError(
+                "lora.trainable_tokens",
+                lora.trainable_tokens,
+                f"0 to {self.model.vocab_size:,}",
+                "token indices are rows of the embedding",
+            )
+        par = self.parallel
+        if par.strategy is not Strategy.DDP or par.tensor_parallel * par.pipeline_parallel * par.context_parallel > 1:
+            raise PlanError(
+                "parallel.strategy",
+                par.strategy.value,
+                "one GPU or DDP (no TP, PP or CP) with modules_to_save or trainable tokens",
+                "the copies' sharding is not modelled yet",
+            )
+        if self.accounting is Accounting.LESSON:
+            raise PlanError(
+                "accounting",
+                self.accounting.value,
+                "detailed with modules_to_save or trainable tokens",
+                "the lesson's four buckets have no term for the trained copies",
+            )
+
     def _check_lycoris(self) -> None:
         """LoHa, LoKr, VeRA, OFT, AdaLoRA and MiSS as this planner models them (huggingface/peft 51c2ff66
         src/peft/tuners/loha, lokr, vera, oft, adalora, miss): PEFT's layers on the blocks' nn.Linear projections of a
@@ -1189,6 +1260,12 @@ class Plan:
         ``sum(x.reshape(..., in / r, r), dim=-2) @ miss_block`` (r × out, trained) to its frozen base linear's
         output (huggingface/peft 51c2ff66 src/peft/tuners/miss/layer.py ``MissLinear.forward``)."""
         return self.method is Method.MISS
+
+    @property
+    def peft_config(self) -> bool:
+        """The method is PEFT's, configured by a PeftConfig with modules_to_save / trainable_token_indices
+        (every adapter method but LitGPT's own, on a stack that loads PEFT: not LitGPT's, not Megatron)."""
+        return self.adapter_based and not self.litgpt_adapter and not self.litgpt and self.stack is not Stack.MEGATRON
 
     @property
     def litgpt_adapter(self) -> bool:
@@ -1439,6 +1516,13 @@ class Plan:
                 changes["checkpointing"] = False
             if "attention" not in typed:
                 changes["attention"] = Attention.SDPA
+        if (method not in _ADAPTER_BASED or method in _LITGPT_ADAPTERS) and "lora.modules_to_save" not in typed:
+            # modules_to_save is a PEFT config key (__post_init__ refuses it elsewhere): a switch to full
+            # fine-tuning, frozen layers or LitGPT's adapters drops it, as leaving PEFT does.
+            lora = changes["lora"] = replace(lora, modules_to_save=ModulesToSave.NONE)
+        if method not in _LORA_SHAPED and "lora.trainable_tokens" not in typed:
+            # trainable_token_indices is LoraConfig's alone: a switch to any other method drops the rows.
+            lora = changes["lora"] = replace(lora, trainable_tokens=0)
         if method is Method.IA3 and "lora.ia3_feedforward" not in typed:
             # IA3's feedforward modules are some of its targets (PEFT refuses others): switching
             # from LoRA on q_proj, k_proj keeps those targets and scales their outputs.

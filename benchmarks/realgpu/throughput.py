@@ -542,6 +542,17 @@ def _attention(record: Mapping[str, Any]) -> Attention:
 FLASH_LOSS_SOURCES: Final = frozenset({"mosaicml-llm-foundry", "internlm"})
 
 
+def _modules_to_save(record: Mapping[str, Any]) -> dict[str, Any]:
+    """Qwen's "LoRA (emb)" rows: finetune.py's ``modules_to_save = ["wte", "lm_head"]`` for a base (not Chat)
+    model (QwenLM/Qwen@2df8e8ac finetune.py L331-334): PEFT trains full copies of both (the plan's
+    lora.modules_to_save since branch h60mts; the source is held out, so the rows are scored, never fitted)."""
+    if record["source_id"] == "qwen-finetune-profile" and "-lora-emb-" in record["id"]:
+        from core.inputs import ModulesToSave
+
+        return {"modules_to_save": ModulesToSave.BOTH}
+    return {}
+
+
 def _method(record: Mapping[str, Any]) -> dict[str, Any]:
     task = record.get("task")
     if task in ("lora", "qlora"):
@@ -549,7 +560,8 @@ def _method(record: Mapping[str, Any]) -> dict[str, Any]:
 
         method = Method.QLORA if task == "qlora" else Method.LORA
         if record["source_id"] in _SOURCE_LORA:
-            return {"method": method, "lora": LoraSettings(**_SOURCE_LORA[record["source_id"]])}
+            lora = LoraSettings(**_SOURCE_LORA[record["source_id"]], **_modules_to_save(record))
+            return {"method": method, "lora": lora}
         rank, targets = _LORA.get(record["id"], (16, ("q_proj", "k_proj", "v_proj")))
         return {"method": method, "lora": LoraSettings(rank=rank, targets=targets)}
     return {"method": Method.FULL}

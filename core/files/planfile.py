@@ -187,6 +187,9 @@ OPTIONAL_KEYS: Final = (
     | frozenset({(LoraSettings, "lokr_factor")})
     # OFT's oft_block_size (branch h54oft): a file without it reads as PEFT's default, 32.
     | frozenset({(LoraSettings, "oft_block_size")})
+    # PEFT's modules_to_save and trainable tokens (branch h60mts): a file without them reads as none, what every
+    # earlier release planned (the importers only noted them).
+    | frozenset({(LoraSettings, "modules_to_save"), (LoraSettings, "trainable_tokens")})
 )
 # Of the parallelism (version 4), only the GPU count and the strategy must be written; the
 # degrees and the frameworks' knobs default to one GPU's split and the frameworks' defaults.

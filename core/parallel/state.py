@@ -370,8 +370,14 @@ def _ddp(rank: _Rank) -> RankState:
     cap = plan.parallel.ddp_bucket_mb * MiB
     g = dt.grad
     size = trainable * g
-    n_buckets = 1 + max(0, -(-(size - DDP_FIRST_BUCKET_BYTES) // cap)) if size > DDP_FIRST_BUCKET_BYTES else 1
     formula = f"T × {g:g} B = {sci(trainable)} × {g:g} B"
+    if len(rank.grads) > 1:
+        # PEFT's modules_to_save copies and trainable tokens (core.training.extra_trained, appended after the
+        # trainable parameters' one term): their gradients, in their own dtype, are bucketed like any other.
+        extra = _total(rank.grads[1:])
+        size += extra
+        formula += f" + the copies' gradients {extra / 1e9:.2f} GB"
+    n_buckets = 1 + max(0, -(-(size - DDP_FIRST_BUCKET_BYTES) // cap)) if size > DDP_FIRST_BUCKET_BYTES else 1
     if plan.parallel.ddp_bucket_view:
         # gradient_as_bucket_view=True: param.grad is a view into its bucket, so the buckets
         # are the gradients, allocated at construction and never freed (zero_grad with

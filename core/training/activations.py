@@ -30,6 +30,7 @@ from core.training.attention import (
     needs_mask,
     sdpa_kernel,
 )
+from core.training.extra_trained import head_copy_trains, merged_head_copy
 from core.training.storage import litgpt_quantised_head
 
 # torch.compile's default partitioner for training, min_cut_rematerialization_partition
@@ -1626,6 +1627,7 @@ def outside_blocks(plan: Plan) -> LayerActs:
     n = plan.workload.micro_batch * plan.workload.seq_len
     d = model.hidden_size
     head_trains = plan.method is Method.FULL or (plan.method is Method.FROZEN and not model.tie_embeddings)
+    head_trains = head_trains or head_copy_trains(plan)  # PEFT's modules_to_save / tied trainable tokens
     adapted = plan.lora_adapters and model.head_adapter_shape(plan.lora.targets) is not None
     lora = (HEAD_TARGET,) if adapted else ()
     ctx = _context(plan, plan.method in (Method.FULL, Method.FROZEN), lora)
@@ -1640,6 +1642,7 @@ def outside_blocks(plan: Plan) -> LayerActs:
         items.append(Term("embedding dropout mask", "N·d × 1", n * d))
     items += _prompt_encoder(plan, ctx)
     dt = dtypes_for(plan)
+    items += merged_head_copy(plan, dt)
     if plan.method is Method.ADAPTER_V2:  # lit_gpt/adapter_v2.py: ln_f trains, lm_head is an AdapterV2Linear
         if model.norm != "layernorm":
             items.append(Term("Adapter v2: final norm's normalised input (float32)", "N·d × 4", n * d * 4.0))

@@ -57,6 +57,13 @@ from core.training.activations import (
 )
 from core.training.attention import backward_workspace, kernel_note
 from core.training.device import card_terms
+from core.training.extra_trained import (
+    extra_grad_terms,
+    extra_state_terms,
+    extra_trained_note,
+    extra_weight_terms,
+    formed_gradients,
+)
 from core.training.flops import ADAPTER_GEMMS, block_gemms
 from core.training.optimizer import (
     PAGED,
@@ -206,9 +213,10 @@ def _common(plan: Plan, counts: ParamCounts, dt: Dtypes, lay: Layout | None) -> 
     layer_grads = _with_float8_casts(plan, layer_grads, lay)
     layer_grads = _with_experts_loop_gradient(plan, layer_grads, adt.grad)
     common = _Common(
-        weights=weight_terms(plan, counts, dt),
-        grads=gradient_terms(counts, dt),
-        optim=optimizer_terms(plan, counts, dt),
+        # PEFT's modules_to_save copies and trainable tokens beside the adapters (core.training.extra_trained).
+        weights=weight_terms(plan, counts, dt) + extra_weight_terms(plan, dt),
+        grads=gradient_terms(counts, dt) + extra_grad_terms(plan, dt),
+        optim=optimizer_terms(plan, counts, dt) + extra_state_terms(plan, dt),
         copies=copy_terms(plan, counts, dt),
         adt=adt,
         block=block,
@@ -666,11 +674,13 @@ def backward_phases(plan: Plan, parts: _Parts, dt: Dtypes) -> list[Phase]:
     weights = _backward_weights(plan, parts)
     optim = make_bucket(BucketKey.OPTIMIZER, parts.optim)
     buffers = parts.extra("persistent") + parts.extra("backward_grads")
+    held = _held_gradients(plan, parts)
+    head_formed = formed_gradients(plan, dt, head=True)  # a modules_to_save head copy's, under accumulation
     start = Phase(
         "backward",
         (
             weights.start,
-            _held_gradients(plan, parts),
+            make_bucket(BucketKey.GRADIENTS, list(held.terms) + head_formed) if head_formed else held,
             optim,
             make_bucket(BucketKey.ACTIVATIONS, [*parts.kept, *parts.outside, *parts.loss.backward, *parts.loss.held]),
         ),
@@ -788,10 +798,10 @@ def _embedding_gradient_formed(plan: Plan, parts: _Parts, dt: Dtypes, optim: Buc
             "end of the backward pass: the root unit's gradients reduced",
             StepPhase.BACKWARD_END,
         )
-    tied_extra = []
+    tied_extra = formed_gradients(plan, dt, head=False)  # a modules_to_save embedding copy's, under accumulation
     if parts.embed_grad and model.tie_embeddings:
         tied_vd = model.vocab_size * model.hidden_size * dt.grad / parts.tp
-        tied_extra = [Term("tied embedding: head and embedding gradients summed out of place", "2 × V·d", 2 * tied_vd)]
+        tied_extra += [Term("tied embedding: head and embedding gradients summed out of place", "2 × V·d", 2 * tied_vd)]
     return Phase(
         "backward",
         (
@@ -885,6 +895,9 @@ def _notes(plan: Plan) -> tuple[str, ...]:
     note = kernel_note(plan)
     if note:
         notes.append(note)
+    trained = extra_trained_note(plan, dtypes_for(plan))
+    if trained:
+        notes.append(trained)
     return tuple(notes)
 
 

@@ -37,6 +37,7 @@ from core.model import ModelSpec, normalise_lora_targets
 from core.params import lokr_factorization, oft_blocks, oft_neumann_bmms, param_counts
 from core.plan import Accounting, CheckpointPolicy, Method, Plan
 from core.training.activations import recomputed_share
+from core.training.extra_trained import head_copy_trains
 
 # The suffixes of an adapter's matmuls in block_gemms: LoRA's two, LoHa's / LoKr's delta weight applied, VeRA's two,
 # OFT's block-diagonal rotation.
@@ -200,8 +201,11 @@ def _passes(plan: Plan) -> _Passes:
 
 
 def head_trains(plan: Plan) -> bool:
-    """The output head gets a gradient: full fine-tuning, or frozen layers with an untied head."""
-    return plan.method is Method.FULL or (plan.method is Method.FROZEN and not plan.model.tie_embeddings)
+    """The output head gets a gradient: full fine-tuning, frozen layers with an untied head, or PEFT's
+    modules_to_save copy of it / trainable tokens on a tied head (core.training.extra_trained): the backward's
+    weight-gradient matmul, 2·N·d·V FLOPs."""
+    full = plan.method is Method.FULL or (plan.method is Method.FROZEN and not plan.model.tie_embeddings)
+    return full or head_copy_trains(plan)
 
 
 def head_adapter_weight(plan: Plan) -> int:

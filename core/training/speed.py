@@ -64,6 +64,7 @@ from core.roles import Dtypes, dtypes_for, runs_grad_scaler
 from core.runtime import HF_HOST_LAYER_S
 from core.training.activations import recomputed_share
 from core.training.attention import Kernel, math_kernel_bytes, sdpa_kernel
+from core.training.extra_trained import extra_state_terms, trained_tensors
 from core.training.flops import ADAPTER_GEMMS, Gemm, attended_keys, block_gemms, head_trains, method_work
 from core.training.gemm_shape import shape_efficiency
 from core.training.optimizer import (
@@ -1180,7 +1181,11 @@ def optimizer_step_bytes(plan: Plan, counts: ParamCounts, stage: Stage) -> float
     share = train_share(plan, stage, par.tensor_parallel, experts_split=not sharded)
     shards = par.fsdp_shards if sharded else 1
     state = sum(t.bytes for t in optimizer_terms(plan, counts, dt)) * share / shards
-    return rank_trainable(plan, counts, stage) * (2.0 * dt.param + dt.grad) + 2.0 * state
+    # PEFT's modules_to_save copies and trainable tokens (one GPU or DDP: Plan._check_modules_to_save), each
+    # read, its gradient read and written back, in its own dtype, with its state (core.training.extra_trained).
+    extra = sum(3.0 * t.elements * t.bytes for t in trained_tensors(plan, dt))
+    extra += 2.0 * sum(t.bytes for t in extra_state_terms(plan, dt)) if extra else 0.0
+    return rank_trainable(plan, counts, stage) * (2.0 * dt.param + dt.grad) + 2.0 * state + extra
 
 
 def _rank_of(plan: Plan, stage: Stage, fp8: bool, sms: int | None = None, mxfp8: bool = False) -> _Rank:

@@ -140,6 +140,8 @@ class MethodForm(PlanForm):
         self.virtual_tokens = self.add_input("lora.virtual_tokens")
         self.lokr_factor = self.add_input("lora.lokr_factor")  # PEFT LoKr's decompose_factor
         self.oft_block_size = self.add_input("lora.oft_block_size")  # PEFT OFT's oft_block_size
+        self.modules_to_save = self.add_input("lora.modules_to_save")  # PEFT modules_to_save (branch h60mts)
+        self.trainable_tokens = self.add_input("lora.trainable_tokens")  # PEFT trainable_token_indices
         self.quant = self.add_input("quant")
         self.double_quant = self.add_input("double_quant")
         self.bnb_skip_modules = self.add_input("bnb_skip_modules")

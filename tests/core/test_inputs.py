@@ -182,6 +182,8 @@ def test_every_flag_reaches_its_input_in_the_plan(spec: Input) -> None:
     context = ["--gpus", "4"] if spec.path.endswith("_parallel") and spec.kind is Kind.INT else []
     if spec.path == "parallel.dp_replicate":  # HSDP replicas are FSDP's, 2 of 2 GPUs each
         context = ["--gpus", "4", "--strategy", "fsdp"]
+    if spec.path in ("lora.modules_to_save", "lora.trainable_tokens"):  # PEFT config keys: a PEFT method
+        context = ["--method", "lora"]
     args = build_parser().parse_args(["estimate", *model, *context, *_argv(spec, value)])
     plan = plan_from_args(args)
     if spec.cli_switch:

@@ -65,7 +65,9 @@ def test_peft_dora_and_modules_to_save_are_read() -> None:
     document.update(use_dora=True, modules_to_save=["lm_head"], my_extension=1)
     run = loads_run_config(json.dumps(document).encode(), "dora.json")
     assert run.settings.method == "dora"
-    assert any(n.source.startswith("modules_to_save") and n.value == ["lm_head"] for n in run.notes)
+    # PEFT's modules_to_save (branch h60mts): the head's copy is the plan's setting now, no longer a note.
+    assert run.settings.modules_to_save == "head"
+    assert not any(n.source.startswith("modules_to_save") for n in run.notes)
     assert run.unknown == ("my_extension",)
 
 
@@ -214,7 +216,9 @@ def test_axolotl_8bit_lora_is_an_int8_base() -> None:
     # adapter: lora with load_in_8bit: true trains LoRA on an LLM.int8 base.
     assert (run.settings.method, run.settings.quant) == ("qlora", "int8")
     assert run.settings.optimizer == "adamw-8bit"  # optimizer: adamw_bnb_8bit
-    assert any(n.source.startswith("lora_modules_to_save") for n in run.notes)
+    # lora_modules_to_save: [embed_tokens, lm_head] (the file): both copies train, set rather than noted.
+    assert run.settings.modules_to_save == "both"
+    assert not any(n.source.startswith("lora_modules_to_save") for n in run.notes)
 
 
 def test_a_hub_id_not_in_the_catalogue_is_asked_for_with_the_closest_names() -> None:

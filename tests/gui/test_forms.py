@@ -165,6 +165,21 @@ def test_oft_is_picked_with_its_block_size_and_the_rank_only_at_block_size_0(qtb
     assert form.oft_block_size.isHidden() and not form.rank.isHidden()
 
 
+def test_modules_to_save_and_trainable_tokens_rows_under_a_peft_method(qtbot: Any, window: MainWindow) -> None:
+    # PEFT's modules_to_save / trainable_token_indices (branch h60mts): rows under a PEFT method, gone under full.
+    form = window.method_form
+    form.method.setCurrentIndex(form.method.findData("lora"))
+    assert not form.modules_to_save.isHidden() and not form.trainable_tokens.isHidden()
+    form.modules_to_save.setCurrentIndex(form.modules_to_save.findData("head"))
+    assert window.controller.plan.lora.modules_to_save.value == "head"
+    type_into(qtbot, form.trainable_tokens, "2")
+    assert window.controller.plan.lora.trainable_tokens == 2
+    form.method.setCurrentIndex(form.method.findData("full"))
+    plan = window.controller.plan
+    assert plan.method is Method.FULL and plan.lora.modules_to_save.value == "none"  # leaving PEFT drops them
+    assert form.modules_to_save.isHidden() and form.trainable_tokens.isHidden()
+
+
 def test_ia3_method_shows_its_feedforward_modules(qtbot: Any, window: MainWindow) -> None:
     form = window.method_form
     form.method.setCurrentIndex(form.method.findData("ia3"))

@@ -31,13 +31,14 @@ from core.files.launch.common import (
     integer_alpha,
     loaded_dtype,
     model_reference,
+    modules_to_save_names,
     recipes_outside,
 )
 from core.files.launch.hf_trainer import HF_RECIPES, batch_keys, full_checkpointing, recipe_keys, sharding
 from core.inputs import input_at
 from core.model import LORA_TARGETS
 from core.parallel.layout import fsdp_no_sync
-from core.plan import Attention, Method, Offload, Plan
+from core.plan import Attention, Method, ModulesToSave, Offload, Plan
 
 ATTENTION: Final = {
     Attention.FLASH: "flash_attention",
@@ -94,6 +95,8 @@ def _adapter(draft: Draft) -> dict[str, Any]:
     else:
         keys["lora_target_modules"] = list(plan.lora.targets)
     keys["peft_use_dora"] = plan.method is Method.DORA
+    if plan.lora.modules_to_save is not ModulesToSave.NONE:  # axolotl hands lora_modules_to_save to LoraConfig
+        keys["lora_modules_to_save"] = modules_to_save_names(plan)
     return keys
 
 
@@ -143,7 +146,13 @@ def export_axolotl(plan: Plan, model_ref: str | None = None) -> Export:
             "(no_sync; FSDP2 so from accelerate 1.11) unless GradientAccumulationPlugin(sync_each_batch=True): "
             "this export writes no key for it",
         )
-    written = (*HF_RECIPES, "method.fused_loss", "method.activation_offload", "method.lora.dropout")
+    written = (
+        *HF_RECIPES,
+        "method.fused_loss",
+        "method.activation_offload",
+        "method.lora.dropout",
+        "method.lora.modules_to_save",
+    )
     recipes_outside(draft, [n for n in written if n not in ("parallel.fsdp1_wrap", "parallel.grad_sync")])
     lines = ["axolotl config written by VRAM Planner. Add datasets and output_dir, then: axolotl train <this file>"]
     return draft.finish(Target.AXOLOTL, header(lines) + dump_yaml(document))

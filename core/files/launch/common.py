@@ -180,6 +180,15 @@ TRAINING_NAMES: Final = tuple(f.name for f in TRAINING_FIELDS)
 # its framework has a key for and lists the rest with these reasons (or its own).
 RECIPE_WHY: Final = {
     "method.lora.dropout": "no LoRA dropout setting in this target",
+    # PEFT's modules_to_save / trainable_token_indices (branch h60mts): axolotl lora_modules_to_save, TRL
+    # ModelConfig lora_modules_to_save and LLaMA-Factory additional_target carry the first; none the second.
+    "method.lora.modules_to_save": (
+        "no modules_to_save setting in this target (axolotl lora_modules_to_save, TRL lora_modules_to_save, "
+        "LLaMA-Factory additional_target; PEFT's LoraConfig modules_to_save)"
+    ),
+    "method.lora.trainable_tokens": (
+        "no trainable-token setting in this target (PEFT's LoraConfig trainable_token_indices, in a script)"
+    ),
     "method.stack": "no torch.compile setting in this target's config",
     "method.float8": "no float8 training setting in this target's config",
     "method.fused_loss": "no fused linear cross-entropy (Liger) setting in this target",
@@ -289,6 +298,13 @@ def recipes_outside(draft: Draft, written: Iterable[str], why: Mapping[str, str]
     for name, reason in RECIPE_WHY.items():
         if name not in written:
             draft.outside([name], (why or {}).get(name, reason))
+
+
+def modules_to_save_names(plan: Plan) -> list[str]:
+    """The module names PEFT's modules_to_save takes for the plan's setting (the readers' first names:
+    core.files.runconfig.common EMBEDDING_NAMES / HEAD_NAMES, transformers' Llama-style ones)."""
+    setting = plan.lora.modules_to_save
+    return [name for name, on in (("embed_tokens", setting.embedding), ("lm_head", setting.head)) if on]
 
 
 GPU_COUNT: Final = ("parallel.nodes", "parallel.gpus_per_node")

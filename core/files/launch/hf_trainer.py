@@ -34,13 +34,14 @@ from core.files.launch.common import (
     integer_alpha,
     loaded_dtype,
     model_reference,
+    modules_to_save_names,
     optimizer_steps,
     recipes_outside,
 )
 from core.files.launch.deepspeed import inline_config
 from core.inputs import Stack, input_at
 from core.parallel.layout import fsdp_no_sync
-from core.plan import Attention, CheckpointPolicy, Method, Offload, Plan, Strategy
+from core.plan import Attention, CheckpointPolicy, Method, ModulesToSave, Offload, Plan, Strategy
 
 # transformers 5 has no FlashAttention 1 / Triton kernel: a plan that names it gets FlashAttention-2,
 # the same memory and a faster kernel.
@@ -182,7 +183,7 @@ def trainer_keys(draft: Draft) -> dict[str, Any]:
         **recipe_keys(draft),
         **sharding(draft),
     }
-    recipes_outside(draft, (*HF_RECIPES, "method.fused_loss", "method.lora.dropout"))
+    recipes_outside(draft, (*HF_RECIPES, "method.fused_loss", "method.lora.dropout", "method.lora.modules_to_save"))
     return keys
 
 
@@ -204,6 +205,8 @@ def peft_keys(draft: Draft) -> dict[str, Any]:
         "lora_dropout": plan.lora.dropout,
         "use_dora": plan.method is Method.DORA,
     }
+    if plan.lora.modules_to_save is not ModulesToSave.NONE:  # TRL ModelConfig.lora_modules_to_save
+        keys["lora_modules_to_save"] = modules_to_save_names(plan)
     if plan.method is Method.QLORA:
         if plan.quant is Quant.INT8:
             keys["load_in_8bit"] = True

@@ -27,12 +27,13 @@ from core.files.launch.common import (
     integer_alpha,
     loaded_dtype,
     model_reference,
+    modules_to_save_names,
     recipes_outside,
 )
 from core.files.launch.fields import FIELDS_BY_NAME
 from core.files.launch.hf_trainer import HF_RECIPES, batch_keys, full_checkpointing, recipe_keys, sharding
 from core.model import LORA_TARGETS
-from core.plan import Attention, CheckpointPolicy, Method, Plan
+from core.plan import Attention, CheckpointPolicy, Method, ModulesToSave, Plan
 
 # No FlashAttention 1 in LLaMA-Factory: a plan that names it gets fa2 (same memory, faster).
 FLASH_ATTN: Final = {
@@ -60,6 +61,8 @@ def _method(draft: Draft) -> dict[str, Any]:
         "lora_target": "all" if plan.lora.targets == LORA_TARGETS else ",".join(plan.lora.targets),
         "use_dora": plan.method is Method.DORA,
     }
+    if plan.lora.modules_to_save is not ModulesToSave.NONE:  # LLaMA-Factory additional_target: names, commas
+        keys["additional_target"] = ",".join(modules_to_save_names(plan))
     if plan.method is Method.QLORA:
         keys.update(quantization_bit=8 if plan.quant is Quant.INT8 else 4, quantization_method="bitsandbytes")
         if plan.quant is not Quant.INT8:
@@ -129,7 +132,8 @@ def export_llamafactory(plan: Plan, model_ref: str | None = None) -> Export:
         **recipe_keys(draft),
         **sharding(draft),
     }
-    recipes_outside(draft, (*HF_RECIPES, "method.fused_loss", "method.lora.dropout", "method.unsloth"))
+    written = (*HF_RECIPES, "method.fused_loss", "method.lora.dropout", "method.unsloth", "method.lora.modules_to_save")
+    recipes_outside(draft, written)
     lines = ["LLaMA-Factory config written by VRAM Planner. Add dataset, template and output_dir, then:",
              "llamafactory-cli train <this file>"]  # fmt: skip
     return draft.finish(Target.LLAMA_FACTORY, header(lines) + dump_yaml(document))

@@ -19,6 +19,7 @@ from core.files.runconfig.common import (
     finish,
     hf_optimizer,
     lora_targets,
+    modules_to_save,
     recipe_numbers,
     sharding,
 )
@@ -201,7 +202,7 @@ def _method(taker: Taker, odd: OddValues) -> dict[str, Any]:
         s["lora_targets"] = lora_targets(taker, key, ("all-linear", *named), odd)
     else:
         s["lora_targets"] = lora_targets(taker, "lora_target_modules", taker.names("lora_target_modules"), odd)
-    taker.note("lora_modules_to_save", "modules trained in full beside the adapters are not in the estimate")
+    s.update(modules_to_save(taker, "lora_modules_to_save"))  # PEFT modules_to_save (branch h60mts)
     return s
 
 

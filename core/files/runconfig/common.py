@@ -9,7 +9,7 @@ from typing import Any, Final
 from core.errors import PlanError, PlanFileError
 from core.files.runconfig.mapping import DTYPES, HF_ANYPRECISION, HF_ANYPRECISION_WHY, HF_DEFAULT_OPTIM, HF_OPTIMIZERS
 from core.files.runconfig.reading import Taker, read_json_document
-from core.files.runconfig.result import ConfigKind, RunConfig, RunSettings
+from core.files.runconfig.result import ConfigKind, FieldRead, RunConfig, RunSettings
 from core.model import normalise_lora_targets
 from core.units import finite_number
 
@@ -310,3 +310,52 @@ def recipe_numbers(
         s[setting] = number > 0 if setting == "grad_clip" else float(number)
         taker.record(setting, s[setting], key)
     return s
+
+
+# PEFT's modules_to_save (branch h60mts): the names a causal LM's embedding and head go by, matched as PEFT matches
+# them (huggingface/peft 51c2ff66 src/peft/utils/other.py ``_set_trainable``: ``key.endswith(target_key)``):
+# transformers' Llama / Mistral / Qwen / Gemma (embed_tokens, lm_head), GPT-2 (wte), GPT-NeoX (embed_in,
+# embed_out), Falcon / BLOOM (word_embeddings), Mistral's own and torchtune's (tok_embeddings, output).
+EMBEDDING_NAMES: Final = ("embed_tokens", "wte", "embed_in", "word_embeddings", "tok_embeddings")
+HEAD_NAMES: Final = ("lm_head", "embed_out", "output")
+
+
+def modules_to_save(taker: Taker, key: str) -> dict[str, Any]:
+    """The plan's ``modules_to_save`` from a list of module names (``key``): the embedding and / or the head;
+    names it cannot price are noted, never dropped. A list naming neither leaves the plan's setting alone."""
+    names = taker.names(key)
+    if not names:
+        return {}
+    embedding = any(n.split(".")[-1] in EMBEDDING_NAMES for n in names)
+    head = any(n.split(".")[-1] in HEAD_NAMES for n in names)
+    rest = [n for n in names if n.split(".")[-1] not in (*EMBEDDING_NAMES, *HEAD_NAMES)]
+    if rest:
+        taker.notes.append(
+            FieldRead("note", rest, f"{key}: modules trained in full that the estimate has no shape for")
+        )
+    if not (embedding or head):
+        return {}
+    value = "both" if embedding and head else "embedding" if embedding else "head"
+    taker.record("modules_to_save", value, key)
+    return {"modules_to_save": value}
+
+
+def trainable_tokens(taker: Taker, key: str) -> dict[str, Any]:
+    """The number of embedding rows PEFT's ``trainable_token_indices`` trains: a list of token ids (the input
+    embedding's), or a mapping of layer names to lists (the embedding's entry counts; others are noted)."""
+    value = taker.raw(key)
+    if value in (None, [], {}):
+        return {}
+    if isinstance(value, dict):
+        rows = [ids for name, ids in value.items() if str(name).split(".")[-1] in EMBEDDING_NAMES]
+        others = [name for name in value if str(name).split(".")[-1] not in EMBEDDING_NAMES]
+        if others:
+            taker.notes.append(FieldRead("note", others, f"{key}: trainable tokens of other layers are not modelled"))
+        if not rows:
+            return {}
+        value = rows[0]
+    if not isinstance(value, list) or not all(isinstance(i, int) and not isinstance(i, bool) and i >= 0 for i in value):
+        raise taker.fail(key, value, "a list of token indices (or a mapping of layer names to lists)")
+    count = len(set(value))
+    taker.record("trainable_tokens", count, key)
+    return {"trainable_tokens": count}

@@ -18,6 +18,7 @@ from core.files.runconfig.common import (
     finish,
     hf_optimizer,
     lora_targets,
+    modules_to_save,
     recipe_numbers,
     sharding,
 )
@@ -214,6 +215,6 @@ def read_hf(document: dict[str, Any], where: str) -> RunConfig:
         s["lora_rank"] = taker.integer("lora_r", "lora_rank", 1, 65_536)
         s["lora_alpha"] = taker.number("lora_alpha", "lora_alpha", 0.0, 1e6)
         s["lora_targets"] = lora_targets(taker, "lora_target_modules", taker.names("lora_target_modules"), odd)
-        taker.note("lora_modules_to_save", "modules trained in full beside the adapters are not in the estimate")
+        s.update(modules_to_save(taker, "lora_modules_to_save"))  # PEFT modules_to_save (branch h60mts)
     taker.irrelevant("gradient_checkpointing_kwargs")
     return finish(ConfigKind.HF, taker, odd, model_ref, s)

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any, Final
 
-from core.files.runconfig.common import OddValues, finish, lora_targets
+from core.files.runconfig.common import OddValues, finish, lora_targets, modules_to_save
 from core.files.runconfig.hf import take_trainer_args
 from core.files.runconfig.reading import Taker
 from core.files.runconfig.result import ConfigKind, RunConfig
@@ -156,7 +156,7 @@ def _adapters(taker: Taker, odd: OddValues) -> dict[str, Any]:
     s["lora_rank"], s["lora_alpha"] = rank, alpha
     target = taker.names("lora_target")
     s["lora_targets"] = lora_targets(taker, "lora_target", target or ("all",), odd)
-    taker.note("additional_target", "modules trained in full beside the adapters are not in the estimate")
+    s.update(modules_to_save(taker, "additional_target"))  # PEFT modules_to_save (branch h60mts)
     return s
 
 

@@ -23,6 +23,7 @@ from core.plan import (
     LoraSettings,
     MegatronCeFusion,
     Method,
+    ModulesToSave,
     Offload,
     Optimizer,
     OptimizerImpl,
@@ -195,6 +196,10 @@ def apply_settings(plan: Plan, settings: RunSettings, *, model_dtype: str | None
         lora["lokr_factor"] = s.lokr_factor
     if s.oft_block_size is not None:
         lora["oft_block_size"] = s.oft_block_size
+    if s.modules_to_save is not None:
+        lora["modules_to_save"] = ModulesToSave(s.modules_to_save)
+    if s.trainable_tokens is not None:
+        lora["trainable_tokens"] = s.trainable_tokens
     if s.ia3_feedforward is not None:
         lora["ia3_feedforward"] = s.ia3_feedforward
     elif method is Method.IA3:  # the file gives no feedforward modules: the plan's among the targets

@@ -9,7 +9,14 @@ from __future__ import annotations
 
 from typing import Any, Final
 
-from core.files.runconfig.common import OddValues, finish, lora_targets, recipe_numbers
+from core.files.runconfig.common import (
+    OddValues,
+    finish,
+    lora_targets,
+    modules_to_save,
+    recipe_numbers,
+    trainable_tokens,
+)
 from core.files.runconfig.reading import Taker
 from core.files.runconfig.result import ConfigKind, RunConfig
 from core.params import OFT_NEUMANN_TERMS
@@ -139,8 +146,6 @@ def read_peft(document: dict[str, Any], where: str) -> RunConfig:
     s["lora_rank"], s["lora_alpha"] = rank, alpha
     s.update(recipe_numbers(taker, None, "lora_dropout"))
     model_ref = _targets_and_model(taker, odd, s)
-    _note_adapter_keys(taker, "modules_to_save")
-    taker.note("trainable_token_indices", "trainable token rows are not in the estimate")
     _note_adapter_keys(taker, "rank_pattern", "alpha_pattern", "layers_to_transform", "layer_replication")
     _note_adapter_keys(taker, "exclude_modules")
     taker.note("target_parameters", "adapters on parameters (MoE experts) are not modelled")
@@ -154,7 +159,6 @@ def read_peft(document: dict[str, Any], where: str) -> RunConfig:
 # What an adapter config may set that the estimate leaves out, in the words each reader notes it with
 # (LoRA, LoHa / LoKr and AdaLoRA share them; VeRA, OFT and the prompt methods word their own).
 _ADAPTER_NOTES: dict[str, str] = {
-    "modules_to_save": "modules trained in full beside the adapters are not in the estimate",
     "rank_pattern": "per-module ranks: the estimate uses r everywhere",
     "alpha_pattern": "per-module alphas change scaling only",
     "layers_to_transform": "adapters on some layers only: the estimate adapts every layer",
@@ -188,7 +192,13 @@ _NO_QUANT: Final = "adapter_config.json does not say whether the base was quanti
 def _finish(
     taker: Taker, odd: OddValues, model_ref: str | None, s: dict[str, Any], irrelevant: tuple[str, ...], quant: str
 ) -> RunConfig:
-    """What every PEFT reader ends with: the base's quantisation asked for, the keys that do not matter."""
+    """What every PEFT reader ends with: modules_to_save and trainable_token_indices (every PeftConfig may
+    name them; branch h60mts), the base's quantisation asked for, the keys that do not matter."""
+    s.update(modules_to_save(taker, "modules_to_save"))
+    s.update(trainable_tokens(taker, "trainable_token_indices"))
+    # peft 0.18.0 LoraModel._add_modules_to_tie: with the embedding alone listed on a tied model, the head shares
+    # its copy (no second copy); the head's kept input and weight-gradient matmul are then not in the estimate.
+    taker.note("ensure_weight_tying", "a tied head sharing the embedding's copy trains through it (not modelled)")
     taker.missing("quant", quant)
     taker.irrelevant(*irrelevant)
     return finish(ConfigKind.PEFT, taker, odd, model_ref, s)
@@ -206,7 +216,6 @@ def _read_ia3(taker: Taker, odd: OddValues) -> RunConfig:
     else:
         feedforward = taker.names("feedforward_modules")
         s["ia3_feedforward"] = lora_targets(taker, "feedforward_modules", feedforward, odd, "ia3_feedforward")
-    taker.note("modules_to_save", "modules trained in full beside the vectors are not in the estimate")
     taker.note("exclude_modules", "excluded modules: the estimate scales every listed target")
     taker.note("layers_to_transform", "vectors on some layers only: the estimate scales every layer")
     return _finish(taker, odd, model_ref, s, IA3_IRRELEVANT, _NO_QUANT)
@@ -243,7 +252,6 @@ def _read_prompt(taker: Taker, odd: OddValues, method: str) -> RunConfig:
         s["checkpointing"] = False
         taker.record("checkpointing", False, "peft_type PREFIX_TUNING (PEFT refuses gradient checkpointing)")
     model_ref = _base_model(taker)
-    taker.note("modules_to_save", "modules trained in full beside the prompt are not in the estimate")
     return _finish(taker, odd, model_ref, s, PROMPT_IRRELEVANT, _NO_QUANT)
 
 
@@ -260,7 +268,6 @@ def _read_ln_tuning(taker: Taker, odd: OddValues) -> RunConfig:
     if excluded:
         raise taker.fail("exclude_modules", list(excluded), "null (every norm trains)")
     model_ref = _base_model(taker)
-    taker.note("modules_to_save", "modules trained in full beside the norms are not in the estimate")
     return _finish(taker, odd, model_ref, s, LN_IRRELEVANT, _NO_QUANT)
 
 
@@ -292,7 +299,7 @@ def _read_lycoris(taker: Taker, odd: OddValues, method: str) -> RunConfig:
     model_ref = _targets_and_model(taker, odd, s)
     taker.note("rank_dropout", "a dropped row mask each step: the estimate keeps the whole delta")
     taker.note("module_dropout", "adapters skipped some steps: the estimate runs every adapter every step")
-    _note_adapter_keys(taker, "modules_to_save", "rank_pattern", "alpha_pattern", "layers_to_transform")
+    _note_adapter_keys(taker, "rank_pattern", "alpha_pattern", "layers_to_transform")
     _note_adapter_keys(taker, "exclude_modules")
     return _finish(taker, odd, model_ref, s, LYCORIS_IRRELEVANT, _NO_QUANT)
 
@@ -321,7 +328,6 @@ def _read_vera(taker: Taker, odd: OddValues) -> RunConfig:
     _refuse_dropout(taker, "vera_dropout", "VeRA's dropout copies are not modelled")
     _refuse_bias(taker, "vera_only", "VeRA's trained biases are not modelled")
     model_ref = _targets_and_model(taker, odd, s)
-    taker.note("modules_to_save", "modules trained in full beside the vectors are not in the estimate")
     taker.note("layers_to_transform", "vectors on some layers only: the estimate adapts every layer")
     return _finish(taker, odd, model_ref, s, VERA_IRRELEVANT, _NO_QUANT)
 
@@ -343,7 +349,6 @@ def _read_miss(taker: Taker, odd: OddValues) -> RunConfig:
     _refuse_dropout(taker, "miss_dropout", "MiSS's dropped copies of the input are not modelled")
     _refuse_bias(taker, "MiSS_only", "MiSS's trained biases are not modelled")
     model_ref = _targets_and_model(taker, odd, s)
-    taker.note("modules_to_save", "modules trained in full beside the blocks are not in the estimate")
     taker.note("layers_to_transform", "blocks on some layers only: the estimate adapts every layer")
     taker.note("exclude_modules", "excluded modules: the estimate adapts every listed target")
     return _finish(taker, odd, model_ref, s, MISS_IRRELEVANT, _NO_QUANT)
@@ -378,7 +383,7 @@ def _read_adalora(taker: Taker, odd: OddValues) -> RunConfig:
         raise taker.fail("rank_pattern", taker.raw("rank_pattern"), why)
     _refuse_bias(taker, "lora_only", "trained biases beside AdaLoRA are not modelled")
     model_ref = _targets_and_model(taker, odd, s)
-    _note_adapter_keys(taker, "modules_to_save", "alpha_pattern", "layers_to_transform", "layer_replication")
+    _note_adapter_keys(taker, "alpha_pattern", "layers_to_transform", "layer_replication")
     _note_adapter_keys(taker, "exclude_modules")
     return _finish(taker, odd, model_ref, s, ADALORA_IRRELEVANT, _NO_QUANT)
 
@@ -413,7 +418,6 @@ def _read_oft(taker: Taker, odd: OddValues) -> RunConfig:
     model_ref = _targets_and_model(taker, odd, s)
     taker.note("coft", "the constrained projection runs under no_grad each step: nothing kept, not in the time")
     taker.note("module_dropout", "PEFT's OFT Linear.forward never applies it (51c2ff66): no effect on memory")
-    taker.note("modules_to_save", "modules trained in full beside the rotations are not in the estimate")
     taker.note("rank_pattern", "per-module r: the estimate uses r everywhere")
     taker.note("layers_to_transform", "rotations on some layers only: the estimate adapts every layer")
     _note_adapter_keys(taker, "exclude_modules")

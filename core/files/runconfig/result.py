@@ -44,6 +44,8 @@ SETTING_LABELS: Final = {
     "virtual_tokens": "Virtual tokens",
     "lokr_factor": "LoKr decompose factor",
     "oft_block_size": "OFT block size",
+    "modules_to_save": "Modules to save",
+    "trainable_tokens": "Trainable tokens",
     "quant": "Base quantisation",
     "double_quant": "Double quantisation",
     "model_dtype": "Model loaded in",
@@ -106,6 +108,8 @@ class RunSettings:
     virtual_tokens: int | None = None  # PEFT PromptLearningConfig.num_virtual_tokens
     lokr_factor: int | None = None  # PEFT LoKrConfig.decompose_factor
     oft_block_size: int | None = None  # PEFT OFTConfig.oft_block_size
+    modules_to_save: str | None = None  # none | embedding | head | both (PEFT modules_to_save; branch h60mts)
+    trainable_tokens: int | None = None  # rows of PEFT's trainable_token_indices
     quant: str | None = None  # nf4 | fp4 | int8
     double_quant: bool | None = None
     model_dtype: str | None = None  # fp32 | bf16 | fp16: the dtype the model is loaded in
