@@ -759,6 +759,7 @@ class Plan:
         self._check_lycoris()
         self._check_adalora()
         self._check_muon()
+        self._check_lora_fa()
         if self.method is Method.FROZEN and self.frozen_layers == 0:
             raise PlanError(
                 "frozen_layers",
@@ -1144,6 +1145,29 @@ class Plan:
             field, value, allowed, why = "stack", self.stack.value, "eager or compile with Muon", "Megatron's own"
         if why:
             raise PlanError(field, value, allowed, f"torch.optim.Muon with {why}: not modelled")
+
+    def _check_lora_fa(self) -> None:
+        """PEFT's LoRA-FA (huggingface/peft 5d602fdb src/peft/optimizers/lorafa.py, PEFT 0.18.0 alike) takes a
+        PeftModel: ``create_lorafa_optimizer`` freezes every parameter named lora_A, and LoraFAOptimizer.step pairs
+        each lora_A with the next parameter whose name holds "lora" (its lora_B) and multiplies whole A (A @ A.T).
+        The plan runs it on PEFT's LoRA / QLoRA, one GPU or DDP; the rest is refused with the reason."""
+        if self.optimizer is not Optimizer.LORA_FA:
+            return
+        par = self.parallel
+        why = ""
+        if self.method not in (Method.LORA, Method.QLORA):
+            field, value, allowed = "method", self.method.value, "lora or qlora with LoRA-FA"
+            why = "no lora_A to freeze"
+            if self.method is Method.DORA:
+                why = "DoRA's lora_magnitude_vector, which breaks the step's (lora_A, lora_B) pairing by name"
+        elif self.litgpt or self.unsloth or self.stack is Stack.MEGATRON:
+            field, value, allowed = "stack", self.stack.value, "PEFT's own LoRA layers with LoRA-FA"
+            why = "LitGPT's, Unsloth's or Megatron's LoRA (create_lorafa_optimizer takes a PeftModel)"
+        elif par.strategy is not Strategy.DDP or par.tensor_parallel > 1 or par.offload is not Offload.NONE:
+            field, value, allowed = "parallel.strategy", par.strategy.value, "ddp, no tensor parallel or offload"
+            why = "sharded or offloaded adapters (the step pairs lora_A and lora_B by name and reads whole A)"
+        if why:
+            raise PlanError(field, value, allowed, f"LoRA-FA with {why}: not modelled")
 
     # ---- derived inputs (no arithmetic on memory here: that is the estimator's) ------
     @property

@@ -108,9 +108,16 @@ def plans(draw: st.DrawFn) -> Plan:
         double_quant=draw(st.booleans()),
         frozen_layers=frozen,
         **precision_fields(draw(st.sampled_from(list(Precision)))),
-        # Muon refuses adapters, experts and sharding (Plan._check_muon): tests/core/test_low_bit_optimizers.py draws it
+        # Muon refuses adapters, experts and sharding (Plan._check_muon): tests/core/test_low_bit_optimizers.py draws
+        # it; LoRA-FA refuses all but PEFT's LoRA / QLoRA (Plan._check_lora_fa): tests/core/test_lora_fa.py
         optimizer=draw(
-            st.sampled_from([o for o in (MAC_OPTIMIZERS if mac else list(Optimizer)) if o is not Optimizer.MUON])
+            st.sampled_from(
+                [
+                    o
+                    for o in (MAC_OPTIMIZERS if mac else list(Optimizer))
+                    if o not in (Optimizer.MUON, Optimizer.LORA_FA)
+                ]
+            )
         ),
         checkpointing=method is not Method.PREFIX_TUNING and draw(st.booleans()),  # PEFT refuses it
         checkpoint_policy=draw(
