@@ -93,7 +93,9 @@ ANYPRECISION_MOMENT_BYTES: Final = 2.0  # bf16
 # blocks' weight matrices (muon_matrices) and torch.optim.AdamW on the rest. ``_single_tensor_muon`` per matrix:
 # ``update = grad.lerp(buf, momentum)`` (nesterov, the default), then ``_zeropower_via_newtonschulz``: a bf16 copy X
 # (the update itself when the gradient is bf16), transposed to m <= n, and ns_steps = 5 rounds of
-# ``gram = X @ X.T``, ``torch.addmm(gram, gram, gram)``, ``X = torch.addmm(X, gram_update, X)``.
+# ``gram = X @ X.T``, ``torch.addmm(gram, gram, gram)``, ``X = torch.addmm(X, gram_update, X)`` (lines 55-66, read
+# in the installed 2.13.0: it has no ``use_addmm`` switch, the addmm form always runs; at the second addmm the update,
+# X before and after the round, gram and gram_update are alive at once: _muon_temporary).
 MUON_NS_STEPS: Final = 5
 MUON_X_BYTES: Final = 2.0  # the Newton-Schulz iterate, bf16 (``grad.bfloat16()``)
 
