@@ -178,6 +178,9 @@ class Optimizer(StrEnum):
     # torch.optim.Muon (torch 2.13.0 torch/optim/_muon.py) on the blocks' 2-D weight matrices, torch.optim.AdamW (the
     # plan's implementation) on the rest, as its docstring says to (core.params.muon_matrices).
     MUON = "muon"
+    # PEFT's LoRA-FA (huggingface/peft 5d602fdb src/peft/optimizers/lorafa.py create_lorafa_optimizer, as in PEFT
+    # 0.18.0): every lora_A frozen, lora_B trained by AdamW on its gradient projected through (A Aᵀ)⁻¹. LoRA only.
+    LORA_FA = "lora-fa"
 
 
 class Attention(StrEnum):
@@ -599,6 +602,7 @@ OPTIMIZER_LABELS: Final = {
     Optimizer.PAGED_LION: "Paged Lion",
     Optimizer.PAGED_LION_8BIT: "Paged Lion 8-bit",
     Optimizer.MUON: "Muon (+ AdamW for the rest)",
+    Optimizer.LORA_FA: "LoRA-FA (PEFT, frozen lora_A)",
 }
 # Each optimizer's state per trainable parameter and where the rule was read (core.training.optimizer), for the
 # Optimizer list's entries.
@@ -635,6 +639,12 @@ OPTIMIZER_TOOLTIPS: Final = {
     Optimizer.MUON: "torch.optim.Muon on the blocks' 2-D weight matrices: one momentum buffer in the gradients' "
     "dtype (4 B at float32) and bf16 Newton-Schulz products during the step; the embedding, head, norms and biases "
     "under torch.optim.AdamW (torch 2.13.0 torch/optim/_muon.py).",
+    Optimizer.LORA_FA: "PEFT's LoRA-FA (create_lorafa_optimizer; LoRA only): lora_A frozen, so only lora_B trains, "
+    "with AdamW's two moments in its dtype (8 B at float32), and the adapters keep no copy of their input for the "
+    "backward (no gradient of A); the step projects each B's gradient through (A Aᵀ)⁻¹ one pair at a time "
+    "(huggingface/peft src/peft/optimizers/lorafa.py). No config file names it (adapter_config.json and "
+    "TrainingArguments have no key): it is built in code, peft.optimizers.create_lorafa_optimizer(model, r, "
+    "lora_alpha, lr), and handed to the Trainer as optimizers=(optimizer, None).",
 }
 PRESET_LABELS: Final = {
     Preset.TRAINER_BF16: "Trainer(bf16=True), bf16 model",

@@ -7,7 +7,7 @@ from typing import Final
 
 from core.memo import fills_fields, last_answer
 from core.model import HEAD_NAME, KeptLinears, kept_linears, parse_skip_modules
-from core.plan import Accounting, Method, Plan
+from core.plan import Accounting, Method, Optimizer, Plan
 
 
 @fills_fields
@@ -16,7 +16,7 @@ class ParamCounts:
     total: int  # every parameter of the base model
     active: int  # parameters one token passes through (differs for mixture-of-experts)
     trainable: int  # parameters that get gradients and optimizer state
-    adapter: int  # LoRA (and DoRA magnitude) parameters, 0 without adapters; part of ``trainable``
+    adapter: int  # LoRA (and DoRA magnitude) parameters, 0 without adapters; ``trainable`` but LoRA-FA's lora_A
     frozen_base: int  # base parameters without gradients
 
 
@@ -326,7 +326,8 @@ def param_counts(plan: Plan) -> ParamCounts:
             adapter += model.dora_magnitude_params(plan.lora.targets)
         if plan.accounting is Accounting.LESSON and plan.lesson.trainable_override:
             adapter = plan.lesson.trainable_override
-        return ParamCounts(total=total, active=active, trainable=adapter, adapter=adapter, frozen_base=total)
+        trainable = max(0, adapter - lora_fa_frozen_elements(plan))
+        return ParamCounts(total=total, active=active, trainable=trainable, adapter=adapter, frozen_base=total)
     if plan.method is Method.FROZEN:
         frozen = min(total, frozen_params(plan))
         trainable = total - frozen
@@ -363,3 +364,16 @@ def muon_elements(plan: Plan) -> int:
     model = plan.model
     n = muon_layers(plan) * sum(a * b for a, b in muon_matrices(plan))
     return round(n * model.params_scale) if model.params_override else n
+
+
+def lora_fa_frozen_elements(plan: Plan) -> int:
+    """The lora_A elements PEFT's LoRA-FA freezes (huggingface/peft 5d602fdb src/peft/optimizers/lorafa.py
+    ``create_lorafa_optimizer``: ``requires_grad_(False)`` on every parameter named lora_A): r·in per adapted
+    matrix, the head's r·d when it is adapted; stored with the adapters, no gradient or optimizer state. 0 unless
+    the plan's optimizer is LoRA-FA (Plan._check_lora_fa: LoRA and QLoRA only)."""
+    if plan.optimizer is not Optimizer.LORA_FA or plan.accounting is Accounting.LESSON:  # the lesson's T: adapters
+        return 0
+    model, r = plan.model, plan.lora.rank
+    head = model.head_adapter_shape(plan.lora.targets)
+    per_layer = sum(r * fan_in * copies for fan_in, _, copies in model.adapted_matrices(plan.lora.targets))
+    return model.num_layers * per_layer + (r * head[0] if head else 0)

@@ -766,6 +766,8 @@ class Plan:
         self._check_adalora()
         self._check_muon()
         self._check_modules_to_save()
+        self._check_lora_fa()
+        self._check_ao_zero()
         if self.method is Method.FROZEN and self.frozen_layers == 0:
             raise PlanError(
                 "frozen_layers",
@@ -1215,6 +1217,50 @@ class Plan:
             field, value, allowed, why = "stack", self.stack.value, "eager or compile with Muon", "Megatron's own"
         if why:
             raise PlanError(field, value, allowed, f"torch.optim.Muon with {why}: not modelled")
+
+    def _check_lora_fa(self) -> None:
+        """PEFT's LoRA-FA (huggingface/peft 5d602fdb src/peft/optimizers/lorafa.py, PEFT 0.18.0 alike) takes a
+        PeftModel: ``create_lorafa_optimizer`` freezes every parameter named lora_A, and LoraFAOptimizer.step pairs
+        each lora_A with the next parameter whose name holds "lora" (its lora_B) and multiplies whole A (A @ A.T).
+        The plan runs it on PEFT's LoRA / QLoRA, one GPU or DDP; the rest is refused with the reason."""
+        if self.optimizer is not Optimizer.LORA_FA:
+            return
+        par = self.parallel
+        why = ""
+        if self.method not in (Method.LORA, Method.QLORA):
+            field, value, allowed = "method", self.method.value, "lora or qlora with LoRA-FA"
+            why = "no lora_A to freeze"
+            if self.method is Method.DORA:
+                why = "DoRA's lora_magnitude_vector, which breaks the step's (lora_A, lora_B) pairing by name"
+        elif self.litgpt or self.unsloth or self.stack is Stack.MEGATRON:
+            field, value, allowed = "stack", self.stack.value, "PEFT's own LoRA layers with LoRA-FA"
+            why = "LitGPT's, Unsloth's or Megatron's LoRA (create_lorafa_optimizer takes a PeftModel)"
+        elif par.strategy is not Strategy.DDP or par.tensor_parallel > 1 or par.offload is not Offload.NONE:
+            field, value, allowed = "parallel.strategy", par.strategy.value, "ddp, no tensor parallel or offload"
+            why = "sharded or offloaded adapters (the step pairs lora_A and lora_B by name and reads whole A)"
+        if why:
+            raise PlanError(field, value, allowed, f"LoRA-FA with {why}: not modelled")
+
+    def _check_ao_zero(self) -> None:
+        """torchao's low-bit AdamW under a DeepSpeed ZeRO stage. ZeRO hands the optimizer flat float32 partitions,
+        not the model's tensors (deepspeedai/DeepSpeed edaa7221): stages 1-2 one per param group, the group padded to a
+        multiple of 2 × DP (stage_1_and_2.py lines 391-393, nccl_start_alignment_factor 2), so 2·⌈N/(2·DP)⌉ elements;
+        stage 3 one per sub-group, each parameter padded to a multiple of DP (partition_parameters.py _padding_size).
+        torchao quantises a moment only for a tensor of 4,096 elements or more that its block (256; 128 at 4 bits)
+        divides (pytorch/ao 36027d82 torchao/optim/adam.py ``_new_buffer``), else keeps it in the tensor's dtype:
+        whether a partition is a block multiple depends on the param groups' element counts (the trainer's), which
+        the plan does not fix, so its state is 8 B or ~2 B an element by that chance alone. DeepSpeed also asserts
+        without ``zero_allow_untested_optimizer`` (runtime/engine.py line 1990: torchao's AdamW is not in
+        zero/utils.py ZERO_SUPPORTED_OPTIMIZERS). Refused with the reason, not guessed."""
+        low_bit = (Optimizer.AO_ADAMW_8BIT, Optimizer.AO_ADAMW_4BIT, Optimizer.AO_ADAMW_FP8)
+        if self.optimizer in low_bit and self.parallel.strategy.deepspeed and self.stack is not Stack.MEGATRON:
+            raise PlanError(
+                "optimizer",
+                self.optimizer.value,
+                "a torchao low-bit AdamW on one GPU, DDP or FSDP, or AdamW (or bitsandbytes') under ZeRO",
+                "torchao quantises only tensors its block divides; ZeRO's flat float32 partitions are block multiples "
+                "or not by the param groups' sizes alone (padded to 2 × DP at stages 1-2): not modelled",
+            )
 
     # ---- derived inputs (no arithmetic on memory here: that is the estimator's) ------
     @property

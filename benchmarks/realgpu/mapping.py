@@ -174,7 +174,13 @@ _OPTIMIZERS: Final = {
     "ao_adamw8bit": Optimizer.AO_ADAMW_8BIT,
     "ao_adamw4bit": Optimizer.AO_ADAMW_4BIT,
     "anyprecision_adamw": Optimizer.ANYPRECISION_ADAMW,
+    # branch h60opt (2026-12-05): PEFT's LoRA-FA (HELD_OUT_OPTIMIZERS; _LORA_FA_FIGURES)
+    "lora_fa": Optimizer.LORA_FA,
 }
+# Figures whose recipe says optimizer "other" for PEFT's LoRA-FA: the method comparison's results file runs
+# ``optimizer_type: "lora-fa"`` (huggingface/peft 51c2ff66 method_comparison/MetaMathQA/experiments/lora/
+# llama-3.2-3B-rank32-lorafa/training_params.json; utils.py line 283 builds it with create_lorafa_optimizer).
+_LORA_FA_FIGURES: Final = frozenset({"peft-mc-lora--llama-3.2-3B-rank32-lorafa"})
 _ATTENTION: Final = {
     None: Attention.SDPA,
     "sdpa": Attention.SDPA,
@@ -240,7 +246,8 @@ HELD_OUT_METHODS: Final = frozenset(
 )
 # Figures of optimizers the planner gained after the constant was set (branch h57opt, 2026-12-05: torchao's
 # AdamW8bit / AdamW4bit, AnyPrecisionAdamW): scored, never fitted on, on the same terms.
-HELD_OUT_OPTIMIZERS: Final = frozenset({"ao_adamw8bit", "ao_adamw4bit", "anyprecision_adamw"})
+# PEFT's LoRA-FA (branch h60opt, 2026-12-05) likewise.
+HELD_OUT_OPTIMIZERS: Final = frozenset({"ao_adamw8bit", "ao_adamw4bit", "anyprecision_adamw", "lora_fa"})
 HELD_OUT_SOURCES: Final = frozenset(
     {
         "torchao-float8-torchtitan-2025",
@@ -922,6 +929,8 @@ _ATTENTION_MEGATRON: Final = {"flash": Attention.FLASH, "eager": Attention.EAGER
 
 def map_figure(figure: Mapping[str, Any]) -> Mapped:
     """The plan for one figure of memory_figures.json, or the capabilities it lacks."""
+    if figure["id"] in _LORA_FA_FIGURES:  # optimizer "other" in the record: LoRA-FA, which the plan now says
+        figure = {**figure, "recipe": {**figure["recipe"], "optimizer": "lora_fa"}}
     recipe = figure["recipe"]
     if FAMILY[str(figure["source_id"])] == "megatron":
         try:

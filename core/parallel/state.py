@@ -155,6 +155,9 @@ class RankState:
     step_temporary: bool = True  # the torch.optim step temporaries apply (not DeepSpeed's fused step)
     host: list[Term] = field(default_factory=list)  # what the rank keeps in host memory instead
     step_share: float = 1.0  # the rank's fraction of the single-GPU optimizer step (its temporaries)
+    # ZeRO's fraction of the single-GPU optimizer state (T ÷ DP, _zero_optimizer_partition), whose fused step has
+    # no step_share; None: the step's share (:attr:`optimizer_share`).
+    zero_share: float | None = None
     # FSDP2's root unit is reduced last: until then its sharded gradients do not exist
     # (``root_pending``, a negative term) and its unsharded ones wait; at its reduction the
     # rank holds them and the reduce-scatter input, its parameters resharded (``root_reduce``).
@@ -174,6 +177,12 @@ class RankState:
     # reserved from the wrap on, whatever the step then does with those blocks.
     wrap_cache: list[Term] = field(default_factory=list)
     notes: tuple[str, ...] = ()
+
+    @property
+    def optimizer_share(self) -> float:
+        """The rank's fraction of the single-GPU optimizer state, as its optimizer bucket divides it (the share of
+        the trainable parameters it holds ÷ the ranks it is sharded over): what a paged optimizer pages per GPU."""
+        return self.step_share if self.zero_share is None else self.zero_share
 
 
 def _scaled(terms: list[Term], share: float, why: str) -> list[Term]:
@@ -344,7 +353,7 @@ def _strategy_state(rank: _Rank) -> RankState:
         return _offloaded(plan, replace(_ddp(rank), step_share=t_share))
     if strategy is Strategy.FSDP:
         return _expert_note(rank, replace(_fsdp(rank), step_share=t_share / rank.dp))
-    return _expert_note(rank, _zero(rank))
+    return _expert_note(rank, replace(_zero(rank), zero_share=t_share / rank.dp))
 
 
 def _expert_note(rank: _Rank, state: RankState) -> RankState:

@@ -20,7 +20,7 @@ from core.inputs import loss_16bit_matters, loss_code_runs
 from core.memo import fills_fields, last_answer
 from core.model import HEAD_TARGET, ModelSpec, normalise_ia3_feedforward, normalise_lora_targets
 from core.params import lycoris_matrix_tensors, oft_blocks, oft_neumann_bmms
-from core.plan import Attention, CheckpointPolicy, MegatronCeFusion, Method, Plan, Stack, TransformersLoss
+from core.plan import Attention, CheckpointPolicy, MegatronCeFusion, Method, Optimizer, Plan, Stack, TransformersLoss
 from core.roles import adapter_dtype, compute_dtype, dtypes_for, model_dtype
 from core.training.attention import (
     Kernel,
@@ -117,6 +117,7 @@ class _Ctx:
     norms_train: bool = False  # PEFT's LN tuning: the residual stream's norms train (copies), nothing else
     prefix: int = 0  # prefix tuning's virtual keys and values before every layer's own (Plan.prefix_tokens)
     hada_autocast: bool = False  # LoHa under autocast: its delta weight is in the autocast dtype (adapter_copies)
+    frozen_a: bool = False  # PEFT's LoRA-FA: lora_A frozen, so lora_A's matmul keeps no input (adapter_in)
 
     def saves(self, name: str) -> bool:
         """A projection keeps its input only when its weight, or an adapter on it, trains."""
@@ -135,6 +136,8 @@ class _Ctx:
         """
         if self.hada_autocast:
             return x is not self.compute_dtype
+        if self.frozen_a:  # nothing of the input is kept but dropout's mask (adapter_in), whatever its dtype
+            return True
         if self.dropout:
             return True
         return self.adapter_dtype is not x or (self.autocast and x is not self.compute_dtype)
@@ -143,8 +146,15 @@ class _Ctx:
     def adapter_in(self) -> float:
         """Bytes of the copy an adapter keeps: the autocast dtype under autocast. With LoRA
         dropout (PEFT: ``lora_B(lora_A(dropout(x)))``, one nn.Dropout per adapted layer) each
-        adapter keeps the dropped tensor and dropout keeps its mask (one byte per element)."""
-        return (self.ca if self.autocast else self.adapter) + (1.0 if self.dropout else 0.0)
+        adapter keeps the dropped tensor and dropout keeps its mask (one byte per element).
+
+        Under PEFT's LoRA-FA lora_A is frozen: its matmul keeps no input (no dA; dx reads only A), so of the input
+        only dropout's mask is kept (the input needs a gradient). tools/measure/lycoris_check.py "lorafa": 4,096 B
+        (lora_A's outputs alone) against LoRA's 266,240 B, to the byte."""
+        mask = 1.0 if self.dropout else 0.0
+        if self.frozen_a:
+            return mask
+        return (self.ca if self.autocast else self.adapter) + mask
 
 
 def _context(plan: Plan, trainable: bool, lora: tuple[str, ...]) -> _Ctx:
@@ -179,6 +189,7 @@ def _plan_fields(plan: Plan) -> dict[str, object]:
         "norms_train": plan.method is Method.LN_TUNING,
         "prefix": plan.prefix_tokens,
         "hada_autocast": plan.method is Method.LOHA and dt.autocast,
+        "frozen_a": plan.optimizer is Optimizer.LORA_FA,
     }
 
 
@@ -206,8 +217,13 @@ def _consumer_inputs(
         formula = f"{len(savers)} × N·{width} × {ctx.ca:g}"
         return [Term(f"{label}, cast to 16 bits per reading matmul", formula, len(savers) * el * ctx.ca)]
     a = ctx.adapter_in
+    if not a:  # LoRA-FA without dropout: the frozen lora_A keeps nothing of its input
+        return []
     formula = f"{len(savers)} × N·{width} × {a:g}"
-    return [Term(f"{label}, cast per adapter (PEFT / autocast)", formula, len(savers) * el * a)]
+    how = "cast per adapter (PEFT / autocast)"
+    if ctx.frozen_a:
+        how = "dropout's mask per adapter (LoRA-FA: lora_A keeps no input)"
+    return [Term(f"{label}, {how}", formula, len(savers) * el * a)]
 
 
 def _readers_keep_itself(ctx: _Ctx, x: Dtype) -> bool:

@@ -876,14 +876,27 @@ def evaluation_phase(plan: Plan, parts: _Parts, rank: Rank | None) -> Phase:
     )
 
 
-def _notes(plan: Plan) -> tuple[str, ...]:
+def _paged_per_gpu(plan: Plan, state: RankState | None) -> float:
+    """The paged optimizer state one GPU holds: the rank's share of it, divided as its optimizer-state bucket is
+    (RankState.optimizer_share: ÷ DP under FSDP and ZeRO); none when that state is on the host (offload)."""
+    if plan.optimizer not in PAGED:
+        return 0.0
+    whole = paged_state_bytes(plan, param_counts(plan))
+    if state is None:
+        return whole
+    if not state.optim and state.host:  # offloaded: the host bucket holds it, no GPU pages
+        return 0.0
+    return whole * state.optimizer_share
+
+
+def _notes(plan: Plan, state: RankState | None) -> tuple[str, ...]:
     notes = []
-    paged = paged_state_bytes(plan, param_counts(plan)) if plan.optimizer in PAGED else 0.0
+    paged = _paged_per_gpu(plan, state)
     if paged:
         notes.append(
-            f"Paged optimizer: {gb(paged)} GB of its state lives in CUDA managed memory (bitsandbytes get_paged: "
-            "cudaMallocManaged), outside PyTorch's allocator and outside these figures; the driver pages it to "
-            "host memory when the card is full, so it slows a tight run rather than stopping it."
+            f"Paged optimizer: {gb(paged)} GB per GPU of its state lives in CUDA managed memory (bitsandbytes "
+            "get_paged: cudaMallocManaged), outside PyTorch's allocator and outside these figures; the driver pages it "
+            "to host memory when the card is full, so it slows a tight run rather than stopping it."
         )
     if runs_grad_scaler(plan):
         notes.append(
@@ -909,7 +922,7 @@ def training_breakdown(plan: Plan, counts: ParamCounts, rank: Rank | None = None
     phases = (forward_phase(plan, parts), backward, optimizer_phase(plan, counts, parts, dt))
     peak_phase = max(phases, key=lambda p: p.allocated_bytes)
     peak = peak_phase.allocated_bytes
-    notes = _notes(plan) + (parts.state.notes if parts.state is not None else ())
+    notes = _notes(plan, parts.state) + (parts.state.notes if parts.state is not None else ())
     where = (rank.stage.layers, rank.stage.embedding, rank.stage.head) if rank is not None else None
     cycle = _reference_cycle(plan, parts)
     cached = parts.extra("stream_cache") + _gradients_cached(parts, peak_phase)

@@ -49,6 +49,7 @@ LESSON_OPTIMIZER_BYTES: Final = {
     Optimizer.PAGED_LION: 4.0,
     Optimizer.PAGED_LION_8BIT: 1.0,
     Optimizer.MUON: 4.0,  # one float32 momentum (the AdamW group's second moment left out at this level)
+    Optimizer.LORA_FA: 8.0,  # AdamW's two float32 moments (PEFT's LoraFAOptimizer; lora_A's freezing left out here)
 }
 MASTER_COPY_BYTES: Final = ELEMENT_BYTES["fp32"]  # float32 master weight in mixed precision
 ADAPTER_BYTES: Final = ELEMENT_BYTES["fp32"]  # the lesson keeps adapters, and their gradients, in float32

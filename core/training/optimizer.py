@@ -93,7 +93,9 @@ ANYPRECISION_MOMENT_BYTES: Final = 2.0  # bf16
 # blocks' weight matrices (muon_matrices) and torch.optim.AdamW on the rest. ``_single_tensor_muon`` per matrix:
 # ``update = grad.lerp(buf, momentum)`` (nesterov, the default), then ``_zeropower_via_newtonschulz``: a bf16 copy X
 # (the update itself when the gradient is bf16), transposed to m <= n, and ns_steps = 5 rounds of
-# ``gram = X @ X.T``, ``torch.addmm(gram, gram, gram)``, ``X = torch.addmm(X, gram_update, X)``.
+# ``gram = X @ X.T``, ``torch.addmm(gram, gram, gram)``, ``X = torch.addmm(X, gram_update, X)`` (lines 55-66, read
+# in the installed 2.13.0: it has no ``use_addmm`` switch, the addmm form always runs; at the second addmm the update,
+# X before and after the round, gram and gram_update are alive at once: _muon_temporary).
 MUON_NS_STEPS: Final = 5
 MUON_X_BYTES: Final = 2.0  # the Newton-Schulz iterate, bf16 (``grad.bfloat16()``)
 
@@ -128,8 +130,10 @@ def adapter_tensor_sizes(plan: Plan) -> list[int]:
         for fan_in, fan_out, copies in model.adapted_matrices(plan.lora.targets):
             sizes += lycoris_matrix_tensors(plan, fan_in, fan_out)[0] * copies
         return sizes
+    frozen_a = plan.optimizer is Optimizer.LORA_FA  # LoRA-FA trains lora_B alone (core.params.lora_fa_frozen_elements)
     for fan_in, fan_out, copies in model.adapted_matrices(plan.lora.targets):
-        sizes += ([r * fan_in, r * fan_out] + ([fan_out] if plan.method is Method.DORA else [])) * copies
+        a = [] if frozen_a else [r * fan_in]
+        sizes += (a + [r * fan_out] + ([fan_out] if plan.method is Method.DORA else [])) * copies
     return sizes
 
 
@@ -141,7 +145,8 @@ def head_adapter_tensor_sizes(plan: Plan) -> list[int]:
         return []
     fan_in, fan_out = head
     r = plan.lora.rank
-    return [r * fan_in, r * fan_out] + ([fan_out] if plan.method is Method.DORA else [])
+    a = [] if plan.optimizer is Optimizer.LORA_FA else [r * fan_in]
+    return a + [r * fan_out] + ([fan_out] if plan.method is Method.DORA else [])
 
 
 def trainable_tensors(plan: Plan) -> int:
@@ -221,6 +226,10 @@ def _state_terms(plan: Plan, counts: ParamCounts, dt: Dtypes) -> list[Term]:
     opt = plan.optimizer
     if opt in ADAM_FAMILY:
         return [Term("Adam moments m, v", f"2 × T × {b:g} B = 2 × {sci(t)} × {b:g} B", 2 * t * b)]
+    if opt is Optimizer.LORA_FA:  # LoraFAOptimizer: exp_avg_B, exp_avg_sq_B = torch.zeros_like(B), lora_B only
+        return [
+            Term("LoRA-FA moments of lora_B (exp_avg_B, exp_avg_sq_B)", f"2 × T × {b:g} B = 2 × {sci(t)}", 2 * t * b)
+        ]
     if opt is Optimizer.PAGED_ADAMW:
         small = min(t, small_state_elements(plan, PAGED_MIN_SIZE))
         return [
@@ -524,6 +533,8 @@ def optimizer_step_temporary(plan: Plan, counts: ParamCounts, dt: Dtypes) -> Ter
         return _anyprecision_temporary(plan, dt)
     if plan.optimizer is Optimizer.MUON:
         return _muon_temporary(plan, counts, dt)
+    if plan.optimizer is Optimizer.LORA_FA:
+        return _lora_fa_temporary(plan, dt)
     if plan.optimizer not in ADAM_FAMILY:
         return None
     impl = plan.optimizer_impl
@@ -533,6 +544,18 @@ def optimizer_step_temporary(plan: Plan, counts: ParamCounts, dt: Dtypes) -> Ter
         big = largest_trainable_tensor(plan)
         return Term("for-loop Adam: sqrt(v) and its quotient, largest tensor", f"2 × {sci(big)} × {b:g} B", 2 * big * b)
     return None
+
+
+def _lora_fa_temporary(plan: Plan, dt: Dtypes) -> Term:
+    """LoraFAOptimizer.step, one (lora_A, lora_B) pair at a time (huggingface/peft 5d602fdb src/peft/optimizers/
+    lorafa.py): ``grad_B = (1 / s²) * (grad_B_orin @ AA_T_inv)`` (under bf16 autocast, cast back to B's gradient
+    dtype), then ``denom_B = exp_avg_sq_B.sqrt().add_(eps)``: the projected gradient and the denominator of the
+    largest lora_B at once, as the for-loop Adam's two copies; A @ A.T, its pinv and the r × r identity are r² each,
+    left out."""
+    big, b = largest_trainable_tensor(plan), dt.grad
+    return Term(
+        "LoRA-FA: projected gradient of B and sqrt(v), largest lora_B", f"2 × {sci(big)} × {b:g} B", 2 * big * b
+    )
 
 
 def _anyprecision_temporary(plan: Plan, dt: Dtypes) -> Term:

@@ -451,6 +451,12 @@ ANYPRECISION_STEP_OPS: Final = {Optimizer.ANYPRECISION_ADAMW: 8, Optimizer.ANYPR
 # div_, 5 rounds of mm and two addmm, mul_, add_ (22; one cast more when the gradient is not bf16); its AdamW group
 # the plan's implementation's ops over the rest.
 MUON_STEP_OPS: Final = 22
+# PEFT's LoraFAOptimizer.step (huggingface/peft 5d602fdb src/peft/optimizers/lorafa.py), per (lora_A, lora_B) pair,
+# counted under a TorchDispatchMode on CPU (torch 2.13.0, PEFT 0.18.0; 17 ops a pair): A @ A.T, eye, mul, add, pinv,
+# the autocast's two bf16 casts, mm, mul, the cast back, then AdamW's mul_, add_, mul_, addcmul_, sqrt, add_,
+# addcdiv_; on CUDA one more, eye's ``.to(A.device)`` (made on the CPU). pinv counted as one op (its SVD's
+# cuSOLVER kernels are not).
+LORA_FA_STEP_OPS: Final = 18
 # clip_grad_norm_ (foreach): ``_foreach_norm`` and ``_foreach_mul_`` over the gradients, and 6 small ops on
 # the device (stack, the norms' norm, add, reciprocal, mul, clamp); a GradScaler's unscale_ one foreach op,
 # and its update 2 (tools/measure/kernel_count.py --step; torch/amp/grad_scaler.py).
@@ -489,6 +495,8 @@ def step_host_kernels(plan: Plan, counts: ParamCounts, stage: Stage) -> float:
         return _muon_kernels(plan, counts, elements, tensors)
     if plan.optimizer in PER_TENSOR_STEP:
         kernels = float(tensors)
+    elif plan.optimizer is Optimizer.LORA_FA:  # one pair a trained lora_B
+        kernels = float(LORA_FA_STEP_OPS * tensors)
     elif plan.optimizer in ANYPRECISION_STEP_OPS:
         kernels = float(ANYPRECISION_STEP_OPS[plan.optimizer] * tensors)
     elif plan.optimizer_impl is OptimizerImpl.FORLOOP:

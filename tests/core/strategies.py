@@ -65,6 +65,10 @@ PROMPT_METHODS: Final = (Method.PROMPT_TUNING, Method.P_TUNING, Method.PREFIX_TU
 LYCORIS: Final = (Method.LOHA, Method.LOKR, Method.VERA, Method.OFT, Method.ADALORA, Method.MISS)
 
 
+# torchao's low-bit AdamW: refused under a DeepSpeed ZeRO stage (Plan._check_ao_zero, branch h60opt).
+AO_OPTIMIZERS: Final = (Optimizer.AO_ADAMW_8BIT, Optimizer.AO_ADAMW_4BIT, Optimizer.AO_ADAMW_FP8)
+
+
 @st.composite
 def plans(draw: st.DrawFn) -> Plan:
     spec = draw(models)
@@ -108,9 +112,18 @@ def plans(draw: st.DrawFn) -> Plan:
         double_quant=draw(st.booleans()),
         frozen_layers=frozen,
         **precision_fields(draw(st.sampled_from(list(Precision)))),
-        # Muon refuses adapters, experts and sharding (Plan._check_muon): tests/core/test_low_bit_optimizers.py draws it
-        optimizer=draw(
-            st.sampled_from([o for o in (MAC_OPTIMIZERS if mac else list(Optimizer)) if o is not Optimizer.MUON])
+        # Muon refuses adapters, experts and sharding (Plan._check_muon): tests/core/test_low_bit_optimizers.py draws
+        # it; LoRA-FA refuses all but PEFT's LoRA / QLoRA (Plan._check_lora_fa): tests/core/test_lora_fa.py
+        optimizer=(
+            optimizer := draw(
+                st.sampled_from(
+                    [
+                        o
+                        for o in (MAC_OPTIMIZERS if mac else list(Optimizer))
+                        if o not in (Optimizer.MUON, Optimizer.LORA_FA)
+                    ]
+                )
+            )
         ),
         checkpointing=method is not Method.PREFIX_TUNING and draw(st.booleans()),  # PEFT refuses it
         checkpoint_policy=draw(
@@ -142,9 +155,18 @@ def plans(draw: st.DrawFn) -> Plan:
         parallel=Parallelism(
             nodes=draw(one if mac else st.integers(1, 512)),
             gpus_per_node=draw(one if mac else st.integers(1, 8)),
+            # torchao's low-bit AdamW under ZeRO is refused (Plan._check_ao_zero); no FSDP on a Mac (core.mac._fsdp)
             strategy=Strategy.DDP
             if method in PROMPT_METHODS + LYCORIS
-            else draw(st.sampled_from([s for s in Strategy if not (mac and s is Strategy.FSDP)])),
+            else draw(
+                st.sampled_from(
+                    [
+                        s
+                        for s in Strategy
+                        if not (s.deepspeed and optimizer in AO_OPTIMIZERS) and not (mac and s is Strategy.FSDP)
+                    ]
+                )
+            ),
         ),
         inference=Inference(
             weight_dtype=draw(st.sampled_from(list(WeightFormat))),

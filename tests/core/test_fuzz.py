@@ -419,6 +419,14 @@ def _prompt_learning_runs(drawn: dict[str, Any]) -> dict[str, Any]:
         whole = par.strategy is Strategy.DDP and par.tensor_parallel == 1 and par.offload is Offload.NONE
         if not (dense and whole and drawn["method"] in (Method.FULL, Method.FROZEN)):
             drawn["optimizer"] = Optimizer.ADAMW
+    ao = (Optimizer.AO_ADAMW_8BIT, Optimizer.AO_ADAMW_4BIT, Optimizer.AO_ADAMW_FP8)
+    if drawn["optimizer"] in ao and drawn["parallel"].strategy.deepspeed:  # branch h60opt: Plan._check_ao_zero
+        drawn["optimizer"] = Optimizer.ADAMW
+    if drawn["optimizer"] is Optimizer.LORA_FA:  # branch h60opt: PEFT's LoRA / QLoRA, one GPU or DDP (_check_lora_fa)
+        par = drawn["parallel"]
+        whole = par.strategy is Strategy.DDP and par.tensor_parallel == 1 and par.offload is Offload.NONE
+        if not (whole and drawn["method"] in (Method.LORA, Method.QLORA)):
+            drawn["optimizer"] = Optimizer.ADAMW
     return drawn
 
 

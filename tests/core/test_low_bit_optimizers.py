@@ -513,3 +513,21 @@ def test_muon_with_every_block_frozen_steps_only_the_rest(stages: int) -> None:
     result = estimate(plan)
     assert result.compute.step_seconds > 0 and math.isfinite(result.compute.step_seconds)
     assert "Newton-Schulz" not in result.compute.fixed_step
+
+
+@pytest.mark.parametrize("strategy", [Strategy.ZERO1, Strategy.ZERO2, Strategy.ZERO3])
+@pytest.mark.parametrize("optimizer", [Optimizer.AO_ADAMW_8BIT, Optimizer.AO_ADAMW_4BIT, Optimizer.AO_ADAMW_FP8])
+def test_torchao_low_bit_adamw_under_zero_is_refused_with_the_reason(strategy: Strategy, optimizer: Optimizer) -> None:
+    """ZeRO hands the optimizer flat float32 partitions (deepspeedai/DeepSpeed edaa7221 stage_1_and_2.py lines 391-393:
+    a group padded to 2 × DP; stage3.py: per sub-group), and torchao quantises a tensor only when its block divides it
+    (pytorch/ao 36027d82 torchao/optim/adam.py _new_buffer): the state is 8 B or ~2 B an element by the param groups'
+    sizes alone. The estimate before this refusal priced it per model tensor, as on one GPU (AdamW8bit, ZeRO-1:
+    35.0 GB)."""
+    with pytest.raises(PlanError, match="ZeRO's flat float32 partitions") as refused:
+        _plan(optimizer).on_gpus(8, strategy)
+    assert refused.value.field == "optimizer"
+
+
+def test_torchao_low_bit_adamw_under_fsdp_still_runs() -> None:
+    """FSDP2 steps DTensor shards of the model's own tensors: torchao's per-tensor rule is the plan's."""
+    assert estimate(_plan(Optimizer.AO_ADAMW_8BIT).on_gpus(8, Strategy.FSDP)).peak_bytes > 0

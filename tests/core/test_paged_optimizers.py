@@ -16,8 +16,9 @@ import pytest
 from core.breakdown import BucketKey
 from core.catalogue import find_model
 from core.estimate import estimate
+from core.format import gb
 from core.params import param_counts
-from core.plan import Method, Optimizer, Plan, Preset
+from core.plan import Method, Offload, Optimizer, Plan, Preset, Strategy
 from core.presets import default_plan
 from core.roles import dtypes_for
 from core.training.optimizer import (
@@ -101,3 +102,35 @@ def test_paged_32bit_optimizers_page_all_their_large_state() -> None:
         small = small_state_elements(plan, 100_000)
         assert _on_gpu(plan) == small * moments * 4
         assert paged_state_bytes(plan, counts) == (counts.trainable - small) * moments * 4
+
+
+def _paged_notes(plan: Plan) -> list[str]:
+    return [n for n in estimate(plan).notes if n.startswith("Paged optimizer")]
+
+
+@pytest.mark.parametrize(
+    ("strategy", "share"),
+    [
+        (Strategy.FSDP, 1 / 8),  # FSDP2 shards the state over the 8 ranks (core.parallel.state._fsdp: optim ÷ dp)
+        (Strategy.ZERO1, 1 / 8),  # ZeRO steps the rank's flat partition (_zero_optimizer_partition: ÷ dp)
+        (Strategy.ZERO3, 1 / 8),
+        (Strategy.DDP, 1.0),  # DDP replicates the whole state on every rank
+    ],
+)
+def test_the_paged_note_counts_one_ranks_share_of_the_state(strategy: Strategy, share: float) -> None:
+    """Each rank pages the optimizer state it steps: under FSDP and ZeRO its shard, 1/8 of it on 8 GPUs (a plan
+    the planner generated read the whole model's 134 GB as paged on each of 8 FSDP ranks)."""
+    one = _plan(Optimizer.PAGED_ADAMW)
+    whole = paged_state_bytes(one, param_counts(one))
+    assert _paged_notes(one)[0].startswith(f"Paged optimizer: {gb(whole)} GB per GPU ")
+    notes = _paged_notes(one.on_gpus(8, strategy))
+    assert len(notes) == 1
+    assert notes[0].startswith(f"Paged optimizer: {gb(whole * share)} GB per GPU ")
+
+
+def test_an_offloaded_state_pages_nothing_on_the_gpu() -> None:
+    """With the optimizer state on the host (FSDP2 CPUOffloadPolicy, a CPU optimizer beside DDP) the rank's GPU
+    holds none of it, paged or not: the host bucket counts it, and no paged note is given."""
+    for strategy in (Strategy.FSDP, Strategy.DDP):
+        plan = _plan(Optimizer.PAGED_ADAMW).on_gpus(8, strategy).with_parallel(offload=Offload.OPTIMIZER)
+        assert _paged_notes(plan) == []

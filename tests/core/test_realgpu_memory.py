@@ -274,13 +274,24 @@ def test_a_run_that_empties_the_cache_before_its_peak_step_carries_no_fragmentat
     # RankAllocator's copies (tuners/adalora/layer.py update_ipt: zeros_like each trained tensor): small-pool. 1 MiSS
     # (branch h58peft): its miss_block is at most 64 × 3,072 × 4 B = 768 KiB (tuners/miss/layer.py update_layer), and
     # so is each AdamW moment: small-pool; the block sums (N × 64 × 4 B) are made in every forward.
-    assert (len(lora), len(prompts), len(peft)) == (17, 7, 25)
+    # 1 LoRA-FA (branch h60opt): lora_B and its two moments, at most 3,072 × 32 × 4 B = 384 KiB each: small-pool.
+    assert (len(lora), len(prompts), len(peft)) == (18, 7, 26)
     # The prompt's 200 × 3,072 × 4 B = 2.4 MB embedding (P-tuning's 3,072² × 4 B linears, prefix tuning's
     # 200 × 28 × 2 × 1,024 × 4 B = 45.9 MB) and their AdamW state are large-pool tensors: the rule gives
     # them the fitted term, as full fine-tuning. LN tuning's norms (3,072 elements each) are small-pool.
     assert all(bench.carries_fragmentation(r.mapped) for r in prompts)
+    # LoRA-FA (held out, branch h60opt): published 22.24 GB (results/lora--llama-3.2-3B-rank32-lorafa.json line 86),
+    # LoRA's 22.29 GB; the estimate drops the two float32 adapter input copies per block that a frozen lora_A keeps no
+    # longer (tools/measure/lycoris_check.py "lorafa", 2-D and 3-D inputs alike), 2.1 GB: -13.1 %. The run's own
+    # reserved average (14.37 against 14.40 GB) and 99th percentile (20.08 against 20.12 GB) do not drop either: what
+    # keeps them there is not found yet, so the row is scored as it is, not fitted, and left out of the ±5.1 % below.
+    fa = rows["peft-mc-lora--llama-3.2-3B-rank32-lorafa"]
+    assert fa.mapped.held_out and fa.mapped.plan.optimizer.value == "lora-fa"
+    assert -14.0 < fa.error_pct < -12.0, fa.error_pct
     for row in lora:
         assert not bench.carries_fragmentation(row.mapped) and row.fitted == 0.0
+        if row is fa:
+            continue
         # the published whole-run reserved peak (accelerator_memory_max) within ±5 % (±5.1 % since the
         # backward thread's cuBLAS workspace is counted: DoRA's row +4.9 -> +5.0 %): it was +16 % to +28 %
         # with the fitted term (docs/REAL_GPU_MEMORY.md).
@@ -299,8 +310,8 @@ def test_a_source_with_some_figures_held_out_says_how_many(
     bench.print_tables(result, False, False)
     header = next(line for line in capsys.readouterr().out.splitlines() if "### peft-method-comparison" in line)
     # The held-out methods' rows, 14 of 25: 3 prompt tuning, 1 P-tuning, 3 prefix tuning, 1 LN tuning, 1 LoHa, 1 LoKr,
-    # 1 VeRA, 1 OFT, 1 AdaLoRA, 1 MiSS (mapping.HELD_OUT_METHODS).
-    assert "held out of every fit" not in header and "14 of 25 figures held out" in header, header
+    # 1 VeRA, 1 OFT, 1 AdaLoRA, 1 MiSS (mapping.HELD_OUT_METHODS); and LoRA-FA's (HELD_OUT_OPTIMIZERS, branch h60opt).
+    assert "held out of every fit" not in header and "15 of 26 figures held out" in header, header
 
 
 def test_the_shipped_constant_is_the_fit_on_every_family(result: object) -> None:

@@ -23,6 +23,11 @@ Under bf16 autocast both products are bf16 and each F.linear keeps its fresh bf1
 reads (buffers need no gradient, so autocast does not cache them); the lambdas are only multiplied, never cast.
 Measured: 172,032 B, and 99,328 B under autocast, at r 8.
 
+LoRA-FA (peft/optimizers/lorafa.py ``create_lorafa_optimizer``: ``requires_grad_(False)`` on every lora_A, B trained
+by the projected AdamW), at r 4: lora_A's matmul keeps no input (no dA; dx needs only A), so the float32 input copy
+LoRA keeps (N x in per target) goes and only lora_A's output (N x r, for dB) stays. Measured: 4,096 B against LoRA's
+266,240 B; under bf16 autocast 2,048 B beside the adapters' 16-bit casts (6,656 B, as LoRA's) against 133,120 B.
+
 OFT (oft/layer.py ``Linear.forward``: ``x = _cast_input_dtype(x, oft_R.weight.dtype)``, ``oft_R(x)``: the
 einsum of x (N, r, b) with R (r, b, b) built by ``_cayley_batch``; then the frozen base linear), at r 8 (blocks of
 32) and Neumann terms 5 (OFTConfig's default), 3 and 7 ("oft-3", "oft-7"): per target the input copy (N x in, float32;
@@ -60,7 +65,14 @@ from typing import Any
 import torch
 from live_bytes import LiveBytes  # tools/measure/live_bytes.py: these checks run as scripts from this folder
 from peft import AdaLoraConfig, LoHaConfig, LoKrConfig, LoraConfig, MissConfig, OFTConfig, VeraConfig, get_peft_model
+from peft.optimizers import create_lorafa_optimizer
+from peft.tuners.lora import torchao as peft_lora_torchao
 from torch import nn
+
+# PEFT 0.18.0's LoRA dispatch_torchao imports torchao.quantization.LinearActivationQuantizedTensor, which the torchao
+# 0.18.0 beside it (for the low-bit optimizers) no longer has; these linears hold no torchao weights, so that one
+# dispatcher is told torchao is absent and PEFT's plain Linear wraps them, as it would without torchao.
+peft_lora_torchao.is_torchao_available = lambda: False
 
 D, KV, N, R = 256, 64, 128, 4
 R_VERA = 8  # VeRA's two products are N x r and N x out: a rank of its own, as the VeRA run was measured
@@ -117,6 +129,10 @@ def _expected(kind: str, autocast: bool) -> int:
         return 2 * N * R_MISS * b + (R_MISS * (D + KV) * 2 if autocast else 0)
     if kind == "lora":
         return 2 * N * D * b + 2 * N * R * b  # each adapter's input copy, lora_A's output
+    if kind == "lorafa":  # A frozen: no dA, so lora_A's matmul keeps no input; lora_B keeps lora_A's output. Under
+        # autocast lora_A's mm keeps its bf16 cast of A (for dx; not the autocast cache's, A needs no grad): the same
+        # bytes as LoRA's cached cast, left out of both rules (core.training.storage.copy_terms counts them).
+        return 2 * N * R * b
     if kind.startswith("adalora"):  # core.training.activations._adalora beside the input copies (or dropout's)
         copies = 2 * N * D * (b + 1 if kind.endswith("dropout") else b)  # the planner's CUDA bool mask: 1 B
         cast_b = R * (D + KV) * 2 if autocast else 0  # lora_B.T's bf16 cast, kept by the second matmul
@@ -134,6 +150,8 @@ def _expected(kind: str, autocast: bool) -> int:
 def measure(kind: str, autocast: bool = False) -> None:
     torch.manual_seed(0)
     model = get_peft_model(Tiny(), _config(kind))
+    if kind == "lorafa":  # PEFT's own helper freezes every lora_A (peft/optimizers/lorafa.py)
+        create_lorafa_optimizer(model, r=R, lora_alpha=2 * R, lr=1e-3)
     model.train()
     # Parameters and buffers (VeRA's shared vera_A / vera_B) exist before the forward: not what it keeps.
     params = {t.untyped_storage().data_ptr() for t in [*model.parameters(), *model.buffers()]}
@@ -196,6 +214,6 @@ def _rank_allocator(model: Any, mode: LiveBytes) -> None:
 if __name__ == "__main__":
     print(f"torch {torch.__version__}; N = {N}, d = {D}, kv = {KV}, r = {R}")
     for autocast in (False, True):
-        for name in ("loha", "lokr", "vera", "oft", "oft-3", "oft-7", "adalora", "miss", "lora"):
+        for name in ("loha", "lokr", "vera", "oft", "oft-3", "oft-7", "adalora", "miss", "lora", "lorafa"):
             measure(name, autocast)
     measure("adalora-dropout")

@@ -360,6 +360,10 @@ HF_UNNAMED: Final = {
         "transformers' adamw_anyprecision keeps float32 moments and no Kahan buffer unless optim_args ask (not written)"
     ),
     Optimizer.MUON: "transformers has no optim name for torch.optim.Muon with AdamW on the rest",
+    Optimizer.LORA_FA: (
+        "transformers has no optim name for PEFT's LoRA-FA: build it with peft.optimizers.create_lorafa_optimizer("
+        "model, r, lora_alpha, lr) and pass Trainer(optimizers=(optimizer, None))"
+    ),
 }
 HF_DTYPES: Final = {Dtype.BF16: "bfloat16", Dtype.FP16: "float16", Dtype.FP32: "float32"}
 
