@@ -261,6 +261,8 @@ def expected_values(window: MainWindow, plan: Plan) -> dict[str, Any]:
         "lora.virtual_tokens": plan.lora.virtual_tokens,  # prompt tuning / P-tuning (branch h41soft)
         "lora.lokr_factor": plan.lora.lokr_factor,  # LoKr decompose_factor (branch h53lyco)
         "lora.oft_block_size": plan.lora.oft_block_size,  # OFT oft_block_size (branch h54oft)
+        "lora.modules_to_save": plan.lora.modules_to_save.value,  # PEFT modules_to_save (branch h60mts)
+        "lora.trainable_tokens": plan.lora.trainable_tokens,  # PEFT trainable_token_indices (branch h60mts)
         "quant": plan.quant.value,
         "double_quant": plan.double_quant,
         "bnb_skip_modules": plan.bnb_skip_modules,

@@ -162,25 +162,8 @@ def _parallel(plan: Plan, s: RunSettings) -> Parallelism | None:
     return replace(plan.parallel, **parallel) if parallel else None
 
 
-def apply_settings(plan: Plan, settings: RunSettings, *, model_dtype: str | None = None) -> Plan:
-    """``plan`` with every setting the file gave; ``model_dtype`` is the model's own torch_dtype,
-    used when the file does not say how the model is loaded. Raises PlanError on a value
-    the plan refuses (a rank of 0, ...)."""
-    s = settings
-    method = plan.method
-    if s.method is not None:
-        method = Method(s.method)
-    changes: dict[str, object] = {"method": method}
-    if s.trainable_layers is not None:
-        layers = plan.model.num_layers
-        changes["method"] = method = Method.FROZEN
-        changes["frozen_layers"] = max(1, layers - min(s.trainable_layers, layers))
-    elif method is not Method.FROZEN:
-        changes["frozen_layers"] = 0
-    if s.quant is not None:
-        changes["quant"] = Quant(s.quant)
-    if s.double_quant is not None:
-        changes["double_quant"] = s.double_quant
+def _lora_settings(plan: Plan, s: RunSettings, method: Method) -> LoraSettings | None:
+    """The adapter settings the file gave, on the plan's (None: the file gave none)."""
     lora: dict[str, object] = {}
     if s.lora_rank is not None:
         lora["rank"] = s.lora_rank
@@ -204,9 +187,34 @@ def apply_settings(plan: Plan, settings: RunSettings, *, model_dtype: str | None
         lora["ia3_feedforward"] = s.ia3_feedforward
     elif method is Method.IA3:  # the file gives no feedforward modules: the plan's among the targets
         lora["ia3_feedforward"] = ia3_feedforward_within(plan.lora, s.lora_targets or plan.lora.targets)
-    if lora:
-        changes["lora"] = replace(plan.lora, **lora) if plan.lora else LoraSettings(**lora)  # type: ignore[arg-type]
-        changes["lora"] = lora_on(plan.model, changes["lora"])  # type: ignore[arg-type]  # MLA: targets it has
+    if not lora:
+        return None
+    settings = replace(plan.lora, **lora) if plan.lora else LoraSettings(**lora)  # type: ignore[arg-type]
+    return lora_on(plan.model, settings)  # MLA: the targets it has
+
+
+def apply_settings(plan: Plan, settings: RunSettings, *, model_dtype: str | None = None) -> Plan:
+    """``plan`` with every setting the file gave; ``model_dtype`` is the model's own torch_dtype,
+    used when the file does not say how the model is loaded. Raises PlanError on a value
+    the plan refuses (a rank of 0, ...)."""
+    s = settings
+    method = plan.method
+    if s.method is not None:
+        method = Method(s.method)
+    changes: dict[str, object] = {"method": method}
+    if s.trainable_layers is not None:
+        layers = plan.model.num_layers
+        changes["method"] = method = Method.FROZEN
+        changes["frozen_layers"] = max(1, layers - min(s.trainable_layers, layers))
+    elif method is not Method.FROZEN:
+        changes["frozen_layers"] = 0
+    if s.quant is not None:
+        changes["quant"] = Quant(s.quant)
+    if s.double_quant is not None:
+        changes["double_quant"] = s.double_quant
+    lora = _lora_settings(plan, s, method)
+    if lora is not None:
+        changes["lora"] = lora
     roles = roles_for(plan, s.model_dtype or model_dtype, s)
     if roles is not None:
         # A named preset when the roles are one (Trainer(bf16=True) on a bf16 model, ...).
