@@ -28,7 +28,7 @@ from core.params import (
     oft_tensor_sizes,
     vera_tensor_sizes,
 )
-from core.plan import Method, Optimizer, OptimizerImpl, Plan
+from core.plan import Method, Optimizer, OptimizerImpl, Plan, TorchVersion
 from core.roles import Dtypes, runs_grad_scaler
 
 # 8-bit optimizers (bitsandbytes): blockwise quantisation with blocks of 256 and one
@@ -516,7 +516,8 @@ def optimizer_step_temporary(plan: Plan, counts: ParamCounts, dt: Dtypes) -> Ter
     """What the step allocates beyond the state, per implementation (torch 2.13 adam.py):
 
     - foreach (``_multi_tensor_adam``): ``exp_avg_sq_sqrt = torch._foreach_sqrt(...)`` makes
-      one copy of the second moment for every parameter at once;
+      one copy of the second moment for every parameter at once (from torch 2.1; under 2.0 a second
+      one beside it, :func:`_foreach_adam_lists`);
     - fused (``_fused_adam``): one kernel per tensor list updates in place, no temporary;
     - for-loop (``_single_tensor_adam``): ``(exp_avg_sq.sqrt() / c).add_(eps)`` makes two
       copies of one parameter's moment at a time, the largest parameter's at the peak.
@@ -539,11 +540,42 @@ def optimizer_step_temporary(plan: Plan, counts: ParamCounts, dt: Dtypes) -> Ter
         return None
     impl = plan.optimizer_impl
     if impl is OptimizerImpl.FOREACH:
+        if _foreach_adam_lists(plan) == 2:
+            return Term(
+                "foreach Adam sqrt(v) and sqrt(v) + eps temporaries (torch 2.0)",
+                f"2 × T × {b:g} B = 2 × {sci(t)} × {b:g} B",
+                2 * t * b,
+            )
         return Term("foreach Adam sqrt(v) temporary", f"T × {b:g} B = {sci(t)} × {b:g} B", t * b)
     if impl is OptimizerImpl.FORLOOP:
         big = largest_trainable_tensor(plan)
         return Term("for-loop Adam: sqrt(v) and its quotient, largest tensor", f"2 × {sci(big)} × {b:g} B", 2 * big * b)
     return None
+
+
+# The parameter-sized lists torch's foreach Adam / AdamW step holds at its ``_foreach_addcdiv_``. torch 2.0.x
+# (torch/optim/adamw.py ``_multi_tensor_adamw``, and adam.py's ``_multi_tensor_adam`` alike; pytorch/pytorch issue
+# 97712 "Foreach optimizers use higher memory due to intermediates"): ``exp_avg_sq_sqrt =
+# torch._foreach_sqrt(device_exp_avg_sqs)``, ``torch._foreach_div_(exp_avg_sq_sqrt, bias_correction2_sqrt)``, then
+# ``denom = torch._foreach_add(exp_avg_sq_sqrt, eps)`` out of place: both alive at ``torch._foreach_addcdiv_(
+# device_params, device_exp_avgs, denom, step_size)``; amsgrad the same with ``max_exp_avg_sq_sqrt``; capturable
+# ``denom = torch._foreach_add(exp_avg_sq_sqrt, eps_over_step_size)``, also two (read in the file index's copy of
+# torch 2.0's adamw.py, id 25848975893, a fork that keeps the 2.0 foreach body as it was). From 2.1.0
+# (pytorch/pytorch PR 104898 "[foreach][AdamW] Minimize intermediates to save peak memory", merged 2023-07-10; Adam's
+# in the same series, all landed by PR 105193, 2023-07-31) ``torch._foreach_add_(exp_avg_sq_sqrt, eps)`` in place and
+# ``torch._foreach_addcdiv_(device_params, device_exp_avgs, exp_avg_sq_sqrt, step_size)``: one, to 2.13 (janeyx99 in
+# issue 97712, 2023-07-12: "a minimum budget of 1 intermediate ... as we cannot inplace modify saved state").
+# The for-loop step (``denom = (exp_avg_sq.sqrt() / bias_correction2_sqrt).add_(eps)``, one tensor at a time) and
+# the fused kernels (``torch._fused_adam(w)_``, 2.0 on) are the same in every release.
+FOREACH_ADAM_LISTS_2_0: Final = 2
+FOREACH_ADAM_LISTS: Final = 1
+
+
+def _foreach_adam_lists(plan: Plan) -> int:
+    """Parameter-sized lists the foreach Adam / AdamW step keeps at once under the plan's PyTorch release."""
+    if plan.hardware.torch_version is TorchVersion.V2_0:
+        return FOREACH_ADAM_LISTS_2_0
+    return FOREACH_ADAM_LISTS
 
 
 def _lora_fa_temporary(plan: Plan, dt: Dtypes) -> Term:
