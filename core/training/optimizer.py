@@ -7,6 +7,7 @@ State is allocated like the parameter it belongs to (torch.optim ``_init_group``
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Final
 
 from core.breakdown import Term
@@ -512,8 +513,12 @@ def largest_trainable_tensor(plan: Plan) -> int:
     return max(linear, head if embedding_trains else 0)
 
 
-def optimizer_step_temporary(plan: Plan, counts: ParamCounts, dt: Dtypes) -> Term | None:
-    """What the step allocates beyond the state, per implementation (torch 2.13 adam.py):
+def optimizer_step_temporary(
+    plan: Plan, counts: ParamCounts, dt: Dtypes, beside: Sequence[tuple[int, float]] = ()
+) -> Term | None:
+    """What the step allocates beyond the state, per implementation (torch 2.13 adam.py); ``beside`` lists the
+    tensors the same optimizer steps outside ``counts.trainable`` (PEFT's modules_to_save copies and trainable
+    tokens, core.training.extra_trained), each as (elements, bytes per element):
 
     - foreach (``_multi_tensor_adam``): ``exp_avg_sq_sqrt = torch._foreach_sqrt(...)`` makes
       one copy of the second moment for every parameter at once (from torch 2.1; under 2.0 a second
@@ -540,16 +545,15 @@ def optimizer_step_temporary(plan: Plan, counts: ParamCounts, dt: Dtypes) -> Ter
         return None
     impl = plan.optimizer_impl
     if impl is OptimizerImpl.FOREACH:
-        if _foreach_adam_lists(plan) == 2:
-            return Term(
-                "foreach Adam sqrt(v) and sqrt(v) + eps temporaries (torch 2.0)",
-                f"2 × T × {b:g} B = 2 × {sci(t)} × {b:g} B",
-                2 * t * b,
-            )
-        return Term("foreach Adam sqrt(v) temporary", f"T × {b:g} B = {sci(t)} × {b:g} B", t * b)
+        return _foreach_adam_temporary(plan, t, b, beside)
     if impl is OptimizerImpl.FORLOOP:
         big = largest_trainable_tensor(plan)
-        return Term("for-loop Adam: sqrt(v) and its quotient, largest tensor", f"2 × {sci(big)} × {b:g} B", 2 * big * b)
+        big_n, big_b = max([(big, b), *beside], key=lambda nb: nb[0] * nb[1])
+        return Term(
+            "for-loop Adam: sqrt(v) and its quotient, largest tensor",
+            f"2 × {sci(big_n)} × {big_b:g} B",
+            2 * big_n * big_b,
+        )
     return None
 
 
@@ -576,6 +580,31 @@ def _foreach_adam_lists(plan: Plan) -> int:
     if plan.hardware.torch_version is TorchVersion.V2_0:
         return FOREACH_ADAM_LISTS_2_0
     return FOREACH_ADAM_LISTS
+
+
+def _foreach_adam_temporary(plan: Plan, t: int, b: float, beside: Sequence[tuple[int, float]]) -> Term:
+    """The foreach step's lists over the adapters (``t`` elements at ``b`` B) and the tensors ``beside`` them.
+
+    ``_multi_tensor_adam(w)`` steps one (device, dtype) group at a time (``_group_tensors_by_device_and_dtype``) in a
+    Python loop, and a group's list stays bound to its name until the next group's replaces it: when the second
+    group's ``exp_avg_sq_sqrt`` forms, the first group's is still alive, so the step holds both groups' lists (from
+    2.1; at most two dtypes here, float32 adapters and 16-bit copies). Under 2.0 the first group's ``denom`` is
+    bound too, then the second's beside it: every group's list and the larger group's second one."""
+    groups: dict[float, float] = {b: t * b} if t else {}
+    for n, width in beside:
+        groups[width] = groups.get(width, 0.0) + n * width
+    total = sum(groups.values())
+    shown = " + ".join(f"{sci(v / w)} × {w:g} B" for w, v in groups.items()) or "0"
+    if _foreach_adam_lists(plan) == FOREACH_ADAM_LISTS_2_0:
+        largest = max(groups.values(), default=0.0)
+        return Term(
+            "foreach Adam sqrt(v) and sqrt(v) + eps temporaries (torch 2.0)",
+            f"({shown}) + the largest dtype group's second list",
+            total + largest,
+        )
+    if beside:
+        return Term("foreach Adam sqrt(v) temporary, the adapters' and the copies'", shown, total)
+    return Term("foreach Adam sqrt(v) temporary", f"T × {b:g} B = {sci(t)} × {b:g} B", t * b)
 
 
 def _lora_fa_temporary(plan: Plan, dt: Dtypes) -> Term:

@@ -18,11 +18,12 @@ from pathlib import Path
 
 import pytest
 
+from core.catalogue import model_from_hf_config
 from core.checks import plan_warnings
 from core.cli.app import main
 from core.estimate import estimate
 from core.files import planfile
-from core.inputs import input_at, torch_before
+from core.inputs import ModulesToSave, input_at, torch_before
 from core.params import param_counts
 from core.plan import Method, Optimizer, OptimizerImpl, Plan, Preset, Strategy, TorchVersion
 from core.presets import plan_for_model
@@ -154,3 +155,44 @@ def test_records_map_the_torch_version_they_state() -> None:
                     and f["recipe"].get("optimizer_impl") == "foreach")
     plan = mapping.map_figure(flagperf).plan  # type: ignore[attr-defined]
     assert plan.hardware.torch_version is TorchVersion.V2_0
+
+
+# ---- the foreach lists over PEFT's modules_to_save copies ------------------------------------------------------
+# A tiny bf16 Llama (tools/measure/modules_to_save_check.py's shape: vocabulary 1,000, width 64, 2 blocks), LoRA r 8
+# on q_proj / v_proj with float32 adapters (PEFT's autocast_adapter_dtype) and its embedding and head copies trained.
+V, D = 1000, 64
+
+
+def _tiny_copies(release: TorchVersion, impl: OptimizerImpl = OptimizerImpl.FOREACH) -> Plan:
+    config = {
+        "model_type": "llama", "architectures": ["LlamaForCausalLM"], "vocab_size": V, "hidden_size": D,
+        "intermediate_size": 128, "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 2,
+        "tie_word_embeddings": False, "torch_dtype": "bfloat16",
+    }  # fmt: skip
+    plan = plan_for_model("llama-3.2-1b").on_model(model_from_hf_config(config)).with_method(Method.LORA)
+    plan = plan.with_changes(preset=Preset.TRAINER_BF16, optimizer_impl=impl).with_workload(micro_batch=1, seq_len=32)
+    plan = plan.with_lora(targets=("q_proj", "v_proj"), rank=8, modules_to_save=ModulesToSave.BOTH)
+    return plan.with_hardware(torch_version=release)
+
+
+def _step_term(plan: Plan) -> float:
+    phase = next(p for p in estimate(plan).phases if p.name == "optimizer step")
+    return next(t.bytes for b in phase.buckets for t in b.terms if t.label.startswith(("foreach", "for-loop")))
+
+
+def test_the_foreach_lists_cover_the_copies_in_their_own_dtype_group() -> None:
+    # _multi_tensor_adamw steps the copies with the adapters, one (device, dtype) group after the other; the first
+    # group's exp_avg_sq_sqrt is still bound when the second's forms (no ``del`` in any release).
+    plan = _tiny_copies(TorchVersion.V2_8)
+    adapters = param_counts(plan).trainable * 4  # float32 adapters' list
+    copies = 2 * V * D * 2  # the embedding's and the head's bf16 V × d copies, one group
+    assert _step_term(plan) == adapters + copies
+    # 2.0: both groups' sqrt(v), and the larger group's denom beside them (the first's denom still bound while the
+    # second's sqrt forms, then the second's denom beside the first's): every list once and the largest twice.
+    assert _step_term(_tiny_copies(TorchVersion.V2_0)) == adapters + copies + max(adapters, copies)
+
+
+def test_the_for_loop_step_s_largest_tensor_is_a_copy() -> None:
+    # (exp_avg_sq.sqrt() / c).add_(eps) per tensor: the largest is a 1,000 × 64 bf16 copy, not a LoRA factor.
+    for release in OLDER:
+        assert _step_term(_tiny_copies(release, OptimizerImpl.FORLOOP)) == 2 * V * D * 2
