@@ -602,8 +602,8 @@ def _foreach_adam_temporary(plan: Plan, t: int, b: float, beside: Sequence[tuple
             f"({shown}) + the largest dtype group's second list",
             total + largest,
         )
-    if beside:
-        return Term("foreach Adam sqrt(v) temporary, the adapters' and the copies'", shown, total)
+    if beside:  # the same label: benchmarks/realgpu/memory.py ``between_steps`` frees the term by it
+        return Term("foreach Adam sqrt(v) temporary", f"{shown} (every dtype group)", total)
     return Term("foreach Adam sqrt(v) temporary", f"T × {b:g} B = {sci(t)} × {b:g} B", t * b)
 
 

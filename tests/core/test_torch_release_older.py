@@ -18,6 +18,7 @@ from pathlib import Path
 
 import pytest
 
+from core.breakdown import StepPhase
 from core.catalogue import model_from_hf_config
 from core.checks import plan_warnings
 from core.cli.app import main
@@ -208,3 +209,14 @@ def test_qwen_s_emb_minus_plain_at_256_tokens_reads_one_more_list_over_the_copie
     # 2.0's second list over the two bf16 152k × 4,096 copies (2 × 2 B × 151,936 × 4,096 ≈ 2.3 GiB) closes most of
     # the gap that 2.8+'s rule leaves; within 0.5 G of the published difference (unit unstated)
     assert old - new > 1.5 and abs(old - published) < 0.5
+
+
+def test_the_reading_between_steps_frees_the_copies_lists_with_the_rest() -> None:
+    # benchmarks/realgpu/memory.py between_steps frees the step's temporaries by label, computed without the copies.
+    memory = load_script(FOLDER / "memory.py", "realgpu_memory_between_steps")
+    for release in (TorchVersion.V2_8, TorchVersion.V2_0):
+        plan = _tiny_copies(release)
+        rank = estimate(plan).worst
+        step = next(p for p in rank.phases if p.kind is StepPhase.OPTIMIZER)
+        kept = memory.between_steps(rank, plan) - rank.workspace_bytes  # type: ignore[attr-defined]
+        assert step.allocated_bytes - kept >= _step_term(plan)
