@@ -441,8 +441,8 @@ class TorchVersion(StrEnum):
     # eps)`` out of place beside ``exp_avg_sq_sqrt``, two parameter-sized lists (pytorch/pytorch issue 97712)
     V2_0 = "2.0"
     # 2.1.0 on: ``torch._foreach_add_(exp_avg_sq_sqrt, eps)`` in place (pytorch/pytorch PR 104898, merged to main
-    # 2023-07-10, which release/2.1 forked from later; 2.1.0 shipped 2023-10-04; the stack ended at PR 105193,
-    # merged 2023-07-31); FSDP1 only, as in 2.0
+    # 2023-07-10; the stack ended at PR 105193 by 2023-07-31, issue 97712); release/2.1 was cut from main after it
+    # (its release tracker is issue 108055, numbered after the whole stack; 2.1.0 shipped 2023-10-04); FSDP1 only
     V2_1_TO_2_3 = "2.1-2.3"
     V2_4 = "2.4"  # FSDP2 allocates the reduce-scatter input inside the reduce-scatter stream (e4ee3be)
     V2_5_TO_2_7 = "2.5-2.7"  # on the default stream; ProcessGroupNCCL records its stream on inputs
