@@ -8,7 +8,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from core.inputs import deepspeed_bf16_master, deepspeed_bf16_states
+from core.inputs import (
+    TORCH_VERSION_LABELS,
+    Strategy,
+    TorchVersion,
+    deepspeed_bf16_master,
+    deepspeed_bf16_states,
+    torch_before,
+)
 from core.losses import loss_choice, loss_conflicts, loss_label
 from core.mac import mac_serving_warning, mac_training_warnings
 from core.model import kept_linears, parse_skip_modules
@@ -46,6 +53,17 @@ def plan_warnings(plan: Plan) -> tuple[PlanWarning, ...]:
             )
         )
     par = plan.parallel
+    release = plan.hardware.torch_version
+    if par.strategy is Strategy.FSDP and not par.fsdp1_wrap and torch_before(release, TorchVersion.V2_4):
+        # FSDP2 (fully_shard) first shipped in 2.4 (the PyTorch 2.4 release post, pytorch/pytorch.github.io PR 1684)
+        warnings.append(
+            PlanWarning(
+                Mode.TRAINING,
+                f"PyTorch {TORCH_VERSION_LABELS[release]} has no FSDP2 (fully_shard came with 2.4): the run is FSDP1, "
+                "planned here with FSDP2's shards (1/N of every parameter, gradient and state) but without either "
+                "one's release-specific collective buffers.",
+            )
+        )
     if par.tensor_parallel > par.gpus_per_node:
         # Megatron-LM and torchtitan keep tensor parallel inside a node's NVLink domain: its
         # all-reduces run twice per layer and micro-batch (four with recomputation).

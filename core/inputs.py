@@ -428,9 +428,22 @@ class VllmSampler(StrEnum):
 
 
 class TorchVersion(StrEnum):
-    """The PyTorch releases whose rules for the collectives' buffers differ (docs/REAL_GPU_MEMORY.md
-    "The PyTorch release and TORCH_NCCL_AVOID_RECORD_STREAMS"; core.parallel.state._release_cache)."""
+    """The PyTorch releases whose memory rules differ, oldest first (:func:`torch_before` reads the order): the
+    collectives' buffers (docs/REAL_GPU_MEMORY.md "The PyTorch release and TORCH_NCCL_AVOID_RECORD_STREAMS";
+    core.parallel.state._release_cache), SDPA's math kernel, a Mac's autocast, and the foreach Adam / AdamW step's
+    intermediates (core.training.optimizer.optimizer_step_temporary). FSDP2 first shipped in 2.4 (the PyTorch 2.4
+    release post, pytorch/pytorch.github.io PR 1684: "FSDP2 is a new fully sharded data parallelism
+    implementation"): before it the FSDP strategy is FSDP1, planned as FSDP2 (benchmarks/realgpu/mapping.py: both
+    keep 1/N of every parameter, gradient and state), without the releases' collective-buffer terms, and a warning
+    says so (core.checks)."""
 
+    # 2.0.0 / 2.0.1: torch/optim/adam(w).py ``_multi_tensor_adam(w)`` kept ``denom = torch._foreach_add(exp_avg_sq_sqrt,
+    # eps)`` out of place beside ``exp_avg_sq_sqrt``, two parameter-sized lists (pytorch/pytorch issue 97712)
+    V2_0 = "2.0"
+    # 2.1.0 on: ``torch._foreach_add_(exp_avg_sq_sqrt, eps)`` in place (pytorch/pytorch PR 104898, merged to main
+    # 2023-07-10; the stack ended at PR 105193 by 2023-07-31, issue 97712); release/2.1 was cut from main after it
+    # (its release tracker is issue 108055, numbered after the whole stack; 2.1.0 shipped 2023-10-04); FSDP1 only
+    V2_1_TO_2_3 = "2.1-2.3"
     V2_4 = "2.4"  # FSDP2 allocates the reduce-scatter input inside the reduce-scatter stream (e4ee3be)
     V2_5_TO_2_7 = "2.5-2.7"  # on the default stream; ProcessGroupNCCL records its stream on inputs
     V2_8 = "2.8+"  # record_stream gone from ProcessGroupNCCL's collectives (a1cb3cc)
@@ -545,10 +558,18 @@ OLLAMA_VERSION_LABELS: Final = {
     OllamaVersion.V0_30: "0.30.0 – 0.32.15",
 }
 TORCH_VERSION_LABELS: Final = {
+    TorchVersion.V2_0: "2.0",
+    TorchVersion.V2_1_TO_2_3: "2.1 – 2.3",
     TorchVersion.V2_4: "2.4",
     TorchVersion.V2_5_TO_2_7: "2.5 – 2.7",
     TorchVersion.V2_8: "2.8 and later",
 }
+
+
+def torch_before(release: TorchVersion, later: TorchVersion) -> bool:
+    """Whether ``release`` is older than ``later`` (TorchVersion lists its members oldest first)."""
+    order = list(TorchVersion)
+    return order.index(release) < order.index(later)
 
 
 SGLANG_VERSION_LABELS: Final = {v: v.value for v in SglangVersion}
@@ -1192,7 +1213,8 @@ INPUTS: Final[tuple[Input, ...]] = (
           ("--optimizer",), "the optimizer (its state per trainable parameter)", labels=OPTIMIZER_LABELS),
     Input("optimizer_impl", Kind.ENUM, "Implementation", "Optimizer implementation", OptimizerImpl.FUSED,
           "fused (HF Trainer's adamw_torch_fused) updates in place; foreach (torch.optim's default on CUDA) "
-          "makes one more copy of the Adam second moment during the step; for-loop works one tensor at a time.",
+          "makes one more copy of the Adam second moment during the step (two under PyTorch 2.0); for-loop works "
+          "one tensor at a time.",
           ("--optimizer-impl",), "fused (HF Trainer default), foreach (torch.optim default on CUDA) or forloop",
           labels=OPTIMIZER_IMPL_LABELS, matters=lambda p: p.optimizer in TORCH_OPTIMIZERS),
     # HF Trainer's TrainingArguments.weight_decay defaults to 0.0 (what a plan without it meant); torch.optim.AdamW's
@@ -1566,11 +1588,14 @@ INPUTS: Final[tuple[Input, ...]] = (
           "reduce-scatter input on its reduce-scatter stream, which keeps it cached; from 2.5 it is a "
           "default-stream tensor; before 2.8 ProcessGroupNCCL holds a collective's input block until the "
           "collective ends unless TORCH_NCCL_AVOID_RECORD_STREAMS=1. From 2.5 SDPA's math kernel (an Apple GPU's, "
-          "or CUDA's fallback) works in float32 on 16-bit inputs; a Mac's autocast needs 2.5 (bfloat16: 2.6).",
-          ("--torch-version",), "PyTorch release whose rules apply: 2.4, 2.5-2.7, 2.8+ (default 2.8+)",
+          "or CUDA's fallback) works in float32 on 16-bit inputs; a Mac's autocast needs 2.5 (bfloat16: 2.6). "
+          "Under 2.0 the foreach Adam / AdamW step keeps two parameter-sized intermediates, from 2.1 one. "
+          "Before 2.4 FSDP is FSDP1 (FSDP2 came with 2.4): planned with the same shards, without these buffers.",
+          ("--torch-version",), "PyTorch release whose rules apply: 2.0, 2.1-2.3, 2.4, 2.5-2.7, 2.8+ (default 2.8+)",
           labels=TORCH_VERSION_LABELS, training_only=True,
           matters=lambda p: (p.parallel.strategy is Strategy.FSDP and not p.parallel.fsdp1_wrap)
-          or runs_mps(p.hardware.gpu)),
+          or runs_mps(p.hardware.gpu)
+          or (p.optimizer in (Optimizer.ADAMW, Optimizer.ADAM) and p.optimizer_impl is OptimizerImpl.FOREACH)),
     Input("hardware.nccl_avoid_record_streams", Kind.BOOL, "Avoid record streams",
           "TORCH_NCCL_AVOID_RECORD_STREAMS=1", False,
           "The environment variable TORCH_NCCL_AVOID_RECORD_STREAMS=1 (torchtitan set it until PyTorch "
@@ -1580,7 +1605,8 @@ INPUTS: Final[tuple[Input, ...]] = (
           training_only=True,
           matters=lambda p: p.parallel.strategy is Strategy.FSDP
           and not p.parallel.fsdp1_wrap
-          and p.hardware.torch_version is not TorchVersion.V2_8),
+          and p.hardware.torch_version is not TorchVersion.V2_8
+          and not torch_before(p.hardware.torch_version, TorchVersion.V2_4)),
     Input("hardware.peak_tflops_override", Kind.FLOAT, "Peak override", "Peak TFLOP/s override", 0.0,
           "Dense peak to use instead of the card's datasheet figure for the plan's precision; 0 uses the card's.",
           ("--peak-tflops",), "override the card's dense peak TFLOP/s", unit="TFLOP/s", low=0.01, high=1e7,

@@ -51,7 +51,18 @@ from typing import TYPE_CHECKING, Final
 
 from core.dtypes import Autocast
 from core.errors import PlanError
-from core.inputs import Attention, Engine, Float8, Offload, Optimizer, Stack, Strategy, TorchVersion
+from core.inputs import (
+    TORCH_VERSION_LABELS,
+    Attention,
+    Engine,
+    Float8,
+    Offload,
+    Optimizer,
+    Stack,
+    Strategy,
+    TorchVersion,
+    torch_before,
+)
 from core.runtime import runs_mps
 
 if TYPE_CHECKING:
@@ -273,11 +284,13 @@ def _kernels(plan: Plan) -> str:
 def _autocast(plan: Plan) -> str:
     if plan.autocast is Autocast.NONE:
         return ""
-    if plan.hardware.torch_version is TorchVersion.V2_4:
+    release = plan.hardware.torch_version
+    if torch_before(release, TorchVersion.V2_5_TO_2_7):  # 2.4 and every release before it
         return (
-            f"PyTorch 2.4 has no autocast for MPS: torch.autocast('mps') raises (unsupported device_type) and "
-            f"accelerate refuses {plan.autocast.value} mixed precision on a Mac. MPS autocast came after 2.4 "
-            "(float16; bfloat16 from 2.6): choose a newer PyTorch, or 16-bit weights without autocast."
+            f"PyTorch {TORCH_VERSION_LABELS[release]} has no autocast for MPS: torch.autocast('mps') raises "
+            f"(unsupported device_type) and accelerate refuses {plan.autocast.value} mixed precision on a Mac. "
+            "MPS autocast came after 2.4 (float16; bfloat16 from 2.6): choose a newer PyTorch, or 16-bit weights "
+            "without autocast."
         )
     if plan.autocast is Autocast.BF16 and plan.hardware.torch_version is TorchVersion.V2_5_TO_2_7:
         return (

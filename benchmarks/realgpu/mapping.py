@@ -735,14 +735,49 @@ def _experts_loop(recipe: Mapping[str, Any]) -> bool:
     return str(recipe["catalogue_id"] or "").startswith("gpt-oss") and transformers.startswith("4.") and on_cpu
 
 
+# Elsewhere the release a record states (recipe.versions.torch, e.g. "2.0.1+cu118 (requirements.txt)", "2.1.0+cu121",
+# "2.4.1", "2.9.0.dev20250815+cu128") sets the plan's: its leading major.minor picks the range. A range (">=2.2.0"),
+# a nightly named by date or commit ("2.1.0 nightly", "1963fc8 (...)"), "not stated" or no version keeps the default,
+# and so does a release before 2.4 on a record that names FSDP2, which no such release shipped (llama-recipes PR 165's
+# prototype rows state the repository's 2.0.1 pin, not what that prototype ran on). FSDP1 records on an older release
+# take it: the plan reads FSDP there as FSDP1 (core.inputs.TorchVersion).
+_STATED_TORCH: Final = re.compile(r"^\s*(\d+)\.(\d+)(?:\.\d+)?(?:\.post\d+|\.dev\d+|a0)?(?:\+\S+)?(?:\s|$)")
+_TORCH_RANGES: Final = (
+    ((2, 0), TorchVersion.V2_0),
+    ((2, 1), TorchVersion.V2_1_TO_2_3),
+    ((2, 4), TorchVersion.V2_4),
+    ((2, 5), TorchVersion.V2_5_TO_2_7),
+    ((2, 8), TorchVersion.V2_8),
+)
+
+
+def stated_torch_release(recipe: Mapping[str, Any]) -> TorchVersion | None:
+    """The release range of the torch version ``recipe`` states, or None where it states none exactly."""
+    text = str((recipe.get("versions") or {}).get("torch") or "")
+    if "nightly" in text:
+        return None
+    match = _STATED_TORCH.match(text)
+    if match is None:
+        return None
+    found = (int(match[1]), int(match[2]))
+    release = None
+    for floor, value in _TORCH_RANGES:
+        if found >= floor:
+            release = value
+    older = release in (TorchVersion.V2_0, TorchVersion.V2_1_TO_2_3)
+    return None if older and recipe["parallel"]["strategy"] == "fsdp2" else release
+
+
 def _torch_release(figure: Mapping[str, Any]) -> dict[str, Any]:
-    """The Hardware fields for the PyTorch release the figure's run used (``TORCH_RELEASES``)."""
+    """The Hardware fields for the PyTorch release the figure's run used (``TORCH_RELEASES``, else the
+    release its recipe states)."""
     source = str(figure["source_id"])
     location = figure.get("location")
     commit = str(location.get("commit") or "") if isinstance(location, Mapping) else ""
     found = TORCH_RELEASES.get((source, commit)) or TORCH_RELEASES.get((source, ""))
     if found is None:
-        return {}
+        stated = stated_torch_release(figure["recipe"])
+        return {} if stated is None else {"torch_version": stated}
     return {"torch_version": found[0], "nccl_avoid_record_streams": found[1]}
 
 

@@ -75,6 +75,7 @@ from core.inputs import (
     deepspeed_bf16_states,
     megatron_dispatcher,
     megatron_grad_buffer,
+    torch_before,
     zero_overlap_comm,
 )
 from core.parallel.layout import (
@@ -642,10 +643,11 @@ def _release_cache(rank: _Rank, block_grads: list[Term], pipelined: bool) -> lis
       the current stream; setting the variable only warns ("TORCH_NCCL_AVOID_RECORD_STREAMS is the
       default now", torchtitan 681c66f drops it): nothing either way.
 
-    FSDP1 (``parallel.fsdp1_wrap``) keeps its own post-backward stream term."""
+    FSDP1 (``parallel.fsdp1_wrap``) keeps its own post-backward stream term. Before 2.4 there was no FSDP2
+    (core.inputs.TorchVersion): the strategy is FSDP1 there, planned as FSDP2 without these terms."""
     plan = rank.plan
     release, recorded = plan.hardware.torch_version, not plan.hardware.nccl_avoid_record_streams
-    if plan.parallel.fsdp1_wrap or release is TorchVersion.V2_8:
+    if plan.parallel.fsdp1_wrap or release is TorchVersion.V2_8 or torch_before(release, TorchVersion.V2_4):
         return []
     inputs = block_grads[1:]
     if not inputs:

@@ -12,6 +12,7 @@ from __future__ import annotations
 from enum import StrEnum
 
 from core.dtypes import Autocast, Dtype
+from core.inputs import torch_before
 from core.memo import last_answer
 from core.plan import Attention, Method, Plan, Stack, TorchVersion
 from core.runtime import runs_mps
@@ -100,7 +101,7 @@ def sdpa_kernel(plan: Plan) -> Kernel:
 def math_kernel_bytes(plan: Plan, compute: float) -> float:
     """Bytes per element of the tensors the math kernel keeps (scaled q, k, repeated v, the
     probabilities) when its inputs are ``compute`` bytes wide."""
-    return compute if plan.hardware.torch_version is TorchVersion.V2_4 else max(compute, 4.0)
+    return compute if torch_before(plan.hardware.torch_version, TorchVersion.V2_5_TO_2_7) else max(compute, 4.0)
 
 
 # The fused scale-mask-softmax kernel Megatron's core attention runs in 16 bits (both Megatron stacks' eager

@@ -63,6 +63,7 @@ from core.training.extra_trained import (
     extra_trained_note,
     extra_weight_terms,
     formed_gradients,
+    trained_tensors,
 )
 from core.training.flops import ADAPTER_GEMMS, block_gemms
 from core.training.optimizer import (
@@ -828,7 +829,9 @@ def optimizer_phase(plan: Plan, counts: ParamCounts, parts: _Parts, dt: Dtypes) 
             "no step of its own: each parameter was updated in the backward as its gradient formed",
             StepPhase.OPTIMIZER,
         )
-    temp = optimizer_step_temporary(plan, counts, dt)
+    # The copies PEFT's modules_to_save trains step in the same foreach lists (core.training.optimizer).
+    beside = [(t.elements, t.bytes) for t in trained_tensors(plan, dt)]
+    temp = optimizer_step_temporary(plan, counts, dt, beside)
     if temp and parts.state is not None:
         temp = (
             Term(temp.label, temp.formula, temp.bytes * parts.state.step_share) if parts.state.step_temporary else None

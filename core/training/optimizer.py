@@ -7,6 +7,7 @@ State is allocated like the parameter it belongs to (torch.optim ``_init_group``
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Final
 
 from core.breakdown import Term
@@ -28,7 +29,7 @@ from core.params import (
     oft_tensor_sizes,
     vera_tensor_sizes,
 )
-from core.plan import Method, Optimizer, OptimizerImpl, Plan
+from core.plan import Method, Optimizer, OptimizerImpl, Plan, TorchVersion
 from core.roles import Dtypes, runs_grad_scaler
 
 # 8-bit optimizers (bitsandbytes): blockwise quantisation with blocks of 256 and one
@@ -512,11 +513,16 @@ def largest_trainable_tensor(plan: Plan) -> int:
     return max(linear, head if embedding_trains else 0)
 
 
-def optimizer_step_temporary(plan: Plan, counts: ParamCounts, dt: Dtypes) -> Term | None:
-    """What the step allocates beyond the state, per implementation (torch 2.13 adam.py):
+def optimizer_step_temporary(
+    plan: Plan, counts: ParamCounts, dt: Dtypes, beside: Sequence[tuple[int, float]] = ()
+) -> Term | None:
+    """What the step allocates beyond the state, per implementation (torch 2.13 adam.py); ``beside`` lists the
+    tensors the same optimizer steps outside ``counts.trainable`` (PEFT's modules_to_save copies and trainable
+    tokens, core.training.extra_trained), each as (elements, bytes per element):
 
     - foreach (``_multi_tensor_adam``): ``exp_avg_sq_sqrt = torch._foreach_sqrt(...)`` makes
-      one copy of the second moment for every parameter at once;
+      one copy of the second moment for every parameter at once (from torch 2.1; under 2.0 a second
+      one beside it, :func:`_foreach_adam_lists`);
     - fused (``_fused_adam``): one kernel per tensor list updates in place, no temporary;
     - for-loop (``_single_tensor_adam``): ``(exp_avg_sq.sqrt() / c).add_(eps)`` makes two
       copies of one parameter's moment at a time, the largest parameter's at the peak.
@@ -539,11 +545,66 @@ def optimizer_step_temporary(plan: Plan, counts: ParamCounts, dt: Dtypes) -> Ter
         return None
     impl = plan.optimizer_impl
     if impl is OptimizerImpl.FOREACH:
-        return Term("foreach Adam sqrt(v) temporary", f"T × {b:g} B = {sci(t)} × {b:g} B", t * b)
+        return _foreach_adam_temporary(plan, t, b, beside)
     if impl is OptimizerImpl.FORLOOP:
         big = largest_trainable_tensor(plan)
-        return Term("for-loop Adam: sqrt(v) and its quotient, largest tensor", f"2 × {sci(big)} × {b:g} B", 2 * big * b)
+        big_n, big_b = max([(big, b), *beside], key=lambda nb: nb[0] * nb[1])
+        return Term(
+            "for-loop Adam: sqrt(v) and its quotient, largest tensor",
+            f"2 × {sci(big_n)} × {big_b:g} B",
+            2 * big_n * big_b,
+        )
     return None
+
+
+# The parameter-sized lists torch's foreach Adam / AdamW step holds at its ``_foreach_addcdiv_``. torch 2.0.x
+# (torch/optim/adamw.py ``_multi_tensor_adamw``, and adam.py's ``_multi_tensor_adam`` alike; pytorch/pytorch issue
+# 97712 "Foreach optimizers use higher memory due to intermediates"): ``exp_avg_sq_sqrt =
+# torch._foreach_sqrt(device_exp_avg_sqs)``, ``torch._foreach_div_(exp_avg_sq_sqrt, bias_correction2_sqrt)``, then
+# ``denom = torch._foreach_add(exp_avg_sq_sqrt, eps)`` out of place: both alive at ``torch._foreach_addcdiv_(
+# device_params, device_exp_avgs, denom, step_size)``; amsgrad the same with ``max_exp_avg_sq_sqrt``; capturable
+# ``denom = torch._foreach_add(exp_avg_sq_sqrt, eps_over_step_size)``, also two (read in the file index's copy of
+# torch 2.0's adamw.py, id 25848975893, a fork that keeps the 2.0 foreach body as it was). From 2.1.0
+# (pytorch/pytorch PR 104898 "[foreach][AdamW] Minimize intermediates to save peak memory", merged 2023-07-10; Adam's
+# in the same series, all landed by PR 105193, 2023-07-31) ``torch._foreach_add_(exp_avg_sq_sqrt, eps)`` in place and
+# ``torch._foreach_addcdiv_(device_params, device_exp_avgs, exp_avg_sq_sqrt, step_size)``: one, to 2.13 (janeyx99 in
+# issue 97712, 2023-07-12: "a minimum budget of 1 intermediate ... as we cannot inplace modify saved state").
+# The for-loop step (``denom = (exp_avg_sq.sqrt() / bias_correction2_sqrt).add_(eps)``, one tensor at a time) and
+# the fused kernels (``torch._fused_adam(w)_``, 2.0 on) are the same in every release.
+FOREACH_ADAM_LISTS_2_0: Final = 2
+FOREACH_ADAM_LISTS: Final = 1
+
+
+def _foreach_adam_lists(plan: Plan) -> int:
+    """Parameter-sized lists the foreach Adam / AdamW step keeps at once under the plan's PyTorch release."""
+    if plan.hardware.torch_version is TorchVersion.V2_0:
+        return FOREACH_ADAM_LISTS_2_0
+    return FOREACH_ADAM_LISTS
+
+
+def _foreach_adam_temporary(plan: Plan, t: int, b: float, beside: Sequence[tuple[int, float]]) -> Term:
+    """The foreach step's lists over the adapters (``t`` elements at ``b`` B) and the tensors ``beside`` them.
+
+    ``_multi_tensor_adam(w)`` steps one (device, dtype) group at a time (``_group_tensors_by_device_and_dtype``) in a
+    Python loop, and a group's list stays bound to its name until the next group's replaces it: when the second
+    group's ``exp_avg_sq_sqrt`` forms, the first group's is still alive, so the step holds both groups' lists (from
+    2.1; at most two dtypes here, float32 adapters and 16-bit copies). Under 2.0 the first group's ``denom`` is
+    bound too, then the second's beside it: every group's list and the larger group's second one."""
+    groups: dict[float, float] = {b: t * b} if t else {}
+    for n, width in beside:
+        groups[width] = groups.get(width, 0.0) + n * width
+    total = sum(groups.values())
+    shown = " + ".join(f"{sci(v / w)} × {w:g} B" for w, v in groups.items()) or "0"
+    if _foreach_adam_lists(plan) == FOREACH_ADAM_LISTS_2_0:
+        largest = max(groups.values(), default=0.0)
+        return Term(
+            "foreach Adam sqrt(v) and sqrt(v) + eps temporaries (torch 2.0)",
+            f"({shown}) + the largest dtype group's second list",
+            total + largest,
+        )
+    if beside:  # the same label: benchmarks/realgpu/memory.py ``between_steps`` frees the term by it
+        return Term("foreach Adam sqrt(v) temporary", f"{shown} (every dtype group)", total)
+    return Term("foreach Adam sqrt(v) temporary", f"T × {b:g} B = {sci(t)} × {b:g} B", t * b)
 
 
 def _lora_fa_temporary(plan: Plan, dt: Dtypes) -> Term:
