@@ -377,3 +377,13 @@ def lora_fa_frozen_elements(plan: Plan) -> int:
     head = model.head_adapter_shape(plan.lora.targets)
     per_layer = sum(r * fan_in * copies for fan_in, _, copies in model.adapted_matrices(plan.lora.targets))
     return model.num_layers * per_layer + (r * head[0] if head else 0)
+
+
+def modules_to_save_elements(plan: Plan) -> int:
+    """Elements of PEFT's modules_to_save copies: V × d for each module listed, the embedding's and the head's
+    (huggingface/peft 51c2ff66 src/peft/utils/other.py ``ModulesToSaveWrapper``: a ``copy.deepcopy`` of each,
+    a tied model's too). The one count the trained copies' pricing (core.training.extra_trained) and their
+    sharding (core.parallel.state) read."""
+    setting, model = plan.lora.modules_to_save, plan.model
+    copies = (1 if setting.embedding else 0) + (1 if setting.head else 0)
+    return copies * model.vocab_size * model.hidden_size

@@ -1080,7 +1080,8 @@ class Plan:
 
     def _check_modules_to_save(self) -> None:
         """PEFT's modules_to_save and trainable_token_indices as this planner models them (branch h60mts,
-        core.training.extra_trained): on a PEFT method, one GPU or DDP, detailed accounting. What PEFT itself
+        core.training.extra_trained): on a PEFT method, the layouts :meth:`_check_extra_trained_layout` allows,
+        detailed accounting. What PEFT itself
         refuses (huggingface/peft 51c2ff66 src/peft/utils/other.py) is refused with its reason."""
         lora = self.lora
         if lora.modules_to_save is ModulesToSave.NONE and not lora.trainable_tokens:
@@ -1126,20 +1127,46 @@ class Plan:
                 f"0 to {self.model.vocab_size:,}",
                 "token indices are rows of the embedding",
             )
-        par = self.parallel
-        if par.strategy is not Strategy.DDP or par.tensor_parallel * par.pipeline_parallel * par.context_parallel > 1:
-            raise PlanError(
-                "parallel.strategy",
-                par.strategy.value,
-                "one GPU or DDP (no TP, PP or CP) with modules_to_save or trainable tokens",
-                "the copies' sharding is not modelled yet",
-            )
+        self._check_extra_trained_layout()
         if self.accounting is Accounting.LESSON:
             raise PlanError(
                 "accounting",
                 self.accounting.value,
                 "detailed with modules_to_save or trainable tokens",
                 "the lesson's four buckets have no term for the trained copies",
+            )
+
+    def _check_extra_trained_layout(self) -> None:
+        """The layouts the trained copies are priced on (branch h61mts2, core.parallel.state): one GPU, DDP,
+        FSDP2 (the copies in the root unit) and DeepSpeed ZeRO 1-3 (the copies trainable parameters like the
+        adapters). Not the tensor-, pipeline-, context- or expert-parallel splits of a vocabulary-sized matrix,
+        nor FSDP1 under PEFT's wrap policy, nor trainable tokens sharded."""
+        par = self.parallel
+        ep = par.expert_parallel if par.strategy is not Strategy.DDP else 1  # DDP as branch h60mts allowed it
+        if par.tensor_parallel * par.pipeline_parallel * par.context_parallel * ep > 1:
+            raise PlanError(
+                "parallel.strategy",
+                par.strategy.value,
+                "no TP, PP, CP or EP with modules_to_save or trainable tokens",
+                "how a split of the embedding / head splits PEFT's copies is not modelled",
+            )
+        if self.lora.trainable_tokens and par.strategy is not Strategy.DDP:
+            # huggingface/peft 5d602fdb src/peft/tuners/trainable_tokens/layer.py: a ZeRO-3 path of its own
+            # (gather_params_ctx), the original rows a buffer no sharding wrapper splits; not measured.
+            raise PlanError(
+                "parallel.strategy",
+                par.strategy.value,
+                "one GPU or DDP with trainable tokens",
+                "trainable tokens under FSDP or ZeRO (the rows' buffer, ZeRO-3's gathered init) are not modelled",
+            )
+        if par.strategy is Strategy.FSDP and par.fsdp1_wrap and self.lora.modules_to_save is not ModulesToSave.NONE:
+            # huggingface/peft 5d602fdb src/peft/utils/other.py fsdp_auto_wrap_policy: its lambda policy wraps
+            # every leaf module whose weight requires grad, the copies each their own FSDP1 unit.
+            raise PlanError(
+                "parallel.fsdp1_wrap",
+                True,
+                "off (FSDP2) with modules_to_save",
+                "under FSDP1 PEFT's wrap policy makes each trained copy a unit of its own, which is not modelled",
             )
 
     def _check_lycoris(self) -> None:
