@@ -287,11 +287,15 @@ def oft_index_elements(plan: Plan) -> int:
 
 def flat_trained_sizes(plan: Plan) -> list[int] | None:
     """The trained tensors of the PEFT methods whose tensors are not one adapter per block (prompt learning,
-    LN tuning), listed whole for the optimizer's rules; None for every other method."""
+    LN tuning, trainable tokens), listed whole for the optimizer's rules; None for every other method."""
     if plan.prompt_learning:
         return prompt_tensor_sizes(plan)
     if plan.method is Method.LN_TUNING:
         return ln_tensor_sizes(plan)
+    if plan.method is Method.TRAINABLE_TOKENS:
+        # TrainableTokensLayer's one parameter, trainable_tokens_delta, k × d (huggingface/peft 5d602fdb
+        # src/peft/tuners/trainable_tokens/layer.py); its buffer of the original rows is no parameter.
+        return [plan.lora.trainable_tokens * plan.model.hidden_size]
     return None
 
 

@@ -31,7 +31,7 @@ from typing import NamedTuple
 
 from core.breakdown import Term
 from core.format import sci
-from core.inputs import ModulesToSave, Optimizer
+from core.inputs import Method, ModulesToSave, Optimizer
 from core.params import modules_to_save_elements
 from core.plan import Plan
 from core.roles import Dtypes, saved_copy_bytes
@@ -90,14 +90,16 @@ def trained_tensors(plan: Plan, dt: Dtypes) -> list[Trained]:
         out.append(Trained("modules_to_save: embed_tokens copy", v, d, copy_bytes(plan, dt)))
     if lora.modules_to_save.head:
         out.append(Trained("modules_to_save: lm_head copy", v, d, copy_bytes(plan, dt)))
-    if lora.trainable_tokens:
+    if lora.trainable_tokens and plan.method is not Method.TRAINABLE_TOKENS:  # else the method's own parameter
         out.append(Trained("trainable tokens: delta rows", lora.trainable_tokens, d, dt.adapter))
     return out
 
 
 def extra_elements(plan: Plan) -> int:
-    """Parameters trained beside the adapters (what PEFT's print_trainable_parameters adds)."""
-    return modules_to_save_elements(plan) + plan.lora.trainable_tokens * plan.model.hidden_size
+    """Parameters trained beside the adapters (what PEFT's print_trainable_parameters adds); the trainable-tokens
+    method's rows are its own (core.params.flat_trained_sizes)."""
+    rows = 0 if plan.method is Method.TRAINABLE_TOKENS else plan.lora.trainable_tokens
+    return modules_to_save_elements(plan) + rows * plan.model.hidden_size
 
 
 def head_copy_trains(plan: Plan) -> bool:
