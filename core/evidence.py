@@ -123,6 +123,7 @@ KIND_LABELS: Final = {
             (Method.OFT, "OFT"),
             (Method.ADALORA, "AdaLoRA"),
             (Method.MISS, "MiSS"),
+            (Method.TRAINABLE_TOKENS, "trainable tokens"),
             (Method.FROZEN, "frozen layers"),
         )
         for n in ("one", "many")

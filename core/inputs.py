@@ -97,6 +97,10 @@ class Method(StrEnum):
     # PEFT's MiSS, formerly Bone (branch h58peft), read at huggingface/peft 51c2ff66 src/peft/tuners/miss: each
     # target adds (the input summed over its in / r blocks of r) @ miss_block to the frozen base linear's output.
     MISS = "miss"  # MissConfig (init_weights True): miss_block (r x out) trains per target
+    # PEFT's trainable tokens on their own (branch h61mts2), read at huggingface/peft 5d602fdb
+    # src/peft/tuners/trainable_tokens: k chosen rows of the embedding train as a float32 delta, no adapter;
+    # k is ``lora.trainable_tokens`` (core.training.extra_trained prices the rows' buffer and the tied head).
+    TRAINABLE_TOKENS = "trainable-tokens"  # TrainableTokensConfig(token_indices=[...]) on the input embedding
 
 
 class ModulesToSave(StrEnum):
@@ -603,6 +607,7 @@ METHOD_LABELS: Final = {
     Method.ADALORA: "AdaLoRA (adaptive rank)",
     Method.OFT: "OFT (orthogonal rotation)",
     Method.MISS: "MiSS (formerly Bone)",  # the 1280 × 720 plan column shows it whole (test_window_layout)
+    Method.TRAINABLE_TOKENS: "Trainable tokens (rows)",
 }
 OPTIMIZER_LABELS: Final = {
     Optimizer.ADAMW: "AdamW",
@@ -1154,7 +1159,8 @@ INPUTS: Final[tuple[Input, ...]] = (
           "of the original rows, k × d each). On a tied head the head's forward also builds and keeps a "
           "merged V × d copy of the matrix. 0: none.",
           ("--trainable-tokens",), "PEFT trainable_token_indices: the number of embedding rows that train (0: none)",
-          unit="rows", low=0, high=LIMITS["vocab_size"], matters=lambda p: p.peft_config and p.lora_adapters),
+          unit="rows", low=0, high=LIMITS["vocab_size"],
+          matters=lambda p: p.peft_config and (p.lora_adapters or p.method is Method.TRAINABLE_TOKENS)),
     Input("quant", Kind.ENUM, "Base storage", "Base quantisation", Quant.NF4,
           "How QLoRA stores the frozen base weights (bitsandbytes): 4-bit NF4/FP4 in blocks of 64, or 8-bit.",
           ("--quant",), "QLoRA base storage", labels=QUANT_LABELS, matters=lambda p: p.quantised_base),

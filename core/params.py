@@ -287,11 +287,15 @@ def oft_index_elements(plan: Plan) -> int:
 
 def flat_trained_sizes(plan: Plan) -> list[int] | None:
     """The trained tensors of the PEFT methods whose tensors are not one adapter per block (prompt learning,
-    LN tuning), listed whole for the optimizer's rules; None for every other method."""
+    LN tuning, trainable tokens), listed whole for the optimizer's rules; None for every other method."""
     if plan.prompt_learning:
         return prompt_tensor_sizes(plan)
     if plan.method is Method.LN_TUNING:
         return ln_tensor_sizes(plan)
+    if plan.method is Method.TRAINABLE_TOKENS:
+        # TrainableTokensLayer's one parameter, trainable_tokens_delta, k × d (huggingface/peft 5d602fdb
+        # src/peft/tuners/trainable_tokens/layer.py); its buffer of the original rows is no parameter.
+        return [plan.lora.trainable_tokens * plan.model.hidden_size]
     return None
 
 
@@ -377,3 +381,13 @@ def lora_fa_frozen_elements(plan: Plan) -> int:
     head = model.head_adapter_shape(plan.lora.targets)
     per_layer = sum(r * fan_in * copies for fan_in, _, copies in model.adapted_matrices(plan.lora.targets))
     return model.num_layers * per_layer + (r * head[0] if head else 0)
+
+
+def modules_to_save_elements(plan: Plan) -> int:
+    """Elements of PEFT's modules_to_save copies: V × d for each module listed, the embedding's and the head's
+    (huggingface/peft 51c2ff66 src/peft/utils/other.py ``ModulesToSaveWrapper``: a ``copy.deepcopy`` of each,
+    a tied model's too). The one count the trained copies' pricing (core.training.extra_trained) and their
+    sharding (core.parallel.state) read."""
+    setting, model = plan.lora.modules_to_save, plan.model
+    copies = (1 if setting.embedding else 0) + (1 if setting.head else 0)
+    return copies * model.vocab_size * model.hidden_size

@@ -237,6 +237,14 @@ class LoraSettings:
         run_checks(self, _LORA_CHECKS)
 
 
+def extra_trained_outside_method(plan: Plan) -> bool:
+    """PEFT's modules_to_save copies, or trainable tokens beside LoRA's adapters: trained tensors the method's own
+    parameter count leaves out (core.training.extra_trained)."""
+    lora = plan.lora
+    tokens = bool(lora.trainable_tokens) and plan.method is not Method.TRAINABLE_TOKENS
+    return lora.modules_to_save is not ModulesToSave.NONE or tokens
+
+
 def lora_on(model: ModelSpec, lora: LoraSettings) -> LoraSettings:
     """``lora`` on ``model``: a latent-attention model has no k_proj or v_proj (nor q_proj with a
     q_lora_rank), so targets it lacks give way to o_proj, the one attention matrix a target names there
@@ -281,6 +289,7 @@ _ADAPTER_BASED: Final = frozenset(
         Method.P_TUNING,
         Method.PREFIX_TUNING,
         Method.LN_TUNING,
+        Method.TRAINABLE_TOKENS,
         Method.LOHA,
         Method.LOKR,
         Method.VERA,
@@ -295,7 +304,12 @@ _LYCORIS: Final = frozenset((Method.LOHA, Method.LOKR))
 _PEFT_WRAPPED: Final = _LYCORIS | {Method.VERA, Method.OFT, Method.ADALORA, Method.MISS}
 _LITGPT_ADAPTERS: Final = frozenset((Method.ADAPTER, Method.ADAPTER_V2))
 _PROMPT_LEARNING: Final = frozenset((Method.PROMPT_TUNING, Method.P_TUNING, Method.PREFIX_TUNING))
-_PEFT_FLAT_TRAINED: Final = _PROMPT_LEARNING | {Method.LN_TUNING}
+_PEFT_FLAT_TRAINED: Final = _PROMPT_LEARNING | {Method.LN_TUNING, Method.TRAINABLE_TOKENS}
+# The rows a switch to the trainable-tokens method starts from: PEFT's method comparison experiment
+# trainable_tokens/llama-3.2-3B-sos+eos (huggingface/peft 51c2ff66 method_comparison/MetaMathQA/experiments/
+# trainable_tokens/llama-3.2-3B-sos+eos/adapter_config.json: token_indices [128000, 128001], the start and end of
+# sequence tokens a chat template adds). TrainableTokensConfig's own default is an empty list.
+TRAINABLE_TOKENS_SWITCH_ROWS: Final = 2
 _LORA_SHAPED: Final = frozenset((Method.LORA, Method.QLORA, Method.DORA))
 # VeraConfig's default rank (huggingface/peft 51c2ff66 src/peft/tuners/vera/config.py: ``r: int =
 # field(default=256)``; LoraConfig's is 8): VeRA's A and B are frozen and shared, so it runs at far higher
@@ -1080,9 +1094,11 @@ class Plan:
 
     def _check_modules_to_save(self) -> None:
         """PEFT's modules_to_save and trainable_token_indices as this planner models them (branch h60mts,
-        core.training.extra_trained): on a PEFT method, one GPU or DDP, detailed accounting. What PEFT itself
+        core.training.extra_trained): on a PEFT method, the layouts :meth:`_check_extra_trained_layout` allows,
+        detailed accounting. What PEFT itself
         refuses (huggingface/peft 51c2ff66 src/peft/utils/other.py) is refused with its reason."""
         lora = self.lora
+        self._check_trainable_tokens_method()
         if lora.modules_to_save is ModulesToSave.NONE and not lora.trainable_tokens:
             return
         path = "lora.modules_to_save" if lora.modules_to_save is not ModulesToSave.NONE else "lora.trainable_tokens"
@@ -1095,7 +1111,7 @@ class Plan:
                 "modules_to_save and trainable tokens are PEFT "
                 f"config keys; {METHOD_LABELS[self.method]} here is not PEFT's",
             )
-        if lora.trainable_tokens and not self.lora_adapters:
+        if lora.trainable_tokens and not (self.lora_adapters or self.method is Method.TRAINABLE_TOKENS):
             # huggingface/peft 51c2ff66: only src/peft/tuners/lora/config.py declares trainable_token_indices.
             raise PlanError(
                 "lora.trainable_tokens",
@@ -1126,20 +1142,77 @@ class Plan:
                 f"0 to {self.model.vocab_size:,}",
                 "token indices are rows of the embedding",
             )
-        par = self.parallel
-        if par.strategy is not Strategy.DDP or par.tensor_parallel * par.pipeline_parallel * par.context_parallel > 1:
-            raise PlanError(
-                "parallel.strategy",
-                par.strategy.value,
-                "one GPU or DDP (no TP, PP or CP) with modules_to_save or trainable tokens",
-                "the copies' sharding is not modelled yet",
-            )
-        if self.accounting is Accounting.LESSON:
+        self._check_extra_trained_layout()
+        # The trainable-tokens method's rows are its own trainable parameters, which the lesson's T counts.
+        if self.accounting is Accounting.LESSON and extra_trained_outside_method(self):
             raise PlanError(
                 "accounting",
                 self.accounting.value,
                 "detailed with modules_to_save or trainable tokens",
                 "the lesson's four buckets have no term for the trained copies",
+            )
+
+    def _check_trainable_tokens_method(self) -> None:
+        """PEFT's trainable-tokens method (huggingface/peft 5d602fdb src/peft/tuners/trainable_tokens/config.py
+        ``TrainableTokensConfig``): ``token_indices`` name at least one row, and the config has no
+        ``modules_to_save``."""
+        if self.method is not Method.TRAINABLE_TOKENS:
+            return
+        if not self.lora.trainable_tokens:
+            raise PlanError(
+                "lora.trainable_tokens",
+                0,
+                f"1 to {self.model.vocab_size:,}",
+                "the trainable-tokens method trains the rows its token_indices name: at least one",
+            )
+        if self.lora.modules_to_save is not ModulesToSave.NONE:
+            raise PlanError(
+                "lora.modules_to_save",
+                self.lora.modules_to_save.value,
+                "none with trainable tokens",
+                "PEFT: TrainableTokensConfig has no modules_to_save",
+            )
+        if self.optimizer is Optimizer.ADAFACTOR:
+            # core.training.optimizer.adafactor_state_elements has no rule for the (k, d) delta (branch h61mts2 left
+            # that file to the branch that owned it): refused rather than priced as LoRA's factors.
+            raise PlanError(
+                "optimizer",
+                self.optimizer.value,
+                "another optimizer with trainable tokens",
+                "Adafactor's factored statistics of the trainable-tokens delta are not modelled yet",
+            )
+
+    def _check_extra_trained_layout(self) -> None:
+        """The layouts the trained copies are priced on (branch h61mts2, core.parallel.state): one GPU, DDP,
+        FSDP2 (the copies in the root unit) and DeepSpeed ZeRO 1-3 (the copies trainable parameters like the
+        adapters). Not the tensor-, pipeline-, context- or expert-parallel splits of a vocabulary-sized matrix,
+        nor FSDP1 under PEFT's wrap policy, nor trainable tokens sharded."""
+        par = self.parallel
+        ep = par.expert_parallel if par.strategy is not Strategy.DDP else 1  # DDP as branch h60mts allowed it
+        if par.tensor_parallel * par.pipeline_parallel * par.context_parallel * ep > 1:
+            raise PlanError(
+                "parallel.strategy",
+                par.strategy.value,
+                "no TP, PP, CP or EP with modules_to_save or trainable tokens",
+                "how a split of the embedding / head splits PEFT's copies is not modelled",
+            )
+        if self.lora.trainable_tokens and par.strategy is not Strategy.DDP:
+            # huggingface/peft 5d602fdb src/peft/tuners/trainable_tokens/layer.py: a ZeRO-3 path of its own
+            # (gather_params_ctx), the original rows a buffer no sharding wrapper splits; not measured.
+            raise PlanError(
+                "parallel.strategy",
+                par.strategy.value,
+                "one GPU or DDP with trainable tokens",
+                "trainable tokens under FSDP or ZeRO (the rows' buffer, ZeRO-3's gathered init) are not modelled",
+            )
+        if par.strategy is Strategy.FSDP and par.fsdp1_wrap and self.lora.modules_to_save is not ModulesToSave.NONE:
+            # huggingface/peft 5d602fdb src/peft/utils/other.py fsdp_auto_wrap_policy: its lambda policy wraps
+            # every leaf module whose weight requires grad, the copies each their own FSDP1 unit.
+            raise PlanError(
+                "parallel.fsdp1_wrap",
+                True,
+                "off (FSDP2) with modules_to_save",
+                "under FSDP1 PEFT's wrap policy makes each trained copy a unit of its own, which is not modelled",
             )
 
     def _check_lycoris(self) -> None:
@@ -1566,7 +1639,12 @@ class Plan:
             # modules_to_save is a PEFT config key (__post_init__ refuses it elsewhere): a switch to full
             # fine-tuning, frozen layers or LitGPT's adapters drops it, as leaving PEFT does.
             lora = changes["lora"] = replace(lora, modules_to_save=ModulesToSave.NONE)
-        if method not in _LORA_SHAPED and "lora.trainable_tokens" not in typed:
+        if method is Method.TRAINABLE_TOKENS:
+            # The method trains at least one row and has no modules_to_save (__post_init__ refuses either): a
+            # switch keeps the rows set or starts from TRAINABLE_TOKENS_SWITCH_ROWS, and drops the copies.
+            rows = lora.trainable_tokens or TRAINABLE_TOKENS_SWITCH_ROWS
+            lora = changes["lora"] = replace(lora, trainable_tokens=rows, modules_to_save=ModulesToSave.NONE)
+        elif method not in _LORA_SHAPED and "lora.trainable_tokens" not in typed:
             # trainable_token_indices is LoraConfig's alone: a switch to any other method drops the rows.
             lora = changes["lora"] = replace(lora, trainable_tokens=0)
         if method is Method.IA3 and "lora.ia3_feedforward" not in typed:

@@ -61,6 +61,13 @@ def qlora_unquantised_bytes(plan: Plan) -> float:
     return 4.0 if kbit_float32(plan) else 2.0
 
 
+def saved_copy_bytes(plan: Plan, base: float) -> float:
+    """Bytes per element of a PEFT modules_to_save copy (core.training.extra_trained): the dtype the module is
+    stored in, ``base`` (the base's bytes), or under QLoRA what bitsandbytes leaves unquantised (the embedding and
+    the head are never quantised). Stored so, gathered so by FSDP (core.parallel.state)."""
+    return qlora_unquantised_bytes(plan) if plan.quantised_base else base
+
+
 @last_answer  # asked several times per estimate: a pure function of the frozen plan (core.memo)
 def model_dtype(plan: Plan) -> Dtype:
     """The dtype the model is loaded and runs in: the base's for adapter methods, DeepSpeed's

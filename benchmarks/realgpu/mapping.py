@@ -181,6 +181,11 @@ _OPTIMIZERS: Final = {
 # ``optimizer_type: "lora-fa"`` (huggingface/peft 51c2ff66 method_comparison/MetaMathQA/experiments/lora/
 # llama-3.2-3B-rank32-lorafa/training_params.json; utils.py line 283 builds it with create_lorafa_optimizer).
 _LORA_FA_FIGURES: Final = frozenset({"peft-mc-lora--llama-3.2-3B-rank32-lorafa"})
+# Figures whose recipe says method "other" for PEFT's trainable-tokens method (branch h61mts2), with the rows they
+# train: the results file's peft_config is ``peft_type: "TRAINABLE_TOKENS"``, ``token_indices: [128000, 128001]``
+# (huggingface/peft 51c2ff66 method_comparison/MetaMathQA/results/trainable_tokens--llama-3.2-3B-sos+eos.json;
+# "num_trainable_params": 6144 = 2 × 3,072).
+_TRAINABLE_TOKENS_FIGURES: Final = {"peft-mc-trainable_tokens--llama-3.2-3B-sos+eos": 2}
 _ATTENTION: Final = {
     None: Attention.SDPA,
     "sdpa": Attention.SDPA,
@@ -242,7 +247,19 @@ _CACHE_EMPTIED_BEFORE_PEAK: Final = frozenset({"peft-method-comparison-metamathq
 # LoHa and LoKr (branch h53lyco, 2026-12-05) likewise, VeRA (h53vera), OFT (h54oft), AdaLoRA (h54ada) and MiSS
 # (h58peft) too.
 HELD_OUT_METHODS: Final = frozenset(
-    {"prompt-tuning", "p-tuning", "prefix-tuning", "ln-tuning", "loha", "lokr", "vera", "oft", "adalora", "miss"}
+    {
+        "prompt-tuning",
+        "p-tuning",
+        "prefix-tuning",
+        "ln-tuning",
+        "loha",
+        "lokr",
+        "vera",
+        "oft",
+        "adalora",
+        "miss",
+        "trainable-tokens",  # branch h61mts2 (2026-12-06)
+    }
 )
 # Figures of optimizers the planner gained after the constant was set (branch h57opt, 2026-12-05: torchao's
 # AdamW8bit / AdamW4bit, AnyPrecisionAdamW): scored, never fitted on, on the same terms.
@@ -813,6 +830,7 @@ def _plan(
             virtual_tokens=int(lora.get("virtual_tokens", 20)),
             lokr_factor=int(lora.get("lokr_factor", -1)),
             oft_block_size=int(lora.get("oft_block_size", 32)),
+            trainable_tokens=int(lora.get("trainable_tokens", 0)),
         )
         if lora
         else LoraSettings(),
@@ -966,6 +984,9 @@ def map_figure(figure: Mapping[str, Any]) -> Mapped:
     """The plan for one figure of memory_figures.json, or the capabilities it lacks."""
     if figure["id"] in _LORA_FA_FIGURES:  # optimizer "other" in the record: LoRA-FA, which the plan now says
         figure = {**figure, "recipe": {**figure["recipe"], "optimizer": "lora_fa"}}
+    if figure["id"] in _TRAINABLE_TOKENS_FIGURES:  # method "other" in the record: PEFT's trainable tokens
+        rows = {"trainable_tokens": _TRAINABLE_TOKENS_FIGURES[figure["id"]]}
+        figure = {**figure, "recipe": {**figure["recipe"], "method": "trainable-tokens", "lora": rows}}
     recipe = figure["recipe"]
     if FAMILY[str(figure["source_id"])] == "megatron":
         try:

@@ -480,6 +480,7 @@ METHOD_NAMES: Final = {
     Method.VERA: "VeRA",
     Method.ADALORA: "AdaLoRA",
     Method.OFT: "OFT",
+    Method.TRAINABLE_TOKENS: "trainable tokens",
     Method.MISS: "MiSS",
 }
 

@@ -93,7 +93,13 @@ from core.parallel.layout import (
     trainable_layers,
     weight_share,
 )
-from core.params import ParamCounts, muon_elements, muon_layers, quantised_block_params
+from core.params import (
+    ParamCounts,
+    modules_to_save_elements,
+    muon_elements,
+    muon_layers,
+    quantised_block_params,
+)
 from core.plan import TE_FLOAT8, Float8, Method, Offload, Optimizer, Plan, Stack, Strategy, TorchVersion
 from core.roles import (
     Dtypes,
@@ -102,6 +108,7 @@ from core.roles import (
     deepspeed_cast_weights,
     deepspeed_engine_dtype,
     qlora_unquantised_bytes,
+    saved_copy_bytes,
     stored_weight_dtype,
 )
 from core.units import MiB
@@ -271,10 +278,23 @@ class _Rank:
         return self.lay.state_shards_of(share(plan, stage, tp), share(plan, stage, tp, experts_split=False))
 
     @property
+    def copies(self) -> float:
+        """Elements of PEFT's modules_to_save copies on the rank (core.params.modules_to_save_elements): whole,
+        as Plan._check_modules_to_save allows them only without TP, PP, CP or EP."""
+        return float(modules_to_save_elements(self.plan))
+
+    @property
+    def copy_bytes(self) -> float:
+        """Bytes per element of a modules_to_save copy as stored (core.roles.saved_copy_bytes)."""
+        return saved_copy_bytes(self.plan, self.dt.base)
+
+    @property
     def stored_bytes(self) -> float:
-        """Average bytes per stored parameter on the rank (quantised bases included)."""
+        """Average bytes per stored parameter of the model on the rank (quantised bases included); PEFT's
+        trained copies, which ``counts.total`` does not count, are left out of it (priced on their own)."""
         share = weight_share(self.plan, self.stage, self.lay.tensor_parallel)
-        return _total(self.weights) / max(1.0, self.counts.total * share)
+        model_bytes = _total(self.weights) - self.copies * self.copy_bytes * share
+        return model_bytes / max(1.0, self.counts.total * share)
 
 
 def rank_state(
@@ -354,7 +374,22 @@ def _strategy_state(rank: _Rank) -> RankState:
         return _offloaded(plan, replace(_ddp(rank), step_share=t_share))
     if strategy is Strategy.FSDP:
         return _expert_note(rank, replace(_fsdp(rank), step_share=t_share / rank.dp))
-    return _expert_note(rank, replace(_zero(rank), zero_share=t_share / rank.dp))
+    return _expert_note(rank, replace(_zero(_zero_with_copies(rank)), zero_share=t_share / rank.dp))
+
+
+def _zero_with_copies(rank: _Rank) -> _Rank:
+    """PEFT's modules_to_save copies under DeepSpeed ZeRO: trainable parameters like the adapters, so T counts
+    them. DeepSpeed holds every trainable parameter of an optimizer group alike (deepspeedai/DeepSpeed edaa7221:
+    stage_1_and_2.py flattens each group's ``bit16_groups`` into one tensor, partitions it over the ranks and
+    clones a float32 master of this rank's partition; stage3.py partitions each parameter at ``zero.Init`` or
+    ``_convert_to_deepspeed_param``): the copies' 16-bit weights whole on every rank below stage 3 (with the
+    rank's weights, as the frozen originals), their gradients and master / state in the rank's partition.
+    Their single-GPU state terms are re-priced at the master dtype by the ``optimizer_at`` of the plan
+    (core.training.detailed._optimizer_at)."""
+    if not rank.copies:
+        return rank
+    counts = replace(rank.counts, trainable=rank.counts.trainable + round(rank.copies))
+    return replace(rank, counts=counts)
 
 
 def _expert_note(rank: _Rank, state: RankState) -> RankState:
@@ -610,7 +645,10 @@ def _largest_reduce_output(rank: _Rank, units: tuple[float, float]) -> tuple[flo
     the root unit's shard (a full fine-tune whose root is larger), or one block's."""
     block, root = units
     if rank.plan.adapter_based:
-        return rank.trainable / max(1, rank.stage.layers) / rank.dp, "one block's adapters'"
+        adapters = rank.trainable / max(1, rank.stage.layers)
+        if rank.copies > adapters:  # PEFT's modules_to_save copies, reduced with the root unit
+            return rank.copies / rank.dp, "the root unit's copies'"
+        return adapters / rank.dp, "one block's adapters'"
     if rank.plan.method is Method.FULL and root / rank.lay.state_shards > block / rank.dp:
         return root / rank.lay.state_shards, "the root unit's"
     return block / rank.dp, "one block's"
@@ -727,13 +765,18 @@ def _no_sync_accumulated(rank: _Rank, block: float, root: float, reduce_b: float
         elements, what = stage.layers * block + root, f"gradients of all {stage.layers} blocks and the root unit"
         per = MP_BYTES.get(par.fsdp_param_dtype, rank.stored_bytes) if par.fsdp1_wrap else reduce_b
     how = "FSDP1 no_sync" if par.fsdp1_wrap else "set_requires_gradient_sync(False)"
-    return [
+    terms = [
         Term(
             f"unsharded {what}, accumulated over the micro-batches ({how}: synced at the last)",
             f"{sci(elements)} × {per:g} B",
             elements * per,
         )
     ]
+    if plan.adapter_based and rank.copies:  # PEFT's modules_to_save copies, in the root unit
+        c, cb = rank.copies, no_sync_grad_bytes(par, copy_gather_bytes(plan, rank.dt.base))
+        label = f"unsharded modules_to_save copies' gradients, accumulated ({how})"
+        terms.append(Term(label, f"{sci(c)} × {cb:g} B", c * cb))
+    return terms
 
 
 def _pipeline_accumulated(rank: _Rank, block: float, root: float, reduce_b: float) -> list[Term] | None:
@@ -842,11 +885,7 @@ def _fsdp(rank: _Rank) -> RankState:
     block = block_params_per_rank(model, lay.tensor_parallel, lay.expert_parallel) * scale
     root = outside_params(model, stage, lay.tensor_parallel) * scale
     block_b, root_b = _unit_bytes(rank, block, gather)
-    root_term = Term(
-        "root unit gathered (embedding, final norm, head: not resharded after forward)",
-        f"{sci(root)} × {root_b:g} B",
-        root * root_b,
-    )
+    root_term = _root_gathered(rank, root, root_b)
     one, gathered = _gathered_block(plan, lay, block, block_b)
     forward, backward, backward_block = _fsdp_gathered(plan, stage.layers, root_term, one, gathered)
     block_grads = _block_gradients(rank, block, gather, reduce_b)
@@ -863,6 +902,8 @@ def _fsdp(rank: _Rank) -> RankState:
             Term("root's unsharded gradients (embedding, head)", f"{sci(root)} × {gather:g} B", root * gather),
             Term("root's reduce-scatter input", f"{sci(root)} × {reduce_b:g} B", root * reduce_b),
         ]
+    if rank.copies and plan.workload.grad_accum == 1:
+        root_pending, root_reduce = _copies_reduction(rank)
     # FSDP2 gathers on its all-gather stream (_fsdp_param_group.py); the caching allocator keeps a
     # stream's freed blocks for it (CUDACachingAllocator.cpp get_free_block): outside a block's
     # backward the second gathered block stays reserved, beside what the reduction frees there.
@@ -912,6 +953,67 @@ def _fsdp(rank: _Rank) -> RankState:
         notes=(note,),
         stream_cache=staged,
     )
+
+
+def copy_gather_bytes(plan: Plan, base: float) -> float:
+    """Bytes per element FSDP2 gathers a PEFT modules_to_save copy in, and autograd forms its unsharded gradient
+    in: ``MixedPrecisionPolicy.param_dtype`` when set, else the copy's stored dtype (core.roles.saved_copy_bytes;
+    ``base``: the base's bytes)."""
+    return MP_BYTES.get(plan.parallel.fsdp_param_dtype, saved_copy_bytes(plan, base))
+
+
+def _root_gathered(rank: _Rank, root: float, root_b: float) -> Term:
+    """The root unit as FSDP2 gathers it, not resharded after forward (``_fsdp_state.py`` ``_lazy_init``): the
+    embedding, final norm and head, and PEFT's modules_to_save copies with them. ``ModulesToSaveWrapper``
+    (huggingface/peft 51c2ff66 src/peft/utils/other.py) replaces ``embed_tokens`` / ``lm_head`` in place,
+    outside the decoder blocks, and holds the frozen original and the trained copy as submodules: a unit per
+    decoder block and one on the root (torchtitan's and accelerate's transformer wrap) put both in the root
+    unit, whose one all-gather moves every parameter it holds (``foreach_all_gather``), the original the
+    forward never reads too."""
+    label = "root unit gathered (embedding, final norm, head: not resharded after forward)"
+    if not rank.copies:
+        return Term(label, f"{sci(root)} × {root_b:g} B", root * root_b)
+    c, cb = rank.copies, copy_gather_bytes(rank.plan, rank.dt.base)
+    return Term(
+        label.replace("head:", "head, PEFT's modules_to_save copies:"),
+        f"{sci(root)} × {root_b:g} B + copies {sci(c)} × {cb:g} B",
+        root * root_b + c * cb,
+    )
+
+
+def _copies_reduction(rank: _Rank) -> tuple[list[Term], list[Term]]:
+    """PEFT's modules_to_save copies in the root unit, reduced last (as a full fine-tune's root, :func:`_fsdp`):
+    until the root's ``post_backward`` their sharded gradients do not exist (a negative term against the rank's
+    sharded gradients) and their unsharded ones wait; then ``foreach_reduce`` copies them into the reduce-scatter
+    input (``reduce_dtype``) before it frees them."""
+    plan, dp = rank.plan, rank.dp
+    c, stored = rank.copies, rank.copy_bytes
+    gather = copy_gather_bytes(plan, rank.dt.base)
+    reduce_b = fsdp_reduce_bytes(plan.parallel, gather)
+    pending = [
+        Term(
+            "less the copies' sharded gradients (root unit, reduced last)",
+            f"−{sci(c)} × {stored:g} B ÷ {dp:g}",
+            -c * stored / dp,
+        )
+    ]
+    reduce = [
+        Term("modules_to_save copies' unsharded gradients (root unit)", f"{sci(c)} × {gather:g} B", c * gather),
+        Term("modules_to_save copies' reduce-scatter input", f"{sci(c)} × {reduce_b:g} B", c * reduce_b),
+    ]
+    return pending, reduce
+
+
+def root_copy_gradient(plan: Plan, base: float) -> list[Term]:
+    """Under FSDP2, the lm_head copy's unsharded gradient (PEFT's modules_to_save): formed at the head's backward
+    and held, in the gathered dtype, until the root unit reduces it at the backward's end (:func:`_copies_reduction`);
+    empty without a head copy. The embedding copy's forms at the end, in that reduction."""
+    if not plan.lora.modules_to_save.head:
+        return []
+    vd = plan.model.vocab_size * plan.model.hidden_size
+    b = copy_gather_bytes(plan, base)
+    label = "modules_to_save: the lm_head copy's unsharded gradient (root unit, held until its reduction)"
+    return [Term(label, f"V·d × {b:g} B", vd * b)]
 
 
 def _fsdp1_root_assembly(rank: _Rank, root: float, gather: float) -> list[Term]:

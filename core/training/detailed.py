@@ -42,7 +42,14 @@ from core.parallel.acts import (
 )
 from core.parallel.layout import Layout, Stage, dispatched_copies, fsdp_no_sync
 from core.parallel.layout import trainable_layers as stage_trainable_layers
-from core.parallel.state import RankState, compute_plan, rank_copies, rank_state, te_weight_cache
+from core.parallel.state import (
+    RankState,
+    compute_plan,
+    rank_copies,
+    rank_state,
+    root_copy_gradient,
+    te_weight_cache,
+)
 from core.params import ParamCounts, param_counts
 from core.plan import CheckpointPolicy, Float8, Method, Offload, Plan, Strategy
 from core.roles import Dtypes, dtypes_for, runs_grad_scaler
@@ -427,6 +434,8 @@ def _parts(plan: Plan, counts: ParamCounts, dt: Dtypes, rank: Rank | None = None
         whole = lay.state_shards == 1 or plan.parallel.strategy is Strategy.DDP
         embed_grad = embed_grad / lay.tensor_parallel if whole and stage.embedding else 0.0
         if plan.parallel.strategy is Strategy.FSDP and not whole:
+            if not fsdp_no_sync(plan.parallel, plan.workload.grad_accum):  # else among the accumulated ones
+                head_grad = head_grad + root_copy_gradient(plan, dt.base)  # PEFT's lm_head copy, in the root unit
             root_grads = head_grad
     return _Parts(
         weights=weights,
@@ -996,7 +1005,9 @@ def _reference_cycle(plan: Plan, parts: _Parts) -> float:
 
 
 def _optimizer_at(plan: Plan, counts: ParamCounts) -> Callable[[Dtypes], list[Term]]:
-    return lambda dt: optimizer_terms(plan, counts, dt)
+    """The single-GPU optimizer state at the dtypes a sharded rank steps in (``dt.grad``): PEFT's trained copies
+    (core.training.extra_trained) at that dtype too, as DeepSpeed's flat master partition holds them."""
+    return lambda dt: optimizer_terms(plan, counts, dt) + extra_state_terms(plan, dt, at=dt.grad)
 
 
 def host_terms(plan: Plan, counts: ParamCounts, rank: Rank) -> list[Term]:
@@ -1004,7 +1015,11 @@ def host_terms(plan: Plan, counts: ParamCounts, rank: Rank) -> list[Term]:
     if plan.parallel.offload is Offload.NONE:
         return _unsloth_host(plan, rank)
     dt = dtypes_for(plan)
-    single = (weight_terms(plan, counts, dt), gradient_terms(counts, dt), optimizer_terms(plan, counts, dt))
+    single = (
+        weight_terms(plan, counts, dt) + extra_weight_terms(plan, dt),
+        gradient_terms(counts, dt) + extra_grad_terms(plan, dt),
+        optimizer_terms(plan, counts, dt) + extra_state_terms(plan, dt),
+    )
     state = rank_state(plan, counts, dt, rank.layout, rank.stage, single, _optimizer_at(plan, counts))
     return list(state.host) + _unsloth_host(plan, rank)
 

@@ -31,9 +31,10 @@ from typing import NamedTuple
 
 from core.breakdown import Term
 from core.format import sci
-from core.inputs import ModulesToSave, Optimizer
+from core.inputs import Method, ModulesToSave, Optimizer
+from core.params import modules_to_save_elements
 from core.plan import Plan
-from core.roles import Dtypes, qlora_unquantised_bytes
+from core.roles import Dtypes, saved_copy_bytes
 from core.training.optimizer import (
     ADAM_FAMILY,
     ANYPRECISION,
@@ -77,7 +78,7 @@ class Trained(NamedTuple):
 
 def copy_bytes(plan: Plan, dt: Dtypes) -> float:
     """Bytes per element of a modules_to_save copy: the module's stored dtype (module docstring)."""
-    return qlora_unquantised_bytes(plan) if plan.quantised_base else dt.base
+    return saved_copy_bytes(plan, dt.base)
 
 
 def trained_tensors(plan: Plan, dt: Dtypes) -> list[Trained]:
@@ -89,16 +90,16 @@ def trained_tensors(plan: Plan, dt: Dtypes) -> list[Trained]:
         out.append(Trained("modules_to_save: embed_tokens copy", v, d, copy_bytes(plan, dt)))
     if lora.modules_to_save.head:
         out.append(Trained("modules_to_save: lm_head copy", v, d, copy_bytes(plan, dt)))
-    if lora.trainable_tokens:
+    if lora.trainable_tokens and plan.method is not Method.TRAINABLE_TOKENS:  # else the method's own parameter
         out.append(Trained("trainable tokens: delta rows", lora.trainable_tokens, d, dt.adapter))
     return out
 
 
 def extra_elements(plan: Plan) -> int:
-    """Parameters trained beside the adapters (what PEFT's print_trainable_parameters adds)."""
-    lora, model = plan.lora, plan.model
-    copies = (1 if lora.modules_to_save.embedding else 0) + (1 if lora.modules_to_save.head else 0)
-    return (copies * model.vocab_size + lora.trainable_tokens) * model.hidden_size
+    """Parameters trained beside the adapters (what PEFT's print_trainable_parameters adds); the trainable-tokens
+    method's rows are its own (core.params.flat_trained_sizes)."""
+    rows = 0 if plan.method is Method.TRAINABLE_TOKENS else plan.lora.trainable_tokens
+    return modules_to_save_elements(plan) + rows * plan.model.hidden_size
 
 
 def head_copy_trains(plan: Plan) -> bool:
@@ -154,11 +155,14 @@ def formed_gradients(plan: Plan, dt: Dtypes, *, head: bool) -> list[Term]:
     return [Term(label, f"V·d × {b:g} B", vd * b)]
 
 
-def extra_state_terms(plan: Plan, dt: Dtypes) -> list[Term]:
+def extra_state_terms(plan: Plan, dt: Dtypes, at: float | None = None) -> list[Term]:
     """The optimizer's state of each trained tensor, by the rules core.training.optimizer applies to a tensor of
-    that size and dtype (8-bit optimizers keep a large tensor 8-bit; paged ones page it)."""
+    that size and dtype (8-bit optimizers keep a large tensor 8-bit; paged ones page it). ``at``: the bytes per
+    element the optimizer steps the tensors in instead of their own (DeepSpeed ZeRO steps a float32 master
+    partition of every trainable parameter, core.parallel.state._zero_optimizer_partition)."""
     terms = []
     for t in _of(plan, dt):
+        t = t if at is None else t._replace(bytes=at)
         state, why = _state(plan.optimizer, t)
         if state:
             terms.append(Term(f"optimizer state of the {t.label} ({why})", f"{sci(t.elements)} elements", state))

@@ -46,6 +46,7 @@ _ADAPTER_LABELS: Final = {
     Method.ADALORA: "AdaLoRA lora_A, lora_E, lora_B",
     Method.OFT: "OFT skew-symmetric blocks",
     Method.MISS: "MiSS blocks",
+    Method.TRAINABLE_TOKENS: "trainable token rows (delta)",
 }
 
 
@@ -158,9 +159,10 @@ def copy_terms(plan: Plan, counts: ParamCounts, dt: Dtypes) -> list[Term]:
         # prompts are cast by PEFT's ``prompts.to(inputs_embeds.dtype)``, nothing cached); only
         # P-tuning's MLP linears are (huggingface/peft 51c2ff66 src/peft/tuners/p_tuning/model.py).
         cast -= plan.lora.virtual_tokens * plan.model.hidden_size
-    if plan.method in (Method.PREFIX_TUNING, Method.LN_TUNING):
+    if plan.method in (Method.PREFIX_TUNING, Method.LN_TUNING, Method.TRAINABLE_TOKENS):
         # Prefix tuning's one tensor is an embedding too (F.embedding; get_prompt casts its output,
-        # ``past_key_values.to(self.base_model_torch_dtype)``); LN tuning's norms multiply, no matmul.
+        # ``past_key_values.to(self.base_model_torch_dtype)``); LN tuning's norms multiply, no matmul; the
+        # trainable tokens' delta is index_copy'd into the embedding (TrainableTokensLayer.forward), no matmul.
         cast = 0
     if plan.method is Method.VERA:
         # VeRA's trained vectors only multiply (huggingface/peft 51c2ff66 src/peft/tuners/vera/layer.py

@@ -58,7 +58,14 @@ def _some_of(draw: st.DrawFn, targets: tuple[str, ...]) -> tuple[str, ...]:
 
 # Prompt learning and LN tuning are modelled on one GPU or DDP (Plan refuses other strategies); prefix
 # tuning under SDPA, LN tuning on the families whose default targets are every norm (LN_TUNING_FAMILIES).
-PROMPT_METHODS: Final = (Method.PROMPT_TUNING, Method.P_TUNING, Method.PREFIX_TUNING, Method.LN_TUNING)
+# PEFT's trainable-tokens method (branch h61mts2) likewise, with at least one row (Plan._check_trainable_tokens_method).
+PROMPT_METHODS: Final = (
+    Method.PROMPT_TUNING,
+    Method.P_TUNING,
+    Method.PREFIX_TUNING,
+    Method.LN_TUNING,
+    Method.TRAINABLE_TOKENS,
+)
 # LoHa and LoKr (branch h53lyco) likewise on one GPU or DDP, on dense models, not on the head, without
 # per-op checkpointing (Plan._check_lycoris); VeRA (branch h53vera), OFT (h54oft), AdaLoRA (h54ada) and MiSS (h58peft)
 # under the same refusals.
@@ -107,6 +114,7 @@ def plans(draw: st.DrawFn) -> Plan:
             adapter_start_layer=draw(st.integers(0, spec.num_layers - 1)),
             adapter_quantised=draw(st.booleans()),
             lokr_factor=draw(st.integers(-1, 64)),
+            trainable_tokens=draw(st.integers(1, spec.vocab_size)) if method is Method.TRAINABLE_TOKENS else 0,
         ),
         quant=draw(st.sampled_from(list(Quant))),
         double_quant=draw(st.booleans()),
@@ -121,6 +129,8 @@ def plans(draw: st.DrawFn) -> Plan:
                         o
                         for o in (MAC_OPTIMIZERS if mac else list(Optimizer))
                         if o not in (Optimizer.MUON, Optimizer.LORA_FA)
+                        # Adafactor with trainable tokens is refused (Plan._check_trainable_tokens_method)
+                        and not (method is Method.TRAINABLE_TOKENS and o is Optimizer.ADAFACTOR)
                     ]
                 )
             )

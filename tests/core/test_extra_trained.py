@@ -159,8 +159,8 @@ def test_what_peft_refuses_is_refused_with_its_reason() -> None:
         _tiny(modules_to_save=ModulesToSave.HEAD).with_lora(targets=("q_proj", "lm_head"))
     with pytest.raises(PlanError, match="not PEFT's"):
         _tiny().with_changes(method=Method.FULL, lora=_tiny(trainable_tokens=2).lora)
-    with pytest.raises(PlanError, match="sharding is not modelled"):
-        _tiny(modules_to_save=ModulesToSave.HEAD).on_gpus(2, Strategy.FSDP)
+    with pytest.raises(PlanError, match="not modelled"):  # a vocabulary split of the copies (branch h61mts2)
+        _tiny(modules_to_save=ModulesToSave.HEAD).on_gpus(2, Strategy.DDP).with_parallel(tensor_parallel=2)
     with pytest.raises(PlanError, match="four buckets"):
         _tiny(modules_to_save=ModulesToSave.HEAD).with_changes(accounting=Accounting.LESSON)
     with pytest.raises(PlanError, match="a LoraConfig key"):
@@ -230,3 +230,86 @@ def test_param_counts_are_the_adapters_alone() -> None:
     # The copies are kept apart from counts.trainable (their dtype is the base's, not the adapters' float32).
     plan = _tiny(modules_to_save=ModulesToSave.HEAD)
     assert param_counts(plan).trainable == param_counts(_tiny()).trainable == 3_584  # measured "lora": 3,584
+
+
+# --- Sharded layouts (branch h61mts2) ----------------------------------------------------------------------------
+# Llama 3.1 8B config.json: vocab_size 128,256, hidden_size 4,096: one copy is V·d elements, bf16 under
+# Trainer(bf16=True) on a bf16 base (measured above: the copy keeps the module's dtype).
+VD_8B = 128_256 * 4_096
+
+
+def _llama_8b(strategy: Strategy, setting: ModulesToSave = ModulesToSave.HEAD, accum: int = 1) -> Plan:
+    plan = plan_for_model("llama-3.1-8b", method=Method.LORA, preset=Preset.TRAINER_BF16).with_workload(
+        grad_accum=accum
+    )
+    return plan.on_gpus(4, strategy).with_lora(modules_to_save=setting)
+
+
+def _parts(plan: Plan):  # type: ignore[no-untyped-def]
+    from core.parallel.layout import layout
+    from core.training import detailed
+
+    lay = layout(plan)
+    return detailed._parts(plan, param_counts(plan), dtypes_for(plan), detailed.Rank(lay, lay.stages[0]))
+
+
+def _labelled(terms: list, word: str) -> float:  # type: ignore[type-arg]
+    return _sum([t for t in terms if word in t.label])
+
+
+def test_fsdp2_shards_the_copies_and_gathers_them_with_the_root_unit() -> None:
+    # FSDP2 (pytorch/pytorch 010ae4a8 torch/distributed/fsdp/_fully_shard/_fsdp_param.py): every parameter of a unit
+    # dim-0 sharded, its gradient and (torch.optim's zeros_like) state too: the bf16 copy, its bf16 gradient and
+    # its bf16 Adam m, v ÷ 4 ranks. ModulesToSaveWrapper sits outside the decoder blocks, so the copy is in the root
+    # unit, which _fsdp_state.py _lazy_init keeps gathered from the forward to the backward's end: + V·d × 2 B.
+    head, lora = _parts(_llama_8b(Strategy.FSDP)), _parts(_llama_8b(Strategy.FSDP, ModulesToSave.NONE))
+    assert _labelled(head.weights, "lm_head copy ÷ 4") == VD_8B * 2 / 4
+    assert _labelled(head.optim, "lm_head copy") == 2 * VD_8B * 2 / 4
+    assert _labelled(head.grads, "lm_head copy") == VD_8B * 2 / 4
+    gathered = [t for t in head.extra("forward") if "root unit" in t.label]
+    before = [t for t in lora.extra("forward") if "root unit" in t.label]
+    assert _sum(gathered) - _sum(before) == pytest.approx(VD_8B * 2)  # the root's own average bytes unchanged
+    # Reduced last with the root (_fsdp_param_group.py post_backward, as a full fine-tune's root): the unsharded
+    # gradient held from the head's backward, then the reduce-scatter input, the sharded one missing until then.
+    assert _sum(head.root_grads) == VD_8B * 2
+    assert [t.bytes for t in head.extra("root_reduce")] == [VD_8B * 2, VD_8B * 2]
+    assert _sum(head.extra("root_pending")) == -VD_8B * 2 / 4
+
+
+def test_fsdp2_with_a_float32_reduce_reduces_the_copies_in_float32() -> None:
+    from core.dtypes import MpDtype
+
+    # MixedPrecisionPolicy(reduce_dtype=float32): the reduce-scatter input in float32 (core.parallel.layout
+    # fsdp_reduce_bytes), the unsharded gradient in the gathered bf16.
+    plan = _llama_8b(Strategy.FSDP, ModulesToSave.BOTH).with_parallel(fsdp_reduce_dtype=MpDtype.FP32)
+    assert [t.bytes for t in _parts(plan).extra("root_reduce")] == [2 * VD_8B * 2, 2 * VD_8B * 4]
+
+
+def test_zero_prices_the_copies_as_trainable_parameters_of_its_partition() -> None:
+    # DeepSpeed edaa7221 stage_1_and_2.py: the 16-bit weights whole on every rank, a float32 master and float32
+    # Adam m, v of the rank's 1/4 partition, the reduced gradient partition in the 16-bit dtype (ZeRO-2);
+    # stage3.py partitions the 16-bit weights too and keeps a gradient partition from start-up.
+    for strategy, weights in ((Strategy.ZERO2, VD_8B * 2), (Strategy.ZERO3, VD_8B * 2 / 4)):
+        head, lora = _parts(_llama_8b(strategy)), _parts(_llama_8b(strategy, ModulesToSave.NONE))
+        assert _sum(head.weights) - _sum(lora.weights) == pytest.approx(weights)
+        assert _labelled(head.optim, "master") - _labelled(lora.optim, "master") == pytest.approx(VD_8B * 4 / 4)
+        assert _labelled(head.optim, "lm_head copy (Adam m, v at 4 B)") == pytest.approx(2 * VD_8B * 4 / 4)
+    zero2 = _parts(_llama_8b(Strategy.ZERO2))
+    grads = _labelled(zero2.grads, "partition") - _labelled(
+        _parts(_llama_8b(Strategy.ZERO2, ModulesToSave.NONE)).grads, "partition"
+    )
+    assert grads == pytest.approx(VD_8B * 2 / 4)
+    zero3 = _parts(_llama_8b(Strategy.ZERO3))
+    persistent = _labelled(zero3.extra("persistent"), "gradient partition")
+    assert persistent - _labelled(
+        _parts(_llama_8b(Strategy.ZERO3, ModulesToSave.NONE)).extra("persistent"), "gradient partition"
+    ) == pytest.approx(VD_8B * 2 / 4)
+
+
+def test_sharded_layouts_refuse_what_is_not_modelled_with_the_reason() -> None:
+    with pytest.raises(PlanError, match="trainable tokens under FSDP or ZeRO"):
+        _tiny(trainable_tokens=2).on_gpus(2, Strategy.ZERO2)
+    with pytest.raises(PlanError, match="unit of its own"):  # PEFT's fsdp_auto_wrap_policy under FSDP1
+        _tiny(modules_to_save=ModulesToSave.HEAD).on_gpus(2, Strategy.FSDP).with_parallel(fsdp1_wrap=True)
+    with pytest.raises(PlanError, match="split of the embedding"):
+        _tiny(modules_to_save=ModulesToSave.HEAD).on_gpus(4, Strategy.FSDP).with_parallel(tensor_parallel=2)

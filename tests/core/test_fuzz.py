@@ -400,7 +400,20 @@ def _prompt_learning_runs(drawn: dict[str, Any]) -> dict[str, Any]:
     one GPU or DDP and a dense model (VeRA and OFT too) (what Plan and the estimate refuse otherwise)."""
     if drawn["method"] is Method.LN_TUNING and drawn["model"].family not in LN_TUNING_FAMILIES:
         drawn["method"] = Method.PREFIX_TUNING  # LN tuning is modelled on those families only
-    if drawn["method"] in (Method.PROMPT_TUNING, Method.P_TUNING, Method.PREFIX_TUNING, Method.LN_TUNING):
+    prompt_like = (
+        Method.PROMPT_TUNING,
+        Method.P_TUNING,
+        Method.PREFIX_TUNING,
+        Method.LN_TUNING,
+        Method.TRAINABLE_TOKENS,
+    )
+    if (
+        drawn["method"] is Method.TRAINABLE_TOKENS
+    ):  # at least one row, no Adafactor (Plan._check_trainable_tokens_method)
+        drawn["lora"] = replace(drawn["lora"], trainable_tokens=min(2, drawn["model"].vocab_size))
+        if drawn["optimizer"] is Optimizer.ADAFACTOR:
+            drawn["optimizer"] = Optimizer.ADAMW
+    if drawn["method"] in prompt_like:
         drawn["parallel"] = replace(drawn["parallel"], strategy=Strategy.DDP)
         drawn["workload"] = replace(drawn["workload"], seq_len=min(drawn["workload"].seq_len, MAX_SEQ - 20))
     # one GPU or DDP, dense models (branches h53lyco, h53vera, h54oft, h54ada, h58peft)

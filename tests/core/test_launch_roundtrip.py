@@ -247,13 +247,14 @@ def megatron_buffer_plans(draw: st.DrawFn) -> Plan:
     """``launch_plans()`` on the Megatron stack with its gradient buffer (DDP or the distributed
     optimizer), where both of the buffer's knobs matter whenever the plan accumulates. Not on an Apple
     GPU: Megatron-LM does not run there (core.mac), so the import of its config is refused; nor PEFT's
-    prompt learning, LN tuning, LoHa, LoKr, VeRA, OFT, AdaLoRA or MiSS, which Plan refuses on Megatron."""
+    prompt learning, LN tuning, LoHa, LoKr, VeRA, OFT, AdaLoRA, MiSS or trainable tokens, which Plan refuses on
+    Megatron."""
     plan = draw(
         launch_plans().filter(
             lambda p: (
                 not runs_mps(p.hardware.gpu)
                 and not (p.prompt_learning or p.lycoris or p.vera or p.oft or p.adalora or p.miss)
-                and p.method is not Method.LN_TUNING
+                and p.method not in (Method.LN_TUNING, Method.TRAINABLE_TOKENS)
             )
         )
     )

@@ -87,7 +87,7 @@ def test_peft_other_adapter_types_are_refused_in_one_line() -> None:
     with pytest.raises(
         PlanFileError,
         match=r"peft_type: 'FOURIERFT' .* expected LORA, IA3, PROMPT_TUNING, P_TUNING, PREFIX_TUNING, LN_TUNING, LOHA, "
-        r"LOKR, VERA, OFT, ADALORA or MISS",
+        r"LOKR, VERA, OFT, ADALORA, MISS or TRAINABLE_TOKENS",  # TRAINABLE_TOKENS since h61mts2
     ) as info:
         loads_run_config(json.dumps(document).encode(), "fourierft.json")
     assert "\n" not in str(info.value)

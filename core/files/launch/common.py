@@ -139,6 +139,9 @@ class Draft:
             self.cannot("method.lora.virtual_tokens", why)
         if plan.method is Method.LN_TUNING:
             self.cannot("method.kind", "the exporters write LoRA settings, not PEFT's LNTuningConfig")
+        if plan.method is Method.TRAINABLE_TOKENS:
+            why = "the exporters write LoRA settings, not PEFT's TrainableTokensConfig (token_indices)"
+            self.cannot("method.kind", why)
         if plan.lycoris:
             why = (
                 "the exporters write LoRA settings, not PEFT's LoHaConfig / LoKrConfig (LoRA on the targets is written)"

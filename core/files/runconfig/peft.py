@@ -35,9 +35,9 @@ IRRELEVANT: Final = (
 
 
 _KINDS: Final = (
-    "LORA, IA3, PROMPT_TUNING, P_TUNING, PREFIX_TUNING, LN_TUNING, LOHA, LOKR, VERA, OFT, ADALORA or MISS (the "
-    "planner models LoRA, DoRA, QLoRA and IA3 adapters, prompt tuning, P-tuning, prefix tuning, LN tuning, LoHa, "
-    "LoKr, VeRA, OFT, AdaLoRA and MiSS)"
+    "LORA, IA3, PROMPT_TUNING, P_TUNING, PREFIX_TUNING, LN_TUNING, LOHA, LOKR, VERA, OFT, ADALORA, MISS or "
+    "TRAINABLE_TOKENS (the planner models LoRA, DoRA, QLoRA and IA3 adapters, prompt tuning, P-tuning, prefix "
+    "tuning, LN tuning, LoHa, LoKr, VeRA, OFT, AdaLoRA, MiSS and trainable tokens)"
 )
 # MissConfig keys with no effect on memory (branch h58peft; huggingface/peft 51c2ff66 src/peft/tuners/miss/config.py):
 # mini_r is read by init_weights "mini" only, which is refused.
@@ -133,6 +133,8 @@ def read_peft(document: dict[str, Any], where: str) -> RunConfig:
         return _read_oft(taker, odd)
     if kind is not None and kind.upper() == "MISS":
         return _read_miss(taker, odd)
+    if kind is not None and kind.upper() == "TRAINABLE_TOKENS":
+        return _read_trainable_tokens(taker, odd)
     if kind is not None and kind.upper() != "LORA":
         raise taker.fail("peft_type", kind, _KINDS)
     s: dict[str, Any] = {"method": "lora"}
@@ -269,6 +271,30 @@ def _read_ln_tuning(taker: Taker, odd: OddValues) -> RunConfig:
         raise taker.fail("exclude_modules", list(excluded), "null (every norm trains)")
     model_ref = _base_model(taker)
     return _finish(taker, odd, model_ref, s, LN_IRRELEVANT, _NO_QUANT)
+
+
+# TrainableTokensConfig (branch h61mts2; huggingface/peft 5d602fdb src/peft/tuners/trainable_tokens/config.py):
+# init_weights only fills the delta (zeros, or random rows), which changes no memory.
+TRAINABLE_TOKENS_IRRELEVANT: Final = (*LN_IRRELEVANT, "init_weights")
+# The input embedding's names TrainableTokensConfig.target_modules may give (its default "embed_tokens"; the PEFT
+# method comparison's results name "model.embed_tokens").
+_TOKEN_TARGETS: Final = frozenset({"embed_tokens", "model.embed_tokens", "wte", "transformer.wte"})
+
+
+def _read_trainable_tokens(taker: Taker, odd: OddValues) -> RunConfig:
+    """A TrainableTokensConfig: ``token_indices`` (the rows that train; their count is what the memory needs) and
+    ``target_modules``, which the planner models as the input embedding (PEFT's default); another layer is refused."""
+    s: dict[str, Any] = {"method": "trainable-tokens"}
+    taker.record("method", "trainable-tokens", "peft_type")
+    targets = taker.names("target_modules")
+    if targets is not None and not set(targets) <= _TOKEN_TARGETS:
+        raise taker.fail("target_modules", list(targets), "the input embedding (PEFT's default, embed_tokens)")
+    rows = trainable_tokens(taker, "token_indices")
+    if not rows:
+        raise taker.fail("token_indices", taker.raw("token_indices"), "a list of at least one token index")
+    s.update(rows)
+    model_ref = _base_model(taker)
+    return _finish(taker, odd, model_ref, s, TRAINABLE_TOKENS_IRRELEVANT, _NO_QUANT)
 
 
 def _or_default(taker: Taker, value: Any, path: str, default: Any, where: str) -> Any:
