@@ -24,7 +24,8 @@ from core.estimate import (
 from core.format import count as format_count
 from core.format import counted, hours, latency, money, scientific
 from core.format import memory as format_memory
-from core.plan import ENGINE_LABELS, Accounting, Engine
+from core.plan import ENGINE_LABELS, Accounting, Engine, Plan
+from core.training.extra_trained import extra_elements
 
 
 def fmt(n_bytes: float, gib: bool) -> str:
@@ -339,6 +340,13 @@ def estimate_json_text(est: Estimate, mode: Mode = Mode.TRAINING) -> str:
     return json.dumps(data, indent=2, allow_nan=False) + "\n"
 
 
+def _beside_adapters(plan: Plan) -> str:
+    """What PEFT's print_trainable_parameters adds to the adapters: the modules_to_save copies and token rows
+    (core.training.extra_trained), "" where none train."""
+    extra = extra_elements(plan)
+    return f" + {format_count(extra)} trained beside them ({extra:,}: modules_to_save / token rows)" if extra else ""
+
+
 def render_estimate(est: Estimate, gib: bool = False) -> str:
     plan = est.plan
     p = est.params
@@ -348,6 +356,7 @@ def render_estimate(est: Estimate, gib: bool = False) -> str:
         f"{plan.model.name} · {plan.method.value} · {plan.precision_word} · {plan.optimizer.value} · "
         f"{est.gpu.name} × {plan.world_size}",
         f"parameters {format_count(p.total)} total, {format_count(p.trainable)} trainable ({p.trainable:,})"
+        + _beside_adapters(plan)
         + ("   [lesson accounting]" if plan.accounting is Accounting.LESSON else ""),
         "",
     ]

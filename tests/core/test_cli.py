@@ -405,3 +405,11 @@ def test_the_command_line_starts_from_the_windows_precision(tmp_path: Path, caps
     code, out, _ = run(capsys, "estimate", "--model", "llama-3.1-8b", "--method", "lora", "--gpu", "rtx-4090", "--json")
     weights = json.loads(out)["buckets_bytes"]["weights"]
     assert weights < 8.03e9 * 2.1  # the bf16 base (2 B a parameter, Meta's 8.03e9) and the float32 adapters
+
+
+def test_the_parameter_line_counts_what_trains_beside_the_adapters(capsys: pytest.CaptureFixture[str]) -> None:
+    # PEFT's print_trainable_parameters counts the modules_to_save copies; the line read "3.41M trainable" alone.
+    # Llama 3.1 8B's config: vocab 128,256 x hidden 4,096, one copy each for embed_tokens and lm_head.
+    code, out, _ = run(capsys, "estimate", "--model", "llama-3.1-8b", "--method", "lora", "--modules-to-save", "both")
+    assert code == 0
+    assert f"+ 1.05B trained beside them ({2 * 128_256 * 4_096:,}" in out.splitlines()[1]
