@@ -347,6 +347,18 @@ def _beside_adapters(plan: Plan) -> str:
     return f" + {format_count(extra)} trained beside them ({extra:,}: modules_to_save / token rows)" if extra else ""
 
 
+def _workload_line(plan: Plan) -> list[str]:
+    """The batch the figures are for (the command line's defaults are not the window's first start: say them);
+    none in lesson accounting, whose activations are typed."""
+    if plan.accounting is Accounting.LESSON:
+        return []
+    w = plan.workload
+    ckpt = f"checkpointing {plan.checkpoint_policy.value}" if plan.checkpointing else "no checkpointing"
+    return [
+        f"workload micro-batch {w.micro_batch:,} × {w.seq_len:,} tokens, gradient accumulation {w.grad_accum:,}; {ckpt}"
+    ]
+
+
 def render_estimate(est: Estimate, gib: bool = False) -> str:
     plan = est.plan
     p = est.params
@@ -358,6 +370,7 @@ def render_estimate(est: Estimate, gib: bool = False) -> str:
         f"parameters {format_count(p.total)} total, {format_count(p.trainable)} trainable ({p.trainable:,})"
         + _beside_adapters(plan)
         + ("   [lesson accounting]" if plan.accounting is Accounting.LESSON else ""),
+        *_workload_line(plan),
         "",
     ]
     peak_label = f"peak ({est.peak_phase})"

@@ -413,3 +413,11 @@ def test_the_parameter_line_counts_what_trains_beside_the_adapters(capsys: pytes
     code, out, _ = run(capsys, "estimate", "--model", "llama-3.1-8b", "--method", "lora", "--modules-to-save", "both")
     assert code == 0
     assert f"+ 1.05B trained beside them ({2 * 128_256 * 4_096:,}" in out.splitlines()[1]
+
+
+def test_the_estimate_says_the_batch_its_figures_are_for(capsys: pytest.CaptureFixture[str]) -> None:
+    # The command line's workload defaults (micro-batch 1 x 1,024 tokens, no checkpointing: Plan's) are not the
+    # window's first start (4 x 2,048, checkpointing): the text output now says which batch it priced.
+    code, out, _ = run(capsys, "estimate", "--model", "gpt2", "-b", "8", "-s", "512", "--checkpointing")
+    assert code == 0
+    assert "workload micro-batch 8 × 512 tokens, gradient accumulation 1; checkpointing full" in out
