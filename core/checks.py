@@ -30,8 +30,8 @@ class PlanWarning:
     text: str
 
 
-def plan_warnings(plan: Plan) -> tuple[PlanWarning, ...]:
-    """One sentence per doubtful setting of ``plan``, with the mode it concerns."""
+def _context_warnings(plan: Plan) -> list[PlanWarning]:
+    """A training sequence or a serving context past the model's context window."""
     warnings: list[PlanWarning] = []
     model = plan.model
     window = model.max_position_embeddings  # the model's config.json "max_position_embeddings"
@@ -52,6 +52,13 @@ def plan_warnings(plan: Plan) -> tuple[PlanWarning, ...]:
                 f"context window of {window:,} tokens.",
             )
         )
+    return warnings
+
+
+def _layout_warnings(plan: Plan) -> list[PlanWarning]:
+    """Layouts that run but not as planned or not as people run them: FSDP2 before PyTorch 2.4, tensor parallel
+    across nodes or over a bitsandbytes base."""
+    warnings: list[PlanWarning] = []
     par = plan.parallel
     release = plan.hardware.torch_version
     if par.strategy is Strategy.FSDP and not par.fsdp1_wrap and torch_before(release, TorchVersion.V2_4):
@@ -87,6 +94,12 @@ def plan_warnings(plan: Plan) -> tuple[PlanWarning, ...]:
                 "recipes use.",
             )
         )
+    return warnings
+
+
+def plan_warnings(plan: Plan) -> tuple[PlanWarning, ...]:
+    """One sentence per doubtful setting of ``plan``, with the mode it concerns."""
+    warnings = [*_context_warnings(plan), *_layout_warnings(plan)]
     cast = deepspeed_cast_adapters(plan)
     if cast is not None:
         # deepspeedai/DeepSpeed edaa7221, deepspeed/runtime/engine.py _configure_distributed_model.
