@@ -31,23 +31,11 @@ from typing import NamedTuple
 
 from core.breakdown import Term
 from core.format import sci
-from core.inputs import Method, ModulesToSave, Optimizer
+from core.inputs import Method, ModulesToSave
 from core.params import modules_to_save_elements
 from core.plan import Plan
 from core.roles import Dtypes, saved_copy_bytes
-from core.training.optimizer import (
-    ADAM_FAMILY,
-    ANYPRECISION,
-    AO_LOW_BIT,
-    AO_MIN_SIZE,
-    LION_STATE_BYTES,
-    MIN_BLOCK_BYTES,
-    OPT8_BLOCK,
-    OPT8_MIN_SIZE,
-    OPT8_SMALL_STATE_BYTES,
-    PAGED_MIN_SIZE,
-    PAGED_STATE_BYTES,
-)
+from core.training.optimizer import tensor_state_bytes
 
 __all__ = [
     "Trained",
@@ -163,7 +151,7 @@ def extra_state_terms(plan: Plan, dt: Dtypes, at: float | None = None) -> list[T
     terms = []
     for t in _of(plan, dt):
         t = t if at is None else t._replace(bytes=at)
-        state, why = _state(plan.optimizer, t)
+        state, why = tensor_state_bytes(plan.optimizer, t.rows, t.cols, t.bytes)
         if state:
             terms.append(Term(f"optimizer state of the {t.label} ({why})", f"{sci(t.elements)} elements", state))
     return terms
@@ -188,40 +176,3 @@ def _of(plan: Plan, dt: Dtypes) -> list[Trained]:
     if plan.lora.modules_to_save is ModulesToSave.NONE and not plan.lora.trainable_tokens:
         return []
     return trained_tensors(plan, dt)
-
-
-def _state(opt: Optimizer, t: Trained) -> tuple[float, str]:
-    """Bytes of one tensor's optimizer state on the GPU, and the rule in words."""
-    n, b = t.elements, t.bytes
-    eight_bit = 2 * (1 + 4 / OPT8_BLOCK) * n if n >= OPT8_MIN_SIZE else OPT8_SMALL_STATE_BYTES * n
-    lion_8bit = (1 + 4 / OPT8_BLOCK) * n if n >= OPT8_MIN_SIZE else LION_STATE_BYTES * n
-    paged = n >= PAGED_MIN_SIZE
-    if opt in ADAM_FAMILY or opt is Optimizer.MUON:  # Muon steps the embedding and head with its AdamW
-        return 2 * n * b, f"Adam m, v at {b:g} B"
-    if opt is Optimizer.ADAMW_8BIT:
-        return eight_bit, "8-bit Adam"
-    if opt is Optimizer.PAGED_ADAMW:
-        return (0.0, "paged") if paged else (PAGED_STATE_BYTES * n, "float32 Adam")
-    if opt is Optimizer.PAGED_ADAMW_8BIT:
-        return (2 * n * 4 / OPT8_BLOCK, "paged; its absmax") if paged else (eight_bit, "8-bit Adam")
-    if opt is Optimizer.LION:
-        return LION_STATE_BYTES * n, "Lion momentum"
-    if opt is Optimizer.LION_8BIT:
-        return lion_8bit, "8-bit Lion"
-    if opt is Optimizer.PAGED_LION:
-        return (0.0, "paged") if paged else (LION_STATE_BYTES * n, "Lion momentum")
-    if opt is Optimizer.PAGED_LION_8BIT:
-        return (n * 4 / OPT8_BLOCK, "paged; its absmax") if paged else (lion_8bit, "8-bit Lion")
-    if opt in AO_LOW_BIT:
-        code, block, qmap = AO_LOW_BIT[opt]
-        if n < AO_MIN_SIZE or n % block:
-            return 2 * n * b, f"Adam m, v at {b:g} B"
-        return 2 * n * (code + 4 / block) + (2 * max(MIN_BLOCK_BYTES, qmap * 4) if qmap else 0), "torchao low-bit"
-    if opt in ANYPRECISION:
-        moments, kahan = ANYPRECISION[opt]
-        return n * (moments + kahan), "AnyPrecisionAdamW bf16"
-    if opt is Optimizer.SGD_MOMENTUM:
-        return n * b, "momentum"
-    if opt is Optimizer.ADAFACTOR:
-        return (t.rows + t.cols) * 4.0, "Adafactor rows + columns"
-    return 0.0, "none"

@@ -371,6 +371,45 @@ def _ao_state_terms(plan: Plan, trainable: int, b: float) -> list[Term]:
     return terms
 
 
+def tensor_state_bytes(opt: Optimizer, rows: int, cols: int, b: float) -> tuple[float, str]:
+    """Bytes of one rows × cols tensor's optimizer state on the GPU (``b`` bytes an element: its dtype), and the
+    rule in words: the per-tensor form of the rules above, for a tensor trained beside the plan's own (PEFT's
+    modules_to_save copies and token rows, core.training.extra_trained)."""
+    n = rows * cols
+    eight_bit = 2 * (1 + 4 / OPT8_BLOCK) * n if n >= OPT8_MIN_SIZE else OPT8_SMALL_STATE_BYTES * n
+    lion_8bit = (1 + 4 / OPT8_BLOCK) * n if n >= OPT8_MIN_SIZE else LION_STATE_BYTES * n
+    paged = n >= PAGED_MIN_SIZE
+    if opt in ADAM_FAMILY or opt is Optimizer.MUON:  # Muon steps the embedding and head with its AdamW
+        return 2 * n * b, f"Adam m, v at {b:g} B"
+    if opt is Optimizer.ADAMW_8BIT:
+        return eight_bit, "8-bit Adam"
+    if opt is Optimizer.PAGED_ADAMW:
+        return (0.0, "paged") if paged else (PAGED_STATE_BYTES * n, "float32 Adam")
+    if opt is Optimizer.PAGED_ADAMW_8BIT:
+        return (2 * n * 4 / OPT8_BLOCK, "paged; its absmax") if paged else (eight_bit, "8-bit Adam")
+    if opt is Optimizer.LION:
+        return LION_STATE_BYTES * n, "Lion momentum"
+    if opt is Optimizer.LION_8BIT:
+        return lion_8bit, "8-bit Lion"
+    if opt is Optimizer.PAGED_LION:
+        return (0.0, "paged") if paged else (LION_STATE_BYTES * n, "Lion momentum")
+    if opt is Optimizer.PAGED_LION_8BIT:
+        return (n * 4 / OPT8_BLOCK, "paged; its absmax") if paged else (lion_8bit, "8-bit Lion")
+    if opt in AO_LOW_BIT:
+        code, block, qmap = AO_LOW_BIT[opt]
+        if n < AO_MIN_SIZE or n % block:
+            return 2 * n * b, f"Adam m, v at {b:g} B"
+        return 2 * n * (code + 4 / block) + (2 * max(MIN_BLOCK_BYTES, qmap * 4) if qmap else 0), "torchao low-bit"
+    if opt in ANYPRECISION:
+        moments, kahan = ANYPRECISION[opt]
+        return n * (moments + kahan), "AnyPrecisionAdamW bf16"
+    if opt is Optimizer.SGD_MOMENTUM:
+        return n * b, "momentum"
+    if opt is Optimizer.ADAFACTOR:
+        return (rows + cols) * 4.0, "Adafactor rows + columns"
+    return 0.0, "none"
+
+
 def paged_state_bytes(plan: Plan, counts: ParamCounts) -> float:
     """The paged optimizers' state in CUDA managed memory (not the caching allocator's)."""
     if plan.optimizer not in PAGED:
