@@ -278,11 +278,6 @@ class CountTried:
         return self.estimate.judgement().fits_narrowly
 
 
-def margin_words(est: Estimate) -> str:
-    """Why a fit is short of margin, in core.verdict's words (Judgement.narrow_words)."""
-    return est.judgement().narrow_words()
-
-
 # Catalogue segments of cards that come one to a machine, each with the words that say so: a laptop's
 # GPU cannot be joined by seven more of its kind, so "8 GPUs of this card" is no change its owner can
 # make; a Mac's GPU is part of its chip (and PyTorch has no NCCL on macOS: core.mac refuses a second one)
@@ -341,7 +336,7 @@ class FewestGpus:
         else:
             text = (
                 f"none within {self.max_gpus:,} GPUs fits with margin: {counted(narrow.count, 'GPU')} with "
-                f"{narrow.layout}: {margin_words(narrow.estimate)}"
+                f"{narrow.layout}: {narrow.estimate.judgement().narrow_words()}"
             )
         return text + self._sharded_only()
 

@@ -17,7 +17,7 @@ from dataclasses import dataclass, replace
 from enum import StrEnum
 from typing import Final
 
-from core.advice.fit import QUANTISED_BASE_SHARDS_ONLY, fewest_gpus, layout_name, margin_words, one_per_machine
+from core.advice.fit import QUANTISED_BASE_SHARDS_ONLY, fewest_gpus, layout_name, one_per_machine
 from core.advice.limits import max_micro_batch, max_sequence, sequence_step
 from core.advice.request import Pin
 from core.advice.symptoms import Failure
@@ -376,7 +376,7 @@ def _more_gpus_note(plan: Plan) -> str:
     notes = []
     est = estimate(plan)
     if est.fits and not est.judgement().fits_with_margin:
-        notes.append(f"{plan.world_size} GPUs: {margin_words(est)}")
+        notes.append(f"{plan.world_size} GPUs: {est.judgement().narrow_words()}")
     if plan.quantised_base:
         notes.append(QUANTISED_BASE_SHARDS_ONLY)
     return "; ".join(notes)
