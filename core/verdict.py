@@ -149,7 +149,7 @@ class Judgement:
     @property
     def label(self) -> str:
         """The verdict's label, "Fits narrowly" for a narrow fit: the one label every view shows."""
-        return NARROW_LABEL if self.fits_narrowly else VERDICT_LABELS[self.verdict]
+        return verdict_label(self.verdict, self.fits_narrowly)
 
     @property
     def fit_rank(self) -> int:
@@ -174,6 +174,12 @@ class Judgement:
     def capacity_margin_bytes(self) -> float:
         """The card's capacity less the total; positive while under the capacity."""
         return self.capacity_bytes - self.total_bytes
+
+
+def verdict_label(verdict: Verdict, narrow: bool = False) -> str:
+    """A verdict's label, NARROW_LABEL for a narrow fit (a view that keeps the verdict and the narrow flag apart,
+    a remedy row, labels it with this)."""
+    return NARROW_LABEL if narrow and verdict is Verdict.FITS else VERDICT_LABELS[verdict]
 
 
 def cheapest_fit_words(name: str, narrow: bool) -> str:

@@ -25,7 +25,7 @@ from PySide6.QtWidgets import (
 )
 
 from core.plan import Plan
-from core.verdict import NARROW_LABEL, VERDICT_LABELS, Verdict
+from core.verdict import Verdict, verdict_label
 from gui.format import Unit, memory
 from gui.panels.verdict import text_colour, verdict_style
 from gui.plaintext import tooltip as plain_tooltip
@@ -52,7 +52,7 @@ class RemedyEntry:
     @property
     def label(self) -> str:
         """The verdict in core.verdict's words."""
-        return NARROW_LABEL if self.narrow else VERDICT_LABELS[self.verdict]
+        return verdict_label(self.verdict, self.narrow)
 
     @classmethod
     def from_remedy(cls, remedy: Remedy) -> RemedyEntry:
