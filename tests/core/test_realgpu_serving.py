@@ -1425,3 +1425,19 @@ def test_era_coverage_counts_the_kv_logs_by_the_era_of_their_release(bench: Modu
     assert rows["vLLM V1 with the extensible KV cache (0.34)"] == (0, 0, 0)
     assert rows["SGLang 0.5.3-0.5.23"] == (0, 3, 2)  # cli991's 0.5.9-era start, Tegdam's two 0.5.20 starts
     assert "| era | logs fitted on |" in coverage.table(list(coverage.coverage(bench.all_cases())))
+
+
+def test_a_bench_rows_file_type_is_the_one_it_names(bench: ModuleType) -> None:
+    # llama-bench names a file by llama_model_ftype_name ("Q4_K - Medium", XiongjieDai's 4.92 GiB Q4_K_M
+    # rows) or a record by llama-quantize's type ("Q2_K": ggml-org/llama.cpp PR #4766's RTX 3090 table,
+    # "llama 7B Q2_K | tg128 | 92.69"). The plan used to read every type but F16 / Q4_0 / Q8_0 as Q4_K_M.
+    assert bench.bench_quant({"id": "x", "quant": "Q2_K"}) is GgufQuant.Q2_K
+    assert bench.bench_quant({"id": "x", "quant": "Q3_K_S"}) is GgufQuant.Q3_K_S
+    assert bench.bench_quant({"id": "x", "quant": "Q4_K - Medium"}) is GgufQuant.Q4_K_M
+    assert bench.bench_quant({"id": "x", "quant": "F16"}) is GgufQuant.F16
+
+
+def test_a_bench_row_of_an_unknown_file_type_is_refused_with_its_name(bench: ModuleType) -> None:
+    # "Q4_K - Small" is llama-bench's name of Q4_K_S, which the records do not use: refused, not read as Q4_K_M.
+    with pytest.raises(ValueError, match="'Q4_K - Small' is not a GGUF file type"):
+        bench.bench_quant({"id": "made-up", "quant": "Q4_K - Small"})
