@@ -1328,6 +1328,7 @@ NAMED_BUILDS: Mapping[str, int] = MappingProxyType(
         # (32d9f7d9, 2024-01-07); every build rule reads it as before b2824 (no CUDA graphs, cuBLAS
         # prompts, scalar F16 mat-vecs), as any January 2024 build.
         "master of January 2024 (PR #4766's review, before the ggml-backend scheduler)": 1786,
+        "PR #4766 branch of 2024-01-10 (ggerganov's RTX 4090 run, build not printed)": 1786,
         # 2025-2026 masters, after every build rule's threshold (CUDA graphs b2824, MMQ prompts b3216,
         # vectorised F16 mat-vecs b3916): the newest build the corpus prints (Geerling's 7474,
         # f9ec8858e, December 2025) reads the same.

@@ -150,8 +150,8 @@ DEFAULT_BANDWIDTH: Final = _frozen(
 # kernel_seconds: ramp-up and drain of a short kernel, counted in the SM's clock), whether launched
 # one by one or replayed from llama.cpp's CUDA graph; vLLM's and SGLang's graph-captured steps
 # are held at none. Fitted by benchmarks/realgpu/serving.py on every source (4,650 since the llama.cpp
-# maintainers' CUDA tables joined, fitted 4,648: ggml-org/llama.cpp PRs #4766 and #4812 (RTX 3090 and
-# 3090 Ti, January 2024) and #19378 (four RTX 4090s, 2026), benchmarks/realgpu/serving_speed.json;
+# maintainers' CUDA tables joined, fitted 4,646: ggml-org/llama.cpp PR #4766 (RTX 3090 and RTX 4090,
+# January 2024), #4812 (RTX 3090 Ti) and #19378 (four RTX 4090s, 2026), benchmarks/realgpu/serving_speed.json;
 # 4,540 (fitted 4,578) since the A100 F16 rows pay the scalar-load F16 mat-vec of their builds; 4,070 since the Apple
 # rows set Metal's dispatches apart; 4,245 while they shared CUDA's; 3,187 when every kernel was
 # taken as launched, launch included; 3,820 before the batched-cuBLAS kernels).

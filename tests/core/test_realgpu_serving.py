@@ -94,7 +94,7 @@ ROOT = Path(__file__).resolve().parents[2]
 # Since the llama.cpp maintainers' tables joined (h62lcpp: PRs #4766, #4812, #12183, #19378, #21024)
 # the ten-request run is +42.5 %. PR #4766's RTX 3090
 # Q2_K and Q3_K_S rows (January 2024 master: 92.69 and 87.26 t/s, below Q4_0's 121.82 though they
-# read fewer bytes) are +59.8 / +58.7 %: their mat-vecs' dequantisation cost is not modelled
+# read fewer bytes) are +59.9 / +58.8 %: their mat-vecs' dequantisation cost is not modelled
 # (scored, not fitted on: benchmarks/realgpu/serving.py LOW_BIT_K_QUANTS_NOT_FITTED).
 KNOWN_DECODE_MISSES = {
     "dennislee22-test2-n10-1024-1024-itl_ms",
@@ -828,13 +828,13 @@ def test_the_a40_and_l40s_decode_rows_are_within_15_percent_held_out(scored: tup
     # the RTX A6000 and RTX 6000 Ada machines of the same table (ECC off) on every model: the A40's one-GPU
     # 70B Q4_K_M +20.9 % (A6000 +4.7 %), the L40S's one-GPU 8B Q4_K_M +16.6 % (6000 Ada +9.4 %) while the
     # check bits were read as data. Held out of XiongjieDai's table, the GDDR constants are set since
-    # h62lcpp by the llama.cpp maintainers' own RTX 3090 / 3090 Ti / 4x RTX 4090 rows too (PRs #4766,
-    # #4812, #19378: kernel cycles 4,578 -> 4,648): the A40's one-GPU 70B Q4_K_M +13.9 -> +15.7 %, its
-    # 8B Q4_K_M +9.3 -> +5.6 %, the L40S's 8B Q4_K_M +10.8 -> +7.9 %.
+    # h62lcpp by the llama.cpp maintainers' own RTX 3090 / 3090 Ti / RTX 4090 / 4x RTX 4090 rows too
+    # (PRs #4766, #4812, #19378: kernel cycles 4,578 -> 4,646): the A40's one-GPU 70B Q4_K_M +13.9 ->
+    # +14.8 %, its 8B Q4_K_M +9.3 -> +5.2 %, the L40S's 8B Q4_K_M +10.8 -> +7.4 %.
     rows, _ = scored
     ecc = [r for r in rows if r.case.table == "decode" and r.case.id.startswith(("xd-a40-", "xd-l40s-"))]
     assert len(ecc) == 14
-    assert max(abs(r.error_pct) for r in ecc) < 16, max(ecc, key=lambda r: abs(r.error_pct)).case.id
+    assert max(abs(r.error_pct) for r in ecc) < 15, max(ecc, key=lambda r: abs(r.error_pct)).case.id
 
 
 def test_the_a100_f16_decode_rows_are_within_15_percent_held_out(scored: tuple) -> None:
@@ -1474,7 +1474,7 @@ def test_a_bench_rows_settings_give_flash_attention_and_the_micro_batch(bench: M
 
 def test_two_and_three_bit_k_quant_decode_rows_are_scored_not_fitted(bench: ModuleType) -> None:
     # PR #4766's RTX 3090: Q2_K 92.69 and Q3_K_S 87.26 t/s below Q4_0's 121.82 though they read fewer
-    # bytes; the plan's one rate per byte gives them +59.8 / +58.7 % held out. Their rows set no constant.
+    # bytes; the plan's one rate per byte gives them +59.9 / +58.8 % held out. Their rows set no constant.
     for record_id in ("llamacpp4766-3090-7b-q2_k-tg128", "llamacpp4766-3090-7b-q3_k_s-tg128"):
         record = _record(bench, record_id)
         assert bench.speed_role(record, bench.bench_plan(record)) == ""
@@ -1486,7 +1486,8 @@ def test_the_maintainers_cuda_rows_are_within_15_percent_held_out(scored: tuple)
     # Each scored with constants fitted without its own source: PR #4766 RTX 3090 Q4_0 121.82 t/s and
     # F16 48.52 (January 2024 master), PR #4812 RTX 3090 Ti Q4_0 127.43 (build 1786), PR #19378 four
     # RTX 4090s, 70B Q4_K_M layer split, 21.23 / 16.86 / 14.18 t/s at 0 / 32,768 / 65,536 tokens of
-    # context, PR #12183 RTX 4090 Llama 3.2 3B Q4_K_M 269.83 t/s after a 10-token prompt; issue 23's 15 %.
+    # context, PR #12183 RTX 4090 Llama 3.2 3B Q4_K_M 269.83 t/s after a 10-token prompt, PR #4766's RTX 4090
+    # (ggerganov, 2024-01-10) CodeLlama 7B F16 61.03 and Q8_0 98.13 t/s; issue 23's 15 %.
     rows, _ = scored
     errors = {r.case.id: r.error_pct for r in rows if r.case.table == "decode"}
     for record_id in (
@@ -1497,6 +1498,8 @@ def test_the_maintainers_cuda_rows_are_within_15_percent_held_out(scored: tuple)
         "llamacpp19378-4x4090-70b-q4_k_m-tg128-d32768",
         "llamacpp19378-4x4090-70b-q4_k_m-tg128-d65536",
         "llamacpp12183-4090-3b-q4_k_m-isl10-tg200",
+        "llamacpp4766gg-4090-7b-f16-tg128",
+        "llamacpp4766gg-4090-7b-q8_0-tg128",
     ):
         assert abs(errors[record_id]) < 15, (record_id, errors[record_id])
 
