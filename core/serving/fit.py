@@ -149,9 +149,10 @@ DEFAULT_BANDWIDTH: Final = _frozen(
 # GPU cycles a kernel of an eager engine's decode step costs beyond its reads (core.serving.speed's
 # kernel_seconds: ramp-up and drain of a short kernel, counted in the SM's clock), whether launched
 # one by one or replayed from llama.cpp's CUDA graph; vLLM's and SGLang's graph-captured steps
-# are held at none. Fitted by benchmarks/realgpu/serving.py on every source (4,650 since the llama.cpp
-# maintainers' CUDA tables joined, fitted 4,646: ggml-org/llama.cpp PR #4766 (RTX 3090 and RTX 4090,
-# January 2024), #4812 (RTX 3090 Ti) and #19378 (four RTX 4090s, 2026), benchmarks/realgpu/serving_speed.json;
+# are held at none. Fitted by benchmarks/realgpu/serving.py on every source (4,820 since the llama.cpp
+# maintainers' CUDA tables joined, fitted 4,815: ggml-org/llama.cpp PR #4766 (RTX 3090 and RTX 4090,
+# January 2024), #4812 (RTX 3090 Ti), #15035 (RTX 4090, Qwen2.5 3B at 0-32k context, 2025) and #19378
+# (four RTX 4090s, 2026), benchmarks/realgpu/serving_speed.json;
 # 4,540 (fitted 4,578) since the A100 F16 rows pay the scalar-load F16 mat-vec of their builds; 4,070 since the Apple
 # rows set Metal's dispatches apart; 4,245 while they shared CUDA's; 3,187 when every kernel was
 # taken as launched, launch included; 3,820 before the batched-cuBLAS kernels).
@@ -169,7 +170,7 @@ DEFAULT_BANDWIDTH: Final = _frozen(
 # 1.678 GHz 4.3 ms: 7.2 million cycles each for 32 layers' dispatches). 10,390 since the M1 Max's
 # K-quant rows, bound by its ALUs, no longer set it (10,520 while they did).
 METAL_KERNELS: Final = "metal"
-DEFAULT_KERNEL_CYCLES: Final = _frozen({"cuda-graphs": 0.0, "eager": 4650.0, METAL_KERNELS: 10390.0})
+DEFAULT_KERNEL_CYCLES: Final = _frozen({"cuda-graphs": 0.0, "eager": 4820.0, METAL_KERNELS: 10390.0})
 # Seconds each kernel launched one by one into a stream adds over one replayed from a CUDA graph
 # (core.serving.speed's launch_seconds: the launch overhead a graph removes, CPU submission and the
 # GPU's gap between kernels). The median of what the published graph on / off pairs imply (benchmarks/realgpu/
