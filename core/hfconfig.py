@@ -39,7 +39,27 @@ SUPPORTED_MODEL_TYPES: Final = (
     "deepseek_v2",
     "deepseek_v3",
     "kimi_k2",
+    "glm4_moe",
+    "olmoe",
+    "starcoder2",
 )
+
+# Hybrid families whose layers keep a recurrent state (a state-space or linear-attention layer's
+# convolution and state tensors, fixed in size whatever the context) besides, or instead of, a KV cache:
+# the planner's KV, attention and activation rules model softmax attention only, so each is refused with
+# what it lacks rather than planned as a transformer. Layer kinds as transformers 5.25.0 builds them
+# (models/<type>/modeling_<type>.py).
+RECURRENT_MODEL_TYPES: Final[dict[str, str]] = {
+    "qwen3_next": "Qwen3-Next's Gated DeltaNet linear-attention layers (Qwen3NextGatedDeltaNet)",
+    "falcon_h1": "Falcon-H1's Mamba-2 mixer beside attention in every layer (FalconH1Mixer)",
+    "granitemoehybrid": "Granite 4.0's Mamba-2 layers (GraniteMoeHybridMambaLayer)",
+    "nemotron_h": "Nemotron-H's Mamba-2 layers (NemotronHMamba2Mixer)",
+    "lfm2": "LFM2's short-convolution layers (Lfm2ShortConv)",
+    "jamba": "Jamba's Mamba layers (JambaMambaMixer)",
+    "bamba": "Bamba's Mamba-2 layers (BambaMixer)",
+    "mamba": "Mamba's selective state-space layers (MambaMixer)",
+    "mamba2": "Mamba-2's state-space layers (Mamba2Mixer)",
+}
 
 
 def _whole_number(value: object) -> bool:
@@ -126,6 +146,9 @@ def _model_from_hf_config(config: Mapping[str, Any], name: str | None, *, nested
         text = dict(config["text_config"])
         text.setdefault("tie_word_embeddings", config.get("tie_word_embeddings", text.get("tie_word_embeddings")))
         return _model_from_hf_config(text, name, nested=True)
+    if isinstance(model_type, str) and model_type in RECURRENT_MODEL_TYPES:
+        why = f"{RECURRENT_MODEL_TYPES[model_type]} keep a recurrent state the planner does not model"
+        raise PlanError("config.model_type", model_type, "a model of attention layers only", why)
     if not isinstance(model_type, str) or model_type not in SUPPORTED_MODEL_TYPES:
         raise PlanError(
             "config.model_type", model_type, "one of " + ", ".join(SUPPORTED_MODEL_TYPES), "unknown architecture"
@@ -135,6 +158,8 @@ def _model_from_hf_config(config: Mapping[str, Any], name: str | None, *, nested
     label = name or (given.strip()[:MAX_NAME_CHARS] if isinstance(given, str) and given.strip() else model_type)
     if model_type == "gpt2":
         return _gpt2_model(r, label)
+    if model_type == "starcoder2":
+        return _starcoder2_model(r, label)
     if model_type in _PARALLEL_FAMILIES:
         return _parallel_model(r, model_type, label)
     if model_type in _LATENT_FAMILIES:
@@ -224,6 +249,45 @@ def _gpt2_model(r: _Reader, label: str) -> ModelSpec:
         activation=r.get_str("activation_function", "gelu_new"),
         dropout=r.get_prob("resid_pdrop", 0.1),
         attention_dropout=r.get_prob("attn_pdrop", 0.1),
+    )
+
+
+def _starcoder2_model(r: _Reader, label: str) -> ModelSpec:
+    """StarCoder2 (transformers 5.25.0 models/starcoder2/modeling_starcoder2.py): q/k/v/o and the plain MLP's
+    ``c_fc`` / ``c_proj`` with a bias each when ``use_bias`` (default true), nn.LayerNorm (weight and bias)
+    as ``input_layernorm``, ``post_attention_layernorm`` and the final ``norm``, rotary positions, an
+    ``lm_head`` without bias tied unless ``tie_word_embeddings`` is false (Starcoder2Config's default true),
+    and ``sliding_window`` on every layer when set (Starcoder2Attention passes config.sliding_window to
+    each layer's attention; null: full attention)."""
+    d = r.get_int("hidden_size")
+    heads = r.get_int("num_attention_heads")
+    head_dim = _head_dim(r, d, heads)
+    layers = r.get_int("num_hidden_layers")
+    bias = r.get_bool("use_bias", True)
+    window = r.optional_int("sliding_window")
+    return ModelSpec(
+        name=label,
+        family="starcoder2",
+        vocab_size=r.get_int("vocab_size"),
+        hidden_size=d,
+        num_layers=layers,
+        num_heads=heads,
+        num_kv_heads=r.get_int("num_key_value_heads", default=heads),
+        head_dim=head_dim,
+        intermediate_size=r.get_int("intermediate_size"),
+        gated_mlp=False,
+        tie_embeddings=r.get_bool("tie_word_embeddings", True),
+        qkv_bias=bias,
+        o_bias=bias,
+        mlp_bias=bias,
+        norm="layernorm",
+        norms_per_layer=2,
+        sliding_window=window,
+        sliding_window_layers=layers if window else 0,
+        max_position_embeddings=r.get_int("max_position_embeddings", default=4096),
+        activation=r.get_str("hidden_act", "gelu_pytorch_tanh"),
+        dropout=r.get_prob("residual_dropout", 0.0),
+        attention_dropout=r.get_prob("attention_dropout", 0.0),
     )
 
 
@@ -325,12 +389,14 @@ def _gated_model(r: _Reader, model_type: str, label: str) -> ModelSpec:
     d = r.get_int("hidden_size")
     heads = r.get_int("num_attention_heads")
     kv_heads = r.get_int("num_key_value_heads", default=heads)
-    head_dim = r.get_int("head_dim", default=_divide(d, heads, "config.num_attention_heads"))
+    head_dim = _head_dim(r, d, heads)
     layers = r.get_int("num_hidden_layers")
     window, window_layers = _sliding_window(r, model_type, layers)
     biases = _biases(r, model_type)
     mlp = _mlp(r, model_type)
-    norms = _norms(model_type)
+    norms = _norms(r, model_type)
+    if norms.qk == "projection" and heads * head_dim != d:  # OlmoeAttention.q_norm is RMSNorm(hidden_size)
+        raise PlanError("config.head_dim", head_dim, f"hidden_size / num_attention_heads ({d} / {heads})")
     fused = model_type == "phi3"  # Phi3Attention.qkv_proj, Phi3MLP.gate_up_proj
     return ModelSpec(
         name=label,
@@ -365,6 +431,9 @@ def _gated_model(r: _Reader, model_type: str, label: str) -> ModelSpec:
         qk_norm=norms.qk,
         post_norm=norms.post,
         shared_expert_size=mlp.shared_expert,
+        shared_expert_gate=mlp.shared_gate,
+        first_k_dense_replace=mlp.dense_layers,
+        dense_intermediate_size=mlp.dense_intermediate,
         router_bias=biases.router,
         attention_sinks=model_type == "gpt_oss",  # GptOssAttention.sinks: a learned logit per head
     )
@@ -416,6 +485,11 @@ def _biases(r: _Reader, model_type: str) -> _Biases:
         # GptOssAttention: q, k, v and o; its experts (gate_up_proj_bias, down_proj_bias)
         # and its router (GptOssTopKRouter.bias).
         return _Biases(qkv=attention, o=attention, mlp=True, router=True)
+    if model_type == "glm4_moe":
+        # Glm4MoeAttention: q/k/v with attention_bias, o_proj without; Glm4MoeTopkRouter's
+        # e_score_correction_bias, one per expert (a buffer transformers does not count as a parameter,
+        # stored in the checkpoints and counted here as DeepSeek-V3's is).
+        return _Biases(qkv=attention, o=False, mlp=False, router=True)
     mlp = r.get_bool("mlp_bias", False)
     if model_type == "qwen2":
         return _Biases(qkv=True, o=False, mlp=mlp)  # Qwen2Attention: bias on q/k/v only
@@ -431,11 +505,42 @@ class _Mlp:
     experts: int = 1
     per_token: int = 1
     shared_expert: int = 0  # Qwen2-MoE's always-on expert's intermediate size
+    shared_gate: bool = True  # the shared expert's sigmoid gate (Qwen2-MoE); GLM-4.5's has none
+    dense_layers: int = 0  # GLM-4.5's dense first layers (first_k_dense_replace)
+    dense_intermediate: int = 0  # their MLP's intermediate size
+
+
+def _glm4_moe_mlp(r: _Reader) -> _Mlp:
+    """GLM-4.5 / 4.5-Air / 4.6 (transformers 5.25.0 models/glm4_moe/modeling_glm4_moe.py): Glm4MoeDecoderLayer
+    builds Glm4MoeMLP(intermediate_size) for layer_idx < first_k_dense_replace and Glm4MoeMoE after it:
+    n_routed_experts experts of moe_intermediate_size (Glm4MoeExperts), a router without a bias weight, and
+    ``shared_experts`` = one Glm4MoeMLP of moe_intermediate_size × n_shared_experts without a gate. n_group /
+    topk_group routing and routed_scaling_factor hold no tensor. The multi-token-prediction layer
+    (num_nextn_predict_layers) is left out, as transformers and vLLM without speculative decoding leave it."""
+    moe = r.get_int("moe_intermediate_size")
+    layers = r.get_int("num_hidden_layers")
+    dense = r.get_int("first_k_dense_replace", default=1)
+    if dense >= layers:
+        raise PlanError("config.first_k_dense_replace", dense, f"below num_hidden_layers ({layers})")
+    shared = r.get_int("n_shared_experts", default=1) * moe
+    return _Mlp(
+        moe,
+        r.get_int("n_routed_experts", default=128),  # Glm4MoeConfig's defaults
+        r.get_int("num_experts_per_tok", default=8),
+        shared,
+        shared_gate=False,
+        dense_layers=dense,
+        dense_intermediate=r.get_int("intermediate_size") if dense else 0,
+    )
 
 
 def _mlp(r: _Reader, model_type: str) -> _Mlp:
     """The MLP of a block: dense, or mixture-of-experts with its routing."""
+    if model_type == "glm4_moe":
+        return _glm4_moe_mlp(r)
     intermediate = r.get_int("intermediate_size")
+    if model_type == "olmoe":  # OlmoeSparseMoeBlock: num_experts of intermediate_size, no shared expert
+        return _Mlp(intermediate, r.get_int("num_experts", default=64), r.get_int("num_experts_per_tok", default=8))
     if model_type in ("mixtral", "gpt_oss"):
         experts = r.get_int("num_local_experts")
         per_token = r.get_int("num_experts_per_tok", default=2 if model_type == "mixtral" else 4)
@@ -462,8 +567,14 @@ class _Norms:
     post: bool = False  # on the sub-block outputs only (OLMo-2)
 
 
-def _norms(model_type: str) -> _Norms:
+def _norms(r: _Reader, model_type: str) -> _Norms:
     """The norms of a block: how many, on q and k or not, before or after the sub-blocks."""
+    if model_type == "glm4_moe":  # Glm4MoeAttention.q_norm = Glm4MoeRMSNorm(head_dim) when use_qk_norm
+        return _Norms(qk="head" if r.get_bool("use_qk_norm", False) else "")
+    if model_type == "olmoe":
+        # OlmoeAttention.q_norm = OlmoeRMSNorm(hidden_size), k_norm over (hidden / heads) × kv heads: the
+        # whole projection width, before the sub-block norms (input_layernorm, post_attention_layernorm).
+        return _Norms(qk="projection")
     if model_type == "gemma2":
         return _Norms(per_layer=4)  # input, post-attention, pre- and post-feedforward RMSNorms
     if model_type == "gemma3_text":
@@ -475,6 +586,13 @@ def _norms(model_type: str) -> _Norms:
         # post_attention_layernorm, post_feedforward_layernorm only.
         return _Norms(qk="projection", post=True)
     return _Norms()
+
+
+def _head_dim(r: _Reader, d: int, heads: int) -> int:
+    """config.json's ``head_dim``, else hidden_size / heads: the division only when the key is absent, since a
+    given head_dim need not divide the width (GLM-4.5-Air: hidden 4,096, 96 heads of 128)."""
+    given = r.optional_int("head_dim")
+    return given if given is not None else _divide(d, heads, "config.num_attention_heads")
 
 
 def _divide(a: int, b: int, where: str) -> int:

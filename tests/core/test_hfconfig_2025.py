@@ -1,0 +1,140 @@
+"""Architectures people fine-tune and serve in 2025–2026, read from their config.json.
+
+Each count below is the library's own: transformers 5.25.0's ``AutoModelForCausalLM.from_config`` built on the
+meta device (``with torch.device("meta")``) and ``sum(p.numel() for p in model.parameters())``; a router's
+``e_score_correction_bias`` (a buffer the checkpoints store) is added where the family has one, as the DeepSeek
+entries count it. The configs are the catalogue's (resources/models.json), each entry citing where it was read.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from core.catalogue import find_model
+from core.errors import PlanError
+from core.hfconfig import RECURRENT_MODEL_TYPES, SUPPORTED_MODEL_TYPES, model_from_hf_config
+from core.serving.kv import cached_positions, kv_bytes_per_token, kv_cache_bytes
+
+
+def _config(model_id: str) -> dict[str, Any]:
+    entry = find_model(model_id)
+    assert entry is not None
+    return dict(entry.config)
+
+
+def test_glm_4_5_air_counts_what_transformers_builds() -> None:
+    # transformers 5.25.0 Glm4MoeForCausalLM on the meta device: 106,852,245,504 parameters, plus 45 MoE
+    # layers × 128 e_score_correction_bias = 5,760; the model card says 106B total, 12B active.
+    spec = model_from_hf_config(_config("glm-4.5-air"))
+    assert spec.architecture_params() == 106_852_245_504 + 45 * 128
+    # config.json: first_k_dense_replace 1 (intermediate_size 10,944), 128 experts of 1,408, 8 per token,
+    # n_shared_experts 1 (one ungated MLP of 1,408); 96 heads of head_dim 128 on hidden 4,096.
+    assert (spec.first_k_dense_replace, spec.dense_intermediate_size) == (1, 10_944)
+    assert (spec.num_experts, spec.experts_per_token, spec.intermediate_size) == (128, 8, 1_408)
+    assert (spec.shared_expert_size, spec.shared_expert_gate, spec.router_bias) == (1_408, False, True)
+    assert (spec.q_width, spec.num_kv_heads, spec.head_dim) == (12_288, 8, 128)
+    # Glm4MoeAttention: q/k/v biased (attention_bias true), o_proj never; use_qk_norm false: no q/k norms.
+    assert (spec.qkv_bias, spec.o_bias, spec.qk_norm) == (True, False, "")
+    # Model card: 12B active; 12,803,372,672 without the input embedding (151,552 × 4,096 = 620,756,992).
+    assert spec.active_params() - spec.embedding_params() == 12_803_372_672
+
+
+def test_glm_4_5_air_kv_cache_by_hand() -> None:
+    spec = model_from_hf_config(_config("glm-4.5-air"))
+    # K and V of 8 heads × 128 in bf16: 2 × 8 × 128 × 2 B = 4,096 B a layer; 46 layers → 188,416 B a token.
+    assert kv_bytes_per_token(spec, 2) == 188_416
+    # 32,768 tokens, no window: 188,416 × 32,768 = 6,174,015,488 B.
+    assert kv_cache_bytes(spec, 32_768, 1, 2) == 6_174_015_488
+
+
+def test_glm_4_5_qk_norm_flag_adds_a_head_wide_norm_pair() -> None:
+    # GLM-4.5 (355B) sets use_qk_norm: Glm4MoeAttention.q_norm / k_norm = Glm4MoeRMSNorm(head_dim), 2 × 128 a layer.
+    config = _config("glm-4.5-air")
+    plain = model_from_hf_config(config)
+    normed = model_from_hf_config(dict(config, use_qk_norm=True))
+    assert normed.qk_norm == "head"
+    assert normed.architecture_params() - plain.architecture_params() == 46 * 2 * 128
+
+
+def test_glm_4_5_refuses_a_model_of_dense_layers_only() -> None:
+    with pytest.raises(PlanError, match="first_k_dense_replace"):
+        model_from_hf_config(dict(_config("glm-4.5-air"), first_k_dense_replace=46))
+
+
+def test_a_given_head_dim_need_not_divide_the_width() -> None:
+    # The defect: head_dim's default (hidden / heads) was computed, and refused, even when config.json gave
+    # head_dim. GLM-4.5-Air: hidden 4,096 over 96 heads does not divide; head_dim 128 is given.
+    config = _config("glm-4.5-air")
+    assert model_from_hf_config(config).head_dim == 128
+    # Absent, the division is still required and its refusal names the key.
+    with pytest.raises(PlanError, match="config.num_attention_heads"):
+        model_from_hf_config({k: v for k, v in config.items() if k != "head_dim"})
+
+
+def test_olmoe_counts_what_transformers_builds() -> None:
+    # transformers 5.25.0 OlmoeForCausalLM on the meta device: 6,919,161,856 (HF page 6.92B; paper: 6.9B total).
+    spec = model_from_hf_config(_config("olmoe-1b-7b"))
+    assert spec.architecture_params() == 6_919_161_856
+    # OlmoeAttention.q_norm = OlmoeRMSNorm(hidden_size): 2,048 + 2,048 (k over 16 KV heads × 128) a layer.
+    assert (spec.qk_norm, spec.qk_norm_params()) == ("projection", 4_096)
+    assert (spec.num_experts, spec.experts_per_token, spec.shared_expert_size) == (64, 8, 0)
+    # Paper: 1.3B active; 16 layers × 56 idle experts × 3 × 2,048 × 1,024 = 5,637,144,576 idle.
+    assert spec.active_params() == 6_919_161_856 - 5_637_144_576
+
+
+def test_olmoe_kv_cache_by_hand() -> None:
+    spec = model_from_hf_config(_config("olmoe-1b-7b"))
+    # 16 KV heads × 128, K and V, bf16: 8,192 B a layer; 16 layers → 131,072 B a token.
+    assert kv_bytes_per_token(spec, 2) == 131_072
+
+
+def test_olmoe_refuses_a_head_width_its_projection_norm_cannot_match() -> None:
+    # OlmoeAttention.q_norm is RMSNorm(hidden_size) whatever head_dim says: with 16 × 64 ≠ 2,048 the
+    # checkpoint's q_norm would not fit the projection, so the config is refused, naming head_dim.
+    with pytest.raises(PlanError, match="config.head_dim"):
+        model_from_hf_config(dict(_config("olmoe-1b-7b"), head_dim=64))
+
+
+def test_starcoder2_counts_what_transformers_builds() -> None:
+    # transformers 5.25.0 Starcoder2ForCausalLM on the meta device: 3,030,371,328 (HF page: 3.03B), tied head.
+    spec = model_from_hf_config(_config("starcoder2-3b"))
+    assert spec.architecture_params() == 3_030_371_328
+    assert (spec.norm, spec.gated_mlp, spec.tie_embeddings) == ("layernorm", False, True)
+    assert (spec.qkv_bias, spec.o_bias, spec.mlp_bias) == (True, True, True)
+    # StarCoder2-15B's shapes (40 layers, 6,144, 24,576, 48 heads, 4 KV heads, untied): transformers 5.25.0
+    # counts 15,957,889,024 on the meta device.
+    big = dict(_config("starcoder2-3b"), hidden_size=6144, intermediate_size=24576, num_hidden_layers=40)
+    big.update(num_attention_heads=48, num_key_value_heads=4, tie_word_embeddings=False)
+    assert model_from_hf_config(big).architecture_params() == 15_957_889_024
+
+
+def test_starcoder2_window_caps_the_cache_on_every_layer() -> None:
+    spec = model_from_hf_config(_config("starcoder2-3b"))
+    assert (spec.sliding_window, spec.sliding_window_layers) == (4_096, 30)
+    # 2 KV heads × 128, K and V, bf16: 1,024 B a layer-position. 16,384 tokens, window 4,096 on all 30
+    # layers: 30 × 4,096 = 122,880 positions → 125,829,120 B (120 MiB), a quarter of the unwindowed cache.
+    assert cached_positions(spec, 16_384) == 122_880
+    assert kv_cache_bytes(spec, 16_384, 1, 2) == 125_829_120
+    # sliding_window null: full attention on every layer.
+    full = model_from_hf_config(dict(_config("starcoder2-3b"), sliding_window=None))
+    assert full.sliding_window is None and cached_positions(full, 16_384) == 30 * 16_384
+
+
+def test_starcoder2_without_biases() -> None:
+    # use_bias false: Starcoder2Attention and Starcoder2MLP drop every linear bias; the LayerNorms keep theirs.
+    # Per layer: q 3,072 + k 256 + v 256 + o 3,072 + c_fc 12,288 + c_proj 3,072 = 22,016 fewer.
+    with_bias = model_from_hf_config(_config("starcoder2-3b"))
+    without = model_from_hf_config(dict(_config("starcoder2-3b"), use_bias=False))
+    assert with_bias.architecture_params() - without.architecture_params() == 30 * 22_016
+
+
+@pytest.mark.parametrize("model_type", sorted(RECURRENT_MODEL_TYPES))
+def test_hybrid_recurrent_families_are_refused_with_what_is_missing(model_type: str) -> None:
+    config = {"model_type": model_type, "hidden_size": 2048, "num_attention_heads": 16, "num_hidden_layers": 4}
+    with pytest.raises(PlanError) as caught:
+        model_from_hf_config(config)
+    message = str(caught.value)
+    assert "recurrent state" in message and "unknown architecture" not in message
+    assert model_type not in SUPPORTED_MODEL_TYPES
