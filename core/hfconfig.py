@@ -42,6 +42,8 @@ SUPPORTED_MODEL_TYPES: Final = (
     "glm4_moe",
     "olmoe",
     "starcoder2",
+    "seed_oss",
+    "olmo3",
 )
 
 # Hybrid families whose layers keep a recurrent state (a state-space or linear-attention layer's
@@ -389,7 +391,7 @@ def _gated_model(r: _Reader, model_type: str, label: str) -> ModelSpec:
     d = r.get_int("hidden_size")
     heads = r.get_int("num_attention_heads")
     kv_heads = r.get_int("num_key_value_heads", default=heads)
-    head_dim = _head_dim(r, d, heads)
+    head_dim = _head_dim(r, d, heads, 128 if model_type == "seed_oss" else None)  # SeedOssConfig.head_dim 128
     layers = r.get_int("num_hidden_layers")
     window, window_layers = _sliding_window(r, model_type, layers)
     biases = _biases(r, model_type)
@@ -441,6 +443,8 @@ def _gated_model(r: _Reader, model_type: str, label: str) -> ModelSpec:
 
 def _sliding_window(r: _Reader, model_type: str, layers: int) -> tuple[int | None, int]:
     """The attention window and how many layers use it ((None, 0): every layer attends fully)."""
+    if model_type == "olmo3":
+        return _layer_type_window(r, layers, default_window=4096)
     window = r.optional_int("sliding_window")
     if window is None:
         if model_type == "qwen2":
@@ -469,6 +473,25 @@ def _sliding_window(r: _Reader, model_type: str, layers: int) -> tuple[int | Non
     return (window, window_layers) if window_layers else (None, 0)
 
 
+_LAYER_TYPES: Final = ("sliding_attention", "full_attention")
+
+
+def _layer_type_window(r: _Reader, layers: int, default_window: int) -> tuple[int | None, int]:
+    """A window on the layers ``layer_types`` marks ``sliding_attention``. OLMo 3 (transformers 5.25.0
+    models/olmo3/configuration_olmo3.py): without layer_types every fourth layer is full, the rest sliding;
+    ``sliding_window`` defaults to 4,096 and null leaves every layer full (Olmo3Attention.sliding_window)."""
+    window = r.optional_int("sliding_window") if "sliding_window" in r.config else default_window
+    kinds = r.config.get("layer_types")
+    if kinds is None:
+        sliding = sum(1 for i in range(layers) if (i + 1) % 4 != 0)
+    elif not isinstance(kinds, list) or len(kinds) != layers or any(k not in _LAYER_TYPES for k in kinds):
+        shown = (kinds if len(kinds) <= 8 else f"{len(kinds)} entries") if isinstance(kinds, list) else kinds
+        raise PlanError("config.layer_types", shown, f"{layers} entries, each sliding_attention or full_attention")
+    else:
+        sliding = kinds.count("sliding_attention")
+    return (window, sliding) if window and sliding else (None, 0)
+
+
 @dataclass(frozen=True)
 class _Biases:
     qkv: bool
@@ -491,6 +514,11 @@ def _biases(r: _Reader, model_type: str) -> _Biases:
         # stored in the checkpoints and counted here as DeepSeek-V3's is).
         return _Biases(qkv=attention, o=False, mlp=False, router=True)
     mlp = r.get_bool("mlp_bias", False)
+    if model_type == "seed_oss":
+        # SeedOssAttention (transformers 5.25.0 models/seed_oss/modeling_seed_oss.py): q/k/v with
+        # attention_bias (SeedOssConfig default true), o_proj with attention_out_bias (default false).
+        qkv = r.get_bool("attention_bias", True)
+        return _Biases(qkv=qkv, o=r.get_bool("attention_out_bias", False), mlp=mlp)
     if model_type == "qwen2":
         return _Biases(qkv=True, o=False, mlp=mlp)  # Qwen2Attention: bias on q/k/v only
     if model_type == "qwen2_moe":
@@ -581,18 +609,21 @@ def _norms(r: _Reader, model_type: str) -> _Norms:
         return _Norms(per_layer=4, qk="head")  # Gemma3Attention.q_norm / k_norm = Gemma3RMSNorm(head_dim)
     if model_type in ("qwen3", "qwen3_moe"):
         return _Norms(qk="head")  # Qwen3Attention.q_norm = Qwen3RMSNorm(head_dim): "unlike olmo, only on the head dim"
-    if model_type == "olmo2":
+    if model_type in ("olmo2", "olmo3"):
         # Olmo2Attention.q_norm = Olmo2RMSNorm(num_heads * head_dim); Olmo2DecoderLayer:
-        # post_attention_layernorm, post_feedforward_layernorm only.
+        # post_attention_layernorm, post_feedforward_layernorm only. Olmo3Attention / Olmo3DecoderLayer
+        # (transformers 5.25.0 models/olmo3/modeling_olmo3.py) build the same tensors.
         return _Norms(qk="projection", post=True)
     return _Norms()
 
 
-def _head_dim(r: _Reader, d: int, heads: int) -> int:
-    """config.json's ``head_dim``, else hidden_size / heads: the division only when the key is absent, since a
-    given head_dim need not divide the width (GLM-4.5-Air: hidden 4,096, 96 heads of 128)."""
+def _head_dim(r: _Reader, d: int, heads: int, default: int | None = None) -> int:
+    """config.json's ``head_dim``, else the family's default or hidden_size / heads: the division only when the
+    key is absent, since a given head_dim need not divide the width (GLM-4.5-Air: hidden 4,096, 96 heads of 128)."""
     given = r.optional_int("head_dim")
-    return given if given is not None else _divide(d, heads, "config.num_attention_heads")
+    if given is not None:
+        return given
+    return default if default is not None else _divide(d, heads, "config.num_attention_heads")
 
 
 def _divide(a: int, b: int, where: str) -> int:

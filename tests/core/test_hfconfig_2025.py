@@ -138,3 +138,74 @@ def test_hybrid_recurrent_families_are_refused_with_what_is_missing(model_type: 
     message = str(caught.value)
     assert "recurrent state" in message and "unknown architecture" not in message
     assert model_type not in SUPPORTED_MODEL_TYPES
+
+
+def test_seed_oss_counts_what_transformers_builds() -> None:
+    # transformers 5.25.0 SeedOssForCausalLM on the meta device: 36,151,104,512 (model card: 36B).
+    spec = model_from_hf_config(_config("seed-oss-36b-instruct"))
+    assert spec.architecture_params() == 36_151_104_512
+    # SeedOssConfig's defaults, which the config leaves unstated: attention_bias true (q/k/v), attention_out_bias
+    # false (o_proj), mlp_bias false; head_dim 128 is given (80 × 128 = 10,240 wide queries on hidden 5,120).
+    assert (spec.qkv_bias, spec.o_bias, spec.mlp_bias, spec.q_width) == (True, False, False, 10_240)
+    # Without head_dim, SeedOssConfig's default is 128, not 5,120 / 80 = 64.
+    unstated = {k: v for k, v in _config("seed-oss-36b-instruct").items() if k != "head_dim"}
+    assert model_from_hf_config(unstated).head_dim == 128
+    # o_proj's bias when attention_out_bias is true: 5,120 a layer.
+    with_o = model_from_hf_config(dict(_config("seed-oss-36b-instruct"), attention_out_bias=True))
+    assert with_o.architecture_params() - spec.architecture_params() == 64 * 5_120
+
+
+def test_seed_oss_kv_cache_by_hand() -> None:
+    spec = model_from_hf_config(_config("seed-oss-36b-instruct"))
+    # 8 KV heads × 128, K and V, bf16: 4,096 B a layer; 64 layers → 262,144 B (256 KiB) a token.
+    assert kv_bytes_per_token(spec, 2) == 262_144
+
+
+# OLMo 3's block as a public test quotes Olmo-3's config.json (code search: "Olmo-3: layer_types 3 sliding + 1
+# full": hidden 4,096, 32 heads and 32 KV heads, sliding_window 4,096, 8 layers of the 3:1 pattern, YaRN ×8
+# over 8,192); intermediate_size and vocab_size are Olmo3Config's defaults (11,008 and 50,304, transformers
+# 5.25.0 models/olmo3/configuration_olmo3.py), written out because the reader requires them.
+_OLMO3 = {
+    "architectures": ["Olmo3ForCausalLM"],
+    "model_type": "olmo3",
+    "hidden_size": 4096,
+    "num_attention_heads": 32,
+    "num_key_value_heads": 32,
+    "num_hidden_layers": 8,
+    "rope_theta": 500000,
+    "sliding_window": 4096,
+    "layer_types": ["sliding_attention"] * 3 + ["full_attention"] + ["sliding_attention"] * 3 + ["full_attention"],
+    "intermediate_size": 11008,
+    "vocab_size": 50304,
+}
+
+
+def test_olmo3_counts_what_transformers_builds() -> None:
+    # transformers 5.25.0 Olmo3ForCausalLM on the meta device: 2,031,226,880.
+    spec = model_from_hf_config(_OLMO3)
+    assert spec.architecture_params() == 2_031_226_880
+    # OLMo 2's block: q/k norms over the projection, norms after the sub-blocks only.
+    assert (spec.qk_norm, spec.post_norm) == ("projection", True)
+    assert (spec.sliding_window, spec.sliding_window_layers) == (4_096, 6)
+
+
+def test_olmo3_window_by_hand() -> None:
+    spec = model_from_hf_config(_OLMO3)
+    # 32 KV heads × 128, K and V, bf16: 16,384 B a layer-position. 65,536 tokens: 2 full layers keep 65,536
+    # positions each, 6 sliding ones 4,096 each: 155,648 positions → 2,550,136,832 B.
+    assert cached_positions(spec, 65_536) == 2 * 65_536 + 6 * 4_096
+    assert kv_cache_bytes(spec, 65_536, 1, 2) == 2_550_136_832
+    # Without layer_types, Olmo3Config makes every fourth layer full: the same 6 of 8 slide.
+    default = model_from_hf_config({k: v for k, v in _OLMO3.items() if k != "layer_types"})
+    assert default.sliding_window_layers == 6
+    # sliding_window null: Olmo3Attention.sliding_window is None on every layer.
+    assert model_from_hf_config(dict(_OLMO3, sliding_window=None)).sliding_window is None
+
+
+@pytest.mark.parametrize(
+    "layer_types",
+    [["sliding_attention"] * 7, ["sliding_attention"] * 7 + ["chunked_attention"], "sliding_attention", [1] * 8],
+)
+def test_olmo3_refuses_layer_types_it_cannot_read(layer_types: object) -> None:
+    with pytest.raises(PlanError, match="config.layer_types"):
+        model_from_hf_config(dict(_OLMO3, layer_types=layer_types))
