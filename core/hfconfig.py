@@ -44,6 +44,8 @@ SUPPORTED_MODEL_TYPES: Final = (
     "starcoder2",
     "seed_oss",
     "olmo3",
+    "ernie4_5",
+    "ernie4_5_moe",
 )
 
 # Hybrid families whose layers keep a recurrent state (a state-space or linear-attention layer's
@@ -385,13 +387,19 @@ def _parallel_model(r: _Reader, model_type: str, label: str) -> ModelSpec:
     )
 
 
+# Families whose config class ties the head to the embedding unless told otherwise (Ernie4_5Config and
+# Ernie4_5_MoeConfig: tie_word_embeddings true, transformers 5.25.0).
+_TIED_BY_DEFAULT: Final = ("gemma", "gemma2", "gemma3_text", "ernie4_5", "ernie4_5_moe")
+
+
 def _gated_model(r: _Reader, model_type: str, label: str) -> ModelSpec:
     """Llama and the families built like it: RMSNorm, rotary positions, a gated MLP; each
     family's differences (biases, norms, windows, experts) decided by the helpers below."""
     d = r.get_int("hidden_size")
     heads = r.get_int("num_attention_heads")
     kv_heads = r.get_int("num_key_value_heads", default=heads)
-    head_dim = _head_dim(r, d, heads, 128 if model_type == "seed_oss" else None)  # SeedOssConfig.head_dim 128
+    # SeedOssConfig.head_dim and Ernie4_5Config.head_dim default to 128 (transformers 5.25.0 configuration_*.py)
+    head_dim = _head_dim(r, d, heads, 128 if model_type in ("seed_oss", "ernie4_5") else None)
     layers = r.get_int("num_hidden_layers")
     window, window_layers = _sliding_window(r, model_type, layers)
     biases = _biases(r, model_type)
@@ -411,7 +419,7 @@ def _gated_model(r: _Reader, model_type: str, label: str) -> ModelSpec:
         head_dim=head_dim,
         intermediate_size=mlp.intermediate,
         gated_mlp=True,
-        tie_embeddings=r.get_bool("tie_word_embeddings", model_type in ("gemma", "gemma2", "gemma3_text")),
+        tie_embeddings=r.get_bool("tie_word_embeddings", model_type in _TIED_BY_DEFAULT),
         qkv_bias=biases.qkv,
         o_bias=biases.o,
         mlp_bias=biases.mlp,
@@ -513,6 +521,15 @@ def _biases(r: _Reader, model_type: str) -> _Biases:
         # e_score_correction_bias, one per expert (a buffer transformers does not count as a parameter,
         # stored in the checkpoints and counted here as DeepSeek-V3's is).
         return _Biases(qkv=attention, o=False, mlp=False, router=True)
+    if model_type == "ernie4_5":  # Ernie4_5Attention and Ernie4_5MLP: every linear's bias is use_bias
+        bias = r.get_bool("use_bias", False)
+        return _Biases(qkv=bias, o=bias, mlp=bias)
+    if model_type == "ernie4_5_moe":
+        # Ernie4_5_MoeStatics.e_score_correction_bias, one per expert (a parameter transformers counts).
+        if r.get_bool("use_bias", False):
+            why = "the biases of ERNIE-4.5-MoE's dense and shared MLPs and its head are not modelled beside experts"
+            raise PlanError("config.use_bias", True, "false", why)
+        return _Biases(qkv=False, o=False, mlp=False, router=True)
     mlp = r.get_bool("mlp_bias", False)
     if model_type == "seed_oss":
         # SeedOssAttention (transformers 5.25.0 models/seed_oss/modeling_seed_oss.py): q/k/v with
@@ -562,10 +579,42 @@ def _glm4_moe_mlp(r: _Reader) -> _Mlp:
     )
 
 
+def _ernie_moe_mlp(r: _Reader) -> _Mlp:
+    """ERNIE-4.5-MoE (transformers 5.25.0 models/ernie4_5_moe/modeling_ernie4_5_moe.py): Ernie4_5_MoeDecoderLayer
+    builds the sparse block where ``(layer_idx + 1) % moe_layer_interval == 0`` and moe_layer_start_index <=
+    layer_idx <= moe_layer_end_index (-1: the last layer), a dense Ernie4_5_MoeMLP(intermediate_size) elsewhere;
+    the sparse block has moe_num_experts experts of moe_intermediate_size (moe_k a token), a router without
+    a bias weight and ``shared_experts``, one MLP of moe_intermediate_size × moe_num_shared_experts without a
+    gate. The planner's MoE is dense first layers then experts on every layer: other layouts are refused.
+    The multi-token-prediction layers are left out, as transformers (``_keys_to_ignore_on_load_unexpected``)
+    leaves them."""
+    layers = r.get_int("num_hidden_layers")
+    if r.get_int("moe_layer_interval", default=1) != 1:
+        raise PlanError("config.moe_layer_interval", r.config.get("moe_layer_interval"), "1 (experts on every layer)")
+    end = r.get_int("moe_layer_end_index", default=-1)
+    if end not in (-1, layers - 1):
+        raise PlanError("config.moe_layer_end_index", end, f"-1 or {layers - 1} (experts through the last layer)")
+    start = r.get_int("moe_layer_start_index", default=1)
+    if start >= layers:
+        raise PlanError("config.moe_layer_start_index", start, f"below num_hidden_layers ({layers})")
+    moe = r.get_int("moe_intermediate_size", default=1536)  # Ernie4_5_MoeConfig's defaults
+    return _Mlp(
+        moe,
+        r.get_int("moe_num_experts", default=64),
+        r.get_int("moe_k", default=6),
+        r.get_int("moe_num_shared_experts", default=2) * moe,
+        shared_gate=False,
+        dense_layers=start,
+        dense_intermediate=r.get_int("intermediate_size") if start else 0,
+    )
+
+
 def _mlp(r: _Reader, model_type: str) -> _Mlp:
     """The MLP of a block: dense, or mixture-of-experts with its routing."""
     if model_type == "glm4_moe":
         return _glm4_moe_mlp(r)
+    if model_type == "ernie4_5_moe":
+        return _ernie_moe_mlp(r)
     intermediate = r.get_int("intermediate_size")
     if model_type == "olmoe":  # OlmoeSparseMoeBlock: num_experts of intermediate_size, no shared expert
         return _Mlp(intermediate, r.get_int("num_experts", default=64), r.get_int("num_experts_per_tok", default=8))

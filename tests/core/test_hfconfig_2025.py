@@ -209,3 +209,68 @@ def test_olmo3_window_by_hand() -> None:
 def test_olmo3_refuses_layer_types_it_cannot_read(layer_types: object) -> None:
     with pytest.raises(PlanError, match="config.layer_types"):
         model_from_hf_config(dict(_OLMO3, layer_types=layer_types))
+
+
+# baidu/ERNIE-4.5-0.3B-PT's config.json as a public repository keeps a copy (code search: "Ernie4_5_ForCausalLM",
+# hidden 1,024, 18 layers, head_dim 128, tie_word_embeddings true).
+_ERNIE_03B = {
+    "architectures": ["Ernie4_5_ForCausalLM"],
+    "hidden_act": "silu",
+    "hidden_size": 1024,
+    "intermediate_size": 3072,
+    "max_position_embeddings": 131072,
+    "model_type": "ernie4_5",
+    "num_attention_heads": 16,
+    "num_key_value_heads": 2,
+    "head_dim": 128,
+    "num_hidden_layers": 18,
+    "rms_norm_eps": 1e-05,
+    "vocab_size": 103424,
+    "rope_theta": 500000,
+    "use_bias": False,
+    "tie_word_embeddings": True,
+}
+
+
+def test_ernie_4_5_dense_counts_what_transformers_builds() -> None:
+    # transformers 5.25.0 Ernie4_5ForCausalLM on the meta device: 360,748,032 (the model card's 0.36B).
+    spec = model_from_hf_config(_ERNIE_03B)
+    assert spec.architecture_params() == 360_748_032
+    assert (spec.q_width, spec.kv_width, spec.tie_embeddings) == (2_048, 256, True)
+    # Ernie4_5Config ties the head unless told otherwise; use_bias puts a bias on q, k, v, o, gate, up, down:
+    # 2,048 + 256 + 256 + 1,024 + 3,072 + 3,072 + 1,024 = 10,752 a layer.
+    untied_default = model_from_hf_config({k: v for k, v in _ERNIE_03B.items() if k != "tie_word_embeddings"})
+    assert untied_default.tie_embeddings
+    biased = model_from_hf_config(dict(_ERNIE_03B, use_bias=True))
+    assert biased.architecture_params() - spec.architecture_params() == 18 * 10_752
+
+
+def test_ernie_4_5_moe_counts_what_transformers_builds() -> None:
+    # transformers 5.25.0 Ernie4_5_MoeForCausalLM on the meta device: 21,825,437,888 (card: 21B total, 3B active),
+    # e_score_correction_bias counted (a parameter there): 27 MoE layers × 64.
+    spec = model_from_hf_config(_config("ernie-4.5-21b-a3b"))
+    assert spec.architecture_params() == 21_825_437_888
+    assert (spec.first_k_dense_replace, spec.dense_intermediate_size, spec.moe_layers) == (1, 12_288, 27)
+    assert (spec.num_experts, spec.experts_per_token, spec.intermediate_size) == (64, 6, 1_536)
+    # moe_num_shared_experts 2 of 1,536: one ungated MLP of 3,072.
+    assert (spec.shared_expert_size, spec.shared_expert_gate, spec.router_bias) == (3_072, False, True)
+    # Card: 3B activated; 3,087,384,768 without the (tied) embedding.
+    assert spec.active_params() - spec.embedding_params() == 3_087_384_768
+
+
+def test_ernie_4_5_moe_kv_cache_by_hand() -> None:
+    spec = model_from_hf_config(_config("ernie-4.5-21b-a3b"))
+    # 4 KV heads × 128, K and V, bf16: 2,048 B a layer; 28 layers → 57,344 B a token; 131,072 tokens → 7 GiB.
+    assert kv_bytes_per_token(spec, 2) == 57_344
+    assert kv_cache_bytes(spec, 131_072, 1, 2) == 7 * 2**30
+
+
+@pytest.mark.parametrize(
+    ("key", "value"),
+    [("moe_layer_interval", 2), ("moe_layer_end_index", 20), ("moe_layer_start_index", 28), ("use_bias", True)],
+)
+def test_ernie_4_5_moe_refuses_layouts_it_cannot_express(key: str, value: object) -> None:
+    # Experts on every other layer, or stopping before the last, or biases beside experts: not the planner's
+    # "dense first layers, then experts on each" MoE, so refused naming the key.
+    with pytest.raises(PlanError, match=f"config.{key}"):
+        model_from_hf_config(dict(_config("ernie-4.5-21b-a3b"), **{key: value}))
