@@ -46,6 +46,8 @@ SUPPORTED_MODEL_TYPES: Final = (
     "olmo3",
     "ernie4_5",
     "ernie4_5_moe",
+    "phimoe",
+    "granitemoe",
 )
 
 # Hybrid families whose layers keep a recurrent state (a state-space or linear-attention layer's
@@ -423,9 +425,9 @@ def _gated_model(r: _Reader, model_type: str, label: str) -> ModelSpec:
         qkv_bias=biases.qkv,
         o_bias=biases.o,
         mlp_bias=biases.mlp,
-        norm="rmsnorm",
+        norm=norms.kind,
         norms_per_layer=norms.per_layer,
-        learned_positions=0,
+        head_bias=biases.head,
         num_experts=mlp.experts,
         experts_per_token=mlp.per_token,
         sliding_window=window,
@@ -468,7 +470,7 @@ def _sliding_window(r: _Reader, model_type: str, layers: int) -> tuple[int | Non
         window_layers = layers - layers // 6  # five local layers to one global
     elif model_type in ("mistral", "mixtral"):
         window_layers = layers
-    elif model_type == "phi3":
+    elif model_type in ("phi3", "phimoe"):  # PhimoeAttention passes config.sliding_window to every layer
         context = r.get_int("max_position_embeddings", default=4096)
         window_layers = layers if window < context else 0
     elif model_type == "gpt_oss":
@@ -491,7 +493,7 @@ def _layer_type_window(r: _Reader, layers: int, default_window: int) -> tuple[in
     window = r.optional_int("sliding_window") if "sliding_window" in r.config else default_window
     kinds = r.config.get("layer_types")
     if kinds is None:
-        sliding = sum(1 for i in range(layers) if (i + 1) % 4 != 0)
+        sliding = layers - layers // 4  # every fourth full: counted, not listed (a hostile config's 10¹² layers)
     elif not isinstance(kinds, list) or len(kinds) != layers or any(k not in _LAYER_TYPES for k in kinds):
         shown = (kinds if len(kinds) <= 8 else f"{len(kinds)} entries") if isinstance(kinds, list) else kinds
         raise PlanError("config.layer_types", shown, f"{layers} entries, each sliding_attention or full_attention")
@@ -506,6 +508,7 @@ class _Biases:
     o: bool
     mlp: bool
     router: bool = False
+    head: bool = False  # the output head's bias (PhiMoE's lm_head_bias)
 
 
 def _biases(r: _Reader, model_type: str) -> _Biases:
@@ -521,6 +524,10 @@ def _biases(r: _Reader, model_type: str) -> _Biases:
         # e_score_correction_bias, one per expert (a buffer transformers does not count as a parameter,
         # stored in the checkpoints and counted here as DeepSeek-V3's is).
         return _Biases(qkv=attention, o=False, mlp=False, router=True)
+    if model_type == "phimoe":
+        # PhimoeAttention: q/k/v/o with attention_bias; PhimoeForCausalLM.lm_head with lm_head_bias; experts and
+        # router (PhimoeTopKRouter, an nn.Linear without bias) unbiased (transformers 5.25.0 modeling_phimoe.py).
+        return _Biases(qkv=attention, o=attention, mlp=False, head=r.get_bool("lm_head_bias", False))
     if model_type == "ernie4_5":  # Ernie4_5Attention and Ernie4_5MLP: every linear's bias is use_bias
         bias = r.get_bool("use_bias", False)
         return _Biases(qkv=bias, o=bias, mlp=bias)
@@ -618,9 +625,11 @@ def _mlp(r: _Reader, model_type: str) -> _Mlp:
     intermediate = r.get_int("intermediate_size")
     if model_type == "olmoe":  # OlmoeSparseMoeBlock: num_experts of intermediate_size, no shared expert
         return _Mlp(intermediate, r.get_int("num_experts", default=64), r.get_int("num_experts_per_tok", default=8))
-    if model_type in ("mixtral", "gpt_oss"):
+    # Mixtral, PhiMoE (PhimoeExperts) and Granite MoE (GraniteMoeExperts: gate_up_proj and down_proj of every
+    # expert, GraniteMoeTopKRouter without bias; transformers 5.25.0 modeling_granitemoe.py): top-2 by default.
+    if model_type in ("mixtral", "gpt_oss", "phimoe", "granitemoe"):
         experts = r.get_int("num_local_experts")
-        per_token = r.get_int("num_experts_per_tok", default=2 if model_type == "mixtral" else 4)
+        per_token = r.get_int("num_experts_per_tok", default=4 if model_type == "gpt_oss" else 2)
         return _Mlp(intermediate, experts, per_token)
     if model_type not in ("qwen2_moe", "qwen3_moe"):
         return _Mlp(intermediate)
@@ -642,10 +651,13 @@ class _Norms:
     per_layer: int = 2  # RMSNorms of a block
     qk: str = ""  # core.model.QK_NORMS
     post: bool = False  # on the sub-block outputs only (OLMo-2)
+    kind: str = "rmsnorm"  # core.model.NORMS
 
 
 def _norms(r: _Reader, model_type: str) -> _Norms:
     """The norms of a block: how many, on q and k or not, before or after the sub-blocks."""
+    if model_type == "phimoe":  # PhimoeDecoderLayer: nn.LayerNorm (weight and bias) input and post-attention
+        return _Norms(kind="layernorm")
     if model_type == "glm4_moe":  # Glm4MoeAttention.q_norm = Glm4MoeRMSNorm(head_dim) when use_qk_norm
         return _Norms(qk="head" if r.get_bool("use_qk_norm", False) else "")
     if model_type == "olmoe":

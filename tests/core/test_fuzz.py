@@ -493,7 +493,7 @@ _config_keys = st.one_of(
             "final_logit_softcapping",
             "hidden_act",
             "_name_or_path",
-            # the 2025 families' own keys (core.hfconfig: glm4_moe, olmoe, starcoder2)
+            # the 2025 families' own keys (core.hfconfig: glm4_moe, olmoe, starcoder2, olmo3, ernie4_5_moe, phimoe)
             "first_k_dense_replace",
             "n_routed_experts",
             "n_shared_experts",
@@ -501,6 +501,11 @@ _config_keys = st.one_of(
             "use_qk_norm",
             "num_experts",
             "use_bias",
+            "layer_types",
+            "moe_layer_start_index",
+            "moe_layer_end_index",
+            "moe_num_experts",
+            "lm_head_bias",
         ]
     ),
 )
@@ -528,8 +533,20 @@ _FUZZ_TYPES = [
     "olmoe",
     "starcoder2",
     "jamba",
+    "seed_oss",
+    "olmo3",
+    "ernie4_5_moe",
+    "phimoe",
+    "granitemoe",
 ]
-_BASE_MOE = {"moe_intermediate_size": 32, "n_routed_experts": 4, "num_experts": 4, "num_experts_per_tok": 2}
+_BASE_MOE = {
+    "moe_intermediate_size": 32,
+    "n_routed_experts": 4,
+    "num_experts": 4,
+    "moe_num_experts": 4,
+    "num_local_experts": 4,
+    "num_experts_per_tok": 2,
+}
 
 
 @settings(FUZZ, max_examples=400)

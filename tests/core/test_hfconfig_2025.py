@@ -274,3 +274,76 @@ def test_ernie_4_5_moe_refuses_layouts_it_cannot_express(key: str, value: object
     # "dense first layers, then experts on each" MoE, so refused naming the key.
     with pytest.raises(PlanError, match=f"config.{key}"):
         model_from_hf_config(dict(_config("ernie-4.5-21b-a3b"), **{key: value}))
+
+
+# microsoft/Phi-3.5-MoE-instruct's config.json as a public repository's test trims it (code search: "Trimmed
+# config matching the phi-3.5-moe-instruct HuggingFace checkpoint"): PhimoeConfig's defaults fill the rest.
+_PHI35_MOE = {
+    "model_type": "phimoe",
+    "vocab_size": 32064,
+    "hidden_size": 4096,
+    "intermediate_size": 6400,
+    "num_hidden_layers": 32,
+    "num_attention_heads": 32,
+    "num_key_value_heads": 8,
+    "num_local_experts": 16,
+    "num_experts_per_tok": 2,
+    "rope_theta": 10000.0,
+}
+
+
+def test_phimoe_counts_what_transformers_builds() -> None:
+    # transformers 5.25.0 PhimoeForCausalLM on the meta device: 41,872,793,600 (model card: 42B total, 6.6B active).
+    spec = model_from_hf_config(_PHI35_MOE)
+    assert spec.architecture_params() == 41_872_793_600
+    assert (spec.norm, spec.num_experts, spec.experts_per_token, spec.router_bias) == ("layernorm", 16, 2, False)
+    assert spec.active_params() == 6_640_640_000
+    # attention_bias and lm_head_bias (PhimoeAttention, PhimoeForCausalLM.lm_head): transformers counts
+    # 41,873,153,344, that is 32 × (4,096 + 1,024 + 1,024 + 4,096) + 32,064 more.
+    biased = model_from_hf_config(dict(_PHI35_MOE, attention_bias=True, lm_head_bias=True))
+    assert biased.architecture_params() == 41_873_153_344 == 41_872_793_600 + 32 * 10_240 + 32_064
+    assert (biased.qkv_bias, biased.o_bias, biased.head_bias) == (True, True, True)
+
+
+def test_phimoe_window_and_kv_cache_by_hand() -> None:
+    # 8 KV heads × 128, K and V, bf16: 4,096 B a layer; 32 layers → 131,072 B a token.
+    assert kv_bytes_per_token(model_from_hf_config(_PHI35_MOE), 2) == 131_072
+    # A window shorter than the context applies to every layer (PhimoeAttention); one as long as it, none.
+    windowed = model_from_hf_config(dict(_PHI35_MOE, sliding_window=4096, max_position_embeddings=131072))
+    assert (windowed.sliding_window, windowed.sliding_window_layers) == (4_096, 32)
+    whole = model_from_hf_config(dict(_PHI35_MOE, sliding_window=131072, max_position_embeddings=131072))
+    assert whole.sliding_window is None
+
+
+# ibm-granite/granite-3.1-3b-a800m-instruct's config.json fields as a public repository's planner fixture
+# quotes them (code search: "ibm-granite/granite-3.1-3b-a800m-instruct (config.json, fields the planner reads)").
+_GRANITE_MOE = {
+    "architectures": ["GraniteMoeForCausalLM"],
+    "hidden_act": "silu",
+    "hidden_size": 1536,
+    "intermediate_size": 512,
+    "max_position_embeddings": 131072,
+    "model_type": "granitemoe",
+    "num_attention_heads": 24,
+    "num_experts_per_tok": 8,
+    "num_hidden_layers": 32,
+    "num_key_value_heads": 8,
+    "num_local_experts": 40,
+    "rope_theta": 10000000.0,
+    "tie_word_embeddings": True,
+    "vocab_size": 49155,
+}
+
+
+def test_granitemoe_counts_what_transformers_builds() -> None:
+    # transformers 5.25.0 GraniteMoeForCausalLM on the meta device: 3,298,793,472 (model card: 3.3B, 800M active).
+    spec = model_from_hf_config(_GRANITE_MOE)
+    assert spec.architecture_params() == 3_298_793_472
+    assert (spec.num_experts, spec.experts_per_token, spec.tie_embeddings) == (40, 8, True)
+    # 32 layers × 32 idle experts × 3 × 1,536 × 512 = 2,415,919,104 idle: 882,874,368 active.
+    assert spec.active_params() == 3_298_793_472 - 2_415_919_104
+
+
+def test_granitemoe_kv_cache_by_hand() -> None:
+    # head_dim 1,536 / 24 = 64; 8 KV heads, K and V, bf16: 2,048 B a layer; 32 layers → 65,536 B a token.
+    assert kv_bytes_per_token(model_from_hf_config(_GRANITE_MOE), 2) == 65_536
