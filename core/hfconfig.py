@@ -48,6 +48,8 @@ SUPPORTED_MODEL_TYPES: Final = (
     "ernie4_5_moe",
     "phimoe",
     "granitemoe",
+    "exaone4",
+    "hunyuan_v1_dense",
 )
 
 # Hybrid families whose layers keep a recurrent state (a state-space or linear-attention layer's
@@ -65,6 +67,19 @@ RECURRENT_MODEL_TYPES: Final[dict[str, str]] = {
     "bamba": "Bamba's Mamba-2 layers (BambaMixer)",
     "mamba": "Mamba's selective state-space layers (MambaMixer)",
     "mamba2": "Mamba-2's state-space layers (Mamba2Mixer)",
+}
+
+
+# Attention families read but not planned: each has a tensor or an attention pattern the planner's ModelSpec
+# cannot express exactly (transformers 5.25.0 models/<type>/modeling_<type>.py), so the config is refused with
+# what is missing rather than planned approximately.
+UNMODELLED_MODEL_TYPES: Final[dict[str, str]] = {
+    "cohere": "Command R's CohereLayerNorm (a weight and no bias, each block's one norm) is neither an RMSNorm "
+    "nor a LayerNorm with a bias",
+    "cohere2": "Command R7B / A's CohereLayerNorm (a weight and no bias) is neither an RMSNorm nor a LayerNorm "
+    "with a bias",
+    "llama4_text": "Llama 4's chunked attention (attention_chunk_size, create_chunked_causal_mask) and experts "
+    "on the moe_layers only are not modelled",
 }
 
 
@@ -155,6 +170,9 @@ def _model_from_hf_config(config: Mapping[str, Any], name: str | None, *, nested
     if isinstance(model_type, str) and model_type in RECURRENT_MODEL_TYPES:
         why = f"{RECURRENT_MODEL_TYPES[model_type]} keep a recurrent state the planner does not model"
         raise PlanError("config.model_type", model_type, "a model of attention layers only", why)
+    if isinstance(model_type, str) and model_type in UNMODELLED_MODEL_TYPES:
+        why = UNMODELLED_MODEL_TYPES[model_type]
+        raise PlanError("config.model_type", model_type, "an architecture the planner models exactly", why)
     if not isinstance(model_type, str) or model_type not in SUPPORTED_MODEL_TYPES:
         raise PlanError(
             "config.model_type", model_type, "one of " + ", ".join(SUPPORTED_MODEL_TYPES), "unknown architecture"
@@ -455,6 +473,8 @@ def _sliding_window(r: _Reader, model_type: str, layers: int) -> tuple[int | Non
     """The attention window and how many layers use it ((None, 0): every layer attends fully)."""
     if model_type == "olmo3":
         return _layer_type_window(r, layers, default_window=4096)
+    if model_type == "exaone4":
+        return _exaone_window(r, layers)
     window = r.optional_int("sliding_window")
     if window is None:
         if model_type == "qwen2":
@@ -500,6 +520,29 @@ def _layer_type_window(r: _Reader, layers: int, default_window: int) -> tuple[in
     else:
         sliding = kinds.count("sliding_attention")
     return (window, sliding) if window and sliding else (None, 0)
+
+
+def _exaone_window(r: _Reader, layers: int) -> tuple[int | None, int]:
+    """EXAONE 4.0 (transformers 5.25.0 models/exaone4/configuration_exaone4.py and modeling_exaone4.py): the
+    layers ``layer_types`` marks sliding attend within ``sliding_window`` (default 4,096; null: every layer
+    full); without layer_types, ``sliding_window_pattern`` decides: an integer p makes every p-th layer full
+    (default 4), a string such as "LLLG" names each layer of the cycle, L local and G global (the config's
+    own documentation: "LLLG" is the same as 4)."""
+    if "layer_types" in r.config and r.config["layer_types"] is not None:
+        return _layer_type_window(r, layers, default_window=4096)
+    window = r.optional_int("sliding_window") if "sliding_window" in r.config else 4096
+    if not window:
+        return None, 0
+    pattern = r.config.get("sliding_window_pattern", 4)
+    if _whole_number(pattern) and int(pattern) > 0:
+        period = int(pattern)
+        return (window, layers - layers // period) if period > 1 else (None, 0)
+    if isinstance(pattern, str) and pattern and set(pattern) <= {"L", "G"} and len(pattern) <= 64:
+        cycles, rest = divmod(layers, len(pattern))
+        sliding = cycles * pattern.count("L") + pattern[:rest].count("L")
+        return (window, sliding) if sliding else (None, 0)
+    allowed = "a positive integer or a string of L (local) and G (global), at most 64"
+    raise PlanError("config.sliding_window_pattern", pattern, allowed)
 
 
 @dataclass(frozen=True)
@@ -670,6 +713,17 @@ def _norms(r: _Reader, model_type: str) -> _Norms:
         return _Norms(per_layer=4, qk="head")  # Gemma3Attention.q_norm / k_norm = Gemma3RMSNorm(head_dim)
     if model_type in ("qwen3", "qwen3_moe"):
         return _Norms(qk="head")  # Qwen3Attention.q_norm = Qwen3RMSNorm(head_dim): "unlike olmo, only on the head dim"
+    if model_type == "exaone4":
+        # Exaone4Attention.q_norm / k_norm = Exaone4RMSNorm(head_dim); Exaone4DecoderLayer:
+        # post_attention_layernorm, post_feedforward_layernorm only (transformers 5.25.0 modeling_exaone4.py).
+        return _Norms(qk="head", post=True)
+    if model_type == "hunyuan_v1_dense":
+        # HunYuanDenseV1Attention.query_layernorm / key_layernorm = HunYuanDenseV1RMSNorm(head_dim), built
+        # whatever use_qk_norm says (transformers 5.25.0 modeling_hunyuan_v1_dense.py).
+        if r.get_bool("use_cla", False):
+            why = "Hunyuan's cross-layer attention (KV shared between layers) is not modelled"
+            raise PlanError("config.use_cla", True, "false", why)
+        return _Norms(qk="head")
     if model_type in ("olmo2", "olmo3"):
         # Olmo2Attention.q_norm = Olmo2RMSNorm(num_heads * head_dim); Olmo2DecoderLayer:
         # post_attention_layernorm, post_feedforward_layernorm only. Olmo3Attention / Olmo3DecoderLayer

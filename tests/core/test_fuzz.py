@@ -506,6 +506,8 @@ _config_keys = st.one_of(
             "moe_layer_end_index",
             "moe_num_experts",
             "lm_head_bias",
+            "sliding_window_pattern",
+            "use_cla",
         ]
     ),
 )
@@ -538,6 +540,9 @@ _FUZZ_TYPES = [
     "ernie4_5_moe",
     "phimoe",
     "granitemoe",
+    "exaone4",
+    "hunyuan_v1_dense",
+    "cohere",
 ]
 _BASE_MOE = {
     "moe_intermediate_size": 32,

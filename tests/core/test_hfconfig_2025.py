@@ -347,3 +347,106 @@ def test_granitemoe_counts_what_transformers_builds() -> None:
 def test_granitemoe_kv_cache_by_hand() -> None:
     # head_dim 1,536 / 24 = 64; 8 KV heads, K and V, bf16: 2,048 B a layer; 32 layers → 65,536 B a token.
     assert kv_bytes_per_token(model_from_hf_config(_GRANITE_MOE), 2) == 65_536
+
+
+# LGAI-EXAONE/EXAONE-4.0-32B's config.json as TensorRT-LLM's EXAONE 4 test copies it (code search:
+# "EXAONE4_SINGLE_LAYER_CONFIG"), with the two values that test shrinks put back as its own comments give them:
+# num_hidden_layers 64 ("we use 4 instead of 64") and sliding_window 4,096 ("we use 4 instead of 4096").
+_EXAONE4_32B = {
+    "architectures": ["Exaone4ForCausalLM"],
+    "head_dim": 128,
+    "hidden_act": "silu",
+    "hidden_size": 5120,
+    "intermediate_size": 27392,
+    "max_position_embeddings": 131072,
+    "model_type": "exaone4",
+    "num_attention_heads": 40,
+    "num_hidden_layers": 64,
+    "num_key_value_heads": 8,
+    "rms_norm_eps": 1e-05,
+    "rope_theta": 1000000,
+    "sliding_window": 4096,
+    "sliding_window_pattern": 4,
+    "tie_word_embeddings": False,
+    "vocab_size": 102400,
+}
+
+
+def test_exaone4_counts_what_transformers_builds() -> None:
+    # transformers 5.25.0 Exaone4ForCausalLM on the meta device: 32,003,216,384 (model card: 32B).
+    spec = model_from_hf_config(_EXAONE4_32B)
+    assert spec.architecture_params() == 32_003_216_384
+    # q/k norms of head_dim, norms after the sub-blocks only (OLMo 2's layout).
+    assert (spec.qk_norm, spec.post_norm, spec.norms_per_layer) == ("head", True, 2)
+    # sliding_window_pattern 4: every fourth layer global, 48 of 64 local (Exaone4Config.__post_init__).
+    assert (spec.sliding_window, spec.sliding_window_layers) == (4_096, 48)
+
+
+def test_exaone4_window_by_hand() -> None:
+    spec = model_from_hf_config(_EXAONE4_32B)
+    # 8 KV heads × 128, K and V, bf16: 4,096 B a layer-position. 131,072 tokens: 16 global layers keep every
+    # position, 48 local ones 4,096: 2,293,760 positions → 9,395,240,960 B.
+    assert cached_positions(spec, 131_072) == 16 * 131_072 + 48 * 4_096
+    assert kv_cache_bytes(spec, 131_072, 1, 2) == 9_395_240_960
+
+
+@pytest.mark.parametrize(
+    ("overrides", "sliding"),
+    [
+        ({"sliding_window_pattern": "LLLG"}, 48),  # the config's documentation: "LLLG" is the same as 4
+        ({"sliding_window_pattern": "LG"}, 32),
+        ({"layer_types": ["sliding_attention"] * 60 + ["full_attention"] * 4}, 60),
+        ({"sliding_window": None}, 0),  # Exaone4Config: no window, every layer full
+    ],
+)
+def test_exaone4_window_patterns(overrides: dict[str, Any], sliding: int) -> None:
+    assert model_from_hf_config(dict(_EXAONE4_32B, **overrides)).sliding_window_layers == sliding
+
+
+@pytest.mark.parametrize("pattern", ["LLXG", 0, -4, 2.5, ["L"]])
+def test_exaone4_refuses_a_pattern_it_cannot_read(pattern: object) -> None:
+    with pytest.raises(PlanError, match="config.sliding_window_pattern"):
+        model_from_hf_config(dict(_EXAONE4_32B, sliding_window_pattern=pattern))
+
+
+# tencent/Hunyuan-7B-Instruct's config.json fields as a public repository's fixture quotes them (code search:
+# "HUNYUAN_7B_HF": hidden 4,096, 32 layers, 8 KV heads of 128, vocabulary 128,167, tied).
+_HUNYUAN_7B = {
+    "model_type": "hunyuan_v1_dense",
+    "hidden_size": 4096,
+    "num_hidden_layers": 32,
+    "num_attention_heads": 32,
+    "num_key_value_heads": 8,
+    "head_dim": 128,
+    "intermediate_size": 14336,
+    "vocab_size": 128167,
+    "tie_word_embeddings": True,
+    "max_position_embeddings": 32768,
+}
+
+
+def test_hunyuan_v1_dense_counts_what_transformers_builds() -> None:
+    # transformers 5.25.0 HunYuanDenseV1ForCausalLM on the meta device: 7,504,568,320 (model card: 7B).
+    spec = model_from_hf_config(_HUNYUAN_7B)
+    assert spec.architecture_params() == 7_504_568_320
+    # query_layernorm / key_layernorm of head_dim in every layer: 2 × 128.
+    assert (spec.qk_norm, spec.qk_norm_params(), spec.tie_embeddings) == ("head", 256, True)
+    # 8 KV heads × 128, K and V, bf16: 4,096 B a layer; 32 layers → 131,072 B a token.
+    assert kv_bytes_per_token(spec, 2) == 131_072
+
+
+def test_hunyuan_cross_layer_attention_is_refused() -> None:
+    # use_cla shares K and V between layers (Hunyuan-Large): the cache would be smaller than one a layer.
+    with pytest.raises(PlanError, match="config.use_cla"):
+        model_from_hf_config(dict(_HUNYUAN_7B, use_cla=True))
+
+
+@pytest.mark.parametrize(
+    ("model_type", "what"),
+    [("cohere", "CohereLayerNorm"), ("cohere2", "CohereLayerNorm"), ("llama4_text", "chunked attention")],
+)
+def test_attention_families_it_cannot_express_are_refused_with_the_reason(model_type: str, what: str) -> None:
+    config = {"model_type": model_type, "hidden_size": 4096, "num_attention_heads": 32, "num_hidden_layers": 4}
+    with pytest.raises(PlanError) as caught:
+        model_from_hf_config(config)
+    assert what in str(caught.value) and "unknown architecture" not in str(caught.value)
