@@ -58,6 +58,20 @@ def test_glm_4_5_qk_norm_flag_adds_a_head_wide_norm_pair() -> None:
     assert normed.architecture_params() - plain.architecture_params() == 46 * 2 * 128
 
 
+def test_glm_4_5_355b_counts_what_transformers_builds() -> None:
+    # GLM-4.5's shapes as slime's Megatron script for "glm4.5-355B-A32B" states them (zyzshishui/slime
+    # scripts/models/glm4.5-355B-A32B.sh, code search): 3 dense layers then 89 MoE, hidden 5,120, FFN 12,288,
+    # 96 heads, 8 query groups of 128, qk layernorm, 160 experts of 1,536, top 8, one shared of 1,536, vocabulary
+    # 151,552, untied, q/k/v biases. transformers 5.25.0 Glm4MoeForCausalLM on the meta device: 352,797,814,784
+    # parameters, plus 89 × 160 e_score_correction_bias = 14,240; model card: 355B total (its MTP layer too), 32B
+    # active.
+    config = dict(_config("glm-4.5-air"), first_k_dense_replace=3, hidden_size=5120, intermediate_size=12288)
+    config.update(moe_intermediate_size=1536, n_routed_experts=160, num_hidden_layers=92, use_qk_norm=True)
+    spec = model_from_hf_config(config)
+    assert spec.architecture_params() == 352_797_814_784 + 89 * 160
+    assert round((spec.active_params() - spec.embedding_params()) / 1e9, 1) == 32.9
+
+
 def test_glm_4_5_refuses_a_model_of_dense_layers_only() -> None:
     with pytest.raises(PlanError, match="first_k_dense_replace"):
         model_from_hf_config(dict(_config("glm-4.5-air"), first_k_dense_replace=46))
