@@ -545,6 +545,12 @@ def _exaone_window(r: _Reader, layers: int) -> tuple[int | None, int]:
     raise PlanError("config.sliding_window_pattern", pattern, allowed)
 
 
+# Families whose MLPs (or experts) have no bias whatever the config says, q/k/v/o biased by attention_bias
+# (transformers 5.25.0: OlmoeMLP / OlmoeExperts, Olmo3MLP, HunYuanDenseV1MLP, GraniteMoeExperts: bias=False or
+# weights only; their configs have no mlp_bias).
+_MLP_WITHOUT_BIAS: Final = ("olmoe", "olmo3", "hunyuan_v1_dense", "granitemoe")
+
+
 @dataclass(frozen=True)
 class _Biases:
     qkv: bool
@@ -580,6 +586,10 @@ def _biases(r: _Reader, model_type: str) -> _Biases:
             why = "the biases of ERNIE-4.5-MoE's dense and shared MLPs and its head are not modelled beside experts"
             raise PlanError("config.use_bias", True, "false", why)
         return _Biases(qkv=False, o=False, mlp=False, router=True)
+    if model_type == "exaone4":  # Exaone4Attention and Exaone4MLP: bias=False on every linear, whatever the config
+        return _Biases(qkv=False, o=False, mlp=False)
+    if model_type in _MLP_WITHOUT_BIAS:  # mlp_bias is no key of theirs: a stray one must not add expert biases
+        return _Biases(qkv=attention, o=attention, mlp=False)
     mlp = r.get_bool("mlp_bias", False)
     if model_type == "seed_oss":
         # SeedOssAttention (transformers 5.25.0 models/seed_oss/modeling_seed_oss.py): q/k/v with

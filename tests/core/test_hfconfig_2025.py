@@ -464,3 +464,19 @@ def test_attention_families_it_cannot_express_are_refused_with_the_reason(model_
     with pytest.raises(PlanError) as caught:
         model_from_hf_config(config)
     assert what in str(caught.value) and "unknown architecture" not in str(caught.value)
+
+
+@pytest.mark.parametrize(
+    "config",
+    [_config("olmoe-1b-7b"), _OLMO3, _HUNYUAN_7B, _GRANITE_MOE, _EXAONE4_32B],
+    ids=lambda c: str(c["model_type"]),
+)
+def test_a_stray_bias_flag_adds_no_tensor_the_family_lacks(config: dict[str, Any]) -> None:
+    # Their MLPs and experts are built with bias=False (transformers 5.25.0 modeling_<type>.py) and their configs
+    # have no mlp_bias, so one in config.json changes nothing; EXAONE 4's attention has no bias either.
+    plain = model_from_hf_config(config)
+    assert model_from_hf_config(dict(config, mlp_bias=True)).architecture_params() == plain.architecture_params()
+    if config["model_type"] == "exaone4":
+        assert (
+            model_from_hf_config(dict(config, attention_bias=True)).architecture_params() == plain.architecture_params()
+        )
