@@ -271,7 +271,9 @@ def pending_models(path: str | None = None) -> tuple[PendingModel, ...]:
 
 
 def _unknown_architecture(exc: PlanError) -> bool:
-    return exc.field == "config.model_type" and exc.reason == "unknown architecture"
+    """A family the reader does not plan: unknown, or known and refused with what it lacks (core.hfconfig's
+    RECURRENT_MODEL_TYPES, UNMODELLED_MODEL_TYPES); either is kept aside, not a broken catalogue."""
+    return exc.field == "config.model_type"
 
 
 @lru_cache(maxsize=1)

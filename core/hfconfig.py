@@ -39,7 +39,48 @@ SUPPORTED_MODEL_TYPES: Final = (
     "deepseek_v2",
     "deepseek_v3",
     "kimi_k2",
+    "glm4_moe",
+    "olmoe",
+    "starcoder2",
+    "seed_oss",
+    "olmo3",
+    "ernie4_5",
+    "ernie4_5_moe",
+    "phimoe",
+    "granitemoe",
+    "exaone4",
+    "hunyuan_v1_dense",
 )
+
+# Hybrid families whose layers keep a recurrent state (a state-space or linear-attention layer's
+# convolution and state tensors, fixed in size whatever the context) besides, or instead of, a KV cache:
+# the planner's KV, attention and activation rules model softmax attention only, so each is refused with
+# what it lacks rather than planned as a transformer. Layer kinds as transformers 5.25.0 builds them
+# (models/<type>/modeling_<type>.py).
+RECURRENT_MODEL_TYPES: Final[dict[str, str]] = {
+    "qwen3_next": "Qwen3-Next's Gated DeltaNet linear-attention layers (Qwen3NextGatedDeltaNet)",
+    "falcon_h1": "Falcon-H1's Mamba-2 mixer beside attention in every layer (FalconH1Mixer)",
+    "granitemoehybrid": "Granite 4.0's Mamba-2 layers (GraniteMoeHybridMambaLayer)",
+    "nemotron_h": "Nemotron-H's Mamba-2 layers (NemotronHMamba2Mixer)",
+    "lfm2": "LFM2's short-convolution layers (Lfm2ShortConv)",
+    "jamba": "Jamba's Mamba layers (JambaMambaMixer)",
+    "bamba": "Bamba's Mamba-2 layers (BambaMixer)",
+    "mamba": "Mamba's selective state-space layers (MambaMixer)",
+    "mamba2": "Mamba-2's state-space layers (Mamba2Mixer)",
+}
+
+
+# Attention families read but not planned: each has a tensor or an attention pattern the planner's ModelSpec
+# cannot express exactly (transformers 5.25.0 models/<type>/modeling_<type>.py), so the config is refused with
+# what is missing rather than planned approximately.
+UNMODELLED_MODEL_TYPES: Final[dict[str, str]] = {
+    "cohere": "Command R's CohereLayerNorm (a weight and no bias, each block's one norm) is neither an RMSNorm "
+    "nor a LayerNorm with a bias",
+    "cohere2": "Command R7B / A's CohereLayerNorm (a weight and no bias) is neither an RMSNorm nor a LayerNorm "
+    "with a bias",
+    "llama4_text": "Llama 4's chunked attention (attention_chunk_size, create_chunked_causal_mask) and experts "
+    "on the moe_layers only are not modelled",
+}
 
 
 def _whole_number(value: object) -> bool:
@@ -126,6 +167,12 @@ def _model_from_hf_config(config: Mapping[str, Any], name: str | None, *, nested
         text = dict(config["text_config"])
         text.setdefault("tie_word_embeddings", config.get("tie_word_embeddings", text.get("tie_word_embeddings")))
         return _model_from_hf_config(text, name, nested=True)
+    if isinstance(model_type, str) and model_type in RECURRENT_MODEL_TYPES:
+        why = f"{RECURRENT_MODEL_TYPES[model_type]} keep a recurrent state the planner does not model"
+        raise PlanError("config.model_type", model_type, "a model of attention layers only", why)
+    if isinstance(model_type, str) and model_type in UNMODELLED_MODEL_TYPES:
+        why = UNMODELLED_MODEL_TYPES[model_type]
+        raise PlanError("config.model_type", model_type, "an architecture the planner models exactly", why)
     if not isinstance(model_type, str) or model_type not in SUPPORTED_MODEL_TYPES:
         raise PlanError(
             "config.model_type", model_type, "one of " + ", ".join(SUPPORTED_MODEL_TYPES), "unknown architecture"
@@ -135,6 +182,8 @@ def _model_from_hf_config(config: Mapping[str, Any], name: str | None, *, nested
     label = name or (given.strip()[:MAX_NAME_CHARS] if isinstance(given, str) and given.strip() else model_type)
     if model_type == "gpt2":
         return _gpt2_model(r, label)
+    if model_type == "starcoder2":
+        return _starcoder2_model(r, label)
     if model_type in _PARALLEL_FAMILIES:
         return _parallel_model(r, model_type, label)
     if model_type in _LATENT_FAMILIES:
@@ -224,6 +273,45 @@ def _gpt2_model(r: _Reader, label: str) -> ModelSpec:
         activation=r.get_str("activation_function", "gelu_new"),
         dropout=r.get_prob("resid_pdrop", 0.1),
         attention_dropout=r.get_prob("attn_pdrop", 0.1),
+    )
+
+
+def _starcoder2_model(r: _Reader, label: str) -> ModelSpec:
+    """StarCoder2 (transformers 5.25.0 models/starcoder2/modeling_starcoder2.py): q/k/v/o and the plain MLP's
+    ``c_fc`` / ``c_proj`` with a bias each when ``use_bias`` (default true), nn.LayerNorm (weight and bias)
+    as ``input_layernorm``, ``post_attention_layernorm`` and the final ``norm``, rotary positions, an
+    ``lm_head`` without bias tied unless ``tie_word_embeddings`` is false (Starcoder2Config's default true),
+    and ``sliding_window`` on every layer when set (Starcoder2Attention passes config.sliding_window to
+    each layer's attention; null: full attention)."""
+    d = r.get_int("hidden_size")
+    heads = r.get_int("num_attention_heads")
+    head_dim = _head_dim(r, d, heads)
+    layers = r.get_int("num_hidden_layers")
+    bias = r.get_bool("use_bias", True)
+    window = r.optional_int("sliding_window")
+    return ModelSpec(
+        name=label,
+        family="starcoder2",
+        vocab_size=r.get_int("vocab_size"),
+        hidden_size=d,
+        num_layers=layers,
+        num_heads=heads,
+        num_kv_heads=r.get_int("num_key_value_heads", default=heads),
+        head_dim=head_dim,
+        intermediate_size=r.get_int("intermediate_size"),
+        gated_mlp=False,
+        tie_embeddings=r.get_bool("tie_word_embeddings", True),
+        qkv_bias=bias,
+        o_bias=bias,
+        mlp_bias=bias,
+        norm="layernorm",
+        norms_per_layer=2,
+        sliding_window=window,
+        sliding_window_layers=layers if window else 0,
+        max_position_embeddings=r.get_int("max_position_embeddings", default=4096),
+        activation=r.get_str("hidden_act", "gelu_pytorch_tanh"),
+        dropout=r.get_prob("residual_dropout", 0.0),
+        attention_dropout=r.get_prob("attention_dropout", 0.0),
     )
 
 
@@ -319,18 +407,26 @@ def _parallel_model(r: _Reader, model_type: str, label: str) -> ModelSpec:
     )
 
 
+# Families whose config class ties the head to the embedding unless told otherwise (Ernie4_5Config and
+# Ernie4_5_MoeConfig: tie_word_embeddings true, transformers 5.25.0).
+_TIED_BY_DEFAULT: Final = ("gemma", "gemma2", "gemma3_text", "ernie4_5", "ernie4_5_moe")
+
+
 def _gated_model(r: _Reader, model_type: str, label: str) -> ModelSpec:
     """Llama and the families built like it: RMSNorm, rotary positions, a gated MLP; each
     family's differences (biases, norms, windows, experts) decided by the helpers below."""
     d = r.get_int("hidden_size")
     heads = r.get_int("num_attention_heads")
     kv_heads = r.get_int("num_key_value_heads", default=heads)
-    head_dim = r.get_int("head_dim", default=_divide(d, heads, "config.num_attention_heads"))
+    # SeedOssConfig.head_dim and Ernie4_5Config.head_dim default to 128 (transformers 5.25.0 configuration_*.py)
+    head_dim = _head_dim(r, d, heads, 128 if model_type in ("seed_oss", "ernie4_5") else None)
     layers = r.get_int("num_hidden_layers")
     window, window_layers = _sliding_window(r, model_type, layers)
     biases = _biases(r, model_type)
     mlp = _mlp(r, model_type)
-    norms = _norms(model_type)
+    norms = _norms(r, model_type)
+    if norms.qk == "projection" and heads * head_dim != d:  # OlmoeAttention.q_norm is RMSNorm(hidden_size)
+        raise PlanError("config.head_dim", head_dim, f"hidden_size / num_attention_heads ({d} / {heads})")
     fused = model_type == "phi3"  # Phi3Attention.qkv_proj, Phi3MLP.gate_up_proj
     return ModelSpec(
         name=label,
@@ -343,13 +439,13 @@ def _gated_model(r: _Reader, model_type: str, label: str) -> ModelSpec:
         head_dim=head_dim,
         intermediate_size=mlp.intermediate,
         gated_mlp=True,
-        tie_embeddings=r.get_bool("tie_word_embeddings", model_type in ("gemma", "gemma2", "gemma3_text")),
+        tie_embeddings=r.get_bool("tie_word_embeddings", model_type in _TIED_BY_DEFAULT),
         qkv_bias=biases.qkv,
         o_bias=biases.o,
         mlp_bias=biases.mlp,
-        norm="rmsnorm",
+        norm=norms.kind,
         norms_per_layer=norms.per_layer,
-        learned_positions=0,
+        head_bias=biases.head,
         num_experts=mlp.experts,
         experts_per_token=mlp.per_token,
         sliding_window=window,
@@ -365,6 +461,9 @@ def _gated_model(r: _Reader, model_type: str, label: str) -> ModelSpec:
         qk_norm=norms.qk,
         post_norm=norms.post,
         shared_expert_size=mlp.shared_expert,
+        shared_expert_gate=mlp.shared_gate,
+        first_k_dense_replace=mlp.dense_layers,
+        dense_intermediate_size=mlp.dense_intermediate,
         router_bias=biases.router,
         attention_sinks=model_type == "gpt_oss",  # GptOssAttention.sinks: a learned logit per head
     )
@@ -372,6 +471,10 @@ def _gated_model(r: _Reader, model_type: str, label: str) -> ModelSpec:
 
 def _sliding_window(r: _Reader, model_type: str, layers: int) -> tuple[int | None, int]:
     """The attention window and how many layers use it ((None, 0): every layer attends fully)."""
+    if model_type == "olmo3":
+        return _layer_type_window(r, layers, default_window=4096)
+    if model_type == "exaone4":
+        return _exaone_window(r, layers)
     window = r.optional_int("sliding_window")
     if window is None:
         if model_type == "qwen2":
@@ -387,7 +490,7 @@ def _sliding_window(r: _Reader, model_type: str, layers: int) -> tuple[int | Non
         window_layers = layers - layers // 6  # five local layers to one global
     elif model_type in ("mistral", "mixtral"):
         window_layers = layers
-    elif model_type == "phi3":
+    elif model_type in ("phi3", "phimoe"):  # PhimoeAttention passes config.sliding_window to every layer
         context = r.get_int("max_position_embeddings", default=4096)
         window_layers = layers if window < context else 0
     elif model_type == "gpt_oss":
@@ -400,12 +503,61 @@ def _sliding_window(r: _Reader, model_type: str, layers: int) -> tuple[int | Non
     return (window, window_layers) if window_layers else (None, 0)
 
 
+_LAYER_TYPES: Final = ("sliding_attention", "full_attention")
+
+
+def _layer_type_window(r: _Reader, layers: int, default_window: int) -> tuple[int | None, int]:
+    """A window on the layers ``layer_types`` marks ``sliding_attention``. OLMo 3 (transformers 5.25.0
+    models/olmo3/configuration_olmo3.py): without layer_types every fourth layer is full, the rest sliding;
+    ``sliding_window`` defaults to 4,096 and null leaves every layer full (Olmo3Attention.sliding_window)."""
+    window = r.optional_int("sliding_window") if "sliding_window" in r.config else default_window
+    kinds = r.config.get("layer_types")
+    if kinds is None:
+        sliding = layers - layers // 4  # every fourth full: counted, not listed (a hostile config's 10¹² layers)
+    elif not isinstance(kinds, list) or len(kinds) != layers or any(k not in _LAYER_TYPES for k in kinds):
+        shown = (kinds if len(kinds) <= 8 else f"{len(kinds)} entries") if isinstance(kinds, list) else kinds
+        raise PlanError("config.layer_types", shown, f"{layers} entries, each sliding_attention or full_attention")
+    else:
+        sliding = kinds.count("sliding_attention")
+    return (window, sliding) if window and sliding else (None, 0)
+
+
+def _exaone_window(r: _Reader, layers: int) -> tuple[int | None, int]:
+    """EXAONE 4.0 (transformers 5.25.0 models/exaone4/configuration_exaone4.py and modeling_exaone4.py): the
+    layers ``layer_types`` marks sliding attend within ``sliding_window`` (default 4,096; null: every layer
+    full); without layer_types, ``sliding_window_pattern`` decides: an integer p makes every p-th layer full
+    (default 4), a string such as "LLLG" names each layer of the cycle, L local and G global (the config's
+    own documentation: "LLLG" is the same as 4)."""
+    if "layer_types" in r.config and r.config["layer_types"] is not None:
+        return _layer_type_window(r, layers, default_window=4096)
+    window = r.optional_int("sliding_window") if "sliding_window" in r.config else 4096
+    if not window:
+        return None, 0
+    pattern = r.config.get("sliding_window_pattern", 4)
+    if _whole_number(pattern) and int(pattern) > 0:
+        period = int(pattern)
+        return (window, layers - layers // period) if period > 1 else (None, 0)
+    if isinstance(pattern, str) and pattern and set(pattern) <= {"L", "G"} and len(pattern) <= 64:
+        cycles, rest = divmod(layers, len(pattern))
+        sliding = cycles * pattern.count("L") + pattern[:rest].count("L")
+        return (window, sliding) if sliding else (None, 0)
+    allowed = "a positive integer or a string of L (local) and G (global), at most 64"
+    raise PlanError("config.sliding_window_pattern", pattern, allowed)
+
+
+# Families whose MLPs (or experts) have no bias whatever the config says, q/k/v/o biased by attention_bias
+# (transformers 5.25.0: OlmoeMLP / OlmoeExperts, Olmo3MLP, HunYuanDenseV1MLP, GraniteMoeExperts: bias=False or
+# weights only; their configs have no mlp_bias).
+_MLP_WITHOUT_BIAS: Final = ("olmoe", "olmo3", "hunyuan_v1_dense", "granitemoe")
+
+
 @dataclass(frozen=True)
 class _Biases:
     qkv: bool
     o: bool
     mlp: bool
     router: bool = False
+    head: bool = False  # the output head's bias (PhiMoE's lm_head_bias)
 
 
 def _biases(r: _Reader, model_type: str) -> _Biases:
@@ -416,7 +568,34 @@ def _biases(r: _Reader, model_type: str) -> _Biases:
         # GptOssAttention: q, k, v and o; its experts (gate_up_proj_bias, down_proj_bias)
         # and its router (GptOssTopKRouter.bias).
         return _Biases(qkv=attention, o=attention, mlp=True, router=True)
+    if model_type == "glm4_moe":
+        # Glm4MoeAttention: q/k/v with attention_bias, o_proj without; Glm4MoeTopkRouter's
+        # e_score_correction_bias, one per expert (a buffer transformers does not count as a parameter,
+        # stored in the checkpoints and counted here as DeepSeek-V3's is).
+        return _Biases(qkv=attention, o=False, mlp=False, router=True)
+    if model_type == "phimoe":
+        # PhimoeAttention: q/k/v/o with attention_bias; PhimoeForCausalLM.lm_head with lm_head_bias; experts and
+        # router (PhimoeTopKRouter, an nn.Linear without bias) unbiased (transformers 5.25.0 modeling_phimoe.py).
+        return _Biases(qkv=attention, o=attention, mlp=False, head=r.get_bool("lm_head_bias", False))
+    if model_type == "ernie4_5":  # Ernie4_5Attention and Ernie4_5MLP: every linear's bias is use_bias
+        bias = r.get_bool("use_bias", False)
+        return _Biases(qkv=bias, o=bias, mlp=bias)
+    if model_type == "ernie4_5_moe":
+        # Ernie4_5_MoeStatics.e_score_correction_bias, one per expert (a parameter transformers counts).
+        if r.get_bool("use_bias", False):
+            why = "the biases of ERNIE-4.5-MoE's dense and shared MLPs and its head are not modelled beside experts"
+            raise PlanError("config.use_bias", True, "false", why)
+        return _Biases(qkv=False, o=False, mlp=False, router=True)
+    if model_type == "exaone4":  # Exaone4Attention and Exaone4MLP: bias=False on every linear, whatever the config
+        return _Biases(qkv=False, o=False, mlp=False)
+    if model_type in _MLP_WITHOUT_BIAS:  # mlp_bias is no key of theirs: a stray one must not add expert biases
+        return _Biases(qkv=attention, o=attention, mlp=False)
     mlp = r.get_bool("mlp_bias", False)
+    if model_type == "seed_oss":
+        # SeedOssAttention (transformers 5.25.0 models/seed_oss/modeling_seed_oss.py): q/k/v with
+        # attention_bias (SeedOssConfig default true), o_proj with attention_out_bias (default false).
+        qkv = r.get_bool("attention_bias", True)
+        return _Biases(qkv=qkv, o=r.get_bool("attention_out_bias", False), mlp=mlp)
     if model_type == "qwen2":
         return _Biases(qkv=True, o=False, mlp=mlp)  # Qwen2Attention: bias on q/k/v only
     if model_type == "qwen2_moe":
@@ -431,14 +610,79 @@ class _Mlp:
     experts: int = 1
     per_token: int = 1
     shared_expert: int = 0  # Qwen2-MoE's always-on expert's intermediate size
+    shared_gate: bool = True  # the shared expert's sigmoid gate (Qwen2-MoE); GLM-4.5's has none
+    dense_layers: int = 0  # GLM-4.5's dense first layers (first_k_dense_replace)
+    dense_intermediate: int = 0  # their MLP's intermediate size
+
+
+def _glm4_moe_mlp(r: _Reader) -> _Mlp:
+    """GLM-4.5 / 4.5-Air / 4.6 (transformers 5.25.0 models/glm4_moe/modeling_glm4_moe.py): Glm4MoeDecoderLayer
+    builds Glm4MoeMLP(intermediate_size) for layer_idx < first_k_dense_replace and Glm4MoeMoE after it:
+    n_routed_experts experts of moe_intermediate_size (Glm4MoeExperts), a router without a bias weight, and
+    ``shared_experts`` = one Glm4MoeMLP of moe_intermediate_size × n_shared_experts without a gate. n_group /
+    topk_group routing and routed_scaling_factor hold no tensor. The multi-token-prediction layer
+    (num_nextn_predict_layers) is left out, as transformers and vLLM without speculative decoding leave it."""
+    moe = r.get_int("moe_intermediate_size")
+    layers = r.get_int("num_hidden_layers")
+    dense = r.get_int("first_k_dense_replace", default=1)
+    if dense >= layers:
+        raise PlanError("config.first_k_dense_replace", dense, f"below num_hidden_layers ({layers})")
+    shared = r.get_int("n_shared_experts", default=1) * moe
+    return _Mlp(
+        moe,
+        r.get_int("n_routed_experts", default=128),  # Glm4MoeConfig's defaults
+        r.get_int("num_experts_per_tok", default=8),
+        shared,
+        shared_gate=False,
+        dense_layers=dense,
+        dense_intermediate=r.get_int("intermediate_size") if dense else 0,
+    )
+
+
+def _ernie_moe_mlp(r: _Reader) -> _Mlp:
+    """ERNIE-4.5-MoE (transformers 5.25.0 models/ernie4_5_moe/modeling_ernie4_5_moe.py): Ernie4_5_MoeDecoderLayer
+    builds the sparse block where ``(layer_idx + 1) % moe_layer_interval == 0`` and moe_layer_start_index <=
+    layer_idx <= moe_layer_end_index (-1: the last layer), a dense Ernie4_5_MoeMLP(intermediate_size) elsewhere;
+    the sparse block has moe_num_experts experts of moe_intermediate_size (moe_k a token), a router without
+    a bias weight and ``shared_experts``, one MLP of moe_intermediate_size × moe_num_shared_experts without a
+    gate. The planner's MoE is dense first layers then experts on every layer: other layouts are refused.
+    The multi-token-prediction layers are left out, as transformers (``_keys_to_ignore_on_load_unexpected``)
+    leaves them."""
+    layers = r.get_int("num_hidden_layers")
+    if r.get_int("moe_layer_interval", default=1) != 1:
+        raise PlanError("config.moe_layer_interval", r.config.get("moe_layer_interval"), "1 (experts on every layer)")
+    end = r.get_int("moe_layer_end_index", default=-1)
+    if end not in (-1, layers - 1):
+        raise PlanError("config.moe_layer_end_index", end, f"-1 or {layers - 1} (experts through the last layer)")
+    start = r.get_int("moe_layer_start_index", default=1)
+    if start >= layers:
+        raise PlanError("config.moe_layer_start_index", start, f"below num_hidden_layers ({layers})")
+    moe = r.get_int("moe_intermediate_size", default=1536)  # Ernie4_5_MoeConfig's defaults
+    return _Mlp(
+        moe,
+        r.get_int("moe_num_experts", default=64),
+        r.get_int("moe_k", default=6),
+        r.get_int("moe_num_shared_experts", default=2) * moe,
+        shared_gate=False,
+        dense_layers=start,
+        dense_intermediate=r.get_int("intermediate_size") if start else 0,
+    )
 
 
 def _mlp(r: _Reader, model_type: str) -> _Mlp:
     """The MLP of a block: dense, or mixture-of-experts with its routing."""
+    if model_type == "glm4_moe":
+        return _glm4_moe_mlp(r)
+    if model_type == "ernie4_5_moe":
+        return _ernie_moe_mlp(r)
     intermediate = r.get_int("intermediate_size")
-    if model_type in ("mixtral", "gpt_oss"):
+    if model_type == "olmoe":  # OlmoeSparseMoeBlock: num_experts of intermediate_size, no shared expert
+        return _Mlp(intermediate, r.get_int("num_experts", default=64), r.get_int("num_experts_per_tok", default=8))
+    # Mixtral, PhiMoE (PhimoeExperts) and Granite MoE (GraniteMoeExperts: gate_up_proj and down_proj of every
+    # expert, GraniteMoeTopKRouter without bias; transformers 5.25.0 modeling_granitemoe.py): top-2 by default.
+    if model_type in ("mixtral", "gpt_oss", "phimoe", "granitemoe"):
         experts = r.get_int("num_local_experts")
-        per_token = r.get_int("num_experts_per_tok", default=2 if model_type == "mixtral" else 4)
+        per_token = r.get_int("num_experts_per_tok", default=4 if model_type == "gpt_oss" else 2)
         return _Mlp(intermediate, experts, per_token)
     if model_type not in ("qwen2_moe", "qwen3_moe"):
         return _Mlp(intermediate)
@@ -460,21 +704,51 @@ class _Norms:
     per_layer: int = 2  # RMSNorms of a block
     qk: str = ""  # core.model.QK_NORMS
     post: bool = False  # on the sub-block outputs only (OLMo-2)
+    kind: str = "rmsnorm"  # core.model.NORMS
 
 
-def _norms(model_type: str) -> _Norms:
+def _norms(r: _Reader, model_type: str) -> _Norms:
     """The norms of a block: how many, on q and k or not, before or after the sub-blocks."""
+    if model_type == "phimoe":  # PhimoeDecoderLayer: nn.LayerNorm (weight and bias) input and post-attention
+        return _Norms(kind="layernorm")
+    if model_type == "glm4_moe":  # Glm4MoeAttention.q_norm = Glm4MoeRMSNorm(head_dim) when use_qk_norm
+        return _Norms(qk="head" if r.get_bool("use_qk_norm", False) else "")
+    if model_type == "olmoe":
+        # OlmoeAttention.q_norm = OlmoeRMSNorm(hidden_size), k_norm over (hidden / heads) × kv heads: the
+        # whole projection width, before the sub-block norms (input_layernorm, post_attention_layernorm).
+        return _Norms(qk="projection")
     if model_type == "gemma2":
         return _Norms(per_layer=4)  # input, post-attention, pre- and post-feedforward RMSNorms
     if model_type == "gemma3_text":
         return _Norms(per_layer=4, qk="head")  # Gemma3Attention.q_norm / k_norm = Gemma3RMSNorm(head_dim)
     if model_type in ("qwen3", "qwen3_moe"):
         return _Norms(qk="head")  # Qwen3Attention.q_norm = Qwen3RMSNorm(head_dim): "unlike olmo, only on the head dim"
-    if model_type == "olmo2":
+    if model_type == "exaone4":
+        # Exaone4Attention.q_norm / k_norm = Exaone4RMSNorm(head_dim); Exaone4DecoderLayer:
+        # post_attention_layernorm, post_feedforward_layernorm only (transformers 5.25.0 modeling_exaone4.py).
+        return _Norms(qk="head", post=True)
+    if model_type == "hunyuan_v1_dense":
+        # HunYuanDenseV1Attention.query_layernorm / key_layernorm = HunYuanDenseV1RMSNorm(head_dim), built
+        # whatever use_qk_norm says (transformers 5.25.0 modeling_hunyuan_v1_dense.py).
+        if r.get_bool("use_cla", False):
+            why = "Hunyuan's cross-layer attention (KV shared between layers) is not modelled"
+            raise PlanError("config.use_cla", True, "false", why)
+        return _Norms(qk="head")
+    if model_type in ("olmo2", "olmo3"):
         # Olmo2Attention.q_norm = Olmo2RMSNorm(num_heads * head_dim); Olmo2DecoderLayer:
-        # post_attention_layernorm, post_feedforward_layernorm only.
+        # post_attention_layernorm, post_feedforward_layernorm only. Olmo3Attention / Olmo3DecoderLayer
+        # (transformers 5.25.0 models/olmo3/modeling_olmo3.py) build the same tensors.
         return _Norms(qk="projection", post=True)
     return _Norms()
+
+
+def _head_dim(r: _Reader, d: int, heads: int, default: int | None = None) -> int:
+    """config.json's ``head_dim``, else the family's default or hidden_size / heads: the division only when the
+    key is absent, since a given head_dim need not divide the width (GLM-4.5-Air: hidden 4,096, 96 heads of 128)."""
+    given = r.optional_int("head_dim")
+    if given is not None:
+        return given
+    return default if default is not None else _divide(d, heads, "config.num_attention_heads")
 
 
 def _divide(a: int, b: int, where: str) -> int:

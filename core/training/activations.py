@@ -52,8 +52,10 @@ from core.training.storage import litgpt_quantised_head
 COMPILE_NOTE: Final = "torch.compile recomputes it"
 
 # Families whose RMSNorm multiplies by its weight in float32 (modeling_gemma*.py,
-# modeling_olmo2.py), so the tensor that multiply keeps is float32 whatever the input.
-FLOAT32_NORM_SCALE: Final = ("gemma", "gemma2", "gemma3_text", "olmo2")
+# modeling_olmo2.py; transformers 5.25.0 models/olmo3/modeling_olmo3.py Olmo3RMSNorm.forward:
+# ``(self.weight * hidden_states).to(input_dtype)``), so the tensor that multiply keeps is float32
+# whatever the input.
+FLOAT32_NORM_SCALE: Final = ("gemma", "gemma2", "gemma3_text", "olmo2", "olmo3")
 
 
 # Unsloth (docs/UNSLOTH.md). FastLanguageModel dispatches these model types to its own

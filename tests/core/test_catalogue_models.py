@@ -89,6 +89,19 @@ def test_an_unknown_family_is_kept_aside_not_offered(tmp_path: Path) -> None:
     assert "unknown architecture" in pending[0].reason
 
 
+@pytest.mark.parametrize(("model_type", "why"), [("jamba", "recurrent state"), ("cohere", "CohereLayerNorm")])
+def test_a_refused_family_is_kept_aside_with_its_reason(tmp_path: Path, model_type: str, why: str) -> None:
+    # A family core.hfconfig reads and refuses (a hybrid recurrent one, or one it cannot express exactly) is kept
+    # aside like an unknown one, with the reason, instead of failing the whole catalogue.
+    refused = dict(ENTRIES[0], id="refused", config=dict(ENTRIES[0]["config"], model_type=model_type))
+    path = tmp_path / "models.json"
+    path.write_text(json.dumps({"format": "vramplan-model-catalogue", "models": [ENTRIES[0], refused]}), "utf-8")
+    assert [m.id for m in load_models(str(path))] == [ENTRIES[0]["id"]]
+    pending = pending_models(str(path))
+    assert [(p.id, p.model_type) for p in pending] == [("refused", model_type)]
+    assert why in pending[0].reason
+
+
 def test_readme_counts_the_model_entries() -> None:
     readme = (Path(__file__).parents[2] / "docs" / "CATALOGUES.md").read_text("utf-8")
     assert f"`resources/models.json`, {len(ENTRIES)} entries" in readme

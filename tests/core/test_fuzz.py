@@ -493,6 +493,21 @@ _config_keys = st.one_of(
             "final_logit_softcapping",
             "hidden_act",
             "_name_or_path",
+            # the 2025 families' own keys (core.hfconfig: glm4_moe, olmoe, starcoder2, olmo3, ernie4_5_moe, phimoe)
+            "first_k_dense_replace",
+            "n_routed_experts",
+            "n_shared_experts",
+            "moe_intermediate_size",
+            "use_qk_norm",
+            "num_experts",
+            "use_bias",
+            "layer_types",
+            "moe_layer_start_index",
+            "moe_layer_end_index",
+            "moe_num_experts",
+            "lm_head_bias",
+            "sliding_window_pattern",
+            "use_cla",
         ]
     ),
 )
@@ -508,13 +523,42 @@ _BASE_CONFIG = {
     "intermediate_size": 128,
     "vocab_size": 100,
 }
+_FUZZ_TYPES = [
+    "llama",
+    "gpt2",
+    "mixtral",
+    "qwen2",
+    "gemma2",
+    "phi3",
+    "bert",
+    "glm4_moe",
+    "olmoe",
+    "starcoder2",
+    "jamba",
+    "seed_oss",
+    "olmo3",
+    "ernie4_5_moe",
+    "phimoe",
+    "granitemoe",
+    "exaone4",
+    "hunyuan_v1_dense",
+    "cohere",
+]
+_BASE_MOE = {
+    "moe_intermediate_size": 32,
+    "n_routed_experts": 4,
+    "num_experts": 4,
+    "moe_num_experts": 4,
+    "num_local_experts": 4,
+    "num_experts_per_tok": 2,
+}
 
 
 @settings(FUZZ, max_examples=400)
-@given(json_values, st.sampled_from(["llama", "gpt2", "mixtral", "qwen2", "gemma2", "phi3", "bert"]), st.data())
+@given(json_values, st.sampled_from(_FUZZ_TYPES), st.data())
 def test_arbitrary_config_json(document: Any, model_type: str, data: st.DataObject) -> None:
     overrides = data.draw(st.dictionaries(_config_keys, json_values, max_size=5))
-    near_valid = {**_BASE_CONFIG, "model_type": model_type, **overrides}
+    near_valid = {**_BASE_CONFIG, **_BASE_MOE, "model_type": model_type, **overrides}
     for config in (document, near_valid, {"model_type": "llava", "text_config": near_valid}):
         try:
             spec = model_from_hf_config(config)
