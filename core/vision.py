@@ -9,6 +9,21 @@ checked against the library's own count of a model built on the meta device (tes
 
 Only values are read. A ``vision_config`` of a family not below is refused with the reason: the engines
 would load a tower this module cannot count.
+
+What the plans do with it (core.training.storage.vision_weight_term, core.serving.engines.tower_bytes):
+- Training holds it frozen in the base dtype: no gradient, no optimizer state. The plans' workloads are text,
+  so the tower never runs and holds no activations.
+- LoRA targets by name: PEFT matches ``target_modules`` against every module name's suffix (huggingface/peft
+  0.18.0 ``tuners/tuners_utils.py`` check_target_module_exists) and its ``all-linear`` shorthand takes every
+  nn.Linear but the output head (``_maybe_include_all_linear_layers``, no vision exclusion), so ``q_proj`` /
+  ``v_proj`` also wrap SigLIP's, CLIP's and Pixtral's attention and ``all-linear`` every tower Linear. Those
+  adapters are not counted: with a text workload the tower never runs, its adapters get no gradient and
+  torch's optimizers keep no state for a parameter whose grad is None, leaving their float32 weights alone
+  (Gemma 3's SigLIP, all-linear at r = 16: 27 × 16 × (4 · 2,304 + 2 · 5,456) = 8.7 M, 35 MB against
+  the default LoRA plan's 16.8 GB peak on gemma-3-4b, about 0.2 %).
+- QLoRA quantises its nn.Linear weights (``linear_weights``), as it does the language model's.
+- Serving: vLLM, SGLang and transformers load it; llama.cpp keeps it in a separate mmproj GGUF that loads
+  only when given, so llama.cpp plans leave it out.
 """
 
 from __future__ import annotations
