@@ -152,12 +152,16 @@ class RankLayout:
 
 def tower_bytes(model: ModelSpec, fmt: WeightFormat, tp: int) -> float:
     """An image-text checkpoint's vision tower + projector (core.vision) on the rank that decides: vLLM, SGLang
-    and transformers load it with the model (vLLM's SupportsMultiModal._mark_tower_model skips it only where
-    ``--limit-mm-per-prompt`` is 0 for all its modalities, in the releases that have that helper; not modelled:
-    the plan loads it). Split over tensor-parallel ranks as vLLM's default ``mm_encoder_tp_mode`` "weights"
-    shards it, on the first pipeline stage, which the layout's worst rank already is. Kept in 16 bits under a
-    quantised format (the AWQ / GPTQ / FP8 image-text checkpoints people serve leave the tower unquantised;
-    assumed, not read per checkpoint), in float32 for an fp32 plan."""
+    and transformers load it with the model. vLLM skips it only in its text-only mode, every modality's
+    ``--limit-mm-per-prompt`` 0 (vllm-project/vllm PR #22299, merged 2025-08-06, for the models it listed; PR
+    #26000 added Qwen3-VL; PR #32605, January 2026, made it every model's ``_mark_tower_model``); SGLang's
+    ``--language-model-only`` (PR #28497) is not merged. That mode is not a plan setting yet: the plan loads
+    the tower. Split over tensor-parallel ranks as vLLM's default ``mm_encoder_tp_mode`` "weights" shards it
+    (an approximation: PR #26000's Qwen3-VL-235B at TP 8 logs 0.33 GiB more per rank with the tower than
+    without and 1.27 GiB with it replicated, a quarter rather than an eighth, as parts stay whole), on the first
+    pipeline stage, which the layout's worst rank already is. Kept in 16 bits under a quantised
+    format (the AWQ / GPTQ / FP8 image-text checkpoints people serve leave the tower unquantised; assumed, not
+    read per checkpoint), in float32 for an fp32 plan."""
     if not model.vision_params:
         return 0.0
     per = DENSE_BYTES.get(fmt, HALF)
