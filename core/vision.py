@@ -190,6 +190,9 @@ VISION_FAMILIES: Final = {
     "qwen2_5_vl": ("qwen2_5_vl",),
     "qwen3_vl": ("qwen3_vl",),
 }
+# vision_config.model_type as other writers spell it: transformers 5.25.0's Qwen2_5_VLVisionConfig /
+# Qwen3VLVisionConfig say qwen2_5_vl_vision / qwen3_vl_vision where older configs say the wrapper's name;
+# "siglip" is SiglipConfig's own name, whose vision part is the same SiglipVisionTransformer.
 _VISION_TYPE_ALIASES: Final = {
     "qwen2_5_vl_vision": "qwen2_5_vl",
     "qwen3_vl_vision": "qwen3_vl",
