@@ -142,3 +142,19 @@ def test_a_text_model_type_that_is_no_string_is_refused() -> None:
     # Found by tests/core/test_fuzz.py: the text_config route looked a list up in TEXT_MODEL_TYPES (TypeError).
     with pytest.raises(PlanError, match="config.model_type"):
         model_from_hf_config({"model_type": "gemma3", "text_config": {"model_type": []}})
+
+
+def test_fsdp_shards_the_tower_and_gathers_language_model_units_only() -> None:
+    # Under FSDP on 4 GPUs the tower is sharded as every weight is (a quarter on the rank), and the gathered
+    # units are sized from the stored bytes per parameter, which count the tower's parameters beside its
+    # bytes (core.parallel.state stored_bytes; before, the tower's bytes inflated every gathered block).
+    from core.plan import Strategy
+
+    growth = {}
+    for strategy in (Strategy.DDP, Strategy.FSDP):
+        plan = _plan(Method.FULL).with_parallel(strategy=strategy, gpus_per_node=4)
+        text_only = replace(plan, model=replace(plan.model, vision_params=0, vision_linear_params=0))
+        growth[strategy] = estimate(plan).peak_bytes - estimate(text_only).peak_bytes
+    ddp = _plan(Method.FULL).with_parallel(strategy=Strategy.DDP, gpus_per_node=4)
+    assert growth[Strategy.DDP] == pytest.approx(vision_weight_term(ddp, dtypes_for(ddp)).bytes)
+    assert growth[Strategy.FSDP] == pytest.approx(growth[Strategy.DDP] / 4)
