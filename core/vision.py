@@ -2,7 +2,8 @@
 
 vLLM, SGLang and transformers' ``AutoModelForImageTextToText`` load an image-text checkpoint whole
 (Gemma3ForConditionalGeneration, Mistral3ForConditionalGeneration, Qwen2_5_VLForConditionalGeneration,
-Qwen3VLForConditionalGeneration, LlavaForConditionalGeneration), and fine-tuning one keeps the frozen tower
+Qwen3VLForConditionalGeneration, LlavaForConditionalGeneration, LlavaNextForConditionalGeneration,
+LlavaOnevisionForConditionalGeneration), and fine-tuning one keeps the frozen tower
 on the GPU: its parameters are weights the plan holds beside the language model's. Every count follows the
 module's ``__init__`` in huggingface/transformers 5.25.0 (``models/<family>/modeling_<family>.py``) and was
 checked against the library's own count of a model built on the meta device (tests/core/test_vision.py).
@@ -187,6 +188,8 @@ VISION_FAMILIES: Final = {
     "gemma3": ("siglip_vision_model",),
     "mistral3": ("pixtral",),
     "llava": ("clip_vision_model", "siglip_vision_model"),
+    "llava_next": ("clip_vision_model", "siglip_vision_model"),
+    "llava_onevision": ("siglip_vision_model",),
     "qwen2_5_vl": ("qwen2_5_vl",),
     "qwen3_vl": ("qwen3_vl",),
 }
@@ -212,15 +215,17 @@ def _projector(family: str, kind: str, v: _Vision, wrapper: _Vision, text_hidden
         # Gemma3MultiModalProjector: mm_input_projection_weight (an nn.Parameter, not a Linear) and
         # mm_soft_emb_norm, an RMSNorm over the tower's width.
         return d * text_hidden + d, 0
-    if family in ("mistral3", "llava"):
+    if family in ("mistral3", "llava", "llava_next", "llava_onevision"):
         # Mistral3MultiModalProjector: its RMSNorm and Mistral3PatchMerger.merging_layer (d·s² → d, no bias),
         # then linear_1 (d × feature layers → text) and linear_2, biased by multimodal_projector_bias
-        # (Mistral3Config False, LlavaConfig True); LlavaMultiModalProjector has linear_1 and linear_2 only.
-        into = d * wrapper.count("vision_feature_layer", -1 if family == "mistral3" else -2)
+        # (Mistral3Config False, the LLaVA configs True); LlavaMultiModalProjector has linear_1 and linear_2
+        # only, and LLaVA-NeXT / OneVision add image_newline, an nn.Parameter of the text width.
+        into = d * wrapper.count("vision_feature_layer", -1)
         linear = into * text_hidden + text_hidden * text_hidden
-        bias = 2 * text_hidden if wrapper.flag("multimodal_projector_bias", family == "llava") else 0
-        if family == "llava":
-            return linear + bias, linear
+        bias = 2 * text_hidden if wrapper.flag("multimodal_projector_bias", family != "mistral3") else 0
+        if family != "mistral3":
+            newline = 0 if family == "llava" else text_hidden
+            return linear + bias + newline, linear
         merge = d * wrapper.whole("spatial_merge_size", 2) ** 2 * d
         return d + merge + linear + bias, merge + linear
     return 0, 0
