@@ -9,12 +9,13 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Final
 
 from core.errors import PlanError
 from core.model import MAX_NAME_CHARS, ModelSpec, is_int
 from core.units import finite_number
+from core.vision import TEXT_MODEL_TYPES, vision_tower
 
 SUPPORTED_MODEL_TYPES: Final = (
     "gpt2",
@@ -163,10 +164,13 @@ def _model_from_hf_config(config: Mapping[str, Any], name: str | None, *, nested
         raise PlanError("config", type(config).__name__, "a JSON object")
     model_type = config.get("model_type")
     # Multimodal wrappers keep the language model in text_config: one level, never nested further.
-    if not nested and isinstance(config.get("text_config"), Mapping) and model_type not in SUPPORTED_MODEL_TYPES:
-        text = dict(config["text_config"])
-        text.setdefault("tie_word_embeddings", config.get("tie_word_embeddings", text.get("tie_word_embeddings")))
-        return _model_from_hf_config(text, name, nested=True)
+    if not nested and model_type not in SUPPORTED_MODEL_TYPES:
+        wrapped = _wrapped_text(config)
+        if wrapped is not None:
+            return _with_vision(config, _model_from_hf_config(wrapped, name, nested=True))
+    if nested and isinstance(model_type, str) and model_type in TEXT_MODEL_TYPES:
+        model_type = TEXT_MODEL_TYPES[model_type]  # core.vision.TEXT_MODEL_TYPES: the same layers
+        config = {**config, "model_type": model_type}
     if isinstance(model_type, str) and model_type in RECURRENT_MODEL_TYPES:
         why = f"{RECURRENT_MODEL_TYPES[model_type]} keep a recurrent state the planner does not model"
         raise PlanError("config.model_type", model_type, "a model of attention layers only", why)
@@ -189,6 +193,27 @@ def _model_from_hf_config(config: Mapping[str, Any], name: str | None, *, nested
     if model_type in _LATENT_FAMILIES:
         return _latent_model(r, model_type, label)
     return _gated_model(r, model_type, label)
+
+
+def _wrapped_text(config: Mapping[str, Any]) -> dict[str, Any] | None:
+    """The language model's config of an image-text wrapper: its ``text_config``, or, for Qwen2.5-VL's
+    checkpoints that keep the text fields at the top level beside ``vision_config`` (Qwen/Qwen2.5-VL-*'s
+    config.json, written by transformers 4.49), the top level itself; None for any other config."""
+    if isinstance(config.get("text_config"), Mapping):
+        text = dict(config["text_config"])
+        text.setdefault("tie_word_embeddings", config.get("tie_word_embeddings", text.get("tie_word_embeddings")))
+        return text
+    if config.get("model_type") == "qwen2_5_vl" and isinstance(config.get("vision_config"), Mapping):
+        return {k: v for k, v in config.items() if k != "vision_config"} | {"model_type": "qwen2_5_vl_text"}
+    return None
+
+
+def _with_vision(config: Mapping[str, Any], spec: ModelSpec) -> ModelSpec:
+    """The language model ``spec`` with the wrapper's vision tower and projector (core.vision)."""
+    tower = vision_tower(config, spec.hidden_size)
+    if tower is None:
+        return spec
+    return replace(spec, vision_params=tower.params, vision_linear_params=tower.linear_weights, vision_kind=tower.kind)
 
 
 # DeepSeek-V2 (V2-Lite), DeepSeek-V3 / R1 and Kimi K2 (``kimi_k2``, DeepseekV3ForCausalLM's shapes):

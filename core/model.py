@@ -202,6 +202,13 @@ class ModelSpec:
     # P = 6.7·10⁹) or read exactly from a checkpoint's safetensors headers. The
     # architecture-derived count stays available beside it.
     params_override: int | None = None
+    # The vision tower + projector of an image-text checkpoint (core.vision.vision_tower): parameters vLLM,
+    # SGLang and transformers load, and training keeps frozen, beside the language model. No part of the
+    # counts above: architecture_params() is the language model's. ``vision_linear_params``: its nn.Linear
+    # weight matrices (what bitsandbytes quantises); ``vision_kind`` names the tower. 0 / "": text only.
+    vision_params: int = 0
+    vision_linear_params: int = 0
+    vision_kind: str = ""
 
     def __post_init__(self) -> None:
         positive = (
@@ -276,8 +283,16 @@ class ModelSpec:
             raise PlanError("model.params_override", self.params_override, f"a count from 0 to {MAX_PARAMS:,} or null")
         check_text("model.name", self.name)
         check_text("model.family", self.family, allow_empty=True)
+        self._check_vision()
         check_text("model.activation", self.activation)
         self._check_latent()
+
+    def _check_vision(self) -> None:
+        if not is_int(self.vision_params) or not 0 <= self.vision_params <= MAX_PARAMS:
+            raise PlanError("model.vision_params", self.vision_params, f"a count from 0 to {MAX_PARAMS:,}")
+        if not is_int(self.vision_linear_params) or not 0 <= self.vision_linear_params <= self.vision_params:
+            raise PlanError("model.vision_linear_params", self.vision_linear_params, "a count from 0 to vision_params")
+        check_text("model.vision_kind", self.vision_kind, allow_empty=True)
 
     def _check_latent(self) -> None:
         """Multi-head latent attention's widths and DeepSeek's dense first layers (see the fields)."""
@@ -486,6 +501,10 @@ class ModelSpec:
 
     def total_params(self) -> int:
         return self.params_override if self.params_override else self.architecture_params()
+
+    def checkpoint_params(self) -> int:
+        """The language model's parameters and the vision tower's: what the checkpoint stores."""
+        return self.total_params() + self.vision_params
 
     @property
     def params_scale(self) -> float:

@@ -1668,8 +1668,9 @@ NOT_EXPRESSIBLE: Mapping[str, str] = MappingProxyType(
         "61 layers x (512 + 64) x 2 B = 70,272 B on each of the 8 ranks (core.serving.kv)",
         "recipes-kimi-k2-thinking-h200-tp8-dcp8": "the INT4 experts as above, and decode context parallelism "
         "multiplies the reported tokens (not a plan input): 5,721,088 = 8 x 715,136",
-        "sglang4826-gemma3-4b-h200": "image-text checkpoint (Gemma3ForConditionalGeneration): SGLang loads the vision "
-        "tower and lowers mem_fraction_static for multimodal models; the plan describes the language model only. "
+        "sglang4826-gemma3-4b-h200": "image-text checkpoint (Gemma3ForConditionalGeneration): SGLang lowers "
+        "mem_fraction_static for multimodal models, which the plan does not model (its weights it does: 'mem "
+        "usage=8.13 GB', GiB, against 8.01 GiB planned with the SigLIP tower since branch h62vis, 7.23 before). "
         "The stated build (main of 2025-03-27, between the 0.4.4 and 0.4.5 wheels) takes the 0.4 table's 0.88, "
         "and 0.4.4's model_runner.py multiplies it by 0.95 for a multimodal model: 0.836, the fraction the log "
         "implies ((131.08 + 8.13 - (131.08 - 108.24)) / 139.21 = 0.836)",
@@ -1686,7 +1687,8 @@ NOT_EXPRESSIBLE: Mapping[str, str] = MappingProxyType(
         "vllm7553-yi15-34b-4x4090-tp4-eager": "nvidia-smi totals of vLLM 0.5.4, not a start-up split; 0.5 is older "
         "than the releases covered",
         "vllm21489-gemma3-4b-b200-bench-latency": "image-text Gemma 3 under `vllm bench latency`: its 9.96 GiB peak "
-        "is the vision encoder's profile, which the plan does not describe",
+        "is the vision encoder's profile, which the plan does not describe (its weights it does since branch "
+        "h62vis: 8.58 GiB logged, 8.01 GiB planned with the SigLIP tower, 7.23 before)",
         "qwen16-qwen15-7b-gptq-int4-3090": "vLLM ~0.3 (February 2024): older than the releases covered",
         "vllm21348-qwen3-235b-fp8-h100-tp4-vllm": "run with an LMCache KV connector (--kv-transfer-config), which "
         "sets up its own GPU buffers (not a plan input), on an unstated release (0.9.2 or 0.10.0 by the date)",
@@ -1732,8 +1734,9 @@ FIGURES_NOT_COMPARABLE: Mapping[tuple[str, str], str] = MappingProxyType(
         ("ollama11090-mistral3-q8-2gpu-weights", "model GPUs together"): "the GGUF holds Mistral Small 3.1's "
         "vision encoder: 585 tensors against the text model's 363 (40 layers x 9 + embedding, output norm and "
         "head), and 23.4 GiB on the GPUs against 22.66 GiB for the text weights, the 0.74 GiB an f16 Pixtral "
-        "encoder of about 0.4 B parameters takes; the plan describes the language model only (as for vLLM's "
-        "Mistral Small 3.1 logs)",
+        "encoder of about 0.4 B parameters takes; the plan's llama.cpp / Ollama weights are the language model's "
+        "(llama.cpp loads a tower from a separate mmproj GGUF only when given one; Ollama's engine packs it into "
+        "the one GGUF, not modelled; core.vision counts it for vLLM, SGLang and transformers)",
     }
 )
 

@@ -359,6 +359,15 @@ def _workload_line(plan: Plan) -> list[str]:
     ]
 
 
+def _vision_words(plan: Plan) -> str:
+    """An image-text checkpoint's frozen vision tower, beside the language model's count."""
+    model = plan.model
+    if not model.vision_params:
+        return ""
+    tower = format_count(model.vision_params)
+    return f"; + {model.vision_kind or 'vision'} tower and projector {tower} (frozen, in Weights)"
+
+
 def render_estimate(est: Estimate, gib: bool = False) -> str:
     plan = est.plan
     p = est.params
@@ -369,6 +378,7 @@ def render_estimate(est: Estimate, gib: bool = False) -> str:
         f"{est.gpu.name} × {plan.world_size}",
         f"parameters {format_count(p.total)} total, {format_count(p.trainable)} trainable ({p.trainable:,})"
         + _beside_adapters(plan)
+        + _vision_words(plan)
         + ("   [lesson accounting]" if plan.accounting is Accounting.LESSON else ""),
         *_workload_line(plan),
         "",

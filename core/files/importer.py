@@ -336,8 +336,12 @@ def import_model(
     if shards:
         checkpoint = count_safetensors(shards, progress, cancelled)
         if checkpoint.params:
+            # The shards hold an image-text checkpoint's vision tower too, which the spec counts apart
+            # (ModelSpec.vision_params): the override is the language model's share.
+            tower = spec.vision_params if checkpoint.params > spec.vision_params else 0
+            language = checkpoint.params - tower
             try:
-                spec = replace(spec, params_override=checkpoint.params)
+                spec = replace(spec, params_override=language)
             except PlanError as exc:
                 raise PlanFileError(str(folder), f"its safetensors files claim {exc}") from None
     skip = skip_modules_of(config, str(config_path))

@@ -291,10 +291,12 @@ class _Rank:
     @property
     def stored_bytes(self) -> float:
         """Average bytes per stored parameter of the model on the rank (quantised bases included); PEFT's
-        trained copies, which ``counts.total`` does not count, are left out of it (priced on their own)."""
+        trained copies, which ``counts.total`` does not count, are left out of it (priced on their own). An
+        image-text checkpoint's frozen vision tower (core.training.storage.vision_weight_term) is among the
+        weights and its parameters among the stored ones."""
         share = weight_share(self.plan, self.stage, self.lay.tensor_parallel)
         model_bytes = _total(self.weights) - self.copies * self.copy_bytes * share
-        return model_bytes / max(1.0, self.counts.total * share)
+        return model_bytes / max(1.0, (self.counts.total + self.plan.model.vision_params) * share)
 
 
 def rank_state(

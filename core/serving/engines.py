@@ -30,7 +30,15 @@ from typing import TYPE_CHECKING, Final
 
 from core.breakdown import Bucket, BucketKey, Term, make_bucket
 from core.catalogue import GpuSpec, LinkSpec, find_link, intra_link_of
-from core.dtypes import KV_BYTES, WeightFormat, mlp_matrix_params, mxfp4_bytes_per_weight, weight_bytes
+from core.dtypes import (
+    DENSE_BYTES,
+    HALF,
+    KV_BYTES,
+    WeightFormat,
+    mlp_matrix_params,
+    mxfp4_bytes_per_weight,
+    weight_bytes,
+)
 from core.format import gb
 from core.model import ModelSpec
 from core.plan import Attention, Engine, Inference, Plan
@@ -139,6 +147,34 @@ class RankLayout:
     kv_heads: int
     intermediate: int  # MLP width on this rank
     q_heads: int
+    tower_bytes: float = 0.0  # the vision tower + projector among weights_bytes (:func:`tower_bytes`)
+
+
+def tower_bytes(model: ModelSpec, fmt: WeightFormat, tp: int) -> float:
+    """An image-text checkpoint's vision tower + projector (core.vision) on the rank that decides: vLLM, SGLang
+    and transformers load it with the model. vLLM skips it only in its text-only mode, every modality's
+    ``--limit-mm-per-prompt`` 0 (vllm-project/vllm PR #22299, merged 2025-08-06, for the models it listed; PR
+    #26000 added Qwen3-VL; PR #32605, January 2026, made it every model's ``_mark_tower_model``); SGLang's
+    ``--language-model-only`` (PR #28497) is not merged. That mode is not a plan setting yet: the plan loads
+    the tower. Split over tensor-parallel ranks as vLLM's default ``mm_encoder_tp_mode`` "weights" shards it
+    (an approximation: PR #26000's Qwen3-VL-235B at TP 8 logs 0.33 GiB more per rank with the tower than
+    without and 1.27 GiB with it replicated, a quarter rather than an eighth, as parts stay whole), on the first
+    pipeline stage, which the layout's worst rank already is. Kept in 16 bits under a quantised
+    format (the AWQ / GPTQ / FP8 image-text checkpoints people serve leave the tower unquantised; assumed, not
+    read per checkpoint), in float32 for an fp32 plan."""
+    if not model.vision_params:
+        return 0.0
+    per = DENSE_BYTES.get(fmt, HALF)
+    return model.vision_params * per / tp
+
+
+def weights_term(layout: RankLayout) -> Term:
+    """The rank's weights, naming the vision tower's share where the checkpoint has one."""
+    if not layout.tower_bytes:
+        return Term("weights on the rank", "stored weights", layout.weights_bytes)
+    lm = layout.weights_bytes - layout.tower_bytes
+    formula = f"language model {gb(lm)} GB + vision tower {gb(layout.tower_bytes)} GB"
+    return Term("weights on the rank (language model + vision tower)", formula, layout.weights_bytes)
 
 
 def rank_layout(plan: Plan) -> RankLayout:
@@ -167,14 +203,16 @@ def rank_layout(plan: Plan) -> RankLayout:
     if pp > 1:
         ends = max(model.embedding_params(), model.head_params() or model.embedding_params()) * scale
     rank_params = (block_params * layers / model.num_layers + ends) / tp
+    tower = tower_bytes(model, inf.weight_dtype, tp)
     return RankLayout(
-        weights_bytes=rank_params * per_param + padding,
+        weights_bytes=rank_params * per_param + padding + tower,
         layers=layers,
         # transformers' generate caches MLA's decompressed K and V; the engines its latent.
         kv_token_layer_bytes=kv_bytes_per_token_layer(model, KV_BYTES[inf.kv_dtype], tp, inf.engine is not Engine.HF),
         kv_heads=kv_heads_per_rank(model, tp),
         intermediate=math.ceil(model.intermediate_size * max(1, model.experts_per_token) / tp),
         q_heads=max(1, model.num_heads // tp),
+        tower_bytes=tower,
     )
 
 
@@ -356,7 +394,7 @@ def _hf_parts(
         make_bucket(
             BucketKey.WEIGHTS,
             [
-                Term("weights on the rank", "stored weights", layout.weights_bytes),
+                weights_term(layout),
                 Term(
                     "GPTQ dequantisation buffer",
                     "AutoGPTQ's ExLlama kernels: the largest quantised matrix × 2 B (float16)",
@@ -607,7 +645,7 @@ def _vllm_started(plan: Plan, gpu: GpuSpec, layout: RankLayout, fit: ServingFit)
     if pool.graphs_reserved:
         overhead_terms.append(Term("CUDA graphs (estimated)", "set aside before the KV cache", pool.graphs_reserved))
     parts = (
-        make_bucket(BucketKey.WEIGHTS, [Term("weights on the rank", "stored weights", layout.weights_bytes)]),
+        make_bucket(BucketKey.WEIGHTS, [weights_term(layout)]),
         make_bucket(
             BucketKey.KV_CACHE,
             [
@@ -747,7 +785,7 @@ def sglang_memory(plan: Plan, gpu: GpuSpec, layout: RankLayout, fit: ServingFit 
     verdict = pooled_verdict(concurrency, need, capacity, plan.hardware.headroom)
     reserved = total * (1 - fraction)
     parts = (
-        make_bucket(BucketKey.WEIGHTS, [Term("weights on the rank", "stored weights", layout.weights_bytes)]),
+        make_bucket(BucketKey.WEIGHTS, [weights_term(layout)]),
         make_bucket(
             BucketKey.KV_CACHE,
             [Term("tokens of the requests running together", f"{resident:g} × {per_request:,.0f} tokens", running_kv)],

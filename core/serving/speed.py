@@ -669,7 +669,8 @@ class StepModel:
             device = (weights + n * self.kv_per_request) / self.bandwidth
             return device + self.host_read_seconds(n)
         kv = n * self.kv_per_request * (self.kv_decode_passes if matvec else 1.0)
-        return (self.layout.weights_bytes * share + kv) / self.bandwidth
+        # A vision tower is not read by a text token's step (core.serving.engines.tower_bytes).
+        return ((self.layout.weights_bytes - self.layout.tower_bytes) * share + kv) / self.bandwidth
 
     def compute_seconds(self, n: int) -> float:
         model, inf = self.plan.model, self.plan.inference

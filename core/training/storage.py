@@ -21,7 +21,14 @@ from core.params import (
 from core.plan import Method, Plan
 from core.roles import Dtypes, adapter_dtype, qlora_unquantised_bytes
 
-__all__ = ["autocast_copies", "copy_terms", "gradient_terms", "litgpt_quantised_head", "weight_terms"]
+__all__ = [
+    "autocast_copies",
+    "copy_terms",
+    "gradient_terms",
+    "litgpt_quantised_head",
+    "vision_weight_term",
+    "weight_terms",
+]
 
 # NF4/FP4 and LLM.int8 storage: core.dtypes (one home for quantised weights).
 
@@ -92,12 +99,36 @@ def weight_terms(plan: Plan, counts: ParamCounts, dt: Dtypes) -> list[Term]:
         a = dt.adapter
         label = f"VeRA shared vera_A, vera_B (frozen, {_dtype_name(a)})"
         terms.append(Term(label, f"r·(max in + max out) = {sci(shared)} × {a:g} B", shared * a))
+    if model.vision_params:
+        terms.append(vision_weight_term(plan, dt))
     index = oft_index_elements(plan) * model.num_layers
     if index:
         # OFTRotationModule's rows / cols buffers (core.params.oft_index_elements): int64, moved with the adapter.
         label = "OFT upper-triangle index buffers (int64)"
         terms.append(Term(label, f"L × Σ 2·b(b−1)/2 = {sci(index)} × 8 B", index * 8.0))
     return terms
+
+
+def vision_weight_term(plan: Plan, dt: Dtypes) -> Term:
+    """The frozen vision tower + projector of an image-text checkpoint (core.vision): loaded with the model
+    and never trained by these plans, so no gradient or optimizer state. It is stored as the frozen base is
+    (full fine-tuning: as the trained weights, one dtype the model was loaded in). A bitsandbytes base
+    quantises its nn.Linear weights too: transformers 5.25.0 ``quantizers/base.py`` get_keys_to_not_convert
+    skips only tied weights, the output embedding and the last parameter (the language model's final norm),
+    and ``integrations/bitsandbytes.py`` replaces every other nn.Linear; its convolutions, position tables,
+    norms, biases and Gemma 3's mm_input_projection_weight (an nn.Parameter) stay in the compute dtype, as
+    the language model's unquantised parts do (int8: its float32 row scales, under 0.1 %, are left out)."""
+    model = plan.model
+    n, kind = model.vision_params, model.vision_kind or "vision"
+    label = f"vision tower + projector ({kind}, frozen)"
+    if plan.quantised_base:
+        q = model.vision_linear_params
+        per = 1.0 if plan.quant is Quant.INT8 else nf4_bytes_per_weight(plan.double_quant)
+        unq = qlora_unquantised_bytes(plan)
+        formula = f"{sci(q)} Linear weights × {per:.4g} B + {sci(n - q)} × {unq:g} B"
+        return Term(label, formula, q * per + (n - q) * unq)
+    b = dt.param if plan.method is Method.FULL else dt.base
+    return Term(label, f"{sci(n)} × {b:g} B", n * b)
 
 
 def _unquantised_label(plan: Plan) -> str:

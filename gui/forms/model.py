@@ -447,6 +447,9 @@ class ModelForm(PlanForm):
         text = f"<b>{count(params.total)}</b> parameters ({source})"
         if params.active != params.total:
             text += f", {count(params.active)} active per token"
+        if model.vision_params:  # an image-text checkpoint's frozen tower, held in Weights (core.vision)
+            kind = plaintext.html(model.vision_kind or "vision")
+            text += f" + <b>{count(model.vision_params)}</b> in its {kind} vision tower and projector (loaded, frozen)"
         text += f"<br>{model.num_layers} layers · width {model.hidden_size:,} · {model.num_heads} heads"
         if model.latent_attention:
             query = f"query latent {model.q_lora_rank}" if model.q_lora_rank else "plain query"

@@ -35,7 +35,10 @@ def test_every_entry_cites_its_config_and_count(entry: dict[str, Any]) -> None:
 @pytest.mark.parametrize("entry", ENTRIES, ids=lambda e: e["id"])
 def test_architecture_count_equals_the_published_count(entry: dict[str, Any]) -> None:
     spec = model_from_hf_config(entry["config"], name=entry["name"])
-    assert spec.architecture_params() == entry["published_params"]
+    # Image-text checkpoints publish the whole model's count; their language model's stays beside it.
+    assert spec.architecture_params() + spec.vision_params == entry["published_params"]
+    assert spec.architecture_params() == entry.get("published_text_params", entry["published_params"])
+    assert bool(spec.vision_params) == ("vision_config" in entry["config"])
 
 
 @pytest.mark.parametrize("entry", [e for e in ENTRIES if "active_params" in e], ids=lambda e: e["id"])
@@ -71,11 +74,16 @@ def test_head_width_that_differs_from_hidden_over_heads() -> None:
     assert (gemma.hidden_size // gemma.num_heads, gemma.head_dim) == (168, 128)
 
 
-def test_image_text_checkpoints_plan_their_language_model() -> None:
-    # Gemma 3 4B/12B/27B are image-text models; the planner reads text_config (262,208 tokens).
-    for size in ("4b", "12b", "27b"):
+def test_image_text_checkpoints_plan_their_language_model_and_vision_tower() -> None:
+    # Gemma 3 4B/12B/27B are image-text models; the planner reads text_config (262,208 tokens) and counts
+    # the SigLIP tower + projector from vision_config. transformers 5.25.0, Gemma3ForConditionalGeneration
+    # built on the meta device from these configs (resources/models.json, copied from google/gemma-3-*-pt):
+    # vision_tower 416,866,032 for every size, multi_modal_projector 1152 × text width + 1152.
+    for size, text_width in (("4b", 2560), ("12b", 3840), ("27b", 5376)):
         spec = find_model(f"gemma-3-{size}").spec
         assert spec.vocab_size == 262_208 and spec.tie_embeddings
+        assert spec.vision_params == 416_866_032 + 1152 * text_width + 1152
+        assert spec.vision_kind == "SigLIP"
 
 
 def test_an_unknown_family_is_kept_aside_not_offered(tmp_path: Path) -> None:

@@ -483,6 +483,7 @@ _config_keys = st.one_of(
             "num_local_experts",
             "num_experts_per_tok",
             "text_config",
+            "vision_config",
             "tie_word_embeddings",
             "n_embd",
             "n_head",
@@ -559,13 +560,15 @@ _BASE_MOE = {
 def test_arbitrary_config_json(document: Any, model_type: str, data: st.DataObject) -> None:
     overrides = data.draw(st.dictionaries(_config_keys, json_values, max_size=5))
     near_valid = {**_BASE_CONFIG, **_BASE_MOE, "model_type": model_type, **overrides}
-    for config in (document, near_valid, {"model_type": "llava", "text_config": near_valid}):
+    vision = data.draw(st.dictionaries(_config_keys, json_values, max_size=4))  # an image-text wrapper's tower
+    wrapped = {"model_type": "gemma3", "text_config": near_valid, "vision_config": vision}
+    for config in (document, near_valid, {"model_type": "llava", "text_config": near_valid}, wrapped):
         try:
             spec = model_from_hf_config(config)
         except PlanError as exc:
             assert "\n" not in str(exc)
             continue
-        assert spec.total_params() >= 0
+        assert spec.total_params() >= 0 and spec.vision_params >= 0
 
 
 def _plan_document() -> dict[str, Any]:

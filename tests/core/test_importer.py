@@ -104,3 +104,24 @@ def test_bad_config_gives_a_clear_error(tmp_path: Path, content: bytes) -> None:
 def test_folder_without_config(tmp_path: Path) -> None:
     with pytest.raises(PlanFileError, match="no config.json"):
         import_model(tmp_path)
+
+
+def test_image_text_folder_overrides_the_language_model_only(tmp_path: Path) -> None:
+    # An image-text checkpoint's shards hold its vision tower too; the spec counts the tower apart
+    # (ModelSpec.vision_params), so the safetensors count less the tower is the language model's.
+    text = {"model_type": "gemma3_text", "hidden_size": 64, "num_attention_heads": 4, "num_key_value_heads": 2}
+    text |= {"head_dim": 16, "num_hidden_layers": 2, "intermediate_size": 128, "vocab_size": 100}
+    vision = {"model_type": "siglip_vision_model", "hidden_size": 8, "intermediate_size": 16}
+    vision |= {"num_hidden_layers": 1, "image_size": 28, "patch_size": 14, "vision_use_head": False}
+    config = {"model_type": "gemma3", "text_config": text, "vision_config": vision, "mm_tokens_per_image": 4}
+    (tmp_path / "config.json").write_text(json.dumps(config))
+    spec = import_model(tmp_path / "config.json").spec
+    # SiglipVisionTransformer (transformers 5.25.0): patch conv 3·14²·8 + 8, 4 positions × 8, one layer
+    # (4·(8² + 8) + 4·8 + 2·8·16 + 16 + 8), post-norm 2·8; Gemma3MultiModalProjector 8 × 64 + 8.
+    assert spec.vision_params == (3 * 196 * 8 + 8) + 4 * 8 + (288 + 32 + 256 + 24) + 16 + (8 * 64 + 8)
+    whole = spec.architecture_params() + spec.vision_params
+    write_safetensors(tmp_path / "model.safetensors", {"everything": ("I8", [whole])})
+    imported = import_model(tmp_path)
+    assert imported.checkpoint is not None and imported.checkpoint.params == whole
+    assert imported.spec.total_params() == spec.architecture_params()
+    assert imported.spec.checkpoint_params() == whole

@@ -344,3 +344,13 @@ def test_the_calibration_fields_show_in_the_hardware_form(qtbot: Any, window: Ma
     window.controller.reset(window.controller.plan.with_hardware(measured_tokens_per_s=1000.0))
     assert not form.fields["hardware.measured_step_s"].isVisibleTo(window)
     assert form.fields["hardware.calibration"].isVisibleTo(window)
+
+
+def test_model_summary_names_an_image_text_checkpoints_vision_tower(window: MainWindow) -> None:
+    # gemma-3-4b: the SigLIP tower + projector, 419,816,304 parameters (transformers 5.25.0 on the meta device,
+    # tests/data/vision/meta_counts.json), beside the language model's 3,880,263,168.
+    window.controller.set_plan(plan_for_model("gemma-3-4b"))
+    text = window.model_form.summary.text()
+    assert text.startswith("<b>3.88B</b> parameters (from the architecture) + <b>420M</b> in its SigLIP vision tower")
+    window.controller.set_plan(plan_for_model("qwen2.5-7b"))
+    assert "vision tower" not in window.model_form.summary.text()
