@@ -2,7 +2,8 @@
 
 Draws a :class:`core.advice.diagnosis.Curve`: the totals the core estimated for each value, the
 capacity line, the usable line with the headroom band between them, the largest value
-that fits (the curve's ``crossing``, from the core's solver) and the plan's current value.
+that fits with margin, a larger one that fits narrowly noted in core.verdict's words (the curve's
+``parts``, from the core's solver), and the plan's current value.
 Every plot item is built once; an update only calls ``setData``/``setValue``/``setRegion``.
 """
 
@@ -132,11 +133,12 @@ class MemoryCurve(QWidget):
 
         name = AXIS_LABELS.get(curve.axis, curve.axis)
         short = name.split(" (")[0]
-        fits = curve.crossing > 0
+        answer, note = curve.parts  # core.verdict's words: with margin, a larger narrow fit noted
+        fits = answer > 0
         self.crossing_line.setVisible(fits)
         if fits:
-            self.crossing_line.setValue(curve.crossing)
-            self.crossing_line.label.setFormat(f"largest that fits: {curve.crossing:,}")
+            self.crossing_line.setValue(answer)
+            self.crossing_line.label.setFormat(f"largest that fits: {answer:,}")
         self.current_line.setValue(self.current)
         self.current_line.label.setFormat(f"now: {self.current:,}")
 
@@ -156,8 +158,9 @@ class MemoryCurve(QWidget):
             self.plot.setLabel("left", f"total, {self.unit}")
 
         vermillion, blue = OKABE_ITO["vermillion"], OKABE_ITO["blue"]
+        noted = f" ({note})" if note else ""
         verdict = (
-            f"largest {short} that fits: <b>{curve.crossing:,}</b>" if fits else f"<b>no {short} fits</b>, not even 1"
+            f"largest {short} that fits: <b>{answer:,}</b>{noted}" if fits else f"<b>no {short} fits</b>, not even 1"
         )
 
         def keep(text: str) -> str:  # one legend entry never breaks across lines

@@ -351,7 +351,12 @@ def report(request: DiagnosisRequest) -> DiagnosisReport:
     diagnosis = diagnose(plan, request.mode, request.pins)
     # The curves are the training step's memory against its micro-batch and sequence: none for serving.
     curves = (
-        {axis: memory_curve(plan, axis, crossing=diagnosis.limits.largest(axis)) for axis in AXES}
+        {
+            axis: memory_curve(
+                plan, axis, crossing=diagnosis.limits.largest(axis), margin_crossing=diagnosis.limits.with_margin(axis)
+            )
+            for axis in AXES
+        }
         if request.mode is Mode.TRAINING
         else {}
     )

@@ -17,7 +17,7 @@ from core.estimate import VERDICT_LABELS, Verdict, estimate
 from core.plan import Hardware, Method, Plan, Precision, Preset, Workload
 from core.presets import default_plan, lesson_plan, plan_for_model
 from core.units import GB
-from core.verdict import Mode
+from core.verdict import NARROW_LABEL, Mode
 from gui.diagnosis_controller import DiagnosisRequest, run_request
 from gui.format import memory
 from gui.main_window import MainWindow
@@ -199,18 +199,25 @@ def test_curve_crossing_is_the_solver_answer(qtbot: Any, shown: MainWindow) -> N
     panel = show_plan(qtbot, shown, plan)
     largest = max_micro_batch(plan)
     assert 0 < largest < 17
+    # The one "fits" rule (core.verdict): the line marks the largest that fits with margin, the caption
+    # notes the larger one that fits narrowly (12 and 13 for this plan, solved on this tree: task h62lim).
+    margin = max_micro_batch(plan, high=largest, margin=True)
+    assert 0 < margin < largest
     view = panel.curve_view
-    assert panel.curve is not None and panel.curve.crossing == largest
-    assert view.crossing_line.value() == largest and view.crossing_line.isVisible()
+    assert panel.curve is not None and panel.curve.crossing == largest and panel.curve.margin_crossing == margin
+    assert view.crossing_line.value() == margin and view.crossing_line.isVisible()
+    assert f"<b>{margin:,}</b> ({largest:,} {NARROW_LABEL.lower()})" in view.caption.text()
     card = estimate(plan)
     assert view.capacity_line.value() == pytest.approx(card.capacity_bytes / GB)
     assert view.band.getRegion() == pytest.approx((card.usable_bytes / GB, card.capacity_bytes / GB))
     xs, ys = view.line.getData()
     assert list(xs) == list(panel.curve.values)
     assert list(ys) == pytest.approx([t / GB for t in panel.curve.total_bytes])
-    assert f"{largest:,}" in panel.limits["micro_batch"].text()
+    assert panel.limits["micro_batch"].text() == f"<b>{margin:,}</b> ({largest:,} {NARROW_LABEL.lower()}; now 17)"
     longest = max_sequence(plan)
-    assert panel.max_sequence == longest and f"{longest:,}" in panel.limits["seq_len"].text()
+    longest_margin = max_sequence(plan, high=longest, margin=True)
+    assert panel.max_sequence == longest
+    assert f"<b>{longest_margin:,}</b> tokens ({longest:,} {NARROW_LABEL.lower()};" in panel.limits["seq_len"].text()
     inference = estimate(plan).inference
     assert f"{inference.max_concurrent:,}" in panel.limits["concurrent"].text()
     assert f"{inference.max_context:,}" in panel.limits["context"].text()
@@ -218,7 +225,7 @@ def test_curve_crossing_is_the_solver_answer(qtbot: Any, shown: MainWindow) -> N
     items = list(view.plot.getPlotItem().items)
     panel.axis_picker.setCurrentIndex(panel.axis_picker.findData("seq_len"))
     assert panel.curve.axis == "seq_len" and panel.curve.crossing == longest
-    assert view.crossing_line.value() == longest
+    assert view.crossing_line.value() == longest_margin
     assert list(view.plot.getPlotItem().items) == items  # updated in place, never rebuilt
 
 

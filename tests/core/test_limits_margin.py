@@ -1,0 +1,77 @@
+"""The limits use the one "fits" rule (core.verdict, branch h60one; task h62lim): each training limit is the
+largest value that fits with margin, a larger one that fits only narrowly noted in core.verdict's words, in
+the Diagnosis' limits, its memory curves and the smaller-micro-batch and shorter-sequence remedies."""
+
+from __future__ import annotations
+
+import pytest
+
+from core.advice.diagnosis import diagnose, max_micro_batch, max_sequence, memory_curve, report
+from core.advice.remedies import RemedyKind
+from core.advice.request import DiagnosisRequest
+from core.estimate import estimate
+from core.plan import Plan
+from core.presets import default_plan
+from core.verdict import NARROW_LABEL, NO_MARGIN_FALLBACK, limit_parts, limit_words
+
+
+def _too_big() -> Plan:
+    # The start-up plan (LoRA on Llama 3.1 8B, A100 80GB) at micro-batch 17: over the card, and the largest
+    # micro-batch the verdict calls FITS (13, solved on this tree) fits narrowly, its range past the usable.
+    return default_plan().with_workload(micro_batch=17)
+
+
+def test_each_limit_is_the_largest_with_margin_and_the_largest_at_all() -> None:
+    plan = _too_big()
+    limits = diagnose(plan).limits
+    for axis, step in (("micro_batch", 1), ("seq_len", 1)):
+        at_all, margin = limits.largest(axis), limits.with_margin(axis)
+        assert 0 < margin < at_all  # the two differ for this plan: the case the task is about
+
+        def judged(n: int, axis: str = axis) -> object:
+            return estimate(plan.with_workload(**{axis: n})).judgement()
+
+        assert judged(at_all).fits and not judged(at_all + step).fits
+        assert judged(margin).fits_with_margin and not judged(margin + step).fits_with_margin
+        assert judged(at_all).fits_narrowly  # what the banner would call NARROW_LABEL
+        answer, note = limits.parts(axis)
+        assert answer == margin and note == f"{at_all:,} {NARROW_LABEL.lower()}"
+    assert limits.largest("micro_batch") == max_micro_batch(plan)
+    assert limits.with_margin("micro_batch") == max_micro_batch(plan, high=max_micro_batch(plan), margin=True)
+    assert limits.largest("seq_len") == max_sequence(plan)
+    # Solved on this tree: 12 fits with margin, 13 narrowly (the verdict's FITS, its range top past 77.3 GB).
+    assert limits.words("micro_batch") == "12 (13 fits narrowly)"
+
+
+def test_the_words_of_a_limit_come_from_core_verdict() -> None:
+    narrow = NARROW_LABEL.lower()
+    assert limit_words(12, 13) == f"12 (13 {narrow})"
+    assert limit_words(12, 12) == "12"
+    assert limit_words(6_144, 8_192, " tokens") == f"6,144 tokens (8,192 {narrow})"
+    assert limit_words(0, 2) == f"2 ({narrow}; {NO_MARGIN_FALLBACK})"
+    assert limit_words(0, 0) == "" and limit_parts(0, 0) == (0, "")
+
+
+@pytest.mark.parametrize(("with_margin", "at_all"), [(3, 2), (-1, 4)])
+def test_a_limit_with_margin_past_the_limit_at_all_is_refused(with_margin: int, at_all: int) -> None:
+    with pytest.raises(ValueError, match="lies between 0 and the limit at all"):
+        limit_parts(with_margin, at_all)
+
+
+def test_the_curves_mark_the_limit_with_margin() -> None:
+    plan = _too_big()
+    diagnosis_report = report(DiagnosisRequest(plan))
+    limits = diagnosis_report.diagnosis.limits
+    for axis, curve in diagnosis_report.curves.items():
+        assert curve.crossing == limits.largest(axis) and curve.margin_crossing == limits.with_margin(axis)
+        assert curve.parts == limits.parts(axis)
+        alone = memory_curve(plan, axis)  # solved by itself: the same two limits
+        assert (alone.crossing, alone.margin_crossing) == (curve.crossing, curve.margin_crossing)
+
+
+@pytest.mark.parametrize("kind", [RemedyKind.MICRO_BATCH, RemedyKind.SHORTER_SEQUENCE])
+def test_a_smaller_workload_remedy_fits_with_margin_where_a_value_does(kind: RemedyKind) -> None:
+    """Before: the remedies took the largest value that fits at all, "Micro-batch 13 × 6" badged "Fits
+    narrowly", though micro-batch 12 fits with margin (and a sequence of 1,600 where 1,408 does)."""
+    remedy = next(r for r in diagnose(_too_big()).remedies if r.kind is kind)
+    assert remedy.judgement.fits_with_margin and remedy.label != NARROW_LABEL
