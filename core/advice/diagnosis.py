@@ -160,7 +160,7 @@ class Diagnosis:
             inf = self.estimate.inference
             if self.mode is Mode.INFERENCE and inf.queued:
                 return Advice(AdviceKind.FITS_QUEUED, queued=inf.queued, at_once=inf.max_concurrent)
-            return Advice(AdviceKind.FITS)
+            return Advice(AdviceKind.FITS_NARROWLY if self.judgement.fits_narrowly else AdviceKind.FITS)
         if not offered:
             kind = AdviceKind.NO_CHANGE_KNOWN
         elif self.combination is not None:

@@ -37,7 +37,7 @@ from core.advice.request import PIN_LABELS, AdviceKind, Pin, pin_label, symptoms
 from core.advice.symptoms import SYMPTOM_BY_FAILURE, Failure, Symptom
 from core.estimate import Estimate
 from core.plan import Accounting
-from core.verdict import Mode, Verdict
+from core.verdict import NARROW_LABEL, NARROW_MEANING, Mode, Verdict
 from gui.curve import MemoryCurve
 from gui.diagnosis_controller import DiagnosisController
 from gui.display_state import Display, DisplayState
@@ -558,6 +558,7 @@ class DiagnosisPanel(QScrollArea):
         when = d.when
         note = {
             AdviceKind.FITS: "The plan fits: nothing needs to change.",
+            AdviceKind.FITS_NARROWLY: f"<b>{NARROW_LABEL}</b>: the plan {NARROW_MEANING}.",
             AdviceKind.FITS_QUEUED: (
                 f"Fits, but <b>{counted(advice.queued, 'request')} {'waits' if advice.queued == 1 else 'wait'} "
                 f"in the queue</b>: the pool holds "

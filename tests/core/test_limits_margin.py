@@ -8,7 +8,7 @@ import pytest
 
 from core.advice.diagnosis import diagnose, max_micro_batch, max_sequence, memory_curve, report
 from core.advice.remedies import RemedyKind
-from core.advice.request import DiagnosisRequest
+from core.advice.request import AdviceKind, DiagnosisRequest
 from core.estimate import estimate
 from core.plan import Plan
 from core.presets import default_plan
@@ -75,3 +75,13 @@ def test_a_smaller_workload_remedy_fits_with_margin_where_a_value_does(kind: Rem
     narrowly", though micro-batch 12 fits with margin (and a sequence of 1,600 where 1,408 does)."""
     remedy = next(r for r in diagnose(_too_big()).remedies if r.kind is kind)
     assert remedy.judgement.fits_with_margin and remedy.label != NARROW_LABEL
+
+
+def test_a_narrow_fit_is_not_advised_as_a_plain_fit() -> None:
+    """Audit (task h62lim): the Diagnosis' note for a fit read "The plan fits: nothing needs to change." for a
+    plan the banner calls "Fits narrowly"; the advice now says which (core.advice.request.AdviceKind)."""
+    at_all = max_micro_batch(_too_big())
+    narrow = diagnose(default_plan().with_workload(micro_batch=at_all))
+    assert narrow.judgement.fits_narrowly and narrow.advice.kind is AdviceKind.FITS_NARROWLY
+    wide = diagnose(default_plan().with_workload(micro_batch=max_micro_batch(_too_big(), at_all, margin=True)))
+    assert wide.judgement.fits_with_margin and wide.advice.kind is AdviceKind.FITS

@@ -485,3 +485,14 @@ def test_the_failing_phase_is_the_one_the_banner_names(qtbot: Any, shown: MainWi
     phase = estimate(plan).peak_phase
     assert f"Peak at the <b>{phase}</b>" in shown.verdict.detail.text()
     assert f"at the {phase}," in panel.failure.text() and "at load" not in panel.failure.text()
+
+
+def test_a_narrow_fit_is_not_noted_as_a_plain_fit(qtbot: Any, shown: MainWindow) -> None:
+    """Audit (task h62lim): the note under "What to change" said "The plan fits: nothing needs to change."
+    for a plan the banner calls "Fits narrowly" (the start-up plan at its largest micro-batch that fits)."""
+    largest = max_micro_batch(default_plan().with_workload(micro_batch=17))
+    plan = default_plan().with_workload(micro_batch=largest)
+    assert estimate(plan).judgement().fits_narrowly
+    panel = show_plan(qtbot, shown, plan)
+    assert f"<b>{NARROW_LABEL}</b>" in panel.remedy_note.text()
+    assert "nothing needs to change" not in panel.remedy_note.text()
