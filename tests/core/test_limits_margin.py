@@ -4,14 +4,20 @@ the Diagnosis' limits, its memory curves and the smaller-micro-batch and shorter
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
 import pytest
 
 from core.advice.diagnosis import diagnose, max_micro_batch, max_sequence, memory_curve, report
 from core.advice.remedies import RemedyKind
 from core.advice.request import AdviceKind, DiagnosisRequest
+from core.cli.app import main
+from core.cli.fewest import SHOWN_REMEDIES
 from core.estimate import estimate
+from core.files.planfile import save
 from core.plan import Plan
-from core.presets import default_plan
+from core.presets import default_plan, plan_for_model
 from core.verdict import NARROW_LABEL, NO_MARGIN_FALLBACK, limit_parts, limit_words
 
 
@@ -85,3 +91,18 @@ def test_a_narrow_fit_is_not_advised_as_a_plain_fit() -> None:
     assert narrow.judgement.fits_narrowly and narrow.advice.kind is AdviceKind.FITS_NARROWLY
     wide = diagnose(default_plan().with_workload(micro_batch=max_micro_batch(_too_big(), at_all, margin=True)))
     assert wide.judgement.fits_with_margin and wide.advice.kind is AdviceKind.FITS
+
+
+def test_fewest_gpus_on_a_one_per_machine_card_says_which_change_fits_narrowly(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Audit (task h62lim): `vramplan fewest-gpus` on a laptop card listed the diagnosis' changes that fit
+    with no word for the one that fits narrowly (LoRA on Llama 3.2 3B, RTX 3080 Laptop 16 GB: found by a
+    search over the catalogue's one-per-machine cards; its third change, ZeRO-Offload, fits narrowly)."""
+    plan = plan_for_model("llama-3.2-3b").with_hardware(gpu="rtx-3080-laptop-16gb").with_workload(micro_batch=1)
+    save(plan, str(tmp_path / "plan.json"))
+    narrow = [r.title for r in [r for r in diagnose(plan).remedies if r.fits][:SHOWN_REMEDIES] if r.fits_narrowly]
+    assert narrow  # the case: a change among those listed fits narrowly
+    assert main(["fewest-gpus", "--plan", str(tmp_path / "plan.json"), "--json"]) == 0
+    listed = json.loads(capsys.readouterr().out)["remedies"]
+    assert f"{narrow[0]} ({NARROW_LABEL.lower()})" in listed
