@@ -125,6 +125,12 @@ class Curve:
         """The value marked as the limit and its note (:meth:`Limits.parts`)."""
         return limit_parts(self.margin_crossing, self.crossing)
 
+    @property
+    def fits_narrowly(self) -> bool:
+        """The value marked fits only narrowly: some value fits, none with margin (drawn as a narrow fit, not
+        a fit's green: core.verdict)."""
+        return self.margin_crossing == 0 < self.crossing
+
     def words(self, unit: str = "") -> str:
         """The limit in core.verdict's words (:meth:`Limits.words`)."""
         return limit_words(self.margin_crossing, self.crossing, unit)

@@ -18,6 +18,7 @@ from core.plan import Hardware, Method, Plan, Precision, Preset, Workload
 from core.presets import default_plan, lesson_plan, plan_for_model
 from core.units import GB
 from core.verdict import NARROW_LABEL, Mode
+from gui import colours
 from gui.diagnosis_controller import DiagnosisRequest, run_request
 from gui.format import memory
 from gui.main_window import MainWindow
@@ -254,7 +255,7 @@ def test_updates_while_visible_coalesced(qtbot: Any, shown: MainWindow) -> None:
     assert panel.refresh_count == count + 1
     assert panel.diagnosis is not None and panel.diagnosis.estimate.plan == shown.controller.plan
     assert "Out of memory" in panel.badge.text()
-    assert "(now 28)" in panel.limits["micro_batch"].text()
+    assert "now 28)" in panel.limits["micro_batch"].text()  # "12 (13 fits narrowly; now 28)"
     assert all(row.apply.isEnabled() for row in panel.remedy_list.rows)
 
 
@@ -496,3 +497,18 @@ def test_a_narrow_fit_is_not_noted_as_a_plain_fit(qtbot: Any, shown: MainWindow)
     panel = show_plan(qtbot, shown, plan)
     assert f"<b>{NARROW_LABEL}</b>" in panel.remedy_note.text()
     assert "nothing needs to change" not in panel.remedy_note.text()
+
+
+def test_a_limit_that_fits_only_narrowly_is_not_marked_green(qtbot: Any, shown: MainWindow) -> None:
+    """Audit (task h62lim): the start-up plan on an RTX 4090 at micro-batch 1 fits narrowly, and no micro-batch
+    fits with margin (core.advice.limits, solved on this tree): the curve's marker was a fit's plain green."""
+    plan = default_plan().with_hardware(gpu="rtx-4090").with_workload(micro_batch=1)
+    panel = show_plan(qtbot, shown, plan)
+    assert panel.curve is not None and panel.curve.fits_narrowly
+    assert panel.curve_view.crossing_line.pen.color().name().upper() == colours.UNCERTAIN.upper()
+    assert f"color:{colours.UNCERTAIN}" in panel.curve_view.caption.text()
+    assert f"({NARROW_LABEL.lower()}; " in panel.limits["micro_batch"].text()
+    # A limit with margin keeps a fit's green.
+    panel = show_plan(qtbot, shown, default_plan().with_workload(micro_batch=17))
+    assert panel.curve is not None and not panel.curve.fits_narrowly
+    assert panel.curve_view.crossing_line.pen.color().name().upper() == colours.FITS.upper()
