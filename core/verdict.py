@@ -191,6 +191,30 @@ def cheapest_fit_words(name: str, narrow: bool) -> str:
     return f"cheapest that fits: {name}"
 
 
+def limit_parts(with_margin: int, at_all: int) -> tuple[int, str]:
+    """A limit (the largest value that fits, core.advice.limits) as its answer and a note in this module's
+    words: the largest that fits with margin, noting a larger one that fits narrowly ("13 fits narrowly");
+    where none fits with margin, the largest that fits narrowly, noted "fits narrowly; none fits with
+    margin"; (0, "") where nothing fits, and no note where the two are one."""
+    if with_margin < 0 or at_all < with_margin:
+        raise ValueError(f"a limit with margin ({with_margin}) lies between 0 and the limit at all ({at_all})")
+    narrow = NARROW_LABEL.lower()
+    if with_margin == at_all:
+        return at_all, ""
+    if with_margin == 0:
+        return at_all, f"{narrow}; {NO_MARGIN_FALLBACK}"
+    return with_margin, f"{at_all:,} {narrow}"
+
+
+def limit_words(with_margin: int, at_all: int, unit: str = "") -> str:
+    """A limit in words (:func:`limit_parts`), ``unit`` after its answer: "12", "12 (13 fits narrowly)",
+    "2 (fits narrowly; none fits with margin)"; "" where nothing fits (the caller says what does not)."""
+    answer, note = limit_parts(with_margin, at_all)
+    if not answer:
+        return ""
+    return f"{answer:,}{unit} ({note})" if note else f"{answer:,}{unit}"
+
+
 def fit_rank(judged: Judgement) -> int:
     """The one order of fits for every search: with margin (0), narrowly (1), not at all (2)."""
     if judged.fits_with_margin:

@@ -2,7 +2,8 @@
 
 Draws a :class:`core.advice.diagnosis.Curve`: the totals the core estimated for each value, the
 capacity line, the usable line with the headroom band between them, the largest value
-that fits (the curve's ``crossing``, from the core's solver) and the plan's current value.
+that fits with margin, a larger one that fits narrowly noted in core.verdict's words (the curve's
+``parts``, from the core's solver), and the plan's current value.
 Every plot item is built once; an update only calls ``setData``/``setValue``/``setRegion``.
 """
 
@@ -15,6 +16,7 @@ from PySide6.QtCore import QEvent, Qt
 from PySide6.QtGui import QColor
 from PySide6.QtWidgets import QLabel, QVBoxLayout, QWidget
 
+from gui import colours
 from gui.format import Unit, memory, unit_scale
 from gui.plotstyle import OKABE_ITO, style_plot
 
@@ -38,6 +40,7 @@ class MemoryCurve(QWidget):
         self._range: tuple[float, float, float] = (0.0, 0.0, 0.0)
 
         self._plot_built = False
+        self._foreground = QColor(Qt.GlobalColor.black)  # the plot's text colour, set with its palette
 
         layout = QVBoxLayout(self)
         layout.setContentsMargins(0, 0, 0, 0)
@@ -132,11 +135,13 @@ class MemoryCurve(QWidget):
 
         name = AXIS_LABELS.get(curve.axis, curve.axis)
         short = name.split(" (")[0]
-        fits = curve.crossing > 0
+        answer, note = curve.parts  # core.verdict's words: with margin, a larger narrow fit noted
+        fits = answer > 0
         self.crossing_line.setVisible(fits)
+        self._paint_marker()
         if fits:
-            self.crossing_line.setValue(curve.crossing)
-            self.crossing_line.label.setFormat(f"largest that fits: {curve.crossing:,}")
+            self.crossing_line.setValue(answer)
+            self.crossing_line.label.setFormat(f"largest that fits: {answer:,}")
         self.current_line.setValue(self.current)
         self.current_line.label.setFormat(f"now: {self.current:,}")
 
@@ -156,8 +161,9 @@ class MemoryCurve(QWidget):
             self.plot.setLabel("left", f"total, {self.unit}")
 
         vermillion, blue = OKABE_ITO["vermillion"], OKABE_ITO["blue"]
+        noted = f" ({note})" if note else ""
         verdict = (
-            f"largest {short} that fits: <b>{curve.crossing:,}</b>" if fits else f"<b>no {short} fits</b>, not even 1"
+            f"largest {short} that fits: <b>{answer:,}</b>{noted}" if fits else f"<b>no {short} fits</b>, not even 1"
         )
 
         def keep(text: str) -> str:  # one legend entry never breaks across lines
@@ -169,7 +175,7 @@ class MemoryCurve(QWidget):
             f"<span style='color:{blue}'>●—</span>&nbsp;{keep('total memory')} &nbsp; "
             f"<span style='color:{vermillion}'>┅</span>&nbsp;{capacity_text} &nbsp; "
             f"<span style='color:{vermillion}'>┈</span>&nbsp;{usable_text} {keep('(shaded: headroom)')} &nbsp; "
-            f"<span style='color:{OKABE_ITO['green']}'>│</span>&nbsp;{verdict}"
+            f"<span style='color:{self.marker_colour}'>│</span>&nbsp;{verdict}"
         )
         plain = verdict.replace("<b>", "").replace("</b>", "")
         self.plot.setAccessibleDescription(f"Total memory against {name}; {plain}.")
@@ -180,14 +186,27 @@ class MemoryCurve(QWidget):
             self._apply_palette()
         super().changeEvent(event)
 
+    @property
+    def marker_colour(self) -> str:
+        """The limit marker's colour: a fit's green, or where the value marked fits only narrowly (core
+        Curve.fits_narrowly) a narrow fit's yellow, never a fit's green (gui.panels.verdict.NARROW_STYLE's)."""
+        narrow = self.curve is not None and self.curve.fits_narrowly
+        return colours.UNCERTAIN if narrow else colours.FITS
+
+    def _paint_marker(self) -> None:
+        colour = QColor(self.marker_colour)
+        self.crossing_line.setPen(pg.mkPen(colour, width=2))
+        # Yellow text is unreadable on a light plot: a narrow fit's label takes the text colour.
+        narrow = self.curve is not None and self.curve.fits_narrowly
+        self.crossing_line.label.setColor(self._foreground if narrow else colour)
+
     def _apply_palette(self) -> None:
         background, foreground, _band = style_plot(self, self.plot, self.capacity_line, self.usable_line, self.band)
+        self._foreground = foreground
         total = QColor(OKABE_ITO["blue"])
         self.line.setPen(pg.mkPen(total, width=2))
         self.line.setSymbolBrush(pg.mkBrush(total))
         self.line.setSymbolPen(pg.mkPen(background))
-        fits = QColor(OKABE_ITO["green"])
-        self.crossing_line.setPen(pg.mkPen(fits, width=2))
-        self.crossing_line.label.setColor(fits)
+        self._paint_marker()
         self.current_line.setPen(pg.mkPen(foreground, width=1, style=Qt.PenStyle.DotLine))
         self.current_line.label.setColor(foreground)

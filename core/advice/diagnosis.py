@@ -160,7 +160,7 @@ class Diagnosis:
             inf = self.estimate.inference
             if self.mode is Mode.INFERENCE and inf.queued:
                 return Advice(AdviceKind.FITS_QUEUED, queued=inf.queued, at_once=inf.max_concurrent)
-            return Advice(AdviceKind.FITS)
+            return Advice(AdviceKind.FITS_NARROWLY if self.judgement.fits_narrowly else AdviceKind.FITS)
         if not offered:
             kind = AdviceKind.NO_CHANGE_KNOWN
         elif self.combination is not None:
@@ -351,7 +351,12 @@ def report(request: DiagnosisRequest) -> DiagnosisReport:
     diagnosis = diagnose(plan, request.mode, request.pins)
     # The curves are the training step's memory against its micro-batch and sequence: none for serving.
     curves = (
-        {axis: memory_curve(plan, axis, crossing=diagnosis.limits.largest(axis)) for axis in AXES}
+        {
+            axis: memory_curve(
+                plan, axis, crossing=diagnosis.limits.largest(axis), margin_crossing=diagnosis.limits.with_margin(axis)
+            )
+            for axis in AXES
+        }
         if request.mode is Mode.TRAINING
         else {}
     )

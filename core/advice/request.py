@@ -86,6 +86,8 @@ class AdviceKind(StrEnum):
     """What the diagnosis advises, as the Diagnosis tab, reports and the command line word it."""
 
     FITS = "fits"  # nothing needs to change
+    # It fits, the estimate's range reaching into the headroom (core.verdict's narrow fit): never worded as a plain fit.
+    FITS_NARROWLY = "fits-narrowly"
     FITS_QUEUED = "fits-queued"  # serving fits, but some of the plan's requests wait in the queue
     STEP_FITS_BUT = "step-fits-but"  # the training step fits; the evaluation or serving does not
     NO_CHANGE_KNOWN = "no-change-known"  # no change the planner knows lowers the memory

@@ -12,6 +12,7 @@ from core.cli.parser import UsageError
 from core.cli.plans import plan_from_args, plan_from_config
 from core.cli.render import json_text
 from core.files.planfile import save as save_plan
+from core.verdict import NARROW_LABEL
 
 
 def register(sub: Any, estimate_parser: argparse.ArgumentParser) -> None:
@@ -59,7 +60,9 @@ def _one_card_remedies(answer: FewestGpus) -> list[str]:
     if not answer.one_per_machine or answer.found is not None:
         return []
     d = diagnose(answer.base)
-    fitting = [r.title for r in d.remedies if r.fits][:SHOWN_REMEDIES]
+    # A change that fits narrowly is said so, in core.verdict's words (the Diagnosis badges it, the report words it).
+    fitting = [f"{r.title} ({NARROW_LABEL.lower()})" if r.fits_narrowly else r.title for r in d.remedies if r.fits]
+    fitting = fitting[:SHOWN_REMEDIES]
     if not fitting and d.combination is not None:
         fitting = [f"together: {d.combination.title}"]
     return fitting

@@ -37,7 +37,7 @@ from core.advice.request import PIN_LABELS, AdviceKind, Pin, pin_label, symptoms
 from core.advice.symptoms import SYMPTOM_BY_FAILURE, Failure, Symptom
 from core.estimate import Estimate
 from core.plan import Accounting
-from core.verdict import Mode, Verdict
+from core.verdict import NARROW_LABEL, NARROW_MEANING, Mode, Verdict
 from gui.curve import MemoryCurve
 from gui.diagnosis_controller import DiagnosisController
 from gui.display_state import Display, DisplayState
@@ -329,8 +329,8 @@ class DiagnosisPanel(QScrollArea):
         form.setRowWrapPolicy(QFormLayout.RowWrapPolicy.WrapLongRows)
         self.limits: dict[str, QLabel] = {}
         for key, label, tip in (
-            ("micro_batch", "Largest micro-batch", "The largest micro-batch that fits the usable memory"),
-            ("seq_len", "Longest sequence", "The longest sequence that fits the usable memory"),
+            ("micro_batch", "Largest micro-batch", "The largest micro-batch that fits the usable memory with margin"),
+            ("seq_len", "Longest sequence", "The longest sequence that fits the usable memory with margin"),
             ("concurrent", "Most requests (serving)", "Most concurrent requests of the serving context that fit"),
             ("context", "Longest context (serving)", "Longest context per request, at the serving concurrency"),
         ):
@@ -558,6 +558,7 @@ class DiagnosisPanel(QScrollArea):
         when = d.when
         note = {
             AdviceKind.FITS: "The plan fits: nothing needs to change.",
+            AdviceKind.FITS_NARROWLY: f"<b>{NARROW_LABEL}</b>: the plan {NARROW_MEANING}.",
             AdviceKind.FITS_QUEUED: (
                 f"Fits, but <b>{counted(advice.queued, 'request')} {'waits' if advice.queued == 1 else 'wait'} "
                 f"in the queue</b>: the pool holds "
@@ -596,20 +597,25 @@ class DiagnosisPanel(QScrollArea):
         wl = plan.workload
         limits = d.limits
         serving = plan.inference
+        # Each limit as core.verdict words it: the largest that fits with margin, a larger narrow fit noted.
+        micro, micro_note = limits.parts("micro_batch")
+        now = f"now {wl.micro_batch:,}"
         if limits.micro_batch_unbounded:
-            micro = f"memory does not limit it (now {wl.micro_batch:,})"
-        elif limits.max_micro_batch:
-            micro = f"<b>{limits.max_micro_batch:,}</b> (now {wl.micro_batch:,})"
+            micro_text = f"memory does not limit it ({now})"
+        elif micro:
+            micro_text = f"<b>{micro:,}</b> ({micro_note}; {now})" if micro_note else f"<b>{micro:,}</b> ({now})"
         else:
-            micro = f"none fits, not even 1 (now {wl.micro_batch:,})"
-        self.limits["micro_batch"].setText(micro)
+            micro_text = f"none fits, not even 1 ({now})"
+        self.limits["micro_batch"].setText(micro_text)
+        seq, seq_note = limits.parts("seq_len")
+        now = f"now {wl.seq_len:,}"
         if limits.sequence_unbounded:
-            seq = f"memory does not limit it (now {wl.seq_len:,})"
-        elif limits.max_sequence:
-            seq = f"<b>{limits.max_sequence:,}</b> tokens (now {wl.seq_len:,})"
+            seq_text = f"memory does not limit it ({now})"
+        elif seq:
+            seq_text = f"<b>{seq:,}</b> tokens ({seq_note}; {now})" if seq_note else f"<b>{seq:,}</b> tokens ({now})"
         else:
-            seq = f"none fits, not even 1 token (now {wl.seq_len:,})"
-        self.limits["seq_len"].setText(seq)
+            seq_text = f"none fits, not even 1 token ({now})"
+        self.limits["seq_len"].setText(seq_text)
         self.limits["concurrent"].setText(
             f"<b>{limits.max_concurrent:,}</b> of {serving.context:,} tokens (now {serving.concurrent:,})"
             if limits.max_concurrent

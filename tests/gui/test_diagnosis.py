@@ -17,7 +17,8 @@ from core.estimate import VERDICT_LABELS, Verdict, estimate
 from core.plan import Hardware, Method, Plan, Precision, Preset, Workload
 from core.presets import default_plan, lesson_plan, plan_for_model
 from core.units import GB
-from core.verdict import Mode
+from core.verdict import NARROW_LABEL, Mode
+from gui import colours
 from gui.diagnosis_controller import DiagnosisRequest, run_request
 from gui.format import memory
 from gui.main_window import MainWindow
@@ -199,18 +200,25 @@ def test_curve_crossing_is_the_solver_answer(qtbot: Any, shown: MainWindow) -> N
     panel = show_plan(qtbot, shown, plan)
     largest = max_micro_batch(plan)
     assert 0 < largest < 17
+    # The one "fits" rule (core.verdict): the line marks the largest that fits with margin, the caption
+    # notes the larger one that fits narrowly (12 and 13 for this plan, solved on this tree: task h62lim).
+    margin = max_micro_batch(plan, high=largest, margin=True)
+    assert 0 < margin < largest
     view = panel.curve_view
-    assert panel.curve is not None and panel.curve.crossing == largest
-    assert view.crossing_line.value() == largest and view.crossing_line.isVisible()
+    assert panel.curve is not None and panel.curve.crossing == largest and panel.curve.margin_crossing == margin
+    assert view.crossing_line.value() == margin and view.crossing_line.isVisible()
+    assert f"<b>{margin:,}</b> ({largest:,} {NARROW_LABEL.lower()})" in view.caption.text()
     card = estimate(plan)
     assert view.capacity_line.value() == pytest.approx(card.capacity_bytes / GB)
     assert view.band.getRegion() == pytest.approx((card.usable_bytes / GB, card.capacity_bytes / GB))
     xs, ys = view.line.getData()
     assert list(xs) == list(panel.curve.values)
     assert list(ys) == pytest.approx([t / GB for t in panel.curve.total_bytes])
-    assert f"{largest:,}" in panel.limits["micro_batch"].text()
+    assert panel.limits["micro_batch"].text() == f"<b>{margin:,}</b> ({largest:,} {NARROW_LABEL.lower()}; now 17)"
     longest = max_sequence(plan)
-    assert panel.max_sequence == longest and f"{longest:,}" in panel.limits["seq_len"].text()
+    longest_margin = max_sequence(plan, high=longest, margin=True)
+    assert panel.max_sequence == longest
+    assert f"<b>{longest_margin:,}</b> tokens ({longest:,} {NARROW_LABEL.lower()};" in panel.limits["seq_len"].text()
     inference = estimate(plan).inference
     assert f"{inference.max_concurrent:,}" in panel.limits["concurrent"].text()
     assert f"{inference.max_context:,}" in panel.limits["context"].text()
@@ -218,7 +226,7 @@ def test_curve_crossing_is_the_solver_answer(qtbot: Any, shown: MainWindow) -> N
     items = list(view.plot.getPlotItem().items)
     panel.axis_picker.setCurrentIndex(panel.axis_picker.findData("seq_len"))
     assert panel.curve.axis == "seq_len" and panel.curve.crossing == longest
-    assert view.crossing_line.value() == longest
+    assert view.crossing_line.value() == longest_margin
     assert list(view.plot.getPlotItem().items) == items  # updated in place, never rebuilt
 
 
@@ -247,7 +255,7 @@ def test_updates_while_visible_coalesced(qtbot: Any, shown: MainWindow) -> None:
     assert panel.refresh_count == count + 1
     assert panel.diagnosis is not None and panel.diagnosis.estimate.plan == shown.controller.plan
     assert "Out of memory" in panel.badge.text()
-    assert "(now 28)" in panel.limits["micro_batch"].text()
+    assert "now 28)" in panel.limits["micro_batch"].text()  # "12 (13 fits narrowly; now 28)"
     assert all(row.apply.isEnabled() for row in panel.remedy_list.rows)
 
 
@@ -478,3 +486,29 @@ def test_the_failing_phase_is_the_one_the_banner_names(qtbot: Any, shown: MainWi
     phase = estimate(plan).peak_phase
     assert f"Peak at the <b>{phase}</b>" in shown.verdict.detail.text()
     assert f"at the {phase}," in panel.failure.text() and "at load" not in panel.failure.text()
+
+
+def test_a_narrow_fit_is_not_noted_as_a_plain_fit(qtbot: Any, shown: MainWindow) -> None:
+    """Audit (task h62lim): the note under "What to change" said "The plan fits: nothing needs to change."
+    for a plan the banner calls "Fits narrowly" (the start-up plan at its largest micro-batch that fits)."""
+    largest = max_micro_batch(default_plan().with_workload(micro_batch=17))
+    plan = default_plan().with_workload(micro_batch=largest)
+    assert estimate(plan).judgement().fits_narrowly
+    panel = show_plan(qtbot, shown, plan)
+    assert f"<b>{NARROW_LABEL}</b>" in panel.remedy_note.text()
+    assert "nothing needs to change" not in panel.remedy_note.text()
+
+
+def test_a_limit_that_fits_only_narrowly_is_not_marked_green(qtbot: Any, shown: MainWindow) -> None:
+    """Audit (task h62lim): the start-up plan on an RTX 4090 at micro-batch 1 fits narrowly, and no micro-batch
+    fits with margin (core.advice.limits, solved on this tree): the curve's marker was a fit's plain green."""
+    plan = default_plan().with_hardware(gpu="rtx-4090").with_workload(micro_batch=1)
+    panel = show_plan(qtbot, shown, plan)
+    assert panel.curve is not None and panel.curve.fits_narrowly
+    assert panel.curve_view.crossing_line.pen.color().name().upper() == colours.UNCERTAIN.upper()
+    assert f"color:{colours.UNCERTAIN}" in panel.curve_view.caption.text()
+    assert f"({NARROW_LABEL.lower()}; " in panel.limits["micro_batch"].text()
+    # A limit with margin keeps a fit's green.
+    panel = show_plan(qtbot, shown, default_plan().with_workload(micro_batch=17))
+    assert panel.curve is not None and not panel.curve.fits_narrowly
+    assert panel.curve_view.crossing_line.pen.color().name().upper() == colours.FITS.upper()
