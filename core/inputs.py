@@ -200,6 +200,12 @@ class Optimizer(StrEnum):
     ADEMAMIX_8BIT = "ademamix-8bit"
     PAGED_ADEMAMIX = "paged-ademamix"
     PAGED_ADEMAMIX_8BIT = "paged-ademamix-8bit"
+    # facebookresearch schedule_free (schedulefree 1.4.1 adamw_schedulefree.py / radam_schedulefree.py /
+    # sgd_schedulefree.py, transformers 5.25 schedule_free_adamw / _radam / _sgd): ``z = torch.clone(p)`` and, but for
+    # SGD, ``exp_avg_sq = torch.zeros_like(p)``, in the parameter's dtype; train() / eval() lerp p and z in place.
+    SCHEDULE_FREE_ADAMW = "schedule-free-adamw"
+    SCHEDULE_FREE_RADAM = "schedule-free-radam"
+    SCHEDULE_FREE_SGD = "schedule-free-sgd"
 
 
 class Attention(StrEnum):
@@ -652,6 +658,9 @@ OPTIMIZER_LABELS: Final = {
     Optimizer.ADEMAMIX_8BIT: "AdEMAMix 8-bit",
     Optimizer.PAGED_ADEMAMIX: "Paged AdEMAMix",
     Optimizer.PAGED_ADEMAMIX_8BIT: "Paged AdEMAMix 8-bit",
+    Optimizer.SCHEDULE_FREE_ADAMW: "Schedule-free AdamW",
+    Optimizer.SCHEDULE_FREE_RADAM: "Schedule-free RAdam",
+    Optimizer.SCHEDULE_FREE_SGD: "Schedule-free SGD",
 }
 # Each optimizer's state per trainable parameter and where the rule was read (core.training.optimizer), for the
 # Optimizer list's entries.
@@ -711,6 +720,13 @@ OPTIMIZER_TOOLTIPS: Final = {
     "100,000 elements or more.",
     Optimizer.PAGED_ADEMAMIX_8BIT: "bitsandbytes PagedAdEMAMix8bit: AdEMAMix 8-bit's codes paged for tensors of "
     "100,000 elements or more; their block absmax (12 B per 256) stays on the GPU.",
+    Optimizer.SCHEDULE_FREE_ADAMW: "schedulefree AdamWScheduleFree: z (a copy of the parameter) and exp_avg_sq in the "
+    "parameters' dtype, 8 B at float32; the foreach step keeps one denominator list; train() / eval() swap the "
+    "parameters in place (facebookresearch schedule_free adamw_schedulefree.py).",
+    Optimizer.SCHEDULE_FREE_RADAM: "schedulefree RAdamScheduleFree: z and exp_avg_sq, 8 B at float32; the foreach "
+    "step keeps one denominator list once rectified (radam_schedulefree.py).",
+    Optimizer.SCHEDULE_FREE_SGD: "schedulefree SGDScheduleFree: one z in the parameters' dtype, 4 B at float32; "
+    "the step updates in place (sgd_schedulefree.py).",
 }
 PRESET_LABELS: Final = {
     Preset.TRAINER_BF16: "Trainer(bf16=True), bf16 model",
@@ -1265,7 +1281,7 @@ INPUTS: Final[tuple[Input, ...]] = (
           "moments (4 bytes), 6 with its bf16 Kahan buffer; Lion one momentum (4 bytes, 8-bit 1 byte + 4 B per "
           "256: bitsandbytes); SGD with momentum one buffer; Adafactor factored moments; Adagrad and RMSprop "
           "(torch) one buffer; bitsandbytes' RMSprop one float32 buffer (8-bit 1 byte + 4 B per 256); AdEMAMix "
-          "three (12 bytes, 8-bit 3 bytes + 12 B per 256).",
+          "three (12 bytes, 8-bit 3 bytes + 12 B per 256); schedule-free AdamW / RAdam z and exp_avg_sq, SGD z.",
           ("--optimizer",), "the optimizer (its state per trainable parameter)", labels=OPTIMIZER_LABELS),
     Input("optimizer_impl", Kind.ENUM, "Implementation", "Optimizer implementation", OptimizerImpl.FUSED,
           "fused (HF Trainer's adamw_torch_fused) updates in place; foreach (torch.optim's default on CUDA) "

@@ -92,6 +92,9 @@ OPTIMIZERS_NOT_OFFLOADED: Final = frozenset(
         Optimizer.ADEMAMIX_8BIT,
         Optimizer.PAGED_ADEMAMIX,
         Optimizer.PAGED_ADEMAMIX_8BIT,
+        Optimizer.SCHEDULE_FREE_ADAMW,
+        Optimizer.SCHEDULE_FREE_RADAM,
+        Optimizer.SCHEDULE_FREE_SGD,
     }
 )
 

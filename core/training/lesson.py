@@ -60,6 +60,10 @@ LESSON_OPTIMIZER_BYTES: Final = {
     Optimizer.ADEMAMIX_8BIT: 3.0,
     Optimizer.PAGED_ADEMAMIX: 12.0,
     Optimizer.PAGED_ADEMAMIX_8BIT: 3.0,
+    # schedule-free AdamW / RAdam: z and exp_avg_sq; SGD: z (facebookresearch schedule_free), float32 here
+    Optimizer.SCHEDULE_FREE_ADAMW: 8.0,
+    Optimizer.SCHEDULE_FREE_RADAM: 8.0,
+    Optimizer.SCHEDULE_FREE_SGD: 4.0,
 }
 MASTER_COPY_BYTES: Final = ELEMENT_BYTES["fp32"]  # float32 master weight in mixed precision
 ADAPTER_BYTES: Final = ELEMENT_BYTES["fp32"]  # the lesson keeps adapters, and their gradients, in float32

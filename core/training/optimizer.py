@@ -151,6 +151,22 @@ ONE_BUFFER_TORCH: Final = (Optimizer.ADAGRAD, Optimizer.RMSPROP)
 # (foreach lists, foreach lists with weight decay, for-loop copies of the largest tensor).
 ONE_BUFFER_TEMPORARIES: Final = {Optimizer.ADAGRAD: (2, 2, 2), Optimizer.RMSPROP: (1, 2, 2)}
 
+# facebookresearch schedule_free (schedulefree 1.4.1, the version transformers 5.25 asks for at least 1.4.0):
+# adamw_schedulefree.py lines 151-154 ``self.state[p]['z'] = torch.clone(p)``, ``self.state[p]['exp_avg_sq'] =
+# torch.zeros_like(p)`` (radam_schedulefree.py lines 167-169 alike; sgd_schedulefree.py line 153 z alone): the
+# parameter's dtype. The foreach step (AdamW, and RAdam once rho_t > 4) ``denom = torch._foreach_div(exp_avg_sq,
+# bias_correction2)`` then sqrt_ / add_ in place and ``_foreach_div_(grad, denom)``: one list; the for-loop one tensor's
+# denom (foreach=False, which transformers never passes: not planned); SGD updates in place.
+# train() / eval() (``p.lerp_(end=state['z'], ...)``) swap in place: no memory, a pass over p and z at each switch
+# (HF: at training's start and around evaluation), not timed. tools/measure/optimizer_step_check.py measured the
+# state to the byte and the foreach peak 1.000 × the parameters (AdamW), 0 (SGD).
+# Per optimizer: (state buffers, foreach lists).
+SCHEDULE_FREE: Final = {
+    Optimizer.SCHEDULE_FREE_ADAMW: (2, 1),
+    Optimizer.SCHEDULE_FREE_RADAM: (2, 1),
+    Optimizer.SCHEDULE_FREE_SGD: (1, 0),
+}
+
 # An L2 weight decay (torch.optim.Adam and SGD with weight_decay > 0, not AdamW's decoupled one) makes a new gradient
 # (torch 2.13.0 torch/optim/adam.py ``_multi_tensor_adam`` lines 688-699, ``device_grads = torch._foreach_add(
 # device_grads, device_params, alpha=weight_decay)``; ``_single_tensor_adam`` line 428 ``grad = grad.add(param,
@@ -317,6 +333,10 @@ def _state_terms(plan: Plan, counts: ParamCounts, dt: Dtypes) -> list[Term]:
     if opt in ONE_BUFFER_TORCH:
         name = "Adagrad sum of squared gradients" if opt is Optimizer.ADAGRAD else "RMSprop square_avg"
         return [Term(name, f"T × {b:g} B = {sci(t)} × {b:g} B", t * b)]
+    if opt in SCHEDULE_FREE:
+        k = SCHEDULE_FREE[opt][0]
+        name = "schedule-free z and exp_avg_sq" if k == 2 else "schedule-free z"
+        return [Term(name, f"{k} × T × {b:g} B = {k} × {sci(t)} × {b:g} B", k * t * b)]
     if opt in AO_LOW_BIT:
         return _ao_state_terms(plan, t, b)
     if opt in ANYPRECISION:
@@ -507,6 +527,8 @@ def tensor_state_bytes(opt: Optimizer, rows: int, cols: int, b: float) -> tuple[
         return _ademamix_tensor_bytes(opt, n)
     if opt in ONE_BUFFER_TORCH:
         return n * b, f"one buffer at {b:g} B"
+    if opt in SCHEDULE_FREE:
+        return SCHEDULE_FREE[opt][0] * n * b, f"schedule-free state at {b:g} B"
     if opt in AO_LOW_BIT:
         code, block, qmap = AO_LOW_BIT[opt]
         if n < AO_MIN_SIZE or n % block:
@@ -712,6 +734,8 @@ def optimizer_step_temporary(
         return _one_buffer_temporary(plan, t, b, beside)
     if plan.optimizer in (Optimizer.SGD, Optimizer.SGD_MOMENTUM):
         return _sgd_decay_temporary(plan, t, b, beside)
+    if plan.optimizer in SCHEDULE_FREE:
+        return _schedule_free_temporary(plan, t, b, beside)
     if plan.optimizer not in ADAM_FAMILY:
         return None
     impl = plan.optimizer_impl
@@ -822,6 +846,17 @@ def _one_buffer_temporary(plan: Plan, t: int, b: float, beside: Sequence[tuple[i
 
 
 OPTIMIZER_NAMES: Final = {Optimizer.ADAGRAD: "Adagrad", Optimizer.RMSPROP: "RMSprop"}
+
+
+def _schedule_free_temporary(plan: Plan, t: int, b: float, beside: Sequence[tuple[int, float]]) -> Term | None:
+    """schedulefree's step (SCHEDULE_FREE): AdamW's and RAdam's denominator list, foreach as transformers builds them
+    (``foreach=hasattr(torch, "_foreach_mul_")``, never passed; the plan's implementation input is torch.optim's and
+    not read); SGD none."""
+    lists = SCHEDULE_FREE[plan.optimizer][1]
+    if not lists:
+        return None
+    total = t * b + sum(n * w for n, w in beside)
+    return Term("foreach schedule-free denominator list", f"{sci(total / b)} × {b:g} B", lists * total)
 
 
 def _lora_fa_temporary(plan: Plan, dt: Dtypes) -> Term:

@@ -433,7 +433,9 @@ MTA_TENSORS: Final = 336
 # foreach optimizers keep their step counters on the CPU): AdamW / Adam for-loop 7 a tensor (lerp_, mul_,
 # addcmul_, sqrt, div, add_, addcdiv_), foreach the same 7 as foreach ops, fused one ``_fused_adamw_`` and the
 # GPU step counters' ``_foreach_add_``; SGD with momentum 3 (mul_, add_, add_), plain SGD 1, fused SGD one.
-# bitsandbytes' optimizers launch one kernel per tensor (update_step); Adafactor is not counted.
+# bitsandbytes' optimizers launch one kernel per tensor (update_step); Adafactor and schedulefree's optimizers
+# (core.training.optimizer.SCHEDULE_FREE: their foreach ops, and train() / eval()'s lerp at each switch) are not
+# counted.
 STEP_OPS: Final = {
     Optimizer.ADAMW: 7,
     Optimizer.ADAM: 7,

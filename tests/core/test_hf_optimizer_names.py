@@ -49,6 +49,9 @@ NEW = (
     Optimizer.ADEMAMIX_8BIT,
     Optimizer.PAGED_ADEMAMIX,
     Optimizer.PAGED_ADEMAMIX_8BIT,
+    Optimizer.SCHEDULE_FREE_ADAMW,
+    Optimizer.SCHEDULE_FREE_RADAM,
+    Optimizer.SCHEDULE_FREE_SGD,
 )
 BIG = 32_000 * 4096  # Llama 2 7B's embedding and untied head (config.json vocab_size 32000, hidden_size 4096)
 
@@ -122,6 +125,19 @@ def test_state_of_a_7b_model_per_parameter() -> None:
     assert _state(_plan(Optimizer.RMSPROP_BNB_8BIT)) == pytest.approx(t * (1 + 4 / 256))  # no tensor under 4,096
     assert _state(_plan(Optimizer.ADEMAMIX)) == t * 12  # m1, m2, nu: AdamW's 8 B and one moment more
     assert _state(_plan(Optimizer.ADEMAMIX_8BIT)) == pytest.approx(t * 3 * (1 + 4 / 256))
+
+
+def test_schedule_free_state_and_step_as_measured() -> None:
+    """schedulefree 1.4.1: z = torch.clone(p) and exp_avg_sq = torch.zeros_like(p) (SGD: z alone), the parameter's
+    dtype, measured to the byte; AdamW's foreach step one denominator list (1.000 × the parameters), SGD's none."""
+    assert tensor_state_bytes(Optimizer.SCHEDULE_FREE_ADAMW, 688, 256, 4.0)[0] == 1_409_024  # gate_proj, float32
+    assert tensor_state_bytes(Optimizer.SCHEDULE_FREE_SGD, 688, 256, 4.0)[0] == 704_512
+    t = param_counts(_plan(Optimizer.SCHEDULE_FREE_ADAMW)).trainable
+    assert _state(_plan(Optimizer.SCHEDULE_FREE_ADAMW)) == 2 * t * 2  # pure bf16: bf16 z and exp_avg_sq
+    assert _state(_plan(Optimizer.SCHEDULE_FREE_SGD)) == t * 2
+    assert _temp(_plan(Optimizer.SCHEDULE_FREE_ADAMW)) == t * 2
+    assert _temp(_plan(Optimizer.SCHEDULE_FREE_RADAM)) == t * 2  # once rectified (rho_t > 4)
+    assert _temp(_plan(Optimizer.SCHEDULE_FREE_SGD)) == 0.0
 
 
 # ---- the step's temporaries ------------------------------------------------------------------------------------
@@ -270,6 +286,9 @@ def test_every_new_optimizer_estimates_and_names_its_bytes() -> None:
         ("ademamix_8bit", "ademamix-8bit", None),
         ("paged_ademamix_32bit", "paged-ademamix", None),
         ("paged_ademamix_8bit", "paged-ademamix-8bit", None),
+        ("schedule_free_adamw", "schedule-free-adamw", None),
+        ("schedule_free_radam", "schedule-free-radam", None),
+        ("schedule_free_sgd", "schedule-free-sgd", None),
     ],
 )
 def test_hf_optim_names(optim: str, expected: str, impl: str | None) -> None:
@@ -285,7 +304,6 @@ def test_hf_optim_names(optim: str, expected: str, impl: str | None) -> None:
         ("apollo_adamw", "APOLLO"),
         ("lomo", "no gradients"),
         ("adalomo", "factored"),
-        ("schedule_free_adamw", "schedule-free"),
         ("grokadamw", "GrokAdamW"),
         ("stable_adamw", "StableAdamW"),
     ],

@@ -17,7 +17,9 @@ momentum_buffer, grad_avg, 12 B), but for the 8-bit optimizers' embedding, which
 Adagrad foreach 2.000 × the parameters (weight decay 0.1: 2.000), for-loop 1.256 × the largest (2.000), fused 0;
 RMSprop foreach 1.000 (2.000), for-loop 1.256 (2.000); Adam foreach 1.000 with and without an L2 decay, for-loop
 2.000 and 3.000 with it; AdamW's decoupled decay 1.000 / 2.000 as without; SGD foreach 0, 1.000 with a decay (with
-momentum too), for-loop 0 and 1.000 × the largest.
+momentum too), for-loop 0 and 1.000 × the largest. schedulefree 1.4.1: AdamWScheduleFree and RAdamScheduleFree 8 B an
+element (z, exp_avg_sq), SGDScheduleFree 4 B, to the byte; AdamW's foreach step 1.000 × the parameters, RAdam's 0 at
+its second step (no denominator before rho_t > 4), SGD's 0.
 """
 
 from __future__ import annotations
@@ -113,5 +115,28 @@ def main() -> None:
         )
 
 
+def schedule_free() -> None:
+    """schedulefree's AdamW / RAdam / SGD (train() called first, as transformers does): z (+ exp_avg_sq) per tensor,
+    and the foreach step's denominator list (RAdam's only once rho_t > 4, after the second step measured here: 0)."""
+    import schedulefree
+
+    def trained(cls: Callable[..., torch.optim.Optimizer]) -> Make:
+        def make(ps: list[torch.nn.Parameter]) -> torch.optim.Optimizer:
+            optimizer = cls(ps, lr=0.01)
+            optimizer.train()  # type: ignore[attr-defined]
+            return optimizer
+
+        return make
+
+    for name, cls, k in (
+        ("AdamWScheduleFree", schedulefree.AdamWScheduleFree, 2),
+        ("RAdamScheduleFree", schedulefree.RAdamScheduleFree, 2),
+        ("SGDScheduleFree", schedulefree.SGDScheduleFree, 1),
+    ):
+        _state(f"schedulefree {name} (float32)", trained(cls), torch.float32, lambda n, k=k: k * 4.0 * n)
+        _peak(f"schedulefree {name} foreach", trained(cls))
+
+
 if __name__ == "__main__":
     main()
+    schedule_free()

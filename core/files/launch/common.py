@@ -361,6 +361,9 @@ HF_OPTIM: Final = {
     Optimizer.ADEMAMIX_8BIT: "ademamix_8bit",
     Optimizer.PAGED_ADEMAMIX: "paged_ademamix_32bit",
     Optimizer.PAGED_ADEMAMIX_8BIT: "paged_ademamix_8bit",
+    Optimizer.SCHEDULE_FREE_ADAMW: "schedule_free_adamw",
+    Optimizer.SCHEDULE_FREE_RADAM: "schedule_free_radam",
+    Optimizer.SCHEDULE_FREE_SGD: "schedule_free_sgd",
 }
 # transformers builds torch's Adagrad and RMSprop with no foreach / fused argument: torch's foreach on CUDA.
 HF_FOREACH_ONLY: Final = (Optimizer.ADAGRAD, Optimizer.RMSPROP)

@@ -77,6 +77,10 @@ HF_OPTIMIZERS: Final[dict[str, tuple[Optimizer, str | None]]] = {
     "ademamix_8bit": (Optimizer.ADEMAMIX_8BIT, None),
     "paged_ademamix_32bit": (Optimizer.PAGED_ADEMAMIX, None),
     "paged_ademamix_8bit": (Optimizer.PAGED_ADEMAMIX_8BIT, None),
+    # _get_schedule_free_optimizer: schedulefree's AdamWScheduleFree / RAdamScheduleFree / SGDScheduleFree
+    "schedule_free_adamw": (Optimizer.SCHEDULE_FREE_ADAMW, None),
+    "schedule_free_radam": (Optimizer.SCHEDULE_FREE_RADAM, None),
+    "schedule_free_sgd": (Optimizer.SCHEDULE_FREE_SGD, None),
 }
 # transformers' adamw_anyprecision builds torchdistx's AnyPrecisionAdamW with float32 moments unless optim_args
 # name others (trainer.py: ``optim_args.get("momentum_dtype", "float32")``, the same for variance_dtype): not the
@@ -106,10 +110,6 @@ HF_NOT_MODELLED: Final = {
     "lomo": "LOMO updates each parameter in the backward as its gradient forms, keeping no gradients, through its own "
     "trainer path (transformers trainer.py: optimizer.fused_backward): not modelled",
     "adalomo": "AdaLOMO updates in the backward with factored second moments (lomo-optim): not modelled",
-    "schedule_free_adamw": "schedule-free AdamW (facebookresearch schedule_free: z and exp_avg_sq beside the "
-    "parameter, train() / eval() swaps) is not modelled yet",
-    "schedule_free_radam": "schedule-free RAdam (facebookresearch schedule_free) is not modelled yet",
-    "schedule_free_sgd": "schedule-free SGD (facebookresearch schedule_free: one z per parameter) is not modelled yet",
     "grokadamw": "GrokAdamW (grokadamw package) keeps a gradient EMA beside Adam's moments: not read, not modelled",
     "stable_adamw": "StableAdamW (torch-optimi) is not read: not modelled",
 }
