@@ -185,6 +185,27 @@ class Optimizer(StrEnum):
     # PEFT's LoRA-FA (huggingface/peft 5d602fdb src/peft/optimizers/lorafa.py create_lorafa_optimizer, as in PEFT
     # 0.18.0): every lora_A frozen, lora_B trained by AdamW on its gradient projected through (A Aᵀ)⁻¹. LoRA only.
     LORA_FA = "lora-fa"
+    # torch.optim.Adagrad (torch 2.13.0 torch/optim/adagrad.py: ``state["sum"] = torch.full_like(p, ...)``) and
+    # torch.optim.RMSprop with HF's rmsprop defaults, momentum 0 and centered False (rmsprop.py: ``square_avg`` only;
+    # transformers 5.25 trainer_optimizer.py _get_adagrad / _get_rmsprop pass optim_args' floats, none by default).
+    ADAGRAD = "adagrad"
+    RMSPROP = "rmsprop"
+    # bitsandbytes' RMSprop (bitsandbytes 0.50.2 optim/rmsprop.py: Optimizer1State, one ``state1``; HF rmsprop_bnb
+    # and rmsprop_bnb_32bit at optim_bits=32, rmsprop_bnb_8bit at 8, never paged: HF passes no is_paged for it).
+    RMSPROP_BNB = "rmsprop-bnb"
+    RMSPROP_BNB_8BIT = "rmsprop-bnb-8bit"
+    # bitsandbytes' AdEMAMix (bitsandbytes 0.50.2 optim/ademamix.py AdEMAMix.init_state: ``state1`` a (2, *p.shape)
+    # buffer holding m1 and m2, ``state2`` nu; HF ademamix, ademamix_8bit, paged_ademamix_32bit, paged_ademamix_8bit).
+    ADEMAMIX = "ademamix"
+    ADEMAMIX_8BIT = "ademamix-8bit"
+    PAGED_ADEMAMIX = "paged-ademamix"
+    PAGED_ADEMAMIX_8BIT = "paged-ademamix-8bit"
+    # facebookresearch schedule_free (schedulefree 1.4.1 adamw_schedulefree.py / radam_schedulefree.py /
+    # sgd_schedulefree.py, transformers 5.25 schedule_free_adamw / _radam / _sgd): ``z = torch.clone(p)`` and, but for
+    # SGD, ``exp_avg_sq = torch.zeros_like(p)``, in the parameter's dtype; train() / eval() lerp p and z in place.
+    SCHEDULE_FREE_ADAMW = "schedule-free-adamw"
+    SCHEDULE_FREE_RADAM = "schedule-free-radam"
+    SCHEDULE_FREE_SGD = "schedule-free-sgd"
 
 
 class Attention(StrEnum):
@@ -629,6 +650,17 @@ OPTIMIZER_LABELS: Final = {
     Optimizer.PAGED_LION_8BIT: "Paged Lion 8-bit",
     Optimizer.MUON: "Muon (+ AdamW for the rest)",
     Optimizer.LORA_FA: "LoRA-FA (PEFT, frozen lora_A)",
+    Optimizer.ADAGRAD: "Adagrad",
+    Optimizer.RMSPROP: "RMSprop",
+    Optimizer.RMSPROP_BNB: "RMSprop (bitsandbytes 32-bit)",
+    Optimizer.RMSPROP_BNB_8BIT: "RMSprop 8-bit (bitsandbytes)",
+    Optimizer.ADEMAMIX: "AdEMAMix (bitsandbytes 32-bit)",
+    Optimizer.ADEMAMIX_8BIT: "AdEMAMix 8-bit",
+    Optimizer.PAGED_ADEMAMIX: "Paged AdEMAMix",
+    Optimizer.PAGED_ADEMAMIX_8BIT: "Paged AdEMAMix 8-bit",
+    Optimizer.SCHEDULE_FREE_ADAMW: "Schedule-free AdamW",
+    Optimizer.SCHEDULE_FREE_RADAM: "Schedule-free RAdam",
+    Optimizer.SCHEDULE_FREE_SGD: "Schedule-free SGD",
 }
 # Each optimizer's state per trainable parameter and where the rule was read (core.training.optimizer), for the
 # Optimizer list's entries.
@@ -671,6 +703,30 @@ OPTIMIZER_TOOLTIPS: Final = {
     "(huggingface/peft src/peft/optimizers/lorafa.py). No config file names it (adapter_config.json and "
     "TrainingArguments have no key): it is built in code, peft.optimizers.create_lorafa_optimizer(model, r, "
     "lora_alpha, lr), and handed to the Trainer as optimizers=(optimizer, None).",
+    Optimizer.ADAGRAD: "torch.optim.Adagrad: one sum of squared gradients in the parameters' dtype (4 B at "
+    "float32); the foreach step keeps two parameter-sized lists, sqrt(sum) + eps and the scaled gradient "
+    "(torch/optim/adagrad.py).",
+    Optimizer.RMSPROP: "torch.optim.RMSprop as transformers' rmsprop builds it (momentum 0, not centered): one "
+    "square_avg in the parameters' dtype (4 B at float32); no fused implementation (torch/optim/rmsprop.py).",
+    Optimizer.RMSPROP_BNB: "bitsandbytes RMSprop (32-bit): one float32 square average, 4 B whatever the parameters' "
+    "dtype (bitsandbytes optim/rmsprop.py, Optimizer1State).",
+    Optimizer.RMSPROP_BNB_8BIT: "bitsandbytes RMSprop 8-bit: one uint8 square average, 1 B + 4 B per 256 (block "
+    "absmax); tensors under 4,096 elements 4 B.",
+    Optimizer.ADEMAMIX: "bitsandbytes AdEMAMix (32-bit): a fast and a slow EMA of the gradient and the second "
+    "moment, three float32 buffers, 12 B (bitsandbytes optim/ademamix.py).",
+    Optimizer.ADEMAMIX_8BIT: "bitsandbytes AdEMAMix 8-bit: three uint8 buffers, 3 B + 12 B per 256 (block absmax); "
+    "tensors under 4,096 elements 12 B.",
+    Optimizer.PAGED_ADEMAMIX: "bitsandbytes PagedAdEMAMix: AdEMAMix's 12 B in CUDA managed memory for tensors of "
+    "100,000 elements or more.",
+    Optimizer.PAGED_ADEMAMIX_8BIT: "bitsandbytes PagedAdEMAMix8bit: AdEMAMix 8-bit's codes paged for tensors of "
+    "100,000 elements or more; their block absmax (12 B per 256) stays on the GPU.",
+    Optimizer.SCHEDULE_FREE_ADAMW: "schedulefree AdamWScheduleFree: z (a copy of the parameter) and exp_avg_sq in the "
+    "parameters' dtype, 8 B at float32; the foreach step keeps one denominator list; train() / eval() swap the "
+    "parameters in place (facebookresearch schedule_free adamw_schedulefree.py).",
+    Optimizer.SCHEDULE_FREE_RADAM: "schedulefree RAdamScheduleFree: z and exp_avg_sq, 8 B at float32; the foreach "
+    "step keeps one denominator list once rectified (radam_schedulefree.py).",
+    Optimizer.SCHEDULE_FREE_SGD: "schedulefree SGDScheduleFree: one z in the parameters' dtype, 4 B at float32; "
+    "the step updates in place (sgd_schedulefree.py).",
 }
 PRESET_LABELS: Final = {
     Preset.TRAINER_BF16: "Trainer(bf16=True), bf16 model",
@@ -775,7 +831,15 @@ KV_LABELS: Final = {k: k.value for k in KvDtype}
 
 # The optimizers torch.optim implements three ways (fused, foreach, for-loop).
 # Muon's AdamW group runs in the plan's implementation too.
-TORCH_OPTIMIZERS: Final = (Optimizer.ADAMW, Optimizer.ADAM, Optimizer.SGD, Optimizer.SGD_MOMENTUM, Optimizer.MUON)
+TORCH_OPTIMIZERS: Final = (
+    Optimizer.ADAMW,
+    Optimizer.ADAM,
+    Optimizer.SGD,
+    Optimizer.SGD_MOMENTUM,
+    Optimizer.MUON,
+    Optimizer.ADAGRAD,
+    Optimizer.RMSPROP,
+)
 # AnyPrecisionAdamW's own for-loop runs its weight decay as an op of its own (core.training.speed.WEIGHT_DECAY_PASSES).
 ANYPRECISION_OPTIMIZERS: Final = (Optimizer.ANYPRECISION_ADAMW, Optimizer.ANYPRECISION_ADAMW_KAHAN)
 
@@ -1215,7 +1279,9 @@ INPUTS: Final[tuple[Input, ...]] = (
           "bytes + 8 B per 256 (blocks' absmax); torchao AdamW 8-bit the same, 4-bit 1 byte + 8 B per 128, FP8 "
           "2 bytes + 8 B per 256 (pytorch/ao torchao/optim); AnyPrecisionAdamW as llama-recipes runs it two bf16 "
           "moments (4 bytes), 6 with its bf16 Kahan buffer; Lion one momentum (4 bytes, 8-bit 1 byte + 4 B per "
-          "256: bitsandbytes); SGD with momentum one buffer; Adafactor factored moments.",
+          "256: bitsandbytes); SGD with momentum one buffer; Adafactor factored moments; Adagrad and RMSprop "
+          "(torch) one buffer; bitsandbytes' RMSprop one float32 buffer (8-bit 1 byte + 4 B per 256); AdEMAMix "
+          "three (12 bytes, 8-bit 3 bytes + 12 B per 256); schedule-free AdamW / RAdam z and exp_avg_sq, SGD z.",
           ("--optimizer",), "the optimizer (its state per trainable parameter)", labels=OPTIMIZER_LABELS),
     Input("optimizer_impl", Kind.ENUM, "Implementation", "Optimizer implementation", OptimizerImpl.FUSED,
           "fused (HF Trainer's adamw_torch_fused) updates in place; foreach (torch.optim's default on CUDA) "
@@ -1224,13 +1290,17 @@ INPUTS: Final[tuple[Input, ...]] = (
           ("--optimizer-impl",), "fused (HF Trainer default), foreach (torch.optim default on CUDA) or forloop",
           labels=OPTIMIZER_IMPL_LABELS, matters=lambda p: p.optimizer in TORCH_OPTIMIZERS),
     # HF Trainer's TrainingArguments.weight_decay defaults to 0.0 (what a plan without it meant); torch.optim.AdamW's
-    # own default 0.01 applies only to a hand-written loop. Time only: torch's foreach and for-loop steps add a pass
-    # over the parameters for it (core.training.speed.WEIGHT_DECAY_PASSES); fused kernels fold it in.
+    # own default 0.01 applies only to a hand-written loop. torch's foreach and for-loop steps add a pass over the
+    # parameters for it (core.training.speed.WEIGHT_DECAY_PASSES), and Adam's / SGD's L2 form a new gradient
+    # (core.training.optimizer.L2_DECAY); fused kernels fold it in.
     Input("weight_decay", Kind.FLOAT, "Weight decay", "Weight decay", 0.0,
           "The optimizer's weight decay (HF Trainer: 0 unless set; torch.optim.AdamW alone: 0.01). Not zero, "
           "torch's foreach and for-loop steps read and write every parameter once more (AdamW's "
-          "mul_ by 1 − lr·wd; Adam's and SGD's add to the gradient); the fused kernels fold it in. No memory.",
-          ("--weight-decay",), "the optimizer's weight decay (HF Trainer default 0; time only, foreach / for-loop)",
+          "mul_ by 1 − lr·wd; Adam's and SGD's add to the gradient); the fused kernels fold it in. Adam's (L2) "
+          "for-loop and SGD's foreach and for-loop steps also keep that new gradient: one more gradient-sized list "
+          "(SGD foreach) or copy of the largest tensor (core.training.optimizer.L2_DECAY).",
+          ("--weight-decay",), "the optimizer's weight decay (HF Trainer default 0; foreach / for-loop: time, and "
+          "Adam's and SGD's L2 gradient copy)",
           low=0.0, high=10.0, decimals=3, step=0.01, training_only=True,
           matters=lambda p: p.optimizer in ANYPRECISION_OPTIMIZERS
           or (p.optimizer in TORCH_OPTIMIZERS and p.optimizer_impl is not OptimizerImpl.FUSED)),

@@ -76,7 +76,8 @@ MAC_ATTENTION: Final = [Attention.EAGER, Attention.SDPA]
 # bitsandbytes' 8-bit and paged optimizers are refused below; torchao's low-bit AdamW and
 # AnyPrecisionAdamW are plain tensor code (torch.compile'd for torchao) and stay.
 # Lion 32-bit stays: bitsandbytes 95f9af30 bitsandbytes/backends/default/ops.py registers optimizer_update_32bit
-# for the "default" device key (any device), not only CUDA / XPU / CPU.
+# for the "default" device key (any device), not only CUDA / XPU / CPU; the same for RMSprop and AdEMAMix at 32 bits
+# (bitsandbytes 0.50.2 backends/default/ops.py: name2optimizer_id lists "rmsprop" and "ademamix").
 _BNB_OPTIMIZERS: Final = (
     Optimizer.ADAMW_8BIT,
     Optimizer.PAGED_ADAMW_8BIT,
@@ -84,6 +85,10 @@ _BNB_OPTIMIZERS: Final = (
     Optimizer.LION_8BIT,
     Optimizer.PAGED_LION,
     Optimizer.PAGED_LION_8BIT,
+    Optimizer.RMSPROP_BNB_8BIT,
+    Optimizer.ADEMAMIX_8BIT,
+    Optimizer.PAGED_ADEMAMIX,
+    Optimizer.PAGED_ADEMAMIX_8BIT,
 )
 MAC_OPTIMIZERS: Final = [o for o in Optimizer if o not in _BNB_OPTIMIZERS]
 
@@ -186,7 +191,7 @@ def _optimizer(plan: Plan) -> PlanError | None:
     opt = plan.optimizer
     if opt in MAC_OPTIMIZERS:
         return None
-    if opt not in (Optimizer.PAGED_ADAMW, Optimizer.PAGED_LION):
+    if opt not in (Optimizer.PAGED_ADAMW, Optimizer.PAGED_LION, Optimizer.PAGED_ADEMAMIX):
         why = (
             "bitsandbytes registers optimizer_update_8bit_blockwise for CUDA and XPU (up to 0.49.2) and the CPU "
             "(0.50.0), never for MPS"

@@ -69,12 +69,34 @@ from core.inputs import (
     checks_of,
     input_at,
     run_checks,
+    torch_before,
 )
 from core.mac import mac_refusal
 from core.model import HEAD_TARGET, ModelSpec, check_text, normalise_lora_targets
 from core.units import GiB
 
 UNQUANTISED_CACHE: Final = (CacheType.F16, CacheType.BF16, CacheType.F32)
+# torch.optim.Muon first shipped in PyTorch 2.9.0 (pytorch/pytorch PR 160213 "[muon] Introduce Muon optimizer to
+# PyTorch", landed August 2025; 2.9.0 released 2025-10-15; torch 2.8's torch/optim has no _muon.py): the plan's
+# releases before the 2.8+ bucket lack it. (torch.optim.Adafactor came in 2.5, PR 129905 of July 2024; the plan's
+# adafactor is transformers' own Adafactor, transformers/optimization.py, whatever the torch release.)
+MUON_FIRST_TORCH: Final = TorchVersion.V2_8
+# The optimizers ZeRO-Offload's CPU step is not planned for (Plan._check_new_optimizers).
+OPTIMIZERS_NOT_OFFLOADED: Final = frozenset(
+    {
+        Optimizer.ADAGRAD,
+        Optimizer.RMSPROP,
+        Optimizer.RMSPROP_BNB,
+        Optimizer.RMSPROP_BNB_8BIT,
+        Optimizer.ADEMAMIX,
+        Optimizer.ADEMAMIX_8BIT,
+        Optimizer.PAGED_ADEMAMIX,
+        Optimizer.PAGED_ADEMAMIX_8BIT,
+        Optimizer.SCHEDULE_FREE_ADAMW,
+        Optimizer.SCHEDULE_FREE_RADAM,
+        Optimizer.SCHEDULE_FREE_SGD,
+    }
+)
 
 # The enums, labels and ranges of the inputs live in core.inputs; the Plan re-exports them for
 # the code that has always imported them from here.
@@ -782,6 +804,7 @@ class Plan:
         self._check_modules_to_save()
         self._check_lora_fa()
         self._check_ao_zero()
+        self._check_new_optimizers()
         if self.method is Method.FROZEN and self.frozen_layers == 0:
             raise PlanError(
                 "frozen_layers",
@@ -1278,7 +1301,10 @@ class Plan:
             return
         par = self.parallel
         why = ""
-        if self.method not in (Method.FULL, Method.FROZEN):
+        if torch_before(self.hardware.torch_version, MUON_FIRST_TORCH):
+            field, value, allowed = "hardware.torch_version", self.hardware.torch_version.value, "2.8+ with Muon"
+            why = "a PyTorch release without it (torch.optim.Muon first shipped in 2.9.0, pytorch/pytorch PR 160213)"
+        elif self.method not in (Method.FULL, Method.FROZEN):
             field, value, allowed, why = "method", self.method.value, "full or frozen with Muon", "adapters"
         elif self.model.num_experts > 1 or self.model.kv_lora_rank:
             field, value, allowed = "model", self.model.name, "a dense model without latent attention with Muon"
@@ -1290,6 +1316,28 @@ class Plan:
             field, value, allowed, why = "stack", self.stack.value, "eager or compile with Muon", "Megatron's own"
         if why:
             raise PlanError(field, value, allowed, f"torch.optim.Muon with {why}: not modelled")
+
+    def _check_new_optimizers(self) -> None:
+        """torch.optim.RMSprop has no fused implementation (torch 2.13.0 torch/optim/rmsprop.py: foreach and for-loop
+        only). Under ZeRO-Offload DeepSpeed steps the offloaded state on the CPU with its own DeepSpeedCPUAdam (Adam,
+        AdamW); a Trainer-built Adagrad, RMSprop or bitsandbytes optimizer over it is not modelled: refused. (FSDP2's
+        CPUOffloadPolicy steps the plan's own torch optimizer on the host: kept.)"""
+        if self.optimizer is Optimizer.RMSPROP and self.optimizer_impl is OptimizerImpl.FUSED:
+            raise PlanError(
+                "optimizer_impl",
+                self.optimizer_impl.value,
+                "foreach or forloop with RMSprop",
+                "torch.optim.RMSprop has no fused implementation (torch 2.13 rmsprop.py: foreach or for-loop)",
+            )
+        par = self.parallel
+        if self.optimizer in OPTIMIZERS_NOT_OFFLOADED and par.strategy.deepspeed and par.offload is not Offload.NONE:
+            raise PlanError(
+                "parallel.offload",
+                self.parallel.offload.value,
+                f"none with {OPTIMIZER_LABELS[self.optimizer]}",
+                "ZeRO-Offload's CPU step is DeepSpeedCPUAdam (Adam / AdamW); this optimizer's offloaded step is not "
+                "modelled",
+            )
 
     def _check_lora_fa(self) -> None:
         """PEFT's LoRA-FA (huggingface/peft 5d602fdb src/peft/optimizers/lorafa.py, PEFT 0.18.0 alike) takes a

@@ -50,6 +50,20 @@ LESSON_OPTIMIZER_BYTES: Final = {
     Optimizer.PAGED_LION_8BIT: 1.0,
     Optimizer.MUON: 4.0,  # one float32 momentum (the AdamW group's second moment left out at this level)
     Optimizer.LORA_FA: 8.0,  # AdamW's two float32 moments (PEFT's LoraFAOptimizer; lora_A's freezing left out here)
+    # Adagrad's sum and RMSprop's square_avg, one float32 buffer (torch.optim); bitsandbytes' RMSprop one buffer,
+    # float32 or 8-bit; AdEMAMix three moments (bitsandbytes optim/ademamix.py: m1, m2, nu), float32 or 8-bit.
+    Optimizer.ADAGRAD: 4.0,
+    Optimizer.RMSPROP: 4.0,
+    Optimizer.RMSPROP_BNB: 4.0,
+    Optimizer.RMSPROP_BNB_8BIT: 1.0,
+    Optimizer.ADEMAMIX: 12.0,
+    Optimizer.ADEMAMIX_8BIT: 3.0,
+    Optimizer.PAGED_ADEMAMIX: 12.0,
+    Optimizer.PAGED_ADEMAMIX_8BIT: 3.0,
+    # schedule-free AdamW / RAdam: z and exp_avg_sq; SGD: z (facebookresearch schedule_free), float32 here
+    Optimizer.SCHEDULE_FREE_ADAMW: 8.0,
+    Optimizer.SCHEDULE_FREE_RADAM: 8.0,
+    Optimizer.SCHEDULE_FREE_SGD: 4.0,
 }
 MASTER_COPY_BYTES: Final = ELEMENT_BYTES["fp32"]  # float32 master weight in mixed precision
 ADAPTER_BYTES: Final = ELEMENT_BYTES["fp32"]  # the lesson keeps adapters, and their gradients, in float32

@@ -55,7 +55,14 @@ OPT8_SMALL_STATE_BYTES: Final = 2 * 4.0  # state1 and state2 in float32
 # under min_8bit_size (4096 < 1e5) is never paged. tools/measure/paged_state_check.py runs the library's own
 # init_state with only get_paged replaced and shows exactly this split.
 PAGED_MIN_SIZE: Final = 100_000
-PAGED: Final = (Optimizer.PAGED_ADAMW, Optimizer.PAGED_ADAMW_8BIT, Optimizer.PAGED_LION, Optimizer.PAGED_LION_8BIT)
+PAGED: Final = (
+    Optimizer.PAGED_ADAMW,
+    Optimizer.PAGED_ADAMW_8BIT,
+    Optimizer.PAGED_LION,
+    Optimizer.PAGED_LION_8BIT,
+    Optimizer.PAGED_ADEMAMIX,
+    Optimizer.PAGED_ADEMAMIX_8BIT,
+)
 PAGED_STATE_BYTES: Final = 2 * 4.0  # state1 and state2 of the 32-bit optimizer, float32
 PAGED_8BIT_STATE_BYTES: Final = 2 * 1.0  # PagedAdamW8bit's paged part: uint8 state1 and state2, no absmax
 
@@ -99,6 +106,78 @@ ANYPRECISION_MOMENT_BYTES: Final = 2.0  # bf16
 # X before and after the round, gram and gram_update are alive at once: _muon_temporary).
 MUON_NS_STEPS: Final = 5
 MUON_X_BYTES: Final = 2.0  # the Newton-Schulz iterate, bf16 (``grad.bfloat16()``)
+
+# bitsandbytes' RMSprop (bitsandbytes 0.50.2 optim/rmsprop.py RMSprop / RMSprop8bit / RMSprop32bit, Optimizer1State):
+# one ``state1`` as Lion's (float32 at optim_bits=32; uint8 with ``absmax1`` at 8, float32 under min_8bit_size); it
+# refuses centered=True and alpha == 0 (``raise NotImplementedError``), and transformers 5.25 passes no is_paged
+# for it (trainer_optimizer.py _get_bitsandbytes_optimizer: ``if "rmsprop" not in optim_name``).
+RMSPROP_BNB_FAMILY: Final = (Optimizer.RMSPROP_BNB, Optimizer.RMSPROP_BNB_8BIT)
+# One-state bitsandbytes optimizers (Optimizer1State.init_state: state1 and, at 8 bits, absmax1).
+ONE_STATE_BNB: Final = LION_FAMILY + RMSPROP_BNB_FAMILY
+ONE_STATE_8BIT: Final = (*LION_8BIT_FAMILY, Optimizer.RMSPROP_BNB_8BIT)
+
+# bitsandbytes' AdEMAMix (bitsandbytes 0.50.2 optim/ademamix.py AdEMAMix.init_state, lines 139-173): ``state1 =
+# self._get_state_double_buffer(p, dtype)``, a (2, *p.shape) buffer of m1 and m2 (paged when is_paged and p.numel()
+# >= 1e5, lines 261-267), ``state2 = self.get_state_buffer(p, dtype)`` for nu; float32 at optim_bits=32, uint8 at 8
+# with ``absmax1 = torch.zeros((2, blocks))`` and ``absmax2 = torch.zeros((blocks,))`` (blocks of 256, on the
+# device, never paged); a tensor under min_8bit_size = 4096 elements keeps float32: three moments where Adam has two.
+ADEMAMIX_FAMILY: Final = (
+    Optimizer.ADEMAMIX,
+    Optimizer.ADEMAMIX_8BIT,
+    Optimizer.PAGED_ADEMAMIX,
+    Optimizer.PAGED_ADEMAMIX_8BIT,
+)
+ADEMAMIX_8BIT_FAMILY: Final = (Optimizer.ADEMAMIX_8BIT, Optimizer.PAGED_ADEMAMIX_8BIT)
+ADEMAMIX_MOMENTS: Final = 3
+
+# torch.optim.Adagrad (torch 2.13.0 torch/optim/adagrad.py ``_init_group``: ``state["sum"] = torch.full_like(p,
+# initial_accumulator_value)``) and torch.optim.RMSprop (rmsprop.py ``_init_group``: ``square_avg =
+# torch.zeros_like(p)``, ``momentum_buffer`` only when momentum > 0, ``grad_avg`` only when centered; transformers'
+# rmsprop passes neither): one buffer in the parameter's dtype. Their step's parameter-sized lists at once:
+# Adagrad foreach (``_multi_tensor_adagrad`` lines 528-540) ``std = torch._foreach_sqrt(device_state_sums)`` and
+# ``numerator = torch._foreach_mul(device_grads, minus_clr)`` (with weight decay the new gradient list
+# ``torch._foreach_add(device_grads, device_params, alpha=weight_decay)`` is scaled in place as the numerator:
+# two lists either way); its for-loop ``std = state_sum.sqrt() + eps``, two copies of one tensor at the add;
+# fused (``torch._fused_adagrad_``, CPU and CUDA) none. RMSprop foreach (``_multi_tensor_rmsprop`` lines 446-450)
+# ``avg = torch._foreach_sqrt(grouped_square_avgs)`` then ``_foreach_add_(avg, eps)``: one list, two with weight
+# decay (``grouped_grads = torch._foreach_add(grouped_grads, grouped_params, alpha=weight_decay)``, lines 429-432);
+# its for-loop ``avg = square_avg.sqrt()`` then ``add_(eps)`` (with weight decay ``grad = grad.add(param, ...)``
+# first). No fused RMSprop. In both for-loops the previous tensor's ``std`` / ``avg`` (or new gradient) is still bound
+# when the next one forms: counted as two copies of the largest tensor, the bound for equal neighbours (gate_proj and
+# up_proj). tools/measure/optimizer_step_check.py on the CPU: Adagrad foreach 2.000 × the parameters with and without
+# weight decay, RMSprop foreach 1.000 and 2.000; for-loops 1.256 × the largest tensor (followed by a quarter-size one)
+# and 2.000 with weight decay; fused Adagrad 0.
+ONE_BUFFER_TORCH: Final = (Optimizer.ADAGRAD, Optimizer.RMSPROP)
+# (foreach lists, foreach lists with weight decay, for-loop copies of the largest tensor).
+ONE_BUFFER_TEMPORARIES: Final = {Optimizer.ADAGRAD: (2, 2, 2), Optimizer.RMSPROP: (1, 2, 2)}
+
+# facebookresearch schedule_free (schedulefree 1.4.1, the version transformers 5.25 asks for at least 1.4.0):
+# adamw_schedulefree.py lines 151-154 ``self.state[p]['z'] = torch.clone(p)``, ``self.state[p]['exp_avg_sq'] =
+# torch.zeros_like(p)`` (radam_schedulefree.py lines 167-169 alike; sgd_schedulefree.py line 153 z alone): the
+# parameter's dtype. The foreach step (AdamW, and RAdam once rho_t > 4) ``denom = torch._foreach_div(exp_avg_sq,
+# bias_correction2)`` then sqrt_ / add_ in place and ``_foreach_div_(grad, denom)``: one list; the for-loop one tensor's
+# denom (foreach=False, which transformers never passes: not planned); SGD updates in place.
+# train() / eval() (``p.lerp_(end=state['z'], ...)``) swap in place: no memory, a pass over p and z at each switch
+# (HF: at training's start and around evaluation), not timed. tools/measure/optimizer_step_check.py measured the
+# state to the byte and the foreach peak 1.000 × the parameters (AdamW), 0 (SGD).
+# Per optimizer: (state buffers, foreach lists).
+SCHEDULE_FREE: Final = {
+    Optimizer.SCHEDULE_FREE_ADAMW: (2, 1),
+    Optimizer.SCHEDULE_FREE_RADAM: (2, 1),
+    Optimizer.SCHEDULE_FREE_SGD: (1, 0),
+}
+
+# An L2 weight decay (torch.optim.Adam and SGD with weight_decay > 0, not AdamW's decoupled one) makes a new gradient
+# (torch 2.13.0 torch/optim/adam.py ``_multi_tensor_adam`` lines 688-699, ``device_grads = torch._foreach_add(
+# device_grads, device_params, alpha=weight_decay)``; ``_single_tensor_adam`` line 428 ``grad = grad.add(param,
+# alpha=weight_decay)``; sgd.py ``_multi_tensor_sgd`` lines 424-431 and ``_single_tensor_sgd`` line 355 alike).
+# SGD keeps it to the end of the step: one gradient-sized list (foreach) or one copy of the largest tensor
+# (for-loop) where it had none. Adam's for-loop keeps it beside its two sqrt(v) copies (three, not two); Adam's
+# foreach deletes it (``del device_grads``, line 725) before ``exp_avg_sq_sqrt`` forms: its peak stays one list.
+# tools/measure/optimizer_step_check.py (torch 2.13.0 CPU): SGD foreach 0 -> 1.000 × the parameters, SGD for-loop
+# 0 -> 1.000 × the largest tensor, Adam for-loop 2.000 -> 3.000 × the largest, Adam foreach 1.000 -> 1.000.
+# Older releases' adam.py / sgd.py were not read for it.
+L2_DECAY: Final = (Optimizer.ADAM, Optimizer.SGD, Optimizer.SGD_MOMENTUM)
 
 ADAM_FAMILY: Final = (Optimizer.ADAMW, Optimizer.ADAM)
 # The caching allocator's smallest block (c10/cuda/CUDACachingAllocator.cpp kMinBlockSize):
@@ -171,9 +250,11 @@ def small_state_terms(plan: Plan) -> list[Term]:
     keep them on the CPU) and a GradScaler's scale, growth tracker and found-inf flag
     (torch/amp/grad_scaler.py)."""
     terms = []
-    if plan.optimizer in ADAM_FAMILY and plan.optimizer_impl is OptimizerImpl.FUSED:
+    fused_counters = (*ADAM_FAMILY, Optimizer.ADAGRAD)  # adagrad.py: ``torch.zeros((), device=p.device)`` if fused
+    if plan.optimizer in fused_counters and plan.optimizer_impl is OptimizerImpl.FUSED:
         n = trainable_tensors(plan)
-        terms.append(Term("fused Adam step counters on the GPU", f"{n} tensors × 512 B", n * MIN_BLOCK_BYTES))
+        name = "Adagrad" if plan.optimizer is Optimizer.ADAGRAD else "Adam"
+        terms.append(Term(f"fused {name} step counters on the GPU", f"{n} tensors × 512 B", n * MIN_BLOCK_BYTES))
     if runs_grad_scaler(plan):
         terms.append(Term("GradScaler scale, growth tracker, found-inf", "3 × 512 B", 3 * MIN_BLOCK_BYTES))
     return terms
@@ -245,8 +326,17 @@ def _state_terms(plan: Plan, counts: ParamCounts, dt: Dtypes) -> list[Term]:
         return _eight_bit_state_terms(plan, on_gpu) + _paged_absmax_terms(t - on_gpu, moments=2, name="Adam")
     if opt is Optimizer.ADAMW_8BIT:
         return _eight_bit_state_terms(plan, t)
-    if opt in LION_FAMILY:
+    if opt in ONE_STATE_BNB:
         return _lion_state_terms(plan, t)
+    if opt in ADEMAMIX_FAMILY:
+        return _ademamix_state_terms(plan, t)
+    if opt in ONE_BUFFER_TORCH:
+        name = "Adagrad sum of squared gradients" if opt is Optimizer.ADAGRAD else "RMSprop square_avg"
+        return [Term(name, f"T × {b:g} B = {sci(t)} × {b:g} B", t * b)]
+    if opt in SCHEDULE_FREE:
+        k = SCHEDULE_FREE[opt][0]
+        name = "schedule-free z and exp_avg_sq" if k == 2 else "schedule-free z"
+        return [Term(name, f"{k} × T × {b:g} B = {k} × {sci(t)} × {b:g} B", k * t * b)]
     if opt in AO_LOW_BIT:
         return _ao_state_terms(plan, t, b)
     if opt in ANYPRECISION:
@@ -295,28 +385,62 @@ def _eight_bit_state_terms(plan: Plan, trainable: int) -> list[Term]:
 
 
 def _lion_state_terms(plan: Plan, trainable: int) -> list[Term]:
-    """bitsandbytes' Lion: one float32 momentum, or uint8 with a float32 absmax per block of 256 (tensors under
-    OPT8_MIN_SIZE float32); the paged ones keep tensors under PAGED_MIN_SIZE elements on the GPU (the rest is
-    paged_state_bytes), and the 8-bit absmax of every tensor (``torch.zeros`` on the device)."""
+    """bitsandbytes' one-state optimizers (Lion, RMSprop): one float32 buffer, or uint8 with a float32 absmax per
+    block of 256 (tensors under OPT8_MIN_SIZE float32); the paged ones keep tensors under PAGED_MIN_SIZE elements on
+    the GPU (the rest is paged_state_bytes), and the 8-bit absmax of every tensor (``torch.zeros`` on the device)."""
     opt = plan.optimizer
     paged = opt in PAGED
+    name, what = ("RMSprop", "square average") if opt in RMSPROP_BNB_FAMILY else ("Lion", "momentum")
     on_gpu = min(trainable, small_state_elements(plan, PAGED_MIN_SIZE)) if paged else trainable
-    if opt not in LION_8BIT_FAMILY:
+    if opt not in ONE_STATE_8BIT:
         where = f" of tensors under {PAGED_MIN_SIZE:,} elements (the rest is paged)" if paged else ""
-        return [Term(f"Lion momentum{where}", f"{sci(on_gpu)} × 4 B", on_gpu * LION_STATE_BYTES)]
+        return [Term(f"{name} {what}{where}", f"{sci(on_gpu)} × 4 B", on_gpu * LION_STATE_BYTES)]
     small = 0 if plan.parallel.strategy.deepspeed else min(on_gpu, small_state_elements(plan))
     quantised = on_gpu - small
     terms = [
         Term(
-            "8-bit Lion momentum + block absmax", f"{sci(quantised)} × (1 + 4/256) B", quantised * (1 + 4 / OPT8_BLOCK)
+            f"8-bit {name} {what} + block absmax",
+            f"{sci(quantised)} × (1 + 4/256) B",
+            quantised * (1 + 4 / OPT8_BLOCK),
         )
     ]
     if paged:
-        terms += _paged_absmax_terms(max(0, trainable - on_gpu), moments=1, name="Lion")
+        terms += _paged_absmax_terms(max(0, trainable - on_gpu), moments=1, name=name)
     if small:
         terms.append(
             Term(
-                f"float32 Lion momentum of tensors under {OPT8_MIN_SIZE:,} elements", f"{sci(small)} × 4 B", small * 4.0
+                f"float32 {name} {what} of tensors under {OPT8_MIN_SIZE:,} elements",
+                f"{sci(small)} × 4 B",
+                small * 4.0,
+            )
+        )
+    return terms
+
+
+def _ademamix_state_terms(plan: Plan, trainable: int) -> list[Term]:
+    """bitsandbytes' AdEMAMix (ADEMAMIX_FAMILY): three float32 moments (m1, m2 in state1, nu in state2), or three
+    uint8 with a float32 absmax per block of 256 each (tensors under OPT8_MIN_SIZE float32); the paged ones keep
+    tensors under PAGED_MIN_SIZE elements on the GPU and every tensor's 8-bit absmax (``torch.zeros`` on the device).
+    Under DeepSpeed ZeRO every partition is large (as _eight_bit_state_terms)."""
+    opt = plan.optimizer
+    paged = opt in PAGED
+    k = ADEMAMIX_MOMENTS
+    on_gpu = min(trainable, small_state_elements(plan, PAGED_MIN_SIZE)) if paged else trainable
+    if opt not in ADEMAMIX_8BIT_FAMILY:
+        where = f" of tensors under {PAGED_MIN_SIZE:,} elements (the rest is paged)" if paged else ""
+        return [Term(f"AdEMAMix m1, m2, nu{where}", f"{k} × {sci(on_gpu)} × 4 B", k * on_gpu * 4.0)]
+    small = 0 if plan.parallel.strategy.deepspeed else min(on_gpu, small_state_elements(plan))
+    quantised = on_gpu - small
+    per = k * (1 + 4 / OPT8_BLOCK)
+    terms = [Term("8-bit AdEMAMix m1, m2, nu + block absmax", f"{sci(quantised)} × 3 × (1 + 4/256) B", quantised * per)]
+    if paged:
+        terms += _paged_absmax_terms(max(0, trainable - on_gpu), moments=k, name="AdEMAMix")
+    if small:
+        terms.append(
+            Term(
+                f"float32 AdEMAMix moments of tensors under {OPT8_MIN_SIZE:,} elements",
+                f"3 × {sci(small)} × 4 B",
+                k * small * 4.0,
             )
         )
     return terms
@@ -395,6 +519,16 @@ def tensor_state_bytes(opt: Optimizer, rows: int, cols: int, b: float) -> tuple[
         return (0.0, "paged") if paged else (LION_STATE_BYTES * n, "Lion momentum")
     if opt is Optimizer.PAGED_LION_8BIT:
         return (n * 4 / OPT8_BLOCK, "paged; its absmax") if paged else (lion_8bit, "8-bit Lion")
+    if opt is Optimizer.RMSPROP_BNB:
+        return LION_STATE_BYTES * n, "RMSprop square average (float32)"
+    if opt is Optimizer.RMSPROP_BNB_8BIT:
+        return lion_8bit, "8-bit RMSprop"
+    if opt in ADEMAMIX_FAMILY:
+        return _ademamix_tensor_bytes(opt, n)
+    if opt in ONE_BUFFER_TORCH:
+        return n * b, f"one buffer at {b:g} B"
+    if opt in SCHEDULE_FREE:
+        return SCHEDULE_FREE[opt][0] * n * b, f"schedule-free state at {b:g} B"
     if opt in AO_LOW_BIT:
         code, block, qmap = AO_LOW_BIT[opt]
         if n < AO_MIN_SIZE or n % block:
@@ -410,6 +544,18 @@ def tensor_state_bytes(opt: Optimizer, rows: int, cols: int, b: float) -> tuple[
     return 0.0, "none"
 
 
+def _ademamix_tensor_bytes(opt: Optimizer, n: int) -> tuple[float, str]:
+    """One tensor's AdEMAMix state (ADEMAMIX_FAMILY): three moments, float32 or 8-bit with block absmax; float32
+    under OPT8_MIN_SIZE elements; paged (none on the GPU but the 8-bit absmax) from PAGED_MIN_SIZE elements."""
+    k = ADEMAMIX_MOMENTS
+    eight = opt in ADEMAMIX_8BIT_FAMILY and n >= OPT8_MIN_SIZE
+    if opt in PAGED and n >= PAGED_MIN_SIZE:
+        return (k * n * 4 / OPT8_BLOCK, "paged; its absmax") if eight else (0.0, "paged")
+    if eight:
+        return k * (1 + 4 / OPT8_BLOCK) * n, "8-bit AdEMAMix"
+    return k * 4.0 * n, "AdEMAMix m1, m2, nu (float32)"
+
+
 def paged_state_bytes(plan: Plan, counts: ParamCounts) -> float:
     """The paged optimizers' state in CUDA managed memory (not the caching allocator's)."""
     if plan.optimizer not in PAGED:
@@ -420,6 +566,8 @@ def paged_state_bytes(plan: Plan, counts: ParamCounts) -> float:
         Optimizer.PAGED_ADAMW_8BIT: PAGED_8BIT_STATE_BYTES,  # its absmax stays on the GPU (_paged_absmax_terms)
         Optimizer.PAGED_LION: LION_STATE_BYTES,
         Optimizer.PAGED_LION_8BIT: 1.0,  # uint8 state1; its absmax stays on the GPU (_paged_absmax_terms)
+        Optimizer.PAGED_ADEMAMIX: ADEMAMIX_MOMENTS * 4.0,  # float32 state1 (m1, m2) and state2 (nu)
+        Optimizer.PAGED_ADEMAMIX_8BIT: ADEMAMIX_MOMENTS * 1.0,  # uint8 codes; the absmax stays on the GPU
     }[plan.optimizer]
     return paged * per
 
@@ -568,7 +716,9 @@ def optimizer_step_temporary(
 
     AnyPrecisionAdamW steps one tensor at a time (_anyprecision_temporary); torchao's low-bit AdamW runs one
     torch.compile'd ``single_param_adam`` per tensor, counted without a temporary (not measured on a GPU).
-    SGD's three implementations update in place (``_foreach_add_``, ``_fused_sgd_``).
+    SGD's three implementations update in place (``_foreach_add_``, ``_fused_sgd_``) but for an L2 weight decay's
+    new gradient (L2_DECAY, _sgd_decay_temporary), which also adds a third copy to Adam's for-loop. Adagrad and
+    RMSprop: _one_buffer_temporary.
     bitsandbytes' optimizers (8-bit and paged) update in place in one CUDA kernel per tensor
     (bitsandbytes/optim/optimizer.py update_step: F.optimizer_update_32bit / _8bit_blockwise).
     """
@@ -580,6 +730,12 @@ def optimizer_step_temporary(
         return _muon_temporary(plan, counts, dt)
     if plan.optimizer is Optimizer.LORA_FA:
         return _lora_fa_temporary(plan, dt)
+    if plan.optimizer in ONE_BUFFER_TORCH:
+        return _one_buffer_temporary(plan, t, b, beside)
+    if plan.optimizer in (Optimizer.SGD, Optimizer.SGD_MOMENTUM):
+        return _sgd_decay_temporary(plan, t, b, beside)
+    if plan.optimizer in SCHEDULE_FREE:
+        return _schedule_free_temporary(plan, t, b, beside)
     if plan.optimizer not in ADAM_FAMILY:
         return None
     impl = plan.optimizer_impl
@@ -588,12 +744,32 @@ def optimizer_step_temporary(
     if impl is OptimizerImpl.FORLOOP:
         big = largest_trainable_tensor(plan)
         big_n, big_b = max([(big, b), *beside], key=lambda nb: nb[0] * nb[1])
+        if plan.optimizer in L2_DECAY and plan.weight_decay > 0:
+            return Term(
+                "for-loop Adam: sqrt(v) and its quotient, largest tensor, and its L2-decayed gradient",
+                f"3 × {sci(big_n)} × {big_b:g} B",
+                3 * big_n * big_b,
+            )
         return Term(
             "for-loop Adam: sqrt(v) and its quotient, largest tensor",
             f"2 × {sci(big_n)} × {big_b:g} B",
             2 * big_n * big_b,
         )
     return None
+
+
+def _sgd_decay_temporary(plan: Plan, t: int, b: float, beside: Sequence[tuple[int, float]]) -> Term | None:
+    """SGD's new gradient under an L2 weight decay (L2_DECAY): one list over every tensor it steps (foreach) or a
+    copy of the largest tensor (for-loop); none without weight decay or in the fused kernel."""
+    if plan.weight_decay <= 0 or plan.optimizer_impl is OptimizerImpl.FUSED:
+        return None
+    if plan.optimizer_impl is OptimizerImpl.FORLOOP:
+        big_n, big_b = max([(largest_trainable_tensor(plan), b), *beside], key=lambda nb: nb[0] * nb[1])
+        return Term(
+            "for-loop SGD: the largest tensor's L2-decayed gradient", f"{sci(big_n)} × {big_b:g} B", big_n * big_b
+        )
+    total = t * b + sum(n * w for n, w in beside)
+    return Term("foreach SGD: the L2-decayed gradient list", f"{sci(total / b)} × {b:g} B", total)
 
 
 # The parameter-sized lists torch's foreach Adam / AdamW step holds at its ``_foreach_addcdiv_``. torch 2.0.x
@@ -644,6 +820,43 @@ def _foreach_adam_temporary(plan: Plan, t: int, b: float, beside: Sequence[tuple
     if beside:  # the same label: benchmarks/realgpu/memory.py ``between_steps`` frees the term by it
         return Term("foreach Adam sqrt(v) temporary", f"{shown} (every dtype group)", total)
     return Term("foreach Adam sqrt(v) temporary", f"T × {b:g} B = {sci(t)} × {b:g} B", t * b)
+
+
+def _one_buffer_temporary(plan: Plan, t: int, b: float, beside: Sequence[tuple[int, float]]) -> Term | None:
+    """Adagrad's and RMSprop's step lists (ONE_BUFFER_TEMPORARIES): foreach that many parameter-sized lists over
+    every tensor it steps (a weight decay adds RMSprop's new gradient; Adagrad scales its new gradient in place as
+    the numerator), the for-loop that many copies of the largest tensor, fused (Adagrad) none."""
+    lists, decayed, copies = ONE_BUFFER_TEMPORARIES[plan.optimizer]
+    name = OPTIMIZER_NAMES[plan.optimizer]
+    if plan.optimizer_impl is OptimizerImpl.FUSED:
+        return None
+    if plan.optimizer_impl is OptimizerImpl.FORLOOP:
+        big_n, big_b = max([(largest_trainable_tensor(plan), b), *beside], key=lambda nb: nb[0] * nb[1])
+        k = copies
+        return Term(
+            f"for-loop {name}: {k} copies of the largest tensor", f"{k} × {sci(big_n)} × {big_b:g} B", k * big_n * big_b
+        )
+    k = decayed if plan.weight_decay > 0 else lists
+    total = t * b + sum(n * w for n, w in beside)
+    return Term(
+        f"foreach {name}: {k} parameter-sized lists",
+        f"{k} × (T × {b:g} B + beside) = {k} × {sci(total / b)} × {b:g} B",
+        k * total,
+    )
+
+
+OPTIMIZER_NAMES: Final = {Optimizer.ADAGRAD: "Adagrad", Optimizer.RMSPROP: "RMSprop"}
+
+
+def _schedule_free_temporary(plan: Plan, t: int, b: float, beside: Sequence[tuple[int, float]]) -> Term | None:
+    """schedulefree's step (SCHEDULE_FREE): AdamW's and RAdam's denominator list, foreach as transformers builds them
+    (``foreach=hasattr(torch, "_foreach_mul_")``, never passed; the plan's implementation input is torch.optim's and
+    not read); SGD none."""
+    lists = SCHEDULE_FREE[plan.optimizer][1]
+    if not lists:
+        return None
+    total = t * b + sum(n * w for n, w in beside)
+    return Term("foreach schedule-free denominator list", f"{sci(total / b)} × {b:g} B", lists * total)
 
 
 def _lora_fa_temporary(plan: Plan, dt: Dtypes) -> Term:

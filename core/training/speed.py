@@ -68,10 +68,12 @@ from core.training.extra_trained import extra_state_terms, trained_tensors
 from core.training.flops import ADAPTER_GEMMS, Gemm, attended_keys, block_gemms, head_trains, method_work
 from core.training.gemm_shape import shape_efficiency
 from core.training.optimizer import (
+    ADEMAMIX_FAMILY,
     ANYPRECISION_MOMENT_BYTES,
     AO_LOW_BIT,
     LION_FAMILY,
     MUON_X_BYTES,
+    RMSPROP_BNB_FAMILY,
     muon_ns_flops,
     optimizer_terms,
     trainable_tensors,
@@ -431,15 +433,38 @@ MTA_TENSORS: Final = 336
 # foreach optimizers keep their step counters on the CPU): AdamW / Adam for-loop 7 a tensor (lerp_, mul_,
 # addcmul_, sqrt, div, add_, addcdiv_), foreach the same 7 as foreach ops, fused one ``_fused_adamw_`` and the
 # GPU step counters' ``_foreach_add_``; SGD with momentum 3 (mul_, add_, add_), plain SGD 1, fused SGD one.
-# bitsandbytes' optimizers launch one kernel per tensor (update_step); Adafactor is not counted.
+# bitsandbytes' optimizers launch one kernel per tensor (update_step); Adafactor and schedulefree's optimizers
+# (core.training.optimizer.SCHEDULE_FREE: their foreach ops, and train() / eval()'s lerp at each switch) are not
+# counted.
 STEP_OPS: Final = {
     Optimizer.ADAMW: 7,
     Optimizer.ADAM: 7,
     Optimizer.SGD_MOMENTUM: 3,
     Optimizer.SGD: 1,
+    # torch 2.13.0 adagrad.py ``_multi_tensor_adagrad``: _foreach_addcmul_, _foreach_sqrt, _foreach_add_, _foreach_mul,
+    # _foreach_addcdiv_ (its for-loop 4, no separate mul: counted at 5); rmsprop.py ``_multi_tensor_rmsprop``
+    # (momentum 0, not centered) and ``_single_tensor_rmsprop``: mul_, addcmul_, sqrt, add_, addcdiv_.
+    Optimizer.ADAGRAD: 5,
+    Optimizer.RMSPROP: 5,
 }
-FUSED_STEP_OPS: Final = {Optimizer.ADAMW: 2, Optimizer.ADAM: 2, Optimizer.SGD_MOMENTUM: 1, Optimizer.SGD: 1}
-BNB_STEP_OPS: Final = frozenset({Optimizer.ADAMW_8BIT, Optimizer.PAGED_ADAMW, Optimizer.PAGED_ADAMW_8BIT, *LION_FAMILY})
+# Fused: one kernel per tensor list and, for Adam and Adagrad, the GPU step counters' ``_foreach_add_``.
+FUSED_STEP_OPS: Final = {
+    Optimizer.ADAMW: 2,
+    Optimizer.ADAM: 2,
+    Optimizer.SGD_MOMENTUM: 1,
+    Optimizer.SGD: 1,
+    Optimizer.ADAGRAD: 2,  # adagrad.py ``_fused_adagrad``: torch._fused_adagrad_ (CPU and CUDA)
+}
+BNB_STEP_OPS: Final = frozenset(
+    {
+        Optimizer.ADAMW_8BIT,
+        Optimizer.PAGED_ADAMW,
+        Optimizer.PAGED_ADAMW_8BIT,
+        *LION_FAMILY,
+        *RMSPROP_BNB_FAMILY,
+        *ADEMAMIX_FAMILY,
+    }
+)
 # torchao's low-bit AdamW: one torch.compile'd ``single_param_adam`` per tensor (pytorch/ao 36027d82
 # torchao/optim/adam.py ``_AdamBase.step``), counted as one kernel a tensor (its step counter is a CPU tensor).
 PER_TENSOR_STEP: Final = BNB_STEP_OPS | frozenset(AO_LOW_BIT)
@@ -1033,6 +1058,13 @@ UNFUSED_PASSES: Final = {
     (Optimizer.ADAM, OptimizerImpl.FORLOOP): (1.0, 10.0),
     (Optimizer.SGD_MOMENTUM, OptimizerImpl.FOREACH): (0.0, 3.0),
     (Optimizer.SGD_MOMENTUM, OptimizerImpl.FORLOOP): (0.0, 3.0),
+    # Adagrad (addcmul_ into the sum, sqrt, add_ eps, the numerator's mul, addcdiv_) and RMSprop (mul_ and addcmul_
+    # into square_avg, sqrt, add_ eps, addcdiv_): the gradient read once more, 7 more passes over the state and the
+    # step's lists (STEP_OPS' ops, torch 2.13.0 adagrad.py / rmsprop.py), the same per tensor in the for-loop.
+    (Optimizer.ADAGRAD, OptimizerImpl.FOREACH): (1.0, 7.0),
+    (Optimizer.ADAGRAD, OptimizerImpl.FORLOOP): (1.0, 7.0),
+    (Optimizer.RMSPROP, OptimizerImpl.FOREACH): (1.0, 7.0),
+    (Optimizer.RMSPROP, OptimizerImpl.FORLOOP): (1.0, 7.0),
 }
 # clip_grad_norm_ (torch/nn/utils/clip_grad.py, foreach: ``_foreach_norm`` reads each gradient, the stacked
 # norms' norm and the clip coefficient, ``_foreach_mul_`` reads and writes each gradient): 12 B per float32
@@ -1047,12 +1079,15 @@ UNSCALE_GRAD_PASSES: Final = 2.0
 # read and a new gradient written, which the later ops read in place of the old one. Per optimizer: (parameter
 # passes, gradient passes), timed where UNFUSED_PASSES is (the fused kernels, Megatron's and DeepSpeed's fused
 # Adam and bitsandbytes' kernels fold the decay into their one pass). Adam's and SGD's new gradient list is
-# memory too, not counted (docs/TRAINING_TIME.md, "Weight decay as a plan input").
+# memory too: core.training.optimizer.L2_DECAY (docs/TRAINING_TIME.md, "Weight decay as a plan input").
 WEIGHT_DECAY_PASSES: Final = {
     Optimizer.ADAMW: (2.0, 0.0),
     Optimizer.ADAM: (1.0, 2.0),
     Optimizer.SGD_MOMENTUM: (1.0, 2.0),
     Optimizer.SGD: (1.0, 2.0),
+    # Adagrad and RMSprop fold it into the gradient as Adam does (adagrad.py L518-523, rmsprop.py L429-432)
+    Optimizer.ADAGRAD: (1.0, 2.0),
+    Optimizer.RMSPROP: (1.0, 2.0),
     # AnyPrecisionAdamW: ``p.data.mul_(1 - lr * weight_decay)`` per tensor, whatever the plan's implementation
     Optimizer.ANYPRECISION_ADAMW: (2.0, 0.0),
     Optimizer.ANYPRECISION_ADAMW_KAHAN: (2.0, 0.0),

@@ -41,6 +41,7 @@ from core.mac import MAC_ATTENTION, MAC_OPTIMIZERS
 from core.model import LIMITS, LORA_TARGETS, MAX_PARAMS, ModelSpec
 from core.plan import (
     LN_TUNING_FAMILIES,
+    OPTIMIZERS_NOT_OFFLOADED,
     Accounting,
     Attention,
     Engine,
@@ -51,6 +52,7 @@ from core.plan import (
     Method,
     Offload,
     Optimizer,
+    OptimizerImpl,
     Parallelism,
     Plan,
     Precision,
@@ -435,6 +437,10 @@ def _prompt_learning_runs(drawn: dict[str, Any]) -> dict[str, Any]:
     ao = (Optimizer.AO_ADAMW_8BIT, Optimizer.AO_ADAMW_4BIT, Optimizer.AO_ADAMW_FP8)
     if drawn["optimizer"] in ao and drawn["parallel"].strategy.deepspeed:  # branch h60opt: Plan._check_ao_zero
         drawn["optimizer"] = Optimizer.ADAMW
+    if drawn["optimizer"] is Optimizer.RMSPROP:  # branch h62optim: torch has no fused RMSprop (_check_new_optimizers)
+        drawn["optimizer_impl"] = OptimizerImpl.FOREACH
+    if drawn["optimizer"] in OPTIMIZERS_NOT_OFFLOADED and drawn["parallel"].strategy.deepspeed:  # nor ZeRO-Offload
+        drawn["parallel"] = replace(drawn["parallel"], offload=Offload.NONE)
     if drawn["optimizer"] is Optimizer.LORA_FA:  # branch h60opt: PEFT's LoRA / QLoRA, one GPU or DDP (_check_lora_fa)
         par = drawn["parallel"]
         whole = par.strategy is Strategy.DDP and par.tensor_parallel == 1 and par.offload is Offload.NONE

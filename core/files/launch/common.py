@@ -352,7 +352,21 @@ HF_OPTIM: Final = {
     Optimizer.LION_8BIT: "lion_8bit",
     Optimizer.PAGED_LION: "paged_lion_32bit",
     Optimizer.PAGED_LION_8BIT: "paged_lion_8bit",
+    # transformers 5.25 OptimizerNames (training_args.py): torch's Adagrad / RMSprop, bitsandbytes' RMSprop, AdEMAMix
+    Optimizer.ADAGRAD: "adagrad",
+    Optimizer.RMSPROP: "rmsprop",
+    Optimizer.RMSPROP_BNB: "rmsprop_bnb_32bit",
+    Optimizer.RMSPROP_BNB_8BIT: "rmsprop_bnb_8bit",
+    Optimizer.ADEMAMIX: "ademamix",
+    Optimizer.ADEMAMIX_8BIT: "ademamix_8bit",
+    Optimizer.PAGED_ADEMAMIX: "paged_ademamix_32bit",
+    Optimizer.PAGED_ADEMAMIX_8BIT: "paged_ademamix_8bit",
+    Optimizer.SCHEDULE_FREE_ADAMW: "schedule_free_adamw",
+    Optimizer.SCHEDULE_FREE_RADAM: "schedule_free_radam",
+    Optimizer.SCHEDULE_FREE_SGD: "schedule_free_sgd",
 }
+# transformers builds torch's Adagrad and RMSprop with no foreach / fused argument: torch's foreach on CUDA.
+HF_FOREACH_ONLY: Final = (Optimizer.ADAGRAD, Optimizer.RMSPROP)
 # The plan's optimizers transformers has no ``optim`` name for (written as AdamW, said so).
 HF_UNNAMED: Final = {
     Optimizer.AO_ADAMW_FP8: "transformers has no optim name for torchao's AdamWFp8",
@@ -374,6 +388,8 @@ HF_DTYPES: Final = {Dtype.BF16: "bfloat16", Dtype.FP16: "float16", Dtype.FP32: "
 def hf_optim(draft: Draft) -> str:
     """transformers' ``optim`` name for the plan's optimizer (OptimizerNames, v4.57 / v5)."""
     plan = draft.plan
+    if plan.optimizer in HF_FOREACH_ONLY and plan.optimizer_impl is not OptimizerImpl.FOREACH:
+        draft.cannot("method.optimizer_impl", f"transformers' {HF_OPTIM[plan.optimizer]} runs torch's foreach step")
     if plan.optimizer in HF_OPTIM:
         return HF_OPTIM[plan.optimizer]
     if plan.optimizer is Optimizer.SGD_MOMENTUM:

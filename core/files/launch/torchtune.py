@@ -56,6 +56,15 @@ OPTIMIZERS: Final = {
     Optimizer.LION_8BIT: "bitsandbytes.optim.Lion8bit",
     Optimizer.PAGED_LION: "bitsandbytes.optim.PagedLion",
     Optimizer.PAGED_LION_8BIT: "bitsandbytes.optim.PagedLion8bit",
+    # torch 2.13.0 torch/optim/adagrad.py, rmsprop.py; bitsandbytes 0.50.2 optim/rmsprop.py, optim/ademamix.py
+    Optimizer.ADAGRAD: "torch.optim.Adagrad",
+    Optimizer.RMSPROP: "torch.optim.RMSprop",
+    Optimizer.RMSPROP_BNB: "bitsandbytes.optim.RMSprop32bit",
+    Optimizer.RMSPROP_BNB_8BIT: "bitsandbytes.optim.RMSprop8bit",
+    Optimizer.ADEMAMIX: "bitsandbytes.optim.AdEMAMix32bit",
+    Optimizer.ADEMAMIX_8BIT: "bitsandbytes.optim.AdEMAMix8bit",
+    Optimizer.PAGED_ADEMAMIX: "bitsandbytes.optim.PagedAdEMAMix32bit",
+    Optimizer.PAGED_ADEMAMIX_8BIT: "bitsandbytes.optim.PagedAdEMAMix8bit",
 }
 ATTENTION_MODULES: Final = {"q_proj": "q_proj", "k_proj": "k_proj", "v_proj": "v_proj", "o_proj": "output_proj"}
 MLP: Final = ("gate_proj", "up_proj", "down_proj")
@@ -135,7 +144,8 @@ def _optimizer(draft: Draft) -> dict[str, Any]:
     if component is None:
         draft.cannot(
             "method.optimizer",
-            "not one of torchtune's optimizers here (AdamW, bitsandbytes' and torchao's low-bit AdamW, Lion, SGD)",
+            "not one of torchtune's optimizers here (AdamW, bitsandbytes' and torchao's low-bit AdamW, Lion, RMSprop, "
+            "AdEMAMix, torch's Adagrad, RMSprop and SGD)",
         )
         component = OPTIMIZERS[Optimizer.ADAMW]
     section: dict[str, Any] = {"_component_": component}
@@ -143,6 +153,8 @@ def _optimizer(draft: Draft) -> dict[str, Any]:
         section["fused"] = plan.optimizer_impl is OptimizerImpl.FUSED
         if plan.optimizer_impl is OptimizerImpl.FORLOOP:
             draft.cannot("method.optimizer_impl", "the planner reads torchtune's AdamW as fused or foreach")
+    if plan.optimizer in (Optimizer.ADAGRAD, Optimizer.RMSPROP) and plan.optimizer_impl is not OptimizerImpl.FOREACH:
+        draft.cannot("method.optimizer_impl", "the planner reads torchtune's Adagrad and RMSprop as foreach")
     if plan.optimizer is Optimizer.SGD_MOMENTUM:
         section["momentum"] = 0.9
     section["weight_decay"] = plan.weight_decay

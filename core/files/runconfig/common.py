@@ -7,7 +7,14 @@ from pathlib import Path
 from typing import Any, Final
 
 from core.errors import PlanError, PlanFileError
-from core.files.runconfig.mapping import DTYPES, HF_ANYPRECISION, HF_ANYPRECISION_WHY, HF_DEFAULT_OPTIM, HF_OPTIMIZERS
+from core.files.runconfig.mapping import (
+    DTYPES,
+    HF_ANYPRECISION,
+    HF_ANYPRECISION_WHY,
+    HF_DEFAULT_OPTIM,
+    HF_NOT_MODELLED,
+    HF_OPTIMIZERS,
+)
 from core.files.runconfig.reading import Taker, read_json_document
 from core.files.runconfig.result import ConfigKind, FieldRead, RunConfig, RunSettings
 from core.model import normalise_lora_targets
@@ -90,6 +97,9 @@ def hf_optimizer(taker: Taker, key: str, odd: OddValues, framework: str) -> tupl
         )
     if isinstance(value, str) and value.strip().lower() == HF_ANYPRECISION:
         odd.add(key, value, HF_ANYPRECISION_WHY)
+        return None, None
+    if isinstance(value, str) and value.strip().lower() in HF_NOT_MODELLED:
+        odd.add(key, value, HF_NOT_MODELLED[value.strip().lower()])
         return None, None
     if not isinstance(value, str) or value.strip().lower() not in HF_OPTIMIZERS:
         odd.add(key, value, "an optimizer the planner does not model")

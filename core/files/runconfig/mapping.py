@@ -64,6 +64,23 @@ HF_OPTIMIZERS: Final[dict[str, tuple[Optimizer, str | None]]] = {
     "paged_adamw_32bit": (Optimizer.PAGED_ADAMW, None),
     "adafactor": (Optimizer.ADAFACTOR, None),
     "sgd": (Optimizer.SGD, None),  # torch.optim.SGD with momentum 0 unless optim_args say otherwise
+    # transformers 5.25 trainer_optimizer.py: _get_adagrad / _get_rmsprop build torch.optim.Adagrad / RMSprop with no
+    # foreach or fused argument (torch's default on CUDA: foreach); RMSprop momentum 0, not centered, unless optim_args
+    # say otherwise. _get_bitsandbytes_optimizer: rmsprop_bnb and rmsprop_bnb_32bit optim_bits=32, rmsprop_bnb_8bit 8,
+    # never paged; ademamix / ademamix_8bit / paged_ademamix_32bit / paged_ademamix_8bit bitsandbytes' AdEMAMix.
+    "adagrad": (Optimizer.ADAGRAD, "foreach"),
+    "rmsprop": (Optimizer.RMSPROP, "foreach"),
+    "rmsprop_bnb": (Optimizer.RMSPROP_BNB, None),
+    "rmsprop_bnb_32bit": (Optimizer.RMSPROP_BNB, None),
+    "rmsprop_bnb_8bit": (Optimizer.RMSPROP_BNB_8BIT, None),
+    "ademamix": (Optimizer.ADEMAMIX, None),
+    "ademamix_8bit": (Optimizer.ADEMAMIX_8BIT, None),
+    "paged_ademamix_32bit": (Optimizer.PAGED_ADEMAMIX, None),
+    "paged_ademamix_8bit": (Optimizer.PAGED_ADEMAMIX_8BIT, None),
+    # _get_schedule_free_optimizer: schedulefree's AdamWScheduleFree / RAdamScheduleFree / SGDScheduleFree
+    "schedule_free_adamw": (Optimizer.SCHEDULE_FREE_ADAMW, None),
+    "schedule_free_radam": (Optimizer.SCHEDULE_FREE_RADAM, None),
+    "schedule_free_sgd": (Optimizer.SCHEDULE_FREE_SGD, None),
 }
 # transformers' adamw_anyprecision builds torchdistx's AnyPrecisionAdamW with float32 moments unless optim_args
 # name others (trainer.py: ``optim_args.get("momentum_dtype", "float32")``, the same for variance_dtype): not the
@@ -73,6 +90,29 @@ HF_ANYPRECISION_WHY: Final = (
     "transformers' AnyPrecisionAdamW keeps float32 moments unless optim_args set momentum_dtype / variance_dtype "
     "(not read); the planner's anyprecision-adamw is llama-recipes' bf16 moments"
 )
+# transformers 5.25 OptimizerNames the planner does not model, each with the reason (trainer_optimizer.py builds them;
+# the libraries' state read where named): listed as not understood with it, never guessed as AdamW.
+_GALORE_WHY: Final = (
+    "GaLore projects each target matrix's gradient to rank optim_target_modules' r and keeps Adam's state on the r × n "
+    "projection plus the projector (galore-torch), refreshed every update_proj_gap steps: not modelled"
+)
+HF_NOT_MODELLED: Final = {
+    "galore_adamw": _GALORE_WHY,
+    "galore_adamw_8bit": _GALORE_WHY,
+    "galore_adafactor": _GALORE_WHY,
+    "galore_adamw_layerwise": _GALORE_WHY + " (layer-wise: the step runs in the backward, per parameter)",
+    "galore_adamw_8bit_layerwise": _GALORE_WHY + " (layer-wise: the step runs in the backward, per parameter)",
+    "galore_adafactor_layerwise": _GALORE_WHY + " (layer-wise: the step runs in the backward, per parameter)",
+    "apollo_adamw": "APOLLO keeps AdamW's state on a random rank-r projection of each target matrix (apollo-torch): "
+    "not modelled",
+    "apollo_adamw_layerwise": "APOLLO keeps AdamW's state on a random rank-r projection of each target matrix, the "
+    "step in the backward (apollo-torch): not modelled",
+    "lomo": "LOMO updates each parameter in the backward as its gradient forms, keeping no gradients, through its own "
+    "trainer path (transformers trainer.py: optimizer.fused_backward): not modelled",
+    "adalomo": "AdaLOMO updates in the backward with factored second moments (lomo-optim): not modelled",
+    "grokadamw": "GrokAdamW (grokadamw package) keeps a gradient EMA beside Adam's moments: not read, not modelled",
+    "stable_adamw": "StableAdamW (torch-optimi) is not read: not modelled",
+}
 # Default of TrainingArguments.optim: "adamw_torch_fused" when torch >= 2.8, else "adamw_torch"
 # (transformers training_args.py, default_optim). We plan for a current torch.
 HF_DEFAULT_OPTIM: Final = "adamw_torch_fused"

@@ -44,6 +44,19 @@ OPTIMIZERS: Final = {
     "bitsandbytes.optim.PagedLion32bit": "paged-lion",
     "bitsandbytes.optim.PagedLion8bit": "paged-lion-8bit",
     "torch.optim.SGD": "sgd",
+    # torch 2.13.0 torch/optim/adagrad.py, rmsprop.py (RMSprop read as momentum 0, not centered); bitsandbytes 0.50.2
+    # optim/rmsprop.py (RMSprop: optim_bits 32 by default) and optim/ademamix.py (AdEMAMix: 32 bits by default)
+    "torch.optim.Adagrad": "adagrad",
+    "torch.optim.RMSprop": "rmsprop",
+    "bitsandbytes.optim.RMSprop": "rmsprop-bnb",
+    "bitsandbytes.optim.RMSprop32bit": "rmsprop-bnb",
+    "bitsandbytes.optim.RMSprop8bit": "rmsprop-bnb-8bit",
+    "bitsandbytes.optim.AdEMAMix": "ademamix",
+    "bitsandbytes.optim.AdEMAMix32bit": "ademamix",
+    "bitsandbytes.optim.AdEMAMix8bit": "ademamix-8bit",
+    "bitsandbytes.optim.PagedAdEMAMix": "paged-ademamix",
+    "bitsandbytes.optim.PagedAdEMAMix32bit": "paged-ademamix",
+    "bitsandbytes.optim.PagedAdEMAMix8bit": "paged-ademamix-8bit",
 }
 # Catalogue model -> torchtune builder (torchtune/models/<package>/_model_builders.py, v0.7).
 BUILDERS: Final = {
@@ -185,6 +198,9 @@ def read_torchtune(document: dict[str, Any], where: str) -> RunConfig:
             if s["optimizer"] == "sgd" and momentum:
                 s["optimizer"] = "sgd-momentum"
             taker.record("optimizer", s["optimizer"], "optimizer._component_")
+            if s["optimizer"] in ("adagrad", "rmsprop"):  # no fused argument read: torch's foreach on CUDA
+                s["optimizer_impl"] = "foreach"
+                taker.record("optimizer_impl", "foreach", "default: torch.optim takes the foreach path on CUDA")
             if s["optimizer"] == "adamw":
                 fused = taker.flag("optimizer.fused")
                 s["optimizer_impl"] = "fused" if fused else "foreach"

@@ -1,0 +1,58 @@
+"""The Method section's Optimizer list with transformers' names modelled on branch h62optim (Adagrad, RMSprop,
+bitsandbytes' RMSprop and AdEMAMix): each entry listed with its label and tooltip, choosing one is the plan's, and
+RMSprop under the fused implementation it lacks is refused with the reason (Plan._check_new_optimizers)."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+from PySide6.QtCore import Qt
+
+from core.inputs import OPTIMIZER_LABELS, OPTIMIZER_TOOLTIPS
+from core.plan import Optimizer, OptimizerImpl
+from core.presets import plan_for_model
+from gui.main_window import MainWindow
+
+SHOTS = os.environ.get("VRAMPLAN_SHOTS")  # a folder to keep the section's picture in, when set
+NEW = (
+    Optimizer.ADAGRAD,
+    Optimizer.RMSPROP,
+    Optimizer.RMSPROP_BNB,
+    Optimizer.RMSPROP_BNB_8BIT,
+    Optimizer.ADEMAMIX,
+    Optimizer.ADEMAMIX_8BIT,
+    Optimizer.PAGED_ADEMAMIX,
+    Optimizer.PAGED_ADEMAMIX_8BIT,
+    Optimizer.SCHEDULE_FREE_ADAMW,
+    Optimizer.SCHEDULE_FREE_RADAM,
+    Optimizer.SCHEDULE_FREE_SGD,
+)
+
+
+def test_the_new_optimizers_are_listed_and_chosen(qtbot: Any, window: MainWindow) -> None:
+    window.show()
+    qtbot.waitExposed(window)
+    form = window.method_form
+    window.controller.set_plan(plan_for_model("gpt2").with_changes(optimizer_impl=OptimizerImpl.FOREACH))
+    for optimizer in NEW:
+        index = form.optimizer.findData(optimizer.value)
+        assert index >= 0 and form.optimizer.itemText(index) == OPTIMIZER_LABELS[optimizer]
+        assert form.optimizer.itemData(index, Qt.ItemDataRole.ToolTipRole) == OPTIMIZER_TOOLTIPS[optimizer]
+        form.optimizer.setCurrentIndex(index)
+        assert window.controller.plan.optimizer is optimizer
+    before = window.controller.estimate.peak_bytes
+    form.optimizer.setCurrentIndex(form.optimizer.findData(Optimizer.ADEMAMIX.value))
+    assert window.controller.estimate.peak_bytes > before  # 12 B a parameter against 8-bit AdEMAMix's ~3
+    if SHOTS:
+        form.grab().save(str(Path(SHOTS) / "method_optimizer_ademamix.png"))
+
+
+def test_rmsprop_under_the_fused_implementation_is_refused(qtbot: Any, window: MainWindow) -> None:
+    window.show()
+    qtbot.waitExposed(window)
+    form = window.method_form
+    window.controller.set_plan(plan_for_model("gpt2").with_changes(optimizer_impl=OptimizerImpl.FUSED))
+    form.optimizer.setCurrentIndex(form.optimizer.findData(Optimizer.RMSPROP.value))
+    assert window.controller.plan.optimizer is not Optimizer.RMSPROP  # the last valid plan stays
