@@ -81,6 +81,10 @@ UNQUANTISED_CACHE: Final = (CacheType.F16, CacheType.BF16, CacheType.F32)
 # releases before the 2.8+ bucket lack it. (torch.optim.Adafactor came in 2.5, PR 129905 of July 2024; the plan's
 # adafactor is transformers' own Adafactor, transformers/optimization.py, whatever the torch release.)
 MUON_FIRST_TORCH: Final = TorchVersion.V2_8
+# torch optimizers without a fused kernel (torch 2.13.0 torch/optim/rmsprop.py: foreach and for-loop only). Picking
+# one where the plan says fused (the HF Trainer default, adamw_torch_fused) follows what torch builds when no
+# implementation is asked for, foreach on CUDA (transformers' rmsprop passes neither): Plan.follow_optimizer.
+NO_FUSED_OPTIMIZERS: Final = frozenset({Optimizer.RMSPROP})
 # The optimizers ZeRO-Offload's CPU step is not planned for (Plan._check_new_optimizers).
 OPTIMIZERS_NOT_OFFLOADED: Final = frozenset(
     {
@@ -1544,11 +1548,20 @@ class Plan:
         group, _, name = path.rpartition(".")
         if path == "method":
             return self.with_method(value)
+        if path == "optimizer":
+            return self.with_changes(optimizer=value, optimizer_impl=self.follow_optimizer(value))
         if path == "model.params_override":
             return replace(self, model=replace(self.model, params_override=value or None))
         if not group:
             return self.with_changes(**{name: value})
         return replace(self, **{group: replace(getattr(self, group), **{name: value})})
+
+    def follow_optimizer(self, optimizer: Optimizer) -> OptimizerImpl:
+        """The implementation a switch to ``optimizer`` keeps: the plan's, unless it is fused and ``optimizer``
+        has none (:data:`NO_FUSED_OPTIMIZERS`): then torch's default, foreach. A typed fused is still refused."""
+        if optimizer in NO_FUSED_OPTIMIZERS and self.optimizer_impl is OptimizerImpl.FUSED:
+            return OptimizerImpl.FOREACH
+        return self.optimizer_impl
 
     def input_value(self, path: str) -> Any:
         """The value of the input at ``path`` (0 for a parameter count derived from the architecture)."""

@@ -182,6 +182,8 @@ def plan_from_args(args: argparse.Namespace, base: Plan | None = None) -> Plan:
             group, _, name = path.rpartition(".")
             groups.setdefault(group, {})[name] = value
     changes = groups.pop("", {})
+    if "optimizer" in given and "optimizer_impl" not in given:  # RMSprop under a fused default: torch's foreach
+        changes["optimizer_impl"] = plan.follow_optimizer(given["optimizer"])
     changes.update(_checkpointing(given))
     parallel = _parallel(args, groups.pop("parallel", {}))
     if args.mode == "inference":  # the split flags describe the served model

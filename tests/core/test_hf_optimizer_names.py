@@ -327,3 +327,19 @@ def test_an_hf_export_of_a_for_loop_rmsprop_says_the_trainer_runs_foreach() -> N
     exported = export(_plan(Optimizer.RMSPROP, impl="forloop"), Target.TRL)
     assert json.loads(exported.text)["optim"] == "rmsprop"
     assert "method.optimizer_impl" in [u.field for u in exported.unexpressed]
+
+
+def test_a_switch_to_rmsprop_under_the_fused_default_follows_torchs_foreach() -> None:
+    """Merge review of h62optim: `vramplan estimate --optimizer rmsprop` failed on the fused default (the HF
+    Trainer's adamw_torch_fused) though torch builds RMSprop foreach when nothing is asked (torch 2.13.0
+    torch/optim/rmsprop.py; transformers' rmsprop passes neither foreach nor fused). A form edit and the CLI
+    now follow that; a typed fused is still refused."""
+    from core.cli.app import main as cli_main
+
+    plan = default_plan()
+    assert plan.optimizer_impl is OptimizerImpl.FUSED
+    switched = plan.with_input("optimizer", "rmsprop")
+    assert switched.optimizer is Optimizer.RMSPROP and switched.optimizer_impl is OptimizerImpl.FOREACH
+    assert plan.with_input("optimizer", "adagrad").optimizer_impl is OptimizerImpl.FUSED  # Adagrad has fused
+    assert cli_main(["estimate", "--model", "gpt2", "--optimizer", "rmsprop", "--json"]) == 0
+    assert cli_main(["estimate", "--model", "gpt2", "--optimizer", "rmsprop", "--optimizer-impl", "fused"]) != 0

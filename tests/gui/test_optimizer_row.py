@@ -1,6 +1,7 @@
 """The Method section's Optimizer list with transformers' names modelled on branch h62optim (Adagrad, RMSprop,
 bitsandbytes' RMSprop and AdEMAMix): each entry listed with its label and tooltip, choosing one is the plan's, and
-RMSprop under the fused implementation it lacks is refused with the reason (Plan._check_new_optimizers)."""
+RMSprop chosen under the fused default follows torch's foreach; fused typed with it is refused
+(Plan._check_new_optimizers)."""
 
 from __future__ import annotations
 
@@ -49,10 +50,18 @@ def test_the_new_optimizers_are_listed_and_chosen(qtbot: Any, window: MainWindow
         form.grab().save(str(Path(SHOTS) / "method_optimizer_ademamix.png"))
 
 
-def test_rmsprop_under_the_fused_implementation_is_refused(qtbot: Any, window: MainWindow) -> None:
+def test_choosing_rmsprop_under_the_fused_default_follows_torchs_foreach(qtbot: Any, window: MainWindow) -> None:
+    """Merge review of h62optim: choosing RMSprop while the plan said fused (the default) kept the last plan with
+    a refusal, so the list looked dead; torch builds RMSprop foreach when no implementation is asked for
+    (transformers' rmsprop passes none): the switch follows it (Plan.follow_optimizer). Fused typed after it is
+    still refused with the reason."""
     window.show()
     qtbot.waitExposed(window)
     form = window.method_form
     window.controller.set_plan(plan_for_model("gpt2").with_changes(optimizer_impl=OptimizerImpl.FUSED))
     form.optimizer.setCurrentIndex(form.optimizer.findData(Optimizer.RMSPROP.value))
-    assert window.controller.plan.optimizer is not Optimizer.RMSPROP  # the last valid plan stays
+    plan = window.controller.plan
+    assert plan.optimizer is Optimizer.RMSPROP and plan.optimizer_impl is OptimizerImpl.FOREACH
+    assert form.optimizer_impl.currentData() == OptimizerImpl.FOREACH.value
+    form.optimizer_impl.setCurrentIndex(form.optimizer_impl.findData(OptimizerImpl.FUSED.value))
+    assert window.controller.plan.optimizer_impl is OptimizerImpl.FOREACH  # the last valid plan stays
