@@ -15,21 +15,10 @@ from core.inputs import OPTIMIZER_LABELS, OPTIMIZER_TOOLTIPS
 from core.plan import Optimizer, OptimizerImpl
 from core.presets import plan_for_model
 from gui.main_window import MainWindow
+from tests.core.test_hf_optimizer_names import NEW
 
 SHOTS = os.environ.get("VRAMPLAN_SHOTS")  # a folder to keep the section's picture in, when set
-NEW = (
-    Optimizer.ADAGRAD,
-    Optimizer.RMSPROP,
-    Optimizer.RMSPROP_BNB,
-    Optimizer.RMSPROP_BNB_8BIT,
-    Optimizer.ADEMAMIX,
-    Optimizer.ADEMAMIX_8BIT,
-    Optimizer.PAGED_ADEMAMIX,
-    Optimizer.PAGED_ADEMAMIX_8BIT,
-    Optimizer.SCHEDULE_FREE_ADAMW,
-    Optimizer.SCHEDULE_FREE_RADAM,
-    Optimizer.SCHEDULE_FREE_SGD,
-)
+# the optimizers h62optim planned: one list, the core tests' (tests/core/test_hf_optimizer_names.py)
 
 
 def test_the_new_optimizers_are_listed_and_chosen(qtbot: Any, window: MainWindow) -> None:
