@@ -368,3 +368,21 @@ def _qwen3_next(r: _Fields) -> HybridSpec:
 def state_words(spec: HybridSpec) -> str:
     """``recurrent state (Mamba-2, 36 layers)``: the breakdown's label of the term."""
     return f"recurrent state ({MIXER_NAMES[spec.mixer.kind]}, {spec.recurrent_layers} layers)"
+
+
+def refusal_words(config: Mapping[str, Any]) -> str:
+    """What the planner can already say of a hybrid's config.json, for the refusal that keeps it out of plans:
+    the stack, the weights (transformers 5.25.0's count) and one sequence's recurrent state under vLLM in
+    bf16 (a float32 SSM state where the checkpoint asks for one). Empty when the config does not read."""
+    try:
+        spec = hybrid_from_hf_config(config)
+    except PlanError:
+        return ""
+    temporal = 4 if spec.ssm_state_float32 else 2
+    state = spec.state_bytes(2, temporal) / 2**20
+    return (
+        f"; read: {spec.recurrent_layers} {MIXER_NAMES[spec.mixer.kind]} and {spec.attention_layers} attention "
+        f"layers of {len(spec.layers)}, {spec.params:,} parameters, {state:,.1f} MiB of {state_words(spec)} "
+        f"per sequence whatever its context (vLLM: a bf16 conv state, {'a float32' if temporal == 4 else 'a bf16'} "
+        "SSM state), which the estimate does not carry yet"
+    )

@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 
 from core.errors import PlanError
+from core.hfconfig import model_from_hf_config
 from core.hybrid import (
     ATTENTION,
     GATED_DELTANET,
@@ -17,6 +18,7 @@ from core.hybrid import (
     HybridSpec,
     RecurrentMixer,
     hybrid_from_hf_config,
+    refusal_words,
     state_words,
 )
 from core.serving.vllm_hybrid import hybrid_groups, hybrid_pages, hybrid_pool
@@ -154,3 +156,19 @@ def test_pool_groups_blocks_and_report() -> None:
     assert pool.max_concurrency(131_072) == pytest.approx(6_553 / 337)
     # What it holds: 337 blocks · 4 layers · 819,200 B.
     assert pool.bytes_per_request(131_072) == 337 * 4 * 819_200
+
+
+def test_the_refusal_says_what_was_read() -> None:
+    # core.hfconfig still refuses the family (no plan carries the state term yet) but names the stack, the
+    # library's count and the state: Granite-4.0-H-Tiny 36 · (9,984 + 393,216) · 2 B = 27.7 MiB.
+    with pytest.raises(PlanError) as info:
+        model_from_hf_config(META["granite-4.0-h-tiny"]["config"])
+    message = str(info.value)
+    assert "36 Mamba-2 and 4 attention layers of 40" in message
+    assert "6,939,037,248 parameters" in message and "27.7 MiB of recurrent state (Mamba-2, 36 layers)" in message
+    # Nemotron-H's class default mamba_ssm_cache_dtype float32: 27 · (36,864 · 2 + 1,310,720 · 4) B = 136.9 MiB.
+    with pytest.raises(PlanError) as info:
+        model_from_hf_config(META["nemotron-nano-9b-v2"]["config"])
+    assert "136.9 MiB" in str(info.value) and "a float32 SSM state" in str(info.value)
+    # A config the hybrid reader cannot read keeps the plain refusal.
+    assert refusal_words({"model_type": "bamba"}) == ""
