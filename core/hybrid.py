@@ -27,6 +27,7 @@ HYBRID_MODEL_TYPES: Final[dict[str, str]] = {
     "granitemoehybrid": MAMBA2,  # GraniteMoeHybridMambaLayer
     "bamba": MAMBA2,  # BambaMixer
     "nemotron_h": MAMBA2,  # NemotronHMamba2Mixer
+    "falcon_h1": MAMBA2,  # FalconH1Mixer, beside attention in every layer
     "qwen3_next": GATED_DELTANET,  # Qwen3NextGatedDeltaNet
 }
 MIXER_NAMES: Final[dict[str, str]] = {MAMBA2: "Mamba-2", GATED_DELTANET: "Gated DeltaNet"}
@@ -38,6 +39,9 @@ ATTENTION: Final = "full_attention"
 RECURRENT: Final = "linear_attention"
 MLP: Final = "mlp"
 MOE: Final = "moe"
+# Falcon-H1's layers run a Mamba-2 mixer and attention side by side (FalconH1DecoderLayer): each holds a KV
+# cache and a recurrent state, and vLLM registers both for it.
+PARALLEL: Final = "parallel"
 _LAYER_NAMES: Final[dict[str, str]] = {
     "full_attention": ATTENTION,
     "attention": ATTENTION,
@@ -107,11 +111,11 @@ class HybridSpec:
 
     @property
     def attention_layers(self) -> int:
-        return self.layers.count(ATTENTION)
+        return self.layers.count(ATTENTION) + self.layers.count(PARALLEL)
 
     @property
     def recurrent_layers(self) -> int:
-        return self.layers.count(RECURRENT)
+        return self.layers.count(RECURRENT) + self.layers.count(PARALLEL)
 
     def state_elements(self, tensor_parallel: int = 1) -> tuple[int, int]:
         """(conv, temporal) elements of one sequence's recurrent state in one layer on one rank."""
@@ -140,6 +144,8 @@ def hybrid_from_hf_config(config: Mapping[str, Any]) -> HybridSpec:
         return _nemotron_h(r)
     if model_type == "qwen3_next":
         return _qwen3_next(r)
+    if model_type == "falcon_h1":
+        return _falcon_h1(r)
     return _granite_or_bamba(r, model_type)
 
 
@@ -183,13 +189,16 @@ def _divide(a: int, b: int) -> int:
     return a // b
 
 
-def _mamba2_params(d: int, m: RecurrentMixer, conv_bias: bool, proj_bias: bool, norm: bool = True) -> int:
+def _mamba2_params(
+    d: int, m: RecurrentMixer, conv_bias: bool, proj_bias: bool, norm: bool = True, out_bias: bool | None = None
+) -> int:
     """One Mamba-2 mixer as transformers 5.25.0 builds it (BambaMixer, GraniteMoeHybridMambaLayer,
     NemotronHMamba2Mixer): in_proj d → 2·inner + 2·groups·state + heads, the depthwise conv1d (kernel
     weights and a bias per channel), dt_bias, A_log and D per head, the gated RMSNorm over inner, out_proj."""
     in_width = 2 * m.inner + 2 * m.groups * m.state + m.heads
     conv = m.conv_dim * m.conv_kernel + (m.conv_dim if conv_bias else 0)
-    proj = d * in_width + m.inner * d + ((in_width + d) if proj_bias else 0)
+    out_bias = proj_bias if out_bias is None else out_bias  # Falcon-H1: out_proj's bias is projectors_bias
+    proj = d * in_width + m.inner * d + (in_width if proj_bias else 0) + (d if out_bias else 0)
     return proj + conv + 3 * m.heads + (m.inner if norm else 0)
 
 
@@ -386,3 +395,30 @@ def refusal_words(config: Mapping[str, Any]) -> str:
         f"per sequence whatever its context (vLLM: a bf16 conv state, {'a float32' if temporal == 4 else 'a bf16'} "
         "SSM state), which the estimate does not carry yet"
     )
+
+
+def _falcon_h1(r: _Fields) -> HybridSpec:
+    """Falcon-H1: every layer a Mamba-2 mixer (inner mamba_d_ssm, else int(mamba_expand · d); in_proj bias
+    mamba_proj_bias, out_proj bias projectors_bias, the gated RMSNorm only with mamba_rms_norm) beside
+    attention, then a gated MLP, two RMSNorms (FalconH1DecoderLayer). The muP multipliers scale activations
+    (FalconH1Mixer's mup_vector is a buffer, the rest scalars): no parameter changes shape."""
+    d, vocab, n = r.int("hidden_size"), r.int("vocab_size"), r.int("num_hidden_layers")
+    ssm = r.config.get("mamba_d_ssm")
+    inner = r.int("mamba_d_ssm") if ssm is not None else int(r.int("mamba_expand", 2) * d)
+    keys = ("mamba_n_heads", "mamba_d_head", "mamba_d_state", "mamba_n_groups", "mamba_d_conv")
+    mixer = _mamba_mixer(r, d, inner, keys)
+    heads, kv = r.int("num_attention_heads"), r.int("num_key_value_heads", r.int("num_attention_heads"))
+    head_dim = r.int("head_dim", _head_dim(d, heads))
+    mamba = _mamba2_params(
+        d,
+        mixer,
+        r.flag("mamba_conv_bias", True),
+        r.flag("mamba_proj_bias", False),
+        r.flag("mamba_rms_norm", False),
+        r.flag("projectors_bias", False),
+    )
+    attention = _attention_params(d, heads, kv, head_dim, r.flag("attention_bias", False))
+    i = r.int("intermediate_size")
+    mlp = 3 * d * i + ((2 * i + d) if r.flag("mlp_bias", False) else 0)
+    total = _embeddings(r, d, vocab, False) + n * (mamba + attention + mlp + 2 * d) + d
+    return HybridSpec("falcon_h1", (PARALLEL,) * n, d, vocab, heads, kv, head_dim, mixer, total, total)

@@ -172,3 +172,14 @@ def test_the_refusal_says_what_was_read() -> None:
     assert "136.9 MiB" in str(info.value) and "a float32 SSM state" in str(info.value)
     # A config the hybrid reader cannot read keeps the plain refusal.
     assert refusal_words({"model_type": "bamba"}) == ""
+
+
+def test_falcon_h1_runs_both_in_every_layer() -> None:
+    # FalconH1DecoderLayer: a Mamba-2 mixer beside attention in each of the 24 layers, so 24 KV caches and
+    # 24 states; vLLM's groups: 24 attention + 24 mamba layers → one group of 24 each (001cabc1 rule).
+    falcon = spec("falcon-h1-1.5b-dims")
+    assert (falcon.attention_layers, falcon.recurrent_layers, len(falcon.layers)) == (24, 24, 24)
+    assert hybrid_groups(24, 24) == (24, 1, 1)
+    # mamba_d_ssm 3,072 is the inner width (not mamba_expand · 2,048): conv 3 · (3,072 + 2 · 256), temporal
+    # 48 · 64 · 256 (vllm 02d71083 mamba2_state_shape).
+    assert falcon.state_elements() == (3 * (3072 + 2 * 256), 48 * 64 * 256)
