@@ -52,6 +52,8 @@ _LAYER_NAMES: Final[dict[str, str]] = {
 }
 # huggingface/transformers 5.25.0 models/nemotron_h/configuration_nemotron_h.py ``_pattern_to_list``.
 _PATTERN_CHARS: Final[dict[str, str]] = {"M": RECURRENT, "*": ATTENTION, "-": MLP, "E": MOE}
+# The longest stack a config may list: a bound on hostile files (Nemotron 3 Super lists 88 layers; no released
+# hybrid comes near it), not a library limit.
 MAX_HYBRID_LAYERS: Final = 1024
 
 

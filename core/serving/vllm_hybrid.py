@@ -37,7 +37,7 @@ from core.hybrid import HybridSpec
 # HybridAttentionMambaModelConfig's alignment: FlashAttention needs block sizes that are multiples of 16
 # (vllm-project/vllm 0144dd5b vllm/model_executor/models/config.py, "16 * cdiv(mamba_page_size, 16 * ...)").
 ATTENTION_BLOCK_ALIGN: Final = 16
-DEFAULT_BLOCK_SIZE: Final = 16  # CacheConfig.block_size on CUDA before the hybrid rule raises it
+DEFAULT_BLOCK_SIZE: Final = 16  # CacheConfig.block_size on CUDA (core.serving.vllm_rules.VLLM_BLOCK_SIZE, 0.19.0)
 
 
 @dataclass(frozen=True)
