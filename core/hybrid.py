@@ -2,12 +2,14 @@
 
 A hybrid keeps, besides the KV cache of its attention layers, a recurrent state per sequence in each
 recurrent layer: the causal convolution's last ``kernel - 1`` inputs and the state-space (or delta-rule)
-matrix, fixed in size whatever the context. This module reads the four families whose rules are
-exact here from their ``config.json`` — the layer pattern, the recurrent mixer's widths, the MLP or
-mixture of experts — into a :class:`HybridSpec`: parameters as transformers 5.25.0 builds the model
-(``models/<type>/modeling_<type>.py``; every count is checked against the library's own count of the
-model built on the meta device, tests/data/hybrid/meta_counts.json) and the state per sequence as vLLM
-allocates it (:func:`HybridSpec.state_shapes`).
+matrix, fixed in size whatever the context. This module reads the five families whose rules are exact
+here (Granite 4.0-H, Bamba, Nemotron-H, Falcon-H1, Qwen3-Next) from their ``config.json`` — the layer
+pattern, the recurrent mixer's widths, the MLP or mixture of experts — into a :class:`HybridSpec`:
+parameters as transformers 5.25.0 builds the model (``models/<type>/modeling_<type>.py``; every count is
+checked against the library's own count of the model built on the meta device, tests/data/hybrid/
+meta_counts.json, which tools/measure/hybrid_meta_counts.py writes) and the state per sequence as vLLM
+allocates it (:meth:`HybridSpec.state_elements`). Plans do not take these models yet: core.hfconfig
+refuses them and names what this module read (:func:`refusal_words`).
 
 Read only; no code in the config is run. Every failure is a :class:`PlanError` naming the key.
 """

@@ -24,7 +24,8 @@ from core.hybrid import (
 from core.serving.vllm_hybrid import hybrid_groups, hybrid_pages, hybrid_pool
 
 DATA = Path(__file__).parents[1] / "data" / "hybrid"
-# transformers 5.25.0's own parameter counts of each model built on the meta device (the file's "source").
+# transformers 5.25.0's own parameter counts of each model built on the meta device (the file's "source";
+# tools/measure/hybrid_meta_counts.py writes the file).
 META: dict[str, Any] = json.loads((DATA / "meta_counts.json").read_text("utf-8"))["cases"]
 # Published vLLM page figures, each with its source and settings (the file's records).
 FIGURES: list[dict[str, Any]] = json.loads((DATA / "vllm_page_figures.json").read_text("utf-8"))["figures"]
