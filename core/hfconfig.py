@@ -13,6 +13,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Final
 
 from core.errors import PlanError
+from core.hybrid import refusal_words
 from core.model import MAX_NAME_CHARS, ModelSpec, is_int
 from core.units import finite_number
 from core.vision import TEXT_MODEL_TYPES, vision_tower
@@ -173,6 +174,7 @@ def _model_from_hf_config(config: Mapping[str, Any], name: str | None, *, nested
         config = {**config, "model_type": model_type}
     if isinstance(model_type, str) and model_type in RECURRENT_MODEL_TYPES:
         why = f"{RECURRENT_MODEL_TYPES[model_type]} keep a recurrent state the planner does not model"
+        why += refusal_words(config)  # core.hybrid: the weights and the state, where the config reads
         raise PlanError("config.model_type", model_type, "a model of attention layers only", why)
     if isinstance(model_type, str) and model_type in UNMODELLED_MODEL_TYPES:
         why = UNMODELLED_MODEL_TYPES[model_type]

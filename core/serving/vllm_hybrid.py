@@ -1,0 +1,122 @@
+"""vLLM's KV pool for hybrid recurrent models (Mamba-2, Gated DeltaNet beside attention).
+
+Sources, read at the commits named:
+
+* State shapes — vllm-project/vllm 02d71083 vllm/model_executor/layers/mamba/mamba_utils.py
+  (``MambaStateShapeCalculator``): per sequence and recurrent layer a conv state of (kernel − 1) ×
+  conv channels and a temporal state; their dtypes (``MambaStateDtypeCalculator._mamba_state_dtype``)
+  are the model's (``mamba_cache_dtype`` auto) and, for the temporal state, ``mamba_ssm_cache_dtype``
+  (auto: the conv state's). :mod:`core.hybrid` has the shapes.
+* Page sizes — vllm-project/vllm 0144dd5b vllm/model_executor/models/config.py
+  ``HybridAttentionMambaModelConfig.verify_and_update_config``: one attention token's page is
+  2 · KV heads · head size · bytes; the mamba page (``MambaSpec.page_size_bytes``) is one sequence's
+  state in one layer; the attention block is raised to ``16 · cdiv(mamba page, 16 · attention page per
+  token)`` tokens ("Setting attention block size to N tokens") when the user's is smaller, and the mamba
+  page is padded to the attention page ("Padding mamba page size by P%").
+* Groups, pool and report — vllm-project/vllm 001cabc1 vllm/v1/core/kv_cache_utils.py:
+  ``_get_kv_cache_groups_uniform_page_size`` (each kind's layers cut into groups of the smaller kind's
+  count, or the larger's when under 1.5 times it), ``get_kv_cache_config_from_groups`` / ``get_num_blocks``
+  (blocks = available // page // layers per group), ``_report_kv_cache_config`` ("GPU KV cache size" =
+  blocks // groups · the smallest block size; the mamba groups' block size is max_model_len without prefix
+  caching) and ``get_max_concurrency_for_kv_cache_config`` (blocks ÷ a request's blocks: cdiv(max_model_len,
+  block) in each attention group, one in each mamba group — ``MambaSpec.max_memory_usage_bytes`` is one
+  page without prefix caching).
+
+Prefix caching is off for these models in the lines whose logs are recorded (``enable_prefix_caching=False``
+in both); vLLM's later "align" mode keeps one state page per attention block and is not modelled.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Final
+
+from core.hybrid import HybridSpec
+
+# HybridAttentionMambaModelConfig's alignment: FlashAttention needs block sizes that are multiples of 16
+# (vllm-project/vllm 0144dd5b vllm/model_executor/models/config.py, "16 * cdiv(mamba_page_size, 16 * ...)").
+ATTENTION_BLOCK_ALIGN: Final = 16
+DEFAULT_BLOCK_SIZE: Final = 16  # CacheConfig.block_size on CUDA (core.serving.vllm_rules.VLLM_BLOCK_SIZE, 0.19.0)
+
+
+@dataclass(frozen=True)
+class HybridPages:
+    """The page arithmetic vLLM prints at start-up for a hybrid model on one rank."""
+
+    attention_token_bytes: int  # one token's K and V in one attention layer
+    mamba_page_bytes: int  # one sequence's recurrent state in one layer, unpadded
+    block_size: int  # attention tokens per block after the rule
+    page_bytes: int  # the common page: block_size · attention_token_bytes
+
+    @property
+    def padding_pct(self) -> float:
+        """ "Padding mamba page size by P%": how much the mamba page grows to the common page."""
+        return 100 * (self.page_bytes - self.mamba_page_bytes) / self.mamba_page_bytes
+
+
+def hybrid_pages(
+    spec: HybridSpec,
+    kv_bytes: int,
+    conv_bytes: int,
+    temporal_bytes: int,
+    tensor_parallel: int = 1,
+    user_block_size: int = DEFAULT_BLOCK_SIZE,
+) -> HybridPages:
+    """Attention block size and common page of ``spec`` under vLLM's rule (see the module)."""
+    kv_heads = max(1, spec.num_kv_heads // tensor_parallel)  # ModelConfig.get_num_kv_heads
+    per_token = 2 * kv_heads * spec.head_dim * kv_bytes
+    conv, temporal = spec.state_elements(tensor_parallel)
+    mamba = conv * conv_bytes + temporal * temporal_bytes
+    aligned = ATTENTION_BLOCK_ALIGN * math.ceil(mamba / (ATTENTION_BLOCK_ALIGN * per_token))
+    block = max(user_block_size, aligned)
+    return HybridPages(per_token, mamba, block, block * per_token)
+
+
+@dataclass(frozen=True)
+class HybridPool:
+    """The KV pool's groups and what vLLM reports of it."""
+
+    pages: HybridPages
+    group_size: int  # layers per group (each group's layers share one block table)
+    attention_groups: int
+    recurrent_groups: int
+    num_blocks: int
+
+    @property
+    def groups(self) -> int:
+        return self.attention_groups + self.recurrent_groups
+
+    def reported_tokens(self, max_model_len: int) -> int:
+        """ "GPU KV cache size: N tokens": blocks // groups × the smallest group block size (the attention
+        block, or max_model_len, the mamba groups' block size, when that is smaller)."""
+        smallest = min(self.pages.block_size, max_model_len)
+        return self.num_blocks // self.groups * smallest
+
+    def blocks_per_request(self, max_model_len: int) -> int:
+        """A request of max_model_len tokens: cdiv(len, block) per attention group, one per mamba group."""
+        return self.attention_groups * math.ceil(max_model_len / self.pages.block_size) + self.recurrent_groups
+
+    def max_concurrency(self, max_model_len: int) -> float:
+        """ "Maximum concurrency for L tokens per request: X x"."""
+        return self.num_blocks / self.blocks_per_request(max_model_len)
+
+    def bytes_per_request(self, max_model_len: int) -> int:
+        """The pool a request of max_model_len tokens holds on this rank, padding and groups included."""
+        return self.blocks_per_request(max_model_len) * self.group_size * self.pages.page_bytes
+
+
+def hybrid_groups(attention_layers: int, recurrent_layers: int) -> tuple[int, int, int]:
+    """(layers per group, attention groups, recurrent groups): _get_kv_cache_groups_uniform_page_size."""
+    kinds = [n for n in (attention_layers, recurrent_layers) if n]
+    size = min(kinds)
+    if max(kinds) < size * 1.5:
+        size = max(kinds)
+    return size, math.ceil(attention_layers / size), math.ceil(recurrent_layers / size)
+
+
+def hybrid_pool(pages: HybridPages, spec: HybridSpec, available_bytes: float) -> HybridPool:
+    """The pool ``available_bytes`` of KV memory gives (get_kv_cache_config_from_groups, get_num_blocks)."""
+    size, attention, recurrent = hybrid_groups(spec.attention_layers, spec.recurrent_layers)
+    blocks = max(0, int(available_bytes // pages.page_bytes // size))
+    return HybridPool(pages, size, attention, recurrent, blocks)
