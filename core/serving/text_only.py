@@ -17,7 +17,8 @@ vLLM's encoder profile (V1, 0.10 - 0.19; read in the 0.10.1 (aab549870), 0.15.0 
 memory profile, an image-text model runs its tower on ``max_items_per_batch`` dummy images of the most
 features (``_get_mm_dummy_batch``) and keeps their embeddings in ``encoder_cache`` through the text forward;
 the batch of pixel values (``batched_dummy_mm_inputs``, a local of profile_run) is still referenced then too.
-``MultiModalBudget`` (0.19.0 ``vllm/multimodal/encoder_budget.py``) sizes the batch: the encoder budget is
+``MultiModalBudget`` (0.19.0 ``vllm/multimodal/encoder_budget.py``; the same ``_get_max_items`` in 0.10.1's
+``vllm/v1/worker/utils.py``, whose default limit is 999 under V1 too) sizes the batch: the encoder budget is
 ``max(max_num_batched_tokens, tokens per item)`` (``compute_mm_encoder_budget``, v1/core/
 encoder_cache_manager.py: encoder_cache_size and max_num_encoder_input_tokens default to max_num_batched_tokens,
 config/scheduler.py), items = ``max(1, min(budget // tokens per item, max_num_seqs × max(1, min(999,
