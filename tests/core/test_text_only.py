@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 
 from core.catalogue import find_model
+from core.cli.app import main
 from core.errors import PlanError
 from core.estimate import estimate
 from core.files.launch.vllm import export_vllm, read_vllm, text_only_limits
@@ -146,3 +147,23 @@ def test_plan_files_keep_text_only_and_old_files_load_the_tower() -> None:
     document = json.loads(dumps(_served(text_only=False)))
     del document["plan"]["inference"]["text_only"]
     assert loads(json.dumps(document)).inference.text_only is False
+
+
+def _cli(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
+    code = main(["estimate", "--mode", "inference", "-m", "gemma-3-4b", "--engine", "vllm", "--json", *args])
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_the_command_line_takes_both_spellings(capsys: pytest.CaptureFixture[str]) -> None:
+    _, loaded, _ = _cli(capsys)
+    for spelling in (["--text-only"], ["--limit-mm-per-prompt", '{"image":0}']):
+        code, out, _ = _cli(capsys, *spelling)
+        assert code == 0 and out != loaded
+        assert out == _cli(capsys, "--text-only")[1]
+    # Limits that let images through serve the tower; a contradiction, or a release that loads it, is refused.
+    assert _cli(capsys, "--limit-mm-per-prompt", '{"image":1}')[1] == loaded
+    code, _, err = _cli(capsys, "--limit-mm-per-prompt", '{"image":0}', "--no-text-only")
+    assert code == 2 and "contradicts" in err
+    code, _, err = _cli(capsys, "--text-only", "--vllm-version", "0.14")
+    assert code == 2 and "vLLM 0.15 or later" in err
