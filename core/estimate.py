@@ -299,6 +299,10 @@ def estimate(plan: Plan, gpu: GpuSpec | None = None) -> Estimate:
     ranks, worst_index = rank_memories(plan, counts, capacity)
     worst = ranks[worst_index]
     host = host_memory(plan, counts)
+    if plan.inference.text_only:  # refused at once where the engine or release loads the tower anyway
+        from core.serving.text_only import skips_vision_tower
+
+        skips_vision_tower(plan.model, plan.inference)
     serving = partial(_serving, plan, counts, card)
     warnings = plan_warnings(plan) + _host_warnings(plan, host) + _mps_warnings(plan, card, capacity, worst.total_bytes)
     warnings += _mps_offload_warnings(plan, card, host, worst.total_bytes)

@@ -215,7 +215,19 @@ def _with_vision(config: Mapping[str, Any], spec: ModelSpec) -> ModelSpec:
     tower = vision_tower(config, spec.hidden_size)
     if tower is None:
         return spec
-    return replace(spec, vision_params=tower.params, vision_linear_params=tower.linear_weights, vision_kind=tower.kind)
+    spec = replace(spec, vision_params=tower.params, vision_linear_params=tower.linear_weights, vision_kind=tower.kind)
+    spec = replace(spec, vision_family=tower.family)
+    g = tower.profile
+    if g is None:
+        return spec
+    return replace(
+        spec,
+        vision_embeddings=g.embeddings,
+        vision_patches=g.patches,
+        vision_pixels=g.pixels,
+        vision_width=g.width,
+        vision_inner=g.inner,
+    )
 
 
 # DeepSeek-V2 (V2-Lite), DeepSeek-V3 / R1 and Kimi K2 (``kimi_k2``, DeepseekV3ForCausalLM's shapes):

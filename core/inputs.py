@@ -1994,6 +1994,13 @@ INPUTS: Final[tuple[Input, ...]] = (
           "The start-up log says which: 'Using FlashInfer for top-p & top-k sampling'.",
           ("--vllm-sampler",), "vLLM: top-k/top-p sampler (auto: a pip install's; native; flashinfer)",
           labels=VLLM_SAMPLER_LABELS, matters=lambda p: p.inference.engine is Engine.VLLM and vllm_v1(p)),
+    Input("inference.text_only", Kind.BOOL, "Text only", "Text-only serving (no vision tower)", False,
+          "Serve an image-text checkpoint for text alone: vLLM leaves the vision tower unbuilt and profiles no "
+          "images when every modality's --limit-mm-per-prompt is 0 (LLaVA 1.5, Mistral 3 and Qwen2.5-VL from "
+          "0.10.1, Qwen3-VL from 0.11, every model from 0.15). SGLang and transformers load the tower whatever "
+          "the requests hold, so they refuse it.",
+          ("--text-only",), "image-text models: serve text only (vLLM: --limit-mm-per-prompt 0 for every modality)",
+          matters=lambda p: p.model.vision_params > 0 and p.inference.engine is not Engine.LLAMACPP),
     Input("inference.sglang_version", Kind.ENUM, "SGLang version", "SGLang version", SglangVersion.V0_5_23,
           "The SGLang release whose default mem_fraction_static applies: a table by tensor-parallel size "
           "up to 0.4.5, by card size from 0.4.6, and from 0.5.3 the card less a reserve for the prefill "

@@ -209,6 +209,16 @@ class ModelSpec:
     vision_params: int = 0
     vision_linear_params: int = 0
     vision_kind: str = ""
+    # The wrapper's model_type (core.vision.VISION_FAMILIES: which engine release skips the tower in text-only
+    # serving) and one dummy image of vLLM's encoder profile (core.vision.EncoderGeometry: the embeddings it
+    # gives the language model, the positions through the tower, its pixel values, the tower's width and MLP
+    # width); 0: not modelled (a dynamic-resolution tower, or a plan file written before them).
+    vision_family: str = ""
+    vision_embeddings: int = 0
+    vision_patches: int = 0
+    vision_pixels: int = 0
+    vision_width: int = 0
+    vision_inner: int = 0
 
     def __post_init__(self) -> None:
         positive = (
@@ -293,6 +303,11 @@ class ModelSpec:
         if not is_int(self.vision_linear_params) or not 0 <= self.vision_linear_params <= self.vision_params:
             raise PlanError("model.vision_linear_params", self.vision_linear_params, "a count from 0 to vision_params")
         check_text("model.vision_kind", self.vision_kind, allow_empty=True)
+        check_text("model.vision_family", self.vision_family, allow_empty=True)
+        for name in ("vision_embeddings", "vision_patches", "vision_pixels", "vision_width", "vision_inner"):
+            value = getattr(self, name)
+            if not is_int(value) or not 0 <= value <= MAX_PARAMS:
+                raise PlanError(f"model.{name}", value, f"a count from 0 to {MAX_PARAMS:,}")
 
     def _check_latent(self) -> None:
         """Multi-head latent attention's widths and DeepSeek's dense first layers (see the fields)."""

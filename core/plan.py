@@ -622,6 +622,7 @@ class Inference:
     mem_fraction_static: float = DEFAULTS["inference.mem_fraction_static"]  # SGLang; 0: its default
     vllm_version: VllmVersion = DEFAULTS["inference.vllm_version"]  # the release whose rules apply
     vllm_sampler: VllmSampler = DEFAULTS["inference.vllm_sampler"]  # vLLM V1's top-k/top-p sampler
+    text_only: bool = DEFAULTS["inference.text_only"]  # image-text checkpoint served without its vision tower
     sglang_version: SglangVersion = DEFAULTS["inference.sglang_version"]  # the release whose fraction applies
     # Hugging Face generate: the transformers release whose MoE and FP8 host rules apply
     transformers_version: TransformersVersion = DEFAULTS["inference.transformers_version"]

@@ -24,7 +24,9 @@ What the plans do with it (core.training.storage.vision_weight_term, core.servin
   the default LoRA plan's 16.8 GB peak on gemma-3-4b, about 0.2 %).
 - QLoRA quantises its nn.Linear weights (``linear_weights``), as it does the language model's.
 - Serving: vLLM, SGLang and transformers load it; llama.cpp keeps it in a separate mmproj GGUF that loads
-  only when given, so llama.cpp plans leave it out.
+  only when given, so llama.cpp plans leave it out. vLLM's text-only mode (every modality's
+  ``--limit-mm-per-prompt`` 0) skips it from the releases core.serving.vllm_versions names; its encoder
+  profile run (:class:`EncoderGeometry`, core.serving.text_only) counts against the KV pool otherwise.
 """
 
 from __future__ import annotations
@@ -36,7 +38,7 @@ from typing import Any, Final
 from core.errors import PlanError
 from core.model import is_int
 
-__all__ = ["TEXT_MODEL_TYPES", "VISION_FAMILIES", "VisionTower", "vision_tower"]
+__all__ = ["TEXT_MODEL_TYPES", "VISION_FAMILIES", "EncoderGeometry", "VisionTower", "vision_tower"]
 
 # The language model of two image-text families is a text family the planner reads under another name:
 # Qwen2_5_VLTextModel's decoder layer is Qwen2's (q/k/v with a bias, o_proj without, a gated MLP without
@@ -54,6 +56,21 @@ class VisionTower:
     kind: str  # the tower's family, as the breakdown names it
     params: int  # tower + projector, every parameter
     linear_weights: int  # the nn.Linear weight matrices among them: what bitsandbytes quantises
+    family: str = ""  # the wrapper's model_type (VISION_FAMILIES): which engine release skips the tower
+    profile: EncoderGeometry | None = None  # one image of vLLM's encoder profile; None: not modelled
+
+
+@dataclass(frozen=True)
+class EncoderGeometry:
+    """One dummy image of vLLM's encoder profile run, for towers that take every image at one size (Gemma 3's
+    SigLIP at ``image_size``, LLaVA 1.5's CLIP / SigLIP); the dynamic-resolution towers (Pixtral, the Qwen
+    towers, LLaVA-NeXT / OneVision's tiles) size theirs from the processor's config, which is not read."""
+
+    embeddings: int  # embeddings one image gives the language model (vLLM's tokens per item)
+    patches: int  # positions one image runs through the tower
+    pixels: int  # pixel values of one image (channels × side²)
+    width: int  # the tower's hidden size
+    inner: int  # its MLP width
 
 
 class _Vision:
@@ -255,5 +272,24 @@ def vision_tower(config: Mapping[str, Any], text_hidden: int) -> VisionTower | N
     v = _Vision(raw, where)
     name, count = _TOWERS[kind]
     params, linear = count(v)
-    extra, extra_linear = _projector(family, kind, v, _Vision(config, "config"), text_hidden)
-    return VisionTower(kind=name, params=params + extra, linear_weights=linear + extra_linear)
+    wrapper = _Vision(config, "config")
+    extra, extra_linear = _projector(family, kind, v, wrapper, text_hidden)
+    profile = _geometry(family, kind, v, wrapper)
+    return VisionTower(name, params + extra, linear + extra_linear, family, profile)
+
+
+def _geometry(family: str, kind: str, v: _Vision, wrapper: _Vision) -> EncoderGeometry | None:
+    """One dummy image of vLLM's encoder profile where every image has the tower's own size: Gemma 3 without
+    pan-and-scan (vLLM 0.19.0 gemma3_mm.py get_num_image_tokens: (crops + 1) × image_seq_length, crops 0
+    unless do_pan_and_scan, which is off by default; image_seq_length is the config's mm_tokens_per_image) and
+    LLaVA 1.5 (llava.py get_num_image_tokens: the tower's patches, (image_size // patch_size)², the CLIP class
+    position dropped by vision_feature_select_strategy "default")."""
+    if family not in ("gemma3", "llava") or kind not in ("siglip_vision_model", "clip_vision_model"):
+        return None
+    clip = kind == "clip_vision_model"
+    side, patch = v.whole("image_size", 224), v.whole("patch_size", 32 if clip else 16)
+    patches = (side // patch) ** 2
+    embeddings = wrapper.whole("mm_tokens_per_image", 256) if family == "gemma3" else patches
+    width = v.whole("hidden_size", _DEFAULT_WIDTH[kind])
+    inner = v.whole("intermediate_size", 3072)
+    return EncoderGeometry(embeddings, patches + int(clip), v.whole("num_channels", 3) * side * side, width, inner)

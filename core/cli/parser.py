@@ -120,6 +120,13 @@ def add_plan_options(parser: argparse.ArgumentParser) -> None:
         help="the old one-word setting (a preset)",
     )
     add_mode_option(groups["inference"], "which estimate to print")
+    groups["inference"].add_argument(
+        "--limit-mm-per-prompt",
+        type=text_arg,
+        metavar="JSON",
+        help="vLLM's spelling: a JSON object of per-modality limits; every one 0 (e.g. '{\"image\":0}') "
+        "= --text-only, anything else = images allowed",
+    )
     parallel = groups["parallel"]
     parallel.add_argument(
         "--gpus", type=int, dest="gpus_total", metavar="N", help="GPUs on one node (= --gpus-per-node N)"

@@ -24,6 +24,7 @@ from core.errors import PlanError
 from core.estimate import gpu_for
 from core.files.comparison import common_mode, load_named_modes
 from core.files.importer import import_model
+from core.files.launch.vllm import text_only_limits
 from core.files.model_source import NamedModel, is_hub_id, model_named
 from core.files.planfile import load as load_plan
 from core.files.planfile import load_saved
@@ -171,9 +172,22 @@ def _method(args: argparse.Namespace, given: dict[str, Any]) -> Method | None:
     return method
 
 
+def _text_only(args: argparse.Namespace, given: dict[str, Any]) -> None:
+    """``--limit-mm-per-prompt``, vLLM's spelling of text-only mode: every limit 0 sets it, other limits clear it;
+    a contradicting ``--text-only`` / ``--no-text-only`` is refused."""
+    limits = getattr(args, "limit_mm_per_prompt", None)
+    if limits is None:
+        return
+    text_only = text_only_limits(limits)
+    if given.get("inference.text_only", text_only) != text_only:
+        raise UsageError(f"--limit-mm-per-prompt {limits} contradicts --{'no-' if text_only else ''}text-only")
+    given["inference.text_only"] = text_only
+
+
 def plan_from_args(args: argparse.Namespace, base: Plan | None = None) -> Plan:
     """The plan the options describe, on ``base`` (else on :func:`base_plan`)."""
     given = given_inputs(args)
+    _text_only(args, given)
     plan = _with_precision(base if base is not None else base_plan(args), args, given)
     method = _method(args, given)
     groups: dict[str, dict[str, Any]] = {}

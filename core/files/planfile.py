@@ -114,6 +114,9 @@ OPTIONAL_KEYS: Final = (
             # the transformers release of Hugging Face generate: a file without it reads as the
             # default, the newest release line read (core.serving.transformers_versions)
             "transformers_version",
+            # text-only serving of an image-text checkpoint (branch h63text): a file without it loads the tower,
+            # as every earlier release planned
+            "text_only",
         )
     )
     | frozenset(

@@ -54,6 +54,7 @@ from core.serving.fit import DEFAULT_FIT, ServingFit, link_class
 from core.serving.kv import cached_positions, kv_bytes_per_token_layer, kv_formula, kv_heads_per_rank
 from core.serving.sglang_versions import default_fraction
 from core.serving.sglang_weights import rope_bytes
+from core.serving.text_only import encoder_profile, skips_vision_tower
 from core.serving.vllm_rules import (
     MOE_WORKSPACE_KEPT_FROM,
     VLLM_BLOCK_SIZE,
@@ -150,19 +151,20 @@ class RankLayout:
     tower_bytes: float = 0.0  # the vision tower + projector among weights_bytes (:func:`tower_bytes`)
 
 
-def tower_bytes(model: ModelSpec, fmt: WeightFormat, tp: int) -> float:
+def tower_bytes(model: ModelSpec, fmt: WeightFormat, tp: int, text_only: bool = False) -> float:
     """An image-text checkpoint's vision tower + projector (core.vision) on the rank that decides: vLLM, SGLang
     and transformers load it with the model. vLLM skips it only in its text-only mode, every modality's
     ``--limit-mm-per-prompt`` 0 (vllm-project/vllm PR #22299, merged 2025-08-06, for the models it listed; PR
     #26000 added Qwen3-VL; PR #32605, January 2026, made it every model's ``_mark_tower_model``); SGLang's
-    ``--language-model-only`` (PR #28497) is not merged. That mode is not a plan setting yet: the plan loads
-    the tower. Split over tensor-parallel ranks as vLLM's default ``mm_encoder_tp_mode`` "weights" shards it
+    ``--language-model-only`` (PR #28497) is not merged. ``text_only``: the plan's text-only mode where its
+    engine and release skip the tower (core.serving.text_only.skips_vision_tower, which refuses the others).
+    Split over tensor-parallel ranks as vLLM's default ``mm_encoder_tp_mode`` "weights" shards it
     (an approximation: PR #26000's Qwen3-VL-235B at TP 8 logs 0.33 GiB more per rank with the tower than
     without and 1.27 GiB with it replicated, a quarter rather than an eighth, as parts stay whole), on the first
     pipeline stage, which the layout's worst rank already is. Kept in 16 bits under a quantised
     format (the AWQ / GPTQ / FP8 image-text checkpoints people serve leave the tower unquantised; assumed, not
     read per checkpoint), in float32 for an fp32 plan."""
-    if not model.vision_params:
+    if not model.vision_params or text_only:
         return 0.0
     per = DENSE_BYTES.get(fmt, HALF)
     return model.vision_params * per / tp
@@ -203,7 +205,7 @@ def rank_layout(plan: Plan) -> RankLayout:
     if pp > 1:
         ends = max(model.embedding_params(), model.head_params() or model.embedding_params()) * scale
     rank_params = (block_params * layers / model.num_layers + ends) / tp
-    tower = tower_bytes(model, inf.weight_dtype, tp)
+    tower = tower_bytes(model, inf.weight_dtype, tp, skips_vision_tower(model, inf))
     return RankLayout(
         weights_bytes=rank_params * per_param + padding + tower,
         layers=layers,
@@ -453,6 +455,9 @@ def vllm_profile_peak(
         peak = max(forward_working_bytes(model, layout, batched_tokens, copies, element), sampler)
     if inf.pipeline_parallel > 1:
         peak += 2 * batched_tokens * model.hidden_size * element
+    # An image-text model's encoder profile runs first; its pixel values and embeddings stay through the rest.
+    encoder = encoder_profile(model, inf, batched_tokens, seqs, element)
+    peak = max(encoder.peak, encoder.kept + peak)
     return peak + cublas_workspace(gpu_id).bytes
 
 

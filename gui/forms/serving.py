@@ -35,6 +35,8 @@ class ServingForm(PlanForm):
         self.sglang_version = self.add_input("inference.sglang_version")
         self.transformers_version = self.add_input("inference.transformers_version")
         self.weights = self.add_input("inference.weight_dtype")
+        # Image-text checkpoints only (the input table's matters): serve text alone, the vision tower left out.
+        self.text_only = self.add_input("inference.text_only")
         self.gguf = self.add_input("inference.gguf_quant")
         # Ollama in front of llama.cpp: it picks the GPU layers itself, and a release line brings its
         # num_ctx, parallel and flash-attention defaults, as the CLI's --ollama does (core.serving.ollama).

@@ -336,6 +336,7 @@ def expected_values(window: MainWindow, plan: Plan) -> dict[str, Any]:
         "inference.mem_fraction_static": inf.mem_fraction_static,
         "inference.vllm_version": inf.vllm_version,
         "inference.vllm_sampler": inf.vllm_sampler,
+        "inference.text_only": inf.text_only,
         "inference.sglang_version": inf.sglang_version,
         "inference.transformers_version": inf.transformers_version,
         "inference.link": inf.link,

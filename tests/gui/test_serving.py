@@ -443,3 +443,23 @@ def test_the_serving_panel_words_what_is_not_judged_as_the_command_line_does(win
         assert memory(inf.kv_cache_bytes, panel.unit) in line and line.endswith("not judged")
     if engine == "vllm":  # (SGLang's pool on an L4 is empty: its static fraction leaves none)
         assert kv.bytes < inf.kv_cache_bytes  # one request's blocks, not the pool
+
+
+def test_the_text_only_box_shows_for_image_text_models_and_a_refusal_leaves_the_plan(window: MainWindow) -> None:
+    # core.inputs "inference.text_only": an image-text checkpoint's setting (gemma-3-4b carries SigLIP).
+    window.show()
+    window.inference_action.trigger()
+    form = window.serving_form
+    gemma = Plan(model=find_model("gemma-3-4b").spec, model_id="gemma-3-4b", hardware=Hardware(gpu="h100-sxm"))
+    window.controller.reset(gemma.with_inference(engine=Engine.VLLM))
+    assert form.form.isRowVisible(form.text_only)
+    weights = window.controller.estimate.inference.weights_bytes
+    form.text_only.click()
+    assert window.controller.plan.inference.text_only
+    # 419,816,304 bf16 tower parameters vLLM 0.19 no longer builds (core/vision.py, tests/core/test_vision.py).
+    assert weights - window.controller.estimate.inference.weights_bytes == pytest.approx(419_816_304 * 2)
+    # SGLang builds the tower whatever the requests hold: the switch is refused and the plan stays on vLLM.
+    form.engine.setCurrentIndex(form.engine.findData("sglang"))
+    assert window.controller.plan.inference.engine is Engine.VLLM
+    window.controller.reset(llama_on_h100(engine=Engine.VLLM))
+    assert not form.form.isRowVisible(form.text_only)  # a text model has no tower to leave out

@@ -473,6 +473,7 @@ SERVING_FIELDS: Final = (
         lambda p: p.inference.engine is Engine.VLLM,
         _VLLM,
     ),
+    _f("inference.text_only", lambda p: p.inference.text_only, _matters("inference.text_only"), _VLLM, "model"),
     _f(
         "inference.mem_fraction_static",
         lambda p: p.inference.mem_fraction_static,

@@ -6,18 +6,22 @@ builds them from ``vllm/config/``): ``--dtype`` (bfloat16 | float16 | float32), 
 in flight), ``--kv-cache-dtype`` (auto: the model's dtype; fp8), ``--max-model-len``,
 ``--tensor-parallel-size``, ``--pipeline-parallel-size``, ``--data-parallel-size`` (replicas),
 ``--gpu-memory-utilization`` (always written: its default moved from 0.9 to 0.92 in later
-releases), ``--max-num-seqs`` and ``--max-num-batched-tokens`` (written when the plan sets them).
+releases), ``--max-num-seqs`` and ``--max-num-batched-tokens`` (written when the plan sets them), and for a
+text-only plan ``--limit-mm-per-prompt`` with 0 for every modality the tower serves (JSON, e.g.
+``'{"image":0,"video":0}'`` for Qwen-VL; core.serving.vllm_versions.limit_mm_json).
 How many requests arrive at once, and how long each answer may be, are the clients'.
 """
 
 from __future__ import annotations
 
+import json
 import shlex
 from typing import Any, Final
 
 from core.dtypes import KvDtype, WeightFormat
 from core.files.launch.common import Draft, Export, Target, command_words, header, model_reference
 from core.plan import ENGINE_LABELS, Engine, Plan
+from core.serving.vllm_versions import limit_mm_json
 
 DTYPES: Final = {WeightFormat.BF16: "bfloat16", WeightFormat.FP16: "float16", WeightFormat.FP32: "float32"}
 KV_DTYPES: Final = {KvDtype.BF16: "bfloat16", KvDtype.FP16: "float16", KvDtype.FP32: "float32"}
@@ -73,6 +77,8 @@ def export_vllm(plan: Plan, model_ref: str | None = None) -> Export:
         argv += ["--max-num-seqs", str(inf.max_num_seqs)]
     if inf.max_num_batched_tokens:
         argv += ["--max-num-batched-tokens", str(inf.max_num_batched_tokens)]
+    if inf.text_only and plan.model.vision_params:
+        argv += ["--limit-mm-per-prompt", limit_mm_json(plan.model.vision_family)]
     if inf.engine is not Engine.VLLM:
         draft.cannot(
             "inference.engine", f"the plan was judged under {ENGINE_LABELS[inf.engine]}'s memory rules, not vLLM's"
@@ -105,4 +111,20 @@ def read_vllm(text: str) -> tuple[str, dict[str, Any]]:
         "inference.gpu_memory_utilization": float(flags.get("--gpu-memory-utilization", 0.0)),
         "inference.max_num_seqs": int(flags.get("--max-num-seqs", 0)),
         "inference.max_num_batched_tokens": int(flags.get("--max-num-batched-tokens", 0)),
+        "inference.text_only": text_only_limits(flags.get("--limit-mm-per-prompt", "")),
     }
+
+
+def text_only_limits(value: str) -> bool:
+    """Whether a ``--limit-mm-per-prompt`` value turns every modality off: a JSON object whose counts (a number,
+    or an object's ``count``) are all 0. Anything else vLLM reads as limits that let some input through."""
+    if not value.strip():
+        return False
+    try:
+        limits = json.loads(value)
+    except ValueError:
+        return False
+    if not isinstance(limits, dict) or not limits:
+        return False
+    counts = [v.get("count", 1) if isinstance(v, dict) else v for v in limits.values()]
+    return all(isinstance(c, int) and not isinstance(c, bool) and c == 0 for c in counts)

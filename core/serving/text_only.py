@@ -1,0 +1,110 @@
+"""Image-text checkpoints at serving: text-only mode and vLLM's encoder profile run.
+
+Text-only mode (``inference.text_only``): vLLM builds no vision tower when every modality the tower serves
+has ``--limit-mm-per-prompt`` 0, from the release lines :mod:`core.serving.vllm_versions` names
+(``TEXT_ONLY_FROM``). The other engines cannot skip it, so a text-only plan on them is refused with the reason:
+
+* SGLang: ``--language-model-only`` is sgl-project/sglang PR #28497, not merged in the releases the planner
+  models (core.serving.sglang_versions, up to 0.5.23); the model classes build their towers.
+* transformers 5.25.0: ``AutoModelForCausalLM.from_config`` on a Gemma 3 config builds
+  Gemma3ForConditionalGeneration, tower and all (22,202,880 of a 23,641,344-parameter two-layer test model
+  on the meta device are the tower's and projector's), and refuses Qwen2.5-VL / Qwen3-VL configs ("Unrecognized
+  configuration class ... for this kind of AutoModel"); checked with /tmp/torchenv (transformers 5.25.0,
+  torch 2.13.0+cpu).
+
+vLLM's encoder profile (V1, 0.10 - 0.19; read in the 0.10.1 (aab549870), 0.15.0 (f17644344) and 0.19.0
+(2a69949bd) wheels, ``vllm/v1/worker/gpu_model_runner.py`` ``profile_run``): before the text forward of the
+memory profile, an image-text model runs its tower on ``max_items_per_batch`` dummy images of the most
+features (``_get_mm_dummy_batch``) and keeps their embeddings in ``encoder_cache`` through the text forward;
+the batch of pixel values (``batched_dummy_mm_inputs``, a local of profile_run) is still referenced then too.
+``MultiModalBudget`` (0.19.0 ``vllm/multimodal/encoder_budget.py``; the same ``_get_max_items`` in 0.10.1's
+``vllm/v1/worker/utils.py``, whose default limit is 999 under V1 too) sizes the batch: the encoder budget is
+``max(max_num_batched_tokens, tokens per item)`` (``compute_mm_encoder_budget``, v1/core/
+encoder_cache_manager.py: encoder_cache_size and max_num_encoder_input_tokens default to max_num_batched_tokens,
+config/scheduler.py), items = ``max(1, min(budget // tokens per item, max_num_seqs × max(1, min(999,
+max_model_len // tokens per item))))`` (``_get_max_items``; 999 is get_limit_per_prompt's default). The pixel
+values are in the model's dtype (multimodal/processing/context.py ``_postprocess_output``). gemma-3-4b-it's
+0.19.0 start-up on an H100 logs "Encoder cache will be initialized with a budget of 8192 tokens, and profiled
+with 32 image items" (llm-d-incubation/llm-d-planner@d3121e059da8 accuracy/results/v0.19.0/logs/
+google-gemma-3-4b-it--h100-80gb--tp1pp1dp1--8192.log): 8192 // 256 = 32.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Final
+
+from core.errors import PlanError
+from core.model import ModelSpec
+from core.plan import Engine, Inference, VllmVersion
+from core.serving.vllm_versions import at_least, skips_tower, text_only_from
+
+# get_limit_per_prompt's default for a modality left unset (vllm/config/multimodal.py, 0.19.0).
+VLLM_DEFAULT_MM_LIMIT: Final = 999
+# The release lines whose profile_run was read (above); the V2 model runner of later lines is not.
+ENCODER_PROFILE_FROM: Final = VllmVersion.V0_10
+ENCODER_PROFILE_LAST: Final = VllmVersion.V0_19
+# SGLang's text-only flag, open (not merged) in the snapshot read: sgl-project/sglang PR #28497.
+SGLANG_TEXT_ONLY_PR: Final = "sgl-project/sglang PR #28497"
+
+
+def skips_vision_tower(model: ModelSpec, inf: Inference) -> bool:
+    """Whether the plan serves ``model`` without its vision tower; refuses (PlanError) a text-only plan on an
+    engine or release that loads the tower anyway, naming the release that does not."""
+    if not inf.text_only or not model.vision_params or inf.engine is Engine.LLAMACPP:
+        return False  # llama.cpp loads a tower only from an mmproj file, which its plans leave out
+    family = model.vision_family or "an image-text family"
+    if inf.engine is Engine.VLLM:
+        if not model.vision_family:
+            raise PlanError(
+                "inference.text_only",
+                True,
+                "off for a model whose family is not recorded",
+                "the plan's model predates the family field; reopen the model to read it",
+            )
+        if skips_tower(inf.vllm_version, model.vision_family):
+            return True
+        first = text_only_from(model.vision_family).value
+        raise PlanError(
+            "inference.text_only",
+            True,
+            f"vLLM {first} or later for {family}",
+            f"vLLM {inf.vllm_version.value} builds {family}'s vision tower whatever --limit-mm-per-prompt says",
+        )
+    if inf.engine is Engine.SGLANG:
+        why = f"SGLang builds the vision tower: --language-model-only is {SGLANG_TEXT_ONLY_PR}, not merged"
+        raise PlanError("inference.text_only", True, "vLLM 0.15 or later (any image-text family)", why)
+    why = "transformers 5.25's AutoModelForCausalLM builds the whole image-text model (Gemma 3) or refuses it (Qwen-VL)"
+    raise PlanError("inference.text_only", True, "vLLM 0.15 or later (any image-text family)", why)
+
+
+@dataclass(frozen=True)
+class EncoderProfile:
+    """vLLM's encoder profile on the rank that decides (bytes)."""
+
+    items: int  # dummy images in the batch
+    kept: float  # held through the text forward: the pixel values and the images' embeddings
+    peak: float  # the tower's own peak: pixel values + the widest moment of one encoder layer
+
+
+def encoder_profile(model: ModelSpec, inf: Inference, batched: int, seqs: int, element: float) -> EncoderProfile:
+    """The encoder profile run of an image-text plan served by vLLM 0.10 - 0.19 with images allowed; zero
+    where there is none (text only, no tower, a tower whose dummy image is not modelled, another release).
+    The tower's peak: a SigLIP / CLIP layer's MLP holds the residual and the normed input (2 × width) and
+    fc1's output with its activation (2 × MLP width) for every position of every image, without
+    attention scores (MMEncoderAttention runs FlashAttention; the 0.19.0 log: "Using
+    AttentionBackendEnum.FLASH_ATTN for MMEncoderAttention")."""
+    per_item = model.vision_embeddings
+    none = EncoderProfile(0, 0.0, 0.0)
+    if inf.engine is not Engine.VLLM or not per_item or skips_vision_tower(model, inf):
+        return none
+    version = inf.vllm_version
+    if not (at_least(version, ENCODER_PROFILE_FROM) and at_least(ENCODER_PROFILE_LAST, version)):
+        return none
+    budget = max(batched, per_item)
+    per_prompt = max(1, min(VLLM_DEFAULT_MM_LIMIT, inf.context // per_item))
+    items = max(1, min(budget // per_item, seqs * per_prompt))
+    pixels = items * model.vision_pixels * element
+    embeddings = items * per_item * model.hidden_size * element
+    layer = items * model.vision_patches * (2 * model.vision_width + 2 * model.vision_inner) * element
+    return EncoderProfile(items, pixels + embeddings, pixels + layer)
