@@ -17,6 +17,11 @@ A plan's stack, for its optimizer, is one of four (:func:`optimizer_stack`):
   Lion -> DeepSpeedCPULion). A client optimizer other than DeepSpeedCPUAdam / DeepSpeedCPULion raises
   ZeRORuntimeException ("You are using ZeRO-Offload with a client provided optimizer", engine.py lines 2040-2044)
   unless ``zero_force_ds_cpu_optimizer`` is false, which runs a GPU optimizer's code on host tensors: not modelled.
+  accelerate, and the HF Trainer through it, swaps the client optimizer before DeepSpeed sees it
+  (huggingface/accelerate 16cb6eb8 accelerator.py ``_prepare_deepspeed`` -> utils/deepspeed.py
+  ``map_pytorch_optim_to_deepspeed``): torch AdamW / Adam -> DeepSpeedCPUAdam, torch Adagrad -> DeepSpeedCPUAdagrad,
+  bitsandbytes' 32-bit Lion -> DeepSpeedCPULion, and any other -> DeepSpeedCPUAdam, Adam's state in place of the
+  one chosen: the same four, the rest refused.
 - **Megatron-LM / NeMo** (``stack`` megatron): ``OptimizerConfig.optimizer`` (NVIDIA/Megatron-LM d98e8a64
   megatron/core/optimizer/__init__.py ``_get_megatron_optimizer_based_on_param_groups``, lines 546-627): 'adam'
   (TE / Apex FusedAdam; ``decoupled_weight_decay`` True by default, optimizer_config.py line 250: AdamW; False:
@@ -57,7 +62,8 @@ STACK_RULES: Final = {
     OptimizerStack.ZERO_OFFLOAD: (
         "DeepSpeed steps an offloaded optimizer in its own CPU kernels, DeepSpeedCPUAdam / DeepSpeedCPUAdagrad / "
         "DeepSpeedCPULion from the ds config's optimizer type; a client optimizer raises ZeRORuntimeException "
-        "(deepspeedai/DeepSpeed edaa7221 runtime/engine.py _configure_optimizer)"
+        "(deepspeedai/DeepSpeed edaa7221 runtime/engine.py _configure_optimizer), and accelerate / the HF Trainer "
+        "swap any other for DeepSpeedCPUAdam (accelerate utils/deepspeed.py map_pytorch_optim_to_deepspeed)"
     ),
     OptimizerStack.MEGATRON: (
         "Megatron-Core builds OptimizerConfig.optimizer 'adam' (AdamW, or Adam with decoupled_weight_decay false), "

@@ -7,6 +7,8 @@ Sources, read for branch h63stack (the table's module docstring quotes the lines
   raises; ``optimizer_cpu_offload`` (HybridDeviceOptimizer) Adam in AdamW mode or SGD.
 - deepspeedai/DeepSpeed edaa7221 runtime/engine.py: ZeRO-Offload builds DeepSpeedCPUAdam / DeepSpeedCPUAdagrad /
   DeepSpeedCPULion from the ds config's optimizer type; a client optimizer raises ZeRORuntimeException (2040-2044).
+  huggingface/accelerate 16cb6eb8 utils/deepspeed.py map_pytorch_optim_to_deepspeed swaps any other client optimizer
+  for DeepSpeedCPUAdam under offload (AdamW / Adam / Adagrad / bitsandbytes' 32-bit Lion keep their CPU kernel).
   Without offload ZeRO takes any client optimizer and hands it its flat float32 partitions: stages 1-2
   zero/stage_1_and_2.py line 516 ``param_group['params'] = [self.single_partition_of_fp32_groups[i]]``, stage 3
   zero/stage3.py lines 3137-3141 ``_set_fp32_optimizer_param_groups``.
@@ -115,6 +117,8 @@ def test_zero_offload_builds_deepspeeds_cpu_adam_adagrad_and_lion_only(strategy:
             _sharded(_plan(optimizer), strategy, Offload.OPTIMIZER)
         text = str(caught.value)
         assert caught.value.field == "parallel.offload" and "ZeRORuntimeException" in text, optimizer
+        # accelerate (and the HF Trainer) would run DeepSpeedCPUAdam in its place: the chosen state is not planned
+        assert "map_pytorch_optim_to_deepspeed" in text
         assert f"It builds {built_labels(OptimizerStack.ZERO_OFFLOAD)}" in text
         assert _sharded(_plan(optimizer), strategy).optimizer is optimizer  # without the offload: ZeRO's client
 
