@@ -73,6 +73,7 @@ from core.inputs import (
 )
 from core.mac import mac_refusal
 from core.model import HEAD_TARGET, ModelSpec, check_text, normalise_lora_targets
+from core.optimizer_stacks import STACK_NAMES, OptimizerStack, built_labels, optimizer_refusal, optimizer_stack
 from core.units import GiB
 
 UNQUANTISED_CACHE: Final = (CacheType.F16, CacheType.BF16, CacheType.F32)
@@ -85,23 +86,6 @@ MUON_FIRST_TORCH: Final = TorchVersion.V2_8
 # one where the plan says fused (the HF Trainer default, adamw_torch_fused) follows what torch builds when no
 # implementation is asked for, foreach on CUDA (transformers' rmsprop passes neither): Plan.follow_optimizer.
 NO_FUSED_OPTIMIZERS: Final = frozenset({Optimizer.RMSPROP})
-# The optimizers ZeRO-Offload's CPU step is not planned for (Plan._check_new_optimizers).
-OPTIMIZERS_NOT_OFFLOADED: Final = frozenset(
-    {
-        Optimizer.ADAGRAD,
-        Optimizer.RMSPROP,
-        Optimizer.RMSPROP_BNB,
-        Optimizer.RMSPROP_BNB_8BIT,
-        Optimizer.ADEMAMIX,
-        Optimizer.ADEMAMIX_8BIT,
-        Optimizer.PAGED_ADEMAMIX,
-        Optimizer.PAGED_ADEMAMIX_8BIT,
-        Optimizer.SCHEDULE_FREE_ADAMW,
-        Optimizer.SCHEDULE_FREE_RADAM,
-        Optimizer.SCHEDULE_FREE_SGD,
-    }
-)
-
 # The enums, labels and ranges of the inputs live in core.inputs; the Plan re-exports them for
 # the code that has always imported them from here.
 __all__ = [
@@ -820,6 +804,7 @@ class Plan:
         mac = mac_refusal(self)  # what an Apple GPU cannot run (core.mac: the libraries' reasons)
         if mac is not None:
             raise mac
+        self._check_optimizer_stack()  # after the Mac's reasons: one GPU there, no ZeRO or Megatron
 
     @property
     def precision_word(self) -> str:
@@ -1324,9 +1309,7 @@ class Plan:
 
     def _check_new_optimizers(self) -> None:
         """torch.optim.RMSprop has no fused implementation (torch 2.13.0 torch/optim/rmsprop.py: foreach and for-loop
-        only). Under ZeRO-Offload DeepSpeed steps the offloaded state on the CPU with its own DeepSpeedCPUAdam (Adam,
-        AdamW); a Trainer-built Adagrad, RMSprop or bitsandbytes optimizer over it is not modelled: refused. (FSDP2's
-        CPUOffloadPolicy steps the plan's own torch optimizer on the host: kept.)"""
+        only)."""
         if self.optimizer is Optimizer.RMSPROP and self.optimizer_impl is OptimizerImpl.FUSED:
             raise PlanError(
                 "optimizer_impl",
@@ -1334,15 +1317,23 @@ class Plan:
                 "foreach or forloop with RMSprop",
                 "torch.optim.RMSprop has no fused implementation (torch 2.13 rmsprop.py: foreach or for-loop)",
             )
+
+    def _check_optimizer_stack(self) -> None:
+        """The optimizers the plan's stack builds (core.optimizer_stacks, one table with each stack's source):
+        Megatron-Core's adam / sgd / lion, DeepSpeed ZeRO-Offload's CPU Adam / Adagrad / Lion, Megatron's CPU offload
+        Adam (AdamW mode) / SGD; PyTorch any. Refused with the stack's rule and what it builds. Under an offload the
+        offload is the field named (the optimizer runs without it)."""
         par = self.parallel
-        if self.optimizer in OPTIMIZERS_NOT_OFFLOADED and par.strategy.deepspeed and par.offload is not Offload.NONE:
-            raise PlanError(
-                "parallel.offload",
-                self.parallel.offload.value,
-                f"none with {OPTIMIZER_LABELS[self.optimizer]}",
-                "ZeRO-Offload's CPU step is DeepSpeedCPUAdam (Adam / AdamW); this optimizer's offloaded step is not "
-                "modelled",
-            )
+        stack = optimizer_stack(self.stack, par.strategy, par.offload)
+        why = optimizer_refusal(self.optimizer, stack)
+        if not why:
+            return
+        label = OPTIMIZER_LABELS[self.optimizer]
+        if stack in (OptimizerStack.ZERO_OFFLOAD, OptimizerStack.MEGATRON_OFFLOAD):
+            allowed = f"none with {label}, or an optimizer {STACK_NAMES[stack]} builds: {built_labels(stack)}"
+            raise PlanError("parallel.offload", par.offload.value, allowed, why)
+        allowed = f"one {STACK_NAMES[stack]} builds: {built_labels(stack)}"
+        raise PlanError("optimizer", self.optimizer.value, allowed, why)
 
     def _check_lora_fa(self) -> None:
         """PEFT's LoRA-FA (huggingface/peft 5d602fdb src/peft/optimizers/lorafa.py, PEFT 0.18.0 alike) takes a

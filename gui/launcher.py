@@ -14,6 +14,7 @@ CLI_COMMANDS = frozenset(
         "models",
         "gpus",
         "links",
+        "optimizers",
         "fit",
         "fewest-gpus",
         "report",

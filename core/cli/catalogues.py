@@ -18,9 +18,10 @@ from core.files.local_gpus import LocalGpu, LocalGpus, detect_local_gpus
 from core.format import count as format_count
 from core.format import memory as format_memory
 from core.model import ModelSpec
+from core.optimizer_stacks import STACK_NAMES, STACK_RULES, OptimizerStack, built
 from core.units import GB, GiB, MiB
 
-COMMANDS = ("models", "gpus", "links")
+COMMANDS = ("models", "gpus", "links", "optimizers")
 # GPU detection's wait on the command line: longer than the window's second, since a driver
 # without persistence mode takes a few seconds to wake; bounded both ways.
 LOCAL_TIMEOUT_S: Final = 5.0
@@ -56,6 +57,8 @@ def register(sub: Any) -> None:
     )
     links = sub.add_parser("links", help="list the interconnect catalogue (for --intra-link and --interconnect)")
     links.add_argument("--json", action="store_true")
+    optimizers = sub.add_parser("optimizers", help="which optimizers each training stack builds, and each one's rule")
+    optimizers.add_argument("--json", action="store_true")
 
 
 def run(args: argparse.Namespace) -> str:
@@ -74,7 +77,7 @@ def run(args: argparse.Namespace) -> str:
         if args.cache is not None or args.headers:
             raise UsageError("--cache and --headers apply to --cached")
         return _list_models(args.json, search)
-    listing = {"gpus": _list_gpus, "links": _list_links}[args.command]
+    listing = {"gpus": _list_gpus, "links": _list_links, "optimizers": _list_optimizers}[args.command]
     return listing(args.json)
 
 
@@ -249,3 +252,19 @@ def _list_links(as_json: bool) -> str:
         f"(NCCL reaches {link.bus_efficiency:.0%})  {link.name}\n"
         for link in links
     )
+
+
+def _list_optimizers(as_json: bool) -> str:
+    """The one table (core.optimizer_stacks): each stack, its rule and the optimizers it builds."""
+    rows = [
+        {
+            "stack": stack.value,
+            "name": STACK_NAMES[stack],
+            "rule": STACK_RULES[stack],
+            "builds": [o.value for o in built(stack)],
+        }
+        for stack in OptimizerStack
+    ]
+    if as_json:
+        return json.dumps(rows, indent=2, allow_nan=False) + "\n"
+    return "".join(f"{row['name']}\n  rule: {row['rule']}\n  builds: {', '.join(row['builds'])}\n" for row in rows)

@@ -6,18 +6,21 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from PySide6.QtCore import QSignalBlocker, Qt
+from PySide6.QtGui import QStandardItemModel
 from PySide6.QtWidgets import QCheckBox, QGridLayout, QLabel, QWidget
 
 from core.inputs import OPTIMIZER_TOOLTIPS, input_at
 from core.losses import LOSS_INPUTS, ROW_TOOLTIP, LossChoice, LossOption, loss_choice, loss_conflicts, loss_options
 from core.losses import with_loss as _with_loss
 from core.model import ACCEPTED_TARGETS, HEAD_TARGET, LORA_TARGETS
+from core.optimizer_stacks import OptimizerStack, optimizer_refusal, optimizer_stack
 from core.plan import Method, Optimizer, Plan, ia3_feedforward_within
 from gui import colours
 from gui.controller import PlanController
 from gui.forms.base import PlanForm
 from gui.forms.fields import ChoiceField, describe
 
+TOOLTIP = Qt.ItemDataRole.ToolTipRole
 TARGET_TIPS = {
     "q_proj": "query projection",
     "k_proj": "key projection",
@@ -152,9 +155,8 @@ class MethodForm(PlanForm):
         self.adapter_dtype = self.add_input("adapter_dtype")
         self.autocast = self.add_input("autocast")
         self.optimizer = self.add_input("optimizer")
-        for index in range(self.optimizer.count()):  # each entry's state per parameter and its source
-            tip = OPTIMIZER_TOOLTIPS.get(Optimizer(str(self.optimizer.itemData(index))), "")
-            self.optimizer.setItemData(index, tip, Qt.ItemDataRole.ToolTipRole)
+        self._offered: OptimizerStack | None = None
+        self._show_optimizers(OptimizerStack.PYTORCH)
         self.optimizer_impl = self.add_input("optimizer_impl")
         self.weight_decay = self.add_input("weight_decay")
         self.attention = self.add_input("attention")
@@ -196,8 +198,18 @@ class MethodForm(PlanForm):
         model = plan.model
         # The Loss row: its entries and the switches on (the rules read more than the form's inputs).
         losses = (loss_options(plan), tuple(plan.input_value(path) for path in LOSS_INPUTS))
-        lora = plan.lora
-        return (*super().shown_key(plan), model.num_layers, model.gated_mlp, lora.targets, lora.ia3_feedforward, losses)
+        lora, par = plan.lora, plan.parallel
+        # the optimizers offered: the plan's stack, strategy and offload (core.optimizer_stacks)
+        built = optimizer_stack(plan.stack, par.strategy, par.offload)
+        return (
+            *super().shown_key(plan),
+            model.num_layers,
+            model.gated_mlp,
+            lora.targets,
+            lora.ia3_feedforward,
+            losses,
+            built,
+        )
 
     def show_plan(self, plan: Plan) -> None:
         if self.frozen.maximum() != plan.model.num_layers:  # at most the model's blocks
@@ -213,6 +225,24 @@ class MethodForm(PlanForm):
             box.setEnabled(name in plan.lora.targets)
         self.set_widget_row_visible(self.feedforward, input_at("lora.ia3_feedforward").matters(plan))
         self._show_loss(plan)
+        self._show_optimizers(optimizer_stack(plan.stack, plan.parallel.strategy, plan.parallel.offload))
+
+    def _show_optimizers(self, stack: OptimizerStack) -> None:
+        """Each Optimizer entry's tooltip (its state per parameter and source); an entry the plan's stack does not
+        build is greyed, its tooltip saying the stack's rule and what it builds (core.optimizer_stacks)."""
+        if stack is self._offered:
+            return
+        self._offered = stack
+        entries = self.optimizer.model()
+        assert isinstance(entries, QStandardItemModel)  # QComboBox's own model
+        for index in range(self.optimizer.count()):
+            optimizer = Optimizer(str(self.optimizer.itemData(index)))
+            refusal = optimizer_refusal(optimizer, stack)
+            tip = OPTIMIZER_TOOLTIPS.get(optimizer, "")
+            self.optimizer.setItemData(index, f"{tip}\n\nNot offered: {refusal}" if refusal else tip, TOOLTIP)
+            item = entries.item(index)
+            if item is not None:
+                item.setEnabled(not refusal)
 
     def _show_loss(self, plan: Plan) -> None:
         options = loss_options(plan)

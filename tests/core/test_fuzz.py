@@ -35,13 +35,14 @@ from core.inputs import (
     MAX_PARALLEL,
     MAX_SEQ,
     MAX_TOKENS,
+    Stack,
     input_at,
 )
 from core.mac import MAC_ATTENTION, MAC_OPTIMIZERS
 from core.model import LIMITS, LORA_TARGETS, MAX_PARAMS, ModelSpec
+from core.optimizer_stacks import optimizer_refusal, optimizer_stack
 from core.plan import (
     LN_TUNING_FAMILIES,
-    OPTIMIZERS_NOT_OFFLOADED,
     Accounting,
     Attention,
     Engine,
@@ -439,7 +440,10 @@ def _prompt_learning_runs(drawn: dict[str, Any]) -> dict[str, Any]:
         drawn["optimizer"] = Optimizer.ADAMW
     if drawn["optimizer"] is Optimizer.RMSPROP:  # branch h62optim: torch has no fused RMSprop (_check_new_optimizers)
         drawn["optimizer_impl"] = OptimizerImpl.FOREACH
-    if drawn["optimizer"] in OPTIMIZERS_NOT_OFFLOADED and drawn["parallel"].strategy.deepspeed:  # nor ZeRO-Offload
+    # branch h63stack: the optimizers ZeRO-Offload's CPU kernels and Megatron build (core.optimizer_stacks)
+    # (the fuzz draws no stack: the plan's default, eager)
+    stack = optimizer_stack(Stack.EAGER, drawn["parallel"].strategy, drawn["parallel"].offload)
+    if optimizer_refusal(drawn["optimizer"], stack):
         drawn["parallel"] = replace(drawn["parallel"], offload=Offload.NONE)
     if drawn["optimizer"] is Optimizer.LORA_FA:  # branch h60opt: PEFT's LoRA / QLoRA, one GPU or DDP (_check_lora_fa)
         par = drawn["parallel"]

@@ -54,3 +54,46 @@ def test_choosing_rmsprop_under_the_fused_default_follows_torchs_foreach(qtbot: 
     assert form.optimizer_impl.currentData() == OptimizerImpl.FOREACH.value
     form.optimizer_impl.setCurrentIndex(form.optimizer_impl.findData(OptimizerImpl.FUSED.value))
     assert window.controller.plan.optimizer_impl is OptimizerImpl.FOREACH  # the last valid plan stays
+
+
+def test_the_row_offers_what_the_plans_stack_builds(qtbot: Any, window: MainWindow) -> None:
+    """Branch h63stack: on the Megatron stack the list greys what Megatron-Core does not build (adam / sgd / lion,
+    NVIDIA/Megatron-LM d98e8a64 megatron/core/optimizer/__init__.py), each greyed entry's tooltip saying the rule and
+    what it builds; under ZeRO-Offload, DeepSpeed's CPU kernels (deepspeedai/DeepSpeed edaa7221 runtime/engine.py);
+    back on eager every entry is offered (core.optimizer_stacks)."""
+    from dataclasses import replace
+
+    from PySide6.QtGui import QStandardItemModel
+
+    from core.optimizer_stacks import BUILT, OptimizerStack
+    from core.plan import Offload, Stack, Strategy
+
+    window.show()
+    qtbot.waitExposed(window)
+    form = window.method_form
+    entries = form.optimizer.model()
+    assert isinstance(entries, QStandardItemModel)
+
+    def offered() -> set[Optimizer]:
+        return {
+            Optimizer(str(form.optimizer.itemData(i)))
+            for i in range(form.optimizer.count())
+            if entries.item(i).isEnabled()
+        }
+
+    plan = plan_for_model("gpt2")
+    window.controller.set_plan(plan.with_changes(stack=Stack.MEGATRON))
+    assert offered() == BUILT[OptimizerStack.MEGATRON]
+    tip = form.optimizer.itemData(form.optimizer.findData(Optimizer.ADAFACTOR.value), Qt.ItemDataRole.ToolTipRole)
+    assert OPTIMIZER_TOOLTIPS[Optimizer.ADAFACTOR] in tip and "Megatron-Core builds" in tip and "It builds AdamW" in tip
+    if SHOTS:
+        form.grab().save(str(Path(SHOTS) / "method_optimizer_megatron.png"))
+    offloaded = replace(plan.parallel, gpus_per_node=8, strategy=Strategy.ZERO2, offload=Offload.OPTIMIZER)
+    window.controller.set_plan(plan.with_changes(parallel=offloaded))
+    assert offered() == BUILT[OptimizerStack.ZERO_OFFLOAD]
+    window.controller.set_plan(plan)
+    assert offered() == set(Optimizer)
+    assert (
+        form.optimizer.itemData(0, Qt.ItemDataRole.ToolTipRole)
+        == OPTIMIZER_TOOLTIPS[Optimizer(form.optimizer.itemData(0))]
+    )

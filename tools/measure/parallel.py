@@ -84,12 +84,16 @@ def resolve_parallel(case: dict[str, Any]) -> dict[str, Any]:
         for key in ("mp_param_dtype", "mp_reduce_dtype"):
             if case.get(key) not in (None, *MP_DTYPES):
                 raise ValueError(f"{key}={case.get(key)!r}: expected null, 'bf16' or 'fp32'")
+        carved = case.get("fsdp_units", "root") == "carved"
+        if case.get("fsdp_units", "root") not in ("root", "carved"):
+            raise ValueError(f"fsdp_units={case.get('fsdp_units')!r}: expected 'root' or 'carved'")
         out.update(
             reshard_after_forward=raf,
             root_reshard_after_forward=None,  # torch's default for the root: stays unsharded after forward
             mp_param_dtype=case.get("mp_param_dtype"),
             mp_reduce_dtype=case.get("mp_reduce_dtype"),
-            units="each module whose class is in the model's _no_split_modules (the decoder layers), then the root",
+            units=CARVED_UNITS if carved else ROOT_UNITS,
+            fsdp_units="carved" if carved else "root",
         )
     for key in case:
         if (key in _DDP_ONLY and strategy != "ddp") or (key in _FSDP_ONLY and strategy != "fsdp"):
@@ -98,7 +102,13 @@ def resolve_parallel(case: dict[str, Any]) -> dict[str, Any]:
 
 
 _DDP_ONLY = ("bucket_cap_mb", "gradient_as_bucket_view")
-_FSDP_ONLY = ("reshard_after_forward", "mp_param_dtype", "mp_reduce_dtype")
+_FSDP_ONLY = ("reshard_after_forward", "mp_param_dtype", "mp_reduce_dtype", "fsdp_units")
+ROOT_UNITS = "each module whose class is in the model's _no_split_modules (the decoder layers), then the root"
+# huggingface/accelerate v1.14.0 on (PR #4015, 60b5c258; read at 16cb6eb8 src/accelerate/utils/fsdp_utils.py
+# fsdp2_prepare_model): an untied input embedding its own unit, [final norm, output embedding] one unit with
+# reshard_after_forward=False (tied: [final norm, embedding]), then the root. torchtitan b5bcd76c
+# torchtitan/distributed/fsdp.py apply_fsdp_to_decoder carves the same (tied: embedding, norm and head one unit).
+CARVED_UNITS = ROOT_UNITS.replace(", then the root", ", the embedding (untied), [final norm, head], then the root")
 
 
 def plan_fields(case: dict[str, Any]) -> dict[str, Any]:
@@ -366,8 +376,25 @@ def _wrap_fsdp(model: torch.nn.Module, par: dict[str, Any], mesh: Any) -> dict[s
     layers = _decoder_layers(model)
     for layer in layers:
         fully_shard(layer, mesh=mesh, reshard_after_forward=par["reshard_after_forward"], mp_policy=mp)
+    if par.get("fsdp_units") == "carved":
+        _carve_ends(model, dict(mesh=mesh, mp_policy=mp, reshard_after_forward=par["reshard_after_forward"]))
     fully_shard(model, mesh=mesh, mp_policy=mp)
     return {"fsdp_units": _fsdp_units(model)}
+
+
+def _carve_ends(model: torch.nn.Module, kwargs: dict[str, Any]) -> None:
+    """accelerate ≥ 1.14's units for the ends (CARVED_UNITS): the untied embedding with the layers' resharding,
+    [final norm, head] (tied: [final norm, embedding]) kept gathered after forward."""
+    from torch.distributed.fsdp import fully_shard
+
+    embed, head = model.get_input_embeddings(), model.get_output_embeddings()
+    tied = head is not None and getattr(embed, "weight", None) is getattr(head, "weight", None)
+    if not tied:
+        fully_shard(embed, **kwargs)
+    base = model.get_base_model() if hasattr(model, "get_base_model") else model
+    norm = getattr(getattr(base, "model", base), "norm", None)  # LlamaModel.norm, Qwen2Model.norm
+    tail = [m for m in (norm, embed if tied else head) if m is not None]
+    fully_shard(tail, **{**kwargs, "reshard_after_forward": False})
 
 
 def _fsdp_units(model: torch.nn.Module) -> list[dict[str, Any]]:

@@ -35,7 +35,8 @@ from core.files.launch.common import (
     Target,
 )
 from core.inputs import deepspeed_bf16_master, deepspeed_bf16_states
-from core.plan import Offload, Plan, Strategy
+from core.optimizer_stacks import DEEPSPEED_TYPES, OptimizerStack, optimizer_stack
+from core.plan import Offload, Optimizer, Plan, Strategy
 
 STAGES: Final = {Strategy.DDP: 0, Strategy.ZERO1: 1, Strategy.ZERO2: 2, Strategy.ZERO3: 3}
 STRATEGIES: Final = {stage: strategy for strategy, stage in STAGES.items()}
@@ -119,6 +120,22 @@ def bf16_section(draft: Draft, enabled: object, zero: dict[str, Any]) -> dict[st
     return section
 
 
+def optimizer_section(draft: Draft, auto: bool) -> dict[str, Any]:
+    """``{"optimizer": ...}`` under ZeRO-Offload: DeepSpeed steps an offloaded optimizer only in its own CPU kernels,
+    built from this section's type (core.optimizer_stacks DEEPSPEED_TYPES; without it the trainer's client optimizer
+    raises ZeRORuntimeException, deepspeedai/DeepSpeed edaa7221 runtime/engine.py lines 2040-2044); empty otherwise,
+    the trainer's own optimizer being ZeRO's client. ``auto`` leaves lr and weight decay to transformers
+    (integrations/deepspeed.py fills "auto")."""
+    plan = draft.plan
+    stack = optimizer_stack(plan.stack, plan.parallel.strategy, plan.parallel.offload)
+    if stack is not OptimizerStack.ZERO_OFFLOAD or plan.optimizer not in DEEPSPEED_TYPES:
+        return {}
+    params: dict[str, Any] = {"lr": "auto", "weight_decay": "auto"} if auto else {"weight_decay": plan.weight_decay}
+    if plan.optimizer is Optimizer.ADAM:
+        params["adam_w_mode"] = False  # engine.py line 2100: "Adam" alone is AdamW
+    return {"optimizer": {"type": DEEPSPEED_TYPES[plan.optimizer], "params": params}}
+
+
 def inline_config(draft: Draft) -> dict[str, Any]:
     """The DeepSpeed config a transformers-based trainer takes in its ``deepspeed`` key."""
     zero = zero_section(draft)
@@ -130,6 +147,7 @@ def inline_config(draft: Draft) -> dict[str, Any]:
         "fp16": {"enabled": "auto"},
         "gradient_clipping": "auto",  # transformers fills it from max_grad_norm
         "zero_optimization": zero,
+        **optimizer_section(draft, auto=True),
     }
 
 
@@ -143,15 +161,39 @@ def export_deepspeed(plan: Plan) -> Export:
         "fp16": {"enabled": plan.autocast is Autocast.FP16},
         "zero_optimization": zero,
         "gradient_clipping": 1.0 if plan.grad_clip else 0.0,
+        **(optimizer := optimizer_section(draft, auto=False)),
     }
+    expressed = EXPRESSED + (("method.optimizer", "method.weight_decay") if optimizer else ())
     draft.outside(GPU_COUNT, LAUNCHER_WHY)
     for name in ENV_SETTINGS:
         draft.outside([name], RECIPE_WHY[name])
-    rest = [n for n in TRAINING_NAMES if n not in EXPRESSED and n not in GPU_COUNT]
+    rest = [n for n in TRAINING_NAMES if n not in expressed and n not in GPU_COUNT]
     draft.outside(
         rest, "not DeepSpeed's: the trainer's config carries it (see the TRL, axolotl or LLaMA-Factory export)"
     )
     return draft.finish(Target.DEEPSPEED, json.dumps(document, indent=2) + "\n")
+
+
+def _read_optimizer(section: object) -> dict[str, Any]:
+    """``optimizer.type`` and its weight decay as DeepSpeed builds them (engine.py ``_configure_basic_optimizer``:
+    the type lower-cased; "Adam" is AdamW unless ``adam_w_mode`` is false)."""
+    if not isinstance(section, dict) or not isinstance(section.get("type"), str):
+        return {}
+    given = section.get("params")
+    params: dict[str, Any] = given if isinstance(given, dict) else {}
+    kind = section["type"].lower()
+    found: dict[str, Any] = {}
+    if kind == "adam" and params.get("adam_w_mode") is False:
+        found["method.optimizer"] = Optimizer.ADAM
+    else:
+        by_type = {name.lower(): o for o, name in DEEPSPEED_TYPES.items() if o is not Optimizer.ADAM}
+        chosen = Optimizer.ADAMW if kind == "adam" else by_type.get(kind)
+        if chosen is not None:
+            found["method.optimizer"] = chosen
+    decay = params.get("weight_decay")
+    if isinstance(decay, (int, float)) and not isinstance(decay, bool):
+        found["method.weight_decay"] = float(decay)
+    return found
 
 
 def read_deepspeed(document: dict[str, Any]) -> dict[str, Any]:
@@ -173,6 +215,7 @@ def read_deepspeed(document: dict[str, Any]) -> dict[str, Any]:
     clipping = document.get("gradient_clipping")
     if isinstance(clipping, (int, float)) and not isinstance(clipping, bool):
         found["method.grad_clip"] = clipping > 0
+    found.update(_read_optimizer(document.get("optimizer")))
     zero = document.get("zero_optimization") or {}
     found["parallel.strategy"] = STRATEGIES[int(zero.get("stage", 0))]
     devices = {k: (zero.get(k) or {}).get("device") for k in ("offload_param", "offload_optimizer")}

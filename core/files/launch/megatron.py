@@ -39,6 +39,7 @@ from core.files.launch.common import (
 )
 from core.inputs import Float8, MegatronCeFusion, MoeDispatcher, Stack, megatron_dispatcher
 from core.model import HEAD_TARGET
+from core.optimizer_stacks import MEGATRON_NAMES, STACK_RULES, optimizer_refusal, optimizer_stack
 from core.plan import CheckpointPolicy, Method, Offload, Optimizer, OptimizerImpl, PipelineSchedule, Plan, Strategy
 
 # Catalogue models with a Megatron-Bridge recipe (the stems its recipes' __init__ export at
@@ -88,7 +89,6 @@ FP8_PRECISION: Final = {
     Float8.TE_CURRENT: "{}_with_fp8_current_scaling_mixed",
     Float8.TE_MXFP8: "{}_with_mxfp8_mixed",
 }
-OPTIMIZERS: Final = {Optimizer.ADAMW: "adam", Optimizer.SGD_MOMENTUM: "sgd"}
 
 
 def _mode(draft: Draft) -> str:
@@ -221,10 +221,13 @@ def _grad_accum_fusion(plan: Plan) -> bool:
 
 
 def _optimizer(draft: Draft) -> dict[str, Any]:
+    """``optimizer`` as Megatron-Core builds the plan's (core.optimizer_stacks MEGATRON_NAMES): Adam's L2 as
+    ``decoupled_weight_decay: false``, plain SGD as ``sgd_momentum: 0`` (optimizer_config.py defaults True, 0.9)."""
     plan, par = draft.plan, draft.plan.parallel
-    name = OPTIMIZERS.get(plan.optimizer)
+    stack = optimizer_stack(Stack.MEGATRON, par.strategy, par.offload)  # with its CPU offload: Adam or SGD
+    name = None if optimizer_refusal(plan.optimizer, stack) else MEGATRON_NAMES.get(plan.optimizer)
     if name is None:
-        draft.cannot("method.optimizer", "Megatron-Core's optimizers here are Adam (AdamW mode) and SGD (adam written)")
+        draft.cannot("method.optimizer", f"{STACK_RULES[stack]} (adam written)")
     if (name or "adam") == "adam" and plan.optimizer_impl is not OptimizerImpl.FUSED:
         draft.cannot("method.optimizer_impl", "Megatron-Core's Adam is Transformer Engine / Apex FusedAdam")
     if par.strategy in (Strategy.ZERO2, Strategy.ZERO3):
@@ -234,8 +237,13 @@ def _optimizer(draft: Draft) -> dict[str, Any]:
         )
     if par.offload is Offload.PARAMS:
         draft.cannot("parallel.offload", "Megatron-Core offloads the optimizer only (optimizer_cpu_offload)")
+    chosen: dict[str, Any] = {"optimizer": name or "adam"}
+    if name and plan.optimizer is Optimizer.ADAM:
+        chosen["decoupled_weight_decay"] = False
+    elif name and plan.optimizer is Optimizer.SGD:
+        chosen["sgd_momentum"] = 0.0
     return {
-        "optimizer": name or "adam",
+        **chosen,
         "use_distributed_optimizer": par.strategy is Strategy.ZERO1,
         "optimizer_cpu_offload": par.offload is Offload.OPTIMIZER,
         "clip_grad": 1.0 if plan.grad_clip else 0.0,

@@ -39,7 +39,8 @@ from core.files.launch.common import (
 )
 from core.files.launch.toml_writer import dumps_toml
 from core.inputs import Float8, Stack
-from core.plan import CheckpointPolicy, Method, Offload, Optimizer, OptimizerImpl, PipelineSchedule, Plan, Strategy
+from core.optimizer_stacks import TORCHTITAN_NAMES, TORCHTITAN_RULE
+from core.plan import CheckpointPolicy, Method, Offload, OptimizerImpl, PipelineSchedule, Plan, Strategy
 
 MODELS: Final = {
     "llama-3.1-8b": ("llama3", "8B"),
@@ -54,7 +55,7 @@ MODELS: Final = {
 }
 TORCH_DTYPES: Final = {Dtype.BF16: "bfloat16", Dtype.FP32: "float32"}
 MP_DTYPES: Final = {MpDtype.BF16: "bfloat16", MpDtype.FP32: "float32"}
-OPTIMIZERS: Final = {Optimizer.ADAMW: "AdamW", Optimizer.ADAM: "Adam"}
+OPTIMIZERS: Final = TORCHTITAN_NAMES  # core.optimizer_stacks: what torchtitan builds
 IMPLEMENTATIONS: Final = {
     OptimizerImpl.FUSED: "fused",
     OptimizerImpl.FOREACH: "foreach",
@@ -173,7 +174,7 @@ def _optimizer(draft: Draft) -> dict[str, Any]:
     plan = draft.plan
     name = OPTIMIZERS.get(plan.optimizer)
     if name is None:
-        draft.cannot("method.optimizer", "torchtitan's optimizers here are AdamW and Adam (AdamW is written)")
+        draft.cannot("method.optimizer", f"{TORCHTITAN_RULE} (AdamW is written)")
     return {
         "name": name or "AdamW",
         "implementation": IMPLEMENTATIONS[plan.optimizer_impl],

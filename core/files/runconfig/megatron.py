@@ -35,6 +35,9 @@ from typing import Any, Final
 from core.files.runconfig.common import OddValues, finish, lora_targets, recipe_numbers
 from core.files.runconfig.reading import Taker
 from core.files.runconfig.result import ConfigKind, RunConfig
+from core.inputs import Optimizer
+from core.optimizer_stacks import STACK_RULES, OptimizerStack
+from core.units import finite_number
 
 # Megatron-Core's fused projections -> the planner's matrices (Megatron-Bridge's model bridges
 # map linear_qkv to q/k/v_proj, linear_proj to o_proj, linear_fc1 to gate/up_proj (gated MLP)
@@ -46,7 +49,9 @@ MEGATRON_TARGETS: Final = {
     "linear_fc2": ("down_proj",),
 }
 DEFAULT_TARGETS: Final = ("linear_qkv", "linear_proj", "linear_fc1", "linear_fc2")  # LoRA's default
-OPTIMIZERS: Final = {"adam": ("adamw", "fused"), "sgd": ("sgd-momentum", None)}
+# Megatron-Core's emerging optimizers (NVIDIA/Megatron-LM d98e8a64 megatron/core/optimizer/emerging_optimizers.py
+# _EMERGING_OPTIMIZERS: muon, adaptive_muon; "dist_" names are the layer-wise ones): built by Megatron, not planned.
+EMERGING: Final = ("muon", "adaptive_muon")
 FP8_FORMATS: Final = ("e4m3", "hybrid")
 _RECOMPUTED_ATTENTION: Final = ("core_attn",)  # TransformerConfig's default recompute_modules
 
@@ -67,7 +72,7 @@ IRRELEVANT: Final = (
     "train.train_iters", "train.eval_iters", "train.eval_interval", "train.exit_interval",
     "train.exit_duration_in_mins", "train.skip_train", "train.manual_gc", "train.manual_gc_interval",
     "optimizer.lr", "optimizer.min_lr", "optimizer.adam_beta1", "optimizer.adam_beta2",
-    "optimizer.adam_eps", "optimizer.finetune_lr", "optimizer.sgd_momentum", "optimizer.loss_scale",
+    "optimizer.adam_eps", "optimizer.finetune_lr", "optimizer.loss_scale",
     "optimizer.initial_loss_scale", "optimizer.min_loss_scale", "optimizer.loss_scale_window", "optimizer.hysteresis",
     "dataset", "tokenizer", "dist.distributed_backend", "dist.distributed_timeout_minutes",
     "dist.use_gloo_process_groups",
@@ -237,18 +242,38 @@ def _precision(taker: Taker, odd: OddValues) -> dict[str, Any]:
     return s
 
 
-def _optimizer(taker: Taker, odd: OddValues) -> dict[str, Any]:
+def _optimizer_choice(taker: Taker, odd: OddValues) -> dict[str, Any]:
+    """``optimizer.optimizer`` as Megatron-Core builds it (core.optimizer_stacks, its one table): 'adam' AdamW, or
+    Adam's L2 with ``decoupled_weight_decay`` false; 'sgd' with momentum (``sgd_momentum`` 0.9) or without (0);
+    'lion'. Its Muon is listed as not planned; a name it does not build is refused with its rule."""
     s: dict[str, Any] = {}
-    name = taker.word("optimizer.optimizer", "adam or sgd")
-    if name is not None:
-        if name not in OPTIMIZERS:
-            odd.add("optimizer.optimizer", name, "an optimizer the planner does not model")
-        else:
-            s["optimizer"], impl = OPTIMIZERS[name]
-            taker.record("optimizer", s["optimizer"], "optimizer.optimizer")
-            if impl:
-                s["optimizer_impl"] = impl
-                taker.record("optimizer_impl", impl, "optimizer.optimizer: Transformer Engine / Apex FusedAdam")
+    name = taker.word("optimizer.optimizer", "adam, sgd or lion")
+    decoupled = taker.flag("optimizer.decoupled_weight_decay")
+    momentum = finite_number(taker.raw("optimizer.sgd_momentum"))
+    if name is None:
+        return s
+    if name.removeprefix("dist_") in EMERGING:
+        odd.add("optimizer.optimizer", name, "Megatron-Core's emerging optimizer: not planned")
+        return s
+    chosen = {
+        "adam": Optimizer.ADAM if decoupled is False else Optimizer.ADAMW,
+        "sgd": Optimizer.SGD if momentum == 0 else Optimizer.SGD_MOMENTUM,
+        "lion": Optimizer.LION,
+    }.get(name)
+    if chosen is None:
+        rule = STACK_RULES[OptimizerStack.MEGATRON]
+        raise taker.fail("optimizer.optimizer", name, f"adam, sgd or lion ({rule})")
+    s["optimizer"] = chosen.value
+    why = {Optimizer.ADAM: ", decoupled_weight_decay false", Optimizer.SGD: ", sgd_momentum 0"}.get(chosen, "")
+    taker.record("optimizer", chosen.value, f"optimizer.optimizer {name}{why}")
+    if name == "adam":
+        s["optimizer_impl"] = "fused"
+        taker.record("optimizer_impl", "fused", "optimizer.optimizer: Transformer Engine / Apex FusedAdam")
+    return s
+
+
+def _optimizer(taker: Taker, odd: OddValues) -> dict[str, Any]:
+    s = _optimizer_choice(taker, odd)
     distributed = None
     for key in ("ddp.use_distributed_optimizer", "optimizer.use_distributed_optimizer"):
         found = taker.flag(key)

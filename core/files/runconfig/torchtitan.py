@@ -16,8 +16,9 @@ from typing import Any, Final
 from core.files.runconfig.common import OddValues, finish, recipe_numbers
 from core.files.runconfig.reading import Taker
 from core.files.runconfig.result import ConfigKind, RunConfig
+from core.optimizer_stacks import TORCHTITAN_NAMES, TORCHTITAN_RULE
 
-OPTIMIZERS: Final = {"AdamW": "adamw", "Adam": "adam"}
+OPTIMIZERS: Final = {name: optimizer.value for optimizer, name in TORCHTITAN_NAMES.items()}
 IMPLEMENTATIONS: Final = {"fused": "fused", "foreach": "foreach", "for-loop": "forloop"}
 # Defaults of torchtitan's ActivationCheckpoint dataclass at commit 238fa995.
 DEFAULT_AC_MODE: Final = "selective"
@@ -158,8 +159,10 @@ def read_torchtitan(document: dict[str, Any], where: str) -> RunConfig:
     s["seq_len"] = taker.integer("training.seq_len", "seq_len")
     optimizer = taker.word("optimizer.name", "an optimizer name such as AdamW")
     if optimizer is not None:
-        if optimizer not in OPTIMIZERS:
-            odd.add("optimizer.name", optimizer, "an optimizer the planner does not model")
+        if optimizer == "DistMuon":
+            odd.add("optimizer.name", optimizer, "torchtitan's distributed Muon: not planned")
+        elif optimizer not in OPTIMIZERS:
+            raise taker.fail("optimizer.name", optimizer, f"Adam or AdamW ({TORCHTITAN_RULE})")
         else:
             s["optimizer"] = OPTIMIZERS[optimizer]
             taker.record("optimizer", s["optimizer"], "optimizer.name")
