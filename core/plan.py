@@ -72,6 +72,7 @@ from core.inputs import (
     torch_before,
 )
 from core.mac import mac_refusal
+from core.memo import last_answer
 from core.model import HEAD_TARGET, ModelSpec, check_text, normalise_lora_targets
 from core.units import GiB
 
@@ -356,6 +357,7 @@ _DEFAULT_RANKS: Final = {
 }
 
 
+@last_answer  # read by the ranks' memory and by the step's time: one run plan, so their identity caches meet
 def as_run(plan: Plan) -> Plan:
     """The plan with the sequence the model runs on (:attr:`Plan.run_seq_len`): PEFT's prompt learning
     puts its virtual tokens before every sequence, so the blocks' tensors, the logits and the step's

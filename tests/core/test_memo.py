@@ -300,3 +300,23 @@ def test_fills_fields_refuses_what_it_does_not_build() -> None:
             fills_fields(cls)
     with pytest.raises(TypeError):
         fills_fields(int)
+
+
+def test_the_run_plan_is_one_object_per_plan_and_follows_its_virtual_tokens() -> None:
+    from core.estimate import estimate
+    from core.plan import as_run
+
+    prompt = plan(method=Method.PROMPT_TUNING).with_input("lora.virtual_tokens", 20)
+    run = as_run(prompt)
+    # The ranks' memory and the step's time read the one run plan (their identity caches meet on it).
+    assert as_run(prompt) is run
+    assert run.workload.seq_len == 1024 + 20  # plan(): seq 1024; PEFT puts the 20 virtual tokens before it
+    # The same plan but its virtual tokens: a new run plan and new figures, never the last answer.
+    more = prompt.with_input("lora.virtual_tokens", 200)
+    assert as_run(more).workload.seq_len == 1024 + 200
+    first, second = estimate(prompt), estimate(more)
+    assert second.compute.flops_per_token > first.compute.flops_per_token
+    assert second.total_bytes > first.total_bytes
+    as_run.cache_clear()  # type: ignore[attr-defined]
+    assert estimate(more).compute == second.compute
+    assert estimate(more).total_bytes == second.total_bytes
