@@ -13,6 +13,9 @@ keep a plan valid (on other GPUs, another model or method, a precision word or r
 
 from __future__ import annotations
 
+import functools
+import operator
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Any, Final
 
@@ -355,6 +358,12 @@ _DEFAULT_RANKS: Final = {
     Method.ADALORA: ADALORA_DEFAULT_RANK,
     Method.MISS: MISS_DEFAULT_RANK,
 }
+
+
+@functools.lru_cache(maxsize=1024)  # a few hundred input paths; each form reads every one of its own at each edit
+def _reader(path: str) -> Callable[[Any], Any]:
+    """The dotted ``path``'s value read in one C call (``operator.attrgetter`` follows the dots)."""
+    return operator.attrgetter(path)
 
 
 @last_answer  # read by the ranks' memory and by the step's time: one run plan, so their identity caches meet
@@ -1567,9 +1576,7 @@ class Plan:
 
     def input_value(self, path: str) -> Any:
         """The value of the input at ``path`` (0 for a parameter count derived from the architecture)."""
-        value: Any = self
-        for part in path.split("."):
-            value = getattr(value, part)
+        value = _reader(path)(self)
         return 0 if value is None else value
 
     def checkpointed_blocks(self, layers: int) -> int:

@@ -320,3 +320,20 @@ def test_the_run_plan_is_one_object_per_plan_and_follows_its_virtual_tokens() ->
     as_run.cache_clear()  # type: ignore[attr-defined]
     assert estimate(more).compute == second.compute
     assert estimate(more).total_bytes == second.total_bytes
+
+
+def test_an_input_is_read_from_the_plan_it_is_asked_of_never_a_kept_one() -> None:
+    from functools import reduce
+
+    from core.inputs import INPUTS
+
+    lora = plan(method=Method.LORA)
+    for one in (plan(), lora):
+        for spec in INPUTS:  # each input as its dotted path names it
+            value = reduce(getattr, spec.path.split("."), one)
+            assert one.input_value(spec.path) == (0 if value is None else value)
+    # The path's reader is kept, never a plan's value: the next plan's own rank is read.
+    assert lora.with_input("lora.rank", 64).input_value("lora.rank") == 64  # (typed here)
+    assert lora.input_value("lora.rank") != 64
+    with pytest.raises(AttributeError):
+        lora.input_value("lora.no_such_input")
